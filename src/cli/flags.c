@@ -1,0 +1,94 @@
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void print_help(FILE *f, const char *verb, const char *synopsis, const char *about,
+                       const ah_flag_t *flags, int n) {
+    fprintf(f, "usage: autohet %s %s\n\n%s\n\nflags:\n", verb, synopsis, about);
+    for (int i = 0; i < n; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", flags[i].name, flags[i].metavar ? " " : "",
+                 flags[i].metavar ? flags[i].metavar : "");
+        fprintf(f, "  %-26s %s\n", left, flags[i].help);
+    }
+    fprintf(f, "  %-26s %s\n", "--help", "show this help");
+}
+
+bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
+                  int n_flags, int argc, char **argv, int *rc) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_help(stdout, verb, synopsis, about, flags, n_flags);
+            *rc = 0;
+            return false;
+        }
+        ah_flag_t *f = NULL;
+        const char *value = NULL;
+        size_t alen = strcspn(a, "=");
+        for (int k = 0; k < n_flags; k++)
+            if (strlen(flags[k].name) == alen && strncmp(flags[k].name, a, alen) == 0) f = &flags[k];
+        if (!f) {
+            fprintf(stderr, "autohet %s: unknown flag \"%s\" (autohet %s --help lists the flags)\n",
+                    verb, a, verb);
+            *rc = 2;
+            return false;
+        }
+        if (a[alen] == '=') value = a + alen + 1;
+        if (f->kind == AH_FLAG_BOOL) {
+            if (value) {
+                fprintf(stderr, "autohet %s: %s takes no value\n", verb, f->name);
+                *rc = 2;
+                return false;
+            }
+            *(bool *)f->target = true;
+            f->seen = true;
+            continue;
+        }
+        if (!value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "autohet %s: %s needs a value (%s)\n", verb, f->name, f->metavar);
+                *rc = 2;
+                return false;
+            }
+            value = argv[++i];
+        }
+        f->seen = true;
+        char *end = NULL;
+        errno = 0;
+        switch (f->kind) {
+        case AH_FLAG_STR: *(const char **)f->target = value; break;
+        case AH_FLAG_INT: {
+            long long x = strtoll(value, &end, 10);
+            if (errno || end == value || *end) {
+                fprintf(stderr, "autohet %s: %s: expected an integer, got \"%s\"\n", verb, f->name, value);
+                *rc = 2;
+                return false;
+            }
+            *(int64_t *)f->target = x;
+            break;
+        }
+        case AH_FLAG_NUM: {
+            double x = strtod(value, &end);
+            if (errno || end == value || *end || !isfinite(x)) {
+                fprintf(stderr, "autohet %s: %s: expected a number, got \"%s\"\n", verb, f->name, value);
+                *rc = 2;
+                return false;
+            }
+            *(double *)f->target = x;
+            break;
+        }
+        case AH_FLAG_BOOL: break;
+        }
+    }
+    return true;
+}
+
+int ah_cli_fail(const char *verb, const ah_error_t *err) {
+    fprintf(stderr, "autohet %s: %s: %s\n", verb, ah_status_name(err->code), err->msg);
+    return ah_status_exit_code(err->code);
+}

@@ -1,0 +1,27 @@
+/* autohet: one program, one verb per job. Each verb lives in its own file (cli_<verb>.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const ah_cli_verb_t VERBS[] = {
+    {"model", "per-layer parameters, FLOPs and activation bytes of a model", ah_cli_model},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: autohet VERB [flags]   (autohet VERB --help for a verb's flags)\n\nverbs:\n");
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        if (strcmp(argv[1], VERBS[i].name) == 0) return VERBS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "autohet: unknown verb \"%s\"\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

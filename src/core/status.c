@@ -1,0 +1,50 @@
+#include "core/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+ah_status_t ah_error_set(ah_error_t *err, ah_status_t code, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+ah_status_t ah_error_prefix(ah_error_t *err, const char *fmt, ...) {
+    if (!err) return AH_ERR_INTERNAL;
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[AH_ERROR_MSG_MAX];
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    return err->code;
+}
+
+const char *ah_status_name(ah_status_t code) {
+    switch (code) {
+    case AH_OK: return "ok";
+    case AH_ERR_USAGE: return "usage error";
+    case AH_ERR_IO: return "I/O error";
+    case AH_ERR_PARSE: return "parse error";
+    case AH_ERR_INVALID: return "invalid input";
+    case AH_ERR_INFEASIBLE: return "infeasible";
+    case AH_ERR_OOM: return "out of memory";
+    case AH_ERR_COMM: return "communication error";
+    case AH_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
+
+int ah_status_exit_code(ah_status_t code) {
+    if (code == AH_OK) return 0;
+    if (code == AH_ERR_USAGE) return 2;
+    return 1;
+}

@@ -1,0 +1,105 @@
+/* Cost and memory model: pure functions, no I/O, no MPI.
+ *
+ * Three layers of detail, each built on the one before:
+ *  1. accounting per layer kind (embedding, block, head) as a function of TP degree t:
+ *     parameters, forward/backward FLOPs per micro-batch, activation bytes kept for backward;
+ *  2. a stage (a TP group holding blocks [first, last), maybe the embedding and/or the head):
+ *     seconds per micro-batch forward and backward, bytes of memory per device;
+ *  3. a whole plan (ah_evaluate in evaluate.h): iteration time with its breakdown, per-device
+ *     memory against capacity, the bottleneck.
+ * Every formula is written down in docs/cost-model.md; keep the two in step.
+ */
+#ifndef AH_COST_COST_H
+#define AH_COST_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spec/cluster.h"
+#include "spec/model.h"
+
+typedef enum { AH_PREC_FP32 = 0, AH_PREC_BF16 = 1 } ah_precision_t;
+
+const char *ah_precision_name(ah_precision_t p);
+/* "fp32" / "bf16" -> precision; false if unknown. */
+bool ah_precision_parse(const char *s, ah_precision_t *out);
+
+typedef struct ah_train {
+    int64_t global_batch; /* B: sequences per iteration */
+    int64_t seq_len;      /* T */
+    int64_t micro_batch;  /* m: sequences per micro-batch */
+    ah_precision_t precision;
+} ah_train_t;
+
+typedef enum { AH_LAYER_EMBED = 0, AH_LAYER_BLOCK = 1, AH_LAYER_HEAD = 2 } ah_layer_kind_t;
+
+/* ---- 1. accounting (per TP rank of a group of t) ---- */
+
+/* Parameters held by one TP rank for one layer of that kind. The embedding and the head are
+ * replicated across the TP group (not vocab-parallel). A tied head counts only its final norm
+ * here; the copy of the tied matrix a separate last stage keeps is counted by the stage. */
+int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t);
+/* Unique parameters of the model (published counts: GPT-2 124M = 124,439,808). */
+int64_t ah_model_params_total(const ah_model_t *m);
+/* Matmul FLOPs of one micro-batch of b sequences of T tokens, per TP rank. Backward = 2 x
+ * forward (input and weight gradients). */
+double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
+double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
+/* Bytes kept from forward to backward for one micro-batch, per TP rank. With recompute, a block
+ * keeps only its input. fp32 = the CPU runtime's layout (attention probabilities kept);
+ * bf16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
+int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
+                           ah_precision_t p, bool recompute);
+/* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 adds fp32
+ * master weights): 16 for both precisions. */
+int64_t ah_param_state_bytes(ah_precision_t p);
+
+/* ---- 2. a stage ---- */
+
+typedef struct ah_profile ah_profile_t; /* measured timings (cost/profile.h); NULL = roofline */
+
+typedef struct ah_cost_ctx {
+    const ah_model_t *model;
+    const ah_cluster_t *cluster;
+    const ah_train_t *train;
+    int t;                        /* TP degree */
+    const ah_profile_t *profile;  /* may be NULL */
+} ah_cost_ctx_t;
+
+typedef struct ah_stage_cost {
+    double fwd_s;            /* one micro-batch forward, compute + TP all-reduces */
+    double bwd_s;            /* one micro-batch backward (+ recomputation), compute + TP comm */
+    double tp_comm_fwd_s;    /* the TP all-reduce part of fwd_s */
+    double tp_comm_bwd_s;    /* the TP all-reduce part of bwd_s */
+    int64_t params;          /* parameters held by one device of the group */
+    int64_t state_bytes;     /* params x ah_param_state_bytes */
+    int64_t act_bytes_per_mb;/* activations per in-flight micro-batch */
+    int64_t fixed_bytes;     /* buffers not per micro-batch: workspace, recompute buffer, logits,
+                                p2p buffers, and the type's reserved constant */
+} ah_stage_cost_t;
+
+/* Stage on GPU type `type` (index into ctx->cluster->types) holding blocks [first, last), plus the
+ * embedding when has_embed and the head when has_head. */
+void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool has_embed,
+                   bool has_head, bool recompute, ah_stage_cost_t *out);
+
+/* Micro-batches in flight on stage s (from 0) of S under 1F1B with n micro-batches: min(S-s, n). */
+int64_t ah_inflight(int S, int s, int64_t n);
+/* Peak bytes on one device of the stage with `inflight` micro-batches in flight. */
+int64_t ah_stage_memory_bytes(const ah_stage_cost_t *c, int64_t inflight);
+
+/* ---- links ---- */
+
+typedef enum { AH_LINK_INTRA = 0, AH_LINK_INTER_NODE = 1, AH_LINK_INTER_ZONE = 2 } ah_link_t;
+ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b);
+/* Bandwidth (bytes/s) and latency (s) of a link kind; intra uses the slower type's link. */
+double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b);
+double ah_link_latency(const ah_cluster_t *c, ah_link_t link);
+/* Seconds to send one micro-batch's boundary activation (b x T x C) over the link. */
+double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b);
+/* Ring all-reduce of `bytes` over `n` members on a link of bandwidth bw (bytes/s), latency lat. */
+double ah_allreduce_seconds(double bytes, int n, double bw, double lat);
+/* Optimizer step seconds for `params` parameters on a device of that type (memory-bound). */
+double ah_optimizer_seconds(const ah_cost_ctx_t *ctx, int type, int64_t params);
+
+#endif

@@ -1,0 +1,48 @@
+/* Scoring a whole plan under the cost model: the one code path that `autohet evaluate`, the
+ * planner's reported prediction and the baselines all use. */
+#ifndef AH_COST_EVALUATE_H
+#define AH_COST_EVALUATE_H
+
+#include "cost/cost.h"
+#include "plan/plan.h"
+
+typedef struct ah_device_eval {
+    int pipeline, stage, tp_rank;
+    int node, index;          /* as in the plan */
+    int64_t memory_bytes;     /* predicted peak */
+    int64_t capacity_bytes;
+} ah_device_eval_t;
+
+typedef struct ah_stage_eval {
+    double fwd_s, bwd_s, p2p_s; /* p2p_s: send to the next stage, per micro-batch */
+    int64_t memory_bytes;
+    int64_t inflight;
+} ah_stage_eval_t;
+
+typedef struct ah_pipeline_eval {
+    double time_s;            /* T_pipe */
+    int bottleneck_stage;     /* argmax_s (f_s + b_s) */
+    ah_stage_eval_t *stages;  /* n_stages entries */
+} ah_pipeline_eval_t;
+
+typedef struct ah_eval {
+    ah_prediction_t pred;     /* iteration_s, tokens_per_s, memory_bytes, breakdown */
+    bool feasible;            /* every device fits */
+    int n_devices;
+    ah_device_eval_t *devices;   /* rank order */
+    int n_pipelines;
+    ah_pipeline_eval_t *pipelines;
+    int critical_pipeline;    /* the slowest pipeline */
+    int bottleneck_stage;     /* its bottleneck stage */
+    int worst_device;         /* largest memory_bytes - capacity_bytes (rank) */
+} ah_eval_t;
+
+/* Scores p (which must have passed ah_plan_validate). profile may be NULL (roofline). */
+ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
+                        ah_error_t *err);
+void ah_eval_free(ah_eval_t *e);
+
+/* ah_plan_validate + the memory rule: fails naming the device, its need and its capacity. */
+ah_status_t ah_plan_check(const ah_plan_t *p, const ah_profile_t *profile, ah_error_t *err);
+
+#endif

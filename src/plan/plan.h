@@ -1,0 +1,93 @@
+/* The plan (plan.json, version 1): the data type, reading, writing and validation.
+ *
+ * A plan is one document, enough to run: the model and training settings, the TP degree, the
+ * pipelines with their micro-batch counts and stages, each stage's layer range [first, last),
+ * GPU type, recomputation flag and TP-group devices (node + local GPU index, in TP-rank order).
+ * It also carries the cluster it was made for (field "cluster"), so evaluate and train need no
+ * second file; a --cluster given on the command line replaces it.
+ * MPI rank order is the order of devices in the file: pipeline, stage, TP rank.
+ *
+ * Ownership: ah_plan_t owns its pipelines, stages and cluster; free with ah_plan_free.
+ */
+#ifndef AH_PLAN_PLAN_H
+#define AH_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost/cost.h"
+#include "spec/cluster.h"
+#include "spec/model.h"
+
+#define AH_PLAN_VERSION 1
+#define AH_MAX_TP 16
+
+typedef struct ah_device_ref {
+    int node;  /* index into plan->cluster.nodes */
+    int index; /* local GPU index in that node */
+} ah_device_ref_t;
+
+typedef struct ah_stage {
+    int first, last;                   /* blocks [first, last) */
+    int type;                          /* index into plan->cluster.types */
+    bool recompute;
+    ah_device_ref_t devices[AH_MAX_TP];/* plan->tp entries, TP-rank order */
+} ah_stage_t;
+
+typedef struct ah_pipeline {
+    int64_t micro_batches;
+    int n_stages;
+    ah_stage_t *stages;
+} ah_pipeline_t;
+
+typedef struct ah_breakdown {
+    double compute_s;   /* critical pipeline: n x bottleneck-stage compute */
+    double bubble_s;    /* critical pipeline: fill and drain */
+    double p2p_s;       /* critical pipeline: activation sends between stages */
+    double tp_comm_s;   /* critical pipeline: n x bottleneck-stage TP all-reduces */
+    double dp_sync_s;   /* layer-wise gradient sync across pipelines */
+    double optimizer_s; /* AdamW step */
+} ah_breakdown_t;
+
+typedef struct ah_prediction {
+    double iteration_s;
+    double tokens_per_s;
+    int64_t memory_bytes;   /* largest per-device memory */
+    ah_breakdown_t breakdown;
+} ah_prediction_t;
+
+typedef struct ah_plan {
+    ah_model_t model;
+    ah_train_t train;
+    int tp;
+    int n_pipelines;
+    ah_pipeline_t *pipelines;
+    ah_cluster_t cluster;
+    bool has_predicted;        /* "predicted" was present in the file / filled by the planner */
+    ah_prediction_t predicted;
+} ah_plan_t;
+
+/* Reading: structure and types only; `cluster_override` (may be NULL) replaces the plan's own.
+ * Then call ah_plan_validate. */
+ah_status_t ah_plan_load(const char *path, const ah_cluster_t *cluster_override, ah_plan_t *p,
+                         ah_error_t *err);
+struct json_t;
+ah_status_t ah_plan_from_json(const struct json_t *doc, const char *where,
+                              const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err);
+struct json_t *ah_plan_to_json(const ah_plan_t *p);
+ah_status_t ah_plan_save(const ah_plan_t *p, const char *path, ah_error_t *err);
+
+/* Every structural validity rule of DESIGN.md "The plan"; the message names the rule and the
+ * place (pipeline, stage, device). Memory fit is checked by ah_plan_check (evaluate.h). */
+ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err);
+
+/* Allocation helpers for builders (planner, tests): stages zeroed. */
+ah_status_t ah_plan_init(ah_plan_t *p, const ah_model_t *m, const ah_train_t *train, int tp,
+                         const ah_cluster_t *cluster, int n_pipelines, ah_error_t *err);
+ah_status_t ah_pipeline_alloc(ah_pipeline_t *pl, int n_stages, ah_error_t *err);
+void ah_plan_free(ah_plan_t *p);
+
+/* Total devices in the plan (= MPI ranks); rank order is (pipeline, stage, tp rank). */
+int ah_plan_device_count(const ah_plan_t *p);
+
+#endif

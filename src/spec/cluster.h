@@ -1,0 +1,97 @@
+/* Cluster spec: GPU types (from the built-in catalog or given in full), nodes, network.
+ *
+ * JSON form (DESIGN.md "Exact names"):
+ *   {"gpu_types": {NAME: {"memory_gib", "tflops": {"bf16","fp16","fp32"}, "mem_bw_gb_s",
+ *                         "intra_node_gb_s", "efficiency", "base": CATALOG_NAME,
+ *                         "emulate": {"slowdown", "memory_mib"}}},
+ *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour"}],
+ *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s", ...}}
+ * Bandwidths are GB/s (10^9 bytes), memory GiB. A node's "gpu" may name a catalog type without
+ * listing it in gpu_types; an entry in gpu_types with the name (or "base") of a catalog type
+ * overrides only the fields it gives.
+ *
+ * Ownership: ah_cluster_t owns its arrays; free with ah_cluster_free. Types and nodes are
+ * referred to by index everywhere else (plan, planner, cost model).
+ */
+#ifndef AH_SPEC_CLUSTER_H
+#define AH_SPEC_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define AH_NAME_MAX 64
+
+typedef struct ah_gpu_type {
+    char name[AH_NAME_MAX];
+    double memory_gib;      /* device memory */
+    double tflops_bf16;     /* dense peak, TFLOP/s */
+    double tflops_fp16;
+    double tflops_fp32;
+    double mem_bw_gb_s;     /* device memory bandwidth */
+    double intra_node_gb_s; /* per-GPU bandwidth to its node peers (NVLink or PCIe) */
+    double efficiency;      /* fraction of peak FLOP/s the roofline assumes (0, 1] */
+    double reserved_gib;    /* per-device constant: CUDA context, allocator slack */
+    double emulate_slowdown;   /* > 0: a CPU rank emulating this type stretches compute k x */
+    double emulate_memory_mib; /* > 0: that rank's allocator cap */
+} ah_gpu_type_t;
+
+typedef struct ah_node {
+    char name[AH_NAME_MAX];
+    int type;               /* index into ah_cluster_t.types */
+    int count;              /* GPUs in the node */
+    char zone[AH_NAME_MAX];
+    bool spot;
+    double usd_per_gpu_hour;
+} ah_node_t;
+
+typedef struct ah_network {
+    double inter_node_gb_s;  /* per-GPU bandwidth between nodes of one zone */
+    double inter_zone_gb_s;  /* per-GPU bandwidth between zones */
+    double latency_us;       /* per message, between nodes */
+    double inter_zone_latency_us;
+    double intra_latency_us; /* per message inside a node */
+    double cloud_gb_s;       /* object storage bandwidth, per node */
+} ah_network_t;
+
+typedef struct ah_cluster {
+    ah_gpu_type_t *types;
+    int n_types;
+    ah_node_t *nodes;
+    int n_nodes;
+    ah_network_t net;
+} ah_cluster_t;
+
+/* The built-in catalog (figures and their sources in catalog.c). */
+int ah_gpu_catalog_count(void);
+const ah_gpu_type_t *ah_gpu_catalog_get(int i);
+const ah_gpu_type_t *ah_gpu_catalog_find(const char *name); /* NULL if unknown */
+
+ah_status_t ah_cluster_load(const char *path, ah_cluster_t *c, ah_error_t *err);
+/* `where` names the document in messages (a file name, or "plan.json: cluster"). */
+struct json_t;
+ah_status_t ah_cluster_from_json(const struct json_t *doc, const char *where, ah_cluster_t *c,
+                                 ah_error_t *err);
+/* Full form: every type written out, so the document stands alone. */
+struct json_t *ah_cluster_to_json(const ah_cluster_t *c);
+ah_status_t ah_cluster_copy(const ah_cluster_t *src, ah_cluster_t *dst, ah_error_t *err);
+void ah_cluster_free(ah_cluster_t *c);
+
+/* Lookups; -1 when absent. */
+int ah_cluster_find_node(const ah_cluster_t *c, const char *name);
+int ah_cluster_find_type(const ah_cluster_t *c, const char *name);
+int ah_cluster_gpu_count(const ah_cluster_t *c);
+
+/* Device memory capacity in bytes (memory_gib, or emulate.memory_mib when emulated). */
+int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g);
+/* Peak FLOP/s for a precision name index: 0 fp32, 1 bf16 (see ah_precision_t in cost). */
+double ah_gpu_peak_flops(const ah_gpu_type_t *g, int bf16);
+
+/* The built-in example cluster used by the README's first command and tests:
+ * "mixed-32": 2 nodes x 8 A100-80G (zone a), 1 x 8 H800 (zone a), 1 x 8 H20 (zone b). */
+ah_status_t ah_cluster_builtin(const char *name, ah_cluster_t *c, ah_error_t *err);
+/* Loads a built-in name or a JSON path. */
+ah_status_t ah_cluster_open(const char *name_or_path, ah_cluster_t *c, ah_error_t *err);
+
+#endif

@@ -1,0 +1,234 @@
+#include "spec/model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+
+typedef struct {
+    const char *name;
+    ah_arch_t arch;
+    int64_t L, C, H, KV, FF, V, P;
+    bool tied;
+    double eps;
+} preset_t;
+
+/* Shapes from each model's published Hugging Face config.json (openai-community/gpt2*,
+ * meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-8B) and, for GPT-3 175B, Table 2.1 of
+ * Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2 vocabulary). The
+ * tiny ones are ours, for tests and the CPU demo. */
+static const preset_t PRESETS[] = {
+    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5},
+    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5},
+    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5},
+    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5},
+    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5},
+    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5},
+    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5},
+    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5},
+    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5},
+    /* tiny models for tests and the CPU demo */
+    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5},
+    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5},
+    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5},
+};
+#define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+int ah_model_preset_count(void) { return N_PRESETS; }
+const char *ah_model_preset_name(int i) { return (i >= 0 && i < N_PRESETS) ? PRESETS[i].name : NULL; }
+const char *ah_arch_name(ah_arch_t a) { return a == AH_ARCH_LLAMA ? "llama" : "gpt2"; }
+
+static void preset_list(char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_PRESETS && len + 2 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", PRESETS[i].name);
+}
+
+ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {
+    for (int i = 0; i < N_PRESETS; i++) {
+        const preset_t *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0) continue;
+        memset(m, 0, sizeof *m);
+        snprintf(m->name, sizeof m->name, "%s", p->name);
+        m->arch = p->arch;
+        m->n_layer = p->L;
+        m->d_model = p->C;
+        m->n_head = p->H;
+        m->n_kv_head = p->KV;
+        m->d_ff = p->FF;
+        m->vocab = p->V;
+        m->max_pos = p->P;
+        m->tied = p->tied;
+        m->norm_eps = p->eps;
+        return AH_OK;
+    }
+    char list[1024];
+    preset_list(list, sizeof list);
+    return ah_error_set(err, AH_ERR_INVALID,
+                        "unknown model \"%s\": give a preset (%s) or a path to a Hugging Face config.json",
+                        name, list);
+}
+
+ah_status_t ah_model_load(const char *name_or_path, ah_model_t *m, ah_error_t *err) {
+    if (strchr(name_or_path, '/') || strstr(name_or_path, ".json"))
+        return ah_model_from_hf_config(name_or_path, m, err);
+    return ah_model_preset(name_or_path, m, err);
+}
+
+ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t *err) {
+    struct { const char *field; int64_t v; } pos[] = {
+        {"n_layer", m->n_layer}, {"d_model", m->d_model}, {"n_head", m->n_head},
+        {"n_kv_head", m->n_kv_head}, {"d_ff", m->d_ff}, {"vocab", m->vocab}, {"max_pos", m->max_pos}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v < 1)
+            return ah_error_set(err, AH_ERR_INVALID, "%s: %s must be at least 1, got %lld", where,
+                                pos[i].field, (long long)pos[i].v);
+    if (m->d_model % m->n_head)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: hidden size %lld is not divisible by the %lld attention heads", where,
+                            (long long)m->d_model, (long long)m->n_head);
+    if (m->n_head % m->n_kv_head)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: %lld attention heads are not divisible by the %lld key/value heads",
+                            where, (long long)m->n_head, (long long)m->n_kv_head);
+    if (m->arch == AH_ARCH_GPT2 && m->n_kv_head != m->n_head)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: GPT-2 models have no grouped-query attention "
+                            "(n_kv_head %lld != n_head %lld)", where, (long long)m->n_kv_head,
+                            (long long)m->n_head);
+    if (!(m->norm_eps > 0 && m->norm_eps < 1))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: norm epsilon must be in (0, 1), got %g", where,
+                            m->norm_eps);
+    return AH_OK;
+}
+
+ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err) {
+    if (t < 1) return ah_error_set(err, AH_ERR_INVALID, "tensor-parallel degree must be >= 1, got %d", t);
+    if (m->n_head % t || m->n_kv_head % t || m->d_ff % t)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "model %s cannot be split %d ways by tensor parallelism: %lld heads, %lld "
+                            "key/value heads and MLP width %lld must all be divisible by %d",
+                            m->name, t, (long long)m->n_head, (long long)m->n_kv_head,
+                            (long long)m->d_ff, t);
+    return AH_OK;
+}
+
+bool ah_model_equal(const ah_model_t *a, const ah_model_t *b) {
+    return a->arch == b->arch && a->n_layer == b->n_layer && a->d_model == b->d_model &&
+           a->n_head == b->n_head && a->n_kv_head == b->n_kv_head && a->d_ff == b->d_ff &&
+           a->vocab == b->vocab && a->max_pos == b->max_pos && a->tied == b->tied &&
+           a->norm_eps == b->norm_eps;
+}
+
+#define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
+
+ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, ah_model_t *m,
+                                  ah_error_t *err) {
+    const json_t *cfg = (const json_t *)cfg_;
+    if (!json_is_object(cfg))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected a JSON object, got %s", where,
+                            ah_json_type_name(cfg));
+    memset(m, 0, sizeof *m);
+    char type[64] = "";
+    TRY(ah_json_get_str(cfg, where, "model_type", false, type, sizeof type, err));
+    const int64_t BIG = (int64_t)1 << 40;
+    bool gpt2 = strcmp(type, "gpt2") == 0 || (type[0] == 0 && json_object_get(cfg, "n_layer"));
+    bool llama = strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
+                 (type[0] == 0 && json_object_get(cfg, "num_hidden_layers"));
+    if (gpt2) {
+        m->arch = AH_ARCH_GPT2;
+        TRY(ah_json_get_int(cfg, where, "n_layer", true, 1, 100000, &m->n_layer, err));
+        TRY(ah_json_get_int(cfg, where, "n_embd", true, 1, BIG, &m->d_model, err));
+        TRY(ah_json_get_int(cfg, where, "n_head", true, 1, BIG, &m->n_head, err));
+        TRY(ah_json_get_int(cfg, where, "vocab_size", true, 1, BIG, &m->vocab, err));
+        TRY(ah_json_get_int(cfg, where, "n_positions", true, 1, BIG, &m->max_pos, err));
+        m->n_kv_head = m->n_head;
+        m->d_ff = 4 * m->d_model;
+        const json_t *inner = json_object_get(cfg, "n_inner");
+        if (inner && !json_is_null(inner))
+            TRY(ah_json_get_int(cfg, where, "n_inner", true, 1, BIG, &m->d_ff, err));
+        m->tied = true;
+        TRY(ah_json_get_bool(cfg, where, "tie_word_embeddings", false, &m->tied, err));
+        m->norm_eps = 1e-5;
+        TRY(ah_json_get_num(cfg, where, "layer_norm_epsilon", false, 0, 1, &m->norm_eps, err));
+    } else if (llama) {
+        m->arch = AH_ARCH_LLAMA;
+        TRY(ah_json_get_int(cfg, where, "num_hidden_layers", true, 1, 100000, &m->n_layer, err));
+        TRY(ah_json_get_int(cfg, where, "hidden_size", true, 1, BIG, &m->d_model, err));
+        TRY(ah_json_get_int(cfg, where, "num_attention_heads", true, 1, BIG, &m->n_head, err));
+        m->n_kv_head = m->n_head;
+        TRY(ah_json_get_int(cfg, where, "num_key_value_heads", false, 1, BIG, &m->n_kv_head, err));
+        TRY(ah_json_get_int(cfg, where, "intermediate_size", true, 1, BIG, &m->d_ff, err));
+        TRY(ah_json_get_int(cfg, where, "vocab_size", true, 1, BIG, &m->vocab, err));
+        m->max_pos = 2048;
+        TRY(ah_json_get_int(cfg, where, "max_position_embeddings", false, 1, BIG, &m->max_pos, err));
+        m->tied = false;
+        TRY(ah_json_get_bool(cfg, where, "tie_word_embeddings", false, &m->tied, err));
+        m->norm_eps = 1e-6;
+        TRY(ah_json_get_num(cfg, where, "rms_norm_eps", false, 0, 1, &m->norm_eps, err));
+        const json_t *hd = json_object_get(cfg, "head_dim");
+        if (hd && json_is_integer(hd) && json_integer_value(hd) * m->n_head != m->d_model)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s.head_dim: %lld x %lld heads != hidden_size %lld; autohet needs "
+                                "head_dim = hidden_size / num_attention_heads",
+                                where, (long long)json_integer_value(hd), (long long)m->n_head,
+                                (long long)m->d_model);
+    } else {
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: model_type \"%s\" is not supported: autohet reads GPT-2 configs "
+                            "(model_type \"gpt2\": n_layer, n_embd, n_head, vocab_size, n_positions) "
+                            "and LLaMA configs (model_type \"llama\": num_hidden_layers, hidden_size, ...)",
+                            where, type);
+    }
+    snprintf(m->name, sizeof m->name, "%.63s", where);
+    return ah_model_validate(m, where, err);
+}
+
+ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t *err) {
+    json_t *cfg;
+    TRY(ah_json_load_file(path, &cfg, err));
+    ah_status_t s = ah_model_from_hf_json(cfg, path, m, err);
+    json_decref(cfg);
+    return s;
+}
+
+struct json_t *ah_model_to_json(const ah_model_t *m) {
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:f}", "name", m->name,
+                     "arch", ah_arch_name(m->arch), "n_layer", (json_int_t)m->n_layer, "d_model",
+                     (json_int_t)m->d_model, "n_head", (json_int_t)m->n_head, "n_kv_head",
+                     (json_int_t)m->n_kv_head, "d_ff", (json_int_t)m->d_ff, "vocab",
+                     (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
+                     "norm_eps", m->norm_eps);
+}
+
+ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_model_t *m,
+                               ah_error_t *err) {
+    const json_t *obj = (const json_t *)obj_;
+    if (json_is_string(obj)) return ah_model_preset(json_string_value(obj), m, err);
+    if (!json_is_object(obj))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected a preset name or a model object, got %s",
+                            where, ah_json_type_name(obj));
+    static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
+                                       "d_ff", "vocab", "max_pos", "tied", "norm_eps", NULL};
+    TRY(ah_json_check_keys(obj, where, keys, err));
+    memset(m, 0, sizeof *m);
+    char arch[16];
+    const int64_t BIG = (int64_t)1 << 40;
+    TRY(ah_json_get_str(obj, where, "name", true, m->name, sizeof m->name, err));
+    TRY(ah_json_get_str(obj, where, "arch", true, arch, sizeof arch, err));
+    if (strcmp(arch, "gpt2") == 0) m->arch = AH_ARCH_GPT2;
+    else if (strcmp(arch, "llama") == 0) m->arch = AH_ARCH_LLAMA;
+    else return ah_error_set(err, AH_ERR_INVALID, "%s.arch: expected \"gpt2\" or \"llama\", got \"%s\"", where, arch);
+    TRY(ah_json_get_int(obj, where, "n_layer", true, 1, 100000, &m->n_layer, err));
+    TRY(ah_json_get_int(obj, where, "d_model", true, 1, BIG, &m->d_model, err));
+    TRY(ah_json_get_int(obj, where, "n_head", true, 1, BIG, &m->n_head, err));
+    TRY(ah_json_get_int(obj, where, "n_kv_head", true, 1, BIG, &m->n_kv_head, err));
+    TRY(ah_json_get_int(obj, where, "d_ff", true, 1, BIG, &m->d_ff, err));
+    TRY(ah_json_get_int(obj, where, "vocab", true, 1, BIG, &m->vocab, err));
+    TRY(ah_json_get_int(obj, where, "max_pos", true, 1, BIG, &m->max_pos, err));
+    TRY(ah_json_get_bool(obj, where, "tied", true, &m->tied, err));
+    TRY(ah_json_get_num(obj, where, "norm_eps", true, 0, 1, &m->norm_eps, err));
+    return ah_model_validate(m, where, err);
+}

@@ -1,0 +1,62 @@
+/* Model spec: the transformer's shape, from a preset name or a Hugging Face config.json.
+ *
+ * Two families: GPT-2 (LayerNorm with bias, GELU MLP of width d_ff, learned positions, biases on
+ * every linear layer, LM head tied to the token embedding) and LLaMA (RMSNorm, SwiGLU MLP,
+ * grouped-query attention, rotary positions, no biases, head tied only if tie_word_embeddings).
+ * GPT-3 175B is a GPT-2-architecture model at a larger shape.
+ *
+ * Layers are numbered like the plan file numbers them: blocks 0 .. n_layer-1. The embedding is
+ * held by stage 0 of every pipeline and the final norm + LM head by the last stage; they are not
+ * in any stage's [first, last) range.
+ */
+#ifndef AH_SPEC_MODEL_H
+#define AH_SPEC_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum { AH_ARCH_GPT2 = 0, AH_ARCH_LLAMA = 1 } ah_arch_t;
+
+typedef struct ah_model {
+    char name[64];     /* preset name, or the config.json path as given */
+    ah_arch_t arch;
+    int64_t n_layer;   /* transformer blocks L */
+    int64_t d_model;   /* hidden size C */
+    int64_t n_head;    /* attention heads H; head dim = C / H */
+    int64_t n_kv_head; /* key/value heads (GQA); == n_head for GPT-2 */
+    int64_t d_ff;      /* MLP hidden width (4C for GPT-2) */
+    int64_t vocab;     /* V */
+    int64_t max_pos;   /* context length (learned position rows for GPT-2) */
+    bool tied;         /* LM head shares the token embedding matrix */
+    double norm_eps;
+} ah_model_t;
+
+/* A preset by name (see ah_model_preset_name), or a path to a HF config.json. */
+ah_status_t ah_model_load(const char *name_or_path, ah_model_t *m, ah_error_t *err);
+ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err);
+ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t *err);
+/* Parses an already-loaded HF config object; `where` names it in messages. */
+struct json_t;
+ah_status_t ah_model_from_hf_json(const struct json_t *cfg, const char *where, ah_model_t *m,
+                                  ah_error_t *err);
+
+/* Plan files carry the model as an object with these fields; to/from that form. */
+struct json_t *ah_model_to_json(const ah_model_t *m);
+ah_status_t ah_model_from_json(const struct json_t *obj, const char *where, ah_model_t *m,
+                               ah_error_t *err);
+
+/* Checks the shape itself (positive sizes, C divisible by H, H divisible by n_kv_head). */
+ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t *err);
+/* Whether TP degree t can split this model: heads and kv heads divisible by t, d_ff too. */
+ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err);
+
+bool ah_model_equal(const ah_model_t *a, const ah_model_t *b);
+
+int ah_model_preset_count(void);
+const char *ah_model_preset_name(int i);
+
+const char *ah_arch_name(ah_arch_t a);
+
+#endif

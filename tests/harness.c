@@ -1,0 +1,41 @@
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...) {
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void ah_test_check_err(int status, int want, const char *msg, const char *needle, const char *file,
+                       int line) {
+    ah_test_check(status == want && strstr(msg, needle) != NULL, file, line,
+                  "want status %d with message containing \"%s\", got status %d: %s", want, needle,
+                  status, msg);
+}
+
+int ah_test_finish(void) {
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+const char *ah_test_src_path(const char *rel) {
+    static char buf[4096];
+    const char *root = getenv("AH_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", root ? root : ".", rel);
+    return buf;
+}
