@@ -1,0 +1,52 @@
+/* Plan construction and teardown (reading/writing is plan_io.c, rules are plan_validate.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+ah_status_t ah_plan_init(ah_plan_t *p, const ah_model_t *m, const ah_train_t *train, int tp,
+                         const ah_cluster_t *cluster, int n_pipelines, ah_error_t *err) {
+    memset(p, 0, sizeof *p);
+    p->model = *m;
+    p->train = *train;
+    p->tp = tp;
+    if (n_pipelines < 0) return ah_error_set(err, AH_ERR_INTERNAL, "negative pipeline count");
+    if (cluster) {
+        ah_status_t s = ah_cluster_copy(cluster, &p->cluster, err);
+        if (s != AH_OK) return s;
+    }
+    if (n_pipelines > 0) {
+        p->pipelines = calloc((size_t)n_pipelines, sizeof *p->pipelines);
+        if (!p->pipelines) {
+            ah_cluster_free(&p->cluster);
+            return ah_error_set(err, AH_ERR_OOM, "out of host memory for %d pipelines", n_pipelines);
+        }
+    }
+    p->n_pipelines = n_pipelines;
+    return AH_OK;
+}
+
+ah_status_t ah_pipeline_alloc(ah_pipeline_t *pl, int n_stages, ah_error_t *err) {
+    free(pl->stages);
+    pl->stages = NULL;
+    pl->n_stages = 0;
+    if (n_stages <= 0) return ah_error_set(err, AH_ERR_INTERNAL, "a pipeline needs at least one stage");
+    pl->stages = calloc((size_t)n_stages, sizeof *pl->stages);
+    if (!pl->stages) return ah_error_set(err, AH_ERR_OOM, "out of host memory for %d stages", n_stages);
+    pl->n_stages = n_stages;
+    return AH_OK;
+}
+
+void ah_plan_free(ah_plan_t *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_pipelines; i++) free(p->pipelines[i].stages);
+    free(p->pipelines);
+    ah_cluster_free(&p->cluster);
+    memset(p, 0, sizeof *p);
+}
+
+int ah_plan_device_count(const ah_plan_t *p) {
+    int n = 0;
+    for (int i = 0; i < p->n_pipelines; i++) n += p->pipelines[i].n_stages * p->tp;
+    return n;
+}
