@@ -1,0 +1,70 @@
+#include "runtime/layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err) {
+    memset(l, 0, sizeof *l);
+    int n_stage_total = 0;
+    for (int i = 0; i < p->n_pipelines; i++) n_stage_total += p->pipelines[i].n_stages;
+    l->n_ranks = n_stage_total * p->tp;
+    int L = (int)p->model.n_layer;
+    char *cut = calloc((size_t)L + 1, 1);
+    l->roles = calloc((size_t)l->n_ranks, sizeof *l->roles);
+    l->stage_rank0 = calloc((size_t)n_stage_total, sizeof *l->stage_rank0);
+    l->stage_base = calloc((size_t)p->n_pipelines, sizeof *l->stage_base);
+    if (!cut || !l->roles || !l->stage_rank0 || !l->stage_base) {
+        free(cut);
+        ah_layout_free(l);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the rank layout");
+    }
+    int rank = 0, base = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        l->stage_base[i] = base;
+        for (int s = 0; s < pl->n_stages; s++) {
+            l->stage_rank0[base + s] = rank;
+            for (int k = 0; k < p->tp; k++) l->roles[rank++] = (ah_role_t){i, s, k};
+            cut[pl->stages[s].first] = 1;
+        }
+        base += pl->n_stages;
+    }
+    cut[L] = 1;
+    for (int c = 1; c <= L; c++) l->n_segments += cut[c];
+    l->segments = calloc((size_t)l->n_segments, sizeof *l->segments);
+    int ok = l->segments != NULL;
+    for (int c = 0, k = 0, first = 0; ok && c <= L; c++) {
+        if (c == 0 || !cut[c]) continue;
+        ah_segment_t *sg = &l->segments[k++];
+        sg->first = first;
+        sg->last = c;
+        first = c;
+        sg->stage_of = malloc((size_t)p->n_pipelines * sizeof *sg->stage_of);
+        if (!sg->stage_of) { ok = 0; break; }
+        for (int i = 0; i < p->n_pipelines; i++) {
+            const ah_pipeline_t *pl = &p->pipelines[i];
+            int s = 0;
+            while (s + 1 < pl->n_stages && pl->stages[s].last <= sg->first) s++;
+            sg->stage_of[i] = s;
+        }
+    }
+    free(cut);
+    if (!ok) {
+        ah_layout_free(l);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the rank layout");
+    }
+    return AH_OK;
+}
+
+void ah_layout_free(ah_layout_t *l) {
+    for (int k = 0; l->segments && k < l->n_segments; k++) free(l->segments[k].stage_of);
+    free(l->segments);
+    free(l->roles);
+    free(l->stage_rank0);
+    free(l->stage_base);
+    memset(l, 0, sizeof *l);
+}
+
+int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int tp_rank) {
+    return l->stage_rank0[l->stage_base[pipeline] + stage] + tp_rank;
+}
