@@ -1,0 +1,342 @@
+/* Plan file reading and writing (plan.json, version 1; DESIGN.md "The plan").
+ *
+ * The reader checks structure and types, and resolves names (nodes, GPU types) to indices. The
+ * structural rules that a planner-built plan could also break (layer coverage, batch sums, TP
+ * groups, duplicate devices) are left to ah_plan_validate, so one code path checks them for
+ * every plan. Two rules are checked here because the in-memory form cannot even hold a plan
+ * breaking them: the version (ah_plan_t has no version field) and "every stage has exactly tp
+ * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges for the
+ * same reason: "micro_batches": 0 is reported by the validator under its rule name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "plan/plan.h"
+
+#define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
+
+/* Wide enough for any real plan, small enough that sums and products cannot overflow int64
+ * (LOOSE_MAX) or int (LOOSE_INT, for fields stored as int). */
+#define LOOSE_MAX ((int64_t)1 << 40)
+#define LOOSE_INT ((int64_t)1 << 30)
+
+static void node_list(const ah_cluster_t *c, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->n_nodes && len + 8 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", c->nodes[i].name);
+    if (c->n_nodes == 0) snprintf(buf, cap, "none");
+}
+
+static void type_list(const ah_cluster_t *c, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->n_types && len + 8 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", c->types[i].name);
+    if (c->n_types == 0) snprintf(buf, cap, "none");
+}
+
+static ah_status_t read_train(const json_t *doc, const char *where, ah_train_t *tr, ah_error_t *err) {
+    json_t *o = NULL;
+    char w[512];
+    TRY(ah_json_get_typed(doc, where, "train", JSON_OBJECT, true, &o, err));
+    snprintf(w, sizeof w, "%s: train", where);
+    static const char *const keys[] = {"global_batch", "seq_len", "micro_batch", "precision", NULL};
+    TRY(ah_json_check_keys(o, w, keys, err));
+    TRY(ah_json_get_int(o, w, "global_batch", true, -LOOSE_MAX, LOOSE_MAX, &tr->global_batch, err));
+    TRY(ah_json_get_int(o, w, "seq_len", true, -LOOSE_MAX, LOOSE_MAX, &tr->seq_len, err));
+    TRY(ah_json_get_int(o, w, "micro_batch", true, -LOOSE_MAX, LOOSE_MAX, &tr->micro_batch, err));
+    char prec[32];
+    TRY(ah_json_get_str(o, w, "precision", true, prec, sizeof prec, err));
+    if (!ah_precision_parse(prec, &tr->precision))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[train] %s.precision: unknown precision \"%s\" (allowed: \"fp32\", \"bf16\")",
+                            w, prec);
+    return AH_OK;
+}
+
+static ah_status_t read_device(const json_t *d, const char *w, const ah_cluster_t *c,
+                               ah_device_ref_t *ref, ah_error_t *err) {
+    if (!json_is_object(d))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object {\"node\", \"index\"}, got %s",
+                            w, ah_json_type_name(d));
+    static const char *const keys[] = {"node", "index", NULL};
+    TRY(ah_json_check_keys(d, w, keys, err));
+    char node[AH_NAME_MAX];
+    TRY(ah_json_get_str(d, w, "node", true, node, sizeof node, err));
+    ref->node = ah_cluster_find_node(c, node);
+    if (ref->node < 0) {
+        char list[1024];
+        node_list(c, list, sizeof list);
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.node: unknown node \"%s\" (nodes: %s); use a node of the plan's "
+                            "cluster, or pass the cluster it was made for with --cluster",
+                            w, node, list);
+    }
+    int64_t index;
+    TRY(ah_json_get_int(d, w, "index", true, 0, LOOSE_INT, &index, err));
+    ref->index = (int)index;
+    return AH_OK;
+}
+
+static ah_status_t read_stage(const json_t *st, const char *w, int tp, const ah_cluster_t *c,
+                              ah_stage_t *s, ah_error_t *err) {
+    if (!json_is_object(st))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected a stage object, got %s", w,
+                            ah_json_type_name(st));
+    static const char *const keys[] = {"layers", "gpu", "recompute", "devices", NULL};
+    TRY(ah_json_check_keys(st, w, keys, err));
+
+    json_t *layers = NULL;
+    TRY(ah_json_get_typed(st, w, "layers", JSON_ARRAY, true, &layers, err));
+    if (json_array_size(layers) != 2)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.layers: expected [first, last), two integers (blocks first .. last-1), "
+                            "got an array of %zu elements",
+                            w, json_array_size(layers));
+    int64_t fl[2];
+    for (size_t k = 0; k < 2; k++) {
+        json_t *v = json_array_get(layers, k);
+        if (!json_is_integer(v) || json_integer_value(v) < -LOOSE_INT || json_integer_value(v) > LOOSE_INT)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s.layers[%zu]: expected a block number (an integer), got %s", w, k,
+                                json_is_integer(v) ? "an integer out of range" : ah_json_type_name(v));
+        fl[k] = json_integer_value(v);
+    }
+    s->first = (int)fl[0];
+    s->last = (int)fl[1];
+
+    char gpu[AH_NAME_MAX];
+    TRY(ah_json_get_str(st, w, "gpu", true, gpu, sizeof gpu, err));
+    s->type = ah_cluster_find_type(c, gpu);
+    if (s->type < 0) {
+        char list[1024];
+        type_list(c, list, sizeof list);
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.gpu: unknown GPU type \"%s\" (the cluster's types: %s)", w, gpu, list);
+    }
+    s->recompute = false;
+    TRY(ah_json_get_bool(st, w, "recompute", false, &s->recompute, err));
+
+    json_t *devs = NULL;
+    TRY(ah_json_get_typed(st, w, "devices", JSON_ARRAY, true, &devs, err));
+    if (json_array_size(devs) != (size_t)tp)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[tp] %s.devices: %zu devices, but the plan's tp is %d; every stage's TP "
+                            "group has exactly tp devices",
+                            w, json_array_size(devs), tp);
+    for (int r = 0; r < tp; r++) {
+        char dw[600];
+        snprintf(dw, sizeof dw, "%s.devices[%d]", w, r);
+        TRY(read_device(json_array_get(devs, (size_t)r), dw, c, &s->devices[r], err));
+    }
+    return AH_OK;
+}
+
+static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_t *p, ah_error_t *err) {
+    json_t *arr = NULL;
+    TRY(ah_json_get_typed(doc, where, "pipelines", JSON_ARRAY, true, &arr, err));
+    size_t n = json_array_size(arr);
+    if (n > 0) {
+        p->pipelines = calloc(n, sizeof *p->pipelines);
+        if (!p->pipelines)
+            return ah_error_set(err, AH_ERR_OOM, "out of host memory for %zu pipelines", n);
+        p->n_pipelines = (int)n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char w[512];
+        snprintf(w, sizeof w, "%s: pipelines[%zu]", where, i);
+        const json_t *pj = json_array_get(arr, i);
+        if (!json_is_object(pj))
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s: expected an object {\"micro_batches\", \"stages\"}, got %s", w,
+                                ah_json_type_name(pj));
+        static const char *const keys[] = {"micro_batches", "stages", NULL};
+        TRY(ah_json_check_keys(pj, w, keys, err));
+        ah_pipeline_t *pl = &p->pipelines[i];
+        TRY(ah_json_get_int(pj, w, "micro_batches", true, -LOOSE_MAX, LOOSE_MAX, &pl->micro_batches, err));
+        json_t *stages = NULL;
+        TRY(ah_json_get_typed(pj, w, "stages", JSON_ARRAY, true, &stages, err));
+        if (json_array_size(stages) == 0)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] %s.stages: empty; a pipeline needs at least one stage "
+                                "holding all %lld layers",
+                                w, (long long)p->model.n_layer);
+        TRY(ah_pipeline_alloc(pl, (int)json_array_size(stages), err));
+        for (int s = 0; s < pl->n_stages; s++) {
+            char sw[560];
+            snprintf(sw, sizeof sw, "%s.stages[%d]", w, s);
+            TRY(read_stage(json_array_get(stages, (size_t)s), sw, p->tp, &p->cluster, &pl->stages[s], err));
+        }
+    }
+    return AH_OK;
+}
+
+static ah_status_t read_predicted(const json_t *doc, const char *where, ah_plan_t *p, ah_error_t *err) {
+    json_t *o = NULL;
+    TRY(ah_json_get_typed(doc, where, "predicted", JSON_OBJECT, false, &o, err));
+    if (!o) return AH_OK;
+    char w[512], bw[560];
+    snprintf(w, sizeof w, "%s: predicted", where);
+    static const char *const keys[] = {"iteration_s", "tokens_per_s", "memory_bytes", "breakdown", NULL};
+    TRY(ah_json_check_keys(o, w, keys, err));
+    ah_prediction_t *pr = &p->predicted;
+    TRY(ah_json_get_num(o, w, "iteration_s", true, 0, 1e300, &pr->iteration_s, err));
+    TRY(ah_json_get_num(o, w, "tokens_per_s", true, 0, 1e300, &pr->tokens_per_s, err));
+    TRY(ah_json_get_int(o, w, "memory_bytes", true, 0, INT64_MAX, &pr->memory_bytes, err));
+    json_t *b = NULL;
+    TRY(ah_json_get_typed(o, w, "breakdown", JSON_OBJECT, true, &b, err));
+    snprintf(bw, sizeof bw, "%s.breakdown", w);
+    static const char *const bkeys[] = {"compute_s", "bubble_s", "p2p_s", "tp_comm_s",
+                                        "dp_sync_s", "optimizer_s", NULL};
+    TRY(ah_json_check_keys(b, bw, bkeys, err));
+    double *fields[] = {&pr->breakdown.compute_s, &pr->breakdown.bubble_s, &pr->breakdown.p2p_s,
+                        &pr->breakdown.tp_comm_s, &pr->breakdown.dp_sync_s, &pr->breakdown.optimizer_s};
+    for (int k = 0; bkeys[k]; k++)
+        TRY(ah_json_get_num(b, bw, bkeys[k], true, 0, 1e300, fields[k], err));
+    p->has_predicted = true;
+    return AH_OK;
+}
+
+static ah_status_t read_cluster(const json_t *doc, const char *where,
+                                const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
+    if (cluster_override) return ah_cluster_copy(cluster_override, &p->cluster, err);
+    json_t *c = NULL;
+    TRY(ah_json_get_typed(doc, where, "cluster", JSON_OBJECT, false, &c, err));
+    if (!c)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: the plan has no \"cluster\" to say which nodes its devices are on; "
+                            "pass --cluster FILE (or a built-in name such as mixed-32)",
+                            where);
+    char w[512];
+    snprintf(w, sizeof w, "%s: cluster", where);
+    return ah_cluster_from_json(c, w, &p->cluster, err);
+}
+
+static ah_status_t from_json(const json_t *doc, const char *where, const ah_cluster_t *cluster_override,
+                             ah_plan_t *p, ah_error_t *err) {
+    if (!json_is_object(doc))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected a plan object, got %s", where,
+                            ah_json_type_name(doc));
+    static const char *const keys[] = {"version", "model", "train", "tp", "pipelines",
+                                       "predicted", "cluster", NULL};
+    TRY(ah_json_check_keys(doc, where, keys, err));
+    int64_t version;
+    TRY(ah_json_get_int(doc, where, "version", true, -LOOSE_MAX, LOOSE_MAX, &version, err));
+    if (version != AH_PLAN_VERSION)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[version] %s: version: this autohet reads plan version %d, got %lld; "
+                            "make the plan again with `autohet plan`",
+                            where, AH_PLAN_VERSION, (long long)version);
+    const json_t *mj = json_object_get(doc, "model");
+    if (!mj)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: missing field \"model\" (a preset name or a model object)", where);
+    char w[512];
+    snprintf(w, sizeof w, "%s: model", where);
+    TRY(ah_model_from_json(mj, w, &p->model, err));
+    TRY(read_train(doc, where, &p->train, err));
+    int64_t tp;
+    TRY(ah_json_get_int(doc, where, "tp", true, -LOOSE_MAX, LOOSE_MAX, &tp, err));
+    if (tp < 1 || tp > AH_MAX_TP)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[tp] %s: tp: expected a tensor-parallel degree in [1, %d], got %lld", where,
+                            AH_MAX_TP, (long long)tp);
+    p->tp = (int)tp;
+    /* The cluster first: device and type names resolve against it. */
+    TRY(read_cluster(doc, where, cluster_override, p, err));
+    TRY(read_pipelines(doc, where, p, err));
+    return read_predicted(doc, where, p, err);
+}
+
+ah_status_t ah_plan_from_json(const struct json_t *doc, const char *where,
+                              const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
+    memset(p, 0, sizeof *p);
+    ah_status_t s = from_json((const json_t *)doc, where, cluster_override, p, err);
+    if (s != AH_OK) ah_plan_free(p);
+    return s;
+}
+
+ah_status_t ah_plan_load(const char *path, const ah_cluster_t *cluster_override, ah_plan_t *p,
+                         ah_error_t *err) {
+    memset(p, 0, sizeof *p);
+    json_t *doc;
+    TRY(ah_json_load_file(path, &doc, err));
+    ah_status_t s = ah_plan_from_json(doc, path, cluster_override, p, err);
+    json_decref(doc);
+    return s;
+}
+
+static json_t *stage_to_json(const ah_plan_t *p, const ah_stage_t *s) {
+    json_t *devs = json_array();
+    for (int r = 0; r < p->tp; r++) {
+        const ah_device_ref_t *d = &s->devices[r];
+        json_array_append_new(devs, json_pack("{s:s, s:i}", "node", p->cluster.nodes[d->node].name,
+                                              "index", d->index));
+    }
+    return json_pack("{s:[i,i], s:s, s:b, s:o}", "layers", s->first, s->last, "gpu",
+                     p->cluster.types[s->type].name, "recompute", s->recompute, "devices", devs);
+}
+
+/* Names are written for node and type indices, so a plan whose indices do not point into its
+ * cluster cannot be written: NULL then (ah_plan_save reports it). */
+static bool indices_in_range(const ah_plan_t *p) {
+    if (p->tp < 1 || p->tp > AH_MAX_TP) return false;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
+            const ah_stage_t *st = &p->pipelines[i].stages[s];
+            if (st->type < 0 || st->type >= p->cluster.n_types) return false;
+            for (int r = 0; r < p->tp; r++)
+                if (st->devices[r].node < 0 || st->devices[r].node >= p->cluster.n_nodes) return false;
+        }
+    return true;
+}
+
+struct json_t *ah_plan_to_json(const ah_plan_t *p) {
+    if (!indices_in_range(p)) return NULL;
+    json_t *doc = json_object();
+    json_object_set_new(doc, "version", json_integer(AH_PLAN_VERSION));
+    json_object_set_new(doc, "model", ah_model_to_json(&p->model));
+    json_object_set_new(doc, "train",
+                        json_pack("{s:I, s:I, s:I, s:s}", "global_batch", (json_int_t)p->train.global_batch,
+                                  "seq_len", (json_int_t)p->train.seq_len, "micro_batch",
+                                  (json_int_t)p->train.micro_batch, "precision",
+                                  ah_precision_name(p->train.precision)));
+    json_object_set_new(doc, "tp", json_integer(p->tp));
+    json_t *pls = json_array();
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        json_t *stages = json_array();
+        for (int s = 0; s < pl->n_stages; s++) json_array_append_new(stages, stage_to_json(p, &pl->stages[s]));
+        json_array_append_new(pls, json_pack("{s:I, s:o}", "micro_batches", (json_int_t)pl->micro_batches,
+                                             "stages", stages));
+    }
+    json_object_set_new(doc, "pipelines", pls);
+    if (p->has_predicted) {
+        const ah_prediction_t *pr = &p->predicted;
+        const ah_breakdown_t *b = &pr->breakdown;
+        json_object_set_new(
+            doc, "predicted",
+            json_pack("{s:f, s:f, s:I, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "iteration_s", pr->iteration_s,
+                      "tokens_per_s", pr->tokens_per_s, "memory_bytes", (json_int_t)pr->memory_bytes,
+                      "breakdown", "compute_s", b->compute_s, "bubble_s", b->bubble_s, "p2p_s",
+                      b->p2p_s, "tp_comm_s", b->tp_comm_s, "dp_sync_s", b->dp_sync_s, "optimizer_s",
+                      b->optimizer_s));
+    }
+    json_object_set_new(doc, "cluster", ah_cluster_to_json(&p->cluster));
+    return doc;
+}
+
+ah_status_t ah_plan_save(const ah_plan_t *p, const char *path, ah_error_t *err) {
+    json_t *doc = ah_plan_to_json(p);
+    if (!doc)
+        return ah_error_set(err, AH_ERR_INTERNAL,
+                            "%s: cannot write a plan whose node or GPU type indices are outside its "
+                            "cluster (run ah_plan_validate first)",
+                            path);
+    ah_status_t s = ah_json_save_file(doc, path, err);
+    json_decref(doc);
+    return s;
+}

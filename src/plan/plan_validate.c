@@ -1,0 +1,222 @@
+/* The structural validity rules of a plan (DESIGN.md "The plan"). Each failure message starts
+ * with the rule's name in brackets, names the place (pipelines[p].stages[s].devices[r]) and says
+ * what would fix it. Rules, in the order they are checked:
+ *   [pipelines] at least one pipeline;
+ *   [train]     sizes >= 1, seq_len <= the model's context, a known precision;
+ *   [tp]        1 <= tp <= AH_MAX_TP and the model splits tp ways (a stage holding exactly tp
+ *               devices is guaranteed by the representation and checked by the reader);
+ *   [layers]    each pipeline's stages cover blocks 0 .. n_layer-1 once, in order, none empty;
+ *   [device]    a device names a node of the cluster and an index below its GPU count, and no
+ *               device appears twice in the plan;
+ *   [tp-group]  a stage's devices are in one node whose GPU type is the stage's "gpu";
+ *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch.
+ * The version is checked by the reader (the in-memory plan has none); memory fit is
+ * ah_plan_check's (cost/evaluate.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "plan/plan.h"
+
+#define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
+
+static ah_status_t check_train(const ah_plan_t *p, ah_error_t *err) {
+    const ah_train_t *t = &p->train;
+    struct { const char *name; int64_t v; } sizes[] = {
+        {"global_batch", t->global_batch}, {"seq_len", t->seq_len}, {"micro_batch", t->micro_batch}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].v < 1)
+            return ah_error_set(err, AH_ERR_INVALID, "[train] train.%s: must be at least 1, got %lld",
+                                sizes[i].name, (long long)sizes[i].v);
+    if (t->seq_len > p->model.max_pos)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[train] train.seq_len: %lld is longer than model %s's context of %lld "
+                            "tokens; use a seq_len of at most %lld",
+                            (long long)t->seq_len, p->model.name, (long long)p->model.max_pos,
+                            (long long)p->model.max_pos);
+    if (t->precision != AH_PREC_FP32 && t->precision != AH_PREC_BF16)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[train] train.precision: unknown precision code %d (allowed: fp32, bf16)",
+                            (int)t->precision);
+    return AH_OK;
+}
+
+static ah_status_t check_tp(const ah_plan_t *p, ah_error_t *err) {
+    if (p->tp < 1 || p->tp > AH_MAX_TP)
+        return ah_error_set(err, AH_ERR_INVALID, "[tp] tp: expected a tensor-parallel degree in [1, %d], got %d",
+                            AH_MAX_TP, p->tp);
+    ah_status_t s = ah_model_check_tp(&p->model, p->tp, err);
+    if (s != AH_OK) ah_error_prefix(err, "[tp] tp: %d", p->tp);
+    return s;
+}
+
+/* "layer 5 is" / "layers 5 .. 7 are" for blocks [a, b). */
+static const char *layer_range(char *buf, size_t cap, int64_t a, int64_t b) {
+    if (b - a == 1) snprintf(buf, cap, "layer %lld is", (long long)a);
+    else snprintf(buf, cap, "layers %lld .. %lld are", (long long)a, (long long)(b - 1));
+    return buf;
+}
+
+static ah_status_t check_layers(const ah_plan_t *p, int pi, ah_error_t *err) {
+    const ah_pipeline_t *pl = &p->pipelines[pi];
+    const int64_t L = p->model.n_layer;
+    if (pl->n_stages < 1 || !pl->stages)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[layers] pipelines[%d].stages: empty; a pipeline needs at least one stage "
+                            "holding all %lld layers",
+                            pi, (long long)L);
+    int64_t next = 0; /* the first block not yet held by an earlier stage */
+    char range[64];
+    for (int s = 0; s < pl->n_stages; s++) {
+        const ah_stage_t *st = &pl->stages[s];
+        if (st->first >= st->last)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] pipelines[%d].stages[%d].layers: [%d, %d) holds no layer; "
+                                "give every stage a non-empty range [first, last) with first < last",
+                                pi, s, st->first, st->last);
+        if (st->first < 0)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] pipelines[%d].stages[%d].layers: [%d, %d) starts before layer 0",
+                                pi, s, st->first, st->last);
+        if (st->first > next)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] pipelines[%d].stages[%d].layers: [%d, %d) starts after layer "
+                                "%lld, so %s missing from pipeline %d; stage ranges must be contiguous "
+                                "from 0",
+                                pi, s, st->first, st->last, (long long)next,
+                                layer_range(range, sizeof range, next, st->first), pi);
+        if (st->first < next)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] pipelines[%d].stages[%d].layers: [%d, %d) overlaps stage %d, "
+                                "so %s held twice in pipeline %d; stages must be in order and not overlap",
+                                pi, s, st->first, st->last, s - 1,
+                                layer_range(range, sizeof range, st->first, next), pi);
+        if (st->last > L)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[layers] pipelines[%d].stages[%d].layers: [%d, %d) goes past the "
+                                "model's %lld layers (blocks 0 .. %lld)",
+                                pi, s, st->first, st->last, (long long)L, (long long)(L - 1));
+        next = st->last;
+    }
+    if (next < L)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[layers] pipelines[%d]: the last stage ends at layer %lld, so %s missing "
+                            "from pipeline %d; its stages must cover all %lld layers",
+                            pi, (long long)next, layer_range(range, sizeof range, next, L), pi,
+                            (long long)L);
+    return AH_OK;
+}
+
+typedef struct {
+    int pipeline, stage, rank; /* pipeline -1: slot unused */
+} place_t;
+
+/* [device] and [tp-group] for one stage; `slots` (one per GPU of the cluster, from `base`)
+ * remembers the first place each device was used. */
+static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const int *base,
+                                       place_t *slots, ah_error_t *err) {
+    const ah_cluster_t *c = &p->cluster;
+    const ah_stage_t *st = &p->pipelines[pi].stages[s];
+    for (int r = 0; r < p->tp; r++) {
+        const ah_device_ref_t *d = &st->devices[r];
+        if (d->node < 0 || d->node >= c->n_nodes)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[device] pipelines[%d].stages[%d].devices[%d].node: node number %d is "
+                                "not in the cluster (it has %d nodes)",
+                                pi, s, r, d->node, c->n_nodes);
+        const ah_node_t *n = &c->nodes[d->node];
+        if (d->index < 0 || d->index >= n->count)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[device] pipelines[%d].stages[%d].devices[%d].index: %d, but node %s "
+                                "has %d GPUs (indices 0 .. %d)",
+                                pi, s, r, d->index, n->name, n->count, n->count - 1);
+        place_t *slot = &slots[base[d->node] + d->index];
+        if (slot->pipeline >= 0)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[device] %s GPU %d is used twice: pipelines[%d].stages[%d].devices[%d] "
+                                "and pipelines[%d].stages[%d].devices[%d]; a device runs one rank",
+                                n->name, d->index, slot->pipeline, slot->stage, slot->rank, pi, s, r);
+        *slot = (place_t){pi, s, r};
+    }
+    if (st->type < 0 || st->type >= c->n_types)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[tp-group] pipelines[%d].stages[%d].gpu: type number %d is not in the "
+                            "cluster (it has %d types)",
+                            pi, s, st->type, c->n_types);
+    const ah_node_t *n0 = &c->nodes[st->devices[0].node];
+    for (int r = 1; r < p->tp; r++)
+        if (st->devices[r].node != st->devices[0].node)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[tp-group] pipelines[%d].stages[%d].devices: device 0 is on node %s but "
+                                "device %d is on node %s; a TP group must be inside one node",
+                                pi, s, n0->name, r, c->nodes[st->devices[r].node].name);
+    if (n0->type != st->type)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[tp-group] pipelines[%d].stages[%d].gpu: the stage says \"%s\" but node %s "
+                            "has %s GPUs; set \"gpu\" to \"%s\" or use devices of a %s node",
+                            pi, s, c->types[st->type].name, n0->name, c->types[n0->type].name,
+                            c->types[n0->type].name, c->types[st->type].name);
+    return AH_OK;
+}
+
+static ah_status_t check_devices(const ah_plan_t *p, ah_error_t *err) {
+    const ah_cluster_t *c = &p->cluster;
+    int *base = calloc((size_t)c->n_nodes + 1, sizeof *base);
+    if (!base) return ah_error_set(err, AH_ERR_OOM, "out of host memory checking devices");
+    for (int i = 0; i < c->n_nodes; i++) base[i + 1] = base[i] + (c->nodes[i].count > 0 ? c->nodes[i].count : 0);
+    place_t *slots = malloc(((size_t)base[c->n_nodes] + 1) * sizeof *slots);
+    if (!slots) {
+        free(base);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory checking devices");
+    }
+    for (int i = 0; i < base[c->n_nodes]; i++) slots[i].pipeline = -1;
+    ah_status_t s = AH_OK;
+    for (int pi = 0; pi < p->n_pipelines && s == AH_OK; pi++)
+        for (int si = 0; si < p->pipelines[pi].n_stages && s == AH_OK; si++)
+            s = check_stage_devices(p, pi, si, base, slots, err);
+    free(slots);
+    free(base);
+    return s;
+}
+
+static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
+    int64_t sum = 0;
+    char terms[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        int64_t n = p->pipelines[i].micro_batches;
+        if (n < 1)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[batch] pipelines[%d].micro_batches: must be at least 1, got %lld; "
+                                "drop a pipeline that gets no micro-batches",
+                                i, (long long)n);
+        sum += n;
+        if (len + 24 < sizeof terms)
+            len += (size_t)snprintf(terms + len, sizeof terms - len, "%s%lld", i ? " + " : "", (long long)n);
+        else if (i == p->n_pipelines - 1)
+            snprintf(terms + len, sizeof terms - len, " + ...");
+    }
+    const ah_train_t *t = &p->train;
+    /* sum x micro_batch == global_batch, without overflowing the product */
+    if (t->global_batch % t->micro_batch != 0 || sum != t->global_batch / t->micro_batch)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[batch] pipelines[*].micro_batches: they sum to %lld (%s), and %lld x "
+                            "micro_batch %lld = %.0f sequences, but global_batch is %lld; %s",
+                            (long long)sum, terms, (long long)sum, (long long)t->micro_batch,
+                            (double)sum * (double)t->micro_batch, (long long)t->global_batch,
+                            t->global_batch % t->micro_batch
+                                ? "global_batch must be a multiple of micro_batch"
+                                : "make the micro-batch counts sum to global_batch / micro_batch");
+    return AH_OK;
+}
+
+ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
+    if (p->n_pipelines < 1 || !p->pipelines)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[pipelines] pipelines: the plan has none; it needs at least one pipeline");
+    TRY(check_train(p, err));
+    TRY(check_tp(p, err));
+    for (int i = 0; i < p->n_pipelines; i++) TRY(check_layers(p, i, err));
+    TRY(check_devices(p, err));
+    return check_batch(p, err);
+}
