@@ -6,6 +6,7 @@
 
 static const ah_cli_verb_t VERBS[] = {
     {"model", "per-layer parameters, FLOPs and activation bytes of a model", ah_cli_model},
+    {"evaluate", "score a plan: time, memory, breakdown, bottleneck", ah_cli_evaluate},
 };
 
 static void usage(FILE *f) {

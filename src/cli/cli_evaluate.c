@@ -1,0 +1,218 @@
+/* autohet evaluate: scores a plan (the planner's or a hand-written one) under the cost model —
+ * per-stage times and memory, iteration time with its breakdown, tokens/s, the bottleneck. */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "cost/evaluate.h"
+#include "cost/profile.h"
+#include "plan/plan.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* "a100-0:0-3" or "h20-0:1,4": the stage's node and its GPU indices, runs compressed. */
+static void devices_str(const ah_plan_t *p, const ah_stage_t *st, char *buf, size_t cap) {
+    size_t len = (size_t)snprintf(buf, cap, "%s:", p->cluster.nodes[st->devices[0].node].name);
+    for (int r = 0; r < p->tp && len < cap; r++) {
+        int a = st->devices[r].index, e = r;
+        while (e + 1 < p->tp && st->devices[e + 1].index == st->devices[e].index + 1) e++;
+        if (e > r) len += (size_t)snprintf(buf + len, cap - len, "%s%d-%d", r ? "," : "", a, st->devices[e].index);
+        else len += (size_t)snprintf(buf + len, cap - len, "%s%d", r ? "," : "", a);
+        r = e;
+    }
+}
+
+typedef struct {
+    int pipeline, stage;
+    const char *gpu;
+    double stage_s;     /* f + b of the bottleneck stage, one micro-batch */
+    double tp_share;    /* fraction of stage_s that is TP all-reduce */
+    char reason[512];
+} bottleneck_t;
+
+static void find_bottleneck(const ah_plan_t *p, const ah_eval_t *e, bottleneck_t *b) {
+    const ah_breakdown_t *bd = &e->pred.breakdown;
+    b->pipeline = e->critical_pipeline;
+    b->stage = e->bottleneck_stage;
+    const ah_pipeline_t *pl = &p->pipelines[b->pipeline];
+    const ah_stage_t *st = &pl->stages[b->stage];
+    const ah_stage_eval_t *se = &e->pipelines[b->pipeline].stages[b->stage];
+    b->gpu = p->cluster.types[st->type].name;
+    b->stage_s = se->fwd_s + se->bwd_s;
+    double pipe_s = e->pipelines[b->pipeline].time_s, it = e->pred.iteration_s;
+    b->tp_share = (bd->compute_s + bd->tp_comm_s) > 0 ? bd->tp_comm_s / (bd->compute_s + bd->tp_comm_s) : 0;
+    /* Say which term dominates: the slowest pipeline's pace, or what comes after it. */
+    double after = bd->dp_sync_s + bd->optimizer_s;
+    if (after > pipe_s)
+        snprintf(b->reason, sizeof b->reason,
+                 "gradient sync (%.1f%%) and optimizer step (%.1f%%) outweigh the pipelines: "
+                 "fewer, larger pipelines or faster links between them would help most",
+                 100 * bd->dp_sync_s / it, 100 * bd->optimizer_s / it);
+    else
+        snprintf(b->reason, sizeof b->reason,
+                 "slowest stage of the slowest pipeline: %s, layers [%d, %d), %.3f ms forward + "
+                 "backward per micro-batch (%.0f%% TP all-reduce)%s, paces its %lld micro-batches",
+                 b->gpu, st->first, st->last, 1e3 * b->stage_s, 100 * b->tp_share,
+                 st->recompute ? " with recomputation" : "", (long long)pl->micro_batches);
+}
+
+static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e) {
+    const char *mb_unit = p->train.micro_batch == 1 ? "sequence" : "sequences";
+    printf("plan %s: model %s, global batch %lld x seq-len %lld, micro-batch %lld %s, tp %d, %s, "
+           "%d pipelines, %d devices\n\n",
+           path, p->model.name, (long long)p->train.global_batch, (long long)p->train.seq_len,
+           (long long)p->train.micro_batch, mb_unit, p->tp, ah_precision_name(p->train.precision),
+           p->n_pipelines, ah_plan_device_count(p));
+    printf("%-5s %-14s %-22s %-10s %10s %10s %22s  %s\n", "stage", "gpu", "devices", "layers",
+           "fwd ms", "bwd ms", "memory GiB (used/cap)", "");
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const ah_pipeline_eval_t *pe = &e->pipelines[i];
+        printf("pipeline %d: %lld micro-batches, %d stages, 1F1B %.4f s%s\n", i,
+               (long long)pl->micro_batches, pl->n_stages, pe->time_s,
+               i == e->critical_pipeline ? "  (critical)" : "");
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            const ah_stage_eval_t *se = &pe->stages[s];
+            char devs[128], layers[32], mem[64];
+            devices_str(p, st, devs, sizeof devs);
+            snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
+            int64_t cap = ah_gpu_capacity_bytes(&p->cluster.types[st->type]);
+            snprintf(mem, sizeof mem, "%.2f / %.2f (%3.0f%%)", (double)se->memory_bytes / GIB,
+                     (double)cap / GIB, cap > 0 ? 100.0 * (double)se->memory_bytes / (double)cap : 0);
+            char note[64] = "";
+            snprintf(note, sizeof note, "%s%s%s", st->recompute ? "recompute " : "",
+                     se->memory_bytes > cap ? "OVER CAPACITY " : "",
+                     i == e->critical_pipeline && s == e->bottleneck_stage ? "bottleneck" : "");
+            printf("%-5d %-14s %-22s %-10s %10.3f %10.3f %22s  %s\n", s, p->cluster.types[st->type].name,
+                   devs, layers, 1e3 * se->fwd_s, 1e3 * se->bwd_s, mem, note);
+        }
+    }
+    const ah_breakdown_t *b = &e->pred.breakdown;
+    double it = e->pred.iteration_s;
+    struct { const char *name; double v; } terms[] = {
+        {"compute", b->compute_s}, {"bubble", b->bubble_s}, {"p2p", b->p2p_s},
+        {"TP comm", b->tp_comm_s}, {"DP sync", b->dp_sync_s}, {"optimizer", b->optimizer_s}};
+    printf("\niteration %.6f s, %.1f tokens/s, peak device memory %.2f GiB\n", it, e->pred.tokens_per_s,
+           (double)e->pred.memory_bytes / GIB);
+    for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
+        printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
+    bottleneck_t bn;
+    find_bottleneck(p, e, &bn);
+    printf("bottleneck: pipeline %d, stage %d (%s): %s\n", bn.pipeline, bn.stage, bn.gpu, bn.reason);
+    if (p->has_predicted)
+        printf("the plan file's own prediction: %.6f s per iteration (%+.2f%% from this evaluation)\n",
+               p->predicted.iteration_s, it > 0 ? 100 * (p->predicted.iteration_s - it) / it : 0);
+    printf("memory: %s\n", e->feasible ? "every device fits" : "some devices are over capacity (see OVER CAPACITY)");
+}
+
+static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
+    const ah_breakdown_t *b = &e->pred.breakdown;
+    json_t *devs = json_array();
+    for (int i = 0; i < e->n_devices; i++) {
+        const ah_device_eval_t *d = &e->devices[i];
+        json_array_append_new(devs, json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I}", "node",
+                                              p->cluster.nodes[d->node].name, "index", d->index,
+                                              "pipeline", d->pipeline, "stage", d->stage, "tp_rank",
+                                              d->tp_rank, "memory_bytes", (json_int_t)d->memory_bytes,
+                                              "capacity_bytes", (json_int_t)d->capacity_bytes));
+    }
+    json_t *pls = json_array();
+    for (int i = 0; i < p->n_pipelines; i++) {
+        json_t *stages = json_array();
+        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
+            const ah_stage_eval_t *se = &e->pipelines[i].stages[s];
+            json_array_append_new(stages, json_pack("{s:f, s:f, s:f, s:I, s:I}", "fwd_s", se->fwd_s, "bwd_s",
+                                                    se->bwd_s, "p2p_s", se->p2p_s, "memory_bytes",
+                                                    (json_int_t)se->memory_bytes, "inflight",
+                                                    (json_int_t)se->inflight));
+        }
+        json_array_append_new(pls, json_pack("{s:f, s:i, s:o}", "time_s", e->pipelines[i].time_s,
+                                             "bottleneck_stage", e->pipelines[i].bottleneck_stage,
+                                             "stages", stages));
+    }
+    bottleneck_t bn;
+    find_bottleneck(p, e, &bn);
+    json_t *doc = json_pack(
+        "{s:f, s:f, s:b, s:I, s:o, s:{s:f, s:f, s:f, s:f, s:f, s:f}, s:{s:i, s:i, s:s, s:f, s:f, s:s}, s:o}",
+        "iteration_s", e->pred.iteration_s, "tokens_per_s", e->pred.tokens_per_s, "feasible", e->feasible,
+        "memory_bytes", (json_int_t)e->pred.memory_bytes, "devices", devs, "breakdown", "compute_s",
+        b->compute_s, "bubble_s", b->bubble_s, "p2p_s", b->p2p_s, "tp_comm_s", b->tp_comm_s, "dp_sync_s",
+        b->dp_sync_s, "optimizer_s", b->optimizer_s, "bottleneck", "pipeline", bn.pipeline, "stage",
+        bn.stage, "gpu", bn.gpu, "stage_s", bn.stage_s, "tp_comm_share", bn.tp_share, "reason", bn.reason,
+        "pipelines", pls);
+    int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(doc);
+    return rc == 0 ? 0 : 1;
+}
+
+/* Loads, validates and scores; the table is printed even for an infeasible plan so the user
+ * sees which device is over, then the memory rule's message and a non-zero exit. */
+static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json) {
+    ah_error_t err;
+    ah_cluster_t override;
+    ah_profile_t *profile = NULL;
+    ah_plan_t plan;
+    ah_eval_t ev;
+    bool have_override = false, have_plan = false, have_eval = false;
+    int rc = 0;
+    memset(&plan, 0, sizeof plan);
+    memset(&ev, 0, sizeof ev);
+    if (cluster_arg) {
+        if (ah_cluster_open(cluster_arg, &override, &err) != AH_OK) goto fail;
+        have_override = true;
+    }
+    if (profile_path && ah_profile_load(profile_path, &profile, &err) != AH_OK) goto fail;
+    if (ah_plan_load(plan_path, have_override ? &override : NULL, &plan, &err) != AH_OK) goto fail;
+    have_plan = true;
+    if (ah_plan_validate(&plan, &err) != AH_OK) {
+        ah_error_prefix(&err, "%s", plan_path);
+        goto fail;
+    }
+    if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
+    have_eval = true;
+    rc = json ? print_json(&plan, &ev) : (print_human(plan_path, &plan, &ev), 0);
+    if (!ev.feasible) {
+        if (ah_plan_check(&plan, profile, &err) == AH_OK)
+            ah_error_set(&err, AH_ERR_INTERNAL, "evaluate found a device over capacity but ah_plan_check did not");
+        else
+            ah_error_prefix(&err, "%s", plan_path);
+        goto fail;
+    }
+    goto done;
+fail:
+    rc = ah_cli_fail("evaluate", &err);
+done:
+    if (have_eval) ah_eval_free(&ev);
+    if (have_plan) ah_plan_free(&plan);
+    if (have_override) ah_cluster_free(&override);
+    ah_profile_free(profile);
+    return rc;
+}
+
+int ah_cli_evaluate(int argc, char **argv) {
+    const char *plan_path = NULL, *cluster = NULL, *profile = NULL;
+    bool json = false;
+    ah_flag_t flags[] = {
+        {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
+        {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
+        {"--profile", AH_FLAG_STR, &profile, "FILE", "measured per-layer timings from autohet profile (default: roofline)", false},
+        {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
+    };
+    int rc;
+    if (!ah_cli_parse("evaluate", "--plan FILE [--cluster C] [--profile FILE] [--json]",
+                      "Scores a plan under the cost model: per-stage time and memory, iteration time "
+                      "with its breakdown, tokens/s and the bottleneck. Exits 1 when the plan is "
+                      "invalid or does not fit in memory (the table is still printed then).",
+                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
+        return rc;
+    if (!plan_path) {
+        ah_error_t err;
+        ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
+        return ah_cli_fail("evaluate", &err);
+    }
+    return evaluate(plan_path, cluster, profile, json);
+}
