@@ -1,0 +1,199 @@
+/* Scoring a whole plan: 1F1B pipelines, layer-wise DP sync, optimizer, memory per device.
+ * Formulas: docs/cost-model.md ("Plan"); the planner optimises exactly this function, so keep
+ * it and the document in step. Linear in the number of stages and devices. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/evaluate.h"
+
+#define GIB 1073741824.0
+
+void ah_eval_free(ah_eval_t *e) {
+    if (!e) return;
+    if (e->pipelines)
+        for (int i = 0; i < e->n_pipelines; i++) free(e->pipelines[i].stages);
+    free(e->pipelines);
+    free(e->devices);
+    memset(e, 0, sizeof *e);
+}
+
+/* The one link every DP collective is priced on: the worst kind among all devices of the plan
+ * (intra-node if all in one node, inter-node if all in one zone, else inter-zone); intra uses the
+ * slowest intra-node link of the types in the plan. */
+static void dp_link(const ah_plan_t *p, double *bw, double *lat) {
+    const ah_cluster_t *c = &p->cluster;
+    const ah_device_ref_t *d0 = &p->pipelines[0].stages[0].devices[0];
+    ah_link_t worst = AH_LINK_INTRA;
+    int slow_type = p->pipelines[0].stages[0].type;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            if (c->types[st->type].intra_node_gb_s < c->types[slow_type].intra_node_gb_s)
+                slow_type = st->type;
+            for (int r = 0; r < p->tp; r++) {
+                ah_link_t l = ah_link_between(c, d0->node, st->devices[r].node);
+                if (l > worst) worst = l;
+            }
+        }
+    }
+    /* Against one reference device: two devices in different zones differ from d0's zone in at
+     * least one case, and two different nodes differ from d0's node in at least one case, so
+     * the maximum over d0-pairs is the maximum over all pairs. */
+    *bw = ah_link_bw(c, worst, slow_type, slow_type);
+    *lat = ah_link_latency(c, worst);
+}
+
+static ah_status_t alloc_eval(const ah_plan_t *p, ah_eval_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    out->n_pipelines = p->n_pipelines;
+    out->n_devices = ah_plan_device_count(p);
+    out->pipelines = calloc((size_t)p->n_pipelines, sizeof *out->pipelines);
+    out->devices = calloc((size_t)out->n_devices, sizeof *out->devices);
+    bool ok = out->pipelines && out->devices;
+    for (int i = 0; ok && i < p->n_pipelines; i++) {
+        out->pipelines[i].stages = calloc((size_t)p->pipelines[i].n_stages, sizeof(ah_stage_eval_t));
+        ok = out->pipelines[i].stages != NULL;
+    }
+    if (ok) return AH_OK;
+    ah_eval_free(out);
+    return ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan of %d devices",
+                        ah_plan_device_count(p));
+}
+
+ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
+                        ah_error_t *err) {
+    ah_status_t st = alloc_eval(p, out, err);
+    if (st != AH_OK) return st;
+    const ah_model_t *m = &p->model;
+    const ah_cluster_t *c = &p->cluster;
+    const ah_cost_ctx_t ctx = {m, c, &p->train, p->tp, profile};
+    const int P = p->n_pipelines;
+    const double grad_elt = p->train.precision == AH_PREC_BF16 ? 2 : 4;
+    const double VC_grad = (double)(m->vocab * m->d_model) * grad_elt;
+    /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
+    const int64_t head_norm = ah_layer_params(m, AH_LAYER_HEAD, p->tp) - (m->tied ? 0 : m->vocab * m->d_model);
+
+    double bw_dp, lat_dp;
+    dp_link(p, &bw_dp, &lat_dp);
+    /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
+     * last stage's copy. */
+    int holders = 0;
+    for (int i = 0; i < P; i++) holders += (m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1;
+    const double embed_sync = ah_allreduce_seconds(VC_grad, holders, bw_dp, lat_dp);
+    const double head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, P, bw_dp, lat_dp);
+
+    double dp_sync = 0, optimizer = 0, worst_pipe = -1;
+    double worst_over = 0;
+    int rank = 0;
+    for (int i = 0; i < P; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        ah_pipeline_eval_t *pe = &out->pipelines[i];
+        const int S = pl->n_stages;
+        const int64_t n = pl->micro_batches;
+        double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0;
+        for (int s = 0; s < S; s++) {
+            const ah_stage_t *sg = &pl->stages[s];
+            ah_stage_eval_t *se = &pe->stages[s];
+            const bool embed = s == 0, head = s == S - 1;
+            ah_stage_cost_t sc;
+            ah_stage_cost(&ctx, sg->type, sg->first, sg->last, embed, head, sg->recompute, &sc);
+            se->fwd_s = sc.fwd_s;
+            se->bwd_s = sc.bwd_s;
+            se->inflight = ah_inflight(S, s, n);
+            se->memory_bytes = ah_stage_memory_bytes(&sc, se->inflight);
+            se->p2p_s = 0;
+            if (s + 1 < S) {
+                const ah_stage_t *next = &pl->stages[s + 1];
+                ah_link_t l = ah_link_between(c, sg->devices[0].node, next->devices[0].node);
+                se->p2p_s = ah_p2p_seconds(&ctx, l, sg->type, next->type);
+            }
+            const double fb = sc.fwd_s + sc.bwd_s;
+            sum_fb += fb;
+            sum_p2p += se->p2p_s;
+            if (fb > max_fb) {
+                max_fb = fb;
+                pe->bottleneck_stage = s;
+                tp_k = sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
+            }
+
+            const int64_t sync_params = (int64_t)(sg->last - sg->first) *
+                                            ah_layer_params(m, AH_LAYER_BLOCK, p->tp) +
+                                        (head ? head_norm : 0);
+            double sync = ah_allreduce_seconds((double)sync_params * grad_elt, P, bw_dp, lat_dp);
+            if (embed || (head && m->tied)) sync += embed_sync;
+            if (head) sync += head_sync;
+            if (sync > dp_sync) dp_sync = sync;
+            double opt = ah_optimizer_seconds(&ctx, sg->type, sc.params);
+            if (opt > optimizer) optimizer = opt;
+
+            for (int r = 0; r < p->tp; r++, rank++) {
+                ah_device_eval_t *d = &out->devices[rank];
+                d->pipeline = i;
+                d->stage = s;
+                d->tp_rank = r;
+                d->node = sg->devices[r].node;
+                d->index = sg->devices[r].index;
+                d->memory_bytes = se->memory_bytes;
+                d->capacity_bytes = ah_gpu_capacity_bytes(&c->types[c->nodes[d->node].type]);
+                double over = (double)d->memory_bytes - (double)d->capacity_bytes;
+                if (rank == 0 || over > worst_over) {
+                    worst_over = over;
+                    out->worst_device = rank;
+                }
+                if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
+            }
+        }
+        pe->time_s = sum_fb + 2 * sum_p2p + (double)(n - 1) * max_fb;
+        if (pe->time_s > worst_pipe) {
+            worst_pipe = pe->time_s;
+            out->critical_pipeline = i;
+            out->bottleneck_stage = pe->bottleneck_stage;
+            ah_breakdown_t *b = &out->pred.breakdown;
+            b->compute_s = (double)n * (max_fb - tp_k);
+            b->tp_comm_s = (double)n * tp_k;
+            b->bubble_s = sum_fb - max_fb;
+            b->p2p_s = 2 * sum_p2p;
+        }
+    }
+    out->feasible = worst_over <= 0;
+    out->pred.breakdown.dp_sync_s = dp_sync;
+    out->pred.breakdown.optimizer_s = optimizer;
+    out->pred.iteration_s = worst_pipe + dp_sync + optimizer;
+    out->pred.tokens_per_s =
+        (double)(p->train.global_batch * p->train.seq_len) / out->pred.iteration_s;
+    return AH_OK;
+}
+
+ah_status_t ah_plan_check(const ah_plan_t *p, const ah_profile_t *profile, ah_error_t *err) {
+    ah_status_t st = ah_plan_validate(p, err);
+    if (st != AH_OK) return st;
+    ah_eval_t e;
+    st = ah_evaluate(p, profile, &e, err);
+    if (st != AH_OK) return st;
+    if (e.feasible) {
+        ah_eval_free(&e);
+        return AH_OK;
+    }
+    int over = 0;
+    for (int r = 0; r < e.n_devices; r++) over += e.devices[r].memory_bytes > e.devices[r].capacity_bytes;
+    const ah_device_eval_t *d = &e.devices[e.worst_device];
+    const ah_stage_t *sg = &p->pipelines[d->pipeline].stages[d->stage];
+    const ah_node_t *node = &p->cluster.nodes[d->node];
+    char others[96] = "";
+    if (over > 1) snprintf(others, sizeof others, " (the worst of %d devices over capacity)", over);
+    st = ah_error_set(
+        err, AH_ERR_INFEASIBLE,
+        "[memory] pipelines[%d].stages[%d] (blocks [%d, %d)), device %s:%d (%s): needs %.2f GiB but "
+        "has %.2f GiB, short by %lld bytes%s: %s",
+        d->pipeline, d->stage, sg->first, sg->last, node->name, d->index,
+        p->cluster.types[node->type].name, (double)d->memory_bytes / GIB,
+        (double)d->capacity_bytes / GIB, (long long)(d->memory_bytes - d->capacity_bytes), others,
+        sg->recompute ? "recompute is already on; use a smaller micro-batch or split its layers "
+                        "over more stages"
+                      : "turn on recompute for this stage, use a smaller micro-batch, or split its "
+                        "layers over more stages");
+    ah_eval_free(&e);
+    return st;
+}

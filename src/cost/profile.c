@@ -1,0 +1,194 @@
+/* Profile files: reading, writing, lookup (format in profile.h). */
+#include "cost/profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+
+#define HOST_MAX 256
+
+struct ah_profile {
+    char host[HOST_MAX];
+    int n, cap;
+    ah_profile_entry_t *entries;
+};
+
+static const char *const LAYER_KEYS[3] = {"embed", "block", "head"}; /* by ah_layer_kind_t */
+
+ah_profile_t *ah_profile_create(const char *host) {
+    ah_profile_t *p = calloc(1, sizeof *p);
+    if (p) snprintf(p->host, sizeof p->host, "%s", host ? host : "");
+    return p;
+}
+
+void ah_profile_free(ah_profile_t *p) {
+    if (!p) return;
+    free(p->entries);
+    free(p);
+}
+
+int ah_profile_count(const ah_profile_t *p) { return p->n; }
+const ah_profile_entry_t *ah_profile_get(const ah_profile_t *p, int i) {
+    return i >= 0 && i < p->n ? &p->entries[i] : NULL;
+}
+const char *ah_profile_host(const ah_profile_t *p) { return p->host; }
+
+const ah_profile_entry_t *ah_profile_find(const ah_profile_t *p, const char *gpu, int tp,
+                                          int64_t micro_batch, int64_t seq_len,
+                                          ah_precision_t precision) {
+    /* Linear: profiles hold tens of entries, and a hash would not pay for itself. */
+    for (int i = 0; i < p->n; i++) {
+        const ah_profile_entry_t *e = &p->entries[i];
+        if (e->tp == tp && e->micro_batch == micro_batch && e->seq_len == seq_len &&
+            e->precision == precision && strcmp(e->gpu, gpu) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+ah_status_t ah_profile_add(ah_profile_t *p, const ah_profile_entry_t *e, ah_error_t *err) {
+    const ah_profile_entry_t *dup =
+        ah_profile_find(p, e->gpu, e->tp, e->micro_batch, e->seq_len, e->precision);
+    if (dup)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "entries[%d] and entries[%d] both give gpu \"%s\", tp %d, micro_batch "
+                            "%lld, seq_len %lld, precision %s: keep one of them",
+                            (int)(dup - p->entries), p->n, e->gpu, e->tp, (long long)e->micro_batch,
+                            (long long)e->seq_len, ah_precision_name(e->precision));
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 8;
+        ah_profile_entry_t *grown = realloc(p->entries, (size_t)cap * sizeof *grown);
+        if (!grown) return ah_error_set(err, AH_ERR_OOM, "out of host memory for %d profile entries", cap);
+        p->entries = grown;
+        p->cap = cap;
+    }
+    p->entries[p->n++] = *e;
+    return AH_OK;
+}
+
+static ah_status_t layer_from_json(const json_t *obj, const char *where, ah_profile_layer_t *l,
+                                   ah_error_t *err) {
+    static const char *const keys[] = {"fwd_s", "bwd_s", "act_bytes", NULL};
+    ah_status_t s = ah_json_check_keys(obj, where, keys, err);
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "fwd_s", true, 0, 1e6, &l->fwd_s, err);
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "bwd_s", true, 0, 1e6, &l->bwd_s, err);
+    if (s == AH_OK) s = ah_json_get_int(obj, where, "act_bytes", true, 0, INT64_MAX, &l->act_bytes, err);
+    l->present = s == AH_OK;
+    return s;
+}
+
+static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_profile_entry_t *e,
+                                   ah_error_t *err) {
+    static const char *const keys[] = {"gpu", "tp", "micro_batch", "seq_len", "precision",
+                                       "includes_tp_comm", "block", "embed", "head", NULL};
+    memset(e, 0, sizeof *e);
+    if (!json_is_object(obj))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
+                            ah_json_type_name(obj));
+    ah_status_t s = ah_json_check_keys(obj, where, keys, err);
+    int64_t tp = 0;
+    char prec[16];
+    if (s == AH_OK) s = ah_json_get_str(obj, where, "gpu", true, e->gpu, sizeof e->gpu, err);
+    if (s == AH_OK) s = ah_json_get_int(obj, where, "tp", true, 1, 1024, &tp, err);
+    if (s == AH_OK) s = ah_json_get_int(obj, where, "micro_batch", true, 1, INT32_MAX, &e->micro_batch, err);
+    if (s == AH_OK) s = ah_json_get_int(obj, where, "seq_len", true, 1, INT32_MAX, &e->seq_len, err);
+    if (s == AH_OK) s = ah_json_get_str(obj, where, "precision", true, prec, sizeof prec, err);
+    if (s == AH_OK && !ah_precision_parse(prec, &e->precision))
+        s = ah_error_set(err, AH_ERR_INVALID, "%s.precision: expected \"fp32\" or \"bf16\", got \"%s\"",
+                         where, prec);
+    if (s == AH_OK) s = ah_json_get_bool(obj, where, "includes_tp_comm", true, &e->includes_tp_comm, err);
+    e->tp = (int)tp;
+    for (int k = 0; k < 3 && s == AH_OK; k++) {
+        json_t *l = NULL;
+        s = ah_json_get_typed(obj, where, LAYER_KEYS[k], JSON_OBJECT, false, &l, err);
+        if (s != AH_OK || !l) continue;
+        char lw[600]; /* where (< 512) + "." + the layer key */
+        snprintf(lw, sizeof lw, "%s.%s", where, LAYER_KEYS[k]);
+        s = layer_from_json(l, lw, &e->layer[k], err);
+    }
+    if (s == AH_OK && !e->layer[0].present && !e->layer[1].present && !e->layer[2].present)
+        s = ah_error_set(err, AH_ERR_INVALID,
+                         "%s: no timings: give at least one of \"block\", \"embed\", \"head\"", where);
+    return s;
+}
+
+ah_status_t ah_profile_from_json(const json_t *doc, const char *where, ah_profile_t **out,
+                                 ah_error_t *err) {
+    static const char *const keys[] = {"version", "host", "entries", NULL};
+    *out = NULL;
+    if (!json_is_object(doc))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected a profile object, got %s", where,
+                            ah_json_type_name(doc));
+    ah_status_t s = ah_json_check_keys(doc, where, keys, err);
+    int64_t version = 0;
+    json_t *entries = NULL;
+    char host[HOST_MAX] = "";
+    if (s == AH_OK) s = ah_json_get_int(doc, where, "version", true, 1, INT32_MAX, &version, err);
+    if (s == AH_OK && version != AH_PROFILE_VERSION)
+        s = ah_error_set(err, AH_ERR_INVALID,
+                         "%s.version: this autohet reads profile version %d, got %lld: re-run "
+                         "`autohet profile` with this version",
+                         where, AH_PROFILE_VERSION, (long long)version);
+    if (s == AH_OK) s = ah_json_get_str(doc, where, "host", false, host, sizeof host, err);
+    if (s == AH_OK) s = ah_json_get_typed(doc, where, "entries", JSON_ARRAY, true, &entries, err);
+    if (s != AH_OK) return s;
+
+    ah_profile_t *p = ah_profile_create(host);
+    if (!p) return ah_error_set(err, AH_ERR_OOM, "out of host memory for a profile");
+    size_t i;
+    json_t *v;
+    json_array_foreach(entries, i, v) {
+        char ew[512];
+        snprintf(ew, sizeof ew, "%s: entries[%zu]", where, i);
+        ah_profile_entry_t e;
+        s = entry_from_json(v, ew, &e, err);
+        if (s == AH_OK && (s = ah_profile_add(p, &e, err)) != AH_OK)
+            ah_error_prefix(err, "%s", where); /* the duplicate message names entries, not the file */
+        if (s == AH_OK) continue;
+        ah_profile_free(p);
+        return s;
+    }
+    *out = p;
+    return AH_OK;
+}
+
+ah_status_t ah_profile_load(const char *path, ah_profile_t **out, ah_error_t *err) {
+    json_t *doc;
+    *out = NULL;
+    ah_status_t s = ah_json_load_file(path, &doc, err);
+    if (s != AH_OK) return s;
+    s = ah_profile_from_json(doc, path, out, err);
+    json_decref(doc);
+    return s;
+}
+
+json_t *ah_profile_to_json(const ah_profile_t *p) {
+    json_t *entries = json_array();
+    for (int i = 0; i < p->n; i++) {
+        const ah_profile_entry_t *e = &p->entries[i];
+        json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:s, s:b}", "gpu", e->gpu, "tp", e->tp,
+                              "micro_batch", (json_int_t)e->micro_batch, "seq_len",
+                              (json_int_t)e->seq_len, "precision", ah_precision_name(e->precision),
+                              "includes_tp_comm", e->includes_tp_comm);
+        for (int k = 0; k < 3; k++) {
+            const ah_profile_layer_t *l = &e->layer[k];
+            if (!l->present) continue;
+            json_object_set_new(o, LAYER_KEYS[k],
+                                json_pack("{s:f, s:f, s:I}", "fwd_s", l->fwd_s, "bwd_s", l->bwd_s,
+                                          "act_bytes", (json_int_t)l->act_bytes));
+        }
+        json_array_append_new(entries, o);
+    }
+    return json_pack("{s:i, s:s, s:o}", "version", AH_PROFILE_VERSION, "host", p->host, "entries",
+                     entries);
+}
+
+ah_status_t ah_profile_save(const ah_profile_t *p, const char *path, ah_error_t *err) {
+    json_t *doc = ah_profile_to_json(p);
+    if (!doc) return ah_error_set(err, AH_ERR_OOM, "out of host memory writing %s", path);
+    ah_status_t s = ah_json_save_file(doc, path, err);
+    json_decref(doc);
+    return s;
+}

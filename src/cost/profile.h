@@ -1,0 +1,72 @@
+/* Measured per-layer timings (`autohet profile` writes them, the cost model reads them).
+ *
+ * JSON (version 1):
+ *   {"version": 1, "host": "free text naming the machine",
+ *    "entries": [{"gpu": TYPE, "tp": t, "micro_batch": m, "seq_len": T, "precision": "fp32",
+ *                 "includes_tp_comm": bool,
+ *                 "block": {"fwd_s", "bwd_s", "act_bytes"},
+ *                 "embed": {"fwd_s", "bwd_s", "act_bytes"},
+ *                 "head":  {"fwd_s", "bwd_s", "act_bytes"}}]}
+ * Seconds are per micro-batch, per TP rank; "block" is one transformer block. An entry is keyed by
+ * (gpu, tp, micro_batch, seq_len, precision); two entries with one key are an error. Each of
+ * block/embed/head may be missing; ah_stage_cost then uses the roofline for that layer kind.
+ * includes_tp_comm says whether the block timings already contain the TP all-reduces (measured
+ * on a real TP group); when false the cost model adds them from the link model. act_bytes is what
+ * the profiler measured; the memory model does not use it (memory always comes from the model,
+ * which the runtime matches byte for byte), it is kept so the two can be compared.
+ *
+ * Ownership: an ah_profile_t owns its entries; free with ah_profile_free. Lookups return pointers
+ * into it, valid until the profile is freed or an entry is added.
+ */
+#ifndef AH_COST_PROFILE_H
+#define AH_COST_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "cost/cost.h"
+#include "spec/cluster.h"
+
+#define AH_PROFILE_VERSION 1
+
+typedef struct ah_profile_layer {
+    bool present;      /* false: the profile has no figure for this layer kind */
+    double fwd_s;      /* one micro-batch forward, seconds */
+    double bwd_s;      /* one micro-batch backward, seconds */
+    int64_t act_bytes; /* measured activation bytes kept for backward */
+} ah_profile_layer_t;
+
+typedef struct ah_profile_entry {
+    char gpu[AH_NAME_MAX]; /* GPU type name as the cluster names it */
+    int tp;
+    int64_t micro_batch;
+    int64_t seq_len;
+    ah_precision_t precision;
+    bool includes_tp_comm;
+    ah_profile_layer_t layer[3]; /* indexed by ah_layer_kind_t */
+} ah_profile_entry_t;
+
+/* An empty profile (for the profiler, which adds entries). NULL when out of host memory. */
+ah_profile_t *ah_profile_create(const char *host);
+/* Adds a copy of e; fails (AH_ERR_INVALID) on a duplicate key. */
+ah_status_t ah_profile_add(ah_profile_t *p, const ah_profile_entry_t *e, ah_error_t *err);
+
+ah_status_t ah_profile_load(const char *path, ah_profile_t **out, ah_error_t *err);
+/* Parses a loaded document; `where` names it in messages (a file name). */
+struct json_t;
+ah_status_t ah_profile_from_json(const struct json_t *doc, const char *where, ah_profile_t **out,
+                                 ah_error_t *err);
+struct json_t *ah_profile_to_json(const ah_profile_t *p);
+ah_status_t ah_profile_save(const ah_profile_t *p, const char *path, ah_error_t *err);
+void ah_profile_free(ah_profile_t *p);
+
+int ah_profile_count(const ah_profile_t *p);
+const ah_profile_entry_t *ah_profile_get(const ah_profile_t *p, int i);
+const char *ah_profile_host(const ah_profile_t *p);
+/* The entry for that key, or NULL (then the caller falls back to the roofline). */
+const ah_profile_entry_t *ah_profile_find(const ah_profile_t *p, const char *gpu, int tp,
+                                          int64_t micro_batch, int64_t seq_len,
+                                          ah_precision_t precision);
+
+#endif

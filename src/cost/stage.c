@@ -1,0 +1,179 @@
+/* Stage cost (time per micro-batch, bytes per device), links and collectives.
+ * Formulas: docs/cost-model.md ("Stage time", "Memory", "Links"); keep them in step. */
+#include <math.h>
+#include <string.h>
+
+#include "cost/cost.h"
+#include "cost/profile.h"
+
+#define GIB 1073741824.0
+
+static int64_t elt_bytes(ah_precision_t p) { return p == AH_PREC_BF16 ? 2 : 4; }
+
+/* ---- links and collectives ---- */
+
+ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b) {
+    if (node_a == node_b) return AH_LINK_INTRA;
+    if (strcmp(c->nodes[node_a].zone, c->nodes[node_b].zone) == 0) return AH_LINK_INTER_NODE;
+    return AH_LINK_INTER_ZONE;
+}
+
+double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b) {
+    switch (link) {
+    case AH_LINK_INTRA:
+        return fmin(c->types[type_a].intra_node_gb_s, c->types[type_b].intra_node_gb_s) * 1e9;
+    case AH_LINK_INTER_NODE:
+        return c->net.inter_node_gb_s * 1e9;
+    case AH_LINK_INTER_ZONE:
+        return c->net.inter_zone_gb_s * 1e9;
+    }
+    return 0;
+}
+
+double ah_link_latency(const ah_cluster_t *c, ah_link_t link) {
+    switch (link) {
+    case AH_LINK_INTRA: return c->net.intra_latency_us * 1e-6;
+    case AH_LINK_INTER_NODE: return c->net.latency_us * 1e-6;
+    case AH_LINK_INTER_ZONE: return c->net.inter_zone_latency_us * 1e-6;
+    }
+    return 0;
+}
+
+double ah_allreduce_seconds(double bytes, int n, double bw, double lat) {
+    if (n <= 1) return 0;
+    return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
+}
+
+/* Boundary activation of one micro-batch: N x C in the activation precision. */
+static double boundary_bytes(const ah_cost_ctx_t *ctx) {
+    return (double)(ctx->train->micro_batch * ctx->train->seq_len * ctx->model->d_model *
+                    elt_bytes(ctx->train->precision));
+}
+
+double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b) {
+    const ah_cluster_t *c = ctx->cluster;
+    return boundary_bytes(ctx) / ah_link_bw(c, link, type_a, type_b) + ah_link_latency(c, link);
+}
+
+double ah_optimizer_seconds(const ah_cost_ctx_t *ctx, int type, int64_t params) {
+    /* AdamW is memory-bound: it reads every state byte (w, g, m, v, and the fp32 master in bf16)
+     * and writes all of them but the gradient (w, m, v, master). */
+    const int64_t read = ah_param_state_bytes(ctx->train->precision);
+    const int64_t written = read - elt_bytes(ctx->train->precision);
+    return (double)params * (double)(read + written) / (ctx->cluster->types[type].mem_bw_gb_s * 1e9);
+}
+
+/* ---- a stage ---- */
+
+int64_t ah_inflight(int S, int s, int64_t n) {
+    int64_t k = (int64_t)S - s;
+    return k < n ? k : n;
+}
+
+int64_t ah_stage_memory_bytes(const ah_stage_cost_t *c, int64_t inflight) {
+    return c->state_bytes + c->act_bytes_per_mb * inflight + c->fixed_bytes;
+}
+
+/* One layer's forward and backward seconds per micro-batch, without TP comm. */
+typedef struct {
+    double fwd, bwd;
+} layer_time_t;
+
+/* Roofline: each pass is bound by compute or by the bytes it moves (its parameters plus the
+ * activations it writes), whichever is slower. */
+static layer_time_t roofline(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, ah_layer_kind_t kind,
+                             int64_t param_elems) {
+    const ah_model_t *m = ctx->model;
+    const ah_train_t *tr = ctx->train;
+    const double flops_s = ah_gpu_peak_flops(g, tr->precision == AH_PREC_BF16) * g->efficiency;
+    const double bytes = (double)(param_elems * elt_bytes(tr->precision) +
+                                  ah_layer_act_bytes(m, kind, ctx->t, tr->micro_batch, tr->seq_len,
+                                                     tr->precision, false));
+    const double mem_s = bytes / (g->mem_bw_gb_s * 1e9);
+    layer_time_t lt;
+    lt.fwd = fmax(ah_layer_fwd_flops(m, kind, ctx->t, tr->micro_batch, tr->seq_len) / flops_s, mem_s);
+    lt.bwd = fmax(ah_layer_bwd_flops(m, kind, ctx->t, tr->micro_batch, tr->seq_len) / flops_s, mem_s);
+    return lt;
+}
+
+/* Measured seconds when the profile has this layer kind, else the roofline. */
+static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof,
+                               const ah_gpu_type_t *g, ah_layer_kind_t kind, int64_t param_elems) {
+    if (prof && prof->layer[kind].present)
+        return (layer_time_t){prof->layer[kind].fwd_s, prof->layer[kind].bwd_s};
+    return roofline(ctx, g, kind, param_elems);
+}
+
+void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool has_embed,
+                   bool has_head, bool recompute, ah_stage_cost_t *out) {
+    const ah_model_t *m = ctx->model;
+    const ah_train_t *tr = ctx->train;
+    const ah_gpu_type_t *g = &ctx->cluster->types[type];
+    const int t = ctx->t;
+    const int64_t n_blocks = last > first ? last - first : 0;
+    const int64_t N = tr->micro_batch * tr->seq_len;
+    const int64_t elt = elt_bytes(tr->precision);
+    const int64_t VC = m->vocab * m->d_model;
+    const ah_profile_entry_t *prof =
+        ctx->profile ? ah_profile_find(ctx->profile, g->name, t, tr->micro_batch, tr->seq_len,
+                                       tr->precision)
+                     : NULL;
+
+    /* Parameters. A tied head on a stage without the embedding keeps its own copy of the V x C
+     * matrix (Megatron-style); its gradient is summed with the embedding's in the DP sync. */
+    const int64_t p_block = ah_layer_params(m, AH_LAYER_BLOCK, t);
+    const int64_t p_embed = ah_layer_params(m, AH_LAYER_EMBED, t);
+    const int64_t p_head = ah_layer_params(m, AH_LAYER_HEAD, t);
+    const int64_t tied_copy = (m->tied && has_head && !has_embed) ? VC : 0;
+    out->params = n_blocks * p_block + (has_embed ? p_embed : 0) + (has_head ? p_head + tied_copy : 0);
+    out->state_bytes = out->params * ah_param_state_bytes(tr->precision);
+
+    /* Time. All blocks are alike, so one block's time times the count. The tied head reads the
+     * V x C matrix even when the embedding owns it, so its roofline counts those bytes too. */
+    const layer_time_t blk = layer_time(ctx, prof, g, AH_LAYER_BLOCK, p_block);
+    double fwd = (double)n_blocks * blk.fwd;
+    double bwd = (double)n_blocks * blk.bwd;
+    if (recompute) bwd += (double)n_blocks * blk.fwd; /* backward redoes the blocks' forward */
+    if (has_embed) {
+        layer_time_t e = layer_time(ctx, prof, g, AH_LAYER_EMBED, p_embed);
+        fwd += e.fwd;
+        bwd += e.bwd;
+    }
+    if (has_head) {
+        layer_time_t h = layer_time(ctx, prof, g, AH_LAYER_HEAD, p_head + (m->tied ? VC : 0));
+        fwd += h.fwd;
+        bwd += h.bwd;
+    }
+    /* TP comm: 2 all-reduces of the N x C activation per block forward (after attention-out and
+     * MLP-out) and 2 backward (before QKV and MLP-in), over the node's link. Unless the profile
+     * measured them inside the block times. */
+    double ar = 0;
+    if (!(prof && prof->layer[AH_LAYER_BLOCK].present && prof->includes_tp_comm))
+        ar = ah_allreduce_seconds((double)(N * m->d_model * elt), t,
+                                  ah_link_bw(ctx->cluster, AH_LINK_INTRA, type, type),
+                                  ah_link_latency(ctx->cluster, AH_LINK_INTRA));
+    out->tp_comm_fwd_s = (double)n_blocks * 2 * ar;
+    out->tp_comm_bwd_s = (double)n_blocks * 2 * ar * (recompute ? 2 : 1);
+    out->fwd_s = fwd + out->tp_comm_fwd_s;
+    out->bwd_s = bwd + out->tp_comm_bwd_s;
+
+    /* Memory. */
+    const int64_t act_full = ah_layer_act_bytes(m, AH_LAYER_BLOCK, t, tr->micro_batch, tr->seq_len,
+                                                tr->precision, false);
+    out->act_bytes_per_mb =
+        n_blocks * ah_layer_act_bytes(m, AH_LAYER_BLOCK, t, tr->micro_batch, tr->seq_len,
+                                      tr->precision, recompute) +
+        (has_embed ? ah_layer_act_bytes(m, AH_LAYER_EMBED, t, tr->micro_batch, tr->seq_len,
+                                        tr->precision, false)
+                   : 0) +
+        (has_head ? ah_layer_act_bytes(m, AH_LAYER_HEAD, t, tr->micro_batch, tr->seq_len,
+                                       tr->precision, false)
+                  : 0);
+    /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
+     * it unless it has the embedding, and one after it unless it has the head. */
+    const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);
+    out->fixed_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
+                       + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
+                       + neighbours * 2 * N * m->d_model * elt       /* p2p send + receive */
+                       + (int64_t)llround(g->reserved_gib * GIB);
+}
