@@ -65,13 +65,14 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
            path, p->model.name, (long long)p->train.global_batch, (long long)p->train.seq_len,
            (long long)p->train.micro_batch, mb_unit, p->tp, ah_precision_name(p->train.precision),
            p->n_pipelines, ah_plan_device_count(p));
-    printf("%-5s %-14s %-22s %-10s %10s %10s %22s  %s\n", "stage", "gpu", "devices", "layers",
-           "fwd ms", "bwd ms", "memory GiB (used/cap)", "");
+    printf("%-5s %-14s %-22s %-10s %10s %10s %26s  %s\n", "stage", "gpu", "devices", "layers",
+           "fwd ms", "bwd ms", "memory used / capacity", "");
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const ah_pipeline_eval_t *pe = &e->pipelines[i];
-        printf("pipeline %d: %lld micro-batches, %d stages, 1F1B %.4f s%s\n", i,
-               (long long)pl->micro_batches, pl->n_stages, pe->time_s,
+        printf("pipeline %d: %lld micro-batch%s, %d stage%s, 1F1B %.4f s%s\n", i,
+               (long long)pl->micro_batches, pl->micro_batches == 1 ? "" : "es", pl->n_stages,
+               pl->n_stages == 1 ? "" : "s", pe->time_s,
                i == e->critical_pipeline ? "  (critical)" : "");
         for (int s = 0; s < pl->n_stages; s++) {
             const ah_stage_t *st = &pl->stages[s];
@@ -80,13 +81,16 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
             devices_str(p, st, devs, sizeof devs);
             snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
             int64_t cap = ah_gpu_capacity_bytes(&p->cluster.types[st->type]);
-            snprintf(mem, sizeof mem, "%.2f / %.2f (%3.0f%%)", (double)se->memory_bytes / GIB,
-                     (double)cap / GIB, cap > 0 ? 100.0 * (double)se->memory_bytes / (double)cap : 0);
+            /* MiB for small (emulated) devices, where GiB would print 0.00 */
+            double unit = cap < 4 * GIB ? 1024.0 * 1024.0 : GIB;
+            snprintf(mem, sizeof mem, "%.2f / %.2f %s (%3.0f%%)", (double)se->memory_bytes / unit,
+                     (double)cap / unit, unit == GIB ? "GiB" : "MiB",
+                     cap > 0 ? 100.0 * (double)se->memory_bytes / (double)cap : 0);
             char note[64] = "";
             snprintf(note, sizeof note, "%s%s%s", st->recompute ? "recompute " : "",
                      se->memory_bytes > cap ? "OVER CAPACITY " : "",
                      i == e->critical_pipeline && s == e->bottleneck_stage ? "bottleneck" : "");
-            printf("%-5d %-14s %-22s %-10s %10.3f %10.3f %22s  %s\n", s, p->cluster.types[st->type].name,
+            printf("%-5d %-14s %-22s %-10s %10.3f %10.3f %26s  %s\n", s, p->cluster.types[st->type].name,
                    devs, layers, 1e3 * se->fwd_s, 1e3 * se->bwd_s, mem, note);
         }
     }
@@ -95,8 +99,9 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
     struct { const char *name; double v; } terms[] = {
         {"compute", b->compute_s}, {"bubble", b->bubble_s}, {"p2p", b->p2p_s},
         {"TP comm", b->tp_comm_s}, {"DP sync", b->dp_sync_s}, {"optimizer", b->optimizer_s}};
-    printf("\niteration %.6f s, %.1f tokens/s, peak device memory %.2f GiB\n", it, e->pred.tokens_per_s,
-           (double)e->pred.memory_bytes / GIB);
+    double peak = (double)e->pred.memory_bytes;
+    printf("\niteration %.6f s, %.1f tokens/s, peak device memory %.2f %s\n", it, e->pred.tokens_per_s,
+           peak < 4 * GIB ? peak / (1024.0 * 1024.0) : peak / GIB, peak < 4 * GIB ? "MiB" : "GiB");
     for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
         printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
     bottleneck_t bn;

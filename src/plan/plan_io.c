@@ -7,6 +7,8 @@
  * breaking them: the version (ah_plan_t has no version field) and "every stage has exactly tp
  * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges for the
  * same reason: "micro_batches": 0 is reported by the validator under its rule name.
+ * "cluster" is the cluster object (ah_cluster_to_json's form, or the compact form with catalog
+ * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +205,13 @@ static ah_status_t read_predicted(const json_t *doc, const char *where, ah_plan_
 static ah_status_t read_cluster(const json_t *doc, const char *where,
                                 const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
     if (cluster_override) return ah_cluster_copy(cluster_override, &p->cluster, err);
+    const json_t *name = json_object_get(doc, "cluster");
+    /* A hand-written plan may name a built-in cluster; plans autohet writes embed it in full. */
+    if (json_is_string(name)) {
+        ah_status_t s = ah_cluster_builtin(json_string_value(name), &p->cluster, err);
+        if (s != AH_OK) ah_error_prefix(err, "%s: cluster", where);
+        return s;
+    }
     json_t *c = NULL;
     TRY(ah_json_get_typed(doc, where, "cluster", JSON_OBJECT, false, &c, err));
     if (!c)
