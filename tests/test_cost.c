@@ -1,0 +1,404 @@
+/* Cost model, levels 1 and 2: accounting per layer kind, stage time and memory, links, profiles.
+ * Expected values are counted by hand in the comments (tiny shapes) or come from published
+ * formulas (Megatron, Kaplan) for large ones. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cost/cost.h"
+#include "cost/profile.h"
+#include "harness.h"
+
+/* GPT-2 family: C=8, H=2, F=32, V=10, P=6 positions, L=2, tied. */
+static ah_model_t tiny_gpt2(void) {
+    ah_model_t m = {.arch = AH_ARCH_GPT2, .n_layer = 2, .d_model = 8, .n_head = 2, .n_kv_head = 2,
+                    .d_ff = 32, .vocab = 10, .max_pos = 6, .tied = true, .norm_eps = 1e-5};
+    snprintf(m.name, sizeof m.name, "hand-gpt2");
+    return m;
+}
+
+/* LLaMA family: C=8, H=4, KV=2 (kv width 8*2/4 = 4), F=12, V=10, L=2, untied. */
+static ah_model_t tiny_llama(void) {
+    ah_model_t m = {.arch = AH_ARCH_LLAMA, .n_layer = 2, .d_model = 8, .n_head = 4, .n_kv_head = 2,
+                    .d_ff = 12, .vocab = 10, .max_pos = 6, .tied = false, .norm_eps = 1e-5};
+    snprintf(m.name, sizeof m.name, "hand-llama");
+    return m;
+}
+
+static void test_params(void) {
+    ah_model_t g = tiny_gpt2();
+    /* GPT-2 block, t=1: ln_1 2C=16, c_attn 3C^2+3C=216, attn proj C^2+C=72, ln_2 16,
+     * c_fc CF+F=288, mlp proj FC+C=264 -> 872 (= 12C^2 + 13C = 768 + 104). */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_BLOCK, 1), 872);
+    /* t=2: ln_1 16, c_attn 216/2=108, attn proj 64/2+8=40, ln_2 16, c_fc 288/2=144,
+     * mlp proj 256/2+8=136 -> 460. 2 x 460 = 920 = 872 + 48 replicated (norms 32, row biases 16). */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_BLOCK, 2), 460);
+    CHECK(2 * ah_layer_params(&g, AH_LAYER_BLOCK, 2) >= ah_layer_params(&g, AH_LAYER_BLOCK, 1),
+          "per-rank x t >= total");
+    /* embedding wte VC=80 + wpe PC=48, replicated over TP; tied head = ln_f only (2C). */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 1), 128);
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 2), 128);
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_HEAD, 2), 16);
+    CHECK_EQ_I64(ah_model_params_total(&g), 128 + 2 * 872 + 16);
+    g.tied = false; /* untied head adds its own V x C */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_HEAD, 1), 96);
+
+    ah_model_t l = tiny_llama();
+    /* LLaMA block, t=1: q 64, k+v 2*8*4=64, o 64, gate/up/down 3*8*12=288, 2 RMSNorms 16 -> 496. */
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_BLOCK, 1), 496);
+    /* t=2: 32 + 32 + 32 + 144 + 16 (norms replicated) = 256. */
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_BLOCK, 2), 256);
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_EMBED, 1), 80);    /* no position table */
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_HEAD, 1), 8 + 80); /* RMSNorm C + untied V x C */
+    CHECK_EQ_I64(ah_model_params_total(&l), 80 + 2 * 496 + 88);
+
+    CHECK_EQ_I64(ah_param_state_bytes(AH_PREC_FP32), 16);
+    CHECK_EQ_I64(ah_param_state_bytes(AH_PREC_BF16), 16);
+}
+
+static void test_flops(void) {
+    ah_model_t g = tiny_gpt2();
+    /* b=2, T=3: N=6. GPT-2 block fwd = 2N(3C^2 + C^2 + 2CF) + 4NTC
+     * = 12 * (192 + 64 + 512) + 4*6*3*8 = 9216 + 576 = 9792 FLOPs; t=2 halves it. */
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_BLOCK, 1, 2, 3), 9792, 0);
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_BLOCK, 2, 2, 3), 4896, 0);
+    CHECK_NEAR(ah_layer_bwd_flops(&g, AH_LAYER_BLOCK, 2, 2, 3), 9792, 0);
+    /* head 2NCV = 2*6*8*10 = 960, not divided by t; embedding 0 */
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 2, 2, 3), 960, 0);
+    CHECK_NEAR(ah_layer_bwd_flops(&g, AH_LAYER_HEAD, 1, 2, 3), 1920, 0);
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_EMBED, 1, 2, 3), 0, 0);
+    ah_model_t l = tiny_llama();
+    /* LLaMA: 2N(C^2 + 2C*4 + C^2 + 3CF) + 4NTC = 12 * (64 + 64 + 64 + 288) + 576 = 6336 */
+    CHECK_NEAR(ah_layer_fwd_flops(&l, AH_LAYER_BLOCK, 1, 2, 3), 6336, 0);
+    CHECK_NEAR(ah_layer_fwd_flops(&l, AH_LAYER_BLOCK, 2, 2, 3), 3168, 0);
+}
+
+/* Total fwd+bwd FLOPs of all layers of a model for b sequences of T tokens. */
+static double model_flops(const ah_model_t *m, int64_t b, int64_t T, bool recompute) {
+    double blk = ah_layer_fwd_flops(m, AH_LAYER_BLOCK, 1, b, T) + ah_layer_bwd_flops(m, AH_LAYER_BLOCK, 1, b, T);
+    if (recompute) blk += ah_layer_fwd_flops(m, AH_LAYER_BLOCK, 1, b, T);
+    return (double)m->n_layer * blk + ah_layer_fwd_flops(m, AH_LAYER_HEAD, 1, b, T) +
+           ah_layer_bwd_flops(m, AH_LAYER_HEAD, 1, b, T);
+}
+
+static void test_flops_published(void) {
+    ah_model_t m;
+    ah_error_t err;
+    CHECK(ah_model_preset("gpt3-175b", &m, &err) == AH_OK, "preset: %s", err.msg);
+    const double B = 1, s = 2048, l = 96, h = 12288, V = 50257;
+    /* Narayanan et al. 2021, eq. (3) without and with activation recomputation: the same
+     * counting (matmuls, full attention, logits), so equal to rounding. */
+    double megatron = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    double megatron_rc = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    CHECK_NEAR(model_flops(&m, 1, 2048, false), megatron, 1e-12);
+    CHECK_NEAR(model_flops(&m, 1, 2048, true), megatron_rc, 1e-12);
+    /* Kaplan et al. 2020: 6 FLOPs per parameter per token. Ours is larger by the attention term
+     * s/(6h) = 2.8 % and smaller by the embedding tables counted as parameters but not as
+     * matmuls (wpe, and wte once more), so within 3 %. */
+    double kaplan = 6 * (double)ah_model_params_total(&m) * B * s;
+    CHECK_NEAR(model_flops(&m, 1, 2048, false), kaplan, 0.03);
+    CHECK(model_flops(&m, 1, 2048, false) > kaplan, "attention adds to 6N");
+    /* LLaMA-2-7B (untied): 6N per token within 3 % too (attention 4NTC vs 24NC^2: T/(6C) ~ 8 % at
+     * T=4096, so use T=1024 where it is 2 %). */
+    CHECK(ah_model_preset("llama2-7b", &m, &err) == AH_OK, "preset: %s", err.msg);
+    CHECK_NEAR(model_flops(&m, 1, 1024, false), 6 * (double)ah_model_params_total(&m) * 1024, 0.03);
+}
+
+static void test_act_bytes(void) {
+    ah_model_t g = tiny_gpt2();
+    const ah_precision_t F32 = AH_PREC_FP32, B16 = AH_PREC_BF16;
+    /* b=2, T=3, N=6, C=8, H=2, F=32. fp32, t=1, floats: x_in 48, ln_1 out 48, stats 12,
+     * qkv 144, probs b*H*T*T = 36, att out 48, x_mid 48, ln_2 out 48, stats 12, fc pre 192,
+     * post 192 -> 828 floats = 3312 bytes. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 1, 2, 3, F32, false), 3312);
+    /* t=2: 48 + 48 + 12 + 72 + 18 + 24 + 48 + 48 + 12 + 96 + 96 = 522 floats = 2088 bytes. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 2, 2, 3, F32, false), 2088);
+    /* bf16, t=1: tensors 48+48+144+48+48+48+192+192 = 768 x 2 = 1536; norm stats 24 floats x 4
+     * = 96; softmax stats b*H*T = 12 floats x 4 = 48 -> 1680. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 1, 2, 3, B16, false), 1680);
+    /* bf16, t=2: (48+48+72+24+48+48+96+96) x 2 = 960, + 96, + 2*1*3 x 4 = 24 -> 1080. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 2, 2, 3, B16, false), 1080);
+    /* recompute keeps only x_in: N*C*elt, independent of t */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 1, 2, 3, F32, true), 192);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 2, 2, 3, F32, true), 192);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 2, 2, 3, B16, true), 96);
+    /* embedding: token ids N x 4 */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_EMBED, 2, 2, 3, F32, false), 24);
+    /* head fp32: ln_f in 48 + out 48 + logits N*V 60 = 156 floats + stats 12 floats -> 672;
+     * bf16: 156 x 2 + 12 x 4 = 360. Recompute does not change it. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 1, 2, 3, F32, false), 672);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 2, 2, 3, B16, true), 360);
+
+    ah_model_t l = tiny_llama();
+    /* LLaMA fp32 t=1 (H=4, kv width 4): x_in 48, rms_1 48, rstd 6, q 48, k+v 2*6*4=48,
+     * probs 2*4*9=72, att out 48, x_mid 48, rms_2 48, rstd 6, gate/up/act 3*6*12=216
+     * -> 636 floats = 2544 bytes. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_BLOCK, 1, 2, 3, F32, false), 2544);
+    /* t=2: 48+48+6+24+24+36+24+48+48+6+108 = 420 floats = 1680 bytes. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_BLOCK, 2, 2, 3, F32, false), 1680);
+    /* head: (48 + 48 + 60) x 4 + rstd 6 x 4 = 648 */
+    CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_HEAD, 1, 2, 3, F32, false), 648);
+}
+
+static void test_inflight(void) {
+    CHECK_EQ_I64(ah_inflight(4, 0, 8), 4);
+    CHECK_EQ_I64(ah_inflight(4, 3, 8), 1);
+    CHECK_EQ_I64(ah_inflight(4, 1, 2), 2);
+    CHECK_EQ_I64(ah_inflight(4, 0, 1), 1);
+    CHECK_EQ_I64(ah_inflight(1, 0, 5), 1);
+}
+
+/* Two types with round figures; nodes n0, n1 in zone z1 and n2 in zone z2. */
+static ah_gpu_type_t TYPES[2] = {
+    {.name = "fast", .memory_gib = 1, .tflops_bf16 = 0.004, .tflops_fp16 = 0.004, .tflops_fp32 = 0.002,
+     .mem_bw_gb_s = 100, .intra_node_gb_s = 10, .efficiency = 0.5, .reserved_gib = 0.25},
+    {.name = "slow", .memory_gib = 2, .tflops_bf16 = 0.002, .tflops_fp16 = 0.002, .tflops_fp32 = 0.001,
+     .mem_bw_gb_s = 50, .intra_node_gb_s = 4, .efficiency = 0.5, .reserved_gib = 0},
+};
+static ah_node_t NODES[3] = {
+    {.name = "n0", .type = 0, .count = 4, .zone = "z1"},
+    {.name = "n1", .type = 1, .count = 4, .zone = "z1"},
+    {.name = "n2", .type = 0, .count = 4, .zone = "z2"},
+};
+static ah_cluster_t cluster(void) {
+    ah_cluster_t c = {.types = TYPES, .n_types = 2, .nodes = NODES, .n_nodes = 3,
+                      .net = {.inter_node_gb_s = 2, .inter_zone_gb_s = 0.5, .latency_us = 10,
+                              .inter_zone_latency_us = 100, .intra_latency_us = 1, .cloud_gb_s = 1}};
+    return c;
+}
+
+static void test_links(void) {
+    ah_cluster_t c = cluster();
+    CHECK(ah_link_between(&c, 0, 0) == AH_LINK_INTRA, "same node");
+    CHECK(ah_link_between(&c, 0, 1) == AH_LINK_INTER_NODE, "same zone");
+    CHECK(ah_link_between(&c, 1, 2) == AH_LINK_INTER_ZONE, "other zone");
+    CHECK_NEAR(ah_link_bw(&c, AH_LINK_INTRA, 0, 1), 4e9, 1e-15); /* the slower intra link */
+    CHECK_NEAR(ah_link_bw(&c, AH_LINK_INTRA, 0, 0), 10e9, 1e-15);
+    CHECK_NEAR(ah_link_bw(&c, AH_LINK_INTER_NODE, 0, 1), 2e9, 1e-15);
+    CHECK_NEAR(ah_link_bw(&c, AH_LINK_INTER_ZONE, 0, 1), 0.5e9, 1e-15);
+    CHECK_NEAR(ah_link_latency(&c, AH_LINK_INTRA), 1e-6, 1e-15);
+    CHECK_NEAR(ah_link_latency(&c, AH_LINK_INTER_NODE), 10e-6, 1e-15);
+    CHECK_NEAR(ah_link_latency(&c, AH_LINK_INTER_ZONE), 100e-6, 1e-15);
+    /* ring all-reduce: 2(n-1)/n * bytes/bw + 2(n-1) lat; 1000 bytes over 4 at 1e3 B/s, 1 ms */
+    CHECK_NEAR(ah_allreduce_seconds(1000, 4, 1e3, 1e-3), 1.5 + 0.006, 1e-15);
+    CHECK_NEAR(ah_allreduce_seconds(1000, 1, 1e3, 1e-3), 0, 0);
+
+    ah_model_t g = tiny_gpt2();
+    ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
+    ah_cost_ctx_t ctx = {&g, &c, &tr, 1, NULL};
+    /* boundary activation N*C*4 = 6*8*4 = 192 bytes over 2 GB/s + 10 us */
+    CHECK_NEAR(ah_p2p_seconds(&ctx, AH_LINK_INTER_NODE, 0, 1), 192 / 2e9 + 10e-6, 1e-12);
+    /* optimizer fp32: read w,g,m,v 16 + write w,m,v 12 = 28 bytes/param at 100 GB/s */
+    CHECK_NEAR(ah_optimizer_seconds(&ctx, 0, 1000000), 28e6 / 100e9, 1e-12);
+    tr.precision = AH_PREC_BF16; /* read 2+2+4+4+4, write 2+4+4+4 = 30 */
+    CHECK_NEAR(ah_optimizer_seconds(&ctx, 1, 1000000), 30e6 / 50e9, 1e-12);
+}
+
+static void test_stage(void) {
+    ah_cluster_t c = cluster();
+    ah_model_t g = tiny_gpt2();
+    /* micro-batch b=2, T=3: N=6; fp32; t=2 on "fast" (1e9 FLOP/s effective, 100 GB/s). */
+    ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
+    ah_cost_ctx_t ctx = {&g, &c, &tr, 2, NULL};
+    ah_stage_cost_t sc;
+
+    /* Middle stage: blocks [0, 2), no embedding, no head, no recompute. Per block: compute
+     * 4896 FLOPs / 1e9 = 4.9 us vs bytes 460 x 4 params + 2088 act = 3928 / 1e11 = 0.04 us, so
+     * compute-bound. TP: AR of N*C*4 = 192 bytes over 2 at 10 GB/s, 1 us latency:
+     * 192/1e10 + 2e-6, two per block per pass. */
+    const double ar = 192 / 10e9 + 2e-6;
+    ah_stage_cost(&ctx, 0, 0, 2, false, false, false, &sc);
+    CHECK_NEAR(sc.fwd_s, 2 * (4896 / 1e9 + 2 * ar), 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * (9792 / 1e9 + 2 * ar), 1e-12);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 4 * ar, 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 4 * ar, 1e-12);
+    CHECK_EQ_I64(sc.params, 2 * 460);
+    CHECK_EQ_I64(sc.state_bytes, 2 * 460 * 16);
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 2 * 2088);
+    /* fixed: workspace 2088 + p2p 2 neighbours x 2 x 192 + 0.25 GiB reserved */
+    CHECK_EQ_I64(sc.fixed_bytes, 2088 + 2 * 2 * 192 + 268435456);
+    /* memory with 3 in flight: state + 3 x act + fixed */
+    CHECK_EQ_I64(ah_stage_memory_bytes(&sc, 3), 2 * 460 * 16 + 3 * 2 * 2088 + 2088 + 768 + 268435456);
+
+    /* With recompute: backward redoes the forward (compute and its all-reduces); each block
+     * keeps its input only (192), and fixed adds the recompute buffer (a second 2088). */
+    ah_stage_cost(&ctx, 0, 0, 2, false, false, true, &sc);
+    CHECK_NEAR(sc.bwd_s, 2 * (9792 / 1e9 + 4896 / 1e9 + 4 * ar), 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 8 * ar, 1e-12);
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 2 * 192);
+    CHECK_EQ_I64(sc.fixed_bytes, 2 * 2088 + 768 + 268435456);
+
+    /* First stage on "slow" (0.5e9 FLOP/s effective, 50 GB/s), t=1: embedding + block 0.
+     * Embedding: no FLOPs, so bytes-bound both ways: (128 params x 4 + 24 act) / 5e10.
+     * Block t=1: 9792 / 5e8 forward. No TP comm. One neighbour (after). */
+    ctx.t = 1;
+    ah_stage_cost(&ctx, 1, 0, 1, true, false, false, &sc);
+    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + 536 / 5e10, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * 9792 / 5e8 + 536 / 5e10, 1e-12);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 0, 0);
+    CHECK_EQ_I64(sc.params, 872 + 128);
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 3312 + 24);
+    CHECK_EQ_I64(sc.fixed_bytes, 3312 + 2 * 192);
+
+    /* Last stage, tied head, no embedding: keeps its own V x C copy (80). Head forward
+     * 2NCV = 960 FLOPs / 5e8 vs bytes ((16 + 80) x 4 + 672) / 5e10 -> compute. */
+    ah_stage_cost(&ctx, 1, 1, 2, false, true, false, &sc);
+    CHECK_EQ_I64(sc.params, 872 + 16 + 80);
+    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + 960 / 5e8, 1e-12);
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 3312 + 672);
+    CHECK_EQ_I64(sc.fixed_bytes, 3312 + 2 * 192);
+    /* A single stage holds both and no copy; no neighbours. */
+    ah_stage_cost(&ctx, 1, 0, 2, true, true, false, &sc);
+    CHECK_EQ_I64(sc.params, 1888);
+    CHECK_EQ_I64(sc.fixed_bytes, 3312);
+
+    /* Bytes-bound case: at 0.1 GB/s a t=1 block moves (872 x 4 params + 3312 act) / 1e8
+     * = 68 us, more than its 9792 / 5e8 = 19.6 us of compute forward (and 39.2 us backward). */
+    TYPES[1].mem_bw_gb_s = 0.1;
+    ah_stage_cost(&ctx, 1, 0, 1, false, false, false, &sc);
+    CHECK_NEAR(sc.fwd_s, (872 * 4 + 3312) / 0.1e9, 1e-12);
+    CHECK_NEAR(sc.bwd_s, (872 * 4 + 3312) / 0.1e9, 1e-12);
+    TYPES[1].mem_bw_gb_s = 50;
+}
+
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/ah_test_cost_%d_%s", (int)getpid(), name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+static void test_profile(void) {
+    ah_error_t err;
+    ah_profile_t *p = NULL;
+    const char *good =
+        "{\"version\": 1, \"host\": \"ci\", \"entries\": [\n"
+        " {\"gpu\": \"fast\", \"tp\": 2, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
+        "  \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 0.01, \"bwd_s\": 0.02, \"act_bytes\": 2088}},\n"
+        " {\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
+        "  \"includes_tp_comm\": true, \"block\": {\"fwd_s\": 0.5, \"bwd_s\": 1.0, \"act_bytes\": 3312},\n"
+        "  \"head\": {\"fwd_s\": 0.25, \"bwd_s\": 0.5, \"act_bytes\": 672}}]}\n";
+    const char *path = write_tmp("good.json", good);
+    CHECK(ah_profile_load(path, &p, &err) == AH_OK, "load: %s", err.msg);
+    if (!p) return;
+    CHECK_EQ_I64(ah_profile_count(p), 2);
+    CHECK(strcmp(ah_profile_host(p), "ci") == 0, "host");
+    CHECK(ah_profile_find(p, "fast", 2, 2, 3, AH_PREC_FP32) == ah_profile_get(p, 0), "find");
+    CHECK(ah_profile_find(p, "fast", 2, 2, 3, AH_PREC_BF16) == NULL, "precision is part of the key");
+
+    /* Stage cost uses the measured block time, adds the modelled TP comm (not included), and
+     * falls back to the roofline for the head (absent in this entry). */
+    ah_cluster_t c = cluster();
+    ah_model_t g = tiny_gpt2();
+    ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
+    ah_cost_ctx_t ctx = {&g, &c, &tr, 2, p};
+    ah_stage_cost_t sc;
+    const double ar = 192 / 10e9 + 2e-6;
+    ah_stage_cost(&ctx, 0, 0, 2, false, true, true, &sc);
+    CHECK_NEAR(sc.fwd_s, 2 * (0.01 + 2 * ar) + 960 / 1e9, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * (0.02 + 0.01 + 4 * ar) + 1920 / 1e9, 1e-12);
+    /* t=1 entry includes TP comm (t=1 has none anyway) and has a head */
+    ctx.t = 1;
+    ah_stage_cost(&ctx, 0, 0, 2, false, true, false, &sc);
+    CHECK_NEAR(sc.fwd_s, 2 * 0.5 + 0.25, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * 1.0 + 0.5, 1e-12);
+    /* another type: not in the profile, roofline */
+    ah_stage_cost(&ctx, 1, 0, 2, false, false, false, &sc);
+    CHECK_NEAR(sc.fwd_s, 2 * 9792 / 5e8, 1e-12);
+
+    /* includes_tp_comm: the measured time stands alone, no modelled all-reduce on top */
+    ah_profile_entry_t e = *ah_profile_get(p, 0);
+    e.includes_tp_comm = true;
+    e.micro_batch = 1;
+    CHECK(ah_profile_add(p, &e, &err) == AH_OK, "add: %s", err.msg);
+    tr.micro_batch = 1;
+    ctx.t = 2;
+    ah_stage_cost(&ctx, 0, 0, 2, false, false, false, &sc);
+    CHECK_NEAR(sc.fwd_s, 2 * 0.01, 1e-12);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 0, 0);
+    CHECK_ERR(ah_profile_add(p, &e, &err), AH_ERR_INVALID, err, "both give gpu \"fast\", tp 2");
+
+    /* round trip through JSON */
+    const char *saved = write_tmp("saved.json", "");
+    CHECK(ah_profile_save(p, saved, &err) == AH_OK, "save: %s", err.msg);
+    ah_profile_t *q = NULL;
+    CHECK(ah_profile_load(saved, &q, &err) == AH_OK, "reload: %s", err.msg);
+    if (q) {
+        CHECK_EQ_I64(ah_profile_count(q), 3);
+        for (int i = 0; i < 3; i++) {
+            const ah_profile_entry_t *a = ah_profile_get(p, i), *b = ah_profile_get(q, i);
+            bool same = strcmp(a->gpu, b->gpu) == 0 && a->tp == b->tp &&
+                        a->micro_batch == b->micro_batch && a->seq_len == b->seq_len &&
+                        a->precision == b->precision && a->includes_tp_comm == b->includes_tp_comm;
+            for (int k = 0; k < 3; k++)
+                same = same && a->layer[k].present == b->layer[k].present &&
+                       a->layer[k].fwd_s == b->layer[k].fwd_s && a->layer[k].bwd_s == b->layer[k].bwd_s &&
+                       a->layer[k].act_bytes == b->layer[k].act_bytes;
+            CHECK(same, "entry %d survives the round trip", i);
+        }
+        ah_profile_free(q);
+    }
+    unlink(saved);
+    ah_profile_free(p);
+    unlink(path);
+
+    /* errors: syntax with file:line:col, a semantic one with its path, duplicates, version */
+    struct {
+        const char *text, *needle;
+        int status;
+    } bad[] = {
+        {"{\"version\": 1,\n \"entries\": [}", ":2:14", AH_ERR_PARSE},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 0, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 1, \"bwd_s\": 2,"
+         " \"act_bytes\": 3}}]}",
+         "entries[0].tp: expected an integer in [1, 1024], got 0", AH_ERR_INVALID},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp8\", \"includes_tp_comm\": false}]}",
+         "entries[0].precision: expected \"fp32\" or \"bf16\", got \"fp8\"", AH_ERR_INVALID},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": false}]}",
+         "no timings", AH_ERR_INVALID},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 1, \"bwd_s\": 2}}]}",
+         "entries[0].block: missing field \"act_bytes\"", AH_ERR_INVALID},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"blok\": {}}]}",
+         "unknown field \"blok\"", AH_ERR_INVALID},
+        {"{\"version\": 2, \"entries\": []}", "version 1, got 2", AH_ERR_INVALID},
+        {"{\"version\": 1, \"entries\": [{\"gpu\": \"f\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"head\": {\"fwd_s\": 1, \"bwd_s\": 2,"
+         " \"act_bytes\": 3}}, {\"gpu\": \"f\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+         " \"precision\": \"fp32\", \"includes_tp_comm\": true, \"head\": {\"fwd_s\": 1, \"bwd_s\": 2,"
+         " \"act_bytes\": 3}}]}",
+         "entries[0] and entries[1] both give gpu \"f\"", AH_ERR_INVALID},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *bp = write_tmp("bad.json", bad[i].text);
+        p = NULL;
+        ah_status_t s = ah_profile_load(bp, &p, &err);
+        CHECK_ERR(s, bad[i].status, err, bad[i].needle);
+        CHECK(strstr(err.msg, bp) != NULL, "message names the file: %s", err.msg);
+        CHECK(p == NULL, "nothing returned on error");
+        unlink(bp);
+    }
+    CHECK_ERR(ah_profile_load("/nonexistent/profile.json", &p, &err), AH_ERR_IO, err,
+              "/nonexistent/profile.json");
+}
+
+int main(void) {
+    test_params();
+    test_flops();
+    test_flops_published();
+    test_act_bytes();
+    test_inflight();
+    test_links();
+    test_stage();
+    test_profile();
+    return ah_test_finish();
+}
