@@ -1,0 +1,113 @@
+/* The built-in GPU catalog and per-type helpers.
+ *
+ * Conventions for every entry:
+ *  - memory_gib: the data-sheet capacity, read as GiB (HBM and GDDR parts are built from binary
+ *    sizes). nvidia-smi shows a little less on some parts (ECC, firmware carve-outs); a user who
+ *    runs close to the limit can override memory_gib in the cluster file.
+ *  - tflops: DENSE peaks (NVIDIA data sheets quote tensor figures "with sparsity", i.e. 2x; we
+ *    halve those). bf16/fp16 are tensor-core rates with fp32 accumulation, which is what
+ *    mixed-precision training uses; fp32 is the non-tensor (CUDA core) rate, since the CPU-style
+ *    fp32 path does not use TF32.
+ *  - intra_node_gb_s: per-GPU bandwidth in ONE direction to its node peers. NVIDIA quotes NVLink
+ *    as the bidirectional total (A100 600 GB/s = 300 each way); a ring all-reduce is bound by
+ *    the one-way rate, so that is what the cost model wants. PCIe parts get the one-way rate of
+ *    their slot (Gen4 x16 ~ 32 GB/s, Gen3 x16 ~ 16 GB/s).
+ *  - efficiency: the fraction of peak a large transformer's matmuls sustain, used by the
+ *    roofline when no profile is given. 0.5 for datacenter parts: Megatron-LM reaches 44-52 %
+ *    of A100 peak end to end (Narayanan et al., SC'21, Table 1) and PaLM reports 46 % MFU, so
+ *    0.5 for the matmul phases alone is a fair middle. 0.4 for GeForce cards and the T4: power
+ *    and clock limits (T4: 70 W) keep sustained tensor clocks well under boost. Judgements, not
+ *    measurements: `autohet profile` replaces them.
+ *  - reserved_gib: memory a device loses before the model allocates anything: the CUDA context
+ *    with cuBLAS/cuDNN kernels loaded (~0.3-0.6 GiB on Ampere/Hopper), NCCL channel buffers
+ *    (~0.2-0.4 GiB for 8 ranks) and caching-allocator fragmentation slack. 1.0 GiB for all.
+ */
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "spec/cluster.h"
+
+#define DC 0.5       /* datacenter efficiency, see above */
+#define CONSUMER 0.4 /* GeForce / T4 efficiency, see above */
+#define RESERVED 1.0
+
+/* {name, memory_gib, bf16, fp16, fp32, mem_bw_gb_s, intra_node_gb_s, efficiency, reserved_gib} */
+static const ah_gpu_type_t CATALOG[] = {
+    /* NVIDIA A100 Tensor Core GPU data sheet (2021), SXM4 columns: BF16/FP16 tensor 312 dense
+     * (624 sparse), FP32 19.5, HBM2 1,555 GB/s (40 GB) and HBM2e 2,039 GB/s (80 GB),
+     * NVLink 3 600 GB/s bidirectional -> 300 each way. */
+    {"A100-40G", 40, 312, 312, 19.5, 1555, 300, DC, RESERVED, 0, 0},
+    {"A100-80G", 80, 312, 312, 19.5, 2039, 300, DC, RESERVED, 0, 0},
+    /* NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), Table 3, H100 SXM5: BF16/FP16
+     * tensor 989.4 dense (1,978.9 sparse), FP32 66.9; H100 data sheet: 80 GB HBM3 3.35 TB/s,
+     * NVLink 4 900 GB/s -> 450 each way. "H100" is accepted as an alias. */
+    {"H100-SXM", 80, 989.4, 989.4, 66.9, 3350, 450, DC, RESERVED, 0, 0},
+    /* NVIDIA H200 Tensor Core GPU data sheet (2024), SXM: 141 GB HBM3e 4.8 TB/s, same Hopper
+     * compute as the H100 SXM, NVLink 900 GB/s. The driver exposes ~140 GiB, which we use. */
+    {"H200", 140, 989.4, 989.4, 66.9, 4800, 450, DC, RESERVED, 0, 0},
+    /* NVIDIA H800 SXM5 product brief (China-market H100): H100 SXM compute and memory, NVLink
+     * cut to 400 GB/s bidirectional -> 200 each way (and FP64 cut, irrelevant here). */
+    {"H800", 80, 989.4, 989.4, 66.9, 3350, 200, DC, RESERVED, 0, 0},
+    /* NVIDIA H20 product brief (2024, China market; figures as published by OEMs and the
+     * AutoHet paper): 96 GB HBM3 4.0 TB/s, BF16/FP16 tensor 148 dense (296 sparse), FP32 44,
+     * NVLink 900 GB/s -> 450 each way. */
+    {"H20", 96, 148, 148, 44, 4000, 450, DC, RESERVED, 0, 0},
+    /* NVIDIA L40S data sheet (2023): 48 GB GDDR6 864 GB/s, BF16/FP16 tensor 362.05 dense
+     * (733 sparse), FP32 91.6; no NVLink, PCIe Gen4 x16 64 GB/s bidirectional -> 32. */
+    {"L40S", 48, 362.05, 362.05, 91.6, 864, 32, DC, RESERVED, 0, 0},
+    /* A10G is AWS's variant of the A10 (GA102) and has no NVIDIA data sheet of its own; AWS
+     * quotes 24 GB and 250 INT8 TOPS, matching the NVIDIA A10 data sheet, whose figures we use:
+     * BF16/FP16 tensor 125 dense (250 sparse), FP32 31.2, GDDR6 600 GB/s; PCIe Gen4 x16 -> 32.
+     * Reported sustained tensor throughput is lower than on the A10; profile if it matters. */
+    {"A10G", 24, 125, 125, 31.2, 600, 32, DC, RESERVED, 0, 0},
+    /* NVIDIA V100 Tensor Core GPU data sheet, SXM2 16 GB: FP16 tensor 125, FP32 15.7, HBM2
+     * 900 GB/s, NVLink 2 300 GB/s bidirectional -> 150. Volta has no bf16 tensor cores: cuBLAS
+     * runs a bf16 GEMM on sm_70 on the CUDA cores at fp32 rate, so bf16 = fp32. */
+    {"V100-16G", 16, 15.7, 125, 15.7, 900, 150, DC, RESERVED, 0, 0},
+    /* NVIDIA T4 data sheet: 16 GB GDDR6 320 GB/s, FP16 tensor 65 (mixed precision), FP32 8.1,
+     * PCIe Gen3 x16 32 GB/s bidirectional -> 16. Turing has no bf16 tensor cores either:
+     * bf16 = fp32, as for the V100. */
+    {"T4", 16, 8.1, 65, 8.1, 320, 16, CONSUMER, RESERVED, 0, 0},
+    /* NVIDIA Ada Lovelace GPU Architecture whitepaper (2022), Appendix A, GeForce RTX 4090:
+     * FP16/BF16 tensor with FP32 accumulate 165.2 dense (GeForce runs fp32 accumulation at half
+     * the fp16-accumulate rate of 330.3), FP32 82.6, GDDR6X 1,008 GB/s; PCIe Gen4 x16 -> 32,
+     * no NVLink. */
+    {"RTX-4090", 24, 165.2, 165.2, 82.6, 1008, 32, CONSUMER, RESERVED, 0, 0},
+    /* NVIDIA Ampere GA102 GPU Architecture whitepaper (2020), Table 9, GeForce RTX 3090:
+     * FP16/BF16 tensor with FP32 accumulate 71 dense (142 with fp16 accumulate), FP32 35.6,
+     * GDDR6X 936 GB/s; PCIe Gen4 x16 -> 32 (its NVLink bridge pairs only two cards, so a node
+     * of them talks over PCIe). */
+    {"RTX-3090", 24, 71, 71, 35.6, 936, 32, CONSUMER, RESERVED, 0, 0},
+};
+#define N_CATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
+
+/* Other names users write for a catalog type. */
+static const struct {
+    const char *alias, *name;
+} ALIASES[] = {{"H100", "H100-SXM"}};
+
+int ah_gpu_catalog_count(void) { return N_CATALOG; }
+
+const ah_gpu_type_t *ah_gpu_catalog_get(int i) {
+    return (i >= 0 && i < N_CATALOG) ? &CATALOG[i] : NULL;
+}
+
+/* Case-insensitive, so "a100-80g" works on a command line; the result carries the canonical
+ * spelling. */
+const ah_gpu_type_t *ah_gpu_catalog_find(const char *name) {
+    for (size_t a = 0; a < sizeof ALIASES / sizeof ALIASES[0]; a++)
+        if (strcasecmp(name, ALIASES[a].alias) == 0) name = ALIASES[a].name;
+    for (int i = 0; i < N_CATALOG; i++)
+        if (strcasecmp(name, CATALOG[i].name) == 0) return &CATALOG[i];
+    return NULL;
+}
+
+int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g) {
+    if (g->emulate_memory_mib > 0) return (int64_t)llround(g->emulate_memory_mib * 1048576.0);
+    return (int64_t)llround(g->memory_gib * 1073741824.0);
+}
+
+double ah_gpu_peak_flops(const ah_gpu_type_t *g, int bf16) {
+    return (bf16 ? g->tflops_bf16 : g->tflops_fp32) * 1e12;
+}
