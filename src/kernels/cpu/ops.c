@@ -1,0 +1,116 @@
+/* Pointwise and row-wise ops: layer norm, GELU, residual add, embedding lookup. */
+#include <math.h>
+
+#include "kernels/cpu/cpu.h"
+
+void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                          const float *weight, const float *bias, int N, int C, float eps) {
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        /* Two passes (mean, then squared deviations): the one-pass E[x^2] - E[x]^2 form loses
+         * digits when |mean| >> std. */
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= (float)C;
+        float var = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            var += d * d;
+        }
+        var /= (float)C;
+        float s = 1.0f / sqrtf(var + eps);
+        for (int i = 0; i < C; i++) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void ah_cpu_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, const float *mean,
+                          const float *rstd, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float *dy = dout + (size_t)n * C;
+        const float m = mean[n], s = rstd[n];
+        /* dinp = s * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight. */
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            float g = dy[i] * weight[i];
+            g_mean += g;
+            gx_mean += g * xhat;
+            dbias[i] += dy[i];
+            dweight[i] += dy[i] * xhat;
+        }
+        g_mean /= (float)C;
+        gx_mean /= (float)C;
+        if (!dinp) continue;
+        float *dx = dinp + (size_t)n * C;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            dx[i] += (dy[i] * weight[i] - g_mean - xhat * gx_mean) * s;
+        }
+    }
+}
+
+/* sqrt(2/pi), the constant of GPT-2's tanh approximation, and the cubic coefficient. */
+#define GELU_BETA 0.7978845608028654f
+#define GELU_KAPPA 0.044715f
+
+void ah_cpu_gelu_fwd(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float inner = GELU_BETA * (x + GELU_KAPPA * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(inner));
+    }
+}
+
+void ah_cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float x2 = x * x;
+        float th = tanhf(GELU_BETA * (x + GELU_KAPPA * x2 * x));
+        float d_inner = GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x2);
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * d_inner;
+        dinp[i] += grad * dout[i];
+    }
+}
+
+void ah_cpu_residual_fwd(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void ah_cpu_residual_bwd(float *da, float *db, const float *dout, size_t n) {
+    if (da)
+        for (size_t i = 0; i < n; i++) da[i] += dout[i];
+    if (db)
+        for (size_t i = 0; i < n; i++) db[i] += dout[i];
+}
+
+void ah_cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                          int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *y = out + ((size_t)b * T + t) * C;
+            const float *e = wte + (size_t)tokens[(size_t)b * T + t] * C;
+            const float *p = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
+        }
+}
+
+void ah_cpu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                          int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *dy = dout + ((size_t)b * T + t) * C;
+            if (dwte) {
+                float *de = dwte + (size_t)tokens[(size_t)b * T + t] * C;
+                for (int i = 0; i < C; i++) de[i] += dy[i];
+            }
+            if (dwpe) {
+                float *dp = dwpe + (size_t)t * C;
+                for (int i = 0; i < C; i++) dp[i] += dy[i];
+            }
+        }
+}

@@ -1,0 +1,181 @@
+/* Compute kernels for GPT-2 training, forward and backward, as a backend table.
+ *
+ * A backend (CPU now, CUDA later) fills one ah_kernels_t with function pointers; the runtime
+ * calls through the table and never knows which backend it has. Every buffer argument is a
+ * "device" pointer of that backend — for the CPU backend plain host float* / int32_t*, fp32,
+ * row-major, contiguous unless a stride says otherwise. Shapes are passed explicitly and are
+ * written beside each argument.
+ *
+ * Ownership: kernels allocate nothing. The caller owns every buffer, including scratch (sizes
+ * given by the *_scratch_floats functions), so the runtime can put them in its arenas and
+ * account for them byte for byte. Inputs and outputs must not alias unless an argument says so.
+ *
+ * Gradients ACCUMULATE: every backward adds into its gradient outputs (d* += ...), because
+ * gradient accumulation across micro-batches and a residual stream that feeds two branches both
+ * need "+=". The caller zeroes gradient buffers (ah_kernels_t.zero) when it starts a sum. A
+ * gradient output passed as NULL is not computed (e.g. dinp of the first layer).
+ *
+ * Determinism: the CPU backend reduces in a fixed order on one thread, and OpenBLAS sgemm is
+ * deterministic for a fixed thread count, so the same inputs give bitwise the same outputs.
+ *
+ * Attention layout. qkv is (B, T, 3*Cl): per token, Cl query values, then Cl key values, then Cl
+ * value values, each split into Hl heads of hd = Cl / Hl consecutive values (GPT-2's c_attn output
+ * viewed as (B, T, 3, Hl, hd)). A tensor-parallel rank holding Hl = H / t heads passes
+ * Cl = C / t. The output is (B, T, Cl) in the same head order, ready for the row-parallel
+ * projection. Attention is causal with scale 1/sqrt(hd).
+ *
+ * Dimensions are int (what cblas takes); products of them are formed in size_t.
+ */
+#ifndef AH_KERNELS_KERNELS_H
+#define AH_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* AdamW hyperparameters, as torch.optim.AdamW names them (decoupled weight decay). */
+typedef struct ah_adamw_hparams {
+    float lr;
+    float beta1, beta2;
+    float eps;
+    float weight_decay;
+} ah_adamw_hparams_t;
+
+typedef struct ah_kernels {
+    const char *name; /* "cpu", ... */
+
+    /* x[i] = 0 for n floats. */
+    void (*zero)(float *x, // (n)
+                 size_t n);
+
+    /* ---- linear layer ---- */
+
+    /* out = inp @ w^T + bias. bias may be NULL. */
+    void (*matmul_fwd)(float *out,        // (N, OC)
+                       const float *inp,  // (N, IC)
+                       const float *w,    // (OC, IC)
+                       const float *bias, // (OC) or NULL
+                       int N, int IC, int OC);
+    /* dinp += dout @ w ; dw += dout^T @ inp ; dbias += sum over rows of dout.
+     * Any of dinp, dw, dbias may be NULL (not computed). */
+    void (*matmul_bwd)(float *dinp,       // (N, IC) or NULL
+                       float *dw,         // (OC, IC) or NULL
+                       float *dbias,      // (OC) or NULL
+                       const float *dout, // (N, OC)
+                       const float *inp,  // (N, IC)
+                       const float *w,    // (OC, IC)
+                       int N, int IC, int OC);
+
+    /* ---- layer norm over the last axis: out = (inp - mean) * rstd * weight + bias ---- */
+
+    /* rstd = 1 / sqrt(biased variance + eps). mean and rstd are saved for the backward. */
+    void (*layernorm_fwd)(float *out,          // (N, C)
+                          float *mean,         // (N)
+                          float *rstd,         // (N)
+                          const float *inp,    // (N, C)
+                          const float *weight, // (C)
+                          const float *bias,   // (C)
+                          int N, int C, float eps);
+    /* dinp += ..., dweight += ..., dbias += ... (dinp may be NULL). */
+    void (*layernorm_bwd)(float *dinp,         // (N, C) or NULL
+                          float *dweight,      // (C)
+                          float *dbias,        // (C)
+                          const float *dout,   // (N, C)
+                          const float *inp,    // (N, C)
+                          const float *weight, // (C)
+                          const float *mean,   // (N)
+                          const float *rstd,   // (N)
+                          int N, int C);
+
+    /* ---- GELU, tanh approximation (GPT-2's "gelu_new", torch approximate="tanh") ---- */
+
+    void (*gelu_fwd)(float *out,       // (n)
+                     const float *inp, // (n)
+                     size_t n);
+    /* dinp += gelu'(inp) * dout. */
+    void (*gelu_bwd)(float *dinp,       // (n)
+                     const float *dout, // (n)
+                     const float *inp,  // (n)
+                     size_t n);
+
+    /* ---- causal multi-head self-attention (layout in the file comment) ---- */
+
+    /* probs[b,h,i,j] = softmax_j<=i(q_i . k_j / sqrt(hd)), 0 for j > i; out = probs @ v.
+     * probs is kept by the caller for the backward. */
+    void (*attention_fwd)(float *out,       // (B, T, Cl)
+                          float *probs,     // (B, Hl, T, T)
+                          const float *qkv, // (B, T, 3*Cl)
+                          int B, int T, int Hl, int hd);
+    /* dqkv += d(out)/d(qkv)^T dout. scratch holds attention_scratch_floats(B, T, Hl, hd) floats
+     * and needs no initial value. */
+    void (*attention_bwd)(float *dqkv,        // (B, T, 3*Cl)
+                          float *scratch,     // (attention_scratch_floats(B, T, Hl, hd))
+                          const float *dout,  // (B, T, Cl)
+                          const float *qkv,   // (B, T, 3*Cl)
+                          const float *probs, // (B, Hl, T, T)
+                          int B, int T, int Hl, int hd);
+    size_t (*attention_scratch_floats)(int B, int T, int Hl, int hd);
+
+    /* ---- residual stream ---- */
+
+    /* out = a + b; out may alias a or b. */
+    void (*residual_fwd)(float *out,     // (n)
+                         const float *a, // (n)
+                         const float *b, // (n)
+                         size_t n);
+    /* da += dout ; db += dout (either may be NULL). */
+    void (*residual_bwd)(float *da,         // (n) or NULL
+                         float *db,         // (n) or NULL
+                         const float *dout, // (n)
+                         size_t n);
+
+    /* ---- embedding: out[b,t] = wte[tokens[b,t]] + wpe[t]; tokens must lie in [0, V) ---- */
+
+    void (*embedding_fwd)(float *out,            // (B, T, C)
+                          const int32_t *tokens, // (B, T)
+                          const float *wte,      // (V, C)
+                          const float *wpe,      // (P, C), P >= T
+                          int B, int T, int C);
+    /* dwte[tokens[b,t]] += dout[b,t] ; dwpe[t] += dout[b,t] (either may be NULL). Rows are
+     * visited in (b, t) order, so repeated tokens sum deterministically. */
+    void (*embedding_bwd)(float *dwte,           // (V, C) or NULL
+                          float *dwpe,           // (P, C) or NULL
+                          const float *dout,     // (B, T, C)
+                          const int32_t *tokens, // (B, T)
+                          int B, int T, int C);
+
+    /* ---- tied LM head + softmax cross-entropy, fused ----
+     * logits = x @ wte^T; loss_n = logsumexp(logits_n) - logits_n[targets_n]. Returns
+     * sum_n loss_n, accumulated in double. If dx or dwte is non-NULL it also runs the backward:
+     * logits is overwritten in place by dlogits = (softmax(logits) - onehot(targets)) * scale
+     * (the runtime passes 1 / (B*T) of the whole global batch), then dx += dlogits @ wte and
+     * dwte += dlogits^T @ x. Rows are independent, so a caller short of memory may call it on
+     * row chunks of x with a smaller logits buffer; the sums add up. targets must lie in [0, V). */
+    double (*head_loss)(float *dx,              // (N, C) or NULL
+                        float *dwte,            // (V, C) or NULL
+                        float *logits,          // (N, V) scratch; holds dlogits on return
+                        const float *x,         // (N, C)
+                        const float *wte,       // (V, C)
+                        const int32_t *targets, // (N)
+                        float scale, int N, int C, int V);
+
+    /* ---- optimizer ---- */
+
+    /* One AdamW step on n parameters, in torch.optim.AdamW's order of operations:
+     * g = grad * grad_scale (grad_scale < 1 clips by global norm; 1 otherwise);
+     * param *= 1 - lr * weight_decay; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+     * param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). t counts from 1.
+     * Call it per parameter group to give groups different weight decay. */
+    void (*adamw)(float *param,      // (n)
+                  const float *grad, // (n)
+                  float *m,          // (n) first moment, zero before step 1
+                  float *v,          // (n) second moment, zero before step 1
+                  size_t n, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
+    /* sum_i x[i]^2 in double, in a fixed order (for the global gradient norm). */
+    double (*sum_squares)(const float *x, // (n)
+                          size_t n);
+} ah_kernels_t;
+
+/* The CPU backend: fp32, OpenBLAS sgemm for matmuls, loops elsewhere. A static table. */
+const ah_kernels_t *ah_kernels_cpu(void);
+
+#endif

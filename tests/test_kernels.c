@@ -1,0 +1,876 @@
+/* CPU kernels: every backward against central finite differences of its forward, forwards and
+ * backwards against naive double-precision loops, accumulation ("+=") semantics, determinism.
+ *
+ * With `--torch DIR` it instead compares against PyTorch outputs written by
+ * tests/torch/gpt2_ref.py (run by tests/test_kernels_torch.sh): a GPT-2 block, a whole small
+ * model with the tied head and cross-entropy, and AdamW over 3 steps.
+ *
+ * Error measure: for a tensor, max_i |got_i - want_i| / max_i |want_i| (relative to the tensor's
+ * scale). An elementwise relative error is not usable for gradients, where entries near zero
+ * come from cancellation and carry only absolute accuracy. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kernels/kernels.h"
+
+static const ah_kernels_t *K;
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0) - 1.0);
+}
+
+static float *rand_buf(size_t n, float scale) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = scale * frand();
+    return x;
+}
+
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+
+static float *copy_buf(const float *x, size_t n) {
+    float *y = malloc(n * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+static double rel_err_d(const float *got, const double *want, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)got[i] - want[i]));
+        s = fmax(s, fabs(want[i]));
+    }
+    return s > 0 ? d / s : d;
+}
+
+static double rel_err(const float *got, const float *want, size_t n) {
+    double d = 0, s = max_abs(want, n);
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)got[i] - (double)want[i]));
+    return s > 0 ? d / s : d;
+}
+
+#define CHECK_REL(got, want, n, tol, what)                                                       \
+    do {                                                                                         \
+        double e_ = rel_err((got), (want), (n));                                                 \
+        CHECK(e_ <= (tol), "%s: relative error %.3g > %.3g", (what), e_, (double)(tol));         \
+    } while (0)
+#define CHECK_REL_D(got, want, n, tol, what)                                                     \
+    do {                                                                                         \
+        double e_ = rel_err_d((got), (want), (n));                                               \
+        CHECK(e_ <= (tol), "%s: relative error %.3g > %.3g", (what), e_, (double)(tol));         \
+    } while (0)
+
+/* ---- finite differences ----
+ * A case exposes its forward as "loss = sum(out * R)" for a fixed random R (in double), so the
+ * gradient of the loss w.r.t. an input is what the backward computes for dout = R. */
+
+typedef double (*loss_fn)(void *ctx);
+
+/* Central differences of loss w.r.t. each x[i]; fd (n) receives them. */
+static void finite_diff(loss_fn f, void *ctx, float *x, size_t n, float h, double *fd) {
+    for (size_t i = 0; i < n; i++) {
+        float x0 = x[i];
+        x[i] = x0 + h;
+        double lp = f(ctx);
+        x[i] = x0 - h;
+        double lm = f(ctx);
+        x[i] = x0;
+        /* Divide by the perturbation actually applied, which float rounding may have changed. */
+        fd[i] = (lp - lm) / ((double)(x0 + h) - (double)(x0 - h));
+    }
+}
+
+/* h = 1e-2 on O(1) inputs: truncation error ~h^2 and fp32 rounding of the loss ~1e-7 * |loss| /
+ * h are both ~1e-5 relative; 2e-3 leaves margin and still catches any real mistake (the
+ * self-test below shows a 1% error in one entry is caught). */
+#define FD_H 1e-2f
+#define FD_TOL 2e-3
+
+static double check_fd(loss_fn f, void *ctx, float *x, size_t n, const float *analytic,
+                       const char *what) {
+    double *fd = malloc(n * sizeof *fd);
+    finite_diff(f, ctx, x, n, FD_H, fd);
+    double e = rel_err_d(analytic, fd, n);
+    CHECK(e <= FD_TOL, "%s vs finite differences: relative error %.3g > %g", what, e, FD_TOL);
+    free(fd);
+    return e;
+}
+
+static double dot_out(const float *out, const float *R, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)out[i] * R[i];
+    return s;
+}
+
+/* ---- matmul ---- */
+
+typedef struct {
+    int N, IC, OC;
+    float *inp, *w, *bias, *out, *R;
+} mm_case_t;
+
+static double mm_loss(void *p) {
+    mm_case_t *c = p;
+    K->matmul_fwd(c->out, c->inp, c->w, c->bias, c->N, c->IC, c->OC);
+    return dot_out(c->out, c->R, (size_t)c->N * c->OC);
+}
+
+static void test_matmul(void) {
+    const int N = 5, IC = 7, OC = 6;
+    mm_case_t c = {N, IC, OC, rand_buf(N * IC, 1), rand_buf(OC * IC, 1), rand_buf(OC, 1),
+                   zeros(N * OC), rand_buf(N * OC, 1)};
+    /* naive forward in double, with and without bias */
+    double want[N * OC], want_nb[N * OC];
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = 0;
+            for (int i = 0; i < IC; i++) s += (double)c.inp[n * IC + i] * c.w[o * IC + i];
+            want_nb[n * OC + o] = s;
+            want[n * OC + o] = s + c.bias[o];
+        }
+    K->matmul_fwd(c.out, c.inp, c.w, c.bias, N, IC, OC);
+    CHECK_REL_D(c.out, want, N * OC, 1e-6, "matmul_fwd");
+    K->matmul_fwd(c.out, c.inp, c.w, NULL, N, IC, OC);
+    CHECK_REL_D(c.out, want_nb, N * OC, 1e-6, "matmul_fwd without bias");
+
+    /* backward: grads start non-zero to check they accumulate */
+    float *dinp = rand_buf(N * IC, 1), *dw = rand_buf(OC * IC, 1), *db = rand_buf(OC, 1);
+    float *dinp0 = copy_buf(dinp, N * IC), *dw0 = copy_buf(dw, OC * IC), *db0 = copy_buf(db, OC);
+    K->matmul_bwd(dinp, dw, db, c.R, c.inp, c.w, N, IC, OC);
+    double wdi[N * IC], wdw[OC * IC], wdb[OC];
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IC; i++) {
+            double s = dinp0[n * IC + i];
+            for (int o = 0; o < OC; o++) s += (double)c.R[n * OC + o] * c.w[o * IC + i];
+            wdi[n * IC + i] = s;
+        }
+    for (int o = 0; o < OC; o++) {
+        for (int i = 0; i < IC; i++) {
+            double s = dw0[o * IC + i];
+            for (int n = 0; n < N; n++) s += (double)c.R[n * OC + o] * c.inp[n * IC + i];
+            wdw[o * IC + i] = s;
+        }
+        double s = db0[o];
+        for (int n = 0; n < N; n++) s += c.R[n * OC + o];
+        wdb[o] = s;
+    }
+    CHECK_REL_D(dinp, wdi, N * IC, 1e-6, "matmul_bwd dinp (accumulated)");
+    CHECK_REL_D(dw, wdw, OC * IC, 1e-6, "matmul_bwd dw (accumulated)");
+    CHECK_REL_D(db, wdb, OC, 1e-6, "matmul_bwd dbias (accumulated)");
+
+    /* finite differences, from zeroed grads */
+    K->zero(dinp, N * IC), K->zero(dw, OC * IC), K->zero(db, OC);
+    K->matmul_bwd(dinp, dw, db, c.R, c.inp, c.w, N, IC, OC);
+    check_fd(mm_loss, &c, c.inp, N * IC, dinp, "matmul dinp");
+    check_fd(mm_loss, &c, c.w, OC * IC, dw, "matmul dw");
+    check_fd(mm_loss, &c, c.bias, OC, db, "matmul dbias");
+
+    /* NULL grads are skipped */
+    float *dinp2 = zeros(N * IC);
+    K->matmul_bwd(dinp2, NULL, NULL, c.R, c.inp, c.w, N, IC, OC);
+    CHECK_REL(dinp2, dinp, N * IC, 0, "matmul_bwd with only dinp");
+
+    /* Self-test of the finite-difference check: a 1% error in one entry must be caught. */
+    dw[3] += 0.01f * (float)max_abs(dw, OC * IC);
+    double *fd = malloc(OC * IC * sizeof *fd);
+    finite_diff(mm_loss, &c, c.w, OC * IC, FD_H, fd);
+    CHECK(rel_err_d(dw, fd, OC * IC) > FD_TOL, "finite-difference check catches a 1%% error");
+    free(fd);
+
+    free(c.inp), free(c.w), free(c.bias), free(c.out), free(c.R);
+    free(dinp), free(dw), free(db), free(dinp0), free(dw0), free(db0), free(dinp2);
+}
+
+/* ---- layernorm ---- */
+
+typedef struct {
+    int N, C;
+    float *inp, *w, *b, *out, *mean, *rstd, *R;
+} ln_case_t;
+
+#define LN_EPS 1e-5f
+
+static double ln_loss(void *p) {
+    ln_case_t *c = p;
+    K->layernorm_fwd(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C, LN_EPS);
+    return dot_out(c->out, c->R, (size_t)c->N * c->C);
+}
+
+static void test_layernorm(void) {
+    const int N = 4, C = 9;
+    ln_case_t c = {N,           C,          rand_buf(N * C, 2), rand_buf(C, 1), rand_buf(C, 1),
+                   zeros(N * C), zeros(N), zeros(N),           rand_buf(N * C, 1)};
+    for (int i = 0; i < N * C; i++) c.inp[i] += 3.0f; /* a non-zero mean */
+    for (int i = 0; i < C; i++) c.w[i] += 1.5f;
+    ln_loss(&c);
+    double want[N * C];
+    for (int n = 0; n < N; n++) {
+        double m = 0, v = 0;
+        for (int i = 0; i < C; i++) m += c.inp[n * C + i];
+        m /= C;
+        for (int i = 0; i < C; i++) v += (c.inp[n * C + i] - m) * (c.inp[n * C + i] - m);
+        v /= C;
+        for (int i = 0; i < C; i++)
+            want[n * C + i] = (c.inp[n * C + i] - m) / sqrt(v + LN_EPS) * c.w[i] + c.b[i];
+        CHECK_NEAR(c.mean[n], m, 1e-6);
+        CHECK_NEAR(c.rstd[n], 1 / sqrt(v + LN_EPS), 1e-5);
+    }
+    CHECK_REL_D(c.out, want, N * C, 1e-6, "layernorm_fwd");
+
+    float *dinp = zeros(N * C), *dw = zeros(C), *db = zeros(C);
+    K->layernorm_bwd(dinp, dw, db, c.R, c.inp, c.w, c.mean, c.rstd, N, C);
+    check_fd(ln_loss, &c, c.inp, N * C, dinp, "layernorm dinp");
+    check_fd(ln_loss, &c, c.w, C, dw, "layernorm dweight");
+    check_fd(ln_loss, &c, c.b, C, db, "layernorm dbias");
+
+    /* a second call adds the same again */
+    float *dinp1 = copy_buf(dinp, N * C), *dw1 = copy_buf(dw, C);
+    K->layernorm_bwd(dinp, dw, db, c.R, c.inp, c.w, c.mean, c.rstd, N, C);
+    for (int i = 0; i < N * C; i++) dinp1[i] *= 2;
+    for (int i = 0; i < C; i++) dw1[i] *= 2;
+    CHECK_REL(dinp, dinp1, N * C, 1e-6, "layernorm_bwd dinp accumulates");
+    CHECK_REL(dw, dw1, C, 1e-6, "layernorm_bwd dweight accumulates");
+
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.R);
+    free(dinp), free(dw), free(db), free(dinp1), free(dw1);
+}
+
+/* ---- GELU ---- */
+
+typedef struct {
+    size_t n;
+    float *inp, *out, *R;
+} gelu_case_t;
+
+static double gelu_loss(void *p) {
+    gelu_case_t *c = p;
+    K->gelu_fwd(c->out, c->inp, c->n);
+    return dot_out(c->out, c->R, c->n);
+}
+
+static void test_gelu(void) {
+    enum { n = 41 };
+    gelu_case_t c = {n, rand_buf(n, 4), zeros(n), rand_buf(n, 1)};
+    gelu_loss(&c);
+    double want[n];
+    for (int i = 0; i < n; i++) {
+        double x = c.inp[i];
+        want[i] = 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    }
+    CHECK_REL_D(c.out, want, n, 1e-6, "gelu_fwd");
+    float *dinp = zeros(n);
+    K->gelu_bwd(dinp, c.R, c.inp, n);
+    check_fd(gelu_loss, &c, c.inp, n, dinp, "gelu dinp");
+    free(c.inp), free(c.out), free(c.R), free(dinp);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    int B, T, Hl, hd;
+    float *qkv, *out, *probs, *R;
+} att_case_t;
+
+static double att_loss(void *p) {
+    att_case_t *c = p;
+    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->hd);
+    return dot_out(c->out, c->R, (size_t)c->B * c->T * c->Hl * c->hd);
+}
+
+/* Naive attention in double straight from the definition: forward out and probs, and the
+ * gradient of sum(out * R) w.r.t. qkv. */
+static void att_naive(const att_case_t *c, double *out, double *probs, double *dqkv) {
+    const int B = c->B, T = c->T, Hl = c->Hl, hd = c->hd, Cl = Hl * hd;
+    const double scale = 1 / sqrt(hd);
+    double *s = malloc((size_t)T * sizeof *s), *dp = malloc((size_t)T * sizeof *dp);
+    memset(dqkv, 0, (size_t)B * T * 3 * Cl * sizeof *dqkv);
+#define Q(b, t, h, d) ((((size_t)(b) * T + (t)) * 3 * Cl) + (size_t)(h) * hd + (d))
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < Hl; h++)
+            for (int i = 0; i < T; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    double d = 0;
+                    for (int e = 0; e < hd; e++)
+                        d += (double)c->qkv[Q(b, i, h, e)] * c->qkv[Q(b, j, h, e) + Cl];
+                    s[j] = d * scale;
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                double *prow = probs + (((size_t)b * Hl + h) * T + i) * T;
+                for (int j = 0; j < T; j++) prow[j] = j <= i ? s[j] / sum : 0;
+                const float *r = c->R + ((size_t)b * T + i) * Cl + (size_t)h * hd;
+                double pd = 0;
+                for (int e = 0; e < hd; e++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) o += prow[j] * c->qkv[Q(b, j, h, e) + 2 * Cl];
+                    out[((size_t)b * T + i) * Cl + (size_t)h * hd + e] = o;
+                }
+                for (int j = 0; j <= i; j++) { /* dprobs, dv */
+                    dp[j] = 0;
+                    for (int e = 0; e < hd; e++) {
+                        dp[j] += r[e] * (double)c->qkv[Q(b, j, h, e) + 2 * Cl];
+                        dqkv[Q(b, j, h, e) + 2 * Cl] += prow[j] * r[e];
+                    }
+                    pd += prow[j] * dp[j];
+                }
+                for (int j = 0; j <= i; j++) { /* dscores -> dq, dk */
+                    double ds = prow[j] * (dp[j] - pd) * scale;
+                    for (int e = 0; e < hd; e++) {
+                        dqkv[Q(b, i, h, e)] += ds * c->qkv[Q(b, j, h, e) + Cl];
+                        dqkv[Q(b, j, h, e) + Cl] += ds * c->qkv[Q(b, i, h, e)];
+                    }
+                }
+            }
+#undef Q
+    free(s), free(dp);
+}
+
+static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
+    const size_t nqkv = (size_t)B * T * 3 * Hl * hd, nout = (size_t)B * T * Hl * hd,
+                 np = (size_t)B * Hl * T * T;
+    att_case_t c = {B, T, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), zeros(np), rand_buf(nout, 1)};
+    char what[128];
+    double *wout = malloc(nout * sizeof *wout), *wp = malloc(np * sizeof *wp),
+           *wd = malloc(nqkv * sizeof *wd);
+    att_naive(&c, wout, wp, wd);
+    att_loss(&c);
+    snprintf(what, sizeof what, "attention_fwd out (B=%d T=%d Hl=%d hd=%d)", B, T, Hl, hd);
+    CHECK_REL_D(c.out, wout, nout, 1e-5, what);
+    snprintf(what, sizeof what, "attention_fwd probs (B=%d T=%d Hl=%d hd=%d)", B, T, Hl, hd);
+    CHECK_REL_D(c.probs, wp, np, 1e-5, what);
+    int upper_zero = 1;
+    for (size_t r = 0; r < (size_t)B * Hl * T; r++)
+        for (int j = (int)(r % T) + 1; j < T; j++) upper_zero &= c.probs[r * T + j] == 0.0f;
+    CHECK(upper_zero, "attention probs are exactly 0 above the diagonal");
+
+    float *dqkv = rand_buf(nqkv, 1), *dqkv0 = copy_buf(dqkv, nqkv);
+    float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof(float));
+    for (size_t i = 0; i < K->attention_scratch_floats(B, T, Hl, hd); i++) scratch[i] = NAN;
+    K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.probs, B, T, Hl, hd);
+    for (size_t i = 0; i < nqkv; i++) wd[i] += dqkv0[i];
+    snprintf(what, sizeof what, "attention_bwd dqkv accumulated (B=%d T=%d Hl=%d hd=%d)", B, T,
+             Hl, hd);
+    CHECK_REL_D(dqkv, wd, nqkv, 1e-5, what);
+    if (with_fd) {
+        for (size_t i = 0; i < nqkv; i++) dqkv[i] -= dqkv0[i];
+        check_fd(att_loss, &c, c.qkv, nqkv, dqkv, "attention dqkv");
+    }
+    free(c.qkv), free(c.out), free(c.probs), free(c.R), free(wout), free(wp), free(wd);
+    free(dqkv), free(dqkv0), free(scratch);
+}
+
+static void test_attention(void) {
+    att_case_run(2, 5, 2, 3, true);
+    att_case_run(1, 1, 1, 4, true);
+    /* T across the 64-query row blocks, not a multiple of them */
+    att_case_run(1, 150, 2, 8, false);
+    att_case_run(1, 67, 2, 4, true);
+}
+
+/* ---- residual, embedding ---- */
+
+static void test_residual(void) {
+    enum { n = 13 };
+    float *a = rand_buf(n, 1), *b = rand_buf(n, 1), *out = zeros(n), *d = rand_buf(n, 1);
+    float *da = rand_buf(n, 1), *da0 = copy_buf(da, n), *db = zeros(n);
+    K->residual_fwd(out, a, b, n);
+    int ok = 1;
+    for (int i = 0; i < n; i++) ok &= out[i] == a[i] + b[i];
+    CHECK(ok, "residual_fwd is a + b");
+    K->residual_fwd(a, a, b, n);
+    CHECK(memcmp(a, out, sizeof(float) * n) == 0, "residual_fwd in place");
+    K->residual_bwd(da, db, d, n);
+    K->residual_bwd(NULL, db, d, n);
+    ok = 1;
+    for (int i = 0; i < n; i++) ok &= da[i] == da0[i] + d[i] && db[i] == d[i] + d[i];
+    CHECK(ok, "residual_bwd accumulates dout into both");
+    free(a), free(b), free(out), free(d), free(da), free(da0), free(db);
+}
+
+typedef struct {
+    int B, T, C;
+    const int32_t *tok;
+    float *wte, *wpe, *out, *R;
+} emb_case_t;
+
+static double emb_loss(void *p) {
+    emb_case_t *c = p;
+    K->embedding_fwd(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+    return dot_out(c->out, c->R, (size_t)c->B * c->T * c->C);
+}
+
+static void test_embedding(void) {
+    const int B = 2, T = 3, C = 4, V = 5, P = 4;
+    const int32_t tok[] = {1, 4, 1, 0, 1, 3}; /* token 1 three times: its grads add up */
+    emb_case_t c = {B, T, C, tok, rand_buf(V * C, 1), rand_buf(P * C, 1), zeros(B * T * C),
+                    rand_buf(B * T * C, 1)};
+    emb_loss(&c);
+    int ok = 1;
+    for (int r = 0; r < B * T; r++)
+        for (int i = 0; i < C; i++)
+            ok &= c.out[r * C + i] == c.wte[tok[r] * C + i] + c.wpe[(r % T) * C + i];
+    CHECK(ok, "embedding_fwd is wte[token] + wpe[position]");
+    float *dwte = zeros(V * C), *dwpe = zeros(P * C);
+    K->embedding_bwd(dwte, dwpe, c.R, tok, B, T, C);
+    check_fd(emb_loss, &c, c.wte, V * C, dwte, "embedding dwte");
+    check_fd(emb_loss, &c, c.wpe, P * C, dwpe, "embedding dwpe");
+    CHECK(max_abs(dwte + 2 * C, C) == 0 && max_abs(dwpe + 3 * C, C) == 0,
+          "rows of unused tokens and positions get no gradient");
+    free(c.wte), free(c.wpe), free(c.out), free(c.R), free(dwte), free(dwpe);
+}
+
+/* ---- head + loss ---- */
+
+typedef struct {
+    int N, C, V;
+    const int32_t *tgt;
+    float *x, *wte, *logits;
+} head_case_t;
+
+static double head_fwd_loss(void *p) {
+    head_case_t *c = p;
+    return K->head_loss(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
+}
+
+static void test_head_loss(void) {
+    const int N = 6, C = 5, V = 11;
+    const int32_t tgt[] = {0, 10, 3, 3, 7, 1};
+    head_case_t c = {N, C, V, tgt, rand_buf(N * C, 1), rand_buf(V * C, 1), zeros(N * V)};
+    /* naive: logits, loss and dlogits in double */
+    double want_loss = 0, dlog[N * V];
+    for (int n = 0; n < N; n++) {
+        double l[V], mx = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++) {
+            l[v] = 0;
+            for (int i = 0; i < C; i++) l[v] += (double)c.x[n * C + i] * c.wte[v * C + i];
+            mx = fmax(mx, l[v]);
+        }
+        for (int v = 0; v < V; v++) sum += exp(l[v] - mx);
+        want_loss += mx + log(sum) - l[tgt[n]];
+        for (int v = 0; v < V; v++) dlog[n * V + v] = 0.25 * (exp(l[v] - mx) / sum - (v == tgt[n]));
+    }
+    double loss = head_fwd_loss(&c);
+    CHECK_NEAR(loss, want_loss, 1e-6);
+    float *dx = zeros(N * C), *dwte = zeros(V * C);
+    double loss2 = K->head_loss(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
+    CHECK(loss2 == loss, "head_loss returns the same loss with the backward on");
+    CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head_loss dlogits in place");
+    /* the gradients are 0.25 x those of the summed loss */
+    for (int i = 0; i < N * C; i++) dx[i] *= 4;
+    for (int i = 0; i < V * C; i++) dwte[i] *= 4;
+    check_fd(head_fwd_loss, &c, c.x, N * C, dx, "head_loss dx");
+    check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head_loss dwte");
+    /* chunking rows gives the same sums */
+    float *dx2 = zeros(N * C), *dwte2 = zeros(V * C);
+    double l1 = K->head_loss(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
+    double l2 = K->head_loss(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
+                             C, V);
+    CHECK_NEAR(l1 + l2, loss, 1e-12);
+    CHECK_REL(dx2, dx, N * C, 1e-6, "head_loss dx over two row chunks");
+    CHECK_REL(dwte2, dwte, V * C, 1e-6, "head_loss dwte over two row chunks");
+    free(c.x), free(c.wte), free(c.logits), free(dx), free(dwte), free(dx2), free(dwte2);
+}
+
+/* ---- optimizer, norm ---- */
+
+static void test_adamw(void) {
+    enum { n = 37 };
+    const ah_adamw_hparams_t hp = {.lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                   .weight_decay = 0.1f};
+    float *p = rand_buf(n, 1), *m = zeros(n), *v = zeros(n), *g = zeros(n);
+    double P[n], M[n] = {0}, Vv[n] = {0};
+    for (int i = 0; i < n; i++) P[i] = p[i];
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < n; i++) g[i] = frand();
+        const float gs = t == 3 ? 0.5f : 1.0f; /* clipping on the last step */
+        K->adamw(p, g, m, v, n, &hp, gs, t);
+        for (int i = 0; i < n; i++) { /* the textbook form, in double */
+            double gi = (double)g[i] * gs;
+            M[i] = hp.beta1 * M[i] + (1 - hp.beta1) * gi;
+            Vv[i] = hp.beta2 * Vv[i] + (1 - hp.beta2) * gi * gi;
+            double mh = M[i] / (1 - pow(hp.beta1, t)), vh = Vv[i] / (1 - pow(hp.beta2, t));
+            P[i] -= hp.lr * (mh / (sqrt(vh) + hp.eps) + hp.weight_decay * P[i]);
+        }
+    }
+    CHECK_REL_D(p, P, n, 1e-6, "adamw params after 3 steps");
+    CHECK_REL_D(m, M, n, 1e-6, "adamw m after 3 steps");
+    CHECK_REL_D(v, Vv, n, 1e-6, "adamw v after 3 steps");
+    free(p), free(m), free(v), free(g);
+}
+
+static void test_sum_squares(void) {
+    const size_t n = 1003; /* not a multiple of the 8 partial sums */
+    float *x = rand_buf(n, 3);
+    double want = 0;
+    for (size_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+    CHECK_NEAR(K->sum_squares(x, n), want, 1e-14);
+    CHECK(K->sum_squares(x, 0) == 0, "sum_squares of nothing is 0");
+    CHECK_NEAR(K->sum_squares(x, 5), (double)x[0] * x[0] + (double)x[1] * x[1] +
+                                         (double)x[2] * x[2] + (double)x[3] * x[3] +
+                                         (double)x[4] * x[4],
+               1e-15);
+    free(x);
+}
+
+/* ---- a GPT-2 block composed from the kernels (also used by the torch comparison) ---- */
+
+enum { P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B,
+       P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FCPROJ_W, P_FCPROJ_B, P_COUNT };
+static const char *const block_param_names[P_COUNT] = {
+    "ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
+    "ln2_w", "ln2_b", "fc_w",  "fc_b",  "fcproj_w", "fcproj_b"};
+
+static void block_param_sizes(int C, size_t sz[P_COUNT]) {
+    const size_t c = (size_t)C;
+    const size_t s[P_COUNT] = {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c};
+    memcpy(sz, s, sizeof s);
+}
+
+/* Activations of one block for one micro-batch: what the forward saves for the backward. */
+typedef struct {
+    float *ln1, *mean1, *rstd1, *qkv, *probs, *atty, *x2, *ln2, *mean2, *rstd2, *fc, *gelu, *out;
+} block_acts_t;
+
+typedef struct {
+    float *dx2, *dfcp, *dgelu, *dfc, *dln2, *dproj, *datty, *dqkv, *dln1, *att_scratch;
+} block_grads_t;
+
+typedef struct {
+    int B, T, C, H;
+} shape_t;
+
+/* block_acts_t and block_grads_t are plain lists of float* fields: allocate and free them as
+ * arrays, with one size per field in declaration order. */
+static void alloc_struct_bufs(float **fields, const size_t *n, int count) {
+    for (int i = 0; i < count; i++) fields[i] = zeros(n[i]);
+}
+
+static void block_acts_alloc(block_acts_t *a, shape_t s) {
+    const size_t N = (size_t)s.B * s.T, C = s.C;
+    const size_t n[] = {N * C, N, N, N * 3 * C, (size_t)s.B * s.H * s.T * s.T, N * C, N * C,
+                        N * C, N,     N,     N * 4 * C,     N * 4 * C, N * C};
+    _Static_assert(sizeof n / sizeof *n == sizeof *a / sizeof(float *), "a size per field");
+    alloc_struct_bufs((float **)a, n, sizeof n / sizeof *n);
+}
+
+static void block_grads_alloc(block_grads_t *g, shape_t s) {
+    const size_t N = (size_t)s.B * s.T, C = s.C;
+    const size_t n[] = {N * C,     N * C, N * 4 * C, N * 4 * C, N * C, N * C, N * C, N * 3 * C,
+                        N * C,
+                        K->attention_scratch_floats(s.B, s.T, s.H, s.C / s.H)};
+    _Static_assert(sizeof n / sizeof *n == sizeof *g / sizeof(float *), "a size per field");
+    alloc_struct_bufs((float **)g, n, sizeof n / sizeof *n);
+}
+
+static void free_struct_bufs(void *p, size_t bytes) {
+    float **f = p;
+    for (size_t i = 0; i < bytes / sizeof(float *); i++) free(f[i]);
+}
+
+static void block_fwd(block_acts_t *a, float *const *p, const float *x, shape_t s) {
+    const int N = s.B * s.T, C = s.C, hd = C / s.H;
+    K->layernorm_fwd(a->ln1, a->mean1, a->rstd1, x, p[P_LN1_W], p[P_LN1_B], N, C, LN_EPS);
+    K->matmul_fwd(a->qkv, a->ln1, p[P_QKV_W], p[P_QKV_B], N, C, 3 * C);
+    K->attention_fwd(a->atty, a->probs, a->qkv, s.B, s.T, s.H, hd);
+    K->matmul_fwd(a->x2, a->atty, p[P_PROJ_W], p[P_PROJ_B], N, C, C);
+    K->residual_fwd(a->x2, a->x2, x, (size_t)N * C);
+    K->layernorm_fwd(a->ln2, a->mean2, a->rstd2, a->x2, p[P_LN2_W], p[P_LN2_B], N, C, LN_EPS);
+    K->matmul_fwd(a->fc, a->ln2, p[P_FC_W], p[P_FC_B], N, C, 4 * C);
+    K->gelu_fwd(a->gelu, a->fc, (size_t)N * 4 * C);
+    K->matmul_fwd(a->out, a->gelu, p[P_FCPROJ_W], p[P_FCPROJ_B], N, 4 * C, C);
+    K->residual_fwd(a->out, a->out, a->x2, (size_t)N * C);
+}
+
+/* dx += d(block)/dx^T dout; dp[i] += gradients of the parameters. */
+static void block_bwd(float *dx, float *const *dp, block_grads_t *g, const block_acts_t *a,
+                      float *const *p, const float *x, const float *dout, shape_t s) {
+    const int N = s.B * s.T, C = s.C, hd = C / s.H;
+    const size_t nc = (size_t)N * C, n4c = 4 * nc;
+    K->zero(g->dx2, nc), K->zero(g->dfcp, nc), K->zero(g->dgelu, n4c), K->zero(g->dfc, n4c);
+    K->zero(g->dln2, nc), K->zero(g->dproj, nc), K->zero(g->datty, nc);
+    K->zero(g->dqkv, 3 * nc), K->zero(g->dln1, nc);
+    K->residual_bwd(g->dx2, g->dfcp, dout, nc);
+    K->matmul_bwd(g->dgelu, dp[P_FCPROJ_W], dp[P_FCPROJ_B], g->dfcp, a->gelu, p[P_FCPROJ_W], N,
+                  4 * C, C);
+    K->gelu_bwd(g->dfc, g->dgelu, a->fc, n4c);
+    K->matmul_bwd(g->dln2, dp[P_FC_W], dp[P_FC_B], g->dfc, a->ln2, p[P_FC_W], N, C, 4 * C);
+    K->layernorm_bwd(g->dx2, dp[P_LN2_W], dp[P_LN2_B], g->dln2, a->x2, p[P_LN2_W], a->mean2,
+                     a->rstd2, N, C);
+    K->residual_bwd(dx, g->dproj, g->dx2, nc);
+    K->matmul_bwd(g->datty, dp[P_PROJ_W], dp[P_PROJ_B], g->dproj, a->atty, p[P_PROJ_W], N, C, C);
+    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->probs, s.B, s.T, s.H, hd);
+    K->matmul_bwd(g->dln1, dp[P_QKV_W], dp[P_QKV_B], g->dqkv, a->ln1, p[P_QKV_W], N, C, 3 * C);
+    K->layernorm_bwd(dx, dp[P_LN1_W], dp[P_LN1_B], g->dln1, x, p[P_LN1_W], a->mean1, a->rstd1, N,
+                     C);
+}
+
+/* Bitwise the same results from two runs of a block forward + backward. */
+static void test_determinism(void) {
+    const shape_t s = {2, 70, 16, 2};
+    size_t sz[P_COUNT];
+    block_param_sizes(s.C, sz);
+    float *p[P_COUNT], *dp[2][P_COUNT];
+    for (int i = 0; i < P_COUNT; i++) {
+        p[i] = rand_buf(sz[i], 0.3f);
+        dp[0][i] = zeros(sz[i]), dp[1][i] = zeros(sz[i]);
+    }
+    const size_t nc = (size_t)s.B * s.T * s.C;
+    float *x = rand_buf(nc, 1), *dout = rand_buf(nc, 1), *dx[2] = {zeros(nc), zeros(nc)};
+    float *outs[2];
+    for (int r = 0; r < 2; r++) {
+        block_acts_t a;
+        block_grads_t g;
+        block_acts_alloc(&a, s), block_grads_alloc(&g, s);
+        block_fwd(&a, p, x, s);
+        block_bwd(dx[r], dp[r], &g, &a, p, x, dout, s);
+        outs[r] = copy_buf(a.out, nc);
+        free_struct_bufs(&a, sizeof a), free_struct_bufs(&g, sizeof g);
+    }
+    int same = memcmp(outs[0], outs[1], nc * sizeof(float)) == 0 &&
+               memcmp(dx[0], dx[1], nc * sizeof(float)) == 0;
+    for (int i = 0; i < P_COUNT; i++) same &= memcmp(dp[0][i], dp[1][i], sz[i] * 4) == 0;
+    CHECK(same, "block forward + backward is bitwise deterministic");
+    for (int i = 0; i < P_COUNT; i++) free(p[i]), free(dp[0][i]), free(dp[1][i]);
+    free(x), free(dout), free(dx[0]), free(dx[1]), free(outs[0]), free(outs[1]);
+}
+
+/* ---- comparison with PyTorch (tests/torch/gpt2_ref.py) ---- */
+
+#define TORCH_TOL 1e-5
+
+static const char *torch_dir;
+static double torch_worst; /* the largest error seen, reported at the end */
+
+/* Reads DIR/name.bin (format in gpt2_ref.py) into a new buffer of `numel` elements of `dtype`
+ * (0 f32, 1 i32, 2 f64); NULL, with a failed CHECK, if missing or of another size. */
+static void *torch_load(const char *name, int dtype, size_t numel) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", torch_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        CHECK(0, "%s: cannot open (did gpt2_ref.py run?)", path);
+        return NULL;
+    }
+    char magic[4];
+    int32_t hdr[2], dims[8];
+    size_t n = 1;
+    int ok = fread(magic, 1, 4, f) == 4 && memcmp(magic, "AHT1", 4) == 0 &&
+             fread(hdr, 4, 2, f) == 2 && hdr[0] == dtype && hdr[1] >= 0 && hdr[1] <= 8 &&
+             fread(dims, 4, (size_t)hdr[1], f) == (size_t)hdr[1];
+    for (int i = 0; ok && i < hdr[1]; i++) n *= (size_t)dims[i];
+    const size_t esize = dtype == 2 ? 8 : 4;
+    void *buf = ok && n == numel ? malloc(n * esize) : NULL;
+    ok = buf && fread(buf, esize, n, f) == n;
+    fclose(f);
+    CHECK(ok, "%s: bad header, dtype or size (want dtype %d, %zu elements)", path, dtype, numel);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static float *tload(const char *prefix, const char *name, size_t numel) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    return torch_load(full, 0, numel);
+}
+
+static void torch_cmp(const float *got, const char *prefix, const char *name, size_t numel) {
+    float *want = tload(prefix, name, numel);
+    if (!want) return;
+    char what[256];
+    snprintf(what, sizeof what, "torch %s%s", prefix, name);
+    CHECK_REL(got, want, numel, TORCH_TOL, what);
+    torch_worst = fmax(torch_worst, rel_err(got, want, numel));
+    free(want);
+}
+
+typedef struct {
+    float *p[P_COUNT], *dp[P_COUNT];
+} block_params_t;
+
+static int block_params_load(block_params_t *bp, const char *prefix, int C) {
+    size_t sz[P_COUNT];
+    block_param_sizes(C, sz);
+    int ok = 1;
+    for (int i = 0; i < P_COUNT; i++) {
+        bp->p[i] = tload(prefix, block_param_names[i], sz[i]);
+        bp->dp[i] = zeros(sz[i]);
+        ok &= bp->p[i] != NULL;
+    }
+    return ok;
+}
+
+static void block_params_cmp_free(block_params_t *bp, const char *prefix, int C) {
+    size_t sz[P_COUNT];
+    block_param_sizes(C, sz);
+    char name[64];
+    for (int i = 0; i < P_COUNT; i++) {
+        snprintf(name, sizeof name, "d%s", block_param_names[i]);
+        torch_cmp(bp->dp[i], prefix, name, sz[i]);
+        free(bp->p[i]), free(bp->dp[i]);
+    }
+}
+
+static void torch_block(shape_t s) {
+    const size_t N = (size_t)s.B * s.T, nc = N * s.C;
+    block_params_t bp;
+    float *x = tload("block_", "x", nc), *dout = tload("block_", "dout", nc);
+    if (!block_params_load(&bp, "block_", s.C) || !x || !dout) return;
+    block_acts_t a;
+    block_grads_t g;
+    block_acts_alloc(&a, s), block_grads_alloc(&g, s);
+    float *dx = zeros(nc);
+    block_fwd(&a, bp.p, x, s);
+    torch_cmp(a.qkv, "block_", "qkv", 3 * nc);
+    torch_cmp(a.probs, "block_", "probs", (size_t)s.B * s.H * s.T * s.T);
+    torch_cmp(a.atty, "block_", "atty", nc);
+    torch_cmp(a.x2, "block_", "x2", nc);
+    torch_cmp(a.out, "block_", "out", nc);
+    block_bwd(dx, bp.dp, &g, &a, bp.p, x, dout, s);
+    torch_cmp(dx, "block_", "dx", nc);
+    block_params_cmp_free(&bp, "block_", s.C);
+    free_struct_bufs(&a, sizeof a), free_struct_bufs(&g, sizeof g);
+    free(x), free(dout), free(dx);
+}
+
+/* embedding -> L blocks -> final LN -> tied head + mean cross-entropy, forward and backward. */
+static void torch_model(shape_t s, int V, int L, int P) {
+    const int N = s.B * s.T, C = s.C;
+    const size_t nc = (size_t)N * C;
+    int32_t *tok = torch_load("model_tokens", 1, N), *tgt = torch_load("model_targets", 1, N);
+    float *wte = tload("model_", "wte", (size_t)V * C), *wpe = tload("model_", "wpe", (size_t)P * C);
+    float *lnf_w = tload("model_", "lnf_w", C), *lnf_b = tload("model_", "lnf_b", C);
+    double *want_loss = torch_load("model_loss_sum", 2, 1);
+    double *want_sq = torch_load("model_grad_sumsq", 2, 1);
+    block_params_t *bp = calloc((size_t)L, sizeof *bp);
+    block_acts_t *acts = calloc((size_t)L, sizeof *acts);
+    char prefix[32];
+    int ok = tok && tgt && wte && wpe && lnf_w && lnf_b && want_loss && want_sq;
+    for (int l = 0; l < L; l++) {
+        snprintf(prefix, sizeof prefix, "model_l%d_", l);
+        ok &= block_params_load(&bp[l], prefix, C);
+        block_acts_alloc(&acts[l], s);
+    }
+    block_grads_t g;
+    block_grads_alloc(&g, s);
+    float *x0 = zeros(nc), *xf = zeros(nc), *meanf = zeros(N), *rstdf = zeros(N);
+    float *logits = zeros((size_t)N * V), *dxf = zeros(nc), *dres = zeros(nc), *dres2 = zeros(nc);
+    float *dwte = zeros((size_t)V * C), *dwpe = zeros((size_t)P * C), *dlnf_w = zeros(C),
+          *dlnf_b = zeros(C);
+    if (ok) {
+        K->embedding_fwd(x0, tok, wte, wpe, s.B, s.T, C);
+        const float *x = x0;
+        for (int l = 0; l < L; l++) {
+            block_fwd(&acts[l], bp[l].p, x, s);
+            x = acts[l].out;
+        }
+        K->layernorm_fwd(xf, meanf, rstdf, x, lnf_w, lnf_b, N, C, LN_EPS);
+        double loss = K->head_loss(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
+        CHECK(fabs(loss - *want_loss) <= TORCH_TOL * fabs(*want_loss),
+              "torch model loss sum: %.9g vs %.9g", loss, *want_loss);
+
+        K->layernorm_bwd(dres, dlnf_w, dlnf_b, dxf, x, lnf_w, meanf, rstdf, N, C);
+        for (int l = L - 1; l >= 0; l--) {
+            const float *xin = l ? acts[l - 1].out : x0;
+            K->zero(dres2, nc);
+            block_bwd(dres2, bp[l].dp, &g, &acts[l], bp[l].p, xin, dres, s);
+            float *t = dres;
+            dres = dres2, dres2 = t;
+        }
+        K->embedding_bwd(dwte, dwpe, dres, tok, s.B, s.T, C);
+
+        torch_cmp(dwte, "model_", "dwte", (size_t)V * C);
+        torch_cmp(dwpe, "model_", "dwpe", (size_t)P * C);
+        torch_cmp(dlnf_w, "model_", "dlnf_w", C);
+        torch_cmp(dlnf_b, "model_", "dlnf_b", C);
+        double sq = K->sum_squares(dwte, (size_t)V * C) + K->sum_squares(dwpe, (size_t)P * C) +
+                    K->sum_squares(dlnf_w, C) + K->sum_squares(dlnf_b, C);
+        size_t sz[P_COUNT];
+        block_param_sizes(C, sz);
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < P_COUNT; i++) sq += K->sum_squares(bp[l].dp[i], sz[i]);
+        CHECK(fabs(sq - *want_sq) <= TORCH_TOL * *want_sq, "torch grad sum of squares: %.9g vs %.9g",
+              sq, *want_sq);
+    }
+    for (int l = 0; l < L; l++) {
+        snprintf(prefix, sizeof prefix, "model_l%d_", l);
+        if (ok) block_params_cmp_free(&bp[l], prefix, C);
+        free_struct_bufs(&acts[l], sizeof acts[l]);
+    }
+    free_struct_bufs(&g, sizeof g);
+    free(bp), free(acts), free(tok), free(tgt), free(wte), free(wpe), free(lnf_w), free(lnf_b);
+    free(want_loss), free(want_sq), free(x0), free(xf), free(meanf), free(rstdf), free(logits);
+    free(dxf), free(dres), free(dres2), free(dwte), free(dwpe), free(dlnf_w), free(dlnf_b);
+}
+
+static void torch_adam(void) {
+    const size_t n = 1000;
+    double *h = torch_load("adam_hparams", 2, 5);
+    float *p = tload("adam_", "p0", n), *m = zeros(n), *v = zeros(n);
+    if (!h || !p) return;
+    const ah_adamw_hparams_t hp = {(float)h[0], (float)h[1], (float)h[2], (float)h[3], (float)h[4]};
+    char name[16];
+    for (int t = 1; t <= 3; t++) {
+        snprintf(name, sizeof name, "g%d", t);
+        float *g = tload("adam_", name, n);
+        if (!g) break;
+        K->adamw(p, g, m, v, n, &hp, 1.0f, t);
+        snprintf(name, sizeof name, "p%d", t);
+        torch_cmp(p, "adam_", name, n);
+        free(g);
+    }
+    torch_cmp(m, "adam_", "m", n);
+    torch_cmp(v, "adam_", "v", n);
+    free(h), free(p), free(m), free(v);
+}
+
+static void run_torch(void) {
+    int32_t *cfg = torch_load("config", 1, 7); /* B T C H V L P */
+    if (!cfg) return;
+    const shape_t s = {cfg[0], cfg[1], cfg[2], cfg[3]};
+    torch_block(s);
+    torch_model(s, cfg[4], cfg[5], cfg[6]);
+    torch_adam();
+    free(cfg);
+}
+
+int main(int argc, char **argv) {
+    K = ah_kernels_cpu();
+    CHECK(strcmp(K->name, "cpu") == 0, "cpu backend name");
+    if (argc == 3 && strcmp(argv[1], "--torch") == 0) {
+        torch_dir = argv[2];
+        run_torch();
+        printf("largest relative error vs torch over all tensors: %.3g (tolerance %g)\n",
+               torch_worst, TORCH_TOL);
+        return ah_test_finish();
+    }
+    test_matmul();
+    test_layernorm();
+    test_gelu();
+    test_attention();
+    test_residual();
+    test_embedding();
+    test_head_loss();
+    test_adamw();
+    test_sum_squares();
+    test_determinism();
+    return ah_test_finish();
+}
