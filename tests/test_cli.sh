@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The `model` and `evaluate` verbs end to end: outputs for people and --json (parsed), exit codes
+# (2 for usage errors, 1 for bad input), --help. Usage: bash tests/test_cli.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD=${1:?build dir}
+SRC=${2:?source dir}
+AH="$BUILD/autohet"
+PLANS="$SRC/examples/plans"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# run NAME WANT_RC CMD...: runs CMD, keeps stdout/stderr in $TMP/out, $TMP/err, checks the exit code
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, want $want; stderr: $(head -c 600 "$TMP/err")"; fi
+}
+# has NAME FILE TEXT: FILE ($TMP/out or $TMP/err) contains TEXT
+has() {
+    if grep -qF -- "$3" "$TMP/$2"; then ok; else bad "$1: $2 lacks \"$3\": $(head -c 600 "$TMP/$2")"; fi
+}
+# py NAME SCRIPT: python asserts on the JSON in $TMP/out (bound to d)
+py() {
+    if python3 -c "import json,sys; d=json.load(open('$TMP/out')); $2" 2>"$TMP/pyerr"; then ok
+    else bad "$1: $(tail -n 3 "$TMP/pyerr")"; fi
+}
+
+# ---- autohet, autohet --help ----
+run "no verb" 2 "$AH"
+run "--help" 0 "$AH" --help
+has "--help lists evaluate" out "evaluate"
+has "--help lists model" out "model"
+
+# ---- model ----
+run "model gpt2-124m" 0 "$AH" model --model gpt2-124m --seq-len 1024 --micro-batch 4 --tp 2
+has "model: total params" out "124439808"
+has "model: block row" out "block"
+has "model: head row" out "head"
+run "model --json" 0 "$AH" model --model gpt2-124m --seq-len 1024 --json
+py "model --json fields" "
+assert d['params_total'] == 124439808, d['params_total']
+kinds = [l['kind'] for l in d['layers']]
+assert kinds == ['embedding', 'block', 'head'], kinds
+blk = d['layers'][1]
+assert blk['count'] == 12
+# GPT-2 block: 12C^2 + 13C parameters at t = 1
+assert blk['params_per_rank'] == 12*768*768 + 13*768, blk['params_per_rank']
+# contract: block fwd = 2N(4C^2 + 2CF) + 4NTC with N = 1024 tokens
+N, C, F, T = 1024, 768, 3072, 1024
+assert blk['fwd_flops_per_mb'] == 2*N*(4*C*C + 2*C*F) + 4*N*T*C, blk['fwd_flops_per_mb']
+assert blk['bwd_flops_per_mb'] == 2*blk['fwd_flops_per_mb']
+assert blk['act_bytes_per_mb_recompute'] < blk['act_bytes_per_mb']
+assert d['state_bytes_per_param'] == 16
+tot = sum(l['count']*(l['fwd_flops_per_mb'] + l['bwd_flops_per_mb']) for l in d['layers'])
+assert abs(d['flops_per_token'] - tot/N) <= 1e-9*tot/N
+"
+run "model llama2-7b tp 4" 0 "$AH" model --model llama2-7b --tp 4 --precision fp32 --json
+py "model llama2-7b" "assert d['params_total'] == 6738415616 and d['tp'] == 4 and d['precision'] == 'fp32'"
+run "model tp 3 does not split" 1 "$AH" model --model llama2-7b --tp 3
+has "model tp 3 message" err "cannot be split 3 ways"
+run "model unknown preset" 1 "$AH" model --model gpt5
+has "model unknown preset lists presets" err "gpt2-124m"
+run "model seq-len too long" 2 "$AH" model --model gpt2-124m --seq-len 4096
+has "model seq-len message" err "--seq-len"
+run "model without --model" 2 "$AH" model
+run "model bad flag" 2 "$AH" model --model gpt2-124m --bogus
+run "model bad integer" 2 "$AH" model --model gpt2-124m --tp two
+run "model --help" 0 "$AH" model --help
+for f in --model --seq-len --micro-batch --tp --precision --json; do has "model --help $f" out "$f"; done
+
+# ---- evaluate: the examples, for people and as JSON ----
+for plan in "$PLANS"/*.json; do
+    name=$(basename "$plan")
+    run "evaluate $name" 0 "$AH" evaluate --plan "$plan"
+    has "evaluate $name: iteration" out "iteration"
+    has "evaluate $name: bottleneck" out "bottleneck: pipeline"
+    has "evaluate $name: breakdown" out "DP sync"
+    run "evaluate --json $name" 0 "$AH" evaluate --plan "$plan" --json
+    py "evaluate --json $name" "
+plan = json.load(open('$plan'))
+ndev = sum(len(p['stages']) * plan['tp'] for p in plan['pipelines'])
+assert d['feasible'] is True
+assert d['iteration_s'] > 0
+B, T = plan['train']['global_batch'], plan['train']['seq_len']
+assert abs(d['tokens_per_s'] - B*T/d['iteration_s']) <= 1e-9*d['tokens_per_s']
+assert len(d['devices']) == ndev, (len(d['devices']), ndev)
+for dev in d['devices']:
+    assert set(['node', 'index', 'memory_bytes', 'capacity_bytes']) <= set(dev)
+    assert 0 < dev['memory_bytes'] <= dev['capacity_bytes']
+# rank order is (pipeline, stage, tp rank) as in the file
+order = [(dv['node'], dv['index']) for p in plan['pipelines'] for s in p['stages'] for dv in s['devices']]
+assert order == [(dv['node'], dv['index']) for dv in d['devices']]
+b = d['breakdown']
+keys = ['compute_s', 'bubble_s', 'p2p_s', 'tp_comm_s', 'dp_sync_s', 'optimizer_s']
+assert sorted(b) == sorted(keys), sorted(b)
+assert abs(sum(b[k] for k in keys) - d['iteration_s']) <= 1e-9*d['iteration_s']
+bn = d['bottleneck']
+assert 0 <= bn['pipeline'] < len(plan['pipelines']) and bn['reason']
+assert bn['gpu'] == plan['pipelines'][bn['pipeline']]['stages'][bn['stage']]['gpu']
+"
+done
+
+# ---- evaluate: errors ----
+run "evaluate missing file" 1 "$AH" evaluate --plan "$TMP/nope.json"
+has "evaluate missing file names it" err "$TMP/nope.json"
+run "evaluate without --plan" 2 "$AH" evaluate
+run "evaluate bad flag" 2 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --bogus
+run "evaluate --help" 0 "$AH" evaluate --help
+for f in --plan --cluster --profile --json; do has "evaluate --help $f" out "$f"; done
+run "evaluate missing profile" 1 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --profile "$TMP/none.json"
+has "evaluate missing profile names it" err "$TMP/none.json"
+
+# an invalid plan: a layer gap in pipeline 1
+python3 -c "
+import json
+d = json.load(open('$PLANS/cpu-hetero-tiny-gpt2.json'))
+d['pipelines'][1]['stages'][1]['layers'] = [2, 2]
+json.dump(d, open('$TMP/invalid.json', 'w'))
+d['pipelines'][1]['stages'][1]['layers'] = [1, 2]
+d['pipelines'][1]['stages'][2]['layers'] = [3, 3]
+json.dump(d, open('$TMP/gap.json', 'w'))
+"
+run "evaluate invalid plan" 1 "$AH" evaluate --plan "$TMP/invalid.json"
+has "evaluate invalid: rule and place" err "[layers] pipelines[1].stages[1].layers"
+has "evaluate invalid: file" err "$TMP/invalid.json"
+run "evaluate invalid plan --json" 1 "$AH" evaluate --plan "$TMP/gap.json" --json
+has "evaluate gap: rule" err "[layers] pipelines[1].stages[2]"
+
+# JSON syntax error: file:line:column
+printf '{\n  "version": 1,\n  "tp": ,\n}\n' >"$TMP/syntax.json"
+run "evaluate syntax error" 1 "$AH" evaluate --plan "$TMP/syntax.json"
+has "evaluate syntax error position" err "$TMP/syntax.json:3:9:"
+
+# no cluster in the plan: --cluster is needed, and works
+python3 -c "
+import json
+d = json.load(open('$PLANS/mixed32-llama2-7b.json'))
+del d['cluster']
+json.dump(d, open('$TMP/nocluster.json', 'w'))
+"
+run "evaluate plan without cluster" 1 "$AH" evaluate --plan "$TMP/nocluster.json"
+has "evaluate plan without cluster says --cluster" err "--cluster"
+run "evaluate --cluster mixed-32" 0 "$AH" evaluate --plan "$TMP/nocluster.json" --cluster mixed-32 --json
+py "evaluate --cluster mixed-32 same as embedded" "
+import subprocess
+e = json.loads(subprocess.run(['$AH', 'evaluate', '--plan', '$PLANS/mixed32-llama2-7b.json', '--json'],
+                              capture_output=True, check=True).stdout)
+assert d['iteration_s'] == e['iteration_s'], (d['iteration_s'], e['iteration_s'])
+"
+run "evaluate --cluster unknown" 1 "$AH" evaluate --plan "$TMP/nocluster.json" --cluster no-such-cluster
+
+# infeasible: the same tiny plan on a cluster whose emulated devices have 1 MiB
+python3 -c "
+import json
+c = {'gpu_types': {
+       'cpu-fast': {'memory_gib': 1, 'tflops': {'bf16': 0.05, 'fp16': 0.05, 'fp32': 0.05},
+                    'mem_bw_gb_s': 10, 'intra_node_gb_s': 5, 'emulate': {'slowdown': 1, 'memory_mib': 1}},
+       'cpu-slow': {'memory_gib': 1, 'tflops': {'bf16': 0.02, 'fp16': 0.02, 'fp32': 0.02},
+                    'mem_bw_gb_s': 3, 'intra_node_gb_s': 5, 'emulate': {'slowdown': 3, 'memory_mib': 512}}},
+     'nodes': [{'name': 'fast-0', 'gpu': 'cpu-fast', 'count': 2},
+               {'name': 'slow-0', 'gpu': 'cpu-slow', 'count': 2},
+               {'name': 'slow-1', 'gpu': 'cpu-slow', 'count': 2}]}
+json.dump(c, open('$TMP/small.json', 'w'))
+"
+run "evaluate infeasible" 1 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --cluster "$TMP/small.json"
+has "evaluate infeasible: table still printed" out "OVER CAPACITY"
+has "evaluate infeasible: iteration still printed" out "iteration"
+has "evaluate infeasible: memory rule" err "memory"
+has "evaluate infeasible: names the device" err "fast-0"
+run "evaluate infeasible --json" 1 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --cluster "$TMP/small.json" --json
+py "evaluate infeasible --json" "
+assert d['feasible'] is False
+over = [v for v in d['devices'] if v['memory_bytes'] > v['capacity_bytes']]
+assert over and all(v['node'] == 'fast-0' for v in over), over
+"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
