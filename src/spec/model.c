@@ -169,7 +169,9 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         m->norm_eps = 1e-6;
         TRY(ah_json_get_num(cfg, where, "rms_norm_eps", false, 0, 1, &m->norm_eps, err));
         const json_t *hd = json_object_get(cfg, "head_dim");
-        if (hd && json_is_integer(hd) && json_integer_value(hd) * m->n_head != m->d_model)
+        /* hd * n_head == d_model, written so that a huge head_dim cannot overflow */
+        if (hd && json_is_integer(hd) &&
+            (m->d_model % m->n_head || json_integer_value(hd) != m->d_model / m->n_head))
             return ah_error_set(err, AH_ERR_INVALID,
                                 "%s.head_dim: %lld x %lld heads != hidden_size %lld; autohet needs "
                                 "head_dim = hidden_size / num_attention_heads",
