@@ -1,0 +1,150 @@
+#include "ckpt/afile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/crc32c.h"
+
+static atomic_uint temp_counter;
+
+/* "DIR" of "DIR/NAME" ("." when there is no slash). */
+static void dir_of(const char *path, char *out, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == path) snprintf(out, cap, "/");
+    else snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}
+
+static ah_status_t io_error(ah_error_t *err, const char *path, const char *what, int e) {
+    if (e == ENOSPC || e == EDQUOT)
+        return ah_error_set(err, AH_ERR_IO,
+                            "%s: %s: no space left on the device; free space there, keep fewer "
+                            "checkpoints, or point the checkpoint root at a larger disk",
+                            path, what);
+    return ah_error_set(err, AH_ERR_IO, "%s: %s: %s", path, what, strerror(e));
+}
+
+ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
+    f->fd = -1;
+    f->bytes = 0;
+    f->crc = 0;
+    f->tmp[0] = '\0';
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
+    char dir[AH_CKPT_PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    unsigned n = atomic_fetch_add(&temp_counter, 1);
+    if (snprintf(f->tmp, sizeof f->tmp, "%s/.%s.tmp.%ld.%u", dir, base, (long)getpid(), n) >=
+        (int)sizeof f->tmp)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        int e = errno;
+        f->tmp[0] = '\0';
+        return io_error(err, path, "cannot create", e);
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+    const char *p = buf;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(f->fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return io_error(err, f->path, "cannot write", errno);
+        p += w;
+        left -= (size_t)w;
+    }
+    f->crc = ah_crc32c(f->crc, buf, n);
+    f->bytes += n;
+    return AH_OK;
+}
+
+ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
+    /* Data must be on disk before the rename makes it visible under its final name, or a power
+     * loss could leave a complete-looking name over missing blocks. */
+    if (fsync(f->fd) != 0) {
+        int e = errno;
+        ah_afile_abort(f);
+        return io_error(err, f->path, "cannot sync", e);
+    }
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (rc != 0) {
+        int e = errno;
+        ah_afile_abort(f);
+        return io_error(err, f->path, "cannot close", e);
+    }
+    if (rename(f->tmp, f->path) != 0) {
+        int e = errno;
+        ah_afile_abort(f);
+        return io_error(err, f->path, "cannot rename into place", e);
+    }
+    f->tmp[0] = '\0';
+    if (sync_dir) {
+        char dir[AH_CKPT_PATH_MAX];
+        dir_of(f->path, dir, sizeof dir);
+        return ah_ckpt_fsync_dir(dir, err);
+    }
+    return AH_OK;
+}
+
+void ah_afile_abort(ah_afile_t *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    if (f->tmp[0]) unlink(f->tmp);
+    f->tmp[0] = '\0';
+}
+
+ah_status_t ah_ckpt_fsync_dir(const char *dir, ah_error_t *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return io_error(err, dir, "cannot open directory", errno);
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc != 0) return io_error(err, dir, "cannot sync directory", e);
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, ah_error_t *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_error(err, path, "cannot open", errno);
+    enum { CHUNK = 1 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf) {
+        close(fd);
+        return ah_error_set(err, AH_ERR_OOM, "%s: out of memory for a read buffer", path);
+    }
+    uint64_t n = 0;
+    uint32_t c = 0;
+    ah_status_t st = AH_OK;
+    for (;;) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            st = io_error(err, path, "cannot read", errno);
+            break;
+        }
+        if (r == 0) break;
+        c = ah_crc32c(c, buf, (size_t)r);
+        n += (uint64_t)r;
+    }
+    free(buf);
+    close(fd);
+    if (st == AH_OK) {
+        *bytes = n;
+        *crc = c;
+    }
+    return st;
+}
+
+bool ah_afile_is_temp_name(const char *name) {
+    return name[0] == '.' && strstr(name, ".tmp.") != NULL;
+}

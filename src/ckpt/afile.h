@@ -1,0 +1,44 @@
+/* Crash-safe file writing for checkpoints: a file appears under its final name complete or not
+ * at all.
+ *
+ * ah_afile_open creates a hidden temp file next to the target (".NAME.tmp.PID.N"), writes go
+ * there while a CRC-32C and a byte count run along, and ah_afile_commit fsyncs the data, renames
+ * the temp file over the target (atomic on POSIX file systems) and, if asked, fsyncs the
+ * directory so that the rename itself survives a power loss. A crash at any point leaves either
+ * the old file or the new one, plus at worst a stray temp file that garbage collection removes.
+ */
+#ifndef AH_CKPT_AFILE_H
+#define AH_CKPT_AFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define AH_CKPT_PATH_MAX 4096
+
+typedef struct ah_afile {
+    int fd;                      /* -1 when closed */
+    char path[AH_CKPT_PATH_MAX]; /* final name */
+    char tmp[AH_CKPT_PATH_MAX];  /* where the bytes go until commit */
+    uint64_t bytes;              /* written so far */
+    uint32_t crc;                /* CRC-32C of the bytes written so far */
+} ah_afile_t;
+
+ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err);
+ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err);
+/* fsync + close + rename (+ fsync of the directory when sync_dir). On failure the temp file is
+ * removed and the target is left as it was. */
+ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err);
+/* Closes and removes the temp file; safe to call on a committed or never-opened file. */
+void ah_afile_abort(ah_afile_t *f);
+
+/* fsync of a directory, so that renames and unlinks in it are durable. */
+ah_status_t ah_ckpt_fsync_dir(const char *dir, ah_error_t *err);
+/* Size and CRC-32C of a whole file. */
+ah_status_t ah_ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, ah_error_t *err);
+/* True for the temp names ah_afile_open makes (so listings and GC can recognise them). */
+bool ah_afile_is_temp_name(const char *name);
+
+#endif

@@ -1,0 +1,174 @@
+/* safetensors: round trip, CRC-32C vectors, and strict rejection of malformed headers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/afile.h"
+#include "ckpt/crc32c.h"
+#include "ckpt/safetensors.h"
+#include "harness.h"
+
+static char dir[] = "/tmp/ah_test_st_XXXXXX";
+
+static void test_crc32c(void) {
+    /* The check value of CRC-32C and the RFC 3720 (iSCSI) test vectors. */
+    CHECK_EQ_I64(ah_crc32c(0, "123456789", 9), 0xE3069283u);
+    unsigned char zeros[32] = {0}, ones[32], inc[32];
+    memset(ones, 0xFF, sizeof ones);
+    for (int i = 0; i < 32; i++) inc[i] = (unsigned char)i;
+    CHECK_EQ_I64(ah_crc32c(0, zeros, 32), 0x8A9136AAu);
+    CHECK_EQ_I64(ah_crc32c(0, ones, 32), 0x62A8AB43u);
+    CHECK_EQ_I64(ah_crc32c(0, inc, 32), 0x46DD794Eu);
+    /* Feeding in pieces gives the same value as one call. */
+    uint32_t c = ah_crc32c(0, inc, 5);
+    c = ah_crc32c(c, inc + 5, 27);
+    CHECK_EQ_I64(c, 0x46DD794Eu);
+}
+
+static void test_round_trip(void) {
+    float w[6] = {1, 2, 3, 4, 5, 6.5f}, b[3] = {-1, 0.25f, 1e30f};
+    uint16_t h[2] = {0x3C00, 0xBC00};
+    ah_st_tensor_t t[] = {
+        {"block.3.attn.qkv.w", AH_DTYPE_F32, 2, {2, 3}, w},
+        {"block.3.attn.qkv.b", AH_DTYPE_F32, 1, {3}, b},
+        {"half", AH_DTYPE_F16, 1, {2}, h},
+        {"empty", AH_DTYPE_F32, 2, {0, 4}, NULL},
+        {"scalar", AH_DTYPE_BF16, 0, {0}, h},
+    };
+    json_t *md = json_pack("{s:s, s:s}", "format", "pt", "step", "12");
+    char path[256];
+    snprintf(path, sizeof path, "%s/rt.safetensors", dir);
+    ah_error_t err;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    CHECK(ah_st_save(path, t, 5, md, &bytes, &crc, &err) == AH_OK, "save: %s", err.msg);
+    json_decref(md);
+    uint64_t b2;
+    uint32_t c2;
+    CHECK(ah_ckpt_file_crc(path, &b2, &c2, &err) == AH_OK, "crc: %s", err.msg);
+    CHECK_EQ_I64(b2, bytes);
+    CHECK_EQ_I64(c2, crc);
+
+    ah_st_file_t f;
+    CHECK(ah_st_open(path, &f, &err) == AH_OK, "open: %s", err.msg);
+    CHECK_EQ_I64(f.n, 5);
+    CHECK_EQ_I64(f.data_start % 8, 0);
+    CHECK_EQ_I64(f.file_size, bytes);
+    const ah_st_entry_t *e = ah_st_find(&f, "block.3.attn.qkv.w");
+    CHECK(e && e->ndim == 2 && e->shape[0] == 2 && e->shape[1] == 3 && e->dtype == AH_DTYPE_F32,
+          "entry for qkv.w");
+    float w2[6] = {0};
+    CHECK(ah_st_read(&f, "block.3.attn.qkv.w", w2, sizeof w2, &err) == AH_OK, "read: %s", err.msg);
+    CHECK(memcmp(w, w2, sizeof w) == 0, "qkv.w round trips bit for bit");
+    float b3[3];
+    CHECK(ah_st_read(&f, "block.3.attn.qkv.b", b3, sizeof b3, &err) == AH_OK, "read b: %s", err.msg);
+    CHECK(memcmp(b, b3, sizeof b) == 0, "qkv.b round trips");
+    uint16_t h2[2];
+    CHECK(ah_st_read(&f, "half", h2, sizeof h2, &err) == AH_OK && h2[0] == 0x3C00 && h2[1] == 0xBC00,
+          "F16 round trips");
+    e = ah_st_find(&f, "scalar");
+    CHECK(e && e->ndim == 0 && e->end - e->begin == 2, "0-d BF16 scalar holds one element");
+    CHECK(json_is_string(json_object_get(f.metadata, "format")), "metadata kept");
+    CHECK_ERR(ah_st_read(&f, "block.3.attn.qkv.w", w2, 8, &err), AH_ERR_INVALID, err, "destination holds 8");
+    CHECK_ERR(ah_st_read(&f, "nope", w2, 8, &err), AH_ERR_INVALID, err, "no tensor \"nope\"");
+    ah_st_close(&f);
+
+    /* Writer rejects what a reader would reject. */
+    ah_st_tensor_t dup[] = {{"a", AH_DTYPE_F32, 1, {1}, w}, {"a", AH_DTYPE_F32, 1, {1}, w}};
+    CHECK_ERR(ah_st_save(path, dup, 2, NULL, NULL, NULL, &err), AH_ERR_INVALID, err, "given twice");
+    ah_st_tensor_t neg[] = {{"a", AH_DTYPE_F32, 1, {-1}, w}};
+    CHECK_ERR(ah_st_save(path, neg, 1, NULL, NULL, NULL, &err), AH_ERR_INVALID, err, "shape [-1]");
+    json_t *badmd = json_pack("{s:i}", "n", 3);
+    CHECK_ERR(ah_st_save(path, t, 1, badmd, NULL, NULL, &err), AH_ERR_INVALID, err, "__metadata__.n");
+    json_decref(badmd);
+    /* The failed saves left the good file as it was. */
+    CHECK(ah_ckpt_file_crc(path, &b2, &c2, &err) == AH_OK && c2 == crc, "failed save kept the old file");
+}
+
+/* A file image: 8-byte length + header text + data bytes. */
+static size_t image(char *buf, const char *hdr, size_t hdr_len_field, size_t data_len) {
+    size_t n = strlen(hdr);
+    for (int b = 0; b < 8; b++) buf[b] = (char)((hdr_len_field >> (8 * b)) & 0xFF);
+    memcpy(buf + 8, hdr, n);
+    memset(buf + 8 + n, 0x11, data_len);
+    return 8 + n + data_len;
+}
+
+static void test_malformed(void) {
+    static const struct {
+        const char *hdr;
+        size_t data;
+        const char *needle;
+    } cases[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, NULL},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "past the data section"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, "trailing bytes"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "needs 12"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, "dtype \"F64\" is not supported"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "gap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "0 <= begin <= end"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "non-negative"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8, "overflows"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8, "unknown field \"x\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "shape must be"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "duplicate"},
+        {"{\"__metadata__\":{\"k\":1}}", 0, "__metadata__.k must be a string"},
+        {"[1,2]", 0, "must be a JSON object"},
+        {"{\"a\":", 0, "invalid JSON"},
+        {"{\"a\":3}", 0, "tensor \"a\": expected an object"},
+    };
+    char buf[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = image(buf, cases[i].hdr, strlen(cases[i].hdr), cases[i].data);
+        ah_st_file_t f;
+        ah_error_t err;
+        ah_status_t st = ah_st_parse(buf, n, "x.safetensors", &f, &err);
+        if (!cases[i].needle) {
+            CHECK(st == AH_OK, "case %zu accepted: %s", i, err.msg);
+            ah_st_close(&f);
+            continue;
+        }
+        CHECK(st != AH_OK && strstr(err.msg, cases[i].needle) && strstr(err.msg, "x.safetensors"),
+              "case %zu: want \"%s\", got: %s", i, cases[i].needle, st == AH_OK ? "(accepted)" : err.msg);
+        if (st == AH_OK) ah_st_close(&f);
+    }
+    /* Header length field lies. */
+    const char *ok = "{}";
+    ah_st_file_t f;
+    ah_error_t err;
+    size_t n = image(buf, ok, 1000, 0);
+    CHECK_ERR(ah_st_parse(buf, n, "x.safetensors", &f, &err), AH_ERR_PARSE, err, "header length 1000");
+    n = image(buf, ok, (size_t)1 << 62, 0);
+    CHECK_ERR(ah_st_parse(buf, n, "x.safetensors", &f, &err), AH_ERR_PARSE, err, "not a safetensors file");
+    CHECK_ERR(ah_st_parse(buf, 5, "x.safetensors", &f, &err), AH_ERR_PARSE, err, "too short");
+
+    /* A truncated file on disk names the file and the tensor. */
+    char path[256];
+    snprintf(path, sizeof path, "%s/trunc.safetensors", dir);
+    float w[64] = {0};
+    ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 1, {64}, w}};
+    CHECK(ah_st_save(path, t, 1, NULL, NULL, NULL, &err) == AH_OK, "save: %s", err.msg);
+    CHECK(truncate(path, 100) == 0, "truncate");
+    CHECK_ERR(ah_st_open(path, &f, &err), AH_ERR_INVALID, err, "tensor \"w\"");
+    CHECK(strstr(err.msg, "trunc.safetensors") != NULL, "file named: %s", err.msg);
+    CHECK_ERR(ah_st_open("/nonexistent/x.safetensors", &f, &err), AH_ERR_IO, err, "cannot open");
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_crc32c();
+    test_round_trip();
+    test_malformed();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return ah_test_finish();
+}
