@@ -80,6 +80,10 @@ static void check_round_trip(const ah_cluster_t *c, const char *what) {
     CHECK(ah_cluster_from_json(parsed, what, &c2, &err) == AH_OK, "%s: reparse: %s", what, err.msg);
     json_t *j2 = ah_cluster_to_json(&c2);
     CHECK(json_equal(j1, j2), "%s: round trip through text", what);
+    /* byte for byte, so the order of types and nodes survives too */
+    char *text2 = json_dumps(j2, JSON_REAL_PRECISION(17));
+    CHECK(strcmp(text, text2) == 0, "%s: same text after a round trip", what);
+    free(text2);
     CHECK(ah_cluster_copy(&c2, &c3, &err) == AH_OK, "copy: %s", err.msg);
     json_t *j3 = ah_cluster_to_json(&c3);
     CHECK(json_equal(j1, j3), "%s: copy", what);
