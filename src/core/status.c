@@ -24,7 +24,10 @@ ah_status_t ah_error_prefix(ah_error_t *err, const char *fmt, ...) {
     va_end(ap);
     char old[AH_ERROR_MSG_MAX];
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* A long prefix truncates the message, never overflows it. */
+    int n = snprintf(err->msg, sizeof err->msg, "%s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof err->msg)
+        snprintf(err->msg + n, sizeof err->msg - (size_t)n, "%.*s", (int)(sizeof err->msg - (size_t)n - 1), old);
     return err->code;
 }
 
