@@ -89,7 +89,9 @@ int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g);
 double ah_gpu_peak_flops(const ah_gpu_type_t *g, int bf16);
 
 /* The built-in example cluster used by the README's first command and tests:
- * "mixed-32": 2 nodes x 8 A100-80G (zone a), 1 x 8 H800 (zone a), 1 x 8 H20 (zone b). */
+ * "mixed-32": 2 nodes x 8 A100-80G (zone a), 1 x 8 H800 (zone a), 1 x 8 H20 (zone b);
+ * "cpu-hetero": emulated devices for the CPU trainer (fast-0: 2 x cpu-fast, slow-0/1: 2 x
+ * cpu-slow, 3x slower with more memory). */
 ah_status_t ah_cluster_builtin(const char *name, ah_cluster_t *c, ah_error_t *err);
 /* Loads a built-in name or a JSON path. */
 ah_status_t ah_cluster_open(const char *name_or_path, ah_cluster_t *c, ah_error_t *err);
