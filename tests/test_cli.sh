@@ -117,6 +117,22 @@ for f in --plan --cluster --profile --json; do has "evaluate --help $f" out "$f"
 run "evaluate missing profile" 1 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --profile "$TMP/none.json"
 has "evaluate missing profile names it" err "$TMP/none.json"
 
+# a profile replaces the roofline for the (type, tp, micro-batch, seq-len, precision) it has
+cat >"$TMP/profile.json" <<'JSON'
+{"version": 1, "host": "test", "entries": [
+ {"gpu": "cpu-fast", "tp": 1, "micro_batch": 1, "seq_len": 64, "precision": "fp32",
+  "includes_tp_comm": false, "block": {"fwd_s": 0.01, "bwd_s": 0.02, "act_bytes": 0}}]}
+JSON
+run "evaluate --profile" 0 "$AH" evaluate --plan "$PLANS/cpu-hetero-tiny-gpt2.json" --profile "$TMP/profile.json" --json
+py "evaluate --profile uses the measured blocks" "
+st = d['pipelines'][0]['stages']
+# pipeline 0: two cpu-fast stages of two blocks each, 10 ms + 20 ms measured per block
+assert st[1]['fwd_s'] >= 0.02 and st[1]['bwd_s'] >= 0.04, st[1]
+assert st[1]['fwd_s'] < 0.021 and st[1]['bwd_s'] < 0.041, st[1]
+slow = d['pipelines'][1]['stages'][0]
+assert slow['fwd_s'] < 0.005, slow  # cpu-slow is not in the profile: roofline
+"
+
 # an invalid plan: a layer gap in pipeline 1
 python3 -c "
 import json

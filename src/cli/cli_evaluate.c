@@ -65,8 +65,8 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
            path, p->model.name, (long long)p->train.global_batch, (long long)p->train.seq_len,
            (long long)p->train.micro_batch, mb_unit, p->tp, ah_precision_name(p->train.precision),
            p->n_pipelines, ah_plan_device_count(p));
-    printf("%-5s %-14s %-22s %-10s %10s %10s %26s  %s\n", "stage", "gpu", "devices", "layers",
-           "fwd ms", "bwd ms", "memory used / capacity", "");
+    printf("%-5s %-14s %-22s %-10s %10s %10s %26s\n", "stage", "gpu", "devices", "layers", "fwd ms",
+           "bwd ms", "memory used / capacity");
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const ah_pipeline_eval_t *pe = &e->pipelines[i];
@@ -87,10 +87,10 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
                      (double)cap / unit, unit == GIB ? "GiB" : "MiB",
                      cap > 0 ? 100.0 * (double)se->memory_bytes / (double)cap : 0);
             char note[64] = "";
-            snprintf(note, sizeof note, "%s%s%s", st->recompute ? "recompute " : "",
-                     se->memory_bytes > cap ? "OVER CAPACITY " : "",
-                     i == e->critical_pipeline && s == e->bottleneck_stage ? "bottleneck" : "");
-            printf("%-5d %-14s %-22s %-10s %10.3f %10.3f %26s  %s\n", s, p->cluster.types[st->type].name,
+            snprintf(note, sizeof note, "%s%s%s", st->recompute ? " recompute" : "",
+                     se->memory_bytes > cap ? " OVER CAPACITY" : "",
+                     i == e->critical_pipeline && s == e->bottleneck_stage ? " bottleneck" : "");
+            printf("%-5d %-14s %-22s %-10s %10.3f %10.3f %26s %s\n", s, p->cluster.types[st->type].name,
                    devs, layers, 1e3 * se->fwd_s, 1e3 * se->bwd_s, mem, note);
         }
     }
