@@ -35,5 +35,7 @@ int ah_cli_fail(const char *verb, const ah_error_t *err);
 
 int ah_cli_model(int argc, char **argv);
 int ah_cli_evaluate(int argc, char **argv);
+int ah_cli_train(int argc, char **argv);
+int ah_cli_tokenize(int argc, char **argv);
 
 #endif

@@ -120,8 +120,8 @@ void ah_tokens_batch(const ah_tokens_t *t, int64_t first_sample, int64_t b, int6
         int64_t start = ((first_sample + s) % t->count) * (T % t->count) % t->count;
         /* start = (j*T) mod n computed without overflow for large j */
         for (int64_t k = 0; k < T; k++) {
-            inputs[s * T + k] = t->tok[(start + k) % t->count];
-            targets[s * T + k] = t->tok[(start + k + 1) % t->count];
+            if (inputs) inputs[s * T + k] = t->tok[(start + k) % t->count];
+            if (targets) targets[s * T + k] = t->tok[(start + k + 1) % t->count];
         }
     }
 }

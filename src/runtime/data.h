@@ -28,7 +28,8 @@ ah_status_t ah_tokens_save(const char *path, const uint16_t *tok, int64_t count,
 ah_status_t ah_tokenize_bytes(const char *text_path, const char *out_path, int64_t *count,
                               ah_error_t *err);
 
-/* Fills inputs/targets (b x T each) for samples [first, first + b). */
+/* Fills inputs/targets (b x T each) for samples [first, first + b); either may be NULL (a
+ * pipeline's first stage needs only the inputs, its last only the targets). */
 void ah_tokens_batch(const ah_tokens_t *t, int64_t first_sample, int64_t b, int64_t T,
                      int32_t *inputs, int32_t *targets);
 

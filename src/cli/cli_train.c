@@ -1,0 +1,184 @@
+/* autohet train: real training of a plan, one MPI rank per device (src/runtime/trainer.h).
+ *
+ * Every rank parses the flags and loads the plan and the data; start-up failures are agreed on by
+ * all ranks (ah_comm_agree), rank 0 prints the first failing rank's message, and every rank exits
+ * with the same non-zero code, so a bad input never leaves a rank waiting. A failure inside the
+ * step loop aborts the whole job (MPI_Abort) after the failing rank prints its message. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "comm/comm.h"
+#include "plan/plan.h"
+#include "runtime/data.h"
+#include "runtime/trainer.h"
+
+typedef struct {
+    const char *plan, *data, *model, *cluster, *metrics, *dump_dir;
+    int64_t steps, warmup, seed, dump_step;
+    double lr, wd, clip;
+    bool quiet;
+} args_t;
+
+/* Phase 1, on every rank alone: the plan, checked against the job and the flags. */
+static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *have, ah_error_t *err) {
+    ah_cluster_t override;
+    bool have_override = false;
+    ah_status_t s = AH_OK;
+    if (!a->plan || !a->data) {
+        return ah_error_set(err, AH_ERR_USAGE, "--plan and --data are required (autohet train "
+                            "--help); make a data file with `autohet tokenize TEXT -o FILE`");
+    }
+    if (a->steps < 1) return ah_error_set(err, AH_ERR_USAGE, "--steps: expected >= 1, got %lld", (long long)a->steps);
+    if (a->warmup < 0 || a->lr <= 0 || a->wd < 0 || a->clip < 0)
+        return ah_error_set(err, AH_ERR_USAGE, "--lr must be > 0 and --warmup, --weight-decay, "
+                            "--grad-clip >= 0");
+    if (a->dump_dir && (a->dump_step < 0 || a->dump_step > a->steps))
+        return ah_error_set(err, AH_ERR_USAGE, "--dump-step: expected 0 .. --steps (%lld), got %lld",
+                            (long long)a->steps, (long long)a->dump_step);
+    if (a->cluster) {
+        if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
+        have_override = true;
+    }
+    s = ah_plan_load(a->plan, have_override ? &override : NULL, plan, err);
+    if (have_override) ah_cluster_free(&override);
+    if (s != AH_OK) return s;
+    *have = true;
+    if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
+    if (plan->model.arch != AH_ARCH_GPT2)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: model %s has architecture %s; the trainer "
+                            "runs the GPT-2 architecture only", a->plan, plan->model.name,
+                            ah_arch_name(plan->model.arch));
+    if (plan->train.precision != AH_PREC_FP32)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: train.precision is %s; the CPU trainer runs "
+                            "fp32 only (set \"precision\": \"fp32\")", a->plan,
+                            ah_precision_name(plan->train.precision));
+    if (a->model) {
+        ah_model_t m;
+        if ((s = ah_model_load(a->model, &m, err)) != AH_OK) return s;
+        if (!ah_model_equal(&m, &plan->model))
+            return ah_error_set(err, AH_ERR_INVALID, "%s is a plan for model %s, but --model is %s "
+                                "(a different shape); make a plan for this model with autohet plan, "
+                                "or drop --model", a->plan, plan->model.name, a->model);
+    }
+    const int need = ah_plan_device_count(plan);
+    if (need != ranks)
+        return ah_error_set(err, AH_ERR_USAGE, "%s has %d devices but the job has %d ranks; run one "
+                            "rank per device: mpirun -np %d autohet train ...", a->plan, need, ranks, need);
+    return AH_OK;
+}
+
+static void progress(const ah_step_metrics_t *m, int64_t steps, double elapsed) {
+    const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
+    const double eta = elapsed / (double)(m->step + 1) * (double)(steps - m->step - 1);
+    printf("step %4lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
+           (long long)m->step + 1, (long long)steps, m->loss, m->lr, m->grad_norm, tps, m->seconds, eta);
+    fflush(stdout);
+}
+
+static void metrics_line(FILE *f, const ah_step_metrics_t *m) {
+    fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %lld, "
+            "\"seconds\": %.6f, \"memory_high_bytes\": [",
+            (long long)m->step, m->loss, m->lr, m->grad_norm, (long long)m->tokens, m->seconds);
+    for (int r = 0; r < m->n_ranks; r++) fprintf(f, "%s%lld", r ? ", " : "", (long long)m->memory_high[r]);
+    fprintf(f, "]}\n");
+    fflush(f);
+}
+
+/* Steps the trainer; returns only on success (a failure aborts the job). */
+static void train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics) {
+    ah_error_t err;
+    ah_step_metrics_t m;
+    double elapsed = 0;
+    for (int64_t i = 0; i <= a->steps; i++) {
+        if (a->dump_dir && i == a->dump_step && ah_trainer_dump(tr, a->dump_dir, &err) != AH_OK) break;
+        if (i == a->steps) return;
+        if (ah_trainer_step(tr, i, &m, &err) != AH_OK) break;
+        elapsed += m.seconds;
+        if (tr->rank != 0) continue;
+        if (!a->quiet) progress(&m, a->steps, elapsed);
+        if (metrics) metrics_line(metrics, &m);
+    }
+    ah_cli_fail("train", &err);
+    ah_comm_abort(ah_status_exit_code(err.code));
+}
+
+int ah_cli_train(int argc, char **argv) {
+    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0};
+    ah_flag_t flags[] = {
+        {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
+        {"--data", AH_FLAG_STR, &a.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
+        {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
+        {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
+        {"--steps", AH_FLAG_INT, &a.steps, "N", "iterations (default 20)", false},
+        {"--lr", AH_FLAG_NUM, &a.lr, "X", "peak learning rate (default 1e-3)", false},
+        {"--warmup", AH_FLAG_INT, &a.warmup, "N", "linear warm-up steps, then cosine to 0.1 lr (default 10)", false},
+        {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", "AdamW decoupled decay of 2-D matrices (default 0.1)", false},
+        {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", false},
+        {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
+        {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
+        {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
+        {"--dump-step", AH_FLAG_INT, &a.dump_step, "N", "... after N updates (default 0: initial)", false},
+        {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
+    };
+    ah_error_t err;
+    if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
+    ah_comm_t *world = ah_comm_world();
+    const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
+    int rc = 0;
+    if (!ah_cli_parse("train", "--plan FILE --data FILE [flags]   (under mpirun, one rank per device)",
+                      "Trains the plan's model on the token file: 1F1B pipelines, Megatron tensor "
+                      "parallelism, layer-wise data-parallel gradient sync, AdamW.",
+                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc)) {
+        ah_comm_finalize();
+        return rc;
+    }
+    ah_plan_t plan;
+    ah_tokens_t data = {0};
+    ah_trainer_t tr;
+    bool have_plan = false, have_tr = false;
+    FILE *metrics = NULL;
+    memset(&plan, 0, sizeof plan);
+    ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, ah_tokens_load(a.data, plan.model.vocab, &data, &err), &err);
+    if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, "w")))
+        ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file", a.metrics);
+    if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
+    if (s == AH_OK) {
+        ah_train_opts_t o;
+        ah_train_opts_default(&o);
+        o.steps = a.steps;
+        o.lr = a.lr;
+        o.warmup = a.warmup;
+        o.weight_decay = a.wd;
+        o.grad_clip = a.clip;
+        o.seed = (uint64_t)a.seed;
+        o.dump_dir = a.dump_dir;
+        o.dump_step = a.dump_dir ? a.dump_step : -1;
+        s = ah_comm_agree(world, ah_trainer_setup(&tr, &plan, &data, &o, &err), &err);
+        have_tr = s == AH_OK;
+    }
+    if (s != AH_OK) {
+        rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
+    } else {
+        if (rank == 0 && !a.quiet)
+            printf("autohet train: %s, %d ranks, %d pipelines, tp %d, %lld steps of %lld tokens\n",
+                   plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
+                   (long long)(plan.train.global_batch * plan.train.seq_len));
+        train_loop(&tr, &a, metrics);
+        /* The memory report: every rank's high-water mark, from rank 0. */
+        if (rank == 0) {
+            fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
+            for (int r = 0; r < ranks; r++) fprintf(stderr, " %lld", (long long)tr.memory_high[r]);
+            fprintf(stderr, "\n");
+        }
+    }
+    if (metrics) fclose(metrics);
+    if (have_tr) ah_trainer_free(&tr);
+    ah_tokens_free(&data);
+    if (have_plan) ah_plan_free(&plan);
+    ah_comm_finalize();
+    return rc;
+}

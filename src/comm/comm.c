@@ -1,0 +1,182 @@
+/* MPI backend of comm.h. */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
+               "ah_comm_req_t too small for MPI_Request");
+
+struct ah_comm {
+    MPI_Comm c;
+};
+
+static struct ah_comm g_world = {MPI_COMM_NULL};
+
+static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", rc);
+    return ah_error_set(err, AH_ERR_COMM, "%s failed: %s (a peer rank may have died; see its "
+                        "message above)", what, text);
+}
+#define MPI_TRY(call, what)                                   \
+    do {                                                      \
+        int rc_ = (call);                                     \
+        if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what); \
+    } while (0)
+
+ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_TRY(MPI_Init(argc, argv), "MPI_Init");
+    g_world.c = MPI_COMM_WORLD;
+    /* Errors come back as codes, so a failed call gets a message instead of a bare abort. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    return AH_OK;
+}
+
+void ah_comm_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}
+
+_Noreturn void ah_comm_abort(int code) {
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    exit(code ? code : 1); /* MPI_Abort does not return; this satisfies _Noreturn */
+}
+
+ah_comm_t *ah_comm_world(void) { return &g_world; }
+
+int ah_comm_rank(const ah_comm_t *c) {
+    int r = 0;
+    MPI_Comm_rank(c->c, &r);
+    return r;
+}
+
+int ah_comm_size(const ah_comm_t *c) {
+    int n = 1;
+    MPI_Comm_size(c->c, &n);
+    return n;
+}
+
+ah_status_t ah_comm_split(ah_comm_t *parent, int color, int key, ah_comm_t **out, ah_error_t *err) {
+    *out = NULL;
+    MPI_Comm nc = MPI_COMM_NULL;
+    MPI_TRY(MPI_Comm_split(parent->c, color < 0 ? MPI_UNDEFINED : color, key, &nc), "MPI_Comm_split");
+    if (nc == MPI_COMM_NULL) return AH_OK;
+    ah_comm_t *c = malloc(sizeof *c);
+    if (!c) {
+        MPI_Comm_free(&nc);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for a communicator");
+    }
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    c->c = nc;
+    *out = c;
+    return AH_OK;
+}
+
+void ah_comm_free(ah_comm_t **c) {
+    if (!*c || *c == &g_world) return;
+    MPI_Comm_free(&(*c)->c);
+    free(*c);
+    *c = NULL;
+}
+
+/* MPI counts are int: large buffers go in chunks. */
+#define CHUNK ((size_t)1 << 30)
+
+static ah_status_t allreduce(ah_comm_t *c, void *buf, size_t n, size_t elt, MPI_Datatype type,
+                             MPI_Op op, ah_error_t *err) {
+    if (ah_comm_size(c) == 1) return AH_OK;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = n - off < CHUNK ? n - off : CHUNK;
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * elt, (int)k, type, op, c->c),
+                "MPI_Allreduce");
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_comm_allreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err) {
+    return allreduce(c, buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM, err);
+}
+
+ah_status_t ah_comm_allreduce_f64(ah_comm_t *c, double *buf, size_t n, ah_error_t *err) {
+    return allreduce(c, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM, err);
+}
+
+ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_error_t *err) {
+    return allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, MPI_MAX, err);
+}
+
+ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err) {
+    MPI_TRY(MPI_Allgather(&v, 1, MPI_INT64_T, out, 1, MPI_INT64_T, c->c), "MPI_Allgather");
+    return AH_OK;
+}
+
+ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err) {
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        size_t k = bytes - off < CHUNK ? bytes - off : CHUNK;
+        MPI_TRY(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->c), "MPI_Bcast");
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_comm_barrier(ah_comm_t *c, ah_error_t *err) {
+    MPI_TRY(MPI_Barrier(c->c), "MPI_Barrier");
+    return AH_OK;
+}
+
+static ah_status_t check_count(size_t n, ah_error_t *err) {
+    if (n > (size_t)INT_MAX)
+        return ah_error_set(err, AH_ERR_INTERNAL, "point-to-point message of %zu floats exceeds "
+                            "MPI's int count", n);
+    return AH_OK;
+}
+
+ah_status_t ah_comm_isend_f32(ah_comm_t *c, const float *buf, size_t n, int dst, int tag,
+                              ah_comm_req_t *req, ah_error_t *err) {
+    if (check_count(n, err) != AH_OK) return err ? err->code : AH_ERR_INTERNAL;
+    MPI_Request r;
+    MPI_TRY(MPI_Isend(buf, (int)n, MPI_FLOAT, dst, tag, c->c, &r), "MPI_Isend");
+    memcpy(&req->h, &r, sizeof r);
+    req->active = 1;
+    return AH_OK;
+}
+
+ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int tag,
+                              ah_comm_req_t *req, ah_error_t *err) {
+    if (check_count(n, err) != AH_OK) return err ? err->code : AH_ERR_INTERNAL;
+    MPI_Request r;
+    MPI_TRY(MPI_Irecv(buf, (int)n, MPI_FLOAT, src, tag, c->c, &r), "MPI_Irecv");
+    memcpy(&req->h, &r, sizeof r);
+    req->active = 1;
+    return AH_OK;
+}
+
+ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err) {
+    if (!req->active) return AH_OK;
+    MPI_Request r;
+    memcpy(&r, &req->h, sizeof r);
+    req->active = 0;
+    MPI_TRY(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait");
+    return AH_OK;
+}
+
+ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err) {
+    int me = ah_comm_rank(c), n = ah_comm_size(c);
+    int first = local != AH_OK ? me : n;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->c), "MPI_Allreduce");
+    if (first == n) return AH_OK;
+    int code = (int)local;
+    char msg[AH_ERROR_MSG_MAX];
+    if (me == first) snprintf(msg, sizeof msg, "%s", err ? err->msg : "failed");
+    MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, first, c->c), "MPI_Bcast");
+    MPI_TRY(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->c), "MPI_Bcast");
+    if (n == 1) return ah_error_set(err, (ah_status_t)code, "%s", msg);
+    return ah_error_set(err, (ah_status_t)code, "rank %d: %s", first, msg);
+}

@@ -1,0 +1,74 @@
+/* Communication between ranks: the only module that includes mpi.h (a NCCL backend would sit
+ * beside it behind the same calls).
+ *
+ * A group (ah_comm_t) is a set of ranks that run collectives together: the world, a TP group, a
+ * per-segment data-parallel group. Groups are created once at start-up by ah_comm_split, which is
+ * collective over its parent; a rank that is in no group of a split gets NULL. Point-to-point
+ * transfers between pipeline stages are non-blocking (ah_comm_isend / ah_comm_irecv +
+ * ah_comm_wait), so a 1F1B schedule never deadlocks on a send.
+ *
+ * Errors: start-up failures are agreed on by all ranks with ah_comm_agree, so rank 0 can print
+ * the first failing rank's message and every rank exits non-zero. A failure inside the step loop
+ * (a lost peer) is reported as AH_ERR_COMM; the caller aborts the job with ah_comm_abort.
+ *
+ * Ownership: the caller owns every ah_comm_t it gets from ah_comm_split (ah_comm_free); the
+ * world group is static.
+ */
+#ifndef AH_COMM_COMM_H
+#define AH_COMM_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct ah_comm ah_comm_t;
+
+/* A pending non-blocking transfer. Opaque storage for the backend's request handle. */
+typedef struct ah_comm_req {
+    union {
+        void *p;
+        int64_t i;
+    } h;
+    int active;
+} ah_comm_req_t;
+
+/* Starts the backend (MPI_Init). Works without mpirun too: a single rank. */
+ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err);
+void ah_comm_finalize(void);
+/* Ends the whole job at once with exit code `code` (MPI_Abort). Does not return. */
+_Noreturn void ah_comm_abort(int code);
+
+ah_comm_t *ah_comm_world(void);
+int ah_comm_rank(const ah_comm_t *c);
+int ah_comm_size(const ah_comm_t *c);
+
+/* Collective over `parent`: ranks passing the same color >= 0 form one group, ordered by key;
+ * a rank passing color < 0 gets *out = NULL. */
+ah_status_t ah_comm_split(ah_comm_t *parent, int color, int key, ah_comm_t **out, ah_error_t *err);
+void ah_comm_free(ah_comm_t **c);
+
+/* In-place sums over the group (a group of one returns at once). */
+ah_status_t ah_comm_allreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err);
+ah_status_t ah_comm_allreduce_f64(ah_comm_t *c, double *buf, size_t n, ah_error_t *err);
+/* In-place maximum (for timings and memory high-water marks). */
+ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_error_t *err);
+/* Gathers one int64 per rank to every rank: out has ah_comm_size(c) entries. */
+ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err);
+ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err);
+ah_status_t ah_comm_barrier(ah_comm_t *c, ah_error_t *err);
+
+/* Non-blocking float transfers with a rank of group c; n floats fit an int. */
+ah_status_t ah_comm_isend_f32(ah_comm_t *c, const float *buf, size_t n, int dst, int tag,
+                              ah_comm_req_t *req, ah_error_t *err);
+ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int tag,
+                              ah_comm_req_t *req, ah_error_t *err);
+/* Waits for req (no-op when it is not active). */
+ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err);
+
+/* Collective: every rank passes its own status and error. If any rank failed, every rank gets
+ * the error of the lowest failing rank (message prefixed with "rank R: ") and its code is
+ * returned everywhere; otherwise AH_OK. */
+ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err);
+
+#endif

@@ -1,0 +1,549 @@
+/* GPT-2 stage shard: parameters, initialisation, forward and backward with Megatron TP. */
+#include "runtime/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One block's tensors kept from forward to backward (the list of ah_layer_act_bytes). */
+struct ah_block_act {
+    float *x_in;               /* (N, C) block input */
+    float *ln1;                /* (N, C) */
+    float *ln1_mean, *ln1_rstd;/* (N) */
+    float *qkv;                /* (N, 3C/t) */
+    float *probs;              /* (b, H/t, T, T) */
+    float *atty;               /* (N, C/t) attention output, before attn.proj */
+    float *x_mid;              /* (N, C) residual after attention */
+    float *ln2;                /* (N, C) */
+    float *ln2_mean, *ln2_rstd;/* (N) */
+    float *fch;                /* (N, F/t) mlp.fc output, before GELU */
+    float *fchg;               /* (N, F/t) after GELU */
+};
+
+/* Block tensors in their order inside a block; index + 12 * local block in st->params. */
+enum {
+    P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B,
+    P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FCPROJ_W, P_FCPROJ_B, P_PER_BLOCK
+};
+
+/* ---- the full model's tensors ---- */
+
+static ah_gpt_tensor_t tensor(const char *name, int64_t rows, int64_t cols, ah_shard_t shard,
+                              int block, float std, float fill) {
+    ah_gpt_tensor_t x;
+    memset(&x, 0, sizeof x);
+    snprintf(x.name, sizeof x.name, "%s", name);
+    x.rows = rows;
+    x.cols = cols;
+    x.shard = shard;
+    x.block = block;
+    x.init_std = std;
+    x.init_fill = fill;
+    x.decay = rows > 1 && cols > 1;
+    return x;
+}
+
+static void block_tensors(const ah_model_t *m, int l, ah_gpt_tensor_t *o) {
+    const int64_t C = m->d_model, F = m->d_ff;
+    const float std = 0.02f, res_std = (float)(0.02 / sqrt(2.0 * (double)m->n_layer));
+    static const char *const names[P_PER_BLOCK] = {
+        "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+        "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias",
+        "mlp.proj.weight", "mlp.proj.bias"};
+    const struct { int64_t r, c; ah_shard_t s; float std, fill; } spec[P_PER_BLOCK] = {
+        {C, 1, AH_SHARD_REPL, 0, 1},       {C, 1, AH_SHARD_REPL, 0, 0},
+        {3 * C, C, AH_SHARD_QKV, std, 0},  {3 * C, 1, AH_SHARD_QKV, 0, 0},
+        {C, C, AH_SHARD_COLS, res_std, 0}, {C, 1, AH_SHARD_REPL, 0, 0},
+        {C, 1, AH_SHARD_REPL, 0, 1},       {C, 1, AH_SHARD_REPL, 0, 0},
+        {F, C, AH_SHARD_ROWS, std, 0},     {F, 1, AH_SHARD_ROWS, 0, 0},
+        {C, F, AH_SHARD_COLS, res_std, 0}, {C, 1, AH_SHARD_REPL, 0, 0}};
+    for (int i = 0; i < P_PER_BLOCK; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
+        o[i] = tensor(name, spec[i].r, spec[i].c, spec[i].s, l, spec[i].std, spec[i].fill);
+    }
+}
+
+int ah_gpt_tensor_count(const ah_model_t *m) { return 4 + P_PER_BLOCK * (int)m->n_layer; }
+
+void ah_gpt_tensors(const ah_model_t *m, ah_gpt_tensor_t *out) {
+    const int64_t C = m->d_model;
+    int k = 0;
+    out[k++] = tensor("wte", m->vocab, C, AH_SHARD_REPL, -1, 0.02f, 0);
+    out[k++] = tensor("wpe", m->max_pos, C, AH_SHARD_REPL, -1, 0.02f, 0);
+    for (int l = 0; l < (int)m->n_layer; l++, k += P_PER_BLOCK) block_tensors(m, l, out + k);
+    out[k++] = tensor("ln_f.weight", C, 1, AH_SHARD_REPL, -1, 0, 1);
+    out[k++] = tensor("ln_f.bias", C, 1, AH_SHARD_REPL, -1, 0, 0);
+}
+
+int64_t ah_gpt_shard_elems(const ah_gpt_tensor_t *x, int t) {
+    return x->shard == AH_SHARD_REPL ? x->rows * x->cols : x->rows * x->cols / t;
+}
+
+int64_t ah_gpt_full_index(const ah_gpt_tensor_t *x, int t, int k, int64_t i) {
+    switch (x->shard) {
+    case AH_SHARD_REPL:
+        return i;
+    case AH_SHARD_ROWS:
+        return (int64_t)k * (x->rows / t) * x->cols + i;
+    case AH_SHARD_QKV: {
+        const int64_t part_rows = x->rows / 3, mine = part_rows / t; /* rows of q (k, v) held */
+        const int64_t r = i / x->cols, c = i % x->cols;
+        const int64_t part = r / mine, rr = r % mine;
+        return (part * part_rows + (int64_t)k * mine + rr) * x->cols + c;
+    }
+    case AH_SHARD_COLS: {
+        const int64_t cl = x->cols / t, r = i / cl, c = i % cl;
+        return r * x->cols + (int64_t)k * cl + c;
+    }
+    }
+    return i;
+}
+
+/* ---- deterministic initialisation: a counter-based normal per (seed, name, element) ---- */
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t name_key(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+    return splitmix64(h ^ splitmix64(seed));
+}
+
+/* Box-Muller on two uniforms in (0, 1] drawn from the element's counter. */
+static float normal_at(uint64_t key, int64_t idx) {
+    const uint64_t a = splitmix64(key + 2 * (uint64_t)idx), b = splitmix64(key + 2 * (uint64_t)idx + 1);
+    const double u1 = ((double)(a >> 11) + 1.0) / 9007199254740992.0;
+    const double u2 = (double)(b >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed) {
+    for (int i = 0; i < st->n_params; i++) {
+        const ah_gpt_param_t *p = &st->params[i];
+        float *w = st->w + p->offset;
+        if (p->def.init_std == 0) {
+            for (int64_t e = 0; e < p->n; e++) w[e] = p->def.init_fill;
+            continue;
+        }
+        const uint64_t key = name_key(seed, p->def.name);
+        for (int64_t e = 0; e < p->n; e++)
+            w[e] = p->def.init_std *
+                   normal_at(key, ah_gpt_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e));
+    }
+    st->k->zero(st->m, (size_t)st->n_elems);
+    st->k->zero(st->v, (size_t)st->n_elems);
+    st->k->zero(st->g, (size_t)st->n_elems);
+}
+
+/* ---- construction ---- */
+
+/* Floats of one block's activation set (ah_layer_act_bytes / 4 for fp32, no recompute). */
+static int64_t block_act_floats(const ah_gpt_stage_t *st) {
+    const int64_t N = st->N, T = st->cfg.seq_len;
+    return 4 * N * st->C + 4 * N * st->Cl + 2 * N * st->Fl + st->cfg.micro_batch * st->Hl * T * T +
+           4 * N;
+}
+
+/* Carves one block's activation set out of base (block_act_floats floats). */
+static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a) {
+    const int64_t N = st->N, T = st->cfg.seq_len;
+    float *p = base;
+#define TAKE(field, count) (a->field = p, p += (count))
+    TAKE(x_in, N * st->C);
+    TAKE(ln1, N * st->C);
+    TAKE(ln1_mean, N);
+    TAKE(ln1_rstd, N);
+    TAKE(qkv, 3 * N * st->Cl);
+    TAKE(probs, st->cfg.micro_batch * st->Hl * T * T);
+    TAKE(atty, N * st->Cl);
+    TAKE(x_mid, N * st->C);
+    TAKE(ln2, N * st->C);
+    TAKE(ln2_mean, N);
+    TAKE(ln2_rstd, N);
+    TAKE(fch, N * st->Fl);
+    TAKE(fchg, N * st->Fl);
+#undef TAKE
+}
+
+/* Workspace layout (floats): dres (N, C) | tmp (N, C) | datty (N, C/t) | dqkv (N, 3C/t) |
+ * dfch (N, F/t) | dfchg (N, F/t) | attention scratch. The targets (N int32) of the head's
+ * forward share datty's place: the forward uses only tmp. */
+typedef struct {
+    float *dres, *tmp, *datty, *dqkv, *dfch, *dfchg, *scratch;
+} work_t;
+
+static int64_t carve_work(const ah_gpt_stage_t *st, work_t *w) {
+    const int64_t N = st->N;
+    float *p = st->work;
+    w->dres = p, p += N * st->C;
+    w->tmp = p, p += N * st->C;
+    w->datty = p, p += N * st->Cl;
+    w->dqkv = p, p += 3 * N * st->Cl;
+    w->dfch = p, p += N * st->Fl;
+    w->dfchg = p, p += N * st->Fl;
+    w->scratch = p;
+    p += st->k->attention_scratch_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
+                                         (int)st->Hl, (int)st->hd);
+    return p - st->work;
+}
+
+ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
+                                const ah_kernels_t *k, ah_comm_t *tp, ah_mem_t *mem, ah_error_t *err) {
+    memset(st, 0, sizeof *st);
+    st->cfg = *cfg;
+    st->k = k;
+    st->tp = tp;
+    const ah_model_t *m = cfg->model;
+    if (m->arch != AH_ARCH_GPT2)
+        return ah_error_set(err, AH_ERR_INVALID, "model %s: architecture %s; the trainer runs the "
+                            "GPT-2 architecture only (use a gpt2 preset or a GPT-2 config.json)",
+                            m->name, ah_arch_name(m->arch));
+    if (cfg->last <= cfg->first)
+        return ah_error_set(err, AH_ERR_INVALID, "a stage must hold at least one block, got "
+                            "[%d, %d)", cfg->first, cfg->last);
+    if (cfg->seq_len > m->max_pos)
+        return ah_error_set(err, AH_ERR_INVALID, "train.seq_len %lld exceeds the model's %lld "
+                            "positions; use a shorter sequence", (long long)cfg->seq_len,
+                            (long long)m->max_pos);
+    const int t = cfg->t;
+    st->N = cfg->micro_batch * cfg->seq_len;
+    st->C = m->d_model;
+    st->Cl = m->d_model / t;
+    st->Fl = m->d_ff / t;
+    st->Hl = m->n_head / t;
+    st->hd = m->d_model / m->n_head;
+    st->V = m->vocab;
+    ah_arena_init(&st->a_params, mem, "parameters");
+    ah_arena_init(&st->a_opt, mem, "optimizer");
+    ah_arena_init(&st->a_act, mem, "activations");
+    ah_arena_init(&st->a_work, mem, "workspace");
+
+    /* The stage's tensors: embedding, its blocks, the head (with its own copy of the tied wte
+     * when the embedding lives on another stage). */
+    const int n_all = ah_gpt_tensor_count(m);
+    ah_gpt_tensor_t *all = malloc((size_t)n_all * sizeof *all);
+    st->params = malloc((size_t)(n_all + 1) * sizeof *st->params);
+    if (!all || !st->params) {
+        free(all);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter list");
+    }
+    ah_gpt_tensors(m, all);
+    int64_t off = 0;
+#define ADD(def_)                                                                   \
+    do {                                                                            \
+        ah_gpt_param_t *p_ = &st->params[st->n_params++];                           \
+        p_->def = (def_);                                                           \
+        p_->offset = off;                                                           \
+        p_->n = ah_gpt_shard_elems(&p_->def, t);                                    \
+        off += p_->n;                                                               \
+    } while (0)
+    if (cfg->has_embed) {
+        ADD(all[0]);
+        ADD(all[1]);
+    }
+    for (int i = 2 + P_PER_BLOCK * cfg->first; i < 2 + P_PER_BLOCK * cfg->last; i++) ADD(all[i]);
+    if (cfg->has_head) {
+        ADD(all[n_all - 2]);
+        ADD(all[n_all - 1]);
+        if (!cfg->has_embed) ADD(all[0]);
+    }
+#undef ADD
+    free(all);
+    st->n_elems = off;
+
+    ah_status_t s = AH_OK;
+#define TRY(call)                                   \
+    do {                                            \
+        if ((s = (call)) != AH_OK) goto fail;       \
+    } while (0)
+    TRY(ah_arena_floats(&st->a_params, off, "weights", &st->w, err));
+    TRY(ah_arena_floats(&st->a_params, off, "gradients", &st->g, err));
+    TRY(ah_arena_floats(&st->a_opt, off, "AdamW m", &st->m, err));
+    TRY(ah_arena_floats(&st->a_opt, off, "AdamW v", &st->v, err));
+
+    const int64_t nb = cfg->last - cfg->first, S = cfg->slots, N = st->N, C = st->C;
+    const int64_t act = block_act_floats(st);
+    st->act = calloc((size_t)(S * nb), sizeof *st->act);
+    st->ids = calloc((size_t)S, sizeof *st->ids);
+    st->head_in = calloc((size_t)S, sizeof *st->head_in);
+    st->head_out = calloc((size_t)S, sizeof *st->head_out);
+    st->head_mean = calloc((size_t)S, sizeof *st->head_mean);
+    st->head_rstd = calloc((size_t)S, sizeof *st->head_rstd);
+    st->logits = calloc((size_t)S, sizeof *st->logits);
+    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_mean ||
+        !st->head_rstd || !st->logits) {
+        s = ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
+        goto fail;
+    }
+    char name[96];
+    for (int64_t sl = 0; sl < S; sl++) {
+        for (int64_t b = 0; b < nb; b++) {
+            ah_block_act_t *a = &st->act[sl * nb + b];
+            snprintf(name, sizeof name, "activations of block %lld, micro-batch slot %lld",
+                     (long long)(cfg->first + b), (long long)sl);
+            if (cfg->recompute) { /* only the input; the rest is redone in the backward */
+                TRY(ah_arena_floats(&st->a_act, N * C, name, &a->x_in, err));
+            } else {
+                float *base;
+                TRY(ah_arena_floats(&st->a_act, act, name, &base, err));
+                carve_block(st, base, a);
+            }
+        }
+        if (cfg->has_embed) {
+            void *p;
+            snprintf(name, sizeof name, "token ids, micro-batch slot %lld", (long long)sl);
+            TRY(ah_arena_alloc(&st->a_act, N * (int64_t)sizeof(int32_t), name, &p, err));
+            st->ids[sl] = p;
+        }
+        if (cfg->has_head) {
+            snprintf(name, sizeof name, "head activations, micro-batch slot %lld", (long long)sl);
+            TRY(ah_arena_floats(&st->a_act, 2 * N * C, name, &st->head_in[sl], err));
+            st->head_out[sl] = st->head_in[sl] + N * C;
+            TRY(ah_arena_floats(&st->a_act, 2 * N, "final LayerNorm statistics", &st->head_mean[sl], err));
+            st->head_rstd[sl] = st->head_mean[sl] + N;
+            snprintf(name, sizeof name, "logits (%lld x %lld), micro-batch slot %lld", (long long)N,
+                     (long long)st->V, (long long)sl);
+            TRY(ah_arena_floats(&st->a_act, N * st->V, name, &st->logits[sl], err));
+        }
+    }
+
+    st->work_floats = act;
+    TRY(ah_arena_floats(&st->a_work, act, "backward workspace", &st->work, err));
+    work_t w;
+    if (carve_work(st, &w) > act) {
+        s = ah_error_set(err, AH_ERR_INTERNAL, "the backward's temporaries (%lld floats) exceed "
+                         "the workspace of one block's activations (%lld floats)",
+                         (long long)carve_work(st, &w), (long long)act);
+        goto fail;
+    }
+    if (cfg->recompute) {
+        float *base;
+        st->recomp = calloc(1, sizeof *st->recomp);
+        if (!st->recomp) {
+            s = ah_error_set(err, AH_ERR_OOM, "no host memory for the recompute views");
+            goto fail;
+        }
+        TRY(ah_arena_floats(&st->a_work, act, "recompute buffer", &base, err));
+        carve_block(st, base, st->recomp);
+    }
+#undef TRY
+    return AH_OK;
+fail:
+    ah_gpt_stage_free(st);
+    return s;
+}
+
+void ah_gpt_stage_free(ah_gpt_stage_t *st) {
+    if (st->a_params.mem) {
+        ah_arena_free(&st->a_params);
+        ah_arena_free(&st->a_opt);
+        ah_arena_free(&st->a_act);
+        ah_arena_free(&st->a_work);
+    }
+    free(st->params);
+    free(st->act);
+    free(st->ids);
+    free(st->head_in);
+    free(st->head_out);
+    free(st->head_mean);
+    free(st->head_rstd);
+    free(st->logits);
+    free(st->recomp);
+    memset(st, 0, sizeof *st);
+}
+
+void ah_gpt_zero_grads(ah_gpt_stage_t *st) { st->k->zero(st->g, (size_t)st->n_elems); }
+
+const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name) {
+    for (int i = 0; i < st->n_params; i++)
+        if (strcmp(st->params[i].def.name, name) == 0) return &st->params[i];
+    return NULL;
+}
+
+/* Index in st->params of block l's first tensor. */
+static int block_base(const ah_gpt_stage_t *st, int l) {
+    return (st->cfg.has_embed ? 2 : 0) + P_PER_BLOCK * (l - st->cfg.first);
+}
+
+void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n) {
+    const ah_gpt_param_t *a = &st->params[block_base(st, first)];
+    const ah_gpt_param_t *b = &st->params[block_base(st, last) - 1];
+    *offset = a->offset;
+    *n = b->offset + b->n - a->offset;
+}
+
+int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot) { return st->ids[slot]; }
+
+float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot) {
+    return st->act[slot * (st->cfg.last - st->cfg.first)].x_in;
+}
+
+int32_t *ah_gpt_targets(ah_gpt_stage_t *st) {
+    work_t w;
+    carve_work(st, &w);
+    return (int32_t *)w.datty;
+}
+
+/* ---- forward / backward ---- */
+
+static float *W(const ah_gpt_stage_t *st, int l, int which) {
+    return st->w + st->params[block_base(st, l) + which].offset;
+}
+static float *G(const ah_gpt_stage_t *st, int l, int which) {
+    return st->g + st->params[block_base(st, l) + which].offset;
+}
+static const float *named(const ah_gpt_stage_t *st, const float *base, const char *name) {
+    return base + ah_gpt_find(st, name)->offset;
+}
+
+static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
+    if (!st->tp) return AH_OK;
+    return ah_comm_allreduce_f32(st->tp, x, (size_t)(st->N * st->C), err);
+}
+
+/* One block forward from a->x_in; out (N, C) gets the block output, or NULL to stop after the
+ * MLP's GELU (all a recomputing backward needs). tmp is (N, C) scratch. */
+static ah_status_t block_fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, float *tmp,
+                             ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
+    const float eps = (float)st->cfg.model->norm_eps;
+    const bool bias_here = st->cfg.tp_rank == 0;
+    ah_status_t s;
+    k->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(st, l, P_LN1_W), W(st, l, P_LN1_B),
+                     N, C, eps);
+    k->matmul_fwd(a->qkv, a->ln1, W(st, l, P_QKV_W), W(st, l, P_QKV_B), N, C, 3 * Cl);
+    k->attention_fwd(a->atty, a->probs, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
+                     (int)st->Hl, (int)st->hd);
+    k->matmul_fwd(tmp, a->atty, W(st, l, P_PROJ_W), bias_here ? W(st, l, P_PROJ_B) : NULL, N, Cl, C);
+    if ((s = tp_sum(st, tmp, err)) != AH_OK) return s;
+    k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
+    k->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(st, l, P_LN2_W), W(st, l, P_LN2_B),
+                     N, C, eps);
+    k->matmul_fwd(a->fch, a->ln2, W(st, l, P_FC_W), W(st, l, P_FC_B), N, C, Fl);
+    k->gelu_fwd(a->fchg, a->fch, (size_t)N * Fl);
+    if (!out) return AH_OK;
+    k->matmul_fwd(tmp, a->fchg, W(st, l, P_FCPROJ_W), bias_here ? W(st, l, P_FCPROJ_B) : NULL, N, Fl, C);
+    if ((s = tp_sum(st, tmp, err)) != AH_OK) return s;
+    k->residual_fwd(out, a->x_mid, tmp, (size_t)N * C);
+    return AH_OK;
+}
+
+/* One block backward: w->dres holds the gradient of the block output on entry and that of its
+ * input on exit. */
+static ah_status_t block_bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *a, const work_t *w,
+                             ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
+    const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
+    ah_status_t s;
+    /* MLP branch: out = x_mid + proj(gelu(fc(ln2(x_mid)))) */
+    k->zero(w->dfchg, NF);
+    k->matmul_bwd(w->dfchg, G(st, l, P_FCPROJ_W), G(st, l, P_FCPROJ_B), w->dres, a->fchg,
+                  W(st, l, P_FCPROJ_W), N, Fl, C);
+    k->zero(w->dfch, NF);
+    k->gelu_bwd(w->dfch, w->dfchg, a->fch, NF);
+    k->zero(w->tmp, NC);
+    k->matmul_bwd(w->tmp, G(st, l, P_FC_W), G(st, l, P_FC_B), w->dfch, a->ln2, W(st, l, P_FC_W), N,
+                  C, Fl);
+    if ((s = tp_sum(st, w->tmp, err)) != AH_OK) return s;
+    k->layernorm_bwd(w->dres, G(st, l, P_LN2_W), G(st, l, P_LN2_B), w->tmp, a->x_mid,
+                     W(st, l, P_LN2_W), a->ln2_mean, a->ln2_rstd, N, C);
+    /* attention branch: x_mid = x_in + proj(attn(qkv(ln1(x_in)))) */
+    k->zero(w->datty, (size_t)N * Cl);
+    k->matmul_bwd(w->datty, G(st, l, P_PROJ_W), G(st, l, P_PROJ_B), w->dres, a->atty,
+                  W(st, l, P_PROJ_W), N, Cl, C);
+    k->zero(w->dqkv, (size_t)N * 3 * Cl);
+    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->probs, (int)st->cfg.micro_batch,
+                     (int)st->cfg.seq_len, (int)st->Hl, (int)st->hd);
+    k->zero(w->tmp, NC);
+    k->matmul_bwd(w->tmp, G(st, l, P_QKV_W), G(st, l, P_QKV_B), w->dqkv, a->ln1, W(st, l, P_QKV_W),
+                  N, C, 3 * Cl);
+    if ((s = tp_sum(st, w->tmp, err)) != AH_OK) return s;
+    k->layernorm_bwd(w->dres, G(st, l, P_LN1_W), G(st, l, P_LN1_B), w->tmp, a->x_in,
+                     W(st, l, P_LN1_W), a->ln1_mean, a->ln1_rstd, N, C);
+    return AH_OK;
+}
+
+/* The activation views of block l for slot; for a recomputing stage the recompute buffer with the
+ * slot's kept input. */
+static ah_block_act_t *block_view(ah_gpt_stage_t *st, int64_t slot, int l) {
+    ah_block_act_t *a = &st->act[slot * (st->cfg.last - st->cfg.first) + (l - st->cfg.first)];
+    if (!st->cfg.recompute) return a;
+    st->recomp->x_in = a->x_in;
+    return st->recomp;
+}
+
+ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float loss_scale,
+                           double *loss_sum, ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const ah_gpt_config_t *c = &st->cfg;
+    const int nb = c->last - c->first;
+    work_t w;
+    carve_work(st, &w);
+    ah_status_t s;
+    if (c->has_embed)
+        k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
+                         named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
+    for (int l = c->first; l < c->last; l++) {
+        float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].x_in
+                     : c->has_head   ? st->head_in[slot]
+                                     : out;
+        if ((s = block_fwd(st, l, block_view(st, slot, l), dst, w.tmp, err)) != AH_OK) return s;
+    }
+    if (!c->has_head) return AH_OK;
+    const int N = (int)st->N, C = (int)st->C;
+    k->layernorm_fwd(st->head_out[slot], st->head_mean[slot], st->head_rstd[slot], st->head_in[slot],
+                     named(st, st->w, "ln_f.weight"), named(st, st->w, "ln_f.bias"), N, C,
+                     (float)c->model->norm_eps);
+    /* Fused head: the loss, dlogits (kept in the slot for the backward) and dwte. */
+    float *dwte = st->g + ah_gpt_find(st, "wte")->offset;
+    *loss_sum = k->head_loss(NULL, dwte, st->logits[slot], st->head_out[slot],
+                             named(st, st->w, "wte"), ah_gpt_targets(st), loss_scale, N, C,
+                             (int)st->V);
+    return AH_OK;
+}
+
+ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp,
+                            ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const ah_gpt_config_t *c = &st->cfg;
+    const int N = (int)st->N, C = (int)st->C;
+    const size_t NC = (size_t)N * C;
+    work_t w;
+    carve_work(st, &w);
+    ah_status_t s;
+    k->zero(w.dres, NC);
+    if (c->has_head) {
+        k->zero(w.tmp, NC);
+        k->matmul_bwd(w.tmp, NULL, NULL, st->logits[slot], st->head_out[slot],
+                      named(st, st->w, "wte"), N, C, (int)st->V);
+        k->layernorm_bwd(w.dres, st->g + ah_gpt_find(st, "ln_f.weight")->offset,
+                         st->g + ah_gpt_find(st, "ln_f.bias")->offset, w.tmp, st->head_in[slot],
+                         named(st, st->w, "ln_f.weight"), st->head_mean[slot], st->head_rstd[slot],
+                         N, C);
+    } else {
+        k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
+    }
+    for (int l = c->last - 1; l >= c->first; l--) {
+        ah_block_act_t *a = block_view(st, slot, l);
+        if (c->recompute && (s = block_fwd(st, l, a, NULL, w.tmp, err)) != AH_OK) return s;
+        if ((s = block_bwd(st, l, a, &w, err)) != AH_OK) return s;
+    }
+    if (c->has_embed) {
+        k->embedding_bwd(st->g + ah_gpt_find(st, "wte")->offset,
+                         st->g + ah_gpt_find(st, "wpe")->offset, w.dres, st->ids[slot],
+                         (int)c->micro_batch, (int)c->seq_len, C);
+    } else {
+        k->zero(dinp, NC);
+        k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */
+    }
+    return AH_OK;
+}

@@ -1,0 +1,134 @@
+/* A GPT-2 model shard: the blocks [first, last) of one pipeline stage on one tensor-parallel rank,
+ * plus the embedding (stage 0) and/or the final LayerNorm + tied LM head (last stage).
+ *
+ * Parameters are named like a full model ("wte", "wpe", "h.3.attn.qkv.weight", "ln_f.bias"); each
+ * full tensor has a canonical shape and a sharding rule (Megatron TP over t ranks):
+ *   REPL  replicated in the TP group (norms, row-parallel biases, wte, wpe);
+ *   ROWS  column-parallel: rank k holds rows [k*R/t, (k+1)*R/t) (mlp.fc weight and bias);
+ *   QKV   column-parallel over heads: rank k holds heads [k*H/t, (k+1)*H/t) of each of q, k, v;
+ *   COLS  row-parallel: rank k holds columns [k*K/t, (k+1)*K/t) (attn.proj, mlp.proj weights).
+ * Initialisation is plan-independent: element (r, c) of a full tensor is a function of
+ * (seed, tensor name, r * cols + c) only, and a rank fills just its shard (ah_gpt_init_params).
+ *
+ * Memory (docs/runtime.md "Memory", the same list as docs/cost-model.md): every buffer comes from
+ * the caller's ah_mem_t through arenas, sized from the model shapes:
+ *   "parameters": weights + gradients (the stage's parameter count each, fp32);
+ *   "optimizer":  AdamW m and v;
+ *   "activations": per in-flight slot, per block the tensors its backward reads (x_in only when
+ *                 recomputing), token ids on stage 0, the head's tensors and logits on the last;
+ *   "workspace":  one block's activation set of scratch (the backward's temporaries, and the
+ *                 targets during the head's forward), and, when recomputing, a second one that
+ *                 the backward redoes each block's forward into.
+ * Nothing is allocated after ah_gpt_stage_create. The stage owns its arenas; ah_gpt_stage_free
+ * returns them.
+ *
+ * Gradients accumulate over micro-batches (ah_gpt_zero_grads at the start of an iteration). All
+ * compute goes through the ah_kernels_t table; the TP all-reduces (2 in forward, 2 in backward per
+ * block) go through the TP group's ah_comm_t. Row-parallel layers add their replicated bias on TP
+ * rank 0 only, before the sum, which equals adding it after the sum.
+ */
+#ifndef AH_RUNTIME_GPT_H
+#define AH_RUNTIME_GPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "kernels/kernels.h"
+#include "runtime/mem.h"
+#include "spec/model.h"
+
+typedef enum { AH_SHARD_REPL = 0, AH_SHARD_ROWS, AH_SHARD_QKV, AH_SHARD_COLS } ah_shard_t;
+
+/* One full tensor of the model. */
+typedef struct ah_gpt_tensor {
+    char name[48];
+    int64_t rows, cols; /* full shape; cols = 1 for vectors */
+    ah_shard_t shard;
+    int block;          /* block index, or -1 for wte, wpe, ln_f */
+    float init_std;     /* > 0: normal(0, std); 0: constant init_fill */
+    float init_fill;
+    bool decay;         /* AdamW weight decay applies (2-D matrices) */
+} ah_gpt_tensor_t;
+
+/* The model's tensors in canonical order (wte, wpe, blocks 0..L-1, ln_f.weight, ln_f.bias).
+ * Returns the count; fills `out` when not NULL (allocate ah_gpt_tensor_count entries). */
+int ah_gpt_tensor_count(const ah_model_t *m);
+void ah_gpt_tensors(const ah_model_t *m, ah_gpt_tensor_t *out);
+/* Elements of the shard a TP rank holds (t = 1: the full tensor). */
+int64_t ah_gpt_shard_elems(const ah_gpt_tensor_t *x, int t);
+/* Flat index in the full tensor of element i of TP rank k's shard. */
+int64_t ah_gpt_full_index(const ah_gpt_tensor_t *x, int t, int k, int64_t i);
+
+/* A tensor held by a stage: its definition and its place in the stage's flat buffers. */
+typedef struct ah_gpt_param {
+    ah_gpt_tensor_t def;
+    int64_t offset, n;  /* into params / grads / m / v */
+} ah_gpt_param_t;
+
+/* What the stage holds and how it runs. */
+typedef struct ah_gpt_config {
+    const ah_model_t *model;
+    int first, last;         /* blocks [first, last), at least one */
+    bool has_embed, has_head;
+    bool recompute;
+    int t, tp_rank;
+    int64_t micro_batch, seq_len;
+    int64_t slots;           /* micro-batches in flight (ah_sched_slots) */
+} ah_gpt_config_t;
+
+typedef struct ah_block_act ah_block_act_t; /* gpt.c: one block's saved tensors */
+
+typedef struct ah_gpt_stage {
+    ah_gpt_config_t cfg;
+    const ah_kernels_t *k;
+    ah_comm_t *tp;            /* TP group; NULL when t = 1 */
+    int64_t N, C, Cl, Fl, Hl, hd, V;
+
+    int n_params;
+    ah_gpt_param_t *params;   /* the stage's tensors, in flat-buffer order */
+    int64_t n_elems;          /* total parameter elements */
+    float *w, *g, *m, *v;     /* (n_elems) each: weights, gradients, AdamW moments */
+
+    ah_block_act_t *act;      /* [slot][block - first] */
+    int32_t **ids;            /* [slot] (N) token ids, stage 0 only */
+    float **head_in, **head_out, **head_mean, **head_rstd, **logits; /* [slot], last stage only */
+    float *work;              /* one block's activation set of scratch */
+    int64_t work_floats;
+    ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
+
+    ah_arena_t a_params, a_opt, a_act, a_work;
+} ah_gpt_stage_t;
+
+/* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */
+ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
+                                const ah_kernels_t *k, ah_comm_t *tp, ah_mem_t *mem, ah_error_t *err);
+void ah_gpt_stage_free(ah_gpt_stage_t *st);
+
+/* Deterministic, plan-independent initialisation (see the file comment); zeroes m and v. */
+void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed);
+void ah_gpt_zero_grads(ah_gpt_stage_t *st);
+/* The stage's tensor by name, or NULL. */
+const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name);
+/* Flat range [*offset, *offset + *n) of the stage's tensors of blocks [first, last). */
+void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n);
+
+/* Where the caller puts a micro-batch before ah_gpt_forward: token ids (stage 0, kept for the
+ * backward), the input activation (N, C) (stages after 0), the targets (last stage; read by the
+ * forward only, stored in the workspace). */
+int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot);
+float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot);
+int32_t *ah_gpt_targets(ah_gpt_stage_t *st);
+
+/* Forward of the micro-batch in `slot`. out (N, C) receives the stage's output on a stage without
+ * the head. On the last stage the head runs too: *loss_sum gets the summed token losses and the
+ * head's gradient is scaled by loss_scale (1 / (B*T) of the global batch). */
+ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float loss_scale,
+                           double *loss_sum, ah_error_t *err);
+/* Backward of the micro-batch in `slot`: dout (N, C) is the gradient of the stage's output (NULL
+ * on the last stage); dinp (N, C) receives the gradient of its input (NULL on stage 0).
+ * Parameter gradients accumulate into st->g. */
+ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp,
+                            ah_error_t *err);
+
+#endif

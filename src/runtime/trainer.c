@@ -1,0 +1,348 @@
+/* One rank's training loop: 1F1B over non-blocking p2p, layer-wise DP sync, clipping, AdamW. */
+#include "runtime/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/json.h"
+
+enum { TAG_ACT = 0, TAG_GRAD = 1 };
+
+void ah_train_opts_default(ah_train_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->steps = 20;
+    o->lr = 1e-3;
+    o->warmup = 10;
+    o->weight_decay = 0.1;
+    o->grad_clip = 1.0;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->seed = 1337;
+    o->dump_step = -1;
+}
+
+double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
+    if (step < o->warmup) return o->lr * (double)(step + 1) / (double)o->warmup;
+    const double lr_min = 0.1 * o->lr;
+    const int64_t span = o->steps - o->warmup;
+    const double p = span > 0 ? (double)(step - o->warmup) / (double)span : 1.0;
+    return lr_min + (o->lr - lr_min) * 0.5 * (1.0 + cos(3.141592653589793 * (p > 1 ? 1 : p)));
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Device emulation: stretch a compute phase that took dt seconds to slowdown x dt by sleeping,
+ * so the emulated device does not take a core from the others. */
+static void stretch(const ah_trainer_t *tr, double dt) {
+    if (tr->slowdown <= 1.0 || dt <= 0) return;
+    double extra = (tr->slowdown - 1.0) * dt;
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* A split where this rank joins group `color` (or none when color < 0). */
+static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
+    return ah_comm_split(ah_comm_world(), color, key, out, err);
+}
+
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+                             const ah_train_opts_t *opts, ah_error_t *err) {
+    memset(tr, 0, sizeof *tr);
+    tr->plan = plan;
+    tr->data = data;
+    tr->opts = *opts;
+    tr->rank = ah_comm_rank(ah_comm_world());
+    tr->n_ranks = ah_comm_size(ah_comm_world());
+    tr->prev = tr->next = -1;
+    ah_status_t s = ah_layout_build(plan, &tr->layout, err);
+    if (s != AH_OK) return s;
+    if (tr->layout.n_ranks != tr->n_ranks) {
+        ah_trainer_free(tr);
+        return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices but the job has %d ranks; "
+                            "run one rank per device: mpirun -np %d autohet train ...",
+                            ah_plan_device_count(plan), tr->n_ranks, ah_plan_device_count(plan));
+    }
+    const ah_role_t r = tr->layout.roles[tr->rank];
+    tr->role = r;
+    const ah_pipeline_t *pl = &plan->pipelines[r.pipeline];
+    const ah_stage_t *st = &pl->stages[r.stage];
+    tr->S = pl->n_stages;
+    tr->n_mb = pl->micro_batches;
+    for (int q = 0; q < r.pipeline; q++)
+        tr->sample_base += plan->pipelines[q].micro_batches * plan->train.micro_batch;
+    const ah_gpu_type_t *gt = &plan->cluster.types[st->type];
+    const ah_device_ref_t dev = st->devices[r.tp_rank];
+    tr->slowdown = gt->emulate_slowdown > 1.0 ? gt->emulate_slowdown : 1.0;
+    char name[96];
+    snprintf(name, sizeof name, "rank %d, device %.32s:%d (%.32s)", tr->rank,
+             plan->cluster.nodes[dev.node].name, dev.index, gt->name);
+    ah_mem_init(&tr->mem, gt->emulate_memory_mib > 0 ? (int64_t)(gt->emulate_memory_mib * 1048576.0) : 0,
+                name);
+    tr->memory_high = calloc((size_t)tr->n_ranks, sizeof *tr->memory_high);
+    tr->ops = malloc((size_t)(2 * tr->n_mb) * sizeof *tr->ops);
+    tr->seg = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg);
+    if (!tr->memory_high || !tr->ops || !tr->seg) {
+        ah_trainer_free(tr);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    }
+    ah_sched_1f1b(tr->S, r.stage, tr->n_mb, tr->ops);
+
+    /* Communicators, in one order on every rank (each split is collective over the world). A
+     * setup failure on one rank must not leave the others waiting in a split, so the splits run
+     * before anything that can fail on one rank alone. */
+    const int t = plan->tp;
+    if (t > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp, err)) != AH_OK)
+        goto fail;
+    for (int g = 0; g < tr->layout.n_segments; g++) {
+        const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
+        if ((s = split(holds ? r.tp_rank : -1, r.pipeline, &tr->seg[g], err)) != AH_OK) goto fail;
+    }
+    const bool first = r.stage == 0, last = r.stage == tr->S - 1;
+    if ((s = split(first ? r.tp_rank : -1, r.pipeline, &tr->first_group, err)) != AH_OK) goto fail;
+    if ((s = split(last ? r.tp_rank : -1, r.pipeline, &tr->last_group, err)) != AH_OK) goto fail;
+    if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group, err)) != AH_OK) goto fail;
+    if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
+    if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
+
+    ah_gpt_config_t cfg = {
+        .model = &plan->model, .first = st->first, .last = st->last, .has_embed = first,
+        .has_head = last, .recompute = st->recompute, .t = t, .tp_rank = r.tp_rank,
+        .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len,
+        .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
+    if ((s = ah_gpt_stage_create(&tr->stage, &cfg, ah_kernels_cpu(), tr->tp, &tr->mem, err)) != AH_OK)
+        goto fail;
+    /* p2p buffers: per neighbour one to send and one to receive, (N, C) each. */
+    const int64_t NC = tr->stage.N * tr->stage.C;
+    ah_arena_init(&tr->a_p2p, &tr->mem, "p2p buffers");
+    if (!first && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation receive buffer", &tr->recv_act, err)) != AH_OK ||
+                   (s = ah_arena_floats(&tr->a_p2p, NC, "gradient send buffer", &tr->send_grad, err)) != AH_OK))
+        goto fail;
+    if (!last && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &tr->send_act, err)) != AH_OK ||
+                  (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &tr->recv_grad, err)) != AH_OK))
+        goto fail;
+    ah_gpt_init_params(&tr->stage, opts->seed);
+    return AH_OK;
+fail:
+    ah_trainer_free(tr);
+    return s;
+}
+
+void ah_trainer_free(ah_trainer_t *tr) {
+    if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
+    if (tr->a_p2p.mem) ah_arena_free(&tr->a_p2p);
+    ah_comm_free(&tr->tp);
+    for (int g = 0; tr->seg && g < tr->layout.n_segments; g++) ah_comm_free(&tr->seg[g]);
+    free(tr->seg);
+    ah_comm_free(&tr->first_group);
+    ah_comm_free(&tr->last_group);
+    ah_comm_free(&tr->wte_group);
+    free(tr->ops);
+    free(tr->memory_high);
+    ah_layout_free(&tr->layout);
+    memset(tr, 0, sizeof *tr);
+}
+
+/* dst = src through the kernel table (zero, then +=), so a device backend copies on device. */
+static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) {
+    k->zero(dst, n);
+    k->residual_bwd(dst, NULL, src, n);
+}
+
+#define TRY(call)                                 \
+    do {                                          \
+        ah_status_t s_ = (call);                  \
+        if (s_ != AH_OK) return s_;               \
+    } while (0)
+
+/* The pipeline's 1F1B schedule for this rank's stage; *loss_sum gets its summed token losses. */
+static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
+    const ah_kernels_t *k = st->k;
+    const ah_plan_t *p = tr->plan;
+    const int64_t m = p->train.micro_batch, T = p->train.seq_len, B = p->train.global_batch;
+    const size_t NC = (size_t)(st->N * st->C);
+    const float scale = (float)(1.0 / ((double)B * (double)T));
+    ah_comm_t *world = ah_comm_world();
+    ah_comm_req_t r_act = {0}, r_grad = {0}, s_act = {0}, s_grad = {0};
+    /* Receives are posted one micro-batch ahead, so data arrives while this stage computes. */
+    if (tr->prev >= 0) TRY(ah_comm_irecv_f32(world, tr->recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
+    if (tr->next >= 0) TRY(ah_comm_irecv_f32(world, tr->recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+    *loss_sum = 0;
+    tr->compute_s = 0;
+    for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
+        const ah_sched_op_t op = tr->ops[i];
+        const int64_t first_sample = step * B + tr->sample_base + op.mb * m;
+        double t0;
+        if (op.kind == AH_OP_FWD) {
+            if (tr->prev < 0) ah_tokens_batch(tr->data, first_sample, m, T, ah_gpt_ids(st, op.slot), NULL);
+            if (tr->next < 0) ah_tokens_batch(tr->data, first_sample, m, T, NULL, ah_gpt_targets(st));
+            if (tr->prev >= 0) {
+                TRY(ah_comm_wait(&r_act, err));
+                copy(k, ah_gpt_input(st, op.slot), tr->recv_act, NC);
+                if (op.mb + 1 < tr->n_mb)
+                    TRY(ah_comm_irecv_f32(world, tr->recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
+            }
+            if (tr->next >= 0) TRY(ah_comm_wait(&s_act, err)); /* the send buffer is free again */
+            double ls = 0;
+            t0 = now_s();
+            TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
+            *loss_sum += ls;
+            if (tr->next >= 0) TRY(ah_comm_isend_f32(world, tr->send_act, NC, tr->next, TAG_ACT, &s_act, err));
+        } else {
+            if (tr->next >= 0) TRY(ah_comm_wait(&r_grad, err));
+            if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
+            t0 = now_s();
+            TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
+            if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
+                TRY(ah_comm_irecv_f32(world, tr->recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+            if (tr->prev >= 0) TRY(ah_comm_isend_f32(world, tr->send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
+        }
+        const double dt = now_s() - t0;
+        tr->compute_s += dt;
+        stretch(tr, dt);
+    }
+    TRY(ah_comm_wait(&s_act, err));
+    TRY(ah_comm_wait(&s_grad, err));
+    return AH_OK;
+}
+
+/* Layer-wise DP sync: every rank walks the groups in one global order (segments by layer, then
+ * the first-stage, last-stage and tied-embedding groups), so no two ranks wait on each other in
+ * different collectives. */
+static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
+    for (int g = 0; g < tr->layout.n_segments; g++) {
+        if (!tr->seg[g]) continue;
+        int64_t off, n;
+        ah_gpt_block_range(st, tr->layout.segments[g].first, tr->layout.segments[g].last, &off, &n);
+        TRY(ah_comm_allreduce_f32(tr->seg[g], st->g + off, (size_t)n, err));
+    }
+    const ah_gpt_param_t *x;
+    if (tr->first_group && (x = ah_gpt_find(st, "wpe")))
+        TRY(ah_comm_allreduce_f32(tr->first_group, st->g + x->offset, (size_t)x->n, err));
+    if (tr->last_group && (x = ah_gpt_find(st, "ln_f.weight"))) /* ln_f.weight, ln_f.bias adjacent */
+        TRY(ah_comm_allreduce_f32(tr->last_group, st->g + x->offset, (size_t)(2 * x->n), err));
+    if (tr->wte_group && (x = ah_gpt_find(st, "wte")))
+        TRY(ah_comm_allreduce_f32(tr->wte_group, st->g + x->offset, (size_t)x->n, err));
+    return AH_OK;
+}
+
+/* Whether this rank counts parameter x in global sums (norm, dump): each unique parameter once —
+ * pipeline 0 for DP copies, TP rank 0 for TP-replicated ones, stage 0 for the tied matrix. */
+static bool counts(const ah_trainer_t *tr, const ah_gpt_param_t *x) {
+    if (tr->role.pipeline != 0) return false;
+    if (x->def.shard == AH_SHARD_REPL && tr->role.tp_rank != 0) return false;
+    if (strcmp(x->def.name, "wte") == 0 && tr->role.stage != 0) return false;
+    return true;
+}
+
+ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
+    const ah_plan_t *p = tr->plan;
+    const double t0 = now_s();
+    ah_gpt_zero_grads(st);
+    double loss_sum = 0;
+    TRY(run_schedule(tr, step, &loss_sum, err));
+    TRY(dp_sync(tr, err));
+    /* One all-reduce for the loss (last stages, TP rank 0) and the squared gradient norm. */
+    double sums[2] = {tr->next < 0 && tr->role.tp_rank == 0 ? loss_sum : 0, 0};
+    for (int i = 0; i < st->n_params; i++)
+        if (counts(tr, &st->params[i]))
+            sums[1] += st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n);
+    TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 2, err));
+    const double norm = sqrt(sums[1]);
+    const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
+    const double lr = ah_train_lr(&tr->opts, step);
+    const double t1 = now_s();
+    for (int i = 0; i < st->n_params; i++) {
+        const ah_gpt_param_t *x = &st->params[i];
+        ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
+                                 (float)tr->opts.eps, x->def.decay ? (float)tr->opts.weight_decay : 0.0f};
+        st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
+                     (size_t)x->n, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
+    }
+    const double dt_opt = now_s() - t1;
+    tr->compute_s += dt_opt;
+    stretch(tr, dt_opt);
+    TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
+    out->step = step;
+    out->loss = sums[0] / ((double)p->train.global_batch * (double)p->train.seq_len);
+    out->lr = lr;
+    out->grad_norm = norm;
+    out->tokens = p->train.global_batch * p->train.seq_len;
+    out->seconds = now_s() - t0;
+    out->n_ranks = tr->n_ranks;
+    out->memory_high = tr->memory_high;
+    return AH_OK;
+}
+
+ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err) {
+    const ah_model_t *m = &tr->plan->model;
+    const int n = ah_gpt_tensor_count(m);
+    ah_gpt_tensor_t *all = malloc((size_t)n * sizeof *all);
+    int64_t *offs = malloc((size_t)(n + 1) * sizeof *offs);
+    if (!all || !offs) {
+        free(all);
+        free(offs);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter dump");
+    }
+    ah_gpt_tensors(m, all);
+    offs[0] = 0;
+    for (int i = 0; i < n; i++) offs[i + 1] = offs[i] + all[i].rows * all[i].cols;
+    /* Debug output, outside the device's accounting: a full-model buffer where each rank writes
+     * the unique elements it holds; a sum over the world then assembles the model exactly. */
+    float *full = calloc((size_t)offs[n], sizeof *full);
+    ah_status_t s = AH_OK;
+    if (!full) {
+        s = ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter dump");
+        goto done;
+    }
+    const ah_gpt_stage_t *st = &tr->stage;
+    for (int i = 0; i < st->n_params; i++) {
+        const ah_gpt_param_t *x = &st->params[i];
+        if (!counts(tr, x)) continue;
+        int j = 0;
+        while (strcmp(all[j].name, x->def.name) != 0) j++;
+        for (int64_t e = 0; e < x->n; e++)
+            full[offs[j] + ah_gpt_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = st->w[x->offset + e];
+    }
+    if ((s = ah_comm_allreduce_f32(ah_comm_world(), full, (size_t)offs[n], err)) != AH_OK) goto done;
+    if (tr->rank != 0) goto done;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the dump directory: %s", dir, strerror(errno));
+        goto done;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/params.bin", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(full, sizeof *full, (size_t)offs[n], f) != (size_t)offs[n] || fclose(f) != 0) {
+        if (f) fclose(f);
+        s = ah_error_set(err, AH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        goto done;
+    }
+    json_t *doc = json_object(), *arr = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:[I,I], s:I}", "name", all[i].name, "shape",
+                                             (json_int_t)all[i].rows, (json_int_t)all[i].cols,
+                                             "offset", (json_int_t)offs[i]));
+    json_object_set_new(doc, "tensors", arr);
+    json_object_set_new(doc, "dtype", json_string("float32"));
+    snprintf(path, sizeof path, "%s/params.json", dir);
+    s = ah_json_save_file(doc, path, err);
+    json_decref(doc);
+done:
+    free(full);
+    free(all);
+    free(offs);
+    return s;
+}

@@ -1,0 +1,90 @@
+/* The training loop of one rank: its stage of the plan, the 1F1B schedule with non-blocking p2p,
+ * the layer-wise data-parallel gradient sync, global-norm clipping, AdamW, and per-step metrics.
+ *
+ * Collective: every rank of the job calls ah_trainer_setup / ah_trainer_step / ah_trainer_free
+ * with the same plan and options. Setup builds the communicators once (TP group; one group per
+ * (DP segment, TP rank); first-stage, last-stage and tied-embedding groups) and allocates every
+ * buffer through the rank's ah_mem_t (capped by emulate.memory_mib); the step allocates nothing.
+ *
+ * Learning rate for step i (from 0), documented in docs/runtime.md:
+ *   i < warmup:  lr * (i + 1) / warmup
+ *   else:        lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2,  p = (i - warmup) / (steps - warmup),
+ *                lr_min = 0.1 * lr.
+ * Weight decay applies to 2-D matrices only; gradients are clipped to a global L2 norm of
+ * grad_clip (0: off) computed over every unique parameter once.
+ */
+#ifndef AH_RUNTIME_TRAINER_H
+#define AH_RUNTIME_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "plan/plan.h"
+#include "runtime/data.h"
+#include "runtime/gpt.h"
+#include "runtime/layout.h"
+#include "runtime/mem.h"
+#include "runtime/schedule.h"
+
+typedef struct ah_train_opts {
+    int64_t steps;
+    double lr, weight_decay, grad_clip;
+    int64_t warmup;
+    double beta1, beta2, eps;
+    uint64_t seed;
+    const char *dump_dir; /* write the full, un-sharded weights here ... */
+    int64_t dump_step;    /* ... after this many updates (0 = initial; -1 = never) */
+} ah_train_opts_t;
+
+/* Defaults: steps 20, lr 1e-3, warmup 10, weight decay 0.1, grad clip 1.0, betas (0.9, 0.95),
+ * eps 1e-8, seed 1337, no dump. */
+void ah_train_opts_default(ah_train_opts_t *o);
+double ah_train_lr(const ah_train_opts_t *o, int64_t step);
+
+typedef struct ah_step_metrics {
+    int64_t step;           /* from 0 */
+    double loss;            /* mean over the global batch's tokens, before this step's update */
+    double lr, grad_norm;   /* grad_norm before clipping */
+    int64_t tokens;         /* B * T */
+    double seconds;         /* wall time of the step */
+    int n_ranks;
+    const int64_t *memory_high; /* per rank, bytes: allocator high-water mark */
+} ah_step_metrics_t;
+
+typedef struct ah_trainer {
+    const ah_plan_t *plan;
+    const ah_tokens_t *data;
+    ah_train_opts_t opts;
+    ah_layout_t layout;
+    int rank, n_ranks;
+    ah_role_t role;
+    int S;                  /* stages of this rank's pipeline */
+    int64_t n_mb;           /* its micro-batches */
+    int64_t sample_base;    /* m * (micro-batches of the pipelines before it) */
+    double slowdown;        /* emulate.slowdown (1 = none) */
+    ah_mem_t mem;
+    ah_gpt_stage_t stage;
+    ah_sched_op_t *ops;     /* 2 * n_mb */
+    int prev, next;         /* world ranks of the neighbouring stages, -1 if none */
+    ah_arena_t a_p2p;
+    float *recv_act, *send_grad; /* (N, C) each, with the previous stage */
+    float *send_act, *recv_grad; /* (N, C) each, with the next stage */
+    ah_comm_t *tp;
+    ah_comm_t **seg;        /* per DP segment; NULL where this rank does not hold it */
+    ah_comm_t *first_group, *last_group, *wte_group;
+    int64_t *memory_high;   /* n_ranks */
+    double compute_s;       /* measured compute of the last step (before emulation's stretch) */
+} ah_trainer_t;
+
+/* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+                             const ah_train_opts_t *opts, ah_error_t *err);
+/* Collective: one iteration (step counts from 0); fills *out on every rank. */
+ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
+/* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
+ * (name, shape, offset in floats) from rank 0. */
+ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err);
+void ah_trainer_free(ah_trainer_t *tr);
+
+#endif
