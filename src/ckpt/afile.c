@@ -148,3 +148,8 @@ ah_status_t ah_ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, a
 bool ah_afile_is_temp_name(const char *name) {
     return name[0] == '.' && strstr(name, ".tmp.") != NULL;
 }
+
+int ah_ckpt_join(char *buf, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}

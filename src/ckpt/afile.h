@@ -38,6 +38,8 @@ void ah_afile_abort(ah_afile_t *f);
 ah_status_t ah_ckpt_fsync_dir(const char *dir, ah_error_t *err);
 /* Size and CRC-32C of a whole file. */
 ah_status_t ah_ckpt_file_crc(const char *path, uint64_t *bytes, uint32_t *crc, ah_error_t *err);
+/* "DIR/NAME" into buf; the length, or -1 if it does not fit. */
+int ah_ckpt_join(char *buf, size_t cap, const char *dir, const char *name);
 /* True for the temp names ah_afile_open makes (so listings and GC can recognise them). */
 bool ah_afile_is_temp_name(const char *name);
 

@@ -1,0 +1,669 @@
+#include "ckpt/ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/afile.h"
+#include "core/json.h"
+
+/* ---- names ----------------------------------------------------------------------------------- */
+
+int ah_ckpt_shard_name(char *buf, size_t cap, ah_shard_kind_t kind, int layer, int tp, int tp_index) {
+    if (tp < 1 || tp_index < 0 || tp_index >= tp) return -1;
+    int n;
+    switch (kind) {
+    case AH_SHARD_EMBED: n = snprintf(buf, cap, "embed.tp%d-%d.safetensors", tp, tp_index); break;
+    case AH_SHARD_HEAD: n = snprintf(buf, cap, "head.tp%d-%d.safetensors", tp, tp_index); break;
+    case AH_SHARD_BLOCK:
+        if (layer < 0) return -1;
+        n = snprintf(buf, cap, "block-%03d.tp%d-%d.safetensors", layer, tp, tp_index);
+        break;
+    default: return -1;
+    }
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+bool ah_ckpt_shard_parse(const char *name, ah_shard_kind_t *kind, int *layer, int *tp, int *tp_index) {
+    int l = -1, t, i, end = 0;
+    ah_shard_kind_t k;
+    if (sscanf(name, "block-%d.tp%d-%d.safetensors%n", &l, &t, &i, &end) == 3 && end > 0) k = AH_SHARD_BLOCK;
+    else if (sscanf(name, "embed.tp%d-%d.safetensors%n", &t, &i, &end) == 2 && end > 0) k = AH_SHARD_EMBED;
+    else if (sscanf(name, "head.tp%d-%d.safetensors%n", &t, &i, &end) == 2 && end > 0) k = AH_SHARD_HEAD;
+    else return false;
+    /* Only the exact form ah_ckpt_shard_name writes ("block-3" or "+3" would alias files). */
+    char back[AH_CKPT_NAME_MAX];
+    if (name[end] != '\0' || ah_ckpt_shard_name(back, sizeof back, k, l, t, i) < 0 || strcmp(back, name) != 0)
+        return false;
+    *kind = k;
+    *layer = k == AH_SHARD_BLOCK ? l : -1;
+    *tp = t;
+    *tp_index = i;
+    return true;
+}
+
+bool ah_ckpt_name_ok(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= AH_CKPT_NAME_MAX || name[0] == '.') return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+int ah_ckpt_step_dir(char *buf, size_t cap, const char *root, int64_t step) {
+    int n = snprintf(buf, cap, "%s/step-%08lld", root, (long long)step);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int64_t ah_ckpt_parse_step_dir(const char *name) {
+    if (strncmp(name, "step-", 5) != 0) return -1;
+    const char *d = name + 5;
+    size_t n = strlen(d);
+    if (n < 8 || n > 18) return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i] < '0' || d[i] > '9') return -1;
+        v = v * 10 + (d[i] - '0');
+    }
+    char back[32];
+    snprintf(back, sizeof back, "%08lld", (long long)v);
+    return strcmp(back, d) == 0 ? v : -1;
+}
+
+/* ---- manifest -------------------------------------------------------------------------------- */
+
+static int cmp_file(const void *a, const void *b) {
+    return strcmp(((const ah_ckpt_file_t *)a)->name, ((const ah_ckpt_file_t *)b)->name);
+}
+
+json_t *ah_ckpt_manifest_to_json(const ah_ckpt_manifest_t *m) {
+    char rng[2 * AH_CKPT_RNG_MAX + 1];
+    for (int i = 0; i < m->meta.rng_len; i++) snprintf(rng + 2 * i, 3, "%02x", m->meta.rng[i]);
+    rng[2 * m->meta.rng_len] = '\0';
+    json_t *files = json_array();
+    for (int i = 0; i < m->n_files; i++) {
+        char crc[9];
+        snprintf(crc, sizeof crc, "%08x", m->files[i].crc32c);
+        json_array_append_new(files, json_pack("{s:s, s:I, s:s}", "name", m->files[i].name, "bytes",
+                                               (json_int_t)m->files[i].bytes, "crc32c", crc));
+    }
+    json_t *doc = json_pack("{s:s, s:i, s:I, s:I, s:s, s:s, s:s, s:s, s:o}", "format",
+                            "autohet-checkpoint", "version", 1, "step", (json_int_t)m->meta.step,
+                            "data_position", (json_int_t)m->meta.data_position, "rng", rng,
+                            "plan_hash", m->meta.plan_hash, "node", m->meta.node, "checksum",
+                            "crc32c", "files", files);
+    if (doc && m->meta.has_model) json_object_set_new(doc, "model", ah_model_to_json(&m->meta.model));
+    return doc;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_ckpt_manifest_t *out,
+                                       ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng",
+                                       "plan_hash", "node", "checksum", "files", "model", NULL};
+    if (!json_is_object(doc))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
+                            ah_json_type_name(doc));
+    if (ah_json_check_keys(doc, where, KEYS, err) != AH_OK) return err->code;
+    char fmt[32], sum[16], rng[2 * AH_CKPT_RNG_MAX + 1];
+    int64_t version;
+    ah_ckpt_meta_t *mt = &out->meta;
+    if (ah_json_get_str(doc, where, "format", true, fmt, sizeof fmt, err) ||
+        ah_json_get_int(doc, where, "version", true, 1, 1, &version, err) ||
+        ah_json_get_int(doc, where, "step", true, 0, INT64_MAX, &mt->step, err) ||
+        ah_json_get_int(doc, where, "data_position", true, 0, INT64_MAX, &mt->data_position, err) ||
+        ah_json_get_str(doc, where, "rng", true, rng, sizeof rng, err) ||
+        ah_json_get_str(doc, where, "plan_hash", true, mt->plan_hash, sizeof mt->plan_hash, err) ||
+        ah_json_get_str(doc, where, "node", true, mt->node, sizeof mt->node, err) ||
+        ah_json_get_str(doc, where, "checksum", true, sum, sizeof sum, err))
+        return err->code;
+    if (strcmp(fmt, "autohet-checkpoint") != 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.format: expected \"autohet-checkpoint\", got \"%s\"",
+                            where, fmt);
+    if (strcmp(sum, "crc32c") != 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.checksum: expected \"crc32c\", got \"%s\"", where, sum);
+    size_t rl = strlen(rng);
+    if (rl % 2) return ah_error_set(err, AH_ERR_INVALID, "%s.rng: odd number of hex digits", where);
+    for (size_t i = 0; i < rl; i += 2) {
+        int hi = hexval(rng[i]), lo = hexval(rng[i + 1]);
+        if (hi < 0 || lo < 0)
+            return ah_error_set(err, AH_ERR_INVALID, "%s.rng: not hex at character %zu", where, i);
+        mt->rng[i / 2] = (uint8_t)(hi << 4 | lo);
+    }
+    mt->rng_len = (int)(rl / 2);
+    if (mt->node[0] && !ah_ckpt_name_ok(mt->node))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.node: \"%s\" is not a valid node name ([A-Za-z0-9._-], not starting with '.')",
+                            where, mt->node);
+    json_t *model = NULL;
+    if (ah_json_get_typed(doc, where, "model", JSON_OBJECT, false, &model, err)) return err->code;
+    if (model) {
+        char mw[600];
+        snprintf(mw, sizeof mw, "%s.model", where);
+        if (ah_model_from_json(model, mw, &mt->model, err)) return err->code;
+        mt->has_model = true;
+    }
+    json_t *files = NULL;
+    if (ah_json_get_typed(doc, where, "files", JSON_ARRAY, true, &files, err)) return err->code;
+    size_t n = json_array_size(files);
+    out->files = calloc(n ? n : 1, sizeof *out->files);
+    if (!out->files) return ah_error_set(err, AH_ERR_OOM, "%s: out of memory for %zu files", where, n);
+    static const char *const FKEYS[] = {"name", "bytes", "crc32c", NULL};
+    for (size_t i = 0; i < n; i++) {
+        char fw[600], crc[16];
+        snprintf(fw, sizeof fw, "%s.files[%zu]", where, i);
+        json_t *f = json_array_get(files, i);
+        ah_ckpt_file_t *e = &out->files[i];
+        int64_t bytes;
+        if (!json_is_object(f)) {
+            ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", fw, ah_json_type_name(f));
+            goto fail;
+        }
+        if (ah_json_check_keys(f, fw, FKEYS, err) ||
+            ah_json_get_str(f, fw, "name", true, e->name, sizeof e->name, err) ||
+            ah_json_get_int(f, fw, "bytes", true, 0, INT64_MAX, &bytes, err) ||
+            ah_json_get_str(f, fw, "crc32c", true, crc, sizeof crc, err))
+            goto fail;
+        if (!ah_ckpt_name_ok(e->name)) {
+            ah_error_set(err, AH_ERR_INVALID,
+                         "%s.name: \"%s\" is not a valid file name ([A-Za-z0-9._-], not starting with '.')",
+                         fw, e->name);
+            goto fail;
+        }
+        uint32_t c = 0;
+        bool ok = strlen(crc) == 8;
+        for (int k = 0; ok && k < 8; k++) {
+            int h = hexval(crc[k]);
+            ok = h >= 0;
+            c = c << 4 | (uint32_t)(h < 0 ? 0 : h);
+        }
+        if (!ok) {
+            ah_error_set(err, AH_ERR_INVALID, "%s.crc32c: expected 8 hex digits, got \"%s\"", fw, crc);
+            goto fail;
+        }
+        e->bytes = (uint64_t)bytes;
+        e->crc32c = c;
+        out->n_files++;
+    }
+    qsort(out->files, (size_t)out->n_files, sizeof *out->files, cmp_file);
+    for (int i = 1; i < out->n_files; i++)
+        if (strcmp(out->files[i].name, out->files[i - 1].name) == 0) {
+            ah_error_set(err, AH_ERR_INVALID, "%s.files: \"%s\" listed twice", where, out->files[i].name);
+            goto fail;
+        }
+    return AH_OK;
+fail:
+    ah_ckpt_manifest_free(out);
+    return err->code;
+}
+
+ah_status_t ah_ckpt_manifest_load(const char *path, ah_ckpt_manifest_t *out, ah_error_t *err) {
+    json_t *doc;
+    memset(out, 0, sizeof *out);
+    if (ah_json_load_file(path, &doc, err) != AH_OK) return err->code;
+    ah_status_t st = ah_ckpt_manifest_from_json(doc, path, out, err);
+    json_decref(doc);
+    return st;
+}
+
+ah_status_t ah_ckpt_manifest_save(const ah_ckpt_manifest_t *m, const char *path, ah_error_t *err) {
+    json_t *doc = ah_ckpt_manifest_to_json(m);
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(doc);
+    if (!text) return ah_error_set(err, AH_ERR_OOM, "%s: out of memory serialising the manifest", path);
+    ah_afile_t f;
+    ah_status_t st = ah_afile_open(&f, path, err);
+    if (st == AH_OK) st = ah_afile_write(&f, text, strlen(text), err);
+    if (st == AH_OK) st = ah_afile_write(&f, "\n", 1, err);
+    if (st == AH_OK) st = ah_afile_commit(&f, true, err);
+    else ah_afile_abort(&f);
+    free(text);
+    return st;
+}
+
+const ah_ckpt_file_t *ah_ckpt_manifest_find(const ah_ckpt_manifest_t *m, const char *name) {
+    ah_ckpt_file_t key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    return bsearch(&key, m->files, (size_t)m->n_files, sizeof *m->files, cmp_file);
+}
+
+void ah_ckpt_manifest_free(ah_ckpt_manifest_t *m) {
+    free(m->files);
+    m->files = NULL;
+    m->n_files = 0;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+struct ah_ckpt_writer {
+    char dir[AH_CKPT_PATH_MAX];
+    int64_t step;
+    int n, cap;
+    ah_ckpt_file_t *files;
+};
+
+static ah_status_t mkdir_one(const char *path, ah_error_t *err) {
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return AH_OK;
+        return ah_error_set(err, AH_ERR_IO, "%s: exists and is not a directory", path);
+    }
+    return ah_error_set(err, AH_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+}
+
+/* mkdir -p */
+static ah_status_t mkdir_p(const char *path, ah_error_t *err) {
+    char buf[AH_CKPT_PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir_one(buf, err) != AH_OK) return err->code;
+        *p = '/';
+    }
+    return mkdir_one(buf, err);
+}
+
+static bool file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_t **out,
+                                 ah_error_t *err) {
+    *out = NULL;
+    if (step < 0) return ah_error_set(err, AH_ERR_INVALID, "checkpoint step %lld must be >= 0", (long long)step);
+    ah_ckpt_writer_t *w = calloc(1, sizeof *w);
+    if (!w) return ah_error_set(err, AH_ERR_OOM, "out of memory for a checkpoint writer");
+    w->step = step;
+    char man[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(w->dir, sizeof w->dir, root, step) < 0 ||
+        snprintf(man, sizeof man, "%s/%s", w->dir, AH_CKPT_MANIFEST) >= (int)sizeof man) {
+        free(w);
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    }
+    if (mkdir_p(w->dir, err) != AH_OK) {
+        free(w);
+        return ah_error_prefix(err, "cannot start checkpoint of step %lld", (long long)step);
+    }
+    /* Rewriting files of a committed step could break it if this writer dies half way. */
+    if (file_exists(man)) {
+        ah_error_set(err, AH_ERR_INVALID,
+                     "%s: step %lld is already committed; save a later step, or remove that "
+                     "directory first",
+                     w->dir, (long long)step);
+        free(w);
+        return err->code;
+    }
+    *out = w;
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_st_tensor_t *tensors,
+                                int n, const json_t *metadata, ah_error_t *err) {
+    if (!ah_ckpt_name_ok(name) || strcmp(name, AH_CKPT_MANIFEST) == 0 || strncmp(name, "part-", 5) == 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "shard name \"%s\" is not allowed: use 1..%d characters of [A-Za-z0-9._-], "
+                            "not starting with '.', not manifest.json or part-*",
+                            name, AH_CKPT_NAME_MAX - 1);
+    char path[AH_CKPT_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", w->dir, name) >= (int)sizeof path)
+        return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", w->dir, name);
+    ah_afile_t f;
+    if (ah_afile_open(&f, path, err) != AH_OK) return err->code;
+    if (ah_st_write(&f, tensors, n, metadata, err) != AH_OK) {
+        ah_afile_abort(&f);
+        return err->code;
+    }
+    uint64_t bytes = f.bytes;
+    uint32_t crc = f.crc;
+    /* The directory is synced once per part (finish_part), not per shard. */
+    if (ah_afile_commit(&f, false, err) != AH_OK) return err->code;
+    for (int i = 0; i < w->n; i++)
+        if (strcmp(w->files[i].name, name) == 0) {
+            w->files[i].bytes = bytes;
+            w->files[i].crc32c = crc;
+            return AH_OK;
+        }
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        ah_ckpt_file_t *g = realloc(w->files, (size_t)cap * sizeof *g);
+        if (!g) return ah_error_set(err, AH_ERR_OOM, "out of memory for the shard list");
+        w->files = g;
+        w->cap = cap;
+    }
+    ah_ckpt_file_t *e = &w->files[w->n++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->bytes = bytes;
+    e->crc32c = crc;
+    return AH_OK;
+}
+
+static int part_path(char *buf, size_t cap, const char *dir, int part) {
+    int n = snprintf(buf, cap, "%s/part-%d.json", dir, part);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+ah_status_t ah_ckpt_writer_finish_part(ah_ckpt_writer_t *w, int part, ah_error_t *err) {
+    char path[AH_CKPT_PATH_MAX];
+    if (part < 0 || part_path(path, sizeof path, w->dir, part) < 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: bad part number %d", w->dir, part);
+    /* The shards' renames must be durable before anything can point at them. */
+    if (ah_ckpt_fsync_dir(w->dir, err) != AH_OK) return err->code;
+    ah_ckpt_manifest_t m = {.meta = {.step = w->step}, .n_files = w->n, .files = w->files};
+    qsort(m.files, (size_t)m.n_files, sizeof *m.files, cmp_file);
+    return ah_ckpt_manifest_save(&m, path, err);
+}
+
+void ah_ckpt_writer_free(ah_ckpt_writer_t *w) {
+    if (!w) return;
+    free(w->files);
+    free(w);
+}
+
+ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX], man[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(dir, sizeof dir, root, meta->step) < 0 ||
+        snprintf(man, sizeof man, "%s/%s", dir, AH_CKPT_MANIFEST) >= (int)sizeof man)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (n_parts < 1) return ah_error_set(err, AH_ERR_INVALID, "%s: commit needs n_parts >= 1, got %d", dir, n_parts);
+    if (meta->rng_len < 0 || meta->rng_len > AH_CKPT_RNG_MAX || (meta->node[0] && !ah_ckpt_name_ok(meta->node)))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: bad checkpoint metadata (rng_len %d must be 0..%d; node \"%s\" must be "
+                            "[A-Za-z0-9._-])",
+                            dir, meta->rng_len, AH_CKPT_RNG_MAX, meta->node);
+    if (file_exists(man))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is already committed", dir,
+                            (long long)meta->step);
+    ah_ckpt_manifest_t all = {.meta = *meta};
+    int cap = 0;
+    ah_status_t st = AH_OK;
+    for (int p = 0; p < n_parts && st == AH_OK; p++) {
+        char path[AH_CKPT_PATH_MAX];
+        part_path(path, sizeof path, dir, p);
+        ah_ckpt_manifest_t part;
+        if (!file_exists(path)) {
+            st = ah_error_set(err, AH_ERR_INVALID,
+                              "%s: part %d of %d is missing: a rank did not finish its shards "
+                              "(call ah_ckpt_writer_finish_part on every rank before the commit)",
+                              path, p, n_parts);
+            break;
+        }
+        if ((st = ah_ckpt_manifest_load(path, &part, err)) != AH_OK) break;
+        if (part.meta.step != meta->step)
+            st = ah_error_set(err, AH_ERR_INVALID, "%s: lists step %lld, committing step %lld", path,
+                              (long long)part.meta.step, (long long)meta->step);
+        for (int i = 0; i < part.n_files && st == AH_OK; i++) {
+            const ah_ckpt_file_t *f = &part.files[i];
+            char fp[AH_CKPT_PATH_MAX];
+            struct stat sb;
+            if (ah_ckpt_join(fp, sizeof fp, dir, f->name) < 0 || stat(fp, &sb) != 0 || (uint64_t)sb.st_size != f->bytes) {
+                st = ah_error_set(err, AH_ERR_IO, "%s: listed by part %d with %llu bytes but %s", fp, p,
+                                  (unsigned long long)f->bytes,
+                                  errno == ENOENT ? "missing" : "its size differs");
+                break;
+            }
+            const ah_ckpt_file_t *have = NULL;
+            for (int k = 0; k < all.n_files && !have; k++)
+                if (strcmp(all.files[k].name, f->name) == 0) have = &all.files[k];
+            if (have) {
+                if (have->crc32c != f->crc32c || have->bytes != f->bytes)
+                    st = ah_error_set(err, AH_ERR_INVALID,
+                                      "%s: written by two ranks with different contents (CRC-32C "
+                                      "%08x vs %08x): replicas of one shard must be identical, and "
+                                      "only one rank per node should write it",
+                                      fp, have->crc32c, f->crc32c);
+                continue;
+            }
+            if (all.n_files == cap) {
+                cap = cap ? 2 * cap : 32;
+                ah_ckpt_file_t *g = realloc(all.files, (size_t)cap * sizeof *g);
+                if (!g) {
+                    st = ah_error_set(err, AH_ERR_OOM, "out of memory for the manifest");
+                    break;
+                }
+                all.files = g;
+            }
+            all.files[all.n_files++] = *f;
+        }
+        ah_ckpt_manifest_free(&part);
+    }
+    if (st == AH_OK) {
+        qsort(all.files, (size_t)all.n_files, sizeof *all.files, cmp_file);
+        st = ah_ckpt_manifest_save(&all, man, err);
+        if (st != AH_OK) ah_error_prefix(err, "step %lld NOT committed", (long long)meta->step);
+    }
+    ah_ckpt_manifest_free(&all);
+    if (st == AH_OK)
+        for (int p = 0; p < n_parts; p++) { /* merged into the manifest; tidy, best effort */
+            char path[AH_CKPT_PATH_MAX];
+            part_path(path, sizeof path, dir, p);
+            unlink(path);
+        }
+    return st;
+}
+
+/* ---- reading, checking, cleaning ------------------------------------------------------------- */
+
+ah_status_t ah_ckpt_load(const char *root, int64_t step, ah_ckpt_manifest_t *out, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX], man[AH_CKPT_PATH_MAX];
+    memset(out, 0, sizeof *out);
+    if (ah_ckpt_step_dir(dir, sizeof dir, root, step) < 0 ||
+        snprintf(man, sizeof man, "%s/%s", dir, AH_CKPT_MANIFEST) >= (int)sizeof man)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (!file_exists(man))
+        return ah_error_set(err, AH_ERR_IO, "%s: step %lld is not committed (no %s)", dir,
+                            (long long)step, AH_CKPT_MANIFEST);
+    if (ah_ckpt_manifest_load(man, out, err) != AH_OK) return err->code;
+    if (out->meta.step != step) {
+        ah_error_set(err, AH_ERR_INVALID, "%s: says step %lld but lives in the directory of step %lld",
+                     man, (long long)out->meta.step, (long long)step);
+        ah_ckpt_manifest_free(out);
+        return err->code;
+    }
+    return AH_OK;
+}
+
+static int cmp_info(const void *a, const void *b) {
+    int64_t x = ((const ah_ckpt_step_info_t *)a)->step, y = ((const ah_ckpt_step_info_t *)b)->step;
+    return x < y ? -1 : x > y;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Shard files present in an uncommitted directory (for listings). */
+static void count_present(const char *dir, ah_ckpt_step_info_t *info) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (ah_afile_is_temp_name(de->d_name) || !ends_with(de->d_name, ".safetensors")) continue;
+        char p[AH_CKPT_PATH_MAX];
+        struct stat sb;
+        if (ah_ckpt_join(p, sizeof p, dir, de->d_name) >= 0 && stat(p, &sb) == 0) {
+            info->n_files++;
+            info->bytes += (uint64_t)sb.st_size;
+        }
+    }
+    closedir(d);
+}
+
+ah_status_t ah_ckpt_list(const char *root, ah_ckpt_step_info_t **out, int *n, ah_error_t *err) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(root);
+    if (!d) {
+        if (errno == ENOENT) return AH_OK;
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot list checkpoint root: %s", root, strerror(errno));
+    }
+    int cap = 0;
+    struct dirent *de;
+    ah_status_t st = AH_OK;
+    while ((de = readdir(d))) {
+        int64_t step = ah_ckpt_parse_step_dir(de->d_name);
+        if (step < 0) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ah_ckpt_step_info_t *g = realloc(*out, (size_t)cap * sizeof *g);
+            if (!g) {
+                st = ah_error_set(err, AH_ERR_OOM, "out of memory listing %s", root);
+                break;
+            }
+            *out = g;
+        }
+        ah_ckpt_step_info_t *info = &(*out)[(*n)++];
+        memset(info, 0, sizeof *info);
+        info->step = step;
+        ah_ckpt_manifest_t m;
+        ah_error_t e2;
+        if (ah_ckpt_load(root, step, &m, &e2) == AH_OK) {
+            info->committed = true;
+            info->n_files = m.n_files;
+            for (int i = 0; i < m.n_files; i++) info->bytes += m.files[i].bytes;
+            ah_ckpt_manifest_free(&m);
+        } else {
+            snprintf(info->note, sizeof info->note, "%.200s", e2.msg);
+            char dir[AH_CKPT_PATH_MAX];
+            ah_ckpt_step_dir(dir, sizeof dir, root, step);
+            count_present(dir, info);
+        }
+    }
+    closedir(d);
+    if (st != AH_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return st;
+    }
+    qsort(*out, (size_t)*n, sizeof **out, cmp_info);
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_latest(const char *root, int64_t *step, ah_error_t *err) {
+    ah_ckpt_step_info_t *info;
+    int n;
+    *step = -1;
+    if (ah_ckpt_list(root, &info, &n, err) != AH_OK) return err->code;
+    for (int i = 0; i < n; i++)
+        if (info[i].committed) *step = info[i].step;
+    free(info);
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_verify_file(const char *path, const ah_ckpt_file_t *want, ah_error_t *err) {
+    uint64_t bytes;
+    uint32_t crc;
+    if (ah_ckpt_file_crc(path, &bytes, &crc, err) != AH_OK) return err->code;
+    if (bytes != want->bytes)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: %llu bytes but the manifest says %llu (truncated or replaced)",
+                            path, (unsigned long long)bytes, (unsigned long long)want->bytes);
+    if (crc != want->crc32c)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: CRC-32C %08x but the manifest says %08x: the file is corrupt", path,
+                            crc, want->crc32c);
+    if (ends_with(path, ".safetensors")) {
+        ah_st_file_t f;
+        if (ah_st_open(path, &f, err) != AH_OK) return err->code;
+        ah_st_close(&f);
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_t *err) {
+    ah_ckpt_manifest_t m;
+    if (n_bad) *n_bad = 0;
+    if (ah_ckpt_load(root, step, &m, err) != AH_OK) return err->code;
+    char dir[AH_CKPT_PATH_MAX];
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    int bad = 0;
+    ah_error_t first = {0};
+    for (int i = 0; i < m.n_files; i++) {
+        char p[AH_CKPT_PATH_MAX];
+        ah_error_t e2;
+        ah_status_t st = ah_ckpt_join(p, sizeof p, dir, m.files[i].name) < 0
+                             ? ah_error_set(&e2, AH_ERR_IO, "%s: path too long", dir)
+                             : ah_ckpt_verify_file(p, &m.files[i], &e2);
+        if (st != AH_OK && bad++ == 0) first = e2;
+    }
+    int total = m.n_files;
+    ah_ckpt_manifest_free(&m);
+    if (n_bad) *n_bad = bad;
+    if (bad)
+        return ah_error_set(err, first.code, "step %lld: %d of %d files fail verification; first: %s",
+                            (long long)step, bad, total, first.msg);
+    return AH_OK;
+}
+
+/* Uncommits (manifest first, synced) and then deletes a step directory. */
+static ah_status_t remove_step(const char *root, int64_t step, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX], p[AH_CKPT_PATH_MAX];
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    if (ah_ckpt_join(p, sizeof p, dir, AH_CKPT_MANIFEST) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%s: path too long", dir);
+    if (unlink(p) == 0) {
+        if (ah_ckpt_fsync_dir(dir, err) != AH_OK) return err->code;
+    } else if (errno != ENOENT) {
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", p, strerror(errno));
+    }
+    DIR *d = opendir(dir);
+    if (!d) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        if (ah_ckpt_join(p, sizeof p, dir, de->d_name) < 0 || (unlink(p) != 0 && errno != ENOENT)) {
+            int e = errno;
+            closedir(d);
+            return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", p, strerror(e));
+        }
+    }
+    closedir(d);
+    if (rmdir(dir) != 0) return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err) {
+    if (removed) *removed = 0;
+    if (keep < 1)
+        return ah_error_set(err, AH_ERR_USAGE, "checkpoint gc: keep must be >= 1, got %d", keep);
+    ah_ckpt_step_info_t *info;
+    int n;
+    if (ah_ckpt_list(root, &info, &n, err) != AH_OK) return err->code;
+    int64_t newest = -1, cut = -1; /* committed steps <= cut go */
+    int seen = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (!info[i].committed) continue;
+        if (newest < 0) newest = info[i].step;
+        if (++seen == keep + 1) cut = info[i].step;
+    }
+    ah_status_t st = AH_OK;
+    int gone = 0;
+    for (int i = 0; i < n && st == AH_OK; i++) {
+        bool drop = info[i].committed ? info[i].step <= cut : info[i].step < newest;
+        if (!drop) continue;
+        st = remove_step(root, info[i].step, err);
+        if (st == AH_OK) gone++;
+    }
+    free(info);
+    if (st == AH_OK && gone) st = ah_ckpt_fsync_dir(root, err);
+    if (removed) *removed = gone;
+    return st;
+}

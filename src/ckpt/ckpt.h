@@ -1,0 +1,134 @@
+/* Checkpoints on a node-local disk: step directories, manifests, atomic commit, lookup,
+ * verification and garbage collection.
+ *
+ * Layout of a node's checkpoint root (one root per node; see docs/checkpoints.md):
+ *   ROOT/step-00000200/block-003.tp2-0.safetensors   weights + AdamW m, v of block 3, TP 2 rank 0
+ *   ROOT/step-00000200/embed.tp2-0.safetensors       token/position embeddings (stage 0)
+ *   ROOT/step-00000200/head.tp2-0.safetensors        final norm (+ head if untied) (last stage)
+ *   ROOT/step-00000200/manifest.json                 written last: the commit point
+ * Files are named by what they hold, never by who wrote them, so a different plan can find them.
+ *
+ * Writing a step from several ranks of one node:
+ *   every rank:  ah_ckpt_writer_begin -> ah_ckpt_write_shard ... -> ah_ckpt_writer_finish_part(r)
+ *   caller:      a barrier among the node's ranks (MPI in the trainer)
+ *   one rank:    ah_ckpt_commit(root, meta, n_parts)   merges part-0..part-(n-1) into manifest.json
+ * Each shard and part file is written to a temp name, fsynced and renamed, and the directory is
+ * fsynced before the manifest is written the same way; so a step counts (ah_ckpt_latest) only
+ * once manifest.json exists, and then every file it lists is complete on disk. A crash anywhere
+ * leaves the previous committed step untouched.
+ *
+ * Ownership: ah_ckpt_manifest_t owns its file array (ah_ckpt_manifest_free); list results are
+ * malloc'ed arrays the caller frees with free().
+ */
+#ifndef AH_CKPT_CKPT_H
+#define AH_CKPT_CKPT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt/safetensors.h"
+#include "core/status.h"
+#include "spec/model.h"
+
+#define AH_CKPT_NAME_MAX 128 /* file and node names */
+#define AH_CKPT_RNG_MAX 256  /* bytes of opaque RNG state */
+#define AH_CKPT_MANIFEST "manifest.json"
+
+typedef struct ah_ckpt_file {
+    char name[AH_CKPT_NAME_MAX];
+    uint64_t bytes;
+    uint32_t crc32c;
+} ah_ckpt_file_t;
+
+/* What the trainer needs to resume besides the tensors. */
+typedef struct ah_ckpt_meta {
+    int64_t step;          /* updates done; iteration `step` (from 0) resumes */
+    int64_t data_position; /* index of the next global sample */
+    uint8_t rng[AH_CKPT_RNG_MAX]; /* opaque RNG state, stored as hex */
+    int rng_len;
+    char plan_hash[128];   /* of the plan that wrote the step (informative on resume) */
+    char node[AH_CKPT_NAME_MAX]; /* node whose files the manifest lists */
+    bool has_model;
+    ah_model_t model;
+} ah_ckpt_meta_t;
+
+typedef struct ah_ckpt_manifest {
+    ah_ckpt_meta_t meta;
+    int n_files;
+    ah_ckpt_file_t *files; /* sorted by name */
+} ah_ckpt_manifest_t;
+
+/* --- names ---------------------------------------------------------------------------------- */
+
+typedef enum { AH_SHARD_EMBED, AH_SHARD_BLOCK, AH_SHARD_HEAD } ah_shard_kind_t;
+
+/* "embed.tp2-0.safetensors", "block-003.tp2-1.safetensors", "head.tp1-0.safetensors".
+ * Returns the length, or -1 if it does not fit or the arguments are out of range. */
+int ah_ckpt_shard_name(char *buf, size_t cap, ah_shard_kind_t kind, int layer, int tp, int tp_index);
+/* Inverse of ah_ckpt_shard_name; false for any other name. layer is -1 for embed/head. */
+bool ah_ckpt_shard_parse(const char *name, ah_shard_kind_t *kind, int *layer, int *tp, int *tp_index);
+/* Names that may become paths: 1..127 bytes of [A-Za-z0-9._-], not starting with '.'. */
+bool ah_ckpt_name_ok(const char *name);
+/* "ROOT/step-00000200" */
+int ah_ckpt_step_dir(char *buf, size_t cap, const char *root, int64_t step);
+/* "step-00000200" -> 200; -1 for anything else (only the canonical 8+ digit form counts). */
+int64_t ah_ckpt_parse_step_dir(const char *name);
+
+/* --- manifest ------------------------------------------------------------------------------- */
+
+json_t *ah_ckpt_manifest_to_json(const ah_ckpt_manifest_t *m);
+ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_ckpt_manifest_t *out,
+                                       ah_error_t *err);
+ah_status_t ah_ckpt_manifest_load(const char *path, ah_ckpt_manifest_t *out, ah_error_t *err);
+/* Serialises and writes atomically (temp, fsync, rename, fsync dir). */
+ah_status_t ah_ckpt_manifest_save(const ah_ckpt_manifest_t *m, const char *path, ah_error_t *err);
+const ah_ckpt_file_t *ah_ckpt_manifest_find(const ah_ckpt_manifest_t *m, const char *name);
+void ah_ckpt_manifest_free(ah_ckpt_manifest_t *m);
+
+/* --- writing a step ------------------------------------------------------------------------- */
+
+typedef struct ah_ckpt_writer ah_ckpt_writer_t;
+
+/* Creates ROOT and ROOT/step-N as needed. Fails if step N is already committed there. */
+ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_t **out,
+                                 ah_error_t *err);
+/* Writes one safetensors shard atomically and records its size and CRC-32C. */
+ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_st_tensor_t *tensors,
+                                int n, const json_t *metadata, ah_error_t *err);
+/* Makes this writer's files durable and lists them in part-<part>.json for the committer. */
+ah_status_t ah_ckpt_writer_finish_part(ah_ckpt_writer_t *w, int part, ah_error_t *err);
+void ah_ckpt_writer_free(ah_ckpt_writer_t *w);
+
+/* Merges part-0 .. part-(n_parts-1) of step meta->step and commits manifest.json. Every part
+ * must be there, every listed file present with its size, and a name listed twice must have the
+ * same checksum. */
+ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts,
+                           ah_error_t *err);
+
+/* --- reading, checking, cleaning ------------------------------------------------------------ */
+
+typedef struct ah_ckpt_step_info {
+    int64_t step;
+    bool committed;  /* manifest.json present and valid */
+    int n_files;     /* listed in the manifest, or shard files present when not committed */
+    uint64_t bytes;  /* of those files */
+    char note[256];  /* why not committed ("no manifest", or the manifest's error) */
+} ah_ckpt_step_info_t;
+
+/* Every step directory under root, ascending. A missing root is an empty list. */
+ah_status_t ah_ckpt_list(const char *root, ah_ckpt_step_info_t **out, int *n, ah_error_t *err);
+/* Newest committed step, or -1 if none (half-written directories are ignored). */
+ah_status_t ah_ckpt_latest(const char *root, int64_t *step, ah_error_t *err);
+ah_status_t ah_ckpt_load(const char *root, int64_t step, ah_ckpt_manifest_t *out, ah_error_t *err);
+/* Checks that a file has the size and CRC-32C the manifest entry gives (and is valid
+ * safetensors when it is a .safetensors file). The message names the file and both values. */
+ah_status_t ah_ckpt_verify_file(const char *path, const ah_ckpt_file_t *want, ah_error_t *err);
+/* Verifies every file of a committed step; *n_bad (may be NULL) gets the number that fail. */
+ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_t *err);
+/* Keeps the `keep` newest committed steps; removes older committed steps and any uncommitted
+ * directory older than the newest committed step (a newer one may still be being written).
+ * A step is uncommitted (manifest removed, directory synced) before its files go. */
+ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err);
+
+#endif
