@@ -7,6 +7,9 @@ SRC=${2:?source dir}
 AH="$BUILD/autohet"
 PLANS="$SRC/examples/plans"
 TMP=$(mktemp -d)
+# Debian's python3 directly: a pyenv shim on PATH costs ~2 s a start, and only json is needed.
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 trap 'rm -rf "$TMP"' EXIT
 passed=0
 failed=0
@@ -28,7 +31,7 @@ has() {
 }
 # py NAME SCRIPT: python asserts on the JSON in $TMP/out (bound to d)
 py() {
-    if python3 -c "import json,sys; d=json.load(open('$TMP/out')); $2" 2>"$TMP/pyerr"; then ok
+    if "$PY" -c "import json,sys; d=json.load(open('$TMP/out')); $2" 2>"$TMP/pyerr"; then ok
     else bad "$1: $(tail -n 3 "$TMP/pyerr")"; fi
 }
 
@@ -134,7 +137,7 @@ assert slow['fwd_s'] < 0.005, slow  # cpu-slow is not in the profile: roofline
 "
 
 # an invalid plan: a layer gap in pipeline 1
-python3 -c "
+"$PY" -c "
 import json
 d = json.load(open('$PLANS/cpu-hetero-tiny-gpt2.json'))
 d['pipelines'][1]['stages'][1]['layers'] = [2, 2]
@@ -155,7 +158,7 @@ run "evaluate syntax error" 1 "$AH" evaluate --plan "$TMP/syntax.json"
 has "evaluate syntax error position" err "$TMP/syntax.json:3:9:"
 
 # no cluster in the plan: --cluster is needed, and works
-python3 -c "
+"$PY" -c "
 import json
 d = json.load(open('$PLANS/mixed32-llama2-7b.json'))
 del d['cluster']
@@ -173,7 +176,7 @@ assert d['iteration_s'] == e['iteration_s'], (d['iteration_s'], e['iteration_s']
 run "evaluate --cluster unknown" 1 "$AH" evaluate --plan "$TMP/nocluster.json" --cluster no-such-cluster
 
 # infeasible: the same tiny plan on a cluster whose emulated devices have 1 MiB
-python3 -c "
+"$PY" -c "
 import json
 c = {'gpu_types': {
        'cpu-fast': {'memory_gib': 1, 'tflops': {'bf16': 0.05, 'fp16': 0.05, 'fp32': 0.05},
