@@ -263,9 +263,9 @@ static void test_stage(void) {
     TYPES[1].mem_bw_gb_s = 50;
 }
 
-static const char *write_tmp(const char *name, const char *text) {
-    static char path[256];
-    snprintf(path, sizeof path, "/tmp/ah_test_cost_%d_%s", (int)getpid(), name);
+/* Writes text to a temporary file named after `name`; returns its path (in `path`). */
+static const char *write_tmp(char path[static 256], const char *name, const char *text) {
+    snprintf(path, 256, "/tmp/ah_test_cost_%d_%s", (int)getpid(), name);
     FILE *f = fopen(path, "w");
     if (f) {
         fputs(text, f);
@@ -284,7 +284,8 @@ static void test_profile(void) {
         " {\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
         "  \"includes_tp_comm\": true, \"block\": {\"fwd_s\": 0.5, \"bwd_s\": 1.0, \"act_bytes\": 3312},\n"
         "  \"head\": {\"fwd_s\": 0.25, \"bwd_s\": 0.5, \"act_bytes\": 672}}]}\n";
-    const char *path = write_tmp("good.json", good);
+    char path_buf[256], saved_buf[256], bad_buf[256];
+    const char *path = write_tmp(path_buf, "good.json", good);
     CHECK(ah_profile_load(path, &p, &err) == AH_OK, "load: %s", err.msg);
     if (!p) return;
     CHECK_EQ_I64(ah_profile_count(p), 2);
@@ -325,7 +326,7 @@ static void test_profile(void) {
     CHECK_ERR(ah_profile_add(p, &e, &err), AH_ERR_INVALID, err, "both give gpu \"fast\", tp 2");
 
     /* round trip through JSON */
-    const char *saved = write_tmp("saved.json", "");
+    const char *saved = write_tmp(saved_buf, "saved.json", "");
     CHECK(ah_profile_save(p, saved, &err) == AH_OK, "save: %s", err.msg);
     ah_profile_t *q = NULL;
     CHECK(ah_profile_load(saved, &q, &err) == AH_OK, "reload: %s", err.msg);
@@ -379,7 +380,7 @@ static void test_profile(void) {
          "entries[0] and entries[1] both give gpu \"f\"", AH_ERR_INVALID},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *bp = write_tmp("bad.json", bad[i].text);
+        const char *bp = write_tmp(bad_buf, "bad.json", bad[i].text);
         p = NULL;
         ah_status_t s = ah_profile_load(bp, &p, &err);
         CHECK_ERR(s, bad[i].status, err, bad[i].needle);
