@@ -74,7 +74,7 @@ typedef struct ah_stage_cost {
     int64_t params;          /* parameters held by one device of the group */
     int64_t state_bytes;     /* params x ah_param_state_bytes */
     int64_t act_bytes_per_mb;/* activations per in-flight micro-batch */
-    int64_t fixed_bytes;     /* buffers not per micro-batch: workspace, recompute buffer, logits,
+    int64_t fixed_bytes;     /* buffers not per micro-batch: workspace, recompute buffer,
                                 p2p buffers, and the type's reserved constant */
 } ah_stage_cost_t;
 
