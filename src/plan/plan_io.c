@@ -10,7 +10,8 @@
  * "cluster" is the cluster object (ah_cluster_to_json's form, or the compact form with catalog
  * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
- * was there); the writer always writes both, so save -> load -> save is byte-identical.
+ * was there); the writer always writes "recompute", and "predicted" when the plan has one, so
+ * save -> load -> save is byte-identical.
  */
 #include <stdio.h>
 #include <stdlib.h>
