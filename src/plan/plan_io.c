@@ -5,8 +5,8 @@
  * groups, duplicate devices) are left to ah_plan_validate, so one code path checks them for
  * every plan. Two rules are checked here because the in-memory form cannot even hold a plan
  * breaking them: the version (ah_plan_t has no version field) and "every stage has exactly tp
- * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges for the
- * same reason: "micro_batches": 0 is reported by the validator under its rule name.
+ * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges so
+ * that the validator, not the reader, reports e.g. "micro_batches": 0 under its rule name.
  * "cluster" is the cluster object (ah_cluster_to_json's form, or the compact form with catalog
  * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
