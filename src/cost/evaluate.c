@@ -183,13 +183,17 @@ ah_status_t ah_plan_check(const ah_plan_t *p, const ah_profile_t *profile, ah_er
     const ah_node_t *node = &p->cluster.nodes[d->node];
     char others[96] = "";
     if (over > 1) snprintf(others, sizeof others, " (the worst of %d devices over capacity)", over);
+    /* GiB for GPUs, MiB for small (emulated) devices, so the figures never read 0.00 */
+    bool small = d->capacity_bytes < 4 * GIB;
+    double unit = small ? GIB / 1024.0 : GIB;
     st = ah_error_set(
         err, AH_ERR_INFEASIBLE,
-        "[memory] pipelines[%d].stages[%d] (blocks [%d, %d)), device %s:%d (%s): needs %.2f GiB but "
-        "has %.2f GiB, short by %lld bytes%s: %s",
+        "[memory] pipelines[%d].stages[%d] (blocks [%d, %d)), device %s:%d (%s): needs %.2f %s but "
+        "has %.2f %s, short by %lld bytes%s: %s",
         d->pipeline, d->stage, sg->first, sg->last, node->name, d->index,
-        p->cluster.types[node->type].name, (double)d->memory_bytes / GIB,
-        (double)d->capacity_bytes / GIB, (long long)(d->memory_bytes - d->capacity_bytes), others,
+        p->cluster.types[node->type].name, (double)d->memory_bytes / unit, small ? "MiB" : "GiB",
+        (double)d->capacity_bytes / unit, small ? "MiB" : "GiB",
+        (long long)(d->memory_bytes - d->capacity_bytes), others,
         sg->recompute ? "recompute is already on; use a smaller micro-batch or split its layers "
                         "over more stages"
                       : "turn on recompute for this stage, use a smaller micro-batch, or split its "
