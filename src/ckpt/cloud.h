@@ -1,0 +1,62 @@
+/* Checkpoints in object storage, and the background uploader.
+ *
+ * Cloud layout under s3://BUCKET/PREFIX:
+ *   PREFIX/step-00000200/block-003.tp2-0.safetensors   one copy of each shard
+ *   PREFIX/step-00000200/manifest-NODE.json             per uploading node, written last
+ * A node's cloud manifest lists exactly the files that node uploaded (with the CRC-32C of its
+ * local manifest), so it commits them: a reader trusts a cloud file only when a manifest lists it.
+ * Nodes never coordinate in the cloud: the cloud holds step N in full once the union of its
+ * manifests covers what a restore needs (see restore.h).
+ *
+ * One copy of each shard: the caller passes the names this node uploads (e.g. shards for which
+ * it holds the lowest rank among their holders); the uploader does not decide.
+ */
+#ifndef AH_CKPT_CLOUD_H
+#define AH_CKPT_CLOUD_H
+
+#include <stdint.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/s3.h"
+
+/* "PREFIX/step-00000200/NAME" (no leading '/' when PREFIX is empty). -1 if it does not fit. */
+int ah_ckpt_cloud_key(char *buf, size_t cap, const ah_s3_url_t *url, int64_t step, const char *name);
+
+/* Uploads the named files of a committed local step (all of them when names is NULL), each
+ * verified against the local manifest first so a damaged file is never spread, then
+ * manifest-NODE.json. bytes (may be NULL) gets the bytes sent. */
+ah_status_t ah_ckpt_cloud_upload_step(ah_s3_t *s3, const ah_s3_url_t *url, const char *local_root,
+                                      int64_t step, const char *const *names, int n_names,
+                                      uint64_t *bytes, ah_error_t *err);
+
+/* All committed cloud manifests (any step, any node), and a per-step summary like ah_ckpt_list:
+ * a step is committed when at least one manifest lists files; objects no manifest lists are
+ * counted as uncommitted. Either output may be NULL. Arrays are malloc'ed; free manifests with
+ * ah_ckpt_manifests_free. */
+ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_manifest_t **manifests,
+                               int *n_manifests, ah_ckpt_step_info_t **steps, int *n_steps,
+                               ah_error_t *err);
+void ah_ckpt_manifests_free(ah_ckpt_manifest_t *m, int n);
+
+/* Background uploads (one pthread with its own S3 connection). submit() returns at once;
+ * a job submitted while an older one still waits replaces it (only the newest step matters);
+ * wait() blocks until the queue is empty and returns the first failure since the last wait. */
+typedef struct ah_ckpt_uploader ah_ckpt_uploader_t;
+
+typedef struct ah_ckpt_upload_stats {
+    int64_t last_step; /* newest step fully uploaded (manifest included), -1 if none */
+    int steps, skipped; /* uploaded; replaced by a newer job before they started */
+    uint64_t bytes;
+    double seconds;
+} ah_ckpt_upload_stats_t;
+
+ah_status_t ah_ckpt_uploader_start(const ah_s3_config_t *cfg, const ah_s3_url_t *url,
+                                   ah_ckpt_uploader_t **out, ah_error_t *err);
+ah_status_t ah_ckpt_uploader_submit(ah_ckpt_uploader_t *u, const char *local_root, int64_t step,
+                                    const char *const *names, int n_names, ah_error_t *err);
+ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err);
+ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u);
+/* Finishes queued work, joins the thread, frees. */
+void ah_ckpt_uploader_stop(ah_ckpt_uploader_t *u);
+
+#endif

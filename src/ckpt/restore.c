@@ -1,0 +1,226 @@
+#include "ckpt/restore.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ckpt/afile.h"
+#include "ckpt/cloud.h"
+
+struct ah_ckpt_catalog {
+    ah_ckpt_sources_t src;
+    ah_ckpt_manifest_t *m[AH_TIER_COUNT];
+    int n[AH_TIER_COUNT];
+    char note[AH_TIER_COUNT][512];
+};
+
+const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
+    static const char *const N[] = {"local", "peer", "cloud"};
+    return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static ah_status_t load_local(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
+    ah_ckpt_step_info_t *info;
+    int ns;
+    *out = NULL;
+    *n = 0;
+    if (ah_ckpt_list(root, &info, &ns, err) != AH_OK) return err->code;
+    *out = calloc(ns > 0 ? (size_t)ns : 1, sizeof **out);
+    if (!*out) {
+        free(info);
+        return ah_error_set(err, AH_ERR_OOM, "out of memory");
+    }
+    for (int i = 0; i < ns; i++) {
+        ah_error_t e2;
+        if (info[i].committed && ah_ckpt_load(root, info[i].step, &(*out)[*n], &e2) == AH_OK) (*n)++;
+    }
+    free(info);
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t **out, ah_error_t *err) {
+    *out = NULL;
+    if ((src->peer || src->cloud) && !src->staging_dir)
+        return ah_error_set(err, AH_ERR_USAGE, "restore: a staging directory is needed for peer or cloud copies");
+    ah_ckpt_catalog_t *cat = calloc(1, sizeof *cat);
+    if (!cat) return ah_error_set(err, AH_ERR_OOM, "out of memory for the restore catalog");
+    cat->src = *src;
+    int readable = 0, configured = 0;
+    for (int t = 0; t < AH_TIER_COUNT; t++) {
+        ah_error_t e2 = {0};
+        ah_status_t st = AH_OK;
+        if (t == AH_TIER_LOCAL && src->local_root) st = load_local(src->local_root, &cat->m[t], &cat->n[t], &e2);
+        else if (t == AH_TIER_PEER && src->peer) st = src->peer->manifests(src->peer->ctx, &cat->m[t], &cat->n[t], &e2);
+        else if (t == AH_TIER_CLOUD && src->cloud)
+            st = ah_ckpt_cloud_scan(src->cloud, &src->cloud_url, &cat->m[t], &cat->n[t], NULL, NULL, &e2);
+        else continue;
+        configured++;
+        if (st == AH_OK) readable++;
+        else snprintf(cat->note[t], sizeof cat->note[t], "%.500s", e2.msg);
+    }
+    if (configured == 0 || readable == 0) {
+        ah_error_set(err, AH_ERR_IO, "restore: no checkpoint tier could be read%s%s%s%s%s%s",
+                     cat->note[0][0] ? "; local: " : "", cat->note[0], cat->note[1][0] ? "; peer: " : "",
+                     cat->note[1], cat->note[2][0] ? "; cloud: " : "", cat->note[2]);
+        ah_ckpt_catalog_free(cat);
+        return err->code;
+    }
+    *out = cat;
+    return AH_OK;
+}
+
+const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t) {
+    return (unsigned)t < AH_TIER_COUNT ? cat->note[t] : "";
+}
+
+/* The manifest of tier t at step listing name, or NULL (and its entry in *f). */
+static const ah_ckpt_manifest_t *lookup(const ah_ckpt_catalog_t *cat, int t, int64_t step, const char *name,
+                                        const ah_ckpt_file_t **f) {
+    for (int i = 0; i < cat->n[t]; i++) {
+        const ah_ckpt_manifest_t *m = &cat->m[t][i];
+        if (m->meta.step != step) continue;
+        if ((*f = ah_ckpt_manifest_find(m, name))) return m;
+    }
+    return NULL;
+}
+
+ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
+                                   int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err) {
+    *step = -1;
+    int64_t best = -1, newest_any = -1;
+    char missing[AH_CKPT_NAME_MAX] = "";
+    /* Candidates: every step some tier has committed, newest first. */
+    for (;;) {
+        int64_t cand = -1;
+        for (int t = 0; t < AH_TIER_COUNT; t++)
+            for (int i = 0; i < cat->n[t]; i++) {
+                int64_t s = cat->m[t][i].meta.step;
+                if (s > cand && (best < 0 ? true : s < best)) cand = s;
+            }
+        if (cand < 0) break;
+        if (newest_any < 0) newest_any = cand;
+        int k = 0;
+        for (; k < n; k++) {
+            const ah_ckpt_file_t *f;
+            bool found = false;
+            for (int t = 0; t < AH_TIER_COUNT && !found; t++) found = lookup(cat, t, cand, needed[k], &f) != NULL;
+            if (!found) break;
+        }
+        if (k == n) {
+            *step = cand;
+            break;
+        }
+        if (cand == newest_any) snprintf(missing, sizeof missing, "%s", needed[k]);
+        best = cand;
+    }
+    if (*step < 0) {
+        if (newest_any < 0)
+            return ah_error_set(err, AH_ERR_INFEASIBLE, "no committed checkpoint in any tier");
+        return ah_error_set(err, AH_ERR_INFEASIBLE,
+                            "no committed step holds all %d needed shards in any tier (the newest, "
+                            "step %lld, lacks %s)",
+                            n, (long long)newest_any, missing);
+    }
+    /* Every manifest of the chosen step must describe the same training state. */
+    const ah_ckpt_manifest_t *first = NULL;
+    for (int t = 0; t < AH_TIER_COUNT; t++)
+        for (int i = 0; i < cat->n[t]; i++) {
+            const ah_ckpt_manifest_t *m = &cat->m[t][i];
+            if (m->meta.step != *step) continue;
+            if (!first) {
+                first = m;
+                continue;
+            }
+            if (m->meta.data_position != first->meta.data_position || m->meta.rng_len != first->meta.rng_len ||
+                memcmp(m->meta.rng, first->meta.rng, (size_t)m->meta.rng_len) != 0)
+                return ah_error_set(err, AH_ERR_INVALID,
+                                    "step %lld: manifests of nodes \"%s\" and \"%s\" disagree on the data "
+                                    "position or RNG state (%lld vs %lld); the checkpoint is inconsistent",
+                                    (long long)*step, first->meta.node, m->meta.node,
+                                    (long long)first->meta.data_position, (long long)m->meta.data_position);
+        }
+    if (meta) *meta = first->meta;
+    return AH_OK;
+}
+
+static ah_status_t mkdir_step_staging(const char *staging, int64_t step, char *dir, size_t cap, ah_error_t *err) {
+    if (mkdir(staging, 0755) != 0 && errno != EEXIST)
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot create staging directory: %s", staging, strerror(errno));
+    if (ah_ckpt_step_dir(dir, cap, staging, step) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%s: path too long", staging);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
+    return AH_OK;
+}
+
+/* Obtains and verifies one copy from tier t into path. */
+static ah_status_t from_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, const char *name,
+                             const ah_ckpt_file_t *want, char *path, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX];
+    if (t == AH_TIER_LOCAL) {
+        ah_ckpt_step_dir(dir, sizeof dir, cat->src.local_root, step);
+    } else if (mkdir_step_staging(cat->src.staging_dir, step, dir, sizeof dir, err) != AH_OK) {
+        return err->code;
+    }
+    if (ah_ckpt_join(path, AH_CKPT_PATH_MAX, dir, name) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", dir, name);
+    if (t == AH_TIER_PEER) {
+        if (cat->src.peer->fetch(cat->src.peer->ctx, step, name, path, err) != AH_OK) return err->code;
+    } else if (t == AH_TIER_CLOUD) {
+        char key[2048];
+        if (ah_ckpt_cloud_key(key, sizeof key, &cat->src.cloud_url, step, name) < 0)
+            return ah_error_set(err, AH_ERR_INVALID, "cloud key too long for %s", name);
+        if (ah_s3_get_file(cat->src.cloud, cat->src.cloud_url.bucket, key, path, NULL, NULL, err) != AH_OK)
+            return err->code;
+    }
+    return ah_ckpt_verify_file(path, want, err);
+}
+
+ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
+                                  int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
+                                  ah_error_t *err) {
+    ah_ckpt_restore_stats_t local_stats;
+    if (!stats) stats = &local_stats;
+    for (int k = 0; k < n; k++) {
+        char why[1200] = "";
+        bool done = false;
+        for (int t = 0; t < AH_TIER_COUNT && !done; t++) {
+            const ah_ckpt_file_t *want;
+            if (!lookup(cat, t, step, needed[k], &want)) continue;
+            ah_error_t e2;
+            double t0 = now_s();
+            ah_status_t st = from_tier(cat, t, step, needed[k], want, paths[k], &e2);
+            double dt = now_s() - t0;
+            if (st == AH_OK) {
+                stats->bytes[t] += want->bytes;
+                stats->seconds[t] += dt;
+                stats->files[t]++;
+                done = true;
+            } else {
+                stats->fallbacks++;
+                snprintf(stats->last_fallback, sizeof stats->last_fallback, "%s: %.490s", ah_ckpt_tier_name(t), e2.msg);
+                size_t l = strlen(why);
+                snprintf(why + l, sizeof why - l, "%s%s: %.300s", l ? "; " : "", ah_ckpt_tier_name(t), e2.msg);
+            }
+        }
+        if (!done)
+            return ah_error_set(err, AH_ERR_IO, "step %lld: no tier has an intact copy of %s (%s)",
+                                (long long)step, needed[k], why[0] ? why : "listed nowhere");
+    }
+    return AH_OK;
+}
+
+void ah_ckpt_catalog_free(ah_ckpt_catalog_t *cat) {
+    if (!cat) return;
+    for (int t = 0; t < AH_TIER_COUNT; t++) ah_ckpt_manifests_free(cat->m[t], cat->n[t]);
+    free(cat);
+}

@@ -1,0 +1,68 @@
+/* Restoring shards from the cheapest tier that has them: local disk, then a peer, then the cloud.
+ *
+ * A catalog gathers the committed manifests of every tier once: the node's local root, the peer
+ * tier (a hook the trainer provides: it gathers surviving nodes' manifests over MPI and moves a
+ * file on request), and the cloud (manifest-NODE.json objects). Then:
+ *   ah_ckpt_catalog_newest  the newest step for which every needed shard is listed in some tier,
+ *                           with that step's data position, RNG state, ...;
+ *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> peer -> cloud,
+ *                           each copy checked (size, CRC-32C, safetensors structure) against the
+ *                           manifest that listed it; a missing, truncated or corrupt copy falls
+ *                           back to the next tier. Bytes, seconds and files per tier are recorded.
+ * A tier that cannot be read (cloud down) is noted and skipped, not fatal, as long as another tier
+ * covers the needed shards. Copies from the peer or the cloud land in staging_dir/step-N/.
+ */
+#ifndef AH_CKPT_RESTORE_H
+#define AH_CKPT_RESTORE_H
+
+#include "ckpt/ckpt.h"
+#include "ckpt/s3.h"
+
+typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_COUNT } ah_ckpt_tier_t;
+
+const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud" */
+
+/* The peer tier, provided by the caller (MPI in the trainer). */
+typedef struct ah_ckpt_peer {
+    /* Committed manifests the surviving peers hold (malloc'ed array; the catalog takes it and
+     * frees it with ah_ckpt_manifests_free). */
+    ah_status_t (*manifests)(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err);
+    /* Puts a peer's copy of file `name` of `step` at dest_path (complete or not at all). */
+    ah_status_t (*fetch)(void *ctx, int64_t step, const char *name, const char *dest_path,
+                         ah_error_t *err);
+    void *ctx;
+} ah_ckpt_peer_t;
+
+typedef struct ah_ckpt_sources {
+    const char *local_root;     /* NULL: no local tier */
+    const ah_ckpt_peer_t *peer; /* NULL: no peer tier */
+    ah_s3_t *cloud;             /* NULL: no cloud tier (borrowed) */
+    ah_s3_url_t cloud_url;
+    const char *staging_dir;    /* needed with a peer or cloud tier */
+} ah_ckpt_sources_t;
+
+typedef struct ah_ckpt_restore_stats {
+    uint64_t bytes[AH_TIER_COUNT];
+    double seconds[AH_TIER_COUNT]; /* transfer + verification */
+    int files[AH_TIER_COUNT];
+    int fallbacks;                 /* copies rejected (missing/truncated/corrupt) */
+    char last_fallback[512];       /* why the last one was rejected */
+} ah_ckpt_restore_stats_t;
+
+typedef struct ah_ckpt_catalog ah_ckpt_catalog_t;
+
+/* Reads the manifests of every tier. Fails only when no tier at all can be read. */
+ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t **out, ah_error_t *err);
+/* Why a tier contributed nothing ("" when it was read fine or is not configured). */
+const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t);
+/* Newest step whose committed manifests, across tiers, list every needed name; meta (may be
+ * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
+ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
+                                   int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
+/* paths[i] gets a verified copy of needed[i]. stats (may be NULL) accumulates. */
+ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
+                                  int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
+                                  ah_error_t *err);
+void ah_ckpt_catalog_free(ah_ckpt_catalog_t *cat);
+
+#endif
