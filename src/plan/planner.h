@@ -1,0 +1,215 @@
+/* The planner: finds the plan with the smallest iteration time (or $ per token) under the cost
+ * model (cost/evaluate.h), over the space of DESIGN.md "Planner"; also the two baselines, the SVG
+ * picture and the Open MPI rankfile. docs/planner.md describes the algorithm and what it
+ * guarantees.
+ *
+ * Search space: one TP degree t (a TP group is t GPUs of one type in one node, t passes
+ * ah_model_check_tp); any set of disjoint pipelines, each an ordered sequence of TP groups (stages),
+ * each stage holding >= 1 block; any layer split; micro-batches per pipeline (>= 1 each, summing to
+ * global_batch / m); the micro-batch size m (given, or "auto": divisors of the global batch up to
+ * a cap); recomputation per stage; devices not in a pipeline are idle.
+ *
+ * Two search modes per (t, m):
+ *  - exact: every pipeline set up to the interchangeability of the groups of one node; the layer
+ *    split, recomputation, micro-batch split and the DP-sync/optimizer coupling are solved exactly
+ *    (see search_pipe.c, search_exact.c). Used when the number of TP groups is at most
+ *    ah_planner_opts_t.exact_max_groups.
+ *  - template: pipelines are single-class templates (class = GPU type + zone) repeated, chosen by
+ *    a capacity sweep (search_template.c); exact for the layer split and micro-batch split of the
+ *    chosen pipelines, not proven optimal over groupings. The result carries a lower bound from a
+ *    relaxation so the gap is visible.
+ *
+ * Ownership: ah_plan_result_t owns its plan and evaluation; free with ah_plan_result_free.
+ */
+#ifndef AH_PLAN_PLANNER_H
+#define AH_PLAN_PLANNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost/evaluate.h"
+#include "plan/plan.h"
+
+typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective_t;
+
+typedef struct ah_planner_opts {
+    ah_train_t train;          /* micro_batch 0 = auto (divisors of global_batch up to max_auto_mb) */
+    ah_objective_t objective;
+    double budget_usd_per_hour; /* cost objective: > 0 caps the $/h of the GPUs used */
+    double min_tokens_per_s;    /* > 0: plans slower than this are not eligible */
+    const ah_profile_t *profile;/* may be NULL: roofline */
+    int exact_max_groups;       /* exact mode when the TP groups number at most this; 0 = 8 */
+    int64_t max_auto_mb;        /* micro-batch sizes tried by auto; 0 = 8 */
+} ah_planner_opts_t;
+
+typedef struct ah_plan_result {
+    ah_plan_t plan;            /* validated, fits, predicted filled from ah_evaluate */
+    ah_eval_t eval;            /* ah_evaluate of plan */
+    double search_value_s;     /* the search's own iteration time for plan (== eval to 1e-12) */
+    double lower_bound_s;      /* relaxation bound on the iteration time over the whole space */
+    bool exact;                /* every (t, m) was searched in exact mode */
+    double usd_per_hour;       /* price of the GPUs the plan uses */
+    double usd_per_mtoken;     /* $ per million tokens at the predicted rate */
+    int64_t candidates;        /* pipeline sets / template combinations scored */
+    double seconds;            /* planning wall time */
+} ah_plan_result_t;
+
+/* Defaults for everything but the training settings. */
+void ah_planner_opts_default(ah_planner_opts_t *o);
+
+/* Plans `model` on `cluster`. AH_ERR_INFEASIBLE when nothing fits: the message names the device
+ * type that is short, by how many GiB in the closest candidate, and what would make it fit.
+ * AH_ERR_INVALID for bad inputs (no devices, batch not divisible, no usable TP degree). */
+ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
+                           const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err);
+void ah_plan_result_free(ah_plan_result_t *r);
+
+/* Lower bound on the iteration time of any plan with TP degree t and micro-batch m: every
+ * micro-batch passes every block forward and backward on some group, and a group's busy time in
+ * one iteration is at most the iteration time (1F1B: n * max stage time <= T_pipe), so
+ * T >= N * L / sum_groups(1 / block_time(type)). Returns +inf when no group exists. */
+double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
+                              const ah_train_t *train, int t, const ah_profile_t *profile);
+
+/* ---- baselines (baselines.c), scored with ah_evaluate ---- */
+
+typedef enum { AH_BASELINE_UNIFORM = 0, AH_BASELINE_BATCH_BALANCED = 1 } ah_baseline_t;
+
+const char *ah_baseline_name(ah_baseline_t b);
+bool ah_baseline_parse(const char *s, ah_baseline_t *out);
+
+/* uniform (Megatron-LM): identical pipelines of S stages, equal layers per stage (the remainder
+ * to the first stages), equal micro-batches per pipeline, types ignored, everything must fit the
+ * smallest GPU; best (t, m, S, pipeline count) by iteration time.
+ * batch-balanced (Whale-like): the same symmetric structure, micro-batches split in proportion to
+ * each pipeline's speed. Fills out->plan and out->eval (search_value_s = eval, lower_bound_s 0). */
+ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster,
+                            const ah_planner_opts_t *opts, ah_baseline_t kind,
+                            ah_plan_result_t *out, ah_error_t *err);
+
+/* ---- output (svg.c, rankfile.c) ---- */
+
+/* A picture of the plan: devices coloured by type, grouped by pipeline and stage with their layer
+ * ranges, and one iteration's 1F1B timeline per pipeline (from e). */
+ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path,
+                              ah_error_t *err);
+
+/* Open MPI rankfile ("rank r=HOST slot=I") and, beside it, a hostfile (path + ".hosts" unless
+ * hostfile_path is given) in the plan's rank order (pipeline, stage, TP rank). */
+ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *rankfile_path,
+                                   const char *hostfile_path, ah_error_t *err);
+
+/* ---- search internals (search*.c and baselines.c only) ---- */
+#ifdef AH_PLANNER_INTERNAL
+
+#define AH_KINDS 4 /* stage kind = (holds embedding ? 1 : 0) | (holds head ? 2 : 0) */
+
+typedef struct ah_pentry ah_pentry_t; /* a memoised pipeline shape (search_pipe.c) */
+
+/* Everything the search needs for one (t, m): the stage table (all blocks are alike, so a stage's
+ * cost depends only on its type, kind, block count and recompute flag), memory capacities, the
+ * DP-sync constants, and the memo of pipeline shapes. */
+typedef struct ah_sctx {
+    const ah_model_t *model;
+    const ah_cluster_t *cluster;
+    ah_train_t train;
+    int t;
+    const ah_profile_t *profile;
+    int L, n_types;
+    int64_t N;                /* micro-batches per iteration: global_batch / micro_batch */
+    ah_stage_cost_t *sc;      /* [type][kind][nb 0..L][r] */
+    double *fb;               /* f + b of the same entry */
+    int64_t *capacity;        /* [type] bytes */
+    int64_t p_block, head_norm;
+    double grad_elt, vc_grad;
+    ah_pentry_t **memo;       /* open addressing */
+    size_t memo_cap, memo_len;
+} ah_sctx_t;
+
+/* A split of one pipeline: blocks and recompute per stage. */
+#define AH_MAX_STAGES 128
+typedef struct ah_split {
+    int nb[AH_MAX_STAGES];
+    bool rc[AH_MAX_STAGES];
+} ah_split_t;
+
+ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c,
+                         const ah_train_t *train, int t, const ah_profile_t *profile,
+                         ah_error_t *err);
+void ah_sctx_free(ah_sctx_t *x);
+/* The cost context for ah_* cost functions (points into x). */
+ah_cost_ctx_t ah_sctx_cost(const ah_sctx_t *x);
+static inline size_t ah_sctx_index(const ah_sctx_t *x, int type, int kind, int nb, int r) {
+    return (((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(x->L + 1) + (size_t)nb) * 2 + (size_t)r;
+}
+static inline int ah_stage_kind(int s, int S) { return (s == 0 ? 1 : 0) | (s == S - 1 ? 2 : 0); }
+
+/* The pipeline of stage types ty[0..S-1]; caps[type * AH_KINDS + kind] bounds a stage's block
+ * count (NULL: no bound). Memoised in x. NULL when out of host memory. */
+ah_pentry_t *ah_pipe_get(ah_sctx_t *x, int S, const int *ty, const int *caps);
+/* min over splits of sum_s(f_s+b_s) + (n-1) max_s(f_s+b_s), memory-feasible and within caps;
+ * +inf when none. Exact (see search_pipe.c). */
+double ah_pipe_time(ah_sctx_t *x, ah_pentry_t *e, int64_t n);
+/* The split achieving ah_pipe_time(x, e, n); false when that is not finite or out of memory. */
+bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out);
+
+/* Micro-batch distribution minimising max_p (time_p(n_p) + extra_p) with n_p >= 1 and
+ * sum n_p = N: greedy (each next micro-batch to the pipeline that is fastest after taking it),
+ * which is optimal because every time_p is nondecreasing in n. Returns the max, +inf if
+ * infeasible (then n is undefined). */
+double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra,
+                       int64_t N, int64_t *n);
+
+/* DP-sync and optimizer seconds of a stage, exactly as ah_evaluate computes them, given the
+ * plan-wide DP link (bw, lat), pipeline count P and holders of the embedding matrix. */
+double ah_stage_sync_s(const ah_sctx_t *x, int nb, int kind, int P, int holders, double bw,
+                       double lat);
+double ah_stage_opt_s(const ah_sctx_t *x, int type, int kind, int nb);
+
+/* A candidate plan as the search holds it: pipelines as sequences of nodes (one TP group of that
+ * node per stage; which group of the node does not matter to the cost model), micro-batches per
+ * pipeline, and the block caps its splits were made under. */
+typedef struct ah_cand {
+    int P;
+    int *S;       /* [P] stages */
+    int *off;     /* [P] offset of pipeline p's stages in node[] */
+    int *node;    /* stage nodes */
+    int64_t *n;   /* [P] micro-batches */
+    int *caps;    /* [n_types * AH_KINDS] block caps, or NULL */
+    int n_stages, cap_P, cap_stages;
+    /* set by ah_cand_score: the pipeline part (max_p T_p) and the DP link it priced sync on */
+    double pipe_s, dp_bw, dp_lat;
+    int holders;
+} ah_cand_t;
+
+void ah_cand_free(ah_cand_t *c);
+/* Appends a pipeline of S stages on nodes[]; false when out of host memory. */
+bool ah_cand_push(ah_cand_t *c, int S, const int *nodes);
+bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len);
+
+/* The search's iteration time of c (filling c->n): greedy micro-batch split over the exact
+ * per-pipeline optimum, then the DP sync and optimizer of the resulting splits exactly as
+ * ah_evaluate prices them. +inf when no split fits; NAN when out of host memory. */
+double ah_cand_score(ah_sctx_t *x, ah_cand_t *c);
+/* Builds the plan of a scored candidate (devices: the next free TP group of each node). */
+ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err);
+
+/* The searches (search_exact.c, search_template.c) report candidates through this callback,
+ * which keeps the best under the objective. */
+typedef struct ah_search ah_search_t;
+void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value);
+/* The value a candidate must beat to matter (time objective), for pruning; +inf otherwise. */
+double ah_search_bound(const ah_search_t *s);
+ah_objective_t ah_search_objective(const ah_search_t *s);
+
+/* TP groups per node for degree t (count / t, 0 when the node is smaller than t). */
+int ah_node_groups(const ah_cluster_t *c, int node, int t);
+
+/* Exhaustive search over pipeline sets; false when the set count is too large for it. */
+bool ah_search_exact_fits(const ah_sctx_t *x, int max_groups);
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
+ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
+
+#endif /* AH_PLANNER_INTERNAL */
+
+#endif

@@ -1,0 +1,518 @@
+/* The planner's driver: for every TP degree t and micro-batch size m it builds the stage table
+ * (search_pipe.c) and runs the exact search (search_exact.c) or, on large clusters, the template
+ * search (search_template.c); candidates come back through ah_search_offer, which keeps the best
+ * under the objective. The winner is built into a plan and scored with ah_evaluate — the reported
+ * prediction is evaluate's, and the search's own value must agree with it (tests check 1e-12). */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/planner.h"
+
+#define GIB 1073741824.0
+
+struct ah_search {
+    const ah_planner_opts_t *o;
+    const ah_cluster_t *cluster;
+    double tokens_per_iter; /* global_batch x seq_len */
+    bool have;
+    double best_key;        /* iteration_s (time) or usd_per_hour x iteration_s (cost) */
+    double best_value;
+    int best_t;
+    int64_t best_m;
+    ah_cand_t best;
+    double fastest;         /* fastest feasible plan, constraints aside (for messages) */
+    int64_t candidates;
+};
+
+/* ---- candidates ---- */
+
+void ah_cand_free(ah_cand_t *c) {
+    free(c->S);
+    free(c->off);
+    free(c->node);
+    free(c->n);
+    free(c->caps);
+    memset(c, 0, sizeof *c);
+}
+
+bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) {
+    if (c->P == c->cap_P) {
+        int cap = c->cap_P ? 2 * c->cap_P : 8;
+        int *s = realloc(c->S, sizeof(int) * (size_t)cap);
+        if (!s) return false;
+        c->S = s;
+        int *o = realloc(c->off, sizeof(int) * (size_t)cap);
+        if (!o) return false;
+        c->off = o;
+        int64_t *n = realloc(c->n, sizeof(int64_t) * (size_t)cap);
+        if (!n) return false;
+        c->n = n;
+        c->cap_P = cap;
+    }
+    if (c->n_stages + S > c->cap_stages) {
+        int cap = c->cap_stages ? 2 * c->cap_stages : 16;
+        while (cap < c->n_stages + S) cap *= 2;
+        int *nd = realloc(c->node, sizeof(int) * (size_t)cap);
+        if (!nd) return false;
+        c->node = nd;
+        c->cap_stages = cap;
+    }
+    c->S[c->P] = S;
+    c->off[c->P] = c->n_stages;
+    c->n[c->P] = 0;
+    memcpy(c->node + c->n_stages, nodes, sizeof(int) * (size_t)S);
+    c->n_stages += S;
+    c->P++;
+    return true;
+}
+
+bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len) {
+    ah_cand_free(dst);
+    for (int p = 0; p < src->P; p++)
+        if (!ah_cand_push(dst, src->S[p], src->node + src->off[p])) return false;
+    memcpy(dst->n, src->n, sizeof(int64_t) * (size_t)src->P);
+    if (src->caps) {
+        dst->caps = malloc(sizeof(int) * (size_t)caps_len);
+        if (!dst->caps) return false;
+        memcpy(dst->caps, src->caps, sizeof(int) * (size_t)caps_len);
+    }
+    return true;
+}
+
+int ah_node_groups(const ah_cluster_t *c, int node, int t) { return c->nodes[node].count / t; }
+
+/* Stage types of pipeline p. */
+static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
+    for (int s = 0; s < c->S[p]; s++) ty[s] = x->cluster->nodes[c->node[c->off[p] + s]].type;
+}
+
+double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
+    const ah_cluster_t *cl = x->cluster;
+    const ah_cost_ctx_t ctx = ah_sctx_cost(x);
+    const int P = c->P;
+    ah_pentry_t **ent = malloc(sizeof *ent * (size_t)P);
+    double *extra = malloc(sizeof *extra * (size_t)P);
+    if (!ent || !extra) {
+        free(ent);
+        free(extra);
+        return NAN;
+    }
+    /* the plan-wide DP link, as ah_evaluate finds it */
+    const int d0 = c->node[0];
+    ah_link_t worst = AH_LINK_INTRA;
+    int slow = cl->nodes[d0].type, holders = 0;
+    double result = 0;
+    int ty[AH_MAX_STAGES];
+    for (int p = 0; p < P && !isnan(result); p++) {
+        const int S = c->S[p], *nd = c->node + c->off[p];
+        cand_types(x, c, p, ty);
+        double p2p = 0;
+        for (int s = 0; s < S; s++) {
+            ah_link_t l = ah_link_between(cl, d0, nd[s]);
+            if (l > worst) worst = l;
+            if (cl->types[ty[s]].intra_node_gb_s < cl->types[slow].intra_node_gb_s) slow = ty[s];
+            if (s + 1 < S) p2p += ah_p2p_seconds(&ctx, ah_link_between(cl, nd[s], nd[s + 1]), ty[s], ty[s + 1]);
+        }
+        extra[p] = 2 * p2p;
+        holders += (x->model->tied && S > 1) ? 2 : 1;
+        ent[p] = ah_pipe_get(x, S, ty, c->caps);
+        if (!ent[p]) result = NAN;
+    }
+    if (!isnan(result)) result = ah_greedy_split(x, P, ent, extra, x->N, c->n);
+    const double bw = ah_link_bw(cl, worst, slow, slow), lat = ah_link_latency(cl, worst);
+    c->pipe_s = result;
+    c->dp_bw = bw;
+    c->dp_lat = lat;
+    c->holders = holders;
+    if (isfinite(result)) {
+        double sync = 0, opt = 0;
+        ah_split_t sp;
+        for (int p = 0; p < P && isfinite(result); p++) {
+            /* identical neighbours (templates) share their split */
+            if (p == 0 || ent[p] != ent[p - 1] || c->n[p] != c->n[p - 1])
+                if (!ah_pipe_split(x, ent[p], c->n[p], &sp)) result = NAN;
+            const int S = c->S[p];
+            cand_types(x, c, p, ty);
+            for (int s = 0; s < S; s++) {
+                const int kind = ah_stage_kind(s, S);
+                double v = ah_stage_sync_s(x, sp.nb[s], kind, P, holders, bw, lat);
+                if (v > sync) sync = v;
+                v = ah_stage_opt_s(x, ty[s], kind, sp.nb[s]);
+                if (v > opt) opt = v;
+            }
+        }
+        result = result + sync + opt;
+    }
+    free(ent);
+    free(extra);
+    return result;
+}
+
+ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
+    const ah_cluster_t *cl = x->cluster;
+    ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, cl, c->P, err);
+    if (st != AH_OK) return st;
+    int *used = calloc((size_t)cl->n_nodes, sizeof *used);
+    if (!used) {
+        ah_plan_free(out);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory building a plan");
+    }
+    int ty[AH_MAX_STAGES];
+    for (int p = 0; p < c->P && st == AH_OK; p++) {
+        ah_pipeline_t *pl = &out->pipelines[p];
+        const int S = c->S[p];
+        st = ah_pipeline_alloc(pl, S, err);
+        if (st != AH_OK) break;
+        pl->micro_batches = c->n[p];
+        cand_types(x, c, p, ty);
+        ah_split_t sp;
+        ah_pentry_t *e = ah_pipe_get(x, S, ty, c->caps);
+        if (!e || !ah_pipe_split(x, e, c->n[p], &sp)) {
+            st = ah_error_set(err, AH_ERR_INTERNAL, "planner: pipeline %d of the chosen plan has no split", p);
+            break;
+        }
+        for (int s = 0, first = 0; s < S; s++) {
+            ah_stage_t *sg = &pl->stages[s];
+            const int node = c->node[c->off[p] + s], g = used[node]++;
+            sg->first = first;
+            sg->last = first + sp.nb[s];
+            first = sg->last;
+            sg->type = ty[s];
+            sg->recompute = sp.rc[s];
+            for (int r = 0; r < x->t; r++) sg->devices[r] = (ah_device_ref_t){node, g * x->t + r};
+        }
+    }
+    free(used);
+    if (st != AH_OK) ah_plan_free(out);
+    return st;
+}
+
+/* ---- the search state ---- */
+
+static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
+    double usd = 0;
+    for (int i = 0; i < c->n_stages; i++) usd += x->t * x->cluster->nodes[c->node[i]].usd_per_gpu_hour;
+    return usd;
+}
+
+void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
+    s->candidates++;
+    if (!isfinite(value)) return;
+    if (value < s->fastest) s->fastest = value;
+    const double price = cand_price(x, c);
+    if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return;
+    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return;
+    const double key = s->o->objective == AH_OBJECTIVE_COST ? price * value : value;
+    if (s->have && key >= s->best_key) return;
+    if (!ah_cand_copy(&s->best, c, x->n_types * AH_KINDS)) return; /* keeps the previous best */
+    s->have = true;
+    s->best_key = key;
+    s->best_value = value;
+    s->best_t = x->t;
+    s->best_m = x->train.micro_batch;
+}
+
+ah_objective_t ah_search_objective(const ah_search_t *s) { return s->o->objective; }
+
+double ah_search_bound(const ah_search_t *s) {
+    return (s->have && s->o->objective == AH_OBJECTIVE_TIME) ? s->best_value : INFINITY;
+}
+
+/* ---- lower bound ---- */
+
+double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
+                              const ah_train_t *train, int t, const ah_profile_t *profile) {
+    const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
+    double rate = 0; /* blocks per second the whole cluster can run */
+    for (int i = 0; i < cluster->n_nodes; i++) {
+        int g = ah_node_groups(cluster, i, t);
+        if (g == 0) continue;
+        ah_stage_cost_t sc;
+        ah_stage_cost(&ctx, cluster->nodes[i].type, 0, 1, false, false, false, &sc);
+        rate += g / (sc.fwd_s + sc.bwd_s);
+    }
+    if (rate <= 0) return INFINITY;
+    return (double)(train->global_batch / train->micro_batch) * (double)model->n_layer / rate;
+}
+
+/* ---- inputs ---- */
+
+void ah_planner_opts_default(ah_planner_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->train.global_batch = 512;
+    o->train.seq_len = 2048;
+    o->train.micro_batch = 0;
+    o->train.precision = AH_PREC_BF16;
+    o->objective = AH_OBJECTIVE_TIME;
+    o->exact_max_groups = 8;
+    o->max_auto_mb = 8;
+}
+
+static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
+                                ah_error_t *err) {
+    ah_status_t st = ah_model_validate(m, "model", err);
+    if (st != AH_OK) return st;
+    if (ah_cluster_gpu_count(c) < 1)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "the cluster has no GPUs (%d nodes, 0 devices); add nodes with \"count\" >= 1",
+                            c->n_nodes);
+    const ah_train_t *tr = &o->train;
+    if (tr->global_batch < 1 || tr->seq_len < 1 || tr->micro_batch < 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "training settings: global batch %lld, seq len %lld, micro-batch %lld; "
+                            "all must be at least 1 (micro-batch 0 means auto)",
+                            (long long)tr->global_batch, (long long)tr->seq_len, (long long)tr->micro_batch);
+    if (tr->seq_len > m->max_pos)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "--seq-len %lld is longer than model %s's context of %lld tokens; use at most %lld",
+                            (long long)tr->seq_len, m->name, (long long)m->max_pos, (long long)m->max_pos);
+    if (tr->micro_batch > 0 && tr->global_batch % tr->micro_batch != 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "--global-batch %lld is not divisible by --micro-batch %lld; pick a "
+                            "micro-batch that divides it (or --micro-batch auto)",
+                            (long long)tr->global_batch, (long long)tr->micro_batch);
+    if (m->n_layer > 4096)
+        return ah_error_set(err, AH_ERR_INVALID, "model %s has %lld layers; the planner handles up to 4096",
+                            m->name, (long long)m->n_layer);
+    return AH_OK;
+}
+
+/* TP degrees the model splits into and some node can hold. */
+static int tp_candidates(const ah_model_t *m, const ah_cluster_t *c, int *out) {
+    int n = 0, biggest = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].count > biggest) biggest = c->nodes[i].count;
+    for (int t = 1; t <= AH_MAX_TP && t <= biggest; t++) {
+        ah_error_t e;
+        if (ah_model_check_tp(m, t, &e) == AH_OK) out[n++] = t;
+    }
+    return n;
+}
+
+static int mb_candidates(const ah_planner_opts_t *o, int64_t *out, int cap) {
+    if (o->train.micro_batch > 0) {
+        out[0] = o->train.micro_batch;
+        return 1;
+    }
+    int64_t top = o->max_auto_mb > 0 ? o->max_auto_mb : 8;
+    int n = 0;
+    for (int64_t m = 1; m <= top && m <= o->train.global_batch && n < cap; m++)
+        if (o->train.global_batch % m == 0) out[n++] = m;
+    return n;
+}
+
+/* ---- nothing fits: the closest candidate ---- */
+
+typedef struct {
+    bool have;
+    double short_bytes;
+    int t;
+    int64_t m;
+    int type, stage, S;
+    bool recompute_helps; /* the closest candidate already uses recomputation everywhere it helps */
+} closest_t;
+
+/* One pipeline over the groups with the most memory (largest first: early stages hold more
+ * activations), at most L stages, every stage's recomputation chosen to save memory: the
+ * smallest over layer splits of the largest shortfall, by bisection on the shortfall. */
+static void closest_for(const ah_sctx_t *x, closest_t *best) {
+    const ah_cluster_t *c = x->cluster;
+    int S = 0, ty[AH_MAX_STAGES];
+    /* types by capacity, largest first; groups of each */
+    int order[64], no = 0;
+    for (int k = 0; k < x->n_types && no < 64; k++) order[no++] = k;
+    for (int i = 1; i < no; i++)
+        for (int j = i; j > 0 && x->capacity[order[j]] > x->capacity[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    for (int k = 0; k < no; k++)
+        for (int i = 0; i < c->n_nodes; i++)
+            if (c->nodes[i].type == order[k])
+                for (int g = ah_node_groups(c, i, x->t); g > 0 && S < x->L && S < AH_MAX_STAGES; g--)
+                    ty[S++] = order[k];
+    if (S == 0) return;
+    double lo = 0, hi = 0;
+    for (int s = 0; s < S; s++) { /* everything on one stage bounds the shortfall */
+        size_t i = ah_sctx_index(x, ty[s], ah_stage_kind(s, S), x->L, 1);
+        double need = (double)ah_stage_memory_bytes(&x->sc[i], ah_inflight(S, 0, x->N));
+        if (need > hi) hi = need;
+    }
+    int worst_stage = 0;
+    for (int it = 0; it < 60; it++) {
+        double mid = (lo + hi) / 2, total = 0;
+        bool ok = true;
+        for (int s = 0; s < S && ok; s++) {
+            const int kind = ah_stage_kind(s, S);
+            const int64_t inflight = ah_inflight(S, s, x->N);
+            int u = 0;
+            while (u < x->L) {
+                size_t i0 = ah_sctx_index(x, ty[s], kind, u + 1, 0), i1 = ah_sctx_index(x, ty[s], kind, u + 1, 1);
+                double need = fmin((double)ah_stage_memory_bytes(&x->sc[i0], inflight),
+                                   (double)ah_stage_memory_bytes(&x->sc[i1], inflight));
+                if (need > (double)x->capacity[ty[s]] + mid) break;
+                u++;
+            }
+            if (u == 0) {
+                ok = false;
+                worst_stage = s;
+            }
+            total += u;
+        }
+        if (ok && total >= x->L) hi = mid;
+        else lo = mid;
+    }
+    /* the stage that is short at the bound: the one with the least room left */
+    double room_min = INFINITY;
+    for (int s = 0; s < S; s++) {
+        size_t i = ah_sctx_index(x, ty[s], ah_stage_kind(s, S), 1, 1);
+        double room = (double)x->capacity[ty[s]] - (double)ah_stage_memory_bytes(&x->sc[i], ah_inflight(S, s, x->N));
+        if (room < room_min) {
+            room_min = room;
+            worst_stage = s;
+        }
+    }
+    if (!best->have || hi < best->short_bytes) {
+        best->have = true;
+        best->short_bytes = hi;
+        best->t = x->t;
+        best->m = x->train.micro_batch;
+        best->type = ty[worst_stage];
+        best->stage = worst_stage;
+        best->S = S;
+    }
+}
+
+static ah_status_t infeasible_error(const ah_model_t *m, const ah_cluster_t *c, const closest_t *cl,
+                                    ah_error_t *err) {
+    if (!cl->have)
+        return ah_error_set(err, AH_ERR_INFEASIBLE,
+                            "model %s fits nowhere on this cluster: no node can form a TP group the "
+                            "model splits into; add nodes with more GPUs",
+                            m->name);
+    const ah_gpu_type_t *g = &c->types[cl->type];
+    const double short_gib = cl->short_bytes / GIB;
+    const double more = ceil(cl->short_bytes * cl->S / (g->memory_gib * GIB));
+    return ah_error_set(
+        err, AH_ERR_INFEASIBLE,
+        "model %s does not fit on this cluster. Closest candidate: TP degree %d, micro-batch %lld, "
+        "one pipeline of %d stages over the largest-memory groups with recomputation where it "
+        "saves memory, layers split to minimise the shortfall: %s devices are short by %.2f GiB "
+        "each. To fit: add GPUs (about %.0f more %s-sized TP groups of %d), use a smaller "
+        "--micro-batch or --seq-len, or a GPU type with more memory",
+        m->name, cl->t, (long long)cl->m, cl->S, g->name, short_gib, more > 0 ? more : 1, g->name, cl->t);
+}
+
+/* ---- the driver ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void ah_plan_result_free(ah_plan_result_t *r) {
+    if (!r) return;
+    ah_plan_free(&r->plan);
+    ah_eval_free(&r->eval);
+    memset(r, 0, sizeof *r);
+}
+
+/* Builds the best candidate into out and scores it with ah_evaluate. */
+static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                          ah_search_t *s, ah_plan_result_t *out, ah_error_t *err) {
+    ah_train_t tr = o->train;
+    tr.micro_batch = s->best_m;
+    ah_sctx_t x;
+    ah_status_t st = ah_sctx_init(&x, model, cluster, &tr, s->best_t, o->profile, err);
+    if (st != AH_OK) return st;
+    out->search_value_s = ah_cand_score(&x, &s->best); /* refills the memo; same value as offered */
+    st = ah_cand_build(&x, &s->best, &out->plan, err);
+    ah_sctx_free(&x);
+    if (st != AH_OK) return st;
+    st = ah_plan_check(&out->plan, o->profile, err);
+    if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, err);
+    if (st != AH_OK) {
+        ah_error_prefix(err, "planner: the chosen plan does not check (a bug)");
+        err->code = AH_ERR_INTERNAL;
+        ah_plan_free(&out->plan);
+        return AH_ERR_INTERNAL;
+    }
+    out->plan.has_predicted = true;
+    out->plan.predicted = out->eval.pred;
+    for (int i = 0; i < out->plan.n_pipelines; i++)
+        for (int k = 0; k < out->plan.pipelines[i].n_stages; k++) {
+            const ah_stage_t *sg = &out->plan.pipelines[i].stages[k];
+            out->usd_per_hour += out->plan.tp * cluster->nodes[sg->devices[0].node].usd_per_gpu_hour;
+        }
+    out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
+    return AH_OK;
+}
+
+ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
+                           const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    const double t0 = now_s();
+    ah_status_t st = check_inputs(model, cluster, opts, err);
+    if (st != AH_OK) return st;
+    int tps[AH_MAX_TP];
+    const int n_tp = tp_candidates(model, cluster, tps);
+    if (n_tp == 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "model %s cannot be split over any TP degree that a node of this cluster "
+                            "holds (heads %lld, kv heads %lld, d_ff %lld)",
+                            model->name, (long long)model->n_head, (long long)model->n_kv_head,
+                            (long long)model->d_ff);
+    int64_t mbs[64];
+    const int n_mb = mb_candidates(opts, mbs, 64);
+    ah_search_t s = {0};
+    s.o = opts;
+    s.cluster = cluster;
+    s.tokens_per_iter = (double)opts->train.global_batch * (double)opts->train.seq_len;
+    s.fastest = INFINITY;
+    closest_t closest = {0};
+    out->exact = true;
+    out->lower_bound_s = INFINITY;
+    const int max_groups = opts->exact_max_groups > 0 ? opts->exact_max_groups : 8;
+    for (int i = 0; i < n_tp && st == AH_OK; i++)
+        for (int j = 0; j < n_mb && st == AH_OK; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
+            if (lb < out->lower_bound_s) out->lower_bound_s = lb;
+            if (!isfinite(lb)) continue; /* no group of this size */
+            ah_sctx_t x;
+            st = ah_sctx_init(&x, model, cluster, &tr, tps[i], opts->profile, err);
+            if (st != AH_OK) break;
+            if (ah_search_exact_fits(&x, max_groups)) {
+                st = ah_search_exact(&s, &x, err);
+            } else {
+                out->exact = false;
+                st = ah_search_template(&s, &x, err);
+            }
+            if (!s.have) closest_for(&x, &closest);
+            ah_sctx_free(&x);
+        }
+    out->candidates = s.candidates;
+    if (st == AH_OK && !s.have) {
+        if (isfinite(s.fastest))
+            st = ah_error_set(err, AH_ERR_INFEASIBLE,
+                              "no plan meets the constraints: the fastest plan runs %.0f tokens/s "
+                              "(%.4f s per iteration)%s%s; lower --min-tokens-per-s or raise --budget",
+                              s.tokens_per_iter / s.fastest, s.fastest,
+                              opts->min_tokens_per_s > 0 ? ", below --min-tokens-per-s" : "",
+                              opts->budget_usd_per_hour > 0 ? " or costs more than --budget" : "");
+        else
+            st = infeasible_error(model, cluster, &closest, err);
+    }
+    if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
+    ah_cand_free(&s.best);
+    out->seconds = now_s() - t0;
+    if (st != AH_OK) ah_plan_result_free(out);
+    return st;
+}

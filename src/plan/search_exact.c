@@ -1,0 +1,255 @@
+/* Exact search for small clusters: every set of disjoint pipelines, each an ordered sequence of
+ * TP groups. Groups of one node are interchangeable (the cost model sees a group only through its
+ * node and type), so a pipeline is a sequence of nodes and a set is a multiset of such sequences
+ * within each node's group count; everything else is solved exactly per set:
+ *  - layer split + recompute per pipeline and micro-batch count: search_pipe.c (exact DP);
+ *  - micro-batches over pipelines: greedy, optimal for nondecreasing pipeline times;
+ *  - the DP sync and optimizer terms, which couple the pipelines through max_{p,s} of per-stage
+ *    values that grow with the stage's block count: for every pair (X, Y) of candidate values of
+ *    max sync and max optimizer time, the stages are capped to block counts whose sync <= X and
+ *    optimizer <= Y, the pipelines re-solved, and the plan scored exactly. The optimum's own
+ *    (X*, Y*) is among the pairs and its capped problem contains the optimum, so the minimum
+ *    over pairs is exact. Pairs are visited in increasing X, then Y, and cut off once
+ *    F(unconstrained) + X + Y cannot beat the best plan.
+ */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+/* The sequence count above which the exact search is not attempted. */
+#define EXACT_MAX_SEQUENCES 200000
+
+typedef struct {
+    ah_search_t *s;
+    ah_sctx_t *x;
+    int nU;          /* nodes with at least one group */
+    int *unode;      /* [nU] node ids */
+    int *avail;      /* [nU] groups left */
+    int nseq;
+    int *seq_off, *seq_len, *seq_nodes; /* seq_nodes: node ids */
+    int *seq_use;    /* [nseq][nU] groups used */
+    int *sel;        /* selected sequences */
+    ah_cand_t cand;
+    double *xs, *ys; /* candidate X, Y */
+    int *caps, *prev_caps;
+    bool oom;
+} ex_t;
+
+static int total_groups(const ah_sctx_t *x) {
+    int g = 0;
+    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t);
+    return g;
+}
+
+/* Sequences of length k over nU letters with letter u used at most avail[u] times. */
+static double count_sequences(const int *avail, int nU, int *used, int depth) {
+    if (depth == 0) return 1;
+    double total = 1; /* the sequence ending here */
+    for (int u = 0; u < nU; u++)
+        if (used[u] < avail[u]) {
+            used[u]++;
+            total += count_sequences(avail, nU, used, depth - 1);
+            used[u]--;
+            if (total > EXACT_MAX_SEQUENCES) return total;
+        }
+    return total;
+}
+
+bool ah_search_exact_fits(const ah_sctx_t *x, int max_groups) {
+    const int G = total_groups(x);
+    if (G < 1 || G > max_groups) return false;
+    int avail[64], used[64] = {0}, nU = 0;
+    for (int i = 0; i < x->cluster->n_nodes && nU < 64; i++) {
+        int g = ah_node_groups(x->cluster, i, x->t);
+        if (g > 0) avail[nU++] = g;
+    }
+    int depth = G < x->L ? G : x->L;
+    return count_sequences(avail, nU, used, depth) - 1 <= EXACT_MAX_SEQUENCES;
+}
+
+static bool add_seq(ex_t *e, const int *letters, int len) {
+    int n = e->nseq;
+    int *off = realloc(e->seq_off, sizeof(int) * (size_t)(n + 1));
+    if (off) e->seq_off = off;
+    int *ln = realloc(e->seq_len, sizeof(int) * (size_t)(n + 1));
+    if (ln) e->seq_len = ln;
+    int *use = realloc(e->seq_use, sizeof(int) * (size_t)(n + 1) * (size_t)e->nU);
+    if (use) e->seq_use = use;
+    int base = n ? e->seq_off[n - 1] + e->seq_len[n - 1] : 0;
+    int *nodes = off && ln && use ? realloc(e->seq_nodes, sizeof(int) * (size_t)(base + len)) : NULL;
+    if (!nodes) return false;
+    e->seq_nodes = nodes;
+    e->seq_off[n] = base;
+    e->seq_len[n] = len;
+    memset(e->seq_use + (size_t)n * e->nU, 0, sizeof(int) * (size_t)e->nU);
+    for (int i = 0; i < len; i++) {
+        e->seq_nodes[base + i] = e->unode[letters[i]];
+        e->seq_use[(size_t)n * e->nU + letters[i]]++;
+    }
+    e->nseq++;
+    return true;
+}
+
+static bool gen_seqs(ex_t *e, int *letters, int len, int *used, int maxlen) {
+    if (len > 0 && !add_seq(e, letters, len)) return false;
+    if (len == maxlen) return true;
+    for (int u = 0; u < e->nU; u++)
+        if (used[u] < e->avail[u]) {
+            used[u]++;
+            letters[len] = u;
+            if (!gen_seqs(e, letters, len + 1, used, maxlen)) return false;
+            used[u]--;
+        }
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int sort_unique(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || v[i] != v[u - 1]) v[u++] = v[i];
+    return u;
+}
+
+/* Scores the selected set and its (X, Y)-capped variants. */
+static void score_set(ex_t *e, int P) {
+    ah_sctx_t *x = e->x;
+    ah_cand_t *c = &e->cand;
+    c->P = 0;
+    c->n_stages = 0;
+    c->caps = NULL;
+    for (int p = 0; p < P; p++)
+        if (!ah_cand_push(c, e->seq_len[e->sel[p]], e->seq_nodes + e->seq_off[e->sel[p]])) {
+            e->oom = true;
+            return;
+        }
+    double v0 = ah_cand_score(x, c);
+    if (isnan(v0)) e->oom = true;
+    ah_search_offer(e->s, x, c, v0);
+    if (!isfinite(v0)) return; /* caps only make it harder */
+    const double F = c->pipe_s;
+    double bound = fmin(ah_search_bound(e->s), v0);
+
+    /* (type, kind) pairs present, and the candidate values of max sync (X) and max opt (Y) */
+    const int L = x->L, nk = x->n_types * AH_KINDS;
+    bool present[4 * 64] = {false}, kind_present[AH_KINDS] = {false};
+    for (int p = 0; p < P; p++)
+        for (int s = 0; s < c->S[p]; s++) {
+            int kind = ah_stage_kind(s, c->S[p]);
+            present[x->cluster->nodes[c->node[c->off[p] + s]].type * AH_KINDS + kind] = true;
+            kind_present[kind] = true;
+        }
+    int nx = 0, ny = 0;
+    for (int k = 0; k < AH_KINDS; k++)
+        if (kind_present[k])
+            for (int nb = 1; nb <= L; nb++)
+                e->xs[nx++] = ah_stage_sync_s(x, nb, k, P, c->holders, c->dp_bw, c->dp_lat);
+    for (int i = 0; i < nk; i++)
+        if (present[i])
+            for (int nb = 1; nb <= L; nb++) e->ys[ny++] = ah_stage_opt_s(x, i / AH_KINDS, i % AH_KINDS, nb);
+    nx = sort_unique(e->xs, nx);
+    ny = sort_unique(e->ys, ny);
+    for (int i = 0; i < nk; i++) e->prev_caps[i] = -1;
+    for (int ix = 0; ix < nx && !e->oom; ix++) {
+        const double X = e->xs[ix];
+        if (F + X + e->ys[0] >= bound) break;
+        for (int iy = 0; iy < ny && !e->oom; iy++) {
+            const double Y = e->ys[iy];
+            if (F + X + Y >= bound) break;
+            bool usable = true, same = true;
+            for (int i = 0; i < nk; i++) {
+                int cap = 0;
+                if (present[i])
+                    while (cap < L &&
+                           ah_stage_sync_s(x, cap + 1, i % AH_KINDS, P, c->holders, c->dp_bw, c->dp_lat) <= X &&
+                           ah_stage_opt_s(x, i / AH_KINDS, i % AH_KINDS, cap + 1) <= Y)
+                        cap++;
+                else
+                    cap = L;
+                if (cap == 0) usable = false;
+                e->caps[i] = cap;
+                if (cap != e->prev_caps[i]) same = false;
+            }
+            if (!usable || same) continue;
+            memcpy(e->prev_caps, e->caps, sizeof(int) * (size_t)nk);
+            c->caps = e->caps;
+            double v = ah_cand_score(x, c);
+            if (isnan(v)) e->oom = true;
+            ah_search_offer(e->s, x, c, v);
+            if (v < bound) bound = v;
+            c->caps = NULL;
+        }
+    }
+}
+
+/* Multisets of sequences, in nondecreasing sequence index. */
+static void choose(ex_t *e, int start, int P) {
+    if (P + 1 > e->x->N) return; /* every pipeline needs a micro-batch */
+    for (int i = start; i < e->nseq && !e->oom; i++) {
+        const int *use = e->seq_use + (size_t)i * e->nU;
+        bool fits = true;
+        for (int u = 0; u < e->nU; u++) fits &= use[u] <= e->avail[u];
+        if (!fits) continue;
+        for (int u = 0; u < e->nU; u++) e->avail[u] -= use[u];
+        e->sel[P] = i;
+        score_set(e, P + 1);
+        choose(e, i, P + 1);
+        for (int u = 0; u < e->nU; u++) e->avail[u] += use[u];
+    }
+}
+
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
+    ex_t e = {0};
+    e.s = s;
+    e.x = x;
+    const ah_cluster_t *c = x->cluster;
+    const int G = total_groups(x);
+    e.unode = malloc(sizeof(int) * (size_t)c->n_nodes);
+    e.avail = malloc(sizeof(int) * (size_t)c->n_nodes);
+    e.sel = malloc(sizeof(int) * (size_t)(G + 1));
+    e.xs = malloc(sizeof(double) * (size_t)AH_KINDS * (size_t)x->L);
+    e.ys = malloc(sizeof(double) * (size_t)x->n_types * AH_KINDS * (size_t)x->L);
+    e.caps = malloc(sizeof(int) * (size_t)x->n_types * AH_KINDS);
+    e.prev_caps = malloc(sizeof(int) * (size_t)x->n_types * AH_KINDS);
+    int *letters = malloc(sizeof(int) * (size_t)(G + 1));
+    int *used = calloc((size_t)c->n_nodes, sizeof(int));
+    e.oom = !e.unode || !e.avail || !e.sel || !e.xs || !e.ys || !e.caps || !e.prev_caps || !letters || !used ||
+            x->n_types > 64;
+    if (!e.oom) {
+        for (int i = 0; i < c->n_nodes; i++) {
+            int g = ah_node_groups(c, i, x->t);
+            if (g > 0) {
+                e.unode[e.nU] = i;
+                e.avail[e.nU++] = g;
+            }
+        }
+        int maxlen = G < x->L ? G : x->L;
+        if (maxlen > AH_MAX_STAGES) maxlen = AH_MAX_STAGES;
+        e.oom = !gen_seqs(&e, letters, 0, used, maxlen);
+    }
+    if (!e.oom) choose(&e, 0, 0);
+    free(letters);
+    free(used);
+    free(e.unode);
+    free(e.avail);
+    free(e.sel);
+    free(e.xs);
+    free(e.ys);
+    free(e.caps);
+    free(e.prev_caps);
+    free(e.seq_off);
+    free(e.seq_len);
+    free(e.seq_nodes);
+    free(e.seq_use);
+    ah_cand_free(&e.cand);
+    if (e.oom) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the exact plan search");
+    return AH_OK;
+}

@@ -1,0 +1,475 @@
+/* One pipeline, exactly: the best layer split + recomputation for a given stage-type sequence
+ * and micro-batch count, and the best micro-batch split over several pipelines.
+ *
+ * Pipeline time (cost model, 1F1B): T = sum_s c_s + 2 sum p2p + (n-1) max_s c_s, c_s = f_s + b_s.
+ * The p2p part does not depend on the split, so the search minimises
+ *     V(n) = sum_s c_s + (n-1) max_s c_s
+ * over block counts nb_s >= 1 (sum = L) and recompute flags, subject to memory (which depends on
+ * n through the in-flight count min(S-s, n)) and optional per-stage block caps. Exactly: for each
+ * candidate bound K on the max (every stage cost that can occur, sorted), minsum(K) = the smallest
+ * sum with every stage <= K, by dynamic programming over (stage, blocks used); then
+ * V(n) = min_K minsum(K) + (n-1) K. The K that attains the true optimum is a candidate, and for
+ * it minsum(K) <= the optimum's sum, so the minimum is exact. The walk over K starts at the
+ * smallest feasible K (feasibility is a capacity check, found by bisection) and stops as soon as
+ * minsum(inf) + (n-1) K cannot beat the best found.
+ *
+ * Shapes are memoised per (stage types, in-flight class min(n, S), per-stage caps), so the many
+ * pipeline sets and micro-batch counts of a search share their work.
+ */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+/* One in-flight class of a shape: n == nclass (nclass < S) or n >= S (nclass == S). */
+typedef struct pclass {
+    int64_t nclass;
+    int nK;
+    double *K;       /* candidate bounds on the max stage cost, ascending */
+    double *minsum;  /* per K: NAN until computed, INFINITY if infeasible */
+    int kmin;        /* first feasible K, -1 if none */
+    int64_t T_len;   /* cached V(n) for n = nclass .. nclass + T_len - 1 */
+    double *T;
+    int *bestk;
+} pclass_t;
+
+/* A pipeline shape: stage types and per-stage block caps; its classes are made on demand. */
+struct ah_pentry {
+    uint64_t hash;
+    int keylen;
+    int *key;        /* S, ty[S], cap[S] */
+    int S;
+    const int *ty;   /* into key */
+    const int *cap;  /* into key */
+    pclass_t **cls;  /* [S], index nclass - 1 */
+};
+
+/* ---- context ---- */
+
+ah_cost_ctx_t ah_sctx_cost(const ah_sctx_t *x) {
+    ah_cost_ctx_t c = {x->model, x->cluster, &x->train, x->t, x->profile};
+    return c;
+}
+
+ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c,
+                         const ah_train_t *train, int t, const ah_profile_t *profile,
+                         ah_error_t *err) {
+    memset(x, 0, sizeof *x);
+    x->model = m;
+    x->cluster = c;
+    x->train = *train;
+    x->t = t;
+    x->profile = profile;
+    x->L = (int)m->n_layer;
+    x->n_types = c->n_types;
+    x->N = train->global_batch / train->micro_batch;
+    const size_t n = (size_t)x->n_types * AH_KINDS * (size_t)(x->L + 1) * 2;
+    x->sc = calloc(n, sizeof *x->sc);
+    x->fb = calloc(n, sizeof *x->fb);
+    x->capacity = calloc((size_t)x->n_types, sizeof *x->capacity);
+    x->memo_cap = 1024;
+    x->memo = calloc(x->memo_cap, sizeof *x->memo);
+    if (!x->sc || !x->fb || !x->capacity || !x->memo) {
+        ah_sctx_free(x);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for the planner's stage table");
+    }
+    const ah_cost_ctx_t ctx = ah_sctx_cost(x);
+    for (int ty = 0; ty < x->n_types; ty++) {
+        x->capacity[ty] = ah_gpu_capacity_bytes(&c->types[ty]);
+        for (int k = 0; k < AH_KINDS; k++)
+            for (int nb = 1; nb <= x->L; nb++)
+                for (int r = 0; r < 2; r++) {
+                    size_t i = ah_sctx_index(x, ty, k, nb, r);
+                    ah_stage_cost(&ctx, ty, 0, nb, k & 1, (k & 2) != 0, r, &x->sc[i]);
+                    x->fb[i] = x->sc[i].fwd_s + x->sc[i].bwd_s;
+                }
+    }
+    x->p_block = ah_layer_params(m, AH_LAYER_BLOCK, t);
+    x->head_norm = ah_layer_params(m, AH_LAYER_HEAD, t) - (m->tied ? 0 : m->vocab * m->d_model);
+    x->grad_elt = train->precision == AH_PREC_BF16 ? 2 : 4;
+    x->vc_grad = (double)(m->vocab * m->d_model) * x->grad_elt;
+    return AH_OK;
+}
+
+static void pclass_free(pclass_t *c) {
+    if (!c) return;
+    free(c->K);
+    free(c->minsum);
+    free(c->T);
+    free(c->bestk);
+    free(c);
+}
+
+static void pentry_free(ah_pentry_t *e) {
+    if (!e) return;
+    if (e->cls)
+        for (int i = 0; i < e->S; i++) pclass_free(e->cls[i]);
+    free(e->cls);
+    free(e->key);
+    free(e);
+}
+
+void ah_sctx_free(ah_sctx_t *x) {
+    if (x->memo)
+        for (size_t i = 0; i < x->memo_cap; i++) pentry_free(x->memo[i]);
+    free(x->memo);
+    free(x->sc);
+    free(x->fb);
+    free(x->capacity);
+    memset(x, 0, sizeof *x);
+}
+
+double ah_stage_sync_s(const ah_sctx_t *x, int nb, int kind, int P, int holders, double bw,
+                       double lat) {
+    const bool embed = kind & 1, head = (kind & 2) != 0;
+    const int64_t params = (int64_t)nb * x->p_block + (head ? x->head_norm : 0);
+    double sync = ah_allreduce_seconds((double)params * x->grad_elt, P, bw, lat);
+    if (embed || (head && x->model->tied)) sync += ah_allreduce_seconds(x->vc_grad, holders, bw, lat);
+    if (head && !x->model->tied) sync += ah_allreduce_seconds(x->vc_grad, P, bw, lat);
+    return sync;
+}
+
+double ah_stage_opt_s(const ah_sctx_t *x, int type, int kind, int nb) {
+    const ah_cost_ctx_t ctx = ah_sctx_cost(x);
+    return ah_optimizer_seconds(&ctx, type, x->sc[ah_sctx_index(x, type, kind, nb, 0)].params);
+}
+
+/* ---- stage options ---- */
+
+/* Cost of stage s of shape e, class c, holding nb blocks with every stage bounded by K: the
+ * cheaper recompute choice that fits memory, the cap and K; +inf if none. For each choice the
+ * allowed block counts are downward closed (cost and memory grow with nb), so callers may stop at
+ * the first +inf. */
+static double stage_cost(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, int s, int nb,
+                         double K, bool *rc) {
+    if (nb > e->cap[s]) return INFINITY;
+    const int kind = ah_stage_kind(s, e->S), ty = e->ty[s];
+    const int64_t inflight = ah_inflight(e->S, s, c->nclass);
+    for (int r = 0; r < 2; r++) { /* r = 0 first: recomputation only adds time */
+        size_t i = ah_sctx_index(x, ty, kind, nb, r);
+        if (x->fb[i] <= K && ah_stage_memory_bytes(&x->sc[i], inflight) <= x->capacity[ty]) {
+            if (rc) *rc = r;
+            return x->fb[i];
+        }
+    }
+    return INFINITY;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Feasible with every stage <= K iff each stage can hold one block and together they can hold L. */
+static bool feasible(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K) {
+    int64_t total = 0;
+    for (int s = 0; s < e->S; s++) {
+        int u = 0;
+        while (u < x->L && isfinite(stage_cost(x, e, c, s, u + 1, K, NULL))) u++;
+        if (u == 0) return false;
+        total += u;
+    }
+    return total >= x->L;
+}
+
+/* minsum(K) by DP over (stage, blocks used); fills out when given. NAN: out of host memory. */
+static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K,
+                        ah_split_t *out) {
+    const int L = x->L, S = e->S;
+    double *buf = malloc(sizeof(double) * (size_t)(L + 1) * 2);
+    int *choice = out ? malloc(sizeof(int) * (size_t)S * (size_t)(L + 1)) : NULL;
+    if (!buf || (out && !choice)) {
+        free(buf);
+        free(choice);
+        return NAN;
+    }
+    double *cur = buf, *nxt = buf + L + 1;
+    for (int j = 0; j <= L; j++) cur[j] = INFINITY;
+    cur[0] = 0;
+    for (int s = 0; s < S; s++) {
+        for (int j = 0; j <= L; j++) nxt[j] = INFINITY;
+        const int room = L - (S - s - 1); /* later stages need a block each */
+        for (int j = s; j < room; j++) {
+            if (!isfinite(cur[j])) continue;
+            for (int nb = 1; j + nb <= room; nb++) {
+                double cost = stage_cost(x, e, c, s, nb, K, NULL);
+                if (!isfinite(cost)) break;
+                double v = cur[j] + cost;
+                if (v < nxt[j + nb]) {
+                    nxt[j + nb] = v;
+                    if (choice) choice[s * (L + 1) + j + nb] = nb;
+                }
+            }
+        }
+        double *tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+    double best = cur[L];
+    if (out && isfinite(best)) {
+        for (int s = S - 1, j = L; s >= 0; s--) {
+            int nb = choice[s * (L + 1) + j];
+            bool rc = false;
+            stage_cost(x, e, c, s, nb, K, &rc);
+            out->nb[s] = nb;
+            out->rc[s] = rc;
+            j -= nb;
+        }
+    }
+    free(buf);
+    free(choice);
+    return best;
+}
+
+static pclass_t *pclass_new(const ah_sctx_t *x, const ah_pentry_t *e, int64_t nclass) {
+    pclass_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->nclass = nclass;
+    const int S = e->S, L = x->L;
+    c->K = malloc(sizeof(double) * (size_t)S * (size_t)L * 2);
+    if (!c->K) {
+        pclass_free(c);
+        return NULL;
+    }
+    /* candidate K: every stage cost that can occur */
+    int nK = 0;
+    for (int s = 0; s < S; s++) {
+        const int kind = ah_stage_kind(s, S), ty = e->ty[s];
+        const int64_t inflight = ah_inflight(S, s, nclass);
+        for (int nb = 1; nb <= L && nb <= e->cap[s]; nb++)
+            for (int r = 0; r < 2; r++) {
+                size_t i = ah_sctx_index(x, ty, kind, nb, r);
+                if (ah_stage_memory_bytes(&x->sc[i], inflight) <= x->capacity[ty]) c->K[nK++] = x->fb[i];
+            }
+    }
+    qsort(c->K, (size_t)nK, sizeof(double), cmp_double);
+    int u = 0;
+    for (int i = 0; i < nK; i++)
+        if (u == 0 || c->K[i] != c->K[u - 1]) c->K[u++] = c->K[i];
+    c->nK = u;
+    c->minsum = malloc(sizeof(double) * (size_t)(u > 0 ? u : 1));
+    if (!c->minsum) {
+        pclass_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < u; i++) c->minsum[i] = NAN;
+    /* the smallest feasible K, by bisection (feasibility is monotone in K) */
+    c->kmin = -1;
+    if (u > 0 && S <= L && feasible(x, e, c, c->K[u - 1])) {
+        int lo = 0, hi = u - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (feasible(x, e, c, c->K[mid])) hi = mid;
+            else lo = mid + 1;
+        }
+        c->kmin = lo;
+    }
+    return c;
+}
+
+/* ---- memo ---- */
+
+static uint64_t hash_key(const int *k, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)k[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bool memo_grow(ah_sctx_t *x) {
+    size_t cap = x->memo_cap * 2;
+    ah_pentry_t **m = calloc(cap, sizeof *m);
+    if (!m) return false;
+    for (size_t i = 0; i < x->memo_cap; i++) {
+        ah_pentry_t *e = x->memo[i];
+        if (!e) continue;
+        size_t j = e->hash & (cap - 1);
+        while (m[j]) j = (j + 1) & (cap - 1);
+        m[j] = e;
+    }
+    free(x->memo);
+    x->memo = m;
+    x->memo_cap = cap;
+    return true;
+}
+
+ah_pentry_t *ah_pipe_get(ah_sctx_t *x, int S, const int *ty, const int *caps) {
+    if (S < 1 || S > AH_MAX_STAGES) return NULL;
+    int key[1 + 2 * AH_MAX_STAGES];
+    key[0] = S;
+    for (int s = 0; s < S; s++) {
+        key[1 + s] = ty[s];
+        int c = caps ? caps[ty[s] * AH_KINDS + ah_stage_kind(s, S)] : x->L;
+        key[1 + S + s] = c < x->L ? c : x->L;
+    }
+    const int keylen = 1 + 2 * S;
+    uint64_t h = hash_key(key, keylen);
+    size_t j = h & (x->memo_cap - 1);
+    for (; x->memo[j]; j = (j + 1) & (x->memo_cap - 1)) {
+        ah_pentry_t *e = x->memo[j];
+        if (e->hash == h && e->keylen == keylen && memcmp(e->key, key, sizeof(int) * (size_t)keylen) == 0)
+            return e;
+    }
+    if ((x->memo_len + 1) * 2 > x->memo_cap) {
+        if (!memo_grow(x)) return NULL;
+        j = h & (x->memo_cap - 1);
+        while (x->memo[j]) j = (j + 1) & (x->memo_cap - 1);
+    }
+    ah_pentry_t *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->key = malloc(sizeof(int) * (size_t)keylen);
+    e->cls = calloc((size_t)S, sizeof *e->cls);
+    if (!e->key || !e->cls) {
+        pentry_free(e);
+        return NULL;
+    }
+    memcpy(e->key, key, sizeof(int) * (size_t)keylen);
+    e->keylen = keylen;
+    e->hash = h;
+    e->S = S;
+    e->ty = e->key + 1;
+    e->cap = e->key + 1 + S;
+    x->memo[j] = e;
+    x->memo_len++;
+    return e;
+}
+
+static pclass_t *class_of(const ah_sctx_t *x, ah_pentry_t *e, int64_t n) {
+    int64_t k = n < e->S ? n : e->S;
+    if (!e->cls[k - 1]) e->cls[k - 1] = pclass_new(x, e, k);
+    return e->cls[k - 1];
+}
+
+static double minsum_at(const ah_sctx_t *x, const ah_pentry_t *e, pclass_t *c, int k) {
+    if (isnan(c->minsum[k])) c->minsum[k] = dp_minsum(x, e, c, c->K[k], NULL);
+    return c->minsum[k];
+}
+
+/* Index of n in c's cache, growing it; -1 when out of host memory. */
+static int64_t t_slot(pclass_t *c, int64_t n) {
+    int64_t i = n - c->nclass;
+    if (i < c->T_len) return i;
+    int64_t len = c->T_len ? c->T_len : 8;
+    while (len <= i) len *= 2;
+    double *T = realloc(c->T, sizeof(double) * (size_t)len);
+    if (!T) return -1;
+    c->T = T;
+    int *bk = realloc(c->bestk, sizeof(int) * (size_t)len);
+    if (!bk) return -1;
+    c->bestk = bk;
+    for (int64_t k = c->T_len; k < len; k++) {
+        c->T[k] = NAN;
+        c->bestk[k] = -1;
+    }
+    c->T_len = len;
+    return i;
+}
+
+double ah_pipe_time(ah_sctx_t *x, ah_pentry_t *e, int64_t n) {
+    if (n < 1) return INFINITY;
+    pclass_t *c = class_of(x, e, n);
+    if (!c) return NAN;
+    if (c->kmin < 0) return INFINITY;
+    int64_t i = t_slot(c, n);
+    if (i < 0) return NAN;
+    if (!isnan(c->T[i])) return c->T[i];
+    const int top = c->nK - 1;
+    const double floor_sum = minsum_at(x, e, c, top); /* minsum(inf) */
+    double best = INFINITY;
+    int bestk = -1;
+    if (n == 1) { /* no (n-1) max term: the unconstrained sum */
+        best = floor_sum;
+        bestk = top;
+    } else {
+        for (int k = c->kmin; k <= top; k++) {
+            if (floor_sum + (double)(n - 1) * c->K[k] >= best) break;
+            double ms = minsum_at(x, e, c, k);
+            if (isnan(ms)) return NAN;
+            double v = ms + (double)(n - 1) * c->K[k];
+            if (v < best) {
+                best = v;
+                bestk = k;
+            }
+        }
+    }
+    c->T[i] = best;
+    c->bestk[i] = bestk;
+    return best;
+}
+
+bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out) {
+    if (!isfinite(ah_pipe_time(x, e, n))) return false;
+    pclass_t *c = class_of(x, e, n);
+    return isfinite(dp_minsum(x, e, c, c->K[c->bestk[n - c->nclass]], out));
+}
+
+/* ---- micro-batches over pipelines ---- */
+
+typedef struct {
+    double t;
+    int p;
+} heap_item_t;
+
+static bool heap_less(heap_item_t a, heap_item_t b) { return a.t < b.t || (a.t == b.t && a.p < b.p); }
+
+static void heap_push(heap_item_t *h, int *len, heap_item_t v) {
+    int i = (*len)++;
+    h[i] = v;
+    while (i > 0 && heap_less(h[i], h[(i - 1) / 2])) {
+        heap_item_t tmp = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = tmp;
+        i = (i - 1) / 2;
+    }
+}
+
+static heap_item_t heap_pop(heap_item_t *h, int *len) {
+    heap_item_t top = h[0];
+    h[0] = h[--(*len)];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *len && heap_less(h[l], h[m])) m = l;
+        if (r < *len && heap_less(h[r], h[m])) m = r;
+        if (m == i) break;
+        heap_item_t tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra,
+                       int64_t N, int64_t *n) {
+    if (P < 1 || N < P) return INFINITY;
+    heap_item_t *h = malloc(sizeof *h * (size_t)P);
+    if (!h) return NAN;
+    int len = 0;
+    double worst = 0;
+    for (int p = 0; p < P; p++) {
+        n[p] = 1;
+        double t1 = ah_pipe_time(x, e[p], 1);
+        if (!isfinite(t1)) {
+            free(h);
+            return t1;
+        }
+        if (t1 + extra[p] > worst) worst = t1 + extra[p];
+        heap_push(h, &len, (heap_item_t){ah_pipe_time(x, e[p], 2) + extra[p], p});
+    }
+    for (int64_t left = N - P; left > 0; left--) {
+        heap_item_t it = heap_pop(h, &len);
+        if (!isfinite(it.t)) {
+            free(h);
+            return it.t;
+        }
+        n[it.p]++;
+        if (it.t > worst) worst = it.t;
+        heap_push(h, &len, (heap_item_t){ah_pipe_time(x, e[it.p], n[it.p] + 1) + extra[it.p], it.p});
+    }
+    free(h);
+    return worst;
+}

@@ -1,0 +1,385 @@
+/* The planner is exact: on random small instances (<= 8 GPUs, 2-3 GPU types, <= 12 layers, fixed
+ * seeds) an independent brute force — plain nested enumeration over every plan of the space,
+ * each scored with ah_evaluate; it shares nothing with the planner but the cost model — finds
+ * the same optimal iteration time (1e-12 relative). Every emitted plan passes ah_plan_check and
+ * the planner's own value agrees with ah_evaluate's.
+ *
+ * The brute force works at the level of TP groups (each group distinct, even two groups of one
+ * node), enumerates: t; every set of disjoint pipelines (ordered sequences of groups, at most L
+ * stages each), listed once per set; micro-batch size (divisors of the global batch up to 8, as
+ * the planner's auto); every split of the micro-batches (>= 1 per pipeline); every layer split
+ * (>= 1 block per stage) and recompute flag per stage. Instance sizes are drawn and then shrunk
+ * (fewer layers) until the brute force's plan count fits a budget, so the test stays short. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cost/evaluate.h"
+#include "harness.h"
+#include "plan/planner.h"
+
+#define BUDGET 150000.0 /* plans the brute force may score per instance */
+#define INSTANCES 60
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_num(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6; }
+
+/* ---- brute force ---- */
+
+typedef struct {
+    int node, slot; /* slot: the group's index in its node */
+} group_t;
+
+typedef struct {
+    const ah_model_t *m;
+    const ah_cluster_t *c;
+    ah_train_t train;
+    int t;
+    int G;
+    group_t groups[16];
+    int L;
+    int comp_n[13];          /* compositions of L into S parts: count */
+    int *comp[13];           /* [count][S] */
+    /* current set */
+    int P;
+    int len[16];
+    int members[16][16];
+    bool count_only;
+    ah_plan_t *plan;         /* the plan being filled in */
+    int *opts;               /* [P] split x recompute choices per pipeline */
+    double plans;            /* plans scored (or counted) */
+    double best;
+} bf_t;
+
+static void compositions(bf_t *b) {
+    for (int S = 1; S <= b->L; S++) {
+        /* choose S-1 cut points among L-1 */
+        int n = 0, cap = 1 << (b->L - 1);
+        b->comp[S] = malloc(sizeof(int) * (size_t)cap * (size_t)S);
+        for (int mask = 0; mask < cap; mask++) {
+            if (__builtin_popcount((unsigned)mask) != S - 1) continue;
+            int k = 0, last = 0;
+            for (int i = 1; i < b->L; i++)
+                if (mask & (1 << (i - 1))) {
+                    b->comp[S][n * S + k++] = i - last;
+                    last = i;
+                }
+            b->comp[S][n * S + k] = b->L - last;
+            n++;
+        }
+        b->comp_n[S] = n;
+    }
+}
+
+/* Every split and recompute choice of every pipeline, for the micro-batch counts set. */
+static void score_splits(bf_t *b) {
+    ah_plan_t *plan = b->plan;
+    const int P = b->P;
+    int o[16] = {0};
+    ah_error_t err;
+    for (;;) {
+        for (int p = 0; p < P; p++) {
+            const int S = b->len[p], ci = o[p] >> S, rmask = o[p] & ((1 << S) - 1);
+            for (int s = 0, first = 0; s < S; s++) {
+                ah_stage_t *st = &plan->pipelines[p].stages[s];
+                st->first = first;
+                first += b->comp[S][ci * S + s];
+                st->last = first;
+                st->recompute = (rmask >> s) & 1;
+            }
+        }
+        ah_eval_t e;
+        if (ah_evaluate(plan, NULL, &e, &err) != AH_OK) abort();
+        b->plans++;
+        if (e.feasible && e.pred.iteration_s < b->best) {
+            b->best = e.pred.iteration_s;
+            if (getenv("AH_TEST_ONLY")) { /* debugging one instance: show the brute force's best */
+                json_t *j = ah_plan_to_json(plan);
+                char *txt = json_dumps(j, JSON_COMPACT);
+                fprintf(stderr, "brute best %.17g: %s\n", b->best, txt);
+                free(txt);
+                json_decref(j);
+            }
+        }
+        ah_eval_free(&e);
+        int p = 0;
+        while (p < P && ++o[p] == b->opts[p]) o[p++] = 0;
+        if (p == P) break;
+    }
+}
+
+/* Every composition of `left` micro-batches over pipelines p.. (>= 1 each). */
+static void distribute(bf_t *b, int p, int64_t left) {
+    if (p == b->P - 1) {
+        b->plan->pipelines[p].micro_batches = left;
+        score_splits(b);
+        return;
+    }
+    for (int64_t v = 1; v <= left - (b->P - 1 - p); v++) {
+        b->plan->pipelines[p].micro_batches = v;
+        distribute(b, p + 1, left - v);
+    }
+}
+
+/* Scores every split of every kind for the current set and micro-batch size. */
+static void score_set_m(bf_t *b, int64_t mb) {
+    const int64_t N = b->train.global_batch / mb;
+    const int P = b->P;
+    if (P > N) return;
+    double per_batch = 1;
+    int opts[16];
+    for (int p = 0; p < P; p++) {
+        opts[p] = b->comp_n[b->len[p]] << b->len[p];
+        per_batch *= opts[p];
+    }
+    /* compositions of N into P positive parts: C(N-1, P-1) */
+    double ways = 1;
+    for (int i = 0; i < P - 1; i++) ways = ways * (double)(N - 1 - i) / (double)(i + 1);
+    if (b->count_only) {
+        b->plans += ways * per_batch;
+        return;
+    }
+    ah_train_t tr = b->train;
+    tr.micro_batch = mb;
+    ah_plan_t plan;
+    ah_error_t err;
+    if (ah_plan_init(&plan, b->m, &tr, b->t, b->c, P, &err) != AH_OK) abort();
+    for (int p = 0; p < P; p++) {
+        if (ah_pipeline_alloc(&plan.pipelines[p], b->len[p], &err) != AH_OK) abort();
+        for (int s = 0; s < b->len[p]; s++) {
+            const group_t *g = &b->groups[b->members[p][s]];
+            ah_stage_t *st = &plan.pipelines[p].stages[s];
+            st->type = b->c->nodes[g->node].type;
+            for (int r = 0; r < b->t; r++) st->devices[r] = (ah_device_ref_t){g->node, g->slot * b->t + r};
+        }
+    }
+    b->plan = &plan;
+    b->opts = opts;
+    distribute(b, 0, N);
+    ah_plan_free(&plan);
+}
+
+/* The given micro-batch size, or (auto) every divisor of the global batch up to 8. */
+static void score_set(bf_t *b) {
+    if (b->train.micro_batch > 0) {
+        score_set_m(b, b->train.micro_batch);
+        return;
+    }
+    for (int64_t mb = 1; mb <= 8 && mb <= b->train.global_batch; mb++)
+        if (b->train.global_batch % mb == 0) score_set_m(b, mb);
+}
+
+/* Every ordering of `items` (k of them) as a new pipeline, then the rest of the groups. */
+static void sets_from(bf_t *b, unsigned remaining);
+
+static void permute(bf_t *b, int *items, int k, int depth, unsigned remaining) {
+    if (depth == k) {
+        memcpy(b->members[b->P], items, sizeof(int) * (size_t)k);
+        b->len[b->P++] = k;
+        sets_from(b, remaining);
+        b->P--;
+        return;
+    }
+    for (int i = depth; i < k; i++) {
+        int tmp = items[depth];
+        items[depth] = items[i];
+        items[i] = tmp;
+        permute(b, items, k, depth + 1, remaining);
+        items[i] = items[depth];
+        items[depth] = tmp;
+    }
+}
+
+/* Partitions `remaining` into ordered pipelines; the lowest group starts the next pipeline, so
+ * each set is listed once. */
+static void sets_from(bf_t *b, unsigned remaining) {
+    if (remaining == 0) {
+        score_set(b);
+        return;
+    }
+    const int low = __builtin_ctz(remaining);
+    const unsigned rest = remaining & ~(1u << low);
+    for (unsigned sub = rest;; sub = (sub - 1) & rest) { /* every subset of the rest joins low */
+        int items[16], k = 0;
+        items[k++] = low;
+        for (int i = 0; i < b->G; i++)
+            if (sub & (1u << i)) items[k++] = i;
+        if (k <= b->L) permute(b, items, k, 0, rest & ~sub);
+        if (sub == 0) break;
+    }
+}
+
+static double brute_force(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr, bool count_only,
+                          double *plans) {
+    bf_t b = {0};
+    b.m = m;
+    b.c = c;
+    b.train = *tr;
+    b.L = (int)m->n_layer;
+    b.count_only = count_only;
+    b.best = INFINITY;
+    compositions(&b);
+    for (int t = 1; t <= 8; t++) {
+        ah_error_t err;
+        if (ah_model_check_tp(m, t, &err) != AH_OK) continue;
+        b.t = t;
+        b.G = 0;
+        for (int i = 0; i < c->n_nodes; i++)
+            for (int g = 0; g < c->nodes[i].count / t; g++) b.groups[b.G++] = (group_t){i, g};
+        if (b.G == 0) continue;
+        for (unsigned used = 1; used < (1u << b.G); used++) sets_from(&b, used);
+    }
+    for (int S = 1; S <= b.L; S++) free(b.comp[S]);
+    *plans = b.plans;
+    return b.best;
+}
+
+/* ---- instances ---- */
+
+static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "rand-%d", idx);
+    m->arch = rnd() % 2 ? AH_ARCH_LLAMA : AH_ARCH_GPT2;
+    m->n_layer = L;
+    m->n_head = rnd() % 2 ? 4 : 8;
+    m->d_model = m->n_head * 16 * rnd_int(1, 4);
+    m->n_kv_head = m->arch == AH_ARCH_LLAMA ? (rnd() % 2 ? m->n_head : m->n_head / 2) : m->n_head;
+    m->d_ff = m->arch == AH_ARCH_GPT2 ? 4 * m->d_model : 8 * rnd_int(4, 16);
+    m->vocab = 128 * rnd_int(2, 8);
+    m->max_pos = 256;
+    m->tied = m->arch == AH_ARCH_GPT2 ? true : rnd() % 2;
+    m->norm_eps = 1e-5;
+    tr->global_batch = rnd_int(1, 8);
+    tr->seq_len = 64 * rnd_int(1, 4);
+    tr->micro_batch = rnd() % 3 ? 0 : 1; /* mostly auto */
+    tr->precision = rnd() % 2 ? AH_PREC_BF16 : AH_PREC_FP32;
+
+    memset(c, 0, sizeof *c);
+    c->n_types = rnd_int(2, 3);
+    c->types = calloc((size_t)c->n_types, sizeof *c->types);
+    /* memory around the model's state so that memory binds: between a quarter and all of it */
+    const double state_gib = (double)ah_model_params_total(m) * 16.0 / 1073741824.0;
+    for (int k = 0; k < c->n_types; k++) {
+        ah_gpu_type_t *g = &c->types[k];
+        snprintf(g->name, sizeof g->name, "G%d", k);
+        g->memory_gib = state_gib * rnd_num(0.3, 1.5) + rnd_num(0.0, 0.002);
+        g->tflops_bf16 = rnd_num(20, 400);
+        g->tflops_fp16 = g->tflops_bf16;
+        g->tflops_fp32 = g->tflops_bf16 / rnd_num(2, 16);
+        g->mem_bw_gb_s = rnd_num(300, 3000);
+        g->intra_node_gb_s = rnd_num(30, 400);
+        g->efficiency = rnd_num(0.3, 0.9);
+    }
+    c->n_nodes = rnd_int(1, 3);
+    c->nodes = calloc((size_t)c->n_nodes, sizeof *c->nodes);
+    int total = 0;
+    const int sizes[] = {1, 2, 4};
+    for (int i = 0; i < c->n_nodes; i++) {
+        ah_node_t *n = &c->nodes[i];
+        snprintf(n->name, sizeof n->name, "n%d", i);
+        n->type = rnd_int(0, c->n_types - 1);
+        n->count = sizes[rnd_int(0, 2)];
+        if (total + n->count > 8) n->count = 8 - total;
+        if (n->count == 0) { /* no room left: fewer nodes */
+            c->n_nodes = i;
+            break;
+        }
+        total += n->count;
+        snprintf(n->zone, sizeof n->zone, "%s", rnd() % 3 ? "a" : "b");
+        n->usd_per_gpu_hour = rnd_num(0.5, 3);
+    }
+    c->net.inter_node_gb_s = rnd_num(5, 50);
+    c->net.inter_zone_gb_s = rnd_num(1, 5);
+    c->net.latency_us = rnd_num(2, 20);
+    c->net.inter_zone_latency_us = rnd_num(20, 200);
+    c->net.intra_latency_us = rnd_num(1, 5);
+    c->net.cloud_gb_s = 1;
+}
+
+int main(void) {
+    int solved = 0, feasible = 0, at_limit_gpus = 0, at_limit_layers = 0;
+    double total_plans = 0;
+    const char *only = getenv("AH_TEST_ONLY");
+    for (int i = 0; i < INSTANCES; i++) {
+        if (only && atoi(only) != i) continue;
+        ah_model_t m;
+        ah_cluster_t c;
+        ah_train_t tr;
+        double plans = 0;
+        rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1) * 0x2545f4914f6cdd1dull;
+        int L = rnd_int(1, 12);
+        uint64_t seed = rng_state;
+        for (;;) { /* same draw, fewer layers, until the brute force fits the budget */
+            rng_state = seed;
+            make_instance(i, &m, &c, &tr, L);
+            brute_force(&m, &c, &tr, true, &plans);
+            if (plans <= BUDGET || L == 1) break;
+            ah_cluster_free(&c);
+            L--;
+        }
+        if (plans > BUDGET) { /* even one layer is too many plans: skip this draw */
+            ah_cluster_free(&c);
+            continue;
+        }
+        const double want = brute_force(&m, &c, &tr, false, &plans);
+        total_plans += plans;
+        ah_planner_opts_t o;
+        ah_planner_opts_default(&o);
+        o.train = tr;
+        ah_plan_result_t r;
+        ah_error_t err = {0};
+        ah_status_t st = ah_planner_run(&m, &c, &o, &r, &err);
+        solved++;
+        if (ah_cluster_gpu_count(&c) == 8) at_limit_gpus++;
+        if (L >= 10) at_limit_layers++;
+        if (!isfinite(want)) {
+            CHECK(st == AH_ERR_INFEASIBLE, "instance %d: brute force finds no plan, planner says %d (%s)", i, st,
+                  err.msg);
+        } else {
+            feasible++;
+            CHECK(st == AH_OK, "instance %d: planner failed: %s", i, err.msg);
+            if (st == AH_OK) {
+                CHECK_NEAR(r.eval.pred.iteration_s, want, 1e-12);
+                CHECK_NEAR(r.search_value_s, r.eval.pred.iteration_s, 1e-12);
+                CHECK(r.exact, "instance %d: not searched exactly", i);
+                CHECK(r.lower_bound_s <= r.eval.pred.iteration_s * (1 + 1e-12),
+                      "instance %d: lower bound %.17g above the optimum %.17g", i, r.lower_bound_s,
+                      r.eval.pred.iteration_s);
+                ah_error_t e2;
+                CHECK(ah_plan_check(&r.plan, NULL, &e2) == AH_OK, "instance %d: plan does not check: %s", i,
+                      e2.msg);
+                if (only) {
+                    json_t *j = ah_plan_to_json(&r.plan);
+                    char *txt = json_dumps(j, JSON_COMPACT);
+                    fprintf(stderr, "planner %.17g: %s\n", r.eval.pred.iteration_s, txt);
+                    free(txt);
+                    json_decref(j);
+                }
+                if (fabs(r.eval.pred.iteration_s - want) > 1e-12 * want)
+                    fprintf(stderr, "instance %d: L=%d gpus=%d types=%d B=%lld: planner %.17g brute %.17g\n", i, L,
+                            ah_cluster_gpu_count(&c), c.n_types, (long long)tr.global_batch,
+                            r.eval.pred.iteration_s, want);
+            }
+        }
+        if (st == AH_OK) ah_plan_result_free(&r);
+        ah_cluster_free(&c);
+    }
+    printf("%d instances (%d feasible, %d with 8 GPUs, %d with >= 10 layers), %.0f plans brute-forced\n",
+           solved, feasible, at_limit_gpus, at_limit_layers, total_plans);
+    CHECK(solved >= 50, "only %d instances", solved);
+    CHECK(feasible >= 40, "only %d feasible instances", feasible);
+    CHECK(at_limit_gpus >= 3 && at_limit_layers >= 3, "too few instances at the limits (%d, %d)", at_limit_gpus,
+          at_limit_layers);
+    return ah_test_finish();
+}
