@@ -84,7 +84,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
     const ah_device_ref_t dev = st->devices[r.tp_rank];
     tr->slowdown = gt->emulate_slowdown > 1.0 ? gt->emulate_slowdown : 1.0;
     char name[96];
-    snprintf(name, sizeof name, "rank %d, device %.32s:%d (%.32s)", tr->rank,
+    snprintf(name, sizeof name, "device %.32s:%d (%.32s)",
              plan->cluster.nodes[dev.node].name, dev.index, gt->name);
     ah_mem_init(&tr->mem, gt->emulate_memory_mib > 0 ? (int64_t)(gt->emulate_memory_mib * 1048576.0) : 0,
                 name);

@@ -1,0 +1,42 @@
+# Bad input to autohet train: the whole job exits non-zero quickly (no hang) and rank 0 prints a
+# message that says what is wrong. Cases: wrong rank count, missing / truncated data, wrong
+# magic, a token outside the vocabulary, a plan for another model, an emulated memory cap that
+# the stage does not fit (out-of-memory naming the tensor and the shortfall).
+. "$(dirname "$0")/train_common.sh"
+PLAN=$PLANS/train-pp4.json
+python3 - "$WORK" <<'PY'
+import struct, sys
+w = sys.argv[1]
+hdr = lambda magic, n: struct.pack("<256i", magic, 1, n, *([0] * 253))
+open(f"{w}/magic.bin", "wb").write(hdr(12345, 100) + bytes(200))
+open(f"{w}/trunc.bin", "wb").write(hdr(20240520, 1000) + bytes(200))
+open(f"{w}/vocab.bin", "wb").write(hdr(20240520, 100) + struct.pack("<100H", *([7] * 50 + [300] + [7] * 49)))
+PY
+# A plan whose devices are capped at 1 MiB: the weights alone do not fit.
+python3 - "$PLAN" "$WORK/small.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["cluster"]["gpu_types"]["cpu"]["emulate"]["memory_mib"] = 1
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect() { # ranks pattern args...
+    local n=$1 pat=$2
+    shift 2
+    local start=$(date +%s)
+    timeout 60 $MPIRUN -np "$n" "$AUTOHET" train --quiet "$@" >"$WORK/out" 2>&1
+    local rc=$?
+    local secs=$(( $(date +%s) - start ))
+    [ $rc -ne 0 ] || fail "expected failure for: $*"
+    [ $rc -ne 124 ] || fail "hung (killed by timeout): $*"
+    grep -q -- "$pat" "$WORK/out" || { cat "$WORK/out" >&2; fail "no \"$pat\" in the message for: $*"; }
+    [ "$(grep -c "^autohet train: " "$WORK/out")" = 1 ] || { cat "$WORK/out" >&2; fail "expected one message (from rank 0): $*"; }
+    echo "ok ($secs s, rc $rc): $(grep "^autohet train: " "$WORK/out" | cut -c1-150)"
+}
+expect 3 "has 4 devices but the job has 3 ranks" --plan "$PLAN" --data "$WORK/text.bin"
+expect 4 "cannot open data file" --plan "$PLAN" --data "$WORK/missing.bin"
+expect 4 "truncated or padded" --plan "$PLAN" --data "$WORK/trunc.bin"
+expect 4 "magic 12345, expected 20240520" --plan "$PLAN" --data "$WORK/magic.bin"
+expect 4 "token 50 is 300, outside the model's vocabulary" --plan "$PLAN" --data "$WORK/vocab.bin"
+expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
+expect 4 "out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
+echo "PASS"
