@@ -9,6 +9,7 @@ static const ah_cli_verb_t VERBS[] = {
     {"evaluate", "score a plan: time, memory, breakdown, bottleneck", ah_cli_evaluate},
     {"train", "train a plan's model, one MPI rank per device (under mpirun)", ah_cli_train},
     {"tokenize", "turn a text file into an llm.c token file (byte-level)", ah_cli_tokenize},
+    {"ckpt", "list checkpoint steps by tier and verify their checksums", ah_cli_ckpt},
 };
 
 static void usage(FILE *f) {

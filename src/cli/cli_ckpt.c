@@ -1,0 +1,194 @@
+/* autohet ckpt ls|verify: what checkpoints exist in which tier, and whether their bytes are intact. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/cloud.h"
+#include "ckpt/crc32c.h"
+#include "ckpt/s3.h"
+#include "cli/cli.h"
+
+typedef struct {
+    const char *local_root, *cloud, *endpoint;
+    int64_t step;
+    bool json;
+} opts_t;
+
+static void human(uint64_t b, char *buf, size_t cap) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)b;
+    int i = 0;
+    while (x >= 1024 && i < 4) {
+        x /= 1024;
+        i++;
+    }
+    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
+}
+
+static int open_cloud(const opts_t *o, ah_s3_t **s3, ah_s3_url_t *url, ah_error_t *err) {
+    ah_s3_config_t cfg;
+    if (ah_s3_url_parse(o->cloud, url, err) || ah_s3_config_from_env(&cfg, o->endpoint, err) ||
+        ah_s3_open(&cfg, s3, err))
+        return 1;
+    return 0;
+}
+
+static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t *s) {
+    if (rows) {
+        json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:i, s:I, s:s}", "tier", tier, "step",
+                                              (json_int_t)s->step, "committed", s->committed, "files",
+                                              s->n_files, "bytes", (json_int_t)s->bytes, "note", s->note));
+        return;
+    }
+    char b[32];
+    human(s->bytes, b, sizeof b);
+    printf("%-6s %10lld  %-10s %6d %12s  %s\n", tier, (long long)s->step,
+           s->committed ? "committed" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
+}
+
+static int cmd_ls(const opts_t *o) {
+    ah_error_t err;
+    json_t *rows = o->json ? json_array() : NULL;
+    if (!rows) printf("%-6s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
+    if (o->local_root) {
+        ah_ckpt_step_info_t *s;
+        int n;
+        if (ah_ckpt_list(o->local_root, &s, &n, &err)) return ah_cli_fail("ckpt ls", &err);
+        for (int i = 0; i < n; i++) print_row(rows, "local", &s[i]);
+        free(s);
+    }
+    if (o->cloud) {
+        ah_s3_t *s3;
+        ah_s3_url_t url;
+        ah_ckpt_step_info_t *s;
+        int n;
+        if (open_cloud(o, &s3, &url, &err) || ah_ckpt_cloud_scan(s3, &url, NULL, NULL, &s, &n, &err)) {
+            json_decref(rows);
+            return ah_cli_fail("ckpt ls", &err);
+        }
+        for (int i = 0; i < n; i++) print_row(rows, "cloud", &s[i]);
+        free(s);
+        ah_s3_close(s3);
+    }
+    if (rows) {
+        char *t = json_dumps(rows, JSON_INDENT(2));
+        printf("%s\n", t ? t : "[]");
+        free(t);
+        json_decref(rows);
+    }
+    return 0;
+}
+
+static ah_status_t crc_sink(void *ctx, const void *data, size_t n, ah_error_t *err) {
+    (void)err;
+    *(uint32_t *)ctx = ah_crc32c(*(uint32_t *)ctx, data, n);
+    return AH_OK;
+}
+
+/* Streams each file of a cloud manifest and checks its size and CRC-32C. Returns failures. */
+static int verify_cloud_manifest(ah_s3_t *s3, const ah_s3_url_t *url, const ah_ckpt_manifest_t *m) {
+    int bad = 0;
+    for (int i = 0; i < m->n_files; i++) {
+        const ah_ckpt_file_t *f = &m->files[i];
+        char key[2048];
+        ah_error_t err;
+        uint32_t crc = 0;
+        uint64_t bytes = 0;
+        if (ah_ckpt_cloud_key(key, sizeof key, url, m->meta.step, f->name) < 0 ||
+            ah_s3_get(s3, url->bucket, key, crc_sink, &crc, &bytes, &err) != AH_OK) {
+            printf("cloud  step %lld: %s: FAILED: %s\n", (long long)m->meta.step, f->name, err.msg);
+            bad++;
+        } else if (bytes != f->bytes || crc != f->crc32c) {
+            printf("cloud  step %lld: %s: FAILED: %llu bytes, CRC-32C %08x; manifest-%s.json says %llu "
+                   "bytes, %08x\n",
+                   (long long)m->meta.step, f->name, (unsigned long long)bytes, crc, m->meta.node,
+                   (unsigned long long)f->bytes, f->crc32c);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static int cmd_verify(const opts_t *o) {
+    ah_error_t err;
+    int failed = 0, checked = 0;
+    if (o->local_root) {
+        ah_ckpt_step_info_t *s;
+        int n;
+        if (ah_ckpt_list(o->local_root, &s, &n, &err)) return ah_cli_fail("ckpt verify", &err);
+        for (int i = 0; i < n; i++) {
+            if (!s[i].committed || (o->step >= 0 && s[i].step != o->step)) continue;
+            int bad;
+            checked++;
+            if (ah_ckpt_verify(o->local_root, s[i].step, &bad, &err) == AH_OK) {
+                printf("local  step %lld: ok (%d files)\n", (long long)s[i].step, s[i].n_files);
+            } else {
+                printf("local  step %lld: FAILED: %s\n", (long long)s[i].step, err.msg);
+                failed++;
+            }
+        }
+        free(s);
+    }
+    if (o->cloud) {
+        ah_s3_t *s3;
+        ah_s3_url_t url;
+        ah_ckpt_manifest_t *ms;
+        int n;
+        if (open_cloud(o, &s3, &url, &err) || ah_ckpt_cloud_scan(s3, &url, &ms, &n, NULL, NULL, &err))
+            return ah_cli_fail("ckpt verify", &err);
+        for (int i = 0; i < n; i++) {
+            if (o->step >= 0 && ms[i].meta.step != o->step) continue;
+            checked++;
+            int bad = verify_cloud_manifest(s3, &url, &ms[i]);
+            if (bad) failed++;
+            else printf("cloud  step %lld: ok (%d files, manifest-%s.json)\n", (long long)ms[i].meta.step,
+                        ms[i].n_files, ms[i].meta.node);
+        }
+        ah_ckpt_manifests_free(ms, n);
+        ah_s3_close(s3);
+    }
+    if (checked == 0) {
+        ah_error_set(&err, AH_ERR_IO, "no committed checkpoint step%s found to verify",
+                     o->step >= 0 ? " matching --step" : "");
+        return ah_cli_fail("ckpt verify", &err);
+    }
+    if (failed) {
+        fprintf(stderr, "autohet ckpt verify: %d of %d checked steps have damaged or missing files\n", failed,
+                checked);
+        return 1;
+    }
+    return 0;
+}
+
+int ah_cli_ckpt(int argc, char **argv) {
+    const char *synopsis = "ls|verify [--local-root DIR] [--cloud s3://BUCKET/PREFIX --s3-endpoint URL]";
+    if (argc < 2 || (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "verify") != 0)) {
+        bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+        fprintf(help ? stdout : stderr,
+                "usage: autohet ckpt %s\n\n  ls      list checkpoint steps per tier (committed or not, files, bytes)\n"
+                "  verify  check every file of committed steps against its manifest (size, CRC-32C)\n"
+                "\nautohet ckpt ls --help lists the flags.\n",
+                synopsis);
+        return help ? 0 : 2;
+    }
+    opts_t o = {.step = -1};
+    ah_flag_t flags[] = {
+        {"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root", false},
+        {"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
+        {"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
+        {"--step", AH_FLAG_INT, &o.step, "N", "verify: only this step (default: all committed)", false},
+        {"--json", AH_FLAG_BOOL, &o.json, NULL, "ls: JSON output", false},
+    };
+    char verb[32];
+    snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
+    int rc;
+    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums.", flags,
+                      (int)(sizeof flags / sizeof flags[0]), argc - 1, argv + 1, &rc))
+        return rc;
+    if (!o.local_root && !o.cloud) {
+        fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
+        return 2;
+    }
+    return strcmp(argv[1], "ls") == 0 ? cmd_ls(&o) : cmd_verify(&o);
+}
