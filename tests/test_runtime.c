@@ -1,0 +1,172 @@
+/* Runtime pieces without MPI: the 1F1B schedule, the learning-rate schedule, TP sharding and the
+ * plan-independent initialisation, and the stage's backward against finite differences. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "runtime/gpt.h"
+#include "runtime/schedule.h"
+#include "runtime/trainer.h"
+
+/* Every micro-batch runs F then B once each; warm-up length; slots never double-booked; the
+ * peak number in flight is min(S - s, n). */
+static void test_schedule(void) {
+    for (int S = 1; S <= 5; S++)
+        for (int s = 0; s < S; s++)
+            for (int64_t n = 1; n <= 7; n++) {
+                ah_sched_op_t ops[14];
+                ah_sched_1f1b(S, s, n, ops);
+                const int64_t slots = ah_sched_slots(S, s, n);
+                int64_t owner[8], fwd_done[8] = {0}, bwd_done[8] = {0}, live = 0, peak = 0;
+                for (int i = 0; i < 8; i++) owner[i] = -1;
+                int64_t w = S - s - 1 < n ? S - s - 1 : n, lead = 0;
+                while (lead < 2 * n && ops[lead].kind == AH_OP_FWD) lead++;
+                CHECK(lead == (w < n ? w + 1 : n), "S=%d s=%d n=%lld: %lld forwards before the first "
+                      "backward", S, s, (long long)n, (long long)lead);
+                for (int64_t i = 0; i < 2 * n; i++) {
+                    const ah_sched_op_t o = ops[i];
+                    CHECK(o.slot >= 0 && o.slot < slots, "slot %lld of %lld", (long long)o.slot, (long long)slots);
+                    if (o.kind == AH_OP_FWD) {
+                        CHECK(owner[o.slot] < 0, "S=%d s=%d n=%lld: slot %lld reused while mb %lld is live",
+                              S, s, (long long)n, (long long)o.slot, (long long)owner[o.slot]);
+                        owner[o.slot] = o.mb;
+                        fwd_done[o.mb]++;
+                        if (++live > peak) peak = live;
+                    } else {
+                        CHECK(fwd_done[o.mb] == 1 && owner[o.slot] == o.mb, "B(%lld) before its F",
+                              (long long)o.mb);
+                        owner[o.slot] = -1;
+                        bwd_done[o.mb]++;
+                        live--;
+                    }
+                }
+                for (int64_t j = 0; j < n; j++) CHECK(fwd_done[j] == 1 && bwd_done[j] == 1, "mb %lld", (long long)j);
+                CHECK_EQ_I64(peak, slots);
+            }
+}
+
+static void test_lr(void) {
+    ah_train_opts_t o;
+    ah_train_opts_default(&o);
+    o.lr = 1e-3;
+    o.warmup = 10;
+    o.steps = 110;
+    CHECK_NEAR(ah_train_lr(&o, 0), 1e-4, 1e-12);
+    CHECK_NEAR(ah_train_lr(&o, 9), 1e-3, 1e-12);
+    CHECK_NEAR(ah_train_lr(&o, 10), 1e-3, 1e-12);
+    CHECK_NEAR(ah_train_lr(&o, 60), 0.55e-3, 1e-9); /* half-way down the cosine */
+    CHECK_NEAR(ah_train_lr(&o, 110), 1e-4, 1e-9);
+}
+
+static ah_model_t small_model(void) {
+    ah_model_t m;
+    memset(&m, 0, sizeof m);
+    strcpy(m.name, "test");
+    m.arch = AH_ARCH_GPT2;
+    m.n_layer = 2;
+    m.d_model = 16;
+    m.n_head = 4;
+    m.n_kv_head = 4;
+    m.d_ff = 32;
+    m.vocab = 32;
+    m.max_pos = 8;
+    m.tied = true;
+    m.norm_eps = 1e-5;
+    return m;
+}
+
+static ah_status_t make_stage(ah_gpt_stage_t *st, ah_mem_t *mem, const ah_model_t *m, int t, int k,
+                              ah_error_t *err) {
+    ah_gpt_config_t c = {.model = m, .first = 0, .last = (int)m->n_layer, .has_embed = true,
+                         .has_head = true, .recompute = false, .t = t, .tp_rank = k,
+                         .micro_batch = 2, .seq_len = 8, .slots = 1};
+    ah_mem_init(mem, 0, "test");
+    return ah_gpt_stage_create(st, &c, ah_kernels_cpu(), NULL, mem, err);
+}
+
+/* A TP shard's initial weights are exactly the slice of the full (t = 1) tensor that the
+ * sharding rule names: init does not depend on the plan. */
+static void test_init_sharding(void) {
+    ah_model_t m = small_model();
+    ah_error_t err;
+    ah_mem_t mem1, mem2;
+    ah_gpt_stage_t full, part;
+    CHECK(make_stage(&full, &mem1, &m, 1, 0, &err) == AH_OK, "%s", err.msg);
+    ah_gpt_init_params(&full, 7);
+    for (int k = 0; k < 2; k++) {
+        CHECK(make_stage(&part, &mem2, &m, 2, k, &err) == AH_OK, "%s", err.msg);
+        ah_gpt_init_params(&part, 7);
+        int bad = 0;
+        for (int i = 0; i < part.n_params; i++) {
+            const ah_gpt_param_t *p = &part.params[i], *f = ah_gpt_find(&full, p->def.name);
+            for (int64_t e = 0; e < p->n; e++)
+                bad += part.w[p->offset + e] != full.w[f->offset + ah_gpt_full_index(&p->def, 2, k, e)];
+        }
+        CHECK(bad == 0, "tp rank %d: %d weights differ from the full tensors' slices", k, bad);
+        ah_gpt_stage_free(&part);
+    }
+    /* A qkv shard holds the same heads of q, k and v: row 0 of rank 1's shard is row C/2 of q. */
+    const ah_gpt_param_t *qkv = ah_gpt_find(&full, "h.0.attn.qkv.weight");
+    CHECK_EQ_I64(ah_gpt_full_index(&qkv->def, 2, 1, 0), 8 * 16);
+    CHECK_EQ_I64(ah_gpt_full_index(&qkv->def, 2, 1, 8 * 16), (16 + 8) * 16); /* k part */
+    const ah_gpt_param_t *proj = ah_gpt_find(&full, "h.0.attn.proj.weight");
+    CHECK_EQ_I64(ah_gpt_full_index(&proj->def, 2, 1, 9), 1 * 16 + 8 + 1); /* row 1, column 9 */
+    CHECK(mem1.high > 0 && mem1.high == mem1.live, "the stage's bytes are all live");
+    ah_gpt_stage_free(&full);
+    CHECK_EQ_I64(mem1.live, 0);
+}
+
+static double loss_of(ah_gpt_stage_t *st, const int32_t *ids, const int32_t *tg) {
+    double loss = 0;
+    ah_error_t err;
+    memcpy(ah_gpt_ids(st, 0), ids, 16 * sizeof *ids);
+    memcpy(ah_gpt_targets(st), tg, 16 * sizeof *tg);
+    CHECK(ah_gpt_forward(st, 0, NULL, 1.0f / 16, &loss, &err) == AH_OK, "%s", err.msg);
+    return loss / 16;
+}
+
+/* Analytic gradients of every tensor against central differences (in fp32, so a loose bound). */
+static void test_gradients(void) {
+    ah_model_t m = small_model();
+    ah_error_t err;
+    ah_mem_t mem;
+    ah_gpt_stage_t st;
+    CHECK(make_stage(&st, &mem, &m, 1, 0, &err) == AH_OK, "%s", err.msg);
+    ah_gpt_init_params(&st, 3);
+    /* Larger weights than the 0.02 init so every path carries signal. */
+    for (int64_t i = 0; i < st.n_elems; i++) st.w[i] *= 2.0f;
+    int32_t ids[16], tg[16];
+    for (int i = 0; i < 16; i++) ids[i] = (i * 7 + 3) % 32, tg[i] = (i * 5 + 1) % 32;
+    ah_gpt_zero_grads(&st);
+    loss_of(&st, ids, tg);
+    CHECK(ah_gpt_backward(&st, 0, NULL, NULL, &err) == AH_OK, "%s", err.msg);
+    float *g = malloc((size_t)st.n_elems * sizeof *g);
+    memcpy(g, st.g, (size_t)st.n_elems * sizeof *g);
+    for (int i = 0; i < st.n_params; i++) {
+        const ah_gpt_param_t *p = &st.params[i];
+        int64_t at = 0; /* the element with the largest gradient */
+        for (int64_t e = 1; e < p->n; e++)
+            if (fabsf(g[p->offset + e]) > fabsf(g[p->offset + at])) at = e;
+        float *w = &st.w[p->offset + at];
+        const float h = 2e-3f, keep = *w;
+        *w = keep + h;
+        const double up = loss_of(&st, ids, tg);
+        *w = keep - h;
+        const double down = loss_of(&st, ids, tg);
+        *w = keep;
+        const double fd = (up - down) / (2.0 * h), an = g[p->offset + at];
+        CHECK(fabs(fd - an) <= 2e-3 + 2e-2 * fabs(an), "%s[%lld]: analytic %.6g, numeric %.6g",
+              p->def.name, (long long)at, an, fd);
+    }
+    free(g);
+    ah_gpt_stage_free(&st);
+}
+
+int main(void) {
+    test_schedule();
+    test_lr();
+    test_init_sharding();
+    test_gradients();
+    return ah_test_finish();
+}
