@@ -640,6 +640,18 @@ static ah_status_t remove_step(const char *root, int64_t step, ah_error_t *err) 
     return AH_OK;
 }
 
+ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX], man[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(dir, sizeof dir, root, step) < 0 || ah_ckpt_join(man, sizeof man, dir, AH_CKPT_MANIFEST) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (file_exists(man))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is committed; not abandoning it", dir,
+                            (long long)step);
+    if (!file_exists(dir)) return AH_OK;
+    if (remove_step(root, step, err) != AH_OK) return err->code;
+    return ah_ckpt_fsync_dir(root, err);
+}
+
 ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err) {
     if (removed) *removed = 0;
     if (keep < 1)

@@ -106,6 +106,10 @@ void ah_ckpt_writer_free(ah_ckpt_writer_t *w);
 ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts,
                            ah_error_t *err);
 
+/* Removes an uncommitted step directory after a failed write (e.g. a full disk), so its partial
+ * shards free their space. Refuses a committed step. Call it on one rank, after the others stop. */
+ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err);
+
 /* --- reading, checking, cleaning ------------------------------------------------------------ */
 
 typedef struct ah_ckpt_step_info {
