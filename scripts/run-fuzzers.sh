@@ -57,10 +57,12 @@ for n in "${names[@]}"; do
     else
         echo "fuzz_$n: FAILED after $((SECONDS - start)) s; the end of its log:"
         tail -n 60 "$work/$n.log" | sed 's/^/    /'
+        # libFuzzer prints inputs of up to 256 bytes itself; show the start of longer ones.
         for a in "$work/$n-crash"/*; do
-            [[ -f $a ]] || continue
-            echo "    input $(basename "$a") ($(stat -c %s "$a") bytes):"
-            od -A d -t x1z -v "$a" | head -n 40 | sed 's/^/      /'
+            [[ -f $a ]] && (($(stat -c %s "$a") > 256)) || continue
+            echo "    input $(basename "$a") ($(stat -c %s "$a") bytes), first 2 KiB:"
+            head -c 2048 "$a" | sed 's/^/      /'
+            echo
         done
         failed=$((failed + 1))
     fi
