@@ -34,6 +34,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
 int ah_cli_fail(const char *verb, const ah_error_t *err);
 
 int ah_cli_model(int argc, char **argv);
+int ah_cli_plan(int argc, char **argv);
 int ah_cli_ckpt(int argc, char **argv);
 int ah_cli_evaluate(int argc, char **argv);
 int ah_cli_train(int argc, char **argv);

@@ -205,9 +205,9 @@ ah_objective_t ah_search_objective(const ah_search_t *s);
 /* TP groups per node for degree t (count / t, 0 when the node is smaller than t). */
 int ah_node_groups(const ah_cluster_t *c, int node, int t);
 
-/* Exhaustive search over pipeline sets; false when the set count is too large for it. */
-bool ah_search_exact_fits(const ah_sctx_t *x, int max_groups);
-ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
+/* Exhaustive search over pipeline sets. Not attempted (*searched false) when there are more than
+ * max_groups TP groups or too many sets to score quickly. */
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, ah_error_t *err);
 ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
 
 #endif /* AH_PLANNER_INTERNAL */

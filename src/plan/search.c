@@ -489,9 +489,9 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             ah_sctx_t x;
             st = ah_sctx_init(&x, model, cluster, &tr, tps[i], opts->profile, err);
             if (st != AH_OK) break;
-            if (ah_search_exact_fits(&x, max_groups)) {
-                st = ah_search_exact(&s, &x, err);
-            } else {
+            bool searched = false;
+            st = ah_search_exact(&s, &x, max_groups, &searched, err);
+            if (st == AH_OK && !searched) {
                 out->exact = false;
                 st = ah_search_template(&s, &x, err);
             }

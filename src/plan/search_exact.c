@@ -19,8 +19,11 @@
 
 #include "plan/planner.h"
 
-/* The sequence count above which the exact search is not attempted. */
-#define EXACT_MAX_SEQUENCES 200000
+/* Limits past which the exact search is not attempted: sequences, sets, and the enumeration's
+ * own work (sequences looked at while listing the sets). */
+#define EXACT_MAX_SEQUENCES 50000
+#define EXACT_MAX_SETS 20000
+#define EXACT_MAX_WORK 2e6
 
 typedef struct {
     ah_search_t *s;
@@ -58,7 +61,7 @@ static double count_sequences(const int *avail, int nU, int *used, int depth) {
     return total;
 }
 
-bool ah_search_exact_fits(const ah_sctx_t *x, int max_groups) {
+static bool exact_fits(const ah_sctx_t *x, int max_groups) {
     const int G = total_groups(x);
     if (G < 1 || G > max_groups) return false;
     int avail[64], used[64] = {0}, nU = 0;
@@ -190,6 +193,23 @@ static void score_set(ex_t *e, int P) {
     }
 }
 
+/* How many sets choose() would score and how many sequences it would look at; stops once past
+ * the limits. */
+static void count_sets(ex_t *e, int start, int P, double *count, double *work) {
+    if (P + 1 > e->x->N) return;
+    for (int i = start; i < e->nseq && *count <= EXACT_MAX_SETS && *work <= EXACT_MAX_WORK; i++) {
+        (*work)++;
+        const int *use = e->seq_use + (size_t)i * e->nU;
+        bool fits = true;
+        for (int u = 0; u < e->nU; u++) fits &= use[u] <= e->avail[u];
+        if (!fits) continue;
+        for (int u = 0; u < e->nU; u++) e->avail[u] -= use[u];
+        (*count)++;
+        count_sets(e, i, P + 1, count, work);
+        for (int u = 0; u < e->nU; u++) e->avail[u] += use[u];
+    }
+}
+
 /* Multisets of sequences, in nondecreasing sequence index. */
 static void choose(ex_t *e, int start, int P) {
     if (P + 1 > e->x->N) return; /* every pipeline needs a micro-batch */
@@ -206,7 +226,9 @@ static void choose(ex_t *e, int start, int P) {
     }
 }
 
-ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, ah_error_t *err) {
+    *searched = false;
+    if (!exact_fits(x, max_groups)) return AH_OK;
     ex_t e = {0};
     e.s = s;
     e.x = x;
@@ -235,7 +257,12 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
         if (maxlen > AH_MAX_STAGES) maxlen = AH_MAX_STAGES;
         e.oom = !gen_seqs(&e, letters, 0, used, maxlen);
     }
-    if (!e.oom) choose(&e, 0, 0);
+    double sets = 0, work = 0;
+    if (!e.oom) count_sets(&e, 0, 0, &sets, &work);
+    if (!e.oom && sets <= EXACT_MAX_SETS && work <= EXACT_MAX_WORK) {
+        choose(&e, 0, 0);
+        *searched = true;
+    }
     free(letters);
     free(used);
     free(e.unode);

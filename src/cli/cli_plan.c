@@ -1,0 +1,294 @@
+/* autohet plan: the fastest (or cheapest) plan for a model on a cluster, with the reasons: a
+ * table of pipelines and stages, the predicted time and its breakdown, the bottleneck, the lower
+ * bound and gap, the speedups over the uniform and batch-balanced baselines, and which decisions
+ * produce them. Writes the plan (-o), a picture (--svg) and an Open MPI rankfile (--rankfile). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "cost/profile.h"
+#include "plan/planner.h"
+
+#define GIB 1073741824.0
+
+static const char *VERB = "plan";
+
+typedef struct {
+    ah_plan_result_t r;
+    ah_error_t err;
+    bool ok;
+} baseline_t;
+
+/* The facts a reader needs to see why the plan is faster than a baseline: what differs. */
+static void explain(const ah_plan_t *p, const ah_eval_t *e, const ah_plan_t *base, const char *name) {
+    const ah_cluster_t *c = &p->cluster;
+    int used = ah_plan_device_count(p), total = ah_cluster_gpu_count(c);
+    int min_s = 1 << 30, max_s = 0, rc = 0, stages = 0;
+    int64_t min_n = INT64_MAX, max_n = 0;
+    bool mixed = false;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        if (pl->n_stages < min_s) min_s = pl->n_stages;
+        if (pl->n_stages > max_s) max_s = pl->n_stages;
+        if (pl->micro_batches < min_n) min_n = pl->micro_batches;
+        if (pl->micro_batches > max_n) max_n = pl->micro_batches;
+        for (int s = 0; s < pl->n_stages; s++) {
+            rc += pl->stages[s].recompute;
+            stages++;
+            mixed |= pl->stages[s].type != pl->stages[0].type;
+        }
+    }
+    printf("  vs %s:", name);
+    if (!base) {
+        printf(" the baseline has no plan that fits\n");
+        return;
+    }
+    int bused = ah_plan_device_count(base);
+    if (p->tp != base->tp) printf(" TP %d (baseline %d);", p->tp, base->tp);
+    if (p->train.micro_batch != base->train.micro_batch)
+        printf(" micro-batch %lld (baseline %lld);", (long long)p->train.micro_batch,
+               (long long)base->train.micro_batch);
+    if (p->n_pipelines != base->n_pipelines || min_s != max_s || min_s != base->pipelines[0].n_stages)
+        printf(" grouping: %d pipelines of %d..%d stages (baseline %d x %d);", p->n_pipelines, min_s, max_s,
+               base->n_pipelines, base->pipelines[0].n_stages);
+    if (mixed) printf(" pipelines mix GPU types;");
+    printf(" layer split by stage speed and memory;");
+    if (min_n != max_n) printf(" batch split %lld..%lld micro-batches per pipeline;", (long long)min_n, (long long)max_n);
+    if (rc) printf(" recomputation on %d of %d stages;", rc, stages);
+    if (used < total) printf(" %d of %d GPUs idle (baseline uses %d);", total - used, total, bused);
+    (void)e;
+    printf("\n");
+}
+
+static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
+    const ah_cluster_t *c = &p->cluster;
+    printf("%-4s %-5s %-10s %-24s %-10s %5s %5s %-22s\n", "pipe", "stage", "gpu", "devices", "layers", "mb", "rc",
+           "memory used / capacity");
+    int rank = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            char dev[96], layers[32], mem[48];
+            const ah_device_ref_t *d0 = &st->devices[0];
+            if (p->tp == 1) snprintf(dev, sizeof dev, "%s:%d", c->nodes[d0->node].name, d0->index);
+            else snprintf(dev, sizeof dev, "%s:%d-%d", c->nodes[d0->node].name, d0->index, st->devices[p->tp - 1].index);
+            snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
+            const ah_device_eval_t *de = &e->devices[rank];
+            snprintf(mem, sizeof mem, "%.2f / %.2f GiB", (double)de->memory_bytes / GIB,
+                     (double)de->capacity_bytes / GIB);
+            if (s == 0) printf("%-4d ", i);
+            else printf("%-4s ", "");
+            printf("%-5d %-10s %-24s %-10s ", s, c->types[st->type].name, dev, layers);
+            if (s == 0) printf("%5lld ", (long long)pl->micro_batches);
+            else printf("%5s ", "");
+            printf("%5s %-22s\n", st->recompute ? "yes" : "-", mem);
+            rank += p->tp;
+        }
+    }
+}
+
+static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
+    const ah_plan_t *p = &r->plan;
+    const ah_eval_t *e = &r->eval;
+    const ah_breakdown_t *b = &e->pred.breakdown;
+    printf("plan for %s on %d GPUs (%s): TP %d, micro-batch %lld, %d pipelines, %d GPUs used, %s\n\n",
+           p->model.name, ah_cluster_gpu_count(&p->cluster), chosen, p->tp, (long long)p->train.micro_batch,
+           p->n_pipelines, ah_plan_device_count(p), ah_precision_name(p->train.precision));
+    print_table(p, e);
+    printf("\npredicted: %.4f s per iteration, %.0f tokens/s, $%.2f/h, $%.4f per million tokens\n",
+           e->pred.iteration_s, e->pred.tokens_per_s, r->usd_per_hour, r->usd_per_mtoken);
+    printf("breakdown: compute %.4f + TP comm %.4f + bubble %.4f + p2p %.4f + DP sync %.4f + optimizer %.4f s\n",
+           b->compute_s, b->tp_comm_s, b->bubble_s, b->p2p_s, b->dp_sync_s, b->optimizer_s);
+    const ah_stage_t *bs = &p->pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
+    printf("bottleneck: pipeline %d, stage %d (%s, layers [%d, %d))\n", e->critical_pipeline, e->bottleneck_stage,
+           p->cluster.types[bs->type].name, bs->first, bs->last);
+    if (r->lower_bound_s > 0)
+        printf("lower bound: %.4f s (compute relaxation); gap %.1f%%; search %s\n", r->lower_bound_s,
+               100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
+                                                                              : "template (not proven optimal)");
+    printf("planning: %.3f s, %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
+    for (int k = 0; k < 2; k++) {
+        const char *name = ah_baseline_name((ah_baseline_t)k);
+        if (bl[k].ok)
+            printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
+                   bl[k].r.eval.pred.iteration_s / e->pred.iteration_s, bl[k].r.eval.pred.iteration_s);
+        else
+            printf("speedup over %-15s n/a: %s\n", name, bl[k].err.msg);
+    }
+    printf("why:\n");
+    for (int k = 0; k < 2; k++)
+        explain(p, e, bl[k].ok ? &bl[k].r.plan : NULL, ah_baseline_name((ah_baseline_t)k));
+}
+
+static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
+    json_t *bj = json_object();
+    for (int k = 0; k < 2; k++) {
+        json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", bl[k].r.eval.pred.iteration_s, "speedup",
+                                         bl[k].r.eval.pred.iteration_s / r->eval.pred.iteration_s)
+                             : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
+        json_object_set_new(bj, ah_baseline_name((ah_baseline_t)k), o);
+    }
+    json_t *doc = json_pack("{s:s, s:f, s:f, s:f, s:f, s:b, s:f, s:f, s:f, s:I, s:o, s:o}", "plan_kind", chosen,
+                            "iteration_s", r->eval.pred.iteration_s, "tokens_per_s", r->eval.pred.tokens_per_s,
+                            "search_value_s", r->search_value_s, "lower_bound_s", r->lower_bound_s, "exact",
+                            r->exact, "usd_per_hour", r->usd_per_hour, "usd_per_mtoken", r->usd_per_mtoken,
+                            "planning_s", r->seconds, "candidates", (json_int_t)r->candidates, "baselines", bj,
+                            "plan", ah_plan_to_json(&r->plan));
+    int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(doc);
+    return rc == 0 ? 0 : 1;
+}
+
+int ah_cli_plan(int argc, char **argv) {
+    const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "bf16", *objective = "time";
+    const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
+    int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
+    double budget = 0, min_tps = 0;
+    bool json = false;
+    ah_flag_t flags[] = {
+        {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
+        {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
+        {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
+        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default 2048, at most the model's context)", false},
+        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto", "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default bf16)", false},
+        {"--objective", AH_FLAG_STR, &objective, "time|cost", "minimise iteration time or $ per token (default time)", false},
+        {"--budget", AH_FLAG_NUM, &budget, "USD_PER_HOUR", "only plans whose GPUs cost at most this per hour", false},
+        {"--min-tokens-per-s", AH_FLAG_NUM, &min_tps, "X", "only plans at least this fast", false},
+        {"--profile", AH_FLAG_STR, &profile_arg, "P", "measured per-layer times from autohet profile (default roofline)", false},
+        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced", "emit that baseline's plan instead of the planner's", false},
+        {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
+        {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
+        {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
+        {"--exact-max-groups", AH_FLAG_INT, &exact_groups, "G", "exact search up to G TP groups, templates above (default 8)", false},
+        {"--json", AH_FLAG_BOOL, &json, NULL, "print the result as JSON", false},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    int rc = 0;
+    if (!ah_cli_parse(VERB, "--model M --cluster C [flags]",
+                      "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
+                      "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
+                      "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
+                      "batch-balanced (Whale-like) baselines.",
+                      flags, n_flags, argc, argv, &rc))
+        return rc;
+    if (!model_arg || !cluster_arg) {
+        fprintf(stderr, "autohet plan: %s is required (autohet plan --help)\n", !model_arg ? "--model" : "--cluster");
+        return 2;
+    }
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = global_batch;
+    o.train.seq_len = seq_len;
+    o.budget_usd_per_hour = budget;
+    o.min_tokens_per_s = min_tps;
+    o.exact_max_groups = (int)exact_groups;
+    if (strcmp(mb_arg, "auto") == 0) {
+        o.train.micro_batch = 0;
+    } else {
+        char *end = NULL;
+        long long v = strtoll(mb_arg, &end, 10);
+        if (end == mb_arg || *end || v < 1) {
+            fprintf(stderr, "autohet plan: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb_arg);
+            return 2;
+        }
+        o.train.micro_batch = v;
+    }
+    if (!ah_precision_parse(precision, &o.train.precision)) {
+        fprintf(stderr, "autohet plan: --precision: expected bf16 or fp32, got \"%s\"\n", precision);
+        return 2;
+    }
+    if (strcmp(objective, "time") == 0) o.objective = AH_OBJECTIVE_TIME;
+    else if (strcmp(objective, "cost") == 0) o.objective = AH_OBJECTIVE_COST;
+    else {
+        fprintf(stderr, "autohet plan: --objective: expected time or cost, got \"%s\"\n", objective);
+        return 2;
+    }
+    ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
+    if (baseline_arg && !ah_baseline_parse(baseline_arg, &chosen_baseline)) {
+        fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
+        return 2;
+    }
+    if (budget < 0 || min_tps < 0 || exact_groups < 0) {
+        fprintf(stderr, "autohet plan: --budget, --min-tokens-per-s and --exact-max-groups must not be negative\n");
+        return 2;
+    }
+
+    ah_error_t err = {0};
+    ah_model_t model;
+    ah_cluster_t cluster = {0};
+    ah_profile_t *profile = NULL;
+    if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {
+        ah_cluster_free(&cluster);
+        return ah_cli_fail(VERB, &err);
+    }
+    o.profile = profile;
+
+    ah_plan_result_t planned;
+    ah_status_t st = ah_planner_run(&model, &cluster, &o, &planned, &err);
+    if (st != AH_OK) {
+        rc = ah_cli_fail(VERB, &err);
+        ah_profile_free(profile);
+        ah_cluster_free(&cluster);
+        return rc;
+    }
+    baseline_t bl[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&bl[k], 0, sizeof bl[k]);
+        bl[k].ok = ah_baseline_run(&model, &cluster, &o, (ah_baseline_t)k, &bl[k].r, &bl[k].err) == AH_OK;
+    }
+    /* --baseline: the emitted plan is that baseline's (the report still compares) */
+    ah_plan_result_t *emit = &planned;
+    const char *chosen = "planner";
+    if (baseline_arg) {
+        if (!bl[chosen_baseline].ok) {
+            rc = ah_cli_fail(VERB, &bl[chosen_baseline].err);
+            goto done;
+        }
+        emit = &bl[chosen_baseline].r;
+        emit->seconds = planned.seconds;
+        emit->usd_per_hour = 0;
+        for (int i = 0; i < emit->plan.n_pipelines; i++)
+            for (int s = 0; s < emit->plan.pipelines[i].n_stages; s++)
+                emit->usd_per_hour += emit->plan.tp *
+                                      cluster.nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
+        emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
+        emit->lower_bound_s = planned.lower_bound_s;
+        chosen = ah_baseline_name(chosen_baseline);
+    }
+    if (out_path && (st = ah_plan_save(&emit->plan, out_path, &err)) != AH_OK) {
+        rc = ah_cli_fail(VERB, &err);
+        goto done;
+    }
+    if (svg_path && (st = ah_plan_svg_write(&emit->plan, &emit->eval, svg_path, &err)) != AH_OK) {
+        rc = ah_cli_fail(VERB, &err);
+        goto done;
+    }
+    if (rank_path && (st = ah_plan_rankfile_write(&emit->plan, rank_path, NULL, &err)) != AH_OK) {
+        rc = ah_cli_fail(VERB, &err);
+        goto done;
+    }
+    if (json) {
+        rc = print_json(emit, bl, chosen);
+    } else {
+        print_report(emit, bl, chosen);
+        if (out_path) printf("\nplan written to %s\n", out_path);
+        if (svg_path) printf("picture written to %s\n", svg_path);
+        if (rank_path) printf("rankfile written to %s (hostfile %s.hosts)\n", rank_path, rank_path);
+    }
+done:
+    for (int k = 0; k < 2; k++)
+        if (bl[k].ok) ah_plan_result_free(&bl[k].r);
+    ah_plan_result_free(&planned);
+    ah_profile_free(profile);
+    ah_cluster_free(&cluster);
+    return rc;
+}

@@ -1,0 +1,222 @@
+/* A picture of a plan (SVG 1.1, no scripts): on top, every pipeline as a row of stages, each
+ * stage a box with its GPU type, layer range and TP devices (squares coloured by GPU type); below,
+ * one iteration's 1F1B timeline per pipeline (one lane per stage; forward boxes light, backward
+ * dark, in the stage's type colour), then the DP sync and optimizer step. The timeline replays
+ * the schedule with the cost model's per-stage times: forward i on stage s starts when stage s is
+ * free and forward i of stage s-1 has arrived (+ p2p); backward i when backward i of stage s+1
+ * has arrived; each stage runs min(S-s-1, n) warm-up forwards, then alternates, then drains.
+ * Large plans are cut to the first MAX_PIPES pipelines and MAX_MB micro-batches, with a note. */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+#define MAX_PIPES 16
+#define MAX_MB 64
+#define WIDTH 1200.0
+#define LEFT 150.0
+
+static const char *PALETTE[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+#define N_PALETTE (sizeof PALETTE / sizeof PALETTE[0])
+
+/* Writes s with XML's special characters escaped. */
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+typedef struct {
+    double start, end;
+    bool fwd;
+} op_t;
+
+/* Replays one pipeline's 1F1B schedule for n micro-batches; ops[s][k] in execution order
+ * (2n per stage). Returns the makespan. */
+static double replay(const ah_stage_eval_t *st, int S, int n, op_t *ops) {
+    double *fwd_end = calloc((size_t)S * (size_t)n, sizeof(double));
+    double *bwd_end = calloc((size_t)S * (size_t)n, sizeof(double));
+    int *next = calloc((size_t)S, sizeof(int)); /* next op index per stage */
+    double *free_at = calloc((size_t)S, sizeof(double));
+    double span = 0;
+    if (!fwd_end || !bwd_end || !next || !free_at) goto out;
+    /* each stage's op order: warm-up forwards, then 1F1B, then the remaining backwards */
+    int *order = malloc(sizeof(int) * (size_t)S * (size_t)(2 * n)); /* +i+1: fwd i, -(i+1): bwd i */
+    if (!order) goto out;
+    for (int s = 0; s < S; s++) {
+        int warm = S - s - 1 < n ? S - s - 1 : n, f = 0, b = 0, k = 0;
+        int *o = order + (size_t)s * (size_t)(2 * n);
+        while (f < warm) o[k++] = ++f;
+        while (f < n) {
+            o[k++] = ++f;
+            o[k++] = -(++b);
+        }
+        while (b < n) o[k++] = -(++b);
+    }
+    /* repeatedly run any stage whose next op's input is ready (dependencies go forward in s for
+     * forwards and backward in s for backwards, so this terminates) */
+    for (int done = 0, progress = 1; done < 2 * n * S && progress;) {
+        progress = 0;
+        for (int s = 0; s < S; s++) {
+            if (next[s] == 2 * n) continue;
+            int code = order[(size_t)s * (size_t)(2 * n) + (size_t)next[s]];
+            int i = (code > 0 ? code : -code) - 1;
+            double ready;
+            if (code > 0) {
+                if (s > 0 && fwd_end[(s - 1) * n + i] == 0) continue;
+                ready = s > 0 ? fwd_end[(s - 1) * n + i] + st[s - 1].p2p_s : 0;
+            } else {
+                if (s < S - 1 && bwd_end[(s + 1) * n + i] == 0) continue;
+                if (s == S - 1 && fwd_end[s * n + i] == 0) continue;
+                ready = s < S - 1 ? bwd_end[(s + 1) * n + i] + st[s].p2p_s : fwd_end[s * n + i];
+            }
+            double t0 = ready > free_at[s] ? ready : free_at[s];
+            double t1 = t0 + (code > 0 ? st[s].fwd_s : st[s].bwd_s);
+            if (t1 <= t0) t1 = nextafter(t0, INFINITY); /* keep "done" distinguishable from 0 */
+            (code > 0 ? fwd_end : bwd_end)[s * n + i] = t1;
+            ops[(size_t)s * (size_t)(2 * n) + (size_t)next[s]] = (op_t){t0, t1, code > 0};
+            free_at[s] = t1;
+            if (t1 > span) span = t1;
+            next[s]++;
+            done++;
+            progress = 1;
+        }
+    }
+    free(order);
+out:
+    free(fwd_end);
+    free(bwd_end);
+    free(next);
+    free(free_at);
+    return span;
+}
+
+ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path, ah_error_t *err) {
+    const ah_cluster_t *c = &p->cluster;
+    const int P = p->n_pipelines < MAX_PIPES ? p->n_pipelines : MAX_PIPES;
+    int max_s = 1, lanes = 0;
+    for (int i = 0; i < P; i++) {
+        if (p->pipelines[i].n_stages > max_s) max_s = p->pipelines[i].n_stages;
+        lanes += p->pipelines[i].n_stages;
+    }
+    const double box_w = (WIDTH - LEFT - 20) / max_s, row_h = 64, lane_h = 14;
+    const double top_h = 80 + P * (row_h + 10), tl_top = top_h + 40;
+    const double height = tl_top + lanes * lane_h + P * 18 + 80;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable", path);
+
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", WIDTH, height);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">");
+    xml_text(f, p->model.name);
+    fprintf(f, ": TP %d, micro-batch %lld, %d pipelines, %d GPUs; %.4f s per iteration, %.0f tokens/s</text>\n",
+            p->tp, (long long)p->train.micro_batch, p->n_pipelines, ah_plan_device_count(p), e->pred.iteration_s,
+            e->pred.tokens_per_s);
+    /* legend */
+    double lx = 10;
+    for (int k = 0; k < c->n_types; k++) {
+        fprintf(f, "<rect x=\"%.1f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, PALETTE[k % N_PALETTE]);
+        fprintf(f, "<text x=\"%.1f\" y=\"44\">", lx + 16);
+        xml_text(f, c->types[k].name);
+        fprintf(f, "</text>\n");
+        lx += 30 + 7.0 * (double)strlen(c->types[k].name);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"44\" fill=\"#555\">light: forward, dark: backward, hatched border: "
+               "recomputation</text>\n", lx + 10);
+
+    /* devices, grouped by pipeline and stage */
+    for (int i = 0; i < P; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const double y = 60 + i * (row_h + 10);
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>", y + 24, i);
+        fprintf(f, "<text x=\"10\" y=\"%.1f\">%lld micro-batches</text>\n", y + 40, (long long)pl->micro_batches);
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            const char *col = PALETTE[st->type % (int)N_PALETTE];
+            const double x = LEFT + s * box_w;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.15\" "
+                       "stroke=\"%s\"%s/>\n", x + 2, y, box_w - 4, row_h, col, col,
+                    st->recompute ? " stroke-dasharray=\"4 2\" stroke-width=\"2\"" : "");
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 6, y + 14);
+            xml_text(f, c->types[st->type].name);
+            fprintf(f, " [%d, %d)</text>\n", st->first, st->last);
+            const ah_node_t *nd = &c->nodes[st->devices[0].node];
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">", x + 6, y + 28);
+            xml_text(f, nd->name);
+            fprintf(f, ":%d%s</text>\n", st->devices[0].index, p->tp > 1 ? "+" : "");
+            const double sq = fmin(12, (box_w - 12) / p->tp - 2);
+            for (int r = 0; r < p->tp; r++) {
+                fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+                        x + 6 + r * (sq + 2), y + 38, sq > 1 ? sq : 1, sq > 1 ? sq : 1, col);
+                xml_text(f, nd->name);
+                fprintf(f, ":%d</title></rect>\n", st->devices[r].index);
+            }
+        }
+    }
+    if (p->n_pipelines > P)
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\">... and %d more pipelines (not drawn)</text>\n", top_h - 4,
+                p->n_pipelines - P);
+
+    /* timelines */
+    double span = e->pred.iteration_s - e->pred.breakdown.dp_sync_s - e->pred.breakdown.optimizer_s;
+    const double scale = (WIDTH - LEFT - 20) / (e->pred.iteration_s > 0 ? e->pred.iteration_s : 1);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">one iteration, 1F1B "
+               "(%.4f s; then DP sync %.4f s and optimizer %.4f s)</text>\n",
+            tl_top - 14, e->pred.iteration_s, e->pred.breakdown.dp_sync_s, e->pred.breakdown.optimizer_s);
+    double y = tl_top;
+    bool cut = false;
+    for (int i = 0; i < P; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const int S = pl->n_stages;
+        int n = (int)(pl->micro_batches < MAX_MB ? pl->micro_batches : MAX_MB);
+        cut |= pl->micro_batches > MAX_MB;
+        op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
+        if (!ops) {
+            fclose(f);
+            remove(tmp);
+            return ah_error_set(err, AH_ERR_OOM, "out of host memory drawing %s", path);
+        }
+        replay(e->pipelines[i].stages, S, n, ops);
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>\n", y + 11, i);
+        for (int s = 0; s < S; s++) {
+            const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
+                    y + 10, s);
+            for (int k = 0; k < 2 * n; k++) {
+                const op_t *o = &ops[(size_t)s * (size_t)(2 * n) + (size_t)k];
+                fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
+                           "fill-opacity=\"%s\" stroke=\"white\" stroke-width=\"0.3\"/>\n",
+                        LEFT + o->start * scale, y + 1, fmax((o->end - o->start) * scale, 0.3), lane_h - 2, col,
+                        o->fwd ? "0.45" : "1");
+            }
+            y += lane_h;
+        }
+        free(ops);
+        y += 18;
+    }
+    /* DP sync + optimizer across all lanes */
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#888\" fill-opacity=\"0.35\"/>\n",
+            LEFT + span * scale, tl_top, fmax((e->pred.iteration_s - span) * scale, 0.5), y - tl_top - 18);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">time 0 .. %.4f s%s</text>\n", LEFT, y + 10,
+            e->pred.iteration_s, cut ? "; pipelines with more than 64 micro-batches drawn with their first 64" : "");
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        return ah_error_set(err, AH_ERR_IO, "cannot write %s: disk full or directory not writable", path);
+    }
+    return AH_OK;
+}
