@@ -200,7 +200,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
         e->crc32c = c;
         out->n_files++;
     }
-    qsort(out->files, (size_t)out->n_files, sizeof *out->files, cmp_file);
+    if (out->n_files > 1) qsort(out->files, (size_t)out->n_files, sizeof *out->files, cmp_file);
     for (int i = 1; i < out->n_files; i++)
         if (strcmp(out->files[i].name, out->files[i - 1].name) == 0) {
             ah_error_set(err, AH_ERR_INVALID, "%s.files: \"%s\" listed twice", where, out->files[i].name);
@@ -239,6 +239,7 @@ ah_status_t ah_ckpt_manifest_save(const ah_ckpt_manifest_t *m, const char *path,
 const ah_ckpt_file_t *ah_ckpt_manifest_find(const ah_ckpt_manifest_t *m, const char *name) {
     ah_ckpt_file_t key;
     snprintf(key.name, sizeof key.name, "%s", name);
+    if (m->n_files == 0) return NULL; /* bsearch must not get a NULL base */
     return bsearch(&key, m->files, (size_t)m->n_files, sizeof *m->files, cmp_file);
 }
 
@@ -367,7 +368,7 @@ ah_status_t ah_ckpt_writer_finish_part(ah_ckpt_writer_t *w, int part, ah_error_t
     /* The shards' renames must be durable before anything can point at them. */
     if (ah_ckpt_fsync_dir(w->dir, err) != AH_OK) return err->code;
     ah_ckpt_manifest_t m = {.meta = {.step = w->step}, .n_files = w->n, .files = w->files};
-    qsort(m.files, (size_t)m.n_files, sizeof *m.files, cmp_file);
+    if (m.n_files > 1) qsort(m.files, (size_t)m.n_files, sizeof *m.files, cmp_file);
     return ah_ckpt_manifest_save(&m, path, err);
 }
 
@@ -445,7 +446,7 @@ ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_p
         ah_ckpt_manifest_free(&part);
     }
     if (st == AH_OK) {
-        qsort(all.files, (size_t)all.n_files, sizeof *all.files, cmp_file);
+        if (all.n_files > 1) qsort(all.files, (size_t)all.n_files, sizeof *all.files, cmp_file);
         st = ah_ckpt_manifest_save(&all, man, err);
         if (st != AH_OK) ah_error_prefix(err, "step %lld NOT committed", (long long)meta->step);
     }
@@ -554,7 +555,7 @@ ah_status_t ah_ckpt_list(const char *root, ah_ckpt_step_info_t **out, int *n, ah
         *n = 0;
         return st;
     }
-    qsort(*out, (size_t)*n, sizeof **out, cmp_info);
+    if (*n > 1) qsort(*out, (size_t)*n, sizeof **out, cmp_info);
     return AH_OK;
 }
 

@@ -196,7 +196,7 @@ ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_mani
         free(steps);
         return st;
     }
-    qsort(steps, (size_t)ns, sizeof *steps, cmp_info);
+    if (ns > 1) qsort(steps, (size_t)ns, sizeof *steps, cmp_info);
     if (manifests) {
         *manifests = ms;
         *n_manifests = nm;
