@@ -78,7 +78,7 @@ ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const jso
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         const char *name = t[i].name;
-        uint64_t nb;
+        uint64_t nb = 0;
         char sh[256];
         shape_str(t[i].shape, t[i].ndim > 0 ? t[i].ndim : 0, sh, sizeof sh);
         if (!name || !name[0] || strlen(name) >= AH_ST_NAME_MAX || strcmp(name, "__metadata__") == 0) {
@@ -127,7 +127,7 @@ ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const jso
     ah_status_t st = ah_afile_write(f, buf, 8 + padded, err);
     free(buf);
     for (int i = 0; i < n && st == AH_OK; i++) {
-        uint64_t nb;
+        uint64_t nb = 0;
         shape_bytes(t[i].shape, t[i].ndim, t[i].dtype, &nb);
         if (nb > 0 && !t[i].data)
             return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" has no data pointer", where,
@@ -233,7 +233,7 @@ static ah_status_t parse_header(const char *text, size_t len, uint64_t data_size
         }
         e->begin = (uint64_t)offs[0];
         e->end = (uint64_t)offs[1];
-        uint64_t nb;
+        uint64_t nb = 0;
         char sh[256];
         shape_str(e->shape, e->ndim, sh, sizeof sh);
         if (!shape_bytes(e->shape, e->ndim, e->dtype, &nb)) {
