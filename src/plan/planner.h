@@ -198,8 +198,9 @@ ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_e
  * which keeps the best under the objective. */
 typedef struct ah_search ah_search_t;
 void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value);
-/* The value a candidate must beat to matter (time objective), for pruning; +inf otherwise. */
-double ah_search_bound(const ah_search_t *s);
+/* The iteration time candidates on c's devices must beat to matter (given the best so far, the
+ * objective and the constraints), for pruning; -inf when c's devices are over the budget. */
+double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c);
 ah_objective_t ah_search_objective(const ah_search_t *s);
 
 /* TP groups per node for degree t (count / t, 0 when the node is smaller than t). */

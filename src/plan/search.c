@@ -218,8 +218,14 @@ void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
 
 ah_objective_t ah_search_objective(const ah_search_t *s) { return s->o->objective; }
 
-double ah_search_bound(const ah_search_t *s) {
-    return (s->have && s->o->objective == AH_OBJECTIVE_TIME) ? s->best_value : INFINITY;
+double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c) {
+    const double price = cand_price(x, c);
+    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return -INFINITY;
+    double bound = INFINITY;
+    if (s->have) bound = s->o->objective == AH_OBJECTIVE_COST ? s->best_key / price : s->best_value;
+    if (s->o->min_tokens_per_s > 0) /* slower is not eligible; equal still is */
+        bound = fmin(bound, nextafter(s->tokens_per_iter / s->o->min_tokens_per_s, INFINITY));
+    return bound;
 }
 
 /* ---- lower bound ---- */

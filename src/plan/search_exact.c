@@ -134,12 +134,14 @@ static void score_set(ex_t *e, int P) {
             e->oom = true;
             return;
         }
+    double bound = ah_search_bound(e->s, x, c);
+    if (bound == -INFINITY) return; /* over the budget */
     double v0 = ah_cand_score(x, c);
     if (isnan(v0)) e->oom = true;
     ah_search_offer(e->s, x, c, v0);
     if (!isfinite(v0)) return; /* caps only make it harder */
     const double F = c->pipe_s;
-    double bound = fmin(ah_search_bound(e->s), v0);
+    bound = fmin(bound, v0);
 
     /* (type, kind) pairs present, and the candidate values of max sync (X) and max opt (Y) */
     const int L = x->L, nk = x->n_types * AH_KINDS;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# autohet plan from the command line: exit codes and messages for bad inputs; -o then
+# `autohet evaluate` reproduces the planner's prediction exactly (one code path); --rankfile and
+# its hostfile follow the plan's rank order; --svg is well-formed XML; --baseline and
+# --objective cost produce valid plans.
+# Usage: bash tests/test_plan_cli.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD=$1
+SRC=$2
+AH="$BUILD/autohet"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PY=/usr/bin/python3
+fails=0
+pass=0
+
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
+}
+
+# run EXPECTED_RC NEEDLE ARGS...: exit code and a message containing NEEDLE (stderr + stdout)
+expect() {
+    local want=$1 needle=$2
+    shift 2
+    "$AH" plan "$@" >"$TMP/out" 2>&1
+    local rc=$?
+    [ "$rc" -eq "$want" ] && grep -q -- "$needle" "$TMP/out"
+    local ok=$?
+    check "plan $* -> rc $rc (want $want, \"$needle\"): $(head -c 300 "$TMP/out")" $ok
+}
+
+CL="$SRC/examples/clusters/cpu-hetero.json"
+expect 2 "--model is required" --cluster mixed-32
+expect 2 "--cluster is required" --model tiny-gpt2
+expect 2 "unknown flag" --model tiny-gpt2 --cluster mixed-32 --bogus
+expect 2 "expected a positive integer" --model tiny-gpt2 --cluster mixed-32 --micro-batch x
+expect 2 "expected time or cost" --model tiny-gpt2 --cluster mixed-32 --objective speed
+expect 1 "unknown model" --model no-such-model --cluster mixed-32
+expect 1 "neither a built-in cluster" --model tiny-gpt2 --cluster no-such-cluster
+expect 1 "not divisible" --model tiny-gpt2 --cluster "$CL" --global-batch 6 --micro-batch 4 --seq-len 64
+expect 1 "longer than model" --model tiny-gpt2 --cluster "$CL" --seq-len 100000
+# unknown GPU type in a cluster file
+cat >"$TMP/badgpu.json" <<'EOF'
+{"nodes": [{"name": "n0", "gpu": "Z9000", "count": 2}], "network": {"inter_node_gb_s": 10}}
+EOF
+expect 1 "Z9000" --model tiny-gpt2 --cluster "$TMP/badgpu.json"
+# zero devices
+cat >"$TMP/empty.json" <<'EOF'
+{"nodes": [], "network": {"inter_node_gb_s": 10}}
+EOF
+expect 1 "give at least one node" --model tiny-gpt2 --cluster "$TMP/empty.json"
+# a model that fits nowhere: the message names the short type, by how much, and what to do
+expect 1 "short by" --model gpt3-175b --cluster "$CL" --global-batch 8 --seq-len 512
+expect 1 "To fit" --model gpt3-175b --cluster "$CL" --global-batch 8 --seq-len 512
+
+# -o, then evaluate reproduces the prediction exactly
+"$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 -o "$TMP/plan.json" \
+    --rankfile "$TMP/ranks" --svg "$TMP/plan.svg" --json >"$TMP/plan.out" 2>"$TMP/err"
+check "plan runs: $(cat "$TMP/err")" $?
+"$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/eval.out" 2>"$TMP/err"
+check "evaluate accepts the plan: $(cat "$TMP/err")" $?
+$PY - "$TMP/plan.out" "$TMP/eval.out" "$TMP/plan.json" <<'EOF'
+import json, sys
+plan_out = json.load(open(sys.argv[1]))
+ev = json.load(open(sys.argv[2]))
+plan = json.load(open(sys.argv[3]))
+assert plan_out["iteration_s"] == ev["iteration_s"], (plan_out["iteration_s"], ev["iteration_s"])
+assert plan["predicted"]["iteration_s"] == ev["iteration_s"]
+assert abs(plan_out["search_value_s"] - ev["iteration_s"]) <= 1e-12 * ev["iteration_s"]
+assert ev["feasible"] is True
+assert plan_out["lower_bound_s"] <= ev["iteration_s"]
+for k in ("uniform", "batch-balanced"):
+    b = plan_out["baselines"][k]
+    assert b["iteration_s"] >= ev["iteration_s"] * (1 - 1e-12), (k, b)  # the planner is never slower
+EOF
+check "evaluate reproduces the planner's prediction exactly" $?
+
+# rankfile: one line per device in (pipeline, stage, tp rank) order; hostfile beside it
+$PY - "$TMP/plan.json" "$TMP/ranks" "$TMP/ranks.hosts" <<'EOF'
+import json, re, sys
+plan = json.load(open(sys.argv[1]))
+lines = [l for l in open(sys.argv[2]) if not l.startswith("#")]
+want = [(d["node"], d["index"]) for p in plan["pipelines"] for s in p["stages"] for d in s["devices"]]
+got = []
+for r, l in enumerate(lines):
+    m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+)\n", l)
+    assert m and int(m.group(1)) == r, l
+    got.append((m.group(2), int(m.group(3))))
+assert got == want, (got, want)
+hosts = [l.split() for l in open(sys.argv[3])]
+counts = {}
+for h, _ in got:
+    counts[h] = counts.get(h, 0) + 1
+assert [h for h, _ in hosts] == list(dict.fromkeys(h for h, _ in got))
+assert all(s == "slots=%d" % counts[h] for h, s in hosts)
+EOF
+check "rankfile and hostfile match the plan's rank order" $?
+
+# svg: well-formed XML with one device square per device
+if command -v xmllint >/dev/null; then
+    xmllint --noout "$TMP/plan.svg"
+    check "svg is well-formed XML" $?
+fi
+$PY - "$TMP/plan.svg" "$TMP/plan.json" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+plan = json.load(open(sys.argv[2]))
+titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+devices = sum(len(s["devices"]) for p in plan["pipelines"] for s in p["stages"])
+assert len(titles) == devices, (len(titles), devices)
+EOF
+check "svg draws every device" $?
+
+# human report has the table, breakdown, bottleneck, bound and both speedups
+"$AH" plan --model tiny-llama --cluster "$CL" --global-batch 8 --seq-len 64 >"$TMP/human" 2>&1
+check "human report runs" $?
+for needle in "memory used / capacity" "breakdown:" "bottleneck:" "lower bound:" "speedup over uniform" \
+    "speedup over batch-balanced" "why:"; do
+    grep -q -- "$needle" "$TMP/human"
+    check "report shows \"$needle\"" $?
+done
+
+# baselines and the cost objective give plans that evaluate to what plan printed
+for extra in "--baseline uniform" "--baseline batch-balanced" "--objective cost" \
+    "--objective cost --min-tokens-per-s 1"; do
+    # shellcheck disable=SC2086
+    "$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 $extra -o "$TMP/b.json" --json \
+        >"$TMP/b.out" 2>"$TMP/err"
+    check "plan $extra runs: $(cat "$TMP/err")" $?
+    "$AH" evaluate --plan "$TMP/b.json" --json >"$TMP/be.out" 2>"$TMP/err"
+    check "evaluate accepts the $extra plan: $(cat "$TMP/err")" $?
+    $PY -c "import json,sys; a=json.load(open('$TMP/b.out')); b=json.load(open('$TMP/be.out')); sys.exit(a['iteration_s'] != b['iteration_s'])"
+    check "evaluate reproduces the $extra plan's prediction" $?
+done
+# an unreachable throughput floor is a clear infeasibility
+expect 1 "min-tokens-per-s" --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 --min-tokens-per-s 1e15
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]

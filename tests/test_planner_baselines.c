@@ -1,0 +1,138 @@
+/* Baselines and planner API: the uniform baseline is symmetric (identical pipelines, layers per
+ * stage within one, equal micro-batches) and fits the smallest GPU; batch-balanced keeps the
+ * structure and gives faster pipelines at least as many micro-batches; the planner is never slower
+ * than either and its own value equals ah_evaluate's (template mode too); the cost objective is
+ * never dearer per token than the time objective; bad inputs give clear errors. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "plan/planner.h"
+
+static void check_uniform(const ah_plan_result_t *r) {
+    const ah_plan_t *p = &r->plan;
+    const ah_pipeline_t *p0 = &p->pipelines[0];
+    int64_t smallest = INT64_MAX;
+    for (int d = 0; d < r->eval.n_devices; d++)
+        if (r->eval.devices[d].capacity_bytes < smallest) smallest = r->eval.devices[d].capacity_bytes;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        CHECK_EQ_I64(pl->n_stages, p0->n_stages);
+        CHECK_EQ_I64(pl->micro_batches, p0->micro_batches);
+        for (int s = 0; s < pl->n_stages; s++) {
+            CHECK_EQ_I64(pl->stages[s].first, p0->stages[s].first);
+            CHECK_EQ_I64(pl->stages[s].last, p0->stages[s].last);
+            int len = pl->stages[s].last - pl->stages[s].first, len0 = p0->stages[0].last - p0->stages[0].first;
+            CHECK(len == len0 || len == len0 - 1, "uniform stage %d holds %d layers, stage 0 %d", s, len, len0);
+        }
+    }
+    for (int d = 0; d < r->eval.n_devices; d++)
+        CHECK(r->eval.devices[d].memory_bytes <= smallest, "uniform device %d exceeds the smallest GPU", d);
+}
+
+static void check_balanced(const ah_plan_result_t *r) {
+    const ah_plan_t *p = &r->plan;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int j = 0; j < p->n_pipelines; j++) {
+            const ah_stage_eval_t *bi = &r->eval.pipelines[i].stages[r->eval.pipelines[i].bottleneck_stage];
+            const ah_stage_eval_t *bj = &r->eval.pipelines[j].stages[r->eval.pipelines[j].bottleneck_stage];
+            if (bi->fwd_s + bi->bwd_s < bj->fwd_s + bj->bwd_s)
+                CHECK(p->pipelines[i].micro_batches >= p->pipelines[j].micro_batches,
+                      "faster pipeline %d got fewer micro-batches than %d", i, j);
+        }
+    CHECK(r->eval.feasible, "batch-balanced plan does not fit");
+}
+
+static void one_case(const char *model_name, const char *cluster_name, int64_t B, int64_t T) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_error_t err;
+    CHECK(ah_model_load(model_name, &m, &err) == AH_OK, "%s", err.msg);
+    const char *path = ah_test_src_path(cluster_name);
+    if (ah_cluster_open(strchr(cluster_name, '/') ? path : cluster_name, &c, &err) != AH_OK) {
+        CHECK(false, "%s", err.msg);
+        return;
+    }
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = B;
+    o.train.seq_len = T;
+    ah_plan_result_t plan, uni, bal;
+    CHECK(ah_planner_run(&m, &c, &o, &plan, &err) == AH_OK, "%s on %s: %s", model_name, cluster_name, err.msg);
+    CHECK(ah_baseline_run(&m, &c, &o, AH_BASELINE_UNIFORM, &uni, &err) == AH_OK, "uniform: %s", err.msg);
+    CHECK(ah_baseline_run(&m, &c, &o, AH_BASELINE_BATCH_BALANCED, &bal, &err) == AH_OK, "balanced: %s", err.msg);
+    check_uniform(&uni);
+    check_balanced(&bal);
+    const double t = plan.eval.pred.iteration_s;
+    CHECK(t <= uni.eval.pred.iteration_s * (1 + 1e-12), "%s: planner %.6g slower than uniform %.6g", cluster_name, t,
+          uni.eval.pred.iteration_s);
+    CHECK(t <= bal.eval.pred.iteration_s * (1 + 1e-12), "%s: planner %.6g slower than batch-balanced %.6g",
+          cluster_name, t, bal.eval.pred.iteration_s);
+    CHECK_NEAR(plan.search_value_s, t, 1e-12);
+    CHECK(plan.lower_bound_s <= t, "bound %.6g above the plan %.6g", plan.lower_bound_s, t);
+    CHECK(ah_plan_check(&plan.plan, NULL, &err) == AH_OK, "%s", err.msg);
+    printf("%-10s on %-28s planner %.4f s, uniform %.4f s (%.2fx), batch-balanced %.4f s (%.2fx), %s, %.3f s\n",
+           model_name, cluster_name, t, uni.eval.pred.iteration_s, uni.eval.pred.iteration_s / t,
+           bal.eval.pred.iteration_s, bal.eval.pred.iteration_s / t, plan.exact ? "exact" : "template", plan.seconds);
+
+    /* the cost objective is never dearer per token than the time objective's plan */
+    o.objective = AH_OBJECTIVE_COST;
+    ah_plan_result_t cheap;
+    CHECK(ah_planner_run(&m, &c, &o, &cheap, &err) == AH_OK, "cost: %s", err.msg);
+    CHECK(cheap.usd_per_mtoken <= plan.usd_per_mtoken * (1 + 1e-12), "cost objective %.6g dearer than %.6g",
+          cheap.usd_per_mtoken, plan.usd_per_mtoken);
+    /* a budget below the cheapest plan's price has no plan */
+    o.budget_usd_per_hour = cheap.usd_per_hour * 0.5;
+    ah_plan_result_t none;
+    ah_status_t st = ah_planner_run(&m, &c, &o, &none, &err);
+    if (st == AH_OK) {
+        CHECK(none.usd_per_hour <= o.budget_usd_per_hour, "over budget: %.3f > %.3f", none.usd_per_hour,
+              o.budget_usd_per_hour);
+        ah_plan_result_free(&none);
+    }
+    ah_plan_result_free(&cheap);
+    ah_plan_result_free(&plan);
+    ah_plan_result_free(&uni);
+    ah_plan_result_free(&bal);
+    ah_cluster_free(&c);
+}
+
+static void bad_inputs(void) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_error_t err;
+    ah_model_load("tiny-gpt2", &m, &err);
+    ah_cluster_open("mixed-32", &c, &err);
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.seq_len = 64;
+    o.train.global_batch = 6;
+    o.train.micro_batch = 4;
+    ah_plan_result_t r;
+    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INVALID, err, "not divisible");
+    o.train.micro_batch = 0;
+    o.train.seq_len = 1 << 20;
+    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INVALID, err, "longer than");
+    o.train.seq_len = 64;
+    for (int i = 0; i < c.n_nodes; i++) c.nodes[i].count = 0;
+    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INVALID, err, "no GPUs");
+    ah_cluster_free(&c);
+    /* nothing fits: the closest candidate names the type, the shortfall and a remedy */
+    ah_model_load("gpt3-175b", &m, &err);
+    ah_cluster_open("mixed-32", &c, &err);
+    o.train.seq_len = 2048;
+    o.train.global_batch = 8;
+    for (int i = 1; i < c.n_nodes; i++) c.nodes[i].count = 0; /* one A100 node: 640 GB for 2.8 TB of state */
+    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INFEASIBLE, err, "A100-80G devices are short by");
+    CHECK(strstr(err.msg, "To fit") != NULL, "no remedy in: %s", err.msg);
+    ah_cluster_free(&c);
+}
+
+int main(void) {
+    one_case("tiny-gpt2", "examples/clusters/cpu-hetero.json", 8, 64);
+    one_case("llama2-7b", "mixed-32", 64, 2048);
+    one_case("llama2-13b", "mixed-32", 32, 2048);
+    bad_inputs();
+    return ah_test_finish();
+}
