@@ -37,6 +37,7 @@ int ah_cli_model(int argc, char **argv);
 int ah_cli_plan(int argc, char **argv);
 int ah_cli_ckpt(int argc, char **argv);
 int ah_cli_evaluate(int argc, char **argv);
+int ah_cli_profile(int argc, char **argv);
 int ah_cli_train(int argc, char **argv);
 int ah_cli_tokenize(int argc, char **argv);
 

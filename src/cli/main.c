@@ -8,6 +8,7 @@ static const ah_cli_verb_t VERBS[] = {
     {"model", "per-layer parameters, FLOPs and activation bytes of a model", ah_cli_model},
     {"plan", "find the fastest (or cheapest) parallel plan for a model on a mixed cluster", ah_cli_plan},
     {"evaluate", "score a plan: time, memory, breakdown, bottleneck", ah_cli_evaluate},
+    {"profile", "measure per-layer time and memory of the CPU runtime, for the planner", ah_cli_profile},
     {"train", "train a plan's model, one MPI rank per device (under mpirun)", ah_cli_train},
     {"tokenize", "turn a text file into an llm.c token file (byte-level)", ah_cli_tokenize},
     {"ckpt", "list checkpoint steps by tier and verify their checksums", ah_cli_ckpt},

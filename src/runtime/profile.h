@@ -1,0 +1,54 @@
+/* The profiler behind `autohet profile`: per-layer forward and backward seconds and activation
+ * bytes of the GPT-2 runtime on this machine, for the cost model (cost/profile.h).
+ *
+ * Everything is measured through the runtime's own stage code (runtime/gpt.h), on three shards
+ * built like the trainer builds them, one micro-batch slot each:
+ *   A: one block                      -> "block"
+ *   E: the embedding and one block    -> "embed" = E - A
+ *   H: one block and the head         -> "head"  = H - A
+ * Seconds are the median of `reps` timed calls (after one untimed warm-up) of ah_gpt_forward /
+ * ah_gpt_backward, the same calls the trainer times per micro-batch. The head's "forward" is the
+ * fused head of the runtime (logits, loss and the logits' gradient), as in training. A difference
+ * that noise makes negative (the embedding is microseconds) is reported as 0.
+ * Activation bytes are what the shard's "activations" arena allocated (block: A; embed, head: the
+ * difference), i.e. measured from the allocator, not taken from the memory model.
+ *
+ * Tensor parallelism: a TP > 1 shard is TP rank 0's shard run without a TP group, so its times
+ * contain no communication ("includes_tp_comm": false; the cost model adds its own all-reduce
+ * term).
+ *
+ * Emulation: with slowdown k > 1 every measured phase counts k times (the trainer's stretch: it
+ * sleeps (k - 1) x each phase's time), and mem_cap_bytes caps the shards' allocator like the
+ * trainer's (an emulated device too small for a shard fails with the trainer's out-of-memory
+ * message).
+ *
+ * Host memory: the shards are built and freed per (tp, micro-batch); nothing outlives the call but
+ * the entries added to `out`.
+ */
+#ifndef AH_RUNTIME_PROFILE_H
+#define AH_RUNTIME_PROFILE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "cost/profile.h"
+#include "kernels/kernels.h"
+#include "spec/model.h"
+
+typedef struct ah_profile_req {
+    const ah_model_t *model;  /* GPT-2 architecture */
+    const char *gpu;          /* GPU type name written into the entries */
+    double slowdown;          /* emulate.slowdown; <= 1: none */
+    int64_t mem_cap_bytes;    /* emulate.memory_mib in bytes; 0: no cap */
+    int64_t seq_len;          /* T, at most the model's context */
+    int tp;                   /* TP degree the shard is cut for */
+    int64_t micro_batch;
+    int reps;                 /* timed repetitions per measurement (>= 1) */
+    uint64_t seed;            /* weights and inputs */
+} ah_profile_req_t;
+
+/* Measures one (gpu, tp, micro_batch, seq_len) entry with kernels k and adds it to out. */
+ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
+                               ah_profile_t *out, ah_error_t *err);
+
+#endif

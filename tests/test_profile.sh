@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# autohet profile end to end: the entries it writes (one per type x TP degree x micro-batch, no TP
+# comm inside, activation bytes measured from the runtime's allocator equal to the memory model's),
+# emulation (a 3x slower type measures about 3x slower; a memory cap too small fails with the
+# trainer's out-of-memory message; a type that is not emulated is refused), and that evaluate and
+# plan use the profile (evaluate's compute term is exactly the profile's figures summed).
+# Usage: bash tests/test_profile.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD=${1:?build dir}
+SRC=${2:?source dir}
+AH="$BUILD/autohet"
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# 1. Entries and activation bytes, TP 1 and 2, micro-batch 1 and 2.
+"$AH" profile --model tiny-gpt2 --tp 1,2 --micro-batch 1,2 --seq-len 32 --steps 5 -o "$TMP/p.json" \
+    >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "profile"; }
+for tp in 1 2; do
+    for mb in 1 2; do
+        "$AH" model --model tiny-gpt2 --seq-len 32 --micro-batch $mb --tp $tp --precision fp32 --json \
+            >"$TMP/model-$tp-$mb.json" || fail "autohet model"
+    done
+done
+$PY - "$TMP" <<'PY' || fail "profile entries"
+import json, sys
+tmp = sys.argv[1]
+p = json.load(open(f"{tmp}/p.json"))
+assert p["version"] == 1 and "OPENBLAS_NUM_THREADS=1" in p["host"], p["host"]
+e = {(x["gpu"], x["tp"], x["micro_batch"]): x for x in p["entries"]}
+assert sorted(e) == [("cpu", t, m) for t in (1, 2) for m in (1, 2)], sorted(e)
+kinds = {"embedding": "embed", "block": "block", "head": "head"}
+for (gpu, tp, mb), x in e.items():
+    assert x["seq_len"] == 32 and x["precision"] == "fp32" and x["includes_tp_comm"] is False, x
+    model = json.load(open(f"{tmp}/model-{tp}-{mb}.json"))
+    for layer in model["layers"]:
+        got, want = x[kinds[layer["kind"]]]["act_bytes"], layer["act_bytes_per_mb"]
+        assert got == want, f"tp {tp} mb {mb} {layer['kind']}: measured {got} bytes, model {want}"
+    for k in ("block", "head"):
+        assert x[k]["fwd_s"] > 0 and x[k]["bwd_s"] > 0, (k, x[k])
+# More work takes longer: a block of 2 sequences vs 1 (the medians of 5, far apart).
+for tp in (1, 2):
+    one, two = e[("cpu", tp, 1)]["block"], e[("cpu", tp, 2)]["block"]
+    assert two["fwd_s"] + two["bwd_s"] > 1.2 * (one["fwd_s"] + one["bwd_s"]), (tp, one, two)
+print("entries and activation bytes OK")
+PY
+
+# 2. evaluate --profile prices the single-rank plan with exactly the profile's figures:
+#    compute = micro-batches x (embed + 4 blocks + head), forward + backward.
+"$AH" evaluate --plan "$SRC/examples/plans/train-single.json" --profile "$TMP/p.json" --json >"$TMP/ev.json" \
+    || fail "evaluate --profile"
+"$AH" evaluate --plan "$SRC/examples/plans/train-single.json" --json >"$TMP/ev0.json" || fail "evaluate"
+$PY - "$TMP" <<'PY' || fail "evaluate does not use the profile"
+import json, sys
+tmp = sys.argv[1]
+x = {(e["tp"], e["micro_batch"]): e for e in json.load(open(f"{tmp}/p.json"))["entries"]}[(1, 1)]
+per_mb = sum(x[k]["fwd_s"] + x[k]["bwd_s"] for k in ("embed", "head")) + 4 * (x["block"]["fwd_s"] + x["block"]["bwd_s"])
+got = json.load(open(f"{tmp}/ev.json"))["breakdown"]["compute_s"]
+roof = json.load(open(f"{tmp}/ev0.json"))["breakdown"]["compute_s"]
+assert abs(got - 8 * per_mb) <= 1e-9 * got, (got, 8 * per_mb)
+assert abs(got - roof) > 1e-3 * roof, (got, roof)
+print(f"evaluate: compute {got:.6f} s from the profile (roofline {roof:.6f} s)")
+PY
+
+# 3. Emulation: cpu-hetero's cpu-slow (slowdown 3) vs cpu-fast (1), measured separately.
+"$AH" profile --model tiny-gpt2 --cluster cpu-hetero --seq-len 32 --micro-batch 2 --steps 15 -o "$TMP/h.json" \
+    >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "profile --cluster cpu-hetero"; }
+$PY - "$TMP" <<'PY' || fail "emulated slowdown"
+import json, sys
+e = {x["gpu"]: x for x in json.load(open(f"{sys.argv[1]}/h.json"))["entries"]}
+assert sorted(e) == ["cpu-fast", "cpu-slow"], sorted(e)
+t = {g: x["block"]["fwd_s"] + x["block"]["bwd_s"] for g, x in e.items()}
+r = t["cpu-slow"] / t["cpu-fast"]
+# 3x by construction, but the two are separate measurements on a shared machine: a loose band.
+assert 1.8 < r < 5.0, f"cpu-slow / cpu-fast block time {r:.2f}, expected about 3"
+print(f"emulation: cpu-slow / cpu-fast = {r:.2f}")
+PY
+# ... and the planner takes the profile for that cluster.
+"$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --micro-batch 2 \
+    --precision fp32 --profile "$TMP/h.json" -o "$TMP/plan.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "plan --profile"; }
+"$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" --json >"$TMP/ev.json" || fail "evaluate the planned plan"
+$PY - "$TMP" <<'PY' || fail "plan --profile"
+import json, sys
+tmp = sys.argv[1]
+plan, ev = json.load(open(f"{tmp}/plan.json")), json.load(open(f"{tmp}/ev.json"))
+a, b = plan["predicted"]["iteration_s"], ev["iteration_s"]
+assert abs(a - b) <= 1e-6 * b, f"plan predicts {a}, evaluate with the same profile {b}"
+print(f"plan --profile: {a:.6f} s per iteration")
+PY
+
+# 4. Errors: a memory cap too small for one block, a type that is not emulated, a bad list.
+cat >"$TMP/small.json" <<'EOF2'
+{"gpu_types": {"tiny-dev": {"tflops": {"bf16": 0.01, "fp16": 0.01, "fp32": 0.01}, "mem_bw_gb_s": 1,
+  "intra_node_gb_s": 1, "emulate": {"slowdown": 2, "memory_mib": 1}}},
+ "nodes": [{"name": "n0", "gpu": "tiny-dev", "count": 1}], "network": {"inter_node_gb_s": 1}}
+EOF2
+"$AH" profile --model demo-gpt2 --cluster "$TMP/small.json" --micro-batch 4 -o "$TMP/x.json" >"$TMP/out" 2>&1 \
+    && fail "a 1 MiB device was profiled"
+grep -q "out of memory allocating" "$TMP/out" && grep -q "tiny-dev" "$TMP/out" || { cat "$TMP/out"; fail "no OOM message"; }
+"$AH" profile --model tiny-gpt2 --cluster mixed-32 --gpu A100-80G -o "$TMP/x.json" >"$TMP/out" 2>&1 \
+    && fail "a real A100 was profiled on the CPU"
+grep -q "does not emulate" "$TMP/out" || { cat "$TMP/out"; fail "no message for a non-emulated type"; }
+"$AH" profile --model tiny-gpt2 --tp 1,x -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] || fail "--tp 1,x accepted"
+"$AH" profile --model tiny-gpt2 --tp 3 -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "--tp 3 accepted for 4 heads"
+[ -e "$TMP/x.json" ] && fail "a failed profile wrote its output"
+echo PASS
