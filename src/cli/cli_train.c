@@ -16,7 +16,7 @@
 #include "runtime/trainer.h"
 
 typedef struct {
-    const char *plan, *data, *model, *cluster, *metrics, *dump_dir;
+    const char *plan, *data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
     int64_t steps, warmup, seed, dump_step;
     double lr, wd, clip;
     bool quiet;
@@ -38,6 +38,9 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (a->dump_dir && (a->dump_step < 0 || a->dump_step > a->steps))
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step: expected 0 .. --steps (%lld), got %lld",
                             (long long)a->steps, (long long)a->dump_step);
+    if (a->grads_dir && (a->dump_step < 0 || a->dump_step >= a->steps))
+        return ah_error_set(err, AH_ERR_USAGE, "--dump-step with --dump-grads: expected 0 .. --steps - 1 "
+                            "(%lld), got %lld", (long long)a->steps - 1, (long long)a->dump_step);
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
@@ -93,9 +96,10 @@ static void train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics) {
     ah_step_metrics_t m;
     double elapsed = 0;
     for (int64_t i = 0; i <= a->steps; i++) {
-        if (a->dump_dir && i == a->dump_step && ah_trainer_dump(tr, a->dump_dir, &err) != AH_OK) break;
+        if (a->dump_dir && i == a->dump_step && ah_trainer_dump(tr, a->dump_dir, false, &err) != AH_OK) break;
         if (i == a->steps) return;
         if (ah_trainer_step(tr, i, &m, &err) != AH_OK) break;
+        if (a->grads_dir && i == a->dump_step && ah_trainer_dump(tr, a->grads_dir, true, &err) != AH_OK) break;
         elapsed += m.seconds;
         if (tr->rank != 0) continue;
         if (!a->quiet) progress(&m, a->steps, elapsed);
@@ -120,7 +124,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
-        {"--dump-step", AH_FLAG_INT, &a.dump_step, "N", "... after N updates (default 0: initial)", false},
+        {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
+        {"--dump-step", AH_FLAG_INT, &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
         {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
     };
     ah_error_t err;

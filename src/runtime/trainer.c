@@ -286,7 +286,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     return AH_OK;
 }
 
-ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err) {
+ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_error_t *err) {
     const ah_model_t *m = &tr->plan->model;
     const int n = ah_gpt_tensor_count(m);
     ah_gpt_tensor_t *all = malloc((size_t)n * sizeof *all);
@@ -308,13 +308,15 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err) 
         goto done;
     }
     const ah_gpt_stage_t *st = &tr->stage;
+    const float *src = grads ? st->g : st->w;
+    const char *stem = grads ? "grads" : "params";
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
         if (!counts(tr, x)) continue;
         int j = 0;
         while (strcmp(all[j].name, x->def.name) != 0) j++;
         for (int64_t e = 0; e < x->n; e++)
-            full[offs[j] + ah_gpt_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = st->w[x->offset + e];
+            full[offs[j] + ah_gpt_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = src[x->offset + e];
     }
     if ((s = ah_comm_allreduce_f32(ah_comm_world(), full, (size_t)offs[n], err)) != AH_OK) goto done;
     if (tr->rank != 0) goto done;
@@ -323,7 +325,7 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err) 
         goto done;
     }
     char path[4096];
-    snprintf(path, sizeof path, "%s/params.bin", dir);
+    snprintf(path, sizeof path, "%s/%s.bin", dir, stem);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(full, sizeof *full, (size_t)offs[n], f) != (size_t)offs[n] || fclose(f) != 0) {
         if (f) fclose(f);
@@ -337,7 +339,7 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err) 
                                              "offset", (json_int_t)offs[i]));
     json_object_set_new(doc, "tensors", arr);
     json_object_set_new(doc, "dtype", json_string("float32"));
-    snprintf(path, sizeof path, "%s/params.json", dir);
+    snprintf(path, sizeof path, "%s/%s.json", dir, stem);
     s = ah_json_save_file(doc, path, err);
     json_decref(doc);
 done:

@@ -83,8 +83,10 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
 /* Collective: one iteration (step counts from 0); fills *out on every rank. */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
- * (name, shape, offset in floats) from rank 0. */
-ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, ah_error_t *err);
+ * (name, shape, offset in floats) from rank 0. With grads, DIR/grads.bin and DIR/grads.json in the
+ * same layout from the gradients of the last step: summed over the plan (after the DP sync),
+ * before clipping, i.e. d(mean loss of the global batch)/d(weights before that step's update). */
+ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_error_t *err);
 void ah_trainer_free(ah_trainer_t *tr);
 
 #endif
