@@ -1,0 +1,241 @@
+/* autohet simulate: replays spot-availability traces on a cluster and compares policies
+ * (autohet, uniform, varuna, on-demand) in tokens, hours and dollars. Model: src/sim/sim.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "sim/sim.h"
+
+#define MAX_TRACES 16
+#define MAPPING_LINES 12 /* assignments printed per pool; all of them are in --json */
+
+/* "POOL=FILE[,unit=s|h|ms]" */
+static ah_status_t parse_trace_spec(const char *spec, char *pool, size_t pool_cap, char *file, size_t file_cap,
+                                    ah_time_unit_t *unit, ah_error_t *err) {
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || (size_t)(eq - spec) >= pool_cap)
+        return ah_error_set(err, AH_ERR_USAGE, "--trace \"%s\": expected POOL=FILE[,unit=s|h|ms], e.g. H800=p3-trace.csv",
+                            spec);
+    memcpy(pool, spec, (size_t)(eq - spec));
+    pool[eq - spec] = 0;
+    *unit = AH_UNIT_AUTO;
+    const char *opt = strstr(eq + 1, ",unit=");
+    size_t flen = opt ? (size_t)(opt - eq - 1) : strlen(eq + 1);
+    if (flen == 0 || flen >= file_cap)
+        return ah_error_set(err, AH_ERR_USAGE, "--trace \"%s\": the file name is empty or too long", spec);
+    memcpy(file, eq + 1, flen);
+    file[flen] = 0;
+    if (opt && !ah_time_unit_parse(opt + 6, unit))
+        return ah_error_set(err, AH_ERR_USAGE, "--trace \"%s\": unit \"%s\" is not one of s, h, ms, auto", spec, opt + 6);
+    return AH_OK;
+}
+
+static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int n_pools) {
+    for (int i = 0; i < n_pools; i++) {
+        const ah_sim_pool_t *p = &pools[i];
+        printf("pool %s: %d spot node%s [", p->name, p->n_nodes, p->n_nodes == 1 ? "" : "s");
+        for (int k = 0; k < p->n_nodes; k++) printf("%s%s", k ? " " : "", c->nodes[p->nodes[k]].name);
+        printf("] <- %s\n  %s, unit %s (%s), %.2f h\n", p->trace.path, p->trace.format,
+               ah_time_unit_name(p->trace.unit), p->trace.unit_how, p->trace.end_s / 3600);
+        if (p->trace.kind == AH_TRACE_EVENTS)
+            printf("  mapping: each trace id takes the first free node of the pool (cluster order) at its add\n");
+        else if (a->seed)
+            printf("  mapping: count increases take random free nodes, decreases remove random live nodes (seed %llu)\n",
+                   (unsigned long long)a->seed);
+        else
+            printf("  mapping: count increases take the first free nodes (cluster order), decreases remove the newest\n");
+        if (p->capped)
+            printf("  capped: the trace wants up to %d instances, the pool has %d; %d %s ignored\n", p->max_wanted,
+                   p->n_nodes, p->capped, p->trace.kind == AH_TRACE_EVENTS ? "adds" : "rows above the cap");
+        int shown = 0, total = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            const ah_sim_change_t *v = pass ? a->changes : a->initial;
+            for (int k = 0, n = pass ? a->n_changes : a->n_initial; k < n; k++) {
+                if (v[k].pool != i) continue;
+                total++;
+                if (shown >= MAPPING_LINES) continue;
+                shown++;
+                printf("    %9.3f h  %-10s %-4s %s\n", v[k].t_s / 3600,
+                       v[k].trace_id >= 0 ? p->trace.ids[v[k].trace_id] : "count", v[k].up ? "up" : "down",
+                       c->nodes[v[k].node].name);
+            }
+        }
+        if (total > shown) printf("    ... %d more changes (all in --json \"mapping\")\n", total - shown);
+    }
+    printf("always up:");
+    int any = 0;
+    for (int n = 0; n < c->n_nodes; n++) {
+        bool traced = false;
+        for (int i = 0; i < n_pools && !traced; i++)
+            for (int k = 0; k < pools[i].n_nodes; k++) traced = traced || pools[i].nodes[k] == n;
+        if (traced) continue;
+        printf(" %s (%s)", c->nodes[n].name, c->nodes[n].spot ? "spot, no trace" : "on-demand");
+        any = 1;
+    }
+    printf("%s\n", any ? "" : " none");
+}
+
+static void print_results(const ah_sim_result_t *r, int n) {
+    printf("\n%-10s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", "policy", "tokens (B)", "wall h", "GPU-h", "$",
+           "$/Mtok", "recov h", "replans", "preempt", "sets", "planner s", "sim s");
+    for (int i = 0; i < n; i++)
+        printf("%-10s %12.3f %7.2f %9.1f %10.0f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
+               r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd,
+               r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
+               r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
+    for (int i = 0; i < n; i++) {
+        printf("%s: %.3f B tokens lost to rollbacks; recovery bytes local %.1f GB, peer %.1f GB, cloud %.1f GB; "
+               "first plan %.3f s\n",
+               ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_peer / 1e9,
+               r[i].bytes_cloud / 1e9, r[i].first_plan_s);
+        if (r[i].note[0]) printf("  note: %s\n", r[i].note);
+    }
+}
+
+int ah_cli_simulate(int argc, char **argv) {
+    const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand";
+    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16";
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    int64_t gb = o.train.global_batch, sl = o.train.seq_len, mb = 0, seed = 0;
+    ah_flag_t flags[] = {
+        {"--model", AH_FLAG_STR, &model_s, "M", "preset name or HF config.json (required)", false},
+        {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
+        {"--trace", AH_FLAG_STR, &trace_help, "POOL=FILE[,unit=s|h|ms]",
+         "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
+        {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand (default all)",
+         false},
+        {"--hours", AH_FLAG_NUM, &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
+        {"--ckpt-every-s", AH_FLAG_NUM, &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
+         false},
+        {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S", "relaunch overhead per (re)start (default 60)", false},
+        {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",
+         false},
+        {"--on-demand-factor", AH_FLAG_NUM, &o.on_demand_factor, "F",
+         "on-demand price = spot x F when the cluster has no on-demand node of the type (default 2.5)", false},
+        {"--seed", AH_FLAG_INT, &seed, "N", "count traces: random node picks with this seed (default 0: newest-first)",
+         false},
+        {"--global-batch", AH_FLAG_INT, &gb, "N", "sequences per iteration (default 512)", false},
+        {"--seq-len", AH_FLAG_INT, &sl, "T", "tokens per sequence (default 2048)", false},
+        {"--micro-batch", AH_FLAG_INT, &mb, "M", "sequences per micro-batch (default 0: the planner picks)", false},
+        {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default) or fp32", false},
+        {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
+        {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
+    };
+    /* --trace repeats, which the flag parser does not do: take every occurrence out first. */
+    char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
+    const char *specs[MAX_TRACES];
+    int n_specs = 0, n_rest = 0, rc = 0;
+    if (!rest) return 1;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (i > 0 && strcmp(argv[i], "--trace") == 0 && i + 1 < argc) v = argv[++i];
+        else if (i > 0 && strncmp(argv[i], "--trace=", 8) == 0) v = argv[i] + 8;
+        if (!v) {
+            rest[n_rest++] = argv[i];
+            continue;
+        }
+        if (n_specs == MAX_TRACES) {
+            fprintf(stderr, "autohet simulate: at most %d --trace flags\n", MAX_TRACES);
+            free(rest);
+            return 2;
+        }
+        specs[n_specs++] = v;
+    }
+    bool go = ah_cli_parse("simulate", "--model M --cluster C --trace POOL=FILE ... [flags]",
+                           "Replays spot-availability traces on a cluster and compares policies side by side: "
+                           "tokens, GPU-hours, dollars, time in recovery. The model is in docs/simulator.md.",
+                           flags, (int)(sizeof flags / sizeof flags[0]), n_rest, rest, &rc);
+    free(rest);
+    if (!go) return rc;
+    ah_error_t err = {0};
+    if (!model_s || !cluster_s) {
+        ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
+        return ah_cli_fail("simulate", &err);
+    }
+    bool want[AH_POLICY_COUNT] = {0};
+    char pl[256];
+    snprintf(pl, sizeof pl, "%s", policies_s);
+    for (char *tok = strtok(pl, ","); tok; tok = strtok(NULL, ",")) {
+        ah_policy_t p;
+        if (!ah_policy_parse(tok, &p)) {
+            ah_error_set(&err, AH_ERR_USAGE, "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand", tok);
+            return ah_cli_fail("simulate", &err);
+        }
+        want[p] = true;
+    }
+    if (!ah_precision_parse(prec_s, &o.train.precision)) {
+        ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not bf16 or fp32", prec_s);
+        return ah_cli_fail("simulate", &err);
+    }
+    if (seed < 0) {
+        ah_error_set(&err, AH_ERR_USAGE, "--seed %lld: use 0 (newest-first) or a positive seed", (long long)seed);
+        return ah_cli_fail("simulate", &err);
+    }
+    o.train.global_batch = gb;
+    o.train.seq_len = sl;
+    o.train.micro_batch = mb;
+
+    ah_model_t model;
+    ah_cluster_t cluster;
+    if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
+    if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
+    ah_sim_pool_t pools[MAX_TRACES];
+    memset(pools, 0, sizeof pools);
+    ah_sim_avail_t avail = {0};
+    ah_sim_result_t results[AH_POLICY_COUNT];
+    memset(results, 0, sizeof results);
+    int n_pools = 0, n_res = 0;
+    ah_status_t st = AH_OK;
+    for (int i = 0; i < n_specs && st == AH_OK; i++) {
+        char pool[2 * AH_NAME_MAX + 2], file[512];
+        ah_time_unit_t unit;
+        st = parse_trace_spec(specs[i], pool, sizeof pool, file, sizeof file, &unit, &err);
+        if (st == AH_OK) st = ah_sim_pool_resolve(&cluster, pool, &pools[n_pools], &err);
+        if (st == AH_OK) {
+            n_pools++;
+            st = ah_trace_load(file, unit, &pools[n_pools - 1].trace, &err);
+        }
+    }
+    if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)seed, &avail, &err);
+    if (st == AH_OK) {
+        const double H = ah_sim_horizon_s(&avail, &o);
+        printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model.name,
+               (long long)gb, (long long)sl, ah_precision_name(o.train.precision), cluster_s,
+               ah_cluster_gpu_count(&cluster), cluster.n_nodes);
+        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; re-plan ", H / 3600,
+               o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s);
+        if (o.replan_s >= 0) printf("%g s (given)", o.replan_s);
+        else printf("time as measured");
+        printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o.on_demand_factor);
+        if (n_pools == 0) printf("no --trace: every node is up all the time\n");
+        print_pools(&cluster, &avail, pools, n_pools);
+        fflush(stdout);
+        for (int p = 0; p < AH_POLICY_COUNT && st == AH_OK; p++) {
+            if (!want[p]) continue;
+            st = ah_sim_run(&model, &avail, &o, (ah_policy_t)p, &results[n_res], &err);
+            if (st == AH_OK) n_res++;
+        }
+        if (st == AH_OK) print_results(results, n_res);
+        if (st == AH_OK && json_path) {
+            json_t *doc = ah_sim_to_json(&avail, pools, n_pools, &o, H, results, n_res);
+            st = doc ? ah_json_save_file(doc, json_path, &err)
+                     : ah_error_set(&err, AH_ERR_INTERNAL, "out of host memory building the JSON");
+            json_decref(doc);
+            if (st == AH_OK) printf("wrote %s\n", json_path);
+        }
+        if (st == AH_OK && svg_path) {
+            st = ah_sim_svg_write(&avail, H, results, n_res, svg_path, &err);
+            if (st == AH_OK) printf("wrote %s\n", svg_path);
+        }
+    }
+    for (int i = 0; i < n_res; i++) ah_sim_result_free(&results[i]);
+    ah_sim_avail_free(&avail);
+    for (int i = 0; i < n_pools; i++) ah_sim_pool_free(&pools[i]);
+    ah_cluster_free(&cluster);
+    return st == AH_OK ? 0 : ah_cli_fail("simulate", &err);
+}

@@ -1,0 +1,527 @@
+/* The replay: one policy over one availability timeline (rules in sim.h, docs/simulator.md). */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/planner.h"
+
+const char *ah_policy_name(ah_policy_t p) {
+    static const char *const names[] = {"autohet", "uniform", "varuna", "on-demand"};
+    return p >= 0 && p < AH_POLICY_COUNT ? names[p] : "?";
+}
+
+bool ah_policy_parse(const char *s, ah_policy_t *out) {
+    for (int p = 0; p < AH_POLICY_COUNT; p++)
+        if (strcmp(s, ah_policy_name((ah_policy_t)p)) == 0) {
+            *out = (ah_policy_t)p;
+            return true;
+        }
+    return false;
+}
+
+void ah_sim_opts_default(ah_sim_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->train = (ah_train_t){512, 2048, 0, AH_PREC_BF16};
+    o->ckpt_every_s = 1800;
+    o->restart_s = 60;
+    o->replan_s = -1;
+    o->on_demand_factor = 2.5;
+}
+
+double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
+    const ah_node_t *n = &c->nodes[node];
+    if (!n->spot) return n->usd_per_gpu_hour;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!c->nodes[i].spot && c->nodes[i].type == n->type) return c->nodes[i].usd_per_gpu_hour;
+    return n->usd_per_gpu_hour * o->on_demand_factor;
+}
+
+double ah_sim_horizon_s(const ah_sim_avail_t *a, const ah_sim_opts_t *o) {
+    if (o->hours > 0) return o->hours * 3600.0;
+    return a->end_s > 1 ? a->end_s : 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- plans by availability set ---- */
+
+typedef struct {
+    int node, index, k;   /* full-cluster node, local GPU, TP rank */
+    int first, last;      /* blocks [first, last) */
+    bool embed, head;
+    int64_t state_bytes;
+} sdev_t;
+
+typedef struct {
+    char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
+    bool ok;
+    char why[384];        /* when !ok: the planner's message */
+    double tokens_per_s, plan_s, usd_per_s;
+    int tp;
+    bool *uses;           /* [n_nodes] nodes the plan uses */
+    int *gpus;            /* [n_types] GPUs of those nodes */
+    sdev_t *devs;
+    int n_devs;
+} entry_t;
+
+typedef struct {
+    const ah_model_t *model;
+    const ah_cluster_t *c;
+    const ah_sim_opts_t *o;
+    ah_policy_t pol;
+    ah_sim_result_t *r;
+    entry_t **cache;
+    int n_cache, cap_cache;
+    /* replay state */
+    bool *up;             /* [n_nodes] up now */
+    bool *holds;          /* [n_nodes] the node still holds its part of the state plan */
+    double t, tokens, tokens_ckpt, recover_end, ckpt_due;
+    ah_sim_phase_t phase;
+    entry_t *run;         /* the plan training, or being recovered to; NULL when stalled */
+    entry_t *state;       /* the plan whose devices hold the latest state; NULL when none */
+    bool fresh;           /* nothing trained yet: a start has nothing to transfer */
+    bool started;         /* the first (re)start happened */
+    bool pending_join;
+    int cap_segs, cap_markers;
+    bool oom;
+} run_t;
+
+static void entry_free(entry_t *e) {
+    if (!e) return;
+    free(e->key);
+    free(e->uses);
+    free(e->gpus);
+    free(e->devs);
+    free(e);
+}
+
+/* The nodes a policy plans on, given what is up: varuna keeps the type with the most GPUs up. */
+static void policy_mask(const run_t *x, char *key) {
+    const ah_cluster_t *c = x->c;
+    int keep_type = -1;
+    if (x->pol == AH_POLICY_VARUNA) {
+        int best = 0;
+        for (int ty = 0; ty < c->n_types; ty++) {
+            int n = 0;
+            for (int i = 0; i < c->n_nodes; i++)
+                if (x->up[i] && c->nodes[i].type == ty) n += c->nodes[i].count;
+            if (n > best) {
+                best = n;
+                keep_type = ty;
+            }
+        }
+    }
+    for (int i = 0; i < c->n_nodes; i++) {
+        bool in = x->pol == AH_POLICY_ON_DEMAND || x->up[i];
+        if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
+        key[i] = in ? '1' : '0';
+    }
+    key[c->n_nodes] = 0;
+}
+
+/* Fills e from a planner result on a sub-cluster whose node i is full-cluster node map[i]. */
+static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const int *map) {
+    const ah_plan_t *p = &res->plan;
+    const ah_cluster_t *c = x->c;
+    e->tokens_per_s = res->eval.pred.tokens_per_s;
+    e->tp = p->tp;
+    e->n_devs = ah_plan_device_count(p);
+    e->devs = malloc(sizeof *e->devs * (size_t)(e->n_devs > 0 ? e->n_devs : 1));
+    if (!e->devs) return false;
+    ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, x->o->profile};
+    int d = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            ah_stage_cost_t sc;
+            ah_stage_cost(&ctx, st->type, st->first, st->last, s == 0, s == pl->n_stages - 1, st->recompute, &sc);
+            for (int k = 0; k < p->tp; k++) {
+                const int node = map[st->devices[k].node];
+                e->devs[d++] = (sdev_t){node, st->devices[k].index, k, st->first, st->last, s == 0,
+                                        s == pl->n_stages - 1, sc.state_bytes};
+                if (!e->uses[node]) {
+                    e->uses[node] = true;
+                    e->gpus[c->nodes[node].type] += c->nodes[node].count;
+                    const double price = x->pol == AH_POLICY_ON_DEMAND ? ah_sim_on_demand_price(c, node, x->o)
+                                                                       : c->nodes[node].usd_per_gpu_hour;
+                    e->usd_per_s += price * c->nodes[node].count / 3600.0;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+/* Plans the set in key (cached). NULL only when out of host memory. */
+static entry_t *plan_for(run_t *x) {
+    const ah_cluster_t *c = x->c;
+    char *key = malloc((size_t)c->n_nodes + 1);
+    if (!key) return NULL;
+    policy_mask(x, key);
+    for (int i = 0; i < x->n_cache; i++)
+        if (strcmp(x->cache[i]->key, key) == 0) {
+            free(key);
+            return x->cache[i];
+        }
+    entry_t *e = calloc(1, sizeof *e);
+    int *map = malloc(sizeof(int) * (size_t)(c->n_nodes + 1));
+    ah_cluster_t sub = {0};
+    ah_error_t err = {0};
+    bool mem_ok = e && map;
+    if (mem_ok) {
+        e->key = key;
+        key = NULL;
+        e->uses = calloc((size_t)c->n_nodes + 1, sizeof(bool));
+        e->gpus = calloc((size_t)c->n_types + 1, sizeof(int));
+        mem_ok = e->uses && e->gpus && ah_cluster_copy(c, &sub, &err) == AH_OK;
+    }
+    if (mem_ok) {
+        int n = 0;
+        for (int i = 0; i < c->n_nodes; i++)
+            if (e->key[i] == '1') {
+                sub.nodes[n] = c->nodes[i];
+                map[n++] = i;
+            }
+        sub.n_nodes = n;
+        ah_planner_opts_t po;
+        ah_planner_opts_default(&po);
+        po.train = x->o->train;
+        po.profile = x->o->profile;
+        ah_plan_result_t res;
+        ah_status_t st;
+        const double t0 = now_s();
+        if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
+        else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND)
+            st = ah_planner_run(x->model, &sub, &po, &res, &err);
+        else
+            st = ah_baseline_run(x->model, &sub, &po, AH_BASELINE_UNIFORM, &res, &err);
+        e->plan_s = now_s() - t0;
+        if (st == AH_OK) {
+            e->ok = true;
+            mem_ok = entry_fill(x, e, &res, map);
+            ah_plan_result_free(&res);
+        } else
+            snprintf(e->why, sizeof e->why, "%s", err.msg);
+        x->r->planner_s += e->plan_s;
+        if (x->r->plans_computed++ == 0) x->r->first_plan_s = e->plan_s;
+    }
+    ah_cluster_free(&sub);
+    free(map);
+    free(key);
+    if (mem_ok && x->n_cache == x->cap_cache) {
+        int nc = x->cap_cache ? 2 * x->cap_cache : 32;
+        entry_t **nv = realloc(x->cache, sizeof *nv * (size_t)nc);
+        if (nv) {
+            x->cache = nv;
+            x->cap_cache = nc;
+        } else
+            mem_ok = false;
+    }
+    if (!mem_ok) {
+        entry_free(e);
+        return NULL;
+    }
+    x->cache[x->n_cache++] = e;
+    return e;
+}
+
+/* ---- timeline ---- */
+
+static void seg_open(run_t *x, ah_sim_phase_t phase, const char *fmt, const char *arg) {
+    ah_sim_result_t *r = x->r;
+    const int n_types = x->c->n_types;
+    if (r->n_segs > 0) {
+        ah_sim_segment_t *prev = &r->segs[r->n_segs - 1];
+        prev->end_s = x->t;
+        if (prev->end_s <= prev->start_s) { /* zero length: replace it */
+            free(prev->gpus);
+            r->n_segs--;
+        }
+    }
+    if (r->n_segs == x->cap_segs) {
+        int nc = x->cap_segs ? 2 * x->cap_segs : 64;
+        ah_sim_segment_t *nv = realloc(r->segs, sizeof *nv * (size_t)nc);
+        if (!nv) {
+            x->oom = true;
+            return;
+        }
+        r->segs = nv;
+        x->cap_segs = nc;
+    }
+    ah_sim_segment_t *s = &r->segs[r->n_segs];
+    memset(s, 0, sizeof *s);
+    s->gpus = calloc((size_t)n_types + 1, sizeof(int));
+    if (!s->gpus) {
+        x->oom = true;
+        return;
+    }
+    r->n_segs++;
+    s->start_s = s->end_s = x->t;
+    s->phase = phase;
+    if (phase == AH_PHASE_TRAIN) s->tokens_per_s = x->run->tokens_per_s;
+    if (phase != AH_PHASE_STALLED && x->run) memcpy(s->gpus, x->run->gpus, sizeof(int) * (size_t)n_types);
+    snprintf(s->event, sizeof s->event, fmt, arg);
+}
+
+static void mark(run_t *x, bool replan) {
+    ah_sim_result_t *r = x->r;
+    if (r->n_markers == x->cap_markers) {
+        int nc = x->cap_markers ? 2 * x->cap_markers : 64;
+        ah_sim_marker_t *nv = realloc(r->markers, sizeof *nv * (size_t)nc);
+        if (!nv) {
+            x->oom = true;
+            return;
+        }
+        r->markers = nv;
+        x->cap_markers = nc;
+    }
+    r->markers[r->n_markers++] = (ah_sim_marker_t){x->t, replan};
+}
+
+/* ---- recovery ---- */
+
+static bool dev_holds(const sdev_t *d, int layer, int L) {
+    return layer == 0 ? d->embed : layer == L + 1 ? d->head : (layer - 1 >= d->first && layer - 1 < d->last);
+}
+
+static ah_layer_kind_t layer_kind(int layer, int L) {
+    return layer == 0 ? AH_LAYER_EMBED : layer == L + 1 ? AH_LAYER_HEAD : AH_LAYER_BLOCK;
+}
+
+/* Seconds to move the state onto plan `to`, and whether the run must roll back to the last
+ * checkpoint. Fills the byte counters of the result. */
+static double transfer_s(run_t *x, const entry_t *to, bool *rollback) {
+    *rollback = !x->fresh;
+    if (x->fresh) return 0;
+    const ah_cluster_t *c = x->c;
+    const int L = (int)x->model->n_layer;
+    const bool local_first = x->pol == AH_POLICY_AUTOHET && x->state;
+    /* surv[layer * AH_MAX_TP + k]: shard k of the layer is on a surviving device of the state */
+    bool *surv = calloc((size_t)(L + 2) * AH_MAX_TP, sizeof(bool));
+    double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
+    if (!surv || !cloud) {
+        free(surv);
+        free(cloud);
+        x->oom = true;
+        return 0;
+    }
+    if (local_first)
+        for (int i = 0; i < x->state->n_devs; i++) {
+            const sdev_t *d = &x->state->devs[i];
+            if (!x->holds[d->node]) continue;
+            for (int l = 0; l <= L + 1; l++)
+                if (dev_holds(d, l, L)) surv[l * AH_MAX_TP + d->k] = true;
+        }
+    const int64_t psb = ah_param_state_bytes(x->o->train.precision);
+    double peer_max = 0;
+    bool lost = false;
+    for (int i = 0; i < to->n_devs; i++) {
+        const sdev_t *d = &to->devs[i];
+        int64_t b_cloud = 0, b_local = 0;
+        if (!local_first) b_cloud = d->state_bytes;
+        else
+            for (int l = 0; l <= L + 1; l++) {
+                if (!dev_holds(d, l, L)) continue;
+                const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * psb;
+                bool same_tp = to->tp == x->state->tp, avail = same_tp && surv[l * AH_MAX_TP + d->k];
+                if (!same_tp) { /* resharding: every old shard must survive somewhere */
+                    avail = true;
+                    for (int k = 0; k < x->state->tp; k++) avail = avail && surv[l * AH_MAX_TP + k];
+                }
+                bool local = false;
+                for (int j = 0; same_tp && !local && j < x->state->n_devs; j++) {
+                    const sdev_t *o = &x->state->devs[j];
+                    local = o->node == d->node && o->index == d->index && o->k == d->k && x->holds[o->node] &&
+                            dev_holds(o, l, L);
+                }
+                if (local) b_local += lb;
+                else if (!avail) {
+                    b_cloud += lb;
+                    lost = true;
+                }
+            }
+        int64_t b_peer = d->state_bytes - b_cloud - b_local;
+        if (b_peer < 0) b_peer = 0;
+        x->r->bytes_local += b_local;
+        x->r->bytes_peer += b_peer;
+        x->r->bytes_cloud += b_cloud;
+        cloud[d->node] += (double)b_cloud;
+        const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9);
+        if (ps > peer_max) peer_max = ps;
+    }
+    double cloud_max = 0;
+    for (int n = 0; n < c->n_nodes; n++) {
+        const double cs = cloud[n] / (c->net.cloud_gb_s * 1e9);
+        if (cs > cloud_max) cloud_max = cs;
+    }
+    free(surv);
+    free(cloud);
+    *rollback = !local_first || lost;
+    return cloud_max + peer_max;
+}
+
+static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *arg) {
+    bool rollback;
+    const double tr = transfer_s(x, e, &rollback);
+    if (rollback) {
+        x->r->tokens_lost += x->tokens - x->tokens_ckpt;
+        x->tokens = x->tokens_ckpt;
+    }
+    const double plan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
+    if (x->started) {
+        x->r->replans++;
+        mark(x, true);
+    }
+    x->started = true;
+    x->run = e;
+    x->phase = AH_PHASE_RECOVER;
+    x->recover_end = x->t + plan_s + x->o->restart_s + tr;
+    seg_open(x, AH_PHASE_RECOVER, label, arg);
+}
+
+/* (Re)starts on what is up now; stalls when no plan fits. */
+static void try_start(run_t *x, const char *label, const char *arg) {
+    entry_t *e = plan_for(x);
+    if (!e) {
+        x->oom = true;
+        return;
+    }
+    if (!e->ok) {
+        x->run = NULL;
+        x->phase = AH_PHASE_STALLED;
+        if (!x->r->note[0]) snprintf(x->r->note, sizeof x->r->note, "stalled at %.2f h: %.200s", x->t / 3600, e->why);
+        seg_open(x, AH_PHASE_STALLED, "stalled: no plan fits what is up", "");
+        return;
+    }
+    begin_recovery(x, e, label, arg);
+}
+
+static void advance(run_t *x, double tn) {
+    const double dt = tn - x->t;
+    if (dt > 0 && x->phase != AH_PHASE_STALLED && x->run) {
+        if (x->phase == AH_PHASE_TRAIN) x->tokens += x->run->tokens_per_s * dt;
+        x->r->usd += x->run->usd_per_s * dt;
+        int gpus = 0;
+        for (int ty = 0; ty < x->c->n_types; ty++) gpus += x->run->gpus[ty];
+        x->r->gpu_hours += gpus * dt / 3600.0;
+    }
+    if (dt > 0 && x->phase == AH_PHASE_RECOVER) x->r->recovery_s += dt;
+    x->t = tn;
+}
+
+static void on_internal(run_t *x) {
+    if (x->phase == AH_PHASE_RECOVER) {
+        x->phase = AH_PHASE_TRAIN;
+        x->state = x->run;
+        x->fresh = false;
+        for (int i = 0; i < x->c->n_nodes; i++) x->holds[i] = x->run->uses[i];
+        x->ckpt_due = x->t + x->o->ckpt_every_s;
+        seg_open(x, AH_PHASE_TRAIN, "training", "");
+        return;
+    }
+    /* a checkpoint */
+    x->tokens_ckpt = x->tokens;
+    x->ckpt_due = x->t + x->o->ckpt_every_s;
+    if (!x->pending_join) return;
+    x->pending_join = false;
+    entry_t *e = plan_for(x);
+    if (!e) x->oom = true;
+    else if (e->ok && e != x->run && e->tokens_per_s > x->run->tokens_per_s)
+        begin_recovery(x, e, "join at checkpoint", "");
+}
+
+/* Applies every change at time changes[*ci].t_s. */
+static void on_changes(run_t *x, const ah_sim_avail_t *a, int *ci) {
+    const double t = a->changes[*ci].t_s;
+    const char *hit_name = NULL;
+    bool added = false;
+    for (; *ci < a->n_changes && a->changes[*ci].t_s == t; (*ci)++) {
+        const ah_sim_change_t *ch = &a->changes[*ci];
+        x->up[ch->node] = ch->up;
+        if (ch->up) {
+            added = true;
+            continue;
+        }
+        bool hit = (x->run && x->phase != AH_PHASE_STALLED && x->run->uses[ch->node]) || x->holds[ch->node];
+        x->holds[ch->node] = false;
+        if (hit && !hit_name) hit_name = x->c->nodes[ch->node].name;
+    }
+    if (hit_name && x->phase != AH_PHASE_STALLED) {
+        x->r->preemptions++;
+        mark(x, false);
+        try_start(x, "preempt %s", hit_name);
+    } else if (added && x->phase == AH_PHASE_STALLED)
+        try_start(x, "nodes up", "");
+    else if (added)
+        x->pending_join = true;
+}
+
+void ah_sim_result_free(ah_sim_result_t *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_segs; i++) free(r->segs[i].gpus);
+    free(r->segs);
+    free(r->markers);
+    memset(r, 0, sizeof *r);
+}
+
+ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const ah_sim_opts_t *o,
+                       ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0)
+        return ah_error_set(err, AH_ERR_USAGE,
+                            "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0",
+                            o->ckpt_every_s, o->restart_s, o->on_demand_factor);
+    const double t_start = now_s();
+    const ah_cluster_t *c = a->cluster;
+    run_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};
+    out->policy = policy;
+    x.up = malloc(sizeof(bool) * (size_t)(c->n_nodes + 1));
+    x.holds = calloc((size_t)c->n_nodes + 1, sizeof(bool));
+    if (!x.up || !x.holds) x.oom = true;
+    else memcpy(x.up, a->up0, sizeof(bool) * (size_t)c->n_nodes);
+    const double H = ah_sim_horizon_s(a, o);
+    const bool replay = policy != AH_POLICY_ON_DEMAND;
+    int ci = 0;
+    x.phase = AH_PHASE_STALLED;
+    if (!x.oom) try_start(&x, "start", "");
+    while (!x.oom && x.t < H) {
+        const double t_change = replay && ci < a->n_changes ? a->changes[ci].t_s : INFINITY;
+        const double t_int = x.phase == AH_PHASE_RECOVER ? x.recover_end
+                             : x.phase == AH_PHASE_TRAIN ? x.ckpt_due
+                                                         : INFINITY;
+        const double tn = fmin(fmin(t_change, t_int), H);
+        advance(&x, tn);
+        if (tn >= H) break;
+        if (t_int <= t_change) on_internal(&x);
+        else on_changes(&x, a, &ci);
+    }
+    if (!x.oom) {
+        seg_open(&x, x.phase, "end", ""); /* closes the last segment at H */
+        if (out->n_segs > 0) {            /* drop the zero-length "end" marker segment */
+            free(out->segs[out->n_segs - 1].gpus);
+            out->n_segs--;
+        }
+    }
+    out->tokens = x.tokens;
+    out->wall_s = H;
+    for (int i = 0; i < x.n_cache; i++) entry_free(x.cache[i]);
+    free(x.cache);
+    free(x.up);
+    free(x.holds);
+    out->sim_wall_s = now_s() - t_start;
+    if (x.oom) {
+        ah_sim_result_free(out);
+        return ah_error_set(err, AH_ERR_INTERNAL, "simulate: out of host memory during the %s replay",
+                            ah_policy_name(policy));
+    }
+    return AH_OK;
+}

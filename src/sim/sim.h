@@ -1,0 +1,190 @@
+/* The spot simulator: replays availability traces on a cluster file and compares policies.
+ *
+ * 1. Availability (avail.c). One trace per pool; a pool is the spot nodes of one GPU type, or of
+ *    one type in one zone ("H800" or "H800@b"), in cluster-file order. Mapping of a trace onto
+ *    the pool's nodes:
+ *     - event traces: at "add nodeN" the id takes the first free node of the pool (cluster order)
+ *       and keeps it until "remove nodeN"; an add when every node is taken is ignored (counted as
+ *       capped) and so is the matching remove.
+ *     - count traces: the count is capped at the pool size; on an increase the first free nodes
+ *       join, on a decrease the newest-joined nodes leave (newest-first), or with a seed random
+ *       free / alive nodes are picked instead (a fixed xorshift generator, same seed same run).
+ *    On-demand nodes and spot nodes of pools without a trace are up all the time. Changes at t = 0
+ *    are the initial state. Every assignment is recorded so the caller can print the mapping.
+ * 2. Policies (sim.c), each replaying the same availability for the same wall time:
+ *     - autohet: ah_planner_run on the nodes up; local-first recovery.
+ *     - uniform: the Megatron-style baseline (ah_baseline_run uniform) on the nodes up; restarts
+ *       from the last cloud checkpoint.
+ *     - varuna: the uniform baseline on the largest single-type part of what is up (most GPUs;
+ *       ties to the earlier type), cloud-only recovery.
+ *     - on-demand: ah_planner_run on the whole cluster at on-demand prices, never preempted.
+ *    The rules (docs/simulator.md says the same, keep them in step):
+ *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
+ *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
+ *     - Checkpoints are taken every ckpt_every_s of training (the clock restarts after each
+ *       (re)start) and cost no time (asynchronous); a rollback returns tokens to the last one.
+ *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of
+ *       the plan whose devices hold the state) triggers a (re)start; others are ignored (the plan
+ *       still runs, and a plan optimal on a larger set stays optimal on the subset).
+ *     - Added nodes join at the next checkpoint: the policy plans on the larger set and restarts
+ *       if the plan is faster (no work is lost: the checkpoint was just taken). With nothing
+ *       running (no feasible plan), added nodes are used at once.
+ *     - A (re)start costs replan_s (measured planner time for that availability set, or
+ *       opts.replan_s when >= 0) + restart_s + transfer_s and trains nothing meanwhile. The first
+ *       start has no state to transfer. Transfer: each device of the new plan needs the state of
+ *       its layers (ah_stage_cost state_bytes). A (layer, TP shard) is "local" when the same
+ *       device held it (same TP degree), "peer" when another surviving device of the state plan
+ *       held it (any shard set covering it when the TP degree changed), else "cloud".
+ *       transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
+ *                  + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing.
+ *     - autohet rolls back to the last checkpoint only when some needed (layer, shard) is cloud
+ *       (its latest state is gone); survivors then serve the checkpoint version of what they
+ *       hold (assumes a device's local checkpoint holds its current layers). uniform and varuna
+ *       always roll back and fetch everything from the cloud.
+ *     - An event during a recovery restarts it (the time spent so far is lost) when it hits one
+ *       of the nodes involved.
+ */
+#ifndef AH_SIM_SIM_H
+#define AH_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost/cost.h"
+#include "sim/trace.h"
+#include "spec/cluster.h"
+#include "spec/model.h"
+
+/* ---- availability ---- */
+
+typedef struct ah_sim_pool {
+    char name[2 * AH_NAME_MAX + 2]; /* as given: "H800" or "H800@b" */
+    int type;                       /* cluster type index */
+    char zone[AH_NAME_MAX];         /* "" = any zone */
+    int *nodes;                     /* cluster node indices, cluster order */
+    int n_nodes;
+    ah_trace_t trace;
+    /* mapping facts, filled by ah_sim_avail_build */
+    int capped;                     /* event adds ignored / count rows above the pool size */
+    int max_wanted;                 /* the most instances the trace asks for at once */
+} ah_sim_pool_t;
+
+typedef struct ah_sim_change {
+    double t_s;
+    int node; /* cluster node index */
+    bool up;
+    int pool;
+    int trace_id; /* event traces: ah_trace_t.ids index; -1 for count traces */
+} ah_sim_change_t;
+
+typedef struct ah_sim_avail {
+    const ah_cluster_t *cluster;
+    bool *up0;               /* [n_nodes] up at t = 0 (after the t = 0 changes) */
+    ah_sim_change_t *changes;/* t > 0, by time (stable) */
+    int n_changes;
+    ah_sim_change_t *initial;/* the t = 0 changes, for printing the mapping */
+    int n_initial;
+    double end_s;            /* the latest trace end */
+    uint64_t seed;           /* count traces: 0 newest-first, else random picks with it */
+} ah_sim_avail_t;
+
+/* Resolves "TYPE" or "TYPE@ZONE" to the pool's spot nodes. The message lists the spot types
+ * and zones there are when nothing matches. */
+ah_status_t ah_sim_pool_resolve(const ah_cluster_t *c, const char *name, ah_sim_pool_t *pool,
+                                ah_error_t *err);
+/* seed 0: newest-first for count traces; else random picks with that seed. Pools must not
+ * share nodes. */
+ah_status_t ah_sim_avail_build(const ah_cluster_t *c, ah_sim_pool_t *pools, int n_pools,
+                               uint64_t seed, ah_sim_avail_t *out, ah_error_t *err);
+void ah_sim_avail_free(ah_sim_avail_t *a);
+void ah_sim_pool_free(ah_sim_pool_t *p);
+
+/* ---- policies and the replay ---- */
+
+typedef enum {
+    AH_POLICY_AUTOHET = 0,
+    AH_POLICY_UNIFORM = 1,
+    AH_POLICY_VARUNA = 2,
+    AH_POLICY_ON_DEMAND = 3,
+    AH_POLICY_COUNT
+} ah_policy_t;
+
+const char *ah_policy_name(ah_policy_t p);
+bool ah_policy_parse(const char *s, ah_policy_t *out);
+
+typedef struct ah_sim_opts {
+    ah_train_t train;          /* micro_batch 0 = the planner's auto */
+    const ah_profile_t *profile;
+    double hours;              /* horizon; <= 0: the latest trace end */
+    double ckpt_every_s;       /* checkpoint interval (training time) */
+    double restart_s;          /* relaunch overhead per (re)start */
+    double replan_s;           /* < 0: charge the measured planner time */
+    double on_demand_factor;   /* on-demand price = spot price x this, unless the cluster has an
+                                  on-demand node of the same type (then its price) */
+} ah_sim_opts_t;
+
+void ah_sim_opts_default(ah_sim_opts_t *o); /* 1800 s, 60 s, measured, 2.5 */
+
+typedef enum { AH_PHASE_TRAIN = 0, AH_PHASE_RECOVER = 1, AH_PHASE_STALLED = 2 } ah_sim_phase_t;
+
+typedef struct ah_sim_segment {
+    double start_s, end_s;
+    ah_sim_phase_t phase;
+    double tokens_per_s;       /* 0 unless training */
+    int *gpus;                 /* [n_types] GPUs paid for (nodes of the plan) */
+    char event[96];            /* what started the segment: "start", "preempt a100-3", ... */
+} ah_sim_segment_t;
+
+typedef struct ah_sim_marker {
+    double t_s;
+    bool replan;               /* false: a preemption that hit the plan */
+} ah_sim_marker_t;
+
+typedef struct ah_sim_result {
+    ah_policy_t policy;
+    double tokens;             /* trained and kept (after rollbacks) */
+    double tokens_lost;        /* rolled back */
+    double wall_s;
+    double gpu_hours;
+    double usd;
+    double recovery_s;         /* time in (re)starts, the first start included */
+    int replans;               /* (re)starts after the first */
+    int preemptions;           /* removals that hit the running plan */
+    int64_t bytes_local, bytes_peer, bytes_cloud;
+    double planner_s;          /* measured planner time, distinct availability sets only */
+    int plans_computed;        /* distinct availability sets planned */
+    double first_plan_s;       /* measured time of the first plan (set seen first) */
+    double sim_wall_s;         /* wall time of this policy's replay */
+    char note[256];            /* e.g. why nothing ran ("no plan fits on ...") */
+    ah_sim_segment_t *segs;
+    int n_segs;
+    ah_sim_marker_t *markers;
+    int n_markers;
+} ah_sim_result_t;
+
+ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *avail, const ah_sim_opts_t *opts,
+                       ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err);
+void ah_sim_result_free(ah_sim_result_t *r);
+
+/* On-demand $/GPU-hour of a node under opts (see ah_sim_opts_t.on_demand_factor). */
+double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *opts);
+
+/* ---- output (report.c) ---- */
+
+struct json_t;
+/* {"horizon_s", "options", "pools": [{pool, trace, format, unit, unit_how, nodes, mapping}],
+ *  "availability": [{"start_s","end_s","gpus":{TYPE:n}}], "policies": [{totals...,
+ *  "timeline": [{"start_s","end_s","phase","gpus":{TYPE:n},"tokens_per_s","event"}]}]} */
+struct json_t *ah_sim_to_json(const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
+                              const ah_sim_opts_t *opts, double horizon_s,
+                              const ah_sim_result_t *results, int n_results);
+/* Available GPUs by type (stacked) over time, then per policy its throughput, recovery spans,
+ * preemption and re-plan markers. */
+ah_status_t ah_sim_svg_write(const ah_sim_avail_t *avail, double horizon_s,
+                             const ah_sim_result_t *results, int n_results, const char *path,
+                             ah_error_t *err);
+
+/* The horizon a run uses: opts->hours, or the latest trace end (at least one second). */
+double ah_sim_horizon_s(const ah_sim_avail_t *avail, const ah_sim_opts_t *opts);
+
+#endif
