@@ -124,6 +124,10 @@ typedef struct ah_sctx {
     double grad_elt, vc_grad;
     ah_pentry_t **memo;       /* open addressing */
     size_t memo_cap, memo_len;
+    /* Template mode: price every micro-batch count's memory as if n >= S (S - s in flight on
+     * stage s), so one class serves every n. Splits stay feasible (the real in-flight count is
+     * never more) and exactly scored, but for n < S they may be worse than the exact optimum. */
+    bool coarse_memory;
 } ah_sctx_t;
 
 /* A split of one pipeline: blocks and recompute per stage. */
@@ -202,6 +206,9 @@ void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value);
  * objective and the constraints), for pruning; -inf when c's devices are over the budget. */
 double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c);
 ah_objective_t ah_search_objective(const ah_search_t *s);
+/* The objective value of a scored candidate (iteration_s, or $/h x iteration_s); +inf when it
+ * is infeasible or breaks --budget / --min-tokens-per-s. */
+double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
 
 /* TP groups per node for degree t (count / t, 0 when the node is smaller than t). */
 int ah_node_groups(const ah_cluster_t *c, int node, int t);

@@ -132,9 +132,9 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
         double sync = 0, opt = 0;
         ah_split_t sp;
         for (int p = 0; p < P && isfinite(result); p++) {
-            /* identical neighbours (templates) share their split */
-            if (p == 0 || ent[p] != ent[p - 1] || c->n[p] != c->n[p - 1])
-                if (!ah_pipe_split(x, ent[p], c->n[p], &sp)) result = NAN;
+            /* identical neighbours (templates) have the same split, so the same sync and opt */
+            if (p > 0 && ent[p] == ent[p - 1] && c->n[p] == c->n[p - 1]) continue;
+            if (!ah_pipe_split(x, ent[p], c->n[p], &sp)) result = NAN;
             const int S = c->S[p];
             cand_types(x, c, p, ty);
             for (int s = 0; s < S; s++) {
@@ -199,15 +199,20 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     return usd;
 }
 
+double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value) {
+    if (!isfinite(value)) return INFINITY;
+    const double price = cand_price(x, c);
+    if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return INFINITY;
+    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return INFINITY;
+    return s->o->objective == AH_OBJECTIVE_COST ? price * value : value;
+}
+
 void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
     s->candidates++;
     if (!isfinite(value)) return;
     if (value < s->fastest) s->fastest = value;
-    const double price = cand_price(x, c);
-    if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return;
-    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return;
-    const double key = s->o->objective == AH_OBJECTIVE_COST ? price * value : value;
-    if (s->have && key >= s->best_key) return;
+    const double key = ah_search_key(s, x, c, value);
+    if (!isfinite(key) || (s->have && key >= s->best_key)) return;
     if (!ah_cand_copy(&s->best, c, x->n_types * AH_KINDS)) return; /* keeps the previous best */
     s->have = true;
     s->best_key = key;
@@ -485,25 +490,45 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     out->exact = true;
     out->lower_bound_s = INFINITY;
     const int max_groups = opts->exact_max_groups > 0 ? opts->exact_max_groups : 8;
-    for (int i = 0; i < n_tp && st == AH_OK; i++)
-        for (int j = 0; j < n_mb && st == AH_OK; j++) {
+    /* (t, m) pairs in increasing order of their lower bound, so that good plans come early and a
+     * pair whose bound cannot beat the best plan (time objective) is skipped */
+    typedef struct {
+        int t;
+        int64_t m;
+        double lb;
+    } pair_t;
+    pair_t pairs[AH_MAX_TP * 64];
+    int n_pairs = 0;
+    for (int i = 0; i < n_tp; i++)
+        for (int j = 0; j < n_mb; j++) {
             ah_train_t tr = opts->train;
             tr.micro_batch = mbs[j];
             double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
             if (lb < out->lower_bound_s) out->lower_bound_s = lb;
             if (!isfinite(lb)) continue; /* no group of this size */
-            ah_sctx_t x;
-            st = ah_sctx_init(&x, model, cluster, &tr, tps[i], opts->profile, err);
-            if (st != AH_OK) break;
-            bool searched = false;
-            st = ah_search_exact(&s, &x, max_groups, &searched, err);
-            if (st == AH_OK && !searched) {
-                out->exact = false;
-                st = ah_search_template(&s, &x, err);
+            int k = n_pairs++;
+            while (k > 0 && pairs[k - 1].lb > lb) {
+                pairs[k] = pairs[k - 1];
+                k--;
             }
-            if (!s.have) closest_for(&x, &closest);
-            ah_sctx_free(&x);
+            pairs[k] = (pair_t){tps[i], mbs[j], lb};
         }
+    for (int i = 0; i < n_pairs && st == AH_OK; i++) {
+        if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
+        ah_train_t tr = opts->train;
+        tr.micro_batch = pairs[i].m;
+        ah_sctx_t x;
+        st = ah_sctx_init(&x, model, cluster, &tr, pairs[i].t, opts->profile, err);
+        if (st != AH_OK) break;
+        bool searched = false;
+        st = ah_search_exact(&s, &x, max_groups, &searched, err);
+        if (st == AH_OK && !searched) {
+            out->exact = false;
+            st = ah_search_template(&s, &x, err);
+        }
+        if (!s.have) closest_for(&x, &closest);
+        ah_sctx_free(&x);
+    }
     out->candidates = s.candidates;
     if (st == AH_OK && !s.have) {
         if (isfinite(s.fastest))

@@ -30,9 +30,10 @@ typedef struct pclass {
     double *K;       /* candidate bounds on the max stage cost, ascending */
     double *minsum;  /* per K: NAN until computed, INFINITY if infeasible */
     int kmin;        /* first feasible K, -1 if none */
-    int64_t T_len;   /* cached V(n) for n = nclass .. nclass + T_len - 1 */
+    int64_t T_len;   /* cached V(n), see slot_of */
     double *T;
     int *bestk;
+    ah_split_t **split; /* cached splits per n, NULL until asked for */
 } pclass_t;
 
 /* A pipeline shape: stage types and per-stage block caps; its classes are made on demand. */
@@ -95,6 +96,8 @@ ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *
 
 static void pclass_free(pclass_t *c) {
     if (!c) return;
+    for (int64_t i = 0; c->split && i < c->T_len; i++) free(c->split[i]);
+    free(c->split);
     free(c->K);
     free(c->minsum);
     free(c->T);
@@ -177,29 +180,39 @@ static bool feasible(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c
 /* minsum(K) by DP over (stage, blocks used); fills out when given. NAN: out of host memory. */
 static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K,
                         ah_split_t *out) {
-    const int L = x->L, S = e->S;
-    double *buf = malloc(sizeof(double) * (size_t)(L + 1) * 2);
-    int *choice = out ? malloc(sizeof(int) * (size_t)S * (size_t)(L + 1)) : NULL;
-    if (!buf || (out && !choice)) {
+    const int L = x->L, S = e->S, W = L + 1;
+    double *buf = malloc(sizeof(double) * ((size_t)W * 2 + (size_t)S * (size_t)W));
+    int *u = malloc(sizeof(int) * (size_t)S);
+    int *choice = out ? malloc(sizeof(int) * (size_t)S * (size_t)W) : NULL;
+    if (!buf || !u || (out && !choice)) {
         free(buf);
+        free(u);
         free(choice);
         return NAN;
     }
-    double *cur = buf, *nxt = buf + L + 1;
+    double *cur = buf, *nxt = buf + W, *cost = buf + 2 * W; /* cost[s * W + nb] under K */
+    for (int s = 0; s < S; s++) { /* allowed counts are 1 .. u[s] (downward closed) */
+        const int room = L - (S - s - 1);
+        for (u[s] = 0; u[s] < room; u[s]++) {
+            double v = stage_cost(x, e, c, s, u[s] + 1, K, NULL);
+            if (!isfinite(v)) break;
+            cost[s * W + u[s] + 1] = v;
+        }
+    }
     for (int j = 0; j <= L; j++) cur[j] = INFINITY;
     cur[0] = 0;
     for (int s = 0; s < S; s++) {
         for (int j = 0; j <= L; j++) nxt[j] = INFINITY;
         const int room = L - (S - s - 1); /* later stages need a block each */
+        const double *cs = cost + s * W;
         for (int j = s; j < room; j++) {
             if (!isfinite(cur[j])) continue;
-            for (int nb = 1; j + nb <= room; nb++) {
-                double cost = stage_cost(x, e, c, s, nb, K, NULL);
-                if (!isfinite(cost)) break;
-                double v = cur[j] + cost;
+            const int top = room - j < u[s] ? room - j : u[s];
+            for (int nb = 1; nb <= top; nb++) {
+                double v = cur[j] + cs[nb];
                 if (v < nxt[j + nb]) {
                     nxt[j + nb] = v;
-                    if (choice) choice[s * (L + 1) + j + nb] = nb;
+                    if (choice) choice[s * W + j + nb] = nb;
                 }
             }
         }
@@ -210,7 +223,7 @@ static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t
     double best = cur[L];
     if (out && isfinite(best)) {
         for (int s = S - 1, j = L; s >= 0; s--) {
-            int nb = choice[s * (L + 1) + j];
+            int nb = choice[s * W + j];
             bool rc = false;
             stage_cost(x, e, c, s, nb, K, &rc);
             out->nb[s] = nb;
@@ -219,6 +232,7 @@ static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t
         }
     }
     free(buf);
+    free(u);
     free(choice);
     return best;
 }
@@ -339,7 +353,7 @@ ah_pentry_t *ah_pipe_get(ah_sctx_t *x, int S, const int *ty, const int *caps) {
 }
 
 static pclass_t *class_of(const ah_sctx_t *x, ah_pentry_t *e, int64_t n) {
-    int64_t k = n < e->S ? n : e->S;
+    int64_t k = n < e->S && !x->coarse_memory ? n : e->S;
     if (!e->cls[k - 1]) e->cls[k - 1] = pclass_new(x, e, k);
     return e->cls[k - 1];
 }
@@ -349,9 +363,12 @@ static double minsum_at(const ah_sctx_t *x, const ah_pentry_t *e, pclass_t *c, i
     return c->minsum[k];
 }
 
-/* Index of n in c's cache, growing it; -1 when out of host memory. */
-static int64_t t_slot(pclass_t *c, int64_t n) {
-    int64_t i = n - c->nclass;
+/* Index of n in c's cache, growing it; -1 when out of host memory. The last class also serves
+ * n < S under coarse memory, so its cache starts at n = 1. */
+static int64_t slot_of(const pclass_t *c, int64_t n, int S) { return c->nclass == S ? n - 1 : n - c->nclass; }
+
+static int64_t t_slot(pclass_t *c, int64_t n, int S) {
+    int64_t i = slot_of(c, n, S);
     if (i < c->T_len) return i;
     int64_t len = c->T_len ? c->T_len : 8;
     while (len <= i) len *= 2;
@@ -361,9 +378,13 @@ static int64_t t_slot(pclass_t *c, int64_t n) {
     int *bk = realloc(c->bestk, sizeof(int) * (size_t)len);
     if (!bk) return -1;
     c->bestk = bk;
+    ah_split_t **sp = realloc(c->split, sizeof(ah_split_t *) * (size_t)len);
+    if (!sp) return -1;
+    c->split = sp;
     for (int64_t k = c->T_len; k < len; k++) {
         c->T[k] = NAN;
         c->bestk[k] = -1;
+        c->split[k] = NULL;
     }
     c->T_len = len;
     return i;
@@ -374,7 +395,7 @@ double ah_pipe_time(ah_sctx_t *x, ah_pentry_t *e, int64_t n) {
     pclass_t *c = class_of(x, e, n);
     if (!c) return NAN;
     if (c->kmin < 0) return INFINITY;
-    int64_t i = t_slot(c, n);
+    int64_t i = t_slot(c, n, e->S);
     if (i < 0) return NAN;
     if (!isnan(c->T[i])) return c->T[i];
     const int top = c->nK - 1;
@@ -404,72 +425,123 @@ double ah_pipe_time(ah_sctx_t *x, ah_pentry_t *e, int64_t n) {
 bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out) {
     if (!isfinite(ah_pipe_time(x, e, n))) return false;
     pclass_t *c = class_of(x, e, n);
-    return isfinite(dp_minsum(x, e, c, c->K[c->bestk[n - c->nclass]], out));
+    const int64_t i = slot_of(c, n, e->S);
+    if (!c->split[i]) {
+        ah_split_t *sp = malloc(sizeof *sp);
+        if (!sp) return false;
+        if (!isfinite(dp_minsum(x, e, c, c->K[c->bestk[i]], sp))) {
+            free(sp);
+            return false;
+        }
+        c->split[i] = sp;
+    }
+    memcpy(out->nb, c->split[i]->nb, sizeof(int) * (size_t)e->S);
+    memcpy(out->rc, c->split[i]->rc, sizeof(bool) * (size_t)e->S);
+    return true;
 }
 
 /* ---- micro-batches over pipelines ---- */
 
+/* Pipelines with the same shape and the same p2p time are one kind: the greedy treats their
+ * counts together. A kind of c pipelines has r of them at n + 1 micro-batches and c - r at n. */
 typedef struct {
-    double t;
-    int p;
-} heap_item_t;
+    ah_pentry_t *e;
+    double extra;
+    int count, r;
+    int64_t n;
+    double key; /* time of its next increment: V(n + 1) + extra */
+} kind_t;
 
-static bool heap_less(heap_item_t a, heap_item_t b) { return a.t < b.t || (a.t == b.t && a.p < b.p); }
-
-static void heap_push(heap_item_t *h, int *len, heap_item_t v) {
-    int i = (*len)++;
-    h[i] = v;
-    while (i > 0 && heap_less(h[i], h[(i - 1) / 2])) {
-        heap_item_t tmp = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = tmp;
-        i = (i - 1) / 2;
-    }
+static bool kind_less(const kind_t *k, int a, int b) {
+    return k[a].key < k[b].key || (k[a].key == k[b].key && a < b);
 }
 
-static heap_item_t heap_pop(heap_item_t *h, int *len) {
-    heap_item_t top = h[0];
-    h[0] = h[--(*len)];
-    for (int i = 0;;) {
+static void sift_down(const kind_t *k, int *h, int len, int i) {
+    for (;;) {
         int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < *len && heap_less(h[l], h[m])) m = l;
-        if (r < *len && heap_less(h[r], h[m])) m = r;
-        if (m == i) break;
-        heap_item_t tmp = h[i];
+        if (l < len && kind_less(k, h[l], h[m])) m = l;
+        if (r < len && kind_less(k, h[r], h[m])) m = r;
+        if (m == i) return;
+        int tmp = h[i];
         h[i] = h[m];
         h[m] = tmp;
         i = m;
     }
-    return top;
+}
+
+typedef struct {
+    ah_pentry_t *e;
+    double extra;
+    int p;
+} pipe_ref_t;
+
+static int cmp_ref(const void *a, const void *b) {
+    const pipe_ref_t *x = a, *y = b;
+    if (x->e != y->e) return (uintptr_t)x->e < (uintptr_t)y->e ? -1 : 1;
+    if (x->extra != y->extra) return x->extra < y->extra ? -1 : 1;
+    return x->p - y->p;
 }
 
 double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra,
                        int64_t N, int64_t *n) {
     if (P < 1 || N < P) return INFINITY;
-    heap_item_t *h = malloc(sizeof *h * (size_t)P);
-    if (!h) return NAN;
-    int len = 0;
+    pipe_ref_t *ref = malloc(sizeof *ref * (size_t)P);
+    kind_t *k = malloc(sizeof *k * (size_t)P);
+    int *heap = malloc(sizeof *heap * (size_t)P), *kind_of = malloc(sizeof(int) * (size_t)P);
     double worst = 0;
-    for (int p = 0; p < P; p++) {
-        n[p] = 1;
-        double t1 = ah_pipe_time(x, e[p], 1);
+    if (!ref || !k || !heap || !kind_of) {
+        worst = NAN;
+        goto out;
+    }
+    for (int p = 0; p < P; p++) ref[p] = (pipe_ref_t){e[p], extra[p], p};
+    qsort(ref, (size_t)P, sizeof *ref, cmp_ref);
+    int nk = 0;
+    for (int i = 0; i < P; i++) {
+        if (i == 0 || ref[i].e != ref[i - 1].e || ref[i].extra != ref[i - 1].extra)
+            k[nk++] = (kind_t){ref[i].e, ref[i].extra, 0, 0, 1, 0};
+        k[nk - 1].count++;
+        kind_of[ref[i].p] = nk - 1;
+    }
+    for (int i = 0; i < nk; i++) {
+        double t1 = ah_pipe_time(x, k[i].e, 1);
         if (!isfinite(t1)) {
-            free(h);
-            return t1;
+            worst = t1;
+            goto out;
         }
-        if (t1 + extra[p] > worst) worst = t1 + extra[p];
-        heap_push(h, &len, (heap_item_t){ah_pipe_time(x, e[p], 2) + extra[p], p});
+        if (t1 + k[i].extra > worst) worst = t1 + k[i].extra;
+        k[i].key = ah_pipe_time(x, k[i].e, 2) + k[i].extra;
+        heap[i] = i;
     }
-    for (int64_t left = N - P; left > 0; left--) {
-        heap_item_t it = heap_pop(h, &len);
-        if (!isfinite(it.t)) {
-            free(h);
-            return it.t;
+    for (int i = nk / 2 - 1; i >= 0; i--) sift_down(k, heap, nk, i);
+    /* the pipelines of the cheapest kind all take their next micro-batch at the same time, so
+     * give them out together (what one-at-a-time greedy does, in fewer steps) */
+    for (int64_t left = N - P; left > 0;) {
+        kind_t *kk = &k[heap[0]];
+        if (!isfinite(kk->key)) {
+            worst = kk->key;
+            goto out;
         }
-        n[it.p]++;
-        if (it.t > worst) worst = it.t;
-        heap_push(h, &len, (heap_item_t){ah_pipe_time(x, e[it.p], n[it.p] + 1) + extra[it.p], it.p});
+        int64_t g = kk->count - kk->r < left ? kk->count - kk->r : left;
+        kk->r += (int)g;
+        left -= g;
+        if (kk->key > worst) worst = kk->key;
+        if (kk->r == kk->count) {
+            kk->n++;
+            kk->r = 0;
+            kk->key = ah_pipe_time(x, kk->e, kk->n + 1) + kk->extra;
+            sift_down(k, heap, nk, 0);
+        }
     }
-    free(h);
+    /* r pipelines of each kind (lowest index first: ref is sorted by index within a kind) get n + 1 */
+    for (int i = 0; i < P; i++) {
+        kind_t *kk = &k[kind_of[ref[i].p]];
+        n[ref[i].p] = kk->n + (kk->r > 0 ? 1 : 0);
+        if (kk->r > 0) kk->r--;
+    }
+out:
+    free(ref);
+    free(k);
+    free(heap);
+    free(kind_of);
     return worst;
 }

@@ -1,14 +1,20 @@
-/* Template search for clusters too large to enumerate: exploit that groups of one class (GPU type
- * + zone) are interchangeable up to node identity, and that at scale most pipelines are copies.
+/* Template search for clusters too large to enumerate: exploit that groups of one GPU type in one
+ * zone are interchangeable up to node identity, and that at scale most pipelines are copies.
  *
- * A template is S stages of one class; the class's groups are laid out node by node and cut into
+ * A template is S stages of one type; the type's groups are laid out node by node and cut into
  * k = floor(G / S) pipelines of consecutive groups (so stages of a pipeline share a node where
- * they can, and p2p stays on the node's link). Per class the search tries S = 0 (class idle) and
- * S from the smallest length that fits memory up to a window above it; for the cost objective
- * also fewer copies (k, k/4, k/16, k/64). Every combination across classes is scored exactly
- * (search.c: exact layer split, recomputation and micro-batch split for those pipelines, exact DP
- * sync and optimizer) and offered. Not searched: pipelines that mix classes, and other groupings;
- * the planner's lower bound shows what that can cost.
+ * they can and p2p stays on the fastest link). The DP sync is priced on the worst link of the
+ * whole plan, so the search runs once per zone (DP sync on the inter-node link) and once over all
+ * zones (inter-zone link, types merged across zones). In each run every type has the options
+ * "idle" and S = S_min .. S_min + WINDOW (S_min: the shortest pipeline that fits memory), and for
+ * the cost objective also fewer copies (k, k/4, k/16, k/64). Starting from every type at S_min,
+ * coordinate descent changes one type's option at a time while that improves the objective.
+ * Every candidate is scored exactly (search.c: exact layer split and recomputation per pipeline —
+ * with memory priced as if n >= S, see ah_sctx_t.coarse_memory — exact micro-batch split, DP sync
+ * and optimizer) and offered.
+ *
+ * Not searched: pipelines that mix types, other groupings, and option combinations the descent
+ * does not reach; the planner's lower bound shows what that can cost.
  */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
@@ -17,14 +23,14 @@
 
 #include "plan/planner.h"
 
-#define MAX_CLASSES 32
-#define MAX_OPTS 24
-#define MAX_COMBOS 1500
+#define MAX_OPTS 72
+#define WINDOW 8
+#define ROUNDS 4
 
 typedef struct {
-    int type, zone_node; /* zone_node: a node of the class, to compare zones */
+    int type;
     int G;
-    int *gnode;          /* [G] node of each group, node by node */
+    int *gnode; /* [G] node of each group, node by node */
     int nopt;
     int optS[MAX_OPTS], optK[MAX_OPTS];
 } tclass_t;
@@ -34,7 +40,7 @@ typedef struct {
     ah_sctx_t *x;
     int nc;
     tclass_t *cls;
-    int choice[MAX_CLASSES];
+    int *choice;
     ah_cand_t cand;
     bool oom;
 } tp_t;
@@ -52,75 +58,83 @@ static int smallest_fitting(ah_sctx_t *x, const tclass_t *c) {
     return 0;
 }
 
-static void combos(tp_t *t, int i) {
-    if (t->oom) return;
-    if (i == t->nc) {
-        ah_cand_t *c = &t->cand;
-        c->P = 0;
-        c->n_stages = 0;
-        for (int k = 0; k < t->nc; k++) {
-            const tclass_t *cl = &t->cls[k];
-            const int S = cl->optS[t->choice[k]], n = cl->optK[t->choice[k]];
-            for (int p = 0; p < n && !t->oom; p++)
-                if (!ah_cand_push(c, S, cl->gnode + p * S)) t->oom = true;
-        }
-        if (c->P == 0 || c->P > t->x->N || t->oom) return;
-        double v = ah_cand_score(t->x, c);
-        if (isnan(v)) t->oom = true;
-        ah_search_offer(t->s, t->x, c, v);
-        return;
+/* Scores the current choice; returns its objective key (+inf: infeasible or not eligible). */
+static double score_choice(tp_t *t) {
+    ah_cand_t *c = &t->cand;
+    c->P = 0;
+    c->n_stages = 0;
+    for (int k = 0; k < t->nc; k++) {
+        const tclass_t *cl = &t->cls[k];
+        const int S = cl->optS[t->choice[k]], n = cl->optK[t->choice[k]];
+        for (int p = 0; p < n && !t->oom; p++)
+            if (!ah_cand_push(c, S, cl->gnode + p * S)) t->oom = true;
     }
-    for (int o = 0; o < t->cls[i].nopt; o++) {
-        t->choice[i] = o;
-        combos(t, i + 1);
+    if (c->P == 0 || c->P > t->x->N || t->oom) return INFINITY;
+    double v = ah_cand_score(t->x, c);
+    if (isnan(v)) {
+        t->oom = true;
+        return INFINITY;
+    }
+    ah_search_offer(t->s, t->x, c, v);
+    return ah_search_key(t->s, t->x, c, v);
+}
+
+static void descend(tp_t *t) {
+    for (int k = 0; k < t->nc; k++) t->choice[k] = t->cls[k].nopt > 1 ? 1 : 0; /* S_min, all copies */
+    double best = score_choice(t);
+    for (int round = 0; round < ROUNDS && !t->oom; round++) {
+        bool improved = false;
+        for (int k = 0; k < t->nc && !t->oom; k++) {
+            const int keep = t->choice[k];
+            int best_o = keep;
+            for (int o = 0; o < t->cls[k].nopt && !t->oom; o++) {
+                if (o == keep) continue;
+                t->choice[k] = o;
+                double v = score_choice(t);
+                if (v < best) {
+                    best = v;
+                    best_o = o;
+                }
+            }
+            t->choice[k] = best_o;
+            improved |= best_o != keep;
+        }
+        if (!improved) break;
     }
 }
 
-ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
-    const ah_cluster_t *c = x->cluster;
-    tp_t t = {0};
-    t.s = s;
-    t.x = x;
-    t.cls = calloc(MAX_CLASSES, sizeof *t.cls);
-    if (!t.cls) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the template search");
-    /* classes: (type, zone) */
-    for (int i = 0; i < c->n_nodes && !t.oom; i++) {
+/* One run over the nodes whose zone matches zone_node's (zone_node < 0: every node). */
+static void run(tp_t *t, int zone_node) {
+    const ah_cluster_t *c = t->x->cluster;
+    ah_sctx_t *x = t->x;
+    t->nc = 0;
+    for (int i = 0; i < c->n_nodes && !t->oom; i++) {
         const int g = ah_node_groups(c, i, x->t);
-        if (g == 0) continue;
+        if (g == 0 || (zone_node >= 0 && ah_link_between(c, zone_node, i) == AH_LINK_INTER_ZONE)) continue;
         int k = 0;
-        while (k < t.nc && !(t.cls[k].type == c->nodes[i].type &&
-                             ah_link_between(c, t.cls[k].zone_node, i) != AH_LINK_INTER_ZONE))
-            k++;
-        if (k == t.nc) {
-            if (t.nc == MAX_CLASSES) continue; /* beyond the classes this search handles: left idle */
-            t.cls[t.nc++] = (tclass_t){.type = c->nodes[i].type, .zone_node = i};
-        }
-        tclass_t *cl = &t.cls[k];
+        while (k < t->nc && t->cls[k].type != c->nodes[i].type) k++;
+        if (k == t->nc) t->cls[t->nc++] = (tclass_t){.type = c->nodes[i].type};
+        tclass_t *cl = &t->cls[k];
         int *gn = realloc(cl->gnode, sizeof(int) * (size_t)(cl->G + g));
         if (!gn) {
-            t.oom = true;
+            t->oom = true;
             break;
         }
         cl->gnode = gn;
         for (int j = 0; j < g; j++) cl->gnode[cl->G++] = i;
     }
-    /* per class: a window of lengths above the smallest that fits (and for the cost objective a
-     * few copy counts each), sized so that the product of the option counts stays near
-     * MAX_COMBOS */
-    const int kc = ah_search_objective(s) == AH_OBJECTIVE_COST ? 4 : 1;
-    int window = (MAX_OPTS - 1) / kc;
-    while (window > 1 && pow(1 + window * kc, t.nc) > MAX_COMBOS) window--;
-    for (int k = 0; k < t.nc && !t.oom; k++) {
-        tclass_t *cl = &t.cls[k];
+    const int kc = ah_search_objective(t->s) == AH_OBJECTIVE_COST ? 4 : 1;
+    for (int k = 0; k < t->nc && !t->oom; k++) {
+        tclass_t *cl = &t->cls[k];
         cl->optS[0] = 0;
         cl->optK[0] = 0;
         cl->nopt = 1;
         int smin = smallest_fitting(x, cl);
-        if (smin < 0) t.oom = true;
+        if (smin < 0) t->oom = true;
         if (smin <= 0) continue;
         int top = cl->G < x->L ? cl->G : x->L;
         if (top > AH_MAX_STAGES) top = AH_MAX_STAGES;
-        for (int S = smin; S <= top && S < smin + window; S++)
+        for (int S = smin; S <= top && S <= smin + WINDOW; S++)
             for (int j = 0, prev = 0; j < kc && cl->nopt < MAX_OPTS; j++) {
                 int copies = (cl->G / S) >> (2 * j); /* k, k/4, k/16, k/64 */
                 if (copies < 1) copies = 1;
@@ -130,9 +144,36 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
                 cl->optK[cl->nopt++] = copies;
             }
     }
-    if (!t.oom) combos(&t, 0);
-    for (int k = 0; k < t.nc; k++) free(t.cls[k].gnode);
+    if (!t->oom && t->nc > 0) descend(t);
+    for (int k = 0; k < t->nc; k++) {
+        free(t->cls[k].gnode);
+        t->cls[k].gnode = NULL;
+        t->cls[k].G = 0;
+    }
+}
+
+ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
+    const ah_cluster_t *c = x->cluster;
+    tp_t t = {0};
+    t.s = s;
+    t.x = x;
+    x->coarse_memory = true;
+    t.cls = calloc((size_t)x->n_types, sizeof *t.cls);
+    t.choice = calloc((size_t)x->n_types, sizeof *t.choice);
+    int *zone_rep = malloc(sizeof(int) * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
+    t.oom = !t.cls || !t.choice || !zone_rep;
+    int nz = 0;
+    for (int i = 0; i < c->n_nodes && !t.oom; i++) {
+        int z = 0;
+        while (z < nz && ah_link_between(c, zone_rep[z], i) == AH_LINK_INTER_ZONE) z++;
+        if (z == nz) zone_rep[nz++] = i;
+    }
+    if (nz > 1)
+        for (int z = 0; z < nz && !t.oom; z++) run(&t, zone_rep[z]);
+    if (!t.oom) run(&t, -1);
+    free(zone_rep);
     free(t.cls);
+    free(t.choice);
     ah_cand_free(&t.cand);
     if (t.oom) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the template search");
     return AH_OK;
