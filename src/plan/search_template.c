@@ -13,8 +13,12 @@
  * with memory priced as if n >= S, see ah_sctx_t.coarse_memory — exact micro-batch split, DP sync
  * and optimizer) and offered.
  *
- * Not searched: pipelines that mix types, other groupings, and option combinations the descent
- * does not reach; the planner's lower bound shows what that can cost.
+ * On runs of at most MIX_MAX_GROUPS groups one more coordinate chooses a mixed template (up to
+ * MIX_PER_TYPE stages of each type, memory-rich types first), repeated once or as often as the
+ * groups allow; single-type pipelines use what it leaves.
+ *
+ * Not searched: other mixed orders and sizes, other groupings, and option combinations the
+ * descent does not reach; the planner's lower bound shows what that can cost.
  */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
@@ -26,6 +30,9 @@
 #define MAX_OPTS 72
 #define WINDOW 8
 #define ROUNDS 4
+#define MIX_MAX_GROUPS 64 /* mixed templates only in runs with at most this many groups */
+#define MIX_PER_TYPE 4    /* stages of one type in a mixed template: 0 .. 4 */
+#define MAX_MIX 128
 
 typedef struct {
     int type;
@@ -40,7 +47,12 @@ typedef struct {
     ah_sctx_t *x;
     int nc;
     tclass_t *cls;
-    int *choice;
+    int *choice;    /* [nc + 1]: an option per type, then the mixed template's */
+    int *order;     /* [nc] types in mixed-template stage order */
+    /* mixed templates: option 0 none; option o: mix_a[o][k] stages of class k, mix_k[o] copies */
+    int n_mix;
+    int mix_a[MAX_MIX][8];
+    int mix_k[MAX_MIX];
     ah_cand_t cand;
     bool oom;
 } tp_t;
@@ -58,14 +70,28 @@ static int smallest_fitting(ah_sctx_t *x, const tclass_t *c) {
     return 0;
 }
 
-/* Scores the current choice; returns its objective key (+inf: infeasible or not eligible). */
+/* Scores the current choice; returns its objective key (+inf: infeasible or not eligible).
+ * Mixed pipelines take their groups from the end of each type's list, single-type pipelines from
+ * the start, as many copies as the option asks for and the rest allows. */
 static double score_choice(tp_t *t) {
     ah_cand_t *c = &t->cand;
     c->P = 0;
     c->n_stages = 0;
+    const int mo = t->choice[t->nc];
+    int used[8] = {0}, nodes[AH_MAX_STAGES];
+    for (int j = 0; mo > 0 && j < t->mix_k[mo] && !t->oom; j++) {
+        int S = 0;
+        for (int q = 0; q < t->nc; q++) {
+            const int k = t->order[q];
+            for (int i = 0; i < t->mix_a[mo][k]; i++) nodes[S++] = t->cls[k].gnode[t->cls[k].G - 1 - used[k]++];
+        }
+        if (!ah_cand_push(c, S, nodes)) t->oom = true;
+    }
     for (int k = 0; k < t->nc; k++) {
         const tclass_t *cl = &t->cls[k];
-        const int S = cl->optS[t->choice[k]], n = cl->optK[t->choice[k]];
+        const int S = cl->optS[t->choice[k]];
+        int n = cl->optK[t->choice[k]];
+        if (S > 0 && n > (cl->G - used[k]) / S) n = (cl->G - used[k]) / S;
         for (int p = 0; p < n && !t->oom; p++)
             if (!ah_cand_push(c, S, cl->gnode + p * S)) t->oom = true;
     }
@@ -79,15 +105,25 @@ static double score_choice(tp_t *t) {
     return ah_search_key(t->s, t->x, c, v);
 }
 
+/* Option counts per coordinate: the types, then the mixed template. */
+static int n_options(const tp_t *t, int k) { return k < t->nc ? t->cls[k].nopt : t->n_mix; }
+
 static void descend(tp_t *t) {
     for (int k = 0; k < t->nc; k++) t->choice[k] = t->cls[k].nopt > 1 ? 1 : 0; /* S_min, all copies */
+    t->choice[t->nc] = 0;
     double best = score_choice(t);
+    /* no single-type pipeline fits: start from the first mixed template that does */
+    for (int o = 1; !isfinite(best) && o < t->n_mix && !t->oom; o++) {
+        for (int k = 0; k < t->nc; k++) t->choice[k] = 0;
+        t->choice[t->nc] = o;
+        best = score_choice(t);
+    }
     for (int round = 0; round < ROUNDS && !t->oom; round++) {
         bool improved = false;
-        for (int k = 0; k < t->nc && !t->oom; k++) {
+        for (int k = 0; k <= t->nc && !t->oom; k++) {
             const int keep = t->choice[k];
             int best_o = keep;
-            for (int o = 0; o < t->cls[k].nopt && !t->oom; o++) {
+            for (int o = 0; o < n_options(t, k) && !t->oom; o++) {
                 if (o == keep) continue;
                 t->choice[k] = o;
                 double v = score_choice(t);
@@ -100,6 +136,44 @@ static void descend(tp_t *t) {
             improved |= best_o != keep;
         }
         if (!improved) break;
+    }
+}
+
+/* Mixed templates: up to MIX_PER_TYPE stages of each type (at least two types), stages ordered
+ * by memory (largest first: early 1F1B stages hold the most activations), one copy or as many as
+ * the groups allow. */
+static void mixed_options(tp_t *t) {
+    const ah_sctx_t *x = t->x;
+    t->n_mix = 1; /* option 0: none */
+    int G = 0;
+    for (int k = 0; k < t->nc; k++) G += t->cls[k].G;
+    if (t->nc < 2 || t->nc > 8 || G > MIX_MAX_GROUPS) return;
+    for (int q = 0; q < t->nc; q++) t->order[q] = q;
+    for (int i = 1; i < t->nc; i++)
+        for (int j = i; j > 0; j--) {
+            const int a = t->order[j], b = t->order[j - 1];
+            if (x->capacity[t->cls[a].type] <= x->capacity[t->cls[b].type]) break;
+            t->order[j] = b;
+            t->order[j - 1] = a;
+        }
+    int a[8] = {0};
+    for (;;) { /* odometer over a[k] in 0 .. min(MIX_PER_TYPE, G_k) */
+        int k = 0;
+        while (k < t->nc && ++a[k] > (t->cls[k].G < MIX_PER_TYPE ? t->cls[k].G : MIX_PER_TYPE)) a[k++] = 0;
+        if (k == t->nc) break;
+        int types = 0, S = 0, copies = 1 << 30;
+        for (int q = 0; q < t->nc; q++) {
+            types += a[q] > 0;
+            S += a[q];
+            if (a[q] > 0 && t->cls[q].G / a[q] < copies) copies = t->cls[q].G / a[q];
+        }
+        if (types < 2 || S > x->L) continue;
+        for (int v = 0; v < 2 && t->n_mix < MAX_MIX; v++) {
+            const int kk = v == 0 ? 1 : copies;
+            if (v == 1 && copies == 1) break;
+            memcpy(t->mix_a[t->n_mix], a, sizeof a);
+            t->mix_k[t->n_mix++] = kk;
+        }
     }
 }
 
@@ -144,7 +218,10 @@ static void run(tp_t *t, int zone_node) {
                 cl->optK[cl->nopt++] = copies;
             }
     }
-    if (!t->oom && t->nc > 0) descend(t);
+    if (!t->oom && t->nc > 0) {
+        mixed_options(t);
+        descend(t);
+    }
     for (int k = 0; k < t->nc; k++) {
         free(t->cls[k].gnode);
         t->cls[k].gnode = NULL;
@@ -159,9 +236,10 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
     t.x = x;
     x->coarse_memory = true;
     t.cls = calloc((size_t)x->n_types, sizeof *t.cls);
-    t.choice = calloc((size_t)x->n_types, sizeof *t.choice);
+    t.choice = calloc((size_t)x->n_types + 1, sizeof *t.choice);
+    t.order = calloc((size_t)x->n_types, sizeof *t.order);
     int *zone_rep = malloc(sizeof(int) * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
-    t.oom = !t.cls || !t.choice || !zone_rep;
+    t.oom = !t.cls || !t.choice || !t.order || !zone_rep;
     int nz = 0;
     for (int i = 0; i < c->n_nodes && !t.oom; i++) {
         int z = 0;
@@ -174,6 +252,7 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
     free(zone_rep);
     free(t.cls);
     free(t.choice);
+    free(t.order);
     ah_cand_free(&t.cand);
     if (t.oom) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the template search");
     return AH_OK;
