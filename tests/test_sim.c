@@ -1,0 +1,345 @@
+/* Spot simulator: trace readers (formats, units, errors), the mapping onto pools, and a
+ * hand-computed replay: one preemption on a two-node cluster, every policy's tokens, dollars,
+ * GPU-hours and recovery time from the rules in docs/simulator.md. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "harness.h"
+#include "plan/planner.h"
+#include "sim/sim.h"
+
+static char tmp_paths[16][64];
+static int n_tmp;
+
+static const char *write_tmp(const char *text) {
+    char *p = tmp_paths[n_tmp++];
+    snprintf(p, 64, "/tmp/ah_test_sim_XXXXXX");
+    int fd = mkstemp(p);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) CHECK(false, "cannot write %s", p);
+    if (fd >= 0) close(fd);
+    return p;
+}
+
+static void test_readers(void) {
+    ah_trace_t t;
+    ah_error_t err;
+    /* events, ms by default */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/events-capped.csv"), AH_UNIT_AUTO, &t, &err) == AH_OK,
+          "%s", err.msg);
+    CHECK(t.kind == AH_TRACE_EVENTS && t.unit == AH_UNIT_MS, "events in ms");
+    CHECK_EQ_I64(t.n_events, 6);
+    CHECK_EQ_I64(t.n_ids, 4);
+    CHECK_NEAR(t.events[3].t_s, 1.0, 1e-12);
+    CHECK(!t.events[3].add && strcmp(t.ids[t.events[3].id], "node1") == 0, "row 4 removes node1");
+    ah_trace_free(&t);
+    /* counts with fractional times: hours */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/counts-hours.csv"), AH_UNIT_AUTO, &t, &err) == AH_OK,
+          "%s", err.msg);
+    CHECK(t.kind == AH_TRACE_COUNTS && t.unit == AH_UNIT_H, "fractional times read as hours");
+    CHECK(strstr(t.unit_how, "detected") != NULL, "says it detected the unit: %s", t.unit_how);
+    CHECK_EQ_I64(t.n_steps, 3); /* 2, then 1 at 0.5 h, then 3 at 1.25 h */
+    CHECK_NEAR(t.steps[1].t_s, 1800, 1e-12);
+    CHECK_EQ_I64(t.steps[1].count, 1);
+    CHECK_NEAR(t.steps[2].t_s, 4500, 1e-12);
+    CHECK_NEAR(t.end_s, 4500, 1e-12);
+    ah_trace_free(&t);
+    /* the same file read as seconds when the user says so */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/counts-hours.csv"), AH_UNIT_S, &t, &err) == AH_OK,
+          "%s", err.msg);
+    CHECK_NEAR(t.steps[2].t_s, 1.25, 1e-12);
+    CHECK(strcmp(t.unit_how, "given") == 0, "given unit");
+    ah_trace_free(&t);
+    /* whole numbers: seconds; CR-only line ends as in one shared file */
+    const char *p = write_tmp("0,8\r10,8\r10,6\r");
+    CHECK(ah_trace_load(p, AH_UNIT_AUTO, &t, &err) == AH_OK, "%s", err.msg);
+    CHECK(t.unit == AH_UNIT_S && t.n_steps == 2 && t.steps[1].count == 6, "CR lines, seconds");
+    CHECK_NEAR(t.steps[1].t_s, 10, 1e-12);
+    ah_trace_free(&t);
+    /* ms given for a count trace */
+    p = write_tmp("0,1\n1500,2\n");
+    CHECK(ah_trace_load(p, AH_UNIT_MS, &t, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(t.steps[1].t_s, 1.5, 1e-12);
+    ah_trace_free(&t);
+    /* SkyPilot JSON */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/skypilot.json"), AH_UNIT_AUTO, &t, &err) == AH_OK, "%s",
+          err.msg);
+    CHECK(t.n_steps == 3 && t.steps[1].count == 1 && t.steps[2].count == 2, "skypilot steps");
+    CHECK_NEAR(t.steps[1].t_s, 1200, 1e-12);
+    CHECK_NEAR(t.steps[2].t_s, 2400, 1e-12);
+    CHECK_NEAR(t.end_s, 3000, 1e-12);
+    ah_trace_free(&t);
+    /* errors name the file and line (column for JSON) */
+    char want[128];
+    p = write_tmp("0,add,node1\n5,kill,node2\n");
+    snprintf(want, sizeof want, "%s:2: expected `time,add|remove", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("0,1\n\n10,-2\n");
+    snprintf(want, sizeof want, "%s:3: count \"-2\"", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("10,1\n5,2\n");
+    snprintf(want, sizeof want, "%s:2: time 5 goes back", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("0.5,1\n500.5,2\n");
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_USAGE, err, ",unit=s");
+    p = write_tmp("{\"metadata\": {\"gap_seconds\": 60},\n \"data\": [1, oops]}\n");
+    snprintf(want, sizeof want, "%s:2:", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("{\"metadata\": {}, \"data\": [1]}");
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_INVALID, err, "gap_seconds");
+    CHECK_ERR(ah_trace_load("/nonexistent/trace.csv", AH_UNIT_AUTO, &t, &err), AH_ERR_IO, err,
+              "/nonexistent/trace.csv: cannot open");
+}
+
+/* Two one-GPU nodes of one type: od-0 on demand ($2/h), sp-0 spot ($1/h), plus two spot H20
+ * nodes for the mapping tests. */
+static const char *CLUSTER =
+    "{\"nodes\": ["
+    "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
+    "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+    " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
+
+static const char *CLUSTER4 =
+    "{\"nodes\": ["
+    "{\"name\": \"a\", \"gpu\": \"H20\", \"count\": 8, \"zone\": \"x\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"b\", \"gpu\": \"H20\", \"count\": 8, \"zone\": \"y\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"c\", \"gpu\": \"H20\", \"count\": 8, \"zone\": \"y\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"d\", \"gpu\": \"H800\", \"count\": 8, \"zone\": \"x\", \"spot\": false, \"usd_per_gpu_hour\": 3}]}";
+
+static bool load_cluster(const char *text, ah_cluster_t *c) {
+    json_t *doc;
+    ah_error_t err;
+    bool ok = ah_json_load_string(text, strlen(text), "test cluster", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "test cluster", c, &err) == AH_OK;
+    CHECK(ok, "%s", err.msg);
+    if (doc) json_decref(doc);
+    return ok;
+}
+
+static void test_mapping(void) {
+    ah_cluster_t c;
+    ah_error_t err;
+    if (!load_cluster(CLUSTER4, &c)) return;
+    ah_sim_pool_t pool = {0};
+    CHECK_ERR(ah_sim_pool_resolve(&c, "H800", &pool, &err), AH_ERR_USAGE, err, "H20@x, H20@y");
+    CHECK(ah_sim_pool_resolve(&c, "H20@y", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(pool.n_nodes == 2 && pool.nodes[0] == 1 && pool.nodes[1] == 2, "H20@y is b, c");
+    /* events: node1 -> b, node2 -> c, node3 capped; node1 leaves b at 1 s, node4 takes b at 2 s;
+     * the remove of the capped node3 changes nothing */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/events-capped.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(pool.capped, 1);
+    CHECK_EQ_I64(pool.max_wanted, 3);
+    CHECK(a.up0[0] && a.up0[1] && a.up0[2] && a.up0[3], "a (untraced) and d (on-demand) up; b, c added at 0");
+    CHECK_EQ_I64(a.n_initial, 2);
+    CHECK_EQ_I64(a.n_changes, 2);
+    if (a.n_changes == 2) {
+        CHECK(a.changes[0].node == 1 && !a.changes[0].up && a.changes[0].t_s == 1.0, "node1 leaves b");
+        CHECK(a.changes[1].node == 1 && a.changes[1].up && a.changes[1].t_s == 2.0, "node4 takes b");
+        CHECK(strcmp(pool.trace.ids[a.changes[1].trace_id], "node4") == 0, "trace id kept");
+    }
+    ah_sim_avail_free(&a);
+    ah_trace_free(&pool.trace);
+    /* counts newest-first: 2 (b, c join), 1 (c, the newest, leaves), 3 capped at 2 (c joins) */
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/counts-hours.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(pool.capped, 1);
+    CHECK_EQ_I64(a.n_changes, 2);
+    if (a.n_changes == 2) {
+        CHECK(a.changes[0].node == 2 && !a.changes[0].up, "the newest (c) leaves first");
+        CHECK(a.changes[1].node == 2 && a.changes[1].up && a.changes[1].t_s == 4500, "c back at 1.25 h");
+    }
+    CHECK_NEAR(a.end_s, 4500, 1e-12);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+}
+
+/* Tokens/s and devices of the plan a policy makes on `c`, straight from the planner. */
+static double rate_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr, bool baseline, int *pipes,
+                      int *stages, int *devices) {
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train = *tr;
+    ah_plan_result_t r;
+    ah_error_t err;
+    ah_status_t st = baseline ? ah_baseline_run(m, c, &o, AH_BASELINE_UNIFORM, &r, &err)
+                              : ah_planner_run(m, c, &o, &r, &err);
+    CHECK(st == AH_OK, "%s", err.msg);
+    if (st != AH_OK) return 0;
+    const double v = r.eval.pred.tokens_per_s;
+    *pipes = r.plan.n_pipelines;
+    *stages = r.plan.pipelines[0].n_stages;
+    *devices = ah_plan_device_count(&r.plan);
+    ah_plan_result_free(&r);
+    return v;
+}
+
+static void test_one_preemption(void) {
+    ah_cluster_t c2, c1;
+    ah_model_t m;
+    ah_error_t err;
+    if (!load_cluster(CLUSTER, &c2) || !load_cluster(CLUSTER, &c1)) return;
+    c1.n_nodes = 1; /* od-0 alone: what is left after sp-0 goes */
+    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
+    o.hours = 2;
+    o.ckpt_every_s = 1000;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+
+    /* The plans: on both nodes a data-parallel pair (each node a full replica), on od-0 alone
+     * one device. */
+    int P, S, D;
+    const double R2 = rate_of(&m, &c2, &o.train, false, &P, &S, &D);
+    CHECK(P == 2 && S == 1 && D == 2, "autohet on 2 nodes: 2 replicas of 1 stage (got %d x %d, %d devices)", P, S, D);
+    const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
+    CHECK(D == 1, "one device left");
+    const double U2 = rate_of(&m, &c2, &o.train, true, &P, &S, &D);
+    CHECK(D == 2, "uniform uses both nodes");
+    const double U1 = rate_of(&m, &c1, &o.train, true, &P, &S, &D);
+
+    /* Hand-computed expectations. Start: 5 s plan + 30 s restart, nothing to transfer. */
+    const double start = 5 + 30, T = 7200, pre = 3600;
+    const double state = (double)ah_model_params_total(&m) * 16; /* one device holds everything */
+    ah_sim_result_t r;
+
+    /* autohet: od-0 held a full replica, so everything is local: no transfer, no rollback. */
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(r.tokens, R2 * (pre - start) + R1 * (T - pre - start), 1e-9);
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK_NEAR(r.recovery_s, 2 * start, 1e-9);
+    CHECK_NEAR(r.usd, 3.0 * 1 + 2.0 * 1, 1e-9); /* first hour both nodes, then od-0 */
+    CHECK_NEAR(r.gpu_hours, 3, 1e-9);
+    CHECK_EQ_I64(r.replans, 1);
+    CHECK_EQ_I64(r.preemptions, 1);
+    CHECK_NEAR((double)r.bytes_local, state, 1e-12);
+    CHECK_EQ_I64(r.bytes_cloud, 0);
+    CHECK_EQ_I64(r.bytes_peer, 0);
+    ah_sim_result_free(&r);
+
+    /* uniform: back to the checkpoint at 35 + 3000 s, all state from the cloud at 0.5 GB/s. */
+    const double x = state / 0.5e9, ckpt = start + 3000;
+    for (int pol = AH_POLICY_UNIFORM; pol <= AH_POLICY_VARUNA; pol++) { /* one type: varuna = uniform */
+        CHECK(ah_sim_run(&m, &a, &o, (ah_policy_t)pol, &r, &err) == AH_OK, "%s", err.msg);
+        CHECK_NEAR(r.tokens, U2 * (ckpt - start) + U1 * (T - pre - start - x), 1e-9);
+        CHECK_NEAR(r.tokens_lost, U2 * (pre - ckpt), 1e-9);
+        CHECK_NEAR(r.recovery_s, start + start + x, 1e-9);
+        CHECK_NEAR(r.usd, 3.0 + 2.0, 1e-9);
+        CHECK_NEAR((double)r.bytes_cloud, state, 1e-12);
+        ah_sim_result_free(&r);
+    }
+
+    /* on-demand: both nodes for 2 h; sp-0 at od-0's on-demand price of the same type. */
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_ON_DEMAND, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(r.tokens, R2 * (T - start), 1e-9);
+    CHECK_NEAR(r.usd, 2 * 2.0 * 2, 1e-9);
+    CHECK_NEAR(r.gpu_hours, 4, 1e-9);
+    CHECK_EQ_I64(r.replans, 0);
+    ah_sim_result_free(&r);
+
+    /* A checkpoint interval that divides the preemption time exactly: the rollback loses 0. */
+    o.ckpt_every_s = (pre - start) / 2;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_UNIFORM, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    ah_sim_result_free(&r);
+
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c1);
+    ah_cluster_free(&c2);
+}
+
+/* The same preemption on slower links, where the planner makes one pipeline of two stages: od-0
+ * keeps its stage's layers locally, the other stage's layers are gone, so autohet fetches them
+ * from the cloud and rolls back to the last checkpoint. */
+static void test_partial_loss(void) {
+    char text[1024];
+    snprintf(text, sizeof text, "%s", CLUSTER);
+    char *bw = strstr(text, "\"inter_node_gb_s\": 100");
+    memcpy(bw, "\"inter_node_gb_s\":  10", strlen("\"inter_node_gb_s\":  10"));
+    ah_cluster_t c2, c1;
+    ah_model_t m;
+    ah_error_t err;
+    if (!load_cluster(text, &c2) || !load_cluster(text, &c1)) return;
+    c1.n_nodes = 1;
+    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
+    o.hours = 2;
+    o.ckpt_every_s = 1000;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    ah_planner_opts_t po;
+    ah_planner_opts_default(&po);
+    po.train = o.train;
+    ah_plan_result_t p2;
+    CHECK(ah_planner_run(&m, &c2, &po, &p2, &err) == AH_OK, "%s", err.msg);
+    const ah_pipeline_t *pl = &p2.plan.pipelines[0];
+    CHECK(p2.plan.n_pipelines == 1 && pl->n_stages == 2 && p2.plan.tp == 1, "one pipeline of 2 stages");
+    if (p2.plan.n_pipelines != 1 || pl->n_stages != 2) {
+        ah_plan_result_free(&p2);
+        return;
+    }
+    /* od-0's stage keeps its blocks (and the embedding or the head); the rest is cloud */
+    const int od_stage = pl->stages[0].devices[0].node == 0 ? 0 : 1;
+    const ah_stage_t *kept = &pl->stages[od_stage];
+    const double blk = (double)ah_layer_params(&m, AH_LAYER_BLOCK, 1) * 16;
+    const double emb = (double)ah_layer_params(&m, AH_LAYER_EMBED, 1) * 16;
+    const double head = (double)ah_layer_params(&m, AH_LAYER_HEAD, 1) * 16;
+    const double local = blk * (kept->last - kept->first) + (od_stage == 0 ? emb : head);
+    const double cloud = blk * (m.n_layer - (kept->last - kept->first)) + (od_stage == 0 ? head : emb);
+    const double R2 = p2.eval.pred.tokens_per_s;
+    ah_plan_result_free(&p2);
+    int P, S, D;
+    const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
+
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    const double start = 35, x = cloud / 0.5e9, ckpt = start + 3000;
+    CHECK_NEAR((double)r.bytes_local, local, 1e-12);
+    CHECK_NEAR((double)r.bytes_cloud, cloud, 1e-12);
+    CHECK_EQ_I64(r.bytes_peer, 0); /* tied: the single stage holds no second copy of the matrix */
+    CHECK_NEAR(r.recovery_s, start + start + x, 1e-9);
+    CHECK_NEAR(r.tokens_lost, R2 * (3600 - ckpt), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (ckpt - start) + R1 * (7200 - 3600 - start - x), 1e-9);
+    ah_sim_result_free(&r);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c1);
+    ah_cluster_free(&c2);
+}
+
+int main(void) {
+    test_readers();
+    test_mapping();
+    test_one_preemption();
+    test_partial_loss();
+    for (int i = 0; i < n_tmp; i++) unlink(tmp_paths[i]);
+    return ah_test_finish();
+}
