@@ -1,0 +1,74 @@
+#!/bin/bash
+# autohet simulate end to end: the printed unit and mapping, the per-policy table, --json and
+# --svg outputs, and clear errors for bad traces and flags. Usage: test_simulate.sh BUILD SRC
+set -u
+BUILD=$1
+SRC=$2
+AH="$BUILD/autohet"
+PY=/usr/bin/python3
+T="$SRC/tests/data/traces"
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fails=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+has() { grep -qF -- "$2" "$1" && pass "$3" || { fail "$3 (no \"$2\" in $1)"; cat "$1"; }; }
+
+cat >"$W/cluster.json" <<'EOF'
+{"nodes": [
+  {"name": "od-0", "gpu": "A100-80G", "count": 1, "spot": false, "usd_per_gpu_hour": 2},
+  {"name": "sp-0", "gpu": "A100-80G", "count": 1, "spot": true, "usd_per_gpu_hour": 1},
+  {"name": "h20-0", "gpu": "H20", "count": 1, "spot": true, "usd_per_gpu_hour": 0.5},
+  {"name": "h20-1", "gpu": "H20", "count": 1, "spot": true, "usd_per_gpu_hour": 0.5}],
+ "network": {"inter_node_gb_s": 100, "cloud_gb_s": 0.5}}
+EOF
+COMMON=(--model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --seq-len 1024 --micro-batch 4
+        --ckpt-every-s 1000 --restart-s 30 --replan-s 5)
+
+"$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" \
+    --hours 2 --json "$W/out.json" --svg "$W/out.svg" >"$W/out.txt" 2>&1
+[ $? -eq 0 ] && pass "simulate runs" || { fail "simulate exit code"; cat "$W/out.txt"; }
+has "$W/out.txt" "unit s (detected: whole-number times" "seconds detected and printed"
+has "$W/out.txt" "unit h (detected: fractional times" "hours detected and printed"
+has "$W/out.txt" "decreases remove the newest" "count mapping rule printed"
+has "$W/out.txt" "always up: od-0 (on-demand)" "on-demand nodes listed as always up"
+has "$W/out.txt" "0.500 h  count      down h20-1" "newest H20 node leaves first"
+for p in autohet uniform varuna on-demand; do has "$W/out.txt" "$p " "row for $p"; done
+"$PY" - "$W/out.json" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"
+import json, sys
+d = json.load(open(sys.argv[1]))
+pol = {p["policy"]: p for p in d["policies"]}
+assert set(pol) == {"autohet", "uniform", "varuna", "on-demand"}, pol.keys()
+for p in pol.values():
+    for k in ("tokens", "wall_hours", "gpu_hours", "usd", "usd_per_mtoken", "recovery_hours", "replans", "simulate_s"):
+        assert k in p, k
+    tl = p["timeline"]
+    assert tl and tl[0]["start_s"] == 0 and abs(tl[-1]["end_s"] - 7200) < 1e-6, (tl[0], tl[-1])
+    for a, b in zip(tl, tl[1:]):
+        assert abs(a["end_s"] - b["start_s"]) < 1e-9
+assert pol["on-demand"]["replans"] == 0
+assert pol["autohet"]["tokens"] >= pol["uniform"]["tokens"] > 0
+assert d["pools"][1]["unit"] == "h" and d["pools"][0]["unit"] == "s"
+assert any(m["node"] == "sp-0" and m["change"] == "down" and m["t_s"] == 3600 for m in d["mapping"])
+EOF
+grep -q "<svg" "$W/out.svg" && grep -q "autohet" "$W/out.svg" && pass "SVG written" || fail "SVG written"
+
+# unit given by the user wins
+"$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$T/counts-hours.csv,unit=s" --hours 1 >"$W/u.txt" 2>&1
+has "$W/u.txt" "unit s (given)" "unit=s given"
+
+# errors: file:line, unknown pool, bad policy, ambiguous unit
+printf '0,add,node1\n5,kill,node2\n' >"$W/bad.csv"
+"$AH" simulate "${COMMON[@]}" --trace "H20=$W/bad.csv" >"$W/e1.txt" 2>&1
+[ $? -ne 0 ] && pass "bad trace fails" || fail "bad trace fails"
+has "$W/e1.txt" "$W/bad.csv:2: expected \`time,add|remove,NODE_ID\`" "bad row named by file:line"
+"$AH" simulate "${COMMON[@]}" --trace "V100-16G=$T/one-preempt-s.csv" >"$W/e2.txt" 2>&1
+has "$W/e2.txt" "spot pools there are: A100-80G@" "unknown pool lists the pools"
+"$AH" simulate "${COMMON[@]}" --policy autohet,megatron >"$W/e3.txt" 2>&1
+[ $? -eq 2 ] && pass "bad policy is a usage error" || fail "bad policy exit code"
+printf '0.5,1\n500.5,2\n' >"$W/amb.csv"
+"$AH" simulate "${COMMON[@]}" --trace "H20=$W/amb.csv" >"$W/e4.txt" 2>&1
+has "$W/e4.txt" "cannot tell the time unit" "ambiguous unit refused"
+
+[ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
+[ $fails -eq 0 ]
