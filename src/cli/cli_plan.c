@@ -29,6 +29,7 @@ static void explain(const ah_plan_t *p, const ah_eval_t *e, const ah_plan_t *bas
     int used = ah_plan_device_count(p), total = ah_cluster_gpu_count(c);
     int min_s = 1 << 30, max_s = 0, rc = 0, stages = 0;
     int64_t min_n = INT64_MAX, max_n = 0;
+    int min_l = 1 << 30, max_l = 0;
     bool mixed = false;
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
@@ -37,6 +38,9 @@ static void explain(const ah_plan_t *p, const ah_eval_t *e, const ah_plan_t *bas
         if (pl->micro_batches < min_n) min_n = pl->micro_batches;
         if (pl->micro_batches > max_n) max_n = pl->micro_batches;
         for (int s = 0; s < pl->n_stages; s++) {
+            const int len = pl->stages[s].last - pl->stages[s].first;
+            if (len < min_l) min_l = len;
+            if (len > max_l) max_l = len;
             rc += pl->stages[s].recompute;
             stages++;
             mixed |= pl->stages[s].type != pl->stages[0].type;
@@ -56,7 +60,7 @@ static void explain(const ah_plan_t *p, const ah_eval_t *e, const ah_plan_t *bas
         printf(" grouping: %d pipelines of %d..%d stages (baseline %d x %d);", p->n_pipelines, min_s, max_s,
                base->n_pipelines, base->pipelines[0].n_stages);
     if (mixed) printf(" pipelines mix GPU types;");
-    printf(" layer split by stage speed and memory;");
+    if (max_l > min_l + 1) printf(" uneven layer split (%d..%d layers per stage, by stage speed and memory);", min_l, max_l);
     if (min_n != max_n) printf(" batch split %lld..%lld micro-batches per pipeline;", (long long)min_n, (long long)max_n);
     if (rc) printf(" recomputation on %d of %d stages;", rc, stages);
     if (used < total) printf(" %d of %d GPUs idle (baseline uses %d);", total - used, total, bused);
