@@ -17,6 +17,17 @@
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* Sum of x[0, n) in 8 interleaved partial sums combined in a fixed order: the compiler can
+ * vectorise it (a single running float sum it may not reorder), and it stays deterministic. */
+static float sum_lanes(const float *x, int n) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[j + k];
+    for (; j < n; j++) acc[j % 8] += x[j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 size_t ah_cpu_attention_scratch_floats(int B, int T, int Hl, int hd) {
     (void)B, (void)Hl, (void)hd;
     return (size_t)min_int(ATT_BLOCK, T) * (size_t)T;
@@ -42,12 +53,8 @@ void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int
                     float *row = P + (size_t)i * T;
                     float mx = row[0];
                     for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-                    float sum = 0.0f;
-                    for (int j = 0; j <= i; j++) {
-                        row[j] = expf(row[j] - mx);
-                        sum += row[j];
-                    }
-                    const float inv = 1.0f / sum;
+                    for (int j = 0; j <= i; j++) row[j] = ah_cpu_expf(row[j] - mx);
+                    const float inv = 1.0f / sum_lanes(row, i + 1);
                     for (int j = 0; j <= i; j++) row[j] *= inv;
                     memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof *row);
                 }

@@ -3,7 +3,48 @@
 #ifndef AH_KERNELS_CPU_CPU_H
 #define AH_KERNELS_CPU_CPU_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include "kernels/kernels.h"
+
+/* exp(x) for elementwise loops that the compiler can vectorise (libm's expf is a call per
+ * element): x = n ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for e^r (about 1 ulp),
+ * times 2^n built in the exponent bits. x is clamped to [-87, 88], where 2^n stays a normal
+ * float, so the result never overflows to inf (it is at most e^88) and never reaches 0. */
+static inline float ah_cpu_expf(float x) {
+    /* The clamp on the bits, as integer selects: a float compare may trap, so the compiler will
+     * not vectorise a float select (without -fno-trapping-math). As unsigned, negative floats
+     * order by magnitude above all positive ones; as signed, positive floats order as floats. */
+    uint32_t x_bits, u;
+    memcpy(&x_bits, &x, sizeof u);
+    u = x_bits;
+    u = u > 0xC2AE0000u ? 0xC2AE0000u : u;                      /* x < -87 (and -inf) -> -87 */
+    int32_t i = (int32_t)u;
+    i = i > 0x42B00000 ? 0x42B00000 : i;                        /* x > 88 (and +inf) -> 88 */
+    memcpy(&x, &i, sizeof x);
+    /* round(x / ln2) to nearest by the 1.5 * 2^23 trick: no rounding instruction needed */
+    const float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = (x - fn * 0.693359375f) + fn * 2.12194440e-4f; /* ln2 in two parts */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)fn + 127) << 23;
+    float scale, y;
+    memcpy(&scale, &bits, sizeof scale);
+    y = p * scale;
+    /* A NaN stays NaN (the clamp would have made it e^88 or e^-87), selected on the bits too. */
+    uint32_t y_bits;
+    memcpy(&y_bits, &y, sizeof y_bits);
+    const uint32_t nan_mask = 0u - (uint32_t)((x_bits & 0x7fffffffu) > 0x7f800000u);
+    y_bits = (x_bits & nan_mask) | (y_bits & ~nan_mask);
+    memcpy(&y, &y_bits, sizeof y);
+    return y;
+}
 
 void ah_cpu_zero(float *x, size_t n);
 

@@ -18,11 +18,9 @@ double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, c
         for (int j = 1; j < V; j++) mx = row[j] > mx ? row[j] : mx;
         const float shifted_tgt = row[tgt] - mx;
         /* The partition sum runs over the whole vocabulary: accumulate it in double. */
+        for (int j = 0; j < V; j++) row[j] = ah_cpu_expf(row[j] - mx);
         double sum = 0.0;
-        for (int j = 0; j < V; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
+        for (int j = 0; j < V; j++) sum += row[j];
         loss += log(sum) - (double)shifted_tgt;
         if (!backward) continue;
         const float p_scale = (float)(1.0 / sum) * scale;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Single-rank training step: `autohet train` vs the same GPT-2 in PyTorch (bench/torch_step.py),
+# same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS / torch.set_num_threads), at 1
+# and 2 threads, for two model sizes, measured side by side in one run. Prints the step times, the
+# ratio (torch / autohet, > 1 = autohet faster), autohet's achieved GFLOP/s (model FLOPs from
+# `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
+# measured in the same run. Never run by CTest; never fails on a timing.
+# Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
+set -euo pipefail
+BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
+SRC=$(cd "${2:-$(dirname "$0")/..}" && pwd)
+AH=$BUILD/autohet
+PY=/usr/bin/python3 # Debian's python3-torch
+STEPS=${STEPS:-8}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+"$PY" -c 'import torch' || { echo "bench: $PY cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
+"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+
+# config: name L C H T B V
+CONFIGS=("small 4 256 4 128 8 512" "large 6 512 8 256 8 512")
+printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak"
+for cfg in "${CONFIGS[@]}"; do
+    read -r name L C H T B V <<<"$cfg"
+    # The model as a HF config, and a one-stage plan with one micro-batch of B sequences.
+    printf '{"model_type": "gpt2", "n_layer": %d, "n_embd": %d, "n_head": %d, "vocab_size": %d, "n_positions": %d}\n' \
+        "$L" "$C" "$H" "$V" "$T" >"$WORK/$name.config.json"
+    "$AH" model --model "$WORK/$name.config.json" --seq-len "$T" --micro-batch "$B" --precision fp32 --json >"$WORK/$name.model.json"
+    python3 - "$WORK/$name.model.json" "$WORK/$name.plan.json" "$B" "$T" "$L" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+B, T, L = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+cpu = {"memory_gib": 64, "tflops": {"bf16": 0.1, "fp16": 0.1, "fp32": 0.1}, "mem_bw_gb_s": 10,
+       "intra_node_gb_s": 5, "emulate": {"slowdown": 1}, "reserved_gib": 0}
+plan = {"version": 1, "model": m["model"],
+        "train": {"global_batch": B, "seq_len": T, "micro_batch": B, "precision": "fp32"}, "tp": 1,
+        "pipelines": [{"micro_batches": 1, "stages": [{"layers": [0, L], "gpu": "cpu", "recompute": False,
+                                                       "devices": [{"node": "n0", "index": 0}]}]}],
+        "cluster": {"gpu_types": {"cpu": cpu}, "nodes": [{"name": "n0", "gpu": "cpu", "count": 1}],
+                    "network": {"inter_node_gb_s": 1}}}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+    flops=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(sum(l["count"]*(l["fwd_flops_per_mb"]+l["bwd_flops_per_mb"]) for l in m["layers"]))' "$WORK/$name.model.json")
+    for thr in 1 2; do
+        peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
+        OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
+            --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
+        ah=$(python3 -c 'import json,sys,statistics; s=[json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]; print(statistics.median(s))' "$WORK/m.jsonl")
+        pt=$(OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
+            --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')
+        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$ah" "$pt" "$flops" "$peak" <<'PY'
+import sys
+name, shape, thr, ah, pt, flops, peak = sys.argv[1], sys.argv[2], sys.argv[3], *map(float, sys.argv[4:])
+gf = flops / ah / 1e9
+print(f"{name:<6} {shape:<26} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f}")
+PY
+    done
+done
+echo "(median of $STEPS steps each, after one warm-up step; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
