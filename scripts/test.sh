@@ -17,4 +17,5 @@ read -r -a extra <<<"${AH_CMAKE_ARGS:-}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" >/dev/null
 cmake --build "$build" -j "${AH_JOBS:-2}"
 cd "$build"
-ctest --output-on-failure "$@"
+# A hung test (an MPI rank waiting forever) fails after 10 minutes instead of holding CI.
+ctest --output-on-failure --timeout 600 "$@"
