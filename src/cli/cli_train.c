@@ -12,7 +12,9 @@
 #include "cli/cli.h"
 #include "comm/comm.h"
 #include "plan/plan.h"
+#include "runtime/ckpt_io.h"
 #include "runtime/data.h"
+#include "runtime/preempt.h"
 #include "runtime/trainer.h"
 
 typedef struct {
@@ -20,6 +22,11 @@ typedef struct {
     int64_t steps, warmup, seed, dump_step;
     double lr, wd, clip;
     bool quiet;
+    /* checkpoints and preemption (src/runtime/ckpt_io.h) */
+    const char *local_root, *cloud, *s3_endpoint, *run_dir;
+    int64_t ckpt_every;
+    double grace_s;
+    bool resume;
 } args_t;
 
 /* Phase 1, on every rank alone: the plan, checked against the job and the flags. */
@@ -90,20 +97,44 @@ static void metrics_line(FILE *f, const ah_step_metrics_t *m) {
     fflush(f);
 }
 
-/* Steps the trainer; returns only on success (a failure aborts the job). */
-static void train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics) {
+/* One JSON event (or an array of them) per metrics line; takes ev. */
+static void metrics_event(FILE *f, json_t *ev) {
+    if (!f || !ev) {
+        json_decref(ev);
+        return;
+    }
+    for (size_t i = 0; i < (json_is_array(ev) ? json_array_size(ev) : 1); i++) {
+        char *t = json_dumps(json_is_array(ev) ? json_array_get(ev, i) : ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (t) fprintf(f, "%s\n", t);
+        free(t);
+    }
+    fflush(f);
+    json_decref(ev);
+}
+
+/* Steps the trainer from iteration `start`; returns 0, or AH_PREEMPT_EXIT after a preemption
+ * notice (a failure aborts the job). */
+static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
     ah_error_t err;
     ah_step_metrics_t m;
     double elapsed = 0;
-    for (int64_t i = 0; i <= a->steps; i++) {
+    for (int64_t i = start; i <= a->steps; i++) {
         if (a->dump_dir && i == a->dump_step && ah_trainer_dump(tr, a->dump_dir, false, &err) != AH_OK) break;
-        if (i == a->steps) return;
+        if (i == a->steps) return 0;
         if (ah_trainer_step(tr, i, &m, &err) != AH_OK) break;
         if (a->grads_dir && i == a->dump_step && ah_trainer_dump(tr, a->grads_dir, true, &err) != AH_OK) break;
         elapsed += m.seconds;
-        if (tr->rank != 0) continue;
-        if (!a->quiet) progress(&m, a->steps, elapsed);
-        if (metrics) metrics_line(metrics, &m);
+        if (tr->rank == 0 && !a->quiet) progress(&m, a->steps, elapsed);
+        if (tr->rank == 0 && metrics) metrics_line(metrics, &m);
+        json_t *events = NULL;
+        bool stop = false;
+        if (ck && ah_ckpt_session_step_done(ck, i + 1, &events, &stop, &err) != AH_OK) break;
+        metrics_event(metrics, events);
+        if (stop) {
+            if (tr->rank == 0)
+                fprintf(stderr, "autohet train: preemption notice: stopped after step %lld\n", (long long)i + 1);
+            return AH_PREEMPT_EXIT;
+        }
     }
     ah_cli_fail("train", &err);
     ah_comm_abort(ah_status_exit_code(err.code));
@@ -127,6 +158,13 @@ int ah_cli_train(int argc, char **argv) {
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
         {"--dump-step", AH_FLAG_INT, &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
         {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
+        {"--ckpt-every", AH_FLAG_INT, &a.ckpt_every, "K", "save a checkpoint every K steps (default 0: on preemption only)", false},
+        {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
+        {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
+        {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
+        {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
+        {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here", false},
+        {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30)", false},
     };
     ah_error_t err;
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
@@ -148,7 +186,7 @@ int ah_cli_train(int argc, char **argv) {
     memset(&plan, 0, sizeof plan);
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, ah_tokens_load(a.data, plan.model.vocab, &data, &err), &err);
-    if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, "w")))
+    if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file", a.metrics);
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
     if (s == AH_OK) {
@@ -165,6 +203,31 @@ int ah_cli_train(int argc, char **argv) {
         s = ah_comm_agree(world, ah_trainer_setup(&tr, &plan, &data, &o, &err), &err);
         have_tr = s == AH_OK;
     }
+    ah_ckpt_session_t *ck = NULL;
+    int64_t start = 0;
+    if (s == AH_OK && (a.local_root || a.run_dir || a.cloud || a.resume)) {
+        ah_ckpt_opts_t co = {.local_root = a.local_root, .cloud = a.cloud, .s3_endpoint = a.s3_endpoint,
+                             .every = a.ckpt_every, .run_dir = a.run_dir, .grace_s = a.grace_s};
+        s = a.ckpt_every < 0 || a.grace_s < 0
+                ? ah_error_set(&err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0")
+                : (a.ckpt_every > 0 || a.resume) && !a.local_root
+                      ? ah_error_set(&err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR")
+                      : ah_ckpt_session_open(&tr, &co, &ck, &err);
+    }
+    if (s == AH_OK && a.resume) {
+        json_t *ev = NULL;
+        bool found;
+        s = ah_ckpt_session_resume(ck, &start, &found, &ev, &err);
+        if (s == AH_OK && rank == 0 && found)
+            printf("autohet train: resumed from step %lld\n", (long long)start);
+        else if (s == AH_OK && rank == 0)
+            printf("autohet train: no complete checkpoint in any tier (%s): starting from scratch\n",
+                   json_string_value(json_object_get(ev, "note")));
+        metrics_event(metrics, ev);
+        if (s == AH_OK && start > a.steps)
+            s = ah_error_set(&err, AH_ERR_USAGE, "the checkpoint is at step %lld, past --steps %lld",
+                             (long long)start, (long long)a.steps);
+    }
     if (s != AH_OK) {
         rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
     } else {
@@ -172,13 +235,16 @@ int ah_cli_train(int argc, char **argv) {
             printf("autohet train: %s, %d ranks, %d pipelines, tp %d, %lld steps of %lld tokens\n",
                    plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
                    (long long)(plan.train.global_batch * plan.train.seq_len));
-        train_loop(&tr, &a, metrics);
+        rc = train_loop(&tr, &a, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
             fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
             for (int r = 0; r < ranks; r++) fprintf(stderr, " %lld", (long long)tr.memory_high[r]);
             fprintf(stderr, "\n");
         }
+    }
+    if (ah_ckpt_session_close(ck, &err) != AH_OK) {
+        fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", rank, err.msg);
     }
     if (metrics) fclose(metrics);
     if (have_tr) ah_trainer_free(&tr);

@@ -7,12 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_mpi.h"
+
 _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
                "ah_comm_req_t too small for MPI_Request");
-
-struct ah_comm {
-    MPI_Comm c;
-};
 
 static struct ah_comm g_world = {MPI_COMM_NULL};
 

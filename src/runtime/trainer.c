@@ -181,7 +181,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     tr->compute_s = 0;
     for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
         const ah_sched_op_t op = tr->ops[i];
-        const int64_t first_sample = step * B + tr->sample_base + op.mb * m;
+        const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
         double t0;
         if (op.kind == AH_OP_FWD) {
             if (tr->prev < 0) ah_tokens_batch(tr->data, first_sample, m, T, ah_gpt_ids(st, op.slot), NULL);

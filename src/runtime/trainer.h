@@ -62,6 +62,8 @@ typedef struct ah_trainer {
     int S;                  /* stages of this rank's pipeline */
     int64_t n_mb;           /* its micro-batches */
     int64_t sample_base;    /* m * (micro-batches of the pipelines before it) */
+    int64_t sample_shift;   /* iteration i starts at global sample sample_shift + i * B: 0, or
+                             * set on resume from a checkpoint's data position (ckpt_io.h) */
     double slowdown;        /* emulate.slowdown (1 = none) */
     ah_mem_t mem;
     ah_gpt_stage_t stage;

@@ -1,0 +1,15 @@
+/* Inside the MPI backend only (the .c files of src/comm): what an ah_comm_t is. */
+#ifndef AH_COMM_COMM_MPI_H
+#define AH_COMM_COMM_MPI_H
+
+#include <mpi.h>
+
+#include "comm/comm.h"
+
+struct ah_comm {
+    MPI_Comm c;
+};
+
+static inline MPI_Comm ah_comm_mpi(const ah_comm_t *c) { return c->c; }
+
+#endif

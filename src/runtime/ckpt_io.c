@@ -1,0 +1,915 @@
+/* A training job's checkpoints: save, commit per node, upload, tiered resume with resharding. */
+#include "runtime/ckpt_io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/afile.h"
+#include "ckpt/cloud.h"
+#include "ckpt/restore.h"
+#include "comm/transfer.h"
+#include "core/json.h"
+#include "runtime/preempt.h"
+
+enum { TAG_PEER = 7100 };
+
+/* A set of tensors saved together: the embedding, one block, or the head (final norm). */
+typedef struct {
+    ah_shard_kind_t kind;
+    int layer; /* blocks only */
+} group_t;
+
+/* A file the peer tier moved to this rank before the catalog asks for it. */
+typedef struct {
+    char name[AH_CKPT_NAME_MAX];
+    bool ok;
+    char why[512];
+} prefetched_t;
+
+struct ah_ckpt_session {
+    ah_trainer_t *tr;
+    ah_ckpt_opts_t o;
+    int n_nodes, my_node;
+    int *rank_node;          /* per world rank: plan node index */
+    int *node_leader;        /* per node: its lowest world rank, -1 when the plan does not use it */
+    char node_root[AH_CKPT_PATH_MAX];
+    ah_comm_t *node;         /* this node's ranks, by world rank */
+    int node_rank, node_size;
+    char plan_hash[32];
+    bool cloud;
+    ah_s3_config_t s3cfg;
+    ah_s3_url_t url;
+    ah_ckpt_uploader_t *up;  /* node leaders with a cloud only */
+    int64_t last_saved;      /* newest step committed on every node, -1 when none */
+    double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
+    int *hit;                /* n_nodes: nodes with a preemption notice */
+    /* peer tier during a resume */
+    ah_ckpt_manifest_t *peer_m;
+    int n_peer_m;
+    prefetched_t *pre;
+    int n_pre;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const ah_stage_t *stage_of(const ah_trainer_t *tr, int rank) {
+    const ah_role_t r = tr->layout.roles[rank];
+    return &tr->plan->pipelines[r.pipeline].stages[r.stage];
+}
+
+static int node_of(const ah_trainer_t *tr, int rank) {
+    return stage_of(tr, rank)->devices[tr->layout.roles[rank].tp_rank].node;
+}
+
+/* ---- what a rank holds -------------------------------------------------------------------- */
+
+/* Groups rank holds in full (what it can write); with for_load, also the embedding on a last
+ * stage, whose tied head matrix is wte. Returns the count (at most layers + 2). */
+static int rank_groups(const ah_trainer_t *tr, int rank, bool for_load, group_t *g) {
+    const ah_role_t r = tr->layout.roles[rank];
+    const ah_stage_t *st = stage_of(tr, rank);
+    const bool first = r.stage == 0, last = r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
+    int n = 0;
+    if (first || (for_load && last)) g[n++] = (group_t){AH_SHARD_EMBED, -1};
+    for (int l = st->first; l < st->last; l++) g[n++] = (group_t){AH_SHARD_BLOCK, l};
+    if (last) g[n++] = (group_t){AH_SHARD_HEAD, -1};
+    return n;
+}
+
+static bool in_group(const ah_gpt_tensor_t *d, group_t g) {
+    switch (g.kind) {
+    case AH_SHARD_BLOCK: return d->block == g.layer;
+    case AH_SHARD_EMBED: return strcmp(d->name, "wte") == 0 || strcmp(d->name, "wpe") == 0;
+    case AH_SHARD_HEAD: return strncmp(d->name, "ln_f.", 5) == 0;
+    }
+    return false;
+}
+
+static void group_name(char *buf, group_t g, int t, int k) {
+    ah_ckpt_shard_name(buf, AH_CKPT_NAME_MAX, g.kind, g.layer, t, k);
+}
+
+static bool holds(const ah_trainer_t *tr, int rank, group_t g, int tp_index) {
+    if (tr->layout.roles[rank].tp_rank != tp_index) return false;
+    group_t gs[AH_CKPT_NAME_MAX];
+    const int n = rank_groups(tr, rank, false, gs);
+    for (int i = 0; i < n; i++)
+        if (gs[i].kind == g.kind && gs[i].layer == g.layer) return true;
+    return false;
+}
+
+/* Lowest rank holding (g, tp_index), among the ranks of `node` (or all when node < 0). */
+static int lowest_holder(const ah_trainer_t *tr, const ah_ckpt_session_t *s, group_t g, int tp_index, int node) {
+    for (int r = 0; r < tr->n_ranks; r++)
+        if ((node < 0 || s->rank_node[r] == node) && holds(tr, r, g, tp_index)) return r;
+    return -1;
+}
+
+/* The shape of TP rank k's piece of d: 1-D for vectors. */
+static int piece_shape(const ah_gpt_tensor_t *d, int t, int64_t *shape) {
+    int64_t r = d->rows, c = d->cols;
+    if (d->shard == AH_SHARD_ROWS || d->shard == AH_SHARD_QKV) r /= t;
+    if (d->shard == AH_SHARD_COLS) c /= t;
+    shape[0] = r;
+    if (d->cols == 1) return 1;
+    shape[1] = c;
+    return 2;
+}
+
+static const char *const SUFFIX[3] = {"", ".exp_avg", ".exp_avg_sq"};
+
+/* ---- session ------------------------------------------------------------------------------ */
+
+static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
+    json_t *doc = ah_plan_to_json(p);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
+    for (const char *c = text ? text : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    snprintf(out, cap, "fnv1a64:%016llx", (unsigned long long)h);
+    free(text);
+    json_decref(doc);
+}
+
+ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
+                                 ah_error_t *err) {
+    *out = NULL;
+    ah_ckpt_session_t *s = calloc(1, sizeof *s);
+    ah_status_t st = AH_OK;
+    if (!s) return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
+    s->tr = tr;
+    s->o = *o;
+    if (s->o.keep < 2) s->o.keep = 2;
+    if (s->o.grace_s <= 0) s->o.grace_s = 30;
+    s->last_saved = -1;
+    s->last_save_s = -1;
+    s->n_nodes = tr->plan->cluster.n_nodes;
+    s->rank_node = malloc((size_t)tr->n_ranks * sizeof *s->rank_node);
+    s->node_leader = malloc((size_t)s->n_nodes * sizeof *s->node_leader);
+    s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
+    if (!s->rank_node || !s->node_leader || !s->hit) {
+        st = ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
+        goto agree;
+    }
+    for (int n = 0; n < s->n_nodes; n++) s->node_leader[n] = -1;
+    for (int r = tr->n_ranks - 1; r >= 0; r--) {
+        s->rank_node[r] = node_of(tr, r);
+        s->node_leader[s->rank_node[r]] = r;
+    }
+    s->my_node = s->rank_node[tr->rank];
+    const char *node_name = tr->plan->cluster.nodes[s->my_node].name;
+    if (o->local_root && ah_ckpt_join(s->node_root, sizeof s->node_root, o->local_root, node_name) < 0) {
+        st = ah_error_set(err, AH_ERR_USAGE, "--local-root %.200s...: path too long", o->local_root);
+        goto agree;
+    }
+    if (o->local_root && !ah_ckpt_name_ok(node_name)) {
+        st = ah_error_set(err, AH_ERR_INVALID, "node name \"%s\" cannot name a checkpoint directory; use "
+                          "[A-Za-z0-9._-] in the cluster's node names", node_name);
+        goto agree;
+    }
+    plan_hash(tr->plan, s->plan_hash, sizeof s->plan_hash);
+    if ((st = ah_preempt_install(err)) != AH_OK) goto agree;
+    if (o->run_dir) {
+        const ah_role_t r = tr->layout.roles[tr->rank];
+        const int index = stage_of(tr, tr->rank)->devices[r.tp_rank].index;
+        if ((st = ah_preempt_write_rank_file(o->run_dir, tr->rank, node_name, index, err)) != AH_OK) goto agree;
+    }
+    if (o->cloud) {
+        if (!o->local_root) {
+            st = ah_error_set(err, AH_ERR_USAGE, "--cloud needs --local-root: shards are written locally first, "
+                              "then uploaded");
+            goto agree;
+        }
+        if ((st = ah_s3_url_parse(o->cloud, &s->url, err)) != AH_OK ||
+            (st = ah_s3_config_from_env(&s->s3cfg, o->s3_endpoint, err)) != AH_OK)
+            goto agree;
+        s->cloud = true;
+    }
+agree:
+    /* The node communicator is a split over the world: every rank joins it, failed or not. */
+    {
+        ah_error_t e2;
+        ah_status_t sp = ah_comm_split(ah_comm_world(), s->rank_node ? s->my_node : 0, tr->rank, &s->node, &e2);
+        if (st == AH_OK && sp != AH_OK) {
+            *err = e2;
+            st = sp;
+        }
+    }
+    if (st == AH_OK) {
+        s->node_rank = ah_comm_rank(s->node);
+        s->node_size = ah_comm_size(s->node);
+        if (s->cloud && s->node_rank == 0) st = ah_ckpt_uploader_start(&s->s3cfg, &s->url, &s->up, err);
+    }
+    if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK) {
+        ah_ckpt_session_close(s, NULL);
+        return st;
+    }
+    *out = s;
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
+    ah_status_t st = AH_OK;
+    if (!s) return AH_OK;
+    if (s->up) {
+        ah_error_t e2;
+        if ((st = ah_ckpt_uploader_wait(s->up, &e2)) != AH_OK && err) *err = e2;
+        ah_ckpt_uploader_stop(s->up);
+    }
+    ah_comm_free(&s->node);
+    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
+    free(s->pre);
+    free(s->rank_node);
+    free(s->node_leader);
+    free(s->hit);
+    free(s);
+    return st;
+}
+
+/* ---- save --------------------------------------------------------------------------------- */
+
+/* Writes group g of this rank's stage: weights, AdamW m and v, in the TP piece's own shape. */
+static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_t g, int64_t step,
+                               ah_error_t *err) {
+    const ah_gpt_stage_t *st = &s->tr->stage;
+    const int t = st->cfg.t, k = st->cfg.tp_rank;
+    int n = 0;
+    for (int i = 0; i < st->n_params; i++) n += in_group(&st->params[i].def, g);
+    ah_st_tensor_t *ts = calloc((size_t)(3 * n), sizeof *ts);
+    char (*names)[64] = calloc((size_t)(3 * n), sizeof *names);
+    if (!ts || !names) {
+        free(ts);
+        free(names);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint shard's table");
+    }
+    const float *bufs[3] = {st->w, st->m, st->v};
+    int j = 0;
+    for (int i = 0; i < st->n_params; i++) {
+        const ah_gpt_param_t *x = &st->params[i];
+        if (!in_group(&x->def, g)) continue;
+        for (int b = 0; b < 3; b++, j++) {
+            snprintf(names[j], sizeof names[j], "%s%s", x->def.name, SUFFIX[b]);
+            ts[j].name = names[j];
+            ts[j].dtype = AH_DTYPE_F32;
+            ts[j].ndim = piece_shape(&x->def, t, ts[j].shape);
+            ts[j].data = bufs[b] + x->offset;
+        }
+    }
+    char name[AH_CKPT_NAME_MAX], tt[16], kk[16], ss[32];
+    group_name(name, g, t, k);
+    snprintf(tt, sizeof tt, "%d", t);
+    snprintf(kk, sizeof kk, "%d", k);
+    snprintf(ss, sizeof ss, "%lld", (long long)step);
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "autohet-shard", "tp", tt, "tp_index", kk,
+                             "adam_step", ss);
+    ah_status_t r = ah_ckpt_write_shard(w, name, ts, 3 * n, meta, err);
+    json_decref(meta);
+    free(ts);
+    free(names);
+    return r;
+}
+
+/* This rank's part of step `step` on its node: the shards it is the node's lowest holder of. */
+static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *bytes, int *files, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    ah_ckpt_writer_t *w;
+    ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
+    if (st != AH_OK) return st;
+    group_t gs[AH_CKPT_NAME_MAX];
+    const int n = rank_groups(tr, tr->rank, false, gs);
+    const int k = tr->layout.roles[tr->rank].tp_rank;
+    for (int i = 0; i < n && st == AH_OK; i++) {
+        if (lowest_holder(tr, s, gs[i], k, s->my_node) != tr->rank) continue;
+        if ((st = write_group(s, w, gs[i], step, err)) == AH_OK) (*files)++;
+    }
+    if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
+    ah_ckpt_writer_free(w);
+    if (st == AH_OK) {
+        /* Bytes written: the sizes of this rank's shards, as the part lists them. */
+        char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], pn[32];
+        ah_ckpt_manifest_t part;
+        ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
+        snprintf(pn, sizeof pn, "part-%d.json", s->node_rank);
+        ah_ckpt_join(path, sizeof path, dir, pn);
+        if ((st = ah_ckpt_manifest_load(path, &part, err)) == AH_OK) {
+            for (int i = 0; i < part.n_files; i++) *bytes += part.files[i].bytes;
+            ah_ckpt_manifest_free(&part);
+        }
+    }
+    return st;
+}
+
+/* Names of the shards whose lowest holder in the whole job is on this node: its cloud share. */
+static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MAX], int cap) {
+    const ah_trainer_t *tr = s->tr;
+    const int t = tr->plan->tp;
+    int n = 0;
+    for (int r = 0; r < tr->n_ranks; r++) {
+        if (s->rank_node[r] != s->my_node) continue;
+        group_t gs[AH_CKPT_NAME_MAX];
+        const int ng = rank_groups(tr, r, false, gs);
+        const int k = tr->layout.roles[r].tp_rank;
+        for (int i = 0; i < ng && n < cap; i++)
+            if (lowest_holder(tr, s, gs[i], k, -1) == r) group_name(names[n++], gs[i], t, k);
+    }
+    return n;
+}
+
+static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    ah_comm_t *world = ah_comm_world();
+    const double t0 = now_s();
+    uint64_t bytes = 0;
+    int files = 0;
+    ah_error_t lerr = {0};
+    ah_status_t ls = write_part(s, step, &bytes, &files, &lerr);
+    /* Node barrier: every part is on disk (or some rank failed) before the leader commits. */
+    ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
+    if (s->node_rank == 0) {
+        ah_ckpt_meta_t meta;
+        memset(&meta, 0, sizeof meta);
+        meta.step = step;
+        meta.data_position = tr->sample_shift + step * tr->plan->train.global_batch;
+        snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
+        snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
+        meta.has_model = true;
+        meta.model = tr->plan->model;
+        if (ns == AH_OK) ns = ah_ckpt_commit(s->node_root, &meta, s->node_size, &lerr);
+        ah_error_t e2;
+        if (ns != AH_OK) ah_ckpt_abandon(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
+        else ah_ckpt_gc(s->node_root, s->o.keep, NULL, &e2);      /* best effort: old steps only */
+    }
+    /* Whether every node committed: the step counts for the preemption logic only then. */
+    ah_status_t ws = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
+    const bool ok = ws == AH_OK;
+    if (ok) s->last_saved = step;
+    if (ok && s->up) {
+        char (*names)[AH_CKPT_NAME_MAX] = calloc((size_t)tr->plan->model.n_layer + 2, sizeof *names);
+        const char **ptrs = calloc((size_t)tr->plan->model.n_layer + 2, sizeof *ptrs);
+        int n = names && ptrs ? cloud_share(s, names, (int)tr->plan->model.n_layer + 2) : 0;
+        for (int i = 0; i < n; i++) ptrs[i] = names[i];
+        ah_error_t e2;
+        /* A node with nothing to upload still writes an empty manifest: harmless, and it tells
+         * `ckpt ls` the node took part. */
+        if (n > 0) ah_ckpt_uploader_submit(s->up, s->node_root, step, ptrs, n, &e2);
+        free(names);
+        free(ptrs);
+    }
+    /* Figures: bytes written (sum), duration (max: the slowest rank bounds the save), cloud bytes. */
+    ah_ckpt_upload_stats_t us = {.last_step = -1};
+    if (s->up) us = ah_ckpt_uploader_stats(s->up);
+    double sums[3] = {(double)bytes, (double)files, (double)us.bytes};
+    int64_t maxes[2] = {(int64_t)((now_s() - t0) * 1e6), s->up ? -us.last_step : INT64_MIN};
+    ah_status_t cs = ah_comm_allreduce_f64(world, sums, 3, err);
+    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, maxes, 2, err);
+    if (cs != AH_OK) return cs;
+    s->last_save_s = (double)maxes[0] * 1e-6;
+    if (tr->rank == 0 && event) {
+        *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", "event", "checkpoint", "step",
+                           (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
+                           "bytes", "local", (json_int_t)sums[0], "peer", (json_int_t)0, "cloud",
+                           (json_int_t)sums[2]);
+        if (*event && s->cloud)
+            json_object_set_new(*event, "cloud_step", json_integer(maxes[1] == INT64_MIN ? -1 : -maxes[1]));
+        if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
+                                      ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    *stop = false;
+    if (events) *events = NULL;
+    bool any;
+    double elapsed;
+    ah_status_t st = ah_preempt_poll(ah_comm_world(), s->my_node, s->n_nodes, s->hit, &any, &elapsed, err);
+    if (st != AH_OK) return st;
+    const bool periodic = s->o.every > 0 && done % s->o.every == 0;
+    bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
+    if (any && save_now && !periodic) {
+        /* Save on notice only when the last save's duration (with margin) fits what is left of the
+         * grace period; without a previous save, assume one second. */
+        const double need = 1.5 * (s->last_save_s >= 0 ? s->last_save_s : 1.0) + 0.5;
+        save_now = elapsed + need <= s->o.grace_s;
+    }
+    json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
+    if (save_now) {
+        json_t *ev = NULL;
+        if ((st = save(s, done, &ev, err)) != AH_OK) {
+            json_decref(arr);
+            return st;
+        }
+        if (arr && ev) json_array_append_new(arr, ev);
+    }
+    if (any) {
+        const bool saved = s->o.local_root && s->last_saved == done;
+        const char **nodes = calloc((size_t)s->n_nodes, sizeof *nodes);
+        int n = 0;
+        for (int i = 0; nodes && i < s->n_nodes; i++)
+            if (s->hit[i]) nodes[n++] = tr->plan->cluster.nodes[i].name;
+        if (tr->rank == 0 && s->o.run_dir) {
+            ah_error_t e2;
+            ah_preempt_write_report(s->o.run_dir, done, saved, nodes, n, &e2);
+        }
+        if (arr) {
+            json_t *nl = json_array();
+            for (int i = 0; i < n; i++) json_array_append_new(nl, json_string(nodes[i]));
+            json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:b, s:o}", "event", "preempt", "step",
+                                                 (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl));
+        }
+        free(nodes);
+        *stop = true;
+    }
+    if (arr && json_array_size(arr) == 0) {
+        json_decref(arr);
+        arr = NULL;
+    }
+    if (events) *events = arr;
+    return AH_OK;
+}
+
+/* ---- resume ------------------------------------------------------------------------------- */
+
+static ah_status_t manifest_copy(const ah_ckpt_manifest_t *src, ah_ckpt_manifest_t *dst, ah_error_t *err) {
+    *dst = *src;
+    dst->files = malloc((size_t)(src->n_files > 0 ? src->n_files : 1) * sizeof *dst->files);
+    if (!dst->files) return ah_error_set(err, AH_ERR_OOM, "no host memory for a manifest copy");
+    if (src->n_files > 0) memcpy(dst->files, src->files, (size_t)src->n_files * sizeof *dst->files);
+    return AH_OK;
+}
+
+static ah_status_t peer_manifests(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
+    const ah_ckpt_session_t *s = ctx;
+    *out = calloc((size_t)(s->n_peer_m > 0 ? s->n_peer_m : 1), sizeof **out);
+    *n = 0;
+    if (!*out) return ah_error_set(err, AH_ERR_OOM, "no host memory for the peer manifests");
+    for (int i = 0; i < s->n_peer_m; i++, (*n)++)
+        if (manifest_copy(&s->peer_m[i], &(*out)[i], err) != AH_OK) return err->code;
+    return AH_OK;
+}
+
+/* The peer copies were moved before the catalog asks (a collective exchange in one global order,
+ * prefetch() below); this only reports how that went for the file. */
+static ah_status_t peer_fetch(void *ctx, int64_t step, const char *name, const char *dest_path, ah_error_t *err) {
+    const ah_ckpt_session_t *s = ctx;
+    (void)dest_path;
+    for (int i = 0; i < s->n_pre; i++)
+        if (strcmp(s->pre[i].name, name) == 0)
+            return s->pre[i].ok ? AH_OK : ah_error_set(err, AH_ERR_IO, "%s", s->pre[i].why);
+    return ah_error_set(err, AH_ERR_IO, "step %lld: %s was not requested from a peer", (long long)step, name);
+}
+
+/* Committed manifests of a node root as one JSON array text ("" when none). */
+static char *manifests_text(const char *root) {
+    ah_ckpt_step_info_t *info;
+    int n;
+    ah_error_t e2;
+    json_t *arr = json_array();
+    if (arr && ah_ckpt_list(root, &info, &n, &e2) == AH_OK) {
+        for (int i = 0; i < n; i++) {
+            ah_ckpt_manifest_t m;
+            if (!info[i].committed || ah_ckpt_load(root, info[i].step, &m, &e2) != AH_OK) continue;
+            json_array_append_new(arr, ah_ckpt_manifest_to_json(&m));
+            ah_ckpt_manifest_free(&m);
+        }
+        free(info);
+    }
+    char *text = arr && json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : strdup("");
+    json_decref(arr);
+    return text;
+}
+
+/* Every node's committed manifests, from its leader: peers' go to s->peer_m, this node's own to
+ * *own (for the local check before asking peers). nodes_of[i] is the node of peer_m[i]. */
+static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **own, int *n_own,
+                                    int **nodes_of, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    char *mine = s->node_rank == 0 && s->o.local_root ? manifests_text(s->node_root) : strdup("");
+    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
+    char *all = NULL;
+    ah_status_t st = mine && lens ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), mine ? mine : "", mine ? strlen(mine) : 0, &all, lens, err);
+    free(mine);
+    *own = NULL;
+    *n_own = 0;
+    *nodes_of = NULL;
+    size_t off = 0;
+    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
+        if (lens[r] == 0) continue;
+        json_t *doc;
+        char where[64];
+        snprintf(where, sizeof where, "manifests of rank %d", r);
+        if ((st = ah_json_load_string(all + off, lens[r], where, &doc, err)) != AH_OK) break;
+        const bool self = s->rank_node[r] == s->my_node;
+        for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
+            ah_ckpt_manifest_t m;
+            if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), where, &m, err)) != AH_OK) break;
+            ah_ckpt_manifest_t **arr = self ? own : &s->peer_m;
+            int *cnt = self ? n_own : &s->n_peer_m;
+            ah_ckpt_manifest_t *g = realloc(*arr, (size_t)(*cnt + 1) * sizeof *g);
+            if (g) *arr = g;
+            int *gn = self || !g ? NULL : realloc(*nodes_of, (size_t)(*cnt + 1) * sizeof *gn);
+            if (gn) *nodes_of = gn;
+            if (!g || (!self && !gn)) {
+                ah_ckpt_manifest_free(&m);
+                st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
+                break;
+            }
+            if (gn) gn[*cnt] = s->rank_node[r];
+            g[(*cnt)++] = m;
+        }
+        json_decref(doc);
+    }
+    free(all);
+    free(lens);
+    return st;
+}
+
+/* The manifest at step listing name among ms (n), or NULL. */
+static const ah_ckpt_file_t *listed(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {
+    for (int i = 0; i < n; i++) {
+        const ah_ckpt_file_t *f;
+        if (ms[i].meta.step == step && (f = ah_ckpt_manifest_find(&ms[i], name))) return f;
+    }
+    return NULL;
+}
+
+/* Whether node nd's committed manifest of step lists name: the same answer on every rank, from
+ * its own manifests for its node and the gathered ones for the others. */
+static bool node_lists(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *own, int n_own, const int *peer_node,
+                       int nd, int64_t step, const char *name) {
+    if (nd == s->my_node) return listed(own, n_own, step, name) != NULL;
+    for (int i = 0; i < s->n_peer_m; i++)
+        if (peer_node[i] == nd && s->peer_m[i].meta.step == step && ah_ckpt_manifest_find(&s->peer_m[i], name))
+            return true;
+    return false;
+}
+
+static ah_status_t afile_sink(void *ctx, const void *data, size_t n, ah_error_t *err) {
+    return ah_afile_write(ctx, data, n, err);
+}
+
+/* The peer tier's transfers: every rank lists the needed files its own node lacks (or holds
+ * damaged); then all ranks walk the requests in one global order (requester rank, then name), the
+ * lowest rank of the first other node whose manifest lists the file sends it (or refuses, when its
+ * copy does not verify), and the requester stores it in the staging directory. */
+static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_manifest_t *own, int n_own,
+                            const int *peer_node, char (*needed)[AH_CKPT_NAME_MAX], int n_needed,
+                            const char *staging, double *seconds, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    char *req = calloc((size_t)n_needed + 1, AH_CKPT_NAME_MAX + 1);
+    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
+    s->pre = calloc((size_t)n_needed + 1, sizeof *s->pre);
+    ah_status_t st = req && lens && s->pre ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for peer requests");
+    char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    for (int i = 0; st == AH_OK && i < n_needed; i++) {
+        const ah_ckpt_file_t *f = listed(own, n_own, step, needed[i]);
+        ah_error_t e2;
+        ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
+        if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK)
+            continue;
+        strcat(req, needed[i]);
+        strcat(req, "\n");
+    }
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    char *all = NULL;
+    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), req, strlen(req), &all, lens, err);
+    free(req);
+    const double t0 = now_s();
+    size_t off = 0;
+    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
+        for (char *p = all + off; st == AH_OK && p < all + off + lens[r];) {
+            char *nl = memchr(p, '\n', (size_t)(all + off + lens[r] - p));
+            if (!nl) break;
+            *nl = '\0';
+            const char *name = p;
+            p = nl + 1;
+            int server = -1;
+            for (int nd = 0; nd < s->n_nodes && server < 0; nd++)
+                if (nd != s->rank_node[r] && s->node_leader[nd] >= 0 && node_lists(s, own, n_own, peer_node, nd, step, name))
+                    server = s->node_leader[nd];
+            if (r == tr->rank) {
+                prefetched_t *pf = &s->pre[s->n_pre++];
+                snprintf(pf->name, sizeof pf->name, "%s", name);
+                if (server < 0) {
+                    snprintf(pf->why, sizeof pf->why, "no other node lists %s at step %lld", name, (long long)step);
+                    continue;
+                }
+                ah_afile_t af;
+                ah_error_t e2;
+                if (ah_ckpt_join(path, sizeof path, staging, name) < 0 || ah_afile_open(&af, path, &e2) != AH_OK) {
+                    /* The sender is committed to this exchange: receive into nowhere, then fail. */
+                    snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
+                    st = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, NULL, NULL, NULL, &e2) == AH_ERR_COMM
+                             ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
+                    continue;
+                }
+                ah_status_t rs = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, afile_sink, &af, NULL, &e2);
+                if (rs == AH_OK) rs = ah_afile_commit(&af, false, &e2);
+                else ah_afile_abort(&af);
+                if (rs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
+                pf->ok = rs == AH_OK;
+                if (!pf->ok) snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
+            } else if (server == tr->rank) {
+                const ah_ckpt_file_t *f = listed(own, n_own, step, name);
+                ah_error_t e2;
+                ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
+                ah_status_t vs = ah_ckpt_join(path, sizeof path, dir, name) < 0
+                                     ? ah_error_set(&e2, AH_ERR_IO, "%s/%s: path too long", dir, name)
+                                     : ah_ckpt_verify_file(path, f, &e2);
+                if (vs == AH_OK) vs = ah_comm_send_file(ah_comm_world(), path, r, TAG_PEER, NULL, &e2);
+                else vs = ah_comm_send_refusal(ah_comm_world(), r, TAG_PEER, e2.msg, &e2);
+                if (vs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
+            }
+        }
+    }
+    free(all);
+    free(lens);
+    *seconds = now_s() - t0;
+    return st;
+}
+
+/* Copies tensor `name` of shard f into dst (n floats), checking its dtype and size first. */
+static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err) {
+    const ah_st_entry_t *e = ah_st_find(f, name);
+    if (!e)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: no tensor \"%s\" (a shard of another model or an "
+                            "older format); resume with the plan's model or from another checkpoint", f->path, name);
+    if (e->dtype != AH_DTYPE_F32 || e->end - e->begin != (uint64_t)n * sizeof(float))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is %s with %llu bytes; expected F32 with "
+                            "%lld bytes (the checkpoint's model shape differs from the plan's)", f->path, name,
+                            ah_dtype_name(e->dtype), (unsigned long long)(e->end - e->begin),
+                            (long long)(n * (int64_t)sizeof(float)));
+    return ah_st_read(f, name, dst, (size_t)n * sizeof(float), err);
+}
+
+/* Fills dst, TP rank k's piece at degree t of tensor d (suffix sfx), from the checkpoint's pieces
+ * at degree T (fs[j] = piece j; one file when T == t, the piece k, or for replicated tensors).
+ * A TP change assembles the full tensor from every old piece and slices the new one out, with the
+ * Megatron layout of ah_gpt_full_index (QKV by heads, MLP rows/columns). */
+static ah_status_t load_tensor(const ah_gpt_tensor_t *d, const char *sfx, int t, int k, int T, const ah_st_file_t *fs,
+                               int nf, float *dst, int64_t n, ah_error_t *err) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", d->name, sfx);
+    if (T == t || d->shard == AH_SHARD_REPL) return read_piece(&fs[0], name, dst, n, err);
+    if (nf < T) return ah_error_set(err, AH_ERR_INTERNAL, "resharding %s needs %d pieces, got %d", name, T, nf);
+    const int64_t np = ah_gpt_shard_elems(d, T);
+    float *full = malloc((size_t)(d->rows * d->cols) * sizeof *full), *piece = malloc((size_t)np * sizeof *piece);
+    ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
+    for (int j = 0; j < T && st == AH_OK; j++) {
+        if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
+        for (int64_t e = 0; e < np; e++) full[ah_gpt_full_index(d, T, j, e)] = piece[e];
+    }
+    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_gpt_full_index(d, t, k, e)];
+    free(full);
+    free(piece);
+    return st;
+}
+
+/* Pieces of group g this rank reads at old degree T: its own index when T equals its degree; the
+ * first for groups of replicated tensors; all of them to reshard a block. */
+static int pieces(group_t g, int T, int t, int k, int *idx) {
+    if (T == t) {
+        idx[0] = k;
+        return 1;
+    }
+    if (g.kind != AH_SHARD_BLOCK) {
+        idx[0] = 0;
+        return 1;
+    }
+    for (int j = 0; j < T; j++) idx[j] = j;
+    return T;
+}
+
+static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
+                              ah_error_t *err) {
+    ah_gpt_stage_t *st = &s->tr->stage;
+    const int t = st->cfg.t, k = st->cfg.tp_rank;
+    float *bufs[3] = {st->w, st->m, st->v};
+    ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
+    int idx[64];
+    ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
+    for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
+        const int nf = pieces(gs[gi], T, t, k, idx);
+        int opened = 0;
+        for (; opened < nf && r == AH_OK; opened++)
+            if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
+        for (int i = 0; i < st->n_params && r == AH_OK; i++) {
+            const ah_gpt_param_t *x = &st->params[i];
+            if (!in_group(&x->def, gs[gi])) continue;
+            for (int b = 0; b < 3 && r == AH_OK; b++)
+                r = load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
+        }
+        for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
+        p += nf;
+    }
+    free(fs);
+    return r;
+}
+
+/* Removes the staging directory of a resume (its files were loaded). */
+static void remove_staging(const char *staging, int64_t step) {
+    char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    ah_ckpt_step_dir(dir, sizeof dir, staging, step);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.' && ah_ckpt_join(path, sizeof path, dir, e->d_name) >= 0) unlink(path);
+    if (d) closedir(d);
+    rmdir(dir);
+    rmdir(staging);
+}
+
+/* Every shard name of the whole model at TP degree T (replicated groups: piece 0 only), for the
+ * choice of a step every rank can restore from. */
+static int model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
+    int n = 0;
+    group_name(names[n++], (group_t){AH_SHARD_EMBED, -1}, T, 0);
+    for (int l = 0; l < (int)m->n_layer; l++)
+        for (int j = 0; j < T; j++) group_name(names[n++], (group_t){AH_SHARD_BLOCK, l}, T, j);
+    group_name(names[n++], (group_t){AH_SHARD_HEAD, -1}, T, 0);
+    return n;
+}
+
+/* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
+static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
+                           ah_error_t *err) {
+    const ah_model_t *m = &p->model;
+    const int max_names = 2 + (int)m->n_layer * 64;
+    char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
+    const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
+    int64_t best = -1;
+    *T_out = 0;
+    for (int T = 1; names && ptrs && T <= 64 && T <= m->n_head; T++) {
+        if (m->n_head % T != 0 || m->d_ff % T != 0) continue;
+        const int n = model_names(m, T, names);
+        for (int i = 0; i < n; i++) ptrs[i] = names[i];
+        int64_t step;
+        ah_ckpt_meta_t mt;
+        ah_error_t e2;
+        if (ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2) != AH_OK) {
+            if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
+            continue;
+        }
+        if (step > best || (step == best && T == p->tp)) {
+            best = step;
+            *T_out = T;
+            *meta = mt;
+        }
+    }
+    free(names);
+    free(ptrs);
+    return best;
+}
+
+ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
+                                   ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    ah_comm_t *world = ah_comm_world();
+    const double t0 = now_s();
+    *start = 0;
+    *found = false;
+    if (event) *event = NULL;
+    ah_ckpt_manifest_t *own = NULL;
+    int n_own = 0, *peer_node = NULL, T = 0, ng = 0, n_needed = 0;
+    ah_s3_t *s3 = NULL;
+    ah_ckpt_catalog_t *cat = NULL;
+    group_t gs[AH_CKPT_NAME_MAX];
+    char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
+    const char **ptrs = NULL;
+    char staging[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
+    ah_ckpt_restore_stats_t stats;
+    memset(&stats, 0, sizeof stats);
+    ah_ckpt_meta_t meta;
+    memset(&meta, 0, sizeof meta);
+    int64_t step = -1;
+    double prefetch_s = 0;
+    ah_status_t st = AH_OK;
+    if (!s->o.local_root) {
+        /* Nothing to restore from without a disk to stage on; say so like an empty checkpoint. */
+        snprintf(why, sizeof why, "no --local-root");
+        goto report;
+    }
+    if ((st = gather_manifests(s, &own, &n_own, &peer_node, err)) != AH_OK) goto done;
+    snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
+    if (s->cloud) st = ah_s3_open(&s->s3cfg, &s3, err);
+    if (st == AH_OK) {
+        ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, s};
+        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = &peer, .cloud = s3, .staging_dir = staging};
+        src.cloud_url = s->url;
+        st = ah_ckpt_catalog_open(&src, &cat, err);
+    }
+    if (st == AH_OK) {
+        ah_error_t e2 = {0};
+        step = choose_step(cat, tr->plan, &T, &meta, &e2);
+        if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
+        if (step >= 0 && meta.has_model && !ah_model_equal(&meta.model, &tr->plan->model))
+            st = ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
+                              "trains %s; resume with a plan for that model, or use another --local-root",
+                              (long long)step, meta.model.name, tr->plan->model.name);
+    }
+    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
+    {
+        int64_t v[4] = {step, T, -step, -(int64_t)T};
+        if ((st = ah_comm_allreduce_max_i64(world, v, 4, err)) != AH_OK) goto done;
+        if (v[0] != -v[2] || v[1] != -v[3]) {
+            st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
+                              "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+            goto done;
+        }
+    }
+    if (step < 0) goto report;
+    {
+        const int t = tr->plan->tp, k = tr->role.tp_rank;
+        int idx[64];
+        ng = rank_groups(tr, tr->rank, true, gs);
+        needed = calloc((size_t)ng * 64, sizeof *needed);
+        paths = calloc((size_t)ng * 64, sizeof *paths);
+        ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
+        if (!needed || !paths || !ptrs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+        for (int gi = 0; st == AH_OK && gi < ng; gi++) {
+            const int nf = pieces(gs[gi], T, t, k, idx);
+            for (int j = 0; j < nf; j++, n_needed++) {
+                group_name(needed[n_needed], gs[gi], T, idx[j]);
+                ptrs[n_needed] = needed[n_needed];
+            }
+        }
+        if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
+                            ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 ||
+                            (mkdir(dir, 0755) != 0 && errno != EEXIST)))
+            st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
+                              strerror(errno));
+    }
+    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
+    if ((st = prefetch(s, step, own, n_own, peer_node, needed, n_needed, dir, &prefetch_s, err)) != AH_OK) goto done;
+    st = ah_ckpt_catalog_fetch(cat, step, ptrs, n_needed, paths, &stats, err);
+    if (st == AH_OK) st = load_stage(s, gs, ng, T, paths, err);
+    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
+    if (stats.files[AH_TIER_PEER] > 0) stats.seconds[AH_TIER_PEER] += prefetch_s;
+    tr->sample_shift = meta.data_position - step * tr->plan->train.global_batch;
+    s->last_saved = step;
+    *start = step;
+    *found = true;
+report : {
+    /* Figures over the job: bytes, files, fallbacks summed; seconds as the slowest rank saw them. */
+    double sums[7];
+    int64_t maxes[4] = {(int64_t)((now_s() - t0) * 1e6)};
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        sums[i] = (double)stats.bytes[i];
+        sums[3 + i] = stats.files[i];
+        maxes[1 + i] = (int64_t)(stats.seconds[i] * 1e6);
+    }
+    sums[6] = stats.fallbacks;
+    if ((st = ah_comm_allreduce_f64(world, sums, 7, err)) != AH_OK) goto done;
+    if ((st = ah_comm_allreduce_max_i64(world, maxes, 4, err)) != AH_OK) goto done;
+    if (tr->rank == 0 && event) {
+        *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(*found ? step : 0),
+                           "found", *found, "seconds", (double)maxes[0] * 1e-6);
+        json_t *b = json_object(), *f = json_object(), *sec = json_object();
+        for (int i = 0; i < AH_TIER_COUNT; i++) {
+            json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
+            json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
+            json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
+        }
+        json_object_set_new(*event, "bytes", b);
+        json_object_set_new(*event, "files", f);
+        json_object_set_new(*event, "tier_seconds", sec);
+        json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
+        if (*found) {
+            json_object_set_new(*event, "tp_from", json_integer(T));
+            json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
+            json_object_set_new(*event, "data_position", json_integer(meta.data_position));
+            json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta.plan_hash, s->plan_hash) == 0));
+            if (stats.last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats.last_fallback));
+        } else {
+            json_object_set_new(*event, "note", json_string(why));
+        }
+    }
+}
+done:
+    if (*found) remove_staging(staging, step);
+    ah_ckpt_catalog_free(cat);
+    ah_s3_close(s3);
+    ah_ckpt_manifests_free(own, n_own);
+    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
+    s->peer_m = NULL;
+    s->n_peer_m = 0;
+    free(s->pre);
+    s->pre = NULL;
+    s->n_pre = 0;
+    free(peer_node);
+    free(needed);
+    free(paths);
+    free(ptrs);
+    return st;
+}

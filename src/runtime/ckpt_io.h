@@ -1,0 +1,66 @@
+/* Checkpoints of a training job: what each rank saves and loads through src/ckpt/, the node
+ * commit, the cloud upload, resume from the cheapest tier, and preemption notices.
+ *
+ * Save (ah_ckpt_session_save, collective; step N = the state after N updates):
+ *   every rank holds, for its blocks, shards named block-LLL.tpT-K (T its TP degree, K its TP
+ *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage. A
+ *   shard holds each tensor three times: NAME (weights), NAME.exp_avg and NAME.exp_avg_sq (AdamW
+ *   m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer integration"); metadata
+ *   gives the TP degree and index and the AdamW step. Data-parallel replicas hold identically
+ *   named shards: on one node the lowest rank holding a shard writes it; every rank of the node
+ *   then finishes its part, a node barrier, and the node's lowest rank commits the node's
+ *   manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A failed write (a
+ *   full disk) abandons that node's step; training goes on from the previous committed step.
+ *   With a cloud, each node's lowest rank hands the shards whose lowest holder in the whole job is
+ *   on its node to a background uploader (one copy of each shard; manifest last).
+ * Resume (ah_ckpt_session_resume, collective): the nodes' lowest ranks share their committed
+ *   manifests (the peer tier); every rank picks the newest step for which some TP degree's full
+ *   set of shards is listed in a tier, then fetches its own shards local -> peer (over MPI from the
+ *   rank whose node dir has it) -> cloud with checksums, reshards if the TP degree changed, and
+ *   sets the trainer's weights, moments and data position.
+ * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h.
+ *
+ * Events for the metrics file are JSON objects returned on rank 0 (NULL elsewhere); the caller
+ * writes them. Ownership: the session borrows the trainer; events are the caller's (json_decref).
+ */
+#ifndef AH_RUNTIME_CKPT_IO_H
+#define AH_RUNTIME_CKPT_IO_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/trainer.h"
+
+typedef struct ah_ckpt_opts {
+    const char *local_root;  /* DIR: node X's disk is DIR/X/ (NULL: no checkpoints) */
+    const char *cloud;       /* s3://BUCKET/PREFIX or NULL */
+    const char *s3_endpoint; /* NULL or "" for AWS */
+    int64_t every;           /* save after every K steps (0: only on a preemption notice) */
+    int keep;                /* committed steps kept per node (>= 2; default 2) */
+    const char *run_dir;     /* rank-R.json and preempted.json go here (NULL: none) */
+    double grace_s;          /* preemption grace period (default 30) */
+} ah_ckpt_opts_t;
+
+typedef struct ah_ckpt_session ah_ckpt_session_t;
+
+/* Collective: node communicator, rank-R.json, SIGTERM handler, cloud uploader. */
+ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
+                                 ah_error_t *err);
+/* Collective. *start gets the iteration to run next: the restored step, or 0 when no tier has a
+ * complete checkpoint (then *found is false and the trainer keeps its initial weights). *event
+ * (rank 0) is the "recover" event. */
+ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
+                                   ah_error_t *err);
+/* Collective, after `done` updates (iteration done - 1 finished): polls for preemption notices,
+ * saves when done is a multiple of --ckpt-every or a notice came and the grace period allows.
+ * *events (rank 0, may stay NULL) gets an array of "checkpoint" / "preempt" events. *stop is set
+ * when the job must exit with AH_PREEMPT_EXIT (preempted.json is written by then). A failed save
+ * is an event, not an error; errors are communication failures. */
+ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
+                                      ah_error_t *err);
+/* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
+ * first upload failure of this rank's uploader, if any, for the caller to report. */
+ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
+
+#endif

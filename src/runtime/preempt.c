@@ -1,0 +1,88 @@
+/* SIGTERM as a preemption notice. */
+#include "runtime/preempt.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/json.h"
+
+static volatile sig_atomic_t g_noticed;
+static struct timespec g_when; /* written by the handler before it sets g_noticed */
+
+static void on_term(int sig) {
+    (void)sig;
+    if (!g_noticed) clock_gettime(CLOCK_MONOTONIC, &g_when); /* async-signal-safe */
+    g_noticed = 1;
+}
+
+ah_status_t ah_preempt_install(ah_error_t *err) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* MPI and file calls carry on; the flag is read at the step boundary */
+    if (sigaction(SIGTERM, &sa, NULL) != 0)
+        return ah_error_set(err, AH_ERR_INTERNAL, "cannot install the SIGTERM handler: %s", strerror(errno));
+    return AH_OK;
+}
+
+bool ah_preempt_noticed(void) { return g_noticed != 0; }
+
+ah_status_t ah_preempt_poll(ah_comm_t *c, int my_node, int n_nodes, int *node_hit, bool *any,
+                            double *elapsed_s, ah_error_t *err) {
+    /* One max-reduce: a flag per node, then the microseconds since this rank's notice. */
+    int64_t *v = calloc((size_t)n_nodes + 1, sizeof *v);
+    if (!v) return ah_error_set(err, AH_ERR_OOM, "no host memory for the preemption poll");
+    if (g_noticed) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        v[my_node] = 1;
+        v[n_nodes] = (int64_t)(now.tv_sec - g_when.tv_sec) * 1000000 + (now.tv_nsec - g_when.tv_nsec) / 1000;
+    }
+    ah_status_t s = ah_comm_allreduce_max_i64(c, v, (size_t)n_nodes + 1, err);
+    if (s == AH_OK) {
+        *any = false;
+        for (int i = 0; i < n_nodes; i++) {
+            node_hit[i] = v[i] != 0;
+            *any = *any || node_hit[i];
+        }
+        *elapsed_s = (double)v[n_nodes] * 1e-6;
+    }
+    free(v);
+    return s;
+}
+
+static ah_status_t save_in(const char *run_dir, const char *name, json_t *doc, ah_error_t *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", run_dir, name) >= (int)sizeof path) {
+        json_decref(doc);
+        return ah_error_set(err, AH_ERR_IO, "--run-dir %.200s...: path too long", run_dir);
+    }
+    ah_status_t s = doc ? ah_json_save_file(doc, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
+    json_decref(doc);
+    return s;
+}
+
+ah_status_t ah_preempt_write_rank_file(const char *run_dir, int rank, const char *node, int index,
+                                       ah_error_t *err) {
+    char name[64];
+    snprintf(name, sizeof name, "rank-%d.json", rank);
+    return save_in(run_dir, name,
+                   json_pack("{s:i, s:I, s:s, s:i}", "rank", rank, "pid", (json_int_t)getpid(), "node",
+                             node, "index", index),
+                   err);
+}
+
+ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool saved,
+                                    const char *const *nodes, int n_nodes, ah_error_t *err) {
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n_nodes; i++) json_array_append_new(arr, json_string(nodes[i]));
+    return save_in(run_dir, "preempted.json",
+                   arr ? json_pack("{s:I, s:b, s:o}", "step", (json_int_t)step, "saved", saved, "nodes", arr) : NULL,
+                   err);
+}

@@ -1,0 +1,40 @@
+/* Preemption notices (a cloud's "this VM goes away in N seconds"), as the elastic agent sends
+ * them: SIGTERM to the ranks of the node that goes.
+ *
+ * The handler only sets a flag and notes the time. At a step boundary every rank calls
+ * ah_preempt_poll (one all-reduce), so all ranks learn together which nodes got a notice and how
+ * long ago the first one came; the trainer then saves if the grace period allows, writes
+ * RUN_DIR/preempted.json and exits with AH_PREEMPT_EXIT (src/runtime/ckpt_io.h).
+ * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}.
+ */
+#ifndef AH_RUNTIME_PREEMPT_H
+#define AH_RUNTIME_PREEMPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "core/status.h"
+
+/* Exit status of a rank that stopped on a preemption notice (BSD EX_TEMPFAIL: try again). */
+#define AH_PREEMPT_EXIT 75
+
+/* Installs the SIGTERM handler (idempotent). */
+ah_status_t ah_preempt_install(ah_error_t *err);
+/* Whether this process got a notice (for tests and the step loop's fast path). */
+bool ah_preempt_noticed(void);
+
+/* Collective over c: node_hit[i] (n_nodes entries) becomes 1 for every node some rank of which
+ * got a notice (this rank reports its own node my_node); *elapsed_s gets the seconds since the
+ * earliest notice anywhere (0 when none). Returns *any. */
+ah_status_t ah_preempt_poll(ah_comm_t *c, int my_node, int n_nodes, int *node_hit, bool *any,
+                            double *elapsed_s, ah_error_t *err);
+
+/* RUN_DIR/rank-R.json, atomically. */
+ah_status_t ah_preempt_write_rank_file(const char *run_dir, int rank, const char *node, int index,
+                                       ah_error_t *err);
+/* RUN_DIR/preempted.json {"step", "saved", "nodes"}, atomically. */
+ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool saved,
+                                    const char *const *nodes, int n_nodes, ah_error_t *err);
+
+#endif
