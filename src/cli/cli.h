@@ -39,6 +39,7 @@ int ah_cli_ckpt(int argc, char **argv);
 int ah_cli_evaluate(int argc, char **argv);
 int ah_cli_profile(int argc, char **argv);
 int ah_cli_train(int argc, char **argv);
+int ah_cli_run(int argc, char **argv);
 int ah_cli_tokenize(int argc, char **argv);
 int ah_cli_simulate(int argc, char **argv);
 

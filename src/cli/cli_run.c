@@ -1,0 +1,178 @@
+/* autohet run: the elastic agent (src/elastic/agent.h). Prints the agent's progress lines as they
+ * come and, at the end, a summary: plans before and after, each recovery by tier, the loss
+ * across each restart, tokens trained and the check that every step was trained exactly once. */
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "elastic/agent.h"
+
+static const char *VERB = "run";
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static void log_line(void *ctx, const char *line) {
+    (void)ctx;
+    printf("autohet run: %s\n", line);
+    fflush(stdout);
+}
+
+static void print_bytes(uint64_t b) {
+    if (b >= 1000000) printf("%.1f MB", (double)b / 1e6);
+    else if (b >= 1000) printf("%.1f kB", (double)b / 1e3);
+    else printf("%llu B", (unsigned long long)b);
+}
+
+static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
+    printf("\n== autohet run: summary ==\n");
+    for (int k = 0; k < r->n_launches; k++) {
+        const ah_agent_launch_t *L = &r->launches[k];
+        const int64_t n = L->first_step < 0 ? 0 : L->end_step - L->first_step;
+        printf("launch %d: %d devices, predicted %.4f s/iteration", k, L->devices, L->predicted_s);
+        if (n > 0)
+            printf(", measured %.4f s/step over steps %lld..%lld", L->step_s_sum / (double)n,
+                   (long long)L->first_step, (long long)L->end_step - 1);
+        printf("\n  plan %s\n", L->plan_desc);
+    }
+    for (int i = 0; i < r->n_recoveries; i++) {
+        const ah_agent_recovery_t *v = &r->recoveries[i];
+        printf("recovery %d (%s: %s) at %.2f s: stopped at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
+               v->nodes[0] ? v->nodes : "-", v->t_notice_s, (long long)v->stopped_at,
+               v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice",
+               v->forced ? ", ranks killed when the grace period ended" : "");
+        if (!v->complete) {
+            printf("  no step finished after it\n");
+            continue;
+        }
+        printf("  resumed from step %lld; recovery %.2f s = stop %.2f + re-plan %.3f + start-up %.2f + transfer "
+               "%.3f + first step %.3f\n",
+               (long long)v->resumed_at, v->total_s, v->stop_s, v->replan_s, v->startup_s, v->transfer_s,
+               v->first_step_s);
+        printf("  state by tier:");
+        for (int t = 0; t < AH_TIER_COUNT; t++) {
+            printf(" %s ", ah_ckpt_tier_name((ah_ckpt_tier_t)t));
+            print_bytes(v->bytes[t]);
+            printf(" (%d files, %.3f s)%s", v->files[t], v->tier_s[t], t + 1 < AH_TIER_COUNT ? "," : "\n");
+        }
+        if (isfinite(v->loss_last_before))
+            printf("  loss: step %lld was %.6f before the stop; step %lld after it is %.6f\n",
+                   (long long)v->resumed_at - 1, v->loss_last_before, (long long)v->resumed_at,
+                   v->loss_first_after);
+        else
+            printf("  loss: step %lld after it is %.6f (started from scratch)\n", (long long)v->resumed_at,
+                   v->loss_first_after);
+    }
+    printf("trained %lld of %lld steps, %lld tokens, final loss %.6f, %.1f s wall\n", (long long)r->steps_done,
+           (long long)o->steps, (long long)r->tokens, r->final_loss, r->wall_s);
+    if (r->history_ok)
+        printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
+               "(%lld step%s redone after a rollback)\n",
+               (long long)r->steps_done - 1, (long long)r->recomputed, r->recomputed == 1 ? "" : "s");
+    else
+        printf("SAMPLE HISTORY BROKEN: %s\n", r->history_msg);
+    printf("metrics: %s\n", r->metrics_path);
+}
+
+int ah_cli_run(int argc, char **argv) {
+    ah_agent_opts_t o;
+    ah_agent_opts_default(&o);
+    const char *mb = "auto", *precision = "fp32", *work = "autohet-run";
+    const char *lr = NULL, *warmup = NULL, *wd = NULL, *clip = NULL, *seed = NULL, *cloud = NULL, *endpoint = NULL;
+    int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
+    ah_flag_t flags[] = {
+        {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
+        {"--cluster", AH_FLAG_STR, &o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
+        {"--data", AH_FLAG_STR, &o.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
+        {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
+        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints (default autohet-run)", false},
+        {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
+        {"--steps", AH_FLAG_INT, &o.steps, "N", "iterations (default 20)", false},
+        {"--ckpt-every", AH_FLAG_INT, &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
+        {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
+        {"--global-batch", AH_FLAG_INT, &gb, "B", "sequences per iteration (default 8)", false},
+        {"--seq-len", AH_FLAG_INT, &seq, "T", "tokens per sequence (default 64)", false},
+        {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch (default auto)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's) or bf16 (default fp32)", false},
+        {"--lr", AH_FLAG_STR, &lr, "X", "trainer: peak learning rate", false},
+        {"--warmup", AH_FLAG_STR, &warmup, "N", "trainer: warm-up steps", false},
+        {"--weight-decay", AH_FLAG_STR, &wd, "X", "trainer: AdamW decay", false},
+        {"--grad-clip", AH_FLAG_STR, &clip, "X", "trainer: gradient-norm clip", false},
+        {"--seed", AH_FLAG_STR, &seed, "N", "trainer: initialisation seed", false},
+        {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
+        {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
+        {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
+        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
+         "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1)", false},
+        {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
+    };
+    int rc = 0;
+    if (!ah_cli_parse(VERB, "--model M --cluster C --data FILE [--events FILE] [flags]",
+                      "The elastic agent: plans, launches mpirun ... autohet train --resume, watches for\n"
+                      "preemptions (--events, or SIGTERM to a node's ranks), re-plans on the nodes left and\n"
+                      "relaunches from the newest checkpoint (local disk, then peers, then cloud). Ends with a\n"
+                      "summary: plans, recovery time by tier, loss across restarts, samples trained.",
+                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
+        return rc;
+    o.planner.train.global_batch = gb;
+    o.planner.train.seq_len = seq;
+    if (strcmp(mb, "auto") == 0) {
+        o.planner.train.micro_batch = 0;
+    } else {
+        char *end = NULL;
+        const long long v = strtoll(mb, &end, 10);
+        if (end == mb || *end || v < 1) {
+            fprintf(stderr, "autohet run: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb);
+            return 2;
+        }
+        o.planner.train.micro_batch = v;
+    }
+    if (!ah_precision_parse(precision, &o.planner.train.precision)) {
+        fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
+        return 2;
+    }
+    /* the ranks run this very program */
+    static char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "autohet run: cannot find this program's path (/proc/self/exe)\n");
+        return 1;
+    }
+    self[n] = 0;
+    o.autohet = self;
+    o.work_dir = work;
+    const char *pass[16];
+    int np = 0;
+    const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint"};
+    const char *vals[] = {lr, warmup, wd, clip, seed, cloud, endpoint};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (vals[i]) {
+            pass[np++] = names[i];
+            pass[np++] = vals[i];
+        }
+    o.train_args = pass;
+    o.n_train_args = np;
+    o.interrupt = &interrupted;
+    o.log = log_line;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    ah_agent_result_t r;
+    ah_error_t err = {0};
+    const ah_status_t s = ah_agent_run(&o, &r, &err);
+    if (r.n_launches > 0) summary(&o, &r);
+    rc = s != AH_OK ? ah_cli_fail(VERB, &err) : r.history_ok ? 0 : 1;
+    ah_agent_result_free(&r);
+    return rc;
+}

@@ -1,0 +1,684 @@
+/* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch, account. */
+#include "elastic/agent.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "elastic/job.h"
+
+/* After the grace period the leaving node's ranks are killed; Open MPI then ends the others within
+ * ~2 s. If mpirun is still there this much later, everything of the job is killed. */
+#define AH_AGENT_KILL_MARGIN_S 10.0
+#define AH_AGENT_MAX_ARGV 160
+
+static const char *DEFAULT_MPIRUN_ARGS =
+    "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1";
+
+const char *ah_agent_cause_name(ah_agent_cause_t c) {
+    switch (c) {
+    case AH_CAUSE_EVENT: return "events file";
+    case AH_CAUSE_SIGNAL: return "SIGTERM";
+    default: return "node joined";
+    }
+}
+
+void ah_agent_opts_default(ah_agent_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    ah_planner_opts_default(&o->planner);
+    o->planner.train.global_batch = 8;
+    o->planner.train.seq_len = 64;
+    o->planner.train.precision = AH_PREC_FP32;
+    o->mpirun = "mpirun";
+    o->steps = 20;
+    o->ckpt_every = 5;
+    o->grace_s = 30;
+    o->poll_s = 0.01;
+}
+
+void ah_agent_result_free(ah_agent_result_t *r) {
+    if (!r) return;
+    free(r->launches);
+    free(r->recoveries);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct agent {
+    const ah_agent_opts_t *o;
+    ah_agent_result_t *res;
+    ah_model_t model;
+    ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
+    bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
+    ah_agent_events_t ev;
+    int next_ev;
+    double t0;
+    char work[512], local_root[600];
+    FILE *metrics;
+    ah_job_t *job;         /* NULL when no job runs */
+    ah_plan_result_t cur;  /* the running (or last) plan */
+    bool have_cur;
+    int cap_launches, cap_recoveries;
+    /* the current stop */
+    bool stopping, forced;
+    ah_agent_cause_t cause;
+    double notice_t, external_seen_t;
+    /* the recovery waiting for its first step (-1: none) */
+    int pending;
+    double relaunch_t;
+    json_t *trainer_recover; /* the trainer's recover event of the current launch */
+    bool join_pending;
+    /* the history of trained steps */
+    double *loss;
+    int64_t hist_len;
+    bool failed;
+} agent_t;
+
+static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
+
+static void say(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(agent_t *a, const char *fmt, ...) {
+    if (!a->o->log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char stamped[1100];
+    snprintf(stamped, sizeof stamped, "[%7.2f s] %s", since_start(a), line);
+    a->o->log(a->o->log_ctx, stamped);
+}
+
+/* One JSON object a line in the merged metrics; takes the reference. */
+static void emit(agent_t *a, json_t *obj) {
+    if (a->metrics && obj) {
+        json_dumpf(obj, a->metrics, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        fputc('\n', a->metrics);
+        fflush(a->metrics);
+    }
+    json_decref(obj);
+}
+
+static json_t *tier_obj(const uint64_t *u, const double *d, const int *n) {
+    json_t *o = json_object();
+    for (int t = 0; t < AH_TIER_COUNT; t++) {
+        const char *name = ah_ckpt_tier_name((ah_ckpt_tier_t)t);
+        json_object_set_new(o, name, u ? json_integer((json_int_t)u[t]) : d ? json_real(d[t]) : json_integer(n[t]));
+    }
+    return o;
+}
+
+static json_t *node_list(const agent_t *a, const bool *set) {
+    json_t *arr = json_array();
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (set[i]) json_array_append_new(arr, json_string(a->cluster.nodes[i].name));
+    return arr;
+}
+
+static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < a->cluster.n_nodes && len + 2 < cap; i++)
+        if (set[i]) len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", a->cluster.nodes[i].name);
+}
+
+/* ---- planning ---- */
+
+static void describe(const ah_plan_t *p, char *out, size_t cap) {
+    size_t len = (size_t)snprintf(out, cap, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
+    for (int i = 0; i < p->n_pipelines && len + 8 < cap; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        len += (size_t)snprintf(out + len, cap - len, " [");
+        for (int s = 0; s < pl->n_stages && len + 8 < cap; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            len += (size_t)snprintf(out + len, cap - len, "%s%s:%d L%d-%d", s ? " > " : "",
+                                    p->cluster.nodes[st->devices[0].node].name, st->devices[0].index, st->first,
+                                    st->last);
+        }
+        if (len + 8 < cap) len += (size_t)snprintf(out + len, cap - len, "] x%lld", (long long)pl->micro_batches);
+    }
+    if (len >= cap - 1) snprintf(out + cap - 4, 4, "...");
+}
+
+/* Plans on the nodes that are up. */
+static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
+    ah_cluster_t c;
+    ah_status_t s = ah_cluster_copy(&a->cluster, &c, err);
+    if (s != AH_OK) return s;
+    int n = 0;
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->up[i]) c.nodes[n++] = a->cluster.nodes[i];
+    c.n_nodes = n;
+    if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
+    else s = ah_planner_run(&a->model, &c, &a->o->planner, r, err);
+    ah_cluster_free(&c);
+    return s;
+}
+
+static bool plan_uses(const ah_plan_t *p, const char *node) {
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++)
+            for (int k = 0; k < p->tp; k++)
+                if (strcmp(p->cluster.nodes[p->pipelines[i].stages[s].devices[k].node].name, node) == 0) return true;
+    return false;
+}
+
+/* ---- launching ---- */
+
+static bool grow(void **arr, int *cap, int n, size_t sz) {
+    if (n < *cap) return true;
+    const int nc = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, (size_t)nc * sz);
+    if (!p) return false;
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+static ah_status_t launch(agent_t *a, ah_error_t *err) {
+    ah_agent_result_t *res = a->res;
+    if (!grow((void **)&res->launches, &a->cap_launches, res->n_launches, sizeof *res->launches))
+        return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    const int k = res->n_launches;
+    ah_agent_launch_t *L = &res->launches[k];
+    memset(L, 0, sizeof *L);
+    L->first_step = -1;
+    snprintf(L->plan_path, sizeof L->plan_path, "%s/plan-%d.json", a->work, k);
+    describe(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
+    L->devices = ah_plan_device_count(&a->cur.plan);
+    L->predicted_s = a->cur.eval.pred.iteration_s;
+    ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
+    if (s != AH_OK) return s;
+
+    /* mpirun [args] -np N autohet train ... : every piece is a separate argv entry. */
+    char args[2048], np[32], steps[32], every[32], grace[32], run_dir[600], metrics[700];
+    snprintf(args, sizeof args, "%s", a->o->mpirun_args ? a->o->mpirun_args : DEFAULT_MPIRUN_ARGS);
+    snprintf(np, sizeof np, "%d", L->devices);
+    snprintf(steps, sizeof steps, "%lld", (long long)a->o->steps);
+    snprintf(every, sizeof every, "%lld", (long long)a->o->ckpt_every);
+    snprintf(grace, sizeof grace, "%g", a->o->grace_s);
+    snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, k);
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", run_dir);
+    char *argv[AH_AGENT_MAX_ARGV];
+    int n = 0;
+    argv[n++] = (char *)a->o->mpirun;
+    /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
+    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
+    for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        if (n >= AH_AGENT_MAX_ARGV - 40) return ah_error_set(err, AH_ERR_USAGE, "--mpirun-args: too many words");
+        argv[n++] = tok;
+    }
+    char *fixed[] = {"-np", np, (char *)a->o->autohet, "train", "--plan", L->plan_path, "--data",
+                     (char *)a->o->data, "--steps", steps, "--resume", "--local-root", a->local_root,
+                     "--run-dir", run_dir, "--metrics", metrics, "--ckpt-every", every, "--grace-s", grace};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
+    if (a->o->quiet) argv[n++] = "--quiet";
+    for (int i = 0; i < a->o->n_train_args; i++) {
+        if (n >= AH_AGENT_MAX_ARGV - 1) return ah_error_set(err, AH_ERR_USAGE, "too many trainer flags");
+        argv[n++] = (char *)a->o->train_args[i];
+    }
+    argv[n] = NULL;
+    if ((s = ah_job_start(a->job, argv, run_dir, L->devices, err)) != AH_OK) return s;
+    res->n_launches++;
+    json_decref(a->trainer_recover);
+    a->trainer_recover = NULL;
+    a->external_seen_t = -1;
+    say(a, "launch %d: %d ranks, plan %s", k, L->devices, L->plan_path);
+    return AH_OK;
+}
+
+/* Plans on what is up and launches; a plan event in the metrics. */
+static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
+    ah_plan_result_t r;
+    const double t = ah_now_s();
+    ah_status_t s = plan_up(a, &r, err);
+    const double secs = ah_now_s() - t;
+    if (s != AH_OK) return s;
+    char desc[512];
+    describe(&r.plan, desc, sizeof desc);
+    const bool first = !a->have_cur;
+    if (a->have_cur) ah_plan_result_free(&a->cur);
+    a->cur = r;
+    a->have_cur = true;
+    say(a, "%s: %d devices, predicted %.4f s/iteration, planned in %.3f s: %s", why, ah_plan_device_count(&r.plan),
+        r.eval.pred.iteration_s, secs, desc);
+    emit(a, json_pack("{s:s, s:f, s:f, s:i, s:o, s:s}", "event", first ? "plan" : "replan", "seconds", secs,
+                      "predicted_iteration_s", r.eval.pred.iteration_s, "devices", ah_plan_device_count(&r.plan),
+                      "nodes_up", node_list(a, a->up), "plan", desc));
+    if (a->pending >= 0) a->res->recoveries[a->pending].replan_s = secs;
+    return launch(a, err);
+}
+
+/* ---- the trainer's metrics ---- */
+
+static void history_error(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void history_error(agent_t *a, const char *fmt, ...) {
+    if (!a->res->history_ok) return; /* the first problem is the one to report */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->res->history_msg, sizeof a->res->history_msg, fmt, ap);
+    va_end(ap);
+    a->res->history_ok = false;
+}
+
+static double num(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void finish_recovery(agent_t *a, double step_s) {
+    ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+    const double now = ah_now_s();
+    r->complete = true;
+    r->total_s = now - a->t0 - r->t_notice_s;
+    r->first_step_s = step_s;
+    const json_t *tr = a->trainer_recover;
+    if (tr) {
+        r->transfer_s = num(tr, "seconds");
+        if (!isfinite(r->transfer_s)) r->transfer_s = 0;
+        for (int t = 0; t < AH_TIER_COUNT; t++) {
+            const char *name = ah_ckpt_tier_name((ah_ckpt_tier_t)t);
+            const double b = num(json_object_get(tr, "bytes"), name), f = num(json_object_get(tr, "files"), name),
+                         ts = num(json_object_get(tr, "tier_seconds"), name);
+            r->bytes[t] = isfinite(b) ? (uint64_t)b : 0;
+            r->files[t] = isfinite(f) ? (int)f : 0;
+            r->tier_s[t] = isfinite(ts) ? ts : 0;
+        }
+    }
+    r->startup_s = now - a->relaunch_t - r->transfer_s - r->first_step_s;
+    if (r->startup_s < 0) r->startup_s = 0;
+    say(a, "recovered from step %lld in %.2f s (stop %.2f + re-plan %.3f + start-up %.2f + transfer %.3f + first "
+        "step %.3f); bytes local %llu, peer %llu, cloud %llu",
+        (long long)r->resumed_at, r->total_s, r->stop_s, r->replan_s, r->startup_s, r->transfer_s, r->first_step_s,
+        (unsigned long long)r->bytes[AH_TIER_LOCAL], (unsigned long long)r->bytes[AH_TIER_PEER],
+        (unsigned long long)r->bytes[AH_TIER_CLOUD]);
+    json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f}", "stop_s", r->stop_s, "replan_s", r->replan_s, "startup_s",
+                           r->startup_s, "transfer_s", r->transfer_s, "first_step_s", r->first_step_s);
+    json_t *ev = json_pack("{s:s, s:I, s:f, s:s, s:s, s:I, s:o, s:o, s:o, s:o}", "event", "recover", "step",
+                           (json_int_t)r->resumed_at, "seconds", r->total_s, "cause", ah_agent_cause_name(r->cause),
+                           "nodes", r->nodes, "stopped_at", (json_int_t)r->stopped_at, "breakdown", bd, "bytes",
+                           tier_obj(r->bytes, NULL, NULL), "files", tier_obj(NULL, NULL, r->files), "tier_seconds",
+                           tier_obj(NULL, r->tier_s, NULL));
+    json_object_set_new(ev, "loss_before", isfinite(r->loss_last_before) ? json_real(r->loss_last_before) : json_null());
+    json_object_set_new(ev, "loss_after", json_real(r->loss_first_after));
+    emit(a, ev);
+    a->pending = -1;
+}
+
+static void on_step(agent_t *a, json_t *line) {
+    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    const double loss = num(line, "loss"), tokens = num(line, "tokens"), secs = num(line, "seconds");
+    const int64_t step = (int64_t)num(line, "step");
+    const bool first = L->first_step < 0;
+    if (first) {
+        /* A launch starts where its checkpoint left off: steps from there on are redone. */
+        L->first_step = step;
+        if (step > a->hist_len)
+            history_error(a, "launch %d started at step %lld but only steps 0..%lld were trained: samples skipped",
+                          a->res->n_launches - 1, (long long)step, (long long)a->hist_len - 1);
+        else {
+            a->res->recomputed += a->hist_len - step;
+            a->hist_len = step;
+        }
+        if (a->pending >= 0) {
+            ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+            r->resumed_at = step;
+            r->loss_last_before = step > 0 ? a->loss[step - 1] : NAN;
+            r->loss_first_after = loss;
+        }
+    }
+    if (step != a->hist_len)
+        history_error(a, "launch %d reported step %lld after step %lld", a->res->n_launches - 1, (long long)step,
+                      (long long)a->hist_len - 1);
+    else if (step >= a->o->steps)
+        history_error(a, "step %lld is past --steps %lld", (long long)step, (long long)a->o->steps);
+    else if ((int64_t)tokens != a->o->planner.train.global_batch * a->o->planner.train.seq_len)
+        history_error(a, "step %lld trained %lld tokens, not the global batch's %lld", (long long)step,
+                      (long long)tokens, (long long)(a->o->planner.train.global_batch * a->o->planner.train.seq_len));
+    else
+        a->loss[a->hist_len++] = loss;
+    L->end_step = step + 1;
+    L->step_s_sum += isfinite(secs) ? secs : 0;
+    json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    emit(a, json_incref(line));
+    if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
+}
+
+static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
+
+static void on_checkpoint(agent_t *a) {
+    if (!a->join_pending || a->stopping) return;
+    a->join_pending = false;
+    ah_plan_result_t r;
+    ah_error_t e;
+    if (plan_up(a, &r, &e) != AH_OK) {
+        say(a, "with the joined nodes: no plan (%s); going on with the current one", e.msg);
+        return;
+    }
+    const double now_s = a->cur.eval.pred.iteration_s, new_s = r.eval.pred.iteration_s;
+    ah_plan_result_free(&r);
+    if (!(new_s < now_s * (1 - 1e-9))) {
+        say(a, "checkpoint taken; a plan with the joined nodes is not faster (%.4f vs %.4f s/iteration): no restart",
+            new_s, now_s);
+        return;
+    }
+    say(a, "checkpoint taken; a plan with the joined nodes is faster (%.4f vs %.4f s/iteration): restarting", new_s,
+        now_s);
+    begin_stop(a, AH_CAUSE_JOIN, NULL);
+}
+
+static void on_line(void *ctx, json_t *line) {
+    agent_t *a = ctx;
+    const char *ev = json_string_value(json_object_get(line, "event"));
+    if (!ev) {
+        if (json_is_number(json_object_get(line, "step"))) on_step(a, line);
+        return;
+    }
+    if (strcmp(ev, "recover") == 0) {
+        /* folded into the agent's recover event (from the preemption to the first step) */
+        json_decref(a->trainer_recover);
+        a->trainer_recover = json_incref(line);
+        return;
+    }
+    if (strcmp(ev, "preempt") == 0) return; /* the agent's preempt event says it with the cause */
+    json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    emit(a, json_incref(line));
+    if (strcmp(ev, "checkpoint") == 0) on_checkpoint(a);
+}
+
+/* ---- availability ---- */
+
+static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
+    if (!a->stopping) {
+        a->stopping = true;
+        a->forced = false;
+        a->cause = cause;
+        a->notice_t = ah_now_s();
+    }
+    const int sent = ah_job_signal(a->job, node, SIGTERM);
+    say(a, "notice: SIGTERM to the ranks of %s (%d now, any still starting when their rank file appears); "
+        "grace period %.1f s", node ? node : "every node", sent, a->o->grace_s);
+}
+
+static void drop_disk(agent_t *a, int node) {
+    char dir[800];
+    ah_error_t e;
+    snprintf(dir, sizeof dir, "%s/%s", a->local_root, a->cluster.nodes[node].name);
+    if (ah_rm_tree(dir, &e) != AH_OK) say(a, "warning: %s", e.msg);
+}
+
+static void apply_events(agent_t *a) {
+    const double now = since_start(a);
+    while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
+        const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
+        const char *name = a->cluster.nodes[e->node].name;
+        if (e->add) {
+            if (a->up[e->node]) continue;
+            a->up[e->node] = true;
+            a->leaving[e->node] = false; /* back before the relaunch: planned with again */
+            emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
+            if (a->job && !a->stopping) {
+                a->join_pending = true;
+                say(a, "%s joined; it is taken in at the next checkpoint", name);
+            } else {
+                say(a, "%s joined", name);
+            }
+            continue;
+        }
+        if (!a->up[e->node]) continue;
+        a->up[e->node] = false;
+        if (a->job && a->have_cur && plan_uses(&a->cur.plan, name)) {
+            a->leaving[e->node] = true;
+            say(a, "preemption of %s (from the events file)", name);
+            begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
+        } else {
+            say(a, "%s left; the running plan does not use it", name);
+            drop_disk(a, e->node);
+        }
+    }
+}
+
+/* ---- after the job ended ---- */
+
+/* RUN_DIR/preempted.json: {"step", "saved", "nodes"}; marks the named nodes in `nodes`. */
+static bool read_preempted(agent_t *a, int64_t *step, bool *saved, bool *nodes) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/preempted.json", a->job->run_dir);
+    if (access(path, R_OK) != 0) return false;
+    json_t *doc = NULL;
+    ah_error_t e;
+    if (ah_json_load_file(path, &doc, &e) != AH_OK) {
+        say(a, "warning: %s", e.msg);
+        return false;
+    }
+    *step = (int64_t)num(doc, "step");
+    *saved = json_is_true(json_object_get(doc, "saved"));
+    const json_t *arr = json_object_get(doc, "nodes");
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const char *name = json_string_value(json_array_get(arr, i));
+        const int n = name ? ah_cluster_find_node(&a->cluster, name) : -1;
+        if (n >= 0) nodes[n] = true;
+    }
+    json_decref(doc);
+    return true;
+}
+
+/* *finished: the trainer completed; otherwise a stop was accounted and a relaunch is due. */
+static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t *err) {
+    *finished = false;
+    const double exit_t = ah_now_s();
+    ah_job_tail(a->job, on_line, a);
+    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    L->exit_status = status;
+    L->stopped_by_agent = a->stopping;
+    const int nn = a->cluster.n_nodes;
+    bool *named = calloc((size_t)nn, sizeof *named);
+    if (!named) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    int64_t pstep = -1;
+    bool saved = false;
+    const bool pre = read_preempted(a, &pstep, &saved, named);
+    if (!a->stopping && !pre) {
+        free(named);
+        *finished = status == 0 && a->hist_len >= a->o->steps;
+        if (*finished) return AH_OK;
+        if (status == 0)
+            return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
+                                (long long)a->hist_len, (long long)a->o->steps);
+        return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
+                            "above); fix the cause and rerun the same autohet run command: it resumes from the last "
+                            "checkpoint in %s", status, a->local_root);
+    }
+    if (!a->stopping) {
+        /* Someone else sent the notice: the nodes the trainer names leave. */
+        a->stopping = true;
+        a->cause = AH_CAUSE_SIGNAL;
+        a->notice_t = a->external_seen_t > 0 ? a->external_seen_t : exit_t;
+        for (int i = 0; i < nn; i++)
+            if (named[i] && a->up[i]) {
+                a->up[i] = false;
+                a->leaving[i] = true;
+            }
+        say(a, "the trainer got a preemption notice from outside (SIGTERM)");
+    }
+    free(named);
+    if (!grow((void **)&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries, sizeof *a->res->recoveries))
+        return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    a->pending = a->res->n_recoveries++;
+    ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+    memset(r, 0, sizeof *r);
+    r->cause = a->cause;
+    r->t_notice_s = a->notice_t - a->t0;
+    r->stopped_at = pre && pstep >= 0 ? pstep : a->hist_len;
+    r->saved = pre && saved;
+    r->forced = a->forced;
+    r->stop_s = exit_t - a->notice_t;
+    r->loss_last_before = r->loss_first_after = NAN;
+    if (a->cause == AH_CAUSE_JOIN) {
+        for (int i = 0; i < nn; i++)
+            if (a->up[i] && !plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
+                size_t len = strlen(r->nodes);
+                snprintf(r->nodes + len, sizeof r->nodes - len, "%s%s", len ? " " : "", a->cluster.nodes[i].name);
+            }
+    } else {
+        names_of(a, a->leaving, r->nodes, sizeof r->nodes);
+    }
+    emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i}", "event", "preempt", "step",
+                      (json_int_t)r->stopped_at, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
+                      ah_agent_cause_name(r->cause), "nodes", a->cause == AH_CAUSE_JOIN ? json_array() : node_list(a, a->leaving),
+                      "saved", r->saved, "forced", r->forced, "exit_status", status));
+    say(a, "job stopped %.2f s after the notice at step %lld (%s%s)", r->stop_s, (long long)r->stopped_at,
+        r->saved ? "checkpoint saved" : "no checkpoint at the notice", r->forced ? ", killed after the grace period" : "");
+    for (int i = 0; i < nn; i++)
+        if (a->leaving[i]) {
+            drop_disk(a, i);
+            a->leaving[i] = false;
+        }
+    a->stopping = false;
+    a->join_pending = false; /* the re-plan below takes every node that is up */
+    return AH_OK;
+}
+
+static bool events_left_add(const agent_t *a) {
+    for (int i = a->next_ev; i < a->ev.n; i++)
+        if (a->ev.ev[i].add) return true;
+    return false;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Re-plans and relaunches after a stop; with no feasible plan, waits for nodes to join. */
+static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
+    for (;;) {
+        apply_events(a);
+        ah_error_t e;
+        const ah_status_t s = plan_and_launch(a, "re-plan", &e);
+        if (s == AH_OK) {
+            a->relaunch_t = ah_now_s();
+            return AH_OK;
+        }
+        if (s != AH_ERR_INFEASIBLE || !events_left_add(a)) {
+            *err = e;
+            return ah_error_prefix(err, "re-planning after the preemption");
+        }
+        say(a, "no plan fits the nodes that are up (%s); waiting for a node to join", e.msg);
+        while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s > since_start(a)) {
+            if (a->o->interrupt && *a->o->interrupt) return ah_error_set(err, AH_ERR_USAGE, "interrupted");
+            sleep_s(a->o->poll_s);
+        }
+    }
+}
+
+/* ---- the loop ---- */
+
+static ah_status_t watch(agent_t *a, ah_error_t *err) {
+    for (;;) {
+        sleep_s(a->o->poll_s);
+        if (a->o->interrupt && *a->o->interrupt) {
+            ah_job_kill(a->job);
+            return ah_error_set(err, AH_ERR_USAGE, "interrupted: the job was stopped; run the same command again "
+                                "to resume from the last checkpoint in %s", a->local_root);
+        }
+        ah_job_tail(a->job, on_line, a);
+        apply_events(a);
+        ah_job_scan_ranks(a->job);
+        if (a->stopping) {
+            /* ranks whose files appeared after the notice get it now */
+            for (int i = 0; i < a->cluster.n_nodes; i++)
+                if (a->leaving[i]) ah_job_signal(a->job, a->cluster.nodes[i].name, SIGTERM);
+            if (a->cause == AH_CAUSE_JOIN) ah_job_signal(a->job, NULL, SIGTERM);
+            const double late = ah_now_s() - a->notice_t - a->o->grace_s;
+            if (late > 0 && !a->forced) {
+                a->forced = true;
+                int sent = 0;
+                for (int i = 0; i < a->cluster.n_nodes; i++)
+                    if (a->leaving[i]) sent += ah_job_signal(a->job, a->cluster.nodes[i].name, SIGKILL);
+                say(a, "grace period over: SIGKILL to %d rank%s", sent, sent == 1 ? "" : "s");
+                if (sent == 0) ah_job_kill(a->job);
+            } else if (late > AH_AGENT_KILL_MARGIN_S) {
+                say(a, "the job did not end %.0f s after the grace period: killing it", AH_AGENT_KILL_MARGIN_S);
+                ah_job_kill(a->job);
+            }
+        } else if (a->external_seen_t < 0) {
+            char path[700];
+            snprintf(path, sizeof path, "%s/preempted.json", a->job->run_dir);
+            if (access(path, F_OK) == 0) a->external_seen_t = ah_now_s();
+        }
+        int status = 0;
+        if (!ah_job_poll(a->job, &status)) continue;
+        bool finished;
+        ah_status_t s = after_exit(a, status, &finished, err);
+        if (s != AH_OK || finished) return s;
+        if ((s = relaunch(a, err)) != AH_OK) return s;
+    }
+}
+
+ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
+    memset(res, 0, sizeof *res);
+    res->history_ok = true;
+    agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1};
+    a.t0 = ah_now_s();
+    ah_status_t s = AH_OK;
+    if (!o->model || !o->cluster || !o->data || !o->work_dir || !o->autohet)
+        return ah_error_set(err, AH_ERR_USAGE, "--model, --cluster and --data are required (autohet run --help)");
+    if (o->steps < 1 || o->ckpt_every < 1 || !(o->grace_s >= 0))
+        return ah_error_set(err, AH_ERR_USAGE, "--steps and --ckpt-every must be >= 1 and --grace-s >= 0");
+    snprintf(a.work, sizeof a.work, "%s", o->work_dir);
+    snprintf(a.local_root, sizeof a.local_root, "%s/local", o->work_dir);
+    snprintf(res->metrics_path, sizeof res->metrics_path, "%s", o->metrics ? o->metrics : "");
+    if (!o->metrics) snprintf(res->metrics_path, sizeof res->metrics_path, "%s/metrics.jsonl", a.work);
+    if ((s = ah_model_load(o->model, &a.model, err)) != AH_OK) return s;
+    if ((s = ah_cluster_open(o->cluster, &a.cluster, err)) != AH_OK) return s;
+    a.up = calloc((size_t)a.cluster.n_nodes, sizeof *a.up);
+    a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
+    a.loss = malloc((size_t)(o->steps + 1) * sizeof *a.loss);
+    a.job = calloc(1, sizeof *a.job);
+    if (!a.up || !a.leaving || !a.loss || !a.job) {
+        s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+        goto done;
+    }
+    for (int i = 0; i < a.cluster.n_nodes; i++) a.up[i] = true;
+    if (o->events && (s = ah_agent_events_load(o->events, &a.cluster, &a.ev, err)) != AH_OK) goto done;
+    if (o->events) {
+        say(&a, "events: %d from %s%s%s%s", a.ev.n, o->events, a.ev.mapping[0] ? "; ids mapped onto spot nodes: " : "",
+            a.ev.mapping, a.ev.ignored ? " (events of unmapped ids ignored)" : "");
+    }
+    if ((s = ah_mkdirs(a.local_root, err)) != AH_OK) goto done;
+    if (!(a.metrics = fopen(res->metrics_path, "w"))) {
+        s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
+        goto done;
+    }
+    apply_events(&a); /* changes at time 0 are the starting state */
+    if ((s = plan_and_launch(&a, "plan", err)) != AH_OK) goto done;
+    s = watch(&a, err);
+    res->steps_done = a.hist_len;
+    res->tokens = a.hist_len * o->planner.train.global_batch * o->planner.train.seq_len;
+    res->final_loss = a.hist_len ? a.loss[a.hist_len - 1] : NAN;
+    if (s == AH_OK && a.hist_len != o->steps) history_error(&a, "%lld of %lld steps in the history",
+                                                            (long long)a.hist_len, (long long)o->steps);
+    res->wall_s = since_start(&a);
+    emit(&a, json_pack("{s:s, s:b, s:I, s:I, s:I, s:b, s:f}", "event", "done", "ok", s == AH_OK, "steps",
+                       (json_int_t)res->steps_done, "tokens", (json_int_t)res->tokens, "recomputed",
+                       (json_int_t)res->recomputed, "history_ok", res->history_ok, "wall_s", res->wall_s));
+done:
+    if (a.job && a.job->pid > 0) ah_job_kill(a.job);
+    if (a.metrics) fclose(a.metrics);
+    json_decref(a.trainer_recover);
+    if (a.have_cur) ah_plan_result_free(&a.cur);
+    ah_agent_events_free(&a.ev);
+    ah_cluster_free(&a.cluster);
+    free(a.up);
+    free(a.leaving);
+    free(a.loss);
+    free(a.job);
+    return s;
+}

@@ -1,0 +1,144 @@
+/* The elastic agent (autohet run): plans, launches `mpirun ... autohet train --resume`, watches
+ * the job and the availability source, and on a change stops, re-plans and relaunches.
+ * docs/elastic.md describes the protocol with the trainer and every measured figure.
+ *
+ * Availability sources:
+ *  - an event file in the Oobleck trace format (`time_ms,add|remove,NODE`, times from the agent's
+ *    start). NODE is a node name of the cluster, or an id like "node3": ids that are not node
+ *    names are mapped, in natural order of their number, onto the cluster's spot nodes in cluster
+ *    order (ah_agent_events_load fills the mapping so the caller can print it);
+ *  - a SIGTERM that someone else sends to a node's ranks: the trainer saves if it can, writes
+ *    RUN_DIR/preempted.json naming the nodes and exits with status 75.
+ *
+ * On a removal of node X that the running plan uses: SIGTERM to X's ranks (pids from
+ * RUN_DIR/rank-R.json), wait for exit status 75 until the grace period ends, then SIGKILL what is
+ * left; delete WORK/local/X/ (the disk goes with the node); re-plan on the nodes still up (nodes
+ * that came back meanwhile included); relaunch with --resume. An added node joins at the next
+ * checkpoint the trainer reports: the agent re-plans with it and restarts (SIGTERM to every rank)
+ * only when the new plan is predicted faster.
+ *
+ * Metrics (merged JSONL at opts.metrics): every step line and checkpoint event of every launch,
+ * with "launch": K added, plus the agent's events: preempt, replan, recover (recovery seconds =
+ * from the preemption notice to the first finished step after it, split into stop, replan,
+ * start-up, transfer and first step; bytes, files and seconds per tier from the trainer), join,
+ * done.
+ *
+ * Library code: nothing is printed; progress lines go to opts.log. Ownership: ah_agent_result_t
+ * owns its arrays; free with ah_agent_result_free. */
+#ifndef AH_ELASTIC_AGENT_H
+#define AH_ELASTIC_AGENT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt/restore.h"
+#include "core/status.h"
+#include "plan/planner.h"
+
+/* The trainer's exit status after a preemption notice (EX_TEMPFAIL). */
+#define AH_AGENT_EXIT_PREEMPTED 75
+
+/* ---- availability events (events.c) ---- */
+
+typedef struct ah_agent_event {
+    double t_s;  /* from the agent's start */
+    int node;    /* index into the cluster's nodes */
+    bool add;
+} ah_agent_event_t;
+
+typedef struct ah_agent_events {
+    ah_agent_event_t *ev; /* in time order */
+    int n;
+    char mapping[1024];   /* "node1 -> slow-0, node2 -> slow-1" ("" when every id is a name) */
+    int ignored;          /* events whose id found no spot node left */
+} ah_agent_events_t;
+
+/* Reads an Oobleck event file (sim/trace.h) and resolves its ids on `cluster`. Errors name the
+ * file and say what ids are allowed (node names, or nodeN when the cluster has spot nodes). */
+ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *cluster, ah_agent_events_t *out,
+                                 ah_error_t *err);
+void ah_agent_events_free(ah_agent_events_t *e);
+
+/* ---- the agent (agent.c, job.c) ---- */
+
+typedef struct ah_agent_opts {
+    const char *model;        /* preset or HF config.json */
+    const char *cluster;      /* built-in name or cluster JSON */
+    const char *data;         /* token file for the trainer */
+    const char *events;       /* NULL: only signals to the ranks */
+    const char *work_dir;     /* plans, run dirs, WORK/local/NODE/ checkpoints; created */
+    const char *metrics;      /* merged JSONL; NULL: WORK/metrics.jsonl */
+    const char *autohet;      /* the program the ranks run (this one's path) */
+    const char *mpirun;       /* "mpirun" or a path */
+    const char *mpirun_args;  /* space-separated flags before -np; NULL: the single-machine set */
+    ah_planner_opts_t planner;/* train settings (precision fp32 for the CPU trainer) */
+    int64_t steps;
+    int64_t ckpt_every;
+    double grace_s;           /* notice -> forced stop; also given to the trainer */
+    const char *const *train_args; /* more flags for autohet train, verbatim */
+    int n_train_args;
+    bool quiet;               /* pass --quiet to the trainer */
+    double poll_s;            /* watch period; 0: 0.01 s */
+    volatile sig_atomic_t *interrupt; /* set by the caller's signal handler: stop the job, return */
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+} ah_agent_opts_t;
+
+void ah_agent_opts_default(ah_agent_opts_t *o);
+
+/* One mpirun of the run. */
+typedef struct ah_agent_launch {
+    char plan_path[512];
+    char plan_desc[512];     /* "4 pipelines on fast-0:0 fast-0:1 ...: tp 1, mb 1 ..." */
+    int devices;
+    double predicted_s;      /* plan's predicted iteration time */
+    int64_t first_step;      /* first step index trained (-1: none finished) */
+    int64_t end_step;        /* one past the last step finished */
+    double step_s_sum;       /* measured step seconds, summed */
+    int exit_status;         /* mpirun's exit status; -1 when killed by a signal */
+    bool stopped_by_agent;
+} ah_agent_launch_t;
+
+typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN } ah_agent_cause_t;
+const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined" */
+
+/* One stop and relaunch. */
+typedef struct ah_agent_recovery {
+    ah_agent_cause_t cause;
+    char nodes[256];          /* nodes that left (or joined), space separated */
+    double t_notice_s;        /* from the agent's start */
+    int64_t stopped_at;       /* steps finished when the job stopped */
+    bool saved;               /* the trainer saved at the notice */
+    bool forced;              /* the grace period ran out: SIGKILL */
+    int64_t resumed_at;       /* step the new launch started from */
+    double stop_s, replan_s, startup_s, transfer_s, first_step_s, total_s;
+    uint64_t bytes[AH_TIER_COUNT];
+    double tier_s[AH_TIER_COUNT];
+    int files[AH_TIER_COUNT];
+    double loss_last_before;  /* loss of step resumed_at - 1 before the stop (NAN if none) */
+    double loss_first_after;  /* loss of step resumed_at after (NAN if none) */
+    bool complete;            /* a step finished after it */
+} ah_agent_recovery_t;
+
+typedef struct ah_agent_result {
+    ah_agent_launch_t *launches;
+    int n_launches;
+    ah_agent_recovery_t *recoveries;
+    int n_recoveries;
+    int64_t steps_done;       /* steps in the final history (0 .. steps_done-1, each once) */
+    int64_t tokens;           /* tokens of the final history */
+    int64_t recomputed;       /* step lines superseded by a rollback (work lost and redone) */
+    bool history_ok;          /* every step once, in order, each with the full batch's tokens */
+    char history_msg[256];    /* why not, when !history_ok */
+    double final_loss;
+    double wall_s;
+    char metrics_path[512];
+} ah_agent_result_t;
+
+/* Runs the job to its last step. AH_OK when the trainer finished every step; on an error the
+ * result still holds what happened so far (free it either way). */
+ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err);
+void ah_agent_result_free(ah_agent_result_t *r);
+
+#endif

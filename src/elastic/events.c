@@ -1,0 +1,93 @@
+/* Availability events for the agent: an Oobleck event file resolved onto a cluster's nodes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elastic/agent.h"
+#include "sim/trace.h"
+
+void ah_agent_events_free(ah_agent_events_t *e) {
+    if (!e) return;
+    free(e->ev);
+    memset(e, 0, sizeof *e);
+}
+
+/* The number in "node12" (or any id ending in digits); -1 when the id has none. */
+static long id_number(const char *id) {
+    size_t n = strlen(id), k = n;
+    while (k > 0 && id[k - 1] >= '0' && id[k - 1] <= '9') k--;
+    if (k == n || n - k > 9) return -1;
+    return strtol(id + k, NULL, 10);
+}
+
+ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *c, ah_agent_events_t *out,
+                                 ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    ah_trace_t t;
+    ah_status_t s = ah_trace_load(path, AH_UNIT_AUTO, &t, err);
+    if (s != AH_OK) return s;
+    if (t.kind != AH_TRACE_EVENTS) {
+        ah_trace_free(&t);
+        return ah_error_set(err, AH_ERR_INVALID, "%s: is a %s; --events takes an event file, one "
+                            "`time_ms,add|remove,NODE` a line", path, t.format);
+    }
+    /* Each id -> node index: a node name as is; other ids in natural order of their number onto
+     * the spot nodes in cluster order (-1 when none is left: the id's events are ignored). */
+    int *node_of = malloc((size_t)(t.n_ids ? t.n_ids : 1) * sizeof *node_of);
+    int *order = malloc((size_t)(t.n_ids ? t.n_ids : 1) * sizeof *order);
+    out->ev = malloc((size_t)(t.n_events ? t.n_events : 1) * sizeof *out->ev);
+    if (!node_of || !order || !out->ev) {
+        s = ah_error_set(err, AH_ERR_INTERNAL, "%s: out of host memory", path);
+        goto done;
+    }
+    int n_named = 0, n_other = 0;
+    for (int i = 0; i < t.n_ids; i++) {
+        node_of[i] = ah_cluster_find_node(c, t.ids[i]);
+        if (node_of[i] >= 0) {
+            n_named++;
+            continue;
+        }
+        if (id_number(t.ids[i]) < 0) {
+            s = ah_error_set(err, AH_ERR_INVALID, "%s: node id \"%s\" is neither a node of the cluster "
+                             "nor nodeN; use a node name from the cluster file or ids like node1, "
+                             "node2 (mapped onto the spot nodes in order)", path, t.ids[i]);
+            goto done;
+        }
+        /* insertion into order[] by number (ids are few) */
+        int k = n_other++;
+        while (k > 0 && id_number(t.ids[order[k - 1]]) > id_number(t.ids[i])) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    if (n_named && n_other) {
+        s = ah_error_set(err, AH_ERR_INVALID, "%s: mixes node names and nodeN ids; use one kind", path);
+        goto done;
+    }
+    int spot = 0;
+    size_t len = 0;
+    for (int k = 0; k < n_other; k++) {
+        while (spot < c->n_nodes && !c->nodes[spot].spot) spot++;
+        const int i = order[k];
+        node_of[i] = spot < c->n_nodes ? spot++ : -1;
+        if (len + 80 < sizeof out->mapping)
+            len += (size_t)snprintf(out->mapping + len, sizeof out->mapping - len, "%s%s -> %s",
+                                    k ? ", " : "", t.ids[i],
+                                    node_of[i] >= 0 ? c->nodes[node_of[i]].name : "(no spot node left)");
+    }
+    for (int e = 0; e < t.n_events; e++) {
+        const int node = node_of[t.events[e].id];
+        if (node < 0) {
+            out->ignored++;
+            continue;
+        }
+        out->ev[out->n++] = (ah_agent_event_t){t.events[e].t_s, node, t.events[e].add};
+    }
+done:
+    free(node_of);
+    free(order);
+    ah_trace_free(&t);
+    if (s != AH_OK) ah_agent_events_free(out);
+    return s;
+}
