@@ -844,6 +844,9 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
                 ptrs[n_needed] = needed[n_needed];
             }
         }
+        /* The node's disk may be new (an empty node, or one whose directory went with it). */
+        mkdir(s->o.local_root, 0755);
+        mkdir(s->node_root, 0755);
         if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
                             ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 ||
                             (mkdir(dir, 0755) != 0 && errno != EEXIST)))

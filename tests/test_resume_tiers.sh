@@ -1,0 +1,101 @@
+# Tier fallback on resume, with a 2-node data-parallel plan (one replica on n0, one on n1) that
+# saved step 8 of 12; every resumed run must give the uninterrupted run's losses bit-identically.
+# Usage: bash tests/test_resume_tiers.sh BUILD_DIR SOURCE_DIR [CASE]
+#   CASE peer (default): n1's disk gone -> its rank gets every shard from n0 over MPI; a corrupt
+#                        shard on n0 -> that one file from n1 (a fallback), the rest local.
+#   CASE cloud:          a real S3 server (moto_server on 127.0.0.1): the run uploads in the
+#                        background; with no local copy anywhere (and a corrupt one) the resume
+#                        takes the cloud's; an unreachable endpoint never stops training.
+. "$(dirname "$0")/train_common.sh"
+CASE=${3:-peer}
+STEPS=12
+python3 - "$PLANS/train-dp4.json" "$WORK/dp2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"] = d["pipelines"][:2]
+for p, node in zip(d["pipelines"], ["n0", "n1"]):
+    p["micro_batches"] = 4
+    p["stages"][0]["devices"] = [{"node": node, "index": 0}]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run() { # out-name [flags...]
+    local out=$1
+    shift
+    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps $STEPS \
+        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err" \
+        || { cat "$WORK/$out.out" "$WORK/$out.err" >&2; fail "$out: autohet train failed"; }
+}
+# check OUT EXPECT: the resume from step 8 is bit-exact and its recover event satisfies EXPECT
+# (a Python expression over r, the event).
+check() {
+    python3 - "$WORK/full.jsonl" "$WORK/$1.jsonl" "$2" <<'PY' || fail "$1"
+import json, sys
+ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
+lines = [json.loads(l) for l in open(sys.argv[2])]
+r = [o for o in lines if o.get("event") == "recover"]
+assert len(r) == 1 and r[0]["found"] and r[0]["step"] == 8, r
+r = r[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(8, 12)), got
+for o in got:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+assert eval(sys.argv[3]), f"recover event {r} fails: {sys.argv[3]}"
+print(f"  {sys.argv[2].split('/')[-1]}: bit-exact; bytes {r['bytes']}, files {r['files']}, "
+      f"seconds {r['tier_seconds']}, fallbacks {r['fallbacks']}")
+PY
+}
+fresh() { rm -rf "$WORK/ck8"; cp -r "$WORK/ck" "$WORK/ck8"; }
+corrupt() { # flips one byte in the middle of a file
+    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"
+}
+S8=step-00000008
+case $CASE in
+peer)
+    run full --ckpt-every 8 --local-root "$WORK/ck"
+    fresh
+    rm -rf "$WORK/ck8/n1"
+    run peer --local-root "$WORK/ck8" --resume
+    check peer 'r["files"] == {"local": 6, "peer": 6, "cloud": 0} and r["bytes"]["peer"] > 0 and r["fallbacks"] == 0'
+    fresh
+    corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
+    run corrupt --local-root "$WORK/ck8" --resume
+    check corrupt 'r["files"] == {"local": 11, "peer": 1, "cloud": 0} and r["fallbacks"] == 1 and "block-001" in r["last_fallback"]'
+    ;;
+cloud)
+    command -v moto_server >/dev/null || fail "moto_server not on PATH (pip install 'moto[server]')"
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    moto_server -H 127.0.0.1 -p "$PORT" >"$WORK/moto.log" 2>&1 &
+    MOTO=$!
+    trap 'kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null; rm -rf "$WORK"' EXIT
+    EP=http://127.0.0.1:$PORT
+    for _ in $(seq 50); do curl -s "$EP" >/dev/null && break; sleep 0.2; done
+    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+    curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket"
+    CLOUD=(--cloud s3://ckpt/run1 --s3-endpoint "$EP")
+    run full --ckpt-every 8 --local-root "$WORK/ck" "${CLOUD[@]}"
+    python3 - "$WORK/full.jsonl" <<'PY' || fail "checkpoint event"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
+assert len(ev) == 1 and ev[0]["step"] == 8 and ev[0]["ok"] and "cloud_step" in ev[0], ev
+PY
+    "$AUTOHET" ckpt verify "${CLOUD[@]}" >"$WORK/verify.out" || { cat "$WORK/verify.out" >&2; fail "cloud copy does not verify"; }
+    # One copy of each shard: n0's rank is the lowest holder of all six, so n1 uploads nothing.
+    grep -q "step 8: ok (6 files, manifest-n0.json)" "$WORK/verify.out" || { cat "$WORK/verify.out" >&2; fail "cloud layout"; }
+    run cloud --local-root "$WORK/gone" --resume "${CLOUD[@]}"
+    check cloud 'r["files"] == {"local": 0, "peer": 0, "cloud": 12} and r["bytes"]["cloud"] > 0'
+    # A corrupt copy on n0 and no n1 disk: both ranks take block 1 from the cloud (n0's rank
+    # after its local copy fails the checksum, n1's after n0 refuses to send a corrupt copy); the
+    # other shards come from n0's disk, locally or over MPI.
+    fresh
+    rm -rf "$WORK/ck8/n1"
+    corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
+    run mixed --local-root "$WORK/ck8" --resume "${CLOUD[@]}"
+    check mixed 'r["files"] == {"local": 5, "peer": 5, "cloud": 2} and r["fallbacks"] == 2'
+    # An unreachable endpoint: training finishes; the failed upload is reported, not fatal.
+    run down --ckpt-every 4 --local-root "$WORK/ck-down" --cloud s3://ckpt/run2 --s3-endpoint http://127.0.0.1:1
+    grep -q "cloud upload failed" "$WORK/down.err" || { cat "$WORK/down.err" >&2; fail "no upload failure reported"; }
+    [ "$(grep -c '"step"' "$WORK/down.jsonl")" -ge 12 ] || fail "training did not finish with the cloud down"
+    ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo PASS
