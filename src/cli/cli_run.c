@@ -85,7 +85,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
 int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
-    const char *mb = "auto", *precision = "fp32", *work = "autohet-run";
+    const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
     const char *lr = NULL, *warmup = NULL, *wd = NULL, *clip = NULL, *seed = NULL, *cloud = NULL, *endpoint = NULL;
     int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
     ah_flag_t flags[] = {
@@ -109,8 +109,10 @@ int ah_cli_run(int argc, char **argv) {
         {"--seed", AH_FLAG_STR, &seed, "N", "trainer: initialisation seed", false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
+        {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
+         "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
-        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
+        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, -q "
          "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
     };
@@ -137,6 +139,17 @@ int ah_cli_run(int argc, char **argv) {
     }
     if (!ah_precision_parse(precision, &o.planner.train.precision)) {
         fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
+        return 2;
+    }
+    if (strcmp(recovery, "cloud-only") == 0) {
+        o.cloud_only = true;
+    } else if (strcmp(recovery, "local-first") != 0) {
+        fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
+        return 2;
+    }
+    if (o.cloud_only && !cloud) {
+        fprintf(stderr, "autohet run: --recovery cloud-only needs a cloud tier: add --cloud s3://BUCKET/PREFIX "
+                        "(and --s3-endpoint URL for a non-AWS store)\n");
         return 2;
     }
     /* the ranks run this very program */

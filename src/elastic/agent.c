@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt.h"
 #include "core/json.h"
 #include "elastic/job.h"
 
@@ -20,8 +21,10 @@
 #define AH_AGENT_KILL_MARGIN_S 10.0
 #define AH_AGENT_MAX_ARGV 160
 
+/* One machine (the emulated cluster): no ssh, ranks may outnumber cores and must then yield; -q
+ * drops Open MPI's banner about a rank's non-zero exit, which after a notice is the expected 75. */
 static const char *DEFAULT_MPIRUN_ARGS =
-    "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1";
+    "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1";
 
 const char *ah_agent_cause_name(ah_agent_cause_t c) {
     switch (c) {
@@ -72,7 +75,6 @@ typedef struct agent {
     double notice_t, external_seen_t;
     /* the recovery waiting for its first step (-1: none) */
     int pending;
-    double relaunch_t;
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
     bool join_pending;
     /* the history of trained steps */
@@ -292,7 +294,9 @@ static void finish_recovery(agent_t *a, double step_s) {
             r->tier_s[t] = isfinite(ts) ? ts : 0;
         }
     }
-    r->startup_s = now - a->relaunch_t - r->transfer_s - r->first_step_s;
+    /* start-up: everything between the old job's exit and the new one's first step that is not
+     * planning, transfer or the step itself (dropping disks, mpirun, MPI start, loading) */
+    r->startup_s = r->total_s - r->stop_s - r->replan_s - r->transfer_s - r->first_step_s;
     if (r->startup_s < 0) r->startup_s = 0;
     say(a, "recovered from step %lld in %.2f s (stop %.2f + re-plan %.3f + start-up %.2f + transfer %.3f + first "
         "step %.3f); bytes local %llu, peer %llu, cloud %llu",
@@ -320,6 +324,7 @@ static void on_step(agent_t *a, json_t *line) {
     if (first) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
         L->first_step = step;
+        say(a, "launch %d: first step (%lld) finished", a->res->n_launches - 1, (long long)step);
         if (step > a->hist_len)
             history_error(a, "launch %d started at step %lld but only steps 0..%lld were trained: samples skipped",
                           a->res->n_launches - 1, (long long)step, (long long)a->hist_len - 1);
@@ -421,10 +426,11 @@ static void apply_events(agent_t *a) {
         const char *name = a->cluster.nodes[e->node].name;
         if (e->add) {
             if (a->up[e->node]) continue;
+            /* A node back before the relaunch is planned with again; if it was preempted it is a new
+             * machine, so its disk is still dropped (leaving[] stays set). */
             a->up[e->node] = true;
-            a->leaving[e->node] = false; /* back before the relaunch: planned with again */
             emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
-            if (a->job && !a->stopping) {
+            if (a->job->pid > 0 && !a->stopping) {
                 a->join_pending = true;
                 say(a, "%s joined; it is taken in at the next checkpoint", name);
             } else {
@@ -434,7 +440,7 @@ static void apply_events(agent_t *a) {
         }
         if (!a->up[e->node]) continue;
         a->up[e->node] = false;
-        if (a->job && a->have_cur && plan_uses(&a->cur.plan, name)) {
+        if (a->job->pid > 0 && plan_uses(&a->cur.plan, name)) {
             a->leaving[e->node] = true;
             say(a, "preemption of %s (from the events file)", name);
             begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
@@ -446,6 +452,37 @@ static void apply_events(agent_t *a) {
 }
 
 /* ---- after the job ended ---- */
+
+/* After a kill: every disk's step directories that a killed write left uncommitted (for the
+ * metrics: where the kill landed) and whether each disk's newest committed step still verifies
+ * (a rank killed while writing must never damage it). Returns false when one does not. */
+static bool check_disks(agent_t *a, json_t *interrupted) {
+    bool ok = true;
+    for (int i = 0; i < a->cluster.n_nodes; i++) {
+        char root[800];
+        snprintf(root, sizeof root, "%s/%s", a->local_root, a->cluster.nodes[i].name);
+        ah_ckpt_step_info_t *steps = NULL;
+        int n = 0;
+        ah_error_t e;
+        if (ah_ckpt_list(root, &steps, &n, &e) != AH_OK) continue;
+        int64_t latest = -1;
+        for (int k = 0; k < n; k++)
+            if (steps[k].committed) latest = steps[k].step;
+        for (int k = 0; k < n; k++)
+            if (!steps[k].committed && steps[k].step > latest) {
+                char what[128];
+                snprintf(what, sizeof what, "%s/step-%08lld", a->cluster.nodes[i].name, (long long)steps[k].step);
+                json_array_append_new(interrupted, json_string(what));
+            }
+        free(steps);
+        int bad = 0;
+        if (latest >= 0 && (ah_ckpt_verify(root, latest, &bad, &e) != AH_OK || bad)) {
+            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, a->cluster.nodes[i].name, e.msg);
+            ok = false;
+        }
+    }
+    return ok;
+}
 
 /* RUN_DIR/preempted.json: {"step", "saved", "nodes"}; marks the named nodes in `nodes`. */
 static bool read_preempted(agent_t *a, int64_t *step, bool *saved, bool *nodes) {
@@ -484,10 +521,15 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     int64_t pstep = -1;
     bool saved = false;
     const bool pre = read_preempted(a, &pstep, &saved, named);
+    if (a->hist_len >= a->o->steps && (status == 0 || pre || a->stopping)) {
+        /* every step was trained (a notice that came after the last step changes nothing) */
+        if (pre || a->stopping) say(a, "the notice came after the last step: nothing to recover");
+        free(named);
+        *finished = true;
+        return AH_OK;
+    }
     if (!a->stopping && !pre) {
         free(named);
-        *finished = status == 0 && a->hist_len >= a->o->steps;
-        if (*finished) return AH_OK;
         if (status == 0)
             return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
                                 (long long)a->hist_len, (long long)a->o->steps);
@@ -529,14 +571,24 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     } else {
         names_of(a, a->leaving, r->nodes, sizeof r->nodes);
     }
-    emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i}", "event", "preempt", "step",
-                      (json_int_t)r->stopped_at, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
-                      ah_agent_cause_name(r->cause), "nodes", a->cause == AH_CAUSE_JOIN ? json_array() : node_list(a, a->leaving),
-                      "saved", r->saved, "forced", r->forced, "exit_status", status));
+    json_t *pe = json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i}", "event", "preempt", "step",
+                           (json_int_t)r->stopped_at, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
+                           ah_agent_cause_name(r->cause),
+                           "nodes", a->cause == AH_CAUSE_JOIN ? json_array() : node_list(a, a->leaving),
+                           "saved", r->saved, "forced", r->forced, "exit_status", status);
     say(a, "job stopped %.2f s after the notice at step %lld (%s%s)", r->stop_s, (long long)r->stopped_at,
         r->saved ? "checkpoint saved" : "no checkpoint at the notice", r->forced ? ", killed after the grace period" : "");
+    if (r->forced) {
+        json_t *cut = json_array();
+        const bool intact = check_disks(a, cut);
+        if (json_array_size(cut)) say(a, "the kill interrupted %zu checkpoint write%s", json_array_size(cut),
+                                      json_array_size(cut) == 1 ? "" : "s");
+        json_object_set_new(pe, "interrupted_writes", cut);
+        json_object_set_new(pe, "committed_intact", json_boolean(intact));
+    }
+    emit(a, pe);
     for (int i = 0; i < nn; i++)
-        if (a->leaving[i]) {
+        if (a->leaving[i] || a->o->cloud_only) {
             drop_disk(a, i);
             a->leaving[i] = false;
         }
@@ -562,10 +614,7 @@ static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
         apply_events(a);
         ah_error_t e;
         const ah_status_t s = plan_and_launch(a, "re-plan", &e);
-        if (s == AH_OK) {
-            a->relaunch_t = ah_now_s();
-            return AH_OK;
-        }
+        if (s == AH_OK) return AH_OK;
         if (s != AH_ERR_INFEASIBLE || !events_left_add(a)) {
             *err = e;
             return ah_error_prefix(err, "re-planning after the preemption");

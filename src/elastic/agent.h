@@ -79,6 +79,8 @@ typedef struct ah_agent_opts {
     const char *const *train_args; /* more flags for autohet train, verbatim */
     int n_train_args;
     bool quiet;               /* pass --quiet to the trainer */
+    bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
+                                 state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
     volatile sig_atomic_t *interrupt; /* set by the caller's signal handler: stop the job, return */
     void (*log)(void *ctx, const char *line);

@@ -1,0 +1,156 @@
+# Shared by tests/test_agent*.sh and tests/test_nothing_lost*.sh (sourced after train_common.sh):
+# running the agent on the emulated cluster, and the checks of its merged metrics.
+STEPS=${STEPS:-16}
+CKPT_EVERY=${CKPT_EVERY:-2}
+GB=8
+SEQ=64
+CLUSTER=${CLUSTER:-cpu-hetero}
+
+# cpu-hetero with one device per node (3 ranks start faster than 6 on a shared 2-core machine);
+# the plan is [fast-0] + [slow-0 > slow-1], so losing slow-1 changes the pipelines.
+small_cluster() {
+    cat >"$WORK/cpu-hetero-3.json" <<'JSON'
+{"gpu_types": {
+  "cpu-fast": {"tflops": {"bf16": 0.05, "fp16": 0.05, "fp32": 0.05}, "mem_bw_gb_s": 10, "intra_node_gb_s": 5,
+               "emulate": {"slowdown": 1, "memory_mib": 160}},
+  "cpu-slow": {"tflops": {"bf16": 0.016666666666666666, "fp16": 0.016666666666666666, "fp32": 0.016666666666666666},
+               "mem_bw_gb_s": 3.3333333333333335, "intra_node_gb_s": 5, "emulate": {"slowdown": 3, "memory_mib": 512}}},
+ "nodes": [{"name": "fast-0", "gpu": "cpu-fast", "count": 1, "usd_per_gpu_hour": 0.3},
+           {"name": "slow-0", "gpu": "cpu-slow", "count": 1, "spot": true, "usd_per_gpu_hour": 0.1},
+           {"name": "slow-1", "gpu": "cpu-slow", "count": 1, "spot": true, "usd_per_gpu_hour": 0.1}],
+ "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
+JSON
+    CLUSTER=$WORK/cpu-hetero-3.json
+}
+
+# run_agent DIR [autohet run flags...]: tiny-gpt2 on $CLUSTER; output in DIR.log.
+run_agent() {
+    local dir=$1
+    shift
+    "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB \
+        --seq-len $SEQ --steps "$STEPS" --ckpt-every "$CKPT_EVERY" --work-dir "$dir" --quiet "$@" \
+        >"$dir.log" 2>&1
+}
+
+# Seconds from the agent's start to launch 0's first finished step, and the whole run, from a log.
+first_step_s() { sed -n 's/^autohet run: \[ *\([0-9.]*\) s\] launch 0: first step.*/\1/p' "$1" | head -1; }
+wall_s() { python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["wall_s"])' "$1"; }
+
+# check_metrics DIR REF_METRICS: the merged metrics of the run in DIR against an uninterrupted
+# reference run of the same first plan:
+#  - the step sequence, with each launch's first step taken as where it resumed (steps from there
+#    on before it were lost work, redone): every step 0..STEPS-1 exactly once in the final history,
+#    each with the full batch's tokens, no launch starting past the history (a skip);
+#  - every loss of the final history vs the reference's loss of the same step: bit-exact while
+#    every launch so far ran the first plan, within 1e-4 relative after a launch with another plan;
+#  - one preempt and one recover event per relaunch, recovery seconds > 0, resumed step <= stopped.
+# Prints "launches=N exact=E close=C maxrel=R resumed=...".
+check_metrics() {
+    python3 - "$1" "$2" "$STEPS" $((GB * SEQ)) <<'EOF'
+import json, os, sys
+d, ref_path, steps, tps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+ref = {x["step"]: x["loss"] for x in map(json.loads, open(ref_path)) if "event" not in x}
+assert len(ref) == steps, f"reference has {len(ref)} steps"
+def key(k):
+    p = json.load(open(os.path.join(d, f"plan-{k}.json")))
+    return json.dumps([p["tp"], p["pipelines"], p["train"]], sort_keys=True)
+hist, first_of = [], {}
+for x in lines:
+    if "event" in x:
+        continue
+    k, s = x["launch"], x["step"]
+    if k not in first_of:
+        first_of[k] = s
+        assert s <= len(hist), f"launch {k} starts at step {s}, history has {len(hist)}: samples skipped"
+        hist = hist[:s]
+    assert s == len(hist), f"launch {k}: step {s} after step {len(hist) - 1} (skipped or repeated)"
+    assert x["tokens"] == tps, f"step {s}: {x['tokens']} tokens, expected {tps}"
+    hist.append((s, x["loss"], k))
+assert len(hist) == steps, f"final history has {len(hist)} of {steps} steps"
+launches = max(k for _, _, k in hist) + 1
+exact_upto = 0
+while exact_upto < launches and key(exact_upto) == key(0):
+    exact_upto += 1
+exact = close = 0
+maxrel = 0.0
+for s, loss, k in hist:
+    r = ref[s]
+    if k < exact_upto:
+        assert loss == r, f"step {s} (launch {k}, same plan throughout): loss {loss!r} != reference {r!r}"
+        exact += 1
+    else:
+        rel = abs(loss - r) / abs(r)
+        maxrel = max(maxrel, rel)
+        assert rel <= 1e-4, f"step {s} (launch {k}): loss {loss} vs reference {r}, rel {rel:.2e}"
+        close += 1
+ev = [x for x in lines if "event" in x]
+pre = [x for x in ev if x["event"] == "preempt"]
+rec = [x for x in ev if x["event"] == "recover"]
+assert len(pre) == launches - 1, f"{len(pre)} preempt events for {launches} launches"
+assert len(rec) == launches - 1, f"{len(rec)} recover events for {launches} launches"
+cut = sum(len(p.get("interrupted_writes", [])) for p in pre)
+for p in pre:
+    assert p.get("committed_intact", True), f"a kill damaged a committed step: {p}"
+for p, r in zip(pre, rec):
+    assert r["seconds"] > 0 and r["step"] <= p["step"], f"recover {r} after preempt {p}"
+    bd = r["breakdown"]
+    parts = bd["stop_s"] + bd["replan_s"] + bd["startup_s"] + bd["transfer_s"] + bd["first_step_s"]
+    assert abs(parts - r["seconds"]) < 0.05, f"breakdown {bd} does not add up to {r['seconds']}"
+done = ev[-1]
+assert done["event"] == "done" and done["ok"] and done["history_ok"], f"last event {done}"
+print(f"launches={launches} exact={exact} close={close} maxrel={maxrel:.2e} "
+      f"resumed={[r['step'] for r in rec]} stopped={[p['step'] for p in pre]} "
+      f"saved={[p['saved'] for p in pre]} forced={[p['forced'] for p in pre]} writes_cut={cut}")
+EOF
+}
+
+# reference DIR: an uninterrupted agent run (no events); its metrics are the oracle.
+reference() {
+    run_agent "$1" || { cat "$1.log"; fail "reference run"; }
+}
+
+# seed_case SEED REF_DIR [more autohet run flags]: one preemption of slow-1 at a random time
+# (uniform from just before launch 0's first step to 60% of the reference run), a grace period
+# by seed (0: killed wherever it is, forward/backward or checkpoint write or upload; 5 s: saved at
+# the notice; 20-300 ms: saved only if the last save's time fits) with a checkpoint every step
+# when a kill is likely (so kills land in writes often), and for even seeds the node comes back
+# 1 ms later (a replacement with an empty disk: the same plan again, so bit-exact).
+seed_case() {
+    local seed=$1 ref=$2
+    shift 2
+    local t0 tw
+    t0=$(first_step_s "$ref.log")
+    tw=$(wall_s "$ref/metrics.jsonl")
+    local spec
+    spec=$(python3 -c '
+import random, sys
+seed, t0, tw = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+r = random.Random(seed)
+t = r.uniform(max(0.0, t0 - 0.3), t0 + 0.6 * (tw - t0))
+grace = [0.0, 5.0, r.uniform(0.02, 0.3)][seed % 3]
+every = [1, 3, 1][seed % 3]
+print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
+    local t_ms grace back every
+    read -r t_ms grace back every <<<"$spec"
+    local dir=$WORK/seed-$seed try
+    # The machine is shared: when this run was faster than the reference and ended before the
+    # event, the same seed tries again with the event earlier.
+    for try in 1 2 3; do
+        {
+            echo "$t_ms,remove,slow-1"
+            [ "$back" = True ] && echo "$((t_ms + 1)),add,slow-1"
+        } >"$dir.csv"
+        run_agent "$dir" --events "$dir.csv" --grace-s "$grace" --ckpt-every "$every" "$@" || { cat "$dir.log"; fail "seed $seed: autohet run"; }
+        grep -q '"event":"preempt"' "$dir/metrics.jsonl" && break
+        echo "seed $seed: the run ended before the preemption at $t_ms ms; again at $((t_ms * 6 / 10)) ms"
+        t_ms=$((t_ms * 6 / 10))
+    done
+    grep -q '"event":"preempt"' "$dir/metrics.jsonl" || fail "seed $seed: no preemption happened"
+    local out
+    out=$(check_metrics "$dir" "$ref/metrics.jsonl") || { cat "$dir.log"; fail "seed $seed (preempt at $t_ms ms, grace $grace s, back $back)"; }
+    if [ "$back" = True ]; then
+        echo "$out" | grep -q "close=0 " || fail "seed $seed: node back at once should keep the plan: $out"
+    fi
+    echo "seed $seed: preempt slow-1 at $t_ms ms, grace $grace s, checkpoint every $every, back at once $back: $out"
+}
