@@ -1,4 +1,5 @@
-/* autohet ckpt ls|verify: what checkpoints exist in which tier, and whether their bytes are intact. */
+/* autohet ckpt ls|verify|export: what checkpoints exist in which tier, whether their bytes are
+ * intact, and a committed step as a Hugging Face GPT-2 model. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,10 @@
 #include "ckpt/crc32c.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
+#include "runtime/ckpt_io.h"
 
 typedef struct {
-    const char *local_root, *cloud, *endpoint;
+    const char *local_root, *cloud, *endpoint, *out;
     int64_t step;
     bool json;
 } opts_t;
@@ -161,13 +163,29 @@ static int cmd_verify(const opts_t *o) {
     return 0;
 }
 
+static int cmd_export(const opts_t *o) {
+    ah_error_t err;
+    int64_t step;
+    if (!o->local_root || !o->out || o->cloud) {
+        fprintf(stderr, "autohet ckpt export: give --local-root DIR and -o OUT_DIR (the cloud tier is not read "
+                        "here; restore it first with autohet train --resume)\n");
+        return 2;
+    }
+    if (ah_ckpt_export_hf(o->local_root, o->step, o->out, &step, &err) != AH_OK) return ah_cli_fail("ckpt export", &err);
+    printf("autohet ckpt export: step %lld -> %s/model.safetensors, %s/config.json (Hugging Face GPT-2)\n",
+           (long long)step, o->out, o->out);
+    return 0;
+}
+
 int ah_cli_ckpt(int argc, char **argv) {
-    const char *synopsis = "ls|verify [--local-root DIR] [--cloud s3://BUCKET/PREFIX --s3-endpoint URL]";
-    if (argc < 2 || (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "verify") != 0)) {
+    const char *synopsis = "ls|verify|export [--local-root DIR] [--cloud s3://BUCKET/PREFIX --s3-endpoint URL] "
+                           "[--step N] [-o OUT_DIR]";
+    if (argc < 2 || (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "verify") != 0 && strcmp(argv[1], "export") != 0)) {
         bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
         fprintf(help ? stdout : stderr,
                 "usage: autohet ckpt %s\n\n  ls      list checkpoint steps per tier (committed or not, files, bytes)\n"
                 "  verify  check every file of committed steps against its manifest (size, CRC-32C)\n"
+                "  export  write a committed step as a Hugging Face GPT-2 model.safetensors + config.json\n"
                 "\nautohet ckpt ls --help lists the flags.\n",
                 synopsis);
         return help ? 0 : 2;
@@ -177,18 +195,21 @@ int ah_cli_ckpt(int argc, char **argv) {
         {"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root", false},
         {"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
-        {"--step", AH_FLAG_INT, &o.step, "N", "verify: only this step (default: all committed)", false},
+        {"--step", AH_FLAG_INT, &o.step, "N", "verify: only this step (default: all committed); export: this step "
+                                              "(default: the newest complete)", false},
+        {"-o", AH_FLAG_STR, &o.out, "OUT_DIR", "export: write model.safetensors and config.json here", false},
         {"--json", AH_FLAG_BOOL, &o.json, NULL, "ls: JSON output", false},
     };
     char verb[32];
     snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
     int rc;
-    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums.", flags,
+    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums, export to Hugging Face GPT-2.", flags,
                       (int)(sizeof flags / sizeof flags[0]), argc - 1, argv + 1, &rc))
         return rc;
     if (!o.local_root && !o.cloud) {
         fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
         return 2;
     }
+    if (strcmp(argv[1], "export") == 0) return cmd_export(&o);
     return strcmp(argv[1], "ls") == 0 ? cmd_ls(&o) : cmd_verify(&o);
 }
