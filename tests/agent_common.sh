@@ -36,24 +36,25 @@ run_agent() {
 first_step_s() { sed -n 's/^autohet run: \[ *\([0-9.]*\) s\] launch 0: first step.*/\1/p' "$1" | head -1; }
 wall_s() { python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["wall_s"])' "$1"; }
 
-# check_metrics DIR REF_METRICS: the merged metrics of the run in DIR against an uninterrupted
-# reference run of the same first plan:
+# check_metrics DIR REF_DIR: the merged metrics of the run in DIR against an uninterrupted
+# reference run in REF_DIR:
 #  - the step sequence, with each launch's first step taken as where it resumed (steps from there
 #    on before it were lost work, redone): every step 0..STEPS-1 exactly once in the final history,
 #    each with the full batch's tokens, no launch starting past the history (a skip);
 #  - every loss of the final history vs the reference's loss of the same step: bit-exact while
-#    every launch so far ran the first plan, within 1e-4 relative after a launch with another plan;
+#    every launch so far ran the reference's plan, within 1e-4 relative from the first launch with
+#    another plan on;
 #  - one preempt and one recover event per relaunch, recovery seconds > 0, resumed step <= stopped.
 # Prints "launches=N exact=E close=C maxrel=R resumed=...".
 check_metrics() {
     python3 - "$1" "$2" "$STEPS" $((GB * SEQ)) <<'EOF'
 import json, os, sys
-d, ref_path, steps, tps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+d, ref_dir, steps, tps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
-ref = {x["step"]: x["loss"] for x in map(json.loads, open(ref_path)) if "event" not in x}
+ref = {x["step"]: x["loss"] for x in map(json.loads, open(os.path.join(ref_dir, "metrics.jsonl"))) if "event" not in x}
 assert len(ref) == steps, f"reference has {len(ref)} steps"
-def key(k):
-    p = json.load(open(os.path.join(d, f"plan-{k}.json")))
+def key(k, where=d):
+    p = json.load(open(os.path.join(where, f"plan-{k}.json")))
     return json.dumps([p["tp"], p["pipelines"], p["train"]], sort_keys=True)
 hist, first_of = [], {}
 for x in lines:
@@ -70,7 +71,7 @@ for x in lines:
 assert len(hist) == steps, f"final history has {len(hist)} of {steps} steps"
 launches = max(k for _, _, k in hist) + 1
 exact_upto = 0
-while exact_upto < launches and key(exact_upto) == key(0):
+while exact_upto < launches and key(exact_upto) == key(0, ref_dir):
     exact_upto += 1
 exact = close = 0
 maxrel = 0.0
@@ -148,7 +149,7 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     done
     grep -q '"event":"preempt"' "$dir/metrics.jsonl" || fail "seed $seed: no preemption happened"
     local out
-    out=$(check_metrics "$dir" "$ref/metrics.jsonl") || { cat "$dir.log"; fail "seed $seed (preempt at $t_ms ms, grace $grace s, back $back)"; }
+    out=$(check_metrics "$dir" "$ref") || { cat "$dir.log"; fail "seed $seed (preempt at $t_ms ms, grace $grace s, back $back)"; }
     if [ "$back" = True ]; then
         echo "$out" | grep -q "close=0 " || fail "seed $seed: node back at once should keep the plan: $out"
     fi

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# autohet run on the built-in emulated cluster cpu-hetero (6 ranks): flag and event-file errors,
+# nodeN ids mapped onto spot nodes, a preemption notice sent from outside (SIGTERM to slow-1's
+# ranks), a node that joins during the run (taken in at the next checkpoint, faster plan), and a
+# trainer that fails. Every run's metrics are checked against an uninterrupted one
+# (tests/agent_common.sh check_metrics).
+source "$(dirname "$0")/train_common.sh"
+source "$SRC/tests/agent_common.sh"
+STEPS=30
+
+# ---- errors: usage, events file ----
+"$AUTOHET" run --cluster cpu-hetero --data "$WORK/text.bin" >/dev/null 2>&1 && fail "no --model accepted"
+[ $? -eq 2 ] || fail "no --model: exit 2"
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --recovery cloud-only 2>&1) && fail "cloud-only without --cloud accepted"
+echo "$out" | grep -q -- "--cloud s3://" || fail "cloud-only without a cloud: says what to add: $out"
+printf '100,remove,gpu-box\n' >"$WORK/bad-id.csv"
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --events "$WORK/bad-id.csv" \
+    --work-dir "$WORK/e1" 2>&1) && fail "unknown node id accepted"
+echo "$out" | grep -q 'bad-id.csv: node id "gpu-box" is neither a node of the cluster nor nodeN' || fail "bad id: $out"
+printf '100,remove,slow-1\n200,remove,node2\n' >"$WORK/mixed.csv"
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --events "$WORK/mixed.csv" \
+    --work-dir "$WORK/e2" 2>&1) && fail "mixed ids accepted"
+echo "$out" | grep -q "mixes node names and nodeN ids" || fail "mixed ids: $out"
+printf '100,remove,slow-1\n50,add,slow-1\n' >"$WORK/order.csv"
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --events "$WORK/order.csv" \
+    --work-dir "$WORK/e3" 2>&1) && fail "decreasing times accepted"
+echo "$out" | grep -q "order.csv:2" || fail "decreasing times: names the line: $out"
+
+# ---- reference: nodeN ids (oobleck style) mapped onto the spot nodes; the removal comes after
+# the end, so this is an uninterrupted run ----
+printf '0,add,node1\n0,add,node2\n0,add,node3\n900000,remove,node2\n' >"$WORK/oobleck.csv"
+run_agent "$WORK/ref" --events "$WORK/oobleck.csv" || { cat "$WORK/ref.log"; fail "reference run"; }
+grep -q "node1 -> slow-0, node2 -> slow-1, node3 -> (no spot node left)" "$WORK/ref.log" ||
+    fail "mapping printed: $(head -3 "$WORK/ref.log")"
+grep -q "no sample lost: every step 0..29 trained exactly once" "$WORK/ref.log" || fail "summary: $(cat "$WORK/ref.log")"
+grep -q '"event":"preempt"' "$WORK/ref/metrics.jsonl" && fail "the reference was preempted"
+echo "reference: $(check_metrics "$WORK/ref" "$WORK/ref")"
+
+# ---- a notice from outside: SIGTERM to slow-1's ranks once 3 steps are done ----
+run_agent "$WORK/sig" &
+agent=$!
+for _ in $(seq 600); do
+    [ "$(cat "$WORK/sig/launch-0/metrics.jsonl" 2>/dev/null | grep -c '"step"')" -ge 3 ] && break
+    sleep 0.05
+done
+pids=$(python3 -c '
+import glob, json, sys
+print(" ".join(str(d["pid"]) for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))
+               if d["node"] == "slow-1"))' "$WORK/sig/launch-0")
+[ -n "$pids" ] || { kill $agent; fail "no rank files of slow-1 in $WORK/sig/launch-0"; }
+kill -TERM $pids
+wait $agent || { cat "$WORK/sig.log"; fail "agent after an outside SIGTERM"; }
+out=$(check_metrics "$WORK/sig" "$WORK/ref") || { cat "$WORK/sig.log"; fail "outside SIGTERM: metrics"; }
+echo "outside SIGTERM: $out"
+grep -q '"event":"recover".*"cause":"SIGTERM","nodes":"slow-1"' "$WORK/sig/metrics.jsonl" || fail "recover event names SIGTERM and slow-1"
+grep -q '"nodes_up":\["fast-0","slow-0"\]' "$WORK/sig/metrics.jsonl" || fail "re-planned without slow-1"
+grep -q "recovery 0 (SIGTERM: slow-1)" "$WORK/sig.log" || fail "summary names the recovery: $(cat "$WORK/sig.log")"
+grep -q "state by tier: local [0-9.]* [kM]B" "$WORK/sig.log" || fail "local-first recovery: $(grep tier "$WORK/sig.log")"
+
+# ---- a node joins: slow-1 is down from the start (a change at time 0), comes back while the
+# 4-device plan trains, and is taken in at the next checkpoint because the 6-device plan is faster
+t_add=$(python3 -c 'import sys; print(int((float(sys.argv[1]) + 0.3) * 1000))' "$(first_step_s "$WORK/ref.log")")
+printf '0,remove,slow-1\n%s,add,slow-1\n' "$t_add" >"$WORK/join.csv"
+run_agent "$WORK/join" --events "$WORK/join.csv" --grace-s 5 || { cat "$WORK/join.log"; fail "join run"; }
+out=$(check_metrics "$WORK/join" "$WORK/ref") || { cat "$WORK/join.log"; fail "join: metrics"; }
+echo "join: $out"
+grep -q '"event":"join"' "$WORK/join/metrics.jsonl" || fail "join event"
+grep -q '"event":"recover".*"cause":"node joined","nodes":"slow-1"' "$WORK/join/metrics.jsonl" || fail "restart for the join"
+grep -q "taken in at the next checkpoint" "$WORK/join.log" || fail "join: log"
+python3 - "$WORK/join" <<'EOF' || fail "join: plans"
+import json, sys
+d = sys.argv[1]
+n = lambda k: sum(len(s["devices"]) for p in json.load(open(f"{d}/plan-{k}.json"))["pipelines"] for s in p["stages"])
+assert (n(0), n(1)) == (4, 6), (n(0), n(1))
+pre = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"preempt"' in l][0]
+rec = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"recover"' in l][0]
+assert pre["saved"] and rec["step"] == pre["step"], f"a join loses no work: {pre} {rec}"
+EOF
+
+# ---- a trainer that fails: the agent says so and exits 1 ----
+run_agent "$WORK/bad" --lr -1 && fail "a failing trainer reported success"
+grep -q "the training job failed (mpirun exit status" "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
+grep -q -- "--lr must be > 0" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
+echo "PASS"
