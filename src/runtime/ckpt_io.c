@@ -99,13 +99,22 @@ static void group_name(char *buf, group_t g, int t, int k) {
     ah_ckpt_shard_name(buf, AH_CKPT_NAME_MAX, g.kind, g.layer, t, k);
 }
 
+/* Whether rank holds group g in full at TP index tp_index (what rank_groups lists). */
 static bool holds(const ah_trainer_t *tr, int rank, group_t g, int tp_index) {
-    if (tr->layout.roles[rank].tp_rank != tp_index) return false;
-    group_t gs[AH_CKPT_NAME_MAX];
-    const int n = rank_groups(tr, rank, false, gs);
-    for (int i = 0; i < n; i++)
-        if (gs[i].kind == g.kind && gs[i].layer == g.layer) return true;
+    const ah_role_t r = tr->layout.roles[rank];
+    const ah_stage_t *st = stage_of(tr, rank);
+    if (r.tp_rank != tp_index) return false;
+    switch (g.kind) {
+    case AH_SHARD_EMBED: return r.stage == 0;
+    case AH_SHARD_HEAD: return r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
+    case AH_SHARD_BLOCK: return g.layer >= st->first && g.layer < st->last;
+    }
     return false;
+}
+
+/* Room for rank_groups: every block plus the embedding and the head. */
+static group_t *groups_alloc(const ah_trainer_t *tr) {
+    return malloc(((size_t)tr->plan->model.n_layer + 2) * sizeof(group_t));
 }
 
 /* Lowest rank holding (g, tp_index), among the ranks of `node` (or all when node < 0). */
@@ -284,13 +293,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
     ah_ckpt_writer_t *w;
     ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
     if (st != AH_OK) return st;
-    group_t gs[AH_CKPT_NAME_MAX];
-    const int n = rank_groups(tr, tr->rank, false, gs);
+    group_t *gs = groups_alloc(tr);
+    if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
+    const int n = gs ? rank_groups(tr, tr->rank, false, gs) : 0;
     const int k = tr->layout.roles[tr->rank].tp_rank;
     for (int i = 0; i < n && st == AH_OK; i++) {
         if (lowest_holder(tr, s, gs[i], k, s->my_node) != tr->rank) continue;
         if ((st = write_group(s, w, gs[i], step, err)) == AH_OK) (*files)++;
     }
+    free(gs);
     if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
     ah_ckpt_writer_free(w);
     if (st == AH_OK) {
@@ -313,14 +324,15 @@ static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MA
     const ah_trainer_t *tr = s->tr;
     const int t = tr->plan->tp;
     int n = 0;
-    for (int r = 0; r < tr->n_ranks; r++) {
+    group_t *gs = groups_alloc(tr);
+    for (int r = 0; gs && r < tr->n_ranks; r++) {
         if (s->rank_node[r] != s->my_node) continue;
-        group_t gs[AH_CKPT_NAME_MAX];
         const int ng = rank_groups(tr, r, false, gs);
         const int k = tr->layout.roles[r].tp_rank;
         for (int i = 0; i < ng && n < cap; i++)
             if (lowest_holder(tr, s, gs[i], k, -1) == r) group_name(names[n++], gs[i], t, k);
     }
+    free(gs);
     return n;
 }
 
@@ -353,9 +365,11 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     const bool ok = ws == AH_OK;
     if (ok) s->last_saved = step;
     if (ok && s->up) {
-        char (*names)[AH_CKPT_NAME_MAX] = calloc((size_t)tr->plan->model.n_layer + 2, sizeof *names);
-        const char **ptrs = calloc((size_t)tr->plan->model.n_layer + 2, sizeof *ptrs);
-        int n = names && ptrs ? cloud_share(s, names, (int)tr->plan->model.n_layer + 2) : 0;
+        /* A node holds at most every group at every TP index. */
+        const int cap = ((int)tr->plan->model.n_layer + 2) * tr->plan->tp;
+        char (*names)[AH_CKPT_NAME_MAX] = calloc((size_t)cap, sizeof *names);
+        const char **ptrs = calloc((size_t)cap, sizeof *ptrs);
+        int n = names && ptrs ? cloud_share(s, names, cap) : 0;
         for (int i = 0; i < n; i++) ptrs[i] = names[i];
         ah_error_t e2;
         /* A node with nothing to upload still writes an empty manifest: harmless, and it tells
@@ -784,7 +798,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     int n_own = 0, *peer_node = NULL, T = 0, ng = 0, n_needed = 0;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
-    group_t gs[AH_CKPT_NAME_MAX];
+    group_t *gs = NULL;
     char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
     const char **ptrs = NULL;
     char staging[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
@@ -832,11 +846,12 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     {
         const int t = tr->plan->tp, k = tr->role.tp_rank;
         int idx[64];
-        ng = rank_groups(tr, tr->rank, true, gs);
+        gs = groups_alloc(tr);
+        ng = gs ? rank_groups(tr, tr->rank, true, gs) : 0;
         needed = calloc((size_t)ng * 64, sizeof *needed);
         paths = calloc((size_t)ng * 64, sizeof *paths);
         ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
-        if (!needed || !paths || !ptrs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+        if (!gs || !needed || !paths || !ptrs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
         for (int gi = 0; st == AH_OK && gi < ng; gi++) {
             const int nf = pieces(gs[gi], T, t, k, idx);
             for (int j = 0; j < nf; j++, n_needed++) {
@@ -911,6 +926,7 @@ done:
     s->pre = NULL;
     s->n_pre = 0;
     free(peer_node);
+    free(gs);
     free(needed);
     free(paths);
     free(ptrs);
