@@ -11,10 +11,22 @@ shift 2
 PLAN_NAMES=("$@")
 [ ${#PLAN_NAMES[@]} -gt 0 ] || PLAN_NAMES=(dp4 pp4)
 STEPS=20
+# EMULATE_SLOWDOWN=k runs every plan (and the reference) on the plans' cluster with its "cpu" type
+# emulating a k x slower device: emulation must change the time, never the math, nor hang.
+EXTRA=()
+if [ -n "${EMULATE_SLOWDOWN:-}" ]; then
+    python3 - "$PLANS/train-single.json" "$EMULATE_SLOWDOWN" "$WORK/cluster.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["cluster"]
+c["gpu_types"]["cpu"]["emulate"]["slowdown"] = float(sys.argv[2])
+json.dump(c, open(sys.argv[3], "w"))
+PY
+    EXTRA=(--cluster "$WORK/cluster.json")
+fi
 run() { # name ranks
     local name=$1 n=$2
     local cmd=("$AUTOHET" train --plan "$PLANS/train-$name.json" --data "$WORK/text.bin" --steps $STEPS
-               --quiet --metrics "$WORK/$name.jsonl" --dump-params "$WORK/$name.params" --dump-step 1)
+               --quiet --metrics "$WORK/$name.jsonl" --dump-params "$WORK/$name.params" --dump-step 1 "${EXTRA[@]}")
     if [ "$n" = 1 ]; then timeout 120 "${cmd[@]}" 2>"$WORK/$name.err"; else timeout 120 $MPIRUN -np "$n" "${cmd[@]}" 2>"$WORK/$name.err"; fi \
         || { cat "$WORK/$name.err" >&2; fail "$name: autohet train failed"; }
 }

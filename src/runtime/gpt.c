@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One block's tensors kept from forward to backward (the list of ah_layer_act_bytes). */
 struct ah_block_act {
@@ -403,9 +404,18 @@ static const float *named(const ah_gpt_stage_t *st, const float *base, const cha
     return base + ah_gpt_find(st, name)->offset;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;
-    return ah_comm_allreduce_f32(st->tp, x, (size_t)(st->N * st->C), err);
+    const double t0 = now_s();
+    ah_status_t s = ah_comm_allreduce_f32(st->tp, x, (size_t)(st->N * st->C), err);
+    st->tp_comm_s += now_s() - t0;
+    return s;
 }
 
 /* One block forward from a->x_in; out (N, C) gets the block output, or NULL to stop after the

@@ -98,6 +98,7 @@ typedef struct ah_gpt_stage {
     ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
 
     ah_arena_t a_params, a_opt, a_act, a_work;
+    double tp_comm_s;         /* seconds spent in TP all-reduces so far (emulation excludes them) */
 } ah_gpt_stage_t;
 
 /* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */

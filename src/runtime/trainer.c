@@ -182,7 +182,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
-        double t0;
+        double t0, tp0 = st->tp_comm_s;
         if (op.kind == AH_OP_FWD) {
             if (tr->prev < 0) ah_tokens_batch(tr->data, first_sample, m, T, ah_gpt_ids(st, op.slot), NULL);
             if (tr->next < 0) ah_tokens_batch(tr->data, first_sample, m, T, NULL, ah_gpt_targets(st));
@@ -207,7 +207,10 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
                 TRY(ah_comm_irecv_f32(world, tr->recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
             if (tr->prev >= 0) TRY(ah_comm_isend_f32(world, tr->send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
         }
-        const double dt = now_s() - t0;
+        /* Only compute is stretched: the TP all-reduces inside the phase include waiting for the
+         * group's other ranks, which are stretching their own compute; stretching that wait too
+         * would feed each rank's sleep into the next one's, growing without bound. */
+        const double dt = now_s() - t0 - (st->tp_comm_s - tp0);
         tr->compute_s += dt;
         stretch(tr, dt);
     }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Heterogeneous cluster, emulated on this machine: 2 "fast" devices with 160 MiB + 4 devices 3x
+# slower with 512 MiB (the shape of the built-in cpu-hetero), every type stretched 4x more
+# (slowdown 4 and 12): then 6 ranks ask for 2/4 + 4/12 = 0.83 of a core on average and do not
+# fight over the 2 cores, which emulation does not model (docs/runtime.md); with cpu-hetero itself
+# (slowdown 1 and 3) they ask for 3.3 cores. CLUSTER=cpu-hetero runs that instead. The cost model
+# is calibrated by `autohet
+# profile` (the cpu types measured through their emulation), then the planner's plan and the
+# `uniform` (Megatron-LM-like) baseline are each trained with `autohet train` under mpirun and
+# their measured iteration time is set beside evaluate's prediction; the measured speedup of the
+# plan over the baseline beside the predicted one. Measured side by side in one run. Never run by
+# CTest; never fails on a timing.
+# Usage: bash bench/bench_hetero.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
+# Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8), CLUSTER
+# (a built-in name or a file; default the 4x-stretched cluster above).
+set -euo pipefail
+BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
+AH=$BUILD/autohet
+MODEL=${MODEL:-demo-gpt2}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+if [ -z "${CLUSTER:-}" ]; then
+    CLUSTER=$WORK/cluster.json
+    cat >"$CLUSTER" <<'JSON'
+{"gpu_types": {
+  "cpu-fast": {"tflops": {"bf16": 0.0125, "fp16": 0.0125, "fp32": 0.0125}, "mem_bw_gb_s": 2.5,
+               "intra_node_gb_s": 5, "emulate": {"slowdown": 4, "memory_mib": 160}},
+  "cpu-slow": {"tflops": {"bf16": 0.0041666, "fp16": 0.0041666, "fp32": 0.0041666}, "mem_bw_gb_s": 0.8333,
+               "intra_node_gb_s": 5, "emulate": {"slowdown": 12, "memory_mib": 512}}},
+ "nodes": [{"name": "fast-0", "gpu": "cpu-fast", "count": 2, "usd_per_gpu_hour": 0.3},
+           {"name": "slow-0", "gpu": "cpu-slow", "count": 2, "spot": true, "usd_per_gpu_hour": 0.1},
+           {"name": "slow-1", "gpu": "cpu-slow", "count": 2, "spot": true, "usd_per_gpu_hour": 0.1}],
+ "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
+JSON
+fi
+B=${B:-16}
+T=${T:-128}
+STEPS=${STEPS:-8}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
+"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+
+echo "== calibration: autohet profile --model $MODEL --cluster $CLUSTER --micro-batch 1,2,4,8 --seq-len $T"
+"$AH" profile --model "$MODEL" --cluster "$CLUSTER" --tp 1,2 --micro-batch 1,2,4,8 --seq-len "$T" \
+    --steps 20 -o "$WORK/profile.json" | sed 's/^/   /'
+COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T" --precision fp32 --profile "$WORK/profile.json")
+"$AH" plan "${COMMON[@]}" -o "$WORK/planner.json" >"$WORK/plan.txt"
+"$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null
+grep -E "^(iteration|speedup)" "$WORK/plan.txt" | sed 's/^/   /' || true
+
+measure() { # name -> "predicted measured ranks"
+    local name=$1 n
+    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")
+    $MPIRUN -np "$n" "$AH" train --plan "$WORK/$name.json" --data "$WORK/text.bin" --steps $((STEPS + 1)) \
+        --quiet --metrics "$WORK/$name.jsonl" 2>"$WORK/$name.err" || { cat "$WORK/$name.err" >&2; exit 1; }
+    "$AH" evaluate --plan "$WORK/$name.json" --profile "$WORK/profile.json" --json >"$WORK/$name.eval.json"
+    python3 - "$WORK" "$name" "$n" <<'PY'
+import json, statistics, sys
+work, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+steps = [json.loads(l)["seconds"] for l in open(f"{work}/{name}.jsonl")][1:]  # step 0 warms up
+ev = json.load(open(f"{work}/{name}.eval.json"))
+plan = json.load(open(f"{work}/{name}.json"))
+shape = " | ".join(f"{p['micro_batches']} mb: " + " ".join(f"{s['gpu']}x{len(s['devices'])}[{s['layers'][0]},{s['layers'][1]})" for s in p["stages"]) for p in plan["pipelines"])
+print(f"{ev['iteration_s']:.4f} {statistics.median(steps):.4f} {n} tp{plan['tp']} mb{plan['train']['micro_batch']} {shape}")
+PY
+}
+echo "== measured vs predicted (median of $STEPS steps after one warm-up; mpirun, OPENBLAS_NUM_THREADS=1)"
+printf '   %-8s %5s %12s %12s %8s   %s\n' plan ranks "predicted s" "measured s" error shape
+declare -A PRED MEAS
+for name in planner uniform; do
+    read -r pred meas n shape < <(measure "$name")
+    PRED[$name]=$pred
+    MEAS[$name]=$meas
+    printf '   %-8s %5s %12.4f %12.4f %+7.1f%%   %s\n' "$name" "$n" "$pred" "$meas" \
+        "$(python3 -c "print(100 * ($meas - $pred) / $pred)")" "$shape"
+done
+python3 - "${PRED[uniform]}" "${PRED[planner]}" "${MEAS[uniform]}" "${MEAS[planner]}" <<'PY'
+import sys
+pu, pp, mu, mp = map(float, sys.argv[1:])
+print(f"== speedup of the planner's plan over uniform: predicted {pu / pp:.2f}x, measured {mu / mp:.2f}x")
+PY
+echo "(load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
