@@ -6,6 +6,9 @@
 #   CASE cloud:          a real S3 server (moto_server on 127.0.0.1): the run uploads in the
 #                        background; with no local copy anywhere (and a corrupt one) the resume
 #                        takes the cloud's; an unreachable endpoint never stops training.
+#   CASE diskfull:       the node dirs on a 6 MiB tmpfs (root only; SKIP otherwise): step 4 fits,
+#                        steps 8 and 12 do not -> "ok": false events, training finishes, no
+#                        partial step is left, and the resume takes step 4.
 . "$(dirname "$0")/train_common.sh"
 CASE=${3:-peer}
 STEPS=12
@@ -95,6 +98,35 @@ PY
     run down --ckpt-every 4 --local-root "$WORK/ck-down" --cloud s3://ckpt/run2 --s3-endpoint http://127.0.0.1:1
     grep -q "cloud upload failed" "$WORK/down.err" || { cat "$WORK/down.err" >&2; fail "no upload failure reported"; }
     [ "$(grep -c '"step"' "$WORK/down.jsonl")" -ge 12 ] || fail "training did not finish with the cloud down"
+    ;;
+diskfull)
+    mkdir -p "$WORK/small"
+    if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=6m tmpfs "$WORK/small" 2>/dev/null; then
+        echo "SKIP: needs root to mount a small tmpfs"
+        exit 0
+    fi
+    trap 'umount "$WORK/small" 2>/dev/null; rm -rf "$WORK"' EXIT
+    run full
+    run fill --ckpt-every 4 --local-root "$WORK/small/ck"
+    python3 - "$WORK/fill.jsonl" <<'PY' || fail "checkpoint events on a full disk"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+ev = [o for o in lines if o.get("event") == "checkpoint"]
+assert [(e["step"], e["ok"]) for e in ev] == [(4, True), (8, False), (12, False)], ev
+assert all("no space left" in e["error"] for e in ev[1:]), ev
+assert len([o for o in lines if "event" not in o]) == 12
+print("  full disk: step 4 saved; steps 8 and 12 failed with:", ev[1]["error"][:100])
+PY
+    for d in "$WORK"/small/ck/n*/step-*; do [ -e "$d/manifest.json" ] || fail "partial step left behind: $d"; done
+    run resume4 --local-root "$WORK/small/ck" --resume
+    python3 - "$WORK/full.jsonl" "$WORK/resume4.jsonl" <<'PY' || fail "resume after a full disk"
+import json, sys
+ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1]))}
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert [o["step"] for o in lines if o.get("event") == "recover"] == [4], lines[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(4, 12)) and all(o["loss"] == ref[o["step"]] for o in got)
+PY
     ;;
 *) fail "unknown case $CASE" ;;
 esac
