@@ -80,6 +80,9 @@ ah_status_t ah_plan_save(const ah_plan_t *p, const char *path, ah_error_t *err);
 /* Every structural validity rule of DESIGN.md "The plan"; the message names the rule and the
  * place (pipeline, stage, device). Memory fit is checked by ah_plan_check (evaluate.h). */
 ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err);
+/* The [train] rule alone: sizes >= 1, seq_len within the model's context, sizes the cost model
+ * can count exactly, a known precision (the planner checks its settings with it too). */
+ah_status_t ah_plan_check_train(const ah_model_t *model, const ah_train_t *train, ah_error_t *err);
 
 /* Allocation helpers for builders (planner, tests): stages zeroed. */
 ah_status_t ah_plan_init(ah_plan_t *p, const ah_model_t *m, const ah_train_t *train, int tp,

@@ -20,20 +20,30 @@
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
 
-static ah_status_t check_train(const ah_plan_t *p, ah_error_t *err) {
-    const ah_train_t *t = &p->train;
+ah_status_t ah_plan_check_train(const ah_model_t *model, const ah_train_t *t, ah_error_t *err) {
     struct { const char *name; int64_t v; } sizes[] = {
         {"global_batch", t->global_batch}, {"seq_len", t->seq_len}, {"micro_batch", t->micro_batch}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].v < 1)
             return ah_error_set(err, AH_ERR_INVALID, "[train] train.%s: must be at least 1, got %lld",
                                 sizes[i].name, (long long)sizes[i].v);
-    if (t->seq_len > p->model.max_pos)
+    if (t->seq_len > model->max_pos)
         return ah_error_set(err, AH_ERR_INVALID,
                             "[train] train.seq_len: %lld is longer than model %s's context of %lld "
                             "tokens; use a seq_len of at most %lld",
-                            (long long)t->seq_len, p->model.name, (long long)p->model.max_pos,
-                            (long long)p->model.max_pos);
+                            (long long)t->seq_len, model->name, (long long)model->max_pos,
+                            (long long)model->max_pos);
+    /* A micro-batch's attention scores (b x H x T x T) must stay countable in int64 bytes. */
+    double scores = (double)t->micro_batch * (double)model->n_head * (double)t->seq_len *
+                    (double)t->seq_len;
+    if (t->micro_batch > ((int64_t)1 << 30) || t->global_batch > ((int64_t)1 << 40) || scores > 0x1p50)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[train] train: micro_batch %lld x seq_len %lld (global_batch %lld) is "
+                            "beyond what autohet models; use a micro-batch of at most %lld sequences",
+                            (long long)t->micro_batch, (long long)t->seq_len,
+                            (long long)t->global_batch,
+                            (long long)(0x1p50 / ((double)model->n_head * (double)t->seq_len *
+                                                  (double)t->seq_len)));
     if (t->precision != AH_PREC_FP32 && t->precision != AH_PREC_BF16)
         return ah_error_set(err, AH_ERR_INVALID,
                             "[train] train.precision: unknown precision code %d (allowed: fp32, bf16)",
@@ -214,7 +224,7 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
     if (p->n_pipelines < 1 || !p->pipelines)
         return ah_error_set(err, AH_ERR_INVALID,
                             "[pipelines] pipelines: the plan has none; it needs at least one pipeline");
-    TRY(check_train(p, err));
+    TRY(ah_plan_check_train(&p->model, &p->train, err));
     TRY(check_tp(p, err));
     for (int i = 0; i < p->n_pipelines; i++) TRY(check_layers(p, i, err));
     TRY(check_devices(p, err));

@@ -289,7 +289,9 @@ static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, cons
     if (m->n_layer > 4096)
         return ah_error_set(err, AH_ERR_INVALID, "model %s has %lld layers; the planner handles up to 4096",
                             m->name, (long long)m->n_layer);
-    return AH_OK;
+    ah_train_t largest = *tr; /* the plan's own [train] rule, at the largest micro-batch tried */
+    if (largest.micro_batch == 0) largest.micro_batch = o->max_auto_mb > 0 ? o->max_auto_mb : 1;
+    return ah_plan_check_train(m, &largest, err);
 }
 
 /* TP degrees the model splits into and some node can hold. */

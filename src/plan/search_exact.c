@@ -34,6 +34,7 @@ typedef struct {
     int nseq;
     int *seq_off, *seq_len, *seq_nodes; /* seq_nodes: node ids */
     int *seq_use;    /* [nseq][nU] groups used */
+    int seq_cap, nodes_cap; /* allocated entries: arrays grow by doubling */
     int *sel;        /* selected sequences */
     ah_cand_t cand;
     double *xs, *ys; /* candidate X, Y */
@@ -73,18 +74,28 @@ static bool exact_fits(const ah_sctx_t *x, int max_groups) {
     return count_sequences(avail, nU, used, depth) - 1 <= EXACT_MAX_SEQUENCES;
 }
 
+/* Grows *p to hold at least `need` entries of `elem` bytes, doubling; false on OOM. */
+static bool grow(void *p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*(void **)p, elem * (size_t)nc);
+    if (!q) return false;
+    *(void **)p = q;
+    *cap = nc;
+    return true;
+}
+
 static bool add_seq(ex_t *e, const int *letters, int len) {
     int n = e->nseq;
-    int *off = realloc(e->seq_off, sizeof(int) * (size_t)(n + 1));
-    if (off) e->seq_off = off;
-    int *ln = realloc(e->seq_len, sizeof(int) * (size_t)(n + 1));
-    if (ln) e->seq_len = ln;
-    int *use = realloc(e->seq_use, sizeof(int) * (size_t)(n + 1) * (size_t)e->nU);
-    if (use) e->seq_use = use;
     int base = n ? e->seq_off[n - 1] + e->seq_len[n - 1] : 0;
-    int *nodes = off && ln && use ? realloc(e->seq_nodes, sizeof(int) * (size_t)(base + len)) : NULL;
-    if (!nodes) return false;
-    e->seq_nodes = nodes;
+    int cap = e->seq_cap, cap2 = e->seq_cap, cap3 = e->seq_cap;
+    /* seq_off, seq_len and seq_use share one capacity: grow all three before committing it */
+    if (!grow(&e->seq_off, &cap, n + 1, sizeof(int)) || !grow(&e->seq_len, &cap2, n + 1, sizeof(int)) ||
+        !grow(&e->seq_use, &cap3, n + 1, sizeof(int) * (size_t)e->nU))
+        return false;
+    e->seq_cap = cap;
+    if (!grow(&e->seq_nodes, &e->nodes_cap, base + len, sizeof(int))) return false;
     e->seq_off[n] = base;
     e->seq_len[n] = len;
     memset(e->seq_use + (size_t)n * e->nU, 0, sizeof(int) * (size_t)e->nU);

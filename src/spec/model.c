@@ -86,6 +86,22 @@ ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t
         if (pos[i].v < 1)
             return ah_error_set(err, AH_ERR_INVALID, "%s: %s must be at least 1, got %lld", where,
                                 pos[i].field, (long long)pos[i].v);
+    /* Limits far beyond any real model, so that every count in the cost model (parameters, FLOPs,
+     * activation bytes) stays exact in int64 arithmetic. */
+    struct { const char *field; int64_t v, max; } lim[] = {
+        {"n_layer", m->n_layer, 100000},      {"d_model", m->d_model, (int64_t)1 << 18},
+        {"d_ff", m->d_ff, (int64_t)1 << 20},  {"vocab", m->vocab, (int64_t)1 << 22},
+        {"max_pos", m->max_pos, (int64_t)1 << 20}};
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].v > lim[i].max)
+            return ah_error_set(err, AH_ERR_INVALID, "%s: %s %lld is larger than autohet supports "
+                                "(at most %lld)", where, lim[i].field, (long long)lim[i].v,
+                                (long long)lim[i].max);
+    double C = (double)m->d_model, est = (double)m->n_layer * (4 * C * C + 3 * C * (double)m->d_ff) +
+                                         2 * (double)m->vocab * C + (double)m->max_pos * C;
+    if (est > 1e15)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: about %.3g parameters is more than autohet "
+                            "supports (10^15)", where, est);
     if (m->d_model % m->n_head)
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s: hidden size %lld is not divisible by the %lld attention heads", where,
