@@ -201,6 +201,10 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
         if ((st = ah_s3_url_parse(o->cloud, &s->url, err)) != AH_OK ||
             (st = ah_s3_config_from_env(&s->s3cfg, o->s3_endpoint, err)) != AH_OK)
             goto agree;
+        /* The cluster's cloud bandwidth caps each transfer, so a loopback S3 server behaves like
+         * the cloud link the plan (and the simulator) assume. */
+        double cloud_bps = tr->plan->cluster.net.cloud_gb_s * 1e9;
+        if (cloud_bps > 0) s->s3cfg.max_send_bytes_per_s = s->s3cfg.max_recv_bytes_per_s = (int64_t)cloud_bps;
         s->cloud = true;
     }
 agree:
@@ -817,8 +821,9 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     if ((st = gather_manifests(s, &own, &n_own, &peer_node, err)) != AH_OK) goto done;
     snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
     if (s->cloud) st = ah_s3_open(&s->s3cfg, &s3, err);
+    /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
+    ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, s};
     if (st == AH_OK) {
-        ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, s};
         ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = &peer, .cloud = s3, .staging_dir = staging};
         src.cloud_url = s->url;
         st = ah_ckpt_catalog_open(&src, &cat, err);
