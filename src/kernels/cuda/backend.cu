@@ -1,0 +1,243 @@
+// The CUDA backend's state, tables, error reporting, device memory arenas and copies.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+ah_cuda_state_t ah_cuda_g;
+
+static void fill_tables(void);
+
+void ah_cuda_fail(const char *what, const char *detail, const char *file, int line) {
+    if (ah_cuda_g.status != AH_OK) return;
+    ah_cuda_g.status = AH_ERR_INTERNAL;
+    snprintf(ah_cuda_g.msg, sizeof ah_cuda_g.msg, "%s failed: %s (%s:%d)", what, detail, file, line);
+}
+
+int ah_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); // clear the sticky "no driver" error
+        return 0;
+    }
+    return n;
+}
+
+ah_status_t ah_cuda_init(int device, ah_error_t *err) {
+    if (ah_cuda_g.ready) return AH_OK;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "no usable CUDA device (%s); run on a machine with an NVIDIA GPU and "
+                            "driver, or use the CPU backend",
+                            e != cudaSuccess ? cudaGetErrorString(e) : "0 devices visible");
+    }
+    if (device >= n)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "CUDA device %d does not exist (%d visible); pick 0..%d", device, n,
+                            n - 1);
+    if (device >= 0 && (e = cudaSetDevice(device)) != cudaSuccess)
+        return ah_error_set(err, AH_ERR_INVALID, "cudaSetDevice(%d): %s", device,
+                            cudaGetErrorString(e));
+    cudaGetDevice(&ah_cuda_g.device);
+    if (cublasCreate(&ah_cuda_g.blas) != CUBLAS_STATUS_SUCCESS)
+        return ah_error_set(err, AH_ERR_INVALID, "cuBLAS could not start on device %d",
+                            ah_cuda_g.device);
+    // fp32 matmuls stay true fp32 (no TF32): the backend is checked against the CPU at 1e-5.
+    cublasSetMathMode(ah_cuda_g.blas, CUBLAS_DEFAULT_MATH);
+    if ((e = cudaMalloc(&ah_cuda_g.partials, (AH_CUDA_REDUCE_BLOCKS + 1) * sizeof(double))) !=
+        cudaSuccess) {
+        cublasDestroy(ah_cuda_g.blas);
+        return ah_error_set(err, AH_ERR_OOM, "device %d: no memory for the reduction workspace: %s",
+                            ah_cuda_g.device, cudaGetErrorString(e));
+    }
+    fill_tables();
+    ah_cuda_g.status = AH_OK;
+    ah_cuda_g.ready = 1;
+    return AH_OK;
+}
+
+void ah_cuda_device_name(char *buf, size_t len) {
+    cudaDeviceProp p;
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess || cudaGetDeviceProperties(&p, d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(buf, len, "no CUDA device");
+        return;
+    }
+    snprintf(buf, len, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+}
+
+ah_status_t ah_cuda_check(ah_error_t *err) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) ah_cuda_fail("a CUDA kernel", cudaGetErrorString(e), __FILE__, __LINE__);
+    if (ah_cuda_g.status == AH_OK) return AH_OK;
+    ah_status_t s = ah_error_set(err, ah_cuda_g.status, "CUDA backend: %s", ah_cuda_g.msg);
+    ah_cuda_g.status = AH_OK;
+    ah_cuda_g.msg[0] = '\0';
+    return s;
+}
+
+ah_status_t ah_cuda_synchronize(ah_error_t *err) { return ah_cuda_check(err); }
+
+// Filled by assignment (nvcc's C++17 has no designated initializers). The bf16 table differs
+// only in the matmuls (linear layers and the tied head).
+static ah_kernels_t cuda_fp32, cuda_bf16;
+
+static void fill_tables(void) {
+    ah_kernels_t *k = &cuda_fp32;
+    k->name = "cuda";
+    k->zero = ah_cuda_zero;
+    k->matmul_fwd = ah_cuda_matmul_fwd;
+    k->matmul_bwd = ah_cuda_matmul_bwd;
+    k->layernorm_fwd = ah_cuda_layernorm_fwd;
+    k->layernorm_bwd = ah_cuda_layernorm_bwd;
+    k->gelu_fwd = ah_cuda_gelu_fwd;
+    k->gelu_bwd = ah_cuda_gelu_bwd;
+    k->attention_fwd = ah_cuda_attention_fwd;
+    k->attention_bwd = ah_cuda_attention_bwd;
+    k->attention_scratch_floats = ah_cuda_attention_scratch_floats;
+    k->residual_fwd = ah_cuda_residual_fwd;
+    k->residual_bwd = ah_cuda_residual_bwd;
+    k->embedding_fwd = ah_cuda_embedding_fwd;
+    k->embedding_bwd = ah_cuda_embedding_bwd;
+    k->head_loss = ah_cuda_head_loss;
+    k->adamw = ah_cuda_adamw;
+    k->sum_squares = ah_cuda_sum_squares;
+    cuda_bf16 = cuda_fp32;
+    cuda_bf16.name = "cuda-bf16";
+    cuda_bf16.matmul_fwd = ah_cuda_matmul_fwd_bf16;
+    cuda_bf16.matmul_bwd = ah_cuda_matmul_bwd_bf16;
+    cuda_bf16.head_loss = ah_cuda_head_loss_bf16;
+}
+
+const ah_kernels_t *ah_kernels_cuda(void) {
+    return ah_cuda_init(-1, NULL) == AH_OK ? &cuda_fp32 : NULL;
+}
+
+const ah_kernels_t *ah_kernels_cuda_bf16(void) {
+    return ah_cuda_init(-1, NULL) == AH_OK ? &cuda_bf16 : NULL;
+}
+
+// ---- reductions ----
+
+__global__ void finish_reduction_kernel(double *partials, int n) {
+    double v = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += partials[i];
+    v = ah_block_sum_d(v);
+    if (threadIdx.x == 0) partials[n] = v;
+}
+
+double ah_cuda_finish_reduction(int n) {
+    finish_reduction_kernel<<<1, AH_CUDA_THREADS>>>(ah_cuda_g.partials, n);
+    AH_CUDA_LAUNCHED();
+    double out = 0.0;
+    AH_CUDA_CALL(cudaMemcpy(&out, ah_cuda_g.partials + n, sizeof out, cudaMemcpyDeviceToHost));
+    return out;
+}
+
+// ---- memory ----
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+ah_status_t ah_cuda_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
+                                ah_error_t *err) {
+    ah_mem_t *m = a->mem;
+    *out = NULL;
+    if (bytes < 0) return ah_error_set(err, AH_ERR_INTERNAL, "negative size for %s", tensor);
+    if (m->cap > 0 && m->live + bytes > m->cap)
+        return ah_error_set(err, AH_ERR_OOM,
+                            "%s: out of memory allocating %s (%.2f MiB, %s): %.2f MiB in use + this "
+                            "= %.2f MiB, capacity %.2f MiB, short by %lld bytes; use a plan with "
+                            "recomputation, a smaller micro-batch or more stages on this device type",
+                            m->device, tensor, mib(bytes), a->name, mib(m->live),
+                            mib(m->live + bytes), mib(m->cap), (long long)(m->live + bytes - m->cap));
+    if (a->n == a->cap_blocks) {
+        int nc = a->cap_blocks ? 2 * a->cap_blocks : 64;
+        void **nb = (void **)realloc(a->blocks, (size_t)nc * sizeof *nb);
+        int64_t *ns = nb ? (int64_t *)realloc(a->sizes, (size_t)nc * sizeof *ns) : NULL;
+        if (nb) a->blocks = nb;
+        if (!ns) return ah_error_set(err, AH_ERR_OOM, "no host memory to track %s", tensor);
+        a->sizes = ns;
+        a->cap_blocks = nc;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? (size_t)bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        int64_t used = 0, total = 0;
+        ah_cuda_device_memory(&used, &total, NULL);
+        return ah_error_set(err, AH_ERR_OOM,
+                            "%s: cudaMalloc of %s (%.2f MiB, %s) failed: %s; the device has "
+                            "%.2f of %.2f MiB in use (%.2f MiB tracked); use a plan with "
+                            "recomputation or a smaller micro-batch",
+                            m->device, tensor, mib(bytes), a->name, cudaGetErrorString(e),
+                            mib(used), mib(total), mib(m->live));
+    }
+    if ((e = cudaMemset(p, 0, bytes ? (size_t)bytes : 256)) != cudaSuccess) {
+        cudaFree(p);
+        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemset of %s: %s", tensor,
+                            cudaGetErrorString(e));
+    }
+    a->blocks[a->n] = p;
+    a->sizes[a->n] = bytes;
+    a->n++;
+    m->live += bytes;
+    if (m->live > m->high) m->high = m->live;
+    *out = p;
+    return AH_OK;
+}
+
+ah_status_t ah_cuda_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float **out,
+                                 ah_error_t *err) {
+    void *p = NULL;
+    ah_status_t s = ah_cuda_arena_alloc(a, n * (int64_t)sizeof(float), tensor, &p, err);
+    *out = (float *)p;
+    return s;
+}
+
+void ah_cuda_arena_free(ah_arena_t *a) {
+    for (int i = 0; i < a->n; i++) {
+        cudaFree(a->blocks[i]);
+        a->mem->live -= a->sizes[i];
+    }
+    free(a->blocks);
+    free(a->sizes);
+    a->blocks = NULL;
+    a->sizes = NULL;
+    a->n = a->cap_blocks = 0;
+}
+
+ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemGetInfo: %s", cudaGetErrorString(e));
+    }
+    *used_bytes = (int64_t)(total_b - free_b);
+    *total_bytes = (int64_t)total_b;
+    return AH_OK;
+}
+
+static ah_status_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                        ah_error_t *err) {
+    cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
+    if (e != cudaSuccess)
+        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemcpy of %zu bytes (%s): %s", bytes,
+                            kind == cudaMemcpyHostToDevice ? "to the device" : "from the device",
+                            cudaGetErrorString(e));
+    return AH_OK;
+}
+
+ah_status_t ah_cuda_upload(void *dst_dev, const void *src_host, size_t bytes, ah_error_t *err) {
+    return copy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, err);
+}
+
+ah_status_t ah_cuda_download(void *dst_host, const void *src_dev, size_t bytes, ah_error_t *err) {
+    return copy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, err);
+}

@@ -1,0 +1,259 @@
+// Pointwise and row-wise kernels: layer norm, GELU, residual, embedding, column sums (bias and
+// norm-parameter gradients), AdamW and the sum of squares. Every reduction runs in a fixed
+// order, so a step is bitwise repeatable on the same device.
+#include <math.h>
+
+#include "kernels/cuda/common.cuh"
+
+#define GRID_STRIDE(i, n)                                                                \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
+         i += (size_t)gridDim.x * blockDim.x)
+#define LAUNCH_1D(n) ah_cuda_blocks((n), AH_CUDA_THREADS), AH_CUDA_THREADS
+
+void ah_cuda_zero(float *x, size_t n) { AH_CUDA_CALL(cudaMemsetAsync(x, 0, n * sizeof *x, 0)); }
+
+// ---- layer norm: one warp per row ----
+
+#define ROWS_PER_BLOCK (AH_CUDA_THREADS / 32)
+
+__global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                     const float *weight, const float *bias, int N, int C,
+                                     float eps) {
+    const int n = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const float *x = inp + (size_t)n * C;
+    float *y = out + (size_t)n * C;
+    // Two passes, as the CPU backend (E[x^2] - E[x]^2 loses digits when |mean| >> std).
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) s += x[i];
+    const float m = ah_warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        const float d = x[i] - m;
+        v += d * d;
+    }
+    const float r = 1.0f / sqrtf(ah_warp_sum(v) / (float)C + eps);
+    for (int i = lane; i < C; i += 32) y[i] = (x[i] - m) * r * weight[i] + bias[i];
+    if (lane == 0) {
+        mean[n] = m;
+        rstd[n] = r;
+    }
+}
+
+void ah_cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                           const float *weight, const float *bias, int N, int C, float eps) {
+    layernorm_fwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+        out, mean, rstd, inp, weight, bias, N, C, eps);
+    AH_CUDA_LAUNCHED();
+}
+
+__global__ void layernorm_bwd_kernel(float *dinp, const float *dout, const float *inp,
+                                     const float *weight, const float *mean, const float *rstd,
+                                     int N, int C) {
+    const int n = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+    float *dx = dinp + (size_t)n * C;
+    const float m = mean[n], s = rstd[n];
+    // dinp = s * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight.
+    float g_sum = 0.0f, gx_sum = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        const float g = dy[i] * weight[i];
+        g_sum += g;
+        gx_sum += g * (x[i] - m) * s;
+    }
+    const float g_mean = ah_warp_sum(g_sum) / (float)C, gx_mean = ah_warp_sum(gx_sum) / (float)C;
+    for (int i = lane; i < C; i += 32) {
+        const float xhat = (x[i] - m) * s;
+        dx[i] += (dy[i] * weight[i] - g_mean - xhat * gx_mean) * s;
+    }
+}
+
+// dbias[c] += sum_n dy[n,c] and, with x, dweight[c] += sum_n dy[n,c] * xhat[n,c]. Block (32, 8):
+// 32 columns, 8 row phases summed in a fixed order.
+__global__ void column_sums_kernel(float *dbias, float *dweight, const float *dy, const float *x,
+                                   const float *mean, const float *rstd, int N, int C) {
+    __shared__ float part_b[8][33], part_w[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float sb = 0.0f, sw = 0.0f;
+    if (c < C)
+        for (int n = threadIdx.y; n < N; n += 8) {
+            const float g = dy[(size_t)n * C + c];
+            sb += g;
+            if (x) sw += g * (x[(size_t)n * C + c] - mean[n]) * rstd[n];
+        }
+    part_b[threadIdx.y][threadIdx.x] = sb;
+    part_w[threadIdx.y][threadIdx.x] = sw;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= C) return;
+    for (int k = 1; k < 8; k++) {
+        sb += part_b[k][threadIdx.x];
+        sw += part_w[k][threadIdx.x];
+    }
+    dbias[c] += sb;
+    if (x) dweight[c] += sw;
+}
+
+void ah_cuda_column_sums(float *dbias, float *dweight, const float *dy, const float *x,
+                         const float *mean, const float *rstd, int N, int C) {
+    column_sums_kernel<<<(C + 31) / 32, dim3(32, 8)>>>(dbias, dweight, dy, x, mean, rstd, N, C);
+    AH_CUDA_LAUNCHED();
+}
+
+void ah_cuda_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, const float *mean,
+                           const float *rstd, int N, int C) {
+    if (dinp) {
+        layernorm_bwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+            dinp, dout, inp, weight, mean, rstd, N, C);
+        AH_CUDA_LAUNCHED();
+    }
+    ah_cuda_column_sums(dbias, dweight, dout, inp, mean, rstd, N, C);
+}
+
+// ---- GELU, tanh form written as x * sigmoid(2u) (see the CPU backend) ----
+
+#define GELU_BETA 0.7978845608028654f
+#define GELU_KAPPA 0.044715f
+
+__device__ __forceinline__ float gelu_sigmoid(float x, float x2) {
+    return 1.0f / (1.0f + expf(-2.0f * GELU_BETA * (x + GELU_KAPPA * x2 * x)));
+}
+
+__global__ void gelu_fwd_kernel(float *out, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float x = inp[i];
+        out[i] = x * gelu_sigmoid(x, x * x);
+    }
+}
+
+__global__ void gelu_bwd_kernel(float *dinp, const float *dout, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float x = inp[i], x2 = x * x, s = gelu_sigmoid(x, x2);
+        const float d_inner = GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x2);
+        dinp[i] += (s + 2.0f * x * s * (1.0f - s) * d_inner) * dout[i];
+    }
+}
+
+void ah_cuda_gelu_fwd(float *out, const float *inp, size_t n) {
+    gelu_fwd_kernel<<<LAUNCH_1D(n)>>>(out, inp, n);
+    AH_CUDA_LAUNCHED();
+}
+void ah_cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+    gelu_bwd_kernel<<<LAUNCH_1D(n)>>>(dinp, dout, inp, n);
+    AH_CUDA_LAUNCHED();
+}
+
+// ---- residual ----
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+// Both gradients in one pass over dout.
+__global__ void residual_bwd_kernel(float *da, float *db, const float *dout, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float g = dout[i];
+        if (da) da[i] += g;
+        if (db) db[i] += g;
+    }
+}
+
+void ah_cuda_residual_fwd(float *out, const float *a, const float *b, size_t n) {
+    add_kernel<<<LAUNCH_1D(n)>>>(out, a, b, n);
+    AH_CUDA_LAUNCHED();
+}
+void ah_cuda_residual_bwd(float *da, float *db, const float *dout, size_t n) {
+    if (!da && !db) return;
+    residual_bwd_kernel<<<LAUNCH_1D(n)>>>(da, db, dout, n);
+    AH_CUDA_LAUNCHED();
+}
+
+// ---- embedding ----
+
+__global__ void embedding_fwd_kernel(float *out, const int32_t *tokens, const float *wte,
+                                     const float *wpe, int T, int C, size_t n) {
+    GRID_STRIDE(i, n) {
+        const size_t row = i / C;
+        const int c = (int)(i % C), t = (int)(row % T);
+        out[i] = wte[(size_t)tokens[row] * C + c] + wpe[(size_t)t * C + c];
+    }
+}
+
+// dwte: one thread per column walks the rows in (b, t) order, so repeated tokens add in the
+// CPU backend's order, without atomics. (Serial in the rows: a few ms for B*T = 8k; a sort by
+// token would parallelise it.)
+__global__ void embedding_bwd_wte_kernel(float *dwte, const float *dout, const int32_t *tokens,
+                                         int BT, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    for (int r = 0; r < BT; r++) dwte[(size_t)tokens[r] * C + c] += dout[(size_t)r * C + c];
+}
+
+__global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
+    GRID_STRIDE(i, (size_t)T * C) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * T * C + i];
+        dwpe[i] += s;
+    }
+}
+
+void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                           int B, int T, int C) {
+    const size_t n = (size_t)B * T * C;
+    embedding_fwd_kernel<<<LAUNCH_1D(n)>>>(out, tokens, wte, wpe, T, C, n);
+    AH_CUDA_LAUNCHED();
+}
+
+void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                           int B, int T, int C) {
+    if (dwte) {
+        embedding_bwd_wte_kernel<<<(C + 127) / 128, 128>>>(dwte, dout, tokens, B * T, C);
+        AH_CUDA_LAUNCHED();
+    }
+    if (dwpe) {
+        embedding_bwd_wpe_kernel<<<LAUNCH_1D((size_t)T * C)>>>(dwpe, dout, B, T, C);
+        AH_CUDA_LAUNCHED();
+    }
+}
+
+// ---- AdamW (torch.optim.AdamW's order of operations, as the CPU backend) ----
+
+__global__ void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
+                             float decay, float step_size, float bc2_sqrt, float b1, float b2,
+                             float eps, float grad_scale) {
+    GRID_STRIDE(i, n) {
+        const float g = grad[i] * grad_scale;
+        const float mi = m[i] * b1 + g * (1.0f - b1);
+        const float vi = v[i] * b2 + (1.0f - b2) * g * g;
+        const float denom = sqrtf(vi) / bc2_sqrt + eps;
+        param[i] = param[i] * decay - step_size * (mi / denom);
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+void ah_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n,
+                   const ah_adamw_hparams_t *hp, float grad_scale, int64_t t) {
+    const double bc1 = 1.0 - pow((double)hp->beta1, (double)t);
+    const double bc2 = 1.0 - pow((double)hp->beta2, (double)t);
+    const float decay = (float)(1.0 - (double)hp->lr * hp->weight_decay);
+    const float step_size = (float)((double)hp->lr / bc1);
+    adamw_kernel<<<LAUNCH_1D(n)>>>(param, grad, m, v, n, decay, step_size, (float)sqrt(bc2),
+                                   hp->beta1, hp->beta2, hp->eps, grad_scale);
+    AH_CUDA_LAUNCHED();
+}
+
+// ---- sum of squares: fixed grid, one double partial per block, summed in order ----
+
+__global__ void sum_squares_kernel(double *partials, const float *x, size_t n) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += (double)x[i] * x[i];
+    s = ah_block_sum_d(s);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+double ah_cuda_sum_squares(const float *x, size_t n) {
+    sum_squares_kernel<<<AH_CUDA_REDUCE_BLOCKS, AH_CUDA_THREADS>>>(ah_cuda_g.partials, x, n);
+    AH_CUDA_LAUNCHED();
+    return ah_cuda_finish_reduction(AH_CUDA_REDUCE_BLOCKS);
+}

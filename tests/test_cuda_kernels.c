@@ -1,0 +1,315 @@
+/* The CUDA backend against the CPU backend on random inputs, kernel by kernel: fp32 within 1e-5
+ * and the bf16 table's matmuls within 1e-2 (max-norm relative error: max |gpu - cpu| / max |cpu|).
+ * Gradient outputs start non-zero, so the "+=" contract is checked too. Also the tracked device
+ * allocator (cap, high-water mark, out-of-memory message) and error reporting.
+ *
+ * Exits 77 (CTest: skipped) with the reason when the build has no CUDA backend or the machine
+ * has no usable GPU. */
+#include <stdio.h>
+
+#include "harness.h"
+
+#ifndef AH_HAVE_CUDA
+int main(void) {
+    printf("SKIP: this build has no CUDA backend (configure with -DAH_CUDA=ON on a machine with "
+           "the CUDA toolkit; see docs/gpu.md)\n");
+    return 77;
+}
+#else
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+
+static ah_mem_t mem;
+static ah_arena_t arena;
+static ah_error_t err;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static float urand(void) { /* uniform in [-1, 1) */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *host_rand(size_t n, float amp) {
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = urand() * amp;
+    return h;
+}
+
+/* A device copy of host data (or zeros when h is NULL), from the tracked arena. */
+static void *dev_bytes(const void *h, size_t bytes) {
+    void *d = NULL;
+    if (ah_cuda_arena_alloc(&arena, (int64_t)bytes, "test buffer", &d, &err) != AH_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    if (h && ah_cuda_upload(d, h, bytes, &err) != AH_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    return d;
+}
+static float *dev(const float *h, size_t n) { return dev_bytes(h, n * sizeof(float)); }
+
+static void expect_close(const char *what, const float *d, const float *ref, size_t n, double tol) {
+    float *got = malloc(n * sizeof *got);
+    CHECK(ah_cuda_download(got, d, n * sizeof *got, &err) == AH_OK, "%s: download: %s", what,
+          err.msg);
+    double max_diff = 0.0, max_ref = 0.0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) finite = 0;
+        const double diff = fabs((double)got[i] - ref[i]);
+        if (diff > max_diff) max_diff = diff;
+        if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+    }
+    const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+    printf("  %-28s rel err %.3g (tol %.0e)\n", what, rel, tol);
+    CHECK(finite && rel <= tol, "%s: max relative error %g > %g (or non-finite)", what, rel, tol);
+    free(got);
+}
+
+static void check_clean(const char *what) {
+    CHECK(ah_cuda_check(&err) == AH_OK, "%s: %s", what, err.msg);
+}
+
+static void test_matmul(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol) {
+    const int N = 134, IC = 96, OC = 80;
+    float *inp = host_rand((size_t)N * IC, 1), *w = host_rand((size_t)OC * IC, 0.5f);
+    float *bias = host_rand(OC, 1), *dout = host_rand((size_t)N * OC, 1);
+    float *out = host_rand((size_t)N * OC, 1);
+    float *dinp = host_rand((size_t)N * IC, 1), *dw = host_rand((size_t)OC * IC, 1);
+    float *dbias = host_rand(OC, 1);
+    float *d_inp = dev(inp, (size_t)N * IC), *d_w = dev(w, (size_t)OC * IC), *d_bias = dev(bias, OC);
+    float *d_dout = dev(dout, (size_t)N * OC), *d_out = dev(NULL, (size_t)N * OC);
+    float *d_dinp = dev(dinp, (size_t)N * IC), *d_dw = dev(dw, (size_t)OC * IC);
+    float *d_dbias = dev(dbias, OC);
+
+    cpu->matmul_fwd(out, inp, w, bias, N, IC, OC);
+    gpu->matmul_fwd(d_out, d_inp, d_w, d_bias, N, IC, OC);
+    expect_close("matmul_fwd (bias)", d_out, out, (size_t)N * OC, tol);
+    cpu->matmul_fwd(out, inp, w, NULL, N, IC, OC);
+    gpu->matmul_fwd(d_out, d_inp, d_w, NULL, N, IC, OC);
+    expect_close("matmul_fwd (no bias)", d_out, out, (size_t)N * OC, tol);
+
+    cpu->matmul_bwd(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+    gpu->matmul_bwd(d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, N, IC, OC);
+    expect_close("matmul_bwd dinp", d_dinp, dinp, (size_t)N * IC, tol);
+    expect_close("matmul_bwd dw", d_dw, dw, (size_t)OC * IC, tol);
+    expect_close("matmul_bwd dbias", d_dbias, dbias, OC, 1e-5); /* fp32 in both tables */
+    check_clean("matmul");
+    free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(dbias);
+}
+
+static void test_pointwise(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
+    const int N = 77, C = 200;
+    const size_t n = (size_t)N * C;
+    float *x = host_rand(n, 2), *y = host_rand(n, 1), *dy = host_rand(n, 1), *dx = host_rand(n, 1);
+    float *wt = host_rand(C, 1), *bs = host_rand(C, 1), *dwt = host_rand(C, 1), *dbs = host_rand(C, 1);
+    float mean[77], rstd[77];
+    for (size_t i = 0; i < n; i++) x[i] += 3.0f; /* a non-zero mean, as the two-pass form expects */
+    float *d_x = dev(x, n), *d_y = dev(y, n), *d_dy = dev(dy, n), *d_dx = dev(dx, n);
+    float *d_wt = dev(wt, C), *d_bs = dev(bs, C), *d_dwt = dev(dwt, C), *d_dbs = dev(dbs, C);
+    float *d_mean = dev(NULL, N), *d_rstd = dev(NULL, N);
+
+    cpu->layernorm_fwd(y, mean, rstd, x, wt, bs, N, C, 1e-5f);
+    gpu->layernorm_fwd(d_y, d_mean, d_rstd, d_x, d_wt, d_bs, N, C, 1e-5f);
+    expect_close("layernorm_fwd out", d_y, y, n, 1e-5);
+    expect_close("layernorm_fwd mean", d_mean, mean, N, 1e-5);
+    expect_close("layernorm_fwd rstd", d_rstd, rstd, N, 1e-5);
+    cpu->layernorm_bwd(dx, dwt, dbs, dy, x, wt, mean, rstd, N, C);
+    gpu->layernorm_bwd(d_dx, d_dwt, d_dbs, d_dy, d_x, d_wt, d_mean, d_rstd, N, C);
+    expect_close("layernorm_bwd dinp", d_dx, dx, n, 1e-5);
+    expect_close("layernorm_bwd dweight", d_dwt, dwt, C, 1e-5);
+    expect_close("layernorm_bwd dbias", d_dbs, dbs, C, 1e-5);
+
+    cpu->gelu_fwd(y, x, n);
+    gpu->gelu_fwd(d_y, d_x, n);
+    expect_close("gelu_fwd", d_y, y, n, 1e-5);
+    cpu->gelu_bwd(dx, dy, x, n);
+    gpu->gelu_bwd(d_dx, d_dy, d_x, n);
+    expect_close("gelu_bwd", d_dx, dx, n, 1e-5);
+
+    cpu->residual_fwd(y, x, dy, n);
+    gpu->residual_fwd(d_y, d_x, d_dy, n);
+    expect_close("residual_fwd", d_y, y, n, 1e-5);
+    cpu->residual_bwd(dx, x, dy, n);
+    gpu->residual_bwd(d_dx, d_x, d_dy, n);
+    expect_close("residual_bwd da", d_dx, dx, n, 1e-5);
+    expect_close("residual_bwd db", d_x, x, n, 1e-5);
+
+    cpu->zero(y, n);
+    gpu->zero(d_y, n);
+    expect_close("zero", d_y, y, n, 0);
+    check_clean("pointwise");
+    free(x), free(y), free(dy), free(dx), free(wt), free(bs), free(dwt), free(dbs);
+}
+
+static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
+    const int B = 3, T = 40, C = 72, V = 50, P = 64;
+    int32_t tok[3 * 40];
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)((urand() + 1.0f) * 0.5f * 7) % V; /* repeats */
+    float *wte = host_rand((size_t)V * C, 1), *wpe = host_rand((size_t)P * C, 1);
+    float *out = host_rand((size_t)B * T * C, 1), *dout = host_rand((size_t)B * T * C, 1);
+    float *dwte = host_rand((size_t)V * C, 1), *dwpe = host_rand((size_t)P * C, 1);
+    int32_t *d_tok = dev_bytes(tok, sizeof tok);
+    float *d_wte = dev(wte, (size_t)V * C), *d_wpe = dev(wpe, (size_t)P * C);
+    float *d_out = dev(NULL, (size_t)B * T * C), *d_dout = dev(dout, (size_t)B * T * C);
+    float *d_dwte = dev(dwte, (size_t)V * C), *d_dwpe = dev(dwpe, (size_t)P * C);
+    cpu->embedding_fwd(out, tok, wte, wpe, B, T, C);
+    gpu->embedding_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C);
+    expect_close("embedding_fwd", d_out, out, (size_t)B * T * C, 1e-5);
+    cpu->embedding_bwd(dwte, dwpe, dout, tok, B, T, C);
+    gpu->embedding_bwd(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
+    expect_close("embedding_bwd dwte", d_dwte, dwte, (size_t)V * C, 1e-5);
+    expect_close("embedding_bwd dwpe", d_dwpe, dwpe, (size_t)P * C, 1e-5);
+    check_clean("embedding");
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+}
+
+/* The table's attention (logsumexp state in the probs buffer, output recomputed in the
+ * backward) and the interface variant (_lse) against the CPU's materialised probabilities. */
+static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int B, int T, int Hl,
+                           int hd) {
+    char what[96];
+    const int Cl = Hl * hd;
+    const size_t nqkv = (size_t)B * T * 3 * Cl, nout = (size_t)B * T * Cl;
+    const size_t nprobs = (size_t)B * Hl * T * T;
+    float *qkv = host_rand(nqkv, 1.5f), *dout = host_rand(nout, 1), *dqkv = host_rand(nqkv, 1);
+    float *out = malloc(nout * sizeof *out), *probs = malloc(nprobs * sizeof *probs);
+    float *scratch = malloc(cpu->attention_scratch_floats(B, T, Hl, hd) * sizeof *scratch);
+    float *d_qkv = dev(qkv, nqkv), *d_dout = dev(dout, nout), *d_out = dev(NULL, nout);
+    float *d_dqkv = dev(dqkv, nqkv), *d_dqkv2 = dev(dqkv, nqkv);
+    float *d_probs = dev(NULL, nprobs), *d_lse = dev(NULL, (size_t)B * Hl * T);
+    float *d_scratch = dev(NULL, gpu->attention_scratch_floats(B, T, Hl, hd));
+
+    cpu->attention_fwd(out, probs, qkv, B, T, Hl, hd);
+    gpu->attention_fwd(d_out, d_probs, d_qkv, B, T, Hl, hd);
+    snprintf(what, sizeof what, "attention_fwd T=%d hd=%d", T, hd);
+    expect_close(what, d_out, out, nout, 1e-5);
+    cpu->attention_bwd(dqkv, scratch, dout, qkv, probs, B, T, Hl, hd);
+    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_probs, B, T, Hl, hd);
+    snprintf(what, sizeof what, "attention_bwd T=%d hd=%d", T, hd);
+    expect_close(what, d_dqkv, dqkv, nqkv, 1e-5);
+
+    ah_cuda_attention_fwd_lse(d_out, d_lse, d_qkv, B, T, Hl, hd);
+    ah_cuda_attention_bwd_lse(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, Hl, hd);
+    snprintf(what, sizeof what, "attention_bwd_lse T=%d hd=%d", T, hd);
+    expect_close(what, d_dqkv2, dqkv, nqkv, 1e-5);
+    check_clean("attention");
+    free(qkv), free(dout), free(dqkv), free(out), free(probs), free(scratch);
+}
+
+static void test_head(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol) {
+    const int N = 90, C = 64, V = 301;
+    int32_t tgt[90];
+    for (int i = 0; i < N; i++) tgt[i] = (int32_t)(((urand() + 1.0f) * 0.5f) * V) % V;
+    float *x = host_rand((size_t)N * C, 1), *wte = host_rand((size_t)V * C, 1);
+    float *dx = host_rand((size_t)N * C, 1), *dwte = host_rand((size_t)V * C, 1);
+    float *logits = malloc((size_t)N * V * sizeof *logits);
+    int32_t *d_tgt = dev_bytes(tgt, sizeof tgt);
+    float *d_x = dev(x, (size_t)N * C), *d_wte = dev(wte, (size_t)V * C);
+    float *d_dx = dev(dx, (size_t)N * C), *d_dwte = dev(dwte, (size_t)V * C);
+    float *d_logits = dev(NULL, (size_t)N * V);
+    const float scale = 1.0f / (float)N;
+    char what[64];
+
+    double l_cpu = cpu->head_loss(NULL, NULL, logits, x, wte, tgt, scale, N, C, V);
+    double l_gpu = gpu->head_loss(NULL, NULL, d_logits, d_x, d_wte, d_tgt, scale, N, C, V);
+    printf("  %-28s cpu %.9g gpu %.9g\n", "head_loss (forward)", l_cpu, l_gpu);
+    CHECK_NEAR(l_gpu, l_cpu, tol);
+    l_cpu = cpu->head_loss(dx, dwte, logits, x, wte, tgt, scale, N, C, V);
+    l_gpu = gpu->head_loss(d_dx, d_dwte, d_logits, d_x, d_wte, d_tgt, scale, N, C, V);
+    CHECK_NEAR(l_gpu, l_cpu, tol);
+    snprintf(what, sizeof what, "head_loss dlogits (%s)", gpu->name);
+    expect_close(what, d_logits, logits, (size_t)N * V, tol);
+    snprintf(what, sizeof what, "head_loss dx (%s)", gpu->name);
+    expect_close(what, d_dx, dx, (size_t)N * C, tol);
+    snprintf(what, sizeof what, "head_loss dwte (%s)", gpu->name);
+    expect_close(what, d_dwte, dwte, (size_t)V * C, tol);
+    check_clean("head_loss");
+    free(x), free(wte), free(dx), free(dwte), free(logits);
+}
+
+static void test_optimizer(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
+    const size_t n = 100003;
+    float *p = host_rand(n, 1), *g = host_rand(n, 0.1f), *m = host_rand(n, 0.01f);
+    float *v = host_rand(n, 0.01f);
+    for (size_t i = 0; i < n; i++) v[i] = v[i] * v[i];
+    float *d_p = dev(p, n), *d_g = dev(g, n), *d_m = dev(m, n), *d_v = dev(v, n);
+    const ah_adamw_hparams_t hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                   .weight_decay = 0.1f};
+    for (int64_t t = 1; t <= 3; t++) {
+        cpu->adamw(p, g, m, v, n, &hp, 0.7f, t);
+        gpu->adamw(d_p, d_g, d_m, d_v, n, &hp, 0.7f, t);
+    }
+    expect_close("adamw param", d_p, p, n, 1e-5);
+    expect_close("adamw m", d_m, m, n, 1e-5);
+    expect_close("adamw v", d_v, v, n, 1e-5);
+    const double s_cpu = cpu->sum_squares(g, n), s_gpu = gpu->sum_squares(d_g, n);
+    printf("  %-28s cpu %.12g gpu %.12g\n", "sum_squares", s_cpu, s_gpu);
+    CHECK_NEAR(s_gpu, s_cpu, 1e-12);
+    CHECK(gpu->sum_squares(d_g, n) == s_gpu, "sum_squares is deterministic");
+    check_clean("optimizer");
+    free(p), free(g), free(m), free(v);
+}
+
+static void test_memory(void) {
+    ah_mem_t small;
+    ah_arena_t a;
+    void *p = NULL;
+    ah_mem_init(&small, 3 << 20, "gpu-test:0");
+    ah_arena_init(&a, &small, "activations");
+    CHECK(ah_cuda_arena_alloc(&a, 2 << 20, "qkv", &p, &err) == AH_OK, "2 MiB fits: %s", err.msg);
+    CHECK_ERR(ah_cuda_arena_alloc(&a, 2 << 20, "fc pre-activation", &p, &err), AH_ERR_OOM, err,
+              "fc pre-activation");
+    CHECK_EQ_I64(small.high, 2 << 20);
+    ah_cuda_arena_free(&a);
+    CHECK_EQ_I64(small.live, 0);
+    int64_t used = 0, total = 0;
+    CHECK(ah_cuda_device_memory(&used, &total, &err) == AH_OK && used > 0 && total >= used,
+          "device memory: %s", err.msg);
+}
+
+static void test_errors(const ah_kernels_t *gpu) {
+    /* An unsupported head size is reported by ah_cuda_check, once. */
+    gpu->attention_fwd(NULL, NULL, NULL, 1, 4, 1, 200);
+    CHECK_ERR(ah_cuda_check(&err), AH_ERR_INTERNAL, err, "head dimension");
+    CHECK(ah_cuda_check(&err) == AH_OK, "the error is cleared after it was reported");
+}
+
+int main(void) {
+    if (ah_cuda_init(-1, &err) != AH_OK) {
+        printf("SKIP: %s\n", err.msg);
+        return 77;
+    }
+    char name[128];
+    ah_cuda_device_name(name, sizeof name);
+    printf("device: %s\n", name);
+    ah_mem_init(&mem, 0, name);
+    ah_arena_init(&arena, &mem, "test");
+    const ah_kernels_t *cpu = ah_kernels_cpu(), *gpu = ah_kernels_cuda();
+    const ah_kernels_t *bf16 = ah_kernels_cuda_bf16();
+    CHECK(gpu && bf16, "tables exist once the device is up");
+    if (!gpu || !bf16) return ah_test_finish();
+
+    test_matmul(cpu, gpu, 1e-5);
+    test_pointwise(cpu, gpu);
+    test_embedding(cpu, gpu);
+    test_attention(cpu, gpu, 2, 67, 3, 64);  /* GPT-2's head size, T not a tile multiple */
+    test_attention(cpu, gpu, 1, 130, 2, 16); /* the small test models' head size */
+    test_attention(cpu, gpu, 1, 33, 1, 128);
+    test_head(cpu, gpu, 1e-5);
+    test_optimizer(cpu, gpu);
+    printf("bf16 table:\n");
+    test_matmul(cpu, bf16, 1e-2);
+    test_head(cpu, bf16, 1e-2);
+    test_memory();
+    test_errors(gpu);
+    printf("tracked device memory high-water mark: %.2f MiB\n", (double)mem.high / 1048576.0);
+    ah_cuda_arena_free(&arena);
+    return ah_test_finish();
+}
+#endif
