@@ -1,0 +1,152 @@
+/* Device-buffer communication: NCCL when every rank of the group has its own GPU, MPI with host
+ * staging otherwise (see nccl.h). Only this file of src/comm includes CUDA headers; it reaches
+ * MPI through comm.h. */
+#include "comm/nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ah_dcomm {
+    ah_comm_t *group;
+    ncclComm_t nccl; /* NULL in the staged mode */
+    float *host;     /* staging buffer (staged mode), grown to the largest transfer */
+    size_t host_n;
+};
+
+/* FNV-1a of the host name: ranks with equal (host, device) share a GPU. */
+static int64_t host_hash(void) {
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return (int64_t)(h >> 1);
+}
+
+static ah_status_t cuda_err(ah_error_t *err, cudaError_t e, const char *what) {
+    return ah_error_set(err, AH_ERR_COMM, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static ah_status_t nccl_err(ah_error_t *err, ncclResult_t r, const char *what) {
+    return ah_error_set(err, AH_ERR_COMM, "%s: %s (set NCCL_DEBUG=WARN for NCCL's own reason)",
+                        what, ncclGetErrorString(r));
+}
+
+/* Whether any two members share (host, device); collective. */
+static ah_status_t shares_gpu(ah_comm_t *g, int device, int *shared, ah_error_t *err) {
+    const int n = ah_comm_size(g);
+    int64_t *ids = malloc(2 * (size_t)n * sizeof *ids);
+    if (!ids) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d device ids", n);
+    ah_status_t s = ah_comm_allgather_i64(g, host_hash(), ids, err);
+    if (s == AH_OK) s = ah_comm_allgather_i64(g, device, ids + n, err);
+    *shared = 0;
+    for (int i = 0; s == AH_OK && i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (ids[i] == ids[j] && ids[n + i] == ids[n + j]) *shared = 1;
+    free(ids);
+    return s;
+}
+
+ah_status_t ah_dcomm_create(ah_comm_t *group, int device, int force_staged, ah_dcomm_t **out,
+                            ah_error_t *err) {
+    *out = NULL;
+    ah_dcomm_t *dc = calloc(1, sizeof *dc);
+    if (!dc) return ah_error_set(err, AH_ERR_OOM, "no host memory for a device communicator");
+    dc->group = group;
+    int shared = 0;
+    ah_status_t s = shares_gpu(group, device, &shared, err);
+    /* One decision for the whole group: every rank computed the same `shared`. */
+    if (s == AH_OK && !shared && !force_staged && ah_comm_size(group) > 1) {
+        ncclUniqueId id;
+        ncclResult_t r = ncclSuccess;
+        if (ah_comm_rank(group) == 0) r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) s = nccl_err(err, r, "ncclGetUniqueId");
+        s = ah_comm_agree(group, s, err);
+        if (s == AH_OK) s = ah_comm_bcast(group, &id, sizeof id, 0, err);
+        if (s == AH_OK) {
+            cudaError_t e = cudaSetDevice(device);
+            if (e != cudaSuccess) s = cuda_err(err, e, "cudaSetDevice");
+            else if ((r = ncclCommInitRank(&dc->nccl, ah_comm_size(group), id,
+                                           ah_comm_rank(group))) != ncclSuccess)
+                s = nccl_err(err, r, "ncclCommInitRank");
+        }
+    }
+    if (s != AH_OK) {
+        ah_dcomm_free(&dc);
+        return s;
+    }
+    *out = dc;
+    return AH_OK;
+}
+
+void ah_dcomm_free(ah_dcomm_t **dc) {
+    if (!*dc) return;
+    if ((*dc)->nccl) ncclCommDestroy((*dc)->nccl);
+    cudaFreeHost((*dc)->host);
+    free(*dc);
+    *dc = NULL;
+}
+
+const char *ah_dcomm_kind(const ah_dcomm_t *dc) { return dc->nccl ? "nccl" : "mpi-staged"; }
+
+/* The pinned staging buffer for n floats. */
+static ah_status_t staging(ah_dcomm_t *dc, size_t n, ah_error_t *err) {
+    if (n <= dc->host_n) return AH_OK;
+    cudaFreeHost(dc->host);
+    dc->host = NULL;
+    dc->host_n = 0;
+    cudaError_t e = cudaMallocHost((void **)&dc->host, n * sizeof(float));
+    if (e != cudaSuccess) return cuda_err(err, e, "cudaMallocHost (staging buffer)");
+    dc->host_n = n;
+    return AH_OK;
+}
+
+static ah_status_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                        ah_error_t *err) {
+    cudaError_t e = cudaMemcpy(dst, src, n * sizeof(float), kind);
+    return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaMemcpy (staging)");
+}
+
+ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
+    if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
+    if (dc->nccl) {
+        ncclResult_t r = ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, ncclSum, dc->nccl, 0);
+        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclAllReduce");
+    }
+    ah_status_t s = staging(dc, n, err);
+    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
+    if (s == AH_OK) s = ah_comm_allreduce_f32(dc->group, dc->host, n, err);
+    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
+    return s;
+}
+
+ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
+                              ah_error_t *err) {
+    if (dc->nccl) {
+        ncclResult_t r = ncclSend(dev_buf, n, ncclFloat32, peer, dc->nccl, 0);
+        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclSend");
+    }
+    ah_comm_req_t req = {0};
+    ah_status_t s = staging(dc, n, err);
+    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
+    if (s == AH_OK) s = ah_comm_isend_f32(dc->group, dc->host, n, peer, tag, &req, err);
+    if (s == AH_OK) s = ah_comm_wait(&req, err);
+    return s;
+}
+
+ah_status_t ah_dcomm_recv_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, int peer, int tag,
+                              ah_error_t *err) {
+    if (dc->nccl) {
+        ncclResult_t r = ncclRecv(dev_buf, n, ncclFloat32, peer, dc->nccl, 0);
+        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclRecv");
+    }
+    ah_comm_req_t req = {0};
+    ah_status_t s = staging(dc, n, err);
+    if (s == AH_OK) s = ah_comm_irecv_f32(dc->group, dc->host, n, peer, tag, &req, err);
+    if (s == AH_OK) s = ah_comm_wait(&req, err);
+    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
+    return s;
+}

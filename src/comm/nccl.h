@@ -1,0 +1,41 @@
+/* Collectives and point-to-point transfers on DEVICE buffers (the CUDA backend), built on a
+ * group of comm.h. Compiled only with -DAH_CUDA=ON (docs/gpu.md).
+ *
+ * ah_dcomm_create is collective over its group. When every member has its own GPU (no two
+ * members on the same host share a device), it builds an NCCL communicator, bootstrapped over
+ * the group: rank 0 makes the ncclUniqueId and broadcasts it with ah_comm_bcast. When members
+ * share a GPU (NCCL refuses duplicate devices in a communicator) it falls back to the group's MPI
+ * calls with host staging: device -> host buffer -> MPI -> host buffer -> device. Both modes do
+ * the same arithmetic contract (in-place sum), so every parallel test also runs on one GPU.
+ *
+ * Ordering: NCCL work is enqueued on the legacy default stream, after the kernels before it and
+ * before the ones after it; the staged mode is synchronous. Send/recv are blocking pairs; the
+ * 1F1B schedule's non-blocking p2p needs ncclGroupStart/End batching (docs/gpu.md).
+ */
+#ifndef AH_COMM_NCCL_H
+#define AH_COMM_NCCL_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "core/status.h"
+
+typedef struct ah_dcomm ah_dcomm_t;
+
+/* Collective over `group`; `device` is this rank's CUDA device. force_staged != 0 takes the
+ * host-staged path even when NCCL would work (tests). */
+ah_status_t ah_dcomm_create(ah_comm_t *group, int device, int force_staged, ah_dcomm_t **out,
+                            ah_error_t *err);
+void ah_dcomm_free(ah_dcomm_t **dc);
+/* "nccl" or "mpi-staged". */
+const char *ah_dcomm_kind(const ah_dcomm_t *dc);
+
+/* In-place sum of n floats of a device buffer over the group. */
+ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
+/* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
+ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
+                              ah_error_t *err);
+ah_status_t ah_dcomm_recv_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, int peer, int tag,
+                              ah_error_t *err);
+
+#endif

@@ -1,0 +1,86 @@
+/* Device-buffer communication (src/comm/nccl.c): all-reduce and send/recv of device buffers over
+ * the world group. Under ctest it is one rank; scripts/gpu-check.sh also runs it with
+ * `mpirun -np 2`, where the two ranks share the GPU and take the MPI host-staged path (on a
+ * machine with a GPU per rank they take NCCL). Exits 77 without a CUDA build or a GPU. */
+#include <stdio.h>
+
+#include "harness.h"
+
+#ifndef AH_HAVE_CUDA
+int main(void) {
+    printf("SKIP: this build has no CUDA backend (configure with -DAH_CUDA=ON; docs/gpu.md)\n");
+    return 77;
+}
+#else
+#include <stdlib.h>
+
+#include "comm/comm.h"
+#include "comm/nccl.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+#define N 100003
+
+int main(int argc, char **argv) {
+    ah_error_t err;
+    if (ah_cuda_init(-1, &err) != AH_OK) {
+        printf("SKIP: %s\n", err.msg);
+        return 77;
+    }
+    if (ah_comm_init(&argc, &argv, &err) != AH_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    ah_comm_t *world = ah_comm_world();
+    const int rank = ah_comm_rank(world), size = ah_comm_size(world);
+    ah_mem_t mem;
+    ah_arena_t arena;
+    ah_mem_init(&mem, 0, "comm test");
+    ah_arena_init(&arena, &mem, "buffers");
+    float *host = malloc(N * sizeof *host), *d = NULL;
+    CHECK(ah_cuda_arena_floats(&arena, N, "all-reduce buffer", &d, &err) == AH_OK, "%s", err.msg);
+
+    for (int force_staged = 0; force_staged <= 1; force_staged++) {
+        ah_dcomm_t *dc = NULL;
+        CHECK(ah_dcomm_create(world, 0, force_staged, &dc, &err) == AH_OK, "create: %s", err.msg);
+        if (!dc) break;
+        if (rank == 0) printf("%d rank(s), mode %s\n", size, ah_dcomm_kind(dc));
+        /* Small integers: the sum is exact in any order. */
+        for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 17);
+        ah_cuda_upload(d, host, N * sizeof *host, &err);
+        CHECK(ah_dcomm_allreduce_f32(dc, d, N, &err) == AH_OK, "allreduce: %s", err.msg);
+        ah_cuda_download(host, d, N * sizeof *host, &err);
+        const float ranks_sum = (float)size * (float)(size + 1) / 2.0f;
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += host[i] != ranks_sum * (float)(i % 17);
+        CHECK(bad == 0, "all-reduce (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
+        if (size >= 2 && rank < 2) { /* ranks 0 and 1 swap a buffer: 0 sends first */
+            for (int i = 0; i < N; i++) host[i] = (float)(rank * 1000 + i % 101);
+            ah_cuda_upload(d, host, N * sizeof *host, &err);
+            ah_status_t s1, s2;
+            if (rank == 0) {
+                s1 = ah_dcomm_send_f32(dc, d, N, 1, 7, &err);
+                s2 = ah_dcomm_recv_f32(dc, d, N, 1, 8, &err);
+            } else {
+                float *tmp = NULL;
+                ah_cuda_arena_floats(&arena, N, "receive buffer", &tmp, &err);
+                s1 = ah_dcomm_recv_f32(dc, tmp, N, 0, 7, &err);
+                s2 = ah_dcomm_send_f32(dc, d, N, 0, 8, &err);
+                d = tmp;
+            }
+            CHECK(s1 == AH_OK && s2 == AH_OK, "send/recv: %s", err.msg);
+            CHECK(ah_cuda_check(&err) == AH_OK, "%s", err.msg);
+            ah_cuda_download(host, d, N * sizeof *host, &err);
+            bad = 0;
+            for (int i = 0; i < N; i++) bad += host[i] != (float)((1 - rank) * 1000 + i % 101);
+            CHECK(bad == 0, "send/recv (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
+        }
+        ah_dcomm_free(&dc);
+    }
+    CHECK(ah_cuda_check(&err) == AH_OK, "%s", err.msg);
+    ah_cuda_arena_free(&arena);
+    free(host);
+    const int rc = ah_test_finish();
+    ah_comm_finalize();
+    return rc;
+}
+#endif
