@@ -12,13 +12,12 @@
 # CTest; never fails on a timing.
 # Usage: bash bench/bench_hetero.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8), CLUSTER
-# (a built-in name or a file; default the 4x-stretched cluster above).
+# (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and keep it).
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
 AH=$BUILD/autohet
 MODEL=${MODEL:-demo-gpt2}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then WORK=$KEEP; mkdir -p "$WORK"; else WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT; fi
 if [ -z "${CLUSTER:-}" ]; then
     CLUSTER=$WORK/cluster.json
     cat >"$CLUSTER" <<'JSON'
@@ -42,7 +41,7 @@ MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca 
 
 echo "== calibration: autohet profile --model $MODEL --cluster $CLUSTER --micro-batch 1,2,4,8 --seq-len $T"
 "$AH" profile --model "$MODEL" --cluster "$CLUSTER" --tp 1,2 --micro-batch 1,2,4,8 --seq-len "$T" \
-    --steps 20 -o "$WORK/profile.json" | sed 's/^/   /'
+    --steps 10 -o "$WORK/profile.json" | sed 's/^/   /'
 COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T" --precision fp32 --profile "$WORK/profile.json")
 "$AH" plan "${COMMON[@]}" -o "$WORK/planner.json" >"$WORK/plan.txt"
 "$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null

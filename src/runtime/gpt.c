@@ -410,6 +410,13 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Adds the seconds since *t to part_s[part][pass] and restarts *t. */
+static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) {
+    const double now = now_s();
+    st->part_s[part][pass] += now - *t;
+    *t = now;
+}
+
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;
     const double t0 = now_s();
@@ -499,15 +506,19 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    if (c->has_embed)
+    double t = now_s();
+    if (c->has_embed) {
         k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
                          named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
+        charge(st, AH_GPT_PART_EMBED, 0, &t);
+    }
     for (int l = c->first; l < c->last; l++) {
         float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].x_in
                      : c->has_head   ? st->head_in[slot]
                                      : out;
         if ((s = block_fwd(st, l, block_view(st, slot, l), dst, w.tmp, err)) != AH_OK) return s;
     }
+    charge(st, AH_GPT_PART_BLOCKS, 0, &t);
     if (!c->has_head) return AH_OK;
     const int N = (int)st->N, C = (int)st->C;
     k->layernorm_fwd(st->head_out[slot], st->head_mean[slot], st->head_rstd[slot], st->head_in[slot],
@@ -518,6 +529,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     *loss_sum = k->head_loss(NULL, dwte, st->logits[slot], st->head_out[slot],
                              named(st, st->w, "wte"), ah_gpt_targets(st), loss_scale, N, C,
                              (int)st->V);
+    charge(st, AH_GPT_PART_HEAD, 0, &t);
     return AH_OK;
 }
 
@@ -530,6 +542,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
+    double t = now_s();
     k->zero(w.dres, NC);
     if (c->has_head) {
         k->zero(w.tmp, NC);
@@ -542,11 +555,13 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     } else {
         k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
     }
+    charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
         if (c->recompute && (s = block_fwd(st, l, a, NULL, w.tmp, err)) != AH_OK) return s;
         if ((s = block_bwd(st, l, a, &w, err)) != AH_OK) return s;
     }
+    charge(st, AH_GPT_PART_BLOCKS, 1, &t);
     if (c->has_embed) {
         k->embedding_bwd(st->g + ah_gpt_find(st, "wte")->offset,
                          st->g + ah_gpt_find(st, "wpe")->offset, w.dres, st->ids[slot],
@@ -555,5 +570,6 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
         k->zero(dinp, NC);
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */
     }
+    charge(st, c->has_embed ? AH_GPT_PART_EMBED : AH_GPT_PART_BLOCKS, 1, &t);
     return AH_OK;
 }

@@ -79,6 +79,9 @@ typedef struct ah_gpt_config {
 
 typedef struct ah_block_act ah_block_act_t; /* gpt.c: one block's saved tensors */
 
+/* The parts of a stage whose time ah_gpt_forward / ah_gpt_backward account separately. */
+typedef enum { AH_GPT_PART_EMBED = 0, AH_GPT_PART_BLOCKS, AH_GPT_PART_HEAD, AH_GPT_N_PARTS } ah_gpt_part_t;
+
 typedef struct ah_gpt_stage {
     ah_gpt_config_t cfg;
     const ah_kernels_t *k;
@@ -99,6 +102,10 @@ typedef struct ah_gpt_stage {
 
     ah_arena_t a_params, a_opt, a_act, a_work;
     double tp_comm_s;         /* seconds spent in TP all-reduces so far (emulation excludes them) */
+    /* Seconds spent so far per part, [part][0] forward, [part][1] backward, TP all-reduces
+     * included; the profiler times each layer kind directly with them. The blocks' part also
+     * takes the gradient copies in and out of a stage without the head / the embedding. */
+    double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;
 
 /* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */

@@ -1,6 +1,8 @@
 /* Per-layer profiler over the runtime's stage code (see profile.h for what is measured how). */
 #include "runtime/profile.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,18 +10,15 @@
 
 #include "runtime/gpt.h"
 
-enum { SHARD_A, SHARD_E, SHARD_H, N_SHARDS }; /* block; embedding + block; block + head */
+/* Blocks in the profiled shard: enough distinct weights and activations that a block's data is
+ * not still in cache from its previous call, as in a stage of several blocks. */
+enum { PROFILE_BLOCKS = 4, PROFILE_SLOTS = 2 };
 
+/* One shard's medians, per part (ah_gpt_part_t), forward and backward. */
 typedef struct {
-    double fwd_s, bwd_s;
-    int64_t act_bytes;
-} shard_time_t;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+    double s[AH_GPT_N_PARTS][2];
+    int64_t act_bytes[AH_GPT_N_PARTS]; /* per micro-batch; blocks: one block */
+} shard_fig_t;
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -31,14 +30,26 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* A reproducible fill for inputs and upstream gradients: uniform in [-scale, scale). */
-static void fill_uniform(float *x, int64_t n, uint64_t *state, float scale) {
-    for (int64_t i = 0; i < n; i++) {
-        *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = scale * ((float)(*state >> 40) / 8388608.0f - 1.0f);
-    }
+/* Emulation as the trainer does it (trainer.c, stretch): a call whose compute took dt seconds is
+ * followed by a sleep of (slowdown - 1) x dt. The next call then starts, as in training, after
+ * the core went to other processes for a while (colder caches, a wait for the scheduler), which
+ * costs measurably (about +25 % at slowdown 4 for demo-gpt2 on this machine); the profile must see
+ * that cost to predict an emulated run. */
+static void emulate_sleep(double slowdown, double dt) {
+    if (slowdown <= 1.0 || dt <= 0) return;
+    const double extra = (slowdown - 1.0) * dt;
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* Seconds of all parts so far, forward (pass 0) or backward (1). */
+static double parts_total(const ah_gpt_stage_t *st, int pass) {
+    double t = 0;
+    for (int p = 0; p < AH_GPT_N_PARTS; p++) t += st->part_s[p][pass];
+    return t;
+}
+
+/* Reproducible token ids in [0, vocab). */
 static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
     for (int64_t i = 0; i < n; i++) {
         *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -46,75 +57,75 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
     }
 }
 
-/* Builds shard `which`, times `reps` forward + backward calls and frees it. */
-static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int which,
-                              double *fwd, double *bwd, shard_time_t *out, ah_error_t *err) {
+/* Builds a shard of the embedding, nb blocks and the head with `slots` micro-batch slots, runs
+ * one untimed warm-up and `reps` timed forward + backward pairs, takes the median of each part's
+ * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles) and frees the shard. */
+static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
+                              double *buf, shard_fig_t *out, ah_error_t *err) {
     ah_mem_t mem;
     char device[96];
     snprintf(device, sizeof device, "profiled device (%.60s)", req->gpu);
     ah_mem_init(&mem, req->mem_cap_bytes, device);
-    ah_gpt_config_t cfg = {.model = req->model, .first = 0, .last = 1,
-                           .has_embed = which == SHARD_E, .has_head = which == SHARD_H,
-                           .recompute = false, .t = req->tp, .tp_rank = 0,
-                           .micro_batch = req->micro_batch, .seq_len = req->seq_len, .slots = 1};
+    ah_gpt_config_t cfg = {.model = req->model, .first = 0, .last = nb, .has_embed = true,
+                           .has_head = true, .recompute = false, .t = req->tp, .tp_rank = 0,
+                           .micro_batch = req->micro_batch, .seq_len = req->seq_len, .slots = slots};
     ah_gpt_stage_t st;
     memset(&st, 0, sizeof st);
     /* No TP group: a TP > 1 shard runs rank 0's share of the compute without its all-reduces. */
     ah_status_t s = ah_gpt_stage_create(&st, &cfg, k, NULL, &mem, err);
     if (s != AH_OK) return s;
-    const int64_t NC = st.N * st.C;
-    /* dout | dinp (host buffers like the trainer's p2p ones) | the targets, which live in the
-     * workspace that each backward overwrites, so they are put back before every forward as the
-     * trainer does */
-    float *io = malloc((2 * (size_t)NC + (size_t)st.N) * sizeof *io);
-    if (!io) {
+    /* The targets live in the workspace that each backward overwrites, so they are put back
+     * before every forward, as the trainer does. */
+    int32_t *targets = malloc((size_t)st.N * sizeof *targets);
+    if (!targets) {
         ah_gpt_stage_free(&st);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the profiler's buffers");
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the profiler's targets");
     }
-    float *dout = io, *dinp = io + NC;
-    int32_t *targets = (int32_t *)(io + 2 * NC);
-    uint64_t rng = req->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(which + 1));
+    uint64_t rng = req->seed ^ 0x9e3779b97f4a7c15ULL;
     ah_gpt_init_params(&st, req->seed);
-    if (cfg.has_embed) fill_tokens(ah_gpt_ids(&st, 0), st.N, &rng, st.V);
-    else fill_uniform(ah_gpt_input(&st, 0), NC, &rng, 1.0f);
-    if (cfg.has_head) fill_tokens(targets, st.N, &rng, st.V);
-    else fill_uniform(dout, NC, &rng, 1e-3f);
+    for (int sl = 0; sl < slots; sl++) fill_tokens(ah_gpt_ids(&st, sl), st.N, &rng, st.V);
+    fill_tokens(targets, st.N, &rng, st.V);
     const float scale = (float)(1.0 / (double)st.N);
-    for (int r = -1; r < req->reps && s == AH_OK; r++) { /* r = -1: warm-up, not timed */
-        double loss = 0;
-        if (cfg.has_head) memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
-        const double t0 = now_s();
-        s = ah_gpt_forward(&st, 0, dout, scale, &loss, err);
-        const double t1 = now_s();
-        /* The forward of a stage without the head writes its output into dout's buffer; the
-         * backward's upstream gradient only has to be a realistic size, not a real gradient. */
-        if (s == AH_OK)
-            s = ah_gpt_backward(&st, 0, cfg.has_head ? NULL : dout, cfg.has_embed ? NULL : dinp, err);
-        const double t2 = now_s();
-        if (r >= 0) {
-            fwd[r] = t1 - t0;
-            bwd[r] = t2 - t1;
-        }
+    double loss = 0;
+    memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
+    s = ah_gpt_forward(&st, 0, NULL, scale, &loss, err);
+    /* Call i runs the forward of slot (i + 1) % slots, then the backward of slot i % slots,
+     * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
+     * flight. Call 0 is the warm-up. */
+    for (int i = 0; i <= req->reps && s == AH_OK; i++) {
+        double before[AH_GPT_N_PARTS][2];
+        memcpy(before, st.part_s, sizeof before);
+        const double before_f = parts_total(&st, 0), before_b = parts_total(&st, 1);
+        memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
+        s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
+        emulate_sleep(req->slowdown, parts_total(&st, 0) - before_f);
+        if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
+        emulate_sleep(req->slowdown, parts_total(&st, 1) - before_b);
+        if (i == 0) continue;
+        for (int p = 0; p < AH_GPT_N_PARTS; p++)
+            for (int d = 0; d < 2; d++)
+                buf[(p * 2 + d) * req->reps + i - 1] = st.part_s[p][d] - before[p][d];
     }
-    int64_t act = 0;
-    for (int i = 0; i < st.a_act.n; i++) act += st.a_act.sizes[i];
-    out->act_bytes = act;
-    free(io);
+    /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
+     * block, then the embedding's token ids, then the head's tensors. */
+    const int per_slot = st.a_act.n / slots;
+    out->act_bytes[AH_GPT_PART_BLOCKS] = st.a_act.sizes[0];
+    out->act_bytes[AH_GPT_PART_EMBED] = st.a_act.sizes[nb];
+    out->act_bytes[AH_GPT_PART_HEAD] = 0;
+    for (int i = nb + 1; i < per_slot; i++) out->act_bytes[AH_GPT_PART_HEAD] += st.a_act.sizes[i];
+    free(targets);
     ah_gpt_stage_free(&st);
     if (s != AH_OK) return s;
-    out->fwd_s = median(fwd, req->reps);
-    out->bwd_s = median(bwd, req->reps);
+    for (int p = 0; p < AH_GPT_N_PARTS; p++)
+        for (int d = 0; d < 2; d++) out->s[p][d] = median(buf + (p * 2 + d) * req->reps, req->reps);
     return AH_OK;
 }
 
-/* A layer's figures as shard x minus the block shard (or shard A itself). */
-static ah_profile_layer_t layer_of(const shard_time_t *x, const shard_time_t *a, double k) {
-    ah_profile_layer_t l = {.present = true};
-    const double f = a ? x->fwd_s - a->fwd_s : x->fwd_s, b = a ? x->bwd_s - a->bwd_s : x->bwd_s;
-    l.fwd_s = k * (f > 0 ? f : 0);
-    l.bwd_s = k * (b > 0 ? b : 0);
-    l.act_bytes = a ? x->act_bytes - a->act_bytes : x->act_bytes;
-    return l;
+/* A layer kind's figures: the part's median (per block for the blocks), stretched k times. */
+static ah_profile_layer_t layer_of(const shard_fig_t *f, ah_gpt_part_t part, int nb, double k) {
+    const double per = part == AH_GPT_PART_BLOCKS ? 1.0 / nb : 1.0;
+    return (ah_profile_layer_t){.present = true, .fwd_s = k * per * f->s[part][0],
+                                .bwd_s = k * per * f->s[part][1], .act_bytes = f->act_bytes[part]};
 }
 
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
@@ -131,11 +142,18 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
                             (long long)req->micro_batch, req->reps);
     ah_status_t s = ah_model_check_tp(m, req->tp, err);
     if (s != AH_OK) return s;
-    double *buf = malloc(2 * (size_t)req->reps * sizeof *buf);
+    double *buf = malloc(2 * AH_GPT_N_PARTS * (size_t)req->reps * sizeof *buf);
     if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d repetitions", req->reps);
-    shard_time_t sh[N_SHARDS];
-    for (int i = 0; i < N_SHARDS && s == AH_OK; i++)
-        s = time_shard(req, k, i, buf, buf + req->reps, &sh[i], err);
+    /* As many blocks (up to PROFILE_BLOCKS) and slots as an emulated memory cap holds; a cap too
+     * small for one block and one slot fails with the trainer's out-of-memory message. */
+    shard_fig_t fig = {0};
+    int nb = m->n_layer < PROFILE_BLOCKS ? (int)m->n_layer : PROFILE_BLOCKS, slots = PROFILE_SLOTS;
+    for (;;) {
+        s = time_shard(req, k, nb, slots, buf, &fig, err);
+        if (s != AH_ERR_OOM || (nb == 1 && slots == 1)) break;
+        if (nb > 1) nb /= 2;
+        else slots = 1;
+    }
     free(buf);
     if (s != AH_OK)
         return ah_error_prefix(err, "profiling %s at tp %d, micro-batch %lld, seq-len %lld", req->gpu,
@@ -149,8 +167,8 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
     e.precision = AH_PREC_FP32;
     e.includes_tp_comm = false;
     const double kx = req->slowdown > 1 ? req->slowdown : 1;
-    e.layer[AH_LAYER_BLOCK] = layer_of(&sh[SHARD_A], NULL, kx);
-    e.layer[AH_LAYER_EMBED] = layer_of(&sh[SHARD_E], &sh[SHARD_A], kx);
-    e.layer[AH_LAYER_HEAD] = layer_of(&sh[SHARD_H], &sh[SHARD_A], kx);
+    e.layer[AH_LAYER_BLOCK] = layer_of(&fig, AH_GPT_PART_BLOCKS, nb, kx);
+    e.layer[AH_LAYER_EMBED] = layer_of(&fig, AH_GPT_PART_EMBED, nb, kx);
+    e.layer[AH_LAYER_HEAD] = layer_of(&fig, AH_GPT_PART_HEAD, nb, kx);
     return ah_profile_add(out, &e, err);
 }

@@ -1,17 +1,18 @@
 /* The profiler behind `autohet profile`: per-layer forward and backward seconds and activation
  * bytes of the GPT-2 runtime on this machine, for the cost model (cost/profile.h).
  *
- * Everything is measured through the runtime's own stage code (runtime/gpt.h), on three shards
- * built like the trainer builds them, one micro-batch slot each:
- *   A: one block                      -> "block"
- *   E: the embedding and one block    -> "embed" = E - A
- *   H: one block and the head         -> "head"  = H - A
- * Seconds are the median of `reps` timed calls (after one untimed warm-up) of ah_gpt_forward /
- * ah_gpt_backward, the same calls the trainer times per micro-batch. The head's "forward" is the
- * fused head of the runtime (logits, loss and the logits' gradient), as in training. A difference
- * that noise makes negative (the embedding is microseconds) is reported as 0.
- * Activation bytes are what the shard's "activations" arena allocated (block: A; embed, head: the
- * difference), i.e. measured from the allocator, not taken from the memory model.
+ * Everything is measured through the runtime's own stage code (runtime/gpt.h) on one shard built
+ * like the trainer builds a stage: the embedding, PROFILE_BLOCKS (4) blocks (fewer when the model
+ * has fewer, or when an emulated memory cap does not hold them) and the head, with two micro-batch
+ * slots. Each timed call runs a forward of one slot and the backward of the other, as in 1F1B's
+ * steady state, so a block's weights and activations are not still in cache from its last call.
+ * The stage accounts the embedding's, the blocks' and the head's seconds separately
+ * (ah_gpt_stage_t.part_s), so each layer kind is timed directly, none is a difference of two
+ * timings; "block" is the blocks' time over their count. Figures are the median of `reps` calls
+ * after one untimed warm-up. The head's "forward" is the fused head of the runtime (logits, loss
+ * and the logits' gradient), as in training.
+ * Activation bytes are what the shard's "activations" arena allocated per micro-batch for each
+ * kind, i.e. measured from the allocator, not taken from the memory model.
  *
  * Tensor parallelism: a TP > 1 shard is TP rank 0's shard run without a TP group, so its times
  * contain no communication ("includes_tp_comm": false; the cost model adds its own all-reduce
