@@ -10,7 +10,8 @@
  *
  * Each tries every TP degree, micro-batch size (as the planner), stage count S, pipeline count
  * (uniform: the largest that divides the micro-batch count; batch-balanced: all groups used) and
- * recompute flag, and keeps the fastest feasible plan.
+ * recompute flag, and keeps the fastest feasible plan; uniform keeps, of the feasible plans, the
+ * fastest among those that use the most devices (Megatron-LM uses every GPU it is given).
  */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
@@ -111,7 +112,18 @@ static ah_status_t try_structure(const ah_model_t *m, const ah_cluster_t *c, con
             if (e.devices[r].capacity_bytes < smallest) smallest = e.devices[r].capacity_bytes;
         for (int r = 0; r < e.n_devices; r++) fits &= e.devices[r].memory_bytes <= smallest;
     }
-    if (fits && (!best->plan.pipelines || e.pred.iteration_s < best->eval.pred.iteration_s)) {
+    /* Megatron-LM runs on every GPU it is given (world size = DP x PP x TP); picking a subset by
+     * speed would be type-aware. So uniform keeps the layout that uses the most devices and only
+     * then the fastest; without this, a large micro-batch (few micro-batches, so few pipelines)
+     * let it keep just the first, fast devices in cluster order. */
+    const int used = P * S * t, best_used = best->plan.pipelines ? best->plan.n_pipelines *
+                                                                       best->plan.pipelines[0].n_stages * best->plan.tp
+                                                                 : 0;
+    const bool better = !best->plan.pipelines ||
+                        (kind == AH_BASELINE_UNIFORM && used != best_used
+                             ? used > best_used
+                             : e.pred.iteration_s < best->eval.pred.iteration_s);
+    if (fits && better) {
         ah_plan_result_free(best);
         best->plan = p;
         best->eval = e;
