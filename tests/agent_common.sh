@@ -138,6 +138,7 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     # The machine is shared: when this run was faster than the reference and ended before the
     # event, the same seed tries again with the event earlier.
     for try in 1 2 3; do
+        rm -rf "$dir" "$dir.log" # a try that ended early left checkpoints the next would resume
         {
             echo "$t_ms,remove,slow-1"
             [ "$back" = True ] && echo "$((t_ms + 1)),add,slow-1"

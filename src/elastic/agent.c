@@ -325,7 +325,14 @@ static void on_step(agent_t *a, json_t *line) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
         L->first_step = step;
         say(a, "launch %d: first step (%lld) finished", a->res->n_launches - 1, (long long)step);
-        if (step > a->hist_len)
+        if (step > a->hist_len && a->res->n_launches == 1 && a->hist_len == 0) {
+            /* The work directory held an earlier run's checkpoint (the same command run again
+             * resumes): steps before it were trained by that run, not skipped. */
+            say(a, "launch 0 resumed an earlier run's checkpoint: steps 0..%lld were trained before",
+                (long long)step - 1);
+            for (int64_t k = 0; k < step && k < a->o->steps; k++) a->loss[k] = NAN;
+            a->hist_len = step;
+        } else if (step > a->hist_len)
             history_error(a, "launch %d started at step %lld but only steps 0..%lld were trained: samples skipped",
                           a->res->n_launches - 1, (long long)step, (long long)a->hist_len - 1);
         else {
