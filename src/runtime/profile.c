@@ -1,13 +1,13 @@
 /* Per-layer profiler over the runtime's stage code (see profile.h for what is measured how). */
 #include "runtime/profile.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "runtime/emulate.h"
 #include "runtime/gpt.h"
 
 /* Blocks in the profiled shard: enough distinct weights and activations that a block's data is
@@ -30,17 +30,11 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Emulation as the trainer does it (trainer.c, stretch): a call whose compute took dt seconds is
+/* Emulation as the trainer does it (ah_emulate_stretch): a call whose compute took dt seconds is
  * followed by a sleep of (slowdown - 1) x dt. The next call then starts, as in training, after
  * the core went to other processes for a while (colder caches, a wait for the scheduler), which
  * costs measurably (about +25 % at slowdown 4 for demo-gpt2 on this machine); the profile must see
- * that cost to predict an emulated run. */
-static void emulate_sleep(double slowdown, double dt) {
-    if (slowdown <= 1.0 || dt <= 0) return;
-    const double extra = (slowdown - 1.0) * dt;
-    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
+ * that cost to predict an emulated run, so it sleeps between calls too. */
 
 /* Seconds of all parts so far, forward (pass 0) or backward (1). */
 static double parts_total(const ah_gpt_stage_t *st, int pass) {
@@ -98,9 +92,9 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         const double before_f = parts_total(&st, 0), before_b = parts_total(&st, 1);
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        emulate_sleep(req->slowdown, parts_total(&st, 0) - before_f);
+        ah_emulate_stretch(req->slowdown, parts_total(&st, 0) - before_f);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        emulate_sleep(req->slowdown, parts_total(&st, 1) - before_b);
+        ah_emulate_stretch(req->slowdown, parts_total(&st, 1) - before_b);
         if (i == 0) continue;
         for (int p = 0; p < AH_GPT_N_PARTS; p++)
             for (int d = 0; d < 2; d++)

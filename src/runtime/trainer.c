@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/json.h"
+#include "runtime/emulate.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
 
@@ -41,14 +42,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Device emulation: stretch a compute phase that took dt seconds to slowdown x dt by sleeping,
- * so the emulated device does not take a core from the others. */
-static void stretch(const ah_trainer_t *tr, double dt) {
-    if (tr->slowdown <= 1.0 || dt <= 0) return;
-    double extra = (tr->slowdown - 1.0) * dt;
-    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
+/* Device emulation: stretch a compute phase that took dt seconds to slowdown x dt. */
+static void stretch(const ah_trainer_t *tr, double dt) { ah_emulate_stretch(tr->slowdown, dt); }
 
 /* A split where this rank joins group `color` (or none when color < 0). */
 static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
