@@ -144,12 +144,23 @@ int ah_job_signal(ah_job_t *j, const char *node, int sig) {
 
 void ah_job_kill(ah_job_t *j) {
     ah_job_signal(j, NULL, SIGKILL);
-    if (j->pid > 0) {
-        kill(-j->pid, SIGKILL);
-        int st;
-        waitpid(j->pid, &st, 0);
-        j->pid = 0;
+    if (j->pid <= 0) return;
+    /* mpirun puts every rank in a process group of its own, so a signal to mpirun's group misses
+     * ranks whose rank file has not appeared yet; SIGTERM makes mpirun kill all of its ranks
+     * before it exits. Only if it has not exited within a few seconds is it killed outright. */
+    kill(j->pid, SIGTERM);
+    int st;
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(j->pid, &st, WNOHANG) == j->pid) {
+            j->pid = 0;
+            return;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
+    kill(-j->pid, SIGKILL);
+    waitpid(j->pid, &st, 0);
+    j->pid = 0;
 }
 
 void ah_job_tail(ah_job_t *j, void (*fn)(void *ctx, json_t *line), void *ctx) {
