@@ -137,13 +137,21 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     local dir=$WORK/seed-$seed try
     # The machine is shared: when this run was faster than the reference and ended before the
     # event, the same seed tries again with the event earlier.
-    for try in 1 2 3; do
-        rm -rf "$dir" "$dir.log" # a try that ended early left checkpoints the next would resume
+    for try in 1 2 3 4 5; do
+        # A try that ended early left checkpoints the next would resume: each try starts from an
+        # empty work dir and, with a cloud tier, its own bucket prefix.
+        rm -rf "$dir" "$dir.log"
+        local args=() prev=
+        for a in "$@"; do
+            [ "$prev" = --cloud ] && a="$a-try$try"
+            args+=("$a")
+            prev=$a
+        done
         {
             echo "$t_ms,remove,slow-1"
             [ "$back" = True ] && echo "$((t_ms + 1)),add,slow-1"
         } >"$dir.csv"
-        run_agent "$dir" --events "$dir.csv" --grace-s "$grace" --ckpt-every "$every" "$@" || { cat "$dir.log"; fail "seed $seed: autohet run"; }
+        run_agent "$dir" --events "$dir.csv" --grace-s "$grace" --ckpt-every "$every" "${args[@]}" || { cat "$dir.log"; fail "seed $seed: autohet run"; }
         grep -q '"event":"preempt"' "$dir/metrics.jsonl" && break
         echo "seed $seed: the run ended before the preemption at $t_ms ms; again at $((t_ms * 6 / 10)) ms"
         t_ms=$((t_ms * 6 / 10))

@@ -537,6 +537,16 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     }
     if (!a->stopping && !pre) {
         free(named);
+        const double resumed = a->trainer_recover ? num(a->trainer_recover, "step") : NAN;
+        if (status == 0 && a->res->n_launches == 1 && isfinite(resumed) && resumed >= (double)a->o->steps) {
+            say(a, "the checkpoint in %s is already at step %.0f of --steps %lld: nothing to train",
+                a->local_root, resumed, (long long)a->o->steps);
+            /* an earlier run trained every step: the history is complete, its losses unknown here */
+            for (int64_t k = 0; k < a->o->steps; k++) a->loss[k] = NAN;
+            a->hist_len = a->o->steps;
+            *finished = true;
+            return AH_OK;
+        }
         if (status == 0)
             return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
                                 (long long)a->hist_len, (long long)a->o->steps);

@@ -142,23 +142,44 @@ int ah_job_signal(ah_job_t *j, const char *node, int sig) {
     return sent;
 }
 
+/* SIGKILLs every direct child of `parent` (found through /proc). */
+static void kill_children(pid_t parent) {
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
+         * last ')' */
+        const char *rp = strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long)parent)
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+}
+
 void ah_job_kill(ah_job_t *j) {
     ah_job_signal(j, NULL, SIGKILL);
     if (j->pid <= 0) return;
     /* mpirun puts every rank in a process group of its own, so a signal to mpirun's group misses
-     * ranks whose rank file has not appeared yet; SIGTERM makes mpirun kill all of its ranks
-     * before it exits. Only if it has not exited within a few seconds is it killed outright. */
-    kill(j->pid, SIGTERM);
-    int st;
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(j->pid, &st, WNOHANG) == j->pid) {
-            j->pid = 0;
-            return;
-        }
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+     * them: ranks whose rank file has not appeared yet would live on as orphans and train beside
+     * the relaunch. Stop mpirun (so it starts no more ranks), kill its children, then it. */
+    kill(j->pid, SIGSTOP);
+    kill_children(j->pid);
     kill(-j->pid, SIGKILL);
+    kill(j->pid, SIGKILL);
+    int st;
     waitpid(j->pid, &st, 0);
     j->pid = 0;
 }
