@@ -18,8 +18,7 @@ void ah_arena_init(ah_arena_t *a, ah_mem_t *mem, const char *name) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
-                           ah_error_t *err) {
+ah_status_t ah_arena_reserve(ah_arena_t *a, int64_t bytes, const char *tensor, ah_error_t *err) {
     ah_mem_t *m = a->mem;
     if (bytes < 0) return ah_error_set(err, AH_ERR_INTERNAL, "negative size for %s", tensor);
     if (m->cap > 0 && m->live + bytes > m->cap)
@@ -38,17 +37,28 @@ ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, voi
         a->sizes = ns;
         a->cap_blocks = nc;
     }
-    size_t rounded = ((size_t)bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-    if (!p)
-        return ah_error_set(err, AH_ERR_OOM, "%s: the host has no memory for %s (%.2f MiB)", m->device,
-                            tensor, mib(bytes));
-    memset(p, 0, rounded ? rounded : 64);
+    return AH_OK;
+}
+
+void ah_arena_record(ah_arena_t *a, void *p, int64_t bytes) {
     a->blocks[a->n] = p;
     a->sizes[a->n] = bytes;
     a->n++;
-    m->live += bytes;
-    if (m->live > m->high) m->high = m->live;
+    a->mem->live += bytes;
+    if (a->mem->live > a->mem->high) a->mem->high = a->mem->live;
+}
+
+ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
+                           ah_error_t *err) {
+    ah_status_t s = ah_arena_reserve(a, bytes, tensor, err);
+    if (s != AH_OK) return s;
+    size_t rounded = ((size_t)bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        return ah_error_set(err, AH_ERR_OOM, "%s: the host has no memory for %s (%.2f MiB)",
+                            a->mem->device, tensor, mib(bytes));
+    memset(p, 0, rounded ? rounded : 64);
+    ah_arena_record(a, p, bytes);
     *out = p;
     return AH_OK;
 }
@@ -60,9 +70,9 @@ ah_status_t ah_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float 
     return s;
 }
 
-void ah_arena_free(ah_arena_t *a) {
+void ah_arena_release(ah_arena_t *a, void (*release)(void *)) {
     for (int i = 0; i < a->n; i++) {
-        free(a->blocks[i]);
+        release(a->blocks[i]);
         a->mem->live -= a->sizes[i];
     }
     free(a->blocks);
@@ -71,3 +81,5 @@ void ah_arena_free(ah_arena_t *a) {
     a->sizes = NULL;
     a->n = a->cap_blocks = 0;
 }
+
+void ah_arena_free(ah_arena_t *a) { ah_arena_release(a, free); }

@@ -39,4 +39,12 @@ ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, voi
 ah_status_t ah_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float **out, ah_error_t *err);
 void ah_arena_free(ah_arena_t *a);
 
+/* For a backend that allocates device memory itself (CUDA): ah_arena_reserve checks the cap
+ * (with the same out-of-memory message) and makes room to track one more block; after the
+ * backend's own allocation succeeds, ah_arena_record counts it. ah_arena_release hands every
+ * block to `release` (cudaFree, or free for host blocks) and uncounts it. */
+ah_status_t ah_arena_reserve(ah_arena_t *a, int64_t bytes, const char *tensor, ah_error_t *err);
+void ah_arena_record(ah_arena_t *a, void *p, int64_t bytes);
+void ah_arena_release(ah_arena_t *a, void (*release)(void *));
+
 #endif

@@ -148,23 +148,8 @@ ah_status_t ah_cuda_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor
                                 ah_error_t *err) {
     ah_mem_t *m = a->mem;
     *out = NULL;
-    if (bytes < 0) return ah_error_set(err, AH_ERR_INTERNAL, "negative size for %s", tensor);
-    if (m->cap > 0 && m->live + bytes > m->cap)
-        return ah_error_set(err, AH_ERR_OOM,
-                            "%s: out of memory allocating %s (%.2f MiB, %s): %.2f MiB in use + this "
-                            "= %.2f MiB, capacity %.2f MiB, short by %lld bytes; use a plan with "
-                            "recomputation, a smaller micro-batch or more stages on this device type",
-                            m->device, tensor, mib(bytes), a->name, mib(m->live),
-                            mib(m->live + bytes), mib(m->cap), (long long)(m->live + bytes - m->cap));
-    if (a->n == a->cap_blocks) {
-        int nc = a->cap_blocks ? 2 * a->cap_blocks : 64;
-        void **nb = (void **)realloc(a->blocks, (size_t)nc * sizeof *nb);
-        int64_t *ns = nb ? (int64_t *)realloc(a->sizes, (size_t)nc * sizeof *ns) : NULL;
-        if (nb) a->blocks = nb;
-        if (!ns) return ah_error_set(err, AH_ERR_OOM, "no host memory to track %s", tensor);
-        a->sizes = ns;
-        a->cap_blocks = nc;
-    }
+    ah_status_t s = ah_arena_reserve(a, bytes, tensor, err); /* the cap, as on the CPU */
+    if (s != AH_OK) return s;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? (size_t)bytes : 256);
     if (e != cudaSuccess) {
@@ -183,11 +168,7 @@ ah_status_t ah_cuda_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor
         return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemset of %s: %s", tensor,
                             cudaGetErrorString(e));
     }
-    a->blocks[a->n] = p;
-    a->sizes[a->n] = bytes;
-    a->n++;
-    m->live += bytes;
-    if (m->live > m->high) m->high = m->live;
+    ah_arena_record(a, p, bytes);
     *out = p;
     return AH_OK;
 }
@@ -200,17 +181,9 @@ ah_status_t ah_cuda_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, f
     return s;
 }
 
-void ah_cuda_arena_free(ah_arena_t *a) {
-    for (int i = 0; i < a->n; i++) {
-        cudaFree(a->blocks[i]);
-        a->mem->live -= a->sizes[i];
-    }
-    free(a->blocks);
-    free(a->sizes);
-    a->blocks = NULL;
-    a->sizes = NULL;
-    a->n = a->cap_blocks = 0;
-}
+static void cuda_free_block(void *p) { cudaFree(p); }
+
+void ah_cuda_arena_free(ah_arena_t *a) { ah_arena_release(a, cuda_free_block); }
 
 ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
     size_t free_b = 0, total_b = 0;
