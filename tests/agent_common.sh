@@ -164,18 +164,3 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     fi
     echo "seed $seed: preempt slow-1 at $t_ms ms, grace $grace s, checkpoint every $every, back at once $back: $out"
 }
-
-# start_moto: an S3 server on a free loopback port (stopped at exit), a bucket "ckpt", the AWS
-# variables the trainer reads; sets EP.
-start_moto() {
-    command -v moto_server >/dev/null || fail "moto_server not on PATH (pip install 'moto[server]')"
-    local port
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    moto_server -H 127.0.0.1 -p "$port" >"$WORK/moto.log" 2>&1 &
-    MOTO=$!
-    trap 'kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null; rm -rf "$WORK"' EXIT
-    EP=http://127.0.0.1:$port
-    for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
-    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
-    curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
-}

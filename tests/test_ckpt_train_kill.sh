@@ -6,16 +6,7 @@
 . "$(dirname "$0")/train_common.sh"
 SEEDS=${3:-2}
 STEPS=60
-python3 - "$PLANS/train-dp4.json" "$WORK/dp2.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["pipelines"] = d["pipelines"][:2]
-for p, node in zip(d["pipelines"], ["n0", "n1"]):
-    p["micro_batches"] = 4
-    p["stages"][0]["devices"] = [{"node": node, "index": 0}]
-d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 1
-json.dump(d, open(sys.argv[2], "w"))
-PY
+dp2_plan "$WORK/dp2.json" 1
 train() { # out [flags...]
     local out=$1
     shift

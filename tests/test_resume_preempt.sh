@@ -7,16 +7,7 @@
 . "$(dirname "$0")/train_common.sh"
 STEPS=100
 # 2 nodes, one replica each; emulated 3x slower devices so the notice lands mid-run.
-python3 - "$PLANS/train-dp4.json" "$WORK/dp2.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["pipelines"] = d["pipelines"][:2]
-for p, node in zip(d["pipelines"], ["n0", "n1"]):
-    p["micro_batches"] = 4
-    p["stages"][0]["devices"] = [{"node": node, "index": 0}]
-d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 3
-json.dump(d, open(sys.argv[2], "w"))
-PY
+dp2_plan "$WORK/dp2.json" 3
 # preempt NAME GRACE: starts the 2-node run, SIGTERMs n1's rank after 3 steps; sets RC.
 preempt() {
     local name=$1 grace=$2

@@ -12,15 +12,7 @@
 . "$(dirname "$0")/train_common.sh"
 CASE=${3:-peer}
 STEPS=12
-python3 - "$PLANS/train-dp4.json" "$WORK/dp2.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["pipelines"] = d["pipelines"][:2]
-for p, node in zip(d["pipelines"], ["n0", "n1"]):
-    p["micro_batches"] = 4
-    p["stages"][0]["devices"] = [{"node": node, "index": 0}]
-json.dump(d, open(sys.argv[2], "w"))
-PY
+dp2_plan "$WORK/dp2.json"
 run() { # out-name [flags...]
     local out=$1
     shift
@@ -65,15 +57,7 @@ peer)
     check corrupt 'r["files"] == {"local": 11, "peer": 1, "cloud": 0} and r["fallbacks"] == 1 and "block-001" in r["last_fallback"]'
     ;;
 cloud)
-    command -v moto_server >/dev/null || fail "moto_server not on PATH (pip install 'moto[server]')"
-    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    moto_server -H 127.0.0.1 -p "$PORT" >"$WORK/moto.log" 2>&1 &
-    MOTO=$!
-    trap 'kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null; rm -rf "$WORK"' EXIT
-    EP=http://127.0.0.1:$PORT
-    for _ in $(seq 50); do curl -s "$EP" >/dev/null && break; sleep 0.2; done
-    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
-    curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket"
+    start_moto
     CLOUD=(--cloud s3://ckpt/run1 --s3-endpoint "$EP")
     run full --ckpt-every 8 --local-root "$WORK/ck" "${CLOUD[@]}"
     python3 - "$WORK/full.jsonl" <<'PY' || fail "checkpoint event"

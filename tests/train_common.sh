@@ -21,3 +21,34 @@ TEXT=/usr/share/common-licenses/GPL-3
 [ -r "$TEXT" ] || TEXT=$SRC/docs/DESIGN.md
 [ -r "$TEXT" ] || TEXT=$SRC/README.md
 "$AUTOHET" tokenize "$TEXT" -o "$WORK/text.bin" >/dev/null || fail "tokenize $TEXT"
+
+# dp2_plan OUT [SLOWDOWN]: train-dp4 cut to two one-device replicas on nodes n0 and n1, four
+# micro-batches each (the resume and preemption tests' two-node job). SLOWDOWN sets the emulation.
+dp2_plan() {
+    python3 - "$PLANS/train-dp4.json" "$1" "${2:-}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"] = d["pipelines"][:2]
+for p, node in zip(d["pipelines"], ["n0", "n1"]):
+    p["micro_batches"] = 4
+    p["stages"][0]["devices"] = [{"node": node, "index": 0}]
+if sys.argv[3]:
+    d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = float(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+}
+
+# start_moto: an S3 server on a free loopback port (stopped at exit), a bucket "ckpt", the AWS
+# variables the trainer reads; sets EP.
+start_moto() {
+    command -v moto_server >/dev/null || fail "moto_server not on PATH (pip install 'moto[server]')"
+    local port
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    moto_server -H 127.0.0.1 -p "$port" >"$WORK/moto.log" 2>&1 &
+    MOTO=$!
+    trap 'kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null; rm -rf "$WORK"' EXIT
+    EP=http://127.0.0.1:$port
+    for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
+    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+    curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
+}
