@@ -1,6 +1,9 @@
 /* Spot simulator: trace readers (formats, units, errors), the mapping onto pools, and a
  * hand-computed replay: one preemption on a two-node cluster, every policy's tokens, dollars,
- * GPU-hours and recovery time from the rules in docs/simulator.md. */
+ * GPU-hours and recovery time (and each recovery's terms) from the rules in docs/simulator.md.
+ * A recovery runs from the notice to the first finished step after it, as the agent times it:
+ * autohet waits for the step in progress (half an iteration) and saves at the notice; every
+ * (re)start ends with one iteration of the new plan, whose tokens count. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +200,7 @@ static void test_one_preemption(void) {
     o.ckpt_every_s = 1000;
     o.restart_s = 30;
     o.replan_s = 5;
+    o.disk_gb_s = 2;
     ah_sim_pool_t pool = {0};
     CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
     CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
@@ -216,16 +220,21 @@ static void test_one_preemption(void) {
     CHECK(D == 2, "uniform uses both nodes");
     const double U1 = rate_of(&m, &c1, &o.train, true, &P, &S, &D);
 
-    /* Hand-computed expectations. Start: 5 s plan + 30 s restart, nothing to transfer. */
-    const double start = 5 + 30, T = 7200, pre = 3600;
-    const double state = (double)ah_model_params_total(&m) * 16; /* one device holds everything */
+    /* Hand-computed expectations. An iteration is 64 x 1024 tokens at the plan's rate. A start:
+     * 5 s plan + 30 s restart + the first iteration, nothing to transfer; the first iteration's
+     * tokens count, so a start costs 35 s of training. */
+    const double B = 64.0 * 1024, it2 = B / R2, it1 = B / R1, T = 7200, pre = 3600;
+    const double state = (double)ah_model_params_total(&m) * 12; /* checkpoint: one device holds everything */
     ah_sim_result_t r;
 
-    /* autohet: od-0 held a full replica, so everything is local: no transfer, no rollback. */
+    /* autohet: at the notice the step in progress finishes (half an iteration, its tokens count)
+     * and each node saves its full replica at 2 GB/s; od-0 held a full replica, so everything is
+     * local: no transfer, no rollback. */
+    const double save = state / 2e9, rec = it2 / 2 + save + 5 + 30 + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
-    CHECK_NEAR(r.tokens, R2 * (pre - start) + R1 * (T - pre - start), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (pre - 35) + R2 * it2 / 2 + R1 * (T - pre - rec + it1), 1e-9);
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);
-    CHECK_NEAR(r.recovery_s, 2 * start, 1e-9);
+    CHECK_NEAR(r.recovery_s, 35 + it2 + rec, 1e-9);
     CHECK_NEAR(r.usd, 3.0 * 1 + 2.0 * 1, 1e-9); /* first hour both nodes, then od-0 */
     CHECK_NEAR(r.gpu_hours, 3, 1e-9);
     CHECK_EQ_I64(r.replans, 1);
@@ -233,32 +242,54 @@ static void test_one_preemption(void) {
     CHECK_NEAR((double)r.bytes_local, state, 1e-12);
     CHECK_EQ_I64(r.bytes_cloud, 0);
     CHECK_EQ_I64(r.bytes_peer, 0);
+    CHECK_EQ_I64(r.n_recs, 2);
+    if (r.n_recs == 2) { /* the per-event record, in the agent's terms */
+        const ah_sim_recovery_t *v = &r.recs[1];
+        CHECK(strcmp(r.recs[0].event, "start") == 0 && strcmp(v->event, "preempt sp-0") == 0, "%s, %s",
+              r.recs[0].event, v->event);
+        CHECK_NEAR(v->t_s, pre, 1e-12);
+        CHECK_NEAR(v->wait_s, it2 / 2, 1e-12);
+        CHECK_NEAR(v->save_s, save, 1e-12);
+        CHECK(v->replan_s == 5 && v->restart_s == 30 && v->transfer_s == 0, "re-plan, restart, transfer");
+        CHECK_NEAR(v->first_step_s, it1, 1e-12);
+        CHECK_NEAR(v->seconds, rec, 1e-12);
+        CHECK_NEAR((double)v->bytes[AH_SIM_TIER_LOCAL], state, 1e-12);
+        CHECK(!v->interrupted && v->tokens_lost == 0, "completed, nothing lost");
+    }
     ah_sim_result_free(&r);
 
-    /* uniform: back to the checkpoint at 35 + 3000 s, all state from the cloud at 0.5 GB/s. */
-    const double x = state / 0.5e9, ckpt = start + 3000;
+    /* uniform: killed at the notice (no wait, no save), back to the checkpoint taken 3000 s after
+     * the start, all state from the cloud at 0.5 GB/s. */
     for (int pol = AH_POLICY_UNIFORM; pol <= AH_POLICY_VARUNA; pol++) { /* one type: varuna = uniform */
+        const double itU2 = B / U2, itU1 = B / U1, x = state / 0.5e9, ckpt = 35 + itU2 + 3000;
         CHECK(ah_sim_run(&m, &a, &o, (ah_policy_t)pol, &r, &err) == AH_OK, "%s", err.msg);
-        CHECK_NEAR(r.tokens, U2 * (ckpt - start) + U1 * (T - pre - start - x), 1e-9);
+        CHECK_NEAR(r.tokens, U2 * (ckpt - 35) + U1 * (T - pre - 35 - x), 1e-9);
         CHECK_NEAR(r.tokens_lost, U2 * (pre - ckpt), 1e-9);
-        CHECK_NEAR(r.recovery_s, start + start + x, 1e-9);
+        CHECK_NEAR(r.recovery_s, 35 + itU2 + 35 + x + itU1, 1e-9);
         CHECK_NEAR(r.usd, 3.0 + 2.0, 1e-9);
         CHECK_NEAR((double)r.bytes_cloud, state, 1e-12);
+        if (r.n_recs == 2) {
+            CHECK(r.recs[1].wait_s == 0 && r.recs[1].save_s == 0, "no save at the notice");
+            CHECK_NEAR(r.recs[1].tier_s[AH_SIM_TIER_CLOUD], x, 1e-12);
+            CHECK_NEAR(r.recs[1].tokens_lost, U2 * (pre - ckpt), 1e-9);
+        } else
+            CHECK(false, "%d recovery records, want 2", r.n_recs);
         ah_sim_result_free(&r);
     }
 
     /* on-demand: both nodes for 2 h; sp-0 at od-0's on-demand price of the same type. */
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_ON_DEMAND, &r, &err) == AH_OK, "%s", err.msg);
-    CHECK_NEAR(r.tokens, R2 * (T - start), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (T - 35), 1e-9);
     CHECK_NEAR(r.usd, 2 * 2.0 * 2, 1e-9);
     CHECK_NEAR(r.gpu_hours, 4, 1e-9);
     CHECK_EQ_I64(r.replans, 0);
     ah_sim_result_free(&r);
 
-    /* A checkpoint interval that divides the preemption time exactly: the rollback loses 0. */
-    o.ckpt_every_s = (pre - start) / 2;
+    /* A checkpoint interval that divides the time from the end of the start to the preemption
+     * exactly: the rollback loses nothing (up to rounding in the checkpoint clock). */
+    o.ckpt_every_s = (pre - (35 + B / U2)) / 2;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_UNIFORM, &r, &err) == AH_OK, "%s", err.msg);
-    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK(r.tokens_lost <= U2 * 1e-9, "lost %g tokens", r.tokens_lost);
     ah_sim_result_free(&r);
 
     ah_sim_avail_free(&a);
@@ -288,6 +319,7 @@ static void test_partial_loss(void) {
     o.ckpt_every_s = 1000;
     o.restart_s = 30;
     o.replan_s = 5;
+    o.disk_gb_s = 2;
     ah_planner_opts_t po;
     ah_planner_opts_default(&po);
     po.train = o.train;
@@ -302,15 +334,21 @@ static void test_partial_loss(void) {
     /* od-0's stage keeps its blocks (and the embedding or the head); the rest is cloud */
     const int od_stage = pl->stages[0].devices[0].node == 0 ? 0 : 1;
     const ah_stage_t *kept = &pl->stages[od_stage];
-    const double blk = (double)ah_layer_params(&m, AH_LAYER_BLOCK, 1) * 16;
-    const double emb = (double)ah_layer_params(&m, AH_LAYER_EMBED, 1) * 16;
-    const double head = (double)ah_layer_params(&m, AH_LAYER_HEAD, 1) * 16;
+    /* checkpoint bytes: 12 per parameter */
+    const double blk = (double)ah_layer_params(&m, AH_LAYER_BLOCK, 1) * 12;
+    const double emb = (double)ah_layer_params(&m, AH_LAYER_EMBED, 1) * 12;
+    const double head = (double)ah_layer_params(&m, AH_LAYER_HEAD, 1) * 12;
     const double local = blk * (kept->last - kept->first) + (od_stage == 0 ? emb : head);
     const double cloud = blk * (m.n_layer - (kept->last - kept->first)) + (od_stage == 0 ? head : emb);
-    const double R2 = p2.eval.pred.tokens_per_s;
+    /* the save at the notice: each node its stage's checkpoint; the last stage also keeps its copy
+     * of the tied V x C matrix */
+    const double s0 = blk * (pl->stages[0].last - pl->stages[0].first) + emb;
+    const double s1 = blk * (pl->stages[1].last - pl->stages[1].first) + head + (double)m.vocab * m.d_model * 12;
+    const double save = (s0 > s1 ? s0 : s1) / 2e9;
+    const double R2 = p2.eval.pred.tokens_per_s, it2 = 64.0 * 1024 / R2;
     ah_plan_result_free(&p2);
     int P, S, D;
-    const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
+    const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D), it1 = 64.0 * 1024 / R1;
 
     ah_sim_pool_t pool = {0};
     CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
@@ -321,13 +359,15 @@ static void test_partial_loss(void) {
     CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
     ah_sim_result_t r;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
-    const double start = 35, x = cloud / 0.5e9, ckpt = start + 3000;
+    /* start: 35 s + the first iteration; the checkpoint 3000 s later; at the notice the step in
+     * progress finishes and is lost with the rest in the rollback */
+    const double x = cloud / 0.5e9, ckpt = 35 + it2 + 3000, rec = it2 / 2 + save + 35 + x + it1;
     CHECK_NEAR((double)r.bytes_local, local, 1e-12);
     CHECK_NEAR((double)r.bytes_cloud, cloud, 1e-12);
     CHECK_EQ_I64(r.bytes_peer, 0); /* tied: the single stage holds no second copy of the matrix */
-    CHECK_NEAR(r.recovery_s, start + start + x, 1e-9);
-    CHECK_NEAR(r.tokens_lost, R2 * (3600 - ckpt), 1e-9);
-    CHECK_NEAR(r.tokens, R2 * (ckpt - start) + R1 * (7200 - 3600 - start - x), 1e-9);
+    CHECK_NEAR(r.recovery_s, 35 + it2 + rec, 1e-9);
+    CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (ckpt - 35) + R1 * (7200 - 3600 - rec + it1), 1e-9);
     ah_sim_result_free(&r);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);

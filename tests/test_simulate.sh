@@ -47,6 +47,19 @@ for p in pol.values():
     for a, b in zip(tl, tl[1:]):
         assert abs(a["end_s"] - b["start_s"]) < 1e-9
 assert pol["on-demand"]["replans"] == 0
+# one record per (re)start, in the agent's terms; the terms add up to the recovery time
+for p in pol.values():
+    rc = p["recoveries"]
+    assert rc[0]["event"] == "start" and len(rc) == p["replans"] + 1, (p["policy"], len(rc))
+    for v in rc:
+        b = v["breakdown"]
+        assert abs(b["stop_s"] - b["wait_s"] - b["save_s"]) < 1e-9, b
+        total = b["stop_s"] + b["replan_s"] + b["startup_s"] + b["transfer_s"] + b["first_step_s"]
+        assert abs(v["seconds"] - total) < 1e-9 * max(1, total), v
+        assert set(v["bytes"]) == {"local", "peer", "cloud"} and set(v["tier_seconds"]) == {"local", "peer", "cloud"}
+    if p["policy"] != "autohet":
+        assert all(v["breakdown"]["stop_s"] == 0 for v in rc), p["policy"]
+assert d["options"]["disk_gb_s"] == 2
 assert pol["autohet"]["tokens"] >= pol["uniform"]["tokens"] > 0
 assert d["pools"][1]["unit"] == "h" and d["pools"][0]["unit"] == "s"
 assert any(m["node"] == "sp-0" and m["change"] == "down" and m["t_s"] == 3600 for m in d["mapping"])

@@ -12,6 +12,7 @@
 
 #define MAX_TRACES 16
 #define MAPPING_LINES 12 /* assignments printed per pool; all of them are in --json */
+#define RECOVERY_LINES 6 /* (re)starts printed per policy; all of them are in --json */
 
 /* "POOL=FILE[,unit=s|h|ms]" */
 static ah_status_t parse_trace_spec(const char *spec, char *pool, size_t pool_cap, char *file, size_t file_cap,
@@ -93,6 +94,17 @@ static void print_results(const ah_sim_result_t *r, int n) {
                ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_peer / 1e9,
                r[i].bytes_cloud / 1e9, r[i].first_plan_s);
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
+        for (int k = 0; k < r[i].n_recs && k < RECOVERY_LINES; k++) {
+            const ah_sim_recovery_t *v = &r[i].recs[k];
+            printf("  %.2f s %s: %.3f s = stop %.3f (wait %.3f + save %.3f) + re-plan %.3f + restart %.3f + transfer "
+                   "%.3f + first step %.3f; local %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
+                   v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s, v->replan_s,
+                   v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_SIM_TIER_LOCAL] / 1e6,
+                   v->bytes[AH_SIM_TIER_PEER] / 1e6, v->bytes[AH_SIM_TIER_CLOUD] / 1e6,
+                   v->interrupted ? " (interrupted)" : "");
+        }
+        if (r[i].n_recs > RECOVERY_LINES)
+            printf("  ... %d more (re)starts (all in --json \"recoveries\")\n", r[i].n_recs - RECOVERY_LINES);
     }
 }
 
@@ -112,7 +124,10 @@ int ah_cli_simulate(int argc, char **argv) {
         {"--hours", AH_FLAG_NUM, &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM, &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
          false},
-        {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S", "relaunch overhead per (re)start (default 60)", false},
+        {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S",
+         "fixed relaunch overhead per (re)start: old job's exit, launch, start-up (default 60)", false},
+        {"--disk-gb-s", AH_FLAG_NUM, &o.disk_gb_s, "G",
+         "local disk write bandwidth per node, GB/s, for the save at a notice (default 2)", false},
         {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",
          false},
         {"--on-demand-factor", AH_FLAG_NUM, &o.on_demand_factor, "F",
@@ -207,8 +222,8 @@ int ah_cli_simulate(int argc, char **argv) {
         printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model.name,
                (long long)gb, (long long)sl, ah_precision_name(o.train.precision), cluster_s,
                ah_cluster_gpu_count(&cluster), cluster.n_nodes);
-        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; re-plan ", H / 3600,
-               o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s);
+        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; re-plan ", H / 3600,
+               o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s, o.disk_gb_s);
         if (o.replan_s >= 0) printf("%g s (given)", o.replan_s);
         else printf("time as measured");
         printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o.on_demand_factor);

@@ -57,6 +57,25 @@ static json_t *gpus_json(const ah_cluster_t *c, const int *g) {
     return o;
 }
 
+/* {"local": v[0], "peer": v[1], "cloud": v[2]}, integers or reals */
+static json_t *tiers_json(const int64_t *bytes, const double *secs) {
+    static const char *const names[AH_SIM_TIERS] = {"local", "peer", "cloud"};
+    json_t *o = json_object();
+    for (int t = 0; t < AH_SIM_TIERS; t++)
+        json_object_set_new(o, names[t], bytes ? json_integer((json_int_t)bytes[t]) : json_real(secs[t]));
+    return o;
+}
+
+/* One (re)start, in the agent's `recover` terms (docs/elastic.md). */
+static json_t *recovery_json(const ah_sim_recovery_t *v) {
+    json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stop_s", v->wait_s + v->save_s, "wait_s", v->wait_s,
+                           "save_s", v->save_s, "replan_s", v->replan_s, "startup_s", v->restart_s, "transfer_s",
+                           v->transfer_s, "first_step_s", v->first_step_s);
+    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
+                     v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
+                     tiers_json(NULL, v->tier_s), "tokens_lost", v->tokens_lost, "interrupted", v->interrupted);
+}
+
 static const char *phase_name(ah_sim_phase_t p) {
     return p == AH_PHASE_TRAIN ? "train" : p == AH_PHASE_RECOVER ? "recover" : "stalled";
 }
@@ -69,12 +88,12 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_object_set_new(doc, "horizon_h", json_real(horizon / 3600));
     json_object_set_new(
         doc, "options",
-        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f}", "global_batch", (json_int_t)o->train.global_batch,
+        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f}", "global_batch", (json_int_t)o->train.global_batch,
                   "seq_len", (json_int_t)o->train.seq_len, "micro_batch", (json_int_t)o->train.micro_batch,
                   "precision", ah_precision_name(o->train.precision), "ckpt_every_s", o->ckpt_every_s,
                   "restart_s", o->restart_s,
                   "replan_s", o->replan_s >= 0 ? json_real(o->replan_s) : json_string("measured"),
-                  "on_demand_factor", o->on_demand_factor));
+                  "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];
@@ -116,7 +135,8 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_t *jr = json_array();
     for (int i = 0; i < n_res; i++) {
         const ah_sim_result_t *r = &res[i];
-        json_t *tl = json_array(), *mk = json_array();
+        json_t *tl = json_array(), *mk = json_array(), *rc = json_array();
+        for (int k = 0; k < r->n_recs; k++) json_array_append_new(rc, recovery_json(&r->recs[k]));
         for (int k = 0; k < r->n_segs; k++) {
             const ah_sim_segment_t *g = &r->segs[k];
             json_array_append_new(tl, json_pack("{s:f, s:f, s:s, s:o, s:f, s:s}", "start_s", g->start_s, "end_s",
@@ -135,6 +155,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
             (json_int_t)r->bytes_peer, "cloud", (json_int_t)r->bytes_cloud, "planner_s", r->planner_s,
             "plans_computed", r->plans_computed, "first_plan_s", r->first_plan_s, "simulate_s", r->sim_wall_s,
             "timeline", tl, "markers", mk);
+        json_object_set_new(e, "recoveries", rc);
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
         json_array_append_new(jr, e);
     }

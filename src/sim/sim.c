@@ -30,6 +30,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->restart_s = 60;
     o->replan_s = -1;
     o->on_demand_factor = 2.5;
+    o->disk_gb_s = 2; /* a local NVMe SSD */
 }
 
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
@@ -57,14 +58,14 @@ typedef struct {
     int node, index, k;   /* full-cluster node, local GPU, TP rank */
     int first, last;      /* blocks [first, last) */
     bool embed, head;
-    int64_t state_bytes;
+    int64_t ckpt_bytes;   /* what the device's checkpoint holds */
 } sdev_t;
 
 typedef struct {
     char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
     bool ok;
     char why[384];        /* when !ok: the planner's message */
-    double tokens_per_s, plan_s, usd_per_s;
+    double tokens_per_s, iteration_s, plan_s, usd_per_s;
     int tp;
     bool *uses;           /* [n_nodes] nodes the plan uses */
     int *gpus;            /* [n_types] GPUs of those nodes */
@@ -90,7 +91,7 @@ typedef struct {
     bool fresh;           /* nothing trained yet: a start has nothing to transfer */
     bool started;         /* the first (re)start happened */
     bool pending_join;
-    int cap_segs, cap_markers;
+    int cap_segs, cap_markers, cap_recs;
     bool oom;
 } run_t;
 
@@ -132,6 +133,7 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     const ah_plan_t *p = &res->plan;
     const ah_cluster_t *c = x->c;
     e->tokens_per_s = res->eval.pred.tokens_per_s;
+    e->iteration_s = res->eval.pred.iteration_s;
     e->tp = p->tp;
     e->n_devs = ah_plan_device_count(p);
     e->devs = malloc(sizeof *e->devs * (size_t)(e->n_devs > 0 ? e->n_devs : 1));
@@ -147,7 +149,7 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
             for (int k = 0; k < p->tp; k++) {
                 const int node = map[st->devices[k].node];
                 e->devs[d++] = (sdev_t){node, st->devices[k].index, k, st->first, st->last, s == 0,
-                                        s == pl->n_stages - 1, sc.state_bytes};
+                                        s == pl->n_stages - 1, sc.params * AH_SIM_CKPT_BYTES_PER_PARAM};
                 if (!e->uses[node]) {
                     e->uses[node] = true;
                     e->gpus[c->nodes[node].type] += c->nodes[node].count;
@@ -297,9 +299,44 @@ static ah_layer_kind_t layer_kind(int layer, int L) {
     return layer == 0 ? AH_LAYER_EMBED : layer == L + 1 ? AH_LAYER_HEAD : AH_LAYER_BLOCK;
 }
 
-/* Seconds to move the state onto plan `to`, and whether the run must roll back to the last
- * checkpoint. Fills the byte counters of the result. */
-static double transfer_s(run_t *x, const entry_t *to, bool *rollback) {
+/* Appends an empty record at x->t; NULL when out of host memory. */
+static ah_sim_recovery_t *rec_push(run_t *x, const char *label, const char *arg) {
+    ah_sim_result_t *r = x->r;
+    if (r->n_recs == x->cap_recs) {
+        int nc = x->cap_recs ? 2 * x->cap_recs : 32;
+        ah_sim_recovery_t *nv = realloc(r->recs, sizeof *nv * (size_t)nc);
+        if (!nv) {
+            x->oom = true;
+            return NULL;
+        }
+        r->recs = nv;
+        x->cap_recs = nc;
+    }
+    ah_sim_recovery_t *v = &r->recs[r->n_recs++];
+    memset(v, 0, sizeof *v);
+    v->t_s = x->t;
+    snprintf(v->event, sizeof v->event, label, arg);
+    return v;
+}
+
+/* The save at the notice: every node writes its devices' checkpoints to its own disk, in
+ * parallel. */
+static double save_s(run_t *x, const entry_t *from) {
+    double *node = calloc((size_t)x->c->n_nodes + 1, sizeof(double)), worst = 0;
+    if (!node) {
+        x->oom = true;
+        return 0;
+    }
+    for (int i = 0; i < from->n_devs; i++) node[from->devs[i].node] += (double)from->devs[i].ckpt_bytes;
+    for (int n = 0; n < x->c->n_nodes; n++)
+        if (node[n] > worst) worst = node[n];
+    free(node);
+    return worst / (x->o->disk_gb_s * 1e9);
+}
+
+/* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether
+ * the run must roll back to the last checkpoint. */
+static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool *rollback) {
     *rollback = !x->fresh;
     if (x->fresh) return 0;
     const ah_cluster_t *c = x->c;
@@ -321,17 +358,16 @@ static double transfer_s(run_t *x, const entry_t *to, bool *rollback) {
             for (int l = 0; l <= L + 1; l++)
                 if (dev_holds(d, l, L)) surv[l * AH_MAX_TP + d->k] = true;
         }
-    const int64_t psb = ah_param_state_bytes(x->o->train.precision);
     double peer_max = 0;
     bool lost = false;
     for (int i = 0; i < to->n_devs; i++) {
         const sdev_t *d = &to->devs[i];
         int64_t b_cloud = 0, b_local = 0;
-        if (!local_first) b_cloud = d->state_bytes;
+        if (!local_first) b_cloud = d->ckpt_bytes;
         else
             for (int l = 0; l <= L + 1; l++) {
                 if (!dev_holds(d, l, L)) continue;
-                const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * psb;
+                const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
                 bool same_tp = to->tp == x->state->tp, avail = same_tp && surv[l * AH_MAX_TP + d->k];
                 if (!same_tp) { /* resharding: every old shard must survive somewhere */
                     avail = true;
@@ -349,11 +385,11 @@ static double transfer_s(run_t *x, const entry_t *to, bool *rollback) {
                     lost = true;
                 }
             }
-        int64_t b_peer = d->state_bytes - b_cloud - b_local;
+        int64_t b_peer = d->ckpt_bytes - b_cloud - b_local;
         if (b_peer < 0) b_peer = 0;
-        x->r->bytes_local += b_local;
-        x->r->bytes_peer += b_peer;
-        x->r->bytes_cloud += b_cloud;
+        v->bytes[AH_SIM_TIER_LOCAL] += b_local;
+        v->bytes[AH_SIM_TIER_PEER] += b_peer;
+        v->bytes[AH_SIM_TIER_CLOUD] += b_cloud;
         cloud[d->node] += (double)b_cloud;
         const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9);
         if (ps > peer_max) peer_max = ps;
@@ -365,26 +401,45 @@ static double transfer_s(run_t *x, const entry_t *to, bool *rollback) {
     }
     free(surv);
     free(cloud);
+    v->tier_s[AH_SIM_TIER_PEER] = peer_max;
+    v->tier_s[AH_SIM_TIER_CLOUD] = cloud_max;
     *rollback = !local_first || lost;
     return cloud_max + peer_max;
 }
 
 static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *arg) {
+    ah_sim_result_t *r = x->r;
+    if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
+    ah_sim_recovery_t *v = rec_push(x, label, arg);
+    if (!v) return;
+    if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
+        /* autohet reacts to the notice: the step in progress finishes, then every node saves */
+        v->wait_s = x->run->iteration_s / 2;
+        x->tokens += x->run->tokens_per_s * v->wait_s;
+        v->save_s = save_s(x, x->run);
+    }
     bool rollback;
-    const double tr = transfer_s(x, e, &rollback);
+    v->transfer_s = transfer_s(x, e, v, &rollback);
     if (rollback) {
-        x->r->tokens_lost += x->tokens - x->tokens_ckpt;
+        v->tokens_lost = x->tokens - x->tokens_ckpt;
+        r->tokens_lost += v->tokens_lost;
         x->tokens = x->tokens_ckpt;
     }
-    const double plan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
+    r->bytes_local += v->bytes[AH_SIM_TIER_LOCAL];
+    r->bytes_peer += v->bytes[AH_SIM_TIER_PEER];
+    r->bytes_cloud += v->bytes[AH_SIM_TIER_CLOUD];
+    v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
+    v->restart_s = x->o->restart_s;
+    v->first_step_s = e->iteration_s;
+    v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
     if (x->started) {
-        x->r->replans++;
+        r->replans++;
         mark(x, true);
     }
     x->started = true;
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
-    x->recover_end = x->t + plan_s + x->o->restart_s + tr;
+    x->recover_end = x->t + v->seconds;
     seg_open(x, AH_PHASE_RECOVER, label, arg);
 }
 
@@ -419,7 +474,8 @@ static void advance(run_t *x, double tn) {
 }
 
 static void on_internal(run_t *x) {
-    if (x->phase == AH_PHASE_RECOVER) {
+    if (x->phase == AH_PHASE_RECOVER) { /* the first step after it finished: its tokens count */
+        x->tokens += x->run->tokens_per_s * x->run->iteration_s;
         x->phase = AH_PHASE_TRAIN;
         x->state = x->run;
         x->fresh = false;
@@ -470,16 +526,18 @@ void ah_sim_result_free(ah_sim_result_t *r) {
     for (int i = 0; i < r->n_segs; i++) free(r->segs[i].gpus);
     free(r->segs);
     free(r->markers);
+    free(r->recs);
     memset(r, 0, sizeof *r);
 }
 
 ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const ah_sim_opts_t *o,
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0)
+    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0)
         return ah_error_set(err, AH_ERR_USAGE,
-                            "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0",
-                            o->ckpt_every_s, o->restart_s, o->on_demand_factor);
+                            "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
+                            "--disk-gb-s %g > 0",
+                            o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s);
     const double t_start = now_s();
     const ah_cluster_t *c = a->cluster;
     run_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};

@@ -29,14 +29,27 @@
  *     - Added nodes join at the next checkpoint: the policy plans on the larger set and restarts
  *       if the plan is faster (no work is lost: the checkpoint was just taken). With nothing
  *       running (no feasible plan), added nodes are used at once.
- *     - A (re)start costs replan_s (measured planner time for that availability set, or
- *       opts.replan_s when >= 0) + restart_s + transfer_s and trains nothing meanwhile. The first
- *       start has no state to transfer. Transfer: each device of the new plan needs the state of
- *       its layers (ah_stage_cost state_bytes). A (layer, TP shard) is "local" when the same
- *       device held it (same TP degree), "peer" when another surviving device of the state plan
- *       held it (any shard set covering it when the TP degree changed), else "cloud".
- *       transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
- *                  + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing.
+ *     - A (re)start is timed as the agent times a recovery (docs/elastic.md): from the notice to
+ *       the first finished step after it, recovery = stop_s + replan_s + restart_s + transfer_s
+ *       + first_step_s, each term from inputs known before running:
+ *        - stop_s (autohet only, when it stops a training job: it reacts to the notice): the step
+ *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
+ *          tokens count), then every node saves its devices' checkpoint at the notice
+ *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s). uniform and
+ *          varuna are killed at the removal (stop_s = 0) and roll back instead.
+ *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
+ *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,
+ *          mpirun and start-up, the restore's bookkeeping).
+ *        - transfer_s: each device of the new plan needs the checkpoint bytes of its layers
+ *          (parameters x AH_SIM_CKPT_BYTES_PER_PARAM: weights + AdamW m, v in fp32; gradients are
+ *          not saved). A (layer, TP shard) is "local" when the same device held it (same TP
+ *          degree), "peer" when another surviving device of the state plan held it (any shard
+ *          set covering it when the TP degree changed), else "cloud".
+ *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
+ *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
+ *          (they were just written and are read back from the page cache).
+ *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
+ *       The first start has no stop and nothing to transfer.
  *     - autohet rolls back to the last checkpoint only when some needed (layer, shard) is cloud
  *       (its latest state is gone); survivors then serve the checkpoint version of what they
  *       hold (assumes a device's local checkpoint holds its current layers). uniform and varuna
@@ -121,9 +134,17 @@ typedef struct ah_sim_opts {
     double replan_s;           /* < 0: charge the measured planner time */
     double on_demand_factor;   /* on-demand price = spot price x this, unless the cluster has an
                                   on-demand node of the same type (then its price) */
+    double disk_gb_s;          /* local disk write bandwidth per node (the save at the notice) */
 } ah_sim_opts_t;
 
-void ah_sim_opts_default(ah_sim_opts_t *o); /* 1800 s, 60 s, measured, 2.5 */
+void ah_sim_opts_default(ah_sim_opts_t *o); /* 1800 s, 60 s, measured, 2.5, disk 2 GB/s */
+
+/* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
+#define AH_SIM_CKPT_BYTES_PER_PARAM 12
+
+/* Recovery tiers, in the order of the per-tier arrays below (the agent's metrics use the same
+ * names). */
+enum { AH_SIM_TIER_LOCAL = 0, AH_SIM_TIER_PEER = 1, AH_SIM_TIER_CLOUD = 2, AH_SIM_TIERS = 3 };
 
 typedef enum { AH_PHASE_TRAIN = 0, AH_PHASE_RECOVER = 1, AH_PHASE_STALLED = 2 } ah_sim_phase_t;
 
@@ -140,6 +161,19 @@ typedef struct ah_sim_marker {
     bool replan;               /* false: a preemption that hit the plan */
 } ah_sim_marker_t;
 
+/* One (re)start, with the same terms as the agent's `recover` event. */
+typedef struct ah_sim_recovery {
+    double t_s;                /* the notice (or the first start, or the join) */
+    char event[96];            /* "start", "preempt slow-1", "join at checkpoint", "nodes up" */
+    double wait_s, save_s;     /* stop_s = wait_s + save_s */
+    double replan_s, restart_s, transfer_s, first_step_s;
+    double seconds;            /* the sum: notice to the first finished step */
+    double tier_s[AH_SIM_TIERS];
+    int64_t bytes[AH_SIM_TIERS];
+    double tokens_lost;        /* rolled back by this restart */
+    bool interrupted;          /* another event restarted it before it finished */
+} ah_sim_recovery_t;
+
 typedef struct ah_sim_result {
     ah_policy_t policy;
     double tokens;             /* trained and kept (after rollbacks) */
@@ -147,7 +181,8 @@ typedef struct ah_sim_result {
     double wall_s;
     double gpu_hours;
     double usd;
-    double recovery_s;         /* time in (re)starts, the first start included */
+    double recovery_s;         /* time in (re)starts (notice to first finished step), the first
+                                  start included */
     int replans;               /* (re)starts after the first */
     int preemptions;           /* removals that hit the running plan */
     int64_t bytes_local, bytes_peer, bytes_cloud;
@@ -160,6 +195,8 @@ typedef struct ah_sim_result {
     int n_segs;
     ah_sim_marker_t *markers;
     int n_markers;
+    ah_sim_recovery_t *recs;   /* every (re)start, in time order */
+    int n_recs;
 } ah_sim_result_t;
 
 ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *avail, const ah_sim_opts_t *opts,
@@ -174,7 +211,10 @@ double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts
 struct json_t;
 /* {"horizon_s", "options", "pools": [{pool, trace, format, unit, unit_how, nodes, mapping}],
  *  "availability": [{"start_s","end_s","gpus":{TYPE:n}}], "policies": [{totals...,
- *  "timeline": [{"start_s","end_s","phase","gpus":{TYPE:n},"tokens_per_s","event"}]}]} */
+ *  "timeline": [{"start_s","end_s","phase","gpus":{TYPE:n},"tokens_per_s","event"}],
+ *  "recoveries": [{"t_s","event","seconds","breakdown":{"stop_s","wait_s","save_s","replan_s",
+ *  "startup_s","transfer_s","first_step_s"},"bytes":{tier:n},"tier_seconds":{tier:s},
+ *  "tokens_lost","interrupted"}]}]} */
 struct json_t *ah_sim_to_json(const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
                               const ah_sim_opts_t *opts, double horizon_s,
                               const ah_sim_result_t *results, int n_results);
