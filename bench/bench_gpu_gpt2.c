@@ -3,11 +3,9 @@
  *
  *   bench_gpu_gpt2 --layers L --d C --heads H --seq-len T --batch B [--vocab V] [--steps S]
  *                  [--precision fp32|bf16] [--peak-tflops P]
- * prints one JSON line. A benchmark harness, not the trainer: the runtime (src/runtime) still
- * keeps its tensors in host arenas (docs/gpu.md "Runtime integration"), so this file drives the
- * same per-block sequence of table calls as src/runtime/gpt.c on device buffers, with the
- * attention interface variant (logsumexp state). Random tokens, random init; loss is printed
- * only as a sanity check (about ln V at step 1). */
+ * prints one JSON line. A kernel benchmark, not the trainer: one GPU, no plan, no MPI; it drives
+ * the same per-block sequence of table calls as src/runtime/gpt.c on device buffers. Random
+ * tokens, random init; loss is printed only as a sanity check (about ln V at step 1). */
 #include <stdio.h>
 
 #ifndef AH_HAVE_CUDA
@@ -39,7 +37,7 @@ static ah_error_t err;
 
 static float *dalloc(size_t n, const char *name) {
     float *p = NULL;
-    if (ah_cuda_arena_floats(&arena, (int64_t)n, name, &p, &err) != AH_OK) {
+    if (ah_arena_floats(&arena, (int64_t)n, name, &p, &err) != AH_OK) {
         fprintf(stderr, "bench_gpu_gpt2: %s\n", err.msg);
         exit(1);
     }
@@ -102,6 +100,7 @@ int main(int argc, char **argv) {
     char dev_name[128];
     ah_cuda_device_name(dev_name, sizeof dev_name);
     ah_mem_init(&mem, 0, dev_name);
+    mem.space = ah_cuda_mem_space();
     ah_arena_init(&arena, &mem, "bench");
 
     /* Parameters: N(0, 0.02)-ish uniform of the same variance; LayerNorm weights 1. */
@@ -125,7 +124,7 @@ int main(int argc, char **argv) {
     int32_t *tok_h = malloc((size_t)(N + 1) * sizeof *tok_h);
     for (int i = 0; i <= N; i++) tok_h[i] = (int32_t)((unsigned)(i * 2654435761u) % (unsigned)V);
     int32_t *tok = NULL;
-    ah_cuda_arena_alloc(&arena, (int64_t)(N + 1) * 4, "tokens", (void **)&tok, &err);
+    ah_arena_alloc(&arena, (int64_t)(N + 1) * 4, "tokens", (void **)&tok, &err);
     ah_cuda_upload(tok, tok_h, (size_t)(N + 1) * sizeof *tok_h, &err);
     free(tok_h);
 
@@ -144,7 +143,7 @@ int main(int argc, char **argv) {
     float *dres = dalloc(NC, "dres"), *tmp = dalloc(NC, "tmp"), *datt = dalloc(NC, "datt");
     float *dqkv = dalloc(3 * NC, "dqkv"), *dfch = dalloc((size_t)N * F, "dfch");
     float *dfchg = dalloc((size_t)N * F, "dfchg");
-    float *scratch = dalloc(ah_cuda_attention_lse_scratch_floats(B, T, H, hd), "attention scratch");
+    float *scratch = dalloc(k->attention_scratch_floats(B, T, H, hd), "attention scratch");
     const ah_adamw_hparams_t hp = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                    .weight_decay = 0.0f};
     double loss = 0.0, t_start = 0.0;
@@ -161,7 +160,7 @@ int main(int argc, char **argv) {
             acts_t *x = &a[l];
             k->layernorm_fwd(x->ln1, x->m1, x->r1, x->x_in, w + c.off[LN1_W], w + c.off[LN1_B], N, C, 1e-5f);
             k->matmul_fwd(x->qkv, x->ln1, w + c.off[QKV_W], w + c.off[QKV_B], N, C, 3 * C);
-            ah_cuda_attention_fwd_lse(x->att, x->lse, x->qkv, B, T, H, hd);
+            k->attention_fwd(x->att, x->lse, x->qkv, B, T, H, hd);
             k->matmul_fwd(tmp, x->att, w + c.off[PROJ_W], w + c.off[PROJ_B], N, C, C);
             k->residual_fwd(x->x_mid, x->x_in, tmp, NC);
             k->layernorm_fwd(x->ln2, x->m2, x->r2, x->x_mid, w + c.off[LN2_W], w + c.off[LN2_B], N, C, 1e-5f);
@@ -189,7 +188,7 @@ int main(int argc, char **argv) {
             k->zero(datt, NC);
             k->matmul_bwd(datt, g + c.off[PROJ_W], g + c.off[PROJ_B], dres, x->att, w + c.off[PROJ_W], N, C, C);
             k->zero(dqkv, 3 * NC);
-            ah_cuda_attention_bwd_lse(dqkv, scratch, datt, x->qkv, x->att, x->lse, B, T, H, hd);
+            k->attention_bwd(dqkv, scratch, datt, x->qkv, x->att, x->lse, B, T, H, hd);
             k->zero(tmp, NC);
             k->matmul_bwd(tmp, g + c.off[QKV_W], g + c.off[QKV_B], dqkv, x->ln1, w + c.off[QKV_W], N, C, 3 * C);
             k->layernorm_bwd(dres, g + c.off[LN1_W], g + c.off[LN1_B], tmp, x->x_in, w + c.off[LN1_W], x->m1, x->r1, N, C);
@@ -217,7 +216,7 @@ int main(int argc, char **argv) {
            "\"tracked_high_mib\":%.1f,\"device_used_mib\":%.1f,\"device\":\"%s\"}\n",
            prec, L, C, H, T, B, V, n_params, dt, tok_s, tok_s * flops_tok / (peak * 1e12), peak,
            loss, (double)mem.high / 1048576.0, (double)used / 1048576.0, dev_name);
-    ah_cuda_arena_free(&arena);
+    ah_arena_free(&arena);
     free(a);
     return 0;
 }

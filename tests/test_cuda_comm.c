@@ -35,9 +35,10 @@ int main(int argc, char **argv) {
     ah_mem_t mem;
     ah_arena_t arena;
     ah_mem_init(&mem, 0, "comm test");
+    mem.space = ah_cuda_mem_space();
     ah_arena_init(&arena, &mem, "buffers");
     float *host = malloc(N * sizeof *host), *d = NULL;
-    CHECK(ah_cuda_arena_floats(&arena, N, "all-reduce buffer", &d, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_arena_floats(&arena, N, "all-reduce buffer", &d, &err) == AH_OK, "%s", err.msg);
 
     for (int force_staged = 0; force_staged <= 1; force_staged++) {
         ah_dcomm_t *dc = NULL;
@@ -62,7 +63,7 @@ int main(int argc, char **argv) {
                 s2 = ah_dcomm_recv_f32(dc, d, N, 1, 8, &err);
             } else {
                 float *tmp = NULL;
-                ah_cuda_arena_floats(&arena, N, "receive buffer", &tmp, &err);
+                ah_arena_floats(&arena, N, "receive buffer", &tmp, &err);
                 s1 = ah_dcomm_recv_f32(dc, tmp, N, 0, 7, &err);
                 s2 = ah_dcomm_send_f32(dc, d, N, 0, 8, &err);
                 d = tmp;
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
         ah_dcomm_free(&dc);
     }
     CHECK(ah_cuda_check(&err) == AH_OK, "%s", err.msg);
-    ah_cuda_arena_free(&arena);
+    ah_arena_free(&arena);
     free(host);
     const int rc = ah_test_finish();
     ah_comm_finalize();

@@ -41,7 +41,7 @@ static float *host_rand(size_t n, float amp) {
 /* A device copy of host data (or zeros when h is NULL), from the tracked arena. */
 static void *dev_bytes(const void *h, size_t bytes) {
     void *d = NULL;
-    if (ah_cuda_arena_alloc(&arena, (int64_t)bytes, "test buffer", &d, &err) != AH_OK) {
+    if (ah_arena_alloc(&arena, (int64_t)bytes, "test buffer", &d, &err) != AH_OK) {
         fprintf(stderr, "%s\n", err.msg);
         exit(1);
     }
@@ -169,37 +169,34 @@ static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
 }
 
-/* The table's attention (logsumexp state in the probs buffer, output recomputed in the
- * backward) and the interface variant (_lse) against the CPU's materialised probabilities. */
+/* Attention against the CPU's materialised probabilities: each backend keeps its own state
+ * (the CPU the probabilities, CUDA a logsumexp per row), sized by attention_state_floats. */
 static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int B, int T, int Hl,
                            int hd) {
     char what[96];
     const int Cl = Hl * hd;
     const size_t nqkv = (size_t)B * T * 3 * Cl, nout = (size_t)B * T * Cl;
-    const size_t nprobs = (size_t)B * Hl * T * T;
+    const size_t nstate = cpu->attention_state_floats(B, T, Hl, hd);
     float *qkv = host_rand(nqkv, 1.5f), *dout = host_rand(nout, 1), *dqkv = host_rand(nqkv, 1);
-    float *out = malloc(nout * sizeof *out), *probs = malloc(nprobs * sizeof *probs);
+    float *out = malloc(nout * sizeof *out), *state = malloc(nstate * sizeof *state);
     float *scratch = malloc(cpu->attention_scratch_floats(B, T, Hl, hd) * sizeof *scratch);
     float *d_qkv = dev(qkv, nqkv), *d_dout = dev(dout, nout), *d_out = dev(NULL, nout);
-    float *d_dqkv = dev(dqkv, nqkv), *d_dqkv2 = dev(dqkv, nqkv);
-    float *d_probs = dev(NULL, nprobs), *d_lse = dev(NULL, (size_t)B * Hl * T);
+    float *d_dqkv = dev(dqkv, nqkv);
+    float *d_state = dev(NULL, gpu->attention_state_floats(B, T, Hl, hd));
     float *d_scratch = dev(NULL, gpu->attention_scratch_floats(B, T, Hl, hd));
 
-    cpu->attention_fwd(out, probs, qkv, B, T, Hl, hd);
-    gpu->attention_fwd(d_out, d_probs, d_qkv, B, T, Hl, hd);
+    CHECK(gpu->attention_state_floats(B, T, Hl, hd) == (size_t)B * Hl * T,
+          "the CUDA attention state is one float per query row");
+    cpu->attention_fwd(out, state, qkv, B, T, Hl, hd);
+    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, hd);
     snprintf(what, sizeof what, "attention_fwd T=%d hd=%d", T, hd);
     expect_close(what, d_out, out, nout, 1e-5);
-    cpu->attention_bwd(dqkv, scratch, dout, qkv, probs, B, T, Hl, hd);
-    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_probs, B, T, Hl, hd);
+    cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, hd);
+    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_state, B, T, Hl, hd);
     snprintf(what, sizeof what, "attention_bwd T=%d hd=%d", T, hd);
     expect_close(what, d_dqkv, dqkv, nqkv, 1e-5);
-
-    ah_cuda_attention_fwd_lse(d_out, d_lse, d_qkv, B, T, Hl, hd);
-    ah_cuda_attention_bwd_lse(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, Hl, hd);
-    snprintf(what, sizeof what, "attention_bwd_lse T=%d hd=%d", T, hd);
-    expect_close(what, d_dqkv2, dqkv, nqkv, 1e-5);
     check_clean("attention");
-    free(qkv), free(dout), free(dqkv), free(out), free(probs), free(scratch);
+    free(qkv), free(dout), free(dqkv), free(out), free(state), free(scratch);
 }
 
 static void test_head(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol) {
@@ -261,12 +258,19 @@ static void test_memory(void) {
     ah_arena_t a;
     void *p = NULL;
     ah_mem_init(&small, 3 << 20, "gpu-test:0");
+    small.space = ah_cuda_mem_space();
     ah_arena_init(&a, &small, "activations");
-    CHECK(ah_cuda_arena_alloc(&a, 2 << 20, "qkv", &p, &err) == AH_OK, "2 MiB fits: %s", err.msg);
-    CHECK_ERR(ah_cuda_arena_alloc(&a, 2 << 20, "fc pre-activation", &p, &err), AH_ERR_OOM, err,
+    CHECK(ah_arena_alloc(&a, 2 << 20, "qkv", &p, &err) == AH_OK, "2 MiB fits: %s", err.msg);
+    CHECK_ERR(ah_arena_alloc(&a, 2 << 20, "fc pre-activation", &p, &err), AH_ERR_OOM, err,
               "fc pre-activation");
     CHECK_EQ_I64(small.high, 2 << 20);
-    ah_cuda_arena_free(&a);
+    /* Host access through the space: a view downloads, an upload writes back. */
+    float one = 1.0f, *view = NULL;
+    CHECK(ah_mem_upload(&small, p, &one, sizeof one, &err) == AH_OK, "upload: %s", err.msg);
+    CHECK(ah_mem_host_view(&small, p, sizeof one, true, (void **)&view, &err) == AH_OK &&
+              view != p && *view == 1.0f, "host view of device memory: %s", err.msg);
+    ah_mem_host_done(p, view);
+    ah_arena_free(&a);
     CHECK_EQ_I64(small.live, 0);
     int64_t used = 0, total = 0;
     CHECK(ah_cuda_device_memory(&used, &total, &err) == AH_OK && used > 0 && total >= used,
@@ -289,6 +293,7 @@ int main(void) {
     ah_cuda_device_name(name, sizeof name);
     printf("device: %s\n", name);
     ah_mem_init(&mem, 0, name);
+    mem.space = ah_cuda_mem_space();
     ah_arena_init(&arena, &mem, "test");
     const ah_kernels_t *cpu = ah_kernels_cpu(), *gpu = ah_kernels_cuda();
     const ah_kernels_t *bf16 = ah_kernels_cuda_bf16();
@@ -309,7 +314,7 @@ int main(void) {
     test_memory();
     test_errors(gpu);
     printf("tracked device memory high-water mark: %.2f MiB\n", (double)mem.high / 1048576.0);
-    ah_cuda_arena_free(&arena);
+    ah_arena_free(&arena);
     return ah_test_finish();
 }
 #endif

@@ -349,6 +349,7 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
                  np = (size_t)B * Hl * T * T;
     att_case_t c = {B, T, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), zeros(np), rand_buf(nout, 1)};
     char what[128];
+    CHECK(K->attention_state_floats(B, T, Hl, hd) == np, "the CPU's attention state is the probabilities");
     double *wout = malloc(nout * sizeof *wout), *wp = malloc(np * sizeof *wp),
            *wd = malloc(nqkv * sizeof *wd);
     att_naive(&c, wout, wp, wd);
@@ -365,7 +366,7 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     float *dqkv = rand_buf(nqkv, 1), *dqkv0 = copy_buf(dqkv, nqkv);
     float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof(float));
     for (size_t i = 0; i < K->attention_scratch_floats(B, T, Hl, hd); i++) scratch[i] = NAN;
-    K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.probs, B, T, Hl, hd);
+    K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.out, c.probs, B, T, Hl, hd);
     for (size_t i = 0; i < nqkv; i++) wd[i] += dqkv0[i];
     snprintf(what, sizeof what, "attention_bwd dqkv accumulated (B=%d T=%d Hl=%d hd=%d)", B, T,
              Hl, hd);
@@ -617,7 +618,7 @@ static void block_bwd(float *dx, float *const *dp, block_grads_t *g, const block
                      a->rstd2, N, C);
     K->residual_bwd(dx, g->dproj, g->dx2, nc);
     K->matmul_bwd(g->datty, dp[P_PROJ_W], dp[P_PROJ_B], g->dproj, a->atty, p[P_PROJ_W], N, C, C);
-    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->probs, s.B, s.T, s.H, hd);
+    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->atty, a->probs, s.B, s.T, s.H, hd);
     K->matmul_bwd(g->dln1, dp[P_QKV_W], dp[P_QKV_B], g->dqkv, a->ln1, p[P_QKV_W], N, C, 3 * C);
     K->layernorm_bwd(dx, dp[P_LN1_W], dp[P_LN1_B], g->dln1, x, p[P_LN1_W], a->mean1, a->rstd1, N,
                      C);

@@ -99,20 +99,25 @@ typedef struct ah_kernels {
 
     /* ---- causal multi-head self-attention (layout in the file comment) ---- */
 
-    /* probs[b,h,i,j] = softmax_j<=i(q_i . k_j / sqrt(hd)), 0 for j > i; out = probs @ v.
-     * probs is kept by the caller for the backward. */
+    /* out = softmax_j<=i(q_i . k_j / sqrt(hd)) @ v. `state` is what the backend keeps for the
+     * backward, attention_state_floats(B, T, Hl, hd) floats owned by the caller and opaque to it:
+     * the CPU keeps the probabilities probs[b,h,i,j] (B, Hl, T, T), 0 for j > i; the CUDA
+     * backend keeps one logsumexp per query row (B, Hl, T) and never builds a T x T matrix. */
     void (*attention_fwd)(float *out,       // (B, T, Cl)
-                          float *probs,     // (B, Hl, T, T)
+                          float *state,     // (attention_state_floats(B, T, Hl, hd))
                           const float *qkv, // (B, T, 3*Cl)
                           int B, int T, int Hl, int hd);
-    /* dqkv += d(out)/d(qkv)^T dout. scratch holds attention_scratch_floats(B, T, Hl, hd) floats
-     * and needs no initial value. */
+    /* dqkv += d(out)/d(qkv)^T dout. out and state are the forward's (a backend may ignore out:
+     * the CPU does). scratch holds attention_scratch_floats(B, T, Hl, hd) floats and needs no
+     * initial value. */
     void (*attention_bwd)(float *dqkv,        // (B, T, 3*Cl)
                           float *scratch,     // (attention_scratch_floats(B, T, Hl, hd))
                           const float *dout,  // (B, T, Cl)
                           const float *qkv,   // (B, T, 3*Cl)
-                          const float *probs, // (B, Hl, T, T)
+                          const float *out,   // (B, T, Cl)
+                          const float *state, // (attention_state_floats(B, T, Hl, hd))
                           int B, int T, int Hl, int hd);
+    size_t (*attention_state_floats)(int B, int T, int Hl, int hd);
     size_t (*attention_scratch_floats)(int B, int T, int Hl, int hd);
 
     /* ---- residual stream ---- */

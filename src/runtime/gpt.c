@@ -13,7 +13,7 @@ struct ah_block_act {
     float *ln1;                /* (N, C) */
     float *ln1_mean, *ln1_rstd;/* (N) */
     float *qkv;                /* (N, 3C/t) */
-    float *probs;              /* (b, H/t, T, T) */
+    float *probs;              /* attention state: (b, H/t, T, T) probabilities on the CPU */
     float *atty;               /* (N, C/t) attention output, before attn.proj */
     float *x_mid;              /* (N, C) residual after attention */
     float *ln2;                /* (N, C) */
@@ -145,16 +145,23 @@ void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed) {
 
 /* ---- construction ---- */
 
-/* Floats of one block's activation set (ah_layer_act_bytes / 4 for fp32, no recompute). */
+/* Floats of the attention state the backend keeps for the backward (the CPU's probabilities are
+ * b * H/t * T * T, what ah_layer_act_bytes counts). */
+static int64_t att_state_floats(const ah_gpt_stage_t *st) {
+    return (int64_t)st->k->attention_state_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
+                                                  (int)st->Hl, (int)st->hd);
+}
+
+/* Floats of one block's activation set (ah_layer_act_bytes / 4 for fp32 on the CPU, no
+ * recompute). */
 static int64_t block_act_floats(const ah_gpt_stage_t *st) {
-    const int64_t N = st->N, T = st->cfg.seq_len;
-    return 4 * N * st->C + 4 * N * st->Cl + 2 * N * st->Fl + st->cfg.micro_batch * st->Hl * T * T +
-           4 * N;
+    const int64_t N = st->N;
+    return 4 * N * st->C + 4 * N * st->Cl + 2 * N * st->Fl + att_state_floats(st) + 4 * N;
 }
 
 /* Carves one block's activation set out of base (block_act_floats floats). */
 static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a) {
-    const int64_t N = st->N, T = st->cfg.seq_len;
+    const int64_t N = st->N;
     float *p = base;
 #define TAKE(field, count) (a->field = p, p += (count))
     TAKE(x_in, N * st->C);
@@ -162,7 +169,7 @@ static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a
     TAKE(ln1_mean, N);
     TAKE(ln1_rstd, N);
     TAKE(qkv, 3 * N * st->Cl);
-    TAKE(probs, st->cfg.micro_batch * st->Hl * T * T);
+    TAKE(probs, att_state_floats(st));
     TAKE(atty, N * st->Cl);
     TAKE(x_mid, N * st->C);
     TAKE(ln2, N * st->C);
@@ -478,7 +485,7 @@ static ah_status_t block_bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *a,
     k->matmul_bwd(w->datty, G(st, l, P_PROJ_W), G(st, l, P_PROJ_B), w->dres, a->atty,
                   W(st, l, P_PROJ_W), N, Cl, C);
     k->zero(w->dqkv, (size_t)N * 3 * Cl);
-    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->probs, (int)st->cfg.micro_batch,
+    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, (int)st->cfg.micro_batch,
                      (int)st->cfg.seq_len, (int)st->Hl, (int)st->hd);
     k->zero(w->tmp, NC);
     k->matmul_bwd(w->tmp, G(st, l, P_QKV_W), G(st, l, P_QKV_B), w->dqkv, a->ln1, W(st, l, P_QKV_W),

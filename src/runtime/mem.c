@@ -4,9 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void *host_alloc(size_t bytes, char *why, size_t why_len) {
+    const size_t rounded = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) {
+        snprintf(why, why_len, "the host has no memory left");
+        return NULL;
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+static ah_status_t host_copy(void *dst, const void *src, size_t bytes, ah_error_t *err) {
+    (void)err;
+    memcpy(dst, src, bytes);
+    return AH_OK;
+}
+
+const ah_mem_space_t ah_mem_host = {"host", host_alloc, free, host_copy, host_copy};
+
 void ah_mem_init(ah_mem_t *m, int64_t cap_bytes, const char *device) {
     memset(m, 0, sizeof *m);
     m->cap = cap_bytes;
+    m->space = &ah_mem_host;
     snprintf(m->device, sizeof m->device, "%s", device ? device : "device");
 }
 
@@ -18,7 +38,7 @@ void ah_arena_init(ah_arena_t *a, ah_mem_t *mem, const char *name) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-ah_status_t ah_arena_reserve(ah_arena_t *a, int64_t bytes, const char *tensor, ah_error_t *err) {
+static ah_status_t reserve(ah_arena_t *a, int64_t bytes, const char *tensor, ah_error_t *err) {
     ah_mem_t *m = a->mem;
     if (bytes < 0) return ah_error_set(err, AH_ERR_INTERNAL, "negative size for %s", tensor);
     if (m->cap > 0 && m->live + bytes > m->cap)
@@ -40,7 +60,7 @@ ah_status_t ah_arena_reserve(ah_arena_t *a, int64_t bytes, const char *tensor, a
     return AH_OK;
 }
 
-void ah_arena_record(ah_arena_t *a, void *p, int64_t bytes) {
+static void record(ah_arena_t *a, void *p, int64_t bytes) {
     a->blocks[a->n] = p;
     a->sizes[a->n] = bytes;
     a->n++;
@@ -50,15 +70,16 @@ void ah_arena_record(ah_arena_t *a, void *p, int64_t bytes) {
 
 ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
                            ah_error_t *err) {
-    ah_status_t s = ah_arena_reserve(a, bytes, tensor, err);
+    ah_status_t s = reserve(a, bytes, tensor, err);
     if (s != AH_OK) return s;
-    size_t rounded = ((size_t)bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    char why[256] = "";
+    void *p = a->mem->space->alloc((size_t)bytes, why, sizeof why);
     if (!p)
-        return ah_error_set(err, AH_ERR_OOM, "%s: the host has no memory for %s (%.2f MiB)",
-                            a->mem->device, tensor, mib(bytes));
-    memset(p, 0, rounded ? rounded : 64);
-    ah_arena_record(a, p, bytes);
+        return ah_error_set(err, AH_ERR_OOM, "%s: no %s memory for %s (%.2f MiB, %s; %.2f MiB "
+                            "allocated): %s; use a plan with recomputation or a smaller micro-batch",
+                            a->mem->device, a->mem->space->name, tensor, mib(bytes), a->name,
+                            mib(a->mem->live), why);
+    record(a, p, bytes);
     *out = p;
     return AH_OK;
 }
@@ -70,9 +91,9 @@ ah_status_t ah_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float 
     return s;
 }
 
-void ah_arena_release(ah_arena_t *a, void (*release)(void *)) {
+void ah_arena_free(ah_arena_t *a) {
     for (int i = 0; i < a->n; i++) {
-        release(a->blocks[i]);
+        a->mem->space->free(a->blocks[i]);
         a->mem->live -= a->sizes[i];
     }
     free(a->blocks);
@@ -82,4 +103,29 @@ void ah_arena_release(ah_arena_t *a, void (*release)(void *)) {
     a->n = a->cap_blocks = 0;
 }
 
-void ah_arena_free(ah_arena_t *a) { ah_arena_release(a, free); }
+ah_status_t ah_mem_host_view(const ah_mem_t *m, void *p, size_t bytes, bool read, void **host,
+                             ah_error_t *err) {
+    *host = p;
+    if (m->space == &ah_mem_host) return AH_OK;
+    if (!(*host = malloc(bytes ? bytes : 1)))
+        return ah_error_set(err, AH_ERR_OOM, "%s: no host memory for a %.2f MiB copy of device data",
+                            m->device, mib((int64_t)bytes));
+    ah_status_t s = read ? m->space->download(*host, p, bytes, err) : AH_OK;
+    if (s != AH_OK) {
+        free(*host);
+        *host = NULL;
+    }
+    return s;
+}
+
+void ah_mem_host_done(const void *p, void *host) {
+    if (host != p) free(host);
+}
+
+ah_status_t ah_mem_upload(const ah_mem_t *m, void *dst, const void *host, size_t bytes, ah_error_t *err) {
+    return dst == host || bytes == 0 ? AH_OK : m->space->upload(dst, host, bytes, err);
+}
+
+ah_status_t ah_mem_download(const ah_mem_t *m, void *host, const void *src, size_t bytes, ah_error_t *err) {
+    return host == src || bytes == 0 ? AH_OK : m->space->download(host, src, bytes, err);
+}

@@ -6,20 +6,39 @@
  * out-of-memory error naming the tensor and the shortfall. Tensors are grouped by lifetime in
  * arenas (parameters, optimizer state, activations); an arena frees all of its tensors at once.
  * Nothing is allocated inside the training step loop.
+ *
+ * The bytes come from the budget's memory space: the host's by default, a GPU's on a CUDA rank
+ * (an allocator hook), so the same accounting is the device's high-water mark there.
  */
 #ifndef AH_RUNTIME_MEM_H
 #define AH_RUNTIME_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
+
+/* Where a budget's bytes live: the host (the default) or a device (a backend's space, e.g.
+ * ah_cuda_mem_space()). alloc returns `bytes` zeroed bytes, or NULL with the space's reason in
+ * `why`; upload and download are synchronous copies between that memory and the host's. */
+typedef struct ah_mem_space {
+    const char *name; /* "host", "cuda" */
+    void *(*alloc)(size_t bytes, char *why, size_t why_len);
+    void (*free)(void *p);
+    ah_status_t (*upload)(void *dst, const void *host, size_t bytes, ah_error_t *err);
+    ah_status_t (*download)(void *host, const void *src, size_t bytes, ah_error_t *err);
+} ah_mem_space_t;
+
+/* Host memory: 64-byte aligned, copies are memcpy. */
+extern const ah_mem_space_t ah_mem_host;
 
 typedef struct ah_mem {
     int64_t cap;       /* bytes; 0 = unlimited */
     int64_t live;      /* bytes allocated now */
     int64_t high;      /* high-water mark of live */
     char device[96];   /* for messages: "fast-0:1 (cpu-fast)" */
+    const ah_mem_space_t *space; /* ah_mem_host unless set before the first allocation */
 } ah_mem_t;
 
 typedef struct ah_arena {
@@ -32,19 +51,26 @@ typedef struct ah_arena {
 
 void ah_mem_init(ah_mem_t *m, int64_t cap_bytes, const char *device);
 void ah_arena_init(ah_arena_t *a, ah_mem_t *mem, const char *name);
-/* Zeroed, 64-byte aligned. `tensor` names it in an out-of-memory message. */
+/* Zeroed, in the budget's space. `tensor` names it in an out-of-memory message. */
 ah_status_t ah_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
                            ah_error_t *err);
 /* Shorthand for float tensors of n elements. */
 ah_status_t ah_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float **out, ah_error_t *err);
 void ah_arena_free(ah_arena_t *a);
 
-/* For a backend that allocates device memory itself (CUDA): ah_arena_reserve checks the cap
- * (with the same out-of-memory message) and makes room to track one more block; after the
- * backend's own allocation succeeds, ah_arena_record counts it. ah_arena_release hands every
- * block to `release` (cudaFree, or free for host blocks) and uncounts it. */
-ah_status_t ah_arena_reserve(ah_arena_t *a, int64_t bytes, const char *tensor, ah_error_t *err);
-void ah_arena_record(ah_arena_t *a, void *p, int64_t bytes);
-void ah_arena_release(ah_arena_t *a, void (*release)(void *));
+/* ---- host access, for code outside the kernels (initialisation, token ids, p2p staging, dumps,
+ * checkpoints) ----
+ * On host memory these cost nothing: ah_mem_host_view returns p itself and the copies between a
+ * pointer and itself do nothing, so one code path serves both spaces with no copy on the CPU.
+ *
+ * ah_mem_host_view: host memory for the `bytes` at p of the budget's space: p itself on the
+ * host; else a malloc'd buffer, filled by a download when `read`. ah_mem_host_done frees it (not
+ * p). ah_mem_upload / ah_mem_download copy between a pointer of the space and host memory; they
+ * do nothing when the two are the same pointer. */
+ah_status_t ah_mem_host_view(const ah_mem_t *m, void *p, size_t bytes, bool read, void **host,
+                             ah_error_t *err);
+void ah_mem_host_done(const void *p, void *host);
+ah_status_t ah_mem_upload(const ah_mem_t *m, void *dst, const void *host, size_t bytes, ah_error_t *err);
+ah_status_t ah_mem_download(const ah_mem_t *m, void *host, const void *src, size_t bytes, ah_error_t *err);
 
 #endif

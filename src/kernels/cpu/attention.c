@@ -28,6 +28,12 @@ static float sum_lanes(const float *x, int n) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* The state kept for the backward: the probabilities, (B, Hl, T, T). */
+size_t ah_cpu_attention_state_floats(int B, int T, int Hl, int hd) {
+    (void)hd;
+    return (size_t)B * (size_t)Hl * (size_t)T * (size_t)T;
+}
+
 size_t ah_cpu_attention_scratch_floats(int B, int T, int Hl, int hd) {
     (void)B, (void)Hl, (void)hd;
     return (size_t)min_int(ATT_BLOCK, T) * (size_t)T;
@@ -66,7 +72,8 @@ void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int
 }
 
 void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                          const float *probs, int B, int T, int Hl, int hd) {
+                          const float *out, const float *probs, int B, int T, int Hl, int hd) {
+    (void)out; /* the probabilities are all the backward needs */
     const int Cl = Hl * hd, ld = 3 * Cl;
     const float scale = 1.0f / sqrtf((float)hd);
     float *dS = scratch; /* (min(ATT_BLOCK, T), T): dP, then dS in place, of one row block */

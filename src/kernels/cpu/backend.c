@@ -17,6 +17,7 @@ static const ah_kernels_t cpu_kernels = {
     .attention_fwd = ah_cpu_attention_fwd,
     .attention_bwd = ah_cpu_attention_bwd,
     .attention_scratch_floats = ah_cpu_attention_scratch_floats,
+    .attention_state_floats = ah_cpu_attention_state_floats,
     .residual_fwd = ah_cpu_residual_fwd,
     .residual_bwd = ah_cpu_residual_bwd,
     .embedding_fwd = ah_cpu_embedding_fwd,

@@ -70,7 +70,8 @@ void ah_cpu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int
 void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
                           int hd);
 void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                          const float *probs, int B, int T, int Hl, int hd);
+                          const float *out, const float *probs, int B, int T, int Hl, int hd);
+size_t ah_cpu_attention_state_floats(int B, int T, int Hl, int hd);
 size_t ah_cpu_attention_scratch_floats(int B, int T, int Hl, int hd);
 
 double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,

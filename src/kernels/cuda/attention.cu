@@ -234,7 +234,8 @@ static size_t dkv_smem(int hd) {
     return (size_t)(2 * KT * (hd + 1) + 2 * KT + 2 * WARPS * hd) * sizeof(float);
 }
 
-static void fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl, int hd) {
+void ah_cuda_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl,
+                           int hd) {
     if (!hd_ok(hd)) return;
     const dim3 grid((T + WARPS - 1) / WARPS, B * Hl);
     flash_fwd_kernel<<<grid, 32 * WARPS, fwd_smem(hd)>>>(out, lse, qkv, T, Hl, hd,
@@ -242,18 +243,19 @@ static void fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl, 
     AH_CUDA_LAUNCHED();
 }
 
-void ah_cuda_attention_fwd_lse(float *out, float *lse, const float *qkv, int B, int T, int Hl,
-                               int hd) {
-    fwd(out, lse, qkv, B, T, Hl, hd);
+// The state: one logsumexp per query row.
+size_t ah_cuda_attention_state_floats(int B, int T, int Hl, int hd) {
+    (void)hd;
+    return (size_t)B * Hl * T;
 }
 
-size_t ah_cuda_attention_lse_scratch_floats(int B, int T, int Hl, int hd) {
+size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd) {
     (void)hd;
     return (size_t)B * Hl * T; // D
 }
 
-void ah_cuda_attention_bwd_lse(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *out, const float *lse, int B, int T, int Hl, int hd) {
+void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                           const float *out, const float *lse, int B, int T, int Hl, int hd) {
     if (!hd_ok(hd)) return;
     const float scale = 1.0f / sqrtf((float)hd);
     float *D = scratch;
@@ -268,23 +270,4 @@ void ah_cuda_attention_bwd_lse(float *dqkv, float *scratch, const float *dout, c
     flash_bwd_dkv_kernel<<<grid, 32 * WARPS, dkv_smem(hd)>>>(dqkv, qkv, dout, lse, D, T, Hl, hd,
                                                              scale);
     AH_CUDA_LAUNCHED();
-}
-
-// ---- the table's entries (CPU buffer sizes; see kernels_cuda.h) ----
-
-void ah_cuda_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
-                           int hd) {
-    fwd(out, probs, qkv, B, T, Hl, hd); // probs[0, B*Hl*T) = logsumexp
-}
-
-size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd) {
-    // D, then the forward's output, recomputed because the table's backward is not given it.
-    return (size_t)B * Hl * T + (size_t)B * T * Hl * hd;
-}
-
-void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                           const float *probs, int B, int T, int Hl, int hd) {
-    float *out = scratch + (size_t)B * Hl * T;
-    fwd(out, NULL, qkv, B, T, Hl, hd);
-    ah_cuda_attention_bwd_lse(dqkv, scratch, dout, qkv, out, probs, B, T, Hl, hd);
 }

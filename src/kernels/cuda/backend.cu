@@ -101,6 +101,7 @@ static void fill_tables(void) {
     k->attention_fwd = ah_cuda_attention_fwd;
     k->attention_bwd = ah_cuda_attention_bwd;
     k->attention_scratch_floats = ah_cuda_attention_scratch_floats;
+    k->attention_state_floats = ah_cuda_attention_state_floats;
     k->residual_fwd = ah_cuda_residual_fwd;
     k->residual_bwd = ah_cuda_residual_bwd;
     k->embedding_fwd = ah_cuda_embedding_fwd;
@@ -144,58 +145,21 @@ double ah_cuda_finish_reduction(int n) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-ah_status_t ah_cuda_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
-                                ah_error_t *err) {
-    ah_mem_t *m = a->mem;
-    *out = NULL;
-    ah_status_t s = ah_arena_reserve(a, bytes, tensor, err); /* the cap, as on the CPU */
-    if (s != AH_OK) return s;
+static void *cuda_alloc(size_t bytes, char *why, size_t why_len) {
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes ? (size_t)bytes : 256);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        int64_t used = 0, total = 0;
-        ah_cuda_device_memory(&used, &total, NULL);
-        return ah_error_set(err, AH_ERR_OOM,
-                            "%s: cudaMalloc of %s (%.2f MiB, %s) failed: %s; the device has "
-                            "%.2f of %.2f MiB in use (%.2f MiB tracked); use a plan with "
-                            "recomputation or a smaller micro-batch",
-                            m->device, tensor, mib(bytes), a->name, cudaGetErrorString(e),
-                            mib(used), mib(total), mib(m->live));
-    }
-    if ((e = cudaMemset(p, 0, bytes ? (size_t)bytes : 256)) != cudaSuccess) {
-        cudaFree(p);
-        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemset of %s: %s", tensor,
-                            cudaGetErrorString(e));
-    }
-    ah_arena_record(a, p, bytes);
-    *out = p;
-    return AH_OK;
+    const size_t n = bytes ? bytes : 256;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaSuccess && (e = cudaMemset(p, 0, n)) == cudaSuccess) return p;
+    (void)cudaGetLastError();
+    if (p) cudaFree(p);
+    int64_t used = 0, total = 0;
+    ah_cuda_device_memory(&used, &total, NULL);
+    snprintf(why, why_len, "cudaMalloc/cudaMemset: %s; the device has %.2f of %.2f MiB in use",
+             cudaGetErrorString(e), mib(used), mib(total));
+    return NULL;
 }
 
-ah_status_t ah_cuda_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float **out,
-                                 ah_error_t *err) {
-    void *p = NULL;
-    ah_status_t s = ah_cuda_arena_alloc(a, n * (int64_t)sizeof(float), tensor, &p, err);
-    *out = (float *)p;
-    return s;
-}
-
-static void cuda_free_block(void *p) { cudaFree(p); }
-
-void ah_cuda_arena_free(ah_arena_t *a) { ah_arena_release(a, cuda_free_block); }
-
-ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
-    size_t free_b = 0, total_b = 0;
-    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemGetInfo: %s", cudaGetErrorString(e));
-    }
-    *used_bytes = (int64_t)(total_b - free_b);
-    *total_bytes = (int64_t)total_b;
-    return AH_OK;
-}
+static void cuda_free(void *p) { cudaFree(p); }
 
 static ah_status_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                         ah_error_t *err) {
@@ -213,4 +177,21 @@ ah_status_t ah_cuda_upload(void *dst_dev, const void *src_host, size_t bytes, ah
 
 ah_status_t ah_cuda_download(void *dst_host, const void *src_dev, size_t bytes, ah_error_t *err) {
     return copy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, err);
+}
+
+static const ah_mem_space_t cuda_space = {"CUDA device", cuda_alloc, cuda_free, ah_cuda_upload,
+                                          ah_cuda_download};
+
+const ah_mem_space_t *ah_cuda_mem_space(void) { return &cuda_space; }
+
+ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ah_error_set(err, AH_ERR_INTERNAL, "cudaMemGetInfo: %s", cudaGetErrorString(e));
+    }
+    *used_bytes = (int64_t)(total_b - free_b);
+    *total_bytes = (int64_t)total_b;
+    return AH_OK;
 }

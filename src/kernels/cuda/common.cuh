@@ -117,10 +117,11 @@ void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, 
                            int B, int T, int C);
 void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                            int B, int T, int C);
-void ah_cuda_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
+void ah_cuda_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl,
                            int hd);
 void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                           const float *probs, int B, int T, int Hl, int hd);
+                           const float *out, const float *lse, int B, int T, int Hl, int hd);
+size_t ah_cuda_attention_state_floats(int B, int T, int Hl, int hd);
 size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd);
 void ah_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n,
                    const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);

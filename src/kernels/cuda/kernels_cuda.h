@@ -2,20 +2,16 @@
  * benchmarks include it from plain C files. Built only with -DAH_CUDA=ON (docs/gpu.md).
  *
  * Tables. ah_kernels_cuda() fills every entry of ah_kernels_t for fp32 with device pointers
- * (cudaMalloc'd, e.g. through ah_cuda_arena_*): cuBLAS for the matmuls, fused kernels for the
- * rest. ah_kernels_cuda_bf16() is the same table except that its matmuls (linear layers and the
- * tied head) round both operands to bf16 and accumulate in fp32 (cublasGemmEx,
+ * (cudaMalloc'd, e.g. by an arena of ah_cuda_mem_space()): cuBLAS for the matmuls, fused
+ * kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its matmuls (linear
+ * layers and the tied head) round both operands to bf16 and accumulate in fp32 (cublasGemmEx,
  * CUBLAS_COMPUTE_32F); parameters, gradients and AdamW m, v stay fp32, which makes the fp32
  * buffers the master weights. Both return NULL when there is no usable device; ah_cuda_init says
  * why.
  *
- * Attention. The table's attention entries keep the CPU contract's buffer sizes but NOT its
- * content: attention_fwd is a fused flash-style kernel (online softmax, no T x T matrix) and
- * stores only the per-row logsumexp in probs[0, B*Hl*T); attention_bwd recomputes the
- * probabilities from it. The runtime must treat `probs` as opaque state for the backward (it
- * does). ah_cuda_attention_fwd_lse / _bwd_lse are the interface variant the runtime should move
- * to (docs/gpu.md): the state is B*Hl*T floats, and the backward takes the forward's output so
- * it need not recompute it.
+ * Attention. attention_fwd is a fused flash-style kernel (online softmax, no T x T matrix); its
+ * state for the backward is one logsumexp per query row, attention_state_floats = B*Hl*T, and
+ * attention_bwd recomputes the probabilities tile by tile from it and the forward's output.
  *
  * Errors. Kernels return void, like the table says; the first CUDA or cuBLAS failure is kept
  * and ah_cuda_check reports it (call it once per step, and after setup).
@@ -57,15 +53,11 @@ ah_status_t ah_cuda_check(ah_error_t *err);
 ah_status_t ah_cuda_synchronize(ah_error_t *err);
 
 /* ---- memory ----
- * Device arenas with the accounting of runtime/mem.h (the same ah_mem_t budget: live bytes,
- * high-water mark, cap with an out-of-memory message naming the tensor), backed by cudaMalloc.
- * An arena initialised with ah_arena_init and filled by ah_cuda_arena_alloc must be released with
- * ah_cuda_arena_free (never ah_arena_free). Allocations are zeroed. */
-ah_status_t ah_cuda_arena_alloc(ah_arena_t *a, int64_t bytes, const char *tensor, void **out,
-                                ah_error_t *err);
-ah_status_t ah_cuda_arena_floats(ah_arena_t *a, int64_t n, const char *tensor, float **out,
-                                 ah_error_t *err);
-void ah_cuda_arena_free(ah_arena_t *a);
+ * The device's memory space for runtime/mem.h (set ah_mem_t.space to it before allocating): an
+ * arena then allocates with cudaMalloc (zeroed) under the same budget as on the host (live bytes,
+ * high-water mark, cap, the out-of-memory message naming the tensor; a cudaMalloc failure also
+ * says how much the device holds in all). */
+const ah_mem_space_t *ah_cuda_mem_space(void);
 /* What the device itself says is in use (total - free, all processes), for comparing the
  * tracked high-water mark with the truth. */
 ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err);
@@ -73,16 +65,6 @@ ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_
 /* Copies between host and device (synchronous). */
 ah_status_t ah_cuda_upload(void *dst_dev, const void *src_host, size_t bytes, ah_error_t *err);
 ah_status_t ah_cuda_download(void *dst_host, const void *src_dev, size_t bytes, ah_error_t *err);
-
-/* ---- attention, the interface variant (see the file comment) ----
- * fwd: out (B,T,Cl) as the table's; lse (B,Hl,T) = logsumexp_j<=i of the scaled scores.
- * bwd: dqkv += ...; scratch holds ah_cuda_attention_lse_scratch_floats floats; out and lse are
- * the forward's. Any hd up to 128 (GPT-2: 64; LLaMA: 128). */
-void ah_cuda_attention_fwd_lse(float *out, float *lse, const float *qkv, int B, int T, int Hl,
-                               int hd);
-void ah_cuda_attention_bwd_lse(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                               const float *out, const float *lse, int B, int T, int Hl, int hd);
-size_t ah_cuda_attention_lse_scratch_floats(int B, int T, int Hl, int hd);
 
 #ifdef __cplusplus
 }
