@@ -1,11 +1,13 @@
 /* MPI backend of comm.h. */
 #include "comm/comm.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm_mpi.h"
 
@@ -27,7 +29,43 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
         if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what); \
     } while (0)
 
+/* ---- waiting ----
+ * Every call that waits goes through wait_req. MPI_Wait polls until the peer arrives
+ * (mpi_yield_when_idle only adds sched_yield, which hands the core only to a process already
+ * runnable with less CPU time), so with more ranks than cores (emulation: 6 ranks on 2) a waiting
+ * rank takes the core from the ranks it waits for. In AH_COMM_WAIT_SLEEP mode wait_req polls with
+ * MPI_Test for SPIN_NS, so an exchange whose peers are all present keeps its latency, then sleeps
+ * between tests, SLEEP_MIN_NS doubling up to SLEEP_MAX_NS: a peer that arrives late waits at most
+ * SLEEP_MAX_NS more for this rank's next test. Collectives are the non-blocking MPI calls
+ * completed the same way. */
+static ah_comm_wait_t g_wait = AH_COMM_WAIT_SLEEP;
+enum { SPIN_NS = 50000, SLEEP_MIN_NS = 5000, SLEEP_MAX_NS = 200000 };
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int wait_req(MPI_Request *r) {
+    if (g_wait == AH_COMM_WAIT_POLL) return MPI_Wait(r, MPI_STATUS_IGNORE);
+    int done = 0, rc;
+    const double spin_until = mono_s() + 1e-9 * SPIN_NS;
+    do {
+        if ((rc = MPI_Test(r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done) return rc;
+    } while (mono_s() < spin_until);
+    for (long ns = SLEEP_MIN_NS;; ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS) {
+        struct timespec ts = {0, ns};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        if ((rc = MPI_Test(r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done) return rc;
+    }
+}
+
+void ah_comm_set_wait(ah_comm_wait_t mode) { g_wait = mode; }
+
 ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
+    const char *w = getenv("AH_COMM_WAIT");
+    if (w && strcmp(w, "poll") == 0) g_wait = AH_COMM_WAIT_POLL;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) MPI_TRY(MPI_Init(argc, argv), "MPI_Init");
@@ -93,8 +131,10 @@ static ah_status_t allreduce(ah_comm_t *c, void *buf, size_t n, size_t elt, MPI_
     if (ah_comm_size(c) == 1) return AH_OK;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t k = n - off < CHUNK ? n - off : CHUNK;
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * elt, (int)k, type, op, c->c),
-                "MPI_Allreduce");
+        MPI_Request r;
+        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * elt, (int)k, type, op, c->c, &r),
+                "MPI_Iallreduce");
+        MPI_TRY(wait_req(&r), "MPI_Iallreduce");
     }
     return AH_OK;
 }
@@ -112,20 +152,26 @@ ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_e
 }
 
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err) {
-    MPI_TRY(MPI_Allgather(&v, 1, MPI_INT64_T, out, 1, MPI_INT64_T, c->c), "MPI_Allgather");
+    MPI_Request r;
+    MPI_TRY(MPI_Iallgather(&v, 1, MPI_INT64_T, out, 1, MPI_INT64_T, c->c, &r), "MPI_Iallgather");
+    MPI_TRY(wait_req(&r), "MPI_Iallgather");
     return AH_OK;
 }
 
 ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err) {
     for (size_t off = 0; off < bytes; off += CHUNK) {
         size_t k = bytes - off < CHUNK ? bytes - off : CHUNK;
-        MPI_TRY(MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, c->c), "MPI_Bcast");
+        MPI_Request r;
+        MPI_TRY(MPI_Ibcast((char *)buf + off, (int)k, MPI_BYTE, root, c->c, &r), "MPI_Ibcast");
+        MPI_TRY(wait_req(&r), "MPI_Ibcast");
     }
     return AH_OK;
 }
 
 ah_status_t ah_comm_barrier(ah_comm_t *c, ah_error_t *err) {
-    MPI_TRY(MPI_Barrier(c->c), "MPI_Barrier");
+    MPI_Request r;
+    MPI_TRY(MPI_Ibarrier(c->c, &r), "MPI_Ibarrier");
+    MPI_TRY(wait_req(&r), "MPI_Ibarrier");
     return AH_OK;
 }
 
@@ -161,20 +207,21 @@ ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err) {
     MPI_Request r;
     memcpy(&r, &req->h, sizeof r);
     req->active = 0;
-    MPI_TRY(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait");
+    MPI_TRY(wait_req(&r), "MPI_Wait");
     return AH_OK;
 }
 
 ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err) {
     int me = ah_comm_rank(c), n = ah_comm_size(c);
     int first = local != AH_OK ? me : n;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->c), "MPI_Allreduce");
+    ah_status_t s = allreduce(c, &first, 1, sizeof first, MPI_INT, MPI_MIN, err);
+    if (s != AH_OK) return s;
     if (first == n) return AH_OK;
     int code = (int)local;
     char msg[AH_ERROR_MSG_MAX];
     if (me == first) snprintf(msg, sizeof msg, "%s", err ? err->msg : "failed");
-    MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, first, c->c), "MPI_Bcast");
-    MPI_TRY(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->c), "MPI_Bcast");
+    if ((s = ah_comm_bcast(c, &code, sizeof code, first, err)) != AH_OK) return s;
+    if ((s = ah_comm_bcast(c, msg, sizeof msg, first, err)) != AH_OK) return s;
     if (n == 1) return ah_error_set(err, (ah_status_t)code, "%s", msg);
     return ah_error_set(err, (ah_status_t)code, "rank %d: %s", first, msg);
 }

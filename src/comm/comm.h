@@ -33,6 +33,14 @@ typedef struct ah_comm_req {
     int active;
 } ah_comm_req_t;
 
+/* How a rank waits for its peers. POLL: MPI's own wait, which keeps the core busy until the
+ * peer arrives. SLEEP (the default): poll for a few tens of microseconds, then sleep between
+ * polls, so a waiting rank leaves the core to the ranks it waits for when ranks outnumber cores
+ * (device emulation on a CPU). The environment variable AH_COMM_WAIT=poll selects POLL at
+ * ah_comm_init. */
+typedef enum { AH_COMM_WAIT_SLEEP = 0, AH_COMM_WAIT_POLL = 1 } ah_comm_wait_t;
+void ah_comm_set_wait(ah_comm_wait_t mode);
+
 /* Starts the backend (MPI_Init). Works without mpirun too: a single rank. */
 ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err);
 void ah_comm_finalize(void);
