@@ -93,10 +93,10 @@ static void test_init_sharding(void) {
     ah_mem_t mem1, mem2;
     ah_gpt_stage_t full, part;
     CHECK(make_stage(&full, &mem1, &m, 1, 0, &err) == AH_OK, "%s", err.msg);
-    ah_gpt_init_params(&full, 7);
+    CHECK(ah_gpt_init_params(&full, 7, &err) == AH_OK, "%s", err.msg);
     for (int k = 0; k < 2; k++) {
         CHECK(make_stage(&part, &mem2, &m, 2, k, &err) == AH_OK, "%s", err.msg);
-        ah_gpt_init_params(&part, 7);
+        CHECK(ah_gpt_init_params(&part, 7, &err) == AH_OK, "%s", err.msg);
         int bad = 0;
         for (int i = 0; i < part.n_params; i++) {
             const ah_gpt_param_t *p = &part.params[i], *f = ah_gpt_find(&full, p->def.name);
@@ -133,7 +133,7 @@ static void test_gradients(void) {
     ah_mem_t mem;
     ah_gpt_stage_t st;
     CHECK(make_stage(&st, &mem, &m, 1, 0, &err) == AH_OK, "%s", err.msg);
-    ah_gpt_init_params(&st, 3);
+    CHECK(ah_gpt_init_params(&st, 3, &err) == AH_OK, "%s", err.msg);
     /* Larger weights than the 0.02 init so every path carries signal. */
     for (int64_t i = 0; i < st.n_elems; i++) st.w[i] *= 2.0f;
     int32_t ids[16], tg[16];

@@ -61,10 +61,6 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
         return ah_error_set(err, AH_ERR_INVALID, "%s: model %s has architecture %s; the trainer "
                             "runs the GPT-2 architecture only", a->plan, plan->model.name,
                             ah_arch_name(plan->model.arch));
-    if (plan->train.precision != AH_PREC_FP32)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: train.precision is %s; the CPU trainer runs "
-                            "fp32 only (set \"precision\": \"fp32\")", a->plan,
-                            ah_precision_name(plan->train.precision));
     if (a->model) {
         ah_model_t m;
         if ((s = ah_model_load(a->model, &m, err)) != AH_OK) return s;

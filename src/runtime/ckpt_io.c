@@ -250,9 +250,10 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
 
 /* ---- save --------------------------------------------------------------------------------- */
 
-/* Writes group g of this rank's stage: weights, AdamW m and v, in the TP piece's own shape. */
+/* Writes group g of this rank's stage: weights, AdamW m and v (bufs: host copies of st->w, m,
+ * v, see write_part), in the TP piece's own shape. */
 static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_t g, int64_t step,
-                               ah_error_t *err) {
+                               float *const bufs[3], ah_error_t *err) {
     const ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
     int n = 0;
@@ -264,7 +265,6 @@ static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_
         free(names);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint shard's table");
     }
-    const float *bufs[3] = {st->w, st->m, st->v};
     int j = 0;
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
@@ -301,10 +301,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
     if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
     const int n = gs ? rank_groups(tr, tr->rank, false, gs) : 0;
     const int k = tr->layout.roles[tr->rank].tp_rank;
+    /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU. */
+    float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, *host[3] = {NULL, NULL, NULL};
+    for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
     for (int i = 0; i < n && st == AH_OK; i++) {
         if (lowest_holder(tr, s, gs[i], k, s->my_node) != tr->rank) continue;
-        if ((st = write_group(s, w, gs[i], step, err)) == AH_OK) (*files)++;
+        if ((st = write_group(s, w, gs[i], step, host, err)) == AH_OK) (*files)++;
     }
+    for (int b = 0; b < 3; b++)
+        if (host[b]) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, NULL);
     free(gs);
     if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
     ah_ckpt_writer_free(w);
@@ -714,10 +719,13 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, i
                               ah_error_t *err) {
     ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
-    float *bufs[3] = {st->w, st->m, st->v};
+    /* Loaded into host buffers (the stage's own on the CPU, copies uploaded at the end on a GPU;
+     * read first, so tensors no group covers keep their values). */
+    float *dev[3] = {st->w, st->m, st->v}, *bufs[3] = {NULL, NULL, NULL};
     ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
     int idx[64];
     ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
+    for (int b = 0; b < 3 && r == AH_OK; b++) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
         const int nf = pieces(gs[gi], T, t, k, idx);
         int opened = 0;
@@ -731,6 +739,11 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, i
         }
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         p += nf;
+    }
+    for (int b = 0; b < 3; b++) {
+        if (!bufs[b]) continue;
+        const ah_status_t u = ah_gpt_host_done(st, dev[b], bufs[b], r == AH_OK, err);
+        if (r == AH_OK) r = u;
     }
     free(fs);
     return r;

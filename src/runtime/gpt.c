@@ -125,10 +125,13 @@ static float normal_at(uint64_t key, int64_t idx) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed) {
+ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *err) {
+    float *host;
+    ah_status_t s = ah_gpt_host_view(st, st->w, false, &host, err);
+    if (s != AH_OK) return s;
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *p = &st->params[i];
-        float *w = st->w + p->offset;
+        float *w = host + p->offset;
         if (p->def.init_std == 0) {
             for (int64_t e = 0; e < p->n; e++) w[e] = p->def.init_fill;
             continue;
@@ -138,9 +141,11 @@ void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed) {
             w[e] = p->def.init_std *
                    normal_at(key, ah_gpt_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e));
     }
+    s = ah_gpt_host_done(st, st->w, host, true, err);
     st->k->zero(st->m, (size_t)st->n_elems);
     st->k->zero(st->v, (size_t)st->n_elems);
     st->k->zero(st->g, (size_t)st->n_elems);
+    return s;
 }
 
 /* ---- construction ---- */
@@ -203,7 +208,7 @@ static int64_t carve_work(const ah_gpt_stage_t *st, work_t *w) {
 }
 
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
-                                const ah_kernels_t *k, ah_comm_t *tp, ah_mem_t *mem, ah_error_t *err) {
+                                const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err) {
     memset(st, 0, sizeof *st);
     st->cfg = *cfg;
     st->k = k;
@@ -369,6 +374,20 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
 
 void ah_gpt_zero_grads(ah_gpt_stage_t *st) { st->k->zero(st->g, (size_t)st->n_elems); }
 
+ah_status_t ah_gpt_host_view(const ah_gpt_stage_t *st, float *buf, bool read, float **host, ah_error_t *err) {
+    return ah_mem_host_view(st->a_params.mem, buf, (size_t)st->n_elems * sizeof(float), read,
+                            (void **)host, err);
+}
+
+ah_status_t ah_gpt_host_done(const ah_gpt_stage_t *st, float *buf, float *host, bool write_back,
+                             ah_error_t *err) {
+    ah_status_t s = write_back ? ah_mem_upload(st->a_params.mem, buf, host,
+                                               (size_t)st->n_elems * sizeof(float), err)
+                               : AH_OK;
+    ah_mem_host_done(buf, host);
+    return s;
+}
+
 const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name) {
     for (int i = 0; i < st->n_params; i++)
         if (strcmp(st->params[i].def.name, name) == 0) return &st->params[i];
@@ -427,7 +446,7 @@ static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) 
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;
     const double t0 = now_s();
-    ah_status_t s = ah_comm_allreduce_f32(st->tp, x, (size_t)(st->N * st->C), err);
+    ah_status_t s = ah_group_sum(st->tp, x, (size_t)(st->N * st->C), err);
     st->tp_comm_s += now_s() - t0;
     return s;
 }

@@ -20,11 +20,13 @@
  *                 targets during the head's forward), and, when recomputing, a second one that
  *                 the backward redoes each block's forward into.
  * Nothing is allocated after ah_gpt_stage_create. The stage owns its arenas; ah_gpt_stage_free
- * returns them.
+ * returns them. The arenas are in the budget's memory space (the device's on a GPU rank), so every
+ * buffer of the stage is a pointer of the backend: host code reads or writes one only through
+ * runtime/mem.h's host access (free on the CPU).
  *
  * Gradients accumulate over micro-batches (ah_gpt_zero_grads at the start of an iteration). All
  * compute goes through the ah_kernels_t table; the TP all-reduces (2 in forward, 2 in backward per
- * block) go through the TP group's ah_comm_t. Row-parallel layers add their replicated bias on TP
+ * block) go through the TP group (runtime/device.h: MPI, or the device communicator on a GPU). Row-parallel layers add their replicated bias on TP
  * rank 0 only, before the sum, which equals adding it after the sum.
  */
 #ifndef AH_RUNTIME_GPT_H
@@ -35,6 +37,7 @@
 
 #include "comm/comm.h"
 #include "kernels/kernels.h"
+#include "runtime/device.h"
 #include "runtime/mem.h"
 #include "spec/model.h"
 
@@ -85,7 +88,7 @@ typedef enum { AH_GPT_PART_EMBED = 0, AH_GPT_PART_BLOCKS, AH_GPT_PART_HEAD, AH_G
 typedef struct ah_gpt_stage {
     ah_gpt_config_t cfg;
     const ah_kernels_t *k;
-    ah_comm_t *tp;            /* TP group; NULL when t = 1 */
+    ah_group_t *tp;           /* TP group; NULL when t = 1 */
     int64_t N, C, Cl, Fl, Hl, hd, V;
 
     int n_params;
@@ -110,12 +113,20 @@ typedef struct ah_gpt_stage {
 
 /* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
-                                const ah_kernels_t *k, ah_comm_t *tp, ah_mem_t *mem, ah_error_t *err);
+                                const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err);
 void ah_gpt_stage_free(ah_gpt_stage_t *st);
 
-/* Deterministic, plan-independent initialisation (see the file comment); zeroes m and v. */
-void ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed);
+/* Deterministic, plan-independent initialisation (see the file comment); zeroes m and v. On a
+ * device the weights are filled on the host and uploaded (the only failure). */
+ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *err);
 void ah_gpt_zero_grads(ah_gpt_stage_t *st);
+/* Host access to one of the stage's flat buffers (st->w, g, m or v: n_elems floats each) for code
+ * outside the kernels (initialisation, dumps, checkpoints): on the CPU the buffer itself, no copy;
+ * on a device a host copy, downloaded when `read`. ah_gpt_host_done uploads the copy back when
+ * `write_back`, then frees it. */
+ah_status_t ah_gpt_host_view(const ah_gpt_stage_t *st, float *buf, bool read, float **host, ah_error_t *err);
+ah_status_t ah_gpt_host_done(const ah_gpt_stage_t *st, float *buf, float *host, bool write_back,
+                             ah_error_t *err);
 /* The stage's tensor by name, or NULL. */
 const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name);
 /* Flat range [*offset, *offset + *n) of the stage's tensors of blocks [first, last). */
@@ -123,7 +134,7 @@ void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *
 
 /* Where the caller puts a micro-batch before ah_gpt_forward: token ids (stage 0, kept for the
  * backward), the input activation (N, C) (stages after 0), the targets (last stage; read by the
- * forward only, stored in the workspace). */
+ * forward only, stored in the workspace). Pointers of the backend's memory (ah_mem_upload). */
 int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot);
 float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot);
 int32_t *ah_gpt_targets(ah_gpt_stage_t *st);

@@ -76,7 +76,11 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the profiler's targets");
     }
     uint64_t rng = req->seed ^ 0x9e3779b97f4a7c15ULL;
-    ah_gpt_init_params(&st, req->seed);
+    if ((s = ah_gpt_init_params(&st, req->seed, err)) != AH_OK) {
+        free(targets);
+        ah_gpt_stage_free(&st);
+        return s;
+    }
     for (int sl = 0; sl < slots; sl++) fill_tokens(ah_gpt_ids(&st, sl), st.N, &rng, st.V);
     fill_tokens(targets, st.N, &rng, st.V);
     const float scale = (float)(1.0 / (double)st.N);

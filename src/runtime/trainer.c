@@ -77,6 +77,13 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         tr->sample_base += plan->pipelines[q].micro_batches * plan->train.micro_batch;
     const ah_gpu_type_t *gt = &plan->cluster.types[st->type];
     const ah_device_ref_t dev = st->devices[r.tp_rank];
+    /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
+     * left waiting in a split below. */
+    bool cuda = false;
+    if ((s = ah_device_select(plan, st->type, &cuda, err)) != AH_OK) {
+        ah_trainer_free(tr);
+        return s;
+    }
     tr->slowdown = gt->emulate_slowdown > 1.0 ? gt->emulate_slowdown : 1.0;
     char name[96];
     snprintf(name, sizeof name, "device %.32s:%d (%.32s)",
@@ -96,16 +103,28 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
      * setup failure on one rank must not leave the others waiting in a split, so the splits run
      * before anything that can fail on one rank alone. */
     const int t = plan->tp;
-    if (t > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp, err)) != AH_OK)
+    if (t > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
         goto fail;
     for (int g = 0; g < tr->layout.n_segments; g++) {
         const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
-        if ((s = split(holds ? r.tp_rank : -1, r.pipeline, &tr->seg[g], err)) != AH_OK) goto fail;
+        if ((s = split(holds ? r.tp_rank : -1, r.pipeline, &tr->seg[g].c, err)) != AH_OK) goto fail;
     }
     const bool first = r.stage == 0, last = r.stage == tr->S - 1;
-    if ((s = split(first ? r.tp_rank : -1, r.pipeline, &tr->first_group, err)) != AH_OK) goto fail;
-    if ((s = split(last ? r.tp_rank : -1, r.pipeline, &tr->last_group, err)) != AH_OK) goto fail;
-    if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group, err)) != AH_OK) goto fail;
+    if ((s = split(first ? r.tp_rank : -1, r.pipeline, &tr->first_group.c, err)) != AH_OK) goto fail;
+    if ((s = split(last ? r.tp_rank : -1, r.pipeline, &tr->last_group.c, err)) != AH_OK) goto fail;
+    if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group.c, err)) != AH_OK) goto fail;
+    /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
+     * device communicators, which are collective over their groups, in the same order. */
+    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, plan, cuda, dev.index, err), err)) != AH_OK)
+        goto fail;
+    tr->mem.space = tr->dev.space;
+    if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) goto fail;
+    for (int g = 0; g < tr->layout.n_segments; g++)
+        if ((s = ah_group_attach(&tr->dev, &tr->seg[g], err)) != AH_OK) goto fail;
+    if ((s = ah_group_attach(&tr->dev, &tr->first_group, err)) != AH_OK ||
+        (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
+        (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
+        goto fail;
     if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
     if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
 
@@ -114,7 +133,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         .has_head = last, .recompute = st->recompute, .t = t, .tp_rank = r.tp_rank,
         .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len,
         .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
-    if ((s = ah_gpt_stage_create(&tr->stage, &cfg, ah_kernels_cpu(), tr->tp, &tr->mem, err)) != AH_OK)
+    if ((s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err)) != AH_OK)
         goto fail;
     /* p2p buffers: per neighbour one to send and one to receive, (N, C) each. */
     const int64_t NC = tr->stage.N * tr->stage.C;
@@ -125,7 +144,18 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
     if (!last && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &tr->send_act, err)) != AH_OK ||
                   (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &tr->recv_grad, err)) != AH_OK))
         goto fail;
-    ah_gpt_init_params(&tr->stage, opts->seed);
+    float *const p2p[4] = {tr->recv_act, tr->send_grad, tr->send_act, tr->recv_grad};
+    float **const host[4] = {&tr->h_recv_act, &tr->h_send_grad, &tr->h_send_act, &tr->h_recv_grad};
+    for (int i = 0; i < 4; i++)
+        if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
+                                            (void **)host[i], err)) != AH_OK)
+            goto fail;
+    if (tr->dev.space != &ah_mem_host && (first || last) &&
+        !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens))) {
+        s = ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
+        goto fail;
+    }
+    if ((s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
     return AH_OK;
 fail:
     ah_trainer_free(tr);
@@ -134,13 +164,18 @@ fail:
 
 void ah_trainer_free(ah_trainer_t *tr) {
     if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
+    ah_mem_host_done(tr->recv_act, tr->h_recv_act);
+    ah_mem_host_done(tr->send_grad, tr->h_send_grad);
+    ah_mem_host_done(tr->send_act, tr->h_send_act);
+    ah_mem_host_done(tr->recv_grad, tr->h_recv_grad);
+    free(tr->h_tokens);
     if (tr->a_p2p.mem) ah_arena_free(&tr->a_p2p);
-    ah_comm_free(&tr->tp);
-    for (int g = 0; tr->seg && g < tr->layout.n_segments; g++) ah_comm_free(&tr->seg[g]);
+    ah_group_free(&tr->tp);
+    for (int g = 0; tr->seg && g < tr->layout.n_segments; g++) ah_group_free(&tr->seg[g]);
     free(tr->seg);
-    ah_comm_free(&tr->first_group);
-    ah_comm_free(&tr->last_group);
-    ah_comm_free(&tr->wte_group);
+    ah_group_free(&tr->first_group);
+    ah_group_free(&tr->last_group);
+    ah_group_free(&tr->wte_group);
     free(tr->ops);
     free(tr->memory_high);
     ah_layout_free(&tr->layout);
@@ -159,6 +194,16 @@ static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) 
         if (s_ != AH_OK) return s_;               \
     } while (0)
 
+/* One micro-batch's token ids (stage 0) or targets (last stage) into dst, a buffer of the
+ * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
+static ah_status_t put_tokens(ah_trainer_t *tr, int64_t first_sample, int32_t *dst, bool targets,
+                              ah_error_t *err) {
+    const int64_t m = tr->plan->train.micro_batch, T = tr->plan->train.seq_len;
+    int32_t *h = tr->h_tokens ? tr->h_tokens : dst;
+    ah_tokens_batch(tr->data, first_sample, m, T, targets ? NULL : h, targets ? h : NULL);
+    return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
+}
+
 /* The pipeline's 1F1B schedule for this rank's stage; *loss_sum gets its summed token losses. */
 static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
@@ -170,8 +215,12 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     ah_comm_t *world = ah_comm_world();
     ah_comm_req_t r_act = {0}, r_grad = {0}, s_act = {0}, s_grad = {0};
     /* Receives are posted one micro-batch ahead, so data arrives while this stage computes. */
-    if (tr->prev >= 0) TRY(ah_comm_irecv_f32(world, tr->recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
-    if (tr->next >= 0) TRY(ah_comm_irecv_f32(world, tr->recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+    const ah_mem_t *mem = &tr->mem;
+    const size_t bytes = NC * sizeof(float);
+    /* MPI moves the host side (h_*) of the p2p buffers; the uploads after a receive and the
+     * downloads before a send do nothing on the CPU, where the two sides are one buffer. */
+    if (tr->prev >= 0) TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
+    if (tr->next >= 0) TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
     *loss_sum = 0;
     tr->compute_s = 0;
     for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
@@ -179,28 +228,38 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
         double t0, tp0 = st->tp_comm_s;
         if (op.kind == AH_OP_FWD) {
-            if (tr->prev < 0) ah_tokens_batch(tr->data, first_sample, m, T, ah_gpt_ids(st, op.slot), NULL);
-            if (tr->next < 0) ah_tokens_batch(tr->data, first_sample, m, T, NULL, ah_gpt_targets(st));
+            if (tr->prev < 0) TRY(put_tokens(tr, first_sample, ah_gpt_ids(st, op.slot), false, err));
+            if (tr->next < 0) TRY(put_tokens(tr, first_sample, ah_gpt_targets(st), true, err));
             if (tr->prev >= 0) {
                 TRY(ah_comm_wait(&r_act, err));
+                TRY(ah_mem_upload(mem, tr->recv_act, tr->h_recv_act, bytes, err));
                 copy(k, ah_gpt_input(st, op.slot), tr->recv_act, NC);
                 if (op.mb + 1 < tr->n_mb)
-                    TRY(ah_comm_irecv_f32(world, tr->recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
+                    TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
             }
             if (tr->next >= 0) TRY(ah_comm_wait(&s_act, err)); /* the send buffer is free again */
             double ls = 0;
             t0 = now_s();
             TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
             *loss_sum += ls;
-            if (tr->next >= 0) TRY(ah_comm_isend_f32(world, tr->send_act, NC, tr->next, TAG_ACT, &s_act, err));
+            if (tr->next >= 0) {
+                TRY(ah_mem_download(mem, tr->h_send_act, tr->send_act, bytes, err));
+                TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &s_act, err));
+            }
         } else {
-            if (tr->next >= 0) TRY(ah_comm_wait(&r_grad, err));
+            if (tr->next >= 0) {
+                TRY(ah_comm_wait(&r_grad, err));
+                TRY(ah_mem_upload(mem, tr->recv_grad, tr->h_recv_grad, bytes, err));
+            }
             if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
             t0 = now_s();
             TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
-                TRY(ah_comm_irecv_f32(world, tr->recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
-            if (tr->prev >= 0) TRY(ah_comm_isend_f32(world, tr->send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
+                TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+            if (tr->prev >= 0) {
+                TRY(ah_mem_download(mem, tr->h_send_grad, tr->send_grad, bytes, err));
+                TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
+            }
         }
         /* Only compute is stretched: the TP all-reduces inside the phase include waiting for the
          * group's other ranks, which are stretching their own compute; stretching that wait too
@@ -220,18 +279,18 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
 static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     for (int g = 0; g < tr->layout.n_segments; g++) {
-        if (!tr->seg[g]) continue;
+        if (!tr->seg[g].c) continue;
         int64_t off, n;
         ah_gpt_block_range(st, tr->layout.segments[g].first, tr->layout.segments[g].last, &off, &n);
-        TRY(ah_comm_allreduce_f32(tr->seg[g], st->g + off, (size_t)n, err));
+        TRY(ah_group_sum(&tr->seg[g], st->g + off, (size_t)n, err));
     }
     const ah_gpt_param_t *x;
-    if (tr->first_group && (x = ah_gpt_find(st, "wpe")))
-        TRY(ah_comm_allreduce_f32(tr->first_group, st->g + x->offset, (size_t)x->n, err));
-    if (tr->last_group && (x = ah_gpt_find(st, "ln_f.weight"))) /* ln_f.weight, ln_f.bias adjacent */
-        TRY(ah_comm_allreduce_f32(tr->last_group, st->g + x->offset, (size_t)(2 * x->n), err));
-    if (tr->wte_group && (x = ah_gpt_find(st, "wte")))
-        TRY(ah_comm_allreduce_f32(tr->wte_group, st->g + x->offset, (size_t)x->n, err));
+    if (tr->first_group.c && (x = ah_gpt_find(st, "wpe")))
+        TRY(ah_group_sum(&tr->first_group, st->g + x->offset, (size_t)x->n, err));
+    if (tr->last_group.c && (x = ah_gpt_find(st, "ln_f.weight"))) /* ln_f.weight, ln_f.bias adjacent */
+        TRY(ah_group_sum(&tr->last_group, st->g + x->offset, (size_t)(2 * x->n), err));
+    if (tr->wte_group.c && (x = ah_gpt_find(st, "wte")))
+        TRY(ah_group_sum(&tr->wte_group, st->g + x->offset, (size_t)x->n, err));
     return AH_OK;
 }
 
@@ -269,6 +328,8 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
         st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
                      (size_t)x->n, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     }
+    /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
+    TRY(ah_device_check(&tr->dev, err));
     const double dt_opt = now_s() - t1;
     tr->compute_s += dt_opt;
     stretch(tr, dt_opt);
@@ -306,8 +367,10 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_er
         goto done;
     }
     const ah_gpt_stage_t *st = &tr->stage;
-    const float *src = grads ? st->g : st->w;
+    float *const buf = grads ? st->g : st->w;
     const char *stem = grads ? "grads" : "params";
+    float *src; /* host copy of buf (buf itself on the CPU) */
+    if ((s = ah_gpt_host_view(st, buf, true, &src, err)) != AH_OK) goto done;
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
         if (!counts(tr, x)) continue;
@@ -316,6 +379,7 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_er
         for (int64_t e = 0; e < x->n; e++)
             full[offs[j] + ah_gpt_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = src[x->offset + e];
     }
+    ah_gpt_host_done(st, buf, src, false, NULL);
     if ((s = ah_comm_allreduce_f32(ah_comm_world(), full, (size_t)offs[n], err)) != AH_OK) goto done;
     if (tr->rank != 0) goto done;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {

@@ -12,6 +12,13 @@
  *                lr_min = 0.1 * lr.
  * Weight decay applies to 2-D matrices only; gradients are clipped to a global L2 norm of
  * grad_clip (0: off) computed over every unique parameter once.
+ *
+ * Backend: the rank's device type picks CPU or CUDA (runtime/device.h). On a GPU rank every
+ * tensor of the stage and the p2p buffers live in device memory; the p2p transfers stay MPI's
+ * non-blocking ones on host staging buffers (download before a send, upload after a receive),
+ * the group sums go through the device communicators, and token ids are uploaded per
+ * micro-batch. On the CPU the staging buffers are the buffers themselves and every copy is a
+ * no-op.
  */
 #ifndef AH_RUNTIME_TRAINER_H
 #define AH_RUNTIME_TRAINER_H
@@ -22,6 +29,7 @@
 #include "comm/comm.h"
 #include "plan/plan.h"
 #include "runtime/data.h"
+#include "runtime/device.h"
 #include "runtime/gpt.h"
 #include "runtime/layout.h"
 #include "runtime/mem.h"
@@ -65,6 +73,7 @@ typedef struct ah_trainer {
     int64_t sample_shift;   /* iteration i starts at global sample sample_shift + i * B: 0, or
                              * set on resume from a checkpoint's data position (ckpt_io.h) */
     double slowdown;        /* emulate.slowdown (1 = none) */
+    ah_device_t dev;        /* the rank's backend */
     ah_mem_t mem;
     ah_gpt_stage_t stage;
     ah_sched_op_t *ops;     /* 2 * n_mb */
@@ -72,9 +81,13 @@ typedef struct ah_trainer {
     ah_arena_t a_p2p;
     float *recv_act, *send_grad; /* (N, C) each, with the previous stage */
     float *send_act, *recv_grad; /* (N, C) each, with the next stage */
-    ah_comm_t *tp;
-    ah_comm_t **seg;        /* per DP segment; NULL where this rank does not hold it */
-    ah_comm_t *first_group, *last_group, *wte_group;
+    /* What MPI sends from and receives into: the four buffers above on the CPU, host copies of
+     * them on a GPU (NULL where the buffer is). */
+    float *h_recv_act, *h_send_grad, *h_send_act, *h_recv_grad;
+    int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
+    ah_group_t tp;
+    ah_group_t *seg;        /* per DP segment; .c NULL where this rank does not hold it */
+    ah_group_t first_group, last_group, wte_group;
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
 } ah_trainer_t;
