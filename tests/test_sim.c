@@ -254,9 +254,23 @@ static void test_one_preemption(void) {
         CHECK_NEAR(v->first_step_s, it1, 1e-12);
         CHECK_NEAR(v->seconds, rec, 1e-12);
         CHECK_NEAR((double)v->bytes[AH_SIM_TIER_LOCAL], state, 1e-12);
-        CHECK(!v->interrupted && v->tokens_lost == 0, "completed, nothing lost");
+        CHECK(v->saved && !v->interrupted && v->tokens_lost == 0, "saved, completed, nothing lost");
     }
     ah_sim_result_free(&r);
+
+    /* The same with a grace period too short for the save: nothing is saved at the notice, so the
+     * disks hold the checkpoint taken 3000 s after the start and autohet rolls back to it. */
+    o.grace_s = it2 / 2 + save / 2;
+    {
+        const double ckpt = 35 + it2 + 3000, rec0 = it2 / 2 + 5 + 30 + it1;
+        CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+        CHECK_NEAR(r.tokens_lost, R2 * (pre + it2 / 2 - ckpt), 1e-9);
+        CHECK_NEAR(r.tokens, R2 * (ckpt - 35) + R1 * (T - pre - rec0 + it1), 1e-9);
+        CHECK_NEAR(r.recovery_s, 35 + it2 + rec0, 1e-9);
+        CHECK(r.n_recs == 2 && !r.recs[1].saved && r.recs[1].save_s == 0, "no save at the notice");
+        ah_sim_result_free(&r);
+    }
+    o.grace_s = 120;
 
     /* uniform: killed at the notice (no wait, no save), back to the checkpoint taken 3000 s after
      * the start, all state from the cloud at 0.5 GB/s. */

@@ -96,9 +96,10 @@ static void print_results(const ah_sim_result_t *r, int n) {
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
         for (int k = 0; k < r[i].n_recs && k < RECOVERY_LINES; k++) {
             const ah_sim_recovery_t *v = &r[i].recs[k];
-            printf("  %.2f s %s: %.3f s = stop %.3f (wait %.3f + save %.3f) + re-plan %.3f + restart %.3f + transfer "
+            printf("  %.2f s %s: %.3f s = stop %.3f (wait %.3f + save %.3f%s) + re-plan %.3f + restart %.3f + transfer "
                    "%.3f + first step %.3f; local %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
-                   v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s, v->replan_s,
+                   v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s,
+                   v->wait_s > 0 && !v->saved ? ", did not fit the grace period" : "", v->replan_s,
                    v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_SIM_TIER_LOCAL] / 1e6,
                    v->bytes[AH_SIM_TIER_PEER] / 1e6, v->bytes[AH_SIM_TIER_CLOUD] / 1e6,
                    v->interrupted ? " (interrupted)" : "");
@@ -128,6 +129,8 @@ int ah_cli_simulate(int argc, char **argv) {
          "fixed relaunch overhead per (re)start: old job's exit, launch, start-up (default 60)", false},
         {"--disk-gb-s", AH_FLAG_NUM, &o.disk_gb_s, "G",
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 2)", false},
+        {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S",
+         "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
         {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",
          false},
         {"--on-demand-factor", AH_FLAG_NUM, &o.on_demand_factor, "F",
@@ -222,8 +225,9 @@ int ah_cli_simulate(int argc, char **argv) {
         printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model.name,
                (long long)gb, (long long)sl, ah_precision_name(o.train.precision), cluster_s,
                ah_cluster_gpu_count(&cluster), cluster.n_nodes);
-        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; re-plan ", H / 3600,
-               o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s, o.disk_gb_s);
+        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; grace %g s; re-plan ",
+               H / 3600, o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s, o.disk_gb_s,
+               o.grace_s);
         if (o.replan_s >= 0) printf("%g s (given)", o.replan_s);
         else printf("time as measured");
         printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o.on_demand_factor);

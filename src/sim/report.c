@@ -71,9 +71,10 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
     json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stop_s", v->wait_s + v->save_s, "wait_s", v->wait_s,
                            "save_s", v->save_s, "replan_s", v->replan_s, "startup_s", v->restart_s, "transfer_s",
                            v->transfer_s, "first_step_s", v->first_step_s);
-    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
+    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:b, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
                      v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
-                     tiers_json(NULL, v->tier_s), "tokens_lost", v->tokens_lost, "interrupted", v->interrupted);
+                     tiers_json(NULL, v->tier_s), "saved", v->saved, "tokens_lost", v->tokens_lost, "interrupted",
+                     v->interrupted);
 }
 
 static const char *phase_name(ah_sim_phase_t p) {
@@ -88,12 +89,12 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_object_set_new(doc, "horizon_h", json_real(horizon / 3600));
     json_object_set_new(
         doc, "options",
-        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f}", "global_batch", (json_int_t)o->train.global_batch,
+        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f, s:f}", "global_batch", (json_int_t)o->train.global_batch,
                   "seq_len", (json_int_t)o->train.seq_len, "micro_batch", (json_int_t)o->train.micro_batch,
                   "precision", ah_precision_name(o->train.precision), "ckpt_every_s", o->ckpt_every_s,
                   "restart_s", o->restart_s,
                   "replan_s", o->replan_s >= 0 ? json_real(o->replan_s) : json_string("measured"),
-                  "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s));
+                  "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s, "grace_s", o->grace_s));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];

@@ -31,6 +31,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->replan_s = -1;
     o->on_demand_factor = 2.5;
     o->disk_gb_s = 2; /* a local NVMe SSD */
+    o->grace_s = 120;
 }
 
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
@@ -412,14 +413,21 @@ static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *
     if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
+    bool unsaved = false;
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
-        /* autohet reacts to the notice: the step in progress finishes, then every node saves */
+        /* autohet reacts to the notice: the step in progress finishes, then every node saves if
+         * the save fits what is left of the grace period; if not, the state on the disks is the
+         * last checkpoint's */
         v->wait_s = x->run->iteration_s / 2;
         x->tokens += x->run->tokens_per_s * v->wait_s;
-        v->save_s = save_s(x, x->run);
+        const double sv = save_s(x, x->run);
+        v->saved = v->wait_s + sv <= x->o->grace_s;
+        v->save_s = v->saved ? sv : 0;
+        unsaved = !v->saved;
     }
     bool rollback;
     v->transfer_s = transfer_s(x, e, v, &rollback);
+    rollback = rollback || unsaved;
     if (rollback) {
         v->tokens_lost = x->tokens - x->tokens_ckpt;
         r->tokens_lost += v->tokens_lost;
@@ -533,11 +541,11 @@ void ah_sim_result_free(ah_sim_result_t *r) {
 ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const ah_sim_opts_t *o,
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0)
+    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0 || o->grace_s < 0)
         return ah_error_set(err, AH_ERR_USAGE,
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
-                            "--disk-gb-s %g > 0",
-                            o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s);
+                            "--disk-gb-s %g > 0, --grace-s %g >= 0",
+                            o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s);
     const double t_start = now_s();
     const ah_cluster_t *c = a->cluster;
     run_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};

@@ -35,8 +35,10 @@
  *        - stop_s (autohet only, when it stops a training job: it reacts to the notice): the step
  *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
  *          tokens count), then every node saves its devices' checkpoint at the notice
- *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s). uniform and
- *          varuna are killed at the removal (stop_s = 0) and roll back instead.
+ *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when that fits
+ *          the grace period (opts.grace_s; the runtime saves only then). When it does not fit
+ *          nothing is saved (save_s = 0) and autohet rolls back to the last checkpoint. uniform
+ *          and varuna are killed at the removal (stop_s = 0) and roll back.
  *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
  *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,
  *          mpirun and start-up, the restore's bookkeeping).
@@ -135,9 +137,11 @@ typedef struct ah_sim_opts {
     double on_demand_factor;   /* on-demand price = spot price x this, unless the cluster has an
                                   on-demand node of the same type (then its price) */
     double disk_gb_s;          /* local disk write bandwidth per node (the save at the notice) */
+    double grace_s;            /* notice to removal: autohet saves at the notice only if it fits */
 } ah_sim_opts_t;
 
-void ah_sim_opts_default(ah_sim_opts_t *o); /* 1800 s, 60 s, measured, 2.5, disk 2 GB/s */
+/* 1800 s, 60 s, measured, 2.5, disk 2 GB/s, grace 120 s (AWS's two-minute notice) */
+void ah_sim_opts_default(ah_sim_opts_t *o);
 
 /* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
 #define AH_SIM_CKPT_BYTES_PER_PARAM 12
@@ -166,6 +170,7 @@ typedef struct ah_sim_recovery {
     double t_s;                /* the notice (or the first start, or the join) */
     char event[96];            /* "start", "preempt slow-1", "join at checkpoint", "nodes up" */
     double wait_s, save_s;     /* stop_s = wait_s + save_s */
+    bool saved;                /* autohet saved at the notice (it fitted the grace period) */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
     double tier_s[AH_SIM_TIERS];
