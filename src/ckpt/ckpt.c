@@ -654,6 +654,10 @@ ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {
 }
 
 ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err) {
+    return ah_ckpt_gc_pinned(root, keep, -1, removed, err);
+}
+
+ah_status_t ah_ckpt_gc_pinned(const char *root, int keep, int64_t pinned, int *removed, ah_error_t *err) {
     if (removed) *removed = 0;
     if (keep < 1)
         return ah_error_set(err, AH_ERR_USAGE, "checkpoint gc: keep must be >= 1, got %d", keep);
@@ -671,7 +675,7 @@ ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err
     int gone = 0;
     for (int i = 0; i < n && st == AH_OK; i++) {
         bool drop = info[i].committed ? info[i].step <= cut : info[i].step < newest;
-        if (!drop) continue;
+        if (!drop || (info[i].committed && info[i].step == pinned)) continue;
         st = remove_step(root, info[i].step, err);
         if (st == AH_OK) gone++;
     }

@@ -134,5 +134,8 @@ ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_
  * directory older than the newest committed step (a newer one may still be being written).
  * A step is uncommitted (manifest removed, directory synced) before its files go. */
 ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err);
+/* The same, but committed step `pinned` stays whatever its age (e.g. the step an uploader is
+ * still reading; -1: none). */
+ah_status_t ah_ckpt_gc_pinned(const char *root, int keep, int64_t pinned, int *removed, ah_error_t *err);
 
 #endif

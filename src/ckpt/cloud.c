@@ -228,6 +228,7 @@ struct ah_ckpt_uploader {
     ah_s3_t *s3;
     ah_s3_url_t url;
     job_t *pending; /* at most one waiting job: the newest */
+    int64_t busy_step; /* the step being uploaded, -1 when idle */
     bool busy, stop;
     ah_error_t first_err;
     bool failed;
@@ -249,6 +250,7 @@ static void *uploader_main(void *arg) {
         job_t *j = u->pending;
         u->pending = NULL;
         u->busy = true;
+        u->busy_step = j->step;
         pthread_mutex_unlock(&u->mu);
 
         const char **names = NULL;
@@ -278,6 +280,7 @@ static void *uploader_main(void *arg) {
         }
         job_free(j);
         u->busy = false;
+        u->busy_step = -1;
         pthread_cond_broadcast(&u->cv);
     }
     pthread_mutex_unlock(&u->mu);
@@ -291,6 +294,7 @@ ah_status_t ah_ckpt_uploader_start(const ah_s3_config_t *cfg, const ah_s3_url_t 
     if (!u) return ah_error_set(err, AH_ERR_OOM, "out of memory for the uploader");
     u->url = *url;
     u->stats.last_step = -1;
+    u->busy_step = -1;
     if (ah_s3_open(cfg, &u->s3, err) != AH_OK) {
         free(u);
         return err->code;
@@ -356,11 +360,31 @@ ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err) {
     return st;
 }
 
+int64_t ah_ckpt_uploader_busy_step(ah_ckpt_uploader_t *u) {
+    pthread_mutex_lock(&u->mu);
+    const int64_t step = u->busy_step;
+    pthread_mutex_unlock(&u->mu);
+    return step;
+}
+
 ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u) {
     pthread_mutex_lock(&u->mu);
     ah_ckpt_upload_stats_t s = u->stats;
     pthread_mutex_unlock(&u->mu);
     return s;
+}
+
+void ah_ckpt_uploader_cancel(ah_ckpt_uploader_t *u) {
+    if (!u) return;
+    pthread_mutex_lock(&u->mu);
+    if (u->pending) {
+        job_free(u->pending);
+        u->pending = NULL;
+        u->stats.skipped++;
+    }
+    pthread_mutex_unlock(&u->mu);
+    ah_s3_cancel(u->s3); /* the upload in flight fails before its manifest: its step never counts */
+    ah_ckpt_uploader_stop(u);
 }
 
 void ah_ckpt_uploader_stop(ah_ckpt_uploader_t *u) {

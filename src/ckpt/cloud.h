@@ -56,7 +56,12 @@ ah_status_t ah_ckpt_uploader_submit(ah_ckpt_uploader_t *u, const char *local_roo
                                     const char *const *names, int n_names, ah_error_t *err);
 ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err);
 ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u);
+/* The step being uploaded now (-1 when idle): garbage collection must not remove it. */
+int64_t ah_ckpt_uploader_busy_step(ah_ckpt_uploader_t *u);
 /* Finishes queued work, joins the thread, frees. */
 void ah_ckpt_uploader_stop(ah_ckpt_uploader_t *u);
+/* Drops the queued job and cuts the upload in flight (its step never gets this node's manifest, so
+ * the cloud keeps only the steps it already had), joins the thread, frees. */
+void ah_ckpt_uploader_cancel(ah_ckpt_uploader_t *u);
 
 #endif

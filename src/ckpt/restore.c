@@ -15,6 +15,8 @@ struct ah_ckpt_catalog {
     ah_ckpt_manifest_t *m[AH_TIER_COUNT];
     int n[AH_TIER_COUNT];
     char note[AH_TIER_COUNT][512];
+    char (*trusted)[AH_CKPT_NAME_MAX]; /* local copies the caller has verified (trust_local) */
+    int n_trusted;
 };
 
 const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
@@ -173,6 +175,9 @@ static ah_status_t from_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, 
     }
     if (ah_ckpt_join(path, AH_CKPT_PATH_MAX, dir, name) < 0)
         return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", dir, name);
+    if (t == AH_TIER_LOCAL)
+        for (int i = 0; i < cat->n_trusted; i++)
+            if (strcmp(cat->trusted[i], name) == 0) return AH_OK;
     if (t == AH_TIER_PEER) {
         if (cat->src.peer->fetch(cat->src.peer->ctx, step, name, path, err) != AH_OK) return err->code;
     } else if (t == AH_TIER_CLOUD) {
@@ -219,8 +224,17 @@ ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, co
     return AH_OK;
 }
 
+ah_status_t ah_ckpt_catalog_trust_local(ah_ckpt_catalog_t *cat, const char *const *names, int n, ah_error_t *err) {
+    char (*t)[AH_CKPT_NAME_MAX] = realloc(cat->trusted, (size_t)(cat->n_trusted + n + 1) * sizeof *t);
+    if (!t) return ah_error_set(err, AH_ERR_OOM, "no host memory for the verified file list");
+    cat->trusted = t;
+    for (int i = 0; i < n; i++) snprintf(t[cat->n_trusted++], AH_CKPT_NAME_MAX, "%s", names[i]);
+    return AH_OK;
+}
+
 void ah_ckpt_catalog_free(ah_ckpt_catalog_t *cat) {
     if (!cat) return;
+    free(cat->trusted);
     for (int t = 0; t < AH_TIER_COUNT; t++) ah_ckpt_manifests_free(cat->m[t], cat->n[t]);
     free(cat);
 }

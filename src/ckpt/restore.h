@@ -59,6 +59,10 @@ const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t)
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
+/* The local copies of names were verified (size, CRC-32C, structure) against this node's committed
+ * manifest by the caller just now, e.g. while deciding what to ask peers for: the local tier takes
+ * them as they are instead of reading them a second time. */
+ah_status_t ah_ckpt_catalog_trust_local(ah_ckpt_catalog_t *cat, const char *const *names, int n, ah_error_t *err);
 /* paths[i] gets a verified copy of needed[i]. stats (may be NULL) accumulates. */
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ struct ah_s3 {
     ah_s3_config_t cfg;
     CURL *curl;
     long http;
+    atomic_bool cancelled; /* ah_s3_cancel: from another thread */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -81,6 +83,7 @@ ah_status_t ah_s3_open(const ah_s3_config_t *cfg, ah_s3_t **out, ah_error_t *err
     ah_s3_t *s3 = calloc(1, sizeof *s3);
     if (!s3) return ah_error_set(err, AH_ERR_OOM, "out of memory for an S3 client");
     s3->cfg = *cfg;
+    atomic_init(&s3->cancelled, false);
     if (!s3->cfg.endpoint[0])
         snprintf(s3->cfg.endpoint, sizeof s3->cfg.endpoint, "https://s3.%s.amazonaws.com", cfg->region);
     s3->curl = curl_easy_init();
@@ -237,6 +240,14 @@ static size_t on_read(char *dst, size_t size, size_t nmemb, void *p) {
     return take;
 }
 
+/* Progress callback: a non-zero return makes curl abort the transfer (ah_s3_cancel). */
+static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(&((ah_s3_t *)p)->cancelled) ? 1 : 0;
+}
+
+void ah_s3_cancel(ah_s3_t *s3) { atomic_store(&s3->cancelled, true); }
+
 typedef enum { GET, PUT, HEAD, DEL } method_t;
 static const char *const METHOD[] = {"GET", "PUT", "HEAD", "DELETE"};
 
@@ -252,6 +263,7 @@ static ah_status_t request(ah_s3_t *s3, method_t m, const char *bucket, const ch
                       query ? "?" : "", query ? query : "");
     if (un < 0 || (size_t)un >= sizeof url) return ah_error_set(err, AH_ERR_INVALID, "s3 URL too long");
     snprintf(shown, sizeof shown, "s3://%s/%.1000s", bucket, key ? key : "");
+    if (atomic_load(&s3->cancelled)) return ah_error_set(err, AH_ERR_IO, "%s: cancelled", shown);
     CURL *c = s3->curl;
     curl_easy_reset(c);
     char sigv4[128], ebuf[CURL_ERROR_SIZE] = "";
@@ -276,6 +288,9 @@ static ah_status_t request(ah_s3_t *s3, method_t m, const char *bucket, const ch
         curl_easy_setopt(c, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)s3->cfg.max_send_bytes_per_s);
     if (s3->cfg.max_recv_bytes_per_s > 0)
         curl_easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)s3->cfg.max_recv_bytes_per_s);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, s3);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, rx);
     switch (m) {
@@ -299,6 +314,7 @@ static ah_status_t request(ah_s3_t *s3, method_t m, const char *bucket, const ch
     if (rc != CURLE_OK) {
         const char *why = ebuf[0] ? ebuf : curl_easy_strerror(rc);
         switch (rc) {
+        case CURLE_ABORTED_BY_CALLBACK: return ah_error_set(err, AH_ERR_IO, "%s %s: cancelled", METHOD[m], shown);
         case CURLE_COULDNT_CONNECT:
         case CURLE_COULDNT_RESOLVE_HOST:
             return ah_error_set(err, AH_ERR_COMM,

@@ -54,6 +54,9 @@ typedef struct ah_s3 ah_s3_t;
 
 ah_status_t ah_s3_open(const ah_s3_config_t *cfg, ah_s3_t **out, ah_error_t *err);
 void ah_s3_close(ah_s3_t *s3);
+/* Callable from any thread: the request in progress on s3 and every later one fail at once
+ * ("cancelled"). For a process that must leave without finishing its transfers. */
+void ah_s3_cancel(ah_s3_t *s3);
 long ah_s3_last_http(const ah_s3_t *s3);
 
 ah_status_t ah_s3_create_bucket(ah_s3_t *s3, const char *bucket, ah_error_t *err);
