@@ -26,7 +26,7 @@ typedef struct {
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
     int64_t ckpt_every;
     double grace_s;
-    bool resume;
+    bool resume, cloud_only;
 } args_t;
 
 /* Phase 1, on every rank alone: the plan, checked against the job and the flags. */
@@ -161,6 +161,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
         {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here", false},
         {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30)", false},
+        {"--cloud-only", AH_FLAG_BOOL, &a.cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "
+         "cloud-only): no save on SIGTERM", false},
     };
     ah_error_t err;
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
@@ -196,6 +198,7 @@ int ah_cli_train(int argc, char **argv) {
         o.seed = (uint64_t)a.seed;
         o.dump_dir = a.dump_dir;
         o.dump_step = a.dump_dir ? a.dump_step : -1;
+        o.defer_init = a.resume; /* initialised below only when no checkpoint is found */
         s = ah_comm_agree(world, ah_trainer_setup(&tr, &plan, &data, &o, &err), &err);
         have_tr = s == AH_OK;
     }
@@ -203,7 +206,8 @@ int ah_cli_train(int argc, char **argv) {
     int64_t start = 0;
     if (s == AH_OK && (a.local_root || a.run_dir || a.cloud || a.resume)) {
         ah_ckpt_opts_t co = {.local_root = a.local_root, .cloud = a.cloud, .s3_endpoint = a.s3_endpoint,
-                             .every = a.ckpt_every, .run_dir = a.run_dir, .grace_s = a.grace_s};
+                             .every = a.ckpt_every, .run_dir = a.run_dir, .grace_s = a.grace_s,
+                             .cloud_only = a.cloud_only};
         s = a.ckpt_every < 0 || a.grace_s < 0
                 ? ah_error_set(&err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0")
                 : (a.ckpt_every > 0 || a.resume) && !a.local_root
@@ -214,6 +218,7 @@ int ah_cli_train(int argc, char **argv) {
         json_t *ev = NULL;
         bool found;
         s = ah_ckpt_session_resume(ck, &start, &found, &ev, &err);
+        if (s == AH_OK && !found) s = ah_trainer_init_params(&tr, &err);
         if (s == AH_OK && rank == 0 && found)
             printf("autohet train: resumed from step %lld\n", (long long)start);
         else if (s == AH_OK && rank == 0)

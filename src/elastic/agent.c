@@ -61,6 +61,7 @@ typedef struct agent {
     ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
     bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
     ah_agent_events_t ev;
+    off_t ev_size; /* the event file's size when last read: it is read again when it grows */
     int next_ev;
     double t0;
     char work[512], local_root[600];
@@ -222,6 +223,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
                      "--run-dir", run_dir, "--metrics", metrics, "--ckpt-every", every, "--grace-s", grace};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
     if (a->o->quiet) argv[n++] = "--quiet";
+    if (a->o->cloud_only) argv[n++] = "--cloud-only";
     for (int i = 0; i < a->o->n_train_args; i++) {
         if (n >= AH_AGENT_MAX_ARGV - 1) return ah_error_set(err, AH_ERR_USAGE, "too many trainer flags");
         argv[n++] = (char *)a->o->train_args[i];
@@ -426,7 +428,26 @@ static void drop_disk(agent_t *a, int node) {
     if (ah_rm_tree(dir, &e) != AH_OK) say(a, "warning: %s", e.msg);
 }
 
+/* A trace may be fed while the agent runs (e.g. a benchmark that preempts once a checkpoint is in
+ * the cloud): when the event file has grown, it is read again and the events not yet due are
+ * taken from the new reading. A reading that fails (a line half written) is tried again later. */
+static void reread_events(agent_t *a) {
+    struct stat sb;
+    if (!a->o->events || stat(a->o->events, &sb) != 0 || sb.st_size <= a->ev_size) return;
+    ah_agent_events_t ev;
+    ah_error_t e;
+    if (ah_agent_events_load(a->o->events, &a->cluster, &ev, &e) != AH_OK) return;
+    if (ev.n < a->next_ev) {
+        ah_agent_events_free(&ev);
+        return;
+    }
+    ah_agent_events_free(&a->ev);
+    a->ev = ev;
+    a->ev_size = sb.st_size;
+}
+
 static void apply_events(agent_t *a) {
+    reread_events(a);
     const double now = since_start(a);
     while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
         const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
@@ -713,6 +734,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         goto done;
     }
     for (int i = 0; i < a.cluster.n_nodes; i++) a.up[i] = true;
+    struct stat esb;
+    if (o->events && stat(o->events, &esb) == 0) a.ev_size = esb.st_size;
     if (o->events && (s = ah_agent_events_load(o->events, &a.cluster, &a.ev, err)) != AH_OK) goto done;
     if (o->events) {
         say(&a, "events: %d from %s%s%s%s", a.ev.n, o->events, a.ev.mapping[0] ? "; ids mapped onto spot nodes: " : "",

@@ -49,6 +49,7 @@ struct ah_ckpt_session {
     int64_t last_saved;      /* newest step committed on every node, -1 when none */
     double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
     int *hit;                /* n_nodes: nodes with a preemption notice */
+    bool noticed;            /* a notice stopped the job */
     /* peer tier during a resume */
     ah_ckpt_manifest_t *peer_m;
     int n_peer_m;
@@ -233,7 +234,12 @@ agree:
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     ah_status_t st = AH_OK;
     if (!s) return AH_OK;
-    if (s->up) {
+    if (s->up && s->noticed && !s->hit[s->my_node]) {
+        /* A node that stays after a notice keeps its steps on its disk for the relaunch: it does
+         * not hold the job up for its uploads. A leaving node's disk goes with it, so it finishes
+         * its share within the grace period (the agent kills it when that ends). */
+        ah_ckpt_uploader_cancel(s->up);
+    } else if (s->up) {
         ah_error_t e2;
         if ((st = ah_ckpt_uploader_wait(s->up, &e2)) != AH_OK && err) *err = e2;
         ah_ckpt_uploader_stop(s->up);
@@ -367,7 +373,8 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         if (ns == AH_OK) ns = ah_ckpt_commit(s->node_root, &meta, s->node_size, &lerr);
         ah_error_t e2;
         if (ns != AH_OK) ah_ckpt_abandon(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
-        else ah_ckpt_gc(s->node_root, s->o.keep, NULL, &e2);      /* best effort: old steps only */
+        else /* best effort: old steps only, never the one the uploader is reading */
+            ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &e2);
     }
     /* Whether every node committed: the step counts for the preemption logic only then. */
     ah_status_t ws = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
@@ -425,6 +432,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
         const double need = 1.5 * (s->last_save_s >= 0 ? s->last_save_s : 1.0) + 0.5;
         save_now = elapsed + need <= s->o.grace_s;
     }
+    if (any && s->o.cloud_only) save_now = false; /* every disk is about to be dropped */
     json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
     if (save_now) {
         json_t *ev = NULL;
@@ -451,6 +459,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
                                                  (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl));
         }
         free(nodes);
+        s->noticed = true;
         *stop = true;
     }
     if (arr && json_array_size(arr) == 0) {
@@ -584,27 +593,32 @@ static ah_status_t afile_sink(void *ctx, const void *data, size_t n, ah_error_t 
 }
 
 /* The peer tier's transfers: every rank lists the needed files its own node lacks (or holds
- * damaged); then all ranks walk the requests in one global order (requester rank, then name), the
+ * damaged; the intact ones go to verified[]); then all ranks walk the requests in one global order (requester rank, then name), the
  * lowest rank of the first other node whose manifest lists the file sends it (or refuses, when its
  * copy does not verify), and the requester stores it in the staging directory. */
 static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_manifest_t *own, int n_own,
                             const int *peer_node, char (*needed)[AH_CKPT_NAME_MAX], int n_needed,
-                            const char *staging, double *seconds, ah_error_t *err) {
+                            const char *staging, const char **verified, int *n_verified, double *verify_s,
+                            double *seconds, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     char *req = calloc((size_t)n_needed + 1, AH_CKPT_NAME_MAX + 1);
     size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
     s->pre = calloc((size_t)n_needed + 1, sizeof *s->pre);
     ah_status_t st = req && lens && s->pre ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for peer requests");
     char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    const double tv = now_s();
     for (int i = 0; st == AH_OK && i < n_needed; i++) {
         const ah_ckpt_file_t *f = listed(own, n_own, step, needed[i]);
         ah_error_t e2;
         ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-        if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK)
+        if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK) {
+            verified[(*n_verified)++] = needed[i];
             continue;
+        }
         strcat(req, needed[i]);
         strcat(req, "\n");
     }
+    *verify_s = now_s() - tv;
     st = ah_comm_agree(ah_comm_world(), st, err);
     char *all = NULL;
     if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), req, strlen(req), &all, lens, err);
@@ -817,14 +831,15 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     ah_ckpt_catalog_t *cat = NULL;
     group_t *gs = NULL;
     char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
-    const char **ptrs = NULL;
+    const char **ptrs = NULL, **verified = NULL;
+    int n_verified = 0;
     char staging[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
     ah_ckpt_restore_stats_t stats;
     memset(&stats, 0, sizeof stats);
     ah_ckpt_meta_t meta;
     memset(&meta, 0, sizeof meta);
     int64_t step = -1;
-    double prefetch_s = 0;
+    double prefetch_s = 0, verify_s = 0;
     ah_status_t st = AH_OK;
     if (!s->o.local_root) {
         /* Nothing to restore from without a disk to stage on; say so like an empty checkpoint. */
@@ -869,7 +884,8 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         needed = calloc((size_t)ng * 64, sizeof *needed);
         paths = calloc((size_t)ng * 64, sizeof *paths);
         ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
-        if (!gs || !needed || !paths || !ptrs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+        verified = calloc((size_t)ng * 64, sizeof *verified);
+        if (!gs || !needed || !paths || !ptrs || !verified) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
         for (int gi = 0; st == AH_OK && gi < ng; gi++) {
             const int nf = pieces(gs[gi], T, t, k, idx);
             for (int j = 0; j < nf; j++, n_needed++) {
@@ -887,11 +903,16 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
                               strerror(errno));
     }
     if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    if ((st = prefetch(s, step, own, n_own, peer_node, needed, n_needed, dir, &prefetch_s, err)) != AH_OK) goto done;
-    st = ah_ckpt_catalog_fetch(cat, step, ptrs, n_needed, paths, &stats, err);
+    if ((st = prefetch(s, step, own, n_own, peer_node, needed, n_needed, dir, verified, &n_verified, &verify_s,
+                       &prefetch_s, err)) != AH_OK)
+        goto done;
+    /* The local copies prefetch just verified are not read a second time. */
+    if ((st = ah_ckpt_catalog_trust_local(cat, verified, n_verified, err)) == AH_OK)
+        st = ah_ckpt_catalog_fetch(cat, step, ptrs, n_needed, paths, &stats, err);
     if (st == AH_OK) st = load_stage(s, gs, ng, T, paths, err);
     if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
     if (stats.files[AH_TIER_PEER] > 0) stats.seconds[AH_TIER_PEER] += prefetch_s;
+    stats.seconds[AH_TIER_LOCAL] += verify_s; /* the local copies' check, done before the exchange */
     tr->sample_shift = meta.data_position - step * tr->plan->train.global_batch;
     s->last_saved = step;
     *start = step;
@@ -946,6 +967,7 @@ done:
     free(peer_node);
     free(gs);
     free(needed);
+    free(verified);
     free(paths);
     free(ptrs);
     return st;

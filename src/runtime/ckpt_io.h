@@ -40,6 +40,10 @@ typedef struct ah_ckpt_opts {
     int keep;                /* committed steps kept per node (>= 2; default 2) */
     const char *run_dir;     /* rank-R.json and preempted.json go here (NULL: none) */
     double grace_s;          /* preemption grace period (default 30) */
+    /* The Varuna-like policy (`autohet run --recovery cloud-only`): every node's disk is dropped at
+     * a stop, so a notice brings no save (it would go to a disk that is dropped); the relaunch
+     * takes the cloud's newest complete step. */
+    bool cloud_only;
 } ah_ckpt_opts_t;
 
 typedef struct ah_ckpt_session ah_ckpt_session_t;

@@ -155,11 +155,15 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         s = ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
         goto fail;
     }
-    if ((s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
+    if (!opts->defer_init && (s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
     return AH_OK;
 fail:
     ah_trainer_free(tr);
     return s;
+}
+
+ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err) {
+    return ah_gpt_init_params(&tr->stage, tr->opts.seed, err);
 }
 
 void ah_trainer_free(ah_trainer_t *tr) {

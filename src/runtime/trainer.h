@@ -43,6 +43,10 @@ typedef struct ah_train_opts {
     uint64_t seed;
     const char *dump_dir; /* write the full, un-sharded weights here ... */
     int64_t dump_step;    /* ... after this many updates (0 = initial; -1 = never) */
+    /* Leave the weights uninitialised (zero): the caller restores every one from a checkpoint,
+     * or calls ah_trainer_init_params when there is none. A resume so skips a random
+     * initialisation it would overwrite (seconds for a stage of 100M parameters). */
+    bool defer_init;
 } ah_train_opts_t;
 
 /* Defaults: steps 20, lr 1e-3, warmup 10, weight decay 0.1, grad clip 1.0, betas (0.9, 0.95),
@@ -95,6 +99,9 @@ typedef struct ah_trainer {
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err);
+/* The random initialisation (seed from the options): for a trainer set up with defer_init whose
+ * resume found no checkpoint. */
+ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err);
 /* Collective: one iteration (step counts from 0); fills *out on every rank. */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
