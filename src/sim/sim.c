@@ -85,7 +85,9 @@ typedef struct {
     /* replay state */
     bool *up;             /* [n_nodes] up now */
     bool *holds;          /* [n_nodes] the node still holds its part of the state plan */
-    double t, tokens, tokens_ckpt, recover_end, ckpt_due;
+    double t, tokens, recover_end, ckpt_due;
+    double tokens_ckpt;   /* at the last periodic checkpoint: on the disks and in the cloud */
+    double tokens_disk;   /* at the newest state on the disks: that, or a save at a notice since */
     ah_sim_phase_t phase;
     entry_t *run;         /* the plan training, or being recovered to; NULL when stalled */
     entry_t *state;       /* the plan whose devices hold the latest state; NULL when none */
@@ -336,7 +338,7 @@ static double save_s(run_t *x, const entry_t *from) {
 }
 
 /* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether
- * the run must roll back to the last checkpoint. */
+ * some of it comes from the cloud, i.e. the run rolls back to the last periodic checkpoint. */
 static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool *rollback) {
     *rollback = !x->fresh;
     if (x->fresh) return 0;
@@ -415,24 +417,25 @@ static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *
     if (!v) return;
     bool unsaved = false;
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
-        /* autohet reacts to the notice: the step in progress finishes, then every node saves if
-         * the save fits what is left of the grace period; if not, the state on the disks is the
-         * last checkpoint's */
+        /* autohet reacts to the notice: the step in progress finishes, then every node saves to
+         * its disk if the save fits what is left of the grace period (a checkpoint of the disks;
+         * the cloud keeps the last periodic one); if not, the disks hold what they held */
         v->wait_s = x->run->iteration_s / 2;
         x->tokens += x->run->tokens_per_s * v->wait_s;
         const double sv = save_s(x, x->run);
         v->saved = v->wait_s + sv <= x->o->grace_s;
         v->save_s = v->saved ? sv : 0;
+        if (v->saved) x->tokens_disk = x->tokens;
         unsaved = !v->saved;
     }
-    bool rollback;
-    v->transfer_s = transfer_s(x, e, v, &rollback);
-    rollback = rollback || unsaved;
-    if (rollback) {
-        v->tokens_lost = x->tokens - x->tokens_ckpt;
-        r->tokens_lost += v->tokens_lost;
-        x->tokens = x->tokens_ckpt;
-    }
+    bool cloud_rollback;
+    v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
+    /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
+     * the notice: back to the newest state on the disks */
+    const double back_to = cloud_rollback ? x->tokens_ckpt : unsaved ? x->tokens_disk : x->tokens;
+    v->tokens_lost = x->tokens - back_to;
+    r->tokens_lost += v->tokens_lost;
+    x->tokens = back_to;
     r->bytes_local += v->bytes[AH_SIM_TIER_LOCAL];
     r->bytes_peer += v->bytes[AH_SIM_TIER_PEER];
     r->bytes_cloud += v->bytes[AH_SIM_TIER_CLOUD];
@@ -493,7 +496,7 @@ static void on_internal(run_t *x) {
         return;
     }
     /* a checkpoint */
-    x->tokens_ckpt = x->tokens;
+    x->tokens_ckpt = x->tokens_disk = x->tokens;
     x->ckpt_due = x->t + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;

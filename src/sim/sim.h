@@ -36,9 +36,10 @@
  *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
  *          tokens count), then every node saves its devices' checkpoint at the notice
  *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when that fits
- *          the grace period (opts.grace_s; the runtime saves only then). When it does not fit
- *          nothing is saved (save_s = 0) and autohet rolls back to the last checkpoint. uniform
- *          and varuna are killed at the removal (stop_s = 0) and roll back.
+ *          the grace period (opts.grace_s; the runtime saves only then): a checkpoint of the
+ *          disks (the cloud keeps the last periodic one). When it does not fit nothing is saved
+ *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
+ *          varuna are killed at the removal (stop_s = 0) and roll back.
  *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
  *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,
  *          mpirun and start-up, the restore's bookkeeping).
@@ -52,10 +53,10 @@
  *          (they were just written and are read back from the page cache).
  *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
  *       The first start has no stop and nothing to transfer.
- *     - autohet rolls back to the last checkpoint only when some needed (layer, shard) is cloud
- *       (its latest state is gone); survivors then serve the checkpoint version of what they
- *       hold (assumes a device's local checkpoint holds its current layers). uniform and varuna
- *       always roll back and fetch everything from the cloud.
+ *     - autohet rolls back to the last periodic checkpoint when some needed (layer, shard) is
+ *       cloud (its latest state is gone); survivors then serve the checkpoint version of what
+ *       they hold (assumes a device's local checkpoint holds its current layers). uniform and
+ *       varuna always roll back and fetch everything from the cloud.
  *     - An event during a recovery restarts it (the time spent so far is lost) when it hits one
  *       of the nodes involved.
  */
