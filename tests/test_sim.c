@@ -259,10 +259,11 @@ static void test_one_preemption(void) {
     ah_sim_result_free(&r);
 
     /* The same with a grace period too short for the save: nothing is saved at the notice, so the
-     * disks hold the checkpoint taken 3000 s after the start and autohet rolls back to it. */
+     * disks hold the checkpoint taken after 3000 s of training (the first iteration counts) and
+     * autohet rolls back to it. */
     o.grace_s = it2 / 2 + save / 2;
     {
-        const double ckpt = 35 + it2 + 3000, rec0 = it2 / 2 + 5 + 30 + it1;
+        const double ckpt = 35 + 3000, rec0 = it2 / 2 + 5 + 30 + it1;
         CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
         CHECK_NEAR(r.tokens_lost, R2 * (pre + it2 / 2 - ckpt), 1e-9);
         CHECK_NEAR(r.tokens, R2 * (ckpt - 35) + R1 * (T - pre - rec0 + it1), 1e-9);
@@ -272,10 +273,10 @@ static void test_one_preemption(void) {
     }
     o.grace_s = 120;
 
-    /* uniform: killed at the notice (no wait, no save), back to the checkpoint taken 3000 s after
-     * the start, all state from the cloud at 0.5 GB/s. */
+    /* uniform: killed at the notice (no wait, no save), back to the checkpoint taken after 3000 s
+     * of training, all state from the cloud at 0.5 GB/s. */
     for (int pol = AH_POLICY_UNIFORM; pol <= AH_POLICY_VARUNA; pol++) { /* one type: varuna = uniform */
-        const double itU2 = B / U2, itU1 = B / U1, x = state / 0.5e9, ckpt = 35 + itU2 + 3000;
+        const double itU2 = B / U2, itU1 = B / U1, x = state / 0.5e9, ckpt = 35 + 3000;
         CHECK(ah_sim_run(&m, &a, &o, (ah_policy_t)pol, &r, &err) == AH_OK, "%s", err.msg);
         CHECK_NEAR(r.tokens, U2 * (ckpt - 35) + U1 * (T - pre - 35 - x), 1e-9);
         CHECK_NEAR(r.tokens_lost, U2 * (pre - ckpt), 1e-9);
@@ -299,9 +300,9 @@ static void test_one_preemption(void) {
     CHECK_EQ_I64(r.replans, 0);
     ah_sim_result_free(&r);
 
-    /* A checkpoint interval that divides the time from the end of the start to the preemption
-     * exactly: the rollback loses nothing (up to rounding in the checkpoint clock). */
-    o.ckpt_every_s = (pre - (35 + B / U2)) / 2;
+    /* A checkpoint interval that divides the training time before the preemption exactly: the
+     * rollback loses nothing (up to rounding in the checkpoint clock). */
+    o.ckpt_every_s = (pre - 35) / 2;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_UNIFORM, &r, &err) == AH_OK, "%s", err.msg);
     CHECK(r.tokens_lost <= U2 * 1e-9, "lost %g tokens", r.tokens_lost);
     ah_sim_result_free(&r);
@@ -373,9 +374,10 @@ static void test_partial_loss(void) {
     CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
     ah_sim_result_t r;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
-    /* start: 35 s + the first iteration; the checkpoint 3000 s later; at the notice the step in
-     * progress finishes and is lost with the rest in the rollback */
-    const double x = cloud / 0.5e9, ckpt = 35 + it2 + 3000, rec = it2 / 2 + save + 35 + x + it1;
+    /* start: 35 s + the first iteration; the checkpoint after 3000 s of training (the first
+     * iteration counts); at the notice the step in progress finishes and is lost with the rest in
+     * the rollback */
+    const double x = cloud / 0.5e9, ckpt = 35 + 3000, rec = it2 / 2 + save + 35 + x + it1;
     CHECK_NEAR((double)r.bytes_local, local, 1e-12);
     CHECK_NEAR((double)r.bytes_cloud, cloud, 1e-12);
     CHECK_EQ_I64(r.bytes_peer, 0); /* tied: the single stage holds no second copy of the matrix */

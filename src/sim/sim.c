@@ -74,6 +74,12 @@ typedef struct {
     int n_devs;
 } entry_t;
 
+/* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
+ * like the runtime's every-K-steps schedule counts steps). */
+typedef struct {
+    double tokens, train_s;
+} progress_t;
+
 typedef struct {
     const ah_model_t *model;
     const ah_cluster_t *c;
@@ -85,9 +91,10 @@ typedef struct {
     /* replay state */
     bool *up;             /* [n_nodes] up now */
     bool *holds;          /* [n_nodes] the node still holds its part of the state plan */
-    double t, tokens, recover_end, ckpt_due;
-    double tokens_ckpt;   /* at the last periodic checkpoint: on the disks and in the cloud */
-    double tokens_disk;   /* at the newest state on the disks: that, or a save at a notice since */
+    double t, recover_end, ckpt_due;
+    progress_t now;
+    progress_t at_ckpt;   /* the last periodic checkpoint: on the disks and in the cloud */
+    progress_t at_disk;   /* the newest state on the disks: that, or a save at a notice since */
     ah_sim_phase_t phase;
     entry_t *run;         /* the plan training, or being recovered to; NULL when stalled */
     entry_t *state;       /* the plan whose devices hold the latest state; NULL when none */
@@ -294,6 +301,12 @@ static void mark(run_t *x, bool replan) {
 
 /* ---- recovery ---- */
 
+/* dt seconds of training on the running plan */
+static void train(run_t *x, double dt) {
+    x->now.tokens += x->run->tokens_per_s * dt;
+    x->now.train_s += dt;
+}
+
 static bool dev_holds(const sdev_t *d, int layer, int L) {
     return layer == 0 ? d->embed : layer == L + 1 ? d->head : (layer - 1 >= d->first && layer - 1 < d->last);
 }
@@ -421,21 +434,21 @@ static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *
          * its disk if the save fits what is left of the grace period (a checkpoint of the disks;
          * the cloud keeps the last periodic one); if not, the disks hold what they held */
         v->wait_s = x->run->iteration_s / 2;
-        x->tokens += x->run->tokens_per_s * v->wait_s;
+        train(x, v->wait_s);
         const double sv = save_s(x, x->run);
         v->saved = v->wait_s + sv <= x->o->grace_s;
         v->save_s = v->saved ? sv : 0;
-        if (v->saved) x->tokens_disk = x->tokens;
+        if (v->saved) x->at_disk = x->now;
         unsaved = !v->saved;
     }
     bool cloud_rollback;
     v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
-    const double back_to = cloud_rollback ? x->tokens_ckpt : unsaved ? x->tokens_disk : x->tokens;
-    v->tokens_lost = x->tokens - back_to;
+    const progress_t back_to = cloud_rollback ? x->at_ckpt : unsaved ? x->at_disk : x->now;
+    v->tokens_lost = x->now.tokens - back_to.tokens;
     r->tokens_lost += v->tokens_lost;
-    x->tokens = back_to;
+    x->now = back_to;
     r->bytes_local += v->bytes[AH_SIM_TIER_LOCAL];
     r->bytes_peer += v->bytes[AH_SIM_TIER_PEER];
     r->bytes_cloud += v->bytes[AH_SIM_TIER_CLOUD];
@@ -474,7 +487,7 @@ static void try_start(run_t *x, const char *label, const char *arg) {
 static void advance(run_t *x, double tn) {
     const double dt = tn - x->t;
     if (dt > 0 && x->phase != AH_PHASE_STALLED && x->run) {
-        if (x->phase == AH_PHASE_TRAIN) x->tokens += x->run->tokens_per_s * dt;
+        if (x->phase == AH_PHASE_TRAIN) train(x, dt);
         x->r->usd += x->run->usd_per_s * dt;
         int gpus = 0;
         for (int ty = 0; ty < x->c->n_types; ty++) gpus += x->run->gpus[ty];
@@ -486,17 +499,18 @@ static void advance(run_t *x, double tn) {
 
 static void on_internal(run_t *x) {
     if (x->phase == AH_PHASE_RECOVER) { /* the first step after it finished: its tokens count */
-        x->tokens += x->run->tokens_per_s * x->run->iteration_s;
+        train(x, x->run->iteration_s);
         x->phase = AH_PHASE_TRAIN;
         x->state = x->run;
         x->fresh = false;
         for (int i = 0; i < x->c->n_nodes; i++) x->holds[i] = x->run->uses[i];
-        x->ckpt_due = x->t + x->o->ckpt_every_s;
+        /* the schedule counts training time since the last checkpoint (0 after a rollback to it) */
+        x->ckpt_due = fmax(x->t, x->t + x->o->ckpt_every_s - (x->now.train_s - x->at_ckpt.train_s));
         seg_open(x, AH_PHASE_TRAIN, "training", "");
         return;
     }
     /* a checkpoint */
-    x->tokens_ckpt = x->tokens_disk = x->tokens;
+    x->at_ckpt = x->at_disk = x->now;
     x->ckpt_due = x->t + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;
@@ -580,7 +594,7 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
             out->n_segs--;
         }
     }
-    out->tokens = x.tokens;
+    out->tokens = x.now.tokens;
     out->wall_s = H;
     for (int i = 0; i < x.n_cache; i++) entry_free(x.cache[i]);
     free(x.cache);

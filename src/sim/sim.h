@@ -21,8 +21,10 @@
  *    The rules (docs/simulator.md says the same, keep them in step):
  *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
  *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
- *     - Checkpoints are taken every ckpt_every_s of training (the clock restarts after each
- *       (re)start) and cost no time (asynchronous); a rollback returns tokens to the last one.
+ *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
+ *       every K steps: a restart without rollback keeps the schedule, a rollback goes back to a
+ *       point of it) and cost no time (asynchronous, to the disks and the cloud); a rollback
+ *       returns tokens to the last one (or, for autohet, to the newest state on the disks).
  *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of
  *       the plan whose devices hold the state) triggers a (re)start; others are ignored (the plan
  *       still runs, and a plan optimal on a larger set stays optimal on the subset).
