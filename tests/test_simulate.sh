@@ -59,7 +59,7 @@ for p in pol.values():
         assert set(v["bytes"]) == {"local", "peer", "cloud"} and set(v["tier_seconds"]) == {"local", "peer", "cloud"}
     if p["policy"] != "autohet":
         assert all(v["breakdown"]["stop_s"] == 0 for v in rc), p["policy"]
-assert d["options"]["disk_gb_s"] == 2 and d["options"]["grace_s"] == 120
+assert d["options"]["disk_gb_s"] == 8 and d["options"]["grace_s"] == 120
 assert pol["autohet"]["tokens"] >= pol["uniform"]["tokens"] > 0
 assert d["pools"][1]["unit"] == "h" and d["pools"][0]["unit"] == "s"
 assert any(m["node"] == "sp-0" and m["change"] == "down" and m["t_s"] == 3600 for m in d["mapping"])

@@ -128,7 +128,7 @@ int ah_cli_simulate(int argc, char **argv) {
         {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S",
          "fixed relaunch overhead per (re)start: old job's exit, launch, start-up (default 60)", false},
         {"--disk-gb-s", AH_FLAG_NUM, &o.disk_gb_s, "G",
-         "local disk write bandwidth per node, GB/s, for the save at a notice (default 2)", false},
+         "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
         {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S",
          "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
         {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",

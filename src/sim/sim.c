@@ -30,7 +30,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->restart_s = 60;
     o->replan_s = -1;
     o->on_demand_factor = 2.5;
-    o->disk_gb_s = 2; /* a local NVMe SSD */
+    o->disk_gb_s = 8; /* an 8-GPU cloud node's local NVMe SSDs (p4d: 8 x 1 TB), about 1 GB/s each */
     o->grace_s = 120;
 }
 

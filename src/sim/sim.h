@@ -143,7 +143,7 @@ typedef struct ah_sim_opts {
     double grace_s;            /* notice to removal: autohet saves at the notice only if it fits */
 } ah_sim_opts_t;
 
-/* 1800 s, 60 s, measured, 2.5, disk 2 GB/s, grace 120 s (AWS's two-minute notice) */
+/* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice) */
 void ah_sim_opts_default(ah_sim_opts_t *o);
 
 /* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
