@@ -47,10 +47,16 @@ def lines(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 
 def measured(d):
+    """None when the run has no recovery from a notice the trainer saw at a step boundary (on a
+    very loaded machine the notice can come before the first step: the job is then killed)."""
     agent = lines(d + "/metrics.jsonl")
-    rec = next(e for e in agent if e.get("event") == "recover")
+    rec = next((e for e in agent if e.get("event") == "recover"), None)
     trainer = lines(d + "/launch-0/metrics.jsonl")
-    wait = next(e for e in trainer if e.get("event") == "preempt")["seconds"]
+    pre = next((e for e in trainer if e.get("event") == "preempt"), None)
+    steps = sorted(e["seconds"] for e in agent if "loss" in e and e.get("launch") == 0 and e["step"] > 0)
+    if rec is None or pre is None or not steps:
+        return None
+    wait = pre["seconds"]
     save = next((e["seconds"] for e in trainer if e.get("event") == "checkpoint" and e["step"] == rec["stopped_at"]),
                 0.0)
     b = rec["breakdown"]
@@ -58,7 +64,6 @@ def measured(d):
     m["exit_s"] = b["stop_s"] - wait - save
     m["bookkeeping_s"] = b["transfer_s"] - sum(rec["tier_seconds"].values())
     m["restart_s"] = m["exit_s"] + b["startup_s"] + m["bookkeeping_s"]
-    steps = sorted(e["seconds"] for e in agent if "loss" in e and e.get("launch") == 0 and e["step"] > 0)
     m["step_s"] = steps[len(steps) // 2]  # launch 0's median step: how much the load stretches compute
     m["predicted_step_s"] = next(e for e in agent if e.get("event") == "plan")["predicted_iteration_s"]
     return m
@@ -102,13 +107,18 @@ for r in $(seq 1 "$ROUNDS"); do
 import os, sys
 sys.path.insert(0, os.environ["W"])
 from measured import measured
-restart = (measured(sys.argv[1])["restart_s"] + measured(sys.argv[2])["restart_s"]) / 2
+c = [m["restart_s"] for m in (measured(sys.argv[1]), measured(sys.argv[2])) if m]
+restart = sum(c) / len(c) if c else -1
 # dd's last line: "67108864 bytes (67 MB, 64 MiB) copied, 0.3 s, 223 MB/s"
 f = sys.argv[3].split(",")
 secs = float(f[-2].split()[0])
 print(f"{restart:.4f} {67108864 / secs / 1e9 / 3:.4f}")
 EOF
 )
+    if [ "${restart_s%%.*}" = "-1" ]; then
+        echo; echo "== round $r: skipped: neither smaller run around it saw its notice at a step boundary (load $load0, $load1)"
+        continue
+    fi
     # Checkpoint interval: 10 steps of the predicted 0.141 s iteration; it changes nothing here
     # (the save at the notice leaves nothing to roll back).
     "$AH" simulate --model demo-gpt2 --cluster cpu-hetero --trace "cpu-slow=$W/trace.csv" --global-batch 8 \
@@ -122,8 +132,11 @@ import json, os, sys
 sys.path.insert(0, os.environ["W"])
 from measured import measured
 R, restart, disk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-c = [measured(d) for d in sys.argv[4:6]]
+c = [m for m in (measured(d) for d in sys.argv[4:6]) if m]
 demo = measured(R + "/demo")
+if demo is None:
+    print("skipped: the demo run's notice came before its first step (the job was killed, nothing saved)")
+    sys.exit(0)
 sim = json.load(open(R + "/sim.json"))
 recs = [v for v in sim["policies"][0]["recoveries"] if v["event"].startswith("preempt")]
 assert len(recs) == 1, recs
@@ -157,10 +170,14 @@ EOF
 done
 echo
 $PY - "$W" "$ROUNDS" <<'EOF'
-import sys
+import os, sys
 W, n = sys.argv[1], int(sys.argv[2])
-e = [list(map(float, open(f"{W}/round-{r}/error").read().split())) for r in range(1, n + 1)]
-loads = [float(x) for r in range(1, n + 1) for x in open(f"{W}/round-{r}/load").read().split()]
+done = [r for r in range(1, n + 1) if os.path.exists(f"{W}/round-{r}/error")]
+if not done:
+    sys.exit(print("no round measured (every run was killed before its first step: the machine is too loaded)"))
+e = [list(map(float, open(f"{W}/round-{r}/error").read().split())) for r in done]
+loads = [float(x) for r in done for x in open(f"{W}/round-{r}/load").read().split()]
+n = len(done)
 errs = [x[0] for x in e]
 print(f"predicted vs measured over {n} rounds: errors {', '.join(f'{x:+.1f} %' for x in errs)}; "
       f"measured {min(x[2] for x in e):.2f}-{max(x[2] for x in e):.2f} s, "
