@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# One prepared run on a GPU machine (docs/gpu.md): builds the CUDA backend, runs the GPU tests
-# and the GPT-2 benchmark against PyTorch eager, and writes everything to ${OUT:-out/gpu}/:
-#   env.txt        nvidia-smi, nvcc, cmake, torch versions
-#   build.log      configure + build (Release, -DAH_CUDA=ON, sm_90;75)
-#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log, ctest.log
-#   bench.jsonl    one JSON line per (implementation, model, precision) run
-#   summary.txt    pass/fail per stage and the benchmark side by side
-# Every stage has its own timeout and the whole run stops starting new stages after
-# AH_GPU_BUDGET_S seconds (default 420), so it ends in under 8 minutes. Exit status: 0 when the
-# build and the GPU tests pass (benchmark figures never fail the run).
+# One prepared run on a GPU machine (docs/gpu.md): builds the CUDA backend, runs the GPU tests,
+# `autohet train` on the CUDA backend against the CPU, and the GPT-2 benchmark against PyTorch
+# eager; writes everything to ${OUT:-out/gpu}/:
+#   env.txt          nvidia-smi, nvcc, cmake, torch versions
+#   build.log        configure + build (Release, -DAH_CUDA=ON, sm_90;75), only the targets used
+#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log
+#   train/           metrics and dumps of every training run; train_<plan>.log per plan
+#   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
+#   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
+#   memory.txt       GPT-2 124M on one GPU: predicted memory, tracked high-water mark, device's
+#   bench.jsonl      one JSON line per (implementation, model, precision) benchmark run
+#   summary.txt      pass/fail per stage and the figures side by side
+# Stages run in order of importance, each with its own timeout, none starting after
+# AH_GPU_BUDGET_S seconds (default 420) and none running past it, so the run ends in about 7
+# minutes. Exit status: 0 when the build, the GPU tests and the training checks pass (benchmark
+# figures never fail the run). Without a GPU it stops after the build with "no GPU".
 # Usage: bash scripts/gpu-check.sh        (in the repository root; the device tool sets $OUT)
+# AH_CHECK_BACKEND=auto runs the training checks' "GPU" side on the CPU too: a dry run of this
+# script's own logic on a machine without a GPU (every comparison then matches exactly).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$OUT/train"
+OUT=$(cd "$OUT" && pwd)
 BUILD=${AH_GPU_BUILD_DIR:-build-gpu}
 BUDGET=${AH_GPU_BUDGET_S:-420}
 JOBS=${AH_JOBS:-$(nproc)}
+GPU_BACKEND=${AH_CHECK_BACKEND:-cuda}
+export OUT AH_GPU_BUILD_DIR=$BUILD AH_CHECK_BACKEND=$GPU_BACKEND
 T0=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(mpirun --oversubscribe --bind-to none --mca plm isolated -x OPENBLAS_NUM_THREADS -x AH_BACKEND)
+PLANS=examples/plans
+AUTOHET=$BUILD/autohet
 status=0
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+# outcome NAME RC: the last line of NAME.log; after a failure (RC != 0) autohet's own message
+# when it printed one (the end-of-run memory line is not one).
+outcome() {
+    local log=$OUT/$1.log msg=""
+    if (($2 != 0)); then
+        msg=$(grep -v "memory high-water" "$log" 2>/dev/null | grep -m1 "^autohet train: ")
+    fi
+    echo "${msg:+FAILED: }${msg:-$(tail -n 1 "$log" 2>/dev/null)}" | cut -c1-220
+}
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 # stage NAME TIMEOUT CMD...: runs CMD with a timeout into $OUT/NAME.log, records the result.
 stage() {
@@ -38,6 +61,125 @@ stage() {
     summary "$name: $([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)") in $(($(date +%s) - t)) s"
     return $rc
 }
+
+# ---- the training checks: autohet train on the CUDA backend. Each runs as its own process
+# (bash gpu-check.sh --run FUNCTION ARGS) so that a stage's timeout ends it and its ranks. ----
+plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$1"; }
+# train NAME BACKEND PLAN STEPS [flags...]: one training run, metrics in train/NAME.jsonl.
+train() {
+    local name=$1 backend=$2 plan=$3 steps=$4
+    shift 4
+    AH_BACKEND=$backend "${MPIRUN[@]}" -np "$(plan_ranks "$plan")" "$AUTOHET" train --plan "$plan" \
+        --data "$WORK/text.bin" --steps "$steps" --quiet --metrics "$OUT/train/$name.jsonl" "$@"
+}
+
+# (a) Plan equivalence: each plan of the CPU trainer's equivalence tests (tests/test_train_
+# equivalence*.sh), 20 steps, on the CUDA backend (AH_BACKEND=cuda; the ranks share the GPU, so
+# their groups use host-staged MPI) against the same plan on the CPU: every loss within 1e-5
+# relative, and step 0's full gradients within 1e-5 (max-norm relative).
+equivalence() { # plan name
+    local p=$1 plan=$PLANS/train-$1.json
+    echo "== $p on the CPU"
+    train "$p-cpu" auto "$plan" 20 --dump-grads "$OUT/train/$p-cpu.grads" --dump-step 0 || return 1
+    echo "== $p on backend $GPU_BACKEND"
+    train "$p-gpu" "$GPU_BACKEND" "$plan" 20 --dump-grads "$OUT/train/$p-gpu.grads" --dump-step 0 || return 1
+    python3 - "$OUT/train" "$p" <<'PY'
+import array, json, sys
+d, p = sys.argv[1:]
+ref = [json.loads(l)["loss"] for l in open(f"{d}/{p}-cpu.jsonl")]
+got = [json.loads(l)["loss"] for l in open(f"{d}/{p}-gpu.jsonl")]
+assert len(ref) == len(got) == 20, (len(ref), len(got))
+loss_rel = max(abs(a - b) / abs(a) for a, b in zip(ref, got))
+def load(x):
+    a = array.array("f")
+    a.frombytes(open(f"{d}/{p}-{x}.grads/grads.bin", "rb").read())
+    return a
+g, h = load("cpu"), load("gpu")
+assert len(g) == len(h) > 0
+grad_rel = max(abs(a - b) for a, b in zip(g, h)) / max(abs(a) for a in g)
+ok = loss_rel <= 1e-5 and grad_rel <= 1e-5
+print(f"losses {loss_rel:.2e}  gradients {grad_rel:.2e}  {'ok' if ok else 'FAILED'}  "
+      f"(loss step 1 {ref[0]:.6f}, step 20 {ref[-1]:.6f})")
+sys.exit(0 if ok else 1)
+PY
+}
+# Plans on a GPU type of the catalog (H100-SXM: its own capacity; reserved_gib 0 so the
+# prediction is the tensors the runtime allocates), from train-single.json.
+gpu_plan() { # out model global micro seq precision layers
+    python3 - "$PLANS/train-single.json" "$@" <<'PY'
+import json, sys
+src, out, model, gb, mb, T, prec, L = sys.argv[1:]
+d = json.load(open(src))
+d["model"] = model
+d["train"].update(global_batch=int(gb), micro_batch=int(mb), seq_len=int(T), precision=prec)
+d["pipelines"][0]["micro_batches"] = int(gb) // int(mb)
+d["pipelines"][0]["stages"][0].update(layers=[0, int(L)], gpu="H100-SXM")
+d["cluster"]["gpu_types"] = {"H100-SXM": {"reserved_gib": 0}}
+for n in d["cluster"]["nodes"]:
+    n["gpu"] = "H100-SXM"
+json.dump(d, open(out, "w"), indent=1)
+PY
+}
+
+# (b) bf16 vs fp32: 200 steps of demo-gpt2 (6 layers, d 128; batch 16 x 128 tokens), the same
+# data and seed; every step's loss within 2 % of fp32's (the first one within 1e-2: one batch).
+bf16_curve() {
+    gpu_plan "$WORK/curve-fp32.json" demo-gpt2 16 8 128 fp32 6 &&
+        gpu_plan "$WORK/curve-bf16.json" demo-gpt2 16 8 128 bf16 6 &&
+        train curve-fp32 "$GPU_BACKEND" "$WORK/curve-fp32.json" 200 &&
+        train curve-bf16 "$GPU_BACKEND" "$WORK/curve-bf16.json" 200 || return 1
+    python3 - "$OUT/train" <<'PY'
+import json, sys
+d = sys.argv[1]
+a = [json.loads(l)["loss"] for l in open(f"{d}/curve-fp32.jsonl")]
+b = [json.loads(l)["loss"] for l in open(f"{d}/curve-bf16.jsonl")]
+assert len(a) == len(b) == 200, (len(a), len(b))
+rel = [abs(x - y) / x for x, y in zip(a, b)]
+worst = max(range(200), key=lambda i: rel[i])
+ok = rel[0] <= 1e-2 and rel[worst] <= 0.02
+for i in (0, 49, 99, 149, 199):
+    print(f"step {i + 1:3d}: fp32 {a[i]:.5f}  bf16 {b[i]:.5f}  ({100 * rel[i]:.3f} %)")
+print(f"bf16 vs fp32, 200 steps: worst {100 * rel[worst]:.3f} % at step {worst + 1}, mean "
+      f"{100 * sum(rel) / 200:.3f} %; first step {100 * rel[0]:.3f} %  {'ok' if ok else 'FAILED'}")
+sys.exit(0 if ok else 1)
+PY
+}
+# (c) Memory truth on the GPU: GPT-2 124M, fp32, micro-batch 4 x 1024 tokens, 2 micro-batches,
+# one GPU. Predicted (autohet evaluate) vs the allocator's tracked high-water mark on the device
+# (metrics memory_high_bytes) vs the device's own figure (nvidia-smi memory.used, sampled every
+# 0.1 s during the run, minus its value before: adds the CUDA context and cuBLAS workspaces).
+memory() {
+    gpu_plan "$WORK/mem.json" gpt2-124m 8 4 1024 fp32 12 &&
+        "$AUTOHET" evaluate --json --plan "$WORK/mem.json" >"$OUT/train/mem-eval.json" || return 1
+    local smi=(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0)
+    local base
+    base=$("${smi[@]}" 2>/dev/null | head -1) || base=""
+    ( while :; do "${smi[@]}" 2>/dev/null | head -1; sleep 0.1; done ) >"$OUT/train/mem-smi.txt" &
+    local sampler=$!
+    train mem "$GPU_BACKEND" "$WORK/mem.json" 3
+    local rc=$?
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
+    ((rc == 0)) || return 1
+    python3 - "$OUT/train" "${base:-0}" <<'PY'
+import json, sys
+d, base = sys.argv[1], float(sys.argv[2] or 0)
+pred = json.load(open(f"{d}/mem-eval.json"))["devices"][0]["memory_bytes"]
+high = json.loads(open(f"{d}/mem.jsonl").readline())["memory_high_bytes"][0]
+smi = [float(x) for x in open(f"{d}/mem-smi.txt") if x.strip().replace(".", "").isdigit()]
+dev = (max(smi) - base) * 2**20 if smi else float("nan")
+gib = lambda b: b / 2**30
+print(f"GPT-2 124M fp32, mb 4 x 1024, 2 slots: predicted {gib(pred):.3f} GiB, tracked high-water "
+      f"{gib(high):.3f} GiB ({100 * (high - pred) / pred:+.1f} %), device (nvidia-smi, over the "
+      f"idle {base:.0f} MiB) {gib(dev):.3f} GiB")
+PY
+}
+if [[ ${1:-} == --run ]]; then
+    shift
+    "$@"
+    exit
+fi
+SELF=(bash "$PWD/scripts/gpu-check.sh" --run)
 
 : >"$OUT/summary.txt"
 {
@@ -60,13 +202,44 @@ if ! stage build 300 bash -c "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release 
 fi
 
 stage test_cuda_kernels 120 "$BUILD/test_cuda_kernels" || status=1
-grep -q '^SKIP' "$OUT/test_cuda_kernels.log" && { summary "test_cuda_kernels SKIPPED: no GPU?"; status=1; }
-stage test_cuda_comm 60 "$BUILD/test_cuda_comm" || status=1
-stage test_cuda_comm_np2 60 mpirun --oversubscribe --bind-to none -np 2 "$BUILD/test_cuda_comm" ||
-    status=1
+if grep -q '^SKIP' "$OUT/test_cuda_kernels.log"; then
+    summary "no GPU: $(grep '^SKIP' "$OUT/test_cuda_kernels.log")"
+    [[ $GPU_BACKEND == cuda ]] && { summary "total $(($(date +%s) - T0)) s, status 1"; exit 1; }
+fi
+WORK=$(mktemp -d)
+export WORK
+trap 'rm -rf "$WORK"' EXIT
+TEXT=/usr/share/common-licenses/GPL-3
+[[ -r $TEXT ]] || TEXT=docs/gpu.md
+"$AUTOHET" tokenize "$TEXT" -o "$WORK/text.bin" >/dev/null || { summary "tokenize $TEXT failed"; exit 1; }
+if [[ $GPU_BACKEND == cuda ]]; then
+    stage test_cuda_comm 60 "$BUILD/test_cuda_comm" || status=1
+    stage test_cuda_comm_np2 60 "${MPIRUN[@]}" -np 2 "$BUILD/test_cuda_comm" || status=1
+fi
 
-# Benchmark: GPT-2 124M and 350M, T = 1024, batch 8, autohet vs PyTorch eager, bf16 (and 124M
-# fp32 for the precision comparison). Failures are recorded, never fatal.
+: >"$OUT/train_equivalence.txt"
+for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute; do
+    stage "train_$p" 90 "${SELF[@]}" equivalence "$p"
+    rc=$?
+    ((rc == 0)) || status=1
+    echo "$p: $(outcome "train_$p" $rc)" >>"$OUT/train_equivalence.txt"
+done
+summary "$(sed 's/^/  /' "$OUT/train_equivalence.txt")"
+
+stage bf16_curve 120 "${SELF[@]}" bf16_curve
+rc=$?
+((rc == 0)) || status=1
+cp "$OUT/bf16_curve.log" "$OUT/bf16_curve.txt"
+summary "  $(outcome bf16_curve $rc)"
+
+stage memory 120 "${SELF[@]}" memory
+rc=$?
+((rc == 0)) || status=1
+cp "$OUT/memory.log" "$OUT/memory.txt"
+summary "  $(outcome memory $rc)"
+
+# ---- Benchmark: GPT-2 124M and 350M, T = 1024, batch 8, autohet vs PyTorch eager, bf16 (and
+# 124M fp32 for the precision comparison), with what time is left. Never fatal. ----
 PY=""
 for py in /usr/bin/python3 python3; do
     if "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
@@ -85,15 +258,15 @@ bench() { # name model-flags...
         tail -n 1 "$OUT/bench_$name-torch.log" >>"$OUT/bench.jsonl"
     fi
 }
-[[ -z $PY ]] && summary "torch with CUDA: not found, autohet only"
-GPT2_124M=(--layers 12 --d 768 --heads 12 --seq-len 1024 --vocab 50257)
-GPT2_350M=(--layers 24 --d 1024 --heads 16 --seq-len 1024 --vocab 50257)
-bench 124m-bf16 "${GPT2_124M[@]}" --batch 8 --precision bf16
-bench 350m-bf16 "${GPT2_350M[@]}" --batch 8 --precision bf16
-bench 124m-fp32 "${GPT2_124M[@]}" --batch 8 --precision fp32 --peak-tflops 67
+if [[ $GPU_BACKEND == cuda ]]; then
+    [[ -z $PY ]] && summary "torch with CUDA: not found, autohet only"
+    GPT2_124M=(--layers 12 --d 768 --heads 12 --seq-len 1024 --vocab 50257)
+    GPT2_350M=(--layers 24 --d 1024 --heads 16 --seq-len 1024 --vocab 50257)
+    bench 124m-bf16 "${GPT2_124M[@]}" --batch 8 --precision bf16
+    bench 350m-bf16 "${GPT2_350M[@]}" --batch 8 --precision bf16
+    bench 124m-fp32 "${GPT2_124M[@]}" --batch 8 --precision fp32 --peak-tflops 67
+fi
 
-# Whatever time is left: the whole CTest suite of the GPU build is not run (the CPU suite is CI's
-# job); the summary tabulates the benchmark.
 summary ""
 summary "benchmark (tokens/s, MFU):"
 if [[ -s $OUT/bench.jsonl ]]; then
