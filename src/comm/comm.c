@@ -16,6 +16,29 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
 
 static struct ah_comm g_world = {MPI_COMM_NULL};
 
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double mono_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* Seconds spent inside MPI calls so far, wall clock and the process's CPU time
+ * (ah_comm_seconds): MPI_TRY times every call it makes. */
+static double g_in_wall, g_in_cpu;
+
+static int timed(int rc, double wall0, double cpu0) {
+    g_in_wall += mono_s() - wall0;
+    g_in_cpu += clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    return rc;
+}
+
+void ah_comm_seconds(double *wall, double *cpu) {
+    *wall = g_in_wall;
+    *cpu = g_in_cpu;
+}
+
 static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -23,10 +46,12 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
     return ah_error_set(err, AH_ERR_COMM, "%s failed: %s (a peer rank may have died; see its "
                         "message above)", what, text);
 }
-#define MPI_TRY(call, what)                                   \
-    do {                                                      \
-        int rc_ = (call);                                     \
-        if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what); \
+/* Calls an MPI function, timed for ah_comm_seconds; on failure returns an AH_ERR_COMM. */
+#define MPI_TRY(call, what)                                                           \
+    do {                                                                              \
+        const double wall0_ = mono_s(), cpu0_ = clock_s(CLOCK_PROCESS_CPUTIME_ID);     \
+        const int rc_ = timed((call), wall0_, cpu0_);                                 \
+        if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what);                      \
     } while (0)
 
 /* ---- waiting ----
@@ -40,12 +65,6 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
  * completed the same way. */
 static ah_comm_wait_t g_wait = AH_COMM_WAIT_SLEEP;
 enum { SPIN_NS = 50000, SLEEP_MIN_NS = 5000, SLEEP_MAX_NS = 200000 };
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int wait_req(MPI_Request *r) {
     if (g_wait == AH_COMM_WAIT_POLL) return MPI_Wait(r, MPI_STATUS_IGNORE);

@@ -41,6 +41,10 @@ typedef struct ah_comm_req {
 typedef enum { AH_COMM_WAIT_SLEEP = 0, AH_COMM_WAIT_POLL = 1 } ah_comm_wait_t;
 void ah_comm_set_wait(ah_comm_wait_t mode);
 
+/* Seconds this process has spent inside the backend's calls so far, by the wall clock and in CPU
+ * time (device emulation takes them out of a compute phase: runtime/emulate.h). */
+void ah_comm_seconds(double *wall, double *cpu);
+
 /* Starts the backend (MPI_Init). Works without mpirun too: a single rank. */
 ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err);
 void ah_comm_finalize(void);

@@ -1,10 +1,27 @@
-/* Device emulation on a CPU rank: a compute phase that took dt seconds on this core is followed by
- * a sleep of (slowdown - 1) x dt, so the rank takes slowdown x dt in all without taking a core
- * from the other ranks. The trainer and the profiler both go through this one function, so a
- * profile sees exactly the emulation that training sees (docs/runtime.md, "Device emulation"). */
+/* Device emulation on a CPU rank: a compute phase is made to last slowdown x its compute seconds,
+ * the rank sleeping for the rest, so it takes that long without taking a core from the other
+ * ranks. The trainer and the profiler both go through these calls, so a profile sees exactly the
+ * emulation that training sees (docs/runtime.md, "Device emulation").
+ *
+ * A phase's compute seconds are its CPU seconds outside communication (comm/comm.h's
+ * ah_comm_seconds), capped by its wall seconds outside communication (several threads can spend
+ * more CPU than wall time). CPU time, not wall time: when ranks outnumber cores, a rank that waits
+ * for a core loses wall time that an emulated device would not lose, and stretching that by the
+ * slowdown made each loss count slowdown times. What the phase spent in communication (the TP
+ * all-reduces inside a block) is not stretched: it passes once, as measured. */
 #ifndef AH_RUNTIME_EMULATE_H
 #define AH_RUNTIME_EMULATE_H
 
-void ah_emulate_stretch(double slowdown, double dt);
+typedef struct ah_emulate_phase {
+    double wall, cpu;           /* clocks at the start */
+    double comm_wall, comm_cpu; /* ah_comm_seconds at the start */
+} ah_emulate_phase_t;
+
+/* Starts a phase. */
+void ah_emulate_begin(ah_emulate_phase_t *ph);
+/* Ends the phase begun with ah_emulate_begin: with slowdown > 1, sleeps until its time outside
+ * communication reaches slowdown x its compute seconds (at once when it already has). Returns
+ * its compute seconds. */
+double ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown);
 
 #endif

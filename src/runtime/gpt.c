@@ -445,10 +445,7 @@ static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) 
 
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;
-    const double t0 = now_s();
-    ah_status_t s = ah_group_sum(st->tp, x, (size_t)(st->N * st->C), err);
-    st->tp_comm_s += now_s() - t0;
-    return s;
+    return ah_group_sum(st->tp, x, (size_t)(st->N * st->C), err);
 }
 
 /* One block forward from a->x_in; out (N, C) gets the block output, or NULL to stop after the

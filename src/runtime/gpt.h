@@ -104,7 +104,6 @@ typedef struct ah_gpt_stage {
     ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
 
     ah_arena_t a_params, a_opt, a_act, a_work;
-    double tp_comm_s;         /* seconds spent in TP all-reduces so far (emulation excludes them) */
     /* Seconds spent so far per part, [part][0] forward, [part][1] backward, TP all-reduces
      * included; the profiler times each layer kind directly with them. The blocks' part also
      * takes the gradient copies in and out of a stage without the head / the embedding. */

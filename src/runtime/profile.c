@@ -30,16 +30,16 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Emulation as the trainer does it (ah_emulate_stretch): a call whose compute took dt seconds is
- * followed by a sleep of (slowdown - 1) x dt. The next call then starts, as in training, after
- * the core went to other processes for a while (colder caches, a wait for the scheduler), which
- * costs measurably (about +25 % at slowdown 4 for demo-gpt2 on this machine); the profile must see
- * that cost to predict an emulated run, so it sleeps between calls too. */
+/* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
+ * one phase, made to last slowdown x its compute (CPU) seconds. The next call then starts, as in
+ * training, after the core went to other processes for a while (colder caches), which costs
+ * measurably (about +25 % at slowdown 4 for demo-gpt2 on this machine); the profile must see that
+ * cost to predict an emulated run, so it sleeps between calls too. */
 
-/* Seconds of all parts so far, forward (pass 0) or backward (1). */
-static double parts_total(const ah_gpt_stage_t *st, int pass) {
+/* Seconds of all parts, forward (pass 0) or backward (1). */
+static double parts_total(const double part_s[AH_GPT_N_PARTS][2], int pass) {
     double t = 0;
-    for (int p = 0; p < AH_GPT_N_PARTS; p++) t += st->part_s[p][pass];
+    for (int p = 0; p < AH_GPT_N_PARTS; p++) t += part_s[p][pass];
     return t;
 }
 
@@ -91,18 +91,25 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double before[AH_GPT_N_PARTS][2];
+        double before[AH_GPT_N_PARTS][2], compute[2];
         memcpy(before, st.part_s, sizeof before);
-        const double before_f = parts_total(&st, 0), before_b = parts_total(&st, 1);
+        ah_emulate_phase_t ph;
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
+        ah_emulate_begin(&ph);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        ah_emulate_stretch(req->slowdown, parts_total(&st, 0) - before_f);
+        compute[0] = ah_emulate_end(&ph, req->slowdown);
+        ah_emulate_begin(&ph);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        ah_emulate_stretch(req->slowdown, parts_total(&st, 1) - before_b);
+        compute[1] = ah_emulate_end(&ph, req->slowdown);
         if (i == 0) continue;
-        for (int p = 0; p < AH_GPT_N_PARTS; p++)
-            for (int d = 0; d < 2; d++)
-                buf[(p * 2 + d) * req->reps + i - 1] = st.part_s[p][d] - before[p][d];
+        /* The parts' wall seconds, scaled to the call's compute seconds (its CPU time, which
+         * leaves out what this process lost to others when ranks or jobs share the cores). */
+        for (int d = 0; d < 2; d++) {
+            const double wall = parts_total(st.part_s, d) - parts_total(before, d);
+            const double f = wall > 0 ? compute[d] / wall : 1.0;
+            for (int p = 0; p < AH_GPT_N_PARTS; p++)
+                buf[(p * 2 + d) * req->reps + i - 1] = f * (st.part_s[p][d] - before[p][d]);
+        }
     }
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
      * block, then the embedding's token ids, then the head's tensors. */

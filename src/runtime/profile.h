@@ -18,9 +18,10 @@
  * contain no communication ("includes_tp_comm": false; the cost model adds its own all-reduce
  * term).
  *
- * Emulation: with slowdown k > 1 every measured phase counts k times (the trainer's stretch: it
- * sleeps (k - 1) x each phase's time), and mem_cap_bytes caps the shards' allocator like the
- * trainer's (an emulated device too small for a shard fails with the trainer's out-of-memory
+ * Emulation: with slowdown k > 1 every measured phase counts k times its compute seconds, which
+ * are CPU seconds (runtime/emulate.h, the trainer's stretch, which sleeps for the rest; each part's
+ * wall seconds are scaled to its call's CPU seconds), and mem_cap_bytes caps the shards' allocator
+ * like the trainer's (an emulated device too small for a shard fails with the trainer's out-of-memory
  * message).
  *
  * Host memory: the shards are built and freed per (tp, micro-batch); nothing outlives the call but

@@ -42,8 +42,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Device emulation: stretch a compute phase that took dt seconds to slowdown x dt. */
-static void stretch(const ah_trainer_t *tr, double dt) { ah_emulate_stretch(tr->slowdown, dt); }
 
 /* A split where this rank joins group `color` (or none when color < 0). */
 static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
@@ -230,7 +228,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
-        double t0, tp0 = st->tp_comm_s;
+        ah_emulate_phase_t ph; /* device emulation stretches the compute of the phase */
         if (op.kind == AH_OP_FWD) {
             if (tr->prev < 0) TRY(put_tokens(tr, first_sample, ah_gpt_ids(st, op.slot), false, err));
             if (tr->next < 0) TRY(put_tokens(tr, first_sample, ah_gpt_targets(st), true, err));
@@ -243,7 +241,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             }
             if (tr->next >= 0) TRY(ah_comm_wait(&s_act, err)); /* the send buffer is free again */
             double ls = 0;
-            t0 = now_s();
+            ah_emulate_begin(&ph);
             TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
             *loss_sum += ls;
             if (tr->next >= 0) {
@@ -256,7 +254,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
                 TRY(ah_mem_upload(mem, tr->recv_grad, tr->h_recv_grad, bytes, err));
             }
             if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
-            t0 = now_s();
+            ah_emulate_begin(&ph);
             TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
                 TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
@@ -265,12 +263,10 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
                 TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
             }
         }
-        /* Only compute is stretched: the TP all-reduces inside the phase include waiting for the
-         * group's other ranks, which are stretching their own compute; stretching that wait too
-         * would feed each rank's sleep into the next one's, growing without bound. */
-        const double dt = now_s() - t0 - (st->tp_comm_s - tp0);
-        tr->compute_s += dt;
-        stretch(tr, dt);
+        /* Only compute is stretched (runtime/emulate.h): the TP all-reduces inside the phase
+         * include waiting for the group's other ranks, which are stretching their own compute;
+         * stretching that wait too would feed each rank's sleep into the next one's. */
+        tr->compute_s += ah_emulate_end(&ph, tr->slowdown);
     }
     TRY(ah_comm_wait(&s_act, err));
     TRY(ah_comm_wait(&s_grad, err));
@@ -324,7 +320,8 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     const double norm = sqrt(sums[1]);
     const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
     const double lr = ah_train_lr(&tr->opts, step);
-    const double t1 = now_s();
+    ah_emulate_phase_t ph;
+    ah_emulate_begin(&ph);
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
         ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
@@ -334,9 +331,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     }
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
-    const double dt_opt = now_s() - t1;
-    tr->compute_s += dt_opt;
-    stretch(tr, dt_opt);
+    tr->compute_s += ah_emulate_end(&ph, tr->slowdown);
     TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
     out->step = step;
     out->loss = sums[0] / ((double)p->train.global_batch * (double)p->train.seq_len);
