@@ -283,7 +283,8 @@ static void test_profile(void) {
         "  \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 0.01, \"bwd_s\": 0.02, \"act_bytes\": 2088}},\n"
         " {\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
         "  \"includes_tp_comm\": true, \"block\": {\"fwd_s\": 0.5, \"bwd_s\": 1.0, \"act_bytes\": 3312},\n"
-        "  \"head\": {\"fwd_s\": 0.25, \"bwd_s\": 0.5, \"act_bytes\": 672}}]}\n";
+        "  \"head\": {\"fwd_s\": 0.25, \"bwd_s\": 0.5, \"act_bytes\": 672},\n"
+        "  \"optimizer_s_per_param\": 2e-9}]}\n";
     char path_buf[256], saved_buf[256], bad_buf[256];
     const char *path = write_tmp(path_buf, "good.json", good);
     CHECK(ah_profile_load(path, &p, &err) == AH_OK, "load: %s", err.msg);
@@ -312,6 +313,11 @@ static void test_profile(void) {
     /* another type: not in the profile, roofline */
     ah_stage_cost(&ctx, 1, 0, 2, false, false, false, &sc);
     CHECK_NEAR(sc.fwd_s, 2 * 9792 / 5e8, 1e-12);
+    /* the optimizer: measured per parameter where the entry has it, else from the bandwidth */
+    CHECK_NEAR(ah_optimizer_seconds(&ctx, 0, 1000000), 2e-3, 1e-12);
+    ctx.t = 2;
+    CHECK_NEAR(ah_optimizer_seconds(&ctx, 0, 1000000), 28e6 / 100e9, 1e-12);
+    ctx.t = 1;
 
     /* includes_tp_comm: the measured time stands alone, no modelled all-reduce on top */
     ah_profile_entry_t e = *ah_profile_get(p, 0);
@@ -336,7 +342,8 @@ static void test_profile(void) {
             const ah_profile_entry_t *a = ah_profile_get(p, i), *b = ah_profile_get(q, i);
             bool same = strcmp(a->gpu, b->gpu) == 0 && a->tp == b->tp &&
                         a->micro_batch == b->micro_batch && a->seq_len == b->seq_len &&
-                        a->precision == b->precision && a->includes_tp_comm == b->includes_tp_comm;
+                        a->precision == b->precision && a->includes_tp_comm == b->includes_tp_comm &&
+                        a->optimizer_s_per_param == b->optimizer_s_per_param;
             for (int k = 0; k < 3; k++)
                 same = same && a->layer[k].present == b->layer[k].present &&
                        a->layer[k].fwd_s == b->layer[k].fwd_s && a->layer[k].bwd_s == b->layer[k].bwd_s &&

@@ -43,6 +43,7 @@ for (gpu, tp, mb), x in e.items():
     # tiny-gpt2), which noise can push to the floor of 0; a block is timed directly.
     assert x["block"]["fwd_s"] > 0 and x["block"]["bwd_s"] > 0, x["block"]
     assert all(x[k][d] >= 0 for k in ("embed", "head") for d in ("fwd_s", "bwd_s")), x
+    assert x["optimizer_s_per_param"] > 0, x
 # More work takes longer: a block of 2 sequences vs 1 (the medians of 5, far apart).
 for tp in (1, 2):
     one, two = e[("cpu", tp, 1)]["block"], e[("cpu", tp, 2)]["block"]

@@ -136,11 +136,12 @@ int ah_cli_profile(int argc, char **argv) {
                 if (s != AH_OK) break;
                 const ah_profile_entry_t *e = ah_profile_get(prof, ah_profile_count(prof) - 1);
                 printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
-                       "head %.3f + %.3f ms (fwd + bwd)\n",
+                       "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param\n",
                        e->gpu, e->tp, (long long)e->micro_batch,
                        1e3 * e->layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e->layer[AH_LAYER_BLOCK].bwd_s,
                        1e3 * e->layer[AH_LAYER_EMBED].fwd_s, 1e3 * e->layer[AH_LAYER_EMBED].bwd_s,
-                       1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s);
+                       1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s,
+                       1e9 * e->optimizer_s_per_param);
             }
     }
     if (s == AH_OK) s = ah_profile_save(prof, out_path, &err);

@@ -82,7 +82,8 @@ static ah_status_t layer_from_json(const json_t *obj, const char *where, ah_prof
 static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_profile_entry_t *e,
                                    ah_error_t *err) {
     static const char *const keys[] = {"gpu", "tp", "micro_batch", "seq_len", "precision",
-                                       "includes_tp_comm", "block", "embed", "head", NULL};
+                                       "includes_tp_comm", "block", "embed", "head",
+                                       "optimizer_s_per_param", NULL};
     memset(e, 0, sizeof *e);
     if (!json_is_object(obj))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
@@ -99,6 +100,8 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
         s = ah_error_set(err, AH_ERR_INVALID, "%s.precision: expected \"fp32\" or \"bf16\", got \"%s\"",
                          where, prec);
     if (s == AH_OK) s = ah_json_get_bool(obj, where, "includes_tp_comm", true, &e->includes_tp_comm, err);
+    if (s == AH_OK)
+        s = ah_json_get_num(obj, where, "optimizer_s_per_param", false, 0, 1, &e->optimizer_s_per_param, err);
     e->tp = (int)tp;
     for (int k = 0; k < 3 && s == AH_OK; k++) {
         json_t *l = NULL;
@@ -179,6 +182,8 @@ json_t *ah_profile_to_json(const ah_profile_t *p) {
                                 json_pack("{s:f, s:f, s:I}", "fwd_s", l->fwd_s, "bwd_s", l->bwd_s,
                                           "act_bytes", (json_int_t)l->act_bytes));
         }
+        if (e->optimizer_s_per_param > 0)
+            json_object_set_new(o, "optimizer_s_per_param", json_real(e->optimizer_s_per_param));
         json_array_append_new(entries, o);
     }
     return json_pack("{s:i, s:s, s:o}", "version", AH_PROFILE_VERSION, "host", p->host, "entries",

@@ -6,10 +6,13 @@
  *                 "includes_tp_comm": bool,
  *                 "block": {"fwd_s", "bwd_s", "act_bytes"},
  *                 "embed": {"fwd_s", "bwd_s", "act_bytes"},
- *                 "head":  {"fwd_s", "bwd_s", "act_bytes"}}]}
+ *                 "head":  {"fwd_s", "bwd_s", "act_bytes"},
+ *                 "optimizer_s_per_param": x}]}
  * Seconds are per micro-batch, per TP rank; "block" is one transformer block. An entry is keyed by
  * (gpu, tp, micro_batch, seq_len, precision); two entries with one key are an error. Each of
  * block/embed/head may be missing; ah_stage_cost then uses the roofline for that layer kind.
+ * optimizer_s_per_param (optional) is the measured AdamW step per parameter on that device; without
+ * it the cost model prices the optimizer from the type's memory bandwidth.
  * includes_tp_comm says whether the block timings already contain the TP all-reduces (measured
  * on a real TP group); when false the cost model adds them from the link model. act_bytes is what
  * the profiler measured; the memory model does not use it (memory always comes from the model,
@@ -45,6 +48,7 @@ typedef struct ah_profile_entry {
     ah_precision_t precision;
     bool includes_tp_comm;
     ah_profile_layer_t layer[3]; /* indexed by ah_layer_kind_t */
+    double optimizer_s_per_param; /* AdamW seconds per parameter; 0: not measured */
 } ah_profile_entry_t;
 
 /* An empty profile (for the profiler, which adds entries). NULL when out of host memory. */

@@ -55,7 +55,17 @@ double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int 
     return boundary_bytes(ctx) / ah_link_bw(c, link, type_a, type_b) + ah_link_latency(c, link);
 }
 
+/* The profile's entry for this type under ctx's TP degree, micro-batch, T and precision. */
+static const ah_profile_entry_t *profile_entry(const ah_cost_ctx_t *ctx, int type) {
+    const ah_train_t *tr = ctx->train;
+    return ctx->profile ? ah_profile_find(ctx->profile, ctx->cluster->types[type].name, ctx->t,
+                                          tr->micro_batch, tr->seq_len, tr->precision)
+                        : NULL;
+}
+
 double ah_optimizer_seconds(const ah_cost_ctx_t *ctx, int type, int64_t params) {
+    const ah_profile_entry_t *prof = profile_entry(ctx, type);
+    if (prof && prof->optimizer_s_per_param > 0) return (double)params * prof->optimizer_s_per_param;
     /* AdamW is memory-bound: it reads every state byte (w, g, m, v, and the fp32 master in bf16)
      * and writes all of them but the gradient (w, m, v, master). */
     const int64_t read = ah_param_state_bytes(ctx->train->precision);
@@ -114,10 +124,7 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int64_t N = tr->micro_batch * tr->seq_len;
     const int64_t elt = elt_bytes(tr->precision);
     const int64_t VC = m->vocab * m->d_model;
-    const ah_profile_entry_t *prof =
-        ctx->profile ? ah_profile_find(ctx->profile, g->name, t, tr->micro_batch, tr->seq_len,
-                                       tr->precision)
-                     : NULL;
+    const ah_profile_entry_t *prof = profile_entry(ctx, type);
 
     /* Parameters. A tied head on a stage without the embedding keeps its own copy of the V x C
      * matrix (Megatron-style); its gradient is summed with the embedding's in the DP sync. */

@@ -374,6 +374,16 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
 
 void ah_gpt_zero_grads(ah_gpt_stage_t *st) { st->k->zero(st->g, (size_t)st->n_elems); }
 
+void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t) {
+    for (int i = 0; i < st->n_params; i++) {
+        const ah_gpt_param_t *x = &st->params[i];
+        ah_adamw_hparams_t h = *hp;
+        if (!x->def.decay) h.weight_decay = 0.0f;
+        st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
+                     (size_t)x->n, &h, grad_scale, t);
+    }
+}
+
 ah_status_t ah_gpt_host_view(const ah_gpt_stage_t *st, float *buf, bool read, float **host, ah_error_t *err) {
     return ah_mem_host_view(st->a_params.mem, buf, (size_t)st->n_elems * sizeof(float), read,
                             (void **)host, err);

@@ -119,6 +119,9 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st);
  * device the weights are filled on the host and uploaded (the only failure). */
 ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *err);
 void ah_gpt_zero_grads(ah_gpt_stage_t *st);
+/* One AdamW step (number t, from 1) over every tensor of the stage, the gradients scaled by
+ * grad_scale; hp's weight decay applies to the tensors that decay (ah_gpt_param_t.def.decay). */
+void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
 /* Host access to one of the stage's flat buffers (st->w, g, m or v: n_elems floats each) for code
  * outside the kernels (initialisation, dumps, checkpoints): on the CPU the buffer itself, no copy;
  * on a device a host copy, downloaded when `read`. ah_gpt_host_done uploads the copy back when

@@ -18,6 +18,7 @@ enum { PROFILE_BLOCKS = 4, PROFILE_SLOTS = 2 };
 typedef struct {
     double s[AH_GPT_N_PARTS][2];
     int64_t act_bytes[AH_GPT_N_PARTS]; /* per micro-batch; blocks: one block */
+    double opt_s_per_param;            /* median AdamW step over the shard, per parameter */
 } shard_fig_t;
 
 static int cmp_double(const void *a, const void *b) {
@@ -53,7 +54,8 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
 
 /* Builds a shard of the embedding, nb blocks and the head with `slots` micro-batch slots, runs
  * one untimed warm-up and `reps` timed forward + backward pairs, takes the median of each part's
- * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles) and frees the shard. */
+ * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard and
+ * frees it. */
 static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
                               double *buf, shard_fig_t *out, ah_error_t *err) {
     ah_mem_t mem;
@@ -111,6 +113,19 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
                 buf[(p * 2 + d) * req->reps + i - 1] = f * (st.part_s[p][d] - before[p][d]);
         }
     }
+    if (s == AH_OK)
+        for (int p = 0; p < AH_GPT_N_PARTS; p++)
+            for (int d = 0; d < 2; d++) out->s[p][d] = median(buf + (p * 2 + d) * req->reps, req->reps);
+    /* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training
+     * (the hyperparameters do not change its time). */
+    const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    for (int i = 0; i < req->reps && s == AH_OK; i++) {
+        ah_emulate_phase_t ph;
+        ah_emulate_begin(&ph);
+        ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
+        buf[i] = ah_emulate_end(&ph, req->slowdown);
+    }
+    if (s == AH_OK) out->opt_s_per_param = median(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
      * block, then the embedding's token ids, then the head's tensors. */
     const int per_slot = st.a_act.n / slots;
@@ -120,10 +135,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     for (int i = nb + 1; i < per_slot; i++) out->act_bytes[AH_GPT_PART_HEAD] += st.a_act.sizes[i];
     free(targets);
     ah_gpt_stage_free(&st);
-    if (s != AH_OK) return s;
-    for (int p = 0; p < AH_GPT_N_PARTS; p++)
-        for (int d = 0; d < 2; d++) out->s[p][d] = median(buf + (p * 2 + d) * req->reps, req->reps);
-    return AH_OK;
+    return s;
 }
 
 /* A layer kind's figures: the part's median (per block for the blocks), stretched k times. */
@@ -175,5 +187,6 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
     e.layer[AH_LAYER_BLOCK] = layer_of(&fig, AH_GPT_PART_BLOCKS, nb, kx);
     e.layer[AH_LAYER_EMBED] = layer_of(&fig, AH_GPT_PART_EMBED, nb, kx);
     e.layer[AH_LAYER_HEAD] = layer_of(&fig, AH_GPT_PART_HEAD, nb, kx);
+    e.optimizer_s_per_param = kx * fig.opt_s_per_param;
     return ah_profile_add(out, &e, err);
 }

@@ -322,13 +322,9 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     const double lr = ah_train_lr(&tr->opts, step);
     ah_emulate_phase_t ph;
     ah_emulate_begin(&ph);
-    for (int i = 0; i < st->n_params; i++) {
-        const ah_gpt_param_t *x = &st->params[i];
-        ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
-                                 (float)tr->opts.eps, x->def.decay ? (float)tr->opts.weight_decay : 0.0f};
-        st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
-                     (size_t)x->n, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
-    }
+    const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
+                                   (float)tr->opts.eps, (float)tr->opts.weight_decay};
+    ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     tr->compute_s += ah_emulate_end(&ph, tr->slowdown);
