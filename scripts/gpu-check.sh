@@ -75,8 +75,10 @@ train() {
 
 # (a) Plan equivalence: each plan of the CPU trainer's equivalence tests (tests/test_train_
 # equivalence*.sh), 20 steps, on the CUDA backend (AH_BACKEND=cuda; the ranks share the GPU, so
-# their groups use host-staged MPI) against the same plan on the CPU: every loss within 1e-5
-# relative, and step 0's full gradients within 1e-5 (max-norm relative).
+# their groups use host-staged MPI) against the same plan on the CPU: on step 0's batch the loss
+# and the full gradients (--dump-grads, max-norm relative) within 1e-5; over the 20 steps every
+# loss within 1e-4 relative, the CPU equivalence tests' tolerance (AdamW amplifies the last bits
+# of near-zero gradients, as a different reduction order does between plans).
 equivalence() { # plan name
     local p=$1 plan=$PLANS/train-$1.json
     echo "== $p on the CPU"
@@ -89,7 +91,7 @@ d, p = sys.argv[1:]
 ref = [json.loads(l)["loss"] for l in open(f"{d}/{p}-cpu.jsonl")]
 got = [json.loads(l)["loss"] for l in open(f"{d}/{p}-gpu.jsonl")]
 assert len(ref) == len(got) == 20, (len(ref), len(got))
-loss_rel = max(abs(a - b) / abs(a) for a, b in zip(ref, got))
+rel = [abs(a - b) / abs(a) for a, b in zip(ref, got)]
 def load(x):
     a = array.array("f")
     a.frombytes(open(f"{d}/{p}-{x}.grads/grads.bin", "rb").read())
@@ -97,9 +99,9 @@ def load(x):
 g, h = load("cpu"), load("gpu")
 assert len(g) == len(h) > 0
 grad_rel = max(abs(a - b) for a, b in zip(g, h)) / max(abs(a) for a in g)
-ok = loss_rel <= 1e-5 and grad_rel <= 1e-5
-print(f"losses {loss_rel:.2e}  gradients {grad_rel:.2e}  {'ok' if ok else 'FAILED'}  "
-      f"(loss step 1 {ref[0]:.6f}, step 20 {ref[-1]:.6f})")
+ok = rel[0] <= 1e-5 and grad_rel <= 1e-5 and max(rel) <= 1e-4
+print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; 20 steps: losses {max(rel):.2e}  "
+      f"{'ok' if ok else 'FAILED'}  (loss {ref[0]:.6f} -> {ref[-1]:.6f})")
 sys.exit(0 if ok else 1)
 PY
 }
