@@ -1,7 +1,8 @@
 /* What the comm module's sleeping wait (AH_COMM_WAIT_SLEEP, src/comm/comm.c) costs and gives
  * against MPI's polling wait (AH_COMM_WAIT_POLL), side by side in one run, modes alternating:
- *  - latency of a quiet exchange (both peers present): a ping-pong of one float and of one
- *    micro-batch's activation, and an all-reduce of that activation (the TP all-reduce);
+ *  - latency of a quiet exchange (both peers present, back to back): a ping-pong of one float
+ *    and of one micro-batch's activation, and an all-reduce of that activation (the TP
+ *    all-reduce);
  *  - a late peer: rank 1 joins an all-reduce `late` ms after rank 0; the overshoot is how long
  *    after rank 1's arrival rank 0 gets out (CLOCK_MONOTONIC is one clock for all ranks of a
  *    node), and rank 0's CPU seconds during the wait (what polling takes from other ranks).
@@ -41,13 +42,14 @@ static void check(ah_status_t s, const ah_error_t *err) {
     ah_comm_abort(1);
 }
 
-/* Median round trip of n floats between ranks 0 and 1. */
-static double pingpong(ah_comm_t *w, float *buf, size_t n, int reps, double *t, ah_error_t *err) {
+/* Mean round trip of n floats between ranks 0 and 1, back to back after one barrier (both
+ * ranks present: what a quick exchange costs). */
+static double pingpong(ah_comm_t *w, float *buf, size_t n, int reps, ah_error_t *err) {
     const int me = ah_comm_rank(w);
+    check(ah_comm_barrier(w, err), err);
+    const double t0 = now_s();
     for (int i = 0; i < reps; i++) {
         ah_comm_req_t r = {0};
-        check(ah_comm_barrier(w, err), err);
-        const double t0 = now_s();
         if (me == 0) {
             check(ah_comm_isend_f32(w, buf, n, 1, 1, &r, err), err);
             check(ah_comm_wait(&r, err), err);
@@ -59,19 +61,16 @@ static double pingpong(ah_comm_t *w, float *buf, size_t n, int reps, double *t, 
             check(ah_comm_isend_f32(w, buf, n, 0, 2, &r, err), err);
             check(ah_comm_wait(&r, err), err);
         }
-        t[i] = now_s() - t0;
     }
-    return median(t, reps);
+    return (now_s() - t0) / reps;
 }
 
-static double allreduce(ah_comm_t *w, float *buf, size_t n, int reps, double *t, ah_error_t *err) {
-    for (int i = 0; i < reps; i++) {
-        check(ah_comm_barrier(w, err), err);
-        const double t0 = now_s();
-        check(ah_comm_allreduce_f32(w, buf, n, err), err);
-        t[i] = now_s() - t0;
-    }
-    return median(t, reps);
+/* Mean all-reduce of n floats, back to back after one barrier. */
+static double allreduce(ah_comm_t *w, float *buf, size_t n, int reps, ah_error_t *err) {
+    check(ah_comm_barrier(w, err), err);
+    const double t0 = now_s();
+    for (int i = 0; i < reps; i++) check(ah_comm_allreduce_f32(w, buf, n, err), err);
+    return (now_s() - t0) / reps;
 }
 
 /* Rank 1 joins `late_s` after the barrier. Rank 0 gets the median overshoot (its exit minus
@@ -123,19 +122,19 @@ int main(int argc, char **argv) {
     for (int round = 0; round < 2; round++)
         for (int m = 0; m < 2; m++) {
             ah_comm_set_wait(modes[m]);
-            pp1[m] = pingpong(w, buf, 1, reps, t, &err);
-            ppn[m] = pingpong(w, buf, n, reps, t, &err);
-            ar[m] = allreduce(w, buf, n, reps, t, &err);
+            pp1[m] = pingpong(w, buf, 1, reps, &err);
+            ppn[m] = pingpong(w, buf, n, reps, &err);
+            ar[m] = allreduce(w, buf, n, reps, &err);
             for (int l = 0; l < 3; l++)
                 late_peer(w, buf, n, lates[l], reps / 10 + 1, t, &over[l][m], &cpu[l][m], &err);
         }
     if (ah_comm_rank(w) == 0) {
-        printf("%-44s %12s %12s %8s\n", "median seconds (2 ranks)", "poll", "sleep", "ratio");
-        printf("%-44s %12.2e %12.2e %8.2f\n", "ping-pong, 1 float", pp1[0], pp1[1], pp1[1] / pp1[0]);
-        printf("ping-pong, %-33zu %12.2e %12.2e %8.2f\n", n, ppn[0], ppn[1], ppn[1] / ppn[0]);
-        printf("all-reduce, %-32zu %12.2e %12.2e %8.2f\n", n, ar[0], ar[1], ar[1] / ar[0]);
+        printf("%-44s %12s %12s %8s\n", "seconds (2 ranks)", "poll", "sleep", "ratio");
+        printf("%-44s %12.2e %12.2e %8.2f\n", "mean ping-pong, 1 float", pp1[0], pp1[1], pp1[1] / pp1[0]);
+        printf("mean ping-pong, %-28zu %12.2e %12.2e %8.2f\n", n, ppn[0], ppn[1], ppn[1] / ppn[0]);
+        printf("mean all-reduce, %-27zu %12.2e %12.2e %8.2f\n", n, ar[0], ar[1], ar[1] / ar[0]);
         for (int l = 0; l < 3; l++) {
-            printf("peer %4.1f ms late: overshoot %-17s %12.2e %12.2e %8.2f\n", lates[l] * 1e3, "",
+            printf("peer %4.1f ms late: median overshoot %-10s %12.2e %12.2e %8.2f\n", lates[l] * 1e3, "",
                    over[l][0], over[l][1], over[l][1] / over[l][0]);
             printf("peer %4.1f ms late: waiter's CPU seconds %-8s %12.2e %12.2e %8.2f\n", lates[l] * 1e3,
                    "", cpu[l][0], cpu[l][1], cpu[l][1] / cpu[l][0]);

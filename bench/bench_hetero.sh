@@ -2,17 +2,18 @@
 # Heterogeneous cluster, emulated on this machine: 2 "fast" devices with 160 MiB + 4 devices 3x
 # slower with 512 MiB (the shape of the built-in cpu-hetero), every type stretched 4x more
 # (slowdown 4 and 12): then 6 ranks ask for 2/4 + 4/12 = 0.83 of a core on average and do not
-# fight over the 2 cores, which emulation does not model (docs/runtime.md); with cpu-hetero itself
-# (slowdown 1 and 3) they ask for 3.3 cores. CLUSTER=cpu-hetero runs that instead. The cost model
-# is calibrated by `autohet
-# profile` (the cpu types measured through their emulation), then the planner's plan and the
-# `uniform` (Megatron-LM-like) baseline are each trained with `autohet train` under mpirun and
-# their measured iteration time is set beside evaluate's prediction; the measured speedup of the
-# plan over the baseline beside the predicted one. Measured side by side in one run. Never run by
-# CTest; never fails on a timing.
+# fight over the 2 cores (docs/runtime.md, "Device emulation"); with cpu-hetero itself (slowdown 1
+# and 3) they ask for 3.3 cores. CLUSTER=cpu-hetero runs that instead. The cost model is
+# calibrated by `autohet profile` (the cpu types measured through their emulation), then the
+# planner's plan and the `uniform` (Megatron-LM-like) baseline are each trained with `autohet
+# train` under mpirun and their measured iteration time is set beside evaluate's prediction; the
+# measured speedup of the plan over the baseline beside the predicted one. POLL=1 also trains each
+# plan with MPI's polling waits (AH_COMM_WAIT=poll) for a column beside the default sleeping waits
+# (src/comm/comm.c). Measured side by side in one run. Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_hetero.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8), CLUSTER
-# (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and keep it).
+# (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and
+# keep it), POLL=1.
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
 AH=$BUILD/autohet
@@ -36,7 +37,8 @@ B=${B:-16}
 T=${T:-128}
 STEPS=${STEPS:-8}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
+MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS -x AH_COMM_WAIT"
+echo "(load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
 
 echo "== calibration: autohet profile --model $MODEL --cluster $CLUSTER --micro-batch 1,2,4,8 --seq-len $T"
@@ -47,31 +49,31 @@ COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T"
 "$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null
 grep -E "^(iteration|speedup)" "$WORK/plan.txt" | sed 's/^/   /' || true
 
-measure() { # name -> "predicted measured ranks"
-    local name=$1 n
-    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")
-    $MPIRUN -np "$n" "$AH" train --plan "$WORK/$name.json" --data "$WORK/text.bin" --steps $((STEPS + 1)) \
-        --quiet --metrics "$WORK/$name.jsonl" 2>"$WORK/$name.err" || { cat "$WORK/$name.err" >&2; exit 1; }
-    "$AH" evaluate --plan "$WORK/$name.json" --profile "$WORK/profile.json" --json >"$WORK/$name.eval.json"
-    python3 - "$WORK" "$name" "$n" <<'PY'
-import json, statistics, sys
-work, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-steps = [json.loads(l)["seconds"] for l in open(f"{work}/{name}.jsonl")][1:]  # step 0 warms up
-ev = json.load(open(f"{work}/{name}.eval.json"))
-plan = json.load(open(f"{work}/{name}.json"))
-shape = " | ".join(f"{p['micro_batches']} mb: " + " ".join(f"{s['gpu']}x{len(s['devices'])}[{s['layers'][0]},{s['layers'][1]})" for s in p["stages"]) for p in plan["pipelines"])
-print(f"{ev['iteration_s']:.4f} {statistics.median(steps):.4f} {n} tp{plan['tp']} mb{plan['train']['micro_batch']} {shape}")
+train() { # name wait n -> median step seconds after step 0, with AH_COMM_WAIT=wait
+    AH_COMM_WAIT=$2 $MPIRUN -np "$3" "$AH" train --plan "$WORK/$1.json" --data "$WORK/text.bin" \
+        --steps $((STEPS + 1)) --quiet --metrics "$WORK/$1.$2.jsonl" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; exit 1; }
+    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]))' "$WORK/$1.$2.jsonl"
+}
+shape() { # name -> "tpT mbM n mb: type x devices [layers) ... | ..."
+    python3 - "$WORK/$1.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+print(f"tp{plan['tp']} mb{plan['train']['micro_batch']} " + " | ".join(f"{p['micro_batches']} mb: " + " ".join(f"{s['gpu']}x{len(s['devices'])}[{s['layers'][0]},{s['layers'][1]})" for s in p["stages"]) for p in plan["pipelines"]))
 PY
 }
 echo "== measured vs predicted (median of $STEPS steps after one warm-up; mpirun, OPENBLAS_NUM_THREADS=1)"
-printf '   %-8s %5s %12s %12s %8s   %s\n' plan ranks "predicted s" "measured s" error shape
+printf '   %-8s %5s %12s %12s %8s %12s   %s\n' plan ranks "predicted s" "measured s" error "polling s" shape
 declare -A PRED MEAS
 for name in planner uniform; do
-    read -r pred meas n shape < <(measure "$name")
-    PRED[$name]=$pred
-    MEAS[$name]=$meas
-    printf '   %-8s %5s %12.4f %12.4f %+7.1f%%   %s\n' "$name" "$n" "$pred" "$meas" \
-        "$(python3 -c "print(100 * ($meas - $pred) / $pred)")" "$shape"
+    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")
+    PRED[$name]=$("$AH" evaluate --plan "$WORK/$name.json" --profile "$WORK/profile.json" --json |
+                  python3 -c 'import json, sys; print(json.load(sys.stdin)["iteration_s"])')
+    MEAS[$name]=$(train "$name" sleep "$n")
+    poll=-
+    if [ "${POLL:-0}" = 1 ]; then poll=$(train "$name" poll "$n"); fi
+    printf '   %-8s %5s %12.4f %12.4f %+7.1f%% %12s   %s\n' "$name" "$n" "${PRED[$name]}" "${MEAS[$name]}" \
+        "$(python3 -c "print(100 * (${MEAS[$name]} - ${PRED[$name]}) / ${PRED[$name]})")" \
+        "$(python3 -c "import sys; v = sys.argv[1]; print(v if v == '-' else f'{float(v):.4f}')" "$poll")" "$(shape "$name")"
 done
 python3 - "${PRED[uniform]}" "${PRED[planner]}" "${MEAS[uniform]}" "${MEAS[planner]}" <<'PY'
 import sys
