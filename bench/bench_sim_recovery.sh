@@ -168,11 +168,11 @@ rows.append(("first step (without its warm-up)", b["first_step_s"], demo["steady
              f"median step after the restart; the first took {demo['first_step_s']:.3f}"))
 print(f"steady step before the notice: predicted {demo['predicted_step_s']:.3f} s, measured {demo['step_s']:.3f} s "
       f"(median; the load stretches compute, which the cost model does not know)")
-print(f"{'term':40s} {'predicted s':>11s} {'measured s':>11s}")
+print(f"{'term':46s} {'predicted s':>11s} {'measured s':>11s}")
 for name, a, m, note in rows:
-    print(f"{name:40s} {a:11.3f} {m:11.3f}   {note}")
+    print(f"{name:46s} {a:11.3f} {m:11.3f}   {note}")
 err = (p["seconds"] - demo["seconds"]) / demo["seconds"] * 100
-print(f"{'recovery (notice -> first finished step)':40s} {p['seconds']:11.3f} {demo['seconds']:11.3f}   "
+print(f"{'recovery (notice -> first finished step)':46s} {p['seconds']:11.3f} {demo['seconds']:11.3f}   "
       f"error {err:+.1f} %")
 open(R + "/error", "w").write(f"{err:.2f} {p['seconds']:.4f} {demo['seconds']:.4f}\n")
 EOF
