@@ -391,11 +391,66 @@ static void test_partial_loss(void) {
     ah_cluster_free(&c2);
 }
 
+/* sp-0 leaves at 3600 s, is back at 4000 s and leaves again at 6000 s. autohet keeps the
+ * checkpoint schedule across the first restart (nothing was rolled back): 3000 s of training at
+ * the checkpoint 3035 s in, so the next one is due after 1000 s more of training, and the node
+ * that came back joins there; it gets its replica from od-0 (peer). */
+static void test_schedule_across_restart(void) {
+    ah_cluster_t c2, c1;
+    ah_model_t m;
+    ah_error_t err;
+    if (!load_cluster(CLUSTER, &c2) || !load_cluster(CLUSTER, &c1)) return;
+    c1.n_nodes = 1;
+    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
+    o.hours = 2;
+    o.ckpt_every_s = 1000;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    o.disk_gb_s = 2;
+    int P, S, D;
+    const double R2 = rate_of(&m, &c2, &o.train, false, &P, &S, &D), R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
+    const double it1 = 64.0 * 1024 / R1, state = (double)ah_model_params_total(&m) * 12;
+    const double save = state / 2e9;
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(write_tmp("0,1\n3600,0\n4000,1\n6000,0\n"), AH_UNIT_AUTO, &pool.trace, &err) == AH_OK, "%s",
+          err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(r.n_recs, 4);
+    if (r.n_recs == 4) {
+        /* the first restart ends at 3600 + it2/2 + save + 35 + it1 with 3565 + it2/2 + it1 s
+         * trained: 1000 - (565 + it2/2 + it1) s of training later is 4070 + save */
+        const ah_sim_recovery_t *j = &r.recs[2];
+        CHECK(strcmp(j->event, "join at checkpoint") == 0, "%s", j->event);
+        CHECK_NEAR(j->t_s, 4070 + save, 1e-9);
+        CHECK_NEAR(j->wait_s, it1 / 2, 1e-12);
+        CHECK_NEAR((double)j->bytes[AH_SIM_TIER_LOCAL], state, 1e-12);
+        CHECK_NEAR((double)j->bytes[AH_SIM_TIER_PEER], state, 1e-12);
+        CHECK_NEAR(j->transfer_s, state / 100e9, 1e-12);
+        CHECK(strcmp(r.recs[3].event, "preempt sp-0") == 0 && r.recs[3].saved, "%s", r.recs[3].event);
+    }
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK_EQ_I64(r.preemptions, 2);
+    CHECK(R2 > R1, "the 2-node plan is faster, so sp-0 joins");
+    ah_sim_result_free(&r);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c1);
+    ah_cluster_free(&c2);
+}
+
 int main(void) {
     test_readers();
     test_mapping();
     test_one_preemption();
     test_partial_loss();
+    test_schedule_across_restart();
     for (int i = 0; i < n_tmp; i++) unlink(tmp_paths[i]);
     return ah_test_finish();
 }
