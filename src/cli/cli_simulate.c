@@ -126,7 +126,7 @@ int ah_cli_simulate(int argc, char **argv) {
         {"--ckpt-every-s", AH_FLAG_NUM, &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
          false},
         {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S",
-         "fixed relaunch overhead per (re)start: old job's exit, launch, start-up (default 60)", false},
+         "fixed relaunch overhead per (re)start: old job's exit, launch, start-up, warm-up (default 60)", false},
         {"--disk-gb-s", AH_FLAG_NUM, &o.disk_gb_s, "G",
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
         {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S",

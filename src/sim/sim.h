@@ -44,7 +44,7 @@
  *          varuna are killed at the removal (stop_s = 0) and roll back.
  *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
  *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,
- *          mpirun and start-up, the restore's bookkeeping).
+ *          mpirun and start-up, the restore's bookkeeping, the first step's warm-up).
  *        - transfer_s: each device of the new plan needs the checkpoint bytes of its layers
  *          (parameters x AH_SIM_CKPT_BYTES_PER_PARAM: weights + AdamW m, v in fp32; gradients are
  *          not saved). A (layer, TP shard) is "local" when the same device held it (same TP
