@@ -50,6 +50,7 @@ struct ah_ckpt_session {
     double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
+    double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
     /* peer tier during a resume */
     ah_ckpt_manifest_t *peer_m;
     int n_peer_m;
@@ -420,17 +421,30 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     ah_trainer_t *tr = s->tr;
     *stop = false;
     if (events) *events = NULL;
+    const double t_in = now_s();
+    if (s->step_end > 0) s->step_s = t_in - s->step_end;
     bool any;
     double elapsed;
     ah_status_t st = ah_preempt_poll(ah_comm_world(), s->my_node, s->n_nodes, s->hit, &any, &elapsed, err);
     if (st != AH_OK) return st;
     const bool periodic = s->o.every > 0 && done % s->o.every == 0;
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
-    if (any && save_now && !periodic) {
-        /* Save on notice only when the last save's duration (with margin) fits what is left of the
-         * grace period; without a previous save, assume one second. */
+    if (any && save_now) {
+        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) only
+         * when the last save's duration (with margin) fits what is left of the grace period;
+         * without a previous save, assume one second. */
         const double need = 1.5 * (s->last_save_s >= 0 ? s->last_save_s : 1.0) + 0.5;
         save_now = elapsed + need <= s->o.grace_s;
+        /* The save is on the recovery's path; it pays only when it takes less than redoing the
+         * steps since the newest committed one (a resume from there redoes them). A notice to
+         * every node (the agent restarting for a join) always saves: it promises no lost work. */
+        bool all = true;
+        for (int n = 0; n < s->n_nodes; n++) all = all && (s->node_leader[n] < 0 || s->hit[n]);
+        if (save_now && !all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
+            int64_t us = (int64_t)(s->step_s * 1e6); /* the slowest rank's view, the same on all */
+            if ((st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err)) != AH_OK) return st;
+            save_now = s->last_save_s < (double)(done - s->last_saved) * (double)us * 1e-6;
+        }
     }
     if (any && s->o.cloud_only) save_now = false; /* every disk is about to be dropped */
     json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
@@ -467,6 +481,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
         arr = NULL;
     }
     if (events) *events = arr;
+    s->step_end = now_s();
     return AH_OK;
 }
 
