@@ -18,16 +18,27 @@ void ah_emulate_begin(ah_emulate_phase_t *ph) {
     ph->cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
-double ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown) {
+ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
+                           double *compute, ah_error_t *err) {
     ah_emulate_phase_t now;
     ah_emulate_begin(&now);
     const double wall = (now.wall - ph->wall) - (now.comm_wall - ph->comm_wall);
     const double cpu = (now.cpu - ph->cpu) - (now.comm_cpu - ph->comm_cpu);
-    const double compute = fmax(0.0, fmin(wall, cpu));
-    const double rest = slowdown * compute - wall;
-    if (slowdown > 1.0 && rest > 0) {
+    *compute = fmax(0.0, fmin(wall, cpu));
+    if (slowdown <= 1.0) return AH_OK;
+    /* A group leaves the all-reduce together; with the same compute and the same wall seconds
+     * (the means) its members also end the phase together. */
+    double agreed[2] = {*compute, wall};
+    if (group && ah_comm_size(group) > 1) {
+        ah_status_t s = ah_comm_allreduce_f64(group, agreed, 2, err);
+        if (s != AH_OK) return s;
+        agreed[0] /= ah_comm_size(group);
+        agreed[1] /= ah_comm_size(group);
+    }
+    const double rest = slowdown * agreed[0] - agreed[1];
+    if (rest > 0) {
         struct timespec ts = {(time_t)rest, (long)((rest - floor(rest)) * 1e9)};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
-    return compute;
+    return AH_OK;
 }

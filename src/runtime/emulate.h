@@ -8,9 +8,17 @@
  * more CPU than wall time). CPU time, not wall time: when ranks outnumber cores, a rank that waits
  * for a core loses wall time that an emulated device would not lose, and stretching that by the
  * slowdown made each loss count slowdown times. What the phase spent in communication (the TP
- * all-reduces inside a block) is not stretched: it passes once, as measured. */
+ * all-reduces inside a block) is not stretched: it passes once, as measured.
+ *
+ * The ranks of a TP group emulate one device type together and meet at every all-reduce, so they
+ * agree on one compute time per phase, the mean of theirs (and on the mean wall time already
+ * spent), and end the phase together: each rank's CPU seconds vary by a few per cent from call to
+ * call, and stretched by the slowdown that noise ended the ranks' phases apart (12 x 1 ms at
+ * slowdown 12), which the next phase's first all-reduce then waited out. */
 #ifndef AH_RUNTIME_EMULATE_H
 #define AH_RUNTIME_EMULATE_H
+
+#include "comm/comm.h"
 
 typedef struct ah_emulate_phase {
     double wall, cpu;           /* clocks at the start */
@@ -20,8 +28,10 @@ typedef struct ah_emulate_phase {
 /* Starts a phase. */
 void ah_emulate_begin(ah_emulate_phase_t *ph);
 /* Ends the phase begun with ah_emulate_begin: with slowdown > 1, sleeps until its time outside
- * communication reaches slowdown x its compute seconds (at once when it already has). Returns
- * its compute seconds. */
-double ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown);
+ * communication reaches slowdown x its compute seconds (at once when it already has), those of
+ * `group` when not NULL (collective over the group: the mean of its members'). Returns this
+ * rank's compute seconds; fails only when the group's all-reduce does. */
+ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
+                           double *compute, ah_error_t *err);
 
 #endif

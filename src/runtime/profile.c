@@ -99,10 +99,11 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
         ah_emulate_begin(&ph);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        compute[0] = ah_emulate_end(&ph, req->slowdown);
+        /* No group: the ends fail only in a group's all-reduce. */
+        ah_emulate_end(&ph, req->slowdown, NULL, &compute[0], err);
         ah_emulate_begin(&ph);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        compute[1] = ah_emulate_end(&ph, req->slowdown);
+        ah_emulate_end(&ph, req->slowdown, NULL, &compute[1], err);
         if (i == 0) continue;
         /* The parts' wall seconds, scaled to the call's compute seconds (its CPU time, which
          * leaves out what this process lost to others when ranks or jobs share the cores). */
@@ -123,7 +124,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         ah_emulate_phase_t ph;
         ah_emulate_begin(&ph);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
-        buf[i] = ah_emulate_end(&ph, req->slowdown);
+        ah_emulate_end(&ph, req->slowdown, NULL, &buf[i], err);
     }
     if (s == AH_OK) out->opt_s_per_param = median(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per

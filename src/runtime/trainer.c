@@ -266,7 +266,9 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         /* Only compute is stretched (runtime/emulate.h): the TP all-reduces inside the phase
          * include waiting for the group's other ranks, which are stretching their own compute;
          * stretching that wait too would feed each rank's sleep into the next one's. */
-        tr->compute_s += ah_emulate_end(&ph, tr->slowdown);
+        double compute;
+        TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &compute, err));
+        tr->compute_s += compute;
     }
     TRY(ah_comm_wait(&s_act, err));
     TRY(ah_comm_wait(&s_grad, err));
@@ -327,7 +329,9 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
-    tr->compute_s += ah_emulate_end(&ph, tr->slowdown);
+    double compute;
+    TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &compute, err));
+    tr->compute_s += compute;
     TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
     out->step = step;
     out->loss = sums[0] / ((double)p->train.global_batch * (double)p->train.seq_len);
