@@ -273,6 +273,23 @@ static void test_one_preemption(void) {
     }
     o.grace_s = 120;
 
+    /* A slow disk (0.1 GB/s) and a checkpoint just before the notice: the save would take longer
+     * than redoing the training since that checkpoint, so nothing is saved (as the runtime
+     * decides) and autohet resumes from the checkpoint. */
+    {
+        const double slow = state / 0.1e9, d = (slow - it2 / 2) / 2, rec0 = it2 / 2 + 5 + 30 + it1;
+        CHECK(d > 0, "the save (%g s) outlasts half an iteration (%g s)", slow, it2 / 2);
+        o.disk_gb_s = 0.1;
+        o.ckpt_every_s = (pre - 35 - d) / 3; /* the third checkpoint is d before the notice */
+        CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+        CHECK(r.n_recs == 2 && !r.recs[1].saved && r.recs[1].save_s == 0, "no save: redoing is cheaper");
+        CHECK_NEAR(r.tokens_lost, R2 * (d + it2 / 2), 1e-9);
+        CHECK_NEAR(r.tokens, R2 * (pre - d - 35) + R1 * (T - pre - rec0 + it1), 1e-9);
+        ah_sim_result_free(&r);
+        o.disk_gb_s = 2;
+        o.ckpt_every_s = 1000;
+    }
+
     /* uniform: killed at the notice (no wait, no save), back to the checkpoint taken after 3000 s
      * of training, all state from the cloud at 0.5 GB/s. */
     for (int pol = AH_POLICY_UNIFORM; pol <= AH_POLICY_VARUNA; pol++) { /* one type: varuna = uniform */

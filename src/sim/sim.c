@@ -423,20 +423,23 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
     return cloud_max + peer_max;
 }
 
-static void begin_recovery(run_t *x, entry_t *e, const char *label, const char *arg) {
+/* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
+static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
     if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
     bool unsaved = false;
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
-        /* autohet reacts to the notice: the step in progress finishes, then every node saves to
-         * its disk if the save fits what is left of the grace period (a checkpoint of the disks;
-         * the cloud keeps the last periodic one); if not, the disks hold what they held */
+        /* autohet reacts to the notice like the runtime: the step in progress finishes, then
+         * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
+         * periodic one) if the save fits what is left of the grace period and takes less than
+         * redoing the training since the newest state on the disks (a join always saves); if
+         * not, the disks hold what they held */
         v->wait_s = x->run->iteration_s / 2;
         train(x, v->wait_s);
         const double sv = save_s(x, x->run);
-        v->saved = v->wait_s + sv <= x->o->grace_s;
+        v->saved = v->wait_s + sv <= x->o->grace_s && (join || sv < x->now.train_s - x->at_disk.train_s);
         v->save_s = v->saved ? sv : 0;
         if (v->saved) x->at_disk = x->now;
         unsaved = !v->saved;
@@ -481,7 +484,7 @@ static void try_start(run_t *x, const char *label, const char *arg) {
         seg_open(x, AH_PHASE_STALLED, "stalled: no plan fits what is up", "");
         return;
     }
-    begin_recovery(x, e, label, arg);
+    begin_recovery(x, e, false, label, arg);
 }
 
 static void advance(run_t *x, double tn) {
@@ -517,7 +520,7 @@ static void on_internal(run_t *x) {
     entry_t *e = plan_for(x);
     if (!e) x->oom = true;
     else if (e->ok && e != x->run && e->tokens_per_s > x->run->tokens_per_s)
-        begin_recovery(x, e, "join at checkpoint", "");
+        begin_recovery(x, e, true, "join at checkpoint", "");
 }
 
 /* Applies every change at time changes[*ci].t_s. */

@@ -38,8 +38,9 @@
  *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
  *          tokens count), then every node saves its devices' checkpoint at the notice
  *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when that fits
- *          the grace period (opts.grace_s; the runtime saves only then): a checkpoint of the
- *          disks (the cloud keeps the last periodic one). When it does not fit nothing is saved
+ *          the grace period (opts.grace_s) and takes less than redoing the training since the
+ *          newest state on the disks (a join always saves) — the runtime's rules: a checkpoint
+ *          of the disks (the cloud keeps the last periodic one). Otherwise nothing is saved
  *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
  *          varuna are killed at the removal (stop_s = 0) and roll back.
  *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
