@@ -6,8 +6,9 @@
 # Usage: bash tests/test_resume_preempt.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 STEPS=100
-# 2 nodes, one replica each; emulated 3x slower devices so the notice lands mid-run.
-dp2_plan "$WORK/dp2.json" 3
+# 2 nodes, one replica each; emulated 10x slower devices so the notice lands mid-run even when
+# a loaded machine is slow to deliver it (3x let all 100 steps finish first, now and then).
+dp2_plan "$WORK/dp2.json" 10
 # preempt NAME GRACE: starts the 2-node run, SIGTERMs n1's rank after 3 steps; sets RC.
 preempt() {
     local name=$1 grace=$2
