@@ -5,7 +5,8 @@
 # Usage: bash tests/test_ckpt_train_kill.sh BUILD_DIR SOURCE_DIR [SEEDS]
 . "$(dirname "$0")/train_common.sh"
 SEEDS=${3:-2}
-STEPS=60
+# Enough steps that a loaded machine, slow to start the killer, does not see the run end first.
+STEPS=200
 dp2_plan "$WORK/dp2.json" 1
 train() { # out [flags...]
     local out=$1
@@ -35,14 +36,14 @@ for seed in $(seq "$SEEDS"); do
     done
     train "resume$seed" --local-root "$ck" --resume >"$WORK/resume.out" 2>&1 \
         || { cat "$WORK/resume.out" >&2; fail "seed $seed: resume failed"; }
-    python3 - "$WORK/ref.jsonl" "$WORK/resume$seed.jsonl" "$seed" "$victim" <<'PY' || fail "seed $seed: resumed losses differ"
+    python3 - "$WORK/ref.jsonl" "$WORK/resume$seed.jsonl" "$seed" "$victim" "$STEPS" <<'PY' || fail "seed $seed: resumed losses differ"
 import json, sys
 ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1]))}
 lines = [json.loads(l) for l in open(sys.argv[2])]
 rec = [o for o in lines if o.get("event") == "recover"][0]
 assert rec["found"] and rec["step"] >= 1, rec
 got = [o for o in lines if "event" not in o]
-assert [o["step"] for o in got] == list(range(rec["step"], 60)), got
+assert [o["step"] for o in got] == list(range(rec["step"], int(sys.argv[5]))), got
 assert all(o["loss"] == ref[o["step"]] for o in got)
 print(f"  seed {sys.argv[3]}: rank {sys.argv[4]} killed; resumed at step {rec['step']}, {len(got)} losses bit-identical")
 PY
