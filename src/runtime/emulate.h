@@ -29,8 +29,8 @@ typedef struct ah_emulate_phase {
 void ah_emulate_begin(ah_emulate_phase_t *ph);
 /* Ends the phase begun with ah_emulate_begin: with slowdown > 1, sleeps until its time outside
  * communication reaches slowdown x its compute seconds (at once when it already has), those of
- * `group` when not NULL (collective over the group: the mean of its members'). Returns this
- * rank's compute seconds; fails only when the group's all-reduce does. */
+ * `group` when not NULL (collective over the group: the mean of its members'). *compute gets
+ * this rank's own compute seconds. Fails only when the group's all-reduce does. */
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
                            double *compute, ah_error_t *err);
 
