@@ -232,13 +232,36 @@ agree:
     return AH_OK;
 }
 
+/* Whether every shard a rank of this node writes is also on the disk of a node that stays after
+ * the notice (a data-parallel replica holds the same layers at the same TP index). */
+static bool node_kept_elsewhere(const ah_ckpt_session_t *s) {
+    const ah_trainer_t *tr = s->tr;
+    group_t *gs = groups_alloc(tr);
+    bool kept = gs != NULL;
+    for (int r = 0; kept && r < tr->n_ranks; r++) {
+        if (s->rank_node[r] != s->my_node) continue;
+        const int n = rank_groups(tr, r, false, gs), k = tr->layout.roles[r].tp_rank;
+        for (int i = 0; kept && i < n; i++) {
+            bool found = false;
+            for (int q = 0; q < tr->n_ranks && !found; q++)
+                found = !s->hit[s->rank_node[q]] && holds(tr, q, gs[i], k);
+            kept = found;
+        }
+    }
+    free(gs);
+    return kept;
+}
+
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     ah_status_t st = AH_OK;
     if (!s) return AH_OK;
-    if (s->up && s->noticed && !s->hit[s->my_node]) {
-        /* A node that stays after a notice keeps its steps on its disk for the relaunch: it does
-         * not hold the job up for its uploads. A leaving node's disk goes with it, so it finishes
-         * its share within the grace period (the agent kills it when that ends). */
+    /* After a notice, a node that stays keeps its steps on its disk for the relaunch: it does not
+     * hold the job up for its uploads. A leaving node's disk goes with it, so it finishes its
+     * share within the grace period (the agent kills it when that ends) — unless a node that
+     * stays holds every shard it has (the relaunch takes them from that disk or as a peer's) and
+     * that disk is kept (not --cloud-only). */
+    if (s->up && s->noticed &&
+        (!s->hit[s->my_node] || (!s->o.cloud_only && node_kept_elsewhere(s)))) {
         ah_ckpt_uploader_cancel(s->up);
     } else if (s->up) {
         ah_error_t e2;
