@@ -4,17 +4,17 @@
 #  1. machine properties, measured apart from the run they predict:
 #     - disk: dd of 64 MiB with fsync -> the local disk write bandwidth; the three emulated nodes
 #       share this one disk, so each gets a third of it (--disk-gb-s);
-#     - restart: a separate, smaller run of the same job (40 steps instead of 80, slow-1
-#       preempted 5 s in instead of 10) -> the fixed relaunch overhead (--restart-s) = the old
+#     - restart: a separate, smaller run of the same job (60 steps instead of 120, slow-1
+#       preempted 4 s in instead of 6) -> the fixed relaunch overhead (--restart-s) = the old
 #       job's exit (stop - wait for the step - save) + start-up + the restore's bookkeeping
 #       (transfer - tier seconds) + the first step's warm-up (first step after the relaunch -
 #       the median step after it). Only this term is taken from it: start-up depends on the job
 #       (about 1 s more for demo-gpt2 than for tiny-gpt2 on the same 4 ranks at load 7), so a
 #       smaller model would not measure it;
 #  2. the demo's `autohet run` (scripts/demo.sh: demo-gpt2 on cpu-hetero, global batch 8 x 128,
-#     80 steps, a checkpoint every 10, grace 10 s, slow-1 removed 10 s in) -> its `recover` event;
+#     120 steps, a checkpoint every 10, grace 10 s, slow-1 removed 6 s in) -> its `recover` event;
 #  3. `autohet simulate` on the same cluster, model and batch (fp32, as the trainer runs) with a
-#     trace that removes slow-1 at 10 s, given only the two machine figures -> its per-event
+#     trace that removes slow-1 at 6 s, given only the two machine figures -> its per-event
 #     recovery for that preemption.
 # Prints both breakdowns term by term and the error of the total. Never fails on a timing.
 # Usage: bench/bench_sim_recovery.sh [BUILD_DIR] [ROUNDS]   (KEEP=DIR keeps the runs there)
@@ -33,11 +33,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 text=/usr/share/common-licenses/GPL-3
 [ -r "$text" ] || text=README.md
 "$AH" tokenize "$text" -o "$W/tokens.bin" >/dev/null
-echo "10000,remove,slow-1" >"$W/demo-events.csv"
-echo "5000,remove,slow-1" >"$W/cal-events.csv"
+echo "6000,remove,slow-1" >"$W/demo-events.csv"
+echo "4000,remove,slow-1" >"$W/cal-events.csv"
 # The same event for the simulator: the spot pool cpu-slow is slow-0, slow-1 (cluster order); node1
-# and node2 take them at 0, node2 (slow-1) goes at 10 s.
-printf '0,add,node1\n0,add,node2\n10000,remove,node2\n' >"$W/trace.csv"
+# and node2 take them at 0, node2 (slow-1) goes at 6 s.
+printf '0,add,node1\n0,add,node2\n6000,remove,node2\n' >"$W/trace.csv"
 # One recovery's terms from an `autohet run` work dir: the agent's recover event, and from the
 # trainer's own metrics of the stopped launch the wait for the step boundary (its preempt
 # event's seconds: notice to step end) and the save at the notice (the checkpoint of that step).
@@ -80,12 +80,12 @@ export W
 # cal RUN_DIR: the smaller run; demo RUN_DIR: the demo's run
 cal() {
     "$AH" run --model demo-gpt2 --cluster cpu-hetero --data "$W/tokens.bin" --global-batch 8 --seq-len 128 \
-        --steps 40 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/cal-events.csv" \
+        --steps 60 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/cal-events.csv" \
         --work-dir "$1" --quiet >"$1.log" 2>&1 || { echo "smaller run failed:"; tail "$1.log"; exit 1; }
 }
 demo() {
     "$AH" run --model demo-gpt2 --cluster cpu-hetero --data "$W/tokens.bin" --global-batch 8 --seq-len 128 \
-        --steps 80 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/demo-events.csv" \
+        --steps 120 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/demo-events.csv" \
         --work-dir "$1" --quiet >"$1.log" 2>&1 || { echo "demo run failed:"; tail "$1.log"; exit 1; }
 }
 
@@ -142,7 +142,7 @@ R, restart, disk = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 c = [m for m in (measured(d) for d in sys.argv[4:6]) if m]
 demo = measured(R + "/demo")
 if demo is None:
-    print("skipped: the demo run's notice came before its first step (the job was killed, nothing saved)")
+    print("skipped: the demo run's notice came before its first step or after its last (no recovery to compare)")
     sys.exit(0)
 sim = json.load(open(R + "/sim.json"))
 recs = [v for v in sim["policies"][0]["recoveries"] if v["event"].startswith("preempt")]
@@ -183,7 +183,7 @@ import os, sys
 W, n = sys.argv[1], int(sys.argv[2])
 done = [r for r in range(1, n + 1) if os.path.exists(f"{W}/round-{r}/error")]
 if not done:
-    sys.exit(print("no round measured (every run was killed before its first step: the machine is too loaded)"))
+    sys.exit(print("no round measured (no demo run was preempted between its first and last step)"))
 e = [list(map(float, open(f"{W}/round-{r}/error").read().split())) for r in done]
 loads = [float(x) for r in done for x in open(f"{W}/round-{r}/load").read().split()]
 n = len(done)
