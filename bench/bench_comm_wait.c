@@ -13,28 +13,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+#include "core/timing.h"
 
 static void check(ah_status_t s, const ah_error_t *err) {
     if (s == AH_OK) return;
@@ -47,7 +26,7 @@ static void check(ah_status_t s, const ah_error_t *err) {
 static double pingpong(ah_comm_t *w, float *buf, size_t n, int reps, ah_error_t *err) {
     const int me = ah_comm_rank(w);
     check(ah_comm_barrier(w, err), err);
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     for (int i = 0; i < reps; i++) {
         ah_comm_req_t r = {0};
         if (me == 0) {
@@ -62,15 +41,15 @@ static double pingpong(ah_comm_t *w, float *buf, size_t n, int reps, ah_error_t 
             check(ah_comm_wait(&r, err), err);
         }
     }
-    return (now_s() - t0) / reps;
+    return (ah_now_s() - t0) / reps;
 }
 
 /* Mean all-reduce of n floats, back to back after one barrier. */
 static double allreduce(ah_comm_t *w, float *buf, size_t n, int reps, ah_error_t *err) {
     check(ah_comm_barrier(w, err), err);
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     for (int i = 0; i < reps; i++) check(ah_comm_allreduce_f32(w, buf, n, err), err);
-    return (now_s() - t0) / reps;
+    return (ah_now_s() - t0) / reps;
 }
 
 /* Rank 1 joins `late_s` after the barrier. Rank 0 gets the median overshoot (its exit minus
@@ -82,19 +61,19 @@ static void late_peer(ah_comm_t *w, float *buf, size_t n, double late_s, int rep
     for (int i = 0; i < reps; i++) {
         check(ah_comm_barrier(w, err), err);
         double arrive = 0;
-        const double c0 = cpu_s();
+        const double c0 = ah_cpu_s();
         if (me == 1) {
             struct timespec ts = {0, (long)(late_s * 1e9)};
             nanosleep(&ts, NULL);
-            arrive = now_s();
+            arrive = ah_now_s();
         }
         check(ah_comm_allreduce_f32(w, buf, n, err), err);
-        const double out = now_s();
-        cpu_sum += cpu_s() - c0;
+        const double out = ah_now_s();
+        cpu_sum += ah_cpu_s() - c0;
         check(ah_comm_bcast(w, &arrive, sizeof arrive, 1, err), err);
         t[i] = out - arrive;
     }
-    *overshoot = median(t, reps);
+    *overshoot = ah_median(t, reps);
     *cpu = cpu_sum / reps;
 }
 

@@ -8,17 +8,12 @@
 
 #include "ckpt/afile.h"
 #include "core/json.h"
+#include "core/timing.h"
 
 int ah_ckpt_cloud_key(char *buf, size_t cap, const ah_s3_url_t *url, int64_t step, const char *name) {
     int n = snprintf(buf, cap, "%s%sstep-%08lld/%s", url->prefix, url->prefix[0] ? "/" : "",
                      (long long)step, name);
     return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 ah_status_t ah_ckpt_cloud_upload_step(ah_s3_t *s3, const ah_s3_url_t *url, const char *local_root,
@@ -262,10 +257,10 @@ static void *uploader_main(void *arg) {
             for (int i = 0; names && i < j->n_names; i++) names[i] = j->names[i];
         }
         uint64_t bytes = 0;
-        double t0 = now_s();
+        double t0 = ah_now_s();
         if (st == AH_OK)
             st = ah_ckpt_cloud_upload_step(u->s3, &u->url, j->root, j->step, names, j->n_names, &bytes, &err);
-        double dt = now_s() - t0;
+        double dt = ah_now_s() - t0;
         free(names);
 
         pthread_mutex_lock(&u->mu);

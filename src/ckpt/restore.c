@@ -9,6 +9,7 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "core/timing.h"
 
 struct ah_ckpt_catalog {
     ah_ckpt_sources_t src;
@@ -22,12 +23,6 @@ struct ah_ckpt_catalog {
 const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
     static const char *const N[] = {"local", "peer", "cloud"};
     return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static ah_status_t load_local(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
@@ -202,9 +197,9 @@ ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, co
             const ah_ckpt_file_t *want;
             if (!lookup(cat, t, step, needed[k], &want)) continue;
             ah_error_t e2;
-            double t0 = now_s();
+            double t0 = ah_now_s();
             ah_status_t st = from_tier(cat, t, step, needed[k], want, paths[k], &e2);
-            double dt = now_s() - t0;
+            double dt = ah_now_s() - t0;
             if (st == AH_OK) {
                 stats->bytes[t] += want->bytes;
                 stats->seconds[t] += dt;

@@ -10,27 +10,20 @@
 #include <time.h>
 
 #include "comm/comm_mpi.h"
+#include "core/timing.h"
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
                "ah_comm_req_t too small for MPI_Request");
 
 static struct ah_comm g_world = {MPI_COMM_NULL};
 
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double mono_s(void) { return clock_s(CLOCK_MONOTONIC); }
-
 /* Seconds spent inside MPI calls so far, wall clock and the process's CPU time
  * (ah_comm_seconds): MPI_TRY times every call it makes. */
 static double g_in_wall, g_in_cpu;
 
 static int timed(int rc, double wall0, double cpu0) {
-    g_in_wall += mono_s() - wall0;
-    g_in_cpu += clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    g_in_wall += ah_now_s() - wall0;
+    g_in_cpu += ah_cpu_s() - cpu0;
     return rc;
 }
 
@@ -49,7 +42,7 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
 /* Calls an MPI function, timed for ah_comm_seconds; on failure returns an AH_ERR_COMM. */
 #define MPI_TRY(call, what)                                                           \
     do {                                                                              \
-        const double wall0_ = mono_s(), cpu0_ = clock_s(CLOCK_PROCESS_CPUTIME_ID);     \
+        const double wall0_ = ah_now_s(), cpu0_ = ah_cpu_s();     \
         const int rc_ = timed((call), wall0_, cpu0_);                                 \
         if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what);                      \
     } while (0)
@@ -69,10 +62,10 @@ enum { SPIN_NS = 50000, SLEEP_MIN_NS = 5000, SLEEP_MAX_NS = 200000 };
 static int wait_req(MPI_Request *r) {
     if (g_wait == AH_COMM_WAIT_POLL) return MPI_Wait(r, MPI_STATUS_IGNORE);
     int done = 0, rc;
-    const double spin_until = mono_s() + 1e-9 * SPIN_NS;
+    const double spin_until = ah_now_s() + 1e-9 * SPIN_NS;
     do {
         if ((rc = MPI_Test(r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done) return rc;
-    } while (mono_s() < spin_until);
+    } while (ah_now_s() < spin_until);
     for (long ns = SLEEP_MIN_NS;; ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS) {
         struct timespec ts = {0, ns};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}

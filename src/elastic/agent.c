@@ -14,6 +14,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/json.h"
+#include "core/timing.h"
 #include "elastic/job.h"
 
 /* After the grace period the leaving node's ranks are killed; Open MPI then ends the others within

@@ -15,12 +15,6 @@
 
 #include "core/json.h"
 
-double ah_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 ah_status_t ah_mkdirs(const char *path, ah_error_t *err) {
     char buf[1024];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)

@@ -47,8 +47,6 @@ void ah_job_kill(ah_job_t *j);
  * JSON objects are skipped). */
 void ah_job_tail(ah_job_t *j, void (*fn)(void *ctx, json_t *line), void *ctx);
 
-/* Seconds on a monotonic clock. */
-double ah_now_s(void);
 /* mkdir -p. */
 ah_status_t ah_mkdirs(const char *path, ah_error_t *err);
 /* rm -r (no error when absent). */

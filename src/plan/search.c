@@ -12,6 +12,8 @@
 
 #include "plan/planner.h"
 
+#include "core/timing.h"
+
 #define GIB 1073741824.0
 
 struct ah_search {
@@ -423,12 +425,6 @@ static ah_status_t infeasible_error(const ah_model_t *m, const ah_cluster_t *c, 
 
 /* ---- the driver ---- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void ah_plan_result_free(ah_plan_result_t *r) {
     if (!r) return;
     ah_plan_free(&r->plan);
@@ -470,7 +466,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     ah_status_t st = check_inputs(model, cluster, opts, err);
     if (st != AH_OK) return st;
     int tps[AH_MAX_TP];
@@ -545,7 +541,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     }
     if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
     ah_cand_free(&s.best);
-    out->seconds = now_s() - t0;
+    out->seconds = ah_now_s() - t0;
     if (st != AH_OK) ah_plan_result_free(out);
     return st;
 }

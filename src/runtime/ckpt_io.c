@@ -15,6 +15,7 @@
 #include "ckpt/restore.h"
 #include "comm/transfer.h"
 #include "core/json.h"
+#include "core/timing.h"
 #include "runtime/preempt.h"
 
 enum { TAG_PEER = 7100 };
@@ -57,12 +58,6 @@ struct ah_ckpt_session {
     prefetched_t *pre;
     int n_pre;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const ah_stage_t *stage_of(const ah_trainer_t *tr, int rank) {
     const ah_role_t r = tr->layout.roles[rank];
@@ -378,7 +373,7 @@ static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MA
 static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     ah_comm_t *world = ah_comm_world();
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     uint64_t bytes = 0;
     int files = 0;
     ah_error_t lerr = {0};
@@ -422,7 +417,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
     double sums[3] = {(double)bytes, (double)files, (double)us.bytes};
-    int64_t maxes[2] = {(int64_t)((now_s() - t0) * 1e6), s->up ? -us.last_step : INT64_MIN};
+    int64_t maxes[2] = {(int64_t)((ah_now_s() - t0) * 1e6), s->up ? -us.last_step : INT64_MIN};
     ah_status_t cs = ah_comm_allreduce_f64(world, sums, 3, err);
     if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, maxes, 2, err);
     if (cs != AH_OK) return cs;
@@ -444,7 +439,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     ah_trainer_t *tr = s->tr;
     *stop = false;
     if (events) *events = NULL;
-    const double t_in = now_s();
+    const double t_in = ah_now_s();
     if (s->step_end > 0) s->step_s = t_in - s->step_end;
     bool any;
     double elapsed;
@@ -504,7 +499,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
         arr = NULL;
     }
     if (events) *events = arr;
-    s->step_end = now_s();
+    s->step_end = ah_now_s();
     return AH_OK;
 }
 
@@ -644,7 +639,7 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
     s->pre = calloc((size_t)n_needed + 1, sizeof *s->pre);
     ah_status_t st = req && lens && s->pre ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for peer requests");
     char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
-    const double tv = now_s();
+    const double tv = ah_now_s();
     for (int i = 0; st == AH_OK && i < n_needed; i++) {
         const ah_ckpt_file_t *f = listed(own, n_own, step, needed[i]);
         ah_error_t e2;
@@ -656,12 +651,12 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
         strcat(req, needed[i]);
         strcat(req, "\n");
     }
-    *verify_s = now_s() - tv;
+    *verify_s = ah_now_s() - tv;
     st = ah_comm_agree(ah_comm_world(), st, err);
     char *all = NULL;
     if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), req, strlen(req), &all, lens, err);
     free(req);
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     size_t off = 0;
     for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
         for (char *p = all + off; st == AH_OK && p < all + off + lens[r];) {
@@ -711,7 +706,7 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
     }
     free(all);
     free(lens);
-    *seconds = now_s() - t0;
+    *seconds = ah_now_s() - t0;
     return st;
 }
 
@@ -859,7 +854,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
                                    ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     ah_comm_t *world = ah_comm_world();
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     *start = 0;
     *found = false;
     if (event) *event = NULL;
@@ -958,7 +953,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
 report : {
     /* Figures over the job: bytes, files, fallbacks summed; seconds as the slowest rank saw them. */
     double sums[7];
-    int64_t maxes[4] = {(int64_t)((now_s() - t0) * 1e6)};
+    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
     for (int i = 0; i < AH_TIER_COUNT; i++) {
         sums[i] = (double)stats.bytes[i];
         sums[3 + i] = stats.files[i];

@@ -5,17 +5,12 @@
 #include <time.h>
 
 #include "comm/comm.h"
-
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "core/timing.h"
 
 void ah_emulate_begin(ah_emulate_phase_t *ph) {
     ah_comm_seconds(&ph->comm_wall, &ph->comm_cpu);
-    ph->wall = clock_s(CLOCK_MONOTONIC);
-    ph->cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    ph->wall = ah_now_s();
+    ph->cpu = ah_cpu_s();
 }
 
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timing.h"
+
 /* One block's tensors kept from forward to backward (the list of ah_layer_act_bytes). */
 struct ah_block_act {
     float *x_in;               /* (N, C) block input */
@@ -440,15 +442,9 @@ static const float *named(const ah_gpt_stage_t *st, const float *base, const cha
     return base + ah_gpt_find(st, name)->offset;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Adds the seconds since *t to part_s[part][pass] and restarts *t. */
 static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) {
-    const double now = now_s();
+    const double now = ah_now_s();
     st->part_s[part][pass] += now - *t;
     *t = now;
 }
@@ -539,7 +535,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = now_s();
+    double t = ah_now_s();
     if (c->has_embed) {
         k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
                          named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
@@ -575,7 +571,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = now_s();
+    double t = ah_now_s();
     k->zero(w.dres, NC);
     if (c->has_head) {
         k->zero(w.tmp, NC);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timing.h"
 #include "runtime/emulate.h"
 #include "runtime/gpt.h"
 
@@ -20,16 +21,6 @@ typedef struct {
     int64_t act_bytes[AH_GPT_N_PARTS]; /* per micro-batch; blocks: one block */
     double opt_s_per_param;            /* median AdamW step over the shard, per parameter */
 } shard_fig_t;
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
  * one phase, made to last slowdown x its compute (CPU) seconds. The next call then starts, as in
@@ -116,7 +107,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     }
     if (s == AH_OK)
         for (int p = 0; p < AH_GPT_N_PARTS; p++)
-            for (int d = 0; d < 2; d++) out->s[p][d] = median(buf + (p * 2 + d) * req->reps, req->reps);
+            for (int d = 0; d < 2; d++) out->s[p][d] = ah_median(buf + (p * 2 + d) * req->reps, req->reps);
     /* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training
      * (the hyperparameters do not change its time). */
     const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
@@ -126,7 +117,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
         ah_emulate_end(&ph, req->slowdown, NULL, &buf[i], err);
     }
-    if (s == AH_OK) out->opt_s_per_param = median(buf, req->reps) / (double)st.n_elems;
+    if (s == AH_OK) out->opt_s_per_param = ah_median(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
      * block, then the embedding's token ids, then the head's tensors. */
     const int per_slot = st.a_act.n / slots;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/json.h"
+#include "core/timing.h"
 #include "runtime/emulate.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
@@ -34,12 +35,6 @@ double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
     const int64_t span = o->steps - o->warmup;
     const double p = span > 0 ? (double)(step - o->warmup) / (double)span : 1.0;
     return lr_min + (o->lr - lr_min) * 0.5 * (1.0 + cos(3.141592653589793 * (p > 1 ? 1 : p)));
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 
@@ -308,7 +303,7 @@ static bool counts(const ah_trainer_t *tr, const ah_gpt_param_t *x) {
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_plan_t *p = tr->plan;
-    const double t0 = now_s();
+    const double t0 = ah_now_s();
     ah_gpt_zero_grads(st);
     double loss_sum = 0;
     TRY(run_schedule(tr, step, &loss_sum, err));
@@ -338,7 +333,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     out->lr = lr;
     out->grad_norm = norm;
     out->tokens = p->train.global_batch * p->train.seq_len;
-    out->seconds = now_s() - t0;
+    out->seconds = ah_now_s() - t0;
     out->n_ranks = tr->n_ranks;
     out->memory_high = tr->memory_high;
     return AH_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timing.h"
 #include "plan/planner.h"
 
 const char *ah_policy_name(ah_policy_t p) {
@@ -45,12 +46,6 @@ double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts
 double ah_sim_horizon_s(const ah_sim_avail_t *a, const ah_sim_opts_t *o) {
     if (o->hours > 0) return o->hours * 3600.0;
     return a->end_s > 1 ? a->end_s : 1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- plans by availability set ---- */
@@ -210,13 +205,13 @@ static entry_t *plan_for(run_t *x) {
         po.profile = x->o->profile;
         ah_plan_result_t res;
         ah_status_t st;
-        const double t0 = now_s();
+        const double t0 = ah_now_s();
         if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
         else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND)
             st = ah_planner_run(x->model, &sub, &po, &res, &err);
         else
             st = ah_baseline_run(x->model, &sub, &po, AH_BASELINE_UNIFORM, &res, &err);
-        e->plan_s = now_s() - t0;
+        e->plan_s = ah_now_s() - t0;
         if (st == AH_OK) {
             e->ok = true;
             mem_ok = entry_fill(x, e, &res, map);
@@ -566,7 +561,7 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
                             "--disk-gb-s %g > 0, --grace-s %g >= 0",
                             o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s);
-    const double t_start = now_s();
+    const double t_start = ah_now_s();
     const ah_cluster_t *c = a->cluster;
     run_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};
     out->policy = policy;
@@ -603,7 +598,7 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     free(x.cache);
     free(x.up);
     free(x.holds);
-    out->sim_wall_s = now_s() - t_start;
+    out->sim_wall_s = ah_now_s() - t_start;
     if (x.oom) {
         ah_sim_result_free(out);
         return ah_error_set(err, AH_ERR_INTERNAL, "simulate: out of host memory during the %s replay",
