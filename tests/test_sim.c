@@ -186,21 +186,30 @@ static double rate_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train
     return v;
 }
 
+/* The hand-computed replays' set-up: the cluster as both nodes (c2) and as od-0 alone (c1, what
+ * is left after sp-0 goes), GPT-2 124M, and the options every replay uses. */
+static bool replay_setup(const char *cluster, ah_cluster_t *c2, ah_cluster_t *c1, ah_model_t *m,
+                         ah_sim_opts_t *o) {
+    ah_error_t err;
+    if (!load_cluster(cluster, c2) || !load_cluster(cluster, c1)) return false;
+    c1->n_nodes = 1;
+    CHECK(ah_model_preset("gpt2-124m", m, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_default(o);
+    o->train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
+    o->hours = 2;
+    o->ckpt_every_s = 1000;
+    o->restart_s = 30;
+    o->replan_s = 5;
+    o->disk_gb_s = 2;
+    return true;
+}
+
 static void test_one_preemption(void) {
     ah_cluster_t c2, c1;
     ah_model_t m;
     ah_error_t err;
-    if (!load_cluster(CLUSTER, &c2) || !load_cluster(CLUSTER, &c1)) return;
-    c1.n_nodes = 1; /* od-0 alone: what is left after sp-0 goes */
-    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
-    o.hours = 2;
-    o.ckpt_every_s = 1000;
-    o.restart_s = 30;
-    o.replan_s = 5;
-    o.disk_gb_s = 2;
+    if (!replay_setup(CLUSTER, &c2, &c1, &m, &o)) return;
     ah_sim_pool_t pool = {0};
     CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
     CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
@@ -341,17 +350,8 @@ static void test_partial_loss(void) {
     ah_cluster_t c2, c1;
     ah_model_t m;
     ah_error_t err;
-    if (!load_cluster(text, &c2) || !load_cluster(text, &c1)) return;
-    c1.n_nodes = 1;
-    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
-    o.hours = 2;
-    o.ckpt_every_s = 1000;
-    o.restart_s = 30;
-    o.replan_s = 5;
-    o.disk_gb_s = 2;
+    if (!replay_setup(text, &c2, &c1, &m, &o)) return;
     ah_planner_opts_t po;
     ah_planner_opts_default(&po);
     po.train = o.train;
@@ -416,17 +416,8 @@ static void test_schedule_across_restart(void) {
     ah_cluster_t c2, c1;
     ah_model_t m;
     ah_error_t err;
-    if (!load_cluster(CLUSTER, &c2) || !load_cluster(CLUSTER, &c1)) return;
-    c1.n_nodes = 1;
-    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    o.train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
-    o.hours = 2;
-    o.ckpt_every_s = 1000;
-    o.restart_s = 30;
-    o.replan_s = 5;
-    o.disk_gb_s = 2;
+    if (!replay_setup(CLUSTER, &c2, &c1, &m, &o)) return;
     int P, S, D;
     const double R2 = rate_of(&m, &c2, &o.train, false, &P, &S, &D), R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
     const double it1 = 64.0 * 1024 / R1, state = (double)ah_model_params_total(&m) * 12;
