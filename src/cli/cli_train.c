@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
 #include "plan/plan.h"
 #include "runtime/ckpt_io.h"
@@ -232,10 +233,14 @@ int ah_cli_train(int argc, char **argv) {
     if (s != AH_OK) {
         rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
     } else {
-        if (rank == 0 && !a.quiet)
-            printf("autohet train: %s, %d ranks, %d pipelines, tp %d, %lld steps of %lld tokens\n",
+        if (rank == 0 && !a.quiet) {
+            char blas[160];
+            ah_cpu_blas_describe(blas, sizeof blas);
+            printf("autohet train: %s, %d ranks, %d pipelines, tp %d, %lld steps of %lld tokens\n"
+                   "autohet train: CPU matmuls: %s\n",
                    plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
-                   (long long)(plan.train.global_batch * plan.train.seq_len));
+                   (long long)(plan.train.global_batch * plan.train.seq_len), blas);
+        }
         rc = train_loop(&tr, &a, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
