@@ -1,7 +1,6 @@
 /* MPI backend of comm.h. */
 #include "comm/comm.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -67,8 +66,7 @@ static int wait_req(MPI_Request *r) {
         if ((rc = MPI_Test(r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done) return rc;
     } while (ah_now_s() < spin_until);
     for (long ns = SLEEP_MIN_NS;; ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS) {
-        struct timespec ts = {0, ns};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        ah_sleep_s(1e-9 * (double)ns);
         if ((rc = MPI_Test(r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS || done) return rc;
     }
 }

@@ -1,6 +1,10 @@
 #include "core/timing.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static double clock_s(clockid_t id) {
@@ -12,6 +16,22 @@ static double clock_s(clockid_t id) {
 double ah_now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 double ah_cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+
+void ah_sleep_s(double seconds) {
+    static _Thread_local bool slack_set = false;
+    if (!slack_set) {
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* a hint: no error worth reporting */
+        slack_set = true;
+    }
+    if (!(seconds > 0)) return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+void ah_sleep_until(double deadline) {
+    ah_sleep_s(deadline - AH_SLEEP_SPIN_S - ah_now_s());
+    while (ah_now_s() < deadline) {}
+}
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;

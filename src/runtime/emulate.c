@@ -1,8 +1,6 @@
 #include "runtime/emulate.h"
 
-#include <errno.h>
 #include <math.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "core/timing.h"
@@ -31,9 +29,6 @@ ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_com
         agreed[1] /= ah_comm_size(group);
     }
     const double rest = slowdown * agreed[0] - agreed[1];
-    if (rest > 0) {
-        struct timespec ts = {(time_t)rest, (long)((rest - floor(rest)) * 1e9)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-    }
+    if (rest > 0) ah_sleep_until(ah_now_s() + rest);
     return AH_OK;
 }
