@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# autohet profile end to end: the entries it writes (one per type x TP degree x micro-batch, no TP
-# comm inside, activation bytes measured from the runtime's allocator equal to the memory model's),
+# autohet profile end to end: the entries it writes (one per type x TP degree x micro-batch; TP 2
+# measured on a TP group of 2 ranks under mpirun, its all-reduces inside; activation bytes measured
+# from the runtime's allocator equal to the memory model's),
 # emulation (a 3x slower type measures about 3x slower; a memory cap too small fails with the
 # trainer's out-of-memory message; a type that is not emulated is refused), and that evaluate and
 # plan use the profile (evaluate's compute term is exactly the profile's figures summed).
@@ -13,7 +14,7 @@ PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-export OPENBLAS_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # 1. Entries and activation bytes, TP 1 and 2, micro-batch 1 and 2.
@@ -34,7 +35,7 @@ e = {(x["gpu"], x["tp"], x["micro_batch"]): x for x in p["entries"]}
 assert sorted(e) == [("cpu", t, m) for t in (1, 2) for m in (1, 2)], sorted(e)
 kinds = {"embedding": "embed", "block": "block", "head": "head"}
 for (gpu, tp, mb), x in e.items():
-    assert x["seq_len"] == 32 and x["precision"] == "fp32" and x["includes_tp_comm"] is False, x
+    assert x["seq_len"] == 32 and x["precision"] == "fp32" and x["includes_tp_comm"] is (tp > 1), x
     model = json.load(open(f"{tmp}/model-{tp}-{mb}.json"))
     for layer in model["layers"]:
         got, want = x[kinds[layer["kind"]]]["act_bytes"], layer["act_bytes_per_mb"]
@@ -44,7 +45,7 @@ for (gpu, tp, mb), x in e.items():
     assert x["block"]["fwd_s"] > 0 and x["block"]["bwd_s"] > 0, x["block"]
     assert all(x[k][d] >= 0 for k in ("embed", "head") for d in ("fwd_s", "bwd_s")), x
     assert x["optimizer_s_per_param"] > 0, x
-# More work takes longer: a block of 2 sequences vs 1 (the medians of 5, far apart).
+# More work takes longer: a block of 2 sequences vs 1 (means of 3 rounds of 5, far apart).
 for tp in (1, 2):
     one, two = e[("cpu", tp, 1)]["block"], e[("cpu", tp, 2)]["block"]
     assert two["fwd_s"] + two["bwd_s"] > 1.1 * (one["fwd_s"] + one["bwd_s"]), (tp, one, two)
@@ -108,5 +109,13 @@ grep -q "out of memory allocating" "$TMP/out" && grep -q "tiny-dev" "$TMP/out" |
 grep -q "does not emulate" "$TMP/out" || { cat "$TMP/out"; fail "no message for a non-emulated type"; }
 "$AH" profile --model tiny-gpt2 --tp 1,x -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] || fail "--tp 1,x accepted"
 "$AH" profile --model tiny-gpt2 --tp 3 -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "--tp 3 accepted for 4 heads"
+# TP 2 needs mpirun: without it on PATH, a message that says so, and no profile.
+mkdir "$TMP/bin" && ln -s "$AH" "$TMP/bin/autohet"
+PATH="$TMP/bin" "$TMP/bin/autohet" profile --model tiny-gpt2 --tp 2 --seq-len 32 --steps 1 --rounds 1 \
+    -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "tp 2 measured without mpirun"
+grep -q "cannot run mpirun" "$TMP/out" && grep -q "needs a TP group of 2 ranks" "$TMP/out" \
+    || { cat "$TMP/out"; fail "no message for a missing mpirun"; }
+"$AH" profile --model tiny-gpt2 --tp 1,2 --tp-group -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] \
+    || fail "--tp-group with two degrees accepted"
 [ -e "$TMP/x.json" ] && fail "a failed profile wrote its output"
 echo PASS

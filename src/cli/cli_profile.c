@@ -1,14 +1,23 @@
 /* autohet profile: measures per-layer forward/backward seconds and activation bytes of the CPU
  * runtime (src/runtime/profile.h) for each (GPU type, TP degree, micro-batch) asked for, and
  * writes them as a profile (src/cost/profile.h) that `autohet evaluate --profile` and `autohet
- * plan --profile` read. An emulated type of --cluster is measured through its emulation. */
+ * plan --profile` read. An emulated type of --cluster is measured through its emulation.
+ *
+ * TP > 1 is measured on a real TP group: for each such degree t the command starts `mpirun -np t`
+ * of itself with --tp-group, whose ranks run their shards with the group's all-reduces and write
+ * their entries to a temporary profile that this process reads back. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "kernels/cpu/blas_kernel.h"
+#include "comm/comm.h"
 #include "cost/profile.h"
+#include "elastic/agent.h"
 #include "runtime/profile.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
@@ -56,26 +65,115 @@ static int gpu_names(const char *gpu_arg, const ah_cluster_t *c, bool have_clust
     return n;
 }
 
+/* One entry being measured: its request, and its figures summed over the rounds so far. */
+typedef struct {
+    ah_profile_req_t req;
+    ah_profile_entry_t sum;
+    double lo, hi; /* one block's fwd + bwd, lowest and highest round */
+    int rounds;
+} job_t;
+
+static void add_round(job_t *j, const ah_profile_entry_t *e) {
+    const double block = e->layer[AH_LAYER_BLOCK].fwd_s + e->layer[AH_LAYER_BLOCK].bwd_s;
+    j->lo = j->rounds == 0 || block < j->lo ? block : j->lo;
+    j->hi = j->rounds == 0 || block > j->hi ? block : j->hi;
+    if (j->rounds++ == 0) {
+        j->sum = *e;
+        return;
+    }
+    for (int l = 0; l < 3; l++) {
+        j->sum.layer[l].fwd_s += e->layer[l].fwd_s;
+        j->sum.layer[l].bwd_s += e->layer[l].bwd_s;
+    }
+    j->sum.optimizer_s_per_param += e->optimizer_s_per_param;
+}
+
+/* What the ranks of a TP group need to measure the same entries as this process. */
+typedef struct {
+    const char *model, *cluster, *gpus, *mbs;
+    int64_t seq_len, steps;
+} group_args_t;
+
+/* One round of the entries at TP degree t, on a TP group: runs `mpirun -np t` of this program
+ * with --tp-group, writing to a temporary profile in dir, and adds each entry it wrote to its job. */
+static ah_status_t group_round(const group_args_t *g, int t, const char *dir, job_t *jobs, int n_jobs,
+                               ah_error_t *err) {
+    char self[1024], np[16], tp[16], seq[32], steps[32], out[600];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return ah_error_set(err, AH_ERR_IO, "cannot find this program (/proc/self/exe): %s", strerror(errno));
+    self[n] = '\0';
+    snprintf(np, sizeof np, "%d", t);
+    snprintf(tp, sizeof tp, "%d", t);
+    snprintf(seq, sizeof seq, "%lld", (long long)g->seq_len);
+    snprintf(steps, sizeof steps, "%lld", (long long)g->steps);
+    snprintf(out, sizeof out, "%s/tp%d.json", dir, t);
+    char mpi_flags[] = AH_MPIRUN_ONE_MACHINE;
+    char *argv[64];
+    int a = 0;
+    argv[a++] = "mpirun";
+    for (char *save = NULL, *f = strtok_r(mpi_flags, " ", &save); f; f = strtok_r(NULL, " ", &save)) argv[a++] = f;
+    char *rest[] = {"-np", np, self, "profile", "--tp-group", "--model", (char *)g->model, "--gpu",
+                    (char *)g->gpus, "--tp", tp, "--micro-batch", (char *)g->mbs, "--seq-len", seq,
+                    "--steps", steps, "--rounds", "1", "-o", out};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) argv[a++] = rest[i];
+    if (g->cluster) {
+        argv[a++] = "--cluster";
+        argv[a++] = (char *)g->cluster;
+    }
+    argv[a] = NULL;
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) return ah_error_set(err, AH_ERR_IO, "cannot start mpirun: fork: %s", strerror(errno));
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "autohet profile: cannot run mpirun: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return ah_error_set(err, AH_ERR_IO, "measuring tp %d needs a TP group of %d ranks: `mpirun -np %d %s "
+                            "profile --tp-group ...` failed (%s %d; its messages are above)", t, t, t, self,
+                            WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    ah_profile_t *got = NULL;
+    ah_status_t s = ah_profile_load(out, &got, err);
+    if (s != AH_OK) return s;
+    for (int i = 0; i < ah_profile_count(got); i++) {
+        const ah_profile_entry_t *e = ah_profile_get(got, i);
+        for (int j = 0; j < n_jobs; j++)
+            if (jobs[j].req.tp == e->tp && jobs[j].req.micro_batch == e->micro_batch &&
+                strcmp(jobs[j].req.gpu, e->gpu) == 0)
+                add_round(&jobs[j], e);
+    }
+    ah_profile_free(got);
+    remove(out);
+    return AH_OK;
+}
+
 int ah_cli_profile(int argc, char **argv) {
     const char *model_arg = NULL, *tp_arg = "1", *mb_arg = "1", *gpu_arg = NULL, *cluster_arg = NULL;
     const char *out_path = NULL;
-    int64_t seq_len = 0, steps = 10;
+    int64_t seq_len = 0, steps = 10, rounds = 3;
+    bool tp_group = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json, GPT-2 architecture (required)", false},
-        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4", "TP degrees to measure (default 1)", false},
+        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4", "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "1,2,4", "micro-batch sizes to measure (default 1)", false},
         {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context)", false},
         {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]", "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else \"cpu\")", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name whose emulate settings apply", false},
-        {"--steps", AH_FLAG_INT, &steps, "K", "timed repetitions per measurement, median taken (default 10)", false},
+        {"--steps", AH_FLAG_INT, &steps, "K", "timed repetitions per entry and round, mean taken (default 10)", false},
+        {"--rounds", AH_FLAG_INT, &rounds, "R", "passes over all entries, averaged, so that machine drift spreads evenly (default 3)", false},
+        {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL, "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)", false},
         {"-o", AH_FLAG_STR, &out_path, "profile.json", "profile to write (required)", false},
     };
     int rc = 0;
     if (!ah_cli_parse(VERB, "--model M [--tp 1,2,4] [--micro-batch 1,2,4] -o profile.json [flags]",
                       "Measures one block's, the embedding's and the head's forward and backward seconds per\n"
                       "micro-batch and their activation bytes, through the CPU runtime's own code, for each TP\n"
-                      "degree and micro-batch (TP shards run without communication: the cost model adds it).\n"
-                      "Run it with the thread count training uses (e.g. OPENBLAS_NUM_THREADS=1).",
+                      "degree and micro-batch; TP > 1 on a real TP group (mpirun must be on PATH), so the\n"
+                      "times include the group's all-reduces. Run it with the thread count training uses\n"
+                      "(e.g. OPENBLAS_NUM_THREADS=1).",
                       flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
         return rc;
     if (!model_arg || !out_path) {
@@ -89,26 +187,56 @@ int ah_cli_profile(int argc, char **argv) {
         fprintf(stderr, "autohet %s: --steps: expected 1 .. 100000, got %lld\n", VERB, (long long)steps);
         return 2;
     }
+    if (rounds < 1 || rounds > 1000) {
+        fprintf(stderr, "autohet %s: --rounds: expected 1 .. 1000, got %lld\n", VERB, (long long)rounds);
+        return 2;
+    }
+    if (tp_group && (n_tp != 1 || tps[0] < 2)) {
+        fprintf(stderr, "autohet %s: --tp-group measures one TP degree of 2 or more (--tp %s)\n", VERB, tp_arg);
+        return 2;
+    }
 
     ah_error_t err = {0};
+    int rank = 0;
+    if (tp_group) {
+        if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+        rank = ah_comm_rank(ah_comm_world());
+        if (ah_comm_size(ah_comm_world()) != (int)tps[0]) {
+            if (rank == 0)
+                fprintf(stderr, "autohet %s: --tp-group --tp %lld runs as %lld ranks under mpirun, not %d\n", VERB,
+                        (long long)tps[0], (long long)tps[0], ah_comm_size(ah_comm_world()));
+            ah_comm_finalize();
+            return 2;
+        }
+    }
     ah_model_t model;
     ah_cluster_t cluster = {0};
     const bool have_cluster = cluster_arg != NULL;
-    if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    if (seq_len == 0) seq_len = model.max_pos;
-    if (have_cluster && ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    char names[LIST_MAX][AH_NAME_MAX];
-    const int n_gpu = gpu_names(gpu_arg, &cluster, have_cluster, names, LIST_MAX);
+    ah_status_t s = ah_model_load(model_arg, &model, &err);
+    if (s == AH_OK && seq_len == 0) seq_len = model.max_pos;
+    if (s == AH_OK && have_cluster) s = ah_cluster_open(cluster_arg, &cluster, &err);
+    char names[LIST_MAX][AH_NAME_MAX], gpu_list[LIST_MAX * (AH_NAME_MAX + 1)] = "";
+    const int n_gpu = s == AH_OK ? gpu_names(gpu_arg, &cluster, have_cluster, names, LIST_MAX) : 0;
+    for (int g = 0; g < n_gpu; g++) {
+        if (g) strcat(gpu_list, ",");
+        strcat(gpu_list, names[g]);
+    }
     char host[128] = "unknown host";
     gethostname(host, sizeof host - 1);
-    char desc[256];
+    char desc[400], blas[160];
     const char *threads = getenv("OPENBLAS_NUM_THREADS");
-    snprintf(desc, sizeof desc, "%s, CPU runtime, OPENBLAS_NUM_THREADS=%s", host, threads ? threads : "unset");
-    ah_profile_t *prof = ah_profile_create(desc);
-    ah_status_t s = prof ? AH_OK : ah_error_set(&err, AH_ERR_OOM, "no host memory for a profile");
+    ah_cpu_blas_describe(blas, sizeof blas);
+    snprintf(desc, sizeof desc, "%s, CPU runtime, %s, OPENBLAS_NUM_THREADS=%s", host, blas, threads ? threads : "unset");
+    ah_profile_t *prof = s == AH_OK ? ah_profile_create(desc) : NULL;
+    if (s == AH_OK && !prof) s = ah_error_set(&err, AH_ERR_OOM, "no host memory for a profile");
+    /* The measurements: one per (type, TP degree, micro-batch), with the type's emulation. */
+    enum { JOBS_MAX = LIST_MAX * LIST_MAX * LIST_MAX };
+    static job_t jobs[JOBS_MAX];
+    int n_jobs = 0;
     for (int g = 0; g < n_gpu && s == AH_OK; g++) {
         ah_profile_req_t req = {.model = &model, .gpu = names[g], .slowdown = 1, .seq_len = seq_len,
-                                .reps = (int)steps, .seed = 1337};
+                                .reps = (int)steps, .seed = 1337,
+                                .tp_group = tp_group ? ah_comm_world() : NULL};
         if (have_cluster) {
             const int ti = ah_cluster_find_type(&cluster, names[g]);
             if (ti < 0) {
@@ -128,25 +256,72 @@ int ah_cli_profile(int argc, char **argv) {
             req.slowdown = t->emulate_slowdown;
             req.mem_cap_bytes = t->emulate_memory_mib > 0 ? (int64_t)(t->emulate_memory_mib * 1048576.0) : 0;
         }
-        for (int i = 0; i < n_tp && s == AH_OK; i++)
-            for (int j = 0; j < n_mb && s == AH_OK; j++) {
-                req.tp = (int)tps[i];
-                req.micro_batch = mbs[j];
-                s = ah_profile_measure(&req, ah_kernels_cpu(), prof, &err);
-                if (s != AH_OK) break;
-                const ah_profile_entry_t *e = ah_profile_get(prof, ah_profile_count(prof) - 1);
-                printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
-                       "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param\n",
-                       e->gpu, e->tp, (long long)e->micro_batch,
-                       1e3 * e->layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e->layer[AH_LAYER_BLOCK].bwd_s,
-                       1e3 * e->layer[AH_LAYER_EMBED].fwd_s, 1e3 * e->layer[AH_LAYER_EMBED].bwd_s,
-                       1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s,
-                       1e9 * e->optimizer_s_per_param);
+        for (int i = 0; i < n_tp; i++) {
+            if (tps[i] > 1 && (s = ah_model_check_tp(&model, (int)tps[i], &err)) != AH_OK) break;
+            for (int j = 0; j < n_mb; j++) {
+                memset(&jobs[n_jobs], 0, sizeof jobs[n_jobs]);
+                jobs[n_jobs].req = req;
+                jobs[n_jobs].req.tp = (int)tps[i];
+                jobs[n_jobs++].req.micro_batch = mbs[j];
             }
+        }
     }
-    if (s == AH_OK) s = ah_profile_save(prof, out_path, &err);
-    if (s == AH_OK) printf("wrote %s: %d entries, seq-len %lld\n", out_path, ah_profile_count(prof), (long long)seq_len);
-    ah_profile_free(prof);
+    /* Rounds: each measures every entry once, in turn, so that a slow spell of the machine (this
+     * VM's speed drifts by 10-15 % over seconds) is spread over all entries instead of landing on
+     * the one being measured then. An entry's figures are the mean over the rounds. */
+    char dir[] = "/tmp/autohet-profile-XXXXXX";
+    const bool need_groups = !tp_group && (n_tp > 1 || tps[0] > 1);
+    if (s == AH_OK && need_groups && !mkdtemp(dir))
+        s = ah_error_set(&err, AH_ERR_IO, "cannot create a temporary directory %s: %s", dir, strerror(errno));
+    const group_args_t ga = {model_arg, cluster_arg, gpu_list, mb_arg, seq_len, steps};
+    for (int r = 0; r < rounds && s == AH_OK; r++) {
+        for (int i = 0; i < n_jobs && s == AH_OK; i++) {
+            if (jobs[i].req.tp > 1 && !tp_group) continue;
+            ah_profile_entry_t e;
+            if ((s = ah_profile_measure(&jobs[i].req, ah_kernels_cpu(), &e, &err)) == AH_OK) add_round(&jobs[i], &e);
+        }
+        for (int i = 0; i < n_tp && s == AH_OK && need_groups; i++)
+            if (tps[i] > 1) s = group_round(&ga, (int)tps[i], dir, jobs, n_jobs, &err);
+    }
+    if (need_groups) rmdir(dir);
+    for (int i = 0; i < n_jobs && s == AH_OK; i++) {
+        ah_profile_entry_t *e = &jobs[i].sum;
+        if (jobs[i].rounds != rounds) {
+            s = ah_error_set(&err, AH_ERR_IO, "%s tp %d micro-batch %lld: measured in %d of %lld rounds",
+                             e->gpu, jobs[i].req.tp, (long long)jobs[i].req.micro_batch, jobs[i].rounds,
+                             (long long)rounds);
+            break;
+        }
+        for (int l = 0; l < 3; l++) {
+            e->layer[l].fwd_s /= (double)rounds;
+            e->layer[l].bwd_s /= (double)rounds;
+        }
+        e->optimizer_s_per_param /= (double)rounds;
+        if ((s = ah_profile_add(prof, e, &err)) != AH_OK || tp_group) continue;
+        const double mean = e->layer[AH_LAYER_BLOCK].fwd_s + e->layer[AH_LAYER_BLOCK].bwd_s;
+        printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
+               "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param; rounds %+.1f .. %+.1f %%%s\n",
+               e->gpu, e->tp, (long long)e->micro_batch,
+               1e3 * e->layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e->layer[AH_LAYER_BLOCK].bwd_s,
+               1e3 * e->layer[AH_LAYER_EMBED].fwd_s, 1e3 * e->layer[AH_LAYER_EMBED].bwd_s,
+               1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s,
+               1e9 * e->optimizer_s_per_param, 100 * (jobs[i].lo / mean - 1), 100 * (jobs[i].hi / mean - 1),
+               e->includes_tp_comm ? ", TP all-reduces included" : "");
+    }
+    /* In a TP group every rank measured the same entries; rank 0 writes them. */
+    if (s == AH_OK && rank == 0) s = ah_profile_save(prof, out_path, &err);
+    if (s == AH_OK && !tp_group)
+        printf("wrote %s: %d entries, seq-len %lld, mean over %lld rounds of %lld steps\n", out_path,
+               ah_profile_count(prof), (long long)seq_len, (long long)rounds, (long long)steps);
+    if (prof) ah_profile_free(prof);
     if (have_cluster) ah_cluster_free(&cluster);
+    if (tp_group) {
+        if (s != AH_OK) {
+            ah_cli_fail(VERB, &err);
+            ah_comm_abort(1);
+        }
+        ah_comm_finalize();
+        return 0;
+    }
     return s == AH_OK ? 0 : ah_cli_fail(VERB, &err);
 }

@@ -22,10 +22,9 @@
 #define AH_AGENT_KILL_MARGIN_S 10.0
 #define AH_AGENT_MAX_ARGV 160
 
-/* One machine (the emulated cluster): no ssh, ranks may outnumber cores and must then yield; -q
- * drops Open MPI's banner about a rank's non-zero exit, which after a notice is the expected 75. */
-static const char *DEFAULT_MPIRUN_ARGS =
-    "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1";
+/* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
+ * which after a notice is the expected 75. */
+static const char *DEFAULT_MPIRUN_ARGS = "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1";
 
 const char *ah_agent_cause_name(ah_agent_cause_t c) {
     switch (c) {

@@ -39,6 +39,10 @@
 /* The trainer's exit status after a preemption notice (EX_TEMPFAIL). */
 #define AH_AGENT_EXIT_PREEMPTED 75
 
+/* mpirun's flags for ranks that share one machine (the emulated cluster): no ssh, and ranks may
+ * outnumber cores and must then yield. `autohet profile` starts its TP groups with them too. */
+#define AH_MPIRUN_ONE_MACHINE "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated"
+
 /* ---- availability events (events.c) ---- */
 
 typedef struct ah_agent_event {

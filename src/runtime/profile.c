@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/timing.h"
+#include "runtime/device.h"
 #include "runtime/emulate.h"
 #include "runtime/gpt.h"
 
@@ -15,18 +16,26 @@
  * not still in cache from its previous call, as in a stage of several blocks. */
 enum { PROFILE_BLOCKS = 4, PROFILE_SLOTS = 2 };
 
-/* One shard's medians, per part (ah_gpt_part_t), forward and backward. */
+/* One shard's means, per part (ah_gpt_part_t), forward and backward. */
 typedef struct {
     double s[AH_GPT_N_PARTS][2];
     int64_t act_bytes[AH_GPT_N_PARTS]; /* per micro-batch; blocks: one block */
-    double opt_s_per_param;            /* median AdamW step over the shard, per parameter */
+    double opt_s_per_param;            /* mean AdamW step over the shard, per parameter */
 } shard_fig_t;
 
 /* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
- * one phase, made to last slowdown x its compute (CPU) seconds. The next call then starts, as in
- * training, after the core went to other processes for a while (colder caches), which costs
- * measurably (about +25 % at slowdown 4 for demo-gpt2 on this machine); the profile must see that
- * cost to predict an emulated run, so it sleeps between calls too. */
+ * one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication. What a
+ * call is timed at is that emulated phase's wall seconds, from its start to the end of the
+ * emulation's sleep: the time the emulated device took, as training will see it, with the
+ * all-reduces of a TP group, the sleep's late wake-up and the colder caches after it (the next
+ * call starts after the core went to other processes for a while, as in training, which costs
+ * measurably: about +25 % at slowdown 4 for demo-gpt2 on this machine). */
+
+static double mean_of(const double *x, int n) {
+    double t = 0;
+    for (int i = 0; i < n; i++) t += x[i];
+    return t / n;
+}
 
 /* Seconds of all parts, forward (pass 0) or backward (1). */
 static double parts_total(const double part_s[AH_GPT_N_PARTS][2], int pass) {
@@ -44,7 +53,7 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
 }
 
 /* Builds a shard of the embedding, nb blocks and the head with `slots` micro-batch slots, runs
- * one untimed warm-up and `reps` timed forward + backward pairs, takes the median of each part's
+ * one untimed warm-up and `reps` timed forward + backward pairs, takes the mean of each part's
  * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard and
  * frees it. */
 static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
@@ -53,13 +62,16 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     char device[96];
     snprintf(device, sizeof device, "profiled device (%.60s)", req->gpu);
     ah_mem_init(&mem, req->mem_cap_bytes, device);
+    ah_comm_t *group = req->tp > 1 ? req->tp_group : NULL;
     ah_gpt_config_t cfg = {.model = req->model, .first = 0, .last = nb, .has_embed = true,
-                           .has_head = true, .recompute = false, .t = req->tp, .tp_rank = 0,
+                           .has_head = true, .recompute = false, .t = req->tp,
+                           .tp_rank = group ? ah_comm_rank(group) : 0,
                            .micro_batch = req->micro_batch, .seq_len = req->seq_len, .slots = slots};
     ah_gpt_stage_t st;
     memset(&st, 0, sizeof st);
-    /* No TP group: a TP > 1 shard runs rank 0's share of the compute without its all-reduces. */
-    ah_status_t s = ah_gpt_stage_create(&st, &cfg, k, NULL, &mem, err);
+    /* Without a group, a TP > 1 shard runs rank 0's share of the compute without its all-reduces. */
+    ah_group_t tp = {.c = group, .dc = NULL}; /* the CPU backend sums through MPI alone */
+    ah_status_t s = ah_gpt_stage_create(&st, &cfg, k, group ? &tp : NULL, &mem, err);
     if (s != AH_OK) return s;
     /* The targets live in the workspace that each backward overwrites, so they are put back
      * before every forward, as the trainer does. */
@@ -84,40 +96,45 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double before[AH_GPT_N_PARTS][2], compute[2];
+        double before[AH_GPT_N_PARTS][2], phase[2], compute;
         memcpy(before, st.part_s, sizeof before);
         ah_emulate_phase_t ph;
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
+        double t0 = ah_now_s();
         ah_emulate_begin(&ph);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        /* No group: the ends fail only in a group's all-reduce. */
-        ah_emulate_end(&ph, req->slowdown, NULL, &compute[0], err);
+        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        phase[0] = ah_now_s() - t0;
+        t0 = ah_now_s();
         ah_emulate_begin(&ph);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        ah_emulate_end(&ph, req->slowdown, NULL, &compute[1], err);
+        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        phase[1] = ah_now_s() - t0;
         if (i == 0) continue;
-        /* The parts' wall seconds, scaled to the call's compute seconds (its CPU time, which
-         * leaves out what this process lost to others when ranks or jobs share the cores). */
+        /* The emulated phase's seconds, shared among the parts as their wall seconds were. */
         for (int d = 0; d < 2; d++) {
             const double wall = parts_total(st.part_s, d) - parts_total(before, d);
-            const double f = wall > 0 ? compute[d] / wall : 1.0;
+            const double f = wall > 0 ? phase[d] / wall : 1.0;
             for (int p = 0; p < AH_GPT_N_PARTS; p++)
                 buf[(p * 2 + d) * req->reps + i - 1] = f * (st.part_s[p][d] - before[p][d]);
         }
     }
     if (s == AH_OK)
         for (int p = 0; p < AH_GPT_N_PARTS; p++)
-            for (int d = 0; d < 2; d++) out->s[p][d] = ah_median(buf + (p * 2 + d) * req->reps, req->reps);
+            for (int d = 0; d < 2; d++) out->s[p][d] = mean_of(buf + (p * 2 + d) * req->reps, req->reps);
     /* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training
      * (the hyperparameters do not change its time). */
     const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
     for (int i = 0; i < req->reps && s == AH_OK; i++) {
         ah_emulate_phase_t ph;
+        double compute;
+        const double t0 = ah_now_s();
         ah_emulate_begin(&ph);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
-        ah_emulate_end(&ph, req->slowdown, NULL, &buf[i], err);
+        s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        buf[i] = ah_now_s() - t0;
     }
-    if (s == AH_OK) out->opt_s_per_param = ah_median(buf, req->reps) / (double)st.n_elems;
+    if (s == AH_OK) out->opt_s_per_param = mean_of(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
      * block, then the embedding's token ids, then the head's tensors. */
     const int per_slot = st.a_act.n / slots;
@@ -130,15 +147,15 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     return s;
 }
 
-/* A layer kind's figures: the part's median (per block for the blocks), stretched k times. */
-static ah_profile_layer_t layer_of(const shard_fig_t *f, ah_gpt_part_t part, int nb, double k) {
+/* A layer kind's figures: the part's mean (per block for the blocks). */
+static ah_profile_layer_t layer_of(const shard_fig_t *f, ah_gpt_part_t part, int nb) {
     const double per = part == AH_GPT_PART_BLOCKS ? 1.0 / nb : 1.0;
-    return (ah_profile_layer_t){.present = true, .fwd_s = k * per * f->s[part][0],
-                                .bwd_s = k * per * f->s[part][1], .act_bytes = f->act_bytes[part]};
+    return (ah_profile_layer_t){.present = true, .fwd_s = per * f->s[part][0],
+                                .bwd_s = per * f->s[part][1], .act_bytes = f->act_bytes[part]};
 }
 
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
-                               ah_profile_t *out, ah_error_t *err) {
+                               ah_profile_entry_t *out, ah_error_t *err) {
     const ah_model_t *m = req->model;
     if (m->arch != AH_ARCH_GPT2)
         return ah_error_set(err, AH_ERR_INVALID, "model %s has architecture %s; the runtime (and so "
@@ -151,6 +168,9 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
                             (long long)req->micro_batch, req->reps);
     ah_status_t s = ah_model_check_tp(m, req->tp, err);
     if (s != AH_OK) return s;
+    if (req->tp > 1 && req->tp_group && ah_comm_size(req->tp_group) != req->tp)
+        return ah_error_set(err, AH_ERR_USAGE, "a TP group of %d ranks cannot measure tp %d",
+                            ah_comm_size(req->tp_group), req->tp);
     double *buf = malloc(2 * AH_GPT_N_PARTS * (size_t)req->reps * sizeof *buf);
     if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d repetitions", req->reps);
     /* As many blocks (up to PROFILE_BLOCKS) and slots as an emulated memory cap holds; a cap too
@@ -167,18 +187,17 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
     if (s != AH_OK)
         return ah_error_prefix(err, "profiling %s at tp %d, micro-batch %lld, seq-len %lld", req->gpu,
                                req->tp, (long long)req->micro_batch, (long long)req->seq_len);
-    ah_profile_entry_t e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.gpu, sizeof e.gpu, "%s", req->gpu);
-    e.tp = req->tp;
-    e.micro_batch = req->micro_batch;
-    e.seq_len = req->seq_len;
-    e.precision = AH_PREC_FP32;
-    e.includes_tp_comm = false;
-    const double kx = req->slowdown > 1 ? req->slowdown : 1;
-    e.layer[AH_LAYER_BLOCK] = layer_of(&fig, AH_GPT_PART_BLOCKS, nb, kx);
-    e.layer[AH_LAYER_EMBED] = layer_of(&fig, AH_GPT_PART_EMBED, nb, kx);
-    e.layer[AH_LAYER_HEAD] = layer_of(&fig, AH_GPT_PART_HEAD, nb, kx);
-    e.optimizer_s_per_param = kx * fig.opt_s_per_param;
-    return ah_profile_add(out, &e, err);
+    ah_profile_entry_t *e = out;
+    memset(e, 0, sizeof *e);
+    snprintf(e->gpu, sizeof e->gpu, "%s", req->gpu);
+    e->tp = req->tp;
+    e->micro_batch = req->micro_batch;
+    e->seq_len = req->seq_len;
+    e->precision = AH_PREC_FP32;
+    e->includes_tp_comm = req->tp > 1 && req->tp_group;
+    e->layer[AH_LAYER_BLOCK] = layer_of(&fig, AH_GPT_PART_BLOCKS, nb);
+    e->layer[AH_LAYER_EMBED] = layer_of(&fig, AH_GPT_PART_EMBED, nb);
+    e->layer[AH_LAYER_HEAD] = layer_of(&fig, AH_GPT_PART_HEAD, nb);
+    e->optimizer_s_per_param = fig.opt_s_per_param;
+    return AH_OK;
 }

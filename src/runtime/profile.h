@@ -9,19 +9,24 @@
  * steady state, so a block's weights and activations are not still in cache from its last call.
  * The stage accounts the embedding's, the blocks' and the head's seconds separately
  * (ah_gpt_stage_t.part_s), so each layer kind is timed directly, none is a difference of two
- * timings; "block" is the blocks' time over their count. Figures are the median of `reps` calls
- * after one untimed warm-up. The head's "forward" is the fused head of the runtime (logits, loss
+ * timings; "block" is the blocks' time over their count. Figures are the mean of `reps` calls
+ * after one untimed warm-up: a training step is a sum of such calls, so its expected length is the
+ * sum of their means, the occasional slow call included (a median left those out, and predicted
+ * emulated runs 3-10 % short on this machine's VM). The head's "forward" is the fused head of the runtime (logits, loss
  * and the logits' gradient), as in training.
  * Activation bytes are what the shard's "activations" arena allocated per micro-batch for each
  * kind, i.e. measured from the allocator, not taken from the memory model.
  *
- * Tensor parallelism: a TP > 1 shard is TP rank 0's shard run without a TP group, so its times
- * contain no communication ("includes_tp_comm": false; the cost model adds its own all-reduce
- * term).
+ * Tensor parallelism: with a TP group (tp_group, one member per TP rank, every member calling with
+ * the same request) each member runs its own shard with the group's all-reduces and the group's
+ * emulation, as in training, and the times contain that communication ("includes_tp_comm": true).
+ * Without one, a TP > 1 shard is TP rank 0's shard run alone: no communication ("includes_tp_comm":
+ * false; the cost model adds its own all-reduce term).
  *
- * Emulation: with slowdown k > 1 every measured phase counts k times its compute seconds, which
- * are CPU seconds (runtime/emulate.h, the trainer's stretch, which sleeps for the rest; each part's
- * wall seconds are scaled to its call's CPU seconds), and mem_cap_bytes caps the shards' allocator
+ * Emulation: with slowdown k > 1 each call is the trainer's emulated phase (runtime/emulate.h: k
+ * times its compute seconds, CPU seconds, the rank sleeping for the rest) and is timed at that
+ * phase's wall seconds, shared among the parts as their own wall seconds were; mem_cap_bytes caps
+ * the shards' allocator
  * like the trainer's (an emulated device too small for a shard fails with the trainer's out-of-memory
  * message).
  *
@@ -33,6 +38,7 @@
 
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "core/status.h"
 #include "cost/profile.h"
 #include "kernels/kernels.h"
@@ -48,10 +54,12 @@ typedef struct ah_profile_req {
     int64_t micro_batch;
     int reps;                 /* timed repetitions per measurement (>= 1) */
     uint64_t seed;            /* weights and inputs */
+    ah_comm_t *tp_group;      /* tp > 1: the TP group to measure with (size tp); NULL: alone */
 } ah_profile_req_t;
 
-/* Measures one (gpu, tp, micro_batch, seq_len) entry with kernels k and adds it to out. */
+/* Measures one (gpu, tp, micro_batch, seq_len) entry with kernels k into *out. With a TP group,
+ * collective over it. */
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
-                               ah_profile_t *out, ah_error_t *err);
+                               ah_profile_entry_t *out, ah_error_t *err);
 
 #endif
