@@ -239,10 +239,6 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             ah_emulate_begin(&ph);
             TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
             *loss_sum += ls;
-            if (tr->next >= 0) {
-                TRY(ah_mem_download(mem, tr->h_send_act, tr->send_act, bytes, err));
-                TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &s_act, err));
-            }
         } else {
             if (tr->next >= 0) {
                 TRY(ah_comm_wait(&r_grad, err));
@@ -253,10 +249,6 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
                 TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
-            if (tr->prev >= 0) {
-                TRY(ah_mem_download(mem, tr->h_send_grad, tr->send_grad, bytes, err));
-                TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
-            }
         }
         /* Only compute is stretched (runtime/emulate.h): the TP all-reduces inside the phase
          * include waiting for the group's other ranks, which are stretching their own compute;
@@ -264,6 +256,17 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         double compute;
         TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &compute, err));
         tr->compute_s += compute;
+        /* The phase's output leaves when the emulated device has produced it, after the
+         * stretch: sent before it, the next stage started k times too early and an emulated
+         * pipeline filled and drained almost for free. */
+        if (op.kind == AH_OP_FWD && tr->next >= 0) {
+            TRY(ah_mem_download(mem, tr->h_send_act, tr->send_act, bytes, err));
+            TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &s_act, err));
+        }
+        if (op.kind == AH_OP_BWD && tr->prev >= 0) {
+            TRY(ah_mem_download(mem, tr->h_send_grad, tr->send_grad, bytes, err));
+            TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
+        }
     }
     TRY(ah_comm_wait(&s_act, err));
     TRY(ah_comm_wait(&s_grad, err));
