@@ -45,8 +45,10 @@ for (gpu, tp, mb), x in e.items():
     assert x["block"]["fwd_s"] > 0 and x["block"]["bwd_s"] > 0, x["block"]
     assert all(x[k][d] >= 0 for k in ("embed", "head") for d in ("fwd_s", "bwd_s")), x
     assert x["optimizer_s_per_param"] > 0, x
-# More work takes longer: a block of 2 sequences vs 1 (means of 3 rounds of 5, far apart).
-for tp in (1, 2):
+# More work takes longer: a block of 2 sequences vs 1 (means of 3 rounds of 5, far apart). TP 1
+# only: its figures are CPU seconds, which a loaded machine leaves alone; TP 2's include the wall
+# seconds of its all-reduces, which on a loaded machine wait for the peer to get a core.
+for tp in (1,):
     one, two = e[("cpu", tp, 1)]["block"], e[("cpu", tp, 2)]["block"]
     assert two["fwd_s"] + two["bwd_s"] > 1.1 * (one["fwd_s"] + one["bwd_s"]), (tp, one, two)
 print("entries and activation bytes OK")
@@ -110,7 +112,7 @@ grep -q "does not emulate" "$TMP/out" || { cat "$TMP/out"; fail "no message for 
 "$AH" profile --model tiny-gpt2 --tp 1,x -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] || fail "--tp 1,x accepted"
 "$AH" profile --model tiny-gpt2 --tp 3 -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "--tp 3 accepted for 4 heads"
 # TP 2 needs mpirun: without it on PATH, a message that says so, and no profile.
-mkdir "$TMP/bin" && ln -s "$AH" "$TMP/bin/autohet"
+mkdir "$TMP/bin" && ln -s "$(cd "$BUILD" && pwd)/autohet" "$TMP/bin/autohet"
 PATH="$TMP/bin" "$TMP/bin/autohet" profile --model tiny-gpt2 --tp 2 --seq-len 32 --steps 1 --rounds 1 \
     -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "tp 2 measured without mpirun"
 grep -q "cannot run mpirun" "$TMP/out" && grep -q "needs a TP group of 2 ranks" "$TMP/out" \
