@@ -38,6 +38,12 @@ expect 2 "expected time or cost" --model tiny-gpt2 --cluster mixed-32 --objectiv
 expect 1 "unknown model" --model no-such-model --cluster mixed-32
 expect 1 "neither a built-in cluster" --model tiny-gpt2 --cluster no-such-cluster
 expect 1 "not divisible" --model tiny-gpt2 --cluster "$CL" --global-batch 6 --micro-batch 4 --seq-len 64
+# The default precision follows the cluster: fp32 where every type runs on the CPU backend (which
+# trains fp32 only), bf16 on GPUs; --precision overrides it.
+expect 0 ", fp32$" --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
+expect 0 ", bf16$" --model tiny-gpt2 --cluster mixed-32 --global-batch 64 --seq-len 64
+expect 0 ", bf16$" --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --precision bf16
+expect 2 "expected bf16, fp32 or auto" --model tiny-gpt2 --cluster mixed-32 --precision fp8
 expect 1 "longer than model" --model tiny-gpt2 --cluster "$CL" --seq-len 100000
 # unknown GPU type in a cluster file
 cat >"$TMP/badgpu.json" <<'EOF'

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "runtime/device.h"
 #include "cost/profile.h"
 #include "plan/planner.h"
 
@@ -150,7 +151,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
 }
 
 int ah_cli_plan(int argc, char **argv) {
-    const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "bf16", *objective = "time";
+    const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double budget = 0, min_tps = 0;
@@ -161,7 +162,7 @@ int ah_cli_plan(int argc, char **argv) {
         {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
         {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default 2048, at most the model's context)", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto", "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default bf16)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 only; else bf16)", false},
         {"--objective", AH_FLAG_STR, &objective, "time|cost", "minimise iteration time or $ per token (default time)", false},
         {"--budget", AH_FLAG_NUM, &budget, "USD_PER_HOUR", "only plans whose GPUs cost at most this per hour", false},
         {"--min-tokens-per-s", AH_FLAG_NUM, &min_tps, "X", "only plans at least this fast", false},
@@ -204,8 +205,9 @@ int ah_cli_plan(int argc, char **argv) {
         }
         o.train.micro_batch = v;
     }
-    if (!ah_precision_parse(precision, &o.train.precision)) {
-        fprintf(stderr, "autohet plan: --precision: expected bf16 or fp32, got \"%s\"\n", precision);
+    const bool auto_precision = strcmp(precision, "auto") == 0;
+    if (!auto_precision && !ah_precision_parse(precision, &o.train.precision)) {
+        fprintf(stderr, "autohet plan: --precision: expected bf16, fp32 or auto, got \"%s\"\n", precision);
         return 2;
     }
     if (strcmp(objective, "time") == 0) o.objective = AH_OBJECTIVE_TIME;
@@ -230,6 +232,11 @@ int ah_cli_plan(int argc, char **argv) {
     ah_profile_t *profile = NULL;
     if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if (auto_precision) {
+        bool all_cpu = true;
+        for (int i = 0; i < cluster.n_types; i++) all_cpu = all_cpu && ah_device_type_is_cpu(&cluster.types[i]);
+        o.train.precision = all_cpu ? AH_PREC_FP32 : AH_PREC_BF16;
+    }
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {
         ah_cluster_free(&cluster);
         return ah_cli_fail(VERB, &err);

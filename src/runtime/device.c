@@ -9,7 +9,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #endif
 
-static bool is_cpu_type(const ah_gpu_type_t *t) {
+bool ah_device_type_is_cpu(const ah_gpu_type_t *t) {
     return t->emulate_slowdown > 0 || strncmp(t->name, "cpu", 3) == 0;
 }
 
@@ -33,14 +33,14 @@ ah_status_t ah_device_select(const ah_plan_t *plan, int type, bool *cuda, ah_err
     for (int p = 0; p < plan->n_pipelines; p++)
         for (int i = 0; i < plan->pipelines[p].n_stages; i++) {
             const ah_gpu_type_t *t = &cl->types[plan->pipelines[p].stages[i].type];
-            *(is_cpu_type(t) ? &cpu_name : &gpu_name) = t->name;
+            *(ah_device_type_is_cpu(t) ? &cpu_name : &gpu_name) = t->name;
         }
     if (cpu_name && gpu_name && !force)
         return ah_error_set(err, AH_ERR_INVALID, "the plan mixes CPU device type %s and GPU device "
                             "type %s; the trainer runs one backend per job (AH_BACKEND=cuda runs "
                             "every rank on the GPU)", cpu_name, gpu_name);
     const ah_gpu_type_t *t = &cl->types[type];
-    *cuda = force || !is_cpu_type(t);
+    *cuda = force || !ah_device_type_is_cpu(t);
     const char *prec = ah_precision_name(plan->train.precision);
     if (!*cuda) {
         if (plan->train.precision != AH_PREC_FP32)

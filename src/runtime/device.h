@@ -31,6 +31,9 @@ typedef struct ah_device {
     int cuda;                    /* the rank's CUDA device; -1 on the CPU backend */
 } ah_device_t;
 
+/* Whether device type t runs on the CPU backend (an "emulate" block, or a name starting with "cpu"). */
+bool ah_device_type_is_cpu(const ah_gpu_type_t *t);
+
 /* Checks, from the plan alone (so every rank reaches the same verdict without communicating),
  * that the backend of device type `type` exists in this build and runs the plan's precision,
  * and that the plan uses one backend. Sets *cuda. */
