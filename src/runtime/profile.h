@@ -12,8 +12,8 @@
  * timings; "block" is the blocks' time over their count. Figures are the mean of `reps` calls
  * after one untimed warm-up: a training step is a sum of such calls, so its expected length is the
  * sum of their means, the occasional slow call included (a median left those out, and predicted
- * emulated runs 3-10 % short on this machine's VM). The head's "forward" is the fused head of the runtime (logits, loss
- * and the logits' gradient), as in training.
+ * emulated runs 3-10 % short on this machine's VM). The head's "forward" is the fused head of the
+ * runtime (logits, loss and the logits' gradient), as in training.
  * Activation bytes are what the shard's "activations" arena allocated per micro-batch for each
  * kind, i.e. measured from the allocator, not taken from the memory model.
  *
