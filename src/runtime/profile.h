@@ -11,8 +11,8 @@
  * (ah_gpt_stage_t.part_s), so each layer kind is timed directly, none is a difference of two
  * timings; "block" is the blocks' time over their count. Figures are the mean of `reps` calls
  * after one untimed warm-up: a training step is a sum of such calls, so its expected length is the
- * sum of their means, the occasional slow call included (a median left those out, and predicted
- * emulated runs 3-10 % short on this machine's VM). The head's "forward" is the fused head of the
+ * sum of their means, the occasional slow call included (a median left those out: in one comparison
+ * on this machine's VM it predicted the bench's planner plan 5 % shorter than the mean did). The head's "forward" is the fused head of the
  * runtime (logits, loss and the logits' gradient), as in training.
  * Activation bytes are what the shard's "activations" arena allocated per micro-batch for each
  * kind, i.e. measured from the allocator, not taken from the memory model.
