@@ -119,7 +119,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double before[AH_GPT_N_PARTS][2], phase[2], compute;
+        double before[AH_GPT_N_PARTS][2], phase[2], compute = 0;
         memcpy(before, st.part_s, sizeof before);
         ah_emulate_phase_t ph;
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
@@ -149,7 +149,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
     for (int i = 0; i < req->reps && s == AH_OK; i++) {
         ah_emulate_phase_t ph;
-        double compute;
+        double compute = 0;
         phase_t t;
         phase_start(&t, &ph);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
