@@ -39,7 +39,7 @@ size_t ah_cpu_attention_scratch_floats(int B, int T, int Hl, int hd) {
     return (size_t)min_int(ATT_BLOCK, T) * (size_t)T;
 }
 
-void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
+AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
                           int hd) {
     const int Cl = Hl * hd, ld = 3 * Cl;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -71,7 +71,7 @@ void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int
         }
 }
 
-void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
+AH_CPU_CLONES void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
                           const float *out, const float *probs, int B, int T, int Hl, int hd) {
     (void)out; /* the probabilities are all the backward needs */
     const int Cl = Hl * hd, ld = 3 * Cl;

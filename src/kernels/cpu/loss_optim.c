@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
+AH_CPU_CLONES double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
                         const int32_t *targets, float scale, int N, int C, int V) {
     const int backward = dx || dwte;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, x, C, wte, C, 0.0f, logits,
@@ -36,7 +36,7 @@ double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, c
     return loss;
 }
 
-void ah_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n,
+AH_CPU_CLONES void ah_cpu_adamw(float *param, const float *grad, float *m, float *v, size_t n,
                   const ah_adamw_hparams_t *hp, float grad_scale, int64_t t) {
     /* Scalars in double, then fp32 element math in torch.optim.AdamW's order (torch 1.13,
      * single-tensor path), so results agree with it to rounding. */

@@ -3,7 +3,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+AH_CPU_CLONES void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, int N, int C, float eps) {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -26,7 +26,7 @@ void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp
     }
 }
 
-void ah_cpu_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
+AH_CPU_CLONES void ah_cpu_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, const float *mean,
                           const float *rstd, int N, int C) {
     for (int n = 0; n < N; n++) {
@@ -65,14 +65,14 @@ static inline float gelu_sigmoid(float x, float x2) {
     return 1.0f / (1.0f + ah_cpu_expf(-2.0f * GELU_BETA * (x + GELU_KAPPA * x2 * x)));
 }
 
-void ah_cpu_gelu_fwd(float *out, const float *inp, size_t n) {
+AH_CPU_CLONES void ah_cpu_gelu_fwd(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
         out[i] = x * gelu_sigmoid(x, x * x);
     }
 }
 
-void ah_cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+AH_CPU_CLONES void ah_cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     /* d/dx [x s] = s + x s (1 - s) 2 du/dx, since 1 - tanh(u)^2 = 4 s (1 - s). */
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i], x2 = x * x;
