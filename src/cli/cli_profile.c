@@ -137,6 +137,7 @@ static ah_status_t group_round(const group_args_t *g, int t, const char *dir, jo
                             WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     ah_profile_t *got = NULL;
     ah_status_t s = ah_profile_load(out, &got, err);
+    remove(out);
     if (s != AH_OK) return s;
     for (int i = 0; i < ah_profile_count(got); i++) {
         const ah_profile_entry_t *e = ah_profile_get(got, i);
@@ -146,7 +147,6 @@ static ah_status_t group_round(const group_args_t *g, int t, const char *dir, jo
                 add_round(&jobs[j], e);
     }
     ah_profile_free(got);
-    remove(out);
     return AH_OK;
 }
 
