@@ -37,27 +37,15 @@ static double mean_of(const double *x, int n) {
     return t / n;
 }
 
-/* A timed call: its emulated phase, and the clocks at its start. */
-typedef struct {
-    double wall, comm_wall;
-} phase_t;
-
-static void phase_start(phase_t *t, ah_emulate_phase_t *ph) {
-    double comm_cpu;
-    ah_comm_seconds(&t->comm_wall, &comm_cpu);
-    t->wall = ah_now_s();
-    ah_emulate_begin(ph);
-}
-
-/* What the call cost the device: emulated (slowdown > 1), the emulated phase's wall seconds up to
+/* What the call begun at ph cost the device: emulated (slowdown > 1), the emulated phase's wall seconds up to
  * the end of its sleep, which absorbs the time this process waited for a core; not emulated, its
  * compute (CPU) seconds plus the wall seconds of its communication, since wall time would count
  * the waits for a core on a loaded machine as the device's. */
-static double phase_seconds(const phase_t *t, double slowdown, double compute) {
-    if (slowdown > 1) return ah_now_s() - t->wall;
+static double phase_seconds(const ah_emulate_phase_t *ph, double slowdown, double compute) {
+    if (slowdown > 1) return ah_now_s() - ph->wall;
     double comm_wall, comm_cpu;
     ah_comm_seconds(&comm_wall, &comm_cpu);
-    return compute + (comm_wall - t->comm_wall);
+    return compute + (comm_wall - ph->comm_wall);
 }
 
 /* Seconds of all parts, forward (pass 0) or backward (1). */
@@ -123,15 +111,14 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         memcpy(before, st.part_s, sizeof before);
         ah_emulate_phase_t ph;
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
-        phase_t t;
-        phase_start(&t, &ph);
+        ah_emulate_begin(&ph);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
         if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
-        phase[0] = phase_seconds(&t, req->slowdown, compute);
-        phase_start(&t, &ph);
+        phase[0] = phase_seconds(&ph, req->slowdown, compute);
+        ah_emulate_begin(&ph);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
         if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
-        phase[1] = phase_seconds(&t, req->slowdown, compute);
+        phase[1] = phase_seconds(&ph, req->slowdown, compute);
         if (i == 0) continue;
         /* The emulated phase's seconds, shared among the parts as their wall seconds were. */
         for (int d = 0; d < 2; d++) {
@@ -150,11 +137,10 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     for (int i = 0; i < req->reps && s == AH_OK; i++) {
         ah_emulate_phase_t ph;
         double compute = 0;
-        phase_t t;
-        phase_start(&t, &ph);
+        ah_emulate_begin(&ph);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
         s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
-        buf[i] = phase_seconds(&t, req->slowdown, compute);
+        buf[i] = phase_seconds(&ph, req->slowdown, compute);
     }
     if (s == AH_OK) out->opt_s_per_param = mean_of(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
