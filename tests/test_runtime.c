@@ -1,10 +1,13 @@
 /* Runtime pieces without MPI: the 1F1B schedule, the learning-rate schedule, TP sharding and the
- * plan-independent initialisation, and the stage's backward against finite differences. */
+ * plan-independent initialisation, the stage's backward against finite differences, and device
+ * emulation's stretch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timing.h"
 #include "harness.h"
+#include "runtime/emulate.h"
 #include "runtime/gpt.h"
 #include "runtime/schedule.h"
 #include "runtime/trainer.h"
@@ -163,7 +166,54 @@ static void test_gradients(void) {
     ah_gpt_stage_free(&st);
 }
 
+/* Spends `s` seconds of this process's CPU time. */
+static void burn_cpu(double s) {
+    const double end = ah_cpu_s() + s;
+    volatile double x = 0;
+    while (ah_cpu_s() < end)
+        for (int i = 0; i < 1000; i++) x += i;
+}
+
+/* One emulated phase of `cpu_s` CPU seconds at slowdown k; returns its wall seconds and, in
+ * *work_s, the wall seconds of its compute alone (more than cpu_s when the machine is loaded). */
+static double emulated_phase(double cpu_s, double k, ah_emulate_history_t *kind, double *work_s) {
+    ah_emulate_phase_t ph;
+    ah_error_t err;
+    double compute;
+    ah_emulate_begin(&ph);
+    burn_cpu(cpu_s);
+    *work_s = ah_now_s() - ph.wall;
+    CHECK(ah_emulate_end(&ph, k, NULL, kind, &compute, &err) == AH_OK, "emulate_end");
+    CHECK(compute >= 0.9 * cpu_s, "compute %.4f s for %.4f s of CPU", compute, cpu_s);
+    return ah_now_s() - ph.wall;
+}
+
+/* A phase is stretched to k x the median of its kind's recent compute seconds: one call with 4x
+ * the usual CPU time (a host hiccup) lasts about k x the usual, not k x its own, and a lasting
+ * change of speed is followed once it makes up most of the history. Bounds: the phase lasts at
+ * least the stretch (the sleep), at most the longer of the stretch and its own compute plus 20 ms
+ * of wake-up latency; a stretch from the call's own seconds is 120 ms longer. */
+static void test_emulation_median(void) {
+    const double k = 8, usual = 0.005;
+    ah_emulate_history_t kind = {0};
+    double work;
+    for (int i = 0; i < 5; i++) emulated_phase(usual, k, &kind, &work);
+    const double hiccup = emulated_phase(4 * usual, k, &kind, &work);
+    CHECK(hiccup >= 0.95 * k * usual && hiccup <= fmax(k * usual, work) + 0.02,
+          "a 4x hiccup phase lasted %.1f ms (its compute %.1f ms); expected about %.1f ms",
+          1e3 * hiccup, 1e3 * work, 1e3 * k * usual);
+    double last = 0;
+    for (int i = 0; i < 4; i++) last = emulated_phase(2 * usual, k, &kind, &work);
+    CHECK(last >= 0.95 * k * 2 * usual && last <= fmax(k * 2 * usual, work) + 0.02,
+          "after 4 calls at 2x the phase lasted %.1f ms, expected about %.1f ms", 1e3 * last,
+          1e3 * k * 2 * usual);
+    CHECK(kind.n == AH_EMULATE_HISTORY, "history holds %d calls", kind.n);
+}
+
 int main(void) {
+    /* First: OpenBLAS's threads, once started by test_gradients, spin for a while after a call
+     * and add to this process's CPU time, which emulation measures. */
+    test_emulation_median();
     test_schedule();
     test_lr();
     test_init_sharding();

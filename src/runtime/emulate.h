@@ -1,5 +1,5 @@
-/* Device emulation on a CPU rank: a compute phase is made to last slowdown x its compute seconds,
- * the rank sleeping for the rest, so it takes that long without taking a core from the other
+/* Device emulation on a CPU rank: a compute phase is made to last slowdown x its compute seconds
+ * (the typical ones of its kind, below), the rank sleeping for the rest, so it takes that long without taking a core from the other
  * ranks. The trainer and the profiler both go through these calls, so a profile sees exactly the
  * emulation that training sees (docs/runtime.md, "Device emulation").
  *
@@ -14,7 +14,15 @@
  * agree on one compute time per phase, the mean of theirs (and on the mean wall time already
  * spent), and end the phase together: each rank's CPU seconds vary by a few per cent from call to
  * call, and stretched by the slowdown that noise ended the ranks' phases apart (12 x 1 ms at
- * slowdown 12), which the next phase's first all-reduce then waited out. */
+ * slowdown 12), which the next phase's first all-reduce then waited out.
+ *
+ * A phase is stretched from its kind's typical compute seconds, not from this one call's: the
+ * median of the last AH_EMULATE_HISTORY calls of the same kind (a rank repeats the same forward,
+ * backward and optimizer shapes every micro-batch and step). A device runs a repeated kernel
+ * sequence in steady time; the emulating host does not: a scheduler or hypervisor hiccup of a few
+ * ms counts as the process's CPU time (this VM reports no steal time), and stretched k-fold it
+ * made one emulated replica k x that late, which paced a whole data-parallel step. The median
+ * keeps a single hiccup from being multiplied yet follows the host's slower drift in speed. */
 #ifndef AH_RUNTIME_EMULATE_H
 #define AH_RUNTIME_EMULATE_H
 
@@ -25,13 +33,21 @@ typedef struct ah_emulate_phase {
     double comm_wall, comm_cpu; /* ah_comm_seconds at the start */
 } ah_emulate_phase_t;
 
+/* The last compute seconds of one kind of phase; zero-initialise. */
+#define AH_EMULATE_HISTORY 7
+typedef struct ah_emulate_history {
+    double s[AH_EMULATE_HISTORY];
+    int n, next; /* values held, slot of the next one */
+} ah_emulate_history_t;
+
 /* Starts a phase. */
 void ah_emulate_begin(ah_emulate_phase_t *ph);
-/* Ends the phase begun with ah_emulate_begin: with slowdown > 1, sleeps until its time outside
- * communication reaches slowdown x its compute seconds (at once when it already has), those of
- * `group` when not NULL (collective over the group: the mean of its members'). *compute gets
- * this rank's own compute seconds. Fails only when the group's all-reduce does. */
+/* Ends the phase begun with ah_emulate_begin: with slowdown > 1, adds its compute seconds to
+ * `kind` (the history of phases of its kind) and sleeps until its time outside communication
+ * reaches slowdown x the median of that history (at once when it already has), the mean of the
+ * members' medians when `group` is not NULL (collective over the group). *compute gets this
+ * call's own compute seconds. Fails only when the group's all-reduce does. */
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
-                           double *compute, ah_error_t *err);
+                           ah_emulate_history_t *kind, double *compute, ah_error_t *err);
 
 #endif

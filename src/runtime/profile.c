@@ -106,6 +106,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     /* Call i runs the forward of slot (i + 1) % slots, then the backward of slot i % slots,
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
+    ah_emulate_history_t fwd_kind = {0}, bwd_kind = {0}, opt_kind = {0};
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
         double before[AH_GPT_N_PARTS][2], phase[2], compute = 0;
         memcpy(before, st.part_s, sizeof before);
@@ -113,11 +114,11 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
         ah_emulate_begin(&ph);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &fwd_kind, &compute, err);
         phase[0] = phase_seconds(&ph, req->slowdown, compute);
         ah_emulate_begin(&ph);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &bwd_kind, &compute, err);
         phase[1] = phase_seconds(&ph, req->slowdown, compute);
         if (i == 0) continue;
         /* The emulated phase's seconds, shared among the parts as their wall seconds were. */
@@ -139,7 +140,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         double compute = 0;
         ah_emulate_begin(&ph);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
-        s = ah_emulate_end(&ph, req->slowdown, group, &compute, err);
+        s = ah_emulate_end(&ph, req->slowdown, group, &opt_kind, &compute, err);
         buf[i] = phase_seconds(&ph, req->slowdown, compute);
     }
     if (s == AH_OK) out->opt_s_per_param = mean_of(buf, req->reps) / (double)st.n_elems;

@@ -254,7 +254,8 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
          * include waiting for the group's other ranks, which are stretching their own compute;
          * stretching that wait too would feed each rank's sleep into the next one's. */
         double compute;
-        TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &compute, err));
+        TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c,
+                           op.kind == AH_OP_FWD ? &tr->emu_fwd : &tr->emu_bwd, &compute, err));
         tr->compute_s += compute;
         /* The phase's output leaves when the emulated device has produced it, after the
          * stretch: sent before it, the next stage started k times too early and an emulated
@@ -328,7 +329,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     double compute;
-    TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &compute, err));
+    TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &tr->emu_opt, &compute, err));
     tr->compute_s += compute;
     TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
     out->step = step;

@@ -30,6 +30,7 @@
 #include "plan/plan.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
+#include "runtime/emulate.h"
 #include "runtime/gpt.h"
 #include "runtime/layout.h"
 #include "runtime/mem.h"
@@ -94,6 +95,7 @@ typedef struct ah_trainer {
     ah_group_t first_group, last_group, wte_group;
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
+    ah_emulate_history_t emu_fwd, emu_bwd, emu_opt; /* emulation's typical phase seconds */
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
