@@ -13,7 +13,8 @@
 # Usage: bash bench/bench_hetero.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8), CLUSTER
 # (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and
-# keep it), POLL=1.
+# keep it), POLL=1, EXTRA="PLAN.json ..." (more plans for the same cluster, measured and
+# predicted beside the two, as extra1, extra2, ...).
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
 AH=$BUILD/autohet
@@ -43,7 +44,7 @@ echo "(load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
 
 echo "== calibration: autohet profile --model $MODEL --cluster $CLUSTER --micro-batch 1,2,4,8 --seq-len $T"
 "$AH" profile --model "$MODEL" --cluster "$CLUSTER" --tp 1,2 --micro-batch 1,2,4,8 --seq-len "$T" \
-    --steps 10 -o "$WORK/profile.json" | sed 's/^/   /'
+    --steps 5 --rounds 6 -o "$WORK/profile.json" | sed 's/^/   /'
 COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T" --precision fp32 --profile "$WORK/profile.json")
 "$AH" plan "${COMMON[@]}" -o "$WORK/planner.json" >"$WORK/plan.txt"
 "$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null
@@ -64,7 +65,12 @@ PY
 echo "== measured vs predicted (median of $STEPS steps after one warm-up; mpirun, OPENBLAS_NUM_THREADS=1)"
 printf '   %-8s %5s %12s %12s %8s %12s   %s\n' plan ranks "predicted s" "measured s" error "polling s" shape
 declare -A PRED MEAS
-for name in planner uniform; do
+NAMES=(planner uniform)
+i=0
+for f in ${EXTRA:-}; do
+    i=$((i + 1)); cp "$f" "$WORK/extra$i.json"; NAMES+=("extra$i")
+done
+for name in "${NAMES[@]}"; do
     n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")
     PRED[$name]=$("$AH" evaluate --plan "$WORK/$name.json" --profile "$WORK/profile.json" --json |
                   python3 -c 'import json, sys; print(json.load(sys.stdin)["iteration_s"])')
