@@ -11,9 +11,9 @@ void ah_emulate_begin(ah_emulate_phase_t *ph) {
     ph->cpu = ah_cpu_s();
 }
 
-/* Adds x to h and returns the median of what h holds, the lower middle one when it holds an even
- * number: with two, the first call's seconds (a cold start) would otherwise count half. */
-static double history_median(ah_emulate_history_t *h, double x) {
+/* Adds x to h and returns the lower quartile of what h holds: the second smallest of 7, the
+ * smallest of fewer than 5 (runtime/emulate.h says why not the median). */
+static double history_typical(ah_emulate_history_t *h, double x) {
     h->s[h->next] = x;
     h->next = (h->next + 1) % AH_EMULATE_HISTORY;
     if (h->n < AH_EMULATE_HISTORY) h->n++;
@@ -23,7 +23,7 @@ static double history_median(ah_emulate_history_t *h, double x) {
         for (; j > 0 && v[j - 1] > h->s[i]; j--) v[j] = v[j - 1];
         v[j] = h->s[i];
     }
-    return v[(h->n - 1) / 2];
+    return v[(h->n - 1) / 4];
 }
 
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
@@ -36,7 +36,7 @@ ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_com
     if (slowdown <= 1.0) return AH_OK;
     /* A group leaves the all-reduce together; with the same typical compute and the same wall
      * seconds (the means) its members also end the phase together. */
-    double agreed[2] = {history_median(kind, *compute), wall};
+    double agreed[2] = {history_typical(kind, *compute), wall};
     if (group && ah_comm_size(group) > 1) {
         ah_status_t s = ah_comm_allreduce_f64(group, agreed, 2, err);
         if (s != AH_OK) return s;

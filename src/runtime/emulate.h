@@ -17,12 +17,17 @@
  * slowdown 12), which the next phase's first all-reduce then waited out.
  *
  * A phase is stretched from its kind's typical compute seconds, not from this one call's: the
- * median of the last AH_EMULATE_HISTORY calls of the same kind (a rank repeats the same forward,
- * backward and optimizer shapes every micro-batch and step). A device runs a repeated kernel
- * sequence in steady time; the emulating host does not: a scheduler or hypervisor hiccup of a few
- * ms counts as the process's CPU time (this VM reports no steal time), and stretched k-fold it
- * made one emulated replica k x that late, which paced a whole data-parallel step. The median
- * keeps a single hiccup from being multiplied yet follows the host's slower drift in speed. */
+ * lower quartile of the last AH_EMULATE_HISTORY calls of the same kind (a rank repeats the same
+ * forward, backward and optimizer shapes every micro-batch and step). A device runs a repeated
+ * kernel sequence in steady time; the emulating host does not. A scheduler or hypervisor hiccup
+ * of a few ms counts as the process's CPU time (this VM reports no steal time), and so does
+ * sharing a core: ranks that compute at the same moment on fewer cores than ranks evict each
+ * other's caches and each spends 20-90 % more CPU on the same phase (four emulated replicas that
+ * start every step together, on 2 cores). Stretched k-fold, either made an emulated replica k x
+ * that late, and the slowest replica paced the whole data-parallel step. Not the median: such
+ * contention hit a third of one plan's phases and moved the median too. The lower quartile
+ * takes the rank's uncontended speed, which is what the profile (one process alone) measures,
+ * and still follows a lasting change of the host's speed within 6 calls. */
 #ifndef AH_RUNTIME_EMULATE_H
 #define AH_RUNTIME_EMULATE_H
 
@@ -44,8 +49,8 @@ typedef struct ah_emulate_history {
 void ah_emulate_begin(ah_emulate_phase_t *ph);
 /* Ends the phase begun with ah_emulate_begin: with slowdown > 1, adds its compute seconds to
  * `kind` (the history of phases of its kind) and sleeps until its time outside communication
- * reaches slowdown x the median of that history (at once when it already has), the mean of the
- * members' medians when `group` is not NULL (collective over the group). *compute gets this
+ * reaches slowdown x the lower quartile of that history (at once when it already has), the mean
+ * of the members' quartiles when `group` is not NULL (collective over the group). *compute gets this
  * call's own compute seconds. Fails only when the group's all-reduce does. */
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
                            ah_emulate_history_t *kind, double *compute, ah_error_t *err);
