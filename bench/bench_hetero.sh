@@ -11,7 +11,9 @@
 # plan with MPI's polling waits (AH_COMM_WAIT=poll) for a column beside the default sleeping waits
 # (src/comm/comm.c). Measured side by side in one run. Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_hetero.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
-# Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8), CLUSTER
+# Env: MODEL (default demo-gpt2), B (global batch, 16), T (seq len, 128), STEPS (8, measured after
+# WARMUP, 4, steps: a rank that runs one micro-batch per step has seen only that many phases of
+# each kind, and emulation stretches from the typical one of its last 7: docs/runtime.md), CLUSTER
 # (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and
 # keep it), POLL=1, EXTRA="PLAN.json ..." (more plans for the same cluster, measured and
 # predicted beside the two, as extra1, extra2, ...).
@@ -37,6 +39,7 @@ fi
 B=${B:-16}
 T=${T:-128}
 STEPS=${STEPS:-8}
+WARMUP=${WARMUP:-4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS -x AH_COMM_WAIT"
 echo "(load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -50,10 +53,10 @@ COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T"
 "$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null
 grep -E "^(iteration|speedup)" "$WORK/plan.txt" | sed 's/^/   /' || true
 
-train() { # name wait n -> median step seconds after step 0, with AH_COMM_WAIT=wait
+train() { # name wait n -> median step seconds after the warm-up, with AH_COMM_WAIT=wait
     AH_COMM_WAIT=$2 $MPIRUN -np "$3" "$AH" train --plan "$WORK/$1.json" --data "$WORK/text.bin" \
-        --steps $((STEPS + 1)) --quiet --metrics "$WORK/$1.$2.jsonl" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; exit 1; }
-    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]))' "$WORK/$1.$2.jsonl"
+        --steps $((WARMUP + STEPS)) --quiet --metrics "$WORK/$1.$2.jsonl" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; exit 1; }
+    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1])][int(sys.argv[2]):]))' "$WORK/$1.$2.jsonl" "$WARMUP"
 }
 shape() { # name -> "tpT mbM n mb: type x devices [layers) ... | ..."
     python3 - "$WORK/$1.json" <<'PY'
@@ -62,7 +65,7 @@ plan = json.load(open(sys.argv[1]))
 print(f"tp{plan['tp']} mb{plan['train']['micro_batch']} " + " | ".join(f"{p['micro_batches']} mb: " + " ".join(f"{s['gpu']}x{len(s['devices'])}[{s['layers'][0]},{s['layers'][1]})" for s in p["stages"]) for p in plan["pipelines"]))
 PY
 }
-echo "== measured vs predicted (median of $STEPS steps after one warm-up; mpirun, OPENBLAS_NUM_THREADS=1)"
+echo "== measured vs predicted (median of $STEPS steps after $WARMUP warm-up steps; mpirun, OPENBLAS_NUM_THREADS=1)"
 printf '   %-8s %5s %12s %12s %8s %12s   %s\n' plan ranks "predicted s" "measured s" error "polling s" shape
 declare -A PRED MEAS
 NAMES=(planner uniform)
