@@ -167,11 +167,12 @@ static void test_gradients(void) {
 }
 
 /* Spends `s` seconds of this process's CPU time. */
+static volatile double burn_sink; /* volatile: the loop is not optimised away */
+
 static void burn_cpu(double s) {
     const double end = ah_cpu_s() + s;
-    volatile double x = 0;
     while (ah_cpu_s() < end)
-        for (int i = 0; i < 1000; i++) x += i;
+        for (int i = 0; i < 1000; i++) burn_sink += i;
 }
 
 /* One emulated phase of `cpu_s` CPU seconds at slowdown k; returns its wall seconds and, in
