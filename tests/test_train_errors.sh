@@ -30,13 +30,16 @@ expect() { # ranks pattern args...
     [ $rc -ne 124 ] || fail "hung (killed by timeout): $*"
     grep -q -- "$pat" "$WORK/out" || { cat "$WORK/out" >&2; fail "no \"$pat\" in the message for: $*"; }
     [ "$(grep -c "^autohet train: " "$WORK/out")" = 1 ] || { cat "$WORK/out" >&2; fail "expected one message (from rank 0): $*"; }
+    ! grep -q "rank [0-9]*: rank [0-9]*:" "$WORK/out" || { cat "$WORK/out" >&2; fail "a rank named twice: $*"; }
     echo "ok ($secs s, rc $rc): $(grep "^autohet train: " "$WORK/out" | cut -c1-150)"
 }
 expect 3 "has 4 devices but the job has 3 ranks" --plan "$PLAN" --data "$WORK/text.bin"
-expect 4 "cannot open data file" --plan "$PLAN" --data "$WORK/missing.bin"
+# Every rank fails the same way: the message names no rank (it would be "rank 0: ...").
+expect 4 "^autohet train: I/O error: $WORK/missing.bin: cannot open data file" --plan "$PLAN" --data "$WORK/missing.bin"
 expect 4 "truncated or padded" --plan "$PLAN" --data "$WORK/trunc.bin"
 expect 4 "magic 12345, expected 20240520" --plan "$PLAN" --data "$WORK/magic.bin"
 expect 4 "token 50 is 300, outside the model's vocabulary" --plan "$PLAN" --data "$WORK/vocab.bin"
 expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
-expect 4 "out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
+# Each rank's message names its own device: the lowest failing rank's is shown, with its rank.
+expect 4 "out of memory: rank 0: device n0:0 (cpu): out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
 echo "PASS"

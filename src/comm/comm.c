@@ -232,6 +232,11 @@ ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err) {
     if (me == first) snprintf(msg, sizeof msg, "%s", err ? err->msg : "failed");
     if ((s = ah_comm_bcast(c, &code, sizeof code, first, err)) != AH_OK) return s;
     if ((s = ah_comm_bcast(c, msg, sizeof msg, first, err)) != AH_OK) return s;
-    if (n == 1) return ah_error_set(err, (ah_status_t)code, "%s", msg);
+    /* When every rank failed with this message (an error agreed on already, by a nested call, or
+     * the same file missing everywhere) there is no one rank to name: "rank 0: rank 1: ..." said
+     * rank 0 failed, and named a rank twice. */
+    int same = local != AH_OK && err && strcmp(err->msg, msg) == 0;
+    if ((s = allreduce(c, &same, 1, sizeof same, MPI_INT, MPI_MIN, err)) != AH_OK) return s;
+    if (n == 1 || same) return ah_error_set(err, (ah_status_t)code, "%s", msg);
     return ah_error_set(err, (ah_status_t)code, "rank %d: %s", first, msg);
 }
