@@ -4,8 +4,12 @@
 # and 2 threads, for two model sizes, measured side by side in one run. Prints the step times, the
 # ratio (torch / autohet, > 1 = autohet faster), autohet's achieved GFLOP/s (model FLOPs from
 # `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
-# measured in the same run. Never run by CTest; never fails on a timing.
+# measured in the same run, and which OpenBLAS kernel both sides ran (they load the same library
+# with the same environment). Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
+# Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
+# also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
+# (docs/benchmarks.md).
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
 SRC=$(cd "${2:-$(dirname "$0")/..}" && pwd)
@@ -19,7 +23,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 # config: name L C H T B V
 CONFIGS=("small 4 256 4 128 8 512" "large 6 512 8 256 8 512")
-printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak"
+kernel_reported=0
 for cfg in "${CONFIGS[@]}"; do
     read -r name L C H T B V <<<"$cfg"
     # The model as a HF config, and a one-stage plan with one micro-batch of B sequences.
@@ -41,6 +45,12 @@ plan = {"version": 1, "model": m["model"],
 json.dump(plan, open(sys.argv[2], "w"))
 PY
     flops=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(sum(l["count"]*(l["fwd_flops_per_mb"]+l["bwd_flops_per_mb"]) for l in m["layers"]))' "$WORK/$name.model.json")
+    if [ $kernel_reported = 0 ]; then # the trainer's start-up line names the kernel
+        "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" --steps 1 2>/dev/null | grep "CPU matmuls" || true
+        echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
+        kernel_reported=1
+        printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak"
+    fi
     for thr in 1 2; do
         peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
         OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
