@@ -69,9 +69,11 @@ echo "== measured vs predicted (median of $STEPS steps after $WARMUP warm-up ste
 printf '   %-8s %5s %12s %12s %8s %12s   %s\n' plan ranks "predicted s" "measured s" error "polling s" shape
 declare -A PRED MEAS
 NAMES=(planner uniform)
-i=0
-for f in ${EXTRA:-}; do
-    i=$((i + 1)); cp "$f" "$WORK/extra$i.json"; NAMES+=("extra$i")
+read -ra EXTRA_PLANS <<<"${EXTRA:-}"
+for i in "${!EXTRA_PLANS[@]}"; do
+    dst=$WORK/extra$((i + 1)).json
+    [ "${EXTRA_PLANS[$i]}" -ef "$dst" ] || cp "${EXTRA_PLANS[$i]}" "$dst"
+    NAMES+=("extra$((i + 1))")
 done
 for name in "${NAMES[@]}"; do
     n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")

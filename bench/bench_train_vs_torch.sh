@@ -4,8 +4,9 @@
 # and 2 threads, for two model sizes, measured side by side in one run. Prints the step times, the
 # ratio (torch / autohet, > 1 = autohet faster), autohet's achieved GFLOP/s (model FLOPs from
 # `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
-# measured in the same run, and which OpenBLAS kernel both sides ran (they load the same library
-# with the same environment). Never run by CTest; never fails on a timing.
+# measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS library PyTorch
+# loaded (Debian's python3-torch loads the same OpenBLAS, so with the same environment it runs
+# the same kernel). Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
 # also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
@@ -46,7 +47,10 @@ json.dump(plan, open(sys.argv[2], "w"))
 PY
     flops=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(sum(l["count"]*(l["fwd_flops_per_mb"]+l["bwd_flops_per_mb"]) for l in m["layers"]))' "$WORK/$name.model.json")
     if [ $kernel_reported = 0 ]; then # the trainer's start-up line names the kernel
-        "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" --steps 1 2>/dev/null | grep "CPU matmuls" || true
+        "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" --steps 1 2>/dev/null | grep "CPU matmuls" ||
+            echo "(autohet's OpenBLAS kernel: unknown, no start-up line)"
+        "$PY" -c 'import torch; torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower()})))'
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
         kernel_reported=1
         printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak"

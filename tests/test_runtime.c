@@ -194,7 +194,8 @@ static double emulated_phase(double cpu_s, double k, ah_emulate_history_t *kind,
  * (ranks sharing a core), lasts about k x the usual, not k x its own; a lasting change of speed
  * is followed once it makes up 6 of the last 7 calls. Bounds: the phase lasts at least the
  * stretch (the sleep), at most the longer of the stretch and its own compute plus 20 ms of
- * wake-up latency; a stretch from the call's own seconds (or the median) is 32 ms longer. */
+ * wake-up latency. A stretch from the call's own seconds is 120 ms longer for the hiccup and
+ * 32 ms for the 1.8x call, and one from the median of the history 32 ms for the 1.8x call. */
 static void expect_stretch(double got, double work, double want, const char *what) {
     CHECK(got >= 0.95 * want && got <= fmax(want, work) + 0.02,
           "%s: the phase lasted %.1f ms (its compute %.1f ms); expected about %.1f ms", what,

@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,22 +222,32 @@ ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err) {
     return AH_OK;
 }
 
+/* Whether msg starts by naming a rank ("rank 3: ..."): agreed on before, in a nested call. */
+static bool names_a_rank(const char *msg) {
+    int end = 0;
+    sscanf(msg, "rank %*d:%n", &end);
+    return end > 0;
+}
+
 ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err) {
     int me = ah_comm_rank(c), n = ah_comm_size(c);
     int first = local != AH_OK ? me : n;
     ah_status_t s = allreduce(c, &first, 1, sizeof first, MPI_INT, MPI_MIN, err);
     if (s != AH_OK) return s;
     if (first == n) return AH_OK;
-    int code = (int)local;
+    /* The failing rank's code and its rank in the world, which is what mpirun and the user see
+     * (in a node's group its rank there would name another process). */
+    int code_rank[2] = {(int)local, ah_comm_rank(ah_comm_world())};
     char msg[AH_ERROR_MSG_MAX];
     if (me == first) snprintf(msg, sizeof msg, "%s", err ? err->msg : "failed");
-    if ((s = ah_comm_bcast(c, &code, sizeof code, first, err)) != AH_OK) return s;
+    if ((s = ah_comm_bcast(c, code_rank, sizeof code_rank, first, err)) != AH_OK) return s;
     if ((s = ah_comm_bcast(c, msg, sizeof msg, first, err)) != AH_OK) return s;
-    /* When every rank failed with this message (an error agreed on already, by a nested call, or
-     * the same file missing everywhere) there is no one rank to name: "rank 0: rank 1: ..." said
-     * rank 0 failed, and named a rank twice. */
+    /* No rank is named when every rank failed with this message (the same file missing
+     * everywhere, or an error agreed on by a nested call), nor when the message names one
+     * already: "rank 0: rank 1: ..." said rank 0 failed, and named a rank twice. */
     int same = local != AH_OK && err && strcmp(err->msg, msg) == 0;
     if ((s = allreduce(c, &same, 1, sizeof same, MPI_INT, MPI_MIN, err)) != AH_OK) return s;
-    if (n == 1 || same) return ah_error_set(err, (ah_status_t)code, "%s", msg);
-    return ah_error_set(err, (ah_status_t)code, "rank %d: %s", first, msg);
+    const ah_status_t code = (ah_status_t)code_rank[0];
+    if (n == 1 || same || names_a_rank(msg)) return ah_error_set(err, code, "%s", msg);
+    return ah_error_set(err, code, "rank %d: %s", code_rank[1], msg);
 }

@@ -79,8 +79,9 @@ ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int t
 ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err);
 
 /* Collective: every rank passes its own status and error. If any rank failed, every rank gets
- * the error of the lowest failing rank (message prefixed with "rank R: ", unless every rank
- * failed with that same message) and its code is returned everywhere; otherwise AH_OK. */
+ * the error of the lowest failing rank (message prefixed with "rank R: ", R its world rank,
+ * unless every rank failed with that same message or it names a rank already) and its code is
+ * returned everywhere; otherwise AH_OK. */
 ah_status_t ah_comm_agree(ah_comm_t *c, ah_status_t local, ah_error_t *err);
 
 #endif

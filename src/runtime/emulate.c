@@ -11,8 +11,8 @@ void ah_emulate_begin(ah_emulate_phase_t *ph) {
     ph->cpu = ah_cpu_s();
 }
 
-/* Adds x to h and returns the lower quartile of what h holds: the second smallest of 7, the
- * smallest of fewer than 5 (runtime/emulate.h says why not the median). */
+/* Adds x to h and returns the lower quartile of what h holds: the smallest of up to 4 values,
+ * the second smallest of 5 to 7 (runtime/emulate.h says why not the median). */
 static double history_typical(ah_emulate_history_t *h, double x) {
     h->s[h->next] = x;
     h->next = (h->next + 1) % AH_EMULATE_HISTORY;

@@ -1,6 +1,6 @@
 /* Device emulation on a CPU rank: a compute phase is made to last slowdown x its compute seconds
- * (the typical ones of its kind, below), the rank sleeping for the rest, so it takes that long without taking a core from the other
- * ranks. The trainer and the profiler both go through these calls, so a profile sees exactly the
+ * (the typical ones of its kind, below), the rank sleeping for the rest, so it takes that long
+ * without taking a core from the other ranks. The trainer and the profiler both go through these calls, so a profile sees exactly the
  * emulation that training sees (docs/runtime.md, "Device emulation").
  *
  * A phase's compute seconds are its CPU seconds outside communication (comm/comm.h's
@@ -50,8 +50,9 @@ void ah_emulate_begin(ah_emulate_phase_t *ph);
 /* Ends the phase begun with ah_emulate_begin: with slowdown > 1, adds its compute seconds to
  * `kind` (the history of phases of its kind) and sleeps until its time outside communication
  * reaches slowdown x the lower quartile of that history (at once when it already has), the mean
- * of the members' quartiles when `group` is not NULL (collective over the group). *compute gets this
- * call's own compute seconds. Fails only when the group's all-reduce does. */
+ * of the members' quartiles when `group` is not NULL (collective over the group). `kind` must not
+ * be NULL when slowdown > 1. *compute gets this call's own compute seconds. Fails only when the
+ * group's all-reduce does. */
 ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
                            ah_emulate_history_t *kind, double *compute, ah_error_t *err);
 

@@ -65,8 +65,8 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
 
 /* Builds a shard of the embedding, nb blocks and the head with `slots` micro-batch slots, runs
  * one untimed warm-up and `reps` timed forward + backward pairs, takes the mean of each part's
- * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard and
- * frees it. */
+ * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard
+ * after an untimed one, and frees it. */
 static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
                               double *buf, shard_fig_t *out, ah_error_t *err) {
     ah_mem_t mem;

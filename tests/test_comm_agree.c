@@ -1,0 +1,68 @@
+/* ah_comm_agree over 3 real MPI ranks: the message every rank gets, and which rank it names. Run
+ * alone (as CTest does), it starts itself under `mpirun -np 3` and passes when that run does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "elastic/agent.h"
+#include "harness.h"
+
+/* Agrees over c on this rank's status (fails with msg when `fails`) and checks what comes back. */
+static void expect(ah_comm_t *c, bool fails, const char *msg, ah_status_t code, const char *want,
+                   const char *what) {
+    ah_error_t err = {0};
+    ah_status_t local = fails ? ah_error_set(&err, AH_ERR_IO, "%s", msg) : AH_OK;
+    ah_status_t s = ah_comm_agree(c, local, &err);
+    CHECK(s == code, "%s: status %d, expected %d", what, (int)s, (int)code);
+    if (code != AH_OK) CHECK(strcmp(err.msg, want) == 0, "%s: \"%s\", expected \"%s\"", what, err.msg, want);
+}
+
+static int run_ranks(void) {
+    ah_error_t err;
+    const int me = ah_comm_rank(ah_comm_world());
+    ah_comm_t *world = ah_comm_world();
+    expect(world, false, "", AH_OK, "", "nobody fails");
+    expect(world, me == 1, "disk full", AH_ERR_IO, "rank 1: disk full", "rank 1 alone fails");
+    expect(world, me >= 1, "disk full", AH_ERR_IO, "rank 1: disk full", "ranks 1 and 2 fail");
+    expect(world, true, "no such file", AH_ERR_IO, "no such file", "every rank fails alike");
+    char mine[32];
+    snprintf(mine, sizeof mine, "cannot open f%d", me);
+    expect(world, true, mine, AH_ERR_IO, "rank 0: cannot open f0", "every rank fails its own way");
+    /* A group of ranks 1 and 2, as a node's group: rank 2 is its member 1 but world rank 2. */
+    ah_comm_t *node = NULL;
+    CHECK(ah_comm_split(world, me == 0 ? -1 : 1, me, &node, &err) == AH_OK, "split: %s", err.msg);
+    if (node) expect(node, me == 2, "write failed", AH_ERR_IO, "rank 2: write failed", "named by world rank");
+    /* Nested: the group agrees first, then the world on the group leader's status, as a
+     * checkpoint's node commit does; the rank is named once. */
+    ah_error_t e = {0};
+    ah_status_t ns = AH_OK;
+    if (node) ns = ah_comm_agree(node, me == 2 ? ah_error_set(&e, AH_ERR_IO, "write failed") : AH_OK, &e);
+    ah_status_t ws = ah_comm_agree(world, me == 1 ? ns : AH_OK, &e);
+    CHECK(ws == AH_ERR_IO && strcmp(e.msg, "rank 2: write failed") == 0, "nested: \"%s\"", e.msg);
+    ah_comm_free(&node);
+    return ah_test_finish();
+}
+
+int main(int argc, char **argv) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) { /* not under mpirun: start 3 ranks of this program */
+        char self[1024], cmd[1400];
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        CHECK(n > 0, "find this program");
+        self[n > 0 ? n : 0] = '\0';
+        snprintf(cmd, sizeof cmd, "mpirun %s %s-np 3 %s", AH_MPIRUN_ONE_MACHINE,
+                 geteuid() == 0 ? "--allow-run-as-root " : "", self);
+        const int st = system(cmd);
+        CHECK(st == 0, "`%s` exited with %d", cmd, st);
+        return ah_test_finish();
+    }
+    ah_error_t err;
+    if (ah_comm_init(&argc, &argv, &err) != AH_OK) {
+        fprintf(stderr, "test_comm_agree: %s\n", err.msg);
+        return 1;
+    }
+    const int rc = run_ranks();
+    ah_comm_finalize();
+    return rc;
+}
