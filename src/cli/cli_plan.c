@@ -10,9 +10,9 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
-#include "runtime/device.h"
 #include "cost/profile.h"
 #include "plan/planner.h"
+#include "runtime/device.h"
 
 #define GIB 1073741824.0
 

@@ -14,14 +14,14 @@ void ah_emulate_begin(ah_emulate_phase_t *ph) {
 /* Adds x to h and returns the lower quartile of what h holds: the smallest of up to 4 values,
  * the second smallest of 5 to 7 (runtime/emulate.h says why not the median). */
 static double history_typical(ah_emulate_history_t *h, double x) {
-    h->s[h->next] = x;
+    h->seconds[h->next] = x;
     h->next = (h->next + 1) % AH_EMULATE_HISTORY;
     if (h->n < AH_EMULATE_HISTORY) h->n++;
     double v[AH_EMULATE_HISTORY];
     for (int i = 0; i < h->n; i++) { /* insertion sort of at most 7 values */
         int j = i;
-        for (; j > 0 && v[j - 1] > h->s[i]; j--) v[j] = v[j - 1];
-        v[j] = h->s[i];
+        for (; j > 0 && v[j - 1] > h->seconds[i]; j--) v[j] = v[j - 1];
+        v[j] = h->seconds[i];
     }
     return v[(h->n - 1) / 4];
 }

@@ -41,7 +41,7 @@ typedef struct ah_emulate_phase {
 /* The last compute seconds of one kind of phase; zero-initialise. */
 #define AH_EMULATE_HISTORY 7
 typedef struct ah_emulate_history {
-    double s[AH_EMULATE_HISTORY];
+    double seconds[AH_EMULATE_HISTORY];
     int n, next; /* values held, slot of the next one */
 } ah_emulate_history_t;
 
