@@ -175,18 +175,18 @@ static void burn_cpu(double s) {
         for (int i = 0; i < 1000; i++) burn_sink += i;
 }
 
-/* One emulated phase of `cpu_s` CPU seconds at slowdown k; returns its wall seconds and, in
+/* One emulated forward of `cpu_s` CPU seconds through e; returns its wall seconds and, in
  * *work_s, the wall seconds of its compute alone (more than cpu_s when the machine is loaded). */
-static double emulated_phase(double cpu_s, double k, ah_emulate_history_t *kind, double *work_s) {
-    ah_emulate_phase_t ph;
+static double emulated_phase(double cpu_s, ah_emulator_t *e, double *work_s) {
     ah_error_t err;
     double compute;
-    ah_emulate_begin(&ph);
+    ah_emulator_begin(e, AH_EMULATE_FWD);
+    const double t0 = e->phase_start.wall;
     burn_cpu(cpu_s);
-    *work_s = ah_now_s() - ph.wall;
-    CHECK(ah_emulate_end(&ph, k, NULL, kind, &compute, &err) == AH_OK, "emulate_end");
+    *work_s = ah_now_s() - t0;
+    CHECK(ah_emulator_end(e, &compute, &err) == AH_OK, "emulator_end");
     CHECK(compute >= 0.9 * cpu_s, "compute %.4f s for %.4f s of CPU", compute, cpu_s);
-    return ah_now_s() - ph.wall;
+    return ah_now_s() - t0;
 }
 
 /* A phase is stretched to k x the lower quartile of its kind's recent compute seconds: a call
@@ -204,23 +204,75 @@ static void expect_stretch(double got, double work, double want, const char *wha
 
 static void test_emulation_typical(void) {
     const double k = 8, usual = 0.005;
-    ah_emulate_history_t kind = {0};
+    ah_emulator_t e;
+    ah_error_t err;
+    CHECK(ah_emulator_init(&e, k, NULL, 1, &err) == AH_OK, "emulator_init");
     double work;
-    for (int i = 0; i < 5; i++) emulated_phase(usual, k, &kind, &work);
-    expect_stretch(emulated_phase(4 * usual, k, &kind, &work), work, k * usual, "a 4x hiccup");
-    for (int i = 0; i < 7; i++) emulated_phase(i % 2 ? 1.8 * usual : usual, k, &kind, &work);
-    expect_stretch(emulated_phase(1.8 * usual, k, &kind, &work), work, k * usual,
+    for (int i = 0; i < 5; i++) emulated_phase(usual, &e, &work);
+    expect_stretch(emulated_phase(4 * usual, &e, &work), work, k * usual, "a 4x hiccup");
+    for (int i = 0; i < 7; i++) emulated_phase(i % 2 ? 1.8 * usual : usual, &e, &work);
+    expect_stretch(emulated_phase(1.8 * usual, &e, &work), work, k * usual,
                    "every other call at 1.8x");
     double last = 0;
-    for (int i = 0; i < 6; i++) last = emulated_phase(2 * usual, k, &kind, &work);
+    for (int i = 0; i < 6; i++) last = emulated_phase(2 * usual, &e, &work);
     expect_stretch(last, work, k * 2 * usual, "after 6 calls at 2x");
-    CHECK(kind.n == AH_EMULATE_HISTORY, "history holds %d calls", kind.n);
+    CHECK(e.history[AH_EMULATE_FWD].n == AH_EMULATE_HISTORY, "history holds %d calls",
+          e.history[AH_EMULATE_FWD].n);
+    ah_emulator_free(&e);
+}
+
+/* A phase with a collective inside (a TP all-reduce) is stretched segment by segment: the rank
+ * reaches the collective k x the first segment's typical compute after the phase began, even when
+ * it lost its core for a while before it (here a 15 ms sleep without CPU), and the phase ends k x
+ * the second segment's later. Each segment has its own history (a 2x longer second segment is
+ * stretched as such). Not emulated, a split sleeps not at all. */
+static void test_emulation_segments(void) {
+    const double k = 6, usual = 0.005;
+    ah_error_t err;
+    ah_emulator_t e;
+    CHECK(ah_emulator_init(&e, k, NULL, 3, &err) == AH_OK, "emulator_init");
+    double at_split = 0, total = 0, compute = 0;
+    for (int i = 0; i < 4; i++) {
+        ah_emulator_begin(&e, AH_EMULATE_BWD);
+        const double t0 = e.phase_start.wall;
+        burn_cpu(usual);
+        if (i == 3) ah_sleep_until(ah_now_s() + 0.015); /* off a core: wall time, no CPU */
+        ah_emulator_split(&e);
+        at_split = ah_now_s() - t0;
+        burn_cpu(2 * usual);
+        CHECK(ah_emulator_end(&e, &compute, &err) == AH_OK, "emulator_end");
+        total = ah_now_s() - t0;
+    }
+    CHECK(at_split >= 0.95 * k * usual && at_split <= k * usual + 0.02,
+          "the collective was reached %.1f ms into the phase; expected about %.1f ms", 1e3 * at_split,
+          1e3 * k * usual);
+    CHECK(total >= 0.95 * 3 * k * usual && total <= 3 * k * usual + 0.04,
+          "the phase lasted %.1f ms; expected about %.1f ms", 1e3 * total, 1e3 * 3 * k * usual);
+    CHECK(compute >= 0.9 * 3 * usual && compute <= 3 * usual + 0.01, "the phase's compute %.1f ms",
+          1e3 * compute);
+    CHECK(e.history[AH_EMULATE_BWD * 3].n == 4 && e.history[AH_EMULATE_BWD * 3 + 1].n == 4 &&
+              e.history[AH_EMULATE_FWD * 3].n == 0,
+          "one history per segment and kind");
+    CHECK(e.slept > 4 * (3 * k - 3) * usual * 0.8, "slept %.1f ms in all", 1e3 * e.slept);
+    ah_emulator_free(&e);
+
+    CHECK(ah_emulator_init(&e, 1, NULL, 3, &err) == AH_OK, "emulator_init (not emulated)");
+    ah_emulator_begin(&e, AH_EMULATE_FWD);
+    const double t0 = e.phase_start.wall;
+    burn_cpu(usual);
+    ah_emulator_split(&e);
+    burn_cpu(usual);
+    CHECK(ah_emulator_end(&e, &compute, &err) == AH_OK, "emulator_end");
+    CHECK(e.slept == 0 && ah_now_s() - t0 < 2 * usual + 0.02, "not emulated: no sleep (%.1f ms)",
+          1e3 * (ah_now_s() - t0));
+    ah_emulator_free(&e);
 }
 
 int main(void) {
     /* First: OpenBLAS's threads, once started by test_gradients, spin for a while after a call
      * and add to this process's CPU time, which emulation measures. */
     test_emulation_typical();
+    test_emulation_segments();
     test_schedule();
     test_lr();
     test_init_sharding();

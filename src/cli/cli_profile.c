@@ -7,6 +7,7 @@
  * of itself with --tp-group, whose ranks run their shards with the group's all-reduces and write
  * their entries to a temporary profile that this process reads back. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,33 +66,50 @@ static int gpu_names(const char *gpu_arg, const ah_cluster_t *c, bool have_clust
     return n;
 }
 
-/* One entry being measured: its request, and its figures summed over the rounds so far. */
+/* One entry being measured: its request, and its figures in each round so far. */
 typedef struct {
     ah_profile_req_t req;
-    ah_profile_entry_t sum;
-    double lo, hi; /* one block's fwd + bwd, lowest and highest round */
+    ah_profile_entry_t *round; /* [--rounds] */
     int rounds;
 } job_t;
 
-static void add_round(job_t *j, const ah_profile_entry_t *e) {
-    const double block = e->layer[AH_LAYER_BLOCK].fwd_s + e->layer[AH_LAYER_BLOCK].bwd_s;
-    j->lo = j->rounds == 0 || block < j->lo ? block : j->lo;
-    j->hi = j->rounds == 0 || block > j->hi ? block : j->hi;
-    if (j->rounds++ == 0) {
-        j->sum = *e;
-        return;
-    }
+static ah_status_t add_round(job_t *j, const ah_profile_entry_t *e, int64_t cap, ah_error_t *err) {
+    if (!j->round && !(j->round = calloc((size_t)cap, sizeof *j->round)))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld rounds of figures", (long long)cap);
+    if (j->rounds >= cap) return ah_error_set(err, AH_ERR_INTERNAL, "more rounds than --rounds");
+    j->round[j->rounds++] = *e;
+    return AH_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of field `at` (a double inside each ah_profile_entry_t) over the job's rounds. */
+static double median_over_rounds(const job_t *j, size_t at) {
+    double v[1000];
+    for (int r = 0; r < j->rounds; r++) memcpy(&v[r], (const char *)&j->round[r] + at, sizeof v[r]);
+    qsort(v, (size_t)j->rounds, sizeof v[0], cmp_double);
+    const int n = j->rounds;
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The job's entry: the first round's, with each time the median over the rounds. */
+static ah_profile_entry_t job_entry(const job_t *j) {
+    ah_profile_entry_t e = j->round[0];
     for (int l = 0; l < 3; l++) {
-        j->sum.layer[l].fwd_s += e->layer[l].fwd_s;
-        j->sum.layer[l].bwd_s += e->layer[l].bwd_s;
+        e.layer[l].fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, layer[l].fwd_s));
+        e.layer[l].bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, layer[l].bwd_s));
     }
-    j->sum.optimizer_s_per_param += e->optimizer_s_per_param;
+    e.optimizer_s_per_param = median_over_rounds(j, offsetof(ah_profile_entry_t, optimizer_s_per_param));
+    return e;
 }
 
 /* What the ranks of a TP group need to measure the same entries as this process. */
 typedef struct {
     const char *model, *cluster, *gpus, *mbs;
-    int64_t seq_len, steps;
+    int64_t seq_len, steps, rounds;
 } group_args_t;
 
 /* One round of the entries at TP degree t, on a TP group: runs `mpirun -np t` of this program
@@ -139,15 +157,15 @@ static ah_status_t group_round(const group_args_t *g, int t, const char *dir, jo
     ah_status_t s = ah_profile_load(out, &got, err);
     remove(out);
     if (s != AH_OK) return s;
-    for (int i = 0; i < ah_profile_count(got); i++) {
+    for (int i = 0; i < ah_profile_count(got) && s == AH_OK; i++) {
         const ah_profile_entry_t *e = ah_profile_get(got, i);
-        for (int j = 0; j < n_jobs; j++)
+        for (int j = 0; j < n_jobs && s == AH_OK; j++)
             if (jobs[j].req.tp == e->tp && jobs[j].req.micro_batch == e->micro_batch &&
                 strcmp(jobs[j].req.gpu, e->gpu) == 0)
-                add_round(&jobs[j], e);
+                s = add_round(&jobs[j], e, g->rounds, err);
     }
     ah_profile_free(got);
-    return AH_OK;
+    return s;
 }
 
 int ah_cli_profile(int argc, char **argv) {
@@ -163,7 +181,7 @@ int ah_cli_profile(int argc, char **argv) {
         {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]", "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else \"cpu\")", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name whose emulate settings apply", false},
         {"--steps", AH_FLAG_INT, &steps, "K", "timed repetitions per entry and round, mean taken (default 10)", false},
-        {"--rounds", AH_FLAG_INT, &rounds, "R", "passes over all entries, averaged, so that machine drift spreads evenly (default 3)", false},
+        {"--rounds", AH_FLAG_INT, &rounds, "R", "passes over all entries, the median taken, so that machine drift spreads evenly and a slow spell does not count (default 3)", false},
         {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL, "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)", false},
         {"-o", AH_FLAG_STR, &out_path, "profile.json", "profile to write (required)", false},
     };
@@ -268,50 +286,56 @@ int ah_cli_profile(int argc, char **argv) {
     }
     /* Rounds: each measures every entry once, in turn, so that a slow spell of the machine (this
      * VM's speed drifts by 10-15 % over seconds) is spread over all entries instead of landing on
-     * the one being measured then. An entry's figures are the mean over the rounds. */
+     * the one being measured then. An entry's figures are the median over the rounds: a slow spell
+     * that lands on one round (one of 6 rounds 50 % slow was seen) then does not count at all,
+     * where it moved the mean by 8 %. */
     char dir[] = "/tmp/autohet-profile-XXXXXX";
     const bool need_groups = !tp_group && (n_tp > 1 || tps[0] > 1);
     if (s == AH_OK && need_groups && !mkdtemp(dir))
         s = ah_error_set(&err, AH_ERR_IO, "cannot create a temporary directory %s: %s", dir, strerror(errno));
-    const group_args_t ga = {model_arg, cluster_arg, gpu_list, mb_arg, seq_len, steps};
+    const group_args_t ga = {model_arg, cluster_arg, gpu_list, mb_arg, seq_len, steps, rounds};
     for (int r = 0; r < rounds && s == AH_OK; r++) {
         for (int i = 0; i < n_jobs && s == AH_OK; i++) {
             if (jobs[i].req.tp > 1 && !tp_group) continue;
             ah_profile_entry_t e;
-            if ((s = ah_profile_measure(&jobs[i].req, ah_kernels_cpu(), &e, &err)) == AH_OK) add_round(&jobs[i], &e);
+            if ((s = ah_profile_measure(&jobs[i].req, ah_kernels_cpu(), &e, &err)) == AH_OK)
+                s = add_round(&jobs[i], &e, rounds, &err);
         }
         for (int i = 0; i < n_tp && s == AH_OK && need_groups; i++)
             if (tps[i] > 1) s = group_round(&ga, (int)tps[i], dir, jobs, n_jobs, &err);
     }
     if (need_groups) rmdir(dir);
     for (int i = 0; i < n_jobs && s == AH_OK; i++) {
-        ah_profile_entry_t *e = &jobs[i].sum;
-        if (jobs[i].rounds != rounds) {
+        const job_t *j = &jobs[i];
+        if (j->rounds != rounds) {
             s = ah_error_set(&err, AH_ERR_IO, "%s tp %d micro-batch %lld: measured in %d of %lld rounds",
-                             e->gpu, jobs[i].req.tp, (long long)jobs[i].req.micro_batch, jobs[i].rounds,
-                             (long long)rounds);
+                             j->req.gpu, j->req.tp, (long long)j->req.micro_batch, j->rounds, (long long)rounds);
             break;
         }
-        for (int l = 0; l < 3; l++) {
-            e->layer[l].fwd_s /= (double)rounds;
-            e->layer[l].bwd_s /= (double)rounds;
+        const ah_profile_entry_t e = job_entry(j);
+        if ((s = ah_profile_add(prof, &e, &err)) != AH_OK || tp_group) continue;
+        /* The spread of the rounds: one block's forward + backward, lowest and highest. */
+        const double mid = e.layer[AH_LAYER_BLOCK].fwd_s + e.layer[AH_LAYER_BLOCK].bwd_s;
+        double lo = 0, hi = 0;
+        for (int r = 0; r < j->rounds; r++) {
+            const double b = j->round[r].layer[AH_LAYER_BLOCK].fwd_s + j->round[r].layer[AH_LAYER_BLOCK].bwd_s;
+            lo = r == 0 || b < lo ? b : lo;
+            hi = r == 0 || b > hi ? b : hi;
         }
-        e->optimizer_s_per_param /= (double)rounds;
-        if ((s = ah_profile_add(prof, e, &err)) != AH_OK || tp_group) continue;
-        const double mean = e->layer[AH_LAYER_BLOCK].fwd_s + e->layer[AH_LAYER_BLOCK].bwd_s;
         printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
                "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param; rounds %+.1f .. %+.1f %%%s\n",
-               e->gpu, e->tp, (long long)e->micro_batch,
-               1e3 * e->layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e->layer[AH_LAYER_BLOCK].bwd_s,
-               1e3 * e->layer[AH_LAYER_EMBED].fwd_s, 1e3 * e->layer[AH_LAYER_EMBED].bwd_s,
-               1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s,
-               1e9 * e->optimizer_s_per_param, 100 * (jobs[i].lo / mean - 1), 100 * (jobs[i].hi / mean - 1),
-               e->includes_tp_comm ? ", TP all-reduces included" : "");
+               e.gpu, e.tp, (long long)e.micro_batch,
+               1e3 * e.layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e.layer[AH_LAYER_BLOCK].bwd_s,
+               1e3 * e.layer[AH_LAYER_EMBED].fwd_s, 1e3 * e.layer[AH_LAYER_EMBED].bwd_s,
+               1e3 * e.layer[AH_LAYER_HEAD].fwd_s, 1e3 * e.layer[AH_LAYER_HEAD].bwd_s,
+               1e9 * e.optimizer_s_per_param, 100 * (lo / mid - 1), 100 * (hi / mid - 1),
+               e.includes_tp_comm ? ", TP all-reduces included" : "");
     }
+    for (int i = 0; i < n_jobs; i++) free(jobs[i].round);
     /* In a TP group every rank measured the same entries; rank 0 writes them. */
     if (s == AH_OK && rank == 0) s = ah_profile_save(prof, out_path, &err);
     if (s == AH_OK && !tp_group)
-        printf("wrote %s: %d entries, seq-len %lld, mean over %lld rounds of %lld steps\n", out_path,
+        printf("wrote %s: %d entries, seq-len %lld, median of %lld rounds of %lld steps\n", out_path,
                ah_profile_count(prof), (long long)seq_len, (long long)rounds, (long long)steps);
     if (prof) ah_profile_free(prof);
     if (have_cluster) ah_cluster_free(&cluster);

@@ -1,14 +1,15 @@
 #include "runtime/emulate.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "comm/comm.h"
 #include "core/timing.h"
 
-void ah_emulate_begin(ah_emulate_phase_t *ph) {
-    ah_comm_seconds(&ph->comm_wall, &ph->comm_cpu);
-    ph->wall = ah_now_s();
-    ph->cpu = ah_cpu_s();
+void ah_emulate_mark(ah_emulate_mark_t *m) {
+    ah_comm_seconds(&m->comm_wall, &m->comm_cpu);
+    m->wall = ah_now_s();
+    m->cpu = ah_cpu_s();
 }
 
 /* Adds x to h and returns the lower quartile of what h holds: the smallest of up to 4 values,
@@ -26,24 +27,79 @@ static double history_typical(ah_emulate_history_t *h, double x) {
     return v[(h->n - 1) / 4];
 }
 
-ah_status_t ah_emulate_end(const ah_emulate_phase_t *ph, double slowdown, ah_comm_t *group,
-                           ah_emulate_history_t *kind, double *compute, ah_error_t *err) {
-    ah_emulate_phase_t now;
-    ah_emulate_begin(&now);
-    const double wall = (now.wall - ph->wall) - (now.comm_wall - ph->comm_wall);
-    const double cpu = (now.cpu - ph->cpu) - (now.comm_cpu - ph->comm_cpu);
-    *compute = fmax(0.0, fmin(wall, cpu));
-    if (slowdown <= 1.0) return AH_OK;
+ah_status_t ah_emulator_init(ah_emulator_t *e, double slowdown, ah_comm_t *group, int max_segments,
+                             ah_error_t *err) {
+    *e = (ah_emulator_t){.slowdown = slowdown, .group = group,
+                         .max_segments = max_segments > 1 ? max_segments : 1};
+    if (slowdown <= 1.0) return AH_OK; /* nothing to remember */
+    e->history = calloc((size_t)AH_EMULATE_KINDS * (size_t)e->max_segments, sizeof *e->history);
+    if (!e->history)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for device emulation's history (%d segments)",
+                            e->max_segments);
+    return AH_OK;
+}
+
+void ah_emulator_free(ah_emulator_t *e) {
+    free(e->history);
+    e->history = NULL;
+}
+
+void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind) {
+    e->kind = kind;
+    e->segment = 0;
+    e->compute = 0;
+    ah_emulate_mark(&e->phase_start);
+    e->segment_start = e->phase_start;
+}
+
+/* Ends the current segment: adds its compute seconds to the phase's and, emulated, gives its
+ * typical compute seconds and its wall seconds outside communication in typical_wall (left as it
+ * is otherwise). */
+static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
+    ah_emulate_mark_t now;
+    ah_emulate_mark(&now);
+    const ah_emulate_mark_t *s = &e->segment_start;
+    const double wall = (now.wall - s->wall) - (now.comm_wall - s->comm_wall);
+    const double cpu = (now.cpu - s->cpu) - (now.comm_cpu - s->comm_cpu);
+    const double compute = fmax(0.0, fmin(wall, cpu));
+    e->compute += compute;
+    if (e->slowdown <= 1.0) return;
+    const int seg = e->segment < e->max_segments ? e->segment : e->max_segments - 1;
+    typical_wall[0] = history_typical(&e->history[e->kind * e->max_segments + seg], compute);
+    typical_wall[1] = wall;
+}
+
+/* Sleeps for the rest of slowdown x the typical seconds, less the wall seconds the segment
+ * already spent, then starts the next segment. */
+static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
+    const double rest = e->slowdown * typical_wall[0] - typical_wall[1];
+    if (rest > 0) {
+        const double t = ah_now_s();
+        ah_sleep_until(t + rest);
+        e->slept += ah_now_s() - t;
+    }
+    e->segment++;
+    ah_emulate_mark(&e->segment_start);
+}
+
+void ah_emulator_split(ah_emulator_t *e) {
+    double typical_wall[2] = {0, 0}; /* not emulated: no sleep */
+    end_segment(e, typical_wall);
+    stretch(e, typical_wall);
+}
+
+ah_status_t ah_emulator_end(ah_emulator_t *e, double *compute, ah_error_t *err) {
+    double agreed[2] = {0, 0};
+    end_segment(e, agreed);
+    *compute = e->compute;
     /* A group leaves the all-reduce together; with the same typical compute and the same wall
      * seconds (the means) its members also end the phase together. */
-    double agreed[2] = {history_typical(kind, *compute), wall};
-    if (group && ah_comm_size(group) > 1) {
-        ah_status_t s = ah_comm_allreduce_f64(group, agreed, 2, err);
+    if (e->slowdown > 1.0 && e->group && ah_comm_size(e->group) > 1) {
+        ah_status_t s = ah_comm_allreduce_f64(e->group, agreed, 2, err);
         if (s != AH_OK) return s;
-        agreed[0] /= ah_comm_size(group);
-        agreed[1] /= ah_comm_size(group);
+        agreed[0] /= ah_comm_size(e->group);
+        agreed[1] /= ah_comm_size(e->group);
     }
-    const double rest = slowdown * agreed[0] - agreed[1];
-    if (rest > 0) ah_sleep_until(ah_now_s() + rest);
+    stretch(e, agreed);
     return AH_OK;
 }

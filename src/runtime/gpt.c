@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/timing.h"
+#include "runtime/emulate.h"
 
 /* One block's tensors kept from forward to backward (the list of ah_layer_act_bytes). */
 struct ah_block_act {
@@ -442,15 +443,22 @@ static const float *named(const ah_gpt_stage_t *st, const float *base, const cha
     return base + ah_gpt_find(st, name)->offset;
 }
 
+/* The clock the parts are timed by: wall seconds, less the seconds device emulation slept inside
+ * a phase (before a TP all-reduce), so each part counts what the host spent on it, emulated or
+ * not, and the profiler can share an emulated phase's seconds among the parts by those. */
+static double part_clock(const ah_gpt_stage_t *st) { return ah_now_s() - (st->emu ? st->emu->slept : 0); }
+
 /* Adds the seconds since *t to part_s[part][pass] and restarts *t. */
 static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) {
-    const double now = ah_now_s();
+    const double now = part_clock(st);
     st->part_s[part][pass] += now - *t;
     *t = now;
 }
 
+/* A TP all-reduce, which ends a segment of the emulated phase (runtime/emulate.h). */
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;
+    if (st->emu) ah_emulator_split(st->emu);
     return ah_group_sum(st->tp, x, (size_t)(st->N * st->C), err);
 }
 
@@ -535,7 +543,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = ah_now_s();
+    double t = part_clock(st);
     if (c->has_embed) {
         k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
                          named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
@@ -571,7 +579,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = ah_now_s();
+    double t = part_clock(st);
     k->zero(w.dres, NC);
     if (c->has_head) {
         k->zero(w.tmp, NC);

@@ -89,6 +89,7 @@ typedef struct ah_gpt_stage {
     ah_gpt_config_t cfg;
     const ah_kernels_t *k;
     ah_group_t *tp;           /* TP group; NULL when t = 1 */
+    struct ah_emulator *emu;  /* device emulation, split before each TP all-reduce; may be NULL */
     int64_t N, C, Cl, Fl, Hl, hd, V;
 
     int n_params;
@@ -105,7 +106,7 @@ typedef struct ah_gpt_stage {
 
     ah_arena_t a_params, a_opt, a_act, a_work;
     /* Seconds spent so far per part, [part][0] forward, [part][1] backward, TP all-reduces
-     * included; the profiler times each layer kind directly with them. The blocks' part also
+     * included, device emulation's sleeps not (gpt.c's part_clock); the profiler times each layer kind directly with them. The blocks' part also
      * takes the gradient copies in and out of a stage without the head / the embedding. */
     double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;

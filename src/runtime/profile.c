@@ -24,7 +24,8 @@ typedef struct {
 } shard_fig_t;
 
 /* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
- * one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication. What a
+ * one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication, segment
+ * by segment. What a
  * call is timed at is that emulated phase's wall seconds, from its start to the end of the
  * emulation's sleep: the time the emulated device took, as training will see it, with the
  * all-reduces of a TP group, the sleep's late wake-up and the colder caches after it (the next
@@ -37,15 +38,15 @@ static double mean_of(const double *x, int n) {
     return t / n;
 }
 
-/* What the call begun at ph cost the device: emulated (slowdown > 1), the emulated phase's wall seconds up to
+/* What the phase e ran last cost the device: emulated (slowdown > 1), the emulated phase's wall seconds up to
  * the end of its sleep, which absorbs the time this process waited for a core; not emulated, its
  * compute (CPU) seconds plus the wall seconds of its communication, since wall time would count
  * the waits for a core on a loaded machine as the device's. */
-static double phase_seconds(const ah_emulate_phase_t *ph, double slowdown, double compute) {
-    if (slowdown > 1) return ah_now_s() - ph->wall;
+static double phase_seconds(const ah_emulator_t *e, double compute) {
+    if (e->slowdown > 1) return ah_now_s() - e->phase_start.wall;
     double comm_wall, comm_cpu;
     ah_comm_seconds(&comm_wall, &comm_cpu);
-    return compute + (comm_wall - ph->comm_wall);
+    return compute + (comm_wall - e->phase_start.comm_wall);
 }
 
 /* Seconds of all parts, forward (pass 0) or backward (1). */
@@ -84,16 +85,24 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     ah_group_t tp = {.c = group, .dc = NULL}; /* the CPU backend sums through MPI alone */
     ah_status_t s = ah_gpt_stage_create(&st, &cfg, k, group ? &tp : NULL, &mem, err);
     if (s != AH_OK) return s;
+    ah_emulator_t emu; /* segments as the trainer counts them, for a stage of nb blocks */
+    if ((s = ah_emulator_init(&emu, req->slowdown, group, 3 * nb + 1, err)) != AH_OK) {
+        ah_gpt_stage_free(&st);
+        return s;
+    }
+    st.emu = &emu;
     /* The targets live in the workspace that each backward overwrites, so they are put back
      * before every forward, as the trainer does. */
     int32_t *targets = malloc((size_t)st.N * sizeof *targets);
     if (!targets) {
+        ah_emulator_free(&emu);
         ah_gpt_stage_free(&st);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the profiler's targets");
     }
     uint64_t rng = req->seed ^ 0x9e3779b97f4a7c15ULL;
     if ((s = ah_gpt_init_params(&st, req->seed, err)) != AH_OK) {
         free(targets);
+        ah_emulator_free(&emu);
         ah_gpt_stage_free(&st);
         return s;
     }
@@ -106,20 +115,18 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     /* Call i runs the forward of slot (i + 1) % slots, then the backward of slot i % slots,
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
-    ah_emulate_history_t fwd_kind = {0}, bwd_kind = {0}, opt_kind = {0};
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
         double before[AH_GPT_N_PARTS][2], phase[2], compute = 0;
         memcpy(before, st.part_s, sizeof before);
-        ah_emulate_phase_t ph;
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
-        ah_emulate_begin(&ph);
+        ah_emulator_begin(&emu, AH_EMULATE_FWD);
         s = ah_gpt_forward(&st, (i + 1) % slots, NULL, scale, &loss, err);
-        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &fwd_kind, &compute, err);
-        phase[0] = phase_seconds(&ph, req->slowdown, compute);
-        ah_emulate_begin(&ph);
+        if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
+        phase[0] = phase_seconds(&emu, compute);
+        ah_emulator_begin(&emu, AH_EMULATE_BWD);
         if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
-        if (s == AH_OK) s = ah_emulate_end(&ph, req->slowdown, group, &bwd_kind, &compute, err);
-        phase[1] = phase_seconds(&ph, req->slowdown, compute);
+        if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
+        phase[1] = phase_seconds(&emu, compute);
         if (i == 0) continue;
         /* The emulated phase's seconds, shared among the parts as their wall seconds were. */
         for (int d = 0; d < 2; d++) {
@@ -138,12 +145,11 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * the entries whose allocations came fresh from the kernel rather than reused. */
     const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        ah_emulate_phase_t ph;
         double compute = 0;
-        ah_emulate_begin(&ph);
+        ah_emulator_begin(&emu, AH_EMULATE_OPT);
         ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
-        s = ah_emulate_end(&ph, req->slowdown, group, &opt_kind, &compute, err);
-        if (i > 0) buf[i - 1] = phase_seconds(&ph, req->slowdown, compute);
+        s = ah_emulator_end(&emu, &compute, err);
+        if (i > 0) buf[i - 1] = phase_seconds(&emu, compute);
     }
     if (s == AH_OK) out->opt_s_per_param = mean_of(buf, req->reps) / (double)st.n_elems;
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
@@ -154,6 +160,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     out->act_bytes[AH_GPT_PART_HEAD] = 0;
     for (int i = nb + 1; i < per_slot; i++) out->act_bytes[AH_GPT_PART_HEAD] += st.a_act.sizes[i];
     free(targets);
+    ah_emulator_free(&emu);
     ah_gpt_stage_free(&st);
     return s;
 }

@@ -77,7 +77,6 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         ah_trainer_free(tr);
         return s;
     }
-    tr->slowdown = gt->emulate_slowdown > 1.0 ? gt->emulate_slowdown : 1.0;
     char name[96];
     snprintf(name, sizeof name, "device %.32s:%d (%.32s)",
              plan->cluster.nodes[dev.node].name, dev.index, gt->name);
@@ -128,6 +127,11 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
     if ((s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err)) != AH_OK)
         goto fail;
+    /* A phase's segments: a forward meets the TP group twice per block, a backward three times
+     * (twice, and once in a recomputed forward). */
+    if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c, 3 * (st->last - st->first) + 1, err)) != AH_OK)
+        goto fail;
+    tr->stage.emu = &tr->emu;
     /* p2p buffers: per neighbour one to send and one to receive, (N, C) each. */
     const int64_t NC = tr->stage.N * tr->stage.C;
     ah_arena_init(&tr->a_p2p, &tr->mem, "p2p buffers");
@@ -161,6 +165,7 @@ ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err) {
 
 void ah_trainer_free(ah_trainer_t *tr) {
     if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
+    ah_emulator_free(&tr->emu);
     ah_mem_host_done(tr->recv_act, tr->h_recv_act);
     ah_mem_host_done(tr->send_grad, tr->h_send_grad);
     ah_mem_host_done(tr->send_act, tr->h_send_act);
@@ -223,7 +228,6 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
-        ah_emulate_phase_t ph; /* device emulation stretches the compute of the phase */
         if (op.kind == AH_OP_FWD) {
             if (tr->prev < 0) TRY(put_tokens(tr, first_sample, ah_gpt_ids(st, op.slot), false, err));
             if (tr->next < 0) TRY(put_tokens(tr, first_sample, ah_gpt_targets(st), true, err));
@@ -236,7 +240,7 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             }
             if (tr->next >= 0) TRY(ah_comm_wait(&s_act, err)); /* the send buffer is free again */
             double ls = 0;
-            ah_emulate_begin(&ph);
+            ah_emulator_begin(&tr->emu, AH_EMULATE_FWD); /* device emulation stretches the phase */
             TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
             *loss_sum += ls;
         } else {
@@ -245,17 +249,17 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
                 TRY(ah_mem_upload(mem, tr->recv_grad, tr->h_recv_grad, bytes, err));
             }
             if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
-            ah_emulate_begin(&ph);
+            ah_emulator_begin(&tr->emu, AH_EMULATE_BWD);
             TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
                 TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
         }
-        /* Only compute is stretched (runtime/emulate.h): the TP all-reduces inside the phase
-         * include waiting for the group's other ranks, which are stretching their own compute;
-         * stretching that wait too would feed each rank's sleep into the next one's. */
+        /* Only compute is stretched, segment by segment (runtime/emulate.h): the TP
+         * all-reduces inside the phase include waiting for the group's other ranks, which are
+         * stretching their own compute; stretching that wait too would feed each rank's sleep
+         * into the next one's. */
         double compute;
-        TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c,
-                           op.kind == AH_OP_FWD ? &tr->emu_fwd : &tr->emu_bwd, &compute, err));
+        TRY(ah_emulator_end(&tr->emu, &compute, err));
         tr->compute_s += compute;
         /* The phase's output leaves when the emulated device has produced it, after the
          * stretch: sent before it, the next stage started k times too early and an emulated
@@ -321,15 +325,14 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     const double norm = sqrt(sums[1]);
     const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
     const double lr = ah_train_lr(&tr->opts, step);
-    ah_emulate_phase_t ph;
-    ah_emulate_begin(&ph);
+    ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
     ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     double compute;
-    TRY(ah_emulate_end(&ph, tr->slowdown, tr->tp.c, &tr->emu_opt, &compute, err));
+    TRY(ah_emulator_end(&tr->emu, &compute, err));
     tr->compute_s += compute;
     TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
     out->step = step;

@@ -77,7 +77,6 @@ typedef struct ah_trainer {
     int64_t sample_base;    /* m * (micro-batches of the pipelines before it) */
     int64_t sample_shift;   /* iteration i starts at global sample sample_shift + i * B: 0, or
                              * set on resume from a checkpoint's data position (ckpt_io.h) */
-    double slowdown;        /* emulate.slowdown (1 = none) */
     ah_device_t dev;        /* the rank's backend */
     ah_mem_t mem;
     ah_gpt_stage_t stage;
@@ -95,7 +94,7 @@ typedef struct ah_trainer {
     ah_group_t first_group, last_group, wte_group;
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
-    ah_emulate_history_t emu_fwd, emu_bwd, emu_opt; /* emulation's typical phase seconds */
+    ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
