@@ -6,7 +6,10 @@
 # `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
 # measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS library PyTorch
 # loaded (Debian's python3-torch loads the same OpenBLAS, so with the same environment it runs
-# the same kernel). Never run by CTest; never fails on a timing.
+# the same kernel). Each cell runs ROUNDS (3) rounds, autohet and PyTorch alternating, and
+# takes each side's median round (PyTorch's own step moved 0.18-0.25 s between single runs); the
+# per-round ratios are printed too. Env: STEPS (8), ROUNDS. Never run by CTest; never fails on a
+# timing.
 # Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
 # also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
@@ -17,6 +20,7 @@ SRC=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 AH=$BUILD/autohet
 PY=/usr/bin/python3 # Debian's python3-torch
 STEPS=${STEPS:-8}
+ROUNDS=${ROUNDS:-3}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 "$PY" -c 'import torch' || { echo "bench: $PY cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
@@ -53,21 +57,29 @@ PY
 print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower()})))'
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
         kernel_reported=1
-        printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak"
+        printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round"
     fi
     for thr in 1 2; do
         peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
-        OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
-            --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
-        ah=$(python3 -c 'import json,sys,statistics; s=[json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]; print(statistics.median(s))' "$WORK/m.jsonl")
-        pt=$(OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
-            --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')
-        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$ah" "$pt" "$flops" "$peak" <<'PY'
-import sys
-name, shape, thr, ah, pt, flops, peak = sys.argv[1], sys.argv[2], sys.argv[3], *map(float, sys.argv[4:])
+        ah_runs=() pt_runs=()
+        for ((r = 0; r < ROUNDS; r++)); do # the two sides alternate, so a slow spell hits both
+            OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
+                --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
+            ah_runs+=("$(python3 -c 'import json,sys,statistics; s=[json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]; print(statistics.median(s))' "$WORK/m.jsonl")")
+            pt_runs+=("$(OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
+                --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')")
+        done
+        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$flops" "$peak" "${ah_runs[*]}" "${pt_runs[*]}" <<'PY'
+import statistics, sys
+name, shape, thr = sys.argv[1:4]
+flops, peak = float(sys.argv[4]), float(sys.argv[5])
+ah_runs, pt_runs = [list(map(float, a.split())) for a in sys.argv[6:8]]
+ah, pt = statistics.median(ah_runs), statistics.median(pt_runs)
 gf = flops / ah / 1e9
-print(f"{name:<6} {shape:<26} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f}")
+ratios = [p / a for a, p in zip(ah_runs, pt_runs)]
+print(f"{name:<6} {shape:<26} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f} | "
+      + " ".join(f"{r:.2f}" for r in ratios))
 PY
     done
 done
-echo "(median of $STEPS steps each, after one warm-up step; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(each side: the median of $ROUNDS rounds, alternating, of the median of $STEPS steps after one warm-up step; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"

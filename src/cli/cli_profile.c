@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
+#include "core/timing.h"
 #include "cost/profile.h"
 #include "elastic/agent.h"
 #include "runtime/profile.h"
@@ -81,18 +82,11 @@ static ah_status_t add_round(job_t *j, const ah_profile_entry_t *e, int64_t cap,
     return AH_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of field `at` (a double inside each ah_profile_entry_t) over the job's rounds. */
 static double median_over_rounds(const job_t *j, size_t at) {
     double v[1000];
     for (int r = 0; r < j->rounds; r++) memcpy(&v[r], (const char *)&j->round[r] + at, sizeof v[r]);
-    qsort(v, (size_t)j->rounds, sizeof v[0], cmp_double);
-    const int n = j->rounds;
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return ah_median(v, j->rounds);
 }
 
 /* The job's entry: the first round's, with each time the median over the rounds. */
