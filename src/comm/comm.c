@@ -55,9 +55,15 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
  * MPI_Test for SPIN_NS, so an exchange whose peers are all present keeps its latency, then sleeps
  * between tests, SLEEP_MIN_NS doubling up to SLEEP_MAX_NS: a peer that arrives late waits at most
  * SLEEP_MAX_NS more for this rank's next test. Collectives are the non-blocking MPI calls
- * completed the same way. */
+ * completed the same way, and they advance only inside MPI_Test: a 2-rank all-reduce of a TP
+ * group takes several rounds (a rendezvous, the exchange), and each round that found this rank
+ * asleep waited for its next test. Hence a long spin, 1 ms, which covers a TP partner that wakes
+ * from its emulation sleep a little later, and a short longest sleep, 50 us. With 50 us and
+ * 200 us, a pipeline of 3 TP pairs (tp2-16 in docs/benchmarks.md) ran 0.73-0.74 s per step, with
+ * 1 ms and 50 us 0.66 s, and TP 1 plans did not change; with 20 us the ranks waiting for the
+ * slowest of 4 replicas took the cores from it (+30 %). */
 static ah_comm_wait_t g_wait = AH_COMM_WAIT_SLEEP;
-enum { SPIN_NS = 50000, SLEEP_MIN_NS = 5000, SLEEP_MAX_NS = 200000 };
+enum { SPIN_NS = 1000000, SLEEP_MIN_NS = 5000, SLEEP_MAX_NS = 50000 };
 
 static int wait_req(MPI_Request *r) {
     if (g_wait == AH_COMM_WAIT_POLL) return MPI_Wait(r, MPI_STATUS_IGNORE);
