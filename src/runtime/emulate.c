@@ -6,7 +6,7 @@
 #include "comm/comm.h"
 #include "core/timing.h"
 
-void ah_emulate_mark(ah_emulate_mark_t *m) {
+static void mark(ah_emulate_mark_t *m) {
     ah_comm_seconds(&m->comm_wall, &m->comm_cpu);
     m->wall = ah_now_s();
     m->cpu = ah_cpu_s();
@@ -48,7 +48,7 @@ void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind) {
     e->kind = kind;
     e->segment = 0;
     e->compute = 0;
-    ah_emulate_mark(&e->phase_start);
+    mark(&e->phase_start);
     e->segment_start = e->phase_start;
 }
 
@@ -57,7 +57,7 @@ void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind) {
  * is otherwise). */
 static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
     ah_emulate_mark_t now;
-    ah_emulate_mark(&now);
+    mark(&now);
     const ah_emulate_mark_t *s = &e->segment_start;
     const double wall = (now.wall - s->wall) - (now.comm_wall - s->comm_wall);
     const double cpu = (now.cpu - s->cpu) - (now.comm_cpu - s->comm_cpu);
@@ -79,7 +79,7 @@ static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
         e->slept += ah_now_s() - t;
     }
     e->segment++;
-    ah_emulate_mark(&e->segment_start);
+    mark(&e->segment_start);
 }
 
 void ah_emulator_split(ah_emulator_t *e) {

@@ -49,8 +49,6 @@ typedef struct ah_emulate_mark {
     double comm_wall, comm_cpu;
 } ah_emulate_mark_t;
 
-void ah_emulate_mark(ah_emulate_mark_t *m);
-
 /* The last compute seconds of one segment of one kind of phase. */
 #define AH_EMULATE_HISTORY 7
 typedef struct ah_emulate_history {

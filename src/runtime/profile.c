@@ -25,12 +25,12 @@ typedef struct {
 
 /* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
  * one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication, segment
- * by segment. What a
- * call is timed at is that emulated phase's wall seconds, from its start to the end of the
- * emulation's sleep: the time the emulated device took, as training will see it, with the
- * all-reduces of a TP group, the sleep's late wake-up and the colder caches after it (the next
- * call starts after the core went to other processes for a while, as in training, which costs
- * measurably: about +25 % at slowdown 4 for demo-gpt2 on this machine). */
+ * by segment between the all-reduces. What a call is timed at is that emulated phase's wall
+ * seconds, from its start to the end of the emulation's sleep: the time the emulated device
+ * took, as training will see it, with the all-reduces of a TP group, the sleep's late wake-up and
+ * the colder caches after it (the next call starts after the core went to other processes for a
+ * while, as in training, which costs measurably: about +25 % at slowdown 4 for demo-gpt2 on this
+ * machine). */
 
 static double mean_of(const double *x, int n) {
     double t = 0;
@@ -128,7 +128,8 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
         phase[1] = phase_seconds(&emu, compute);
         if (i == 0) continue;
-        /* The emulated phase's seconds, shared among the parts as their wall seconds were. */
+        /* The emulated phase's seconds, shared among the parts as their own seconds were (the
+         * part clocks leave the emulation's sleeps out: gpt.c). */
         for (int d = 0; d < 2; d++) {
             const double wall = parts_total(st.part_s, d) - parts_total(before, d);
             const double f = wall > 0 ? phase[d] / wall : 1.0;
