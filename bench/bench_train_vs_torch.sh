@@ -21,6 +21,7 @@ AH=$BUILD/autohet
 PY=/usr/bin/python3 # Debian's python3-torch
 STEPS=${STEPS:-8}
 ROUNDS=${ROUNDS:-3}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ && $STEPS =~ ^[1-9][0-9]*$ ]] || { echo "bench: STEPS and ROUNDS must be whole numbers >= 1" >&2; exit 1; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 "$PY" -c 'import torch' || { echo "bench: $PY cannot import torch (apt-get install python3-torch)" >&2; exit 1; }

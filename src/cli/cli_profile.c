@@ -67,6 +67,8 @@ static int gpu_names(const char *gpu_arg, const ah_cluster_t *c, bool have_clust
     return n;
 }
 
+enum { ROUNDS_MAX = 1000 }; /* --rounds */
+
 /* One entry being measured: its request, and its figures in each round so far. */
 typedef struct {
     ah_profile_req_t req;
@@ -84,7 +86,7 @@ static ah_status_t add_round(job_t *j, const ah_profile_entry_t *e, int64_t cap,
 
 /* The median of field `at` (a double inside each ah_profile_entry_t) over the job's rounds. */
 static double median_over_rounds(const job_t *j, size_t at) {
-    double v[1000];
+    double v[ROUNDS_MAX];
     for (int r = 0; r < j->rounds; r++) memcpy(&v[r], (const char *)&j->round[r] + at, sizeof v[r]);
     return ah_median(v, j->rounds);
 }
@@ -199,8 +201,8 @@ int ah_cli_profile(int argc, char **argv) {
         fprintf(stderr, "autohet %s: --steps: expected 1 .. 100000, got %lld\n", VERB, (long long)steps);
         return 2;
     }
-    if (rounds < 1 || rounds > 1000) {
-        fprintf(stderr, "autohet %s: --rounds: expected 1 .. 1000, got %lld\n", VERB, (long long)rounds);
+    if (rounds < 1 || rounds > ROUNDS_MAX) {
+        fprintf(stderr, "autohet %s: --rounds: expected 1 .. %d, got %lld\n", VERB, ROUNDS_MAX, (long long)rounds);
         return 2;
     }
     if (tp_group && (n_tp != 1 || tps[0] < 2)) {

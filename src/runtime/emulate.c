@@ -31,6 +31,8 @@ ah_status_t ah_emulator_init(ah_emulator_t *e, double slowdown, ah_comm_t *group
                              ah_error_t *err) {
     *e = (ah_emulator_t){.slowdown = slowdown, .group = group,
                          .max_segments = max_segments > 1 ? max_segments : 1};
+    mark(&e->phase_start); /* so that clocks read before the first phase are sane */
+    e->segment_start = e->phase_start;
     if (slowdown <= 1.0) return AH_OK; /* nothing to remember */
     e->history = calloc((size_t)AH_EMULATE_KINDS * (size_t)e->max_segments, sizeof *e->history);
     if (!e->history)

@@ -11,7 +11,8 @@
  * slowdown made each loss count slowdown times. What the phase spent in communication is not
  * stretched: it passes once, as measured.
  *
- * A phase that meets its TP group inside (two all-reduces per block) is stretched segment by
+ * A phase that meets its TP group inside (two all-reduces per block, three in a recomputing
+ * backward) is stretched segment by
  * segment: the compute before each all-reduce is stretched before the rank enters it
  * (ah_emulator_split), as a device reaches the collective only when its kernels before it are
  * done. Stretched only at the phase's end, the compute ran at host speed between the meetings,

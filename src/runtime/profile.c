@@ -90,7 +90,6 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         ah_gpt_stage_free(&st);
         return s;
     }
-    st.emu = &emu;
     /* The targets live in the workspace that each backward overwrites, so they are put back
      * before every forward, as the trainer does. */
     int32_t *targets = malloc((size_t)st.N * sizeof *targets);
@@ -111,7 +110,8 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     const float scale = (float)(1.0 / (double)st.N);
     double loss = 0;
     memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
-    s = ah_gpt_forward(&st, 0, NULL, scale, &loss, err);
+    s = ah_gpt_forward(&st, 0, NULL, scale, &loss, err); /* untimed, not emulated */
+    st.emu = &emu; /* from here each call is an emulated phase */
     /* Call i runs the forward of slot (i + 1) % slots, then the backward of slot i % slots,
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */

@@ -23,10 +23,10 @@
  * Without one, a TP > 1 shard is TP rank 0's shard run alone: no communication ("includes_tp_comm":
  * false; the cost model adds its own all-reduce term).
  *
- * Emulation: with slowdown k > 1 each call is the trainer's emulated phase (runtime/emulate.h: k
- * times the lower quartile of the CPU seconds of that kind's recent calls, the rank sleeping for
- * the rest) and is timed at that phase's wall seconds, shared among the parts as their own wall
- * seconds were; mem_cap_bytes caps the shards' allocator like the trainer's (an emulated
+ * Emulation: with slowdown k > 1 each call is the trainer's emulated phase (runtime/emulate.h:
+ * each segment between TP all-reduces lasts k times the lower quartile of its recent CPU
+ * seconds, the rank sleeping for the rest) and is timed at that phase's wall seconds, shared
+ * among the parts as their own seconds were (the part clocks leave the sleeps out); mem_cap_bytes caps the shards' allocator like the trainer's (an emulated
  * device too small for a shard fails with the trainer's out-of-memory message).
  *
  * Host memory: the shards are built and freed per (tp, micro-batch); nothing outlives the call but
