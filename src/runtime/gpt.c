@@ -455,6 +455,14 @@ static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) 
     *t = now;
 }
 
+int ah_gpt_phase_segments(const ah_gpt_stage_t *st) {
+    if (!st->tp) return 1;
+    /* tp_sum's callers: a block forward twice, a block backward twice, and a recomputing
+     * backward's forward once more (it stops before the MLP's output projection). */
+    const int per_block = st->cfg.recompute ? 3 : 2;
+    return per_block * (st->cfg.last - st->cfg.first) + 1;
+}
+
 /* A TP all-reduce, which ends a segment of the emulated phase (runtime/emulate.h). */
 static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
     if (!st->tp) return AH_OK;

@@ -106,8 +106,9 @@ typedef struct ah_gpt_stage {
 
     ah_arena_t a_params, a_opt, a_act, a_work;
     /* Seconds spent so far per part, [part][0] forward, [part][1] backward, TP all-reduces
-     * included, device emulation's sleeps not (gpt.c's part_clock); the profiler times each layer kind directly with them. The blocks' part also
-     * takes the gradient copies in and out of a stage without the head / the embedding. */
+     * included, device emulation's sleeps not (gpt.c's part_clock); the profiler times each
+     * layer kind directly with them. The blocks' part also takes the gradient copies in and out
+     * of a stage without the head / the embedding. */
     double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;
 
@@ -115,6 +116,9 @@ typedef struct ah_gpt_stage {
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
                                 const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err);
 void ah_gpt_stage_free(ah_gpt_stage_t *st);
+/* The most segments one forward or backward of the stage has for device emulation: the TP
+ * all-reduces inside it, plus one (runtime/emulate.h). */
+int ah_gpt_phase_segments(const ah_gpt_stage_t *st);
 
 /* Deterministic, plan-independent initialisation (see the file comment); zeroes m and v. On a
  * device the weights are filled on the host and uploaded (the only failure). */

@@ -85,8 +85,8 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     ah_group_t tp = {.c = group, .dc = NULL}; /* the CPU backend sums through MPI alone */
     ah_status_t s = ah_gpt_stage_create(&st, &cfg, k, group ? &tp : NULL, &mem, err);
     if (s != AH_OK) return s;
-    ah_emulator_t emu; /* segments as the trainer counts them, for a stage of nb blocks */
-    if ((s = ah_emulator_init(&emu, req->slowdown, group, 3 * nb + 1, err)) != AH_OK) {
+    ah_emulator_t emu;
+    if ((s = ah_emulator_init(&emu, req->slowdown, group, ah_gpt_phase_segments(&st), err)) != AH_OK) {
         ah_gpt_stage_free(&st);
         return s;
     }

@@ -127,9 +127,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
         .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
     if ((s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err)) != AH_OK)
         goto fail;
-    /* A phase's segments: a forward meets the TP group twice per block, a backward three times
-     * (twice, and once in a recomputed forward). */
-    if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c, 3 * (st->last - st->first) + 1, err)) != AH_OK)
+    if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c,
+                              ah_gpt_phase_segments(&tr->stage), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
     /* p2p buffers: per neighbour one to send and one to receive, (N, C) each. */
