@@ -17,17 +17,6 @@
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* Sum of x[0, n) in 8 interleaved partial sums combined in a fixed order: the compiler can
- * vectorise it (a single running float sum it may not reorder), and it stays deterministic. */
-static float sum_lanes(const float *x, int n) {
-    float acc[8] = {0};
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[j + k];
-    for (; j < n; j++) acc[j % 8] += x[j];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 /* The state kept for the backward: the probabilities, (B, Hl, T, T). */
 size_t ah_cpu_attention_state_floats(int B, int T, int Hl, int hd) {
     (void)hd;
@@ -60,7 +49,7 @@ AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *q
                     float mx = row[0];
                     for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
                     for (int j = 0; j <= i; j++) row[j] = ah_cpu_expf(row[j] - mx);
-                    const float inv = 1.0f / sum_lanes(row, i + 1);
+                    const float inv = 1.0f / ah_cpu_sum(row, i + 1);
                     for (int j = 0; j <= i; j++) row[j] *= inv;
                     memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof *row);
                 }
@@ -99,8 +88,7 @@ AH_CPU_CLONES void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float
                 for (int r = 0; r < m; r++) {
                     const float *prow = Pb + (size_t)r * T;
                     float *drow = dS + (size_t)r * T;
-                    float dot = 0.0f;
-                    for (int j = 0; j <= i0 + r; j++) dot += prow[j] * drow[j];
+                    const float dot = ah_cpu_dot(prow, drow, i0 + r + 1);
                     for (int j = 0; j < i1; j++) drow[j] = prow[j] * (drow[j] - dot) * scale;
                 }
                 /* dQ[i0:i1] += dS K[0:i1] ; dK[0:i1] += dS^T Q[i0:i1] */

@@ -58,6 +58,38 @@ static inline float ah_cpu_expf(float x) {
     return y;
 }
 
+/* Row reductions (layer norm, softmax) as AH_CPU_LANES interleaved partial sums, lane k taking
+ * elements k, k + LANES, ..., combined in a fixed tree: the compiler vectorises the lanes (it may
+ * not reorder one running float sum), and the result is the same whatever the vector width. */
+#define AH_CPU_LANES 16
+
+static inline float ah_cpu_lanes_total(const float acc[AH_CPU_LANES]) {
+    float a[AH_CPU_LANES];
+    memcpy(a, acc, sizeof a);
+    for (int half = AH_CPU_LANES / 2; half >= 1; half /= 2)
+        for (int k = 0; k < half; k++) a[k] += a[k + half];
+    return a[0];
+}
+
+/* sum of x[0, n), and of a[i] * b[i], in AH_CPU_LANES lanes. */
+static inline float ah_cpu_sum(const float *x, int n) {
+    const int n_lanes = n - n % AH_CPU_LANES;
+    float acc[AH_CPU_LANES] = {0};
+    for (int i = 0; i < n_lanes; i += AH_CPU_LANES)
+        for (int k = 0; k < AH_CPU_LANES; k++) acc[k] += x[i + k];
+    for (int i = n_lanes; i < n; i++) acc[i - n_lanes] += x[i];
+    return ah_cpu_lanes_total(acc);
+}
+
+static inline float ah_cpu_dot(const float *a, const float *b, int n) {
+    const int n_lanes = n - n % AH_CPU_LANES;
+    float acc[AH_CPU_LANES] = {0};
+    for (int i = 0; i < n_lanes; i += AH_CPU_LANES)
+        for (int k = 0; k < AH_CPU_LANES; k++) acc[k] += a[i + k] * b[i + k];
+    for (int i = n_lanes; i < n; i++) acc[i - n_lanes] += a[i] * b[i];
+    return ah_cpu_lanes_total(acc);
+}
+
 void ah_cpu_zero(float *x, size_t n);
 
 void ah_cpu_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int N,

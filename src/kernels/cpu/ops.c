@@ -5,46 +5,62 @@
 
 AH_CPU_CLONES void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, int N, int C, float eps) {
+    const int C_lanes = C - C % AH_CPU_LANES; /* columns [C_lanes, C) go to lanes 0.. one by one */
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *y = out + (size_t)n * C;
         /* Two passes (mean, then squared deviations): the one-pass E[x^2] - E[x]^2 form loses
          * digits when |mean| >> std. */
-        float m = 0.0f;
-        for (int i = 0; i < C; i++) m += x[i];
-        m /= (float)C;
-        float var = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float d = x[i] - m;
-            var += d * d;
+        const float m = ah_cpu_sum(x, C) / (float)C;
+        float sq[AH_CPU_LANES] = {0};
+        for (int i = 0; i < C_lanes; i += AH_CPU_LANES)
+            for (int k = 0; k < AH_CPU_LANES; k++) {
+                const float d = x[i + k] - m;
+                sq[k] += d * d;
+            }
+        for (int i = C_lanes; i < C; i++) {
+            const float d = x[i] - m;
+            sq[i - C_lanes] += d * d;
         }
-        var /= (float)C;
-        float s = 1.0f / sqrtf(var + eps);
+        const float var = ah_cpu_lanes_total(sq) / (float)C;
+        const float s = 1.0f / sqrtf(var + eps);
         for (int i = 0; i < C; i++) y[i] = (x[i] - m) * s * weight[i] + bias[i];
         mean[n] = m;
         rstd[n] = s;
     }
 }
 
+/* The per-column part of a layer-norm backward row, at column i, with its two row sums going to
+ * lane k: g = dy * weight summed, g * xhat summed, and dweight, dbias accumulated. */
+static inline void layernorm_bwd_column(int i, int k, float g_sum[AH_CPU_LANES],
+                                        float gx_sum[AH_CPU_LANES], float *dweight, float *dbias,
+                                        const float *x, const float *dy, const float *weight,
+                                        float m, float s) {
+    const float xhat = (x[i] - m) * s;
+    const float g = dy[i] * weight[i];
+    g_sum[k] += g;
+    gx_sum[k] += g * xhat;
+    dbias[i] += dy[i];
+    dweight[i] += dy[i] * xhat;
+}
+
 AH_CPU_CLONES void ah_cpu_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
                           const float *inp, const float *weight, const float *mean,
                           const float *rstd, int N, int C) {
+    const int C_lanes = C - C % AH_CPU_LANES;
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         const float *dy = dout + (size_t)n * C;
         const float m = mean[n], s = rstd[n];
         /* dinp = s * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight. */
-        float g_mean = 0.0f, gx_mean = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float xhat = (x[i] - m) * s;
-            float g = dy[i] * weight[i];
-            g_mean += g;
-            gx_mean += g * xhat;
-            dbias[i] += dy[i];
-            dweight[i] += dy[i] * xhat;
-        }
-        g_mean /= (float)C;
-        gx_mean /= (float)C;
+        float g_sum[AH_CPU_LANES] = {0}, gx_sum[AH_CPU_LANES] = {0};
+        for (int i = 0; i < C_lanes; i += AH_CPU_LANES)
+            for (int k = 0; k < AH_CPU_LANES; k++)
+                layernorm_bwd_column(i + k, k, g_sum, gx_sum, dweight, dbias, x, dy, weight, m, s);
+        for (int i = C_lanes; i < C; i++)
+            layernorm_bwd_column(i, i - C_lanes, g_sum, gx_sum, dweight, dbias, x, dy, weight, m, s);
+        const float g_mean = ah_cpu_lanes_total(g_sum) / (float)C;
+        const float gx_mean = ah_cpu_lanes_total(gx_sum) / (float)C;
         if (!dinp) continue;
         float *dx = dinp + (size_t)n * C;
         for (int i = 0; i < C; i++) {
