@@ -6,10 +6,11 @@
 # `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
 # measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS library PyTorch
 # loaded (Debian's python3-torch loads the same OpenBLAS, so with the same environment it runs
-# the same kernel). Each cell runs ROUNDS (3) rounds, autohet and PyTorch alternating, and
-# takes each side's median round (PyTorch's own step moved 0.18-0.25 s between single runs); the
-# per-round ratios are printed too. Env: STEPS (8), ROUNDS. Never run by CTest; never fails on a
-# timing.
+# the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch alternating, and
+# compares the median of each side's steps pooled over all its rounds (PyTorch's own step moves
+# 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one round's median
+# is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8), ROUNDS.
+# Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
 # Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
 # also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
@@ -20,7 +21,7 @@ SRC=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 AH=$BUILD/autohet
 PY=/usr/bin/python3 # Debian's python3-torch
 STEPS=${STEPS:-8}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ && $STEPS =~ ^[1-9][0-9]*$ ]] || { echo "bench: STEPS and ROUNDS must be whole numbers >= 1" >&2; exit 1; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -62,25 +63,27 @@ print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/se
     fi
     for thr in 1 2; do
         peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
-        ah_runs=() pt_runs=()
         for ((r = 0; r < ROUNDS; r++)); do # the two sides alternate, so a slow spell hits both
             OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
                 --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
-            ah_runs+=("$(python3 -c 'import json,sys,statistics; s=[json.loads(l)["seconds"] for l in open(sys.argv[1])][1:]; print(statistics.median(s))' "$WORK/m.jsonl")")
-            pt_runs+=("$(OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
-                --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])')")
+            python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["seconds"]) for l in open(sys.argv[1]).readlines()[1:]))' \
+                "$WORK/m.jsonl" >"$WORK/ah.$r"
+            OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
+                --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" |
+                python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["step_s"])))' >"$WORK/pt.$r"
         done
-        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$flops" "$peak" "${ah_runs[*]}" "${pt_runs[*]}" <<'PY'
+        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$flops" "$peak" "$WORK" "$ROUNDS" <<'PY'
 import statistics, sys
 name, shape, thr = sys.argv[1:4]
-flops, peak = float(sys.argv[4]), float(sys.argv[5])
-ah_runs, pt_runs = [list(map(float, a.split())) for a in sys.argv[6:8]]
-ah, pt = statistics.median(ah_runs), statistics.median(pt_runs)
+flops, peak, work, rounds = float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+ah_rounds, pt_rounds = ([list(map(float, open(f"{work}/{side}.{r}").read().split())) for r in range(rounds)]
+                        for side in ("ah", "pt"))
+ah, pt = (statistics.median([x for steps in side for x in steps]) for side in (ah_rounds, pt_rounds))
 gf = flops / ah / 1e9
-ratios = [p / a for a, p in zip(ah_runs, pt_runs)]
+ratios = [statistics.median(p) / statistics.median(a) for a, p in zip(ah_rounds, pt_rounds)]
 print(f"{name:<6} {shape:<26} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f} | "
       + " ".join(f"{r:.2f}" for r in ratios))
 PY
     done
 done
-echo "(each side: the median of $ROUNDS rounds, alternating, of the median of $STEPS steps after one warm-up step; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(each side: the median of its $STEPS steps after one warm-up step in each of $ROUNDS rounds, pooled; the rounds alternate; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"

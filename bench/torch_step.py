@@ -5,7 +5,8 @@ cross-entropy, backward, global-norm clipping, AdamW (weight decay on matrices).
 
     /usr/bin/python3 bench/torch_step.py --layers L --d C --heads H --seq-len T --batch B
         --vocab V --threads N [--steps S]
-prints one JSON line: {"median_s", "min_s", "steps", "threads", "torch"}.
+prints one JSON line: {"median_s", "min_s", "step_s" (every timed step), "steps", "threads",
+"torch"}.
 """
 import argparse
 import json
@@ -78,8 +79,8 @@ def main():
         opt.step()
         if step > 0:
             times.append(time.perf_counter() - t0)
-    print(json.dumps({"median_s": statistics.median(times), "min_s": min(times), "steps": a.steps,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    print(json.dumps({"median_s": statistics.median(times), "min_s": min(times), "step_s": times,
+                      "steps": a.steps, "threads": torch.get_num_threads(), "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
