@@ -65,6 +65,15 @@ ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkp
 assert [e["step"] for e in ev] == [4, 8, 12] and all(e["ok"] and e["bytes"]["local"] > 0 for e in ev), ev
 PY
 "$AUTOHET" ckpt verify --local-root "$WORK/ck/n0" >/dev/null || fail "the saved steps do not verify"
+# ckpt ls/verify take train's --local-root (a folder of node roots) as well as one node's root.
+"$AUTOHET" ckpt ls --local-root "$WORK/ck" >"$WORK/ls.out" || fail "ckpt ls on the folder of node roots"
+grep -Eq '^local(:n0)? +8 +committed' "$WORK/ls.out" && grep -Eq '^local(:n0)? +12 +committed' "$WORK/ls.out" ||
+    { cat "$WORK/ls.out" >&2; fail "ckpt ls: expected the 2 kept steps, 8 and 12"; }
+"$AUTOHET" ckpt verify --local-root "$WORK/ck" >/dev/null || fail "ckpt verify on the folder of node roots"
+! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" 2>"$WORK/ls.err" && grep -q "no-such-dir: cannot open" "$WORK/ls.err" ||
+    fail "ckpt ls on a missing directory must fail and say so"
+! "$AUTOHET" ckpt ls --local-root "$WORK/ck" --step 4 2>"$WORK/ls.err" && grep -q "not a flag of ckpt ls" "$WORK/ls.err" ||
+    fail "ckpt ls --step must be refused, not ignored"
 for plan in "$SAME" "${OTHERS[@]}"; do
     at_step8
     run "$plan" "resume-$plan" --local-root "$WORK/ck8" --resume

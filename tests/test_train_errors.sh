@@ -1,7 +1,8 @@
 # Bad input to autohet train: the whole job exits non-zero quickly (no hang) and rank 0 prints a
 # message that says what is wrong. Cases: wrong rank count, missing / truncated data, wrong
 # magic, a token outside the vocabulary, a plan for another model, an emulated memory cap that
-# the stage does not fit (out-of-memory naming the tensor and the shortfall).
+# the stage does not fit (out-of-memory naming the tensor and the shortfall), a checkpoint flag
+# without the tier it needs.
 . "$(dirname "$0")/train_common.sh"
 PLAN=$PLANS/train-pp4.json
 python3 - "$WORK" <<'PY'
@@ -42,4 +43,10 @@ expect 4 "token 50 is 300, outside the model's vocabulary" --plan "$PLAN" --data
 expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
 # Each rank's message names its own device: the lowest failing rank's is shown, with its rank.
 expect 4 "out of memory: rank 0: device n0:0 (cpu): out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
+# A checkpoint or preemption flag without the tier it acts on would do nothing: refused.
+expect 4 "need --local-root DIR" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 5
+expect 4 "must be >= 0" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every -3 --local-root "$WORK/lr"
+expect 4 "--grace-s needs --local-root" --plan "$PLAN" --data "$WORK/text.bin" --grace-s 5
+expect 4 "--cloud-only needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --cloud-only --local-root "$WORK/lr"
+expect 4 "--s3-endpoint needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --s3-endpoint http://127.0.0.1:1
 echo "PASS"

@@ -36,6 +36,13 @@ static int open_cloud(const opts_t *o, ah_s3_t **s3, ah_s3_url_t *url, ah_error_
     return 0;
 }
 
+/* A local root's tier label: "local", or "local:NODE" when --local-root held several node roots. */
+static void local_tier(char *out, size_t cap, const char *root, int n_roots) {
+    const char *slash = strrchr(root, '/');
+    if (n_roots > 1) snprintf(out, cap, "local:%.50s", slash ? slash + 1 : root);
+    else snprintf(out, cap, "local");
+}
+
 static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t *s) {
     if (rows) {
         json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:i, s:I, s:s}", "tier", tier, "step",
@@ -45,21 +52,32 @@ static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t 
     }
     char b[32];
     human(s->bytes, b, sizeof b);
-    printf("%-6s %10lld  %-10s %6d %12s  %s\n", tier, (long long)s->step,
+    printf("%-12s %10lld  %-10s %6d %12s  %s\n", tier, (long long)s->step,
            s->committed ? "committed" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
 }
 
 static int cmd_ls(const opts_t *o) {
     ah_error_t err;
+    char(*roots)[AH_CKPT_PATH_MAX] = NULL;
+    int n_roots = 0;
+    if (o->local_root && ah_ckpt_node_roots(o->local_root, &roots, &n_roots, &err))
+        return ah_cli_fail("ckpt ls", &err);
     json_t *rows = o->json ? json_array() : NULL;
-    if (!rows) printf("%-6s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
-    if (o->local_root) {
+    if (!rows) printf("%-12s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
+    for (int r = 0; r < n_roots; r++) {
         ah_ckpt_step_info_t *s;
         int n;
-        if (ah_ckpt_list(o->local_root, &s, &n, &err)) return ah_cli_fail("ckpt ls", &err);
-        for (int i = 0; i < n; i++) print_row(rows, "local", &s[i]);
+        if (ah_ckpt_list(roots[r], &s, &n, &err)) {
+            free(roots);
+            json_decref(rows);
+            return ah_cli_fail("ckpt ls", &err);
+        }
+        char tier[64];
+        local_tier(tier, sizeof tier, roots[r], n_roots);
+        for (int i = 0; i < n; i++) print_row(rows, tier, &s[i]);
         free(s);
     }
+    free(roots);
     if (o->cloud) {
         ah_s3_t *s3;
         ah_s3_url_t url;
@@ -97,8 +115,11 @@ static int verify_cloud_manifest(ah_s3_t *s3, const ah_s3_url_t *url, const ah_c
         ah_error_t err;
         uint32_t crc = 0;
         uint64_t bytes = 0;
-        if (ah_ckpt_cloud_key(key, sizeof key, url, m->meta.step, f->name) < 0 ||
-            ah_s3_get(s3, url->bucket, key, crc_sink, &crc, &bytes, &err) != AH_OK) {
+        const ah_status_t st =
+            ah_ckpt_cloud_key(key, sizeof key, url, m->meta.step, f->name) < 0
+                ? ah_error_set(&err, AH_ERR_USAGE, "the object key is longer than %zu bytes", sizeof key)
+                : ah_s3_get(s3, url->bucket, key, crc_sink, &crc, &bytes, &err);
+        if (st != AH_OK) {
             printf("cloud  step %lld: %s: FAILED: %s\n", (long long)m->meta.step, f->name, err.msg);
             bad++;
         } else if (bytes != f->bytes || crc != f->crc32c) {
@@ -116,21 +137,32 @@ static int cmd_verify(const opts_t *o) {
     ah_error_t err;
     int failed = 0, checked = 0;
     if (o->local_root) {
-        ah_ckpt_step_info_t *s;
-        int n;
-        if (ah_ckpt_list(o->local_root, &s, &n, &err)) return ah_cli_fail("ckpt verify", &err);
-        for (int i = 0; i < n; i++) {
-            if (!s[i].committed || (o->step >= 0 && s[i].step != o->step)) continue;
-            int bad;
-            checked++;
-            if (ah_ckpt_verify(o->local_root, s[i].step, &bad, &err) == AH_OK) {
-                printf("local  step %lld: ok (%d files)\n", (long long)s[i].step, s[i].n_files);
-            } else {
-                printf("local  step %lld: FAILED: %s\n", (long long)s[i].step, err.msg);
-                failed++;
+        char(*roots)[AH_CKPT_PATH_MAX];
+        int n_roots;
+        if (ah_ckpt_node_roots(o->local_root, &roots, &n_roots, &err)) return ah_cli_fail("ckpt verify", &err);
+        for (int r = 0; r < n_roots; r++) {
+            ah_ckpt_step_info_t *s;
+            int n;
+            if (ah_ckpt_list(roots[r], &s, &n, &err)) {
+                free(roots);
+                return ah_cli_fail("ckpt verify", &err);
             }
+            char tier[64];
+            local_tier(tier, sizeof tier, roots[r], n_roots);
+            for (int i = 0; i < n; i++) {
+                if (!s[i].committed || (o->step >= 0 && s[i].step != o->step)) continue;
+                int bad;
+                checked++;
+                if (ah_ckpt_verify(roots[r], s[i].step, &bad, &err) == AH_OK) {
+                    printf("%-6s step %lld: ok (%d files)\n", tier, (long long)s[i].step, s[i].n_files);
+                } else {
+                    printf("%-6s step %lld: FAILED: %s\n", tier, (long long)s[i].step, err.msg);
+                    failed++;
+                }
+            }
+            free(s);
         }
-        free(s);
+        free(roots);
     }
     if (o->cloud) {
         ah_s3_t *s3;
@@ -192,7 +224,8 @@ int ah_cli_ckpt(int argc, char **argv) {
     }
     opts_t o = {.step = -1};
     ah_flag_t flags[] = {
-        {"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root", false},
+        {"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root, or a folder of them "
+                                                               "(DIR/NODE/, as autohet train --local-root)", false},
         {"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--step", AH_FLAG_INT, &o.step, "N", "verify: only this step (default: all committed); export: this step "
@@ -210,6 +243,20 @@ int ah_cli_ckpt(int argc, char **argv) {
         fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
         return 2;
     }
-    if (strcmp(argv[1], "export") == 0) return cmd_export(&o);
+    /* A flag another verb takes would be ignored here: refuse it. */
+    const bool is_ls = strcmp(argv[1], "ls") == 0, is_export = strcmp(argv[1], "export") == 0;
+    const char *stray = is_ls && o.step >= 0 ? "--step"
+                        : !is_export && o.out ? "-o"
+                        : !is_ls && o.json    ? "--json"
+                                              : NULL;
+    if (stray) {
+        fprintf(stderr, "autohet %s: %s is not a flag of ckpt %s (autohet %s --help)\n", verb, stray, argv[1], verb);
+        return 2;
+    }
+    if (o.step < -1) {
+        fprintf(stderr, "autohet %s: --step: expected a step >= 0, got %lld\n", verb, (long long)o.step);
+        return 2;
+    }
+    if (is_export) return cmd_export(&o);
     return strcmp(argv[1], "ls") == 0 ? cmd_ls(&o) : cmd_verify(&o);
 }

@@ -27,8 +27,27 @@ typedef struct {
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
     int64_t ckpt_every;
     double grace_s;
+    bool grace_given; /* --grace-s was on the command line */
     bool resume, cloud_only;
 } args_t;
+
+/* The checkpoint and preemption flags, each of which needs the tier or the notice path it acts
+ * on: one given without it would do nothing. */
+static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
+    if (a->ckpt_every < 0 || !(a->grace_s >= 0))
+        return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0");
+    if ((a->ckpt_every > 0 || a->resume) && !a->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR "
+                            "(node X's checkpoints go to DIR/X/)");
+    if (a->cloud_only && !a->cloud)
+        return ah_error_set(err, AH_ERR_USAGE, "--cloud-only needs --cloud s3://BUCKET/PREFIX");
+    if (a->s3_endpoint && !a->cloud)
+        return ah_error_set(err, AH_ERR_USAGE, "--s3-endpoint needs --cloud s3://BUCKET/PREFIX");
+    if (a->grace_given && !a->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--grace-s needs --local-root DIR, where a preemption "
+                            "notice saves");
+    return AH_OK;
+}
 
 /* Phase 1, on every rank alone: the plan, checked against the job and the flags. */
 static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *have, ah_error_t *err) {
@@ -49,6 +68,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (a->grads_dir && (a->dump_step < 0 || a->dump_step >= a->steps))
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step with --dump-grads: expected 0 .. --steps - 1 "
                             "(%lld), got %lld", (long long)a->steps - 1, (long long)a->dump_step);
+    if ((s = check_ckpt_flags(a, err)) != AH_OK) return s;
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
@@ -77,9 +97,10 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     return AH_OK;
 }
 
-static void progress(const ah_step_metrics_t *m, int64_t steps, double elapsed) {
+/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0). */
+static void progress(const ah_step_metrics_t *m, int64_t start, int64_t steps, double elapsed) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
-    const double eta = elapsed / (double)(m->step + 1) * (double)(steps - m->step - 1);
+    const double eta = elapsed / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
     printf("step %4lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
            (long long)m->step + 1, (long long)steps, m->loss, m->lr, m->grad_norm, tps, m->seconds, eta);
     fflush(stdout);
@@ -121,7 +142,7 @@ static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_
         if (ah_trainer_step(tr, i, &m, &err) != AH_OK) break;
         if (a->grads_dir && i == a->dump_step && ah_trainer_dump(tr, a->grads_dir, true, &err) != AH_OK) break;
         elapsed += m.seconds;
-        if (tr->rank == 0 && !a->quiet) progress(&m, a->steps, elapsed);
+        if (tr->rank == 0 && !a->quiet) progress(&m, start, a->steps, elapsed);
         if (tr->rank == 0 && metrics) metrics_line(metrics, &m);
         json_t *events = NULL;
         bool stop = false;
@@ -138,7 +159,8 @@ static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_
 }
 
 int ah_cli_train(int argc, char **argv) {
-    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0};
+    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
+                .grace_s = NAN};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
         {"--data", AH_FLAG_STR, &a.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
@@ -161,7 +183,7 @@ int ah_cli_train(int argc, char **argv) {
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
         {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here", false},
-        {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30)", false},
+        {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
         {"--cloud-only", AH_FLAG_BOOL, &a.cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "
          "cloud-only): no save on SIGTERM", false},
     };
@@ -177,6 +199,8 @@ int ah_cli_train(int argc, char **argv) {
         ah_comm_finalize();
         return rc;
     }
+    a.grace_given = !isnan(a.grace_s); /* the flag parser takes finite numbers only */
+    if (!a.grace_given) a.grace_s = 30;
     ah_plan_t plan;
     ah_tokens_t data = {0};
     ah_trainer_t tr;
@@ -209,11 +233,7 @@ int ah_cli_train(int argc, char **argv) {
         ah_ckpt_opts_t co = {.local_root = a.local_root, .cloud = a.cloud, .s3_endpoint = a.s3_endpoint,
                              .every = a.ckpt_every, .run_dir = a.run_dir, .grace_s = a.grace_s,
                              .cloud_only = a.cloud_only};
-        s = a.ckpt_every < 0 || a.grace_s < 0
-                ? ah_error_set(&err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0")
-                : (a.ckpt_every > 0 || a.resume) && !a.local_root
-                      ? ah_error_set(&err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR")
-                      : ah_ckpt_session_open(&tr, &co, &ck, &err);
+        s = ah_ckpt_session_open(&tr, &co, &ck, &err);
     }
     if (s == AH_OK && a.resume) {
         json_t *ev = NULL;

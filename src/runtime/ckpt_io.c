@@ -155,7 +155,6 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->tr = tr;
     s->o = *o;
     if (s->o.keep < 2) s->o.keep = 2;
-    if (s->o.grace_s <= 0) s->o.grace_s = 30;
     s->last_saved = -1;
     s->last_save_s = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
@@ -1008,8 +1007,9 @@ done:
 
 /* ---- export to Hugging Face GPT-2 ----------------------------------------------------------- */
 
-/* The node roots under dir: dir itself when it holds step directories, else its subdirectories. */
-static ah_status_t export_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err) {
+static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
+
+ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err) {
     ah_ckpt_step_info_t *info;
     int ns;
     *roots = NULL;
@@ -1036,6 +1036,7 @@ static ah_status_t export_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX
     }
     if (d) closedir(d);
     if (!*roots) return ah_error_set(err, AH_ERR_OOM, "no host memory for the node list");
+    qsort(*roots, (size_t)*n, sizeof **roots, cmp_path); /* readdir's order is arbitrary */
     return AH_OK;
 }
 
@@ -1081,7 +1082,7 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
     float **data = NULL;
     ah_st_tensor_t *ts = NULL;
     char (*names)[96] = NULL;
-    ah_status_t st = export_roots(local_root, &roots, &n_roots, err);
+    ah_status_t st = ah_ckpt_node_roots(local_root, &roots, &n_roots, err);
     /* Every committed manifest of every node root, and which root it came from. */
     for (int r = 0; st == AH_OK && r < n_roots; r++) {
         char *text = manifests_text(roots[r]);

@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/afile.h"
 #include "runtime/trainer.h"
 
 typedef struct ah_ckpt_opts {
@@ -39,7 +40,7 @@ typedef struct ah_ckpt_opts {
     int64_t every;           /* save after every K steps (0: only on a preemption notice) */
     int keep;                /* committed steps kept per node (>= 2; default 2) */
     const char *run_dir;     /* rank-R.json and preempted.json go here (NULL: none) */
-    double grace_s;          /* preemption grace period (default 30) */
+    double grace_s;          /* preemption grace period, s: a notice saves if that fits (0: never) */
     /* The Varuna-like policy (`autohet run --recovery cloud-only`): every node's disk is dropped at
      * a stop, so a notice brings no save (it would go to a disk that is dropped); the relaunch
      * takes the cloud's newest complete step. */
@@ -67,7 +68,10 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
 
-#endif
+/* The node checkpoint roots a --local-root DIR names: DIR itself when it holds step directories
+ * (one node's root), else each of its subdirectories (DIR/NODE/, as autohet train writes them).
+ * A DIR that cannot be opened is an error, not an empty list. *roots is malloc'ed; free it. */
+ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err);
 
 /* `autohet ckpt export`: the full model of a committed step as one Hugging Face GPT-2
  * OUT_DIR/model.safetensors (transformer.* names, Conv1D (in, out) layout for c_attn, c_proj,
@@ -77,3 +81,5 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
  * newest step whose weights are complete. *step_out gets the step exported. */
 ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t step, const char *out_dir, int64_t *step_out,
                               ah_error_t *err);
+
+#endif
