@@ -111,6 +111,14 @@ grep -q "out of memory allocating" "$TMP/out" && grep -q "tiny-dev" "$TMP/out" |
 grep -q "does not emulate" "$TMP/out" || { cat "$TMP/out"; fail "no message for a non-emulated type"; }
 "$AH" profile --model tiny-gpt2 --tp 1,x -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] || fail "--tp 1,x accepted"
 "$AH" profile --model tiny-gpt2 --tp 3 -o "$TMP/x.json" >"$TMP/out" 2>&1 && fail "--tp 3 accepted for 4 heads"
+# A repeated value would be measured twice and then clash: refused up front, naming the flag.
+"$AH" profile --model tiny-gpt2 --tp 1,1 -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q -- "--tp: 1 appears twice" "$TMP/out" \
+    || { cat "$TMP/out"; fail "--tp 1,1 accepted"; }
+"$AH" profile --model tiny-gpt2 --gpu a,a -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q -- "--gpu: a appears twice" "$TMP/out" \
+    || { cat "$TMP/out"; fail "--gpu a,a accepted"; }
+# Without --cluster a catalog accelerator's name would label CPU timings as that device's.
+"$AH" profile --model tiny-gpt2 --gpu A100-80G -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q "without --cluster" "$TMP/out" \
+    || { cat "$TMP/out"; fail "--gpu A100-80G without --cluster accepted"; }
 # TP 2 needs mpirun: without it on PATH, a message that says so, and no profile.
 mkdir "$TMP/bin" && ln -s "$(cd "$BUILD" && pwd)/autohet" "$TMP/bin/autohet"
 PATH="$TMP/bin" "$TMP/bin/autohet" profile --model tiny-gpt2 --tp 2 --seq-len 32 --steps 1 --rounds 1 \

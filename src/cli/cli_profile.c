@@ -39,6 +39,11 @@ static bool parse_list(const char *flag, const char *s, int64_t *out, int *n) {
                     "got \"%s\"\n", VERB, flag, LIST_MAX, s);
             return false;
         }
+        for (int i = 0; i < *n; i++)
+            if (out[i] == v) {
+                fprintf(stderr, "autohet %s: %s: %lld appears twice in \"%s\"\n", VERB, flag, v, s);
+                return false;
+            }
         out[(*n)++] = v;
         p = *end ? end + 1 : end;
     }
@@ -46,25 +51,41 @@ static bool parse_list(const char *flag, const char *s, int64_t *out, int *n) {
     return *n > 0;
 }
 
-/* The type names to profile: --gpu's comma list, else every type of the cluster, else "cpu". */
-static int gpu_names(const char *gpu_arg, const ah_cluster_t *c, bool have_cluster,
-                     char names[][AH_NAME_MAX], int cap) {
-    int n = 0;
+/* The type names to profile: --gpu's comma list, else every type of the cluster, else "cpu".
+ * Without --cluster a name only labels this CPU's figures, so a catalog accelerator's name, which
+ * the planner would take for that device's own, is refused. */
+static ah_status_t gpu_names(const char *gpu_arg, const ah_cluster_t *c, bool have_cluster,
+                             char names[][AH_NAME_MAX], int cap, int *n, ah_error_t *err) {
+    *n = 0;
     if (!gpu_arg) {
         if (!have_cluster) {
-            snprintf(names[n++], AH_NAME_MAX, "cpu");
-            return n;
+            snprintf(names[(*n)++], AH_NAME_MAX, "cpu");
+            return AH_OK;
         }
-        for (int i = 0; i < c->n_types && n < cap; i++) snprintf(names[n++], AH_NAME_MAX, "%s", c->types[i].name);
-        return n;
+        if (c->n_types > cap)
+            return ah_error_set(err, AH_ERR_USAGE, "the cluster has %d GPU types, more than %d: choose "
+                                "some with --gpu", c->n_types, cap);
+        for (int i = 0; i < c->n_types; i++) snprintf(names[(*n)++], AH_NAME_MAX, "%s", c->types[i].name);
+        return AH_OK;
     }
-    const char *p = gpu_arg;
-    while (*p && n < cap) {
-        size_t len = strcspn(p, ",");
-        snprintf(names[n++], AH_NAME_MAX, "%.*s", (int)(len < AH_NAME_MAX ? len : AH_NAME_MAX - 1), p);
-        p += len + (p[len] == ',');
+    for (const char *p = gpu_arg;; p++) {
+        const size_t len = strcspn(p, ",");
+        if (len == 0 || len >= AH_NAME_MAX)
+            return ah_error_set(err, AH_ERR_USAGE, "--gpu \"%s\": expected type names of 1 to %d "
+                                "characters separated by commas", gpu_arg, AH_NAME_MAX - 1);
+        if (*n == cap) return ah_error_set(err, AH_ERR_USAGE, "--gpu: more than %d types", cap);
+        snprintf(names[*n], AH_NAME_MAX, "%.*s", (int)len, p);
+        for (int i = 0; i < *n; i++)
+            if (strcmp(names[i], names[*n]) == 0)
+                return ah_error_set(err, AH_ERR_USAGE, "--gpu: %s appears twice", names[i]);
+        if (!have_cluster && ah_gpu_catalog_find(names[*n]))
+            return ah_error_set(err, AH_ERR_USAGE, "--gpu %s without --cluster would label this CPU's "
+                                "timings as the real %s's; give a --cluster whose %s has an \"emulate\" "
+                                "block, or another name", names[*n], names[*n], names[*n]);
+        (*n)++;
+        p += len;
+        if (!*p) return AH_OK;
     }
-    return n;
 }
 
 enum { ROUNDS_MAX = 1000 }; /* --rounds */
@@ -230,7 +251,8 @@ int ah_cli_profile(int argc, char **argv) {
     if (s == AH_OK && seq_len == 0) seq_len = model.max_pos;
     if (s == AH_OK && have_cluster) s = ah_cluster_open(cluster_arg, &cluster, &err);
     char names[LIST_MAX][AH_NAME_MAX], gpu_list[LIST_MAX * (AH_NAME_MAX + 1)] = "";
-    const int n_gpu = s == AH_OK ? gpu_names(gpu_arg, &cluster, have_cluster, names, LIST_MAX) : 0;
+    int n_gpu = 0;
+    if (s == AH_OK) s = gpu_names(gpu_arg, &cluster, have_cluster, names, LIST_MAX, &n_gpu, &err);
     for (int g = 0; g < n_gpu; g++) {
         if (g) strcat(gpu_list, ",");
         strcat(gpu_list, names[g]);
