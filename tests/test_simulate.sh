@@ -82,6 +82,13 @@ has "$W/e2.txt" "spot pools there are: A100-80G@" "unknown pool lists the pools"
 printf '0.5,1\n500.5,2\n' >"$W/amb.csv"
 "$AH" simulate "${COMMON[@]}" --trace "H20=$W/amb.csv" >"$W/e4.txt" 2>&1
 has "$W/e4.txt" "cannot tell the time unit" "ambiguous unit refused"
+"$AH" simulate "${COMMON[@]}" --policy , >"$W/e5.txt" 2>&1
+[ $? -eq 2 ] && pass "an empty policy list is a usage error" || fail "empty policy list exit code"
+has "$W/e5.txt" "name at least one of" "empty policy list refused"
+"$AH" simulate "${COMMON[@]}" --hours 0 >"$W/e6.txt" 2>&1
+has "$W/e6.txt" "--hours 0: expected > 0" "--hours 0 refused, not taken as the trace end"
+"$AH" simulate "${COMMON[@]}" --replan-s -1 >"$W/e7.txt" 2>&1
+has "$W/e7.txt" "--replan-s -1: expected >= 0" "a negative --replan-s refused"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -150,17 +150,19 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     return rc == 0 ? 0 : 1;
 }
 
+#define SEQ_LEN_UNSET INT64_MIN /* --seq-len not given: 2048, or the model's context if shorter */
+
 int ah_cli_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
-    int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
+    int64_t global_batch = 512, seq_len = SEQ_LEN_UNSET, exact_groups = 8;
     double budget = 0, min_tps = 0;
     bool json = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
         {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default 2048, at most the model's context)", false},
+        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto", "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 only; else bf16)", false},
         {"--objective", AH_FLAG_STR, &objective, "time|cost", "minimise iteration time or $ per token (default time)", false},
@@ -221,8 +223,12 @@ int ah_cli_plan(int argc, char **argv) {
         fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
         return 2;
     }
-    if (budget < 0 || min_tps < 0 || exact_groups < 0) {
-        fprintf(stderr, "autohet plan: --budget, --min-tokens-per-s and --exact-max-groups must not be negative\n");
+    if (budget < 0 || min_tps < 0) {
+        fprintf(stderr, "autohet plan: --budget and --min-tokens-per-s must not be negative\n");
+        return 2;
+    }
+    if (exact_groups < 1) {
+        fprintf(stderr, "autohet plan: --exact-max-groups: expected >= 1, got %lld\n", (long long)exact_groups);
         return 2;
     }
 
@@ -231,6 +237,7 @@ int ah_cli_plan(int argc, char **argv) {
     ah_cluster_t cluster = {0};
     ah_profile_t *profile = NULL;
     if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if (seq_len == SEQ_LEN_UNSET) o.train.seq_len = model.max_pos < 2048 ? model.max_pos : 2048;
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     if (auto_precision) {
         bool all_cpu = true;
