@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `model` and `evaluate` verbs end to end: outputs for people and --json (parsed), exit codes
+# The `model`, `evaluate` and `tokenize` verbs end to end: outputs for people and --json (parsed), exit codes
 # (2 for usage errors, 1 for bad input), --help. Usage: bash tests/test_cli.sh BUILD_DIR SOURCE_DIR
 set -u
 BUILD=${1:?build dir}
@@ -199,6 +199,14 @@ assert d['feasible'] is False
 over = [v for v in d['devices'] if v['memory_bytes'] > v['capacity_bytes']]
 assert over and all(v['node'] == 'fast-0' for v in over), over
 "
+
+# ---- tokenize ----
+printf 'hello' >"$TMP/a.txt"
+run "tokenize" 0 "$AH" tokenize "$TMP/a.txt" -o "$TMP/a.bin"
+has "tokenize counts the bytes" out "5 tokens"
+run "tokenize two texts" 2 "$AH" tokenize "$TMP/a.txt" "$TMP/b.txt" -o "$TMP/a.bin"
+has "tokenize two texts: says so" err "one TEXT file expected"
+run "tokenize without -o" 2 "$AH" tokenize "$TMP/a.txt"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

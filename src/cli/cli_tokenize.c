@@ -1,5 +1,6 @@
 /* autohet tokenize: a text file to an llm.c token file, one token per byte (vocabulary 256, the
  * tiny-gpt2 and demo-gpt2 presets' size). Demo text: /usr/share/common-licenses/GPL-3. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,14 +15,24 @@ int ah_cli_tokenize(int argc, char **argv) {
     };
     /* The text is the one positional argument; take it out before the flag parser sees it. */
     const char *text = NULL;
-    char *rest[64];
+    char *rest[8];
     int n = 0;
-    for (int i = 0; i < argc && n < 64; i++) {
-        if (i > 0 && argv[i][0] != '-' && !text && strcmp(argv[i - 1], "-o") != 0 &&
-            strcmp(argv[i - 1], "--output") != 0)
+    for (int i = 0; i < argc; i++) {
+        const bool positional = i > 0 && argv[i][0] != '-' && strcmp(argv[i - 1], "-o") != 0 &&
+                                strcmp(argv[i - 1], "--output") != 0;
+        if (positional && text) {
+            fprintf(stderr, "autohet tokenize: one TEXT file expected, got \"%s\" and \"%s\" (tokenize "
+                    "each into its own -o FILE)\n", text, argv[i]);
+            return 2;
+        }
+        if (positional) {
             text = argv[i];
-        else
+        } else if (n == (int)(sizeof rest / sizeof rest[0])) {
+            fprintf(stderr, "autohet tokenize: too many arguments (usage: autohet tokenize TEXT -o FILE)\n");
+            return 2;
+        } else {
             rest[n++] = argv[i];
+        }
     }
     int rc = 0;
     if (!ah_cli_parse("tokenize", "TEXT -o FILE",

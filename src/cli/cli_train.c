@@ -4,6 +4,7 @@
  * all ranks (ah_comm_agree), rank 0 prints the first failing rank's message, and every rank exits
  * with the same non-zero code, so a bad input never leaves a rank waiting. A failure inside the
  * step loop aborts the whole job (MPI_Abort) after the failing rank prints its message. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ typedef struct {
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
     int64_t ckpt_every;
     double grace_s;
-    bool grace_given; /* --grace-s was on the command line */
+    bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
     bool resume, cloud_only;
 } args_t;
 
@@ -62,6 +63,8 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (a->warmup < 0 || a->lr <= 0 || a->wd < 0 || a->clip < 0)
         return ah_error_set(err, AH_ERR_USAGE, "--lr must be > 0 and --warmup, --weight-decay, "
                             "--grad-clip >= 0");
+    if (a->dump_step_given && !a->dump_dir && !a->grads_dir)
+        return ah_error_set(err, AH_ERR_USAGE, "--dump-step needs --dump-params DIR or --dump-grads DIR");
     if (a->dump_dir && (a->dump_step < 0 || a->dump_step > a->steps))
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step: expected 0 .. --steps (%lld), got %lld",
                             (long long)a->steps, (long long)a->dump_step);
@@ -159,7 +162,7 @@ static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_
 }
 
 int ah_cli_train(int argc, char **argv) {
-    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
+    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = INT64_MIN, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = NAN};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
@@ -201,6 +204,8 @@ int ah_cli_train(int argc, char **argv) {
     }
     a.grace_given = !isnan(a.grace_s); /* the flag parser takes finite numbers only */
     if (!a.grace_given) a.grace_s = 30;
+    a.dump_step_given = a.dump_step != INT64_MIN;
+    if (!a.dump_step_given) a.dump_step = 0;
     ah_plan_t plan;
     ah_tokens_t data = {0};
     ah_trainer_t tr;
@@ -210,7 +215,7 @@ int ah_cli_train(int argc, char **argv) {
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, ah_tokens_load(a.data, plan.model.vocab, &data, &err), &err);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
-        ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file", a.metrics);
+        ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
     if (s == AH_OK) {
         ah_train_opts_t o;
