@@ -30,6 +30,10 @@ typedef struct ah_flag {
 bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
                   int n_flags, int argc, char **argv, int *rc);
 
+/* Whether flag `name` was on the command line (after ah_cli_parse): a default the user did not
+ * choose can then differ from any value they could give. */
+bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
+
 /* Prints "autohet VERB: <status name>: <message>" and returns the exit code for it. */
 int ah_cli_fail(const char *verb, const ah_error_t *err);
 

@@ -150,12 +150,10 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     return rc == 0 ? 0 : 1;
 }
 
-#define SEQ_LEN_UNSET INT64_MIN /* --seq-len not given: 2048, or the model's context if shorter */
-
 int ah_cli_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
-    int64_t global_batch = 512, seq_len = SEQ_LEN_UNSET, exact_groups = 8;
+    int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double budget = 0, min_tps = 0;
     bool json = false;
     ah_flag_t flags[] = {
@@ -237,7 +235,7 @@ int ah_cli_plan(int argc, char **argv) {
     ah_cluster_t cluster = {0};
     ah_profile_t *profile = NULL;
     if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    if (seq_len == SEQ_LEN_UNSET) o.train.seq_len = model.max_pos < 2048 ? model.max_pos : 2048;
+    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && model.max_pos < seq_len) o.train.seq_len = model.max_pos;
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     if (auto_precision) {
         bool all_cpu = true;

@@ -1,6 +1,5 @@
 /* autohet simulate: replays spot-availability traces on a cluster and compares policies
  * (autohet, uniform, varuna, on-demand) in tokens, hours and dollars. Model: src/sim/sim.h. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,9 +114,7 @@ int ah_cli_simulate(int argc, char **argv) {
     const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16";
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
-    /* NAN, INT64_MIN: not given (the flag parser takes finite numbers only). */
-    double hours = NAN, replan_s = NAN;
-    int64_t gb = o.train.global_batch, sl = INT64_MIN, mb = 0, seed = 0;
+    int64_t gb = o.train.global_batch, sl = o.train.seq_len, mb = 0, seed = 0;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_s, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
@@ -125,7 +122,7 @@ int ah_cli_simulate(int argc, char **argv) {
          "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
         {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand (default all)",
          false},
-        {"--hours", AH_FLAG_NUM, &hours, "H", "simulated wall time (default: the latest trace end)", false},
+        {"--hours", AH_FLAG_NUM, &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM, &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
          false},
         {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S",
@@ -134,7 +131,7 @@ int ah_cli_simulate(int argc, char **argv) {
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
         {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S",
          "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
-        {"--replan-s", AH_FLAG_NUM, &replan_s, "S", "charge this per re-plan instead of the measured planner time",
+        {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",
          false},
         {"--on-demand-factor", AH_FLAG_NUM, &o.on_demand_factor, "F",
          "on-demand price = spot x F when the cluster has no on-demand node of the type (default 2.5)", false},
@@ -196,21 +193,17 @@ int ah_cli_simulate(int argc, char **argv) {
                      policies_s);
         return ah_cli_fail("simulate", &err);
     }
-    if (!isnan(hours) && !(hours > 0)) {
-        ah_error_set(&err, AH_ERR_USAGE, "--hours %g: expected > 0 (leave it out to run to the latest trace end)", hours);
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    if (ah_cli_flag_seen(flags, n_flags, "--hours") && !(o.hours > 0)) {
+        ah_error_set(&err, AH_ERR_USAGE, "--hours %g: expected > 0 (leave it out to run to the latest trace end)", o.hours);
         return ah_cli_fail("simulate", &err);
     }
-    if (!isnan(replan_s) && replan_s < 0) {
+    if (ah_cli_flag_seen(flags, n_flags, "--replan-s") && o.replan_s < 0) {
         ah_error_set(&err, AH_ERR_USAGE, "--replan-s %g: expected >= 0 (leave it out to charge the measured time)",
-                     replan_s);
+                     o.replan_s);
         return ah_cli_fail("simulate", &err);
     }
-    if (sl != INT64_MIN && sl < 1) {
-        ah_error_set(&err, AH_ERR_USAGE, "--seq-len %lld: expected >= 1", (long long)sl);
-        return ah_cli_fail("simulate", &err);
-    }
-    o.hours = isnan(hours) ? 0 : hours;
-    o.replan_s = isnan(replan_s) ? -1 : replan_s;
+    const bool seq_len_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
     if (!ah_precision_parse(prec_s, &o.train.precision)) {
         ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not bf16 or fp32", prec_s);
         return ah_cli_fail("simulate", &err);
@@ -226,7 +219,7 @@ int ah_cli_simulate(int argc, char **argv) {
     ah_model_t model;
     ah_cluster_t cluster;
     if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (sl == INT64_MIN) o.train.seq_len = sl = model.max_pos < 2048 ? model.max_pos : 2048;
+    if (!seq_len_given && model.max_pos < sl) o.train.seq_len = sl = model.max_pos;
     if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);

@@ -162,8 +162,8 @@ static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_
 }
 
 int ah_cli_train(int argc, char **argv) {
-    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = INT64_MIN, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
-                .grace_s = NAN};
+    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
+                .grace_s = 30};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
         {"--data", AH_FLAG_STR, &a.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
@@ -202,10 +202,9 @@ int ah_cli_train(int argc, char **argv) {
         ah_comm_finalize();
         return rc;
     }
-    a.grace_given = !isnan(a.grace_s); /* the flag parser takes finite numbers only */
-    if (!a.grace_given) a.grace_s = 30;
-    a.dump_step_given = a.dump_step != INT64_MIN;
-    if (!a.dump_step_given) a.dump_step = 0;
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
+    a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     ah_plan_t plan;
     ah_tokens_t data = {0};
     ah_trainer_t tr;

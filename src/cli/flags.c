@@ -92,3 +92,9 @@ int ah_cli_fail(const char *verb, const ah_error_t *err) {
     fprintf(stderr, "autohet %s: %s: %s\n", verb, ah_status_name(err->code), err->msg);
     return ah_status_exit_code(err->code);
 }
+
+bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name) {
+    for (int k = 0; k < n_flags; k++)
+        if (strcmp(flags[k].name, name) == 0) return flags[k].seen;
+    return false;
+}
