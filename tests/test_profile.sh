@@ -4,7 +4,8 @@
 # from the runtime's allocator equal to the memory model's),
 # emulation (a 3x slower type measures about 3x slower; a memory cap too small fails with the
 # trainer's out-of-memory message; a type that is not emulated is refused), and that evaluate and
-# plan use the profile (evaluate's compute term is exactly the profile's figures summed).
+# plan use the profile (evaluate's compute term is exactly the profile's figures summed) and say
+# which of the plan's types it has no entry for.
 # Usage: bash tests/test_profile.sh BUILD_DIR SOURCE_DIR
 set -u
 BUILD=${1:?build dir}
@@ -87,7 +88,13 @@ PY
 # ... and the planner takes the profile for that cluster.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --micro-batch 2 \
     --precision fp32 --profile "$TMP/h.json" -o "$TMP/plan.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "plan --profile"; }
+grep -q "note:" "$TMP/out" && { cat "$TMP/out"; fail "a note about missing profile entries, but none are missing"; }
 "$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" --json >"$TMP/ev.json" || fail "evaluate the planned plan"
+# A profile with no entry for the plan's sequence length is not silently replaced by the roofline.
+"$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --micro-batch 2 \
+    --precision fp32 --profile "$TMP/h.json" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err"; fail "plan --seq-len 64"; }
+grep -q "note: .*h.json has no entry for cpu-fast, cpu-slow at TP [0-9], micro-batch 2, seq-len 64, fp32" "$TMP/err" \
+    || { cat "$TMP/err"; fail "no note that the profile lacks seq-len 64"; }
 $PY - "$TMP" <<'PY' || fail "plan --profile"
 import json, sys
 tmp = sys.argv[1]

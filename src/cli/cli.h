@@ -34,6 +34,14 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
  * choose can then differ from any value they could give. */
 bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
 
+/* With a --profile (loaded from path), says on stderr which of the plan's GPU types it has no
+ * entry for at the plan's TP degree, micro-batch, sequence length and precision: those are timed
+ * by the roofline, which a user who gave a profile would not expect. In cli_evaluate.c. */
+struct ah_profile;
+struct ah_plan;
+void ah_cli_profile_note(const char *verb, const char *path, const struct ah_profile *profile,
+                         const struct ah_plan *plan);
+
 /* Prints "autohet VERB: <status name>: <message>" and returns the exit code for it. */
 int ah_cli_fail(const char *verb, const ah_error_t *err);
 

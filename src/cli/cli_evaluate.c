@@ -156,6 +156,15 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
 
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
+void ah_cli_profile_note(const char *verb, const char *path, const ah_profile_t *profile, const ah_plan_t *plan) {
+    char missing[512];
+    if (ah_profile_missing_types(profile, plan, missing, sizeof missing) == 0) return;
+    fprintf(stderr, "autohet %s: note: %s has no entry for %s at TP %d, micro-batch %lld, seq-len %lld, %s; "
+            "the roofline times %s (autohet profile can measure those settings)\n", verb, path, missing, plan->tp,
+            (long long)plan->train.micro_batch, (long long)plan->train.seq_len,
+            ah_precision_name(plan->train.precision), strchr(missing, ',') ? "them" : "it");
+}
+
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json) {
     ah_error_t err;
     ah_cluster_t override;
@@ -177,6 +186,7 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         ah_error_prefix(&err, "%s", plan_path);
         goto fail;
     }
+    if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
     have_eval = true;
     rc = json ? print_json(&plan, &ev) : (print_human(plan_path, &plan, &ev), 0);

@@ -292,6 +292,7 @@ int ah_cli_plan(int argc, char **argv) {
         rc = ah_cli_fail(VERB, &err);
         goto done;
     }
+    if (profile) ah_cli_profile_note(VERB, profile_arg, profile, &emit->plan);
     if (json) {
         rc = print_json(emit, bl, chosen);
     } else {

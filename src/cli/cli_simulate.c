@@ -204,6 +204,11 @@ int ah_cli_simulate(int argc, char **argv) {
         return ah_cli_fail("simulate", &err);
     }
     const bool seq_len_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
+    if (gb < 1 || sl < 1 || mb < 0) {
+        ah_error_set(&err, AH_ERR_USAGE, "--global-batch %lld, --seq-len %lld, --micro-batch %lld: expected >= 1, "
+                     ">= 1 and >= 0 (0: the planner picks)", (long long)gb, (long long)sl, (long long)mb);
+        return ah_cli_fail("simulate", &err);
+    }
     if (!ah_precision_parse(prec_s, &o.train.precision)) {
         ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not bf16 or fp32", prec_s);
         return ah_cli_fail("simulate", &err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cost/evaluate.h"
+#include "cost/profile.h"
 
 #define GIB 1073741824.0
 
@@ -200,4 +201,21 @@ ah_status_t ah_plan_check(const ah_plan_t *p, const ah_profile_t *profile, ah_er
                         "layers over more stages");
     ah_eval_free(&e);
     return st;
+}
+
+int ah_profile_missing_types(const ah_profile_t *profile, const ah_plan_t *p, char *out, size_t cap) {
+    int n = 0;
+    if (cap) out[0] = '\0';
+    for (int ti = 0; ti < p->cluster.n_types; ti++) {
+        bool used = false;
+        for (int i = 0; i < p->n_pipelines && !used; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages && !used; s++) used = p->pipelines[i].stages[s].type == ti;
+        const char *name = p->cluster.types[ti].name;
+        if (!used || ah_profile_find(profile, name, p->tp, p->train.micro_batch, p->train.seq_len, p->train.precision))
+            continue;
+        const size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", n ? ", " : "", name);
+        n++;
+    }
+    return n;
 }

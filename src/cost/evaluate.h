@@ -42,6 +42,11 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
                         ah_error_t *err);
 void ah_eval_free(ah_eval_t *e);
 
+/* The GPU types of p's stages that profile has no entry for at p's TP degree, micro-batch,
+ * sequence length and precision, so that their times come from the roofline: their names, comma
+ * separated, in out; returns how many. */
+int ah_profile_missing_types(const ah_profile_t *profile, const ah_plan_t *p, char *out, size_t cap);
+
 /* ah_plan_validate + the memory rule: fails naming the device, its need and its capacity. */
 ah_status_t ah_plan_check(const ah_plan_t *p, const ah_profile_t *profile, ah_error_t *err);
 
