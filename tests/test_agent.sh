@@ -77,8 +77,20 @@ rec = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"recover"' in l][0]
 assert pre["saved"] and rec["step"] == pre["step"], f"a join loses no work: {pre} {rec}"
 EOF
 
-# ---- a trainer that fails: the agent says so and exits 1 ----
-run_agent "$WORK/bad" --lr -1 && fail "a failing trainer reported success"
+# ---- a trainer that fails (a token outside the vocabulary, which only the trainer reads): the
+# agent says so, shows the trainer's message and exits 1 ----
+python3 - "$WORK/vocab.bin" <<'EOF'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 4096, *([0] * 253))
+                              + struct.pack("<4096H", *([7] * 50 + [300] + [7] * 4045)))
+EOF
+run_agent "$WORK/bad" --data "$WORK/vocab.bin" && fail "a failing trainer reported success"
 grep -q "the training job failed (mpirun exit status" "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
-grep -q -- "--lr must be > 0" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
+grep -q "outside the model's vocabulary" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
+# ---- the trainer's flags are checked before anything is planned or launched ----
+run_agent "$WORK/badlr" --lr -1; [ $? = 2 ] || fail "run --lr -1: expected a usage error"
+grep -q -- "--lr must be > 0" "$WORK/badlr.log" || fail "run --lr -1: $(cat "$WORK/badlr.log")"
+[ -e "$WORK/badlr/plan-0.json" ] && fail "run --lr -1 planned before refusing"
+run_agent "$WORK/bf16" --precision bf16; [ $? = 2 ] || fail "run --precision bf16 on CPU types: expected a usage error"
+grep -q "trains fp32 only" "$WORK/bf16.log" || fail "run --precision bf16: $(cat "$WORK/bf16.log")"
 echo "PASS"

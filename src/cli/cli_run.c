@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "elastic/agent.h"
+#include "runtime/device.h"
 
 static const char *VERB = "run";
 static volatile sig_atomic_t interrupted = 0;
@@ -82,11 +83,31 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
     printf("metrics: %s\n", r->metrics_path);
 }
 
+/* bf16 asked of a cluster with CPU-emulated types: their ranks train fp32 only, which the trainer
+ * would say only after the plan and the launch. Returns an exit code, 0 when fine. */
+static int check_precision(const ah_agent_opts_t *o) {
+    ah_cluster_t c;
+    ah_error_t err;
+    if (ah_cluster_open(o->cluster, &c, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    const char *cpu = NULL;
+    for (int i = 0; i < c.n_types && !cpu; i++)
+        if (ah_device_type_is_cpu(&c.types[i])) cpu = c.types[i].name;
+    if (cpu)
+        fprintf(stderr, "autohet run: --precision %s: cluster %s's type %s runs on the CPU backend, which "
+                "trains fp32 only; use --precision fp32\n", ah_precision_name(o->planner.train.precision),
+                o->cluster, cpu);
+    ah_cluster_free(&c);
+    return cpu ? 2 : 0;
+}
+
 int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
-    const char *lr = NULL, *warmup = NULL, *wd = NULL, *clip = NULL, *seed = NULL, *cloud = NULL, *endpoint = NULL;
+    const char *cloud = NULL, *endpoint = NULL;
+    /* the trainer's own flags, checked here as the trainer would and passed on only when given */
+    double lr = 0, wd = 0, clip = 0;
+    int64_t warmup = 0, seed = 0;
     int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
@@ -102,11 +123,11 @@ int ah_cli_run(int argc, char **argv) {
         {"--seq-len", AH_FLAG_INT, &seq, "T", "tokens per sequence (default 64)", false},
         {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's) or bf16 (default fp32)", false},
-        {"--lr", AH_FLAG_STR, &lr, "X", "trainer: peak learning rate", false},
-        {"--warmup", AH_FLAG_STR, &warmup, "N", "trainer: warm-up steps", false},
-        {"--weight-decay", AH_FLAG_STR, &wd, "X", "trainer: AdamW decay", false},
-        {"--grad-clip", AH_FLAG_STR, &clip, "X", "trainer: gradient-norm clip", false},
-        {"--seed", AH_FLAG_STR, &seed, "N", "trainer: initialisation seed", false},
+        {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: peak learning rate (> 0)", false},
+        {"--warmup", AH_FLAG_INT, &warmup, "N", "trainer: warm-up steps (>= 0)", false},
+        {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: AdamW decay (>= 0)", false},
+        {"--grad-clip", AH_FLAG_NUM, &clip, "X", "trainer: gradient-norm clip (>= 0, 0 = off)", false},
+        {"--seed", AH_FLAG_INT, &seed, "N", "trainer: initialisation seed", false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
@@ -116,14 +137,19 @@ int ah_cli_run(int argc, char **argv) {
          "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
     };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
     if (!ah_cli_parse(VERB, "--model M --cluster C --data FILE [--events FILE] [flags]",
                       "The elastic agent: plans, launches mpirun ... autohet train --resume, watches for\n"
                       "preemptions (--events, or SIGTERM to a node's ranks), re-plans on the nodes left and\n"
                       "relaunches from the newest checkpoint (local disk, then peers, then cloud). Ends with a\n"
                       "summary: plans, recovery time by tier, loss across restarts, samples trained.",
-                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
+                      flags, n_flags, argc, argv, &rc))
         return rc;
+    if ((ah_cli_flag_seen(flags, n_flags, "--lr") && !(lr > 0)) || warmup < 0 || wd < 0 || clip < 0) {
+        fprintf(stderr, "autohet run: --lr must be > 0 and --warmup, --weight-decay, --grad-clip >= 0\n");
+        return 2;
+    }
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
     if (strcmp(mb, "auto") == 0) {
@@ -141,6 +167,7 @@ int ah_cli_run(int argc, char **argv) {
         fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
         return 2;
     }
+    if (o.planner.train.precision != AH_PREC_FP32 && o.cluster && (rc = check_precision(&o)) != 0) return rc;
     if (strcmp(recovery, "cloud-only") == 0) {
         o.cloud_only = true;
     } else if (strcmp(recovery, "local-first") != 0) {
@@ -162,12 +189,18 @@ int ah_cli_run(int argc, char **argv) {
     self[n] = 0;
     o.autohet = self;
     o.work_dir = work;
+    static char num[5][32];
+    snprintf(num[0], sizeof num[0], "%.17g", lr);
+    snprintf(num[1], sizeof num[1], "%lld", (long long)warmup);
+    snprintf(num[2], sizeof num[2], "%.17g", wd);
+    snprintf(num[3], sizeof num[3], "%.17g", clip);
+    snprintf(num[4], sizeof num[4], "%lld", (long long)seed);
     const char *pass[16];
     int np = 0;
     const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint"};
-    const char *vals[] = {lr, warmup, wd, clip, seed, cloud, endpoint};
+    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (vals[i]) {
+        if (ah_cli_flag_seen(flags, n_flags, names[i])) {
             pass[np++] = names[i];
             pass[np++] = vals[i];
         }
