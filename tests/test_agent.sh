@@ -91,6 +91,8 @@ grep -q "outside the model's vocabulary" "$WORK/bad.log" || fail "the trainer's 
 run_agent "$WORK/badlr" --lr -1; [ $? = 2 ] || fail "run --lr -1: expected a usage error"
 grep -q -- "--lr must be > 0" "$WORK/badlr.log" || fail "run --lr -1: $(cat "$WORK/badlr.log")"
 [ -e "$WORK/badlr/plan-0.json" ] && fail "run --lr -1 planned before refusing"
+run_agent "$WORK/s3" --s3-endpoint http://127.0.0.1:1; [ $? = 2 ] || fail "run --s3-endpoint without --cloud: expected a usage error"
+grep -q -- "--s3-endpoint needs --cloud" "$WORK/s3.log" || fail "run --s3-endpoint: $(cat "$WORK/s3.log")"
 run_agent "$WORK/bf16" --precision bf16; [ $? = 2 ] || fail "run --precision bf16 on CPU types: expected a usage error"
 grep -q "trains fp32 only" "$WORK/bf16.log" || fail "run --precision bf16: $(cat "$WORK/bf16.log")"
 echo "PASS"

@@ -67,13 +67,22 @@ PY
 "$AUTOHET" ckpt verify --local-root "$WORK/ck/n0" >/dev/null || fail "the saved steps do not verify"
 # ckpt ls/verify take train's --local-root (a folder of node roots) as well as one node's root.
 "$AUTOHET" ckpt ls --local-root "$WORK/ck" >"$WORK/ls.out" || fail "ckpt ls on the folder of node roots"
-grep -Eq '^local(:n0)? +8 +committed' "$WORK/ls.out" && grep -Eq '^local(:n0)? +12 +committed' "$WORK/ls.out" ||
-    { cat "$WORK/ls.out" >&2; fail "ckpt ls: expected the 2 kept steps, 8 and 12"; }
+grep -Eq '^local:n0 +8 +committed' "$WORK/ls.out" && grep -Eq '^local:n0 +12 +committed' "$WORK/ls.out" ||
+    { cat "$WORK/ls.out" >&2; fail "ckpt ls: expected node n0's 2 kept steps, 8 and 12"; }
+if [ "$CASE" = tp ]; then # two nodes: each labelled
+    grep -Eq '^local:n1 +12 +committed' "$WORK/ls.out" || { cat "$WORK/ls.out" >&2; fail "ckpt ls: node n1's steps"; }
+fi
+"$AUTOHET" ckpt ls --local-root "$WORK/ck/n0" | grep -Eq '^local +12 +committed' || fail "ckpt ls of one node's root"
 "$AUTOHET" ckpt verify --local-root "$WORK/ck" >/dev/null || fail "ckpt verify on the folder of node roots"
 ! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" 2>"$WORK/ls.err" && grep -q "no-such-dir: cannot open" "$WORK/ls.err" ||
     fail "ckpt ls on a missing directory must fail and say so"
-! "$AUTOHET" ckpt ls --local-root "$WORK/ck" --step 4 2>"$WORK/ls.err" && grep -q "not a flag of ckpt ls" "$WORK/ls.err" ||
-    fail "ckpt ls --step must be refused, not ignored"
+for bad in "--step 4" "--step -1"; do
+    # shellcheck disable=SC2086
+    ! "$AUTOHET" ckpt ls --local-root "$WORK/ck" $bad 2>"$WORK/ls.err" && grep -q "not a flag of ckpt ls" "$WORK/ls.err" ||
+        fail "ckpt ls $bad must be refused, not ignored"
+done
+! "$AUTOHET" ckpt verify --local-root "$WORK/ck" --s3-endpoint http://127.0.0.1:1 2>"$WORK/ls.err" &&
+    grep -q -- "--s3-endpoint needs --cloud" "$WORK/ls.err" || fail "ckpt verify --s3-endpoint without --cloud"
 for plan in "$SAME" "${OTHERS[@]}"; do
     at_step8
     run "$plan" "resume-$plan" --local-root "$WORK/ck8" --resume

@@ -49,5 +49,6 @@ expect 4 "must be >= 0" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every -3 -
 expect 4 "--grace-s needs --local-root" --plan "$PLAN" --data "$WORK/text.bin" --grace-s 5
 expect 4 "--cloud-only needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --cloud-only --local-root "$WORK/lr"
 expect 4 "--dump-step needs --dump-params" --plan "$PLAN" --data "$WORK/text.bin" --dump-step 3
+expect 4 "--cloud needs --local-root" --plan "$PLAN" --data "$WORK/text.bin" --cloud s3://b/p
 expect 4 "--s3-endpoint needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --s3-endpoint http://127.0.0.1:1
 echo "PASS"

@@ -36,10 +36,11 @@ static int open_cloud(const opts_t *o, ah_s3_t **s3, ah_s3_url_t *url, ah_error_
     return 0;
 }
 
-/* A local root's tier label: "local", or "local:NODE" when --local-root held several node roots. */
-static void local_tier(char *out, size_t cap, const char *root, int n_roots) {
+/* A local root's tier label: "local" when --local-root DIR is the root itself, "local:NODE" for
+ * DIR/NODE/ when DIR is a folder of node roots. */
+static void local_tier(char *out, size_t cap, const char *root, const char *dir) {
     const char *slash = strrchr(root, '/');
-    if (n_roots > 1) snprintf(out, cap, "local:%.50s", slash ? slash + 1 : root);
+    if (strcmp(root, dir) != 0) snprintf(out, cap, "local:%.50s", slash ? slash + 1 : root);
     else snprintf(out, cap, "local");
 }
 
@@ -56,34 +57,50 @@ static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t 
            s->committed ? "committed" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
 }
 
-static int cmd_ls(const opts_t *o) {
-    ah_error_t err;
-    char(*roots)[AH_CKPT_PATH_MAX] = NULL;
-    int n_roots = 0;
-    if (o->local_root && ah_ckpt_node_roots(o->local_root, &roots, &n_roots, &err))
-        return ah_cli_fail("ckpt ls", &err);
-    json_t *rows = o->json ? json_array() : NULL;
-    if (!rows) printf("%-12s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
-    for (int r = 0; r < n_roots; r++) {
+/* Calls visit(ctx, root, tier, steps, n) for each node root that --local-root names
+ * (ah_ckpt_node_roots) with its steps (ah_ckpt_list). Returns AH_OK or the first failure. */
+typedef void local_visit_fn(void *ctx, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n);
+static ah_status_t each_local_root(const opts_t *o, local_visit_fn *visit, void *ctx, ah_error_t *err) {
+    char(*roots)[AH_CKPT_PATH_MAX];
+    int n_roots;
+    ah_status_t st = ah_ckpt_node_roots(o->local_root, &roots, &n_roots, err);
+    for (int r = 0; r < n_roots && st == AH_OK; r++) {
         ah_ckpt_step_info_t *s;
         int n;
-        if (ah_ckpt_list(roots[r], &s, &n, &err)) {
-            free(roots);
-            json_decref(rows);
-            return ah_cli_fail("ckpt ls", &err);
-        }
+        if ((st = ah_ckpt_list(roots[r], &s, &n, err)) != AH_OK) break;
         char tier[64];
-        local_tier(tier, sizeof tier, roots[r], n_roots);
-        for (int i = 0; i < n; i++) print_row(rows, tier, &s[i]);
+        local_tier(tier, sizeof tier, roots[r], o->local_root);
+        visit(ctx, roots[r], tier, s, n);
         free(s);
     }
     free(roots);
+    return st;
+}
+
+static void ls_visit(void *rows, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n) {
+    (void)root;
+    for (int i = 0; i < n; i++) print_row(rows, tier, &s[i]);
+}
+
+static int cmd_ls(const opts_t *o) {
+    ah_error_t err;
+    json_t *rows = o->json ? json_array() : NULL;
+    if (!rows) printf("%-12s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
+    if (o->local_root && each_local_root(o, ls_visit, rows, &err) != AH_OK) {
+        json_decref(rows);
+        return ah_cli_fail("ckpt ls", &err);
+    }
     if (o->cloud) {
         ah_s3_t *s3;
         ah_s3_url_t url;
         ah_ckpt_step_info_t *s;
         int n;
-        if (open_cloud(o, &s3, &url, &err) || ah_ckpt_cloud_scan(s3, &url, NULL, NULL, &s, &n, &err)) {
+        if (open_cloud(o, &s3, &url, &err)) {
+            json_decref(rows);
+            return ah_cli_fail("ckpt ls", &err);
+        }
+        if (ah_ckpt_cloud_scan(s3, &url, NULL, NULL, &s, &n, &err)) {
+            ah_s3_close(s3);
             json_decref(rows);
             return ah_cli_fail("ckpt ls", &err);
         }
@@ -133,44 +150,42 @@ static int verify_cloud_manifest(ah_s3_t *s3, const ah_s3_url_t *url, const ah_c
     return bad;
 }
 
+typedef struct {
+    int64_t step; /* --step, or -1: every committed step */
+    int checked, failed;
+} verify_ctx_t;
+
+static void verify_visit(void *ctx, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n) {
+    verify_ctx_t *v = ctx;
+    for (int i = 0; i < n; i++) {
+        if (!s[i].committed || (v->step >= 0 && s[i].step != v->step)) continue;
+        int bad;
+        ah_error_t err;
+        v->checked++;
+        if (ah_ckpt_verify(root, s[i].step, &bad, &err) == AH_OK) {
+            printf("%-6s step %lld: ok (%d files)\n", tier, (long long)s[i].step, s[i].n_files);
+        } else {
+            printf("%-6s step %lld: FAILED: %s\n", tier, (long long)s[i].step, err.msg);
+            v->failed++;
+        }
+    }
+}
+
 static int cmd_verify(const opts_t *o) {
     ah_error_t err;
-    int failed = 0, checked = 0;
-    if (o->local_root) {
-        char(*roots)[AH_CKPT_PATH_MAX];
-        int n_roots;
-        if (ah_ckpt_node_roots(o->local_root, &roots, &n_roots, &err)) return ah_cli_fail("ckpt verify", &err);
-        for (int r = 0; r < n_roots; r++) {
-            ah_ckpt_step_info_t *s;
-            int n;
-            if (ah_ckpt_list(roots[r], &s, &n, &err)) {
-                free(roots);
-                return ah_cli_fail("ckpt verify", &err);
-            }
-            char tier[64];
-            local_tier(tier, sizeof tier, roots[r], n_roots);
-            for (int i = 0; i < n; i++) {
-                if (!s[i].committed || (o->step >= 0 && s[i].step != o->step)) continue;
-                int bad;
-                checked++;
-                if (ah_ckpt_verify(roots[r], s[i].step, &bad, &err) == AH_OK) {
-                    printf("%-6s step %lld: ok (%d files)\n", tier, (long long)s[i].step, s[i].n_files);
-                } else {
-                    printf("%-6s step %lld: FAILED: %s\n", tier, (long long)s[i].step, err.msg);
-                    failed++;
-                }
-            }
-            free(s);
-        }
-        free(roots);
-    }
+    verify_ctx_t v = {.step = o->step};
+    if (o->local_root && each_local_root(o, verify_visit, &v, &err) != AH_OK) return ah_cli_fail("ckpt verify", &err);
+    int failed = v.failed, checked = v.checked;
     if (o->cloud) {
         ah_s3_t *s3;
         ah_s3_url_t url;
         ah_ckpt_manifest_t *ms;
         int n;
-        if (open_cloud(o, &s3, &url, &err) || ah_ckpt_cloud_scan(s3, &url, &ms, &n, NULL, NULL, &err))
+        if (open_cloud(o, &s3, &url, &err)) return ah_cli_fail("ckpt verify", &err);
+        if (ah_ckpt_cloud_scan(s3, &url, &ms, &n, NULL, NULL, &err)) {
+            ah_s3_close(s3);
             return ah_cli_fail("ckpt verify", &err);
+        }
         for (int i = 0; i < n; i++) {
             if (o->step >= 0 && ms[i].meta.step != o->step) continue;
             checked++;
@@ -235,9 +250,10 @@ int ah_cli_ckpt(int argc, char **argv) {
     };
     char verb[32];
     snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc;
     if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums, export to Hugging Face GPT-2.", flags,
-                      (int)(sizeof flags / sizeof flags[0]), argc - 1, argv + 1, &rc))
+                      n_flags, argc - 1, argv + 1, &rc))
         return rc;
     if (!o.local_root && !o.cloud) {
         fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
@@ -245,7 +261,8 @@ int ah_cli_ckpt(int argc, char **argv) {
     }
     /* A flag another verb takes would be ignored here: refuse it. */
     const bool is_ls = strcmp(argv[1], "ls") == 0, is_export = strcmp(argv[1], "export") == 0;
-    const char *stray = is_ls && o.step >= 0 ? "--step"
+    const bool step_given = ah_cli_flag_seen(flags, n_flags, "--step");
+    const char *stray = is_ls && step_given ? "--step"
                         : !is_export && o.out ? "-o"
                         : !is_ls && o.json    ? "--json"
                                               : NULL;
@@ -253,7 +270,11 @@ int ah_cli_ckpt(int argc, char **argv) {
         fprintf(stderr, "autohet %s: %s is not a flag of ckpt %s (autohet %s --help)\n", verb, stray, argv[1], verb);
         return 2;
     }
-    if (o.step < -1) {
+    if (o.endpoint && !o.cloud) {
+        fprintf(stderr, "autohet %s: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n", verb);
+        return 2;
+    }
+    if (step_given && o.step < 0) {
         fprintf(stderr, "autohet %s: --step: expected a step >= 0, got %lld\n", verb, (long long)o.step);
         return 2;
     }

@@ -154,17 +154,18 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
     return rc == 0 ? 0 : 1;
 }
 
-/* Loads, validates and scores; the table is printed even for an infeasible plan so the user
- * sees which device is over, then the memory rule's message and a non-zero exit. */
 void ah_cli_profile_note(const char *verb, const char *path, const ah_profile_t *profile, const ah_plan_t *plan) {
     char missing[512];
-    if (ah_profile_missing_types(profile, plan, missing, sizeof missing) == 0) return;
+    const int n = ah_profile_missing_types(profile, plan, missing, sizeof missing);
+    if (n == 0) return;
     fprintf(stderr, "autohet %s: note: %s has no entry for %s at TP %d, micro-batch %lld, seq-len %lld, %s; "
             "the roofline times %s (autohet profile can measure those settings)\n", verb, path, missing, plan->tp,
             (long long)plan->train.micro_batch, (long long)plan->train.seq_len,
-            ah_precision_name(plan->train.precision), strchr(missing, ',') ? "them" : "it");
+            ah_precision_name(plan->train.precision), n > 1 ? "them" : "it");
 }
 
+/* Loads, validates and scores; the table is printed even for an infeasible plan so the user
+ * sees which device is over, then the memory rule's message and a non-zero exit. */
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json) {
     ah_error_t err;
     ah_cluster_t override;

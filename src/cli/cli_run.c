@@ -174,6 +174,10 @@ int ah_cli_run(int argc, char **argv) {
         fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
         return 2;
     }
+    if (endpoint && !cloud) {
+        fprintf(stderr, "autohet run: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n");
+        return 2;
+    }
     if (o.cloud_only && !cloud) {
         fprintf(stderr, "autohet run: --recovery cloud-only needs a cloud tier: add --cloud s3://BUCKET/PREFIX "
                         "(and --s3-endpoint URL for a non-AWS store)\n");

@@ -32,14 +32,17 @@ typedef struct {
     bool resume, cloud_only;
 } args_t;
 
-/* The checkpoint and preemption flags, each of which needs the tier or the notice path it acts
- * on: one given without it would do nothing. */
+/* The checkpoint and preemption flags, each of which needs the tier it acts on: one given without
+ * it would do nothing (or fail only after the set-up). */
 static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
     if (a->ckpt_every < 0 || !(a->grace_s >= 0))
         return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0");
     if ((a->ckpt_every > 0 || a->resume) && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR "
                             "(node X's checkpoints go to DIR/X/)");
+    if (a->cloud && !a->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--cloud needs --local-root DIR: shards are written locally "
+                            "first, then uploaded");
     if (a->cloud_only && !a->cloud)
         return ah_error_set(err, AH_ERR_USAGE, "--cloud-only needs --cloud s3://BUCKET/PREFIX");
     if (a->s3_endpoint && !a->cloud)

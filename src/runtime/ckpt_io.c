@@ -1029,7 +1029,11 @@ ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX]
             continue;
         if (*n == cap) {
             char (*g)[AH_CKPT_PATH_MAX] = realloc(*roots, (size_t)(cap *= 2) * sizeof *g);
-            if (!g) break;
+            if (!g) { /* a partial list would let ckpt verify pass with nodes unchecked */
+                free(*roots);
+                *roots = NULL;
+                break;
+            }
             *roots = g;
         }
         snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", p);

@@ -11,9 +11,10 @@
 /* The build targets baseline x86-64 (SSE2), so that one binary runs on any x86-64 machine; the
  * elementwise loops, which gcc vectorises at -O3, are also compiled for AVX2 and AVX-512 and the
  * widest one the CPU runs is picked when the program loads (gcc's target_clones, an ifunc).
- * Vector width does not change results: the clones vectorise elementwise maps only, whose every
- * element is the same IEEE operations (no FMA contraction in ISO C mode), and leave the float
- * reductions in their scalar order (vectorising those would need -fassociative-math). */
+ * Vector width does not change results: the clones vectorise elementwise maps, whose every
+ * element is the same IEEE operations (no FMA contraction in ISO C mode), and reductions written
+ * as fixed lanes (AH_CPU_LANES below); a plain running float sum stays in its scalar order
+ * (vectorising it would need -fassociative-math). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define AH_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
