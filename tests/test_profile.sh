@@ -88,13 +88,11 @@ PY
 # ... and the planner takes the profile for that cluster.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --micro-batch 2 \
     --precision fp32 --profile "$TMP/h.json" -o "$TMP/plan.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "plan --profile"; }
-# The profile has TP 1 only; the planner may still pick TP 2 (timed by the roofline), and then
-# the note must say so.
-if [ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["tp"])' "$TMP/plan.json")" = 1 ]; then
-    grep -q "note:" "$TMP/out" && { cat "$TMP/out"; fail "a note about missing profile entries, but none are missing"; }
-else
-    grep -q "note: .*no entry for .* at TP 2" "$TMP/out" || { cat "$TMP/out"; fail "TP 2 planned without a profile entry, no note"; }
-fi
+# The profile measured TP 1 only: the planner keeps to it (TP 2 would be timed by the roofline,
+# which is not comparable; under ASan's timings it once won), so no note.
+[ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["tp"])' "$TMP/plan.json")" = 1 ] \
+    || { cat "$TMP/out"; fail "the planner left the profiled TP degree"; }
+grep -q "note:" "$TMP/out" && { cat "$TMP/out"; fail "a note about missing profile entries, but none are missing"; }
 "$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" --json >"$TMP/ev.json" || fail "evaluate the planned plan"
 # A profile with no entry for the plan's sequence length is not silently replaced by the roofline.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --micro-batch 2 \

@@ -13,6 +13,7 @@
 #include "plan/planner.h"
 
 #include "core/timing.h"
+#include "cost/profile.h"
 
 #define GIB 1073741824.0
 
@@ -308,6 +309,22 @@ static int tp_candidates(const ah_model_t *m, const ah_cluster_t *c, int *out) {
     return n;
 }
 
+/* Whether the profile measured TP degree t at tr's micro-batch for every GPU type it measured at
+ * all (at tr's sequence length and precision). Types it never measured are timed by the roofline
+ * under every setting alike, so they do not count. */
+static bool profile_covers(const ah_profile_t *p, const ah_cluster_t *c, const ah_train_t *tr, int t) {
+    for (int ti = 0; ti < c->n_types; ti++) {
+        const char *name = c->types[ti].name;
+        bool measured = false;
+        for (int i = 0; i < ah_profile_count(p) && !measured; i++) {
+            const ah_profile_entry_t *e = ah_profile_get(p, i);
+            measured = strcmp(e->gpu, name) == 0 && e->seq_len == tr->seq_len && e->precision == tr->precision;
+        }
+        if (measured && !ah_profile_find(p, name, t, tr->micro_batch, tr->seq_len, tr->precision)) return false;
+    }
+    return true;
+}
+
 static int mb_candidates(const ah_planner_opts_t *o, int64_t *out, int cap) {
     if (o->train.micro_batch > 0) {
         out[0] = o->train.micro_batch;
@@ -497,10 +514,20 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     } pair_t;
     pair_t pairs[AH_MAX_TP * 64];
     int n_pairs = 0;
+    /* With a profile, only the (t, m) settings it measured, when it measured any: a setting timed
+     * by the roofline is not comparable with a measured one (either may come out faster). */
+    bool profiled_only = false;
+    for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
+        for (int j = 0; j < n_mb && !profiled_only; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
+        }
     for (int i = 0; i < n_tp; i++)
         for (int j = 0; j < n_mb; j++) {
             ah_train_t tr = opts->train;
             tr.micro_batch = mbs[j];
+            if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
             double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
             if (lb < out->lower_bound_s) out->lower_bound_s = lb;
             if (!isfinite(lb)) continue; /* no group of this size */
