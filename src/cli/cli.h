@@ -42,6 +42,10 @@ struct ah_plan;
 void ah_cli_profile_note(const char *verb, const char *path, const struct ah_profile *profile,
                          const struct ah_plan *plan);
 
+/* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
+ * cli_train.c. */
+ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err);
+
 /* Prints "autohet VERB: <status name>: <message>" and returns the exit code for it. */
 int ah_cli_fail(const char *verb, const ah_error_t *err);
 

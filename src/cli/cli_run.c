@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "elastic/agent.h"
 #include "runtime/device.h"
+#include "runtime/trainer.h"
 
 static const char *VERB = "run";
 static volatile sig_atomic_t interrupted = 0;
@@ -106,8 +107,10 @@ int ah_cli_run(int argc, char **argv) {
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
     const char *cloud = NULL, *endpoint = NULL;
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
-    double lr = 0, wd = 0, clip = 0;
-    int64_t warmup = 0, seed = 0;
+    ah_train_opts_t t;
+    ah_train_opts_default(&t);
+    double lr = t.lr, wd = t.weight_decay, clip = t.grad_clip;
+    int64_t warmup = t.warmup, seed = (int64_t)t.seed;
     int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
@@ -146,10 +149,8 @@ int ah_cli_run(int argc, char **argv) {
                       "summary: plans, recovery time by tier, loss across restarts, samples trained.",
                       flags, n_flags, argc, argv, &rc))
         return rc;
-    if ((ah_cli_flag_seen(flags, n_flags, "--lr") && !(lr > 0)) || warmup < 0 || wd < 0 || clip < 0) {
-        fprintf(stderr, "autohet run: --lr must be > 0 and --warmup, --weight-decay, --grad-clip >= 0\n");
-        return 2;
-    }
+    ah_error_t err = {0};
+    if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
     if (strcmp(mb, "auto") == 0) {
@@ -219,7 +220,6 @@ int ah_cli_run(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     ah_agent_result_t r;
-    ah_error_t err = {0};
     const ah_status_t s = ah_agent_run(&o, &r, &err);
     if (r.n_launches > 0) summary(&o, &r);
     rc = s != AH_OK ? ah_cli_fail(VERB, &err) : r.history_ok ? 0 : 1;

@@ -32,6 +32,13 @@ typedef struct {
     bool resume, cloud_only;
 } args_t;
 
+ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
+    if (!(lr > 0) || warmup < 0 || !(wd >= 0) || !(clip >= 0))
+        return ah_error_set(err, AH_ERR_USAGE, "--lr must be > 0 and --warmup, --weight-decay, "
+                            "--grad-clip >= 0");
+    return AH_OK;
+}
+
 /* The checkpoint and preemption flags, each of which needs the tier it acts on: one given without
  * it would do nothing (or fail only after the set-up). */
 static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
@@ -63,9 +70,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
                             "--help); make a data file with `autohet tokenize TEXT -o FILE`");
     }
     if (a->steps < 1) return ah_error_set(err, AH_ERR_USAGE, "--steps: expected >= 1, got %lld", (long long)a->steps);
-    if (a->warmup < 0 || a->lr <= 0 || a->wd < 0 || a->clip < 0)
-        return ah_error_set(err, AH_ERR_USAGE, "--lr must be > 0 and --warmup, --weight-decay, "
-                            "--grad-clip >= 0");
+    if ((s = ah_cli_check_optimizer_flags(a->lr, a->warmup, a->wd, a->clip, err)) != AH_OK) return s;
     if (a->dump_step_given && !a->dump_dir && !a->grads_dir)
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step needs --dump-params DIR or --dump-grads DIR");
     if (a->dump_dir && (a->dump_step < 0 || a->dump_step > a->steps))

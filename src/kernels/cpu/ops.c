@@ -5,26 +5,16 @@
 
 AH_CPU_CLONES void ah_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, int N, int C, float eps) {
-    const int C_lanes = C - C % AH_CPU_LANES; /* columns [C_lanes, C) go to lanes 0.. one by one */
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *y = out + (size_t)n * C;
-        /* Two passes (mean, then squared deviations): the one-pass E[x^2] - E[x]^2 form loses
-         * digits when |mean| >> std. */
+        /* Two passes (mean, then squared deviations, kept in y): the one-pass E[x^2] - E[x]^2
+         * form loses digits when |mean| >> std. */
         const float m = ah_cpu_sum(x, C) / (float)C;
-        float sq[AH_CPU_LANES] = {0};
-        for (int i = 0; i < C_lanes; i += AH_CPU_LANES)
-            for (int k = 0; k < AH_CPU_LANES; k++) {
-                const float d = x[i + k] - m;
-                sq[k] += d * d;
-            }
-        for (int i = C_lanes; i < C; i++) {
-            const float d = x[i] - m;
-            sq[i - C_lanes] += d * d;
-        }
-        const float var = ah_cpu_lanes_total(sq) / (float)C;
+        for (int i = 0; i < C; i++) y[i] = x[i] - m;
+        const float var = ah_cpu_dot(y, y, C) / (float)C;
         const float s = 1.0f / sqrtf(var + eps);
-        for (int i = 0; i < C; i++) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+        for (int i = 0; i < C; i++) y[i] = y[i] * s * weight[i] + bias[i];
         mean[n] = m;
         rstd[n] = s;
     }
