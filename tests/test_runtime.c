@@ -104,17 +104,17 @@ static void test_init_sharding(void) {
         for (int i = 0; i < part.n_params; i++) {
             const ah_gpt_param_t *p = &part.params[i], *f = ah_gpt_find(&full, p->def.name);
             for (int64_t e = 0; e < p->n; e++)
-                bad += part.w[p->offset + e] != full.w[f->offset + ah_gpt_full_index(&p->def, 2, k, e)];
+                bad += part.w[p->offset + e] != full.w[f->offset + ah_tensor_full_index(&p->def, 2, k, e)];
         }
         CHECK(bad == 0, "tp rank %d: %d weights differ from the full tensors' slices", k, bad);
         ah_gpt_stage_free(&part);
     }
     /* A qkv shard holds the same heads of q, k and v: row 0 of rank 1's shard is row C/2 of q. */
     const ah_gpt_param_t *qkv = ah_gpt_find(&full, "h.0.attn.qkv.weight");
-    CHECK_EQ_I64(ah_gpt_full_index(&qkv->def, 2, 1, 0), 8 * 16);
-    CHECK_EQ_I64(ah_gpt_full_index(&qkv->def, 2, 1, 8 * 16), (16 + 8) * 16); /* k part */
+    CHECK_EQ_I64(ah_tensor_full_index(&qkv->def, 2, 1, 0), 8 * 16);
+    CHECK_EQ_I64(ah_tensor_full_index(&qkv->def, 2, 1, 8 * 16), (16 + 8) * 16); /* k part */
     const ah_gpt_param_t *proj = ah_gpt_find(&full, "h.0.attn.proj.weight");
-    CHECK_EQ_I64(ah_gpt_full_index(&proj->def, 2, 1, 9), 1 * 16 + 8 + 1); /* row 1, column 9 */
+    CHECK_EQ_I64(ah_tensor_full_index(&proj->def, 2, 1, 9), 1 * 16 + 8 + 1); /* row 1, column 9 */
     CHECK(mem1.high > 0 && mem1.high == mem1.live, "the stage's bytes are all live");
     ah_gpt_stage_free(&full);
     CHECK_EQ_I64(mem1.live, 0);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "spec/arch.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
 
@@ -31,14 +32,12 @@ typedef struct ah_train {
     ah_precision_t precision;
 } ah_train_t;
 
-typedef enum { AH_LAYER_EMBED = 0, AH_LAYER_BLOCK = 1, AH_LAYER_HEAD = 2 } ah_layer_kind_t;
-
 /* ---- 1. accounting (per TP rank of a group of t) ---- */
 
-/* Parameters held by one TP rank for one layer of that kind. The embedding and the head are
- * replicated across the TP group (not vocab-parallel). A tied head counts only its final norm
- * here; the copy of the tied matrix a separate last stage keeps is counted by the stage. */
-int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t);
+/* Parameters held by one TP rank for one layer of that kind: ah_layer_params (spec/arch.h). The
+ * embedding and the head are replicated across the TP group (not vocab-parallel). A tied head
+ * counts only its final norm there; the copy of the tied matrix a separate last stage keeps is
+ * counted by the stage. */
 /* Unique parameters of the model (published counts: GPT-2 124M = 124,439,808). */
 int64_t ah_model_params_total(const ah_model_t *m);
 /* Matmul FLOPs of one micro-batch of b sequences of T tokens, per TP rank. Backward = 2 x

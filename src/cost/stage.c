@@ -123,7 +123,6 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int64_t n_blocks = last > first ? last - first : 0;
     const int64_t N = tr->micro_batch * tr->seq_len;
     const int64_t elt = elt_bytes(tr->precision);
-    const int64_t VC = m->vocab * m->d_model;
     const ah_profile_entry_t *prof = profile_entry(ctx, type);
 
     /* Parameters. A tied head on a stage without the embedding keeps its own copy of the V x C
@@ -131,7 +130,7 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int64_t p_block = ah_layer_params(m, AH_LAYER_BLOCK, t);
     const int64_t p_embed = ah_layer_params(m, AH_LAYER_EMBED, t);
     const int64_t p_head = ah_layer_params(m, AH_LAYER_HEAD, t);
-    const int64_t tied_copy = (m->tied && has_head && !has_embed) ? VC : 0;
+    const int64_t tied_copy = has_head && !has_embed ? ah_tied_params(m, t) : 0;
     out->params = n_blocks * p_block + (has_embed ? p_embed : 0) + (has_head ? p_head + tied_copy : 0);
     out->state_bytes = out->params * ah_param_state_bytes(tr->precision);
 
@@ -147,7 +146,7 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
         bwd += e.bwd;
     }
     if (has_head) {
-        layer_time_t h = layer_time(ctx, prof, g, AH_LAYER_HEAD, p_head + (m->tied ? VC : 0));
+        layer_time_t h = layer_time(ctx, prof, g, AH_LAYER_HEAD, p_head + ah_tied_params(m, t));
         fwd += h.fwd;
         bwd += h.bwd;
     }

@@ -83,13 +83,19 @@ static int rank_groups(const ah_trainer_t *tr, int rank, bool for_load, group_t 
     return n;
 }
 
-static bool in_group(const ah_gpt_tensor_t *d, group_t g) {
-    switch (g.kind) {
-    case AH_SHARD_BLOCK: return d->block == g.layer;
-    case AH_SHARD_EMBED: return strcmp(d->name, "wte") == 0 || strcmp(d->name, "wpe") == 0;
-    case AH_SHARD_HEAD: return strncmp(d->name, "ln_f.", 5) == 0;
+/* A shard holds the tensors of one layer of the architecture table (spec/arch.h). */
+static group_t group_of(const ah_tensor_t *d) {
+    switch (d->spec->layer) {
+    case AH_LAYER_EMBED: return (group_t){AH_SHARD_EMBED, -1};
+    case AH_LAYER_BLOCK: return (group_t){AH_SHARD_BLOCK, d->block};
+    case AH_LAYER_HEAD: return (group_t){AH_SHARD_HEAD, -1};
     }
-    return false;
+    return (group_t){AH_SHARD_EMBED, -1};
+}
+
+static bool in_group(const ah_tensor_t *d, group_t g) {
+    const group_t h = group_of(d);
+    return h.kind == g.kind && h.layer == g.layer;
 }
 
 static void group_name(char *buf, group_t g, int t, int k) {
@@ -122,14 +128,9 @@ static int lowest_holder(const ah_trainer_t *tr, const ah_ckpt_session_t *s, gro
 }
 
 /* The shape of TP rank k's piece of d: 1-D for vectors. */
-static int piece_shape(const ah_gpt_tensor_t *d, int t, int64_t *shape) {
-    int64_t r = d->rows, c = d->cols;
-    if (d->shard == AH_SHARD_ROWS || d->shard == AH_SHARD_QKV) r /= t;
-    if (d->shard == AH_SHARD_COLS) c /= t;
-    shape[0] = r;
-    if (d->cols == 1) return 1;
-    shape[1] = c;
-    return 2;
+static int piece_shape(const ah_tensor_t *d, int t, int64_t *shape) {
+    ah_tensor_shard_shape(d, t, shape);
+    return d->cols == 1 ? 1 : 2;
 }
 
 static const char *const SUFFIX[3] = {"", ".exp_avg", ".exp_avg_sq"};
@@ -726,21 +727,21 @@ static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *ds
 /* Fills dst, TP rank k's piece at degree t of tensor d (suffix sfx), from the checkpoint's pieces
  * at degree T (fs[j] = piece j; one file when T == t, the piece k, or for replicated tensors).
  * A TP change assembles the full tensor from every old piece and slices the new one out, with the
- * Megatron layout of ah_gpt_full_index (QKV by heads, MLP rows/columns). */
-static ah_status_t load_tensor(const ah_gpt_tensor_t *d, const char *sfx, int t, int k, int T, const ah_st_file_t *fs,
+ * Megatron layout of ah_tensor_full_index (QKV by heads, MLP rows/columns). */
+static ah_status_t load_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T, const ah_st_file_t *fs,
                                int nf, float *dst, int64_t n, ah_error_t *err) {
     char name[96];
     snprintf(name, sizeof name, "%s%s", d->name, sfx);
-    if (T == t || d->shard == AH_SHARD_REPL) return read_piece(&fs[0], name, dst, n, err);
+    if (T == t || d->spec->split == AH_SPLIT_REPL) return read_piece(&fs[0], name, dst, n, err);
     if (nf < T) return ah_error_set(err, AH_ERR_INTERNAL, "resharding %s needs %d pieces, got %d", name, T, nf);
-    const int64_t np = ah_gpt_shard_elems(d, T);
+    const int64_t np = ah_tensor_shard_elems(d, T);
     float *full = malloc((size_t)(d->rows * d->cols) * sizeof *full), *piece = malloc((size_t)np * sizeof *piece);
     ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
     for (int j = 0; j < T && st == AH_OK; j++) {
         if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
-        for (int64_t e = 0; e < np; e++) full[ah_gpt_full_index(d, T, j, e)] = piece[e];
+        for (int64_t e = 0; e < np; e++) full[ah_tensor_full_index(d, T, j, e)] = piece[e];
     }
-    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_gpt_full_index(d, t, k, e)];
+    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_tensor_full_index(d, t, k, e)];
     free(full);
     free(piece);
     return st;
@@ -1044,45 +1045,13 @@ ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX]
     return AH_OK;
 }
 
-/* Conv1D layout: HF GPT-2 stores these matrices as (in, out), ours are (out, in). */
-static bool hf_transposed(const char *name) {
-    return strstr(name, ".weight") && (strstr(name, "attn.qkv") || strstr(name, "attn.proj") || strstr(name, "mlp."));
-}
-
-static void hf_name(const char *ours, char *out, size_t cap) {
-    static const char *const MAP[][2] = {{"wte", "transformer.wte.weight"}, {"wpe", "transformer.wpe.weight"},
-                                         {"ln_f.", "transformer.ln_f."}, {"attn.qkv.", "attn.c_attn."},
-                                         {"attn.proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."},
-                                         {"mlp.proj.", "mlp.c_proj."}};
-    if (strcmp(ours, "wte") == 0 || strcmp(ours, "wpe") == 0) {
-        snprintf(out, cap, "%s", strcmp(ours, "wte") == 0 ? MAP[0][1] : MAP[1][1]);
-        return;
-    }
-    if (strncmp(ours, "ln_f.", 5) == 0) {
-        snprintf(out, cap, "transformer.%s", ours);
-        return;
-    }
-    /* h.L.<part>: transformer.h.L.<hf part> */
-    const char *dot = strchr(ours + 2, '.');
-    char part[64];
-    snprintf(part, sizeof part, "%s", dot + 1);
-    for (size_t i = 3; i < sizeof MAP / sizeof MAP[0]; i++) {
-        size_t l = strlen(MAP[i][0]);
-        if (strncmp(part, MAP[i][0], l) == 0) {
-            snprintf(out, cap, "transformer.%.*s%s%s", (int)(dot + 1 - ours), ours, MAP[i][1], part + l);
-            return;
-        }
-    }
-    snprintf(out, cap, "transformer.%s", ours);
-}
-
 ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
                               ah_error_t *err) {
     char (*roots)[AH_CKPT_PATH_MAX] = NULL;
     int n_roots = 0, T = 0, n_m = 0, n_t = 0;
     ah_ckpt_manifest_t *ms = NULL;
     int *root_of = NULL;
-    ah_gpt_tensor_t *defs = NULL;
+    ah_tensor_t *defs = NULL;
     float **data = NULL;
     ah_st_tensor_t *ts = NULL;
     char (*names)[96] = NULL;
@@ -1113,8 +1082,8 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
         const int max_names = 2 + (int)mt->model.n_layer * 64;
         char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
-        for (int t = 1; need && t <= 64 && t <= mt->model.n_head; t++) {
-            if (mt->model.n_head % t || mt->model.d_ff % t) continue;
+        for (int t = 1; need && t <= AH_MAX_TP; t++) {
+            if (ah_model_check_tp(&mt->model, t, NULL) != AH_OK) continue;
             const int nn = model_names(&mt->model, t, need);
             int k = 0;
             while (k < nn && listed(ms, n_m, mt->step, need[k])) k++;
@@ -1137,20 +1106,18 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         st = ah_error_set(err, AH_ERR_INVALID, "%s: model %s is not GPT-2; export writes GPT-2 only", local_root, model.name);
     /* Assemble each full tensor (TP degree 1) from its group's pieces, from a verified copy. */
     if (st == AH_OK) {
-        n_t = ah_gpt_tensor_count(&model);
+        n_t = ah_model_tensor_count(&model);
         defs = calloc((size_t)n_t, sizeof *defs);
         data = calloc((size_t)n_t, sizeof *data);
         ts = calloc((size_t)n_t, sizeof *ts);
         names = calloc((size_t)n_t, sizeof *names);
         if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
-        else ah_gpt_tensors(&model, defs);
+        else ah_model_tensors(&model, defs);
     }
     ah_st_file_t fs[64];
     for (int i = 0; st == AH_OK && i < n_t; i++) {
-        const ah_gpt_tensor_t *d = &defs[i];
-        const group_t g = d->block >= 0 ? (group_t){AH_SHARD_BLOCK, d->block}
-                          : strncmp(d->name, "ln_f.", 5) == 0 ? (group_t){AH_SHARD_HEAD, -1}
-                                                               : (group_t){AH_SHARD_EMBED, -1};
+        const ah_tensor_t *d = &defs[i];
+        const group_t g = group_of(d);
         int idx[64], opened = 0;
         const int nf = pieces(g, T, 1, 0, idx);
         for (; opened < nf && st == AH_OK; opened++) {
@@ -1176,7 +1143,7 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
             st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
         if (st == AH_OK) st = load_tensor(d, "", 1, 0, T, fs, nf, data[i], n, err);
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
-        if (st == AH_OK && hf_transposed(d->name)) {
+        if (st == AH_OK && d->spec->hf_transposed) {
             float *tr = malloc((size_t)n * sizeof *tr);
             if (!tr) {
                 st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
@@ -1187,11 +1154,12 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
             free(data[i]);
             data[i] = tr;
         }
-        hf_name(d->name, names[i], sizeof names[i]);
+        if (st == AH_OK && !ah_tensor_hf_name(d, names[i], sizeof names[i]))
+            st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);
         ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .data = data[i]};
         ts[i].ndim = d->cols == 1 ? 1 : 2;
-        ts[i].shape[0] = hf_transposed(d->name) ? d->cols : d->rows;
-        ts[i].shape[1] = hf_transposed(d->name) ? d->rows : d->cols;
+        ts[i].shape[0] = d->spec->hf_transposed ? d->cols : d->rows;
+        ts[i].shape[1] = d->spec->hf_transposed ? d->rows : d->cols;
     }
     char path[AH_CKPT_PATH_MAX];
     if (st == AH_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)

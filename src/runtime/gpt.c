@@ -10,99 +10,47 @@
 #include "core/timing.h"
 #include "runtime/emulate.h"
 
-/* One block's tensors kept from forward to backward (the list of ah_layer_act_bytes). */
+/* One block's tensors kept from forward to backward: GPT-2's table list (spec/arch_gpt2.c
+ * block_acts), field for field and in its order, so carve_block fills the fields by position. */
+#define N_BLOCK_ACTS 13
 struct ah_block_act {
-    float *x_in;               /* (N, C) block input */
-    float *ln1;                /* (N, C) */
-    float *ln1_mean, *ln1_rstd;/* (N) */
-    float *qkv;                /* (N, 3C/t) */
-    float *probs;              /* attention state: (b, H/t, T, T) probabilities on the CPU */
-    float *atty;               /* (N, C/t) attention output, before attn.proj */
-    float *x_mid;              /* (N, C) residual after attention */
-    float *ln2;                /* (N, C) */
-    float *ln2_mean, *ln2_rstd;/* (N) */
-    float *fch;                /* (N, F/t) mlp.fc output, before GELU */
-    float *fchg;               /* (N, F/t) after GELU */
+    union {
+        struct {
+            float *x_in;                /* (N, C) block input */
+            float *ln1;                 /* (N, C) */
+            float *ln1_mean, *ln1_rstd; /* (N) */
+            float *qkv;                 /* (N, 3C/t) */
+            float *probs;               /* attention state: (b, H/t, T, T) probabilities on the CPU */
+            float *atty;                /* (N, C/t) attention output, before attn.proj */
+            float *x_mid;               /* (N, C) residual after attention */
+            float *ln2;                 /* (N, C) */
+            float *ln2_mean, *ln2_rstd; /* (N) */
+            float *fch;                 /* (N, F/t) mlp.fc output, before GELU */
+            float *fchg;                /* (N, F/t) after GELU */
+        };
+        float *at[N_BLOCK_ACTS];
+    };
 };
 
-/* Block tensors in their order inside a block; index + 12 * local block in st->params. */
+/* Block tensors in the table's order inside a block; index + P_PER_BLOCK * local block in
+ * st->params. ah_gpt_stage_create checks these positions against the table's names. */
 enum {
     P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B,
     P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FCPROJ_W, P_FCPROJ_B, P_PER_BLOCK
 };
+static const char *const BLOCK_NAMES[P_PER_BLOCK] = {
+    "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
+    "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"};
 
-/* ---- the full model's tensors ---- */
-
-static ah_gpt_tensor_t tensor(const char *name, int64_t rows, int64_t cols, ah_shard_t shard,
-                              int block, float std, float fill) {
-    ah_gpt_tensor_t x;
-    memset(&x, 0, sizeof x);
-    snprintf(x.name, sizeof x.name, "%s", name);
-    x.rows = rows;
-    x.cols = cols;
-    x.shard = shard;
-    x.block = block;
-    x.init_std = std;
-    x.init_fill = fill;
-    x.decay = rows > 1 && cols > 1;
-    return x;
-}
-
-static void block_tensors(const ah_model_t *m, int l, ah_gpt_tensor_t *o) {
-    const int64_t C = m->d_model, F = m->d_ff;
-    const float std = 0.02f, res_std = (float)(0.02 / sqrt(2.0 * (double)m->n_layer));
-    static const char *const names[P_PER_BLOCK] = {
-        "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-        "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias",
-        "mlp.proj.weight", "mlp.proj.bias"};
-    const struct { int64_t r, c; ah_shard_t s; float std, fill; } spec[P_PER_BLOCK] = {
-        {C, 1, AH_SHARD_REPL, 0, 1},       {C, 1, AH_SHARD_REPL, 0, 0},
-        {3 * C, C, AH_SHARD_QKV, std, 0},  {3 * C, 1, AH_SHARD_QKV, 0, 0},
-        {C, C, AH_SHARD_COLS, res_std, 0}, {C, 1, AH_SHARD_REPL, 0, 0},
-        {C, 1, AH_SHARD_REPL, 0, 1},       {C, 1, AH_SHARD_REPL, 0, 0},
-        {F, C, AH_SHARD_ROWS, std, 0},     {F, 1, AH_SHARD_ROWS, 0, 0},
-        {C, F, AH_SHARD_COLS, res_std, 0}, {C, 1, AH_SHARD_REPL, 0, 0}};
-    for (int i = 0; i < P_PER_BLOCK; i++) {
-        char name[48];
-        snprintf(name, sizeof name, "h.%d.%s", l, names[i]);
-        o[i] = tensor(name, spec[i].r, spec[i].c, spec[i].s, l, spec[i].std, spec[i].fill);
-    }
-}
-
-int ah_gpt_tensor_count(const ah_model_t *m) { return 4 + P_PER_BLOCK * (int)m->n_layer; }
-
-void ah_gpt_tensors(const ah_model_t *m, ah_gpt_tensor_t *out) {
-    const int64_t C = m->d_model;
+/* Whether GPT-2's table is the one this code was written against: the block's tensors at the
+ * positions above and N_BLOCK_ACTS saved activations. */
+static bool table_matches(const ah_model_t *m) {
+    const ah_arch_spec_t *a = ah_arch_spec(m->arch);
+    if (a->n_block_acts != N_BLOCK_ACTS || ah_block_tensor_count(m) != P_PER_BLOCK) return false;
     int k = 0;
-    out[k++] = tensor("wte", m->vocab, C, AH_SHARD_REPL, -1, 0.02f, 0);
-    out[k++] = tensor("wpe", m->max_pos, C, AH_SHARD_REPL, -1, 0.02f, 0);
-    for (int l = 0; l < (int)m->n_layer; l++, k += P_PER_BLOCK) block_tensors(m, l, out + k);
-    out[k++] = tensor("ln_f.weight", C, 1, AH_SHARD_REPL, -1, 0, 1);
-    out[k++] = tensor("ln_f.bias", C, 1, AH_SHARD_REPL, -1, 0, 0);
-}
-
-int64_t ah_gpt_shard_elems(const ah_gpt_tensor_t *x, int t) {
-    return x->shard == AH_SHARD_REPL ? x->rows * x->cols : x->rows * x->cols / t;
-}
-
-int64_t ah_gpt_full_index(const ah_gpt_tensor_t *x, int t, int k, int64_t i) {
-    switch (x->shard) {
-    case AH_SHARD_REPL:
-        return i;
-    case AH_SHARD_ROWS:
-        return (int64_t)k * (x->rows / t) * x->cols + i;
-    case AH_SHARD_QKV: {
-        const int64_t part_rows = x->rows / 3, mine = part_rows / t; /* rows of q (k, v) held */
-        const int64_t r = i / x->cols, c = i % x->cols;
-        const int64_t part = r / mine, rr = r % mine;
-        return (part * part_rows + (int64_t)k * mine + rr) * x->cols + c;
-    }
-    case AH_SHARD_COLS: {
-        const int64_t cl = x->cols / t, r = i / cl, c = i % cl;
-        return r * x->cols + (int64_t)k * cl + c;
-    }
-    }
-    return i;
+    for (int i = 0; i < a->n_tensors; i++)
+        if (a->tensors[i].layer == AH_LAYER_BLOCK && strcmp(a->tensors[i].name, BLOCK_NAMES[k++]) != 0) return false;
+    return true;
 }
 
 /* ---- deterministic initialisation: a counter-based normal per (seed, name, element) ---- */
@@ -135,14 +83,15 @@ ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *er
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *p = &st->params[i];
         float *w = host + p->offset;
-        if (p->def.init_std == 0) {
-            for (int64_t e = 0; e < p->n; e++) w[e] = p->def.init_fill;
+        float fill;
+        const float std = ah_tensor_init_std(&p->def, st->cfg.model, &fill);
+        if (std == 0) {
+            for (int64_t e = 0; e < p->n; e++) w[e] = fill;
             continue;
         }
         const uint64_t key = name_key(seed, p->def.name);
         for (int64_t e = 0; e < p->n; e++)
-            w[e] = p->def.init_std *
-                   normal_at(key, ah_gpt_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e));
+            w[e] = std * normal_at(key, ah_tensor_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e));
     }
     s = ah_gpt_host_done(st, st->w, host, true, err);
     st->k->zero(st->m, (size_t)st->n_elems);
@@ -160,32 +109,32 @@ static int64_t att_state_floats(const ah_gpt_stage_t *st) {
                                                   (int)st->Hl, (int)st->hd);
 }
 
-/* Floats of one block's activation set (ah_layer_act_bytes / 4 for fp32 on the CPU, no
- * recompute). */
-static int64_t block_act_floats(const ah_gpt_stage_t *st) {
-    const int64_t N = st->N;
-    return 4 * N * st->C + 4 * N * st->Cl + 2 * N * st->Fl + att_state_floats(st) + 4 * N;
+/* Floats of one of the table's block activations (ah_layer_act_bytes / 4 for fp32 on the CPU). */
+static int64_t act_floats(const ah_gpt_stage_t *st, const ah_act_spec_t *a) {
+    switch (a->kind) {
+    case AH_ACT_TENSOR: return st->N * ah_dim_value(st->cfg.model, a->width) / (a->split ? st->cfg.t : 1);
+    case AH_ACT_STAT: return st->N;
+    case AH_ACT_ATTN: return att_state_floats(st);
+    }
+    return 0;
 }
 
-/* Carves one block's activation set out of base (block_act_floats floats). */
+/* Floats of one block's activation set (no recompute). */
+static int64_t block_act_floats(const ah_gpt_stage_t *st) {
+    const ah_arch_spec_t *arch = ah_arch_spec(st->cfg.model->arch);
+    int64_t n = 0;
+    for (int i = 0; i < arch->n_block_acts; i++) n += act_floats(st, &arch->block_acts[i]);
+    return n;
+}
+
+/* Carves one block's activation set out of base (block_act_floats floats), in the table's order. */
 static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a) {
-    const int64_t N = st->N;
+    const ah_arch_spec_t *arch = ah_arch_spec(st->cfg.model->arch);
     float *p = base;
-#define TAKE(field, count) (a->field = p, p += (count))
-    TAKE(x_in, N * st->C);
-    TAKE(ln1, N * st->C);
-    TAKE(ln1_mean, N);
-    TAKE(ln1_rstd, N);
-    TAKE(qkv, 3 * N * st->Cl);
-    TAKE(probs, att_state_floats(st));
-    TAKE(atty, N * st->Cl);
-    TAKE(x_mid, N * st->C);
-    TAKE(ln2, N * st->C);
-    TAKE(ln2_mean, N);
-    TAKE(ln2_rstd, N);
-    TAKE(fch, N * st->Fl);
-    TAKE(fchg, N * st->Fl);
-#undef TAKE
+    for (int i = 0; i < arch->n_block_acts; i++) {
+        a->at[i] = p;
+        p += act_floats(st, &arch->block_acts[i]);
+    }
 }
 
 /* Workspace layout (floats): dres (N, C) | tmp (N, C) | datty (N, C/t) | dqkv (N, 3C/t) |
@@ -210,17 +159,19 @@ static int64_t carve_work(const ah_gpt_stage_t *st, work_t *w) {
     return p - st->work;
 }
 
-ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
-                                const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err) {
-    memset(st, 0, sizeof *st);
-    st->cfg = *cfg;
-    st->k = k;
-    st->tp = tp;
+/* What the GPT-2 stage code can build: refuses the rest, naming the model or the setting. */
+static ah_status_t check_config(const ah_gpt_config_t *cfg, ah_error_t *err) {
     const ah_model_t *m = cfg->model;
     if (m->arch != AH_ARCH_GPT2)
         return ah_error_set(err, AH_ERR_INVALID, "model %s: architecture %s; the trainer runs the "
                             "GPT-2 architecture only (use a gpt2 preset or a GPT-2 config.json)",
                             m->name, ah_arch_name(m->arch));
+    if (!m->tied)
+        return ah_error_set(err, AH_ERR_INVALID, "model %s: tie_word_embeddings is false; the trainer "
+                            "runs GPT-2 with its LM head tied to the token embedding only", m->name);
+    if (!table_matches(m))
+        return ah_error_set(err, AH_ERR_INTERNAL, "GPT-2's architecture table (spec/arch_gpt2.c) does "
+                            "not list the block tensors and activations runtime/gpt.c reads");
     if (cfg->last <= cfg->first)
         return ah_error_set(err, AH_ERR_INVALID, "a stage must hold at least one block, got "
                             "[%d, %d)", cfg->first, cfg->last);
@@ -228,62 +179,55 @@ ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
         return ah_error_set(err, AH_ERR_INVALID, "train.seq_len %lld exceeds the model's %lld "
                             "positions; use a shorter sequence", (long long)cfg->seq_len,
                             (long long)m->max_pos);
-    const int t = cfg->t;
-    st->N = cfg->micro_batch * cfg->seq_len;
-    st->C = m->d_model;
-    st->Cl = m->d_model / t;
-    st->Fl = m->d_ff / t;
-    st->Hl = m->n_head / t;
-    st->hd = m->d_model / m->n_head;
-    st->V = m->vocab;
-    ah_arena_init(&st->a_params, mem, "parameters");
-    ah_arena_init(&st->a_opt, mem, "optimizer");
-    ah_arena_init(&st->a_act, mem, "activations");
-    ah_arena_init(&st->a_work, mem, "workspace");
+    return AH_OK;
+}
 
-    /* The stage's tensors: embedding, its blocks, the head (with its own copy of the tied wte
-     * when the embedding lives on another stage). */
-    const int n_all = ah_gpt_tensor_count(m);
-    ah_gpt_tensor_t *all = malloc((size_t)n_all * sizeof *all);
+/* st->params: the stage's tensors in the table's order (embedding, its blocks, the head), then
+ * the head's own copy of the tied matrix when the embedding lives on another stage; their places
+ * in the flat buffers; st->n_elems. */
+static ah_status_t build_params(ah_gpt_stage_t *st, ah_error_t *err) {
+    const ah_gpt_config_t *cfg = &st->cfg;
+    const ah_model_t *m = cfg->model;
+    const int n_all = ah_model_tensor_count(m);
+    ah_tensor_t *all = malloc((size_t)n_all * sizeof *all);
     st->params = malloc((size_t)(n_all + 1) * sizeof *st->params);
     if (!all || !st->params) {
         free(all);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter list");
     }
-    ah_gpt_tensors(m, all);
+    ah_model_tensors(m, all);
     int64_t off = 0;
-#define ADD(def_)                                                                   \
-    do {                                                                            \
-        ah_gpt_param_t *p_ = &st->params[st->n_params++];                           \
-        p_->def = (def_);                                                           \
-        p_->offset = off;                                                           \
-        p_->n = ah_gpt_shard_elems(&p_->def, t);                                    \
-        off += p_->n;                                                               \
-    } while (0)
-    if (cfg->has_embed) {
-        ADD(all[0]);
-        ADD(all[1]);
-    }
-    for (int i = 2 + P_PER_BLOCK * cfg->first; i < 2 + P_PER_BLOCK * cfg->last; i++) ADD(all[i]);
-    if (cfg->has_head) {
-        ADD(all[n_all - 2]);
-        ADD(all[n_all - 1]);
-        if (!cfg->has_embed) ADD(all[0]);
-    }
-#undef ADD
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_all; i++) {
+            const ah_tensor_t *x = &all[i];
+            const ah_layer_kind_t kind = x->spec->layer;
+            const bool held = pass == 0 ? (kind == AH_LAYER_EMBED && cfg->has_embed) ||
+                                              (kind == AH_LAYER_BLOCK && x->block >= cfg->first && x->block < cfg->last) ||
+                                              (kind == AH_LAYER_HEAD && cfg->has_head)
+                                        : cfg->has_head && !cfg->has_embed && ah_tensor_tied(x, m);
+            if (!held) continue;
+            if (pass == 0 && kind == AH_LAYER_EMBED) st->first_block_param = st->n_params + 1;
+            ah_gpt_param_t *p = &st->params[st->n_params++];
+            p->def = *x;
+            p->offset = off;
+            p->n = ah_tensor_shard_elems(x, cfg->t);
+            off += p->n;
+        }
     free(all);
     st->n_elems = off;
+    return AH_OK;
+}
 
-    ah_status_t s = AH_OK;
 #define TRY(call)                                   \
     do {                                            \
-        if ((s = (call)) != AH_OK) goto fail;       \
+        ah_status_t s_ = (call);                    \
+        if (s_ != AH_OK) return s_;                 \
     } while (0)
-    TRY(ah_arena_floats(&st->a_params, off, "weights", &st->w, err));
-    TRY(ah_arena_floats(&st->a_params, off, "gradients", &st->g, err));
-    TRY(ah_arena_floats(&st->a_opt, off, "AdamW m", &st->m, err));
-    TRY(ah_arena_floats(&st->a_opt, off, "AdamW v", &st->v, err));
 
+/* The activation slots: per in-flight micro-batch, each block's saved tensors (its input only
+ * when recomputing), the token ids on stage 0, the head's tensors and logits on the last stage. */
+static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
+    const ah_gpt_config_t *cfg = &st->cfg;
     const int64_t nb = cfg->last - cfg->first, S = cfg->slots, N = st->N, C = st->C;
     const int64_t act = block_act_floats(st);
     st->act = calloc((size_t)(S * nb), sizeof *st->act);
@@ -293,11 +237,8 @@ ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
     st->head_mean = calloc((size_t)S, sizeof *st->head_mean);
     st->head_rstd = calloc((size_t)S, sizeof *st->head_rstd);
     st->logits = calloc((size_t)S, sizeof *st->logits);
-    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_mean ||
-        !st->head_rstd || !st->logits) {
-        s = ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
-        goto fail;
-    }
+    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_mean || !st->head_rstd || !st->logits)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
     char name[96];
     for (int64_t sl = 0; sl < S; sl++) {
         for (int64_t b = 0; b < nb; b++) {
@@ -329,30 +270,62 @@ ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
             TRY(ah_arena_floats(&st->a_act, N * st->V, name, &st->logits[sl], err));
         }
     }
+    return AH_OK;
+}
 
+/* The workspace (one block's activation set of scratch) and, when recomputing, the buffer the
+ * backward redoes each block's forward into. */
+static ah_status_t alloc_work(ah_gpt_stage_t *st, ah_error_t *err) {
+    const int64_t act = block_act_floats(st);
     st->work_floats = act;
     TRY(ah_arena_floats(&st->a_work, act, "backward workspace", &st->work, err));
     work_t w;
-    if (carve_work(st, &w) > act) {
-        s = ah_error_set(err, AH_ERR_INTERNAL, "the backward's temporaries (%lld floats) exceed "
-                         "the workspace of one block's activations (%lld floats)",
-                         (long long)carve_work(st, &w), (long long)act);
-        goto fail;
-    }
-    if (cfg->recompute) {
-        float *base;
-        st->recomp = calloc(1, sizeof *st->recomp);
-        if (!st->recomp) {
-            s = ah_error_set(err, AH_ERR_OOM, "no host memory for the recompute views");
-            goto fail;
-        }
-        TRY(ah_arena_floats(&st->a_work, act, "recompute buffer", &base, err));
-        carve_block(st, base, st->recomp);
-    }
-#undef TRY
+    if (carve_work(st, &w) > act)
+        return ah_error_set(err, AH_ERR_INTERNAL, "the backward's temporaries (%lld floats) exceed "
+                            "the workspace of one block's activations (%lld floats)",
+                            (long long)carve_work(st, &w), (long long)act);
+    if (!st->cfg.recompute) return AH_OK;
+    float *base;
+    if (!(st->recomp = calloc(1, sizeof *st->recomp)))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the recompute views");
+    TRY(ah_arena_floats(&st->a_work, act, "recompute buffer", &base, err));
+    carve_block(st, base, st->recomp);
     return AH_OK;
-fail:
-    ah_gpt_stage_free(st);
+}
+
+static ah_status_t stage_build(ah_gpt_stage_t *st, ah_mem_t *mem, ah_error_t *err) {
+    const ah_model_t *m = st->cfg.model;
+    const int t = st->cfg.t;
+    st->N = st->cfg.micro_batch * st->cfg.seq_len;
+    st->C = m->d_model;
+    st->Cl = m->d_model / t;
+    st->Fl = m->d_ff / t;
+    st->Hl = m->n_head / t;
+    st->hd = m->d_model / m->n_head;
+    st->V = m->vocab;
+    ah_arena_init(&st->a_params, mem, "parameters");
+    ah_arena_init(&st->a_opt, mem, "optimizer");
+    ah_arena_init(&st->a_act, mem, "activations");
+    ah_arena_init(&st->a_work, mem, "workspace");
+    TRY(build_params(st, err));
+    TRY(ah_arena_floats(&st->a_params, st->n_elems, "weights", &st->w, err));
+    TRY(ah_arena_floats(&st->a_params, st->n_elems, "gradients", &st->g, err));
+    TRY(ah_arena_floats(&st->a_opt, st->n_elems, "AdamW m", &st->m, err));
+    TRY(ah_arena_floats(&st->a_opt, st->n_elems, "AdamW v", &st->v, err));
+    TRY(alloc_slots(st, err));
+    return alloc_work(st, err);
+}
+#undef TRY
+
+ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
+                                const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err) {
+    memset(st, 0, sizeof *st);
+    st->cfg = *cfg;
+    st->k = k;
+    st->tp = tp;
+    ah_status_t s = check_config(cfg, err);
+    if (s == AH_OK) s = stage_build(st, mem, err);
+    if (s != AH_OK) ah_gpt_stage_free(st);
     return s;
 }
 
@@ -381,7 +354,7 @@ void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_s
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
         ah_adamw_hparams_t h = *hp;
-        if (!x->def.decay) h.weight_decay = 0.0f;
+        if (!x->def.spec->decay) h.weight_decay = 0.0f;
         st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
                      (size_t)x->n, &h, grad_scale, t);
     }
@@ -409,7 +382,7 @@ const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name) {
 
 /* Index in st->params of block l's first tensor. */
 static int block_base(const ah_gpt_stage_t *st, int l) {
-    return (st->cfg.has_embed ? 2 : 0) + P_PER_BLOCK * (l - st->cfg.first);
+    return st->first_block_param + P_PER_BLOCK * (l - st->cfg.first);
 }
 
 void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n) {

@@ -1,14 +1,13 @@
 /* A GPT-2 model shard: the blocks [first, last) of one pipeline stage on one tensor-parallel rank,
  * plus the embedding (stage 0) and/or the final LayerNorm + tied LM head (last stage).
  *
- * Parameters are named like a full model ("wte", "wpe", "h.3.attn.qkv.weight", "ln_f.bias"); each
- * full tensor has a canonical shape and a sharding rule (Megatron TP over t ranks):
- *   REPL  replicated in the TP group (norms, row-parallel biases, wte, wpe);
- *   ROWS  column-parallel: rank k holds rows [k*R/t, (k+1)*R/t) (mlp.fc weight and bias);
- *   QKV   column-parallel over heads: rank k holds heads [k*H/t, (k+1)*H/t) of each of q, k, v;
- *   COLS  row-parallel: rank k holds columns [k*K/t, (k+1)*K/t) (attn.proj, mlp.proj weights).
- * Initialisation is plan-independent: element (r, c) of a full tensor is a function of
- * (seed, tensor name, r * cols + c) only, and a rank fills just its shard (ah_gpt_init_params).
+ * The tensors, their names ("wte", "wpe", "h.3.attn.qkv.weight", "ln_f.bias"), shapes, Megatron
+ * TP splits, initialisation and weight decay are GPT-2's architecture table (spec/arch.h,
+ * spec/arch_gpt2.c); the block code below reads a block's tensors by their position in that table
+ * and ah_gpt_stage_create checks every position's name, and a block's saved activations are the
+ * table's list, carved in its order. Initialisation is plan-independent: element (r, c) of a full
+ * tensor is a function of (seed, tensor name, r * cols + c) only, and a rank fills just its shard
+ * (ah_gpt_init_params).
  *
  * Memory (docs/runtime.md "Memory", the same list as docs/cost-model.md): every buffer comes from
  * the caller's ah_mem_t through arenas, sized from the model shapes:
@@ -39,33 +38,12 @@
 #include "kernels/kernels.h"
 #include "runtime/device.h"
 #include "runtime/mem.h"
+#include "spec/arch.h"
 #include "spec/model.h"
-
-typedef enum { AH_SHARD_REPL = 0, AH_SHARD_ROWS, AH_SHARD_QKV, AH_SHARD_COLS } ah_shard_t;
-
-/* One full tensor of the model. */
-typedef struct ah_gpt_tensor {
-    char name[48];
-    int64_t rows, cols; /* full shape; cols = 1 for vectors */
-    ah_shard_t shard;
-    int block;          /* block index, or -1 for wte, wpe, ln_f */
-    float init_std;     /* > 0: normal(0, std); 0: constant init_fill */
-    float init_fill;
-    bool decay;         /* AdamW weight decay applies (2-D matrices) */
-} ah_gpt_tensor_t;
-
-/* The model's tensors in canonical order (wte, wpe, blocks 0..L-1, ln_f.weight, ln_f.bias).
- * Returns the count; fills `out` when not NULL (allocate ah_gpt_tensor_count entries). */
-int ah_gpt_tensor_count(const ah_model_t *m);
-void ah_gpt_tensors(const ah_model_t *m, ah_gpt_tensor_t *out);
-/* Elements of the shard a TP rank holds (t = 1: the full tensor). */
-int64_t ah_gpt_shard_elems(const ah_gpt_tensor_t *x, int t);
-/* Flat index in the full tensor of element i of TP rank k's shard. */
-int64_t ah_gpt_full_index(const ah_gpt_tensor_t *x, int t, int k, int64_t i);
 
 /* A tensor held by a stage: its definition and its place in the stage's flat buffers. */
 typedef struct ah_gpt_param {
-    ah_gpt_tensor_t def;
+    ah_tensor_t def;
     int64_t offset, n;  /* into params / grads / m / v */
 } ah_gpt_param_t;
 
@@ -94,6 +72,7 @@ typedef struct ah_gpt_stage {
 
     int n_params;
     ah_gpt_param_t *params;   /* the stage's tensors, in flat-buffer order */
+    int first_block_param;    /* index in params of block `first`'s first tensor */
     int64_t n_elems;          /* total parameter elements */
     float *w, *g, *m, *v;     /* (n_elems) each: weights, gradients, AdamW moments */
 
@@ -112,7 +91,8 @@ typedef struct ah_gpt_stage {
     double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;
 
-/* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */
+/* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. Refuses
+ * another architecture and an untied head, naming the model. */
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
                                 const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err);
 void ah_gpt_stage_free(ah_gpt_stage_t *st);
@@ -125,7 +105,7 @@ int ah_gpt_phase_segments(const ah_gpt_stage_t *st);
 ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *err);
 void ah_gpt_zero_grads(ah_gpt_stage_t *st);
 /* One AdamW step (number t, from 1) over every tensor of the stage, the gradients scaled by
- * grad_scale; hp's weight decay applies to the tensors that decay (ah_gpt_param_t.def.decay). */
+ * grad_scale; hp's weight decay applies to the tensors the table decays. */
 void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
 /* Host access to one of the stage's flat buffers (st->w, g, m or v: n_elems floats each) for code
  * outside the kernels (initialisation, dumps, checkpoints): on the CPU the buffer itself, no copy;

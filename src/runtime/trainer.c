@@ -277,9 +277,21 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     return AH_OK;
 }
 
+/* The group that sums parameter x's gradient outside the blocks' DP segments (spec/arch.h's
+ * gradient group and layer), or NULL when this rank is not in one. */
+static ah_group_t *outer_group(ah_trainer_t *tr, const ah_gpt_param_t *x) {
+    if (ah_tensor_tied(&x->def, &tr->plan->model)) return &tr->wte_group;
+    switch (x->def.spec->layer) {
+    case AH_LAYER_EMBED: return &tr->first_group;
+    case AH_LAYER_HEAD: return &tr->last_group;
+    case AH_LAYER_BLOCK: break;
+    }
+    return NULL;
+}
+
 /* Layer-wise DP sync: every rank walks the groups in one global order (segments by layer, then
  * the first-stage, last-stage and tied-embedding groups), so no two ranks wait on each other in
- * different collectives. */
+ * different collectives. Within a group, each run of adjacent tensors is one all-reduce. */
 static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     for (int g = 0; g < tr->layout.n_segments; g++) {
@@ -288,13 +300,21 @@ static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
         ah_gpt_block_range(st, tr->layout.segments[g].first, tr->layout.segments[g].last, &off, &n);
         TRY(ah_group_sum(&tr->seg[g], st->g + off, (size_t)n, err));
     }
-    const ah_gpt_param_t *x;
-    if (tr->first_group.c && (x = ah_gpt_find(st, "wpe")))
-        TRY(ah_group_sum(&tr->first_group, st->g + x->offset, (size_t)x->n, err));
-    if (tr->last_group.c && (x = ah_gpt_find(st, "ln_f.weight"))) /* ln_f.weight, ln_f.bias adjacent */
-        TRY(ah_group_sum(&tr->last_group, st->g + x->offset, (size_t)(2 * x->n), err));
-    if (tr->wte_group.c && (x = ah_gpt_find(st, "wte")))
-        TRY(ah_group_sum(&tr->wte_group, st->g + x->offset, (size_t)x->n, err));
+    ah_group_t *const order[3] = {&tr->first_group, &tr->last_group, &tr->wte_group};
+    for (int k = 0; k < 3; k++) {
+        if (!order[k]->c) continue;
+        for (int i = 0; i < st->n_params;) {
+            if (outer_group(tr, &st->params[i]) != order[k]) {
+                i++;
+                continue;
+            }
+            int j = i + 1; /* the run [i, j) is contiguous in st->g */
+            while (j < st->n_params && outer_group(tr, &st->params[j]) == order[k]) j++;
+            const int64_t n = st->params[j - 1].offset + st->params[j - 1].n - st->params[i].offset;
+            TRY(ah_group_sum(order[k], st->g + st->params[i].offset, (size_t)n, err));
+            i = j;
+        }
+    }
     return AH_OK;
 }
 
@@ -302,8 +322,8 @@ static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
  * pipeline 0 for DP copies, TP rank 0 for TP-replicated ones, stage 0 for the tied matrix. */
 static bool counts(const ah_trainer_t *tr, const ah_gpt_param_t *x) {
     if (tr->role.pipeline != 0) return false;
-    if (x->def.shard == AH_SHARD_REPL && tr->role.tp_rank != 0) return false;
-    if (strcmp(x->def.name, "wte") == 0 && tr->role.stage != 0) return false;
+    if (x->def.spec->split == AH_SPLIT_REPL && tr->role.tp_rank != 0) return false;
+    if (ah_tensor_tied(&x->def, &tr->plan->model) && tr->role.stage != 0) return false;
     return true;
 }
 
@@ -347,15 +367,15 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
 
 ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_error_t *err) {
     const ah_model_t *m = &tr->plan->model;
-    const int n = ah_gpt_tensor_count(m);
-    ah_gpt_tensor_t *all = malloc((size_t)n * sizeof *all);
+    const int n = ah_model_tensor_count(m);
+    ah_tensor_t *all = malloc((size_t)n * sizeof *all);
     int64_t *offs = malloc((size_t)(n + 1) * sizeof *offs);
     if (!all || !offs) {
         free(all);
         free(offs);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter dump");
     }
-    ah_gpt_tensors(m, all);
+    ah_model_tensors(m, all);
     offs[0] = 0;
     for (int i = 0; i < n; i++) offs[i + 1] = offs[i] + all[i].rows * all[i].cols;
     /* Debug output, outside the device's accounting: a full-model buffer where each rank writes
@@ -377,7 +397,7 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_er
         int j = 0;
         while (strcmp(all[j].name, x->def.name) != 0) j++;
         for (int64_t e = 0; e < x->n; e++)
-            full[offs[j] + ah_gpt_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = src[x->offset + e];
+            full[offs[j] + ah_tensor_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = src[x->offset + e];
     }
     ah_gpt_host_done(st, buf, src, false, NULL);
     if ((s = ah_comm_allreduce_f32(ah_comm_world(), full, (size_t)offs[n], err)) != AH_OK) goto done;
