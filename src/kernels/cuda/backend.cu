@@ -1,4 +1,4 @@
-// The CUDA backend's state, tables, error reporting, device memory arenas and copies.
+// The CUDA backend's state, tables, error reporting, device memory and copies.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +145,7 @@ double ah_cuda_finish_reduction(int n) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-static void *cuda_alloc(size_t bytes, char *why, size_t why_len) {
+void *ah_cuda_alloc(size_t bytes, char *why, size_t why_len) {
     void *p = NULL;
     const size_t n = bytes ? bytes : 256;
     cudaError_t e = cudaMalloc(&p, n);
@@ -159,7 +159,7 @@ static void *cuda_alloc(size_t bytes, char *why, size_t why_len) {
     return NULL;
 }
 
-static void cuda_free(void *p) { cudaFree(p); }
+void ah_cuda_free(void *p) { cudaFree(p); }
 
 static ah_status_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                         ah_error_t *err) {
@@ -178,11 +178,6 @@ ah_status_t ah_cuda_upload(void *dst_dev, const void *src_host, size_t bytes, ah
 ah_status_t ah_cuda_download(void *dst_host, const void *src_dev, size_t bytes, ah_error_t *err) {
     return copy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, err);
 }
-
-static const ah_mem_space_t cuda_space = {"CUDA device", cuda_alloc, cuda_free, ah_cuda_upload,
-                                          ah_cuda_download};
-
-const ah_mem_space_t *ah_cuda_mem_space(void) { return &cuda_space; }
 
 ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
     size_t free_b = 0, total_b = 0;
