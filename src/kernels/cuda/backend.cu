@@ -89,26 +89,9 @@ ah_status_t ah_cuda_synchronize(ah_error_t *err) { return ah_cuda_check(err); }
 static ah_kernels_t cuda_fp32, cuda_bf16;
 
 static void fill_tables(void) {
-    ah_kernels_t *k = &cuda_fp32;
-    k->name = "cuda";
-    k->zero = ah_cuda_zero;
-    k->matmul_fwd = ah_cuda_matmul_fwd;
-    k->matmul_bwd = ah_cuda_matmul_bwd;
-    k->layernorm_fwd = ah_cuda_layernorm_fwd;
-    k->layernorm_bwd = ah_cuda_layernorm_bwd;
-    k->gelu_fwd = ah_cuda_gelu_fwd;
-    k->gelu_bwd = ah_cuda_gelu_bwd;
-    k->attention_fwd = ah_cuda_attention_fwd;
-    k->attention_bwd = ah_cuda_attention_bwd;
-    k->attention_scratch_floats = ah_cuda_attention_scratch_floats;
-    k->attention_state_floats = ah_cuda_attention_state_floats;
-    k->residual_fwd = ah_cuda_residual_fwd;
-    k->residual_bwd = ah_cuda_residual_bwd;
-    k->embedding_fwd = ah_cuda_embedding_fwd;
-    k->embedding_bwd = ah_cuda_embedding_bwd;
-    k->head_loss = ah_cuda_head_loss;
-    k->adamw = ah_cuda_adamw;
-    k->sum_squares = ah_cuda_sum_squares;
+#define CUDA_ENTRY(prefix, entry) cuda_fp32.entry = prefix##_##entry;
+    AH_KERNEL_ENTRIES(CUDA_ENTRY, ah_cuda)
+    cuda_fp32.name = "cuda";
     cuda_bf16 = cuda_fp32;
     cuda_bf16.name = "cuda-bf16";
     cuda_bf16.matmul_fwd = ah_cuda_matmul_fwd_bf16;
