@@ -4,6 +4,8 @@
 #ifndef AH_PLAN_EVALUATE_H
 #define AH_PLAN_EVALUATE_H
 
+#include <stddef.h>
+
 #include "cost/cost.h"
 #include "plan/plan.h"
 
