@@ -57,11 +57,7 @@ static ah_status_t cpu_open(int index, bool bf16, const ah_kernels_t **kernels, 
     return AH_OK;
 }
 
-const ah_backend_t ah_backend_cpu = {
-    .name = "cpu",
-    .title = "CPU backend",
-    .gpu = false,
-    .bf16 = false,
-    .space = &ah_mem_host,
-    .open = cpu_open,
-};
+/* For the CPU device types, fp32 only; no per-step check (its kernels are synchronous and cannot
+ * fail) and no device communication (its buffers are host memory: groups sum with MPI). */
+const ah_backend_t ah_backend_cpu = {.name = "cpu", .title = "CPU backend", .space = &ah_mem_host,
+                                     .open = cpu_open};
