@@ -19,7 +19,9 @@ int main(void) {
 #include <string.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "runtime/mem.h"
 
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP_W, FCP_B, NP };
 
@@ -100,7 +102,7 @@ int main(int argc, char **argv) {
     char dev_name[128];
     ah_cuda_device_name(dev_name, sizeof dev_name);
     ah_mem_init(&mem, 0, dev_name);
-    mem.space = ah_cuda_mem_space();
+    mem.space = ah_backend_find("cuda")->space;
     ah_arena_init(&arena, &mem, "bench");
 
     /* Parameters: N(0, 0.02)-ish uniform of the same variance; LayerNorm weights 1. */

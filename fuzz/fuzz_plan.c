@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "core/json.h"
-#include "cost/evaluate.h"
+#include "plan/evaluate.h"
 #include "plan/plan.h"
 #include "spec/cluster.h"
 

@@ -1,7 +1,7 @@
 /* autohet public API: the module headers a program embedding autohet needs.
  *
  *   spec/model.h, spec/cluster.h   what is trained, and on what
- *   cost/cost.h, cost/evaluate.h   what a layout costs in seconds and bytes
+ *   cost/cost.h, plan/evaluate.h   what a layout costs in seconds and bytes
  *   plan/plan.h                    the plan file: read, write, validate
  *
  * Every function that can fail returns ah_status_t and fills an ah_error_t (core/status.h).
@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "cost/cost.h"
-#include "cost/evaluate.h"
+#include "plan/evaluate.h"
 #include "plan/plan.h"
 #include "spec/cluster.h"
 #include "spec/model.h"

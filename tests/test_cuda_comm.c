@@ -14,9 +14,11 @@ int main(void) {
 #else
 #include <stdlib.h>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "comm/nccl.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "runtime/mem.h"
 
 #define N 100003
 
@@ -35,7 +37,7 @@ int main(int argc, char **argv) {
     ah_mem_t mem;
     ah_arena_t arena;
     ah_mem_init(&mem, 0, "comm test");
-    mem.space = ah_cuda_mem_space();
+    mem.space = ah_backend_find("cuda")->space;
     ah_arena_init(&arena, &mem, "buffers");
     float *host = malloc(N * sizeof *host), *d = NULL;
     CHECK(ah_arena_floats(&arena, N, "all-reduce buffer", &d, &err) == AH_OK, "%s", err.msg);

@@ -20,7 +20,9 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "runtime/mem.h"
 
 static ah_mem_t mem;
 static ah_arena_t arena;
@@ -258,7 +260,7 @@ static void test_memory(void) {
     ah_arena_t a;
     void *p = NULL;
     ah_mem_init(&small, 3 << 20, "gpu-test:0");
-    small.space = ah_cuda_mem_space();
+    small.space = ah_backend_find("cuda")->space;
     ah_arena_init(&a, &small, "activations");
     CHECK(ah_arena_alloc(&a, 2 << 20, "qkv", &p, &err) == AH_OK, "2 MiB fits: %s", err.msg);
     CHECK_ERR(ah_arena_alloc(&a, 2 << 20, "fc pre-activation", &p, &err), AH_ERR_OOM, err,
@@ -293,7 +295,7 @@ int main(void) {
     ah_cuda_device_name(name, sizeof name);
     printf("device: %s\n", name);
     ah_mem_init(&mem, 0, name);
-    mem.space = ah_cuda_mem_space();
+    mem.space = ah_backend_find("cuda")->space;
     ah_arena_init(&arena, &mem, "test");
     const ah_kernels_t *cpu = ah_kernels_cpu(), *gpu = ah_kernels_cuda();
     const ah_kernels_t *bf16 = ah_kernels_cuda_bf16();

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cost/evaluate.h"
 #include "harness.h"
+#include "plan/evaluate.h"
 
 /* Two types with round figures. "fast": 0.001 TFLOP/s fp32 x efficiency 0.5 = 5e8 FLOP/s,
  * 100 GB/s, intra-node 10 GB/s, 1 GiB, 0.25 GiB reserved. "slow": 2.5e8 FLOP/s

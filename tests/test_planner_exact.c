@@ -18,8 +18,8 @@
 
 #include <jansson.h>
 
-#include "cost/evaluate.h"
 #include "harness.h"
+#include "plan/evaluate.h"
 #include "plan/planner.h"
 
 #define BUDGET 150000.0 /* plans the brute force may score per instance */

@@ -6,8 +6,8 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
-#include "cost/evaluate.h"
 #include "cost/profile.h"
+#include "plan/evaluate.h"
 #include "plan/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)

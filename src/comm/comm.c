@@ -199,24 +199,27 @@ static ah_status_t check_count(size_t n, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_comm_isend_f32(ah_comm_t *c, const float *buf, size_t n, int dst, int tag,
-                              ah_comm_req_t *req, ah_error_t *err) {
-    if (check_count(n, err) != AH_OK) return err ? err->code : AH_ERR_INTERNAL;
-    MPI_Request r;
-    MPI_TRY(MPI_Isend(buf, (int)n, MPI_FLOAT, dst, tag, c->c, &r), "MPI_Isend");
+/* The request of a transfer just started, kept in req for ah_comm_wait. */
+static ah_status_t keep_request(ah_comm_req_t *req, MPI_Request r) {
     memcpy(&req->h, &r, sizeof r);
     req->active = 1;
     return AH_OK;
 }
 
+ah_status_t ah_comm_isend_f32(ah_comm_t *c, const float *buf, size_t n, int dst, int tag,
+                              ah_comm_req_t *req, ah_error_t *err) {
+    MPI_Request r;
+    if (check_count(n, err) != AH_OK) return AH_ERR_INTERNAL;
+    MPI_TRY(MPI_Isend(buf, (int)n, MPI_FLOAT, dst, tag, c->c, &r), "MPI_Isend");
+    return keep_request(req, r);
+}
+
 ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int tag,
                               ah_comm_req_t *req, ah_error_t *err) {
-    if (check_count(n, err) != AH_OK) return err ? err->code : AH_ERR_INTERNAL;
     MPI_Request r;
+    if (check_count(n, err) != AH_OK) return AH_ERR_INTERNAL;
     MPI_TRY(MPI_Irecv(buf, (int)n, MPI_FLOAT, src, tag, c->c, &r), "MPI_Irecv");
-    memcpy(&req->h, &r, sizeof r);
-    req->active = 1;
-    return AH_OK;
+    return keep_request(req, r);
 }
 
 ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err) {

@@ -30,7 +30,9 @@ static ah_status_t cuda_err(ah_error_t *err, cudaError_t e, const char *what) {
     return ah_error_set(err, AH_ERR_COMM, "%s: %s", what, cudaGetErrorString(e));
 }
 
-static ah_status_t nccl_err(ah_error_t *err, ncclResult_t r, const char *what) {
+/* AH_OK when NCCL's call `what` returned r = ncclSuccess, else its error. */
+static ah_status_t nccl_status(ah_error_t *err, ncclResult_t r, const char *what) {
+    if (r == ncclSuccess) return AH_OK;
     return ah_error_set(err, AH_ERR_COMM, "%s: %s (set NCCL_DEBUG=WARN for NCCL's own reason)",
                         what, ncclGetErrorString(r));
 }
@@ -63,15 +65,16 @@ ah_status_t ah_dcomm_create(ah_comm_t *group, int device, int force_staged, ah_d
         ncclUniqueId id;
         ncclResult_t r = ncclSuccess;
         if (ah_comm_rank(group) == 0) r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) s = nccl_err(err, r, "ncclGetUniqueId");
+        s = nccl_status(err, r, "ncclGetUniqueId");
         s = ah_comm_agree(group, s, err);
         if (s == AH_OK) s = ah_comm_bcast(group, &id, sizeof id, 0, err);
         if (s == AH_OK) {
             cudaError_t e = cudaSetDevice(device);
-            if (e != cudaSuccess) s = cuda_err(err, e, "cudaSetDevice");
-            else if ((r = ncclCommInitRank(&dc->nccl, ah_comm_size(group), id,
-                                           ah_comm_rank(group))) != ncclSuccess)
-                s = nccl_err(err, r, "ncclCommInitRank");
+            if (e != cudaSuccess)
+                s = cuda_err(err, e, "cudaSetDevice");
+            else
+                s = nccl_status(err, ncclCommInitRank(&dc->nccl, ah_comm_size(group), id,
+                                                      ah_comm_rank(group)), "ncclCommInitRank");
         }
     }
     if (s != AH_OK) {
@@ -112,10 +115,9 @@ static ah_status_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 
 ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
     if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
-    if (dc->nccl) {
-        ncclResult_t r = ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, ncclSum, dc->nccl, 0);
-        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclAllReduce");
-    }
+    if (dc->nccl)
+        return nccl_status(err, ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, ncclSum, dc->nccl, 0),
+                           "ncclAllReduce");
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
     if (s == AH_OK) s = ah_comm_allreduce_f32(dc->group, dc->host, n, err);
@@ -125,10 +127,8 @@ ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_
 
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
-    if (dc->nccl) {
-        ncclResult_t r = ncclSend(dev_buf, n, ncclFloat32, peer, dc->nccl, 0);
-        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclSend");
-    }
+    if (dc->nccl)
+        return nccl_status(err, ncclSend(dev_buf, n, ncclFloat32, peer, dc->nccl, 0), "ncclSend");
     ah_comm_req_t req = {0};
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
@@ -139,10 +139,8 @@ ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, in
 
 ah_status_t ah_dcomm_recv_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
-    if (dc->nccl) {
-        ncclResult_t r = ncclRecv(dev_buf, n, ncclFloat32, peer, dc->nccl, 0);
-        return r == ncclSuccess ? AH_OK : nccl_err(err, r, "ncclRecv");
-    }
+    if (dc->nccl)
+        return nccl_status(err, ncclRecv(dev_buf, n, ncclFloat32, peer, dc->nccl, 0), "ncclRecv");
     ah_comm_req_t req = {0};
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = ah_comm_irecv_f32(dc->group, dc->host, n, peer, tag, &req, err);

@@ -11,7 +11,7 @@
  *   [tp-group]  a stage's devices are in one node whose GPU type is the stage's "gpu";
  *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch.
  * The version is checked by the reader (the in-memory plan has none); memory fit is
- * ah_plan_check's (cost/evaluate.c).
+ * ah_plan_check's (plan/evaluate.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

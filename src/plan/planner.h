@@ -1,5 +1,5 @@
 /* The planner: finds the plan with the smallest iteration time (or $ per token) under the cost
- * model (cost/evaluate.h), over the space of DESIGN.md "Planner"; also the two baselines, the SVG
+ * model (plan/evaluate.h), over the space of DESIGN.md "Planner"; also the two baselines, the SVG
  * picture and the Open MPI rankfile. docs/planner.md describes the algorithm and what it
  * guarantees.
  *
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cost/evaluate.h"
+#include "plan/evaluate.h"
 #include "plan/plan.h"
 
 typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective_t;

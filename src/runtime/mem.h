@@ -7,8 +7,8 @@
  * arenas (parameters, optimizer state, activations); an arena frees all of its tensors at once.
  * Nothing is allocated inside the training step loop.
  *
- * The bytes come from the budget's memory space: the host's by default, a GPU's on a CUDA rank
- * (an allocator hook), so the same accounting is the device's high-water mark there.
+ * The bytes come from the budget's memory space (backend/mem_space.h): the host's by default, a
+ * GPU's on a rank of a GPU backend, so the same accounting is the device's high-water mark there.
  */
 #ifndef AH_RUNTIME_MEM_H
 #define AH_RUNTIME_MEM_H
@@ -17,21 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/mem_space.h"
 #include "core/status.h"
-
-/* Where a budget's bytes live: the host (the default) or a device (a backend's space, e.g.
- * ah_cuda_mem_space()). alloc returns `bytes` zeroed bytes, or NULL with the space's reason in
- * `why`; upload and download are synchronous copies between that memory and the host's. */
-typedef struct ah_mem_space {
-    const char *name; /* "host", "cuda" */
-    void *(*alloc)(size_t bytes, char *why, size_t why_len);
-    void (*free)(void *p);
-    ah_status_t (*upload)(void *dst, const void *host, size_t bytes, ah_error_t *err);
-    ah_status_t (*download)(void *host, const void *src, size_t bytes, ah_error_t *err);
-} ah_mem_space_t;
-
-/* Host memory: 64-byte aligned, copies are memcpy. */
-extern const ah_mem_space_t ah_mem_host;
 
 typedef struct ah_mem {
     int64_t cap;       /* bytes; 0 = unlimited */

@@ -72,8 +72,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
     const ah_device_ref_t dev = st->devices[r.tp_rank];
     /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
      * left waiting in a split below. */
-    bool cuda = false;
-    if ((s = ah_device_select(plan, st->type, &cuda, err)) != AH_OK) {
+    const ah_backend_t *backend = NULL;
+    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK) {
         ah_trainer_free(tr);
         return s;
     }
@@ -107,7 +107,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
     if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group.c, err)) != AH_OK) goto fail;
     /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
      * device communicators, which are collective over their groups, in the same order. */
-    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, plan, cuda, dev.index, err), err)) != AH_OK)
+    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, plan, backend, dev.index, err), err)) != AH_OK)
         goto fail;
     tr->mem.space = tr->dev.space;
     if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) goto fail;

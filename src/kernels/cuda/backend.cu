@@ -1,4 +1,4 @@
-// The CUDA backend's state, tables, error reporting, device memory arenas and copies.
+// The CUDA backend's state, tables, error reporting, device memory and copies.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,26 +89,9 @@ ah_status_t ah_cuda_synchronize(ah_error_t *err) { return ah_cuda_check(err); }
 static ah_kernels_t cuda_fp32, cuda_bf16;
 
 static void fill_tables(void) {
-    ah_kernels_t *k = &cuda_fp32;
-    k->name = "cuda";
-    k->zero = ah_cuda_zero;
-    k->matmul_fwd = ah_cuda_matmul_fwd;
-    k->matmul_bwd = ah_cuda_matmul_bwd;
-    k->layernorm_fwd = ah_cuda_layernorm_fwd;
-    k->layernorm_bwd = ah_cuda_layernorm_bwd;
-    k->gelu_fwd = ah_cuda_gelu_fwd;
-    k->gelu_bwd = ah_cuda_gelu_bwd;
-    k->attention_fwd = ah_cuda_attention_fwd;
-    k->attention_bwd = ah_cuda_attention_bwd;
-    k->attention_scratch_floats = ah_cuda_attention_scratch_floats;
-    k->attention_state_floats = ah_cuda_attention_state_floats;
-    k->residual_fwd = ah_cuda_residual_fwd;
-    k->residual_bwd = ah_cuda_residual_bwd;
-    k->embedding_fwd = ah_cuda_embedding_fwd;
-    k->embedding_bwd = ah_cuda_embedding_bwd;
-    k->head_loss = ah_cuda_head_loss;
-    k->adamw = ah_cuda_adamw;
-    k->sum_squares = ah_cuda_sum_squares;
+#define CUDA_ENTRY(prefix, entry) cuda_fp32.entry = prefix##_##entry;
+    AH_KERNEL_ENTRIES(CUDA_ENTRY, ah_cuda)
+    cuda_fp32.name = "cuda";
     cuda_bf16 = cuda_fp32;
     cuda_bf16.name = "cuda-bf16";
     cuda_bf16.matmul_fwd = ah_cuda_matmul_fwd_bf16;
@@ -145,7 +128,7 @@ double ah_cuda_finish_reduction(int n) {
 
 static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-static void *cuda_alloc(size_t bytes, char *why, size_t why_len) {
+void *ah_cuda_alloc(size_t bytes, char *why, size_t why_len) {
     void *p = NULL;
     const size_t n = bytes ? bytes : 256;
     cudaError_t e = cudaMalloc(&p, n);
@@ -159,7 +142,7 @@ static void *cuda_alloc(size_t bytes, char *why, size_t why_len) {
     return NULL;
 }
 
-static void cuda_free(void *p) { cudaFree(p); }
+void ah_cuda_free(void *p) { cudaFree(p); }
 
 static ah_status_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                         ah_error_t *err) {
@@ -178,11 +161,6 @@ ah_status_t ah_cuda_upload(void *dst_dev, const void *src_host, size_t bytes, ah
 ah_status_t ah_cuda_download(void *dst_host, const void *src_dev, size_t bytes, ah_error_t *err) {
     return copy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, err);
 }
-
-static const ah_mem_space_t cuda_space = {"CUDA device", cuda_alloc, cuda_free, ah_cuda_upload,
-                                          ah_cuda_download};
-
-const ah_mem_space_t *ah_cuda_mem_space(void) { return &cuda_space; }
 
 ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err) {
     size_t free_b = 0, total_b = 0;

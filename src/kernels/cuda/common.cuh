@@ -86,45 +86,15 @@ double ah_cuda_finish_reduction(int n);
 // Internal entry points shared between files.
 void ah_cuda_gemm(int bf16, bool ta, bool tb, int m, int n, int k, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
-void ah_cuda_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int N,
-                        int IC, int OC);
-void ah_cuda_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int IC, int OC);
-void ah_cuda_matmul_fwd_bf16(float *out, const float *inp, const float *w, const float *bias,
-                             int N, int IC, int OC);
-void ah_cuda_matmul_bwd_bf16(float *dinp, float *dw, float *dbias, const float *dout,
-                             const float *inp, const float *w, int N, int IC, int OC);
-double ah_cuda_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
-                         const int32_t *targets, float scale, int N, int C, int V);
-double ah_cuda_head_loss_bf16(float *dx, float *dwte, float *logits, const float *x,
-                              const float *wte, const int32_t *targets, float scale, int N, int C,
-                              int V);
+// The bf16 table's matmuls (linear layers and the tied head).
+ah_kernel_matmul_fwd_fn ah_cuda_matmul_fwd_bf16;
+ah_kernel_matmul_bwd_fn ah_cuda_matmul_bwd_bf16;
+ah_kernel_head_loss_fn ah_cuda_head_loss_bf16;
 // Column sums: dbias[c] += sum_n dy[n,c]; with x, mean, rstd also dweight[c] += sum_n dy * xhat.
 void ah_cuda_column_sums(float *dbias, float *dweight, const float *dy, const float *x,
                          const float *mean, const float *rstd, int N, int C);
 
-void ah_cuda_zero(float *x, size_t n);
-void ah_cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int N, int C, float eps);
-void ah_cuda_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
-                           const float *inp, const float *weight, const float *mean,
-                           const float *rstd, int N, int C);
-void ah_cuda_gelu_fwd(float *out, const float *inp, size_t n);
-void ah_cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
-void ah_cuda_residual_fwd(float *out, const float *a, const float *b, size_t n);
-void ah_cuda_residual_bwd(float *da, float *db, const float *dout, size_t n);
-void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                           int B, int T, int C);
-void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                           int B, int T, int C);
-void ah_cuda_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl,
-                           int hd);
-void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                           const float *out, const float *lse, int B, int T, int Hl, int hd);
-size_t ah_cuda_attention_state_floats(int B, int T, int Hl, int hd);
-size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd);
-void ah_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n,
-                   const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
-double ah_cuda_sum_squares(const float *x, size_t n);
+// ah_cuda_<entry> for every entry of the fp32 table, with its type (kernels/kernels.h).
+AH_KERNELS_DECLARE(ah_cuda)
 
 #endif

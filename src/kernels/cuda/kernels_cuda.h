@@ -2,8 +2,8 @@
  * benchmarks include it from plain C files. Built only with -DAH_CUDA=ON (docs/gpu.md).
  *
  * Tables. ah_kernels_cuda() fills every entry of ah_kernels_t for fp32 with device pointers
- * (cudaMalloc'd, e.g. by an arena of ah_cuda_mem_space()): cuBLAS for the matmuls, fused
- * kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its matmuls (linear
+ * (from ah_cuda_alloc, e.g. by an arena of the CUDA backend's memory space): cuBLAS for the
+ * matmuls, fused kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its matmuls (linear
  * layers and the tied head) round both operands to bf16 and accumulate in fp32 (cublasGemmEx,
  * CUBLAS_COMPUTE_32F); parameters, gradients and AdamW m, v stay fp32, which makes the fp32
  * buffers the master weights. Both return NULL when there is no usable device; ah_cuda_init says
@@ -33,7 +33,6 @@ extern "C" {
 
 #include "core/status.h"
 #include "kernels/kernels.h"
-#include "runtime/mem.h"
 
 /* Selects the current device (`device` >= 0; -1 keeps the current one), creates the cuBLAS
  * handle and the backend's small fixed workspace. Idempotent. AH_ERR_INVALID with the driver's
@@ -53,11 +52,12 @@ ah_status_t ah_cuda_check(ah_error_t *err);
 ah_status_t ah_cuda_synchronize(ah_error_t *err);
 
 /* ---- memory ----
- * The device's memory space for runtime/mem.h (set ah_mem_t.space to it before allocating): an
- * arena then allocates with cudaMalloc (zeroed) under the same budget as on the host (live bytes,
- * high-water mark, cap, the out-of-memory message naming the tensor; a cudaMalloc failure also
- * says how much the device holds in all). */
-const ah_mem_space_t *ah_cuda_mem_space(void);
+ * The allocator of the CUDA backend's memory space (backend/backend.h), under which a budget of
+ * runtime/mem.h tracks device memory as it does the host's. ah_cuda_alloc returns `bytes` zeroed
+ * bytes of device memory (cudaMalloc + cudaMemset), or NULL with the reason in `why`, which also
+ * says how much the device holds in all; ah_cuda_free takes what it returned, or NULL. */
+void *ah_cuda_alloc(size_t bytes, char *why, size_t why_len);
+void ah_cuda_free(void *p);
 /* What the device itself says is in use (total - free, all processes), for comparing the
  * tracked high-water mark with the truth. */
 ah_status_t ah_cuda_device_memory(int64_t *used_bytes, int64_t *total_bytes, ah_error_t *err);

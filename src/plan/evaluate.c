@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cost/evaluate.h"
 #include "cost/profile.h"
+#include "plan/evaluate.h"
 
 #define GIB 1073741824.0
 

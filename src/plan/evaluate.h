@@ -1,7 +1,10 @@
 /* Scoring a whole plan under the cost model: the one code path that `autohet evaluate`, the
- * planner's reported prediction and the baselines all use. */
-#ifndef AH_COST_EVALUATE_H
-#define AH_COST_EVALUATE_H
+ * planner's reported prediction and the baselines all use. It lives with the plan, above cost/:
+ * the plan's headers include cost/'s, never the other way round. */
+#ifndef AH_PLAN_EVALUATE_H
+#define AH_PLAN_EVALUATE_H
+
+#include <stddef.h>
 
 #include "cost/cost.h"
 #include "plan/plan.h"

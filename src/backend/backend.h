@@ -1,0 +1,60 @@
+/* A compute backend as one handle, and the registry of the backends this build has.
+ *
+ * A backend is what a training rank runs on: its kernel tables (kernels/kernels.h), the memory
+ * space its tensors live in (mem_space.h), how a group of its ranks sums buffers of that memory
+ * (a device communicator, or MPI on host buffers), and the per-step check of its asynchronous
+ * errors. runtime/device.c picks one from the registry by device type (and AH_BACKEND) and calls
+ * through the handle; no file above src/backend/ knows which backends were built.
+ *
+ * The registry: the CPU backend always (OpenBLAS kernels, host memory, MPI); the CUDA backend in
+ * a build with -DAH_CUDA=ON (CUDA kernels, device memory, NCCL or host-staged MPI: comm/nccl.h).
+ *
+ * Layers: kernels/ and comm/ below, runtime/ above. Handles are static and never freed; opening
+ * one starts process-wide state (CUDA: the device and cuBLAS), kept until the process exits.
+ */
+#ifndef AH_BACKEND_BACKEND_H
+#define AH_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/mem_space.h"
+#include "comm/comm.h"
+#include "core/status.h"
+#include "kernels/kernels.h"
+
+/* A backend's communicator over buffers of its memory, built over a group of comm.h. */
+typedef struct ah_dcomm ah_dcomm_t;
+
+typedef struct ah_backend {
+    const char *name;  /* "cpu", "cuda" */
+    const char *title; /* for messages, which say "the <title>": "CPU backend" */
+    bool gpu;          /* runs the GPU device types; otherwise the CPU (emulated) ones */
+    bool bf16;         /* trains in bf16 too; every backend trains in fp32 */
+    const ah_mem_space_t *space; /* where a rank's tensors live */
+
+    /* Starts the backend for a rank on device `index` of its node (a node with fewer devices
+     * than ranks shares them: index modulo the visible devices) and gives the kernel table of
+     * the precision (bf16 when `bf16`, else fp32) and the device it took (-1: none). May fail on
+     * one rank alone (no usable device): the caller agrees on the outcome with the others. */
+    ah_status_t (*open)(int index, bool bf16, const ah_kernels_t **kernels, int *device,
+                        ah_error_t *err);
+    /* The first asynchronous error since the last call (and a device synchronisation); NULL
+     * where the backend has none (the CPU: its kernels are synchronous and cannot fail). */
+    ah_status_t (*check)(ah_error_t *err);
+
+    /* Device communication; NULL where the space is host memory and groups sum with MPI.
+     * dcomm_create is collective over `group`; `device` is what open gave. dcomm_sum is an
+     * in-place sum of n floats of the space over the group. */
+    ah_status_t (*dcomm_create)(ah_comm_t *group, int device, ah_dcomm_t **out, ah_error_t *err);
+    ah_status_t (*dcomm_sum)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
+    void (*dcomm_free)(ah_dcomm_t **dc);
+} ah_backend_t;
+
+/* The registry, CPU first: backends 0 .. ah_backend_count() - 1. */
+int ah_backend_count(void);
+const ah_backend_t *ah_backend_at(int i);
+/* The backend named `name`, NULL when this build has none. */
+const ah_backend_t *ah_backend_find(const char *name);
+
+#endif

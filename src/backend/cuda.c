@@ -1,0 +1,37 @@
+/* The CUDA backend (backend.h): kernels/cuda's tables, device memory, and comm/nccl.h's device
+ * communicators for the group sums. Built with -DAH_CUDA=ON only; plain C (no CUDA header). */
+#include "backend/entries.h"
+#include "comm/nccl.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+static ah_status_t cuda_open(int index, bool bf16, const ah_kernels_t **kernels, int *device,
+                             ah_error_t *err) {
+    const int n = ah_cuda_device_count();
+    ah_status_t s = ah_cuda_init(n > 0 ? index % n : 0, err);
+    if (s != AH_OK) return s;
+    *kernels = bf16 ? ah_kernels_cuda_bf16() : ah_kernels_cuda();
+    *device = index % n;
+    return AH_OK;
+}
+
+/* NCCL where every member has its own GPU, host-staged MPI where members share one. */
+static ah_status_t cuda_dcomm_create(ah_comm_t *group, int device, ah_dcomm_t **out,
+                                     ah_error_t *err) {
+    return ah_dcomm_create(group, device, 0, out, err);
+}
+
+static const ah_mem_space_t cuda_space = {"CUDA device", ah_cuda_alloc, ah_cuda_free,
+                                          ah_cuda_upload, ah_cuda_download};
+
+const ah_backend_t ah_backend_cuda = {
+    .name = "cuda",
+    .title = "CUDA backend",
+    .gpu = true,
+    .bf16 = true,
+    .space = &cuda_space,
+    .open = cuda_open,
+    .check = ah_cuda_check,
+    .dcomm_create = cuda_dcomm_create,
+    .dcomm_sum = ah_dcomm_allreduce_f32,
+    .dcomm_free = ah_dcomm_free,
+};
