@@ -58,7 +58,7 @@ typedef struct ah_agent_events {
     int ignored;          /* events whose id found no spot node left */
 } ah_agent_events_t;
 
-/* Reads an Oobleck event file (sim/trace.h) and resolves its ids on `cluster`. Errors name the
+/* Reads an Oobleck event file (spec/trace.h) and resolves its ids on `cluster`. Errors name the
  * file and say what ids are allowed (node names, or nodeN when the cluster has spot nodes). */
 ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *cluster, ah_agent_events_t *out,
                                  ah_error_t *err);
