@@ -101,6 +101,68 @@ static int check_precision(const ah_agent_opts_t *o) {
     return cpu ? 2 : 0;
 }
 
+/* The flags that take a word (--micro-batch, --precision, --recovery) and the cloud flags' needs.
+ * Returns an exit code, 0 when fine. */
+static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precision, const char *recovery,
+                         const char *cloud, const char *endpoint) {
+    int rc;
+    if (strcmp(mb, "auto") == 0) {
+        o->planner.train.micro_batch = 0;
+    } else {
+        char *end = NULL;
+        const long long v = strtoll(mb, &end, 10);
+        if (end == mb || *end || v < 1) {
+            fprintf(stderr, "autohet run: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb);
+            return 2;
+        }
+        o->planner.train.micro_batch = v;
+    }
+    if (!ah_precision_parse(precision, &o->planner.train.precision)) {
+        fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
+        return 2;
+    }
+    if (o->planner.train.precision != AH_PREC_FP32 && o->cluster && (rc = check_precision(o)) != 0) return rc;
+    if (strcmp(recovery, "cloud-only") == 0) {
+        o->cloud_only = true;
+    } else if (strcmp(recovery, "local-first") != 0) {
+        fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
+        return 2;
+    }
+    if (endpoint && !cloud) {
+        fprintf(stderr, "autohet run: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n");
+        return 2;
+    }
+    if (o->cloud_only && !cloud) {
+        fprintf(stderr, "autohet run: --recovery cloud-only needs a cloud tier: add --cloud s3://BUCKET/PREFIX "
+                        "(and --s3-endpoint URL for a non-AWS store)\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The trainer's own flags given to run (t: their values), passed on to it. The strings are static:
+ * o keeps pointing at them. */
+static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
+                               const char *cloud, const char *endpoint) {
+    static char num[5][32];
+    snprintf(num[0], sizeof num[0], "%.17g", t->lr);
+    snprintf(num[1], sizeof num[1], "%lld", (long long)t->warmup);
+    snprintf(num[2], sizeof num[2], "%.17g", t->weight_decay);
+    snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
+    snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
+    static const char *pass[16];
+    int np = 0;
+    const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint"};
+    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (ah_cli_flag_seen(flags, n_flags, names[i])) {
+            pass[np++] = names[i];
+            pass[np++] = vals[i];
+        }
+    o->train_args = pass;
+    o->n_train_args = np;
+}
+
 int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
@@ -153,37 +215,7 @@ int ah_cli_run(int argc, char **argv) {
     if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
-    if (strcmp(mb, "auto") == 0) {
-        o.planner.train.micro_batch = 0;
-    } else {
-        char *end = NULL;
-        const long long v = strtoll(mb, &end, 10);
-        if (end == mb || *end || v < 1) {
-            fprintf(stderr, "autohet run: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb);
-            return 2;
-        }
-        o.planner.train.micro_batch = v;
-    }
-    if (!ah_precision_parse(precision, &o.planner.train.precision)) {
-        fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
-        return 2;
-    }
-    if (o.planner.train.precision != AH_PREC_FP32 && o.cluster && (rc = check_precision(&o)) != 0) return rc;
-    if (strcmp(recovery, "cloud-only") == 0) {
-        o.cloud_only = true;
-    } else if (strcmp(recovery, "local-first") != 0) {
-        fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
-        return 2;
-    }
-    if (endpoint && !cloud) {
-        fprintf(stderr, "autohet run: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n");
-        return 2;
-    }
-    if (o.cloud_only && !cloud) {
-        fprintf(stderr, "autohet run: --recovery cloud-only needs a cloud tier: add --cloud s3://BUCKET/PREFIX "
-                        "(and --s3-endpoint URL for a non-AWS store)\n");
-        return 2;
-    }
+    if ((rc = check_choices(&o, mb, precision, recovery, cloud, endpoint)) != 0) return rc;
     /* the ranks run this very program */
     static char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -194,23 +226,9 @@ int ah_cli_run(int argc, char **argv) {
     self[n] = 0;
     o.autohet = self;
     o.work_dir = work;
-    static char num[5][32];
-    snprintf(num[0], sizeof num[0], "%.17g", lr);
-    snprintf(num[1], sizeof num[1], "%lld", (long long)warmup);
-    snprintf(num[2], sizeof num[2], "%.17g", wd);
-    snprintf(num[3], sizeof num[3], "%.17g", clip);
-    snprintf(num[4], sizeof num[4], "%lld", (long long)seed);
-    const char *pass[16];
-    int np = 0;
-    const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint"};
-    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (ah_cli_flag_seen(flags, n_flags, names[i])) {
-            pass[np++] = names[i];
-            pass[np++] = vals[i];
-        }
-    o.train_args = pass;
-    o.n_train_args = np;
+    const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
+                                   .seed = (uint64_t)seed};
+    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint);
     o.interrupt = &interrupted;
     o.log = log_line;
     struct sigaction sa;

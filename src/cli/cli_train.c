@@ -16,7 +16,8 @@
 #include "plan/plan.h"
 #include "runtime/ckpt_io.h"
 #include "runtime/data.h"
-#include "runtime/preempt.h"
+#include "runtime/protocol.h"
+#include "runtime/train_loop.h"
 #include "runtime/trainer.h"
 
 typedef struct {
@@ -108,65 +109,65 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     return AH_OK;
 }
 
-/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0). */
-static void progress(const ah_step_metrics_t *m, int64_t start, int64_t steps, double elapsed) {
-    const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
-    const double eta = elapsed / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
-    printf("step %4lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
-           (long long)m->step + 1, (long long)steps, m->loss, m->lr, m->grad_norm, tps, m->seconds, eta);
-    fflush(stdout);
-}
-
-static void metrics_line(FILE *f, const ah_step_metrics_t *m) {
-    fprintf(f, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %lld, "
-            "\"seconds\": %.6f, \"memory_high_bytes\": [",
-            (long long)m->step, m->loss, m->lr, m->grad_norm, (long long)m->tokens, m->seconds);
-    for (int r = 0; r < m->n_ranks; r++) fprintf(f, "%s%lld", r ? ", " : "", (long long)m->memory_high[r]);
-    fprintf(f, "]}\n");
-    fflush(f);
-}
-
-/* One JSON event (or an array of them) per metrics line; takes ev. */
-static void metrics_event(FILE *f, json_t *ev) {
-    if (!f || !ev) {
-        json_decref(ev);
-        return;
+/* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
+ * *start gets the iteration to run first. */
+static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_tokens_t *data, FILE *metrics,
+                          ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, ah_error_t *err) {
+    ah_comm_t *world = ah_comm_world();
+    const int rank = ah_comm_rank(world);
+    ah_train_opts_t o;
+    ah_train_opts_default(&o);
+    o.steps = a->steps;
+    o.lr = a->lr;
+    o.warmup = a->warmup;
+    o.weight_decay = a->wd;
+    o.grad_clip = a->clip;
+    o.seed = (uint64_t)a->seed;
+    o.dump_dir = a->dump_dir;
+    o.dump_step = a->dump_dir ? a->dump_step : -1;
+    o.defer_init = a->resume; /* initialised below only when no checkpoint is found */
+    ah_status_t s = ah_comm_agree(world, ah_trainer_setup(tr, plan, data, &o, err), err);
+    *have_tr = s == AH_OK;
+    if (s == AH_OK && (a->local_root || a->run_dir || a->cloud || a->resume)) {
+        ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
+                             .every = a->ckpt_every, .run_dir = a->run_dir, .grace_s = a->grace_s,
+                             .cloud_only = a->cloud_only};
+        s = ah_ckpt_session_open(tr, &co, ck, err);
     }
-    for (size_t i = 0; i < (json_is_array(ev) ? json_array_size(ev) : 1); i++) {
-        char *t = json_dumps(json_is_array(ev) ? json_array_get(ev, i) : ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (t) fprintf(f, "%s\n", t);
-        free(t);
+    if (s == AH_OK && a->resume) {
+        json_t *ev = NULL;
+        bool found;
+        s = ah_ckpt_session_resume(*ck, start, &found, &ev, err);
+        if (s == AH_OK && !found) s = ah_trainer_init_params(tr, err);
+        if (s == AH_OK && rank == 0 && found)
+            printf("autohet train: resumed from step %lld\n", (long long)*start);
+        else if (s == AH_OK && rank == 0)
+            printf("autohet train: no complete checkpoint in any tier (%s): starting from scratch\n",
+                   json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE)));
+        ah_metrics_write_events(metrics, ev);
+        if (s == AH_OK && *start > a->steps)
+            s = ah_error_set(err, AH_ERR_USAGE, "the checkpoint is at step %lld, past --steps %lld",
+                             (long long)*start, (long long)a->steps);
     }
-    fflush(f);
-    json_decref(ev);
+    return s;
 }
 
-/* Steps the trainer from iteration `start`; returns 0, or AH_PREEMPT_EXIT after a preemption
- * notice (a failure aborts the job). */
-static int train_loop(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
+/* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
+ * after a preemption notice; a failure aborts the job. */
+static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
+    const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
+                                    .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
+                                    .metrics = metrics};
+    int64_t preempted_at;
     ah_error_t err;
-    ah_step_metrics_t m;
-    double elapsed = 0;
-    for (int64_t i = start; i <= a->steps; i++) {
-        if (a->dump_dir && i == a->dump_step && ah_trainer_dump(tr, a->dump_dir, false, &err) != AH_OK) break;
-        if (i == a->steps) return 0;
-        if (ah_trainer_step(tr, i, &m, &err) != AH_OK) break;
-        if (a->grads_dir && i == a->dump_step && ah_trainer_dump(tr, a->grads_dir, true, &err) != AH_OK) break;
-        elapsed += m.seconds;
-        if (tr->rank == 0 && !a->quiet) progress(&m, start, a->steps, elapsed);
-        if (tr->rank == 0 && metrics) metrics_line(metrics, &m);
-        json_t *events = NULL;
-        bool stop = false;
-        if (ck && ah_ckpt_session_step_done(ck, i + 1, &events, &stop, &err) != AH_OK) break;
-        metrics_event(metrics, events);
-        if (stop) {
-            if (tr->rank == 0)
-                fprintf(stderr, "autohet train: preemption notice: stopped after step %lld\n", (long long)i + 1);
-            return AH_PREEMPT_EXIT;
-        }
+    if (ah_train_loop(tr, &o, ck, start, &preempted_at, &err) != AH_OK) {
+        ah_cli_fail("train", &err);
+        ah_comm_abort(ah_status_exit_code(err.code));
     }
-    ah_cli_fail("train", &err);
-    ah_comm_abort(ah_status_exit_code(err.code));
+    if (preempted_at < 0) return 0;
+    if (tr->rank == 0)
+        fprintf(stderr, "autohet train: preemption notice: stopped after step %lld\n", (long long)preempted_at);
+    return AH_PROTO_EXIT_PREEMPTED;
 }
 
 int ah_cli_train(int argc, char **argv) {
@@ -224,44 +225,9 @@ int ah_cli_train(int argc, char **argv) {
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
-    if (s == AH_OK) {
-        ah_train_opts_t o;
-        ah_train_opts_default(&o);
-        o.steps = a.steps;
-        o.lr = a.lr;
-        o.warmup = a.warmup;
-        o.weight_decay = a.wd;
-        o.grad_clip = a.clip;
-        o.seed = (uint64_t)a.seed;
-        o.dump_dir = a.dump_dir;
-        o.dump_step = a.dump_dir ? a.dump_step : -1;
-        o.defer_init = a.resume; /* initialised below only when no checkpoint is found */
-        s = ah_comm_agree(world, ah_trainer_setup(&tr, &plan, &data, &o, &err), &err);
-        have_tr = s == AH_OK;
-    }
     ah_ckpt_session_t *ck = NULL;
     int64_t start = 0;
-    if (s == AH_OK && (a.local_root || a.run_dir || a.cloud || a.resume)) {
-        ah_ckpt_opts_t co = {.local_root = a.local_root, .cloud = a.cloud, .s3_endpoint = a.s3_endpoint,
-                             .every = a.ckpt_every, .run_dir = a.run_dir, .grace_s = a.grace_s,
-                             .cloud_only = a.cloud_only};
-        s = ah_ckpt_session_open(&tr, &co, &ck, &err);
-    }
-    if (s == AH_OK && a.resume) {
-        json_t *ev = NULL;
-        bool found;
-        s = ah_ckpt_session_resume(ck, &start, &found, &ev, &err);
-        if (s == AH_OK && !found) s = ah_trainer_init_params(&tr, &err);
-        if (s == AH_OK && rank == 0 && found)
-            printf("autohet train: resumed from step %lld\n", (long long)start);
-        else if (s == AH_OK && rank == 0)
-            printf("autohet train: no complete checkpoint in any tier (%s): starting from scratch\n",
-                   json_string_value(json_object_get(ev, "note")));
-        metrics_event(metrics, ev);
-        if (s == AH_OK && start > a.steps)
-            s = ah_error_set(&err, AH_ERR_USAGE, "the checkpoint is at step %lld, past --steps %lld",
-                             (long long)start, (long long)a.steps);
-    }
+    if (s == AH_OK) s = set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &err);
     if (s != AH_OK) {
         rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
     } else {
@@ -273,7 +239,7 @@ int ah_cli_train(int argc, char **argv) {
                    plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
                    (long long)(plan.train.global_batch * plan.train.seq_len), blas);
         }
-        rc = train_loop(&tr, &a, metrics, ck, start);
+        rc = run_steps(&tr, &a, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
             fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");

@@ -1,30 +1,22 @@
-/* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch, account. */
+/* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch. The decisions
+ * and the accounting are agent_logic.h's; every host is reached through the launcher. */
 #include "elastic/agent.h"
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "ckpt/ckpt.h"
-#include "core/json.h"
 #include "core/timing.h"
+#include "elastic/agent_logic.h"
 #include "elastic/job.h"
-
-/* After the grace period the leaving node's ranks are killed; Open MPI then ends the others within
- * ~2 s. If mpirun is still there this much later, everything of the job is killed. */
-#define AH_AGENT_KILL_MARGIN_S 10.0
-#define AH_AGENT_MAX_ARGV 160
-
-/* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
- * which after a notice is the expected 75. */
-static const char *DEFAULT_MPIRUN_ARGS = "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1";
+#include "elastic/launcher.h"
+#include "runtime/protocol.h"
 
 const char *ah_agent_cause_name(ah_agent_cause_t c) {
     switch (c) {
@@ -66,7 +58,8 @@ typedef struct agent {
     double t0;
     char work[512], local_root[600];
     FILE *metrics;
-    ah_job_t *job;         /* NULL when no job runs */
+    ah_launcher_t launcher;
+    bool running;          /* a job was started and has not been seen to end */
     ah_plan_result_t cur;  /* the running (or last) plan */
     bool have_cur;
     int cap_launches, cap_recoveries;
@@ -78,10 +71,7 @@ typedef struct agent {
     int pending;
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
     bool join_pending;
-    /* the history of trained steps */
-    double *loss;
-    int64_t hist_len;
-    bool failed;
+    ah_history_t hist;
 } agent_t;
 
 static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -107,15 +97,6 @@ static void emit(agent_t *a, json_t *obj) {
         fflush(a->metrics);
     }
     json_decref(obj);
-}
-
-static json_t *tier_obj(const uint64_t *u, const double *d, const int *n) {
-    json_t *o = json_object();
-    for (int t = 0; t < AH_TIER_COUNT; t++) {
-        const char *name = ah_ckpt_tier_name((ah_ckpt_tier_t)t);
-        json_object_set_new(o, name, u ? json_integer((json_int_t)u[t]) : d ? json_real(d[t]) : json_integer(n[t]));
-    }
-    return o;
 }
 
 static json_t *node_list(const agent_t *a, const bool *set) {
@@ -165,14 +146,6 @@ static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     return s;
 }
 
-static bool plan_uses(const ah_plan_t *p, const char *node) {
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++)
-            for (int k = 0; k < p->tp; k++)
-                if (strcmp(p->cluster.nodes[p->pipelines[i].stages[s].devices[k].node].name, node) == 0) return true;
-    return false;
-}
-
 /* ---- launching ---- */
 
 static bool grow(void **arr, int *cap, int n, size_t sz) {
@@ -200,36 +173,13 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
     if (s != AH_OK) return s;
 
-    /* mpirun [args] -np N autohet train ... : every piece is a separate argv entry. */
-    char args[2048], np[32], steps[32], every[32], grace[32], run_dir[600], metrics[700];
-    snprintf(args, sizeof args, "%s", a->o->mpirun_args ? a->o->mpirun_args : DEFAULT_MPIRUN_ARGS);
-    snprintf(np, sizeof np, "%d", L->devices);
-    snprintf(steps, sizeof steps, "%lld", (long long)a->o->steps);
-    snprintf(every, sizeof every, "%lld", (long long)a->o->ckpt_every);
-    snprintf(grace, sizeof grace, "%g", a->o->grace_s);
+    char run_dir[600];
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, k);
-    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", run_dir);
-    char *argv[AH_AGENT_MAX_ARGV];
-    int n = 0;
-    argv[n++] = (char *)a->o->mpirun;
-    /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
-    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
-    for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-        if (n >= AH_AGENT_MAX_ARGV - 40) return ah_error_set(err, AH_ERR_USAGE, "--mpirun-args: too many words");
-        argv[n++] = tok;
-    }
-    char *fixed[] = {"-np", np, (char *)a->o->autohet, "train", "--plan", L->plan_path, "--data",
-                     (char *)a->o->data, "--steps", steps, "--resume", "--local-root", a->local_root,
-                     "--run-dir", run_dir, "--metrics", metrics, "--ckpt-every", every, "--grace-s", grace};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
-    if (a->o->quiet) argv[n++] = "--quiet";
-    if (a->o->cloud_only) argv[n++] = "--cloud-only";
-    for (int i = 0; i < a->o->n_train_args; i++) {
-        if (n >= AH_AGENT_MAX_ARGV - 1) return ah_error_set(err, AH_ERR_USAGE, "too many trainer flags");
-        argv[n++] = (char *)a->o->train_args[i];
-    }
-    argv[n] = NULL;
-    if ((s = ah_job_start(a->job, argv, run_dir, L->devices, err)) != AH_OK) return s;
+    ah_train_argv_t train;
+    if ((s = ah_agent_train_argv(a->o, L->plan_path, a->local_root, run_dir, &train, err)) != AH_OK) return s;
+    const ah_launch_job_t job = {.plan = &a->cur.plan, .run_dir = run_dir, .train_argv = train.argv};
+    if ((s = a->launcher.start(a->launcher.ctx, &job, err)) != AH_OK) return s;
+    a->running = true;
     res->n_launches++;
     json_decref(a->trainer_recover);
     a->trainer_recover = NULL;
@@ -262,16 +212,6 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
 
 /* ---- the trainer's metrics ---- */
 
-static void history_error(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void history_error(agent_t *a, const char *fmt, ...) {
-    if (!a->res->history_ok) return; /* the first problem is the one to report */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(a->res->history_msg, sizeof a->res->history_msg, fmt, ap);
-    va_end(ap);
-    a->res->history_ok = false;
-}
-
 static double num(const json_t *o, const char *key) {
     const json_t *v = json_object_get(o, key);
     return json_is_number(v) ? json_number_value(v) : NAN;
@@ -279,85 +219,37 @@ static double num(const json_t *o, const char *key) {
 
 static void finish_recovery(agent_t *a, double step_s) {
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
-    const double now = ah_now_s();
-    r->complete = true;
-    r->total_s = now - a->t0 - r->t_notice_s;
-    r->first_step_s = step_s;
-    const json_t *tr = a->trainer_recover;
-    if (tr) {
-        r->transfer_s = num(tr, "seconds");
-        if (!isfinite(r->transfer_s)) r->transfer_s = 0;
-        for (int t = 0; t < AH_TIER_COUNT; t++) {
-            const char *name = ah_ckpt_tier_name((ah_ckpt_tier_t)t);
-            const double b = num(json_object_get(tr, "bytes"), name), f = num(json_object_get(tr, "files"), name),
-                         ts = num(json_object_get(tr, "tier_seconds"), name);
-            r->bytes[t] = isfinite(b) ? (uint64_t)b : 0;
-            r->files[t] = isfinite(f) ? (int)f : 0;
-            r->tier_s[t] = isfinite(ts) ? ts : 0;
-        }
-    }
-    /* start-up: everything between the old job's exit and the new one's first step that is not
-     * planning, transfer or the step itself (dropping disks, mpirun, MPI start, loading) */
-    r->startup_s = r->total_s - r->stop_s - r->replan_s - r->transfer_s - r->first_step_s;
-    if (r->startup_s < 0) r->startup_s = 0;
+    ah_recovery_close(r, since_start(a), step_s, a->trainer_recover);
     say(a, "recovered from step %lld in %.2f s (stop %.2f + re-plan %.3f + start-up %.2f + transfer %.3f + first "
         "step %.3f); bytes local %llu, peer %llu, cloud %llu",
         (long long)r->resumed_at, r->total_s, r->stop_s, r->replan_s, r->startup_s, r->transfer_s, r->first_step_s,
         (unsigned long long)r->bytes[AH_TIER_LOCAL], (unsigned long long)r->bytes[AH_TIER_PEER],
         (unsigned long long)r->bytes[AH_TIER_CLOUD]);
-    json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f}", "stop_s", r->stop_s, "replan_s", r->replan_s, "startup_s",
-                           r->startup_s, "transfer_s", r->transfer_s, "first_step_s", r->first_step_s);
-    json_t *ev = json_pack("{s:s, s:I, s:f, s:s, s:s, s:I, s:o, s:o, s:o, s:o}", "event", "recover", "step",
-                           (json_int_t)r->resumed_at, "seconds", r->total_s, "cause", ah_agent_cause_name(r->cause),
-                           "nodes", r->nodes, "stopped_at", (json_int_t)r->stopped_at, "breakdown", bd, "bytes",
-                           tier_obj(r->bytes, NULL, NULL), "files", tier_obj(NULL, NULL, r->files), "tier_seconds",
-                           tier_obj(NULL, r->tier_s, NULL));
-    json_object_set_new(ev, "loss_before", isfinite(r->loss_last_before) ? json_real(r->loss_last_before) : json_null());
-    json_object_set_new(ev, "loss_after", json_real(r->loss_first_after));
-    emit(a, ev);
+    emit(a, ah_recovery_event(r));
     a->pending = -1;
+}
+
+/* A launch's first step line: where it resumed, in the history and for the recovery waiting. */
+static void on_first_step(agent_t *a, int64_t step, double loss) {
+    const int k = a->res->n_launches - 1;
+    say(a, "launch %d: first step (%lld) finished", k, (long long)step);
+    if (ah_history_resume(&a->hist, k, step) == AH_RESUME_EARLIER_RUN)
+        say(a, "launch 0 resumed an earlier run's checkpoint: steps 0..%lld were trained before", (long long)step - 1);
+    if (a->pending >= 0) ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
 }
 
 static void on_step(agent_t *a, json_t *line) {
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
-    const double loss = num(line, "loss"), tokens = num(line, "tokens"), secs = num(line, "seconds");
-    const int64_t step = (int64_t)num(line, "step");
+    const double loss = num(line, AH_PROTO_STEP_LOSS), tokens = num(line, AH_PROTO_STEP_TOKENS),
+                 secs = num(line, AH_PROTO_STEP_SECONDS);
+    const int64_t step = (int64_t)num(line, AH_PROTO_STEP);
     const bool first = L->first_step < 0;
     if (first) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
         L->first_step = step;
-        say(a, "launch %d: first step (%lld) finished", a->res->n_launches - 1, (long long)step);
-        if (step > a->hist_len && a->res->n_launches == 1 && a->hist_len == 0) {
-            /* The work directory held an earlier run's checkpoint (the same command run again
-             * resumes): steps before it were trained by that run, not skipped. */
-            say(a, "launch 0 resumed an earlier run's checkpoint: steps 0..%lld were trained before",
-                (long long)step - 1);
-            for (int64_t k = 0; k < step && k < a->o->steps; k++) a->loss[k] = NAN;
-            a->hist_len = step;
-        } else if (step > a->hist_len)
-            history_error(a, "launch %d started at step %lld but only steps 0..%lld were trained: samples skipped",
-                          a->res->n_launches - 1, (long long)step, (long long)a->hist_len - 1);
-        else {
-            a->res->recomputed += a->hist_len - step;
-            a->hist_len = step;
-        }
-        if (a->pending >= 0) {
-            ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
-            r->resumed_at = step;
-            r->loss_last_before = step > 0 ? a->loss[step - 1] : NAN;
-            r->loss_first_after = loss;
-        }
+        on_first_step(a, step, loss);
     }
-    if (step != a->hist_len)
-        history_error(a, "launch %d reported step %lld after step %lld", a->res->n_launches - 1, (long long)step,
-                      (long long)a->hist_len - 1);
-    else if (step >= a->o->steps)
-        history_error(a, "step %lld is past --steps %lld", (long long)step, (long long)a->o->steps);
-    else if ((int64_t)tokens != a->o->planner.train.global_batch * a->o->planner.train.seq_len)
-        history_error(a, "step %lld trained %lld tokens, not the global batch's %lld", (long long)step,
-                      (long long)tokens, (long long)(a->o->planner.train.global_batch * a->o->planner.train.seq_len));
-    else
-        a->loss[a->hist_len++] = loss;
+    ah_history_add(&a->hist, a->res->n_launches - 1, step, tokens, loss);
     L->end_step = step + 1;
     L->step_s_sum += isfinite(secs) ? secs : 0;
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
@@ -378,7 +270,7 @@ static void on_checkpoint(agent_t *a) {
     }
     const double now_s = a->cur.eval.pred.iteration_s, new_s = r.eval.pred.iteration_s;
     ah_plan_result_free(&r);
-    if (!(new_s < now_s * (1 - 1e-9))) {
+    if (!ah_agent_join_restarts(now_s, new_s)) {
         say(a, "checkpoint taken; a plan with the joined nodes is not faster (%.4f vs %.4f s/iteration): no restart",
             new_s, now_s);
         return;
@@ -390,21 +282,21 @@ static void on_checkpoint(agent_t *a) {
 
 static void on_line(void *ctx, json_t *line) {
     agent_t *a = ctx;
-    const char *ev = json_string_value(json_object_get(line, "event"));
+    const char *ev = json_string_value(json_object_get(line, AH_PROTO_EVENT));
     if (!ev) {
-        if (json_is_number(json_object_get(line, "step"))) on_step(a, line);
+        if (json_is_number(json_object_get(line, AH_PROTO_STEP))) on_step(a, line);
         return;
     }
-    if (strcmp(ev, "recover") == 0) {
+    if (strcmp(ev, AH_PROTO_EV_RECOVER) == 0) {
         /* folded into the agent's recover event (from the preemption to the first step) */
         json_decref(a->trainer_recover);
         a->trainer_recover = json_incref(line);
         return;
     }
-    if (strcmp(ev, "preempt") == 0) return; /* the agent's preempt event says it with the cause */
+    if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) return; /* the agent's preempt event says it with the cause */
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
     emit(a, json_incref(line));
-    if (strcmp(ev, "checkpoint") == 0) on_checkpoint(a);
+    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) on_checkpoint(a);
 }
 
 /* ---- availability ---- */
@@ -416,16 +308,14 @@ static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
         a->cause = cause;
         a->notice_t = ah_now_s();
     }
-    const int sent = ah_job_signal(a->job, node, SIGTERM);
+    const int sent = a->launcher.notice(a->launcher.ctx, node);
     say(a, "notice: SIGTERM to the ranks of %s (%d now, any still starting when their rank file appears); "
         "grace period %.1f s", node ? node : "every node", sent, a->o->grace_s);
 }
 
 static void drop_disk(agent_t *a, int node) {
-    char dir[800];
     ah_error_t e;
-    snprintf(dir, sizeof dir, "%s/%s", a->local_root, a->cluster.nodes[node].name);
-    if (ah_rm_tree(dir, &e) != AH_OK) say(a, "warning: %s", e.msg);
+    if (a->launcher.drop_disk(a->launcher.ctx, a->cluster.nodes[node].name, &e) != AH_OK) say(a, "warning: %s", e.msg);
 }
 
 /* A trace may be fed while the agent runs (e.g. a benchmark that preempts once a checkpoint is in
@@ -452,23 +342,19 @@ static void apply_events(agent_t *a) {
     while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
         const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
         const char *name = a->cluster.nodes[e->node].name;
-        if (e->add) {
-            if (a->up[e->node]) continue;
-            /* A node back before the relaunch is planned with again; if it was preempted it is a new
-             * machine, so its disk is still dropped (leaving[] stays set). */
-            a->up[e->node] = true;
-            emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
-            if (a->job->pid > 0 && !a->stopping) {
-                a->join_pending = true;
-                say(a, "%s joined; it is taken in at the next checkpoint", name);
-            } else {
-                say(a, "%s joined", name);
-            }
-            continue;
-        }
-        if (!a->up[e->node]) continue;
-        a->up[e->node] = false;
-        if (a->job->pid > 0 && plan_uses(&a->cur.plan, name)) {
+        const bool uses = !e->add && a->running && ah_agent_plan_uses(&a->cur.plan, name);
+        const ah_event_action_t act = ah_agent_event_action(e->add, a->up[e->node], a->running, a->stopping, uses);
+        if (act == AH_EVENT_NOTHING) continue;
+        /* A node back before the relaunch is planned with again; if it was preempted it is a new
+         * machine, so its disk is still dropped (leaving[] stays set). */
+        a->up[e->node] = e->add;
+        if (e->add) emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
+        if (act == AH_EVENT_JOIN_AT_CHECKPOINT) {
+            a->join_pending = true;
+            say(a, "%s joined; it is taken in at the next checkpoint", name);
+        } else if (act == AH_EVENT_JOIN) {
+            say(a, "%s joined", name);
+        } else if (act == AH_EVENT_PREEMPT) {
             a->leaving[e->node] = true;
             say(a, "preemption of %s (from the events file)", name);
             begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
@@ -487,122 +373,103 @@ static void apply_events(agent_t *a) {
 static bool check_disks(agent_t *a, json_t *interrupted) {
     bool ok = true;
     for (int i = 0; i < a->cluster.n_nodes; i++) {
-        char root[800];
-        snprintf(root, sizeof root, "%s/%s", a->local_root, a->cluster.nodes[i].name);
+        const char *host = a->cluster.nodes[i].name;
         ah_ckpt_step_info_t *steps = NULL;
         int n = 0;
         ah_error_t e;
-        if (ah_ckpt_list(root, &steps, &n, &e) != AH_OK) continue;
+        if (a->launcher.list_steps(a->launcher.ctx, host, &steps, &n, &e) != AH_OK) continue;
         int64_t latest = -1;
         for (int k = 0; k < n; k++)
             if (steps[k].committed) latest = steps[k].step;
         for (int k = 0; k < n; k++)
             if (!steps[k].committed && steps[k].step > latest) {
                 char what[128];
-                snprintf(what, sizeof what, "%s/step-%08lld", a->cluster.nodes[i].name, (long long)steps[k].step);
+                snprintf(what, sizeof what, "%s/step-%08lld", host, (long long)steps[k].step);
                 json_array_append_new(interrupted, json_string(what));
             }
         free(steps);
         int bad = 0;
-        if (latest >= 0 && (ah_ckpt_verify(root, latest, &bad, &e) != AH_OK || bad)) {
-            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, a->cluster.nodes[i].name, e.msg);
+        if (latest >= 0 && (a->launcher.verify_step(a->launcher.ctx, host, latest, &bad, &e) != AH_OK || bad)) {
+            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, host, e.msg);
             ok = false;
         }
     }
     return ok;
 }
 
-/* RUN_DIR/preempted.json: {"step", "saved", "nodes"}; marks the named nodes in `nodes`. */
-static bool read_preempted(agent_t *a, int64_t *step, bool *saved, bool *nodes) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/preempted.json", a->job->run_dir);
-    if (access(path, R_OK) != 0) return false;
+/* RUN_DIR/preempted.json {"step", "saved", "nodes"}, when the trainer wrote one: into the exit's
+ * facts, and the nodes it names marked in `named`. */
+static void read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named) {
     json_t *doc = NULL;
     ah_error_t e;
-    if (ah_json_load_file(path, &doc, &e) != AH_OK) {
+    if (!a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, &doc, &e)) return;
+    if (!doc) {
         say(a, "warning: %s", e.msg);
-        return false;
+        return;
     }
-    *step = (int64_t)num(doc, "step");
-    *saved = json_is_true(json_object_get(doc, "saved"));
-    const json_t *arr = json_object_get(doc, "nodes");
+    const double step = num(doc, AH_PROTO_PREEMPTED_STEP);
+    f->preempted = true;
+    f->preempted_step = isfinite(step) ? (int64_t)step : -1;
+    f->saved = json_is_true(json_object_get(doc, AH_PROTO_PREEMPTED_SAVED));
+    const json_t *arr = json_object_get(doc, AH_PROTO_PREEMPTED_NODES);
     for (size_t i = 0; i < json_array_size(arr); i++) {
         const char *name = json_string_value(json_array_get(arr, i));
         const int n = name ? ah_cluster_find_node(&a->cluster, name) : -1;
-        if (n >= 0) nodes[n] = true;
+        if (n >= 0) named[n] = true;
     }
     json_decref(doc);
-    return true;
 }
 
-/* *finished: the trainer completed; otherwise a stop was accounted and a relaunch is due. */
-static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t *err) {
-    *finished = false;
-    const double exit_t = ah_now_s();
-    ah_job_tail(a->job, on_line, a);
-    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
-    L->exit_status = status;
-    L->stopped_by_agent = a->stopping;
-    const int nn = a->cluster.n_nodes;
-    bool *named = calloc((size_t)nn, sizeof *named);
-    if (!named) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
-    int64_t pstep = -1;
-    bool saved = false;
-    const bool pre = read_preempted(a, &pstep, &saved, named);
-    if (a->hist_len >= a->o->steps && (status == 0 || pre || a->stopping)) {
+/* The job ended for good: AH_OK when every step is trained, else why not. */
+static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err) {
+    switch (act) {
+    case AH_EXIT_FINISHED: return AH_OK;
+    case AH_EXIT_FINISHED_NOTICE:
         /* every step was trained (a notice that came after the last step changes nothing) */
-        if (pre || a->stopping) say(a, "the notice came after the last step: nothing to recover");
-        free(named);
-        *finished = true;
+        say(a, "the notice came after the last step: nothing to recover");
         return AH_OK;
-    }
-    if (!a->stopping && !pre) {
-        free(named);
-        const double resumed = a->trainer_recover ? num(a->trainer_recover, "step") : NAN;
-        if (status == 0 && a->res->n_launches == 1 && isfinite(resumed) && resumed >= (double)a->o->steps) {
-            say(a, "the checkpoint in %s is already at step %.0f of --steps %lld: nothing to train",
-                a->local_root, resumed, (long long)a->o->steps);
-            /* an earlier run trained every step: the history is complete, its losses unknown here */
-            for (int64_t k = 0; k < a->o->steps; k++) a->loss[k] = NAN;
-            a->hist_len = a->o->steps;
-            *finished = true;
-            return AH_OK;
-        }
-        if (status == 0)
-            return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
-                                (long long)a->hist_len, (long long)a->o->steps);
+    case AH_EXIT_NOTHING_TO_TRAIN:
+        say(a, "the checkpoint in %s is already at step %.0f of --steps %lld: nothing to train", a->local_root,
+            f->resumed_step, (long long)a->o->steps);
+        /* an earlier run trained every step: the history is complete, its losses unknown here */
+        ah_history_all_earlier(&a->hist);
+        return AH_OK;
+    case AH_EXIT_EARLY:
+        return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
+                            (long long)a->hist.len, (long long)a->o->steps);
+    default:
         return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
-                            "checkpoint in %s", status, a->local_root);
+                            "checkpoint in %s", f->status, a->local_root);
     }
-    if (!a->stopping) {
-        /* Someone else sent the notice: the nodes the trainer names leave. */
-        a->stopping = true;
-        a->cause = AH_CAUSE_SIGNAL;
-        a->notice_t = a->external_seen_t > 0 ? a->external_seen_t : exit_t;
-        for (int i = 0; i < nn; i++)
-            if (named[i] && a->up[i]) {
-                a->up[i] = false;
-                a->leaving[i] = true;
-            }
-        say(a, "the trainer got a preemption notice from outside (SIGTERM)");
-    }
-    free(named);
+}
+
+/* Someone else sent the notice: the nodes the trainer names leave. */
+static void take_outside_notice(agent_t *a, const bool *named, double exit_t) {
+    a->stopping = true;
+    a->cause = AH_CAUSE_SIGNAL;
+    a->notice_t = a->external_seen_t > 0 ? a->external_seen_t : exit_t;
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (named[i] && a->up[i]) {
+            a->up[i] = false;
+            a->leaving[i] = true;
+        }
+    say(a, "the trainer got a preemption notice from outside (SIGTERM)");
+}
+
+/* The job stopped after a notice: the recovery opened, the preempt event, the leaving nodes'
+ * disks (every disk with --recovery cloud-only) dropped. */
+static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exit_t, ah_error_t *err) {
+    const int nn = a->cluster.n_nodes;
+    const int status = f->status;
     if (!grow((void **)&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries, sizeof *a->res->recoveries))
         return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
-    memset(r, 0, sizeof *r);
-    r->cause = a->cause;
-    r->t_notice_s = a->notice_t - a->t0;
-    r->stopped_at = pre && pstep >= 0 ? pstep : a->hist_len;
-    r->saved = pre && saved;
-    r->forced = a->forced;
-    r->stop_s = exit_t - a->notice_t;
-    r->loss_last_before = r->loss_first_after = NAN;
+    ah_recovery_open(r, a->cause, f, a->notice_t - a->t0, exit_t - a->notice_t, a->forced);
     if (a->cause == AH_CAUSE_JOIN) {
         for (int i = 0; i < nn; i++)
-            if (a->up[i] && !plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
+            if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
                 size_t len = strlen(r->nodes);
                 snprintf(r->nodes + len, sizeof r->nodes - len, "%s%s", len ? " " : "", a->cluster.nodes[i].name);
             }
@@ -633,6 +500,32 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     a->stopping = false;
     a->join_pending = false; /* the re-plan below takes every node that is up */
     return AH_OK;
+}
+
+/* *finished: the trainer completed; otherwise a stop was accounted and a relaunch is due. */
+static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t *err) {
+    *finished = false;
+    a->running = false;
+    const double exit_t = ah_now_s();
+    a->launcher.read_metrics(a->launcher.ctx, on_line, a);
+    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    L->exit_status = status;
+    L->stopped_by_agent = a->stopping;
+    bool *named = calloc((size_t)a->cluster.n_nodes, sizeof *named);
+    if (!named) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    ah_exit_facts_t f = {.status = status, .agent_stopping = a->stopping, .preempted_step = -1,
+                         .trained = a->hist.len, .steps = a->o->steps, .launches = a->res->n_launches,
+                         .resumed_step = a->trainer_recover ? num(a->trainer_recover, AH_PROTO_STEP) : NAN};
+    read_preempted(a, &f, named);
+    const ah_exit_action_t act = ah_agent_exit_action(&f);
+    if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
+    free(named);
+    if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
+        const ah_status_t s = conclude(a, act, &f, err);
+        *finished = s == AH_OK;
+        return s;
+    }
+    return account_stop(a, &f, exit_t, err);
 }
 
 static bool events_left_add(const agent_t *a) {
@@ -667,46 +560,68 @@ static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
 
 /* ---- the loop ---- */
 
+/* While stopping: the notice to ranks that started since, and the kill once the grace period is
+ * over. */
+static void press_stop(agent_t *a) {
+    /* ranks whose files appeared after the notice get it now */
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->leaving[i]) a->launcher.notice(a->launcher.ctx, a->cluster.nodes[i].name);
+    if (a->cause == AH_CAUSE_JOIN) a->launcher.notice(a->launcher.ctx, NULL);
+    switch (ah_agent_stop_action(ah_now_s() - a->notice_t, a->o->grace_s, a->forced)) {
+    case AH_STOP_FORCE: {
+        a->forced = true;
+        int sent = 0;
+        for (int i = 0; i < a->cluster.n_nodes; i++)
+            if (a->leaving[i]) sent += a->launcher.kill_host(a->launcher.ctx, a->cluster.nodes[i].name);
+        say(a, "grace period over: SIGKILL to %d rank%s", sent, sent == 1 ? "" : "s");
+        if (sent == 0) a->launcher.stop(a->launcher.ctx);
+        break;
+    }
+    case AH_STOP_KILL_JOB:
+        say(a, "the job did not end %.0f s after the grace period: killing it", AH_AGENT_KILL_MARGIN_S);
+        a->launcher.stop(a->launcher.ctx);
+        break;
+    case AH_STOP_WAIT: break;
+    }
+}
+
 static ah_status_t watch(agent_t *a, ah_error_t *err) {
     for (;;) {
         sleep_s(a->o->poll_s);
         if (a->o->interrupt && *a->o->interrupt) {
-            ah_job_kill(a->job);
+            a->launcher.stop(a->launcher.ctx);
             return ah_error_set(err, AH_ERR_USAGE, "interrupted: the job was stopped; run the same command again "
                                 "to resume from the last checkpoint in %s", a->local_root);
         }
-        ah_job_tail(a->job, on_line, a);
+        a->launcher.read_metrics(a->launcher.ctx, on_line, a);
         apply_events(a);
-        ah_job_scan_ranks(a->job);
-        if (a->stopping) {
-            /* ranks whose files appeared after the notice get it now */
-            for (int i = 0; i < a->cluster.n_nodes; i++)
-                if (a->leaving[i]) ah_job_signal(a->job, a->cluster.nodes[i].name, SIGTERM);
-            if (a->cause == AH_CAUSE_JOIN) ah_job_signal(a->job, NULL, SIGTERM);
-            const double late = ah_now_s() - a->notice_t - a->o->grace_s;
-            if (late > 0 && !a->forced) {
-                a->forced = true;
-                int sent = 0;
-                for (int i = 0; i < a->cluster.n_nodes; i++)
-                    if (a->leaving[i]) sent += ah_job_signal(a->job, a->cluster.nodes[i].name, SIGKILL);
-                say(a, "grace period over: SIGKILL to %d rank%s", sent, sent == 1 ? "" : "s");
-                if (sent == 0) ah_job_kill(a->job);
-            } else if (late > AH_AGENT_KILL_MARGIN_S) {
-                say(a, "the job did not end %.0f s after the grace period: killing it", AH_AGENT_KILL_MARGIN_S);
-                ah_job_kill(a->job);
-            }
-        } else if (a->external_seen_t < 0) {
-            char path[700];
-            snprintf(path, sizeof path, "%s/preempted.json", a->job->run_dir);
-            if (access(path, F_OK) == 0) a->external_seen_t = ah_now_s();
-        }
+        if (a->stopping)
+            press_stop(a);
+        else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
+            a->external_seen_t = ah_now_s();
         int status = 0;
-        if (!ah_job_poll(a->job, &status)) continue;
+        if (!a->launcher.poll(a->launcher.ctx, &status)) continue;
         bool finished;
         ah_status_t s = after_exit(a, status, &finished, err);
         if (s != AH_OK || finished) return s;
         if ((s = relaunch(a, err)) != AH_OK) return s;
     }
+}
+
+/* The result's history fields and the done event, after the watch ended with s. */
+static void finish_run(agent_t *a, ah_status_t s) {
+    ah_agent_result_t *res = a->res;
+    if (s == AH_OK) ah_history_check_complete(&a->hist);
+    res->steps_done = a->hist.len;
+    res->tokens = a->hist.len * a->o->planner.train.global_batch * a->o->planner.train.seq_len;
+    res->final_loss = ah_history_loss(&a->hist, a->hist.len - 1);
+    res->recomputed = a->hist.recomputed;
+    res->history_ok = a->hist.ok;
+    snprintf(res->history_msg, sizeof res->history_msg, "%s", a->hist.msg);
+    res->wall_s = since_start(a);
+    emit(a, json_pack("{s:s, s:b, s:I, s:I, s:I, s:b, s:f}", "event", "done", "ok", s == AH_OK, "steps",
+                      (json_int_t)res->steps_done, "tokens", (json_int_t)res->tokens, "recomputed",
+                      (json_int_t)res->recomputed, "history_ok", res->history_ok, "wall_s", res->wall_s));
 }
 
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
@@ -722,17 +637,20 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     snprintf(a.work, sizeof a.work, "%s", o->work_dir);
     snprintf(a.local_root, sizeof a.local_root, "%s/local", o->work_dir);
     snprintf(res->metrics_path, sizeof res->metrics_path, "%s", o->metrics ? o->metrics : "");
-    if (!o->metrics) snprintf(res->metrics_path, sizeof res->metrics_path, "%s/metrics.jsonl", a.work);
+    if (!o->metrics) snprintf(res->metrics_path, sizeof res->metrics_path, "%s/" AH_PROTO_METRICS_FILE, a.work);
     if ((s = ah_model_load(o->model, &a.model, err)) != AH_OK) return s;
     if ((s = ah_cluster_open(o->cluster, &a.cluster, err)) != AH_OK) return s;
     a.up = calloc((size_t)a.cluster.n_nodes, sizeof *a.up);
     a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
-    a.loss = malloc((size_t)(o->steps + 1) * sizeof *a.loss);
-    a.job = calloc(1, sizeof *a.job);
-    if (!a.up || !a.leaving || !a.loss || !a.job) {
+    if (!a.up || !a.leaving) {
         s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
         goto done;
     }
+    const int64_t batch_tokens = o->planner.train.global_batch * o->planner.train.seq_len;
+    if ((s = ah_history_init(&a.hist, o->steps, batch_tokens, err)) != AH_OK) goto done;
+    const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args,
+                                       .local_root = a.local_root};
+    if ((s = ah_launcher_local(&lo, &a.launcher, err)) != AH_OK) goto done;
     for (int i = 0; i < a.cluster.n_nodes; i++) a.up[i] = true;
     struct stat esb;
     if (o->events && stat(o->events, &esb) == 0) a.ev_size = esb.st_size;
@@ -749,25 +667,16 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     apply_events(&a); /* changes at time 0 are the starting state */
     if ((s = plan_and_launch(&a, "plan", err)) != AH_OK) goto done;
     s = watch(&a, err);
-    res->steps_done = a.hist_len;
-    res->tokens = a.hist_len * o->planner.train.global_batch * o->planner.train.seq_len;
-    res->final_loss = a.hist_len ? a.loss[a.hist_len - 1] : NAN;
-    if (s == AH_OK && a.hist_len != o->steps) history_error(&a, "%lld of %lld steps in the history",
-                                                            (long long)a.hist_len, (long long)o->steps);
-    res->wall_s = since_start(&a);
-    emit(&a, json_pack("{s:s, s:b, s:I, s:I, s:I, s:b, s:f}", "event", "done", "ok", s == AH_OK, "steps",
-                       (json_int_t)res->steps_done, "tokens", (json_int_t)res->tokens, "recomputed",
-                       (json_int_t)res->recomputed, "history_ok", res->history_ok, "wall_s", res->wall_s));
+    finish_run(&a, s);
 done:
-    if (a.job && a.job->pid > 0) ah_job_kill(a.job);
+    ah_launcher_free(&a.launcher);
     if (a.metrics) fclose(a.metrics);
     json_decref(a.trainer_recover);
     if (a.have_cur) ah_plan_result_free(&a.cur);
     ah_agent_events_free(&a.ev);
     ah_cluster_free(&a.cluster);
+    ah_history_free(&a.hist);
     free(a.up);
     free(a.leaving);
-    free(a.loss);
-    free(a.job);
     return s;
 }

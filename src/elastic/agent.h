@@ -10,9 +10,9 @@
  *  - a SIGTERM that someone else sends to a node's ranks: the trainer saves if it can, writes
  *    RUN_DIR/preempted.json naming the nodes and exits with status 75.
  *
- * On a removal of node X that the running plan uses: SIGTERM to X's ranks (pids from
- * RUN_DIR/rank-R.json), wait for exit status 75 until the grace period ends, then SIGKILL what is
- * left; delete WORK/local/X/ (the disk goes with the node); re-plan on the nodes still up (nodes
+ * On a removal of node X that the running plan uses: a notice (SIGTERM) to X's ranks through the
+ * launcher, wait for exit status 75 until the grace period ends, then SIGKILL what is left; drop
+ * X's disk, WORK/local/X/ (the disk goes with the node); re-plan on the nodes still up (nodes
  * that came back meanwhile included); relaunch with --resume. An added node joins at the next
  * checkpoint the trainer reports: the agent re-plans with it and restarts (SIGTERM to every rank)
  * only when the new plan is predicted faster.
@@ -34,14 +34,8 @@
 
 #include "ckpt/restore.h"
 #include "core/status.h"
+#include "elastic/launcher.h" /* AH_MPIRUN_ONE_MACHINE */
 #include "plan/planner.h"
-
-/* The trainer's exit status after a preemption notice (EX_TEMPFAIL). */
-#define AH_AGENT_EXIT_PREEMPTED 75
-
-/* mpirun's flags for ranks that share one machine (the emulated cluster): no ssh, and ranks may
- * outnumber cores and must then yield. `autohet profile` starts its TP groups with them too. */
-#define AH_MPIRUN_ONE_MACHINE "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated"
 
 /* ---- availability events (events.c) ---- */
 
@@ -58,13 +52,13 @@ typedef struct ah_agent_events {
     int ignored;          /* events whose id found no spot node left */
 } ah_agent_events_t;
 
-/* Reads an Oobleck event file (sim/trace.h) and resolves its ids on `cluster`. Errors name the
+/* Reads an Oobleck event file (spec/trace.h) and resolves its ids on `cluster`. Errors name the
  * file and say what ids are allowed (node names, or nodeN when the cluster has spot nodes). */
 ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *cluster, ah_agent_events_t *out,
                                  ah_error_t *err);
 void ah_agent_events_free(ah_agent_events_t *e);
 
-/* ---- the agent (agent.c, job.c) ---- */
+/* ---- the agent (agent.c; its decisions agent_logic.h, its hosts launcher.h) ---- */
 
 typedef struct ah_agent_opts {
     const char *model;        /* preset or HF config.json */
@@ -74,8 +68,8 @@ typedef struct ah_agent_opts {
     const char *work_dir;     /* plans, run dirs, WORK/local/NODE/ checkpoints; created */
     const char *metrics;      /* merged JSONL; NULL: WORK/metrics.jsonl */
     const char *autohet;      /* the program the ranks run (this one's path) */
-    const char *mpirun;       /* "mpirun" or a path */
-    const char *mpirun_args;  /* space-separated flags before -np; NULL: the single-machine set */
+    const char *mpirun;       /* the local launcher's mpirun: "mpirun" or a path */
+    const char *mpirun_args;  /* its flags before -np; NULL: the single-machine set (launcher.h) */
     ah_planner_opts_t planner;/* train settings (precision fp32 for the CPU trainer) */
     int64_t steps;
     int64_t ckpt_every;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "elastic/agent.h"
-#include "sim/trace.h"
+#include "spec/trace.h"
 
 void ah_agent_events_free(ah_agent_events_t *e) {
     if (!e) return;

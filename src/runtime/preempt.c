@@ -71,10 +71,10 @@ static ah_status_t save_in(const char *run_dir, const char *name, json_t *doc, a
 ah_status_t ah_preempt_write_rank_file(const char *run_dir, int rank, const char *node, int index,
                                        ah_error_t *err) {
     char name[64];
-    snprintf(name, sizeof name, "rank-%d.json", rank);
+    snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, rank);
     return save_in(run_dir, name,
-                   json_pack("{s:i, s:I, s:s, s:i}", "rank", rank, "pid", (json_int_t)getpid(), "node",
-                             node, "index", index),
+                   json_pack("{s:i, s:I, s:s, s:i}", AH_PROTO_RANK_RANK, rank, AH_PROTO_RANK_PID, (json_int_t)getpid(),
+                             AH_PROTO_RANK_NODE, node, AH_PROTO_RANK_INDEX, index),
                    err);
 }
 
@@ -82,7 +82,9 @@ ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool save
                                     const char *const *nodes, int n_nodes, ah_error_t *err) {
     json_t *arr = json_array();
     for (int i = 0; arr && i < n_nodes; i++) json_array_append_new(arr, json_string(nodes[i]));
-    return save_in(run_dir, "preempted.json",
-                   arr ? json_pack("{s:I, s:b, s:o}", "step", (json_int_t)step, "saved", saved, "nodes", arr) : NULL,
+    return save_in(run_dir, AH_PROTO_PREEMPTED_FILE,
+                   arr ? json_pack("{s:I, s:b, s:o}", AH_PROTO_PREEMPTED_STEP, (json_int_t)step,
+                                   AH_PROTO_PREEMPTED_SAVED, saved, AH_PROTO_PREEMPTED_NODES, arr)
+                       : NULL,
                    err);
 }

@@ -15,9 +15,10 @@
 
 #include "comm/comm.h"
 #include "core/status.h"
+#include "runtime/protocol.h"
 
-/* Exit status of a rank that stopped on a preemption notice (BSD EX_TEMPFAIL: try again). */
-#define AH_PREEMPT_EXIT 75
+/* Exit status of a rank that stopped on a preemption notice (runtime/protocol.h). */
+#define AH_PREEMPT_EXIT AH_PROTO_EXIT_PREEMPTED
 
 /* Installs the SIGTERM handler (idempotent). */
 ah_status_t ah_preempt_install(ah_error_t *err);

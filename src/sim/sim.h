@@ -70,7 +70,7 @@
 #include <stdint.h>
 
 #include "cost/cost.h"
-#include "sim/trace.h"
+#include "spec/trace.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
 

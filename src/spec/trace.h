@@ -11,8 +11,8 @@
  *
  * Ownership: ah_trace_t owns its arrays; free with ah_trace_free.
  */
-#ifndef AH_SIM_TRACE_H
-#define AH_SIM_TRACE_H
+#ifndef AH_SPEC_TRACE_H
+#define AH_SPEC_TRACE_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,6 @@
-/* Trace readers: Oobleck event CSV, Bamboo count CSV, SkyPilot JSON (formats in trace.h). */
-#include "sim/trace.h"
+/* Trace readers: Oobleck event CSV, Bamboo count CSV, SkyPilot JSON (formats in trace.h). Input data like
+ * cluster files: the simulator (sim/) and the elastic agent's event files (elastic/events.c) read them. */
+#include "spec/trace.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,0 +1,148 @@
+/* The elastic agent's decisions as pure functions: no I/O, no clock, no processes. agent.c feeds
+ * them what it observed (step lines, the job's exit, events, times) and acts on what they return;
+ * tests/test_agent_logic.c checks each alone.
+ *
+ *  - the history of trained steps: each step once, in order, with the full batch's tokens;
+ *    rollbacks counted as recomputed work;
+ *  - the recovery accounting: a stop opened at the job's exit, closed at the first step after it
+ *    (stop, re-plan, start-up, transfer and first-step seconds; bytes, files, seconds per tier);
+ *  - what an exit of the job means (finished, nothing to train, failed, preempted, relaunch);
+ *  - what an availability event does to the running plan, when a stop escalates to a kill, when
+ *    a joined node is worth a restart;
+ *  - the trainer's command line for a launch.
+ *
+ * Ownership: ah_history_t owns its loss array (ah_history_free); the rest borrows. */
+#ifndef AH_ELASTIC_AGENT_LOGIC_H
+#define AH_ELASTIC_AGENT_LOGIC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "elastic/agent.h"
+
+/* ---- the history of trained steps ---- */
+
+typedef struct ah_history {
+    double *loss;          /* [steps + 1]: loss of step k of the final history (NAN: trained by an earlier run) */
+    int64_t len;           /* steps 0 .. len - 1 are in the history */
+    int64_t steps;         /* --steps */
+    int64_t batch_tokens;  /* tokens of the full batch: global batch x sequence length */
+    int64_t recomputed;    /* step lines superseded by a rollback (work lost and redone) */
+    bool ok;               /* every step once, in order, each with the full batch's tokens */
+    char msg[256];         /* the first problem, when !ok */
+} ah_history_t;
+
+ah_status_t ah_history_init(ah_history_t *h, int64_t steps, int64_t batch_tokens, ah_error_t *err);
+void ah_history_free(ah_history_t *h);
+
+/* Where a launch's first step line puts it. */
+typedef enum {
+    AH_RESUME_IN_HISTORY = 0, /* at or before the history's end: the steps after it are redone */
+    AH_RESUME_EARLIER_RUN,    /* launch 0 found an earlier run's checkpoint: steps before it count as trained */
+    AH_RESUME_SKIPS,          /* past the history's end: samples skipped (the history is broken) */
+} ah_resume_kind_t;
+
+/* Launch `launch`'s first step line is step `first`: rolls the history back to it (counting the
+ * steps redone), or takes an earlier run's steps before it (launch 0 on an empty history). */
+ah_resume_kind_t ah_history_resume(ah_history_t *h, int launch, int64_t first);
+/* A step line of launch `launch`: appended when it is the next step, within --steps, with the full
+ * batch's tokens; otherwise the history is broken (the first problem is kept). */
+void ah_history_add(ah_history_t *h, int launch, int64_t step, double tokens, double loss);
+/* The first launch's checkpoint was at --steps already: every step was trained before (losses
+ * unknown here). */
+void ah_history_all_earlier(ah_history_t *h);
+/* At the end of a run that succeeded: broken unless it holds every step. */
+void ah_history_check_complete(ah_history_t *h);
+/* Loss of step k in the history (NAN outside it or when trained by an earlier run). */
+double ah_history_loss(const ah_history_t *h, int64_t k);
+
+/* ---- after the job exited ---- */
+
+typedef struct ah_exit_facts {
+    int status;              /* the job's exit status (-signal) */
+    bool agent_stopping;     /* the agent had given a notice (event or join) */
+    bool preempted;          /* the trainer wrote preempted.json (a notice reached it) */
+    int64_t preempted_step;  /* its "step" (-1: not given) */
+    bool saved;              /* its "saved" */
+    int64_t trained;         /* steps in the history */
+    int64_t steps;           /* --steps */
+    int launches;            /* launches so far, the one that exited included */
+    double resumed_step;     /* "step" of this launch's recover event from the trainer (NAN: none) */
+} ah_exit_facts_t;
+
+typedef enum {
+    AH_EXIT_FINISHED = 0,     /* every step trained */
+    AH_EXIT_FINISHED_NOTICE,  /* every step trained; the notice came after the last one */
+    AH_EXIT_NOTHING_TO_TRAIN, /* the first launch's checkpoint is at --steps already */
+    AH_EXIT_EARLY,            /* exit 0 before the last step without a notice: an internal error */
+    AH_EXIT_FAILED,           /* the job failed without a notice */
+    AH_EXIT_NOTICE_OUTSIDE,   /* stopped by a notice someone else sent: its nodes leave; relaunch */
+    AH_EXIT_STOPPED,          /* stopped by the agent's own notice: relaunch */
+} ah_exit_action_t;
+
+ah_exit_action_t ah_agent_exit_action(const ah_exit_facts_t *f);
+
+/* ---- the recovery accounting ---- */
+
+/* Opens a recovery at the job's exit after a stop: the notice at t_notice_s (from the agent's
+ * start), the exit stop_s after it; the step it stopped at is the trainer's (preempted.json) or
+ * else the history's end. */
+void ah_recovery_open(ah_agent_recovery_t *r, ah_agent_cause_t cause, const ah_exit_facts_t *f, double t_notice_s,
+                      double stop_s, bool forced);
+/* Launch's first step `step` with loss `loss` after the recovery; the history as it is then. */
+void ah_recovery_resumed(ah_agent_recovery_t *r, const ah_history_t *h, int64_t step, double loss);
+/* Closes it at its first finished step, now_s from the agent's start, the step took first_step_s:
+ * the restore's seconds and per-tier bytes, files and seconds from the trainer's recover event
+ * (NULL: none, zeros), and start-up = what of the total is none of the other parts. */
+void ah_recovery_close(ah_agent_recovery_t *r, double now_s, double first_step_s, const json_t *trainer_recover);
+/* The agent's "recover" metrics event of a closed recovery (docs/elastic.md); the caller's. */
+json_t *ah_recovery_event(const ah_agent_recovery_t *r);
+
+/* ---- while the job runs ---- */
+
+typedef enum {
+    AH_EVENT_NOTHING = 0,      /* an add of a node up, a removal of a node down */
+    AH_EVENT_JOIN,             /* the node is up again; the next plan takes it */
+    AH_EVENT_JOIN_AT_CHECKPOINT, /* up again while training: taken in at the next checkpoint */
+    AH_EVENT_PREEMPT,          /* the running plan uses the node: notice, stop, re-plan */
+    AH_EVENT_LEFT_UNUSED,      /* the running plan does not use it (or nothing runs): its disk goes */
+} ah_event_action_t;
+
+ah_event_action_t ah_agent_event_action(bool add, bool node_up, bool job_running, bool stopping,
+                                        bool plan_uses_node);
+
+typedef enum {
+    AH_STOP_WAIT = 0,  /* within the grace period (or the kill is under way) */
+    AH_STOP_FORCE,     /* the grace period is over: SIGKILL to the leaving nodes' ranks */
+    AH_STOP_KILL_JOB,  /* the job outlived the kill by the margin: kill all of it */
+} ah_stop_action_t;
+
+/* After the grace period the leaving node's ranks are killed; Open MPI then ends the others within
+ * ~2 s. If mpirun is still there this much later, everything of the job is killed. */
+#define AH_AGENT_KILL_MARGIN_S 10.0
+
+ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, bool forced);
+
+/* A plan with the joined nodes is worth a restart only when it is predicted faster. */
+bool ah_agent_join_restarts(double running_iteration_s, double joined_iteration_s);
+
+/* Whether a device of plan p is on the node named `node`. */
+bool ah_agent_plan_uses(const ah_plan_t *p, const char *node);
+
+/* ---- the trainer's command line ---- */
+
+#define AH_AGENT_MAX_TRAIN_ARGV 120
+
+typedef struct ah_train_argv {
+    char *argv[AH_AGENT_MAX_TRAIN_ARGV]; /* NULL-terminated; entries point into o and the buffers below */
+    char steps[32], every[32], grace[32], metrics[700];
+} ah_train_argv_t;
+
+/* autohet train --plan PLAN --data ... --resume --local-root LOCAL_ROOT --run-dir RUN_DIR --metrics
+ * RUN_DIR/metrics.jsonl ...: what every rank of a launch runs. Borrows o, plan_path, local_root,
+ * run_dir for the argv's life. */
+ah_status_t ah_agent_train_argv(const ah_agent_opts_t *o, const char *plan_path, const char *local_root,
+                                const char *run_dir, ah_train_argv_t *out, ah_error_t *err);
+
+#endif

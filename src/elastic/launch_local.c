@@ -1,0 +1,289 @@
+/* The single-machine launcher (launcher.h): mpirun forked in its own process group, the ranks'
+ * pids from their rank files, signals, a /proc walk for ranks still starting, the metrics file
+ * tailed, host disks as LOCAL_ROOT/HOST/. */
+#include "elastic/launcher.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "elastic/job.h"
+#include "runtime/protocol.h"
+
+#define LOCAL_MAX_RANKS 1024
+#define LOCAL_MAX_ARGV 160
+
+/* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
+ * which after a notice is the expected 75. */
+static const char *DEFAULT_MPIRUN_ARGS = "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1";
+
+typedef struct local {
+    char mpirun[512];
+    char mpirun_args[2048];
+    char local_root[600];
+    pid_t pid;                 /* mpirun, leader of its own process group; 0 when not running */
+    char run_dir[512];
+    char metrics_path[600];
+    /* ranks, as their rank files appear */
+    pid_t rank_pid[LOCAL_MAX_RANKS];
+    char rank_node[LOCAL_MAX_RANKS][64];
+    bool rank_signalled[LOCAL_MAX_RANKS];
+    int n_ranks;               /* ranks the plan has */
+    /* metrics tail */
+    long offset;
+    char partial[65536];
+    size_t partial_len;
+} local_t;
+
+/* mpirun [--allow-run-as-root] ARGS -np N TRAIN_ARGV...: every piece a separate argv entry; the
+ * words of ARGS point into `words`; np is the rank count as text. */
+static ah_status_t mpirun_argv(local_t *l, char *np, char *const *train_argv, char *words, char **argv,
+                               ah_error_t *err) {
+    int n = 0;
+    argv[n++] = l->mpirun;
+    /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
+    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
+    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        if (n >= LOCAL_MAX_ARGV - 40) return ah_error_set(err, AH_ERR_USAGE, "--mpirun-args: too many words");
+        argv[n++] = tok;
+    }
+    argv[n++] = "-np";
+    argv[n++] = np;
+    for (int i = 0; train_argv[i]; i++) {
+        if (n >= LOCAL_MAX_ARGV - 1) return ah_error_set(err, AH_ERR_USAGE, "too many trainer flags");
+        argv[n++] = train_argv[i];
+    }
+    argv[n] = NULL;
+    return AH_OK;
+}
+
+static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
+    local_t *l = ctx;
+    const int n_ranks = ah_plan_device_count(job->plan);
+    if (n_ranks > LOCAL_MAX_RANKS)
+        return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d",
+                            n_ranks, LOCAL_MAX_RANKS);
+    char words[sizeof l->mpirun_args], np[32], *argv[LOCAL_MAX_ARGV];
+    memcpy(words, l->mpirun_args, sizeof words);
+    snprintf(np, sizeof np, "%d", n_ranks);
+    ah_status_t s = mpirun_argv(l, np, job->train_argv, words, argv, err);
+    if (s != AH_OK) return s;
+    l->pid = 0;
+    memset(l->rank_pid, 0, sizeof l->rank_pid);
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+    l->offset = 0;
+    l->partial_len = 0;
+    l->n_ranks = n_ranks;
+    snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
+    snprintf(l->metrics_path, sizeof l->metrics_path, "%s/" AH_PROTO_METRICS_FILE, job->run_dir);
+    s = ah_rm_tree(job->run_dir, err);
+    if (s == AH_OK) s = ah_mkdirs(job->run_dir, err);
+    if (s != AH_OK) return s;
+    const pid_t pid = fork();
+    if (pid < 0) return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", argv[0], strerror(errno));
+    if (pid == 0) {
+        /* Own process group: a terminal's Ctrl-C reaches the agent only, which then stops the job. */
+        setpgid(0, 0);
+        const int fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, STDIN_FILENO);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        /* Only the child reaches this: the parent sees exit status 127 and says what to check. */
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also in the parent, so a signal right after fork reaches the group */
+    l->pid = pid;
+    return AH_OK;
+}
+
+static bool local_poll(void *ctx, int *status) {
+    local_t *l = ctx;
+    if (l->pid <= 0) return true;
+    int st = 0;
+    const pid_t r = waitpid(l->pid, &st, WNOHANG);
+    if (r == 0) return false;
+    if (r < 0) {
+        *status = -1;
+    } else {
+        *status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
+    }
+    l->pid = 0;
+    return true;
+}
+
+/* Reads the rank files not read yet. */
+static void scan_ranks(local_t *l) {
+    for (int r = 0; r < l->n_ranks; r++) {
+        if (l->rank_pid[r] > 0) continue;
+        char path[700];
+        snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, l->run_dir, r);
+        if (access(path, R_OK) != 0) continue;
+        json_t *doc = NULL;
+        ah_error_t e;
+        /* A file caught half-written fails to parse; it is read again on the next scan. */
+        if (ah_json_load_file(path, &doc, &e) != AH_OK) continue;
+        int64_t pid = 0;
+        char node[64] = "";
+        if (ah_json_get_int(doc, path, AH_PROTO_RANK_PID, true, 1, INT32_MAX, &pid, &e) == AH_OK &&
+            ah_json_get_str(doc, path, AH_PROTO_RANK_NODE, true, node, sizeof node, &e) == AH_OK) {
+            l->rank_pid[r] = (pid_t)pid;
+            snprintf(l->rank_node[r], sizeof l->rank_node[r], "%s", node);
+        }
+        json_decref(doc);
+    }
+}
+
+/* Sends sig to the ranks on `host` (NULL: every rank) not signalled yet (SIGKILL: all of them);
+ * returns how many were sent now. */
+static int signal_ranks(local_t *l, const char *host, int sig) {
+    scan_ranks(l);
+    int sent = 0;
+    for (int r = 0; r < l->n_ranks; r++) {
+        if (l->rank_pid[r] <= 0 || (host && strcmp(l->rank_node[r], host) != 0)) continue;
+        if (l->rank_signalled[r] && sig != SIGKILL) continue;
+        if (kill(l->rank_pid[r], sig) == 0) sent++;
+        l->rank_signalled[r] = true;
+    }
+    return sent;
+}
+
+static int local_notice(void *ctx, const char *host) { return signal_ranks(ctx, host, SIGTERM); }
+static int local_kill_host(void *ctx, const char *host) { return signal_ranks(ctx, host, SIGKILL); }
+
+/* SIGKILLs every direct child of `parent` (found through /proc). */
+static void kill_children(pid_t parent) {
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
+         * last ')' */
+        const char *rp = strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long)parent)
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+static void local_stop(void *ctx) {
+    local_t *l = ctx;
+    signal_ranks(l, NULL, SIGKILL);
+    if (l->pid <= 0) return;
+    /* mpirun puts every rank in a process group of its own, so a signal to mpirun's group misses
+     * them: ranks whose rank file has not appeared yet would live on as orphans and train beside
+     * the relaunch. Stop mpirun (so it starts no more ranks), kill its children, then it. */
+    kill(l->pid, SIGSTOP);
+    kill_children(l->pid);
+    kill(-l->pid, SIGKILL);
+    kill(l->pid, SIGKILL);
+    int st;
+    waitpid(l->pid, &st, 0);
+    l->pid = 0;
+}
+
+static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
+    local_t *l = ctx;
+    FILE *f = fopen(l->metrics_path, "rb");
+    if (!f) return;
+    if (fseek(f, l->offset, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        l->offset += (long)n;
+        for (size_t i = 0; i < n; i++) {
+            if (buf[i] != '\n') {
+                /* A line longer than the buffer is not one of ours: drop its excess. */
+                if (l->partial_len + 1 < sizeof l->partial) l->partial[l->partial_len++] = buf[i];
+                continue;
+            }
+            l->partial[l->partial_len] = 0;
+            json_t *line = json_loads(l->partial, 0, NULL);
+            l->partial_len = 0;
+            if (json_is_object(line)) fn(fn_ctx, line);
+            json_decref(line);
+        }
+    }
+    fclose(f);
+}
+
+static bool local_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
+    const local_t *l = ctx;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", l->run_dir, name);
+    if (access(path, doc ? R_OK : F_OK) != 0) return false;
+    if (doc && ah_json_load_file(path, doc, err) != AH_OK) *doc = NULL;
+    return true;
+}
+
+static void disk_of(const local_t *l, const char *host, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s", l->local_root, host);
+}
+
+static ah_status_t local_drop_disk(void *ctx, const char *host, ah_error_t *err) {
+    char dir[800];
+    disk_of(ctx, host, dir, sizeof dir);
+    return ah_rm_tree(dir, err);
+}
+
+static ah_status_t local_list_steps(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n,
+                                    ah_error_t *err) {
+    char root[800];
+    disk_of(ctx, host, root, sizeof root);
+    return ah_ckpt_list(root, steps, n, err);
+}
+
+static ah_status_t local_verify_step(void *ctx, const char *host, int64_t step, int *bad, ah_error_t *err) {
+    char root[800];
+    disk_of(ctx, host, root, sizeof root);
+    return ah_ckpt_verify(root, step, bad, err);
+}
+
+static void local_free(void *ctx) {
+    local_t *l = ctx;
+    if (l->pid > 0) local_stop(l);
+    free(l);
+}
+
+ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    local_t *l = calloc(1, sizeof *l);
+    if (!l) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    snprintf(l->mpirun, sizeof l->mpirun, "%s", o->mpirun);
+    snprintf(l->mpirun_args, sizeof l->mpirun_args, "%s", o->mpirun_args ? o->mpirun_args : DEFAULT_MPIRUN_ARGS);
+    snprintf(l->local_root, sizeof l->local_root, "%s", o->local_root);
+    *out = (ah_launcher_t){.name = "local", .ctx = l, .start = local_start, .poll = local_poll,
+                           .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,
+                           .read_metrics = local_read_metrics, .run_file = local_run_file,
+                           .drop_disk = local_drop_disk, .list_steps = local_list_steps,
+                           .verify_step = local_verify_step, .free = local_free};
+    return AH_OK;
+}
+
+void ah_launcher_free(ah_launcher_t *l) {
+    if (l && l->free) l->free(l->ctx);
+    if (l) memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,86 @@
+/* How the elastic agent reaches the hosts of its jobs: a table of operations and a context (the
+ * agent touches no process, file or disk of a host except through it).
+ *
+ *  - start a training job on the plan's hosts: every rank runs the same trainer command line;
+ *  - poll for the job's exit;
+ *  - deliver a preemption notice (SIGTERM) to one host's ranks, kill one host's ranks, stop the
+ *    whole job;
+ *  - read the trainer's metrics as they grow and the files it writes into the run directory
+ *    (runtime/protocol.h names them);
+ *  - drop a host's disk; ask a host which checkpoint steps its disk holds and whether one
+ *    verifies.
+ *
+ * Hosts are the cluster's node names. Implementations: local (launch_local.c) — every host is
+ * this machine, its disk the directory LOCAL_ROOT/HOST/, mpirun starts the ranks, a notice is a
+ * signal to the pids of the ranks' rank files. The many-hosts issue adds ssh and Slurm ones
+ * behind the same table (hostfile/rankfile from the plan, the remote command per host).
+ *
+ * Ownership: the launcher owns its context (ah_launcher_free); start borrows the job
+ * description only for the call. One job at a time; not thread-safe. Errors say which host and
+ * what to check. */
+#ifndef AH_ELASTIC_LAUNCHER_H
+#define AH_ELASTIC_LAUNCHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "ckpt/ckpt.h"
+#include "core/status.h"
+#include "plan/plan.h"
+
+/* One launch. */
+typedef struct ah_launch_job {
+    const ah_plan_t *plan;        /* its ranks in plan order: rank r on the host the plan gives it */
+    const char *run_dir;          /* created empty (an old one is removed): rank files,
+                                     preempted.json and the metrics of this launch go there */
+    char *const *train_argv;      /* what every rank runs (autohet train ...), NULL-terminated */
+} ah_launch_job_t;
+
+typedef struct ah_launcher {
+    const char *name; /* "local" */
+    void *ctx;
+    ah_status_t (*start)(void *ctx, const ah_launch_job_t *job, ah_error_t *err);
+    /* Non-blocking: true when the job has exited; *status is its exit status, or -signal. A job
+     * that stop() ended reads as exited, *status untouched. */
+    bool (*poll)(void *ctx, int *status);
+    /* SIGTERM to the ranks on `host` (NULL: every host) not noticed yet; ranks still starting
+     * get it on a later call, once they are known. Returns how many got it now. */
+    int (*notice)(void *ctx, const char *host);
+    /* SIGKILL to every known rank on `host` (the machine is gone); returns how many. */
+    int (*kill_host)(void *ctx, const char *host);
+    /* Ends every process of the job at once, ranks still starting included, and reaps it. */
+    void (*stop)(void *ctx);
+    /* Calls fn for each complete new line of the job's metrics (parsed; lines that are not JSON
+     * objects are skipped); fn may keep a reference. */
+    void (*read_metrics)(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx);
+    /* The run directory's file `name` (runtime/protocol.h): false when it is not there; else
+     * true, and *doc (when doc is not NULL) gets its parse, or NULL with *err set. */
+    bool (*run_file)(void *ctx, const char *name, json_t **doc, ah_error_t *err);
+    /* rm -r of host's checkpoint disk (no error when it is empty already). */
+    ah_status_t (*drop_disk)(void *ctx, const char *host, ah_error_t *err);
+    /* The step directories on host's disk (ah_ckpt_list); *steps is malloc'ed. */
+    ah_status_t (*list_steps)(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n, ah_error_t *err);
+    /* ah_ckpt_verify of step on host's disk: *bad gets the files that do not verify. */
+    ah_status_t (*verify_step)(void *ctx, const char *host, int64_t step, int *bad, ah_error_t *err);
+    void (*free)(void *ctx);
+} ah_launcher_t;
+
+/* mpirun's flags for ranks that share one machine (the emulated cluster): no ssh, and ranks may
+ * outnumber cores and must then yield. `autohet profile` starts its TP groups with them too. */
+#define AH_MPIRUN_ONE_MACHINE "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated"
+
+typedef struct ah_launch_local_opts {
+    const char *mpirun;      /* "mpirun" or a path */
+    const char *mpirun_args; /* space-separated flags before -np; NULL: -q, AH_MPIRUN_ONE_MACHINE and
+                                -x OPENBLAS_NUM_THREADS=1 */
+    const char *local_root;  /* host X's disk is LOCAL_ROOT/X/ */
+} ah_launch_local_opts_t;
+
+/* The single-machine launcher (launch_local.c). */
+ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err);
+/* Stops a job still running and frees the context (NULL or an empty launcher is fine). */
+void ah_launcher_free(ah_launcher_t *l);
+
+#endif

@@ -1,0 +1,77 @@
+/* The protocol between the elastic agent (src/elastic/, the reader) and the trainer (src/runtime/,
+ * the writer): the files in a launch's run directory, the exit status after a notice and the
+ * metrics JSONL schema. Names only (no code): both sides include this header and neither depends
+ * on the other. docs/elastic.md describes the whole exchange.
+ *
+ * Run directory (autohet train --run-dir RUN_DIR; the agent gives every launch its own):
+ *   RUN_DIR/rank-R.json     {"rank", "pid", "node", "index"}: written atomically by rank R at
+ *                           start-up; the agent learns from it where rank R runs (node name, device
+ *                           index on the node) and which process to signal.
+ *   RUN_DIR/preempted.json  {"step", "saved", "nodes"}: written atomically by rank 0 after a
+ *                           preemption notice, before every rank exits with
+ *                           AH_PROTO_EXIT_PREEMPTED. "step": steps done at the stop; "saved":
+ *                           whether a checkpoint of that step was committed; "nodes": the names of
+ *                           the nodes some rank of which got the notice.
+ *   RUN_DIR/metrics.jsonl   where the agent asks each launch to write its metrics (--metrics).
+ *
+ * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
+ * to after a --resume):
+ *   step lines   {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "memory_high_bytes": [per
+ *                rank]}: iteration "step" (0-based) finished; "tokens" trained in it (the global
+ *                batch's); "seconds" its wall time. A line without "event" is a step line.
+ *   event lines  {"event": NAME, ...}:
+ *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error"]}
+ *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
+ *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
+ *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
+ *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
+ *                  "same_plan", "last_fallback"] or, when nothing was found, "note" (why)}
+ * The agent merges every launch's lines into its own metrics file, adding "launch": K, and adds
+ * its own events (elastic/agent.h). */
+#ifndef AH_RUNTIME_PROTOCOL_H
+#define AH_RUNTIME_PROTOCOL_H
+
+/* The trainer's exit status after a preemption notice (BSD EX_TEMPFAIL: try again). */
+#define AH_PROTO_EXIT_PREEMPTED 75
+
+/* ---- run directory files ---- */
+#define AH_PROTO_RANK_FILE_FMT "rank-%d.json" /* printf format; the argument: the rank */
+#define AH_PROTO_PREEMPTED_FILE "preempted.json"
+#define AH_PROTO_METRICS_FILE "metrics.jsonl"
+
+/* rank-R.json */
+#define AH_PROTO_RANK_RANK "rank"
+#define AH_PROTO_RANK_PID "pid"
+#define AH_PROTO_RANK_NODE "node"
+#define AH_PROTO_RANK_INDEX "index"
+
+/* preempted.json */
+#define AH_PROTO_PREEMPTED_STEP "step"
+#define AH_PROTO_PREEMPTED_SAVED "saved"
+#define AH_PROTO_PREEMPTED_NODES "nodes"
+
+/* ---- metrics JSONL ---- */
+#define AH_PROTO_EVENT "event" /* present on event lines only */
+
+/* step lines */
+#define AH_PROTO_STEP "step"
+#define AH_PROTO_STEP_LOSS "loss"
+#define AH_PROTO_STEP_LR "lr"
+#define AH_PROTO_STEP_GRAD_NORM "grad_norm"
+#define AH_PROTO_STEP_TOKENS "tokens"
+#define AH_PROTO_STEP_SECONDS "seconds"
+#define AH_PROTO_STEP_MEMORY_HIGH "memory_high_bytes"
+
+/* event names */
+#define AH_PROTO_EV_CHECKPOINT "checkpoint"
+#define AH_PROTO_EV_PREEMPT "preempt"
+#define AH_PROTO_EV_RECOVER "recover"
+
+/* fields of the recover event the agent reads ("step" as above) */
+#define AH_PROTO_RECOVER_SECONDS "seconds"
+#define AH_PROTO_RECOVER_BYTES "bytes"
+#define AH_PROTO_RECOVER_FILES "files"
+#define AH_PROTO_RECOVER_TIER_SECONDS "tier_seconds"
+#define AH_PROTO_RECOVER_NOTE "note"
+
+#endif

@@ -1,0 +1,39 @@
+/* The step loop of `autohet train` and the writer of its metrics JSONL (the schema is
+ * runtime/protocol.h's: one step line per iteration, then the checkpoint session's events).
+ *
+ * Collective: every rank of the job calls ah_train_loop with the same start and options but for
+ * the streams: only rank 0 passes progress and metrics (the others NULL). Ownership: the loop
+ * borrows the trainer, the session and the streams; the metrics writers take the events they are
+ * given. Errors: a step, a dump or the session that fails on this rank returns its error; the
+ * other ranks may then wait in a collective, so the caller aborts the job. */
+#ifndef AH_RUNTIME_TRAIN_LOOP_H
+#define AH_RUNTIME_TRAIN_LOOP_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/ckpt_io.h"
+#include "runtime/trainer.h"
+
+typedef struct ah_train_loop_opts {
+    int64_t steps;         /* iterations in all: the loop runs start .. steps - 1 */
+    const char *dump_dir;  /* NULL, or the full weights after dump_step updates go here */
+    const char *grads_dir; /* NULL, or step dump_step's gradients go here */
+    int64_t dump_step;
+    FILE *progress;        /* rank 0: one progress line a step (NULL: none) */
+    FILE *metrics;         /* rank 0: the metrics JSONL (NULL: none) */
+} ah_train_loop_opts_t;
+
+/* Steps tr from iteration `start`, after each step asking the checkpoint session ck (NULL: none)
+ * to save or to stop. *preempted_at: -1 when every step is done, else the steps done when a
+ * preemption notice stopped the job (preempted.json is written; exit AH_PROTO_EXIT_PREEMPTED). */
+ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
+                          int64_t *preempted_at, ah_error_t *err);
+
+/* One step line (flushed). */
+void ah_metrics_write_step(FILE *f, const ah_step_metrics_t *m);
+/* One line per event: ev is an event object or an array of them; takes ev (f NULL: dropped). */
+void ah_metrics_write_events(FILE *f, json_t *ev);
+
+#endif

@@ -1,0 +1,186 @@
+/* The local launcher (src/elastic/launcher.h, launch_local.c) alone, without MPI or a trainer: a
+ * stand-in "mpirun" (true / false) for start and poll, a forked stand-in rank named by its rank
+ * file for the notice, the metrics read as they grow (a line split across two reads), the run
+ * directory's files, a host's disk dropped and listed. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "elastic/job.h"
+#include "elastic/launcher.h"
+#include "harness.h"
+#include "runtime/protocol.h"
+
+static char root[64];
+
+static void write_file(const char *path, const char *text, const char *mode) {
+    FILE *f = fopen(path, mode);
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Waits up to 5 s for the job's exit; *status as poll gives it. */
+static bool wait_exit(ah_launcher_t *l, int *status) {
+    const struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 5000; i++) {
+        if (l->poll(l->ctx, status)) return true;
+        nanosleep(&ms, NULL);
+    }
+    return false;
+}
+
+/* Starts a job of no ranks and waits for its exit status (the launcher's "mpirun" is the program
+ * whose status it is). */
+static int run_to_exit(ah_launcher_t *l, const char *run_dir) {
+    ah_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    char *train[] = {"autohet", "train", NULL};
+    const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train};
+    ah_error_t err;
+    if (l->start(l->ctx, &job, &err) != AH_OK) {
+        CHECK(false, "start: %s", err.msg);
+        return -100;
+    }
+    int status = -100;
+    CHECK(wait_exit(l, &status), "the job ends");
+    return status;
+}
+
+static void test_start_and_poll(void) {
+    char local[128], run_dir[128];
+    snprintf(local, sizeof local, "%s/local", root);
+    snprintf(run_dir, sizeof run_dir, "%s/launch-0", root);
+    ah_error_t err;
+    for (int ok = 0; ok < 2; ok++) {
+        ah_launcher_t l;
+        const ah_launch_local_opts_t o = {.mpirun = ok ? "true" : "false", .mpirun_args = "", .local_root = local};
+        CHECK(ah_launcher_local(&o, &l, &err) == AH_OK, "open: %s", err.msg);
+        CHECK(strcmp(l.name, "local") == 0, "its name");
+        CHECK_EQ_I64(run_to_exit(&l, run_dir), ok ? 0 : 1);
+        struct stat st;
+        CHECK(stat(run_dir, &st) == 0 && S_ISDIR(st.st_mode), "the run directory is made");
+        int status = 42;
+        CHECK(l.poll(l.ctx, &status) && status == 42, "an ended job stays ended, the status untouched");
+        ah_launcher_free(&l);
+    }
+}
+
+static void read_line(void *ctx, json_t *line) {
+    int64_t *sum = ctx;
+    *sum += json_integer_value(json_object_get(line, AH_PROTO_STEP)) + 1;
+}
+
+static void test_files_and_metrics(void) {
+    char local[128], run_dir[128], path[256];
+    snprintf(local, sizeof local, "%s/local", root);
+    snprintf(run_dir, sizeof run_dir, "%s/launch-1", root);
+    ah_error_t err;
+    ah_launcher_t l;
+    const ah_launch_local_opts_t o = {.mpirun = "true", .mpirun_args = "", .local_root = local};
+    ah_launcher_local(&o, &l, &err);
+    run_to_exit(&l, run_dir);
+    /* metrics: two whole lines, then one split across two reads; a line that is not JSON skipped */
+    snprintf(path, sizeof path, "%s/" AH_PROTO_METRICS_FILE, run_dir);
+    write_file(path, "{\"step\": 0}\nnot json\n{\"step\": 1}\n{\"st", "w");
+    int64_t sum = 0;
+    l.read_metrics(l.ctx, read_line, &sum);
+    CHECK_EQ_I64(sum, 1 + 2);
+    write_file(path, "ep\": 2}\n", "a");
+    l.read_metrics(l.ctx, read_line, &sum);
+    CHECK_EQ_I64(sum, 1 + 2 + 3);
+    /* run files */
+    json_t *doc = NULL;
+    CHECK(!l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, &doc, &err), "no preempted.json yet");
+    snprintf(path, sizeof path, "%s/" AH_PROTO_PREEMPTED_FILE, run_dir);
+    write_file(path, "{\"step\": 4, \"saved\": true, \"nodes\": [\"slow-1\"]}", "w");
+    CHECK(l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL), "there");
+    CHECK(l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, &doc, &err) && doc, "parsed");
+    CHECK_EQ_I64(json_integer_value(json_object_get(doc, AH_PROTO_PREEMPTED_STEP)), 4);
+    json_decref(doc);
+    write_file(path, "{\"step\": 4, ", "w");
+    CHECK(l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, &doc, &err) && !doc, "there but unreadable: %s", err.msg);
+    /* a host's disk: listed, dropped */
+    char disk[256];
+    snprintf(disk, sizeof disk, "%s/slow-1/step-00000004", local);
+    CHECK(ah_mkdirs(disk, &err) == AH_OK, "%s", err.msg);
+    ah_ckpt_step_info_t *steps = NULL;
+    int n = -1;
+    CHECK(l.list_steps(l.ctx, "slow-1", &steps, &n, &err) == AH_OK && n == 1 && steps[0].step == 4 &&
+              !steps[0].committed,
+          "one uncommitted step on slow-1 (%d): %s", n, err.msg);
+    free(steps);
+    CHECK(l.drop_disk(l.ctx, "slow-1", &err) == AH_OK, "%s", err.msg);
+    snprintf(disk, sizeof disk, "%s/slow-1", local);
+    CHECK(access(disk, F_OK) != 0, "slow-1's disk is gone");
+    CHECK(l.drop_disk(l.ctx, "slow-1", &err) == AH_OK, "dropping it again is fine");
+    ah_launcher_free(&l);
+}
+
+static void test_notice(void) {
+    char local[128], run_dir[128], path[256], text[256];
+    snprintf(local, sizeof local, "%s/local", root);
+    snprintf(run_dir, sizeof run_dir, "%s/launch-2", root);
+    ah_error_t err;
+    ah_launcher_t l;
+    const ah_launch_local_opts_t o = {.mpirun = "true", .mpirun_args = "", .local_root = local};
+    ah_launcher_local(&o, &l, &err);
+    /* a plan of two ranks, so that the launcher looks for rank-0.json and rank-1.json */
+    ah_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    ah_pipeline_t pl;
+    memset(&pl, 0, sizeof pl);
+    plan.pipelines = &pl;
+    plan.n_pipelines = 1;
+    plan.tp = 2;
+    ah_stage_t st;
+    memset(&st, 0, sizeof st);
+    pl.stages = &st;
+    pl.n_stages = 1;
+    char *train[] = {"autohet", "train", NULL};
+    const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train};
+    CHECK(ah_plan_device_count(&plan) == 2, "two ranks");
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "%s", err.msg);
+    /* a stand-in rank on slow-1 */
+    const pid_t rank = fork();
+    if (rank == 0) {
+        alarm(30); /* never outlives a failed test */
+        pause();
+        _exit(0);
+    }
+    CHECK_EQ_I64(l.notice(l.ctx, "slow-1"), 0); /* no rank file yet */
+    snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 1);
+    snprintf(text, sizeof text, "{\"rank\": 1, \"pid\": %d, \"node\": \"slow-1\", \"index\": 0}", (int)rank);
+    write_file(path, text, "w");
+    CHECK_EQ_I64(l.notice(l.ctx, "fast-0"), 0);
+    CHECK_EQ_I64(l.notice(l.ctx, "slow-1"), 1);
+    CHECK_EQ_I64(l.notice(l.ctx, "slow-1"), 0); /* once */
+    int st_rank = 0;
+    waitpid(rank, &st_rank, 0);
+    CHECK(WIFSIGNALED(st_rank) && WTERMSIG(st_rank) == SIGTERM, "the rank got SIGTERM");
+    int status;
+    CHECK(wait_exit(&l, &status) && status == 0, "the job ends");
+    ah_launcher_free(&l);
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/ah_test_launcher_XXXXXX");
+    if (!mkdtemp(root)) {
+        CHECK(false, "mkdtemp");
+        return ah_test_finish();
+    }
+    test_start_and_poll();
+    test_files_and_metrics();
+    test_notice();
+    ah_error_t err;
+    ah_rm_tree(root, &err);
+    return ah_test_finish();
+}

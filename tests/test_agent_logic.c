@@ -1,0 +1,275 @@
+/* The elastic agent's decisions alone (src/elastic/agent_logic.h), without a job: the sample
+ * history (each step once, in order, the full batch's tokens; rollbacks counted as recomputed),
+ * the recovery accounting (the breakdown adds up; tiers from the trainer's recover event), what
+ * an exit means, what an event does to the running plan, when a stop escalates, when a join is
+ * worth a restart, and the trainer's command line. The whole runs are tests/test_agent.sh and
+ * tests/test_nothing_lost*.sh. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "elastic/agent_logic.h"
+#include "harness.h"
+#include "plan/planner.h"
+
+enum { STEPS = 6, TOKENS = 8 * 64 };
+
+static void test_history_straight(void) {
+    ah_history_t h;
+    ah_error_t err;
+    CHECK(ah_history_init(&h, STEPS, TOKENS, &err) == AH_OK, "init: %s", err.msg);
+    CHECK(ah_history_resume(&h, 0, 0) == AH_RESUME_IN_HISTORY, "launch 0 from step 0");
+    for (int k = 0; k < STEPS; k++) ah_history_add(&h, 0, k, TOKENS, 10.0 - k);
+    ah_history_check_complete(&h);
+    CHECK(h.ok, "every step once: %s", h.msg);
+    CHECK_EQ_I64(h.len, STEPS);
+    CHECK_EQ_I64(h.recomputed, 0);
+    CHECK_NEAR(ah_history_loss(&h, STEPS - 1), 5.0, 0);
+    CHECK(isnan(ah_history_loss(&h, STEPS)) && isnan(ah_history_loss(&h, -1)), "outside the history: NAN");
+    ah_history_free(&h);
+}
+
+static void test_history_rollback(void) {
+    ah_history_t h;
+    ah_error_t err;
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_resume(&h, 0, 0);
+    for (int k = 0; k < 4; k++) ah_history_add(&h, 0, k, TOKENS, 1.0 + k);
+    /* launch 1 resumes from the checkpoint of step 2: steps 2 and 3 are redone */
+    CHECK(ah_history_resume(&h, 1, 2) == AH_RESUME_IN_HISTORY, "rollback");
+    CHECK_EQ_I64(h.recomputed, 2);
+    CHECK_EQ_I64(h.len, 2);
+    for (int k = 2; k < STEPS; k++) ah_history_add(&h, 1, k, TOKENS, 20.0 + k);
+    ah_history_check_complete(&h);
+    CHECK(h.ok, "rolled back and finished: %s", h.msg);
+    CHECK_NEAR(ah_history_loss(&h, 1), 2.0, 0);  /* launch 0's */
+    CHECK_NEAR(ah_history_loss(&h, 2), 22.0, 0); /* launch 1's */
+    ah_history_free(&h);
+}
+
+static void test_history_broken(void) {
+    ah_history_t h;
+    ah_error_t err;
+    /* a launch past the history skips samples */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_resume(&h, 0, 0);
+    ah_history_add(&h, 0, 0, TOKENS, 1);
+    CHECK(ah_history_resume(&h, 1, 3) == AH_RESUME_SKIPS, "launch 1 at step 3 after 1 step");
+    CHECK(!h.ok && strstr(h.msg, "launch 1 started at step 3 but only steps 0..0 were trained"), "%s", h.msg);
+    ah_history_free(&h);
+    /* a step out of order; the first problem is the one kept */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_resume(&h, 0, 0);
+    ah_history_add(&h, 0, 1, TOKENS, 1);
+    ah_history_add(&h, 0, 0, TOKENS / 2, 1);
+    CHECK(!h.ok && strstr(h.msg, "launch 0 reported step 1 after step -1"), "%s", h.msg);
+    ah_history_free(&h);
+    /* a step with part of the batch */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_add(&h, 0, 0, TOKENS / 2, 1);
+    CHECK(!h.ok && strstr(h.msg, "step 0 trained 256 tokens, not the global batch's 512"), "%s", h.msg);
+    ah_history_free(&h);
+    /* a step past --steps */
+    ah_history_init(&h, 1, TOKENS, &err);
+    ah_history_add(&h, 0, 0, TOKENS, 1);
+    ah_history_add(&h, 0, 1, TOKENS, 1);
+    CHECK(!h.ok && strstr(h.msg, "step 1 is past --steps 1"), "%s", h.msg);
+    ah_history_free(&h);
+    /* a run that ends short */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_add(&h, 0, 0, TOKENS, 1);
+    ah_history_check_complete(&h);
+    CHECK(!h.ok && strstr(h.msg, "1 of 6 steps in the history"), "%s", h.msg);
+    ah_history_free(&h);
+}
+
+static void test_history_earlier_run(void) {
+    ah_history_t h;
+    ah_error_t err;
+    /* the same command run again: launch 0 resumes an earlier run's checkpoint at step 4 */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    CHECK(ah_history_resume(&h, 0, 4) == AH_RESUME_EARLIER_RUN, "earlier run");
+    CHECK(h.ok, "not a skip: %s", h.msg);
+    CHECK_EQ_I64(h.len, 4);
+    CHECK(isnan(ah_history_loss(&h, 3)), "an earlier run's loss is unknown");
+    ah_history_add(&h, 0, 4, TOKENS, 1);
+    ah_history_add(&h, 0, 5, TOKENS, 1);
+    ah_history_check_complete(&h);
+    CHECK(h.ok, "%s", h.msg);
+    ah_history_free(&h);
+    /* its checkpoint was at --steps already */
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    ah_history_all_earlier(&h);
+    ah_history_check_complete(&h);
+    CHECK(h.ok && h.len == STEPS, "complete: %s", h.msg);
+    ah_history_free(&h);
+}
+
+static ah_exit_facts_t facts(int status, bool stopping, bool preempted, int64_t trained) {
+    return (ah_exit_facts_t){.status = status, .agent_stopping = stopping, .preempted = preempted,
+                             .preempted_step = preempted ? trained : -1, .trained = trained, .steps = STEPS,
+                             .launches = 2, .resumed_step = NAN};
+}
+
+static void test_exit_action(void) {
+    ah_exit_facts_t f = facts(0, false, false, STEPS);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FINISHED, "done");
+    f = facts(75, true, true, STEPS);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FINISHED_NOTICE, "a notice after the last step");
+    f = facts(-9, true, false, STEPS);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FINISHED_NOTICE, "killed after the last step");
+    f = facts(1, false, false, STEPS);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FAILED, "a failure after the last step without a notice");
+    f = facts(0, false, false, 3);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_EARLY, "exit 0 short of --steps");
+    f = facts(1, false, false, 3);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FAILED, "crashed");
+    f = facts(0, false, false, 0);
+    f.launches = 1;
+    f.resumed_step = STEPS;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_NOTHING_TO_TRAIN, "checkpoint at --steps");
+    f.launches = 2;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_EARLY, "only the first launch may find it");
+    f = facts(75, false, true, 3);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_NOTICE_OUTSIDE, "someone else's SIGTERM");
+    f = facts(75, true, true, 3);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_STOPPED, "the agent's notice, saved");
+    f = facts(-9, true, false, 3);
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_STOPPED, "the agent's notice, killed");
+}
+
+static void test_recovery(void) {
+    ah_history_t h;
+    ah_error_t err;
+    ah_history_init(&h, STEPS, TOKENS, &err);
+    for (int k = 0; k < 4; k++) ah_history_add(&h, 0, k, TOKENS, 1.0 + k);
+    /* stopped after 4 steps (the trainer says 4 and saved), notice at 10 s, exit 1.5 s later */
+    ah_exit_facts_t f = facts(75, true, true, 4);
+    f.saved = true;
+    ah_agent_recovery_t r;
+    ah_recovery_open(&r, AH_CAUSE_EVENT, &f, 10.0, 1.5, false);
+    CHECK(r.stopped_at == 4 && r.saved && !r.forced && !r.complete, "opened");
+    CHECK(isnan(r.loss_last_before) && isnan(r.loss_first_after), "losses unknown yet");
+    f = facts(-9, true, false, 4);
+    ah_agent_recovery_t k;
+    ah_recovery_open(&k, AH_CAUSE_EVENT, &f, 10.0, 1.5, true);
+    CHECK(k.stopped_at == 4 && !k.saved && k.forced, "killed: the history's end, nothing saved");
+    r.replan_s = 0.25;
+    ah_history_resume(&h, 1, 4);
+    ah_recovery_resumed(&r, &h, 4, 7.5);
+    CHECK_EQ_I64(r.resumed_at, 4);
+    CHECK_NEAR(r.loss_last_before, 4.0, 0);
+    CHECK_NEAR(r.loss_first_after, 7.5, 0);
+    json_t *tr = json_pack("{s:s, s:I, s:f, s:{s:I, s:I, s:I}, s:{s:i, s:i, s:i}, s:{s:f, s:f, s:f}}", "event",
+                           "recover", "step", (json_int_t)4, "seconds", 0.75, "bytes", "local", (json_int_t)1000,
+                           "peer", (json_int_t)200, "cloud", (json_int_t)0, "files", "local", 3, "peer", 1, "cloud",
+                           0, "tier_seconds", "local", 0.5, "peer", 0.25, "cloud", 0.0);
+    ah_recovery_close(&r, 15.0, 0.5, tr);
+    CHECK(r.complete, "closed");
+    CHECK_NEAR(r.total_s, 5.0, 1e-12);
+    CHECK_NEAR(r.transfer_s, 0.75, 0);
+    CHECK_NEAR(r.startup_s, 5.0 - 1.5 - 0.25 - 0.75 - 0.5, 1e-12);
+    CHECK_NEAR(r.stop_s + r.replan_s + r.startup_s + r.transfer_s + r.first_step_s, r.total_s, 1e-12);
+    CHECK(r.bytes[AH_TIER_LOCAL] == 1000 && r.bytes[AH_TIER_PEER] == 200 && r.bytes[AH_TIER_CLOUD] == 0, "bytes");
+    CHECK(r.files[AH_TIER_LOCAL] == 3 && r.files[AH_TIER_PEER] == 1, "files");
+    CHECK_NEAR(r.tier_s[AH_TIER_PEER], 0.25, 0);
+    json_t *ev = ah_recovery_event(&r);
+    CHECK(strcmp(json_string_value(json_object_get(ev, "event")), "recover") == 0, "the recover event");
+    CHECK_NEAR(json_real_value(json_object_get(ev, "seconds")), 5.0, 1e-12);
+    CHECK(json_integer_value(json_object_get(json_object_get(ev, "bytes"), "peer")) == 200, "its peer bytes");
+    CHECK_NEAR(json_real_value(json_object_get(ev, "loss_before")), 4.0, 0);
+    json_decref(ev);
+    json_decref(tr);
+    /* no recover event from the trainer: nothing transferred; start-up never negative */
+    ah_recovery_open(&k, AH_CAUSE_SIGNAL, &f, 10.0, 3.0, true);
+    ah_recovery_close(&k, 12.0, 0.5, NULL);
+    CHECK(k.transfer_s == 0 && k.bytes[AH_TIER_LOCAL] == 0 && k.startup_s == 0, "clamped: %g", k.startup_s);
+    ah_history_free(&h);
+}
+
+static void test_events_and_stops(void) {
+    /* add: of a node up, nothing; while training, at the next checkpoint; else at once */
+    CHECK(ah_agent_event_action(true, true, true, false, false) == AH_EVENT_NOTHING, "add of a node up");
+    CHECK(ah_agent_event_action(true, false, true, false, false) == AH_EVENT_JOIN_AT_CHECKPOINT, "join");
+    CHECK(ah_agent_event_action(true, false, true, true, false) == AH_EVENT_JOIN, "join while stopping");
+    CHECK(ah_agent_event_action(true, false, false, false, false) == AH_EVENT_JOIN, "join with no job");
+    /* remove: of a node down, nothing; one the running plan uses is a preemption; else its disk goes */
+    CHECK(ah_agent_event_action(false, false, true, false, true) == AH_EVENT_NOTHING, "removal of a node down");
+    CHECK(ah_agent_event_action(false, true, true, false, true) == AH_EVENT_PREEMPT, "preemption");
+    CHECK(ah_agent_event_action(false, true, true, true, true) == AH_EVENT_PREEMPT, "a second node while stopping");
+    CHECK(ah_agent_event_action(false, true, true, false, false) == AH_EVENT_LEFT_UNUSED, "unused node");
+    CHECK(ah_agent_event_action(false, true, false, false, true) == AH_EVENT_LEFT_UNUSED, "no job running");
+    /* the stop: wait out the grace period, then kill the leaving ranks, then the job */
+    CHECK(ah_agent_stop_action(4.9, 5.0, false) == AH_STOP_WAIT, "within the grace period");
+    CHECK(ah_agent_stop_action(5.1, 5.0, false) == AH_STOP_FORCE, "grace period over");
+    CHECK(ah_agent_stop_action(5.1 + AH_AGENT_KILL_MARGIN_S - 0.2, 5.0, true) == AH_STOP_WAIT, "killed: waiting");
+    CHECK(ah_agent_stop_action(5.1 + AH_AGENT_KILL_MARGIN_S, 5.0, true) == AH_STOP_KILL_JOB, "outlived the kill");
+    CHECK(ah_agent_stop_action(0.01, 0.0, false) == AH_STOP_FORCE, "grace 0: killed at once");
+    /* a join restarts only for a faster plan */
+    CHECK(ah_agent_join_restarts(1.0, 0.8), "faster");
+    CHECK(!ah_agent_join_restarts(1.0, 1.0) && !ah_agent_join_restarts(1.0, 1.0 - 1e-12), "not faster");
+    CHECK(!ah_agent_join_restarts(1.0, 1.2), "slower");
+}
+
+static void test_plan_uses(void) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_plan_result_t r;
+    ah_planner_opts_t po;
+    ah_error_t err;
+    ah_planner_opts_default(&po);
+    po.train.global_batch = 8;
+    po.train.seq_len = 64;
+    po.train.precision = AH_PREC_FP32;
+    if (ah_model_load("tiny-gpt2", &m, &err) != AH_OK || ah_cluster_open("cpu-hetero", &c, &err) != AH_OK ||
+        ah_planner_run(&m, &c, &po, &r, &err) != AH_OK) {
+        CHECK(false, "plan: %s", err.msg);
+        return;
+    }
+    const ah_stage_t *st = &r.plan.pipelines[0].stages[0];
+    CHECK(ah_agent_plan_uses(&r.plan, r.plan.cluster.nodes[st->devices[0].node].name), "its first stage's node");
+    CHECK(!ah_agent_plan_uses(&r.plan, "no-such-node"), "a node it does not have");
+    ah_plan_result_free(&r);
+    ah_cluster_free(&c);
+}
+
+static void test_train_argv(void) {
+    ah_agent_opts_t o;
+    ah_agent_opts_default(&o);
+    o.autohet = "/bin/autohet";
+    o.data = "t.bin";
+    o.quiet = true;
+    const char *extra[] = {"--lr", "0.5"};
+    o.train_args = extra;
+    o.n_train_args = 2;
+    ah_train_argv_t a;
+    ah_error_t err;
+    CHECK(ah_agent_train_argv(&o, "W/plan-1.json", "W/local", "W/launch-1", &a, &err) == AH_OK, "%s", err.msg);
+    char line[1024] = "";
+    for (int i = 0; a.argv[i]; i++)
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "", a.argv[i]);
+    CHECK(strcmp(line, "/bin/autohet train --plan W/plan-1.json --data t.bin --steps 20 --resume --local-root W/local "
+                       "--run-dir W/launch-1 --metrics W/launch-1/metrics.jsonl --ckpt-every 5 --grace-s 30 --quiet "
+                       "--lr 0.5") == 0,
+          "argv: %s", line);
+    const char *many[AH_AGENT_MAX_TRAIN_ARGV];
+    for (int i = 0; i < AH_AGENT_MAX_TRAIN_ARGV; i++) many[i] = "--x";
+    o.train_args = many;
+    o.n_train_args = AH_AGENT_MAX_TRAIN_ARGV;
+    CHECK_ERR(ah_agent_train_argv(&o, "p", "l", "r", &a, &err), AH_ERR_USAGE, err, "too many trainer flags");
+}
+
+int main(void) {
+    test_history_straight();
+    test_history_rollback();
+    test_history_broken();
+    test_history_earlier_run();
+    test_exit_action();
+    test_recovery();
+    test_events_and_stops();
+    test_plan_uses();
+    test_train_argv();
+    return ah_test_finish();
+}
