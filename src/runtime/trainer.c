@@ -43,6 +43,68 @@ static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
     return ah_comm_split(ah_comm_world(), color, key, out, err);
 }
 
+/* The rank's communicators and its backend, collective over the world: the TP group, one group
+ * per (DP segment, TP rank), the first-stage, last-stage and tied-embedding groups, then the
+ * device communicators of each; the pipeline neighbours. */
+static ah_status_t open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, ah_error_t *err) {
+    const ah_role_t r = tr->role;
+    ah_status_t s;
+    /* Communicators, in one order on every rank (each split is collective over the world). A
+     * setup failure on one rank must not leave the others waiting in a split, so the splits run
+     * before anything that can fail on one rank alone. */
+    if (tr->plan->tp > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
+        return s;
+    for (int g = 0; g < tr->layout.n_segments; g++) {
+        const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
+        if ((s = split(holds ? r.tp_rank : -1, r.pipeline, &tr->seg[g].c, err)) != AH_OK) return s;
+    }
+    const bool first = r.stage == 0, last = r.stage == tr->S - 1;
+    if ((s = split(first ? r.tp_rank : -1, r.pipeline, &tr->first_group.c, err)) != AH_OK) return s;
+    if ((s = split(last ? r.tp_rank : -1, r.pipeline, &tr->last_group.c, err)) != AH_OK) return s;
+    if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group.c, err)) != AH_OK) return s;
+    /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
+     * device communicators, which are collective over their groups, in the same order. */
+    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, tr->plan, backend, dev_index, err), err)) != AH_OK)
+        return s;
+    tr->mem.space = tr->dev.space;
+    if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) return s;
+    for (int g = 0; g < tr->layout.n_segments; g++)
+        if ((s = ah_group_attach(&tr->dev, &tr->seg[g], err)) != AH_OK) return s;
+    if ((s = ah_group_attach(&tr->dev, &tr->first_group, err)) != AH_OK ||
+        (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
+        (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
+        return s;
+    if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
+    if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
+    return AH_OK;
+}
+
+/* The p2p buffers (per neighbour one to send and one to receive, (N, C) each), the host copies
+ * MPI sends from and receives into, and a GPU's staging of token ids. */
+static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
+    const bool first = tr->role.stage == 0, last = tr->role.stage == tr->S - 1;
+    ah_status_t s;
+    const int64_t NC = tr->stage.N * tr->stage.C;
+    ah_arena_init(&tr->a_p2p, &tr->mem, "p2p buffers");
+    if (!first && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation receive buffer", &tr->recv_act, err)) != AH_OK ||
+                   (s = ah_arena_floats(&tr->a_p2p, NC, "gradient send buffer", &tr->send_grad, err)) != AH_OK))
+        return s;
+    if (!last && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &tr->send_act, err)) != AH_OK ||
+                  (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &tr->recv_grad, err)) != AH_OK))
+        return s;
+    float *const p2p[4] = {tr->recv_act, tr->send_grad, tr->send_act, tr->recv_grad};
+    float **const host[4] = {&tr->h_recv_act, &tr->h_send_grad, &tr->h_send_act, &tr->h_recv_grad};
+    for (int i = 0; i < 4; i++)
+        if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
+                                            (void **)host[i], err)) != AH_OK)
+            return s;
+    if (tr->dev.space != &ah_mem_host && (first || last) &&
+        !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens))) {
+        return ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
+    }
+    return AH_OK;
+}
+
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err) {
     memset(tr, 0, sizeof *tr);
@@ -91,35 +153,9 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
     }
     ah_sched_1f1b(tr->S, r.stage, tr->n_mb, tr->ops);
 
-    /* Communicators, in one order on every rank (each split is collective over the world). A
-     * setup failure on one rank must not leave the others waiting in a split, so the splits run
-     * before anything that can fail on one rank alone. */
-    const int t = plan->tp;
-    if (t > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
-        goto fail;
-    for (int g = 0; g < tr->layout.n_segments; g++) {
-        const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
-        if ((s = split(holds ? r.tp_rank : -1, r.pipeline, &tr->seg[g].c, err)) != AH_OK) goto fail;
-    }
+    if ((s = open_groups(tr, backend, dev.index, err)) != AH_OK) goto fail;
     const bool first = r.stage == 0, last = r.stage == tr->S - 1;
-    if ((s = split(first ? r.tp_rank : -1, r.pipeline, &tr->first_group.c, err)) != AH_OK) goto fail;
-    if ((s = split(last ? r.tp_rank : -1, r.pipeline, &tr->last_group.c, err)) != AH_OK) goto fail;
-    if ((s = split(first || last ? r.tp_rank : -1, tr->rank, &tr->wte_group.c, err)) != AH_OK) goto fail;
-    /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
-     * device communicators, which are collective over their groups, in the same order. */
-    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, plan, backend, dev.index, err), err)) != AH_OK)
-        goto fail;
-    tr->mem.space = tr->dev.space;
-    if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) goto fail;
-    for (int g = 0; g < tr->layout.n_segments; g++)
-        if ((s = ah_group_attach(&tr->dev, &tr->seg[g], err)) != AH_OK) goto fail;
-    if ((s = ah_group_attach(&tr->dev, &tr->first_group, err)) != AH_OK ||
-        (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
-        (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
-        goto fail;
-    if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
-    if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
-
+    const int t = plan->tp;
     ah_gpt_config_t cfg = {
         .model = &plan->model, .first = st->first, .last = st->last, .has_embed = first,
         .has_head = last, .recompute = st->recompute, .t = t, .tp_rank = r.tp_rank,
@@ -131,26 +167,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
                               ah_gpt_phase_segments(&tr->stage), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
-    /* p2p buffers: per neighbour one to send and one to receive, (N, C) each. */
-    const int64_t NC = tr->stage.N * tr->stage.C;
-    ah_arena_init(&tr->a_p2p, &tr->mem, "p2p buffers");
-    if (!first && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation receive buffer", &tr->recv_act, err)) != AH_OK ||
-                   (s = ah_arena_floats(&tr->a_p2p, NC, "gradient send buffer", &tr->send_grad, err)) != AH_OK))
-        goto fail;
-    if (!last && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &tr->send_act, err)) != AH_OK ||
-                  (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &tr->recv_grad, err)) != AH_OK))
-        goto fail;
-    float *const p2p[4] = {tr->recv_act, tr->send_grad, tr->send_act, tr->recv_grad};
-    float **const host[4] = {&tr->h_recv_act, &tr->h_send_grad, &tr->h_send_act, &tr->h_recv_grad};
-    for (int i = 0; i < 4; i++)
-        if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
-                                            (void **)host[i], err)) != AH_OK)
-            goto fail;
-    if (tr->dev.space != &ah_mem_host && (first || last) &&
-        !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens))) {
-        s = ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
-        goto fail;
-    }
+    if ((s = alloc_p2p(tr, err)) != AH_OK) goto fail;
     if (!opts->defer_init && (s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
     return AH_OK;
 fail:
