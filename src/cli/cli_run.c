@@ -153,17 +153,7 @@ int ah_cli_run(int argc, char **argv) {
     if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
-    if (strcmp(mb, "auto") == 0) {
-        o.planner.train.micro_batch = 0;
-    } else {
-        char *end = NULL;
-        const long long v = strtoll(mb, &end, 10);
-        if (end == mb || *end || v < 1) {
-            fprintf(stderr, "autohet run: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb);
-            return 2;
-        }
-        o.planner.train.micro_batch = v;
-    }
+    if (!ah_cli_micro_batch(VERB, mb, &o.planner.train.micro_batch)) return 2;
     if (!ah_precision_parse(precision, &o.planner.train.precision)) {
         fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
         return 2;
