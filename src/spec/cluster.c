@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/str.h"
 
 /* Network defaults, used for every field a cluster file leaves out:
  *  inter_node_gb_s 25:     one 200 Gb/s InfiniBand HDR / RoCE NIC per GPU (DGX A100/H100 layout).
@@ -54,12 +55,9 @@ static const char *const NET_KEYS[] = {"inter_node_gb_s", "inter_zone_gb_s", "la
 
 /* Catalog names for messages: "A100-40G, A100-80G, ..., H100 (= H100-SXM)". */
 static void catalog_names(char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < ah_gpu_catalog_count() && len + 2 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "",
-                                ah_gpu_catalog_get(i)->name);
-    if (len + 2 < cap) snprintf(buf + len, cap - len, "; alias H100 = H100-SXM");
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < ah_gpu_catalog_count(); i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", ah_gpu_catalog_get(i)->name);
+    ah_str_appendf(&s, "; alias H100 = H100-SXM");
 }
 
 /* A top-level member of the required JSON type ("cluster.json: nodes: expected an array"). */
@@ -464,10 +462,8 @@ static const struct {
 #define N_BUILTINS ((int)(sizeof BUILTINS / sizeof BUILTINS[0]))
 
 static void builtin_names(char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_BUILTINS && len + 2 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", BUILTINS[i].name);
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < N_BUILTINS; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", BUILTINS[i].name);
 }
 
 ah_status_t ah_cluster_builtin(const char *name, ah_cluster_t *c, ah_error_t *err) {
