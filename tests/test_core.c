@@ -109,9 +109,18 @@ static void test_fnv1a(void) {
     CHECK(h == 0x88fad7c0a8ff07f2ULL, "step by step");
 }
 
+static void test_index(void) {
+    static const char *const names[] = {"uniform", "batch-balanced"};
+    CHECK_EQ_I64(ah_str_index("uniform", names, 2), 0);
+    CHECK_EQ_I64(ah_str_index("batch-balanced", names, 2), 1);
+    CHECK_EQ_I64(ah_str_index("batch", names, 2), -1);
+    CHECK_EQ_I64(ah_str_index("", names, 2), -1);
+}
+
 int main(void) {
     test_str_growing();
     test_str_fixed();
+    test_index();
     test_grow();
     test_fs();
     test_fnv1a();

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 ah_str_t ah_str_fixed(char *buf, size_t cap) {
     buf[0] = '\0';
@@ -42,6 +43,12 @@ bool ah_str_appendf(ah_str_t *s, const char *fmt, ...) {
 }
 
 const char *ah_str_cstr(const ah_str_t *s) { return s->buf ? s->buf : ""; }
+
+int ah_str_index(const char *s, const char *const names[], int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
 
 void ah_str_free(ah_str_t *s) {
     if (s->fixed) return;

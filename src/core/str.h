@@ -39,4 +39,8 @@ const char *ah_str_cstr(const ah_str_t *s);
 /* Frees a growing string's buffer and empties it; nothing for a fixed one. */
 void ah_str_free(ah_str_t *s);
 
+/* The index of s among names[0 .. n), or -1: parsing a name into an enum whose values index
+ * its names. */
+int ah_str_index(const char *s, const char *const names[], int n);
+
 #endif

@@ -7,22 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
 #include "plan/planner.h"
 
-const char *ah_policy_name(ah_policy_t p) {
-    static const char *const names[] = {"autohet", "uniform", "varuna", "on-demand"};
-    return p >= 0 && p < AH_POLICY_COUNT ? names[p] : "?";
-}
+static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand"};
+
+const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
 
 bool ah_policy_parse(const char *s, ah_policy_t *out) {
-    for (int p = 0; p < AH_POLICY_COUNT; p++)
-        if (strcmp(s, ah_policy_name((ah_policy_t)p)) == 0) {
-            *out = (ah_policy_t)p;
-            return true;
-        }
-    return false;
+    const int p = ah_str_index(s, POLICY_NAMES, AH_POLICY_COUNT);
+    if (p >= 0) *out = (ah_policy_t)p;
+    return p >= 0;
 }
 
 void ah_sim_opts_default(ah_sim_opts_t *o) {
