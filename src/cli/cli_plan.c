@@ -17,6 +17,10 @@
 #define GIB 1073741824.0
 
 static const char *VERB = "plan";
+static const char ABOUT[] = "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
+                            "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
+                            "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
+                            "batch-balanced (Whale-like) baselines.";
 
 typedef struct {
     ah_plan_result_t r;
@@ -189,7 +193,8 @@ static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *
     emit->usd_per_hour = 0;
     for (int i = 0; i < emit->plan.n_pipelines; i++)
         for (int s = 0; s < emit->plan.pipelines[i].n_stages; s++)
-            emit->usd_per_hour += emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
+            emit->usd_per_hour +=
+                emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
     emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
     emit->lower_bound_s = planned->lower_bound_s;
     return emit;
@@ -248,29 +253,32 @@ int ah_cli_plan(int argc, char **argv) {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
         {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
-        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto", "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 only; else bf16)", false},
-        {"--objective", AH_FLAG_STR, &objective, "time|cost", "minimise iteration time or $ per token (default time)", false},
-        {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR", "only plans whose GPUs cost at most this per hour", false},
+        {"--seq-len", AH_FLAG_INT, &seq_len, "T",
+         "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
+        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto",
+         "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P",
+         "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 "
+         "only; else bf16)", false},
+        {"--objective", AH_FLAG_STR, &objective, "time|cost",
+         "minimise iteration time or $ per token (default time)", false},
+        {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR",
+         "only plans whose GPUs cost at most this per hour", false},
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
-        {"--profile", AH_FLAG_STR, &profile_arg, "P", "measured per-layer times from autohet profile (default roofline)", false},
-        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced", "emit that baseline's plan instead of the planner's", false},
+        {"--profile", AH_FLAG_STR, &profile_arg, "P",
+         "measured per-layer times from autohet profile (default roofline)", false},
+        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced",
+         "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
         {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
-        {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G", "exact search up to G TP groups, templates above (default 8)", false},
+        {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G",
+         "exact search up to G TP groups, templates above (default 8)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print the result as JSON", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
-    if (!ah_cli_parse(VERB, "--model M --cluster C [flags]",
-                      "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
-                      "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
-                      "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
-                      "batch-balanced (Whale-like) baselines.",
-                      flags, n_flags, argc, argv, &rc))
-        return rc;
+    if (!ah_cli_parse(VERB, "--model M --cluster C [flags]", ABOUT, flags, n_flags, argc, argv, &rc)) return rc;
     if (!model_arg || !cluster_arg) {
         fprintf(stderr, "autohet plan: %s is required (autohet plan --help)\n", !model_arg ? "--model" : "--cluster");
         return 2;

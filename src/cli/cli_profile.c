@@ -349,15 +349,25 @@ int ah_cli_profile(int argc, char **argv) {
     int64_t seq_len = 0, steps = 10, rounds = 3;
     bool tp_group = false;
     ah_flag_t flags[] = {
-        {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json, GPT-2 architecture (required)", false},
-        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4", "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
+        {"--model", AH_FLAG_STR, &model_arg, "M",
+         "preset name or HF config.json, GPT-2 architecture (required)", false},
+        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4",
+         "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "1,2,4", "micro-batch sizes to measure (default 1)", false},
         {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context)", false},
-        {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]", "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else \"cpu\")", false},
-        {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name whose emulate settings apply", false},
-        {"--steps", AH_FLAG_INT_IN(1, 100000), &steps, "K", "timed repetitions per entry and round, mean taken (default 10)", false},
-        {"--rounds", AH_FLAG_INT_IN(1, ROUNDS_MAX), &rounds, "R", "passes over all entries, the median taken, so that machine drift spreads evenly and a slow spell does not count (default 3)", false},
-        {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL, "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)", false},
+        {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]",
+         "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else "
+         "\"cpu\")", false},
+        {"--cluster", AH_FLAG_STR, &cluster_arg, "C",
+         "cluster JSON or built-in name whose emulate settings apply", false},
+        {"--steps", AH_FLAG_INT_IN(1, 100000), &steps, "K",
+         "timed repetitions per entry and round, mean taken (default 10)", false},
+        {"--rounds", AH_FLAG_INT_IN(1, ROUNDS_MAX), &rounds, "R",
+         "passes over all entries, the median taken, so that machine drift spreads evenly and a slow spell does not "
+         "count (default 3)", false},
+        {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL,
+         "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)",
+         false},
         {"-o", AH_FLAG_STR, &out_path, "profile.json", "profile to write (required)", false},
     };
     int rc = 0;
