@@ -21,7 +21,8 @@ typedef enum { AH_KIND_STR, AH_KIND_INT, AH_KIND_NUM, AH_KIND_BOOL } ah_flag_kin
  *     autohet VERB: FLAG: expected RANGE, got VALUE[ (NOTE)]
  * or, with value_first (a verb whose messages all read so),
  *     autohet VERB: FLAG VALUE: expected RANGE[ (NOTE)]
- * where RANGE reads "MIN .. MAX", ">= MIN", "> MIN" or "<= MAX". A default outside the range
+ * where RANGE reads "MIN .. MAX", ">= MIN", "> MIN", "> MIN and <= MAX" or "<= MAX", and VALUE
+ * is the value as parsed (an integer, or %g of a number). A default outside the range
  * (a sentinel such as "0: the planner picks") is allowed: only given values are checked. */
 typedef struct ah_flag_type {
     ah_flag_kind_t kind;
@@ -41,8 +42,6 @@ typedef struct ah_flag_type {
 #define AH_FLAG_INT_IN(lo, hi, ...) \
     {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
 #define AH_FLAG_INT_MIN(lo, ...) {.kind = AH_KIND_INT, .has_min = true, .min = (lo), __VA_ARGS__}
-#define AH_FLAG_NUM_IN(lo, hi, ...) \
-    {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
 #define AH_FLAG_NUM_MIN(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), __VA_ARGS__}
 #define AH_FLAG_NUM_ABOVE(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .min_open = true, __VA_ARGS__}
 

@@ -21,15 +21,22 @@ static void print_help(FILE *f, const char *verb, const char *synopsis, const ch
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
 }
 
-/* "1 .. 100000", ">= 1", "> 0", "<= 64": the values t allows, in t's kind. */
+/* v as a value of kind: "16", "0.5". */
+static const char *number_text(ah_flag_kind_t kind, double v, char *buf, size_t cap) {
+    if (kind == AH_KIND_INT) snprintf(buf, cap, "%lld", (long long)v);
+    else snprintf(buf, cap, "%g", v);
+    return buf;
+}
+
+/* "1 .. 100000", ">= 1", "> 0", "> 0 and <= 1", "<= 64": the values t allows. */
 static void range_text(const ah_flag_type_t *t, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
-    const char *num = t->kind == AH_KIND_INT ? "%.0f" : "%g";
     char lo[40], hi[40];
-    snprintf(lo, sizeof lo, num, t->min);
-    snprintf(hi, sizeof hi, num, t->max);
-    if (t->has_min && t->has_max) ah_str_appendf(&s, "%s .. %s", lo, hi);
-    else if (t->has_min) ah_str_appendf(&s, "%s %s", t->min_open ? ">" : ">=", lo);
+    number_text(t->kind, t->min, lo, sizeof lo);
+    number_text(t->kind, t->max, hi, sizeof hi);
+    if (t->has_min && t->has_max && !t->min_open) ah_str_appendf(&s, "%s .. %s", lo, hi);
+    else if (t->has_min) ah_str_appendf(&s, "%s %s%s%s", t->min_open ? ">" : ">=", lo, t->has_max ? " and <= " : "",
+                                        t->has_max ? hi : "");
     else ah_str_appendf(&s, "<= %s", hi);
 }
 
@@ -41,8 +48,7 @@ static bool in_range(const char *verb, const ah_flag_t *f, double x) {
     if (!low && !high) return true;
     char range[96], value[40];
     range_text(t, range, sizeof range);
-    if (t->kind == AH_KIND_INT) snprintf(value, sizeof value, "%lld", (long long)x);
-    else snprintf(value, sizeof value, "%g", x);
+    number_text(t->kind, x, value, sizeof value);
     if (t->value_first) fprintf(stderr, "autohet %s: %s %s: expected %s", verb, f->name, value, range);
     else fprintf(stderr, "autohet %s: %s: expected %s, got %s", verb, f->name, range, value);
     if (t->note) fprintf(stderr, " (%s)", t->note);
