@@ -75,6 +75,17 @@ has "model seq-len message" err "--seq-len"
 run "model without --model" 2 "$AH" model
 run "model bad flag" 2 "$AH" model --model gpt2-124m --bogus
 run "model bad integer" 2 "$AH" model --model gpt2-124m --tp two
+# a value outside its flag's range is refused by the flag parser, before the verb runs
+run "model tp out of range" 2 "$AH" model --model gpt2-124m --tp 0
+has "model tp range message" err "autohet model: --tp: expected 1 .. 1024, got 0"
+run "model micro-batch out of range" 2 "$AH" model --model gpt2-124m --micro-batch=-2
+has "model micro-batch range message" err "--micro-batch: expected 1 .. 1073741824, got -2"
+run "profile rounds out of range" 2 "$AH" profile --model tiny-gpt2 --rounds 1001 -o "$TMP/p.json"
+has "profile rounds range message" err "--rounds: expected 1 .. 1000, got 1001"
+run "plan budget negative" 2 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --budget -0.5
+has "plan budget range message" err "--budget: expected >= 0, got -0.5"
+run "simulate micro-batch negative" 2 "$AH" simulate --model tiny-gpt2 --cluster cpu-hetero --micro-batch -1
+has "simulate micro-batch range message" err "--micro-batch -1: expected >= 0 (0: the planner picks)"
 run "model --help" 0 "$AH" model --help
 for f in --model --seq-len --micro-batch --tp --precision --json; do has "model --help $f" out "$f"; done
 

@@ -14,11 +14,40 @@ typedef struct ah_cli_verb {
     int (*run)(int argc, char **argv); /* argv[0] is the verb */
 } ah_cli_verb_t;
 
-typedef enum { AH_FLAG_STR, AH_FLAG_INT, AH_FLAG_NUM, AH_FLAG_BOOL } ah_flag_kind_t;
+typedef enum { AH_KIND_STR, AH_KIND_INT, AH_KIND_NUM, AH_KIND_BOOL } ah_flag_kind_t;
+
+/* A flag's kind and the values it allows. The parser refuses a value outside the range, before
+ * the verb runs, with exit code 2 and
+ *     autohet VERB: FLAG: expected RANGE, got VALUE[ (NOTE)]
+ * or, with value_first (a verb whose messages all read so),
+ *     autohet VERB: FLAG VALUE: expected RANGE[ (NOTE)]
+ * where RANGE reads "MIN .. MAX", ">= MIN", "> MIN", "> MIN and <= MAX" or "<= MAX", and VALUE
+ * is the value as parsed (an integer, or %g of a number). A default outside the range
+ * (a sentinel such as "0: the planner picks") is allowed: only given values are checked. */
+typedef struct ah_flag_type {
+    ah_flag_kind_t kind;
+    bool has_min, has_max; /* INT and NUM only */
+    double min, max;       /* inclusive, except min with min_open */
+    bool min_open;         /* "> min": a positive real */
+    bool value_first;
+    const char *note;      /* why the range, or what leaving the flag out does; NULL for none */
+} ah_flag_type_t;
+
+/* The kinds, any value: */
+#define AH_FLAG_STR {.kind = AH_KIND_STR}
+#define AH_FLAG_INT {.kind = AH_KIND_INT}
+#define AH_FLAG_NUM {.kind = AH_KIND_NUM}
+#define AH_FLAG_BOOL {.kind = AH_KIND_BOOL}
+/* Ranged kinds; further designators (.note = "...", .value_first = true) may follow the bounds. */
+#define AH_FLAG_INT_IN(lo, hi, ...) \
+    {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
+#define AH_FLAG_INT_MIN(lo, ...) {.kind = AH_KIND_INT, .has_min = true, .min = (lo), __VA_ARGS__}
+#define AH_FLAG_NUM_MIN(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), __VA_ARGS__}
+#define AH_FLAG_NUM_ABOVE(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .min_open = true, __VA_ARGS__}
 
 typedef struct ah_flag {
     const char *name;    /* "--global-batch" */
-    ah_flag_kind_t kind;
+    ah_flag_type_t type;
     void *target;        /* const char **, int64_t *, double *, bool * */
     const char *metavar; /* "N", "FILE"; NULL for BOOL */
     const char *help;    /* one line; say the default */
@@ -26,13 +55,18 @@ typedef struct ah_flag {
 } ah_flag_t;
 
 /* Parses argv[1..] into flags. Returns true when the verb should go on; false when it should
- * exit with *rc (after --help: 0; after a bad flag: 2, with the message printed). */
+ * exit with *rc (after --help: 0; after a bad flag or a value out of its range: 2, with the
+ * message printed). */
 bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
                   int n_flags, int argc, char **argv, int *rc);
 
 /* Whether flag `name` was on the command line (after ah_cli_parse): a default the user did not
  * choose can then differ from any value they could give. */
 bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
+
+/* --micro-batch m|auto (plan, run): a positive integer, or "auto", which sets *out to 0 (the
+ * planner picks). False, the message printed, on anything else. */
+bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out);
 
 /* With a --profile (loaded from path), says on stderr which of the plan's GPU types it has no
  * entry for at the plan's TP degree, micro-batch, sequence length and precision: those are timed

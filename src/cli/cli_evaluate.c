@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "core/str.h"
 #include "cost/profile.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
@@ -14,12 +15,13 @@
 
 /* "a100-0:0-3" or "h20-0:1,4": the stage's node and its GPU indices, runs compressed. */
 static void devices_str(const ah_plan_t *p, const ah_stage_t *st, char *buf, size_t cap) {
-    size_t len = (size_t)snprintf(buf, cap, "%s:", p->cluster.nodes[st->devices[0].node].name);
-    for (int r = 0; r < p->tp && len < cap; r++) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    ah_str_appendf(&s, "%s:", p->cluster.nodes[st->devices[0].node].name);
+    for (int r = 0; r < p->tp; r++) {
         int a = st->devices[r].index, e = r;
         while (e + 1 < p->tp && st->devices[e + 1].index == st->devices[e].index + 1) e++;
-        if (e > r) len += (size_t)snprintf(buf + len, cap - len, "%s%d-%d", r ? "," : "", a, st->devices[e].index);
-        else len += (size_t)snprintf(buf + len, cap - len, "%s%d", r ? "," : "", a);
+        if (e > r) ah_str_appendf(&s, "%s%d-%d", r ? "," : "", a, st->devices[e].index);
+        else ah_str_appendf(&s, "%s%d", r ? "," : "", a);
         r = e;
     }
 }

@@ -34,28 +34,28 @@ static void fill_rows(const ah_model_t *m, const ah_train_t *tr, int t, row_t ro
     }
 }
 
-/* "124.44 M", "6.74 G": SI for counts and FLOPs. */
-static const char *si(double x, char *buf, size_t cap) {
-    const char *unit[] = {"", " k", " M", " G", " T", " P", " E"};
+/* x in the largest unit[] (each `base` times the one before) that keeps it >= 1: two decimals,
+ * none in the first unit. */
+static const char *scaled(double x, double base, const char *const unit[], int n_units, char *buf, size_t cap) {
     int u = 0;
-    while (x >= 1000 && u < 6) {
-        x /= 1000;
+    while (x >= base && u < n_units - 1) {
+        x /= base;
         u++;
     }
     snprintf(buf, cap, u ? "%.2f%s" : "%.0f%s", x, unit[u]);
     return buf;
 }
 
+/* "124.44 M", "6.74 G": SI for counts and FLOPs. */
+static const char *si(double x, char *buf, size_t cap) {
+    static const char *const unit[] = {"", " k", " M", " G", " T", " P", " E"};
+    return scaled(x, 1000, unit, 7, buf, cap);
+}
+
 /* "1.50 GiB": binary units for bytes. */
 static const char *bytes_str(double x, char *buf, size_t cap) {
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (x >= 1024 && u < 4) {
-        x /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.2f %s" : "%.0f %s", x, unit[u]);
-    return buf;
+    static const char *const unit[] = {" B", " KiB", " MiB", " GiB", " TiB"};
+    return scaled(x, 1024, unit, 5, buf, cap);
 }
 
 static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const row_t rows[3],
@@ -124,8 +124,8 @@ int ah_cli_model(int argc, char **argv) {
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_name, "M", "preset name or path to a HF config.json (required)", false},
         {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context length)", false},
-        {"--micro-batch", AH_FLAG_INT, &micro_batch, "b", "sequences per micro-batch (default 1)", false},
-        {"--tp", AH_FLAG_INT, &tp, "t", "tensor-parallel degree for the per-rank figures (default 1)", false},
+        {"--micro-batch", AH_FLAG_INT_IN(1, 1 << 30), &micro_batch, "b", "sequences per micro-batch (default 1)", false},
+        {"--tp", AH_FLAG_INT_IN(1, 1024), &tp, "t", "tensor-parallel degree for the per-rank figures (default 1)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "fp32 or bf16 (default bf16)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"params_total\", \"layers\": [...], ...}", false},
     };
@@ -151,14 +151,6 @@ int ah_cli_model(int argc, char **argv) {
     if (tr.seq_len < 1 || tr.seq_len > m.max_pos) {
         ah_error_set(&err, AH_ERR_USAGE, "--seq-len: expected 1 .. %lld (model %s's context), got %lld",
                      (long long)m.max_pos, m.name, (long long)tr.seq_len);
-        return ah_cli_fail("model", &err);
-    }
-    if (micro_batch < 1 || micro_batch > ((int64_t)1 << 30)) {
-        ah_error_set(&err, AH_ERR_USAGE, "--micro-batch: expected an integer >= 1, got %lld", (long long)micro_batch);
-        return ah_cli_fail("model", &err);
-    }
-    if (tp < 1 || tp > 1024) {
-        ah_error_set(&err, AH_ERR_USAGE, "--tp: expected 1 .. 1024, got %lld", (long long)tp);
         return ah_cli_fail("model", &err);
     }
     if (ah_model_check_tp(&m, (int)tp, &err) != AH_OK) return ah_cli_fail("model", &err);

@@ -17,6 +17,10 @@
 #define GIB 1073741824.0
 
 static const char *VERB = "plan";
+static const char ABOUT[] = "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
+                            "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
+                            "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
+                            "batch-balanced (Whale-like) baselines.";
 
 typedef struct {
     ah_plan_result_t r;
@@ -150,6 +154,95 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     return rc == 0 ? 0 : 1;
 }
 
+/* The flags the parser leaves as strings, into o: --micro-batch, --precision (*auto_precision
+ * for "auto"), --objective and --baseline. False, the message printed, on a bad one. */
+static bool string_flags(const char *mb_arg, const char *precision, const char *objective, const char *baseline_arg,
+                         ah_planner_opts_t *o, bool *auto_precision, ah_baseline_t *baseline) {
+    if (!ah_cli_micro_batch(VERB, mb_arg, &o->train.micro_batch)) return false;
+    *auto_precision = strcmp(precision, "auto") == 0;
+    if (!*auto_precision && !ah_precision_parse(precision, &o->train.precision)) {
+        fprintf(stderr, "autohet plan: --precision: expected bf16, fp32 or auto, got \"%s\"\n", precision);
+        return false;
+    }
+    if (strcmp(objective, "time") == 0) o->objective = AH_OBJECTIVE_TIME;
+    else if (strcmp(objective, "cost") == 0) o->objective = AH_OBJECTIVE_COST;
+    else {
+        fprintf(stderr, "autohet plan: --objective: expected time or cost, got \"%s\"\n", objective);
+        return false;
+    }
+    if (baseline_arg && !ah_baseline_parse(baseline_arg, baseline)) {
+        fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
+        return false;
+    }
+    return true;
+}
+
+/* --precision auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32
+ * only; else bf16. */
+static ah_precision_t auto_precision_of(const ah_cluster_t *c) {
+    bool all_cpu = true;
+    for (int i = 0; i < c->n_types; i++) all_cpu = all_cpu && ah_device_type_is_cpu(&c->types[i]);
+    return all_cpu ? AH_PREC_FP32 : AH_PREC_BF16;
+}
+
+/* --baseline: the emitted result is that baseline's, priced like the planner's, with the planner's
+ * search time and lower bound (the report still compares). */
+static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned, const ah_cluster_t *c) {
+    ah_plan_result_t *emit = &b->r;
+    emit->seconds = planned->seconds;
+    emit->usd_per_hour = 0;
+    for (int i = 0; i < emit->plan.n_pipelines; i++)
+        for (int s = 0; s < emit->plan.pipelines[i].n_stages; s++)
+            emit->usd_per_hour +=
+                emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
+    emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
+    emit->lower_bound_s = planned->lower_bound_s;
+    return emit;
+}
+
+/* -o, --svg and --rankfile, each when asked for. */
+static ah_status_t write_files(const ah_plan_result_t *emit, const char *out_path, const char *svg_path,
+                               const char *rank_path, ah_error_t *err) {
+    ah_status_t st = AH_OK;
+    if (out_path) st = ah_plan_save(&emit->plan, out_path, err);
+    if (st == AH_OK && svg_path) st = ah_plan_svg_write(&emit->plan, &emit->eval, svg_path, err);
+    if (st == AH_OK && rank_path) st = ah_plan_rankfile_write(&emit->plan, rank_path, NULL, err);
+    return st;
+}
+
+/* Plans, runs the baselines and reports; the exit code. */
+static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                           const char *baseline_arg, ah_baseline_t chosen_baseline, const char *profile_arg,
+                           const char *out_path, const char *svg_path, const char *rank_path, bool json) {
+    ah_error_t err = {0};
+    ah_plan_result_t planned;
+    if (ah_planner_run(model, cluster, o, &planned, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    baseline_t bl[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&bl[k], 0, sizeof bl[k]);
+        bl[k].ok = ah_baseline_run(model, cluster, o, (ah_baseline_t)k, &bl[k].r, &bl[k].err) == AH_OK;
+    }
+    ah_plan_result_t *emit = &planned;
+    const char *chosen = baseline_arg ? ah_baseline_name(chosen_baseline) : "planner";
+    int rc = 0;
+    if (baseline_arg && !bl[chosen_baseline].ok) rc = ah_cli_fail(VERB, &bl[chosen_baseline].err);
+    else if (baseline_arg) emit = baseline_result(&bl[chosen_baseline], &planned, cluster);
+    if (rc == 0 && write_files(emit, out_path, svg_path, rank_path, &err) != AH_OK) rc = ah_cli_fail(VERB, &err);
+    if (rc == 0 && o->profile) ah_cli_profile_note(VERB, profile_arg, o->profile, &emit->plan);
+    if (rc == 0 && json) {
+        rc = print_json(emit, bl, chosen);
+    } else if (rc == 0) {
+        print_report(emit, bl, chosen);
+        if (out_path) printf("\nplan written to %s\n", out_path);
+        if (svg_path) printf("picture written to %s\n", svg_path);
+        if (rank_path) printf("rankfile written to %s (hostfile %s.hosts)\n", rank_path, rank_path);
+    }
+    for (int k = 0; k < 2; k++)
+        if (bl[k].ok) ah_plan_result_free(&bl[k].r);
+    ah_plan_result_free(&planned);
+    return rc;
+}
+
 int ah_cli_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
@@ -160,29 +253,32 @@ int ah_cli_plan(int argc, char **argv) {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
         {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
-        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto", "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 only; else bf16)", false},
-        {"--objective", AH_FLAG_STR, &objective, "time|cost", "minimise iteration time or $ per token (default time)", false},
-        {"--budget", AH_FLAG_NUM, &budget, "USD_PER_HOUR", "only plans whose GPUs cost at most this per hour", false},
-        {"--min-tokens-per-s", AH_FLAG_NUM, &min_tps, "X", "only plans at least this fast", false},
-        {"--profile", AH_FLAG_STR, &profile_arg, "P", "measured per-layer times from autohet profile (default roofline)", false},
-        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced", "emit that baseline's plan instead of the planner's", false},
+        {"--seq-len", AH_FLAG_INT, &seq_len, "T",
+         "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
+        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto",
+         "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P",
+         "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 "
+         "only; else bf16)", false},
+        {"--objective", AH_FLAG_STR, &objective, "time|cost",
+         "minimise iteration time or $ per token (default time)", false},
+        {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR",
+         "only plans whose GPUs cost at most this per hour", false},
+        {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
+        {"--profile", AH_FLAG_STR, &profile_arg, "P",
+         "measured per-layer times from autohet profile (default roofline)", false},
+        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced",
+         "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
         {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
-        {"--exact-max-groups", AH_FLAG_INT, &exact_groups, "G", "exact search up to G TP groups, templates above (default 8)", false},
+        {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G",
+         "exact search up to G TP groups, templates above (default 8)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print the result as JSON", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
-    if (!ah_cli_parse(VERB, "--model M --cluster C [flags]",
-                      "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
-                      "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
-                      "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
-                      "batch-balanced (Whale-like) baselines.",
-                      flags, n_flags, argc, argv, &rc))
-        return rc;
+    if (!ah_cli_parse(VERB, "--model M --cluster C [flags]", ABOUT, flags, n_flags, argc, argv, &rc)) return rc;
     if (!model_arg || !cluster_arg) {
         fprintf(stderr, "autohet plan: %s is required (autohet plan --help)\n", !model_arg ? "--model" : "--cluster");
         return 2;
@@ -194,41 +290,9 @@ int ah_cli_plan(int argc, char **argv) {
     o.budget_usd_per_hour = budget;
     o.min_tokens_per_s = min_tps;
     o.exact_max_groups = (int)exact_groups;
-    if (strcmp(mb_arg, "auto") == 0) {
-        o.train.micro_batch = 0;
-    } else {
-        char *end = NULL;
-        long long v = strtoll(mb_arg, &end, 10);
-        if (end == mb_arg || *end || v < 1) {
-            fprintf(stderr, "autohet plan: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb_arg);
-            return 2;
-        }
-        o.train.micro_batch = v;
-    }
-    const bool auto_precision = strcmp(precision, "auto") == 0;
-    if (!auto_precision && !ah_precision_parse(precision, &o.train.precision)) {
-        fprintf(stderr, "autohet plan: --precision: expected bf16, fp32 or auto, got \"%s\"\n", precision);
-        return 2;
-    }
-    if (strcmp(objective, "time") == 0) o.objective = AH_OBJECTIVE_TIME;
-    else if (strcmp(objective, "cost") == 0) o.objective = AH_OBJECTIVE_COST;
-    else {
-        fprintf(stderr, "autohet plan: --objective: expected time or cost, got \"%s\"\n", objective);
-        return 2;
-    }
+    bool auto_precision = false;
     ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
-    if (baseline_arg && !ah_baseline_parse(baseline_arg, &chosen_baseline)) {
-        fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
-        return 2;
-    }
-    if (budget < 0 || min_tps < 0) {
-        fprintf(stderr, "autohet plan: --budget and --min-tokens-per-s must not be negative\n");
-        return 2;
-    }
-    if (exact_groups < 1) {
-        fprintf(stderr, "autohet plan: --exact-max-groups: expected >= 1, got %lld\n", (long long)exact_groups);
-        return 2;
-    }
+    if (!string_flags(mb_arg, precision, objective, baseline_arg, &o, &auto_precision, &chosen_baseline)) return 2;
 
     ah_error_t err = {0};
     ah_model_t model;
@@ -237,74 +301,14 @@ int ah_cli_plan(int argc, char **argv) {
     if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && model.max_pos < seq_len) o.train.seq_len = model.max_pos;
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    if (auto_precision) {
-        bool all_cpu = true;
-        for (int i = 0; i < cluster.n_types; i++) all_cpu = all_cpu && ah_device_type_is_cpu(&cluster.types[i]);
-        o.train.precision = all_cpu ? AH_PREC_FP32 : AH_PREC_BF16;
-    }
+    if (auto_precision) o.train.precision = auto_precision_of(&cluster);
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {
         ah_cluster_free(&cluster);
         return ah_cli_fail(VERB, &err);
     }
     o.profile = profile;
-
-    ah_plan_result_t planned;
-    ah_status_t st = ah_planner_run(&model, &cluster, &o, &planned, &err);
-    if (st != AH_OK) {
-        rc = ah_cli_fail(VERB, &err);
-        ah_profile_free(profile);
-        ah_cluster_free(&cluster);
-        return rc;
-    }
-    baseline_t bl[2];
-    for (int k = 0; k < 2; k++) {
-        memset(&bl[k], 0, sizeof bl[k]);
-        bl[k].ok = ah_baseline_run(&model, &cluster, &o, (ah_baseline_t)k, &bl[k].r, &bl[k].err) == AH_OK;
-    }
-    /* --baseline: the emitted plan is that baseline's (the report still compares) */
-    ah_plan_result_t *emit = &planned;
-    const char *chosen = "planner";
-    if (baseline_arg) {
-        if (!bl[chosen_baseline].ok) {
-            rc = ah_cli_fail(VERB, &bl[chosen_baseline].err);
-            goto done;
-        }
-        emit = &bl[chosen_baseline].r;
-        emit->seconds = planned.seconds;
-        emit->usd_per_hour = 0;
-        for (int i = 0; i < emit->plan.n_pipelines; i++)
-            for (int s = 0; s < emit->plan.pipelines[i].n_stages; s++)
-                emit->usd_per_hour += emit->plan.tp *
-                                      cluster.nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
-        emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
-        emit->lower_bound_s = planned.lower_bound_s;
-        chosen = ah_baseline_name(chosen_baseline);
-    }
-    if (out_path && (st = ah_plan_save(&emit->plan, out_path, &err)) != AH_OK) {
-        rc = ah_cli_fail(VERB, &err);
-        goto done;
-    }
-    if (svg_path && (st = ah_plan_svg_write(&emit->plan, &emit->eval, svg_path, &err)) != AH_OK) {
-        rc = ah_cli_fail(VERB, &err);
-        goto done;
-    }
-    if (rank_path && (st = ah_plan_rankfile_write(&emit->plan, rank_path, NULL, &err)) != AH_OK) {
-        rc = ah_cli_fail(VERB, &err);
-        goto done;
-    }
-    if (profile) ah_cli_profile_note(VERB, profile_arg, profile, &emit->plan);
-    if (json) {
-        rc = print_json(emit, bl, chosen);
-    } else {
-        print_report(emit, bl, chosen);
-        if (out_path) printf("\nplan written to %s\n", out_path);
-        if (svg_path) printf("picture written to %s\n", svg_path);
-        if (rank_path) printf("rankfile written to %s (hostfile %s.hosts)\n", rank_path, rank_path);
-    }
-done:
-    for (int k = 0; k < 2; k++)
-        if (bl[k].ok) ah_plan_result_free(&bl[k].r);
-    ah_plan_result_free(&planned);
+    rc = plan_and_report(&model, &cluster, &o, baseline_arg, chosen_baseline, profile_arg, out_path, svg_path,
+                         rank_path, json);
     ah_profile_free(profile);
     ah_cluster_free(&cluster);
     return rc;

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
+#include "core/str.h"
 #include "core/timing.h"
 #include "cost/profile.h"
 #include "elastic/agent.h"
@@ -185,21 +186,188 @@ static ah_status_t group_round(const group_args_t *g, int t, const char *dir, jo
     return s;
 }
 
+/* What the command measures: the types, TP degrees and micro-batches, one job per combination. */
+typedef struct {
+    ah_model_t model;
+    ah_cluster_t cluster;
+    const char *cluster_arg; /* NULL: no --cluster */
+    char names[LIST_MAX][AH_NAME_MAX];
+    int n_gpu;
+    int64_t tps[LIST_MAX], mbs[LIST_MAX];
+    int n_tp, n_mb;
+    job_t jobs[LIST_MAX * LIST_MAX * LIST_MAX];
+    int n_jobs;
+} measuring_t;
+
+/* With --tp-group: joins the group of mpirun's ranks, which must be --tp of them. Returns 0 to go
+ * on (*rank set), else the exit code (the message printed). */
+static int join_tp_group(int *argc, char ***argv, int64_t tp, int *rank) {
+    ah_error_t err = {0};
+    if (ah_comm_init(argc, argv, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    *rank = ah_comm_rank(ah_comm_world());
+    if (ah_comm_size(ah_comm_world()) == (int)tp) return 0;
+    if (*rank == 0)
+        fprintf(stderr, "autohet %s: --tp-group --tp %lld runs as %lld ranks under mpirun, not %d\n", VERB,
+                (long long)tp, (long long)tp, ah_comm_size(ah_comm_world()));
+    ah_comm_finalize();
+    return 2;
+}
+
+/* "HOST, CPU runtime, BLAS, OPENBLAS_NUM_THREADS=N": where the figures were measured. */
+static void describe_host(char *desc, size_t cap) {
+    char host[128] = "unknown host", blas[160];
+    gethostname(host, sizeof host - 1);
+    const char *threads = getenv("OPENBLAS_NUM_THREADS");
+    ah_cpu_blas_describe(blas, sizeof blas);
+    snprintf(desc, cap, "%s, CPU runtime, %s, OPENBLAS_NUM_THREADS=%s", host, blas, threads ? threads : "unset");
+}
+
+/* The request base for type `name`: its emulation when --cluster has one; a real accelerator of
+ * the cluster is refused, since measuring this CPU for it would write figures that are not its. */
+static ah_status_t type_request(const measuring_t *m, const char *name, ah_profile_req_t *req, ah_error_t *err) {
+    if (!m->cluster_arg) return AH_OK;
+    const int ti = ah_cluster_find_type(&m->cluster, name);
+    if (ti < 0)
+        return ah_error_set(err, AH_ERR_INVALID, "--gpu %s: no such type in cluster %s; name one of its gpu_types",
+                            name, m->cluster_arg);
+    const ah_gpu_type_t *t = &m->cluster.types[ti];
+    if (t->emulate_slowdown <= 0 && t->emulate_memory_mib <= 0)
+        return ah_error_set(err, AH_ERR_INVALID, "--gpu %s: cluster %s does not emulate this type (no \"emulate\" "
+                            "block), so this CPU cannot stand in for it; run autohet profile on that device, or "
+                            "give the type an emulate block", name, m->cluster_arg);
+    req->slowdown = t->emulate_slowdown;
+    req->mem_cap_bytes = t->emulate_memory_mib > 0 ? (int64_t)(t->emulate_memory_mib * 1048576.0) : 0;
+    return AH_OK;
+}
+
+/* The measurements: one job per (type, TP degree, micro-batch), with the type's emulation. */
+static ah_status_t plan_jobs(measuring_t *m, int64_t seq_len, int64_t steps, bool tp_group, ah_error_t *err) {
+    for (int g = 0; g < m->n_gpu; g++) {
+        ah_profile_req_t req = {.model = &m->model, .gpu = m->names[g], .slowdown = 1, .seq_len = seq_len,
+                                .reps = (int)steps, .seed = 1337, .tp_group = tp_group ? ah_comm_world() : NULL};
+        ah_status_t s = type_request(m, m->names[g], &req, err);
+        for (int i = 0; i < m->n_tp && s == AH_OK; i++) {
+            if (m->tps[i] > 1 && (s = ah_model_check_tp(&m->model, (int)m->tps[i], err)) != AH_OK) break;
+            for (int j = 0; j < m->n_mb; j++) {
+                job_t *job = &m->jobs[m->n_jobs++];
+                memset(job, 0, sizeof *job);
+                job->req = req;
+                job->req.tp = (int)m->tps[i];
+                job->req.micro_batch = m->mbs[j];
+            }
+        }
+        if (s != AH_OK) return s;
+    }
+    return AH_OK;
+}
+
+/* Rounds: each measures every entry once, in turn, so that a slow spell of the machine (this VM's
+ * speed drifts by 10-15 % over seconds) is spread over all entries instead of landing on the one
+ * being measured then. An entry's figures are the median over the rounds: a slow spell that lands
+ * on one round (one of 6 rounds 50 % slow was seen) then does not count at all, where it moved
+ * the mean by 8 %. Entries at TP > 1 are measured by TP groups (group_round) unless this process
+ * is one of a group's ranks. */
+static ah_status_t measure_rounds(measuring_t *m, const group_args_t *ga, bool tp_group, ah_error_t *err) {
+    char dir[] = "/tmp/autohet-profile-XXXXXX";
+    const bool need_groups = !tp_group && (m->n_tp > 1 || m->tps[0] > 1);
+    if (need_groups && !mkdtemp(dir))
+        return ah_error_set(err, AH_ERR_IO, "cannot create a temporary directory %s: %s", dir, strerror(errno));
+    ah_status_t s = AH_OK;
+    for (int r = 0; r < ga->rounds && s == AH_OK; r++) {
+        for (int i = 0; i < m->n_jobs && s == AH_OK; i++) {
+            if (m->jobs[i].req.tp > 1 && !tp_group) continue;
+            ah_profile_entry_t e;
+            if ((s = ah_profile_measure(&m->jobs[i].req, ah_kernels_cpu(), &e, err)) == AH_OK)
+                s = add_round(&m->jobs[i], &e, ga->rounds, err);
+        }
+        for (int i = 0; i < m->n_tp && s == AH_OK && need_groups; i++)
+            if (m->tps[i] > 1) s = group_round(ga, (int)m->tps[i], dir, m->jobs, m->n_jobs, err);
+    }
+    if (need_groups) rmdir(dir);
+    return s;
+}
+
+/* One line per entry: its times, and the spread of one block's forward + backward over the rounds. */
+static void print_entry(const job_t *j, const ah_profile_entry_t *e) {
+    const double mid = e->layer[AH_LAYER_BLOCK].fwd_s + e->layer[AH_LAYER_BLOCK].bwd_s;
+    double lo = 0, hi = 0;
+    for (int r = 0; r < j->rounds; r++) {
+        const double b = j->round[r].layer[AH_LAYER_BLOCK].fwd_s + j->round[r].layer[AH_LAYER_BLOCK].bwd_s;
+        lo = r == 0 || b < lo ? b : lo;
+        hi = r == 0 || b > hi ? b : hi;
+    }
+    printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
+           "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param; rounds %+.1f .. %+.1f %%%s\n",
+           e->gpu, e->tp, (long long)e->micro_batch,
+           1e3 * e->layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e->layer[AH_LAYER_BLOCK].bwd_s,
+           1e3 * e->layer[AH_LAYER_EMBED].fwd_s, 1e3 * e->layer[AH_LAYER_EMBED].bwd_s,
+           1e3 * e->layer[AH_LAYER_HEAD].fwd_s, 1e3 * e->layer[AH_LAYER_HEAD].bwd_s,
+           1e9 * e->optimizer_s_per_param, 100 * (lo / mid - 1), 100 * (hi / mid - 1),
+           e->includes_tp_comm ? ", TP all-reduces included" : "");
+}
+
+/* Adds each job's entry (the medians over its rounds) to prof; prints it unless in a TP group. */
+static ah_status_t add_entries(const measuring_t *m, int64_t rounds, bool tp_group, ah_profile_t *prof,
+                               ah_error_t *err) {
+    for (int i = 0; i < m->n_jobs; i++) {
+        const job_t *j = &m->jobs[i];
+        if (j->rounds != rounds)
+            return ah_error_set(err, AH_ERR_IO, "%s tp %d micro-batch %lld: measured in %d of %lld rounds",
+                                j->req.gpu, j->req.tp, (long long)j->req.micro_batch, j->rounds, (long long)rounds);
+        const ah_profile_entry_t e = job_entry(j);
+        const ah_status_t s = ah_profile_add(prof, &e, err);
+        if (s != AH_OK) return s;
+        if (!tp_group) print_entry(j, &e);
+    }
+    return AH_OK;
+}
+
+/* Loads the model and cluster, names the types and plans the jobs; then measures them into prof. */
+static ah_status_t profile(measuring_t *m, const char *model_arg, const char *gpu_arg, const char *mb_arg,
+                           int64_t *seq_len, int64_t steps, int64_t rounds, bool tp_group, ah_profile_t **prof,
+                           ah_error_t *err) {
+    ah_status_t s = ah_model_load(model_arg, &m->model, err);
+    if (s == AH_OK && *seq_len == 0) *seq_len = m->model.max_pos;
+    if (s == AH_OK && m->cluster_arg) s = ah_cluster_open(m->cluster_arg, &m->cluster, err);
+    if (s == AH_OK) s = gpu_names(gpu_arg, &m->cluster, m->cluster_arg != NULL, m->names, LIST_MAX, &m->n_gpu, err);
+    if (s != AH_OK) return s;
+    char gpu_list[LIST_MAX * (AH_NAME_MAX + 1)], desc[400];
+    ah_str_t list = ah_str_fixed(gpu_list, sizeof gpu_list);
+    for (int g = 0; g < m->n_gpu; g++) ah_str_appendf(&list, "%s%s", g ? "," : "", m->names[g]);
+    describe_host(desc, sizeof desc);
+    if (!(*prof = ah_profile_create(desc))) return ah_error_set(err, AH_ERR_OOM, "no host memory for a profile");
+    const group_args_t ga = {model_arg, m->cluster_arg, gpu_list, mb_arg, *seq_len, steps, rounds};
+    s = plan_jobs(m, *seq_len, steps, tp_group, err);
+    if (s == AH_OK) s = measure_rounds(m, &ga, tp_group, err);
+    if (s == AH_OK) s = add_entries(m, rounds, tp_group, *prof, err);
+    return s;
+}
+
 int ah_cli_profile(int argc, char **argv) {
     const char *model_arg = NULL, *tp_arg = "1", *mb_arg = "1", *gpu_arg = NULL, *cluster_arg = NULL;
     const char *out_path = NULL;
     int64_t seq_len = 0, steps = 10, rounds = 3;
     bool tp_group = false;
     ah_flag_t flags[] = {
-        {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json, GPT-2 architecture (required)", false},
-        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4", "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
+        {"--model", AH_FLAG_STR, &model_arg, "M",
+         "preset name or HF config.json, GPT-2 architecture (required)", false},
+        {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4",
+         "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "1,2,4", "micro-batch sizes to measure (default 1)", false},
         {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context)", false},
-        {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]", "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else \"cpu\")", false},
-        {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name whose emulate settings apply", false},
-        {"--steps", AH_FLAG_INT, &steps, "K", "timed repetitions per entry and round, mean taken (default 10)", false},
-        {"--rounds", AH_FLAG_INT, &rounds, "R", "passes over all entries, the median taken, so that machine drift spreads evenly and a slow spell does not count (default 3)", false},
-        {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL, "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)", false},
+        {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]",
+         "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else "
+         "\"cpu\")", false},
+        {"--cluster", AH_FLAG_STR, &cluster_arg, "C",
+         "cluster JSON or built-in name whose emulate settings apply", false},
+        {"--steps", AH_FLAG_INT_IN(1, 100000), &steps, "K",
+         "timed repetitions per entry and round, mean taken (default 10)", false},
+        {"--rounds", AH_FLAG_INT_IN(1, ROUNDS_MAX), &rounds, "R",
+         "passes over all entries, the median taken, so that machine drift spreads evenly and a slow spell does not "
+         "count (default 3)", false},
+        {"--tp-group", AH_FLAG_BOOL, &tp_group, NULL,
+         "measure as the ranks of one TP group of --tp ranks, under mpirun (autohet profile starts these itself)",
+         false},
         {"-o", AH_FLAG_STR, &out_path, "profile.json", "profile to write (required)", false},
     };
     int rc = 0;
@@ -215,148 +383,26 @@ int ah_cli_profile(int argc, char **argv) {
         fprintf(stderr, "autohet %s: %s is required (autohet %s --help)\n", VERB, !model_arg ? "--model" : "-o", VERB);
         return 2;
     }
-    int64_t tps[LIST_MAX], mbs[LIST_MAX];
-    int n_tp, n_mb;
-    if (!parse_list("--tp", tp_arg, tps, &n_tp) || !parse_list("--micro-batch", mb_arg, mbs, &n_mb)) return 2;
-    if (steps < 1 || steps > 100000) {
-        fprintf(stderr, "autohet %s: --steps: expected 1 .. 100000, got %lld\n", VERB, (long long)steps);
-        return 2;
-    }
-    if (rounds < 1 || rounds > ROUNDS_MAX) {
-        fprintf(stderr, "autohet %s: --rounds: expected 1 .. %d, got %lld\n", VERB, ROUNDS_MAX, (long long)rounds);
-        return 2;
-    }
-    if (tp_group && (n_tp != 1 || tps[0] < 2)) {
+    static measuring_t m;
+    m.cluster_arg = cluster_arg;
+    if (!parse_list("--tp", tp_arg, m.tps, &m.n_tp) || !parse_list("--micro-batch", mb_arg, m.mbs, &m.n_mb)) return 2;
+    if (tp_group && (m.n_tp != 1 || m.tps[0] < 2)) {
         fprintf(stderr, "autohet %s: --tp-group measures one TP degree of 2 or more (--tp %s)\n", VERB, tp_arg);
         return 2;
     }
-
-    ah_error_t err = {0};
     int rank = 0;
-    if (tp_group) {
-        if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-        rank = ah_comm_rank(ah_comm_world());
-        if (ah_comm_size(ah_comm_world()) != (int)tps[0]) {
-            if (rank == 0)
-                fprintf(stderr, "autohet %s: --tp-group --tp %lld runs as %lld ranks under mpirun, not %d\n", VERB,
-                        (long long)tps[0], (long long)tps[0], ah_comm_size(ah_comm_world()));
-            ah_comm_finalize();
-            return 2;
-        }
-    }
-    ah_model_t model;
-    ah_cluster_t cluster = {0};
-    const bool have_cluster = cluster_arg != NULL;
-    ah_status_t s = ah_model_load(model_arg, &model, &err);
-    if (s == AH_OK && seq_len == 0) seq_len = model.max_pos;
-    if (s == AH_OK && have_cluster) s = ah_cluster_open(cluster_arg, &cluster, &err);
-    char names[LIST_MAX][AH_NAME_MAX], gpu_list[LIST_MAX * (AH_NAME_MAX + 1)] = "";
-    int n_gpu = 0;
-    if (s == AH_OK) s = gpu_names(gpu_arg, &cluster, have_cluster, names, LIST_MAX, &n_gpu, &err);
-    for (int g = 0; g < n_gpu; g++) {
-        if (g) strcat(gpu_list, ",");
-        strcat(gpu_list, names[g]);
-    }
-    char host[128] = "unknown host";
-    gethostname(host, sizeof host - 1);
-    char desc[400], blas[160];
-    const char *threads = getenv("OPENBLAS_NUM_THREADS");
-    ah_cpu_blas_describe(blas, sizeof blas);
-    snprintf(desc, sizeof desc, "%s, CPU runtime, %s, OPENBLAS_NUM_THREADS=%s", host, blas, threads ? threads : "unset");
-    ah_profile_t *prof = s == AH_OK ? ah_profile_create(desc) : NULL;
-    if (s == AH_OK && !prof) s = ah_error_set(&err, AH_ERR_OOM, "no host memory for a profile");
-    /* The measurements: one per (type, TP degree, micro-batch), with the type's emulation. */
-    enum { JOBS_MAX = LIST_MAX * LIST_MAX * LIST_MAX };
-    static job_t jobs[JOBS_MAX];
-    int n_jobs = 0;
-    for (int g = 0; g < n_gpu && s == AH_OK; g++) {
-        ah_profile_req_t req = {.model = &model, .gpu = names[g], .slowdown = 1, .seq_len = seq_len,
-                                .reps = (int)steps, .seed = 1337,
-                                .tp_group = tp_group ? ah_comm_world() : NULL};
-        if (have_cluster) {
-            const int ti = ah_cluster_find_type(&cluster, names[g]);
-            if (ti < 0) {
-                s = ah_error_set(&err, AH_ERR_INVALID, "--gpu %s: no such type in cluster %s; name "
-                                 "one of its gpu_types", names[g], cluster_arg);
-                break;
-            }
-            const ah_gpu_type_t *t = &cluster.types[ti];
-            /* Measuring this CPU for a real accelerator would write figures that are not its. */
-            if (t->emulate_slowdown <= 0 && t->emulate_memory_mib <= 0) {
-                s = ah_error_set(&err, AH_ERR_INVALID, "--gpu %s: cluster %s does not emulate this "
-                                 "type (no \"emulate\" block), so this CPU cannot stand in for it; run "
-                                 "autohet profile on that device, or give the type an emulate block",
-                                 names[g], cluster_arg);
-                break;
-            }
-            req.slowdown = t->emulate_slowdown;
-            req.mem_cap_bytes = t->emulate_memory_mib > 0 ? (int64_t)(t->emulate_memory_mib * 1048576.0) : 0;
-        }
-        for (int i = 0; i < n_tp; i++) {
-            if (tps[i] > 1 && (s = ah_model_check_tp(&model, (int)tps[i], &err)) != AH_OK) break;
-            for (int j = 0; j < n_mb; j++) {
-                memset(&jobs[n_jobs], 0, sizeof jobs[n_jobs]);
-                jobs[n_jobs].req = req;
-                jobs[n_jobs].req.tp = (int)tps[i];
-                jobs[n_jobs++].req.micro_batch = mbs[j];
-            }
-        }
-    }
-    /* Rounds: each measures every entry once, in turn, so that a slow spell of the machine (this
-     * VM's speed drifts by 10-15 % over seconds) is spread over all entries instead of landing on
-     * the one being measured then. An entry's figures are the median over the rounds: a slow spell
-     * that lands on one round (one of 6 rounds 50 % slow was seen) then does not count at all,
-     * where it moved the mean by 8 %. */
-    char dir[] = "/tmp/autohet-profile-XXXXXX";
-    const bool need_groups = !tp_group && (n_tp > 1 || tps[0] > 1);
-    if (s == AH_OK && need_groups && !mkdtemp(dir))
-        s = ah_error_set(&err, AH_ERR_IO, "cannot create a temporary directory %s: %s", dir, strerror(errno));
-    const group_args_t ga = {model_arg, cluster_arg, gpu_list, mb_arg, seq_len, steps, rounds};
-    for (int r = 0; r < rounds && s == AH_OK; r++) {
-        for (int i = 0; i < n_jobs && s == AH_OK; i++) {
-            if (jobs[i].req.tp > 1 && !tp_group) continue;
-            ah_profile_entry_t e;
-            if ((s = ah_profile_measure(&jobs[i].req, ah_kernels_cpu(), &e, &err)) == AH_OK)
-                s = add_round(&jobs[i], &e, rounds, &err);
-        }
-        for (int i = 0; i < n_tp && s == AH_OK && need_groups; i++)
-            if (tps[i] > 1) s = group_round(&ga, (int)tps[i], dir, jobs, n_jobs, &err);
-    }
-    if (need_groups) rmdir(dir);
-    for (int i = 0; i < n_jobs && s == AH_OK; i++) {
-        const job_t *j = &jobs[i];
-        if (j->rounds != rounds) {
-            s = ah_error_set(&err, AH_ERR_IO, "%s tp %d micro-batch %lld: measured in %d of %lld rounds",
-                             j->req.gpu, j->req.tp, (long long)j->req.micro_batch, j->rounds, (long long)rounds);
-            break;
-        }
-        const ah_profile_entry_t e = job_entry(j);
-        if ((s = ah_profile_add(prof, &e, &err)) != AH_OK || tp_group) continue;
-        /* The spread of the rounds: one block's forward + backward, lowest and highest. */
-        const double mid = e.layer[AH_LAYER_BLOCK].fwd_s + e.layer[AH_LAYER_BLOCK].bwd_s;
-        double lo = 0, hi = 0;
-        for (int r = 0; r < j->rounds; r++) {
-            const double b = j->round[r].layer[AH_LAYER_BLOCK].fwd_s + j->round[r].layer[AH_LAYER_BLOCK].bwd_s;
-            lo = r == 0 || b < lo ? b : lo;
-            hi = r == 0 || b > hi ? b : hi;
-        }
-        printf("%-12s tp %d micro-batch %lld: block %.3f + %.3f ms, embed %.3f + %.3f ms, "
-               "head %.3f + %.3f ms (fwd + bwd), AdamW %.2f ns/param; rounds %+.1f .. %+.1f %%%s\n",
-               e.gpu, e.tp, (long long)e.micro_batch,
-               1e3 * e.layer[AH_LAYER_BLOCK].fwd_s, 1e3 * e.layer[AH_LAYER_BLOCK].bwd_s,
-               1e3 * e.layer[AH_LAYER_EMBED].fwd_s, 1e3 * e.layer[AH_LAYER_EMBED].bwd_s,
-               1e3 * e.layer[AH_LAYER_HEAD].fwd_s, 1e3 * e.layer[AH_LAYER_HEAD].bwd_s,
-               1e9 * e.optimizer_s_per_param, 100 * (lo / mid - 1), 100 * (hi / mid - 1),
-               e.includes_tp_comm ? ", TP all-reduces included" : "");
-    }
-    for (int i = 0; i < n_jobs; i++) free(jobs[i].round);
+    if (tp_group && (rc = join_tp_group(&argc, &argv, m.tps[0], &rank)) != 0) return rc;
+    ah_error_t err = {0};
+    ah_profile_t *prof = NULL;
+    ah_status_t s = profile(&m, model_arg, gpu_arg, mb_arg, &seq_len, steps, rounds, tp_group, &prof, &err);
+    for (int i = 0; i < m.n_jobs; i++) free(m.jobs[i].round);
     /* In a TP group every rank measured the same entries; rank 0 writes them. */
     if (s == AH_OK && rank == 0) s = ah_profile_save(prof, out_path, &err);
     if (s == AH_OK && !tp_group)
         printf("wrote %s: %d entries, seq-len %lld, median of %lld rounds of %lld steps\n", out_path,
                ah_profile_count(prof), (long long)seq_len, (long long)rounds, (long long)steps);
     if (prof) ah_profile_free(prof);
-    if (have_cluster) ah_cluster_free(&cluster);
+    if (cluster_arg) ah_cluster_free(&m.cluster);
     if (tp_group) {
         if (s != AH_OK) {
             ah_cli_fail(VERB, &err);

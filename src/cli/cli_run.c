@@ -106,17 +106,7 @@ static int check_precision(const ah_agent_opts_t *o) {
 static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precision, const char *recovery,
                          const char *cloud, const char *endpoint) {
     int rc;
-    if (strcmp(mb, "auto") == 0) {
-        o->planner.train.micro_batch = 0;
-    } else {
-        char *end = NULL;
-        const long long v = strtoll(mb, &end, 10);
-        if (end == mb || *end || v < 1) {
-            fprintf(stderr, "autohet run: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", mb);
-            return 2;
-        }
-        o->planner.train.micro_batch = v;
-    }
+    if (!ah_cli_micro_batch(VERB, mb, &o->planner.train.micro_batch)) return 2;
     if (!ah_precision_parse(precision, &o->planner.train.precision)) {
         fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
         return 2;

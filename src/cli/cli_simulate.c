@@ -109,6 +109,103 @@ static void print_results(const ah_sim_result_t *r, int n) {
     }
 }
 
+/* --trace repeats, which the flag parser does not do: moves every occurrence's value to specs and
+ * the other arguments to rest (argc + 1 entries). Returns 0, or 2 with the message printed. */
+static int take_traces(int argc, char **argv, char **rest, int *n_rest, const char **specs, int *n_specs) {
+    *n_rest = *n_specs = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (i > 0 && strcmp(argv[i], "--trace") == 0 && i + 1 < argc) v = argv[++i];
+        else if (i > 0 && strncmp(argv[i], "--trace=", 8) == 0) v = argv[i] + 8;
+        if (!v) {
+            rest[(*n_rest)++] = argv[i];
+            continue;
+        }
+        if (*n_specs == MAX_TRACES) {
+            fprintf(stderr, "autohet simulate: at most %d --trace flags\n", MAX_TRACES);
+            return 2;
+        }
+        specs[(*n_specs)++] = v;
+    }
+    return 0;
+}
+
+/* --policy's comma list into want[]; at least one. */
+static ah_status_t parse_policies(const char *list, bool want[AH_POLICY_COUNT], ah_error_t *err) {
+    char pl[256];
+    snprintf(pl, sizeof pl, "%s", list);
+    bool any = false;
+    for (char *tok = strtok(pl, ","); tok; tok = strtok(NULL, ",")) {
+        ah_policy_t p;
+        if (!ah_policy_parse(tok, &p))
+            return ah_error_set(err, AH_ERR_USAGE, "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand",
+                                tok);
+        want[p] = any = true;
+    }
+    if (!any)
+        return ah_error_set(err, AH_ERR_USAGE, "--policy \"%s\": name at least one of autohet, uniform, varuna, "
+                            "on-demand", list);
+    return AH_OK;
+}
+
+/* Each --trace's pool resolved on the cluster and its file loaded (*n_pools counts the resolved). */
+static ah_status_t load_pools(const ah_cluster_t *cluster, const char **specs, int n_specs, ah_sim_pool_t *pools,
+                              int *n_pools, ah_error_t *err) {
+    ah_status_t st = AH_OK;
+    for (int i = 0; i < n_specs && st == AH_OK; i++) {
+        char pool[2 * AH_NAME_MAX + 2], file[512];
+        ah_time_unit_t unit;
+        st = parse_trace_spec(specs[i], pool, sizeof pool, file, sizeof file, &unit, err);
+        if (st == AH_OK) st = ah_sim_pool_resolve(cluster, pool, &pools[*n_pools], err);
+        if (st == AH_OK) st = ah_trace_load(file, unit, &pools[(*n_pools)++].trace, err);
+    }
+    return st;
+}
+
+/* The settings the run is under, before its results. */
+static void print_setting(const ah_model_t *model, const ah_cluster_t *cluster, const char *cluster_s,
+                          const ah_sim_opts_t *o, double horizon_s) {
+    printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model->name,
+           (long long)o->train.global_batch, (long long)o->train.seq_len, ah_precision_name(o->train.precision),
+           cluster_s, ah_cluster_gpu_count(cluster), cluster->n_nodes);
+    printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; grace %g s; re-plan ",
+           horizon_s / 3600, o->hours > 0 ? "--hours" : "the latest trace end", o->ckpt_every_s, o->restart_s,
+           o->disk_gb_s, o->grace_s);
+    if (o->replan_s >= 0) printf("%g s (given)", o->replan_s);
+    else printf("time as measured");
+    printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o->on_demand_factor);
+}
+
+/* Runs each wanted policy on the availability and reports them; --json and --svg when asked. */
+static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster, const char *cluster_s,
+                            const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
+                            const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], const char *json_path,
+                            const char *svg_path, ah_error_t *err) {
+    const double H = ah_sim_horizon_s(avail, o);
+    print_setting(model, cluster, cluster_s, o, H);
+    if (n_pools == 0) printf("no --trace: every node is up all the time\n");
+    print_pools(cluster, avail, pools, n_pools);
+    fflush(stdout);
+    ah_sim_result_t results[AH_POLICY_COUNT];
+    memset(results, 0, sizeof results);
+    int n_res = 0;
+    ah_status_t st = AH_OK;
+    for (int p = 0; p < AH_POLICY_COUNT && st == AH_OK; p++)
+        if (want[p] && (st = ah_sim_run(model, avail, o, (ah_policy_t)p, &results[n_res], err)) == AH_OK) n_res++;
+    if (st == AH_OK) print_results(results, n_res);
+    if (st == AH_OK && json_path) {
+        json_t *doc = ah_sim_to_json(avail, pools, n_pools, o, H, results, n_res);
+        st = doc ? ah_json_save_file(doc, json_path, err)
+                 : ah_error_set(err, AH_ERR_INTERNAL, "out of host memory building the JSON");
+        json_decref(doc);
+        if (st == AH_OK) printf("wrote %s\n", json_path);
+    }
+    if (st == AH_OK && svg_path && (st = ah_sim_svg_write(avail, H, results, n_res, svg_path, err)) == AH_OK)
+        printf("wrote %s\n", svg_path);
+    for (int i = 0; i < n_res; i++) ah_sim_result_free(&results[i]);
+    return st;
+}
+
 int ah_cli_simulate(int argc, char **argv) {
     const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand";
     const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16";
@@ -122,7 +219,8 @@ int ah_cli_simulate(int argc, char **argv) {
          "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
         {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand (default all)",
          false},
-        {"--hours", AH_FLAG_NUM, &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
+        {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
+         &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM, &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
          false},
         {"--restart-s", AH_FLAG_NUM, &o.restart_s, "S",
@@ -131,92 +229,41 @@ int ah_cli_simulate(int argc, char **argv) {
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
         {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S",
          "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
-        {"--replan-s", AH_FLAG_NUM, &o.replan_s, "S", "charge this per re-plan instead of the measured planner time",
-         false},
+        {"--replan-s", AH_FLAG_NUM_MIN(0, .value_first = true, .note = "leave it out to charge the measured time"),
+         &o.replan_s, "S", "charge this per re-plan instead of the measured planner time", false},
         {"--on-demand-factor", AH_FLAG_NUM, &o.on_demand_factor, "F",
          "on-demand price = spot x F when the cluster has no on-demand node of the type (default 2.5)", false},
-        {"--seed", AH_FLAG_INT, &seed, "N", "count traces: random node picks with this seed (default 0: newest-first)",
+        {"--seed", AH_FLAG_INT_MIN(0, .value_first = true, .note = "0: newest-first; else the seed of random picks"),
+         &seed, "N", "count traces: random node picks with this seed (default 0: newest-first)", false},
+        {"--global-batch", AH_FLAG_INT_MIN(1, .value_first = true), &gb, "N", "sequences per iteration (default 512)",
          false},
-        {"--global-batch", AH_FLAG_INT, &gb, "N", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT, &sl, "T", "tokens per sequence (default: 2048, or the model's context if shorter)", false},
-        {"--micro-batch", AH_FLAG_INT, &mb, "M", "sequences per micro-batch (default 0: the planner picks)", false},
+        {"--seq-len", AH_FLAG_INT_MIN(1, .value_first = true), &sl, "T",
+         "tokens per sequence (default: 2048, or the model's context if shorter)", false},
+        {"--micro-batch", AH_FLAG_INT_MIN(0, .value_first = true, .note = "0: the planner picks"), &mb, "M",
+         "sequences per micro-batch (default 0: the planner picks)", false},
         {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default) or fp32", false},
         {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
         {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
     };
-    /* --trace repeats, which the flag parser does not do: take every occurrence out first. */
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
     const char *specs[MAX_TRACES];
     int n_specs = 0, n_rest = 0, rc = 0;
     if (!rest) return 1;
-    for (int i = 0; i < argc; i++) {
-        const char *v = NULL;
-        if (i > 0 && strcmp(argv[i], "--trace") == 0 && i + 1 < argc) v = argv[++i];
-        else if (i > 0 && strncmp(argv[i], "--trace=", 8) == 0) v = argv[i] + 8;
-        if (!v) {
-            rest[n_rest++] = argv[i];
-            continue;
-        }
-        if (n_specs == MAX_TRACES) {
-            fprintf(stderr, "autohet simulate: at most %d --trace flags\n", MAX_TRACES);
-            free(rest);
-            return 2;
-        }
-        specs[n_specs++] = v;
-    }
-    bool go = ah_cli_parse("simulate", "--model M --cluster C --trace POOL=FILE ... [flags]",
+    bool go = (rc = take_traces(argc, argv, rest, &n_rest, specs, &n_specs)) == 0 &&
+              ah_cli_parse("simulate", "--model M --cluster C --trace POOL=FILE ... [flags]",
                            "Replays spot-availability traces on a cluster and compares policies side by side: "
                            "tokens, GPU-hours, dollars, time in recovery. The model is in docs/simulator.md.",
-                           flags, (int)(sizeof flags / sizeof flags[0]), n_rest, rest, &rc);
+                           flags, n_flags, n_rest, rest, &rc);
     free(rest);
     if (!go) return rc;
     ah_error_t err = {0};
-    if (!model_s || !cluster_s) {
-        ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
-        return ah_cli_fail("simulate", &err);
-    }
     bool want[AH_POLICY_COUNT] = {0};
-    char pl[256];
-    snprintf(pl, sizeof pl, "%s", policies_s);
-    for (char *tok = strtok(pl, ","); tok; tok = strtok(NULL, ",")) {
-        ah_policy_t p;
-        if (!ah_policy_parse(tok, &p)) {
-            ah_error_set(&err, AH_ERR_USAGE, "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand", tok);
-            return ah_cli_fail("simulate", &err);
-        }
-        want[p] = true;
-    }
-    bool any_policy = false;
-    for (int p = 0; p < AH_POLICY_COUNT; p++) any_policy = any_policy || want[p];
-    if (!any_policy) {
-        ah_error_set(&err, AH_ERR_USAGE, "--policy \"%s\": name at least one of autohet, uniform, varuna, on-demand",
-                     policies_s);
-        return ah_cli_fail("simulate", &err);
-    }
-    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
-    if (ah_cli_flag_seen(flags, n_flags, "--hours") && !(o.hours > 0)) {
-        ah_error_set(&err, AH_ERR_USAGE, "--hours %g: expected > 0 (leave it out to run to the latest trace end)", o.hours);
-        return ah_cli_fail("simulate", &err);
-    }
-    if (ah_cli_flag_seen(flags, n_flags, "--replan-s") && o.replan_s < 0) {
-        ah_error_set(&err, AH_ERR_USAGE, "--replan-s %g: expected >= 0 (leave it out to charge the measured time)",
-                     o.replan_s);
-        return ah_cli_fail("simulate", &err);
-    }
-    const bool seq_len_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
-    if (gb < 1 || sl < 1 || mb < 0) {
-        ah_error_set(&err, AH_ERR_USAGE, "--global-batch %lld, --seq-len %lld, --micro-batch %lld: expected >= 1, "
-                     ">= 1 and >= 0 (0: the planner picks)", (long long)gb, (long long)sl, (long long)mb);
-        return ah_cli_fail("simulate", &err);
-    }
-    if (!ah_precision_parse(prec_s, &o.train.precision)) {
+    if (!model_s || !cluster_s)
+        ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
+    else if (parse_policies(policies_s, want, &err) == AH_OK && !ah_precision_parse(prec_s, &o.train.precision))
         ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not bf16 or fp32", prec_s);
-        return ah_cli_fail("simulate", &err);
-    }
-    if (seed < 0) {
-        ah_error_set(&err, AH_ERR_USAGE, "--seed %lld: use 0 (newest-first) or a positive seed", (long long)seed);
-        return ah_cli_fail("simulate", &err);
-    }
+    if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
     o.train.global_batch = gb;
     o.train.seq_len = sl;
     o.train.micro_batch = mb;
@@ -224,59 +271,16 @@ int ah_cli_simulate(int argc, char **argv) {
     ah_model_t model;
     ah_cluster_t cluster;
     if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (!seq_len_given && model.max_pos < sl) o.train.seq_len = sl = model.max_pos;
+    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && model.max_pos < sl) o.train.seq_len = model.max_pos;
     if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);
     ah_sim_avail_t avail = {0};
-    ah_sim_result_t results[AH_POLICY_COUNT];
-    memset(results, 0, sizeof results);
-    int n_pools = 0, n_res = 0;
-    ah_status_t st = AH_OK;
-    for (int i = 0; i < n_specs && st == AH_OK; i++) {
-        char pool[2 * AH_NAME_MAX + 2], file[512];
-        ah_time_unit_t unit;
-        st = parse_trace_spec(specs[i], pool, sizeof pool, file, sizeof file, &unit, &err);
-        if (st == AH_OK) st = ah_sim_pool_resolve(&cluster, pool, &pools[n_pools], &err);
-        if (st == AH_OK) {
-            n_pools++;
-            st = ah_trace_load(file, unit, &pools[n_pools - 1].trace, &err);
-        }
-    }
+    int n_pools = 0;
+    ah_status_t st = load_pools(&cluster, specs, n_specs, pools, &n_pools, &err);
     if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)seed, &avail, &err);
-    if (st == AH_OK) {
-        const double H = ah_sim_horizon_s(&avail, &o);
-        printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model.name,
-               (long long)gb, (long long)sl, ah_precision_name(o.train.precision), cluster_s,
-               ah_cluster_gpu_count(&cluster), cluster.n_nodes);
-        printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; grace %g s; re-plan ",
-               H / 3600, o.hours > 0 ? "--hours" : "the latest trace end", o.ckpt_every_s, o.restart_s, o.disk_gb_s,
-               o.grace_s);
-        if (o.replan_s >= 0) printf("%g s (given)", o.replan_s);
-        else printf("time as measured");
-        printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o.on_demand_factor);
-        if (n_pools == 0) printf("no --trace: every node is up all the time\n");
-        print_pools(&cluster, &avail, pools, n_pools);
-        fflush(stdout);
-        for (int p = 0; p < AH_POLICY_COUNT && st == AH_OK; p++) {
-            if (!want[p]) continue;
-            st = ah_sim_run(&model, &avail, &o, (ah_policy_t)p, &results[n_res], &err);
-            if (st == AH_OK) n_res++;
-        }
-        if (st == AH_OK) print_results(results, n_res);
-        if (st == AH_OK && json_path) {
-            json_t *doc = ah_sim_to_json(&avail, pools, n_pools, &o, H, results, n_res);
-            st = doc ? ah_json_save_file(doc, json_path, &err)
-                     : ah_error_set(&err, AH_ERR_INTERNAL, "out of host memory building the JSON");
-            json_decref(doc);
-            if (st == AH_OK) printf("wrote %s\n", json_path);
-        }
-        if (st == AH_OK && svg_path) {
-            st = ah_sim_svg_write(&avail, H, results, n_res, svg_path, &err);
-            if (st == AH_OK) printf("wrote %s\n", svg_path);
-        }
-    }
-    for (int i = 0; i < n_res; i++) ah_sim_result_free(&results[i]);
+    if (st == AH_OK)
+        st = simulate(&model, &cluster, cluster_s, &avail, pools, n_pools, &o, want, json_path, svg_path, &err);
     ah_sim_avail_free(&avail);
     for (int i = 0; i < n_pools; i++) ah_sim_pool_free(&pools[i]);
     ah_cluster_free(&cluster);

@@ -1,3 +1,5 @@
+/* The flag parser of every verb (cli/cli.h): "--name value" and "--name=value", --help, and
+ * each value checked against its flag's kind and range before the verb sees it. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -5,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/str.h"
 
 static void print_help(FILE *f, const char *verb, const char *synopsis, const char *about,
                        const ah_flag_t *flags, int n) {
@@ -16,6 +19,41 @@ static void print_help(FILE *f, const char *verb, const char *synopsis, const ch
         fprintf(f, "  %-26s %s\n", left, flags[i].help);
     }
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
+}
+
+/* v as a value of kind: "16", "0.5". */
+static const char *number_text(ah_flag_kind_t kind, double v, char *buf, size_t cap) {
+    if (kind == AH_KIND_INT) snprintf(buf, cap, "%lld", (long long)v);
+    else snprintf(buf, cap, "%g", v);
+    return buf;
+}
+
+/* "1 .. 100000", ">= 1", "> 0", "> 0 and <= 1", "<= 64": the values t allows. */
+static void range_text(const ah_flag_type_t *t, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    char lo[40], hi[40];
+    number_text(t->kind, t->min, lo, sizeof lo);
+    number_text(t->kind, t->max, hi, sizeof hi);
+    if (t->has_min && t->has_max && !t->min_open) ah_str_appendf(&s, "%s .. %s", lo, hi);
+    else if (t->has_min) ah_str_appendf(&s, "%s %s%s%s", t->min_open ? ">" : ">=", lo, t->has_max ? " and <= " : "",
+                                        t->has_max ? hi : "");
+    else ah_str_appendf(&s, "<= %s", hi);
+}
+
+/* Whether x is in f's range; if not, says so (ah_flag_type_t's message) and returns false. */
+static bool in_range(const char *verb, const ah_flag_t *f, double x) {
+    const ah_flag_type_t *t = &f->type;
+    const bool low = t->has_min && (t->min_open ? !(x > t->min) : !(x >= t->min));
+    const bool high = t->has_max && !(x <= t->max);
+    if (!low && !high) return true;
+    char range[96], value[40];
+    range_text(t, range, sizeof range);
+    number_text(t->kind, x, value, sizeof value);
+    if (t->value_first) fprintf(stderr, "autohet %s: %s %s: expected %s", verb, f->name, value, range);
+    else fprintf(stderr, "autohet %s: %s: expected %s, got %s", verb, f->name, range, value);
+    if (t->note) fprintf(stderr, " (%s)", t->note);
+    fprintf(stderr, "\n");
+    return false;
 }
 
 bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
@@ -39,7 +77,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
             return false;
         }
         if (a[alen] == '=') value = a + alen + 1;
-        if (f->kind == AH_FLAG_BOOL) {
+        if (f->type.kind == AH_KIND_BOOL) {
             if (value) {
                 fprintf(stderr, "autohet %s: %s takes no value\n", verb, f->name);
                 *rc = 2;
@@ -60,29 +98,37 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
         f->seen = true;
         char *end = NULL;
         errno = 0;
-        switch (f->kind) {
-        case AH_FLAG_STR: *(const char **)f->target = value; break;
-        case AH_FLAG_INT: {
+        switch (f->type.kind) {
+        case AH_KIND_STR: *(const char **)f->target = value; break;
+        case AH_KIND_INT: {
             long long x = strtoll(value, &end, 10);
             if (errno || end == value || *end) {
                 fprintf(stderr, "autohet %s: %s: expected an integer, got \"%s\"\n", verb, f->name, value);
                 *rc = 2;
                 return false;
             }
+            if (!in_range(verb, f, (double)x)) {
+                *rc = 2;
+                return false;
+            }
             *(int64_t *)f->target = x;
             break;
         }
-        case AH_FLAG_NUM: {
+        case AH_KIND_NUM: {
             double x = strtod(value, &end);
             if (errno || end == value || *end || !isfinite(x)) {
                 fprintf(stderr, "autohet %s: %s: expected a number, got \"%s\"\n", verb, f->name, value);
                 *rc = 2;
                 return false;
             }
+            if (!in_range(verb, f, x)) {
+                *rc = 2;
+                return false;
+            }
             *(double *)f->target = x;
             break;
         }
-        case AH_FLAG_BOOL: break;
+        case AH_KIND_BOOL: break;
         }
     }
     return true;
@@ -97,4 +143,19 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name) {
     for (int k = 0; k < n_flags; k++)
         if (strcmp(flags[k].name, name) == 0) return flags[k].seen;
     return false;
+}
+
+bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out) {
+    if (strcmp(arg, "auto") == 0) {
+        *out = 0;
+        return true;
+    }
+    char *end = NULL;
+    const long long v = strtoll(arg, &end, 10);
+    if (end == arg || *end || v < 1) {
+        fprintf(stderr, "autohet %s: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", verb, arg);
+        return false;
+    }
+    *out = v;
+    return true;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/str.h"
+
 static ah_status_t from_jansson_error(const json_error_t *je, const char *name, ah_error_t *err) {
     if (je->line <= 0)
         return ah_error_set(err, AH_ERR_PARSE, "%s: invalid JSON: %s", name, je->text);
@@ -75,6 +77,14 @@ static ah_status_t missing(const char *where, const char *key, const char *what,
     return ah_error_set(err, AH_ERR_INVALID, "%s: missing field \"%s\" (%s)", where, key, what);
 }
 
+/* where.key holds v, which is not `what`. */
+static ah_status_t wrong_type(const char *where, const char *key, const char *what, const json_t *v,
+                              ah_error_t *err) {
+    char got[96];
+    describe(v, got, sizeof got);
+    return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected %s, got %s", where, key, what, got);
+}
+
 ah_status_t ah_json_get_int(const json_t *obj, const char *where, const char *key, bool required,
                             int64_t min, int64_t max, int64_t *out, ah_error_t *err) {
     const json_t *v = json_object_get(obj, key);
@@ -88,9 +98,7 @@ ah_status_t ah_json_get_int(const json_t *obj, const char *where, const char *ke
                fabs(json_real_value(v)) < 9e15) {
         x = (int64_t)json_real_value(v); /* 4.0 is accepted as 4 */
     } else {
-        char got[96];
-        describe(v, got, sizeof got);
-        return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected %s, got %s", where, key, what, got);
+        return wrong_type(where, key, what, v, err);
     }
     if (x < min || x > max)
         return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected %s, got %lld", where, key, what,
@@ -105,11 +113,7 @@ ah_status_t ah_json_get_num(const json_t *obj, const char *where, const char *ke
     char what[96];
     snprintf(what, sizeof what, "a number in [%g, %g]", min, max);
     if (!v) return required ? missing(where, key, what, err) : AH_OK;
-    if (!json_is_number(v)) {
-        char got[96];
-        describe(v, got, sizeof got);
-        return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected %s, got %s", where, key, what, got);
-    }
+    if (!json_is_number(v)) return wrong_type(where, key, what, v, err);
     double x = json_number_value(v);
     if (!(x >= min && x <= max))
         return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected %s, got %g", where, key, what, x);
@@ -121,11 +125,7 @@ ah_status_t ah_json_get_bool(const json_t *obj, const char *where, const char *k
                              bool *out, ah_error_t *err) {
     const json_t *v = json_object_get(obj, key);
     if (!v) return required ? missing(where, key, "true or false", err) : AH_OK;
-    if (!json_is_boolean(v)) {
-        char got[96];
-        describe(v, got, sizeof got);
-        return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected true or false, got %s", where, key, got);
-    }
+    if (!json_is_boolean(v)) return wrong_type(where, key, "true or false", v, err);
     *out = json_is_true(v);
     return AH_OK;
 }
@@ -134,11 +134,7 @@ ah_status_t ah_json_get_str(const json_t *obj, const char *where, const char *ke
                             char *out, size_t cap, ah_error_t *err) {
     const json_t *v = json_object_get(obj, key);
     if (!v) return required ? missing(where, key, "a string", err) : AH_OK;
-    if (!json_is_string(v)) {
-        char got[96];
-        describe(v, got, sizeof got);
-        return ah_error_set(err, AH_ERR_INVALID, "%s.%s: expected a string, got %s", where, key, got);
-    }
+    if (!json_is_string(v)) return wrong_type(where, key, "a string", v, err);
     size_t n = json_string_length(v);
     if (n + 1 > cap)
         return ah_error_set(err, AH_ERR_INVALID, "%s.%s: string of %zu bytes is too long (at most %zu)",
@@ -170,10 +166,9 @@ ah_status_t ah_json_check_keys(const json_t *obj, const char *where, const char 
         for (const char *const *a = allowed; *a; a++)
             if (strcmp(*a, key) == 0) { ok = true; break; }
         if (!ok) {
-            char list[512] = "";
-            size_t len = 0;
-            for (const char *const *a = allowed; *a && len + 2 < sizeof list; a++)
-                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", a == allowed ? "" : ", ", *a);
+            char list[512];
+            ah_str_t s = ah_str_fixed(list, sizeof list);
+            for (const char *const *a = allowed; *a; a++) ah_str_appendf(&s, "%s%s", a == allowed ? "" : ", ", *a);
             return ah_error_set(err, AH_ERR_INVALID, "%s: unknown field \"%s\" (allowed: %s)", where,
                                 key, list);
         }

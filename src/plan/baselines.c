@@ -20,13 +20,16 @@
 
 #include "plan/planner.h"
 
-const char *ah_baseline_name(ah_baseline_t b) { return b == AH_BASELINE_UNIFORM ? "uniform" : "batch-balanced"; }
+#include "core/str.h"
+
+static const char *const BASELINE_NAMES[] = {"uniform", "batch-balanced"}; /* [ah_baseline_t] */
+
+const char *ah_baseline_name(ah_baseline_t b) { return BASELINE_NAMES[b == AH_BASELINE_UNIFORM ? 0 : 1]; }
 
 bool ah_baseline_parse(const char *s, ah_baseline_t *out) {
-    if (strcmp(s, "uniform") == 0) *out = AH_BASELINE_UNIFORM;
-    else if (strcmp(s, "batch-balanced") == 0) *out = AH_BASELINE_BATCH_BALANCED;
-    else return false;
-    return true;
+    const int i = ah_str_index(s, BASELINE_NAMES, 2);
+    if (i >= 0) *out = (ah_baseline_t)i;
+    return i >= 0;
 }
 
 typedef struct {

@@ -63,6 +63,27 @@ static ah_status_t alloc_eval(const ah_plan_t *p, ah_eval_t *out, ah_error_t *er
                         ah_plan_device_count(p));
 }
 
+/* Device `rank`, TP rank r of stage s of pipeline i, holding memory_bytes: its entry in out, and
+ * out's worst device (the most over its capacity, *worst_over bytes) and peak memory so far. */
+static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_bytes, int rank, double *worst_over,
+                        ah_eval_t *out) {
+    const ah_stage_t *sg = &p->pipelines[i].stages[s];
+    ah_device_eval_t *d = &out->devices[rank];
+    d->pipeline = i;
+    d->stage = s;
+    d->tp_rank = r;
+    d->node = sg->devices[r].node;
+    d->index = sg->devices[r].index;
+    d->memory_bytes = memory_bytes;
+    d->capacity_bytes = ah_gpu_capacity_bytes(&p->cluster.types[p->cluster.nodes[d->node].type]);
+    const double over = (double)d->memory_bytes - (double)d->capacity_bytes;
+    if (rank == 0 || over > *worst_over) {
+        *worst_over = over;
+        out->worst_device = rank;
+    }
+    if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
+}
+
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
     ah_status_t st = alloc_eval(p, out, err);
@@ -129,22 +150,8 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             double opt = ah_optimizer_seconds(&ctx, sg->type, sc.params);
             if (opt > optimizer) optimizer = opt;
 
-            for (int r = 0; r < p->tp; r++, rank++) {
-                ah_device_eval_t *d = &out->devices[rank];
-                d->pipeline = i;
-                d->stage = s;
-                d->tp_rank = r;
-                d->node = sg->devices[r].node;
-                d->index = sg->devices[r].index;
-                d->memory_bytes = se->memory_bytes;
-                d->capacity_bytes = ah_gpu_capacity_bytes(&c->types[c->nodes[d->node].type]);
-                double over = (double)d->memory_bytes - (double)d->capacity_bytes;
-                if (rank == 0 || over > worst_over) {
-                    worst_over = over;
-                    out->worst_device = rank;
-                }
-                if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
-            }
+            for (int r = 0; r < p->tp; r++, rank++)
+                device_eval(p, i, s, r, se->memory_bytes, rank, &worst_over, out);
         }
         pe->time_s = sum_fb + 2 * sum_p2p + (double)(n - 1) * max_fb;
         if (pe->time_s > worst_pipe) {

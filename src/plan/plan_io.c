@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/str.h"
 #include "plan/plan.h"
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
@@ -27,20 +28,14 @@
 #define LOOSE_MAX ((int64_t)1 << 40)
 #define LOOSE_INT ((int64_t)1 << 30)
 
-static void node_list(const ah_cluster_t *c, char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < c->n_nodes && len + 8 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", c->nodes[i].name);
-    if (c->n_nodes == 0) snprintf(buf, cap, "none");
-}
-
-static void type_list(const ah_cluster_t *c, char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < c->n_types && len + 8 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", c->types[i].name);
-    if (c->n_types == 0) snprintf(buf, cap, "none");
+/* "fast-0, slow-0" (nodes) or "cpu-fast, cpu-slow" (types) for messages: the cluster's names, or
+ * "none"; into buf, which it returns. */
+static const char *cluster_names(const ah_cluster_t *c, bool nodes, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    const int n = nodes ? c->n_nodes : c->n_types;
+    for (int i = 0; i < n; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", nodes ? c->nodes[i].name : c->types[i].name);
+    if (n == 0) ah_str_appendf(&s, "none");
+    return buf;
 }
 
 static ah_status_t read_train(const json_t *doc, const char *where, ah_train_t *tr, ah_error_t *err) {
@@ -71,15 +66,11 @@ static ah_status_t read_device(const json_t *d, const char *w, const ah_cluster_
     TRY(ah_json_check_keys(d, w, keys, err));
     char node[AH_NAME_MAX];
     TRY(ah_json_get_str(d, w, "node", true, node, sizeof node, err));
-    ref->node = ah_cluster_find_node(c, node);
-    if (ref->node < 0) {
-        char list[1024];
-        node_list(c, list, sizeof list);
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "%s.node: unknown node \"%s\" (nodes: %s); use a node of the plan's "
-                            "cluster, or pass the cluster it was made for with --cluster",
-                            w, node, list);
-    }
+    char list[1024];
+    if ((ref->node = ah_cluster_find_node(c, node)) < 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.node: unknown node \"%s\" (nodes: %s); use a node of the "
+                            "plan's cluster, or pass the cluster it was made for with --cluster",
+                            w, node, cluster_names(c, true, list, sizeof list));
     int64_t index;
     TRY(ah_json_get_int(d, w, "index", true, 0, LOOSE_INT, &index, err));
     ref->index = (int)index;
@@ -115,13 +106,10 @@ static ah_status_t read_stage(const json_t *st, const char *w, int tp, const ah_
 
     char gpu[AH_NAME_MAX];
     TRY(ah_json_get_str(st, w, "gpu", true, gpu, sizeof gpu, err));
-    s->type = ah_cluster_find_type(c, gpu);
-    if (s->type < 0) {
-        char list[1024];
-        type_list(c, list, sizeof list);
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "%s.gpu: unknown GPU type \"%s\" (the cluster's types: %s)", w, gpu, list);
-    }
+    char list[1024];
+    if ((s->type = ah_cluster_find_type(c, gpu)) < 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.gpu: unknown GPU type \"%s\" (the cluster's types: %s)", w,
+                            gpu, cluster_names(c, false, list, sizeof list));
     s->recompute = false;
     TRY(ah_json_get_bool(st, w, "recompute", false, &s->recompute, err));
 

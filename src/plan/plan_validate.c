@@ -18,6 +18,8 @@
 
 #include "plan/plan.h"
 
+#include "core/str.h"
+
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
 
 ah_status_t ah_plan_check_train(const ah_model_t *model, const ah_train_t *t, ah_error_t *err) {
@@ -191,8 +193,8 @@ static ah_status_t check_devices(const ah_plan_t *p, ah_error_t *err) {
 
 static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
     int64_t sum = 0;
-    char terms[256] = "";
-    size_t len = 0;
+    char terms[256];
+    ah_str_t sum_text = ah_str_fixed(terms, sizeof terms); /* "4 + 4 + 2", " + ..." once full */
     for (int i = 0; i < p->n_pipelines; i++) {
         int64_t n = p->pipelines[i].micro_batches;
         if (n < 1)
@@ -201,10 +203,8 @@ static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
                                 "drop a pipeline that gets no micro-batches",
                                 i, (long long)n);
         sum += n;
-        if (len + 24 < sizeof terms)
-            len += (size_t)snprintf(terms + len, sizeof terms - len, "%s%lld", i ? " + " : "", (long long)n);
-        else if (i == p->n_pipelines - 1)
-            snprintf(terms + len, sizeof terms - len, " + ...");
+        if (sum_text.len + 24 < sizeof terms) ah_str_appendf(&sum_text, "%s%lld", i ? " + " : "", (long long)n);
+        else if (i == p->n_pipelines - 1) ah_str_appendf(&sum_text, " + ...");
     }
     const ah_train_t *t = &p->train;
     /* sum x micro_batch == global_batch, without overflowing the product */

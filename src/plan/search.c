@@ -13,6 +13,7 @@
 #include "plan/planner.h"
 
 #include "core/timing.h"
+#include "core/vec.h"
 #include "cost/profile.h"
 
 #define GIB 1073741824.0
@@ -43,27 +44,13 @@ void ah_cand_free(ah_cand_t *c) {
 }
 
 bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) {
-    if (c->P == c->cap_P) {
-        int cap = c->cap_P ? 2 * c->cap_P : 8;
-        int *s = realloc(c->S, sizeof(int) * (size_t)cap);
-        if (!s) return false;
-        c->S = s;
-        int *o = realloc(c->off, sizeof(int) * (size_t)cap);
-        if (!o) return false;
-        c->off = o;
-        int64_t *n = realloc(c->n, sizeof(int64_t) * (size_t)cap);
-        if (!n) return false;
-        c->n = n;
-        c->cap_P = cap;
-    }
-    if (c->n_stages + S > c->cap_stages) {
-        int cap = c->cap_stages ? 2 * c->cap_stages : 16;
-        while (cap < c->n_stages + S) cap *= 2;
-        int *nd = realloc(c->node, sizeof(int) * (size_t)cap);
-        if (!nd) return false;
-        c->node = nd;
-        c->cap_stages = cap;
-    }
+    /* S, off and n share cap_P: each grows from it to the same capacity */
+    int cap_s = c->cap_P, cap_off = c->cap_P, cap_n = c->cap_P;
+    if (!ah_grow(&c->S, &cap_s, c->P + 1, sizeof *c->S) || !ah_grow(&c->off, &cap_off, c->P + 1, sizeof *c->off) ||
+        !ah_grow(&c->n, &cap_n, c->P + 1, sizeof *c->n))
+        return false;
+    c->cap_P = cap_s;
+    if (!ah_grow(&c->node, &c->cap_stages, c->n_stages + S, sizeof *c->node)) return false;
     c->S[c->P] = S;
     c->off[c->P] = c->n_stages;
     c->n[c->P] = 0;

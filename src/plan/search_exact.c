@@ -19,6 +19,8 @@
 
 #include "plan/planner.h"
 
+#include "core/vec.h"
+
 /* Limits past which the exact search is not attempted: sequences, sets, and the enumeration's
  * own work (sequences looked at while listing the sets). */
 #define EXACT_MAX_SEQUENCES 50000
@@ -74,28 +76,16 @@ static bool exact_fits(const ah_sctx_t *x, int max_groups) {
     return count_sequences(avail, nU, used, depth) - 1 <= EXACT_MAX_SEQUENCES;
 }
 
-/* Grows *p to hold at least `need` entries of `elem` bytes, doubling; false on OOM. */
-static bool grow(void *p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return true;
-    int nc = *cap ? *cap : 64;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*(void **)p, elem * (size_t)nc);
-    if (!q) return false;
-    *(void **)p = q;
-    *cap = nc;
-    return true;
-}
-
 static bool add_seq(ex_t *e, const int *letters, int len) {
     int n = e->nseq;
     int base = n ? e->seq_off[n - 1] + e->seq_len[n - 1] : 0;
     int cap = e->seq_cap, cap2 = e->seq_cap, cap3 = e->seq_cap;
     /* seq_off, seq_len and seq_use share one capacity: grow all three before committing it */
-    if (!grow(&e->seq_off, &cap, n + 1, sizeof(int)) || !grow(&e->seq_len, &cap2, n + 1, sizeof(int)) ||
-        !grow(&e->seq_use, &cap3, n + 1, sizeof(int) * (size_t)e->nU))
+    if (!ah_grow(&e->seq_off, &cap, n + 1, sizeof(int)) || !ah_grow(&e->seq_len, &cap2, n + 1, sizeof(int)) ||
+        !ah_grow(&e->seq_use, &cap3, n + 1, sizeof(int) * (size_t)e->nU))
         return false;
     e->seq_cap = cap;
-    if (!grow(&e->seq_nodes, &e->nodes_cap, base + len, sizeof(int))) return false;
+    if (!ah_grow(&e->seq_nodes, &e->nodes_cap, base + len, sizeof(int))) return false;
     e->seq_off[n] = base;
     e->seq_len[n] = len;
     memset(e->seq_use + (size_t)n * e->nU, 0, sizeof(int) * (size_t)e->nU);

@@ -23,6 +23,8 @@
 
 #include "plan/planner.h"
 
+#include "core/hash.h"
+
 /* One in-flight class of a shape: n == nclass (nclass < S) or n >= S (nclass == S). */
 typedef struct pclass {
     int64_t nclass;
@@ -286,11 +288,8 @@ static pclass_t *pclass_new(const ah_sctx_t *x, const ah_pentry_t *e, int64_t nc
 /* ---- memo ---- */
 
 static uint64_t hash_key(const int *k, int n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) {
-        h ^= (uint64_t)(uint32_t)k[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = AH_FNV1A64_OFFSET;
+    for (int i = 0; i < n; i++) h = ah_fnv1a64_mix(h, (uint32_t)k[i]);
     return h;
 }
 

@@ -101,8 +101,97 @@ out:
     return span;
 }
 
-ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path, ah_error_t *err) {
+/* The title line and a legend of the GPU types' colours. */
+static void draw_title(FILE *f, const ah_plan_t *p, const ah_eval_t *e) {
     const ah_cluster_t *c = &p->cluster;
+    fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">");
+    xml_text(f, p->model.name);
+    fprintf(f, ": TP %d, micro-batch %lld, %d pipelines, %d GPUs; %.4f s per iteration, %.0f tokens/s</text>\n",
+            p->tp, (long long)p->train.micro_batch, p->n_pipelines, ah_plan_device_count(p), e->pred.iteration_s,
+            e->pred.tokens_per_s);
+    double lx = 10;
+    for (int k = 0; k < c->n_types; k++) {
+        fprintf(f, "<rect x=\"%.1f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, PALETTE[k % N_PALETTE]);
+        fprintf(f, "<text x=\"%.1f\" y=\"44\">", lx + 16);
+        xml_text(f, c->types[k].name);
+        fprintf(f, "</text>\n");
+        lx += 30 + 7.0 * (double)strlen(c->types[k].name);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"44\" fill=\"#555\">light: forward, dark: backward, hatched border: "
+               "recomputation</text>\n", lx + 10);
+}
+
+/* A stage as a box at (x, y): its type, layers, first device and one square per TP rank. */
+static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, double x, double y, double box_w,
+                       double row_h) {
+    const ah_cluster_t *c = &p->cluster;
+    const char *col = PALETTE[st->type % (int)N_PALETTE];
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.15\" "
+               "stroke=\"%s\"%s/>\n", x + 2, y, box_w - 4, row_h, col, col,
+            st->recompute ? " stroke-dasharray=\"4 2\" stroke-width=\"2\"" : "");
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 6, y + 14);
+    xml_text(f, c->types[st->type].name);
+    fprintf(f, " [%d, %d)</text>\n", st->first, st->last);
+    const ah_node_t *nd = &c->nodes[st->devices[0].node];
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">", x + 6, y + 28);
+    xml_text(f, nd->name);
+    fprintf(f, ":%d%s</text>\n", st->devices[0].index, p->tp > 1 ? "+" : "");
+    const double sq = fmin(12, (box_w - 12) / p->tp - 2);
+    for (int r = 0; r < p->tp; r++) {
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+                x + 6 + r * (sq + 2), y + 38, sq > 1 ? sq : 1, sq > 1 ? sq : 1, col);
+        xml_text(f, nd->name);
+        fprintf(f, ":%d</title></rect>\n", st->devices[r].index);
+    }
+}
+
+/* How many micro-batches of a pipeline its timeline draws: the first MAX_MB at most. */
+static int drawn_micro_batches(const ah_pipeline_t *pl) {
+    return (int)(pl->micro_batches < MAX_MB ? pl->micro_batches : MAX_MB);
+}
+
+/* The longest replayed schedule of the first P pipelines (0 where memory runs out). */
+static double replayed_span(const ah_plan_t *p, const ah_eval_t *e, int P) {
+    double replayed = 0;
+    for (int i = 0; i < P; i++) {
+        const int S = p->pipelines[i].n_stages, n = drawn_micro_batches(&p->pipelines[i]);
+        op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
+        if (!ops) break;
+        const double sp = replay(e->pipelines[i].stages, S, n, ops);
+        if (sp > replayed) replayed = sp;
+        free(ops);
+    }
+    return replayed;
+}
+
+/* One lane per stage of pipeline i from y on, its forward and backward ops at `scale` px per
+ * second; returns the y below it, or a negative value when out of memory. */
+static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int i, double y, double scale,
+                            double lane_h) {
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    const int S = pl->n_stages, n = drawn_micro_batches(pl);
+    op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
+    if (!ops) return -1;
+    replay(e->pipelines[i].stages, S, n, ops);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>\n", y + 11, i);
+    for (int s = 0; s < S; s++) {
+        const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
+                y + 10, s);
+        for (int k = 0; k < 2 * n; k++) {
+            const op_t *o = &ops[(size_t)s * (size_t)(2 * n) + (size_t)k];
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
+                       "fill-opacity=\"%s\" stroke=\"white\" stroke-width=\"0.3\"/>\n",
+                    LEFT + o->start * scale, y + 1, fmax((o->end - o->start) * scale, 0.3), lane_h - 2, col,
+                    o->fwd ? "0.45" : "1");
+        }
+        y += lane_h;
+    }
+    free(ops);
+    return y + 18;
+}
+
+ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path, ah_error_t *err) {
     const int P = p->n_pipelines < MAX_PIPES ? p->n_pipelines : MAX_PIPES;
     int max_s = 1, lanes = 0;
     for (int i = 0; i < P; i++) {
@@ -121,51 +210,14 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n", WIDTH, height);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">");
-    xml_text(f, p->model.name);
-    fprintf(f, ": TP %d, micro-batch %lld, %d pipelines, %d GPUs; %.4f s per iteration, %.0f tokens/s</text>\n",
-            p->tp, (long long)p->train.micro_batch, p->n_pipelines, ah_plan_device_count(p), e->pred.iteration_s,
-            e->pred.tokens_per_s);
-    /* legend */
-    double lx = 10;
-    for (int k = 0; k < c->n_types; k++) {
-        fprintf(f, "<rect x=\"%.1f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, PALETTE[k % N_PALETTE]);
-        fprintf(f, "<text x=\"%.1f\" y=\"44\">", lx + 16);
-        xml_text(f, c->types[k].name);
-        fprintf(f, "</text>\n");
-        lx += 30 + 7.0 * (double)strlen(c->types[k].name);
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"44\" fill=\"#555\">light: forward, dark: backward, hatched border: "
-               "recomputation</text>\n", lx + 10);
-
+    draw_title(f, p, e);
     /* devices, grouped by pipeline and stage */
     for (int i = 0; i < P; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const double y = 60 + i * (row_h + 10);
         fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>", y + 24, i);
         fprintf(f, "<text x=\"10\" y=\"%.1f\">%lld micro-batches</text>\n", y + 40, (long long)pl->micro_batches);
-        for (int s = 0; s < pl->n_stages; s++) {
-            const ah_stage_t *st = &pl->stages[s];
-            const char *col = PALETTE[st->type % (int)N_PALETTE];
-            const double x = LEFT + s * box_w;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.15\" "
-                       "stroke=\"%s\"%s/>\n", x + 2, y, box_w - 4, row_h, col, col,
-                    st->recompute ? " stroke-dasharray=\"4 2\" stroke-width=\"2\"" : "");
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 6, y + 14);
-            xml_text(f, c->types[st->type].name);
-            fprintf(f, " [%d, %d)</text>\n", st->first, st->last);
-            const ah_node_t *nd = &c->nodes[st->devices[0].node];
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">", x + 6, y + 28);
-            xml_text(f, nd->name);
-            fprintf(f, ":%d%s</text>\n", st->devices[0].index, p->tp > 1 ? "+" : "");
-            const double sq = fmin(12, (box_w - 12) / p->tp - 2);
-            for (int r = 0; r < p->tp; r++) {
-                fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
-                        x + 6 + r * (sq + 2), y + 38, sq > 1 ? sq : 1, sq > 1 ? sq : 1, col);
-                xml_text(f, nd->name);
-                fprintf(f, ":%d</title></rect>\n", st->devices[r].index);
-            }
-        }
+        for (int s = 0; s < pl->n_stages; s++) draw_stage(f, p, &pl->stages[s], LEFT + s * box_w, y, box_w, row_h);
     }
     if (p->n_pipelines > P)
         fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\">... and %d more pipelines (not drawn)</text>\n", top_h - 4,
@@ -174,16 +226,7 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     /* timelines: the replayed schedule can run a little past the cost model's closed form
      * T_pipe when stage times differ, so the scale covers both and the note gives both */
     const double tail = e->pred.breakdown.dp_sync_s + e->pred.breakdown.optimizer_s;
-    double replayed = 0;
-    for (int i = 0; i < P; i++) {
-        const int S = p->pipelines[i].n_stages;
-        int n = (int)(p->pipelines[i].micro_batches < MAX_MB ? p->pipelines[i].micro_batches : MAX_MB);
-        op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
-        if (!ops) break;
-        double sp = replay(e->pipelines[i].stages, S, n, ops);
-        if (sp > replayed) replayed = sp;
-        free(ops);
-    }
+    const double replayed = replayed_span(p, e, P);
     const double span = fmax(e->pred.iteration_s - tail, replayed);
     const double scale = (WIDTH - LEFT - 20) / (span + tail > 0 ? span + tail : 1);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">one iteration, 1F1B: "
@@ -193,33 +236,12 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     double y = tl_top;
     bool cut = false;
     for (int i = 0; i < P; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        const int S = pl->n_stages;
-        int n = (int)(pl->micro_batches < MAX_MB ? pl->micro_batches : MAX_MB);
-        cut |= pl->micro_batches > MAX_MB;
-        op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
-        if (!ops) {
+        cut |= p->pipelines[i].micro_batches > MAX_MB;
+        if ((y = draw_timeline(f, p, e, i, y, scale, lane_h)) < 0) {
             fclose(f);
             remove(tmp);
             return ah_error_set(err, AH_ERR_OOM, "out of host memory drawing %s", path);
         }
-        replay(e->pipelines[i].stages, S, n, ops);
-        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>\n", y + 11, i);
-        for (int s = 0; s < S; s++) {
-            const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
-                    y + 10, s);
-            for (int k = 0; k < 2 * n; k++) {
-                const op_t *o = &ops[(size_t)s * (size_t)(2 * n) + (size_t)k];
-                fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
-                           "fill-opacity=\"%s\" stroke=\"white\" stroke-width=\"0.3\"/>\n",
-                        LEFT + o->start * scale, y + 1, fmax((o->end - o->start) * scale, 0.3), lane_h - 2, col,
-                        o->fwd ? "0.45" : "1");
-            }
-            y += lane_h;
-        }
-        free(ops);
-        y += 18;
     }
     /* DP sync + optimizer across all lanes */
     fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#888\" fill-opacity=\"0.35\"/>\n",

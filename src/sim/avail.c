@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
+#include "core/vec.h"
 #include "sim/sim.h"
 
 void ah_sim_pool_free(ah_sim_pool_t *p) {
@@ -42,20 +44,20 @@ ah_status_t ah_sim_pool_resolve(const ah_cluster_t *c, const char *name, ah_sim_
             pool->nodes[pool->n_nodes++] = i;
     if (pool->n_nodes > 0) return AH_OK;
     /* Say which pools there are. */
-    char have[1024] = "";
-    size_t len = 0;
-    for (int i = 0; i < c->n_nodes && len + 1 < sizeof have; i++) {
+    char have[1024];
+    ah_str_t s = ah_str_fixed(have, sizeof have);
+    for (int i = 0; i < c->n_nodes; i++) {
         if (!c->nodes[i].spot) continue;
         char item[2 * AH_NAME_MAX + 4];
         snprintf(item, sizeof item, "%s@%s", c->types[c->nodes[i].type].name, c->nodes[i].zone);
-        if (!strstr(have, item)) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", len ? ", " : "", item);
+        if (!strstr(have, item)) ah_str_appendf(&s, "%s%s", s.len ? ", " : "", item);
     }
     free(pool->nodes);
     pool->nodes = NULL;
     return ah_error_set(err, AH_ERR_USAGE,
                         "--trace: pool \"%s\" has no spot nodes in the cluster; spot pools there are: %s "
                         "(TYPE alone takes every zone)",
-                        name, len ? have : "none (mark nodes \"spot\": true)");
+                        name, s.len ? have : "none (mark nodes \"spot\": true)");
 }
 
 static uint64_t xorshift(uint64_t *s) {
@@ -72,13 +74,7 @@ typedef struct {
 } changes_t;
 
 static bool push_change(changes_t *c, ah_sim_change_t ch) {
-    if (c->n == c->cap) {
-        int nc = c->cap ? c->cap * 2 : 256;
-        ah_sim_change_t *nv = realloc(c->v, sizeof *nv * (size_t)nc);
-        if (!nv) return false;
-        c->v = nv;
-        c->cap = nc;
-    }
+    if (!ah_grow(&c->v, &c->cap, c->n + 1, sizeof *c->v)) return false;
     c->v[c->n++] = ch;
     return true;
 }

@@ -201,28 +201,13 @@ static void y_axis(FILE *f, double y0, double h, double vmax, const char *unit) 
     }
 }
 
-ah_status_t ah_sim_svg_write(const ah_sim_avail_t *a, double horizon, const ah_sim_result_t *res, int n_res,
-                             const char *path, ah_error_t *err) {
-    const ah_cluster_t *c = a->cluster;
-    steps_t s;
-    if (!avail_steps(a, horizon, &s)) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory drawing %s", path);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        steps_free(&s);
-        return ah_error_set(err, AH_ERR_IO, "%s: cannot write the SVG: %s", path, strerror(errno));
-    }
-    const double hh = horizon / 3600;
-    const int H = 40 + AVAIL_H + GAP + n_res * (POL_H + GAP) + 10;
-    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif'>\n", W, H);
-    fprintf(f, "<rect width='%d' height='%d' fill='white'/>\n", W, H);
-    fprintf(f, "<text x='%d' y='22' font-size='15' font-weight='bold'>Spot availability and training throughput "
-               "(%.1f h)</text>\n", ML, hh);
-    /* panel 1: available GPUs by type, stacked */
-    double y0 = 40;
+/* Panel 1 at y0: the available GPUs by type, stacked, with a legend of the types that ever had
+ * any; returns the y where the legend ended. */
+static int draw_availability(FILE *f, const ah_cluster_t *c, const steps_t *s, double horizon, double y0) {
     int gmax = 1;
-    for (int i = 0; i < s.n; i++) {
+    for (int i = 0; i < s->n; i++) {
         int tot = 0;
-        for (int ty = 0; ty < c->n_types; ty++) tot += s.gpus[(size_t)i * (size_t)c->n_types + ty];
+        for (int ty = 0; ty < c->n_types; ty++) tot += s->gpus[(size_t)i * (size_t)c->n_types + ty];
         if (tot > gmax) gmax = tot;
     }
     const double gtop = gmax * 1.1;
@@ -231,10 +216,10 @@ ah_status_t ah_sim_svg_write(const ah_sim_avail_t *a, double horizon, const ah_s
                "</text>\n", 22, y0 + AVAIL_H / 2.0, 22, y0 + AVAIL_H / 2.0);
     for (int ty = c->n_types - 1; ty >= 0; ty--) { /* draw cumulative from the top type down */
         fprintf(f, "<path fill='%s' fill-opacity='0.85' stroke='none' d='", TYPE_COLORS[ty % 7]);
-        for (int i = 0; i < s.n; i++) {
+        for (int i = 0; i < s->n; i++) {
             int cum = 0;
-            for (int k = 0; k <= ty; k++) cum += s.gpus[(size_t)i * (size_t)c->n_types + k];
-            const double x0 = ML + PW * s.t[i] / horizon, x1 = ML + PW * (i + 1 < s.n ? s.t[i + 1] : horizon) / horizon;
+            for (int k = 0; k <= ty; k++) cum += s->gpus[(size_t)i * (size_t)c->n_types + k];
+            const double x0 = ML + PW * s->t[i] / horizon, x1 = ML + PW * (i + 1 < s->n ? s->t[i + 1] : horizon) / horizon;
             const double y = y0 + AVAIL_H - AVAIL_H * cum / gtop;
             fprintf(f, "%s%.1f %.1f L%.1f %.1f ", i ? "L" : "M", x0, y, x1, y);
         }
@@ -243,57 +228,56 @@ ah_status_t ah_sim_svg_write(const ah_sim_avail_t *a, double horizon, const ah_s
     int ly = (int)y0 + 10;
     for (int ty = 0; ty < c->n_types; ty++) {
         int any = 0;
-        for (int i = 0; i < s.n; i++) any |= s.gpus[(size_t)i * (size_t)c->n_types + ty];
+        for (int i = 0; i < s->n; i++) any |= s->gpus[(size_t)i * (size_t)c->n_types + ty];
         if (!any) continue;
         fprintf(f, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/><text x='%d' y='%d' font-size='11'>%s</text>\n",
                 ML + PW + 12, ly, TYPE_COLORS[ty % 7], ML + PW + 28, ly + 10, c->types[ty].name);
         ly += 18;
     }
-    x_axis(f, y0 + AVAIL_H, hh);
-    steps_free(&s);
-    /* per policy: throughput, one shared scale */
-    double rmax = 1;
-    for (int p = 0; p < n_res; p++)
-        for (int k = 0; k < res[p].n_segs; k++) rmax = fmax(rmax, res[p].segs[k].tokens_per_s);
-    const double rtop = rmax * 1.15;
-    for (int p = 0; p < n_res; p++) {
-        const ah_sim_result_t *r = &res[p];
-        const char *col = POLICY_COLORS[r->policy % 4];
-        y0 += (p == 0 ? AVAIL_H : POL_H) + GAP;
-        fprintf(f, "<text x='%d' y='%.1f' font-size='12' font-weight='bold' fill='%s'>%s</text>"
-                   "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, $%.2f per M tokens, %.2f h in "
-                   "recovery, %d re-plans</text>\n",
-                ML, y0 - 6, col, ah_policy_name(r->policy), ML + 8 * (int)strlen(ah_policy_name(r->policy)) + 6, y0 - 6,
-                r->tokens / 1e9, r->usd, r->tokens > 0 ? r->usd / r->tokens * 1e6 : 0.0, r->recovery_s / 3600, r->replans);
-        y_axis(f, y0, POL_H, rtop / 1e3, "k");
-        for (int k = 0; k < r->n_segs; k++) { /* recovery and stalled spans */
-            const ah_sim_segment_t *g = &r->segs[k];
-            if (g->phase == AH_PHASE_TRAIN) continue;
-            const double x0 = ML + PW * g->start_s / horizon, x1 = ML + PW * g->end_s / horizon;
-            fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%d' fill='%s' fill-opacity='0.35'/>\n", x0, y0,
-                    fmax(x1 - x0, 0.8), POL_H, g->phase == AH_PHASE_RECOVER ? "#ff7f0e" : "#999");
-        }
-        fprintf(f, "<path fill='none' stroke='%s' stroke-width='1.6' d='", col);
-        for (int k = 0; k < r->n_segs; k++) {
-            const ah_sim_segment_t *g = &r->segs[k];
-            const double x0 = ML + PW * g->start_s / horizon, x1 = ML + PW * g->end_s / horizon;
-            const double y = y0 + POL_H - POL_H * g->tokens_per_s / rtop;
-            fprintf(f, "%s%.1f %.1f L%.1f %.1f ", k ? "L" : "M", x0, y, x1, y);
-        }
-        fprintf(f, "'/>\n");
-        for (int k = 0; k < r->n_markers; k++) {
-            const double x = ML + PW * r->markers[k].t_s / horizon;
-            if (r->markers[k].replan)
-                fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#1f3fbf' stroke-width='1'/>\n", x,
-                        y0 + POL_H - 8, x, y0 + POL_H);
-            else
-                fprintf(f, "<path d='M%.1f %.1f l-4 -7 h8 Z' fill='#c00'/>\n", x, y0 + 7);
-        }
-        x_axis(f, y0 + POL_H, hh);
-        fprintf(f, "<text x='%d' y='%.1f' font-size='11' transform='rotate(-90 %d %.1f)' text-anchor='middle'>tokens/s"
-                   "</text>\n", 22, y0 + POL_H / 2.0, 22, y0 + POL_H / 2.0);
+    x_axis(f, y0 + AVAIL_H, horizon / 3600);
+    return ly;
+}
+
+/* One policy's panel at y0: its totals, recovery and stalled spans, throughput on a scale up to
+ * rtop tokens/s, preemption and re-plan markers. */
+static void draw_policy(FILE *f, const ah_sim_result_t *r, double horizon, double y0, double rtop) {
+    const char *col = POLICY_COLORS[r->policy % 4];
+    fprintf(f, "<text x='%d' y='%.1f' font-size='12' font-weight='bold' fill='%s'>%s</text>"
+               "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, $%.2f per M tokens, %.2f h in "
+               "recovery, %d re-plans</text>\n",
+            ML, y0 - 6, col, ah_policy_name(r->policy), ML + 8 * (int)strlen(ah_policy_name(r->policy)) + 6, y0 - 6,
+            r->tokens / 1e9, r->usd, r->tokens > 0 ? r->usd / r->tokens * 1e6 : 0.0, r->recovery_s / 3600, r->replans);
+    y_axis(f, y0, POL_H, rtop / 1e3, "k");
+    for (int k = 0; k < r->n_segs; k++) { /* recovery and stalled spans */
+        const ah_sim_segment_t *g = &r->segs[k];
+        if (g->phase == AH_PHASE_TRAIN) continue;
+        const double x0 = ML + PW * g->start_s / horizon, x1 = ML + PW * g->end_s / horizon;
+        fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%d' fill='%s' fill-opacity='0.35'/>\n", x0, y0,
+                fmax(x1 - x0, 0.8), POL_H, g->phase == AH_PHASE_RECOVER ? "#ff7f0e" : "#999");
     }
-    /* legend for the markers */
+    fprintf(f, "<path fill='none' stroke='%s' stroke-width='1.6' d='", col);
+    for (int k = 0; k < r->n_segs; k++) {
+        const ah_sim_segment_t *g = &r->segs[k];
+        const double x0 = ML + PW * g->start_s / horizon, x1 = ML + PW * g->end_s / horizon;
+        const double y = y0 + POL_H - POL_H * g->tokens_per_s / rtop;
+        fprintf(f, "%s%.1f %.1f L%.1f %.1f ", k ? "L" : "M", x0, y, x1, y);
+    }
+    fprintf(f, "'/>\n");
+    for (int k = 0; k < r->n_markers; k++) {
+        const double x = ML + PW * r->markers[k].t_s / horizon;
+        if (r->markers[k].replan)
+            fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#1f3fbf' stroke-width='1'/>\n", x,
+                    y0 + POL_H - 8, x, y0 + POL_H);
+        else
+            fprintf(f, "<path d='M%.1f %.1f l-4 -7 h8 Z' fill='#c00'/>\n", x, y0 + 7);
+    }
+    x_axis(f, y0 + POL_H, horizon / 3600);
+    fprintf(f, "<text x='%d' y='%.1f' font-size='11' transform='rotate(-90 %d %.1f)' text-anchor='middle'>tokens/s"
+               "</text>\n", 22, y0 + POL_H / 2.0, 22, y0 + POL_H / 2.0);
+}
+
+/* The legend of the markers and spans, from ly down. */
+static void draw_marker_legend(FILE *f, int ly) {
     ly += 20;
     fprintf(f, "<path d='M%d %d l-4 -7 h8 Z' fill='#c00'/><text x='%d' y='%d' font-size='11'>preemption</text>\n",
             ML + PW + 18, ly + 10, ML + PW + 28, ly + 9);
@@ -306,6 +290,34 @@ ah_status_t ah_sim_svg_write(const ah_sim_avail_t *a, double horizon, const ah_s
     ly += 18;
     fprintf(f, "<rect x='%d' y='%d' width='12' height='10' fill='#999' fill-opacity='0.35'/><text x='%d' y='%d' "
                "font-size='11'>no plan fits</text>\n", ML + PW + 12, ly, ML + PW + 28, ly + 9);
+}
+
+ah_status_t ah_sim_svg_write(const ah_sim_avail_t *a, double horizon, const ah_sim_result_t *res, int n_res,
+                             const char *path, ah_error_t *err) {
+    steps_t s;
+    if (!avail_steps(a, horizon, &s)) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory drawing %s", path);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        steps_free(&s);
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot write the SVG: %s", path, strerror(errno));
+    }
+    const int H = 40 + AVAIL_H + GAP + n_res * (POL_H + GAP) + 10;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif'>\n", W, H);
+    fprintf(f, "<rect width='%d' height='%d' fill='white'/>\n", W, H);
+    fprintf(f, "<text x='%d' y='22' font-size='15' font-weight='bold'>Spot availability and training throughput "
+               "(%.1f h)</text>\n", ML, horizon / 3600);
+    double y0 = 40;
+    const int ly = draw_availability(f, a->cluster, &s, horizon, y0);
+    steps_free(&s);
+    /* per policy: throughput, one shared scale */
+    double rmax = 1;
+    for (int p = 0; p < n_res; p++)
+        for (int k = 0; k < res[p].n_segs; k++) rmax = fmax(rmax, res[p].segs[k].tokens_per_s);
+    for (int p = 0; p < n_res; p++) {
+        y0 += (p == 0 ? AVAIL_H : POL_H) + GAP;
+        draw_policy(f, &res[p], horizon, y0, rmax * 1.15);
+    }
+    draw_marker_legend(f, ly);
     fprintf(f, "<text x='%d' y='%d' font-size='11' text-anchor='middle'>hours</text>\n", ML + PW / 2, H - 4);
     fprintf(f, "</svg>\n");
     const bool bad = ferror(f);

@@ -7,21 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/str.h"
 #include "core/timing.h"
+#include "core/vec.h"
 #include "plan/planner.h"
 
-const char *ah_policy_name(ah_policy_t p) {
-    static const char *const names[] = {"autohet", "uniform", "varuna", "on-demand"};
-    return p >= 0 && p < AH_POLICY_COUNT ? names[p] : "?";
-}
+static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand"};
+
+const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
 
 bool ah_policy_parse(const char *s, ah_policy_t *out) {
-    for (int p = 0; p < AH_POLICY_COUNT; p++)
-        if (strcmp(s, ah_policy_name((ah_policy_t)p)) == 0) {
-            *out = (ah_policy_t)p;
-            return true;
-        }
-    return false;
+    const int p = ah_str_index(s, POLICY_NAMES, AH_POLICY_COUNT);
+    if (p >= 0) *out = (ah_policy_t)p;
+    return p >= 0;
 }
 
 void ah_sim_opts_default(ah_sim_opts_t *o) {
@@ -224,15 +222,7 @@ static entry_t *plan_for(run_t *x) {
     ah_cluster_free(&sub);
     free(map);
     free(key);
-    if (mem_ok && x->n_cache == x->cap_cache) {
-        int nc = x->cap_cache ? 2 * x->cap_cache : 32;
-        entry_t **nv = realloc(x->cache, sizeof *nv * (size_t)nc);
-        if (nv) {
-            x->cache = nv;
-            x->cap_cache = nc;
-        } else
-            mem_ok = false;
-    }
+    mem_ok = mem_ok && ah_grow(&x->cache, &x->cap_cache, x->n_cache + 1, sizeof *x->cache);
     if (!mem_ok) {
         entry_free(e);
         return NULL;
@@ -254,15 +244,9 @@ static void seg_open(run_t *x, ah_sim_phase_t phase, const char *fmt, const char
             r->n_segs--;
         }
     }
-    if (r->n_segs == x->cap_segs) {
-        int nc = x->cap_segs ? 2 * x->cap_segs : 64;
-        ah_sim_segment_t *nv = realloc(r->segs, sizeof *nv * (size_t)nc);
-        if (!nv) {
-            x->oom = true;
-            return;
-        }
-        r->segs = nv;
-        x->cap_segs = nc;
+    if (!ah_grow(&r->segs, &x->cap_segs, r->n_segs + 1, sizeof *r->segs)) {
+        x->oom = true;
+        return;
     }
     ah_sim_segment_t *s = &r->segs[r->n_segs];
     memset(s, 0, sizeof *s);
@@ -281,15 +265,9 @@ static void seg_open(run_t *x, ah_sim_phase_t phase, const char *fmt, const char
 
 static void mark(run_t *x, bool replan) {
     ah_sim_result_t *r = x->r;
-    if (r->n_markers == x->cap_markers) {
-        int nc = x->cap_markers ? 2 * x->cap_markers : 64;
-        ah_sim_marker_t *nv = realloc(r->markers, sizeof *nv * (size_t)nc);
-        if (!nv) {
-            x->oom = true;
-            return;
-        }
-        r->markers = nv;
-        x->cap_markers = nc;
+    if (!ah_grow(&r->markers, &x->cap_markers, r->n_markers + 1, sizeof *r->markers)) {
+        x->oom = true;
+        return;
     }
     r->markers[r->n_markers++] = (ah_sim_marker_t){x->t, replan};
 }
@@ -313,15 +291,9 @@ static ah_layer_kind_t layer_kind(int layer, int L) {
 /* Appends an empty record at x->t; NULL when out of host memory. */
 static ah_sim_recovery_t *rec_push(run_t *x, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
-    if (r->n_recs == x->cap_recs) {
-        int nc = x->cap_recs ? 2 * x->cap_recs : 32;
-        ah_sim_recovery_t *nv = realloc(r->recs, sizeof *nv * (size_t)nc);
-        if (!nv) {
-            x->oom = true;
-            return NULL;
-        }
-        r->recs = nv;
-        x->cap_recs = nc;
+    if (!ah_grow(&r->recs, &x->cap_recs, r->n_recs + 1, sizeof *r->recs)) {
+        x->oom = true;
+        return NULL;
     }
     ah_sim_recovery_t *v = &r->recs[r->n_recs++];
     memset(v, 0, sizeof *v);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/str.h"
 
 /* Network defaults, used for every field a cluster file leaves out:
  *  inter_node_gb_s 25:     one 200 Gb/s InfiniBand HDR / RoCE NIC per GPU (DGX A100/H100 layout).
@@ -52,14 +53,19 @@ static const char *const NET_KEYS[] = {"inter_node_gb_s", "inter_zone_gb_s", "la
                                        "inter_zone_latency_us", "intra_latency_us", "cloud_gb_s",
                                        NULL};
 
-/* Catalog names for messages: "A100-40G, A100-80G, ..., H100 (= H100-SXM)". */
-static void catalog_names(char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < ah_gpu_catalog_count() && len + 2 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "",
-                                ah_gpu_catalog_get(i)->name);
-    if (len + 2 < cap) snprintf(buf + len, cap - len, "; alias H100 = H100-SXM");
+/* Catalog names for messages: "A100-40G, A100-80G, ..., H100 (= H100-SXM)", into buf, which it
+ * returns. */
+static const char *catalog_names(char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < ah_gpu_catalog_count(); i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", ah_gpu_catalog_get(i)->name);
+    ah_str_appendf(&s, "; alias H100 = H100-SXM");
+    return buf;
+}
+
+/* An error unless v, at `where`, is an object. */
+static ah_status_t expect_object(const json_t *v, const char *where, ah_error_t *err) {
+    if (json_is_object(v)) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where, ah_json_type_name(v));
 }
 
 /* A top-level member of the required JSON type ("cluster.json: nodes: expected an array"). */
@@ -84,13 +90,12 @@ static ah_status_t need_full_field(const json_t *obj, const char *where, const c
                                    const char *key, ah_error_t *err) {
     if (json_object_get(obj, key)) return AH_OK;
     char cat[1024];
-    catalog_names(cat, sizeof cat);
     return ah_error_set(err, AH_ERR_INVALID,
                         "%s: missing field \"%s\": \"%s\" is not a catalog GPU, so it must be given "
                         "in full (memory_gib, tflops {bf16, fp16, fp32}, mem_bw_gb_s, "
                         "intra_node_gb_s), or name a catalog type in \"base\" and override only "
                         "some fields (catalog: %s)",
-                        where, key, type_name, cat);
+                        where, key, type_name, catalog_names(cat, sizeof cat));
 }
 
 /* Parses gpu_types.NAME into *g: a catalog entry ("base", or NAME itself) with overrides, or a
@@ -99,27 +104,22 @@ static ah_status_t parse_type(const json_t *v, const char *doc, const char *name
                               ah_error_t *err) {
     char where[256];
     snprintf(where, sizeof where, "%s: gpu_types.%s", doc, name);
-    if (!json_is_object(v))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
-                            ah_json_type_name(v));
+    ah_status_t s = expect_object(v, where, err);
+    if (s) return s;
     if (name[0] == 0 || strlen(name) >= AH_NAME_MAX)
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s: gpu_types: type name \"%.80s\" must have 1 to %d characters", doc,
                             name, AH_NAME_MAX - 1);
-    ah_status_t s = ah_json_check_keys(v, where, TYPE_KEYS, err);
-    if (s) return s;
+    if ((s = ah_json_check_keys(v, where, TYPE_KEYS, err))) return s;
 
     char base[AH_NAME_MAX] = "";
     if ((s = ah_json_get_str(v, where, "base", false, base, sizeof base, err))) return s;
     const ah_gpu_type_t *cat = ah_gpu_catalog_find(base[0] ? base : name);
-    if (base[0] && !cat) {
-        char names[1024];
-        catalog_names(names, sizeof names);
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "%s.base: unknown catalog GPU \"%s\" (catalog: %s); name one of those, "
-                            "or drop \"base\" and give the type in full",
-                            where, base, names);
-    }
+    char names[1024];
+    if (base[0] && !cat)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.base: unknown catalog GPU \"%s\" (catalog: %s); name one of "
+                            "those, or drop \"base\" and give the type in full",
+                            where, base, catalog_names(names, sizeof names));
     bool full = cat == NULL;
     if (full) {
         memset(g, 0, sizeof *g);
@@ -192,14 +192,11 @@ static ah_status_t resolve_type(ah_cluster_t *c, const char *gpu, const char *wh
     *type = ah_cluster_find_type(c, gpu);
     if (*type >= 0) return AH_OK;
     const ah_gpu_type_t *cat = ah_gpu_catalog_find(gpu);
-    if (!cat) {
-        char names[1024];
-        catalog_names(names, sizeof names);
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "%s.gpu: unknown GPU type \"%s\": not in gpu_types and not in the "
-                            "catalog (%s); use a catalog name or define the type in gpu_types",
-                            where, gpu, names);
-    }
+    char names[1024];
+    if (!cat)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.gpu: unknown GPU type \"%s\": not in gpu_types and not in "
+                            "the catalog (%s); use a catalog name or define the type in gpu_types",
+                            where, gpu, catalog_names(names, sizeof names));
     /* The caller sized c->types for one new entry per node. */
     c->types[c->n_types] = *cat;
     *type = c->n_types++;
@@ -218,15 +215,13 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
                               ah_error_t *err) {
     char where[256];
     snprintf(where, sizeof where, "%s: nodes[%d]", doc, i);
-    if (!json_is_object(v))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
-                            ah_json_type_name(v));
+    ah_status_t s = expect_object(v, where, err);
+    if (s) return s;
     ah_node_t *n = &c->nodes[i];
     memset(n, 0, sizeof *n);
     snprintf(n->zone, sizeof n->zone, "default");
     char gpu[AH_NAME_MAX];
     int64_t count = 0;
-    ah_status_t s;
     if ((s = ah_json_check_keys(v, where, NODE_KEYS, err)) ||
         (s = ah_json_get_str(v, where, "name", true, n->name, sizeof n->name, err)) ||
         (s = ah_json_get_str(v, where, "gpu", true, gpu, sizeof gpu, err)) ||
@@ -464,10 +459,8 @@ static const struct {
 #define N_BUILTINS ((int)(sizeof BUILTINS / sizeof BUILTINS[0]))
 
 static void builtin_names(char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_BUILTINS && len + 2 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", BUILTINS[i].name);
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < N_BUILTINS; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", BUILTINS[i].name);
 }
 
 ah_status_t ah_cluster_builtin(const char *name, ah_cluster_t *c, ah_error_t *err) {

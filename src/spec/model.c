@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/str.h"
 
 typedef struct {
     const char *name;
@@ -41,10 +42,8 @@ const char *ah_model_preset_name(int i) { return (i >= 0 && i < N_PRESETS) ? PRE
 const char *ah_arch_name(ah_arch_t a) { return a == AH_ARCH_LLAMA ? "llama" : "gpt2"; }
 
 static void preset_list(char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_PRESETS && len + 2 < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", PRESETS[i].name);
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < N_PRESETS; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", PRESETS[i].name);
 }
 
 ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {

@@ -1,0 +1,20 @@
+/* Directories: create a path with its parents, remove a tree.
+ *
+ * Paths are at most AH_FS_PATH_MAX - 1 bytes; a longer one is refused (AH_ERR_IO), never cut.
+ * Errors name the path that failed and the system's reason (strerror). */
+#ifndef AH_CORE_FS_H
+#define AH_CORE_FS_H
+
+#include "core/status.h"
+
+#define AH_FS_PATH_MAX 1024
+
+/* mkdir -p with mode 0755: creates path and each missing parent. An existing directory is fine;
+ * a component that exists but is not a directory is an error (AH_ERR_IO). */
+ah_status_t ah_fs_mkdirs(const char *path, ah_error_t *err);
+
+/* rm -r: removes path, a file or a directory with everything under it (symbolic links are removed,
+ * not followed). A path that does not exist is fine. Stops at the first entry it cannot remove. */
+ah_status_t ah_fs_rm_tree(const char *path, ah_error_t *err);
+
+#endif
