@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "elastic/job.h"
+#include "core/fs.h"
 #include "elastic/launcher.h"
 #include "harness.h"
 #include "runtime/protocol.h"
@@ -111,7 +111,7 @@ static void test_files_and_metrics(void) {
     /* a host's disk: listed, dropped */
     char disk[256];
     snprintf(disk, sizeof disk, "%s/slow-1/step-00000004", local);
-    CHECK(ah_mkdirs(disk, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_fs_mkdirs(disk, &err) == AH_OK, "%s", err.msg);
     ah_ckpt_step_info_t *steps = NULL;
     int n = -1;
     CHECK(l.list_steps(l.ctx, "slow-1", &steps, &n, &err) == AH_OK && n == 1 && steps[0].step == 4 &&
@@ -181,6 +181,6 @@ int main(void) {
     test_files_and_metrics();
     test_notice();
     ah_error_t err;
-    ah_rm_tree(root, &err);
+    ah_fs_rm_tree(root, &err);
     return ah_test_finish();
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hash.h"
+
 struct ah_dcomm {
     ah_comm_t *group;
     ncclComm_t nccl; /* NULL in the staged mode */
@@ -21,9 +23,7 @@ struct ah_dcomm {
 static int64_t host_hash(void) {
     char name[256] = {0};
     gethostname(name, sizeof name - 1);
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return (int64_t)(h >> 1);
+    return (int64_t)(ah_fnv1a64_str(name) >> 1);
 }
 
 static ah_status_t cuda_err(ah_error_t *err, cudaError_t e, const char *what) {

@@ -12,9 +12,10 @@
 #include <time.h>
 
 #include "ckpt/ckpt.h"
+#include "core/fs.h"
 #include "core/timing.h"
+#include "core/vec.h"
 #include "elastic/agent_logic.h"
-#include "elastic/job.h"
 #include "elastic/launcher.h"
 #include "runtime/protocol.h"
 
@@ -148,19 +149,9 @@ static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
 
 /* ---- launching ---- */
 
-static bool grow(void **arr, int *cap, int n, size_t sz) {
-    if (n < *cap) return true;
-    const int nc = *cap ? *cap * 2 : 8;
-    void *p = realloc(*arr, (size_t)nc * sz);
-    if (!p) return false;
-    *arr = p;
-    *cap = nc;
-    return true;
-}
-
 static ah_status_t launch(agent_t *a, ah_error_t *err) {
     ah_agent_result_t *res = a->res;
-    if (!grow((void **)&res->launches, &a->cap_launches, res->n_launches, sizeof *res->launches))
+    if (!ah_grow(&res->launches, &a->cap_launches, res->n_launches + 1, sizeof *res->launches))
         return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     const int k = res->n_launches;
     ah_agent_launch_t *L = &res->launches[k];
@@ -462,7 +453,7 @@ static void take_outside_notice(agent_t *a, const bool *named, double exit_t) {
 static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exit_t, ah_error_t *err) {
     const int nn = a->cluster.n_nodes;
     const int status = f->status;
-    if (!grow((void **)&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries, sizeof *a->res->recoveries))
+    if (!ah_grow(&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries + 1, sizeof *a->res->recoveries))
         return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
@@ -659,7 +650,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         say(&a, "events: %d from %s%s%s%s", a.ev.n, o->events, a.ev.mapping[0] ? "; ids mapped onto spot nodes: " : "",
             a.ev.mapping, a.ev.ignored ? " (events of unmapped ids ignored)" : "");
     }
-    if ((s = ah_mkdirs(a.local_root, err)) != AH_OK) goto done;
+    if ((s = ah_fs_mkdirs(a.local_root, err)) != AH_OK) goto done;
     if (!(a.metrics = fopen(res->metrics_path, "w"))) {
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
         goto done;

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/json.h"
-#include "elastic/job.h"
 #include "runtime/protocol.h"
 
 #define LOCAL_MAX_RANKS 1024
@@ -83,8 +83,8 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     l->n_ranks = n_ranks;
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
     snprintf(l->metrics_path, sizeof l->metrics_path, "%s/" AH_PROTO_METRICS_FILE, job->run_dir);
-    s = ah_rm_tree(job->run_dir, err);
-    if (s == AH_OK) s = ah_mkdirs(job->run_dir, err);
+    s = ah_fs_rm_tree(job->run_dir, err);
+    if (s == AH_OK) s = ah_fs_mkdirs(job->run_dir, err);
     if (s != AH_OK) return s;
     const pid_t pid = fork();
     if (pid < 0) return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", argv[0], strerror(errno));
@@ -246,7 +246,7 @@ static void disk_of(const local_t *l, const char *host, char *out, size_t cap) {
 static ah_status_t local_drop_disk(void *ctx, const char *host, ah_error_t *err) {
     char dir[800];
     disk_of(ctx, host, dir, sizeof dir);
-    return ah_rm_tree(dir, err);
+    return ah_fs_rm_tree(dir, err);
 }
 
 static ah_status_t local_list_steps(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "core/timing.h"
 #include "runtime/emulate.h"
 
@@ -63,9 +64,7 @@ static uint64_t splitmix64(uint64_t x) {
 }
 
 static uint64_t name_key(uint64_t seed, const char *name) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ULL;
-    return splitmix64(h ^ splitmix64(seed));
+    return splitmix64(ah_fnv1a64_str(name) ^ splitmix64(seed));
 }
 
 /* Box-Muller on two uniforms in (0, 1] drawn from the element's counter. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/vec.h"
 
 /* Hours: the largest last time a fractional count CSV may have to be read as hours. */
 #define HOURS_DETECT_MAX 240.0
@@ -69,17 +70,6 @@ static ah_status_t read_all(const char *path, char **out, size_t *len, ah_error_
     *out = buf;
     *len = n;
     return AH_OK;
-}
-
-/* A growable array: *arr of *n elements of size sz, capacity *cap. */
-static bool grow(void **arr, int *cap, int n, size_t sz) {
-    if (n < *cap) return true;
-    int nc = *cap ? *cap * 2 : 64;
-    void *na = realloc(*arr, (size_t)nc * sz);
-    if (!na) return false;
-    *arr = na;
-    *cap = nc;
-    return true;
 }
 
 static char *trim(char *s) {
@@ -141,7 +131,7 @@ static bool is_event_row(const csv_row_t *r) {
 static int intern(ah_trace_t *t, int *cap, const char *id) {
     for (int i = 0; i < t->n_ids; i++)
         if (strcmp(t->ids[i], id) == 0) return i;
-    if (!grow((void **)&t->ids, cap, t->n_ids, sizeof *t->ids)) return -1;
+    if (!ah_grow(&t->ids, cap, t->n_ids + 1, sizeof *t->ids)) return -1;
     snprintf(t->ids[t->n_ids], sizeof t->ids[0], "%s", id);
     return t->n_ids++;
 }
@@ -169,7 +159,7 @@ static ah_status_t load_events(char *text, ah_trace_t *t, ah_error_t *err) {
                                 t->path, r.line, r.fields[2], sizeof t->ids[0] - 1);
         prev = v;
         int id = intern(t, &cap_i, r.fields[2]);
-        if (id < 0 || !grow((void **)&t->events, &cap_e, t->n_events, sizeof *t->events))
+        if (id < 0 || !ah_grow(&t->events, &cap_e, t->n_events + 1, sizeof *t->events))
             return ah_error_set(err, AH_ERR_INTERNAL, "%s: out of host memory", t->path);
         t->events[t->n_events++] = (ah_trace_event_t){v * scale, id, strcmp(r.fields[1], "add") == 0};
         t->end_s = v * scale;
@@ -182,7 +172,7 @@ static ah_status_t load_events(char *text, ah_trace_t *t, ah_error_t *err) {
 /* Appends (t_s, count) when the count changes (the first row always). */
 static bool push_step(ah_trace_t *t, int *cap, double t_s, int count) {
     if (t->n_steps > 0 && t->steps[t->n_steps - 1].count == count) return true;
-    if (!grow((void **)&t->steps, cap, t->n_steps, sizeof *t->steps)) return false;
+    if (!ah_grow(&t->steps, cap, t->n_steps + 1, sizeof *t->steps)) return false;
     t->steps[t->n_steps++] = (ah_trace_step_t){t_s, count};
     return true;
 }
