@@ -13,6 +13,7 @@
 #include "cost/cost.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
+#include "spec/arch.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
 
