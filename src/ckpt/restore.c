@@ -20,11 +20,6 @@ struct ah_ckpt_catalog {
     int n_trusted;
 };
 
-const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
-    static const char *const N[] = {"local", "peer", "cloud"};
-    return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
-}
-
 static ah_status_t load_local(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
     ah_ckpt_step_info_t *info;
     int ns;

@@ -16,11 +16,8 @@
 #define AH_CKPT_RESTORE_H
 
 #include "ckpt/ckpt.h"
+#include "ckpt/policy.h"
 #include "ckpt/s3.h"
-
-typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_COUNT } ah_ckpt_tier_t;
-
-const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud" */
 
 /* The peer tier, provided by the caller (MPI in the trainer). */
 typedef struct ah_ckpt_peer {

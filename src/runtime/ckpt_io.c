@@ -12,6 +12,7 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "ckpt/policy.h"
 #include "ckpt/restore.h"
 #include "comm/transfer.h"
 #include "core/json.h"
@@ -447,21 +448,19 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     const bool periodic = s->o.every > 0 && done % s->o.every == 0;
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
     if (any && save_now) {
-        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) only
-         * when the last save's duration (with margin) fits what is left of the grace period;
-         * without a previous save, assume one second. */
-        const double need = 1.5 * (s->last_save_s >= 0 ? s->last_save_s : 1.0) + 0.5;
-        save_now = elapsed + need <= s->o.grace_s;
-        /* The save is on the recovery's path; it pays only when it takes less than redoing the
-         * steps since the newest committed one (a resume from there redoes them). A notice to
-         * every node (the agent restarting for a join) always saves: it promises no lost work. */
+        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) by
+         * the rule the simulator uses too (ckpt/policy.h). Redoing the steps since the newest
+         * committed one takes them at the slowest rank's pace, the same on all. */
         bool all = true;
         for (int n = 0; n < s->n_nodes; n++) all = all && (s->node_leader[n] < 0 || s->hit[n]);
-        if (save_now && !all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
-            int64_t us = (int64_t)(s->step_s * 1e6); /* the slowest rank's view, the same on all */
+        ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
+                                   .redo_s = -1, .every_node = all};
+        if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
+            int64_t us = (int64_t)(s->step_s * 1e6);
             if ((st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err)) != AH_OK) return st;
-            save_now = s->last_save_s < (double)(done - s->last_saved) * (double)us * 1e-6;
+            notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
         }
+        save_now = ah_ckpt_save_at_notice(&notice);
     }
     if (any && s->o.cloud_only) save_now = false; /* every disk is about to be dropped */
     json_t *arr = tr->rank == 0 && events ? json_array() : NULL;

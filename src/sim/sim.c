@@ -398,9 +398,9 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
             }
         int64_t b_peer = d->ckpt_bytes - b_cloud - b_local;
         if (b_peer < 0) b_peer = 0;
-        v->bytes[AH_SIM_TIER_LOCAL] += b_local;
-        v->bytes[AH_SIM_TIER_PEER] += b_peer;
-        v->bytes[AH_SIM_TIER_CLOUD] += b_cloud;
+        v->bytes[AH_TIER_LOCAL] += b_local;
+        v->bytes[AH_TIER_PEER] += b_peer;
+        v->bytes[AH_TIER_CLOUD] += b_cloud;
         cloud[d->node] += (double)b_cloud;
         const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9);
         if (ps > peer_max) peer_max = ps;
@@ -412,8 +412,8 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
     }
     free(surv);
     free(cloud);
-    v->tier_s[AH_SIM_TIER_PEER] = peer_max;
-    v->tier_s[AH_SIM_TIER_CLOUD] = cloud_max;
+    v->tier_s[AH_TIER_PEER] = peer_max;
+    v->tier_s[AH_TIER_CLOUD] = cloud_max;
     *rollback = !local_first || lost;
     return cloud_max + peer_max;
 }
@@ -428,13 +428,14 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
         /* autohet reacts to the notice like the runtime: the step in progress finishes, then
          * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
-         * periodic one) if the save fits what is left of the grace period and takes less than
-         * redoing the training since the newest state on the disks (a join always saves); if
-         * not, the disks hold what they held */
+         * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
+         * what they held */
         v->wait_s = x->run->iteration_s / 2;
         train(x, v->wait_s);
         const double sv = save_s(x, x->run);
-        v->saved = v->wait_s + sv <= x->o->grace_s && (join || sv < x->now.train_s - x->at_disk.train_s);
+        const ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
+                                         .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+        v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv : 0;
         if (v->saved) x->at_disk = x->now;
         unsaved = !v->saved;
@@ -447,9 +448,9 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
     v->tokens_lost = x->now.tokens - back_to.tokens;
     r->tokens_lost += v->tokens_lost;
     x->now = back_to;
-    r->bytes_local += v->bytes[AH_SIM_TIER_LOCAL];
-    r->bytes_peer += v->bytes[AH_SIM_TIER_PEER];
-    r->bytes_cloud += v->bytes[AH_SIM_TIER_CLOUD];
+    r->bytes_local += v->bytes[AH_TIER_LOCAL];
+    r->bytes_peer += v->bytes[AH_TIER_PEER];
+    r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
     v->restart_s = x->o->restart_s;
     v->first_step_s = e->iteration_s;

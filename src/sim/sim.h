@@ -37,9 +37,10 @@
  *        - stop_s (autohet only, when it stops a training job: it reacts to the notice): the step
  *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
  *          tokens count), then every node saves its devices' checkpoint at the notice
- *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when that fits
- *          the grace period (opts.grace_s) and takes less than redoing the training since the
- *          newest state on the disks (a join always saves) — the runtime's rules: a checkpoint
+ *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when the
+ *          runtime's rule says so (ah_ckpt_save_at_notice, ckpt/policy.h: wait_s + 1.5 x save_s
+ *          + 0.5 fits the grace period opts.grace_s, and the save takes less than redoing the
+ *          training since the newest state on the disks; a join always saves): a checkpoint
  *          of the disks (the cloud keeps the last periodic one). Otherwise nothing is saved
  *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
  *          varuna are killed at the removal (stop_s = 0) and roll back.
@@ -69,6 +70,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/policy.h"
 #include "cost/cost.h"
 #include "sim/trace.h"
 #include "spec/cluster.h"
