@@ -12,6 +12,7 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "ckpt/placement.h"
 #include "ckpt/policy.h"
 #include "ckpt/restore.h"
 #include "comm/transfer.h"
@@ -20,12 +21,6 @@
 #include "runtime/preempt.h"
 
 enum { TAG_PEER = 7100 };
-
-/* A set of tensors saved together: the embedding, one block, or the head (final norm). */
-typedef struct {
-    ah_shard_kind_t kind;
-    int layer; /* blocks only */
-} group_t;
 
 /* A file the peer tier moved to this rank before the catalog asks for it. */
 typedef struct {
@@ -37,9 +32,8 @@ typedef struct {
 struct ah_ckpt_session {
     ah_trainer_t *tr;
     ah_ckpt_opts_t o;
+    ah_placement_t place;    /* who holds which shard; nodes are the plan's */
     int n_nodes, my_node;
-    int *rank_node;          /* per world rank: plan node index */
-    int *node_leader;        /* per node: its lowest world rank, -1 when the plan does not use it */
     char node_root[AH_CKPT_PATH_MAX];
     ah_comm_t *node;         /* this node's ranks, by world rank */
     int node_rank, node_size;
@@ -60,31 +54,9 @@ struct ah_ckpt_session {
     int n_pre;
 };
 
-static const ah_stage_t *stage_of(const ah_trainer_t *tr, int rank) {
-    const ah_role_t r = tr->layout.roles[rank];
-    return &tr->plan->pipelines[r.pipeline].stages[r.stage];
-}
+/* ---- the model's tensors in shard groups (to be read from the architecture table) ---------- */
 
-static int node_of(const ah_trainer_t *tr, int rank) {
-    return stage_of(tr, rank)->devices[tr->layout.roles[rank].tp_rank].node;
-}
-
-/* ---- what a rank holds -------------------------------------------------------------------- */
-
-/* Groups rank holds in full (what it can write); with for_load, also the embedding on a last
- * stage, whose tied head matrix is wte. Returns the count (at most layers + 2). */
-static int rank_groups(const ah_trainer_t *tr, int rank, bool for_load, group_t *g) {
-    const ah_role_t r = tr->layout.roles[rank];
-    const ah_stage_t *st = stage_of(tr, rank);
-    const bool first = r.stage == 0, last = r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
-    int n = 0;
-    if (first || (for_load && last)) g[n++] = (group_t){AH_SHARD_EMBED, -1};
-    for (int l = st->first; l < st->last; l++) g[n++] = (group_t){AH_SHARD_BLOCK, l};
-    if (last) g[n++] = (group_t){AH_SHARD_HEAD, -1};
-    return n;
-}
-
-static bool in_group(const ah_gpt_tensor_t *d, group_t g) {
+static bool in_group(const ah_gpt_tensor_t *d, ah_shard_group_t g) {
     switch (g.kind) {
     case AH_SHARD_BLOCK: return d->block == g.layer;
     case AH_SHARD_EMBED: return strcmp(d->name, "wte") == 0 || strcmp(d->name, "wpe") == 0;
@@ -93,33 +65,9 @@ static bool in_group(const ah_gpt_tensor_t *d, group_t g) {
     return false;
 }
 
-static void group_name(char *buf, group_t g, int t, int k) {
-    ah_ckpt_shard_name(buf, AH_CKPT_NAME_MAX, g.kind, g.layer, t, k);
-}
-
-/* Whether rank holds group g in full at TP index tp_index (what rank_groups lists). */
-static bool holds(const ah_trainer_t *tr, int rank, group_t g, int tp_index) {
-    const ah_role_t r = tr->layout.roles[rank];
-    const ah_stage_t *st = stage_of(tr, rank);
-    if (r.tp_rank != tp_index) return false;
-    switch (g.kind) {
-    case AH_SHARD_EMBED: return r.stage == 0;
-    case AH_SHARD_HEAD: return r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
-    case AH_SHARD_BLOCK: return g.layer >= st->first && g.layer < st->last;
-    }
-    return false;
-}
-
-/* Room for rank_groups: every block plus the embedding and the head. */
-static group_t *groups_alloc(const ah_trainer_t *tr) {
-    return malloc(((size_t)tr->plan->model.n_layer + 2) * sizeof(group_t));
-}
-
-/* Lowest rank holding (g, tp_index), among the ranks of `node` (or all when node < 0). */
-static int lowest_holder(const ah_trainer_t *tr, const ah_ckpt_session_t *s, group_t g, int tp_index, int node) {
-    for (int r = 0; r < tr->n_ranks; r++)
-        if ((node < 0 || s->rank_node[r] == node) && holds(tr, r, g, tp_index)) return r;
-    return -1;
+/* Room for ah_placement_groups. */
+static ah_shard_group_t *groups_alloc(const ah_ckpt_session_t *s) {
+    return malloc((size_t)s->place.max_groups * sizeof(ah_shard_group_t));
 }
 
 /* The shape of TP rank k's piece of d: 1-D for vectors. */
@@ -159,19 +107,13 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_saved = -1;
     s->last_save_s = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
-    s->rank_node = malloc((size_t)tr->n_ranks * sizeof *s->rank_node);
-    s->node_leader = malloc((size_t)s->n_nodes * sizeof *s->node_leader);
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
-    if (!s->rank_node || !s->node_leader || !s->hit) {
+    if (!s->hit) {
         st = ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
         goto agree;
     }
-    for (int n = 0; n < s->n_nodes; n++) s->node_leader[n] = -1;
-    for (int r = tr->n_ranks - 1; r >= 0; r--) {
-        s->rank_node[r] = node_of(tr, r);
-        s->node_leader[s->rank_node[r]] = r;
-    }
-    s->my_node = s->rank_node[tr->rank];
+    if ((st = ah_placement_build(tr->plan, NULL, 0, &s->place, err)) != AH_OK) goto agree;
+    s->my_node = s->place.ranks[tr->rank].node;
     const char *node_name = tr->plan->cluster.nodes[s->my_node].name;
     if (o->local_root && ah_ckpt_join(s->node_root, sizeof s->node_root, o->local_root, node_name) < 0) {
         st = ah_error_set(err, AH_ERR_USAGE, "--local-root %.200s...: path too long", o->local_root);
@@ -185,8 +127,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     plan_hash(tr->plan, s->plan_hash, sizeof s->plan_hash);
     if ((st = ah_preempt_install(err)) != AH_OK) goto agree;
     if (o->run_dir) {
-        const ah_role_t r = tr->layout.roles[tr->rank];
-        const int index = stage_of(tr, tr->rank)->devices[r.tp_rank].index;
+        const int index = s->place.ranks[tr->rank].index;
         if ((st = ah_preempt_write_rank_file(o->run_dir, tr->rank, node_name, index, err)) != AH_OK) goto agree;
     }
     if (o->cloud) {
@@ -208,7 +149,7 @@ agree:
     /* The node communicator is a split over the world: every rank joins it, failed or not. */
     {
         ah_error_t e2;
-        ah_status_t sp = ah_comm_split(ah_comm_world(), s->rank_node ? s->my_node : 0, tr->rank, &s->node, &e2);
+        ah_status_t sp = ah_comm_split(ah_comm_world(), s->place.ranks ? s->my_node : 0, tr->rank, &s->node, &e2);
         if (st == AH_OK && sp != AH_OK) {
             *err = e2;
             st = sp;
@@ -230,19 +171,17 @@ agree:
 /* Whether every shard a rank of this node writes is also on the disk of a node that stays after
  * the notice (a data-parallel replica holds the same layers at the same TP index). */
 static bool node_kept_elsewhere(const ah_ckpt_session_t *s) {
-    const ah_trainer_t *tr = s->tr;
-    group_t *gs = groups_alloc(tr);
-    bool kept = gs != NULL;
-    for (int r = 0; kept && r < tr->n_ranks; r++) {
-        if (s->rank_node[r] != s->my_node) continue;
-        const int n = rank_groups(tr, r, false, gs), k = tr->layout.roles[r].tp_rank;
-        for (int i = 0; kept && i < n; i++) {
-            bool found = false;
-            for (int q = 0; q < tr->n_ranks && !found; q++)
-                found = !s->hit[s->rank_node[q]] && holds(tr, q, gs[i], k);
-            kept = found;
-        }
+    const ah_placement_t *pl = &s->place;
+    ah_shard_group_t *gs = groups_alloc(s);
+    bool *stays = malloc((size_t)s->n_nodes * sizeof *stays);
+    bool kept = gs && stays;
+    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = !s->hit[n];
+    for (int r = 0; kept && r < pl->n_ranks; r++) {
+        if (pl->ranks[r].node != s->my_node) continue;
+        const int n = ah_placement_groups(pl, r, false, gs);
+        for (int i = 0; kept && i < n; i++) kept = ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, stays);
     }
+    free(stays);
     free(gs);
     return kept;
 }
@@ -266,8 +205,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     ah_comm_free(&s->node);
     ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
     free(s->pre);
-    free(s->rank_node);
-    free(s->node_leader);
+    ah_placement_free(&s->place);
     free(s->hit);
     free(s);
     return st;
@@ -277,7 +215,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
 
 /* Writes group g of this rank's stage: weights, AdamW m and v (bufs: host copies of st->w, m,
  * v, see write_part), in the TP piece's own shape. */
-static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_t g, int64_t step,
+static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_shard_group_t g, int64_t step,
                                float *const bufs[3], ah_error_t *err) {
     const ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
@@ -303,7 +241,7 @@ static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_
         }
     }
     char name[AH_CKPT_NAME_MAX], tt[16], kk[16], ss[32];
-    group_name(name, g, t, k);
+    ah_shard_group_name(name, g, t, k);
     snprintf(tt, sizeof tt, "%d", t);
     snprintf(kk, sizeof kk, "%d", k);
     snprintf(ss, sizeof ss, "%lld", (long long)step);
@@ -322,15 +260,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
     ah_ckpt_writer_t *w;
     ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
     if (st != AH_OK) return st;
-    group_t *gs = groups_alloc(tr);
+    ah_shard_group_t *gs = groups_alloc(s);
     if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
-    const int n = gs ? rank_groups(tr, tr->rank, false, gs) : 0;
-    const int k = tr->layout.roles[tr->rank].tp_rank;
+    const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
+    const int k = s->place.ranks[tr->rank].tp_index;
     /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU. */
     float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, *host[3] = {NULL, NULL, NULL};
     for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
     for (int i = 0; i < n && st == AH_OK; i++) {
-        if (lowest_holder(tr, s, gs[i], k, s->my_node) != tr->rank) continue;
+        if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != tr->rank) continue;
         if ((st = write_group(s, w, gs[i], step, host, err)) == AH_OK) (*files)++;
     }
     for (int b = 0; b < 3; b++)
@@ -355,16 +293,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
 
 /* Names of the shards whose lowest holder in the whole job is on this node: its cloud share. */
 static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MAX], int cap) {
-    const ah_trainer_t *tr = s->tr;
-    const int t = tr->plan->tp;
+    const ah_placement_t *pl = &s->place;
     int n = 0;
-    group_t *gs = groups_alloc(tr);
-    for (int r = 0; gs && r < tr->n_ranks; r++) {
-        if (s->rank_node[r] != s->my_node) continue;
-        const int ng = rank_groups(tr, r, false, gs);
-        const int k = tr->layout.roles[r].tp_rank;
+    ah_shard_group_t *gs = groups_alloc(s);
+    for (int r = 0; gs && r < pl->n_ranks; r++) {
+        if (pl->ranks[r].node != s->my_node) continue;
+        const int ng = ah_placement_groups(pl, r, false, gs);
+        const int k = pl->ranks[r].tp_index;
         for (int i = 0; i < ng && n < cap; i++)
-            if (lowest_holder(tr, s, gs[i], k, -1) == r) group_name(names[n++], gs[i], t, k);
+            if (ah_placement_lowest_holder(pl, gs[i], k, -1) == r) ah_shard_group_name(names[n++], gs[i], pl->tp, k);
     }
     free(gs);
     return n;
@@ -452,7 +389,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
          * the rule the simulator uses too (ckpt/policy.h). Redoing the steps since the newest
          * committed one takes them at the slowest rank's pace, the same on all. */
         bool all = true;
-        for (int n = 0; n < s->n_nodes; n++) all = all && (s->node_leader[n] < 0 || s->hit[n]);
+        for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
         ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
                                    .redo_s = -1, .every_node = all};
         if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
@@ -574,7 +511,7 @@ static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **o
         char where[64];
         snprintf(where, sizeof where, "manifests of rank %d", r);
         if ((st = ah_json_load_string(all + off, lens[r], where, &doc, err)) != AH_OK) break;
-        const bool self = s->rank_node[r] == s->my_node;
+        const bool self = s->place.ranks[r].node == s->my_node;
         for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
             ah_ckpt_manifest_t m;
             if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), where, &m, err)) != AH_OK) break;
@@ -589,7 +526,7 @@ static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **o
                 st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
                 break;
             }
-            if (gn) gn[*cnt] = s->rank_node[r];
+            if (gn) gn[*cnt] = s->place.ranks[r].node;
             g[(*cnt)++] = m;
         }
         json_decref(doc);
@@ -665,8 +602,8 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
             p = nl + 1;
             int server = -1;
             for (int nd = 0; nd < s->n_nodes && server < 0; nd++)
-                if (nd != s->rank_node[r] && s->node_leader[nd] >= 0 && node_lists(s, own, n_own, peer_node, nd, step, name))
-                    server = s->node_leader[nd];
+                if (nd != s->place.ranks[r].node && s->place.node_leader[nd] >= 0 && node_lists(s, own, n_own, peer_node, nd, step, name))
+                    server = s->place.node_leader[nd];
             if (r == tr->rank) {
                 prefetched_t *pf = &s->pre[s->n_pre++];
                 snprintf(pf->name, sizeof pf->name, "%s", name);
@@ -747,7 +684,7 @@ static ah_status_t load_tensor(const ah_gpt_tensor_t *d, const char *sfx, int t,
 
 /* Pieces of group g this rank reads at old degree T: its own index when T equals its degree; the
  * first for groups of replicated tensors; all of them to reshard a block. */
-static int pieces(group_t g, int T, int t, int k, int *idx) {
+static int pieces(ah_shard_group_t g, int T, int t, int k, int *idx) {
     if (T == t) {
         idx[0] = k;
         return 1;
@@ -760,7 +697,7 @@ static int pieces(group_t g, int T, int t, int k, int *idx) {
     return T;
 }
 
-static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
+static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
                               ah_error_t *err) {
     ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
@@ -810,10 +747,10 @@ static void remove_staging(const char *staging, int64_t step) {
  * choice of a step every rank can restore from. */
 static int model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
     int n = 0;
-    group_name(names[n++], (group_t){AH_SHARD_EMBED, -1}, T, 0);
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, 0);
     for (int l = 0; l < (int)m->n_layer; l++)
-        for (int j = 0; j < T; j++) group_name(names[n++], (group_t){AH_SHARD_BLOCK, l}, T, j);
-    group_name(names[n++], (group_t){AH_SHARD_HEAD, -1}, T, 0);
+        for (int j = 0; j < T; j++) ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, j);
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, 0);
     return n;
 }
 
@@ -860,7 +797,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     int n_own = 0, *peer_node = NULL, T = 0, ng = 0, n_needed = 0;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
-    group_t *gs = NULL;
+    ah_shard_group_t *gs = NULL;
     char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
     const char **ptrs = NULL, **verified = NULL;
     int n_verified = 0;
@@ -910,8 +847,8 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     {
         const int t = tr->plan->tp, k = tr->role.tp_rank;
         int idx[64];
-        gs = groups_alloc(tr);
-        ng = gs ? rank_groups(tr, tr->rank, true, gs) : 0;
+        gs = groups_alloc(s);
+        ng = gs ? ah_placement_groups(&s->place, tr->rank, true, gs) : 0;
         needed = calloc((size_t)ng * 64, sizeof *needed);
         paths = calloc((size_t)ng * 64, sizeof *paths);
         ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
@@ -920,7 +857,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         for (int gi = 0; st == AH_OK && gi < ng; gi++) {
             const int nf = pieces(gs[gi], T, t, k, idx);
             for (int j = 0; j < nf; j++, n_needed++) {
-                group_name(needed[n_needed], gs[gi], T, idx[j]);
+                ah_shard_group_name(needed[n_needed], gs[gi], T, idx[j]);
                 ptrs[n_needed] = needed[n_needed];
             }
         }
@@ -1147,14 +1084,14 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
     ah_st_file_t fs[64];
     for (int i = 0; st == AH_OK && i < n_t; i++) {
         const ah_gpt_tensor_t *d = &defs[i];
-        const group_t g = d->block >= 0 ? (group_t){AH_SHARD_BLOCK, d->block}
-                          : strncmp(d->name, "ln_f.", 5) == 0 ? (group_t){AH_SHARD_HEAD, -1}
-                                                               : (group_t){AH_SHARD_EMBED, -1};
+        const ah_shard_group_t g = d->block >= 0 ? (ah_shard_group_t){AH_SHARD_BLOCK, d->block}
+                          : strncmp(d->name, "ln_f.", 5) == 0 ? (ah_shard_group_t){AH_SHARD_HEAD, -1}
+                                                               : (ah_shard_group_t){AH_SHARD_EMBED, -1};
         int idx[64], opened = 0;
         const int nf = pieces(g, T, 1, 0, idx);
         for (; opened < nf && st == AH_OK; opened++) {
             char name[AH_CKPT_NAME_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
-            group_name(name, g, T, idx[opened]);
+            ah_shard_group_name(name, g, T, idx[opened]);
             bool ok = false;
             for (int m = 0; m < n_m && !ok; m++) {
                 const ah_ckpt_file_t *f;
