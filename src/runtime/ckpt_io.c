@@ -14,6 +14,7 @@
 #include "ckpt/cloud.h"
 #include "ckpt/placement.h"
 #include "ckpt/policy.h"
+#include "ckpt/reshard.h"
 #include "ckpt/restore.h"
 #include "comm/transfer.h"
 #include "core/json.h"
@@ -645,58 +646,6 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
     return st;
 }
 
-/* Copies tensor `name` of shard f into dst (n floats), checking its dtype and size first. */
-static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err) {
-    const ah_st_entry_t *e = ah_st_find(f, name);
-    if (!e)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: no tensor \"%s\" (a shard of another model or an "
-                            "older format); resume with the plan's model or from another checkpoint", f->path, name);
-    if (e->dtype != AH_DTYPE_F32 || e->end - e->begin != (uint64_t)n * sizeof(float))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is %s with %llu bytes; expected F32 with "
-                            "%lld bytes (the checkpoint's model shape differs from the plan's)", f->path, name,
-                            ah_dtype_name(e->dtype), (unsigned long long)(e->end - e->begin),
-                            (long long)(n * (int64_t)sizeof(float)));
-    return ah_st_read(f, name, dst, (size_t)n * sizeof(float), err);
-}
-
-/* Fills dst, TP rank k's piece at degree t of tensor d (suffix sfx), from the checkpoint's pieces
- * at degree T (fs[j] = piece j; one file when T == t, the piece k, or for replicated tensors).
- * A TP change assembles the full tensor from every old piece and slices the new one out, with the
- * Megatron layout of ah_gpt_full_index (QKV by heads, MLP rows/columns). */
-static ah_status_t load_tensor(const ah_gpt_tensor_t *d, const char *sfx, int t, int k, int T, const ah_st_file_t *fs,
-                               int nf, float *dst, int64_t n, ah_error_t *err) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%s", d->name, sfx);
-    if (T == t || d->shard == AH_SHARD_REPL) return read_piece(&fs[0], name, dst, n, err);
-    if (nf < T) return ah_error_set(err, AH_ERR_INTERNAL, "resharding %s needs %d pieces, got %d", name, T, nf);
-    const int64_t np = ah_gpt_shard_elems(d, T);
-    float *full = malloc((size_t)(d->rows * d->cols) * sizeof *full), *piece = malloc((size_t)np * sizeof *piece);
-    ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
-    for (int j = 0; j < T && st == AH_OK; j++) {
-        if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
-        for (int64_t e = 0; e < np; e++) full[ah_gpt_full_index(d, T, j, e)] = piece[e];
-    }
-    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_gpt_full_index(d, t, k, e)];
-    free(full);
-    free(piece);
-    return st;
-}
-
-/* Pieces of group g this rank reads at old degree T: its own index when T equals its degree; the
- * first for groups of replicated tensors; all of them to reshard a block. */
-static int pieces(ah_shard_group_t g, int T, int t, int k, int *idx) {
-    if (T == t) {
-        idx[0] = k;
-        return 1;
-    }
-    if (g.kind != AH_SHARD_BLOCK) {
-        idx[0] = 0;
-        return 1;
-    }
-    for (int j = 0; j < T; j++) idx[j] = j;
-    return T;
-}
-
 static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
                               ah_error_t *err) {
     ah_gpt_stage_t *st = &s->tr->stage;
@@ -705,11 +654,11 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
      * read first, so tensors no group covers keep their values). */
     float *dev[3] = {st->w, st->m, st->v}, *bufs[3] = {NULL, NULL, NULL};
     ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
-    int idx[64];
+    int idx[AH_RESHARD_MAX_PIECES];
     ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
     for (int b = 0; b < 3 && r == AH_OK; b++) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
-        const int nf = pieces(gs[gi], T, t, k, idx);
+        const int nf = ah_reshard_pieces(gs[gi], T, t, k, idx);
         int opened = 0;
         for (; opened < nf && r == AH_OK; opened++)
             if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
@@ -717,7 +666,7 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
             const ah_gpt_param_t *x = &st->params[i];
             if (!in_group(&x->def, gs[gi])) continue;
             for (int b = 0; b < 3 && r == AH_OK; b++)
-                r = load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
+                r = ah_reshard_load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
         }
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         p += nf;
@@ -846,7 +795,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     if (step < 0) goto report;
     {
         const int t = tr->plan->tp, k = tr->role.tp_rank;
-        int idx[64];
+        int idx[AH_RESHARD_MAX_PIECES];
         gs = groups_alloc(s);
         ng = gs ? ah_placement_groups(&s->place, tr->rank, true, gs) : 0;
         needed = calloc((size_t)ng * 64, sizeof *needed);
@@ -855,7 +804,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         verified = calloc((size_t)ng * 64, sizeof *verified);
         if (!gs || !needed || !paths || !ptrs || !verified) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
         for (int gi = 0; st == AH_OK && gi < ng; gi++) {
-            const int nf = pieces(gs[gi], T, t, k, idx);
+            const int nf = ah_reshard_pieces(gs[gi], T, t, k, idx);
             for (int j = 0; j < nf; j++, n_needed++) {
                 ah_shard_group_name(needed[n_needed], gs[gi], T, idx[j]);
                 ptrs[n_needed] = needed[n_needed];
@@ -1081,14 +1030,14 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
         else ah_gpt_tensors(&model, defs);
     }
-    ah_st_file_t fs[64];
+    ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
     for (int i = 0; st == AH_OK && i < n_t; i++) {
         const ah_gpt_tensor_t *d = &defs[i];
         const ah_shard_group_t g = d->block >= 0 ? (ah_shard_group_t){AH_SHARD_BLOCK, d->block}
                           : strncmp(d->name, "ln_f.", 5) == 0 ? (ah_shard_group_t){AH_SHARD_HEAD, -1}
                                                                : (ah_shard_group_t){AH_SHARD_EMBED, -1};
-        int idx[64], opened = 0;
-        const int nf = pieces(g, T, 1, 0, idx);
+        int idx[AH_RESHARD_MAX_PIECES], opened = 0;
+        const int nf = ah_reshard_pieces(g, T, 1, 0, idx);
         for (; opened < nf && st == AH_OK; opened++) {
             char name[AH_CKPT_NAME_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
             ah_shard_group_name(name, g, T, idx[opened]);
@@ -1110,7 +1059,7 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         const int64_t n = d->rows * d->cols;
         if (st == AH_OK && !(data[i] = malloc((size_t)n * sizeof **data)))
             st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-        if (st == AH_OK) st = load_tensor(d, "", 1, 0, T, fs, nf, data[i], n, err);
+        if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, fs, nf, data[i], n, err);
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         if (st == AH_OK && hf_transposed(d->name)) {
             float *tr = malloc((size_t)n * sizeof *tr);
