@@ -75,3 +75,12 @@ bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_
         if (alive[pl->ranks[r].node] && ah_placement_holds(pl, r, g, tp_index)) return true;
     return false;
 }
+
+int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
+    int n = 0;
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, 0);
+    for (int l = 0; l < (int)m->n_layer; l++)
+        for (int j = 0; j < T; j++) ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, j);
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, 0);
+    return n;
+}

@@ -60,4 +60,9 @@ int ah_placement_lowest_holder(const ah_placement_t *pl, ah_shard_group_t g, int
 /* Whether some rank on a node with alive[node] holds (g, tp_index). */
 bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, const bool *alive);
 
+/* Every shard name of the whole model saved at TP degree T, the ones a restore or an export
+ * needs (the embedding's and the head's piece 0 only: every TP rank holds them whole). names has
+ * room for 2 + n_layer x T; returns the count. */
+int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]);
+
 #endif

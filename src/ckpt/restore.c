@@ -20,7 +20,7 @@ struct ah_ckpt_catalog {
     int n_trusted;
 };
 
-static ah_status_t load_local(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
+ah_status_t ah_ckpt_load_committed(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
     ah_ckpt_step_info_t *info;
     int ns;
     *out = NULL;
@@ -50,7 +50,7 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
     for (int t = 0; t < AH_TIER_COUNT; t++) {
         ah_error_t e2 = {0};
         ah_status_t st = AH_OK;
-        if (t == AH_TIER_LOCAL && src->local_root) st = load_local(src->local_root, &cat->m[t], &cat->n[t], &e2);
+        if (t == AH_TIER_LOCAL && src->local_root) st = ah_ckpt_load_committed(src->local_root, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_PEER && src->peer) st = src->peer->manifests(src->peer->ctx, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_CLOUD && src->cloud)
             st = ah_ckpt_cloud_scan(src->cloud, &src->cloud_url, &cat->m[t], &cat->n[t], NULL, NULL, &e2);
@@ -72,6 +72,14 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
 
 const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t) {
     return (unsigned)t < AH_TIER_COUNT ? cat->note[t] : "";
+}
+
+const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {
+    for (int i = 0; i < n; i++) {
+        const ah_ckpt_file_t *f;
+        if (ms[i].meta.step == step && (f = ah_ckpt_manifest_find(&ms[i], name))) return f;
+    }
+    return NULL;
 }
 
 /* The manifest of tier t at step listing name, or NULL (and its entry in *f). */

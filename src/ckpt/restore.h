@@ -46,6 +46,13 @@ typedef struct ah_ckpt_restore_stats {
     char last_fallback[512];       /* why the last one was rejected */
 } ah_ckpt_restore_stats_t;
 
+/* The committed manifests of a node root, every step (a step whose manifest does not load is
+ * left out); malloc'ed, free with ah_ckpt_manifests_free. A root that cannot be listed is an
+ * error. */
+ah_status_t ah_ckpt_load_committed(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err);
+/* The entry for name in the first of ms (n) that is of step and lists it, or NULL. */
+const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name);
+
 typedef struct ah_ckpt_catalog ah_ckpt_catalog_t;
 
 /* Reads the manifests of every tier. Fails only when no tier at all can be read. */

@@ -537,20 +537,11 @@ static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **o
     return st;
 }
 
-/* The manifest at step listing name among ms (n), or NULL. */
-static const ah_ckpt_file_t *listed(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {
-    for (int i = 0; i < n; i++) {
-        const ah_ckpt_file_t *f;
-        if (ms[i].meta.step == step && (f = ah_ckpt_manifest_find(&ms[i], name))) return f;
-    }
-    return NULL;
-}
-
 /* Whether node nd's committed manifest of step lists name: the same answer on every rank, from
  * its own manifests for its node and the gathered ones for the others. */
 static bool node_lists(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *own, int n_own, const int *peer_node,
                        int nd, int64_t step, const char *name) {
-    if (nd == s->my_node) return listed(own, n_own, step, name) != NULL;
+    if (nd == s->my_node) return ah_ckpt_manifests_find(own, n_own, step, name) != NULL;
     for (int i = 0; i < s->n_peer_m; i++)
         if (peer_node[i] == nd && s->peer_m[i].meta.step == step && ah_ckpt_manifest_find(&s->peer_m[i], name))
             return true;
@@ -577,7 +568,7 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
     char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
     const double tv = ah_now_s();
     for (int i = 0; st == AH_OK && i < n_needed; i++) {
-        const ah_ckpt_file_t *f = listed(own, n_own, step, needed[i]);
+        const ah_ckpt_file_t *f = ah_ckpt_manifests_find(own, n_own, step, needed[i]);
         ah_error_t e2;
         ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
         if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK) {
@@ -628,7 +619,7 @@ static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_ma
                 pf->ok = rs == AH_OK;
                 if (!pf->ok) snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
             } else if (server == tr->rank) {
-                const ah_ckpt_file_t *f = listed(own, n_own, step, name);
+                const ah_ckpt_file_t *f = ah_ckpt_manifests_find(own, n_own, step, name);
                 ah_error_t e2;
                 ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
                 ah_status_t vs = ah_ckpt_join(path, sizeof path, dir, name) < 0
@@ -692,17 +683,6 @@ static void remove_staging(const char *staging, int64_t step) {
     rmdir(staging);
 }
 
-/* Every shard name of the whole model at TP degree T (replicated groups: piece 0 only), for the
- * choice of a step every rank can restore from. */
-static int model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
-    int n = 0;
-    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, 0);
-    for (int l = 0; l < (int)m->n_layer; l++)
-        for (int j = 0; j < T; j++) ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, j);
-    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, 0);
-    return n;
-}
-
 /* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
@@ -714,7 +694,7 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int
     *T_out = 0;
     for (int T = 1; names && ptrs && T <= 64 && T <= m->n_head; T++) {
         if (m->n_head % T != 0 || m->d_ff % T != 0) continue;
-        const int n = model_names(m, T, names);
+        const int n = ah_placement_model_names(m, T, names);
         for (int i = 0; i < n; i++) ptrs[i] = names[i];
         int64_t step;
         ah_ckpt_meta_t mt;
@@ -887,228 +867,5 @@ done:
     free(verified);
     free(paths);
     free(ptrs);
-    return st;
-}
-
-/* ---- export to Hugging Face GPT-2 ----------------------------------------------------------- */
-
-static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
-
-ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err) {
-    ah_ckpt_step_info_t *info;
-    int ns;
-    *roots = NULL;
-    *n = 0;
-    if (ah_ckpt_list(dir, &info, &ns, err) != AH_OK) return err->code;
-    free(info);
-    DIR *d = ns > 0 ? NULL : opendir(dir);
-    if (ns == 0 && !d) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    int cap = 1;
-    *roots = malloc(sizeof **roots);
-    if (*roots && ns > 0) snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", dir);
-    for (struct dirent *e; *roots && d && (e = readdir(d));) {
-        char p[AH_CKPT_PATH_MAX];
-        struct stat sb;
-        if (e->d_name[0] == '.' || ah_ckpt_join(p, sizeof p, dir, e->d_name) < 0 || stat(p, &sb) != 0 ||
-            !S_ISDIR(sb.st_mode))
-            continue;
-        if (*n == cap) {
-            char (*g)[AH_CKPT_PATH_MAX] = realloc(*roots, (size_t)(cap *= 2) * sizeof *g);
-            if (!g) { /* a partial list would let ckpt verify pass with nodes unchecked */
-                free(*roots);
-                *roots = NULL;
-                break;
-            }
-            *roots = g;
-        }
-        snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", p);
-    }
-    if (d) closedir(d);
-    if (!*roots) return ah_error_set(err, AH_ERR_OOM, "no host memory for the node list");
-    qsort(*roots, (size_t)*n, sizeof **roots, cmp_path); /* readdir's order is arbitrary */
-    return AH_OK;
-}
-
-/* Conv1D layout: HF GPT-2 stores these matrices as (in, out), ours are (out, in). */
-static bool hf_transposed(const char *name) {
-    return strstr(name, ".weight") && (strstr(name, "attn.qkv") || strstr(name, "attn.proj") || strstr(name, "mlp."));
-}
-
-static void hf_name(const char *ours, char *out, size_t cap) {
-    static const char *const MAP[][2] = {{"wte", "transformer.wte.weight"}, {"wpe", "transformer.wpe.weight"},
-                                         {"ln_f.", "transformer.ln_f."}, {"attn.qkv.", "attn.c_attn."},
-                                         {"attn.proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."},
-                                         {"mlp.proj.", "mlp.c_proj."}};
-    if (strcmp(ours, "wte") == 0 || strcmp(ours, "wpe") == 0) {
-        snprintf(out, cap, "%s", strcmp(ours, "wte") == 0 ? MAP[0][1] : MAP[1][1]);
-        return;
-    }
-    if (strncmp(ours, "ln_f.", 5) == 0) {
-        snprintf(out, cap, "transformer.%s", ours);
-        return;
-    }
-    /* h.L.<part>: transformer.h.L.<hf part> */
-    const char *dot = strchr(ours + 2, '.');
-    char part[64];
-    snprintf(part, sizeof part, "%s", dot + 1);
-    for (size_t i = 3; i < sizeof MAP / sizeof MAP[0]; i++) {
-        size_t l = strlen(MAP[i][0]);
-        if (strncmp(part, MAP[i][0], l) == 0) {
-            snprintf(out, cap, "transformer.%.*s%s%s", (int)(dot + 1 - ours), ours, MAP[i][1], part + l);
-            return;
-        }
-    }
-    snprintf(out, cap, "transformer.%s", ours);
-}
-
-ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err) {
-    char (*roots)[AH_CKPT_PATH_MAX] = NULL;
-    int n_roots = 0, T = 0, n_m = 0, n_t = 0;
-    ah_ckpt_manifest_t *ms = NULL;
-    int *root_of = NULL;
-    ah_gpt_tensor_t *defs = NULL;
-    float **data = NULL;
-    ah_st_tensor_t *ts = NULL;
-    char (*names)[96] = NULL;
-    ah_status_t st = ah_ckpt_node_roots(local_root, &roots, &n_roots, err);
-    /* Every committed manifest of every node root, and which root it came from. */
-    for (int r = 0; st == AH_OK && r < n_roots; r++) {
-        char *text = manifests_text(roots[r]);
-        json_t *doc = NULL;
-        if (text && text[0] && (st = ah_json_load_string(text, strlen(text), roots[r], &doc, err)) == AH_OK) {
-            for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
-                ah_ckpt_manifest_t *g = realloc(ms, (size_t)(n_m + 1) * sizeof *g);
-                int *go = g ? realloc(root_of, (size_t)(n_m + 1) * sizeof *go) : NULL;
-                if (g) ms = g;
-                if (go) root_of = go;
-                if (!g || !go) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-                else if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), roots[r], &ms[n_m], err)) == AH_OK)
-                    root_of[n_m++] = r;
-            }
-        }
-        json_decref(doc);
-        free(text);
-    }
-    /* The step: the newest (or the asked) one whose whole model is listed at some TP degree. */
-    ah_model_t model;
-    int64_t step = -1;
-    for (int i = 0; st == AH_OK && i < n_m; i++) {
-        const ah_ckpt_meta_t *mt = &ms[i].meta;
-        if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
-        const int max_names = 2 + (int)mt->model.n_layer * 64;
-        char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
-        for (int t = 1; need && t <= 64 && t <= mt->model.n_head; t++) {
-            if (mt->model.n_head % t || mt->model.d_ff % t) continue;
-            const int nn = model_names(&mt->model, t, need);
-            int k = 0;
-            while (k < nn && listed(ms, n_m, mt->step, need[k])) k++;
-            if (k == nn) {
-                step = mt->step;
-                T = t;
-                model = mt->model;
-                break;
-            }
-        }
-        free(need);
-    }
-    if (st == AH_OK && step < 0)
-        st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "
-                                      "model in any node directory; `autohet ckpt ls --local-root DIR/NODE` lists "
-                                      "the steps", local_root, (long long)want)
-                       : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
-                                      "(looked in %d node director%s)", local_root, n_roots, n_roots == 1 ? "y" : "ies");
-    if (st == AH_OK && model.arch != AH_ARCH_GPT2)
-        st = ah_error_set(err, AH_ERR_INVALID, "%s: model %s is not GPT-2; export writes GPT-2 only", local_root, model.name);
-    /* Assemble each full tensor (TP degree 1) from its group's pieces, from a verified copy. */
-    if (st == AH_OK) {
-        n_t = ah_gpt_tensor_count(&model);
-        defs = calloc((size_t)n_t, sizeof *defs);
-        data = calloc((size_t)n_t, sizeof *data);
-        ts = calloc((size_t)n_t, sizeof *ts);
-        names = calloc((size_t)n_t, sizeof *names);
-        if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
-        else ah_gpt_tensors(&model, defs);
-    }
-    ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
-    for (int i = 0; st == AH_OK && i < n_t; i++) {
-        const ah_gpt_tensor_t *d = &defs[i];
-        const ah_shard_group_t g = d->block >= 0 ? (ah_shard_group_t){AH_SHARD_BLOCK, d->block}
-                          : strncmp(d->name, "ln_f.", 5) == 0 ? (ah_shard_group_t){AH_SHARD_HEAD, -1}
-                                                               : (ah_shard_group_t){AH_SHARD_EMBED, -1};
-        int idx[AH_RESHARD_MAX_PIECES], opened = 0;
-        const int nf = ah_reshard_pieces(g, T, 1, 0, idx);
-        for (; opened < nf && st == AH_OK; opened++) {
-            char name[AH_CKPT_NAME_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
-            ah_shard_group_name(name, g, T, idx[opened]);
-            bool ok = false;
-            for (int m = 0; m < n_m && !ok; m++) {
-                const ah_ckpt_file_t *f;
-                ah_error_t e2;
-                if (ms[m].meta.step != step || !(f = ah_ckpt_manifest_find(&ms[m], name))) continue;
-                ah_ckpt_step_dir(dir, sizeof dir, roots[root_of[m]], step);
-                ah_ckpt_join(path, sizeof path, dir, name);
-                ok = ah_ckpt_verify_file(path, f, &e2) == AH_OK && ah_st_open(path, &fs[opened], &e2) == AH_OK;
-                if (!ok) snprintf(why, sizeof why, "%.1000s", e2.msg);
-            }
-            if (!ok) {
-                st = ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%s)", (long long)step, name, why);
-                break;
-            }
-        }
-        const int64_t n = d->rows * d->cols;
-        if (st == AH_OK && !(data[i] = malloc((size_t)n * sizeof **data)))
-            st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-        if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, fs, nf, data[i], n, err);
-        for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
-        if (st == AH_OK && hf_transposed(d->name)) {
-            float *tr = malloc((size_t)n * sizeof *tr);
-            if (!tr) {
-                st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-                break;
-            }
-            for (int64_t r = 0; r < d->rows; r++)
-                for (int64_t c = 0; c < d->cols; c++) tr[c * d->rows + r] = data[i][r * d->cols + c];
-            free(data[i]);
-            data[i] = tr;
-        }
-        hf_name(d->name, names[i], sizeof names[i]);
-        ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .data = data[i]};
-        ts[i].ndim = d->cols == 1 ? 1 : 2;
-        ts[i].shape[0] = hf_transposed(d->name) ? d->cols : d->rows;
-        ts[i].shape[1] = hf_transposed(d->name) ? d->rows : d->cols;
-    }
-    char path[AH_CKPT_PATH_MAX];
-    if (st == AH_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-        st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the output directory: %s", out_dir, strerror(errno));
-    if (st == AH_OK && ah_ckpt_join(path, sizeof path, out_dir, "model.safetensors") < 0)
-        st = ah_error_set(err, AH_ERR_IO, "%s: path too long", out_dir);
-    if (st == AH_OK) {
-        json_t *meta = json_pack("{s:s}", "format", "pt");
-        st = ah_st_save(path, ts, n_t, meta, NULL, NULL, err);
-        json_decref(meta);
-    }
-    if (st == AH_OK) {
-        json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:I}",
-                                "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "n_layer",
-                                (json_int_t)model.n_layer, "n_embd", (json_int_t)model.d_model, "n_head",
-                                (json_int_t)model.n_head, "n_inner", (json_int_t)model.d_ff, "vocab_size",
-                                (json_int_t)model.vocab, "n_positions", (json_int_t)model.max_pos, "n_ctx",
-                                (json_int_t)model.max_pos, "activation_function", "gelu_new",
-                                "layer_norm_epsilon", model.norm_eps, "tie_word_embeddings", true, "torch_dtype",
-                                "float32", "autohet_step", (json_int_t)step);
-        ah_ckpt_join(path, sizeof path, out_dir, "config.json");
-        st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
-        json_decref(cfg);
-    }
-    if (st == AH_OK && step_out) *step_out = step;
-    for (int i = 0; data && i < n_t; i++) free(data[i]);
-    free(data);
-    free(defs);
-    free(ts);
-    free(names);
-    ah_ckpt_manifests_free(ms, n_m);
-    free(root_of);
-    free(roots);
     return st;
 }

@@ -68,18 +68,4 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
 
-/* The node checkpoint roots a --local-root DIR names: DIR itself when it holds step directories
- * (one node's root), else each of its subdirectories (DIR/NODE/, as autohet train writes them).
- * A DIR that cannot be opened is an error, not an empty list. *roots is malloc'ed; free it. */
-ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err);
-
-/* `autohet ckpt export`: the full model of a committed step as one Hugging Face GPT-2
- * OUT_DIR/model.safetensors (transformer.* names, Conv1D (in, out) layout for c_attn, c_proj,
- * c_fc; head tied to wte) and OUT_DIR/config.json. local_root is a node's checkpoint root or a
- * directory of them (DIR/NODE/, as --local-root of autohet train); shards are taken from whichever
- * node holds an intact copy, at whatever TP degree they were saved, and assembled. step < 0: the
- * newest step whose weights are complete. *step_out gets the step exported. */
-ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t step, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err);
-
 #endif
