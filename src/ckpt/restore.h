@@ -1,8 +1,9 @@
 /* Restoring shards from the cheapest tier that has them: local disk, then a peer, then the cloud.
  *
  * A catalog gathers the committed manifests of every tier once: the node's local root, the peer
- * tier (a hook the trainer provides: it gathers surviving nodes' manifests over MPI and moves a
- * file on request), and the cloud (manifest-NODE.json objects). Then:
+ * tier (hooks the caller provides, ckpt/peer.h: surviving nodes' manifests gathered over MPI, and
+ * the files the local tier lacks moved in one exchange), and the cloud (manifest-NODE.json
+ * objects). Then:
  *   ah_ckpt_catalog_newest  the newest step for which every needed shard is listed in some tier,
  *                           with that step's data position, RNG state, ...;
  *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> peer -> cloud,
@@ -19,11 +20,16 @@
 #include "ckpt/policy.h"
 #include "ckpt/s3.h"
 
-/* The peer tier, provided by the caller (MPI in the trainer). */
+/* The peer tier, provided by the caller (MPI between nodes: ckpt/peer.h). */
 typedef struct ah_ckpt_peer {
     /* Committed manifests the surviving peers hold (malloc'ed array; the catalog takes it and
      * frees it with ah_ckpt_manifests_free). */
     ah_status_t (*manifests)(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err);
+    /* NULL, or called once by every ah_ckpt_catalog_fetch before the first fetch, with the names
+     * the local tier gave no verified copy of (n may be 0): a tier whose transfers are collective
+     * moves them all at once into dest_dir (staging_dir/step-N/), and fetch then reports. */
+    ah_status_t (*exchange)(void *ctx, int64_t step, const char *const *names, int n, const char *dest_dir,
+                            ah_error_t *err);
     /* Puts a peer's copy of file `name` of `step` at dest_path (complete or not at all). */
     ah_status_t (*fetch)(void *ctx, int64_t step, const char *name, const char *dest_path,
                          ah_error_t *err);
@@ -63,11 +69,10 @@ const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t)
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
-/* The local copies of names were verified (size, CRC-32C, structure) against this node's committed
- * manifest by the caller just now, e.g. while deciding what to ask peers for: the local tier takes
- * them as they are instead of reading them a second time. */
-ah_status_t ah_ckpt_catalog_trust_local(ah_ckpt_catalog_t *cat, const char *const *names, int n, ah_error_t *err);
-/* paths[i] gets a verified copy of needed[i]. stats (may be NULL) accumulates. */
+/* paths[i] gets a verified copy of needed[i], tier by tier: every local copy is checked (once),
+ * then the peer tier's exchange moves what is left, then peer and cloud copies are checked. With
+ * an exchange hook this is collective wherever the hook is. stats (may be NULL) accumulates; the
+ * exchange's time counts for the peer tier when it brought a file. */
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err);

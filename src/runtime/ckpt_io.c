@@ -12,23 +12,14 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "ckpt/peer.h"
 #include "ckpt/placement.h"
 #include "ckpt/policy.h"
 #include "ckpt/reshard.h"
 #include "ckpt/restore.h"
-#include "comm/transfer.h"
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/preempt.h"
-
-enum { TAG_PEER = 7100 };
-
-/* A file the peer tier moved to this rank before the catalog asks for it. */
-typedef struct {
-    char name[AH_CKPT_NAME_MAX];
-    bool ok;
-    char why[512];
-} prefetched_t;
 
 struct ah_ckpt_session {
     ah_trainer_t *tr;
@@ -48,11 +39,6 @@ struct ah_ckpt_session {
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
     double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
-    /* peer tier during a resume */
-    ah_ckpt_manifest_t *peer_m;
-    int n_peer_m;
-    prefetched_t *pre;
-    int n_pre;
 };
 
 /* ---- the model's tensors in shard groups (to be read from the architecture table) ---------- */
@@ -204,8 +190,6 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
         ah_ckpt_uploader_stop(s->up);
     }
     ah_comm_free(&s->node);
-    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
-    free(s->pre);
     ah_placement_free(&s->place);
     free(s->hit);
     free(s);
@@ -322,7 +306,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         ah_ckpt_meta_t meta;
         memset(&meta, 0, sizeof meta);
         meta.step = step;
-        meta.data_position = tr->sample_shift + step * tr->plan->train.global_batch;
+        meta.data_position = ah_trainer_data_position(tr, step);
         snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
         snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
         meta.has_model = true;
@@ -441,202 +425,6 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 
 /* ---- resume ------------------------------------------------------------------------------- */
 
-static ah_status_t manifest_copy(const ah_ckpt_manifest_t *src, ah_ckpt_manifest_t *dst, ah_error_t *err) {
-    *dst = *src;
-    dst->files = malloc((size_t)(src->n_files > 0 ? src->n_files : 1) * sizeof *dst->files);
-    if (!dst->files) return ah_error_set(err, AH_ERR_OOM, "no host memory for a manifest copy");
-    if (src->n_files > 0) memcpy(dst->files, src->files, (size_t)src->n_files * sizeof *dst->files);
-    return AH_OK;
-}
-
-static ah_status_t peer_manifests(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
-    const ah_ckpt_session_t *s = ctx;
-    *out = calloc((size_t)(s->n_peer_m > 0 ? s->n_peer_m : 1), sizeof **out);
-    *n = 0;
-    if (!*out) return ah_error_set(err, AH_ERR_OOM, "no host memory for the peer manifests");
-    for (int i = 0; i < s->n_peer_m; i++, (*n)++)
-        if (manifest_copy(&s->peer_m[i], &(*out)[i], err) != AH_OK) return err->code;
-    return AH_OK;
-}
-
-/* The peer copies were moved before the catalog asks (a collective exchange in one global order,
- * prefetch() below); this only reports how that went for the file. */
-static ah_status_t peer_fetch(void *ctx, int64_t step, const char *name, const char *dest_path, ah_error_t *err) {
-    const ah_ckpt_session_t *s = ctx;
-    (void)dest_path;
-    for (int i = 0; i < s->n_pre; i++)
-        if (strcmp(s->pre[i].name, name) == 0)
-            return s->pre[i].ok ? AH_OK : ah_error_set(err, AH_ERR_IO, "%s", s->pre[i].why);
-    return ah_error_set(err, AH_ERR_IO, "step %lld: %s was not requested from a peer", (long long)step, name);
-}
-
-/* Committed manifests of a node root as one JSON array text ("" when none). */
-static char *manifests_text(const char *root) {
-    ah_ckpt_step_info_t *info;
-    int n;
-    ah_error_t e2;
-    json_t *arr = json_array();
-    if (arr && ah_ckpt_list(root, &info, &n, &e2) == AH_OK) {
-        for (int i = 0; i < n; i++) {
-            ah_ckpt_manifest_t m;
-            if (!info[i].committed || ah_ckpt_load(root, info[i].step, &m, &e2) != AH_OK) continue;
-            json_array_append_new(arr, ah_ckpt_manifest_to_json(&m));
-            ah_ckpt_manifest_free(&m);
-        }
-        free(info);
-    }
-    char *text = arr && json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : strdup("");
-    json_decref(arr);
-    return text;
-}
-
-/* Every node's committed manifests, from its leader: peers' go to s->peer_m, this node's own to
- * *own (for the local check before asking peers). nodes_of[i] is the node of peer_m[i]. */
-static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **own, int *n_own,
-                                    int **nodes_of, ah_error_t *err) {
-    ah_trainer_t *tr = s->tr;
-    char *mine = s->node_rank == 0 && s->o.local_root ? manifests_text(s->node_root) : strdup("");
-    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
-    char *all = NULL;
-    ah_status_t st = mine && lens ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-    st = ah_comm_agree(ah_comm_world(), st, err);
-    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), mine ? mine : "", mine ? strlen(mine) : 0, &all, lens, err);
-    free(mine);
-    *own = NULL;
-    *n_own = 0;
-    *nodes_of = NULL;
-    size_t off = 0;
-    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
-        if (lens[r] == 0) continue;
-        json_t *doc;
-        char where[64];
-        snprintf(where, sizeof where, "manifests of rank %d", r);
-        if ((st = ah_json_load_string(all + off, lens[r], where, &doc, err)) != AH_OK) break;
-        const bool self = s->place.ranks[r].node == s->my_node;
-        for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
-            ah_ckpt_manifest_t m;
-            if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), where, &m, err)) != AH_OK) break;
-            ah_ckpt_manifest_t **arr = self ? own : &s->peer_m;
-            int *cnt = self ? n_own : &s->n_peer_m;
-            ah_ckpt_manifest_t *g = realloc(*arr, (size_t)(*cnt + 1) * sizeof *g);
-            if (g) *arr = g;
-            int *gn = self || !g ? NULL : realloc(*nodes_of, (size_t)(*cnt + 1) * sizeof *gn);
-            if (gn) *nodes_of = gn;
-            if (!g || (!self && !gn)) {
-                ah_ckpt_manifest_free(&m);
-                st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-                break;
-            }
-            if (gn) gn[*cnt] = s->place.ranks[r].node;
-            g[(*cnt)++] = m;
-        }
-        json_decref(doc);
-    }
-    free(all);
-    free(lens);
-    return st;
-}
-
-/* Whether node nd's committed manifest of step lists name: the same answer on every rank, from
- * its own manifests for its node and the gathered ones for the others. */
-static bool node_lists(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *own, int n_own, const int *peer_node,
-                       int nd, int64_t step, const char *name) {
-    if (nd == s->my_node) return ah_ckpt_manifests_find(own, n_own, step, name) != NULL;
-    for (int i = 0; i < s->n_peer_m; i++)
-        if (peer_node[i] == nd && s->peer_m[i].meta.step == step && ah_ckpt_manifest_find(&s->peer_m[i], name))
-            return true;
-    return false;
-}
-
-static ah_status_t afile_sink(void *ctx, const void *data, size_t n, ah_error_t *err) {
-    return ah_afile_write(ctx, data, n, err);
-}
-
-/* The peer tier's transfers: every rank lists the needed files its own node lacks (or holds
- * damaged; the intact ones go to verified[]); then all ranks walk the requests in one global order (requester rank, then name), the
- * lowest rank of the first other node whose manifest lists the file sends it (or refuses, when its
- * copy does not verify), and the requester stores it in the staging directory. */
-static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_manifest_t *own, int n_own,
-                            const int *peer_node, char (*needed)[AH_CKPT_NAME_MAX], int n_needed,
-                            const char *staging, const char **verified, int *n_verified, double *verify_s,
-                            double *seconds, ah_error_t *err) {
-    ah_trainer_t *tr = s->tr;
-    char *req = calloc((size_t)n_needed + 1, AH_CKPT_NAME_MAX + 1);
-    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
-    s->pre = calloc((size_t)n_needed + 1, sizeof *s->pre);
-    ah_status_t st = req && lens && s->pre ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for peer requests");
-    char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
-    const double tv = ah_now_s();
-    for (int i = 0; st == AH_OK && i < n_needed; i++) {
-        const ah_ckpt_file_t *f = ah_ckpt_manifests_find(own, n_own, step, needed[i]);
-        ah_error_t e2;
-        ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-        if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK) {
-            verified[(*n_verified)++] = needed[i];
-            continue;
-        }
-        strcat(req, needed[i]);
-        strcat(req, "\n");
-    }
-    *verify_s = ah_now_s() - tv;
-    st = ah_comm_agree(ah_comm_world(), st, err);
-    char *all = NULL;
-    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), req, strlen(req), &all, lens, err);
-    free(req);
-    const double t0 = ah_now_s();
-    size_t off = 0;
-    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
-        for (char *p = all + off; st == AH_OK && p < all + off + lens[r];) {
-            char *nl = memchr(p, '\n', (size_t)(all + off + lens[r] - p));
-            if (!nl) break;
-            *nl = '\0';
-            const char *name = p;
-            p = nl + 1;
-            int server = -1;
-            for (int nd = 0; nd < s->n_nodes && server < 0; nd++)
-                if (nd != s->place.ranks[r].node && s->place.node_leader[nd] >= 0 && node_lists(s, own, n_own, peer_node, nd, step, name))
-                    server = s->place.node_leader[nd];
-            if (r == tr->rank) {
-                prefetched_t *pf = &s->pre[s->n_pre++];
-                snprintf(pf->name, sizeof pf->name, "%s", name);
-                if (server < 0) {
-                    snprintf(pf->why, sizeof pf->why, "no other node lists %s at step %lld", name, (long long)step);
-                    continue;
-                }
-                ah_afile_t af;
-                ah_error_t e2;
-                if (ah_ckpt_join(path, sizeof path, staging, name) < 0 || ah_afile_open(&af, path, &e2) != AH_OK) {
-                    /* The sender is committed to this exchange: receive into nowhere, then fail. */
-                    snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
-                    st = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, NULL, NULL, NULL, &e2) == AH_ERR_COMM
-                             ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
-                    continue;
-                }
-                ah_status_t rs = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, afile_sink, &af, NULL, &e2);
-                if (rs == AH_OK) rs = ah_afile_commit(&af, false, &e2);
-                else ah_afile_abort(&af);
-                if (rs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
-                pf->ok = rs == AH_OK;
-                if (!pf->ok) snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
-            } else if (server == tr->rank) {
-                const ah_ckpt_file_t *f = ah_ckpt_manifests_find(own, n_own, step, name);
-                ah_error_t e2;
-                ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-                ah_status_t vs = ah_ckpt_join(path, sizeof path, dir, name) < 0
-                                     ? ah_error_set(&e2, AH_ERR_IO, "%s/%s: path too long", dir, name)
-                                     : ah_ckpt_verify_file(path, f, &e2);
-                if (vs == AH_OK) vs = ah_comm_send_file(ah_comm_world(), path, r, TAG_PEER, NULL, &e2);
-                else vs = ah_comm_send_refusal(ah_comm_world(), r, TAG_PEER, e2.msg, &e2);
-                if (vs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
-            }
-        }
-    }
-    free(all);
-    free(lens);
-    *seconds = ah_now_s() - t0;
-    return st;
-}
-
 static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
                               ah_error_t *err) {
     ah_gpt_stage_t *st = &s->tr->stage;
@@ -714,158 +502,183 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int
     return best;
 }
 
+/* What this rank reads for step's groups saved at degree T: its groups (with the embedding on a
+ * last stage), the files they are read from, and where the catalog puts each. */
+typedef struct {
+    ah_shard_group_t *gs;
+    int ng;
+    char (*names)[AH_CKPT_NAME_MAX];
+    const char **ptrs; /* names, as the catalog takes them */
+    char (*paths)[AH_CKPT_PATH_MAX];
+    int n;
+} wanted_t;
+
+static ah_status_t wanted_build(const ah_ckpt_session_t *s, int T, wanted_t *w, ah_error_t *err) {
+    const int t = s->tr->plan->tp, k = s->tr->role.tp_rank;
+    int idx[AH_RESHARD_MAX_PIECES];
+    memset(w, 0, sizeof *w);
+    w->gs = groups_alloc(s);
+    w->ng = w->gs ? ah_placement_groups(&s->place, s->tr->rank, true, w->gs) : 0;
+    const size_t cap = (size_t)w->ng * AH_RESHARD_MAX_PIECES;
+    w->names = calloc(cap, sizeof *w->names);
+    w->ptrs = calloc(cap, sizeof *w->ptrs);
+    w->paths = calloc(cap, sizeof *w->paths);
+    if (!w->gs || !w->names || !w->ptrs || !w->paths)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+    for (int gi = 0; gi < w->ng; gi++) {
+        const int nf = ah_reshard_pieces(w->gs[gi], T, t, k, idx);
+        for (int j = 0; j < nf; j++, w->n++) {
+            ah_shard_group_name(w->names[w->n], w->gs[gi], T, idx[j]);
+            w->ptrs[w->n] = w->names[w->n];
+        }
+    }
+    return AH_OK;
+}
+
+static void wanted_free(wanted_t *w) {
+    free(w->gs);
+    free(w->names);
+    free(w->ptrs);
+    free(w->paths);
+}
+
+/* The catalog of every tier (this node's disk, the peers, the cloud) and the step it restores:
+ * *step -1 with *why when no tier has a complete one. Not collective (the peer tier is open). */
+static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const char *staging, ah_s3_t **s3,
+                                ah_ckpt_catalog_t **cat, int64_t *step, int *T, ah_ckpt_meta_t *meta, char *why,
+                                size_t why_cap, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    ah_status_t st = s->cloud ? ah_s3_open(&s->s3cfg, s3, err) : AH_OK;
+    if (st == AH_OK) {
+        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
+        src.cloud_url = s->url;
+        st = ah_ckpt_catalog_open(&src, cat, err);
+    }
+    if (st != AH_OK) return st;
+    ah_error_t e2 = {0};
+    *step = choose_step(*cat, tr->plan, T, meta, &e2);
+    if (*step < 0) snprintf(why, why_cap, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
+    if (*step >= 0 && meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
+                            "trains %s; resume with a plan for that model, or use another --local-root",
+                            (long long)*step, meta->model.name, tr->plan->model.name);
+    return AH_OK;
+}
+
+/* Collective: every rank chose the same (step, T). */
+static ah_status_t agree_step(int64_t step, int T, ah_error_t *err) {
+    int64_t v[4] = {step, T, -step, -(int64_t)T};
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), v, 4, err);
+    if (st == AH_OK && (v[0] != -v[2] || v[1] != -v[3]))
+        st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
+                          "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+    return st;
+}
+
+/* This rank's shards of step from the cheapest tiers (the peer exchange is collective), loaded. */
+static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t *cat, int64_t step, int T,
+                                  const char *staging, ah_ckpt_restore_stats_t *stats, ah_error_t *err) {
+    wanted_t w;
+    char dir[AH_CKPT_PATH_MAX];
+    ah_status_t st = wanted_build(s, T, &w, err);
+    /* The node's disk may be new (an empty node, or one whose directory went with it). */
+    mkdir(s->o.local_root, 0755);
+    mkdir(s->node_root, 0755);
+    if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
+                        ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 || (mkdir(dir, 0755) != 0 && errno != EEXIST)))
+        st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
+                          strerror(errno));
+    if ((st = ah_comm_agree(ah_comm_world(), st, err)) == AH_OK)
+        st = ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err);
+    if (st == AH_OK) st = load_stage(s, w.gs, w.ng, T, w.paths, err);
+    wanted_free(&w);
+    return ah_comm_agree(ah_comm_world(), st, err);
+}
+
+/* The "recover" event (rank 0): figures over the job, bytes, files and fallbacks summed, seconds
+ * as the slowest rank saw them. Collective. */
+static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah_ckpt_restore_stats_t *stats,
+                                 bool found, int64_t step, int T, const ah_ckpt_meta_t *meta, const char *why,
+                                 json_t **event, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    double sums[7];
+    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        sums[i] = (double)stats->bytes[i];
+        sums[3 + i] = stats->files[i];
+        maxes[1 + i] = (int64_t)(stats->seconds[i] * 1e6);
+    }
+    sums[6] = stats->fallbacks;
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
+    if (st != AH_OK || tr->rank != 0 || !event) return st;
+    *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(found ? step : 0), "found",
+                       found, "seconds", (double)maxes[0] * 1e-6);
+    json_t *b = json_object(), *f = json_object(), *sec = json_object();
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
+        json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
+        json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
+    }
+    json_object_set_new(*event, "bytes", b);
+    json_object_set_new(*event, "files", f);
+    json_object_set_new(*event, "tier_seconds", sec);
+    json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
+    if (found) {
+        json_object_set_new(*event, "tp_from", json_integer(T));
+        json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
+        json_object_set_new(*event, "data_position", json_integer(meta->data_position));
+        json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
+        if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
+    } else {
+        json_object_set_new(*event, "note", json_string(why));
+    }
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
                                    ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
-    ah_comm_t *world = ah_comm_world();
     const double t0 = ah_now_s();
     *start = 0;
     *found = false;
     if (event) *event = NULL;
-    ah_ckpt_manifest_t *own = NULL;
-    int n_own = 0, *peer_node = NULL, T = 0, ng = 0, n_needed = 0;
+    ah_ckpt_peer_tier_t *peers = NULL;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
-    ah_shard_group_t *gs = NULL;
-    char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
-    const char **ptrs = NULL, **verified = NULL;
-    int n_verified = 0;
-    char staging[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
+    char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
     ah_ckpt_restore_stats_t stats;
     memset(&stats, 0, sizeof stats);
     ah_ckpt_meta_t meta;
     memset(&meta, 0, sizeof meta);
     int64_t step = -1;
-    double prefetch_s = 0, verify_s = 0;
+    int T = 0;
     ah_status_t st = AH_OK;
     if (!s->o.local_root) {
         /* Nothing to restore from without a disk to stage on; say so like an empty checkpoint. */
         snprintf(why, sizeof why, "no --local-root");
-        goto report;
-    }
-    if ((st = gather_manifests(s, &own, &n_own, &peer_node, err)) != AH_OK) goto done;
-    snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
-    if (s->cloud) st = ah_s3_open(&s->s3cfg, &s3, err);
-    /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
-    ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, s};
-    if (st == AH_OK) {
-        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = &peer, .cloud = s3, .staging_dir = staging};
-        src.cloud_url = s->url;
-        st = ah_ckpt_catalog_open(&src, &cat, err);
-    }
-    if (st == AH_OK) {
-        ah_error_t e2 = {0};
-        step = choose_step(cat, tr->plan, &T, &meta, &e2);
-        if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
-        if (step >= 0 && meta.has_model && !ah_model_equal(&meta.model, &tr->plan->model))
-            st = ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
-                              "trains %s; resume with a plan for that model, or use another --local-root",
-                              (long long)step, meta.model.name, tr->plan->model.name);
-    }
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    {
-        int64_t v[4] = {step, T, -step, -(int64_t)T};
-        if ((st = ah_comm_allreduce_max_i64(world, v, 4, err)) != AH_OK) goto done;
-        if (v[0] != -v[2] || v[1] != -v[3]) {
-            st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
-                              "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+    } else {
+        snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
+        if ((st = ah_ckpt_peer_open(&s->place, tr->rank, s->node_root, s->node_rank == 0, &peers, err)) != AH_OK)
             goto done;
+        /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
+        const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
+        st = open_catalog(s, &hooks, staging, &s3, &cat, &step, &T, &meta, why, sizeof why, err);
+        if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
+            goto done;
+        if (step >= 0 && (st = restore_shards(s, cat, step, T, staging, &stats, err)) != AH_OK) goto done;
+        if (step >= 0) {
+            ah_trainer_set_data_position(tr, step, meta.data_position);
+            s->last_saved = step;
+            *start = step;
+            *found = true;
         }
     }
-    if (step < 0) goto report;
-    {
-        const int t = tr->plan->tp, k = tr->role.tp_rank;
-        int idx[AH_RESHARD_MAX_PIECES];
-        gs = groups_alloc(s);
-        ng = gs ? ah_placement_groups(&s->place, tr->rank, true, gs) : 0;
-        needed = calloc((size_t)ng * 64, sizeof *needed);
-        paths = calloc((size_t)ng * 64, sizeof *paths);
-        ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
-        verified = calloc((size_t)ng * 64, sizeof *verified);
-        if (!gs || !needed || !paths || !ptrs || !verified) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
-        for (int gi = 0; st == AH_OK && gi < ng; gi++) {
-            const int nf = ah_reshard_pieces(gs[gi], T, t, k, idx);
-            for (int j = 0; j < nf; j++, n_needed++) {
-                ah_shard_group_name(needed[n_needed], gs[gi], T, idx[j]);
-                ptrs[n_needed] = needed[n_needed];
-            }
-        }
-        /* The node's disk may be new (an empty node, or one whose directory went with it). */
-        mkdir(s->o.local_root, 0755);
-        mkdir(s->node_root, 0755);
-        if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
-                            ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 ||
-                            (mkdir(dir, 0755) != 0 && errno != EEXIST)))
-            st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
-                              strerror(errno));
-    }
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    if ((st = prefetch(s, step, own, n_own, peer_node, needed, n_needed, dir, verified, &n_verified, &verify_s,
-                       &prefetch_s, err)) != AH_OK)
-        goto done;
-    /* The local copies prefetch just verified are not read a second time. */
-    if ((st = ah_ckpt_catalog_trust_local(cat, verified, n_verified, err)) == AH_OK)
-        st = ah_ckpt_catalog_fetch(cat, step, ptrs, n_needed, paths, &stats, err);
-    if (st == AH_OK) st = load_stage(s, gs, ng, T, paths, err);
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    if (stats.files[AH_TIER_PEER] > 0) stats.seconds[AH_TIER_PEER] += prefetch_s;
-    stats.seconds[AH_TIER_LOCAL] += verify_s; /* the local copies' check, done before the exchange */
-    tr->sample_shift = meta.data_position - step * tr->plan->train.global_batch;
-    s->last_saved = step;
-    *start = step;
-    *found = true;
-report : {
-    /* Figures over the job: bytes, files, fallbacks summed; seconds as the slowest rank saw them. */
-    double sums[7];
-    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
-    for (int i = 0; i < AH_TIER_COUNT; i++) {
-        sums[i] = (double)stats.bytes[i];
-        sums[3 + i] = stats.files[i];
-        maxes[1 + i] = (int64_t)(stats.seconds[i] * 1e6);
-    }
-    sums[6] = stats.fallbacks;
-    if ((st = ah_comm_allreduce_f64(world, sums, 7, err)) != AH_OK) goto done;
-    if ((st = ah_comm_allreduce_max_i64(world, maxes, 4, err)) != AH_OK) goto done;
-    if (tr->rank == 0 && event) {
-        *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(*found ? step : 0),
-                           "found", *found, "seconds", (double)maxes[0] * 1e-6);
-        json_t *b = json_object(), *f = json_object(), *sec = json_object();
-        for (int i = 0; i < AH_TIER_COUNT; i++) {
-            json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
-            json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
-            json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
-        }
-        json_object_set_new(*event, "bytes", b);
-        json_object_set_new(*event, "files", f);
-        json_object_set_new(*event, "tier_seconds", sec);
-        json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
-        if (*found) {
-            json_object_set_new(*event, "tp_from", json_integer(T));
-            json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
-            json_object_set_new(*event, "data_position", json_integer(meta.data_position));
-            json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta.plan_hash, s->plan_hash) == 0));
-            if (stats.last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats.last_fallback));
-        } else {
-            json_object_set_new(*event, "note", json_string(why));
-        }
-    }
-}
+    st = recover_event(s, t0, &stats, *found, step, T, &meta, why, event, err);
 done:
     if (*found) remove_staging(staging, step);
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3);
-    ah_ckpt_manifests_free(own, n_own);
-    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
-    s->peer_m = NULL;
-    s->n_peer_m = 0;
-    free(s->pre);
-    s->pre = NULL;
-    s->n_pre = 0;
-    free(peer_node);
-    free(gs);
-    free(needed);
-    free(verified);
-    free(paths);
-    free(ptrs);
+    ah_ckpt_peer_close(peers);
     return st;
 }
