@@ -1,4 +1,4 @@
-/* A training job's checkpoints: save, commit per node, upload, tiered resume with resharding. */
+/* A training job's checkpoint session: save, commit per node, upload, notices, tiered resume. */
 #include "runtime/ckpt_io.h"
 
 #include <dirent.h>
@@ -52,11 +52,6 @@ static bool in_group(const ah_gpt_tensor_t *d, ah_shard_group_t g) {
     return false;
 }
 
-/* Room for ah_placement_groups. */
-static ah_shard_group_t *groups_alloc(const ah_ckpt_session_t *s) {
-    return malloc((size_t)s->place.max_groups * sizeof(ah_shard_group_t));
-}
-
 /* The shape of TP rank k's piece of d: 1-D for vectors. */
 static int piece_shape(const ah_gpt_tensor_t *d, int t, int64_t *shape) {
     int64_t r = d->rows, c = d->cols;
@@ -68,9 +63,15 @@ static int piece_shape(const ah_gpt_tensor_t *d, int t, int64_t *shape) {
     return 2;
 }
 
+/* ---- session ------------------------------------------------------------------------------ */
+
+/* A shard holds each tensor as weights, AdamW m and v, under these suffixes. */
 static const char *const SUFFIX[3] = {"", ".exp_avg", ".exp_avg_sq"};
 
-/* ---- session ------------------------------------------------------------------------------ */
+/* Room for ah_placement_groups. */
+static ah_shard_group_t *groups_alloc(const ah_ckpt_session_t *s) {
+    return malloc((size_t)s->place.max_groups * sizeof(ah_shard_group_t));
+}
 
 static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
     json_t *doc = ah_plan_to_json(p);
@@ -475,12 +476,12 @@ static void remove_staging(const char *staging, int64_t step) {
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
     const ah_model_t *m = &p->model;
-    const int max_names = 2 + (int)m->n_layer * 64;
+    const int max_names = 2 + (int)m->n_layer * AH_RESHARD_MAX_PIECES;
     char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
     const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
     int64_t best = -1;
     *T_out = 0;
-    for (int T = 1; names && ptrs && T <= 64 && T <= m->n_head; T++) {
+    for (int T = 1; names && ptrs && T <= AH_RESHARD_MAX_PIECES && T <= m->n_head; T++) {
         if (m->n_head % T != 0 || m->d_ff % T != 0) continue;
         const int n = ah_placement_model_names(m, T, names);
         for (int i = 0; i < n; i++) ptrs[i] = names[i];

@@ -1,24 +1,26 @@
-/* Checkpoints of a training job: what each rank saves and loads through src/ckpt/, the node
- * commit, the cloud upload, resume from the cheapest tier, and preemption notices.
+/* A training job's checkpoint session: what each rank saves and loads through src/ckpt/, the
+ * node commit, the cloud upload, resume from the cheapest tier, and preemption notices.
  *
- * Save (ah_ckpt_session_save, collective; step N = the state after N updates):
+ * Save (in ah_ckpt_session_step_done, collective; step N = the state after N updates):
  *   every rank holds, for its blocks, shards named block-LLL.tpT-K (T its TP degree, K its TP
- *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage. A
- *   shard holds each tensor three times: NAME (weights), NAME.exp_avg and NAME.exp_avg_sq (AdamW
- *   m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer integration"); metadata
- *   gives the TP degree and index and the AdamW step. Data-parallel replicas hold identically
- *   named shards: on one node the lowest rank holding a shard writes it; every rank of the node
- *   then finishes its part, a node barrier, and the node's lowest rank commits the node's
- *   manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A failed write (a
- *   full disk) abandons that node's step; training goes on from the previous committed step.
- *   With a cloud, each node's lowest rank hands the shards whose lowest holder in the whole job is
- *   on its node to a background uploader (one copy of each shard; manifest last).
+ *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage
+ *   (ckpt/placement.h). A shard holds each tensor three times: NAME (weights), NAME.exp_avg and
+ *   NAME.exp_avg_sq (AdamW m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer
+ *   integration"); metadata gives the TP degree and index and the AdamW step. Data-parallel
+ *   replicas hold identically named shards: on one node the lowest rank holding a shard writes
+ *   it; every rank of the node then finishes its part, a node barrier, and the node's lowest rank
+ *   commits the node's manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A
+ *   failed write (a full disk) abandons that node's step; training goes on from the previous
+ *   committed step. With a cloud, each node's lowest rank hands the shards whose lowest holder in
+ *   the whole job is on its node to a background uploader (one copy of each shard; manifest last).
  * Resume (ah_ckpt_session_resume, collective): the nodes' lowest ranks share their committed
- *   manifests (the peer tier); every rank picks the newest step for which some TP degree's full
- *   set of shards is listed in a tier, then fetches its own shards local -> peer (over MPI from the
- *   rank whose node dir has it) -> cloud with checksums, reshards if the TP degree changed, and
- *   sets the trainer's weights, moments and data position.
- * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h.
+ *   manifests (the peer tier, ckpt/peer.h); every rank picks the newest step for which some TP
+ *   degree's full set of shards is listed in a tier, then fetches its own shards local -> peer
+ *   (over MPI from the rank whose node dir has it) -> cloud with checksums (ckpt/restore.h),
+ *   reshards if the TP degree changed (ckpt/reshard.h), and sets the trainer's weights, moments
+ *   and data position.
+ * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h; whether a
+ *   notice saves is ckpt/policy.h's rule.
  *
  * Events for the metrics file are JSON objects returned on rank 0 (NULL elsewhere); the caller
  * writes them. Ownership: the session borrows the trainer; events are the caller's (json_decref).
@@ -30,7 +32,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ckpt/afile.h"
 #include "runtime/trainer.h"
 
 typedef struct ah_ckpt_opts {
