@@ -51,7 +51,8 @@
  *          (parameters x AH_SIM_CKPT_BYTES_PER_PARAM: weights + AdamW m, v in fp32; gradients are
  *          not saved). A (layer, TP shard) is "local" when the same device held it (same TP
  *          degree), "peer" when another surviving device of the state plan held it (any shard
- *          set covering it when the TP degree changed), else "cloud".
+ *          set covering it when the TP degree changed), else "cloud" — who held what is the
+ *          runtime's shard placement (ckpt/placement.h).
  *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
  *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
  *          (they were just written and are read back from the page cache).
