@@ -141,8 +141,9 @@ static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_
         if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
         const int max_names = 2 + (int)mt->model.n_layer * AH_RESHARD_MAX_PIECES;
         char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
-        for (int t = 1; need && t <= AH_RESHARD_MAX_PIECES && t <= mt->model.n_head; t++) {
-            if (mt->model.n_head % t || mt->model.d_ff % t) continue;
+        for (int t = 1; need && t <= AH_MAX_TP; t++) {
+            ah_error_t e2;
+            if (ah_model_check_tp(&mt->model, t, &e2) != AH_OK) continue; /* no plan saves at this degree */
             const int nn = ah_placement_model_names(&mt->model, t, need);
             int k = 0;
             while (k < nn && ah_ckpt_manifests_find(c->ms, c->n, mt->step, need[k])) k++;

@@ -18,8 +18,8 @@
 #include "ckpt/safetensors.h"
 #include "runtime/gpt.h"
 
-/* The most pieces one group is read from: TP degrees up to this. */
-#define AH_RESHARD_MAX_PIECES 64
+/* The most pieces one group is read from: a plan's TP degree is at most AH_MAX_TP. */
+#define AH_RESHARD_MAX_PIECES AH_MAX_TP
 
 /* The pieces (TP indices at degree T) of group g that TP rank k of degree t reads, into idx
  * (AH_RESHARD_MAX_PIECES): its own index when T == t; the first for the groups of replicated

@@ -481,13 +481,13 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int
     const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
     int64_t best = -1;
     *T_out = 0;
-    for (int T = 1; names && ptrs && T <= AH_RESHARD_MAX_PIECES && T <= m->n_head; T++) {
-        if (m->n_head % T != 0 || m->d_ff % T != 0) continue;
-        const int n = ah_placement_model_names(m, T, names);
-        for (int i = 0; i < n; i++) ptrs[i] = names[i];
+    for (int T = 1; names && ptrs && T <= AH_MAX_TP; T++) {
         int64_t step;
         ah_ckpt_meta_t mt;
         ah_error_t e2;
+        if (ah_model_check_tp(m, T, &e2) != AH_OK) continue; /* no plan saves at this degree */
+        const int n = ah_placement_model_names(m, T, names);
+        for (int i = 0; i < n; i++) ptrs[i] = names[i];
         if (ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2) != AH_OK) {
             if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
             continue;
