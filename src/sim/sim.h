@@ -153,9 +153,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 /* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
 #define AH_SIM_CKPT_BYTES_PER_PARAM 12
 
-/* Recovery tiers, in the order of the per-tier arrays below (the agent's metrics use the same
- * names). */
-enum { AH_SIM_TIER_LOCAL = 0, AH_SIM_TIER_PEER = 1, AH_SIM_TIER_CLOUD = 2, AH_SIM_TIERS = 3 };
+/* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
 typedef enum { AH_PHASE_TRAIN = 0, AH_PHASE_RECOVER = 1, AH_PHASE_STALLED = 2 } ah_sim_phase_t;
 
@@ -180,8 +178,8 @@ typedef struct ah_sim_recovery {
     bool saved;                /* autohet saved at the notice (it fitted the grace period) */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
-    double tier_s[AH_SIM_TIERS];
-    int64_t bytes[AH_SIM_TIERS];
+    double tier_s[AH_TIER_COUNT];
+    int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
     bool interrupted;          /* another event restarted it before it finished */
 } ah_sim_recovery_t;
