@@ -405,7 +405,7 @@ static void test_upload_and_restore(void) {
     ah_ckpt_catalog_free(cat);
 
     /* Node a after node b died: local first, then the peer (b's disk survives), then the cloud. */
-    ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, rb};
+    ah_ckpt_peer_t peer = {.manifests = peer_manifests, .fetch = peer_fetch, .ctx = rb};
     ah_ckpt_sources_t src_a = {.local_root = ra, .peer = &peer, .cloud = s3, .cloud_url = url, .staging_dir = stage};
     memset(&st, 0, sizeof st);
     CHECK(ah_ckpt_catalog_open(&src_a, &cat, &err) == AH_OK, "catalog: %s", err.msg);

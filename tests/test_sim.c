@@ -262,7 +262,7 @@ static void test_one_preemption(void) {
         CHECK(v->replan_s == 5 && v->restart_s == 30 && v->transfer_s == 0, "re-plan, restart, transfer");
         CHECK_NEAR(v->first_step_s, it1, 1e-12);
         CHECK_NEAR(v->seconds, rec, 1e-12);
-        CHECK_NEAR((double)v->bytes[AH_SIM_TIER_LOCAL], state, 1e-12);
+        CHECK_NEAR((double)v->bytes[AH_TIER_LOCAL], state, 1e-12);
         CHECK(v->saved && !v->interrupted && v->tokens_lost == 0, "saved, completed, nothing lost");
     }
     ah_sim_result_free(&r);
@@ -311,7 +311,7 @@ static void test_one_preemption(void) {
         CHECK_NEAR((double)r.bytes_cloud, state, 1e-12);
         if (r.n_recs == 2) {
             CHECK(r.recs[1].wait_s == 0 && r.recs[1].save_s == 0, "no save at the notice");
-            CHECK_NEAR(r.recs[1].tier_s[AH_SIM_TIER_CLOUD], x, 1e-12);
+            CHECK_NEAR(r.recs[1].tier_s[AH_TIER_CLOUD], x, 1e-12);
             CHECK_NEAR(r.recs[1].tokens_lost, U2 * (pre - ckpt), 1e-9);
         } else
             CHECK(false, "%d recovery records, want 2", r.n_recs);
@@ -438,8 +438,8 @@ static void test_schedule_across_restart(void) {
         CHECK(strcmp(j->event, "join at checkpoint") == 0, "%s", j->event);
         CHECK_NEAR(j->t_s, 4070 + save, 1e-9);
         CHECK_NEAR(j->wait_s, it1 / 2, 1e-12);
-        CHECK_NEAR((double)j->bytes[AH_SIM_TIER_LOCAL], state, 1e-12);
-        CHECK_NEAR((double)j->bytes[AH_SIM_TIER_PEER], state, 1e-12);
+        CHECK_NEAR((double)j->bytes[AH_TIER_LOCAL], state, 1e-12);
+        CHECK_NEAR((double)j->bytes[AH_TIER_PEER], state, 1e-12);
         CHECK_NEAR(j->transfer_s, state / 100e9, 1e-12);
         CHECK(strcmp(r.recs[3].event, "preempt sp-0") == 0 && r.recs[3].saved, "%s", r.recs[3].event);
     }

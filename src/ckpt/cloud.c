@@ -97,6 +97,47 @@ static ah_ckpt_step_info_t *info_for(ah_ckpt_step_info_t **steps, int *n, int *c
     return s;
 }
 
+/* The step of object key rel (relative to the prefix: "step-N/NAME"), with *name its NAME; -1
+ * for objects outside step directories. */
+static int64_t key_step(const char *rel, const char **name) {
+    const char *slash = strchr(rel, '/');
+    char dname[64];
+    if (!slash || (size_t)(slash - rel) >= sizeof dname) return -1;
+    snprintf(dname, sizeof dname, "%.*s", (int)(slash - rel), rel);
+    *name = slash + 1;
+    return ah_ckpt_parse_step_dir(dname);
+}
+
+static bool is_manifest_name(const char *name) {
+    const size_t nl = strlen(name);
+    return strncmp(name, "manifest-", 9) == 0 && nl >= 14 && strcmp(name + nl - 5, ".json") == 0;
+}
+
+/* The manifest object key of step into *m. A damaged one is a note (*why), not an error: its files
+ * are untrusted, the listing goes on. Errors: the download (the cloud is unreachable). */
+static ah_status_t load_manifest(ah_s3_t *s3, const ah_s3_url_t *url, const char *key, int64_t step,
+                                 ah_ckpt_manifest_t *m, bool *ok, ah_error_t *why, ah_error_t *err) {
+    char *text;
+    size_t len;
+    *ok = false;
+    if (ah_s3_get_buffer(s3, url->bucket, key, 16u << 20, &text, &len, err) != AH_OK) return err->code;
+    char where[1200];
+    snprintf(where, sizeof where, "s3://%s/%.1000s", url->bucket, key);
+    json_t *doc;
+    *ok = ah_json_load_string(text, len, where, &doc, why) == AH_OK;
+    free(text);
+    if (*ok) {
+        *ok = ah_ckpt_manifest_from_json(doc, where, m, why) == AH_OK;
+        json_decref(doc);
+    }
+    if (*ok && m->meta.step != step) {
+        ah_error_set(why, AH_ERR_INVALID, "%s: says step %lld", where, (long long)m->meta.step);
+        ah_ckpt_manifest_free(m);
+        *ok = false;
+    }
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_manifest_t **manifests,
                                int *n_manifests, ah_ckpt_step_info_t **steps_out, int *n_steps,
                                ah_error_t *err) {
@@ -112,43 +153,21 @@ ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_mani
     ah_status_t st = AH_OK;
     /* Pass 1: manifests. */
     for (int i = 0; i < n_objs && st == AH_OK; i++) {
-        const char *rel = objs[i].key + base, *slash = strchr(rel, '/');
-        char dname[64];
-        if (!slash || (size_t)(slash - rel) >= sizeof dname) continue;
-        snprintf(dname, sizeof dname, "%.*s", (int)(slash - rel), rel);
-        int64_t step = ah_ckpt_parse_step_dir(dname);
-        const char *name = slash + 1;
-        size_t nl = strlen(name);
-        if (step < 0 || strncmp(name, "manifest-", 9) != 0 || nl < 14 || strcmp(name + nl - 5, ".json") != 0)
-            continue;
-        char *text;
-        size_t len;
-        if ((st = ah_s3_get_buffer(s3, url->bucket, objs[i].key, 16u << 20, &text, &len, err)) != AH_OK) break;
-        char where[1200];
-        snprintf(where, sizeof where, "s3://%s/%.1000s", url->bucket, objs[i].key);
-        json_t *doc;
+        const char *name;
+        const int64_t step = key_step(objs[i].key + base, &name);
+        if (step < 0 || !is_manifest_name(name)) continue;
         ah_ckpt_manifest_t m;
-        ah_error_t e2;
+        ah_error_t why;
+        bool ok;
+        if ((st = load_manifest(s3, url, objs[i].key, step, &m, &ok, &why, err)) != AH_OK) break;
         ah_ckpt_step_info_t *info = info_for(&steps, &ns, &cs, step);
         if (!info) {
-            free(text);
+            if (ok) ah_ckpt_manifest_free(&m);
             st = ah_error_set(err, AH_ERR_OOM, "out of memory");
             break;
         }
-        /* A damaged manifest makes its files untrusted, not the whole listing fail. */
-        bool ok = ah_json_load_string(text, len, where, &doc, &e2) == AH_OK;
-        free(text);
-        if (ok) {
-            ok = ah_ckpt_manifest_from_json(doc, where, &m, &e2) == AH_OK;
-            json_decref(doc);
-        }
-        if (ok && m.meta.step != step) {
-            ah_error_set(&e2, AH_ERR_INVALID, "%s: says step %lld", where, (long long)m.meta.step);
-            ah_ckpt_manifest_free(&m);
-            ok = false;
-        }
         if (!ok) {
-            if (!info->committed) snprintf(info->note, sizeof info->note, "%.250s", e2.msg);
+            if (!info->committed) snprintf(info->note, sizeof info->note, "%.250s", why.msg);
             continue;
         }
         if (nm == cm) {
@@ -169,12 +188,9 @@ ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_mani
     }
     /* Pass 2: objects of steps no manifest commits. */
     for (int i = 0; i < n_objs && st == AH_OK; i++) {
-        const char *rel = objs[i].key + base, *slash = strchr(rel, '/');
-        char dname[64];
-        if (!slash || (size_t)(slash - rel) >= sizeof dname) continue;
-        snprintf(dname, sizeof dname, "%.*s", (int)(slash - rel), rel);
-        int64_t step = ah_ckpt_parse_step_dir(dname);
-        if (step < 0 || strncmp(slash + 1, "manifest-", 9) == 0) continue;
+        const char *name;
+        const int64_t step = key_step(objs[i].key + base, &name);
+        if (step < 0 || strncmp(name, "manifest-", 9) == 0) continue;
         ah_ckpt_step_info_t *info = info_for(&steps, &ns, &cs, step);
         if (!info) {
             st = ah_error_set(err, AH_ERR_OOM, "out of memory");

@@ -16,16 +16,9 @@ struct ah_ckpt_catalog {
     ah_ckpt_manifest_t *m[AH_TIER_COUNT];
     int n[AH_TIER_COUNT];
     char note[AH_TIER_COUNT][512];
-    char (*trusted)[AH_CKPT_NAME_MAX]; /* local copies the caller has verified (trust_local) */
-    int n_trusted;
 };
 
-const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
-    static const char *const N[] = {"local", "peer", "cloud"};
-    return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
-}
-
-static ah_status_t load_local(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
+ah_status_t ah_ckpt_load_committed(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
     ah_ckpt_step_info_t *info;
     int ns;
     *out = NULL;
@@ -55,7 +48,7 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
     for (int t = 0; t < AH_TIER_COUNT; t++) {
         ah_error_t e2 = {0};
         ah_status_t st = AH_OK;
-        if (t == AH_TIER_LOCAL && src->local_root) st = load_local(src->local_root, &cat->m[t], &cat->n[t], &e2);
+        if (t == AH_TIER_LOCAL && src->local_root) st = ah_ckpt_load_committed(src->local_root, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_PEER && src->peer) st = src->peer->manifests(src->peer->ctx, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_CLOUD && src->cloud)
             st = ah_ckpt_cloud_scan(src->cloud, &src->cloud_url, &cat->m[t], &cat->n[t], NULL, NULL, &e2);
@@ -77,6 +70,14 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
 
 const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t) {
     return (unsigned)t < AH_TIER_COUNT ? cat->note[t] : "";
+}
+
+const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {
+    for (int i = 0; i < n; i++) {
+        const ah_ckpt_file_t *f;
+        if (ms[i].meta.step == step && (f = ah_ckpt_manifest_find(&ms[i], name))) return f;
+    }
+    return NULL;
 }
 
 /* The manifest of tier t at step listing name, or NULL (and its entry in *f). */
@@ -170,9 +171,6 @@ static ah_status_t from_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, 
     }
     if (ah_ckpt_join(path, AH_CKPT_PATH_MAX, dir, name) < 0)
         return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", dir, name);
-    if (t == AH_TIER_LOCAL)
-        for (int i = 0; i < cat->n_trusted; i++)
-            if (strcmp(cat->trusted[i], name) == 0) return AH_OK;
     if (t == AH_TIER_PEER) {
         if (cat->src.peer->fetch(cat->src.peer->ctx, step, name, path, err) != AH_OK) return err->code;
     } else if (t == AH_TIER_CLOUD) {
@@ -185,51 +183,81 @@ static ah_status_t from_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, 
     return ah_ckpt_verify_file(path, want, err);
 }
 
+/* Tries tier t for needed[k]: a verified copy into paths[k], recorded in stats; else why[k] and
+ * a fallback. Returns whether it got one. */
+static bool try_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, const char *name, char *path, char *why,
+                     size_t why_cap, ah_ckpt_restore_stats_t *stats) {
+    const ah_ckpt_file_t *want;
+    if (!lookup(cat, t, step, name, &want)) return false;
+    ah_error_t e2;
+    const double t0 = ah_now_s();
+    if (from_tier(cat, t, step, name, want, path, &e2) == AH_OK) {
+        stats->bytes[t] += want->bytes;
+        stats->seconds[t] += ah_now_s() - t0;
+        stats->files[t]++;
+        return true;
+    }
+    stats->fallbacks++;
+    snprintf(stats->last_fallback, sizeof stats->last_fallback, "%s: %.490s", ah_ckpt_tier_name(t), e2.msg);
+    size_t l = strlen(why);
+    snprintf(why + l, why_cap - l, "%s%s: %.300s", l ? "; " : "", ah_ckpt_tier_name(t), e2.msg);
+    return false;
+}
+
+/* The peer tier's exchange of the names not done yet (called even when there are none, or when
+ * this rank failed: it is collective); *seconds gets its duration. */
+static ah_status_t exchange(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed, int n,
+                            const bool *done, ah_status_t st, double *seconds, ah_error_t *err) {
+    const ah_ckpt_peer_t *peer = cat->src.peer;
+    const char **left = st == AH_OK ? calloc((size_t)n + 1, sizeof *left) : NULL;
+    char dir[AH_CKPT_PATH_MAX] = "";
+    int n_left = 0;
+    if (st == AH_OK && !left) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the peer requests");
+    if (st == AH_OK) st = mkdir_step_staging(cat->src.staging_dir, step, dir, sizeof dir, err);
+    for (int k = 0; st == AH_OK && k < n; k++)
+        if (!done[k]) left[n_left++] = needed[k];
+    const double t0 = ah_now_s();
+    ah_error_t e2;
+    const ah_status_t xs = peer->exchange(peer->ctx, step, left, st == AH_OK ? n_left : 0, dir, &e2);
+    *seconds = ah_now_s() - t0;
+    free(left);
+    if (st == AH_OK && xs != AH_OK) {
+        *err = e2;
+        st = xs;
+    }
+    return st;
+}
+
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err) {
     ah_ckpt_restore_stats_t local_stats;
     if (!stats) stats = &local_stats;
-    for (int k = 0; k < n; k++) {
-        char why[1200] = "";
-        bool done = false;
-        for (int t = 0; t < AH_TIER_COUNT && !done; t++) {
-            const ah_ckpt_file_t *want;
-            if (!lookup(cat, t, step, needed[k], &want)) continue;
-            ah_error_t e2;
-            double t0 = ah_now_s();
-            ah_status_t st = from_tier(cat, t, step, needed[k], want, paths[k], &e2);
-            double dt = ah_now_s() - t0;
-            if (st == AH_OK) {
-                stats->bytes[t] += want->bytes;
-                stats->seconds[t] += dt;
-                stats->files[t]++;
-                done = true;
-            } else {
-                stats->fallbacks++;
-                snprintf(stats->last_fallback, sizeof stats->last_fallback, "%s: %.490s", ah_ckpt_tier_name(t), e2.msg);
-                size_t l = strlen(why);
-                snprintf(why + l, sizeof why - l, "%s%s: %.300s", l ? "; " : "", ah_ckpt_tier_name(t), e2.msg);
-            }
-        }
-        if (!done)
-            return ah_error_set(err, AH_ERR_IO, "step %lld: no tier has an intact copy of %s (%s)",
-                                (long long)step, needed[k], why[0] ? why : "listed nowhere");
+    enum { WHY = 1200 };
+    char (*why)[WHY] = calloc((size_t)n + 1, sizeof *why);
+    bool *done = calloc((size_t)n + 1, sizeof *done);
+    ah_status_t st = why && done ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the restore");
+    double exchange_s = 0;
+    const int peer_files = stats->files[AH_TIER_PEER];
+    /* Tier by tier, cheapest first; a file is taken from the first tier whose copy verifies. */
+    for (int t = 0; t < AH_TIER_COUNT; t++) {
+        if (t == AH_TIER_PEER && cat->src.peer && cat->src.peer->exchange)
+            st = exchange(cat, step, needed, n, done, st, &exchange_s, err);
+        for (int k = 0; st == AH_OK && k < n; k++)
+            if (!done[k]) done[k] = try_tier(cat, t, step, needed[k], paths[k], why[k], WHY, stats);
     }
-    return AH_OK;
-}
-
-ah_status_t ah_ckpt_catalog_trust_local(ah_ckpt_catalog_t *cat, const char *const *names, int n, ah_error_t *err) {
-    char (*t)[AH_CKPT_NAME_MAX] = realloc(cat->trusted, (size_t)(cat->n_trusted + n + 1) * sizeof *t);
-    if (!t) return ah_error_set(err, AH_ERR_OOM, "no host memory for the verified file list");
-    cat->trusted = t;
-    for (int i = 0; i < n; i++) snprintf(t[cat->n_trusted++], AH_CKPT_NAME_MAX, "%s", names[i]);
-    return AH_OK;
+    if (stats->files[AH_TIER_PEER] > peer_files) stats->seconds[AH_TIER_PEER] += exchange_s;
+    for (int k = 0; st == AH_OK && k < n; k++)
+        if (!done[k])
+            st = ah_error_set(err, AH_ERR_IO, "step %lld: no tier has an intact copy of %s (%s)", (long long)step,
+                              needed[k], why[k][0] ? why[k] : "listed nowhere");
+    free(why);
+    free(done);
+    return st;
 }
 
 void ah_ckpt_catalog_free(ah_ckpt_catalog_t *cat) {
     if (!cat) return;
-    free(cat->trusted);
     for (int t = 0; t < AH_TIER_COUNT; t++) ah_ckpt_manifests_free(cat->m[t], cat->n[t]);
     free(cat);
 }

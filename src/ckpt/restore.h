@@ -1,8 +1,9 @@
 /* Restoring shards from the cheapest tier that has them: local disk, then a peer, then the cloud.
  *
  * A catalog gathers the committed manifests of every tier once: the node's local root, the peer
- * tier (a hook the trainer provides: it gathers surviving nodes' manifests over MPI and moves a
- * file on request), and the cloud (manifest-NODE.json objects). Then:
+ * tier (hooks the caller provides, ckpt/peer.h: surviving nodes' manifests gathered over MPI, and
+ * the files the local tier lacks moved in one exchange), and the cloud (manifest-NODE.json
+ * objects). Then:
  *   ah_ckpt_catalog_newest  the newest step for which every needed shard is listed in some tier,
  *                           with that step's data position, RNG state, ...;
  *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> peer -> cloud,
@@ -16,17 +17,19 @@
 #define AH_CKPT_RESTORE_H
 
 #include "ckpt/ckpt.h"
+#include "ckpt/policy.h"
 #include "ckpt/s3.h"
 
-typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_COUNT } ah_ckpt_tier_t;
-
-const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud" */
-
-/* The peer tier, provided by the caller (MPI in the trainer). */
+/* The peer tier, provided by the caller (MPI between nodes: ckpt/peer.h). */
 typedef struct ah_ckpt_peer {
     /* Committed manifests the surviving peers hold (malloc'ed array; the catalog takes it and
      * frees it with ah_ckpt_manifests_free). */
     ah_status_t (*manifests)(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err);
+    /* NULL, or called once by every ah_ckpt_catalog_fetch before the first fetch, with the names
+     * the local tier gave no verified copy of (n may be 0): a tier whose transfers are collective
+     * moves them all at once into dest_dir (staging_dir/step-N/), and fetch then reports. */
+    ah_status_t (*exchange)(void *ctx, int64_t step, const char *const *names, int n, const char *dest_dir,
+                            ah_error_t *err);
     /* Puts a peer's copy of file `name` of `step` at dest_path (complete or not at all). */
     ah_status_t (*fetch)(void *ctx, int64_t step, const char *name, const char *dest_path,
                          ah_error_t *err);
@@ -49,6 +52,13 @@ typedef struct ah_ckpt_restore_stats {
     char last_fallback[512];       /* why the last one was rejected */
 } ah_ckpt_restore_stats_t;
 
+/* The committed manifests of a node root, every step (a step whose manifest does not load is
+ * left out); malloc'ed, free with ah_ckpt_manifests_free. A root that cannot be listed is an
+ * error. */
+ah_status_t ah_ckpt_load_committed(const char *root, ah_ckpt_manifest_t **out, int *n, ah_error_t *err);
+/* The entry for name in the first of ms (n) that is of step and lists it, or NULL. */
+const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name);
+
 typedef struct ah_ckpt_catalog ah_ckpt_catalog_t;
 
 /* Reads the manifests of every tier. Fails only when no tier at all can be read. */
@@ -59,11 +69,10 @@ const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t)
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
-/* The local copies of names were verified (size, CRC-32C, structure) against this node's committed
- * manifest by the caller just now, e.g. while deciding what to ask peers for: the local tier takes
- * them as they are instead of reading them a second time. */
-ah_status_t ah_ckpt_catalog_trust_local(ah_ckpt_catalog_t *cat, const char *const *names, int n, ah_error_t *err);
-/* paths[i] gets a verified copy of needed[i]. stats (may be NULL) accumulates. */
+/* paths[i] gets a verified copy of needed[i], tier by tier: every local copy is checked (once),
+ * then the peer tier's exchange moves what is left, then peer and cloud copies are checked. With
+ * an exchange hook this is collective wherever the hook is. stats (may be NULL) accumulates; the
+ * exchange's time counts for the peer tier when it brought a file. */
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err);

@@ -170,6 +170,76 @@ static bool get_uints(const json_t *arr, int64_t *out, int max, int *n) {
 }
 
 /* Validates header JSON text against a data section of data_size bytes and fills out. */
+/* One tensor entry "key": {"dtype", "shape", "data_offsets"} of the header, checked against
+ * itself and the data section's size, into *e. */
+static ah_status_t parse_entry(const char *key, const json_t *v, const char *where, uint64_t data_size,
+                               ah_st_entry_t *e, ah_error_t *err) {
+    static const char *const FIELDS[] = {"dtype", "shape", "data_offsets", NULL};
+    char tw[AH_CKPT_PATH_MAX + 300];
+    snprintf(tw, sizeof tw, "%s: tensor \"%.256s\"", where, key);
+    if (!key[0] || strlen(key) >= AH_ST_NAME_MAX)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: name must be 1..%d bytes", tw, AH_ST_NAME_MAX - 1);
+    if (!json_is_object(v))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", tw, ah_json_type_name(v));
+    if (ah_json_check_keys(v, tw, FIELDS, err) != AH_OK) return err->code;
+    snprintf(e->name, sizeof e->name, "%s", key);
+    char dtype[16];
+    if (ah_json_get_str(v, tw, "dtype", true, dtype, sizeof dtype, err) != AH_OK) return err->code;
+    if (!dtype_parse(dtype, &e->dtype))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: dtype \"%s\" is not supported (F32, F16, BF16)", tw,
+                            dtype);
+    int64_t offs[2];
+    int n_offs = 0;
+    if (!get_uints(json_object_get(v, "shape"), e->shape, AH_ST_MAX_DIMS, &e->ndim))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: shape must be an array of at most %d non-negative integers", tw,
+                            AH_ST_MAX_DIMS);
+    if (!get_uints(json_object_get(v, "data_offsets"), offs, 2, &n_offs) || n_offs != 2 || offs[0] > offs[1])
+        return ah_error_set(err, AH_ERR_INVALID, "%s: data_offsets must be [begin, end] with 0 <= begin <= end",
+                            tw);
+    e->begin = (uint64_t)offs[0];
+    e->end = (uint64_t)offs[1];
+    uint64_t nb = 0;
+    char sh[256];
+    shape_str(e->shape, e->ndim, sh, sizeof sh);
+    if (!shape_bytes(e->shape, e->ndim, e->dtype, &nb))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: shape %s of %s overflows 64 bits", tw, sh, dtype);
+    if (nb != e->end - e->begin)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %llu",
+                            tw, (unsigned long long)e->begin, (unsigned long long)e->end,
+                            (unsigned long long)(e->end - e->begin), sh, dtype, (unsigned long long)nb);
+    if (e->end > data_size)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: data_offsets end %llu is past the data section (%llu bytes): file "
+                            "truncated?",
+                            tw, (unsigned long long)e->end, (unsigned long long)data_size);
+    return AH_OK;
+}
+
+/* The sorted ranges must tile [0, data_size): no gap hides unchecked bytes, no overlap lets two
+ * tensors alias. Sorts out->entries by offset. */
+static ah_status_t check_tiling(ah_st_file_t *out, uint64_t data_size, const char *where, ah_error_t *err) {
+    qsort(out->entries, (size_t)out->n, sizeof *out->entries, cmp_entry);
+    uint64_t at = 0;
+    for (int i = 0; i < out->n; i++) {
+        const ah_st_entry_t *e = &out->entries[i];
+        if (e->begin != at)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s: tensor \"%s\" starts at byte %llu of the data section but the "
+                                "previous tensor ends at %llu (%s)",
+                                where, e->name, (unsigned long long)e->begin, (unsigned long long)at,
+                                e->begin < at ? "overlap" : "gap");
+        at = e->end;
+    }
+    if (at != data_size)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: tensors cover %llu bytes but the data section has %llu (%s)", where,
+                            (unsigned long long)at, (unsigned long long)data_size,
+                            at < data_size ? "trailing bytes" : "truncated");
+    return AH_OK;
+}
+
 static ah_status_t parse_header(const char *text, size_t len, uint64_t data_size, ah_st_file_t *out,
                                 ah_error_t *err) {
     const char *where = out->path;
@@ -190,102 +260,19 @@ static ah_status_t parse_header(const char *text, size_t len, uint64_t data_size
     }
     const char *key;
     json_t *v;
-    static const char *const FIELDS[] = {"dtype", "shape", "data_offsets", NULL};
+    ah_status_t st = AH_OK;
     json_object_foreach(hdr, key, v) {
         if (strcmp(key, "__metadata__") == 0) {
-            if (check_metadata(v, where, err) != AH_OK) goto fail;
+            if ((st = check_metadata(v, where, err)) != AH_OK) break;
             out->metadata = json_incref(v);
             continue;
         }
-        char tw[AH_CKPT_PATH_MAX + 300];
-        snprintf(tw, sizeof tw, "%s: tensor \"%.256s\"", where, key);
-        if (!key[0] || strlen(key) >= AH_ST_NAME_MAX) {
-            ah_error_set(err, AH_ERR_INVALID, "%s: name must be 1..%d bytes", tw, AH_ST_NAME_MAX - 1);
-            goto fail;
-        }
-        if (!json_is_object(v)) {
-            ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", tw, ah_json_type_name(v));
-            goto fail;
-        }
-        if (ah_json_check_keys(v, tw, FIELDS, err) != AH_OK) goto fail;
-        ah_st_entry_t *e = &out->entries[out->n];
-        snprintf(e->name, sizeof e->name, "%s", key);
-        char dtype[16];
-        if (ah_json_get_str(v, tw, "dtype", true, dtype, sizeof dtype, err) != AH_OK) goto fail;
-        if (!dtype_parse(dtype, &e->dtype)) {
-            ah_error_set(err, AH_ERR_INVALID, "%s: dtype \"%s\" is not supported (F32, F16, BF16)", tw,
-                         dtype);
-            goto fail;
-        }
-        int64_t offs[2];
-        int n_offs = 0;
-        if (!get_uints(json_object_get(v, "shape"), e->shape, AH_ST_MAX_DIMS, &e->ndim)) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s: shape must be an array of at most %d non-negative integers", tw,
-                         AH_ST_MAX_DIMS);
-            goto fail;
-        }
-        if (!get_uints(json_object_get(v, "data_offsets"), offs, 2, &n_offs) || n_offs != 2 ||
-            offs[0] > offs[1]) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s: data_offsets must be [begin, end] with 0 <= begin <= end", tw);
-            goto fail;
-        }
-        e->begin = (uint64_t)offs[0];
-        e->end = (uint64_t)offs[1];
-        uint64_t nb = 0;
-        char sh[256];
-        shape_str(e->shape, e->ndim, sh, sizeof sh);
-        if (!shape_bytes(e->shape, e->ndim, e->dtype, &nb)) {
-            ah_error_set(err, AH_ERR_INVALID, "%s: shape %s of %s overflows 64 bits", tw, sh, dtype);
-            goto fail;
-        }
-        if (nb != e->end - e->begin) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s: data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %llu",
-                         tw, (unsigned long long)e->begin, (unsigned long long)e->end,
-                         (unsigned long long)(e->end - e->begin), sh, dtype, (unsigned long long)nb);
-            goto fail;
-        }
-        if (e->end > data_size) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s: data_offsets end %llu is past the data section (%llu bytes): file "
-                         "truncated?",
-                         tw, (unsigned long long)e->end, (unsigned long long)data_size);
-            goto fail;
-        }
+        if ((st = parse_entry(key, v, where, data_size, &out->entries[out->n], err)) != AH_OK) break;
         out->n++;
     }
     json_decref(hdr);
-    hdr = NULL;
-    /* The sorted ranges must tile [0, data_size): no gap hides unchecked bytes, no overlap lets
-     * two tensors alias. */
-    qsort(out->entries, (size_t)out->n, sizeof *out->entries, cmp_entry);
-    uint64_t at = 0;
-    for (int i = 0; i < out->n; i++) {
-        const ah_st_entry_t *e = &out->entries[i];
-        if (e->begin != at) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s: tensor \"%s\" starts at byte %llu of the data section but the "
-                         "previous tensor ends at %llu (%s)",
-                         where, e->name, (unsigned long long)e->begin, (unsigned long long)at,
-                         e->begin < at ? "overlap" : "gap");
-            goto fail;
-        }
-        at = e->end;
-    }
-    if (at != data_size) {
-        ah_error_set(err, AH_ERR_INVALID,
-                     "%s: tensors cover %llu bytes but the data section has %llu (%s)", where,
-                     (unsigned long long)at, (unsigned long long)data_size,
-                     at < data_size ? "trailing bytes" : "truncated");
-        goto fail;
-    }
-    return AH_OK;
-fail:
-    json_decref(hdr);
-    ah_status_t st = err->code;
-    ah_st_close(out);
+    if (st == AH_OK) st = check_tiling(out, data_size, where, err);
+    if (st != AH_OK) ah_st_close(out);
     return st;
 }
 

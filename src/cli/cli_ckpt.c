@@ -7,9 +7,9 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/cloud.h"
 #include "ckpt/crc32c.h"
+#include "ckpt/export_hf.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
-#include "runtime/ckpt_io.h"
 
 typedef struct {
     const char *local_root, *cloud, *endpoint, *out;

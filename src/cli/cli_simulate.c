@@ -100,8 +100,8 @@ static void print_results(const ah_sim_result_t *r, int n) {
                    "%.3f + first step %.3f; local %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
                    v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s,
                    v->wait_s > 0 && !v->saved ? ", did not fit the grace period" : "", v->replan_s,
-                   v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_SIM_TIER_LOCAL] / 1e6,
-                   v->bytes[AH_SIM_TIER_PEER] / 1e6, v->bytes[AH_SIM_TIER_CLOUD] / 1e6,
+                   v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_TIER_LOCAL] / 1e6,
+                   v->bytes[AH_TIER_PEER] / 1e6, v->bytes[AH_TIER_CLOUD] / 1e6,
                    v->interrupted ? " (interrupted)" : "");
         }
         if (r[i].n_recs > RECOVERY_LINES)

@@ -5,7 +5,7 @@
  * File transfers are blocking point-to-point pairs: the sender calls ah_comm_send_file, the
  * receiver ah_comm_recv_file with the same tag. Callers that move many files between many pairs
  * must walk one global order of (sender, receiver) pairs on every rank, so no two ranks wait on
- * each other (see src/runtime/ckpt_io.c). A sender that cannot read its file still completes the
+ * each other (see src/ckpt/peer.c). A sender that cannot read its file still completes the
  * exchange: it sends a "failed" header with its message, and the receiver gets AH_ERR_IO with
  * that message instead of blocking. Files go in 1 MiB pieces, so any size fits MPI's int counts.
  */

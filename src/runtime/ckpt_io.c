@@ -1,4 +1,4 @@
-/* A training job's checkpoints: save, commit per node, upload, tiered resume with resharding. */
+/* A training job's checkpoint session: save, commit per node, upload, notices, tiered resume. */
 #include "runtime/ckpt_io.h"
 
 #include <dirent.h>
@@ -12,33 +12,21 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "ckpt/peer.h"
+#include "ckpt/placement.h"
+#include "ckpt/policy.h"
+#include "ckpt/reshard.h"
 #include "ckpt/restore.h"
-#include "comm/transfer.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/preempt.h"
 
-enum { TAG_PEER = 7100 };
-
-/* A set of tensors saved together: the embedding, one block, or the head (final norm). */
-typedef struct {
-    ah_shard_kind_t kind;
-    int layer; /* blocks only */
-} group_t;
-
-/* A file the peer tier moved to this rank before the catalog asks for it. */
-typedef struct {
-    char name[AH_CKPT_NAME_MAX];
-    bool ok;
-    char why[512];
-} prefetched_t;
-
 struct ah_ckpt_session {
     ah_trainer_t *tr;
     ah_ckpt_opts_t o;
+    ah_placement_t place;    /* who holds which shard; nodes are the plan's */
     int n_nodes, my_node;
-    int *rank_node;          /* per world rank: plan node index */
-    int *node_leader;        /* per node: its lowest world rank, -1 when the plan does not use it */
     char node_root[AH_CKPT_PATH_MAX];
     ah_comm_t *node;         /* this node's ranks, by world rank */
     int node_rank, node_size;
@@ -52,79 +40,13 @@ struct ah_ckpt_session {
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
     double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
-    /* peer tier during a resume */
-    ah_ckpt_manifest_t *peer_m;
-    int n_peer_m;
-    prefetched_t *pre;
-    int n_pre;
 };
 
-static const ah_stage_t *stage_of(const ah_trainer_t *tr, int rank) {
-    const ah_role_t r = tr->layout.roles[rank];
-    return &tr->plan->pipelines[r.pipeline].stages[r.stage];
-}
+/* ---- the model's tensors in shard groups (spec/arch.h) ------------------------------------- */
 
-static int node_of(const ah_trainer_t *tr, int rank) {
-    return stage_of(tr, rank)->devices[tr->layout.roles[rank].tp_rank].node;
-}
-
-/* ---- what a rank holds -------------------------------------------------------------------- */
-
-/* Groups rank holds in full (what it can write); with for_load, also the embedding on a last
- * stage, whose tied head matrix is wte. Returns the count (at most layers + 2). */
-static int rank_groups(const ah_trainer_t *tr, int rank, bool for_load, group_t *g) {
-    const ah_role_t r = tr->layout.roles[rank];
-    const ah_stage_t *st = stage_of(tr, rank);
-    const bool first = r.stage == 0, last = r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
-    int n = 0;
-    if (first || (for_load && last)) g[n++] = (group_t){AH_SHARD_EMBED, -1};
-    for (int l = st->first; l < st->last; l++) g[n++] = (group_t){AH_SHARD_BLOCK, l};
-    if (last) g[n++] = (group_t){AH_SHARD_HEAD, -1};
-    return n;
-}
-
-/* A shard holds the tensors of one layer of the architecture table (spec/arch.h). */
-static group_t group_of(const ah_tensor_t *d) {
-    switch (d->spec->layer) {
-    case AH_LAYER_EMBED: return (group_t){AH_SHARD_EMBED, -1};
-    case AH_LAYER_BLOCK: return (group_t){AH_SHARD_BLOCK, d->block};
-    case AH_LAYER_HEAD: return (group_t){AH_SHARD_HEAD, -1};
-    }
-    return (group_t){AH_SHARD_EMBED, -1};
-}
-
-static bool in_group(const ah_tensor_t *d, group_t g) {
-    const group_t h = group_of(d);
+static bool in_group(const ah_tensor_t *d, ah_shard_group_t g) {
+    const ah_shard_group_t h = ah_shard_group_of(d);
     return h.kind == g.kind && h.layer == g.layer;
-}
-
-static void group_name(char *buf, group_t g, int t, int k) {
-    ah_ckpt_shard_name(buf, AH_CKPT_NAME_MAX, g.kind, g.layer, t, k);
-}
-
-/* Whether rank holds group g in full at TP index tp_index (what rank_groups lists). */
-static bool holds(const ah_trainer_t *tr, int rank, group_t g, int tp_index) {
-    const ah_role_t r = tr->layout.roles[rank];
-    const ah_stage_t *st = stage_of(tr, rank);
-    if (r.tp_rank != tp_index) return false;
-    switch (g.kind) {
-    case AH_SHARD_EMBED: return r.stage == 0;
-    case AH_SHARD_HEAD: return r.stage == tr->plan->pipelines[r.pipeline].n_stages - 1;
-    case AH_SHARD_BLOCK: return g.layer >= st->first && g.layer < st->last;
-    }
-    return false;
-}
-
-/* Room for rank_groups: every block plus the embedding and the head. */
-static group_t *groups_alloc(const ah_trainer_t *tr) {
-    return malloc(((size_t)tr->plan->model.n_layer + 2) * sizeof(group_t));
-}
-
-/* Lowest rank holding (g, tp_index), among the ranks of `node` (or all when node < 0). */
-static int lowest_holder(const ah_trainer_t *tr, const ah_ckpt_session_t *s, group_t g, int tp_index, int node) {
-    for (int r = 0; r < tr->n_ranks; r++)
-        if ((node < 0 || s->rank_node[r] == node) && holds(tr, r, g, tp_index)) return r;
-    return -1;
 }
 
 /* The shape of TP rank k's piece of d: 1-D for vectors. */
@@ -133,15 +55,20 @@ static int piece_shape(const ah_tensor_t *d, int t, int64_t *shape) {
     return d->cols == 1 ? 1 : 2;
 }
 
+/* ---- session ------------------------------------------------------------------------------ */
+
+/* A shard holds each tensor as weights, AdamW m and v, under these suffixes. */
 static const char *const SUFFIX[3] = {"", ".exp_avg", ".exp_avg_sq"};
 
-/* ---- session ------------------------------------------------------------------------------ */
+/* Room for ah_placement_groups. */
+static ah_shard_group_t *groups_alloc(const ah_ckpt_session_t *s) {
+    return malloc((size_t)s->place.max_groups * sizeof(ah_shard_group_t));
+}
 
 static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
     json_t *doc = ah_plan_to_json(p);
     char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
-    for (const char *c = text ? text : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    const uint64_t h = ah_fnv1a64_str(text);
     snprintf(out, cap, "fnv1a64:%016llx", (unsigned long long)h);
     free(text);
     json_decref(doc);
@@ -159,19 +86,13 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_saved = -1;
     s->last_save_s = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
-    s->rank_node = malloc((size_t)tr->n_ranks * sizeof *s->rank_node);
-    s->node_leader = malloc((size_t)s->n_nodes * sizeof *s->node_leader);
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
-    if (!s->rank_node || !s->node_leader || !s->hit) {
+    if (!s->hit) {
         st = ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
         goto agree;
     }
-    for (int n = 0; n < s->n_nodes; n++) s->node_leader[n] = -1;
-    for (int r = tr->n_ranks - 1; r >= 0; r--) {
-        s->rank_node[r] = node_of(tr, r);
-        s->node_leader[s->rank_node[r]] = r;
-    }
-    s->my_node = s->rank_node[tr->rank];
+    if ((st = ah_placement_build(tr->plan, NULL, 0, &s->place, err)) != AH_OK) goto agree;
+    s->my_node = s->place.ranks[tr->rank].node;
     const char *node_name = tr->plan->cluster.nodes[s->my_node].name;
     if (o->local_root && ah_ckpt_join(s->node_root, sizeof s->node_root, o->local_root, node_name) < 0) {
         st = ah_error_set(err, AH_ERR_USAGE, "--local-root %.200s...: path too long", o->local_root);
@@ -185,8 +106,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     plan_hash(tr->plan, s->plan_hash, sizeof s->plan_hash);
     if ((st = ah_preempt_install(err)) != AH_OK) goto agree;
     if (o->run_dir) {
-        const ah_role_t r = tr->layout.roles[tr->rank];
-        const int index = stage_of(tr, tr->rank)->devices[r.tp_rank].index;
+        const int index = s->place.ranks[tr->rank].index;
         if ((st = ah_preempt_write_rank_file(o->run_dir, tr->rank, node_name, index, err)) != AH_OK) goto agree;
     }
     if (o->cloud) {
@@ -208,7 +128,7 @@ agree:
     /* The node communicator is a split over the world: every rank joins it, failed or not. */
     {
         ah_error_t e2;
-        ah_status_t sp = ah_comm_split(ah_comm_world(), s->rank_node ? s->my_node : 0, tr->rank, &s->node, &e2);
+        ah_status_t sp = ah_comm_split(ah_comm_world(), s->place.ranks ? s->my_node : 0, tr->rank, &s->node, &e2);
         if (st == AH_OK && sp != AH_OK) {
             *err = e2;
             st = sp;
@@ -230,19 +150,17 @@ agree:
 /* Whether every shard a rank of this node writes is also on the disk of a node that stays after
  * the notice (a data-parallel replica holds the same layers at the same TP index). */
 static bool node_kept_elsewhere(const ah_ckpt_session_t *s) {
-    const ah_trainer_t *tr = s->tr;
-    group_t *gs = groups_alloc(tr);
-    bool kept = gs != NULL;
-    for (int r = 0; kept && r < tr->n_ranks; r++) {
-        if (s->rank_node[r] != s->my_node) continue;
-        const int n = rank_groups(tr, r, false, gs), k = tr->layout.roles[r].tp_rank;
-        for (int i = 0; kept && i < n; i++) {
-            bool found = false;
-            for (int q = 0; q < tr->n_ranks && !found; q++)
-                found = !s->hit[s->rank_node[q]] && holds(tr, q, gs[i], k);
-            kept = found;
-        }
+    const ah_placement_t *pl = &s->place;
+    ah_shard_group_t *gs = groups_alloc(s);
+    bool *stays = malloc((size_t)s->n_nodes * sizeof *stays);
+    bool kept = gs && stays;
+    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = !s->hit[n];
+    for (int r = 0; kept && r < pl->n_ranks; r++) {
+        if (pl->ranks[r].node != s->my_node) continue;
+        const int n = ah_placement_groups(pl, r, false, gs);
+        for (int i = 0; kept && i < n; i++) kept = ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, stays);
     }
+    free(stays);
     free(gs);
     return kept;
 }
@@ -264,10 +182,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
         ah_ckpt_uploader_stop(s->up);
     }
     ah_comm_free(&s->node);
-    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
-    free(s->pre);
-    free(s->rank_node);
-    free(s->node_leader);
+    ah_placement_free(&s->place);
     free(s->hit);
     free(s);
     return st;
@@ -277,7 +192,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
 
 /* Writes group g of this rank's stage: weights, AdamW m and v (bufs: host copies of st->w, m,
  * v, see write_part), in the TP piece's own shape. */
-static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_t g, int64_t step,
+static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_shard_group_t g, int64_t step,
                                float *const bufs[3], ah_error_t *err) {
     const ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
@@ -303,7 +218,7 @@ static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, group_
         }
     }
     char name[AH_CKPT_NAME_MAX], tt[16], kk[16], ss[32];
-    group_name(name, g, t, k);
+    ah_shard_group_name(name, g, t, k);
     snprintf(tt, sizeof tt, "%d", t);
     snprintf(kk, sizeof kk, "%d", k);
     snprintf(ss, sizeof ss, "%lld", (long long)step);
@@ -322,15 +237,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
     ah_ckpt_writer_t *w;
     ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
     if (st != AH_OK) return st;
-    group_t *gs = groups_alloc(tr);
+    ah_shard_group_t *gs = groups_alloc(s);
     if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
-    const int n = gs ? rank_groups(tr, tr->rank, false, gs) : 0;
-    const int k = tr->layout.roles[tr->rank].tp_rank;
+    const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
+    const int k = s->place.ranks[tr->rank].tp_index;
     /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU. */
     float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, *host[3] = {NULL, NULL, NULL};
     for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
     for (int i = 0; i < n && st == AH_OK; i++) {
-        if (lowest_holder(tr, s, gs[i], k, s->my_node) != tr->rank) continue;
+        if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != tr->rank) continue;
         if ((st = write_group(s, w, gs[i], step, host, err)) == AH_OK) (*files)++;
     }
     for (int b = 0; b < 3; b++)
@@ -355,16 +270,15 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
 
 /* Names of the shards whose lowest holder in the whole job is on this node: its cloud share. */
 static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MAX], int cap) {
-    const ah_trainer_t *tr = s->tr;
-    const int t = tr->plan->tp;
+    const ah_placement_t *pl = &s->place;
     int n = 0;
-    group_t *gs = groups_alloc(tr);
-    for (int r = 0; gs && r < tr->n_ranks; r++) {
-        if (s->rank_node[r] != s->my_node) continue;
-        const int ng = rank_groups(tr, r, false, gs);
-        const int k = tr->layout.roles[r].tp_rank;
+    ah_shard_group_t *gs = groups_alloc(s);
+    for (int r = 0; gs && r < pl->n_ranks; r++) {
+        if (pl->ranks[r].node != s->my_node) continue;
+        const int ng = ah_placement_groups(pl, r, false, gs);
+        const int k = pl->ranks[r].tp_index;
         for (int i = 0; i < ng && n < cap; i++)
-            if (lowest_holder(tr, s, gs[i], k, -1) == r) group_name(names[n++], gs[i], t, k);
+            if (ah_placement_lowest_holder(pl, gs[i], k, -1) == r) ah_shard_group_name(names[n++], gs[i], pl->tp, k);
     }
     free(gs);
     return n;
@@ -384,7 +298,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         ah_ckpt_meta_t meta;
         memset(&meta, 0, sizeof meta);
         meta.step = step;
-        meta.data_position = tr->sample_shift + step * tr->plan->train.global_batch;
+        meta.data_position = ah_trainer_data_position(tr, step);
         snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
         snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
         meta.has_model = true;
@@ -448,21 +362,19 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     const bool periodic = s->o.every > 0 && done % s->o.every == 0;
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
     if (any && save_now) {
-        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) only
-         * when the last save's duration (with margin) fits what is left of the grace period;
-         * without a previous save, assume one second. */
-        const double need = 1.5 * (s->last_save_s >= 0 ? s->last_save_s : 1.0) + 0.5;
-        save_now = elapsed + need <= s->o.grace_s;
-        /* The save is on the recovery's path; it pays only when it takes less than redoing the
-         * steps since the newest committed one (a resume from there redoes them). A notice to
-         * every node (the agent restarting for a join) always saves: it promises no lost work. */
+        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) by
+         * the rule the simulator uses too (ckpt/policy.h). Redoing the steps since the newest
+         * committed one takes them at the slowest rank's pace, the same on all. */
         bool all = true;
-        for (int n = 0; n < s->n_nodes; n++) all = all && (s->node_leader[n] < 0 || s->hit[n]);
-        if (save_now && !all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
-            int64_t us = (int64_t)(s->step_s * 1e6); /* the slowest rank's view, the same on all */
+        for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
+        ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
+                                   .redo_s = -1, .every_node = all};
+        if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
+            int64_t us = (int64_t)(s->step_s * 1e6);
             if ((st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err)) != AH_OK) return st;
-            save_now = s->last_save_s < (double)(done - s->last_saved) * (double)us * 1e-6;
+            notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
         }
+        save_now = ah_ckpt_save_at_notice(&notice);
     }
     if (any && s->o.cloud_only) save_now = false; /* every disk is about to be dropped */
     json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
@@ -505,264 +417,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 
 /* ---- resume ------------------------------------------------------------------------------- */
 
-static ah_status_t manifest_copy(const ah_ckpt_manifest_t *src, ah_ckpt_manifest_t *dst, ah_error_t *err) {
-    *dst = *src;
-    dst->files = malloc((size_t)(src->n_files > 0 ? src->n_files : 1) * sizeof *dst->files);
-    if (!dst->files) return ah_error_set(err, AH_ERR_OOM, "no host memory for a manifest copy");
-    if (src->n_files > 0) memcpy(dst->files, src->files, (size_t)src->n_files * sizeof *dst->files);
-    return AH_OK;
-}
-
-static ah_status_t peer_manifests(void *ctx, ah_ckpt_manifest_t **out, int *n, ah_error_t *err) {
-    const ah_ckpt_session_t *s = ctx;
-    *out = calloc((size_t)(s->n_peer_m > 0 ? s->n_peer_m : 1), sizeof **out);
-    *n = 0;
-    if (!*out) return ah_error_set(err, AH_ERR_OOM, "no host memory for the peer manifests");
-    for (int i = 0; i < s->n_peer_m; i++, (*n)++)
-        if (manifest_copy(&s->peer_m[i], &(*out)[i], err) != AH_OK) return err->code;
-    return AH_OK;
-}
-
-/* The peer copies were moved before the catalog asks (a collective exchange in one global order,
- * prefetch() below); this only reports how that went for the file. */
-static ah_status_t peer_fetch(void *ctx, int64_t step, const char *name, const char *dest_path, ah_error_t *err) {
-    const ah_ckpt_session_t *s = ctx;
-    (void)dest_path;
-    for (int i = 0; i < s->n_pre; i++)
-        if (strcmp(s->pre[i].name, name) == 0)
-            return s->pre[i].ok ? AH_OK : ah_error_set(err, AH_ERR_IO, "%s", s->pre[i].why);
-    return ah_error_set(err, AH_ERR_IO, "step %lld: %s was not requested from a peer", (long long)step, name);
-}
-
-/* Committed manifests of a node root as one JSON array text ("" when none). */
-static char *manifests_text(const char *root) {
-    ah_ckpt_step_info_t *info;
-    int n;
-    ah_error_t e2;
-    json_t *arr = json_array();
-    if (arr && ah_ckpt_list(root, &info, &n, &e2) == AH_OK) {
-        for (int i = 0; i < n; i++) {
-            ah_ckpt_manifest_t m;
-            if (!info[i].committed || ah_ckpt_load(root, info[i].step, &m, &e2) != AH_OK) continue;
-            json_array_append_new(arr, ah_ckpt_manifest_to_json(&m));
-            ah_ckpt_manifest_free(&m);
-        }
-        free(info);
-    }
-    char *text = arr && json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : strdup("");
-    json_decref(arr);
-    return text;
-}
-
-/* Every node's committed manifests, from its leader: peers' go to s->peer_m, this node's own to
- * *own (for the local check before asking peers). nodes_of[i] is the node of peer_m[i]. */
-static ah_status_t gather_manifests(ah_ckpt_session_t *s, ah_ckpt_manifest_t **own, int *n_own,
-                                    int **nodes_of, ah_error_t *err) {
-    ah_trainer_t *tr = s->tr;
-    char *mine = s->node_rank == 0 && s->o.local_root ? manifests_text(s->node_root) : strdup("");
-    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
-    char *all = NULL;
-    ah_status_t st = mine && lens ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-    st = ah_comm_agree(ah_comm_world(), st, err);
-    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), mine ? mine : "", mine ? strlen(mine) : 0, &all, lens, err);
-    free(mine);
-    *own = NULL;
-    *n_own = 0;
-    *nodes_of = NULL;
-    size_t off = 0;
-    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
-        if (lens[r] == 0) continue;
-        json_t *doc;
-        char where[64];
-        snprintf(where, sizeof where, "manifests of rank %d", r);
-        if ((st = ah_json_load_string(all + off, lens[r], where, &doc, err)) != AH_OK) break;
-        const bool self = s->rank_node[r] == s->my_node;
-        for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
-            ah_ckpt_manifest_t m;
-            if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), where, &m, err)) != AH_OK) break;
-            ah_ckpt_manifest_t **arr = self ? own : &s->peer_m;
-            int *cnt = self ? n_own : &s->n_peer_m;
-            ah_ckpt_manifest_t *g = realloc(*arr, (size_t)(*cnt + 1) * sizeof *g);
-            if (g) *arr = g;
-            int *gn = self || !g ? NULL : realloc(*nodes_of, (size_t)(*cnt + 1) * sizeof *gn);
-            if (gn) *nodes_of = gn;
-            if (!g || (!self && !gn)) {
-                ah_ckpt_manifest_free(&m);
-                st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-                break;
-            }
-            if (gn) gn[*cnt] = s->rank_node[r];
-            g[(*cnt)++] = m;
-        }
-        json_decref(doc);
-    }
-    free(all);
-    free(lens);
-    return st;
-}
-
-/* The manifest at step listing name among ms (n), or NULL. */
-static const ah_ckpt_file_t *listed(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {
-    for (int i = 0; i < n; i++) {
-        const ah_ckpt_file_t *f;
-        if (ms[i].meta.step == step && (f = ah_ckpt_manifest_find(&ms[i], name))) return f;
-    }
-    return NULL;
-}
-
-/* Whether node nd's committed manifest of step lists name: the same answer on every rank, from
- * its own manifests for its node and the gathered ones for the others. */
-static bool node_lists(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *own, int n_own, const int *peer_node,
-                       int nd, int64_t step, const char *name) {
-    if (nd == s->my_node) return listed(own, n_own, step, name) != NULL;
-    for (int i = 0; i < s->n_peer_m; i++)
-        if (peer_node[i] == nd && s->peer_m[i].meta.step == step && ah_ckpt_manifest_find(&s->peer_m[i], name))
-            return true;
-    return false;
-}
-
-static ah_status_t afile_sink(void *ctx, const void *data, size_t n, ah_error_t *err) {
-    return ah_afile_write(ctx, data, n, err);
-}
-
-/* The peer tier's transfers: every rank lists the needed files its own node lacks (or holds
- * damaged; the intact ones go to verified[]); then all ranks walk the requests in one global order (requester rank, then name), the
- * lowest rank of the first other node whose manifest lists the file sends it (or refuses, when its
- * copy does not verify), and the requester stores it in the staging directory. */
-static ah_status_t prefetch(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_manifest_t *own, int n_own,
-                            const int *peer_node, char (*needed)[AH_CKPT_NAME_MAX], int n_needed,
-                            const char *staging, const char **verified, int *n_verified, double *verify_s,
-                            double *seconds, ah_error_t *err) {
-    ah_trainer_t *tr = s->tr;
-    char *req = calloc((size_t)n_needed + 1, AH_CKPT_NAME_MAX + 1);
-    size_t *lens = malloc((size_t)tr->n_ranks * sizeof *lens);
-    s->pre = calloc((size_t)n_needed + 1, sizeof *s->pre);
-    ah_status_t st = req && lens && s->pre ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for peer requests");
-    char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
-    const double tv = ah_now_s();
-    for (int i = 0; st == AH_OK && i < n_needed; i++) {
-        const ah_ckpt_file_t *f = listed(own, n_own, step, needed[i]);
-        ah_error_t e2;
-        ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-        if (f && ah_ckpt_join(path, sizeof path, dir, needed[i]) >= 0 && ah_ckpt_verify_file(path, f, &e2) == AH_OK) {
-            verified[(*n_verified)++] = needed[i];
-            continue;
-        }
-        strcat(req, needed[i]);
-        strcat(req, "\n");
-    }
-    *verify_s = ah_now_s() - tv;
-    st = ah_comm_agree(ah_comm_world(), st, err);
-    char *all = NULL;
-    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), req, strlen(req), &all, lens, err);
-    free(req);
-    const double t0 = ah_now_s();
-    size_t off = 0;
-    for (int r = 0; st == AH_OK && r < tr->n_ranks; off += lens[r], r++) {
-        for (char *p = all + off; st == AH_OK && p < all + off + lens[r];) {
-            char *nl = memchr(p, '\n', (size_t)(all + off + lens[r] - p));
-            if (!nl) break;
-            *nl = '\0';
-            const char *name = p;
-            p = nl + 1;
-            int server = -1;
-            for (int nd = 0; nd < s->n_nodes && server < 0; nd++)
-                if (nd != s->rank_node[r] && s->node_leader[nd] >= 0 && node_lists(s, own, n_own, peer_node, nd, step, name))
-                    server = s->node_leader[nd];
-            if (r == tr->rank) {
-                prefetched_t *pf = &s->pre[s->n_pre++];
-                snprintf(pf->name, sizeof pf->name, "%s", name);
-                if (server < 0) {
-                    snprintf(pf->why, sizeof pf->why, "no other node lists %s at step %lld", name, (long long)step);
-                    continue;
-                }
-                ah_afile_t af;
-                ah_error_t e2;
-                if (ah_ckpt_join(path, sizeof path, staging, name) < 0 || ah_afile_open(&af, path, &e2) != AH_OK) {
-                    /* The sender is committed to this exchange: receive into nowhere, then fail. */
-                    snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
-                    st = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, NULL, NULL, NULL, &e2) == AH_ERR_COMM
-                             ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
-                    continue;
-                }
-                ah_status_t rs = ah_comm_recv_file(ah_comm_world(), server, TAG_PEER, afile_sink, &af, NULL, &e2);
-                if (rs == AH_OK) rs = ah_afile_commit(&af, false, &e2);
-                else ah_afile_abort(&af);
-                if (rs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
-                pf->ok = rs == AH_OK;
-                if (!pf->ok) snprintf(pf->why, sizeof pf->why, "%.500s", e2.msg);
-            } else if (server == tr->rank) {
-                const ah_ckpt_file_t *f = listed(own, n_own, step, name);
-                ah_error_t e2;
-                ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-                ah_status_t vs = ah_ckpt_join(path, sizeof path, dir, name) < 0
-                                     ? ah_error_set(&e2, AH_ERR_IO, "%s/%s: path too long", dir, name)
-                                     : ah_ckpt_verify_file(path, f, &e2);
-                if (vs == AH_OK) vs = ah_comm_send_file(ah_comm_world(), path, r, TAG_PEER, NULL, &e2);
-                else vs = ah_comm_send_refusal(ah_comm_world(), r, TAG_PEER, e2.msg, &e2);
-                if (vs == AH_ERR_COMM) st = ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
-            }
-        }
-    }
-    free(all);
-    free(lens);
-    *seconds = ah_now_s() - t0;
-    return st;
-}
-
-/* Copies tensor `name` of shard f into dst (n floats), checking its dtype and size first. */
-static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err) {
-    const ah_st_entry_t *e = ah_st_find(f, name);
-    if (!e)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: no tensor \"%s\" (a shard of another model or an "
-                            "older format); resume with the plan's model or from another checkpoint", f->path, name);
-    if (e->dtype != AH_DTYPE_F32 || e->end - e->begin != (uint64_t)n * sizeof(float))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is %s with %llu bytes; expected F32 with "
-                            "%lld bytes (the checkpoint's model shape differs from the plan's)", f->path, name,
-                            ah_dtype_name(e->dtype), (unsigned long long)(e->end - e->begin),
-                            (long long)(n * (int64_t)sizeof(float)));
-    return ah_st_read(f, name, dst, (size_t)n * sizeof(float), err);
-}
-
-/* Fills dst, TP rank k's piece at degree t of tensor d (suffix sfx), from the checkpoint's pieces
- * at degree T (fs[j] = piece j; one file when T == t, the piece k, or for replicated tensors).
- * A TP change assembles the full tensor from every old piece and slices the new one out, with the
- * Megatron layout of ah_tensor_full_index (QKV by heads, MLP rows/columns). */
-static ah_status_t load_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T, const ah_st_file_t *fs,
-                               int nf, float *dst, int64_t n, ah_error_t *err) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%s", d->name, sfx);
-    if (T == t || d->spec->split == AH_SPLIT_REPL) return read_piece(&fs[0], name, dst, n, err);
-    if (nf < T) return ah_error_set(err, AH_ERR_INTERNAL, "resharding %s needs %d pieces, got %d", name, T, nf);
-    const int64_t np = ah_tensor_shard_elems(d, T);
-    float *full = malloc((size_t)(d->rows * d->cols) * sizeof *full), *piece = malloc((size_t)np * sizeof *piece);
-    ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
-    for (int j = 0; j < T && st == AH_OK; j++) {
-        if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
-        for (int64_t e = 0; e < np; e++) full[ah_tensor_full_index(d, T, j, e)] = piece[e];
-    }
-    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_tensor_full_index(d, t, k, e)];
-    free(full);
-    free(piece);
-    return st;
-}
-
-/* Pieces of group g this rank reads at old degree T: its own index when T equals its degree; the
- * first for groups of replicated tensors; all of them to reshard a block. */
-static int pieces(group_t g, int T, int t, int k, int *idx) {
-    if (T == t) {
-        idx[0] = k;
-        return 1;
-    }
-    if (g.kind != AH_SHARD_BLOCK) {
-        idx[0] = 0;
-        return 1;
-    }
-    for (int j = 0; j < T; j++) idx[j] = j;
-    return T;
-}
-
-static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
+static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
                               ah_error_t *err) {
     ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
@@ -770,11 +425,11 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, i
      * read first, so tensors no group covers keep their values). */
     float *dev[3] = {st->w, st->m, st->v}, *bufs[3] = {NULL, NULL, NULL};
     ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
-    int idx[64];
+    int idx[AH_RESHARD_MAX_PIECES];
     ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
     for (int b = 0; b < 3 && r == AH_OK; b++) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
-        const int nf = pieces(gs[gi], T, t, k, idx);
+        const int nf = ah_reshard_pieces(gs[gi], T, t, k, idx);
         int opened = 0;
         for (; opened < nf && r == AH_OK; opened++)
             if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
@@ -782,7 +437,7 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const group_t *gs, int ng, i
             const ah_gpt_param_t *x = &st->params[i];
             if (!in_group(&x->def, gs[gi])) continue;
             for (int b = 0; b < 3 && r == AH_OK; b++)
-                r = load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
+                r = ah_reshard_load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
         }
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         p += nf;
@@ -808,33 +463,22 @@ static void remove_staging(const char *staging, int64_t step) {
     rmdir(staging);
 }
 
-/* Every shard name of the whole model at TP degree T (replicated groups: piece 0 only), for the
- * choice of a step every rank can restore from. */
-static int model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
-    int n = 0;
-    group_name(names[n++], (group_t){AH_SHARD_EMBED, -1}, T, 0);
-    for (int l = 0; l < (int)m->n_layer; l++)
-        for (int j = 0; j < T; j++) group_name(names[n++], (group_t){AH_SHARD_BLOCK, l}, T, j);
-    group_name(names[n++], (group_t){AH_SHARD_HEAD, -1}, T, 0);
-    return n;
-}
-
 /* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
     const ah_model_t *m = &p->model;
-    const int max_names = 2 + (int)m->n_layer * 64;
+    const int max_names = 2 + (int)m->n_layer * AH_RESHARD_MAX_PIECES;
     char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
     const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
     int64_t best = -1;
     *T_out = 0;
-    for (int T = 1; names && ptrs && T <= 64 && T <= m->n_head; T++) {
-        if (m->n_head % T != 0 || m->d_ff % T != 0) continue;
-        const int n = model_names(m, T, names);
-        for (int i = 0; i < n; i++) ptrs[i] = names[i];
+    for (int T = 1; names && ptrs && T <= AH_MAX_TP; T++) {
         int64_t step;
         ah_ckpt_meta_t mt;
         ah_error_t e2;
+        if (ah_model_check_tp(m, T, &e2) != AH_OK) continue; /* no plan saves at this degree */
+        const int n = ah_placement_model_names(m, T, names);
+        for (int i = 0; i < n; i++) ptrs[i] = names[i];
         if (ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2) != AH_OK) {
             if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
             continue;
@@ -850,348 +494,183 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int
     return best;
 }
 
+/* What this rank reads for step's groups saved at degree T: its groups (with the embedding on a
+ * last stage), the files they are read from, and where the catalog puts each. */
+typedef struct {
+    ah_shard_group_t *gs;
+    int ng;
+    char (*names)[AH_CKPT_NAME_MAX];
+    const char **ptrs; /* names, as the catalog takes them */
+    char (*paths)[AH_CKPT_PATH_MAX];
+    int n;
+} wanted_t;
+
+static ah_status_t wanted_build(const ah_ckpt_session_t *s, int T, wanted_t *w, ah_error_t *err) {
+    const int t = s->tr->plan->tp, k = s->tr->role.tp_rank;
+    int idx[AH_RESHARD_MAX_PIECES];
+    memset(w, 0, sizeof *w);
+    w->gs = groups_alloc(s);
+    w->ng = w->gs ? ah_placement_groups(&s->place, s->tr->rank, true, w->gs) : 0;
+    const size_t cap = (size_t)w->ng * AH_RESHARD_MAX_PIECES;
+    w->names = calloc(cap, sizeof *w->names);
+    w->ptrs = calloc(cap, sizeof *w->ptrs);
+    w->paths = calloc(cap, sizeof *w->paths);
+    if (!w->gs || !w->names || !w->ptrs || !w->paths)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+    for (int gi = 0; gi < w->ng; gi++) {
+        const int nf = ah_reshard_pieces(w->gs[gi], T, t, k, idx);
+        for (int j = 0; j < nf; j++, w->n++) {
+            ah_shard_group_name(w->names[w->n], w->gs[gi], T, idx[j]);
+            w->ptrs[w->n] = w->names[w->n];
+        }
+    }
+    return AH_OK;
+}
+
+static void wanted_free(wanted_t *w) {
+    free(w->gs);
+    free(w->names);
+    free(w->ptrs);
+    free(w->paths);
+}
+
+/* The catalog of every tier (this node's disk, the peers, the cloud) and the step it restores:
+ * *step -1 with *why when no tier has a complete one. Not collective (the peer tier is open). */
+static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const char *staging, ah_s3_t **s3,
+                                ah_ckpt_catalog_t **cat, int64_t *step, int *T, ah_ckpt_meta_t *meta, char *why,
+                                size_t why_cap, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    ah_status_t st = s->cloud ? ah_s3_open(&s->s3cfg, s3, err) : AH_OK;
+    if (st == AH_OK) {
+        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
+        src.cloud_url = s->url;
+        st = ah_ckpt_catalog_open(&src, cat, err);
+    }
+    if (st != AH_OK) return st;
+    ah_error_t e2 = {0};
+    *step = choose_step(*cat, tr->plan, T, meta, &e2);
+    if (*step < 0) snprintf(why, why_cap, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
+    if (*step >= 0 && meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
+                            "trains %s; resume with a plan for that model, or use another --local-root",
+                            (long long)*step, meta->model.name, tr->plan->model.name);
+    return AH_OK;
+}
+
+/* Collective: every rank chose the same (step, T). */
+static ah_status_t agree_step(int64_t step, int T, ah_error_t *err) {
+    int64_t v[4] = {step, T, -step, -(int64_t)T};
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), v, 4, err);
+    if (st == AH_OK && (v[0] != -v[2] || v[1] != -v[3]))
+        st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
+                          "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+    return st;
+}
+
+/* This rank's shards of step from the cheapest tiers (the peer exchange is collective), loaded. */
+static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t *cat, int64_t step, int T,
+                                  const char *staging, ah_ckpt_restore_stats_t *stats, ah_error_t *err) {
+    wanted_t w;
+    char dir[AH_CKPT_PATH_MAX];
+    ah_status_t st = wanted_build(s, T, &w, err);
+    /* The node's disk may be new (an empty node, or one whose directory went with it). */
+    mkdir(s->o.local_root, 0755);
+    mkdir(s->node_root, 0755);
+    if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
+                        ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 || (mkdir(dir, 0755) != 0 && errno != EEXIST)))
+        st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
+                          strerror(errno));
+    if ((st = ah_comm_agree(ah_comm_world(), st, err)) == AH_OK)
+        st = ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err);
+    if (st == AH_OK) st = load_stage(s, w.gs, w.ng, T, w.paths, err);
+    wanted_free(&w);
+    return ah_comm_agree(ah_comm_world(), st, err);
+}
+
+/* The "recover" event (rank 0): figures over the job, bytes, files and fallbacks summed, seconds
+ * as the slowest rank saw them. Collective. */
+static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah_ckpt_restore_stats_t *stats,
+                                 bool found, int64_t step, int T, const ah_ckpt_meta_t *meta, const char *why,
+                                 json_t **event, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    double sums[7];
+    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        sums[i] = (double)stats->bytes[i];
+        sums[3 + i] = stats->files[i];
+        maxes[1 + i] = (int64_t)(stats->seconds[i] * 1e6);
+    }
+    sums[6] = stats->fallbacks;
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
+    if (st != AH_OK || tr->rank != 0 || !event) return st;
+    *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(found ? step : 0), "found",
+                       found, "seconds", (double)maxes[0] * 1e-6);
+    json_t *b = json_object(), *f = json_object(), *sec = json_object();
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
+        json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
+        json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
+    }
+    json_object_set_new(*event, "bytes", b);
+    json_object_set_new(*event, "files", f);
+    json_object_set_new(*event, "tier_seconds", sec);
+    json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
+    if (found) {
+        json_object_set_new(*event, "tp_from", json_integer(T));
+        json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
+        json_object_set_new(*event, "data_position", json_integer(meta->data_position));
+        json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
+        if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
+    } else {
+        json_object_set_new(*event, "note", json_string(why));
+    }
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
                                    ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
-    ah_comm_t *world = ah_comm_world();
     const double t0 = ah_now_s();
     *start = 0;
     *found = false;
     if (event) *event = NULL;
-    ah_ckpt_manifest_t *own = NULL;
-    int n_own = 0, *peer_node = NULL, T = 0, ng = 0, n_needed = 0;
+    ah_ckpt_peer_tier_t *peers = NULL;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
-    group_t *gs = NULL;
-    char (*needed)[AH_CKPT_NAME_MAX] = NULL, (*paths)[AH_CKPT_PATH_MAX] = NULL;
-    const char **ptrs = NULL, **verified = NULL;
-    int n_verified = 0;
-    char staging[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
+    char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
     ah_ckpt_restore_stats_t stats;
     memset(&stats, 0, sizeof stats);
     ah_ckpt_meta_t meta;
     memset(&meta, 0, sizeof meta);
     int64_t step = -1;
-    double prefetch_s = 0, verify_s = 0;
+    int T = 0;
     ah_status_t st = AH_OK;
     if (!s->o.local_root) {
         /* Nothing to restore from without a disk to stage on; say so like an empty checkpoint. */
         snprintf(why, sizeof why, "no --local-root");
-        goto report;
-    }
-    if ((st = gather_manifests(s, &own, &n_own, &peer_node, err)) != AH_OK) goto done;
-    snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
-    if (s->cloud) st = ah_s3_open(&s->s3cfg, &s3, err);
-    /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
-    ah_ckpt_peer_t peer = {peer_manifests, peer_fetch, s};
-    if (st == AH_OK) {
-        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = &peer, .cloud = s3, .staging_dir = staging};
-        src.cloud_url = s->url;
-        st = ah_ckpt_catalog_open(&src, &cat, err);
-    }
-    if (st == AH_OK) {
-        ah_error_t e2 = {0};
-        step = choose_step(cat, tr->plan, &T, &meta, &e2);
-        if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
-        if (step >= 0 && meta.has_model && !ah_model_equal(&meta.model, &tr->plan->model))
-            st = ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
-                              "trains %s; resume with a plan for that model, or use another --local-root",
-                              (long long)step, meta.model.name, tr->plan->model.name);
-    }
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    {
-        int64_t v[4] = {step, T, -step, -(int64_t)T};
-        if ((st = ah_comm_allreduce_max_i64(world, v, 4, err)) != AH_OK) goto done;
-        if (v[0] != -v[2] || v[1] != -v[3]) {
-            st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
-                              "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+    } else {
+        snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
+        if ((st = ah_ckpt_peer_open(&s->place, tr->rank, s->node_root, s->node_rank == 0, &peers, err)) != AH_OK)
             goto done;
+        /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
+        const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
+        st = open_catalog(s, &hooks, staging, &s3, &cat, &step, &T, &meta, why, sizeof why, err);
+        if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
+            goto done;
+        if (step >= 0 && (st = restore_shards(s, cat, step, T, staging, &stats, err)) != AH_OK) goto done;
+        if (step >= 0) {
+            ah_trainer_set_data_position(tr, step, meta.data_position);
+            s->last_saved = step;
+            *start = step;
+            *found = true;
         }
     }
-    if (step < 0) goto report;
-    {
-        const int t = tr->plan->tp, k = tr->role.tp_rank;
-        int idx[64];
-        gs = groups_alloc(tr);
-        ng = gs ? rank_groups(tr, tr->rank, true, gs) : 0;
-        needed = calloc((size_t)ng * 64, sizeof *needed);
-        paths = calloc((size_t)ng * 64, sizeof *paths);
-        ptrs = calloc((size_t)ng * 64, sizeof *ptrs);
-        verified = calloc((size_t)ng * 64, sizeof *verified);
-        if (!gs || !needed || !paths || !ptrs || !verified) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
-        for (int gi = 0; st == AH_OK && gi < ng; gi++) {
-            const int nf = pieces(gs[gi], T, t, k, idx);
-            for (int j = 0; j < nf; j++, n_needed++) {
-                group_name(needed[n_needed], gs[gi], T, idx[j]);
-                ptrs[n_needed] = needed[n_needed];
-            }
-        }
-        /* The node's disk may be new (an empty node, or one whose directory went with it). */
-        mkdir(s->o.local_root, 0755);
-        mkdir(s->node_root, 0755);
-        if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
-                            ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 ||
-                            (mkdir(dir, 0755) != 0 && errno != EEXIST)))
-            st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
-                              strerror(errno));
-    }
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    if ((st = prefetch(s, step, own, n_own, peer_node, needed, n_needed, dir, verified, &n_verified, &verify_s,
-                       &prefetch_s, err)) != AH_OK)
-        goto done;
-    /* The local copies prefetch just verified are not read a second time. */
-    if ((st = ah_ckpt_catalog_trust_local(cat, verified, n_verified, err)) == AH_OK)
-        st = ah_ckpt_catalog_fetch(cat, step, ptrs, n_needed, paths, &stats, err);
-    if (st == AH_OK) st = load_stage(s, gs, ng, T, paths, err);
-    if ((st = ah_comm_agree(world, st, err)) != AH_OK) goto done;
-    if (stats.files[AH_TIER_PEER] > 0) stats.seconds[AH_TIER_PEER] += prefetch_s;
-    stats.seconds[AH_TIER_LOCAL] += verify_s; /* the local copies' check, done before the exchange */
-    tr->sample_shift = meta.data_position - step * tr->plan->train.global_batch;
-    s->last_saved = step;
-    *start = step;
-    *found = true;
-report : {
-    /* Figures over the job: bytes, files, fallbacks summed; seconds as the slowest rank saw them. */
-    double sums[7];
-    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
-    for (int i = 0; i < AH_TIER_COUNT; i++) {
-        sums[i] = (double)stats.bytes[i];
-        sums[3 + i] = stats.files[i];
-        maxes[1 + i] = (int64_t)(stats.seconds[i] * 1e6);
-    }
-    sums[6] = stats.fallbacks;
-    if ((st = ah_comm_allreduce_f64(world, sums, 7, err)) != AH_OK) goto done;
-    if ((st = ah_comm_allreduce_max_i64(world, maxes, 4, err)) != AH_OK) goto done;
-    if (tr->rank == 0 && event) {
-        *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(*found ? step : 0),
-                           "found", *found, "seconds", (double)maxes[0] * 1e-6);
-        json_t *b = json_object(), *f = json_object(), *sec = json_object();
-        for (int i = 0; i < AH_TIER_COUNT; i++) {
-            json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
-            json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
-            json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
-        }
-        json_object_set_new(*event, "bytes", b);
-        json_object_set_new(*event, "files", f);
-        json_object_set_new(*event, "tier_seconds", sec);
-        json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
-        if (*found) {
-            json_object_set_new(*event, "tp_from", json_integer(T));
-            json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
-            json_object_set_new(*event, "data_position", json_integer(meta.data_position));
-            json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta.plan_hash, s->plan_hash) == 0));
-            if (stats.last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats.last_fallback));
-        } else {
-            json_object_set_new(*event, "note", json_string(why));
-        }
-    }
-}
+    st = recover_event(s, t0, &stats, *found, step, T, &meta, why, event, err);
 done:
     if (*found) remove_staging(staging, step);
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3);
-    ah_ckpt_manifests_free(own, n_own);
-    ah_ckpt_manifests_free(s->peer_m, s->n_peer_m);
-    s->peer_m = NULL;
-    s->n_peer_m = 0;
-    free(s->pre);
-    s->pre = NULL;
-    s->n_pre = 0;
-    free(peer_node);
-    free(gs);
-    free(needed);
-    free(verified);
-    free(paths);
-    free(ptrs);
-    return st;
-}
-
-/* ---- export to Hugging Face GPT-2 ----------------------------------------------------------- */
-
-static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
-
-ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err) {
-    ah_ckpt_step_info_t *info;
-    int ns;
-    *roots = NULL;
-    *n = 0;
-    if (ah_ckpt_list(dir, &info, &ns, err) != AH_OK) return err->code;
-    free(info);
-    DIR *d = ns > 0 ? NULL : opendir(dir);
-    if (ns == 0 && !d) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    int cap = 1;
-    *roots = malloc(sizeof **roots);
-    if (*roots && ns > 0) snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", dir);
-    for (struct dirent *e; *roots && d && (e = readdir(d));) {
-        char p[AH_CKPT_PATH_MAX];
-        struct stat sb;
-        if (e->d_name[0] == '.' || ah_ckpt_join(p, sizeof p, dir, e->d_name) < 0 || stat(p, &sb) != 0 ||
-            !S_ISDIR(sb.st_mode))
-            continue;
-        if (*n == cap) {
-            char (*g)[AH_CKPT_PATH_MAX] = realloc(*roots, (size_t)(cap *= 2) * sizeof *g);
-            if (!g) { /* a partial list would let ckpt verify pass with nodes unchecked */
-                free(*roots);
-                *roots = NULL;
-                break;
-            }
-            *roots = g;
-        }
-        snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", p);
-    }
-    if (d) closedir(d);
-    if (!*roots) return ah_error_set(err, AH_ERR_OOM, "no host memory for the node list");
-    qsort(*roots, (size_t)*n, sizeof **roots, cmp_path); /* readdir's order is arbitrary */
-    return AH_OK;
-}
-
-ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err) {
-    char (*roots)[AH_CKPT_PATH_MAX] = NULL;
-    int n_roots = 0, T = 0, n_m = 0, n_t = 0;
-    ah_ckpt_manifest_t *ms = NULL;
-    int *root_of = NULL;
-    ah_tensor_t *defs = NULL;
-    float **data = NULL;
-    ah_st_tensor_t *ts = NULL;
-    char (*names)[96] = NULL;
-    ah_status_t st = ah_ckpt_node_roots(local_root, &roots, &n_roots, err);
-    /* Every committed manifest of every node root, and which root it came from. */
-    for (int r = 0; st == AH_OK && r < n_roots; r++) {
-        char *text = manifests_text(roots[r]);
-        json_t *doc = NULL;
-        if (text && text[0] && (st = ah_json_load_string(text, strlen(text), roots[r], &doc, err)) == AH_OK) {
-            for (size_t i = 0; st == AH_OK && i < json_array_size(doc); i++) {
-                ah_ckpt_manifest_t *g = realloc(ms, (size_t)(n_m + 1) * sizeof *g);
-                int *go = g ? realloc(root_of, (size_t)(n_m + 1) * sizeof *go) : NULL;
-                if (g) ms = g;
-                if (go) root_of = go;
-                if (!g || !go) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
-                else if ((st = ah_ckpt_manifest_from_json(json_array_get(doc, i), roots[r], &ms[n_m], err)) == AH_OK)
-                    root_of[n_m++] = r;
-            }
-        }
-        json_decref(doc);
-        free(text);
-    }
-    /* The step: the newest (or the asked) one whose whole model is listed at some TP degree. */
-    ah_model_t model;
-    int64_t step = -1;
-    for (int i = 0; st == AH_OK && i < n_m; i++) {
-        const ah_ckpt_meta_t *mt = &ms[i].meta;
-        if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
-        const int max_names = 2 + (int)mt->model.n_layer * 64;
-        char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
-        for (int t = 1; need && t <= AH_MAX_TP; t++) {
-            if (ah_model_check_tp(&mt->model, t, NULL) != AH_OK) continue;
-            const int nn = model_names(&mt->model, t, need);
-            int k = 0;
-            while (k < nn && listed(ms, n_m, mt->step, need[k])) k++;
-            if (k == nn) {
-                step = mt->step;
-                T = t;
-                model = mt->model;
-                break;
-            }
-        }
-        free(need);
-    }
-    if (st == AH_OK && step < 0)
-        st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "
-                                      "model in any node directory; `autohet ckpt ls --local-root DIR/NODE` lists "
-                                      "the steps", local_root, (long long)want)
-                       : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
-                                      "(looked in %d node director%s)", local_root, n_roots, n_roots == 1 ? "y" : "ies");
-    if (st == AH_OK && model.arch != AH_ARCH_GPT2)
-        st = ah_error_set(err, AH_ERR_INVALID, "%s: model %s is not GPT-2; export writes GPT-2 only", local_root, model.name);
-    /* Assemble each full tensor (TP degree 1) from its group's pieces, from a verified copy. */
-    if (st == AH_OK) {
-        n_t = ah_model_tensor_count(&model);
-        defs = calloc((size_t)n_t, sizeof *defs);
-        data = calloc((size_t)n_t, sizeof *data);
-        ts = calloc((size_t)n_t, sizeof *ts);
-        names = calloc((size_t)n_t, sizeof *names);
-        if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
-        else ah_model_tensors(&model, defs);
-    }
-    ah_st_file_t fs[64];
-    for (int i = 0; st == AH_OK && i < n_t; i++) {
-        const ah_tensor_t *d = &defs[i];
-        const group_t g = group_of(d);
-        int idx[64], opened = 0;
-        const int nf = pieces(g, T, 1, 0, idx);
-        for (; opened < nf && st == AH_OK; opened++) {
-            char name[AH_CKPT_NAME_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
-            group_name(name, g, T, idx[opened]);
-            bool ok = false;
-            for (int m = 0; m < n_m && !ok; m++) {
-                const ah_ckpt_file_t *f;
-                ah_error_t e2;
-                if (ms[m].meta.step != step || !(f = ah_ckpt_manifest_find(&ms[m], name))) continue;
-                ah_ckpt_step_dir(dir, sizeof dir, roots[root_of[m]], step);
-                ah_ckpt_join(path, sizeof path, dir, name);
-                ok = ah_ckpt_verify_file(path, f, &e2) == AH_OK && ah_st_open(path, &fs[opened], &e2) == AH_OK;
-                if (!ok) snprintf(why, sizeof why, "%.1000s", e2.msg);
-            }
-            if (!ok) {
-                st = ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%s)", (long long)step, name, why);
-                break;
-            }
-        }
-        const int64_t n = d->rows * d->cols;
-        if (st == AH_OK && !(data[i] = malloc((size_t)n * sizeof **data)))
-            st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-        if (st == AH_OK) st = load_tensor(d, "", 1, 0, T, fs, nf, data[i], n, err);
-        for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
-        if (st == AH_OK && d->spec->hf_transposed) {
-            float *tr = malloc((size_t)n * sizeof *tr);
-            if (!tr) {
-                st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-                break;
-            }
-            for (int64_t r = 0; r < d->rows; r++)
-                for (int64_t c = 0; c < d->cols; c++) tr[c * d->rows + r] = data[i][r * d->cols + c];
-            free(data[i]);
-            data[i] = tr;
-        }
-        if (st == AH_OK && !ah_tensor_hf_name(d, names[i], sizeof names[i]))
-            st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);
-        ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .data = data[i]};
-        ts[i].ndim = d->cols == 1 ? 1 : 2;
-        ts[i].shape[0] = d->spec->hf_transposed ? d->cols : d->rows;
-        ts[i].shape[1] = d->spec->hf_transposed ? d->rows : d->cols;
-    }
-    char path[AH_CKPT_PATH_MAX];
-    if (st == AH_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-        st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the output directory: %s", out_dir, strerror(errno));
-    if (st == AH_OK && ah_ckpt_join(path, sizeof path, out_dir, "model.safetensors") < 0)
-        st = ah_error_set(err, AH_ERR_IO, "%s: path too long", out_dir);
-    if (st == AH_OK) {
-        json_t *meta = json_pack("{s:s}", "format", "pt");
-        st = ah_st_save(path, ts, n_t, meta, NULL, NULL, err);
-        json_decref(meta);
-    }
-    if (st == AH_OK) {
-        json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:I}",
-                                "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "n_layer",
-                                (json_int_t)model.n_layer, "n_embd", (json_int_t)model.d_model, "n_head",
-                                (json_int_t)model.n_head, "n_inner", (json_int_t)model.d_ff, "vocab_size",
-                                (json_int_t)model.vocab, "n_positions", (json_int_t)model.max_pos, "n_ctx",
-                                (json_int_t)model.max_pos, "activation_function", "gelu_new",
-                                "layer_norm_epsilon", model.norm_eps, "tie_word_embeddings", true, "torch_dtype",
-                                "float32", "autohet_step", (json_int_t)step);
-        ah_ckpt_join(path, sizeof path, out_dir, "config.json");
-        st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
-        json_decref(cfg);
-    }
-    if (st == AH_OK && step_out) *step_out = step;
-    for (int i = 0; data && i < n_t; i++) free(data[i]);
-    free(data);
-    free(defs);
-    free(ts);
-    free(names);
-    ah_ckpt_manifests_free(ms, n_m);
-    free(root_of);
-    free(roots);
+    ah_ckpt_peer_close(peers);
     return st;
 }

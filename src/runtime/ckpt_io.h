@@ -1,24 +1,26 @@
-/* Checkpoints of a training job: what each rank saves and loads through src/ckpt/, the node
- * commit, the cloud upload, resume from the cheapest tier, and preemption notices.
+/* A training job's checkpoint session: what each rank saves and loads through src/ckpt/, the
+ * node commit, the cloud upload, resume from the cheapest tier, and preemption notices.
  *
- * Save (ah_ckpt_session_save, collective; step N = the state after N updates):
+ * Save (in ah_ckpt_session_step_done, collective; step N = the state after N updates):
  *   every rank holds, for its blocks, shards named block-LLL.tpT-K (T its TP degree, K its TP
- *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage. A
- *   shard holds each tensor three times: NAME (weights), NAME.exp_avg and NAME.exp_avg_sq (AdamW
- *   m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer integration"); metadata
- *   gives the TP degree and index and the AdamW step. Data-parallel replicas hold identically
- *   named shards: on one node the lowest rank holding a shard writes it; every rank of the node
- *   then finishes its part, a node barrier, and the node's lowest rank commits the node's
- *   manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A failed write (a
- *   full disk) abandons that node's step; training goes on from the previous committed step.
- *   With a cloud, each node's lowest rank hands the shards whose lowest holder in the whole job is
- *   on its node to a background uploader (one copy of each shard; manifest last).
+ *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage
+ *   (ckpt/placement.h). A shard holds each tensor three times: NAME (weights), NAME.exp_avg and
+ *   NAME.exp_avg_sq (AdamW m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer
+ *   integration"); metadata gives the TP degree and index and the AdamW step. Data-parallel
+ *   replicas hold identically named shards: on one node the lowest rank holding a shard writes
+ *   it; every rank of the node then finishes its part, a node barrier, and the node's lowest rank
+ *   commits the node's manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A
+ *   failed write (a full disk) abandons that node's step; training goes on from the previous
+ *   committed step. With a cloud, each node's lowest rank hands the shards whose lowest holder in
+ *   the whole job is on its node to a background uploader (one copy of each shard; manifest last).
  * Resume (ah_ckpt_session_resume, collective): the nodes' lowest ranks share their committed
- *   manifests (the peer tier); every rank picks the newest step for which some TP degree's full
- *   set of shards is listed in a tier, then fetches its own shards local -> peer (over MPI from the
- *   rank whose node dir has it) -> cloud with checksums, reshards if the TP degree changed, and
- *   sets the trainer's weights, moments and data position.
- * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h.
+ *   manifests (the peer tier, ckpt/peer.h); every rank picks the newest step for which some TP
+ *   degree's full set of shards is listed in a tier, then fetches its own shards local -> peer
+ *   (over MPI from the rank whose node dir has it) -> cloud with checksums (ckpt/restore.h),
+ *   reshards if the TP degree changed (ckpt/reshard.h), and sets the trainer's weights, moments
+ *   and data position.
+ * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h; whether a
+ *   notice saves is ckpt/policy.h's rule.
  *
  * Events for the metrics file are JSON objects returned on rank 0 (NULL elsewhere); the caller
  * writes them. Ownership: the session borrows the trainer; events are the caller's (json_decref).
@@ -30,7 +32,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ckpt/afile.h"
 #include "runtime/trainer.h"
 
 typedef struct ah_ckpt_opts {
@@ -67,19 +68,5 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 /* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
-
-/* The node checkpoint roots a --local-root DIR names: DIR itself when it holds step directories
- * (one node's root), else each of its subdirectories (DIR/NODE/, as autohet train writes them).
- * A DIR that cannot be opened is an error, not an empty list. *roots is malloc'ed; free it. */
-ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err);
-
-/* `autohet ckpt export`: the full model of a committed step as one Hugging Face GPT-2
- * OUT_DIR/model.safetensors (transformer.* names, Conv1D (in, out) layout for c_attn, c_proj,
- * c_fc; head tied to wte) and OUT_DIR/config.json. local_root is a node's checkpoint root or a
- * directory of them (DIR/NODE/, as --local-root of autohet train); shards are taken from whichever
- * node holds an intact copy, at whatever TP degree they were saved, and assembled. step < 0: the
- * newest step whose weights are complete. *step_out gets the step exported. */
-ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t step, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err);
 
 #endif

@@ -3,8 +3,9 @@
  *
  * The handler only sets a flag and notes the time. At a step boundary every rank calls
  * ah_preempt_poll (one all-reduce), so all ranks learn together which nodes got a notice and how
- * long ago the first one came; the trainer then saves if the grace period allows, writes
- * RUN_DIR/preempted.json and exits with AH_PREEMPT_EXIT (src/runtime/ckpt_io.h).
+ * long ago the first one came; the trainer then saves if the grace period allows (the rule of
+ * ckpt/policy.h, which the simulator shares), writes RUN_DIR/preempted.json and exits with
+ * AH_PREEMPT_EXIT (src/runtime/ckpt_io.h).
  * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}.
  */
 #ifndef AH_RUNTIME_PREEMPT_H

@@ -447,3 +447,11 @@ done:
     free(offs);
     return s;
 }
+
+int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step) {
+    return tr->sample_shift + step * tr->plan->train.global_batch;
+}
+
+void ah_trainer_set_data_position(ah_trainer_t *tr, int64_t step, int64_t data_position) {
+    tr->sample_shift = data_position - step * tr->plan->train.global_batch;
+}

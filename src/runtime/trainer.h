@@ -76,7 +76,8 @@ typedef struct ah_trainer {
     int64_t n_mb;           /* its micro-batches */
     int64_t sample_base;    /* m * (micro-batches of the pipelines before it) */
     int64_t sample_shift;   /* iteration i starts at global sample sample_shift + i * B: 0, or
-                             * set on resume from a checkpoint's data position (ckpt_io.h) */
+                             * set on resume from a checkpoint's data position
+                             * (ah_trainer_set_data_position) */
     ah_device_t dev;        /* the rank's backend */
     ah_mem_t mem;
     ah_gpt_stage_t stage;
@@ -103,6 +104,11 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_t
 /* The random initialisation (seed from the options): for a trainer set up with defer_init whose
  * resume found no checkpoint. */
 ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err);
+/* The global sample iteration `step` starts at (what a checkpoint saves), and the resume's
+ * setter: iteration `step` starts at data_position, so no sample is skipped or repeated even when
+ * the global batch changed. */
+int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step);
+void ah_trainer_set_data_position(ah_trainer_t *tr, int64_t step, int64_t data_position);
 /* Collective: one iteration (step counts from 0); fills *out on every rank. */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json

@@ -59,10 +59,9 @@ static json_t *gpus_json(const ah_cluster_t *c, const int *g) {
 
 /* {"local": v[0], "peer": v[1], "cloud": v[2]}, integers or reals */
 static json_t *tiers_json(const int64_t *bytes, const double *secs) {
-    static const char *const names[AH_SIM_TIERS] = {"local", "peer", "cloud"};
     json_t *o = json_object();
-    for (int t = 0; t < AH_SIM_TIERS; t++)
-        json_object_set_new(o, names[t], bytes ? json_integer((json_int_t)bytes[t]) : json_real(secs[t]));
+    for (int t = 0; t < AH_TIER_COUNT; t++)
+        json_object_set_new(o, ah_ckpt_tier_name((ah_ckpt_tier_t)t), bytes ? json_integer((json_int_t)bytes[t]) : json_real(secs[t]));
     return o;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt/placement.h"
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
@@ -49,13 +50,6 @@ double ah_sim_horizon_s(const ah_sim_avail_t *a, const ah_sim_opts_t *o) {
 /* ---- plans by availability set ---- */
 
 typedef struct {
-    int node, index, k;   /* full-cluster node, local GPU, TP rank */
-    int first, last;      /* blocks [first, last) */
-    bool embed, head;
-    int64_t ckpt_bytes;   /* what the device's checkpoint holds */
-} sdev_t;
-
-typedef struct {
     char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
     bool ok;
     char why[384];        /* when !ok: the planner's message */
@@ -63,8 +57,8 @@ typedef struct {
     int tp;
     bool *uses;           /* [n_nodes] nodes the plan uses */
     int *gpus;            /* [n_types] GPUs of those nodes */
-    sdev_t *devs;
-    int n_devs;
+    ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
+    int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
 } entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -103,7 +97,8 @@ static void entry_free(entry_t *e) {
     free(e->key);
     free(e->uses);
     free(e->gpus);
-    free(e->devs);
+    ah_placement_free(&e->place);
+    free(e->ckpt_bytes);
     free(e);
 }
 
@@ -138,9 +133,10 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     e->tokens_per_s = res->eval.pred.tokens_per_s;
     e->iteration_s = res->eval.pred.iteration_s;
     e->tp = p->tp;
-    e->n_devs = ah_plan_device_count(p);
-    e->devs = malloc(sizeof *e->devs * (size_t)(e->n_devs > 0 ? e->n_devs : 1));
-    if (!e->devs) return false;
+    ah_error_t err;
+    if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
+    e->ckpt_bytes = malloc(sizeof *e->ckpt_bytes * (size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1));
+    if (!e->ckpt_bytes) return false;
     ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, x->o->profile};
     int d = 0;
     for (int i = 0; i < p->n_pipelines; i++) {
@@ -151,8 +147,7 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
             ah_stage_cost(&ctx, st->type, st->first, st->last, s == 0, s == pl->n_stages - 1, st->recompute, &sc);
             for (int k = 0; k < p->tp; k++) {
                 const int node = map[st->devices[k].node];
-                e->devs[d++] = (sdev_t){node, st->devices[k].index, k, st->first, st->last, s == 0,
-                                        s == pl->n_stages - 1, sc.params * AH_SIM_CKPT_BYTES_PER_PARAM};
+                e->ckpt_bytes[d++] = sc.params * AH_SIM_CKPT_BYTES_PER_PARAM;
                 if (!e->uses[node]) {
                     e->uses[node] = true;
                     e->gpus[c->nodes[node].type] += c->nodes[node].count;
@@ -280,8 +275,10 @@ static void train(run_t *x, double dt) {
     x->now.train_s += dt;
 }
 
-static bool dev_holds(const sdev_t *d, int layer, int L) {
-    return layer == 0 ? d->embed : layer == L + 1 ? d->head : (layer - 1 >= d->first && layer - 1 < d->last);
+/* Layer l of 0 .. L + 1 (the embedding, blocks 0 .. L - 1, the head) as a shard group. */
+static ah_shard_group_t layer_group(int layer, int L) {
+    return layer == 0 ? (ah_shard_group_t){AH_SHARD_EMBED, -1}
+           : layer == L + 1 ? (ah_shard_group_t){AH_SHARD_HEAD, -1} : (ah_shard_group_t){AH_SHARD_BLOCK, layer - 1};
 }
 
 static ah_layer_kind_t layer_kind(int layer, int L) {
@@ -310,7 +307,7 @@ static double save_s(run_t *x, const entry_t *from) {
         x->oom = true;
         return 0;
     }
-    for (int i = 0; i < from->n_devs; i++) node[from->devs[i].node] += (double)from->devs[i].ckpt_bytes;
+    for (int i = 0; i < from->place.n_ranks; i++) node[from->place.ranks[i].node] += (double)from->ckpt_bytes[i];
     for (int n = 0; n < x->c->n_nodes; n++)
         if (node[n] > worst) worst = node[n];
     free(node);
@@ -325,42 +322,32 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
     const ah_cluster_t *c = x->c;
     const int L = (int)x->model->n_layer;
     const bool local_first = x->pol == AH_POLICY_AUTOHET && x->state;
-    /* surv[layer * AH_MAX_TP + k]: shard k of the layer is on a surviving device of the state */
-    bool *surv = calloc((size_t)(L + 2) * AH_MAX_TP, sizeof(bool));
     double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
-    if (!surv || !cloud) {
-        free(surv);
-        free(cloud);
+    if (!cloud) {
         x->oom = true;
         return 0;
     }
-    if (local_first)
-        for (int i = 0; i < x->state->n_devs; i++) {
-            const sdev_t *d = &x->state->devs[i];
-            if (!x->holds[d->node]) continue;
-            for (int l = 0; l <= L + 1; l++)
-                if (dev_holds(d, l, L)) surv[l * AH_MAX_TP + d->k] = true;
-        }
     double peer_max = 0;
     bool lost = false;
-    for (int i = 0; i < to->n_devs; i++) {
-        const sdev_t *d = &to->devs[i];
+    const ah_placement_t *was = local_first ? &x->state->place : NULL;
+    for (int i = 0; i < to->place.n_ranks; i++) {
+        const ah_shard_holder_t *d = &to->place.ranks[i];
         int64_t b_cloud = 0, b_local = 0;
-        if (!local_first) b_cloud = d->ckpt_bytes;
+        if (!local_first) b_cloud = to->ckpt_bytes[i];
         else
             for (int l = 0; l <= L + 1; l++) {
-                if (!dev_holds(d, l, L)) continue;
+                const ah_shard_group_t g = layer_group(l, L);
+                if (!ah_placement_holds(&to->place, i, g, d->tp_index)) continue;
                 const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
-                bool same_tp = to->tp == x->state->tp, avail = same_tp && surv[l * AH_MAX_TP + d->k];
-                if (!same_tp) { /* resharding: every old shard must survive somewhere */
-                    avail = true;
-                    for (int k = 0; k < x->state->tp; k++) avail = avail && surv[l * AH_MAX_TP + k];
-                }
+                /* on a surviving device of the state; resharding needs every old shard somewhere */
+                const bool same_tp = to->tp == was->tp;
+                bool avail = !same_tp || ah_placement_survives(was, g, d->tp_index, x->holds);
+                for (int k = 0; !same_tp && avail && k < was->tp; k++) avail = ah_placement_survives(was, g, k, x->holds);
                 bool local = false;
-                for (int j = 0; same_tp && !local && j < x->state->n_devs; j++) {
-                    const sdev_t *o = &x->state->devs[j];
-                    local = o->node == d->node && o->index == d->index && o->k == d->k && x->holds[o->node] &&
-                            dev_holds(o, l, L);
+                for (int j = 0; same_tp && !local && j < was->n_ranks; j++) {
+                    const ah_shard_holder_t *o = &was->ranks[j];
+                    local = o->node == d->node && o->index == d->index && x->holds[o->node] &&
+                            ah_placement_holds(was, j, g, d->tp_index);
                 }
                 if (local) b_local += lb;
                 else if (!avail) {
@@ -368,11 +355,11 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
                     lost = true;
                 }
             }
-        int64_t b_peer = d->ckpt_bytes - b_cloud - b_local;
+        int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local;
         if (b_peer < 0) b_peer = 0;
-        v->bytes[AH_SIM_TIER_LOCAL] += b_local;
-        v->bytes[AH_SIM_TIER_PEER] += b_peer;
-        v->bytes[AH_SIM_TIER_CLOUD] += b_cloud;
+        v->bytes[AH_TIER_LOCAL] += b_local;
+        v->bytes[AH_TIER_PEER] += b_peer;
+        v->bytes[AH_TIER_CLOUD] += b_cloud;
         cloud[d->node] += (double)b_cloud;
         const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9);
         if (ps > peer_max) peer_max = ps;
@@ -382,10 +369,9 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
         const double cs = cloud[n] / (c->net.cloud_gb_s * 1e9);
         if (cs > cloud_max) cloud_max = cs;
     }
-    free(surv);
     free(cloud);
-    v->tier_s[AH_SIM_TIER_PEER] = peer_max;
-    v->tier_s[AH_SIM_TIER_CLOUD] = cloud_max;
+    v->tier_s[AH_TIER_PEER] = peer_max;
+    v->tier_s[AH_TIER_CLOUD] = cloud_max;
     *rollback = !local_first || lost;
     return cloud_max + peer_max;
 }
@@ -400,13 +386,14 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
         /* autohet reacts to the notice like the runtime: the step in progress finishes, then
          * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
-         * periodic one) if the save fits what is left of the grace period and takes less than
-         * redoing the training since the newest state on the disks (a join always saves); if
-         * not, the disks hold what they held */
+         * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
+         * what they held */
         v->wait_s = x->run->iteration_s / 2;
         train(x, v->wait_s);
         const double sv = save_s(x, x->run);
-        v->saved = v->wait_s + sv <= x->o->grace_s && (join || sv < x->now.train_s - x->at_disk.train_s);
+        const ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
+                                         .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+        v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv : 0;
         if (v->saved) x->at_disk = x->now;
         unsaved = !v->saved;
@@ -419,9 +406,9 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
     v->tokens_lost = x->now.tokens - back_to.tokens;
     r->tokens_lost += v->tokens_lost;
     x->now = back_to;
-    r->bytes_local += v->bytes[AH_SIM_TIER_LOCAL];
-    r->bytes_peer += v->bytes[AH_SIM_TIER_PEER];
-    r->bytes_cloud += v->bytes[AH_SIM_TIER_CLOUD];
+    r->bytes_local += v->bytes[AH_TIER_LOCAL];
+    r->bytes_peer += v->bytes[AH_TIER_PEER];
+    r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
     v->restart_s = x->o->restart_s;
     v->first_step_s = e->iteration_s;

@@ -37,9 +37,10 @@
  *        - stop_s (autohet only, when it stops a training job: it reacts to the notice): the step
  *          in progress finishes (wait_s = half the old plan's predicted iteration on average; its
  *          tokens count), then every node saves its devices' checkpoint at the notice
- *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when that fits
- *          the grace period (opts.grace_s) and takes less than redoing the training since the
- *          newest state on the disks (a join always saves) — the runtime's rules: a checkpoint
+ *          (save_s = max over nodes of their checkpoint bytes / opts.disk_gb_s) when the
+ *          runtime's rule says so (ah_ckpt_save_at_notice, ckpt/policy.h: wait_s + 1.5 x save_s
+ *          + 0.5 fits the grace period opts.grace_s, and the save takes less than redoing the
+ *          training since the newest state on the disks; a join always saves): a checkpoint
  *          of the disks (the cloud keeps the last periodic one). Otherwise nothing is saved
  *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
  *          varuna are killed at the removal (stop_s = 0) and roll back.
@@ -50,7 +51,8 @@
  *          (parameters x AH_SIM_CKPT_BYTES_PER_PARAM: weights + AdamW m, v in fp32; gradients are
  *          not saved). A (layer, TP shard) is "local" when the same device held it (same TP
  *          degree), "peer" when another surviving device of the state plan held it (any shard
- *          set covering it when the TP degree changed), else "cloud".
+ *          set covering it when the TP degree changed), else "cloud" — who held what is the
+ *          runtime's shard placement (ckpt/placement.h).
  *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
  *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
  *          (they were just written and are read back from the page cache).
@@ -69,6 +71,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/policy.h"
 #include "cost/cost.h"
 #include "spec/trace.h"
 #include "spec/cluster.h"
@@ -150,9 +153,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 /* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
 #define AH_SIM_CKPT_BYTES_PER_PARAM 12
 
-/* Recovery tiers, in the order of the per-tier arrays below (the agent's metrics use the same
- * names). */
-enum { AH_SIM_TIER_LOCAL = 0, AH_SIM_TIER_PEER = 1, AH_SIM_TIER_CLOUD = 2, AH_SIM_TIERS = 3 };
+/* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
 typedef enum { AH_PHASE_TRAIN = 0, AH_PHASE_RECOVER = 1, AH_PHASE_STALLED = 2 } ah_sim_phase_t;
 
@@ -177,8 +178,8 @@ typedef struct ah_sim_recovery {
     bool saved;                /* autohet saved at the notice (it fitted the grace period) */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
-    double tier_s[AH_SIM_TIERS];
-    int64_t bytes[AH_SIM_TIERS];
+    double tier_s[AH_TIER_COUNT];
+    int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
     bool interrupted;          /* another event restarted it before it finished */
 } ah_sim_recovery_t;

@@ -1,0 +1,249 @@
+/* A committed step as a Hugging Face GPT-2 model (export_hf.h). */
+#include "ckpt/export_hf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/cloud.h"
+#include "ckpt/reshard.h"
+#include "ckpt/restore.h"
+#include "core/json.h"
+
+static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
+
+ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err) {
+    ah_ckpt_step_info_t *info;
+    int ns;
+    *roots = NULL;
+    *n = 0;
+    if (ah_ckpt_list(dir, &info, &ns, err) != AH_OK) return err->code;
+    free(info);
+    DIR *d = ns > 0 ? NULL : opendir(dir);
+    if (ns == 0 && !d) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    int cap = 1;
+    *roots = malloc(sizeof **roots);
+    if (*roots && ns > 0) snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", dir);
+    for (struct dirent *e; *roots && d && (e = readdir(d));) {
+        char p[AH_CKPT_PATH_MAX];
+        struct stat sb;
+        if (e->d_name[0] == '.' || ah_ckpt_join(p, sizeof p, dir, e->d_name) < 0 || stat(p, &sb) != 0 ||
+            !S_ISDIR(sb.st_mode))
+            continue;
+        if (*n == cap) {
+            char (*g)[AH_CKPT_PATH_MAX] = realloc(*roots, (size_t)(cap *= 2) * sizeof *g);
+            if (!g) { /* a partial list would let ckpt verify pass with nodes unchecked */
+                free(*roots);
+                *roots = NULL;
+                break;
+            }
+            *roots = g;
+        }
+        snprintf((*roots)[(*n)++], AH_CKPT_PATH_MAX, "%s", p);
+    }
+    if (d) closedir(d);
+    if (!*roots) return ah_error_set(err, AH_ERR_OOM, "no host memory for the node list");
+    qsort(*roots, (size_t)*n, sizeof **roots, cmp_path); /* readdir's order is arbitrary */
+    return AH_OK;
+}
+
+/* ---- the committed steps of every node root ------------------------------------------------- */
+
+typedef struct {
+    char (*roots)[AH_CKPT_PATH_MAX];
+    int n_roots;
+    ah_ckpt_manifest_t *ms; /* every committed manifest of every root */
+    int *root_of;           /* per manifest: its root */
+    int n;
+} committed_t;
+
+static ah_status_t committed_gather(const char *local_root, committed_t *c, ah_error_t *err) {
+    memset(c, 0, sizeof *c);
+    ah_status_t st = ah_ckpt_node_roots(local_root, &c->roots, &c->n_roots, err);
+    for (int r = 0; st == AH_OK && r < c->n_roots; r++) {
+        ah_ckpt_manifest_t *ms;
+        int n;
+        ah_error_t e2;
+        if (ah_ckpt_load_committed(c->roots[r], &ms, &n, &e2) != AH_OK) continue; /* unreadable: nothing */
+        ah_ckpt_manifest_t *g = realloc(c->ms, (size_t)(c->n + n + 1) * sizeof *g);
+        int *go = g ? realloc(c->root_of, (size_t)(c->n + n + 1) * sizeof *go) : NULL;
+        if (g) c->ms = g;
+        if (go) c->root_of = go;
+        if (!g || !go) {
+            ah_ckpt_manifests_free(ms, n);
+            st = ah_error_set(err, AH_ERR_OOM, "no host memory for the manifests");
+            break;
+        }
+        for (int i = 0; i < n; i++, c->n++) {
+            c->ms[c->n] = ms[i];
+            c->root_of[c->n] = r;
+        }
+        free(ms); /* its entries moved into c->ms */
+    }
+    return st;
+}
+
+static void committed_free(committed_t *c) {
+    ah_ckpt_manifests_free(c->ms, c->n);
+    free(c->root_of);
+    free(c->roots);
+}
+
+/* The newest (or the wanted) step whose whole model some TP degree T lists; -1 when none. */
+static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_t *model) {
+    int64_t step = -1;
+    for (int i = 0; i < c->n; i++) {
+        const ah_ckpt_meta_t *mt = &c->ms[i].meta;
+        if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
+        const int max_names = 2 + (int)mt->model.n_layer * AH_RESHARD_MAX_PIECES;
+        char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
+        for (int t = 1; need && t <= AH_MAX_TP; t++) {
+            ah_error_t e2;
+            if (ah_model_check_tp(&mt->model, t, &e2) != AH_OK) continue; /* no plan saves at this degree */
+            const int nn = ah_placement_model_names(&mt->model, t, need);
+            int k = 0;
+            while (k < nn && ah_ckpt_manifests_find(c->ms, c->n, mt->step, need[k])) k++;
+            if (k == nn) {
+                step = mt->step;
+                *T = t;
+                *model = mt->model;
+                break;
+            }
+        }
+        free(need);
+    }
+    return step;
+}
+
+/* Opens piece `name` of step from the first node whose copy verifies. */
+static ah_status_t open_piece(const committed_t *c, int64_t step, const char *name, ah_st_file_t *f,
+                              ah_error_t *err) {
+    char why[AH_ERROR_MSG_MAX] = "";
+    for (int m = 0; m < c->n; m++) {
+        const ah_ckpt_file_t *want;
+        char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+        ah_error_t e2;
+        if (c->ms[m].meta.step != step || !(want = ah_ckpt_manifest_find(&c->ms[m], name))) continue;
+        ah_ckpt_step_dir(dir, sizeof dir, c->roots[c->root_of[m]], step);
+        ah_ckpt_join(path, sizeof path, dir, name);
+        if (ah_ckpt_verify_file(path, want, &e2) == AH_OK && ah_st_open(path, f, &e2) == AH_OK) return AH_OK;
+        snprintf(why, sizeof why, "%.1000s", e2.msg);
+    }
+    return ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%s)", (long long)step, name, why);
+}
+
+/* The full tensor d of step (saved at TP degree T) in Hugging Face's layout, into *out (malloc'ed). */
+static ah_status_t assemble(const committed_t *c, int64_t step, int T, const ah_tensor_t *d, float **out,
+                            ah_error_t *err) {
+    const ah_shard_group_t g = ah_shard_group_of(d);
+    ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
+    int idx[AH_RESHARD_MAX_PIECES], opened = 0;
+    const int nf = ah_reshard_pieces(g, T, 1, 0, idx);
+    ah_status_t st = AH_OK;
+    for (; opened < nf && st == AH_OK; opened++) {
+        char name[AH_CKPT_NAME_MAX];
+        ah_shard_group_name(name, g, T, idx[opened]);
+        if ((st = open_piece(c, step, name, &fs[opened], err)) != AH_OK) break;
+    }
+    const int64_t n = d->rows * d->cols;
+    float *full = st == AH_OK ? malloc((size_t)n * sizeof *full) : NULL;
+    if (st == AH_OK && !full) st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
+    if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, fs, nf, full, n, err);
+    for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
+    if (st == AH_OK && d->spec->hf_transposed) {
+        float *tr = malloc((size_t)n * sizeof *tr);
+        if (!tr) st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
+        for (int64_t r = 0; tr && r < d->rows; r++)
+            for (int64_t col = 0; col < d->cols; col++) tr[col * d->rows + r] = full[r * d->cols + col];
+        free(full);
+        full = tr;
+    }
+    if (st != AH_OK) {
+        free(full);
+        full = NULL;
+    }
+    *out = full;
+    return st;
+}
+
+/* OUT_DIR/model.safetensors and OUT_DIR/config.json. */
+static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n_t, const ah_model_t *model,
+                            int64_t step, ah_error_t *err) {
+    char path[AH_CKPT_PATH_MAX];
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot create the output directory: %s", out_dir, strerror(errno));
+    if (ah_ckpt_join(path, sizeof path, out_dir, "model.safetensors") < 0)
+        return ah_error_set(err, AH_ERR_IO, "%s: path too long", out_dir);
+    json_t *meta = json_pack("{s:s}", "format", "pt");
+    ah_status_t st = ah_st_save(path, ts, n_t, meta, NULL, NULL, err);
+    json_decref(meta);
+    if (st != AH_OK) return st;
+    json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:I}",
+                            "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "n_layer",
+                            (json_int_t)model->n_layer, "n_embd", (json_int_t)model->d_model, "n_head",
+                            (json_int_t)model->n_head, "n_inner", (json_int_t)model->d_ff, "vocab_size",
+                            (json_int_t)model->vocab, "n_positions", (json_int_t)model->max_pos, "n_ctx",
+                            (json_int_t)model->max_pos, "activation_function", "gelu_new", "layer_norm_epsilon",
+                            model->norm_eps, "tie_word_embeddings", true, "torch_dtype", "float32",
+                            "autohet_step", (json_int_t)step);
+    ah_ckpt_join(path, sizeof path, out_dir, "config.json");
+    st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
+    json_decref(cfg);
+    return st;
+}
+
+ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
+                              ah_error_t *err) {
+    committed_t c;
+    int T = 0, n_t = 0;
+    ah_model_t model;
+    ah_tensor_t *defs = NULL;
+    float **data = NULL;
+    ah_st_tensor_t *ts = NULL;
+    char (*names)[96] = NULL;
+    ah_status_t st = committed_gather(local_root, &c, err);
+    const int64_t step = st == AH_OK ? choose_step(&c, want, &T, &model) : -1;
+    if (st == AH_OK && step < 0)
+        st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "
+                                      "model in any node directory; `autohet ckpt ls --local-root DIR/NODE` lists "
+                                      "the steps", local_root, (long long)want)
+                       : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
+                                      "(looked in %d node director%s)", local_root, c.n_roots,
+                                      c.n_roots == 1 ? "y" : "ies");
+    if (st == AH_OK && model.arch != AH_ARCH_GPT2)
+        st = ah_error_set(err, AH_ERR_INVALID, "%s: model %s is not GPT-2; export writes GPT-2 only", local_root, model.name);
+    if (st == AH_OK) {
+        n_t = ah_model_tensor_count(&model);
+        defs = calloc((size_t)n_t, sizeof *defs);
+        data = calloc((size_t)n_t, sizeof *data);
+        ts = calloc((size_t)n_t, sizeof *ts);
+        names = calloc((size_t)n_t, sizeof *names);
+        if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
+        else ah_model_tensors(&model, defs);
+    }
+    for (int i = 0; st == AH_OK && i < n_t; i++) {
+        const ah_tensor_t *d = &defs[i];
+        if ((st = assemble(&c, step, T, d, &data[i], err)) != AH_OK) break;
+        const bool tr = d->spec->hf_transposed;
+        if (!ah_tensor_hf_name(d, names[i], sizeof names[i])) {
+            st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);
+            break;
+        }
+        ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .data = data[i]};
+        ts[i].ndim = d->cols == 1 ? 1 : 2;
+        ts[i].shape[0] = tr ? d->cols : d->rows;
+        ts[i].shape[1] = tr ? d->rows : d->cols;
+    }
+    if (st == AH_OK) st = write_hf(out_dir, ts, n_t, &model, step, err);
+    if (st == AH_OK && step_out) *step_out = step;
+    for (int i = 0; data && i < n_t; i++) free(data[i]);
+    free(data);
+    free(defs);
+    free(ts);
+    free(names);
+    committed_free(&c);
+    return st;
+}

@@ -1,0 +1,95 @@
+/* Who holds which checkpoint shard (placement.h). */
+#include "ckpt/placement.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_nodes, ah_placement_t *out,
+                               ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    out->n_ranks = ah_plan_device_count(p);
+    out->n_nodes = node_map ? n_nodes : p->cluster.n_nodes;
+    out->tp = p->tp;
+    out->max_groups = (int)p->model.n_layer + 2;
+    out->ranks = malloc((size_t)(out->n_ranks > 0 ? out->n_ranks : 1) * sizeof *out->ranks);
+    out->node_leader = malloc((size_t)(out->n_nodes > 0 ? out->n_nodes : 1) * sizeof *out->node_leader);
+    if (!out->ranks || !out->node_leader) {
+        ah_placement_free(out);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the shard placement");
+    }
+    for (int n = 0; n < out->n_nodes; n++) out->node_leader[n] = -1;
+    int r = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            for (int k = 0; k < p->tp; k++, r++) {
+                const int node = node_map ? node_map[st->devices[k].node] : st->devices[k].node;
+                out->ranks[r] = (ah_shard_holder_t){node, st->devices[k].index, k, st->first, st->last, s == 0,
+                                                    s == pl->n_stages - 1};
+                if (out->node_leader[node] < 0) out->node_leader[node] = r;
+            }
+        }
+    }
+    return AH_OK;
+}
+
+void ah_placement_free(ah_placement_t *pl) {
+    free(pl->ranks);
+    free(pl->node_leader);
+    memset(pl, 0, sizeof *pl);
+}
+
+ah_shard_group_t ah_shard_group_of(const ah_tensor_t *x) {
+    switch (x->spec->layer) {
+    case AH_LAYER_EMBED: break;
+    case AH_LAYER_BLOCK: return (ah_shard_group_t){AH_SHARD_BLOCK, x->block};
+    case AH_LAYER_HEAD: return (ah_shard_group_t){AH_SHARD_HEAD, -1};
+    }
+    return (ah_shard_group_t){AH_SHARD_EMBED, -1};
+}
+
+void ah_shard_group_name(char *buf, ah_shard_group_t g, int tp, int tp_index) {
+    ah_ckpt_shard_name(buf, AH_CKPT_NAME_MAX, g.kind, g.layer, tp, tp_index);
+}
+
+int ah_placement_groups(const ah_placement_t *pl, int rank, bool for_load, ah_shard_group_t *g) {
+    const ah_shard_holder_t *h = &pl->ranks[rank];
+    int n = 0;
+    if (h->embed || (for_load && h->head)) g[n++] = (ah_shard_group_t){AH_SHARD_EMBED, -1};
+    for (int l = h->first; l < h->last; l++) g[n++] = (ah_shard_group_t){AH_SHARD_BLOCK, l};
+    if (h->head) g[n++] = (ah_shard_group_t){AH_SHARD_HEAD, -1};
+    return n;
+}
+
+bool ah_placement_holds(const ah_placement_t *pl, int rank, ah_shard_group_t g, int tp_index) {
+    const ah_shard_holder_t *h = &pl->ranks[rank];
+    if (h->tp_index != tp_index) return false;
+    switch (g.kind) {
+    case AH_SHARD_EMBED: return h->embed;
+    case AH_SHARD_HEAD: return h->head;
+    case AH_SHARD_BLOCK: return g.layer >= h->first && g.layer < h->last;
+    }
+    return false;
+}
+
+int ah_placement_lowest_holder(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, int node) {
+    for (int r = 0; r < pl->n_ranks; r++)
+        if ((node < 0 || pl->ranks[r].node == node) && ah_placement_holds(pl, r, g, tp_index)) return r;
+    return -1;
+}
+
+bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, const bool *alive) {
+    for (int r = 0; r < pl->n_ranks; r++)
+        if (alive[pl->ranks[r].node] && ah_placement_holds(pl, r, g, tp_index)) return true;
+    return false;
+}
+
+int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
+    int n = 0;
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, 0);
+    for (int l = 0; l < (int)m->n_layer; l++)
+        for (int j = 0; j < T; j++) ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, j);
+    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, 0);
+    return n;
+}

@@ -1,0 +1,14 @@
+/* The recovery tiers' names and the save-at-notice rule (policy.h). */
+#include "ckpt/policy.h"
+
+const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
+    static const char *const N[] = {"local", "peer", "cloud"};
+    return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
+}
+
+bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n) {
+    const double need = 1.5 * (n->save_s >= 0 ? n->save_s : 1.0) + 0.5;
+    if (n->elapsed_s + need > n->grace_s) return false;
+    if (n->every_node || n->save_s < 0 || n->redo_s < 0) return true;
+    return n->save_s < n->redo_s;
+}

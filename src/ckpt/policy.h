@@ -1,0 +1,35 @@
+/* What the runtime and the simulator decide alike about checkpoints: the recovery tiers, and
+ * whether a preemption notice is worth a save. Pure: no MPI, no files, no trainer.
+ *
+ * Tiers, cheapest first: a copy on this node's disk (local), on another surviving node's disk
+ * (peer, moved over the network), in object storage (cloud). The restore catalog
+ * (ckpt/restore.h), the agent's metrics (elastic/) and the simulator's per-tier figures (sim/)
+ * index their arrays with this enum and print these names.
+ *
+ * The save at a notice (the runtime's ckpt_io.c at a step boundary; the simulator at a removal):
+ * save when the save, with margin, fits what is left of the grace period,
+ *     elapsed_s + 1.5 x save_s + 0.5 <= grace_s   (save_s unknown, i.e. no save yet: 1 s)
+ * and it pays, i.e. it takes less than redoing the training since the newest committed state
+ * (a resume from there redoes it): save_s < redo_s. A notice to every node (a restart to take in
+ * joined nodes) and an unknown redo_s skip the second test: the save promises no lost work.
+ */
+#ifndef AH_CKPT_POLICY_H
+#define AH_CKPT_POLICY_H
+
+#include <stdbool.h>
+
+typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_COUNT } ah_ckpt_tier_t;
+
+const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud"; "?" out of range */
+
+typedef struct ah_ckpt_notice {
+    double elapsed_s;  /* since the notice, when the save would start */
+    double grace_s;    /* notice to removal */
+    double save_s;     /* the save's expected duration (the last save's); < 0: unknown */
+    double redo_s;     /* training since the newest committed state; < 0: unknown */
+    bool every_node;   /* every node got the notice (a restart for a join) */
+} ah_ckpt_notice_t;
+
+bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n);
+
+#endif

@@ -1,0 +1,91 @@
+/* Shard placement (who holds which shard, the lowest holder per node and in the job, survival)
+ * on a hand-built plan, and the save-at-notice rule at its boundaries (ckpt/placement.h,
+ * ckpt/policy.h). Pure: no MPI, no files. */
+#include <string.h>
+
+#include "ckpt/placement.h"
+#include "ckpt/policy.h"
+#include "harness.h"
+
+/* Two nodes, TP 2, 4 blocks. Pipeline 0 on node 0: stage 0 blocks [0, 2) on GPUs 0-1 (ranks 0,
+ * 1), stage 1 blocks [2, 4) on GPUs 2-3 (ranks 2, 3). Pipeline 1 on node 1: one stage, every
+ * block, GPUs 0-1 (ranks 4, 5). */
+static void test_placement(void) {
+    ah_stage_t p0[2] = {{.first = 0, .last = 2, .devices = {{0, 0}, {0, 1}}},
+                        {.first = 2, .last = 4, .devices = {{0, 2}, {0, 3}}}};
+    ah_stage_t p1[1] = {{.first = 0, .last = 4, .devices = {{1, 0}, {1, 1}}}};
+    ah_pipeline_t pls[2] = {{.n_stages = 2, .stages = p0}, {.n_stages = 1, .stages = p1}};
+    ah_plan_t plan = {.tp = 2, .n_pipelines = 2, .pipelines = pls};
+    plan.model.n_layer = 4;
+    plan.cluster.n_nodes = 2;
+    ah_placement_t pl;
+    ah_error_t err;
+    CHECK(ah_placement_build(&plan, NULL, 0, &pl, &err) == AH_OK, "%s", err.msg);
+    CHECK(pl.n_ranks == 6 && pl.n_nodes == 2 && pl.max_groups == 6, "6 ranks on 2 nodes, room for 6 groups");
+    CHECK(pl.node_leader[0] == 0 && pl.node_leader[1] == 4, "leaders %d, %d", pl.node_leader[0], pl.node_leader[1]);
+    CHECK(pl.ranks[3].node == 0 && pl.ranks[3].index == 3 && pl.ranks[3].tp_index == 1 && pl.ranks[3].head &&
+              !pl.ranks[3].embed, "rank 3: node 0 GPU 3, TP index 1, a last stage");
+
+    ah_shard_group_t g[6];
+    CHECK_EQ_I64(ah_placement_groups(&pl, 0, false, g), 3); /* embed, blocks 0-1 */
+    CHECK(g[0].kind == AH_SHARD_EMBED && g[1].kind == AH_SHARD_BLOCK && g[1].layer == 0 && g[2].layer == 1,
+          "rank 0 writes embed, block 0, block 1");
+    CHECK_EQ_I64(ah_placement_groups(&pl, 2, false, g), 3); /* blocks 2-3, head */
+    CHECK_EQ_I64(ah_placement_groups(&pl, 2, true, g), 4);  /* + the tied embedding to load */
+    CHECK(g[0].kind == AH_SHARD_EMBED && g[3].kind == AH_SHARD_HEAD, "a last stage loads the embedding");
+    CHECK_EQ_I64(ah_placement_groups(&pl, 4, false, g), 6);
+
+    const ah_shard_group_t b3 = {AH_SHARD_BLOCK, 3}, emb = {AH_SHARD_EMBED, -1}, head = {AH_SHARD_HEAD, -1};
+    CHECK(ah_placement_holds(&pl, 3, b3, 1) && !ah_placement_holds(&pl, 3, b3, 0) && !ah_placement_holds(&pl, 1, b3, 1),
+          "block 3 at TP index 1: rank 3, not at index 0, not rank 1");
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, b3, 1, -1), 3);
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, b3, 1, 1), 5);
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, emb, 0, -1), 0);
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, head, 0, 1), 4);
+
+    const bool only1[2] = {false, true}, only0[2] = {true, false}, none[2] = {false, false};
+    CHECK(ah_placement_survives(&pl, (ah_shard_group_t){AH_SHARD_BLOCK, 1}, 0, only1), "block 1 on node 1");
+    CHECK(ah_placement_survives(&pl, head, 1, only0), "the head on node 0 (rank 3)");
+    CHECK(!ah_placement_survives(&pl, head, 1, none), "nothing survives with no node");
+    ah_placement_free(&pl);
+
+    /* A sub-cluster's plan on a 3-node cluster: plan node 0 is node 2, plan node 1 is node 0. */
+    const int map[2] = {2, 0};
+    CHECK(ah_placement_build(&plan, map, 3, &pl, &err) == AH_OK, "%s", err.msg);
+    CHECK(pl.n_nodes == 3 && pl.ranks[0].node == 2 && pl.ranks[4].node == 0, "nodes mapped");
+    CHECK(pl.node_leader[2] == 0 && pl.node_leader[0] == 4 && pl.node_leader[1] == -1, "leaders by mapped node");
+    ah_placement_free(&pl);
+
+    char names[2 + 4 * 2][AH_CKPT_NAME_MAX];
+    CHECK_EQ_I64(ah_placement_model_names(&plan.model, 2, names), 10);
+    CHECK(strcmp(names[0], "embed.tp2-0.safetensors") == 0 && strcmp(names[2], "block-000.tp2-1.safetensors") == 0 &&
+              strcmp(names[9], "head.tp2-0.safetensors") == 0, "%s, %s, %s", names[0], names[2], names[9]);
+}
+
+static void test_notice_rule(void) {
+    /* Fits: elapsed + 1.5 x save + 0.5 <= grace. */
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.elapsed_s = 5, .grace_s = 20.5, .save_s = 10, .redo_s = -1}),
+          "5 + 15.5 fits 20.5");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.elapsed_s = 5, .grace_s = 20.4, .save_s = 10, .redo_s = -1}),
+          "5 + 15.5 does not fit 20.4");
+    /* No save yet: one second assumed. */
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.elapsed_s = 28, .grace_s = 30, .save_s = -1, .redo_s = 0}),
+          "28 + 2 fits 30");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.elapsed_s = 28.5, .grace_s = 30, .save_s = -1, .redo_s = 0}),
+          "28.5 + 2 does not");
+    /* It pays only when it takes less than redoing the training, unless every node got the notice. */
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 30, .save_s = 2, .redo_s = 1}), "redo is cheaper");
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 30, .save_s = 2, .redo_s = 3}), "the save is cheaper");
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 30, .save_s = 2, .redo_s = 1, .every_node = true}),
+          "a join always saves");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 0, .save_s = 0, .redo_s = -1}), "grace 0 never saves");
+    CHECK(strcmp(ah_ckpt_tier_name(AH_TIER_LOCAL), "local") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_PEER), "peer") == 0 &&
+              strcmp(ah_ckpt_tier_name(AH_TIER_CLOUD), "cloud") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_COUNT), "?") == 0,
+          "tier names");
+}
+
+int main(void) {
+    test_placement();
+    test_notice_rule();
+    return ah_test_finish();
+}
