@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt/afile.h"
+#include "core/fs.h"
 #include "core/json.h"
 
 /* ---- names ----------------------------------------------------------------------------------- */
@@ -258,29 +259,6 @@ struct ah_ckpt_writer {
     ah_ckpt_file_t *files;
 };
 
-static ah_status_t mkdir_one(const char *path, ah_error_t *err) {
-    if (mkdir(path, 0755) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return AH_OK;
-        return ah_error_set(err, AH_ERR_IO, "%s: exists and is not a directory", path);
-    }
-    return ah_error_set(err, AH_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
-}
-
-/* mkdir -p */
-static ah_status_t mkdir_p(const char *path, ah_error_t *err) {
-    char buf[AH_CKPT_PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir_one(buf, err) != AH_OK) return err->code;
-        *p = '/';
-    }
-    return mkdir_one(buf, err);
-}
-
 static bool file_exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
@@ -299,7 +277,7 @@ ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_
         free(w);
         return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
     }
-    if (mkdir_p(w->dir, err) != AH_OK) {
+    if (ah_fs_mkdirs(w->dir, err) != AH_OK) {
         free(w);
         return ah_error_prefix(err, "cannot start checkpoint of step %lld", (long long)step);
     }
@@ -625,20 +603,7 @@ static ah_status_t remove_step(const char *root, int64_t step, ah_error_t *err) 
     } else if (errno != ENOENT) {
         return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", p, strerror(errno));
     }
-    DIR *d = opendir(dir);
-    if (!d) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        if (ah_ckpt_join(p, sizeof p, dir, de->d_name) < 0 || (unlink(p) != 0 && errno != ENOENT)) {
-            int e = errno;
-            closedir(d);
-            return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", p, strerror(e));
-        }
-    }
-    closedir(d);
-    if (rmdir(dir) != 0) return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
-    return AH_OK;
+    return ah_fs_rm_tree(dir, err);
 }
 
 ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {

@@ -9,6 +9,7 @@
 
 #include "ckpt/afile.h"
 #include "ckpt/cloud.h"
+#include "core/fs.h"
 #include "core/timing.h"
 
 struct ah_ckpt_catalog {
@@ -151,13 +152,9 @@ ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *con
 }
 
 static ah_status_t mkdir_step_staging(const char *staging, int64_t step, char *dir, size_t cap, ah_error_t *err) {
-    if (mkdir(staging, 0755) != 0 && errno != EEXIST)
-        return ah_error_set(err, AH_ERR_IO, "%s: cannot create staging directory: %s", staging, strerror(errno));
     if (ah_ckpt_step_dir(dir, cap, staging, step) < 0)
         return ah_error_set(err, AH_ERR_IO, "%s: path too long", staging);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return ah_error_set(err, AH_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    return AH_OK;
+    return ah_fs_mkdirs(dir, err);
 }
 
 /* Obtains and verifies one copy from tier t into path. */

@@ -17,6 +17,7 @@
 #include "ckpt/policy.h"
 #include "ckpt/reshard.h"
 #include "ckpt/restore.h"
+#include "core/fs.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/timing.h"
@@ -453,14 +454,9 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
 
 /* Removes the staging directory of a resume (its files were loaded). */
 static void remove_staging(const char *staging, int64_t step) {
-    char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
-    ah_ckpt_step_dir(dir, sizeof dir, staging, step);
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.' && ah_ckpt_join(path, sizeof path, dir, e->d_name) >= 0) unlink(path);
-    if (d) closedir(d);
-    rmdir(dir);
-    rmdir(staging);
+    char dir[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(dir, sizeof dir, staging, step) >= 0) ah_fs_rm_tree(dir, NULL);
+    rmdir(staging); /* when empty */
 }
 
 /* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
