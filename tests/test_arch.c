@@ -60,6 +60,9 @@ static void test_gpt2(void) {
     CHECK_EQ_I64(ah_tied_params(&m, 2), 80);
     CHECK_EQ_I64(ah_head_matrix_params(&m, 1), 80);
     CHECK_EQ_I64(ah_layer_params(&m, AH_LAYER_HEAD, 1), 16);
+    CHECK(!ah_layer_tp_split(&m, AH_LAYER_EMBED) && ah_layer_tp_split(&m, AH_LAYER_BLOCK) &&
+              !ah_layer_tp_split(&m, AH_LAYER_HEAD),
+          "TP splits the blocks only (embedding and head replicated)");
     /* Untied: the head gets its own lm_head.weight, wte is no longer tied. */
     m.tied = false;
     CHECK_EQ_I64(ah_model_tensor_count(&m), n + 1);

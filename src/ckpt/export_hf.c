@@ -98,7 +98,7 @@ static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_
     for (int i = 0; i < c->n; i++) {
         const ah_ckpt_meta_t *mt = &c->ms[i].meta;
         if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
-        const int max_names = 2 + (int)mt->model.n_layer * AH_RESHARD_MAX_PIECES;
+        const int max_names = (2 + (int)mt->model.n_layer) * AH_RESHARD_MAX_PIECES;
         char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
         for (int t = 1; need && t <= AH_MAX_TP; t++) {
             ah_error_t e2;
@@ -136,12 +136,12 @@ static ah_status_t open_piece(const committed_t *c, int64_t step, const char *na
 }
 
 /* The full tensor d of step (saved at TP degree T) in Hugging Face's layout, into *out (malloc'ed). */
-static ah_status_t assemble(const committed_t *c, int64_t step, int T, const ah_tensor_t *d, float **out,
-                            ah_error_t *err) {
+static ah_status_t assemble(const committed_t *c, int64_t step, const ah_model_t *m, int T, const ah_tensor_t *d,
+                            float **out, ah_error_t *err) {
     const ah_shard_group_t g = ah_shard_group_of(d);
     ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
     int idx[AH_RESHARD_MAX_PIECES], opened = 0;
-    const int nf = ah_reshard_pieces(g, T, 1, 0, idx);
+    const int nf = ah_reshard_pieces(m, g, T, 1, 0, idx);
     ah_status_t st = AH_OK;
     for (; opened < nf && st == AH_OK; opened++) {
         char name[AH_CKPT_NAME_MAX];
@@ -226,7 +226,7 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
     }
     for (int i = 0; st == AH_OK && i < n_t; i++) {
         const ah_tensor_t *d = &defs[i];
-        if ((st = assemble(&c, step, T, d, &data[i], err)) != AH_OK) break;
+        if ((st = assemble(&c, step, &model, T, d, &data[i], err)) != AH_OK) break;
         const bool tr = d->spec->hf_transposed;
         if (!ah_tensor_hf_name(d, names[i], sizeof names[i])) {
             st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);

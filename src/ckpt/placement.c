@@ -40,6 +40,15 @@ void ah_placement_free(ah_placement_t *pl) {
     memset(pl, 0, sizeof *pl);
 }
 
+ah_layer_kind_t ah_shard_group_layer(ah_shard_group_t g) {
+    switch (g.kind) {
+    case AH_SHARD_EMBED: break;
+    case AH_SHARD_BLOCK: return AH_LAYER_BLOCK;
+    case AH_SHARD_HEAD: return AH_LAYER_HEAD;
+    }
+    return AH_LAYER_EMBED;
+}
+
 ah_shard_group_t ah_shard_group_of(const ah_tensor_t *x) {
     switch (x->spec->layer) {
     case AH_LAYER_EMBED: break;
@@ -85,11 +94,16 @@ bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_
     return false;
 }
 
+/* Appends group g's needed piece names at degree T to names[*n]. */
+static void group_names(const ah_model_t *m, ah_shard_group_t g, int T, char (*names)[AH_CKPT_NAME_MAX], int *n) {
+    const int pieces = ah_layer_tp_split(m, ah_shard_group_layer(g)) ? T : 1;
+    for (int j = 0; j < pieces; j++) ah_shard_group_name(names[(*n)++], g, T, j);
+}
+
 int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]) {
     int n = 0;
-    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, 0);
-    for (int l = 0; l < (int)m->n_layer; l++)
-        for (int j = 0; j < T; j++) ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, j);
-    ah_shard_group_name(names[n++], (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, 0);
+    group_names(m, (ah_shard_group_t){AH_SHARD_EMBED, -1}, T, names, &n);
+    for (int l = 0; l < (int)m->n_layer; l++) group_names(m, (ah_shard_group_t){AH_SHARD_BLOCK, l}, T, names, &n);
+    group_names(m, (ah_shard_group_t){AH_SHARD_HEAD, -1}, T, names, &n);
     return n;
 }

@@ -50,6 +50,8 @@ void ah_placement_free(ah_placement_t *pl);
 
 /* The group a tensor of the architecture table is saved in: its layer (spec/arch.h). */
 ah_shard_group_t ah_shard_group_of(const ah_tensor_t *x);
+/* The layer group g holds. */
+ah_layer_kind_t ah_shard_group_layer(ah_shard_group_t g);
 /* "block-LLL.tpT-K" and the like into buf (AH_CKPT_NAME_MAX). */
 void ah_shard_group_name(char *buf, ah_shard_group_t g, int tp, int tp_index);
 
@@ -64,8 +66,9 @@ int ah_placement_lowest_holder(const ah_placement_t *pl, ah_shard_group_t g, int
 bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, const bool *alive);
 
 /* Every shard name of the whole model saved at TP degree T, the ones a restore or an export
- * needs (the embedding's and the head's piece 0 only: every TP rank holds them whole). names has
- * room for 2 + n_layer x T; returns the count. */
+ * needs: piece 0 only of a group whose layer no TP rank splits (every TP rank holds it whole:
+ * the embedding and the head today), all T pieces of the others. names has room for
+ * (2 + n_layer) x T; returns the count. */
 int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]);
 
 #endif

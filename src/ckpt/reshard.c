@@ -37,12 +37,12 @@ ah_status_t ah_reshard_load_tensor(const ah_tensor_t *d, const char *sfx, int t,
     return st;
 }
 
-int ah_reshard_pieces(ah_shard_group_t g, int T, int t, int k, int *idx) {
+int ah_reshard_pieces(const ah_model_t *m, ah_shard_group_t g, int T, int t, int k, int *idx) {
     if (T == t) {
         idx[0] = k;
         return 1;
     }
-    if (g.kind != AH_SHARD_BLOCK) {
+    if (!ah_layer_tp_split(m, ah_shard_group_layer(g))) {
         idx[0] = 0;
         return 1;
     }

@@ -20,10 +20,11 @@
 /* The most pieces one group is read from: a plan's TP degree is at most AH_MAX_TP. */
 #define AH_RESHARD_MAX_PIECES AH_MAX_TP
 
-/* The pieces (TP indices at degree T) of group g that TP rank k of degree t reads, into idx
- * (AH_RESHARD_MAX_PIECES): its own index when T == t; the first for the groups of replicated
- * tensors (embedding, head); all of them to reshard a block. Returns the count. */
-int ah_reshard_pieces(ah_shard_group_t g, int T, int t, int k, int *idx);
+/* The pieces (TP indices at degree T) of model m's group g that TP rank k of degree t reads, into
+ * idx (AH_RESHARD_MAX_PIECES): its own index when T == t; the first for a group whose layer no TP
+ * rank splits (spec/arch.h: the embedding, the head); all of them to reshard the others.
+ * Returns the count. */
+int ah_reshard_pieces(const ah_model_t *m, ah_shard_group_t g, int T, int t, int k, int *idx);
 
 /* Fills dst (n floats), TP rank k's piece at degree t of tensor d + sfx, from the checkpoint's
  * pieces at degree T: fs[j] is the j-th of the nf files ah_reshard_pieces listed, opened. */

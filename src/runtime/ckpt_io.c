@@ -430,7 +430,7 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
     ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
     for (int b = 0; b < 3 && r == AH_OK; b++) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
-        const int nf = ah_reshard_pieces(gs[gi], T, t, k, idx);
+        const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
         int opened = 0;
         for (; opened < nf && r == AH_OK; opened++)
             if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
@@ -463,7 +463,7 @@ static void remove_staging(const char *staging, int64_t step) {
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
     const ah_model_t *m = &p->model;
-    const int max_names = 2 + (int)m->n_layer * AH_RESHARD_MAX_PIECES;
+    const int max_names = (2 + (int)m->n_layer) * AH_RESHARD_MAX_PIECES;
     char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
     const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
     int64_t best = -1;
@@ -514,7 +514,7 @@ static ah_status_t wanted_build(const ah_ckpt_session_t *s, int T, wanted_t *w, 
     if (!w->gs || !w->names || !w->ptrs || !w->paths)
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
     for (int gi = 0; gi < w->ng; gi++) {
-        const int nf = ah_reshard_pieces(w->gs[gi], T, t, k, idx);
+        const int nf = ah_reshard_pieces(&s->tr->plan->model, w->gs[gi], T, t, k, idx);
         for (int j = 0; j < nf; j++, w->n++) {
             ah_shard_group_name(w->names[w->n], w->gs[gi], T, idx[j]);
             w->ptrs[w->n] = w->names[w->n];

@@ -145,3 +145,10 @@ int64_t ah_block_matmul_elems(const ah_model_t *m, int t) { return layer_sum(m, 
 int64_t ah_head_matrix_params(const ah_model_t *m, int t) {
     return m->tied ? ah_tied_params(m, t) : layer_sum(m, AH_LAYER_HEAD, t, MATRICES);
 }
+
+bool ah_layer_tp_split(const ah_model_t *m, ah_layer_kind_t kind) {
+    const ah_arch_spec_t *a = ah_arch_spec(m->arch);
+    for (int i = 0; i < a->n_tensors; i++)
+        if (a->tensors[i].layer == kind && present(m, &a->tensors[i]) && a->tensors[i].split != AH_SPLIT_REPL) return true;
+    return false;
+}

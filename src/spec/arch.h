@@ -135,6 +135,9 @@ bool ah_tensor_is_matmul(const ah_tensor_t *x);
  * its head; in an untied model such a row is summed as AH_GRAD_DP). */
 bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m);
 
+/* Whether tensor parallelism splits some tensor of that layer (else every TP rank holds the whole
+ * layer, and one TP rank's copy is the layer). */
+bool ah_layer_tp_split(const ah_model_t *m, ah_layer_kind_t kind);
 /* Parameters a TP rank of t holds of one layer of that kind: the sum of its tensors' shards. The
  * head counts its own tensors only: a tied head's matrix is the embedding's (ah_tied_params). */
 int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t);
