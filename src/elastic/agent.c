@@ -13,6 +13,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/fs.h"
+#include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
 #include "elastic/agent_logic.h"
@@ -108,28 +109,27 @@ static json_t *node_list(const agent_t *a, const bool *set) {
 }
 
 static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
-    size_t len = 0;
-    out[0] = 0;
-    for (int i = 0; i < a->cluster.n_nodes && len + 2 < cap; i++)
-        if (set[i]) len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", a->cluster.nodes[i].name);
+    ah_str_t s = ah_str_fixed(out, cap);
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (set[i]) ah_str_appendf(&s, "%s%s", s.len ? " " : "", a->cluster.nodes[i].name);
 }
 
 /* ---- planning ---- */
 
 static void describe(const ah_plan_t *p, char *out, size_t cap) {
-    size_t len = (size_t)snprintf(out, cap, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
-    for (int i = 0; i < p->n_pipelines && len + 8 < cap; i++) {
+    ah_str_t s = ah_str_fixed(out, cap);
+    ah_str_appendf(&s, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
+    for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
-        len += (size_t)snprintf(out + len, cap - len, " [");
-        for (int s = 0; s < pl->n_stages && len + 8 < cap; s++) {
-            const ah_stage_t *st = &pl->stages[s];
-            len += (size_t)snprintf(out + len, cap - len, "%s%s:%d L%d-%d", s ? " > " : "",
-                                    p->cluster.nodes[st->devices[0].node].name, st->devices[0].index, st->first,
-                                    st->last);
+        ah_str_appendf(&s, " [");
+        for (int k = 0; k < pl->n_stages; k++) {
+            const ah_stage_t *st = &pl->stages[k];
+            ah_str_appendf(&s, "%s%s:%d L%d-%d", k ? " > " : "", p->cluster.nodes[st->devices[0].node].name,
+                           st->devices[0].index, st->first, st->last);
         }
-        if (len + 8 < cap) len += (size_t)snprintf(out + len, cap - len, "] x%lld", (long long)pl->micro_batches);
+        ah_str_appendf(&s, "] x%lld", (long long)pl->micro_batches);
     }
-    if (len >= cap - 1) snprintf(out + cap - 4, 4, "...");
+    if (s.failed && cap >= 4) snprintf(out + cap - 4, 4, "...");
 }
 
 /* Plans on the nodes that are up. */

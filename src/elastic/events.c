@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
 #include "elastic/agent.h"
 #include "spec/trace.h"
 
@@ -66,15 +67,13 @@ ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *c, ah_age
         goto done;
     }
     int spot = 0;
-    size_t len = 0;
+    ah_str_t mapping = ah_str_fixed(out->mapping, sizeof out->mapping);
     for (int k = 0; k < n_other; k++) {
         while (spot < c->n_nodes && !c->nodes[spot].spot) spot++;
         const int i = order[k];
         node_of[i] = spot < c->n_nodes ? spot++ : -1;
-        if (len + 80 < sizeof out->mapping)
-            len += (size_t)snprintf(out->mapping + len, sizeof out->mapping - len, "%s%s -> %s",
-                                    k ? ", " : "", t.ids[i],
-                                    node_of[i] >= 0 ? c->nodes[node_of[i]].name : "(no spot node left)");
+        ah_str_appendf(&mapping, "%s%s -> %s", k ? ", " : "", t.ids[i],
+                       node_of[i] >= 0 ? c->nodes[node_of[i]].name : "(no spot node left)");
     }
     for (int e = 0; e < t.n_events; e++) {
         const int node = node_of[t.events[e].id];

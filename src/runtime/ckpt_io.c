@@ -22,6 +22,7 @@
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/preempt.h"
+#include "runtime/protocol.h"
 
 struct ah_ckpt_session {
     ah_trainer_t *tr;
@@ -338,7 +339,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     if (cs != AH_OK) return cs;
     s->last_save_s = (double)maxes[0] * 1e-6;
     if (tr->rank == 0 && event) {
-        *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", "event", "checkpoint", "step",
+        *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", AH_PROTO_EVENT, AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP,
                            (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
                            "bytes", "local", (json_int_t)sums[0], "peer", (json_int_t)0, "cloud",
                            (json_int_t)sums[2]);
@@ -400,7 +401,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
         if (arr) {
             json_t *nl = json_array();
             for (int i = 0; i < n; i++) json_array_append_new(nl, json_string(nodes[i]));
-            json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:b, s:o}", "event", "preempt", "step",
+            json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:b, s:o}", AH_PROTO_EVENT, AH_PROTO_EV_PREEMPT, AH_PROTO_STEP,
                                                  (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl));
         }
         free(nodes);
@@ -600,17 +601,17 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
     if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
     if (st != AH_OK || tr->rank != 0 || !event) return st;
-    *event = json_pack("{s:s, s:I, s:b, s:f}", "event", "recover", "step", (json_int_t)(found ? step : 0), "found",
-                       found, "seconds", (double)maxes[0] * 1e-6);
+    *event = json_pack("{s:s, s:I, s:b, s:f}", AH_PROTO_EVENT, AH_PROTO_EV_RECOVER, AH_PROTO_STEP, (json_int_t)(found ? step : 0), "found",
+                       found, AH_PROTO_RECOVER_SECONDS, (double)maxes[0] * 1e-6);
     json_t *b = json_object(), *f = json_object(), *sec = json_object();
     for (int i = 0; i < AH_TIER_COUNT; i++) {
         json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
         json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
         json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
     }
-    json_object_set_new(*event, "bytes", b);
-    json_object_set_new(*event, "files", f);
-    json_object_set_new(*event, "tier_seconds", sec);
+    json_object_set_new(*event, AH_PROTO_RECOVER_BYTES, b);
+    json_object_set_new(*event, AH_PROTO_RECOVER_FILES, f);
+    json_object_set_new(*event, AH_PROTO_RECOVER_TIER_SECONDS, sec);
     json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
     if (found) {
         json_object_set_new(*event, "tp_from", json_integer(T));
@@ -619,7 +620,7 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
         json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
         if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
     } else {
-        json_object_set_new(*event, "note", json_string(why));
+        json_object_set_new(*event, AH_PROTO_RECOVER_NOTE, json_string(why));
     }
     return AH_OK;
 }
