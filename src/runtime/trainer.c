@@ -99,9 +99,8 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
                                             (void **)host[i], err)) != AH_OK)
             return s;
     if (tr->dev.space != &ah_mem_host && (first || last) &&
-        !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens))) {
+        !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
-    }
     return AH_OK;
 }
 

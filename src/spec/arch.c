@@ -114,8 +114,6 @@ bool ah_tensor_hf_name(const ah_tensor_t *x, char *out, size_t cap) {
     return n >= 0 && (size_t)n < cap;
 }
 
-bool ah_tensor_is_matmul(const ah_tensor_t *x) { return x->block >= 0 && x->rows > 1 && x->cols > 1; }
-
 bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m) { return m->tied && x->spec->grad == AH_GRAD_TIED; }
 
 typedef enum { ALL_TENSORS, MATRICES, TIED_TENSORS } which_t;

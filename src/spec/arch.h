@@ -129,8 +129,6 @@ int64_t ah_tensor_full_index(const ah_tensor_t *x, int t, int k, int64_t i);
 float ah_tensor_init_std(const ah_tensor_t *x, const ah_model_t *m, float *fill);
 /* The Hugging Face name; false when it does not fit in cap. */
 bool ah_tensor_hf_name(const ah_tensor_t *x, char *out, size_t cap);
-/* A 2-D tensor of a block: a weight of a matmul (its FLOPs are counted per token). */
-bool ah_tensor_is_matmul(const ah_tensor_t *x);
 /* The tensor is the tied embedding / LM-head matrix of this model (AH_GRAD_TIED and the model ties
  * its head; in an untied model such a row is summed as AH_GRAD_DP). */
 bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m);
