@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
-#include "elastic/agent.h"
+#include "elastic/launcher.h"
 #include "harness.h"
 
 /* Agrees over c on this rank's status (fails with msg when `fails`) and checks what comes back. */

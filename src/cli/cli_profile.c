@@ -20,7 +20,7 @@
 #include "core/str.h"
 #include "core/timing.h"
 #include "cost/profile.h"
-#include "elastic/agent.h"
+#include "elastic/launcher.h"
 #include "runtime/profile.h"
 #include "spec/cluster.h"
 #include "spec/model.h"

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "elastic/agent.h"
+#include "elastic/launcher.h"
 #include "runtime/device.h"
 #include "runtime/trainer.h"
 
@@ -188,8 +189,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
-        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, -q "
-         "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1)", false},
+        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
+         AH_MPIRUN_LOCAL_DEFAULT_ARGS ")", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);

@@ -128,7 +128,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     o.defer_init = a->resume; /* initialised below only when no checkpoint is found */
     ah_status_t s = ah_comm_agree(world, ah_trainer_setup(tr, plan, data, &o, err), err);
     *have_tr = s == AH_OK;
-    if (s == AH_OK && (a->local_root || a->run_dir || a->cloud || a->resume)) {
+    if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .run_dir = a->run_dir, .grace_s = a->grace_s,
                              .cloud_only = a->cloud_only};

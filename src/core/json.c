@@ -176,3 +176,8 @@ ah_status_t ah_json_check_keys(const json_t *obj, const char *where, const char 
     (void)v;
     return AH_OK;
 }
+
+double ah_json_num_or_nan(const json_t *obj, const char *key) {
+    const json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}

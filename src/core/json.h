@@ -41,6 +41,9 @@ ah_status_t ah_json_get_typed(const json_t *obj, const char *where, const char *
 ah_status_t ah_json_check_keys(const json_t *obj, const char *where, const char *const *allowed,
                                ah_error_t *err);
 
+/* The number at key, or NAN when it is absent or not a number (for lenient readers of files this
+ * program wrote, such as a trainer's metrics lines). */
+double ah_json_num_or_nan(const json_t *obj, const char *key);
 /* "a number", "a string", ... for messages. */
 const char *ah_json_type_name(const json_t *v);
 

@@ -13,6 +13,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
@@ -203,11 +204,6 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
 
 /* ---- the trainer's metrics ---- */
 
-static double num(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static void finish_recovery(agent_t *a, double step_s) {
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
     ah_recovery_close(r, since_start(a), step_s, a->trainer_recover);
@@ -231,9 +227,9 @@ static void on_first_step(agent_t *a, int64_t step, double loss) {
 
 static void on_step(agent_t *a, json_t *line) {
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
-    const double loss = num(line, AH_PROTO_STEP_LOSS), tokens = num(line, AH_PROTO_STEP_TOKENS),
-                 secs = num(line, AH_PROTO_STEP_SECONDS);
-    const int64_t step = (int64_t)num(line, AH_PROTO_STEP);
+    const double loss = ah_json_num_or_nan(line, AH_PROTO_STEP_LOSS), tokens = ah_json_num_or_nan(line, AH_PROTO_STEP_TOKENS),
+                 secs = ah_json_num_or_nan(line, AH_PROTO_STEP_SECONDS);
+    const int64_t step = (int64_t)ah_json_num_or_nan(line, AH_PROTO_STEP);
     const bool first = L->first_step < 0;
     if (first) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
@@ -374,8 +370,8 @@ static bool check_disks(agent_t *a, json_t *interrupted) {
             if (steps[k].committed) latest = steps[k].step;
         for (int k = 0; k < n; k++)
             if (!steps[k].committed && steps[k].step > latest) {
-                char what[128];
-                snprintf(what, sizeof what, "%s/step-%08lld", host, (long long)steps[k].step);
+                char what[AH_CKPT_PATH_MAX];
+                ah_ckpt_step_dir(what, sizeof what, host, steps[k].step);
                 json_array_append_new(interrupted, json_string(what));
             }
         free(steps);
@@ -398,7 +394,7 @@ static void read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named) {
         say(a, "warning: %s", e.msg);
         return;
     }
-    const double step = num(doc, AH_PROTO_PREEMPTED_STEP);
+    const double step = ah_json_num_or_nan(doc, AH_PROTO_PREEMPTED_STEP);
     f->preempted = true;
     f->preempted_step = isfinite(step) ? (int64_t)step : -1;
     f->saved = json_is_true(json_object_get(doc, AH_PROTO_PREEMPTED_SAVED));
@@ -459,11 +455,10 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
     ah_recovery_open(r, a->cause, f, a->notice_t - a->t0, exit_t - a->notice_t, a->forced);
     if (a->cause == AH_CAUSE_JOIN) {
+        ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
         for (int i = 0; i < nn; i++)
-            if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
-                size_t len = strlen(r->nodes);
-                snprintf(r->nodes + len, sizeof r->nodes - len, "%s%s", len ? " " : "", a->cluster.nodes[i].name);
-            }
+            if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name))
+                ah_str_appendf(&nodes, "%s%s", nodes.len ? " " : "", a->cluster.nodes[i].name);
     } else {
         names_of(a, a->leaving, r->nodes, sizeof r->nodes);
     }
@@ -499,14 +494,11 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     a->running = false;
     const double exit_t = ah_now_s();
     a->launcher.read_metrics(a->launcher.ctx, on_line, a);
-    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
-    L->exit_status = status;
-    L->stopped_by_agent = a->stopping;
     bool *named = calloc((size_t)a->cluster.n_nodes, sizeof *named);
     if (!named) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     ah_exit_facts_t f = {.status = status, .agent_stopping = a->stopping, .preempted_step = -1,
                          .trained = a->hist.len, .steps = a->o->steps, .launches = a->res->n_launches,
-                         .resumed_step = a->trainer_recover ? num(a->trainer_recover, AH_PROTO_STEP) : NAN};
+                         .resumed_step = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN};
     read_preempted(a, &f, named);
     const ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
@@ -604,7 +596,7 @@ static void finish_run(agent_t *a, ah_status_t s) {
     ah_agent_result_t *res = a->res;
     if (s == AH_OK) ah_history_check_complete(&a->hist);
     res->steps_done = a->hist.len;
-    res->tokens = a->hist.len * a->o->planner.train.global_batch * a->o->planner.train.seq_len;
+    res->tokens = a->hist.len * a->hist.batch_tokens;
     res->final_loss = ah_history_loss(&a->hist, a->hist.len - 1);
     res->recomputed = a->hist.recomputed;
     res->history_ok = a->hist.ok;

@@ -32,9 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ckpt/restore.h"
+#include "ckpt/policy.h"
 #include "core/status.h"
-#include "elastic/launcher.h" /* AH_MPIRUN_ONE_MACHINE */
 #include "plan/planner.h"
 
 /* ---- availability events (events.c) ---- */
@@ -96,8 +95,6 @@ typedef struct ah_agent_launch {
     int64_t first_step;      /* first step index trained (-1: none finished) */
     int64_t end_step;        /* one past the last step finished */
     double step_s_sum;       /* measured step seconds, summed */
-    int exit_status;         /* mpirun's exit status; -1 when killed by a signal */
-    bool stopped_by_agent;
 } ah_agent_launch_t;
 
 typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN } ah_agent_cause_t;

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/ckpt.h"
+#include "ckpt/policy.h"
+#include "core/json.h"
 #include "runtime/protocol.h"
 
 /* ---- the history ---- */
@@ -115,23 +116,18 @@ void ah_recovery_resumed(ah_agent_recovery_t *r, const ah_history_t *h, int64_t 
     r->loss_first_after = loss;
 }
 
-static double num(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 void ah_recovery_close(ah_agent_recovery_t *r, double now_s, double first_step_s, const json_t *tr) {
     r->complete = true;
     r->total_s = now_s - r->t_notice_s;
     r->first_step_s = first_step_s;
     if (tr) {
-        r->transfer_s = num(tr, AH_PROTO_RECOVER_SECONDS);
+        r->transfer_s = ah_json_num_or_nan(tr, AH_PROTO_RECOVER_SECONDS);
         if (!isfinite(r->transfer_s)) r->transfer_s = 0;
         for (int t = 0; t < AH_TIER_COUNT; t++) {
             const char *name = ah_ckpt_tier_name((ah_ckpt_tier_t)t);
-            const double b = num(json_object_get(tr, AH_PROTO_RECOVER_BYTES), name),
-                         n = num(json_object_get(tr, AH_PROTO_RECOVER_FILES), name),
-                         s = num(json_object_get(tr, AH_PROTO_RECOVER_TIER_SECONDS), name);
+            const double b = ah_json_num_or_nan(json_object_get(tr, AH_PROTO_RECOVER_BYTES), name),
+                         n = ah_json_num_or_nan(json_object_get(tr, AH_PROTO_RECOVER_FILES), name),
+                         s = ah_json_num_or_nan(json_object_get(tr, AH_PROTO_RECOVER_TIER_SECONDS), name);
             r->bytes[t] = isfinite(b) ? (uint64_t)b : 0;
             r->files[t] = isfinite(n) ? (int)n : 0;
             r->tier_s[t] = isfinite(s) ? s : 0;

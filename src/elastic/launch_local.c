@@ -22,7 +22,6 @@
 
 /* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
  * which after a notice is the expected 75. */
-static const char *DEFAULT_MPIRUN_ARGS = "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1";
 
 typedef struct local {
     char mpirun[512];
@@ -121,20 +120,29 @@ static bool local_poll(void *ctx, int *status) {
 }
 
 /* Reads the rank files not read yet. */
+/* run_file: RUN_DIR/name exists; *doc (when doc is not NULL) gets it parsed, or NULL. */
+static bool local_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
+    const local_t *l = ctx;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", l->run_dir, name);
+    if (access(path, doc ? R_OK : F_OK) != 0) return false;
+    if (doc && ah_json_load_file(path, doc, err) != AH_OK) *doc = NULL;
+    return true;
+}
+
 static void scan_ranks(local_t *l) {
     for (int r = 0; r < l->n_ranks; r++) {
         if (l->rank_pid[r] > 0) continue;
-        char path[700];
-        snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, l->run_dir, r);
-        if (access(path, R_OK) != 0) continue;
+        char name[32];
+        snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, r);
         json_t *doc = NULL;
         ah_error_t e;
         /* A file caught half-written fails to parse; it is read again on the next scan. */
-        if (ah_json_load_file(path, &doc, &e) != AH_OK) continue;
+        if (!local_run_file(l, name, &doc, &e) || !doc) continue;
         int64_t pid = 0;
         char node[64] = "";
-        if (ah_json_get_int(doc, path, AH_PROTO_RANK_PID, true, 1, INT32_MAX, &pid, &e) == AH_OK &&
-            ah_json_get_str(doc, path, AH_PROTO_RANK_NODE, true, node, sizeof node, &e) == AH_OK) {
+        if (ah_json_get_int(doc, name, AH_PROTO_RANK_PID, true, 1, INT32_MAX, &pid, &e) == AH_OK &&
+            ah_json_get_str(doc, name, AH_PROTO_RANK_NODE, true, node, sizeof node, &e) == AH_OK) {
             l->rank_pid[r] = (pid_t)pid;
             snprintf(l->rank_node[r], sizeof l->rank_node[r], "%s", node);
         }
@@ -230,15 +238,6 @@ static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line)
     fclose(f);
 }
 
-static bool local_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
-    const local_t *l = ctx;
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", l->run_dir, name);
-    if (access(path, doc ? R_OK : F_OK) != 0) return false;
-    if (doc && ah_json_load_file(path, doc, err) != AH_OK) *doc = NULL;
-    return true;
-}
-
 static void disk_of(const local_t *l, const char *host, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", l->local_root, host);
 }
@@ -273,7 +272,7 @@ ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *ou
     local_t *l = calloc(1, sizeof *l);
     if (!l) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     snprintf(l->mpirun, sizeof l->mpirun, "%s", o->mpirun);
-    snprintf(l->mpirun_args, sizeof l->mpirun_args, "%s", o->mpirun_args ? o->mpirun_args : DEFAULT_MPIRUN_ARGS);
+    snprintf(l->mpirun_args, sizeof l->mpirun_args, "%s", o->mpirun_args ? o->mpirun_args : AH_MPIRUN_LOCAL_DEFAULT_ARGS);
     snprintf(l->local_root, sizeof l->local_root, "%s", o->local_root);
     *out = (ah_launcher_t){.name = "local", .ctx = l, .start = local_start, .poll = local_poll,
                            .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,

@@ -70,6 +70,8 @@ typedef struct ah_launcher {
 /* mpirun's flags for ranks that share one machine (the emulated cluster): no ssh, and ranks may
  * outnumber cores and must then yield. `autohet profile` starts its TP groups with them too. */
 #define AH_MPIRUN_ONE_MACHINE "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated"
+/* The local launcher's flags before -np when none are given. */
+#define AH_MPIRUN_LOCAL_DEFAULT_ARGS "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1"
 
 typedef struct ah_launch_local_opts {
     const char *mpirun;      /* "mpirun" or a path */

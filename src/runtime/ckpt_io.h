@@ -61,7 +61,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
 /* Collective, after `done` updates (iteration done - 1 finished): polls for preemption notices,
  * saves when done is a multiple of --ckpt-every or a notice came and the grace period allows.
  * *events (rank 0, may stay NULL) gets an array of "checkpoint" / "preempt" events. *stop is set
- * when the job must exit with AH_PREEMPT_EXIT (preempted.json is written by then). A failed save
+ * when the job must exit with AH_PROTO_EXIT_PREEMPTED (preempted.json is written by then). A failed save
  * is an event, not an error; errors are communication failures. */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);

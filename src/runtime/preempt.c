@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "runtime/protocol.h"
 
 static volatile sig_atomic_t g_noticed;
 static struct timespec g_when; /* written by the handler before it sets g_noticed */
@@ -30,8 +31,6 @@ ah_status_t ah_preempt_install(ah_error_t *err) {
         return ah_error_set(err, AH_ERR_INTERNAL, "cannot install the SIGTERM handler: %s", strerror(errno));
     return AH_OK;
 }
-
-bool ah_preempt_noticed(void) { return g_noticed != 0; }
 
 ah_status_t ah_preempt_poll(ah_comm_t *c, int my_node, int n_nodes, int *node_hit, bool *any,
                             double *elapsed_s, ah_error_t *err) {

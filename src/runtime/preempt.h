@@ -5,7 +5,7 @@
  * ah_preempt_poll (one all-reduce), so all ranks learn together which nodes got a notice and how
  * long ago the first one came; the trainer then saves if the grace period allows (the rule of
  * ckpt/policy.h, which the simulator shares), writes RUN_DIR/preempted.json and exits with
- * AH_PREEMPT_EXIT (src/runtime/ckpt_io.h).
+ * AH_PROTO_EXIT_PREEMPTED (src/runtime/protocol.h).
  * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}.
  */
 #ifndef AH_RUNTIME_PREEMPT_H
@@ -16,15 +16,9 @@
 
 #include "comm/comm.h"
 #include "core/status.h"
-#include "runtime/protocol.h"
-
-/* Exit status of a rank that stopped on a preemption notice (runtime/protocol.h). */
-#define AH_PREEMPT_EXIT AH_PROTO_EXIT_PREEMPTED
 
 /* Installs the SIGTERM handler (idempotent). */
 ah_status_t ah_preempt_install(ah_error_t *err);
-/* Whether this process got a notice (for tests and the step loop's fast path). */
-bool ah_preempt_noticed(void);
 
 /* Collective over c: node_hit[i] (n_nodes entries) becomes 1 for every node some rank of which
  * got a notice (this rank reports its own node my_node); *elapsed_s gets the seconds since the

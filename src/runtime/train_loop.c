@@ -14,7 +14,8 @@ static void progress(FILE *f, const ah_step_metrics_t *m, int64_t start, int64_t
     fflush(f);
 }
 
-void ah_metrics_write_step(FILE *f, const ah_step_metrics_t *m) {
+/* One step line (flushed). */
+static void metrics_write_step(FILE *f, const ah_step_metrics_t *m) {
     fprintf(f, "{\"" AH_PROTO_STEP "\": %lld, \"" AH_PROTO_STEP_LOSS "\": %.9g, \"" AH_PROTO_STEP_LR "\": %.9g, \""
             AH_PROTO_STEP_GRAD_NORM "\": %.9g, \"" AH_PROTO_STEP_TOKENS "\": %lld, \"" AH_PROTO_STEP_SECONDS
             "\": %.6f, \"" AH_PROTO_STEP_MEMORY_HIGH "\": [",
@@ -52,7 +53,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
             return s;
         elapsed += m.seconds;
         if (o->progress) progress(o->progress, &m, start, o->steps, elapsed);
-        if (o->metrics) ah_metrics_write_step(o->metrics, &m);
+        if (o->metrics) metrics_write_step(o->metrics, &m);
         json_t *events = NULL;
         bool stop = false;
         if (ck && (s = ah_ckpt_session_step_done(ck, i + 1, &events, &stop, err)) != AH_OK) return s;

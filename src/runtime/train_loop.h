@@ -31,8 +31,6 @@ typedef struct ah_train_loop_opts {
 ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
                           int64_t *preempted_at, ah_error_t *err);
 
-/* One step line (flushed). */
-void ah_metrics_write_step(FILE *f, const ah_step_metrics_t *m);
 /* One line per event: ev is an event object or an array of them; takes ev (f NULL: dropped). */
 void ah_metrics_write_events(FILE *f, json_t *ev);
 
