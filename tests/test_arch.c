@@ -70,6 +70,7 @@ static void test_gpt2(void) {
     CHECK_EQ_I64(ah_tied_params(&m, 1), 0);
     CHECK_EQ_I64(ah_head_matrix_params(&m, 1), 80);
     CHECK_EQ_I64(ah_layer_params(&m, AH_LAYER_HEAD, 1), 16 + 80);
+    CHECK_EQ_I64(ah_head_norm_params(&m, 2), 16); /* ln_f weight and bias, tied or not */
 }
 
 /* LLaMA: C=8, H=4, KV=2 (kv width 4), F=12, V=10, L=2, untied; and LLaMA-2-7B's published count. */

@@ -11,22 +11,10 @@
 #include "core/vec.h"
 #include "harness.h"
 
-static void test_str_growing(void) {
-    ah_str_t s = AH_STR_GROWING;
-    CHECK(strcmp(ah_str_cstr(&s), "") == 0, "empty before the first append");
-    for (int i = 0; i < 1000; i++) CHECK(ah_str_appendf(&s, "%sfast-0:%d", i ? " " : "", i), "append %d", i);
-    CHECK(!s.failed, "nothing failed");
-    CHECK(strncmp(s.buf, "fast-0:0 fast-0:1 fast-0:2 ", 27) == 0, "starts %.30s", s.buf);
-    CHECK_EQ_I64(s.len, strlen(s.buf));
-    CHECK(strcmp(s.buf + s.len - 10, "fast-0:999") == 0, "ends %s", s.buf + s.len - 10);
-    ah_str_free(&s);
-    CHECK(s.buf == NULL && s.len == 0, "freed and emptied");
-}
-
 static void test_str_fixed(void) {
     char buf[8];
     ah_str_t s = ah_str_fixed(buf, sizeof buf);
-    CHECK(strcmp(ah_str_cstr(&s), "") == 0, "emptied");
+    CHECK(strcmp(buf, "") == 0 && s.len == 0, "emptied");
     CHECK(ah_str_appendf(&s, "%s", "abc"), "fits");
     CHECK(ah_str_appendf(&s, "%d", 1234), "fits to the last byte");
     CHECK(strcmp(buf, "abc1234") == 0 && s.len == 7 && !s.failed, "%s", buf);
@@ -36,8 +24,6 @@ static void test_str_fixed(void) {
     s = ah_str_fixed(buf, sizeof buf);
     CHECK(!ah_str_appendf(&s, "%s", "a long sentence"), "cut");
     CHECK(strcmp(buf, "a long ") == 0 && s.len == 7 && s.failed, "cut to fit: \"%s\"", buf);
-    ah_str_free(&s); /* nothing for a fixed string */
-    CHECK(strcmp(buf, "a long ") == 0, "the caller's buffer is kept");
 }
 
 static void test_grow(void) {
@@ -103,7 +89,6 @@ static void test_fnv1a(void) {
     CHECK(ah_fnv1a64_str(NULL) == 1469598103934665603ULL, "NULL as empty");
     CHECK(ah_fnv1a64_str("a") == 0x44bd8ad473cd9906ULL, "a");
     CHECK(ah_fnv1a64_str("foobar") == 0x88fad7c0a8ff07f2ULL, "foobar");
-    CHECK(ah_fnv1a64("foobar", 6) == ah_fnv1a64_str("foobar"), "bytes and string agree");
     uint64_t h = AH_FNV1A64_OFFSET;
     for (const char *c = "foobar"; *c; c++) h = ah_fnv1a64_mix(h, (uint8_t)*c);
     CHECK(h == 0x88fad7c0a8ff07f2ULL, "step by step");
@@ -118,7 +103,6 @@ static void test_index(void) {
 }
 
 int main(void) {
-    test_str_growing();
     test_str_fixed();
     test_index();
     test_grow();

@@ -21,7 +21,7 @@ typedef enum { AH_KIND_STR, AH_KIND_INT, AH_KIND_NUM, AH_KIND_BOOL } ah_flag_kin
  *     autohet VERB: FLAG: expected RANGE, got VALUE[ (NOTE)]
  * or, with value_first (a verb whose messages all read so),
  *     autohet VERB: FLAG VALUE: expected RANGE[ (NOTE)]
- * where RANGE reads "MIN .. MAX", ">= MIN", "> MIN", "> MIN and <= MAX" or "<= MAX", and VALUE
+ * where RANGE reads "MIN .. MAX", ">= MIN" or "> MIN" (what the macros below make), and VALUE
  * is the value as parsed (an integer, or %g of a number). A default outside the range
  * (a sentinel such as "0: the planner picks") is allowed: only given values are checked. */
 typedef struct ah_flag_type {

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
+#include "core/fs.h"
 #include "core/str.h"
 #include "core/timing.h"
 #include "cost/profile.h"
@@ -283,7 +284,7 @@ static ah_status_t measure_rounds(measuring_t *m, const group_args_t *ga, bool t
         for (int i = 0; i < m->n_tp && s == AH_OK && need_groups; i++)
             if (m->tps[i] > 1) s = group_round(ga, (int)m->tps[i], dir, m->jobs, m->n_jobs, err);
     }
-    if (need_groups) rmdir(dir);
+    if (need_groups) ah_fs_rm_tree(dir, NULL); /* with whatever a failed group left */
     return s;
 }
 

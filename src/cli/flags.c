@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/str.h"
 
 static void print_help(FILE *f, const char *verb, const char *synopsis, const char *about,
                        const ah_flag_t *flags, int n) {
@@ -28,16 +27,13 @@ static const char *number_text(ah_flag_kind_t kind, double v, char *buf, size_t 
     return buf;
 }
 
-/* "1 .. 100000", ">= 1", "> 0", "> 0 and <= 1", "<= 64": the values t allows. */
+/* "1 .. 100000", ">= 1", "> 0": the values t allows (the forms cli.h's range macros make). */
 static void range_text(const ah_flag_type_t *t, char *buf, size_t cap) {
-    ah_str_t s = ah_str_fixed(buf, cap);
     char lo[40], hi[40];
     number_text(t->kind, t->min, lo, sizeof lo);
     number_text(t->kind, t->max, hi, sizeof hi);
-    if (t->has_min && t->has_max && !t->min_open) ah_str_appendf(&s, "%s .. %s", lo, hi);
-    else if (t->has_min) ah_str_appendf(&s, "%s %s%s%s", t->min_open ? ">" : ">=", lo, t->has_max ? " and <= " : "",
-                                        t->has_max ? hi : "");
-    else ah_str_appendf(&s, "<= %s", hi);
+    if (t->has_max) snprintf(buf, cap, "%s .. %s", lo, hi);
+    else snprintf(buf, cap, "%s %s", t->min_open ? ">" : ">=", lo);
 }
 
 /* Whether x is in f's range; if not, says so (ah_flag_type_t's message) and returns false. */

@@ -20,6 +20,7 @@ static ah_status_t mkdir_one(const char *path, ah_error_t *err) {
 
 ah_status_t ah_fs_mkdirs(const char *path, ah_error_t *err) {
     char buf[AH_FS_PATH_MAX];
+    if (!*path) return ah_error_set(err, AH_ERR_IO, "cannot create a directory with an empty path");
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long (at most %d bytes)", path, AH_FS_PATH_MAX - 1);
     for (char *p = buf + 1; *p; p++) {

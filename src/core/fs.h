@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 
-#define AH_FS_PATH_MAX 1024
+#define AH_FS_PATH_MAX 4096 /* as AH_CKPT_PATH_MAX: checkpoint paths are built that long */
 
 /* mkdir -p with mode 0755: creates path and each missing parent. An existing directory is fine;
  * a component that exists but is not a directory is an error (AH_ERR_IO). */

@@ -16,9 +16,6 @@
 /* One step: mixes v (a byte, or a whole word for hashing arrays of integers) into h. */
 static inline uint64_t ah_fnv1a64_mix(uint64_t h, uint64_t v) { return (h ^ v) * AH_FNV1A64_PRIME; }
 
-/* The hash of n bytes. */
-uint64_t ah_fnv1a64(const void *data, size_t n);
-
 /* The hash of a C string's bytes (NULL hashes as ""). */
 uint64_t ah_fnv1a64_str(const char *s);
 

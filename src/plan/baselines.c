@@ -24,10 +24,10 @@
 
 static const char *const BASELINE_NAMES[] = {"uniform", "batch-balanced"}; /* [ah_baseline_t] */
 
-const char *ah_baseline_name(ah_baseline_t b) { return BASELINE_NAMES[b == AH_BASELINE_UNIFORM ? 0 : 1]; }
+const char *ah_baseline_name(ah_baseline_t b) { return BASELINE_NAMES[b]; }
 
 bool ah_baseline_parse(const char *s, ah_baseline_t *out) {
-    const int i = ah_str_index(s, BASELINE_NAMES, 2);
+    const int i = ah_str_index(s, BASELINE_NAMES, (int)(sizeof BASELINE_NAMES / sizeof BASELINE_NAMES[0]));
     if (i >= 0) *out = (ah_baseline_t)i;
     return i >= 0;
 }

@@ -95,7 +95,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     const double grad_elt = p->train.precision == AH_PREC_BF16 ? 2 : 4;
     const double VC_grad = (double)ah_head_matrix_params(m, 1) * grad_elt;
     /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
-    const int64_t head_norm = ah_layer_params(m, AH_LAYER_HEAD, p->tp) - (m->tied ? 0 : ah_head_matrix_params(m, p->tp));
+    const int64_t head_norm = ah_head_norm_params(m, p->tp);
 
     double bw_dp, lat_dp;
     dp_link(p, &bw_dp, &lat_dp);

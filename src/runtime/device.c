@@ -63,7 +63,6 @@ ah_status_t ah_device_open(ah_device_t *d, const ah_plan_t *plan, const ah_backe
                            int index, ah_error_t *err) {
     memset(d, 0, sizeof *d);
     d->backend = backend;
-    d->space = backend->space;
     d->index = -1;
     if (backend->open(index, plan->train.precision == AH_PREC_BF16, &d->k, &d->index, err) != AH_OK)
         return ah_error_prefix(err, "%s", backend->title);

@@ -31,7 +31,6 @@
 typedef struct ah_device {
     const ah_backend_t *backend;
     const ah_kernels_t *k;       /* the table of the plan's precision */
-    const ah_mem_space_t *space; /* backend->space: &ah_mem_host on the CPU backend */
     int index;                   /* the backend's device; -1 on the CPU backend */
 } ah_device_t;
 

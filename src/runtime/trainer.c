@@ -66,7 +66,7 @@ static ah_status_t open_groups(ah_trainer_t *tr, const ah_backend_t *backend, in
      * device communicators, which are collective over their groups, in the same order. */
     if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, tr->plan, backend, dev_index, err), err)) != AH_OK)
         return s;
-    tr->mem.space = tr->dev.space;
+    tr->mem.space = tr->dev.backend->space;
     if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) return s;
     for (int g = 0; g < tr->layout.n_segments; g++)
         if ((s = ah_group_attach(&tr->dev, &tr->seg[g], err)) != AH_OK) return s;
@@ -98,7 +98,7 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
         if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
                                             (void **)host[i], err)) != AH_OK)
             return s;
-    if (tr->dev.space != &ah_mem_host && (first || last) &&
+    if (tr->mem.space != &ah_mem_host && (first || last) &&
         !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
     return AH_OK;

@@ -116,10 +116,10 @@ bool ah_tensor_hf_name(const ah_tensor_t *x, char *out, size_t cap) {
 
 bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m) { return m->tied && x->spec->grad == AH_GRAD_TIED; }
 
-typedef enum { ALL_TENSORS, MATRICES, TIED_TENSORS } which_t;
+typedef enum { ALL_TENSORS, MATRICES, VECTORS, TIED_TENSORS } which_t;
 
 /* Elements per TP rank of t of one layer's tensors (block 0 stands for every block): all of them,
- * its 2-D ones, or its tied ones. */
+ * its 2-D ones, its 1-D ones, or its tied ones. */
 static int64_t layer_sum(const ah_model_t *m, ah_layer_kind_t kind, int t, which_t which) {
     const ah_arch_spec_t *a = ah_arch_spec(m->arch);
     int64_t sum = 0;
@@ -127,7 +127,8 @@ static int64_t layer_sum(const ah_model_t *m, ah_layer_kind_t kind, int t, which
         const ah_tensor_spec_t *s = &a->tensors[i];
         if (s->layer != kind || !present(m, s)) continue;
         const ah_tensor_t x = expand(m, s, kind == AH_LAYER_BLOCK ? 0 : -1);
-        if (which == MATRICES && (x.rows == 1 || x.cols == 1)) continue;
+        const bool vector = x.rows == 1 || x.cols == 1;
+        if ((which == MATRICES && vector) || (which == VECTORS && !vector)) continue;
         if (which == TIED_TENSORS && !ah_tensor_tied(&x, m)) continue;
         sum += ah_tensor_shard_elems(&x, t);
     }
@@ -139,6 +140,8 @@ int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t) { retu
 int64_t ah_tied_params(const ah_model_t *m, int t) { return layer_sum(m, AH_LAYER_EMBED, t, TIED_TENSORS); }
 
 int64_t ah_block_matmul_elems(const ah_model_t *m, int t) { return layer_sum(m, AH_LAYER_BLOCK, t, MATRICES); }
+
+int64_t ah_head_norm_params(const ah_model_t *m, int t) { return layer_sum(m, AH_LAYER_HEAD, t, VECTORS); }
 
 int64_t ah_head_matrix_params(const ah_model_t *m, int t) {
     return m->tied ? ah_tied_params(m, t) : layer_sum(m, AH_LAYER_HEAD, t, MATRICES);

@@ -147,5 +147,7 @@ int64_t ah_block_matmul_elems(const ah_model_t *m, int t);
 /* Elements per TP rank of t of the matrix the LM head multiplies by: the tied embedding's when the
  * head is tied, else the head's own. */
 int64_t ah_head_matrix_params(const ah_model_t *m, int t);
+/* Elements per TP rank of t of the head's vectors: its final norm. */
+int64_t ah_head_norm_params(const ah_model_t *m, int t);
 
 #endif
