@@ -350,6 +350,12 @@ ah_status_t ah_ckpt_writer_finish_part(ah_ckpt_writer_t *w, int part, ah_error_t
     return ah_ckpt_manifest_save(&m, path, err);
 }
 
+uint64_t ah_ckpt_writer_bytes(const ah_ckpt_writer_t *w) {
+    uint64_t n = 0;
+    for (int i = 0; i < w->n; i++) n += w->files[i].bytes;
+    return n;
+}
+
 void ah_ckpt_writer_free(ah_ckpt_writer_t *w) {
     if (!w) return;
     free(w->files);

@@ -98,6 +98,8 @@ ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_
                                 int n, const json_t *metadata, ah_error_t *err);
 /* Makes this writer's files durable and lists them in part-<part>.json for the committer. */
 ah_status_t ah_ckpt_writer_finish_part(ah_ckpt_writer_t *w, int part, ah_error_t *err);
+/* Bytes of the shards written so far (what the part lists). */
+uint64_t ah_ckpt_writer_bytes(const ah_ckpt_writer_t *w);
 void ah_ckpt_writer_free(ah_ckpt_writer_t *w);
 
 /* Merges part-0 .. part-(n_parts-1) of step meta->step and commits manifest.json. Every part

@@ -128,11 +128,12 @@ static ah_status_t peer_manifests(void *ctx, ah_ckpt_manifest_t **out, int *n, a
     for (int i = 0; i < p->n; i++) {
         if (p->node_of[i] == p->my_node) continue;
         const ah_ckpt_manifest_t *src = &p->ms[i];
-        ah_ckpt_manifest_t *dst = &(*out)[(*n)++];
+        ah_ckpt_manifest_t *dst = &(*out)[*n];
         *dst = *src;
         dst->files = malloc((size_t)(src->n_files > 0 ? src->n_files : 1) * sizeof *dst->files);
         if (!dst->files) return ah_error_set(err, AH_ERR_OOM, "no host memory for a manifest copy");
         if (src->n_files > 0) memcpy(dst->files, src->files, (size_t)src->n_files * sizeof *dst->files);
+        (*n)++; /* counted once whole: the caller frees what is counted */
     }
     return AH_OK;
 }

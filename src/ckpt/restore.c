@@ -228,7 +228,7 @@ static ah_status_t exchange(const ah_ckpt_catalog_t *cat, int64_t step, const ch
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err) {
-    ah_ckpt_restore_stats_t local_stats;
+    ah_ckpt_restore_stats_t local_stats = {0};
     if (!stats) stats = &local_stats;
     enum { WHY = 1200 };
     char (*why)[WHY] = calloc((size_t)n + 1, sizeof *why);

@@ -169,7 +169,6 @@ static bool get_uints(const json_t *arr, int64_t *out, int max, int *n) {
     return true;
 }
 
-/* Validates header JSON text against a data section of data_size bytes and fills out. */
 /* One tensor entry "key": {"dtype", "shape", "data_offsets"} of the header, checked against
  * itself and the data section's size, into *e. */
 static ah_status_t parse_entry(const char *key, const json_t *v, const char *where, uint64_t data_size,
@@ -240,6 +239,7 @@ static ah_status_t check_tiling(ah_st_file_t *out, uint64_t data_size, const cha
     return AH_OK;
 }
 
+/* Validates header JSON text against a data section of data_size bytes and fills out. */
 static ah_status_t parse_header(const char *text, size_t len, uint64_t data_size, ah_st_file_t *out,
                                 ah_error_t *err) {
     const char *where = out->path;

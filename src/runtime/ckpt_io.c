@@ -254,19 +254,8 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
         if (host[b]) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, NULL);
     free(gs);
     if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
+    if (st == AH_OK) *bytes += ah_ckpt_writer_bytes(w); /* the sizes the part lists */
     ah_ckpt_writer_free(w);
-    if (st == AH_OK) {
-        /* Bytes written: the sizes of this rank's shards, as the part lists them. */
-        char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], pn[32];
-        ah_ckpt_manifest_t part;
-        ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
-        snprintf(pn, sizeof pn, "part-%d.json", s->node_rank);
-        ah_ckpt_join(path, sizeof path, dir, pn);
-        if ((st = ah_ckpt_manifest_load(path, &part, err)) == AH_OK) {
-            for (int i = 0; i < part.n_files; i++) *bytes += part.files[i].bytes;
-            ah_ckpt_manifest_free(&part);
-        }
-    }
     return st;
 }
 
@@ -570,13 +559,12 @@ static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t 
     wanted_t w;
     char dir[AH_CKPT_PATH_MAX];
     ah_status_t st = wanted_build(s, T, &w, err);
-    /* The node's disk may be new (an empty node, or one whose directory went with it). */
-    mkdir(s->o.local_root, 0755);
-    mkdir(s->node_root, 0755);
-    if (st == AH_OK && ((mkdir(staging, 0755) != 0 && errno != EEXIST) ||
-                        ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0 || (mkdir(dir, 0755) != 0 && errno != EEXIST)))
-        st = ah_error_set(err, AH_ERR_IO, "%s: cannot create the restore staging directory: %s", staging,
-                          strerror(errno));
+    /* The node's disk may be new (an empty node, or one whose directory went with it): the staging
+     * directory with its parents, agreed on before the collective fetch. */
+    if (st == AH_OK && ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0)
+        st = ah_error_set(err, AH_ERR_IO, "%s: path too long", staging);
+    if (st == AH_OK && (st = ah_fs_mkdirs(dir, err)) != AH_OK)
+        ah_error_prefix(err, "the restore staging directory");
     if ((st = ah_comm_agree(ah_comm_world(), st, err)) == AH_OK)
         st = ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err);
     if (st == AH_OK) st = load_stage(s, w.gs, w.ng, T, w.paths, err);
