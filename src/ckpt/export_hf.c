@@ -135,24 +135,47 @@ static ah_status_t open_piece(const committed_t *c, int64_t step, const char *na
     return ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%s)", (long long)step, name, why);
 }
 
-/* The full tensor d of step (saved at TP degree T) in Hugging Face's layout, into *out (malloc'ed). */
-static ah_status_t assemble(const committed_t *c, int64_t step, const ah_model_t *m, int T, const ah_tensor_t *d,
-                            float **out, ah_error_t *err) {
-    const ah_shard_group_t g = ah_shard_group_of(d);
+/* The open pieces of one shard group: each verified and opened once, then read for every tensor of
+ * the group (a group's tensors are adjacent in the table's order). */
+typedef struct {
+    ah_shard_group_t g;
     ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
-    int idx[AH_RESHARD_MAX_PIECES], opened = 0;
-    const int nf = ah_reshard_pieces(m, g, T, 1, 0, idx);
-    ah_status_t st = AH_OK;
-    for (; opened < nf && st == AH_OK; opened++) {
+    int nf; /* opened */
+} open_group_t;
+
+static void group_close(open_group_t *o) {
+    for (int j = 0; j < o->nf; j++) ah_st_close(&o->fs[j]);
+    o->nf = 0;
+}
+
+/* Makes o hold the pieces of group g of step (saved at TP degree T); kept when it holds them. */
+static ah_status_t group_open(const committed_t *c, int64_t step, const ah_model_t *m, int T, ah_shard_group_t g,
+                              open_group_t *o, ah_error_t *err) {
+    if (o->nf > 0 && o->g.kind == g.kind && o->g.layer == g.layer) return AH_OK;
+    group_close(o);
+    o->g = g;
+    int idx[AH_RESHARD_MAX_PIECES];
+    const int n = ah_reshard_pieces(m, g, T, 1, 0, idx);
+    for (int j = 0; j < n; j++) {
         char name[AH_CKPT_NAME_MAX];
-        ah_shard_group_name(name, g, T, idx[opened]);
-        if ((st = open_piece(c, step, name, &fs[opened], err)) != AH_OK) break;
+        ah_shard_group_name(name, g, T, idx[j]);
+        const ah_status_t st = open_piece(c, step, name, &o->fs[j], err);
+        if (st != AH_OK) {
+            group_close(o);
+            return st;
+        }
+        o->nf = j + 1;
     }
+    return AH_OK;
+}
+
+/* The full tensor d (saved at TP degree T, its group's pieces open in o) in Hugging Face's layout,
+ * into *out (malloc'ed). */
+static ah_status_t assemble(const open_group_t *o, int T, const ah_tensor_t *d, float **out, ah_error_t *err) {
     const int64_t n = d->rows * d->cols;
-    float *full = st == AH_OK ? malloc((size_t)n * sizeof *full) : NULL;
-    if (st == AH_OK && !full) st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-    if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, fs, nf, full, n, err);
-    for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
+    float *full = malloc((size_t)n * sizeof *full);
+    ah_status_t st = full ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
+    if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, o->fs, o->nf, full, n, err);
     if (st == AH_OK && d->spec->hf_transposed) {
         float *tr = malloc((size_t)n * sizeof *tr);
         if (!tr) st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
@@ -224,9 +247,12 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
         else ah_model_tensors(&model, defs);
     }
+    open_group_t og = {.nf = 0};
     for (int i = 0; st == AH_OK && i < n_t; i++) {
         const ah_tensor_t *d = &defs[i];
-        if ((st = assemble(&c, step, &model, T, d, &data[i], err)) != AH_OK) break;
+        if ((st = group_open(&c, step, &model, T, ah_shard_group_of(d), &og, err)) != AH_OK ||
+            (st = assemble(&og, T, d, &data[i], err)) != AH_OK)
+            break;
         const bool tr = d->spec->hf_transposed;
         if (!ah_tensor_hf_name(d, names[i], sizeof names[i])) {
             st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);
@@ -237,6 +263,7 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
         ts[i].shape[0] = tr ? d->cols : d->rows;
         ts[i].shape[1] = tr ? d->rows : d->cols;
     }
+    group_close(&og);
     if (st == AH_OK) st = write_hf(out_dir, ts, n_t, &model, step, err);
     if (st == AH_OK && step_out) *step_out = step;
     for (int i = 0; data && i < n_t; i++) free(data[i]);
