@@ -179,39 +179,24 @@ typedef void ah_kernel_adamw_fn(float *param,      // (n)
 typedef double ah_kernel_sum_squares_fn(const float *x, // (n)
                                         size_t n);
 
-/* ---- the table: one entry of each type above (AH_KERNEL_ENTRIES below lists them too) ---- */
+/* ---- the table: one entry of each type above ---- */
 
-typedef struct ah_kernels {
-    const char *name; /* "cpu", ... */
-    ah_kernel_zero_fn *zero;
-    ah_kernel_matmul_fwd_fn *matmul_fwd;
-    ah_kernel_matmul_bwd_fn *matmul_bwd;
-    ah_kernel_layernorm_fwd_fn *layernorm_fwd;
-    ah_kernel_layernorm_bwd_fn *layernorm_bwd;
-    ah_kernel_gelu_fwd_fn *gelu_fwd;
-    ah_kernel_gelu_bwd_fn *gelu_bwd;
-    ah_kernel_attention_fwd_fn *attention_fwd;
-    ah_kernel_attention_bwd_fn *attention_bwd;
-    ah_kernel_attention_state_floats_fn *attention_state_floats;
-    ah_kernel_attention_scratch_floats_fn *attention_scratch_floats;
-    ah_kernel_residual_fwd_fn *residual_fwd;
-    ah_kernel_residual_bwd_fn *residual_bwd;
-    ah_kernel_embedding_fwd_fn *embedding_fwd;
-    ah_kernel_embedding_bwd_fn *embedding_bwd;
-    ah_kernel_head_loss_fn *head_loss;
-    ah_kernel_adamw_fn *adamw;
-    ah_kernel_sum_squares_fn *sum_squares;
-} ah_kernels_t;
-
-/* The table's entries in its order, X(p, entry) for each: a backend that names its kernels
- * <prefix>_<entry> declares them all, each with its entry's type, by
- * AH_KERNELS_DECLARE(prefix), and fills its table from the same list, so every signature is
- * written once, above. */
+/* The table's entries in its order, X(p, entry) for each: the table's fields are made from it, and
+ * a backend that names its kernels <prefix>_<entry> declares them all, each with its entry's type,
+ * by AH_KERNELS_DECLARE(prefix), and fills its table from the same list, so every signature is
+ * written once, above, and every entry named once, here. */
 #define AH_KERNEL_ENTRIES(X, p) X(p, zero) X(p, matmul_fwd) X(p, matmul_bwd) X(p, layernorm_fwd) \
     X(p, layernorm_bwd) X(p, gelu_fwd) X(p, gelu_bwd) X(p, attention_fwd) X(p, attention_bwd) \
     X(p, attention_state_floats) X(p, attention_scratch_floats) X(p, residual_fwd) \
     X(p, residual_bwd) X(p, embedding_fwd) X(p, embedding_bwd) X(p, head_loss) X(p, adamw) \
     X(p, sum_squares)
+#define AH_KERNEL_FIELD(p, entry) ah_kernel_##entry##_fn *entry;
+
+typedef struct ah_kernels {
+    const char *name; /* "cpu", ... */
+    AH_KERNEL_ENTRIES(AH_KERNEL_FIELD, _)
+} ah_kernels_t;
+
 #define AH_KERNEL_DECLARE(p, entry) ah_kernel_##entry##_fn p##_##entry;
 #define AH_KERNELS_DECLARE(prefix) AH_KERNEL_ENTRIES(AH_KERNEL_DECLARE, prefix)
 
