@@ -117,10 +117,8 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
     memset(out, 0, sizeof *out);
     static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng",
                                        "plan_hash", "node", "checksum", "files", "model", NULL};
-    if (!json_is_object(doc))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
-                            ah_json_type_name(doc));
-    if (ah_json_check_keys(doc, where, KEYS, err) != AH_OK) return err->code;
+    if (ah_json_expect_object(doc, where, err) != AH_OK || ah_json_check_keys(doc, where, KEYS, err) != AH_OK)
+        return err->code;
     char fmt[32], sum[16], rng[2 * AH_CKPT_RNG_MAX + 1];
     int64_t version;
     ah_ckpt_meta_t *mt = &out->meta;
@@ -171,10 +169,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
         json_t *f = json_array_get(files, i);
         ah_ckpt_file_t *e = &out->files[i];
         int64_t bytes;
-        if (!json_is_object(f)) {
-            ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", fw, ah_json_type_name(f));
-            goto fail;
-        }
+        if (ah_json_expect_object(f, fw, err) != AH_OK) goto fail;
         if (ah_json_check_keys(f, fw, FKEYS, err) ||
             ah_json_get_str(f, fw, "name", true, e->name, sizeof e->name, err) ||
             ah_json_get_int(f, fw, "bytes", true, 0, INT64_MAX, &bytes, err) ||

@@ -178,9 +178,8 @@ static ah_status_t parse_entry(const char *key, const json_t *v, const char *whe
     snprintf(tw, sizeof tw, "%s: tensor \"%.256s\"", where, key);
     if (!key[0] || strlen(key) >= AH_ST_NAME_MAX)
         return ah_error_set(err, AH_ERR_INVALID, "%s: name must be 1..%d bytes", tw, AH_ST_NAME_MAX - 1);
-    if (!json_is_object(v))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", tw, ah_json_type_name(v));
-    if (ah_json_check_keys(v, tw, FIELDS, err) != AH_OK) return err->code;
+    if (ah_json_expect_object(v, tw, err) != AH_OK || ah_json_check_keys(v, tw, FIELDS, err) != AH_OK)
+        return err->code;
     snprintf(e->name, sizeof e->name, "%s", key);
     char dtype[16];
     if (ah_json_get_str(v, tw, "dtype", true, dtype, sizeof dtype, err) != AH_OK) return err->code;

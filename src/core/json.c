@@ -181,3 +181,8 @@ double ah_json_num_or_nan(const json_t *obj, const char *key) {
     const json_t *v = json_object_get(obj, key);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
+
+ah_status_t ah_json_expect_object(const json_t *v, const char *where, ah_error_t *err) {
+    if (json_is_object(v)) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where, ah_json_type_name(v));
+}

@@ -37,6 +37,8 @@ ah_status_t ah_json_get_str(const json_t *obj, const char *where, const char *ke
 ah_status_t ah_json_get_typed(const json_t *obj, const char *where, const char *key,
                               json_type type, bool required, json_t **out, ah_error_t *err);
 
+/* An error unless v, at `where`, is an object: "WHERE: expected an object, got a string". */
+ah_status_t ah_json_expect_object(const json_t *v, const char *where, ah_error_t *err);
 /* Fails on any key of obj not in the NULL-terminated list `allowed`, naming it. */
 ah_status_t ah_json_check_keys(const json_t *obj, const char *where, const char *const *allowed,
                                ah_error_t *err);

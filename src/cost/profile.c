@@ -85,10 +85,8 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
                                        "includes_tp_comm", "block", "embed", "head",
                                        "optimizer_s_per_param", NULL};
     memset(e, 0, sizeof *e);
-    if (!json_is_object(obj))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where,
-                            ah_json_type_name(obj));
-    ah_status_t s = ah_json_check_keys(obj, where, keys, err);
+    ah_status_t s = ah_json_expect_object(obj, where, err);
+    if (s == AH_OK) s = ah_json_check_keys(obj, where, keys, err);
     int64_t tp = 0;
     char prec[16];
     if (s == AH_OK) s = ah_json_get_str(obj, where, "gpu", true, e->gpu, sizeof e->gpu, err);

@@ -62,12 +62,6 @@ static const char *catalog_names(char *buf, size_t cap) {
     return buf;
 }
 
-/* An error unless v, at `where`, is an object. */
-static ah_status_t expect_object(const json_t *v, const char *where, ah_error_t *err) {
-    if (json_is_object(v)) return AH_OK;
-    return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object, got %s", where, ah_json_type_name(v));
-}
-
 /* A top-level member of the required JSON type ("cluster.json: nodes: expected an array"). */
 static ah_status_t top_member(const json_t *doc, const char *where, const char *key, json_type type,
                               bool required, json_t **out, ah_error_t *err) {
@@ -104,7 +98,7 @@ static ah_status_t parse_type(const json_t *v, const char *doc, const char *name
                               ah_error_t *err) {
     char where[256];
     snprintf(where, sizeof where, "%s: gpu_types.%s", doc, name);
-    ah_status_t s = expect_object(v, where, err);
+    ah_status_t s = ah_json_expect_object(v, where, err);
     if (s) return s;
     if (name[0] == 0 || strlen(name) >= AH_NAME_MAX)
         return ah_error_set(err, AH_ERR_INVALID,
@@ -215,7 +209,7 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
                               ah_error_t *err) {
     char where[256];
     snprintf(where, sizeof where, "%s: nodes[%d]", doc, i);
-    ah_status_t s = expect_object(v, where, err);
+    ah_status_t s = ah_json_expect_object(v, where, err);
     if (s) return s;
     ah_node_t *n = &c->nodes[i];
     memset(n, 0, sizeof *n);
