@@ -55,15 +55,24 @@ static int run_to_exit(ah_launcher_t *l, const char *run_dir) {
     return status;
 }
 
+/* The local launcher on root/local running `mpirun` (a stand-in command), its run directory
+ * root/<launch> into run_dir; false (a failed check) when it does not open. */
+static bool open_local(const char *mpirun, const char *launch, ah_launcher_t *l, char *local, char *run_dir,
+                       size_t cap) {
+    snprintf(local, cap, "%s/local", root);
+    snprintf(run_dir, cap, "%s/%s", root, launch);
+    ah_error_t err;
+    const ah_launch_local_opts_t o = {.mpirun = mpirun, .mpirun_args = "", .local_root = local};
+    const bool ok = ah_launcher_local(&o, l, &err) == AH_OK;
+    CHECK(ok, "open: %s", err.msg);
+    return ok;
+}
+
 static void test_start_and_poll(void) {
     char local[128], run_dir[128];
-    snprintf(local, sizeof local, "%s/local", root);
-    snprintf(run_dir, sizeof run_dir, "%s/launch-0", root);
-    ah_error_t err;
     for (int ok = 0; ok < 2; ok++) {
         ah_launcher_t l;
-        const ah_launch_local_opts_t o = {.mpirun = ok ? "true" : "false", .mpirun_args = "", .local_root = local};
-        CHECK(ah_launcher_local(&o, &l, &err) == AH_OK, "open: %s", err.msg);
+        if (!open_local(ok ? "true" : "false", "launch-0", &l, local, run_dir, sizeof local)) continue;
         CHECK(strcmp(l.name, "local") == 0, "its name");
         CHECK_EQ_I64(run_to_exit(&l, run_dir), ok ? 0 : 1);
         struct stat st;
@@ -81,12 +90,9 @@ static void read_line(void *ctx, json_t *line) {
 
 static void test_files_and_metrics(void) {
     char local[128], run_dir[128], path[256];
-    snprintf(local, sizeof local, "%s/local", root);
-    snprintf(run_dir, sizeof run_dir, "%s/launch-1", root);
     ah_error_t err;
     ah_launcher_t l;
-    const ah_launch_local_opts_t o = {.mpirun = "true", .mpirun_args = "", .local_root = local};
-    ah_launcher_local(&o, &l, &err);
+    if (!open_local("true", "launch-1", &l, local, run_dir, sizeof local)) return;
     run_to_exit(&l, run_dir);
     /* metrics: two whole lines, then one split across two reads; a line that is not JSON skipped */
     snprintf(path, sizeof path, "%s/" AH_PROTO_METRICS_FILE, run_dir);
@@ -127,12 +133,9 @@ static void test_files_and_metrics(void) {
 
 static void test_notice(void) {
     char local[128], run_dir[128], path[256], text[256];
-    snprintf(local, sizeof local, "%s/local", root);
-    snprintf(run_dir, sizeof run_dir, "%s/launch-2", root);
     ah_error_t err;
     ah_launcher_t l;
-    const ah_launch_local_opts_t o = {.mpirun = "true", .mpirun_args = "", .local_root = local};
-    ah_launcher_local(&o, &l, &err);
+    if (!open_local("true", "launch-2", &l, local, run_dir, sizeof local)) return;
     /* a plan of two ranks, so that the launcher looks for rank-0.json and rank-1.json */
     ah_plan_t plan;
     memset(&plan, 0, sizeof plan);

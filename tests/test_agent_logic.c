@@ -16,10 +16,15 @@
 
 enum { STEPS = 6, TOKENS = 8 * 64 };
 
+/* A history of `steps` steps of TOKENS each (a failed init is a failed check). */
+static void init(ah_history_t *h, int64_t steps) {
+    ah_error_t err;
+    CHECK(ah_history_init(h, steps, TOKENS, &err) == AH_OK, "init: %s", err.msg);
+}
+
 static void test_history_straight(void) {
     ah_history_t h;
-    ah_error_t err;
-    CHECK(ah_history_init(&h, STEPS, TOKENS, &err) == AH_OK, "init: %s", err.msg);
+    init(&h, STEPS);
     CHECK(ah_history_resume(&h, 0, 0) == AH_RESUME_IN_HISTORY, "launch 0 from step 0");
     for (int k = 0; k < STEPS; k++) ah_history_add(&h, 0, k, TOKENS, 10.0 - k);
     ah_history_check_complete(&h);
@@ -33,8 +38,7 @@ static void test_history_straight(void) {
 
 static void test_history_rollback(void) {
     ah_history_t h;
-    ah_error_t err;
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_resume(&h, 0, 0);
     for (int k = 0; k < 4; k++) ah_history_add(&h, 0, k, TOKENS, 1.0 + k);
     /* launch 1 resumes from the checkpoint of step 2: steps 2 and 3 are redone */
@@ -51,34 +55,33 @@ static void test_history_rollback(void) {
 
 static void test_history_broken(void) {
     ah_history_t h;
-    ah_error_t err;
     /* a launch past the history skips samples */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_resume(&h, 0, 0);
     ah_history_add(&h, 0, 0, TOKENS, 1);
     CHECK(ah_history_resume(&h, 1, 3) == AH_RESUME_SKIPS, "launch 1 at step 3 after 1 step");
     CHECK(!h.ok && strstr(h.msg, "launch 1 started at step 3 but only steps 0..0 were trained"), "%s", h.msg);
     ah_history_free(&h);
     /* a step out of order; the first problem is the one kept */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_resume(&h, 0, 0);
     ah_history_add(&h, 0, 1, TOKENS, 1);
     ah_history_add(&h, 0, 0, TOKENS / 2, 1);
     CHECK(!h.ok && strstr(h.msg, "launch 0 reported step 1 after step -1"), "%s", h.msg);
     ah_history_free(&h);
     /* a step with part of the batch */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_add(&h, 0, 0, TOKENS / 2, 1);
     CHECK(!h.ok && strstr(h.msg, "step 0 trained 256 tokens, not the global batch's 512"), "%s", h.msg);
     ah_history_free(&h);
     /* a step past --steps */
-    ah_history_init(&h, 1, TOKENS, &err);
+    init(&h, 1);
     ah_history_add(&h, 0, 0, TOKENS, 1);
     ah_history_add(&h, 0, 1, TOKENS, 1);
     CHECK(!h.ok && strstr(h.msg, "step 1 is past --steps 1"), "%s", h.msg);
     ah_history_free(&h);
     /* a run that ends short */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_add(&h, 0, 0, TOKENS, 1);
     ah_history_check_complete(&h);
     CHECK(!h.ok && strstr(h.msg, "1 of 6 steps in the history"), "%s", h.msg);
@@ -87,9 +90,8 @@ static void test_history_broken(void) {
 
 static void test_history_earlier_run(void) {
     ah_history_t h;
-    ah_error_t err;
     /* the same command run again: launch 0 resumes an earlier run's checkpoint at step 4 */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     CHECK(ah_history_resume(&h, 0, 4) == AH_RESUME_EARLIER_RUN, "earlier run");
     CHECK(h.ok, "not a skip: %s", h.msg);
     CHECK_EQ_I64(h.len, 4);
@@ -100,7 +102,7 @@ static void test_history_earlier_run(void) {
     CHECK(h.ok, "%s", h.msg);
     ah_history_free(&h);
     /* its checkpoint was at --steps already */
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     ah_history_all_earlier(&h);
     ah_history_check_complete(&h);
     CHECK(h.ok && h.len == STEPS, "complete: %s", h.msg);
@@ -142,8 +144,7 @@ static void test_exit_action(void) {
 
 static void test_recovery(void) {
     ah_history_t h;
-    ah_error_t err;
-    ah_history_init(&h, STEPS, TOKENS, &err);
+    init(&h, STEPS);
     for (int k = 0; k < 4; k++) ah_history_add(&h, 0, k, TOKENS, 1.0 + k);
     /* stopped after 4 steps (the trainer says 4 and saved), notice at 10 s, exit 1.5 s later */
     ah_exit_facts_t f = facts(75, true, true, 4);
