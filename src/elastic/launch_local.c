@@ -18,7 +18,6 @@
 #include "runtime/protocol.h"
 
 #define LOCAL_MAX_RANKS 1024
-#define LOCAL_MAX_ARGV 160
 
 /* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
  * which after a notice is the expected 75. */
@@ -41,26 +40,26 @@ typedef struct local {
     size_t partial_len;
 } local_t;
 
-/* mpirun [--allow-run-as-root] ARGS -np N TRAIN_ARGV...: every piece a separate argv entry; the
- * words of ARGS point into `words`; np is the rank count as text. */
-static ah_status_t mpirun_argv(local_t *l, char *np, char *const *train_argv, char *words, char **argv,
-                               ah_error_t *err) {
+/* mpirun [--allow-run-as-root] ARGS -np N TRAIN_ARGV... as a malloc'ed, NULL-terminated argv
+ * (NULL: no memory): every piece a separate entry; the words of ARGS point into `words`; np is
+ * the rank count as text. */
+static char **mpirun_argv(local_t *l, char *np, char *const *train_argv, char *words) {
+    size_t n_train = 0;
+    while (train_argv[n_train]) n_train++;
+    /* mpirun, --allow-run-as-root, at most one word per two bytes of ARGS, -np N, the trainer's */
+    char **argv = malloc((2 + strlen(words) / 2 + 1 + 2 + n_train + 1) * sizeof *argv);
+    if (!argv) return NULL;
     int n = 0;
     argv[n++] = l->mpirun;
     /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
     if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
-    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-        if (n >= LOCAL_MAX_ARGV - 40) return ah_error_set(err, AH_ERR_USAGE, "--mpirun-args: too many words");
+    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
         argv[n++] = tok;
-    }
     argv[n++] = "-np";
     argv[n++] = np;
-    for (int i = 0; train_argv[i]; i++) {
-        if (n >= LOCAL_MAX_ARGV - 1) return ah_error_set(err, AH_ERR_USAGE, "too many trainer flags");
-        argv[n++] = train_argv[i];
-    }
+    for (size_t i = 0; i < n_train; i++) argv[n++] = train_argv[i];
     argv[n] = NULL;
-    return AH_OK;
+    return argv;
 }
 
 static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
@@ -69,11 +68,9 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     if (n_ranks > LOCAL_MAX_RANKS)
         return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d",
                             n_ranks, LOCAL_MAX_RANKS);
-    char words[sizeof l->mpirun_args], np[32], *argv[LOCAL_MAX_ARGV];
+    char words[sizeof l->mpirun_args], np[32];
     memcpy(words, l->mpirun_args, sizeof words);
     snprintf(np, sizeof np, "%d", n_ranks);
-    ah_status_t s = mpirun_argv(l, np, job->train_argv, words, argv, err);
-    if (s != AH_OK) return s;
     l->pid = 0;
     memset(l->rank_pid, 0, sizeof l->rank_pid);
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
@@ -82,11 +79,16 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     l->n_ranks = n_ranks;
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
     snprintf(l->metrics_path, sizeof l->metrics_path, "%s/" AH_PROTO_METRICS_FILE, job->run_dir);
-    s = ah_fs_rm_tree(job->run_dir, err);
+    ah_status_t s = ah_fs_rm_tree(job->run_dir, err);
     if (s == AH_OK) s = ah_fs_mkdirs(job->run_dir, err);
     if (s != AH_OK) return s;
+    char **argv = mpirun_argv(l, np, job->train_argv, words);
+    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
     const pid_t pid = fork();
-    if (pid < 0) return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", argv[0], strerror(errno));
+    if (pid < 0) {
+        free(argv);
+        return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", l->mpirun, strerror(errno));
+    }
     if (pid == 0) {
         /* Own process group: a terminal's Ctrl-C reaches the agent only, which then stops the job. */
         setpgid(0, 0);
@@ -99,6 +101,7 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
         /* Only the child reaches this: the parent sees exit status 127 and says what to check. */
         _exit(127);
     }
+    free(argv);
     setpgid(pid, pid); /* also in the parent, so a signal right after fork reaches the group */
     l->pid = pid;
     return AH_OK;
