@@ -29,9 +29,15 @@ ah_status_t ah_reshard_load_tensor(const ah_tensor_t *d, const char *sfx, int t,
     ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
     for (int j = 0; j < T && st == AH_OK; j++) {
         if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
-        for (int64_t e = 0; e < np; e++) full[ah_tensor_full_index(d, T, j, e)] = piece[e];
+        for (int64_t e = 0; e < np; e++) {
+            const int64_t f = ah_tensor_full_index(d, T, j, e);
+            if (f >= 0) full[f] = piece[e]; /* -1: a padded vocabulary row */
+        }
     }
-    for (int64_t e = 0; st == AH_OK && e < n; e++) dst[e] = full[ah_tensor_full_index(d, t, k, e)];
+    for (int64_t e = 0; st == AH_OK && e < n; e++) {
+        const int64_t f = ah_tensor_full_index(d, t, k, e);
+        dst[e] = f >= 0 ? full[f] : 0.0f;
+    }
     free(full);
     free(piece);
     return st;

@@ -22,8 +22,8 @@ bool ah_precision_parse(const char *s, ah_precision_t *out) {
 }
 
 int64_t ah_model_params_total(const ah_model_t *m) {
-    return ah_layer_params(m, AH_LAYER_EMBED, 1) + m->n_layer * ah_layer_params(m, AH_LAYER_BLOCK, 1) +
-           ah_layer_params(m, AH_LAYER_HEAD, 1);
+    return ah_layer_content_params(m, AH_LAYER_EMBED) + m->n_layer * ah_layer_content_params(m, AH_LAYER_BLOCK) +
+           ah_layer_content_params(m, AH_LAYER_HEAD);
 }
 
 double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T) {

@@ -89,8 +89,10 @@ ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *er
             continue;
         }
         const uint64_t key = name_key(seed, p->def.name);
-        for (int64_t e = 0; e < p->n; e++)
-            w[e] = std * normal_at(key, ah_tensor_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e));
+        for (int64_t e = 0; e < p->n; e++) {
+            const int64_t f = ah_tensor_full_index(&p->def, st->cfg.t, st->cfg.tp_rank, e);
+            w[e] = f >= 0 ? std * normal_at(key, f) : 0.0f; /* vocabulary padding stays zero */
+        }
     }
     s = ah_gpt_host_done(st, st->w, host, true, err);
     st->k->zero(st->m, (size_t)st->n_elems);

@@ -412,8 +412,10 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_er
         if (!counts(tr, x)) continue;
         int j = 0;
         while (strcmp(all[j].name, x->def.name) != 0) j++;
-        for (int64_t e = 0; e < x->n; e++)
-            full[offs[j] + ah_tensor_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e)] = src[x->offset + e];
+        for (int64_t e = 0; e < x->n; e++) {
+            const int64_t f = ah_tensor_full_index(&x->def, tr->plan->tp, tr->role.tp_rank, e);
+            if (f >= 0) full[offs[j] + f] = src[x->offset + e]; /* -1: vocabulary padding */
+        }
     }
     ah_gpt_host_done(st, buf, src, false, NULL);
     if ((s = ah_comm_allreduce_f32(ah_comm_world(), full, (size_t)offs[n], err)) != AH_OK) goto done;

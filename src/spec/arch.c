@@ -17,10 +17,16 @@ int64_t ah_dim_value(const ah_model_t *m, ah_dim_t d) {
     case AH_DIM_KV: return kv;
     case AH_DIM_QKV: return m->d_model + 2 * kv;
     case AH_DIM_FF: return m->d_ff;
+    case AH_DIM_GATE_UP: return 2 * m->d_ff;
     case AH_DIM_VOCAB: return m->vocab;
     case AH_DIM_POS: return m->max_pos;
     }
     return 0;
+}
+
+int64_t ah_vocab_padded(const ah_model_t *m, int t) {
+    const int64_t q = (int64_t)AH_VOCAB_PAD * (t > 0 ? t : 1);
+    return (m->vocab + q - 1) / q * q;
 }
 
 static bool present(const ah_model_t *m, const ah_tensor_spec_t *s) { return !s->untied_only || !m->tied; }
@@ -34,6 +40,7 @@ static ah_tensor_t expand(const ah_model_t *m, const ah_tensor_spec_t *s, int bl
     x.cols = ah_dim_value(m, s->cols);
     x.block = block;
     x.spec = s;
+    x.padded_rows = s->rows == AH_DIM_VOCAB && s->split == AH_SPLIT_ROWS;
     return x;
 }
 
@@ -64,10 +71,20 @@ int ah_block_tensor_count(const ah_model_t *m) {
     return n;
 }
 
+int64_t ah_tensor_elems(const ah_tensor_t *x) { return x->rows * x->cols; }
+
+/* Rows of the tensor the t shards split, padding included: V padded for a vocabulary split. */
+static int64_t split_rows(const ah_tensor_t *x, int t) {
+    if (!x->padded_rows) return x->rows;
+    const int64_t q = (int64_t)AH_VOCAB_PAD * t;
+    return (x->rows + q - 1) / q * q;
+}
+
 void ah_tensor_shard_shape(const ah_tensor_t *x, int t, int64_t shape[2]) {
     shape[0] = x->rows;
     shape[1] = x->cols;
-    if (x->spec->split == AH_SPLIT_ROWS || x->spec->split == AH_SPLIT_QKV) shape[0] /= t;
+    if (x->spec->split == AH_SPLIT_ROWS) shape[0] = split_rows(x, t) / t;
+    if (x->spec->split == AH_SPLIT_QKV) shape[0] /= t;
     if (x->spec->split == AH_SPLIT_COLS) shape[1] /= t;
 }
 
@@ -81,8 +98,10 @@ int64_t ah_tensor_full_index(const ah_tensor_t *x, int t, int k, int64_t i) {
     switch (x->spec->split) {
     case AH_SPLIT_REPL:
         return i;
-    case AH_SPLIT_ROWS:
-        return (int64_t)k * (x->rows / t) * x->cols + i;
+    case AH_SPLIT_ROWS: {
+        const int64_t row = (int64_t)k * (split_rows(x, t) / t) + i / x->cols;
+        return row < x->rows ? row * x->cols + i % x->cols : -1;
+    }
     case AH_SPLIT_QKV: {
         const int64_t part_rows = x->rows / 3, mine = part_rows / t; /* rows of q (k, v) held */
         const int64_t r = i / x->cols, c = i % x->cols;
@@ -116,7 +135,7 @@ bool ah_tensor_hf_name(const ah_tensor_t *x, char *out, size_t cap) {
 
 bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m) { return m->tied && x->spec->grad == AH_GRAD_TIED; }
 
-typedef enum { ALL_TENSORS, MATRICES, VECTORS, TIED_TENSORS } which_t;
+typedef enum { ALL_TENSORS, MATRICES, VECTORS, TIED_TENSORS, CONTENT } which_t;
 
 /* Elements per TP rank of t of one layer's tensors (block 0 stands for every block): all of them,
  * its 2-D ones, its 1-D ones, or its tied ones. */
@@ -130,12 +149,14 @@ static int64_t layer_sum(const ah_model_t *m, ah_layer_kind_t kind, int t, which
         const bool vector = x.rows == 1 || x.cols == 1;
         if ((which == MATRICES && vector) || (which == VECTORS && !vector)) continue;
         if (which == TIED_TENSORS && !ah_tensor_tied(&x, m)) continue;
-        sum += ah_tensor_shard_elems(&x, t);
+        sum += which == CONTENT ? ah_tensor_elems(&x) : ah_tensor_shard_elems(&x, t);
     }
     return sum;
 }
 
 int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t) { return layer_sum(m, kind, t, ALL_TENSORS); }
+
+int64_t ah_layer_content_params(const ah_model_t *m, ah_layer_kind_t kind) { return layer_sum(m, kind, 1, CONTENT); }
 
 int64_t ah_tied_params(const ah_model_t *m, int t) { return layer_sum(m, AH_LAYER_EMBED, t, TIED_TENSORS); }
 

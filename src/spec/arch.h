@@ -32,14 +32,17 @@ typedef enum {
     AH_DIM_KV,      /* width of the key (and of the value) projection: C * n_kv_head / n_head */
     AH_DIM_QKV,     /* q, k and v stacked: C + 2 * KV */
     AH_DIM_FF,      /* MLP hidden width d_ff */
-    AH_DIM_VOCAB,   /* V */
+    AH_DIM_GATE_UP, /* SwiGLU's gate and up projections stacked: 2 * d_ff */
+    AH_DIM_VOCAB,   /* V (a vocabulary-parallel shard pads it: ah_vocab_padded) */
     AH_DIM_POS      /* max_pos: learned position rows */
 } ah_dim_t;
 
 /* How Megatron-style tensor parallelism over t ranks splits a (rows, cols) tensor; rank k holds: */
 typedef enum {
     AH_SPLIT_REPL = 0, /* the whole tensor (norms, row-parallel biases, the embedding) */
-    AH_SPLIT_ROWS,     /* column-parallel: rows [k R/t, (k+1) R/t) */
+    AH_SPLIT_ROWS,     /* column-parallel: rows [k R/t, (k+1) R/t); for R = V (the
+                        * vocabulary-parallel embedding and head) R is ah_vocab_padded(m, t) and
+                        * rows past V are padding */
     AH_SPLIT_QKV,      /* column-parallel over heads of q, k and v stacked by rows in three equal
                         * parts: heads [k H/t, (k+1) H/t) of each part (GPT-2's c_attn) */
     AH_SPLIT_COLS      /* row-parallel: columns [k K/t, (k+1) K/t) */
@@ -103,11 +106,21 @@ const ah_arch_spec_t *ah_arch_spec(ah_arch_t a);
 /* The value of a dimension for a model. */
 int64_t ah_dim_value(const ah_model_t *m, ah_dim_t d);
 
+/* Vocabulary padding, as Megatron-LM pads (--make-vocab-size-divisible-by 128): the embedding and
+ * the LM head are split by vocabulary rows over the TP group, and V is rounded up to a multiple of
+ * AH_VOCAB_PAD * t so that each of the t ranks holds the same number of rows. Padded rows are
+ * zero, masked out of the loss (their logits take no part in the softmax), never receive a
+ * gradient, and are counted in memory and time but not in printed parameter counts, checkpoint
+ * contents or exports (ah_tensor_full_index gives them -1). */
+#define AH_VOCAB_PAD 128
+int64_t ah_vocab_padded(const ah_model_t *m, int t);
+
 /* One tensor of a model: its table row expanded. */
 typedef struct ah_tensor {
     char name[48];            /* full name: "wte", "h.3.attn.qkv.weight", "ln_f.bias" */
     int64_t rows, cols;       /* full shape; cols = 1 for vectors */
     int block;                /* block index, or -1 for the embedding's and the head's tensors */
+    bool padded_rows;         /* split by vocabulary rows, padded (ah_vocab_padded) */
     const ah_tensor_spec_t *spec;
 } ah_tensor_t;
 
@@ -119,11 +132,15 @@ void ah_model_tensors(const ah_model_t *m, ah_tensor_t *out);
 /* Tensors of one block (the template's rows present for this model). */
 int ah_block_tensor_count(const ah_model_t *m);
 
-/* Elements of the shard a TP rank of t holds (t = 1: the whole tensor). */
+/* Elements of the tensor's content: rows * cols, no padding. */
+int64_t ah_tensor_elems(const ah_tensor_t *x);
+/* Elements of the shard a TP rank of t holds, vocabulary padding included (t = 1: the whole
+ * tensor, padded to a multiple of AH_VOCAB_PAD when its rows are V). */
 int64_t ah_tensor_shard_elems(const ah_tensor_t *x, int t);
-/* The shard's own shape (rows, cols) at TP degree t. */
+/* The shard's own shape (rows, cols) at TP degree t, padding included. */
 void ah_tensor_shard_shape(const ah_tensor_t *x, int t, int64_t shape[2]);
-/* Flat index in the full tensor of element i of TP rank k's shard. */
+/* Flat index in the full tensor (rows x cols, no padding) of element i of TP rank k's shard, or -1
+ * for an element of a padded vocabulary row. */
 int64_t ah_tensor_full_index(const ah_tensor_t *x, int t, int k, int64_t i);
 /* N(0, std^2) for a random initialisation, 0 for a constant one (then *fill is the constant). */
 float ah_tensor_init_std(const ah_tensor_t *x, const ah_model_t *m, float *fill);
@@ -136,9 +153,12 @@ bool ah_tensor_tied(const ah_tensor_t *x, const ah_model_t *m);
 /* Whether tensor parallelism splits some tensor of that layer (else every TP rank holds the whole
  * layer, and one TP rank's copy is the layer). */
 bool ah_layer_tp_split(const ah_model_t *m, ah_layer_kind_t kind);
-/* Parameters a TP rank of t holds of one layer of that kind: the sum of its tensors' shards. The
- * head counts its own tensors only: a tied head's matrix is the embedding's (ah_tied_params). */
+/* Parameters a TP rank of t holds of one layer of that kind: the sum of its tensors' shards,
+ * vocabulary padding included (what memory and time count). The head counts its own tensors
+ * only: a tied head's matrix is the embedding's (ah_tied_params). */
 int64_t ah_layer_params(const ah_model_t *m, ah_layer_kind_t kind, int t);
+/* The layer's parameters as the model defines them: whole tensors, no padding (printed counts). */
+int64_t ah_layer_content_params(const ah_model_t *m, ah_layer_kind_t kind);
 /* Elements of the tensors whose gradient is summed in the tied group (the tied matrix a last
  * stage without the embedding keeps a copy of), per TP rank of t; 0 for an untied model. */
 int64_t ah_tied_params(const ah_model_t *m, int t);

@@ -8,7 +8,8 @@
 /* Fields left out are the defaults: cols AH_DIM_ONE, AH_SPLIT_REPL, AH_GRAD_DP, AH_INIT_NORMAL, no
  * decay, always present, HF layout as ours. */
 static const ah_tensor_spec_t TENSORS[] = {
-    {.name = "wte", .layer = AH_LAYER_EMBED, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL, .grad = AH_GRAD_TIED,
+    {.name = "wte", .layer = AH_LAYER_EMBED, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL,
+     .split = AH_SPLIT_ROWS, .grad = AH_GRAD_TIED,
      .decay = true, .hf_name = "transformer.wte.weight"},
     {.name = "wpe", .layer = AH_LAYER_EMBED, .rows = AH_DIM_POS, .cols = AH_DIM_MODEL, .decay = true,
      .hf_name = "transformer.wpe.weight"},
@@ -45,7 +46,8 @@ static const ah_tensor_spec_t TENSORS[] = {
     {.name = "ln_f.bias", .layer = AH_LAYER_HEAD, .rows = AH_DIM_MODEL, .init = AH_INIT_ZEROS,
      .hf_name = "transformer.ln_f.bias"},
     /* A GPT-2 config with tie_word_embeddings false: priced by the planner; the trainer refuses it. */
-    {.name = "lm_head.weight", .layer = AH_LAYER_HEAD, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL, .decay = true,
+    {.name = "lm_head.weight", .layer = AH_LAYER_HEAD, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL,
+     .split = AH_SPLIT_ROWS, .decay = true,
      .untied_only = true, .hf_name = "lm_head.weight"},
 };
 

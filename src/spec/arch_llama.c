@@ -9,7 +9,8 @@
 /* Fields left out are the defaults: cols AH_DIM_ONE, AH_SPLIT_REPL, AH_GRAD_DP, AH_INIT_NORMAL, no
  * decay, always present, HF layout as ours. */
 static const ah_tensor_spec_t TENSORS[] = {
-    {.name = "wte", .layer = AH_LAYER_EMBED, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL, .grad = AH_GRAD_TIED,
+    {.name = "wte", .layer = AH_LAYER_EMBED, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL,
+     .split = AH_SPLIT_ROWS, .grad = AH_GRAD_TIED,
      .decay = true, .hf_name = "model.embed_tokens.weight"},
     {.name = "rms_1.weight", .layer = AH_LAYER_BLOCK, .rows = AH_DIM_MODEL, .init = AH_INIT_ONES,
      .hf_name = "model.layers.%d.input_layernorm.weight"},
@@ -31,25 +32,25 @@ static const ah_tensor_spec_t TENSORS[] = {
      .split = AH_SPLIT_COLS, .decay = true, .hf_name = "model.layers.%d.mlp.down_proj.weight"},
     {.name = "norm.weight", .layer = AH_LAYER_HEAD, .rows = AH_DIM_MODEL, .init = AH_INIT_ONES,
      .hf_name = "model.norm.weight"},
-    {.name = "lm_head.weight", .layer = AH_LAYER_HEAD, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL, .decay = true,
+    {.name = "lm_head.weight", .layer = AH_LAYER_HEAD, .rows = AH_DIM_VOCAB, .cols = AH_DIM_MODEL,
+     .split = AH_SPLIT_ROWS, .decay = true,
      .untied_only = true, .hf_name = "lm_head.weight"},
 };
 
-/* What the accounting counts per block (docs/cost-model.md "Accounting"). */
+/* runtime/gpt.c's LLaMA block activations, field for field (docs/cost-model.md "Accounting"). */
 static const ah_act_spec_t BLOCK_ACTS[] = {
     {.name = "x_in", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL},
     {.name = "rms1", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL},
     {.name = "rms1_rstd", .kind = AH_ACT_STAT},
-    {.name = "q", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL, .split = true},
-    {.name = "k", .kind = AH_ACT_TENSOR, .width = AH_DIM_KV, .split = true},
-    {.name = "v", .kind = AH_ACT_TENSOR, .width = AH_DIM_KV, .split = true},
+    /* q, k and v of one matmul (their weights lie adjacent in the stage's buffer), after RoPE */
+    {.name = "qkv", .kind = AH_ACT_TENSOR, .width = AH_DIM_QKV, .split = true},
     {.name = "attn_state", .kind = AH_ACT_ATTN},
     {.name = "atty", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL, .split = true},
     {.name = "x_mid", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL},
     {.name = "rms2", .kind = AH_ACT_TENSOR, .width = AH_DIM_MODEL},
     {.name = "rms2_rstd", .kind = AH_ACT_STAT},
-    {.name = "gate", .kind = AH_ACT_TENSOR, .width = AH_DIM_FF, .split = true},
-    {.name = "up", .kind = AH_ACT_TENSOR, .width = AH_DIM_FF, .split = true},
+    /* gate and up of one matmul, per token the gate's d_ff / t values, then up's */
+    {.name = "gu", .kind = AH_ACT_TENSOR, .width = AH_DIM_GATE_UP, .split = true},
     {.name = "act", .kind = AH_ACT_TENSOR, .width = AH_DIM_FF, .split = true},
 };
 

@@ -13,7 +13,7 @@ typedef struct {
     ah_arch_t arch;
     int64_t L, C, H, KV, FF, V, P;
     bool tied;
-    double eps;
+    double eps, theta;
 } preset_t;
 
 /* Shapes from each model's published Hugging Face config.json (openai-community/gpt2*,
@@ -21,19 +21,21 @@ typedef struct {
  * Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2 vocabulary). The
  * tiny ones are ours, for tests and the CPU demo. */
 static const preset_t PRESETS[] = {
-    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5},
-    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5},
-    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5},
-    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5},
-    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5},
-    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5},
-    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5},
-    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5},
-    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5},
-    /* tiny models for tests and the CPU demo */
-    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5},
-    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5},
-    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5},
+    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5, 0},
+    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5, 0},
+    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5, 0},
+    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5, 0},
+    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5, 0},
+    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5, 10000},
+    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5, 10000},
+    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5, 10000},
+    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000},
+    /* tiny models for tests and the CPU demo; tiny-llama-tp4 has the 4 key/value heads TP 4
+     * needs (tiny-llama's 2 allow TP 2) */
+    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5, 0},
+    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000},
+    {"tiny-llama-tp4", AH_ARCH_LLAMA, 4, 64, 8, 4, 192, 256, 64, false, 1e-5, 10000},
+    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5, 0},
 };
 #define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -62,6 +64,7 @@ ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {
         m->max_pos = p->P;
         m->tied = p->tied;
         m->norm_eps = p->eps;
+        m->rope_theta = p->theta;
         return AH_OK;
     }
     char list[1024];
@@ -134,7 +137,7 @@ bool ah_model_equal(const ah_model_t *a, const ah_model_t *b) {
     return a->arch == b->arch && a->n_layer == b->n_layer && a->d_model == b->d_model &&
            a->n_head == b->n_head && a->n_kv_head == b->n_kv_head && a->d_ff == b->d_ff &&
            a->vocab == b->vocab && a->max_pos == b->max_pos && a->tied == b->tied &&
-           a->norm_eps == b->norm_eps;
+           a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta;
 }
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
@@ -183,6 +186,8 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         TRY(ah_json_get_bool(cfg, where, "tie_word_embeddings", false, &m->tied, err));
         m->norm_eps = 1e-6;
         TRY(ah_json_get_num(cfg, where, "rms_norm_eps", false, 0, 1, &m->norm_eps, err));
+        m->rope_theta = 10000;
+        TRY(ah_json_get_num(cfg, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
         const json_t *hd = json_object_get(cfg, "head_dim");
         /* hd * n_head == d_model, written so that a huge head_dim cannot overflow */
         if (hd && json_is_integer(hd) &&
@@ -212,12 +217,14 @@ ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t 
 }
 
 struct json_t *ah_model_to_json(const ah_model_t *m) {
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:f}", "name", m->name,
-                     "arch", ah_arch_name(m->arch), "n_layer", (json_int_t)m->n_layer, "d_model",
-                     (json_int_t)m->d_model, "n_head", (json_int_t)m->n_head, "n_kv_head",
-                     (json_int_t)m->n_kv_head, "d_ff", (json_int_t)m->d_ff, "vocab",
-                     (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
-                     "norm_eps", m->norm_eps);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:f}", "name", m->name,
+                          "arch", ah_arch_name(m->arch), "n_layer", (json_int_t)m->n_layer, "d_model",
+                          (json_int_t)m->d_model, "n_head", (json_int_t)m->n_head, "n_kv_head",
+                          (json_int_t)m->n_kv_head, "d_ff", (json_int_t)m->d_ff, "vocab",
+                          (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
+                          "norm_eps", m->norm_eps);
+    if (o && m->arch == AH_ARCH_LLAMA) json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
+    return o;
 }
 
 ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_model_t *m,
@@ -228,7 +235,7 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a preset name or a model object, got %s",
                             where, ah_json_type_name(obj));
     static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
-                                       "d_ff", "vocab", "max_pos", "tied", "norm_eps", NULL};
+                                       "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta", NULL};
     TRY(ah_json_check_keys(obj, where, keys, err));
     memset(m, 0, sizeof *m);
     char arch[16];
@@ -247,5 +254,9 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
     TRY(ah_json_get_int(obj, where, "max_pos", true, 1, BIG, &m->max_pos, err));
     TRY(ah_json_get_bool(obj, where, "tied", true, &m->tied, err));
     TRY(ah_json_get_num(obj, where, "norm_eps", true, 0, 1, &m->norm_eps, err));
+    if (m->arch == AH_ARCH_LLAMA) {
+        m->rope_theta = 10000;
+        TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
+    }
     return ah_model_validate(m, where, err);
 }

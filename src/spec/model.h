@@ -31,6 +31,7 @@ typedef struct ah_model {
     int64_t max_pos;   /* context length (learned position rows for GPT-2) */
     bool tied;         /* LM head shares the token embedding matrix */
     double norm_eps;
+    double rope_theta; /* LLaMA: rotary base (config rope_theta; 10000 when absent); GPT-2: 0 */
 } ah_model_t;
 
 /* A preset by name (see ah_model_preset_name), or a path to a HF config.json. */
