@@ -163,7 +163,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
         ah_status_t l = s;
         if (l == AH_OK && init_hf) l = ah_gpt_init_from_hf(&tr->stage, a->init_from, &loaded, &skipped, err);
         s = ah_comm_agree(world, l, err);
-        if (s == AH_OK && init_hf && rank == 0 && !a->quiet)
+        if (s == AH_OK && init_hf && rank == 0)
             printf("autohet train: initialised from %s (Hugging Face; rank 0 read %d tensors, %d buffers "
                    "skipped); optimizer state zero, step 0\n", a->init_from, loaded, skipped);
     }
