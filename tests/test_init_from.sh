@@ -11,7 +11,8 @@
 #      buffers HF files carry: attn.bias, attn.masked_bias, rotary_emb.inv_freq), and X in BF16
 #      and F16 (alternately), read and exported back: the sharded one equals X, the 16-bit one the
 #      16-bit values widened to fp32 (a zero's sign aside: the lr-0 step may flip it);
-#   4. --resume with a committed checkpoint ignores --init-from; without one it uses it;
+#   4. --resume with a committed checkpoint ignores --init-from; without one it uses it; autohet
+#      run passes it to its launch (step 0's loss from X as above) and checks it against --model;
 #   5. each bad input fails naming the file and the field or tensor: a config field that differs,
 #      a missing tensor, a wrong shape, an unknown dtype, a truncated file, an unknown tensor.
 # Usage: bash tests/test_init_from.sh BUILD_DIR SOURCE_DIR
@@ -80,6 +81,13 @@ case_model() {
 case_model gpt2 tiny-gpt2 train-single train-tp2-asym
 case_model llama tiny-llama train-single train-tp2-asym
 case_model llama-tp4 tiny-llama-tp4 train-pp2-recompute train-tp4
+
+# autohet run passes --init-from to its launches: on step 5's batch its step 0 has step 5's loss.
+"$AUTOHET" run --model tiny-llama --cluster cpu-hetero --data "$WORK/text5.bin" --init-from "$WORK/llama/x" --steps 1 \
+    --global-batch "$B" --seq-len "$T" --work-dir "$WORK/run_ok" --quiet >"$WORK/run_ok.log" 2>&1 \
+    || { cat "$WORK/run_ok.log" >&2; fail "autohet run --init-from"; }
+python3 -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); r=abs(a-b)/b; print(f"  autohet run: loss {a} from x vs {b} (rel {r:.1e})"); sys.exit(r > 1e-5)' \
+    "$(loss "$WORK/run_ok/metrics.jsonl" 0)" "$(loss "$WORK/llama/a.jsonl" 5)" || fail "autohet run --init-from: another loss"
 
 # 4: --resume: a committed checkpoint wins over --init-from; none: --init-from is used.
 d=$WORK/gpt2
