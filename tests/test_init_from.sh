@@ -1,5 +1,6 @@
 # autohet train --init-from DIR: weights in from a Hugging Face directory, out again by export.
-# For GPT-2 (tiny-gpt2, tied) and LLaMA (tiny-llama: GQA, untied head; tiny-llama-tp4):
+# For GPT-2 (tiny-gpt2, tied; an untied one with V = 200, padded at every TP degree) and LLaMA
+# (tiny-llama: GQA, untied head; tiny-llama-tp4):
 #   1. round trip: a run trains 6 steps (checkpoint at 5) and exports step 5 (X); another plan
 #      (TP 2 with asymmetric pipelines, or TP 4) starts from X and takes one step with a learning
 #      rate that is 0 in fp32 (--lr 1e-300: AdamW's update is exactly 0, so the weights of its
@@ -22,7 +23,8 @@ PY=/usr/bin/python3
 HF="$PY $SRC/tests/hf_files.py"
 
 # plan SRC_PLAN MODEL OUT: an example plan for another model of the same layer count.
-plan() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["model"]=sys.argv[2]; json.dump(d,open(sys.argv[3],"w"))' "$PLANS/$1.json" "$2" "$3"; }
+# MODEL is a preset name or a model object (JSON).
+plan() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=sys.argv[2]; d["model"]=json.loads(m) if m[0]=="{" else m; json.dump(d,open(sys.argv[3],"w"))' "$PLANS/$1.json" "$2" "$3"; }
 # train PLAN LOG ARGS...: autohet train under mpirun with the plan's ranks.
 train() {
     local p=$1 log=$2
@@ -79,6 +81,9 @@ case_model() {
 }
 
 case_model gpt2 tiny-gpt2 train-single train-tp2-asym
+# an untied GPT-2 with V = 200: vocabulary padding at every degree (256 rows at TP 1, 512 at TP 4)
+case_model gpt2-untied '{"name": "gpt2-untied", "arch": "gpt2", "n_layer": 4, "d_model": 64, "n_head": 4, "n_kv_head": 4,
+  "d_ff": 256, "vocab": 200, "max_pos": 64, "tied": false, "norm_eps": 1e-5}' train-pp2-recompute train-tp4
 case_model llama tiny-llama train-single train-tp2-asym
 case_model llama-tp4 tiny-llama-tp4 train-pp2-recompute train-tp4
 
