@@ -457,7 +457,7 @@ static ah_status_t block_fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float
                      N, C, eps);
     k->matmul_fwd(a->qkv, a->ln1, W(st, l, P_QKV_W), W(st, l, P_QKV_B), N, C, 3 * Cl);
     k->attention_fwd(a->atty, a->probs, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
-                     (int)st->Hl, (int)st->hd);
+                     (int)st->Hl, (int)st->Hl, (int)st->hd);
     k->matmul_fwd(tmp, a->atty, W(st, l, P_PROJ_W), bias_here ? W(st, l, P_PROJ_B) : NULL, N, Cl, C);
     if ((s = tp_sum(st, tmp, err)) != AH_OK) return s;
     k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
@@ -498,7 +498,7 @@ static ah_status_t block_bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *a,
                   W(st, l, P_PROJ_W), N, Cl, C);
     k->zero(w->dqkv, (size_t)N * 3 * Cl);
     k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, (int)st->cfg.micro_batch,
-                     (int)st->cfg.seq_len, (int)st->Hl, (int)st->hd);
+                     (int)st->cfg.seq_len, (int)st->Hl, (int)st->Hl, (int)st->hd);
     k->zero(w->tmp, NC);
     k->matmul_bwd(w->tmp, G(st, l, P_QKV_W), G(st, l, P_QKV_B), w->dqkv, a->ln1, W(st, l, P_QKV_W),
                   N, C, 3 * Cl);
@@ -528,7 +528,8 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     double t = part_clock(st);
     if (c->has_embed) {
         k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
-                         named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
+                         named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C,
+                         0, (int)st->V);
         charge(st, AH_GPT_PART_EMBED, 0, &t);
     }
     for (int l = c->first; l < c->last; l++) {
@@ -543,11 +544,18 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     k->layernorm_fwd(st->head_out[slot], st->head_mean[slot], st->head_rstd[slot], st->head_in[slot],
                      named(st, st->w, "ln_f.weight"), named(st, st->w, "ln_f.bias"), N, C,
                      (float)c->model->norm_eps);
-    /* Fused head: the loss, dlogits (kept in the slot for the backward) and dwte. */
-    float *dwte = st->g + ah_gpt_find(st, "wte")->offset;
-    *loss_sum = k->head_loss(NULL, dwte, st->logits[slot], st->head_out[slot],
-                             named(st, st->w, "wte"), ah_gpt_targets(st), loss_scale, N, C,
-                             (int)st->V);
+    /* Head: the logits, the loss, dlogits (kept in the slot for the backward) and dwte. The row
+     * statistics (rowmax (N), stats (2N)) take tmp, free once the blocks are done. */
+    const int V = (int)st->V;
+    const float *wte = named(st, st->w, "wte");
+    float *rowmax = w.tmp, *stats = w.tmp + N;
+    k->matmul_fwd(st->logits[slot], st->head_out[slot], wte, NULL, N, C, V);
+    k->xent_max(rowmax, st->logits[slot], N, V, V);
+    k->xent_stats(stats, st->logits[slot], rowmax, ah_gpt_targets(st), N, V, V, 0);
+    *loss_sum = k->xent_grad(st->logits[slot], rowmax, stats, ah_gpt_targets(st), loss_scale, N, V,
+                             V, 0);
+    k->matmul_bwd(NULL, st->g + ah_gpt_find(st, "wte")->offset, NULL, st->logits[slot],
+                  st->head_out[slot], wte, N, C, V);
     charge(st, AH_GPT_PART_HEAD, 0, &t);
     return AH_OK;
 }
@@ -584,7 +592,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     if (c->has_embed) {
         k->embedding_bwd(st->g + ah_gpt_find(st, "wte")->offset,
                          st->g + ah_gpt_find(st, "wpe")->offset, w.dres, st->ids[slot],
-                         (int)c->micro_batch, (int)c->seq_len, C);
+                         (int)c->micro_batch, (int)c->seq_len, C, 0, (int)st->V);
     } else {
         k->zero(dinp, NC);
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */

@@ -1,38 +1,54 @@
-/* Fused tied LM head + softmax cross-entropy, AdamW, and the sum of squares for the gradient
+/* Softmax cross-entropy over a vocabulary range, AdamW, and the sum of squares for the gradient
  * norm. */
-#include <cblas.h>
+#include <float.h>
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
 
-AH_CPU_CLONES double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
-                        const int32_t *targets, float scale, int N, int C, int V) {
-    const int backward = dx || dwte;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, x, C, wte, C, 0.0f, logits,
-                V);
+AH_CPU_CLONES void ah_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int nvalid) {
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        float mx = -FLT_MAX;
+        for (int j = 0; j < nvalid; j++) mx = row[j] > mx ? row[j] : mx;
+        rowmax[n] = mx;
+    }
+}
+
+/* Whether target `tgt` is one of this rank's valid columns [v0, v0 + nvalid). */
+static int xent_holds(int32_t tgt, int nvalid, int v0) { return tgt >= v0 && tgt - v0 < nvalid; }
+
+AH_CPU_CLONES void ah_cpu_xent_stats(float *stats, const float *logits, const float *rowmax,
+                                     const int32_t *targets, int N, int Vl, int nvalid, int v0) {
+    const int n_lanes = nvalid - nvalid % AH_CPU_LANES;
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        const float mx = rowmax[n];
+        /* The partition sum runs over the whole vocabulary: accumulated in double, in
+         * AH_CPU_LANES lanes so that the exponentials vectorise, combined in a fixed order. */
+        double acc[AH_CPU_LANES] = {0};
+        for (int j = 0; j < n_lanes; j += AH_CPU_LANES)
+            for (int k = 0; k < AH_CPU_LANES; k++) acc[k] += (double)ah_cpu_expf(row[j + k] - mx);
+        for (int j = n_lanes; j < nvalid; j++) acc[j - n_lanes] += (double)ah_cpu_expf(row[j] - mx);
+        for (int half = AH_CPU_LANES / 2; half >= 1; half /= 2)
+            for (int k = 0; k < half; k++) acc[k] += acc[k + half];
+        stats[n] = (float)acc[0];
+        stats[N + n] = xent_holds(targets[n], nvalid, v0) ? row[targets[n] - v0] - mx : 0.0f;
+    }
+}
+
+AH_CPU_CLONES double ah_cpu_xent_grad(float *logits, const float *rowmax, const float *stats,
+                                      const int32_t *targets, float scale, int N, int Vl,
+                                      int nvalid, int v0) {
     double loss = 0.0;
     for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * V;
-        const int tgt = targets[n];
-        float mx = row[0];
-        for (int j = 1; j < V; j++) mx = row[j] > mx ? row[j] : mx;
-        const float shifted_tgt = row[tgt] - mx;
-        /* The partition sum runs over the whole vocabulary: accumulate it in double. */
-        for (int j = 0; j < V; j++) row[j] = ah_cpu_expf(row[j] - mx);
-        double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += row[j];
-        loss += log(sum) - (double)shifted_tgt;
-        if (!backward) continue;
-        const float p_scale = (float)(1.0 / sum) * scale;
-        for (int j = 0; j < V; j++) row[j] *= p_scale;
-        row[tgt] -= scale;
+        float *row = logits + (size_t)n * Vl;
+        const float mx = rowmax[n];
+        loss += log((double)stats[n]) - (double)stats[N + n];
+        const float p_scale = (1.0f / stats[n]) * scale;
+        for (int j = 0; j < nvalid; j++) row[j] = ah_cpu_expf(row[j] - mx) * p_scale;
+        for (int j = nvalid; j < Vl; j++) row[j] = 0.0f;
+        if (xent_holds(targets[n], nvalid, v0)) row[targets[n] - v0] -= scale;
     }
-    if (dx) /* (N, V) @ (V, C) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, logits, V, wte, C,
-                    1.0f, dx, C);
-    if (dwte) /* (V, N) @ (N, C) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, logits, V, x, C, 1.0f,
-                    dwte, C);
     return loss;
 }
 

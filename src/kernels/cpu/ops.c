@@ -1,5 +1,6 @@
 /* Pointwise and row-wise ops: layer norm, GELU, residual add, embedding lookup. */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu.h"
 
@@ -99,24 +100,36 @@ void ah_cpu_residual_bwd(float *da, float *db, const float *dout, size_t n) {
         for (size_t i = 0; i < n; i++) db[i] += dout[i];
 }
 
+/* The row of wte that token `tok` reads on a rank holding rows [v0, v0 + Vl), or NULL. */
+static const float *embedding_row(const float *wte, int32_t tok, int C, int v0, int Vl) {
+    return tok >= v0 && tok - v0 < Vl ? wte + (size_t)(tok - v0) * C : NULL;
+}
+
 void ah_cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                          int B, int T, int C) {
+                          int B, int T, int C, int v0, int Vl) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *y = out + ((size_t)b * T + t) * C;
-            const float *e = wte + (size_t)tokens[(size_t)b * T + t] * C;
-            const float *p = wpe + (size_t)t * C;
-            for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
+            const float *e = embedding_row(wte, tokens[(size_t)b * T + t], C, v0, Vl);
+            const float *p = wpe ? wpe + (size_t)t * C : NULL;
+            /* Each case written out, so that the ones with a single term copy it exactly. */
+            if (e && p)
+                for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
+            else if (e || p)
+                memcpy(y, e ? e : p, (size_t)C * sizeof *y);
+            else
+                memset(y, 0, (size_t)C * sizeof *y);
         }
 }
 
 void ah_cpu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                          int B, int T, int C) {
+                          int B, int T, int C, int v0, int Vl) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *dy = dout + ((size_t)b * T + t) * C;
-            if (dwte) {
-                float *de = dwte + (size_t)tokens[(size_t)b * T + t] * C;
+            const int32_t tok = tokens[(size_t)b * T + t];
+            if (dwte && tok >= v0 && tok - v0 < Vl) {
+                float *de = dwte + (size_t)(tok - v0) * C;
                 for (int i = 0; i < C; i++) de[i] += dy[i];
             }
             if (dwpe) {
