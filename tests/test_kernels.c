@@ -3,7 +3,8 @@
  *
  * With `--torch DIR` it instead compares against PyTorch outputs written by
  * tests/torch/gpt2_ref.py (run by tests/test_kernels_torch.sh): a GPT-2 block, a whole small
- * model with the tied head and cross-entropy, and AdamW over 3 steps.
+ * model with the tied head and cross-entropy, LLaMA's ops in a chain (RMS norm, rotary embedding,
+ * grouped-query attention, SwiGLU), and AdamW over 3 steps.
  *
  * Error measure: for a tensor, max_i |got_i - want_i| / max_i |want_i| (relative to the tensor's
  * scale). An elementwise relative error is not usable for gradients, where entries near zero
@@ -1151,6 +1152,53 @@ static void torch_model(shape_t s, int V, int L, int P) {
     free(dxf), free(dres), free(dres2), free(dwte), free(dwpe), free(dlnf_w), free(dlnf_b);
 }
 
+/* LLaMA's ops in gpt2_ref.py's chain: rmsnorm -> qkv -> rope (q and k heads, in place) -> GQA
+ * attention -> gate/up -> swiglu, forward and backward. */
+static void torch_llama(shape_t s) {
+    int32_t *cfg = torch_load("llama_config", 1, 4); /* H KV F theta */
+    if (!cfg) return;
+    const int N = s.B * s.T, C = s.C, H = cfg[0], KV = cfg[1], F = cfg[2], hd = C / H;
+    const float theta = (float)cfg[3];
+    const int Q = (H + 2 * KV) * hd;
+    const size_t nc = (size_t)N * C, nq = (size_t)N * Q, ngu = (size_t)N * 2 * F;
+    float *x = tload("llama_", "x", nc), *rms_w = tload("llama_", "rms_w", C);
+    float *qkv_w = tload("llama_", "qkv_w", (size_t)Q * C);
+    float *gu_w = tload("llama_", "gu_w", (size_t)2 * F * C);
+    float *dout = tload("llama_", "dout", (size_t)N * F);
+    const size_t np = K->attention_state_floats(s.B, s.T, H, hd);
+    float *rms = zeros(nc), *rstd = zeros(N), *qkv = zeros(nq), *probs = zeros(np), *y = zeros(nc);
+    float *gu = zeros(ngu), *out = zeros((size_t)N * F), *dgu = zeros(ngu), *dy = zeros(nc);
+    float *dqkv = zeros(nq), *drms = zeros(nc), *dx = zeros(nc), *drms_w = zeros(C);
+    float *dqkv_w = zeros((size_t)Q * C), *dgu_w = zeros((size_t)2 * F * C);
+    float *scratch = zeros(K->attention_scratch_floats(s.B, s.T, H, hd));
+    if (x && rms_w && qkv_w && gu_w && dout) {
+        K->rmsnorm_fwd(rms, rstd, x, rms_w, N, C, LN_EPS);
+        K->matmul_fwd(qkv, rms, qkv_w, NULL, N, C, Q);
+        K->rope_fwd(qkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->attention_fwd(y, probs, qkv, s.B, s.T, H, KV, hd);
+        K->matmul_fwd(gu, y, gu_w, NULL, N, C, 2 * F);
+        K->swiglu_fwd(out, gu, N, F);
+        torch_cmp(rms, "llama_", "rms", nc);
+        torch_cmp(qkv, "llama_", "roped", nq);
+        torch_cmp(probs, "llama_", "probs", np);
+        torch_cmp(y, "llama_", "y", nc);
+        torch_cmp(out, "llama_", "out", (size_t)N * F);
+        K->swiglu_bwd(dgu, dout, gu, N, F);
+        K->matmul_bwd(dy, dgu_w, NULL, dgu, y, gu_w, N, C, 2 * F);
+        K->attention_bwd(dqkv, scratch, dy, qkv, y, probs, s.B, s.T, H, KV, hd);
+        K->rope_bwd(dqkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->matmul_bwd(drms, dqkv_w, NULL, dqkv, rms, qkv_w, N, C, Q);
+        K->rmsnorm_bwd(dx, drms_w, drms, x, rms_w, rstd, N, C);
+        torch_cmp(dx, "llama_", "dx", nc);
+        torch_cmp(drms_w, "llama_", "drms_w", C);
+        torch_cmp(dqkv_w, "llama_", "dqkv_w", (size_t)Q * C);
+        torch_cmp(dgu_w, "llama_", "dgu_w", (size_t)2 * F * C);
+    }
+    free(cfg), free(x), free(rms_w), free(qkv_w), free(gu_w), free(dout), free(rms), free(rstd);
+    free(qkv), free(probs), free(y), free(gu), free(out), free(dgu), free(dy), free(dqkv);
+    free(drms), free(dx), free(drms_w), free(dqkv_w), free(dgu_w), free(scratch);
+}
+
 static void torch_adam(void) {
     const size_t n = 1000;
     double *h = torch_load("adam_hparams", 2, 5);
@@ -1178,6 +1226,7 @@ static void run_torch(void) {
     const shape_t s = {cfg[0], cfg[1], cfg[2], cfg[3]};
     torch_block(s);
     torch_model(s, cfg[4], cfg[5], cfg[6]);
+    torch_llama(s);
     torch_adam();
     free(cfg);
 }
