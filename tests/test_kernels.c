@@ -755,7 +755,7 @@ static void test_xent_split(void) {
  * kernels as the runtime composes them: logits = x @ wte^T, xent_max, xent_stats, xent_grad, then
  * (when dx or dwte is non-NULL) dx += dlogits @ wte and dwte += dlogits^T @ x. Returns the summed
  * loss; logits (N, V) holds dlogits on return. */
-static double head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
+static double head_xent(float *dx, float *dwte, float *logits, const float *x, const float *wte,
                         const int32_t *tgt, float scale, int N, int C, int V) {
     float *rowmax = zeros((size_t)N), *stats = zeros(2 * (size_t)N);
     K->matmul_fwd(logits, x, wte, NULL, N, C, V);
@@ -775,10 +775,10 @@ typedef struct {
 
 static double head_fwd_loss(void *p) {
     head_case_t *c = p;
-    return head_loss(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
+    return head_xent(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
 }
 
-static void test_head_loss(void) {
+static void test_head(void) {
     const int N = 6, C = 5, V = 11;
     const int32_t tgt[] = {0, 10, 3, 3, 7, 1};
     head_case_t c = {N, C, V, tgt, rand_buf(N * C, 1), rand_buf(V * C, 1), zeros(N * V)};
@@ -798,22 +798,22 @@ static void test_head_loss(void) {
     double loss = head_fwd_loss(&c);
     CHECK_NEAR(loss, want_loss, 1e-6);
     float *dx = zeros(N * C), *dwte = zeros(V * C);
-    double loss2 = head_loss(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
-    CHECK(loss2 == loss, "head_loss returns the same loss with the backward on");
-    CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head_loss dlogits in place");
+    double loss2 = head_xent(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
+    CHECK(loss2 == loss, "head returns the same loss with the backward on");
+    CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head dlogits in place");
     /* the gradients are 0.25 x those of the summed loss */
     for (int i = 0; i < N * C; i++) dx[i] *= 4;
     for (int i = 0; i < V * C; i++) dwte[i] *= 4;
-    check_fd(head_fwd_loss, &c, c.x, N * C, dx, "head_loss dx");
-    check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head_loss dwte");
+    check_fd(head_fwd_loss, &c, c.x, N * C, dx, "head dx");
+    check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head dwte");
     /* chunking rows gives the same sums */
     float *dx2 = zeros(N * C), *dwte2 = zeros(V * C);
-    double l1 = head_loss(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
-    double l2 = head_loss(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
+    double l1 = head_xent(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
+    double l2 = head_xent(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
                              C, V);
     CHECK_NEAR(l1 + l2, loss, 1e-12);
-    CHECK_REL(dx2, dx, N * C, 1e-6, "head_loss dx over two row chunks");
-    CHECK_REL(dwte2, dwte, V * C, 1e-6, "head_loss dwte over two row chunks");
+    CHECK_REL(dx2, dx, N * C, 1e-6, "head dx over two row chunks");
+    CHECK_REL(dwte2, dwte, V * C, 1e-6, "head dwte over two row chunks");
     free(c.x), free(c.wte), free(c.logits), free(dx), free(dwte), free(dx2), free(dwte2);
 }
 
@@ -1114,7 +1114,7 @@ static void torch_model(shape_t s, int V, int L, int P) {
             x = acts[l].out;
         }
         K->layernorm_fwd(xf, meanf, rstdf, x, lnf_w, lnf_b, N, C, LN_EPS);
-        double loss = head_loss(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
+        double loss = head_xent(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
         CHECK(fabs(loss - *want_loss) <= TORCH_TOL * fabs(*want_loss),
               "torch model loss sum: %.9g vs %.9g", loss, *want_loss);
 
@@ -1252,7 +1252,7 @@ int main(int argc, char **argv) {
     test_embedding();
     test_embedding_split();
     test_xent_split();
-    test_head_loss();
+    test_head();
     test_adamw();
     test_sum_squares();
     test_determinism();
