@@ -62,11 +62,14 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
                         int64_t total, double flops_per_token) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     int64_t N = tr->micro_batch * tr->seq_len;
+    char window[64] = "";
+    if (m->sliding_window)
+        snprintf(window, sizeof window, " (sliding window %lld)", (long long)m->sliding_window);
     printf("model %s (%s): %lld layers, d_model %lld, %lld heads (%lld kv), d_ff %lld, vocab %lld, "
-           "context %lld, %s head\n",
+           "context %lld%s, %s head\n",
            m->name, ah_arch_name(m->arch), (long long)m->n_layer, (long long)m->d_model,
            (long long)m->n_head, (long long)m->n_kv_head, (long long)m->d_ff, (long long)m->vocab,
-           (long long)m->max_pos, m->tied ? "tied" : "untied");
+           (long long)m->max_pos, window, m->tied ? "tied" : "untied");
     printf("micro-batch %lld x seq-len %lld = %lld tokens, tp %d, %s\n\n", (long long)tr->micro_batch,
            (long long)tr->seq_len, (long long)N, t, ah_precision_name(tr->precision));
     printf("parameters          %s (%lld)\n", si((double)total, a, sizeof a), (long long)total);
@@ -142,7 +145,7 @@ int ah_cli_model(int argc, char **argv) {
     }
     ah_model_t m;
     if (ah_model_load(model_name, &m, &err) != AH_OK) return ah_cli_fail("model", &err);
-    ah_train_t tr = {.global_batch = micro_batch, .seq_len = seq_len ? seq_len : m.max_pos,
+    ah_train_t tr = {.global_batch = micro_batch, .seq_len = seq_len ? seq_len : ah_model_context(&m),
                      .micro_batch = micro_batch, .precision = AH_PREC_BF16};
     if (!ah_precision_parse(precision, &tr.precision)) {
         ah_error_set(&err, AH_ERR_USAGE, "--precision: expected fp32 or bf16, got \"%s\"", precision);
@@ -153,6 +156,7 @@ int ah_cli_model(int argc, char **argv) {
                      (long long)m.max_pos, m.name, (long long)tr.seq_len);
         return ah_cli_fail("model", &err);
     }
+    if (ah_model_check_window(&m, tr.seq_len, "--seq-len", &err) != AH_OK) return ah_cli_fail("model", &err);
     if (ah_model_check_tp(&m, (int)tp, &err) != AH_OK) return ah_cli_fail("model", &err);
 
     row_t rows[3];
