@@ -64,6 +64,29 @@ assert d['state_bytes_per_param'] == 16
 tot = sum(l['count']*(l['fwd_flops_per_mb'] + l['bwd_flops_per_mb']) for l in d['layers'])
 assert abs(d['flops_per_token'] - tot/N) <= 1e-9*tot/N
 "
+# per-rank params include the vocabulary padding (50257 -> 50432 at t = 2), the total does not
+run "model gpt2-124m tp 2" 0 "$AH" model --model gpt2-124m --tp 2
+has "model legend: padding per rank" out "params: per TP rank, vocabulary padding included (V 50257 padded to 50432"
+has "model legend: total without" out "the total above is the model's own, no padding"
+run "model gpt2-124m tp 2 --json" 0 "$AH" model --model gpt2-124m --tp 2 --json
+py "model --json padding" "
+C, P = 768, 1024
+assert d['params_total'] == 124439808 and d['vocab_padded'] == 50432, (d['params_total'], d['vocab_padded'])
+emb, blk, head = d['layers']
+assert emb['params_per_rank'] == 50432 // 2 * C + P * C, emb['params_per_rank']
+assert emb['params_content'] == 50257 * C + P * C, emb['params_content']
+assert head['params_per_rank'] == head['params_content'] == 2 * C  # tied: ln_f only
+assert sum(l['count'] * l['params_content'] for l in d['layers']) == d['params_total']
+# the head multiplies by the rank's 25216 rows: 2 N C Vp/t with N = 1024 tokens
+assert head['fwd_flops_per_mb'] == 2 * 1024 * C * 25216, head['fwd_flops_per_mb']
+"
+run "model llama3-8b tp 8 --json" 0 "$AH" model --model llama3-8b --tp 8 --json
+py "model llama3-8b padding" "
+assert d['params_total'] == 8030261248 and d['vocab_padded'] == 129024
+emb, blk, head = d['layers']
+assert emb['params_per_rank'] == 129024 // 8 * 4096 and emb['params_content'] == 128256 * 4096
+assert head['params_per_rank'] == 4096 + 129024 // 8 * 4096
+"
 run "model llama2-7b tp 4" 0 "$AH" model --model llama2-7b --tp 4 --precision fp32 --json
 py "model llama2-7b" "assert d['params_total'] == 6738415616 and d['tp'] == 4 and d['precision'] == 'fp32'"
 run "model tp 3 does not split" 1 "$AH" model --model llama2-7b --tp 3
