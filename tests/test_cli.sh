@@ -147,6 +147,8 @@ run "model seq-len past the window" 1 "$AH" model --model "$TMP/window.json" --s
 has "model seq-len past the window: message" err "--seq-len 129 is longer than model $TMP/window.json's sliding attention window of 128 tokens (config sliding_window)"
 run "plan seq-len past the window" 1 "$AH" plan --model "$TMP/window.json" --cluster cpu-hetero --global-batch 8 --seq-len 256
 has "plan seq-len past the window: message" err "--seq-len 256 is longer than model $TMP/window.json's sliding attention window of 128"
+run "profile seq-len past the window" 1 "$AH" profile --model "$TMP/window.json" --seq-len 256 -o "$TMP/wp.json"
+has "profile seq-len past the window: message" err "sliding attention window of 128"
 run "plan within the window" 0 "$AH" plan --model "$TMP/window.json" --cluster cpu-hetero --global-batch 8 --seq-len 128 -o "$TMP/window-plan.json"
 "$PY" -c "
 import json
