@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
     }
     float *lnf = dalloc(NC, "ln_f"), *mf = dalloc(N, "mf"), *rf = dalloc(N, "rf");
     float *logits = dalloc((size_t)N * V, "logits"), *dlnf = dalloc(NC, "dln_f");
+    float *rowmax = dalloc(N, "row maxima"), *xstats = dalloc(2 * (size_t)N, "softmax statistics");
     float *dres = dalloc(NC, "dres"), *tmp = dalloc(NC, "tmp"), *datt = dalloc(NC, "datt");
     float *dqkv = dalloc(3 * NC, "dqkv"), *dfch = dalloc((size_t)N * F, "dfch");
     float *dfchg = dalloc((size_t)N * F, "dfchg");
@@ -156,13 +157,13 @@ int main(int argc, char **argv) {
             t_start = now();
         }
         k->zero(G, c.total);
-        k->embedding_fwd(a[0].x_in, tok, W + c.wte, W + c.wpe, B, T, C);
+        k->embedding_fwd(a[0].x_in, tok, W + c.wte, W + c.wpe, B, T, C, 0, V);
         for (int l = 0; l < L; l++) {
             const float *w = W + (size_t)l * c.per_layer;
             acts_t *x = &a[l];
             k->layernorm_fwd(x->ln1, x->m1, x->r1, x->x_in, w + c.off[LN1_W], w + c.off[LN1_B], N, C, 1e-5f);
             k->matmul_fwd(x->qkv, x->ln1, w + c.off[QKV_W], w + c.off[QKV_B], N, C, 3 * C);
-            k->attention_fwd(x->att, x->lse, x->qkv, B, T, H, hd);
+            k->attention_fwd(x->att, x->lse, x->qkv, B, T, H, H, hd);
             k->matmul_fwd(tmp, x->att, w + c.off[PROJ_W], w + c.off[PROJ_B], N, C, C);
             k->residual_fwd(x->x_mid, x->x_in, tmp, NC);
             k->layernorm_fwd(x->ln2, x->m2, x->r2, x->x_mid, w + c.off[LN2_W], w + c.off[LN2_B], N, C, 1e-5f);
@@ -173,7 +174,11 @@ int main(int argc, char **argv) {
         }
         k->layernorm_fwd(lnf, mf, rf, a[L].x_in, W + c.lnf_w, W + c.lnf_b, N, C, 1e-5f);
         k->zero(dlnf, NC);
-        loss = k->head_loss(dlnf, G + c.wte, logits, lnf, W + c.wte, tok + 1, 1.0f / (float)N, N, C, V) / N;
+        k->matmul_fwd(logits, lnf, W + c.wte, NULL, N, C, V);
+        k->xent_max(rowmax, logits, N, V, V);
+        k->xent_stats(xstats, logits, rowmax, tok + 1, N, V, V, 0);
+        loss = k->xent_grad(logits, rowmax, xstats, tok + 1, 1.0f / (float)N, N, V, V, 0) / N;
+        k->matmul_bwd(dlnf, G + c.wte, NULL, logits, lnf, W + c.wte, N, C, V);
         k->zero(dres, NC);
         k->layernorm_bwd(dres, G + c.lnf_w, G + c.lnf_b, dlnf, a[L].x_in, W + c.lnf_w, mf, rf, N, C);
         for (int l = L - 1; l >= 0; l--) {
@@ -190,12 +195,12 @@ int main(int argc, char **argv) {
             k->zero(datt, NC);
             k->matmul_bwd(datt, g + c.off[PROJ_W], g + c.off[PROJ_B], dres, x->att, w + c.off[PROJ_W], N, C, C);
             k->zero(dqkv, 3 * NC);
-            k->attention_bwd(dqkv, scratch, datt, x->qkv, x->att, x->lse, B, T, H, hd);
+            k->attention_bwd(dqkv, scratch, datt, x->qkv, x->att, x->lse, B, T, H, H, hd);
             k->zero(tmp, NC);
             k->matmul_bwd(tmp, g + c.off[QKV_W], g + c.off[QKV_B], dqkv, x->ln1, w + c.off[QKV_W], N, C, 3 * C);
             k->layernorm_bwd(dres, g + c.off[LN1_W], g + c.off[LN1_B], tmp, x->x_in, w + c.off[LN1_W], x->m1, x->r1, N, C);
         }
-        k->embedding_bwd(G + c.wte, G + c.wpe, dres, tok, B, T, C);
+        k->embedding_bwd(G + c.wte, G + c.wpe, dres, tok, B, T, C, 0, V);
         const double norm = sqrt(k->sum_squares(G, c.total));
         k->adamw(W, G, M, Vv, c.total, &hp, norm > 1.0 ? (float)(1.0 / norm) : 1.0f, step + 1);
         if (step == 0) fprintf(stderr, "step 1 loss %.4f (ln V = %.4f)\n", loss, log((double)V));

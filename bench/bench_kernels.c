@@ -65,11 +65,11 @@ static void mm_bwd(void *p) {
 }
 static void att_fwd(void *p) {
     ctx_t *c = p;
-    c->k->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->H, c->hd);
+    c->k->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->H, c->H, c->hd);
 }
 static void att_bwd(void *p) {
     ctx_t *c = p;
-    c->k->attention_bwd(c->dinp, c->scratch, c->dout, c->qkv, c->out, c->probs, c->B, c->T, c->H, c->hd);
+    c->k->attention_bwd(c->dinp, c->scratch, c->dout, c->qkv, c->out, c->probs, c->B, c->T, c->H, c->H, c->hd);
 }
 
 static double raw_gflops(ctx_t *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k) {

@@ -56,10 +56,15 @@ static void test_placement(void) {
     CHECK(pl.node_leader[2] == 0 && pl.node_leader[0] == 4 && pl.node_leader[1] == -1, "leaders by mapped node");
     ah_placement_free(&pl);
 
-    char names[2 + 4 * 2][AH_CKPT_NAME_MAX];
-    CHECK_EQ_I64(ah_placement_model_names(&plan.model, 2, names), 10);
-    CHECK(strcmp(names[0], "embed.tp2-0.safetensors") == 0 && strcmp(names[2], "block-000.tp2-1.safetensors") == 0 &&
-              strcmp(names[9], "head.tp2-0.safetensors") == 0, "%s, %s, %s", names[0], names[2], names[9]);
+    /* (2 + L) x T names: the vocabulary-parallel embedding and the (untied) head are split too. */
+    char names[(2 + 4) * 2][AH_CKPT_NAME_MAX];
+    CHECK_EQ_I64(ah_placement_model_names(&plan.model, 2, names), 12);
+    CHECK(strcmp(names[1], "embed.tp2-1.safetensors") == 0 && strcmp(names[3], "block-000.tp2-1.safetensors") == 0 &&
+              strcmp(names[11], "head.tp2-1.safetensors") == 0, "%s, %s, %s", names[1], names[3], names[11]);
+    /* A tied head is the final norm only, which no TP rank splits: piece 0 of it. */
+    plan.model.tied = true;
+    CHECK_EQ_I64(ah_placement_model_names(&plan.model, 2, names), 11);
+    CHECK(strcmp(names[10], "head.tp2-0.safetensors") == 0, "%s", names[10]);
 }
 
 static void test_notice_rule(void) {

@@ -160,11 +160,11 @@ static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     float *d_wte = dev(wte, (size_t)V * C), *d_wpe = dev(wpe, (size_t)P * C);
     float *d_out = dev(NULL, (size_t)B * T * C), *d_dout = dev(dout, (size_t)B * T * C);
     float *d_dwte = dev(dwte, (size_t)V * C), *d_dwpe = dev(dwpe, (size_t)P * C);
-    cpu->embedding_fwd(out, tok, wte, wpe, B, T, C);
-    gpu->embedding_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C);
+    cpu->embedding_fwd(out, tok, wte, wpe, B, T, C, 0, V);
+    gpu->embedding_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C, 0, V);
     expect_close("embedding_fwd", d_out, out, (size_t)B * T * C, 1e-5);
-    cpu->embedding_bwd(dwte, dwpe, dout, tok, B, T, C);
-    gpu->embedding_bwd(d_dwte, d_dwpe, d_dout, d_tok, B, T, C);
+    cpu->embedding_bwd(dwte, dwpe, dout, tok, B, T, C, 0, V);
+    gpu->embedding_bwd(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, 0, V);
     expect_close("embedding_bwd dwte", d_dwte, dwte, (size_t)V * C, 1e-5);
     expect_close("embedding_bwd dwpe", d_dwpe, dwpe, (size_t)P * C, 1e-5);
     check_clean("embedding");
@@ -189,12 +189,12 @@ static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int
 
     CHECK(gpu->attention_state_floats(B, T, Hl, hd) == (size_t)B * Hl * T,
           "the CUDA attention state is one float per query row");
-    cpu->attention_fwd(out, state, qkv, B, T, Hl, hd);
-    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, hd);
+    cpu->attention_fwd(out, state, qkv, B, T, Hl, Hl, hd);
+    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, Hl, hd);
     snprintf(what, sizeof what, "attention_fwd T=%d hd=%d", T, hd);
     expect_close(what, d_out, out, nout, 1e-5);
-    cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, hd);
-    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_state, B, T, Hl, hd);
+    cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, Hl, hd);
+    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_state, B, T, Hl, Hl, hd);
     snprintf(what, sizeof what, "attention_bwd T=%d hd=%d", T, hd);
     expect_close(what, d_dqkv, dqkv, nqkv, 1e-5);
     check_clean("attention");
@@ -215,19 +215,30 @@ static void test_head(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double t
     const float scale = 1.0f / (float)N;
     char what[64];
 
-    double l_cpu = cpu->head_loss(NULL, NULL, logits, x, wte, tgt, scale, N, C, V);
-    double l_gpu = gpu->head_loss(NULL, NULL, d_logits, d_x, d_wte, d_tgt, scale, N, C, V);
-    printf("  %-28s cpu %.9g gpu %.9g\n", "head_loss (forward)", l_cpu, l_gpu);
+    /* The head as the runtime runs it at t = 1: logits, the three cross-entropy kernels, dx, dwte. */
+    float *rowmax = malloc((size_t)N * sizeof *rowmax), *stats = malloc(2 * (size_t)N * sizeof *stats);
+    float *d_rowmax = dev(NULL, (size_t)N), *d_stats = dev(NULL, 2 * (size_t)N);
+    cpu->matmul_fwd(logits, x, wte, NULL, N, C, V);
+    gpu->matmul_fwd(d_logits, d_x, d_wte, NULL, N, C, V);
+    cpu->xent_max(rowmax, logits, N, V, V);
+    gpu->xent_max(d_rowmax, d_logits, N, V, V);
+    expect_close("xent_max", d_rowmax, rowmax, (size_t)N, tol);
+    cpu->xent_stats(stats, logits, rowmax, tgt, N, V, V, 0);
+    gpu->xent_stats(d_stats, d_logits, d_rowmax, d_tgt, N, V, V, 0);
+    expect_close("xent_stats", d_stats, stats, 2 * (size_t)N, tol);
+    const double l_cpu = cpu->xent_grad(logits, rowmax, stats, tgt, scale, N, V, V, 0);
+    const double l_gpu = gpu->xent_grad(d_logits, d_rowmax, d_stats, d_tgt, scale, N, V, V, 0);
+    printf("  %-28s cpu %.9g gpu %.9g\n", "xent_grad (loss)", l_cpu, l_gpu);
     CHECK_NEAR(l_gpu, l_cpu, tol);
-    l_cpu = cpu->head_loss(dx, dwte, logits, x, wte, tgt, scale, N, C, V);
-    l_gpu = gpu->head_loss(d_dx, d_dwte, d_logits, d_x, d_wte, d_tgt, scale, N, C, V);
-    CHECK_NEAR(l_gpu, l_cpu, tol);
-    snprintf(what, sizeof what, "head_loss dlogits (%s)", gpu->name);
+    snprintf(what, sizeof what, "xent_grad dlogits (%s)", gpu->name);
     expect_close(what, d_logits, logits, (size_t)N * V, tol);
-    snprintf(what, sizeof what, "head_loss dx (%s)", gpu->name);
+    cpu->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, V);
+    gpu->matmul_bwd(d_dx, d_dwte, NULL, d_logits, d_x, d_wte, N, C, V);
+    snprintf(what, sizeof what, "head dx (%s)", gpu->name);
     expect_close(what, d_dx, dx, (size_t)N * C, tol);
-    snprintf(what, sizeof what, "head_loss dwte (%s)", gpu->name);
+    snprintf(what, sizeof what, "head dwte (%s)", gpu->name);
     expect_close(what, d_dwte, dwte, (size_t)V * C, tol);
+    free(rowmax), free(stats);
     check_clean("head_loss");
     free(x), free(wte), free(dx), free(dwte), free(logits);
 }
@@ -281,7 +292,7 @@ static void test_memory(void) {
 
 static void test_errors(const ah_kernels_t *gpu) {
     /* An unsupported head size is reported by ah_cuda_check, once. */
-    gpu->attention_fwd(NULL, NULL, NULL, 1, 4, 1, 200);
+    gpu->attention_fwd(NULL, NULL, NULL, 1, 4, 1, 1, 200);
     CHECK_ERR(ah_cuda_check(&err), AH_ERR_INTERNAL, err, "head dimension");
     CHECK(ah_cuda_check(&err) == AH_OK, "the error is cleared after it was reported");
 }

@@ -297,7 +297,7 @@ typedef struct {
 
 static double att_loss(void *p) {
     att_case_t *c = p;
-    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->hd);
+    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->Hl, c->hd);
     return dot_out(c->out, c->R, (size_t)c->B * c->T * c->Hl * c->hd);
 }
 
@@ -372,7 +372,7 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     float *dqkv = rand_buf(nqkv, 1), *dqkv0 = copy_buf(dqkv, nqkv);
     float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof(float));
     for (size_t i = 0; i < K->attention_scratch_floats(B, T, Hl, hd); i++) scratch[i] = NAN;
-    K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.out, c.probs, B, T, Hl, hd);
+    K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.out, c.probs, B, T, Hl, Hl, hd);
     for (size_t i = 0; i < nqkv; i++) wd[i] += dqkv0[i];
     snprintf(what, sizeof what, "attention_bwd dqkv accumulated (B=%d T=%d Hl=%d hd=%d)", B, T,
              Hl, hd);
@@ -414,21 +414,21 @@ static void test_residual(void) {
 }
 
 typedef struct {
-    int B, T, C;
+    int B, T, C, V;
     const int32_t *tok;
     float *wte, *wpe, *out, *R;
 } emb_case_t;
 
 static double emb_loss(void *p) {
     emb_case_t *c = p;
-    K->embedding_fwd(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+    K->embedding_fwd(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C, 0, c->V);
     return dot_out(c->out, c->R, (size_t)c->B * c->T * c->C);
 }
 
 static void test_embedding(void) {
     const int B = 2, T = 3, C = 4, V = 5, P = 4;
     const int32_t tok[] = {1, 4, 1, 0, 1, 3}; /* token 1 three times: its grads add up */
-    emb_case_t c = {B, T, C, tok, rand_buf(V * C, 1), rand_buf(P * C, 1), zeros(B * T * C),
+    emb_case_t c = {B, T, C, V, tok, rand_buf(V * C, 1), rand_buf(P * C, 1), zeros(B * T * C),
                     rand_buf(B * T * C, 1)};
     emb_loss(&c);
     int ok = 1;
@@ -437,7 +437,7 @@ static void test_embedding(void) {
             ok &= c.out[r * C + i] == c.wte[tok[r] * C + i] + c.wpe[(r % T) * C + i];
     CHECK(ok, "embedding_fwd is wte[token] + wpe[position]");
     float *dwte = zeros(V * C), *dwpe = zeros(P * C);
-    K->embedding_bwd(dwte, dwpe, c.R, tok, B, T, C);
+    K->embedding_bwd(dwte, dwpe, c.R, tok, B, T, C, 0, V);
     check_fd(emb_loss, &c, c.wte, V * C, dwte, "embedding dwte");
     check_fd(emb_loss, &c, c.wpe, P * C, dwpe, "embedding dwpe");
     CHECK(max_abs(dwte + 2 * C, C) == 0 && max_abs(dwpe + 3 * C, C) == 0,
@@ -447,6 +447,21 @@ static void test_embedding(void) {
 
 /* ---- head + loss ---- */
 
+/* The whole-vocabulary head the runtime runs at t = 1, from the table's kernels: logits = x @ wte^T,
+ * the cross-entropy (xent_max, xent_stats, xent_grad with no group between them), and when dx or
+ * dwte is given dlogits in place, dx += dlogits @ wte, dwte += dlogits^T @ x. */
+static double head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
+                        const int32_t *tgt, float scale, int N, int C, int V) {
+    float *rowmax = zeros(N), *stats = zeros(2 * N);
+    K->matmul_fwd(logits, x, wte, NULL, N, C, V);
+    K->xent_max(rowmax, logits, N, V, V);
+    K->xent_stats(stats, logits, rowmax, tgt, N, V, V, 0);
+    const double loss = K->xent_grad(logits, rowmax, stats, tgt, scale, N, V, V, 0);
+    if (dx || dwte) K->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, V);
+    free(rowmax), free(stats);
+    return loss;
+}
+
 typedef struct {
     int N, C, V;
     const int32_t *tgt;
@@ -455,7 +470,7 @@ typedef struct {
 
 static double head_fwd_loss(void *p) {
     head_case_t *c = p;
-    return K->head_loss(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
+    return head_loss(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
 }
 
 static void test_head_loss(void) {
@@ -478,7 +493,7 @@ static void test_head_loss(void) {
     double loss = head_fwd_loss(&c);
     CHECK_NEAR(loss, want_loss, 1e-6);
     float *dx = zeros(N * C), *dwte = zeros(V * C);
-    double loss2 = K->head_loss(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
+    double loss2 = head_loss(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
     CHECK(loss2 == loss, "head_loss returns the same loss with the backward on");
     CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head_loss dlogits in place");
     /* the gradients are 0.25 x those of the summed loss */
@@ -488,8 +503,8 @@ static void test_head_loss(void) {
     check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head_loss dwte");
     /* chunking rows gives the same sums */
     float *dx2 = zeros(N * C), *dwte2 = zeros(V * C);
-    double l1 = K->head_loss(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
-    double l2 = K->head_loss(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
+    double l1 = head_loss(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
+    double l2 = head_loss(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
                              C, V);
     CHECK_NEAR(l1 + l2, loss, 1e-12);
     CHECK_REL(dx2, dx, N * C, 1e-6, "head_loss dx over two row chunks");
@@ -597,7 +612,7 @@ static void block_fwd(block_acts_t *a, float *const *p, const float *x, shape_t 
     const int N = s.B * s.T, C = s.C, hd = C / s.H;
     K->layernorm_fwd(a->ln1, a->mean1, a->rstd1, x, p[P_LN1_W], p[P_LN1_B], N, C, LN_EPS);
     K->matmul_fwd(a->qkv, a->ln1, p[P_QKV_W], p[P_QKV_B], N, C, 3 * C);
-    K->attention_fwd(a->atty, a->probs, a->qkv, s.B, s.T, s.H, hd);
+    K->attention_fwd(a->atty, a->probs, a->qkv, s.B, s.T, s.H, s.H, hd);
     K->matmul_fwd(a->x2, a->atty, p[P_PROJ_W], p[P_PROJ_B], N, C, C);
     K->residual_fwd(a->x2, a->x2, x, (size_t)N * C);
     K->layernorm_fwd(a->ln2, a->mean2, a->rstd2, a->x2, p[P_LN2_W], p[P_LN2_B], N, C, LN_EPS);
@@ -624,7 +639,7 @@ static void block_bwd(float *dx, float *const *dp, block_grads_t *g, const block
                      a->rstd2, N, C);
     K->residual_bwd(dx, g->dproj, g->dx2, nc);
     K->matmul_bwd(g->datty, dp[P_PROJ_W], dp[P_PROJ_B], g->dproj, a->atty, p[P_PROJ_W], N, C, C);
-    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->atty, a->probs, s.B, s.T, s.H, hd);
+    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->atty, a->probs, s.B, s.T, s.H, s.H, hd);
     K->matmul_bwd(g->dln1, dp[P_QKV_W], dp[P_QKV_B], g->dqkv, a->ln1, p[P_QKV_W], N, C, 3 * C);
     K->layernorm_bwd(dx, dp[P_LN1_W], dp[P_LN1_B], g->dln1, x, p[P_LN1_W], a->mean1, a->rstd1, N,
                      C);
@@ -786,14 +801,14 @@ static void torch_model(shape_t s, int V, int L, int P) {
     float *dwte = zeros((size_t)V * C), *dwpe = zeros((size_t)P * C), *dlnf_w = zeros(C),
           *dlnf_b = zeros(C);
     if (ok) {
-        K->embedding_fwd(x0, tok, wte, wpe, s.B, s.T, C);
+        K->embedding_fwd(x0, tok, wte, wpe, s.B, s.T, C, 0, V);
         const float *x = x0;
         for (int l = 0; l < L; l++) {
             block_fwd(&acts[l], bp[l].p, x, s);
             x = acts[l].out;
         }
         K->layernorm_fwd(xf, meanf, rstdf, x, lnf_w, lnf_b, N, C, LN_EPS);
-        double loss = K->head_loss(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
+        double loss = head_loss(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
         CHECK(fabs(loss - *want_loss) <= TORCH_TOL * fabs(*want_loss),
               "torch model loss sum: %.9g vs %.9g", loss, *want_loss);
 
@@ -805,7 +820,7 @@ static void torch_model(shape_t s, int V, int L, int P) {
             float *t = dres;
             dres = dres2, dres2 = t;
         }
-        K->embedding_bwd(dwte, dwpe, dres, tok, s.B, s.T, C);
+        K->embedding_bwd(dwte, dwpe, dres, tok, s.B, s.T, C, 0, V);
 
         torch_cmp(dwte, "model_", "dwte", (size_t)V * C);
         torch_cmp(dwpe, "model_", "dwpe", (size_t)P * C);

@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "plan/planner.h"
 #include "sim/sim.h"
+#include "spec/arch.h"
 
 static char tmp_paths[16][64];
 static int n_tmp;
@@ -25,6 +26,12 @@ static const char *write_tmp(const char *text) {
     if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) CHECK(false, "cannot write %s", p);
     if (fd >= 0) close(fd);
     return p;
+}
+
+/* The checkpoint of a whole model held by one device (t = 1): 12 bytes per parameter of its shards
+ * as trained, vocabulary padding included. */
+static double full_ckpt_bytes(const ah_model_t *m) {
+    return (double)(ah_model_params_total(m) + (ah_vocab_padded(m, 1) - m->vocab) * m->d_model) * 12;
 }
 
 static void test_readers(void) {
@@ -233,7 +240,7 @@ static void test_one_preemption(void) {
      * 5 s plan + 30 s restart + the first iteration, nothing to transfer; the first iteration's
      * tokens count, so a start costs 35 s of training. */
     const double B = 64.0 * 1024, it2 = B / R2, it1 = B / R1, T = 7200, pre = 3600;
-    const double state = (double)ah_model_params_total(&m) * 12; /* checkpoint: one device holds everything */
+    const double state = full_ckpt_bytes(&m); /* checkpoint: one device holds everything */
     ah_sim_result_t r;
 
     /* autohet: at the notice the step in progress finishes (half an iteration, its tokens count)
@@ -420,7 +427,7 @@ static void test_schedule_across_restart(void) {
     if (!replay_setup(CLUSTER, &c2, &c1, &m, &o)) return;
     int P, S, D;
     const double R2 = rate_of(&m, &c2, &o.train, false, &P, &S, &D), R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
-    const double it1 = 64.0 * 1024 / R1, state = (double)ah_model_params_total(&m) * 12;
+    const double it1 = 64.0 * 1024 / R1, state = full_ckpt_bytes(&m);
     const double save = state / 2e9;
     ah_sim_pool_t pool = {0};
     CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);

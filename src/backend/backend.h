@@ -44,10 +44,11 @@ typedef struct ah_backend {
     ah_status_t (*check)(ah_error_t *err);
 
     /* Device communication; NULL where the space is host memory and groups sum with MPI.
-     * dcomm_create is collective over `group`; `device` is what open gave. dcomm_sum is an
-     * in-place sum of n floats of the space over the group. */
+     * dcomm_create is collective over `group`; `device` is what open gave. dcomm_sum and
+     * dcomm_max are an in-place sum and maximum of n floats of the space over the group. */
     ah_status_t (*dcomm_create)(ah_comm_t *group, int device, ah_dcomm_t **out, ah_error_t *err);
     ah_status_t (*dcomm_sum)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
+    ah_status_t (*dcomm_max)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
     void (*dcomm_free)(ah_dcomm_t **dc);
 } ah_backend_t;
 

@@ -33,5 +33,6 @@ const ah_backend_t ah_backend_cuda = {
     .check = ah_cuda_check,
     .dcomm_create = cuda_dcomm_create,
     .dcomm_sum = ah_dcomm_allreduce_f32,
+    .dcomm_max = ah_dcomm_allreduce_max_f32,
     .dcomm_free = ah_dcomm_free,
 };

@@ -66,8 +66,8 @@ int ah_placement_lowest_holder(const ah_placement_t *pl, ah_shard_group_t g, int
 bool ah_placement_survives(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, const bool *alive);
 
 /* Every shard name of the whole model saved at TP degree T, the ones a restore or an export
- * needs: piece 0 only of a group whose layer no TP rank splits (every TP rank holds it whole:
- * the embedding and the head today), all T pieces of the others. names has room for
+ * needs: piece 0 only of a group whose layer no TP rank splits (every TP rank holds it whole: a
+ * tied head, which is its final norm only), all T pieces of the others. names has room for
  * (2 + n_layer) x T; returns the count. */
 int ah_placement_model_names(const ah_model_t *m, int T, char (*names)[AH_CKPT_NAME_MAX]);
 

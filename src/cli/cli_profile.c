@@ -351,7 +351,7 @@ int ah_cli_profile(int argc, char **argv) {
     bool tp_group = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M",
-         "preset name or HF config.json, GPT-2 architecture (required)", false},
+         "preset name or HF config.json, GPT-2 or LLaMA (required)", false},
         {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4",
          "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "1,2,4", "micro-batch sizes to measure (default 1)", false},

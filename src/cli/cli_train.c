@@ -90,10 +90,6 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (s != AH_OK) return s;
     *have = true;
     if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
-    if (plan->model.arch != AH_ARCH_GPT2)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: model %s has architecture %s; the trainer "
-                            "runs the GPT-2 architecture only", a->plan, plan->model.name,
-                            ah_arch_name(plan->model.arch));
     if (a->model) {
         ah_model_t m;
         if ((s = ah_model_load(a->model, &m, err)) != AH_OK) return s;

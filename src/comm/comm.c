@@ -164,6 +164,10 @@ ah_status_t ah_comm_allreduce_f64(ah_comm_t *c, double *buf, size_t n, ah_error_
     return allreduce(c, buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM, err);
 }
 
+ah_status_t ah_comm_allreduce_max_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err) {
+    return allreduce(c, buf, n, sizeof *buf, MPI_FLOAT, MPI_MAX, err);
+}
+
 ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_error_t *err) {
     return allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, MPI_MAX, err);
 }

@@ -63,7 +63,9 @@ void ah_comm_free(ah_comm_t **c);
 /* In-place sums over the group (a group of one returns at once). */
 ah_status_t ah_comm_allreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err);
 ah_status_t ah_comm_allreduce_f64(ah_comm_t *c, double *buf, size_t n, ah_error_t *err);
-/* In-place maximum (for timings and memory high-water marks). */
+/* In-place maxima: floats (a vocabulary-parallel softmax's row maxima), int64 (timings and memory
+ * high-water marks). */
+ah_status_t ah_comm_allreduce_max_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err);
 ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_error_t *err);
 /* Gathers one int64 per rank to every rank: out has ah_comm_size(c) entries. */
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err);

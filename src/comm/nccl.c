@@ -113,16 +113,27 @@ static ah_status_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
     return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaMemcpy (staging)");
 }
 
-ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
+/* An in-place all-reduce by NCCL's op, or by the group's MPI call with host staging. */
+static ah_status_t allreduce(ah_dcomm_t *dc, float *dev_buf, size_t n, ncclRedOp_t op, ah_error_t *err) {
     if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
     if (dc->nccl)
-        return nccl_status(err, ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, ncclSum, dc->nccl, 0),
+        return nccl_status(err, ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, op, dc->nccl, 0),
                            "ncclAllReduce");
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
-    if (s == AH_OK) s = ah_comm_allreduce_f32(dc->group, dc->host, n, err);
+    if (s == AH_OK)
+        s = op == ncclMax ? ah_comm_allreduce_max_f32(dc->group, dc->host, n, err)
+                          : ah_comm_allreduce_f32(dc->group, dc->host, n, err);
     if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
     return s;
+}
+
+ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
+    return allreduce(dc, dev_buf, n, ncclSum, err);
+}
+
+ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
+    return allreduce(dc, dev_buf, n, ncclMax, err);
 }
 
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,

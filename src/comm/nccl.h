@@ -30,8 +30,9 @@ void ah_dcomm_free(ah_dcomm_t **dc);
 /* "nccl" or "mpi-staged". */
 const char *ah_dcomm_kind(const ah_dcomm_t *dc);
 
-/* In-place sum of n floats of a device buffer over the group. */
+/* In-place sum / maximum of n floats of a device buffer over the group. */
 ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
+ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
 /* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err);

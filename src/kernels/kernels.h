@@ -1,4 +1,4 @@
-/* Compute kernels for GPT-2 training, forward and backward, as a backend table.
+/* Compute kernels for GPT-2 and LLaMA training, forward and backward, as a backend table.
  *
  * A backend (CPU, CUDA: backend/backend.h) fills one ah_kernels_t with function pointers; the
  * runtime calls through the table and never knows which backend it has. Every buffer argument is a
@@ -18,11 +18,18 @@
  * Determinism: the CPU backend reduces in a fixed order on one thread, and OpenBLAS sgemm is
  * deterministic for a fixed thread count, so the same inputs give bitwise the same outputs.
  *
- * Attention layout. qkv is (B, T, 3*Cl): per token, Cl query values, then Cl key values, then Cl
- * value values, each split into Hl heads of hd = Cl / Hl consecutive values (GPT-2's c_attn output
- * viewed as (B, T, 3, Hl, hd)). A tensor-parallel rank holding Hl = H / t heads passes
- * Cl = C / t. The output is (B, T, Cl) in the same head order, ready for the row-parallel
- * projection. Attention is causal with scale 1/sqrt(hd).
+ * Attention layout. qkv is (B, T, (Hl + 2*KVl)*hd): per token, Hl query heads, then KVl key heads,
+ * then KVl value heads, each of hd consecutive values (GPT-2's c_attn output viewed as
+ * (B, T, 3, Hl, hd) when KVl = Hl; LLaMA's q, k and v projections of one matmul). Grouped-query
+ * attention: query head h reads key/value head h / (Hl / KVl); KVl divides Hl. A tensor-parallel
+ * rank holding Hl = H / t query heads holds KVl = KV / t key/value heads. The output is
+ * (B, T, Hl*hd) in the query heads' order, ready for the row-parallel projection. Attention is
+ * causal with scale 1/sqrt(hd).
+ *
+ * Vocabulary parallelism. The embedding and the LM head of a TP rank hold Vl consecutive rows
+ * [v0, v0 + Vl) of the (padded) vocabulary, of which the first `nvalid` are real tokens (the rest
+ * padding); the cross-entropy is three kernels around two group reductions of per-row
+ * statistics, so the logits are never gathered (xent_max, xent_stats, xent_grad below).
  *
  * Dimensions are int (what cblas takes); products of them are formed in size_t.
  */
@@ -86,6 +93,48 @@ typedef void ah_kernel_layernorm_bwd_fn(float *dinp,         // (N, C) or NULL
                                         const float *rstd,   // (N)
                                         int N, int C);
 
+/* ---- RMS norm over the last axis (LLaMA): out = inp * rstd * weight ---- */
+
+/* rstd = 1 / sqrt(mean(inp^2) + eps), saved for the backward. */
+typedef void ah_kernel_rmsnorm_fwd_fn(float *out,          // (N, C)
+                                      float *rstd,         // (N)
+                                      const float *inp,    // (N, C)
+                                      const float *weight, // (C)
+                                      int N, int C, float eps);
+/* dinp += ..., dweight += ... (dinp may be NULL). */
+typedef void ah_kernel_rmsnorm_bwd_fn(float *dinp,         // (N, C) or NULL
+                                      float *dweight,      // (C)
+                                      const float *dout,   // (N, C)
+                                      const float *inp,    // (N, C)
+                                      const float *weight, // (C)
+                                      const float *rstd,   // (N)
+                                      int N, int C);
+
+/* ---- rotary position embedding, Hugging Face's rotate-half layout (LLaMA) ----
+ * In place on the first n_heads * hd values of each of the B*T rows of x, rows `stride` floats
+ * apart (the q and k heads of a qkv row: n_heads = Hl + KVl, stride = (Hl + 2*KVl)*hd). Row (b, t)
+ * is at position t. In each head, value i < hd/2 pairs with value i + hd/2 and the pair turns by
+ * the angle t * theta^(-2i/hd):  x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin. inv_freq is
+ * computed in fp32 as 1 / theta^(2i/hd) and the angle as (float)t * inv_freq, cos and sin of it
+ * in double rounded to fp32 (as transformers' LlamaRotaryEmbedding, to rounding). */
+typedef void ah_kernel_rope_fwd_fn(float *x, // (B*T rows of `stride`)
+                                   int B, int T, int n_heads, int hd, int stride, float theta);
+/* The backward, in place on the gradient: dx = R^T dy, the rotation by -angle. */
+typedef void ah_kernel_rope_bwd_fn(float *dx, // (B*T rows of `stride`)
+                                   int B, int T, int n_heads, int hd, int stride, float theta);
+
+/* ---- SwiGLU (LLaMA's MLP): out = silu(gate) * up, silu(g) = g / (1 + exp(-g)) ----
+ * gu holds per row F gate values, then F up values (one matmul by the gate and up weights,
+ * adjacent in the stage's buffer). */
+typedef void ah_kernel_swiglu_fwd_fn(float *out,      // (N, F)
+                                     const float *gu, // (N, 2F)
+                                     int N, int F);
+/* dgu += d(out)/d(gu)^T dout. */
+typedef void ah_kernel_swiglu_bwd_fn(float *dgu,        // (N, 2F)
+                                     const float *dout, // (N, F)
+                                     const float *gu,   // (N, 2F)
+                                     int N, int F);
+
 /* ---- GELU, tanh approximation (GPT-2's "gelu_new", torch approximate="tanh") ---- */
 
 typedef void ah_kernel_gelu_fwd_fn(float *out,       // (n)
@@ -103,20 +152,20 @@ typedef void ah_kernel_gelu_bwd_fn(float *dinp,       // (n)
  * backward, attention_state_floats(B, T, Hl, hd) floats owned by the caller and opaque to it:
  * the CPU keeps the probabilities probs[b,h,i,j] (B, Hl, T, T), 0 for j > i; the CUDA
  * backend keeps one logsumexp per query row (B, Hl, T) and never builds a T x T matrix. */
-typedef void ah_kernel_attention_fwd_fn(float *out,       // (B, T, Cl)
+typedef void ah_kernel_attention_fwd_fn(float *out,       // (B, T, Hl*hd)
                                         float *state,     // (attention_state_floats(B, T, Hl, hd))
-                                        const float *qkv, // (B, T, 3*Cl)
-                                        int B, int T, int Hl, int hd);
+                                        const float *qkv, // (B, T, (Hl + 2*KVl)*hd)
+                                        int B, int T, int Hl, int KVl, int hd);
 /* dqkv += d(out)/d(qkv)^T dout. out and state are the forward's (a backend may ignore out:
  * the CPU does). scratch holds attention_scratch_floats(B, T, Hl, hd) floats and needs no
  * initial value. */
-typedef void ah_kernel_attention_bwd_fn(float *dqkv,        // (B, T, 3*Cl)
+typedef void ah_kernel_attention_bwd_fn(float *dqkv,        // (B, T, (Hl + 2*KVl)*hd)
                                         float *scratch,     // (attention_scratch_floats(B, T, Hl, hd))
-                                        const float *dout,  // (B, T, Cl)
-                                        const float *qkv,   // (B, T, 3*Cl)
-                                        const float *out,   // (B, T, Cl)
+                                        const float *dout,  // (B, T, Hl*hd)
+                                        const float *qkv,   // (B, T, (Hl + 2*KVl)*hd)
+                                        const float *out,   // (B, T, Hl*hd)
                                         const float *state, // (attention_state_floats(B, T, Hl, hd))
-                                        int B, int T, int Hl, int hd);
+                                        int B, int T, int Hl, int KVl, int hd);
 typedef size_t ah_kernel_attention_state_floats_fn(int B, int T, int Hl, int hd);
 typedef size_t ah_kernel_attention_scratch_floats_fn(int B, int T, int Hl, int hd);
 
@@ -133,35 +182,52 @@ typedef void ah_kernel_residual_bwd_fn(float *da,         // (n) or NULL
                                        const float *dout, // (n)
                                        size_t n);
 
-/* ---- embedding: out[b,t] = wte[tokens[b,t]] + wpe[t]; tokens must lie in [0, V) ---- */
-
+/* ---- embedding, vocabulary-parallel: this rank holds rows [v0, v0 + Vl) of the token table ----
+ * out[b,t] = (v0 <= tokens[b,t] < v0 + Vl ? wte[tokens[b,t] - v0] : 0) + (wpe ? wpe[t] : 0);
+ * the TP group's sum of the ranks' outputs is the embedding (one rank passes wpe, the others
+ * NULL). t = 1: v0 = 0, Vl >= V, and this is wte[token] + wpe[t]. */
 typedef void ah_kernel_embedding_fwd_fn(float *out,            // (B, T, C)
                                         const int32_t *tokens, // (B, T)
-                                        const float *wte,      // (V, C)
-                                        const float *wpe,      // (P, C), P >= T
-                                        int B, int T, int C);
-/* dwte[tokens[b,t]] += dout[b,t] ; dwpe[t] += dout[b,t] (either may be NULL). Rows are
- * visited in (b, t) order, so repeated tokens sum deterministically. */
-typedef void ah_kernel_embedding_bwd_fn(float *dwte,           // (V, C) or NULL
+                                        const float *wte,      // (Vl, C)
+                                        const float *wpe,      // (P, C), P >= T, or NULL
+                                        int B, int T, int C, int v0, int Vl);
+/* dwte[tokens[b,t] - v0] += dout[b,t] for the tokens in [v0, v0 + Vl); dwpe[t] += dout[b,t]
+ * (either may be NULL). Rows are visited in (b, t) order, so repeated tokens sum
+ * deterministically. */
+typedef void ah_kernel_embedding_bwd_fn(float *dwte,           // (Vl, C) or NULL
                                         float *dwpe,           // (P, C) or NULL
                                         const float *dout,     // (B, T, C)
                                         const int32_t *tokens, // (B, T)
-                                        int B, int T, int C);
+                                        int B, int T, int C, int v0, int Vl);
 
-/* ---- tied LM head + softmax cross-entropy, fused ----
- * logits = x @ wte^T; loss_n = logsumexp(logits_n) - logits_n[targets_n]. Returns
- * sum_n loss_n, accumulated in double. If dx or dwte is non-NULL it also runs the backward:
- * logits is overwritten in place by dlogits = (softmax(logits) - onehot(targets)) * scale
- * (the runtime passes 1 / (B*T) of the whole global batch), then dx += dlogits @ wte and
- * dwte += dlogits^T @ x. Rows are independent, so a caller short of memory may call it on
- * row chunks of x with a smaller logits buffer; the sums add up. targets must lie in [0, V). */
-typedef double ah_kernel_head_loss_fn(float *dx,              // (N, C) or NULL
-                                      float *dwte,            // (V, C) or NULL
-                                      float *logits,          // (N, V) scratch; holds dlogits on return
-                                      const float *x,         // (N, C)
-                                      const float *wte,       // (V, C)
+/* ---- softmax cross-entropy over a vocabulary split across the TP group ----
+ * A rank holds logits (N, Vl) for vocabulary columns [v0, v0 + Vl), of which the first nvalid
+ * are real (nvalid may be 0 on a rank holding only padding); the logits come from matmul_fwd by
+ * the rank's rows of the head matrix. The runtime:
+ *   xent_max -> group max of rowmax -> xent_stats -> group sum of stats -> xent_grad,
+ * and then dx = dlogits @ w (matmul_bwd; a group sum of dx) and dw += dlogits^T @ x. With one
+ * rank the group reductions are nothing and this is the plain cross-entropy. */
+/* rowmax[n] = max over j < nvalid of logits[n, j]; -FLT_MAX when nvalid = 0. */
+typedef void ah_kernel_xent_max_fn(float *rowmax,       // (N)
+                                   const float *logits, // (N, Vl)
+                                   int N, int Vl, int nvalid);
+/* stats[n] = sum_{j < nvalid} exp(logits[n, j] - rowmax[n]) (accumulated in double, rounded
+ * to fp32); stats[N + n] = logits[n, targets[n] - v0] - rowmax[n] when v0 <= targets[n] <
+ * v0 + nvalid, else 0. rowmax is the group's. */
+typedef void ah_kernel_xent_stats_fn(float *stats,            // (2N)
+                                     const float *logits,     // (N, Vl)
+                                     const float *rowmax,     // (N)
+                                     const int32_t *targets,  // (N), in [0, V)
+                                     int N, int Vl, int nvalid, int v0);
+/* With the group's rowmax and summed stats: returns sum_n (log(stats[n]) - stats[N + n]) in
+ * double (the summed token losses), and overwrites logits in place by
+ * dlogits = (exp(logits - rowmax) / stats[n] - onehot(targets - v0)) * scale for j < nvalid, and
+ * 0 for the padded columns (the runtime passes scale = 1 / (B*T) of the whole global batch). */
+typedef double ah_kernel_xent_grad_fn(float *logits,          // (N, Vl) in; dlogits out
+                                      const float *rowmax,    // (N)
+                                      const float *stats,     // (2N)
                                       const int32_t *targets, // (N)
-                                      float scale, int N, int C, int V);
+                                      float scale, int N, int Vl, int nvalid, int v0);
 
 /* ---- optimizer ---- */
 
@@ -186,10 +252,11 @@ typedef double ah_kernel_sum_squares_fn(const float *x, // (n)
  * by AH_KERNELS_DECLARE(prefix), and fills its table from the same list, so every signature is
  * written once, above, and every entry named once, here. */
 #define AH_KERNEL_ENTRIES(X, p) X(p, zero) X(p, matmul_fwd) X(p, matmul_bwd) X(p, layernorm_fwd) \
-    X(p, layernorm_bwd) X(p, gelu_fwd) X(p, gelu_bwd) X(p, attention_fwd) X(p, attention_bwd) \
-    X(p, attention_state_floats) X(p, attention_scratch_floats) X(p, residual_fwd) \
-    X(p, residual_bwd) X(p, embedding_fwd) X(p, embedding_bwd) X(p, head_loss) X(p, adamw) \
-    X(p, sum_squares)
+    X(p, layernorm_bwd) X(p, rmsnorm_fwd) X(p, rmsnorm_bwd) X(p, rope_fwd) X(p, rope_bwd) \
+    X(p, swiglu_fwd) X(p, swiglu_bwd) X(p, gelu_fwd) X(p, gelu_bwd) X(p, attention_fwd) \
+    X(p, attention_bwd) X(p, attention_state_floats) X(p, attention_scratch_floats) \
+    X(p, residual_fwd) X(p, residual_bwd) X(p, embedding_fwd) X(p, embedding_bwd) X(p, xent_max) \
+    X(p, xent_stats) X(p, xent_grad) X(p, adamw) X(p, sum_squares)
 #define AH_KERNEL_FIELD(p, entry) ah_kernel_##entry##_fn *entry;
 
 typedef struct ah_kernels {

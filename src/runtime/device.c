@@ -84,6 +84,11 @@ ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_error_t *err) {
     return ah_comm_allreduce_f32(g->c, buf, n, err);
 }
 
+ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_max(g->dc, buf, n, err);
+    return ah_comm_allreduce_max_f32(g->c, buf, n, err);
+}
+
 void ah_group_free(ah_group_t *g) {
     if (g->dc) g->backend->dcomm_free(&g->dc);
     ah_comm_free(&g->c);

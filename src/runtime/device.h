@@ -62,8 +62,9 @@ typedef struct ah_group {
  * (CUDA: NCCL, or MPI with host staging where members share a GPU). Nothing on the CPU or for a
  * non-member. */
 ah_status_t ah_group_attach(const ah_device_t *d, ah_group_t *g, ah_error_t *err);
-/* In-place sum of n floats of the backend's memory over the group. */
+/* In-place sum / maximum of n floats of the backend's memory over the group. */
 ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
+ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
 void ah_group_free(ah_group_t *g);
 
 #endif

@@ -1,4 +1,5 @@
-/* GPT-2 stage shard: parameters, initialisation, forward and backward with Megatron TP. */
+/* A model stage shard: parameters, initialisation, the embedding and head, forward and backward
+ * with Megatron TP; the blocks' code is the architecture's (runtime/gpt_block.h). */
 #include "runtime/gpt.h"
 
 #include <math.h>
@@ -10,47 +11,23 @@
 #include "core/hash.h"
 #include "core/timing.h"
 #include "runtime/emulate.h"
+#include "runtime/gpt_block.h"
 
-/* One block's tensors kept from forward to backward: GPT-2's table list (spec/arch_gpt2.c
- * block_acts), field for field and in its order, so carve_block fills the fields by position. */
-#define N_BLOCK_ACTS 13
-struct ah_block_act {
-    union {
-        struct {
-            float *x_in;                /* (N, C) block input */
-            float *ln1;                 /* (N, C) */
-            float *ln1_mean, *ln1_rstd; /* (N) */
-            float *qkv;                 /* (N, 3C/t) */
-            float *probs;               /* attention state: (b, H/t, T, T) probabilities on the CPU */
-            float *atty;                /* (N, C/t) attention output, before attn.proj */
-            float *x_mid;               /* (N, C) residual after attention */
-            float *ln2;                 /* (N, C) */
-            float *ln2_mean, *ln2_rstd; /* (N) */
-            float *fch;                 /* (N, F/t) mlp.fc output, before GELU */
-            float *fchg;                /* (N, F/t) after GELU */
-        };
-        float *at[N_BLOCK_ACTS];
-    };
-};
+static const ah_block_ops_t *block_ops(ah_arch_t a) { return a == AH_ARCH_LLAMA ? &ah_block_llama : &ah_block_gpt2; }
 
-/* Block tensors in the table's order inside a block; index + P_PER_BLOCK * local block in
- * st->params. ah_gpt_stage_create checks these positions against the table's names. */
-enum {
-    P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B,
-    P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FCPROJ_W, P_FCPROJ_B, P_PER_BLOCK
-};
-static const char *const BLOCK_NAMES[P_PER_BLOCK] = {
-    "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-    "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"};
-
-/* Whether GPT-2's table is the one this code was written against: the block's tensors at the
- * positions above and N_BLOCK_ACTS saved activations. */
+/* Whether the architecture's table is the one its block code was written against: the block's
+ * tensors and saved activations at the positions the code names. */
 static bool table_matches(const ah_model_t *m) {
     const ah_arch_spec_t *a = ah_arch_spec(m->arch);
-    if (a->n_block_acts != N_BLOCK_ACTS || ah_block_tensor_count(m) != P_PER_BLOCK) return false;
+    const ah_block_ops_t *ops = block_ops(m->arch);
+    if (a->n_block_acts != ops->n_acts || a->n_block_acts > AH_MAX_BLOCK_ACTS ||
+        ah_block_tensor_count(m) != ops->n_tensors)
+        return false;
+    for (int i = 0; i < a->n_block_acts; i++)
+        if (strcmp(a->block_acts[i].name, ops->acts[i]) != 0) return false;
     int k = 0;
     for (int i = 0; i < a->n_tensors; i++)
-        if (a->tensors[i].layer == AH_LAYER_BLOCK && strcmp(a->tensors[i].name, BLOCK_NAMES[k++]) != 0) return false;
+        if (a->tensors[i].layer == AH_LAYER_BLOCK && strcmp(a->tensors[i].name, ops->tensors[k++]) != 0) return false;
     return true;
 }
 
@@ -138,41 +115,31 @@ static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a
     }
 }
 
-/* Workspace layout (floats): dres (N, C) | tmp (N, C) | datty (N, C/t) | dqkv (N, 3C/t) |
- * dfch (N, F/t) | dfchg (N, F/t) | attention scratch. The targets (N int32) of the head's
- * forward share datty's place: the forward uses only tmp. */
-typedef struct {
-    float *dres, *tmp, *datty, *dqkv, *dfch, *dfchg, *scratch;
-} work_t;
-
-static int64_t carve_work(const ah_gpt_stage_t *st, work_t *w) {
+/* The workspace's temporaries (runtime/gpt_block.h's layout); the targets (N int32) of the head's
+ * forward share datty's place and its softmax statistics (3N floats) dres's: the forward uses only
+ * tmp. Returns the floats used. */
+static int64_t carve_work(const ah_gpt_stage_t *st, ah_block_work_t *w) {
     const int64_t N = st->N;
     float *p = st->work;
     w->dres = p, p += N * st->C;
     w->tmp = p, p += N * st->C;
     w->datty = p, p += N * st->Cl;
-    w->dqkv = p, p += 3 * N * st->Cl;
-    w->dfch = p, p += N * st->Fl;
-    w->dfchg = p, p += N * st->Fl;
+    w->dqkv = p, p += N * st->QKVl;
+    w->dmlp_in = p, p += N * st->Fl * st->ops->mlp_in_mult;
+    w->dmlp_act = p, p += N * st->Fl;
     w->scratch = p;
     p += st->k->attention_scratch_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
                                          (int)st->Hl, (int)st->hd);
     return p - st->work;
 }
 
-/* What the GPT-2 stage code can build: refuses the rest, naming the model or the setting. */
+/* What the stage code can build: refuses the rest, naming the setting. */
 static ah_status_t check_config(const ah_gpt_config_t *cfg, ah_error_t *err) {
     const ah_model_t *m = cfg->model;
-    if (m->arch != AH_ARCH_GPT2)
-        return ah_error_set(err, AH_ERR_INVALID, "model %s: architecture %s; the trainer runs the "
-                            "GPT-2 architecture only (use a gpt2 preset or a GPT-2 config.json)",
-                            m->name, ah_arch_name(m->arch));
-    if (!m->tied)
-        return ah_error_set(err, AH_ERR_INVALID, "model %s: tie_word_embeddings is false; the trainer "
-                            "runs GPT-2 with its LM head tied to the token embedding only", m->name);
     if (!table_matches(m))
-        return ah_error_set(err, AH_ERR_INTERNAL, "GPT-2's architecture table (spec/arch_gpt2.c) does "
-                            "not list the block tensors and activations runtime/gpt.c reads");
+        return ah_error_set(err, AH_ERR_INTERNAL, "%s's architecture table (spec/arch_%s.c) does not "
+                            "list the block tensors and activations runtime/block_%s.c reads",
+                            ah_arch_name(m->arch), ah_arch_name(m->arch), ah_arch_name(m->arch));
     if (cfg->last <= cfg->first)
         return ah_error_set(err, AH_ERR_INVALID, "a stage must hold at least one block, got "
                             "[%d, %d)", cfg->first, cfg->last);
@@ -235,10 +202,9 @@ static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
     st->ids = calloc((size_t)S, sizeof *st->ids);
     st->head_in = calloc((size_t)S, sizeof *st->head_in);
     st->head_out = calloc((size_t)S, sizeof *st->head_out);
-    st->head_mean = calloc((size_t)S, sizeof *st->head_mean);
-    st->head_rstd = calloc((size_t)S, sizeof *st->head_rstd);
+    st->head_stats = calloc((size_t)S, sizeof *st->head_stats);
     st->logits = calloc((size_t)S, sizeof *st->logits);
-    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_mean || !st->head_rstd || !st->logits)
+    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_stats || !st->logits)
         return ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
     char name[96];
     for (int64_t sl = 0; sl < S; sl++) {
@@ -247,7 +213,7 @@ static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
             snprintf(name, sizeof name, "activations of block %lld, micro-batch slot %lld",
                      (long long)(cfg->first + b), (long long)sl);
             if (cfg->recompute) { /* only the input; the rest is redone in the backward */
-                TRY(ah_arena_floats(&st->a_act, N * C, name, &a->x_in, err));
+                TRY(ah_arena_floats(&st->a_act, N * C, name, &a->at[0], err));
             } else {
                 float *base;
                 TRY(ah_arena_floats(&st->a_act, act, name, &base, err));
@@ -264,11 +230,11 @@ static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
             snprintf(name, sizeof name, "head activations, micro-batch slot %lld", (long long)sl);
             TRY(ah_arena_floats(&st->a_act, 2 * N * C, name, &st->head_in[sl], err));
             st->head_out[sl] = st->head_in[sl] + N * C;
-            TRY(ah_arena_floats(&st->a_act, 2 * N, "final LayerNorm statistics", &st->head_mean[sl], err));
-            st->head_rstd[sl] = st->head_mean[sl] + N;
+            TRY(ah_arena_floats(&st->a_act, ah_arch_spec(cfg->model->arch)->norm_stats * N,
+                                "final norm statistics", &st->head_stats[sl], err));
             snprintf(name, sizeof name, "logits (%lld x %lld), micro-batch slot %lld", (long long)N,
-                     (long long)st->V, (long long)sl);
-            TRY(ah_arena_floats(&st->a_act, N * st->V, name, &st->logits[sl], err));
+                     (long long)st->Vl, (long long)sl);
+            TRY(ah_arena_floats(&st->a_act, N * st->Vl, name, &st->logits[sl], err));
         }
     }
     return AH_OK;
@@ -280,7 +246,7 @@ static ah_status_t alloc_work(ah_gpt_stage_t *st, ah_error_t *err) {
     const int64_t act = block_act_floats(st);
     st->work_floats = act;
     TRY(ah_arena_floats(&st->a_work, act, "backward workspace", &st->work, err));
-    work_t w;
+    ah_block_work_t w;
     if (carve_work(st, &w) > act)
         return ah_error_set(err, AH_ERR_INTERNAL, "the backward's temporaries (%lld floats) exceed "
                             "the workspace of one block's activations (%lld floats)",
@@ -297,13 +263,18 @@ static ah_status_t alloc_work(ah_gpt_stage_t *st, ah_error_t *err) {
 static ah_status_t stage_build(ah_gpt_stage_t *st, ah_mem_t *mem, ah_error_t *err) {
     const ah_model_t *m = st->cfg.model;
     const int t = st->cfg.t;
+    st->ops = block_ops(m->arch);
     st->N = st->cfg.micro_batch * st->cfg.seq_len;
     st->C = m->d_model;
     st->Cl = m->d_model / t;
     st->Fl = m->d_ff / t;
     st->Hl = m->n_head / t;
+    st->KVl = m->n_kv_head / t;
     st->hd = m->d_model / m->n_head;
-    st->V = m->vocab;
+    st->QKVl = (st->Hl + 2 * st->KVl) * st->hd;
+    st->Vl = ah_vocab_padded(m, t) / t;
+    st->v0 = st->cfg.tp_rank * st->Vl;
+    st->nvalid = m->vocab - st->v0 < 0 ? 0 : m->vocab - st->v0 < st->Vl ? m->vocab - st->v0 : st->Vl;
     ah_arena_init(&st->a_params, mem, "parameters");
     ah_arena_init(&st->a_opt, mem, "optimizer");
     ah_arena_init(&st->a_act, mem, "activations");
@@ -342,8 +313,7 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
     free(st->ids);
     free(st->head_in);
     free(st->head_out);
-    free(st->head_mean);
-    free(st->head_rstd);
+    free(st->head_stats);
     free(st->logits);
     free(st->recomp);
     memset(st, 0, sizeof *st);
@@ -383,7 +353,7 @@ const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name) {
 
 /* Index in st->params of block l's first tensor. */
 static int block_base(const ah_gpt_stage_t *st, int l) {
-    return st->first_block_param + P_PER_BLOCK * (l - st->cfg.first);
+    return st->first_block_param + st->ops->n_tensors * (l - st->cfg.first);
 }
 
 void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n) {
@@ -396,26 +366,25 @@ void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *
 int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot) { return st->ids[slot]; }
 
 float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot) {
-    return st->act[slot * (st->cfg.last - st->cfg.first)].x_in;
+    return st->act[slot * (st->cfg.last - st->cfg.first)].at[0];
 }
 
 int32_t *ah_gpt_targets(ah_gpt_stage_t *st) {
-    work_t w;
+    ah_block_work_t w;
     carve_work(st, &w);
     return (int32_t *)w.datty;
 }
 
 /* ---- forward / backward ---- */
 
-static float *W(const ah_gpt_stage_t *st, int l, int which) {
+float *ah_gpt_block_w(const ah_gpt_stage_t *st, int l, int which) {
     return st->w + st->params[block_base(st, l) + which].offset;
 }
-static float *G(const ah_gpt_stage_t *st, int l, int which) {
+float *ah_gpt_block_g(const ah_gpt_stage_t *st, int l, int which) {
     return st->g + st->params[block_base(st, l) + which].offset;
 }
-static const float *named(const ah_gpt_stage_t *st, const float *base, const char *name) {
-    return base + ah_gpt_find(st, name)->offset;
-}
+float *ah_gpt_named_w(const ah_gpt_stage_t *st, const char *name) { return st->w + ah_gpt_find(st, name)->offset; }
+float *ah_gpt_named_g(const ah_gpt_stage_t *st, const char *name) { return st->g + ah_gpt_find(st, name)->offset; }
 
 /* The clock the parts are timed by: wall seconds, less the seconds device emulation slept inside
  * a phase (before a TP all-reduce), so each part counts what the host spent on it, emulated or
@@ -431,81 +400,24 @@ static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) 
 
 int ah_gpt_phase_segments(const ah_gpt_stage_t *st) {
     if (!st->tp) return 1;
-    /* tp_sum's callers: a block forward twice, a block backward twice, and a recomputing
-     * backward's forward once more (it stops before the MLP's output projection). */
-    const int per_block = st->cfg.recompute ? 3 : 2;
-    return per_block * (st->cfg.last - st->cfg.first) + 1;
+    /* TP reductions (each ends a segment): a block's forward 2, its backward 2, and a recomputing
+     * backward's forward 1 more; the embedding's forward 1; the head's forward 2 (the softmax
+     * statistics) and its backward 1. */
+    const int nb = st->cfg.last - st->cfg.first;
+    const int fwd = 2 * nb + (st->cfg.has_embed ? 1 : 0) + (st->cfg.has_head ? 2 : 0);
+    const int bwd = (st->cfg.recompute ? 3 : 2) * nb + (st->cfg.has_head ? 1 : 0);
+    return (fwd > bwd ? fwd : bwd) + 1;
 }
 
-/* A TP all-reduce, which ends a segment of the emulated phase (runtime/emulate.h). */
-static ah_status_t tp_sum(ah_gpt_stage_t *st, float *x, ah_error_t *err) {
+/* A TP reduction, which ends a segment of the emulated phase (runtime/emulate.h). */
+static ah_status_t tp_reduce(ah_gpt_stage_t *st, float *x, size_t n, bool max, ah_error_t *err) {
     if (!st->tp) return AH_OK;
     if (st->emu) ah_emulator_split(st->emu);
-    return ah_group_sum(st->tp, x, (size_t)(st->N * st->C), err);
+    return max ? ah_group_max(st->tp, x, n, err) : ah_group_sum(st->tp, x, n, err);
 }
 
-/* One block forward from a->x_in; out (N, C) gets the block output, or NULL to stop after the
- * MLP's GELU (all a recomputing backward needs). tmp is (N, C) scratch. */
-static ah_status_t block_fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, float *tmp,
-                             ah_error_t *err) {
-    const ah_kernels_t *k = st->k;
-    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
-    const float eps = (float)st->cfg.model->norm_eps;
-    const bool bias_here = st->cfg.tp_rank == 0;
-    ah_status_t s;
-    k->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(st, l, P_LN1_W), W(st, l, P_LN1_B),
-                     N, C, eps);
-    k->matmul_fwd(a->qkv, a->ln1, W(st, l, P_QKV_W), W(st, l, P_QKV_B), N, C, 3 * Cl);
-    k->attention_fwd(a->atty, a->probs, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
-                     (int)st->Hl, (int)st->hd);
-    k->matmul_fwd(tmp, a->atty, W(st, l, P_PROJ_W), bias_here ? W(st, l, P_PROJ_B) : NULL, N, Cl, C);
-    if ((s = tp_sum(st, tmp, err)) != AH_OK) return s;
-    k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
-    k->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(st, l, P_LN2_W), W(st, l, P_LN2_B),
-                     N, C, eps);
-    k->matmul_fwd(a->fch, a->ln2, W(st, l, P_FC_W), W(st, l, P_FC_B), N, C, Fl);
-    k->gelu_fwd(a->fchg, a->fch, (size_t)N * Fl);
-    if (!out) return AH_OK;
-    k->matmul_fwd(tmp, a->fchg, W(st, l, P_FCPROJ_W), bias_here ? W(st, l, P_FCPROJ_B) : NULL, N, Fl, C);
-    if ((s = tp_sum(st, tmp, err)) != AH_OK) return s;
-    k->residual_fwd(out, a->x_mid, tmp, (size_t)N * C);
-    return AH_OK;
-}
-
-/* One block backward: w->dres holds the gradient of the block output on entry and that of its
- * input on exit. */
-static ah_status_t block_bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *a, const work_t *w,
-                             ah_error_t *err) {
-    const ah_kernels_t *k = st->k;
-    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
-    const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
-    ah_status_t s;
-    /* MLP branch: out = x_mid + proj(gelu(fc(ln2(x_mid)))) */
-    k->zero(w->dfchg, NF);
-    k->matmul_bwd(w->dfchg, G(st, l, P_FCPROJ_W), G(st, l, P_FCPROJ_B), w->dres, a->fchg,
-                  W(st, l, P_FCPROJ_W), N, Fl, C);
-    k->zero(w->dfch, NF);
-    k->gelu_bwd(w->dfch, w->dfchg, a->fch, NF);
-    k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(st, l, P_FC_W), G(st, l, P_FC_B), w->dfch, a->ln2, W(st, l, P_FC_W), N,
-                  C, Fl);
-    if ((s = tp_sum(st, w->tmp, err)) != AH_OK) return s;
-    k->layernorm_bwd(w->dres, G(st, l, P_LN2_W), G(st, l, P_LN2_B), w->tmp, a->x_mid,
-                     W(st, l, P_LN2_W), a->ln2_mean, a->ln2_rstd, N, C);
-    /* attention branch: x_mid = x_in + proj(attn(qkv(ln1(x_in)))) */
-    k->zero(w->datty, (size_t)N * Cl);
-    k->matmul_bwd(w->datty, G(st, l, P_PROJ_W), G(st, l, P_PROJ_B), w->dres, a->atty,
-                  W(st, l, P_PROJ_W), N, Cl, C);
-    k->zero(w->dqkv, (size_t)N * 3 * Cl);
-    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, (int)st->cfg.micro_batch,
-                     (int)st->cfg.seq_len, (int)st->Hl, (int)st->hd);
-    k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(st, l, P_QKV_W), G(st, l, P_QKV_B), w->dqkv, a->ln1, W(st, l, P_QKV_W),
-                  N, C, 3 * Cl);
-    if ((s = tp_sum(st, w->tmp, err)) != AH_OK) return s;
-    k->layernorm_bwd(w->dres, G(st, l, P_LN1_W), G(st, l, P_LN1_B), w->tmp, a->x_in,
-                     W(st, l, P_LN1_W), a->ln1_mean, a->ln1_rstd, N, C);
-    return AH_OK;
+ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *err) {
+    return tp_reduce(st, x, n, false, err);
 }
 
 /* The activation views of block l for slot; for a recomputing stage the recompute buffer with the
@@ -513,43 +425,73 @@ static ah_status_t block_bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *a,
 static ah_block_act_t *block_view(ah_gpt_stage_t *st, int64_t slot, int l) {
     ah_block_act_t *a = &st->act[slot * (st->cfg.last - st->cfg.first) + (l - st->cfg.first)];
     if (!st->cfg.recompute) return a;
-    st->recomp->x_in = a->x_in;
+    st->recomp->at[0] = a->at[0];
     return st->recomp;
+}
+
+/* The matrix the head multiplies by: the embedding's when tied (the stage's own copy on a last
+ * stage without the embedding), else lm_head.weight. */
+static const char *head_matrix(const ah_gpt_stage_t *st) { return st->cfg.model->tied ? "wte" : "lm_head.weight"; }
+
+/* The embedding's forward: the rank's vocabulary rows, GPT-2's positions on TP rank 0, summed
+ * over the TP group. */
+static ah_status_t embed_fwd(ah_gpt_stage_t *st, int64_t slot, ah_error_t *err) {
+    const ah_gpt_config_t *c = &st->cfg;
+    const ah_gpt_param_t *wpe = ah_gpt_find(st, "wpe");
+    float *x = ah_gpt_input(st, slot);
+    st->k->embedding_fwd(x, st->ids[slot], ah_gpt_named_w(st, "wte"),
+                         wpe && c->tp_rank == 0 ? st->w + wpe->offset : NULL, (int)c->micro_batch,
+                         (int)c->seq_len, (int)st->C, (int)st->v0, (int)st->Vl);
+    return ah_gpt_tp_sum(st, x, (size_t)(st->N * st->C), err);
+}
+
+/* The head's forward: final norm, the rank's (N, Vl) logits, the cross-entropy over the group's
+ * vocabulary; leaves dlogits in the slot's logits and adds the head matrix's gradient. */
+static ah_status_t head_fwd(ah_gpt_stage_t *st, int64_t slot, float loss_scale, double *loss_sum,
+                            ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const int N = (int)st->N, C = (int)st->C, Vl = (int)st->Vl, nvalid = (int)st->nvalid, v0 = (int)st->v0;
+    ah_block_work_t w;
+    carve_work(st, &w);
+    float *rowmax = w.dres, *stats = w.dres + N; /* (N), (2N) */
+    const int32_t *targets = ah_gpt_targets(st);
+    float *logits = st->logits[slot];
+    const float *hw = ah_gpt_named_w(st, head_matrix(st));
+    ah_status_t s;
+    st->ops->head_norm_fwd(st, st->head_out[slot], st->head_stats[slot], st->head_in[slot]);
+    k->matmul_fwd(logits, st->head_out[slot], hw, NULL, N, C, Vl);
+    k->xent_max(rowmax, logits, N, Vl, nvalid);
+    if ((s = tp_reduce(st, rowmax, (size_t)N, true, err)) != AH_OK) return s;
+    k->xent_stats(stats, logits, rowmax, targets, N, Vl, nvalid, v0);
+    if ((s = tp_reduce(st, stats, 2 * (size_t)N, false, err)) != AH_OK) return s;
+    *loss_sum = k->xent_grad(logits, rowmax, stats, targets, loss_scale, N, Vl, nvalid, v0);
+    k->matmul_bwd(NULL, ah_gpt_named_g(st, head_matrix(st)), NULL, logits, st->head_out[slot], hw, N, C, Vl);
+    return AH_OK;
 }
 
 ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float loss_scale,
                            double *loss_sum, ah_error_t *err) {
-    const ah_kernels_t *k = st->k;
     const ah_gpt_config_t *c = &st->cfg;
     const int nb = c->last - c->first;
-    work_t w;
+    ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
     double t = part_clock(st);
     if (c->has_embed) {
-        k->embedding_fwd(ah_gpt_input(st, slot), st->ids[slot], named(st, st->w, "wte"),
-                         named(st, st->w, "wpe"), (int)c->micro_batch, (int)c->seq_len, (int)st->C);
+        if ((s = embed_fwd(st, slot, err)) != AH_OK) return s;
         charge(st, AH_GPT_PART_EMBED, 0, &t);
     }
     for (int l = c->first; l < c->last; l++) {
-        float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].x_in
+        float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].at[0]
                      : c->has_head   ? st->head_in[slot]
                                      : out;
-        if ((s = block_fwd(st, l, block_view(st, slot, l), dst, w.tmp, err)) != AH_OK) return s;
+        if ((s = st->ops->fwd(st, l, block_view(st, slot, l), dst, w.tmp, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 0, &t);
     if (!c->has_head) return AH_OK;
-    const int N = (int)st->N, C = (int)st->C;
-    k->layernorm_fwd(st->head_out[slot], st->head_mean[slot], st->head_rstd[slot], st->head_in[slot],
-                     named(st, st->w, "ln_f.weight"), named(st, st->w, "ln_f.bias"), N, C,
-                     (float)c->model->norm_eps);
-    /* Fused head: the loss, dlogits (kept in the slot for the backward) and dwte. */
-    float *dwte = st->g + ah_gpt_find(st, "wte")->offset;
-    *loss_sum = k->head_loss(NULL, dwte, st->logits[slot], st->head_out[slot],
-                             named(st, st->w, "wte"), ah_gpt_targets(st), loss_scale, N, C,
-                             (int)st->V);
+    s = head_fwd(st, slot, loss_scale, loss_sum, err);
     charge(st, AH_GPT_PART_HEAD, 0, &t);
-    return AH_OK;
+    return s;
 }
 
 ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp,
@@ -558,33 +500,31 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     const ah_gpt_config_t *c = &st->cfg;
     const int N = (int)st->N, C = (int)st->C;
     const size_t NC = (size_t)N * C;
-    work_t w;
+    ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
     double t = part_clock(st);
     k->zero(w.dres, NC);
-    if (c->has_head) {
+    if (c->has_head) { /* dx = dlogits @ W over the group's vocabulary, then the final norm */
         k->zero(w.tmp, NC);
         k->matmul_bwd(w.tmp, NULL, NULL, st->logits[slot], st->head_out[slot],
-                      named(st, st->w, "wte"), N, C, (int)st->V);
-        k->layernorm_bwd(w.dres, st->g + ah_gpt_find(st, "ln_f.weight")->offset,
-                         st->g + ah_gpt_find(st, "ln_f.bias")->offset, w.tmp, st->head_in[slot],
-                         named(st, st->w, "ln_f.weight"), st->head_mean[slot], st->head_rstd[slot],
-                         N, C);
+                      ah_gpt_named_w(st, head_matrix(st)), N, C, (int)st->Vl);
+        if ((s = ah_gpt_tp_sum(st, w.tmp, NC, err)) != AH_OK) return s;
+        st->ops->head_norm_bwd(st, w.dres, w.tmp, st->head_in[slot], st->head_stats[slot]);
     } else {
         k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
     }
     charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
-        if (c->recompute && (s = block_fwd(st, l, a, NULL, w.tmp, err)) != AH_OK) return s;
-        if ((s = block_bwd(st, l, a, &w, err)) != AH_OK) return s;
+        if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, w.tmp, err)) != AH_OK) return s;
+        if ((s = st->ops->bwd(st, l, a, &w, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);
     if (c->has_embed) {
-        k->embedding_bwd(st->g + ah_gpt_find(st, "wte")->offset,
-                         st->g + ah_gpt_find(st, "wpe")->offset, w.dres, st->ids[slot],
-                         (int)c->micro_batch, (int)c->seq_len, C);
+        const ah_gpt_param_t *wpe = ah_gpt_find(st, "wpe");
+        k->embedding_bwd(ah_gpt_named_g(st, "wte"), wpe ? st->g + wpe->offset : NULL, w.dres,
+                         st->ids[slot], (int)c->micro_batch, (int)c->seq_len, C, (int)st->v0, (int)st->Vl);
     } else {
         k->zero(dinp, NC);
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */

@@ -1,20 +1,29 @@
-/* A GPT-2 model shard: the blocks [first, last) of one pipeline stage on one tensor-parallel rank,
- * plus the embedding (stage 0) and/or the final LayerNorm + tied LM head (last stage).
+/* A model shard, GPT-2 or LLaMA: the blocks [first, last) of one pipeline stage on one
+ * tensor-parallel rank, plus the embedding (stage 0) and/or the final norm + LM head (last stage);
+ * the head tied to the embedding or a tensor of its own (lm_head.weight), as the model says.
  *
- * The tensors, their names ("wte", "wpe", "h.3.attn.qkv.weight", "ln_f.bias"), shapes, Megatron
- * TP splits, initialisation and weight decay are GPT-2's architecture table (spec/arch.h,
- * spec/arch_gpt2.c); the block code below reads a block's tensors by their position in that table
- * and ah_gpt_stage_create checks every position's name, and a block's saved activations are the
- * table's list, carved in its order. Initialisation is plan-independent: element (r, c) of a full
- * tensor is a function of (seed, tensor name, r * cols + c) only, and a rank fills just its shard
- * (ah_gpt_init_params).
+ * The tensors, their names ("wte", "h.3.attn.qkv.weight", "h.0.mlp.gate.weight", "norm.weight"),
+ * shapes, Megatron TP splits, initialisation and weight decay are the architecture's table
+ * (spec/arch.h); the block code (runtime/gpt_block.h: block_gpt2.c, block_llama.c) reads a block's
+ * tensors by their position in that table and ah_gpt_stage_create checks every position's name,
+ * and a block's saved activations are the table's list, carved in its order. Initialisation is
+ * plan-independent: element (r, c) of a full tensor is a function of (seed, tensor name,
+ * r * cols + c) only, and a rank fills just its shard (ah_gpt_init_params).
+ *
+ * Vocabulary parallelism (both architectures): a TP rank holds Vl = ah_vocab_padded(m, t) / t
+ * rows [v0, v0 + Vl) of the embedding and of the head matrix, nvalid of them real tokens. The
+ * embedding's forward looks up the rank's rows (0 elsewhere; GPT-2's positions added on TP rank
+ * 0) and sums over the TP group; the head computes its (N, Vl) logits, and the cross-entropy takes
+ * a group maximum of N floats and a group sum of 2N (kernels/kernels.h xent_*), never gathering the
+ * logits; its backward sums dx over the group.
  *
  * Memory (docs/runtime.md "Memory", the same list as docs/cost-model.md): every buffer comes from
  * the caller's ah_mem_t through arenas, sized from the model shapes:
  *   "parameters": weights + gradients (the stage's parameter count each, fp32);
  *   "optimizer":  AdamW m and v;
  *   "activations": per in-flight slot, per block the tensors its backward reads (x_in only when
- *                 recomputing), token ids on stage 0, the head's tensors and logits on the last;
+ *                 recomputing), token ids on stage 0, the head's tensors and (N, Vl) logits on
+ *                 the last;
  *   "workspace":  one block's activation set of scratch (the backward's temporaries, and the
  *                 targets during the head's forward), and, when recomputing, a second one that
  *                 the backward redoes each block's forward into.
@@ -25,8 +34,9 @@
  *
  * Gradients accumulate over micro-batches (ah_gpt_zero_grads at the start of an iteration). All
  * compute goes through the ah_kernels_t table; the TP all-reduces (2 in forward, 2 in backward per
- * block) go through the TP group (runtime/device.h: MPI, or the device communicator on a GPU). Row-parallel layers add their replicated bias on TP
- * rank 0 only, before the sum, which equals adding it after the sum.
+ * block; 1 in the embedding's forward, 2 in the head's forward and 1 in its backward) go through
+ * the TP group (runtime/device.h: MPI, or the device communicator on a GPU). Row-parallel layers
+ * add their replicated bias on TP rank 0 only, before the sum, which equals adding it after.
  */
 #ifndef AH_RUNTIME_GPT_H
 #define AH_RUNTIME_GPT_H
@@ -68,7 +78,9 @@ typedef struct ah_gpt_stage {
     const ah_kernels_t *k;
     ah_group_t *tp;           /* TP group; NULL when t = 1 */
     struct ah_emulator *emu;  /* device emulation, split before each TP all-reduce; may be NULL */
-    int64_t N, C, Cl, Fl, Hl, hd, V;
+    const struct ah_block_ops *ops; /* the architecture's block code (runtime/gpt_block.h) */
+    int64_t N, C, Cl, Fl, Hl, KVl, hd, QKVl; /* QKVl = (Hl + 2 KVl) hd */
+    int64_t Vl, v0, nvalid;   /* vocabulary rows held, the first's index, how many are real */
 
     int n_params;
     ah_gpt_param_t *params;   /* the stage's tensors, in flat-buffer order */
@@ -78,7 +90,8 @@ typedef struct ah_gpt_stage {
 
     ah_block_act_t *act;      /* [slot][block - first] */
     int32_t **ids;            /* [slot] (N) token ids, stage 0 only */
-    float **head_in, **head_out, **head_mean, **head_rstd, **logits; /* [slot], last stage only */
+    float **head_in, **head_out, **head_stats, **logits; /* [slot], last stage only: (N, C), (N, C),
+                                                           * (norm_stats N), (N, Vl) */
     float *work;              /* one block's activation set of scratch */
     int64_t work_floats;
     ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
@@ -91,8 +104,7 @@ typedef struct ah_gpt_stage {
     double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;
 
-/* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. Refuses
- * another architecture and an untied head, naming the model. */
+/* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
                                 const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err);
 void ah_gpt_stage_free(ah_gpt_stage_t *st);

@@ -105,8 +105,8 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         ah_gpt_stage_free(&st);
         return s;
     }
-    for (int sl = 0; sl < slots; sl++) fill_tokens(ah_gpt_ids(&st, sl), st.N, &rng, st.V);
-    fill_tokens(targets, st.N, &rng, st.V);
+    for (int sl = 0; sl < slots; sl++) fill_tokens(ah_gpt_ids(&st, sl), st.N, &rng, st.cfg.model->vocab);
+    fill_tokens(targets, st.N, &rng, st.cfg.model->vocab);
     const float scale = (float)(1.0 / (double)st.N);
     double loss = 0;
     memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
@@ -176,9 +176,6 @@ static ah_profile_layer_t layer_of(const shard_fig_t *f, ah_gpt_part_t part, int
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
                                ah_profile_entry_t *out, ah_error_t *err) {
     const ah_model_t *m = req->model;
-    if (m->arch != AH_ARCH_GPT2)
-        return ah_error_set(err, AH_ERR_INVALID, "model %s has architecture %s; the runtime (and so "
-                            "the profiler) runs the GPT-2 architecture only", m->name, ah_arch_name(m->arch));
     if (req->seq_len < 1 || req->seq_len > m->max_pos)
         return ah_error_set(err, AH_ERR_USAGE, "seq_len %lld: expected 1 .. %lld (the context of %s)",
                             (long long)req->seq_len, (long long)m->max_pos, m->name);

@@ -44,7 +44,7 @@
 #include "spec/model.h"
 
 typedef struct ah_profile_req {
-    const ah_model_t *model;  /* GPT-2 architecture */
+    const ah_model_t *model;  /* GPT-2 or LLaMA */
     const char *gpu;          /* GPU type name written into the entries */
     double slowdown;          /* emulate.slowdown; <= 1: none */
     int64_t mem_cap_bytes;    /* emulate.memory_mib in bytes; 0: no cap */

@@ -1,38 +1,47 @@
-/* Fused tied LM head + softmax cross-entropy, AdamW, and the sum of squares for the gradient
- * norm. */
-#include <cblas.h>
+/* Softmax cross-entropy over a vocabulary split across the TP group, AdamW, and the sum of squares
+ * for the gradient norm. */
+#include <float.h>
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
 
-AH_CPU_CLONES double ah_cpu_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
-                        const int32_t *targets, float scale, int N, int C, int V) {
-    const int backward = dx || dwte;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, x, C, wte, C, 0.0f, logits,
-                V);
+void ah_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int nvalid) {
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        float mx = -FLT_MAX;
+        for (int j = 0; j < nvalid; j++) mx = row[j] > mx ? row[j] : mx;
+        rowmax[n] = mx;
+    }
+}
+
+void ah_cpu_xent_stats(float *stats, const float *logits, const float *rowmax, const int32_t *targets,
+                       int N, int Vl, int nvalid, int v0) {
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        const float mx = rowmax[n];
+        /* The partition sum runs over the whole vocabulary: accumulate it in double. */
+        double sum = 0.0;
+        for (int j = 0; j < nvalid; j++) sum += (double)ah_cpu_expf(row[j] - mx);
+        stats[n] = (float)sum;
+        const int r = targets[n] - v0;
+        stats[N + n] = r >= 0 && r < nvalid ? row[r] - mx : 0.0f;
+    }
+}
+
+AH_CPU_CLONES double ah_cpu_xent_grad(float *logits, const float *rowmax, const float *stats,
+                                      const int32_t *targets, float scale, int N, int Vl, int nvalid,
+                                      int v0) {
     double loss = 0.0;
     for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * V;
-        const int tgt = targets[n];
-        float mx = row[0];
-        for (int j = 1; j < V; j++) mx = row[j] > mx ? row[j] : mx;
-        const float shifted_tgt = row[tgt] - mx;
-        /* The partition sum runs over the whole vocabulary: accumulate it in double. */
-        for (int j = 0; j < V; j++) row[j] = ah_cpu_expf(row[j] - mx);
-        double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += row[j];
-        loss += log(sum) - (double)shifted_tgt;
-        if (!backward) continue;
-        const float p_scale = (float)(1.0 / sum) * scale;
-        for (int j = 0; j < V; j++) row[j] *= p_scale;
-        row[tgt] -= scale;
+        float *row = logits + (size_t)n * Vl;
+        const float mx = rowmax[n];
+        loss += log((double)stats[n]) - (double)stats[N + n];
+        const float p_scale = (float)(1.0 / (double)stats[n]) * scale;
+        for (int j = 0; j < nvalid; j++) row[j] = ah_cpu_expf(row[j] - mx) * p_scale;
+        for (int j = nvalid; j < Vl; j++) row[j] = 0.0f;
+        const int r = targets[n] - v0;
+        if (r >= 0 && r < nvalid) row[r] -= scale;
     }
-    if (dx) /* (N, V) @ (V, C) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, logits, V, wte, C,
-                    1.0f, dx, C);
-    if (dwte) /* (V, N) @ (N, C) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, logits, V, x, C, 1.0f,
-                    dwte, C);
     return loss;
 }
 

@@ -1,0 +1,88 @@
+/* LLaMA's block (runtime/gpt_block.h): pre-RMSNorm grouped-query attention with rotary positions
+ * (Hugging Face's rotate-half layout, rope_theta from the config) and a SwiGLU MLP, no biases.
+ * Megatron TP: q, k, v and gate, up column-parallel (a rank holds H/t query heads and KV/t
+ * key/value heads: t divides KV, ah_model_check_tp), o and down row-parallel. */
+#include "runtime/gpt_block.h"
+
+/* The block's tensors, in LLaMA's table order (spec/arch_llama.c); q, k, v adjacent, and gate, up. */
+enum { P_RMS1, P_Q, P_K, P_V, P_O, P_RMS2, P_GATE, P_UP, P_DOWN, P_PER_BLOCK };
+static const char *const TENSORS[P_PER_BLOCK] = {
+    "rms_1.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight",
+    "rms_2.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
+static const char *const ACTS[] = {"x_in", "rms1", "rms1_rstd", "qkv", "attn_state", "atty",
+                                   "x_mid", "rms2", "rms2_rstd", "gu", "act"};
+
+#define W(which) ah_gpt_block_w(st, l, which)
+#define G(which) ah_gpt_block_g(st, l, which)
+
+static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *out, float *tmp, ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
+    const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
+              KVl = (int)st->KVl, hd = (int)st->hd;
+    const float eps = (float)st->cfg.model->norm_eps, theta = (float)st->cfg.model->rope_theta;
+    ah_block_act_llama_t *a = &act->l;
+    ah_status_t s;
+    k->rmsnorm_fwd(a->rms1, a->rms1_rstd, a->x_in, W(P_RMS1), N, C, eps);
+    k->matmul_fwd(a->qkv, a->rms1, W(P_Q), NULL, N, C, QKVl); /* q, k, v: one (QKVl, C) matrix */
+    k->rope_fwd(a->qkv, B, T, Hl + KVl, hd, QKVl, theta);     /* the q and k heads */
+    k->attention_fwd(a->atty, a->probs, a->qkv, B, T, Hl, KVl, hd);
+    k->matmul_fwd(tmp, a->atty, W(P_O), NULL, N, Cl, C);
+    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
+    k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
+    k->rmsnorm_fwd(a->rms2, a->rms2_rstd, a->x_mid, W(P_RMS2), N, C, eps);
+    k->matmul_fwd(a->gu, a->rms2, W(P_GATE), NULL, N, C, 2 * Fl); /* gate, up: one (2 Fl, C) matrix */
+    k->swiglu_fwd(a->act, a->gu, N, Fl);
+    if (!out) return AH_OK;
+    k->matmul_fwd(tmp, a->act, W(P_DOWN), NULL, N, Fl, C);
+    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
+    k->residual_fwd(out, a->x_mid, tmp, (size_t)N * C);
+    return AH_OK;
+}
+
+static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, const ah_block_work_t *w,
+                       ah_error_t *err) {
+    const ah_kernels_t *k = st->k;
+    const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
+    const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
+              KVl = (int)st->KVl, hd = (int)st->hd;
+    const float theta = (float)st->cfg.model->rope_theta;
+    const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
+    const ah_block_act_llama_t *a = &act->l;
+    ah_status_t s;
+    /* MLP branch: out = x_mid + down(silu(gate(rms2(x_mid))) * up(rms2(x_mid))) */
+    k->zero(w->dmlp_act, NF);
+    k->matmul_bwd(w->dmlp_act, G(P_DOWN), NULL, w->dres, a->act, W(P_DOWN), N, Fl, C);
+    k->zero(w->dmlp_in, 2 * NF);
+    k->swiglu_bwd(w->dmlp_in, w->dmlp_act, a->gu, N, Fl);
+    k->zero(w->tmp, NC);
+    k->matmul_bwd(w->tmp, G(P_GATE), NULL, w->dmlp_in, a->rms2, W(P_GATE), N, C, 2 * Fl);
+    if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
+    k->rmsnorm_bwd(w->dres, G(P_RMS2), w->tmp, a->x_mid, W(P_RMS2), a->rms2_rstd, N, C);
+    /* attention branch: x_mid = x_in + o(attn(rope(qkv(rms1(x_in))))) */
+    k->zero(w->datty, (size_t)N * Cl);
+    k->matmul_bwd(w->datty, G(P_O), NULL, w->dres, a->atty, W(P_O), N, Cl, C);
+    k->zero(w->dqkv, (size_t)N * QKVl);
+    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, B, T, Hl, KVl, hd);
+    k->rope_bwd(w->dqkv, B, T, Hl + KVl, hd, QKVl, theta);
+    k->zero(w->tmp, NC);
+    k->matmul_bwd(w->tmp, G(P_Q), NULL, w->dqkv, a->rms1, W(P_Q), N, C, QKVl);
+    if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
+    k->rmsnorm_bwd(w->dres, G(P_RMS1), w->tmp, a->x_in, W(P_RMS1), a->rms1_rstd, N, C);
+    return AH_OK;
+}
+
+/* model.norm; stats are the rstd (N). */
+static void head_norm_fwd(ah_gpt_stage_t *st, float *out, float *stats, const float *inp) {
+    st->k->rmsnorm_fwd(out, stats, inp, ah_gpt_named_w(st, "norm.weight"), (int)st->N, (int)st->C,
+                       (float)st->cfg.model->norm_eps);
+}
+
+static void head_norm_bwd(ah_gpt_stage_t *st, float *dinp, const float *dout, const float *inp,
+                          const float *stats) {
+    st->k->rmsnorm_bwd(dinp, ah_gpt_named_g(st, "norm.weight"), dout, inp, ah_gpt_named_w(st, "norm.weight"),
+                       stats, (int)st->N, (int)st->C);
+}
+
+const ah_block_ops_t ah_block_llama = {TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 2,
+                                       fwd, bwd, head_norm_fwd, head_norm_bwd};

@@ -1,0 +1,93 @@
+/* Inside a stage (runtime/gpt.c): one block's saved activations, the backward's workspace, and
+ * each architecture's block code (block_gpt2.c, block_llama.c). Internal to src/runtime/.
+ *
+ * A block's code reads its tensors by their position in the architecture table (spec/arch_*.c,
+ * the block's rows in order) and its saved activations by their position in the table's
+ * block_acts; ah_gpt_stage_create checks both against the names each ah_block_ops_t lists, so a
+ * table edit that the code does not follow is an internal error at start-up, not wrong numbers.
+ * Tensors a block multiplies together lie adjacent in the stage's flat buffer (build_params lays
+ * them out in table order): LLaMA's q, k, v weights are one (Hl + 2 KVl) hd x C matrix and its gate
+ * and up weights one 2 Fl x C matrix, each a single matmul.
+ *
+ * Every block does 2 TP all-reduces (ah_gpt_tp_sum) in its forward, 1 in a recomputing
+ * backward's shortened forward (out == NULL: it stops before the MLP's output projection) and 2
+ * in its backward. */
+#ifndef AH_RUNTIME_GPT_BLOCK_H
+#define AH_RUNTIME_GPT_BLOCK_H
+
+#include "runtime/gpt.h"
+
+#define AH_MAX_BLOCK_ACTS 13
+
+/* One block's tensors kept from forward to backward, in the table's order (at[0] is the block's
+ * input in both architectures), viewed field by field per architecture. */
+typedef struct {                       /* GPT-2 (spec/arch_gpt2.c) */
+    float *x_in;                       /* (N, C) block input */
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (N, C), (N), (N) */
+    float *qkv;                        /* (N, 3C/t) */
+    float *probs;                      /* attention state */
+    float *atty;                       /* (N, C/t) attention output, before attn.proj */
+    float *x_mid;                      /* (N, C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fchg;                 /* (N, F/t) mlp.fc output, before and after GELU */
+} ah_block_act_gpt2_t;
+
+typedef struct {                       /* LLaMA (spec/arch_llama.c) */
+    float *x_in;                       /* (N, C) */
+    float *rms1, *rms1_rstd;           /* (N, C), (N) */
+    float *qkv;                        /* (N, (Hl + 2 KVl) hd): q and k after RoPE */
+    float *probs;
+    float *atty;                       /* (N, C/t) */
+    float *x_mid;
+    float *rms2, *rms2_rstd;
+    float *gu;                         /* (N, 2 F/t): gate then up, per token */
+    float *act;                        /* (N, F/t) silu(gate) * up */
+} ah_block_act_llama_t;
+
+struct ah_block_act {
+    union {
+        float *at[AH_MAX_BLOCK_ACTS];
+        ah_block_act_gpt2_t g;
+        ah_block_act_llama_t l;
+    };
+};
+
+/* The backward's temporaries, carved from the stage's workspace (gpt.c carve_work):
+ * dres (N, C) | tmp (N, C) | datty (N, C/t) | dqkv (N, QKVl) | dmlp_in (N, mlp_in) |
+ * dmlp_act (N, F/t) | attention scratch. */
+typedef struct ah_block_work {
+    float *dres, *tmp, *datty, *dqkv, *dmlp_in, *dmlp_act, *scratch;
+} ah_block_work_t;
+
+typedef struct ah_block_ops {
+    const char *const *tensors;  /* the block's tensor names, in table order */
+    int n_tensors;
+    const char *const *acts;     /* the block's saved activations, in table order */
+    int n_acts;
+    int mlp_in_mult;             /* the MLP's first matmul has mlp_in_mult * F/t outputs */
+    /* Block l's forward from a->at[0]; out (N, C) gets its output, or NULL to stop before the
+     * MLP's output projection (all a recomputing backward needs). tmp is (N, C) scratch. */
+    ah_status_t (*fwd)(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, float *tmp, ah_error_t *err);
+    /* Block l's backward: w->dres holds the gradient of its output on entry, of its input on
+     * exit; parameter gradients accumulate. */
+    ah_status_t (*bwd)(ah_gpt_stage_t *st, int l, const ah_block_act_t *a, const ah_block_work_t *w,
+                       ah_error_t *err);
+    /* The final norm before the head: out (N, C) and stats (norm_stats * N) from inp (N, C); the
+     * backward adds into dinp and the norm's gradients. */
+    void (*head_norm_fwd)(ah_gpt_stage_t *st, float *out, float *stats, const float *inp);
+    void (*head_norm_bwd)(ah_gpt_stage_t *st, float *dinp, const float *dout, const float *inp,
+                          const float *stats);
+} ah_block_ops_t;
+
+extern const ah_block_ops_t ah_block_gpt2, ah_block_llama;
+
+/* Weights and gradients of block l's tensor at table position `which` (gpt.c). */
+float *ah_gpt_block_w(const ah_gpt_stage_t *st, int l, int which);
+float *ah_gpt_block_g(const ah_gpt_stage_t *st, int l, int which);
+/* Weights and gradients of the stage's tensor `name` (it must hold it). */
+float *ah_gpt_named_w(const ah_gpt_stage_t *st, const char *name);
+float *ah_gpt_named_g(const ah_gpt_stage_t *st, const char *name);
+/* A TP all-reduce (sum) of n floats, which ends a segment of the emulated phase; nothing at t = 1. */
+ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *err);
+
+#endif
