@@ -22,6 +22,7 @@ the dumped weights, and interleaved pairs on the weights with that permutation i
 requires them equal (1e-12 relative); it also requires that interleaved pairs on the un-inverted
 weights and a model without rotary both differ (so that the check can fail).
 
+The initial weights must be LLaMA's initialisation: N(0, 0.02) matrices, RMSNorm weights ones.
 Then it compares with autohet's run (ref_common.py): the loss and every gradient tensor of step 0
 (<= --grad-tol relative per tensor), the losses of all S AdamW steps (<= --loss-tol), weight decay
 on the tensors LLaMA's table decays (the matrices: wte, q, k, v, o, gate, up, down, lm_head; not
@@ -155,6 +156,23 @@ def check_rotary(run, m):
     return ok
 
 
+def check_init(run):
+    """LLaMA's initialisation: N(0, 0.02) for every matrix (no residual scaling), ones for the
+    RMSNorm weights; the sample std within 5 % (4096+ values each: a few times its spread)."""
+    ok = True
+    for n in run.names:
+        w = run.init[n].double()
+        if w.dim() == 1:
+            good, what = bool((w == 1).all()), "not all ones"
+        else:
+            std, mean = w.std().item(), w.mean().item()
+            good, what = abs(std - 0.02) <= 0.001 and abs(mean) <= 0.002, f"std {std:.5f}, mean {mean:.5f}, expected N(0, 0.02)"
+        if not good:
+            print(f"{run.a.label}: initial {n}: {what}")
+            ok = False
+    return ok
+
+
 def main():
     ap = ref_common.arg_parser(__doc__)
     ap.add_argument("--model-json", required=True, help="autohet model --model M --json")
@@ -181,7 +199,7 @@ def main():
     for n in run.names:
         assert tuple(run.init[n].shape) == shapes[n], f"{n}: shape {tuple(run.init[n].shape)}, expected {shapes[n]}"
     assert all(decayed(n) == (run.p[n].dim() == 2) for n in run.names), "decayed tensors are not the matrices"
-    ok = check_rotary(run, m)
+    ok = check_init(run) and check_rotary(run, m)
     ok = run.train_and_compare(lambda p, x, y: loss(p, m, x, y), decayed) and ok
     return 0 if ok else 1
 
