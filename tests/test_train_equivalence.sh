@@ -6,16 +6,21 @@
 # (pure TP, asymmetric pipelines with a recomputing stage, TP x asymmetric PP x DP, PP with
 # recomputation) run from test_train_equivalence_{tp,hybrid}.sh, two plans per file so that no
 # file takes more than ~30 s on a loaded 2-core machine.
+# REF=NAME: the one-process run to match is examples/plans/train-NAME.json (default single, the
+# tiny-gpt2 one); every plan must be for the same model (test_train_equivalence_llama*.sh).
 . "$(dirname "$0")/train_common.sh"
 shift 2
 PLAN_NAMES=("$@")
 [ ${#PLAN_NAMES[@]} -gt 0 ] || PLAN_NAMES=(dp4 pp4)
+REF=${REF:-single}
+[ -r "$PLANS/train-$REF.json" ] || fail "no reference plan $PLANS/train-$REF.json"
+[ "$(plan_ranks "$PLANS/train-$REF.json")" = 1 ] || fail "reference plan train-$REF.json is not one rank"
 STEPS=20
 # EMULATE_SLOWDOWN=k runs every plan (and the reference) on the plans' cluster with its "cpu" type
 # emulating a k x slower device: emulation must change the time, never the math, nor hang.
 EXTRA=()
 if [ -n "${EMULATE_SLOWDOWN:-}" ]; then
-    python3 - "$PLANS/train-single.json" "$EMULATE_SLOWDOWN" "$WORK/cluster.json" <<'PY'
+    python3 - "$PLANS/train-$REF.json" "$EMULATE_SLOWDOWN" "$WORK/cluster.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["cluster"]
 c["gpu_types"]["cpu"]["emulate"]["slowdown"] = float(sys.argv[2])
@@ -30,22 +35,24 @@ run() { # name ranks
     if [ "$n" = 1 ]; then timeout 120 "${cmd[@]}" 2>"$WORK/$name.err"; else timeout 120 $MPIRUN -np "$n" "${cmd[@]}" 2>"$WORK/$name.err"; fi \
         || { cat "$WORK/$name.err" >&2; fail "$name: autohet train failed"; }
 }
-run single 1
+run "$REF" 1
 # The losses themselves must move: a run that trained nothing would match trivially.
-python3 - "$WORK" <<'PY' || fail "single-rank loss did not change"
+python3 - "$WORK" "$REF" <<'PY' || fail "single-rank loss did not change"
 import json, sys
-l = [json.loads(x)["loss"] for x in open(f"{sys.argv[1]}/single.jsonl")]
+l = [json.loads(x)["loss"] for x in open(f"{sys.argv[1]}/{sys.argv[2]}.jsonl")]
 assert l[-1] < l[0] - 0.5, l
 PY
 for name in "${PLAN_NAMES[@]}"; do
     [ -r "$PLANS/train-$name.json" ] || fail "no plan $PLANS/train-$name.json"
+    python3 -c 'import json,sys; a, b = (json.load(open(f))["model"] for f in sys.argv[1:]); assert a == b, (a, b)' \
+        "$PLANS/train-$REF.json" "$PLANS/train-$name.json" || fail "$name is not for the model of train-$REF.json"
     n=$(plan_ranks "$PLANS/train-$name.json")
     start=$(date +%s.%N)
     run "$name" "$n"
-    python3 - "$WORK" "$name" <<'PY' || fail "$name differs from the single-rank run"
+    python3 - "$WORK" "$name" "$REF" <<'PY' || fail "$name differs from the single-rank run"
 import array, json, sys
-work, name = sys.argv[1], sys.argv[2]
-ref = [json.loads(l) for l in open(f"{work}/single.jsonl")]
+work, name, refname = sys.argv[1], sys.argv[2], sys.argv[3]
+ref = [json.loads(l) for l in open(f"{work}/{refname}.jsonl")]
 got = [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
 assert len(ref) == len(got) == 20, (len(ref), len(got))
 worst = 0.0
@@ -58,7 +65,7 @@ def load(d):
     with open(f"{d}/params.bin", "rb") as f:
         x.frombytes(f.read())
     return x
-p, q = load(f"{work}/single.params"), load(f"{work}/{name}.params")
+p, q = load(f"{work}/{refname}.params"), load(f"{work}/{name}.params")
 assert len(p) == len(q) and len(p) > 0, (len(p), len(q))
 dmax = max(abs(a - b) for a, b in zip(p, q))
 assert dmax <= 1e-5, f"weights after step 1 differ by {dmax:.3e}"

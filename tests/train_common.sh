@@ -52,3 +52,42 @@ start_moto() {
     export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
     curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
 }
+
+# llama_config OUT PRESET TIED: a Hugging Face config.json (model_type llama) of a LLaMA preset's
+# shape (autohet model --model PRESET --json), tie_word_embeddings TIED (true/false).
+llama_config() {
+    "$AUTOHET" model --model "$2" --json >"$WORK/preset.json" || fail "autohet model --model $2"
+    python3 - "$WORK/preset.json" "$1" "$3" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+assert m["arch"] == "llama", m
+json.dump({"model_type": "llama", "hidden_size": m["d_model"], "intermediate_size": m["d_ff"],
+           "num_attention_heads": m["n_head"], "num_key_value_heads": m["n_kv_head"],
+           "num_hidden_layers": m["n_layer"], "vocab_size": m["vocab"],
+           "max_position_embeddings": m["max_pos"], "rms_norm_eps": m["norm_eps"],
+           "rope_theta": m["rope_theta"], "tie_word_embeddings": sys.argv[3] == "true"},
+          open(sys.argv[2], "w"), indent=1)
+PY
+}
+# plan_with_config PLAN CONFIG NAME OUT: PLAN with its model replaced by CONFIG's (a config.json
+# as autohet model reads it), named NAME.
+plan_with_config() {
+    "$AUTOHET" model --model "$2" --json >"$WORK/config-model.json" || fail "autohet model --model $2"
+    python3 - "$1" "$WORK/config-model.json" "$3" "$4" <<'PY'
+import json, sys
+d, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["model"]
+m["name"] = sys.argv[3]
+d["model"] = m
+json.dump(d, open(sys.argv[4], "w"), indent=1)
+PY
+}
+# plan_model_json PLAN OUT: `autohet model --json` of the plan's model (a preset name or an object).
+plan_model_json() {
+    local m
+    m=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; print(m if isinstance(m, str) else "")' "$1")
+    if [ -n "$m" ]; then
+        "$AUTOHET" model --model "$m" --json >"$2" || fail "autohet model --model $m"
+    else
+        python3 -c 'import json,sys; json.dump({"model": json.load(open(sys.argv[1]))["model"]}, open(sys.argv[2], "w"))' "$1" "$2"
+    fi
+}

@@ -212,10 +212,13 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
     json_decref(meta);
     if (st != AH_OK) return st;
     json_t *cfg;
+    /* A LLaMA-architecture model with a sliding window is Mistral (same tensor names). */
+    const bool mistral = model->arch == AH_ARCH_LLAMA && model->sliding_window > 0;
     if (model->arch == AH_ARCH_LLAMA)
         cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:s, s:b, s:b, s:s, "
                         "s:I}",
-                        "architectures", "LlamaForCausalLM", "model_type", "llama", "hidden_size",
+                        "architectures", mistral ? "MistralForCausalLM" : "LlamaForCausalLM", "model_type",
+                        mistral ? "mistral" : "llama", "hidden_size",
                         (json_int_t)model->d_model, "intermediate_size", (json_int_t)model->d_ff,
                         "num_attention_heads", (json_int_t)model->n_head, "num_key_value_heads",
                         (json_int_t)model->n_kv_head, "num_hidden_layers", (json_int_t)model->n_layer,
@@ -233,6 +236,7 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
                         (json_int_t)model->max_pos, "activation_function", "gelu_new", "layer_norm_epsilon",
                         model->norm_eps, "tie_word_embeddings", model->tied, "torch_dtype", "float32",
                         "autohet_step", (json_int_t)step);
+    if (cfg && mistral) json_object_set_new(cfg, "sliding_window", json_integer((json_int_t)model->sliding_window));
     ah_ckpt_join(path, sizeof path, out_dir, "config.json");
     st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
     json_decref(cfg);

@@ -21,37 +21,6 @@ static const char HOW[] = "--init-from takes a Hugging Face model directory: con
 
 /* ---- config.json ----------------------------------------------------------------------------- */
 
-/* A field of config.json whose math autohet does not implement, refused by name. */
-static ah_status_t unsupported_fields(const json_t *cfg, const char *path, ah_arch_t arch, ah_error_t *err) {
-    const json_t *v;
-    if (arch == AH_ARCH_LLAMA) {
-        if ((v = json_object_get(cfg, "hidden_act")) && !(json_is_string(v) && strcmp(json_string_value(v), "silu") == 0))
-            return ah_error_set(err, AH_ERR_INVALID, "%s: hidden_act %s is not implemented: autohet's LLaMA MLP is "
-                                "SwiGLU with silu", path, json_is_string(v) ? json_string_value(v) : "(not a string)");
-        static const char *const BIASES[] = {"attention_bias", "mlp_bias"};
-        for (int i = 0; i < 2; i++)
-            if ((v = json_object_get(cfg, BIASES[i])) && json_is_true(v))
-                return ah_error_set(err, AH_ERR_INVALID, "%s: %s true is not implemented: autohet's LLaMA has no "
-                                    "biases", path, BIASES[i]);
-        if ((v = json_object_get(cfg, "rope_scaling")) && !json_is_null(v))
-            return ah_error_set(err, AH_ERR_INVALID, "%s: rope_scaling is not implemented (autohet's RoPE is plain, "
-                                "base rope_theta); set it to null only if the weights were trained without it", path);
-        return AH_OK;
-    }
-    if ((v = json_object_get(cfg, "activation_function")) &&
-        !(json_is_string(v) && (strcmp(json_string_value(v), "gelu_new") == 0 ||
-                                strcmp(json_string_value(v), "gelu_pytorch_tanh") == 0)))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: activation_function %s is not implemented: autohet's GPT-2 "
-                            "uses the tanh GELU (gelu_new)", path,
-                            json_is_string(v) ? json_string_value(v) : "(not a string)");
-    if ((v = json_object_get(cfg, "scale_attn_by_inverse_layer_idx")) && json_is_true(v))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: scale_attn_by_inverse_layer_idx true is not implemented", path);
-    if ((v = json_object_get(cfg, "scale_attn_weights")) && json_is_false(v))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: scale_attn_weights false is not implemented (autohet scales "
-                            "attention scores by 1/sqrt(head_dim))", path);
-    return AH_OK;
-}
-
 /* The file's model f against the plan's m, field by field under the Hugging Face names. */
 static ah_status_t compare_models(const char *path, const ah_model_t *f, const ah_model_t *m, ah_error_t *err) {
     static const char TAIL[] = "--init-from needs a directory of the plan's model (or make a plan for this one: "
@@ -71,6 +40,7 @@ static ah_status_t compare_models(const char *path, const ah_model_t *f, const a
         {gpt2 ? "n_inner" : "intermediate_size", f->d_ff, m->d_ff},
         {"vocab_size", f->vocab, m->vocab},
         {gpt2 ? "n_positions" : "max_position_embeddings", f->max_pos, m->max_pos},
+        {"sliding_window", f->sliding_window, m->sliding_window}, /* 0: none */
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].file != ints[i].plan)
@@ -106,7 +76,6 @@ ah_status_t ah_hf_import_check_config(const char *dir, const ah_model_t *m, ah_e
     TRY(ah_json_load_file(path, &cfg, err));
     ah_model_t f;
     ah_status_t st = ah_model_from_hf_json(cfg, path, &f, err);
-    if (st == AH_OK) st = unsupported_fields(cfg, path, f.arch, err);
     if (st == AH_OK) st = compare_models(path, &f, m, err);
     json_decref(cfg);
     return st;

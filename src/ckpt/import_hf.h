@@ -7,11 +7,10 @@
  *
  * Checks, each an error naming the file and the tensor or field (and both values where two
  * disagree):
- *   - config.json is read with ah_model_from_hf_config and compared with the plan's model field
- *     by field under its Hugging Face name (n_layer, hidden_size, num_key_value_heads, rope_theta,
- *     tie_word_embeddings, ...); a config field whose math autohet does not implement (LLaMA's
- *     hidden_act other than silu, attention or MLP biases, rope_scaling; GPT-2's activation other
- *     than gelu_new, scale_attn_by_inverse_layer_idx) is refused, named;
+ *   - config.json is read with ah_model_from_hf_json (which refuses, named, a field whose math
+ *     autohet does not implement: biases, rope_scaling, another activation, ...) and compared with
+ *     the plan's model field by field under its Hugging Face name (n_layer, hidden_size,
+ *     num_key_value_heads, rope_theta, sliding_window, tie_word_embeddings, ...);
  *   - every header is read and validated (ckpt/safetensors.h: a truncated file fails there, naming
  *     the tensor past the end); the index and the headers must agree tensor for tensor;
  *   - every tensor of the model (spec/arch.h, its hf_name) is in exactly one file with the shape

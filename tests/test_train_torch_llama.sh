@@ -1,0 +1,35 @@
+# PyTorch full-model reference for LLaMA: tests/torch/llama_train_ref.py builds the same LLaMA in
+# torch (its own code: RMSNorm, rotary positions, grouped-query attention, SwiGLU; transformers is
+# not used) from autohet's initial weights (--dump-params at step 0) and the same batches of the
+# same token file, checks the rotary convention (Hugging Face's rotate-half on the dumped q/k
+# weights = Meta's interleaved pairs on the weights with HF's conversion permutation inverted),
+# and compares the loss and every gradient tensor of step 0 (--dump-grads, <= 1e-5 relative per
+# tensor) and the losses of 10 AdamW steps (warm-up, cosine, weight decay on the matrices,
+# clipping). Plans: tiny-llama (untied head) on one rank and on 8 (TP 2 with GQA x asymmetric PP x
+# DP, a recomputing stage, the head on another stage than the embedding), and tiny-llama's shape
+# with a tied head (a config.json with tie_word_embeddings) on one rank and on TP 2 x PP.
+# Torch is required: a missing torch fails, it does not skip.
+# Usage: bash tests/test_train_torch_llama.sh BUILD_DIR SOURCE_DIR
+. "$(dirname "$0")/train_common.sh"
+PY=/usr/bin/python3 # Debian's python3-torch; the python3 on PATH may not have torch
+"$PY" -c 'import torch' 2>/dev/null || fail "$PY cannot import torch; install it: apt-get install python3-torch"
+STEPS=10
+HP=(--lr 3e-3 --warmup 3 --weight-decay 0.05 --grad-clip 0.5)
+llama_config "$WORK/tied.config.json" tiny-llama true
+plan_with_config "$PLANS/train-llama-single.json" "$WORK/tied.config.json" tiny-llama-tied "$WORK/train-llama-tied-single.json"
+plan_with_config "$PLANS/train-llama-tp2-asym.json" "$WORK/tied.config.json" tiny-llama-tied "$WORK/train-llama-tied-tp2-asym.json"
+for plan in "$PLANS/train-llama-single.json" "$PLANS/train-llama-tp2-asym.json" \
+            "$WORK/train-llama-tied-single.json" "$WORK/train-llama-tied-tp2-asym.json"; do
+    name=$(basename "$plan" .json)
+    n=$(plan_ranks "$plan")
+    cmd=("$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps $STEPS "${HP[@]}" --quiet
+         --metrics "$WORK/$name.jsonl" --dump-params "$WORK/$name" --dump-grads "$WORK/$name" --dump-step 0)
+    if [ "$n" = 1 ]; then timeout 120 "${cmd[@]}" 2>"$WORK/$name.err"; else timeout 120 $MPIRUN -np "$n" "${cmd[@]}" 2>"$WORK/$name.err"; fi \
+        || { cat "$WORK/$name.err" >&2; fail "$name: autohet train failed"; }
+    read -r B T < <(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["train"]; print(t["global_batch"], t["seq_len"])' "$plan")
+    plan_model_json "$plan" "$WORK/$name.model.json"
+    "$PY" "$SRC/tests/torch/llama_train_ref.py" --label "$name ($n ranks)" --model-json "$WORK/$name.model.json" \
+        --params "$WORK/$name" --grads "$WORK/$name" --metrics "$WORK/$name.jsonl" --data "$WORK/text.bin" \
+        --batch "$B" --seq-len "$T" --steps $STEPS "${HP[@]}" || fail "$name differs from PyTorch"
+done
+echo PASS
