@@ -141,7 +141,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     }
     if (s == AH_OK && a->resume) {
         json_t *ev = NULL;
-        bool found;
+        bool found = false;
         s = ah_ckpt_session_resume(*ck, start, &found, &ev, err);
         if (s == AH_OK && !found && !a->init_from) s = ah_trainer_init_params(tr, err);
         if (s == AH_OK && rank == 0 && found)
@@ -150,7 +150,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
         else if (s == AH_OK && rank == 0)
             printf("autohet train: no complete checkpoint in any tier (%s): starting from %s\n",
                    json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE)), a->init_from ? a->init_from : "scratch");
-        init_hf = !found;
+        init_hf = !found; /* the checkpoint wins */
         ah_metrics_write_events(metrics, ev);
         if (s == AH_OK && *start > a->steps)
             s = ah_error_set(err, AH_ERR_USAGE, "the checkpoint is at step %lld, past --steps %lld",
