@@ -142,7 +142,6 @@ int main(int argc, char **argv) {
     }
     float *lnf = dalloc(NC, "ln_f"), *mf = dalloc(N, "mf"), *rf = dalloc(N, "rf");
     float *logits = dalloc((size_t)N * V, "logits"), *dlnf = dalloc(NC, "dln_f");
-    float *rowmax = dalloc(N, "row maxima"), *xstats = dalloc(2 * (size_t)N, "softmax statistics");
     float *dres = dalloc(NC, "dres"), *tmp = dalloc(NC, "tmp"), *datt = dalloc(NC, "datt");
     float *dqkv = dalloc(3 * NC, "dqkv"), *dfch = dalloc((size_t)N * F, "dfch");
     float *dfchg = dalloc((size_t)N * F, "dfchg");
@@ -174,10 +173,12 @@ int main(int argc, char **argv) {
         }
         k->layernorm_fwd(lnf, mf, rf, a[L].x_in, W + c.lnf_w, W + c.lnf_b, N, C, 1e-5f);
         k->zero(dlnf, NC);
+        /* the head: logits, cross-entropy (its row statistics in tmp), dln_f and dwte */
+        float *rowmax = tmp, *stats = tmp + N;
         k->matmul_fwd(logits, lnf, W + c.wte, NULL, N, C, V);
         k->xent_max(rowmax, logits, N, V, V);
-        k->xent_stats(xstats, logits, rowmax, tok + 1, N, V, V, 0);
-        loss = k->xent_grad(logits, rowmax, xstats, tok + 1, 1.0f / (float)N, N, V, V, 0) / N;
+        k->xent_stats(stats, logits, rowmax, tok + 1, N, V, V, 0);
+        loss = k->xent_grad(logits, rowmax, stats, tok + 1, 1.0f / (float)N, N, V, V, 0) / N;
         k->matmul_bwd(dlnf, G + c.wte, NULL, logits, lnf, W + c.wte, N, C, V);
         k->zero(dres, NC);
         k->layernorm_bwd(dres, G + c.lnf_w, G + c.lnf_b, dlnf, a[L].x_in, W + c.lnf_w, mf, rf, N, C);

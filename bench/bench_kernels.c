@@ -69,7 +69,8 @@ static void att_fwd(void *p) {
 }
 static void att_bwd(void *p) {
     ctx_t *c = p;
-    c->k->attention_bwd(c->dinp, c->scratch, c->dout, c->qkv, c->out, c->probs, c->B, c->T, c->H, c->H, c->hd);
+    c->k->attention_bwd(c->dinp, c->scratch, c->dout, c->qkv, c->out, c->probs, c->B, c->T, c->H,
+                        c->H, c->hd);
 }
 
 static double raw_gflops(ctx_t *c, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k) {

@@ -1,5 +1,5 @@
 # autohet ckpt export: a checkpoint saved by a TP-4 plan (every matrix in 4 pieces) becomes one
-# Hugging Face GPT-2 model.safetensors + config.json. PyTorch (/usr/bin/python3, no other package)
+# Hugging Face GPT-2 model.safetensors + config.json (then the same for LLaMA, below). PyTorch (/usr/bin/python3, no other package)
 # parses the safetensors file by hand, checks the names and Conv1D shapes Hugging Face uses, builds
 # GPT-2 from config.json with those weights, and its loss on step 5's batch must equal the loss
 # autohet reported for step 5 (the weights after 5 updates) within 1e-5 relative. A step that is
@@ -64,6 +64,76 @@ ref = [o for o in map(json.loads, open(metrics)) if o.get("step") == 5 and "loss
 rel = abs(loss - ref) / ref
 assert rel <= 1e-5, f"torch {loss} vs autohet {ref} (rel {rel:.2e})"
 print(f"  exported GPT-2 ({len(W)} tensors): torch loss {loss:.7f} vs autohet {ref:.7f} (rel {rel:.1e})")
+PY
+# LLaMA: tiny-llama-tp4 (grouped-query attention, untied head) on the same TP-4 plan; the export's
+# LlamaForCausalLM names and config.json, evaluated by hand the way transformers' LlamaForCausalLM
+# computes (RMSNorm, rotate-half RoPE on the q/k projections as stored, repeat_kv, SwiGLU), give
+# autohet's step-5 loss.
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["model"]="tiny-llama-tp4"; json.dump(d,open(sys.argv[2],"w"))' \
+    "$PLANS/train-tp4.json" "$WORK/llama-tp4.json"
+timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/llama-tp4.json" --data "$WORK/text.bin" --steps 6 \
+    --quiet --metrics "$WORK/ml.jsonl" --ckpt-every 5 --local-root "$WORK/ckl" 2>"$WORK/trainl.err" \
+    || { cat "$WORK/trainl.err" >&2; fail "autohet train (LLaMA)"; }
+"$AUTOHET" ckpt export --local-root "$WORK/ckl" -o "$WORK/hfl" >"$WORK/exportl.out" || fail "export (LLaMA)"
+"$PY" - "$WORK/hfl" "$WORK/text.bin" "$WORK/ml.jsonl" "$B" "$T" <<'PY' || fail "the exported LLaMA differs from autohet's"
+import json, math, struct, sys
+import torch
+out, data, metrics, B, T = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+cfg = json.load(open(f"{out}/config.json"))
+assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama", cfg
+assert cfg["hidden_act"] == "silu" and cfg["attention_bias"] is False and cfg["mlp_bias"] is False, cfg
+raw = open(f"{out}/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head.pop("__metadata__", None)
+W = {}
+for name, e in head.items():
+    assert e["dtype"] == "F32", (name, e)
+    a, b = e["data_offsets"]
+    W[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.float32).reshape(e["shape"]).double()
+L, C, H, KV = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+F, V, hd = cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
+assert hd == C // H and cfg["tie_word_embeddings"] is False
+want = {"model.embed_tokens.weight": [V, C], "model.norm.weight": [C], "lm_head.weight": [V, C]}
+for l in range(L):
+    p = f"model.layers.{l}."
+    want.update({p + "input_layernorm.weight": [C], p + "post_attention_layernorm.weight": [C],
+                 p + "self_attn.q_proj.weight": [C, C], p + "self_attn.k_proj.weight": [KV * hd, C],
+                 p + "self_attn.v_proj.weight": [KV * hd, C], p + "self_attn.o_proj.weight": [C, C],
+                 p + "mlp.gate_proj.weight": [F, C], p + "mlp.up_proj.weight": [F, C], p + "mlp.down_proj.weight": [C, F]})
+assert {k: list(v.shape) for k, v in W.items()} == want, sorted(set(W) ^ set(want))
+tok = open(data, "rb").read()
+hdr = struct.unpack("<256i", tok[:1024])
+toks = torch.tensor(struct.unpack(f"<{hdr[2]}H", tok[1024:1024 + 2 * hdr[2]]), dtype=torch.long)
+idx = torch.stack([toks[j * T:j * T + T + 1] for j in range(5 * B, 6 * B)])
+x_ids, y_ids = idx[:, :-1], idx[:, 1:]
+eps = cfg["rms_norm_eps"]
+def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+fr = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+cos, sin = torch.cat([fr, fr], -1).cos(), torch.cat([fr, fr], -1).sin()
+def rot(x): return torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], -1)
+mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+x = W["model.embed_tokens.weight"][x_ids]
+for l in range(L):
+    p = f"model.layers.{l}."
+    h = rms(x, W[p + "input_layernorm.weight"])
+    q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(B, T, H, hd).transpose(1, 2)
+    k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(B, T, KV, hd).transpose(1, 2)
+    v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(B, T, KV, hd).transpose(1, 2)
+    q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+    k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+    att = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(~mask, float("-inf")).softmax(-1)
+    x = x + (att @ v).transpose(1, 2).reshape(B, T, C) @ W[p + "self_attn.o_proj.weight"].T
+    h = rms(x, W[p + "post_attention_layernorm.weight"])
+    g = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)
+    x = x + g @ W[p + "mlp.down_proj.weight"].T
+logits = rms(x, W["model.norm.weight"]) @ W["lm_head.weight"].T
+loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), y_ids.reshape(-1)).item()
+ref = [o for o in map(json.loads, open(metrics)) if o.get("step") == 5 and "loss" in o][0]["loss"]
+rel = abs(loss - ref) / ref
+assert rel <= 1e-5, f"torch {loss} vs autohet {ref} (rel {rel:.2e})"
+print(f"  exported LLaMA ({len(W)} tensors): torch loss {loss:.7f} vs autohet {ref:.7f} (rel {rel:.1e})")
 PY
 # Errors: a step that is not committed; a directory without checkpoints.
 "$AUTOHET" ckpt export --local-root "$WORK/ck" --step 3 -o "$WORK/x" 2>"$WORK/e1" && fail "step 3 exported"

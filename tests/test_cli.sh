@@ -64,6 +64,29 @@ assert d['state_bytes_per_param'] == 16
 tot = sum(l['count']*(l['fwd_flops_per_mb'] + l['bwd_flops_per_mb']) for l in d['layers'])
 assert abs(d['flops_per_token'] - tot/N) <= 1e-9*tot/N
 "
+# per-rank params include the vocabulary padding (50257 -> 50432 at t = 2), the total does not
+run "model gpt2-124m tp 2" 0 "$AH" model --model gpt2-124m --tp 2
+has "model legend: padding per rank" out "params: per TP rank, vocabulary padding included (V 50257 padded to 50432"
+has "model legend: total without" out "the total above is the model's own, no padding"
+run "model gpt2-124m tp 2 --json" 0 "$AH" model --model gpt2-124m --tp 2 --json
+py "model --json padding" "
+C, P = 768, 1024
+assert d['params_total'] == 124439808 and d['vocab_padded'] == 50432, (d['params_total'], d['vocab_padded'])
+emb, blk, head = d['layers']
+assert emb['params_per_rank'] == 50432 // 2 * C + P * C, emb['params_per_rank']
+assert emb['params_content'] == 50257 * C + P * C, emb['params_content']
+assert head['params_per_rank'] == head['params_content'] == 2 * C  # tied: ln_f only
+assert sum(l['count'] * l['params_content'] for l in d['layers']) == d['params_total']
+# the head multiplies by the rank's 25216 rows: 2 N C Vp/t with N = 1024 tokens
+assert head['fwd_flops_per_mb'] == 2 * 1024 * C * 25216, head['fwd_flops_per_mb']
+"
+run "model llama3-8b tp 8 --json" 0 "$AH" model --model llama3-8b --tp 8 --json
+py "model llama3-8b padding" "
+assert d['params_total'] == 8030261248 and d['vocab_padded'] == 129024
+emb, blk, head = d['layers']
+assert emb['params_per_rank'] == 129024 // 8 * 4096 and emb['params_content'] == 128256 * 4096
+assert head['params_per_rank'] == 4096 + 129024 // 8 * 4096
+"
 run "model llama2-7b tp 4" 0 "$AH" model --model llama2-7b --tp 4 --precision fp32 --json
 py "model llama2-7b" "assert d['params_total'] == 6738415616 and d['tp'] == 4 and d['precision'] == 'fp32'"
 run "model tp 3 does not split" 1 "$AH" model --model llama2-7b --tp 3
@@ -86,6 +109,57 @@ run "plan budget negative" 2 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero -
 has "plan budget range message" err "--budget: expected >= 0, got -0.5"
 run "simulate micro-batch negative" 2 "$AH" simulate --model tiny-gpt2 --cluster cpu-hetero --micro-batch -1
 has "simulate micro-batch range message" err "--micro-batch -1: expected >= 0 (0: the planner picks)"
+# ---- HF config fields the runtime does not compute: refused by model and plan alike ----
+LLAMA='"num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":176,"vocab_size":256,"max_position_embeddings":256'
+GPT2='"model_type":"gpt2","n_layer":2,"n_embd":64,"n_head":4,"vocab_size":256,"n_positions":64'
+# name|config body|text the message must hold
+while IFS='|' read -r name body want; do
+    printf '{%s}\n' "$body" >"$TMP/$name.json"
+    for verb in model plan; do
+        extra=()
+        [ "$verb" = plan ] && extra=(--cluster cpu-hetero --global-batch 8 --seq-len 64)
+        run "$verb refuses $name" 1 "$AH" "$verb" --model "$TMP/$name.json" "${extra[@]}"
+        has "$verb refuses $name: field and value" err "$want"
+    done
+done <<EOF
+attention_bias|"model_type":"llama",$LLAMA,"attention_bias":true|$TMP/attention_bias.json.attention_bias: true
+mistral_bias|"model_type":"mistral",$LLAMA,"attention_bias":true|$TMP/mistral_bias.json.attention_bias: true
+mlp_bias|"model_type":"llama",$LLAMA,"mlp_bias":true|$TMP/mlp_bias.json.mlp_bias: true
+rope_scaling|"model_type":"llama",$LLAMA,"rope_scaling":{"rope_type":"linear","factor":2.0}|rope_scaling: {"factor":2.0,"rope_type":"linear"}
+hidden_act|"model_type":"llama",$LLAMA,"hidden_act":"relu"|hidden_act: "relu"
+head_dim|"model_type":"llama",$LLAMA,"head_dim":8|head_dim: 8 x 4 heads != hidden_size 64
+erf_gelu|$GPT2,"activation_function":"gelu"|activation_function: "gelu"; Hugging Face's "gelu" is the exact (erf) GELU
+relu|$GPT2,"activation_function":"relu"|activation_function: "relu"
+EOF
+# what the runtime computes loads: the tanh GELUs, an untied GPT-2 head, null rope_scaling
+printf '{%s,"activation_function":"gelu_pytorch_tanh","tie_word_embeddings":false}\n' "$GPT2" >"$TMP/untied.json"
+run "model untied gpt2 tanh gelu" 0 "$AH" model --model "$TMP/untied.json"
+has "model untied gpt2: untied" out "untied head"
+run "plan untied gpt2" 0 "$AH" plan --model "$TMP/untied.json" --cluster cpu-hetero --global-batch 8 --seq-len 64 -o "$TMP/untied-plan.json"
+printf '{"model_type":"llama",%s,"rope_scaling":null,"hidden_act":"silu","attention_bias":false,"mlp_bias":false}\n' "$LLAMA" >"$TMP/plain.json"
+run "model plain llama" 0 "$AH" model --model "$TMP/plain.json"
+# a sliding window shorter than the context: kept, and a longer sequence refused (model and plan)
+printf '{"model_type":"mistral",%s,"sliding_window":128}\n' "$LLAMA" >"$TMP/window.json"
+run "model sliding window" 0 "$AH" model --model "$TMP/window.json"
+has "model sliding window: default seq-len is the window" out "seq-len 128 ="
+has "model sliding window: shown" out "(sliding window 128)"
+run "model seq-len past the window" 1 "$AH" model --model "$TMP/window.json" --seq-len 129
+has "model seq-len past the window: message" err "--seq-len 129 is longer than model $TMP/window.json's sliding attention window of 128 tokens (config sliding_window)"
+run "plan seq-len past the window" 1 "$AH" plan --model "$TMP/window.json" --cluster cpu-hetero --global-batch 8 --seq-len 256
+has "plan seq-len past the window: message" err "--seq-len 256 is longer than model $TMP/window.json's sliding attention window of 128"
+run "profile seq-len past the window" 1 "$AH" profile --model "$TMP/window.json" --seq-len 256 -o "$TMP/wp.json"
+has "profile seq-len past the window: message" err "sliding attention window of 128"
+run "plan within the window" 0 "$AH" plan --model "$TMP/window.json" --cluster cpu-hetero --global-batch 8 --seq-len 128 -o "$TMP/window-plan.json"
+"$PY" -c "
+import json
+d = json.load(open('$TMP/window-plan.json'))
+assert d['model']['sliding_window'] == 128, d['model']
+d['train']['seq_len'] = 256
+json.dump(d, open('$TMP/window-long.json', 'w'))
+"
+run "evaluate a plan past the window" 1 "$AH" evaluate --plan "$TMP/window-long.json"
+has "evaluate a plan past the window: message" err "[train] train.seq_len: 256 is longer than model"
+
 run "model --help" 0 "$AH" model --help
 for f in --model --seq-len --micro-batch --tp --precision --json; do has "model --help $f" out "$f"; done
 

@@ -11,7 +11,10 @@
 #include "cost/profile.h"
 #include "harness.h"
 
-/* GPT-2 family: C=8, H=2, F=32, V=10, P=6 positions, L=2, tied. */
+/* GPT-2 family: C=8, H=2, F=32, V=10, P=6 positions, L=2, tied. The vocabulary-parallel
+ * embedding and head pad V to a multiple of 128 t: Vp = 128 at t = 1, 256 at t = 2, so a TP rank
+ * holds VL = Vp/t = 128 rows at either (V < 128: rank 1's rows are all padding). */
+enum { VL1 = 128 / 1, VL2 = 256 / 2 };
 static ah_model_t tiny_gpt2(void) {
     ah_model_t m = {.arch = AH_ARCH_GPT2, .n_layer = 2, .d_model = 8, .n_head = 2, .n_kv_head = 2,
                     .d_ff = 32, .vocab = 10, .max_pos = 6, .tied = true, .norm_eps = 1e-5};
@@ -37,22 +40,24 @@ static void test_params(void) {
     CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_BLOCK, 2), 460);
     CHECK(2 * ah_layer_params(&g, AH_LAYER_BLOCK, 2) >= ah_layer_params(&g, AH_LAYER_BLOCK, 1),
           "per-rank x t >= total");
-    /* embedding wte VC=80 + wpe PC=48, replicated over TP; tied head = ln_f only (2C). */
-    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 1), 128);
-    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 2), 128);
+    /* embedding: wte's padded rows VL x C = 1024 per rank + wpe PC = 48 (replicated); tied head =
+     * ln_f only (2C). The total counts content: wte VC = 80 + wpe 48, no padding. */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 1), VL1 * 8 + 48);
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_EMBED, 2), VL2 * 8 + 48);
     CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_HEAD, 2), 16);
-    CHECK_EQ_I64(ah_model_params_total(&g), 128 + 2 * 872 + 16);
-    g.tied = false; /* untied head adds its own V x C */
-    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_HEAD, 1), 96);
+    CHECK_EQ_I64(ah_model_params_total(&g), 80 + 48 + 2 * 872 + 16);
+    g.tied = false; /* untied head adds its own rows of the V x C matrix */
+    CHECK_EQ_I64(ah_layer_params(&g, AH_LAYER_HEAD, 1), 16 + VL1 * 8);
+    CHECK_EQ_I64(ah_model_params_total(&g), 80 + 48 + 2 * 872 + 16 + 80);
 
     ah_model_t l = tiny_llama();
     /* LLaMA block, t=1: q 64, k+v 2*8*4=64, o 64, gate/up/down 3*8*12=288, 2 RMSNorms 16 -> 496. */
     CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_BLOCK, 1), 496);
     /* t=2: 32 + 32 + 32 + 144 + 16 (norms replicated) = 256. */
     CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_BLOCK, 2), 256);
-    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_EMBED, 1), 80);    /* no position table */
-    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_HEAD, 1), 8 + 80); /* RMSNorm C + untied V x C */
-    CHECK_EQ_I64(ah_model_params_total(&l), 80 + 2 * 496 + 88);
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_EMBED, 1), VL1 * 8);    /* no position table */
+    CHECK_EQ_I64(ah_layer_params(&l, AH_LAYER_HEAD, 1), 8 + VL1 * 8); /* RMSNorm C + lm_head rows */
+    CHECK_EQ_I64(ah_model_params_total(&l), 80 + 2 * 496 + 8 + 80);    /* content: V x C twice */
 
     CHECK_EQ_I64(ah_param_state_bytes(AH_PREC_FP32), 16);
     CHECK_EQ_I64(ah_param_state_bytes(AH_PREC_BF16), 16);
@@ -65,10 +70,19 @@ static void test_flops(void) {
     CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_BLOCK, 1, 2, 3), 9792, 0);
     CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_BLOCK, 2, 2, 3), 4896, 0);
     CHECK_NEAR(ah_layer_bwd_flops(&g, AH_LAYER_BLOCK, 2, 2, 3), 9792, 0);
-    /* head 2NCV = 2*6*8*10 = 960, not divided by t; embedding 0 */
-    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 2, 2, 3), 960, 0);
-    CHECK_NEAR(ah_layer_bwd_flops(&g, AH_LAYER_HEAD, 1, 2, 3), 1920, 0);
+    /* head 2 N C Vp/t: the rank's rows of the matrix, padding included: 2*6*8*128 = 12288 at
+     * t = 1 and 2; embedding 0 (a gather) */
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 2, 2, 3), 2.0 * 6 * 8 * VL2, 0);
+    CHECK_NEAR(ah_layer_bwd_flops(&g, AH_LAYER_HEAD, 1, 2, 3), 2 * 2.0 * 6 * 8 * VL1, 0);
     CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_EMBED, 1, 2, 3), 0, 0);
+    /* V = 300: Vp = 384 at t = 1 (3 x 128), 512 at t = 2 and 4 (multiples of 256 and 512), so a
+     * rank's rows are 384, 256, 128: the head's FLOPs fall with t */
+    g.vocab = 300;
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 1, 2, 3), 2.0 * 6 * 8 * 384, 0);
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 2, 2, 3), 2.0 * 6 * 8 * (512 / 2), 0);
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 4, 2, 3), 2.0 * 6 * 8 * (512 / 4), 0);
+    g.tied = false; /* an untied head multiplies by its own rows: the same count */
+    CHECK_NEAR(ah_layer_fwd_flops(&g, AH_LAYER_HEAD, 4, 2, 3), 2.0 * 6 * 8 * (512 / 4), 0);
     ah_model_t l = tiny_llama();
     /* LLaMA: 2N(C^2 + 2C*4 + C^2 + 3CF) + 4NTC = 12 * (64 + 64 + 64 + 288) + 576 = 6336 */
     CHECK_NEAR(ah_layer_fwd_flops(&l, AH_LAYER_BLOCK, 1, 2, 3), 6336, 0);
@@ -87,7 +101,9 @@ static void test_flops_published(void) {
     ah_model_t m;
     ah_error_t err;
     CHECK(ah_model_preset("gpt3-175b", &m, &err) == AH_OK, "preset: %s", err.msg);
-    const double B = 1, s = 2048, l = 96, h = 12288, V = 50257;
+    /* The logits are computed over the padded vocabulary: 50257 -> 50304 = 393 x 128 at t = 1
+     * (Megatron pads the same way; Narayanan et al.'s V is the padded one, 51200 for their 128 x 8). */
+    const double B = 1, s = 2048, l = 96, h = 12288, V = 50304;
     /* Narayanan et al. 2021, eq. (3) without and with activation recomputation: the same
      * counting (matmuls, full attention, logits), so equal to rounding. */
     double megatron = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
@@ -126,10 +142,18 @@ static void test_act_bytes(void) {
     CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_BLOCK, 2, 2, 3, B16, true), 96);
     /* embedding: token ids N x 4 */
     CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_EMBED, 2, 2, 3, F32, false), 24);
-    /* head fp32: ln_f in 48 + out 48 + logits N*V 60 = 156 floats + stats 12 floats -> 672;
-     * bf16: 156 x 2 + 12 x 4 = 360. Recompute does not change it. */
-    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 1, 2, 3, F32, false), 672);
-    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 2, 2, 3, B16, true), 360);
+    /* head fp32: ln_f in 48 + out 48 + the rank's logits N x Vp/t = 6 x 128 = 768 -> 864 floats
+     * + stats 12 floats -> 3504; bf16 at t = 2: 864 x 2 + 12 x 4 = 1776. Recompute does not
+     * change it. */
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 1, 2, 3, F32, false), (48 + 48 + 6 * VL1) * 4 + 12 * 4);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 1, 2, 3, F32, false), 3504);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 2, 2, 3, B16, true), (48 + 48 + 6 * VL2) * 2 + 12 * 4);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 2, 2, 3, B16, true), 1776);
+    /* V = 300: logits 6 x 384 at t = 1, 6 x 256 at t = 2 */
+    g.vocab = 300;
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 1, 2, 3, F32, false), (96 + 6 * 384) * 4 + 48);
+    CHECK_EQ_I64(ah_layer_act_bytes(&g, AH_LAYER_HEAD, 2, 2, 3, F32, false), (96 + 6 * 256) * 4 + 48);
+    g.vocab = 10;
 
     ah_model_t l = tiny_llama();
     /* LLaMA fp32 t=1 (H=4, kv width 4): x_in 48, rms_1 48, rstd 6, q 48, k+v 2*6*4=48,
@@ -138,8 +162,8 @@ static void test_act_bytes(void) {
     CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_BLOCK, 1, 2, 3, F32, false), 2544);
     /* t=2: 48+48+6+24+24+36+24+48+48+6+108 = 420 floats = 1680 bytes. */
     CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_BLOCK, 2, 2, 3, F32, false), 1680);
-    /* head: (48 + 48 + 60) x 4 + rstd 6 x 4 = 648 */
-    CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_HEAD, 1, 2, 3, F32, false), 648);
+    /* head: (48 + 48 + 6 x 128) x 4 + rstd 6 x 4 = 3480 */
+    CHECK_EQ_I64(ah_layer_act_bytes(&l, AH_LAYER_HEAD, 1, 2, 3, F32, false), (48 + 48 + 6 * VL1) * 4 + 6 * 4);
 }
 
 static void test_inflight(void) {
@@ -230,28 +254,51 @@ static void test_stage(void) {
     CHECK_EQ_I64(sc.act_bytes_per_mb, 2 * 192);
     CHECK_EQ_I64(sc.fixed_bytes, 2 * 2088 + 768 + 268435456);
 
+    /* First and last stages at t=2 on "fast": the vocabulary-parallel embedding all-reduces its
+     * output (N x C, forward); the head all-reduces its softmax statistics forward (max: N = 6
+     * floats, 24 bytes; sums: 2N, 48 bytes) and its input gradient (N x C) backward. */
+    const double ar_max = 24 / 10e9 + 2e-6, ar_sums = 48 / 10e9 + 2e-6;
+    ah_stage_cost(&ctx, 0, 0, 2, true, false, false, &sc);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 4 * ar + ar, 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 4 * ar, 1e-12);
+    CHECK_EQ_I64(sc.params, 2 * 460 + VL2 * 8 + 48);
+    ah_stage_cost(&ctx, 0, 0, 2, false, true, true, &sc);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 4 * ar + ar_max + ar_sums, 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 8 * ar + ar, 1e-12);
+    /* head at t=2: 2 N C Vp/2 = 12288 FLOPs forward at 1e9 (bytes (16 + 1024) x 4 + 3504 over
+     * 100 GB/s are far less) */
+    CHECK_NEAR(sc.fwd_s, 2 * (4896 / 1e9 + 2 * ar) + 12288 / 1e9 + ar_max + ar_sums, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * (9792 / 1e9 + 4896 / 1e9 + 4 * ar) + 24576 / 1e9 + ar, 1e-12);
+    CHECK_EQ_I64(sc.params, 2 * 460 + 16 + VL2 * 8); /* the head's copy of its rows of wte */
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 2 * 192 + (48 + 48 + 6 * VL2) * 4 + 12 * 4);
+    /* A single stage with both: both layers' all-reduces. */
+    ah_stage_cost(&ctx, 0, 0, 2, true, true, false, &sc);
+    CHECK_NEAR(sc.tp_comm_fwd_s, 4 * ar + ar + ar_max + ar_sums, 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 4 * ar + ar, 1e-12);
+
     /* First stage on "slow" (0.5e9 FLOP/s effective, 50 GB/s), t=1: embedding + block 0.
-     * Embedding: no FLOPs, so bytes-bound both ways: (128 params x 4 + 24 act) / 5e10.
-     * Block t=1: 9792 / 5e8 forward. No TP comm. One neighbour (after). */
+     * Embedding: no FLOPs, so bytes-bound both ways: (1072 params x 4 + 24 act) / 5e10 (its 128
+     * padded rows of wte and wpe). Block t=1: 9792 / 5e8 forward. No TP comm. One neighbour. */
     ctx.t = 1;
     ah_stage_cost(&ctx, 1, 0, 1, true, false, false, &sc);
-    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + 536 / 5e10, 1e-12);
-    CHECK_NEAR(sc.bwd_s, 2 * 9792 / 5e8 + 536 / 5e10, 1e-12);
+    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + ((VL1 * 8 + 48) * 4 + 24) / 5e10, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * 9792 / 5e8 + ((VL1 * 8 + 48) * 4 + 24) / 5e10, 1e-12);
     CHECK_NEAR(sc.tp_comm_fwd_s, 0, 0);
-    CHECK_EQ_I64(sc.params, 872 + 128);
+    CHECK_EQ_I64(sc.params, 872 + VL1 * 8 + 48);
     CHECK_EQ_I64(sc.act_bytes_per_mb, 3312 + 24);
     CHECK_EQ_I64(sc.fixed_bytes, 3312 + 2 * 192);
 
-    /* Last stage, tied head, no embedding: keeps its own V x C copy (80). Head forward
-     * 2NCV = 960 FLOPs / 5e8 vs bytes ((16 + 80) x 4 + 672) / 5e10 -> compute. */
+    /* Last stage, tied head, no embedding: keeps its own copy of its rows of wte (VL x C = 1024).
+     * Head forward 2 N C VL = 12288 FLOPs / 5e8 vs bytes ((16 + 1024) x 4 + 3504) / 5e10 ->
+     * compute. */
     ah_stage_cost(&ctx, 1, 1, 2, false, true, false, &sc);
-    CHECK_EQ_I64(sc.params, 872 + 16 + 80);
-    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + 960 / 5e8, 1e-12);
-    CHECK_EQ_I64(sc.act_bytes_per_mb, 3312 + 672);
+    CHECK_EQ_I64(sc.params, 872 + 16 + VL1 * 8);
+    CHECK_NEAR(sc.fwd_s, 9792 / 5e8 + 2.0 * 6 * 8 * VL1 / 5e8, 1e-12);
+    CHECK_EQ_I64(sc.act_bytes_per_mb, 3312 + 3504);
     CHECK_EQ_I64(sc.fixed_bytes, 3312 + 2 * 192);
     /* A single stage holds both and no copy; no neighbours. */
     ah_stage_cost(&ctx, 1, 0, 2, true, true, false, &sc);
-    CHECK_EQ_I64(sc.params, 1888);
+    CHECK_EQ_I64(sc.params, 2 * 872 + VL1 * 8 + 48 + 16);
     CHECK_EQ_I64(sc.fixed_bytes, 3312);
 
     /* Bytes-bound case: at 0.1 GB/s a t=1 block moves (872 x 4 params + 3312 act) / 1e8
@@ -302,9 +349,12 @@ static void test_profile(void) {
     ah_cost_ctx_t ctx = {&g, &c, &tr, 2, p};
     ah_stage_cost_t sc;
     const double ar = 192 / 10e9 + 2e-6;
+    /* the head (roofline at t=2: 2 N C Vp/2 = 12288 FLOPs at 1e9) keeps its modelled all-reduces:
+     * the statistics' max (N floats) and sums (2N) forward, its input gradient (N x C) backward */
+    const double ar_max = 24 / 10e9 + 2e-6, ar_sums = 48 / 10e9 + 2e-6;
     ah_stage_cost(&ctx, 0, 0, 2, false, true, true, &sc);
-    CHECK_NEAR(sc.fwd_s, 2 * (0.01 + 2 * ar) + 960 / 1e9, 1e-12);
-    CHECK_NEAR(sc.bwd_s, 2 * (0.02 + 0.01 + 4 * ar) + 1920 / 1e9, 1e-12);
+    CHECK_NEAR(sc.fwd_s, 2 * (0.01 + 2 * ar) + 12288 / 1e9 + ar_max + ar_sums, 1e-12);
+    CHECK_NEAR(sc.bwd_s, 2 * (0.02 + 0.01 + 4 * ar) + 24576 / 1e9 + ar, 1e-12);
     /* t=1 entry includes TP comm (t=1 has none anyway) and has a head */
     ctx.t = 1;
     ah_stage_cost(&ctx, 0, 0, 2, false, true, false, &sc);
@@ -329,7 +379,24 @@ static void test_profile(void) {
     ah_stage_cost(&ctx, 0, 0, 2, false, false, false, &sc);
     CHECK_NEAR(sc.fwd_s, 2 * 0.01, 1e-12);
     CHECK_NEAR(sc.tp_comm_fwd_s, 0, 0);
+    /* the head is not measured in this entry: its all-reduces are modelled (N = 3 tokens now:
+     * max 12 bytes, sums 24, input gradient N x C x 4 = 96) */
+    ah_stage_cost(&ctx, 0, 0, 2, false, true, false, &sc);
+    CHECK_NEAR(sc.tp_comm_fwd_s, (12 / 10e9 + 2e-6) + (24 / 10e9 + 2e-6), 1e-12);
+    CHECK_NEAR(sc.tp_comm_bwd_s, 96 / 10e9 + 2e-6, 1e-12);
     CHECK_ERR(ah_profile_add(p, &e, &err), AH_ERR_INVALID, err, "both give gpu \"fast\", tp 2");
+    /* a measured head with its all-reduces inside: none added */
+    {
+        ah_profile_entry_t h = e;
+        h.micro_batch = 3;
+        h.layer[AH_LAYER_HEAD] = (ah_profile_layer_t){.present = true, .fwd_s = 0.25, .bwd_s = 0.5};
+        CHECK(ah_profile_add(p, &h, &err) == AH_OK, "add: %s", err.msg);
+        tr.micro_batch = 3;
+        ah_stage_cost(&ctx, 0, 0, 2, false, true, false, &sc);
+        CHECK_NEAR(sc.fwd_s, 2 * 0.01 + 0.25, 1e-12);
+        CHECK_NEAR(sc.bwd_s, 2 * 0.02 + 0.5, 1e-12);
+        CHECK_NEAR(sc.tp_comm_fwd_s + sc.tp_comm_bwd_s, 0, 0);
+    }
 
     /* round trip through JSON */
     const char *saved = write_tmp(saved_buf, "saved.json", "");
@@ -337,8 +404,8 @@ static void test_profile(void) {
     ah_profile_t *q = NULL;
     CHECK(ah_profile_load(saved, &q, &err) == AH_OK, "reload: %s", err.msg);
     if (q) {
-        CHECK_EQ_I64(ah_profile_count(q), 3);
-        for (int i = 0; i < 3; i++) {
+        CHECK_EQ_I64(ah_profile_count(q), 4);
+        for (int i = 0; i < 4; i++) {
             const ah_profile_entry_t *a = ah_profile_get(p, i), *b = ah_profile_get(q, i);
             bool same = strcmp(a->gpu, b->gpu) == 0 && a->tp == b->tp &&
                         a->micro_batch == b->micro_batch && a->seq_len == b->seq_len &&

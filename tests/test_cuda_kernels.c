@@ -149,6 +149,48 @@ static void test_pointwise(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     free(x), free(y), free(dy), free(dx), free(wt), free(bs), free(dwt), free(dbs);
 }
 
+/* LLaMA's ops: RMS norm, SwiGLU (F = 100 of a (77, 200) gate/up buffer) and the rotary embedding
+ * on the q and k heads of strided GQA qkv rows (Hl = 4, KVl = 2, hd = 16). */
+static void test_llama_ops(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
+    const int N = 77, C = 200, F = C / 2;
+    const size_t n = (size_t)N * C;
+    float *x = host_rand(n, 2), *y = host_rand(n, 1), *dy = host_rand(n, 1), *dx = host_rand(n, 1);
+    float *wt = host_rand(C, 1), *dwt = host_rand(C, 1), rstd[77];
+    float *d_x = dev(x, n), *d_y = dev(y, n), *d_dy = dev(dy, n), *d_dx = dev(dx, n);
+    float *d_wt = dev(wt, C), *d_dwt = dev(dwt, C), *d_rstd = dev(NULL, N);
+
+    cpu->rmsnorm_fwd(y, rstd, x, wt, N, C, 1e-5f);
+    gpu->rmsnorm_fwd(d_y, d_rstd, d_x, d_wt, N, C, 1e-5f);
+    expect_close("rmsnorm_fwd out", d_y, y, n, 1e-5);
+    expect_close("rmsnorm_fwd rstd", d_rstd, rstd, N, 1e-5);
+    cpu->rmsnorm_bwd(dx, dwt, dy, x, wt, rstd, N, C);
+    gpu->rmsnorm_bwd(d_dx, d_dwt, d_dy, d_x, d_wt, d_rstd, N, C);
+    expect_close("rmsnorm_bwd dinp", d_dx, dx, n, 1e-5);
+    expect_close("rmsnorm_bwd dweight", d_dwt, dwt, C, 1e-5);
+    cpu->rmsnorm_bwd(NULL, dwt, dy, x, wt, rstd, N, C);
+    gpu->rmsnorm_bwd(NULL, d_dwt, d_dy, d_x, d_wt, d_rstd, N, C);
+    expect_close("rmsnorm_bwd dweight only", d_dwt, dwt, C, 1e-5);
+
+    cpu->swiglu_fwd(y, x, N, F);
+    gpu->swiglu_fwd(d_y, d_x, N, F);
+    expect_close("swiglu_fwd", d_y, y, (size_t)N * F, 1e-5);
+    cpu->swiglu_bwd(dx, dy, x, N, F);
+    gpu->swiglu_bwd(d_dx, d_dy, d_x, N, F);
+    expect_close("swiglu_bwd", d_dx, dx, n, 1e-5);
+
+    const int B = 2, T = 75, Hl = 4, KVl = 2, hd = 16, stride = (Hl + 2 * KVl) * hd;
+    const size_t nq = (size_t)B * T * stride;
+    float *q = host_rand(nq, 1), *d_q = dev(q, nq);
+    cpu->rope_fwd(q, B, T, Hl + KVl, hd, stride, 10000.0f);
+    gpu->rope_fwd(d_q, B, T, Hl + KVl, hd, stride, 10000.0f);
+    expect_close("rope_fwd", d_q, q, nq, 1e-5);
+    cpu->rope_bwd(q, B, T, Hl + KVl, hd, stride, 500000.0f);
+    gpu->rope_bwd(d_q, B, T, Hl + KVl, hd, stride, 500000.0f);
+    expect_close("rope_bwd", d_q, q, nq, 1e-5);
+    check_clean("llama ops");
+    free(x), free(y), free(dy), free(dx), free(wt), free(dwt), free(q);
+}
+
 static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     const int B = 3, T = 40, C = 72, V = 50, P = 64;
     int32_t tok[3 * 40];
@@ -167,6 +209,13 @@ static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     gpu->embedding_bwd(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, 0, V);
     expect_close("embedding_bwd dwte", d_dwte, dwte, (size_t)V * C, 1e-5);
     expect_close("embedding_bwd dwpe", d_dwpe, dwpe, (size_t)P * C, 1e-5);
+    /* a rank's range of the vocabulary, rows [4, 4 + 20), without wpe */
+    cpu->embedding_fwd(out, tok, wte, NULL, B, T, C, 4, 20);
+    gpu->embedding_fwd(d_out, d_tok, d_wte, NULL, B, T, C, 4, 20);
+    expect_close("embedding_fwd range, no wpe", d_out, out, (size_t)B * T * C, 1e-5);
+    cpu->embedding_bwd(dwte, NULL, dout, tok, B, T, C, 4, 20);
+    gpu->embedding_bwd(d_dwte, NULL, d_dout, d_tok, B, T, C, 4, 20);
+    expect_close("embedding_bwd range dwte", d_dwte, dwte, (size_t)V * C, 1e-5);
     check_clean("embedding");
     free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
 }
@@ -174,10 +223,10 @@ static void test_embedding(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
 /* Attention against the CPU's materialised probabilities: each backend keeps its own state
  * (the CPU the probabilities, CUDA a logsumexp per row), sized by attention_state_floats. */
 static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int B, int T, int Hl,
-                           int hd) {
+                           int KVl, int hd) {
     char what[96];
     const int Cl = Hl * hd;
-    const size_t nqkv = (size_t)B * T * 3 * Cl, nout = (size_t)B * T * Cl;
+    const size_t nqkv = (size_t)B * T * (Hl + 2 * KVl) * hd, nout = (size_t)B * T * Cl;
     const size_t nstate = cpu->attention_state_floats(B, T, Hl, hd);
     float *qkv = host_rand(nqkv, 1.5f), *dout = host_rand(nout, 1), *dqkv = host_rand(nqkv, 1);
     float *out = malloc(nout * sizeof *out), *state = malloc(nstate * sizeof *state);
@@ -189,58 +238,76 @@ static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int
 
     CHECK(gpu->attention_state_floats(B, T, Hl, hd) == (size_t)B * Hl * T,
           "the CUDA attention state is one float per query row");
-    cpu->attention_fwd(out, state, qkv, B, T, Hl, Hl, hd);
-    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, Hl, hd);
-    snprintf(what, sizeof what, "attention_fwd T=%d hd=%d", T, hd);
+    cpu->attention_fwd(out, state, qkv, B, T, Hl, KVl, hd);
+    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, KVl, hd);
+    snprintf(what, sizeof what, "attention_fwd T=%d Hl=%d KVl=%d hd=%d", T, Hl, KVl, hd);
     expect_close(what, d_out, out, nout, 1e-5);
-    cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, Hl, hd);
-    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_state, B, T, Hl, Hl, hd);
-    snprintf(what, sizeof what, "attention_bwd T=%d hd=%d", T, hd);
+    cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, KVl, hd);
+    gpu->attention_bwd(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_state, B, T, Hl, KVl, hd);
+    snprintf(what, sizeof what, "attention_bwd T=%d Hl=%d KVl=%d hd=%d", T, Hl, KVl, hd);
     expect_close(what, d_dqkv, dqkv, nqkv, 1e-5);
     check_clean("attention");
     free(qkv), free(dout), free(dqkv), free(out), free(state), free(scratch);
 }
 
-static void test_head(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol) {
-    const int N = 90, C = 64, V = 301;
+/* The LM head of one TP rank as the runtime composes it, on both backends: logits = x @ w^T for
+ * the rank's Vl = 301 rows [v0, v0 + Vl) of which nvalid are real, xent_max, xent_stats,
+ * xent_grad, then dx and dw by matmul_bwd. With one rank the group reductions are nothing; the
+ * statistics are compared as a group would reduce them. targets fall inside and outside the
+ * range. */
+static void test_head_case(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol, int v0,
+                           int nvalid) {
+    const int N = 90, C = 64, Vl = 301;
     int32_t tgt[90];
-    for (int i = 0; i < N; i++) tgt[i] = (int32_t)(((urand() + 1.0f) * 0.5f) * V) % V;
-    float *x = host_rand((size_t)N * C, 1), *wte = host_rand((size_t)V * C, 1);
-    float *dx = host_rand((size_t)N * C, 1), *dwte = host_rand((size_t)V * C, 1);
-    float *logits = malloc((size_t)N * V * sizeof *logits);
+    for (int i = 0; i < N; i++) tgt[i] = (int32_t)(((urand() + 1.0f) * 0.5f) * 700) % 700;
+    float *x = host_rand((size_t)N * C, 1), *w = host_rand((size_t)Vl * C, 1);
+    float *dx = host_rand((size_t)N * C, 1), *dw = host_rand((size_t)Vl * C, 1);
+    float *logits = malloc((size_t)N * Vl * sizeof *logits), rowmax[90], stats[180];
     int32_t *d_tgt = dev_bytes(tgt, sizeof tgt);
-    float *d_x = dev(x, (size_t)N * C), *d_wte = dev(wte, (size_t)V * C);
-    float *d_dx = dev(dx, (size_t)N * C), *d_dwte = dev(dwte, (size_t)V * C);
-    float *d_logits = dev(NULL, (size_t)N * V);
+    float *d_x = dev(x, (size_t)N * C), *d_w = dev(w, (size_t)Vl * C);
+    float *d_dx = dev(dx, (size_t)N * C), *d_dw = dev(dw, (size_t)Vl * C);
+    float *d_logits = dev(NULL, (size_t)N * Vl), *d_rowmax = dev(NULL, N), *d_stats = dev(NULL, 2 * N);
     const float scale = 1.0f / (float)N;
-    char what[64];
+    char what[96];
 
-    /* The head as the runtime runs it at t = 1: logits, the three cross-entropy kernels, dx, dwte. */
-    float *rowmax = malloc((size_t)N * sizeof *rowmax), *stats = malloc(2 * (size_t)N * sizeof *stats);
-    float *d_rowmax = dev(NULL, (size_t)N), *d_stats = dev(NULL, 2 * (size_t)N);
-    cpu->matmul_fwd(logits, x, wte, NULL, N, C, V);
-    gpu->matmul_fwd(d_logits, d_x, d_wte, NULL, N, C, V);
-    cpu->xent_max(rowmax, logits, N, V, V);
-    gpu->xent_max(d_rowmax, d_logits, N, V, V);
-    expect_close("xent_max", d_rowmax, rowmax, (size_t)N, tol);
-    cpu->xent_stats(stats, logits, rowmax, tgt, N, V, V, 0);
-    gpu->xent_stats(d_stats, d_logits, d_rowmax, d_tgt, N, V, V, 0);
-    expect_close("xent_stats", d_stats, stats, 2 * (size_t)N, tol);
-    const double l_cpu = cpu->xent_grad(logits, rowmax, stats, tgt, scale, N, V, V, 0);
-    const double l_gpu = gpu->xent_grad(d_logits, d_rowmax, d_stats, d_tgt, scale, N, V, V, 0);
-    printf("  %-28s cpu %.9g gpu %.9g\n", "xent_grad (loss)", l_cpu, l_gpu);
+    cpu->matmul_fwd(logits, x, w, NULL, N, C, Vl);
+    gpu->matmul_fwd(d_logits, d_x, d_w, NULL, N, C, Vl);
+    cpu->xent_max(rowmax, logits, N, Vl, nvalid);
+    gpu->xent_max(d_rowmax, d_logits, N, Vl, nvalid);
+    snprintf(what, sizeof what, "xent_max nvalid=%d (%s)", nvalid, gpu->name);
+    expect_close(what, d_rowmax, rowmax, N, tol);
+    if (nvalid == 0) { /* a rank of padding: the group's max comes from the others */
+        for (int n = 0; n < N; n++) rowmax[n] = 1.0f;
+        CHECK(ah_cuda_upload(d_rowmax, rowmax, sizeof rowmax, &err) == AH_OK, "%s", err.msg);
+    }
+    cpu->xent_stats(stats, logits, rowmax, tgt, N, Vl, nvalid, v0);
+    gpu->xent_stats(d_stats, d_logits, d_rowmax, d_tgt, N, Vl, nvalid, v0);
+    snprintf(what, sizeof what, "xent_stats nvalid=%d (%s)", nvalid, gpu->name);
+    expect_close(what, d_stats, stats, 2 * N, tol);
+    if (nvalid == 0) { /* the group's sum likewise */
+        for (int n = 0; n < N; n++) stats[n] = 3.0f;
+        CHECK(ah_cuda_upload(d_stats, stats, sizeof stats, &err) == AH_OK, "%s", err.msg);
+    }
+    const double l_cpu = cpu->xent_grad(logits, rowmax, stats, tgt, scale, N, Vl, nvalid, v0);
+    const double l_gpu = gpu->xent_grad(d_logits, d_rowmax, d_stats, d_tgt, scale, N, Vl, nvalid, v0);
+    printf("  %-28s cpu %.9g gpu %.9g\n", "xent_grad loss", l_cpu, l_gpu);
     CHECK_NEAR(l_gpu, l_cpu, tol);
-    snprintf(what, sizeof what, "xent_grad dlogits (%s)", gpu->name);
-    expect_close(what, d_logits, logits, (size_t)N * V, tol);
-    cpu->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, V);
-    gpu->matmul_bwd(d_dx, d_dwte, NULL, d_logits, d_x, d_wte, N, C, V);
+    snprintf(what, sizeof what, "xent_grad dlogits nvalid=%d (%s)", nvalid, gpu->name);
+    expect_close(what, d_logits, logits, (size_t)N * Vl, tol);
+    cpu->matmul_bwd(dx, dw, NULL, logits, x, w, N, C, Vl);
+    gpu->matmul_bwd(d_dx, d_dw, NULL, d_logits, d_x, d_w, N, C, Vl);
     snprintf(what, sizeof what, "head dx (%s)", gpu->name);
     expect_close(what, d_dx, dx, (size_t)N * C, tol);
-    snprintf(what, sizeof what, "head dwte (%s)", gpu->name);
-    expect_close(what, d_dwte, dwte, (size_t)V * C, tol);
-    free(rowmax), free(stats);
-    check_clean("head_loss");
-    free(x), free(wte), free(dx), free(dwte), free(logits);
+    snprintf(what, sizeof what, "head dw (%s)", gpu->name);
+    expect_close(what, d_dw, dw, (size_t)Vl * C, tol);
+    check_clean("head");
+    free(x), free(w), free(dx), free(dw), free(logits);
+}
+
+static void test_head(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double tol) {
+    test_head_case(cpu, gpu, tol, 0, 301);   /* one rank, the whole vocabulary */
+    test_head_case(cpu, gpu, tol, 301, 290); /* a rank with 11 padding columns */
+    test_head_case(cpu, gpu, tol, 602, 0);   /* a rank of padding only */
 }
 
 static void test_optimizer(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
@@ -315,10 +382,13 @@ int main(void) {
 
     test_matmul(cpu, gpu, 1e-5);
     test_pointwise(cpu, gpu);
+    test_llama_ops(cpu, gpu);
     test_embedding(cpu, gpu);
-    test_attention(cpu, gpu, 2, 67, 3, 64);  /* GPT-2's head size, T not a tile multiple */
-    test_attention(cpu, gpu, 1, 130, 2, 16); /* the small test models' head size */
-    test_attention(cpu, gpu, 1, 33, 1, 128);
+    test_attention(cpu, gpu, 2, 67, 3, 3, 64);  /* GPT-2's head size, T not a tile multiple */
+    test_attention(cpu, gpu, 1, 130, 2, 2, 16); /* the small test models' head size */
+    test_attention(cpu, gpu, 1, 33, 1, 1, 128);
+    test_attention(cpu, gpu, 2, 67, 4, 2, 64);  /* grouped-query: 2 query heads per kv head */
+    test_attention(cpu, gpu, 1, 100, 6, 1, 16); /* one kv head for all (multi-query) */
     test_head(cpu, gpu, 1e-5);
     test_optimizer(cpu, gpu);
     printf("bf16 table:\n");

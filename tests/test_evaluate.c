@@ -29,18 +29,21 @@ static const ah_cluster_t CLUSTER = {
 
 /* tiny-gpt2: L=4, C=64, H=4, F=256, V=256, 64 positions, tied. b=2, T=16 -> N=32; t=2; fp32. */
 enum { L = 4, C = 64, H = 4, F = 256, V = 256, POS = 64, b = 2, T = 16, N = b * T, t = 2 };
+/* The vocabulary-parallel embedding and head: V padded to a multiple of 128 t (here 256, no
+ * padding), each TP rank holding VL = Vp / t rows of the V x C matrix. */
+enum { VP = (V + 128 * t - 1) / (128 * t) * (128 * t), VL = VP / t };
 static const double PEAK[2] = {5e8, 2.5e8}, MEMBW[2] = {100e9, 50e9}, INTRA[2] = {10e9, 4e9};
 
 /* Per TP rank, counted from the layer list (docs/cost-model.md "Accounting"). */
 static const double BLK_PARAMS = 2 * C + (3.0 * C * C + 3 * C) / t + (double)C * C / t + C + 2 * C +
                                  ((double)C * F + F) / t + (double)F * C / t + C;
 static const double BLK_FLOPS = (2.0 * N * (3.0 * C * C + C * C + 2.0 * C * F) + 4.0 * N * T * C) / t;
-static const double HEAD_FLOPS = 2.0 * N * C * V;
+static const double HEAD_FLOPS = 2.0 * N * C * VL; /* the rank's logits (N, VL) */
 /* x_in, ln_1, qkv/t, att/t, x_mid, ln_2, fc pre/post /t; 2 x LayerNorm stats; probs b(H/t)T^2 */
 static const double ACT_FULL = 4.0 * (N * C + N * C + 3.0 * N * C / t + (double)N * C / t + N * C + N * C +
                                       2.0 * N * F / t + 2 * 2 * N + (double)b * (H / t) * T * T);
-static const double ACT_HEAD = 4.0 * (2.0 * N * C + (double)N * V + 2 * N);
-static const double EMBED_PARAMS = (double)V * C + (double)POS * C;
+static const double ACT_HEAD = 4.0 * (2.0 * N * C + (double)N * VL + 2 * N);
+static const double EMBED_PARAMS = (double)VL * C + (double)POS * C; /* wte's rows + wpe */
 
 typedef struct {
     double f, b, tp, params;
@@ -60,18 +63,23 @@ static hand_t hand_stage(int ty, int nb, bool embed, bool head, bool rc) {
         h.f += e;
         h.b += e;
     }
-    if (head) { /* ln_f + the tied V x C matrix it reads, and its activations */
-        double hb = ((2.0 * C + (double)V * C) * 4 + ACT_HEAD) / MEMBW[ty];
+    if (head) { /* ln_f + the rank's rows of the tied matrix it reads, and its activations */
+        double hb = ((2.0 * C + (double)VL * C) * 4 + ACT_HEAD) / MEMBW[ty];
         h.f += fmax(HEAD_FLOPS / PEAK[ty], hb);
         h.b += fmax(2 * HEAD_FLOPS / PEAK[ty], hb);
     }
-    /* ring all-reduce of N*C*4 over t=2: 2(1)/2 x bytes/bw + 2 x 1 us */
+    /* ring all-reduce of x bytes over t=2: 2(1)/2 x x/bw + 2 x 1 us. Per block 2 of N*C*4 each
+     * pass (4 backward with recompute); the embedding's output N*C*4 forward; the head's softmax
+     * max (N floats) and sums (2N floats) forward and its input gradient N*C*4 backward. */
     double ar = (double)N * C * 4 / INTRA[ty] + 2 * 1e-6;
-    h.tp = nb * 2 * ar + nb * 2 * ar * (rc ? 2 : 1);
-    h.f += nb * 2 * ar;
-    h.b += nb * 2 * ar * (rc ? 2 : 1);
+    double tpf = nb * 2 * ar + (embed ? ar : 0) +
+                 (head ? (4.0 * N / INTRA[ty] + 2e-6) + (8.0 * N / INTRA[ty] + 2e-6) : 0);
+    double tpb = nb * 2 * ar * (rc ? 2 : 1) + (head ? ar : 0);
+    h.tp = tpf + tpb;
+    h.f += tpf;
+    h.b += tpb;
     h.params = nb * BLK_PARAMS + (embed ? EMBED_PARAMS : 0) + (head ? 2 * C : 0) +
-               (head && !embed ? (double)V * C : 0);
+               (head && !embed ? (double)VL * C : 0);
     h.act = nb * (rc ? 4.0 * N * C : ACT_FULL) + (embed ? 4.0 * N : 0) + (head ? ACT_HEAD : 0);
     int neighbours = (embed ? 0 : 1) + (head ? 0 : 1);
     h.fixed = (nb ? ACT_FULL : 0) + (rc ? ACT_FULL : 0) + neighbours * 2.0 * N * C * 4 +
@@ -146,8 +154,9 @@ static void test_two_pipelines(void) {
         }
     }
     /* DP: devices span zones, so every collective is priced inter-zone (0.5 GB/s, 100 us).
-     * P = 2 pipelines; the tied matrix has 4 holders (stage 0 and the last stage of each). */
-    const double bw = 0.5e9, lat = 100e-6, vc = 4.0 * V * C;
+     * P = 2 pipelines; the tied matrix has 4 holders (stage 0 and the last stage of each), and
+     * each TP rank syncs its own VL rows of it. */
+    const double bw = 0.5e9, lat = 100e-6, vc = 4.0 * VL * C;
     double sync[2][2], opt[2][2];
     const int nblk[2][2] = {{2, 2}, {1, 3}};
     const int ty[2][2] = {{0, 0}, {1, 0}};
@@ -213,20 +222,20 @@ static void test_dp_link_kinds(void) {
     ah_error_t err;
     ah_eval_t e;
     ah_plan_t p;
-    /* One pipeline in one node: the only DP traffic is the tied matrix between its 2 holders,
-     * over the node's link (10 GB/s, 1 us). */
+    /* One pipeline in one node: the only DP traffic is the tied matrix (a TP rank's VL rows)
+     * between its 2 holders, over the node's link (10 GB/s, 1 us). */
     const int one[1] = {2};
     const stage_spec_t intra[2] = {{0, 2, 0, 0, 0, false}, {2, 4, 0, 0, 2, false}};
     build(&p, 1, one, intra);
     CHECK(ah_evaluate(&p, NULL, &e, &err) == AH_OK, "evaluate: %s", err.msg);
-    CHECK_NEAR(e.pred.breakdown.dp_sync_s, ar(4.0 * V * C, 2, 10e9, 1e-6), 1e-12);
+    CHECK_NEAR(e.pred.breakdown.dp_sync_s, ar(4.0 * VL * C, 2, 10e9, 1e-6), 1e-12);
     ah_eval_free(&e);
     ah_plan_free(&p);
     /* Two nodes of one zone: inter-node (2 GB/s, 10 us). */
     const stage_spec_t inter[2] = {{0, 2, 0, 0, 0, false}, {2, 4, 0, 1, 0, false}};
     build(&p, 1, one, inter);
     CHECK(ah_evaluate(&p, NULL, &e, &err) == AH_OK, "evaluate: %s", err.msg);
-    CHECK_NEAR(e.pred.breakdown.dp_sync_s, ar(4.0 * V * C, 2, 2e9, 10e-6), 1e-12);
+    CHECK_NEAR(e.pred.breakdown.dp_sync_s, ar(4.0 * VL * C, 2, 2e9, 10e-6), 1e-12);
     ah_eval_free(&e);
     ah_plan_free(&p);
     /* A single stage holds embedding and head: no tied copy, nothing to sync. */

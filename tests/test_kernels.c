@@ -3,11 +3,13 @@
  *
  * With `--torch DIR` it instead compares against PyTorch outputs written by
  * tests/torch/gpt2_ref.py (run by tests/test_kernels_torch.sh): a GPT-2 block, a whole small
- * model with the tied head and cross-entropy, and AdamW over 3 steps.
+ * model with the tied head and cross-entropy, LLaMA's ops in a chain (RMS norm, rotary embedding,
+ * grouped-query attention, SwiGLU), and AdamW over 3 steps.
  *
  * Error measure: for a tensor, max_i |got_i - want_i| / max_i |want_i| (relative to the tensor's
  * scale). An elementwise relative error is not usable for gradients, where entries near zero
  * come from cancellation and carry only absolute accuracy. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,16 +290,161 @@ static void test_gelu(void) {
     free(c.inp), free(c.out), free(c.R), free(dinp);
 }
 
+/* ---- RMS norm ---- */
+
+typedef struct {
+    int N, C;
+    float *inp, *w, *out, *rstd, *R;
+} rms_case_t;
+
+static double rms_loss(void *p) {
+    rms_case_t *c = p;
+    K->rmsnorm_fwd(c->out, c->rstd, c->inp, c->w, c->N, c->C, LN_EPS);
+    return dot_out(c->out, c->R, (size_t)c->N * c->C);
+}
+
+static void test_rmsnorm_case(int N, int C) {
+    rms_case_t c = {N, C, rand_buf(N * C, 2), rand_buf(C, 1), zeros(N * C), zeros(N),
+                    rand_buf(N * C, 1)};
+    for (int i = 0; i < C; i++) c.w[i] += 1.5f;
+    rms_loss(&c);
+    double *want = malloc((size_t)N * C * sizeof *want);
+    for (int n = 0; n < N; n++) {
+        double ms = 0;
+        for (int i = 0; i < C; i++) ms += (double)c.inp[n * C + i] * c.inp[n * C + i];
+        const double r = 1 / sqrt(ms / C + LN_EPS);
+        for (int i = 0; i < C; i++) want[n * C + i] = c.inp[n * C + i] * r * c.w[i];
+        CHECK_NEAR(c.rstd[n], r, 1e-6);
+    }
+    CHECK_REL_D(c.out, want, (size_t)N * C, 1e-6, "rmsnorm_fwd");
+
+    float *dinp = zeros(N * C), *dw = zeros(C);
+    K->rmsnorm_bwd(dinp, dw, c.R, c.inp, c.w, c.rstd, N, C);
+    check_fd(rms_loss, &c, c.inp, N * C, dinp, "rmsnorm dinp");
+    check_fd(rms_loss, &c, c.w, C, dw, "rmsnorm dweight");
+
+    /* a second call adds the same again; without dinp only dweight moves */
+    float *dinp1 = copy_buf(dinp, N * C), *dw1 = copy_buf(dw, C);
+    K->rmsnorm_bwd(dinp, dw, c.R, c.inp, c.w, c.rstd, N, C);
+    for (int i = 0; i < N * C; i++) dinp1[i] *= 2;
+    for (int i = 0; i < C; i++) dw1[i] *= 2;
+    CHECK_REL(dinp, dinp1, N * C, 1e-6, "rmsnorm_bwd dinp accumulates");
+    CHECK_REL(dw, dw1, C, 1e-6, "rmsnorm_bwd dweight accumulates");
+    K->rmsnorm_bwd(NULL, dw, c.R, c.inp, c.w, c.rstd, N, C);
+    for (int i = 0; i < C; i++) dw1[i] *= 1.5f;
+    CHECK_REL(dw, dw1, C, 1e-6, "rmsnorm_bwd with dinp NULL still adds dweight");
+
+    free(c.inp), free(c.w), free(c.out), free(c.rstd), free(c.R), free(want);
+    free(dinp), free(dw), free(dinp1), free(dw1);
+}
+
+static void test_rmsnorm(void) {
+    test_rmsnorm_case(4, 9);
+    test_rmsnorm_case(3, 37);
+}
+
+/* ---- rotary position embedding ---- */
+
+typedef struct {
+    int B, T, n_heads, hd, stride;
+    float theta;
+    const float *x;
+    float *out, *R;
+} rope_case_t;
+
+static double rope_loss(void *p) {
+    rope_case_t *c = p;
+    const size_t n = (size_t)c->B * c->T * c->stride;
+    memcpy(c->out, c->x, n * sizeof *c->out);
+    K->rope_fwd(c->out, c->B, c->T, c->n_heads, c->hd, c->stride, c->theta);
+    return dot_out(c->out, c->R, n);
+}
+
+/* B = 2, T = 5 positions; rows of `stride` floats of which n_heads * hd rotate. */
+static void test_rope_case(int n_heads, int hd, int stride, float theta) {
+    const int B = 2, T = 5, half = hd / 2;
+    const size_t n = (size_t)B * T * stride;
+    float *x = rand_buf(n, 1);
+    rope_case_t c = {B, T, n_heads, hd, stride, theta, x, zeros(n), rand_buf(n, 1)};
+    rope_loss(&c);
+    /* the definition, with the angle rounded as the contract says */
+    double *want = malloc(n * sizeof *want);
+    for (size_t r = 0; r < (size_t)B * T; r++) {
+        const int t = (int)(r % T);
+        for (int e = 0; e < stride; e++) want[r * stride + e] = x[r * stride + e];
+        for (int h = 0; h < n_heads; h++)
+            for (int i = 0; i < half; i++) {
+                const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+                const double a = (double)((float)t * inv_freq);
+                const size_t o = r * stride + (size_t)h * hd + i;
+                want[o] = x[o] * cos(a) - x[o + half] * sin(a);
+                want[o + half] = x[o + half] * cos(a) + x[o] * sin(a);
+            }
+    }
+    CHECK_REL_D(c.out, want, n, 1e-6, "rope_fwd");
+    int untouched = 1;
+    for (size_t r = 0; r < (size_t)B * T; r++)
+        for (int e = n_heads * hd; e < stride; e++)
+            untouched &= c.out[r * stride + e] == x[r * stride + e];
+    CHECK(untouched, "rope_fwd leaves the rest of each row alone");
+
+    /* the backward is the transposed rotation: of the forward's output it gives x back, and of R
+     * the gradient of sum(rope(x) * R) */
+    K->rope_bwd(c.out, B, T, n_heads, hd, stride, theta);
+    CHECK_REL(c.out, x, n, 1e-6, "rope_bwd(rope_fwd(x)) = x");
+    float *dx = copy_buf(c.R, n);
+    K->rope_bwd(dx, B, T, n_heads, hd, stride, theta);
+    check_fd(rope_loss, &c, x, n, dx, "rope dx");
+    free(x), free(c.out), free(c.R), free(want), free(dx);
+}
+
+static void test_rope(void) {
+    test_rope_case(3, 8, 3 * 8, 10000.0f);
+    /* the q and k heads of a GQA qkv row (Hl = 2, KVl = 1): the v head stays */
+    test_rope_case(3, 4, 4 * 4, 500000.0f);
+}
+
+/* ---- SwiGLU ---- */
+
+typedef struct {
+    int N, F;
+    float *gu, *out, *R;
+} swiglu_case_t;
+
+static double swiglu_loss(void *p) {
+    swiglu_case_t *c = p;
+    K->swiglu_fwd(c->out, c->gu, c->N, c->F);
+    return dot_out(c->out, c->R, (size_t)c->N * c->F);
+}
+
+static void test_swiglu(void) {
+    const int N = 3, F = 21;
+    swiglu_case_t c = {N, F, rand_buf(2 * N * F, 4), zeros(N * F), rand_buf(N * F, 1)};
+    swiglu_loss(&c);
+    double want[N * F];
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < F; i++) {
+            const double g = c.gu[n * 2 * F + i], u = c.gu[n * 2 * F + F + i];
+            want[n * F + i] = g / (1 + exp(-g)) * u;
+        }
+    CHECK_REL_D(c.out, want, N * F, 1e-6, "swiglu_fwd");
+    float *dgu = rand_buf(2 * N * F, 1), *dgu0 = copy_buf(dgu, 2 * N * F);
+    K->swiglu_bwd(dgu, c.R, c.gu, N, F);
+    for (int i = 0; i < 2 * N * F; i++) dgu[i] -= dgu0[i];
+    check_fd(swiglu_loss, &c, c.gu, 2 * N * F, dgu, "swiglu dgu (accumulated)");
+    free(c.gu), free(c.out), free(c.R), free(dgu), free(dgu0);
+}
+
 /* ---- attention ---- */
 
 typedef struct {
-    int B, T, Hl, hd;
+    int B, T, Hl, KVl, hd;
     float *qkv, *out, *probs, *R;
 } att_case_t;
 
 static double att_loss(void *p) {
     att_case_t *c = p;
-    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->Hl, c->hd);
+    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->KVl, c->hd);
     return dot_out(c->out, c->R, (size_t)c->B * c->T * c->Hl * c->hd);
 }
 
@@ -353,7 +500,7 @@ static void att_naive(const att_case_t *c, double *out, double *probs, double *d
 static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     const size_t nqkv = (size_t)B * T * 3 * Hl * hd, nout = (size_t)B * T * Hl * hd,
                  np = (size_t)B * Hl * T * T;
-    att_case_t c = {B, T, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), zeros(np), rand_buf(nout, 1)};
+    att_case_t c = {B, T, Hl, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), zeros(np), rand_buf(nout, 1)};
     char what[128];
     CHECK(K->attention_state_floats(B, T, Hl, hd) == np, "the CPU's attention state is the probabilities");
     double *wout = malloc(nout * sizeof *wout), *wp = malloc(np * sizeof *wp),
@@ -385,12 +532,64 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     free(dqkv), free(dqkv0), free(scratch);
 }
 
+/* Grouped-query attention (Hl query heads, KVl key/value heads) against the multi-head kernel on
+ * the key/value heads repeated for each query head of their group (torch's repeat_interleave):
+ * the outputs agree, and the GQA gradient of a key/value head is the sum of the expanded ones over
+ * its group. */
+static void gqa_case_run(int B, int T, int Hl, int KVl, int hd, bool with_fd) {
+    const int group = Hl / KVl, ld = (Hl + 2 * KVl) * hd, ldx = 3 * Hl * hd;
+    const size_t rows = (size_t)B * T, nqkv = rows * ld, nx = rows * ldx, nout = rows * Hl * hd;
+    float *qkv = rand_buf(nqkv, 1.5f), *xqkv = zeros(nx);
+    for (size_t r = 0; r < rows; r++)
+        for (int h = 0; h < Hl; h++) {
+            const float *src = qkv + r * ld;
+            float *dst = xqkv + r * ldx;
+            memcpy(dst + h * hd, src + h * hd, hd * sizeof *dst);
+            memcpy(dst + (Hl + h) * hd, src + (Hl + h / group) * hd, hd * sizeof *dst);
+            memcpy(dst + (2 * Hl + h) * hd, src + (Hl + KVl + h / group) * hd, hd * sizeof *dst);
+        }
+    const size_t np = K->attention_state_floats(B, T, Hl, hd);
+    float *out = zeros(nout), *xout = zeros(nout), *probs = zeros(np), *xprobs = zeros(np);
+    float *R = rand_buf(nout, 1);
+    float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof *scratch);
+    char what[128];
+    K->attention_fwd(out, probs, qkv, B, T, Hl, KVl, hd);
+    K->attention_fwd(xout, xprobs, xqkv, B, T, Hl, Hl, hd);
+    snprintf(what, sizeof what, "GQA attention_fwd (Hl=%d KVl=%d) vs MHA on repeated heads", Hl, KVl);
+    CHECK_REL(out, xout, nout, 1e-6, what);
+
+    float *dqkv = zeros(nqkv), *dx = zeros(nx);
+    K->attention_bwd(dqkv, scratch, R, qkv, out, probs, B, T, Hl, KVl, hd);
+    K->attention_bwd(dx, scratch, R, xqkv, xout, xprobs, B, T, Hl, Hl, hd);
+    float *want = zeros(nqkv); /* the expanded gradient summed back over each group */
+    for (size_t r = 0; r < rows; r++)
+        for (int h = 0; h < Hl; h++)
+            for (int e = 0; e < hd; e++) {
+                const float *src = dx + r * ldx;
+                float *dst = want + r * ld;
+                dst[h * hd + e] = src[h * hd + e];
+                dst[(Hl + h / group) * hd + e] += src[(Hl + h) * hd + e];
+                dst[(Hl + KVl + h / group) * hd + e] += src[(2 * Hl + h) * hd + e];
+            }
+    snprintf(what, sizeof what, "GQA attention_bwd (Hl=%d KVl=%d) vs MHA summed over groups", Hl, KVl);
+    CHECK_REL(dqkv, want, nqkv, 1e-6, what);
+    if (with_fd) {
+        att_case_t c = {B, T, Hl, KVl, hd, qkv, out, probs, R};
+        check_fd(att_loss, &c, qkv, nqkv, dqkv, "GQA attention dqkv");
+    }
+    free(qkv), free(xqkv), free(out), free(xout), free(probs), free(xprobs), free(R), free(scratch);
+    free(dqkv), free(dx), free(want);
+}
+
 static void test_attention(void) {
     att_case_run(2, 5, 2, 3, true);
     att_case_run(1, 1, 1, 4, true);
     /* T across the 64-query row blocks, not a multiple of them */
     att_case_run(1, 150, 2, 8, false);
     att_case_run(1, 67, 2, 4, true);
+    gqa_case_run(2, 5, 4, 2, 3, true);
+    gqa_case_run(1, 70, 6, 1, 4, false);
+    gqa_case_run(1, 9, 3, 1, 2, true);
 }
 
 /* ---- residual, embedding ---- */
@@ -445,14 +644,120 @@ static void test_embedding(void) {
     free(c.wte), free(c.wpe), free(c.out), free(c.R), free(dwte), free(dwpe);
 }
 
+/* The vocabulary split in two ranges as a TP group of 2 holds it (V = 5 padded to 6: rank 1 has
+ * rows [3, 6), row 5 padding; rank 0 passes wpe): the ranks' outputs summed are the whole
+ * embedding, bitwise, and their wte gradients are the rows of the whole one. */
+static void test_embedding_split(void) {
+    const int B = 2, T = 3, C = 4, V = 5, P = 4, Vl = 3;
+    const int32_t tok[] = {1, 4, 1, 0, 3, 3};
+    float *wte = rand_buf((size_t)2 * Vl * C, 1), *wpe = rand_buf(P * C, 1);
+    float *whole = zeros(B * T * C), *part0 = zeros(B * T * C), *part1 = zeros(B * T * C);
+    K->embedding_fwd(whole, tok, wte, wpe, B, T, C, 0, V);
+    K->embedding_fwd(part0, tok, wte, wpe, B, T, C, 0, Vl);
+    K->embedding_fwd(part1, tok, wte + Vl * C, NULL, B, T, C, Vl, Vl);
+    int ok = 1, only_own = 1;
+    for (int r = 0; r < B * T; r++)
+        for (int i = 0; i < C; i++) {
+            ok &= part0[r * C + i] + part1[r * C + i] == whole[r * C + i];
+            only_own &= tok[r] < Vl ? part1[r * C + i] == 0 : part0[r * C + i] == wpe[(r % T) * C + i];
+        }
+    CHECK(ok, "embedding over two vocabulary ranges sums to the whole, bitwise");
+    CHECK(only_own, "a rank's embedding is 0 (or wpe) for tokens outside its range");
+    float *dout = rand_buf(B * T * C, 1);
+    float *dwte = zeros(2 * Vl * C), *dwpe = zeros(P * C), *dwte_s = zeros(2 * Vl * C);
+    float *dwpe_s = zeros(P * C);
+    K->embedding_bwd(dwte, dwpe, dout, tok, B, T, C, 0, V);
+    K->embedding_bwd(dwte_s, dwpe_s, dout, tok, B, T, C, 0, Vl);
+    K->embedding_bwd(dwte_s + Vl * C, NULL, dout, tok, B, T, C, Vl, Vl);
+    CHECK(memcmp(dwte, dwte_s, (size_t)2 * Vl * C * sizeof *dwte) == 0,
+          "embedding_bwd over two ranges gives the whole dwte");
+    CHECK(memcmp(dwpe, dwpe_s, (size_t)P * C * sizeof *dwpe) == 0, "embedding_bwd dwpe");
+    CHECK(max_abs(dwte_s + 5 * C, C) == 0, "the padding row gets no gradient");
+    free(wte), free(wpe), free(whole), free(part0), free(part1), free(dout), free(dwte), free(dwpe);
+    free(dwte_s), free(dwpe_s);
+}
+
+/* ---- split cross-entropy ---- */
+
+/* The cross-entropy over V = 11 columns held by `t` ranks of Vl = ceil(11 / t) padded columns each
+ * (t = 2: nvalid 6 and 5, one padding column; t = 3 with Vl = 6: nvalid 6, 5 and 0, a rank of
+ * padding only), with the group's max and sum formed by hand, against one rank holding all 11
+ * and against logsumexp in double. Padding logits hold a large value that must be ignored. */
+static void xent_split_case(int t, int Vl) {
+    enum { N = 5, V = 11 };
+    const int32_t tgt[N] = {0, 10, 5, 6, 3};
+    const float scale = 0.25f;
+    float *whole = rand_buf(N * V, 3), *dwhole = zeros(N * V);
+    float rowmax[N], stats[2 * N];
+    K->xent_max(rowmax, whole, N, V, V);
+    K->xent_stats(stats, whole, rowmax, tgt, N, V, V, 0);
+    memcpy(dwhole, whole, sizeof(float) * N * V);
+    const double loss1 = K->xent_grad(dwhole, rowmax, stats, tgt, scale, N, V, V, 0);
+    double want = 0, dwant[N * V];
+    for (int n = 0; n < N; n++) {
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < V; j++) mx = fmax(mx, whole[n * V + j]);
+        for (int j = 0; j < V; j++) sum += exp(whole[n * V + j] - mx);
+        want += mx + log(sum) - whole[n * V + tgt[n]];
+        for (int j = 0; j < V; j++)
+            dwant[n * V + j] = scale * (exp(whole[n * V + j] - mx) / sum - (j == tgt[n]));
+    }
+    CHECK_NEAR(loss1, want, 1e-6);
+    CHECK_REL_D(dwhole, dwant, N * V, 1e-6, "xent_grad dlogits, one rank");
+
+    float *lg = malloc(sizeof(float) * (size_t)t * N * Vl); /* rank r's (N, Vl) at r * N * Vl */
+    float gmax[N], part[N], gstats[2 * N] = {0}, pstats[2 * N];
+    for (int n = 0; n < N; n++) gmax[n] = -FLT_MAX;
+    for (int r = 0; r < t; r++) {
+        const int v0 = r * Vl, nvalid = V - v0 < 0 ? 0 : V - v0 < Vl ? V - v0 : Vl;
+        float *l = lg + (size_t)r * N * Vl;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < Vl; j++) l[n * Vl + j] = j < nvalid ? whole[n * V + v0 + j] : 1e4f;
+        K->xent_max(part, l, N, Vl, nvalid);
+        if (nvalid == 0) CHECK(part[0] == -FLT_MAX, "xent_max of padding only is -FLT_MAX");
+        for (int n = 0; n < N; n++) gmax[n] = fmaxf(gmax[n], part[n]);
+    }
+    for (int n = 0; n < N; n++) CHECK(gmax[n] == rowmax[n], "group max of row %d", n);
+    for (int r = 0; r < t; r++) {
+        const int v0 = r * Vl, nvalid = V - v0 < 0 ? 0 : V - v0 < Vl ? V - v0 : Vl;
+        K->xent_stats(pstats, lg + (size_t)r * N * Vl, gmax, tgt, N, Vl, nvalid, v0);
+        for (int i = 0; i < 2 * N; i++) gstats[i] += pstats[i];
+    }
+    CHECK_REL(gstats, stats, 2 * N, 1e-6, "summed xent_stats of the ranks = one rank's");
+    float *dsplit = zeros(N * V);
+    int pad_zero = 1;
+    for (int r = 0; r < t; r++) {
+        const int v0 = r * Vl, nvalid = V - v0 < 0 ? 0 : V - v0 < Vl ? V - v0 : Vl;
+        float *l = lg + (size_t)r * N * Vl;
+        const double loss = K->xent_grad(l, gmax, gstats, tgt, scale, N, Vl, nvalid, v0);
+        CHECK_NEAR(loss, loss1, 1e-6);
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < Vl; j++) {
+                if (j < nvalid) dsplit[n * V + v0 + j] = l[n * Vl + j];
+                else pad_zero &= l[n * Vl + j] == 0.0f;
+            }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "xent_grad dlogits over %d ranks of %d columns", t, Vl);
+    CHECK_REL(dsplit, dwhole, N * V, 1e-6, what);
+    CHECK(pad_zero, "xent_grad writes 0 in the padded columns");
+    free(whole), free(dwhole), free(lg), free(dsplit);
+}
+
+static void test_xent_split(void) {
+    xent_split_case(2, 6);
+    xent_split_case(3, 6);
+}
+
 /* ---- head + loss ---- */
 
-/* The whole-vocabulary head the runtime runs at t = 1, from the table's kernels: logits = x @ wte^T,
- * the cross-entropy (xent_max, xent_stats, xent_grad with no group between them), and when dx or
- * dwte is given dlogits in place, dx += dlogits @ wte, dwte += dlogits^T @ x. */
-static double head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
+/* The tied LM head and cross-entropy over the whole vocabulary (one TP rank), composed from the
+ * kernels as the runtime composes them: logits = x @ wte^T, xent_max, xent_stats, xent_grad, then
+ * (when dx or dwte is non-NULL) dx += dlogits @ wte and dwte += dlogits^T @ x. Returns the summed
+ * loss; logits (N, V) holds dlogits on return. */
+static double head_xent(float *dx, float *dwte, float *logits, const float *x, const float *wte,
                         const int32_t *tgt, float scale, int N, int C, int V) {
-    float *rowmax = zeros(N), *stats = zeros(2 * N);
+    float *rowmax = zeros((size_t)N), *stats = zeros(2 * (size_t)N);
     K->matmul_fwd(logits, x, wte, NULL, N, C, V);
     K->xent_max(rowmax, logits, N, V, V);
     K->xent_stats(stats, logits, rowmax, tgt, N, V, V, 0);
@@ -470,10 +775,10 @@ typedef struct {
 
 static double head_fwd_loss(void *p) {
     head_case_t *c = p;
-    return head_loss(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
+    return head_xent(NULL, NULL, c->logits, c->x, c->wte, c->tgt, 1.0f, c->N, c->C, c->V);
 }
 
-static void test_head_loss(void) {
+static void test_head(void) {
     const int N = 6, C = 5, V = 11;
     const int32_t tgt[] = {0, 10, 3, 3, 7, 1};
     head_case_t c = {N, C, V, tgt, rand_buf(N * C, 1), rand_buf(V * C, 1), zeros(N * V)};
@@ -493,22 +798,22 @@ static void test_head_loss(void) {
     double loss = head_fwd_loss(&c);
     CHECK_NEAR(loss, want_loss, 1e-6);
     float *dx = zeros(N * C), *dwte = zeros(V * C);
-    double loss2 = head_loss(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
-    CHECK(loss2 == loss, "head_loss returns the same loss with the backward on");
-    CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head_loss dlogits in place");
+    double loss2 = head_xent(dx, dwte, c.logits, c.x, c.wte, tgt, 0.25f, N, C, V);
+    CHECK(loss2 == loss, "head returns the same loss with the backward on");
+    CHECK_REL_D(c.logits, dlog, N * V, 1e-6, "head dlogits in place");
     /* the gradients are 0.25 x those of the summed loss */
     for (int i = 0; i < N * C; i++) dx[i] *= 4;
     for (int i = 0; i < V * C; i++) dwte[i] *= 4;
-    check_fd(head_fwd_loss, &c, c.x, N * C, dx, "head_loss dx");
-    check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head_loss dwte");
+    check_fd(head_fwd_loss, &c, c.x, N * C, dx, "head dx");
+    check_fd(head_fwd_loss, &c, c.wte, V * C, dwte, "head dwte");
     /* chunking rows gives the same sums */
     float *dx2 = zeros(N * C), *dwte2 = zeros(V * C);
-    double l1 = head_loss(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
-    double l2 = head_loss(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
+    double l1 = head_xent(dx2, dwte2, c.logits, c.x, c.wte, tgt, 1.0f, 4, C, V);
+    double l2 = head_xent(dx2 + 4 * C, dwte2, c.logits, c.x + 4 * C, c.wte, tgt + 4, 1.0f, 2,
                              C, V);
     CHECK_NEAR(l1 + l2, loss, 1e-12);
-    CHECK_REL(dx2, dx, N * C, 1e-6, "head_loss dx over two row chunks");
-    CHECK_REL(dwte2, dwte, V * C, 1e-6, "head_loss dwte over two row chunks");
+    CHECK_REL(dx2, dx, N * C, 1e-6, "head dx over two row chunks");
+    CHECK_REL(dwte2, dwte, V * C, 1e-6, "head dwte over two row chunks");
     free(c.x), free(c.wte), free(c.logits), free(dx), free(dwte), free(dx2), free(dwte2);
 }
 
@@ -639,7 +944,8 @@ static void block_bwd(float *dx, float *const *dp, block_grads_t *g, const block
                      a->rstd2, N, C);
     K->residual_bwd(dx, g->dproj, g->dx2, nc);
     K->matmul_bwd(g->datty, dp[P_PROJ_W], dp[P_PROJ_B], g->dproj, a->atty, p[P_PROJ_W], N, C, C);
-    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->atty, a->probs, s.B, s.T, s.H, s.H, hd);
+    K->attention_bwd(g->dqkv, g->att_scratch, g->datty, a->qkv, a->atty, a->probs, s.B, s.T, s.H,
+                     s.H, hd);
     K->matmul_bwd(g->dln1, dp[P_QKV_W], dp[P_QKV_B], g->dqkv, a->ln1, p[P_QKV_W], N, C, 3 * C);
     K->layernorm_bwd(dx, dp[P_LN1_W], dp[P_LN1_B], g->dln1, x, p[P_LN1_W], a->mean1, a->rstd1, N,
                      C);
@@ -808,7 +1114,7 @@ static void torch_model(shape_t s, int V, int L, int P) {
             x = acts[l].out;
         }
         K->layernorm_fwd(xf, meanf, rstdf, x, lnf_w, lnf_b, N, C, LN_EPS);
-        double loss = head_loss(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
+        double loss = head_xent(dxf, dwte, logits, xf, wte, tgt, 1.0f / (float)N, N, C, V);
         CHECK(fabs(loss - *want_loss) <= TORCH_TOL * fabs(*want_loss),
               "torch model loss sum: %.9g vs %.9g", loss, *want_loss);
 
@@ -846,6 +1152,53 @@ static void torch_model(shape_t s, int V, int L, int P) {
     free(dxf), free(dres), free(dres2), free(dwte), free(dwpe), free(dlnf_w), free(dlnf_b);
 }
 
+/* LLaMA's ops in gpt2_ref.py's chain: rmsnorm -> qkv -> rope (q and k heads, in place) -> GQA
+ * attention -> gate/up -> swiglu, forward and backward. */
+static void torch_llama(shape_t s) {
+    int32_t *cfg = torch_load("llama_config", 1, 4); /* H KV F theta */
+    if (!cfg) return;
+    const int N = s.B * s.T, C = s.C, H = cfg[0], KV = cfg[1], F = cfg[2], hd = C / H;
+    const float theta = (float)cfg[3];
+    const int Q = (H + 2 * KV) * hd;
+    const size_t nc = (size_t)N * C, nq = (size_t)N * Q, ngu = (size_t)N * 2 * F;
+    float *x = tload("llama_", "x", nc), *rms_w = tload("llama_", "rms_w", C);
+    float *qkv_w = tload("llama_", "qkv_w", (size_t)Q * C);
+    float *gu_w = tload("llama_", "gu_w", (size_t)2 * F * C);
+    float *dout = tload("llama_", "dout", (size_t)N * F);
+    const size_t np = K->attention_state_floats(s.B, s.T, H, hd);
+    float *rms = zeros(nc), *rstd = zeros(N), *qkv = zeros(nq), *probs = zeros(np), *y = zeros(nc);
+    float *gu = zeros(ngu), *out = zeros((size_t)N * F), *dgu = zeros(ngu), *dy = zeros(nc);
+    float *dqkv = zeros(nq), *drms = zeros(nc), *dx = zeros(nc), *drms_w = zeros(C);
+    float *dqkv_w = zeros((size_t)Q * C), *dgu_w = zeros((size_t)2 * F * C);
+    float *scratch = zeros(K->attention_scratch_floats(s.B, s.T, H, hd));
+    if (x && rms_w && qkv_w && gu_w && dout) {
+        K->rmsnorm_fwd(rms, rstd, x, rms_w, N, C, LN_EPS);
+        K->matmul_fwd(qkv, rms, qkv_w, NULL, N, C, Q);
+        K->rope_fwd(qkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->attention_fwd(y, probs, qkv, s.B, s.T, H, KV, hd);
+        K->matmul_fwd(gu, y, gu_w, NULL, N, C, 2 * F);
+        K->swiglu_fwd(out, gu, N, F);
+        torch_cmp(rms, "llama_", "rms", nc);
+        torch_cmp(qkv, "llama_", "roped", nq);
+        torch_cmp(probs, "llama_", "probs", np);
+        torch_cmp(y, "llama_", "y", nc);
+        torch_cmp(out, "llama_", "out", (size_t)N * F);
+        K->swiglu_bwd(dgu, dout, gu, N, F);
+        K->matmul_bwd(dy, dgu_w, NULL, dgu, y, gu_w, N, C, 2 * F);
+        K->attention_bwd(dqkv, scratch, dy, qkv, y, probs, s.B, s.T, H, KV, hd);
+        K->rope_bwd(dqkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->matmul_bwd(drms, dqkv_w, NULL, dqkv, rms, qkv_w, N, C, Q);
+        K->rmsnorm_bwd(dx, drms_w, drms, x, rms_w, rstd, N, C);
+        torch_cmp(dx, "llama_", "dx", nc);
+        torch_cmp(drms_w, "llama_", "drms_w", C);
+        torch_cmp(dqkv_w, "llama_", "dqkv_w", (size_t)Q * C);
+        torch_cmp(dgu_w, "llama_", "dgu_w", (size_t)2 * F * C);
+    }
+    free(cfg), free(x), free(rms_w), free(qkv_w), free(gu_w), free(dout), free(rms), free(rstd);
+    free(qkv), free(probs), free(y), free(gu), free(out), free(dgu), free(dy), free(dqkv);
+    free(drms), free(dx), free(drms_w), free(dqkv_w), free(dgu_w), free(scratch);
+}
+
 static void torch_adam(void) {
     const size_t n = 1000;
     double *h = torch_load("adam_hparams", 2, 5);
@@ -873,6 +1226,7 @@ static void run_torch(void) {
     const shape_t s = {cfg[0], cfg[1], cfg[2], cfg[3]};
     torch_block(s);
     torch_model(s, cfg[4], cfg[5], cfg[6]);
+    torch_llama(s);
     torch_adam();
     free(cfg);
 }
@@ -889,11 +1243,16 @@ int main(int argc, char **argv) {
     }
     test_matmul();
     test_layernorm();
+    test_rmsnorm();
+    test_rope();
+    test_swiglu();
     test_gelu();
     test_attention();
     test_residual();
     test_embedding();
-    test_head_loss();
+    test_embedding_split();
+    test_xent_split();
+    test_head();
     test_adamw();
     test_sum_squares();
     test_determinism();

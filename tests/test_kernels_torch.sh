@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU kernels vs PyTorch: tests/torch/gpt2_ref.py writes inputs and torch's outputs and gradients
-# (a GPT-2 block, a 2-layer model with tied head + cross-entropy, AdamW for 3 steps) to a temp
-# dir; test_kernels --torch recomputes them with the kernels and compares (relative 1e-5).
+# (a GPT-2 block, a 2-layer model with tied head + cross-entropy, LLaMA's ops in a chain, AdamW for
+# 3 steps) to a temp dir; test_kernels --torch recomputes them with the kernels and compares
+# (relative 1e-5).
 # Usage: bash tests/test_kernels_torch.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR SOURCE_DIR}

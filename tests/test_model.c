@@ -1,5 +1,6 @@
 /* Model spec: presets, HF config parsing, and published parameter counts. */
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cost/cost.h"
@@ -64,6 +65,92 @@ static void test_hf_config(void) {
     CHECK_ERR(ah_model_load("/nonexistent/config.json", &m, &err), AH_ERR_IO, err, "/nonexistent/config.json");
 }
 
+/* Config fields the runtime does not compute are refused at load, naming the field and value;
+ * those it does compute (and the defaults) load. */
+static void test_hf_refusals(void) {
+    const char *llama = "\"model_type\":\"llama\",\"num_hidden_layers\":2,\"hidden_size\":64,"
+                        "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":176,"
+                        "\"vocab_size\":256,\"max_position_embeddings\":256";
+    const char *mistral = "\"model_type\":\"mistral\",\"num_hidden_layers\":2,\"hidden_size\":64,"
+                          "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":176,"
+                          "\"vocab_size\":256,\"max_position_embeddings\":256";
+    const char *gpt2 = "\"model_type\":\"gpt2\",\"n_layer\":2,\"n_embd\":64,\"n_head\":4,"
+                       "\"vocab_size\":256,\"n_positions\":64";
+    struct {
+        const char *base, *extra, *needle; /* needle NULL: loads */
+    } cases[] = {
+        {llama, "\"attention_bias\":true", "cfg.json.attention_bias: true"},
+        {mistral, "\"attention_bias\":true", "cfg.json.attention_bias: true"},
+        {llama, "\"attention_bias\":false", NULL},
+        {llama, "\"mlp_bias\":true", "cfg.json.mlp_bias: true"},
+        {llama, "\"mlp_bias\":false", NULL},
+        {llama, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}",
+         "cfg.json.rope_scaling: {\"factor\":8.0,\"rope_type\":\"llama3\"}"},
+        {llama, "\"rope_scaling\":null", NULL},
+        {llama, "\"hidden_act\":\"gelu\"", "cfg.json.hidden_act: \"gelu\""},
+        {llama, "\"hidden_act\":\"silu\"", NULL},
+        {llama, "\"head_dim\":32", "cfg.json.head_dim: 32 x 4 heads != hidden_size 64"},
+        {llama, "\"head_dim\":16", NULL},
+        {mistral, "\"sliding_window\":0", "cfg.json.sliding_window"},
+        {mistral, "\"sliding_window\":null", NULL},
+        {gpt2, "\"activation_function\":\"gelu\"", "cfg.json.activation_function: \"gelu\"; Hugging "
+                                                  "Face's \"gelu\" is the exact (erf) GELU"},
+        {gpt2, "\"activation_function\":\"relu\"", "cfg.json.activation_function: \"relu\""},
+        {gpt2, "\"activation_function\":\"gelu_new\"", NULL},
+        {gpt2, "\"activation_function\":\"gelu_pytorch_tanh\"", NULL},
+        {gpt2, "\"scale_attn_weights\":false", "cfg.json.scale_attn_weights: false"},
+        {gpt2, "\"scale_attn_by_inverse_layer_idx\":true", "cfg.json.scale_attn_by_inverse_layer_idx: true"},
+        {gpt2, "\"tie_word_embeddings\":false", NULL}, /* the untied GPT-2 head is trained */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "{%s,%s}", cases[i].base, cases[i].extra);
+        json_t *j = json_loads(text, 0, NULL);
+        CHECK(j != NULL, "case %zu parses", i);
+        ah_model_t m;
+        ah_error_t err = {0};
+        ah_status_t s = ah_model_from_hf_json(j, "cfg.json", &m, &err);
+        if (cases[i].needle) CHECK_ERR(s, AH_ERR_INVALID, err, cases[i].needle);
+        else CHECK(s == AH_OK, "{%s} loads: %s", cases[i].extra, err.msg);
+        json_decref(j);
+    }
+}
+
+/* Mistral's sliding window: kept when shorter than the context, and a longer sequence refused;
+ * a window as long as the context is no window. */
+static void test_sliding_window(void) {
+    const char *fmt = "{\"model_type\":\"mistral\",\"num_hidden_layers\":32,\"hidden_size\":4096,"
+                      "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"intermediate_size\":14336,"
+                      "\"vocab_size\":32000,\"max_position_embeddings\":32768,\"rope_theta\":10000.0,"
+                      "\"hidden_act\":\"silu\",\"sliding_window\":%d}";
+    char text[512];
+    snprintf(text, sizeof text, fmt, 4096);
+    json_t *j = json_loads(text, 0, NULL);
+    ah_model_t m, back;
+    ah_error_t err;
+    CHECK(ah_model_from_hf_json(j, "mistral.json", &m, &err) == AH_OK, "mistral: %s", err.msg);
+    json_decref(j);
+    CHECK_EQ_I64(m.sliding_window, 4096);
+    CHECK_EQ_I64(ah_model_context(&m), 4096);
+    CHECK(ah_model_check_window(&m, 4096, "--seq-len", &err) == AH_OK, "the window itself is allowed");
+    CHECK_ERR(ah_model_check_window(&m, 4097, "--seq-len", &err), AH_ERR_INVALID, err,
+              "--seq-len 4097 is longer than model mistral.json's sliding attention window of 4096");
+    CHECK(strstr(err.msg, "sliding_window") != NULL, "names the field: %s", err.msg);
+    /* Mistral-7B-v0.1: 7,241,732,096 parameters (num_parameters() of mistralai/Mistral-7B-v0.1) */
+    CHECK_EQ_I64(ah_model_params_total(&m), 7241732096LL);
+    /* the plan file's model object keeps it */
+    json_t *o = ah_model_to_json(&m);
+    CHECK(ah_model_from_json(o, "model", &back, &err) == AH_OK && ah_model_equal(&m, &back),
+          "round trip keeps sliding_window: %s", err.msg);
+    json_decref(o);
+    snprintf(text, sizeof text, fmt, 32768);
+    j = json_loads(text, 0, NULL);
+    CHECK(ah_model_from_hf_json(j, "mistral.json", &m, &err) == AH_OK, "mistral: %s", err.msg);
+    json_decref(j);
+    CHECK_EQ_I64(m.sliding_window, 0);
+    CHECK_EQ_I64(ah_model_context(&m), 32768);
+}
+
 static void test_tp_split(void) {
     ah_model_t m;
     ah_error_t err;
@@ -77,6 +164,8 @@ static void test_tp_split(void) {
 int main(void) {
     test_published_counts();
     test_hf_config();
+    test_hf_refusals();
+    test_sliding_window();
     test_tp_split();
     return ah_test_finish();
 }

@@ -133,10 +133,46 @@ static void bad_inputs(void) {
     ah_cluster_free(&c);
 }
 
+/* The planner's TP degrees are the ones ah_model_check_tp allows: LLaMA-2-70B's 8 key/value heads
+ * stop it at t = 8 even on a 16-GPU node where t = 16 would be fastest. The control, the same
+ * shape with 16 key/value heads, is planned at t = 16 there, so the search does reach 16. */
+static void tp_follows_kv_heads(void) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_error_t err;
+    CHECK(ah_model_load("llama2-70b", &m, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_cluster_open("mixed-32", &c, &err) == AH_OK, "%s", err.msg);
+    /* one node of 16 A100s with room for everything and an all but free intra-node link, so
+     * splitting a micro-batch 16 ways halves the time of any 8-way plan */
+    c.nodes[0].count = 16;
+    for (int i = 1; i < c.n_nodes; i++) c.nodes[i].count = 0;
+    const int ty = c.nodes[0].type;
+    c.types[ty].memory_gib = 4096;
+    c.types[ty].intra_node_gb_s = 1e9;
+    c.net.intra_latency_us = 1e-6;
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.seq_len = 1024;
+    o.train.global_batch = 1; /* one micro-batch: no data parallelism, pipelining only serialises */
+    ah_plan_result_t r;
+    CHECK_ERR(ah_model_check_tp(&m, 16, &err), AH_ERR_INVALID, err, "8 key/value heads");
+    CHECK(ah_planner_run(&m, &c, &o, &r, &err) == AH_OK, "llama2-70b on 16 GPUs: %s", err.msg);
+    CHECK(r.plan.tp <= 8 && ah_model_check_tp(&m, r.plan.tp, &err) == AH_OK,
+          "llama2-70b planned at t=%d; its 8 key/value heads allow t <= 8", r.plan.tp);
+    ah_plan_result_free(&r);
+    m.n_kv_head = 16;
+    snprintf(m.name, sizeof m.name, "llama2-70b-kv16");
+    CHECK(ah_planner_run(&m, &c, &o, &r, &err) == AH_OK, "control: %s", err.msg);
+    CHECK_EQ_I64(r.plan.tp, 16);
+    ah_plan_result_free(&r);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     one_case("tiny-gpt2", "examples/clusters/cpu-hetero.json", 8, 64);
     one_case("llama2-7b", "mixed-32", 64, 2048);
     one_case("llama2-13b", "mixed-32", 32, 2048);
     bad_inputs();
+    tp_follows_kv_heads();
     return ah_test_finish();
 }

@@ -1,4 +1,4 @@
-/* A committed step as a Hugging Face GPT-2 model (export_hf.h). */
+/* A committed step as a Hugging Face model: GPT-2 or LLaMA (export_hf.h). */
 #include "ckpt/export_hf.h"
 
 #include <dirent.h>
@@ -172,10 +172,17 @@ static ah_status_t group_open(const committed_t *c, int64_t step, const ah_model
 /* The full tensor d (saved at TP degree T, its group's pieces open in o) in Hugging Face's layout,
  * into *out (malloc'ed). */
 static ah_status_t assemble(const open_group_t *o, int T, const ah_tensor_t *d, float **out, ah_error_t *err) {
-    const int64_t n = d->rows * d->cols;
-    float *full = malloc((size_t)n * sizeof *full);
-    ah_status_t st = full ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
-    if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, o->fs, o->nf, full, n, err);
+    /* Loaded as the one shard of TP degree 1 (vocabulary rows padded to a multiple of
+     * AH_VOCAB_PAD), then the padding dropped: V rows whatever T the step was saved at. */
+    const int64_t n = ah_tensor_elems(d), n1 = ah_tensor_shard_elems(d, 1);
+    float *full = malloc((size_t)n * sizeof *full), *one = malloc((size_t)n1 * sizeof *one);
+    ah_status_t st = full && one ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
+    if (st == AH_OK) st = ah_reshard_load_tensor(d, "", 1, 0, T, o->fs, o->nf, one, n1, err);
+    for (int64_t e = 0; st == AH_OK && e < n1; e++) {
+        const int64_t f = ah_tensor_full_index(d, 1, 0, e);
+        if (f >= 0) full[f] = one[e];
+    }
+    free(one);
     if (st == AH_OK && d->spec->hf_transposed) {
         float *tr = malloc((size_t)n * sizeof *tr);
         if (!tr) st = ah_error_set(err, AH_ERR_OOM, "no host memory for %s", d->name);
@@ -204,14 +211,32 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
     ah_status_t st = ah_st_save(path, ts, n_t, meta, NULL, NULL, err);
     json_decref(meta);
     if (st != AH_OK) return st;
-    json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:I}",
-                            "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "n_layer",
-                            (json_int_t)model->n_layer, "n_embd", (json_int_t)model->d_model, "n_head",
-                            (json_int_t)model->n_head, "n_inner", (json_int_t)model->d_ff, "vocab_size",
-                            (json_int_t)model->vocab, "n_positions", (json_int_t)model->max_pos, "n_ctx",
-                            (json_int_t)model->max_pos, "activation_function", "gelu_new", "layer_norm_epsilon",
-                            model->norm_eps, "tie_word_embeddings", true, "torch_dtype", "float32",
-                            "autohet_step", (json_int_t)step);
+    json_t *cfg;
+    /* A LLaMA-architecture model with a sliding window is Mistral (same tensor names). */
+    const bool mistral = model->arch == AH_ARCH_LLAMA && model->sliding_window > 0;
+    if (model->arch == AH_ARCH_LLAMA)
+        cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:s, s:b, s:b, s:s, "
+                        "s:I}",
+                        "architectures", mistral ? "MistralForCausalLM" : "LlamaForCausalLM", "model_type",
+                        mistral ? "mistral" : "llama", "hidden_size",
+                        (json_int_t)model->d_model, "intermediate_size", (json_int_t)model->d_ff,
+                        "num_attention_heads", (json_int_t)model->n_head, "num_key_value_heads",
+                        (json_int_t)model->n_kv_head, "num_hidden_layers", (json_int_t)model->n_layer,
+                        "head_dim", (json_int_t)(model->d_model / model->n_head), "vocab_size",
+                        (json_int_t)model->vocab, "max_position_embeddings", (json_int_t)model->max_pos,
+                        "rms_norm_eps", model->norm_eps, "rope_theta", model->rope_theta, "tie_word_embeddings",
+                        model->tied, "hidden_act", "silu", "attention_bias", false, "mlp_bias", false,
+                        "torch_dtype", "float32", "autohet_step", (json_int_t)step);
+    else
+        cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:f, s:b, s:s, s:I}",
+                        "architectures", "GPT2LMHeadModel", "model_type", "gpt2", "n_layer",
+                        (json_int_t)model->n_layer, "n_embd", (json_int_t)model->d_model, "n_head",
+                        (json_int_t)model->n_head, "n_inner", (json_int_t)model->d_ff, "vocab_size",
+                        (json_int_t)model->vocab, "n_positions", (json_int_t)model->max_pos, "n_ctx",
+                        (json_int_t)model->max_pos, "activation_function", "gelu_new", "layer_norm_epsilon",
+                        model->norm_eps, "tie_word_embeddings", model->tied, "torch_dtype", "float32",
+                        "autohet_step", (json_int_t)step);
+    if (cfg && mistral) json_object_set_new(cfg, "sliding_window", json_integer((json_int_t)model->sliding_window));
     ah_ckpt_join(path, sizeof path, out_dir, "config.json");
     st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
     json_decref(cfg);
@@ -236,8 +261,6 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
                        : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
                                       "(looked in %d node director%s)", local_root, c.n_roots,
                                       c.n_roots == 1 ? "y" : "ies");
-    if (st == AH_OK && model.arch != AH_ARCH_GPT2)
-        st = ah_error_set(err, AH_ERR_INVALID, "%s: model %s is not GPT-2; export writes GPT-2 only", local_root, model.name);
     if (st == AH_OK) {
         n_t = ah_model_tensor_count(&model);
         defs = calloc((size_t)n_t, sizeof *defs);

@@ -1,8 +1,14 @@
-/* `autohet ckpt export`: a committed step as a Hugging Face GPT-2 model, offline (no MPI, no
- * trainer: the node directories are all it reads).
+/* `autohet ckpt export`: a committed step as a Hugging Face model in the model's own layout,
+ * offline (no MPI, no trainer: the node directories are all it reads).
  *
- * Output: OUT_DIR/model.safetensors (transformer.* names, the Conv1D (in, out) layout for c_attn,
- * c_proj and c_fc; the head tied to wte) and OUT_DIR/config.json. Input: a node's checkpoint
+ * Output: OUT_DIR/model.safetensors and OUT_DIR/config.json, fp32, names and layouts from the
+ * architecture table (spec/arch.h: hf_name, hf_transposed). GPT-2: GPT2LMHeadModel's transformer.*
+ * names, the Conv1D (in, out) layout for c_attn, c_proj and c_fc, lm_head.weight only when the
+ * head is untied. LLaMA: LlamaForCausalLM's model.embed_tokens / model.layers.N.{self_attn,mlp,
+ * input_layernorm,post_attention_layernorm} / model.norm names, lm_head.weight when untied, and a
+ * config.json transformers reads (architectures, model_type llama, sizes, head_dim, rms_norm_eps,
+ * rope_theta, tie_word_embeddings, hidden_act silu, no biases). Vocabulary padding is never
+ * exported: V rows, whatever TP degree the step was saved at. ckpt/import_hf.h reads it back. Input: a node's checkpoint
  * root or a directory of them (DIR/NODE/, as --local-root of autohet train). Each shard is taken
  * from whichever node holds a copy that verifies (size, CRC-32C, structure), at whatever TP
  * degree it was saved, and the full tensors are assembled (ckpt/reshard.h).

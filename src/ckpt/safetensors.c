@@ -384,6 +384,22 @@ ah_status_t ah_st_read(const ah_st_file_t *f, const char *name, void *dst, size_
     return st;
 }
 
+ah_status_t ah_st_read_range(const ah_st_file_t *f, const ah_st_entry_t *e, uint64_t off, void *dst, size_t len,
+                             ah_error_t *err) {
+    const uint64_t nb = e->end - e->begin;
+    if (off > nb || len > nb - off)
+        return ah_error_set(err, AH_ERR_INTERNAL, "%s: tensor \"%s\": bytes [%llu, %llu) are outside its %llu",
+                            f->path, e->name, (unsigned long long)off, (unsigned long long)(off + len),
+                            (unsigned long long)nb);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    char where[AH_CKPT_PATH_MAX + 300];
+    snprintf(where, sizeof where, "%s: tensor \"%s\"", f->path, e->name);
+    ah_status_t st = pread_all(fd, dst, len, f->data_start + e->begin + off, where, err);
+    close(fd);
+    return st;
+}
+
 void ah_st_close(ah_st_file_t *f) {
     free(f->entries);
     f->entries = NULL;

@@ -82,6 +82,10 @@ const ah_st_entry_t *ah_st_find(const ah_st_file_t *f, const char *name);
 /* Copies one tensor's bytes from the file at f->path into dst (cap bytes available). */
 ah_status_t ah_st_read(const ah_st_file_t *f, const char *name, void *dst, size_t cap,
                        ah_error_t *err);
+/* Copies len bytes of entry e (one of f's), from byte `off` of the tensor, into dst: a part of a
+ * tensor (the rows of a vocabulary-parallel shard) without reading the rest. */
+ah_status_t ah_st_read_range(const ah_st_file_t *f, const ah_st_entry_t *e, uint64_t off, void *dst, size_t len,
+                             ah_error_t *err);
 void ah_st_close(ah_st_file_t *f);
 
 #endif

@@ -1,5 +1,5 @@
 /* autohet ckpt ls|verify|export: what checkpoints exist in which tier, whether their bytes are
- * intact, and a committed step as a Hugging Face GPT-2 model. */
+ * intact, and a committed step as a Hugging Face model (GPT-2 or LLaMA). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +219,7 @@ static int cmd_export(const opts_t *o) {
         return 2;
     }
     if (ah_ckpt_export_hf(o->local_root, o->step, o->out, &step, &err) != AH_OK) return ah_cli_fail("ckpt export", &err);
-    printf("autohet ckpt export: step %lld -> %s/model.safetensors, %s/config.json (Hugging Face GPT-2)\n",
+    printf("autohet ckpt export: step %lld -> %s/model.safetensors, %s/config.json (Hugging Face)\n",
            (long long)step, o->out, o->out);
     return 0;
 }
@@ -232,7 +232,7 @@ int ah_cli_ckpt(int argc, char **argv) {
         fprintf(help ? stdout : stderr,
                 "usage: autohet ckpt %s\n\n  ls      list checkpoint steps per tier (committed or not, files, bytes)\n"
                 "  verify  check every file of committed steps against its manifest (size, CRC-32C)\n"
-                "  export  write a committed step as a Hugging Face GPT-2 model.safetensors + config.json\n"
+                "  export  write a committed step as a Hugging Face model.safetensors + config.json (GPT-2 or LLaMA)\n"
                 "\nautohet ckpt ls --help lists the flags.\n",
                 synopsis);
         return help ? 0 : 2;
@@ -252,7 +252,7 @@ int ah_cli_ckpt(int argc, char **argv) {
     snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc;
-    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums, export to Hugging Face GPT-2.", flags,
+    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums, export to Hugging Face (GPT-2, LLaMA).", flags,
                       n_flags, argc - 1, argv + 1, &rc))
         return rc;
     if (!o.local_root && !o.cloud) {

@@ -13,7 +13,8 @@ typedef struct {
     const char *kind;  /* "embedding", "block", "head" */
     ah_layer_kind_t k;
     int64_t count;     /* how many of them the model has */
-    int64_t params;    /* per TP rank */
+    int64_t params;    /* per TP rank, vocabulary padding included */
+    int64_t content;   /* the layer's own parameters: whole tensors, no padding */
     double fwd, bwd;   /* FLOPs per micro-batch per TP rank */
     int64_t act, act_recompute;
 } row_t;
@@ -27,6 +28,7 @@ static void fill_rows(const ah_model_t *m, const ah_train_t *tr, int t, row_t ro
         r->k = kinds[i].k;
         r->count = r->k == AH_LAYER_BLOCK ? m->n_layer : 1;
         r->params = ah_layer_params(m, r->k, t);
+        r->content = ah_layer_content_params(m, r->k);
         r->fwd = ah_layer_fwd_flops(m, r->k, t, tr->micro_batch, tr->seq_len);
         r->bwd = ah_layer_bwd_flops(m, r->k, t, tr->micro_batch, tr->seq_len);
         r->act = ah_layer_act_bytes(m, r->k, t, tr->micro_batch, tr->seq_len, tr->precision, false);
@@ -62,11 +64,14 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
                         int64_t total, double flops_per_token) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     int64_t N = tr->micro_batch * tr->seq_len;
+    char window[64] = "";
+    if (m->sliding_window)
+        snprintf(window, sizeof window, " (sliding window %lld)", (long long)m->sliding_window);
     printf("model %s (%s): %lld layers, d_model %lld, %lld heads (%lld kv), d_ff %lld, vocab %lld, "
-           "context %lld, %s head\n",
+           "context %lld%s, %s head\n",
            m->name, ah_arch_name(m->arch), (long long)m->n_layer, (long long)m->d_model,
            (long long)m->n_head, (long long)m->n_kv_head, (long long)m->d_ff, (long long)m->vocab,
-           (long long)m->max_pos, m->tied ? "tied" : "untied");
+           (long long)m->max_pos, window, m->tied ? "tied" : "untied");
     printf("micro-batch %lld x seq-len %lld = %lld tokens, tp %d, %s\n\n", (long long)tr->micro_batch,
            (long long)tr->seq_len, (long long)N, t, ah_precision_name(tr->precision));
     printf("parameters          %s (%lld)\n", si((double)total, a, sizeof a), (long long)total);
@@ -86,7 +91,12 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
                si((r->fwd + r->bwd) / (double)N, d, sizeof d), bytes_str((double)r->act, e, sizeof e),
                bytes_str((double)r->act_recompute, f, sizeof f));
     }
-    printf("\nact/mb: activation bytes kept from forward to backward per micro-batch; rc: with "
+    printf("\nparams: per TP rank, vocabulary padding included (V %lld padded to %lld, a multiple of "
+           "128 x t;\n        the rank holds %lld rows of the embedding%s); the total above is the "
+           "model's own, no padding.\n",
+           (long long)m->vocab, (long long)ah_vocab_padded(m, t), (long long)(ah_vocab_padded(m, t) / t),
+           m->tied ? "" : " and of the LM head");
+    printf("act/mb: activation bytes kept from forward to backward per micro-batch; rc: with "
            "recomputation.\nFLOP/token: (fwd + bwd) per micro-batch / tokens per micro-batch.\n");
 }
 
@@ -97,18 +107,20 @@ static int print_json(const ah_model_t *m, const ah_train_t *tr, int t, const ro
     for (int i = 0; i < 3; i++) {
         const row_t *r = &rows[i];
         json_array_append_new(
-            layers, json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "kind", r->kind,
+            layers, json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "kind", r->kind,
                               "count", (json_int_t)r->count, "params_per_rank", (json_int_t)r->params,
+                              "params_content", (json_int_t)r->content,
                               "fwd_flops_per_mb", r->fwd, "bwd_flops_per_mb", r->bwd,
                               "fwd_flops_per_token", r->fwd / N, "bwd_flops_per_token", r->bwd / N,
                               "flops_per_token", (r->fwd + r->bwd) / N, "act_bytes_per_mb",
                               (json_int_t)r->act, "act_bytes_per_mb_recompute",
                               (json_int_t)r->act_recompute));
     }
-    json_t *doc = json_pack("{s:o, s:I, s:f, s:I, s:i, s:I, s:I, s:s, s:o}", "model", ah_model_to_json(m),
+    json_t *doc = json_pack("{s:o, s:I, s:f, s:I, s:i, s:I, s:I, s:I, s:s, s:o}", "model", ah_model_to_json(m),
                             "params_total", (json_int_t)total, "flops_per_token", flops_per_token,
                             "state_bytes_per_param", (json_int_t)ah_param_state_bytes(tr->precision),
-                            "tp", t, "seq_len", (json_int_t)tr->seq_len, "micro_batch",
+                            "tp", t, "vocab_padded", (json_int_t)ah_vocab_padded(m, t), "seq_len",
+                            (json_int_t)tr->seq_len, "micro_batch",
                             (json_int_t)tr->micro_batch, "precision", ah_precision_name(tr->precision),
                             "layers", layers);
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
@@ -127,7 +139,8 @@ int ah_cli_model(int argc, char **argv) {
         {"--micro-batch", AH_FLAG_INT_IN(1, 1 << 30), &micro_batch, "b", "sequences per micro-batch (default 1)", false},
         {"--tp", AH_FLAG_INT_IN(1, 1024), &tp, "t", "tensor-parallel degree for the per-rank figures (default 1)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "fp32 or bf16 (default bf16)", false},
-        {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"params_total\", \"layers\": [...], ...}", false},
+        {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"params_total\" (no padding), \"vocab_padded\", "
+         "\"layers\": [{\"params_per_rank\" (padding included), \"params_content\", ...}], ...}", false},
     };
     int rc;
     if (!ah_cli_parse("model", "--model M [--seq-len T] [--micro-batch b] [--tp t] [--precision P] [--json]",
@@ -142,7 +155,7 @@ int ah_cli_model(int argc, char **argv) {
     }
     ah_model_t m;
     if (ah_model_load(model_name, &m, &err) != AH_OK) return ah_cli_fail("model", &err);
-    ah_train_t tr = {.global_batch = micro_batch, .seq_len = seq_len ? seq_len : m.max_pos,
+    ah_train_t tr = {.global_batch = micro_batch, .seq_len = seq_len ? seq_len : ah_model_context(&m),
                      .micro_batch = micro_batch, .precision = AH_PREC_BF16};
     if (!ah_precision_parse(precision, &tr.precision)) {
         ah_error_set(&err, AH_ERR_USAGE, "--precision: expected fp32 or bf16, got \"%s\"", precision);
@@ -153,6 +166,7 @@ int ah_cli_model(int argc, char **argv) {
                      (long long)m.max_pos, m.name, (long long)tr.seq_len);
         return ah_cli_fail("model", &err);
     }
+    if (ah_model_check_window(&m, tr.seq_len, "--seq-len", &err) != AH_OK) return ah_cli_fail("model", &err);
     if (ah_model_check_tp(&m, (int)tp, &err) != AH_OK) return ah_cli_fail("model", &err);
 
     row_t rows[3];

@@ -299,7 +299,8 @@ int ah_cli_plan(int argc, char **argv) {
     ah_cluster_t cluster = {0};
     ah_profile_t *profile = NULL;
     if (ah_model_load(model_arg, &model, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && model.max_pos < seq_len) o.train.seq_len = model.max_pos;
+    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < seq_len)
+        o.train.seq_len = ah_model_context(&model);
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     if (auto_precision) o.train.precision = auto_precision_of(&cluster);
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {

@@ -328,7 +328,8 @@ static ah_status_t profile(measuring_t *m, const char *model_arg, const char *gp
                            int64_t *seq_len, int64_t steps, int64_t rounds, bool tp_group, ah_profile_t **prof,
                            ah_error_t *err) {
     ah_status_t s = ah_model_load(model_arg, &m->model, err);
-    if (s == AH_OK && *seq_len == 0) *seq_len = m->model.max_pos;
+    if (s == AH_OK && *seq_len == 0) *seq_len = ah_model_context(&m->model);
+    if (s == AH_OK) s = ah_model_check_window(&m->model, *seq_len, "--seq-len", err);
     if (s == AH_OK && m->cluster_arg) s = ah_cluster_open(m->cluster_arg, &m->cluster, err);
     if (s == AH_OK) s = gpu_names(gpu_arg, &m->cluster, m->cluster_arg != NULL, m->names, LIST_MAX, &m->n_gpu, err);
     if (s != AH_OK) return s;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/import_hf.h"
 #include "cli/cli.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
@@ -134,17 +135,20 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
 /* The trainer's own flags given to run (t: their values), passed on to it. The strings are static:
  * o keeps pointing at them. */
 static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
-                               const char *cloud, const char *endpoint) {
+                               const char *cloud, const char *endpoint, const char *init_from) {
     static char num[5][32];
     snprintf(num[0], sizeof num[0], "%.17g", t->lr);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->warmup);
     snprintf(num[2], sizeof num[2], "%.17g", t->weight_decay);
     snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
     snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
-    static const char *pass[16];
+    static const char *pass[20];
     int np = 0;
-    const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint"};
-    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint};
+    /* --init-from goes to every launch: with the agent's --resume, a relaunch that finds a
+     * checkpoint takes it, and only a launch before the first one starts from the directory. */
+    const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint",
+                           "--init-from"};
+    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint, init_from};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (ah_cli_flag_seen(flags, n_flags, names[i])) {
             pass[np++] = names[i];
@@ -158,7 +162,7 @@ int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
-    const char *cloud = NULL, *endpoint = NULL;
+    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL;
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -186,6 +190,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--seed", AH_FLAG_INT, &seed, "N", "trainer: initialisation seed", false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
+        {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
+         "(relaunches resume from checkpoints instead)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
@@ -219,7 +225,12 @@ int ah_cli_run(int argc, char **argv) {
     o.work_dir = work;
     const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
                                    .seed = (uint64_t)seed};
-    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint);
+    if (init_from && o.model) { /* the directory's config against --model, before any plan or launch */
+        ah_model_t m;
+        if (ah_model_load(o.model, &m, &err) != AH_OK || ah_hf_import_check_config(init_from, &m, &err) != AH_OK)
+            return ah_cli_fail(VERB, &err);
+    }
+    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from);
     o.interrupt = &interrupted;
     o.log = log_line;
     struct sigaction sa;

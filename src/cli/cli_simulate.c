@@ -271,7 +271,8 @@ int ah_cli_simulate(int argc, char **argv) {
     ah_model_t model;
     ah_cluster_t cluster;
     if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && model.max_pos < sl) o.train.seq_len = model.max_pos;
+    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < sl)
+        o.train.seq_len = ah_model_context(&model);
     if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);

@@ -13,9 +13,11 @@
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
+#include "ckpt/import_hf.h"
 #include "plan/plan.h"
 #include "runtime/ckpt_io.h"
 #include "runtime/data.h"
+#include "runtime/init_hf.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
 #include "runtime/trainer.h"
@@ -27,6 +29,7 @@ typedef struct {
     bool quiet;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
+    const char *init_from; /* a Hugging Face directory to start from (runtime/init_hf.h) */
     int64_t ckpt_every;
     double grace_s;
     bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
@@ -98,6 +101,9 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
                                 "(a different shape); make a plan for this model with autohet plan, "
                                 "or drop --model", a->plan, plan->model.name, a->model);
     }
+    /* The directory's config first, on every rank alone: a mismatch is said before any set-up. */
+    if (a->init_from && (s = ah_hf_import_check_config(a->init_from, &plan->model, err)) != AH_OK)
+        return ah_error_prefix(err, "--init-from");
     const int need = ah_plan_device_count(plan);
     if (need != ranks)
         return ah_error_set(err, AH_ERR_USAGE, "%s has %d devices but the job has %d ranks; run one "
@@ -121,7 +127,10 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     o.seed = (uint64_t)a->seed;
     o.dump_dir = a->dump_dir;
     o.dump_step = a->dump_dir ? a->dump_step : -1;
-    o.defer_init = a->resume; /* initialised below only when no checkpoint is found */
+    /* initialised below: from --init-from, or randomly, and with --resume only when no checkpoint
+     * is found (a relaunch resumes, never re-initialises) */
+    o.defer_init = a->resume || a->init_from;
+    bool init_hf = a->init_from != NULL; /* cleared when --resume finds a checkpoint */
     ah_status_t s = ah_comm_agree(world, ah_trainer_setup(tr, plan, data, &o, err), err);
     *have_tr = s == AH_OK;
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
@@ -132,18 +141,31 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     }
     if (s == AH_OK && a->resume) {
         json_t *ev = NULL;
-        bool found;
+        bool found = false;
         s = ah_ckpt_session_resume(*ck, start, &found, &ev, err);
-        if (s == AH_OK && !found) s = ah_trainer_init_params(tr, err);
+        if (s == AH_OK && !found && !a->init_from) s = ah_trainer_init_params(tr, err);
         if (s == AH_OK && rank == 0 && found)
-            printf("autohet train: resumed from step %lld\n", (long long)*start);
+            printf("autohet train: resumed from step %lld%s\n", (long long)*start,
+                   a->init_from ? " (--init-from not used: the checkpoint wins)" : "");
         else if (s == AH_OK && rank == 0)
-            printf("autohet train: no complete checkpoint in any tier (%s): starting from scratch\n",
-                   json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE)));
+            printf("autohet train: no complete checkpoint in any tier (%s): starting from %s\n",
+                   json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE)), a->init_from ? a->init_from : "scratch");
+        init_hf = !found; /* the checkpoint wins */
         ah_metrics_write_events(metrics, ev);
         if (s == AH_OK && *start > a->steps)
             s = ah_error_set(err, AH_ERR_USAGE, "the checkpoint is at step %lld, past --steps %lld",
                              (long long)*start, (long long)a->steps);
+    }
+    if (a->init_from) {
+        /* Every rank reaches this agreement (the flag is the same on all), failed before or not;
+         * each reads its own stage's tensors only. */
+        int loaded = 0, skipped = 0;
+        ah_status_t l = s;
+        if (l == AH_OK && init_hf) l = ah_gpt_init_from_hf(&tr->stage, a->init_from, &loaded, &skipped, err);
+        s = ah_comm_agree(world, l, err);
+        if (s == AH_OK && init_hf && rank == 0)
+            printf("autohet train: initialised from %s (Hugging Face; rank 0 read %d tensors, %d buffers "
+                   "skipped); optimizer state zero, step 0\n", a->init_from, loaded, skipped);
     }
     return s;
 }
@@ -190,6 +212,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
+        {"--init-from", AH_FLAG_STR, &a.init_from, "DIR", "start from a Hugging Face model directory (config.json + "
+         "model.safetensors or sharded files; F32/BF16/F16); with --resume only when no checkpoint exists", false},
         {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here", false},
         {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
         {"--cloud-only", AH_FLAG_BOOL, &a.cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "

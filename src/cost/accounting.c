@@ -5,9 +5,11 @@
  * Megatron-style tensor parallelism over t ranks: column-parallel layers (QKV / Q,K,V, MLP-in,
  * gate/up) split their matrix and their bias by t; row-parallel layers (attention-out, MLP-out)
  * split their matrix and keep the bias replicated; norms are replicated. So per-rank counts x t
- * exceed the total by the replicated pieces. The embedding and the head are replicated across
- * the TP group (not vocab-parallel). All divisions by t are exact for a t that passed
- * ah_model_check_tp (heads, kv heads and d_ff divisible by t, hence C and the kv width too). */
+ * exceed the total by the replicated pieces. The embedding and the LM head are vocabulary-parallel:
+ * each rank holds Vp/t rows of the V x C matrix, Vp = ah_vocab_padded(m, t), and the padded rows
+ * are computed and stored like the others (they count in FLOPs and bytes, not in the model's
+ * parameter count). All divisions by t are exact for a t that passed ah_model_check_tp (heads,
+ * kv heads and d_ff divisible by t, hence C and the kv width too) and for Vp. */
 #include <string.h>
 
 #include "cost/cost.h"
@@ -39,7 +41,8 @@ double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int6
         return (2 * N * weights + 4 * N * (double)T * C) / t;
     }
     case AH_LAYER_HEAD:
-        return 2 * N * (double)ah_head_matrix_params(m, 1); /* replicated over the TP group */
+        /* logits (N, Vp/t): the rank's rows of the head matrix, padding included */
+        return 2 * N * (double)ah_head_matrix_params(m, t);
     }
     return 0;
 }
@@ -69,14 +72,15 @@ static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute) {
     const ah_arch_spec_t *arch = ah_arch_spec(m->arch);
-    const int64_t N = b * T, C = m->d_model, V = m->vocab;
+    const int64_t N = b * T, C = m->d_model, Vl = ah_vocab_padded(m, t) / t;
     const int64_t elt = p == AH_PREC_BF16 ? 2 : 4;
     switch (kind) {
     case AH_LAYER_EMBED:
         return N * 4; /* int32 token ids */
     case AH_LAYER_HEAD:
-        /* final norm input (the last block's output), its output, its statistics, logits */
-        return (N * C + N * C + N * V) * elt + arch->norm_stats * N * 4;
+        /* final norm input (the last block's output), its output, its statistics, and the rank's
+         * logits (N, Vp/t) */
+        return (N * C + N * C + N * Vl) * elt + arch->norm_stats * N * 4;
     case AH_LAYER_BLOCK:
         break;
     }

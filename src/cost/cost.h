@@ -35,13 +35,13 @@ typedef struct ah_train {
 /* ---- 1. accounting (per TP rank of a group of t) ---- */
 
 /* Parameters held by one TP rank for one layer of that kind: ah_layer_params (spec/arch.h). The
- * embedding and the head are replicated across the TP group (not vocab-parallel). A tied head
- * counts only its final norm there; the copy of the tied matrix a separate last stage keeps is
- * counted by the stage. */
-/* Unique parameters of the model (published counts: GPT-2 124M = 124,439,808). */
+ * embedding and the head are vocabulary-parallel: a rank holds Vp/t rows of the V x C matrix,
+ * Vp = ah_vocab_padded(m, t), padding included. A tied head counts only its final norm there;
+ * the copy of the tied matrix a separate last stage keeps is counted by the stage. */
+/* Unique parameters of the model, no padding (published counts: GPT-2 124M = 124,439,808). */
 int64_t ah_model_params_total(const ah_model_t *m);
-/* Matmul FLOPs of one micro-batch of b sequences of T tokens, per TP rank. Backward = 2 x
- * forward (input and weight gradients). */
+/* Matmul FLOPs of one micro-batch of b sequences of T tokens, per TP rank (the head: 2 N C Vp/t,
+ * padded rows included). Backward = 2 x forward (input and weight gradients). */
 double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 /* Bytes kept from forward to backward for one micro-batch, per TP rank. With recompute, a block
@@ -66,8 +66,11 @@ typedef struct ah_cost_ctx {
 } ah_cost_ctx_t;
 
 typedef struct ah_stage_cost {
-    double fwd_s;            /* one micro-batch forward, compute + TP all-reduces */
-    double bwd_s;            /* one micro-batch backward (+ recomputation), compute + TP comm */
+    double fwd_s;            /* one micro-batch forward, compute + TP all-reduces (the blocks';
+                                the embedding's output on the first stage; the head's softmax
+                                statistics on the last) */
+    double bwd_s;            /* one micro-batch backward (+ recomputation), compute + TP comm
+                                (the blocks'; the head's input gradient on the last stage) */
     double tp_comm_fwd_s;    /* the TP all-reduce part of fwd_s */
     double tp_comm_bwd_s;    /* the TP all-reduce part of bwd_s */
     int64_t params;          /* parameters held by one device of the group */

@@ -114,6 +114,11 @@ static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_
     return roofline(ctx, g, kind, param_elems);
 }
 
+/* Whether the profile measured this layer kind with its TP all-reduces inside its times. */
+static bool measured_with_tp(const ah_profile_entry_t *prof, ah_layer_kind_t kind) {
+    return prof && prof->layer[kind].present && prof->includes_tp_comm;
+}
+
 void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool has_embed,
                    bool has_head, bool recompute, ah_stage_cost_t *out) {
     const ah_model_t *m = ctx->model;
@@ -125,8 +130,9 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int64_t elt = elt_bytes(tr->precision);
     const ah_profile_entry_t *prof = profile_entry(ctx, type);
 
-    /* Parameters. A tied head on a stage without the embedding keeps its own copy of the V x C
-     * matrix (Megatron-style); its gradient is summed with the embedding's in the DP sync. */
+    /* Parameters. A tied head on a stage without the embedding keeps its own copy of its rows of
+     * the V x C matrix (Megatron-style); their gradient is summed with the embedding's in the DP
+     * sync. */
     const int64_t p_block = ah_layer_params(m, AH_LAYER_BLOCK, t);
     const int64_t p_embed = ah_layer_params(m, AH_LAYER_EMBED, t);
     const int64_t p_head = ah_layer_params(m, AH_LAYER_HEAD, t);
@@ -134,8 +140,9 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     out->params = n_blocks * p_block + (has_embed ? p_embed : 0) + (has_head ? p_head + tied_copy : 0);
     out->state_bytes = out->params * ah_param_state_bytes(tr->precision);
 
-    /* Time. All blocks are alike, so one block's time times the count. The tied head reads the
-     * V x C matrix even when the embedding owns it, so its roofline counts those bytes too. */
+    /* Time. All blocks are alike, so one block's time times the count. The tied head reads its
+     * Vp/t x C rows of the matrix even when the embedding owns them, so its roofline counts those
+     * bytes too. */
     const layer_time_t blk = layer_time(ctx, prof, g, AH_LAYER_BLOCK, p_block);
     double fwd = (double)n_blocks * blk.fwd;
     double bwd = (double)n_blocks * blk.bwd;
@@ -150,16 +157,23 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
         fwd += h.fwd;
         bwd += h.bwd;
     }
-    /* TP comm: 2 all-reduces of the N x C activation per block forward (after attention-out and
-     * MLP-out) and 2 backward (before QKV and MLP-in), over the node's link. Unless the profile
-     * measured them inside the block times. */
-    double ar = 0;
-    if (!(prof && prof->layer[AH_LAYER_BLOCK].present && prof->includes_tp_comm))
-        ar = ah_allreduce_seconds((double)(N * m->d_model * elt), t,
-                                  ah_link_bw(ctx->cluster, AH_LINK_INTRA, type, type),
-                                  ah_link_latency(ctx->cluster, AH_LINK_INTRA));
-    out->tp_comm_fwd_s = (double)n_blocks * 2 * ar;
-    out->tp_comm_bwd_s = (double)n_blocks * 2 * ar * (recompute ? 2 : 1);
+    /* TP comm, over the node's link (0 for t = 1): 2 all-reduces of the N x C activation per
+     * block forward (after attention-out and MLP-out) and 2 backward (before QKV and MLP-in); the
+     * vocabulary-parallel embedding's output (N x C) forward; the head's softmax statistics
+     * forward (the max, N fp32, then the sums, 2N fp32) and its input gradient (N x C) backward.
+     * A layer kind the profile measured with its all-reduces inside has none added. */
+    const double bw = ah_link_bw(ctx->cluster, AH_LINK_INTRA, type, type);
+    const double lat = ah_link_latency(ctx->cluster, AH_LINK_INTRA);
+    const double ar_nc = ah_allreduce_seconds((double)(N * m->d_model * elt), t, bw, lat);
+    const double ar_blk = measured_with_tp(prof, AH_LAYER_BLOCK) ? 0 : ar_nc;
+    out->tp_comm_fwd_s = (double)n_blocks * 2 * ar_blk;
+    out->tp_comm_bwd_s = (double)n_blocks * 2 * ar_blk * (recompute ? 2 : 1);
+    if (has_embed && !measured_with_tp(prof, AH_LAYER_EMBED)) out->tp_comm_fwd_s += ar_nc;
+    if (has_head && !measured_with_tp(prof, AH_LAYER_HEAD)) {
+        out->tp_comm_fwd_s += ah_allreduce_seconds((double)(N * 4), t, bw, lat) +
+                              ah_allreduce_seconds((double)(2 * N * 4), t, bw, lat);
+        out->tp_comm_bwd_s += ar_nc;
+    }
     out->fwd_s = fwd + out->tp_comm_fwd_s;
     out->bwd_s = bwd + out->tp_comm_bwd_s;
 

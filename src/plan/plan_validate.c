@@ -35,6 +35,7 @@ ah_status_t ah_plan_check_train(const ah_model_t *model, const ah_train_t *t, ah
                             "tokens; use a seq_len of at most %lld",
                             (long long)t->seq_len, model->name, (long long)model->max_pos,
                             (long long)model->max_pos);
+    if (ah_model_check_window(model, t->seq_len, "[train] train.seq_len:", err) != AH_OK) return AH_ERR_INVALID;
     /* A micro-batch's attention scores (b x H x T x T) must stay countable in int64 bytes. */
     double scores = (double)t->micro_batch * (double)model->n_head * (double)t->seq_len *
                     (double)t->seq_len;

@@ -271,6 +271,8 @@ static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, cons
         return ah_error_set(err, AH_ERR_INVALID,
                             "--seq-len %lld is longer than model %s's context of %lld tokens; use at most %lld",
                             (long long)tr->seq_len, m->name, (long long)m->max_pos, (long long)m->max_pos);
+    st = ah_model_check_window(m, tr->seq_len, "--seq-len", err);
+    if (st != AH_OK) return st;
     if (tr->micro_batch > 0 && tr->global_batch % tr->micro_batch != 0)
         return ah_error_set(err, AH_ERR_INVALID,
                             "--global-batch %lld is not divisible by --micro-batch %lld; pick a "

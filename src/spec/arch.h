@@ -110,8 +110,9 @@ int64_t ah_dim_value(const ah_model_t *m, ah_dim_t d);
  * the LM head are split by vocabulary rows over the TP group, and V is rounded up to a multiple of
  * AH_VOCAB_PAD * t so that each of the t ranks holds the same number of rows. Padded rows are
  * zero, masked out of the loss (their logits take no part in the softmax), never receive a
- * gradient, and are counted in memory and time but not in printed parameter counts, checkpoint
- * contents or exports (ah_tensor_full_index gives them -1). */
+ * gradient, and are counted in memory and time but not in printed parameter counts; a checkpoint
+ * shard keeps them as trained, resharding and exports drop them (ah_tensor_full_index gives them
+ * -1). */
 #define AH_VOCAB_PAD 128
 int64_t ah_vocab_padded(const ah_model_t *m, int t);
 

@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"
@@ -116,6 +117,12 @@ ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t
         return ah_error_set(err, AH_ERR_INVALID, "%s: GPT-2 models have no grouped-query attention "
                             "(n_kv_head %lld != n_head %lld)", where, (long long)m->n_kv_head,
                             (long long)m->n_head);
+    if (m->sliding_window < 0 || (m->sliding_window > 0 && m->sliding_window >= m->max_pos))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: sliding_window %lld must be 0 (none) or shorter "
+                            "than the %lld positions", where, (long long)m->sliding_window,
+                            (long long)m->max_pos);
+    if (m->arch == AH_ARCH_GPT2 && m->sliding_window)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: GPT-2 models have no sliding attention window", where);
     if (!(m->norm_eps > 0 && m->norm_eps < 1))
         return ah_error_set(err, AH_ERR_INVALID, "%s: norm epsilon must be in (0, 1), got %g", where,
                             m->norm_eps);
@@ -137,10 +144,93 @@ bool ah_model_equal(const ah_model_t *a, const ah_model_t *b) {
     return a->arch == b->arch && a->n_layer == b->n_layer && a->d_model == b->d_model &&
            a->n_head == b->n_head && a->n_kv_head == b->n_kv_head && a->d_ff == b->d_ff &&
            a->vocab == b->vocab && a->max_pos == b->max_pos && a->tied == b->tied &&
-           a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta;
+           a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta &&
+           a->sliding_window == b->sliding_window;
 }
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
+
+int64_t ah_model_context(const ah_model_t *m) {
+    return m->sliding_window > 0 && m->sliding_window < m->max_pos ? m->sliding_window : m->max_pos;
+}
+
+ah_status_t ah_model_check_window(const ah_model_t *m, int64_t seq_len, const char *what, ah_error_t *err) {
+    if (m->sliding_window <= 0 || seq_len <= m->sliding_window) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID,
+                        "%s %lld is longer than model %s's sliding attention window of %lld tokens "
+                        "(config sliding_window); the runtime computes full causal attention, which is "
+                        "the model's attention only within the window: use at most %lld",
+                        what, (long long)seq_len, m->name, (long long)m->sliding_window,
+                        (long long)m->sliding_window);
+}
+
+/* A boolean config field whose value `bad` asks for what the runtime does not compute. */
+static ah_status_t refuse_bool(const json_t *cfg, const char *where, const char *key, bool bad,
+                               const char *why, ah_error_t *err) {
+    bool v = !bad;
+    TRY(ah_json_get_bool(cfg, where, key, false, &v, err));
+    if (v != bad) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s.%s: %s; %s", where, key, bad ? "true" : "false", why);
+}
+
+/* A string config field (def when absent) that must be one of `ok` (NULL-terminated). */
+static ah_status_t require_str(const json_t *cfg, const char *where, const char *key, const char *def,
+                               const char *const *ok, const char *why, ah_error_t *err) {
+    char v[64];
+    snprintf(v, sizeof v, "%s", def);
+    TRY(ah_json_get_str(cfg, where, key, false, v, sizeof v, err));
+    for (int i = 0; ok[i]; i++)
+        if (strcmp(v, ok[i]) == 0) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s.%s: \"%s\"; %s", where, key, v, why);
+}
+
+/* The fields of a GPT-2 config that would change what the model computes. */
+static ah_status_t gpt2_refusals(const json_t *cfg, const char *where, ah_error_t *err) {
+    static const char *const tanh_gelu[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    char act[64] = "gelu_new";
+    TRY(ah_json_get_str(cfg, where, "activation_function", false, act, sizeof act, err));
+    TRY(require_str(cfg, where, "activation_function", "gelu_new", tanh_gelu,
+                    strcmp(act, "gelu") == 0
+                        ? "Hugging Face's \"gelu\" is the exact (erf) GELU, and the runtime's GPT-2 MLP "
+                          "computes the tanh approximation (\"gelu_new\", \"gelu_pytorch_tanh\"), a "
+                          "different function: autohet cannot train this model as it is defined"
+                        : "the runtime's GPT-2 MLP computes the tanh GELU only (\"gelu_new\", "
+                          "\"gelu_pytorch_tanh\")",
+                    err));
+    TRY(refuse_bool(cfg, where, "scale_attn_weights", false,
+                    "the runtime's attention always scales the scores by 1/sqrt(head dim)", err));
+    return refuse_bool(cfg, where, "scale_attn_by_inverse_layer_idx", true,
+                       "the runtime's attention does not scale the scores by the layer index", err);
+}
+
+/* The fields of a LLaMA / Mistral config that would change what the model computes, and its
+ * sliding window (0 when none, or when no shorter than the context). */
+static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model_t *m, ah_error_t *err) {
+    static const char *const silu[] = {"silu", NULL};
+    TRY(refuse_bool(cfg, where, "attention_bias", true,
+                    "the runtime's LLaMA attention has no biases on its q, k, v and o projections", err));
+    TRY(refuse_bool(cfg, where, "mlp_bias", true,
+                    "the runtime's LLaMA MLP has no biases on its gate, up and down projections", err));
+    TRY(require_str(cfg, where, "hidden_act", "silu", silu,
+                    "the runtime's LLaMA MLP is SwiGLU, whose gate is \"silu\"", err));
+    const json_t *rs = json_object_get(cfg, "rope_scaling");
+    if (rs && !json_is_null(rs)) {
+        char *text = json_dumps(rs, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        ah_status_t s = ah_error_set(err, AH_ERR_INVALID,
+                                     "%s.rope_scaling: %.160s; the runtime computes plain rotary "
+                                     "positions (rope_theta only), not scaled ones: use a config "
+                                     "whose rope_scaling is null",
+                                     where, text ? text : "(a value)");
+        free(text);
+        return s;
+    }
+    const json_t *sw = json_object_get(cfg, "sliding_window");
+    if (sw && !json_is_null(sw)) {
+        TRY(ah_json_get_int(cfg, where, "sliding_window", true, 1, (int64_t)1 << 40, &m->sliding_window, err));
+        if (m->sliding_window >= m->max_pos) m->sliding_window = 0; /* every allowed sequence fits */
+    }
+    return AH_OK;
+}
 
 ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, ah_model_t *m,
                                   ah_error_t *err) {
@@ -171,6 +261,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         TRY(ah_json_get_bool(cfg, where, "tie_word_embeddings", false, &m->tied, err));
         m->norm_eps = 1e-5;
         TRY(ah_json_get_num(cfg, where, "layer_norm_epsilon", false, 0, 1, &m->norm_eps, err));
+        TRY(gpt2_refusals(cfg, where, err));
     } else if (llama) {
         m->arch = AH_ARCH_LLAMA;
         TRY(ah_json_get_int(cfg, where, "num_hidden_layers", true, 1, 100000, &m->n_layer, err));
@@ -197,6 +288,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
                                 "head_dim = hidden_size / num_attention_heads",
                                 where, (long long)json_integer_value(hd), (long long)m->n_head,
                                 (long long)m->d_model);
+        TRY(llama_refusals(cfg, where, m, err));
     } else {
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s: model_type \"%s\" is not supported: autohet reads GPT-2 configs "
@@ -224,6 +316,8 @@ struct json_t *ah_model_to_json(const ah_model_t *m) {
                           (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
                           "norm_eps", m->norm_eps);
     if (o && m->arch == AH_ARCH_LLAMA) json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
+    if (o && m->sliding_window > 0)
+        json_object_set_new(o, "sliding_window", json_integer((json_int_t)m->sliding_window));
     return o;
 }
 
@@ -235,7 +329,8 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a preset name or a model object, got %s",
                             where, ah_json_type_name(obj));
     static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
-                                       "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta", NULL};
+                                       "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta",
+                                       "sliding_window", NULL};
     TRY(ah_json_check_keys(obj, where, keys, err));
     memset(m, 0, sizeof *m);
     char arch[16];
@@ -258,5 +353,6 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
         m->rope_theta = 10000;
         TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
     }
+    TRY(ah_json_get_int(obj, where, "sliding_window", false, 0, BIG, &m->sliding_window, err));
     return ah_model_validate(m, where, err);
 }

@@ -1,9 +1,17 @@
 /* Model spec: the transformer's shape, from a preset name or a Hugging Face config.json.
  *
- * Two families: GPT-2 (LayerNorm with bias, GELU MLP of width d_ff, learned positions, biases on
- * every linear layer, LM head tied to the token embedding) and LLaMA (RMSNorm, SwiGLU MLP,
- * grouped-query attention, rotary positions, no biases, head tied only if tie_word_embeddings).
- * GPT-3 175B is a GPT-2-architecture model at a larger shape.
+ * Two families: GPT-2 (LayerNorm with bias, tanh-GELU MLP of width d_ff, learned positions, biases
+ * on every linear layer, LM head tied to the token embedding unless tie_word_embeddings is false)
+ * and LLaMA (RMSNorm, SwiGLU MLP, grouped-query attention, rotary positions, no biases, head tied
+ * only if tie_word_embeddings). GPT-3 175B is a GPT-2-architecture model at a larger shape.
+ *
+ * A Hugging Face config whose fields ask for something the runtime does not compute is refused at
+ * load, naming the field and its value (so `model`, `plan` and `train` refuse alike): GPT-2 an
+ * activation_function other than the tanh GELU ("gelu_new", "gelu_pytorch_tanh"; HF's "gelu" is
+ * the exact erf GELU), scale_attn_weights false, scale_attn_by_inverse_layer_idx true; LLaMA and
+ * Mistral attention_bias or mlp_bias true, a non-null rope_scaling, a hidden_act other than
+ * "silu", a head_dim other than hidden_size / num_attention_heads. A sliding_window shorter than
+ * max_position_embeddings is kept (sliding_window below) and limits the sequence length.
  *
  * Layers are numbered like the plan file numbers them: blocks 0 .. n_layer-1. The embedding is
  * held by stage 0 of every pipeline and the final norm + LM head by the last stage; they are not
@@ -32,6 +40,10 @@ typedef struct ah_model {
     bool tied;         /* LM head shares the token embedding matrix */
     double norm_eps;
     double rope_theta; /* LLaMA: rotary base (config rope_theta; 10000 when absent); GPT-2: 0 */
+    int64_t sliding_window; /* Mistral: attention window (config sliding_window) when shorter than
+                             * max_pos, else 0 (none). The runtime computes full causal attention,
+                             * which is the window's attention only for sequences within it, so a
+                             * longer seq_len is refused (ah_model_context) */
 } ah_model_t;
 
 /* A preset by name (see ah_model_preset_name), or a path to a HF config.json. */
@@ -52,6 +64,13 @@ ah_status_t ah_model_from_json(const struct json_t *obj, const char *where, ah_m
 ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t *err);
 /* Whether TP degree t can split this model: heads and kv heads divisible by t, d_ff too. */
 ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err);
+
+/* The longest sequence autohet trains the model on: max_pos, or the sliding window when shorter. */
+int64_t ah_model_context(const ah_model_t *m);
+/* Refuses a seq_len longer than the model's sliding window (ah_model_context), naming the field;
+ * `what` names the setting in the message ("train.seq_len", "--seq-len"). Does not check max_pos,
+ * whose messages each caller words itself. */
+ah_status_t ah_model_check_window(const ah_model_t *m, int64_t seq_len, const char *what, ah_error_t *err);
 
 bool ah_model_equal(const ah_model_t *a, const ah_model_t *b);
 

@@ -5,9 +5,12 @@ Writes inputs, torch's outputs and torch's gradients to OUTDIR, one tensor per f
   int32 dims[ndim], then the data, little-endian, row-major.
 test_kernels --torch OUTDIR recomputes the same with the kernels and compares.
 
-Three cases, all with explicit parameters (no nn.Module) so the layouts match the kernels':
+Four cases, all with explicit parameters (no nn.Module) so the layouts match the kernels':
   block_*  one GPT-2 block, forward and backward for a random upstream gradient;
   model_*  embedding -> L blocks -> final LN -> tied head -> mean cross-entropy, and backward;
+  llama_*  LLaMA's ops in a chain: RMS norm -> qkv projection -> rotary embedding (Hugging Face's
+           rotate_half) -> grouped-query attention (kv heads by repeat_interleave) -> gate/up
+           projection -> SwiGLU (F.silu(g) * u), forward and backward;
   adam_*   torch.optim.AdamW over 3 steps with given gradients.
 """
 import math
@@ -123,6 +126,60 @@ def case_model(outdir, gen):
     save(outdir, "model_grad_sumsq", torch.tensor([grad_sq], dtype=torch.float64))
 
 
+LLAMA_H, LLAMA_KV, LLAMA_F, LLAMA_THETA = 4, 2, 48, 10000.0
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(x, theta):
+    """transformers' LlamaRotaryEmbedding + apply_rotary_pos_emb on x (b, heads, t, hd)."""
+    t, hd = x.shape[2], x.shape[3]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2).float() / hd))
+    freqs = torch.outer(torch.arange(t).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def case_llama(outdir, gen):
+    hd = C // LLAMA_H
+    x = torch.randn(B, T, C, generator=gen).requires_grad_()
+    rms_w = rand_param((C,), "g", gen).requires_grad_()
+    qkv_w = rand_param(((LLAMA_H + 2 * LLAMA_KV) * hd, C), "w", gen).requires_grad_()
+    gu_w = rand_param((2 * LLAMA_F, C), "w", gen).requires_grad_()
+    dout = torch.randn(B, T, LLAMA_F, generator=gen)
+
+    rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * rms_w
+    qkv = F.linear(rms, qkv_w)
+    q, k, v = qkv.split([LLAMA_H * hd, LLAMA_KV * hd, LLAMA_KV * hd], dim=2)
+    q = q.view(B, T, LLAMA_H, hd).transpose(1, 2)
+    k = k.view(B, T, LLAMA_KV, hd).transpose(1, 2)
+    v = v.view(B, T, LLAMA_KV, hd).transpose(1, 2)
+    q, k = rope(q, LLAMA_THETA), rope(k, LLAMA_THETA)
+    roped = torch.cat([q.transpose(1, 2).reshape(B, T, -1), k.transpose(1, 2).reshape(B, T, -1),
+                       v.transpose(1, 2).reshape(B, T, -1)], dim=2)
+    group = LLAMA_H // LLAMA_KV
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    probs = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+    y = (probs @ v).transpose(1, 2).contiguous().view(B, T, C)
+    gu = F.linear(y, gu_w)
+    g, u = gu.split(LLAMA_F, dim=2)
+    out = F.silu(g) * u
+    out.backward(dout)
+    for n, t in [("x", x), ("rms_w", rms_w), ("qkv_w", qkv_w), ("gu_w", gu_w)]:
+        save(outdir, f"llama_{n}", t)
+        save(outdir, f"llama_d{n}", t.grad)
+    for n, t in [("dout", dout), ("rms", rms), ("roped", roped), ("probs", probs), ("y", y),
+                 ("out", out)]:
+        save(outdir, f"llama_{n}", t)
+    save(outdir, "llama_config",
+         torch.tensor([LLAMA_H, LLAMA_KV, LLAMA_F, int(LLAMA_THETA)], dtype=torch.int32))
+
+
 def case_adam(outdir, gen, n=1000, steps=3):
     hp = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     p = torch.randn(n, generator=gen).requires_grad_()
@@ -148,6 +205,7 @@ def main():
     save(outdir, "config", torch.tensor([B, T, C, H, V, L, P], dtype=torch.int32))
     case_block(outdir, gen)
     case_model(outdir, gen)
+    case_llama(outdir, gen)
     case_adam(outdir, gen)
 
 

@@ -1,10 +1,10 @@
-/* Causal multi-head self-attention, grouped-query heads included, with the T x T probabilities
- * materialised (the CPU runtime keeps them for the backward).
+/* Causal multi-head self-attention with the T x T probabilities materialised (the CPU runtime
+ * keeps them for the backward).
  *
- * Per (batch, query head) the work is sgemm on strided views of qkv: a head's q and its key/value
- * head's k and v are (T, hd) matrices with row stride (Hl + 2 KVl) hd, and its output is (T, hd)
- * with row stride Hl hd, so nothing is copied; the query heads of one group add their k and v
- * gradients into the same place. Rows are taken in blocks of ATT_BLOCK queries: block [i0, i1) only attends to keys
+ * Per (batch, query head) the work is sgemm on strided views of qkv: a head's q, and the k and v
+ * of the key/value head it reads (h / (Hl / KVl), grouped-query attention), are (T, hd) matrices
+ * with row stride (Hl + 2*KVl)*hd, and its output is (T, hd) with row stride Hl*hd, so nothing is
+ * copied; the query heads of a group add their dK and dV into the same rows in head order. Rows are taken in blocks of ATT_BLOCK queries: block [i0, i1) only attends to keys
  * [0, i1), so the sgemms skip most of the masked upper triangle (about half the FLOPs at large T)
  * while staying large enough to run at sgemm speed. The backward needs one block's dP rows as
  * scratch. */
@@ -29,24 +29,16 @@ size_t ah_cpu_attention_scratch_floats(int B, int T, int Hl, int hd) {
     return (size_t)min_int(ATT_BLOCK, T) * (size_t)T;
 }
 
-/* Offsets in a qkv row of query head h's q, and of its key/value head's k and v. */
-static void head_offsets(int h, int Hl, int KVl, int hd, size_t *q, size_t *k, size_t *v) {
-    const int g = h / (Hl / KVl);
-    *q = (size_t)h * hd;
-    *k = (size_t)(Hl + g) * hd;
-    *v = (size_t)(Hl + KVl + g) * hd;
-}
-
-AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int T, int Hl,
-                          int KVl, int hd) {
-    const int Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
+AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *qkv, int B, int T,
+                                        int Hl, int KVl, int hd) {
+    const int Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd, group = Hl / KVl;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hl; h++) {
-            size_t oq, ok, ov;
-            head_offsets(h, Hl, KVl, hd, &oq, &ok, &ov);
             const float *row0 = qkv + (size_t)b * T * ld;
-            const float *q = row0 + oq, *k = row0 + ok, *v = row0 + ov;
+            const float *q = row0 + (size_t)h * hd;
+            const float *k = row0 + (size_t)(Hl + h / group) * hd;
+            const float *v = row0 + (size_t)(Hl + KVl + h / group) * hd;
             float *P = probs + ((size_t)b * Hl + h) * T * T; /* (T, T) */
             float *o = out + (size_t)b * T * Cl + (size_t)h * hd;
             for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
@@ -71,19 +63,20 @@ AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *q
         }
 }
 
-AH_CPU_CLONES void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                          const float *out, const float *probs, int B, int T, int Hl, int KVl, int hd) {
+AH_CPU_CLONES void ah_cpu_attention_bwd(float *dqkv, float *scratch, const float *dout,
+                                        const float *qkv, const float *out, const float *probs,
+                                        int B, int T, int Hl, int KVl, int hd) {
     (void)out; /* the probabilities are all the backward needs */
-    const int Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
+    const int Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd, group = Hl / KVl;
     const float scale = 1.0f / sqrtf((float)hd);
     float *dS = scratch; /* (min(ATT_BLOCK, T), T): dP, then dS in place, of one row block */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hl; h++) {
-            size_t oq, ok, ov;
-            head_offsets(h, Hl, KVl, hd, &oq, &ok, &ov);
-            const size_t base = (size_t)b * T * ld;
-            const float *q = qkv + base + oq, *k = qkv + base + ok, *v = qkv + base + ov;
-            float *dq = dqkv + base + oq, *dk = dqkv + base + ok, *dv = dqkv + base + ov;
+            const size_t row0 = (size_t)b * T * ld;
+            const size_t qo = row0 + (size_t)h * hd, ko = row0 + (size_t)(Hl + h / group) * hd,
+                         vo = row0 + (size_t)(Hl + KVl + h / group) * hd;
+            const float *q = qkv + qo, *k = qkv + ko, *v = qkv + vo;
+            float *dq = dqkv + qo, *dk = dqkv + ko, *dv = dqkv + vo;
             const float *P = probs + ((size_t)b * Hl + h) * T * T;
             const float *dO = dout + (size_t)b * T * Cl + (size_t)h * hd;
             for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {

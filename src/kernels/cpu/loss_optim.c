@@ -1,11 +1,11 @@
-/* Softmax cross-entropy over a vocabulary split across the TP group, AdamW, and the sum of squares
- * for the gradient norm. */
+/* Softmax cross-entropy over a vocabulary range, AdamW, and the sum of squares for the gradient
+ * norm. */
 #include <float.h>
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
 
-void ah_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int nvalid) {
+AH_CPU_CLONES void ah_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int nvalid) {
     for (int n = 0; n < N; n++) {
         const float *row = logits + (size_t)n * Vl;
         float mx = -FLT_MAX;
@@ -14,33 +14,40 @@ void ah_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int nval
     }
 }
 
-void ah_cpu_xent_stats(float *stats, const float *logits, const float *rowmax, const int32_t *targets,
-                       int N, int Vl, int nvalid, int v0) {
+/* Whether target `tgt` is one of this rank's valid columns [v0, v0 + nvalid). */
+static int xent_holds(int32_t tgt, int nvalid, int v0) { return tgt >= v0 && tgt - v0 < nvalid; }
+
+AH_CPU_CLONES void ah_cpu_xent_stats(float *stats, const float *logits, const float *rowmax,
+                                     const int32_t *targets, int N, int Vl, int nvalid, int v0) {
+    const int n_lanes = nvalid - nvalid % AH_CPU_LANES;
     for (int n = 0; n < N; n++) {
         const float *row = logits + (size_t)n * Vl;
         const float mx = rowmax[n];
-        /* The partition sum runs over the whole vocabulary: accumulate it in double. */
-        double sum = 0.0;
-        for (int j = 0; j < nvalid; j++) sum += (double)ah_cpu_expf(row[j] - mx);
-        stats[n] = (float)sum;
-        const int r = targets[n] - v0;
-        stats[N + n] = r >= 0 && r < nvalid ? row[r] - mx : 0.0f;
+        /* The partition sum runs over the whole vocabulary: accumulated in double, in
+         * AH_CPU_LANES lanes so that the exponentials vectorise, combined in a fixed order. */
+        double acc[AH_CPU_LANES] = {0};
+        for (int j = 0; j < n_lanes; j += AH_CPU_LANES)
+            for (int k = 0; k < AH_CPU_LANES; k++) acc[k] += (double)ah_cpu_expf(row[j + k] - mx);
+        for (int j = n_lanes; j < nvalid; j++) acc[j - n_lanes] += (double)ah_cpu_expf(row[j] - mx);
+        for (int half = AH_CPU_LANES / 2; half >= 1; half /= 2)
+            for (int k = 0; k < half; k++) acc[k] += acc[k + half];
+        stats[n] = (float)acc[0];
+        stats[N + n] = xent_holds(targets[n], nvalid, v0) ? row[targets[n] - v0] - mx : 0.0f;
     }
 }
 
 AH_CPU_CLONES double ah_cpu_xent_grad(float *logits, const float *rowmax, const float *stats,
-                                      const int32_t *targets, float scale, int N, int Vl, int nvalid,
-                                      int v0) {
+                                      const int32_t *targets, float scale, int N, int Vl,
+                                      int nvalid, int v0) {
     double loss = 0.0;
     for (int n = 0; n < N; n++) {
         float *row = logits + (size_t)n * Vl;
         const float mx = rowmax[n];
         loss += log((double)stats[n]) - (double)stats[N + n];
-        const float p_scale = (float)(1.0 / (double)stats[n]) * scale;
+        const float p_scale = (1.0f / stats[n]) * scale;
         for (int j = 0; j < nvalid; j++) row[j] = ah_cpu_expf(row[j] - mx) * p_scale;
         for (int j = nvalid; j < Vl; j++) row[j] = 0.0f;
-        const int r = targets[n] - v0;
-        if (r >= 0 && r < nvalid) row[r] -= scale;
+        if (xent_holds(targets[n], nvalid, v0)) row[targets[n] - v0] -= scale;
     }
     return loss;
 }

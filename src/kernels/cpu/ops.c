@@ -1,5 +1,4 @@
-/* Pointwise and row-wise ops: layer norm, RMS norm, rotary embedding, GELU, SwiGLU, residual add,
- * embedding lookup. */
+/* Pointwise and row-wise ops: layer norm, GELU, residual add, embedding lookup. */
 #include <math.h>
 #include <string.h>
 
@@ -62,87 +61,6 @@ AH_CPU_CLONES void ah_cpu_layernorm_bwd(float *dinp, float *dweight, float *dbia
     }
 }
 
-AH_CPU_CLONES void ah_cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, int N,
-                                      int C, float eps) {
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float *y = out + (size_t)n * C;
-        const float s = 1.0f / sqrtf(ah_cpu_dot(x, x, C) / (float)C + eps);
-        for (int i = 0; i < C; i++) y[i] = x[i] * s * weight[i];
-        rstd[n] = s;
-    }
-}
-
-AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
-                                      const float *weight, const float *rstd, int N, int C) {
-    const int C_lanes = C - C % AH_CPU_LANES;
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        const float *dy = dout + (size_t)n * C;
-        const float s = rstd[n];
-        /* y = w x s: dx = s (g - x s^2 mean(g x)) with g = dy * w; dw += dy x s. */
-        float gx[AH_CPU_LANES] = {0};
-        for (int i = 0; i < C_lanes; i += AH_CPU_LANES)
-            for (int k = 0; k < AH_CPU_LANES; k++) gx[k] += dy[i + k] * weight[i + k] * x[i + k];
-        for (int i = C_lanes; i < C; i++) gx[i - C_lanes] += dy[i] * weight[i] * x[i];
-        for (int i = 0; i < C; i++) dweight[i] += dy[i] * x[i] * s;
-        if (!dinp) continue;
-        const float c = ah_cpu_lanes_total(gx) / (float)C * s * s;
-        float *dx = dinp + (size_t)n * C;
-        for (int i = 0; i < C; i++) dx[i] += (dy[i] * weight[i] - x[i] * c) * s;
-    }
-}
-
-/* Turns the (i, i + hd/2) pairs of every head of every row at position t by +angle (sign 1) or
- * -angle (sign -1); one cos and sin per (t, i), shared by the batch and the heads. */
-static void rope(float *x, int B, int T, int n_heads, int hd, int stride, float theta, float sign) {
-    const int half = hd / 2;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-            const float angle = (float)t * inv_freq;
-            const float c = (float)cos((double)angle), s = sign * (float)sin((double)angle);
-            for (int b = 0; b < B; b++) {
-                float *row = x + ((size_t)b * T + t) * (size_t)stride;
-                for (int h = 0; h < n_heads; h++) {
-                    float *p = row + (size_t)h * hd;
-                    const float x1 = p[i], x2 = p[i + half];
-                    p[i] = x1 * c - x2 * s;
-                    p[i + half] = x2 * c + x1 * s;
-                }
-            }
-        }
-}
-
-void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope(x, B, T, n_heads, hd, stride, theta, 1.0f);
-}
-
-void ah_cpu_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope(dx, B, T, n_heads, hd, stride, theta, -1.0f);
-}
-
-AH_CPU_CLONES void ah_cpu_swiglu_fwd(float *out, const float *gu, int N, int F) {
-    for (int n = 0; n < N; n++) {
-        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
-        float *y = out + (size_t)n * F;
-        for (int i = 0; i < F; i++) y[i] = g[i] / (1.0f + ah_cpu_expf(-g[i])) * u[i];
-    }
-}
-
-AH_CPU_CLONES void ah_cpu_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int F) {
-    /* silu'(g) = sig + g sig (1 - sig) */
-    for (int n = 0; n < N; n++) {
-        const float *g = gu + (size_t)n * 2 * F, *u = g + F, *dy = dout + (size_t)n * F;
-        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
-        for (int i = 0; i < F; i++) {
-            const float sig = 1.0f / (1.0f + ah_cpu_expf(-g[i]));
-            dg[i] += dy[i] * u[i] * (sig + g[i] * sig * (1.0f - sig));
-            du[i] += dy[i] * g[i] * sig;
-        }
-    }
-}
-
 /* sqrt(2/pi), the constant of GPT-2's tanh approximation, and the cubic coefficient. */
 #define GELU_BETA 0.7978845608028654f
 #define GELU_KAPPA 0.044715f
@@ -182,18 +100,25 @@ void ah_cpu_residual_bwd(float *da, float *db, const float *dout, size_t n) {
         for (size_t i = 0; i < n; i++) db[i] += dout[i];
 }
 
+/* The row of wte that token `tok` reads on a rank holding rows [v0, v0 + Vl), or NULL. */
+static const float *embedding_row(const float *wte, int32_t tok, int C, int v0, int Vl) {
+    return tok >= v0 && tok - v0 < Vl ? wte + (size_t)(tok - v0) * C : NULL;
+}
+
 void ah_cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                           int B, int T, int C, int v0, int Vl) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *y = out + ((size_t)b * T + t) * C;
-            const int r = tokens[(size_t)b * T + t] - v0;
-            const float *e = r >= 0 && r < Vl ? wte + (size_t)r * C : NULL;
+            const float *e = embedding_row(wte, tokens[(size_t)b * T + t], C, v0, Vl);
             const float *p = wpe ? wpe + (size_t)t * C : NULL;
-            if (e && p) for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
-            else if (e) memcpy(y, e, (size_t)C * sizeof *y);
-            else if (p) memcpy(y, p, (size_t)C * sizeof *y);
-            else memset(y, 0, (size_t)C * sizeof *y);
+            /* Each case written out, so that the ones with a single term copy it exactly. */
+            if (e && p)
+                for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
+            else if (e || p)
+                memcpy(y, e ? e : p, (size_t)C * sizeof *y);
+            else
+                memset(y, 0, (size_t)C * sizeof *y);
         }
 }
 
@@ -202,9 +127,9 @@ void ah_cpu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *dy = dout + ((size_t)b * T + t) * C;
-            const int r = tokens[(size_t)b * T + t] - v0;
-            if (dwte && r >= 0 && r < Vl) {
-                float *de = dwte + (size_t)r * C;
+            const int32_t tok = tokens[(size_t)b * T + t];
+            if (dwte && tok >= v0 && tok - v0 < Vl) {
+                float *de = dwte + (size_t)(tok - v0) * C;
                 for (int i = 0; i < C; i++) de[i] += dy[i];
             }
             if (dwpe) {

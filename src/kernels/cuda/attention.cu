@@ -6,7 +6,9 @@
 // Work split: a block has WARPS warps, one query row (forward, dq) or one key row (dk, dv) per
 // warp; the tile of KT = 32 keys (or queries) it sweeps is staged in shared memory, lane l owns
 // key l of the tile for the dot products, and the accumulators (hd values) are spread over the
-// lanes, hd/32 per lane. dq and dk/dv are separate kernels so that no gradient needs atomics.
+// lanes, hd/32 per lane. dq and dk/dv are separate kernels so that no gradient needs atomics:
+// with grouped-query heads (kernels/kernels.h) a dk/dv block owns one key/value head and sweeps
+// the query heads of its group in order, adding their contributions in registers.
 // Rows of shared tiles are padded to hd + 1 floats, so lane l reading row l hits bank l.
 #include <math.h>
 
@@ -43,16 +45,28 @@ __device__ __forceinline__ void load_tile(float *tile, const float *src, int r0,
     }
 }
 
-// out (B,T,Cl) and, if lse is not NULL, lse (B,Hl,T). grid (ceil(T/WARPS), B*Hl).
-__global__ void flash_fwd_kernel(float *out, float *lse, const float *qkv, int T, int Hl, int hd,
-                                 float scale) {
+// Head h's q, and k, v of the key/value head it reads, at row 0 of batch b of qkv.
+struct head_views {
+    const float *q, *k, *v;
+};
+__device__ __forceinline__ head_views views(const float *qkv, int b, int h, int T, int Hl,
+                                            int KVl, int hd) {
+    const int ld = (Hl + 2 * KVl) * hd, g = h / (Hl / KVl);
+    const float *row0 = qkv + (size_t)b * T * ld;
+    return {row0 + (size_t)h * hd, row0 + (size_t)(Hl + g) * hd, row0 + (size_t)(Hl + KVl + g) * hd};
+}
+
+// out (B,T,Hl*hd) and, if lse is not NULL, lse (B,Hl,T). grid (ceil(T/WARPS), B*Hl).
+__global__ void flash_fwd_kernel(float *out, float *lse, const float *qkv, int T, int Hl, int KVl,
+                                 int hd, float scale) {
     extern __shared__ float sm[];
-    const int hp = hd + 1, Cl = Hl * hd, ld = 3 * Cl;
+    const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
     float *Ks = sm, *Vs = Ks + KT * hp, *Qs = Vs + KT * hp;
     const int bh = blockIdx.y, b = bh / Hl, h = bh % Hl;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int i0 = blockIdx.x * WARPS, i = i0 + warp, last = min(T - 1, i0 + WARPS - 1);
-    const float *q_g = qkv + (size_t)b * T * ld + (size_t)h * hd;
+    const head_views hv = views(qkv, b, h, T, Hl, KVl, hd);
+    const float *q_g = hv.q;
     float *q = Qs + warp * hd;
     if (i < T)
         for (int d = lane; d < hd; d += 32) q[d] = q_g[(size_t)i * ld + d];
@@ -60,8 +74,8 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const float *qkv, int T
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 <= last; j0 += KT) {
         __syncthreads(); // every warp is done with the previous tile (and q is written)
-        load_tile(Ks, q_g + Cl, j0, T, ld, hd);
-        load_tile(Vs, q_g + 2 * Cl, j0, T, ld, hd);
+        load_tile(Ks, hv.k, j0, T, ld, hd);
+        load_tile(Vs, hv.v, j0, T, ld, hd);
         __syncthreads();
         if (i >= T || j0 > i) continue; // warp-uniform
         const int j = j0 + lane;
@@ -112,16 +126,16 @@ __global__ void flash_bwd_d_kernel(float *D, const float *dout, const float *out
 
 // dq_i += scale * sum_j dS_ij k_j, dS_ij = P_ij (dO_i . v_j - D_i). One warp per query row.
 __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *dout,
-                                    const float *lse, const float *D, int T, int Hl, int hd,
-                                    float scale) {
+                                    const float *lse, const float *D, int T, int Hl, int KVl,
+                                    int hd, float scale) {
     extern __shared__ float sm[];
-    const int hp = hd + 1, Cl = Hl * hd, ld = 3 * Cl;
+    const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
     float *Ks = sm, *Vs = Ks + KT * hp, *Qs = Vs + KT * hp, *dOs = Qs + WARPS * hd;
     const int bh = blockIdx.y, b = bh / Hl, h = bh % Hl;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int i0 = blockIdx.x * WARPS, i = i0 + warp, last = min(T - 1, i0 + WARPS - 1);
-    const size_t base = (size_t)b * T * ld + (size_t)h * hd;
-    const float *q_g = qkv + base;
+    const head_views hv = views(qkv, b, h, T, Hl, KVl, hd);
+    const float *q_g = hv.q;
     float *q = Qs + warp * hd, *dO = dOs + warp * hd;
     float Li = 0.0f, Di = 0.0f;
     if (i < T) {
@@ -136,8 +150,8 @@ __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *
     float acc[MAX_R] = {0.0f};
     for (int j0 = 0; j0 <= last; j0 += KT) {
         __syncthreads();
-        load_tile(Ks, q_g + Cl, j0, T, ld, hd);
-        load_tile(Vs, q_g + 2 * Cl, j0, T, ld, hd);
+        load_tile(Ks, hv.k, j0, T, ld, hd);
+        load_tile(Vs, hv.v, j0, T, ld, hd);
         __syncthreads();
         if (i >= T || j0 > i) continue;
         const int j = j0 + lane;
@@ -157,7 +171,7 @@ __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *
         }
     }
     if (i >= T) return;
-    float *dq = dqkv + base + (size_t)i * ld;
+    float *dq = dqkv + (hv.q - qkv) + (size_t)i * ld;
 #pragma unroll
     for (int r = 0; r < MAX_R; r++) {
         const int d = lane + 32 * r;
@@ -165,59 +179,64 @@ __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *
     }
 }
 
-// dv_j += sum_i P_ij dO_i ; dk_j += scale * sum_i dS_ij q_i over queries i >= j. One warp per
-// key row; the block sweeps tiles of KT queries.
+// dv_j += sum_i P_ij dO_i ; dk_j += scale * sum_i dS_ij q_i over queries i >= j of every query
+// head of the key/value head's group, in head order. One warp per key row; the block sweeps
+// tiles of KT queries of each head. grid (ceil(T/WARPS), B*KVl).
 __global__ void flash_bwd_dkv_kernel(float *dqkv, const float *qkv, const float *dout,
-                                     const float *lse, const float *D, int T, int Hl, int hd,
-                                     float scale) {
+                                     const float *lse, const float *D, int T, int Hl, int KVl,
+                                     int hd, float scale) {
     extern __shared__ float sm[];
-    const int hp = hd + 1, Cl = Hl * hd, ld = 3 * Cl;
+    const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd, group = Hl / KVl;
     float *Qs = sm, *dOs = Qs + KT * hp, *Ls = dOs + KT * hp, *Ds = Ls + KT;
     float *Kw = Ds + KT, *Vw = Kw + WARPS * hd;
-    const int bh = blockIdx.y, b = bh / Hl, h = bh % Hl;
+    const int b = blockIdx.y / KVl, g = blockIdx.y % KVl;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int j0b = blockIdx.x * WARPS, j = j0b + warp;
-    const size_t base = (size_t)b * T * ld + (size_t)h * hd;
-    const float *q_g = qkv + base, *dO_g = dout + (size_t)b * T * Cl + (size_t)h * hd;
+    const head_views kv = views(qkv, b, g * group, T, Hl, KVl, hd);
     float *k = Kw + warp * hd, *v = Vw + warp * hd;
     if (j < T)
         for (int d = lane; d < hd; d += 32) {
-            k[d] = q_g[(size_t)j * ld + Cl + d];
-            v[d] = q_g[(size_t)j * ld + 2 * Cl + d];
+            k[d] = kv.k[(size_t)j * ld + d];
+            v[d] = kv.v[(size_t)j * ld + d];
         }
     float dk[MAX_R] = {0.0f}, dv[MAX_R] = {0.0f};
-    for (int it0 = j0b - j0b % KT; it0 < T; it0 += KT) {
-        __syncthreads();
-        load_tile(Qs, q_g, it0, T, ld, hd);
-        load_tile(dOs, dO_g, it0, T, Cl, hd);
-        for (int e = threadIdx.x; e < KT; e += blockDim.x) {
-            const int i = it0 + e;
-            Ls[e] = i < T ? lse[(size_t)bh * T + i] : 0.0f;
-            Ds[e] = i < T ? D[(size_t)bh * T + i] : 0.0f;
-        }
-        __syncthreads();
-        if (j >= T || it0 + KT <= j) continue; // every query of the tile is before key j
-        const int i = it0 + lane;
-        float p = 0.0f, ds = 0.0f;
-        if (i < T && i >= j) {
-            p = expf(dot_smem(Qs + lane * hp, k, hd) * scale - Ls[lane]);
-            ds = p * (dot_smem(dOs + lane * hp, v, hd) - Ds[lane]) * scale;
-        }
-        const int first = max(0, j - it0), end = min(KT, T - it0);
-        for (int ii = first; ii < end; ii++) {
-            const float pi = __shfl_sync(FULL, p, ii), dsi = __shfl_sync(FULL, ds, ii);
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        const int bh = b * Hl + h;
+        const float *q_g = qkv + (size_t)b * T * ld + (size_t)h * hd;
+        const float *dO_g = dout + (size_t)b * T * Cl + (size_t)h * hd;
+        for (int it0 = j0b - j0b % KT; it0 < T; it0 += KT) {
+            __syncthreads();
+            load_tile(Qs, q_g, it0, T, ld, hd);
+            load_tile(dOs, dO_g, it0, T, Cl, hd);
+            for (int e = threadIdx.x; e < KT; e += blockDim.x) {
+                const int i = it0 + e;
+                Ls[e] = i < T ? lse[(size_t)bh * T + i] : 0.0f;
+                Ds[e] = i < T ? D[(size_t)bh * T + i] : 0.0f;
+            }
+            __syncthreads();
+            if (j >= T || it0 + KT <= j) continue; // every query of the tile is before key j
+            const int i = it0 + lane;
+            float p = 0.0f, ds = 0.0f;
+            if (i < T && i >= j) {
+                p = expf(dot_smem(Qs + lane * hp, k, hd) * scale - Ls[lane]);
+                ds = p * (dot_smem(dOs + lane * hp, v, hd) - Ds[lane]) * scale;
+            }
+            const int first = max(0, j - it0), end = min(KT, T - it0);
+            for (int ii = first; ii < end; ii++) {
+                const float pi = __shfl_sync(FULL, p, ii), dsi = __shfl_sync(FULL, ds, ii);
 #pragma unroll
-            for (int r = 0; r < MAX_R; r++) {
-                const int d = lane + 32 * r;
-                if (d < hd) {
-                    dv[r] += pi * dOs[ii * hp + d];
-                    dk[r] += dsi * Qs[ii * hp + d];
+                for (int r = 0; r < MAX_R; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < hd) {
+                        dv[r] += pi * dOs[ii * hp + d];
+                        dk[r] += dsi * Qs[ii * hp + d];
+                    }
                 }
             }
         }
     }
     if (j >= T) return;
-    float *dk_g = dqkv + base + (size_t)j * ld + Cl, *dv_g = dk_g + Cl;
+    float *dk_g = dqkv + (kv.k - qkv) + (size_t)j * ld, *dv_g = dqkv + (kv.v - qkv) + (size_t)j * ld;
 #pragma unroll
     for (int r = 0; r < MAX_R; r++) {
         const int d = lane + 32 * r;
@@ -235,10 +254,10 @@ static size_t dkv_smem(int hd) {
 }
 
 void ah_cuda_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl,
-                           int hd) {
+                           int KVl, int hd) {
     if (!hd_ok(hd)) return;
     const dim3 grid((T + WARPS - 1) / WARPS, B * Hl);
-    flash_fwd_kernel<<<grid, 32 * WARPS, fwd_smem(hd)>>>(out, lse, qkv, T, Hl, hd,
+    flash_fwd_kernel<<<grid, 32 * WARPS, fwd_smem(hd)>>>(out, lse, qkv, T, Hl, KVl, hd,
                                                          1.0f / sqrtf((float)hd));
     AH_CUDA_LAUNCHED();
 }
@@ -255,7 +274,8 @@ size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd) {
 }
 
 void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                           const float *out, const float *lse, int B, int T, int Hl, int hd) {
+                           const float *out, const float *lse, int B, int T, int Hl, int KVl,
+                           int hd) {
     if (!hd_ok(hd)) return;
     const float scale = 1.0f / sqrtf((float)hd);
     float *D = scratch;
@@ -263,11 +283,11 @@ void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const
     flash_bwd_d_kernel<<<(unsigned)((rows + ROWS_D - 1) / ROWS_D), 32 * ROWS_D>>>(D, dout, out, B,
                                                                                     T, Hl, hd);
     AH_CUDA_LAUNCHED();
-    const dim3 grid((T + WARPS - 1) / WARPS, B * Hl);
-    flash_bwd_dq_kernel<<<grid, 32 * WARPS, dq_smem(hd)>>>(dqkv, qkv, dout, lse, D, T, Hl, hd,
-                                                           scale);
+    const unsigned row_tiles = (T + WARPS - 1) / WARPS;
+    flash_bwd_dq_kernel<<<dim3(row_tiles, B * Hl), 32 * WARPS, dq_smem(hd)>>>(
+        dqkv, qkv, dout, lse, D, T, Hl, KVl, hd, scale);
     AH_CUDA_LAUNCHED();
-    flash_bwd_dkv_kernel<<<grid, 32 * WARPS, dkv_smem(hd)>>>(dqkv, qkv, dout, lse, D, T, Hl, hd,
-                                                             scale);
+    flash_bwd_dkv_kernel<<<dim3(row_tiles, B * KVl), 32 * WARPS, dkv_smem(hd)>>>(
+        dqkv, qkv, dout, lse, D, T, Hl, KVl, hd, scale);
     AH_CUDA_LAUNCHED();
 }

@@ -85,7 +85,7 @@ ah_status_t ah_cuda_check(ah_error_t *err) {
 ah_status_t ah_cuda_synchronize(ah_error_t *err) { return ah_cuda_check(err); }
 
 // Filled by assignment (nvcc's C++17 has no designated initializers). The bf16 table differs
-// only in the matmuls (linear layers and the tied head).
+// only in the matmuls (linear layers, the LM head among them).
 static ah_kernels_t cuda_fp32, cuda_bf16;
 
 static void fill_tables(void) {
@@ -96,7 +96,6 @@ static void fill_tables(void) {
     cuda_bf16.name = "cuda-bf16";
     cuda_bf16.matmul_fwd = ah_cuda_matmul_fwd_bf16;
     cuda_bf16.matmul_bwd = ah_cuda_matmul_bwd_bf16;
-    cuda_bf16.head_loss = ah_cuda_head_loss_bf16;
 }
 
 const ah_kernels_t *ah_kernels_cuda(void) {

@@ -86,11 +86,11 @@ double ah_cuda_finish_reduction(int n);
 // Internal entry points shared between files.
 void ah_cuda_gemm(int bf16, bool ta, bool tb, int m, int n, int k, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
-// The bf16 table's matmuls (linear layers and the tied head).
+// The bf16 table's matmuls (linear layers, the LM head among them).
 ah_kernel_matmul_fwd_fn ah_cuda_matmul_fwd_bf16;
 ah_kernel_matmul_bwd_fn ah_cuda_matmul_bwd_bf16;
-ah_kernel_head_loss_fn ah_cuda_head_loss_bf16;
-// Column sums: dbias[c] += sum_n dy[n,c]; with x, mean, rstd also dweight[c] += sum_n dy * xhat.
+// Column sums: dbias[c] += sum_n dy[n,c] (dbias may be NULL); with x and rstd also
+// dweight[c] += sum_n dy * xhat, xhat = (x - mean) * rstd, or x * rstd when mean is NULL (RMS norm).
 void ah_cuda_column_sums(float *dbias, float *dweight, const float *dy, const float *x,
                          const float *mean, const float *rstd, int N, int C);
 

@@ -3,11 +3,11 @@
  *
  * Tables. ah_kernels_cuda() fills every entry of ah_kernels_t for fp32 with device pointers
  * (from ah_cuda_alloc, e.g. by an arena of the CUDA backend's memory space): cuBLAS for the
- * matmuls, fused kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its matmuls (linear
- * layers and the tied head) round both operands to bf16 and accumulate in fp32 (cublasGemmEx,
- * CUBLAS_COMPUTE_32F); parameters, gradients and AdamW m, v stay fp32, which makes the fp32
- * buffers the master weights. Both return NULL when there is no usable device; ah_cuda_init says
- * why.
+ * matmuls, fused kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its
+ * matmuls (linear layers, the LM head among them) round both operands to bf16 and accumulate in
+ * fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F); parameters, gradients and AdamW m, v stay fp32, which
+ * makes the fp32 buffers the master weights. Both return NULL when there is no usable device;
+ * ah_cuda_init says why.
  *
  * Attention. attention_fwd is a fused flash-style kernel (online softmax, no T x T matrix); its
  * state for the backward is one logsumexp per query row, attention_state_floats = B*Hl*T, and
@@ -17,7 +17,7 @@
  * and ah_cuda_check reports it (call it once per step, and after setup).
  *
  * Streams: everything runs on the legacy default stream, so a cudaMemcpy by the caller is
- * ordered with the kernels. head_loss and sum_squares return a host double and therefore
+ * ordered with the kernels. xent_grad and sum_squares return a host double and therefore
  * synchronise.
  */
 #ifndef AH_KERNELS_CUDA_KERNELS_CUDA_H

@@ -1,4 +1,4 @@
-// Linear layers and the tied LM head through cuBLAS.
+// Linear layers (the LM head among them) through cuBLAS.
 //
 // Row-major vs cuBLAS's column-major: a row-major (r, c) matrix is, bit for bit, its transpose
 // as a column-major (c, r) matrix with leading dimension c. So a row-major product Y = X W^T is
@@ -93,82 +93,4 @@ void ah_cuda_matmul_fwd_bf16(float *out, const float *inp, const float *w, const
 void ah_cuda_matmul_bwd_bf16(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int N, int IC, int OC) {
     matmul_bwd(1, dinp, dw, dbias, dout, inp, w, N, IC, OC);
-}
-
-// ---- tied head + softmax cross-entropy ----
-
-// Block-wide max and double sum, broadcast to every thread.
-__device__ float block_max_all(float v) {
-    __shared__ float part[32];
-    __shared__ float result;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = ah_warp_max(v);
-    __syncthreads();
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float m = part[0];
-        for (int w = 1; w < nw; w++) m = fmaxf(m, part[w]);
-        result = m;
-    }
-    __syncthreads();
-    return result;
-}
-
-__device__ double block_sum_all(double v) {
-    __shared__ double result;
-    v = ah_block_sum_d(v);
-    if (threadIdx.x == 0) result = v;
-    __syncthreads();
-    return result;
-}
-
-// Rows r = blockIdx.x, blockIdx.x + gridDim.x, ...: each block sums its rows' losses in row
-// order into partials[blockIdx.x]. With `backward`, the row becomes dlogits.
-__global__ void softmax_xent_kernel(double *partials, float *logits, const int32_t *targets,
-                                    float scale, int N, int V, int backward) {
-    double loss = 0.0;
-    for (int r = blockIdx.x; r < N; r += gridDim.x) {
-        float *row = logits + (size_t)r * V;
-        const int tgt = targets[r];
-        float mx = -INFINITY;
-        for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, row[j]);
-        mx = block_max_all(mx);
-        double s = 0.0;
-        for (int j = threadIdx.x; j < V; j += blockDim.x) s += (double)expf(row[j] - mx);
-        const double sum = block_sum_all(s); // ends with a barrier: row[tgt] not yet written
-        if (threadIdx.x == 0) loss += log(sum) - (double)(row[tgt] - mx);
-        __syncthreads();
-        if (!backward) continue;
-        const float p_scale = (float)(1.0 / sum) * scale;
-        for (int j = threadIdx.x; j < V; j += blockDim.x) {
-            const float p = expf(row[j] - mx) * p_scale;
-            row[j] = j == tgt ? p - scale : p;
-        }
-    }
-    if (threadIdx.x == 0) partials[blockIdx.x] = loss;
-}
-
-static double head_loss(int bf16, float *dx, float *dwte, float *logits, const float *x,
-                        const float *wte, const int32_t *targets, float scale, int N, int C, int V) {
-    matmul_fwd(bf16, logits, x, wte, NULL, N, C, V);
-    const int blocks = N < AH_CUDA_REDUCE_BLOCKS ? N : AH_CUDA_REDUCE_BLOCKS;
-    softmax_xent_kernel<<<blocks, AH_CUDA_THREADS>>>(ah_cuda_g.partials, logits, targets, scale, N,
-                                                     V, dx || dwte);
-    AH_CUDA_LAUNCHED();
-    const double loss = ah_cuda_finish_reduction(blocks);
-    // dx += dlogits @ wte and dwte += dlogits^T @ x: the linear layer's backward with w = wte.
-    if (dx || dwte) matmul_bwd(bf16, dx, dwte, NULL, logits, x, wte, N, C, V);
-    return loss;
-}
-
-double ah_cuda_head_loss(float *dx, float *dwte, float *logits, const float *x, const float *wte,
-                         const int32_t *targets, float scale, int N, int C, int V) {
-    return head_loss(0, dx, dwte, logits, x, wte, targets, scale, N, C, V);
-}
-
-double ah_cuda_head_loss_bf16(float *dx, float *dwte, float *logits, const float *x,
-                              const float *wte, const int32_t *targets, float scale, int N, int C,
-                              int V) {
-    return head_loss(1, dx, dwte, logits, x, wte, targets, scale, N, C, V);
 }

@@ -1,5 +1,5 @@
-// Pointwise and row-wise kernels: layer norm, GELU, residual, embedding, column sums (bias and
-// norm-parameter gradients), AdamW and the sum of squares. Every reduction runs in a fixed
+// Pointwise and row-wise kernels: layer norm, RMS norm, rotary embedding, SwiGLU, GELU, residual,
+// embedding, column sums (bias and norm-parameter gradients), AdamW and the sum of squares. Every reduction runs in a fixed
 // order, so a step is bitwise repeatable on the same device.
 #include <math.h>
 
@@ -69,8 +69,9 @@ __global__ void layernorm_bwd_kernel(float *dinp, const float *dout, const float
     }
 }
 
-// dbias[c] += sum_n dy[n,c] and, with x, dweight[c] += sum_n dy[n,c] * xhat[n,c]. Block (32, 8):
-// 32 columns, 8 row phases summed in a fixed order.
+// dbias[c] += sum_n dy[n,c] (dbias may be NULL) and, with x, dweight[c] += sum_n dy[n,c] *
+// xhat[n,c], xhat = (x - mean) * rstd or, without mean, x * rstd. Block (32, 8): 32 columns, 8 row
+// phases summed in a fixed order.
 __global__ void column_sums_kernel(float *dbias, float *dweight, const float *dy, const float *x,
                                    const float *mean, const float *rstd, int N, int C) {
     __shared__ float part_b[8][33], part_w[8][33];
@@ -80,7 +81,7 @@ __global__ void column_sums_kernel(float *dbias, float *dweight, const float *dy
         for (int n = threadIdx.y; n < N; n += 8) {
             const float g = dy[(size_t)n * C + c];
             sb += g;
-            if (x) sw += g * (x[(size_t)n * C + c] - mean[n]) * rstd[n];
+            if (x) sw += g * (x[(size_t)n * C + c] - (mean ? mean[n] : 0.0f)) * rstd[n];
         }
     part_b[threadIdx.y][threadIdx.x] = sb;
     part_w[threadIdx.y][threadIdx.x] = sw;
@@ -90,7 +91,7 @@ __global__ void column_sums_kernel(float *dbias, float *dweight, const float *dy
         sb += part_b[k][threadIdx.x];
         sw += part_w[k][threadIdx.x];
     }
-    dbias[c] += sb;
+    if (dbias) dbias[c] += sb;
     if (x) dweight[c] += sw;
 }
 
@@ -109,6 +110,124 @@ void ah_cuda_layernorm_bwd(float *dinp, float *dweight, float *dbias, const floa
         AH_CUDA_LAUNCHED();
     }
     ah_cuda_column_sums(dbias, dweight, dout, inp, mean, rstd, N, C);
+}
+
+// ---- RMS norm: one warp per row ----
+
+__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, const float *weight,
+                                   int N, int C, float eps) {
+    const int n = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const float *x = inp + (size_t)n * C;
+    float *y = out + (size_t)n * C;
+    float ss = 0.0f;
+    for (int i = lane; i < C; i += 32) ss += x[i] * x[i];
+    const float r = 1.0f / sqrtf(ah_warp_sum(ss) / (float)C + eps);
+    for (int i = lane; i < C; i += 32) y[i] = x[i] * r * weight[i];
+    if (lane == 0) rstd[n] = r;
+}
+
+void ah_cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, int N,
+                         int C, float eps) {
+    rmsnorm_fwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+        out, rstd, inp, weight, N, C, eps);
+    AH_CUDA_LAUNCHED();
+}
+
+__global__ void rmsnorm_bwd_kernel(float *dinp, const float *dout, const float *inp,
+                                   const float *weight, const float *rstd, int N, int C) {
+    const int n = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (n >= N) return;
+    const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+    float *dx = dinp + (size_t)n * C;
+    const float s = rstd[n];
+    // dinp = s * (g - xhat * mean(g * xhat)) with g = dy * weight, xhat = x * s.
+    float gx_sum = 0.0f;
+    for (int i = lane; i < C; i += 32) gx_sum += dy[i] * weight[i] * x[i] * s;
+    const float gx_mean = ah_warp_sum(gx_sum) / (float)C;
+    for (int i = lane; i < C; i += 32) dx[i] += (dy[i] * weight[i] - x[i] * s * gx_mean) * s;
+}
+
+void ah_cuda_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
+                         const float *weight, const float *rstd, int N, int C) {
+    if (dinp) {
+        rmsnorm_bwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+            dinp, dout, inp, weight, rstd, N, C);
+        AH_CUDA_LAUNCHED();
+    }
+    ah_cuda_column_sums(NULL, dweight, dout, inp, NULL, rstd, N, C);
+}
+
+// ---- rotary position embedding (Hugging Face's rotate-half): one thread per rotated pair ----
+
+// Pair i of every head of the B*T rows turns by sign * (t * theta^(-2i/hd)); inv_freq, the angle
+// and cos, sin (in double, rounded) are formed as the contract says, as the CPU backend does.
+__global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, float theta,
+                            float sign, size_t n) {
+    const int half = hd / 2;
+    GRID_STRIDE(e, n) {
+        const size_t row = e / ((size_t)n_heads * half);
+        const int rem = (int)(e % ((size_t)n_heads * half)), h = rem / half, i = rem % half;
+        const int t = (int)(row % T);
+        const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+        const float angle = (float)t * inv_freq;
+        const float c = (float)cos((double)angle), s = sign * (float)sin((double)angle);
+        float *p = x + row * stride + (size_t)h * hd;
+        const float x1 = p[i], x2 = p[i + half];
+        p[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+        p[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+    }
+}
+
+static void rope(float *x, int B, int T, int n_heads, int hd, int stride, float theta, float sign) {
+    const size_t n = (size_t)B * T * n_heads * (hd / 2);
+    if (n == 0) return;
+    rope_kernel<<<LAUNCH_1D(n)>>>(x, T, n_heads, hd, stride, theta, sign, n);
+    AH_CUDA_LAUNCHED();
+}
+
+void ah_cuda_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, float theta) {
+    rope(x, B, T, n_heads, hd, stride, theta, 1.0f);
+}
+
+void ah_cuda_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, float theta) {
+    rope(dx, B, T, n_heads, hd, stride, theta, -1.0f);
+}
+
+// ---- SwiGLU: out = silu(gate) * up, gu rows = F gate values then F up values ----
+
+__global__ void swiglu_fwd_kernel(float *out, const float *gu, int F, size_t n) {
+    GRID_STRIDE(e, n) {
+        const size_t row = e / F;
+        const int f = (int)(e % F);
+        const float g = gu[row * 2 * F + f], u = gu[row * 2 * F + F + f];
+        out[e] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+__global__ void swiglu_bwd_kernel(float *dgu, const float *dout, const float *gu, int F, size_t n) {
+    GRID_STRIDE(e, n) {
+        const size_t row = e / F;
+        const int f = (int)(e % F);
+        const float g = gu[row * 2 * F + f], u = gu[row * 2 * F + F + f], dy = dout[e];
+        const float s = 1.0f / (1.0f + expf(-g));
+        dgu[row * 2 * F + f] += dy * u * (s * (1.0f + g * (1.0f - s)));
+        dgu[row * 2 * F + F + f] += dy * g * s;
+    }
+}
+
+void ah_cuda_swiglu_fwd(float *out, const float *gu, int N, int F) {
+    const size_t n = (size_t)N * F;
+    if (n == 0) return;
+    swiglu_fwd_kernel<<<LAUNCH_1D(n)>>>(out, gu, F, n);
+    AH_CUDA_LAUNCHED();
+}
+
+void ah_cuda_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int F) {
+    const size_t n = (size_t)N * F;
+    if (n == 0) return;
+    swiglu_bwd_kernel<<<LAUNCH_1D(n)>>>(dgu, dout, gu, F, n);
+    AH_CUDA_LAUNCHED();
 }
 
 // ---- GELU, tanh form written as x * sigmoid(2u) (see the CPU backend) ----
@@ -170,12 +289,15 @@ void ah_cuda_residual_bwd(float *da, float *db, const float *dout, size_t n) {
 
 // ---- embedding ----
 
+// This rank's rows [v0, v0 + Vl) of wte; wpe may be NULL (kernels/kernels.h).
 __global__ void embedding_fwd_kernel(float *out, const int32_t *tokens, const float *wte,
-                                     const float *wpe, int T, int C, size_t n) {
+                                     const float *wpe, int T, int C, int v0, int Vl, size_t n) {
     GRID_STRIDE(i, n) {
         const size_t row = i / C;
-        const int c = (int)(i % C), t = (int)(row % T);
-        out[i] = wte[(size_t)tokens[row] * C + c] + wpe[(size_t)t * C + c];
+        const int c = (int)(i % C), t = (int)(row % T), tok = tokens[row];
+        const bool here = tok >= v0 && tok - v0 < Vl;
+        const float e = here ? wte[(size_t)(tok - v0) * C + c] : 0.0f;
+        out[i] = wpe ? (here ? e + wpe[(size_t)t * C + c] : wpe[(size_t)t * C + c]) : e;
     }
 }
 
@@ -183,10 +305,13 @@ __global__ void embedding_fwd_kernel(float *out, const int32_t *tokens, const fl
 // CPU backend's order, without atomics. (Serial in the rows: a few ms for B*T = 8k; a sort by
 // token would parallelise it.)
 __global__ void embedding_bwd_wte_kernel(float *dwte, const float *dout, const int32_t *tokens,
-                                         int BT, int C) {
+                                         int BT, int C, int v0, int Vl) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int r = 0; r < BT; r++) dwte[(size_t)tokens[r] * C + c] += dout[(size_t)r * C + c];
+    for (int r = 0; r < BT; r++) {
+        const int tok = tokens[r];
+        if (tok >= v0 && tok - v0 < Vl) dwte[(size_t)(tok - v0) * C + c] += dout[(size_t)r * C + c];
+    }
 }
 
 __global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
@@ -198,16 +323,16 @@ __global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, int B, 
 }
 
 void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                           int B, int T, int C) {
+                           int B, int T, int C, int v0, int Vl) {
     const size_t n = (size_t)B * T * C;
-    embedding_fwd_kernel<<<LAUNCH_1D(n)>>>(out, tokens, wte, wpe, T, C, n);
+    embedding_fwd_kernel<<<LAUNCH_1D(n)>>>(out, tokens, wte, wpe, T, C, v0, Vl, n);
     AH_CUDA_LAUNCHED();
 }
 
 void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                           int B, int T, int C) {
+                           int B, int T, int C, int v0, int Vl) {
     if (dwte) {
-        embedding_bwd_wte_kernel<<<(C + 127) / 128, 128>>>(dwte, dout, tokens, B * T, C);
+        embedding_bwd_wte_kernel<<<(C + 127) / 128, 128>>>(dwte, dout, tokens, B * T, C, v0, Vl);
         AH_CUDA_LAUNCHED();
     }
     if (dwpe) {
