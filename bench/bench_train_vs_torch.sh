@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Single-rank training step: `autohet train` vs the same GPT-2 or LLaMA (--model llama) in
-# PyTorch (bench/torch_step.py), same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS /
-# torch.set_num_threads), at 1 and 2 threads, for two model sizes, measured side by side in one
-# run. Prints the step times, the ratio (torch / autohet, > 1 = autohet faster), autohet's
-# achieved GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) and
-# OpenBLAS's sgemm peak (1024^3) measured in the same run, and which OpenBLAS kernel autohet ran
-# and which BLAS library PyTorch loaded (Debian's python3-torch loads the same OpenBLAS, so with the same environment it runs
-# the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch alternating, and
-# compares the median of each side's steps pooled over all its rounds (PyTorch's own step moves
-# 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one round's median
-# is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8), ROUNDS.
-# Never run by CTest; never fails on a timing.
+# Single-rank training step: `autohet train` vs the same GPT-2 or LLaMA (--model llama) in PyTorch
+# (bench/torch_step.py), same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS /
+# torch.set_num_threads), at 1 and 2 threads, for two model sizes, measured side by side in one run.
+# Prints the step times, the ratio (torch / autohet, > 1 = autohet faster), autohet's achieved
+# GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's
+# sgemm peak (1024^3) measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS
+# library PyTorch loaded (Debian's python3-torch loads the same OpenBLAS, so with the same
+# environment it runs the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch
+# alternating, and compares the median of each side's steps pooled over all its rounds (PyTorch's
+# own step moves 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one
+# round's median is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8),
+# ROUNDS. Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh [--model gpt2|llama] BUILD_DIR [SOURCE_DIR]   (a Release build)
 # --model llama: LLaMA's configurations (RMSNorm, rotary, SwiGLU, untied head): one with as many
 # key/value heads as query heads, one with grouped-query attention (8 query heads over 2).
