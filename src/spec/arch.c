@@ -31,16 +31,23 @@ int64_t ah_vocab_padded(const ah_model_t *m, int t) {
 
 static bool present(const ah_model_t *m, const ah_tensor_spec_t *s) { return !s->untied_only || !m->tied; }
 
-static ah_tensor_t expand(const ah_model_t *m, const ah_tensor_spec_t *s, int block) {
+/* The row's shape for the model, without its name (the sums below run in the planner's inner loops,
+ * where formatting names was most of their time). */
+static ah_tensor_t expand_shape(const ah_model_t *m, const ah_tensor_spec_t *s, int block) {
     ah_tensor_t x;
     memset(&x, 0, sizeof x);
-    if (block >= 0) snprintf(x.name, sizeof x.name, "h.%d.%s", block, s->name);
-    else snprintf(x.name, sizeof x.name, "%s", s->name);
     x.rows = ah_dim_value(m, s->rows);
     x.cols = ah_dim_value(m, s->cols);
     x.block = block;
     x.spec = s;
     x.padded_rows = s->rows == AH_DIM_VOCAB && s->split == AH_SPLIT_ROWS;
+    return x;
+}
+
+static ah_tensor_t expand(const ah_model_t *m, const ah_tensor_spec_t *s, int block) {
+    ah_tensor_t x = expand_shape(m, s, block);
+    if (block >= 0) snprintf(x.name, sizeof x.name, "h.%d.%s", block, s->name);
+    else snprintf(x.name, sizeof x.name, "%s", s->name);
     return x;
 }
 
@@ -145,7 +152,7 @@ static int64_t layer_sum(const ah_model_t *m, ah_layer_kind_t kind, int t, which
     for (int i = 0; i < a->n_tensors; i++) {
         const ah_tensor_spec_t *s = &a->tensors[i];
         if (s->layer != kind || !present(m, s)) continue;
-        const ah_tensor_t x = expand(m, s, kind == AH_LAYER_BLOCK ? 0 : -1);
+        const ah_tensor_t x = expand_shape(m, s, kind == AH_LAYER_BLOCK ? 0 : -1);
         const bool vector = x.rows == 1 || x.cols == 1;
         if ((which == MATRICES && vector) || (which == VECTORS && !vector)) continue;
         if (which == TIED_TENSORS && !ah_tensor_tied(&x, m)) continue;
