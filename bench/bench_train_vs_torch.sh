@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Single-rank training step: `autohet train` vs the same GPT-2 in PyTorch (bench/torch_step.py),
-# same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS / torch.set_num_threads), at 1
-# and 2 threads, for two model sizes, measured side by side in one run. Prints the step times, the
-# ratio (torch / autohet, > 1 = autohet faster), autohet's achieved GFLOP/s (model FLOPs from
-# `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's sgemm peak (1024^3)
-# measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS library PyTorch
-# loaded (Debian's python3-torch loads the same OpenBLAS, so with the same environment it runs
-# the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch alternating, and
-# compares the median of each side's steps pooled over all its rounds (PyTorch's own step moves
-# 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one round's median
-# is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8), ROUNDS.
-# Never run by CTest; never fails on a timing.
-# Usage: bash bench/bench_train_vs_torch.sh BUILD_DIR [SOURCE_DIR]   (a Release build)
+# Single-rank training step: `autohet train` vs the same GPT-2 or LLaMA (--model llama) in PyTorch
+# (bench/torch_step.py), same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS /
+# torch.set_num_threads), at 1 and 2 threads, for two model sizes, measured side by side in one run.
+# Prints the step times, the ratio (torch / autohet, > 1 = autohet faster), autohet's achieved
+# GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's
+# sgemm peak (1024^3) measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS
+# library PyTorch loaded (Debian's python3-torch loads the same OpenBLAS, so with the same
+# environment it runs the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch
+# alternating, and compares the median of each side's steps pooled over all its rounds (PyTorch's
+# own step moves 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one
+# round's median is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8),
+# ROUNDS. Never run by CTest; never fails on a timing.
+# Usage: bash bench/bench_train_vs_torch.sh [--model gpt2|llama] BUILD_DIR [SOURCE_DIR]   (a Release build)
+# --model llama: LLaMA's configurations (RMSNorm, rotary, SwiGLU, untied head): one with as many
+# key/value heads as query heads, one with grouped-query attention (8 query heads over 2).
 # Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
 # also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
 # (docs/benchmarks.md).
 set -euo pipefail
-BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
+ARCH=gpt2
+if [ "${1:-}" = --model ]; then ARCH=${2:?--model gpt2|llama}; shift 2; fi
+[[ $ARCH = gpt2 || $ARCH = llama ]] || { echo "bench: --model gpt2 or llama, not $ARCH" >&2; exit 1; }
+BUILD=$(cd "${1:?usage: $0 [--model gpt2|llama] BUILD_DIR [SOURCE_DIR]}" && pwd)
 SRC=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 AH=$BUILD/autohet
 PY=/usr/bin/python3 # Debian's python3-torch
@@ -28,14 +33,25 @@ trap 'rm -rf "$WORK"' EXIT
 "$PY" -c 'import torch' || { echo "bench: $PY cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
 "$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
 
-# config: name L C H T B V
-CONFIGS=("small 4 256 4 128 8 512" "large 6 512 8 256 8 512")
+# config: name L C H KV FF T B V (GPT-2: KV = H, FF = 4 C; LLaMA: d_ff about 8/3 C, a multiple of 16)
+if [ $ARCH = gpt2 ]; then
+    CONFIGS=("small 4 256 4 4 1024 128 8 512" "large 6 512 8 8 2048 256 8 512")
+else
+    CONFIGS=("small 4 256 4 4 688 128 8 512" "gqa 6 512 8 2 1376 256 8 512")
+fi
 kernel_reported=0
 for cfg in "${CONFIGS[@]}"; do
-    read -r name L C H T B V <<<"$cfg"
+    read -r name L C H KV FF T B V <<<"$cfg"
     # The model as a HF config, and a one-stage plan with one micro-batch of B sequences.
-    printf '{"model_type": "gpt2", "n_layer": %d, "n_embd": %d, "n_head": %d, "vocab_size": %d, "n_positions": %d}\n' \
-        "$L" "$C" "$H" "$V" "$T" >"$WORK/$name.config.json"
+    if [ $ARCH = gpt2 ]; then
+        printf '{"model_type": "gpt2", "n_layer": %d, "n_embd": %d, "n_head": %d, "vocab_size": %d, "n_positions": %d}\n' \
+            "$L" "$C" "$H" "$V" "$T" >"$WORK/$name.config.json"
+        shape="L$L C$C H$H T$T B$B V$V"
+    else
+        printf '{"model_type": "llama", "num_hidden_layers": %d, "hidden_size": %d, "num_attention_heads": %d, "num_key_value_heads": %d, "intermediate_size": %d, "vocab_size": %d, "max_position_embeddings": %d, "rms_norm_eps": 1e-5, "tie_word_embeddings": false}\n' \
+            "$L" "$C" "$H" "$KV" "$FF" "$V" "$T" >"$WORK/$name.config.json"
+        shape="L$L C$C H$H/$KV F$FF T$T B$B V$V"
+    fi
     "$AH" model --model "$WORK/$name.config.json" --seq-len "$T" --micro-batch "$B" --precision fp32 --json >"$WORK/$name.model.json"
     python3 - "$WORK/$name.model.json" "$WORK/$name.plan.json" "$B" "$T" "$L" <<'PY'
 import json, sys
@@ -59,7 +75,8 @@ PY
 print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower()})))'
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
         kernel_reported=1
-        printf '%-6s %-26s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round"
+        echo "model: $ARCH"
+        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round"
     fi
     for thr in 1 2; do
         peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
@@ -68,11 +85,11 @@ print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/se
                 --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
             python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["seconds"]) for l in open(sys.argv[1]).readlines()[1:]))' \
                 "$WORK/m.jsonl" >"$WORK/ah.$r"
-            OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --layers "$L" --d "$C" --heads "$H" \
+            OMP_NUM_THREADS=$thr OPENBLAS_NUM_THREADS=$thr "$PY" "$SRC/bench/torch_step.py" --arch $ARCH --kv-heads "$KV" --d-ff "$FF" --layers "$L" --d "$C" --heads "$H" \
                 --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" |
                 python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["step_s"])))' >"$WORK/pt.$r"
         done
-        python3 - "$name" "L$L C$C H$H T$T B$B V$V" "$thr" "$flops" "$peak" "$WORK" "$ROUNDS" <<'PY'
+        python3 - "$name" "$shape" "$thr" "$flops" "$peak" "$WORK" "$ROUNDS" <<'PY'
 import statistics, sys
 name, shape, thr = sys.argv[1:4]
 flops, peak, work, rounds = float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], int(sys.argv[7])
@@ -81,7 +98,7 @@ ah_rounds, pt_rounds = ([list(map(float, open(f"{work}/{side}.{r}").read().split
 ah, pt = (statistics.median([x for steps in side for x in steps]) for side in (ah_rounds, pt_rounds))
 gf = flops / ah / 1e9
 ratios = [statistics.median(p) / statistics.median(a) for a, p in zip(ah_rounds, pt_rounds)]
-print(f"{name:<6} {shape:<26} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f} | "
+print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f} | "
       + " ".join(f"{r:.2f}" for r in ratios))
 PY
     done
