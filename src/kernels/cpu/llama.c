@@ -46,26 +46,36 @@ AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *
     }
 }
 
+/* Frequencies one pass of rope_rotate takes at a time: its cos and sin tables live on the stack. */
+#define ROPE_CHUNK 128
+
 /* Rotate every head of the B*T rows by the angle of its position, times `sign` (+1 the forward,
  * -1 the backward's transpose): pair (x1, x2) = (x[i], x[i + hd/2]) becomes
- * (x1 c - x2 s, x2 c + x1 s) with s = sign * sin. cos and sin depend on (t, i) only, so each is
- * computed once per row and frequency and applied to all n_heads heads. */
-static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, float theta,
-                        float sign) {
+ * (x1 c - x2 s, x2 c + x1 s) with s = sign * sin. cos and sin depend on (t, i) only: for each
+ * position they are computed once per frequency (in chunks of ROPE_CHUNK) and applied to every
+ * sequence of the batch and every head, in loops over i that vectorise. */
+AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, float theta,
+                                      float sign) {
     const int half = hd / 2;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *row = x + ((size_t)b * T + t) * (size_t)stride;
-            for (int i = 0; i < half; i++) {
-                const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+    float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+    for (int t = 0; t < T; t++)
+        for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+            const int n = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+            for (int k = 0; k < n; k++) {
+                const float inv_freq = 1.0f / powf(theta, (float)(2 * (i0 + k)) / (float)hd);
                 const float angle = (float)t * inv_freq;
-                const float c = (float)cos((double)angle);
-                const float s = sign * (float)sin((double)angle);
+                cs[k] = (float)cos((double)angle);
+                sn[k] = sign * (float)sin((double)angle);
+            }
+            for (int b = 0; b < B; b++) {
+                float *row = x + ((size_t)b * T + t) * (size_t)stride;
                 for (int h = 0; h < n_heads; h++) {
-                    float *p = row + (size_t)h * hd;
-                    const float x1 = p[i], x2 = p[i + half];
-                    p[i] = x1 * c - x2 * s;
-                    p[i + half] = x2 * c + x1 * s;
+                    float *p1 = row + (size_t)h * hd + i0, *p2 = p1 + half;
+                    for (int k = 0; k < n; k++) {
+                        const float x1 = p1[k], x2 = p2[k];
+                        p1[k] = x1 * cs[k] - x2 * sn[k];
+                        p2[k] = x2 * cs[k] + x1 * sn[k];
+                    }
                 }
             }
         }
