@@ -14,20 +14,17 @@ timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$PLANS/train-tp4.json" --data
 "$AUTOHET" ckpt export --local-root "$WORK/ck" -o "$WORK/hf" >"$WORK/export.out" || fail "export"
 grep -q "step 5 ->" "$WORK/export.out" || fail "export did not take step 5: $(cat "$WORK/export.out")"
 read -r B T < <(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["train"]; print(t["global_batch"], t["seq_len"])' "$PLANS/train-tp4.json")
-"$PY" - "$WORK/hf" "$WORK/text.bin" "$WORK/m.jsonl" "$B" "$T" <<'PY' || fail "the exported model differs from autohet's"
-import json, math, struct, sys
+PYTHONPATH="$SRC/tests:$SRC/tests/torch" "$PY" - "$WORK/hf" "$WORK/text.bin" "$WORK/m.jsonl" "$B" "$T" <<'PY' || fail "the exported model differs from autohet's"
+import json, math, sys
+import hf_files
+import ref_common
 import torch
 out, data, metrics, B, T = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 cfg = json.load(open(f"{out}/config.json"))
-raw = open(f"{out}/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-head = json.loads(raw[8:8 + n])
-head.pop("__metadata__", None)
 W = {}
-for name, e in head.items():
-    assert e["dtype"] == "F32", (name, e)
-    a, b = e["data_offsets"]
-    W[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.float32).reshape(e["shape"]).double()
+for name, (dt, shape, buf) in hf_files.read(f"{out}/model.safetensors").items():
+    assert dt == "F32", (name, dt)
+    W[name] = hf_files.as_torch(dt, shape, buf).double()
 L, C, H, F, V = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_inner"], cfg["vocab_size"]
 want = {"transformer.wte.weight": [V, C], "transformer.wpe.weight": [cfg["n_positions"], C],
         "transformer.ln_f.weight": [C], "transformer.ln_f.bias": [C]}
@@ -39,12 +36,7 @@ for l in range(L):
                  p + "mlp.c_fc.bias": [F], p + "mlp.c_proj.weight": [F, C], p + "mlp.c_proj.bias": [C]})
 assert {k: list(v.shape) for k, v in W.items()} == want, sorted(set(W) ^ set(want))
 # Step 5's batch: samples [5B, 6B), sample j = tokens [jT, jT + T].
-tok = open(data, "rb").read()
-hdr = struct.unpack("<256i", tok[:1024])
-assert hdr[0] == 20240520
-toks = torch.tensor(struct.unpack(f"<{hdr[2]}H", tok[1024:1024 + 2 * hdr[2]]), dtype=torch.long)
-idx = torch.stack([toks[j * T:j * T + T + 1] for j in range(5 * B, 6 * B)])
-x_ids, y_ids = idx[:, :-1], idx[:, 1:]
+x_ids, y_ids = ref_common.batch(ref_common.load_tokens(data), 5 * B, B, T)
 eps = cfg["layer_norm_epsilon"]
 def ln(x, p): return torch.nn.functional.layer_norm(x, (C,), W[p + ".weight"], W[p + ".bias"], eps)
 x = W["transformer.wte.weight"][x_ids] + W["transformer.wpe.weight"][torch.arange(T)]
@@ -75,22 +67,19 @@ timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/llama-tp4.json" --data 
     --quiet --metrics "$WORK/ml.jsonl" --ckpt-every 5 --local-root "$WORK/ckl" 2>"$WORK/trainl.err" \
     || { cat "$WORK/trainl.err" >&2; fail "autohet train (LLaMA)"; }
 "$AUTOHET" ckpt export --local-root "$WORK/ckl" -o "$WORK/hfl" >"$WORK/exportl.out" || fail "export (LLaMA)"
-"$PY" - "$WORK/hfl" "$WORK/text.bin" "$WORK/ml.jsonl" "$B" "$T" <<'PY' || fail "the exported LLaMA differs from autohet's"
-import json, math, struct, sys
+PYTHONPATH="$SRC/tests:$SRC/tests/torch" "$PY" - "$WORK/hfl" "$WORK/text.bin" "$WORK/ml.jsonl" "$B" "$T" <<'PY' || fail "the exported LLaMA differs from autohet's"
+import json, math, sys
+import hf_files
+import ref_common
 import torch
 out, data, metrics, B, T = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 cfg = json.load(open(f"{out}/config.json"))
 assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama", cfg
 assert cfg["hidden_act"] == "silu" and cfg["attention_bias"] is False and cfg["mlp_bias"] is False, cfg
-raw = open(f"{out}/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-head = json.loads(raw[8:8 + n])
-head.pop("__metadata__", None)
 W = {}
-for name, e in head.items():
-    assert e["dtype"] == "F32", (name, e)
-    a, b = e["data_offsets"]
-    W[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.float32).reshape(e["shape"]).double()
+for name, (dt, shape, buf) in hf_files.read(f"{out}/model.safetensors").items():
+    assert dt == "F32", (name, dt)
+    W[name] = hf_files.as_torch(dt, shape, buf).double()
 L, C, H, KV = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
 F, V, hd = cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
 assert hd == C // H and cfg["tie_word_embeddings"] is False
@@ -102,11 +91,7 @@ for l in range(L):
                  p + "self_attn.v_proj.weight": [KV * hd, C], p + "self_attn.o_proj.weight": [C, C],
                  p + "mlp.gate_proj.weight": [F, C], p + "mlp.up_proj.weight": [F, C], p + "mlp.down_proj.weight": [C, F]})
 assert {k: list(v.shape) for k, v in W.items()} == want, sorted(set(W) ^ set(want))
-tok = open(data, "rb").read()
-hdr = struct.unpack("<256i", tok[:1024])
-toks = torch.tensor(struct.unpack(f"<{hdr[2]}H", tok[1024:1024 + 2 * hdr[2]]), dtype=torch.long)
-idx = torch.stack([toks[j * T:j * T + T + 1] for j in range(5 * B, 6 * B)])
-x_ids, y_ids = idx[:, :-1], idx[:, 1:]
+x_ids, y_ids = ref_common.batch(ref_common.load_tokens(data), 5 * B, B, T)
 eps = cfg["rms_norm_eps"]
 def rms(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
