@@ -21,18 +21,4 @@ model=examples/models/demo-llama.json
 echo "== autohet model: $model =="
 "$build/autohet" model --model "$model" --seq-len 128
 echo
-echo "== autohet tokenize: the GPL-3 text, byte-level =="
-text=/usr/share/common-licenses/GPL-3
-[ -r "$text" ] || text=README.md
-"$build/autohet" tokenize "$text" -o "$out"/gpl3.bin
-echo
-echo "== autohet run: $model on cpu-hetero; the spot node slow-1 is preempted 6 s in =="
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# 6 s in: mid-run (~0.09 s a step on a quiet machine: step ~60 of 120).
-echo "6000,remove,slow-1" >"$out"/preempt.csv
-rm -rf "$out"/run
-"$build/autohet" run --model "$model" --cluster cpu-hetero --data "$out"/gpl3.bin \
-    --global-batch 8 --seq-len 128 --steps 120 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 \
-    --events "$out"/preempt.csv --work-dir "$out"/run --metrics "$out"/run/metrics.jsonl --quiet
-echo
-echo "Plans: $out/run/plan-*.json; merged metrics (steps, checkpoint, preempt, replan, recover): $out/run/metrics.jsonl"
+bash scripts/demo-train.sh "$build" "$out" "$model"

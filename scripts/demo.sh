@@ -27,19 +27,4 @@ echo "== autohet evaluate $out/plan.json =="
 echo
 echo "Wrote $out/plan.json, $out/plan.svg (open it in a browser) and $out/rankfile."
 echo
-echo "== autohet tokenize: the GPL-3 text, byte-level =="
-text=/usr/share/common-licenses/GPL-3
-[ -r "$text" ] || text=README.md
-"$build/autohet" tokenize "$text" -o "$out"/gpl3.bin
-echo
-echo "== autohet run: demo-gpt2 on cpu-hetero; the spot node slow-1 is preempted 6 s in =="
-# Open MPI as root needs these; the agent's mpirun runs every rank on this machine.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# 6 s in: mid-run both on a quiet machine (~0.1 s a step: step ~45 of 120) and on a loaded one.
-echo "6000,remove,slow-1" >"$out"/preempt.csv
-rm -rf "$out"/run
-"$build/autohet" run --model demo-gpt2 --cluster cpu-hetero --data "$out"/gpl3.bin \
-    --global-batch 8 --seq-len 128 --steps 120 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 \
-    --events "$out"/preempt.csv --work-dir "$out"/run --metrics "$out"/run/metrics.jsonl --quiet
-echo
-echo "Plans: $out/run/plan-*.json; merged metrics (steps, checkpoint, preempt, replan, recover): $out/run/metrics.jsonl"
+bash scripts/demo-train.sh "$build" "$out" demo-gpt2

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The demos' training story (scripts/demo.sh part 2, scripts/demo-llama.sh): tokenize the GPL-3
+# text and train MODEL for real on the built-in emulated heterogeneous cluster cpu-hetero with the
+# elastic agent, the spot node slow-1 preempted 6 s in (an event file in the Oobleck trace format):
+# the agent saves in the grace period, drops slow-1 and its disk, re-plans on what is left,
+# relaunches, restores local-first and prints its summary.
+# Usage: bash scripts/demo-train.sh BUILD_DIR OUT_DIR MODEL   (a built autohet in BUILD_DIR)
+set -euo pipefail
+build=${1:?usage: demo-train.sh BUILD_DIR OUT_DIR MODEL} out=${2:?OUT_DIR} model=${3:?MODEL}
+mkdir -p "$out"
+echo "== autohet tokenize: the GPL-3 text, byte-level =="
+text=/usr/share/common-licenses/GPL-3
+[ -r "$text" ] || text=README.md
+"$build/autohet" tokenize "$text" -o "$out"/gpl3.bin
+echo
+echo "== autohet run: $model on cpu-hetero; the spot node slow-1 is preempted 6 s in =="
+# Open MPI as root needs these; the agent's mpirun runs every rank on this machine.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# 6 s in: mid-run both on a quiet machine (~0.1 s a step: step ~45-60 of 120) and on a loaded one.
+echo "6000,remove,slow-1" >"$out"/preempt.csv
+rm -rf "$out"/run
+"$build/autohet" run --model "$model" --cluster cpu-hetero --data "$out"/gpl3.bin \
+    --global-batch 8 --seq-len 128 --steps 120 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 \
+    --events "$out"/preempt.csv --work-dir "$out"/run --metrics "$out"/run/metrics.jsonl --quiet
+echo
+echo "Plans: $out/run/plan-*.json; merged metrics (steps, checkpoint, preempt, replan, recover): $out/run/metrics.jsonl"
