@@ -54,5 +54,43 @@ expect 1 'model "../models/nope.json"' evaluate --plan "$TMP/plans/missing.json"
 grep -q "nope.json" "$TMP/out"
 check "a missing config.json is named" $?
 
+# ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
+PLAN=(plan --model llama2-7b --cluster mixed-32 --global-batch 128)
+"$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1
+grep -q "vs batch-balanced: the same plan shape" "$TMP/bb.txt"
+check "--baseline batch-balanced: no difference from itself: $(grep -A2 '^why' "$TMP/bb.txt")" $?
+"$AH" "${PLAN[@]}" >"$TMP/p.txt" 2>&1 && "$AH" "${PLAN[@]}" --json >"$TMP/p.json" 2>&1
+check "plan and plan --json run" $?
+$PY - "$TMP/p.txt" "$TMP/p.json" <<'PYEOF'
+import json, sys
+text, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+ok = True
+for name in ("uniform", "batch-balanced"):
+    items = doc["why"][name]
+    line = [l for l in text.splitlines() if l.startswith(f"  vs {name}:")][0]
+    if not items or line != f"  vs {name}: " + "; ".join(items):
+        print(f"text and --json differ for {name}: {line!r} vs {items!r}"); ok = False
+b = doc["bottleneck"]
+want = f"bottleneck: pipeline {b['pipeline']}, stage {b['stage']} ({b['gpu']}, layers [{b['layers'][0]}, {b['layers'][1]}))"
+if want not in text: print("bottleneck missing from --json or different:", want); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+check "plan --json carries the text's why and bottleneck" $?
+
+# ---- item 7: template mode says which cap applied and why ----
+for g in 10 1000; do
+    "$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups $g >"$TMP/t.txt" 2>&1
+    grep "^template mode:" "$TMP/t.txt" >"$TMP/why.txt"
+    check "--exact-max-groups $g: template mode says why: $(cat "$TMP/t.txt" | grep -E 'search|template')" $?
+done
+grep -q "32 TP groups give more than 50000 distinct pipelines, the exact search's cap" "$TMP/why.txt"
+check "--exact-max-groups 1000 names the sequence cap: $(cat "$TMP/why.txt")" $?
+"$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups 10 --json >"$TMP/t.json"
+$PY -c 'import json,sys; sys.exit("more than --exact-max-groups 10" not in json.load(open(sys.argv[1]))["template_why"])' "$TMP/t.json"
+check "--json carries template_why" $?
+expect 0 "search exact (proven optimal)" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
+! grep -q "template mode" "$TMP/out"
+check "an exact search prints no template note" $?
+
 echo "test_plan_newuser: $pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -527,6 +527,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             }
             pairs[k] = (pair_t){tps[i], mbs[j], lb};
         }
+    int n_template = 0, n_searched = 0;
     for (int i = 0; i < n_pairs && st == AH_OK; i++) {
         if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
         ah_train_t tr = opts->train;
@@ -535,15 +536,30 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
         st = ah_sctx_init(&x, model, cluster, &tr, pairs[i].t, opts->profile, err);
         if (st != AH_OK) break;
         bool searched = false;
-        st = ah_search_exact(&s, &x, max_groups, &searched, err);
+        char why[200];
+        st = ah_search_exact(&s, &x, max_groups, &searched, why, sizeof why, err);
         if (st == AH_OK && !searched) {
+            if (out->exact)
+                snprintf(out->template_why, sizeof out->template_why, "TP %d, micro-batch %lld: %s", pairs[i].t,
+                         (long long)pairs[i].m, why);
             out->exact = false;
+            n_template++;
             st = ah_search_template(&s, &x, err);
         }
+        n_searched++;
         if (!s.have) closest_for(&x, &closest);
         ah_sctx_free(&x);
     }
     out->candidates = s.candidates;
+    if (n_template > 1) {
+        const size_t len = strlen(out->template_why);
+        if (n_template == n_searched)
+            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for all %d (TP, "
+                     "micro-batch) settings searched)", n_searched);
+        else
+            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for %d of the %d (TP, "
+                     "micro-batch) settings searched)", n_template, n_searched);
+    }
     if (st == AH_OK && !s.have) {
         if (isfinite(s.fastest))
             st = ah_error_set(err, AH_ERR_INFEASIBLE,
