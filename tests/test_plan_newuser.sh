@@ -92,5 +92,31 @@ expect 0 "search exact (proven optimal)" plan --model tiny-gpt2 --cluster cpu-he
 ! grep -q "template mode" "$TMP/out"
 check "an exact search prints no template note" $?
 
+# ---- item 16: long lists of node names are summarised as runs ----
+$PY - "$TMP/c512.json" <<'PYEOF'
+import json, sys
+nodes = [{"name": f"h{i}", "gpu": "H100-SXM", "count": 8, "spot": True, "usd_per_gpu_hour": 2} for i in range(160)]
+nodes += [{"name": f"a{i}", "gpu": "A100-80G", "count": 8, "spot": True, "usd_per_gpu_hour": 1} for i in range(200)]
+nodes += [{"name": f"d{i:03d}", "gpu": "A100-80G", "count": 8, "spot": False, "usd_per_gpu_hour": 3} for i in range(152)]
+json.dump({"nodes": nodes, "network": {"inter_node_gb_s": 100, "cloud_gb_s": 1}}, open(sys.argv[1], "w"))
+PYEOF
+"$AH" simulate --model gpt2-124m --cluster "$TMP/c512.json" --global-batch 64 --seq-len 1024 --micro-batch 4 \
+    --replan-s 1 --hours 2 --policy autohet --trace "A100-80G=$SRC/tests/data/traces/counts-hours.csv" >"$TMP/s.txt" 2>&1
+check "simulate on 512 nodes runs: $(tail -3 "$TMP/s.txt")" $?
+grep -qx "always up: h0..h159: 160 spot nodes, no trace; d000..d151: 152 on-demand nodes" "$TMP/s.txt"
+check "always up is summarised: $(grep 'always up' "$TMP/s.txt" | head -c 300)" $?
+grep -q "^pool A100-80G.*: 200 spot nodes \[a0..a199\] <- " "$TMP/s.txt"
+check "the pool line is summarised: $(grep '^pool' "$TMP/s.txt" | head -c 300)" $?
+awk 'length($0) > 400 { bad = 1 } END { exit bad }' "$TMP/s.txt"
+check "no line of simulate's report runs past 400 characters" $?
+$PY - "$SRC/examples/plans/train-single.json" "$TMP/c512.json" "$TMP/bad-node.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["cluster"] = json.load(open(sys.argv[2]))
+st = p["pipelines"][0]["stages"][0]; st["devices"][0]["node"] = "nope"; st["gpu"] = "H100-SXM"
+json.dump(p, open(sys.argv[3], "w"))
+PYEOF
+expect 1 "h0..h159, a0..a199, d000..d151" evaluate --plan "$TMP/bad-node.json"
+
 echo "test_plan_newuser: $pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/names.h"
 #include "core/str.h"
 #include "plan/plan.h"
 
@@ -30,13 +31,16 @@
 #define LOOSE_MAX ((int64_t)1 << 40)
 #define LOOSE_INT ((int64_t)1 << 30)
 
-/* "fast-0, slow-0" (nodes) or "cpu-fast, cpu-slow" (types) for messages: the cluster's names, or
- * "none"; into buf, which it returns. */
+/* "fast-0..fast-3, slow-0" (nodes, as runs: core/names.h) or "cpu-fast, cpu-slow" (types) for
+ * messages: the cluster's names, or "none"; into buf, which it returns. */
 static const char *cluster_names(const ah_cluster_t *c, bool nodes, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
     const int n = nodes ? c->n_nodes : c->n_types;
-    for (int i = 0; i < n; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", nodes ? c->nodes[i].name : c->types[i].name);
-    if (n == 0) ah_str_appendf(&s, "none");
+    const char **names = malloc(sizeof *names * (size_t)(n > 0 ? n : 1));
+    if (!names || n == 0) ah_str_appendf(&s, n ? "%d names" : "none", n);
+    for (int i = 0; names && i < n; i++) names[i] = nodes ? c->nodes[i].name : c->types[i].name;
+    if (names && n) ah_names_append(&s, names, n, ", ", 12);
+    free(names);
     return buf;
 }
 
