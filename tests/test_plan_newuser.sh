@@ -77,6 +77,34 @@ sys.exit(0 if ok else 1)
 PYEOF
 check "plan --json carries the text's why and bottleneck" $?
 
+# ---- item 8: the SVG replays every micro-batch and draws the idle GPUs ----
+# llama2-7b on mixed-32, batch 128: one pipeline takes 78 micro-batches (more than the 64 that
+# were replayed), and the H20 node in the other zone is left idle.
+"$AH" "${PLAN[@]}" --svg "$TMP/p.svg" >/dev/null 2>&1
+check "plan --svg runs" $?
+$PY - "$TMP/p.svg" "$TMP/p.json" <<'PYEOF'
+import json, re, sys, xml.dom.minidom
+svg, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+xml.dom.minidom.parseString(svg)
+ok = True
+if max(p["micro_batches"] for p in doc["plan"]["pipelines"]) <= 64:
+    print("the test plan no longer has a pipeline of more than 64 micro-batches"); ok = False
+m = re.search(r"pipelines ([0-9.]+) s \(replayed ([0-9.]+) s\)", svg)
+closed, replayed = float(m.group(1)), float(m.group(2))
+if not (closed * (1 - 1e-6) <= replayed <= 1.01 * closed):
+    print(f"replayed {replayed} s is not the closed form {closed} s: micro-batches left out"); ok = False
+if "more than 64 micro-batches" in svg: print("the picture still cuts pipelines"); ok = False
+used = {st["gpu"] for p in doc["plan"]["pipelines"] for st in p["stages"]}
+if "H20" in used: print("the test plan uses the H20s"); ok = False
+if not re.search(r">idle: 8 H20 GPUs on h20-0 \(in no pipeline\)<", svg): print("idle H20s not drawn"); ok = False
+if "H20 (idle)</text>" not in svg: print("legend does not mark H20 idle"); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+check "the SVG replays all micro-batches and shows the idle H20s" $?
+"$AH" "${PLAN[@]}" --global-batch 4096 --svg "$TMP/big.svg" >/dev/null 2>&1
+grep -q "(replayed " "$TMP/big.svg" && [ "$(stat -c %s "$TMP/big.svg")" -lt 1000000 ]
+check "4096 micro-batches draw in a small file ($(stat -c %s "$TMP/big.svg") bytes)" $?
+
 # ---- item 7: template mode says which cap applied and why ----
 for g in 10 1000; do
     "$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups $g >"$TMP/t.txt" 2>&1
