@@ -54,6 +54,35 @@ expect 1 'model "../models/nope.json"' evaluate --plan "$TMP/plans/missing.json"
 grep -q "nope.json" "$TMP/out"
 check "a missing config.json is named" $?
 
+# ---- item 3: a profile records its model (and emulation) and is refused, named, for another ----
+export OPENBLAS_NUM_THREADS=1
+"$AH" profile --model tiny-gpt2 --cluster cpu-hetero --gpu cpu-fast,cpu-slow --seq-len 32 --steps 2 --rounds 1 \
+    -o "$TMP/prof.json" >"$TMP/out" 2>&1
+check "profile tiny-gpt2: $(tail -2 "$TMP/out")" $?
+expect 0 "plan for tiny-gpt2" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+expect 1 "$TMP/prof.json was measured for model tiny-gpt2, not demo-gpt2: d_model 64 there, 128 here" \
+    plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+expect 1 "measured for model tiny-gpt2, not demo-gpt2" \
+    plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json" --baseline uniform
+"$AH" plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 -o "$TMP/demo.json" >/dev/null 2>&1
+expect 1 "measured for model tiny-gpt2, not demo-gpt2" evaluate --plan "$TMP/demo.json" --profile "$TMP/prof.json"
+$PY - "$SRC/examples/clusters/cpu-hetero.json" "$TMP/slow2.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gpu_types"]["cpu-slow"]["emulate"]["slowdown"] = 2
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+expect 1 "measured GPU type cpu-slow at emulate_slowdown 3, but this cluster's gpu_types.cpu-slow.emulate.slowdown is 2" \
+    plan --model tiny-gpt2 --cluster "$TMP/slow2.json" --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+$PY - "$TMP/prof.json" "$TMP/v1.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["version"] = 1
+del p["model"]
+json.dump(p, open(sys.argv[2], "w"))
+PYEOF
+expect 1 "did not record the model" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/v1.json"
+
 # ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
 PLAN=(plan --model llama2-7b --cluster mixed-32 --global-batch 128)
 "$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1

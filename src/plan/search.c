@@ -256,6 +256,7 @@ void ah_planner_opts_default(ah_planner_opts_t *o) {
 static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
                                 ah_error_t *err) {
     ah_status_t st = ah_model_validate(m, "model", err);
+    if (st == AH_OK && o->profile) st = ah_profile_check(o->profile, m, c, err);
     if (st != AH_OK) return st;
     if (ah_cluster_gpu_count(c) < 1)
         return ah_error_set(err, AH_ERR_INVALID,
