@@ -149,6 +149,45 @@ expect 0 "search exact (proven optimal)" plan --model tiny-gpt2 --cluster cpu-he
 ! grep -q "template mode" "$TMP/out"
 check "an exact search prints no template note" $?
 
+# ---- item 12: a type needs only the rates of the precisions it runs ----
+cat >"$TMP/rates.json" <<'JSON'
+{"gpu_types": {"gpu-a": {"memory_gib": 24, "tflops": {"fp32": 20}, "mem_bw_gb_s": 900, "intra_node_gb_s": 64},
+               "gpu-b": {"memory_gib": 24, "tflops": {"bf16": 100, "fp32": 20}, "mem_bw_gb_s": 900, "intra_node_gb_s": 64}},
+ "nodes": [{"name": "a0", "gpu": "gpu-a", "count": 4}, {"name": "a1", "gpu": "gpu-a", "count": 4},
+           {"name": "b0", "gpu": "gpu-b", "count": 4}],
+ "network": {"inter_node_gb_s": 10}}
+JSON
+RATES=(plan --model gpt2-124m --cluster "$TMP/rates.json" --global-batch 16 --seq-len 512)
+expect 0 "12 GPUs used, fp32" "${RATES[@]}" --precision fp32
+"$AH" "${RATES[@]}" --precision bf16 >"$TMP/bf.txt" 2>&1 && "$AH" "${RATES[@]}" --precision bf16 --json >"$TMP/bf.json" \
+    && "$AH" "${RATES[@]}" --precision fp32 -o "$TMP/fp32plan.json" >/dev/null 2>&1
+check "an fp32-only type in the cluster: bf16 plans too" $?
+grep -qx "left out: gpu-a (8 GPUs on a0, a1): no bf16 rate (tflops.bf16), so it cannot run bf16" "$TMP/bf.txt"
+check "the bf16 plan says which type it left out: $(head -4 "$TMP/bf.txt")" $?
+$PY - "$TMP/bf.json" "$TMP/fp32plan.json" "$TMP/bf16plan.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+gpus = {st["gpu"] for p in d["plan"]["pipelines"] for st in p["stages"]}
+assert gpus == {"gpu-b"} and "gpu-a" in d["left_out"], (gpus, d["left_out"])
+p = json.load(open(sys.argv[2]))
+assert any(st["gpu"] == "gpu-a" for pl in p["pipelines"] for st in pl["stages"]), "the fp32 plan uses gpu-a"
+p["train"]["precision"] = "bf16"
+p.pop("predicted", None)
+json.dump(p, open(sys.argv[3], "w"))
+PYEOF
+check "the bf16 plan uses only gpu-b; --json says left_out" $?
+expect 1 "\[precision\] pipelines\[0\].stages\[0\].gpu: GPU type gpu-a has no bf16 rate (gpu_types.gpu-a.tflops.bf16)" \
+    evaluate --plan "$TMP/bf16plan.json"
+sed 's/"bf16": 100, //' "$TMP/rates.json" >"$TMP/fp32only.json"
+expect 1 "no GPU type of the cluster runs bf16" plan --model gpt2-124m --cluster "$TMP/fp32only.json" --precision bf16
+sed 's/"tflops": {"fp32": 20}/"tflops": {}/' "$TMP/rates.json" >"$TMP/norate.json"
+expect 1 "gpu_types.gpu-a.tflops: no rate" plan --model gpt2-124m --cluster "$TMP/norate.json"
+cat >"$TMP/v100.json" <<'JSON'
+{"gpu_types": {"V100-16G": {"tflops": {"bf16": null}}},
+ "nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8}, {"name": "h0", "gpu": "H100-SXM", "count": 8}]}
+JSON
+expect 0 "left out: V100-16G (8 GPUs on v0): no bf16 rate" plan --model gpt2-124m --cluster "$TMP/v100.json" --precision bf16 --global-batch 16 --seq-len 512
+
 # ---- item 16: long lists of node names are summarised as runs ----
 $PY - "$TMP/c512.json" <<'PYEOF'
 import json, sys

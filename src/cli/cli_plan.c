@@ -162,6 +162,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("plan for %s on %d GPUs (%s): TP %d, micro-batch %lld, %d pipelines, %d GPUs used, %s\n\n",
            p->model.name, ah_cluster_gpu_count(&p->cluster), chosen, p->tp, (long long)p->train.micro_batch,
            p->n_pipelines, ah_plan_device_count(p), ah_precision_name(p->train.precision));
+    if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
     print_table(p, e);
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, $%.2f/h, $%.4f per million tokens\n",
            e->pred.iteration_s, e->pred.tokens_per_s, r->usd_per_hour, r->usd_per_mtoken);
@@ -204,6 +205,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     const ah_eval_t *e = &r->eval;
     const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
+    json_object_set_new(doc, "left_out", r->left_out[0] ? json_string(r->left_out) : json_null());
     json_object_set_new(doc, "bottleneck",
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
@@ -247,7 +249,7 @@ static ah_precision_t auto_precision_of(const ah_cluster_t *c) {
 }
 
 /* --baseline: the emitted result is that baseline's, priced like the planner's, with the planner's
- * search time and lower bound (the report still compares). */
+ * search time, lower bound, search mode and notes (the report still compares). */
 static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned, const ah_cluster_t *c) {
     ah_plan_result_t *emit = &b->r;
     emit->seconds = planned->seconds;
@@ -258,6 +260,9 @@ static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *
                 emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
     emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
     emit->lower_bound_s = planned->lower_bound_s;
+    emit->exact = planned->exact;
+    memcpy(emit->template_why, planned->template_why, sizeof emit->template_why);
+    memcpy(emit->left_out, planned->left_out, sizeof emit->left_out);
     return emit;
 }
 

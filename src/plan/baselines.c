@@ -160,7 +160,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
         if (ah_model_check_tp(model, t, &e) != AH_OK) continue;
         int G = 0;
         for (int i = 0; i < cluster->n_nodes; i++)
-            for (int k = 0; k < ah_node_groups(cluster, i, t); k++) g[G++] = (bgroup_t){i, k};
+            for (int k = 0; k < ah_node_groups(cluster, i, t, opts->train.precision); k++) g[G++] = (bgroup_t){i, k};
         for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
              mb++) {
             if (opts->train.global_batch % mb) continue;

@@ -47,7 +47,7 @@ typedef struct {
 
 static int total_groups(const ah_sctx_t *x) {
     int g = 0;
-    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t);
+    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t, x->train.precision);
     return g;
 }
 
@@ -75,7 +75,7 @@ static bool exact_fits(const ah_sctx_t *x, int max_groups, char *why, size_t cap
     }
     int avail[64], used[64] = {0}, nU = 0;
     for (int i = 0; i < x->cluster->n_nodes && nU < 64; i++) {
-        int g = ah_node_groups(x->cluster, i, x->t);
+        int g = ah_node_groups(x->cluster, i, x->t, x->train.precision);
         if (g > 0) avail[nU++] = g;
     }
     int depth = G < x->L ? G : x->L;
@@ -261,7 +261,7 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
             x->n_types > 64;
     if (!e.oom) {
         for (int i = 0; i < c->n_nodes; i++) {
-            int g = ah_node_groups(c, i, x->t);
+            int g = ah_node_groups(c, i, x->t, x->train.precision);
             if (g > 0) {
                 e.unode[e.nU] = i;
                 e.avail[e.nU++] = g;
