@@ -223,14 +223,19 @@ static ah_status_t read_cluster(const json_t *doc, const char *where,
 
 /* "model": a preset name, a model object, or (a string with a '/' or ending in .json) a Hugging
  * Face config.json, as --model takes; a relative path is taken from the plan file's directory
- * (plan_path's; the working directory when plan_path is NULL or has no directory). */
+ * (plan_path's; the working directory when it has none). A plan that is not a file (plan_path
+ * NULL) reads no other file: a path is refused there. */
 static ah_status_t read_model(const json_t *mj, const char *where, const char *plan_path, ah_model_t *m,
                               ah_error_t *err) {
     char w[512];
     snprintf(w, sizeof w, "%s: model", where);
     const char *name = json_string_value(mj);
     if (!name || (!strchr(name, '/') && !strstr(name, ".json"))) return ah_model_from_json(mj, w, m, err);
-    const char *slash = plan_path ? strrchr(plan_path, '/') : NULL;
+    if (!plan_path)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: \"%s\" names a config.json, which only a plan file may do "
+                            "(its path is taken from the file's directory); give a preset or the model object",
+                            w, name);
+    const char *slash = strrchr(plan_path, '/');
     char path[4096];
     if (name[0] == '/' || !slash) snprintf(path, sizeof path, "%s", name);
     else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - plan_path), plan_path, name);
