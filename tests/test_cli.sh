@@ -207,7 +207,7 @@ has "evaluate missing profile names it" err "$TMP/none.json"
 
 # a profile replaces the roofline for the (type, tp, micro-batch, seq-len, precision) it has
 cat >"$TMP/profile.json" <<'JSON'
-{"version": 1, "host": "test", "entries": [
+{"version": 2, "host": "test", "model": "tiny-gpt2", "entries": [
  {"gpu": "cpu-fast", "tp": 1, "micro_batch": 1, "seq_len": 64, "precision": "fp32",
   "includes_tp_comm": false, "block": {"fwd_s": 0.01, "bwd_s": 0.02, "act_bytes": 0}}]}
 JSON

@@ -309,10 +309,28 @@ static void test_errors(void) {
                  " \"fp32\": 1}, \"intra_node_gb_s\": 16}}, \"nodes\": [{\"name\": \"n0\", \"gpu\": \"X\","
                  " \"count\": 1}]}",
                  AH_ERR_INVALID, "c.json: gpu_types.X", "\"mem_bw_gb_s\"", "not a catalog GPU");
-    expect_error("{\"gpu_types\": {\"X\": {\"memory_gib\": 8, \"tflops\": {\"bf16\": 1, \"fp16\": 1},"
+    /* a type needs only the rates of the precisions it runs, but at least one */
+    expect_error("{\"gpu_types\": {\"X\": {\"memory_gib\": 8, \"tflops\": {},"
                  " \"mem_bw_gb_s\": 1, \"intra_node_gb_s\": 16}}, \"nodes\": [{\"name\": \"n0\","
                  " \"gpu\": \"X\", \"count\": 1}]}",
-                 AH_ERR_INVALID, "gpu_types.X.tflops", "\"fp32\"", NULL);
+                 AH_ERR_INVALID, "gpu_types.X.tflops: no rate", "one is enough", NULL);
+    {
+        ah_cluster_t c;
+        ah_error_t err = {0};
+        const char *fp32_only = "{\"gpu_types\": {\"X\": {\"memory_gib\": 8, \"tflops\": {\"fp32\": 2},"
+                                " \"mem_bw_gb_s\": 1, \"intra_node_gb_s\": 16}, \"V100-16G\": {\"tflops\": "
+                                "{\"bf16\": null}}}, \"nodes\": [{\"name\": \"n0\", \"gpu\": \"X\", \"count\": 1},"
+                                " {\"name\": \"v0\", \"gpu\": \"V100-16G\", \"count\": 1}]}";
+        CHECK(parse(fp32_only, &c, &err) == AH_OK, "an fp32-only type loads: %s", err.msg);
+        if (err.msg[0] == 0) {
+            const ah_gpu_type_t *x = &c.types[ah_cluster_find_type(&c, "X")];
+            const ah_gpu_type_t *v = &c.types[ah_cluster_find_type(&c, "V100-16G")];
+            CHECK(x->tflops_fp32 == 2 && x->tflops_bf16 == 0 && x->tflops_fp16 == 0, "missing rates are 0");
+            CHECK(v->tflops_bf16 == 0 && v->tflops_fp16 == 125, "null removes a catalog rate, keeps the rest");
+            check_round_trip(&c, "fp32-only");
+            ah_cluster_free(&c);
+        }
+    }
     expect_error("{\"gpu_types\": {\"X\": {\"base\": \"A101\"}}, \"nodes\": [{\"name\": \"n0\","
                  " \"gpu\": \"X\", \"count\": 1}]}",
                  AH_ERR_INVALID, "gpu_types.X.base", "\"A101\"", "H20");

@@ -325,7 +325,7 @@ static void test_profile(void) {
     ah_error_t err;
     ah_profile_t *p = NULL;
     const char *good =
-        "{\"version\": 1, \"host\": \"ci\", \"entries\": [\n"
+        "{\"version\": 2, \"host\": \"ci\", \"model\": \"tiny-gpt2\", \"entries\": [\n"
         " {\"gpu\": \"fast\", \"tp\": 2, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
         "  \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 0.01, \"bwd_s\": 0.02, \"act_bytes\": 2088}},\n"
         " {\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 2, \"seq_len\": 3, \"precision\": \"fp32\",\n"
@@ -398,6 +398,33 @@ static void test_profile(void) {
         CHECK_NEAR(sc.tp_comm_fwd_s + sc.tp_comm_bwd_s, 0, 0);
     }
 
+    /* The profile holds only for its model's shape and its types' emulation (ah_profile_check). */
+    {
+        ah_model_t same, other, deeper;
+        CHECK(ah_model_preset("tiny-gpt2", &same, &err) == AH_OK, "preset");
+        CHECK(ah_model_preset("demo-gpt2", &other, &err) == AH_OK, "preset");
+        deeper = same;
+        deeper.n_layer = 40;
+        snprintf(deeper.name, sizeof deeper.name, "deep");
+        CHECK(ah_profile_check(p, &same, &c, &err) == AH_OK, "its own model: %s", err.msg);
+        CHECK(ah_profile_check(p, &deeper, &c, &err) == AH_OK, "per-layer times hold at any depth: %s", err.msg);
+        CHECK_ERR(ah_profile_check(p, &other, &c, &err), AH_ERR_INVALID, err,
+                  "was measured for model tiny-gpt2, not demo-gpt2: d_model 64 there, 128 here");
+        CHECK(strstr(err.msg, path) != NULL, "the message names the profile: %s", err.msg);
+        CHECK(strstr(err.msg, "autohet profile --model demo-gpt2") != NULL, "and how to measure: %s", err.msg);
+        other = same;
+        other.tied = false;
+        CHECK_ERR(ah_profile_check(p, &other, &c, &err), AH_ERR_INVALID, err, "tied true there, false here");
+        ah_gpu_type_t types[2];
+        memcpy(types, c.types, sizeof types);
+        ah_cluster_t emulated = c;
+        emulated.types = types;
+        types[ah_cluster_find_type(&c, "fast")].emulate_slowdown = 3;
+        CHECK_ERR(ah_profile_check(p, &same, &emulated, &err), AH_ERR_INVALID, err,
+                  "entries[0] measured GPU type fast at emulate_slowdown 1, but this cluster's "
+                  "gpu_types.fast.emulate.slowdown is 3");
+    }
+
     /* round trip through JSON */
     const char *saved = write_tmp(saved_buf, "saved.json", "");
     CHECK(ah_profile_save(p, saved, &err) == AH_OK, "save: %s", err.msg);
@@ -405,12 +432,14 @@ static void test_profile(void) {
     CHECK(ah_profile_load(saved, &q, &err) == AH_OK, "reload: %s", err.msg);
     if (q) {
         CHECK_EQ_I64(ah_profile_count(q), 4);
+        CHECK(ah_model_equal(ah_profile_model(p), ah_profile_model(q)), "the model survives the round trip");
         for (int i = 0; i < 4; i++) {
             const ah_profile_entry_t *a = ah_profile_get(p, i), *b = ah_profile_get(q, i);
             bool same = strcmp(a->gpu, b->gpu) == 0 && a->tp == b->tp &&
                         a->micro_batch == b->micro_batch && a->seq_len == b->seq_len &&
                         a->precision == b->precision && a->includes_tp_comm == b->includes_tp_comm &&
-                        a->optimizer_s_per_param == b->optimizer_s_per_param;
+                        a->optimizer_s_per_param == b->optimizer_s_per_param &&
+                        a->emulate_slowdown == b->emulate_slowdown;
             for (int k = 0; k < 3; k++)
                 same = same && a->layer[k].present == b->layer[k].present &&
                        a->layer[k].fwd_s == b->layer[k].fwd_s && a->layer[k].bwd_s == b->layer[k].bwd_s &&
@@ -429,24 +458,31 @@ static void test_profile(void) {
         int status;
     } bad[] = {
         {"{\"version\": 1,\n \"entries\": [}", ":2:14", AH_ERR_PARSE},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 0, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"fast\", \"tp\": 0, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 1, \"bwd_s\": 2,"
          " \"act_bytes\": 3}}]}",
          "entries[0].tp: expected an integer in [1, 1024], got 0", AH_ERR_INVALID},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp8\", \"includes_tp_comm\": false}]}",
          "entries[0].precision: expected \"fp32\" or \"bf16\", got \"fp8\"", AH_ERR_INVALID},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": false}]}",
          "no timings", AH_ERR_INVALID},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"block\": {\"fwd_s\": 1, \"bwd_s\": 2}}]}",
          "entries[0].block: missing field \"act_bytes\"", AH_ERR_INVALID},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"fast\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"blok\": {}}]}",
          "unknown field \"blok\"", AH_ERR_INVALID},
-        {"{\"version\": 2, \"entries\": []}", "version 1, got 2", AH_ERR_INVALID},
-        {"{\"version\": 1, \"entries\": [{\"gpu\": \"f\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
+        {"{\"version\": 1, \"entries\": []}", "version 2, got 1: re-run `autohet profile` with this version "
+         "(version 1 did not record the model", AH_ERR_INVALID},
+        {"{\"version\": 2, \"entries\": []}", "missing field \"model\"", AH_ERR_INVALID},
+        {"{\"version\": 2, \"model\": \"gpt9\", \"entries\": []}", "model: unknown model \"gpt9\"", AH_ERR_INVALID},
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"f\", \"tp\": 1, "
+         "\"micro_batch\": 1, \"seq_len\": 3, \"precision\": \"fp32\", \"includes_tp_comm\": false, "
+         "\"emulate_slowdown\": 0.5, \"head\": {\"fwd_s\": 1, \"bwd_s\": 2, \"act_bytes\": 3}}]}",
+         "entries[0].emulate_slowdown: expected", AH_ERR_INVALID},
+        {"{\"version\": 2, \"model\": \"tiny-gpt2\", \"entries\": [{\"gpu\": \"f\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": false, \"head\": {\"fwd_s\": 1, \"bwd_s\": 2,"
          " \"act_bytes\": 3}}, {\"gpu\": \"f\", \"tp\": 1, \"micro_batch\": 1, \"seq_len\": 3,"
          " \"precision\": \"fp32\", \"includes_tp_comm\": true, \"head\": {\"fwd_s\": 1, \"bwd_s\": 2,"

@@ -31,7 +31,8 @@ $PY - "$TMP" <<'PY' || fail "profile entries"
 import json, sys
 tmp = sys.argv[1]
 p = json.load(open(f"{tmp}/p.json"))
-assert p["version"] == 1 and "OPENBLAS_NUM_THREADS=1" in p["host"], p["host"]
+assert p["version"] == 2 and "OPENBLAS_NUM_THREADS=1" in p["host"], p["host"]
+assert p["model"]["name"] == "tiny-gpt2" and p["model"]["d_model"] == 64, p["model"]
 e = {(x["gpu"], x["tp"], x["micro_batch"]): x for x in p["entries"]}
 assert sorted(e) == [("cpu", t, m) for t in (1, 2) for m in (1, 2)], sorted(e)
 kinds = {"embedding": "embed", "block": "block", "head": "head"}

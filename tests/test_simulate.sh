@@ -31,7 +31,7 @@ COMMON=(--model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --seq-le
 has "$W/out.txt" "unit s (detected: whole-number times" "seconds detected and printed"
 has "$W/out.txt" "unit h (detected: fractional times" "hours detected and printed"
 has "$W/out.txt" "decreases remove the newest" "count mapping rule printed"
-has "$W/out.txt" "always up: od-0 (on-demand)" "on-demand nodes listed as always up"
+has "$W/out.txt" "always up: od-0: 1 on-demand node" "on-demand nodes listed as always up"
 has "$W/out.txt" "0.500 h  count      down h20-1" "newest H20 node leaves first"
 for p in autohet uniform varuna on-demand; do has "$W/out.txt" "$p " "row for $p"; done
 "$PY" - "$W/out.json" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"

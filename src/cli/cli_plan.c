@@ -28,49 +28,103 @@ typedef struct {
     bool ok;
 } baseline_t;
 
-/* The facts a reader needs to see why the plan is faster than a baseline: what differs. */
-static void explain(const ah_plan_t *p, const ah_eval_t *e, const ah_plan_t *base, const char *name) {
-    const ah_cluster_t *c = &p->cluster;
-    int used = ah_plan_device_count(p), total = ah_cluster_gpu_count(c);
-    int min_s = 1 << 30, max_s = 0, rc = 0, stages = 0;
-    int64_t min_n = INT64_MAX, max_n = 0;
-    int min_l = 1 << 30, max_l = 0;
-    bool mixed = false;
+/* A plan's shape as "why" compares it: ranges over pipelines and stages. */
+typedef struct {
+    int tp, pipelines, min_s, max_s, min_l, max_l, recompute, stages, used;
+    int64_t mb, min_n, max_n;
+    bool mixed; /* some pipeline has stages of two GPU types */
+} shape_t;
+
+static shape_t shape_of(const ah_plan_t *p) {
+    shape_t h = {.tp = p->tp, .pipelines = p->n_pipelines, .min_s = 1 << 30, .min_l = 1 << 30, .mb = p->train.micro_batch,
+                 .min_n = INT64_MAX, .used = ah_plan_device_count(p)};
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
-        if (pl->n_stages < min_s) min_s = pl->n_stages;
-        if (pl->n_stages > max_s) max_s = pl->n_stages;
-        if (pl->micro_batches < min_n) min_n = pl->micro_batches;
-        if (pl->micro_batches > max_n) max_n = pl->micro_batches;
+        h.min_s = pl->n_stages < h.min_s ? pl->n_stages : h.min_s;
+        h.max_s = pl->n_stages > h.max_s ? pl->n_stages : h.max_s;
+        h.min_n = pl->micro_batches < h.min_n ? pl->micro_batches : h.min_n;
+        h.max_n = pl->micro_batches > h.max_n ? pl->micro_batches : h.max_n;
         for (int s = 0; s < pl->n_stages; s++) {
             const int len = pl->stages[s].last - pl->stages[s].first;
-            if (len < min_l) min_l = len;
-            if (len > max_l) max_l = len;
-            rc += pl->stages[s].recompute;
-            stages++;
-            mixed |= pl->stages[s].type != pl->stages[0].type;
+            h.min_l = len < h.min_l ? len : h.min_l;
+            h.max_l = len > h.max_l ? len : h.max_l;
+            h.recompute += pl->stages[s].recompute;
+            h.stages++;
+            h.mixed |= pl->stages[s].type != pl->stages[0].type;
         }
     }
-    printf("  vs %s:", name);
+    return h;
+}
+
+/* "a" or "a..b" into buf. */
+static const char *range(char *buf, size_t cap, int64_t lo, int64_t hi) {
+    if (lo == hi) snprintf(buf, cap, "%lld", (long long)lo);
+    else snprintf(buf, cap, "%lld..%lld", (long long)lo, (long long)hi);
+    return buf;
+}
+
+/* Why the plan differs from a baseline: one JSON string per decision in which they differ (none
+ * when they are the same plan shape), or the baseline's error when it has no plan. */
+static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *base_error) {
+    json_t *why = json_array();
     if (!base) {
-        printf(" the baseline has no plan that fits\n");
-        return;
+        json_array_append_new(why, json_sprintf("the baseline has no plan that fits: %s", base_error));
+        return why;
     }
-    int bused = ah_plan_device_count(base);
-    if (p->tp != base->tp) printf(" TP %d (baseline %d);", p->tp, base->tp);
-    if (p->train.micro_batch != base->train.micro_batch)
-        printf(" micro-batch %lld (baseline %lld);", (long long)p->train.micro_batch,
-               (long long)base->train.micro_batch);
-    if (p->n_pipelines != base->n_pipelines || min_s != max_s || min_s != base->pipelines[0].n_stages)
-        printf(" grouping: %d pipelines of %d..%d stages (baseline %d x %d);", p->n_pipelines, min_s, max_s,
-               base->n_pipelines, base->pipelines[0].n_stages);
-    if (mixed) printf(" pipelines mix GPU types;");
-    if (max_l > min_l + 1) printf(" uneven layer split (%d..%d layers per stage, by stage speed and memory);", min_l, max_l);
-    if (min_n != max_n) printf(" batch split %lld..%lld micro-batches per pipeline;", (long long)min_n, (long long)max_n);
-    if (rc) printf(" recomputation on %d of %d stages;", rc, stages);
-    if (used < total) printf(" %d of %d GPUs idle (baseline uses %d);", total - used, total, bused);
-    (void)e;
-    printf("\n");
+    const shape_t a = shape_of(p), b = shape_of(base);
+    const int total = ah_cluster_gpu_count(&p->cluster);
+    char r1[48], r2[48];
+    if (a.tp != b.tp) json_array_append_new(why, json_sprintf("TP %d (baseline %d)", a.tp, b.tp));
+    if (a.mb != b.mb)
+        json_array_append_new(why, json_sprintf("micro-batch %lld (baseline %lld)", (long long)a.mb, (long long)b.mb));
+    if (a.pipelines != b.pipelines || a.min_s != b.min_s || a.max_s != b.max_s)
+        json_array_append_new(why, json_sprintf("grouping: %d pipelines of %s stages (baseline %d of %s)", a.pipelines,
+                                                range(r1, sizeof r1, a.min_s, a.max_s), b.pipelines,
+                                                range(r2, sizeof r2, b.min_s, b.max_s)));
+    if (a.mixed != b.mixed)
+        json_array_append_new(why, json_string(a.mixed ? "pipelines mix GPU types (baseline: one type per pipeline)"
+                                                       : "one GPU type per pipeline (baseline: pipelines mix types)"));
+    if (a.min_l != b.min_l || a.max_l != b.max_l)
+        json_array_append_new(why, json_sprintf("layers per stage %s%s (baseline %s)",
+                                                range(r1, sizeof r1, a.min_l, a.max_l),
+                                                a.min_l != a.max_l ? ", by stage speed and memory" : "",
+                                                range(r2, sizeof r2, b.min_l, b.max_l)));
+    if (a.min_n != b.min_n || a.max_n != b.max_n)
+        json_array_append_new(why, json_sprintf("micro-batches per pipeline %s (baseline %s)",
+                                                range(r1, sizeof r1, a.min_n, a.max_n),
+                                                range(r2, sizeof r2, b.min_n, b.max_n)));
+    if (a.recompute * b.stages != b.recompute * a.stages)
+        json_array_append_new(why, json_sprintf("recomputation on %d of %d stages (baseline %d of %d)", a.recompute,
+                                                a.stages, b.recompute, b.stages));
+    if (a.used != b.used)
+        json_array_append_new(why, json_sprintf("%d of %d GPUs used (baseline %d)", a.used, total, b.used));
+    return why;
+}
+
+/* The "why" object: per baseline, the list of differences. */
+static json_t *why_json(const ah_plan_t *p, const baseline_t *bl) {
+    json_t *o = json_object();
+    for (int k = 0; k < 2; k++)
+        json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
+                            why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
+    return o;
+}
+
+static void print_why(const ah_plan_t *p, const baseline_t *bl) {
+    json_t *why = why_json(p, bl);
+    printf("why: what differs from each baseline\n");
+    for (int k = 0; k < 2; k++) {
+        const char *name = ah_baseline_name((ah_baseline_t)k);
+        const json_t *list = json_object_get(why, name);
+        printf("  vs %s:", name);
+        if (json_array_size(list) == 0) printf(" the same plan shape (TP, grouping, layer and batch split, "
+                                              "recomputation, GPUs used)");
+        size_t i;
+        const json_t *v;
+        json_array_foreach(list, i, v) printf("%s %s", i ? ";" : "", json_string_value(v));
+        printf("\n");
+    }
+    json_decref(why);
 }
 
 static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
@@ -108,6 +162,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("plan for %s on %d GPUs (%s): TP %d, micro-batch %lld, %d pipelines, %d GPUs used, %s\n\n",
            p->model.name, ah_cluster_gpu_count(&p->cluster), chosen, p->tp, (long long)p->train.micro_batch,
            p->n_pipelines, ah_plan_device_count(p), ah_precision_name(p->train.precision));
+    if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
     print_table(p, e);
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, $%.2f/h, $%.4f per million tokens\n",
            e->pred.iteration_s, e->pred.tokens_per_s, r->usd_per_hour, r->usd_per_mtoken);
@@ -120,6 +175,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         printf("lower bound: %.4f s (compute relaxation); gap %.1f%%; search %s\n", r->lower_bound_s,
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
                                                                               : "template (not proven optimal)");
+    if (!r->exact) printf("template mode: %s\n", r->template_why);
     printf("planning: %.3f s, %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
     for (int k = 0; k < 2; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
@@ -129,9 +185,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         else
             printf("speedup over %-15s n/a: %s\n", name, bl[k].err.msg);
     }
-    printf("why:\n");
-    for (int k = 0; k < 2; k++)
-        explain(p, e, bl[k].ok ? &bl[k].r.plan : NULL, ah_baseline_name((ah_baseline_t)k));
+    print_why(p, bl);
 }
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
@@ -148,6 +202,15 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                             r->exact, "usd_per_hour", r->usd_per_hour, "usd_per_mtoken", r->usd_per_mtoken,
                             "planning_s", r->seconds, "candidates", (json_int_t)r->candidates, "baselines", bj,
                             "plan", ah_plan_to_json(&r->plan));
+    const ah_eval_t *e = &r->eval;
+    const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
+    json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
+    json_object_set_new(doc, "left_out", r->left_out[0] ? json_string(r->left_out) : json_null());
+    json_object_set_new(doc, "bottleneck",
+                        json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
+                                  e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
+                                  bs->first, bs->last));
+    json_object_set_new(doc, "why", why_json(&r->plan, bl));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
@@ -186,7 +249,7 @@ static ah_precision_t auto_precision_of(const ah_cluster_t *c) {
 }
 
 /* --baseline: the emitted result is that baseline's, priced like the planner's, with the planner's
- * search time and lower bound (the report still compares). */
+ * search time, lower bound, search mode and notes (the report still compares). */
 static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned, const ah_cluster_t *c) {
     ah_plan_result_t *emit = &b->r;
     emit->seconds = planned->seconds;
@@ -197,6 +260,9 @@ static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *
                 emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
     emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
     emit->lower_bound_s = planned->lower_bound_s;
+    emit->exact = planned->exact;
+    memcpy(emit->template_why, planned->template_why, sizeof emit->template_why);
+    memcpy(emit->left_out, planned->left_out, sizeof emit->left_out);
     return emit;
 }
 
@@ -273,8 +339,12 @@ int ah_cli_plan(int argc, char **argv) {
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
         {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
         {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G",
-         "exact search up to G TP groups, templates above (default 8)", false},
-        {"--json", AH_FLAG_BOOL, &json, NULL, "print the result as JSON", false},
+         "exact search up to G TP groups, templates above (default 8); the exact search also stops past 50000 "
+         "distinct pipelines or 20000 pipeline sets, and the report's \"template mode:\" line says which cap "
+         "applied", false},
+        {"--json", AH_FLAG_BOOL, &json, NULL,
+         "print the result as JSON: the report's figures, \"bottleneck\", \"why\" (per baseline, what differs), "
+         "\"template_why\", \"baselines\" and \"plan\"", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;

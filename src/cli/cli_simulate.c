@@ -8,10 +8,12 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "sim/sim.h"
 
 #define MAX_TRACES 16
 #define MAPPING_LINES 12 /* assignments printed per pool; all of them are in --json */
+#define RUNS_SHOWN 12    /* runs of node names per list; the rest are counted */
 #define RECOVERY_LINES 6 /* (re)starts printed per policy; all of them are in --json */
 
 /* "POOL=FILE[,unit=s|h|ms]" */
@@ -35,11 +37,50 @@ static ah_status_t parse_trace_spec(const char *spec, char *pool, size_t pool_ca
     return AH_OK;
 }
 
+/* The names of nodes idx[0 .. n) as runs (core/names.h: "h0..h159"), into buf. */
+static const char *node_runs(const ah_cluster_t *c, const int *idx, int n, char *buf, size_t cap) {
+    const char **names = malloc(sizeof *names * (size_t)(n > 0 ? n : 1));
+    ah_str_t s = ah_str_fixed(buf, cap);
+    if (!names) {
+        ah_str_appendf(&s, "%d nodes", n);
+        return buf;
+    }
+    for (int k = 0; k < n; k++) names[k] = c->nodes[idx[k]].name;
+    ah_names_append(&s, names, n, " ", RUNS_SHOWN);
+    free(names);
+    return buf;
+}
+
+/* "always up: h160..h311: 152 spot nodes, no trace; d0..d7: 8 on-demand nodes": the nodes no
+ * --trace covers, spot ones first. */
+static void print_always_up(const ah_cluster_t *c, const ah_sim_pool_t *pools, int n_pools) {
+    int *idx = malloc(sizeof *idx * (size_t)c->n_nodes);
+    if (!idx) return;
+    printf("always up:");
+    int groups = 0;
+    for (int spot = 1; spot >= 0; spot--) {
+        int n = 0;
+        for (int k = 0; k < c->n_nodes; k++) {
+            bool traced = false;
+            for (int i = 0; i < n_pools && !traced; i++)
+                for (int j = 0; j < pools[i].n_nodes; j++) traced = traced || pools[i].nodes[j] == k;
+            if (!traced && c->nodes[k].spot == (spot == 1)) idx[n++] = k;
+        }
+        if (n == 0) continue;
+        char buf[1024];
+        printf("%s %s: %d %s node%s%s", groups++ ? ";" : "", node_runs(c, idx, n, buf, sizeof buf), n,
+               spot ? "spot" : "on-demand", n == 1 ? "" : "s", spot ? ", no trace" : "");
+    }
+    printf("%s\n", groups ? "" : " none");
+    free(idx);
+}
+
 static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int n_pools) {
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];
-        printf("pool %s: %d spot node%s [", p->name, p->n_nodes, p->n_nodes == 1 ? "" : "s");
-        for (int k = 0; k < p->n_nodes; k++) printf("%s%s", k ? " " : "", c->nodes[p->nodes[k]].name);
+        char buf[1024];
+        printf("pool %s: %d spot node%s [%s", p->name, p->n_nodes, p->n_nodes == 1 ? "" : "s",
+               node_runs(c, p->nodes, p->n_nodes, buf, sizeof buf));
         printf("] <- %s\n  %s, unit %s (%s), %.2f h\n", p->trace.path, p->trace.format,
                ah_time_unit_name(p->trace.unit), p->trace.unit_how, p->trace.end_s / 3600);
         if (p->trace.kind == AH_TRACE_EVENTS)
@@ -67,17 +108,7 @@ static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah
         }
         if (total > shown) printf("    ... %d more changes (all in --json \"mapping\")\n", total - shown);
     }
-    printf("always up:");
-    int any = 0;
-    for (int n = 0; n < c->n_nodes; n++) {
-        bool traced = false;
-        for (int i = 0; i < n_pools && !traced; i++)
-            for (int k = 0; k < pools[i].n_nodes; k++) traced = traced || pools[i].nodes[k] == n;
-        if (traced) continue;
-        printf(" %s (%s)", c->nodes[n].name, c->nodes[n].spot ? "spot, no trace" : "on-demand");
-        any = 1;
-    }
-    printf("%s\n", any ? "" : " none");
+    print_always_up(c, pools, n_pools);
 }
 
 static void print_results(const ah_sim_result_t *r, int n) {

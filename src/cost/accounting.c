@@ -16,6 +16,8 @@
 
 const char *ah_precision_name(ah_precision_t p) { return p == AH_PREC_BF16 ? "bf16" : "fp32"; }
 
+bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p) { return ah_gpu_peak_flops(g, p == AH_PREC_BF16) > 0; }
+
 bool ah_precision_parse(const char *s, ah_precision_t *out) {
     if (strcmp(s, "fp32") == 0) *out = AH_PREC_FP32;
     else if (strcmp(s, "bf16") == 0) *out = AH_PREC_BF16;

@@ -24,6 +24,9 @@ typedef enum { AH_PREC_FP32 = 0, AH_PREC_BF16 = 1 } ah_precision_t;
 const char *ah_precision_name(ah_precision_t p);
 /* "fp32" / "bf16" -> precision; false if unknown. */
 bool ah_precision_parse(const char *s, ah_precision_t *out);
+/* Whether GPU type g runs precision p: the cluster gives its TFLOP/s for p (a type needs only the
+ * rates of the precisions it is used with; one left out means it cannot run that precision). */
+bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p);
 
 typedef struct ah_train {
     int64_t global_batch; /* B: sequences per iteration */

@@ -11,15 +11,19 @@
 
 struct ah_profile {
     char host[HOST_MAX];
+    char source[HOST_MAX]; /* the file it was read from, for messages; "" when made here */
+    ah_model_t model;
     int n, cap;
     ah_profile_entry_t *entries;
 };
 
 static const char *const LAYER_KEYS[3] = {"embed", "block", "head"}; /* by ah_layer_kind_t */
 
-ah_profile_t *ah_profile_create(const char *host) {
+ah_profile_t *ah_profile_create(const char *host, const ah_model_t *m) {
     ah_profile_t *p = calloc(1, sizeof *p);
-    if (p) snprintf(p->host, sizeof p->host, "%s", host ? host : "");
+    if (!p) return NULL;
+    snprintf(p->host, sizeof p->host, "%s", host ? host : "");
+    p->model = *m;
     return p;
 }
 
@@ -34,6 +38,52 @@ const ah_profile_entry_t *ah_profile_get(const ah_profile_t *p, int i) {
     return i >= 0 && i < p->n ? &p->entries[i] : NULL;
 }
 const char *ah_profile_host(const ah_profile_t *p) { return p->host; }
+const ah_model_t *ah_profile_model(const ah_profile_t *p) { return &p->model; }
+
+/* 1 for "no emulation" in either spelling (a cluster's 0, a profile's 1). */
+static double slowdown_of(double k) { return k > 1 ? k : 1; }
+
+ah_status_t ah_profile_check(const ah_profile_t *p, const ah_model_t *m, const ah_cluster_t *c, ah_error_t *err) {
+    const ah_model_t *a = &p->model;
+    const char *src = p->source[0] ? p->source : "the profile";
+    const struct {
+        const char *field;
+        int64_t had, want;
+    } f[] = {{"arch", a->arch, m->arch},           {"d_model", a->d_model, m->d_model},
+             {"n_head", a->n_head, m->n_head},     {"n_kv_head", a->n_kv_head, m->n_kv_head},
+             {"d_ff", a->d_ff, m->d_ff},           {"vocab", a->vocab, m->vocab},
+             {"tied", a->tied, m->tied}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].had == f[i].want) continue;
+        char had[32], want[32];
+        snprintf(had, sizeof had, "%lld", (long long)f[i].had);
+        snprintf(want, sizeof want, "%lld", (long long)f[i].want);
+        if (i == 0) {
+            snprintf(had, sizeof had, "%s", ah_arch_name(a->arch));
+            snprintf(want, sizeof want, "%s", ah_arch_name(m->arch));
+        } else if (i == 6) {
+            snprintf(had, sizeof had, "%s", a->tied ? "true" : "false");
+            snprintf(want, sizeof want, "%s", m->tied ? "true" : "false");
+        }
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s was measured for model %s, not %s: %s %s there, %s here, so its per-layer times "
+                            "do not hold; measure this model with `autohet profile --model %s`",
+                            src, a->name, m->name, f[i].field, had, want, m->name);
+    }
+    for (int i = 0; i < p->n; i++) {
+        const ah_profile_entry_t *e = &p->entries[i];
+        const int ti = ah_cluster_find_type(c, e->gpu);
+        if (ti < 0) continue; /* a type the cluster lacks is never looked up */
+        const double have = slowdown_of(e->emulate_slowdown), want = slowdown_of(c->types[ti].emulate_slowdown);
+        if (have != want)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s: entries[%d] measured GPU type %s at emulate_slowdown %g, but this cluster's "
+                                "gpu_types.%s.emulate.slowdown is %g%s, so its times do not hold; profile the type "
+                                "again with this cluster (`autohet profile --cluster ...`)",
+                                src, i, e->gpu, have, e->gpu, want, want == 1 ? " (no emulation)" : "");
+    }
+    return AH_OK;
+}
 
 const ah_profile_entry_t *ah_profile_find(const ah_profile_t *p, const char *gpu, int tp,
                                           int64_t micro_batch, int64_t seq_len,
@@ -83,7 +133,7 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
                                    ah_error_t *err) {
     static const char *const keys[] = {"gpu", "tp", "micro_batch", "seq_len", "precision",
                                        "includes_tp_comm", "block", "embed", "head",
-                                       "optimizer_s_per_param", NULL};
+                                       "optimizer_s_per_param", "emulate_slowdown", NULL};
     memset(e, 0, sizeof *e);
     ah_status_t s = ah_json_expect_object(obj, where, err);
     if (s == AH_OK) s = ah_json_check_keys(obj, where, keys, err);
@@ -100,6 +150,8 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
     if (s == AH_OK) s = ah_json_get_bool(obj, where, "includes_tp_comm", true, &e->includes_tp_comm, err);
     if (s == AH_OK)
         s = ah_json_get_num(obj, where, "optimizer_s_per_param", false, 0, 1, &e->optimizer_s_per_param, err);
+    e->emulate_slowdown = 1;
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "emulate_slowdown", false, 1, 1e6, &e->emulate_slowdown, err);
     e->tp = (int)tp;
     for (int k = 0; k < 3 && s == AH_OK; k++) {
         json_t *l = NULL;
@@ -117,7 +169,7 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
 
 ah_status_t ah_profile_from_json(const json_t *doc, const char *where, ah_profile_t **out,
                                  ah_error_t *err) {
-    static const char *const keys[] = {"version", "host", "entries", NULL};
+    static const char *const keys[] = {"version", "host", "model", "entries", NULL};
     *out = NULL;
     if (!json_is_object(doc))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a profile object, got %s", where,
@@ -130,14 +182,27 @@ ah_status_t ah_profile_from_json(const json_t *doc, const char *where, ah_profil
     if (s == AH_OK && version != AH_PROFILE_VERSION)
         s = ah_error_set(err, AH_ERR_INVALID,
                          "%s.version: this autohet reads profile version %d, got %lld: re-run "
-                         "`autohet profile` with this version",
-                         where, AH_PROFILE_VERSION, (long long)version);
+                         "`autohet profile` with this version%s",
+                         where, AH_PROFILE_VERSION, (long long)version,
+                         version == 1 ? " (version 1 did not record the model and emulation its times hold for)" : "");
     if (s == AH_OK) s = ah_json_get_str(doc, where, "host", false, host, sizeof host, err);
+    ah_model_t model;
+    const json_t *mj = json_object_get(doc, "model");
+    if (s == AH_OK && !mj)
+        s = ah_error_set(err, AH_ERR_INVALID, "%s: missing field \"model\" (the model the times were measured on)",
+                         where);
+    if (s == AH_OK) {
+        char mw[600];
+        snprintf(mw, sizeof mw, "%s: model", where);
+        s = ah_model_from_json(mj, mw, &model, err);
+        if (s != AH_OK && json_is_string(mj)) ah_error_prefix(err, "%s", mw); /* a preset's message has no place */
+    }
     if (s == AH_OK) s = ah_json_get_typed(doc, where, "entries", JSON_ARRAY, true, &entries, err);
     if (s != AH_OK) return s;
 
-    ah_profile_t *p = ah_profile_create(host);
+    ah_profile_t *p = ah_profile_create(host, &model);
     if (!p) return ah_error_set(err, AH_ERR_OOM, "out of host memory for a profile");
+    snprintf(p->source, sizeof p->source, "%s", where);
     size_t i;
     json_t *v;
     json_array_foreach(entries, i, v) {
@@ -182,10 +247,11 @@ json_t *ah_profile_to_json(const ah_profile_t *p) {
         }
         if (e->optimizer_s_per_param > 0)
             json_object_set_new(o, "optimizer_s_per_param", json_real(e->optimizer_s_per_param));
+        json_object_set_new(o, "emulate_slowdown", json_real(slowdown_of(e->emulate_slowdown)));
         json_array_append_new(entries, o);
     }
-    return json_pack("{s:i, s:s, s:o}", "version", AH_PROFILE_VERSION, "host", p->host, "entries",
-                     entries);
+    return json_pack("{s:i, s:s, s:o, s:o}", "version", AH_PROFILE_VERSION, "host", p->host, "model",
+                     ah_model_to_json(&p->model), "entries", entries);
 }
 
 ah_status_t ah_profile_save(const ah_profile_t *p, const char *path, ah_error_t *err) {

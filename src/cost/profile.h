@@ -1,9 +1,10 @@
 /* Measured per-layer timings (`autohet profile` writes them, the cost model reads them).
  *
- * JSON (version 1):
- *   {"version": 1, "host": "free text naming the machine",
+ * JSON (version 2):
+ *   {"version": 2, "host": "free text naming the machine",
+ *    "model": {the model object of plan files (ah_model_to_json), or a preset name},
  *    "entries": [{"gpu": TYPE, "tp": t, "micro_batch": m, "seq_len": T, "precision": "fp32",
- *                 "includes_tp_comm": bool,
+ *                 "includes_tp_comm": bool, "emulate_slowdown": k,
  *                 "block": {"fwd_s", "bwd_s", "act_bytes"},
  *                 "embed": {"fwd_s", "bwd_s", "act_bytes"},
  *                 "head":  {"fwd_s", "bwd_s", "act_bytes"},
@@ -18,6 +19,15 @@
  * the profiler measured; the memory model does not use it (memory always comes from the model,
  * which the runtime matches byte for byte), it is kept so the two can be compared.
  *
+ * What the timings depend on is recorded, and a profile is refused (ah_profile_check, which the
+ * planner, the baselines and ah_evaluate call) where it does not hold: "model" is the model it
+ * was measured on, and a model of another shape — architecture, d_model, heads, kv heads, d_ff,
+ * vocabulary, tied head: everything a block, the embedding or the head computes with — is refused,
+ * naming the first field that differs (the depth n_layer may differ: the figures are per layer);
+ * "emulate_slowdown" (optional, default 1: a real device or no emulation) is the emulation an
+ * emulated type was measured through, and a cluster that emulates that type at another slowdown
+ * is refused. Version 1 files, which recorded neither, are refused with a note to re-profile.
+ *
  * Ownership: an ah_profile_t owns its entries; free with ah_profile_free. Lookups return pointers
  * into it, valid until the profile is freed or an entry is added.
  */
@@ -30,8 +40,9 @@
 #include "core/status.h"
 #include "cost/cost.h"
 #include "spec/cluster.h"
+#include "spec/model.h"
 
-#define AH_PROFILE_VERSION 1
+#define AH_PROFILE_VERSION 2
 
 typedef struct ah_profile_layer {
     bool present;      /* false: the profile has no figure for this layer kind */
@@ -49,10 +60,12 @@ typedef struct ah_profile_entry {
     bool includes_tp_comm;
     ah_profile_layer_t layer[3]; /* indexed by ah_layer_kind_t */
     double optimizer_s_per_param; /* AdamW seconds per parameter; 0: not measured */
+    double emulate_slowdown;      /* the emulation it was measured through; 1: none */
 } ah_profile_entry_t;
 
-/* An empty profile (for the profiler, which adds entries). NULL when out of host memory. */
-ah_profile_t *ah_profile_create(const char *host);
+/* An empty profile of model m (for the profiler, which adds entries). NULL when out of host
+ * memory. */
+ah_profile_t *ah_profile_create(const char *host, const ah_model_t *m);
 /* Adds a copy of e; fails (AH_ERR_INVALID) on a duplicate key. */
 ah_status_t ah_profile_add(ah_profile_t *p, const ah_profile_entry_t *e, ah_error_t *err);
 
@@ -68,6 +81,10 @@ void ah_profile_free(ah_profile_t *p);
 int ah_profile_count(const ah_profile_t *p);
 const ah_profile_entry_t *ah_profile_get(const ah_profile_t *p, int i);
 const char *ah_profile_host(const ah_profile_t *p);
+const ah_model_t *ah_profile_model(const ah_profile_t *p);
+/* Whether p's figures hold for model m on cluster c (see above); AH_ERR_INVALID naming the
+ * profile, the field and both values when not. */
+ah_status_t ah_profile_check(const ah_profile_t *p, const ah_model_t *m, const ah_cluster_t *c, ah_error_t *err);
 /* The entry for that key, or NULL (then the caller falls back to the roofline). */
 const ah_profile_entry_t *ah_profile_find(const ah_profile_t *p, const char *gpu, int tp,
                                           int64_t micro_batch, int64_t seq_len,

@@ -20,6 +20,8 @@
 
 #include "plan/planner.h"
 
+#include "cost/profile.h"
+
 #include "core/str.h"
 
 static const char *const BASELINE_NAMES[] = {"uniform", "batch-balanced"}; /* [ah_baseline_t] */
@@ -144,6 +146,8 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
+    const ah_status_t checked = opts->profile ? ah_profile_check(opts->profile, model, cluster, err) : AH_OK;
+    if (checked != AH_OK) return checked;
     const int G1 = ah_cluster_gpu_count(cluster);
     bgroup_t *g = malloc(sizeof *g * (size_t)(G1 > 0 ? G1 : 1));
     if (!g) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
@@ -156,7 +160,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
         if (ah_model_check_tp(model, t, &e) != AH_OK) continue;
         int G = 0;
         for (int i = 0; i < cluster->n_nodes; i++)
-            for (int k = 0; k < ah_node_groups(cluster, i, t); k++) g[G++] = (bgroup_t){i, k};
+            for (int k = 0; k < ah_node_groups(cluster, i, t, opts->train.precision); k++) g[G++] = (bgroup_t){i, k};
         for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
              mb++) {
             if (opts->train.global_batch % mb) continue;

@@ -86,7 +86,10 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
 
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
-    ah_status_t st = alloc_eval(p, out, err);
+    memset(out, 0, sizeof *out);
+    ah_status_t st = profile ? ah_profile_check(profile, &p->model, &p->cluster, err) : AH_OK;
+    if (st != AH_OK) return st;
+    st = alloc_eval(p, out, err);
     if (st != AH_OK) return st;
     const ah_model_t *m = &p->model;
     const ah_cluster_t *c = &p->cluster;

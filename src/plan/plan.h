@@ -68,7 +68,8 @@ typedef struct ah_plan {
 } ah_plan_t;
 
 /* Reading: structure and types only; `cluster_override` (may be NULL) replaces the plan's own.
- * Then call ah_plan_validate. */
+ * Then call ah_plan_validate. A "model" naming a config.json is read relative to the plan file's
+ * directory (ah_plan_load); ah_plan_from_json, which has no file, refuses it. */
 ah_status_t ah_plan_load(const char *path, const ah_cluster_t *cluster_override, ah_plan_t *p,
                          ah_error_t *err);
 struct json_t;

@@ -8,7 +8,9 @@
  * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges so
  * that the validator, not the reader, reports e.g. "micro_batches": 0 under its rule name.
  * "cluster" is the cluster object (ah_cluster_to_json's form, or the compact form with catalog
- * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). Optional
+ * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). "model" is the
+ * model object, a preset name, or, as --model takes, a Hugging Face config.json path (relative to
+ * the plan file's directory); the writer always writes the object. Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
  * was there); the writer always writes "recompute", and "predicted" when the plan has one, so
  * save -> load -> save is byte-identical.
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/names.h"
 #include "core/str.h"
 #include "plan/plan.h"
 
@@ -28,13 +31,16 @@
 #define LOOSE_MAX ((int64_t)1 << 40)
 #define LOOSE_INT ((int64_t)1 << 30)
 
-/* "fast-0, slow-0" (nodes) or "cpu-fast, cpu-slow" (types) for messages: the cluster's names, or
- * "none"; into buf, which it returns. */
+/* "fast-0..fast-3, slow-0" (nodes, as runs: core/names.h) or "cpu-fast, cpu-slow" (types) for
+ * messages: the cluster's names, or "none"; into buf, which it returns. */
 static const char *cluster_names(const ah_cluster_t *c, bool nodes, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
     const int n = nodes ? c->n_nodes : c->n_types;
-    for (int i = 0; i < n; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", nodes ? c->nodes[i].name : c->types[i].name);
-    if (n == 0) ah_str_appendf(&s, "none");
+    const char **names = malloc(sizeof *names * (size_t)(n > 0 ? n : 1));
+    if (!names || n == 0) ah_str_appendf(&s, n ? "%d names" : "none", n);
+    for (int i = 0; names && i < n; i++) names[i] = nodes ? c->nodes[i].name : c->types[i].name;
+    if (names && n) ah_names_append(&s, names, n, ", ", 12);
+    free(names);
     return buf;
 }
 
@@ -215,8 +221,31 @@ static ah_status_t read_cluster(const json_t *doc, const char *where,
     return ah_cluster_from_json(c, w, &p->cluster, err);
 }
 
-static ah_status_t from_json(const json_t *doc, const char *where, const ah_cluster_t *cluster_override,
-                             ah_plan_t *p, ah_error_t *err) {
+/* "model": a preset name, a model object, or (a string with a '/' or ending in .json) a Hugging
+ * Face config.json, as --model takes; a relative path is taken from the plan file's directory
+ * (plan_path's; the working directory when it has none). A plan that is not a file (plan_path
+ * NULL) reads no other file: a path is refused there. */
+static ah_status_t read_model(const json_t *mj, const char *where, const char *plan_path, ah_model_t *m,
+                              ah_error_t *err) {
+    char w[512];
+    snprintf(w, sizeof w, "%s: model", where);
+    const char *name = json_string_value(mj);
+    if (!name || (!strchr(name, '/') && !strstr(name, ".json"))) return ah_model_from_json(mj, w, m, err);
+    if (!plan_path)
+        return ah_error_set(err, AH_ERR_INVALID, "%s: \"%s\" names a config.json, which only a plan file may do "
+                            "(its path is taken from the file's directory); give a preset or the model object",
+                            w, name);
+    const char *slash = strrchr(plan_path, '/');
+    char path[4096];
+    if (name[0] == '/' || !slash) snprintf(path, sizeof path, "%s", name);
+    else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - plan_path), plan_path, name);
+    const ah_status_t s = ah_model_from_hf_config(path, m, err);
+    if (s != AH_OK) ah_error_prefix(err, "%s \"%s\" (a config.json path is taken from the plan's directory)", w, name);
+    return s;
+}
+
+static ah_status_t from_json(const json_t *doc, const char *where, const char *plan_path,
+                             const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
     if (!json_is_object(doc))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a plan object, got %s", where,
                             ah_json_type_name(doc));
@@ -234,9 +263,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const ah_clus
     if (!mj)
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s: missing field \"model\" (a preset name or a model object)", where);
-    char w[512];
-    snprintf(w, sizeof w, "%s: model", where);
-    TRY(ah_model_from_json(mj, w, &p->model, err));
+    TRY(read_model(mj, where, plan_path, &p->model, err));
     TRY(read_train(doc, where, &p->train, err));
     int64_t tp;
     TRY(ah_json_get_int(doc, where, "tp", true, -LOOSE_MAX, LOOSE_MAX, &tp, err));
@@ -254,7 +281,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const ah_clus
 ah_status_t ah_plan_from_json(const struct json_t *doc, const char *where,
                               const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
     memset(p, 0, sizeof *p);
-    ah_status_t s = from_json((const json_t *)doc, where, cluster_override, p, err);
+    ah_status_t s = from_json((const json_t *)doc, where, NULL, cluster_override, p, err);
     if (s != AH_OK) ah_plan_free(p);
     return s;
 }
@@ -264,7 +291,8 @@ ah_status_t ah_plan_load(const char *path, const ah_cluster_t *cluster_override,
     memset(p, 0, sizeof *p);
     json_t *doc;
     TRY(ah_json_load_file(path, &doc, err));
-    ah_status_t s = ah_plan_from_json(doc, path, cluster_override, p, err);
+    ah_status_t s = from_json(doc, path, path, cluster_override, p, err);
+    if (s != AH_OK) ah_plan_free(p);
     json_decref(doc);
     return s;
 }

@@ -9,6 +9,7 @@
  *   [device]    a device names a node of the cluster and an index below its GPU count, and no
  *               device appears twice in the plan;
  *   [tp-group]  a stage's devices are in one node whose GPU type is the stage's "gpu";
+ *   [precision] a stage's GPU type runs the plan's precision (the cluster gives its TFLOP/s);
  *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch.
  * The version is checked by the reader (the in-memory plan has none); memory fit is
  * ah_plan_check's (plan/evaluate.c).
@@ -169,6 +170,14 @@ static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const 
                             "has %s GPUs; set \"gpu\" to \"%s\" or use devices of a %s node",
                             pi, s, c->types[st->type].name, n0->name, c->types[n0->type].name,
                             c->types[n0->type].name, c->types[st->type].name);
+    if (!ah_gpu_runs(&c->types[st->type], p->train.precision))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[precision] pipelines[%d].stages[%d].gpu: GPU type %s has no %s rate "
+                            "(gpu_types.%s.tflops.%s), so it cannot run this %s plan; give the rate, or use "
+                            "another type or precision",
+                            pi, s, c->types[st->type].name, ah_precision_name(p->train.precision),
+                            c->types[st->type].name, ah_precision_name(p->train.precision),
+                            ah_precision_name(p->train.precision));
     return AH_OK;
 }
 

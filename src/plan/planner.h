@@ -48,6 +48,10 @@ typedef struct ah_plan_result {
     double search_value_s;     /* the search's own iteration time for plan (== eval to 1e-12) */
     double lower_bound_s;      /* relaxation bound on the iteration time over the whole space */
     bool exact;                /* every (t, m) was searched in exact mode */
+    char left_out[512];        /* the GPU types left out because they cannot run the precision
+                                * (no rate for it), with their GPUs and nodes; "" when none */
+    char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
+                                * that applied to the first of them (ah_search_exact's reason) */
     double usd_per_hour;       /* price of the GPUs the plan uses */
     double usd_per_mtoken;     /* $ per million tokens at the predicted rate */
     int64_t candidates;        /* pipeline sets / template combinations scored */
@@ -210,12 +214,15 @@ ah_objective_t ah_search_objective(const ah_search_t *s);
  * is infeasible or breaks --budget / --min-tokens-per-s. */
 double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
 
-/* TP groups per node for degree t (count / t, 0 when the node is smaller than t). */
-int ah_node_groups(const ah_cluster_t *c, int node, int t);
+/* TP groups per node for degree t (count / t, 0 when the node is smaller than t or its GPU type
+ * cannot run precision p: ah_gpu_runs). */
+int ah_node_groups(const ah_cluster_t *c, int node, int t, ah_precision_t p);
 
-/* Exhaustive search over pipeline sets. Not attempted (*searched false) when there are more than
- * max_groups TP groups or too many sets to score quickly. */
-ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, ah_error_t *err);
+/* Exhaustive search over pipeline sets. Not attempted (*searched false, the reason in why[why_cap]:
+ * which cap applied, with the count) when there are more than max_groups TP groups or too many
+ * pipelines or sets to score quickly. */
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, char *why, size_t why_cap,
+                            ah_error_t *err);
 ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
 
 #endif /* AH_PLANNER_INTERNAL */

@@ -12,6 +12,8 @@
 
 #include "plan/planner.h"
 
+#include "core/names.h"
+#include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
 #include "cost/profile.h"
@@ -73,7 +75,9 @@ bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len) {
     return true;
 }
 
-int ah_node_groups(const ah_cluster_t *c, int node, int t) { return c->nodes[node].count / t; }
+int ah_node_groups(const ah_cluster_t *c, int node, int t, ah_precision_t p) {
+    return ah_gpu_runs(&c->types[c->nodes[node].type], p) ? c->nodes[node].count / t : 0;
+}
 
 /* Stage types of pipeline p. */
 static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
@@ -230,7 +234,7 @@ double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *clust
     const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
     double rate = 0; /* blocks per second the whole cluster can run */
     for (int i = 0; i < cluster->n_nodes; i++) {
-        int g = ah_node_groups(cluster, i, t);
+        int g = ah_node_groups(cluster, i, t, train->precision);
         if (g == 0) continue;
         ah_stage_cost_t sc;
         ah_stage_cost(&ctx, cluster->nodes[i].type, 0, 1, false, false, false, &sc);
@@ -256,12 +260,20 @@ void ah_planner_opts_default(ah_planner_opts_t *o) {
 static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
                                 ah_error_t *err) {
     ah_status_t st = ah_model_validate(m, "model", err);
+    if (st == AH_OK && o->profile) st = ah_profile_check(o->profile, m, c, err);
     if (st != AH_OK) return st;
     if (ah_cluster_gpu_count(c) < 1)
         return ah_error_set(err, AH_ERR_INVALID,
                             "the cluster has no GPUs (%d nodes, 0 devices); add nodes with \"count\" >= 1",
                             c->n_nodes);
     const ah_train_t *tr = &o->train;
+    int runs = 0;
+    for (int i = 0; i < c->n_nodes; i++) runs += ah_node_groups(c, i, 1, tr->precision);
+    if (runs == 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "no GPU type of the cluster runs %s: none gives tflops.%s; give that rate for the types "
+                            "that run it, or plan another precision (--precision)",
+                            ah_precision_name(tr->precision), ah_precision_name(tr->precision));
     if (tr->global_batch < 1 || tr->seq_len < 1 || tr->micro_batch < 0)
         return ah_error_set(err, AH_ERR_INVALID,
                             "training settings: global batch %lld, seq len %lld, micro-batch %lld; "
@@ -355,7 +367,7 @@ static void closest_for(const ah_sctx_t *x, closest_t *best) {
     for (int k = 0; k < no; k++)
         for (int i = 0; i < c->n_nodes; i++)
             if (c->nodes[i].type == order[k])
-                for (int g = ah_node_groups(c, i, x->t); g > 0 && S < x->L && S < AH_MAX_STAGES; g--)
+                for (int g = ah_node_groups(c, i, x->t, x->train.precision); g > 0 && S < x->L && S < AH_MAX_STAGES; g--)
                     ty[S++] = order[k];
     if (S == 0) return;
     double lo = 0, hi = 0;
@@ -469,12 +481,35 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     return AH_OK;
 }
 
+/* "H100-fp32only (16 GPUs on h0..h1): no bf16 rate (tflops.bf16), so it cannot run bf16" for
+ * every type of c that p leaves out, into buf; "" when none. */
+static void note_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    const char **names = malloc(sizeof *names * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
+    for (int k = 0; k < c->n_types && names; k++) {
+        if (ah_gpu_runs(&c->types[k], p)) continue;
+        int gpus = 0, n = 0;
+        for (int i = 0; i < c->n_nodes; i++)
+            if (c->nodes[i].type == k) {
+                gpus += c->nodes[i].count;
+                names[n++] = c->nodes[i].name;
+            }
+        if (n == 0) continue;
+        ah_str_appendf(&s, "%s%s (%d GPUs on ", s.len ? "; " : "", c->types[k].name, gpus);
+        ah_names_append(&s, names, n, ", ", 8);
+        ah_str_appendf(&s, "): no %s rate (tflops.%s), so it cannot run %s", ah_precision_name(p), ah_precision_name(p),
+                       ah_precision_name(p));
+    }
+    free(names);
+}
+
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     const double t0 = ah_now_s();
     ah_status_t st = check_inputs(model, cluster, opts, err);
     if (st != AH_OK) return st;
+    note_left_out(cluster, opts->train.precision, out->left_out, sizeof out->left_out);
     int tps[AH_MAX_TP];
     const int n_tp = tp_candidates(model, cluster, tps);
     if (n_tp == 0)
@@ -527,6 +562,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             }
             pairs[k] = (pair_t){tps[i], mbs[j], lb};
         }
+    int n_template = 0, n_searched = 0;
     for (int i = 0; i < n_pairs && st == AH_OK; i++) {
         if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
         ah_train_t tr = opts->train;
@@ -535,15 +571,30 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
         st = ah_sctx_init(&x, model, cluster, &tr, pairs[i].t, opts->profile, err);
         if (st != AH_OK) break;
         bool searched = false;
-        st = ah_search_exact(&s, &x, max_groups, &searched, err);
+        char why[200];
+        st = ah_search_exact(&s, &x, max_groups, &searched, why, sizeof why, err);
         if (st == AH_OK && !searched) {
+            if (out->exact)
+                snprintf(out->template_why, sizeof out->template_why, "TP %d, micro-batch %lld: %s", pairs[i].t,
+                         (long long)pairs[i].m, why);
             out->exact = false;
+            n_template++;
             st = ah_search_template(&s, &x, err);
         }
+        n_searched++;
         if (!s.have) closest_for(&x, &closest);
         ah_sctx_free(&x);
     }
     out->candidates = s.candidates;
+    if (n_template > 1) {
+        const size_t len = strlen(out->template_why);
+        if (n_template == n_searched)
+            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for all %d (TP, "
+                     "micro-batch) settings searched)", n_searched);
+        else
+            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for %d of the %d (TP, "
+                     "micro-batch) settings searched)", n_template, n_searched);
+    }
     if (st == AH_OK && !s.have) {
         if (isfinite(s.fastest))
             st = ah_error_set(err, AH_ERR_INFEASIBLE,

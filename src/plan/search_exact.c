@@ -14,6 +14,7 @@
  */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +47,7 @@ typedef struct {
 
 static int total_groups(const ah_sctx_t *x) {
     int g = 0;
-    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t);
+    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t, x->train.precision);
     return g;
 }
 
@@ -64,16 +65,24 @@ static double count_sequences(const int *avail, int nU, int *used, int depth) {
     return total;
 }
 
-static bool exact_fits(const ah_sctx_t *x, int max_groups) {
+/* Whether the sequences stay within the cap; else false with the reason in why[cap]. */
+static bool exact_fits(const ah_sctx_t *x, int max_groups, char *why, size_t cap) {
     const int G = total_groups(x);
-    if (G < 1 || G > max_groups) return false;
+    if (G < 1) return false;
+    if (G > max_groups) {
+        snprintf(why, cap, "%d TP groups, more than --exact-max-groups %d", G, max_groups);
+        return false;
+    }
     int avail[64], used[64] = {0}, nU = 0;
     for (int i = 0; i < x->cluster->n_nodes && nU < 64; i++) {
-        int g = ah_node_groups(x->cluster, i, x->t);
+        int g = ah_node_groups(x->cluster, i, x->t, x->train.precision);
         if (g > 0) avail[nU++] = g;
     }
     int depth = G < x->L ? G : x->L;
-    return count_sequences(avail, nU, used, depth) - 1 <= EXACT_MAX_SEQUENCES;
+    if (count_sequences(avail, nU, used, depth) - 1 <= EXACT_MAX_SEQUENCES) return true;
+    snprintf(why, cap, "%d TP groups give more than %d distinct pipelines, the exact search's cap", G,
+             EXACT_MAX_SEQUENCES);
+    return false;
 }
 
 static bool add_seq(ex_t *e, const int *letters, int len) {
@@ -229,9 +238,11 @@ static void choose(ex_t *e, int start, int P) {
     }
 }
 
-ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, ah_error_t *err) {
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, char *why, size_t why_cap,
+                            ah_error_t *err) {
     *searched = false;
-    if (!exact_fits(x, max_groups)) return AH_OK;
+    why[0] = '\0';
+    if (!exact_fits(x, max_groups, why, why_cap)) return AH_OK;
     ex_t e = {0};
     e.s = s;
     e.x = x;
@@ -250,7 +261,7 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
             x->n_types > 64;
     if (!e.oom) {
         for (int i = 0; i < c->n_nodes; i++) {
-            int g = ah_node_groups(c, i, x->t);
+            int g = ah_node_groups(c, i, x->t, x->train.precision);
             if (g > 0) {
                 e.unode[e.nU] = i;
                 e.avail[e.nU++] = g;
@@ -265,6 +276,12 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
     if (!e.oom && sets <= EXACT_MAX_SETS && work <= EXACT_MAX_WORK) {
         choose(&e, 0, 0);
         *searched = true;
+    } else if (!e.oom && sets > EXACT_MAX_SETS) {
+        snprintf(why, why_cap, "%d TP groups form more than %d pipeline sets, the exact search's cap", G,
+                 EXACT_MAX_SETS);
+    } else if (!e.oom) {
+        snprintf(why, why_cap, "%d TP groups: listing their pipeline sets takes more than %.0e steps, the exact "
+                 "search's cap", G, EXACT_MAX_WORK);
     }
     free(letters);
     free(used);

@@ -183,7 +183,7 @@ static void run(tp_t *t, int zone_node) {
     ah_sctx_t *x = t->x;
     t->nc = 0;
     for (int i = 0; i < c->n_nodes && !t->oom; i++) {
-        const int g = ah_node_groups(c, i, x->t);
+        const int g = ah_node_groups(c, i, x->t, x->train.precision);
         if (g == 0 || (zone_node >= 0 && ah_link_between(c, zone_node, i) == AH_LINK_INTER_ZONE)) continue;
         int k = 0;
         while (k < t->nc && t->cls[k].type != c->nodes[i].type) k++;

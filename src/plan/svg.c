@@ -5,7 +5,12 @@
  * the schedule with the cost model's per-stage times: forward i on stage s starts when stage s is
  * free and forward i of stage s-1 has arrived (+ p2p); backward i when backward i of stage s+1
  * has arrived; each stage runs min(S-s-1, n) warm-up forwards, then alternates, then drains.
- * Large plans are cut to the first MAX_PIPES pipelines and MAX_MB micro-batches, with a note. */
+ * Every micro-batch is replayed and drawn; where ops are too short to draw apart (under 1.5 px
+ * each, under 0.5 px apart), consecutive ones on a lane are one box, mid-tone when it holds both
+ * forwards and backwards, so the file stays small however many micro-batches there are. GPUs the
+ * plan leaves idle are drawn in a row of their own (type, count, node names as runs), and the
+ * legend marks their types "idle" when no stage uses them. Large plans are cut to the first
+ * MAX_PIPES pipelines, with a note. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +19,9 @@
 
 #include "plan/planner.h"
 
+#include "core/names.h"
+
 #define MAX_PIPES 16
-#define MAX_MB 64
 #define WIDTH 1200.0
 #define LEFT 150.0
 
@@ -111,14 +117,18 @@ static void draw_title(FILE *f, const ah_plan_t *p, const ah_eval_t *e) {
             e->pred.tokens_per_s);
     double lx = 10;
     for (int k = 0; k < c->n_types; k++) {
-        fprintf(f, "<rect x=\"%.1f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx, PALETTE[k % N_PALETTE]);
+        bool used = false;
+        for (int i = 0; i < p->n_pipelines && !used; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages; s++) used |= p->pipelines[i].stages[s].type == k;
+        fprintf(f, "<rect x=\"%.1f\" y=\"34\" width=\"12\" height=\"12\" fill=\"%s\"%s/>", lx,
+                PALETTE[k % N_PALETTE], used ? "" : " fill-opacity=\"0.25\"");
         fprintf(f, "<text x=\"%.1f\" y=\"44\">", lx + 16);
         xml_text(f, c->types[k].name);
-        fprintf(f, "</text>\n");
-        lx += 30 + 7.0 * (double)strlen(c->types[k].name);
+        fprintf(f, "%s</text>\n", used ? "" : " (idle)");
+        lx += 30 + 7.0 * (double)(strlen(c->types[k].name) + (used ? 0 : 7));
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"44\" fill=\"#555\">light: forward, dark: backward, hatched border: "
-               "recomputation</text>\n", lx + 10);
+    fprintf(f, "<text x=\"%.1f\" y=\"44\" fill=\"#555\">light: forward, dark: backward, mid-tone: both, too "
+               "short to draw apart; hatched border: recomputation</text>\n", lx + 10);
 }
 
 /* A stage as a box at (x, y): its type, layers, first device and one square per TP rank. */
@@ -145,16 +155,11 @@ static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, double
     }
 }
 
-/* How many micro-batches of a pipeline its timeline draws: the first MAX_MB at most. */
-static int drawn_micro_batches(const ah_pipeline_t *pl) {
-    return (int)(pl->micro_batches < MAX_MB ? pl->micro_batches : MAX_MB);
-}
-
 /* The longest replayed schedule of the first P pipelines (0 where memory runs out). */
 static double replayed_span(const ah_plan_t *p, const ah_eval_t *e, int P) {
     double replayed = 0;
     for (int i = 0; i < P; i++) {
-        const int S = p->pipelines[i].n_stages, n = drawn_micro_batches(&p->pipelines[i]);
+        const int S = p->pipelines[i].n_stages, n = (int)p->pipelines[i].micro_batches;
         op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
         if (!ops) break;
         const double sp = replay(e->pipelines[i].stages, S, n, ops);
@@ -169,7 +174,7 @@ static double replayed_span(const ah_plan_t *p, const ah_eval_t *e, int P) {
 static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int i, double y, double scale,
                             double lane_h) {
     const ah_pipeline_t *pl = &p->pipelines[i];
-    const int S = pl->n_stages, n = drawn_micro_batches(pl);
+    const int S = pl->n_stages, n = (int)pl->micro_batches;
     op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
     if (!ops) return -1;
     replay(e->pipelines[i].stages, S, n, ops);
@@ -178,17 +183,69 @@ static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int
         const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
                 y + 10, s);
-        for (int k = 0; k < 2 * n; k++) {
-            const op_t *o = &ops[(size_t)s * (size_t)(2 * n) + (size_t)k];
+        const op_t *lane = ops + (size_t)s * (size_t)(2 * n);
+        for (int k = 0; k < 2 * n;) {
+            /* ops k .. j-1 as one box: each next one is short, and starts within half a pixel */
+            int j = k + 1, kinds = lane[k].fwd ? 1 : 2;
+            while (j < 2 * n && (lane[j].end - lane[j].start) * scale < 1.5 &&
+                   (lane[j - 1].end - lane[j - 1].start) * scale < 1.5 && (lane[j].start - lane[j - 1].end) * scale < 0.5)
+                kinds |= lane[j++].fwd ? 1 : 2;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                        "fill-opacity=\"%s\" stroke=\"white\" stroke-width=\"0.3\"/>\n",
-                    LEFT + o->start * scale, y + 1, fmax((o->end - o->start) * scale, 0.3), lane_h - 2, col,
-                    o->fwd ? "0.45" : "1");
+                    LEFT + lane[k].start * scale, y + 1, fmax((lane[j - 1].end - lane[k].start) * scale, 0.3),
+                    lane_h - 2, col, kinds == 3 ? "0.7" : kinds == 1 ? "0.45" : "1");
+            k = j;
         }
         y += lane_h;
     }
     free(ops);
     return y + 18;
+}
+
+/* GPUs of each node that no stage uses, into idle[n_nodes]; the number of GPU types with any. */
+static int count_idle(const ah_plan_t *p, int *idle) {
+    const ah_cluster_t *c = &p->cluster;
+    for (int n = 0; n < c->n_nodes; n++) idle[n] = c->nodes[n].count;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++)
+            for (int r = 0; r < p->tp; r++) idle[p->pipelines[i].stages[s].devices[r].node]--;
+    int types = 0;
+    for (int k = 0; k < c->n_types; k++) {
+        bool any = false;
+        for (int n = 0; n < c->n_nodes; n++) any |= c->nodes[n].type == k && idle[n] > 0;
+        types += any;
+    }
+    return types;
+}
+
+/* One row per GPU type with idle GPUs from y on: a square in its colour, the count and the nodes
+ * they are on (as runs, core/names.h). False when out of host memory. */
+static bool draw_idle(FILE *f, const ah_plan_t *p, const int *idle, double y) {
+    const ah_cluster_t *c = &p->cluster;
+    const char **names = malloc(sizeof *names * (size_t)c->n_nodes);
+    if (!names) return false;
+    for (int k = 0; k < c->n_types; k++) {
+        int gpus = 0, n_names = 0;
+        for (int n = 0; n < c->n_nodes; n++)
+            if (c->nodes[n].type == k && idle[n] > 0) {
+                gpus += idle[n];
+                names[n_names++] = c->nodes[n].name;
+            }
+        if (gpus == 0) continue;
+        char list[1024];
+        ah_str_t ls = ah_str_fixed(list, sizeof list);
+        ah_names_append(&ls, names, n_names, ", ", 12);
+        fprintf(f, "<rect x=\"10\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\" fill-opacity=\"0.25\" "
+                   "stroke=\"%s\"/><text x=\"28\" y=\"%.1f\">idle: %d ", y, PALETTE[k % N_PALETTE],
+                PALETTE[k % N_PALETTE], y + 10, gpus);
+        xml_text(f, c->types[k].name);
+        fprintf(f, " GPU%s on ", gpus == 1 ? "" : "s");
+        xml_text(f, list);
+        fprintf(f, " (in no pipeline)</text>\n");
+        y += 20;
+    }
+    free(names);
+    return true;
 }
 
 ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path, ah_error_t *err) {
@@ -198,13 +255,19 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
         if (p->pipelines[i].n_stages > max_s) max_s = p->pipelines[i].n_stages;
         lanes += p->pipelines[i].n_stages;
     }
+    int *idle = malloc(sizeof *idle * (size_t)(p->cluster.n_nodes > 0 ? p->cluster.n_nodes : 1));
+    if (!idle) return ah_error_set(err, AH_ERR_OOM, "out of host memory drawing %s", path);
+    const int idle_rows = count_idle(p, idle);
     const double box_w = (WIDTH - LEFT - 20) / max_s, row_h = 64, lane_h = 14;
-    const double top_h = 80 + P * (row_h + 10), tl_top = top_h + 40;
+    const double rows_h = 80 + P * (row_h + 10), top_h = rows_h + idle_rows * 20, tl_top = top_h + 40;
     const double height = tl_top + lanes * lane_h + P * 18 + 80;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable", path);
+    if (!f) {
+        free(idle);
+        return ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable", path);
+    }
 
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
@@ -220,8 +283,10 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
         for (int s = 0; s < pl->n_stages; s++) draw_stage(f, p, &pl->stages[s], LEFT + s * box_w, y, box_w, row_h);
     }
     if (p->n_pipelines > P)
-        fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\">... and %d more pipelines (not drawn)</text>\n", top_h - 4,
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\">... and %d more pipelines (not drawn)</text>\n", rows_h - 4,
                 p->n_pipelines - P);
+    const bool idle_ok = draw_idle(f, p, idle, rows_h + 4);
+    free(idle);
 
     /* timelines: the replayed schedule can run a little past the cost model's closed form
      * T_pipe when stage times differ, so the scale covers both and the note gives both */
@@ -234,10 +299,8 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
             tl_top - 14, e->pred.iteration_s - tail, replayed, e->pred.breakdown.dp_sync_s,
             e->pred.breakdown.optimizer_s);
     double y = tl_top;
-    bool cut = false;
     for (int i = 0; i < P; i++) {
-        cut |= p->pipelines[i].micro_batches > MAX_MB;
-        if ((y = draw_timeline(f, p, e, i, y, scale, lane_h)) < 0) {
+        if (!idle_ok || (y = draw_timeline(f, p, e, i, y, scale, lane_h)) < 0) {
             fclose(f);
             remove(tmp);
             return ah_error_set(err, AH_ERR_OOM, "out of host memory drawing %s", path);
@@ -246,8 +309,7 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     /* DP sync + optimizer across all lanes */
     fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#888\" fill-opacity=\"0.35\"/>\n",
             LEFT + span * scale, tl_top, fmax(tail * scale, 0.5), y - tl_top - 18);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">time 0 .. %.4f s%s</text>\n", LEFT, y + 10,
-            span + tail, cut ? "; pipelines with more than 64 micro-batches drawn with their first 64" : "");
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">time 0 .. %.4f s</text>\n", LEFT, y + 10, span + tail);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         remove(tmp);

@@ -86,7 +86,7 @@ static ah_status_t need_full_field(const json_t *obj, const char *where, const c
     char cat[1024];
     return ah_error_set(err, AH_ERR_INVALID,
                         "%s: missing field \"%s\": \"%s\" is not a catalog GPU, so it must be given "
-                        "in full (memory_gib, tflops {bf16, fp16, fp32}, mem_bw_gb_s, "
+                        "in full (memory_gib, tflops {bf16, fp16, fp32: those it runs}, mem_bw_gb_s, "
                         "intra_node_gb_s), or name a catalog type in \"base\" and override only "
                         "some fields (catalog: %s)",
                         where, key, type_name, catalog_names(cat, sizeof cat));
@@ -155,11 +155,15 @@ static ah_status_t parse_type(const json_t *v, const char *doc, const char *name
         snprintf(tw, sizeof tw, "%s.tflops", where);
         double *dst[] = {&g->tflops_bf16, &g->tflops_fp16, &g->tflops_fp32};
         if ((s = ah_json_check_keys(tfl, tw, TFLOPS_KEYS, err))) return s;
+        /* A type needs only the rates of the precisions it runs: a rate left out (or null,
+         * which removes a catalog type's) means it cannot run that precision. */
         for (int k = 0; k < 3; k++) {
-            if (full && (s = need_full_field(tfl, tw, name, TFLOPS_KEYS[k], err))) return s;
-            if ((s = ah_json_get_num(tfl, tw, TFLOPS_KEYS[k], false, POS_MIN, BIG, dst[k], err)))
-                return s;
+            if (json_is_null(json_object_get(tfl, TFLOPS_KEYS[k]))) *dst[k] = 0;
+            else if ((s = ah_json_get_num(tfl, tw, TFLOPS_KEYS[k], false, POS_MIN, BIG, dst[k], err))) return s;
         }
+        if (g->tflops_bf16 <= 0 && g->tflops_fp16 <= 0 && g->tflops_fp32 <= 0)
+            return ah_error_set(err, AH_ERR_INVALID, "%s: no rate: give the dense TFLOP/s of each precision \"%s\" "
+                                "runs (bf16, fp16, fp32; one is enough)", tw, name);
     }
     if ((full && (s = need_full_field(v, where, name, "mem_bw_gb_s", err))) ||
         (s = ah_json_get_num(v, where, "mem_bw_gb_s", false, POS_MIN, BIG, &g->mem_bw_gb_s, err)) ||
@@ -329,9 +333,11 @@ ah_status_t ah_cluster_load(const char *path, ah_cluster_t *c, ah_error_t *err) 
 static json_t *type_to_json(const ah_gpu_type_t *g) {
     json_t *o = json_object();
     json_object_set_new(o, "memory_gib", json_real(g->memory_gib));
-    json_object_set_new(o, "tflops",
-                        json_pack("{s:f, s:f, s:f}", "bf16", g->tflops_bf16, "fp16", g->tflops_fp16,
-                                  "fp32", g->tflops_fp32));
+    json_t *tflops = json_object();
+    const double rates[] = {g->tflops_bf16, g->tflops_fp16, g->tflops_fp32};
+    for (int k = 0; k < 3; k++)
+        json_object_set_new(tflops, TFLOPS_KEYS[k], rates[k] > 0 ? json_real(rates[k]) : json_null());
+    json_object_set_new(o, "tflops", tflops);
     json_object_set_new(o, "mem_bw_gb_s", json_real(g->mem_bw_gb_s));
     json_object_set_new(o, "intra_node_gb_s", json_real(g->intra_node_gb_s));
     json_object_set_new(o, "efficiency", json_real(g->efficiency));

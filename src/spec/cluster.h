@@ -6,7 +6,9 @@
  *                         "emulate": {"slowdown", "memory_mib"}}},
  *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour"}],
  *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s", ...}}
- * Bandwidths are GB/s (10^9 bytes), memory GiB. A node's "gpu" may name a catalog type without
+ * A type needs the rates ("tflops") only of the precisions it runs: one left out, or null
+ * (which removes a catalog type's), is 0 here and means the type cannot run that precision (the
+ * planner leaves it out, plan validation refuses it). Bandwidths are GB/s (10^9 bytes), memory GiB. A node's "gpu" may name a catalog type without
  * listing it in gpu_types; an entry in gpu_types with the name (or "base") of a catalog type
  * overrides only the fields it gives.
  *
@@ -26,7 +28,7 @@
 typedef struct ah_gpu_type {
     char name[AH_NAME_MAX];
     double memory_gib;      /* device memory */
-    double tflops_bf16;     /* dense peak, TFLOP/s */
+    double tflops_bf16;     /* dense peak, TFLOP/s; 0: cannot run this precision */
     double tflops_fp16;
     double tflops_fp32;
     double mem_bw_gb_s;     /* device memory bandwidth */

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# What a new user hit in plan, profile, evaluate and simulate (issue 19, items 3, 6, 7, 8, 12,
+# 15, 16), each checked as the user met it: a profile made for another model is refused, named;
+# `plan --baseline X`'s "why" lists what differs from each baseline and `plan --json` carries it
+# and the bottleneck; template mode says which cap applied; the SVG replays every micro-batch
+# and draws idle devices; a type with only fp32 TFLOP/s plans fp32; a hand-written plan's
+# "model" may be a config.json; long lists of node names are summarised as runs.
+# Usage: bash tests/test_plan_newuser.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+AH="$BUILD/autohet"
+TMP=$(mktemp -d)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT; [ -n "${KEEP:-}" ] && echo "TMP=$TMP"
+PY=/usr/bin/python3
+fails=0
+pass=0
+
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
+}
+
+# run EXPECTED_RC NEEDLE VERB ARGS...: exit code and a message containing NEEDLE (stderr + stdout)
+expect() {
+    local want=$1 needle=$2
+    shift 2
+    "$AH" "$@" >"$TMP/out" 2>&1
+    local rc=$?
+    [ "$rc" -eq "$want" ] && grep -q -- "$needle" "$TMP/out"
+    local ok=$?
+    check "$* -> rc $rc (want $want, \"$needle\"): $(head -c 400 "$TMP/out")" $ok
+}
+
+# ---- item 15: a hand-written plan's "model" names a config.json, as --model does ----
+mkdir -p "$TMP/plans" "$TMP/models"
+cat >"$TMP/models/tiny.json" <<'JSON'
+{"model_type": "gpt2", "n_layer": 4, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 64,
+ "layer_norm_epsilon": 1e-5}
+JSON
+$PY - "$SRC/examples/plans/train-single.json" "$TMP/plans" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for name, model in (("rel", "../models/tiny.json"), ("missing", "../models/nope.json")):
+    p["model"] = model
+    json.dump(p, open(f"{sys.argv[2]}/{name}.json", "w"))
+PYEOF
+"$AH" evaluate --plan "$SRC/examples/plans/train-single.json" --json >"$TMP/preset.json" 2>&1
+(cd / && "$AH" evaluate --plan "$TMP/plans/rel.json" --json) >"$TMP/cfg.json" 2>&1
+check "evaluate a plan whose model is a config.json (from another directory): $(head -c 300 "$TMP/cfg.json")" $?
+$PY -c 'import json,sys; a,b=(json.load(open(f))["iteration_s"] for f in sys.argv[1:]); sys.exit(a!=b)' \
+    "$TMP/preset.json" "$TMP/cfg.json"
+check "the config.json plan prices like the preset plan" $?
+expect 1 'model "../models/nope.json"' evaluate --plan "$TMP/plans/missing.json"
+grep -q "nope.json" "$TMP/out"
+check "a missing config.json is named" $?
+
+# ---- item 3: a profile records its model (and emulation) and is refused, named, for another ----
+export OPENBLAS_NUM_THREADS=1
+"$AH" profile --model tiny-gpt2 --cluster cpu-hetero --gpu cpu-fast,cpu-slow --seq-len 32 --steps 2 --rounds 1 \
+    -o "$TMP/prof.json" >"$TMP/out" 2>&1
+check "profile tiny-gpt2: $(tail -2 "$TMP/out")" $?
+expect 0 "plan for tiny-gpt2" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+expect 1 "$TMP/prof.json was measured for model tiny-gpt2, not demo-gpt2: d_model 64 there, 128 here" \
+    plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+expect 1 "measured for model tiny-gpt2, not demo-gpt2" \
+    plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/prof.json" --baseline uniform
+"$AH" plan --model demo-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 -o "$TMP/demo.json" >/dev/null 2>&1
+expect 1 "measured for model tiny-gpt2, not demo-gpt2" evaluate --plan "$TMP/demo.json" --profile "$TMP/prof.json"
+$PY - "$SRC/examples/clusters/cpu-hetero.json" "$TMP/slow2.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gpu_types"]["cpu-slow"]["emulate"]["slowdown"] = 2
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+expect 1 "measured GPU type cpu-slow at emulate_slowdown 3, but this cluster's gpu_types.cpu-slow.emulate.slowdown is 2" \
+    plan --model tiny-gpt2 --cluster "$TMP/slow2.json" --global-batch 8 --seq-len 32 --profile "$TMP/prof.json"
+$PY - "$TMP/prof.json" "$TMP/v1.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["version"] = 1
+del p["model"]
+json.dump(p, open(sys.argv[2], "w"))
+PYEOF
+expect 1 "did not record the model" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/v1.json"
+
+# ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
+PLAN=(plan --model llama2-7b --cluster mixed-32 --global-batch 128)
+"$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1
+grep -q "vs batch-balanced: the same plan shape" "$TMP/bb.txt"
+check "--baseline batch-balanced: no difference from itself: $(grep -A2 '^why' "$TMP/bb.txt")" $?
+"$AH" "${PLAN[@]}" >"$TMP/p.txt" 2>&1 && "$AH" "${PLAN[@]}" --json >"$TMP/p.json" 2>&1
+check "plan and plan --json run" $?
+$PY - "$TMP/p.txt" "$TMP/p.json" <<'PYEOF'
+import json, sys
+text, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+ok = True
+for name in ("uniform", "batch-balanced"):
+    items = doc["why"][name]
+    line = [l for l in text.splitlines() if l.startswith(f"  vs {name}:")][0]
+    if not items or line != f"  vs {name}: " + "; ".join(items):
+        print(f"text and --json differ for {name}: {line!r} vs {items!r}"); ok = False
+b = doc["bottleneck"]
+want = f"bottleneck: pipeline {b['pipeline']}, stage {b['stage']} ({b['gpu']}, layers [{b['layers'][0]}, {b['layers'][1]}))"
+if want not in text: print("bottleneck missing from --json or different:", want); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+check "plan --json carries the text's why and bottleneck" $?
+
+# ---- item 8: the SVG replays every micro-batch and draws the idle GPUs ----
+# llama2-7b on mixed-32, batch 128: one pipeline takes 78 micro-batches (more than the 64 that
+# were replayed), and the H20 node in the other zone is left idle.
+"$AH" "${PLAN[@]}" --svg "$TMP/p.svg" >/dev/null 2>&1
+check "plan --svg runs" $?
+$PY - "$TMP/p.svg" "$TMP/p.json" <<'PYEOF'
+import json, re, sys, xml.dom.minidom
+svg, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+xml.dom.minidom.parseString(svg)
+ok = True
+if max(p["micro_batches"] for p in doc["plan"]["pipelines"]) <= 64:
+    print("the test plan no longer has a pipeline of more than 64 micro-batches"); ok = False
+m = re.search(r"pipelines ([0-9.]+) s \(replayed ([0-9.]+) s\)", svg)
+closed, replayed = float(m.group(1)), float(m.group(2))
+if not (closed * (1 - 1e-6) <= replayed <= 1.01 * closed):
+    print(f"replayed {replayed} s is not the closed form {closed} s: micro-batches left out"); ok = False
+if "more than 64 micro-batches" in svg: print("the picture still cuts pipelines"); ok = False
+used = {st["gpu"] for p in doc["plan"]["pipelines"] for st in p["stages"]}
+if "H20" in used: print("the test plan uses the H20s"); ok = False
+if not re.search(r">idle: 8 H20 GPUs on h20-0 \(in no pipeline\)<", svg): print("idle H20s not drawn"); ok = False
+if "H20 (idle)</text>" not in svg: print("legend does not mark H20 idle"); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+check "the SVG replays all micro-batches and shows the idle H20s" $?
+"$AH" "${PLAN[@]}" --global-batch 4096 --svg "$TMP/big.svg" >/dev/null 2>&1
+grep -q "(replayed " "$TMP/big.svg" && [ "$(stat -c %s "$TMP/big.svg")" -lt 1000000 ]
+check "4096 micro-batches draw in a small file ($(stat -c %s "$TMP/big.svg") bytes)" $?
+
+# ---- item 7: template mode says which cap applied and why ----
+for g in 10 1000; do
+    "$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups $g >"$TMP/t.txt" 2>&1
+    grep "^template mode:" "$TMP/t.txt" >"$TMP/why.txt"
+    check "--exact-max-groups $g: template mode says why: $(cat "$TMP/t.txt" | grep -E 'search|template')" $?
+done
+grep -q "32 TP groups give more than 50000 distinct pipelines, the exact search's cap" "$TMP/why.txt"
+check "--exact-max-groups 1000 names the sequence cap: $(cat "$TMP/why.txt")" $?
+"$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups 10 --json >"$TMP/t.json"
+$PY -c 'import json,sys; sys.exit("more than --exact-max-groups 10" not in json.load(open(sys.argv[1]))["template_why"])' "$TMP/t.json"
+check "--json carries template_why" $?
+expect 0 "search exact (proven optimal)" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
+! grep -q "template mode" "$TMP/out"
+check "an exact search prints no template note" $?
+
+# ---- item 12: a type needs only the rates of the precisions it runs ----
+cat >"$TMP/rates.json" <<'JSON'
+{"gpu_types": {"gpu-a": {"memory_gib": 24, "tflops": {"fp32": 20}, "mem_bw_gb_s": 900, "intra_node_gb_s": 64},
+               "gpu-b": {"memory_gib": 24, "tflops": {"bf16": 100, "fp32": 20}, "mem_bw_gb_s": 900, "intra_node_gb_s": 64}},
+ "nodes": [{"name": "a0", "gpu": "gpu-a", "count": 4}, {"name": "a1", "gpu": "gpu-a", "count": 4},
+           {"name": "b0", "gpu": "gpu-b", "count": 4}],
+ "network": {"inter_node_gb_s": 10}}
+JSON
+RATES=(plan --model gpt2-124m --cluster "$TMP/rates.json" --global-batch 16 --seq-len 512)
+expect 0 "12 GPUs used, fp32" "${RATES[@]}" --precision fp32
+"$AH" "${RATES[@]}" --precision bf16 >"$TMP/bf.txt" 2>&1 && "$AH" "${RATES[@]}" --precision bf16 --json >"$TMP/bf.json" \
+    && "$AH" "${RATES[@]}" --precision fp32 -o "$TMP/fp32plan.json" >/dev/null 2>&1
+check "an fp32-only type in the cluster: bf16 plans too" $?
+grep -qx "left out: gpu-a (8 GPUs on a0, a1): no bf16 rate (tflops.bf16), so it cannot run bf16" "$TMP/bf.txt"
+check "the bf16 plan says which type it left out: $(head -4 "$TMP/bf.txt")" $?
+$PY - "$TMP/bf.json" "$TMP/fp32plan.json" "$TMP/bf16plan.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+gpus = {st["gpu"] for p in d["plan"]["pipelines"] for st in p["stages"]}
+assert gpus == {"gpu-b"} and "gpu-a" in d["left_out"], (gpus, d["left_out"])
+p = json.load(open(sys.argv[2]))
+assert any(st["gpu"] == "gpu-a" for pl in p["pipelines"] for st in pl["stages"]), "the fp32 plan uses gpu-a"
+p["train"]["precision"] = "bf16"
+p.pop("predicted", None)
+json.dump(p, open(sys.argv[3], "w"))
+PYEOF
+check "the bf16 plan uses only gpu-b; --json says left_out" $?
+expect 1 "\[precision\] pipelines\[0\].stages\[0\].gpu: GPU type gpu-a has no bf16 rate (gpu_types.gpu-a.tflops.bf16)" \
+    evaluate --plan "$TMP/bf16plan.json"
+sed 's/"bf16": 100, //' "$TMP/rates.json" >"$TMP/fp32only.json"
+expect 1 "no GPU type of the cluster runs bf16" plan --model gpt2-124m --cluster "$TMP/fp32only.json" --precision bf16
+sed 's/"tflops": {"fp32": 20}/"tflops": {}/' "$TMP/rates.json" >"$TMP/norate.json"
+expect 1 "gpu_types.gpu-a.tflops: no rate" plan --model gpt2-124m --cluster "$TMP/norate.json"
+cat >"$TMP/v100.json" <<'JSON'
+{"gpu_types": {"V100-16G": {"tflops": {"bf16": null}}},
+ "nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8}, {"name": "h0", "gpu": "H100-SXM", "count": 8}]}
+JSON
+expect 0 "left out: V100-16G (8 GPUs on v0): no bf16 rate" plan --model gpt2-124m --cluster "$TMP/v100.json" --precision bf16 --global-batch 16 --seq-len 512
+
+# ---- item 16: long lists of node names are summarised as runs ----
+$PY - "$TMP/c512.json" <<'PYEOF'
+import json, sys
+nodes = [{"name": f"h{i}", "gpu": "H100-SXM", "count": 8, "spot": True, "usd_per_gpu_hour": 2} for i in range(160)]
+nodes += [{"name": f"a{i}", "gpu": "A100-80G", "count": 8, "spot": True, "usd_per_gpu_hour": 1} for i in range(200)]
+nodes += [{"name": f"d{i:03d}", "gpu": "A100-80G", "count": 8, "spot": False, "usd_per_gpu_hour": 3} for i in range(152)]
+json.dump({"nodes": nodes, "network": {"inter_node_gb_s": 100, "cloud_gb_s": 1}}, open(sys.argv[1], "w"))
+PYEOF
+"$AH" simulate --model gpt2-124m --cluster "$TMP/c512.json" --global-batch 64 --seq-len 1024 --micro-batch 4 \
+    --replan-s 1 --hours 2 --policy autohet --trace "A100-80G=$SRC/tests/data/traces/counts-hours.csv" >"$TMP/s.txt" 2>&1
+check "simulate on 512 nodes runs: $(tail -3 "$TMP/s.txt")" $?
+grep -qx "always up: h0..h159: 160 spot nodes, no trace; d000..d151: 152 on-demand nodes" "$TMP/s.txt"
+check "always up is summarised: $(grep 'always up' "$TMP/s.txt" | head -c 300)" $?
+grep -q "^pool A100-80G.*: 200 spot nodes \[a0..a199\] <- " "$TMP/s.txt"
+check "the pool line is summarised: $(grep '^pool' "$TMP/s.txt" | head -c 300)" $?
+awk 'length($0) > 400 { bad = 1 } END { exit bad }' "$TMP/s.txt"
+check "no line of simulate's report runs past 400 characters" $?
+$PY - "$SRC/examples/plans/train-single.json" "$TMP/c512.json" "$TMP/bad-node.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["cluster"] = json.load(open(sys.argv[2]))
+st = p["pipelines"][0]["stages"][0]; st["devices"][0]["node"] = "nope"; st["gpu"] = "H100-SXM"
+json.dump(p, open(sys.argv[3], "w"))
+PYEOF
+expect 1 "h0..h159, a0..a199, d000..d151" evaluate --plan "$TMP/bad-node.json"
+
+echo "test_plan_newuser: $pass passed, $fails failed"
+[ "$fails" -eq 0 ]
