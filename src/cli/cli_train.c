@@ -113,7 +113,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
 
 /* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
  * *start gets the iteration to run first. */
-static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_tokens_t *data, FILE *metrics,
+static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
                           ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, ah_error_t *err) {
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world);
@@ -170,6 +170,18 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     return s;
 }
 
+/* Says on stderr when the steps from `start` will read samples past the end of a pass. */
+static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_plan_t *plan, int64_t start,
+                        int64_t steps) {
+    const int64_t B = plan->train.global_batch;
+    const int64_t i = ah_dataset_repeat_step(d, ah_trainer_data_position(tr, start), start, B, steps);
+    if (i >= 0)
+        fprintf(stderr, "autohet train: warning: the run will see its data more than once: --data holds %lld "
+                "samples of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld of %lld starts "
+                "reading it again\n", (long long)d->samples, (long long)d->T, (long long)d->tokens, d->n,
+                d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice; a failure aborts the job. */
 static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
@@ -193,7 +205,8 @@ int ah_cli_train(int argc, char **argv) {
                 .grace_s = 30};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
-        {"--data", AH_FLAG_STR, &a.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
+        {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
+         "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
         {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
         {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
         {"--steps", AH_FLAG_INT, &a.steps, "N", "iterations (default 20)", false},
@@ -235,13 +248,15 @@ int ah_cli_train(int argc, char **argv) {
     a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     ah_plan_t plan;
-    ah_tokens_t data = {0};
+    ah_dataset_t data = {0};
     ah_trainer_t tr;
     bool have_plan = false, have_tr = false;
     FILE *metrics = NULL;
     memset(&plan, 0, sizeof plan);
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
-    if (s == AH_OK) s = ah_comm_agree(world, ah_tokens_load(a.data, plan.model.vocab, &data, &err), &err);
+    if (s == AH_OK)
+        s = ah_comm_agree(world, ah_dataset_open(a.data, "--data", plan.model.vocab, plan.train.seq_len, &data, &err),
+                          &err);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
@@ -259,6 +274,7 @@ int ah_cli_train(int argc, char **argv) {
                    plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
                    (long long)(plan.train.global_batch * plan.train.seq_len), blas);
         }
+        if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
         rc = run_steps(&tr, &a, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
@@ -272,7 +288,7 @@ int ah_cli_train(int argc, char **argv) {
     }
     if (metrics) fclose(metrics);
     if (have_tr) ah_trainer_free(&tr);
-    ah_tokens_free(&data);
+    ah_dataset_close(&data);
     if (have_plan) ah_plan_free(&plan);
     ah_comm_finalize();
     return rc;

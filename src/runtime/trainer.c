@@ -104,7 +104,7 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err) {
     memset(tr, 0, sizeof *tr);
     tr->plan = plan;
@@ -217,7 +217,7 @@ static ah_status_t put_tokens(ah_trainer_t *tr, int64_t first_sample, int32_t *d
                               ah_error_t *err) {
     const int64_t m = tr->plan->train.micro_batch, T = tr->plan->train.seq_len;
     int32_t *h = tr->h_tokens ? tr->h_tokens : dst;
-    ah_tokens_batch(tr->data, first_sample, m, T, targets ? NULL : h, targets ? h : NULL);
+    TRY(ah_dataset_batch(tr->data, first_sample, m, targets ? NULL : h, targets ? h : NULL, err));
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 

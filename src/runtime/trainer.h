@@ -67,7 +67,7 @@ typedef struct ah_step_metrics {
 
 typedef struct ah_trainer {
     const ah_plan_t *plan;
-    const ah_tokens_t *data;
+    const ah_dataset_t *data;
     ah_train_opts_t opts;
     ah_layout_t layout;
     int rank, n_ranks;
@@ -99,7 +99,7 @@ typedef struct ah_trainer {
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
-ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err);
 /* The random initialisation (seed from the options): for a trainer set up with defer_init whose
  * resume found no checkpoint. */
