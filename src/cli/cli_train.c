@@ -24,7 +24,7 @@
 
 typedef struct {
     const char *plan, *data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
-    int64_t steps, warmup, seed, dump_step;
+    int64_t steps, warmup, seed, dump_step, skip_nonfinite;
     double lr, wd, clip;
     bool quiet;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
@@ -183,14 +183,17 @@ static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_
 }
 
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
- * after a preemption notice; a failure aborts the job. */
+ * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
+ * aborts the job. */
 static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
-                                    .metrics = metrics};
+                                    .metrics = metrics, .skip_nonfinite = a->skip_nonfinite};
     int64_t preempted_at;
+    bool agreed;
     ah_error_t err;
-    if (ah_train_loop(tr, &o, ck, start, &preempted_at, &err) != AH_OK) {
+    if (ah_train_loop(tr, &o, ck, start, &preempted_at, &agreed, &err) != AH_OK) {
+        if (agreed) return tr->rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(err.code);
         ah_cli_fail("train", &err);
         ah_comm_abort(ah_status_exit_code(err.code));
     }
@@ -215,6 +218,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", "AdamW decoupled decay of 2-D matrices (default 0.1)", false},
         {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", false},
         {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
+        {"--skip-nonfinite", AH_FLAG_INT_MIN(0), &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
+         "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},

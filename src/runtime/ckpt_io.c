@@ -613,6 +613,10 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     return AH_OK;
 }
 
+int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
+    return s ? s->last_saved : -1;
+}
+
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
                                    ah_error_t *err) {
     ah_trainer_t *tr = s->tr;

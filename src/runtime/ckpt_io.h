@@ -65,6 +65,9 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
  * is an event, not an error; errors are communication failures. */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);
+/* The newest step committed on every node by this session (or restored by its resume), -1 when
+ * none; NULL is fine. */
+int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
 /* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);

@@ -26,6 +26,9 @@
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
  *                  "same_plan", "last_fallback"] or, when nothing was found, "note" (why)}
+ *     "nonfinite"  {"step", "what", "rank", "loss", "grad_norm" (null when not finite), "skipped",
+ *                  "skips_left"}: the step's loss or gradient norm was not finite; no update was
+ *                  applied; skipped (its step line follows, with nulls) or the run stopped
  * The agent merges every launch's lines into its own metrics file, adding "launch": K, and adds
  * its own events (elastic/agent.h). */
 #ifndef AH_RUNTIME_PROTOCOL_H
@@ -66,6 +69,7 @@
 #define AH_PROTO_EV_CHECKPOINT "checkpoint"
 #define AH_PROTO_EV_PREEMPT "preempt"
 #define AH_PROTO_EV_RECOVER "recover"
+#define AH_PROTO_EV_NONFINITE "nonfinite"
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

@@ -343,6 +343,36 @@ static bool counts(const ah_trainer_t *tr, const ah_gpt_param_t *x) {
     return true;
 }
 
+/* Collective, after a step whose loss or gradient norm is not finite: the lowest rank holding a
+ * non-finite loss (a last stage), else the lowest holding a non-finite gradient and which one
+ * first in its stage order, into
+ * out->nonfinite_rank and out->nonfinite_what. */
+static ah_status_t find_nonfinite(ah_trainer_t *tr, double loss_sum, ah_step_metrics_t *out, ah_error_t *err) {
+    const ah_gpt_stage_t *st = &tr->stage;
+    int64_t code = -1; /* -1: none; 0: the loss; i + 1: parameter i's gradient */
+    if (tr->next < 0 && !isfinite(loss_sum)) code = 0;
+    for (int i = 0; code < 0 && i < st->n_params; i++)
+        if (!isfinite(st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n))) code = i + 1;
+    int64_t *all = malloc((size_t)tr->n_ranks * sizeof *all);
+    if (!all) return ah_error_set(err, AH_ERR_OOM, "no host memory to find the non-finite tensor");
+    ah_status_t s = ah_comm_allgather_i64(ah_comm_world(), code, all, err);
+    /* The loss comes before any gradient (the forward before the backward); then ranks in order. */
+    int first = -1;
+    for (int r = 0; s == AH_OK && r < tr->n_ranks && first < 0; r++)
+        if (all[r] == 0) first = r;
+    for (int r = 0; s == AH_OK && r < tr->n_ranks && first < 0; r++)
+        if (all[r] > 0) first = r;
+    free(all);
+    if (s != AH_OK) return s;
+    snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the gradient norm");
+    if (first == tr->rank && code == 0) snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the loss");
+    else if (first == tr->rank)
+        snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the gradient of %s", st->params[code - 1].def.name);
+    out->nonfinite_rank = first;
+    return first < 0 ? AH_OK : ah_comm_bcast(ah_comm_world(), out->nonfinite_what, sizeof out->nonfinite_what,
+                                               first, err);
+}
+
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_plan_t *p = tr->plan;
@@ -358,12 +388,16 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
             sums[1] += st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n);
     TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 2, err));
     const double norm = sqrt(sums[1]);
+    out->nonfinite = !isfinite(sums[0]) || !isfinite(norm);
+    out->nonfinite_rank = -1;
+    out->nonfinite_what[0] = 0;
+    if (out->nonfinite) TRY(find_nonfinite(tr, loss_sum, out, err));
     const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
     const double lr = ah_train_lr(&tr->opts, step);
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
-    ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
+    if (!out->nonfinite) ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     double compute;

@@ -63,6 +63,13 @@ typedef struct ah_step_metrics {
     double seconds;         /* wall time of the step */
     int n_ranks;
     const int64_t *memory_high; /* per rank, bytes: allocator high-water mark */
+    /* The loss or the gradient norm is not finite (the same verdict on every rank): the update
+     * was not applied. nonfinite_rank: the lowest rank holding a non-finite loss, else the lowest
+     * holding a non-finite gradient (-1 when only the norm's sum overflowed); nonfinite_what:
+     * "the loss", or "the gradient of NAME", the first in that rank's stage order. */
+    bool nonfinite;
+    int nonfinite_rank;
+    char nonfinite_what[160];
 } ah_step_metrics_t;
 
 typedef struct ah_trainer {
@@ -109,7 +116,8 @@ ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err);
  * the global batch changed. */
 int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step);
 void ah_trainer_set_data_position(ah_trainer_t *tr, int64_t step, int64_t data_position);
-/* Collective: one iteration (step counts from 0); fills *out on every rank. */
+/* Collective: one iteration (step counts from 0); fills *out on every rank. A step whose loss or
+ * gradient norm is not finite changes no weight or optimizer state (out->nonfinite). */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
  * (name, shape, offset in floats) from rank 0. With grads, DIR/grads.bin and DIR/grads.json in the
