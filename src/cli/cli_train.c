@@ -23,8 +23,8 @@
 #include "runtime/trainer.h"
 
 typedef struct {
-    const char *plan, *data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
-    int64_t steps, warmup, seed, dump_step, skip_nonfinite;
+    const char *plan, *data, *val_data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
+    int64_t steps, warmup, seed, dump_step, skip_nonfinite, val_every, val_batches;
     double lr, wd, clip;
     bool quiet;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
@@ -33,6 +33,7 @@ typedef struct {
     int64_t ckpt_every;
     double grace_s;
     bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
+    bool val_flag_given;               /* --val-every or --val-batches was */
     bool resume, cloud_only;
 } args_t;
 
@@ -84,6 +85,8 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step with --dump-grads: expected 0 .. --steps - 1 "
                             "(%lld), got %lld", (long long)a->steps - 1, (long long)a->dump_step);
     if ((s = check_ckpt_flags(a, err)) != AH_OK) return s;
+    if (a->val_flag_given && !a->val_data)
+        return ah_error_set(err, AH_ERR_USAGE, "--val-every and --val-batches need --val-data FILES (held-out shards)");
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
@@ -185,10 +188,12 @@ static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
  * aborts the job. */
-static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
+static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
+                     int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
-                                    .metrics = metrics, .skip_nonfinite = a->skip_nonfinite};
+                                    .metrics = metrics, .skip_nonfinite = a->skip_nonfinite,
+                                    .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches};
     int64_t preempted_at;
     bool agreed;
     ah_error_t err;
@@ -204,12 +209,18 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_s
 }
 
 int ah_cli_train(int argc, char **argv) {
-    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
+    args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = 30};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
         {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
          "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
+        {"--val-data", AH_FLAG_STR, &a.val_data, "FILES", "held-out token files (as --data) for a validation loss: "
+         "in the progress line and the step line's \"val_loss\"", false},
+        {"--val-every", AH_FLAG_INT_MIN(1), &a.val_every, "K", "validate after every K-th step (default: after the last only)",
+         false},
+        {"--val-batches", AH_FLAG_INT_MIN(1), &a.val_batches, "N", "global batches of --val-data each validation reads, "
+         "from its first sample (default 4)", false},
         {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
         {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
         {"--steps", AH_FLAG_INT, &a.steps, "N", "iterations (default 20)", false},
@@ -252,8 +263,9 @@ int ah_cli_train(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
+    a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
     ah_plan_t plan;
-    ah_dataset_t data = {0};
+    ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;
     bool have_plan = false, have_tr = false;
     FILE *metrics = NULL;
@@ -262,6 +274,13 @@ int ah_cli_train(int argc, char **argv) {
     if (s == AH_OK)
         s = ah_comm_agree(world, ah_dataset_open(a.data, "--data", plan.model.vocab, plan.train.seq_len, &data, &err),
                           &err);
+    if (s == AH_OK && a.val_data)
+        s = ah_comm_agree(world, ah_dataset_open(a.val_data, "--val-data", plan.model.vocab, plan.train.seq_len, &val,
+                                                 &err), &err);
+    if (s == AH_OK && rank == 0 && a.val_data && val.samples < a.val_batches * plan.train.global_batch)
+        fprintf(stderr, "autohet train: warning: --val-data holds %lld samples, fewer than --val-batches %lld x the "
+                "global batch %lld: some are counted more than once\n", (long long)val.samples,
+                (long long)a.val_batches, (long long)plan.train.global_batch);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
@@ -280,7 +299,7 @@ int ah_cli_train(int argc, char **argv) {
                    (long long)(plan.train.global_batch * plan.train.seq_len), blas);
         }
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
-        rc = run_steps(&tr, &a, metrics, ck, start);
+        rc = run_steps(&tr, &a, &val, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
             fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
@@ -294,6 +313,7 @@ int ah_cli_train(int argc, char **argv) {
     if (metrics) fclose(metrics);
     if (have_tr) ah_trainer_free(&tr);
     ah_dataset_close(&data);
+    ah_dataset_close(&val);
     if (have_plan) ah_plan_free(&plan);
     ah_comm_finalize();
     return rc;

@@ -17,8 +17,10 @@
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
  * to after a --resume):
  *   step lines   {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "memory_high_bytes": [per
- *                rank]}: iteration "step" (0-based) finished; "tokens" trained in it (the global
- *                batch's); "seconds" its wall time. A line without "event" is a step line.
+ *                rank][, "val_loss"]}: iteration "step" (0-based) finished; "tokens" trained in it
+ *                (the global batch's); "seconds" its wall time (without the validation);
+ *                "val_loss" after a validation (--val-data). "loss" and "grad_norm" are null when
+ *                not finite. A line without "event" is a step line.
  *   event lines  {"event": NAME, ...}:
  *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error"]}
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
@@ -64,6 +66,7 @@
 #define AH_PROTO_STEP_TOKENS "tokens"
 #define AH_PROTO_STEP_SECONDS "seconds"
 #define AH_PROTO_STEP_MEMORY_HIGH "memory_high_bytes"
+#define AH_PROTO_STEP_VAL_LOSS "val_loss" /* optional: after a validation (--val-data) */
 
 /* event names */
 #define AH_PROTO_EV_CHECKPOINT "checkpoint"

@@ -7,12 +7,16 @@
 
 #include "runtime/protocol.h"
 
-/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0). */
-static void progress(FILE *f, const ah_step_metrics_t *m, int64_t start, int64_t steps, double elapsed) {
+/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0);
+ * val_loss: NaN when this step had no validation. */
+static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64_t start, int64_t steps,
+                     double elapsed) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
     const double eta = elapsed / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
-    fprintf(f, "step %4lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
-            (long long)m->step + 1, (long long)steps, m->loss, m->lr, m->grad_norm, tps, m->seconds, eta);
+    char val[40] = "";
+    if (!isnan(val_loss)) snprintf(val, sizeof val, " | val loss %.6f", val_loss);
+    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
+            (long long)m->step + 1, (long long)steps, m->loss, val, m->lr, m->grad_norm, tps, m->seconds, eta);
     fflush(f);
 }
 
@@ -23,16 +27,18 @@ static const char *json_num(char buf[32], double x) {
     return buf;
 }
 
-/* One step line (flushed). */
-static void metrics_write_step(FILE *f, const ah_step_metrics_t *m) {
-    char lb[32], gb[32];
+/* One step line (flushed); val_loss NaN: none. */
+static void metrics_write_step(FILE *f, const ah_step_metrics_t *m, double val_loss) {
+    char lb[32], gb[32], vb[32];
     fprintf(f, "{\"" AH_PROTO_STEP "\": %lld, \"" AH_PROTO_STEP_LOSS "\": %s, \"" AH_PROTO_STEP_LR "\": %.9g, \""
             AH_PROTO_STEP_GRAD_NORM "\": %s, \"" AH_PROTO_STEP_TOKENS "\": %lld, \"" AH_PROTO_STEP_SECONDS
             "\": %.6f, \"" AH_PROTO_STEP_MEMORY_HIGH "\": [",
             (long long)m->step, json_num(lb, m->loss), m->lr, json_num(gb, m->grad_norm), (long long)m->tokens,
             m->seconds);
     for (int r = 0; r < m->n_ranks; r++) fprintf(f, "%s%lld", r ? ", " : "", (long long)m->memory_high[r]);
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    if (!isnan(val_loss)) fprintf(f, ", \"" AH_PROTO_STEP_VAL_LOSS "\": %s", json_num(vb, val_loss));
+    fprintf(f, "}\n");
     fflush(f);
 }
 
@@ -103,8 +109,12 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
             *agreed = true;
             return s;
         }
-        if (o->progress && !m.nonfinite) progress(o->progress, &m, start, o->steps, elapsed);
-        if (o->metrics) metrics_write_step(o->metrics, &m);
+        double val_loss = NAN;
+        if (o->val && ((o->val_every > 0 && (i + 1) % o->val_every == 0) || i + 1 == o->steps) &&
+            (s = ah_trainer_eval(tr, o->val, o->val_batches, &val_loss, err)) != AH_OK)
+            return s;
+        if (o->progress && !m.nonfinite) progress(o->progress, &m, val_loss, start, o->steps, elapsed);
+        if (o->metrics) metrics_write_step(o->metrics, &m, val_loss);
         json_t *events = NULL;
         bool stop = false;
         if (ck && (s = ah_ckpt_session_step_done(ck, i + 1, &events, &stop, err)) != AH_OK) return s;

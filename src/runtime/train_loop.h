@@ -29,6 +29,10 @@ typedef struct ah_train_loop_opts {
     FILE *progress;        /* rank 0: one progress line a step (NULL: none) */
     FILE *metrics;         /* rank 0: the metrics JSONL (NULL: none) */
     int64_t skip_nonfinite; /* non-finite steps skipped before one stops the run */
+    /* Validation: after every val_every-th step (0: none) and the last, the loss over val_batches global
+     * batches of val (ah_trainer_eval), in the progress line and as the step line's "val_loss". */
+    const ah_dataset_t *val; /* NULL: none */
+    int64_t val_every, val_batches;
 } ah_train_loop_opts_t;
 
 /* Steps tr from iteration `start`, after each step asking the checkpoint session ck (NULL: none)

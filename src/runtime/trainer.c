@@ -211,13 +211,13 @@ static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) 
         if (s_ != AH_OK) return s_;               \
     } while (0)
 
-/* One micro-batch's token ids (stage 0) or targets (last stage) into dst, a buffer of the
+/* One micro-batch's token ids (stage 0) or targets (last stage) of data into dst, a buffer of the
  * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
-static ah_status_t put_tokens(ah_trainer_t *tr, int64_t first_sample, int32_t *dst, bool targets,
-                              ah_error_t *err) {
+static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_t first_sample, int32_t *dst,
+                              bool targets, ah_error_t *err) {
     const int64_t m = tr->plan->train.micro_batch, T = tr->plan->train.seq_len;
     int32_t *h = tr->h_tokens ? tr->h_tokens : dst;
-    TRY(ah_dataset_batch(tr->data, first_sample, m, targets ? NULL : h, targets ? h : NULL, err));
+    TRY(ah_dataset_batch(data, first_sample, m, targets ? NULL : h, targets ? h : NULL, err));
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
@@ -244,8 +244,8 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
         if (op.kind == AH_OP_FWD) {
-            if (tr->prev < 0) TRY(put_tokens(tr, first_sample, ah_gpt_ids(st, op.slot), false, err));
-            if (tr->next < 0) TRY(put_tokens(tr, first_sample, ah_gpt_targets(st), true, err));
+            if (tr->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
+            if (tr->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
             if (tr->prev >= 0) {
                 TRY(ah_comm_wait(&r_act, err));
                 TRY(ah_mem_upload(mem, tr->recv_act, tr->h_recv_act, bytes, err));
@@ -290,6 +290,43 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     }
     TRY(ah_comm_wait(&s_act, err));
     TRY(ah_comm_wait(&s_grad, err));
+    return AH_OK;
+}
+
+ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t batches, double *loss,
+                            ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
+    const ah_plan_t *p = tr->plan;
+    const int64_t m = p->train.micro_batch, T = p->train.seq_len, B = p->train.global_batch;
+    const size_t NC = (size_t)(st->N * st->C);
+    const size_t bytes = NC * sizeof(float);
+    ah_comm_t *world = ah_comm_world();
+    double sum = 0;
+    for (int64_t b = 0; b < batches; b++)
+        for (int64_t mb = 0; mb < tr->n_mb; mb++) {
+            const int64_t first_sample = b * B + tr->sample_base + mb * m;
+            ah_comm_req_t req = {0};
+            if (tr->prev < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_ids(st, 0), false, err));
+            if (tr->next < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_targets(st), true, err));
+            if (tr->prev >= 0) {
+                TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &req, err));
+                TRY(ah_comm_wait(&req, err));
+                TRY(ah_mem_upload(&tr->mem, tr->recv_act, tr->h_recv_act, bytes, err));
+                copy(st->k, ah_gpt_input(st, 0), tr->recv_act, NC);
+            }
+            double ls = 0, compute;
+            ah_emulator_begin(&tr->emu, AH_EMULATE_FWD);
+            TRY(ah_gpt_forward(st, 0, tr->send_act, 1.0f, &ls, err));
+            TRY(ah_emulator_end(&tr->emu, &compute, err));
+            if (tr->next < 0 && tr->role.tp_rank == 0) sum += ls;
+            if (tr->next >= 0) {
+                TRY(ah_mem_download(&tr->mem, tr->h_send_act, tr->send_act, bytes, err));
+                TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &req, err));
+                TRY(ah_comm_wait(&req, err));
+            }
+        }
+    TRY(ah_comm_allreduce_f64(world, &sum, 1, err));
+    *loss = sum / ((double)batches * (double)B * (double)T);
     return AH_OK;
 }
 

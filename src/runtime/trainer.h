@@ -119,6 +119,11 @@ void ah_trainer_set_data_position(ah_trainer_t *tr, int64_t step, int64_t data_p
 /* Collective: one iteration (step counts from 0); fills *out on every rank. A step whose loss or
  * gradient norm is not finite changes no weight or optimizer state (out->nonfinite). */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
+/* Collective: the mean token loss of the current weights over global batches [0, batches) of
+ * val (forward only, the plan's batch split; nothing updated), the same on every plan up to
+ * rounding. */
+ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t batches, double *loss,
+                            ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
  * (name, shape, offset in floats) from rank 0. With grads, DIR/grads.bin and DIR/grads.json in the
  * same layout from the gradients of the last step: summed over the plan (after the DP sync),
