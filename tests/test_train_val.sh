@@ -1,7 +1,8 @@
 # Validation (--val-data FILES --val-every K --val-batches N): the loss over N global batches of
 # held-out shards after every K-th step and the last, in the progress line and the step line's
 # "val_loss"; the same value on every plan (one rank; a 4-stage pipeline; 4 data-parallel
-# replicas; a hybrid TP 2 plan of two unequal pipelines), and training itself unchanged by it.
+# replicas; a hybrid TP 2 plan of two unequal pipelines), training itself unchanged by it, and
+# autohet run passing the flags to its launches.
 . "$(dirname "$0")/train_common.sh"
 # Held-out text in two shards (a glob), as `autohet tokenize` writes them.
 head -c 6000 /usr/share/common-licenses/GPL-2 >"$WORK/val-a.txt"
@@ -40,6 +41,10 @@ plain = [s["loss"] for s in lines("plain")]
 assert plain == [s["loss"] for s in lines("pp4")], "validation changed the training losses"
 print("val losses", vals, "equal on 4 plans")
 PY
+# autohet run passes the flags on to every launch.
+"$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --val-data "$WORK/val_*.bin" \
+    --val-every 2 --val-batches 1 --steps 4 --work-dir "$WORK/run" --quiet >"$WORK/run.out" 2>&1 || { cat "$WORK/run.out"; fail "run"; }
+[ "$(grep -c '"val_loss"' "$WORK/run/metrics.jsonl")" = 2 ] || fail "autohet run: expected 2 val_loss lines"
 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --val-every 2 >"$WORK/usage.out" 2>&1 \
     && fail "--val-every without --val-data accepted"
 grep -q "need --val-data FILES" "$WORK/usage.out" || fail "no message for --val-every without --val-data"
