@@ -211,7 +211,7 @@ int ah_cli_run(int argc, char **argv) {
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
-    if (!ah_cli_parse(VERB, "--model M --cluster C --data FILE [--events FILE] [flags]",
+    if (!ah_cli_parse(VERB, "--model M --cluster C --data FILES [--events FILE] [flags]",
                       "The elastic agent: plans, launches mpirun ... autohet train --resume, watches for\n"
                       "preemptions (--events, or SIGTERM to a node's ranks), re-plans on the nodes left and\n"
                       "relaunches from the newest checkpoint (local disk, then peers, then cloud). Ends with a\n"

@@ -114,6 +114,19 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     return AH_OK;
 }
 
+/* Phase 1b, on every rank alone: --data and --val-data, for the plan's model and sequence length. */
+static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
+                             ah_error_t *err) {
+    const int64_t V = plan->model.vocab, T = plan->train.seq_len, B = plan->train.global_batch;
+    ah_status_t s = ah_dataset_open(a->data, "--data", V, T, data, err);
+    if (s == AH_OK && a->val_data) s = ah_dataset_open(a->val_data, "--val-data", V, T, val, err);
+    if (s == AH_OK && a->val_data && val->samples < a->val_batches * B && ah_comm_rank(ah_comm_world()) == 0)
+        fprintf(stderr, "autohet train: warning: --val-data holds %lld samples, fewer than --val-batches %lld x the "
+                "global batch %lld: some are counted more than once\n", (long long)val->samples,
+                (long long)a->val_batches, (long long)B);
+    return s;
+}
+
 /* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
  * *start gets the iteration to run first. */
 static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
@@ -253,8 +266,8 @@ int ah_cli_train(int argc, char **argv) {
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
     int rc = 0;
-    if (!ah_cli_parse("train", "--plan FILE --data FILE [flags]   (under mpirun, one rank per device)",
-                      "Trains the plan's model on the token file: 1F1B pipelines, Megatron tensor "
+    if (!ah_cli_parse("train", "--plan FILE --data FILES [flags]   (under mpirun, one rank per device)",
+                      "Trains the plan's model on the token shards: 1F1B pipelines, Megatron tensor "
                       "parallelism, layer-wise data-parallel gradient sync, AdamW.",
                       flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc)) {
         ah_comm_finalize();
@@ -271,16 +284,7 @@ int ah_cli_train(int argc, char **argv) {
     FILE *metrics = NULL;
     memset(&plan, 0, sizeof plan);
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
-    if (s == AH_OK)
-        s = ah_comm_agree(world, ah_dataset_open(a.data, "--data", plan.model.vocab, plan.train.seq_len, &data, &err),
-                          &err);
-    if (s == AH_OK && a.val_data)
-        s = ah_comm_agree(world, ah_dataset_open(a.val_data, "--val-data", plan.model.vocab, plan.train.seq_len, &val,
-                                                 &err), &err);
-    if (s == AH_OK && rank == 0 && a.val_data && val.samples < a.val_batches * plan.train.global_batch)
-        fprintf(stderr, "autohet train: warning: --val-data holds %lld samples, fewer than --val-batches %lld x the "
-                "global batch %lld: some are counted more than once\n", (long long)val.samples,
-                (long long)a.val_batches, (long long)plan.train.global_batch);
+    if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
