@@ -43,6 +43,15 @@ x, w = float(shade[0].get("x")), float(shade[0].get("width"))
 assert abs(w / (x - 80) - 2.0 / 1.5) < 0.01, (x, w)
 print("svg ok")
 PY
+# A skipped non-finite step: null loss, an event; the summary says so and keeps the last finite loss.
+cat >"$WORK/nf.jsonl" <<'J'
+{"step":0,"loss":5.5,"lr":1e-4,"grad_norm":4,"tokens":512,"seconds":0.1,"memory_high_bytes":[1]}
+{"event":"nonfinite","step":1,"what":"the loss","rank":3,"loss":null,"grad_norm":null,"skipped":true,"skips_left":0}
+{"step":1,"loss":null,"lr":1e-4,"grad_norm":null,"tokens":512,"seconds":0.1,"memory_high_bytes":[1]}
+J
+"$AUTOHET" report "$WORK/nf.jsonl" --svg "$WORK/nf.svg" | grep -q "loss 5.5000 -> 5.5000 (the last finite); mean 5120 tokens/s a step; 0 preemptions, 1 non-finite step" \
+    || fail "summary with a non-finite step"
+! grep -q 'points=""' "$WORK/nf.svg" || fail "an empty loss line"
 # A trainer's own metrics file.
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/t.bin" >/dev/null
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 "$AUTOHET" train --quiet \

@@ -208,7 +208,9 @@ static void loss_panel(FILE *f, const series_t *s) {
                 px(&p, tok), TOP1, px(&p, tok), TOP1 + PH, m->kind == 'n' ? "#ff7f0e" : "#d62728");
     }
     for (int i = 0; i < s->n; i++) { /* one polyline per launch */
-        if (i > 0 && s->pts[i].launch == s->pts[i - 1].launch && isfinite(s->pts[i - 1].loss)) continue;
+        if (!isfinite(s->pts[i].loss) ||
+            (i > 0 && s->pts[i].launch == s->pts[i - 1].launch && isfinite(s->pts[i - 1].loss)))
+            continue; /* a line starts at a launch's first finite loss, and again after a skipped step */
         fprintf(f, "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"%s\" points=\"",
                 LAUNCH_COLORS[s->pts[i].launch % 6]);
         for (int j = i; j < s->n && s->pts[j].launch == s->pts[i].launch && isfinite(s->pts[j].loss); j++)
@@ -278,18 +280,20 @@ static ah_status_t write_svg(const series_t *s, const char *src, const char *pat
 
 static void summary(const series_t *s, const char *path) {
     const point_t *a = &s->pts[0], *z = &s->pts[s->n - 1];
-    double tps = 0, last_val = NAN;
-    int n_tps = 0, preempts = 0;
+    double tps = 0, last_val = NAN, last_loss = NAN;
+    int n_tps = 0, preempts = 0, nonfinite = 0;
     for (int i = 0; i < s->n; i++) {
         if (isfinite(v_tps(&s->pts[i]))) tps += v_tps(&s->pts[i]), n_tps++;
         if (isfinite(s->pts[i].val_loss)) last_val = s->pts[i].val_loss;
+        if (isfinite(s->pts[i].loss)) last_loss = s->pts[i].loss;
     }
-    for (int i = 0; i < s->n_marks; i++) preempts += s->marks[i].kind == 'p';
-    printf("%s: %d step lines (steps %lld..%lld), %.0f tokens; loss %.4f -> %.4f", path, s->n, (long long)a->step,
-           (long long)z->step, z->tokens, a->loss, z->loss);
+    for (int i = 0; i < s->n_marks; i++) preempts += s->marks[i].kind == 'p', nonfinite += s->marks[i].kind == 'n';
+    printf("%s: %d step lines (steps %lld..%lld), %.0f tokens; loss %.4f -> %.4f%s", path, s->n, (long long)a->step,
+           (long long)z->step, z->tokens, a->loss, last_loss, isfinite(z->loss) ? "" : " (the last finite)");
     if (isfinite(last_val)) printf(", last validation loss %.4f", last_val);
-    printf("; mean %.0f tokens/s a step; %d preemption%s; %.1f s\n", n_tps ? tps / n_tps : 0, preempts,
-           preempts == 1 ? "" : "s", z->t);
+    printf("; mean %.0f tokens/s a step; %d preemption%s", n_tps ? tps / n_tps : 0, preempts, preempts == 1 ? "" : "s");
+    if (nonfinite) printf(", %d non-finite step%s", nonfinite, nonfinite == 1 ? "" : "s");
+    printf("; %.1f s\n", z->t);
 }
 
 int ah_cli_report(int argc, char **argv) {
