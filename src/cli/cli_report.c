@@ -75,7 +75,8 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
     mark_t m = {.t = ah_json_num_or_nan(d, "t_s"), .step = json_integer_value(json_object_get(d, AH_PROTO_STEP))};
     if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) {
         m.kind = 'p';
-        snprintf(m.cause, sizeof m.cause, "stop (%s)", json_string_value(json_object_get(d, "cause")) ?: "preemption");
+        const char *cause = json_string_value(json_object_get(d, "cause"));
+        snprintf(m.cause, sizeof m.cause, "stop (%s)", cause ? cause : "preemption");
     } else if (strcmp(ev, "join") == 0) {
         m.kind = 'j';
         snprintf(m.cause, sizeof m.cause, "join");
