@@ -198,9 +198,12 @@ int ah_cli_run(int argc, char **argv) {
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
-        {"--val-every", AH_FLAG_INT_MIN(1), &counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
-        {"--val-batches", AH_FLAG_INT_MIN(1), &counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
-        {"--skip-nonfinite", AH_FLAG_INT_MIN(0), &counts[2], "N", "trainer: non-finite steps skipped before one stops "
+        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+         &counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
+        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+         &counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
+        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+         &counts[2], "N", "trainer: non-finite steps skipped before one stops "
          "the run (default 0)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},

@@ -230,9 +230,11 @@ int ah_cli_train(int argc, char **argv) {
          "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
         {"--val-data", AH_FLAG_STR, &a.val_data, "FILES", "held-out token files (as --data) for a validation loss: "
          "in the progress line and the step line's \"val_loss\"", false},
-        {"--val-every", AH_FLAG_INT_MIN(1), &a.val_every, "K", "validate after every K-th step (default: after the last only)",
+        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+         &a.val_every, "K", "validate after every K-th step (default: after the last only)",
          false},
-        {"--val-batches", AH_FLAG_INT_MIN(1), &a.val_batches, "N", "global batches of --val-data each validation reads, "
+        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+         &a.val_batches, "N", "global batches of --val-data each validation reads, "
          "from its first sample (default 4)", false},
         {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
         {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
@@ -242,7 +244,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", "AdamW decoupled decay of 2-D matrices (default 0.1)", false},
         {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", false},
         {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
-        {"--skip-nonfinite", AH_FLAG_INT_MIN(0), &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
+        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+         &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
          "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
