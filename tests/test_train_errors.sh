@@ -1,6 +1,7 @@
 # Bad input to autohet train: the whole job exits non-zero quickly (no hang) and rank 0 prints a
 # message that says what is wrong. Cases: wrong rank count, missing / truncated data, wrong
-# magic, a token outside the vocabulary, a plan for another model, an emulated memory cap that
+# magic, a token outside the vocabulary (found as read), a file shorter than one sequence, a
+# glob matching nothing, shards of mixed token widths, a plan for another model, an emulated memory cap that
 # the stage does not fit (out-of-memory naming the tensor and the shortfall), a checkpoint flag
 # without the tier it needs.
 . "$(dirname "$0")/train_common.sh"
@@ -11,7 +12,10 @@ w = sys.argv[1]
 hdr = lambda magic, n: struct.pack("<256i", magic, 1, n, *([0] * 253))
 open(f"{w}/magic.bin", "wb").write(hdr(12345, 100) + bytes(200))
 open(f"{w}/trunc.bin", "wb").write(hdr(20240520, 1000) + bytes(200))
-open(f"{w}/vocab.bin", "wb").write(hdr(20240520, 100) + struct.pack("<100H", *([7] * 50 + [300] + [7] * 49)))
+open(f"{w}/vocab.bin", "wb").write(hdr(20240520, 300) + struct.pack("<300H", *([7] * 50 + [300] + [7] * 249)))
+open(f"{w}/short.bin", "wb").write(hdr(20240520, 5) + struct.pack("<5H", *range(5)))
+hdr32 = struct.pack("<256i", 20240801, 7, 100, *([0] * 253))
+open(f"{w}/wide.bin", "wb").write(hdr32 + struct.pack("<100I", *([7] * 100)))
 PY
 # A plan whose devices are capped at 1 MiB: the weights alone do not fit.
 python3 - "$PLAN" "$WORK/small.json" <<'PY'
@@ -39,7 +43,12 @@ expect 3 "has 4 devices but the job has 3 ranks" --plan "$PLAN" --data "$WORK/te
 expect 4 "^autohet train: I/O error: $WORK/missing.bin: cannot open data file" --plan "$PLAN" --data "$WORK/missing.bin"
 expect 4 "truncated or padded" --plan "$PLAN" --data "$WORK/trunc.bin"
 expect 4 "magic 12345, expected 20240520" --plan "$PLAN" --data "$WORK/magic.bin"
-expect 4 "token 50 is 300, outside the model's vocabulary" --plan "$PLAN" --data "$WORK/vocab.bin"
+# Found as it is read, in the step (so one rank: a pipeline's first and last stage both read).
+expect 1 "vocab.bin: token 50 (byte offset 1124) is 300, outside the model's vocabulary of 256" \
+    --plan "$PLANS/train-single.json" --data "$WORK/vocab.bin" --steps 1
+expect 4 "short.bin: 5 tokens, fewer than one sequence: sequence length 32 needs 33" --plan "$PLAN" --data "$WORK/short.bin"
+expect 4 "--data: pattern \"$WORK/none_\*.bin\" matches no file" --plan "$PLAN" --data "$WORK/none_*.bin"
+expect 4 "wide.bin: uint32 tokens, but .*text.bin, the first shard, holds uint16" --plan "$PLAN" --data "$WORK/text.bin,$WORK/wide.bin"
 expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
 # Each rank's message names its own device: the lowest failing rank's is shown, with its rank.
 expect 4 "out of memory: rank 0: device n0:0 (cpu): out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"

@@ -102,6 +102,7 @@ json_t *ah_ckpt_manifest_to_json(const ah_ckpt_manifest_t *m) {
                             "plan_hash", m->meta.plan_hash, "node", m->meta.node, "checksum",
                             "crc32c", "files", files);
     if (doc && m->meta.has_model) json_object_set_new(doc, "model", ah_model_to_json(&m->meta.model));
+    if (doc && m->meta.data[0]) json_object_set_new(doc, "data", json_loads(m->meta.data, 0, NULL));
     return doc;
 }
 
@@ -116,7 +117,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
                                        ah_error_t *err) {
     memset(out, 0, sizeof *out);
     static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng",
-                                       "plan_hash", "node", "checksum", "files", "model", NULL};
+                                       "plan_hash", "node", "checksum", "files", "model", "data", NULL};
     if (ah_json_expect_object(doc, where, err) != AH_OK || ah_json_check_keys(doc, where, KEYS, err) != AH_OK)
         return err->code;
     char fmt[32], sum[16], rng[2 * AH_CKPT_RNG_MAX + 1];
@@ -157,6 +158,13 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
         if (ah_model_from_json(model, mw, &mt->model, err)) return err->code;
         mt->has_model = true;
     }
+    json_t *data = NULL;
+    if (ah_json_get_typed(doc, where, "data", JSON_ARRAY, false, &data, err)) return err->code;
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    const bool fits = !data || (text && strlen(text) < sizeof mt->data);
+    if (fits && text) snprintf(mt->data, sizeof mt->data, "%s", text);
+    free(text);
+    if (!fits) return ah_error_set(err, AH_ERR_INVALID, "%s.data: longer than %d bytes", where, AH_CKPT_DATA_MAX - 1);
     json_t *files = NULL;
     if (ah_json_get_typed(doc, where, "files", JSON_ARRAY, true, &files, err)) return err->code;
     size_t n = json_array_size(files);

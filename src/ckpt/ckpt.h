@@ -33,6 +33,7 @@
 
 #define AH_CKPT_NAME_MAX 128 /* file and node names */
 #define AH_CKPT_RNG_MAX 256  /* bytes of opaque RNG state */
+#define AH_CKPT_DATA_MAX 16384 /* bytes of the data's shard list (compact JSON) */
 #define AH_CKPT_MANIFEST "manifest.json"
 
 typedef struct ah_ckpt_file {
@@ -51,6 +52,9 @@ typedef struct ah_ckpt_meta {
     char node[AH_CKPT_NAME_MAX]; /* node whose files the manifest lists */
     bool has_model;
     ah_model_t model;
+    /* The training data's shard list as compact JSON ("data" in the manifest, opaque here; the
+     * trainer's, runtime/data.h), or "" when none was kept. */
+    char data[AH_CKPT_DATA_MAX];
 } ah_ckpt_meta_t;
 
 typedef struct ah_ckpt_manifest {

@@ -92,5 +92,6 @@ int ah_cli_train(int argc, char **argv);
 int ah_cli_run(int argc, char **argv);
 int ah_cli_tokenize(int argc, char **argv);
 int ah_cli_simulate(int argc, char **argv);
+int ah_cli_report(int argc, char **argv);
 
 #endif

@@ -135,20 +135,23 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
 /* The trainer's own flags given to run (t: their values), passed on to it. The strings are static:
  * o keeps pointing at them. */
 static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
-                               const char *cloud, const char *endpoint, const char *init_from) {
-    static char num[5][32];
+                               const char *cloud, const char *endpoint, const char *init_from, const char *val_data,
+                               const int64_t counts[3]) {
+    static char num[8][32];
     snprintf(num[0], sizeof num[0], "%.17g", t->lr);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->warmup);
     snprintf(num[2], sizeof num[2], "%.17g", t->weight_decay);
     snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
     snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
-    static const char *pass[20];
+    for (int i = 0; i < 3; i++) snprintf(num[5 + i], sizeof num[5 + i], "%lld", (long long)counts[i]);
+    static const char *pass[28];
     int np = 0;
     /* --init-from goes to every launch: with the agent's --resume, a relaunch that finds a
      * checkpoint takes it, and only a launch before the first one starts from the directory. */
     const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint",
-                           "--init-from"};
-    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint, init_from};
+                           "--init-from", "--val-data", "--val-every", "--val-batches", "--skip-nonfinite"};
+    const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint, init_from, val_data, num[5], num[6],
+                          num[7]};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (ah_cli_flag_seen(flags, n_flags, names[i])) {
             pass[np++] = names[i];
@@ -162,7 +165,8 @@ int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
-    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL;
+    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL;
+    int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -172,7 +176,8 @@ int ah_cli_run(int argc, char **argv) {
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
-        {"--data", AH_FLAG_STR, &o.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
+        {"--data", AH_FLAG_STR, &o.data, "FILES", "llm.c token files: a path, a quoted glob or a comma list (required; "
+         "as autohet train --data)", false},
         {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
         {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints (default autohet-run)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
@@ -192,6 +197,14 @@ int ah_cli_run(int argc, char **argv) {
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
+        {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
+        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+         &counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
+        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+         &counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
+        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+         &counts[2], "N", "trainer: non-finite steps skipped before one stops "
+         "the run (default 0)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
@@ -201,7 +214,7 @@ int ah_cli_run(int argc, char **argv) {
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
-    if (!ah_cli_parse(VERB, "--model M --cluster C --data FILE [--events FILE] [flags]",
+    if (!ah_cli_parse(VERB, "--model M --cluster C --data FILES [--events FILE] [flags]",
                       "The elastic agent: plans, launches mpirun ... autohet train --resume, watches for\n"
                       "preemptions (--events, or SIGTERM to a node's ranks), re-plans on the nodes left and\n"
                       "relaunches from the newest checkpoint (local disk, then peers, then cloud). Ends with a\n"
@@ -230,7 +243,7 @@ int ah_cli_run(int argc, char **argv) {
         if (ah_model_load(o.model, &m, &err) != AH_OK || ah_hf_import_check_config(init_from, &m, &err) != AH_OK)
             return ah_cli_fail(VERB, &err);
     }
-    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from);
+    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
     o.interrupt = &interrupted;
     o.log = log_line;
     struct sigaction sa;

@@ -23,8 +23,8 @@
 #include "runtime/trainer.h"
 
 typedef struct {
-    const char *plan, *data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
-    int64_t steps, warmup, seed, dump_step;
+    const char *plan, *data, *val_data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
+    int64_t steps, warmup, seed, dump_step, skip_nonfinite, val_every, val_batches;
     double lr, wd, clip;
     bool quiet;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
@@ -33,6 +33,7 @@ typedef struct {
     int64_t ckpt_every;
     double grace_s;
     bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
+    bool val_flag_given;               /* --val-every or --val-batches was */
     bool resume, cloud_only;
 } args_t;
 
@@ -84,6 +85,8 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step with --dump-grads: expected 0 .. --steps - 1 "
                             "(%lld), got %lld", (long long)a->steps - 1, (long long)a->dump_step);
     if ((s = check_ckpt_flags(a, err)) != AH_OK) return s;
+    if (a->val_flag_given && !a->val_data)
+        return ah_error_set(err, AH_ERR_USAGE, "--val-every and --val-batches need --val-data FILES (held-out shards)");
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
@@ -111,9 +114,22 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     return AH_OK;
 }
 
+/* Phase 1b, on every rank alone: --data and --val-data, for the plan's model and sequence length. */
+static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
+                             ah_error_t *err) {
+    const int64_t V = plan->model.vocab, T = plan->train.seq_len, B = plan->train.global_batch;
+    ah_status_t s = ah_dataset_open(a->data, "--data", V, T, data, err);
+    if (s == AH_OK && a->val_data) s = ah_dataset_open(a->val_data, "--val-data", V, T, val, err);
+    if (s == AH_OK && a->val_data && val->samples < a->val_batches * B && ah_comm_rank(ah_comm_world()) == 0)
+        fprintf(stderr, "autohet train: warning: --val-data holds %lld samples, fewer than --val-batches %lld x the "
+                "global batch %lld: some are counted more than once\n", (long long)val->samples,
+                (long long)a->val_batches, (long long)B);
+    return s;
+}
+
 /* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
  * *start gets the iteration to run first. */
-static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_tokens_t *data, FILE *metrics,
+static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
                           ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, ah_error_t *err) {
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world);
@@ -170,15 +186,32 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_token
     return s;
 }
 
+/* Says on stderr when the steps from `start` will read samples past the end of a pass. */
+static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_plan_t *plan, int64_t start,
+                        int64_t steps) {
+    const int64_t B = plan->train.global_batch;
+    const int64_t i = ah_dataset_repeat_step(d, ah_trainer_data_position(tr, start), start, B, steps);
+    if (i >= 0)
+        fprintf(stderr, "autohet train: warning: the run will see its data more than once: --data holds %lld "
+                "samples of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld of %lld starts "
+                "reading it again\n", (long long)d->samples, (long long)d->T, (long long)d->tokens, d->n,
+                d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
- * after a preemption notice; a failure aborts the job. */
-static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_session_t *ck, int64_t start) {
+ * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
+ * aborts the job. */
+static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
+                     int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
-                                    .metrics = metrics};
+                                    .metrics = metrics, .skip_nonfinite = a->skip_nonfinite,
+                                    .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches};
     int64_t preempted_at;
+    bool agreed;
     ah_error_t err;
-    if (ah_train_loop(tr, &o, ck, start, &preempted_at, &err) != AH_OK) {
+    if (ah_train_loop(tr, &o, ck, start, &preempted_at, &agreed, &err) != AH_OK) {
+        if (agreed) return tr->rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(err.code);
         ah_cli_fail("train", &err);
         ah_comm_abort(ah_status_exit_code(err.code));
     }
@@ -189,11 +222,20 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, FILE *metrics, ah_ckpt_s
 }
 
 int ah_cli_train(int argc, char **argv) {
-    args_t a = {.steps = 20, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
+    args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = 30};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
-        {"--data", AH_FLAG_STR, &a.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
+        {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
+         "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
+        {"--val-data", AH_FLAG_STR, &a.val_data, "FILES", "held-out token files (as --data) for a validation loss: "
+         "in the progress line and the step line's \"val_loss\"", false},
+        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+         &a.val_every, "K", "validate after every K-th step (default: after the last only)",
+         false},
+        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+         &a.val_batches, "N", "global batches of --val-data each validation reads, "
+         "from its first sample (default 4)", false},
         {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
         {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
         {"--steps", AH_FLAG_INT, &a.steps, "N", "iterations (default 20)", false},
@@ -202,6 +244,9 @@ int ah_cli_train(int argc, char **argv) {
         {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", "AdamW decoupled decay of 2-D matrices (default 0.1)", false},
         {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", false},
         {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
+        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+         &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
+         "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
@@ -224,8 +269,8 @@ int ah_cli_train(int argc, char **argv) {
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
     int rc = 0;
-    if (!ah_cli_parse("train", "--plan FILE --data FILE [flags]   (under mpirun, one rank per device)",
-                      "Trains the plan's model on the token file: 1F1B pipelines, Megatron tensor "
+    if (!ah_cli_parse("train", "--plan FILE --data FILES [flags]   (under mpirun, one rank per device)",
+                      "Trains the plan's model on the token shards: 1F1B pipelines, Megatron tensor "
                       "parallelism, layer-wise data-parallel gradient sync, AdamW.",
                       flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc)) {
         ah_comm_finalize();
@@ -234,14 +279,15 @@ int ah_cli_train(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
+    a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
     ah_plan_t plan;
-    ah_tokens_t data = {0};
+    ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;
     bool have_plan = false, have_tr = false;
     FILE *metrics = NULL;
     memset(&plan, 0, sizeof plan);
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
-    if (s == AH_OK) s = ah_comm_agree(world, ah_tokens_load(a.data, plan.model.vocab, &data, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
@@ -259,7 +305,8 @@ int ah_cli_train(int argc, char **argv) {
                    plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
                    (long long)(plan.train.global_batch * plan.train.seq_len), blas);
         }
-        rc = run_steps(&tr, &a, metrics, ck, start);
+        if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
+        rc = run_steps(&tr, &a, &val, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
         if (rank == 0) {
             fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
@@ -272,7 +319,8 @@ int ah_cli_train(int argc, char **argv) {
     }
     if (metrics) fclose(metrics);
     if (have_tr) ah_trainer_free(&tr);
-    ah_tokens_free(&data);
+    ah_dataset_close(&data);
+    ah_dataset_close(&val);
     if (have_plan) ah_plan_free(&plan);
     ah_comm_finalize();
     return rc;

@@ -240,6 +240,7 @@ static void on_step(agent_t *a, json_t *line) {
     L->end_step = step + 1;
     L->step_s_sum += isfinite(secs) ? secs : 0;
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
 }

@@ -275,6 +275,17 @@ static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MA
     return n;
 }
 
+/* The data's shard list into meta->data; false (meta->data "") when it does not fit. */
+static bool keep_data(const ah_dataset_t *d, ah_ckpt_meta_t *meta) {
+    json_t *list = ah_dataset_describe(d);
+    char *text = json_dumps(list, JSON_COMPACT);
+    json_decref(list);
+    const bool fits = text && strlen(text) < sizeof meta->data;
+    if (fits) snprintf(meta->data, sizeof meta->data, "%s", text);
+    free(text);
+    return fits;
+}
+
 static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     ah_comm_t *world = ah_comm_world();
@@ -285,6 +296,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     ah_status_t ls = write_part(s, step, &bytes, &files, &lerr);
     /* Node barrier: every part is on disk (or some rank failed) before the leader commits. */
     ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
+    bool data_kept = true;
     if (s->node_rank == 0) {
         ah_ckpt_meta_t meta;
         memset(&meta, 0, sizeof meta);
@@ -294,6 +306,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
         meta.has_model = true;
         meta.model = tr->plan->model;
+        data_kept = keep_data(tr->data, &meta);
         if (ns == AH_OK) ns = ah_ckpt_commit(s->node_root, &meta, s->node_size, &lerr);
         ah_error_t e2;
         if (ns != AH_OK) ah_ckpt_abandon(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
@@ -335,6 +348,8 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         if (*event && s->cloud)
             json_object_set_new(*event, "cloud_step", json_integer(maxes[1] == INT64_MIN ? -1 : -maxes[1]));
         if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
+        /* a resume cannot check the shard list then (docs/runtime.md) */
+        if (*event && !data_kept) json_object_set_new(*event, "data_kept", json_false());
     }
     return AH_OK;
 }
@@ -540,6 +555,13 @@ static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer
         return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
                             "trains %s; resume with a plan for that model, or use another --local-root",
                             (long long)*step, meta->model.name, tr->plan->model.name);
+    json_t *data = *step >= 0 && meta->data[0] ? json_loads(meta->data, 0, NULL) : NULL;
+    if (data && ah_dataset_check_same(tr->data, data, err) != AH_OK) {
+        json_decref(data);
+        return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",
+                               (long long)*step);
+    }
+    json_decref(data);
     return AH_OK;
 }
 
@@ -611,6 +633,10 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
         json_object_set_new(*event, AH_PROTO_RECOVER_NOTE, json_string(why));
     }
     return AH_OK;
+}
+
+int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
+    return s ? s->last_saved : -1;
 }
 
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,

@@ -9,7 +9,9 @@
  *   integration"); metadata gives the TP degree and index and the AdamW step. Data-parallel
  *   replicas hold identically named shards: on one node the lowest rank holding a shard writes
  *   it; every rank of the node then finishes its part, a node barrier, and the node's lowest rank
- *   commits the node's manifest (step, data position, plan hash, model) into LOCAL_ROOT/NODE/. A
+ *   commits the node's manifest (step, data position, plan hash, model, the data's shard list:
+ *   names and token counts, when it fits AH_CKPT_DATA_MAX, else the checkpoint event says
+ *   "data_kept": false) into LOCAL_ROOT/NODE/. A
  *   failed write (a full disk) abandons that node's step; training goes on from the previous
  *   committed step. With a cloud, each node's lowest rank hands the shards whose lowest holder in
  *   the whole job is on its node to a background uploader (one copy of each shard; manifest last).
@@ -18,7 +20,8 @@
  *   degree's full set of shards is listed in a tier, then fetches its own shards local -> peer
  *   (over MPI from the rank whose node dir has it) -> cloud with checksums (ckpt/restore.h),
  *   reshards if the TP degree changed (ckpt/reshard.h), and sets the trainer's weights, moments
- *   and data position.
+ *   and data position. A step saved for another model, or with a shard list other than the
+ *   trainer's data, is refused, naming the first difference.
  * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h; whether a
  *   notice saves is ckpt/policy.h's rule.
  *
@@ -65,6 +68,9 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
  * is an event, not an error; errors are communication failures. */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);
+/* The newest step committed on every node by this session (or restored by its resume), -1 when
+ * none; NULL is fine. */
+int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
 /* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);

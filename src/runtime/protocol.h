@@ -17,8 +17,10 @@
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
  * to after a --resume):
  *   step lines   {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "memory_high_bytes": [per
- *                rank]}: iteration "step" (0-based) finished; "tokens" trained in it (the global
- *                batch's); "seconds" its wall time. A line without "event" is a step line.
+ *                rank][, "val_loss"]}: iteration "step" (0-based) finished; "tokens" trained in it
+ *                (the global batch's); "seconds" its wall time (without the validation);
+ *                "val_loss" after a validation (--val-data). "loss" and "grad_norm" are null when
+ *                not finite. A line without "event" is a step line.
  *   event lines  {"event": NAME, ...}:
  *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error"]}
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
@@ -26,6 +28,9 @@
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
  *                  "same_plan", "last_fallback"] or, when nothing was found, "note" (why)}
+ *     "nonfinite"  {"step", "what", "rank", "loss", "grad_norm" (null when not finite), "skipped",
+ *                  "skips_left"}: the step's loss or gradient norm was not finite; no update was
+ *                  applied; skipped (its step line follows, with nulls) or the run stopped
  * The agent merges every launch's lines into its own metrics file, adding "launch": K, and adds
  * its own events (elastic/agent.h). */
 #ifndef AH_RUNTIME_PROTOCOL_H
@@ -61,11 +66,13 @@
 #define AH_PROTO_STEP_TOKENS "tokens"
 #define AH_PROTO_STEP_SECONDS "seconds"
 #define AH_PROTO_STEP_MEMORY_HIGH "memory_high_bytes"
+#define AH_PROTO_STEP_VAL_LOSS "val_loss" /* optional: after a validation (--val-data) */
 
 /* event names */
 #define AH_PROTO_EV_CHECKPOINT "checkpoint"
 #define AH_PROTO_EV_PREEMPT "preempt"
 #define AH_PROTO_EV_RECOVER "recover"
+#define AH_PROTO_EV_NONFINITE "nonfinite"
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

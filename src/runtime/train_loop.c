@@ -1,27 +1,44 @@
 /* The step loop and the metrics JSONL writer (train_loop.h). */
 #include "runtime/train_loop.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/protocol.h"
 
-/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0). */
-static void progress(FILE *f, const ah_step_metrics_t *m, int64_t start, int64_t steps, double elapsed) {
+/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0);
+ * val_loss: NaN when this step had no validation. */
+static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64_t start, int64_t steps,
+                     double elapsed) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
     const double eta = elapsed / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
-    fprintf(f, "step %4lld/%lld | loss %.6f | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
-            (long long)m->step + 1, (long long)steps, m->loss, m->lr, m->grad_norm, tps, m->seconds, eta);
+    char val[40] = "";
+    if (!isnan(val_loss)) snprintf(val, sizeof val, " | val loss %.6f", val_loss);
+    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
+            (long long)m->step + 1, (long long)steps, m->loss, val, m->lr, m->grad_norm, tps, m->seconds, eta);
     fflush(f);
 }
 
-/* One step line (flushed). */
-static void metrics_write_step(FILE *f, const ah_step_metrics_t *m) {
-    fprintf(f, "{\"" AH_PROTO_STEP "\": %lld, \"" AH_PROTO_STEP_LOSS "\": %.9g, \"" AH_PROTO_STEP_LR "\": %.9g, \""
-            AH_PROTO_STEP_GRAD_NORM "\": %.9g, \"" AH_PROTO_STEP_TOKENS "\": %lld, \"" AH_PROTO_STEP_SECONDS
+/* x as JSON: %.9g, or null when not finite (JSON has no nan or inf). */
+static const char *json_num(char buf[32], double x) {
+    if (!isfinite(x)) return "null";
+    snprintf(buf, 32, "%.9g", x);
+    return buf;
+}
+
+/* One step line (flushed); val_loss NaN: none. */
+static void metrics_write_step(FILE *f, const ah_step_metrics_t *m, double val_loss) {
+    char lb[32], gb[32], vb[32];
+    fprintf(f, "{\"" AH_PROTO_STEP "\": %lld, \"" AH_PROTO_STEP_LOSS "\": %s, \"" AH_PROTO_STEP_LR "\": %.9g, \""
+            AH_PROTO_STEP_GRAD_NORM "\": %s, \"" AH_PROTO_STEP_TOKENS "\": %lld, \"" AH_PROTO_STEP_SECONDS
             "\": %.6f, \"" AH_PROTO_STEP_MEMORY_HIGH "\": [",
-            (long long)m->step, m->loss, m->lr, m->grad_norm, (long long)m->tokens, m->seconds);
+            (long long)m->step, json_num(lb, m->loss), m->lr, json_num(gb, m->grad_norm), (long long)m->tokens,
+            m->seconds);
     for (int r = 0; r < m->n_ranks; r++) fprintf(f, "%s%lld", r ? ", " : "", (long long)m->memory_high[r]);
-    fprintf(f, "]}\n");
+    fprintf(f, "]");
+    if (!isnan(val_loss)) fprintf(f, ", \"" AH_PROTO_STEP_VAL_LOSS "\": %s", json_num(vb, val_loss));
+    fprintf(f, "}\n");
     fflush(f);
 }
 
@@ -39,12 +56,48 @@ void ah_metrics_write_events(FILE *f, json_t *ev) {
     json_decref(ev);
 }
 
+/* A non-finite step (m->nonfinite): its event; the error that stops the run once `skipped` reached
+ * o->skip_nonfinite, else AH_OK (the step is skipped). */
+static ah_status_t on_nonfinite(const ah_trainer_t *tr, const ah_train_loop_opts_t *o, const ah_ckpt_session_t *ck,
+                                const ah_step_metrics_t *m, int64_t *skipped, ah_error_t *err) {
+    const bool skip = *skipped < o->skip_nonfinite;
+    const int r = m->nonfinite_rank;
+    json_t *ev = json_pack("{s:s, s:I, s:s, s:i, s:o, s:o, s:b, s:I}", AH_PROTO_EVENT, AH_PROTO_EV_NONFINITE,
+                           AH_PROTO_STEP, (json_int_t)m->step, "what", m->nonfinite_what, "rank", r,
+                           AH_PROTO_STEP_LOSS, isfinite(m->loss) ? json_real(m->loss) : json_null(),
+                           AH_PROTO_STEP_GRAD_NORM, isfinite(m->grad_norm) ? json_real(m->grad_norm) : json_null(),
+                           "skipped", skip, "skips_left", (json_int_t)(o->skip_nonfinite - *skipped - (skip ? 1 : 0)));
+    ah_metrics_write_events(o->metrics, ev);
+    char where[96] = "";
+    if (r >= 0)
+        snprintf(where, sizeof where, " on rank %d (pipeline %d, stage %d)", r, tr->layout.roles[r].pipeline,
+                 tr->layout.roles[r].stage);
+    if (skip) {
+        (*skipped)++;
+        if (o->progress)
+            fprintf(o->progress, "step %4lld/%lld | skipped: %s is not finite%s (loss %g, grad norm %g); %lld of "
+                    "--skip-nonfinite %lld used\n", (long long)m->step + 1, (long long)o->steps, m->nonfinite_what,
+                    where, m->loss, m->grad_norm, (long long)*skipped, (long long)o->skip_nonfinite);
+        return AH_OK;
+    }
+    const int64_t saved = ah_ckpt_session_last_saved(ck);
+    char kept[96] = "no checkpoint was saved";
+    if (saved >= 0) snprintf(kept, sizeof kept, "the last good checkpoint, step %lld, is kept", (long long)saved);
+    return ah_error_set(err, AH_ERR_INVALID, "step %lld: the loss or gradient norm is not finite (loss %g, grad "
+                        "norm %g): first %s%s; training stopped, this step's update not applied, %s (lower --lr, "
+                        "or --skip-nonfinite N to skip up to N such steps; %lld skipped)",
+                        (long long)m->step + 1, m->loss, m->grad_norm, m->nonfinite_what, where, kept,
+                        (long long)*skipped);
+}
+
 ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
-                          int64_t *preempted_at, ah_error_t *err) {
+                          int64_t *preempted_at, bool *agreed, ah_error_t *err) {
     ah_step_metrics_t m;
     double elapsed = 0;
     ah_status_t s = AH_OK;
+    int64_t skipped = 0;
     *preempted_at = -1;
+    *agreed = false;
     for (int64_t i = start; i <= o->steps; i++) {
         if (o->dump_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->dump_dir, false, err)) != AH_OK) return s;
         if (i == o->steps) return AH_OK;
@@ -52,8 +105,16 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->grads_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->grads_dir, true, err)) != AH_OK)
             return s;
         elapsed += m.seconds;
-        if (o->progress) progress(o->progress, &m, start, o->steps, elapsed);
-        if (o->metrics) metrics_write_step(o->metrics, &m);
+        if (m.nonfinite && (s = on_nonfinite(tr, o, ck, &m, &skipped, err)) != AH_OK) {
+            *agreed = true;
+            return s;
+        }
+        double val_loss = NAN;
+        if (o->val && ((o->val_every > 0 && (i + 1) % o->val_every == 0) || i + 1 == o->steps) &&
+            (s = ah_trainer_eval(tr, o->val, o->val_batches, &val_loss, err)) != AH_OK)
+            return s;
+        if (o->progress && !m.nonfinite) progress(o->progress, &m, val_loss, start, o->steps, elapsed);
+        if (o->metrics) metrics_write_step(o->metrics, &m, val_loss);
         json_t *events = NULL;
         bool stop = false;
         if (ck && (s = ah_ckpt_session_step_done(ck, i + 1, &events, &stop, err)) != AH_OK) return s;

@@ -5,7 +5,12 @@
  * the streams: only rank 0 passes progress and metrics (the others NULL). Ownership: the loop
  * borrows the trainer, the session and the streams; the metrics writers take the events they are
  * given. Errors: a step, a dump or the session that fails on this rank returns its error; the
- * other ranks may then wait in a collective, so the caller aborts the job. */
+ * other ranks may then wait in a collective, so the caller aborts the job. A step whose loss or
+ * gradient norm is not finite (no update applied; trainer.h) is agreed on by every rank: after
+ * skip_nonfinite such steps, each logged as a "nonfinite" event with "skipped": true, the next
+ * one is a "nonfinite" event with "skipped": false and every rank returns the same error with
+ * *agreed set (the caller exits without aborting; rank 0 prints it). A step line holds null
+ * where its loss or gradient norm is not finite, so the file stays JSON. */
 #ifndef AH_RUNTIME_TRAIN_LOOP_H
 #define AH_RUNTIME_TRAIN_LOOP_H
 
@@ -23,13 +28,18 @@ typedef struct ah_train_loop_opts {
     int64_t dump_step;
     FILE *progress;        /* rank 0: one progress line a step (NULL: none) */
     FILE *metrics;         /* rank 0: the metrics JSONL (NULL: none) */
+    int64_t skip_nonfinite; /* non-finite steps skipped before one stops the run */
+    /* Validation: after every val_every-th step (0: none) and the last, the loss over val_batches global
+     * batches of val (ah_trainer_eval), in the progress line and as the step line's "val_loss". */
+    const ah_dataset_t *val; /* NULL: none */
+    int64_t val_every, val_batches;
 } ah_train_loop_opts_t;
 
 /* Steps tr from iteration `start`, after each step asking the checkpoint session ck (NULL: none)
  * to save or to stop. *preempted_at: -1 when every step is done, else the steps done when a
  * preemption notice stopped the job (preempted.json is written; exit AH_PROTO_EXIT_PREEMPTED). */
 ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
-                          int64_t *preempted_at, ah_error_t *err);
+                          int64_t *preempted_at, bool *agreed, ah_error_t *err);
 
 /* One line per event: ev is an event object or an array of them; takes ev (f NULL: dropped). */
 void ah_metrics_write_events(FILE *f, json_t *ev);

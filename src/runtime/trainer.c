@@ -104,7 +104,7 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err) {
     memset(tr, 0, sizeof *tr);
     tr->plan = plan;
@@ -211,13 +211,13 @@ static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) 
         if (s_ != AH_OK) return s_;               \
     } while (0)
 
-/* One micro-batch's token ids (stage 0) or targets (last stage) into dst, a buffer of the
+/* One micro-batch's token ids (stage 0) or targets (last stage) of data into dst, a buffer of the
  * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
-static ah_status_t put_tokens(ah_trainer_t *tr, int64_t first_sample, int32_t *dst, bool targets,
-                              ah_error_t *err) {
+static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_t first_sample, int32_t *dst,
+                              bool targets, ah_error_t *err) {
     const int64_t m = tr->plan->train.micro_batch, T = tr->plan->train.seq_len;
     int32_t *h = tr->h_tokens ? tr->h_tokens : dst;
-    ah_tokens_batch(tr->data, first_sample, m, T, targets ? NULL : h, targets ? h : NULL);
+    TRY(ah_dataset_batch(data, first_sample, m, targets ? NULL : h, targets ? h : NULL, err));
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
@@ -244,8 +244,8 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
         if (op.kind == AH_OP_FWD) {
-            if (tr->prev < 0) TRY(put_tokens(tr, first_sample, ah_gpt_ids(st, op.slot), false, err));
-            if (tr->next < 0) TRY(put_tokens(tr, first_sample, ah_gpt_targets(st), true, err));
+            if (tr->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
+            if (tr->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
             if (tr->prev >= 0) {
                 TRY(ah_comm_wait(&r_act, err));
                 TRY(ah_mem_upload(mem, tr->recv_act, tr->h_recv_act, bytes, err));
@@ -290,6 +290,43 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     }
     TRY(ah_comm_wait(&s_act, err));
     TRY(ah_comm_wait(&s_grad, err));
+    return AH_OK;
+}
+
+ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t batches, double *loss,
+                            ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
+    const ah_plan_t *p = tr->plan;
+    const int64_t m = p->train.micro_batch, T = p->train.seq_len, B = p->train.global_batch;
+    const size_t NC = (size_t)(st->N * st->C);
+    const size_t bytes = NC * sizeof(float);
+    ah_comm_t *world = ah_comm_world();
+    double sum = 0;
+    for (int64_t b = 0; b < batches; b++)
+        for (int64_t mb = 0; mb < tr->n_mb; mb++) {
+            const int64_t first_sample = b * B + tr->sample_base + mb * m;
+            ah_comm_req_t req = {0};
+            if (tr->prev < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_ids(st, 0), false, err));
+            if (tr->next < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_targets(st), true, err));
+            if (tr->prev >= 0) {
+                TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &req, err));
+                TRY(ah_comm_wait(&req, err));
+                TRY(ah_mem_upload(&tr->mem, tr->recv_act, tr->h_recv_act, bytes, err));
+                copy(st->k, ah_gpt_input(st, 0), tr->recv_act, NC);
+            }
+            double ls = 0, compute;
+            ah_emulator_begin(&tr->emu, AH_EMULATE_FWD);
+            TRY(ah_gpt_forward(st, 0, tr->send_act, 1.0f, &ls, err));
+            TRY(ah_emulator_end(&tr->emu, &compute, err));
+            if (tr->next < 0 && tr->role.tp_rank == 0) sum += ls;
+            if (tr->next >= 0) {
+                TRY(ah_mem_download(&tr->mem, tr->h_send_act, tr->send_act, bytes, err));
+                TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &req, err));
+                TRY(ah_comm_wait(&req, err));
+            }
+        }
+    TRY(ah_comm_allreduce_f64(world, &sum, 1, err));
+    *loss = sum / ((double)batches * (double)B * (double)T);
     return AH_OK;
 }
 
@@ -343,6 +380,36 @@ static bool counts(const ah_trainer_t *tr, const ah_gpt_param_t *x) {
     return true;
 }
 
+/* Collective, after a step whose loss or gradient norm is not finite: the lowest rank holding a
+ * non-finite loss (a last stage), else the lowest holding a non-finite gradient and which one
+ * first in its stage order, into
+ * out->nonfinite_rank and out->nonfinite_what. */
+static ah_status_t find_nonfinite(ah_trainer_t *tr, double loss_sum, ah_step_metrics_t *out, ah_error_t *err) {
+    const ah_gpt_stage_t *st = &tr->stage;
+    int64_t code = -1; /* -1: none; 0: the loss; i + 1: parameter i's gradient */
+    if (tr->next < 0 && !isfinite(loss_sum)) code = 0;
+    for (int i = 0; code < 0 && i < st->n_params; i++)
+        if (!isfinite(st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n))) code = i + 1;
+    int64_t *all = malloc((size_t)tr->n_ranks * sizeof *all);
+    if (!all) return ah_error_set(err, AH_ERR_OOM, "no host memory to find the non-finite tensor");
+    ah_status_t s = ah_comm_allgather_i64(ah_comm_world(), code, all, err);
+    /* The loss comes before any gradient (the forward before the backward); then ranks in order. */
+    int first = -1;
+    for (int r = 0; s == AH_OK && r < tr->n_ranks && first < 0; r++)
+        if (all[r] == 0) first = r;
+    for (int r = 0; s == AH_OK && r < tr->n_ranks && first < 0; r++)
+        if (all[r] > 0) first = r;
+    free(all);
+    if (s != AH_OK) return s;
+    snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the gradient norm");
+    if (first == tr->rank && code == 0) snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the loss");
+    else if (first == tr->rank)
+        snprintf(out->nonfinite_what, sizeof out->nonfinite_what, "the gradient of %s", st->params[code - 1].def.name);
+    out->nonfinite_rank = first;
+    return first < 0 ? AH_OK : ah_comm_bcast(ah_comm_world(), out->nonfinite_what, sizeof out->nonfinite_what,
+                                               first, err);
+}
+
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_plan_t *p = tr->plan;
@@ -358,12 +425,16 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
             sums[1] += st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n);
     TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 2, err));
     const double norm = sqrt(sums[1]);
+    out->nonfinite = !isfinite(sums[0]) || !isfinite(norm);
+    out->nonfinite_rank = -1;
+    out->nonfinite_what[0] = 0;
+    if (out->nonfinite) TRY(find_nonfinite(tr, loss_sum, out, err));
     const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
     const double lr = ah_train_lr(&tr->opts, step);
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
-    ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
+    if (!out->nonfinite) ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     double compute;

@@ -63,11 +63,18 @@ typedef struct ah_step_metrics {
     double seconds;         /* wall time of the step */
     int n_ranks;
     const int64_t *memory_high; /* per rank, bytes: allocator high-water mark */
+    /* The loss or the gradient norm is not finite (the same verdict on every rank): the update
+     * was not applied. nonfinite_rank: the lowest rank holding a non-finite loss, else the lowest
+     * holding a non-finite gradient (-1 when only the norm's sum overflowed); nonfinite_what:
+     * "the loss", or "the gradient of NAME", the first in that rank's stage order. */
+    bool nonfinite;
+    int nonfinite_rank;
+    char nonfinite_what[160];
 } ah_step_metrics_t;
 
 typedef struct ah_trainer {
     const ah_plan_t *plan;
-    const ah_tokens_t *data;
+    const ah_dataset_t *data;
     ah_train_opts_t opts;
     ah_layout_t layout;
     int rank, n_ranks;
@@ -99,7 +106,7 @@ typedef struct ah_trainer {
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
-ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_tokens_t *data,
+ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err);
 /* The random initialisation (seed from the options): for a trainer set up with defer_init whose
  * resume found no checkpoint. */
@@ -109,8 +116,14 @@ ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err);
  * the global batch changed. */
 int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step);
 void ah_trainer_set_data_position(ah_trainer_t *tr, int64_t step, int64_t data_position);
-/* Collective: one iteration (step counts from 0); fills *out on every rank. */
+/* Collective: one iteration (step counts from 0); fills *out on every rank. A step whose loss or
+ * gradient norm is not finite changes no weight or optimizer state (out->nonfinite). */
 ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *out, ah_error_t *err);
+/* Collective: the mean token loss of the current weights over global batches [0, batches) of
+ * val (forward only, the plan's batch split; nothing updated), the same on every plan up to
+ * rounding. */
+ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t batches, double *loss,
+                            ah_error_t *err);
 /* Collective: writes DIR/params.bin (fp32, canonical order, full tensors) and DIR/params.json
  * (name, shape, offset in floats) from rank 0. With grads, DIR/grads.bin and DIR/grads.json in the
  * same layout from the gradients of the last step: summed over the plan (after the DP sync),

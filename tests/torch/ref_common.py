@@ -4,7 +4,7 @@ comparison with autohet's step-0 gradients and per-step losses.
 
   * dumps: DIR/STEM.bin (fp32, tensors back to back) + DIR/STEM.json ({"tensors": [{"name",
     "shape": [rows, cols], "offset"}]}), from `autohet train --dump-params/--dump-grads DIR`;
-  * tokens: an llm.c token file; sample j is the window [j*T, j*T + T] of the stream, wrapping;
+  * tokens: an llm.c token file; sample j is the window [j*T, j*T + T], j taken modulo (n - 1) // T;
     iteration i takes samples [i*B, (i+1)*B);
   * optimizer: torch.optim.AdamW with autohet's hyper-parameters: betas (0.9, 0.95), eps 1e-8,
     weight decay on the tensors the caller names (the architecture table's decayed ones), lr
@@ -39,14 +39,15 @@ def load_tensors(d, stem):
 def load_tokens(path):
     raw = open(path, "rb").read()
     header = struct.unpack("<256i", raw[:1024])
-    assert header[0] == 20240520 and header[1] == 1, f"{path}: not an llm.c token file"
+    width = {(20240520, 1): "H", (20240801, 7): "I"}.get(header[:2])
+    assert width, f"{path}: not an llm.c token file"
     n = header[2]
-    return torch.tensor(struct.unpack(f"<{n}H", raw[1024:1024 + 2 * n]), dtype=torch.long)
+    return torch.tensor(struct.unpack(f"<{n}{width}", raw[1024:1024 + struct.calcsize(width) * n]), dtype=torch.long)
 
 
 def batch(tok, first, B, T):
-    n = tok.numel()
-    idx = torch.tensor([[(j * T + k) % n for k in range(T + 1)] for j in range(first, first + B)])
+    samples = (tok.numel() - 1) // T
+    idx = torch.tensor([[(j % samples) * T + k for k in range(T + 1)] for j in range(first, first + B)])
     w = tok[idx]
     return w[:, :-1], w[:, 1:]
 
