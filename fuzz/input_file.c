@@ -33,9 +33,13 @@ static void remove_dir(void) {
 
 const char *ah_fuzz_input_dir(void) {
     if (g_dir[0]) return g_dir;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ah-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) die("cannot make", g_dir);
+    /* Memory first: on a disk-backed /tmp, making the files takes most of a run (4x slower). */
+    snprintf(g_dir, sizeof g_dir, "/dev/shm/ah-fuzz-XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(g_dir, sizeof g_dir, "%s/ah-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(g_dir)) die("cannot make", g_dir);
+    }
     atexit(remove_dir);
     return g_dir;
 }

@@ -1,8 +1,8 @@
 /* For harnesses whose parser takes a path and has no buffer API: the input's bytes written to
- * NAME in a directory private to the process (made under $TMPDIR, else /tmp, on first use and
- * removed at a normal exit; an abort leaves it, holding the input that failed). Returns the
- * file's path, valid until the next call; aborts when the file cannot be written (a harness that
- * cannot feed its parser must not pass). */
+ * NAME in a directory private to the process, made on first use under /dev/shm (memory), else
+ * $TMPDIR or /tmp, and removed at a normal exit (an abort leaves it, holding the input that
+ * failed). Returns the file's path, valid until the next call; aborts when the file cannot be
+ * written (a harness that cannot feed its parser must not pass). */
 #ifndef AH_FUZZ_INPUT_FILE_H
 #define AH_FUZZ_INPUT_FILE_H
 
