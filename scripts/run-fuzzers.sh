@@ -5,7 +5,7 @@
 #   scripts/run-fuzzers.sh [NAME...]     (default: every fuzz/fuzz_NAME.c)
 #   AH_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
 #   AH_FUZZ_RUNS       inputs per fuzzer (default: 20000)
-#   AH_FUZZ_SECONDS    time cap per fuzzer (default: 60)
+#   AH_FUZZ_SECONDS    time cap per fuzzer (default: 20, what CI gives each; longer to hunt)
 #   AH_FUZZ_SEED       libFuzzer seed (default: 1, so a CI run can be repeated; 0 = random)
 #   AH_FUZZ_KEEP       directory to copy each fuzzer's grown corpus and crashes into (default: none)
 # A crash, leak, UB report, timeout or broken property fails the fuzzer; its input is printed
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 build=${AH_FUZZ_BUILD_DIR:-build-fuzz}
 runs=${AH_FUZZ_RUNS:-20000}
-seconds=${AH_FUZZ_SECONDS:-60}
+seconds=${AH_FUZZ_SECONDS:-20}
 seed=${AH_FUZZ_SEED:-1}
 
 if (($# > 0)); then

@@ -462,6 +462,48 @@ ah_status_t ah_s3_delete(ah_s3_t *s3, const char *bucket, const char *key, ah_er
     return request(s3, DEL, bucket, key, NULL, NULL, 0, &rx, err);
 }
 
+ah_status_t ah_s3_list_page(const char *xml, size_t len, const char *what, ah_s3_object_t **objs, int *n,
+                            int *cap, bool *more, char *token, size_t token_cap, ah_error_t *err) {
+    const char *end = xml + len, *s, *e, *at = xml;
+    *more = false;
+    while (find_tag(at, end, "Contents", &s, &e)) {
+        char size[32];
+        const char *ks, *ke, *ss, *se;
+        if (*n == *cap) {
+            int grown_cap = *cap ? 2 * *cap : 64;
+            ah_s3_object_t *g = realloc(*objs, (size_t)grown_cap * sizeof *g);
+            if (!g) return ah_error_set(err, AH_ERR_OOM, "out of memory listing %s", what);
+            *objs = g;
+            *cap = grown_cap;
+        }
+        ah_s3_object_t *o = &(*objs)[*n];
+        if (!find_tag(s, e, "Key", &ks, &ke) || !decode(ks, ke, o->key, sizeof o->key) ||
+            !find_tag(s, e, "Size", &ss, &se) || !decode(ss, se, size, sizeof size))
+            return ah_error_set(err, AH_ERR_PARSE,
+                                "listing %s: malformed <Contents> in the response (no Key/Size or too long)", what);
+        /* Digits only: strtoull would take "-5" as 2^64 - 5. */
+        char *stop;
+        errno = 0;
+        unsigned long long sz = strtoull(size, &stop, 10);
+        if (size[0] < '0' || size[0] > '9' || errno || *stop || sz > INT64_MAX)
+            return ah_error_set(err, AH_ERR_PARSE, "listing %s: bad <Size> \"%s\" (expected bytes, 0..2^63-1)",
+                                what, size);
+        o->size = sz;
+        (*n)++;
+        at = e;
+    }
+    char trunc[16] = "";
+    const char *pos = NULL;
+    ah_s3_xml_next(xml, &pos, "IsTruncated", trunc, sizeof trunc);
+    *more = strcmp(trunc, "true") == 0;
+    pos = NULL;
+    /* An empty token would ask for the first page again, for ever. */
+    if (*more && (!ah_s3_xml_next(xml, &pos, "NextContinuationToken", token, token_cap) || !token[0]))
+        return ah_error_set(err, AH_ERR_PARSE,
+                            "listing %s: truncated page without a continuation token (or one too long)", what);
+    return AH_OK;
+}
+
 ah_status_t ah_s3_list(ah_s3_t *s3, const char *bucket, const char *prefix, ah_s3_object_t **objs,
                        int *n, ah_error_t *err) {
     *objs = NULL;
@@ -487,47 +529,10 @@ ah_status_t ah_s3_list(ah_s3_t *s3, const char *bucket, const char *prefix, ah_s
             ah_error_prefix(err, "listing s3://%s/%s", bucket, prefix);
             break;
         }
-        const char *xml = b.data ? b.data : "", *end = xml + b.len, *s, *e, *at = xml;
-        while (find_tag(at, end, "Contents", &s, &e)) {
-            char size[32];
-            const char *ks, *ke, *ss, *se;
-            if (*n == cap) {
-                cap = cap ? 2 * cap : 64;
-                ah_s3_object_t *g = realloc(*objs, (size_t)cap * sizeof *g);
-                if (!g) {
-                    st = ah_error_set(err, AH_ERR_OOM, "out of memory listing s3://%s", bucket);
-                    break;
-                }
-                *objs = g;
-            }
-            ah_s3_object_t *o = &(*objs)[*n];
-            if (!find_tag(s, e, "Key", &ks, &ke) || !decode(ks, ke, o->key, sizeof o->key) ||
-                !find_tag(s, e, "Size", &ss, &se) || !decode(ss, se, size, sizeof size)) {
-                st = ah_error_set(err, AH_ERR_PARSE,
-                                  "listing s3://%s/%s: malformed <Contents> in the response (no "
-                                  "Key/Size or too long)",
-                                  bucket, prefix);
-                break;
-            }
-            char *stop;
-            errno = 0;
-            unsigned long long sz = strtoull(size, &stop, 10);
-            if (errno || *stop || stop == size) {
-                st = ah_error_set(err, AH_ERR_PARSE, "listing s3://%s: bad <Size> \"%s\"", bucket, size);
-                break;
-            }
-            o->size = sz;
-            (*n)++;
-            at = e;
-        }
-        char trunc[16] = "";
-        const char *pos = NULL;
-        ah_s3_xml_next(xml, &pos, "IsTruncated", trunc, sizeof trunc);
-        bool more = strcmp(trunc, "true") == 0;
-        pos = NULL;
-        if (st == AH_OK && more && !ah_s3_xml_next(xml, &pos, "NextContinuationToken", token, sizeof token))
-            st = ah_error_set(err, AH_ERR_PARSE,
-                              "listing s3://%s/%s: truncated page without a continuation token", bucket, prefix);
+        bool more = false;
+        char what[1200];
+        snprintf(what, sizeof what, "s3://%s/%s", bucket, prefix);
+        st = ah_s3_list_page(b.data ? b.data : "", b.len, what, objs, n, &cap, &more, token, sizeof token, err);
         free(b.data);
         if (!more) break;
     }

@@ -89,6 +89,13 @@ typedef struct ah_s3_object {
 ah_status_t ah_s3_list(ah_s3_t *s3, const char *bucket, const char *prefix, ah_s3_object_t **objs,
                        int *n, ah_error_t *err);
 
+/* One ListObjectsV2 response page (xml: len bytes, NUL-terminated): appends each <Contents>'s
+ * Key and Size to *objs (*n used of *cap, grown with realloc; the caller frees *objs), sets *more
+ * from <IsTruncated> and then token (cap token_cap) from <NextContinuationToken>. Errors name the
+ * listing by `what` ("s3://BUCKET/PREFIX"). ah_s3_list calls it per page; exposed for the fuzzer. */
+ah_status_t ah_s3_list_page(const char *xml, size_t len, const char *what, ah_s3_object_t **objs, int *n,
+                            int *cap, bool *more, char *token, size_t token_cap, ah_error_t *err);
+
 /* The text of <TAG>...</TAG> after *pos in xml, entity-decoded into out; advances *pos past it.
  * False when absent or longer than cap - 1. Exposed for tests. */
 bool ah_s3_xml_next(const char *xml, const char **pos, const char *tag, char *out, size_t cap);

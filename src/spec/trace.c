@@ -136,6 +136,12 @@ static int intern(ah_trace_t *t, int *cap, const char *id) {
     return t->n_ids++;
 }
 
+/* A time that is finite in its unit but not in seconds (1e307 hours). */
+static ah_status_t too_long(const ah_trace_t *t, int line, const char *time, ah_error_t *err) {
+    return ah_error_set(err, AH_ERR_PARSE, "%s:%d: time %s %s is more seconds than a double holds; check the unit",
+                        t->path, line, time, ah_time_unit_name(t->unit));
+}
+
 static ah_status_t load_events(char *text, ah_trace_t *t, ah_error_t *err) {
     int line = 0, cap_e = 0, cap_i = 0;
     csv_row_t r;
@@ -154,6 +160,7 @@ static ah_status_t load_events(char *text, ah_trace_t *t, ah_error_t *err) {
             return ah_error_set(err, AH_ERR_PARSE,
                                 "%s:%d: time %s goes back (previous row %g); rows must be in time order",
                                 t->path, r.line, r.fields[0], prev);
+        if (!isfinite(v * scale)) return too_long(t, r.line, r.fields[0], err);
         if (!*r.fields[2] || strlen(r.fields[2]) >= sizeof t->ids[0])
             return ah_error_set(err, AH_ERR_PARSE, "%s:%d: node id \"%s\" is empty or longer than %zu characters",
                                 t->path, r.line, r.fields[2], sizeof t->ids[0] - 1);
@@ -233,6 +240,7 @@ static ah_status_t load_counts(char *text, ah_trace_t *t, ah_error_t *err) {
         double v = 0, c = 0; /* checked in the first pass */
         parse_num(r.fields[0], &v);
         parse_num(r.fields[1], &c);
+        if (!isfinite(v * scale)) return too_long(t, r.line, r.fields[0], err);
         if (!push_step(t, &cap, v * scale, (int)c))
             return ah_error_set(err, AH_ERR_INTERNAL, "%s: out of host memory", t->path);
         t->end_s = v * scale;
