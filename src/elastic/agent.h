@@ -4,9 +4,10 @@
  *
  * Availability sources:
  *  - an event file in the Oobleck trace format (`time_ms,add|remove,NODE`, times from the agent's
- *    start). NODE is a node name of the cluster, or an id like "node3": ids that are not node
- *    names are mapped, in natural order of their number, onto the cluster's spot nodes in cluster
- *    order (ah_agent_events_load fills the mapping so the caller can print it);
+ *    start). NODE is a node name of the cluster, or a trace id "node" then digits ("node3"; any
+ *    other name is refused, named, so a typo never lands on a real node): trace ids are
+ *    mapped, in natural order of their number, onto the cluster's spot nodes in cluster order
+ *    (ah_agent_events_load fills the mapping so the caller can print it);
  *  - a SIGTERM that someone else sends to a node's ranks: the trainer saves if it can, writes
  *    RUN_DIR/preempted.json naming the nodes and exits with status 75.
  *
