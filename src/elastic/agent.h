@@ -80,7 +80,9 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
-    volatile sig_atomic_t *interrupt; /* set by the caller's signal handler: stop the job, return */
+    volatile sig_atomic_t *interrupt; /* counted by the caller's signal handler: at 1, a notice to every
+                                 rank (the trainer saves within grace_s), the job stops and the run
+                                 returns AH_ERR_INTERRUPTED; at 2, the job is stopped at once */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
 } ah_agent_opts_t;
@@ -127,7 +129,9 @@ typedef struct ah_agent_result {
     int64_t steps_done;       /* steps in the final history (0 .. steps_done-1, each once) */
     int64_t tokens;           /* tokens of the final history */
     int64_t recomputed;       /* step lines superseded by a rollback (work lost and redone) */
-    bool history_ok;          /* every step once, in order, each with the full batch's tokens */
+    bool history_ok;          /* every step 0 .. --steps - 1 once, in order, each with the full batch's
+                                 tokens (false for a run that stopped early) */
+    bool history_broken;      /* what was trained is itself out of order (skipped, repeated, short) */
     char history_msg[256];    /* why not, when !history_ok */
     double final_loss;
     double wall_s;
