@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# How an autohet run ends short of its last step (issue 19, items 5 and 13):
+# How an autohet run ends short of its last step, and what its summary says (issue 19, items 5,
+# 13 and 14):
 #  - a launch that fails before any step: the summary says nothing was trained, never "no sample
 #    lost", the done event has history_ok false, and the exit is non-zero;
 #  - Ctrl-C (SIGINT to autohet run): a notice to every rank, the trainer saves within the grace
 #    period, the job stops, the run says so and exits 130 (not 2, a usage error); the same command
 #    again resumes from that checkpoint and finishes with every step once;
-#  - a second Ctrl-C stops the job at once.
+#  - a second Ctrl-C stops the job at once;
+#  - the summary says what its "predicted" is: the uncalibrated roofline, or with --profile (used
+#    for the plan) the cost model calibrated by autohet profile (item 14).
 source "$(dirname "$0")/train_common.sh"
 source "$SRC/tests/agent_common.sh"
 small_cluster
@@ -24,6 +27,26 @@ grep -q "trained nothing: no step of $STEPS finished" "$WORK/fail.log" || fail "
 grep -q "no sample lost" "$WORK/fail.log" && fail "failed launch claims no sample lost: $(cat "$WORK/fail.log")"
 [ "$(done_field "$WORK/fail" history_ok)" = false ] || fail "failed launch: done event $(tail -1 "$WORK/fail/metrics.jsonl")"
 echo "failed launch: $(grep -E '^(trained|autohet run: comm)' "$WORK/fail.log" | cut -c1-120 | tr '\n' '|')"
+
+# ---- the summary says what its "predicted" is; --profile calibrates the plan (item 14) ----
+grep -q "^predicted: the uncalibrated roofline" "$WORK/fail.log" || fail "roofline not said: $(cat "$WORK/fail.log")"
+"$AUTOHET" profile --model tiny-gpt2 --cluster "$CLUSTER" --micro-batch 1,2,4,8 --seq-len $SEQ --steps 2 --rounds 1 \
+    -o "$WORK/p.json" >"$WORK/p.log" 2>&1 || { cat "$WORK/p.log"; fail "autohet profile"; }
+run_agent "$WORK/cal" --mpirun /bin/false --profile "$WORK/p.json"
+grep -q "^predicted: the cost model calibrated by the profile $WORK/p.json" "$WORK/cal.log" || fail "profile not said: $(cat "$WORK/cal.log")"
+# the plan's prediction is the profile's: evaluate with the same profile agrees, the roofline does not
+"$AUTOHET" evaluate --plan "$WORK/cal/plan-0.json" --profile "$WORK/p.json" --json >"$WORK/ev-cal.json" || fail "evaluate --profile"
+"$AUTOHET" evaluate --plan "$WORK/cal/plan-0.json" --json >"$WORK/ev-roof.json" || fail "evaluate"
+python3 - "$WORK" <<'PY' || fail "run --profile did not plan with the profile"
+import json, re, sys
+w = sys.argv[1]
+said = float(re.search(r"^launch 0: \d+ devices, predicted ([0-9.]+)", open(f"{w}/cal.log").read(), re.M).group(1))
+cal = json.load(open(f"{w}/ev-cal.json"))["iteration_s"]
+roof = json.load(open(f"{w}/ev-roof.json"))["iteration_s"]
+assert abs(said - cal) <= 6e-5, (said, cal)
+assert abs(cal - roof) > 1e-3 * roof, (cal, roof)
+print(f"run --profile: predicted {said:.4f} s/iteration = evaluate --profile {cal:.4f} (roofline {roof:.4f})")
+PY
 
 # interrupt_at DIR STEP N [flags]: autohet run in the background, N SIGINTs once its metrics show
 # step STEP; sets rc to its exit status.

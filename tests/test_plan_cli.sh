@@ -33,7 +33,7 @@ CL="$SRC/examples/clusters/cpu-hetero.json"
 expect 2 "--model is required" --cluster mixed-32
 expect 2 "--cluster is required" --model tiny-gpt2
 expect 2 "unknown flag" --model tiny-gpt2 --cluster mixed-32 --bogus
-expect 2 "expected a positive integer" --model tiny-gpt2 --cluster mixed-32 --micro-batch x
+expect 2 'expected 1 .. 65536 or "auto"' --model tiny-gpt2 --cluster mixed-32 --micro-batch x
 expect 2 "expected time or cost" --model tiny-gpt2 --cluster mixed-32 --objective speed
 expect 1 "unknown model" --model no-such-model --cluster mixed-32
 expect 1 "neither a built-in cluster" --model tiny-gpt2 --cluster no-such-cluster
