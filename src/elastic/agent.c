@@ -423,12 +423,13 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
         return AH_OK;
     case AH_EXIT_INTERRUPTED: {
         const int64_t at = f->preempted && f->preempted_step >= 0 ? f->preempted_step : a->hist.len;
+        const char *how = f->preempted && f->saved ? "the trainer saved a checkpoint in the grace period"
+                          : a->stopped_at_once     ? "stopped at once on the second interrupt, no checkpoint at the notice"
+                          : a->o->grace_s == 0     ? "no checkpoint at the notice (--grace-s 0)"
+                          : a->forced ? "the grace period ended before a save could finish, no checkpoint at the notice"
+                                      : "no checkpoint at the notice (a save would not have fit in --grace-s)";
         return ah_error_set(err, AH_ERR_INTERRUPTED, "stopped at step %lld on the interrupt: %s; run the same "
-                            "autohet run command again to resume from the last checkpoint in %s", (long long)at,
-                            f->preempted && f->saved ? "the trainer saved a checkpoint in the grace period"
-                            : a->stopped_at_once ? "stopped at once on the second interrupt, no checkpoint at the notice"
-                            : a->forced ? "the grace period ended before a save could finish, no checkpoint at the notice"
-                                        : "no checkpoint at the notice (a save would not have fit in --grace-s)",
+                            "autohet run command again to resume from the last checkpoint in %s", (long long)at, how,
                             a->local_root);
     }
     case AH_EXIT_EARLY:
