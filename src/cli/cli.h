@@ -40,6 +40,8 @@ typedef struct ah_flag_type {
 #define AH_CLI_SEQ_MAX 1048576          /* --seq-len: tokens (each model's context limits it further) */
 #define AH_CLI_STEPS_MAX 10000000       /* --steps, --warmup, --ckpt-every, --step: iterations */
 #define AH_CLI_SEED_MAX 4294967295.0    /* --seed */
+#define AH_CLI_INT_MAX 1000000000       /* AH_FLAG_INT_MIN's bound: a count whose cost grows with it
+                                           gives its own, smaller one with AH_FLAG_INT_IN */
 
 /* The kinds, any value (an INT flag must be ranged: the parser refuses a table without one): */
 #define AH_FLAG_STR {.kind = AH_KIND_STR}
@@ -49,7 +51,8 @@ typedef struct ah_flag_type {
 /* Ranged kinds; further designators (.note = "...", .value_first = true) may follow the bounds. */
 #define AH_FLAG_INT_IN(lo, hi, ...) \
     {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
-#define AH_FLAG_INT_MIN(lo, ...) {.kind = AH_KIND_INT, .has_min = true, .min = (lo), __VA_ARGS__}
+#define AH_FLAG_INT_MIN(lo, ...) \
+    {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = AH_CLI_INT_MAX, __VA_ARGS__}
 #define AH_FLAG_NUM_IN(lo, hi, ...) \
     {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
 #define AH_FLAG_NUM_MIN(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), __VA_ARGS__}
