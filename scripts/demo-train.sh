@@ -7,7 +7,9 @@
 # The agent plans from the roofline of cpu-hetero's nominal rates, which the summary says beside
 # its "predicted" figure; the ranks' real speed is this machine's. CALIBRATE=1 measures the two
 # emulated types first (`autohet profile`, as bench/bench_hetero.sh does; about a minute on a
-# quiet machine, kept in OUT_DIR/profile-MODEL.json and reused) and plans with `--profile`.
+# quiet machine, kept in OUT_DIR/profile-MODEL.json and reused) and plans with `--profile`; the
+# calibrated plan may leave the slow nodes out (README: the demo's figures), and then slow-1's
+# preemption changes nothing.
 # Usage: [CALIBRATE=1] bash scripts/demo-train.sh BUILD_DIR OUT_DIR MODEL   (a built autohet in BUILD_DIR)
 set -euo pipefail
 build=${1:?usage: demo-train.sh BUILD_DIR OUT_DIR MODEL} out=${2:?OUT_DIR} model=${3:?MODEL}
