@@ -23,11 +23,12 @@ JSON
     CLUSTER=$WORK/cpu-hetero-3.json
 }
 
-# run_agent DIR [autohet run flags...]: tiny-gpt2 on $CLUSTER; output in DIR.log.
+# run_agent DIR [autohet run flags...]: tiny-gpt2 on $CLUSTER; output in DIR.log. A flag is given
+# once (autohet refuses a repeated one): DATA=FILE and CKPT_EVERY=K set those two for one call.
 run_agent() {
     local dir=$1
     shift
-    "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB \
+    "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" --data "${DATA:-$WORK/text.bin}" --global-batch $GB \
         --seq-len $SEQ --steps "$STEPS" --ckpt-every "$CKPT_EVERY" --work-dir "$dir" --quiet "$@" \
         >"$dir.log" 2>&1
 }
@@ -151,7 +152,7 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
             echo "$t_ms,remove,slow-1"
             [ "$back" = True ] && echo "$((t_ms + 1)),add,slow-1"
         } >"$dir.csv"
-        run_agent "$dir" --events "$dir.csv" --grace-s "$grace" --ckpt-every "$every" "${args[@]}" || { cat "$dir.log"; fail "seed $seed: autohet run"; }
+        CKPT_EVERY=$every run_agent "$dir" --events "$dir.csv" --grace-s "$grace" "${args[@]}" || { cat "$dir.log"; fail "seed $seed: autohet run"; }
         grep -q '"event":"preempt"' "$dir/metrics.jsonl" && break
         echo "seed $seed: the run ended before the preemption at $t_ms ms; again at $((t_ms * 6 / 10)) ms"
         t_ms=$((t_ms * 6 / 10))

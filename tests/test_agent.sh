@@ -84,7 +84,7 @@ import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 4096, *([0] * 253))
                               + struct.pack("<4096H", *([7] * 50 + [300] + [7] * 4045)))
 EOF
-run_agent "$WORK/bad" --data "$WORK/vocab.bin" && fail "a failing trainer reported success"
+DATA=$WORK/vocab.bin run_agent "$WORK/bad" && fail "a failing trainer reported success"
 grep -q "the training job failed (mpirun exit status" "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
 grep -q "outside the model's vocabulary" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
 # ---- the trainer's flags are checked before anything is planned or launched ----

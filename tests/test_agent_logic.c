@@ -140,6 +140,16 @@ static void test_exit_action(void) {
     CHECK(ah_agent_exit_action(&f) == AH_EXIT_STOPPED, "the agent's notice, saved");
     f = facts(-9, true, false, 3);
     CHECK(ah_agent_exit_action(&f) == AH_EXIT_STOPPED, "the agent's notice, killed");
+    /* after the user's Ctrl-C: the end, however the job stopped, unless every step was trained */
+    f = facts(75, true, true, 3);
+    f.interrupted = true;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_INTERRUPTED, "Ctrl-C, saved: no relaunch");
+    f = facts(-9, true, false, 3);
+    f.interrupted = true;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_INTERRUPTED, "Ctrl-C, killed: no relaunch");
+    f = facts(75, true, true, STEPS);
+    f.interrupted = true;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_FINISHED_NOTICE, "Ctrl-C after the last step");
 }
 
 static void test_recovery(void) {

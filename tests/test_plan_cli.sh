@@ -33,7 +33,7 @@ CL="$SRC/examples/clusters/cpu-hetero.json"
 expect 2 "--model is required" --cluster mixed-32
 expect 2 "--cluster is required" --model tiny-gpt2
 expect 2 "unknown flag" --model tiny-gpt2 --cluster mixed-32 --bogus
-expect 2 "expected a positive integer" --model tiny-gpt2 --cluster mixed-32 --micro-batch x
+expect 2 'expected 1 .. 65536 or "auto"' --model tiny-gpt2 --cluster mixed-32 --micro-batch x
 expect 2 "expected time or cost" --model tiny-gpt2 --cluster mixed-32 --objective speed
 expect 1 "unknown model" --model no-such-model --cluster mixed-32
 expect 1 "neither a built-in cluster" --model tiny-gpt2 --cluster no-such-cluster
@@ -142,7 +142,7 @@ done
 expect 1 "min-tokens-per-s" --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 --min-tokens-per-s 1e15
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
-expect 2 "exact-max-groups: expected >= 1" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
+expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

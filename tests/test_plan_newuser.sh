@@ -84,7 +84,8 @@ PYEOF
 expect 1 "did not record the model" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --profile "$TMP/v1.json"
 
 # ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
-PLAN=(plan --model llama2-7b --cluster mixed-32 --global-batch 128)
+BASE=(plan --model llama2-7b --cluster mixed-32)
+PLAN=("${BASE[@]}" --global-batch 128)
 "$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1
 grep -q "vs batch-balanced: the same plan shape" "$TMP/bb.txt"
 check "--baseline batch-balanced: no difference from itself: $(grep -A2 '^why' "$TMP/bb.txt")" $?
@@ -130,19 +131,19 @@ if "H20 (idle)</text>" not in svg: print("legend does not mark H20 idle"); ok = 
 sys.exit(0 if ok else 1)
 PYEOF
 check "the SVG replays all micro-batches and shows the idle H20s" $?
-"$AH" "${PLAN[@]}" --global-batch 4096 --svg "$TMP/big.svg" >/dev/null 2>&1
+"$AH" "${BASE[@]}" --global-batch 4096 --svg "$TMP/big.svg" >/dev/null 2>&1
 grep -q "(replayed " "$TMP/big.svg" && [ "$(stat -c %s "$TMP/big.svg")" -lt 1000000 ]
 check "4096 micro-batches draw in a small file ($(stat -c %s "$TMP/big.svg") bytes)" $?
 
 # ---- item 7: template mode says which cap applied and why ----
 for g in 10 1000; do
-    "$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups $g >"$TMP/t.txt" 2>&1
+    "$AH" "${BASE[@]}" --global-batch 32 --exact-max-groups $g >"$TMP/t.txt" 2>&1
     grep "^template mode:" "$TMP/t.txt" >"$TMP/why.txt"
     check "--exact-max-groups $g: template mode says why: $(cat "$TMP/t.txt" | grep -E 'search|template')" $?
 done
 grep -q "32 TP groups give more than 50000 distinct pipelines, the exact search's cap" "$TMP/why.txt"
 check "--exact-max-groups 1000 names the sequence cap: $(cat "$TMP/why.txt")" $?
-"$AH" "${PLAN[@]}" --global-batch 32 --exact-max-groups 10 --json >"$TMP/t.json"
+"$AH" "${BASE[@]}" --global-batch 32 --exact-max-groups 10 --json >"$TMP/t.json"
 $PY -c 'import json,sys; sys.exit("more than --exact-max-groups 10" not in json.load(open(sys.argv[1]))["template_why"])' "$TMP/t.json"
 check "--json carries template_why" $?
 expect 0 "search exact (proven optimal)" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64

@@ -77,8 +77,10 @@ fi
 ! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" 2>"$WORK/ls.err" && grep -q "no-such-dir: cannot open" "$WORK/ls.err" ||
     fail "ckpt ls on a missing directory must fail and say so"
 for bad in "--step 4" "--step -1"; do
+    # (-1 is outside --step's range, which the parser checks first)
     # shellcheck disable=SC2086
-    ! "$AUTOHET" ckpt ls --local-root "$WORK/ck" $bad 2>"$WORK/ls.err" && grep -q "not a flag of ckpt ls" "$WORK/ls.err" ||
+    ! "$AUTOHET" ckpt ls --local-root "$WORK/ck" $bad 2>"$WORK/ls.err" &&
+        grep -Eq "not a flag of ckpt ls|--step: expected 0 \.\. " "$WORK/ls.err" ||
         fail "ckpt ls $bad must be refused, not ignored"
 done
 ! "$AUTOHET" ckpt verify --local-root "$WORK/ck" --s3-endpoint http://127.0.0.1:1 2>"$WORK/ls.err" &&

@@ -87,9 +87,10 @@ has "$W/e4.txt" "cannot tell the time unit" "ambiguous unit refused"
 has "$W/e5.txt" "name at least one of" "empty policy list refused"
 "$AH" simulate "${COMMON[@]}" --hours 0 >"$W/e6.txt" 2>&1
 has "$W/e6.txt" "--hours 0: expected > 0" "--hours 0 refused, not taken as the trace end"
-"$AH" simulate "${COMMON[@]}" --seq-len 0 >"$W/e8.txt" 2>&1
+# (without COMMON, which gives these flags already: a flag given twice is refused)
+"$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --seq-len 0 >"$W/e8.txt" 2>&1
 has "$W/e8.txt" "--seq-len 0" "--seq-len 0 refused up front"
-"$AH" simulate "${COMMON[@]}" --replan-s -1 >"$W/e7.txt" 2>&1
+"$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --replan-s -1 >"$W/e7.txt" 2>&1
 has "$W/e7.txt" "--replan-s -1: expected >= 0" "a negative --replan-s refused"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"

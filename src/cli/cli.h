@@ -33,7 +33,17 @@ typedef struct ah_flag_type {
     const char *note;      /* why the range, or what leaving the flag out does; NULL for none */
 } ah_flag_type_t;
 
-/* The kinds, any value: */
+/* The ranges verbs share. A count's bound is what the verb can do in seconds, not minutes: the
+ * planner's time and memory grow with the global batch (llama2-7b on mixed-32: 0.6 s at 512
+ * sequences, 3 s at 65536, 34 s and 0.8 GB at 2^20), the agent's history holds a loss per step. */
+#define AH_CLI_BATCH_MAX 65536          /* --global-batch, --micro-batch: sequences */
+#define AH_CLI_SEQ_MAX 1048576          /* --seq-len: tokens (each model's context limits it further) */
+#define AH_CLI_STEPS_MAX 10000000       /* --steps, --warmup, --ckpt-every, --step: iterations */
+#define AH_CLI_SEED_MAX 4294967295.0    /* --seed */
+#define AH_CLI_INT_MAX 1000000000       /* AH_FLAG_INT_MIN's bound: a count whose cost grows with it
+                                           gives its own, smaller one with AH_FLAG_INT_IN */
+
+/* The kinds, any value (an INT flag must be ranged: the parser refuses a table without one): */
 #define AH_FLAG_STR {.kind = AH_KIND_STR}
 #define AH_FLAG_INT {.kind = AH_KIND_INT}
 #define AH_FLAG_NUM {.kind = AH_KIND_NUM}
@@ -41,7 +51,10 @@ typedef struct ah_flag_type {
 /* Ranged kinds; further designators (.note = "...", .value_first = true) may follow the bounds. */
 #define AH_FLAG_INT_IN(lo, hi, ...) \
     {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
-#define AH_FLAG_INT_MIN(lo, ...) {.kind = AH_KIND_INT, .has_min = true, .min = (lo), __VA_ARGS__}
+#define AH_FLAG_INT_MIN(lo, ...) \
+    {.kind = AH_KIND_INT, .has_min = true, .min = (lo), .has_max = true, .max = AH_CLI_INT_MAX, __VA_ARGS__}
+#define AH_FLAG_NUM_IN(lo, hi, ...) \
+    {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .has_max = true, .max = (hi), __VA_ARGS__}
 #define AH_FLAG_NUM_MIN(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), __VA_ARGS__}
 #define AH_FLAG_NUM_ABOVE(lo, ...) {.kind = AH_KIND_NUM, .has_min = true, .min = (lo), .min_open = true, __VA_ARGS__}
 
@@ -55,8 +68,10 @@ typedef struct ah_flag {
 } ah_flag_t;
 
 /* Parses argv[1..] into flags. Returns true when the verb should go on; false when it should
- * exit with *rc (after --help: 0; after a bad flag or a value out of its range: 2, with the
- * message printed). */
+ * exit with *rc (after --help: 0; after an unknown flag, a flag given twice or a value out of its
+ * range: 2, with the message printed; an INT flag without both bounds in the table: 1). --help
+ * shows each ranged flag's range after its help. Under mpirun (OMPI_COMM_WORLD_RANK set) only
+ * rank 0 prints, since every rank parses the same line. */
 bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
                   int n_flags, int argc, char **argv, int *rc);
 
@@ -64,7 +79,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
  * choose can then differ from any value they could give. */
 bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
 
-/* --micro-batch m|auto (plan, run): a positive integer, or "auto", which sets *out to 0 (the
+/* --micro-batch m|auto (plan, run): 1 .. AH_CLI_BATCH_MAX, or "auto", which sets *out to 0 (the
  * planner picks). False, the message printed, on anything else. */
 bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out);
 

@@ -225,16 +225,25 @@ static int cmd_export(const opts_t *o) {
 }
 
 int ah_cli_ckpt(int argc, char **argv) {
-    const char *synopsis = "ls|verify|export [--local-root DIR] [--cloud s3://BUCKET/PREFIX --s3-endpoint URL] "
-                           "[--step N] [-o OUT_DIR]";
-    if (argc < 2 || (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "verify") != 0 && strcmp(argv[1], "export") != 0)) {
-        bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-        fprintf(help ? stdout : stderr,
-                "usage: autohet ckpt %s\n\n  ls      list checkpoint steps per tier (committed or not, files, bytes)\n"
-                "  verify  check every file of committed steps against its manifest (size, CRC-32C)\n"
-                "  export  write a committed step as a Hugging Face model.safetensors + config.json (GPT-2 or LLaMA)\n"
-                "\nautohet ckpt ls --help lists the flags.\n",
-                synopsis);
+    /* each subcommand's --help shows its own usage line and job */
+    static const struct { const char *name, *synopsis, *about; } SUBS[] = {
+        {"ls", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--json]",
+         "List checkpoint steps per tier: committed or not, files, bytes."},
+        {"verify", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--step N]",
+         "Check every file of committed steps against its manifest (size, CRC-32C)."},
+        {"export", "--local-root DIR -o OUT_DIR [--step N]",
+         "Write a committed step as a Hugging Face model.safetensors + config.json (GPT-2 or LLaMA)."},
+    };
+    const int n_subs = (int)(sizeof SUBS / sizeof SUBS[0]);
+    int sub = 0;
+    while (argc >= 2 && sub < n_subs && strcmp(SUBS[sub].name, argv[1]) != 0) sub++;
+    if (argc < 2 || sub == n_subs) {
+        const bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+        FILE *f = help ? stdout : stderr;
+        if (argc >= 2 && !help) fprintf(f, "autohet ckpt: unknown subcommand \"%s\"\n", argv[1]);
+        fprintf(f, "usage: autohet ckpt ls|verify|export [flags]\n\n");
+        for (int k = 0; k < n_subs; k++) fprintf(f, "  %-7s %s\n", SUBS[k].name, SUBS[k].about);
+        fprintf(f, "\nautohet ckpt SUB --help lists its flags.\n");
         return help ? 0 : 2;
     }
     opts_t o = {.step = -1};
@@ -243,7 +252,7 @@ int ah_cli_ckpt(int argc, char **argv) {
                                                                "(DIR/NODE/, as autohet train --local-root)", false},
         {"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
-        {"--step", AH_FLAG_INT, &o.step, "N", "verify: only this step (default: all committed); export: this step "
+        {"--step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &o.step, "N", "verify: only this step (default: all committed); export: this step "
                                               "(default: the newest complete)", false},
         {"-o", AH_FLAG_STR, &o.out, "OUT_DIR", "export: write model.safetensors and config.json here", false},
         {"--json", AH_FLAG_BOOL, &o.json, NULL, "ls: JSON output", false},
@@ -252,8 +261,7 @@ int ah_cli_ckpt(int argc, char **argv) {
     snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc;
-    if (!ah_cli_parse(verb, synopsis, "Checkpoints: list steps by tier, verify checksums, export to Hugging Face (GPT-2, LLaMA).", flags,
-                      n_flags, argc - 1, argv + 1, &rc))
+    if (!ah_cli_parse(verb, SUBS[sub].synopsis, SUBS[sub].about, flags, n_flags, argc - 1, argv + 1, &rc))
         return rc;
     if (!o.local_root && !o.cloud) {
         fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
@@ -272,10 +280,6 @@ int ah_cli_ckpt(int argc, char **argv) {
     }
     if (o.endpoint && !o.cloud) {
         fprintf(stderr, "autohet %s: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n", verb);
-        return 2;
-    }
-    if (step_given && o.step < 0) {
-        fprintf(stderr, "autohet %s: --step: expected a step >= 0, got %lld\n", verb, (long long)o.step);
         return 2;
     }
     if (is_export) return cmd_export(&o);

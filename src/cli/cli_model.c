@@ -135,8 +135,8 @@ int ah_cli_model(int argc, char **argv) {
     bool json = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_name, "M", "preset name or path to a HF config.json (required)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context length)", false},
-        {"--micro-batch", AH_FLAG_INT_IN(1, 1 << 30), &micro_batch, "b", "sequences per micro-batch (default 1)", false},
+        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq_len, "T", "tokens per sequence (default: the model's context length)", false},
+        {"--micro-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &micro_batch, "b", "sequences per micro-batch (default 1)", false},
         {"--tp", AH_FLAG_INT_IN(1, 1024), &tp, "t", "tensor-parallel degree for the per-rank figures (default 1)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "fp32 or bf16 (default bf16)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"params_total\" (no padding), \"vocab_padded\", "

@@ -318,11 +318,11 @@ int ah_cli_plan(int argc, char **argv) {
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
-        {"--global-batch", AH_FLAG_INT, &global_batch, "B", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T",
+        {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &global_batch, "B", "sequences per iteration (default 512)", false},
+        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq_len, "T",
          "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto",
-         "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
+         "sequences per micro-batch, 1 .. 65536; auto tries divisors of B up to 8 (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P",
          "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 "
          "only; else bf16)", false},
@@ -338,7 +338,7 @@ int ah_cli_plan(int argc, char **argv) {
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
         {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
-        {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G",
+        {"--exact-max-groups", AH_FLAG_INT_IN(1, 4096), &exact_groups, "G",
          "exact search up to G TP groups, templates above (default 8); the exact search also stops past 50000 "
          "distinct pipelines or 20000 pipeline sets, and the report's \"template mode:\" line says which cap "
          "applied", false},

@@ -30,15 +30,15 @@
 #define LIST_MAX 16
 
 /* "1,2,4" -> values; false (message printed) on anything else. */
-static bool parse_list(const char *flag, const char *s, int64_t *out, int *n) {
+static bool parse_list(const char *flag, const char *s, int64_t max, int64_t *out, int *n) {
     *n = 0;
     const char *p = s;
     while (*p) {
         char *end = NULL;
         long long v = strtoll(p, &end, 10);
-        if (end == p || v < 1 || (*end && *end != ',') || *n == LIST_MAX) {
-            fprintf(stderr, "autohet %s: %s: expected up to %d positive integers separated by commas, "
-                    "got \"%s\"\n", VERB, flag, LIST_MAX, s);
+        if (end == p || v < 1 || v > max || (*end && *end != ',') || *n == LIST_MAX) {
+            fprintf(stderr, "autohet %s: %s: expected up to %d integers in 1 .. %lld separated by commas, "
+                    "got \"%s\"\n", VERB, flag, LIST_MAX, (long long)max, s);
             return false;
         }
         for (int i = 0; i < *n; i++)
@@ -356,7 +356,7 @@ int ah_cli_profile(int argc, char **argv) {
         {"--tp", AH_FLAG_STR, &tp_arg, "1,2,4",
          "TP degrees to measure (default 1); TP > 1 on a TP group of that many ranks, started with mpirun", false},
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "1,2,4", "micro-batch sizes to measure (default 1)", false},
-        {"--seq-len", AH_FLAG_INT, &seq_len, "T", "tokens per sequence (default: the model's context)", false},
+        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq_len, "T", "tokens per sequence (default: the model's context)", false},
         {"--gpu", AH_FLAG_STR, &gpu_arg, "TYPE[,TYPE]",
          "type names for the entries; with --cluster, emulated types of it (default: all of --cluster's types, else "
          "\"cpu\")", false},
@@ -387,7 +387,9 @@ int ah_cli_profile(int argc, char **argv) {
     }
     static measuring_t m;
     m.cluster_arg = cluster_arg;
-    if (!parse_list("--tp", tp_arg, m.tps, &m.n_tp) || !parse_list("--micro-batch", mb_arg, m.mbs, &m.n_mb)) return 2;
+    if (!parse_list("--tp", tp_arg, 1024, m.tps, &m.n_tp) ||
+        !parse_list("--micro-batch", mb_arg, AH_CLI_BATCH_MAX, m.mbs, &m.n_mb))
+        return 2;
     if (tp_group && (m.n_tp != 1 || m.tps[0] < 2)) {
         fprintf(stderr, "autohet %s: --tp-group measures one TP degree of 2 or more (--tp %s)\n", VERB, tp_arg);
         return 2;

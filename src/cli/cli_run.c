@@ -11,6 +11,7 @@
 
 #include "ckpt/import_hf.h"
 #include "cli/cli.h"
+#include "cost/profile.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
 #include "runtime/device.h"
@@ -19,9 +20,11 @@
 static const char *VERB = "run";
 static volatile sig_atomic_t interrupted = 0;
 
+/* Ctrl-C or a SIGTERM to the agent: the first stops the run like a preemption notice (the ranks
+ * save within --grace-s), a second stops the job at once (ah_agent_opts_t.interrupt). */
 static void on_signal(int sig) {
     (void)sig;
-    interrupted = 1;
+    if (interrupted < 2) interrupted++;
 }
 
 static void log_line(void *ctx, const char *line) {
@@ -36,7 +39,8 @@ static void print_bytes(uint64_t b) {
     else printf("%llu B", (unsigned long long)b);
 }
 
-static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
+/* profile: --profile's path, NULL for the roofline. */
+static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const char *profile) {
     printf("\n== autohet run: summary ==\n");
     for (int k = 0; k < r->n_launches; k++) {
         const ah_agent_launch_t *L = &r->launches[k];
@@ -47,6 +51,12 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
                    (long long)L->first_step, (long long)L->end_step - 1);
         printf("\n  plan %s\n", L->plan_desc);
     }
+    if (r->n_launches > 0 && profile)
+        printf("predicted: the cost model calibrated by the profile %s\n", profile);
+    else if (r->n_launches > 0)
+        printf("predicted: the uncalibrated roofline (peak FLOP/s and bandwidth of the cluster file), not this "
+               "machine; `autohet profile --model M --cluster C ... -o P` measures each type once and `--profile P` "
+               "plans with it\n");
     for (int i = 0; i < r->n_recoveries; i++) {
         const ah_agent_recovery_t *v = &r->recoveries[i];
         printf("recovery %d (%s: %s) at %.2f s: stopped at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
@@ -75,15 +85,23 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
             printf("  loss: step %lld after it is %.6f (started from scratch)\n", (long long)v->resumed_at,
                    v->loss_first_after);
     }
-    printf("trained %lld of %lld steps, %lld tokens, final loss %.6f, %.1f s wall\n", (long long)r->steps_done,
-           (long long)o->steps, (long long)r->tokens, r->final_loss, r->wall_s);
+    if (r->steps_done == 0)
+        printf("trained nothing: no step of %lld finished, %.1f s wall\n", (long long)o->steps, r->wall_s);
+    else
+        printf("trained %lld of %lld steps, %lld tokens, final loss %.6f, %.1f s wall\n", (long long)r->steps_done,
+               (long long)o->steps, (long long)r->tokens, r->final_loss, r->wall_s);
     if (r->history_ok)
         printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
                "(%lld step%s redone after a rollback)\n",
                (long long)r->steps_done - 1, (long long)r->recomputed, r->recomputed == 1 ? "" : "s");
-    else
+    else if (r->history_broken)
         printf("SAMPLE HISTORY BROKEN: %s\n", r->history_msg);
+    else if (r->steps_done > 0)
+        printf("the run stopped early: steps 0..%lld were each trained once on their own samples, steps %lld..%lld "
+               "not yet (the same command resumes from the last checkpoint)\n",
+               (long long)r->steps_done - 1, (long long)r->steps_done, (long long)o->steps - 1);
     printf("metrics: %s\n", r->metrics_path);
+    fflush(stdout); /* before the error on stderr, which says why it stopped */
 }
 
 /* bf16 asked of a cluster with CPU-emulated types: their ranks train fp32 only, which the trainer
@@ -165,7 +183,7 @@ int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
-    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL;
+    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
     int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
@@ -181,28 +199,29 @@ int ah_cli_run(int argc, char **argv) {
         {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
         {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints (default autohet-run)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
-        {"--steps", AH_FLAG_INT, &o.steps, "N", "iterations (default 20)", false},
-        {"--ckpt-every", AH_FLAG_INT, &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
-        {"--grace-s", AH_FLAG_NUM, &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
-        {"--global-batch", AH_FLAG_INT, &gb, "B", "sequences per iteration (default 8)", false},
-        {"--seq-len", AH_FLAG_INT, &seq, "T", "tokens per sequence (default 64)", false},
-        {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch (default auto)", false},
+        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
+        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
+        {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &gb, "B", "sequences per iteration (default 8)", false},
+        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq, "T", "tokens per sequence (default 64)", false},
+        {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch, 1 .. 65536 or auto (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's) or bf16 (default fp32)", false},
         {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: peak learning rate (> 0)", false},
-        {"--warmup", AH_FLAG_INT, &warmup, "N", "trainer: warm-up steps (>= 0)", false},
+        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: warm-up steps", false},
         {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: AdamW decay (>= 0)", false},
         {"--grad-clip", AH_FLAG_NUM, &clip, "X", "trainer: gradient-norm clip (>= 0, 0 = off)", false},
-        {"--seed", AH_FLAG_INT, &seed, "N", "trainer: initialisation seed", false},
+        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &seed, "N", "trainer: initialisation seed", false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
-        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+        {"--val-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX,
+                                       .note = "leave it out to validate after the last step only"),
          &counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
-        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+        {"--val-batches", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .note = "global batches a validation reads"),
          &counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
-        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+        {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
          &counts[2], "N", "trainer: non-finite steps skipped before one stops "
          "the run (default 0)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
@@ -210,14 +229,18 @@ int ah_cli_run(int argc, char **argv) {
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
         {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
          AH_MPIRUN_LOCAL_DEFAULT_ARGS ")", false},
+        {"--profile", AH_FLAG_STR, &profile_path, "FILE", "measured per-layer times from autohet profile for every "
+         "plan and re-plan (default: the roofline, uncalibrated)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
     if (!ah_cli_parse(VERB, "--model M --cluster C --data FILES [--events FILE] [flags]",
-                      "The elastic agent: plans, launches mpirun ... autohet train --resume, watches for\n"
-                      "preemptions (--events, or SIGTERM to a node's ranks), re-plans on the nodes left and\n"
-                      "relaunches from the newest checkpoint (local disk, then peers, then cloud). Ends with a\n"
+                      "The elastic agent: plans (calibrated with --profile), launches mpirun ... autohet train\n"
+                      "--resume, watches for preemptions (--events, or SIGTERM to a node's ranks), re-plans on\n"
+                      "the nodes left and relaunches from the newest checkpoint (local disk, then peers, then\n"
+                      "cloud). Ctrl-C (or SIGTERM to autohet run) stops it like a notice: the ranks save within\n"
+                      "--grace-s, the job stops, exit 130; a second Ctrl-C stops the job at once. Ends with a\n"
                       "summary: plans, recovery time by tier, loss across restarts, samples trained.",
                       flags, n_flags, argc, argv, &rc))
         return rc;
@@ -244,6 +267,9 @@ int ah_cli_run(int argc, char **argv) {
             return ah_cli_fail(VERB, &err);
     }
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
+    ah_profile_t *profile = NULL;
+    if (profile_path && ah_profile_load(profile_path, &profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    o.planner.profile = profile;
     o.interrupt = &interrupted;
     o.log = log_line;
     struct sigaction sa;
@@ -254,8 +280,9 @@ int ah_cli_run(int argc, char **argv) {
 
     ah_agent_result_t r;
     const ah_status_t s = ah_agent_run(&o, &r, &err);
-    if (r.n_launches > 0) summary(&o, &r);
+    if (r.n_launches > 0) summary(&o, &r, profile_path);
     rc = s != AH_OK ? ah_cli_fail(VERB, &err) : r.history_ok ? 0 : 1;
     ah_agent_result_free(&r);
+    ah_profile_free(profile);
     return rc;
 }

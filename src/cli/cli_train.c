@@ -47,8 +47,6 @@ ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, d
 /* The checkpoint and preemption flags, each of which needs the tier it acts on: one given without
  * it would do nothing (or fail only after the set-up). */
 static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
-    if (a->ckpt_every < 0 || !(a->grace_s >= 0))
-        return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --grace-s must be >= 0");
     if ((a->ckpt_every > 0 || a->resume) && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR "
                             "(node X's checkpoints go to DIR/X/)");
@@ -74,7 +72,6 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
         return ah_error_set(err, AH_ERR_USAGE, "--plan and --data are required (autohet train "
                             "--help); make a data file with `autohet tokenize TEXT -o FILE`");
     }
-    if (a->steps < 1) return ah_error_set(err, AH_ERR_USAGE, "--steps: expected >= 1, got %lld", (long long)a->steps);
     if ((s = ah_cli_check_optimizer_flags(a->lr, a->warmup, a->wd, a->clip, err)) != AH_OK) return s;
     if (a->dump_step_given && !a->dump_dir && !a->grads_dir)
         return ah_error_set(err, AH_ERR_USAGE, "--dump-step needs --dump-params DIR or --dump-grads DIR");
@@ -230,37 +227,38 @@ int ah_cli_train(int argc, char **argv) {
          "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
         {"--val-data", AH_FLAG_STR, &a.val_data, "FILES", "held-out token files (as --data) for a validation loss: "
          "in the progress line and the step line's \"val_loss\"", false},
-        {"--val-every", AH_FLAG_INT_MIN(1, .note = "leave it out to validate after the last step only"),
+        {"--val-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX,
+                                       .note = "leave it out to validate after the last step only"),
          &a.val_every, "K", "validate after every K-th step (default: after the last only)",
          false},
-        {"--val-batches", AH_FLAG_INT_MIN(1, .note = "global batches a validation reads"),
+        {"--val-batches", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .note = "global batches a validation reads"),
          &a.val_batches, "N", "global batches of --val-data each validation reads, "
          "from its first sample (default 4)", false},
         {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
         {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
-        {"--steps", AH_FLAG_INT, &a.steps, "N", "iterations (default 20)", false},
+        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a.steps, "N", "iterations (default 20)", false},
         {"--lr", AH_FLAG_NUM, &a.lr, "X", "peak learning rate (default 1e-3)", false},
-        {"--warmup", AH_FLAG_INT, &a.warmup, "N", "linear warm-up steps, then cosine to 0.1 lr (default 10)", false},
+        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.warmup, "N", "linear warm-up steps, then cosine to 0.1 lr (default 10)", false},
         {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", "AdamW decoupled decay of 2-D matrices (default 0.1)", false},
         {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", false},
-        {"--seed", AH_FLAG_INT, &a.seed, "N", "initialisation seed (default 1337)", false},
-        {"--skip-nonfinite", AH_FLAG_INT_MIN(0, .note = "0 stops at the first non-finite step"),
+        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &a.seed, "N", "initialisation seed (default 1337)", false},
+        {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
          &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
          "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
-        {"--dump-step", AH_FLAG_INT, &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
+        {"--dump-step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
         {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
-        {"--ckpt-every", AH_FLAG_INT, &a.ckpt_every, "K", "save a checkpoint every K steps (default 0: on preemption only)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
         {"--init-from", AH_FLAG_STR, &a.init_from, "DIR", "start from a Hugging Face model directory (config.json + "
          "model.safetensors or sharded files; F32/BF16/F16); with --resume only when no checkpoint exists", false},
-        {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here", false},
-        {"--grace-s", AH_FLAG_NUM, &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
+        {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here (made if missing)", false},
+        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
         {"--cloud-only", AH_FLAG_BOOL, &a.cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "
          "cloud-only): no save on SIGTERM", false},
     };

@@ -2,22 +2,49 @@
  * each value checked against its flag's kind and range before the verb sees it. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
+/* Under mpirun every rank parses the same command line: only rank 0 (or a process outside
+ * mpirun) prints what is wrong with it, so a bad flag is said once. */
+static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void complain(const char *fmt, ...) {
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (rank && strcmp(rank, "0") != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+static void range_text(const ah_flag_type_t *t, char *buf, size_t cap);
+
 static void print_help(FILE *f, const char *verb, const char *synopsis, const char *about,
                        const ah_flag_t *flags, int n) {
     fprintf(f, "usage: autohet %s %s\n\n%s\n\nflags:\n", verb, synopsis, about);
     for (int i = 0; i < n; i++) {
-        char left[64];
+        char left[64], range[96] = "";
         snprintf(left, sizeof left, "%s%s%s", flags[i].name, flags[i].metavar ? " " : "",
                  flags[i].metavar ? flags[i].metavar : "");
-        fprintf(f, "  %-26s %s\n", left, flags[i].help);
+        if (flags[i].type.has_min || flags[i].type.has_max) range_text(&flags[i].type, range, sizeof range);
+        fprintf(f, "  %-26s %s%s%s%s\n", left, flags[i].help, range[0] ? " [" : "", range, range[0] ? "]" : "");
     }
     fprintf(f, "  %-26s %s\n", "--help", "show this help");
+}
+
+/* A count without both bounds could take the verb anywhere (2^40 sequences, a malloc of a
+ * terabyte): the flag table must give every INT flag a range. False, said, when one has none. */
+static bool table_ok(const char *verb, const ah_flag_t *flags, int n) {
+    for (int i = 0; i < n; i++)
+        if (flags[i].type.kind == AH_KIND_INT && !(flags[i].type.has_min && flags[i].type.has_max)) {
+            complain("autohet %s: internal error: flag %s has no range in the flag table\n", verb, flags[i].name);
+            return false;
+        }
+    return true;
 }
 
 /* v as a value of kind: "16", "0.5". */
@@ -45,15 +72,19 @@ static bool in_range(const char *verb, const ah_flag_t *f, double x) {
     char range[96], value[40];
     range_text(t, range, sizeof range);
     number_text(t->kind, x, value, sizeof value);
-    if (t->value_first) fprintf(stderr, "autohet %s: %s %s: expected %s", verb, f->name, value, range);
-    else fprintf(stderr, "autohet %s: %s: expected %s, got %s", verb, f->name, range, value);
-    if (t->note) fprintf(stderr, " (%s)", t->note);
-    fprintf(stderr, "\n");
+    char note[300] = "";
+    if (t->note) snprintf(note, sizeof note, " (%s)", t->note);
+    if (t->value_first) complain("autohet %s: %s %s: expected %s%s\n", verb, f->name, value, range, note);
+    else complain("autohet %s: %s: expected %s, got %s%s\n", verb, f->name, range, value, note);
     return false;
 }
 
 bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_flag_t *flags,
                   int n_flags, int argc, char **argv, int *rc) {
+    if (!table_ok(verb, flags, n_flags)) {
+        *rc = 1;
+        return false;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -67,15 +98,19 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
         for (int k = 0; k < n_flags; k++)
             if (strlen(flags[k].name) == alen && strncmp(flags[k].name, a, alen) == 0) f = &flags[k];
         if (!f) {
-            fprintf(stderr, "autohet %s: unknown flag \"%s\" (autohet %s --help lists the flags)\n",
-                    verb, a, verb);
+            complain("autohet %s: unknown flag \"%s\" (autohet %s --help lists the flags)\n", verb, a, verb);
+            *rc = 2;
+            return false;
+        }
+        if (f->seen) { /* the last one would win without a word */
+            complain("autohet %s: %s given twice; give it once\n", verb, f->name);
             *rc = 2;
             return false;
         }
         if (a[alen] == '=') value = a + alen + 1;
         if (f->type.kind == AH_KIND_BOOL) {
             if (value) {
-                fprintf(stderr, "autohet %s: %s takes no value\n", verb, f->name);
+                complain("autohet %s: %s takes no value\n", verb, f->name);
                 *rc = 2;
                 return false;
             }
@@ -85,7 +120,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
         }
         if (!value) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "autohet %s: %s needs a value (%s)\n", verb, f->name, f->metavar);
+                complain("autohet %s: %s needs a value (%s)\n", verb, f->name, f->metavar);
                 *rc = 2;
                 return false;
             }
@@ -99,7 +134,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
         case AH_KIND_INT: {
             long long x = strtoll(value, &end, 10);
             if (errno || end == value || *end) {
-                fprintf(stderr, "autohet %s: %s: expected an integer, got \"%s\"\n", verb, f->name, value);
+                complain("autohet %s: %s: expected an integer, got \"%s\"\n", verb, f->name, value);
                 *rc = 2;
                 return false;
             }
@@ -113,7 +148,7 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
         case AH_KIND_NUM: {
             double x = strtod(value, &end);
             if (errno || end == value || *end || !isfinite(x)) {
-                fprintf(stderr, "autohet %s: %s: expected a number, got \"%s\"\n", verb, f->name, value);
+                complain("autohet %s: %s: expected a number, got \"%s\"\n", verb, f->name, value);
                 *rc = 2;
                 return false;
             }
@@ -147,9 +182,10 @@ bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out) {
         return true;
     }
     char *end = NULL;
+    errno = 0;
     const long long v = strtoll(arg, &end, 10);
-    if (end == arg || *end || v < 1) {
-        fprintf(stderr, "autohet %s: --micro-batch: expected a positive integer or \"auto\", got \"%s\"\n", verb, arg);
+    if (errno || end == arg || *end || v < 1 || v > AH_CLI_BATCH_MAX) {
+        complain("autohet %s: --micro-batch: expected 1 .. %d or \"auto\", got \"%s\"\n", verb, AH_CLI_BATCH_MAX, arg);
         return false;
     }
     *out = v;

@@ -1,4 +1,5 @@
-/* autohet: one program, one verb per job. Each verb lives in its own file (cli_<verb>.c). */
+/* autohet: one program, one verb per job. Each verb lives in its own file (cli_<verb>.c).
+ * `autohet --version` prints "autohet VERSION" (CMakeLists.txt's project version). */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +20,8 @@ static const ah_cli_verb_t VERBS[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: autohet VERB [flags]   (autohet VERB --help for a verb's flags)\n\nverbs:\n");
+    fprintf(f, "usage: autohet VERB [flags]   (autohet VERB --help for a verb's flags)\n"
+               "       autohet --version\n\nverbs:\n");
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].summary);
 }
@@ -28,6 +30,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("autohet %s\n", AH_VERSION);
+        return 0;
     }
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         if (strcmp(argv[1], VERBS[i].name) == 0) return VERBS[i].run(argc - 1, argv + 1);

@@ -42,6 +42,7 @@ const char *ah_status_name(ah_status_t code) {
     case AH_ERR_OOM: return "out of memory";
     case AH_ERR_COMM: return "communication error";
     case AH_ERR_INTERNAL: return "internal error";
+    case AH_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown error";
 }
@@ -49,5 +50,6 @@ const char *ah_status_name(ah_status_t code) {
 int ah_status_exit_code(ah_status_t code) {
     if (code == AH_OK) return 0;
     if (code == AH_ERR_USAGE) return 2;
+    if (code == AH_ERR_INTERRUPTED) return 130;
     return 1;
 }

@@ -17,7 +17,8 @@ typedef enum {
     AH_ERR_INFEASIBLE, /* nothing fits / no plan exists */
     AH_ERR_OOM,        /* an allocation past a device's (emulated) capacity */
     AH_ERR_COMM,       /* MPI or network failure */
-    AH_ERR_INTERNAL    /* a bug in autohet */
+    AH_ERR_INTERNAL,   /* a bug in autohet */
+    AH_ERR_INTERRUPTED /* stopped on the user's request (Ctrl-C, SIGTERM) before the end */
 } ah_status_t;
 
 #define AH_ERROR_MSG_MAX 2048
@@ -37,7 +38,8 @@ ah_status_t ah_error_prefix(ah_error_t *err, const char *fmt, ...) __attribute__
 /* A short name for a status ("invalid input", "out of memory", ...). */
 const char *ah_status_name(ah_status_t code);
 
-/* Exit code the CLI uses for a status: 0 ok, 2 usage, 1 everything else. */
+/* Exit code the CLI uses for a status: 0 ok, 2 usage, 130 interrupted (the shell's 128 + SIGINT),
+ * 1 everything else. */
 int ah_status_exit_code(ah_status_t code);
 
 #endif

@@ -66,8 +66,8 @@ typedef struct agent {
     ah_plan_result_t cur;  /* the running (or last) plan */
     bool have_cur;
     int cap_launches, cap_recoveries;
-    /* the current stop */
-    bool stopping, forced;
+    /* the current stop; interrupting: the user's Ctrl-C made it, the run ends with it */
+    bool stopping, forced, interrupting, stopped_at_once;
     ah_agent_cause_t cause;
     double notice_t, external_seen_t;
     /* the recovery waiting for its first step (-1: none) */
@@ -422,6 +422,17 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
         /* an earlier run trained every step: the history is complete, its losses unknown here */
         ah_history_all_earlier(&a->hist);
         return AH_OK;
+    case AH_EXIT_INTERRUPTED: {
+        const int64_t at = f->preempted && f->preempted_step >= 0 ? f->preempted_step : a->hist.len;
+        const char *how = f->preempted && f->saved ? "the trainer saved a checkpoint in the grace period"
+                          : a->stopped_at_once     ? "stopped at once on the second interrupt, no checkpoint at the notice"
+                          : a->o->grace_s == 0     ? "no checkpoint at the notice (--grace-s 0)"
+                          : a->forced ? "the grace period ended before a save could finish, no checkpoint at the notice"
+                                      : "no checkpoint at the notice (a save would not have fit in --grace-s)";
+        return ah_error_set(err, AH_ERR_INTERRUPTED, "stopped at step %lld on the interrupt: %s; run the same "
+                            "autohet run command again to resume from the last checkpoint in %s", (long long)at, how,
+                            a->local_root);
+    }
     case AH_EXIT_EARLY:
         return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
                             (long long)a->hist.len, (long long)a->o->steps);
@@ -499,7 +510,8 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     if (!named) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     ah_exit_facts_t f = {.status = status, .agent_stopping = a->stopping, .preempted_step = -1,
                          .trained = a->hist.len, .steps = a->o->steps, .launches = a->res->n_launches,
-                         .resumed_step = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN};
+                         .resumed_step = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN,
+                         .interrupted = a->interrupting};
     read_preempted(a, &f, named);
     const ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
@@ -523,9 +535,15 @@ static void sleep_s(double s) {
     nanosleep(&ts, NULL);
 }
 
+static ah_status_t interrupted_between_jobs(const agent_t *a, ah_error_t *err) {
+    return ah_error_set(err, AH_ERR_INTERRUPTED, "interrupted between two launches (no job was running); run the "
+                        "same autohet run command again to resume from the last checkpoint in %s", a->local_root);
+}
+
 /* Re-plans and relaunches after a stop; with no feasible plan, waits for nodes to join. */
 static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
     for (;;) {
+        if (a->o->interrupt && *a->o->interrupt) return interrupted_between_jobs(a, err);
         apply_events(a);
         ah_error_t e;
         const ah_status_t s = plan_and_launch(a, "re-plan", &e);
@@ -536,7 +554,7 @@ static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
         }
         say(a, "no plan fits the nodes that are up (%s); waiting for a node to join", e.msg);
         while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s > since_start(a)) {
-            if (a->o->interrupt && *a->o->interrupt) return ah_error_set(err, AH_ERR_USAGE, "interrupted");
+            if (a->o->interrupt && *a->o->interrupt) return interrupted_between_jobs(a, err);
             sleep_s(a->o->poll_s);
         }
     }
@@ -550,7 +568,7 @@ static void press_stop(agent_t *a) {
     /* ranks whose files appeared after the notice get it now */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->leaving[i]) a->launcher.notice(a->launcher.ctx, a->cluster.nodes[i].name);
-    if (a->cause == AH_CAUSE_JOIN) a->launcher.notice(a->launcher.ctx, NULL);
+    if (a->cause == AH_CAUSE_JOIN || a->interrupting) a->launcher.notice(a->launcher.ctx, NULL);
     switch (ah_agent_stop_action(ah_now_s() - a->notice_t, a->o->grace_s, a->forced)) {
     case AH_STOP_FORCE: {
         a->forced = true;
@@ -569,14 +587,26 @@ static void press_stop(agent_t *a) {
     }
 }
 
+/* The user's interrupt (opts.interrupt): the first is a notice to every rank, so the trainer saves
+ * within the grace period as at a preemption, and the run ends when the job has stopped; a second
+ * stops the job at once. */
+static void on_interrupt(agent_t *a) {
+    if (!a->interrupting) {
+        a->interrupting = true;
+        say(a, "interrupted: every rank gets a notice and saves if that fits in the grace period (%.1f s), then the "
+            "job stops and the run ends (interrupt again to stop at once)", a->o->grace_s);
+        begin_stop(a, a->stopping ? a->cause : AH_CAUSE_SIGNAL, NULL);
+    } else if (*a->o->interrupt >= 2 && !a->stopped_at_once) {
+        a->stopped_at_once = true;
+        say(a, "interrupted again: stopping the job at once");
+        a->launcher.stop(a->launcher.ctx);
+    }
+}
+
 static ah_status_t watch(agent_t *a, ah_error_t *err) {
     for (;;) {
         sleep_s(a->o->poll_s);
-        if (a->o->interrupt && *a->o->interrupt) {
-            a->launcher.stop(a->launcher.ctx);
-            return ah_error_set(err, AH_ERR_USAGE, "interrupted: the job was stopped; run the same command again "
-                                "to resume from the last checkpoint in %s", a->local_root);
-        }
+        if (a->o->interrupt && *a->o->interrupt) on_interrupt(a);
         a->launcher.read_metrics(a->launcher.ctx, on_line, a);
         apply_events(a);
         if (a->stopping)
@@ -592,10 +622,13 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
     }
 }
 
-/* The result's history fields and the done event, after the watch ended with s. */
+/* The result's history fields and the done event, after the watch ended with s. A run that
+ * stopped early (a failure, an interrupt) has no complete history: history_ok is false, and
+ * history_broken says whether what it trained was also out of order. */
 static void finish_run(agent_t *a, ah_status_t s) {
     ah_agent_result_t *res = a->res;
-    if (s == AH_OK) ah_history_check_complete(&a->hist);
+    res->history_broken = !a->hist.ok;
+    ah_history_check_complete(&a->hist);
     res->steps_done = a->hist.len;
     res->tokens = a->hist.len * a->hist.batch_tokens;
     res->final_loss = ah_history_loss(&a->hist, a->hist.len - 1);
@@ -649,8 +682,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         goto done;
     }
     apply_events(&a); /* changes at time 0 are the starting state */
-    if ((s = plan_and_launch(&a, "plan", err)) != AH_OK) goto done;
-    s = watch(&a, err);
+    if ((s = plan_and_launch(&a, "plan", err)) == AH_OK) s = watch(&a, err);
     finish_run(&a, s);
 done:
     ah_launcher_free(&a.launcher);

@@ -4,9 +4,10 @@
  *
  * Availability sources:
  *  - an event file in the Oobleck trace format (`time_ms,add|remove,NODE`, times from the agent's
- *    start). NODE is a node name of the cluster, or an id like "node3": ids that are not node
- *    names are mapped, in natural order of their number, onto the cluster's spot nodes in cluster
- *    order (ah_agent_events_load fills the mapping so the caller can print it);
+ *    start). NODE is a node name of the cluster, or a trace id "node" then digits ("node3"; any
+ *    other name is refused, named, so a typo never lands on a real node): trace ids are
+ *    mapped, in natural order of their number, onto the cluster's spot nodes in cluster order
+ *    (ah_agent_events_load fills the mapping so the caller can print it);
  *  - a SIGTERM that someone else sends to a node's ranks: the trainer saves if it can, writes
  *    RUN_DIR/preempted.json naming the nodes and exits with status 75.
  *
@@ -79,7 +80,9 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
-    volatile sig_atomic_t *interrupt; /* set by the caller's signal handler: stop the job, return */
+    volatile sig_atomic_t *interrupt; /* counted by the caller's signal handler: at 1, a notice to every
+                                 rank (the trainer saves within grace_s), the job stops and the run
+                                 returns AH_ERR_INTERRUPTED; at 2, the job is stopped at once */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
 } ah_agent_opts_t;
@@ -126,7 +129,9 @@ typedef struct ah_agent_result {
     int64_t steps_done;       /* steps in the final history (0 .. steps_done-1, each once) */
     int64_t tokens;           /* tokens of the final history */
     int64_t recomputed;       /* step lines superseded by a rollback (work lost and redone) */
-    bool history_ok;          /* every step once, in order, each with the full batch's tokens */
+    bool history_ok;          /* every step 0 .. --steps - 1 once, in order, each with the full batch's
+                                 tokens (false for a run that stopped early) */
+    bool history_broken;      /* what was trained is itself out of order (skipped, repeated, short) */
     char history_msg[256];    /* why not, when !history_ok */
     double final_loss;
     double wall_s;

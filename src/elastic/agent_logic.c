@@ -88,6 +88,7 @@ ah_exit_action_t ah_agent_exit_action(const ah_exit_facts_t *f) {
     const bool notice = f->preempted || f->agent_stopping;
     if (f->trained >= f->steps && (f->status == 0 || notice))
         return notice ? AH_EXIT_FINISHED_NOTICE : AH_EXIT_FINISHED;
+    if (f->interrupted) return AH_EXIT_INTERRUPTED;
     if (!notice) {
         if (f->status == 0 && f->launches == 1 && isfinite(f->resumed_step) && f->resumed_step >= (double)f->steps)
             return AH_EXIT_NOTHING_TO_TRAIN;

@@ -69,6 +69,7 @@ typedef struct ah_exit_facts {
     int64_t steps;           /* --steps */
     int launches;            /* launches so far, the one that exited included */
     double resumed_step;     /* "step" of this launch's recover event from the trainer (NAN: none) */
+    bool interrupted;        /* the user asked the agent to stop (Ctrl-C): no relaunch */
 } ah_exit_facts_t;
 
 typedef enum {
@@ -79,6 +80,7 @@ typedef enum {
     AH_EXIT_FAILED,           /* the job failed without a notice */
     AH_EXIT_NOTICE_OUTSIDE,   /* stopped by a notice someone else sent: its nodes leave; relaunch */
     AH_EXIT_STOPPED,          /* stopped by the agent's own notice: relaunch */
+    AH_EXIT_INTERRUPTED,      /* stopped (or failed) after the user's Ctrl-C before the last step: the end */
 } ah_exit_action_t;
 
 ah_exit_action_t ah_agent_exit_action(const ah_exit_facts_t *f);

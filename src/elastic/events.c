@@ -13,12 +13,22 @@ void ah_agent_events_free(ah_agent_events_t *e) {
     memset(e, 0, sizeof *e);
 }
 
-/* The number in "node12" (or any id ending in digits); -1 when the id has none. */
+/* The number of a trace id in the documented form, "node" then 1 to 9 digits ("node12" -> 12);
+ * -1 for anything else ("fast-3", "gpu7", "node", "node-1"). */
 static long id_number(const char *id) {
-    size_t n = strlen(id), k = n;
-    while (k > 0 && id[k - 1] >= '0' && id[k - 1] <= '9') k--;
-    if (k == n || n - k > 9) return -1;
-    return strtol(id + k, NULL, 10);
+    if (strncmp(id, "node", 4) != 0) return -1;
+    const char *d = id + 4;
+    const size_t n = strlen(d);
+    if (n == 0 || n > 9 || strspn(d, "0123456789") != n) return -1;
+    return strtol(d, NULL, 10);
+}
+
+/* "fast-0, slow-0, slow-1" (the first few and a count when there are many). */
+static void node_names(const ah_cluster_t *c, char *out, size_t cap) {
+    ah_str_t s = ah_str_fixed(out, cap);
+    const int shown = c->n_nodes <= 8 ? c->n_nodes : 6;
+    for (int i = 0; i < shown; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", c->nodes[i].name);
+    if (shown < c->n_nodes) ah_str_appendf(&s, ", ... (%d nodes)", c->n_nodes);
 }
 
 ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *c, ah_agent_events_t *out,
@@ -49,9 +59,12 @@ ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *c, ah_age
             continue;
         }
         if (id_number(t.ids[i]) < 0) {
+            char names[300];
+            node_names(c, names, sizeof names);
             s = ah_error_set(err, AH_ERR_INVALID, "%s: node id \"%s\" is neither a node of the cluster "
-                             "nor nodeN; use a node name from the cluster file or ids like node1, "
-                             "node2 (mapped onto the spot nodes in order)", path, t.ids[i]);
+                             "nor nodeN; use a node name of the cluster (%s) or trace ids \"node\" then a "
+                             "number, like node1, node2 (mapped onto the spot nodes in order)", path, t.ids[i],
+                             names);
             goto done;
         }
         /* insertion into order[] by number (ids are few) */

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/json.h"
 #include "runtime/protocol.h"
 
@@ -62,7 +63,9 @@ static ah_status_t save_in(const char *run_dir, const char *name, json_t *doc, a
         json_decref(doc);
         return ah_error_set(err, AH_ERR_IO, "--run-dir %.200s...: path too long", run_dir);
     }
-    ah_status_t s = doc ? ah_json_save_file(doc, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
+    /* a --run-dir that does not exist yet is made (every rank may race to: mkdir -p is fine with that) */
+    ah_status_t s = doc ? ah_fs_mkdirs(run_dir, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
+    if (s == AH_OK) s = ah_json_save_file(doc, path, err);
     json_decref(doc);
     return s;
 }

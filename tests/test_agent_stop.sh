@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# How an autohet run ends short of its last step, and what its summary says (issue 19, items 5,
+# 13 and 14):
+#  - a launch that fails before any step: the summary says nothing was trained, never "no sample
+#    lost", the done event has history_ok false, and the exit is non-zero;
+#  - Ctrl-C (SIGINT to autohet run): a notice to every rank, the trainer saves within the grace
+#    period, the job stops, the run says so and exits 130 (not 2, a usage error); the same command
+#    again resumes from that checkpoint and finishes with every step once;
+#  - a second Ctrl-C stops the job at once;
+#  - the summary says what its "predicted" is: the uncalibrated roofline, or with --profile (used
+#    for the plan) the cost model calibrated by autohet profile (item 14).
+source "$(dirname "$0")/train_common.sh"
+source "$SRC/tests/agent_common.sh"
+small_cluster
+
+# done_field DIR KEY: KEY of the last line of DIR/metrics.jsonl (the done event), as JSON
+done_field() {
+    python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])][-1]; assert d["event"] == "done", d; print(json.dumps(d[sys.argv[2]]))' \
+        "$1/metrics.jsonl" "$2"
+}
+
+# ---- a launch that fails: nothing trained, said so ----
+run_agent "$WORK/fail" --mpirun /bin/false
+rc=$?
+[ $rc = 1 ] || { cat "$WORK/fail.log"; fail "failed launch: exit $rc, want 1"; }
+grep -q "trained nothing: no step of $STEPS finished" "$WORK/fail.log" || fail "failed launch: $(cat "$WORK/fail.log")"
+grep -q "no sample lost" "$WORK/fail.log" && fail "failed launch claims no sample lost: $(cat "$WORK/fail.log")"
+[ "$(done_field "$WORK/fail" history_ok)" = false ] || fail "failed launch: done event $(tail -1 "$WORK/fail/metrics.jsonl")"
+echo "failed launch: $(grep -E '^(trained|autohet run: comm)' "$WORK/fail.log" | cut -c1-120 | tr '\n' '|')"
+
+# ---- the summary says what its "predicted" is; --profile calibrates the plan (item 14) ----
+grep -q "^predicted: the uncalibrated roofline" "$WORK/fail.log" || fail "roofline not said: $(cat "$WORK/fail.log")"
+"$AUTOHET" profile --model tiny-gpt2 --cluster "$CLUSTER" --micro-batch 1,2,4,8 --seq-len $SEQ --steps 2 --rounds 1 \
+    -o "$WORK/p.json" >"$WORK/p.log" 2>&1 || { cat "$WORK/p.log"; fail "autohet profile"; }
+run_agent "$WORK/cal" --mpirun /bin/false --profile "$WORK/p.json"
+grep -q "^predicted: the cost model calibrated by the profile $WORK/p.json" "$WORK/cal.log" || fail "profile not said: $(cat "$WORK/cal.log")"
+# the plan's prediction is the profile's: evaluate with the same profile agrees, the roofline does not
+"$AUTOHET" evaluate --plan "$WORK/cal/plan-0.json" --profile "$WORK/p.json" --json >"$WORK/ev-cal.json" || fail "evaluate --profile"
+"$AUTOHET" evaluate --plan "$WORK/cal/plan-0.json" --json >"$WORK/ev-roof.json" || fail "evaluate"
+python3 - "$WORK" <<'PY' || fail "run --profile did not plan with the profile"
+import json, re, sys
+w = sys.argv[1]
+said = float(re.search(r"^launch 0: \d+ devices, predicted ([0-9.]+)", open(f"{w}/cal.log").read(), re.M).group(1))
+cal = json.load(open(f"{w}/ev-cal.json"))["iteration_s"]
+roof = json.load(open(f"{w}/ev-roof.json"))["iteration_s"]
+assert abs(said - cal) <= 6e-5, (said, cal)
+assert abs(cal - roof) > 1e-3 * roof, (cal, roof)
+print(f"run --profile: predicted {said:.4f} s/iteration = evaluate --profile {cal:.4f} (roofline {roof:.4f})")
+PY
+
+# interrupt_at DIR STEP N [flags]: autohet run in the background, N SIGINTs once its metrics show
+# step STEP; sets rc to its exit status.
+interrupt_at() {
+    local dir=$1 step=$2 n=$3
+    shift 3
+    run_agent "$dir" "$@" &
+    local sub=$! pid k
+    sleep 0.2
+    pid=$(pgrep -P $sub | head -1) # the autohet under the function's subshell
+    [ -n "$pid" ] || fail "no autohet run process under $sub"
+    for k in $(seq 1 1200); do
+        grep -q "\"step\":$step," "$dir/metrics.jsonl" 2>/dev/null && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.05
+    done
+    # apart, since two signals pending at once are one
+    for k in $(seq 1 "$n"); do kill -INT $pid 2>/dev/null; sleep 0.05; done
+    wait $sub
+    rc=$?
+}
+
+# ---- Ctrl-C: saved within the grace period, stopped, said so; the same command resumes ----
+STEPS=40
+CKPT_EVERY=1000
+interrupt_at "$WORK/int" 3 1 --grace-s 20
+[ $rc = 130 ] || { cat "$WORK/int.log"; fail "Ctrl-C: exit $rc, want 130"; }
+grep -q "interrupted: every rank gets a notice" "$WORK/int.log" || fail "Ctrl-C not said: $(cat "$WORK/int.log")"
+grep -q "autohet run: interrupted: stopped at step [0-9]* on the interrupt: the trainer saved a checkpoint in the grace period" \
+    "$WORK/int.log" || fail "Ctrl-C: no save said: $(cat "$WORK/int.log")"
+grep -q "usage error" "$WORK/int.log" && fail "Ctrl-C reported as a usage error: $(cat "$WORK/int.log")"
+[ -e "$WORK/int/plan-1.json" ] && fail "Ctrl-C relaunched the job"
+stopped=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "step" in l and "event" not in l][-1]["step"] + 1)' "$WORK/int/metrics.jsonl")
+grep -q "\"event\":\"checkpoint\",\"step\":$stopped," "$WORK/int/metrics.jsonl" || fail "no checkpoint of step $stopped: $(tail -3 "$WORK/int/metrics.jsonl")"
+[ "$(done_field "$WORK/int" history_ok)" = false ] || fail "Ctrl-C: done event claims a complete history"
+grep -q "the run stopped early: steps 0..$((stopped - 1)) were each trained once" "$WORK/int.log" || fail "summary: $(cat "$WORK/int.log")"
+cp "$WORK/int/metrics.jsonl" "$WORK/int-first.jsonl"
+run_agent "$WORK/int" || { cat "$WORK/int.log"; fail "the same command again"; }
+first=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "step" in l and "event" not in l][0]["step"])' "$WORK/int/metrics.jsonl")
+[ "$first" = "$stopped" ] || fail "the rerun started at step $first, not at the saved $stopped"
+[ "$(done_field "$WORK/int" history_ok)" = true ] || fail "rerun: $(tail -1 "$WORK/int/metrics.jsonl")"
+echo "Ctrl-C: stopped and saved at step $stopped, the same command resumed there and finished"
+
+# ---- a second Ctrl-C: the job is stopped at once ----
+interrupt_at "$WORK/int2" 3 2 --grace-s 20
+[ $rc = 130 ] || { cat "$WORK/int2.log"; fail "Ctrl-C twice: exit $rc, want 130"; }
+grep -q "interrupted again: stopping the job at once" "$WORK/int2.log" || fail "Ctrl-C twice: $(cat "$WORK/int2.log")"
+echo "PASS"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The flag parser as a new user meets it (issue 19, items 9 and 13): every count a verb takes has
+# a range its --help shows, and a value past it is refused at once (`plan --global-batch 1e9` ran
+# for minutes); the largest value admitted is fast; a flag given twice is refused, named (the last
+# one silently won); `ckpt ls --help` prints ckpt ls's own usage; `autohet --version`; a
+# `train --run-dir` that does not exist is made.
+source "$(dirname "$0")/train_common.sh"
+
+# refused NAME PATTERN CMD...: exit 2 within 5 s, stderr matching PATTERN
+refused() {
+    local name=$1 pat=$2
+    shift 2
+    local t0=$(date +%s.%N) rc
+    timeout 60 "$@" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+    local secs=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$(date +%s.%N)")
+    [ $rc = 2 ] || fail "$name: exit $rc, want 2: $(head -c 400 "$WORK/err")"
+    grep -q -- "$pat" "$WORK/err" || fail "$name: stderr lacks \"$pat\": $(head -c 400 "$WORK/err")"
+    python3 -c "import sys; sys.exit(float(sys.argv[1]) > 5)" "$secs" || fail "$name: took $secs s to refuse"
+}
+
+# ---- --version: the project's version ----
+want=$(sed -n 's/^project(autohet VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+[ -n "$want" ] || fail "no VERSION in CMakeLists.txt's project()"
+[ "$("$AUTOHET" --version)" = "autohet $want" ] || fail "--version: $("$AUTOHET" --version 2>&1)"
+"$AUTOHET" --help | grep -q -- "--version" || fail "autohet --help does not mention --version"
+
+# ---- every verb's --help: parses (a table with an unranged count is refused) and shows ranges ----
+verbs=$("$AUTOHET" --help | sed -n 's/^  \([a-z]*\) .*/\1/p')
+[ "$(echo "$verbs" | wc -w)" -ge 9 ] || fail "verbs: $verbs"
+for v in $verbs; do
+    sub=$v
+    [ "$v" = ckpt ] && sub="ckpt ls"
+    # shellcheck disable=SC2086
+    "$AUTOHET" $sub --help >"$WORK/help" 2>"$WORK/err" || fail "$sub --help: $(cat "$WORK/err")"
+done
+"$AUTOHET" plan --help | grep -q -- "--global-batch B .*\[1 \.\. 65536\]" || fail "plan --help: no range for --global-batch"
+"$AUTOHET" run --help | grep -q -- "--steps N .*\[1 \.\. 10000000\]" || fail "run --help: no range for --steps"
+
+# ---- past a range: refused at once, naming the flag, its range and the value ----
+refused "plan --global-batch 1e9" "^autohet plan: --global-batch: expected 1 .. 65536, got 1000000000" \
+    "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --global-batch 1000000000
+refused "plan --seq-len 2^40" "^autohet plan: --seq-len: expected 1 .. 1048576, got 1099511627776" \
+    "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --seq-len 1099511627776
+refused "plan --micro-batch 2^30" "^autohet plan: --micro-batch: expected 1 .. 65536 or \"auto\"" \
+    "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --micro-batch 1073741824
+refused "plan --exact-max-groups 2^40" "^autohet plan: --exact-max-groups: expected 1 .. 4096" \
+    "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --exact-max-groups 1099511627776
+refused "simulate --global-batch 1e9" "^autohet simulate: --global-batch 1000000000: expected 1 .. 65536" \
+    "$AUTOHET" simulate --model llama2-7b --cluster mixed-32 --global-batch 1000000000
+refused "model --seq-len 2^40" "^autohet model: --seq-len: expected 1 .. 1048576" \
+    "$AUTOHET" model --model gpt2-124m --seq-len 1099511627776
+refused "profile --micro-batch 2^30" "^autohet profile: --micro-batch: expected up to .* integers in 1 .. 65536" \
+    "$AUTOHET" profile --model tiny-gpt2 --micro-batch 1073741824 -o "$WORK/p.json"
+refused "run --steps 2^40" "^autohet run: --steps: expected 1 .. 10000000, got 1099511627776" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --steps 1099511627776
+refused "run --global-batch 1e9" "^autohet run: --global-batch: expected 1 .. 65536" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 1000000000
+refused "run --grace-s 1e9" "^autohet run: --grace-s: expected 0 .. 86400" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --grace-s 1e9
+refused "train --steps 2^40" "^autohet train: --steps: expected 1 .. 10000000" \
+    "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 1099511627776
+refused "train --seed -1" "^autohet train: --seed: expected 0 .. 4294967295, got -1" \
+    "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --seed -1
+refused "ckpt verify --step 2^40" "^autohet ckpt verify: --step: expected 0 .. 10000000" \
+    "$AUTOHET" ckpt verify --local-root "$WORK" --step 1099511627776
+
+# ---- the largest batch admitted plans in seconds (measured 3 s on a quiet machine; 0.6 s at 512) ----
+t0=$(date +%s)
+timeout 120 "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --global-batch 65536 >"$WORK/out" 2>"$WORK/err" ||
+    fail "plan --global-batch 65536: $(head -c 400 "$WORK/err")"
+echo "plan llama2-7b on mixed-32 at --global-batch 65536: $(($(date +%s) - t0)) s"
+
+# ---- a flag given twice: refused, named, in either spelling ----
+refused "plan --global-batch twice" "^autohet plan: --global-batch given twice; give it once" \
+    "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --global-batch 8 --global-batch=16
+refused "run --quiet twice" "^autohet run: --quiet given twice" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --quiet --quiet
+refused "run --model twice" "^autohet run: --model given twice" \
+    "$AUTOHET" run --model tiny-gpt2 --model tiny-llama --cluster cpu-hetero --data "$WORK/text.bin"
+
+# ---- ckpt SUB --help: that subcommand's usage ----
+for sub in ls verify export; do
+    "$AUTOHET" ckpt $sub --help >"$WORK/out" || fail "ckpt $sub --help: exit $?"
+    head -1 "$WORK/out" | grep -q "^usage: autohet ckpt $sub \[\?-" || fail "ckpt $sub --help: $(head -1 "$WORK/out")"
+    grep -q "ls|verify|export" "$WORK/out" && fail "ckpt $sub --help shows every subcommand: $(head -1 "$WORK/out")"
+done
+"$AUTOHET" ckpt export --help | head -1 | grep -q -- "-o OUT_DIR" || fail "ckpt export --help lacks -o"
+refused "ckpt bogus" 'unknown subcommand "bogus"' "$AUTOHET" ckpt bogus
+
+# ---- train --run-dir that does not exist yet: made ----
+timeout 120 $MPIRUN -np 1 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 1 \
+    --run-dir "$WORK/new/run" --quiet >"$WORK/out" 2>&1 || fail "train --run-dir new/run: $(cat "$WORK/out")"
+[ -s "$WORK/new/run/rank-0.json" ] || fail "train --run-dir: no rank-0.json in the made directory"
+echo "PASS"
