@@ -11,7 +11,8 @@
 #                           SIGKILLed test left, the next cluster_up removes)
 #
 # Each host is a network namespace with one veth to a bridge that lives in a namespace of its own
-# (the switch), its own hostname (UTS namespace) and its own private disk (mount namespace):
+# (the switch), its own hostname (UTS namespace), its own processes (PID namespace: a host cannot
+# signal another's) and its own private disk (mount namespace):
 # CL_DISK is the same path on every host, and each sees only its own directory there (the head
 # and this machine see an empty directory). Hosts are reached through a real sshd per host with
 # keys, host keys and known_hosts this script makes: `ssh -F CL_SSH_CONFIG` in BatchMode, so a
@@ -76,7 +77,7 @@ AcceptEnv *
 MaxStartups 100
 MaxSessions 100
 EOF
-    ip netns exec "$(cl_ns "$name")" unshare --uts --mount --propagation private sh -c '
+    ip netns exec "$(cl_ns "$name")" unshare --uts --mount --pid --fork --mount-proc --propagation private sh -c '
         hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts && exec "$5" -D -e -f "$6"' \
         sh "$name" "$CL_DIR/disks/$name" "$CL_DISK" "$CL_DIR/hosts" "$CL_SSHD" "$CL_DIR/sshd-$name.conf" \
         >"$CL_DIR/sshd-$name.log" 2>&1 &
