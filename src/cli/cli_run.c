@@ -174,7 +174,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--cluster", AH_FLAG_STR, &o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
         {"--data", AH_FLAG_STR, &o.data, "FILE", "llm.c token file (required; autohet tokenize)", false},
         {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
-        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints (default autohet-run)", false},
+        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints with the local "
+         "launcher (default autohet-run; ssh: the same path on every host)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
         {"--steps", AH_FLAG_INT, &o.steps, "N", "iterations (default 20)", false},
         {"--ckpt-every", AH_FLAG_INT, &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
@@ -194,9 +195,15 @@ int ah_cli_run(int argc, char **argv) {
          "(relaunches resume from checkpoints instead)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
+        {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh", "local: every node on this machine (default); ssh: "
+         "node names are host names, reached through --rsh-agent (docs/multi-host.md)", false},
+        {"--rsh-agent", AH_FLAG_STR, &o.rsh_agent, "\"CMD\"", "ssh: the remote command, run as CMD HOST COMMAND "
+         "(default ssh, in BatchMode); also Open MPI's plm_rsh_agent", false},
+        {"--local-root", AH_FLAG_STR, &o.local_root, "PATH", "ssh: node X's checkpoints in PATH/X/ on host X "
+         "(required; every host sees only its own)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
-        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
-         AH_MPIRUN_LOCAL_DEFAULT_ARGS ")", false},
+        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
+         AH_MPIRUN_LOCAL_DEFAULT_ARGS "; ssh: none beyond its own --mca plm_rsh_agent, --hostfile, --map-by seq)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
