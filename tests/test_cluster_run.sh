@@ -9,10 +9,22 @@
 #    survivors' own disks, none from the cloud; h2's disk is dropped, on h2;
 #  - with a known_hosts that lacks the hosts' keys (a host-key prompt in BatchMode), every host
 #    is planned out, each named, and the agent fails at once instead of waiting.
-# Needs root and openssh-server; skipped (77) without them.
+# Flag errors first; the rest needs root and openssh-server (skipped, 77, without them).
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
 . "$SRC/tests/cluster/cluster.sh"
+# flags: refused, named, before anything starts
+expect_usage() { # MESSAGE FLAGS...
+    local msg=$1
+    shift
+    ! "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --work-dir "$WORK/u" "$@" \
+        >"$WORK/u.log" 2>&1 || fail "$* accepted"
+    grep -q -- "$msg" "$WORK/u.log" || { cat "$WORK/u.log" >&2; fail "$*: no \"$msg\""; }
+}
+expect_usage "--launcher ssh needs --local-root PATH" --launcher ssh
+expect_usage "--launcher slurmx: expected local or ssh" --launcher slurmx
+expect_usage "--local-root is for --launcher ssh" --local-root /tmp/x
+expect_usage "--rsh-agent is for --launcher ssh" --rsh-agent ssh
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || { echo "SKIP: needs root and openssh-server"; exit 77; }
 STEPS=40
 small_cluster
