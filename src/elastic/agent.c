@@ -25,6 +25,7 @@ const char *ah_agent_cause_name(ah_agent_cause_t c) {
     switch (c) {
     case AH_CAUSE_EVENT: return "events file";
     case AH_CAUSE_SIGNAL: return "SIGTERM";
+    case AH_CAUSE_LOST: return "host lost";
     default: return "node joined";
     }
 }
@@ -459,6 +460,31 @@ static void take_outside_notice(agent_t *a, const bool *named, double exit_t) {
     say(a, "the trainer got a preemption notice from outside (SIGTERM)");
 }
 
+/* After the job failed with no notice: the hosts of its plan that no longer answer the launcher
+ * vanished, and leave as if preempted (cause "host lost", the notice time the exit's). False when
+ * every host answers: the failure is the job's own. */
+static bool take_lost_hosts(agent_t *a, double exit_t) {
+    if (!a->launcher.reachable) return false;
+    bool any = false;
+    for (int i = 0; i < a->cluster.n_nodes; i++) {
+        const char *name = a->cluster.nodes[i].name;
+        ah_error_t e;
+        if (!a->up[i] || !ah_agent_plan_uses(&a->cur.plan, name) ||
+            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
+            continue;
+        a->up[i] = false;
+        a->leaving[i] = true;
+        any = true;
+        say(a, "host lost without notice: %s", e.msg);
+    }
+    if (any) {
+        a->stopping = true;
+        a->cause = AH_CAUSE_LOST;
+        a->notice_t = exit_t;
+    }
+    return any;
+}
+
 /* The job stopped after a notice: the recovery opened, the preempt event, the leaving nodes'
  * disks (every disk with --recovery cloud-only) dropped. */
 static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exit_t, ah_error_t *err) {
@@ -515,8 +541,9 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
                          .trained = a->hist.len, .steps = a->o->steps, .launches = a->res->n_launches,
                          .resumed_step = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN};
     read_preempted(a, &f, named);
-    const ah_exit_action_t act = ah_agent_exit_action(&f);
+    ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
+    else if (act == AH_EXIT_FAILED && take_lost_hosts(a, exit_t)) act = AH_EXIT_STOPPED;
     free(named);
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = conclude(a, act, &f, err);

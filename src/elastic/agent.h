@@ -102,8 +102,10 @@ typedef struct ah_agent_launch {
     double step_s_sum;       /* measured step seconds, summed */
 } ah_agent_launch_t;
 
-typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN } ah_agent_cause_t;
-const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined" */
+/* AH_CAUSE_LOST: a host of the plan stopped answering the launcher after the job failed with no
+ * notice (it vanished: detected by mpirun's exit, then the launcher's reachable test). */
+typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN, AH_CAUSE_LOST } ah_agent_cause_t;
+const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined", "host lost" */
 
 /* One stop and relaunch. */
 typedef struct ah_agent_recovery {
