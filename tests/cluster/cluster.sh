@@ -6,6 +6,7 @@
 #   cluster_head CMD...     runs CMD on the head node (where mpirun and the agent run)
 #   cluster_on HOST CMD...  runs CMD on HOST through its sshd (the way Open MPI reaches it)
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
+#   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
 #                           SIGTERM/SIGINT/SIGHUP once the foreground command returns; what a
 #                           SIGKILLed test left, the next cluster_up removes)
@@ -186,6 +187,17 @@ cluster_kill_host() {
     pids=$(cl_pids_in "$1")
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
     return 0
+}
+
+cluster_revive_host() {
+    local host=$1 t
+    rm -rf "$CL_DIR/disks/$host" && mkdir -p "$CL_DIR/disks/$host" || return 1
+    cl_sshd "$host"
+    for t in $(seq 50); do
+        cluster_head "$CL_RSH" "$host" true 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cl_fail "host $host: sshd does not answer after the revival"
 }
 
 cluster_down() {
