@@ -182,23 +182,30 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     return AH_OK;
 }
 
-/* Hosts that are up but do not answer the launcher (no answer, a prompt in BatchMode) are planned
- * out: each one said and an "unreachable" event, never waited on. */
-static void plan_out_unreachable(agent_t *a) {
-    if (!a->launcher.reachable) return;
-    for (int i = 0; i < a->cluster.n_nodes; i++) {
+/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
+ * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
+ * launcher's error and an "unreachable" event, never waited on. True when there was one. */
+static bool drop_unreachable(agent_t *a, bool in_plan, const char *what) {
+    bool any = false;
+    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
+        const char *name = a->cluster.nodes[i].name;
         ah_error_t e;
-        if (!a->up[i] || a->launcher.reachable(a->launcher.ctx, a->cluster.nodes[i].name, &e) == AH_OK) continue;
+        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
+            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
+            continue;
         a->up[i] = false;
-        say(a, "planned out: %s", e.msg);
-        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", a->cluster.nodes[i].name, "error", e.msg));
+        a->leaving[i] = in_plan;
+        any = true;
+        say(a, "%s: %s", what, e.msg);
+        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
     }
+    return any;
 }
 
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
-    plan_out_unreachable(a);
+    drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
     ah_status_t s = plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
@@ -460,31 +467,6 @@ static void take_outside_notice(agent_t *a, const bool *named, double exit_t) {
     say(a, "the trainer got a preemption notice from outside (SIGTERM)");
 }
 
-/* After the job failed with no notice: the hosts of its plan that no longer answer the launcher
- * vanished, and leave as if preempted (cause "host lost", the notice time the exit's). False when
- * every host answers: the failure is the job's own. */
-static bool take_lost_hosts(agent_t *a, double exit_t) {
-    if (!a->launcher.reachable) return false;
-    bool any = false;
-    for (int i = 0; i < a->cluster.n_nodes; i++) {
-        const char *name = a->cluster.nodes[i].name;
-        ah_error_t e;
-        if (!a->up[i] || !ah_agent_plan_uses(&a->cur.plan, name) ||
-            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
-            continue;
-        a->up[i] = false;
-        a->leaving[i] = true;
-        any = true;
-        say(a, "host lost without notice: %s", e.msg);
-    }
-    if (any) {
-        a->stopping = true;
-        a->cause = AH_CAUSE_LOST;
-        a->notice_t = exit_t;
-    }
-    return any;
-}
-
 /* The job stopped after a notice: the recovery opened, the preempt event, the leaving nodes'
  * disks (every disk with --recovery cloud-only) dropped. */
 static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exit_t, ah_error_t *err) {
@@ -543,7 +525,13 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     read_preempted(a, &f, named);
     ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
-    else if (act == AH_EXIT_FAILED && take_lost_hosts(a, exit_t)) act = AH_EXIT_STOPPED;
+    /* failed with no notice: the plan's hosts that no longer answer vanished, and leave */
+    else if (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice")) {
+        a->stopping = true;
+        a->cause = AH_CAUSE_LOST;
+        a->notice_t = exit_t;
+        act = AH_EXIT_STOPPED;
+    }
     free(named);
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = conclude(a, act, &f, err);
@@ -652,20 +640,13 @@ static void finish_run(agent_t *a, ah_status_t s) {
 /* The launcher --launcher names: local (one machine, disks WORK/local/NODE/) or ssh. */
 static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
     const ah_agent_opts_t *o = a->o;
-    if (!o->launcher || strcmp(o->launcher, "local") == 0) {
-        if (o->local_root || o->rsh_agent)
-            return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh; the local launcher keeps every disk "
-                                "in --work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
-        const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args,
-                                           .local_root = a->local_root};
-        return ah_launcher_local(&lo, &a->launcher, err);
-    }
-    if (strcmp(o->launcher, "ssh") == 0) {
-        const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,
-                                         .local_root = o->local_root, .autohet = o->autohet};
-        return ah_launcher_ssh(&so, &a->launcher, err);
-    }
-    return ah_error_set(err, AH_ERR_USAGE, "--launcher %s: expected local or ssh (slurm is not built yet)", o->launcher);
+    if ((!o->launcher || strcmp(o->launcher, "local") == 0) && (o->local_root || o->rsh_agent))
+        return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh; the local launcher keeps every disk in "
+                            "--work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
+    const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .local_root = a->local_root};
+    const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,
+                                     .local_root = o->local_root, .autohet = o->autohet};
+    return ah_launcher_by_name(o->launcher, &lo, &so, &a->launcher, err);
 }
 
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {

@@ -97,6 +97,11 @@ typedef struct ah_launch_ssh_opts {
 /* The many-hosts launcher over a remote command (launch_ssh.c). */
 ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err);
 
+/* The launcher `name` names (NULL or "local": ah_launcher_local(lo); "ssh": ah_launcher_ssh(so));
+ * another name is a usage error listing the choices (launch_common.c). */
+ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
+                                ah_launcher_t *out, ah_error_t *err);
+
 /* A metrics stream's unfinished line, for the launchers: ah_launch_lines_feed calls fn for each
  * complete line of buf that is a JSON object (parsed; freed after fn). */
 typedef struct ah_launch_lines {
