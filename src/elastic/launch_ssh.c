@@ -232,8 +232,10 @@ static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *
                          p->cluster.nodes[p->pipelines[i].stages[st].devices[t].node].name);
     char hostfile[700], np[32], words[sizeof l->mpirun_args];
     snprintf(hostfile, sizeof hostfile, "%s/hosts", job->run_dir);
-    if ((s = ah_fs_rm_tree(job->run_dir, err)) != AH_OK || (s = ah_fs_mkdirs(job->run_dir, err)) != AH_OK ||
-        (s = ah_plan_rankfile_write(p, hostfile, err)) != AH_OK || (s = prepare_hosts(l, job, err)) != AH_OK)
+    /* the hosts' run directories before the hostfile here: with a --work-dir shared between the
+     * hosts and this machine, emptying theirs empties this one too */
+    if ((s = ah_fs_rm_tree(job->run_dir, err)) != AH_OK || (s = prepare_hosts(l, job, err)) != AH_OK ||
+        (s = ah_fs_mkdirs(job->run_dir, err)) != AH_OK || (s = ah_plan_rankfile_write(p, hostfile, err)) != AH_OK)
         return s;
     memcpy(words, l->mpirun_args, sizeof words);
     snprintf(np, sizeof np, "%d", n_ranks);
