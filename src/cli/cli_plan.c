@@ -271,7 +271,7 @@ int ah_cli_plan(int argc, char **argv) {
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
-        {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write F: rank r's host on the r-th line, its GPU in a comment (mpirun --hostfile F --map-by seq --bind-to none)", false},
+        {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write F: rank r's host on the r-th host line, its GPU in a comment (mpirun --hostfile F --map-by seq --bind-to none)", false},
         {"--exact-max-groups", AH_FLAG_INT_MIN(1), &exact_groups, "G",
          "exact search up to G TP groups, templates above (default 8)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print the result as JSON", false},
