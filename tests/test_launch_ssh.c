@@ -4,7 +4,7 @@
  * a host that fails named with the command's own message, at reachable and at start; each launch's
  * hostfile in the plan's rank order; a notice to one host's ranks by the pid of its rank file, on
  * that host; metrics and the preemption report read through the remote command; a disk dropped
- * and listed there (the real autohet ckpt ls). tests/test_cluster_run.sh runs it over real sshd. */
+ * and listed there (the real autohet ckpt ls), a step that cannot be verified said why. tests/test_cluster_run.sh runs it over real sshd. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +166,11 @@ static void test_launch(void) {
     CHECK(l.list_steps(l.ctx, "h0", &steps, &n, &err) == AH_OK && n == 0, "h0's disk is empty: %s", err.msg);
     free(steps);
     CHECK(l.list_steps(l.ctx, "bad", &steps, &n, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
+    int bad = -1;
+    CHECK(l.verify_step(l.ctx, "h1", 4, &bad, &err) != AH_OK && strstr(err.msg, "host h1: autohet ckpt verify failed") &&
+              strstr(err.msg, "no committed checkpoint step matching --step"),
+          "an uncommitted step does not verify, and says why: %s", err.msg);
+    CHECK(l.verify_step(l.ctx, "bad", 4, &bad, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
     CHECK(l.drop_disk(l.ctx, "h1", &err) == AH_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/h1", disks);
     CHECK(access(path, F_OK) != 0, "h1's disk is gone");

@@ -394,10 +394,10 @@ static ah_status_t ssh_list_steps(void *ctx, const char *host, ah_ckpt_step_info
     static char out[1 << 20];
     *steps = NULL;
     *n = 0;
-    snprintf(cmd, sizeof cmd, "'%s' ckpt ls --local-root '%s/%s' --json", l->autohet, l->local_root, host);
+    /* a disk with nothing yet is an empty list (ckpt ls of a missing root fails, naming it) */
+    snprintf(cmd, sizeof cmd, "d='%s/%s'; [ -d \"$d\" ] || { echo '[]'; exit 0; }; '%s' ckpt ls --local-root \"$d\" --json",
+             l->local_root, host, l->autohet);
     const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
-    /* a disk with nothing yet is not an error: ckpt ls of a missing root fails, naming it */
-    if (rc != 0 && strstr(eout, "cannot open")) return AH_OK;
     if (rc != 0) return remote_error(l, host, rc, "autohet ckpt ls", eout, err);
     json_error_t je;
     json_t *rows = json_loads(out, 0, &je);
@@ -434,11 +434,12 @@ static ah_status_t ssh_verify_step(void *ctx, const char *host, int64_t step, in
     const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
     *bad = 0;
     if (rc == 0) return AH_OK;
-    if (rc < 0) return remote_error(l, host, rc, "autohet ckpt verify", eout, err);
-    for (const char *p = out; (p = strstr(p, "FAILED")); p++) (*bad)++;
-    if (*bad == 0) *bad = 1;
-    const char *line = strstr(out, "FAILED") ? strstr(out, "FAILED") : eout;
-    ah_error_set(err, AH_ERR_INVALID, "host %s: step %lld: %.300s", host, (long long)step, line);
+    /* exit 1 with "step N: FAILED: what" lines: the step is damaged; anything else did not check */
+    const char *failed = strstr(out, "FAILED: ");
+    if (rc != 1 || !failed) return remote_error(l, host, rc, "autohet ckpt verify", eout, err);
+    for (const char *p = failed; (p = strstr(p, "FAILED: ")); p++) (*bad)++;
+    const size_t n = strcspn(failed, "\n");
+    ah_error_set(err, AH_ERR_INVALID, "host %s: step %lld: %.*s", host, (long long)step, (int)(n < 300 ? n : 300), failed);
     return AH_OK;
 }
 
