@@ -26,13 +26,13 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 for _ in $(seq 100); do cluster_head curl -s "$EP" >/dev/null && break; sleep 0.1; done
 cluster_head curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
 MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
- -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=detect_leaks=0 -x AWS_ACCESS_KEY_ID -x AWS_SECRET_ACCESS_KEY -x AWS_REGION"
+ -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID -x AWS_SECRET_ACCESS_KEY -x AWS_REGION"
 WD=$CL_DISK/work
 printf '0,add,h2\n' >"$WORK/events.csv"
 t_start=$(date +%s.%N)
 # the agent itself (no MPI in it) with leak checks under ASan; its ranks without (Open MPI's own)
-cluster_head env ASAN_OPTIONS=detect_leaks=1 "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB \
-    --seq-len $SEQ --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --launcher ssh \
+cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
+    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --launcher ssh \
     --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --cloud s3://ckpt/run \
     --s3-endpoint "$EP" --events "$WORK/events.csv" >"$WORK/lost.log" 2>&1 &
 agent=$!

@@ -40,12 +40,12 @@ reference "$WORK/ref"
 echo "reference: $(check_metrics "$WORK/ref" "$WORK/ref")"
 
 cluster_up 3 1000 || fail "cannot make the test cluster"
-MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=detect_leaks=0"
+MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"
 WD=$CL_DISK/work # on the head: this machine's directory; on each host: its own disk
 printf '0,add,h2\n' >"$WORK/events.csv"
 CLUSTER=$WORK/c4.json
 # the agent itself (no MPI in it) with leak checks under ASan; its ranks without (Open MPI's own)
-cluster_head env ASAN_OPTIONS=detect_leaks=1 "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" \
+cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" \
     --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --events "$WORK/events.csv" \
     --launcher ssh --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --mpirun-args "$MPI_ARGS" >"$WORK/ssh.log" 2>&1 &
 agent=$!
