@@ -7,6 +7,7 @@
 #   cluster_on HOST CMD...  runs CMD on HOST through its sshd (the way Open MPI reaches it)
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
+#   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
 #                           SIGTERM/SIGINT/SIGHUP once the foreground command returns; what a
 #                           SIGKILLed test left, the next cluster_up removes)
@@ -187,6 +188,16 @@ cluster_kill_host() {
     pids=$(cl_pids_in "$1")
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
     return 0
+}
+
+cluster_shape() {
+    local h
+    for h in head $CL_HOSTS; do
+        ip netns exec "$(cl_ns "$h")" tc qdisc del dev "$CL_IFACE" root 2>/dev/null
+        [ "$1" = 0 ] && continue
+        ip netns exec "$(cl_ns "$h")" tc qdisc add dev "$CL_IFACE" root tbf rate "${1}mbit" burst 64kb latency 100ms ||
+            return 1
+    done
 }
 
 cluster_revive_host() {
