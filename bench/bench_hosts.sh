@@ -6,9 +6,12 @@
 # iteration and DP-sync time, and the measured median step (steps 2.. of STEPS). The compute part
 # of a prediction is the roofline of an emulated CPU type, not this machine's, so the network
 # terms are checked by the difference between two speeds: measured delta / predicted delta
-# (target within 15 %), printed side by side with each speed's own ratio.
+# (target within 15 %), printed side by side with each speed's own ratio. Each speed runs twice:
+# with Open MPI's own choice of non-blocking all-reduce (libnbc: for 3 ranks, rank 0 sends twice
+# the buffer) and with the ring the cost model counts (coll_libnbc_iallreduce_algorithm 1, what
+# autohet run --launcher ssh passes).
 # Usage: bash bench/bench_hosts.sh [BUILD_DIR] [MBIT_SLOW] [MBIT_FAST]   (default build, 20, 100)
-# MPI_EXTRA: more mpirun flags (e.g. an Open MPI allreduce algorithm); STEPS (default 12).
+# STEPS: steps per run (default 12; the first two are not counted).
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
@@ -24,7 +27,7 @@ fail() { echo "bench_hosts: $*" >&2; exit 1; }
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null || fail "tokenize"
 cluster_up 3 0 || fail "cannot make the test cluster"
 CMPI=(mpirun --mca plm_rsh_agent "$CL_RSH" --mca btl_tcp_if_include "$CL_IFACE" --mca oob_tcp_if_include "$CL_IFACE"
-      --map-by seq --bind-to none --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1 ${MPI_EXTRA:-})
+      --map-by seq --bind-to none --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1)
 printf 'h0\nh1\nh2\n' >"$WORK/hosts"
 for mbit in "$SLOW" "$FAST"; do
     python3 - "$SRC/examples/plans/train-dp4.json" "$WORK/plan-$mbit.json" "$mbit" <<'PY'
@@ -44,22 +47,28 @@ json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
     "$AUTOHET" evaluate --plan "$WORK/plan-$mbit.json" --json >"$WORK/eval-$mbit.json" || fail "evaluate at $mbit Mbit/s"
     cluster_shape "$mbit" || fail "tc at $mbit Mbit/s"
-    cluster_head timeout 300 "${CMPI[@]}" -np 3 --hostfile "$WORK/hosts" "$AUTOHET" train --plan "$WORK/plan-$mbit.json" \
-        --data "$WORK/text.bin" --steps "$STEPS" --quiet --metrics "$WORK/m-$mbit.jsonl" 2>"$WORK/err" ||
-        { cat "$WORK/err" >&2; fail "training at $mbit Mbit/s"; }
+    for algo in default ring; do
+        extra=()
+        [ $algo = ring ] && extra=(--mca coll_libnbc_iallreduce_algorithm 1)
+        cluster_head timeout 300 "${CMPI[@]}" "${extra[@]}" -np 3 --hostfile "$WORK/hosts" "$AUTOHET" train \
+            --plan "$WORK/plan-$mbit.json" --data "$WORK/text.bin" --steps "$STEPS" --quiet \
+            --metrics "$WORK/m-$mbit-$algo.jsonl" 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "training at $mbit Mbit/s"; }
+    done
 done
 python3 - "$WORK" "$SLOW" "$FAST" <<'PY'
 import json, statistics, sys
 work, speeds = sys.argv[1], sys.argv[2:]
-row = {}
+print(f"{'link':>10} {'all-reduce':>10} {'predicted s':>12} {'of it DP sync':>14} {'measured s':>11} {'measured/predicted':>19}")
+meas = {}
 for s in speeds:
     ev = json.load(open(f"{work}/eval-{s}.json"))
-    steps = [json.loads(l)["seconds"] for l in open(f"{work}/m-{s}.jsonl")][2:]
-    row[s] = (ev["iteration_s"], ev["breakdown"]["dp_sync_s"], statistics.median(steps))
-print(f"{'link':>10} {'predicted s':>12} {'of it DP sync':>14} {'measured s':>11} {'measured/predicted':>19}")
-for s in speeds:
-    p, d, m = row[s]
-    print(f"{s + ' Mbit/s':>10} {p:12.4f} {d:14.4f} {m:11.4f} {m / p:19.2f}")
-(ps, _, ms), (pf, _, mf) = row[speeds[0]], row[speeds[1]]
-print(f"slow - fast: predicted {ps - pf:.4f} s, measured {ms - mf:.4f} s, measured/predicted {(ms - mf) / (ps - pf):.2f}")
+    p, d = ev["iteration_s"], ev["breakdown"]["dp_sync_s"]
+    for algo in ("default", "ring"):
+        m = statistics.median([json.loads(l)["seconds"] for l in open(f"{work}/m-{s}-{algo}.jsonl")][2:])
+        meas[s, algo] = (p, m)
+        print(f"{s + ' Mbit/s':>10} {algo:>10} {p:12.4f} {d:14.4f} {m:11.4f} {m / p:19.2f}")
+for algo in ("default", "ring"):
+    (ps, ms), (pf, mf) = meas[speeds[0], algo], meas[speeds[1], algo]
+    print(f"slow - fast, {algo}: predicted {ps - pf:.4f} s, measured {ms - mf:.4f} s, "
+          f"measured/predicted {(ms - mf) / (ps - pf):.2f}")
 PY

@@ -16,7 +16,10 @@ STEPS=60
 small_cluster
 sed -e 's/fast-0/h0/; s/slow-0/h1/; s/slow-1/h2/' "$CLUSTER" >"$WORK/c3.json"
 CLUSTER=$WORK/c3.json
-reference "$WORK/ref"
+# the uninterrupted run: the local launcher's mpirun flags and the ring all-reduce the ssh
+# launcher asks for, so that the same plan sums in the same order (bit-exact losses)
+run_agent "$WORK/ref" --mpirun-args "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated \
+-x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$WORK/ref.log"; fail "reference run"; }
 
 cluster_up 3 1000 || fail "cannot make the test cluster"
 HEAD=$(awk '$2 == "head" {print $1}' "$CL_DIR/hosts")

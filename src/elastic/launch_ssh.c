@@ -163,16 +163,20 @@ static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
 }
 
 /* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile RUN/hosts --map-by seq
- * --bind-to none ARGS -np N TRAIN_ARGV --check-host, malloc'ed; words of ARGS point into words. */
+ * --bind-to none --mca coll_libnbc_iallreduce_algorithm 1 ARGS -np N TRAIN_ARGV --check-host,
+ * malloc'ed; words of ARGS point into words. */
 static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train_argv, char *words) {
     size_t n_train = 0;
     while (train_argv[n_train]) n_train++;
-    char **argv = malloc((12 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
+    char **argv = malloc((16 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
     if (!argv) return NULL;
     int n = 0;
     argv[n++] = l->mpirun;
     if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
-    char *fixed[] = {"--mca", "plm_rsh_agent", l->rsh, "--hostfile", hostfile, "--map-by", "seq", "--bind-to", "none"};
+    /* the ring all-reduce the cost model counts: Open MPI's own choice for the trainer's
+     * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0 (docs/multi-host.md) */
+    char *fixed[] = {"--mca", "plm_rsh_agent", l->rsh, "--hostfile", hostfile, "--map-by", "seq", "--bind-to", "none",
+                     "--mca", "coll_libnbc_iallreduce_algorithm", "1"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
     for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
         argv[n++] = tok;
