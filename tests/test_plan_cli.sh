@@ -81,26 +81,24 @@ for k in ("uniform", "batch-balanced"):
 EOF
 check "evaluate reproduces the planner's prediction exactly" $?
 
-# rankfile: one line per device in (pipeline, stage, tp rank) order; hostfile beside it
-$PY - "$TMP/plan.json" "$TMP/ranks" "$TMP/ranks.hosts" <<'EOF'
+# rankfile: for mpirun --map-by seq, one host line per device in (pipeline, stage, tp rank) order,
+# each after "# rank R: gpu=I"; no "slot=" (Open MPI would read it as a CPU core)
+$PY - "$TMP/plan.json" "$TMP/ranks" <<'EOF'
 import json, re, sys
 plan = json.load(open(sys.argv[1]))
-lines = [l for l in open(sys.argv[2]) if not l.startswith("#")]
+lines = open(sys.argv[2]).read().splitlines()
 want = [(d["node"], d["index"]) for p in plan["pipelines"] for s in p["stages"] for d in s["devices"]]
+body = [l for l in lines if not l.startswith("#") or l.startswith("# rank ")]
 got = []
-for r, l in enumerate(lines):
-    m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+)\n", l)
-    assert m and int(m.group(1)) == r, l
-    got.append((m.group(2), int(m.group(3))))
-assert got == want, (got, want)
-hosts = [l.split() for l in open(sys.argv[3])]
-counts = {}
-for h, _ in got:
-    counts[h] = counts.get(h, 0) + 1
-assert [h for h, _ in hosts] == list(dict.fromkeys(h for h, _ in got))
-assert all(s == "slots=%d" % counts[h] for h, s in hosts)
+for r in range(len(body) // 2):
+    m = re.fullmatch(r"# rank (\d+): gpu=(\d+)", body[2 * r])
+    assert m and int(m.group(1)) == r, body[2 * r]
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", body[2 * r + 1]), body[2 * r + 1]
+    got.append((body[2 * r + 1], int(m.group(2))))
+assert len(body) == 2 * len(got) and got == want, (got, want)
+assert "slot" not in open(sys.argv[2]).read()
 EOF
-check "rankfile and hostfile match the plan's rank order" $?
+check "rankfile places the plan's ranks in order, GPU indices in comments" $?
 
 # svg: well-formed XML with one device square per device
 if command -v xmllint >/dev/null; then

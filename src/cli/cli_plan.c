@@ -272,7 +272,7 @@ static ah_status_t write_files(const ah_plan_result_t *emit, const char *out_pat
     ah_status_t st = AH_OK;
     if (out_path) st = ah_plan_save(&emit->plan, out_path, err);
     if (st == AH_OK && svg_path) st = ah_plan_svg_write(&emit->plan, &emit->eval, svg_path, err);
-    if (st == AH_OK && rank_path) st = ah_plan_rankfile_write(&emit->plan, rank_path, NULL, err);
+    if (st == AH_OK && rank_path) st = ah_plan_rankfile_write(&emit->plan, rank_path, err);
     return st;
 }
 
@@ -301,7 +301,7 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
         print_report(emit, bl, chosen);
         if (out_path) printf("\nplan written to %s\n", out_path);
         if (svg_path) printf("picture written to %s\n", svg_path);
-        if (rank_path) printf("rankfile written to %s (hostfile %s.hosts)\n", rank_path, rank_path);
+        if (rank_path) printf("rankfile written to %s (mpirun --hostfile %s --map-by seq --bind-to none)\n", rank_path, rank_path);
     }
     for (int k = 0; k < 2; k++)
         if (bl[k].ok) ah_plan_result_free(&bl[k].r);
@@ -337,7 +337,9 @@ int ah_cli_plan(int argc, char **argv) {
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
-        {"--rankfile", AH_FLAG_STR, &rank_path, "F", "write an Open MPI rankfile F and hostfile F.hosts", false},
+        {"--rankfile", AH_FLAG_STR, &rank_path, "F",
+         "write F: rank r's host on the r-th host line, its GPU in a comment (mpirun --hostfile F --map-by seq "
+         "--bind-to none)", false},
         {"--exact-max-groups", AH_FLAG_INT_IN(1, 4096), &exact_groups, "G",
          "exact search up to G TP groups, templates above (default 8); the exact search also stops past 50000 "
          "distinct pipelines or 20000 pipeline sets, and the report's \"template mode:\" line says which cap "

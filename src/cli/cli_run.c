@@ -197,7 +197,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--data", AH_FLAG_STR, &o.data, "FILES", "llm.c token files: a path, a quoted glob or a comma list (required; "
          "as autohet train --data)", false},
         {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
-        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints (default autohet-run)", false},
+        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints with the local "
+         "launcher (default autohet-run; ssh: the same path on every host)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
@@ -226,9 +227,16 @@ int ah_cli_run(int argc, char **argv) {
          "the run (default 0)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
+        {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh", "local: every node on this machine (default); ssh: "
+         "node names are host names, reached through --rsh-agent (docs/multi-host.md)", false},
+        {"--rsh-agent", AH_FLAG_STR, &o.rsh_agent, "\"CMD\"", "ssh: the remote command, run as CMD HOST COMMAND "
+         "(default ssh, in BatchMode); also Open MPI's plm_rsh_agent", false},
+        {"--local-root", AH_FLAG_STR, &o.local_root, "PATH", "ssh: node X's checkpoints in PATH/X/ on host X "
+         "(required; every host sees only its own)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
-        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: one machine, "
-         AH_MPIRUN_LOCAL_DEFAULT_ARGS ")", false},
+        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
+         AH_MPIRUN_LOCAL_DEFAULT_ARGS "; ssh: none beyond its own --mca plm_rsh_agent, --hostfile, --map-by seq, "
+         "the ring all-reduce)", false},
         {"--profile", AH_FLAG_STR, &profile_path, "FILE", "measured per-layer times from autohet profile for every "
          "plan and re-plan (default: the roofline, uncalibrated)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},

@@ -17,6 +17,7 @@
 #include "plan/plan.h"
 #include "runtime/ckpt_io.h"
 #include "runtime/data.h"
+#include "runtime/host_check.h"
 #include "runtime/init_hf.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
@@ -26,7 +27,7 @@ typedef struct {
     const char *plan, *data, *val_data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
     int64_t steps, warmup, seed, dump_step, skip_nonfinite, val_every, val_batches;
     double lr, wd, clip;
-    bool quiet;
+    bool quiet, check_host;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
     const char *init_from; /* a Hugging Face directory to start from (runtime/init_hf.h) */
@@ -250,6 +251,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
         {"--dump-step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
         {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
+        {"--check-host", AH_FLAG_BOOL, &a.check_host, NULL, "refuse to start unless this host's name is the node the "
+         "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
@@ -285,6 +288,7 @@ int ah_cli_train(int argc, char **argv) {
     FILE *metrics = NULL;
     memset(&plan, 0, sizeof plan);
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, ah_host_check(&plan, rank, a.check_host, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));

@@ -25,6 +25,7 @@ const char *ah_agent_cause_name(ah_agent_cause_t c) {
     switch (c) {
     case AH_CAUSE_EVENT: return "events file";
     case AH_CAUSE_SIGNAL: return "SIGTERM";
+    case AH_CAUSE_LOST: return "host lost";
     default: return "node joined";
     }
 }
@@ -169,7 +170,8 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, k);
     ah_train_argv_t train;
     if ((s = ah_agent_train_argv(a->o, L->plan_path, a->local_root, run_dir, &train, err)) != AH_OK) return s;
-    const ah_launch_job_t job = {.plan = &a->cur.plan, .run_dir = run_dir, .train_argv = train.argv};
+    const ah_launch_job_t job = {.plan = &a->cur.plan, .plan_path = L->plan_path, .run_dir = run_dir,
+                                 .train_argv = train.argv};
     if ((s = a->launcher.start(a->launcher.ctx, &job, err)) != AH_OK) return s;
     a->running = true;
     res->n_launches++;
@@ -180,9 +182,30 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     return AH_OK;
 }
 
+/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
+ * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
+ * launcher's error and an "unreachable" event, never waited on. True when there was one. */
+static bool drop_unreachable(agent_t *a, bool in_plan, const char *what) {
+    bool any = false;
+    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
+        const char *name = a->cluster.nodes[i].name;
+        ah_error_t e;
+        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
+            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
+            continue;
+        a->up[i] = false;
+        a->leaving[i] = in_plan;
+        any = true;
+        say(a, "%s: %s", what, e.msg);
+        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
+    }
+    return any;
+}
+
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
+    drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
     ah_status_t s = plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
@@ -513,8 +536,15 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
                          .resumed_step = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN,
                          .interrupted = a->interrupting};
     read_preempted(a, &f, named);
-    const ah_exit_action_t act = ah_agent_exit_action(&f);
+    ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
+    /* failed with no notice: the plan's hosts that no longer answer vanished, and leave */
+    else if (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice")) {
+        a->stopping = true;
+        a->cause = AH_CAUSE_LOST;
+        a->notice_t = exit_t;
+        act = AH_EXIT_STOPPED;
+    }
     free(named);
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = conclude(a, act, &f, err);
@@ -641,6 +671,18 @@ static void finish_run(agent_t *a, ah_status_t s) {
                       (json_int_t)res->recomputed, "history_ok", res->history_ok, "wall_s", res->wall_s));
 }
 
+/* The launcher --launcher names: local (one machine, disks WORK/local/NODE/) or ssh. */
+static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
+    const ah_agent_opts_t *o = a->o;
+    if ((!o->launcher || strcmp(o->launcher, "local") == 0) && (o->local_root || o->rsh_agent))
+        return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh; the local launcher keeps every disk in "
+                            "--work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
+    const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .local_root = a->local_root};
+    const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,
+                                     .local_root = o->local_root, .autohet = o->autohet};
+    return ah_launcher_by_name(o->launcher, &lo, &so, &a->launcher, err);
+}
+
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
     memset(res, 0, sizeof *res);
     res->history_ok = true;
@@ -652,7 +694,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     if (o->steps < 1 || o->ckpt_every < 1 || !(o->grace_s >= 0))
         return ah_error_set(err, AH_ERR_USAGE, "--steps and --ckpt-every must be >= 1 and --grace-s >= 0");
     snprintf(a.work, sizeof a.work, "%s", o->work_dir);
-    snprintf(a.local_root, sizeof a.local_root, "%s/local", o->work_dir);
+    if (o->local_root) snprintf(a.local_root, sizeof a.local_root, "%s", o->local_root);
+    else snprintf(a.local_root, sizeof a.local_root, "%s/local", o->work_dir);
     snprintf(res->metrics_path, sizeof res->metrics_path, "%s", o->metrics ? o->metrics : "");
     if (!o->metrics) snprintf(res->metrics_path, sizeof res->metrics_path, "%s/" AH_PROTO_METRICS_FILE, a.work);
     if ((s = ah_model_load(o->model, &a.model, err)) != AH_OK) return s;
@@ -665,9 +708,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     }
     const int64_t batch_tokens = o->planner.train.global_batch * o->planner.train.seq_len;
     if ((s = ah_history_init(&a.hist, o->steps, batch_tokens, err)) != AH_OK) goto done;
-    const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args,
-                                       .local_root = a.local_root};
-    if ((s = ah_launcher_local(&lo, &a.launcher, err)) != AH_OK) goto done;
+    if ((s = open_launcher(&a, err)) != AH_OK) goto done;
     for (int i = 0; i < a.cluster.n_nodes; i++) a.up[i] = true;
     struct stat esb;
     if (o->events && stat(o->events, &esb) == 0) a.ev_size = esb.st_size;
@@ -676,7 +717,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         say(&a, "events: %d from %s%s%s%s", a.ev.n, o->events, a.ev.mapping[0] ? "; ids mapped onto spot nodes: " : "",
             a.ev.mapping, a.ev.ignored ? " (events of unmapped ids ignored)" : "");
     }
-    if ((s = ah_fs_mkdirs(a.local_root, err)) != AH_OK) goto done;
+    /* with per-host disks (ssh), the disks are the hosts'; here only the work directory */
+    if ((s = ah_fs_mkdirs(o->local_root ? a.work : a.local_root, err)) != AH_OK) goto done;
     if (!(a.metrics = fopen(res->metrics_path, "w"))) {
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
         goto done;

@@ -68,8 +68,13 @@ typedef struct ah_agent_opts {
     const char *work_dir;     /* plans, run dirs, WORK/local/NODE/ checkpoints; created */
     const char *metrics;      /* merged JSONL; NULL: WORK/metrics.jsonl */
     const char *autohet;      /* the program the ranks run (this one's path) */
-    const char *mpirun;       /* the local launcher's mpirun: "mpirun" or a path */
-    const char *mpirun_args;  /* its flags before -np; NULL: the single-machine set (launcher.h) */
+    const char *launcher;     /* "local" (NULL too): one machine; "ssh": node names are host names */
+    const char *rsh_agent;    /* ssh: the remote command (NULL: ssh), also Open MPI's plm_rsh_agent */
+    const char *local_root;   /* ssh: host X's disk is LOCAL_ROOT/X/ on host X (required); local:
+                                 NULL (WORK/local) */
+    const char *mpirun;       /* the launcher's mpirun: "mpirun" or a path */
+    const char *mpirun_args;  /* its flags before -np; NULL: local: the single-machine set
+                                 (launcher.h); ssh: none beyond the launcher's own */
     ah_planner_opts_t planner;/* train settings (precision fp32 for the CPU trainer) */
     int64_t steps;
     int64_t ckpt_every;
@@ -100,8 +105,10 @@ typedef struct ah_agent_launch {
     double step_s_sum;       /* measured step seconds, summed */
 } ah_agent_launch_t;
 
-typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN } ah_agent_cause_t;
-const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined" */
+/* AH_CAUSE_LOST: a host of the plan stopped answering the launcher after the job failed with no
+ * notice (it vanished: detected by mpirun's exit, then the launcher's reachable test). */
+typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN, AH_CAUSE_LOST } ah_agent_cause_t;
+const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined", "host lost" */
 
 /* One stop and relaunch. */
 typedef struct ah_agent_recovery {

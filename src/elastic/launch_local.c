@@ -36,8 +36,7 @@ typedef struct local {
     int n_ranks;               /* ranks the plan has */
     /* metrics tail */
     long offset;
-    char partial[65536];
-    size_t partial_len;
+    ah_launch_lines_t lines;
 } local_t;
 
 /* mpirun [--allow-run-as-root] ARGS -np N TRAIN_ARGV... as a malloc'ed, NULL-terminated argv
@@ -75,7 +74,7 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     memset(l->rank_pid, 0, sizeof l->rank_pid);
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
     l->offset = 0;
-    l->partial_len = 0;
+    l->lines.len = 0;
     l->n_ranks = n_ranks;
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
     snprintf(l->metrics_path, sizeof l->metrics_path, "%s/" AH_PROTO_METRICS_FILE, job->run_dir);
@@ -225,18 +224,7 @@ static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line)
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
         l->offset += (long)n;
-        for (size_t i = 0; i < n; i++) {
-            if (buf[i] != '\n') {
-                /* A line longer than the buffer is not one of ours: drop its excess. */
-                if (l->partial_len + 1 < sizeof l->partial) l->partial[l->partial_len++] = buf[i];
-                continue;
-            }
-            l->partial[l->partial_len] = 0;
-            json_t *line = json_loads(l->partial, 0, NULL);
-            l->partial_len = 0;
-            if (json_is_object(line)) fn(fn_ctx, line);
-            json_decref(line);
-        }
+        ah_launch_lines_feed(&l->lines, buf, n, fn, fn_ctx);
     }
     fclose(f);
 }

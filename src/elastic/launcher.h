@@ -12,8 +12,9 @@
  *
  * Hosts are the cluster's node names. Implementations: local (launch_local.c) — every host is
  * this machine, its disk the directory LOCAL_ROOT/HOST/, mpirun starts the ranks, a notice is a
- * signal to the pids of the ranks' rank files. The many-hosts issue adds ssh and Slurm ones
- * behind the same table (hostfile/rankfile from the plan, the remote command per host).
+ * signal to the pids of the ranks' rank files; ssh (launch_ssh.c) — node names are host names,
+ * reached through a remote command (ssh, or the one Open MPI is given as plm_rsh_agent) for
+ * everything: the run directory and LOCAL_ROOT are paths on every host, each host's its own.
  *
  * Ownership: the launcher owns its context (ah_launcher_free); start borrows the job
  * description only for the call. One job at a time; not thread-safe. Errors say which host and
@@ -33,13 +34,14 @@
 /* One launch. */
 typedef struct ah_launch_job {
     const ah_plan_t *plan;        /* its ranks in plan order: rank r on the host the plan gives it */
+    const char *plan_path;        /* the plan file train_argv names (written by the agent here) */
     const char *run_dir;          /* created empty (an old one is removed): rank files,
                                      preempted.json and the metrics of this launch go there */
     char *const *train_argv;      /* what every rank runs (autohet train ...), NULL-terminated */
 } ah_launch_job_t;
 
 typedef struct ah_launcher {
-    const char *name; /* "local" */
+    const char *name; /* "local", "ssh" */
     void *ctx;
     ah_status_t (*start)(void *ctx, const ah_launch_job_t *job, ah_error_t *err);
     /* Non-blocking: true when the job has exited; *status is its exit status, or -signal. A job
@@ -64,6 +66,9 @@ typedef struct ah_launcher {
     ah_status_t (*list_steps)(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n, ah_error_t *err);
     /* ah_ckpt_verify of step on host's disk: *bad gets the files that do not verify. */
     ah_status_t (*verify_step)(void *ctx, const char *host, int64_t step, int *bad, ah_error_t *err);
+    /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
+     * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
+    ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);
     void (*free)(void *ctx);
 } ah_launcher_t;
 
@@ -79,6 +84,32 @@ typedef struct ah_launch_local_opts {
                                 -x OPENBLAS_NUM_THREADS=1 */
     const char *local_root;  /* host X's disk is LOCAL_ROOT/X/ */
 } ah_launch_local_opts_t;
+
+typedef struct ah_launch_ssh_opts {
+    const char *mpirun;      /* "mpirun" or a path, on this machine */
+    const char *mpirun_args; /* space-separated flags before -np, after the launcher's own (NULL: none) */
+    const char *rsh;         /* the remote command, space-separated words ("ssh", "ssh -F cfg", a
+                                script): run as RSH HOST SHELL-COMMAND; also Open MPI's plm_rsh_agent */
+    const char *local_root;  /* on every host: host X's disk is LOCAL_ROOT/X/ there */
+    const char *autohet;     /* the autohet binary, the same path on every host (ckpt ls / verify) */
+} ah_launch_ssh_opts_t;
+
+/* The many-hosts launcher over a remote command (launch_ssh.c). */
+ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err);
+
+/* The launcher `name` names (NULL or "local": ah_launcher_local(lo); "ssh": ah_launcher_ssh(so));
+ * another name is a usage error listing the choices (launch_common.c). */
+ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
+                                ah_launcher_t *out, ah_error_t *err);
+
+/* A metrics stream's unfinished line, for the launchers: ah_launch_lines_feed calls fn for each
+ * complete line of buf that is a JSON object (parsed; freed after fn). */
+typedef struct ah_launch_lines {
+    char partial[65536];
+    size_t len;
+} ah_launch_lines_t;
+void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void (*fn)(void *fn_ctx, json_t *line),
+                          void *fn_ctx);
 
 /* The single-machine launcher (launch_local.c). */
 ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err);

@@ -98,10 +98,9 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
 ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path,
                               ah_error_t *err);
 
-/* Open MPI rankfile ("rank r=HOST slot=I") and, beside it, a hostfile (path + ".hosts" unless
- * hostfile_path is given) in the plan's rank order (pipeline, stage, TP rank). */
-ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *rankfile_path,
-                                   const char *hostfile_path, ah_error_t *err);
+/* The plan's placement for Open MPI's sequential mapper (rankfile.c): host of rank r on the r-th
+ * host line, its GPU index in a comment; mpirun --hostfile path --map-by seq --bind-to none. */
+ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err);
 
 /* ---- search internals (search*.c and baselines.c only) ---- */
 #ifdef AH_PLANNER_INTERNAL

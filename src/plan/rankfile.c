@@ -1,72 +1,36 @@
-/* Open MPI rankfile and hostfile for a plan. Rank order is the plan's device order (pipeline,
- * stage, TP rank), the order autohet train reads it in:
- *   rankfile:  "rank R=HOST slot=I" — rank R on node HOST, local GPU index I;
- *   hostfile:  "HOST slots=K" — each node the plan uses, in order of its first rank, with the
- *              number of ranks on it (mpirun needs every rankfile host in its host list).
- * Use: mpirun -np N --hostfile F.hosts --rankfile F autohet train ... */
+/* The placement file of a plan for Open MPI's sequential mapper (mpirun --hostfile F --map-by seq):
+ * one host line per rank, in the plan's device order (pipeline, stage, TP rank), the order
+ * autohet train reads it in, each after a comment line "# rank R: gpu=I" with the GPU index the
+ * rank opens on that host (the plan's; the trainer opens it from the plan, not from this file).
+ * A rankfile's "slot=N" would bind the rank to CPU core N (Open MPI reads slots as cores, and
+ * fails when the host has fewer), so this file binds ranks to hosts only.
+ * Use: mpirun -np N --hostfile F --map-by seq --bind-to none autohet train --plan P ... */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "plan/planner.h"
 
-static ah_status_t close_into(FILE *f, const char *tmp, const char *path, ah_error_t *err) {
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return ah_error_set(err, AH_ERR_IO, "cannot write %s: disk full or directory not writable", path);
-    }
-    return AH_OK;
-}
-
-ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *rankfile_path, const char *hostfile_path,
-                                   ah_error_t *err) {
+ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err) {
     const ah_cluster_t *c = &p->cluster;
-    char hosts_path[4096], tmp[4100];
-    if (!hostfile_path) {
-        snprintf(hosts_path, sizeof hosts_path, "%s.hosts", rankfile_path);
-        hostfile_path = hosts_path;
-    }
-    int *ranks_on = calloc((size_t)c->n_nodes, sizeof(int));
-    int *first_rank = malloc(sizeof(int) * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
-    if (!ranks_on || !first_rank) {
-        free(ranks_on);
-        free(first_rank);
-        return ah_error_set(err, AH_ERR_OOM, "out of host memory writing %s", rankfile_path);
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", rankfile_path);
+    const int n = ah_plan_device_count(p);
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ah_error_set(err, AH_ERR_USAGE, "rankfile path %.200s...: too long", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) {
-        free(ranks_on);
-        free(first_rank);
-        return ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable",
-                            rankfile_path);
-    }
-    fprintf(f, "# autohet plan for %s: %d ranks in (pipeline, stage, tp rank) order\n", p->model.name,
-            ah_plan_device_count(p));
+    if (!f)
+        return ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable", path);
+    fprintf(f, "# autohet plan for %s: %d ranks; rank R runs on the R-th host line, on its GPU gpu=I.\n"
+               "# mpirun -np %d --hostfile THIS_FILE --map-by seq --bind-to none autohet train --plan PLAN ...\n",
+            p->model.name, n, n);
     int rank = 0;
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++)
             for (int r = 0; r < p->tp; r++, rank++) {
                 const ah_device_ref_t *d = &p->pipelines[i].stages[s].devices[r];
-                fprintf(f, "rank %d=%s slot=%d\n", rank, c->nodes[d->node].name, d->index);
-                if (ranks_on[d->node]++ == 0) first_rank[d->node] = rank;
+                fprintf(f, "# rank %d: gpu=%d\n%s\n", rank, d->index, c->nodes[d->node].name);
             }
-    ah_status_t st = close_into(f, tmp, rankfile_path, err);
-    if (st == AH_OK) {
-        snprintf(tmp, sizeof tmp, "%s.tmp", hostfile_path);
-        f = fopen(tmp, "w");
-        if (!f) {
-            st = ah_error_set(err, AH_ERR_IO, "cannot write %s: check the directory exists and is writable",
-                              hostfile_path);
-        } else {
-            /* nodes by their first rank */
-            for (int want = 0; want < rank; want++)
-                for (int n = 0; n < c->n_nodes; n++)
-                    if (ranks_on[n] && first_rank[n] == want) fprintf(f, "%s slots=%d\n", c->nodes[n].name, ranks_on[n]);
-            st = close_into(f, tmp, hostfile_path, err);
-        }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        return ah_error_set(err, AH_ERR_IO, "cannot write %s: disk full or directory not writable", path);
     }
-    free(ranks_on);
-    free(first_rank);
-    return st;
+    return AH_OK;
 }

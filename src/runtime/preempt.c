@@ -11,6 +11,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "runtime/host_check.h"
 #include "runtime/protocol.h"
 
 static volatile sig_atomic_t g_noticed;
@@ -73,10 +74,13 @@ static ah_status_t save_in(const char *run_dir, const char *name, json_t *doc, a
 ah_status_t ah_preempt_write_rank_file(const char *run_dir, int rank, const char *node, int index,
                                        ah_error_t *err) {
     char name[64];
+    char host[256];
     snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, rank);
+    ah_host_name(host, sizeof host);
     return save_in(run_dir, name,
-                   json_pack("{s:i, s:I, s:s, s:i}", AH_PROTO_RANK_RANK, rank, AH_PROTO_RANK_PID, (json_int_t)getpid(),
-                             AH_PROTO_RANK_NODE, node, AH_PROTO_RANK_INDEX, index),
+                   json_pack("{s:i, s:I, s:s, s:i, s:s}", AH_PROTO_RANK_RANK, rank, AH_PROTO_RANK_PID,
+                             (json_int_t)getpid(), AH_PROTO_RANK_NODE, node, AH_PROTO_RANK_INDEX, index,
+                             AH_PROTO_RANK_HOST, host),
                    err);
 }
 

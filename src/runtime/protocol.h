@@ -4,9 +4,10 @@
  * on the other. docs/elastic.md describes the whole exchange.
  *
  * Run directory (autohet train --run-dir RUN_DIR; the agent gives every launch its own):
- *   RUN_DIR/rank-R.json     {"rank", "pid", "node", "index"}: written atomically by rank R at
- *                           start-up; the agent learns from it where rank R runs (node name, device
- *                           index on the node) and which process to signal.
+ *   RUN_DIR/rank-R.json     {"rank", "pid", "node", "index", "host"}: written atomically by rank R
+ *                           at start-up; the agent learns from it where rank R runs (node name, device
+ *                           index on the node, the host name the rank found itself on) and which
+ *                           process to signal.
  *   RUN_DIR/preempted.json  {"step", "saved", "nodes"}: written atomically by rank 0 after a
  *                           preemption notice, before every rank exits with
  *                           AH_PROTO_EXIT_PREEMPTED. "step": steps done at the stop; "saved":
@@ -49,6 +50,7 @@
 #define AH_PROTO_RANK_PID "pid"
 #define AH_PROTO_RANK_NODE "node"
 #define AH_PROTO_RANK_INDEX "index"
+#define AH_PROTO_RANK_HOST "host"
 
 /* preempted.json */
 #define AH_PROTO_PREEMPTED_STEP "step"

@@ -1,0 +1,490 @@
+/* The many-hosts launcher (launcher.h): node names are host names, every host reached through a
+ * remote command RSH (ssh, in BatchMode when it is ssh; or the user's), the one Open MPI is
+ * given as plm_rsh_agent too. Nothing of a host is touched from here but through RSH:
+ *  - start: on each host of the plan, the run directory RUN (the same path on every host, each
+ *    its own) made empty and the plan copied to its path; here, RUN/hosts from the plan
+ *    (rankfile.c: rank r's host on the r-th line) and mpirun --hostfile RUN/hosts --map-by seq,
+ *    every rank with --check-host;
+ *  - notice / kill_host: on the host, the pids of its ranks' rank files (RUN/rank-R.json on that
+ *    host) signalled there;
+ *  - metrics and run files: read from rank 0's host (RUN/metrics.jsonl from the last offset);
+ *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host.
+ * Remote calls are synchronous, with a deadline (AH_SSH_TIMEOUT_S); while the job runs, the
+ * metrics and the preemption report are fetched at most every AH_SSH_POLL_S, and a notice to
+ * ranks still starting is retried as often. */
+#include "elastic/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/timing.h"
+#include "plan/planner.h"
+#include "runtime/protocol.h"
+
+#define SSH_MAX_RANKS 1024
+#define SSH_MAX_WORDS 32
+#define AH_SSH_TIMEOUT_S 30.0
+#define AH_SSH_POLL_S 0.5
+
+typedef struct ssh {
+    char mpirun[512], mpirun_args[2048], rsh[1024], local_root[600], autohet[1024];
+    char *rsh_argv[SSH_MAX_WORDS + 8]; /* words of rsh (into rsh_words), then BatchMode options */
+    char rsh_words[1024];
+    int n_rsh;
+    pid_t pid; /* mpirun, leader of its own process group; 0 when not running */
+    char run_dir[600];
+    int n_ranks;
+    char rank_host[SSH_MAX_RANKS][64];
+    bool rank_signalled[SSH_MAX_RANKS];
+    double notice_t;  /* last notice sent while ranks were still unknown */
+    double metrics_t; /* last metrics fetch */
+    double report_t;  /* last look for the preemption report */
+    long offset;      /* bytes of metrics.jsonl consumed */
+    ah_launch_lines_t lines;
+} ssh_t;
+
+/* A path the remote shell gets inside single quotes: refused when it holds one. */
+static ah_status_t check_path(const char *what, const char *p, ah_error_t *err) {
+    if (strchr(p, '\'') || strchr(p, '\n'))
+        return ah_error_set(err, AH_ERR_USAGE, "%s %s: a quote or newline cannot go through the remote command", what, p);
+    return AH_OK;
+}
+
+/* One read of fd into out (at most cap - 1 bytes kept, NUL-terminated; the rest read and dropped).
+ * Returns read's result: 0 at EOF. */
+static ssize_t drain(int fd, char *out, size_t cap, size_t *len) {
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return n;
+    const size_t keep = *len + (size_t)n < cap ? (size_t)n : cap - 1 - *len;
+    memcpy(out + *len, buf, keep);
+    *len += keep;
+    out[*len] = 0;
+    return n;
+}
+
+/* RSH HOST CMD, stdin from in_path (NULL: /dev/null). out gets its stdout, errout its stderr (both
+ * truncated to their capacity). Returns the exit status; -1 when it could not run, -2 when it
+ * passed the deadline (killed). */
+static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
+                  char *errout, size_t err_cap) {
+    int po[2], pe[2];
+    out[0] = errout[0] = 0;
+    if (pipe(po) != 0) return -1;
+    if (pipe(pe) != 0) {
+        close(po[0]);
+        close(po[1]);
+        return -1;
+    }
+    char *argv[SSH_MAX_WORDS + 12];
+    int n = 0;
+    for (int i = 0; i < l->n_rsh; i++) argv[n++] = l->rsh_argv[i];
+    argv[n++] = (char *)host;
+    argv[n++] = (char *)cmd;
+    argv[n] = NULL;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        const int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
+        if (in >= 0) dup2(in, STDIN_FILENO);
+        dup2(po[1], STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        close(po[0]);
+        close(pe[0]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        close(po[0]);
+        close(pe[0]);
+        return -1;
+    }
+    size_t lo = 0, le = 0;
+    const double deadline = ah_now_s() + AH_SSH_TIMEOUT_S;
+    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    int open_fds = 2;
+    bool late = false;
+    while (open_fds > 0) {
+        const double left = deadline - ah_now_s();
+        if (left <= 0) {
+            late = true;
+            break;
+        }
+        if (poll(fds, 2, (int)(left * 1000) + 1) < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const ssize_t got = i == 0 ? drain(po[0], out, out_cap, &lo) : drain(pe[0], errout, err_cap, &le);
+            if (got == 0 || (got < 0 && errno != EINTR)) { /* EOF */
+                fds[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    if (late) kill(-pid, SIGKILL);
+    close(po[0]);
+    close(pe[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (late) return -2;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* An error for a remote call that failed: names the host, the command's last stderr line. */
+static ah_status_t remote_error(const ssh_t *l, const char *host, int rc, const char *what, char *errout,
+                                ah_error_t *err) {
+    size_t n = strlen(errout);
+    while (n > 0 && (errout[n - 1] == '\n' || errout[n - 1] == '\r')) errout[--n] = 0;
+    const char *last = strrchr(errout, '\n');
+    last = last ? last + 1 : errout;
+    if (rc == -2)
+        return ah_error_set(err, AH_ERR_IO, "host %s: no answer to %s within %.0f s (%s %s ...); check the host is up",
+                            host, what, AH_SSH_TIMEOUT_S, l->rsh, host);
+    return ah_error_set(err, AH_ERR_IO, "host %s: %s failed (%s %s: exit %d%s%s); check that it runs without a "
+                        "password or host-key prompt (BatchMode)", host, what, l->rsh, host, rc, *last ? ": " : "",
+                        last);
+}
+
+static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
+    ssh_t *l = ctx;
+    char out[64], eout[2048];
+    const int rc = remote(l, host, "true", NULL, out, sizeof out, eout, sizeof eout);
+    return rc == 0 ? AH_OK : remote_error(l, host, rc, "a test command", eout, err);
+}
+
+/* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile RUN/hosts --map-by seq
+ * --bind-to none --mca coll_libnbc_iallreduce_algorithm 1 ARGS -np N TRAIN_ARGV --check-host,
+ * malloc'ed; words of ARGS point into words. */
+static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train_argv, char *words) {
+    size_t n_train = 0;
+    while (train_argv[n_train]) n_train++;
+    char **argv = malloc((16 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
+    if (!argv) return NULL;
+    int n = 0;
+    argv[n++] = l->mpirun;
+    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
+    /* the ring all-reduce the cost model counts: Open MPI's own choice for the trainer's
+     * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0 (docs/multi-host.md) */
+    char *fixed[] = {"--mca", "plm_rsh_agent", l->rsh, "--hostfile", hostfile, "--map-by", "seq", "--bind-to", "none",
+                     "--mca", "coll_libnbc_iallreduce_algorithm", "1"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
+    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+        argv[n++] = tok;
+    argv[n++] = "-np";
+    argv[n++] = np;
+    for (size_t i = 0; i < n_train; i++) argv[n++] = train_argv[i];
+    argv[n++] = "--check-host";
+    argv[n] = NULL;
+    return argv;
+}
+
+/* Whether rank r is the first of its host in the plan's order. */
+static bool first_of_host(const ssh_t *l, int r) {
+    for (int q = 0; q < r; q++)
+        if (strcmp(l->rank_host[q], l->rank_host[r]) == 0) return false;
+    return true;
+}
+
+/* The run directory made empty on every host of the plan, the plan copied to its path there. */
+static ah_status_t prepare_hosts(ssh_t *l, const ah_launch_job_t *job, ah_error_t *err) {
+    char cmd[4096], out[256], eout[2048];
+    const char *slash = strrchr(job->plan_path, '/');
+    const int dir_len = slash ? (int)(slash - job->plan_path) : 1;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' '%.*s' && cat > '%s.tmp' && mv '%s.tmp' '%s'", l->run_dir,
+             l->run_dir, dir_len, slash ? job->plan_path : ".", job->plan_path, job->plan_path, job->plan_path);
+    for (int r = 0; r < l->n_ranks; r++) {
+        if (!first_of_host(l, r)) continue;
+        const int rc = remote(l, l->rank_host[r], cmd, job->plan_path, out, sizeof out, eout, sizeof eout);
+        if (rc != 0) return remote_error(l, l->rank_host[r], rc, "preparing the run directory", eout, err);
+    }
+    return AH_OK;
+}
+
+static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
+    ssh_t *l = ctx;
+    const ah_plan_t *p = job->plan;
+    const int n_ranks = ah_plan_device_count(p);
+    if (n_ranks > SSH_MAX_RANKS)
+        return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d", n_ranks,
+                            SSH_MAX_RANKS);
+    ah_status_t s;
+    if ((s = check_path("run directory", job->run_dir, err)) != AH_OK ||
+        (s = check_path("plan", job->plan_path, err)) != AH_OK)
+        return s;
+    l->pid = 0;
+    l->n_ranks = n_ranks;
+    l->offset = 0;
+    l->lines.len = 0;
+    l->notice_t = l->metrics_t = l->report_t = 0;
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+    snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
+    int r = 0;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int st = 0; st < p->pipelines[i].n_stages; st++)
+            for (int t = 0; t < p->tp; t++, r++)
+                snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s",
+                         p->cluster.nodes[p->pipelines[i].stages[st].devices[t].node].name);
+    char hostfile[700], np[32], words[sizeof l->mpirun_args];
+    snprintf(hostfile, sizeof hostfile, "%s/hosts", job->run_dir);
+    /* the hosts' run directories before the hostfile here: with a --work-dir shared between the
+     * hosts and this machine, emptying theirs empties this one too */
+    if ((s = ah_fs_rm_tree(job->run_dir, err)) != AH_OK || (s = prepare_hosts(l, job, err)) != AH_OK ||
+        (s = ah_fs_mkdirs(job->run_dir, err)) != AH_OK || (s = ah_plan_rankfile_write(p, hostfile, err)) != AH_OK)
+        return s;
+    memcpy(words, l->mpirun_args, sizeof words);
+    snprintf(np, sizeof np, "%d", n_ranks);
+    char **argv = mpirun_argv(l, hostfile, np, job->train_argv, words);
+    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
+    const pid_t pid = fork();
+    if (pid < 0) {
+        free(argv);
+        return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", l->mpirun, strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        const int fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, STDIN_FILENO);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    free(argv);
+    setpgid(pid, pid);
+    l->pid = pid;
+    return AH_OK;
+}
+
+static bool ssh_poll(void *ctx, int *status) {
+    ssh_t *l = ctx;
+    if (l->pid <= 0) return true;
+    int st = 0;
+    const pid_t r = waitpid(l->pid, &st, WNOHANG);
+    if (r == 0) return false;
+    *status = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
+    l->pid = 0;
+    return true;
+}
+
+/* On `host`, sig to the pids of the rank files of `ranks` (those of them that exist); the ranks
+ * signalled are marked. Returns how many. */
+static int signal_on(ssh_t *l, const char *host, const bool *ranks, const char *sig) {
+    char cmd[8192], out[8192], eout[1024];
+    int n = snprintf(cmd, sizeof cmd, "cd '%s' 2>/dev/null || exit 0; for r in", l->run_dir);
+    for (int r = 0; r < l->n_ranks && n < (int)sizeof cmd - 256; r++)
+        if (ranks[r]) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %d", r);
+    snprintf(cmd + n, sizeof cmd - (size_t)n,
+             "; do f=rank-$r.json; [ -r $f ] || continue; p=$(sed -n 's/.*\"%s\": *\\([0-9][0-9]*\\).*/\\1/p' $f);"
+             " [ -n \"$p\" ] && kill -%s $p 2>/dev/null && echo $r; done; exit 0", AH_PROTO_RANK_PID, sig);
+    if (remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0) return 0;
+    int sent = 0;
+    for (char *save = NULL, *tok = strtok_r(out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+        const int r = atoi(tok);
+        if (r < 0 || r >= l->n_ranks) continue;
+        l->rank_signalled[r] = true;
+        sent++;
+    }
+    return sent;
+}
+
+/* sig to the ranks on host (NULL: every host), one remote call per host; only_new: those not
+ * signalled yet. */
+static int signal_ranks(ssh_t *l, const char *host, const char *sig, bool only_new) {
+    static bool want[SSH_MAX_RANKS];
+    int sent = 0;
+    for (int r = 0; r < l->n_ranks; r++) {
+        const char *h = l->rank_host[r];
+        if ((host && strcmp(h, host) != 0) || !first_of_host(l, r)) continue;
+        int k = 0;
+        for (int q = 0; q < l->n_ranks; q++)
+            k += want[q] = strcmp(l->rank_host[q], h) == 0 && !(only_new && l->rank_signalled[q]);
+        if (k) sent += signal_on(l, h, want, sig);
+    }
+    return sent;
+}
+
+static int ssh_notice(void *ctx, const char *host) {
+    ssh_t *l = ctx;
+    bool pending = false;
+    for (int r = 0; r < l->n_ranks; r++)
+        if (!l->rank_signalled[r] && (!host || strcmp(l->rank_host[r], host) == 0)) pending = true;
+    if (!pending) return 0;
+    /* ranks still starting: asked again, but not at every call of the agent's loop */
+    if (l->notice_t > 0 && ah_now_s() - l->notice_t < AH_SSH_POLL_S) return 0;
+    l->notice_t = ah_now_s();
+    return signal_ranks(l, host, "TERM", true);
+}
+
+static int ssh_kill_host(void *ctx, const char *host) { return signal_ranks(ctx, host, "KILL", false); }
+
+static void ssh_stop(void *ctx) {
+    ssh_t *l = ctx;
+    if (l->pid > 0) {
+        /* mpirun gone, its ssh sessions close and each host's Open MPI daemon ends its ranks; a
+         * SIGTERM would be forwarded to the ranks as a preemption notice instead */
+        kill(-l->pid, SIGKILL);
+        int st;
+        waitpid(l->pid, &st, 0);
+        l->pid = 0;
+    }
+    signal_ranks(l, NULL, "KILL", false);
+}
+
+/* RUN/name from rank 0's host, from byte `from` (0: the whole file) into out; the byte count or
+ * -1 when it is not there or the host does not answer. */
+static long fetch(ssh_t *l, const char *name, long from, char *out, size_t cap) {
+    char cmd[1024], eout[1024];
+    snprintf(cmd, sizeof cmd, "f='%s/%s'; [ -r \"$f\" ] || exit 3; tail -c +%ld \"$f\"", l->run_dir, name, from + 1);
+    if (l->n_ranks == 0 || remote(l, l->rank_host[0], cmd, NULL, out, cap, eout, sizeof eout) != 0) return -1;
+    return (long)strlen(out);
+}
+
+static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
+    ssh_t *l = ctx;
+    if (l->pid > 0 && ah_now_s() - l->metrics_t < AH_SSH_POLL_S) return;
+    l->metrics_t = ah_now_s();
+    static char buf[1 << 20];
+    const long n = fetch(l, AH_PROTO_METRICS_FILE, l->offset, buf, sizeof buf);
+    if (n <= 0) return;
+    /* complete lines only: a line still being written comes whole next time */
+    size_t take = (size_t)n;
+    while (take > 0 && buf[take - 1] != '\n') take--;
+    if (take == 0) return;
+    l->offset += (long)take;
+    ah_launch_lines_feed(&l->lines, buf, take, fn, fn_ctx);
+}
+
+static bool ssh_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
+    ssh_t *l = ctx;
+    /* while the job runs, a look for the preemption report at most every AH_SSH_POLL_S */
+    if (!doc && l->pid > 0) {
+        if (ah_now_s() - l->report_t < AH_SSH_POLL_S) return false;
+        l->report_t = ah_now_s();
+    }
+    static char buf[65536];
+    if (fetch(l, name, 0, buf, sizeof buf) < 0) return false;
+    if (doc) {
+        json_error_t je;
+        *doc = json_loads(buf, 0, &je);
+        if (!*doc)
+            ah_error_set(err, AH_ERR_INVALID, "host %s: %s/%s: line %d: %s", l->rank_host[0], l->run_dir, name, je.line,
+                         je.text);
+    }
+    return true;
+}
+
+static ah_status_t ssh_drop_disk(void *ctx, const char *host, ah_error_t *err) {
+    ssh_t *l = ctx;
+    char cmd[1024], out[64], eout[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", l->local_root, host);
+    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    return rc == 0 ? AH_OK : remote_error(l, host, rc, "dropping its disk", eout, err);
+}
+
+static ah_status_t ssh_list_steps(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n, ah_error_t *err) {
+    ssh_t *l = ctx;
+    char cmd[2048], eout[2048];
+    static char out[1 << 20];
+    *steps = NULL;
+    *n = 0;
+    /* a disk with nothing yet is an empty list (ckpt ls of a missing root fails, naming it) */
+    snprintf(cmd, sizeof cmd, "d='%s/%s'; [ -d \"$d\" ] || { echo '[]'; exit 0; }; '%s' ckpt ls --local-root \"$d\" --json",
+             l->local_root, host, l->autohet);
+    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    if (rc != 0) return remote_error(l, host, rc, "autohet ckpt ls", eout, err);
+    json_error_t je;
+    json_t *rows = json_loads(out, 0, &je);
+    if (!json_is_array(rows)) {
+        json_decref(rows);
+        return ah_error_set(err, AH_ERR_INVALID, "host %s: autohet ckpt ls --json printed no JSON list", host);
+    }
+    const size_t k = json_array_size(rows);
+    *steps = calloc(k ? k : 1, sizeof **steps);
+    if (!*steps) {
+        json_decref(rows);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory");
+    }
+    for (size_t i = 0; i < k; i++) {
+        json_t *row = json_array_get(rows, i);
+        const char *tier = json_string_value(json_object_get(row, "tier"));
+        if (!tier || strncmp(tier, "local", 5) != 0) continue;
+        ah_ckpt_step_info_t *s = &(*steps)[(*n)++];
+        s->step = json_integer_value(json_object_get(row, "step"));
+        s->committed = json_is_true(json_object_get(row, "committed"));
+        s->n_files = (int)json_integer_value(json_object_get(row, "files"));
+        s->bytes = (uint64_t)json_integer_value(json_object_get(row, "bytes"));
+        snprintf(s->note, sizeof s->note, "%s", json_string_value(json_object_get(row, "note")) ? json_string_value(json_object_get(row, "note")) : "");
+    }
+    json_decref(rows);
+    return AH_OK;
+}
+
+static ah_status_t ssh_verify_step(void *ctx, const char *host, int64_t step, int *bad, ah_error_t *err) {
+    ssh_t *l = ctx;
+    char cmd[2048], out[65536], eout[2048];
+    snprintf(cmd, sizeof cmd, "'%s' ckpt verify --local-root '%s/%s' --step %lld", l->autohet, l->local_root, host,
+             (long long)step);
+    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    *bad = 0;
+    if (rc == 0) return AH_OK;
+    /* exit 1 with "step N: FAILED: what" lines: the step is damaged; anything else did not check */
+    const char *failed = strstr(out, "FAILED: ");
+    if (rc != 1 || !failed) return remote_error(l, host, rc, "autohet ckpt verify", eout, err);
+    for (const char *p = failed; (p = strstr(p, "FAILED: ")); p++) (*bad)++;
+    const size_t n = strcspn(failed, "\n");
+    ah_error_set(err, AH_ERR_INVALID, "host %s: step %lld: %.*s", host, (long long)step, (int)(n < 300 ? n : 300), failed);
+    return AH_OK;
+}
+
+static void ssh_free(void *ctx) {
+    ssh_t *l = ctx;
+    if (l->pid > 0) ssh_stop(l);
+    free(l);
+}
+
+ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    ah_status_t s;
+    if (!o->local_root || !*o->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--launcher ssh needs --local-root PATH: a path on every host, each "
+                            "host's disk its own");
+    if ((s = check_path("--local-root", o->local_root, err)) != AH_OK || (s = check_path("autohet", o->autohet, err)) != AH_OK)
+        return s;
+    ssh_t *l = calloc(1, sizeof *l);
+    if (!l) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
+    snprintf(l->mpirun, sizeof l->mpirun, "%s", o->mpirun);
+    snprintf(l->mpirun_args, sizeof l->mpirun_args, "%s", o->mpirun_args ? o->mpirun_args : "");
+    snprintf(l->rsh, sizeof l->rsh, "%s", o->rsh && *o->rsh ? o->rsh : "ssh");
+    snprintf(l->local_root, sizeof l->local_root, "%s", o->local_root);
+    snprintf(l->autohet, sizeof l->autohet, "%s", o->autohet);
+    snprintf(l->rsh_words, sizeof l->rsh_words, "%s", l->rsh);
+    for (char *save = NULL, *tok = strtok_r(l->rsh_words, " \t", &save); tok && l->n_rsh < SSH_MAX_WORDS;
+         tok = strtok_r(NULL, " \t", &save))
+        l->rsh_argv[l->n_rsh++] = tok;
+    if (l->n_rsh == 0) {
+        free(l);
+        return ah_error_set(err, AH_ERR_USAGE, "--rsh-agent \"%s\": give a command, e.g. ssh", o->rsh);
+    }
+    /* plain ssh: never a prompt, and a host that does not answer fails in seconds */
+    const char *base = strrchr(l->rsh_argv[0], '/');
+    if (strcmp(base ? base + 1 : l->rsh_argv[0], "ssh") == 0) {
+        char *opts[] = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
+        for (int i = 0; i < 4; i++) l->rsh_argv[l->n_rsh++] = opts[i];
+    }
+    *out = (ah_launcher_t){.name = "ssh", .ctx = l, .start = ssh_start, .poll = ssh_poll, .notice = ssh_notice,
+                           .kill_host = ssh_kill_host, .stop = ssh_stop, .read_metrics = ssh_read_metrics,
+                           .run_file = ssh_run_file, .drop_disk = ssh_drop_disk, .list_steps = ssh_list_steps,
+                           .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
+    return AH_OK;
+}

@@ -1,0 +1,199 @@
+/* The ssh launcher (src/elastic/launcher.h, launch_ssh.c) alone, without ssh, MPI or a trainer:
+ * a stand-in remote command (a script that runs the command here, or fails for host "bad" as
+ * ssh does for a key it may not use) and a stand-in "mpirun" (true). Checked: option errors named;
+ * a host that fails named with the command's own message, at reachable and at start; each launch's
+ * hostfile in the plan's rank order; a notice to one host's ranks by the pid of its rank file, on
+ * that host; metrics and the preemption report read through the remote command; a disk dropped
+ * and listed there (the real autohet ckpt ls), a step that cannot be verified said why. tests/test_cluster_run.sh runs it over real sshd. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/fs.h"
+#include "elastic/launcher.h"
+#include "harness.h"
+#include "runtime/protocol.h"
+
+static char root[64], rsh[128], autohet[512], disks[128];
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool open_ssh(const char *rsh_cmd, const char *local_root, ah_launcher_t *l, ah_error_t *err) {
+    const ah_launch_ssh_opts_t o = {.mpirun = "true", .rsh = rsh_cmd, .local_root = local_root, .autohet = autohet};
+    return ah_launcher_ssh(&o, l, err) == AH_OK;
+}
+
+static void test_options(void) {
+    ah_launcher_t l;
+    ah_error_t err;
+    CHECK(!open_ssh(rsh, NULL, &l, &err) && strstr(err.msg, "needs --local-root PATH"), "no --local-root: %s", err.msg);
+    CHECK(!open_ssh(rsh, "/tmp/it's", &l, &err) && strstr(err.msg, "--local-root /tmp/it's: a quote"),
+          "a quote in --local-root: %s", err.msg);
+    CHECK(!open_ssh("  ", disks, &l, &err) && strstr(err.msg, "give a command"), "a blank --rsh-agent: %s", err.msg);
+    CHECK(open_ssh(rsh, disks, &l, &err), "%s", err.msg);
+    CHECK(strcmp(l.name, "ssh") == 0, "its name");
+    CHECK(l.reachable(l.ctx, "h0", &err) == AH_OK, "h0 answers: %s", err.msg);
+    CHECK(l.reachable(l.ctx, "bad", &err) != AH_OK && strstr(err.msg, "host bad: a test command failed") &&
+              strstr(err.msg, "exit 255: Permission denied (publickey)."),
+          "bad is named with the command's message: %s", err.msg);
+    ah_launcher_free(&l);
+}
+
+/* A plan of one pipeline of one stage, TP 2, on nodes n0 and n1 (rank 0 on n0, rank 1 on n1). */
+typedef struct two_ranks {
+    ah_plan_t plan;
+    ah_pipeline_t pl;
+    ah_stage_t st;
+    ah_node_t nodes[2];
+} two_ranks_t;
+
+static void two_ranks(two_ranks_t *t, const char *n0, const char *n1) {
+    memset(t, 0, sizeof *t);
+    t->plan.pipelines = &t->pl;
+    t->plan.n_pipelines = 1;
+    t->plan.tp = 2;
+    t->pl.stages = &t->st;
+    t->pl.n_stages = 1;
+    t->st.devices[0] = (ah_device_ref_t){.node = 0, .index = 3};
+    t->st.devices[1] = (ah_device_ref_t){.node = 1, .index = 0};
+    snprintf(t->nodes[0].name, sizeof t->nodes[0].name, "%s", n0);
+    snprintf(t->nodes[1].name, sizeof t->nodes[1].name, "%s", n1);
+    t->plan.cluster.nodes = t->nodes;
+    t->plan.cluster.n_nodes = 2;
+}
+
+static bool wait_exit(ah_launcher_t *l, int *status) {
+    const struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 5000; i++) {
+        if (l->poll(l->ctx, status)) return true;
+        nanosleep(&ms, NULL);
+    }
+    return false;
+}
+
+static void count_line(void *ctx, json_t *line) {
+    (void)line;
+    (*(int *)ctx)++;
+}
+
+static void test_launch(void) {
+    ah_launcher_t l;
+    ah_error_t err;
+    const bool opened = open_ssh(rsh, disks, &l, &err);
+    CHECK(opened, "%s", err.msg);
+    if (!opened) return;
+    char run_dir[160], plan_path[160], path[256], text[256];
+    snprintf(run_dir, sizeof run_dir, "%s/work/launch-0", root);
+    snprintf(plan_path, sizeof plan_path, "%s/work/plan-0.json", root);
+    ah_fs_mkdirs(run_dir, &err);
+    write_file(plan_path, "{}\n");
+    char *train[] = {"autohet", "train", NULL};
+    two_ranks_t t;
+    two_ranks(&t, "h0", "bad");
+    ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train};
+    CHECK(l.start(l.ctx, &job, &err) != AH_OK && strstr(err.msg, "host bad: preparing the run directory failed"),
+          "a plan host that fails is named at start: %s", err.msg);
+    two_ranks(&t, "h0", "h1");
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    /* the hostfile: rank 0 on h0 (GPU 3), rank 1 on h1 (GPU 0) */
+    snprintf(path, sizeof path, "%s/hosts", run_dir);
+    FILE *f = fopen(path, "r");
+    char got[512] = "";
+    CHECK(f != NULL, "no %s", path);
+    if (f) {
+        got[fread(got, 1, sizeof got - 1, f)] = 0;
+        fclose(f);
+    }
+    CHECK(strstr(got, "# rank 0: gpu=3\nh0\n# rank 1: gpu=0\nh1\n") != NULL, "hostfile:\n%s", got);
+    /* a stand-in rank on h1 */
+    const pid_t rank = fork();
+    if (rank == 0) {
+        alarm(30); /* never outlives a failed test */
+        pause();
+        _exit(0);
+    }
+    CHECK_EQ_I64(l.notice(l.ctx, "h1"), 0); /* no rank file yet */
+    snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 1);
+    snprintf(text, sizeof text, "{\n  \"rank\": 1,\n  \"pid\": %d,\n  \"node\": \"h1\"\n}\n", (int)rank);
+    write_file(path, text);
+    CHECK_EQ_I64(l.notice(l.ctx, "h0"), 0);
+    const struct timespec wait = {0, 600000000};
+    nanosleep(&wait, NULL); /* a retry waits AH_SSH_POLL_S */
+    CHECK_EQ_I64(l.notice(l.ctx, "h1"), 1);
+    CHECK_EQ_I64(l.notice(l.ctx, "h1"), 0); /* once */
+    int st_rank = 0;
+    waitpid(rank, &st_rank, 0);
+    CHECK(WIFSIGNALED(st_rank) && WTERMSIG(st_rank) == SIGTERM, "the rank got SIGTERM");
+    int status = -1;
+    CHECK(wait_exit(&l, &status) && status == 0, "the job ends");
+    /* metrics and the report, from rank 0's host: complete lines only */
+    snprintf(path, sizeof path, "%s/" AH_PROTO_METRICS_FILE, run_dir);
+    write_file(path, "{\"step\": 0}\n{\"step\": 1}\n{\"st");
+    int lines = 0;
+    l.read_metrics(l.ctx, count_line, &lines);
+    CHECK_EQ_I64(lines, 2);
+    write_file(path, "{\"step\": 0}\n{\"step\": 1}\n{\"step\": 2}\n");
+    l.read_metrics(l.ctx, count_line, &lines);
+    CHECK_EQ_I64(lines, 3);
+    CHECK(!l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, NULL, &err), "no report yet");
+    snprintf(path, sizeof path, "%s/" AH_PROTO_PREEMPTED_FILE, run_dir);
+    write_file(path, "{\"step\": 7}");
+    json_t *doc = NULL;
+    CHECK(l.run_file(l.ctx, AH_PROTO_PREEMPTED_FILE, &doc, &err) && json_integer_value(json_object_get(doc, "step")) == 7,
+          "the report read");
+    json_decref(doc);
+    /* a disk: listed and dropped on its host */
+    snprintf(path, sizeof path, "%s/h1/step-00000004", disks);
+    ah_fs_mkdirs(path, &err);
+    ah_ckpt_step_info_t *steps = NULL;
+    int n = -1;
+    CHECK(l.list_steps(l.ctx, "h1", &steps, &n, &err) == AH_OK && n == 1 && steps[0].step == 4 && !steps[0].committed,
+          "one uncommitted step on h1 (%d): %s", n, err.msg);
+    free(steps);
+    CHECK(l.list_steps(l.ctx, "h0", &steps, &n, &err) == AH_OK && n == 0, "h0's disk is empty: %s", err.msg);
+    free(steps);
+    CHECK(l.list_steps(l.ctx, "bad", &steps, &n, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
+    int bad = -1;
+    CHECK(l.verify_step(l.ctx, "h1", 4, &bad, &err) != AH_OK && strstr(err.msg, "host h1: autohet ckpt verify failed") &&
+              strstr(err.msg, "no committed checkpoint step matching --step"),
+          "an uncommitted step does not verify, and says why: %s", err.msg);
+    CHECK(l.verify_step(l.ctx, "bad", 4, &bad, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
+    CHECK(l.drop_disk(l.ctx, "h1", &err) == AH_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/h1", disks);
+    CHECK(access(path, F_OK) != 0, "h1's disk is gone");
+    ah_launcher_free(&l);
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/ah_test_launch_ssh_XXXXXX");
+    if (!mkdtemp(root)) {
+        CHECK(false, "mkdtemp");
+        return ah_test_finish();
+    }
+    const char *build = getenv("AH_BUILD_DIR");
+    snprintf(autohet, sizeof autohet, "%s/autohet", build ? build : "build");
+    snprintf(disks, sizeof disks, "%s/disks", root);
+    snprintf(rsh, sizeof rsh, "%s/rsh", root);
+    /* RSH HOST COMMAND: COMMAND here, as a remote shell would run it; host bad refuses the key */
+    write_file(rsh, "#!/bin/sh\nhost=$1\nshift\n[ \"$host\" = bad ] && { echo 'Permission denied (publickey).' >&2; "
+                    "exit 255; }\nexec sh -c \"$*\"\n");
+    chmod(rsh, 0755);
+    test_options();
+    test_launch();
+    ah_error_t err;
+    ah_fs_rm_tree(root, &err);
+    return ah_test_finish();
+}
