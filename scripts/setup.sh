@@ -9,14 +9,15 @@ set -euo pipefail
 # GLPK (optional integer-program cross-check in the planner benchmark).
 # tests: python3-torch + numpy are the PyTorch oracle (run with /usr/bin/python3, not a pyenv
 # python); git for the fresh-clone checks; iproute2 (ip netns, tc) and openssh-server (an sshd
-# per emulated host) for the many-hosts test cluster (tests/cluster/).
+# per emulated host) for the many-hosts test cluster (tests/cluster/); slurm-wlm and munge for
+# its Slurm cluster (tests/cluster/slurm.sh: the daemons it starts are its own, on its own ports).
 packages=(
     build-essential cmake pkg-config git
     clang libclang-rt-14-dev
     libjansson-dev libopenblas-dev openmpi-bin libopenmpi-dev libcurl4-openssl-dev
     libglpk-dev glpk-utils
     python3 python3-numpy python3-torch
-    iproute2 openssh-server
+    iproute2 openssh-server slurm-wlm munge
 )
 
 missing=()
