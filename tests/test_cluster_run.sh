@@ -22,7 +22,7 @@ expect_usage() { # MESSAGE FLAGS...
     grep -q -- "$msg" "$WORK/u.log" || { cat "$WORK/u.log" >&2; fail "$*: no \"$msg\""; }
 }
 expect_usage "--launcher ssh needs --local-root PATH" --launcher ssh
-expect_usage "--launcher slurmx: expected local or ssh" --launcher slurmx
+expect_usage "--launcher slurmx: expected local, ssh or slurm" --launcher slurmx
 expect_usage "--local-root is for --launcher ssh" --local-root /tmp/x
 expect_usage "--rsh-agent is for --launcher ssh" --rsh-agent ssh
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || { echo "SKIP: needs root and openssh-server"; exit 77; }

@@ -227,11 +227,12 @@ int ah_cli_run(int argc, char **argv) {
          "the run (default 0)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
-        {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh", "local: every node on this machine (default); ssh: "
-         "node names are host names, reached through --rsh-agent (docs/multi-host.md)", false},
+        {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh|slurm", "local: every node on this machine (default); ssh: "
+         "node names are host names, reached through --rsh-agent; slurm: inside salloc/sbatch, the allocation's "
+         "hosts, reached with srun, mpirun under Slurm (docs/multi-host.md)", false},
         {"--rsh-agent", AH_FLAG_STR, &o.rsh_agent, "\"CMD\"", "ssh: the remote command, run as CMD HOST COMMAND "
          "(default ssh, in BatchMode); also Open MPI's plm_rsh_agent", false},
-        {"--local-root", AH_FLAG_STR, &o.local_root, "PATH", "ssh: node X's checkpoints in PATH/X/ on host X "
+        {"--local-root", AH_FLAG_STR, &o.local_root, "PATH", "ssh, slurm: node X's checkpoints in PATH/X/ on host X "
          "(required; every host sees only its own)", false},
         {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
         {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "

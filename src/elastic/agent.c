@@ -671,11 +671,11 @@ static void finish_run(agent_t *a, ah_status_t s) {
                       (json_int_t)res->recomputed, "history_ok", res->history_ok, "wall_s", res->wall_s));
 }
 
-/* The launcher --launcher names: local (one machine, disks WORK/local/NODE/) or ssh. */
+/* The launcher --launcher names: local (one machine, disks WORK/local/NODE/), ssh or slurm. */
 static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
     const ah_agent_opts_t *o = a->o;
     if ((!o->launcher || strcmp(o->launcher, "local") == 0) && (o->local_root || o->rsh_agent))
-        return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh; the local launcher keeps every disk in "
+        return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh or slurm; the local launcher keeps every disk in "
                             "--work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
     const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .local_root = a->local_root};
     const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,

@@ -8,8 +8,9 @@ ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *
                                 ah_launcher_t *out, ah_error_t *err) {
     if (!name || strcmp(name, "local") == 0) return ah_launcher_local(lo, out, err);
     if (strcmp(name, "ssh") == 0) return ah_launcher_ssh(so, out, err);
+    if (strcmp(name, "slurm") == 0) return ah_launcher_slurm(so, out, err);
     memset(out, 0, sizeof *out);
-    return ah_error_set(err, AH_ERR_USAGE, "--launcher %s: expected local or ssh (slurm is not built yet)", name);
+    return ah_error_set(err, AH_ERR_USAGE, "--launcher %s: expected local, ssh or slurm", name);
 }
 
 void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void (*fn)(void *fn_ctx, json_t *line),

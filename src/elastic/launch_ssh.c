@@ -1,6 +1,13 @@
-/* The many-hosts launcher (launcher.h): node names are host names, every host reached through a
- * remote command RSH (ssh, in BatchMode when it is ssh; or the user's), the one Open MPI is
- * given as plm_rsh_agent too. Nothing of a host is touched from here but through RSH:
+/* The many-hosts launchers (launcher.h): node names are host names, every host reached through a
+ * remote command RSH. Two of them:
+ *  - ssh: RSH is ssh (in BatchMode when it is ssh) or the user's command, run as RSH HOST CMD;
+ *    Open MPI is given it as plm_rsh_agent too;
+ *  - slurm: inside an allocation (salloc, sbatch), RSH is `srun --overlap -N1 -n1 -w HOST sh -c
+ *    CMD`, a job step on that node beside the job's own (scancel --signal addresses a job or a
+ *    step, never one host's ranks, so notices go this way too); mpirun, started inside the
+ *    allocation, reaches the hosts with Open MPI's Slurm launcher (srun), no plm_rsh_agent; a
+ *    host that is not in the allocation (SLURM_JOB_NODELIST) does not answer.
+ * Nothing of a host is touched from here but through RSH:
  *  - start: on each host of the plan, the run directory RUN (the same path on every host, each
  *    its own) made empty and the plan copied to its path; here, RUN/hosts from the plan
  *    (rankfile.c: rank r's host on the r-th line) and mpirun --hostfile RUN/hosts --map-by seq,
@@ -39,6 +46,8 @@ typedef struct ssh {
     char *rsh_argv[SSH_MAX_WORDS + 8]; /* words of rsh (into rsh_words), then BatchMode options */
     char rsh_words[1024];
     int n_rsh;
+    bool slurm;          /* srun as RSH (its words are fixed), `sh -c` after the host */
+    char alloc[16384];   /* slurm: the allocation's hosts, one per line, each line ended */
     pid_t pid; /* mpirun, leader of its own process group; 0 when not running */
     char run_dir[600];
     int n_ranks;
@@ -88,6 +97,10 @@ static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_pa
     int n = 0;
     for (int i = 0; i < l->n_rsh; i++) argv[n++] = l->rsh_argv[i];
     argv[n++] = (char *)host;
+    if (l->slurm) {
+        argv[n++] = "sh";
+        argv[n++] = "-c";
+    }
     argv[n++] = (char *)cmd;
     argv[n] = NULL;
     const pid_t pid = fork();
@@ -155,9 +168,21 @@ static ah_status_t remote_error(const ssh_t *l, const char *host, int rc, const 
                         last);
 }
 
+/* slurm: whether host is a line of the allocation's list. */
+static bool in_allocation(const ssh_t *l, const char *host) {
+    const size_t n = strlen(host);
+    for (const char *p = l->alloc; *p; p = strchr(p, '\n') + 1)
+        if (strncmp(p, host, n) == 0 && p[n] == '\n') return true;
+    return false;
+}
+
 static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     ssh_t *l = ctx;
     char out[64], eout[2048];
+    if (l->slurm && !in_allocation(l, host))
+        return ah_error_set(err, AH_ERR_IO, "host %s is not in the Slurm allocation (SLURM_JOB_NODELIST=%s); "
+                            "allocate it (salloc -w) or leave it out of the cluster file", host,
+                            getenv("SLURM_JOB_NODELIST") ? getenv("SLURM_JOB_NODELIST") : "");
     const int rc = remote(l, host, "true", NULL, out, sizeof out, eout, sizeof eout);
     return rc == 0 ? AH_OK : remote_error(l, host, rc, "a test command", eout, err);
 }
@@ -177,7 +202,8 @@ static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train
      * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0 (docs/multi-host.md) */
     char *fixed[] = {"--mca", "plm_rsh_agent", l->rsh, "--hostfile", hostfile, "--map-by", "seq", "--bind-to", "none",
                      "--mca", "coll_libnbc_iallreduce_algorithm", "1"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
+    /* under Slurm, Open MPI finds the allocation itself and starts its daemons with srun */
+    for (size_t i = l->slurm ? 3 : 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
     for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
         argv[n++] = tok;
     argv[n++] = "-np";
@@ -453,19 +479,21 @@ static void ssh_free(void *ctx) {
     free(l);
 }
 
-ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err) {
+/* The launcher over the remote command rsh (space-separated words), named `name` in errors. */
+static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t *o, const char *rsh, ssh_t **lp,
+                                   ah_launcher_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     ah_status_t s;
     if (!o->local_root || !*o->local_root)
-        return ah_error_set(err, AH_ERR_USAGE, "--launcher ssh needs --local-root PATH: a path on every host, each "
-                            "host's disk its own");
+        return ah_error_set(err, AH_ERR_USAGE, "--launcher %s needs --local-root PATH: a path on every host, each "
+                            "host's disk its own", name);
     if ((s = check_path("--local-root", o->local_root, err)) != AH_OK || (s = check_path("autohet", o->autohet, err)) != AH_OK)
         return s;
     ssh_t *l = calloc(1, sizeof *l);
     if (!l) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     snprintf(l->mpirun, sizeof l->mpirun, "%s", o->mpirun);
     snprintf(l->mpirun_args, sizeof l->mpirun_args, "%s", o->mpirun_args ? o->mpirun_args : "");
-    snprintf(l->rsh, sizeof l->rsh, "%s", o->rsh && *o->rsh ? o->rsh : "ssh");
+    snprintf(l->rsh, sizeof l->rsh, "%s", rsh);
     snprintf(l->local_root, sizeof l->local_root, "%s", o->local_root);
     snprintf(l->autohet, sizeof l->autohet, "%s", o->autohet);
     snprintf(l->rsh_words, sizeof l->rsh_words, "%s", l->rsh);
@@ -474,17 +502,74 @@ ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, a
         l->rsh_argv[l->n_rsh++] = tok;
     if (l->n_rsh == 0) {
         free(l);
-        return ah_error_set(err, AH_ERR_USAGE, "--rsh-agent \"%s\": give a command, e.g. ssh", o->rsh);
+        return ah_error_set(err, AH_ERR_USAGE, "--rsh-agent \"%s\": give a command, e.g. ssh", rsh);
     }
+    *lp = l;
+    *out = (ah_launcher_t){.name = name, .ctx = l, .start = ssh_start, .poll = ssh_poll, .notice = ssh_notice,
+                           .kill_host = ssh_kill_host, .stop = ssh_stop, .read_metrics = ssh_read_metrics,
+                           .run_file = ssh_run_file, .drop_disk = ssh_drop_disk, .list_steps = ssh_list_steps,
+                           .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
+    return AH_OK;
+}
+
+ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err) {
+    ssh_t *l;
+    ah_status_t s = remote_launcher("ssh", o, o->rsh && *o->rsh ? o->rsh : "ssh", &l, out, err);
+    if (s != AH_OK) return s;
     /* plain ssh: never a prompt, and a host that does not answer fails in seconds */
     const char *base = strrchr(l->rsh_argv[0], '/');
     if (strcmp(base ? base + 1 : l->rsh_argv[0], "ssh") == 0) {
         char *opts[] = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
         for (int i = 0; i < 4; i++) l->rsh_argv[l->n_rsh++] = opts[i];
     }
-    *out = (ah_launcher_t){.name = "ssh", .ctx = l, .start = ssh_start, .poll = ssh_poll, .notice = ssh_notice,
-                           .kill_host = ssh_kill_host, .stop = ssh_stop, .read_metrics = ssh_read_metrics,
-                           .run_file = ssh_run_file, .drop_disk = ssh_drop_disk, .list_steps = ssh_list_steps,
-                           .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
+    return AH_OK;
+}
+
+/* The allocation's hosts (scontrol show hostnames of SLURM_JOB_NODELIST), one per line, into
+ * alloc. */
+static ah_status_t allocation_hosts(char *alloc, size_t cap, ah_error_t *err) {
+    const char *list = getenv("SLURM_JOB_NODELIST");
+    if (!list || !*list || strchr(list, '\'') || strchr(list, '\n'))
+        return ah_error_set(err, AH_ERR_USAGE, "--launcher slurm: SLURM_JOB_NODELIST is %s; run autohet run inside "
+                            "the allocation (salloc, sbatch)", list && *list ? "not a node list" : "not set");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "scontrol show hostnames '%s'", list);
+    FILE *p = popen(cmd, "r");
+    if (!p) return ah_error_set(err, AH_ERR_IO, "--launcher slurm: cannot run scontrol: %s", strerror(errno));
+    size_t n = 0;
+    alloc[0] = 0;
+    char line[256];
+    while (fgets(line, sizeof line, p)) {
+        const size_t k = strcspn(line, "\r\n");
+        if (k == 0 || n + k + 2 > cap) continue;
+        memcpy(alloc + n, line, k);
+        n += k;
+        alloc[n++] = '\n';
+        alloc[n] = 0;
+    }
+    const int rc = pclose(p);
+    if (rc != 0 || n == 0)
+        return ah_error_set(err, AH_ERR_IO, "--launcher slurm: `%s` gave no host (exit %d): is scontrol (slurm-client) "
+                            "installed here?", cmd, rc);
+    return AH_OK;
+}
+
+ah_status_t ah_launcher_slurm(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    if (o->rsh && *o->rsh)
+        return ah_error_set(err, AH_ERR_USAGE, "--rsh-agent is for --launcher ssh; --launcher slurm reaches a host "
+                            "with srun -w HOST inside the allocation");
+    if (!getenv("SLURM_JOB_ID"))
+        return ah_error_set(err, AH_ERR_USAGE, "--launcher slurm runs inside a Slurm allocation (no SLURM_JOB_ID): "
+                            "salloc -N K --ntasks-per-node=G autohet run ..., or an sbatch script "
+                            "(docs/multi-host.md)");
+    char alloc[sizeof ((ssh_t *)0)->alloc];
+    ah_status_t s = allocation_hosts(alloc, sizeof alloc, err);
+    ssh_t *l;
+    /* a step beside the job's own (--overlap), one task on that node, no MPI plugin of its own */
+    if (s == AH_OK) s = remote_launcher("slurm", o, "srun --overlap --mpi=none -N1 -n1 --quiet -w", &l, out, err);
+    if (s != AH_OK) return s;
+    l->slurm = true;
+    memcpy(l->alloc, alloc, sizeof alloc);
     return AH_OK;
 }

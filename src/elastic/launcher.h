@@ -96,8 +96,13 @@ typedef struct ah_launch_ssh_opts {
 
 /* The many-hosts launcher over a remote command (launch_ssh.c). */
 ah_status_t ah_launcher_ssh(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err);
+/* The same inside a Slurm allocation (launch_ssh.c): hosts reached with srun -w HOST (o->rsh must
+ * be NULL), mpirun under Slurm; hosts outside SLURM_JOB_NODELIST do not answer. Refused outside
+ * an allocation. */
+ah_status_t ah_launcher_slurm(const ah_launch_ssh_opts_t *o, ah_launcher_t *out, ah_error_t *err);
 
-/* The launcher `name` names (NULL or "local": ah_launcher_local(lo); "ssh": ah_launcher_ssh(so));
+/* The launcher `name` names (NULL or "local": ah_launcher_local(lo); "ssh": ah_launcher_ssh(so);
+ * "slurm": ah_launcher_slurm(so));
  * another name is a usage error listing the choices (launch_common.c). */
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
                                 ah_launcher_t *out, ah_error_t *err);
