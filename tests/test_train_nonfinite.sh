@@ -2,6 +2,7 @@
 # non-finite step with an error naming the step, the rank and the tensor, exits non-zero, keeps
 # the last good checkpoint and leaves a metrics file that a strict JSON reader accepts (null, never
 # nan). With --skip-nonfinite 2 two such steps are skipped, each an event, before the third stops it.
+# Under autohet run, the agent says the run diverged (not "rerun to resume": it would diverge again).
 . "$(dirname "$0")/train_common.sh"
 PLAN=$PLANS/train-pp4.json
 strict_jsonl() { # FILE: every line strict JSON (no NaN / Infinity); prints the events' "skipped"
@@ -40,4 +41,13 @@ grep -q "step 4: the loss or gradient norm is not finite.*2 skipped" "$WORK/out2
 ev=$(strict_jsonl "$WORK/m2.jsonl") || fail "metrics are not strict JSON"
 want=$'1 the loss 3 True\n1 step line with null loss\n2 the loss 3 True\n2 step line with null loss\n3 the loss 3 False'
 [ "$ev" = "$want" ] || fail "events with --skip-nonfinite 2: $ev"
+
+"$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 8 --seq-len 32 --steps 4 \
+    --lr 1e30 --warmup 0 --work-dir "$WORK/run" --quiet >"$WORK/out3" 2>&1
+rc=$?
+[ $rc -ne 0 ] || { cat "$WORK/out3"; fail "autohet run of a diverging model exited 0"; }
+grep -q "training diverged at step 1 (a non-finite loss or gradient norm.*would diverge again; lower --lr" "$WORK/out3" ||
+    { cat "$WORK/out3"; fail "autohet run does not say the run diverged"; }
+grep -q "rerun the same autohet run command" "$WORK/out3" && fail "autohet run advises a rerun of a diverged run"
+echo "ok: autohet run says the run diverged at step 1"
 echo PASS

@@ -14,6 +14,7 @@
 #include "ckpt/ckpt.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
@@ -76,6 +77,7 @@ typedef struct agent {
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
     bool join_pending;
     ah_history_t hist;
+    int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
 } agent_t;
 
 static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -110,10 +112,15 @@ static json_t *node_list(const agent_t *a, const bool *set) {
     return arr;
 }
 
+/* The nodes in set, runs summarised (core/names.h: "h0..h159 x1"). */
 static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
     ah_str_t s = ah_str_fixed(out, cap);
-    for (int i = 0; i < a->cluster.n_nodes; i++)
-        if (set[i]) ah_str_appendf(&s, "%s%s", s.len ? " " : "", a->cluster.nodes[i].name);
+    const char **names = malloc((size_t)(a->cluster.n_nodes + 1) * sizeof *names);
+    int n = 0;
+    for (int i = 0; names && i < a->cluster.n_nodes; i++)
+        if (set[i]) names[n++] = a->cluster.nodes[i].name;
+    if (names) ah_names_append(&s, names, n, " ", 0);
+    free(names);
 }
 
 /* ---- planning ---- */
@@ -305,6 +312,8 @@ static void on_line(void *ctx, json_t *line) {
         return;
     }
     if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) return; /* the agent's preempt event says it with the cause */
+    if (strcmp(ev, AH_PROTO_EV_NONFINITE) == 0 && !json_is_true(json_object_get(line, "skipped")))
+        a->diverged_at = json_integer_value(json_object_get(line, AH_PROTO_STEP));
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
     emit(a, json_incref(line));
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) on_checkpoint(a);
@@ -460,6 +469,11 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
         return ah_error_set(err, AH_ERR_INTERNAL, "the trainer exited normally after %lld of %lld steps",
                             (long long)a->hist.len, (long long)a->o->steps);
     default:
+        if (a->diverged_at >= 0)
+            return ah_error_set(err, AH_ERR_INVALID, "training diverged at step %lld (a non-finite loss or gradient "
+                                "norm, its \"nonfinite\" event above): a rerun resumes from the last good checkpoint "
+                                "in %s and would diverge again; lower --lr, lengthen --warmup or allow skips with "
+                                "--skip-nonfinite N", (long long)a->diverged_at, a->local_root);
         return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
                             "checkpoint in %s", f->status, a->local_root);
@@ -686,7 +700,7 @@ static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
     memset(res, 0, sizeof *res);
     res->history_ok = true;
-    agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1};
+    agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1};
     a.t0 = ah_now_s();
     ah_status_t s = AH_OK;
     if (!o->model || !o->cluster || !o->data || !o->work_dir || !o->autohet)

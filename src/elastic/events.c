@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/names.h"
 #include "core/str.h"
 #include "elastic/agent.h"
 #include "spec/trace.h"
@@ -23,12 +24,14 @@ static long id_number(const char *id) {
     return strtol(d, NULL, 10);
 }
 
-/* "fast-0, slow-0, slow-1" (the first few and a count when there are many). */
+/* "fast-0, slow-0, slow-1", runs summarised ("h0..h511"), at most 8 items then a count. */
 static void node_names(const ah_cluster_t *c, char *out, size_t cap) {
     ah_str_t s = ah_str_fixed(out, cap);
-    const int shown = c->n_nodes <= 8 ? c->n_nodes : 6;
-    for (int i = 0; i < shown; i++) ah_str_appendf(&s, "%s%s", i ? ", " : "", c->nodes[i].name);
-    if (shown < c->n_nodes) ah_str_appendf(&s, ", ... (%d nodes)", c->n_nodes);
+    const char **names = malloc((size_t)(c->n_nodes + 1) * sizeof *names);
+    if (!names) return;
+    for (int i = 0; i < c->n_nodes; i++) names[i] = c->nodes[i].name;
+    ah_names_append(&s, names, c->n_nodes, ", ", 8);
+    free(names);
 }
 
 ah_status_t ah_agent_events_load(const char *path, const ah_cluster_t *c, ah_agent_events_t *out,
