@@ -170,6 +170,44 @@ static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_typ
     return lt;
 }
 
+/* kernel_layer_time is a few dozen GEMM evaluations and the planner and baselines price the same
+ * (model, type, t, micro-batch) millions of times, so the last few results are kept, per thread,
+ * under everything they depend on (values, not pointers: callers reuse structs). */
+typedef struct {
+    ah_arch_t arch;
+    int64_t C, H, KV, F, V, b, T;
+    int t, kind, precision, sms;
+    bool tied, unfused;
+    double peak_bf16, peak_fp32, efficiency, mem_bw;
+} kernel_key_t;
+
+#define KERNEL_CACHE 16
+
+static layer_time_t cached_kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g,
+                                             ah_layer_kind_t kind) {
+    static _Thread_local struct {
+        kernel_key_t key;
+        layer_time_t lt;
+    } cache[KERNEL_CACHE];
+    static _Thread_local int used, next;
+    const ah_model_t *m = ctx->model;
+    kernel_key_t k;
+    memset(&k, 0, sizeof k); /* padding too, for memcmp */
+    k.arch = m->arch, k.C = m->d_model, k.H = m->n_head, k.KV = m->n_kv_head, k.F = m->d_ff;
+    k.V = m->vocab, k.b = ctx->train->micro_batch, k.T = ctx->train->seq_len, k.t = ctx->t;
+    k.kind = kind, k.precision = ctx->train->precision, k.sms = g->sm_count, k.tied = m->tied;
+    k.unfused = g->attention_unfused, k.peak_bf16 = g->tflops_bf16, k.peak_fp32 = g->tflops_fp32;
+    k.efficiency = g->efficiency, k.mem_bw = g->mem_bw_gb_s;
+    for (int i = 0; i < used; i++)
+        if (memcmp(&cache[i].key, &k, sizeof k) == 0) return cache[i].lt;
+    const layer_time_t lt = kernel_layer_time(ctx, g, kind);
+    cache[next].key = k;
+    cache[next].lt = lt;
+    next = (next + 1) % KERNEL_CACHE;
+    if (used < KERNEL_CACHE) used++;
+    return lt;
+}
+
 /* Measured seconds when the profile has this layer kind; else kernel by kernel for a GPU type
  * with a known SM count; else (CPU-emulated types, types given without sm_count) the flat
  * roofline. */
@@ -177,7 +215,7 @@ static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_
                                const ah_gpu_type_t *g, ah_layer_kind_t kind, int64_t param_elems) {
     if (prof && prof->layer[kind].present)
         return (layer_time_t){prof->layer[kind].fwd_s, prof->layer[kind].bwd_s};
-    if (g->sm_count > 0 && g->emulate_slowdown <= 0) return kernel_layer_time(ctx, g, kind);
+    if (g->sm_count > 0 && g->emulate_slowdown <= 0) return cached_kernel_layer_time(ctx, g, kind);
     return roofline(ctx, g, kind, param_elems);
 }
 
