@@ -6,8 +6,11 @@ then DP, then PP; t GPUs of one node per stage; even layers; equal batch), score
 `autohet evaluate --json` on a homogeneous cluster of 8-GPU nodes with the row's per-GPU
 inter-node bandwidth. Predicted TFLOP/s per GPU = the source's model FLOPs per iteration (as the
 source counts them, e.g. Megatron's Eq. 3 with recomputation) / (predicted iteration s x GPUs).
-Prints both, and the ratio predicted / published. Never fails on a ratio: this is a bench.
-Usage: bench/bench_published_runs.py AUTOHET [ROWS_JSON]
+Prints both, and the ratio predicted / published. A row with "excluded" is printed with its
+reason and left out of the worst error. Without --check it never fails on a ratio (a bench); with
+--check TOL (tests/test_published_runs.sh) it exits 1 when a row that is not excluded is off by
+more than TOL (e.g. 0.10), or when evaluate fails on any row, naming the rows.
+Usage: bench/bench_published_runs.py AUTOHET [ROWS_JSON] [--check TOL]
 """
 import json, os, subprocess, sys, tempfile
 
@@ -54,7 +57,8 @@ def plan_for(r):
             "train": {"global_batch": r["batch"], "seq_len": r["seq"], "micro_batch": r["micro_batch"],
                       "precision": "bf16"},
             "tp": t, "pipelines": pipelines,
-            "cluster": {"nodes": nodes, "network": {"inter_node_gb_s": r["inter_node_gb_s"]}}}
+            "cluster": {"gpu_types": {r["gpu"]: {"attention": r.get("attention", "fused")}},
+                        "nodes": nodes, "network": {"inter_node_gb_s": r["inter_node_gb_s"]}}}
 
 
 def bottleneck(ev):
@@ -63,9 +67,19 @@ def bottleneck(ev):
 
 
 def main():
-    ah = sys.argv[1]
-    rows = json.load(open(sys.argv[2] if len(sys.argv) > 2 else
+    args, tol = sys.argv[1:], None
+    if "--check" in args:
+        i = args.index("--check")
+        if i + 1 >= len(args):
+            raise SystemExit("--check needs a tolerance, e.g. --check 0.10")
+        tol = float(args[i + 1])
+        del args[i:i + 2]
+    if not args:
+        raise SystemExit(__doc__)
+    ah = args[0]
+    rows = json.load(open(args[1] if len(args) > 1 else
                           os.path.join(os.path.dirname(__file__), "published_runs.json")))
+    bad = []
     print(f"{'run':18} {'GPUs':>5} {'t':>2} {'p':>3} {'B':>5} {'b':>2} | {'published':>9} {'predicted':>9} {'pred/pub':>8} | bottleneck")
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,14 +91,23 @@ def main():
                 ev = json.loads(out.stdout)
             except ValueError:
                 print(f"{r['name']:18} evaluate failed: {out.stderr.strip()[:200]}")
+                bad.append(f"{r['name']} (evaluate failed)")
                 continue
             pred = model_flops(r) / (ev["iteration_s"] * r["gpus"]) / 1e12
             ratio = pred / r["tflops_per_gpu"]
-            worst = max(worst, abs(ratio - 1))
             note = "" if ev.get("feasible", True) else " (does not fit)"
+            if "excluded" in r:
+                note += " (excluded: see the row's reason)"
+            else:
+                worst = max(worst, abs(ratio - 1))
+                if tol is not None and abs(ratio - 1) > tol:
+                    bad.append(f"{r['name']} (predicted/published {ratio:.3f})")
             print(f"{r['name']:18} {r['gpus']:5} {r['t']:2} {r['p']:3} {r['batch']:5} {r['micro_batch']:2} | "
                   f"{r['tflops_per_gpu']:9.0f} {pred:9.1f} {ratio:8.2f} | {bottleneck(ev)}{note}")
-    print(f"worst |predicted/published - 1|: {worst:.1%}")
+    print(f"worst |predicted/published - 1| (rows not excluded): {worst:.1%}")
+    if tol is not None and bad:
+        print(f"off by more than {tol:.0%}: " + ", ".join(bad))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

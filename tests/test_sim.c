@@ -353,7 +353,7 @@ static void test_partial_loss(void) {
     char text[1024];
     snprintf(text, sizeof text, "%s", CLUSTER);
     char *bw = strstr(text, "\"inter_node_gb_s\": 100");
-    memcpy(bw, "\"inter_node_gb_s\":  10", strlen("\"inter_node_gb_s\":  10"));
+    memcpy(bw, "\"inter_node_gb_s\":   2", strlen("\"inter_node_gb_s\":   2"));
     ah_cluster_t c2, c1;
     ah_model_t m;
     ah_error_t err;

@@ -4,7 +4,9 @@
  *  1. accounting per layer kind (embedding, block, head) as a function of TP degree t:
  *     parameters, forward/backward FLOPs per micro-batch, activation bytes kept for backward;
  *  2. a stage (a TP group holding blocks [first, last), maybe the embedding and/or the head):
- *     seconds per micro-batch forward and backward, bytes of memory per device;
+ *     seconds per micro-batch forward and backward (a profile's, else kernel by kernel on a GPU
+ *     type with a known SM count, cost/kernel_time.h, else the flat roofline), bytes of memory
+ *     per device;
  *  3. a whole plan (ah_evaluate in plan/evaluate.h, above plan.h): iteration time with its breakdown, per-device
  *     memory against capacity, the bottleneck.
  * Every formula is written down in docs/cost-model.md; keep the two in step.

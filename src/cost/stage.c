@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cost/cost.h"
+#include "cost/kernel_time.h"
 #include "cost/profile.h"
 
 #define GIB 1073741824.0
@@ -89,8 +90,8 @@ typedef struct {
     double fwd, bwd;
 } layer_time_t;
 
-/* Roofline: each pass is bound by compute or by the bytes it moves (its parameters plus the
- * activations it writes), whichever is slower. */
+/* Flat roofline: each pass is bound by compute at one efficiency for every matmul or by the bytes
+ * it moves (its parameters plus the activations it writes), whichever is slower. */
 static layer_time_t roofline(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, ah_layer_kind_t kind,
                              int64_t param_elems) {
     const ah_model_t *m = ctx->model;
@@ -106,11 +107,115 @@ static layer_time_t roofline(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, a
     return lt;
 }
 
-/* Measured seconds when the profile has this layer kind, else the roofline. */
+/* Bytes one block's memory-bound kernels move forward, per rank: two norms (read and write N x C
+ * each), two residual adds (read two N x C, write one; GPT-2's fused bias-add included), the MLP
+ * activation (GELU: read and write N x F/t; SwiGLU: read gate and up, write N x F/t), and LLaMA's
+ * RoPE (read and write q and k). */
+static double block_elementwise_bytes(const ah_model_t *m, int t, double N, double elt) {
+    const double C = (double)m->d_model, F = (double)m->d_ff / t;
+    const double kv = (double)ah_dim_value(m, AH_DIM_KV) / t;
+    const double common = (2 * 2 + 2 * 3) * N * C;
+    if (m->arch == AH_ARCH_LLAMA) return (common + 3 * N * F + 2 * N * (C / t + kv)) * elt;
+    return (common + 2 * N * F) * elt;
+}
+
+/* A memory-bound kernel's backward reads its saved input and the output gradient and writes the
+ * input gradient: three tensors for the forward's two. */
+#define ELEMENTWISE_BWD 1.5
+
+/* Kernel by kernel (cost/kernel_time.h): each matmul of the architecture table on the GEMM curve
+ * (forward Y = X W with M = N tokens, backward dX and dW), attention as the type's kernel, and the
+ * memory-bound kernels (norms, activation, residual adds, the embedding's gather, the loss) from
+ * the bytes they move. */
+static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g,
+                                      ah_layer_kind_t kind) {
+    const ah_model_t *m = ctx->model;
+    const int t = ctx->t;
+    const double peak = ah_gpu_peak_flops(g, ctx->train->precision == AH_PREC_BF16);
+    const double elt = (double)elt_bytes(ctx->train->precision);
+    const double b = (double)ctx->train->micro_batch, T = (double)ctx->train->seq_len, N = b * T;
+    const double C = (double)m->d_model;
+    layer_time_t lt = {0, 0};
+    if (kind == AH_LAYER_EMBED) {
+        /* gather N rows (GPT-2 adds its position rows: one more N x C read) and the token ids;
+         * backward: scatter-add of the N x C gradient into the rows (read it, read-modify-write) */
+        const double reads = m->arch == AH_ARCH_GPT2 ? 3 : 2;
+        lt.fwd = ah_mem_seconds(g, reads * N * C * elt + N * 4);
+        lt.bwd = ah_mem_seconds(g, 3 * N * C * elt);
+        return lt;
+    }
+    if (kind == AH_LAYER_HEAD) {
+        /* final norm, logits (N x Vp/t), the loss reading them and writing their gradient */
+        const double Vl = (double)ah_head_matrix_params(m, t) / C, norm = 2 * N * C * elt;
+        lt.fwd = ah_mem_seconds(g, norm + 2 * N * Vl * elt) + ah_gemm_fwd_seconds(g, peak, elt, N, Vl, C);
+        lt.bwd = ah_mem_seconds(g, ELEMENTWISE_BWD * norm) + ah_gemm_bwd_seconds(g, peak, elt, N, Vl, C);
+        return lt;
+    }
+    const ah_arch_spec_t *a = ah_arch_spec(m->arch);
+    for (int i = 0; i < a->n_tensors; i++) {
+        const ah_tensor_spec_t *ts = &a->tensors[i];
+        if (ts->layer != AH_LAYER_BLOCK || ts->cols == AH_DIM_ONE) continue;
+        double out = (double)ah_dim_value(m, ts->rows), in = (double)ah_dim_value(m, ts->cols);
+        if (ts->split == AH_SPLIT_ROWS || ts->split == AH_SPLIT_QKV) out /= t;
+        else if (ts->split == AH_SPLIT_COLS) in /= t;
+        lt.fwd += ah_gemm_fwd_seconds(g, peak, elt, N, out, in);
+        lt.bwd += ah_gemm_bwd_seconds(g, peak, elt, N, out, in);
+    }
+    const double heads = (double)(m->n_head / t), hd = C / m->n_head;
+    lt.fwd += ah_attention_fwd_seconds(g, peak, elt, b, T, heads, hd);
+    lt.bwd += ah_attention_bwd_seconds(g, peak, elt, b, T, heads, hd);
+    const double ew = block_elementwise_bytes(m, t, N, elt);
+    lt.fwd += ah_mem_seconds(g, ew);
+    lt.bwd += ah_mem_seconds(g, ELEMENTWISE_BWD * ew);
+    return lt;
+}
+
+/* kernel_layer_time is a few dozen GEMM evaluations and the planner and baselines price the same
+ * (model, type, t, micro-batch) millions of times, so the last few results are kept, per thread,
+ * under everything they depend on (values, not pointers: callers reuse structs). */
+typedef struct {
+    ah_arch_t arch;
+    int64_t C, H, KV, F, V, b, T;
+    int t, kind, precision, sms;
+    bool tied, unfused;
+    double peak_bf16, peak_fp32, efficiency, mem_bw;
+} kernel_key_t;
+
+#define KERNEL_CACHE 16
+
+static layer_time_t cached_kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g,
+                                             ah_layer_kind_t kind) {
+    static _Thread_local struct {
+        kernel_key_t key;
+        layer_time_t lt;
+    } cache[KERNEL_CACHE];
+    static _Thread_local int used, next;
+    const ah_model_t *m = ctx->model;
+    kernel_key_t k;
+    memset(&k, 0, sizeof k); /* padding too, for memcmp */
+    k.arch = m->arch, k.C = m->d_model, k.H = m->n_head, k.KV = m->n_kv_head, k.F = m->d_ff;
+    k.V = m->vocab, k.b = ctx->train->micro_batch, k.T = ctx->train->seq_len, k.t = ctx->t;
+    k.kind = kind, k.precision = ctx->train->precision, k.sms = g->sm_count, k.tied = m->tied;
+    k.unfused = g->attention_unfused, k.peak_bf16 = g->tflops_bf16, k.peak_fp32 = g->tflops_fp32;
+    k.efficiency = g->efficiency, k.mem_bw = g->mem_bw_gb_s;
+    for (int i = 0; i < used; i++)
+        if (memcmp(&cache[i].key, &k, sizeof k) == 0) return cache[i].lt;
+    const layer_time_t lt = kernel_layer_time(ctx, g, kind);
+    cache[next].key = k;
+    cache[next].lt = lt;
+    next = (next + 1) % KERNEL_CACHE;
+    if (used < KERNEL_CACHE) used++;
+    return lt;
+}
+
+/* Measured seconds when the profile has this layer kind; else kernel by kernel for a GPU type
+ * with a known SM count; else (CPU-emulated types, types given without sm_count) the flat
+ * roofline. */
 static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof,
                                const ah_gpu_type_t *g, ah_layer_kind_t kind, int64_t param_elems) {
     if (prof && prof->layer[kind].present)
         return (layer_time_t){prof->layer[kind].fwd_s, prof->layer[kind].bwd_s};
+    if (g->sm_count > 0 && g->emulate_slowdown <= 0) return cached_kernel_layer_time(ctx, g, kind);
     return roofline(ctx, g, kind, param_elems);
 }
 

@@ -43,8 +43,8 @@ static const ah_network_t DEFAULT_NET = {
 
 static const char *const TOP_KEYS[] = {"gpu_types", "nodes", "network", NULL};
 static const char *const TYPE_KEYS[] = {"base", "memory_gib", "tflops", "mem_bw_gb_s",
-                                        "intra_node_gb_s", "efficiency", "reserved_gib",
-                                        "emulate", NULL};
+                                        "intra_node_gb_s", "efficiency", "sm_count",
+                                        "attention", "reserved_gib", "emulate", NULL};
 static const char *const TFLOPS_KEYS[] = {"bf16", "fp16", "fp32", NULL};
 static const char *const EMULATE_KEYS[] = {"slowdown", "memory_mib", NULL};
 static const char *const NODE_KEYS[] = {"name", "gpu", "count", "zone", "spot",
@@ -90,6 +90,26 @@ static ah_status_t need_full_field(const json_t *obj, const char *where, const c
                         "intra_node_gb_s), or name a catalog type in \"base\" and override only "
                         "some fields (catalog: %s)",
                         where, key, type_name, catalog_names(cat, sizeof cat));
+}
+
+/* The fields that choose how the type's kernels are priced: "sm_count" (an integer; the GEMM
+ * curve's wave quantization) and "attention" ("fused" or "unfused"). */
+static ah_status_t parse_kernels(const json_t *v, const char *where, ah_gpu_type_t *g,
+                                 ah_error_t *err) {
+    int64_t sms = g->sm_count;
+    ah_status_t s = ah_json_get_int(v, where, "sm_count", false, 1, 100000, &sms, err);
+    if (s) return s;
+    g->sm_count = (int)sms;
+    char attn[16] = "";
+    if ((s = ah_json_get_str(v, where, "attention", false, attn, sizeof attn, err))) return s;
+    if (attn[0] && strcmp(attn, "fused") != 0 && strcmp(attn, "unfused") != 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.attention: \"%s\" is not an attention kernel; give \"fused\" (the "
+                            "runtime's FlashAttention-style kernel, the default) or \"unfused\" (T x T "
+                            "scores and probabilities in memory, as Megatron-LM ran before FlashAttention)",
+                            where, attn);
+    if (attn[0]) g->attention_unfused = strcmp(attn, "unfused") == 0;
+    return AH_OK;
 }
 
 /* Parses gpu_types.NAME into *g: a catalog entry ("base", or NAME itself) with overrides, or a
@@ -171,7 +191,8 @@ static ah_status_t parse_type(const json_t *v, const char *doc, const char *name
         (s = ah_json_get_num(v, where, "intra_node_gb_s", false, POS_MIN, BIG, &g->intra_node_gb_s,
                              err)) ||
         (s = ah_json_get_num(v, where, "efficiency", false, 0.01, 1, &g->efficiency, err)) ||
-        (s = ah_json_get_num(v, where, "reserved_gib", false, 0, BIG, &g->reserved_gib, err)))
+        (s = ah_json_get_num(v, where, "reserved_gib", false, 0, BIG, &g->reserved_gib, err)) ||
+        (s = parse_kernels(v, where, g, err)))
         return s;
 
     double cap_gib = (double)ah_gpu_capacity_bytes(g) / 1073741824.0;
@@ -341,6 +362,8 @@ static json_t *type_to_json(const ah_gpu_type_t *g) {
     json_object_set_new(o, "mem_bw_gb_s", json_real(g->mem_bw_gb_s));
     json_object_set_new(o, "intra_node_gb_s", json_real(g->intra_node_gb_s));
     json_object_set_new(o, "efficiency", json_real(g->efficiency));
+    if (g->sm_count > 0) json_object_set_new(o, "sm_count", json_integer(g->sm_count));
+    if (g->attention_unfused) json_object_set_new(o, "attention", json_string("unfused"));
     json_object_set_new(o, "reserved_gib", json_real(g->reserved_gib));
     if (g->emulate_slowdown > 0) {
         json_t *e = json_pack("{s:f}", "slowdown", g->emulate_slowdown);

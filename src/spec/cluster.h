@@ -2,7 +2,8 @@
  *
  * JSON form (DESIGN.md "Exact names"):
  *   {"gpu_types": {NAME: {"memory_gib", "tflops": {"bf16","fp16","fp32"}, "mem_bw_gb_s",
- *                         "intra_node_gb_s", "efficiency", "base": CATALOG_NAME,
+ *                         "intra_node_gb_s", "efficiency", "sm_count",
+ *                         "attention": "fused" | "unfused", "base": CATALOG_NAME,
  *                         "emulate": {"slowdown", "memory_mib"}}},
  *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour"}],
  *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s", ...}}
@@ -33,10 +34,14 @@ typedef struct ah_gpu_type {
     double tflops_fp32;
     double mem_bw_gb_s;     /* device memory bandwidth */
     double intra_node_gb_s; /* per-GPU bandwidth to its node peers (NVLink or PCIe) */
-    double efficiency;      /* fraction of peak FLOP/s the roofline assumes (0, 1] */
+    double efficiency;      /* (0, 1]: with sm_count, the ceiling of the GEMM curve (the fraction
+                               of peak the largest matmuls reach, cost/kernel_time.h); without,
+                               the fraction of peak the flat roofline gives every matmul */
     double reserved_gib;    /* per-device constant: CUDA context, allocator slack */
     double emulate_slowdown;   /* > 0: a CPU rank emulating this type stretches compute k x */
     double emulate_memory_mib; /* > 0: that rank's allocator cap */
+    int sm_count;           /* streaming multiprocessors; 0 (unknown): priced by the flat roofline */
+    bool attention_unfused; /* priced as unfused attention (T x T scores in memory), not fused */
 } ah_gpu_type_t;
 
 typedef struct ah_node {
