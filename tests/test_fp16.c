@@ -113,6 +113,10 @@ static void test_auto(void) {
                " \"mem_bw_gb_s\": 900, \"intra_node_gb_s\": 16}}, \"nodes\": [{\"name\": \"v0\", \"gpu\": \"V100-16G\","
                " \"count\": 4}, {\"name\": \"x0\", \"gpu\": \"X\", \"count\": 4}]}", AH_PREC_FP16,
                "some types run neither 16-bit precision");
+    /* no 16-bit rate anywhere: fp32, not an error */
+    check_auto("fp32-only", "{\"gpu_types\": {\"X\": {\"memory_gib\": 16, \"tflops\": {\"fp32\": 10},"
+               " \"mem_bw_gb_s\": 900, \"intra_node_gb_s\": 16}}, \"nodes\": [{\"name\": \"x0\", \"gpu\": \"X\","
+               " \"count\": 4}]}", AH_PREC_FP32, "fp32: no GPU type gives a bf16 or fp16 rate");
 }
 
 int main(void) {

@@ -336,8 +336,8 @@ int ah_cli_plan(int argc, char **argv) {
          "sequences per micro-batch; auto tries divisors of B up to 8 (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P",
          "bf16, fp16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which "
-         "trains fp32 only; bf16 when every type runs it; else the faster of the bf16 and fp16 plans, the choice "
-         "said under \"why\")", false},
+         "trains fp32 only, or when no type gives a 16-bit rate; bf16 when every type runs it; else the faster of "
+         "the bf16 and fp16 plans, the choice said under \"why\")", false},
         {"--objective", AH_FLAG_STR, &objective, "time|cost",
          "minimise iteration time or $ per token (default time)", false},
         {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR",

@@ -74,7 +74,8 @@ void ah_plan_result_free(ah_plan_result_t *r);
  * (each leaving out the types without its rate: V100 and T4 have no bf16) and the plan with the
  * better objective (iteration time, or $ per million tokens) is kept, bf16 on a tie. The plan's
  * train.precision says which; out->precision_why says why, with both figures. Fails with fp16's
- * reason when neither plans. (An all-CPU cluster trains fp32: the caller decides that.) */
+ * reason when neither plans. fp32 when no type gives a bf16 or fp16 rate. (An all-CPU cluster
+ * trains fp32: the caller decides that.) */
 ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
                                 ah_plan_result_t *out, ah_error_t *err);
 

@@ -1,5 +1,6 @@
 /* --precision auto on a GPU cluster (planner.h, ah_planner_run_auto): bf16 where every type runs
- * it; else both 16-bit precisions planned, the better plan kept and the choice explained. */
+ * it; else both 16-bit precisions planned, the better plan kept and the choice explained; fp32
+ * where no type runs either. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,13 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
     runs(cluster, AH_PREC_BF16, &some_bf16, &all_bf16);
     runs(cluster, AH_PREC_FP16, &some_fp16, &all_fp16);
     ah_planner_opts_t o = *opts;
+    if (!some_bf16 && !some_fp16) { /* every type gives its fp32 rate only */
+        o.train.precision = AH_PREC_FP32;
+        ah_status_t s = ah_planner_run(model, cluster, &o, out, err);
+        if (s == AH_OK)
+            snprintf(out->precision_why, sizeof out->precision_why, "fp32: no GPU type gives a bf16 or fp16 rate");
+        return s;
+    }
     o.train.precision = AH_PREC_BF16;
     if (all_bf16 || !some_fp16) {
         ah_status_t s = ah_planner_run(model, cluster, &o, out, err);
