@@ -20,15 +20,16 @@ static void test_catalog(void) {
         CHECK(g != NULL, "catalog has %s", *n);
         if (!g) continue;
         CHECK(strcmp(g->name, *n) == 0, "%s: canonical name %s", *n, g->name);
-        CHECK(g->memory_gib > 0 && g->tflops_bf16 > 0 && g->tflops_fp16 > 0 && g->tflops_fp32 > 0 &&
+        /* bf16 may be missing (V100, T4: no bf16 tensor cores), the others never */
+        CHECK(g->memory_gib > 0 && g->tflops_bf16 >= 0 && g->tflops_fp16 > 0 && g->tflops_fp32 > 0 &&
                   g->mem_bw_gb_s > 0 && g->intra_node_gb_s > 0,
               "%s: positive figures", *n);
         CHECK(g->efficiency > 0 && g->efficiency <= 1, "%s: efficiency %g in (0, 1]", *n,
               g->efficiency);
         CHECK(g->reserved_gib > 0 && g->reserved_gib < g->memory_gib, "%s: reserved %g GiB", *n,
               g->reserved_gib);
-        /* tensor cores (or, without bf16 support, the fp32 units) are never slower than fp32 */
-        CHECK(g->tflops_bf16 >= g->tflops_fp32 && g->tflops_fp16 >= g->tflops_fp32,
+        /* tensor cores are never slower than fp32 */
+        CHECK((g->tflops_bf16 == 0 || g->tflops_bf16 >= g->tflops_fp32) && g->tflops_fp16 >= g->tflops_fp32,
               "%s: half precision >= fp32", *n);
         CHECK(g->emulate_slowdown == 0 && g->emulate_memory_mib == 0, "%s: not emulated", *n);
     }
@@ -46,7 +47,16 @@ static void test_catalog(void) {
     CHECK_NEAR(a->mem_bw_gb_s, 2039, 0);
     CHECK_NEAR(h20->memory_gib, 96, 0);
     CHECK_NEAR(h20->tflops_bf16, 148, 0);
-    CHECK_NEAR(v100->tflops_bf16, v100->tflops_fp32, 0); /* no bf16 on Volta */
+    const ah_gpu_type_t *t4 = ah_gpu_catalog_find("T4");
+    /* no bf16 on Volta or Turing: the rate is missing, so neither runs bf16; fp16 at the tensor rate */
+    CHECK(v100->tflops_bf16 == 0 && t4->tflops_bf16 == 0, "V100, T4: no bf16 rate");
+    CHECK_NEAR(ah_gpu_peak_flops(v100, 2), 125e12, 1e-12);
+    CHECK_NEAR(ah_gpu_peak_flops(t4, 2), 65e12, 1e-12);
+    CHECK_NEAR(ah_gpu_peak_flops(t4, 1), 0, 0);
+    for (int i = 0; i < ah_gpu_catalog_count(); i++) { /* every other type runs all three */
+        const ah_gpu_type_t *g = ah_gpu_catalog_get(i);
+        if (g != v100 && g != t4) CHECK(g->tflops_bf16 > 0 && g->tflops_fp16 > 0, "%s: 16-bit rates", g->name);
+    }
     CHECK_EQ_I64(ah_gpu_capacity_bytes(a), 80LL << 30);
     CHECK_NEAR(ah_gpu_peak_flops(a, 1), 312e12, 1e-12);
     CHECK_NEAR(ah_gpu_peak_flops(a, 0), 19.5e12, 1e-12);

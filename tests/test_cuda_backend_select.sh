@@ -1,7 +1,7 @@
 # Backend selection of autohet train (src/runtime/device.c, docs/gpu.md "Runtime integration"):
 # which plans each build refuses, with a message naming the device type and the fix, the whole
 # job exiting non-zero without a hang. Runs in every build and needs no GPU:
-#   any build:      bf16 on a CPU (emulated) type; a plan mixing CPU and GPU types; a bad AH_BACKEND
+#   any build:      bf16 or fp16 on a CPU (emulated) type; a plan mixing CPU and GPU types; a bad AH_BACKEND
 #   CPU-only build: a GPU type, and AH_BACKEND=cuda, both naming -DAH_CUDA=ON
 #   CUDA build, no GPU visible: a GPU type fails at start-up with the driver's reason
 # On a GPU the CUDA training itself is checked by scripts/gpu-check.sh.
@@ -13,8 +13,9 @@ python3 - "$PLAN" "$WORK" <<'PY'
 import json, sys
 src, w = sys.argv[1:]
 d = json.load(open(src))
-d["train"]["precision"] = "bf16"
-json.dump(d, open(f"{w}/bf16.json", "w"))
+for prec in ("bf16", "fp16"):
+    d["train"]["precision"] = prec
+    json.dump(d, open(f"{w}/{prec}.json", "w"))
 # Every device on a GPU type of the catalog.
 g = json.load(open(src))
 g["cluster"]["gpu_types"] = {"H100-SXM": {}}
@@ -43,7 +44,8 @@ expect() { # pattern AH_BACKEND plan
     [ "$(grep -c "^autohet train: " "$WORK/out")" = 1 ] || { cat "$WORK/out" >&2; fail "expected one message (rank 0)"; }
     echo "ok (rc $rc): $(grep "^autohet train: " "$WORK/out" | cut -c1-160)"
 }
-expect "device type cpu runs on the CPU backend, which trains in fp32 only" "" "$WORK/bf16.json"
+expect "train.precision is bf16, but device type cpu runs on the CPU backend, which trains in fp32 only" "" "$WORK/bf16.json"
+expect "train.precision is fp16, but device type cpu runs on the CPU backend, which trains in fp32 only" "" "$WORK/fp16.json"
 expect "mixes CPU device type cpu and GPU device type H100-SXM" "" "$WORK/mixed.json"
 expect 'AH_BACKEND=gpu: expected "cuda"' gpu "$PLAN"
 if [ $CUDA_BUILD = 0 ]; then

@@ -1,5 +1,6 @@
 /* The CUDA backend against the CPU backend on random inputs, kernel by kernel: fp32 within 1e-5
- * and the bf16 table's matmuls within 1e-2 (max-norm relative error: max |gpu - cpu| / max |cpu|).
+ * and the bf16 table's matmuls within 1e-2, the fp16 table's within 2e-3 (max-norm relative error:
+ * max |gpu - cpu| / max |cpu|), and fp16's overflow past 65504 reaching sum_squares as non-finite.
  * Gradient outputs start non-zero, so the "+=" contract is checked too. Also the tracked device
  * allocator (cap, high-water mark, out-of-memory message) and error reporting.
  *
@@ -103,6 +104,25 @@ static void test_matmul(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double
     expect_close("matmul_bwd dbias", d_dbias, dbias, OC, 1e-5); /* fp32 in both tables */
     check_clean("matmul");
     free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(dbias);
+}
+
+/* A scaled gradient past fp16's 65504 becomes inf in the fp16 table's backward (the overflow loss
+ * scaling exists for), and sum_squares, the runtime's overflow check, reports it; the same values
+ * stay finite in fp32. */
+static void test_fp16_overflow(const ah_kernels_t *fp16) {
+    const int N = 4, IC = 8, OC = 8;
+    float *inp = host_rand((size_t)N * IC, 1), *w = host_rand((size_t)OC * IC, 1), *dout = host_rand((size_t)N * OC, 1);
+    dout[5] = 1e5f; /* representable in fp32, not in fp16 */
+    float *d_inp = dev(inp, (size_t)N * IC), *d_w = dev(w, (size_t)OC * IC), *d_dout = dev(dout, (size_t)N * OC);
+    float *d_dw = dev(NULL, (size_t)OC * IC);
+    fp16->matmul_bwd(NULL, d_dw, NULL, d_dout, d_inp, d_w, N, IC, OC);
+    CHECK(!isfinite(fp16->sum_squares(d_dw, (size_t)OC * IC)), "fp16: a gradient past 65504 is seen as overflow");
+    dout[5] = 1e4f; /* fits */
+    float *d_dout2 = dev(dout, (size_t)N * OC), *d_dw2 = dev(NULL, (size_t)OC * IC);
+    fp16->matmul_bwd(NULL, d_dw2, NULL, d_dout2, d_inp, d_w, N, IC, OC);
+    CHECK(isfinite(fp16->sum_squares(d_dw2, (size_t)OC * IC)), "fp16: a gradient under 65504 is finite");
+    check_clean("fp16 overflow");
+    free(inp), free(w), free(dout);
 }
 
 static void test_pointwise(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
@@ -376,9 +396,9 @@ int main(void) {
     mem.space = ah_backend_find("cuda")->space;
     ah_arena_init(&arena, &mem, "test");
     const ah_kernels_t *cpu = ah_kernels_cpu(), *gpu = ah_kernels_cuda();
-    const ah_kernels_t *bf16 = ah_kernels_cuda_bf16();
-    CHECK(gpu && bf16, "tables exist once the device is up");
-    if (!gpu || !bf16) return ah_test_finish();
+    const ah_kernels_t *bf16 = ah_kernels_cuda_bf16(), *fp16 = ah_kernels_cuda_fp16();
+    CHECK(gpu && bf16 && fp16, "tables exist once the device is up");
+    if (!gpu || !bf16 || !fp16) return ah_test_finish();
 
     test_matmul(cpu, gpu, 1e-5);
     test_pointwise(cpu, gpu);
@@ -394,6 +414,10 @@ int main(void) {
     printf("bf16 table:\n");
     test_matmul(cpu, bf16, 1e-2);
     test_head(cpu, bf16, 1e-2);
+    printf("fp16 table:\n");
+    test_matmul(cpu, fp16, 2e-3);
+    test_head(cpu, fp16, 2e-3);
+    test_fp16_overflow(fp16);
     test_memory();
     test_errors(gpu);
     printf("tracked device memory high-water mark: %.2f MiB\n", (double)mem.high / 1048576.0);

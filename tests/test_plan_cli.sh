@@ -43,7 +43,7 @@ expect 1 "not divisible" --model tiny-gpt2 --cluster "$CL" --global-batch 6 --mi
 expect 0 ", fp32$" --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
 expect 0 ", bf16$" --model tiny-gpt2 --cluster mixed-32 --global-batch 64 --seq-len 64
 expect 0 ", bf16$" --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --precision bf16
-expect 2 "expected bf16, fp32 or auto" --model tiny-gpt2 --cluster mixed-32 --precision fp8
+expect 2 "expected fp32, bf16, fp16 or auto" --model tiny-gpt2 --cluster mixed-32 --precision fp8
 expect 1 "longer than model" --model tiny-gpt2 --cluster "$CL" --seq-len 100000
 # unknown GPU type in a cluster file
 cat >"$TMP/badgpu.json" <<'EOF'

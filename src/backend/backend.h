@@ -30,14 +30,15 @@ typedef struct ah_backend {
     const char *name;  /* "cpu", "cuda" */
     const char *title; /* for messages, which say "the <title>": "CPU backend" */
     bool gpu;          /* runs the GPU device types; otherwise the CPU (emulated) ones */
-    bool bf16;         /* trains in bf16 too; every backend trains in fp32 */
+    bool half;         /* trains in bf16 and fp16 too; every backend trains in fp32 */
     const ah_mem_space_t *space; /* where a rank's tensors live */
 
     /* Starts the backend for a rank on device `index` of its node (a node with fewer devices
      * than ranks shares them: index modulo the visible devices) and gives the kernel table of
-     * the precision (bf16 when `bf16`, else fp32) and the device it took (-1: none). May fail on
-     * one rank alone (no usable device): the caller agrees on the outcome with the others. */
-    ah_status_t (*open)(int index, bool bf16, const ah_kernels_t **kernels, int *device,
+     * the precision (0 fp32, 1 bf16, 2 fp16: the values of cost/cost.h's ah_precision_t; 1 and 2
+     * only where `half`) and the device it took (-1: none). May fail on one rank alone (no
+     * usable device): the caller agrees on the outcome with the others. */
+    ah_status_t (*open)(int index, int precision, const ah_kernels_t **kernels, int *device,
                         ah_error_t *err);
     /* The first asynchronous error since the last call (and a device synchronisation); NULL
      * where the backend has none (the CPU: its kernels are synchronous and cannot fail). */

@@ -48,10 +48,10 @@ static ah_status_t host_copy(void *dst, const void *src, size_t bytes, ah_error_
 
 const ah_mem_space_t ah_mem_host = {"host", host_alloc, host_free, host_copy, host_copy};
 
-/* Nothing to start, no device; bf16 never reaches here (the backend does not train in it). */
-static ah_status_t cpu_open(int index, bool bf16, const ah_kernels_t **kernels, int *device,
+/* Nothing to start, no device; bf16 and fp16 never reach here (the backend does not train in them). */
+static ah_status_t cpu_open(int index, int precision, const ah_kernels_t **kernels, int *device,
                             ah_error_t *err) {
-    (void)index, (void)bf16, (void)err;
+    (void)index, (void)precision, (void)err;
     *kernels = ah_kernels_cpu();
     *device = -1;
     return AH_OK;

@@ -4,12 +4,13 @@
 #include "comm/nccl.h"
 #include "kernels/cuda/kernels_cuda.h"
 
-static ah_status_t cuda_open(int index, bool bf16, const ah_kernels_t **kernels, int *device,
+/* precision: 0 fp32, 1 bf16, 2 fp16 (backend.h). */
+static ah_status_t cuda_open(int index, int precision, const ah_kernels_t **kernels, int *device,
                              ah_error_t *err) {
     const int n = ah_cuda_device_count();
     ah_status_t s = ah_cuda_init(n > 0 ? index % n : 0, err);
     if (s != AH_OK) return s;
-    *kernels = bf16 ? ah_kernels_cuda_bf16() : ah_kernels_cuda();
+    *kernels = precision == 1 ? ah_kernels_cuda_bf16() : precision == 2 ? ah_kernels_cuda_fp16() : ah_kernels_cuda();
     *device = index % n;
     return AH_OK;
 }
@@ -27,7 +28,7 @@ const ah_backend_t ah_backend_cuda = {
     .name = "cuda",
     .title = "CUDA backend",
     .gpu = true,
-    .bf16 = true,
+    .half = true,
     .space = &cuda_space,
     .open = cuda_open,
     .check = ah_cuda_check,

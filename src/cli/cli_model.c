@@ -79,7 +79,7 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
            si(flops_per_token, b, sizeof b));
     printf("state per parameter %lld bytes (weights + gradients + AdamW m, v%s) = %s for the model\n\n",
            (long long)ah_param_state_bytes(tr->precision),
-           tr->precision == AH_PREC_BF16 ? " + fp32 master" : "",
+           tr->precision != AH_PREC_FP32 ? " + fp32 master" : "",
            bytes_str((double)total * (double)ah_param_state_bytes(tr->precision), c, sizeof c));
     printf("per TP rank (t = %d), per layer:\n", t);
     printf("%-10s %6s %12s %12s %12s %12s %12s %12s\n", "layer", "count", "params", "fwd FLOP/mb",
@@ -138,7 +138,7 @@ int ah_cli_model(int argc, char **argv) {
         {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq_len, "T", "tokens per sequence (default: the model's context length)", false},
         {"--micro-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &micro_batch, "b", "sequences per micro-batch (default 1)", false},
         {"--tp", AH_FLAG_INT_IN(1, 1024), &tp, "t", "tensor-parallel degree for the per-rank figures (default 1)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "fp32 or bf16 (default bf16)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P", "fp32, bf16 or fp16 (default bf16)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"params_total\" (no padding), \"vocab_padded\", "
          "\"layers\": [{\"params_per_rank\" (padding included), \"params_content\", ...}], ...}", false},
     };
@@ -158,7 +158,7 @@ int ah_cli_model(int argc, char **argv) {
     ah_train_t tr = {.global_batch = micro_batch, .seq_len = seq_len ? seq_len : ah_model_context(&m),
                      .micro_batch = micro_batch, .precision = AH_PREC_BF16};
     if (!ah_precision_parse(precision, &tr.precision)) {
-        ah_error_set(&err, AH_ERR_USAGE, "--precision: expected fp32 or bf16, got \"%s\"", precision);
+        ah_error_set(&err, AH_ERR_USAGE, "--precision: expected " AH_PRECISION_VALUES ", got \"%s\"", precision);
         return ah_cli_fail("model", &err);
     }
     if (tr.seq_len < 1 || tr.seq_len > m.max_pos) {

@@ -101,17 +101,21 @@ static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *bas
     return why;
 }
 
-/* The "why" object: per baseline, the list of differences. */
-static json_t *why_json(const ah_plan_t *p, const baseline_t *bl) {
+/* The "why" object: per baseline, the list of differences; "precision": why --precision auto chose
+ * the plan's precision (absent when it was given). */
+static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
+    const ah_plan_t *p = &r->plan;
     json_t *o = json_object();
+    if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
     for (int k = 0; k < 2; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
                             why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
     return o;
 }
 
-static void print_why(const ah_plan_t *p, const baseline_t *bl) {
-    json_t *why = why_json(p, bl);
+static void print_why(const ah_plan_result_t *r, const baseline_t *bl) {
+    json_t *why = why_json(r, bl);
+    if (r->precision_why[0]) printf("why %s: %s\n", ah_precision_name(r->plan.train.precision), r->precision_why);
     printf("why: what differs from each baseline\n");
     for (int k = 0; k < 2; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
@@ -185,7 +189,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         else
             printf("speedup over %-15s n/a: %s\n", name, bl[k].err.msg);
     }
-    print_why(p, bl);
+    print_why(r, bl);
 }
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
@@ -210,7 +214,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
                                   bs->first, bs->last));
-    json_object_set_new(doc, "why", why_json(&r->plan, bl));
+    json_object_set_new(doc, "why", why_json(r, bl));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
@@ -224,7 +228,8 @@ static bool string_flags(const char *mb_arg, const char *precision, const char *
     if (!ah_cli_micro_batch(VERB, mb_arg, &o->train.micro_batch)) return false;
     *auto_precision = strcmp(precision, "auto") == 0;
     if (!*auto_precision && !ah_precision_parse(precision, &o->train.precision)) {
-        fprintf(stderr, "autohet plan: --precision: expected bf16, fp32 or auto, got \"%s\"\n", precision);
+        fprintf(stderr, "autohet plan: --precision: expected fp32, bf16, fp16 or auto, got \"%s\"\n",
+                precision);
         return false;
     }
     if (strcmp(objective, "time") == 0) o->objective = AH_OBJECTIVE_TIME;
@@ -240,12 +245,11 @@ static bool string_flags(const char *mb_arg, const char *precision, const char *
     return true;
 }
 
-/* --precision auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32
- * only; else bf16. */
-static ah_precision_t auto_precision_of(const ah_cluster_t *c) {
-    bool all_cpu = true;
-    for (int i = 0; i < c->n_types; i++) all_cpu = all_cpu && ah_device_type_is_cpu(&c->types[i]);
-    return all_cpu ? AH_PREC_FP32 : AH_PREC_BF16;
+/* --precision auto on a cluster whose every type runs on the CPU backend, which trains fp32 only. */
+static bool all_cpu(const ah_cluster_t *c) {
+    bool cpu = true;
+    for (int i = 0; i < c->n_types; i++) cpu = cpu && ah_device_type_is_cpu(&c->types[i]);
+    return cpu;
 }
 
 /* --baseline: the emitted result is that baseline's, priced like the planner's, with the planner's
@@ -263,6 +267,7 @@ static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *
     emit->exact = planned->exact;
     memcpy(emit->template_why, planned->template_why, sizeof emit->template_why);
     memcpy(emit->left_out, planned->left_out, sizeof emit->left_out);
+    memcpy(emit->precision_why, planned->precision_why, sizeof emit->precision_why);
     return emit;
 }
 
@@ -276,13 +281,19 @@ static ah_status_t write_files(const ah_plan_result_t *emit, const char *out_pat
     return st;
 }
 
-/* Plans, runs the baselines and reports; the exit code. */
-static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                           const char *baseline_arg, ah_baseline_t chosen_baseline, const char *profile_arg,
-                           const char *out_path, const char *svg_path, const char *rank_path, bool json) {
+/* Plans (auto_half: ah_planner_run_auto), runs the baselines at the plan's precision and reports;
+ * the exit code. */
+static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                           bool auto_half, const char *baseline_arg, ah_baseline_t chosen_baseline,
+                           const char *profile_arg, const char *out_path, const char *svg_path, const char *rank_path,
+                           bool json) {
     ah_error_t err = {0};
     ah_plan_result_t planned;
-    if (ah_planner_run(model, cluster, o, &planned, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, opts, &planned, &err) != AH_OK)
+        return ah_cli_fail(VERB, &err);
+    ah_planner_opts_t same = *opts;
+    same.train.precision = planned.plan.train.precision;
+    const ah_planner_opts_t *o = &same;
     baseline_t bl[2];
     for (int k = 0; k < 2; k++) {
         memset(&bl[k], 0, sizeof bl[k]);
@@ -324,8 +335,9 @@ int ah_cli_plan(int argc, char **argv) {
         {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto",
          "sequences per micro-batch, 1 .. 65536; auto tries divisors of B up to 8 (default auto)", false},
         {"--precision", AH_FLAG_STR, &precision, "P",
-         "bf16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains fp32 "
-         "only; else bf16)", false},
+         "bf16, fp16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which "
+         "trains fp32 only, or when no type gives a 16-bit rate; bf16 when every type runs it; else the faster of "
+         "the bf16 and fp16 plans, the choice said under \"why\")", false},
         {"--objective", AH_FLAG_STR, &objective, "time|cost",
          "minimise iteration time or $ per token (default time)", false},
         {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR",
@@ -374,13 +386,14 @@ int ah_cli_plan(int argc, char **argv) {
     if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < seq_len)
         o.train.seq_len = ah_model_context(&model);
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    if (auto_precision) o.train.precision = auto_precision_of(&cluster);
+    const bool auto_half = auto_precision && !all_cpu(&cluster);
+    if (auto_precision && !auto_half) o.train.precision = AH_PREC_FP32;
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {
         ah_cluster_free(&cluster);
         return ah_cli_fail(VERB, &err);
     }
     o.profile = profile;
-    rc = plan_and_report(&model, &cluster, &o, baseline_arg, chosen_baseline, profile_arg, out_path, svg_path,
+    rc = plan_and_report(&model, &cluster, &o, auto_half, baseline_arg, chosen_baseline, profile_arg, out_path, svg_path,
                          rank_path, json);
     ah_profile_free(profile);
     ah_cluster_free(&cluster);

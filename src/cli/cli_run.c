@@ -104,7 +104,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     fflush(stdout); /* before the error on stderr, which says why it stopped */
 }
 
-/* bf16 asked of a cluster with CPU-emulated types: their ranks train fp32 only, which the trainer
+/* bf16 or fp16 asked of a cluster with CPU-emulated types: their ranks train fp32 only, which the trainer
  * would say only after the plan and the launch. Returns an exit code, 0 when fine. */
 static int check_precision(const ah_agent_opts_t *o) {
     ah_cluster_t c;
@@ -128,7 +128,7 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
     int rc;
     if (!ah_cli_micro_batch(VERB, mb, &o->planner.train.micro_batch)) return 2;
     if (!ah_precision_parse(precision, &o->planner.train.precision)) {
-        fprintf(stderr, "autohet run: --precision: expected fp32 or bf16, got \"%s\"\n", precision);
+        fprintf(stderr, "autohet run: --precision: expected " AH_PRECISION_VALUES ", got \"%s\"\n", precision);
         return 2;
     }
     if (o->planner.train.precision != AH_PREC_FP32 && o->cluster && (rc = check_precision(o)) != 0) return rc;
@@ -206,7 +206,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &gb, "B", "sequences per iteration (default 8)", false},
         {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq, "T", "tokens per sequence (default 64)", false},
         {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch, 1 .. 65536 or auto (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's) or bf16 (default fp32)", false},
+        {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's), bf16 or fp16 (fp16: dynamic loss "
+         "scaling, docs/gpu.md; default fp32)", false},
         {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: peak learning rate (> 0)", false},
         {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: warm-up steps", false},
         {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: AdamW decay (>= 0)", false},

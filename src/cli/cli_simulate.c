@@ -272,7 +272,7 @@ int ah_cli_simulate(int argc, char **argv) {
          "tokens per sequence (default: 2048, or the model's context if shorter)", false},
         {"--micro-batch", AH_FLAG_INT_IN(0, AH_CLI_BATCH_MAX, .value_first = true, .note = "0: the planner picks"), &mb, "M",
          "sequences per micro-batch (default 0: the planner picks)", false},
-        {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default) or fp32", false},
+        {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default), fp16 or fp32", false},
         {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
         {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
     };
@@ -293,7 +293,7 @@ int ah_cli_simulate(int argc, char **argv) {
     if (!model_s || !cluster_s)
         ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
     else if (parse_policies(policies_s, want, &err) == AH_OK && !ah_precision_parse(prec_s, &o.train.precision))
-        ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not bf16 or fp32", prec_s);
+        ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not " AH_PRECISION_VALUES, prec_s);
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
     o.train.global_batch = gb;
     o.train.seq_len = sl;

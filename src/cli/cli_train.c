@@ -19,6 +19,7 @@
 #include "runtime/data.h"
 #include "runtime/host_check.h"
 #include "runtime/init_hf.h"
+#include "runtime/loss_scale.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
 #include "runtime/trainer.h"
@@ -27,6 +28,9 @@ typedef struct {
     const char *plan, *data, *val_data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
     int64_t steps, warmup, seed, dump_step, skip_nonfinite, val_every, val_batches;
     double lr, wd, clip;
+    double loss_scale;         /* fp16: initial dynamic loss scale (runtime/loss_scale.h) */
+    int64_t loss_scale_window; /* fp16: clean steps before it doubles */
+    bool loss_scale_given;     /* --loss-scale or --loss-scale-window was on the command line */
     bool quiet, check_host;
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
@@ -94,6 +98,13 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (s != AH_OK) return s;
     *have = true;
     if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
+    char why[160];
+    if (!ah_loss_scale_check(a->loss_scale, a->loss_scale_window, why, sizeof why))
+        return ah_error_set(err, AH_ERR_USAGE, "--loss-scale / --loss-scale-window: %s", why);
+    if (a->loss_scale_given && plan->train.precision != AH_PREC_FP16)
+        return ah_error_set(err, AH_ERR_USAGE, "--loss-scale and --loss-scale-window apply to fp16 plans only; %s "
+                            "trains %s, which needs no loss scaling (drop them)", a->plan,
+                            ah_precision_name(plan->train.precision));
     if (a->model) {
         ah_model_t m;
         if ((s = ah_model_load(a->model, &m, err)) != AH_OK) return s;
@@ -204,7 +215,10 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
                                     .metrics = metrics, .skip_nonfinite = a->skip_nonfinite,
-                                    .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches};
+                                    .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches,
+                                    .loss_scale = a->loss_scale,
+                                    .loss_scale_window = tr->plan->train.precision == AH_PREC_FP16
+                                                             ? a->loss_scale_window : 0};
     int64_t preempted_at;
     bool agreed;
     ah_error_t err;
@@ -221,7 +235,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
 
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
-                .grace_s = 30};
+                .grace_s = 30, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
         {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
@@ -246,6 +260,10 @@ int ah_cli_train(int argc, char **argv) {
         {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
          &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
          "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
+        {"--loss-scale", AH_FLAG_NUM_IN(AH_LOSS_SCALE_MIN, AH_LOSS_SCALE_MAX), &a.loss_scale, "S", "fp16 plans: the initial dynamic loss scale, a power of two "
+         "from 1 to 2^24 (default 65536); an overflowing step is skipped and halves it (an \"overflow\" event)", false},
+        {"--loss-scale-window", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a.loss_scale_window, "N", "fp16 plans: clean steps before the loss "
+         "scale doubles (default 1000)", false},
         {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
         {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
         {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
@@ -279,6 +297,8 @@ int ah_cli_train(int argc, char **argv) {
     }
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
+    a.loss_scale_given = ah_cli_flag_seen(flags, n_flags, "--loss-scale") ||
+                         ah_cli_flag_seen(flags, n_flags, "--loss-scale-window");
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
     ah_plan_t plan;

@@ -14,16 +14,24 @@
 
 #include "cost/cost.h"
 
-const char *ah_precision_name(ah_precision_t p) { return p == AH_PREC_BF16 ? "bf16" : "fp32"; }
+static const char *const PRECISION_NAMES[] = {"fp32", "bf16", "fp16"};
 
-bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p) { return ah_gpu_peak_flops(g, p == AH_PREC_BF16) > 0; }
+const char *ah_precision_name(ah_precision_t p) {
+    return p >= AH_PREC_FP32 && p <= AH_PREC_FP16 ? PRECISION_NAMES[p] : "unknown";
+}
+
+bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p) { return ah_gpu_peak_flops(g, (int)p) > 0; }
 
 bool ah_precision_parse(const char *s, ah_precision_t *out) {
-    if (strcmp(s, "fp32") == 0) *out = AH_PREC_FP32;
-    else if (strcmp(s, "bf16") == 0) *out = AH_PREC_BF16;
-    else return false;
-    return true;
+    for (int p = AH_PREC_FP32; p <= AH_PREC_FP16; p++)
+        if (strcmp(s, PRECISION_NAMES[p]) == 0) {
+            *out = (ah_precision_t)p;
+            return true;
+        }
+    return false;
 }
+
+int64_t ah_precision_elt_bytes(ah_precision_t p) { return p == AH_PREC_FP32 ? 4 : 2; }
 
 int64_t ah_model_params_total(const ah_model_t *m) {
     return ah_layer_content_params(m, AH_LAYER_EMBED) + m->n_layer * ah_layer_content_params(m, AH_LAYER_BLOCK) +
@@ -55,17 +63,17 @@ double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int6
 
 /* Bytes of one block activation of the table (spec/arch.h) per TP rank. */
 static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int64_t b, int64_t T, ah_precision_t p) {
-    const int64_t N = b * T, elt = p == AH_PREC_BF16 ? 2 : 4;
+    const int64_t N = b * T, elt = ah_precision_elt_bytes(p);
     switch (a->kind) {
     case AH_ACT_TENSOR:
         return N * ah_dim_value(m, a->width) / (a->split ? t : 1) * elt;
     case AH_ACT_STAT:
-        return N * 4; /* norm statistics are fp32 in both precisions */
+        return N * 4; /* norm statistics are fp32 in every precision */
     case AH_ACT_ATTN: {
-        /* fp32: the T x T attention probabilities (the CPU runtime's layout); bf16: a fused
+        /* fp32: the T x T attention probabilities (the CPU runtime's layout); bf16, fp16: a fused
          * attention kernel keeps only fp32 softmax statistics (one per query row per head). */
         const int64_t heads = m->n_head / t;
-        return p == AH_PREC_BF16 ? b * heads * T * 4 : b * heads * T * T * 4;
+        return p != AH_PREC_FP32 ? b * heads * T * 4 : b * heads * T * T * 4;
     }
     }
     return 0;
@@ -75,7 +83,7 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
                            ah_precision_t p, bool recompute) {
     const ah_arch_spec_t *arch = ah_arch_spec(m->arch);
     const int64_t N = b * T, C = m->d_model, Vl = ah_vocab_padded(m, t) / t;
-    const int64_t elt = p == AH_PREC_BF16 ? 2 : 4;
+    const int64_t elt = ah_precision_elt_bytes(p);
     switch (kind) {
     case AH_LAYER_EMBED:
         return N * 4; /* int32 token ids */
@@ -93,7 +101,7 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
 }
 
 int64_t ah_param_state_bytes(ah_precision_t p) {
-    /* fp32: weight 4 + grad 4 + Adam m 4 + v 4; bf16: weight 2 + grad 2 + fp32 master 4 + m 4 +
-     * v 4. Both 16. */
-    return p == AH_PREC_BF16 ? 2 + 2 + 4 + 4 + 4 : 4 + 4 + 4 + 4;
+    /* fp32: weight 4 + grad 4 + Adam m 4 + v 4; bf16, fp16: weight 2 + grad 2 + fp32 master 4 +
+     * m 4 + v 4. All 16. */
+    return p != AH_PREC_FP32 ? 2 + 2 + 4 + 4 + 4 : 4 + 4 + 4 + 4;
 }

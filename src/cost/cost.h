@@ -21,11 +21,18 @@
 #include "spec/cluster.h"
 #include "spec/model.h"
 
-typedef enum { AH_PREC_FP32 = 0, AH_PREC_BF16 = 1 } ah_precision_t;
+/* fp32: everything fp32. bf16 and fp16: mixed precision (16-bit weights, activations and
+ * gradients; fp32 master weights and AdamW state), priced at the type's tflops.bf16 / tflops.fp16.
+ * fp16 also needs dynamic loss scaling (runtime/loss_scale.h); bf16, with fp32's exponent, does not.
+ * The values are the index of ah_gpu_peak_flops (spec/cluster.h). */
+typedef enum { AH_PREC_FP32 = 0, AH_PREC_BF16 = 1, AH_PREC_FP16 = 2 } ah_precision_t;
+#define AH_PRECISION_VALUES "fp32, bf16 or fp16" /* for messages and --help */
 
 const char *ah_precision_name(ah_precision_t p);
-/* "fp32" / "bf16" -> precision; false if unknown. */
+/* "fp32" / "bf16" / "fp16" -> precision; false if unknown. */
 bool ah_precision_parse(const char *s, ah_precision_t *out);
+/* Bytes of one activation or gradient element: 4 for fp32, 2 for the 16-bit precisions. */
+int64_t ah_precision_elt_bytes(ah_precision_t p);
 /* Whether GPU type g runs precision p: the cluster gives its TFLOP/s for p (a type needs only the
  * rates of the precisions it is used with; one left out means it cannot run that precision). */
 bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p);
@@ -51,11 +58,11 @@ double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int6
 double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 /* Bytes kept from forward to backward for one micro-batch, per TP rank. With recompute, a block
  * keeps only its input. fp32 = the CPU runtime's layout (attention probabilities kept);
- * bf16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
+ * bf16, fp16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute);
-/* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 adds fp32
- * master weights): 16 for both precisions. */
+/* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 and fp16 add fp32
+ * master weights): 16 for every precision. */
 int64_t ah_param_state_bytes(ah_precision_t p);
 
 /* ---- 2. a stage ---- */

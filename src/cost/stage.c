@@ -9,8 +9,6 @@
 
 #define GIB 1073741824.0
 
-static int64_t elt_bytes(ah_precision_t p) { return p == AH_PREC_BF16 ? 2 : 4; }
-
 /* ---- links and collectives ---- */
 
 ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b) {
@@ -48,7 +46,7 @@ double ah_allreduce_seconds(double bytes, int n, double bw, double lat) {
 /* Boundary activation of one micro-batch: N x C in the activation precision. */
 static double boundary_bytes(const ah_cost_ctx_t *ctx) {
     return (double)(ctx->train->micro_batch * ctx->train->seq_len * ctx->model->d_model *
-                    elt_bytes(ctx->train->precision));
+                    ah_precision_elt_bytes(ctx->train->precision));
 }
 
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b) {
@@ -70,7 +68,7 @@ double ah_optimizer_seconds(const ah_cost_ctx_t *ctx, int type, int64_t params) 
     /* AdamW is memory-bound: it reads every state byte (w, g, m, v, and the fp32 master in bf16)
      * and writes all of them but the gradient (w, m, v, master). */
     const int64_t read = ah_param_state_bytes(ctx->train->precision);
-    const int64_t written = read - elt_bytes(ctx->train->precision);
+    const int64_t written = read - ah_precision_elt_bytes(ctx->train->precision);
     return (double)params * (double)(read + written) / (ctx->cluster->types[type].mem_bw_gb_s * 1e9);
 }
 
@@ -96,8 +94,8 @@ static layer_time_t roofline(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, a
                              int64_t param_elems) {
     const ah_model_t *m = ctx->model;
     const ah_train_t *tr = ctx->train;
-    const double flops_s = ah_gpu_peak_flops(g, tr->precision == AH_PREC_BF16) * g->efficiency;
-    const double bytes = (double)(param_elems * elt_bytes(tr->precision) +
+    const double flops_s = ah_gpu_peak_flops(g, (int)tr->precision) * g->efficiency;
+    const double bytes = (double)(param_elems * ah_precision_elt_bytes(tr->precision) +
                                   ah_layer_act_bytes(m, kind, ctx->t, tr->micro_batch, tr->seq_len,
                                                      tr->precision, false));
     const double mem_s = bytes / (g->mem_bw_gb_s * 1e9);
@@ -131,8 +129,8 @@ static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_typ
                                       ah_layer_kind_t kind) {
     const ah_model_t *m = ctx->model;
     const int t = ctx->t;
-    const double peak = ah_gpu_peak_flops(g, ctx->train->precision == AH_PREC_BF16);
-    const double elt = (double)elt_bytes(ctx->train->precision);
+    const double peak = ah_gpu_peak_flops(g, (int)ctx->train->precision);
+    const double elt = (double)ah_precision_elt_bytes(ctx->train->precision);
     const double b = (double)ctx->train->micro_batch, T = (double)ctx->train->seq_len, N = b * T;
     const double C = (double)m->d_model;
     layer_time_t lt = {0, 0};
@@ -232,7 +230,7 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int t = ctx->t;
     const int64_t n_blocks = last > first ? last - first : 0;
     const int64_t N = tr->micro_batch * tr->seq_len;
-    const int64_t elt = elt_bytes(tr->precision);
+    const int64_t elt = ah_precision_elt_bytes(tr->precision);
     const ah_profile_entry_t *prof = profile_entry(ctx, type);
 
     /* Parameters. A tied head on a stage without the embedding keeps its own copy of its rows of

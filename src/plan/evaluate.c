@@ -95,7 +95,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     const ah_cluster_t *c = &p->cluster;
     const ah_cost_ctx_t ctx = {m, c, &p->train, p->tp, profile};
     const int P = p->n_pipelines;
-    const double grad_elt = p->train.precision == AH_PREC_BF16 ? 2 : 4;
+    const double grad_elt = (double)ah_precision_elt_bytes(p->train.precision);
     /* One TP rank's rows of the embedding (and of an untied head) matrix: each rank syncs its own
      * shard with its peers, all ranks at once. */
     const double VC_grad = (double)ah_head_matrix_params(m, p->tp) * grad_elt;

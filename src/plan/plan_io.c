@@ -58,7 +58,7 @@ static ah_status_t read_train(const json_t *doc, const char *where, ah_train_t *
     TRY(ah_json_get_str(o, w, "precision", true, prec, sizeof prec, err));
     if (!ah_precision_parse(prec, &tr->precision))
         return ah_error_set(err, AH_ERR_INVALID,
-                            "[train] %s.precision: unknown precision \"%s\" (allowed: \"fp32\", \"bf16\")",
+                            "[train] %s.precision: unknown precision \"%s\" (allowed: " AH_PRECISION_VALUES ")",
                             w, prec);
     return AH_OK;
 }

@@ -48,9 +48,9 @@ ah_status_t ah_plan_check_train(const ah_model_t *model, const ah_train_t *t, ah
                             (long long)t->global_batch,
                             (long long)(0x1p50 / ((double)model->n_head * (double)t->seq_len *
                                                   (double)t->seq_len)));
-    if (t->precision != AH_PREC_FP32 && t->precision != AH_PREC_BF16)
+    if (t->precision < AH_PREC_FP32 || t->precision > AH_PREC_FP16)
         return ah_error_set(err, AH_ERR_INVALID,
-                            "[train] train.precision: unknown precision code %d (allowed: fp32, bf16)",
+                            "[train] train.precision: unknown precision code %d (allowed: " AH_PRECISION_VALUES ")",
                             (int)t->precision);
     return AH_OK;
 }

@@ -56,6 +56,7 @@ typedef struct ah_plan_result {
     double usd_per_mtoken;     /* $ per million tokens at the predicted rate */
     int64_t candidates;        /* pipeline sets / template combinations scored */
     double seconds;            /* planning wall time */
+    char precision_why[384];   /* ah_planner_run_auto: the precision chosen and why; "" otherwise */
 } ah_plan_result_t;
 
 /* Defaults for everything but the training settings. */
@@ -67,6 +68,16 @@ void ah_planner_opts_default(ah_planner_opts_t *o);
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err);
 void ah_plan_result_free(ah_plan_result_t *r);
+
+/* --precision auto on a GPU cluster (plan/precision.c; opts->train.precision is ignored): bf16 when
+ * every GPU type runs it (or none runs fp16); else the cluster is planned in both bf16 and fp16
+ * (each leaving out the types without its rate: V100 and T4 have no bf16) and the plan with the
+ * better objective (iteration time, or $ per million tokens) is kept, bf16 on a tie. The plan's
+ * train.precision says which; out->precision_why says why, with both figures. Fails with fp16's
+ * reason when neither plans. fp32 when no type gives a bf16 or fp16 rate. (An all-CPU cluster
+ * trains fp32: the caller decides that.) */
+ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                                ah_plan_result_t *out, ah_error_t *err);
 
 /* Lower bound on the iteration time of any plan with TP degree t and micro-batch m: every
  * micro-batch passes every block forward and backward on some group, and a group's busy time in

@@ -91,7 +91,7 @@ ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *
     }
     x->p_block = ah_layer_params(m, AH_LAYER_BLOCK, t);
     x->head_norm = ah_head_norm_params(m, t);
-    x->grad_elt = train->precision == AH_PREC_BF16 ? 2 : 4;
+    x->grad_elt = (double)ah_precision_elt_bytes(train->precision);
     x->vc_grad = (double)ah_head_matrix_params(m, t) * x->grad_elt; /* one TP rank's rows */
     return AH_OK;
 }

@@ -50,7 +50,7 @@ ah_status_t ah_device_select(const ah_plan_t *plan, int type, const ah_backend_t
                             "has none: configure with -DAH_CUDA=ON (docs/gpu.md)%s", t->name,
                             force ? "is forced (AH_BACKEND=cuda) onto" : "is a GPU and needs",
                             force ? ", or unset AH_BACKEND" : ", or train a plan of emulated CPU types");
-    if (plan->train.precision == AH_PREC_BF16 && !b->bf16)
+    if (plan->train.precision != AH_PREC_FP32 && !b->half)
         return ah_error_set(err, AH_ERR_INVALID, "train.precision is %s, but device type %s runs "
                             "on the %s, which trains in fp32 only (set \"precision\": \"fp32\", or "
                             "use a GPU type with a -DAH_CUDA=ON build)",
@@ -64,7 +64,7 @@ ah_status_t ah_device_open(ah_device_t *d, const ah_plan_t *plan, const ah_backe
     memset(d, 0, sizeof *d);
     d->backend = backend;
     d->index = -1;
-    if (backend->open(index, plan->train.precision == AH_PREC_BF16, &d->k, &d->index, err) != AH_OK)
+    if (backend->open(index, (int)plan->train.precision, &d->k, &d->index, err) != AH_OK)
         return ah_error_prefix(err, "%s", backend->title);
     return AH_OK;
 }

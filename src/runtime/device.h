@@ -6,8 +6,8 @@
  * starting with "cpu") runs on the registry's CPU backend: OpenBLAS kernels, host memory, MPI.
  * Any other type is a GPU and runs on its GPU backend, CUDA: CUDA kernels, device memory (the
  * arenas' high-water mark is then the device's), NCCL or host-staged MPI for the group sums; that
- * needs a build with -DAH_CUDA=ON. train.precision picks the table: fp32 anywhere, bf16 where the
- * backend trains in it (CUDA only).
+ * needs a build with -DAH_CUDA=ON. train.precision picks the table: fp32 anywhere, bf16 and fp16 where
+ * the backend trains in them (CUDA only; fp16 with dynamic loss scaling, runtime/loss_scale.h).
  *
  * AH_BACKEND=cuda in the environment forces the GPU backend for a plan of CPU types (so the CPU
  * plans' equivalence tests run on a GPU; emulation still stretches compute as the type says);

@@ -75,6 +75,7 @@
 #define AH_PROTO_EV_PREEMPT "preempt"
 #define AH_PROTO_EV_RECOVER "recover"
 #define AH_PROTO_EV_NONFINITE "nonfinite"
+#define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale" (the new scale) */
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/loss_scale.h"
 #include "runtime/protocol.h"
 
 /* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0);
@@ -90,18 +91,36 @@ static ah_status_t on_nonfinite(const ah_trainer_t *tr, const ah_train_loop_opts
                         (long long)*skipped);
 }
 
+/* After an fp16 step: the scale's update, and on an overflow its event and progress line. */
+static void on_loss_scale(ah_loss_scale_t *ls, const ah_train_loop_opts_t *o, const ah_step_metrics_t *m) {
+    const double before = ah_loss_scale_value(ls);
+    ah_loss_scale_update(ls, m->overflow);
+    if (!m->overflow) return;
+    ah_metrics_write_events(o->metrics, json_pack("{s:s, s:I, s:f, s:I}", AH_PROTO_EVENT, AH_PROTO_EV_OVERFLOW,
+                                                  AH_PROTO_STEP, (json_int_t)m->step, "loss_scale",
+                                                  ah_loss_scale_value(ls), "overflows", (json_int_t)ls->overflows));
+    if (o->progress)
+        fprintf(o->progress, "step %4lld/%lld | skipped: fp16 gradient overflow at loss scale %g; now %g (%lld "
+                "overflows)\n", (long long)m->step + 1, (long long)o->steps, before, ah_loss_scale_value(ls),
+                (long long)ls->overflows);
+}
+
 ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
                           int64_t *preempted_at, bool *agreed, ah_error_t *err) {
     ah_step_metrics_t m;
     double elapsed = 0;
     ah_status_t s = AH_OK;
     int64_t skipped = 0;
+    ah_loss_scale_t ls;
+    ah_loss_scale_init(&ls, o->loss_scale, o->loss_scale_window);
     *preempted_at = -1;
     *agreed = false;
     for (int64_t i = start; i <= o->steps; i++) {
         if (o->dump_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->dump_dir, false, err)) != AH_OK) return s;
         if (i == o->steps) return AH_OK;
+        tr->loss_scale = o->loss_scale_window > 0 ? ah_loss_scale_value(&ls) : 0;
         if ((s = ah_trainer_step(tr, i, &m, err)) != AH_OK) return s;
+        if (o->loss_scale_window > 0) on_loss_scale(&ls, o, &m);
         if (o->grads_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->grads_dir, true, err)) != AH_OK)
             return s;
         elapsed += m.seconds;
@@ -113,7 +132,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->val && ((o->val_every > 0 && (i + 1) % o->val_every == 0) || i + 1 == o->steps) &&
             (s = ah_trainer_eval(tr, o->val, o->val_batches, &val_loss, err)) != AH_OK)
             return s;
-        if (o->progress && !m.nonfinite) progress(o->progress, &m, val_loss, start, o->steps, elapsed);
+        if (o->progress && !m.nonfinite && !m.overflow) progress(o->progress, &m, val_loss, start, o->steps, elapsed);
         if (o->metrics) metrics_write_step(o->metrics, &m, val_loss);
         json_t *events = NULL;
         bool stop = false;

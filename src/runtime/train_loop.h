@@ -10,7 +10,11 @@
  * skip_nonfinite such steps, each logged as a "nonfinite" event with "skipped": true, the next
  * one is a "nonfinite" event with "skipped": false and every rank returns the same error with
  * *agreed set (the caller exits without aborting; rank 0 prints it). A step line holds null
- * where its loss or gradient norm is not finite, so the file stays JSON. */
+ * where its loss or gradient norm is not finite, so the file stays JSON.
+ *
+ * fp16 (loss_scale_window > 0): dynamic loss scaling (runtime/loss_scale.h). A step whose
+ * gradients overflow is skipped, the scale halved, and an "overflow" event written (step, the new
+ * "loss_scale", "overflows" so far); it is not a non-finite step and uses none of skip_nonfinite. */
 #ifndef AH_RUNTIME_TRAIN_LOOP_H
 #define AH_RUNTIME_TRAIN_LOOP_H
 
@@ -33,6 +37,10 @@ typedef struct ah_train_loop_opts {
      * batches of val (ah_trainer_eval), in the progress line and as the step line's "val_loss". */
     const ah_dataset_t *val; /* NULL: none */
     int64_t val_every, val_batches;
+    /* fp16 loss scaling: the initial scale and the clean steps before it doubles (loss_scale.h);
+     * window 0: none (fp32, bf16) */
+    double loss_scale;
+    int64_t loss_scale_window;
 } ah_train_loop_opts_t;
 
 /* Steps tr from iteration `start`, after each step asking the checkpoint session ck (NULL: none)

@@ -228,7 +228,9 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     const ah_plan_t *p = tr->plan;
     const int64_t m = p->train.micro_batch, T = p->train.seq_len, B = p->train.global_batch;
     const size_t NC = (size_t)(st->N * st->C);
-    const float scale = (float)(1.0 / ((double)B * (double)T));
+    /* The loss gradient, scaled by the loss scale under fp16 (so every gradient is; the step
+     * divides it out again). */
+    const float scale = (float)((tr->loss_scale > 0 ? tr->loss_scale : 1.0) / ((double)B * (double)T));
     ah_comm_t *world = ah_comm_world();
     ah_comm_req_t r_act = {0}, r_grad = {0}, s_act = {0}, s_grad = {0};
     /* Receives are posted one micro-batch ahead, so data arrives while this stage computes. */
@@ -418,23 +420,32 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     double loss_sum = 0;
     TRY(run_schedule(tr, step, &loss_sum, err));
     TRY(dp_sync(tr, err));
-    /* One all-reduce for the loss (last stages, TP rank 0) and the squared gradient norm. */
-    double sums[2] = {tr->next < 0 && tr->role.tp_rank == 0 ? loss_sum : 0, 0};
-    for (int i = 0; i < st->n_params; i++)
-        if (counts(tr, &st->params[i]))
-            sums[1] += st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n);
-    TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 2, err));
-    const double norm = sqrt(sums[1]);
-    out->nonfinite = !isfinite(sums[0]) || !isfinite(norm);
+    /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
+     * loss scaling, the ranks that hold an overflowed (inf or nan) gradient of their own. */
+    const bool scaling = tr->loss_scale > 0;
+    double sums[3] = {tr->next < 0 && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0};
+    for (int i = 0; i < st->n_params; i++) {
+        const bool c = counts(tr, &st->params[i]);
+        if (!c && !scaling) continue;
+        const double ss = st->k->sum_squares(st->g + st->params[i].offset, (size_t)st->params[i].n);
+        if (c) sums[1] += ss;
+        if (!isfinite(ss)) sums[2] = 1;
+    }
+    TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 3, err));
+    const double norm = sqrt(sums[1]) / (scaling ? tr->loss_scale : 1.0); /* of the unscaled gradients */
+    out->overflow = scaling && isfinite(sums[0]) && (sums[2] > 0 || !isfinite(norm));
+    out->nonfinite = !out->overflow && (!isfinite(sums[0]) || !isfinite(norm));
     out->nonfinite_rank = -1;
     out->nonfinite_what[0] = 0;
     if (out->nonfinite) TRY(find_nonfinite(tr, loss_sum, out, err));
     const double clip = tr->opts.grad_clip > 0 ? tr->opts.grad_clip / (norm + 1e-6) : 1.0;
+    /* AdamW's gradient factor: the clip, and the loss scale divided out */
+    const double unscale = (clip < 1.0 ? clip : 1.0) / (scaling ? tr->loss_scale : 1.0);
     const double lr = ah_train_lr(&tr->opts, step);
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
-    if (!out->nonfinite) ah_gpt_adamw(st, &hp, (float)(clip < 1.0 ? clip : 1.0), step + 1);
+    if (!out->nonfinite && !out->overflow) ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
     double compute;

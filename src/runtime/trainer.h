@@ -70,6 +70,10 @@ typedef struct ah_step_metrics {
     bool nonfinite;
     int nonfinite_rank;
     char nonfinite_what[160];
+    /* Loss scaling on (ah_trainer_t.loss_scale > 0): some gradient on some rank is inf or nan
+     * while the loss is finite, an fp16 overflow (runtime/loss_scale.h): no update was applied,
+     * and nonfinite stays false. */
+    bool overflow;
 } ah_step_metrics_t;
 
 typedef struct ah_trainer {
@@ -103,6 +107,8 @@ typedef struct ah_trainer {
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
+    double loss_scale;      /* fp16: the loss scale of the next step, set by the train loop
+                             * (runtime/loss_scale.h); 0 (setup's value): no loss scaling */
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */

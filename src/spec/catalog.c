@@ -78,16 +78,18 @@ static const ah_gpu_type_t CATALOG[] = {
      * Reported sustained tensor throughput is lower than on the A10; profile if it matters. 72 SMs
      * (A10 data sheet, GA102). */
     {"A10G", 24, 125, 125, 31.2, 600, 32, DC, RESERVED, 0, 0, 72, false},
-    /* NVIDIA V100 Tensor Core GPU data sheet, SXM2 16 GB: FP16 tensor 125, FP32 15.7, HBM2
-     * 900 GB/s, NVLink 2 300 GB/s bidirectional -> 150. Volta has no bf16 tensor cores: cuBLAS
-     * runs a bf16 GEMM on sm_70 on the CUDA cores at fp32 rate, so bf16 = fp32. NVIDIA Tesla V100
-     * GPU Architecture whitepaper (2017): 80 SMs. */
-    {"V100-16G", 16, 15.7, 125, 15.7, 900, 150, DC, RESERVED, 0, 0, 80, false},
-    /* NVIDIA T4 data sheet: 16 GB GDDR6 320 GB/s, FP16 tensor 65 (mixed precision), FP32 8.1,
-     * PCIe Gen3 x16 32 GB/s bidirectional -> 16. Turing has no bf16 tensor cores either:
-     * bf16 = fp32, as for the V100. NVIDIA Turing GPU Architecture whitepaper (2018), Tesla T4:
-     * 40 SMs. */
-    {"T4", 16, 8.1, 65, 8.1, 320, 16, CONSUMER, RESERVED, 0, 0, 40, false},
+    /* NVIDIA V100 Tensor Core GPU data sheet (2020), V100 SXM2 column: Tensor Performance 125
+     * TFLOPS (the Volta whitepaper, 2017: "mixed-precision FP16/FP32", i.e. fp16 products with
+     * fp32 accumulation, dense: Volta has no sparsity), FP32 15.7, 16 GB HBM2 900 GB/s, NVLink 2
+     * 300 GB/s bidirectional -> 150. No bf16 rate: Volta has no bf16 tensor cores (bf16 arrived
+     * with Ampere), so the type cannot run bf16 and trains fp16 with loss scaling instead. NVIDIA
+     * Tesla V100 GPU Architecture whitepaper (2017): 80 SMs. */
+    {"V100-16G", 16, 0, 125, 15.7, 900, 150, DC, RESERVED, 0, 0, 80, false},
+    /* NVIDIA T4 Tensor Core GPU data sheet (2019): Mixed Precision (FP16/FP32) 65 TFLOPS (dense:
+     * Turing has no sparsity), Single Precision (FP32) 8.1, 16 GB GDDR6 320 GB/s, PCIe Gen3 x16
+     * 32 GB/s bidirectional -> 16. No bf16 rate: Turing has no bf16 tensor cores either. NVIDIA
+     * Turing GPU Architecture whitepaper (2018), Tesla T4: 40 SMs. */
+    {"T4", 16, 0, 65, 8.1, 320, 16, CONSUMER, RESERVED, 0, 0, 40, false},
     /* NVIDIA Ada Lovelace GPU Architecture whitepaper (2022), Appendix A, GeForce RTX 4090:
      * FP16/BF16 tensor with FP32 accumulate 165.2 dense (GeForce runs fp32 accumulation at half
      * the fp16-accumulate rate of 330.3), FP32 82.6, GDDR6X 1,008 GB/s; PCIe Gen4 x16 -> 32,
@@ -127,6 +129,7 @@ int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g) {
     return (int64_t)llround(g->memory_gib * 1073741824.0);
 }
 
-double ah_gpu_peak_flops(const ah_gpu_type_t *g, int bf16) {
-    return (bf16 ? g->tflops_bf16 : g->tflops_fp32) * 1e12;
+double ah_gpu_peak_flops(const ah_gpu_type_t *g, int precision) {
+    const double tflops[] = {g->tflops_fp32, g->tflops_bf16, g->tflops_fp16};
+    return precision >= 0 && precision < 3 ? tflops[precision] * 1e12 : 0;
 }

@@ -92,8 +92,9 @@ int ah_cluster_gpu_count(const ah_cluster_t *c);
 
 /* Device memory capacity in bytes (memory_gib, or emulate.memory_mib when emulated). */
 int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g);
-/* Peak FLOP/s for a precision name index: 0 fp32, 1 bf16 (see ah_precision_t in cost). */
-double ah_gpu_peak_flops(const ah_gpu_type_t *g, int bf16);
+/* Peak FLOP/s for a precision index: 0 fp32, 1 bf16, 2 fp16 (ah_precision_t in cost/cost.h);
+ * 0 where the type gives no rate for it (it cannot run that precision). */
+double ah_gpu_peak_flops(const ah_gpu_type_t *g, int precision);
 
 /* The built-in example cluster used by the README's first command and tests:
  * "mixed-32": 2 nodes x 8 A100-80G (zone a), 1 x 8 H800 (zone a), 1 x 8 H20 (zone b);

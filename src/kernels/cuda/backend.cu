@@ -84,9 +84,9 @@ ah_status_t ah_cuda_check(ah_error_t *err) {
 
 ah_status_t ah_cuda_synchronize(ah_error_t *err) { return ah_cuda_check(err); }
 
-// Filled by assignment (nvcc's C++17 has no designated initializers). The bf16 table differs
-// only in the matmuls (linear layers, the LM head among them).
-static ah_kernels_t cuda_fp32, cuda_bf16;
+// Filled by assignment (nvcc's C++17 has no designated initializers). The bf16 and fp16 tables
+// differ only in the matmuls (linear layers, the LM head among them).
+static ah_kernels_t cuda_fp32, cuda_bf16, cuda_fp16;
 
 static void fill_tables(void) {
 #define CUDA_ENTRY(prefix, entry) cuda_fp32.entry = prefix##_##entry;
@@ -96,6 +96,10 @@ static void fill_tables(void) {
     cuda_bf16.name = "cuda-bf16";
     cuda_bf16.matmul_fwd = ah_cuda_matmul_fwd_bf16;
     cuda_bf16.matmul_bwd = ah_cuda_matmul_bwd_bf16;
+    cuda_fp16 = cuda_fp32;
+    cuda_fp16.name = "cuda-fp16";
+    cuda_fp16.matmul_fwd = ah_cuda_matmul_fwd_fp16;
+    cuda_fp16.matmul_bwd = ah_cuda_matmul_bwd_fp16;
 }
 
 const ah_kernels_t *ah_kernels_cuda(void) {
@@ -104,6 +108,10 @@ const ah_kernels_t *ah_kernels_cuda(void) {
 
 const ah_kernels_t *ah_kernels_cuda_bf16(void) {
     return ah_cuda_init(-1, NULL) == AH_OK ? &cuda_bf16 : NULL;
+}
+
+const ah_kernels_t *ah_kernels_cuda_fp16(void) {
+    return ah_cuda_init(-1, NULL) == AH_OK ? &cuda_fp16 : NULL;
 }
 
 // ---- reductions ----

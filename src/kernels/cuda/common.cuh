@@ -5,6 +5,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/kernels_cuda.h"
@@ -19,9 +20,9 @@ typedef struct ah_cuda_state {
     int device;
     cublasHandle_t blas;
     double *partials;          // (AH_CUDA_REDUCE_BLOCKS + 1) doubles on the device
-    __nv_bfloat16 *bf16_a;     // bf16 copies of matmul operands (grown to the largest seen)
-    __nv_bfloat16 *bf16_b;
-    size_t bf16_a_n, bf16_b_n;
+    void *half_a;              // bf16 or fp16 copies of matmul operands, 2 bytes an element
+    void *half_b;              // (grown to the largest seen)
+    size_t half_a_n, half_b_n;
     // The first failure since the last ah_cuda_check.
     ah_status_t status;
     char msg[512];
@@ -83,12 +84,16 @@ __device__ __forceinline__ double ah_block_sum_d(double v) {
 // host (synchronises).
 double ah_cuda_finish_reduction(int n);
 
-// Internal entry points shared between files.
-void ah_cuda_gemm(int bf16, bool ta, bool tb, int m, int n, int k, const float *A, int lda,
+// Internal entry points shared between files. The operand precision of a gemm and of the
+// tables: ah_precision_t's values (0 fp32, 1 bf16, 2 fp16).
+enum { AH_CUDA_FP32 = 0, AH_CUDA_BF16 = 1, AH_CUDA_FP16 = 2 };
+void ah_cuda_gemm(int prec, bool ta, bool tb, int m, int n, int k, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
-// The bf16 table's matmuls (linear layers, the LM head among them).
+// The bf16 and fp16 tables' matmuls (linear layers, the LM head among them).
 ah_kernel_matmul_fwd_fn ah_cuda_matmul_fwd_bf16;
 ah_kernel_matmul_bwd_fn ah_cuda_matmul_bwd_bf16;
+ah_kernel_matmul_fwd_fn ah_cuda_matmul_fwd_fp16;
+ah_kernel_matmul_bwd_fn ah_cuda_matmul_bwd_fp16;
 // Column sums: dbias[c] += sum_n dy[n,c] (dbias may be NULL); with x and rstd also
 // dweight[c] += sum_n dy * xhat, xhat = (x - mean) * rstd, or x * rstd when mean is NULL (RMS norm).
 void ah_cuda_column_sums(float *dbias, float *dweight, const float *dy, const float *x,

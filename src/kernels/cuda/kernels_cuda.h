@@ -6,8 +6,11 @@
  * matmuls, fused kernels for the rest. ah_kernels_cuda_bf16() is the same table except that its
  * matmuls (linear layers, the LM head among them) round both operands to bf16 and accumulate in
  * fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F); parameters, gradients and AdamW m, v stay fp32, which
- * makes the fp32 buffers the master weights. Both return NULL when there is no usable device;
- * ah_cuda_init says why.
+ * makes the fp32 buffers the master weights. ah_kernels_cuda_fp16() is the same with fp16
+ * operands (V100, T4: no bf16 tensor cores); fp16's range ends at 65504, so the runtime scales
+ * the loss (runtime/loss_scale.h) and an overflow appears as a non-finite gradient, seen by
+ * sum_squares; the scale enters through xent_grad's scale and leaves through adamw's grad_scale.
+ * All three return NULL when there is no usable device; ah_cuda_init says why.
  *
  * Attention. attention_fwd is a fused flash-style kernel (online softmax, no T x T matrix); its
  * state for the backward is one logsumexp per query row, attention_state_floats = B*Hl*T, and
@@ -45,6 +48,7 @@ void ah_cuda_device_name(char *buf, size_t len);
 
 const ah_kernels_t *ah_kernels_cuda(void);
 const ah_kernels_t *ah_kernels_cuda_bf16(void);
+const ah_kernels_t *ah_kernels_cuda_fp16(void);
 
 /* The first error any kernel hit since the last call (then cleared), plus a device
  * synchronisation so asynchronous faults surface here. */
