@@ -19,14 +19,11 @@
 static const char *VERB = "plan";
 static const char ABOUT[] = "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
                             "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
-                            "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
-                            "batch-balanced (Whale-like) baselines.";
+                            "micro-batch size, recomputation. The baselines' plans are candidates, so it is never slower\n"
+                            "than any; reports the speedup over the uniform (Megatron-LM), batch-balanced (Whale-like)\n"
+                            "and megatron-best (best symmetric plan on one GPU type or all) baselines.";
 
-typedef struct {
-    ah_plan_result_t r;
-    ah_error_t err;
-    bool ok;
-} baseline_t;
+typedef ah_baseline_out_t baseline_t; /* the planner's run of each baseline */
 
 /* A plan's shape as "why" compares it: ranges over pipelines and stages. */
 typedef struct {
@@ -104,7 +101,7 @@ static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *bas
 /* The "why" object: per baseline, the list of differences. */
 static json_t *why_json(const ah_plan_t *p, const baseline_t *bl) {
     json_t *o = json_object();
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < AH_BASELINE_COUNT; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
                             why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
     return o;
@@ -113,7 +110,7 @@ static json_t *why_json(const ah_plan_t *p, const baseline_t *bl) {
 static void print_why(const ah_plan_t *p, const baseline_t *bl) {
     json_t *why = why_json(p, bl);
     printf("why: what differs from each baseline\n");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         const json_t *list = json_object_get(why, name);
         printf("  vs %s:", name);
@@ -176,8 +173,11 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
                                                                               : "template (not proven optimal)");
     if (!r->exact) printf("template mode: %s\n", r->template_why);
-    printf("planning: %.3f s, %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
-    for (int k = 0; k < 2; k++) {
+    if (r->from_baseline >= 0)
+        printf("search: nothing it scored beat the %s baseline's own plan, which is the plan\n",
+               ah_baseline_name((ah_baseline_t)r->from_baseline));
+    printf("planning: %.3f s (baselines included), %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         if (bl[k].ok)
             printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
@@ -190,7 +190,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
     json_t *bj = json_object();
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", bl[k].r.eval.pred.iteration_s, "speedup",
                                          bl[k].r.eval.pred.iteration_s / r->eval.pred.iteration_s)
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
@@ -206,6 +206,9 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
     json_object_set_new(doc, "left_out", r->left_out[0] ? json_string(r->left_out) : json_null());
+    json_object_set_new(doc, "from_baseline", r->from_baseline >= 0
+                                                  ? json_string(ah_baseline_name((ah_baseline_t)r->from_baseline))
+                                                  : json_null());
     json_object_set_new(doc, "bottleneck",
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
@@ -234,7 +237,7 @@ static bool string_flags(const char *mb_arg, const char *precision, const char *
         return false;
     }
     if (baseline_arg && !ah_baseline_parse(baseline_arg, baseline)) {
-        fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
+        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", baseline_arg);
         return false;
     }
     return true;
@@ -283,11 +286,7 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     ah_error_t err = {0};
     ah_plan_result_t planned;
     if (ah_planner_run(model, cluster, o, &planned, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    baseline_t bl[2];
-    for (int k = 0; k < 2; k++) {
-        memset(&bl[k], 0, sizeof bl[k]);
-        bl[k].ok = ah_baseline_run(model, cluster, o, (ah_baseline_t)k, &bl[k].r, &bl[k].err) == AH_OK;
-    }
+    baseline_t *bl = planned.baselines;
     ah_plan_result_t *emit = &planned;
     const char *chosen = baseline_arg ? ah_baseline_name(chosen_baseline) : "planner";
     int rc = 0;
@@ -303,8 +302,6 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
         if (svg_path) printf("picture written to %s\n", svg_path);
         if (rank_path) printf("rankfile written to %s (hostfile %s.hosts)\n", rank_path, rank_path);
     }
-    for (int k = 0; k < 2; k++)
-        if (bl[k].ok) ah_plan_result_free(&bl[k].r);
     ah_plan_result_free(&planned);
     return rc;
 }
@@ -333,7 +330,7 @@ int ah_cli_plan(int argc, char **argv) {
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         {"--profile", AH_FLAG_STR, &profile_arg, "P",
          "measured per-layer times from autohet profile (default roofline)", false},
-        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced",
+        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced|megatron-best",
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},
