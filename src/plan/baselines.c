@@ -44,7 +44,7 @@ typedef struct {
     int node, slot;
 } bgroup_t;
 
-/* One (t, m) of one baseline: its groups and a lazily filled table of stage times f + b by
+/* One (t, m) of one baseline: its groups and a lazily filled table of stage costs by
  * (type, kind, blocks, recompute), for structure_lb. */
 typedef struct {
     const ah_model_t *model;
@@ -54,40 +54,49 @@ typedef struct {
     ah_train_t tr;
     int t, G, L;
     const bgroup_t *g;
-    double *fb; /* NAN = not computed yet */
+    ah_stage_cost_t *sc; /* fwd_s NAN = not computed yet */
 } bctx_t;
 
-static double stage_fb(const bctx_t *b, int type, int kind, int nb, int rc) {
-    const size_t i = (((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(b->L + 1) + (size_t)nb) * 2 + (size_t)rc;
-    if (isnan(b->fb[i])) {
+static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int nb, int rc) {
+    ah_stage_cost_t *sc = &b->sc[(((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(b->L + 1) + (size_t)nb) * 2 +
+                                 (size_t)rc];
+    if (isnan(sc->fwd_s)) {
         const ah_cost_ctx_t ctx = {b->model, b->cluster, &b->tr, b->t, b->o->profile};
-        ah_stage_cost_t sc;
-        ah_stage_cost(&ctx, type, 0, nb, kind & 1, (kind & 2) != 0, rc, &sc);
-        b->fb[i] = sc.fwd_s + sc.bwd_s;
+        ah_stage_cost(&ctx, type, 0, nb, kind & 1, (kind & 2) != 0, rc, sc);
     }
-    return b->fb[i];
+    return sc;
 }
 
-/* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage times
- * alone (p2p, DP sync and the optimizer are >= 0): with equal micro-batches each pipeline runs
- * N / P, so T >= max_p T_p(N / P); batch-balanced gives some pipeline at least ceil(N / P), so
- * T >= min_p T_p(ceil(N / P)), T_p(n) = sum_s c_s + (n - 1) max_s c_s. */
+/* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage costs
+ * alone (p2p, DP sync and the optimizer are >= 0), or +inf when a stage cannot fit (with equal
+ * micro-batches its own in-flight count; batch-balanced: one in flight, the fewest it can have;
+ * uniform: against the smallest GPU of the structure). With equal micro-batches each pipeline
+ * runs N / P, so T >= max_p T_p(N / P); batch-balanced gives some pipeline at least ceil(N / P),
+ * so T >= min_p T_p(ceil(N / P)), T_p(n) = sum_s c_s + (n - 1) max_s c_s. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
+    const ah_cluster_t *c = b->cluster;
     const int64_t N = b->tr.global_batch / b->tr.micro_batch, n = (N + P - 1) / P;
     const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
     const int base = b->L / S, extra = b->L % S;
+    int64_t smallest = INT64_MAX;
+    for (int i = 0; i < P * S && b->kind == AH_BASELINE_UNIFORM; i++) {
+        const int64_t cap = ah_gpu_capacity_bytes(&c->types[c->nodes[b->g[i].node].type]);
+        smallest = cap < smallest ? cap : smallest;
+    }
     double lb = balanced ? INFINITY : 0;
     for (int p = 0; p < P; p++) {
         bool same = p > 0;
         for (int s = 0; s < S && same; s++)
-            same = b->cluster->nodes[b->g[p * S + s].node].type == b->cluster->nodes[b->g[(p - 1) * S + s].node].type;
+            same = c->nodes[b->g[p * S + s].node].type == c->nodes[b->g[(p - 1) * S + s].node].type;
         if (same) continue; /* the same stage types as the pipeline before: the same T_p */
         double sum = 0, max = 0;
         for (int s = 0; s < S; s++) {
-            const double c = stage_fb(b, b->cluster->nodes[b->g[p * S + s].node].type, ah_stage_kind(s, S),
-                                      base + (s < extra ? 1 : 0), rc);
-            sum += c;
-            max = c > max ? c : max;
+            const int ty = c->nodes[b->g[p * S + s].node].type;
+            const ah_stage_cost_t *sc = stage_sc(b, ty, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
+            const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : ah_gpu_capacity_bytes(&c->types[ty]);
+            if (ah_stage_memory_bytes(sc, balanced ? 1 : ah_inflight(S, s, n)) > cap) return INFINITY;
+            sum += sc->fwd_s + sc->bwd_s;
+            max = fmax(max, sc->fwd_s + sc->bwd_s);
         }
         const double tp = sum + (double)(n - 1) * max;
         lb = balanced ? fmin(lb, tp) : fmax(lb, tp);
@@ -155,8 +164,8 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     const int used = P * S * b->t, best_used = plan_used(best);
     const bool by_used = b->kind == AH_BASELINE_UNIFORM && best->plan.pipelines && used != best_used;
     if (by_used && used < best_used) return AH_OK;
-    if (best->plan.pipelines && !by_used && structure_lb(b, P, S, recompute) >= best->eval.pred.iteration_s)
-        return AH_OK;
+    const double lb = structure_lb(b, P, S, recompute);
+    if (!isfinite(lb) || (best->plan.pipelines && !by_used && lb >= best->eval.pred.iteration_s)) return AH_OK;
     ah_plan_t p;
     ah_status_t st = ah_plan_init(&p, b->model, &b->tr, b->t, b->cluster, P, err);
     for (int i = 0; i < P && st == AH_OK; i++) {
@@ -240,11 +249,11 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     if (checked != AH_OK) return checked;
     const int G1 = ah_cluster_gpu_count(cluster), L = (int)model->n_layer;
     bgroup_t *g = malloc(sizeof *g * (size_t)(G1 > 0 ? G1 : 1));
-    const size_t n_fb = (size_t)cluster->n_types * AH_KINDS * (size_t)(L + 1) * 2;
-    double *fb = malloc(sizeof *fb * (n_fb > 0 ? n_fb : 1));
-    if (!g || !fb) {
+    const size_t n_sc = (size_t)cluster->n_types * AH_KINDS * (size_t)(L + 1) * 2;
+    ah_stage_cost_t *sc = malloc(sizeof *sc * (n_sc > 0 ? n_sc : 1));
+    if (!g || !sc) {
         free(g);
-        free(fb);
+        free(sc);
         return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
     }
     ah_status_t st = AH_OK;
@@ -259,9 +268,9 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
         for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
              mb++) {
             if (opts->train.global_batch % mb) continue;
-            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, fb};
+            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc};
             b.tr.micro_batch = mb;
-            for (size_t i = 0; i < n_fb; i++) fb[i] = NAN;
+            for (size_t i = 0; i < n_sc; i++) sc[i].fwd_s = NAN;
             for (int part = -1; part <= last_part && st == AH_OK; part++) {
                 b.G = collect_groups(cluster, t, part, opts->train.precision, g);
                 if (part >= 0 && (b.G == 0 || b.G == all)) continue; /* no groups, or the whole cluster again */
@@ -270,7 +279,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
         }
     }
     free(g);
-    free(fb);
+    free(sc);
     if (st == AH_OK && !out->plan.pipelines)
         st = ah_error_set(err, AH_ERR_INFEASIBLE,
                           "the %s baseline finds no plan that fits: %s",

@@ -92,10 +92,14 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err);
 void ah_plan_result_free(ah_plan_result_t *r);
 
-/* Lower bound on the iteration time of any plan with TP degree t and micro-batch m: every
- * micro-batch passes every block forward and backward on some group, and a group's busy time in
- * one iteration is at most the iteration time (1F1B: n * max stage time <= T_pipe), so
- * T >= N * L / sum_groups(1 / block_time(type)). Returns +inf when no group exists. */
+/* Lower bound on the iteration time of any plan with TP degree t and micro-batch m (docs/planner.md
+ * "What the search guarantees" proves each term): for the plan's pipeline count P, at most
+ * min(N, G / S0) (S0: the fewest stages whose memory can hold the model),
+ *   T >= max(N L / R, L b + (N - P) L / R) + sync(P) + optimizer(P)
+ * with R = sum over TP groups of 1 / block time (TP communication included), b the fastest block
+ * time, sync(P) the all-reduce over P pipelines, on the best link, of the smallest possible
+ * largest stage, optimizer(P) that stage's step at the best memory bandwidth; minimised over P.
+ * Returns +inf when no group exists. */
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile);
 

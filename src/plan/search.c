@@ -242,19 +242,81 @@ double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t
 
 /* ---- lower bound ---- */
 
+/* The most blocks one stage can hold on any group of the cluster: its memory with one micro-batch
+ * in flight (the fewest any stage has), any kind, the cheaper recompute choice; 0 when not even one
+ * block fits anywhere. Memory grows with the block count, so bisection finds each type's most. */
+static int most_blocks_per_stage(const ah_cost_ctx_t *ctx, int L) {
+    const ah_cluster_t *c = ctx->cluster;
+    int most = 0;
+    for (int ty = 0; ty < c->n_types; ty++) {
+        bool present = false;
+        for (int i = 0; i < c->n_nodes && !present; i++)
+            present = c->nodes[i].type == ty && ah_node_groups(c, i, ctx->t, ctx->train->precision) > 0;
+        if (!present) continue;
+        const int64_t cap = ah_gpu_capacity_bytes(&c->types[ty]);
+        for (int kind = 0; kind < 4; kind++) {
+            int lo = 0, hi = L; /* lo fits (0 blocks counts as fitting), find the largest */
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) / 2;
+                bool fits = false;
+                for (int rc = 0; rc < 2 && !fits; rc++) {
+                    ah_stage_cost_t sc;
+                    ah_stage_cost(ctx, ty, 0, mid, kind & 1, (kind & 2) != 0, rc, &sc);
+                    fits = ah_stage_memory_bytes(&sc, 1) <= cap;
+                }
+                if (fits) lo = mid;
+                else hi = mid - 1;
+            }
+            if (lo > most) most = lo;
+        }
+    }
+    return most;
+}
+
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile) {
     const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
-    double rate = 0; /* blocks per second the whole cluster can run */
+    const int L = (int)model->n_layer;
+    const int64_t N = train->global_batch / train->micro_batch;
+    double rate = 0, fastest = INFINITY, opt_per_param = INFINITY, bw = 0, lat = INFINITY;
+    int G = 0;
     for (int i = 0; i < cluster->n_nodes; i++) {
         int g = ah_node_groups(cluster, i, t, train->precision);
         if (g == 0) continue;
+        const int ty = cluster->nodes[i].type;
         ah_stage_cost_t sc;
-        ah_stage_cost(&ctx, cluster->nodes[i].type, 0, 1, false, false, false, &sc);
+        ah_stage_cost(&ctx, ty, 0, 1, false, false, false, &sc);
         rate += g / (sc.fwd_s + sc.bwd_s);
+        fastest = fmin(fastest, sc.fwd_s + sc.bwd_s);
+        opt_per_param = fmin(opt_per_param, ah_optimizer_seconds(&ctx, ty, 1 << 20) / (1 << 20));
+        for (int l = AH_LINK_INTRA; l <= AH_LINK_INTER_ZONE; l++) {
+            bw = fmax(bw, ah_link_bw(cluster, (ah_link_t)l, ty, ty));
+            lat = fmin(lat, ah_link_latency(cluster, (ah_link_t)l));
+        }
+        G += g;
     }
     if (rate <= 0) return INFINITY;
-    return (double)(train->global_batch / train->micro_batch) * (double)model->n_layer / rate;
+    /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
+    const double compute = (double)N * L / rate;
+    const int per_stage = most_blocks_per_stage(&ctx, L);
+    const int S0 = per_stage > 0 ? (L + per_stage - 1) / per_stage : INT32_MAX; /* fewest stages that fit */
+    if (S0 > G) return compute; /* nothing fits at this (t, m): the compute bound still holds */
+    const int64_t P_max = (int64_t)(G / S0) < N ? G / S0 : N;
+    const double p_block = (double)ah_layer_params(model, AH_LAYER_BLOCK, t);
+    const double grad_elt = train->precision == AH_PREC_FP32 ? 4 : 2;
+    double best = INFINITY;
+    for (int64_t P = 1; P <= P_max; P++) {
+        /* the bubble: T_pipe >= L * fastest + (N - P) * L / rate (docs/planner.md) */
+        const double pipe = fmax(compute, L * fastest + (double)(N - P) * L / rate);
+        /* the pipeline with the fewest stages has at most G / P, so a stage of at least
+         * ceil(L / (G / P)) blocks, whose gradients sync over P pipelines on the best link and
+         * whose optimizer runs at the best memory bandwidth */
+        const int64_t stages = G / P < L ? G / P : L;
+        const double nb = (double)((L + stages - 1) / stages);
+        const double sync = P > 1 ? ah_allreduce_seconds(nb * p_block * grad_elt, (int)P, bw, lat) : 0;
+        best = fmin(best, pipe + sync + nb * p_block * opt_per_param);
+    }
+    return best;
 }
 
 /* ---- inputs ---- */
