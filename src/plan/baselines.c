@@ -55,7 +55,44 @@ typedef struct {
     int t, G, L;
     const bgroup_t *g;
     ah_stage_cost_t *sc; /* fwd_s NAN = not computed yet */
+    double *bott, *sum, *rem; /* scratch, one per group: per pipeline bottleneck and summed stage */
+    int64_t *n;               /* times, the batch-balanced split */
+    int *order;
 } bctx_t;
+
+/* Micro-batches in proportion to speed (1 / bottleneck stage time c[i]), >= 1 each, largest
+ * remainders (ties to the earlier pipeline) for what is left, into n; rem and order are scratch
+ * of P entries. */
+static const double *sort_rem; /* for by_remainder; baselines run on one thread */
+static int by_remainder(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    if (sort_rem[i] != sort_rem[j]) return sort_rem[i] > sort_rem[j] ? -1 : 1;
+    return i - j;
+}
+
+static void split_by_speed(int P, const double *c, int64_t N, int64_t *n, double *rem, int *order) {
+    double total = 0;
+    for (int i = 0; i < P; i++) total += 1.0 / c[i];
+    int64_t given = 0;
+    for (int i = 0; i < P; i++) {
+        const double want = (double)(N - P) * (1.0 / c[i]) / total;
+        n[i] = 1 + (int64_t)floor(want);
+        rem[i] = want - floor(want);
+        given += n[i];
+        order[i] = i;
+    }
+    sort_rem = rem;
+    qsort(order, (size_t)P, sizeof *order, by_remainder);
+    for (int k = 0; given < N; k++, given++) n[order[k]]++;
+}
+
+/* Whether pipeline p > 0 of S stages over b->g has the stage types of pipeline p - 1. */
+static bool same_types(const bctx_t *b, int p, int S) {
+    const ah_cluster_t *c = b->cluster;
+    for (int s = 0; s < S; s++)
+        if (c->nodes[b->g[p * S + s].node].type != c->nodes[b->g[(p - 1) * S + s].node].type) return false;
+    return true;
+}
 
 static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int nb, int rc) {
     ah_stage_cost_t *sc = &b->sc[(((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(b->L + 1) + (size_t)nb) * 2 +
@@ -68,14 +105,13 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
 }
 
 /* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage costs
- * alone (p2p, DP sync and the optimizer are >= 0), or +inf when a stage cannot fit (with equal
- * micro-batches its own in-flight count; batch-balanced: one in flight, the fewest it can have;
- * uniform: against the smallest GPU of the structure). With equal micro-batches each pipeline
- * runs N / P, so T >= max_p T_p(N / P); batch-balanced gives some pipeline at least ceil(N / P),
- * so T >= min_p T_p(ceil(N / P)), T_p(n) = sum_s c_s + (n - 1) max_s c_s. */
+ * alone (p2p, DP sync and the optimizer are >= 0): T >= max_p T_p(n_p), T_p(n) = sum_s c_s +
+ * (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's own split (split_by_speed on the same
+ * bottleneck times). +inf when a stage does not fit with its in-flight micro-batches (uniform:
+ * the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
     const ah_cluster_t *c = b->cluster;
-    const int64_t N = b->tr.global_batch / b->tr.micro_batch, n = (N + P - 1) / P;
+    const int64_t N = b->tr.global_batch / b->tr.micro_batch;
     const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
     const int base = b->L / S, extra = b->L % S;
     int64_t smallest = INT64_MAX;
@@ -83,23 +119,29 @@ static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
         const int64_t cap = ah_gpu_capacity_bytes(&c->types[c->nodes[b->g[i].node].type]);
         smallest = cap < smallest ? cap : smallest;
     }
-    double lb = balanced ? INFINITY : 0;
     for (int p = 0; p < P; p++) {
-        bool same = p > 0;
-        for (int s = 0; s < S && same; s++)
-            same = c->nodes[b->g[p * S + s].node].type == c->nodes[b->g[(p - 1) * S + s].node].type;
-        if (same) continue; /* the same stage types as the pipeline before: the same T_p */
-        double sum = 0, max = 0;
-        for (int s = 0; s < S; s++) {
+        const bool same = p > 0 && same_types(b, p, S);
+        b->sum[p] = same ? b->sum[p - 1] : 0;
+        b->bott[p] = same ? b->bott[p - 1] : 0;
+        for (int s = 0; s < S && !same; s++) {
+            const ah_stage_cost_t *sc = stage_sc(b, c->nodes[b->g[p * S + s].node].type, ah_stage_kind(s, S),
+                                                 base + (s < extra ? 1 : 0), rc);
+            b->sum[p] += sc->fwd_s + sc->bwd_s;
+            b->bott[p] = fmax(b->bott[p], sc->fwd_s + sc->bwd_s);
+        }
+    }
+    if (balanced) split_by_speed(P, b->bott, N, b->n, b->rem, b->order);
+    double lb = 0;
+    for (int p = 0; p < P; p++) {
+        const int64_t n = balanced ? b->n[p] : N / P;
+        const bool checked = p > 0 && (balanced ? b->n[p - 1] : n) == n && same_types(b, p, S);
+        for (int s = 0; s < S && !checked; s++) { /* memory; the pipeline before answered for a copy */
             const int ty = c->nodes[b->g[p * S + s].node].type;
             const ah_stage_cost_t *sc = stage_sc(b, ty, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
             const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : ah_gpu_capacity_bytes(&c->types[ty]);
-            if (ah_stage_memory_bytes(sc, balanced ? 1 : ah_inflight(S, s, n)) > cap) return INFINITY;
-            sum += sc->fwd_s + sc->bwd_s;
-            max = fmax(max, sc->fwd_s + sc->bwd_s);
+            if (ah_stage_memory_bytes(sc, ah_inflight(S, s, n)) > cap) return INFINITY;
         }
-        const double tp = sum + (double)(n - 1) * max;
-        lb = balanced ? fmin(lb, tp) : fmax(lb, tp);
+        lb = fmax(lb, b->sum[p] + (double)(n - 1) * b->bott[p]);
     }
     return lb;
 }
@@ -120,33 +162,13 @@ static void fill_structure(ah_plan_t *p, const bgroup_t *g, int S, bool recomput
         }
 }
 
-/* Micro-batches in proportion to speed (1 / bottleneck stage time), >= 1 each, largest
- * remainders for what is left. */
-static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N) {
-    const int P = p->n_pipelines;
-    double total = 0, *share = malloc(sizeof(double) * (size_t)P);
-    if (!share) return; /* keeps the equal split */
-    for (int i = 0; i < P; i++) {
-        const ah_stage_eval_t *b = &e->pipelines[i].stages[e->pipelines[i].bottleneck_stage];
-        share[i] = 1.0 / (b->fwd_s + b->bwd_s);
-        total += share[i];
+static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N, const bctx_t *b) {
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_stage_eval_t *bs = &e->pipelines[i].stages[e->pipelines[i].bottleneck_stage];
+        b->bott[i] = bs->fwd_s + bs->bwd_s;
     }
-    int64_t given = 0;
-    for (int i = 0; i < P; i++) {
-        double want = (double)(N - P) * share[i] / total;
-        p->pipelines[i].micro_batches = 1 + (int64_t)floor(want);
-        share[i] = want - floor(want); /* now the remainder */
-        given += p->pipelines[i].micro_batches;
-    }
-    while (given < N) {
-        int best = 0;
-        for (int i = 1; i < P; i++)
-            if (share[i] > share[best]) best = i;
-        p->pipelines[best].micro_batches++;
-        share[best] = -1;
-        given++;
-    }
-    free(share);
+    split_by_speed(p->n_pipelines, b->bott, N, b->n, b->rem, b->order);
+    for (int i = 0; i < p->n_pipelines; i++) p->pipelines[i].micro_batches = b->n[i];
 }
 
 static int plan_used(const ah_plan_result_t *r) {
@@ -180,7 +202,7 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     ah_eval_t e;
     st = ah_evaluate(&p, b->o->profile, &e, err);
     if (st == AH_OK && b->kind == AH_BASELINE_BATCH_BALANCED) {
-        balance(&p, &e, N);
+        balance(&p, &e, N, b);
         ah_eval_free(&e);
         st = ah_evaluate(&p, b->o->profile, &e, err);
     }
@@ -249,11 +271,17 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     if (checked != AH_OK) return checked;
     const int G1 = ah_cluster_gpu_count(cluster), L = (int)model->n_layer;
     bgroup_t *g = malloc(sizeof *g * (size_t)(G1 > 0 ? G1 : 1));
-    const size_t n_sc = (size_t)cluster->n_types * AH_KINDS * (size_t)(L + 1) * 2;
+    const size_t n_sc = (size_t)cluster->n_types * AH_KINDS * (size_t)(L + 1) * 2, n_g = (size_t)(G1 > 0 ? G1 : 1);
     ah_stage_cost_t *sc = malloc(sizeof *sc * (n_sc > 0 ? n_sc : 1));
-    if (!g || !sc) {
+    double *scratch = malloc(sizeof *scratch * 3 * n_g);
+    int64_t *split = malloc(sizeof *split * n_g);
+    int *order = malloc(sizeof *order * n_g);
+    if (!g || !sc || !scratch || !split || !order) {
         free(g);
         free(sc);
+        free(scratch);
+        free(split);
+        free(order);
         return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
     }
     ah_status_t st = AH_OK;
@@ -268,7 +296,8 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
         for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
              mb++) {
             if (opts->train.global_batch % mb) continue;
-            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc};
+            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc, scratch, scratch + n_g,
+                        scratch + 2 * n_g, split, order};
             b.tr.micro_batch = mb;
             for (size_t i = 0; i < n_sc; i++) sc[i].fwd_s = NAN;
             for (int part = -1; part <= last_part && st == AH_OK; part++) {
@@ -280,6 +309,9 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     }
     free(g);
     free(sc);
+    free(scratch);
+    free(split);
+    free(order);
     if (st == AH_OK && !out->plan.pipelines)
         st = ah_error_set(err, AH_ERR_INFEASIBLE,
                           "the %s baseline finds no plan that fits: %s",
