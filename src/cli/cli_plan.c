@@ -169,7 +169,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("bottleneck: pipeline %d, stage %d (%s, layers [%d, %d))\n", e->critical_pipeline, e->bottleneck_stage,
            p->cluster.types[bs->type].name, bs->first, bs->last);
     if (r->lower_bound_s > 0)
-        printf("lower bound: %.4f s (compute relaxation); gap %.1f%%; search %s\n", r->lower_bound_s,
+        printf("lower bound: %.4f s (compute, bubble, DP sync; docs/planner.md); gap %.1f%%; search %s\n", r->lower_bound_s,
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
                                                                               : "template (not proven optimal)");
     if (!r->exact) printf("template mode: %s\n", r->template_why);
