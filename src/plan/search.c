@@ -273,12 +273,44 @@ static int most_blocks_per_stage(const ah_cost_ctx_t *ctx, int L) {
     return most;
 }
 
+/* span[k]: the most TP groups within one link kind k (one node, one zone, the whole cluster). */
+static void link_spans(const ah_cluster_t *c, int t, ah_precision_t prec, int64_t span[3]) {
+    span[0] = span[1] = span[2] = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const int g = ah_node_groups(c, i, t, prec);
+        span[0] = g > span[0] ? g : span[0];
+        span[2] += g;
+        int64_t zone = 0; /* groups in node i's zone, counted at its first node */
+        bool first = true;
+        for (int j = 0; j < c->n_nodes && first; j++) {
+            const bool same_zone = ah_link_between(c, i, j) != AH_LINK_INTER_ZONE;
+            if (j < i && same_zone) first = false;
+            else if (j >= i && same_zone) zone += ah_node_groups(c, j, t, prec);
+        }
+        if (first) span[1] = zone > span[1] ? zone : span[1];
+    }
+}
+
+/* The DP link a plan of at least `groups` TP groups prices its sync on, at best: its worst link is
+ * at least the first kind whose span holds it; of that kind or worse, the fastest bandwidth and
+ * the least latency. */
+static void best_dp_link(const ah_cluster_t *c, const int64_t span[3], int64_t groups, double *bw, double *lat) {
+    int kind = 0;
+    while (kind < 2 && groups > span[kind]) kind++;
+    *bw = 0;
+    *lat = INFINITY;
+    for (int l = kind; l <= AH_LINK_INTER_ZONE; l++) {
+        for (int ty = 0; ty < c->n_types; ty++) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)l, ty, ty));
+        *lat = fmin(*lat, ah_link_latency(c, (ah_link_t)l));
+    }
+}
+
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile) {
     const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
     const int L = (int)model->n_layer;
     const int64_t N = train->global_batch / train->micro_batch;
-    double rate = 0, fastest = INFINITY, opt_per_param = INFINITY, bw = 0, lat = INFINITY;
+    double rate = 0, fastest = INFINITY, opt_per_param = INFINITY;
     int G = 0;
     for (int i = 0; i < cluster->n_nodes; i++) {
         int g = ah_node_groups(cluster, i, t, train->precision);
@@ -289,10 +321,6 @@ double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *clust
         rate += g / (sc.fwd_s + sc.bwd_s);
         fastest = fmin(fastest, sc.fwd_s + sc.bwd_s);
         opt_per_param = fmin(opt_per_param, ah_optimizer_seconds(&ctx, ty, 1 << 20) / (1 << 20));
-        for (int l = AH_LINK_INTRA; l <= AH_LINK_INTER_ZONE; l++) {
-            bw = fmax(bw, ah_link_bw(cluster, (ah_link_t)l, ty, ty));
-            lat = fmin(lat, ah_link_latency(cluster, (ah_link_t)l));
-        }
         G += g;
     }
     if (rate <= 0) return INFINITY;
@@ -304,12 +332,17 @@ double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *clust
     const int64_t P_max = (int64_t)(G / S0) < N ? G / S0 : N;
     const double p_block = (double)ah_layer_params(model, AH_LAYER_BLOCK, t);
     const double grad_elt = train->precision == AH_PREC_FP32 ? 4 : 2;
+    int64_t span[3];
+    link_spans(cluster, t, train->precision, span);
     double best = INFINITY;
     for (int64_t P = 1; P <= P_max; P++) {
+        double bw, lat;
+        best_dp_link(cluster, span, P * S0, &bw, &lat);
         /* the bubble: T_pipe >= L * fastest + (N - P) * L / rate (docs/planner.md) */
         const double pipe = fmax(compute, L * fastest + (double)(N - P) * L / rate);
         /* the pipeline with the fewest stages has at most G / P, so a stage of at least
-         * ceil(L / (G / P)) blocks, whose gradients sync over P pipelines on the best link and
+         * ceil(L / (G / P)) blocks, whose gradients sync over P pipelines, on at best the fastest
+         * link of the kinds a plan of P S0 groups can have (best_dp_link), and
          * whose optimizer runs at the best memory bandwidth */
         const int64_t stages = G / P < L ? G / P : L;
         const double nb = (double)((L + stages - 1) / stages);
