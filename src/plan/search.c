@@ -291,41 +291,54 @@ static void link_spans(const ah_cluster_t *c, int t, ah_precision_t prec, int64_
     }
 }
 
-/* The DP link a plan of at least `groups` TP groups prices its sync on, at best: its worst link is
- * at least the first kind whose span holds it; of that kind or worse, the fastest bandwidth and
- * the least latency. */
-static void best_dp_link(const ah_cluster_t *c, const int64_t span[3], int64_t groups, double *bw, double *lat) {
-    int kind = 0;
-    while (kind < 2 && groups > span[kind]) kind++;
+/* The fastest bandwidth and least latency of link kind k (intra-node: the best type's). */
+static void link_best(const ah_cluster_t *c, ah_link_t k, double *bw, double *lat) {
     *bw = 0;
-    *lat = INFINITY;
-    for (int l = kind; l <= AH_LINK_INTER_ZONE; l++) {
-        for (int ty = 0; ty < c->n_types; ty++) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)l, ty, ty));
-        *lat = fmin(*lat, ah_link_latency(c, (ah_link_t)l));
+    for (int ty = 0; ty < c->n_types; ty++) *bw = fmax(*bw, ah_link_bw(c, k, ty, ty));
+    *lat = ah_link_latency(c, k);
+}
+
+/* Blocks per second of the U fastest TP groups: rate[] and count[] per type, in decreasing rate. */
+static double top_rate(const double *rate, const int *count, int n, int64_t U) {
+    double r = 0;
+    for (int i = 0; i < n && U > 0; i++) {
+        const int64_t take = count[i] < U ? count[i] : U;
+        r += (double)take * rate[i];
+        U -= take;
     }
+    return r;
 }
 
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile) {
     const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
-    const int L = (int)model->n_layer;
+    const int L = (int)model->n_layer, nt = cluster->n_types;
     const int64_t N = train->global_batch / train->micro_batch;
-    double rate = 0, fastest = INFINITY, opt_per_param = INFINITY;
-    int G = 0;
-    for (int i = 0; i < cluster->n_nodes; i++) {
-        int g = ah_node_groups(cluster, i, t, train->precision);
-        if (g == 0) continue;
-        const int ty = cluster->nodes[i].type;
+    double fastest = INFINITY, opt_per_param = INFINITY, rate[nt > 0 ? nt : 1];
+    int count[nt > 0 ? nt : 1], G = 0;
+    for (int ty = 0; ty < nt; ty++) count[ty] = 0;
+    for (int i = 0; i < cluster->n_nodes; i++) count[cluster->nodes[i].type] += ah_node_groups(cluster, i, t,
+                                                                                                train->precision);
+    for (int ty = 0; ty < nt; ty++) {
+        rate[ty] = 0;
+        if (count[ty] == 0) continue;
         ah_stage_cost_t sc;
         ah_stage_cost(&ctx, ty, 0, 1, false, false, false, &sc);
-        rate += g / (sc.fwd_s + sc.bwd_s);
+        rate[ty] = 1 / (sc.fwd_s + sc.bwd_s);
         fastest = fmin(fastest, sc.fwd_s + sc.bwd_s);
         opt_per_param = fmin(opt_per_param, ah_optimizer_seconds(&ctx, ty, 1 << 20) / (1 << 20));
-        G += g;
+        G += count[ty];
     }
-    if (rate <= 0) return INFINITY;
+    if (G == 0) return INFINITY;
+    for (int i = 1; i < nt; i++) /* types by decreasing rate, for top_rate */
+        for (int j = i; j > 0 && rate[j] > rate[j - 1]; j--) {
+            const double r = rate[j];
+            const int n = count[j];
+            rate[j] = rate[j - 1], count[j] = count[j - 1];
+            rate[j - 1] = r, count[j - 1] = n;
+        }
     /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
-    const double compute = (double)N * L / rate;
+    const double compute = (double)N * L / top_rate(rate, count, nt, G);
     const int per_stage = most_blocks_per_stage(&ctx, L);
     const int S0 = per_stage > 0 ? (L + per_stage - 1) / per_stage : INT32_MAX; /* fewest stages that fit */
     if (S0 > G) return compute; /* nothing fits at this (t, m): the compute bound still holds */
@@ -335,20 +348,24 @@ double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *clust
     int64_t span[3];
     link_spans(cluster, t, train->precision, span);
     double best = INFINITY;
-    for (int64_t P = 1; P <= P_max; P++) {
-        double bw, lat;
-        best_dp_link(cluster, span, P * S0, &bw, &lat);
-        /* the bubble: T_pipe >= L * fastest + (N - P) * L / rate (docs/planner.md) */
-        const double pipe = fmax(compute, L * fastest + (double)(N - P) * L / rate);
-        /* the pipeline with the fewest stages has at most G / P, so a stage of at least
-         * ceil(L / (G / P)) blocks, whose gradients sync over P pipelines, on at best the fastest
-         * link of the kinds a plan of P S0 groups can have (best_dp_link), and
-         * whose optimizer runs at the best memory bandwidth */
-        const int64_t stages = G / P < L ? G / P : L;
-        const double nb = (double)((L + stages - 1) / stages);
-        const double sync = P > 1 ? ah_allreduce_seconds(nb * p_block * grad_elt, (int)P, bw, lat) : 0;
-        best = fmin(best, pipe + sync + nb * p_block * opt_per_param);
-    }
+    /* plans by P and by their worst link k: they use U <= span[k] groups, at least P S0 */
+    for (int64_t P = 1; P <= P_max; P++)
+        for (int k = P > 1 ? 0 : 2; k <= AH_LINK_INTER_ZONE; k++) {
+            const int64_t U = span[k] < G ? span[k] : G;
+            if (U < P * S0) continue;
+            const double R = top_rate(rate, count, nt, U);
+            /* the bubble: T_pipe >= L * fastest + (N - P) * L / R (docs/planner.md) */
+            const double pipe = fmax((double)N * L / R, L * fastest + (double)(N - P) * L / R);
+            /* the pipeline with the fewest stages has at most U / P, so a stage of at least
+             * ceil(L / (U / P)) blocks, whose gradients sync over P pipelines on link k at its
+             * best, and whose optimizer runs at the best memory bandwidth */
+            const int64_t stages = U / P < L ? U / P : L;
+            const double nb = (double)((L + stages - 1) / stages);
+            double bw, lat;
+            link_best(cluster, (ah_link_t)k, &bw, &lat);
+            const double sync = P > 1 ? ah_allreduce_seconds(nb * p_block * grad_elt, (int)P, bw, lat) : 0;
+            best = fmin(best, pipe + sync + nb * p_block * opt_per_param);
+        }
     return best;
 }
 
