@@ -94,12 +94,13 @@ void ah_plan_result_free(ah_plan_result_t *r);
 
 /* Lower bound on the iteration time of any plan with TP degree t and micro-batch m (docs/planner.md
  * "What the search guarantees" proves each term): for the plan's pipeline count P, at most
- * min(N, G / S0) (S0: the fewest stages whose memory can hold the model),
- *   T >= max(N L / R, L b + (N - P) L / R) + sync(P) + optimizer(P)
- * with R = sum over TP groups of 1 / block time (TP communication included), b the fastest block
- * time, sync(P) the all-reduce over P pipelines, on the best link, of the smallest possible
- * largest stage, optimizer(P) that stage's step at the best memory bandwidth; minimised over P.
- * Returns +inf when no group exists. */
+ * min(N, G / S0) (S0: the fewest stages whose memory can hold the model), and its worst link k
+ * (one node, one zone, several), which limits it to the U_k groups that kind spans,
+ *   T >= max(N L / R_k, L b + (N - P) L / R_k) + sync_k(P) + optimizer_k(P)
+ * with R_k = the U_k fastest TP groups' sum of 1 / block time (TP communication included), b the
+ * fastest block time, sync_k(P) the all-reduce over P pipelines, on link k at its best, of the
+ * smallest possible largest stage, optimizer_k(P) that stage's step at the best memory bandwidth;
+ * minimised over P and k. Returns +inf when no group exists. */
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile);
 
