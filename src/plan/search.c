@@ -488,19 +488,6 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
     return st;
 }
 
-/* A copy of p into out (already freed or zeroed). */
-static ah_status_t plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
-    ah_status_t st = ah_plan_init(out, &p->model, &p->train, p->tp, &p->cluster, p->n_pipelines, err);
-    for (int i = 0; i < p->n_pipelines && st == AH_OK; i++) {
-        st = ah_pipeline_alloc(&out->pipelines[i], p->pipelines[i].n_stages, err);
-        if (st != AH_OK) break;
-        out->pipelines[i].micro_batches = p->pipelines[i].micro_batches;
-        memcpy(out->pipelines[i].stages, p->pipelines[i].stages, sizeof(ah_stage_t) * (size_t)p->pipelines[i].n_stages);
-    }
-    if (st != AH_OK) ah_plan_free(out);
-    return st;
-}
-
 /* When a baseline's own plan is still better under the objective than the built one (the search
  * re-splits the baselines' pipelines, which can lose on DP sync: it minimises the pipeline part
  * first), emit a copy of the best such baseline instead. */
@@ -522,7 +509,7 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_planner_opts_t 
     const ah_plan_result_t *b = &out->baselines[pick].r;
     ah_plan_free(&out->plan);
     ah_eval_free(&out->eval);
-    ah_status_t st = plan_copy(&b->plan, &out->plan, err);
+    ah_status_t st = ah_plan_copy(&b->plan, &out->plan, err);
     if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, err);
     if (st != AH_OK) return st;
     out->plan.has_predicted = true;
@@ -582,6 +569,45 @@ static void note_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, si
     free(names);
 }
 
+/* (t, m) pairs in increasing order of their lower bound, so that good plans come early and a
+ * pair whose bound cannot beat the best plan (time objective) is skipped. */
+typedef struct {
+    int t;
+    int64_t m;
+    double lb;
+} pair_t;
+
+/* The pairs to search, into pairs (sorted by bound); *lower_bound: the least bound of them all.
+ * With a profile, only the (t, m) settings it measured, when it measured any: a setting timed by
+ * the roofline is not comparable with a measured one (either may come out faster). */
+static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                       const int *tps, int n_tp, const int64_t *mbs, int n_mb, pair_t *pairs, double *lower_bound) {
+    int n_pairs = 0;
+    bool profiled_only = false;
+    for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
+        for (int j = 0; j < n_mb && !profiled_only; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
+        }
+    for (int i = 0; i < n_tp; i++)
+        for (int j = 0; j < n_mb; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
+            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
+            if (lb < *lower_bound) *lower_bound = lb;
+            if (!isfinite(lb)) continue; /* no group of this size */
+            int k = n_pairs++;
+            while (k > 0 && pairs[k - 1].lb > lb) {
+                pairs[k] = pairs[k - 1];
+                k--;
+            }
+            pairs[k] = (pair_t){tps[i], mbs[j], lb};
+        }
+    return n_pairs;
+}
+
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -608,39 +634,8 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     out->exact = true;
     out->lower_bound_s = INFINITY;
     const int max_groups = opts->exact_max_groups > 0 ? opts->exact_max_groups : 8;
-    /* (t, m) pairs in increasing order of their lower bound, so that good plans come early and a
-     * pair whose bound cannot beat the best plan (time objective) is skipped */
-    typedef struct {
-        int t;
-        int64_t m;
-        double lb;
-    } pair_t;
     pair_t pairs[AH_MAX_TP * 64];
-    int n_pairs = 0;
-    /* With a profile, only the (t, m) settings it measured, when it measured any: a setting timed
-     * by the roofline is not comparable with a measured one (either may come out faster). */
-    bool profiled_only = false;
-    for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
-        for (int j = 0; j < n_mb && !profiled_only; j++) {
-            ah_train_t tr = opts->train;
-            tr.micro_batch = mbs[j];
-            profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
-        }
-    for (int i = 0; i < n_tp; i++)
-        for (int j = 0; j < n_mb; j++) {
-            ah_train_t tr = opts->train;
-            tr.micro_batch = mbs[j];
-            if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
-            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
-            if (lb < out->lower_bound_s) out->lower_bound_s = lb;
-            if (!isfinite(lb)) continue; /* no group of this size */
-            int k = n_pairs++;
-            while (k > 0 && pairs[k - 1].lb > lb) {
-                pairs[k] = pairs[k - 1];
-                k--;
-            }
-            pairs[k] = (pair_t){tps[i], mbs[j], lb};
-        }
+    const int n_pairs = order_pairs(model, cluster, opts, tps, n_tp, mbs, n_mb, pairs, &out->lower_bound_s);
     out->from_baseline = -1;
     st = offer_baselines(model, cluster, opts, &s, out, err);
     int n_template = 0, n_searched = 0;
