@@ -75,7 +75,7 @@ assert plan["predicted"]["iteration_s"] == ev["iteration_s"]
 assert abs(plan_out["search_value_s"] - ev["iteration_s"]) <= 1e-12 * ev["iteration_s"]
 assert ev["feasible"] is True
 assert plan_out["lower_bound_s"] <= ev["iteration_s"]
-for k in ("uniform", "batch-balanced"):
+for k in ("uniform", "batch-balanced", "megatron-best"):
     b = plan_out["baselines"][k]
     assert b["iteration_s"] >= ev["iteration_s"] * (1 - 1e-12), (k, b)  # the planner is never slower
 EOF
@@ -125,7 +125,7 @@ for needle in "memory used / capacity" "breakdown:" "bottleneck:" "lower bound:"
 done
 
 # baselines and the cost objective give plans that evaluate to what plan printed
-for extra in "--baseline uniform" "--baseline batch-balanced" "--objective cost" \
+for extra in "--baseline uniform" "--baseline batch-balanced" "--baseline megatron-best" "--objective cost" \
     "--objective cost --min-tokens-per-s 1"; do
     # shellcheck disable=SC2086
     "$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 $extra -o "$TMP/b.json" --json \
@@ -141,6 +141,8 @@ expect 1 "min-tokens-per-s" --model tiny-gpt2 --cluster "$CL" --global-batch 8 -
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
+expect 2 "expected uniform, batch-balanced or megatron-best, got \"megatron\"" --model tiny-gpt2 --cluster "$CL" \
+    --baseline megatron
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

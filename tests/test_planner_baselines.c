@@ -73,6 +73,23 @@ static void one_case(const char *model_name, const char *cluster_name, int64_t B
           uni.eval.pred.iteration_s);
     CHECK(t <= bal.eval.pred.iteration_s * (1 + 1e-12), "%s: planner %.6g slower than batch-balanced %.6g",
           cluster_name, t, bal.eval.pred.iteration_s);
+    /* megatron-best searches a superset of uniform's layouts (uniform's fits the smallest GPU, so
+     * every device's own), so it is never slower; and the planner carries all three, equal to
+     * ah_baseline_run's, none faster than it */
+    ah_plan_result_t mb;
+    CHECK(ah_baseline_run(&m, &c, &o, AH_BASELINE_MEGATRON_BEST, &mb, &err) == AH_OK, "megatron-best: %s", err.msg);
+    CHECK(mb.eval.pred.iteration_s <= uni.eval.pred.iteration_s * (1 + 1e-12),
+          "%s: megatron-best %.6g slower than uniform %.6g", cluster_name, mb.eval.pred.iteration_s,
+          uni.eval.pred.iteration_s);
+    CHECK(t <= mb.eval.pred.iteration_s * (1 + 1e-12), "%s: planner %.6g slower than megatron-best %.6g",
+          cluster_name, t, mb.eval.pred.iteration_s);
+    const ah_plan_result_t *own[AH_BASELINE_COUNT] = {&uni, &bal, &mb};
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
+        CHECK(plan.baselines[k].ok, "planner's %s: %s", ah_baseline_name((ah_baseline_t)k), plan.baselines[k].err.msg);
+        CHECK(plan.baselines[k].r.eval.pred.iteration_s == own[k]->eval.pred.iteration_s,
+              "planner's %s differs from ah_baseline_run's", ah_baseline_name((ah_baseline_t)k));
+    }
+    ah_plan_result_free(&mb);
     CHECK_NEAR(plan.search_value_s, t, 1e-12);
     CHECK(plan.lower_bound_s <= t, "bound %.6g above the plan %.6g", plan.lower_bound_s, t);
     CHECK(ah_plan_check(&plan.plan, NULL, &err) == AH_OK, "%s", err.msg);

@@ -33,12 +33,12 @@ has "$W/out.txt" "unit h (detected: fractional times" "hours detected and printe
 has "$W/out.txt" "decreases remove the newest" "count mapping rule printed"
 has "$W/out.txt" "always up: od-0: 1 on-demand node" "on-demand nodes listed as always up"
 has "$W/out.txt" "0.500 h  count      down h20-1" "newest H20 node leaves first"
-for p in autohet uniform varuna on-demand; do has "$W/out.txt" "$p " "row for $p"; done
+for p in autohet uniform varuna on-demand megatron-best; do has "$W/out.txt" "$p " "row for $p"; done
 "$PY" - "$W/out.json" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"
 import json, sys
 d = json.load(open(sys.argv[1]))
 pol = {p["policy"]: p for p in d["policies"]}
-assert set(pol) == {"autohet", "uniform", "varuna", "on-demand"}, pol.keys()
+assert set(pol) == {"autohet", "uniform", "varuna", "on-demand", "megatron-best"}, pol.keys()
 for p in pol.values():
     for k in ("tokens", "wall_hours", "gpu_hours", "usd", "usd_per_mtoken", "recovery_hours", "replans", "simulate_s"):
         assert k in p, k
@@ -61,6 +61,7 @@ for p in pol.values():
         assert all(v["breakdown"]["stop_s"] == 0 for v in rc), p["policy"]
 assert d["options"]["disk_gb_s"] == 8 and d["options"]["grace_s"] == 120
 assert pol["autohet"]["tokens"] >= pol["uniform"]["tokens"] > 0
+assert pol["megatron-best"]["tokens"] > 0
 assert d["pools"][1]["unit"] == "h" and d["pools"][0]["unit"] == "s"
 assert any(m["node"] == "sp-0" and m["change"] == "down" and m["t_s"] == 3600 for m in d["mapping"])
 EOF

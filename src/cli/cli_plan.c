@@ -19,14 +19,11 @@
 static const char *VERB = "plan";
 static const char ABOUT[] = "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
                             "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
-                            "micro-batch size, recomputation. Reports the speedup over the uniform (Megatron-LM) and\n"
-                            "batch-balanced (Whale-like) baselines.";
+                            "micro-batch size, recomputation. The baselines' plans are candidates, so it is never slower\n"
+                            "than any; reports the speedup over the uniform (Megatron-LM), batch-balanced (Whale-like)\n"
+                            "and megatron-best (best symmetric plan on one GPU type or all) baselines.";
 
-typedef struct {
-    ah_plan_result_t r;
-    ah_error_t err;
-    bool ok;
-} baseline_t;
+typedef ah_baseline_out_t baseline_t; /* the planner's run of each baseline */
 
 /* A plan's shape as "why" compares it: ranges over pipelines and stages. */
 typedef struct {
@@ -107,7 +104,7 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
     const ah_plan_t *p = &r->plan;
     json_t *o = json_object();
     if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < AH_BASELINE_COUNT; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
                             why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
     return o;
@@ -117,7 +114,7 @@ static void print_why(const ah_plan_result_t *r, const baseline_t *bl) {
     json_t *why = why_json(r, bl);
     if (r->precision_why[0]) printf("why %s: %s\n", ah_precision_name(r->plan.train.precision), r->precision_why);
     printf("why: what differs from each baseline\n");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         const json_t *list = json_object_get(why, name);
         printf("  vs %s:", name);
@@ -176,12 +173,15 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("bottleneck: pipeline %d, stage %d (%s, layers [%d, %d))\n", e->critical_pipeline, e->bottleneck_stage,
            p->cluster.types[bs->type].name, bs->first, bs->last);
     if (r->lower_bound_s > 0)
-        printf("lower bound: %.4f s (compute relaxation); gap %.1f%%; search %s\n", r->lower_bound_s,
+        printf("lower bound: %.4f s (compute, bubble, DP sync; docs/planner.md); gap %.1f%%; search %s\n", r->lower_bound_s,
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
                                                                               : "template (not proven optimal)");
     if (!r->exact) printf("template mode: %s\n", r->template_why);
-    printf("planning: %.3f s, %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
-    for (int k = 0; k < 2; k++) {
+    if (r->from_baseline >= 0)
+        printf("search: nothing it scored beat the %s baseline's own plan, which is the plan\n",
+               ah_baseline_name((ah_baseline_t)r->from_baseline));
+    printf("planning: %.3f s (baselines included), %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         if (bl[k].ok)
             printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
@@ -194,7 +194,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
     json_t *bj = json_object();
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", bl[k].r.eval.pred.iteration_s, "speedup",
                                          bl[k].r.eval.pred.iteration_s / r->eval.pred.iteration_s)
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
@@ -210,6 +210,9 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
     json_object_set_new(doc, "left_out", r->left_out[0] ? json_string(r->left_out) : json_null());
+    json_object_set_new(doc, "from_baseline", r->from_baseline >= 0
+                                                  ? json_string(ah_baseline_name((ah_baseline_t)r->from_baseline))
+                                                  : json_null());
     json_object_set_new(doc, "bottleneck",
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
@@ -239,7 +242,7 @@ static bool string_flags(const char *mb_arg, const char *precision, const char *
         return false;
     }
     if (baseline_arg && !ah_baseline_parse(baseline_arg, baseline)) {
-        fprintf(stderr, "autohet plan: --baseline: expected uniform or batch-balanced, got \"%s\"\n", baseline_arg);
+        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", baseline_arg);
         return false;
     }
     return true;
@@ -291,14 +294,9 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     ah_plan_result_t planned;
     if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, opts, &planned, &err) != AH_OK)
         return ah_cli_fail(VERB, &err);
-    ah_planner_opts_t same = *opts;
-    same.train.precision = planned.plan.train.precision;
-    const ah_planner_opts_t *o = &same;
-    baseline_t bl[2];
-    for (int k = 0; k < 2; k++) {
-        memset(&bl[k], 0, sizeof bl[k]);
-        bl[k].ok = ah_baseline_run(model, cluster, o, (ah_baseline_t)k, &bl[k].r, &bl[k].err) == AH_OK;
-    }
+    /* the baselines ran inside, at the plan's precision (auto: the winner's) */
+    const ah_planner_opts_t *o = opts;
+    baseline_t *bl = planned.baselines;
     ah_plan_result_t *emit = &planned;
     const char *chosen = baseline_arg ? ah_baseline_name(chosen_baseline) : "planner";
     int rc = 0;
@@ -314,8 +312,6 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
         if (svg_path) printf("picture written to %s\n", svg_path);
         if (rank_path) printf("rankfile written to %s (mpirun --hostfile %s --map-by seq --bind-to none)\n", rank_path, rank_path);
     }
-    for (int k = 0; k < 2; k++)
-        if (bl[k].ok) ah_plan_result_free(&bl[k].r);
     ah_plan_result_free(&planned);
     return rc;
 }
@@ -345,7 +341,7 @@ int ah_cli_plan(int argc, char **argv) {
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         {"--profile", AH_FLAG_STR, &profile_arg, "P",
          "measured per-layer times from autohet profile (default roofline)", false},
-        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced",
+        {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced|megatron-best",
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
         {"--svg", AH_FLAG_STR, &svg_path, "plan.svg", "write a picture of the plan and its 1F1B timeline", false},

@@ -1,5 +1,5 @@
 /* autohet simulate: replays spot-availability traces on a cluster and compares policies
- * (autohet, uniform, varuna, on-demand) in tokens, hours and dollars. Model: src/sim/sim.h. */
+ * (autohet, uniform, varuna, on-demand, megatron-best) in tokens, hours and dollars. Model: src/sim/sim.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,10 +112,10 @@ static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah
 }
 
 static void print_results(const ah_sim_result_t *r, int n) {
-    printf("\n%-10s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", "policy", "tokens (B)", "wall h", "GPU-h", "$",
+    printf("\n%-13s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", "policy", "tokens (B)", "wall h", "GPU-h", "$",
            "$/Mtok", "recov h", "replans", "preempt", "sets", "planner s", "sim s");
     for (int i = 0; i < n; i++)
-        printf("%-10s %12.3f %7.2f %9.1f %10.0f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
+        printf("%-13s %12.3f %7.2f %9.1f %10.0f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
                r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd,
                r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
                r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
@@ -169,13 +169,14 @@ static ah_status_t parse_policies(const char *list, bool want[AH_POLICY_COUNT], 
     for (char *tok = strtok(pl, ","); tok; tok = strtok(NULL, ",")) {
         ah_policy_t p;
         if (!ah_policy_parse(tok, &p))
-            return ah_error_set(err, AH_ERR_USAGE, "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand",
+            return ah_error_set(err, AH_ERR_USAGE,
+                                "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand, megatron-best",
                                 tok);
         want[p] = any = true;
     }
     if (!any)
         return ah_error_set(err, AH_ERR_USAGE, "--policy \"%s\": name at least one of autohet, uniform, varuna, "
-                            "on-demand", list);
+                            "on-demand, megatron-best", list);
     return AH_OK;
 }
 
@@ -238,7 +239,7 @@ static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster
 }
 
 int ah_cli_simulate(int argc, char **argv) {
-    const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand";
+    const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
     const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16";
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
@@ -248,7 +249,7 @@ int ah_cli_simulate(int argc, char **argv) {
         {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
         {"--trace", AH_FLAG_STR, &trace_help, "POOL=FILE[,unit=s|h|ms]",
          "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
-        {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand (default all)",
+        {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand,megatron-best (default all)",
          false},
         {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
          &o.hours, "H", "simulated wall time (default: the latest trace end)", false},

@@ -1,4 +1,4 @@
-/* The two baselines, in the same cost model (scored with ah_evaluate):
+/* The three baselines, in the same cost model (scored with ah_evaluate):
  *
  *  uniform (Megatron-LM): P identical pipelines of S stages; TP groups taken in cluster order
  *    (GPU types ignored); equal layers per stage (the remainder to the first stages); equal
@@ -7,12 +7,18 @@
  *  batch-balanced (Whale-like): the same symmetric structure, but each pipeline's micro-batches
  *    are in proportion to its speed (1 / its bottleneck stage time; largest remainders, >= 1 each),
  *    and memory must fit each device's own capacity.
+ *  megatron-best (what a Megatron-LM user would run): the best symmetric plan (one TP degree, P
+ *    identical pipelines of S stages, equal layers, equal micro-batches, P dividing
+ *    global_batch / m, one recompute flag) on the TP groups of any one GPU type, or on all of them
+ *    (cluster order); memory must fit each device's own capacity. Megatron users drop the slow
+ *    GPUs rather than pace on them.
  *
  * Each tries every TP degree, micro-batch size (as the planner), stage count S, pipeline count
- * (uniform: the largest that divides the micro-batch count; batch-balanced: all groups used) and
- * recompute flag, and keeps the fastest feasible plan; uniform keeps, of the feasible plans, the
- * fastest among those that use the most devices (Megatron-LM uses every GPU it is given).
- */
+ * (uniform: the largest that divides the micro-batch count; batch-balanced: all groups used;
+ * megatron-best: every divisor of the micro-batch count that the groups hold) and recompute flag,
+ * and keeps the fastest feasible plan; uniform keeps, of the feasible plans, the fastest among
+ * those that use the most devices (Megatron-LM uses every GPU it is given). A structure whose
+ * stage times alone (structure_lb) cannot beat the best so far is not built. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdlib.h>
@@ -24,12 +30,12 @@
 
 #include "core/str.h"
 
-static const char *const BASELINE_NAMES[] = {"uniform", "batch-balanced"}; /* [ah_baseline_t] */
+static const char *const BASELINE_NAMES[AH_BASELINE_COUNT] = {"uniform", "batch-balanced", "megatron-best"};
 
 const char *ah_baseline_name(ah_baseline_t b) { return BASELINE_NAMES[b]; }
 
 bool ah_baseline_parse(const char *s, ah_baseline_t *out) {
-    const int i = ah_str_index(s, BASELINE_NAMES, (int)(sizeof BASELINE_NAMES / sizeof BASELINE_NAMES[0]));
+    const int i = ah_str_index(s, BASELINE_NAMES, AH_BASELINE_COUNT);
     if (i >= 0) *out = (ah_baseline_t)i;
     return i >= 0;
 }
@@ -37,6 +43,108 @@ bool ah_baseline_parse(const char *s, ah_baseline_t *out) {
 typedef struct {
     int node, slot;
 } bgroup_t;
+
+/* One (t, m) of one baseline: its groups and a lazily filled table of stage costs by
+ * (type, kind, blocks, recompute), for structure_lb. */
+typedef struct {
+    const ah_model_t *model;
+    const ah_cluster_t *cluster;
+    const ah_planner_opts_t *o;
+    ah_baseline_t kind;
+    ah_train_t tr;
+    int t, G, L;
+    const bgroup_t *g;
+    ah_stage_cost_t *sc; /* fwd_s NAN = not computed yet */
+    double *bott, *sum, *rem; /* scratch, one per group: per pipeline bottleneck and summed stage */
+    int64_t *n;               /* times, the batch-balanced split */
+    int *order;
+} bctx_t;
+
+/* Micro-batches in proportion to speed (1 / bottleneck stage time c[i]), >= 1 each, largest
+ * remainders (ties to the earlier pipeline) for what is left, into n; rem and order are scratch
+ * of P entries. */
+static const double *sort_rem; /* for by_remainder; baselines run on one thread */
+static int by_remainder(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    if (sort_rem[i] != sort_rem[j]) return sort_rem[i] > sort_rem[j] ? -1 : 1;
+    return i - j;
+}
+
+static void split_by_speed(int P, const double *c, int64_t N, int64_t *n, double *rem, int *order) {
+    double total = 0;
+    for (int i = 0; i < P; i++) total += 1.0 / c[i];
+    int64_t given = 0;
+    for (int i = 0; i < P; i++) {
+        const double want = (double)(N - P) * (1.0 / c[i]) / total;
+        n[i] = 1 + (int64_t)floor(want);
+        rem[i] = want - floor(want);
+        given += n[i];
+        order[i] = i;
+    }
+    sort_rem = rem;
+    qsort(order, (size_t)P, sizeof *order, by_remainder);
+    for (int k = 0; given < N; k++, given++) n[order[k]]++;
+}
+
+/* Whether pipeline p > 0 of S stages over b->g has the stage types of pipeline p - 1. */
+static bool same_types(const bctx_t *b, int p, int S) {
+    const ah_cluster_t *c = b->cluster;
+    for (int s = 0; s < S; s++)
+        if (c->nodes[b->g[p * S + s].node].type != c->nodes[b->g[(p - 1) * S + s].node].type) return false;
+    return true;
+}
+
+static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int nb, int rc) {
+    ah_stage_cost_t *sc = &b->sc[(((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(b->L + 1) + (size_t)nb) * 2 +
+                                 (size_t)rc];
+    if (isnan(sc->fwd_s)) {
+        const ah_cost_ctx_t ctx = {b->model, b->cluster, &b->tr, b->t, b->o->profile};
+        ah_stage_cost(&ctx, type, 0, nb, kind & 1, (kind & 2) != 0, rc, sc);
+    }
+    return sc;
+}
+
+/* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage costs
+ * alone (p2p, DP sync and the optimizer are >= 0): T >= max_p T_p(n_p), T_p(n) = sum_s c_s +
+ * (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's own split (split_by_speed on the same
+ * bottleneck times). +inf when a stage does not fit with its in-flight micro-batches (uniform:
+ * the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
+static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
+    const ah_cluster_t *c = b->cluster;
+    const int64_t N = b->tr.global_batch / b->tr.micro_batch;
+    const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
+    const int base = b->L / S, extra = b->L % S;
+    int64_t smallest = INT64_MAX;
+    for (int i = 0; i < P * S && b->kind == AH_BASELINE_UNIFORM; i++) {
+        const int64_t cap = ah_gpu_capacity_bytes(&c->types[c->nodes[b->g[i].node].type]);
+        smallest = cap < smallest ? cap : smallest;
+    }
+    for (int p = 0; p < P; p++) {
+        const bool same = p > 0 && same_types(b, p, S);
+        b->sum[p] = same ? b->sum[p - 1] : 0;
+        b->bott[p] = same ? b->bott[p - 1] : 0;
+        for (int s = 0; s < S && !same; s++) {
+            const ah_stage_cost_t *sc = stage_sc(b, c->nodes[b->g[p * S + s].node].type, ah_stage_kind(s, S),
+                                                 base + (s < extra ? 1 : 0), rc);
+            b->sum[p] += sc->fwd_s + sc->bwd_s;
+            b->bott[p] = fmax(b->bott[p], sc->fwd_s + sc->bwd_s);
+        }
+    }
+    if (balanced) split_by_speed(P, b->bott, N, b->n, b->rem, b->order);
+    double lb = 0;
+    for (int p = 0; p < P; p++) {
+        const int64_t n = balanced ? b->n[p] : N / P;
+        const bool checked = p > 0 && (balanced ? b->n[p - 1] : n) == n && same_types(b, p, S);
+        for (int s = 0; s < S && !checked; s++) { /* memory; the pipeline before answered for a copy */
+            const int ty = c->nodes[b->g[p * S + s].node].type;
+            const ah_stage_cost_t *sc = stage_sc(b, ty, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
+            const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : ah_gpu_capacity_bytes(&c->types[ty]);
+            if (ah_stage_memory_bytes(sc, ah_inflight(S, s, n)) > cap) return INFINITY;
+        }
+        lb = fmax(lb, b->sum[p] + (double)(n - 1) * b->bott[p]);
+    }
+    return lb;
+}
 
 /* Fills p (already holding P pipelines of S stages) with groups in order, equal layers. */
 static void fill_structure(ah_plan_t *p, const bgroup_t *g, int S, bool recompute) {
@@ -54,42 +162,34 @@ static void fill_structure(ah_plan_t *p, const bgroup_t *g, int S, bool recomput
         }
 }
 
-/* Micro-batches in proportion to speed (1 / bottleneck stage time), >= 1 each, largest
- * remainders for what is left. */
-static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N) {
-    const int P = p->n_pipelines;
-    double total = 0, *share = malloc(sizeof(double) * (size_t)P);
-    if (!share) return; /* keeps the equal split */
-    for (int i = 0; i < P; i++) {
-        const ah_stage_eval_t *b = &e->pipelines[i].stages[e->pipelines[i].bottleneck_stage];
-        share[i] = 1.0 / (b->fwd_s + b->bwd_s);
-        total += share[i];
+static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N, const bctx_t *b) {
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_stage_eval_t *bs = &e->pipelines[i].stages[e->pipelines[i].bottleneck_stage];
+        b->bott[i] = bs->fwd_s + bs->bwd_s;
     }
-    int64_t given = 0;
-    for (int i = 0; i < P; i++) {
-        double want = (double)(N - P) * share[i] / total;
-        p->pipelines[i].micro_batches = 1 + (int64_t)floor(want);
-        share[i] = want - floor(want); /* now the remainder */
-        given += p->pipelines[i].micro_batches;
-    }
-    while (given < N) {
-        int best = 0;
-        for (int i = 1; i < P; i++)
-            if (share[i] > share[best]) best = i;
-        p->pipelines[best].micro_batches++;
-        share[best] = -1;
-        given++;
-    }
-    free(share);
+    split_by_speed(p->n_pipelines, b->bott, N, b->n, b->rem, b->order);
+    for (int i = 0; i < p->n_pipelines; i++) p->pipelines[i].micro_batches = b->n[i];
+}
+
+static int plan_used(const ah_plan_result_t *r) {
+    return r->plan.pipelines ? r->plan.n_pipelines * r->plan.pipelines[0].n_stages * r->plan.tp : 0;
 }
 
 /* Scores one structure; keeps it in *best when it is feasible and faster. */
-static ah_status_t try_structure(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
-                                 ah_baseline_t kind, const ah_train_t *tr, int t, const bgroup_t *g, int P,
-                                 int S, bool recompute, ah_plan_result_t *best, ah_error_t *err) {
-    const int64_t N = tr->global_batch / tr->micro_batch;
+static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, ah_plan_result_t *best,
+                                 ah_error_t *err) {
+    const int64_t N = b->tr.global_batch / b->tr.micro_batch;
+    /* Megatron-LM runs on every GPU it is given (world size = DP x PP x TP); picking a subset by
+     * speed would be type-aware. So uniform keeps the layout that uses the most devices and only
+     * then the fastest; without this, a large micro-batch (few micro-batches, so few pipelines)
+     * let it keep just the first, fast devices in cluster order. */
+    const int used = P * S * b->t, best_used = plan_used(best);
+    const bool by_used = b->kind == AH_BASELINE_UNIFORM && best->plan.pipelines && used != best_used;
+    if (by_used && used < best_used) return AH_OK;
+    const double lb = structure_lb(b, P, S, recompute);
+    if (!isfinite(lb) || (best->plan.pipelines && !by_used && lb >= best->eval.pred.iteration_s)) return AH_OK;
     ah_plan_t p;
-    ah_status_t st = ah_plan_init(&p, m, tr, t, c, P, err);
+    ah_status_t st = ah_plan_init(&p, b->model, &b->tr, b->t, b->cluster, P, err);
     for (int i = 0; i < P && st == AH_OK; i++) {
         st = ah_pipeline_alloc(&p.pipelines[i], S, err);
         p.pipelines[i].micro_batches = N / P;
@@ -98,36 +198,27 @@ static ah_status_t try_structure(const ah_model_t *m, const ah_cluster_t *c, con
         ah_plan_free(&p);
         return st;
     }
-    fill_structure(&p, g, S, recompute);
+    fill_structure(&p, b->g, S, recompute);
     ah_eval_t e;
-    st = ah_evaluate(&p, o->profile, &e, err);
-    if (st == AH_OK && kind == AH_BASELINE_BATCH_BALANCED) {
-        balance(&p, &e, N);
+    st = ah_evaluate(&p, b->o->profile, &e, err);
+    if (st == AH_OK && b->kind == AH_BASELINE_BATCH_BALANCED) {
+        balance(&p, &e, N, b);
         ah_eval_free(&e);
-        st = ah_evaluate(&p, o->profile, &e, err);
+        st = ah_evaluate(&p, b->o->profile, &e, err);
     }
     if (st != AH_OK) {
         ah_plan_free(&p);
         return st;
     }
     bool fits = e.feasible;
-    if (kind == AH_BASELINE_UNIFORM) { /* types ignored: every stage must fit the smallest GPU */
+    if (b->kind == AH_BASELINE_UNIFORM) { /* types ignored: every stage must fit the smallest GPU */
         int64_t smallest = INT64_MAX;
         for (int r = 0; r < e.n_devices; r++)
             if (e.devices[r].capacity_bytes < smallest) smallest = e.devices[r].capacity_bytes;
         for (int r = 0; r < e.n_devices; r++) fits &= e.devices[r].memory_bytes <= smallest;
     }
-    /* Megatron-LM runs on every GPU it is given (world size = DP x PP x TP); picking a subset by
-     * speed would be type-aware. So uniform keeps the layout that uses the most devices and only
-     * then the fastest; without this, a large micro-batch (few micro-batches, so few pipelines)
-     * let it keep just the first, fast devices in cluster order. */
-    const int used = P * S * t, best_used = best->plan.pipelines ? best->plan.n_pipelines *
-                                                                       best->plan.pipelines[0].n_stages * best->plan.tp
-                                                                 : 0;
-    const bool better = !best->plan.pipelines ||
-                        (kind == AH_BASELINE_UNIFORM && used != best_used
-                             ? used > best_used
-                             : e.pred.iteration_s < best->eval.pred.iteration_s);
+    const bool better = !best->plan.pipelines || (by_used ? used > best_used
+                                                          : e.pred.iteration_s < best->eval.pred.iteration_s);
     if (fits && better) {
         ah_plan_result_free(best);
         best->plan = p;
@@ -142,42 +233,85 @@ static ah_status_t try_structure(const ah_model_t *m, const ah_cluster_t *c, con
     return AH_OK;
 }
 
+/* Every structure of one (t, m) on the groups b->g. */
+static ah_status_t try_structures(const bctx_t *b, ah_plan_result_t *best, ah_error_t *err) {
+    const int64_t N = b->tr.global_batch / b->tr.micro_batch;
+    ah_status_t st = AH_OK;
+    for (int S = 1; S <= b->L && S <= b->G && S <= AH_MAX_STAGES && st == AH_OK; S++) {
+        int P = b->G / S;
+        if (P > N) P = (int)N;
+        if (b->kind != AH_BASELINE_BATCH_BALANCED)
+            while (P > 1 && N % P) P--;
+        /* megatron-best: every pipeline count that divides N, the largest first (it is usually the
+         * fastest, so the bound prunes the rest); the others: the one above */
+        for (; P >= 1 && st == AH_OK; P--) {
+            if (N % P && b->kind != AH_BASELINE_BATCH_BALANCED) continue;
+            for (int rc = 0; rc < 2 && st == AH_OK; rc++) st = try_structure(b, P, S, rc, best, err);
+            if (b->kind != AH_BASELINE_MEGATRON_BEST) break;
+        }
+    }
+    return st;
+}
+
+/* The TP groups of degree t on the nodes of GPU type `type` (-1: every type), in cluster order. */
+static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t prec, bgroup_t *g) {
+    int G = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (type < 0 || c->nodes[i].type == type)
+            for (int k = 0; k < ah_node_groups(c, i, t, prec); k++) g[G++] = (bgroup_t){i, k};
+    return G;
+}
+
 ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster,
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
+    out->from_baseline = -1;
     const ah_status_t checked = opts->profile ? ah_profile_check(opts->profile, model, cluster, err) : AH_OK;
     if (checked != AH_OK) return checked;
-    const int G1 = ah_cluster_gpu_count(cluster);
+    const int G1 = ah_cluster_gpu_count(cluster), L = (int)model->n_layer;
     bgroup_t *g = malloc(sizeof *g * (size_t)(G1 > 0 ? G1 : 1));
-    if (!g) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
+    const size_t n_sc = (size_t)cluster->n_types * AH_KINDS * (size_t)(L + 1) * 2, n_g = (size_t)(G1 > 0 ? G1 : 1);
+    ah_stage_cost_t *sc = malloc(sizeof *sc * (n_sc > 0 ? n_sc : 1));
+    double *scratch = malloc(sizeof *scratch * 3 * n_g);
+    int64_t *split = malloc(sizeof *split * n_g);
+    int *order = malloc(sizeof *order * n_g);
+    if (!g || !sc || !scratch || !split || !order) {
+        free(g);
+        free(sc);
+        free(scratch);
+        free(split);
+        free(order);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
+    }
     ah_status_t st = AH_OK;
-    const int L = (int)model->n_layer;
     const int64_t top_mb = opts->train.micro_batch > 0 ? opts->train.micro_batch
                                                          : (opts->max_auto_mb > 0 ? opts->max_auto_mb : 8);
+    /* the part of the cluster: every type (-1); megatron-best also each type on its own */
+    const int last_part = kind == AH_BASELINE_MEGATRON_BEST ? cluster->n_types - 1 : -1;
     for (int t = 1; t <= AH_MAX_TP && st == AH_OK; t++) {
         ah_error_t e;
         if (ah_model_check_tp(model, t, &e) != AH_OK) continue;
-        int G = 0;
-        for (int i = 0; i < cluster->n_nodes; i++)
-            for (int k = 0; k < ah_node_groups(cluster, i, t, opts->train.precision); k++) g[G++] = (bgroup_t){i, k};
+        const int all = collect_groups(cluster, t, -1, opts->train.precision, g);
         for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
              mb++) {
             if (opts->train.global_batch % mb) continue;
-            ah_train_t tr = opts->train;
-            tr.micro_batch = mb;
-            const int64_t N = tr.global_batch / mb;
-            for (int S = 1; S <= L && S <= G && S <= AH_MAX_STAGES && st == AH_OK; S++) {
-                int P = G / S;
-                if (P > N) P = (int)N;
-                if (kind == AH_BASELINE_UNIFORM)
-                    while (P > 1 && N % P) P--;
-                for (int rc = 0; rc < 2 && st == AH_OK; rc++)
-                    st = try_structure(model, cluster, opts, kind, &tr, t, g, P, S, rc, out, err);
+            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc, scratch, scratch + n_g,
+                        scratch + 2 * n_g, split, order};
+            b.tr.micro_batch = mb;
+            for (size_t i = 0; i < n_sc; i++) sc[i].fwd_s = NAN;
+            for (int part = -1; part <= last_part && st == AH_OK; part++) {
+                b.G = collect_groups(cluster, t, part, opts->train.precision, g);
+                if (part >= 0 && (b.G == 0 || b.G == all)) continue; /* no groups, or the whole cluster again */
+                st = try_structures(&b, out, err);
             }
         }
     }
     free(g);
+    free(sc);
+    free(scratch);
+    free(split);
+    free(order);
     if (st == AH_OK && !out->plan.pipelines)
         st = ah_error_set(err, AH_ERR_INFEASIBLE,
                           "the %s baseline finds no plan that fits: %s",

@@ -19,6 +19,32 @@ void ah_eval_free(ah_eval_t *e) {
     memset(e, 0, sizeof *e);
 }
 
+/* Stage costs seen so far in one evaluation, by (type, block count, embedding, head, recompute):
+ * all blocks are alike (cost/cost.h; the planner's stage table relies on it too), so the stages of
+ * copies of a pipeline (every baseline, every template) share a few keys, and ah_stage_cost
+ * dominates the evaluation's time. */
+#define STAGE_CACHE 64
+typedef struct {
+    int type, nb;
+    bool embed, head, recompute;
+    ah_stage_cost_t sc;
+} stage_memo_t;
+
+static void stage_cost_cached(const ah_cost_ctx_t *ctx, stage_memo_t *memo, int *n_memo, const ah_stage_t *sg,
+                              bool embed, bool head, ah_stage_cost_t *out) {
+    for (int i = 0; i < *n_memo; i++) {
+        const stage_memo_t *k = &memo[i];
+        if (k->type == sg->type && k->nb == sg->last - sg->first && k->embed == embed &&
+            k->head == head && k->recompute == sg->recompute) {
+            *out = k->sc;
+            return;
+        }
+    }
+    ah_stage_cost(ctx, sg->type, sg->first, sg->last, embed, head, sg->recompute, out);
+    stage_memo_t *k = &memo[*n_memo < STAGE_CACHE ? (*n_memo)++ : (sg->first + sg->last) % STAGE_CACHE];
+    *k = (stage_memo_t){sg->type, sg->last - sg->first, embed, head, sg->recompute, *out};
+}
+
 /* The one link every DP collective is priced on: the worst kind among all devices of the plan
  * (intra-node if all in one node, inter-node if all in one zone, else inter-zone); intra uses the
  * slowest intra-node link of the types in the plan. */
@@ -101,6 +127,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     const double VC_grad = (double)ah_head_matrix_params(m, p->tp) * grad_elt;
     /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
     const int64_t head_norm = ah_head_norm_params(m, p->tp);
+    const int64_t block_params = ah_layer_params(m, AH_LAYER_BLOCK, p->tp);
 
     double bw_dp, lat_dp;
     dp_link(p, &bw_dp, &lat_dp);
@@ -113,7 +140,8 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
 
     double dp_sync = 0, optimizer = 0, worst_pipe = -1;
     double worst_over = 0;
-    int rank = 0;
+    int rank = 0, n_memo = 0;
+    stage_memo_t memo[STAGE_CACHE];
     for (int i = 0; i < P; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         ah_pipeline_eval_t *pe = &out->pipelines[i];
@@ -125,7 +153,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             ah_stage_eval_t *se = &pe->stages[s];
             const bool embed = s == 0, head = s == S - 1;
             ah_stage_cost_t sc;
-            ah_stage_cost(&ctx, sg->type, sg->first, sg->last, embed, head, sg->recompute, &sc);
+            stage_cost_cached(&ctx, memo, &n_memo, sg, embed, head, &sc);
             se->fwd_s = sc.fwd_s;
             se->bwd_s = sc.bwd_s;
             se->inflight = ah_inflight(S, s, n);
@@ -145,9 +173,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
                 tp_k = sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
             }
 
-            const int64_t sync_params = (int64_t)(sg->last - sg->first) *
-                                            ah_layer_params(m, AH_LAYER_BLOCK, p->tp) +
-                                        (head ? head_norm : 0);
+            const int64_t sync_params = (int64_t)(sg->last - sg->first) * block_params + (head ? head_norm : 0);
             double sync = ah_allreduce_seconds((double)sync_params * grad_elt, P, bw_dp, lat_dp);
             if (embed || (head && m->tied)) sync += embed_sync;
             if (head) sync += head_sync;

@@ -90,6 +90,8 @@ ah_status_t ah_plan_init(ah_plan_t *p, const ah_model_t *m, const ah_train_t *tr
                          const ah_cluster_t *cluster, int n_pipelines, ah_error_t *err);
 ah_status_t ah_pipeline_alloc(ah_pipeline_t *pl, int n_stages, ah_error_t *err);
 void ah_plan_free(ah_plan_t *p);
+/* A deep copy of p into out (whose old contents are not freed); out is left empty on failure. */
+ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
 
 /* Total devices in the plan (= MPI ranks); rank order is (pipeline, stage, tp rank). */
 int ah_plan_device_count(const ah_plan_t *p);

@@ -50,3 +50,15 @@ int ah_plan_device_count(const ah_plan_t *p) {
     for (int i = 0; i < p->n_pipelines; i++) n += p->pipelines[i].n_stages * p->tp;
     return n;
 }
+
+ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
+    ah_status_t st = ah_plan_init(out, &p->model, &p->train, p->tp, &p->cluster, p->n_pipelines, err);
+    for (int i = 0; i < p->n_pipelines && st == AH_OK; i++) {
+        st = ah_pipeline_alloc(&out->pipelines[i], p->pipelines[i].n_stages, err);
+        if (st != AH_OK) break;
+        out->pipelines[i].micro_batches = p->pipelines[i].micro_batches;
+        memcpy(out->pipelines[i].stages, p->pipelines[i].stages, sizeof(ah_stage_t) * (size_t)p->pipelines[i].n_stages);
+    }
+    if (st != AH_OK) ah_plan_free(out);
+    return st;
+}

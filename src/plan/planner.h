@@ -42,6 +42,15 @@ typedef struct ah_planner_opts {
     int64_t max_auto_mb;        /* micro-batch sizes tried by auto; 0 = 8 */
 } ah_planner_opts_t;
 
+typedef enum {
+    AH_BASELINE_UNIFORM = 0,
+    AH_BASELINE_BATCH_BALANCED = 1,
+    AH_BASELINE_MEGATRON_BEST = 2,
+    AH_BASELINE_COUNT
+} ah_baseline_t;
+
+typedef struct ah_baseline_out ah_baseline_out_t;
+
 typedef struct ah_plan_result {
     ah_plan_t plan;            /* validated, fits, predicted filled from ah_evaluate */
     ah_eval_t eval;            /* ah_evaluate of plan */
@@ -57,12 +66,27 @@ typedef struct ah_plan_result {
     int64_t candidates;        /* pipeline sets / template combinations scored */
     double seconds;            /* planning wall time */
     char precision_why[384];   /* ah_planner_run_auto: the precision chosen and why; "" otherwise */
+    ah_baseline_out_t *baselines; /* ah_planner_run: [AH_BASELINE_COUNT], each baseline's own result
+                                   * (they are candidates of the search); NULL from ah_baseline_run */
+    int from_baseline;         /* the baseline whose own plan is emitted because nothing the search
+                                * scored beat it (the plan is then a copy of it); -1 when none */
 } ah_plan_result_t;
+
+/* A baseline's result as the planner ran it: its plan, or why it has none. */
+struct ah_baseline_out {
+    bool ok;
+    ah_plan_result_t r;
+    ah_error_t err;
+};
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);
 
-/* Plans `model` on `cluster`. AH_ERR_INFEASIBLE when nothing fits: the message names the device
+/* Plans `model` on `cluster`. The baselines (ah_baseline_run) run first and their plans are
+ * candidates: each one's pipelines are scored by the search (with its own layer, recompute and
+ * micro-batch split), and the baseline's plan itself is kept when still better, so the result is
+ * never slower (time objective; never dearer per token for cost) than any baseline that meets the
+ * constraints. AH_ERR_INFEASIBLE when nothing fits: the message names the device
  * type that is short, by how many GiB in the closest candidate, and what would make it fit.
  * AH_ERR_INVALID for bad inputs (no devices, batch not divisible, no usable TP degree). */
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
@@ -79,16 +103,20 @@ void ah_plan_result_free(ah_plan_result_t *r);
 ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
                                 ah_plan_result_t *out, ah_error_t *err);
 
-/* Lower bound on the iteration time of any plan with TP degree t and micro-batch m: every
- * micro-batch passes every block forward and backward on some group, and a group's busy time in
- * one iteration is at most the iteration time (1F1B: n * max stage time <= T_pipe), so
- * T >= N * L / sum_groups(1 / block_time(type)). Returns +inf when no group exists. */
+/* Lower bound on the iteration time of any plan with TP degree t and micro-batch m (docs/planner.md
+ * "What the search guarantees" proves each term): for the plan's pipeline count P, at most
+ * min(N, G / S0) (S0: the fewest stages whose memory can hold the model), and its worst link k
+ * (one node, one zone, several), which limits it to the U_k groups that kind spans,
+ *   T >= max(N L / R_k, L b + (N - P) L / R_k) + sync_k(P) + optimizer_k(P)
+ * with R_k = the U_k fastest TP groups' sum of 1 / block time (TP communication included), b the
+ * fastest block time, sync_k(P) the all-reduce over P pipelines, on link k at its best, of the
+ * smallest possible largest stage, optimizer_k(P) that stage's step at the best memory bandwidth;
+ * minimised over P and k. Returns +inf when no group exists. */
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile);
 
 /* ---- baselines (baselines.c), scored with ah_evaluate ---- */
 
-typedef enum { AH_BASELINE_UNIFORM = 0, AH_BASELINE_BATCH_BALANCED = 1 } ah_baseline_t;
 
 const char *ah_baseline_name(ah_baseline_t b);
 bool ah_baseline_parse(const char *s, ah_baseline_t *out);
@@ -97,7 +125,10 @@ bool ah_baseline_parse(const char *s, ah_baseline_t *out);
  * to the first stages), equal micro-batches per pipeline, types ignored, everything must fit the
  * smallest GPU; best (t, m, S, pipeline count) by iteration time.
  * batch-balanced (Whale-like): the same symmetric structure, micro-batches split in proportion to
- * each pipeline's speed. Fills out->plan and out->eval (search_value_s = eval, lower_bound_s 0). */
+ * each pipeline's speed.
+ * megatron-best: the best symmetric plan (as uniform, but memory per device, any pipeline count
+ * dividing the micro-batch count) on the TP groups of any one GPU type or of all of them; best
+ * by iteration time. Fills out->plan and out->eval (search_value_s = eval, lower_bound_s 0). */
 ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster,
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err);

@@ -2,7 +2,10 @@
  * (search_pipe.c) and runs the exact search (search_exact.c) or, on large clusters, the template
  * search (search_template.c); candidates come back through ah_search_offer, which keeps the best
  * under the objective. The winner is built into a plan and scored with ah_evaluate — the reported
- * prediction is evaluate's, and the search's own value must agree with it (tests check 1e-12). */
+ * prediction is evaluate's, and the search's own value must agree with it (tests check 1e-12).
+ * The three baselines run first: their pipelines are candidates, and a baseline's own plan is
+ * emitted when nothing scored beats it, so the plan is never slower than a baseline. The lower
+ * bound that orders and prunes the (t, m) pairs is in search_bound.c. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdio.h>
@@ -193,12 +196,25 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     return usd;
 }
 
-double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value) {
+static double plan_price(const ah_plan_t *p) {
+    double usd = 0;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int k = 0; k < p->pipelines[i].n_stages; k++)
+            usd += p->tp * p->cluster.nodes[p->pipelines[i].stages[k].devices[0].node].usd_per_gpu_hour;
+    return usd;
+}
+
+/* The objective value of a plan of that price and iteration time; +inf when it breaks the
+ * constraints. */
+static double key_of(const ah_search_t *s, double price, double value) {
     if (!isfinite(value)) return INFINITY;
-    const double price = cand_price(x, c);
     if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return INFINITY;
     if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return INFINITY;
     return s->o->objective == AH_OBJECTIVE_COST ? price * value : value;
+}
+
+double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value) {
+    return isfinite(value) ? key_of(s, cand_price(x, c), value) : INFINITY;
 }
 
 void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
@@ -225,23 +241,6 @@ double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t
     if (s->o->min_tokens_per_s > 0) /* slower is not eligible; equal still is */
         bound = fmin(bound, nextafter(s->tokens_per_iter / s->o->min_tokens_per_s, INFINITY));
     return bound;
-}
-
-/* ---- lower bound ---- */
-
-double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
-                              const ah_train_t *train, int t, const ah_profile_t *profile) {
-    const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
-    double rate = 0; /* blocks per second the whole cluster can run */
-    for (int i = 0; i < cluster->n_nodes; i++) {
-        int g = ah_node_groups(cluster, i, t, train->precision);
-        if (g == 0) continue;
-        ah_stage_cost_t sc;
-        ah_stage_cost(&ctx, cluster->nodes[i].type, 0, 1, false, false, false, &sc);
-        rate += g / (sc.fwd_s + sc.bwd_s);
-    }
-    if (rate <= 0) return INFINITY;
-    return (double)(train->global_batch / train->micro_batch) * (double)model->n_layer / rate;
 }
 
 /* ---- inputs ---- */
@@ -445,9 +444,80 @@ static ah_status_t infeasible_error(const ah_model_t *m, const ah_cluster_t *c, 
 
 void ah_plan_result_free(ah_plan_result_t *r) {
     if (!r) return;
+    for (int k = 0; r->baselines && k < AH_BASELINE_COUNT; k++) ah_plan_result_free(&r->baselines[k].r);
+    free(r->baselines);
     ah_plan_free(&r->plan);
     ah_eval_free(&r->eval);
     memset(r, 0, sizeof *r);
+}
+
+/* The baselines' plans as candidates: runs each baseline into out->baselines, and offers its
+ * pipelines (as node sequences) to the search, which scores them with its own layer, recompute and
+ * micro-batch split. A baseline without a plan only leaves its message. */
+static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *cluster,
+                                   const ah_planner_opts_t *o, ah_search_t *s, ah_plan_result_t *out,
+                                   ah_error_t *err) {
+    out->baselines = calloc(AH_BASELINE_COUNT, sizeof *out->baselines);
+    if (!out->baselines) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines");
+    ah_status_t st = AH_OK;
+    for (int k = 0; k < AH_BASELINE_COUNT && st == AH_OK; k++) {
+        ah_baseline_out_t *b = &out->baselines[k];
+        b->ok = ah_baseline_run(model, cluster, o, (ah_baseline_t)k, &b->r, &b->err) == AH_OK;
+        if (!b->ok) {
+            if (b->err.code == AH_ERR_OOM) st = ah_error_set(err, AH_ERR_OOM, "%s", b->err.msg);
+            continue;
+        }
+        const ah_plan_t *bp = &b->r.plan;
+        ah_sctx_t x;
+        st = ah_sctx_init(&x, model, cluster, &bp->train, bp->tp, o->profile, err);
+        if (st != AH_OK) break;
+        ah_cand_t c = {0};
+        int nodes[AH_MAX_STAGES];
+        bool ok = true;
+        for (int i = 0; i < bp->n_pipelines && ok; i++) {
+            for (int j = 0; j < bp->pipelines[i].n_stages; j++) nodes[j] = bp->pipelines[i].stages[j].devices[0].node;
+            ok = ah_cand_push(&c, bp->pipelines[i].n_stages, nodes);
+        }
+        const double value = ok ? ah_cand_score(&x, &c) : NAN;
+        if (isnan(value)) st = ah_error_set(err, AH_ERR_OOM, "out of host memory scoring the %s baseline's pipelines",
+                                            ah_baseline_name((ah_baseline_t)k));
+        else ah_search_offer(s, &x, &c, value);
+        ah_cand_free(&c);
+        ah_sctx_free(&x);
+    }
+    return st;
+}
+
+/* When a baseline's own plan is still better under the objective than the built one (the search
+ * re-splits the baselines' pipelines, which can lose on DP sync: it minimises the pipeline part
+ * first), emit a copy of the best such baseline instead. */
+static ah_status_t keep_baselines(const ah_search_t *s, const ah_planner_opts_t *o, ah_plan_result_t *out,
+                                  ah_error_t *err) {
+    int pick = -1;
+    double best = key_of(s, out->usd_per_hour, out->eval.pred.iteration_s);
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
+        const ah_baseline_out_t *b = &out->baselines[k];
+        if (!b->ok) continue;
+        const double key = key_of(s, plan_price(&b->r.plan), b->r.eval.pred.iteration_s);
+        if (key < best) {
+            best = key;
+            pick = k;
+        }
+    }
+    out->from_baseline = pick;
+    if (pick < 0) return AH_OK;
+    const ah_plan_result_t *b = &out->baselines[pick].r;
+    ah_plan_free(&out->plan);
+    ah_eval_free(&out->eval);
+    ah_status_t st = ah_plan_copy(&b->plan, &out->plan, err);
+    if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, err);
+    if (st != AH_OK) return st;
+    out->plan.has_predicted = true;
+    out->plan.predicted = out->eval.pred;
+    out->search_value_s = out->eval.pred.iteration_s;
+    out->usd_per_hour = plan_price(&out->plan);
+    out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
+    return AH_OK;
 }
 
 /* Builds the best candidate into out and scores it with ah_evaluate. */
@@ -472,11 +542,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     }
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
-    for (int i = 0; i < out->plan.n_pipelines; i++)
-        for (int k = 0; k < out->plan.pipelines[i].n_stages; k++) {
-            const ah_stage_t *sg = &out->plan.pipelines[i].stages[k];
-            out->usd_per_hour += out->plan.tp * cluster->nodes[sg->devices[0].node].usd_per_gpu_hour;
-        }
+    out->usd_per_hour = plan_price(&out->plan);
     out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
     return AH_OK;
 }
@@ -501,6 +567,45 @@ static void note_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, si
                        ah_precision_name(p));
     }
     free(names);
+}
+
+/* (t, m) pairs in increasing order of their lower bound, so that good plans come early and a
+ * pair whose bound cannot beat the best plan (time objective) is skipped. */
+typedef struct {
+    int t;
+    int64_t m;
+    double lb;
+} pair_t;
+
+/* The pairs to search, into pairs (sorted by bound); *lower_bound: the least bound of them all.
+ * With a profile, only the (t, m) settings it measured, when it measured any: a setting timed by
+ * the roofline is not comparable with a measured one (either may come out faster). */
+static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                       const int *tps, int n_tp, const int64_t *mbs, int n_mb, pair_t *pairs, double *lower_bound) {
+    int n_pairs = 0;
+    bool profiled_only = false;
+    for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
+        for (int j = 0; j < n_mb && !profiled_only; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
+        }
+    for (int i = 0; i < n_tp; i++)
+        for (int j = 0; j < n_mb; j++) {
+            ah_train_t tr = opts->train;
+            tr.micro_batch = mbs[j];
+            if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
+            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
+            if (lb < *lower_bound) *lower_bound = lb;
+            if (!isfinite(lb)) continue; /* no group of this size */
+            int k = n_pairs++;
+            while (k > 0 && pairs[k - 1].lb > lb) {
+                pairs[k] = pairs[k - 1];
+                k--;
+            }
+            pairs[k] = (pair_t){tps[i], mbs[j], lb};
+        }
+    return n_pairs;
 }
 
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
@@ -529,39 +634,10 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     out->exact = true;
     out->lower_bound_s = INFINITY;
     const int max_groups = opts->exact_max_groups > 0 ? opts->exact_max_groups : 8;
-    /* (t, m) pairs in increasing order of their lower bound, so that good plans come early and a
-     * pair whose bound cannot beat the best plan (time objective) is skipped */
-    typedef struct {
-        int t;
-        int64_t m;
-        double lb;
-    } pair_t;
     pair_t pairs[AH_MAX_TP * 64];
-    int n_pairs = 0;
-    /* With a profile, only the (t, m) settings it measured, when it measured any: a setting timed
-     * by the roofline is not comparable with a measured one (either may come out faster). */
-    bool profiled_only = false;
-    for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
-        for (int j = 0; j < n_mb && !profiled_only; j++) {
-            ah_train_t tr = opts->train;
-            tr.micro_batch = mbs[j];
-            profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
-        }
-    for (int i = 0; i < n_tp; i++)
-        for (int j = 0; j < n_mb; j++) {
-            ah_train_t tr = opts->train;
-            tr.micro_batch = mbs[j];
-            if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
-            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
-            if (lb < out->lower_bound_s) out->lower_bound_s = lb;
-            if (!isfinite(lb)) continue; /* no group of this size */
-            int k = n_pairs++;
-            while (k > 0 && pairs[k - 1].lb > lb) {
-                pairs[k] = pairs[k - 1];
-                k--;
-            }
-            pairs[k] = (pair_t){tps[i], mbs[j], lb};
-        }
+    const int n_pairs = order_pairs(model, cluster, opts, tps, n_tp, mbs, n_mb, pairs, &out->lower_bound_s);
+    out->from_baseline = -1;
+    st = offer_baselines(model, cluster, opts, &s, out, err);
     int n_template = 0, n_searched = 0;
     for (int i = 0; i < n_pairs && st == AH_OK; i++) {
         if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
@@ -607,6 +683,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             st = infeasible_error(model, cluster, &closest, err);
     }
     if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
+    if (st == AH_OK) st = keep_baselines(&s, opts, out, err);
     ah_cand_free(&s.best);
     out->seconds = ah_now_s() - t0;
     if (st != AH_OK) ah_plan_result_free(out);

@@ -166,7 +166,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
 /* ---- SVG ---- */
 
 static const char *const TYPE_COLORS[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
-static const char *const POLICY_COLORS[] = {"#d62728", "#1f77b4", "#9467bd", "#2ca02c"};
+static const char *const POLICY_COLORS[] = {"#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e"};
 
 #define W 1100
 #define ML 80   /* left margin */
@@ -240,7 +240,7 @@ static int draw_availability(FILE *f, const ah_cluster_t *c, const steps_t *s, d
 /* One policy's panel at y0: its totals, recovery and stalled spans, throughput on a scale up to
  * rtop tokens/s, preemption and re-plan markers. */
 static void draw_policy(FILE *f, const ah_sim_result_t *r, double horizon, double y0, double rtop) {
-    const char *col = POLICY_COLORS[r->policy % 4];
+    const char *col = POLICY_COLORS[r->policy % 5];
     fprintf(f, "<text x='%d' y='%.1f' font-size='12' font-weight='bold' fill='%s'>%s</text>"
                "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, $%.2f per M tokens, %.2f h in "
                "recovery, %d re-plans</text>\n",

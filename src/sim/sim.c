@@ -13,7 +13,8 @@
 #include "core/vec.h"
 #include "plan/planner.h"
 
-static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand"};
+static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand",
+                                                               "megatron-best"};
 
 const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
 
@@ -203,7 +204,9 @@ static entry_t *plan_for(run_t *x) {
         else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND)
             st = ah_planner_run(x->model, &sub, &po, &res, &err);
         else
-            st = ah_baseline_run(x->model, &sub, &po, AH_BASELINE_UNIFORM, &res, &err);
+            st = ah_baseline_run(x->model, &sub, &po,
+                                 x->pol == AH_POLICY_MEGATRON_BEST ? AH_BASELINE_MEGATRON_BEST : AH_BASELINE_UNIFORM,
+                                 &res, &err);
         e->plan_s = ah_now_s() - t0;
         if (st == AH_OK) {
             e->ok = true;

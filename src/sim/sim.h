@@ -18,6 +18,8 @@
  *     - varuna: the uniform baseline on the largest single-type part of what is up (most GPUs;
  *       ties to the earlier type), cloud-only recovery.
  *     - on-demand: ah_planner_run on the whole cluster at on-demand prices, never preempted.
+ *     - megatron-best: the megatron-best baseline (the best symmetric plan on one GPU type or on
+ *       all of them) on the nodes up; restarts from the last cloud checkpoint, like uniform.
  *    The rules (docs/simulator.md says the same, keep them in step):
  *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
  *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
@@ -128,6 +130,7 @@ typedef enum {
     AH_POLICY_UNIFORM = 1,
     AH_POLICY_VARUNA = 2,
     AH_POLICY_ON_DEMAND = 3,
+    AH_POLICY_MEGATRON_BEST = 4,
     AH_POLICY_COUNT
 } ah_policy_t;
 

@@ -1,0 +1,94 @@
+/* The planner never loses to its baselines at scale (issue 18): on three clusters of 512, 1024 and
+ * 4096 GPUs of A100-80G / H800 / H20 (every 8th, every 4th and every node of
+ * examples/clusters/big-4096.json), llama2-70b and gpt3-175b at 1024 x 2048 tokens, the planner's
+ * plan is never slower than uniform, batch-balanced or megatron-best (before the baselines were
+ * candidates, megatron-best beat it by 1.7 % on 4096 GPUs); megatron-best is symmetric (one TP
+ * degree, identical pipelines of equal layers and micro-batches) on one GPU type or on all; the
+ * lower bound is below the plan. The gap to the bound is printed (the target, under 15 %, is
+ * for the lead to re-check once the new compute-time model is merged). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "plan/planner.h"
+
+static void check_megatron_best(const ah_plan_result_t *r) {
+    const ah_plan_t *p = &r->plan;
+    const ah_pipeline_t *p0 = &p->pipelines[0];
+    const int64_t N = p->train.global_batch / p->train.micro_batch;
+    CHECK(N % p->n_pipelines == 0, "megatron-best: %d pipelines do not divide %lld micro-batches", p->n_pipelines,
+          (long long)N);
+    bool one_type = true;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        CHECK_EQ_I64(pl->n_stages, p0->n_stages);
+        CHECK_EQ_I64(pl->micro_batches, p0->micro_batches);
+        for (int s = 0; s < pl->n_stages; s++) {
+            CHECK_EQ_I64(pl->stages[s].first, p0->stages[s].first);
+            CHECK_EQ_I64(pl->stages[s].last, p0->stages[s].last);
+            CHECK_EQ_I64(pl->stages[s].recompute, p0->stages[0].recompute);
+            one_type &= pl->stages[s].type == p0->stages[0].type;
+        }
+    }
+    const int used = ah_plan_device_count(p), all = ah_cluster_gpu_count(&p->cluster);
+    CHECK(one_type || used > all / 2, "megatron-best mixes types on %d of %d GPUs: not one type, not all", used,
+          all);
+    CHECK(r->eval.feasible, "megatron-best plan does not fit");
+}
+
+static void one_case(const ah_cluster_t *full, int every, const char *model_name) {
+    ah_error_t err;
+    ah_cluster_t c;
+    CHECK(ah_cluster_copy(full, &c, &err) == AH_OK, "%s", err.msg);
+    int n = 0;
+    for (int i = 0; i < full->n_nodes; i += every) c.nodes[n++] = full->nodes[i];
+    c.n_nodes = n;
+    ah_model_t m;
+    CHECK(ah_model_load(model_name, &m, &err) == AH_OK, "%s", err.msg);
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = 1024;
+    o.train.seq_len = 2048;
+    ah_plan_result_t r;
+    if (ah_planner_run(&m, &c, &o, &r, &err) != AH_OK) {
+        CHECK(false, "%s on %d GPUs: %s", model_name, ah_cluster_gpu_count(&c), err.msg);
+        ah_cluster_free(&c);
+        return;
+    }
+    const double t = r.eval.pred.iteration_s;
+    CHECK(ah_cluster_gpu_count(&c) >= 512, "cluster of %d GPUs", ah_cluster_gpu_count(&c));
+    CHECK_NEAR(r.search_value_s, t, 1e-12);
+    CHECK(r.lower_bound_s <= t, "bound %.6g above the plan %.6g", r.lower_bound_s, t);
+    printf("%-10s %5d GPUs: plan %.4f s, bound %.4f s (gap %.1f%%),", model_name, ah_cluster_gpu_count(&c), t,
+           r.lower_bound_s, 100 * (t / r.lower_bound_s - 1));
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
+        const ah_baseline_out_t *b = &r.baselines[k];
+        CHECK(b->ok, "%s: %s", ah_baseline_name((ah_baseline_t)k), b->err.msg);
+        if (!b->ok) continue;
+        const double tb = b->r.eval.pred.iteration_s;
+        CHECK(t <= tb * (1 + 1e-12), "%s on %d GPUs: planner %.6g slower than %s %.6g", model_name,
+              ah_cluster_gpu_count(&c), t, ah_baseline_name((ah_baseline_t)k), tb);
+        printf(" %s %.2fx", ah_baseline_name((ah_baseline_t)k), tb / t);
+    }
+    printf(", %.2f s\n", r.seconds);
+    check_megatron_best(&r.baselines[AH_BASELINE_MEGATRON_BEST].r);
+    ah_plan_result_free(&r);
+    ah_cluster_free(&c);
+}
+
+int main(void) {
+    ah_cluster_t full;
+    ah_error_t err;
+    if (ah_cluster_open(ah_test_src_path("examples/clusters/big-4096.json"), &full, &err) != AH_OK) {
+        CHECK(false, "%s", err.msg);
+        return ah_test_finish();
+    }
+    const int every[] = {8, 4, 1};
+    for (int i = 0; i < 3; i++) {
+        one_case(&full, every[i], "llama2-70b");
+        one_case(&full, every[i], "gpt3-175b");
+    }
+    ah_cluster_free(&full);
+    return ah_test_finish();
+}
