@@ -3,7 +3,10 @@
 # the marker is there, no sleeps), across three emulated hosts under autohet run --launcher ssh:
 #   (b) mid-step: h2's rank has run step 6's forward and backward, not its gradient sync;
 #   (c) mid-checkpoint: h2's shard files of checkpoint step 8 are written, its manifest not
-#       committed (h0's and h1's step 8 may be committed on their own disks: not a whole step).
+#       committed (h0's and h1's step 8 may be committed on their own disks: not a whole step);
+#   (u) mid-upload: h2's uploader has put its shard objects of step 8 in the cloud, not its
+#       manifest (training goes on meanwhile: step 12 may be committed everywhere, h2's copy of
+#       it never uploaded). The objects without a manifest must not count: step 4 again.
 # The cluster's devices hold 3 MiB each, so the plan is one pipeline h1 > h2 > h0 and block 1 is
 # on h2 alone: after h2 is lost, that shard comes from the cloud (moto on the head node; the test
 # waits for h2's upload of step 4 to land before the kill), the rest from the survivors' disks. In
@@ -73,7 +76,9 @@ cloud_has() {
     cluster_head curl -s "$EP/ckpt?list-type=2&prefix=$key" | grep -q "<Key>$key</Key>"
 }
 
-# lost_at CASE PHASE STEP: a run where h2 stops at PHASE of STEP and is killed there.
+# lost_at CASE PHASE STEP: a run where h2 stops at PHASE of STEP and is killed there. Resumes
+# from step 4 with bytes from the cloud and (but for (u), where the survivors may have removed
+# step 4 from their disks once 8 and 12 were committed: they keep 2) from the survivors' disks.
 lost_at() {
     case=$1
     local wd=$CL_DISK/work-$1 marker=$CL_DIR/disks/h2/hook-$1
@@ -94,7 +99,7 @@ lost_at() {
     out=$(check_metrics "$wd" "$WORK/ref") || { cat "$WORK/$1.log"; fail "$1: metrics"; }
     echo "$1 (h2 lost at $2 of step $3): $out"
     grep -q "host lost without notice: host h2" "$WORK/$1.log" || { cat "$WORK/$1.log"; fail "$1: h2's loss not reported"; }
-    python3 - "$wd/metrics.jsonl" "$1" <<'PY' || { cat "$WORK/$1.log"; fail "$1: the recovery after h2 vanished"; }
+    python3 - "$wd/metrics.jsonl" "$1" "$case" <<'PY' || { cat "$WORK/$1.log"; fail "$1: the recovery after h2 vanished"; }
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 pre = [x for x in ev if x.get("event") == "preempt"]
@@ -104,7 +109,7 @@ assert len(rec) == 1, rec
 b = rec[0]["bytes"]
 # step 4: the newest step every host committed (in (c) h0 and h1 may hold step 8, h2 never did)
 assert rec[0]["step"] == 4, rec[0]
-assert b["local"] + b["peer"] > 0, f"nothing from the survivors' disks: {b}"
+assert sys.argv[3] == "u" or b["local"] + b["peer"] > 0, f"nothing from the survivors' disks: {b}"
 assert b["cloud"] > 0, f"nothing from the cloud, though block 1 was on h2 alone: {b}"
 print(f"{sys.argv[2]}: recovery from step {rec[0]['step']}: {b['local']} bytes from the survivors' own disks, "
       f"{b['peer']} from a peer, {b['cloud']} from the cloud, {rec[0]['seconds']:.2f} s")
@@ -114,4 +119,8 @@ PY
 lost_at b step 6
 cluster_revive_host h2 || fail "cannot bring h2 back"
 lost_at c ckpt-write 8
+cluster_revive_host h2 || fail "cannot bring h2 back"
+lost_at u upload 8
+cloud_has 8 block-001.tp1-0.safetensors && ! cloud_has 8 manifest-h2.json ||
+    fail "u: h2's step 8 should be in the cloud without its manifest"
 echo PASS
