@@ -116,6 +116,11 @@ print(f"{sys.argv[2]}: recovery from step {rec[0]['step']}: {b['local']} bytes f
 PY
 }
 
+if cluster_short; then
+    lost_at c ckpt-write 8
+    echo PASS
+    exit 0
+fi
 lost_at b step 6
 cluster_revive_host h2 || fail "cannot bring h2 back"
 lost_at c ckpt-write 8

@@ -8,6 +8,8 @@
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
+#   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
+#                           then runs its short subset (each test's header says which)
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
 #                           SIGTERM/SIGINT/SIGHUP once the foreground command returns; what a
 #                           SIGKILLed test left, the next cluster_up removes)
@@ -37,6 +39,8 @@ cl_fail() { echo "cluster.sh: $*" >&2; return 1; }
 
 # cl_ns NAME: the namespace name of host NAME in this cluster.
 cl_ns() { echo "ah$CL_ID-$1"; }
+
+cluster_short() { [ "${AH_CLUSTER_SHORT:-0}" = 1 ]; }
 
 # cl_pids_in NS: the pids whose network namespace is NS.
 cl_pids_in() { ip netns pids "$(cl_ns "$1")" 2>/dev/null; }
