@@ -21,15 +21,6 @@
 #include "elastic/launcher.h"
 #include "runtime/protocol.h"
 
-const char *ah_agent_cause_name(ah_agent_cause_t c) {
-    switch (c) {
-    case AH_CAUSE_EVENT: return "events file";
-    case AH_CAUSE_SIGNAL: return "SIGTERM";
-    case AH_CAUSE_LOST: return "host lost";
-    default: return "node joined";
-    }
-}
-
 void ah_agent_opts_default(ah_agent_opts_t *o) {
     memset(o, 0, sizeof *o);
     ah_planner_opts_default(&o->planner);
@@ -41,6 +32,7 @@ void ah_agent_opts_default(ah_agent_opts_t *o) {
     o->ckpt_every = 5;
     o->grace_s = 30;
     o->poll_s = 0.01;
+    o->step_timeout_s = 30;
 }
 
 void ah_agent_result_free(ah_agent_result_t *r) {
@@ -76,6 +68,8 @@ typedef struct agent {
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
     bool join_pending;
     ah_history_t hist;
+    ah_watchdog_t dog; /* the step timeout of the running launch */
+    bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
 } agent_t;
 
 static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -118,22 +112,6 @@ static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
 
 /* ---- planning ---- */
 
-static void describe(const ah_plan_t *p, char *out, size_t cap) {
-    ah_str_t s = ah_str_fixed(out, cap);
-    ah_str_appendf(&s, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        ah_str_appendf(&s, " [");
-        for (int k = 0; k < pl->n_stages; k++) {
-            const ah_stage_t *st = &pl->stages[k];
-            ah_str_appendf(&s, "%s%s:%d L%d-%d", k ? " > " : "", p->cluster.nodes[st->devices[0].node].name,
-                           st->devices[0].index, st->first, st->last);
-        }
-        ah_str_appendf(&s, "] x%lld", (long long)pl->micro_batches);
-    }
-    if (s.failed && cap >= 4) snprintf(out + cap - 4, 4, "...");
-}
-
 /* Plans on the nodes that are up. */
 static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     ah_cluster_t c;
@@ -160,7 +138,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     memset(L, 0, sizeof *L);
     L->first_step = -1;
     snprintf(L->plan_path, sizeof L->plan_path, "%s/plan-%d.json", a->work, k);
-    describe(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
+    ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;
     ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
@@ -178,6 +156,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     json_decref(a->trainer_recover);
     a->trainer_recover = NULL;
     a->external_seen_t = -1;
+    ah_watchdog_reset(&a->dog, L->predicted_s, a->o->step_timeout_s);
     say(a, "launch %d: %d ranks, plan %s", k, L->devices, L->plan_path);
     return AH_OK;
 }
@@ -211,7 +190,7 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     const double secs = ah_now_s() - t;
     if (s != AH_OK) return s;
     char desc[512];
-    describe(&r.plan, desc, sizeof desc);
+    ah_agent_plan_desc(&r.plan, desc, sizeof desc);
     const bool first = !a->have_cur;
     if (a->have_cur) ah_plan_result_free(&a->cur);
     a->cur = r;
@@ -260,6 +239,7 @@ static void on_step(agent_t *a, json_t *line) {
         on_first_step(a, step, loss);
     }
     ah_history_add(&a->hist, a->res->n_launches - 1, step, tokens, loss);
+    ah_watchdog_line(&a->dog, ah_now_s());
     L->end_step = step + 1;
     L->step_s_sum += isfinite(secs) ? secs : 0;
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
@@ -307,7 +287,10 @@ static void on_line(void *ctx, json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) return; /* the agent's preempt event says it with the cause */
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
     emit(a, json_incref(line));
-    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) on_checkpoint(a);
+    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
+        ah_watchdog_line(&a->dog, ah_now_s());
+        on_checkpoint(a);
+    }
 }
 
 /* ---- availability ---- */
@@ -538,14 +521,17 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     read_preempted(a, &f, named);
     ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
-    /* failed with no notice: the plan's hosts that no longer answer vanished, and leave */
-    else if (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice")) {
+    /* failed with no notice, or stopped by the step timeout (its exit status is the stop's): the
+     * plan's hosts that no longer answer vanished or hung, and leave */
+    else if ((a->hung && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED)) ||
+             (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice"))) {
         a->stopping = true;
         a->cause = AH_CAUSE_LOST;
         a->notice_t = exit_t;
         act = AH_EXIT_STOPPED;
     }
     free(named);
+    a->hung = false;
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = conclude(a, act, &f, err);
         *finished = s == AH_OK;
@@ -633,6 +619,22 @@ static void on_interrupt(agent_t *a) {
     }
 }
 
+/* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung and
+ * leave as lost once the job, stopped now, has ended; with every host answering, the job itself is
+ * stuck: stopped, its exit a failure. Once per launch. */
+static void on_hang(agent_t *a) {
+    const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
+    char what[160];
+    snprintf(what, sizeof what, "host hung (no metrics line for %.1f s, over the step timeout of %.1f s)", quiet,
+             limit);
+    a->dog.last_t = -1;
+    a->hung = drop_unreachable(a, true, what);
+    if (!a->hung)
+        say(a, "no metrics line for %.1f s (step timeout %.1f s) and every host answers: stopping the job", quiet,
+            limit);
+    a->launcher.stop(a->launcher.ctx);
+}
+
 static ah_status_t watch(agent_t *a, ah_error_t *err) {
     for (;;) {
         sleep_s(a->o->poll_s);
@@ -641,6 +643,8 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         apply_events(a);
         if (a->stopping)
             press_stop(a);
+        else if (ah_watchdog_expired(&a->dog, ah_now_s()))
+            on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
         int status = 0;

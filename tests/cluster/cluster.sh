@@ -6,6 +6,8 @@
 #   cluster_head CMD...     runs CMD on the head node (where mpirun and the agent run)
 #   cluster_on HOST CMD...  runs CMD on HOST through its sshd (the way Open MPI reaches it)
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
+#   cluster_freeze_host HOST  every process on HOST stopped (SIGSTOP) at once: a hang, no
+#                           connection closed (the kernel still accepts and acknowledges)
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
 #   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
@@ -192,6 +194,13 @@ cluster_kill_host() {
     pids=$(cl_pids_in "$1")
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
     return 0
+}
+
+# cluster_freeze_host HOST: SIGSTOP to every process in HOST's network namespace, at once.
+cluster_freeze_host() {
+    local pids
+    pids=$(cl_pids_in "$1")
+    [ -n "$pids" ] && kill -STOP $pids
 }
 
 cluster_shape() {
