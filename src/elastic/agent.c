@@ -48,6 +48,7 @@ typedef struct agent {
     ah_model_t model;
     ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
     bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
+    bool *unanswered;      /* down because it did not answer: asked again at each checkpoint */
     ah_agent_events_t ev;
     off_t ev_size; /* the event file's size when last read: it is read again when it grows */
     int next_ev;
@@ -173,6 +174,7 @@ static bool drop_unreachable(agent_t *a, bool in_plan, const char *what) {
             a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
             continue;
         a->up[i] = false;
+        a->unanswered[i] = true;
         a->leaving[i] = in_plan;
         any = true;
         say(a, "%s: %s", what, e.msg);
@@ -250,7 +252,25 @@ static void on_step(agent_t *a, json_t *line) {
 
 static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
 
+/* Hosts down because they did not answer that answer now: up again, a join event each. */
+static bool answer_again(agent_t *a) {
+    bool any = false;
+    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
+        ah_error_t e;
+        const char *name = a->cluster.nodes[i].name;
+        if (a->up[i] || !a->unanswered[i] || a->launcher.reachable(a->launcher.ctx, name, &e) != AH_OK) continue;
+        a->up[i] = true;
+        a->unanswered[i] = false;
+        any = true;
+        say(a, "host %s answers again; it is taken in at this checkpoint", name);
+        emit(a, json_pack("{s:s, s:f, s:[s], s:s}", "event", "join", "t_s", since_start(a), "nodes", name, "why",
+                          "answers again"));
+    }
+    return any;
+}
+
 static void on_checkpoint(agent_t *a) {
+    if (!a->stopping && answer_again(a)) a->join_pending = true;
     if (!a->join_pending || a->stopping) return;
     a->join_pending = false;
     ah_plan_result_t r;
@@ -706,7 +726,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     if ((s = ah_cluster_open(o->cluster, &a.cluster, err)) != AH_OK) return s;
     a.up = calloc((size_t)a.cluster.n_nodes, sizeof *a.up);
     a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
-    if (!a.up || !a.leaving) {
+    a.unanswered = calloc((size_t)a.cluster.n_nodes, sizeof *a.unanswered);
+    if (!a.up || !a.leaving || !a.unanswered) {
         s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
         goto done;
     }
@@ -740,5 +761,6 @@ done:
     ah_history_free(&a.hist);
     free(a.up);
     free(a.leaving);
+    free(a.unanswered);
     return s;
 }

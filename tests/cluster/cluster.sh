@@ -8,6 +8,7 @@
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
 #   cluster_freeze_host HOST  every process on HOST stopped (SIGSTOP) at once: a hang, no
 #                           connection closed (the kernel still accepts and acknowledges)
+#   cluster_thaw_host HOST  every process on HOST continued (SIGCONT): the host answers again
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
 #   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
@@ -201,6 +202,12 @@ cluster_freeze_host() {
     local pids
     pids=$(cl_pids_in "$1")
     [ -n "$pids" ] && kill -STOP $pids
+}
+
+cluster_thaw_host() {
+    local pids
+    pids=$(cl_pids_in "$1")
+    [ -n "$pids" ] && kill -CONT $pids
 }
 
 cluster_shape() {
