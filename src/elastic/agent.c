@@ -640,18 +640,21 @@ static void on_interrupt(agent_t *a) {
 }
 
 /* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung and
- * leave as lost once the job, stopped now, has ended; with every host answering, the job itself is
- * stuck: stopped, its exit a failure. Once per launch. */
+ * leave as lost once the job, stopped now, has ended. With every host answering the job is only
+ * slow (a long checkpoint write, say): said, and timed again from now. */
 static void on_hang(agent_t *a) {
     const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
     char what[160];
     snprintf(what, sizeof what, "host hung (no metrics line for %.1f s, over the step timeout of %.1f s)", quiet,
              limit);
-    a->dog.last_t = -1;
     a->hung = drop_unreachable(a, true, what);
-    if (!a->hung)
-        say(a, "no metrics line for %.1f s (step timeout %.1f s) and every host answers: stopping the job", quiet,
-            limit);
+    if (!a->hung) {
+        say(a, "no metrics line for %.1f s (step timeout %.1f s), but every host of the plan answers: waiting on",
+            quiet, limit);
+        a->dog.last_t = ah_now_s();
+        return;
+    }
+    a->dog.last_t = -1;
     a->launcher.stop(a->launcher.ctx);
 }
 
@@ -663,7 +666,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         apply_events(a);
         if (a->stopping)
             press_stop(a);
-        else if (ah_watchdog_expired(&a->dog, ah_now_s()))
+        else if (a->launcher.reachable && ah_watchdog_expired(&a->dog, ah_now_s()))
             on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
