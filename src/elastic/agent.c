@@ -1,5 +1,6 @@
 /* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch. The decisions
- * and the accounting are agent_logic.h's; every host is reached through the launcher. */
+ * and the accounting are agent_logic.h's, its state agent_state.h's; the hosts are asked (who
+ * answers, disks, a hang) in agent_hosts.c, each through the launcher. */
 #include "elastic/agent.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "core/timing.h"
 #include "core/vec.h"
 #include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
 #include "elastic/launcher.h"
 #include "runtime/protocol.h"
 
@@ -40,62 +42,6 @@ void ah_agent_result_free(ah_agent_result_t *r) {
     free(r->launches);
     free(r->recoveries);
     memset(r, 0, sizeof *r);
-}
-
-typedef struct agent {
-    const ah_agent_opts_t *o;
-    ah_agent_result_t *res;
-    ah_model_t model;
-    ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
-    bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
-    bool *unanswered;      /* down because it did not answer: asked again at each checkpoint */
-    ah_agent_events_t ev;
-    off_t ev_size; /* the event file's size when last read: it is read again when it grows */
-    int next_ev;
-    double t0;
-    char work[512], local_root[600];
-    FILE *metrics;
-    ah_launcher_t launcher;
-    bool running;          /* a job was started and has not been seen to end */
-    ah_plan_result_t cur;  /* the running (or last) plan */
-    bool have_cur;
-    int cap_launches, cap_recoveries;
-    /* the current stop; interrupting: the user's Ctrl-C made it, the run ends with it */
-    bool stopping, forced, interrupting, stopped_at_once;
-    ah_agent_cause_t cause;
-    double notice_t, external_seen_t;
-    /* the recovery waiting for its first step (-1: none) */
-    int pending;
-    json_t *trainer_recover; /* the trainer's recover event of the current launch */
-    bool join_pending;
-    ah_history_t hist;
-    ah_watchdog_t dog; /* the step timeout of the running launch */
-    bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
-} agent_t;
-
-static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
-
-static void say(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(agent_t *a, const char *fmt, ...) {
-    if (!a->o->log) return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    char stamped[1100];
-    snprintf(stamped, sizeof stamped, "[%7.2f s] %s", since_start(a), line);
-    a->o->log(a->o->log_ctx, stamped);
-}
-
-/* One JSON object a line in the merged metrics; takes the reference. */
-static void emit(agent_t *a, json_t *obj) {
-    if (a->metrics && obj) {
-        json_dumpf(obj, a->metrics, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-        fputc('\n', a->metrics);
-        fflush(a->metrics);
-    }
-    json_decref(obj);
 }
 
 static json_t *node_list(const agent_t *a, const bool *set) {
@@ -162,31 +108,10 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     return AH_OK;
 }
 
-/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
- * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
- * launcher's error and an "unreachable" event, never waited on. True when there was one. */
-static bool drop_unreachable(agent_t *a, bool in_plan, const char *what) {
-    bool any = false;
-    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
-        const char *name = a->cluster.nodes[i].name;
-        ah_error_t e;
-        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
-            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
-            continue;
-        a->up[i] = false;
-        a->unanswered[i] = true;
-        a->leaving[i] = in_plan;
-        any = true;
-        say(a, "%s: %s", what, e.msg);
-        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
-    }
-    return any;
-}
-
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
-    drop_unreachable(a, false, "planned out");
+    ah_agent_drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
     ah_status_t s = plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
@@ -252,25 +177,8 @@ static void on_step(agent_t *a, json_t *line) {
 
 static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
 
-/* Hosts down because they did not answer that answer now: up again, a join event each. */
-static bool answer_again(agent_t *a) {
-    bool any = false;
-    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
-        ah_error_t e;
-        const char *name = a->cluster.nodes[i].name;
-        if (a->up[i] || !a->unanswered[i] || a->launcher.reachable(a->launcher.ctx, name, &e) != AH_OK) continue;
-        a->up[i] = true;
-        a->unanswered[i] = false;
-        any = true;
-        say(a, "host %s answers again; it is taken in at this checkpoint", name);
-        emit(a, json_pack("{s:s, s:f, s:[s], s:s}", "event", "join", "t_s", since_start(a), "nodes", name, "why",
-                          "answers again"));
-    }
-    return any;
-}
-
 static void on_checkpoint(agent_t *a) {
-    if (!a->stopping && answer_again(a)) a->join_pending = true;
+    if (!a->stopping && ah_agent_answer_again(a)) a->join_pending = true;
     if (!a->join_pending || a->stopping) return;
     a->join_pending = false;
     ah_plan_result_t r;
@@ -327,11 +235,6 @@ static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
         "grace period %.1f s", node ? node : "every node", sent, a->o->grace_s);
 }
 
-static void drop_disk(agent_t *a, int node) {
-    ah_error_t e;
-    if (a->launcher.drop_disk(a->launcher.ctx, a->cluster.nodes[node].name, &e) != AH_OK) say(a, "warning: %s", e.msg);
-}
-
 /* A trace may be fed while the agent runs (e.g. a benchmark that preempts once a checkpoint is in
  * the cloud): when the event file has grown, it is read again and the events not yet due are
  * taken from the new reading. A reading that fails (a line half written) is tried again later. */
@@ -374,42 +277,12 @@ static void apply_events(agent_t *a) {
             begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
         } else {
             say(a, "%s left; the running plan does not use it", name);
-            drop_disk(a, e->node);
+            ah_agent_drop_disk(a, e->node);
         }
     }
 }
 
 /* ---- after the job ended ---- */
-
-/* After a kill: every disk's step directories that a killed write left uncommitted (for the
- * metrics: where the kill landed) and whether each disk's newest committed step still verifies
- * (a rank killed while writing must never damage it). Returns false when one does not. */
-static bool check_disks(agent_t *a, json_t *interrupted) {
-    bool ok = true;
-    for (int i = 0; i < a->cluster.n_nodes; i++) {
-        const char *host = a->cluster.nodes[i].name;
-        ah_ckpt_step_info_t *steps = NULL;
-        int n = 0;
-        ah_error_t e;
-        if (a->launcher.list_steps(a->launcher.ctx, host, &steps, &n, &e) != AH_OK) continue;
-        int64_t latest = -1;
-        for (int k = 0; k < n; k++)
-            if (steps[k].committed) latest = steps[k].step;
-        for (int k = 0; k < n; k++)
-            if (!steps[k].committed && steps[k].step > latest) {
-                char what[AH_CKPT_PATH_MAX];
-                ah_ckpt_step_dir(what, sizeof what, host, steps[k].step);
-                json_array_append_new(interrupted, json_string(what));
-            }
-        free(steps);
-        int bad = 0;
-        if (latest >= 0 && (a->launcher.verify_step(a->launcher.ctx, host, latest, &bad, &e) != AH_OK || bad)) {
-            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, host, e.msg);
-            ok = false;
-        }
-    }
-    return ok;
-}
 
 /* RUN_DIR/preempted.json {"step", "saved", "nodes"}, when the trainer wrote one: into the exit's
  * facts, and the nodes it names marked in `named`. */
@@ -509,7 +382,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
         r->saved ? "checkpoint saved" : "no checkpoint at the notice", r->forced ? ", killed after the grace period" : "");
     if (r->forced) {
         json_t *cut = json_array();
-        const bool intact = check_disks(a, cut);
+        const bool intact = ah_agent_check_disks(a, cut);
         if (json_array_size(cut)) say(a, "the kill interrupted %zu checkpoint write%s", json_array_size(cut),
                                       json_array_size(cut) == 1 ? "" : "s");
         json_object_set_new(pe, "interrupted_writes", cut);
@@ -518,7 +391,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
     emit(a, pe);
     for (int i = 0; i < nn; i++)
         if (a->leaving[i] || a->o->cloud_only) {
-            drop_disk(a, i);
+            ah_agent_drop_disk(a, i);
             a->leaving[i] = false;
         }
     a->stopping = false;
@@ -544,7 +417,7 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     /* failed with no notice, or stopped by the step timeout (its exit status is the stop's): the
      * plan's hosts that no longer answer vanished or hung, and leave */
     else if ((a->hung && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED)) ||
-             (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice"))) {
+             (act == AH_EXIT_FAILED && ah_agent_drop_unreachable(a, true, "host lost without notice"))) {
         a->stopping = true;
         a->cause = AH_CAUSE_LOST;
         a->notice_t = exit_t;
@@ -639,25 +512,6 @@ static void on_interrupt(agent_t *a) {
     }
 }
 
-/* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung and
- * leave as lost once the job, stopped now, has ended. With every host answering the job is only
- * slow (a long checkpoint write, say): said, and timed again from now. */
-static void on_hang(agent_t *a) {
-    const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
-    char what[160];
-    snprintf(what, sizeof what, "host hung (no metrics line for %.1f s, over the step timeout of %.1f s)", quiet,
-             limit);
-    a->hung = drop_unreachable(a, true, what);
-    if (!a->hung) {
-        say(a, "no metrics line for %.1f s (step timeout %.1f s), but every host of the plan answers: waiting on",
-            quiet, limit);
-        a->dog.last_t = ah_now_s();
-        return;
-    }
-    a->dog.last_t = -1;
-    a->launcher.stop(a->launcher.ctx);
-}
-
 static ah_status_t watch(agent_t *a, ah_error_t *err) {
     for (;;) {
         sleep_s(a->o->poll_s);
@@ -667,7 +521,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         if (a->stopping)
             press_stop(a);
         else if (a->launcher.reachable && ah_watchdog_expired(&a->dog, ah_now_s()))
-            on_hang(a);
+            ah_agent_on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
         int status = 0;
