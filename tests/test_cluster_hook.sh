@@ -47,6 +47,11 @@ PY
 run_agent "$WORK/ref" --mpirun-args "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated \
 -x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$WORK/ref.log"; fail "reference run"; }
 
+# a malformed hook stops the rank, naming the variable and what is wrong
+AH_TEST_HOOK="phase=bogus,step=0,file=$WORK/marker" run_agent "$WORK/bad" &&
+    fail "a malformed AH_TEST_HOOK was accepted"
+grep -q 'AH_TEST_HOOK="phase=bogus,step=0,file=.*": unknown phase' "$WORK/bad.log" ||
+    { cat "$WORK/bad.log"; fail "the malformed AH_TEST_HOOK is not named"; }
 cluster_up 3 1000 || fail "cannot make the test cluster"
 HEAD=$(awk '$2 == "head" {print $1}' "$CL_DIR/hosts")
 cluster_head moto_server -H "$HEAD" -p 5000 >"$WORK/moto.log" 2>&1 &
