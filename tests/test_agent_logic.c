@@ -224,6 +224,24 @@ static void test_events_and_stops(void) {
     CHECK(!ah_agent_join_restarts(1.0, 1.2), "slower");
 }
 
+static void test_watchdog(void) {
+    ah_watchdog_t w;
+    ah_watchdog_reset(&w, 0.2, 3.0);
+    CHECK(!ah_watchdog_expired(&w, 1e6), "not armed before the launch's first line");
+    ah_watchdog_line(&w, 100.0);
+    CHECK(fabs(ah_watchdog_timeout(&w) - 3.0) < 1e-12, "floor: 10 x 0.2 s predicted is under 3 s");
+    CHECK(!ah_watchdog_expired(&w, 102.9) && ah_watchdog_expired(&w, 103.1), "quiet past the floor");
+    ah_watchdog_line(&w, 100.5);
+    ah_watchdog_line(&w, 101.0);
+    CHECK(fabs(ah_watchdog_timeout(&w) - 5.0) < 1e-9, "10 x the longest gap seen (0.5 s)");
+    ah_watchdog_line(&w, 101.1);
+    CHECK(fabs(ah_watchdog_timeout(&w) - 5.0) < 1e-9, "a shorter gap does not lower it");
+    CHECK(!ah_watchdog_expired(&w, 106.0) && ah_watchdog_expired(&w, 106.2), "quiet past 5 s after the last line");
+    ah_watchdog_reset(&w, 0.8, 3.0);
+    ah_watchdog_line(&w, 0);
+    CHECK(fabs(ah_watchdog_timeout(&w) - 8.0) < 1e-9, "10 x the predicted iteration, over the floor");
+}
+
 static void test_plan_uses(void) {
     ah_model_t m;
     ah_cluster_t c;
@@ -280,6 +298,7 @@ int main(void) {
     test_exit_action();
     test_recovery();
     test_events_and_stops();
+    test_watchdog();
     test_plan_uses();
     test_train_argv();
     return ah_test_finish();

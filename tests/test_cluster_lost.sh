@@ -6,6 +6,7 @@
 # survivors' disks and, for what only h2 held, the cloud (moto on the head node). Every logged loss
 # equals the uninterrupted run's, no sample is lost or repeated. Then h2 comes back as a new machine
 # (an empty disk, a fresh sshd) with an `add` event: planned back in at the next checkpoint.
+# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage) h2 does not come back (40 steps, one re-plan).
 # Needs root, openssh-server and moto_server; skipped (77) without them.
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
@@ -13,6 +14,7 @@
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v moto_server >/dev/null ||
     { echo "SKIP: needs root, openssh-server and moto_server"; exit 77; }
 STEPS=60
+cluster_short && STEPS=40
 small_cluster
 sed -e 's/fast-0/h0/; s/slow-0/h1/; s/slow-1/h2/' "$CLUSTER" >"$WORK/c3.json"
 CLUSTER=$WORK/c3.json
@@ -47,32 +49,38 @@ done
 cluster_kill_host h2
 t_kill=$(echo "$(date +%s.%N) - $t_start" | bc)
 # h2 back once the relaunch on h0 + h1 has trained a step
-for _ in $(seq 1200); do
-    [ "$(grep -c '"launch":1' "$WD/metrics.jsonl" 2>/dev/null)" -ge 1 ] && break
-    kill -0 $agent 2>/dev/null || break
-    sleep 0.05
-done
-cluster_revive_host h2 || fail "cannot bring h2 back"
-printf '1,add,h2\n' >>"$WORK/events.csv"
+back=0
+if ! cluster_short; then
+    for _ in $(seq 1200); do
+        [ "$(grep -c '"launch":1' "$WD/metrics.jsonl" 2>/dev/null)" -ge 1 ] && break
+        kill -0 $agent 2>/dev/null || break
+        sleep 0.05
+    done
+    cluster_revive_host h2 || fail "cannot bring h2 back"
+    printf '1,add,h2\n' >>"$WORK/events.csv"
+    back=1
+fi
 wait $agent || { cat "$WORK/lost.log"; fail "autohet run after h2 vanished"; }
 out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/lost.log"; fail "h2 lost: metrics"; }
 echo "h2 lost without notice: $out"
 grep -q "host lost without notice: host h2" "$WORK/lost.log" || { cat "$WORK/lost.log"; fail "h2's loss not reported"; }
-python3 - "$WD/metrics.jsonl" "$t_kill" <<'PY' || { cat "$WORK/lost.log"; fail "the recovery after h2 vanished"; }
+python3 - "$WD/metrics.jsonl" "$t_kill" $back <<'PY' || { cat "$WORK/lost.log"; fail "the recovery after h2 vanished"; }
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
-assert len(pre) == 2 and pre[0]["cause"] == "host lost" and pre[0]["nodes"] == ["h2"], pre
-assert pre[1]["cause"] == "node joined", pre
-assert len(rec) == 2, rec
+back = sys.argv[3] == "1"
+assert len(pre) == 1 + back and pre[0]["cause"] == "host lost" and pre[0]["nodes"] == ["h2"], pre
+assert not back or pre[1]["cause"] == "node joined", pre
+assert len(rec) == 1 + back, rec
 b = rec[0]["bytes"]
 assert rec[0]["step"] > 0 and b["local"] + b["peer"] > 0, rec[0]
 up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
-assert up == [["h0", "h1"], ["h0", "h1", "h2"]], up
+assert up == [["h0", "h1"], ["h0", "h1", "h2"]][:1 + back], up
 print(f"detected {pre[0]['t_s'] - float(sys.argv[2]):.2f} s after the kill (mpirun's exit)")
 print(f"recovery from step {rec[0]['step']}: {b['local']} bytes from the survivors' own disks, {b['peer']} from a "
       f"peer, {b['cloud']} from the cloud, {rec[0]['seconds']:.2f} s")
-print(f"h2 back: planned in at step {rec[1]['step']}, {rec[1]['bytes']}")
+if back:
+    print(f"h2 back: planned in at step {rec[1]['step']}, {rec[1]['bytes']}")
 PY
 echo PASS

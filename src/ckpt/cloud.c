@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ckpt/afile.h"
+#include "ckpt/test_hook.h"
 #include "core/json.h"
 #include "core/timing.h"
 
@@ -52,6 +53,7 @@ ah_status_t ah_ckpt_cloud_upload_step(ah_s3_t *s3, const ah_s3_url_t *url, const
         up.files[up.n_files++] = *f;
         if (bytes) *bytes += f->bytes;
     }
+    if (st == AH_OK) ah_test_hook("upload", step, up.meta.node); /* test-only: mid-upload */
     /* The manifest goes last: until it lands, the cloud copy of this step does not count. */
     if (st == AH_OK) {
         char mname[AH_CKPT_NAME_MAX + 16], key[2048];

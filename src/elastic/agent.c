@@ -1,5 +1,6 @@
 /* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch. The decisions
- * and the accounting are agent_logic.h's; every host is reached through the launcher. */
+ * and the accounting are agent_logic.h's, its state agent_state.h's; the hosts are asked (who
+ * answers, disks, a hang) in agent_hosts.c, each through the launcher. */
 #include "elastic/agent.h"
 
 #include <errno.h>
@@ -19,17 +20,9 @@
 #include "core/timing.h"
 #include "core/vec.h"
 #include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
 #include "elastic/launcher.h"
 #include "runtime/protocol.h"
-
-const char *ah_agent_cause_name(ah_agent_cause_t c) {
-    switch (c) {
-    case AH_CAUSE_EVENT: return "events file";
-    case AH_CAUSE_SIGNAL: return "SIGTERM";
-    case AH_CAUSE_LOST: return "host lost";
-    default: return "node joined";
-    }
-}
 
 void ah_agent_opts_default(ah_agent_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -42,6 +35,7 @@ void ah_agent_opts_default(ah_agent_opts_t *o) {
     o->ckpt_every = 5;
     o->grace_s = 30;
     o->poll_s = 0.01;
+    o->step_timeout_s = 30;
 }
 
 void ah_agent_result_free(ah_agent_result_t *r) {
@@ -49,60 +43,6 @@ void ah_agent_result_free(ah_agent_result_t *r) {
     free(r->launches);
     free(r->recoveries);
     memset(r, 0, sizeof *r);
-}
-
-typedef struct agent {
-    const ah_agent_opts_t *o;
-    ah_agent_result_t *res;
-    ah_model_t model;
-    ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
-    bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
-    ah_agent_events_t ev;
-    off_t ev_size; /* the event file's size when last read: it is read again when it grows */
-    int next_ev;
-    double t0;
-    char work[512], local_root[600];
-    FILE *metrics;
-    ah_launcher_t launcher;
-    bool running;          /* a job was started and has not been seen to end */
-    ah_plan_result_t cur;  /* the running (or last) plan */
-    bool have_cur;
-    int cap_launches, cap_recoveries;
-    /* the current stop; interrupting: the user's Ctrl-C made it, the run ends with it */
-    bool stopping, forced, interrupting, stopped_at_once;
-    ah_agent_cause_t cause;
-    double notice_t, external_seen_t;
-    /* the recovery waiting for its first step (-1: none) */
-    int pending;
-    json_t *trainer_recover; /* the trainer's recover event of the current launch */
-    bool join_pending;
-    ah_history_t hist;
-    int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
-} agent_t;
-
-static double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
-
-static void say(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(agent_t *a, const char *fmt, ...) {
-    if (!a->o->log) return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    char stamped[1100];
-    snprintf(stamped, sizeof stamped, "[%7.2f s] %s", since_start(a), line);
-    a->o->log(a->o->log_ctx, stamped);
-}
-
-/* One JSON object a line in the merged metrics; takes the reference. */
-static void emit(agent_t *a, json_t *obj) {
-    if (a->metrics && obj) {
-        json_dumpf(obj, a->metrics, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-        fputc('\n', a->metrics);
-        fflush(a->metrics);
-    }
-    json_decref(obj);
 }
 
 static json_t *node_list(const agent_t *a, const bool *set) {
@@ -124,22 +64,6 @@ static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
 }
 
 /* ---- planning ---- */
-
-static void describe(const ah_plan_t *p, char *out, size_t cap) {
-    ah_str_t s = ah_str_fixed(out, cap);
-    ah_str_appendf(&s, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        ah_str_appendf(&s, " [");
-        for (int k = 0; k < pl->n_stages; k++) {
-            const ah_stage_t *st = &pl->stages[k];
-            ah_str_appendf(&s, "%s%s:%d L%d-%d", k ? " > " : "", p->cluster.nodes[st->devices[0].node].name,
-                           st->devices[0].index, st->first, st->last);
-        }
-        ah_str_appendf(&s, "] x%lld", (long long)pl->micro_batches);
-    }
-    if (s.failed && cap >= 4) snprintf(out + cap - 4, 4, "...");
-}
 
 /* Plans on the nodes that are up. */
 static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
@@ -167,7 +91,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     memset(L, 0, sizeof *L);
     L->first_step = -1;
     snprintf(L->plan_path, sizeof L->plan_path, "%s/plan-%d.json", a->work, k);
-    describe(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
+    ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;
     ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
@@ -185,40 +109,21 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     json_decref(a->trainer_recover);
     a->trainer_recover = NULL;
     a->external_seen_t = -1;
+    ah_watchdog_reset(&a->dog, L->predicted_s, a->o->step_timeout_s);
     say(a, "launch %d: %d ranks, plan %s", k, L->devices, L->plan_path);
     return AH_OK;
-}
-
-/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
- * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
- * launcher's error and an "unreachable" event, never waited on. True when there was one. */
-static bool drop_unreachable(agent_t *a, bool in_plan, const char *what) {
-    bool any = false;
-    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
-        const char *name = a->cluster.nodes[i].name;
-        ah_error_t e;
-        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
-            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
-            continue;
-        a->up[i] = false;
-        a->leaving[i] = in_plan;
-        any = true;
-        say(a, "%s: %s", what, e.msg);
-        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
-    }
-    return any;
 }
 
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
-    drop_unreachable(a, false, "planned out");
+    ah_agent_drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
     ah_status_t s = plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
     if (s != AH_OK) return s;
     char desc[512];
-    describe(&r.plan, desc, sizeof desc);
+    ah_agent_plan_desc(&r.plan, desc, sizeof desc);
     const bool first = !a->have_cur;
     if (a->have_cur) ah_plan_result_free(&a->cur);
     a->cur = r;
@@ -267,6 +172,7 @@ static void on_step(agent_t *a, json_t *line) {
         on_first_step(a, step, loss);
     }
     ah_history_add(&a->hist, a->res->n_launches - 1, step, tokens, loss);
+    ah_watchdog_line(&a->dog, ah_now_s());
     L->end_step = step + 1;
     L->step_s_sum += isfinite(secs) ? secs : 0;
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
@@ -278,6 +184,7 @@ static void on_step(agent_t *a, json_t *line) {
 static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
 
 static void on_checkpoint(agent_t *a) {
+    if (!a->stopping && ah_agent_answer_again(a)) a->join_pending = true;
     if (!a->join_pending || a->stopping) return;
     a->join_pending = false;
     ah_plan_result_t r;
@@ -316,7 +223,10 @@ static void on_line(void *ctx, json_t *line) {
         a->diverged_at = json_integer_value(json_object_get(line, AH_PROTO_STEP));
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
     emit(a, json_incref(line));
-    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) on_checkpoint(a);
+    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
+        ah_watchdog_line(&a->dog, ah_now_s());
+        on_checkpoint(a);
+    }
 }
 
 /* ---- availability ---- */
@@ -331,11 +241,6 @@ static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
     const int sent = a->launcher.notice(a->launcher.ctx, node);
     say(a, "notice: SIGTERM to the ranks of %s (%d now, any still starting when their rank file appears); "
         "grace period %.1f s", node ? node : "every node", sent, a->o->grace_s);
-}
-
-static void drop_disk(agent_t *a, int node) {
-    ah_error_t e;
-    if (a->launcher.drop_disk(a->launcher.ctx, a->cluster.nodes[node].name, &e) != AH_OK) say(a, "warning: %s", e.msg);
 }
 
 /* A trace may be fed while the agent runs (e.g. a benchmark that preempts once a checkpoint is in
@@ -380,42 +285,12 @@ static void apply_events(agent_t *a) {
             begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
         } else {
             say(a, "%s left; the running plan does not use it", name);
-            drop_disk(a, e->node);
+            ah_agent_drop_disk(a, e->node);
         }
     }
 }
 
 /* ---- after the job ended ---- */
-
-/* After a kill: every disk's step directories that a killed write left uncommitted (for the
- * metrics: where the kill landed) and whether each disk's newest committed step still verifies
- * (a rank killed while writing must never damage it). Returns false when one does not. */
-static bool check_disks(agent_t *a, json_t *interrupted) {
-    bool ok = true;
-    for (int i = 0; i < a->cluster.n_nodes; i++) {
-        const char *host = a->cluster.nodes[i].name;
-        ah_ckpt_step_info_t *steps = NULL;
-        int n = 0;
-        ah_error_t e;
-        if (a->launcher.list_steps(a->launcher.ctx, host, &steps, &n, &e) != AH_OK) continue;
-        int64_t latest = -1;
-        for (int k = 0; k < n; k++)
-            if (steps[k].committed) latest = steps[k].step;
-        for (int k = 0; k < n; k++)
-            if (!steps[k].committed && steps[k].step > latest) {
-                char what[AH_CKPT_PATH_MAX];
-                ah_ckpt_step_dir(what, sizeof what, host, steps[k].step);
-                json_array_append_new(interrupted, json_string(what));
-            }
-        free(steps);
-        int bad = 0;
-        if (latest >= 0 && (a->launcher.verify_step(a->launcher.ctx, host, latest, &bad, &e) != AH_OK || bad)) {
-            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, host, e.msg);
-            ok = false;
-        }
-    }
-    return ok;
-}
 
 /* RUN_DIR/preempted.json {"step", "saved", "nodes"}, when the trainer wrote one: into the exit's
  * facts, and the nodes it names marked in `named`. */
@@ -520,7 +395,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
         r->saved ? "checkpoint saved" : "no checkpoint at the notice", r->forced ? ", killed after the grace period" : "");
     if (r->forced) {
         json_t *cut = json_array();
-        const bool intact = check_disks(a, cut);
+        const bool intact = ah_agent_check_disks(a, cut);
         if (json_array_size(cut)) say(a, "the kill interrupted %zu checkpoint write%s", json_array_size(cut),
                                       json_array_size(cut) == 1 ? "" : "s");
         json_object_set_new(pe, "interrupted_writes", cut);
@@ -529,7 +404,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
     emit(a, pe);
     for (int i = 0; i < nn; i++)
         if (a->leaving[i] || a->o->cloud_only) {
-            drop_disk(a, i);
+            ah_agent_drop_disk(a, i);
             a->leaving[i] = false;
         }
     a->stopping = false;
@@ -552,14 +427,17 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     read_preempted(a, &f, named);
     ah_exit_action_t act = ah_agent_exit_action(&f);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
-    /* failed with no notice: the plan's hosts that no longer answer vanished, and leave */
-    else if (act == AH_EXIT_FAILED && drop_unreachable(a, true, "host lost without notice")) {
+    /* failed with no notice, or stopped by the step timeout (its exit status is the stop's): the
+     * plan's hosts that no longer answer vanished or hung, and leave */
+    else if ((a->hung && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED)) ||
+             (act == AH_EXIT_FAILED && ah_agent_drop_unreachable(a, true, "host lost without notice"))) {
         a->stopping = true;
         a->cause = AH_CAUSE_LOST;
         a->notice_t = exit_t;
         act = AH_EXIT_STOPPED;
     }
     free(named);
+    a->hung = false;
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = conclude(a, act, &f, err);
         *finished = s == AH_OK;
@@ -655,6 +533,8 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         apply_events(a);
         if (a->stopping)
             press_stop(a);
+        else if (a->launcher.reachable && ah_watchdog_expired(&a->dog, ah_now_s()))
+            ah_agent_on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
         int status = 0;
@@ -716,7 +596,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     if ((s = ah_cluster_open(o->cluster, &a.cluster, err)) != AH_OK) return s;
     a.up = calloc((size_t)a.cluster.n_nodes, sizeof *a.up);
     a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
-    if (!a.up || !a.leaving) {
+    a.unanswered = calloc((size_t)a.cluster.n_nodes, sizeof *a.unanswered);
+    if (!a.up || !a.leaving || !a.unanswered) {
         s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
         goto done;
     }
@@ -750,5 +631,6 @@ done:
     ah_history_free(&a.hist);
     free(a.up);
     free(a.leaving);
+    free(a.unanswered);
     return s;
 }

@@ -85,6 +85,10 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
+    double step_timeout_s;    /* the step timeout's floor (default 30): a job with no metrics line for
+                                 max(this, 10 x max(predicted iteration, longest gap seen)) has its
+                                 hosts probed; those that do not answer are lost (agent_logic.h);
+                                 launchers that reach hosts (ssh, slurm) only */
     volatile sig_atomic_t *interrupt; /* counted by the caller's signal handler: at 1, a notice to every
                                  rank (the trainer saves within grace_s), the job stops and the run
                                  returns AH_ERR_INTERRUPTED; at 2, the job is stopped at once */

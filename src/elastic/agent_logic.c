@@ -9,6 +9,7 @@
 
 #include "ckpt/policy.h"
 #include "core/json.h"
+#include "core/str.h"
 #include "runtime/protocol.h"
 
 /* ---- the history ---- */
@@ -214,4 +215,51 @@ ah_status_t ah_agent_train_argv(const ah_agent_opts_t *o, const char *plan_path,
     }
     out->argv[n] = NULL;
     return AH_OK;
+}
+
+/* ---- the hang watchdog ---- */
+
+void ah_watchdog_reset(ah_watchdog_t *w, double predicted_s, double floor_s) {
+    *w = (ah_watchdog_t){.floor_s = floor_s, .predicted_s = predicted_s, .last_t = -1, .max_gap_s = 0};
+}
+
+void ah_watchdog_line(ah_watchdog_t *w, double now) {
+    if (w->last_t >= 0 && now - w->last_t > w->max_gap_s) w->max_gap_s = now - w->last_t;
+    w->last_t = now;
+}
+
+double ah_watchdog_timeout(const ah_watchdog_t *w) {
+    const double seen = fmax(w->predicted_s, w->max_gap_s);
+    return fmax(w->floor_s, AH_WATCHDOG_FACTOR * seen);
+}
+
+bool ah_watchdog_expired(const ah_watchdog_t *w, double now) {
+    return w->last_t >= 0 && now - w->last_t > ah_watchdog_timeout(w);
+}
+
+/* ---- words ---- */
+
+const char *ah_agent_cause_name(ah_agent_cause_t c) {
+    switch (c) {
+    case AH_CAUSE_EVENT: return "events file";
+    case AH_CAUSE_SIGNAL: return "SIGTERM";
+    case AH_CAUSE_LOST: return "host lost";
+    default: return "node joined";
+    }
+}
+
+void ah_agent_plan_desc(const ah_plan_t *p, char *out, size_t cap) {
+    ah_str_t s = ah_str_fixed(out, cap);
+    ah_str_appendf(&s, "tp %d, micro-batch %lld:", p->tp, (long long)p->train.micro_batch);
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        ah_str_appendf(&s, " [");
+        for (int k = 0; k < pl->n_stages; k++) {
+            const ah_stage_t *st = &pl->stages[k];
+            ah_str_appendf(&s, "%s%s:%d L%d-%d", k ? " > " : "", p->cluster.nodes[st->devices[0].node].name,
+                           st->devices[0].index, st->first, st->last);
+        }
+        ah_str_appendf(&s, "] x%lld", (long long)pl->micro_batches);
+    }
+    if (s.failed && cap >= 4) snprintf(out + cap - 4, 4, "...");
 }

@@ -9,6 +9,7 @@
  *  - what an exit of the job means (finished, nothing to train, failed, preempted, relaunch);
  *  - what an availability event does to the running plan, when a stop escalates to a kill, when
  *    a joined node is worth a restart;
+ *  - the hang watchdog: how long a job may go without a metrics line before its hosts are probed;
  *  - the trainer's command line for a launch.
  *
  * Ownership: ah_history_t owns its loss array (ah_history_free); the rest borrows. */
@@ -131,6 +132,35 @@ bool ah_agent_join_restarts(double running_iteration_s, double joined_iteration_
 
 /* Whether a device of plan p is on the node named `node`. */
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node);
+
+/* ---- the hang watchdog ---- */
+
+/* A job that stops writing metrics lines (a host hung: its processes stopped, its link down, no
+ * connection closed) is caught by a step timeout: armed at a launch's first step (start-up and
+ * restore are not timed), fed every metrics line after it. The timeout is
+ * max(floor_s, AH_WATCHDOG_FACTOR x max(the plan's predicted iteration, the longest gap between
+ * two lines seen in this launch: a step, a checkpoint, a validation)). */
+#define AH_WATCHDOG_FACTOR 10.0
+
+typedef struct ah_watchdog {
+    double floor_s, predicted_s;
+    double last_t;    /* the last line's time; < 0: not armed (no step yet) */
+    double max_gap_s; /* the longest gap between two lines of this launch */
+} ah_watchdog_t;
+
+/* A new launch: disarmed until its first line. */
+void ah_watchdog_reset(ah_watchdog_t *w, double predicted_s, double floor_s);
+/* A metrics line at time now. */
+void ah_watchdog_line(ah_watchdog_t *w, double now);
+double ah_watchdog_timeout(const ah_watchdog_t *w);
+/* Whether the job has been quiet for longer than the timeout at time now. */
+bool ah_watchdog_expired(const ah_watchdog_t *w, double now);
+
+/* ---- words ---- */
+
+/* A plan in one line: "tp 1, micro-batch 2: [h0:0 L0-4] x3 [h1:0 L0-2 > h2:0 L2-4] x1" (cut with
+ * "..." when it does not fit cap). */
+void ah_agent_plan_desc(const ah_plan_t *p, char *out, size_t cap);
 
 /* ---- the trainer's command line ---- */
 

@@ -17,6 +17,7 @@
 #include "ckpt/policy.h"
 #include "ckpt/reshard.h"
 #include "ckpt/restore.h"
+#include "ckpt/test_hook.h"
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/json.h"
@@ -294,6 +295,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     int files = 0;
     ah_error_t lerr = {0};
     ah_status_t ls = write_part(s, step, &bytes, &files, &lerr);
+    ah_test_hook("ckpt-write", step, tr->plan->cluster.nodes[s->my_node].name); /* test-only: mid-checkpoint */
     /* Node barrier: every part is on disk (or some rank failed) before the leader commits. */
     ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
     bool data_kept = true;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ckpt/test_hook.h"
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/emulate.h"
@@ -419,6 +420,8 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     ah_gpt_zero_grads(st);
     double loss_sum = 0;
     TRY(run_schedule(tr, step, &loss_sum, err));
+    const ah_device_ref_t me = p->pipelines[tr->role.pipeline].stages[tr->role.stage].devices[tr->role.tp_rank];
+    ah_test_hook("step", step, p->cluster.nodes[me.node].name); /* test-only: mid-step */
     TRY(dp_sync(tr, err));
     /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
      * loss scaling, the ranks that hold an overflowed (inf or nan) gradient of their own. */

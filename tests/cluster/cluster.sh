@@ -6,8 +6,13 @@
 #   cluster_head CMD...     runs CMD on the head node (where mpirun and the agent run)
 #   cluster_on HOST CMD...  runs CMD on HOST through its sshd (the way Open MPI reaches it)
 #   cluster_kill_host HOST  every process on HOST killed at once (its sshd included)
+#   cluster_freeze_host HOST  every process on HOST stopped (SIGSTOP) at once: a hang, no
+#                           connection closed (the kernel still accepts and acknowledges)
+#   cluster_thaw_host HOST  every process on HOST continued (SIGCONT): the host answers again
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
+#   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
+#                           then runs its short subset (each test's header says which)
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
 #                           SIGTERM/SIGINT/SIGHUP once the foreground command returns; what a
 #                           SIGKILLed test left, the next cluster_up removes)
@@ -37,6 +42,8 @@ cl_fail() { echo "cluster.sh: $*" >&2; return 1; }
 
 # cl_ns NAME: the namespace name of host NAME in this cluster.
 cl_ns() { echo "ah$CL_ID-$1"; }
+
+cluster_short() { [ "${AH_CLUSTER_SHORT:-0}" = 1 ]; }
 
 # cl_pids_in NS: the pids whose network namespace is NS.
 cl_pids_in() { ip netns pids "$(cl_ns "$1")" 2>/dev/null; }
@@ -188,6 +195,19 @@ cluster_kill_host() {
     pids=$(cl_pids_in "$1")
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
     return 0
+}
+
+# cluster_freeze_host HOST: SIGSTOP to every process in HOST's network namespace, at once.
+cluster_freeze_host() {
+    local pids
+    pids=$(cl_pids_in "$1")
+    [ -n "$pids" ] && kill -STOP $pids
+}
+
+cluster_thaw_host() {
+    local pids
+    pids=$(cl_pids_in "$1")
+    [ -n "$pids" ] && kill -CONT $pids
 }
 
 cluster_shape() {

@@ -1,0 +1,56 @@
+/* The test-only stop point (test_hook.h). */
+#include "ckpt/test_hook.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/str.h"
+
+static const char *const PHASES[] = {"step", "ckpt-write", "upload"};
+
+static _Noreturn void bad(const char *value, const char *why) {
+    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-write|upload,step=N"
+            "[,node=NAME],file=PATH; test-only)\n", value, why);
+    exit(2);
+}
+
+void ah_test_hook(const char *phase, int64_t step, const char *node) {
+    const char *value = getenv("AH_TEST_HOOK");
+    if (!value || !value[0]) return;
+    char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "";
+    long long want_step = -1;
+    if (strlen(value) >= sizeof buf) bad(value, "too long");
+    snprintf(buf, sizeof buf, "%s", value);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || !eq[1]) bad(value, "each item is KEY=VALUE");
+        *eq = 0;
+        const char *v = eq + 1;
+        if (!strcmp(kv, "phase")) {
+            if (ah_str_index(v, PHASES, 3) < 0) bad(value, "unknown phase");
+            snprintf(want_phase, sizeof want_phase, "%s", v);
+        } else if (!strcmp(kv, "step")) {
+            char *end = NULL;
+            errno = 0;
+            want_step = strtoll(v, &end, 10);
+            if (*end || errno || want_step < 0) bad(value, "step is not a number >= 0");
+        } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
+        else if (!strcmp(kv, "file")) snprintf(file, sizeof file, "%s", v);
+        else bad(value, "unknown key");
+    }
+    if (!want_phase[0] || want_step < 0 || !file[0]) bad(value, "phase, step and file are required");
+    if (strcmp(phase, want_phase) || step != want_step) return;
+    if (want_node[0] && (!node || strcmp(node, want_node))) return;
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        fprintf(stderr, "autohet: AH_TEST_HOOK: cannot create %s: %s\n", file, strerror(errno));
+        exit(2);
+    }
+    fprintf(f, "%s %" PRId64 " %s %ld\n", phase, step, node ? node : "-", (long)getpid());
+    fclose(f);
+    for (;;) pause();
+}

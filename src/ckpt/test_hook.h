@@ -1,0 +1,29 @@
+/* A test-only hook: a process stops at a named phase of a chosen step so that a test can kill
+ * its host there, without sleeps (tests/test_cluster_hook.sh; docs/multi-host.md).
+ *
+ *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],file=PATH"
+ *
+ * P is one of
+ *   step        mid-step: step N's (0-based, the metrics' "step") forward and backward are done,
+ *               its gradient sync not started;
+ *   ckpt-write  mid-checkpoint: this rank's shard files of checkpoint step N are written, the
+ *               node's manifest not committed;
+ *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
+ *               in the cloud, not its manifest (so the cloud copy of step N does not count yet).
+ * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
+ * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
+ * directory on its own host) and then waits there forever, signals keeping their default action:
+ * the test kills it (its whole host) once PATH is there. Unset or empty: nothing happens. A
+ * malformed value is a bug in the test: the process prints what is wrong, naming the variable,
+ * and exits 2. Never for production use; the cost when unset is one getenv.
+ */
+#ifndef AH_CKPT_TEST_HOOK_H
+#define AH_CKPT_TEST_HOOK_H
+
+#include <stdint.h>
+
+/* The hook point `phase` at `step` on plan node `node` (NULL: unknown, then a node= filter
+ * never matches). Returns only when the hook does not match. */
+void ah_test_hook(const char *phase, int64_t step, const char *node);
+
+#endif

@@ -1,0 +1,99 @@
+/* The agent's dealings with its hosts (agent_state.h): who answers, dropping disks, what the disks
+ * hold after a forced stop, a hang. Every host is reached through the launcher. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ckpt/ckpt.h"
+#include "elastic/agent_state.h"
+
+/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
+ * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
+ * launcher's error and an "unreachable" event, never waited on. True when there was one. */
+bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what) {
+    bool any = false;
+    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
+        const char *name = a->cluster.nodes[i].name;
+        ah_error_t e;
+        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
+            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
+            continue;
+        a->up[i] = false;
+        a->unanswered[i] = true;
+        a->leaving[i] = in_plan;
+        any = true;
+        say(a, "%s: %s", what, e.msg);
+        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
+    }
+    return any;
+}
+
+/* Hosts down because they did not answer that answer now: up again, a join event each. */
+bool ah_agent_answer_again(agent_t *a) {
+    bool any = false;
+    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
+        ah_error_t e;
+        const char *name = a->cluster.nodes[i].name;
+        if (a->up[i] || !a->unanswered[i] || a->launcher.reachable(a->launcher.ctx, name, &e) != AH_OK) continue;
+        a->up[i] = true;
+        a->unanswered[i] = false;
+        any = true;
+        say(a, "host %s answers again; it is taken in at this checkpoint", name);
+        emit(a, json_pack("{s:s, s:f, s:[s], s:s}", "event", "join", "t_s", since_start(a), "nodes", name, "why",
+                          "answers again"));
+    }
+    return any;
+}
+
+void ah_agent_drop_disk(agent_t *a, int node) {
+    ah_error_t e;
+    if (a->launcher.drop_disk(a->launcher.ctx, a->cluster.nodes[node].name, &e) != AH_OK) say(a, "warning: %s", e.msg);
+}
+
+/* After a kill: every disk's step directories that a killed write left uncommitted (for the
+ * metrics: where the kill landed) and whether each disk's newest committed step still verifies
+ * (a rank killed while writing must never damage it). Returns false when one does not. */
+bool ah_agent_check_disks(agent_t *a, json_t *interrupted) {
+    bool ok = true;
+    for (int i = 0; i < a->cluster.n_nodes; i++) {
+        const char *host = a->cluster.nodes[i].name;
+        ah_ckpt_step_info_t *steps = NULL;
+        int n = 0;
+        ah_error_t e;
+        if (a->launcher.list_steps(a->launcher.ctx, host, &steps, &n, &e) != AH_OK) continue;
+        int64_t latest = -1;
+        for (int k = 0; k < n; k++)
+            if (steps[k].committed) latest = steps[k].step;
+        for (int k = 0; k < n; k++)
+            if (!steps[k].committed && steps[k].step > latest) {
+                char what[AH_CKPT_PATH_MAX];
+                ah_ckpt_step_dir(what, sizeof what, host, steps[k].step);
+                json_array_append_new(interrupted, json_string(what));
+            }
+        free(steps);
+        int bad = 0;
+        if (latest >= 0 && (a->launcher.verify_step(a->launcher.ctx, host, latest, &bad, &e) != AH_OK || bad)) {
+            say(a, "DAMAGED: step %lld on %s: %s", (long long)latest, host, e.msg);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung and
+ * leave as lost once the job, stopped now, has ended. With every host answering the job is only
+ * slow (a long checkpoint write, say): said, and timed again from now. */
+void ah_agent_on_hang(agent_t *a) {
+    const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
+    char what[160];
+    snprintf(what, sizeof what, "host hung (no metrics line for %.1f s, over the step timeout of %.1f s)", quiet,
+             limit);
+    a->hung = ah_agent_drop_unreachable(a, true, what);
+    if (!a->hung) {
+        say(a, "no metrics line for %.1f s (step timeout %.1f s), but every host of the plan answers: waiting on",
+            quiet, limit);
+        a->dog.last_t = ah_now_s();
+        return;
+    }
+    a->dog.last_t = -1;
+    a->launcher.stop(a->launcher.ctx);
+}

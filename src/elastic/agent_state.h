@@ -1,0 +1,94 @@
+/* The elastic agent's state, shared by its loop (agent.c) and its dealings with the hosts
+ * (agent_hosts.c); private to src/elastic. Also the log line (say) and the merged metrics line
+ * (emit) both write. */
+#ifndef AH_ELASTIC_AGENT_STATE_H
+#define AH_ELASTIC_AGENT_STATE_H
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "core/timing.h"
+#include "elastic/agent.h"
+#include "elastic/agent_logic.h"
+#include "elastic/launcher.h"
+#include "plan/planner.h"
+#include "spec/cluster.h"
+#include "spec/model.h"
+
+typedef struct agent {
+    const ah_agent_opts_t *o;
+    ah_agent_result_t *res;
+    ah_model_t model;
+    ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
+    bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
+    bool *unanswered;      /* down because it did not answer: asked again at each checkpoint */
+    ah_agent_events_t ev;
+    off_t ev_size; /* the event file's size when last read: it is read again when it grows */
+    int next_ev;
+    double t0;
+    char work[512], local_root[600];
+    FILE *metrics;
+    ah_launcher_t launcher;
+    bool running;          /* a job was started and has not been seen to end */
+    ah_plan_result_t cur;  /* the running (or last) plan */
+    bool have_cur;
+    int cap_launches, cap_recoveries;
+    /* the current stop; interrupting: the user's Ctrl-C made it, the run ends with it */
+    bool stopping, forced, interrupting, stopped_at_once;
+    ah_agent_cause_t cause;
+    double notice_t, external_seen_t;
+    /* the recovery waiting for its first step (-1: none) */
+    int pending;
+    json_t *trainer_recover; /* the trainer's recover event of the current launch */
+    bool join_pending;
+    ah_history_t hist;
+    int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
+    ah_watchdog_t dog; /* the step timeout of the running launch */
+    bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
+} agent_t;
+
+static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
+
+static inline void say(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void say(agent_t *a, const char *fmt, ...) {
+    if (!a->o->log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char stamped[1100];
+    snprintf(stamped, sizeof stamped, "[%7.2f s] %s", since_start(a), line);
+    a->o->log(a->o->log_ctx, stamped);
+}
+
+/* One JSON object a line in the merged metrics; takes the reference. */
+static inline void emit(agent_t *a, json_t *obj) {
+    if (a->metrics && obj) {
+        json_dumpf(obj, a->metrics, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        fputc('\n', a->metrics);
+        fflush(a->metrics);
+    }
+    json_decref(obj);
+}
+
+/* ---- the hosts (agent_hosts.c), each through the launcher ---- */
+
+/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
+ * prompt in BatchMode): marked down and unanswered (in_plan: leaving too), each said as `what`
+ * with the launcher's error and an "unreachable" event, never waited on. True when there was one. */
+bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what);
+/* Hosts down for not answering that answer now: up again, a join event each. True when any. */
+bool ah_agent_answer_again(agent_t *a);
+/* Drops node's disk on its host; a failure is a warning. */
+void ah_agent_drop_disk(agent_t *a, int node);
+/* After a forced stop: each host's uncommitted steps newer than its latest committed one into
+ * `interrupted`; false when a host's latest committed step does not verify. */
+bool ah_agent_check_disks(agent_t *a, json_t *interrupted);
+/* The step timeout expired (see the watchdog, agent_logic.h). */
+void ah_agent_on_hang(agent_t *a);
+
+#endif
