@@ -94,6 +94,23 @@ PY
 [ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["tp"])' "$TMP/plan.json")" = 1 ] \
     || { cat "$TMP/out"; fail "the planner left the profiled TP degree"; }
 grep -q "note:" "$TMP/out" && { cat "$TMP/out"; fail "a note about missing profile entries, but none are missing"; }
+# ... even when the measured TP 1 is far slower than the roofline's TP 2 would be: a baseline at TP 2
+# (timed by the roofline) is reported, never a candidate (it once was, and the plan came out TP 2)
+$PY - "$TMP/h.json" "$TMP/slow.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for e in d["entries"]:
+    for k in ("embed", "block", "head"):
+        if k in e:
+            for f in ("fwd_s", "bwd_s"):
+                if f in e[k]:
+                    e[k][f] *= 50
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --micro-batch 2 \
+    --precision fp32 --profile "$TMP/slow.json" -o "$TMP/plan-slow.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "plan --profile slow"; }
+[ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["tp"])' "$TMP/plan-slow.json")" = 1 ] \
+    || { cat "$TMP/out"; fail "a slow measured TP 1 lost to a roofline-timed baseline at TP 2"; }
 "$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" --json >"$TMP/ev.json" || fail "evaluate the planned plan"
 # A profile with no entry for the plan's sequence length is not silently replaced by the roofline.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --micro-batch 2 \

@@ -451,12 +451,20 @@ void ah_plan_result_free(ah_plan_result_t *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Whether a baseline's plan may be a candidate: with a profile that restricts the search to the
+ * settings it measured (profiled_only), only a baseline at such a setting (a setting timed by the
+ * roofline is not comparable with a measured one); it is still reported as a baseline. */
+static bool baseline_comparable(const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool profiled_only,
+                                const ah_plan_t *bp) {
+    return !profiled_only || profile_covers(o->profile, cluster, &bp->train, bp->tp);
+}
+
 /* The baselines' plans as candidates: runs each baseline into out->baselines, and offers its
  * pipelines (as node sequences) to the search, which scores them with its own layer, recompute and
  * micro-batch split. A baseline without a plan only leaves its message. */
 static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *cluster,
-                                   const ah_planner_opts_t *o, ah_search_t *s, ah_plan_result_t *out,
-                                   ah_error_t *err) {
+                                   const ah_planner_opts_t *o, bool profiled_only, ah_search_t *s,
+                                   ah_plan_result_t *out, ah_error_t *err) {
     out->baselines = calloc(AH_BASELINE_COUNT, sizeof *out->baselines);
     if (!out->baselines) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines");
     ah_status_t st = AH_OK;
@@ -468,6 +476,7 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
             continue;
         }
         const ah_plan_t *bp = &b->r.plan;
+        if (!baseline_comparable(cluster, o, profiled_only, bp)) continue;
         ah_sctx_t x;
         st = ah_sctx_init(&x, model, cluster, &bp->train, bp->tp, o->profile, err);
         if (st != AH_OK) break;
@@ -491,13 +500,13 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
 /* When a baseline's own plan is still better under the objective than the built one (the search
  * re-splits the baselines' pipelines, which can lose on DP sync: it minimises the pipeline part
  * first), emit a copy of the best such baseline instead. */
-static ah_status_t keep_baselines(const ah_search_t *s, const ah_planner_opts_t *o, ah_plan_result_t *out,
-                                  ah_error_t *err) {
+static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                  bool profiled_only, ah_plan_result_t *out, ah_error_t *err) {
     int pick = -1;
     double best = key_of(s, out->usd_per_hour, out->eval.pred.iteration_s);
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_baseline_out_t *b = &out->baselines[k];
-        if (!b->ok) continue;
+        if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan)) continue;
         const double key = key_of(s, plan_price(&b->r.plan), b->r.eval.pred.iteration_s);
         if (key < best) {
             best = key;
@@ -580,9 +589,8 @@ typedef struct {
 /* The pairs to search, into pairs (sorted by bound); *lower_bound: the least bound of them all.
  * With a profile, only the (t, m) settings it measured, when it measured any: a setting timed by
  * the roofline is not comparable with a measured one (either may come out faster). */
-static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
-                       const int *tps, int n_tp, const int64_t *mbs, int n_mb, pair_t *pairs, double *lower_bound) {
-    int n_pairs = 0;
+static bool profiled_only_of(const ah_cluster_t *cluster, const ah_planner_opts_t *opts, const int *tps, int n_tp,
+                             const int64_t *mbs, int n_mb) {
     bool profiled_only = false;
     for (int i = 0; i < n_tp && opts->profile && !profiled_only; i++)
         for (int j = 0; j < n_mb && !profiled_only; j++) {
@@ -590,6 +598,13 @@ static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, con
             tr.micro_batch = mbs[j];
             profiled_only = profile_covers(opts->profile, cluster, &tr, tps[i]);
         }
+    return profiled_only;
+}
+
+static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                       const int *tps, int n_tp, const int64_t *mbs, int n_mb, pair_t *pairs, double *lower_bound) {
+    int n_pairs = 0;
+    const bool profiled_only = profiled_only_of(cluster, opts, tps, n_tp, mbs, n_mb);
     for (int i = 0; i < n_tp; i++)
         for (int j = 0; j < n_mb; j++) {
             ah_train_t tr = opts->train;
@@ -637,7 +652,8 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     pair_t pairs[AH_MAX_TP * 64];
     const int n_pairs = order_pairs(model, cluster, opts, tps, n_tp, mbs, n_mb, pairs, &out->lower_bound_s);
     out->from_baseline = -1;
-    st = offer_baselines(model, cluster, opts, &s, out, err);
+    const bool profiled_only = profiled_only_of(cluster, opts, tps, n_tp, mbs, n_mb);
+    st = offer_baselines(model, cluster, opts, profiled_only, &s, out, err);
     int n_template = 0, n_searched = 0;
     for (int i = 0; i < n_pairs && st == AH_OK; i++) {
         if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
@@ -683,7 +699,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             st = infeasible_error(model, cluster, &closest, err);
     }
     if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
-    if (st == AH_OK) st = keep_baselines(&s, opts, out, err);
+    if (st == AH_OK) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
     ah_cand_free(&s.best);
     out->seconds = ah_now_s() - t0;
     if (st != AH_OK) ah_plan_result_free(out);
