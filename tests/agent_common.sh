@@ -165,3 +165,19 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     fi
     echo "seed $seed: preempt slow-1 at $t_ms ms, grace $grace s, checkpoint every $every, back at once $back: $out"
 }
+
+# recovered_from_survivors METRICS: the many-hosts tests' run with h2 preempted once: one recovery,
+# with bytes from the survivors' own disks and none from the cloud, re-planned on h0 + h1.
+recovered_from_survivors() {
+    python3 - "$1" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(rec) == 1, rec
+b = rec[0]["bytes"]
+assert b["local"] > 0 and b["cloud"] == 0, b
+up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
+assert up == [["h0", "h1"]], up
+print(f"recovery: {b['local']} bytes from the survivors' own disks, {b['peer']} from a peer, none from the cloud")
+PY
+}

@@ -63,17 +63,7 @@ grep -q "planned out: host h9: .*failed" "$WORK/ssh.log" || { cat "$WORK/ssh.log
 grep -q '"event":"unreachable","node":"h9"' "$WD/metrics.jsonl" || fail "no unreachable event for h9"
 out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/ssh.log"; fail "ssh launcher: metrics"; }
 echo "ssh, h2 preempted: $out"
-python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$WORK/ssh.log"; fail "the recovery's sources"; }
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-rec = [x for x in ev if x.get("event") == "recover"]
-assert len(rec) == 1, rec
-b = rec[0]["bytes"]
-assert b["local"] > 0 and b["cloud"] == 0, b
-up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
-assert up == [["h0", "h1"]], up
-print(f"recovery: {b['local']} bytes from the survivors' own disks, {b['peer']} from a peer, none from the cloud")
-PY
+recovered_from_survivors "$WD/metrics.jsonl" || { cat "$WORK/ssh.log"; fail "the recovery's sources"; }
 [ "$(cluster_on h2 ls "$CL_DISK/ck")" = "" ] || fail "h2's disk was not dropped: $(cluster_on h2 ls "$CL_DISK/ck")"
 for h in h0 h1; do
     [ "$(cluster_on $h ls "$CL_DISK/ck")" = "$h" ] || fail "host $h's disk holds $(cluster_on $h ls "$CL_DISK/ck")"

@@ -119,15 +119,5 @@ grep -q "planned out: host h9 is not in the Slurm allocation" "$WORK/slurm.log" 
     { cat "$WORK/slurm.log"; fail "h9 (not allocated) not planned out and named"; }
 out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/slurm.log"; fail "slurm launcher: metrics"; }
 echo "slurm, h2 preempted: $out"
-python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$WORK/slurm.log"; fail "the recovery's sources"; }
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-rec = [x for x in ev if x.get("event") == "recover"]
-assert len(rec) == 1, rec
-b = rec[0]["bytes"]
-assert b["local"] > 0 and b["cloud"] == 0, b
-up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
-assert up == [["h0", "h1"]], up
-print(f"recovery: {b['local']} bytes from the survivors' own disks, {b['peer']} from a peer, none from the cloud")
-PY
+recovered_from_survivors "$WD/metrics.jsonl" || { cat "$WORK/slurm.log"; fail "the recovery's sources"; }
 echo "PASS"
