@@ -2,7 +2,11 @@
  * metrics stream. */
 #include "elastic/launcher.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
                                 ah_launcher_t *out, ah_error_t *err) {
@@ -27,4 +31,29 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
         if (json_is_object(line)) fn(fn_ctx, line);
         json_decref(line);
     }
+}
+
+ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err) {
+    const pid_t child = fork();
+    if (child < 0) {
+        ah_status_t s = ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", argv[0], strerror(errno));
+        free(argv);
+        return s;
+    }
+    if (child == 0) {
+        /* Own process group: a terminal's Ctrl-C reaches the agent only, which then stops the job. */
+        setpgid(0, 0);
+        const int fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, STDIN_FILENO);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        /* Only the child reaches this: the parent sees exit status 127 and says what to check. */
+        _exit(127);
+    }
+    free(argv);
+    setpgid(child, child); /* also in the parent, so a signal right after fork reaches the group */
+    *pid = child;
+    return AH_OK;
 }

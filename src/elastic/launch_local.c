@@ -83,27 +83,7 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     if (s != AH_OK) return s;
     char **argv = mpirun_argv(l, np, job->train_argv, words);
     if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
-    const pid_t pid = fork();
-    if (pid < 0) {
-        free(argv);
-        return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", l->mpirun, strerror(errno));
-    }
-    if (pid == 0) {
-        /* Own process group: a terminal's Ctrl-C reaches the agent only, which then stops the job. */
-        setpgid(0, 0);
-        const int fd = open("/dev/null", O_RDONLY);
-        if (fd >= 0) {
-            dup2(fd, STDIN_FILENO);
-            close(fd);
-        }
-        execvp(argv[0], argv);
-        /* Only the child reaches this: the parent sees exit status 127 and says what to check. */
-        _exit(127);
-    }
-    free(argv);
-    setpgid(pid, pid); /* also in the parent, so a signal right after fork reaches the group */
-    l->pid = pid;
-    return AH_OK;
+    return ah_launch_spawn(argv, &l->pid, err);
 }
 
 static bool local_poll(void *ctx, int *status) {

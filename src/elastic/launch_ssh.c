@@ -271,25 +271,7 @@ static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *
     snprintf(np, sizeof np, "%d", n_ranks);
     char **argv = mpirun_argv(l, hostfile, np, job->train_argv, words);
     if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
-    const pid_t pid = fork();
-    if (pid < 0) {
-        free(argv);
-        return ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", l->mpirun, strerror(errno));
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        const int fd = open("/dev/null", O_RDONLY);
-        if (fd >= 0) {
-            dup2(fd, STDIN_FILENO);
-            close(fd);
-        }
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    free(argv);
-    setpgid(pid, pid);
-    l->pid = pid;
-    return AH_OK;
+    return ah_launch_spawn(argv, &l->pid, err);
 }
 
 static bool ssh_poll(void *ctx, int *status) {

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -115,6 +116,11 @@ typedef struct ah_launch_lines {
 } ah_launch_lines_t;
 void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void (*fn)(void *fn_ctx, json_t *line),
                           void *fn_ctx);
+
+/* For the launchers: starts argv (malloc'ed, NULL-terminated; freed here, its strings borrowed)
+ * as the leader of its own process group with stdin from /dev/null; *pid gets it. An exec that
+ * fails exits 127 in the child (launch_common.c). */
+ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err);
 
 /* The single-machine launcher (launch_local.c). */
 ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err);
