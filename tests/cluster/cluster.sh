@@ -19,7 +19,7 @@
 #
 # Each host is a network namespace with one veth to a bridge that lives in a namespace of its own
 # (the switch), its own hostname (UTS namespace), its own processes (PID namespace: a host cannot
-# signal another's) and its own private disk (mount namespace):
+# signal another's) and its own private disk (mount namespace), and an empty ~/.bashrc (below):
 # CL_DISK is the same path on every host, and each sees only its own directory there (the head
 # and this machine see an empty directory). Hosts are reached through a real sshd per host with
 # keys, host keys and known_hosts this script makes: `ssh -F CL_SSH_CONFIG` in BatchMode, so a
@@ -86,9 +86,13 @@ AcceptEnv *
 MaxStartups 100
 MaxSessions 100
 EOF
+    # root's ~/.bashrc is this machine's, not the host's: bash sources it for every ssh command,
+    # and here it runs `pyenv init` (seconds each under load; a lock that a killed host left
+    # behind makes every later session wait 60 s), so each host sees an empty one
     ip netns exec "$(cl_ns "$name")" unshare --uts --mount --pid --fork --mount-proc --propagation private sh -c '
-        hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts && exec "$5" -D -e -f "$6"' \
-        sh "$name" "$CL_DIR/disks/$name" "$CL_DISK" "$CL_DIR/hosts" "$CL_SSHD" "$CL_DIR/sshd-$name.conf" \
+        hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts &&
+        { [ ! -e "$7" ] || mount --bind /dev/null "$7"; } && exec "$5" -D -e -f "$6"' \
+        sh "$name" "$CL_DIR/disks/$name" "$CL_DISK" "$CL_DIR/hosts" "$CL_SSHD" "$CL_DIR/sshd-$name.conf" "$HOME/.bashrc" \
         >"$CL_DIR/sshd-$name.log" 2>&1 &
     disown
 }
