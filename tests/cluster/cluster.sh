@@ -148,8 +148,12 @@ cluster_up() {
         echo "$i $(cut -d' ' -f1,2 "$CL_DIR/host_key.pub")" >>"$CL_DIR/known_hosts"
         cl_sshd "$i"
     done
+    # SendEnv OPENBLAS_*: every host is this machine's image, whose environment may choose
+    # OpenBLAS's kernel (OPENBLAS_CORETYPE): without it a host's ranks would pick another one
+    # than a rank started here, and round differently (the sshd accepts any variable)
     cat >"$CL_SSH_CONFIG" <<EOF
 Host *
+    SendEnv OPENBLAS_*
     User root
     IdentityFile $CL_DIR/client_key
     IdentitiesOnly yes
