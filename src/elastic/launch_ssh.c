@@ -6,7 +6,11 @@
  *    CMD`, a job step on that node beside the job's own (scancel --signal addresses a job or a
  *    step, never one host's ranks, so notices go this way too); mpirun, started inside the
  *    allocation, reaches the hosts with Open MPI's Slurm launcher (srun), no plm_rsh_agent; a
- *    host that is not in the allocation (SLURM_JOB_NODELIST) does not answer.
+ *    host that is not in the allocation (SLURM_JOB_NODELIST) does not answer. Every srun the
+ *    agent and mpirun start runs with SLURM_OVERLAP=1 (srun --overlap): Open MPI's daemons of a
+ *    launch whose host vanished are a step that keeps its CPUs on the survivors until Slurm
+ *    declares that host DOWN (SlurmdTimeout, 300 s by default), and the relaunch's daemons would
+ *    wait for them.
  * Nothing of a host is touched from here but through RSH:
  *  - start: on each host of the plan, the run directory RUN (the same path on every host, each
  *    its own) made empty and the plan copied to its path; here, RUN/hosts from the plan
@@ -188,20 +192,25 @@ static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
 }
 
 /* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile RUN/hosts --map-by seq
- * --bind-to none --mca coll_libnbc_iallreduce_algorithm 1 ARGS -np N TRAIN_ARGV --check-host,
- * malloc'ed; words of ARGS point into words. */
+ * --bind-to none --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_{eager_limit,
+ * rndv_eager_limit,max_send_size} 4194304 ARGS -np N TRAIN_ARGV --check-host, malloc'ed; words of
+ * ARGS point into words. */
 static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train_argv, char *words) {
     size_t n_train = 0;
     while (train_argv[n_train]) n_train++;
-    char **argv = malloc((16 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
+    char **argv = malloc((25 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
     if (!argv) return NULL;
     int n = 0;
     argv[n++] = l->mpirun;
     if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
     /* the ring all-reduce the cost model counts: Open MPI's own choice for the trainer's
-     * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0 (docs/multi-host.md) */
+     * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0; and TCP messages up to
+     * 4 MiB sent eagerly: over 64 KiB, Open MPI's default, each waits for the receiver's go-ahead,
+     * which queues behind the receiver's own outgoing data on a busy link (docs/multi-host.md,
+     * "Network terms against shaped links"). ARGS, after these, can override them. */
     char *fixed[] = {"--mca", "plm_rsh_agent", l->rsh, "--hostfile", hostfile, "--map-by", "seq", "--bind-to", "none",
-                     "--mca", "coll_libnbc_iallreduce_algorithm", "1"};
+                     "--mca", "coll_libnbc_iallreduce_algorithm", "1", "--mca", "btl_tcp_eager_limit", "4194304",
+                     "--mca", "btl_tcp_rndv_eager_limit", "4194304", "--mca", "btl_tcp_max_send_size", "4194304"};
     /* under Slurm, Open MPI finds the allocation itself and starts its daemons with srun */
     for (size_t i = l->slurm ? 3 : 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
     for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
@@ -553,5 +562,7 @@ ah_status_t ah_launcher_slurm(const ah_launch_ssh_opts_t *o, ah_launcher_t *out,
     if (s != AH_OK) return s;
     l->slurm = true;
     memcpy(l->alloc, alloc, sizeof alloc);
+    /* Open MPI's daemons too, as a step beside any left over from a launch that lost a host */
+    setenv("SLURM_OVERLAP", "1", 1);
     return AH_OK;
 }
