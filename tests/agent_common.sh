@@ -1,5 +1,6 @@
-# Shared by tests/test_agent*.sh and tests/test_nothing_lost*.sh (sourced after train_common.sh):
-# running the agent on the emulated cluster, and the checks of its merged metrics.
+# Shared by tests/test_agent*.sh, tests/test_nothing_lost*.sh and the many-hosts tests (sourced
+# after train_common.sh): running the agent on the emulated cluster, and the checks of its merged
+# metrics.
 STEPS=${STEPS:-16}
 CKPT_EVERY=${CKPT_EVERY:-2}
 GB=8
@@ -179,5 +180,116 @@ assert b["local"] > 0 and b["cloud"] == 0, b
 up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
 assert up == [["h0", "h1"]], up
 print(f"recovery: {b['local']} bytes from the survivors' own disks, {b['peer']} from a peer, none from the cloud")
+PY
+}
+
+# ---- the many-hosts tests' hosts lost without notice (tests/cluster/cluster.sh sourced too) ----
+
+# cluster_reference DIR: the uninterrupted run on this machine: the local launcher's mpirun flags
+# and the ring all-reduce the ssh and slurm launchers ask for, so that the same plan sums in the
+# same order (bit-exact losses).
+cluster_reference() {
+    run_agent "$1" --mpirun-args "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated \
+-x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$1.log"; fail "reference run"; }
+}
+
+# h2_alone_cluster: small_cluster's nodes named h0, h1, h2, with devices of 3 MiB: the plan is one
+# pipeline h1 > h2 > h0 and a block (1) is on h2 alone (checked), so a recovery without h2 needs
+# the cloud for that block. Sets CLUSTER.
+h2_alone_cluster() {
+    small_cluster
+    python3 - "$CLUSTER" "$WORK/c3.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for t in d["gpu_types"].values():
+    t["emulate"]["memory_mib"] = 3
+for n, h in zip(d["nodes"], ["h0", "h1", "h2"]):
+    n["name"] = h
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    CLUSTER=$WORK/c3.json
+    "$AUTOHET" plan --model tiny-gpt2 --cluster "$CLUSTER" --global-batch $GB --seq-len $SEQ -o "$WORK/plan.json" \
+        >/dev/null || fail "plan of the 3 MiB cluster"
+    python3 - "$WORK/plan.json" <<'PY' || fail "the plan no longer puts a block on h2 alone"
+import json, sys
+p = json.load(open(sys.argv[1]))
+on = {}
+for pl in p["pipelines"]:
+    for s in pl["stages"]:
+        for b in range(*s["layers"]):
+            on.setdefault(b, set()).update(d["node"] for d in s["devices"])
+assert any(v == {"h2"} for v in on.values()), on
+PY
+}
+
+# cloud_up: moto on the head node at EP (its address inside the cluster), bucket "ckpt"; the
+# credentials exported.
+cloud_up() {
+    local head
+    head=$(awk '$2 == "head" {print $1}' "$CL_DIR/hosts")
+    cluster_head moto_server -H "$head" -p 5000 >"$WORK/moto.log" 2>&1 &
+    EP=http://$head:5000
+    export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+    for _ in $(seq 300); do cluster_head curl -s "$EP" >/dev/null && break; sleep 0.1; done
+    cluster_head curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
+}
+
+# cloud_has PREFIX STEP NAME: the object is listed in s3://ckpt/PREFIX (moto refuses an unsigned
+# GET, not a listing).
+cloud_has() {
+    local key=$1/step-$(printf %08d "$2")/$3
+    cluster_head curl -s "$EP/ckpt?list-type=2&prefix=$key" | grep -q "<Key>$key</Key>"
+}
+
+# wait_for WHAT CMD...: until CMD succeeds while the agent ($agent, logging to $agent_log) runs, at
+# most 60 s; otherwise the log and a failure naming WHAT (and $case, when set).
+wait_for() {
+    local what=$1 i
+    shift
+    for i in $(seq 1200); do
+        "$@" && return 0
+        kill -0 "$agent" 2>/dev/null || { cat "$agent_log"; fail "${case:+$case: }the agent ended before $what"; }
+        sleep 0.05
+    done
+    cat "$agent_log"
+    fail "${case:+$case: }no $what after 60 s"
+}
+
+# h2_lost_and_recovered METRICS [step=N] [cloud=yes|only] [back=add|answers] [t_lost=S]: a run
+# where h2 vanished or hung without notice: the first stop is h2's, cause "host lost"; the
+# re-plan is on h0 + h1; the recovery (from step N when given) read bytes from the survivors'
+# disks (own or a peer's), and with cloud=yes from the cloud too (what only h2 held), with
+# cloud=only from the cloud at least. back: h2 was planned back in at a later checkpoint (a
+# second stop, cause "node joined", a re-plan on h0..h2): with add, after an add event (or the
+# agent's own probe, whichever came first); with answers, with no event, because it answered
+# again (a join event). t_lost: when h2 was lost, seconds since the agent started: the detection
+# time is printed.
+h2_lost_and_recovered() {
+    python3 - "$@" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+opt = dict(a.split("=", 1) for a in sys.argv[2:])
+back = opt.get("back")
+pre = [x for x in ev if x.get("event") == "preempt"]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(pre) == 1 + bool(back) and pre[0]["cause"] == "host lost" and pre[0]["nodes"] == ["h2"], pre
+assert not back or pre[1]["cause"] == "node joined", pre
+join = [x for x in ev if x.get("event") == "join" and x.get("why") == "answers again"]
+assert (len(join) == 1 if back == "answers" else back == "add" or not join), join
+assert all(j["nodes"] == ["h2"] for j in join), join
+assert len(rec) == len(pre), rec
+b = rec[0]["bytes"]
+assert rec[0]["step"] == int(opt["step"]) if "step" in opt else rec[0]["step"] > 0, rec[0]
+assert opt.get("cloud") == "only" or b["local"] + b["peer"] > 0, f"nothing from the survivors' disks: {b}"
+assert opt.get("cloud") not in ("yes", "only") or b["cloud"] > 0, f"nothing from the cloud, only h2 held a block: {b}"
+up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
+assert up == [["h0", "h1"], ["h0", "h1", "h2"]][:len(pre)], up
+if "t_lost" in opt:
+    print(f"detected {pre[0]['t_s'] - float(opt['t_lost']):.2f} s after h2 was lost")
+print(f"recovery from step {rec[0]['step']}: {b['local']} bytes from the survivors' own disks, {b['peer']} from a "
+      f"peer, {b['cloud']} from the cloud, {rec[0]['seconds']:.2f} s")
+if back:
+    print(f"h2 back ({'it answers again' if join else 'an add event'}): planned in at step {rec[1]['step']}, "
+          f"{rec[1]['bytes']}")
 PY
 }

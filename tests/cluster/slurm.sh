@@ -7,6 +7,13 @@
 #                          configuration, not the hardware); sets SLURM_CONF; waits until every
 #                          host is idle
 #   cluster_head salloc -N3 CMD   CMD inside an allocation of 3 hosts (srun, mpirun under Slurm)
+#   slurm_revive_host HOST [JOBID]  after cluster_revive_host HOST: its slurmd again; waits until
+#                          a step of JOBID runs there (without JOBID: until it is idle)
+#   CL_SLURM_MSG_TIMEOUT   slurm.conf's MessageTimeout (default 10 s): srun's wait on a host that
+#                          does not answer
+#   CL_SLURMD_TIMEOUT      slurm.conf's SlurmdTimeout (default 30 s): how long a host may not answer
+#                          slurmctld before it is DOWN and leaves every allocation (a job without
+#                          --no-kill is then killed)
 #
 # What runs where:
 #  - munged (Slurm's authentication) runs in the head's network namespace with a key this script
@@ -25,6 +32,14 @@
 # Removal: every daemon lives in one of the cluster's namespaces, so cluster_down (the EXIT
 # trap) kills them with the hosts and removes their files with CL_DIR.
 # Needs slurm-wlm and munge (scripts/setup.sh installs them).
+
+# cl_slurmd HOST: HOST's slurmd, inside its UTS, mount and PID namespaces as its sshd (cl_sshd).
+cl_slurmd() {
+    ip netns exec "$(cl_ns "$1")" unshare --uts --mount --pid --fork --mount-proc --propagation private sh -c '
+        hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts && exec slurmd -D -f "$5" -N "$1"' \
+        sh "$1" "$CL_DIR/disks/$1" "$CL_DISK" "$CL_DIR/hosts" "$SLURM_CONF" >>"$CL_DIR/slurm/log/slurmd-$1.out" 2>&1 &
+    disown
+}
 
 slurm_up() {
     local cpus=${1:-8} S h a i nodes=""
@@ -65,8 +80,9 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+MessageTimeout=${CL_SLURM_MSG_TIMEOUT:-10}
 ReturnToService=2
-SlurmdTimeout=30
+SlurmdTimeout=${CL_SLURMD_TIMEOUT:-30}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MailProg=/bin/true
@@ -79,10 +95,7 @@ EOF
         sh "$CL_DIR/hosts" "$SLURM_CONF" >"$S/log/slurmctld.out" 2>&1 &
     disown
     for h in $CL_HOSTS; do
-        ip netns exec "$(cl_ns "$h")" unshare --uts --mount --pid --fork --mount-proc --propagation private sh -c '
-            hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts && exec slurmd -D -f "$5" -N "$1"' \
-            sh "$h" "$CL_DIR/disks/$h" "$CL_DISK" "$CL_DIR/hosts" "$SLURM_CONF" >"$S/log/slurmd-$h.out" 2>&1 &
-        disown
+        cl_slurmd "$h"
     done
     # every host registered and idle (sinfo's node states), or the logs and an error
     for i in $(seq 100); do
@@ -91,4 +104,23 @@ EOF
     done
     tail -n 5 "$S"/log/* >&2
     cl_fail "slurm: not every host is idle after 20 s: $(cluster_head sinfo -N 2>&1 | tr '\n' ' ')"
+}
+
+# slurm_revive_host HOST [JOBID]: after cluster_revive_host HOST (a new machine: an empty disk, a
+# fresh sshd), its slurmd started again there; returns once a job step runs on HOST inside the
+# allocation JOBID (srun -w HOST) or, without JOBID, once HOST is idle; fails after 20 s. A host
+# Slurm has not declared DOWN yet (SlurmdTimeout) is still part of the allocations that held it.
+slurm_revive_host() {
+    local host=$1 job=${2:-} t
+    cl_slurmd "$host"
+    for t in $(seq 100); do
+        if [ -n "$job" ]; then
+            cluster_head srun --jobid="$job" --overlap --mpi=none -N1 -n1 --quiet -w "$host" true 2>/dev/null && return 0
+        else
+            [ "$(cluster_head sinfo -h -N -n "$host" -o %t 2>/dev/null)" = idle ] && return 0
+        fi
+        sleep 0.2
+    done
+    tail -n 5 "$CL_DIR/slurm/log/slurmd-$host.log" >&2
+    cl_fail "slurm: host $host does not run a job step after its revival"
 }
