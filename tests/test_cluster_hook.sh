@@ -21,31 +21,8 @@
     { echo "SKIP: needs root, openssh-server and moto_server"; exit 77; }
 STEPS=16
 CKPT_EVERY=4
-small_cluster
-python3 - "$CLUSTER" "$WORK/c3.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for t in d["gpu_types"].values():
-    t["emulate"]["memory_mib"] = 3
-for n, h in zip(d["nodes"], ["h0", "h1", "h2"]):
-    n["name"] = h
-json.dump(d, open(sys.argv[2], "w"))
-PY
-CLUSTER=$WORK/c3.json
-"$AUTOHET" plan --model tiny-gpt2 --cluster "$CLUSTER" --global-batch $GB --seq-len $SEQ -o "$WORK/plan.json" >/dev/null ||
-    fail "plan of the 3 MiB cluster"
-python3 - "$WORK/plan.json" <<'PY' || fail "the plan no longer puts a block on h2 alone"
-import json, sys
-p = json.load(open(sys.argv[1]))
-on = {}
-for pl in p["pipelines"]:
-    for s in pl["stages"]:
-        for b in range(*s["layers"]):
-            on.setdefault(b, set()).update(d["node"] for d in s["devices"])
-assert any(v == {"h2"} for v in on.values()), on
-PY
-run_agent "$WORK/ref" --mpirun-args "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated \
--x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$WORK/ref.log"; fail "reference run"; }
+h2_alone_cluster
+cluster_reference "$WORK/ref"
 
 # a malformed hook stops the rank, naming the variable and what is wrong
 AH_TEST_HOOK="phase=bogus,step=0,file=$WORK/marker" run_agent "$WORK/bad" &&
@@ -53,33 +30,10 @@ AH_TEST_HOOK="phase=bogus,step=0,file=$WORK/marker" run_agent "$WORK/bad" &&
 grep -q 'AH_TEST_HOOK="phase=bogus,step=0,file=.*": unknown phase' "$WORK/bad.log" ||
     { cat "$WORK/bad.log"; fail "the malformed AH_TEST_HOOK is not named"; }
 cluster_up 3 1000 || fail "cannot make the test cluster"
-HEAD=$(awk '$2 == "head" {print $1}' "$CL_DIR/hosts")
-cluster_head moto_server -H "$HEAD" -p 5000 >"$WORK/moto.log" 2>&1 &
-EP=http://$HEAD:5000
-export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
-for _ in $(seq 100); do cluster_head curl -s "$EP" >/dev/null && break; sleep 0.1; done
-cluster_head curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
+cloud_up
 MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
  -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID
  -x AWS_SECRET_ACCESS_KEY -x AWS_REGION -x AH_TEST_HOOK"
-
-# wait_for WHAT CMD...: until CMD succeeds (the agent still running), at most 60 s.
-wait_for() {
-    local what=$1 i
-    shift
-    for i in $(seq 1200); do
-        "$@" && return 0
-        kill -0 $agent 2>/dev/null || { cat "$WORK/$case.log"; fail "$case: the agent ended before $what"; }
-        sleep 0.05
-    done
-    cat "$WORK/$case.log"
-    fail "$case: no $what after 60 s"
-}
-# cloud_has STEP NAME: the object is listed (moto refuses an unsigned GET, not a listing)
-cloud_has() {
-    local key=$case/step-$(printf %08d "$1")/$2
-    cluster_head curl -s "$EP/ckpt?list-type=2&prefix=$key" | grep -q "<Key>$key</Key>"
-}
 
 # lost_at CASE PHASE STEP: a run where h2 stops at PHASE of STEP and is killed there. Resumes
 # from step 4 with bytes from the cloud and (but for (u), where the survivors may have removed
@@ -94,31 +48,21 @@ lost_at() {
         --local-root "$CL_DISK/ck-$1" --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/$1" \
         --s3-endpoint "$EP" >"$WORK/$1.log" 2>&1 &
     agent=$!
+    agent_log=$WORK/$1.log
     wait_for "hook marker on h2" test -e "$marker"
     read -r phase step node _ <"$marker"
     [ "$phase $step $node" = "$2 $3 h2" ] || fail "$1: the marker says '$phase $step $node'"
     # h2's disk is the only one with block 1: its step 4 must be in the cloud before h2 goes
-    wait_for "h2's step 4 in the cloud" cloud_has 4 manifest-h2.json
+    wait_for "h2's step 4 in the cloud" cloud_has "$1" 4 manifest-h2.json
     cluster_kill_host h2
     wait $agent || { cat "$WORK/$1.log"; fail "$1: autohet run after h2 vanished"; }
     out=$(check_metrics "$wd" "$WORK/ref") || { cat "$WORK/$1.log"; fail "$1: metrics"; }
     echo "$1 (h2 lost at $2 of step $3): $out"
     grep -q "host lost without notice: host h2" "$WORK/$1.log" || { cat "$WORK/$1.log"; fail "$1: h2's loss not reported"; }
-    python3 - "$wd/metrics.jsonl" "$1" "$case" <<'PY' || { cat "$WORK/$1.log"; fail "$1: the recovery after h2 vanished"; }
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-pre = [x for x in ev if x.get("event") == "preempt"]
-rec = [x for x in ev if x.get("event") == "recover"]
-assert len(pre) == 1 and pre[0]["cause"] == "host lost" and pre[0]["nodes"] == ["h2"], pre
-assert len(rec) == 1, rec
-b = rec[0]["bytes"]
-# step 4: the newest step every host committed (in (c) h0 and h1 may hold step 8, h2 never did)
-assert rec[0]["step"] == 4, rec[0]
-assert sys.argv[3] == "u" or b["local"] + b["peer"] > 0, f"nothing from the survivors' disks: {b}"
-assert b["cloud"] > 0, f"nothing from the cloud, though block 1 was on h2 alone: {b}"
-print(f"{sys.argv[2]}: recovery from step {rec[0]['step']}: {b['local']} bytes from the survivors' own disks, "
-      f"{b['peer']} from a peer, {b['cloud']} from the cloud, {rec[0]['seconds']:.2f} s")
-PY
+    local from=yes
+    [ "$1" = u ] && from=only
+    h2_lost_and_recovered "$wd/metrics.jsonl" step=4 cloud=$from | sed "s/^/$1: /"
+    [ "${PIPESTATUS[0]}" = 0 ] || { cat "$WORK/$1.log"; fail "$1: the recovery after h2 vanished"; }
 }
 
 if cluster_short; then
@@ -131,6 +75,6 @@ cluster_revive_host h2 || fail "cannot bring h2 back"
 lost_at c ckpt-write 8
 cluster_revive_host h2 || fail "cannot bring h2 back"
 lost_at u upload 8
-cloud_has 8 block-001.tp1-0.safetensors && ! cloud_has 8 manifest-h2.json ||
+cloud_has u 8 block-001.tp1-0.safetensors && ! cloud_has u 8 manifest-h2.json ||
     fail "u: h2's step 8 should be in the cloud without its manifest"
 echo PASS
