@@ -101,43 +101,5 @@ run local-first
 run cloud-only --recovery cloud-only
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$WORK" "$CLOUD_GB_S" <<'PY'
-import json, sys
-w, cap = sys.argv[1], float(sys.argv[2])
-def rec(name):
-    ev = [json.loads(l) for l in open(f"{w}/{name}/metrics.jsonl")]
-    r = next(e for e in ev if e.get("event") == "recover")
-    r["saved"] = next(e for e in ev if e.get("event") == "preempt")["saved"]
-    return r
-rows = {n: rec(n) for n in ("local-first", "cloud-only")}
-state = sum(rows["local-first"]["bytes"].values())
-print(f"state restored (weights + AdamW m, v of the whole model, on the one rank left): {state / 1e6:.0f} MB; "
-      f"cloud link capped at {cap * 1e3:.0f} MB/s per node (cluster cloud_gb_s = {cap:g})")
-print(f"{'':12s} {'total':>7s} {'stop':>6s} {'replan':>7s} {'startup':>8s} {'transfer':>9s} {'first':>6s}"
-      f"   saved   stopped/resumed   bytes local / peer / cloud       cloud rate")
-for n, r in rows.items():
-    b, ts = r["breakdown"], r["tier_seconds"]
-    rate = r["bytes"]["cloud"] / ts["cloud"] / 1e6 if ts["cloud"] > 0 else 0
-    print(f"{n:12s} {r['seconds']:6.2f}s {b['stop_s']:5.2f}s {b['replan_s']:6.3f}s {b['startup_s']:7.2f}s "
-          f"{b['transfer_s']:8.2f}s {b['first_step_s']:5.2f}s   {'yes' if r['saved'] else 'no':5s}   {r['stopped_at']:>7d}/{r['step']:<7d}   "
-          f"{r['bytes']['local'] / 1e6:6.1f} / {r['bytes']['peer'] / 1e6:5.1f} / {r['bytes']['cloud'] / 1e6:6.1f} MB   "
-          + (f"{rate:6.1f} MB/s" if rate else "-"))
-lf, co = rows["local-first"], rows["cloud-only"]
-def relaunch(r): return r["seconds"] - r["breakdown"]["stop_s"]
-def resumed(r): return r["seconds"] - r["breakdown"]["first_step_s"]
-# The headline follows the issue's breakdown (detect, re-plan, relaunch, transfer by tier, first
-# step): it starts when the old job is gone (detect is ~0 here: the agent injects the event). The
-# stop before it (the step in progress, the save at the notice) happens inside the grace period,
-# while the node is still there; it is printed apart, as is the work each policy must redo.
-print(f"recovery time (old job gone -> first finished step: re-plan + relaunch + transfer + first step), "
-      f"cloud-only / local-first: {relaunch(co) / relaunch(lf):.2f}x ({relaunch(co):.2f} s / {relaunch(lf):.2f} s)")
-print(f"notice to the first finished step (the grace-period stop included):                  "
-      f"{co['seconds'] / lf['seconds']:.2f}x")
-print(f"notice to training resumed (stop included, first step not):                          "
-      f"{resumed(co) / resumed(lf):.2f}x")
-print(f"state restore alone (the trainer's resume: manifests, transfer, verification, load):  "
-      f"{co['breakdown']['transfer_s'] / lf['breakdown']['transfer_s']:.2f}x")
-for n, r in rows.items():
-    print(f"{n}: stopped after step {r['stopped_at']}, resumed from step {r['step']}: "
-          f"{r['stopped_at'] - r['step']} step(s) to redo (not in the times above)")
-PY
+# the table and the ratios: bench/recovery_summary.py (shared with bench_hosts_recovery.sh)
+python3 bench/recovery_summary.py notice "$WORK" "$CLOUD_GB_S"
