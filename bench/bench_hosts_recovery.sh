@@ -61,18 +61,6 @@ export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
 fail() { echo "bench_hosts_recovery: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || fail "needs root and openssh-server (emulated hosts)"
 command -v moto_server >/dev/null || fail "moto_server not on PATH (pip install 'moto[server]')"
-# This machine's root ~/.bashrc runs `pyenv init` (a shims rehash under a lock), and bash sources it
-# for every command sshd runs: every remote call of the agent and Open MPI's start of its daemons
-# then took seconds, up to more than the agent's 30 s under load. The hosts of a real cluster have
-# their own rc files; this bench times autohet, so each emulated host gets an empty ~/.bashrc,
-# bind-mounted in its own mount namespace by a wrapper around sshd (CL_SSHD, tests/cluster/cluster.sh).
-# KEEP_RC=1 keeps this machine's.
-if [ "${KEEP_RC:-0}" != 1 ] && [ -e "$HOME/.bashrc" ]; then
-    echo "# empty: bench/bench_hosts_recovery.sh" >"$WORK/bashrc"
-    printf '#!/bin/sh\nmount --bind %s %s && exec /usr/sbin/sshd "$@"\n' "$WORK/bashrc" "$HOME/.bashrc" >"$WORK/sshd"
-    chmod +x "$WORK/sshd"
-    export CL_SSHD=$WORK/sshd
-fi
 . "$SRC/tests/cluster/cluster.sh"
 AGENT= STAMPER=
 cleanup() {
