@@ -38,7 +38,7 @@ c["nodes"].append(dict(c["nodes"][2], name="h9"))
 json.dump(c, open(sys.argv[2], "w"))
 PY
 CLUSTER=$WORK/c3.json
-STEPS=24
+STEPS=60
 run_agent "$WORK/ref" --mpirun-args "-q --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated \
 -x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$WORK/ref.log"; fail "reference run"; }
 cluster_up 3 1000 || fail "cannot make the test cluster"
