@@ -1,8 +1,9 @@
 /* The ssh launcher (src/elastic/launcher.h, launch_ssh.c) alone, without ssh, MPI or a trainer:
  * a stand-in remote command (a script that runs the command here, or fails for host "bad" as
  * ssh does for a key it may not use) and a stand-in "mpirun" (true). Checked: option errors named;
- * a host that fails named with the command's own message, at reachable and at start; each launch's
- * hostfile in the plan's rank order; a notice to one host's ranks by the pid of its rank file, on
+ * a host that fails named with the command's own message, at reachable and at start, and once its
+ * test command failed not asked anything else until one answers; each launch's hostfile in the
+ * plan's rank order; a notice to one host's ranks by the pid of its rank file, on
  * that host; metrics and the preemption report read through the remote command; a disk dropped
  * and listed there (the real autohet ckpt ls), a step that cannot be verified said why. tests/test_cluster_run.sh runs it over real sshd. */
 #include <signal.h>
@@ -174,6 +175,16 @@ static void test_launch(void) {
     CHECK(l.drop_disk(l.ctx, "h1", &err) == AH_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/h1", disks);
     CHECK(access(path, F_OK) != 0, "h1's disk is gone");
+    /* a host that did not answer its test command is asked nothing else until it answers one */
+    snprintf(path, sizeof path, "%s/down-h0", root);
+    write_file(path, "");
+    CHECK(l.reachable(l.ctx, "h0", &err) != AH_OK && strstr(err.msg, "Connection refused"), "h0 down: %s", err.msg);
+    unlink(path);
+    CHECK(l.list_steps(l.ctx, "h0", &steps, &n, &err) != AH_OK && strstr(err.msg, "host h0: autohet ckpt ls not tried"),
+          "h0 not asked again: %s", err.msg);
+    CHECK(l.reachable(l.ctx, "h0", &err) == AH_OK, "h0 answers again: %s", err.msg);
+    CHECK(l.list_steps(l.ctx, "h0", &steps, &n, &err) == AH_OK && n == 0, "h0 asked again: %s", err.msg);
+    free(steps);
     ah_launcher_free(&l);
 }
 
@@ -187,9 +198,13 @@ int main(void) {
     snprintf(autohet, sizeof autohet, "%s/autohet", build ? build : "build");
     snprintf(disks, sizeof disks, "%s/disks", root);
     snprintf(rsh, sizeof rsh, "%s/rsh", root);
-    /* RSH HOST COMMAND: COMMAND here, as a remote shell would run it; host bad refuses the key */
-    write_file(rsh, "#!/bin/sh\nhost=$1\nshift\n[ \"$host\" = bad ] && { echo 'Permission denied (publickey).' >&2; "
-                    "exit 255; }\nexec sh -c \"$*\"\n");
+    /* RSH HOST COMMAND: COMMAND here, as a remote shell would run it; host bad refuses the key, a
+     * host H with a file ROOT/down-H does not answer */
+    char script[1024];
+    snprintf(script, sizeof script, "#!/bin/sh\nhost=$1\nshift\n[ \"$host\" = bad ] && { echo 'Permission denied "
+             "(publickey).' >&2; exit 255; }\n[ -e '%s'/down-$host ] && { echo 'Connection refused' >&2; exit 255; }\n"
+             "exec sh -c \"$*\"\n", root);
+    write_file(rsh, script);
     chmod(rsh, 0755);
     test_options();
     test_launch();

@@ -22,7 +22,9 @@
  *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host.
  * Remote calls are synchronous, with a deadline (AH_SSH_TIMEOUT_S); while the job runs, the
  * metrics and the preemption report are fetched at most every AH_SSH_POLL_S, and a notice to
- * ranks still starting is retried as often. */
+ * ranks still starting is retried as often. A host whose test command (reachable) failed is asked
+ * nothing else (a notice, a kill, its disk) until a test command gets an answer again: a hung host
+ * costs the remote command's timeout once, not at every call. */
 #include "elastic/launcher.h"
 
 #include <errno.h>
@@ -52,6 +54,7 @@ typedef struct ssh {
     int n_rsh;
     bool slurm;          /* srun as RSH (its words are fixed), `sh -c` after the host */
     char alloc[16384];   /* slurm: the allocation's hosts, one per line, each line ended */
+    char silent[16384];  /* hosts whose last test command failed, one per line, each line ended */
     pid_t pid; /* mpirun, leader of its own process group; 0 when not running */
     char run_dir[600];
     int n_ranks;
@@ -87,10 +90,24 @@ static ssize_t drain(int fd, char *out, size_t cap, size_t *len) {
 /* RSH HOST CMD, stdin from in_path (NULL: /dev/null). out gets its stdout, errout its stderr (both
  * truncated to their capacity). Returns the exit status; -1 when it could not run, -2 when it
  * passed the deadline (killed). */
+/* Whether host is a line of list (lines each ended by a newline). */
+static bool listed(const char *list, const char *host) {
+    const size_t n = strlen(host);
+    for (const char *p = list; *p; p = strchr(p, '\n') + 1)
+        if (strncmp(p, host, n) == 0 && p[n] == '\n') return true;
+    return false;
+}
+
 static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
                   char *errout, size_t err_cap) {
     int po[2], pe[2];
     out[0] = errout[0] = 0;
+    /* a host that did not answer is not waited on again (a hung host: the remote command's whole
+     * timeout each time) until a test command (reachable) gets an answer */
+    if (listed(l->silent, host)) {
+        snprintf(errout, err_cap, "not tried: it did not answer the last test command");
+        return -3;
+    }
     if (pipe(po) != 0) return -1;
     if (pipe(pe) != 0) {
         close(po[0]);
@@ -167,27 +184,34 @@ static ah_status_t remote_error(const ssh_t *l, const char *host, int rc, const 
     if (rc == -2)
         return ah_error_set(err, AH_ERR_IO, "host %s: no answer to %s within %.0f s (%s %s ...); check the host is up",
                             host, what, AH_SSH_TIMEOUT_S, l->rsh, host);
+    if (rc == -3) return ah_error_set(err, AH_ERR_IO, "host %s: %s %s", host, what, errout);
     return ah_error_set(err, AH_ERR_IO, "host %s: %s failed (%s %s: exit %d%s%s); check that it runs without a "
                         "password or host-key prompt (BatchMode)", host, what, l->rsh, host, rc, *last ? ": " : "",
                         last);
 }
 
-/* slurm: whether host is a line of the allocation's list. */
-static bool in_allocation(const ssh_t *l, const char *host) {
+/* host added to (on) or removed from the silent list. */
+static void set_silent(ssh_t *l, const char *host, bool on) {
     const size_t n = strlen(host);
-    for (const char *p = l->alloc; *p; p = strchr(p, '\n') + 1)
-        if (strncmp(p, host, n) == 0 && p[n] == '\n') return true;
-    return false;
+    for (char *p = l->silent; *p; p = strchr(p, '\n') + 1)
+        if (strncmp(p, host, n) == 0 && p[n] == '\n') {
+            if (!on) memmove(p, p + n + 1, strlen(p + n + 1) + 1);
+            return;
+        }
+    const size_t used = strlen(l->silent);
+    if (on && used + n + 2 <= sizeof l->silent) snprintf(l->silent + used, sizeof l->silent - used, "%s\n", host);
 }
 
 static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     ssh_t *l = ctx;
     char out[64], eout[2048];
-    if (l->slurm && !in_allocation(l, host))
+    if (l->slurm && !listed(l->alloc, host))
         return ah_error_set(err, AH_ERR_IO, "host %s is not in the Slurm allocation (SLURM_JOB_NODELIST=%s); "
                             "allocate it (salloc -w) or leave it out of the cluster file", host,
                             getenv("SLURM_JOB_NODELIST") ? getenv("SLURM_JOB_NODELIST") : "");
+    set_silent(l, host, false);
     const int rc = remote(l, host, "true", NULL, out, sizeof out, eout, sizeof eout);
+    set_silent(l, host, rc != 0);
     return rc == 0 ? AH_OK : remote_error(l, host, rc, "a test command", eout, err);
 }
 
