@@ -22,10 +22,11 @@
 # Slurm here: MessageTimeout 3 s (srun's wait on a host that does not answer: about 4 s for a
 # killed host, 13 s for a frozen one), SlurmdTimeout 120 s (a host that does not answer for
 # longer is DOWN and leaves the allocation for good; every case here is back or over before).
-# 100 steps, a checkpoint every 4: a join needs steps left after the agent's reaction (its reads
-# and notices go through srun, a second or two behind the job). After (c)'s loss the agent asks h2
-# again at every checkpoint (about 4 s each for a dead slurmd): most of (c)'s time.
-# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): case (c) only, 24 steps.
+# (b) and (h) train 100 steps, a checkpoint every 4: a join needs steps left after the agent's
+# reaction (its reads and notices go through srun, a second or two behind the job). (c) trains 24
+# (its own reference): after its loss the agent asks h2 again at every checkpoint (about 4 s each
+# for a dead slurmd), and nothing comes back to be waited for.
+# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): case (c) only.
 # Needs root, openssh-server, slurm-wlm, munge and moto_server; skipped (77) without them.
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
@@ -34,11 +35,12 @@
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v slurmctld >/dev/null && command -v munged >/dev/null &&
     command -v moto_server >/dev/null ||
     { echo "SKIP: needs root, openssh-server, slurm-wlm, munge and moto_server"; exit 77; }
-STEPS=100
-cluster_short && STEPS=24
 CKPT_EVERY=4
 h2_alone_cluster
-cluster_reference "$WORK/ref"
+STEPS=24
+cluster_reference "$WORK/ref-c" # (c)'s
+STEPS=100
+cluster_short || cluster_reference "$WORK/ref" # (b)'s and (h)'s
 t0=$(date +%s)
 cluster_up 3 1000 || fail "cannot make the test cluster"
 CL_SLURM_MSG_TIMEOUT=3 CL_SLURMD_TIMEOUT=120 slurm_up || fail "cannot start Slurm on the test cluster"
@@ -76,14 +78,14 @@ slurm_agent() {
 # the agent's allocation (one at a time here)
 job_id() { cluster_head squeue -h -o %i | head -1; }
 
-# finish WHAT CHECKS...: the agent's end, its metrics against the uninterrupted run's, h2's loss
+# finish WHAT CHECKS...: the agent's end, its metrics against the uninterrupted run's (REF), h2's loss
 # reported (WHAT: a grep -E pattern of the agent's log), and h2_lost_and_recovered with CHECKS
 # (t_lost is counted from salloc's start: the agent's own clock starts a little later).
 finish() {
     local what=$1
     shift
     wait $agent || { cat "$agent_log"; fail "$case: autohet run --launcher slurm after h2 was lost"; }
-    out=$(check_metrics "$WD" "$WORK/ref") || { cat "$agent_log"; fail "$case: metrics"; }
+    out=$(check_metrics "$WD" "$REF") || { cat "$agent_log"; fail "$case: metrics"; }
     echo "$case: $out"
     grep -Eq "$what" "$agent_log" || { cat "$agent_log"; fail "$case: h2's loss not reported ($what)"; }
     h2_lost_and_recovered "$WD/metrics.jsonl" "$@" | sed "s/^/$case: /"
@@ -94,6 +96,7 @@ finish() {
 # (c) mid-checkpoint, h2 gone for good: the last case (a host Slurm never heard from again stays
 # COMPLETING after the allocation ends, until SlurmdTimeout)
 lost_mid_checkpoint() {
+    STEPS=24 REF=$WORK/ref-c
     slurm_agent c ckpt-write 8
     cluster_kill_host h2
     t_lost=$(echo "$(date +%s.%N) - $t_agent" | bc)
@@ -107,6 +110,7 @@ if cluster_short; then
 fi
 
 # (b) mid-step, back as a new machine with an add event
+REF=$WORK/ref
 slurm_agent b step 6
 cluster_kill_host h2
 t_lost=$(echo "$(date +%s.%N) - $t_agent" | bc)
