@@ -87,16 +87,17 @@ static ssize_t drain(int fd, char *out, size_t cap, size_t *len) {
     return n;
 }
 
+/* host's line in list (lines each ended by a newline), or NULL. */
+static char *find_line(char *list, const char *host) {
+    const size_t n = strlen(host);
+    for (char *p = list; *p; p = strchr(p, '\n') + 1)
+        if (strncmp(p, host, n) == 0 && p[n] == '\n') return p;
+    return NULL;
+}
+
 /* RSH HOST CMD, stdin from in_path (NULL: /dev/null). out gets its stdout, errout its stderr (both
  * truncated to their capacity). Returns the exit status; -1 when it could not run, -2 when it
- * passed the deadline (killed). */
-/* Whether host is a line of list (lines each ended by a newline). */
-static bool listed(const char *list, const char *host) {
-    const size_t n = strlen(host);
-    for (const char *p = list; *p; p = strchr(p, '\n') + 1)
-        if (strncmp(p, host, n) == 0 && p[n] == '\n') return true;
-    return false;
-}
+ * passed the deadline (killed), -3 when host is silent (not tried). */
 
 static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
                   char *errout, size_t err_cap) {
@@ -104,7 +105,7 @@ static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_pa
     out[0] = errout[0] = 0;
     /* a host that did not answer is not waited on again (a hung host: the remote command's whole
      * timeout each time) until a test command (reachable) gets an answer */
-    if (listed(l->silent, host)) {
+    if (find_line(l->silent, host)) {
         snprintf(errout, err_cap, "not tried: it did not answer the last test command");
         return -3;
     }
@@ -193,11 +194,11 @@ static ah_status_t remote_error(const ssh_t *l, const char *host, int rc, const 
 /* host added to (on) or removed from the silent list. */
 static void set_silent(ssh_t *l, const char *host, bool on) {
     const size_t n = strlen(host);
-    for (char *p = l->silent; *p; p = strchr(p, '\n') + 1)
-        if (strncmp(p, host, n) == 0 && p[n] == '\n') {
-            if (!on) memmove(p, p + n + 1, strlen(p + n + 1) + 1);
-            return;
-        }
+    char *p = find_line(l->silent, host);
+    if (p) {
+        if (!on) memmove(p, p + n + 1, strlen(p + n + 1) + 1);
+        return;
+    }
     const size_t used = strlen(l->silent);
     if (on && used + n + 2 <= sizeof l->silent) snprintf(l->silent + used, sizeof l->silent - used, "%s\n", host);
 }
@@ -205,7 +206,7 @@ static void set_silent(ssh_t *l, const char *host, bool on) {
 static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     ssh_t *l = ctx;
     char out[64], eout[2048];
-    if (l->slurm && !listed(l->alloc, host))
+    if (l->slurm && !find_line(l->alloc, host))
         return ah_error_set(err, AH_ERR_IO, "host %s is not in the Slurm allocation (SLURM_JOB_NODELIST=%s); "
                             "allocate it (salloc -w) or leave it out of the cluster file", host,
                             getenv("SLURM_JOB_NODELIST") ? getenv("SLURM_JOB_NODELIST") : "");
