@@ -168,7 +168,8 @@ void ah_cli_profile_note(const char *verb, const char *path, const ah_profile_t 
 
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
-static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json) {
+static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
+                    const char *shard, const char *out_path) {
     ah_error_t err;
     ah_cluster_t override;
     ah_profile_t *profile = NULL;
@@ -189,10 +190,26 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         ah_error_prefix(&err, "%s", plan_path);
         goto fail;
     }
+    /* --shard-optimizer: none drops the plan's shards; even splits every group with more than one
+     * member in equal parts (a valid plan stays valid) */
+    if (shard && strcmp(shard, "none") == 0) {
+        for (int k = 0; k < plan.n_opt_groups; k++) free(plan.opt_groups[k].shares);
+        free(plan.opt_groups);
+        plan.opt_groups = NULL;
+        plan.n_opt_groups = 0;
+    } else if (shard && (strcmp(shard, "even") != 0 || ah_plan_shard_all(&plan, NULL, NULL, &err) != AH_OK)) {
+        if (strcmp(shard, "even") != 0) ah_error_set(&err, AH_ERR_USAGE, "--shard-optimizer: none or even, not \"%s\"", shard);
+        goto fail;
+    }
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
     have_eval = true;
     rc = json ? print_json(&plan, &ev) : (print_human(plan_path, &plan, &ev), 0);
+    if (out_path) {
+        plan.has_predicted = true;
+        plan.predicted = ev.pred;
+        if (ah_plan_save(&plan, out_path, &err) != AH_OK) goto fail;
+    }
     if (!ev.feasible) {
         if (ah_plan_check(&plan, profile, &err) == AH_OK)
             ah_error_set(&err, AH_ERR_INTERNAL, "evaluate found a device over capacity but ah_plan_check did not");
@@ -212,16 +229,19 @@ done:
 }
 
 int ah_cli_evaluate(int argc, char **argv) {
-    const char *plan_path = NULL, *cluster = NULL, *profile = NULL;
+    const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *out_path = NULL;
     bool json = false;
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
         {"--profile", AH_FLAG_STR, &profile, "FILE", "measured per-layer timings from autohet profile (default: roofline)", false},
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
+        {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
+         "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
+        {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards and prediction)", false},
     };
     int rc;
-    if (!ah_cli_parse("evaluate", "--plan FILE [--cluster C] [--profile FILE] [--json]",
+    if (!ah_cli_parse("evaluate", "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--json]",
                       "Scores a plan under the cost model: per-stage time and memory, iteration time "
                       "with its breakdown, tokens/s and the bottleneck. Exits 1 when the plan is "
                       "invalid or does not fit in memory (the table is still printed then).",
@@ -232,5 +252,5 @@ int ah_cli_evaluate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
         return ah_cli_fail("evaluate", &err);
     }
-    return evaluate(plan_path, cluster, profile, json);
+    return evaluate(plan_path, cluster, profile, json, shard, out_path);
 }

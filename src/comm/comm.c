@@ -172,6 +172,57 @@ ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_e
     return allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, MPI_MAX, err);
 }
 
+/* counts (one per group rank) as MPI's int counts and displacements; NULL after an error. */
+static int *int_counts(ah_comm_t *c, const int64_t *counts, int **displs, ah_error_t *err) {
+    const int n = ah_comm_size(c);
+    int *cnt = malloc(2 * (size_t)n * sizeof *cnt);
+    if (!cnt) {
+        ah_error_set(err, AH_ERR_OOM, "no host memory for %d collective counts", n);
+        return NULL;
+    }
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+        if (counts[k] < 0 || counts[k] > INT_MAX || at > INT_MAX) {
+            free(cnt);
+            ah_error_set(err, AH_ERR_INTERNAL, "a collective part of %lld floats at %lld exceeds MPI's int counts",
+                         (long long)counts[k], (long long)at);
+            return NULL;
+        }
+        cnt[k] = (int)counts[k];
+        cnt[n + k] = (int)at;
+        at += counts[k];
+    }
+    *displs = cnt + n;
+    return cnt;
+}
+
+ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err) {
+    if (ah_comm_size(c) == 1) return AH_OK;
+    int *displs, *cnt = int_counts(c, counts, &displs, err);
+    if (!cnt) return err->code;
+    const int me = ah_comm_rank(c);
+    MPI_Request r;
+    /* In place, MPI leaves this rank's part at the front of buf; it goes to its own place after. */
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, c->c, &r);
+    const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
+    if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
+    if (rc == MPI_SUCCESS) memmove(buf + displs[me], buf, (size_t)cnt[me] * sizeof *buf);
+    free(cnt);
+    return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Ireduce_scatter");
+}
+
+ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err) {
+    if (ah_comm_size(c) == 1) return AH_OK;
+    int *displs, *cnt = int_counts(c, counts, &displs, err);
+    if (!cnt) return err->code;
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displs, MPI_FLOAT, c->c, &r);
+    const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
+    if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
+    free(cnt);
+    return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Iallgatherv");
+}
+
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err) {
     MPI_Request r;
     MPI_TRY(MPI_Iallgather(&v, 1, MPI_INT64_T, out, 1, MPI_INT64_T, c->c, &r), "MPI_Iallgather");

@@ -67,6 +67,12 @@ ah_status_t ah_comm_allreduce_f64(ah_comm_t *c, double *buf, size_t n, ah_error_
  * high-water marks). */
 ah_status_t ah_comm_allreduce_max_f32(ah_comm_t *c, float *buf, size_t n, ah_error_t *err);
 ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_error_t *err);
+/* Uneven reduce-scatter and all-gather, in place (the sharded optimizer): buf holds the group's
+ * whole space, counts[k] (one per group rank) the length of rank k's part, parts in rank order.
+ * reduce_scatter leaves the group's sum of this rank's part in its place (the rest of buf is
+ * undefined after it); allgather fills every other rank's part from its owner. */
+ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err);
+ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err);
 /* Gathers one int64 per rank to every rank: out has ah_comm_size(c) entries. */
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err);
 ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err);

@@ -105,3 +105,5 @@ int64_t ah_param_state_bytes(ah_precision_t p) {
      * m 4 + v 4. All 16. */
     return p != AH_PREC_FP32 ? 2 + 2 + 4 + 4 + 4 : 4 + 4 + 4 + 4;
 }
+
+int64_t ah_optimizer_state_bytes(ah_precision_t p) { return p != AH_PREC_FP32 ? 4 + 4 + 4 : 4 + 4; }

@@ -64,6 +64,9 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
 /* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 and fp16 add fp32
  * master weights): 16 for every precision. */
 int64_t ah_param_state_bytes(ah_precision_t p);
+/* The part of it that is AdamW's state, which a sharded optimizer splits over its group: m and v
+ * (fp32: 8), plus the fp32 master weights under bf16 / fp16 (12). */
+int64_t ah_optimizer_state_bytes(ah_precision_t p);
 
 /* ---- 2. a stage ---- */
 

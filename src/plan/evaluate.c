@@ -100,7 +100,10 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     d->tp_rank = r;
     d->node = sg->devices[r].node;
     d->index = sg->devices[r].index;
-    d->memory_bytes = memory_bytes;
+    /* a sharded optimizer keeps AdamW's state of the device's own parts only */
+    d->memory_bytes = memory_bytes - (p->n_opt_groups > 0 ? ah_opt_unowned_elems(p, sg->devices[r]) *
+                                                                ah_optimizer_state_bytes(p->train.precision)
+                                                          : 0);
     d->capacity_bytes = ah_gpu_capacity_bytes(&p->cluster.types[p->cluster.nodes[d->node].type]);
     const double over = (double)d->memory_bytes - (double)d->capacity_bytes;
     if (rank == 0 || over > *worst_over) {

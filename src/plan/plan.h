@@ -13,6 +13,7 @@
 #define AH_PLAN_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cost/cost.h"
@@ -56,6 +57,32 @@ typedef struct ah_prediction {
     ah_breakdown_t breakdown;
 } ah_prediction_t;
 
+/* The sharded optimizer (docs/runtime.md "Sharded optimizer"): a data-parallel gradient group
+ * whose AdamW state is split over its members instead of held whole by each. The group's element
+ * space is its tensors' TP shards (one TP rank's) concatenated in the model's canonical order:
+ *   BLOCKS [first, last): the blocks of one DP segment (layout.h), first..last exactly;
+ *   EMBED: the embedding's tensors whose gradient the first stages sum (all but a tied matrix);
+ *   HEAD:  the head's tensors whose gradient the last stages sum (all but a tied matrix);
+ *   TIED:  the tied embedding / LM-head matrix, over every first and last stage.
+ * Each member device (one per pipeline; for TIED every first and last stage) owns the elements
+ * [begin, end) of that space: it keeps AdamW's state for them, receives their summed gradient
+ * (a reduce-scatter in place of the all-reduce), updates them and sends them to the others (an
+ * all-gather). A group not listed is not sharded. */
+typedef enum { AH_OPT_BLOCKS = 0, AH_OPT_EMBED, AH_OPT_HEAD, AH_OPT_TIED } ah_opt_kind_t;
+
+typedef struct ah_opt_share {
+    ah_device_ref_t dev;
+    int64_t begin, end; /* elements [begin, end) of the group's space */
+} ah_opt_share_t;
+
+typedef struct ah_opt_group {
+    ah_opt_kind_t kind;
+    int first, last;    /* AH_OPT_BLOCKS: the segment's blocks */
+    int tp_rank;
+    int n_shares;
+    ah_opt_share_t *shares;
+} ah_opt_group_t;
+
 typedef struct ah_plan {
     ah_model_t model;
     ah_train_t train;
@@ -63,6 +90,8 @@ typedef struct ah_plan {
     int n_pipelines;
     ah_pipeline_t *pipelines;
     ah_cluster_t cluster;
+    int n_opt_groups;          /* "optimizer_shards": the sharded groups (none: unsharded) */
+    ah_opt_group_t *opt_groups;
     bool has_predicted;        /* "predicted" was present in the file / filled by the planner */
     ah_prediction_t predicted;
 } ah_plan_t;
@@ -92,6 +121,27 @@ ah_status_t ah_pipeline_alloc(ah_pipeline_t *pl, int n_stages, ah_error_t *err);
 void ah_plan_free(ah_plan_t *p);
 /* A deep copy of p into out (whose old contents are not freed); out is left empty on failure. */
 ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
+
+/* Sharded-optimizer groups (plan_shards.c). A group's members, in the order of their MPI ranks
+ * (devs: room for 2 * n_pipelines), and the size of its element space; -1 when the group does not
+ * exist in this plan (a BLOCKS range that is not one DP segment, a tp_rank >= tp, TIED in an
+ * untied model). */
+int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs);
+int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g);
+/* The group's name for messages: "blocks [0, 2) tp 0", "embedding tp 1". */
+const char *ah_opt_group_name(const ah_opt_group_t *g, char *buf, size_t cap);
+/* Sets p's sharded groups to every DP group of the plan with more than one member, shares in
+ * proportion to weight(device) (NULL: even), in member order. Replaces any earlier ones. */
+ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, ah_device_ref_t, void *),
+                              void *ctx, ah_error_t *err);
+/* The rules of "optimizer_shards" (part of ah_plan_validate): each listed group exists in the plan
+ * and is listed once; each share names a member, once, with 0 <= begin <= end; the shares cover
+ * the group's elements exactly once. The message names the rule, the group and the share. */
+ah_status_t ah_plan_check_shards(const ah_plan_t *p, ah_error_t *err);
+/* out's sharded groups: a deep copy of p's (out's own are freed first). */
+ah_status_t ah_plan_copy_shards(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
+/* Elements of AdamW state the device does not hold because of sharding (0 when unsharded). */
+int64_t ah_opt_unowned_elems(const ah_plan_t *p, ah_device_ref_t dev);
 
 /* Total devices in the plan (= MPI ranks); rank order is (pipeline, stage, tp rank). */
 int ah_plan_device_count(const ah_plan_t *p);

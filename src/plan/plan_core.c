@@ -41,6 +41,8 @@ void ah_plan_free(ah_plan_t *p) {
     if (!p) return;
     for (int i = 0; i < p->n_pipelines; i++) free(p->pipelines[i].stages);
     free(p->pipelines);
+    for (int k = 0; k < p->n_opt_groups; k++) free(p->opt_groups[k].shares);
+    free(p->opt_groups);
     ah_cluster_free(&p->cluster);
     memset(p, 0, sizeof *p);
 }
@@ -59,6 +61,7 @@ ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
         out->pipelines[i].micro_batches = p->pipelines[i].micro_batches;
         memcpy(out->pipelines[i].stages, p->pipelines[i].stages, sizeof(ah_stage_t) * (size_t)p->pipelines[i].n_stages);
     }
+    if (st == AH_OK && p->n_opt_groups > 0) st = ah_plan_copy_shards(p, out, err);
     if (st != AH_OK) ah_plan_free(out);
     return st;
 }

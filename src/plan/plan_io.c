@@ -173,6 +173,103 @@ static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_
     return AH_OK;
 }
 
+static const char *const SHARD_KINDS[] = {"blocks", "embedding", "head", "tied"};
+
+/* One "optimizer_shards" entry: {"group", "layers" (blocks only), "tp_rank", "shares": [{"node",
+ * "index", "elements": [begin, end)}]}. The rules are ah_plan_check_shards'. */
+static ah_status_t read_shard_group(const json_t *gj, const char *w, const ah_cluster_t *c, ah_opt_group_t *g,
+                                    ah_error_t *err) {
+    if (!json_is_object(gj))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected an object {\"group\", \"tp_rank\", \"shares\"}, got %s", w,
+                            ah_json_type_name(gj));
+    static const char *const keys[] = {"group", "layers", "tp_rank", "shares", NULL};
+    TRY(ah_json_check_keys(gj, w, keys, err));
+    char kind[32];
+    TRY(ah_json_get_str(gj, w, "group", true, kind, sizeof kind, err));
+    int k = 0;
+    while (k < 4 && strcmp(kind, SHARD_KINDS[k]) != 0) k++;
+    if (k == 4)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.group: unknown group \"%s\" (blocks, embedding, head, tied)", w, kind);
+    g->kind = (ah_opt_kind_t)k;
+    json_t *layers = json_object_get(gj, "layers");
+    if ((layers != NULL) != (g->kind == AH_OPT_BLOCKS))
+        return ah_error_set(err, AH_ERR_INVALID, "%s.layers: %s", w,
+                            layers ? "only a \"blocks\" group has layers" : "a \"blocks\" group needs its segment's [first, last)");
+    if (layers) {
+        if (!json_is_array(layers) || json_array_size(layers) != 2 || !json_is_integer(json_array_get(layers, 0)) ||
+            !json_is_integer(json_array_get(layers, 1)))
+            return ah_error_set(err, AH_ERR_INVALID, "%s.layers: expected [first, last), two block numbers", w);
+        const json_int_t a = json_integer_value(json_array_get(layers, 0)), b = json_integer_value(json_array_get(layers, 1));
+        if (a < -LOOSE_INT || a > LOOSE_INT || b < -LOOSE_INT || b > LOOSE_INT)
+            return ah_error_set(err, AH_ERR_INVALID, "%s.layers: a block number out of range", w);
+        g->first = (int)a;
+        g->last = (int)b;
+    }
+    int64_t tp_rank;
+    TRY(ah_json_get_int(gj, w, "tp_rank", true, -LOOSE_INT, LOOSE_INT, &tp_rank, err));
+    g->tp_rank = (int)tp_rank;
+    json_t *shares = NULL;
+    TRY(ah_json_get_typed(gj, w, "shares", JSON_ARRAY, true, &shares, err));
+    const size_t n = json_array_size(shares);
+    if (!(g->shares = calloc(n + 1, sizeof *g->shares)))
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for %zu optimizer shares", n);
+    for (size_t i = 0; i < n; i++) {
+        char sw[600];
+        snprintf(sw, sizeof sw, "%s.shares[%zu]", w, i);
+        json_t *sj = json_array_get(shares, i);
+        json_t *el = json_is_object(sj) ? json_object_get(sj, "elements") : NULL;
+        if (!el || !json_is_array(el) || json_array_size(el) != 2 || !json_is_integer(json_array_get(el, 0)) ||
+            !json_is_integer(json_array_get(el, 1)))
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s: expected {\"node\", \"index\", \"elements\": [begin, end)}, two integers", sw);
+        g->shares[i].begin = json_integer_value(json_array_get(el, 0));
+        g->shares[i].end = json_integer_value(json_array_get(el, 1));
+        json_t *dev = json_deep_copy(sj);
+        json_object_del(dev, "elements");
+        const ah_status_t s = read_device(dev, sw, c, &g->shares[i].dev, err);
+        json_decref(dev);
+        TRY(s);
+        g->n_shares++;
+    }
+    return AH_OK;
+}
+
+static ah_status_t read_shards(const json_t *doc, const char *where, ah_plan_t *p, ah_error_t *err) {
+    json_t *arr = NULL;
+    TRY(ah_json_get_typed(doc, where, "optimizer_shards", JSON_ARRAY, false, &arr, err));
+    const size_t n = arr ? json_array_size(arr) : 0;
+    if (n == 0) return AH_OK;
+    if (!(p->opt_groups = calloc(n, sizeof *p->opt_groups)))
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for %zu optimizer groups", n);
+    for (size_t k = 0; k < n; k++) {
+        char w[512];
+        snprintf(w, sizeof w, "%s: optimizer_shards[%zu]", where, k);
+        p->n_opt_groups++;
+        TRY(read_shard_group(json_array_get(arr, k), w, &p->cluster, &p->opt_groups[k], err));
+    }
+    return AH_OK;
+}
+
+static json_t *shards_to_json(const ah_plan_t *p) {
+    json_t *arr = json_array();
+    for (int k = 0; k < p->n_opt_groups; k++) {
+        const ah_opt_group_t *g = &p->opt_groups[k];
+        json_t *shares = json_array();
+        for (int i = 0; i < g->n_shares; i++) {
+            const ah_opt_share_t *sh = &g->shares[i];
+            json_array_append_new(shares, json_pack("{s:s, s:i, s:[I,I]}", "node", p->cluster.nodes[sh->dev.node].name,
+                                                    "index", sh->dev.index, "elements", (json_int_t)sh->begin,
+                                                    (json_int_t)sh->end));
+        }
+        json_t *gj = json_pack("{s:s}", "group", SHARD_KINDS[g->kind]);
+        if (g->kind == AH_OPT_BLOCKS) json_object_set_new(gj, "layers", json_pack("[i,i]", g->first, g->last));
+        json_object_set_new(gj, "tp_rank", json_integer(g->tp_rank));
+        json_object_set_new(gj, "shares", shares);
+        json_array_append_new(arr, gj);
+    }
+    return arr;
+}
+
 static ah_status_t read_predicted(const json_t *doc, const char *where, ah_plan_t *p, ah_error_t *err) {
     json_t *o = NULL;
     TRY(ah_json_get_typed(doc, where, "predicted", JSON_OBJECT, false, &o, err));
@@ -250,7 +347,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a plan object, got %s", where,
                             ah_json_type_name(doc));
     static const char *const keys[] = {"version", "model", "train", "tp", "pipelines",
-                                       "predicted", "cluster", NULL};
+                                       "optimizer_shards", "predicted", "cluster", NULL};
     TRY(ah_json_check_keys(doc, where, keys, err));
     int64_t version;
     TRY(ah_json_get_int(doc, where, "version", true, -LOOSE_MAX, LOOSE_MAX, &version, err));
@@ -275,6 +372,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
     /* The cluster first: device and type names resolve against it. */
     TRY(read_cluster(doc, where, cluster_override, p, err));
     TRY(read_pipelines(doc, where, p, err));
+    TRY(read_shards(doc, where, p, err));
     return read_predicted(doc, where, p, err);
 }
 
@@ -342,6 +440,7 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
                                              "stages", stages));
     }
     json_object_set_new(doc, "pipelines", pls);
+    if (p->n_opt_groups > 0) json_object_set_new(doc, "optimizer_shards", shards_to_json(p));
     if (p->has_predicted) {
         const ah_prediction_t *pr = &p->predicted;
         const ah_breakdown_t *b = &pr->breakdown;

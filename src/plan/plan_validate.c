@@ -238,5 +238,6 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
     TRY(check_tp(p, err));
     for (int i = 0; i < p->n_pipelines; i++) TRY(check_layers(p, i, err));
     TRY(check_devices(p, err));
-    return check_batch(p, err);
+    TRY(check_batch(p, err));
+    return ah_plan_check_shards(p, err);
 }

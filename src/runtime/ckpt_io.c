@@ -80,6 +80,10 @@ static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
 ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
                                  ah_error_t *err) {
     *out = NULL;
+    if (tr->plan->n_opt_groups > 0)
+        return ah_error_set(err, AH_ERR_USAGE,
+                            "the plan shards the optimizer (\"optimizer_shards\"): checkpoints of sharded AdamW state are "
+                            "not built yet; train it without --local-root / --cloud, or drop optimizer_shards");
     ah_ckpt_session_t *s = calloc(1, sizeof *s);
     ah_status_t st = AH_OK;
     if (!s) return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");

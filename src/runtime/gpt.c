@@ -72,8 +72,8 @@ ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *er
         }
     }
     s = ah_gpt_host_done(st, st->w, host, true, err);
-    st->k->zero(st->m, (size_t)st->n_elems);
-    st->k->zero(st->v, (size_t)st->n_elems);
+    st->k->zero(st->m, (size_t)st->opt_elems);
+    st->k->zero(st->v, (size_t)st->opt_elems);
     st->k->zero(st->g, (size_t)st->n_elems);
     return s;
 }
@@ -150,21 +150,15 @@ static ah_status_t check_config(const ah_gpt_config_t *cfg, ah_error_t *err) {
     return AH_OK;
 }
 
-/* st->params: the stage's tensors in the table's order (embedding, its blocks, the head), then
- * the head's own copy of the tied matrix when the embedding lives on another stage; their places
- * in the flat buffers; st->n_elems. */
-static ah_status_t build_params(ah_gpt_stage_t *st, ah_error_t *err) {
-    const ah_gpt_config_t *cfg = &st->cfg;
+int ah_gpt_param_list(const ah_gpt_config_t *cfg, ah_gpt_param_t *out, int *first_block_param) {
     const ah_model_t *m = cfg->model;
     const int n_all = ah_model_tensor_count(m);
     ah_tensor_t *all = malloc((size_t)n_all * sizeof *all);
-    st->params = malloc((size_t)(n_all + 1) * sizeof *st->params);
-    if (!all || !st->params) {
-        free(all);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter list");
-    }
+    if (!all) return -1;
     ah_model_tensors(m, all);
+    int n = 0;
     int64_t off = 0;
+    *first_block_param = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n_all; i++) {
             const ah_tensor_t *x = &all[i];
@@ -174,15 +168,34 @@ static ah_status_t build_params(ah_gpt_stage_t *st, ah_error_t *err) {
                                               (kind == AH_LAYER_HEAD && cfg->has_head)
                                         : cfg->has_head && !cfg->has_embed && ah_tensor_tied(x, m);
             if (!held) continue;
-            if (pass == 0 && kind == AH_LAYER_EMBED) st->first_block_param = st->n_params + 1;
-            ah_gpt_param_t *p = &st->params[st->n_params++];
+            if (pass == 0 && kind == AH_LAYER_EMBED) *first_block_param = n + 1;
+            ah_gpt_param_t *p = &out[n++];
             p->def = *x;
             p->offset = off;
             p->n = ah_tensor_shard_elems(x, cfg->t);
             off += p->n;
         }
     free(all);
-    st->n_elems = off;
+    return n;
+}
+
+/* st->params (ah_gpt_param_list), st->n_elems, and the optimizer's runs: cfg's, or the whole
+ * buffer, each with its place in m and v. */
+static ah_status_t build_params(ah_gpt_stage_t *st, ah_error_t *err) {
+    const ah_gpt_config_t *cfg = &st->cfg;
+    st->params = malloc((size_t)(ah_model_tensor_count(cfg->model) + 1) * sizeof *st->params);
+    const int n_runs = cfg->opt_runs ? cfg->n_opt_runs : 1;
+    st->opt_runs = malloc((size_t)(n_runs + 1) * sizeof *st->opt_runs);
+    if (!st->params || !st->opt_runs || (st->n_params = ah_gpt_param_list(cfg, st->params, &st->first_block_param)) < 0)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter list");
+    st->n_elems = st->n_params ? st->params[st->n_params - 1].offset + st->params[st->n_params - 1].n : 0;
+    st->n_opt_runs = n_runs;
+    st->opt_elems = 0;
+    for (int i = 0; i < n_runs; i++) {
+        st->opt_runs[i] = cfg->opt_runs ? cfg->opt_runs[i] : (ah_gpt_run_t){0, st->n_elems, 0};
+        st->opt_runs[i].mv = st->opt_elems;
+        st->opt_elems += st->opt_runs[i].n;
+    }
     return AH_OK;
 }
 
@@ -282,8 +295,8 @@ static ah_status_t stage_build(ah_gpt_stage_t *st, ah_mem_t *mem, ah_error_t *er
     TRY(build_params(st, err));
     TRY(ah_arena_floats(&st->a_params, st->n_elems, "weights", &st->w, err));
     TRY(ah_arena_floats(&st->a_params, st->n_elems, "gradients", &st->g, err));
-    TRY(ah_arena_floats(&st->a_opt, st->n_elems, "AdamW m", &st->m, err));
-    TRY(ah_arena_floats(&st->a_opt, st->n_elems, "AdamW v", &st->v, err));
+    TRY(ah_arena_floats(&st->a_opt, st->opt_elems, "AdamW m", &st->m, err));
+    TRY(ah_arena_floats(&st->a_opt, st->opt_elems, "AdamW v", &st->v, err));
     TRY(alloc_slots(st, err));
     return alloc_work(st, err);
 }
@@ -309,6 +322,7 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
         ah_arena_free(&st->a_work);
     }
     free(st->params);
+    free(st->opt_runs);
     free(st->act);
     free(st->ids);
     free(st->head_in);
@@ -322,12 +336,19 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
 void ah_gpt_zero_grads(ah_gpt_stage_t *st) { st->k->zero(st->g, (size_t)st->n_elems); }
 
 void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t) {
+    int r = 0; /* the runs and the tensors are both in buffer order */
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
         ah_adamw_hparams_t h = *hp;
         if (!x->def.spec->decay) h.weight_decay = 0.0f;
-        st->k->adamw(st->w + x->offset, st->g + x->offset, st->m + x->offset, st->v + x->offset,
-                     (size_t)x->n, &h, grad_scale, t);
+        while (r < st->n_opt_runs && st->opt_runs[r].off + st->opt_runs[r].n <= x->offset) r++;
+        for (int q = r; q < st->n_opt_runs && st->opt_runs[q].off < x->offset + x->n; q++) {
+            const ah_gpt_run_t *u = &st->opt_runs[q];
+            const int64_t lo = u->off > x->offset ? u->off : x->offset;
+            const int64_t hi = u->off + u->n < x->offset + x->n ? u->off + u->n : x->offset + x->n;
+            const int64_t mv = u->mv + (lo - u->off);
+            st->k->adamw(st->w + lo, st->g + lo, st->m + mv, st->v + mv, (size_t)(hi - lo), &h, grad_scale, t);
+        }
     }
 }
 

@@ -57,6 +57,12 @@ typedef struct ah_gpt_param {
     int64_t offset, n;  /* into params / grads / m / v */
 } ah_gpt_param_t;
 
+/* A range of the stage's flat buffers whose AdamW state the stage keeps: elements [off, off + n)
+ * of w and g, at [mv, mv + n) of m and v. */
+typedef struct ah_gpt_run {
+    int64_t off, n, mv;
+} ah_gpt_run_t;
+
 /* What the stage holds and how it runs. */
 typedef struct ah_gpt_config {
     const ah_model_t *model;
@@ -66,6 +72,10 @@ typedef struct ah_gpt_config {
     int t, tp_rank;
     int64_t micro_batch, seq_len;
     int64_t slots;           /* micro-batches in flight (ah_sched_slots) */
+    /* The sharded optimizer: the flat ranges whose AdamW state this stage keeps and updates,
+     * sorted and disjoint (mv ignored); NULL: all of them. Copied at create. */
+    const ah_gpt_run_t *opt_runs;
+    int n_opt_runs;
 } ah_gpt_config_t;
 
 typedef struct ah_block_act ah_block_act_t; /* gpt.c: one block's saved tensors */
@@ -86,7 +96,11 @@ typedef struct ah_gpt_stage {
     ah_gpt_param_t *params;   /* the stage's tensors, in flat-buffer order */
     int first_block_param;    /* index in params of block `first`'s first tensor */
     int64_t n_elems;          /* total parameter elements */
-    float *w, *g, *m, *v;     /* (n_elems) each: weights, gradients, AdamW moments */
+    float *w, *g;             /* (n_elems) each: weights, gradients */
+    float *m, *v;             /* (opt_elems) each: AdamW moments of the elements of opt_runs */
+    ah_gpt_run_t *opt_runs;   /* the runs AdamW updates (cfg's, or one over all) */
+    int n_opt_runs;
+    int64_t opt_elems;
 
     ah_block_act_t *act;      /* [slot][block - first] */
     int32_t **ids;            /* [slot] (N) token ids, stage 0 only */
@@ -104,6 +118,11 @@ typedef struct ah_gpt_stage {
     double part_s[AH_GPT_N_PARTS][2];
 } ah_gpt_stage_t;
 
+/* The stage's tensors for cfg, in flat-buffer order (the table's: embedding, its blocks, the head,
+ * then the head's own copy of the tied matrix when the embedding lives on another stage), with
+ * their offsets: out has room for ah_model_tensor_count + 1 entries. Returns the count (-1: no
+ * host memory); *first_block_param gets the index of the first block's first tensor. */
+int ah_gpt_param_list(const ah_gpt_config_t *cfg, ah_gpt_param_t *out, int *first_block_param);
 /* Builds the shard and allocates everything it will use. tp may be NULL when t = 1. */
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
                                 const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err);

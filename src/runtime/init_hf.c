@@ -19,8 +19,8 @@ ah_status_t ah_gpt_init_from_hf(ah_gpt_stage_t *st, const char *dir, int *loaded
         if (s == AH_OK) s = u;
     }
     if (s == AH_OK) {
-        st->k->zero(st->m, (size_t)st->n_elems);
-        st->k->zero(st->v, (size_t)st->n_elems);
+        st->k->zero(st->m, (size_t)st->opt_elems);
+        st->k->zero(st->v, (size_t)st->opt_elems);
         if (loaded) *loaded = n;
         if (skipped) *skipped = h.skipped;
     }

@@ -13,6 +13,11 @@
  * Weight decay applies to 2-D matrices only; gradients are clipped to a global L2 norm of
  * grad_clip (0: off) computed over every unique parameter once.
  *
+ * Sharded optimizer (plan.h "optimizer_shards"): a sharded group's gradients are reduce-scattered
+ * instead of all-reduced, each member keeps AdamW's state for its own part only, updates it, and
+ * the group all-gathers the updated weights; the norm counts each part on its owner. The math is
+ * the unsharded one. CPU backend only so far: a GPU plan with shards is refused at setup.
+ *
  * Backend: the rank's device type picks CPU or CUDA (runtime/device.h). On a GPU rank every
  * tensor of the stage and the p2p buffers live in device memory; the p2p transfers stay MPI's
  * non-blocking ones on host staging buffers (download before a send, upload after a receive),
@@ -76,6 +81,14 @@ typedef struct ah_step_metrics {
     bool overflow;
 } ah_step_metrics_t;
 
+/* A data-parallel group's sharded optimizer on this rank (plan.h "optimizer_shards"). */
+typedef struct ah_dp_shard {
+    int64_t off, n;     /* the group's element space: the stage's flat buffers [off, off + n) */
+    int64_t begin, end; /* this rank's part of the space */
+    int64_t *counts;    /* per group rank, the parts' lengths (group ranks in part order); NULL:
+                         * the group is not sharded (or this rank is not in it) */
+} ah_dp_shard_t;
+
 typedef struct ah_trainer {
     const ah_plan_t *plan;
     const ah_dataset_t *data;
@@ -104,6 +117,8 @@ typedef struct ah_trainer {
     ah_group_t tp;
     ah_group_t *seg;        /* per DP segment; .c NULL where this rank does not hold it */
     ah_group_t first_group, last_group, wte_group;
+    ah_dp_shard_t *seg_shard; /* per DP segment, beside seg */
+    ah_dp_shard_t first_shard, last_shard, wte_shard;
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
