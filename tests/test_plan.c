@@ -1,6 +1,6 @@
 /* Plan file: exact round trip, one failing plan per validity rule (rule tag and place checked in
  * the message), JSON syntax errors with line:column, unknown node / GPU type / field, the missing
- * cluster, and the --cluster override. */
+ * cluster, the --cluster override, and the sharded optimizer's groups ([shards]). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +355,80 @@ static void test_built_plan(void) {
     ah_cluster_free(&c);
 }
 
+/* One "blocks" group of BASE's segment [first, last) at TP rank `tp`, with shares (node, index,
+ * begin, end) x n. */
+static json_t *shard_group(int first, int last, int tp, int n, const char *const *nodes, const int *index,
+                           const int64_t *ranges) {
+    json_t *shares = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(shares, json_pack("{s:s, s:i, s:[I,I]}", "node", nodes[i], "index", index[i], "elements",
+                                                (json_int_t)ranges[2 * i], (json_int_t)ranges[2 * i + 1]));
+    return json_pack("{s:s, s:[i,i], s:i, s:o}", "group", "blocks", "layers", first, last, "tp_rank", tp, "shares", shares);
+}
+
+static json_t *with_shards(json_t *doc, json_t *group) {
+    json_t *arr = json_array();
+    json_array_append_new(arr, group);
+    json_object_set_new(doc, "optimizer_shards", arr);
+    return doc;
+}
+
+/* [shards]: the sharded optimizer's groups. BASE's segments are [0, 2) and [2, 4); the group of
+ * [0, 2) at TP rank 0 is fast-0:0 and slow-0:0. */
+static void test_shards(void) {
+    ah_plan_t p;
+    ah_error_t err = {0};
+    json_t *d = base();
+    CHECK(ah_plan_from_json(d, "plan.json", NULL, &p, &err) == AH_OK, "%s", err.msg);
+    json_decref(d);
+    const ah_opt_group_t g = {.kind = AH_OPT_BLOCKS, .first = 0, .last = 2, .tp_rank = 0};
+    const int64_t n = ah_opt_group_elems(&p, &g);
+    ah_device_ref_t devs[4];
+    CHECK(n > 0 && ah_opt_group_members(&p, &g, devs) == 2, "blocks [0, 2) tp 0: %lld elements", (long long)n);
+    /* even shares over every group: valid, written and read back the same */
+    CHECK(ah_plan_shard_all(&p, NULL, NULL, &err) == AH_OK && ah_plan_validate(&p, &err) == AH_OK, "%s", err.msg);
+    CHECK(p.n_opt_groups == 2 * 5, "2 segments, embedding (wpe), head (ln_f), tied (wte), at 2 TP ranks: %d",
+          p.n_opt_groups);
+    json_t *out = ah_plan_to_json(&p);
+    ah_plan_t q;
+    CHECK(ah_plan_from_json(out, "plan.json", NULL, &q, &err) == AH_OK && ah_plan_validate(&q, &err) == AH_OK, "%s", err.msg);
+    json_t *again = ah_plan_to_json(&q);
+    CHECK(json_equal(out, again), "optimizer_shards round trip");
+    json_decref(out);
+    json_decref(again);
+    ah_plan_free(&q);
+    ah_plan_free(&p);
+
+    const char *both[] = {"fast-0", "slow-0"}, *wrong[] = {"fast-0", "slow-1"}, *twice[] = {"fast-0", "fast-0"};
+    const int idx[] = {0, 0};
+    const int64_t half = n / 2;
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, half, half, n})), AH_OK, NULL, NULL);
+    /* uneven, out of member order, one member owning nothing */
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){7, n, 0, 7})), AH_OK, NULL, NULL);
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, 0, 0, n})), AH_OK, NULL, NULL);
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, half, half, n - 1})), AH_ERR_INVALID,
+           "[shards] optimizer_shards[0] (blocks [0, 2) tp 0)", "must cover [0, ");
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, half, half + 1, n})), AH_ERR_INVALID,
+           "optimizer_shards[0] (blocks [0, 2) tp 0)", "are in no share");
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, half + 1, half, n})), AH_ERR_INVALID,
+           "optimizer_shards[0] (blocks [0, 2) tp 0)", "are in two shares");
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){-1, half, half, n})), AH_ERR_INVALID,
+           "optimizer_shards[0] (blocks [0, 2) tp 0).shares[0]: elements [-1, ", "0 <= begin <= end");
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, wrong, idx, (int64_t[]){0, half, half, n})), AH_ERR_INVALID,
+           "optimizer_shards[0] (blocks [0, 2) tp 0).shares[1]: device slow-1:0", "is not in the group");
+    EXPECT(with_shards(base(), shard_group(0, 2, 0, 2, twice, idx, (int64_t[]){0, half, half, n})), AH_ERR_INVALID,
+           "shares[1]: device fast-0:0 has two shares", NULL);
+    EXPECT(with_shards(base(), shard_group(0, 4, 0, 2, both, idx, (int64_t[]){0, half, half, n})), AH_ERR_INVALID,
+           "optimizer_shards[0] (blocks [0, 4) tp 0): no such data-parallel group", "one segment");
+    EXPECT(with_shards(base(), shard_group(0, 2, 2, 2, both, idx, (int64_t[]){0, half, half, n})), AH_ERR_INVALID,
+           "(blocks [0, 2) tp 2): no such data-parallel group", "tp_rank is outside [0, tp)");
+    d = with_shards(base(), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, half, half, n}));
+    json_array_append_new(json_object_get(d, "optimizer_shards"), shard_group(0, 2, 0, 2, both, idx, (int64_t[]){0, n, n, n}));
+    EXPECT(d, AH_ERR_INVALID, "optimizer_shards[1] (blocks [0, 2) tp 0): listed twice", NULL);
+    d = with_shards(base(), json_pack("{s:s, s:i, s:[]}", "group", "everything", "tp_rank", 0, "shares"));
+    EXPECT(d, AH_ERR_INVALID, "optimizer_shards[0].group: unknown group \"everything\"", NULL);
+}
+
 int main(void) {
     test_base_valid();
     test_rules();
@@ -363,5 +437,6 @@ int main(void) {
     test_round_trip();
     test_syntax_error();
     test_built_plan();
+    test_shards();
     return ah_test_finish();
 }

@@ -6,6 +6,9 @@
 # (pure TP, asymmetric pipelines with a recomputing stage, TP x asymmetric PP x DP, PP with
 # recomputation) run from test_train_equivalence_{tp,hybrid}.sh, two plans per file so that no
 # file takes more than ~30 s on a loaded 2-core machine.
+# PLAN:even or PLAN:uneven trains the plan with its optimizer sharded over every data-parallel group
+# (plan.json optimizer_shards, from `autohet evaluate --shard-optimizer even`; uneven: member k of
+# a group of n gets a part in proportion to k + 1).
 # REF=NAME: the one-process run to match is examples/plans/train-NAME.json (default single, the
 # tiny-gpt2 one); every plan must be for the same model (test_train_equivalence_llama*.sh).
 . "$(dirname "$0")/train_common.sh"
@@ -28,9 +31,9 @@ json.dump(c, open(sys.argv[3], "w"))
 PY
     EXTRA=(--cluster "$WORK/cluster.json")
 fi
-run() { # name ranks
-    local name=$1 n=$2
-    local cmd=("$AUTOHET" train --plan "$PLANS/train-$name.json" --data "$WORK/text.bin" --steps $STEPS
+run() { # name ranks [plan file]
+    local name=$1 n=$2 plan=${3:-$PLANS/train-$1.json}
+    local cmd=("$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps $STEPS
                --quiet --metrics "$WORK/$name.jsonl" --dump-params "$WORK/$name.params" --dump-step 1 "${EXTRA[@]}")
     if [ "$n" = 1 ]; then timeout 120 "${cmd[@]}" 2>"$WORK/$name.err"; else timeout 120 $MPIRUN -np "$n" "${cmd[@]}" 2>"$WORK/$name.err"; fi \
         || { cat "$WORK/$name.err" >&2; fail "$name: autohet train failed"; }
@@ -42,13 +45,23 @@ import json, sys
 l = [json.loads(x)["loss"] for x in open(f"{sys.argv[1]}/{sys.argv[2]}.jsonl")]
 assert l[-1] < l[0] - 0.5, l
 PY
-for name in "${PLAN_NAMES[@]}"; do
-    [ -r "$PLANS/train-$name.json" ] || fail "no plan $PLANS/train-$name.json"
+for spec in "${PLAN_NAMES[@]}"; do
+    name=${spec%%:*} shard=
+    [ "$spec" = "$name" ] || shard=${spec#*:}
+    plan=$PLANS/train-$name.json
+    [ -r "$plan" ] || fail "no plan $plan"
     python3 -c 'import json,sys; a, b = (json.load(open(f))["model"] for f in sys.argv[1:]); assert a == b, (a, b)' \
-        "$PLANS/train-$REF.json" "$PLANS/train-$name.json" || fail "$name is not for the model of train-$REF.json"
-    n=$(plan_ranks "$PLANS/train-$name.json")
+        "$PLANS/train-$REF.json" "$plan" || fail "$name is not for the model of train-$REF.json"
+    if [ -n "$shard" ]; then
+        "$AUTOHET" evaluate --plan "$plan" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
+            fail "$name: autohet evaluate --shard-optimizer even"
+        [ "$shard" = even ] || shard_uneven "$WORK/$name.plan.json"
+        plan=$WORK/$name.plan.json
+        name=$name-$shard
+    fi
+    n=$(plan_ranks "$plan")
     start=$(date +%s.%N)
-    run "$name" "$n"
+    run "$name" "$n" "$plan"
     python3 - "$WORK" "$name" "$REF" <<'PY' || fail "$name differs from the single-rank run"
 import array, json, sys
 work, name, refname = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -36,21 +36,6 @@ PY
 for plan in "$PLANS/train-tp2-asym.json" "$PLANS/train-asym.json" "$PLANS/train-pp2-recompute.json" \
             "$PLANS/train-tp4.json" "$WORK/asym-mb2.json" "$WORK/llama-tp2.json" "$WORK/llama-tp4.json" \
             "$WORK/llama-pp2-recompute.json" "$WORK/untied-tp2.json" "$WORK/untied-tp4.json"; do
-    n=$(plan_ranks "$plan")
-    "$AUTOHET" evaluate --json --plan "$plan" >"$WORK/eval.json" || fail "evaluate $plan"
-    timeout 60 $MPIRUN -np "$n" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps 1 \
-        --quiet --metrics "$WORK/m.jsonl" 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "train $plan"; }
-    python3 - "$plan" "$WORK/eval.json" "$WORK/m.jsonl" <<'PY' || fail "memory of $plan"
-import json, sys
-plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-got = json.loads(open(sys.argv[3]).readline())["memory_high_bytes"]
-gpus = [s["gpu"] for p in plan["pipelines"] for s in p["stages"] for _ in s["devices"]]
-assert len(got) == len(ev["devices"]) == len(gpus), (len(got), len(ev["devices"]))
-for r, (dev, high, gpu) in enumerate(zip(ev["devices"], got, gpus)):
-    reserved = int(round(plan["cluster"]["gpu_types"][gpu]["reserved_gib"] * 2**30))
-    want = dev["memory_bytes"] - reserved
-    assert high == want, f"rank {r}: runtime high-water mark {high} vs predicted {want} ({high - want:+d} bytes)"
-print(f"{sys.argv[1].split('/')[-1]}: {len(got)} ranks, equal to the byte")
-PY
+    check_memory "$plan"
 done
 echo "PASS"

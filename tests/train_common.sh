@@ -38,6 +38,50 @@ json.dump(d, open(sys.argv[2], "w"))
 PY
 }
 
+# check_memory PLAN: trains PLAN one step and checks each rank's allocator high-water mark
+# (metrics "memory_high_bytes") against autohet evaluate's per-device prediction, minus the type's
+# reserved constant that the runtime does not allocate, to the byte. Leaves the marks, one per
+# rank, in $WORK/memory_high.
+check_memory() {
+    local plan=$1 n
+    n=$(plan_ranks "$plan")
+    "$AUTOHET" evaluate --json --plan "$plan" >"$WORK/eval.json" || fail "evaluate $plan"
+    timeout 60 $MPIRUN -np "$n" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps 1 \
+        --quiet --metrics "$WORK/m.jsonl" 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "train $plan"; }
+    python3 - "$plan" "$WORK/eval.json" "$WORK/m.jsonl" "$WORK/memory_high" <<'PY' || fail "memory of $plan"
+import json, sys
+plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+got = json.loads(open(sys.argv[3]).readline())["memory_high_bytes"]
+gpus = [s["gpu"] for p in plan["pipelines"] for s in p["stages"] for _ in s["devices"]]
+assert len(got) == len(ev["devices"]) == len(gpus), (len(got), len(ev["devices"]))
+for r, (dev, high, gpu) in enumerate(zip(ev["devices"], got, gpus)):
+    reserved = int(round(plan["cluster"]["gpu_types"][gpu]["reserved_gib"] * 2**30))
+    want = dev["memory_bytes"] - reserved
+    assert high == want, f"rank {r}: runtime high-water mark {high} vs predicted {want} ({high - want:+d} bytes)"
+open(sys.argv[4], "w").write(" ".join(map(str, got)))
+print(f"{sys.argv[1].split('/')[-1]}: {len(got)} ranks, equal to the byte")
+PY
+}
+
+# shard_uneven PLAN: PLAN's optimizer_shards redrawn, in place, so that member k of a group of n
+# owns a part in proportion to k + 1 (the group's element count kept: the last share's end).
+shard_uneven() {
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d.get("optimizer_shards"), "no optimizer_shards to redraw"
+for g in d["optimizer_shards"]:
+    sh, total = g["shares"], g["shares"][-1]["elements"][1]
+    n, at, acc = len(sh), 0, 0
+    for k, s in enumerate(sh):
+        acc += k + 1
+        end = total if k == n - 1 else total * acc // (n * (n + 1) // 2)
+        s["elements"] = [at, end]
+        at = end
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
 # start_moto: an S3 server on a free loopback port (stopped at exit), a bucket "ckpt", the AWS
 # variables the trainer reads; sets EP.
 start_moto() {
