@@ -2,8 +2,8 @@
  * history (each step once, in order, the full batch's tokens; rollbacks counted as recomputed),
  * the recovery accounting (the breakdown adds up; tiers from the trainer's recover event), what
  * an exit means, what an event does to the running plan, when a stop escalates, when a join is
- * worth a restart, and the trainer's command line. The whole runs are tests/test_agent.sh and
- * tests/test_nothing_lost*.sh. */
+ * worth a restart, the hang watchdog, when a host that stopped answering is asked again, and the
+ * trainer's command line. The whole runs are tests/test_agent.sh and tests/test_nothing_lost*.sh. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -242,6 +242,30 @@ static void test_watchdog(void) {
     CHECK(fabs(ah_watchdog_timeout(&w) - 8.0) < 1e-9, "10 x the predicted iteration, over the floor");
 }
 
+static void test_reask(void) {
+    ah_reask_t r = {0};
+    CHECK(ah_reask_due(&r, 0) && ah_reask_due(&r, 1e6), "just lost: asked at the next checkpoint");
+    /* the first re-ask without an answer ended at t = 100: 10, 20, 40 ... s, up to 300 s */
+    CHECK(fabs(ah_reask_failed(&r, 100.0) - AH_REASK_FIRST_S) < 1e-12, "first interval");
+    CHECK(!ah_reask_due(&r, 109.9) && ah_reask_due(&r, 110.0), "due 10 s after the first failure");
+    const double want[] = {20, 40, 80, 160, 300, 300, 300};
+    double t = 110.0;
+    for (int k = 0; k < (int)(sizeof want / sizeof want[0]); k++) {
+        t += 13.0; /* each ask waits for the remote command's timeout before it fails */
+        const double wait = ah_reask_failed(&r, t);
+        CHECK(fabs(wait - want[k]) < 1e-12, "failure %d: next ask in %g s, want %g", k + 2, wait, want[k]);
+        CHECK(!ah_reask_due(&r, t + wait - 0.01) && ah_reask_due(&r, t + wait), "failure %d: due %g s after it",
+              k + 2, want[k]);
+    }
+    CHECK_EQ_I64(r.failed, 8);
+    /* a host silent for a day is asked once per 300 s, not at every checkpoint */
+    for (int k = 0; k < 1000; k++) ah_reask_failed(&r, t);
+    CHECK(fabs(ah_reask_failed(&r, t) - AH_REASK_MAX_S) < 1e-12, "capped after many failures");
+    /* lost again later: the backoff starts over */
+    r = (ah_reask_t){0};
+    CHECK(ah_reask_due(&r, t) && fabs(ah_reask_failed(&r, t) - AH_REASK_FIRST_S) < 1e-12, "a new loss");
+}
+
 static void test_plan_uses(void) {
     ah_model_t m;
     ah_cluster_t c;
@@ -299,6 +323,7 @@ int main(void) {
     test_recovery();
     test_events_and_stops();
     test_watchdog();
+    test_reask();
     test_plan_uses();
     test_train_argv();
     return ah_test_finish();

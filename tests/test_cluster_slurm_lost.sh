@@ -24,8 +24,8 @@
 # longer is DOWN and leaves the allocation for good; every case here is back or over before).
 # (b) and (h) train 100 steps, a checkpoint every 4: a join needs steps left after the agent's
 # reaction (its reads and notices go through srun, a second or two behind the job). (c) trains 24
-# (its own reference): after its loss the agent asks h2 again at every checkpoint (about 4 s each
-# for a dead slurmd), and nothing comes back to be waited for.
+# (its own reference): nothing comes back to be waited for (the agent asks the dead h2 again at the
+# relaunch's first checkpoint, about 4 s, then no sooner than 10 s later: agent_logic.h's backoff).
 # Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): case (c) only.
 # Needs root, openssh-server, slurm-wlm, munge and moto_server; skipped (77) without them.
 . "$(dirname "$0")/train_common.sh"

@@ -273,7 +273,10 @@ static void apply_events(agent_t *a) {
         /* A node back before the relaunch is planned with again; if it was preempted it is a new
          * machine, so its disk is still dropped (leaving[] stays set). */
         a->up[e->node] = e->add;
-        if (e->add) emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
+        if (e->add) {
+            a->unanswered[e->node] = false; /* up by the event: no ask and no backoff to wait for */
+            emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
+        }
         if (act == AH_EVENT_JOIN_AT_CHECKPOINT) {
             a->join_pending = true;
             say(a, "%s joined; it is taken in at the next checkpoint", name);
@@ -597,7 +600,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     a.up = calloc((size_t)a.cluster.n_nodes, sizeof *a.up);
     a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
     a.unanswered = calloc((size_t)a.cluster.n_nodes, sizeof *a.unanswered);
-    if (!a.up || !a.leaving || !a.unanswered) {
+    a.reask = calloc((size_t)a.cluster.n_nodes, sizeof *a.reask);
+    if (!a.up || !a.leaving || !a.unanswered || !a.reask) {
         s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
         goto done;
     }
@@ -632,5 +636,6 @@ done:
     free(a.up);
     free(a.leaving);
     free(a.unanswered);
+    free(a.reask);
     return s;
 }

@@ -7,8 +7,8 @@
 #include "elastic/agent_state.h"
 
 /* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
- * prompt in BatchMode): marked down (in_plan: leaving too), each said as `what` with the
- * launcher's error and an "unreachable" event, never waited on. True when there was one. */
+ * prompt in BatchMode): marked down and unanswered (in_plan: leaving too), each said as `what`
+ * with the launcher's error and an "unreachable" event, never waited on. True when there was one. */
 bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what) {
     bool any = false;
     for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
@@ -19,6 +19,7 @@ bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what) {
             continue;
         a->up[i] = false;
         a->unanswered[i] = true;
+        a->reask[i] = (ah_reask_t){0}; /* a new loss: asked again at the next checkpoint */
         a->leaving[i] = in_plan;
         any = true;
         say(a, "%s: %s", what, e.msg);
@@ -27,13 +28,18 @@ bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what) {
     return any;
 }
 
-/* Hosts down because they did not answer that answer now: up again, a join event each. */
+/* Hosts down because they did not answer, asked again once their backoff has passed: those that
+ * answer are up again, a join event each; the others are said, with when they are asked next. */
 bool ah_agent_answer_again(agent_t *a) {
     bool any = false;
     for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
         ah_error_t e;
         const char *name = a->cluster.nodes[i].name;
-        if (a->up[i] || !a->unanswered[i] || a->launcher.reachable(a->launcher.ctx, name, &e) != AH_OK) continue;
+        if (a->up[i] || !a->unanswered[i] || !ah_reask_due(&a->reask[i], ah_now_s())) continue;
+        if (a->launcher.reachable(a->launcher.ctx, name, &e) != AH_OK) {
+            say(a, "host %s still not answering; next ask in %.0f s", name, ah_reask_failed(&a->reask[i], ah_now_s()));
+            continue;
+        }
         a->up[i] = true;
         a->unanswered[i] = false;
         any = true;

@@ -237,6 +237,19 @@ bool ah_watchdog_expired(const ah_watchdog_t *w, double now) {
     return w->last_t >= 0 && now - w->last_t > ah_watchdog_timeout(w);
 }
 
+/* ---- asking again a host that stopped answering ---- */
+
+double ah_reask_failed(ah_reask_t *r, double now) {
+    r->failed++;
+    double wait = AH_REASK_FIRST_S;
+    for (int k = 1; k < r->failed && wait < AH_REASK_MAX_S; k++) wait *= 2;
+    wait = fmin(wait, AH_REASK_MAX_S);
+    r->due_t = now + wait;
+    return wait;
+}
+
+bool ah_reask_due(const ah_reask_t *r, double now) { return now >= r->due_t; }
+
 /* ---- words ---- */
 
 const char *ah_agent_cause_name(ah_agent_cause_t c) {

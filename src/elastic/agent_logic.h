@@ -10,6 +10,7 @@
  *  - what an availability event does to the running plan, when a stop escalates to a kill, when
  *    a joined node is worth a restart;
  *  - the hang watchdog: how long a job may go without a metrics line before its hosts are probed;
+ *  - the backoff of a host that stopped answering: when it is asked again;
  *  - the trainer's command line for a launch.
  *
  * Ownership: ah_history_t owns its loss array (ah_history_free); the rest borrows. */
@@ -155,6 +156,40 @@ void ah_watchdog_line(ah_watchdog_t *w, double now);
 double ah_watchdog_timeout(const ah_watchdog_t *w);
 /* Whether the job has been quiet for longer than the timeout at time now. */
 bool ah_watchdog_expired(const ah_watchdog_t *w, double now);
+
+/* ---- asking again a host that stopped answering ---- */
+
+/* A host down because it did not answer is asked again (the launcher's `reachable`) at a
+ * checkpoint, not at every one: an ask of a host still gone waits for the remote command's timeout
+ * (ssh's ConnectTimeout, 10 s for plain ssh; under Slurm about MessageTimeout, 11 s at its default,
+ * twice that for a frozen host), during which the agent reads nothing and sends no notice; with a
+ * checkpoint every few steps it fell behind by one wait per checkpoint.
+ *  - The ask that found it silent does not count: a launch comes between it and the next
+ *    checkpoint (a re-plan and relaunch after a loss, or the launch it was planned out of), which
+ *    takes seconds, and that first checkpoint asks, so a host only briefly away (a hang that ended)
+ *    is taken in as soon as before (a first interval counted from the loss would skip it whenever
+ *    the relaunch is quicker: 2-5 s on the test cluster).
+ *  - After the n-th re-ask in a row without an answer, the next is due AH_REASK_FIRST_S x 2^(n-1)
+ *    later, at most AH_REASK_MAX_S. 10 s first, about one wait: the agent spends at most half its
+ *    time on the host at first, a third after the next, and so on; a host gone for good costs 6
+ *    waits in its first 10 minutes (at the first checkpoint, then 10, 20, 40, 80, 160 s after each
+ *    failure), then one per 300 s: with a 10 s wait, about 3 % of the agent's time.
+ *  - 300 s at most: Slurm's default SlurmdTimeout, after which a host lost under --no-kill has left
+ *    the allocation anyway; a host back is taken in at most that long (and a checkpoint) after, one
+ *    announced by an `add` event at the next checkpoint, with no ask. */
+#define AH_REASK_FIRST_S 10.0
+#define AH_REASK_MAX_S 300.0
+
+typedef struct ah_reask {
+    int failed;   /* re-asks in a row without an answer (0: due at the next checkpoint) */
+    double due_t; /* the next ask no sooner than this */
+} ah_reask_t;
+
+/* A re-ask that ended at time now got no answer: counted, and the next one due an interval later;
+ * returns the interval. Each time a host stops answering it starts from (ah_reask_t){0}. */
+double ah_reask_failed(ah_reask_t *r, double now);
+/* Whether the host may be asked again at time now. */
+bool ah_reask_due(const ah_reask_t *r, double now);
 
 /* ---- words ---- */
 

@@ -24,7 +24,8 @@ typedef struct agent {
     ah_model_t model;
     ah_cluster_t cluster;  /* the whole cluster; up[] says which nodes are there */
     bool *up, *leaving;    /* leaving: gone during the current stop; their disks are dropped */
-    bool *unanswered;      /* down because it did not answer: asked again at each checkpoint */
+    bool *unanswered;      /* down because it did not answer: asked again at a checkpoint... */
+    ah_reask_t *reask;     /* ...once its backoff has passed (agent_logic.h) */
     ah_agent_events_t ev;
     off_t ev_size; /* the event file's size when last read: it is read again when it grows */
     int next_ev;
@@ -81,7 +82,8 @@ static inline void emit(agent_t *a, json_t *obj) {
  * prompt in BatchMode): marked down and unanswered (in_plan: leaving too), each said as `what`
  * with the launcher's error and an "unreachable" event, never waited on. True when there was one. */
 bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what);
-/* Hosts down for not answering that answer now: up again, a join event each. True when any. */
+/* Hosts down for not answering whose backoff has passed, asked again: those that answer are up
+ * again, a join event each (true when any); the others are said with their next ask's time. */
 bool ah_agent_answer_again(agent_t *a);
 /* Drops node's disk on its host; a failure is a warning. */
 void ah_agent_drop_disk(agent_t *a, int node);
