@@ -113,6 +113,31 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
 }
 
+/* A stage's DP sync when the plan shards the optimizer: per DP segment of its blocks, then its
+ * embedding / head groups, an all-reduce, or a reduce-scatter + all-gather priced as an all-reduce
+ * stretched by the group's largest part (ah_opt_sync_factor). block_bytes: one block's gradient
+ * bytes; norm_bytes: the head's final norm; embed_sync, head_sync: the matrices' all-reduces. */
+static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
+                           double norm_bytes, double embed_sync, double head_sync, double bw, double lat) {
+    const int P = p->n_pipelines;
+    double t = 0;
+    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
+        int b = sg->last;
+        for (int i = 0; i < P; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages; s++) {
+                const int c = p->pipelines[i].stages[s].first;
+                if (c > a && c < b) b = c;
+            }
+        t += ah_allreduce_seconds((double)(b - a) * block_bytes * ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b), P, bw, lat);
+        a = b;
+    }
+    if (head) t += ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), P, bw, lat);
+    if (embed || (head && p->model.tied))
+        t += embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
+    if (head) t += head_sync * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
+    return t;
+}
+
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -176,12 +201,24 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
                 tp_k = sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
             }
 
-            const int64_t sync_params = (int64_t)(sg->last - sg->first) * block_params + (head ? head_norm : 0);
-            double sync = ah_allreduce_seconds((double)sync_params * grad_elt, P, bw_dp, lat_dp);
-            if (embed || (head && m->tied)) sync += embed_sync;
-            if (head) sync += head_sync;
+            double sync;
+            if (p->n_opt_groups == 0) {
+                const int64_t sync_params = (int64_t)(sg->last - sg->first) * block_params + (head ? head_norm : 0);
+                sync = ah_allreduce_seconds((double)sync_params * grad_elt, P, bw_dp, lat_dp);
+                if (embed || (head && m->tied)) sync += embed_sync;
+                if (head) sync += head_sync;
+            } else {
+                sync = sharded_sync(p, sg, embed, head, (double)block_params * grad_elt, (double)head_norm * grad_elt,
+                                    embed_sync, head_sync, bw_dp, lat_dp);
+            }
             if (sync > dp_sync) dp_sync = sync;
-            double opt = ah_optimizer_seconds(&ctx, sg->type, sc.params);
+            /* the optimizer steps the parameters the stage's slowest TP rank keeps state for */
+            int64_t opt_params = sc.params;
+            for (int r = 0; p->n_opt_groups > 0 && r < p->tp; r++) {
+                const int64_t own = sc.params - ah_opt_unowned_elems(p, sg->devices[r]);
+                if (r == 0 || own > opt_params) opt_params = own;
+            }
+            double opt = ah_optimizer_seconds(&ctx, sg->type, opt_params);
             if (opt > optimizer) optimizer = opt;
 
             for (int r = 0; r < p->tp; r++, rank++)

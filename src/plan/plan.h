@@ -140,6 +140,11 @@ ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, 
 ah_status_t ah_plan_check_shards(const ah_plan_t *p, ah_error_t *err);
 /* out's sharded groups: a deep copy of p's (out's own are freed first). */
 ah_status_t ah_plan_copy_shards(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
+/* How much longer a sharded group's reduce-scatter + all-gather takes than an all-reduce of the
+ * same elements: a ring moves the largest part at each step, so largest part x members / elements
+ * (1 for even parts and for a group not sharded); the worst over the group's TP ranks. first,
+ * last: the segment, for AH_OPT_BLOCKS. */
+double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int last);
 /* Elements of AdamW state the device does not hold because of sharding (0 when unsharded). */
 int64_t ah_opt_unowned_elems(const ah_plan_t *p, ah_device_ref_t dev);
 

@@ -252,3 +252,20 @@ int64_t ah_opt_unowned_elems(const ah_plan_t *p, ah_device_ref_t dev) {
     free(devs);
     return unowned;
 }
+
+double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int last) {
+    double worst = 1.0;
+    for (int k = 0; k < p->n_opt_groups; k++) {
+        const ah_opt_group_t *g = &p->opt_groups[k];
+        if (g->kind != kind || (kind == AH_OPT_BLOCKS && (g->first != first || g->last != last))) continue;
+        ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+        const int n = devs ? ah_opt_group_members(p, g, devs) : 0;
+        free(devs);
+        const int64_t elems = ah_opt_group_elems(p, g);
+        int64_t largest = 0;
+        for (int i = 0; i < g->n_shares; i++)
+            if (g->shares[i].end - g->shares[i].begin > largest) largest = g->shares[i].end - g->shares[i].begin;
+        if (n > 0 && elems > 0 && (double)largest * n / (double)elems > worst) worst = (double)largest * n / (double)elems;
+    }
+    return worst;
+}
