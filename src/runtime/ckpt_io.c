@@ -77,13 +77,35 @@ static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
     json_decref(doc);
 }
 
+/* A sharded plan's rule (docs/checkpoints.md "Sharded optimizer"): each sharded group's state is
+ * saved by its members' nodes, so without a cloud those must be two nodes at least, or a lost node
+ * would take the only copy of its parts. The message names the group and the node. */
+static ah_status_t sharded_durable(const ah_plan_t *p, const ah_ckpt_opts_t *o, ah_error_t *err) {
+    if (p->n_opt_groups == 0 || !o->local_root || o->cloud) return AH_OK;
+    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+    if (!devs) return ah_error_set(err, AH_ERR_OOM, "no host memory to check the optimizer's shards");
+    ah_status_t s = AH_OK;
+    for (int k = 0; k < p->n_opt_groups && s == AH_OK; k++) {
+        const int n = ah_opt_group_members(p, &p->opt_groups[k], devs);
+        bool two = false;
+        for (int i = 1; i < n; i++) two |= devs[i].node != devs[0].node;
+        char name[64];
+        if (!two && n > 0)
+            s = ah_error_set(err, AH_ERR_USAGE,
+                             "the optimizer's group %s is sharded over devices of node %s only: its checkpoints would be on "
+                             "that node's disk alone, and the node's loss would lose them; give --cloud, or place the "
+                             "group's members on two nodes, or drop its optimizer_shards",
+                             ah_opt_group_name(&p->opt_groups[k], name, sizeof name), p->cluster.nodes[devs[0].node].name);
+    }
+    free(devs);
+    return s;
+}
+
 ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
                                  ah_error_t *err) {
     *out = NULL;
-    if (tr->plan->n_opt_groups > 0)
-        return ah_error_set(err, AH_ERR_USAGE,
-                            "the plan shards the optimizer (\"optimizer_shards\"): checkpoints of sharded AdamW state are "
-                            "not built yet; train it without --local-root / --cloud, or drop optimizer_shards");
+    ah_status_t durable = sharded_durable(tr->plan, o, err);
+    if (durable != AH_OK) return durable;
     ah_ckpt_session_t *s = calloc(1, sizeof *s);
     ah_status_t st = AH_OK;
     if (!s) return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
@@ -238,8 +260,10 @@ static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_sha
     return r;
 }
 
-/* This rank's part of step `step` on its node: the shards it is the node's lowest holder of. */
-static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *bytes, int *files, ah_error_t *err) {
+/* This rank's part of step `step` on its node: the shards it is the node's lowest holder of.
+ * moments: a sharded plan's whole m and v (gather_moments), else NULL. */
+static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, float *const moments[2], uint64_t *bytes, int *files,
+                              ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     ah_ckpt_writer_t *w;
     ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
@@ -248,15 +272,21 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, uint64_t *byte
     if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
     const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
     const int k = s->place.ranks[tr->rank].tp_index;
-    /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU. */
+    /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU; a sharded
+     * plan's moments assembled already. */
     float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, *host[3] = {NULL, NULL, NULL};
-    for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
+    for (int b = 0; b < 3 && st == AH_OK; b++)
+        if (b == 0 || !moments) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
+    if (moments) {
+        host[1] = moments[0];
+        host[2] = moments[1];
+    }
     for (int i = 0; i < n && st == AH_OK; i++) {
         if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != tr->rank) continue;
         if ((st = write_group(s, w, gs[i], step, host, err)) == AH_OK) (*files)++;
     }
     for (int b = 0; b < 3; b++)
-        if (host[b]) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, NULL);
+        if (host[b] && (b == 0 || !moments)) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, NULL);
     free(gs);
     if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
     if (st == AH_OK) *bytes += ah_ckpt_writer_bytes(w); /* the sizes the part lists */
@@ -298,7 +328,27 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     uint64_t bytes = 0;
     int files = 0;
     ah_error_t lerr = {0};
-    ah_status_t ls = write_part(s, step, &bytes, &files, &lerr);
+    /* A sharded optimizer's moments are saved whole, as an unsharded plan's: every rank assembles
+     * its stage's m and v in host memory (outside the device's arenas, as a GPU's save stages
+     * through the host), the sharded groups all-gathering the parts; so a checkpoint resumes on
+     * any plan, sharded or not. Collective, before anything a full disk can stop. */
+    float *moments[2] = {NULL, NULL};
+    if (tr->plan->n_opt_groups > 0) {
+        const size_t n = (size_t)tr->stage.n_elems;
+        moments[0] = malloc(n * sizeof(float));
+        moments[1] = malloc(n * sizeof(float));
+        ah_status_t ms = moments[0] && moments[1] ? AH_OK
+                         : ah_error_set(err, AH_ERR_OOM, "no host memory to assemble %zu AdamW moments for a checkpoint", 2 * n);
+        if ((ms = ah_comm_agree(world, ms, err)) == AH_OK) ms = ah_trainer_gather_moments(tr, moments[0], moments[1], err);
+        if (ms != AH_OK) {
+            free(moments[0]);
+            free(moments[1]);
+            return ms;
+        }
+    }
+    ah_status_t ls = write_part(s, step, moments[0] ? moments : NULL, &bytes, &files, &lerr);
+    free(moments[0]);
+    free(moments[1]);
     ah_test_hook("ckpt-write", step, tr->plan->cluster.nodes[s->my_node].name); /* test-only: mid-checkpoint */
     /* Node barrier: every part is on disk (or some rank failed) before the leader commits. */
     ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
@@ -439,7 +489,13 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
     ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
     int idx[AH_RESHARD_MAX_PIECES];
     ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
-    for (int b = 0; b < 3 && r == AH_OK; b++) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
+    /* A sharded optimizer: whole moments are read into host arrays, its own parts kept after. */
+    const bool sharded = s->tr->plan->n_opt_groups > 0;
+    for (int b = 0; b < 3 && r == AH_OK; b++)
+        if (b == 0 || !sharded) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
+        else if (!(bufs[b] = calloc((size_t)st->n_elems, sizeof(float))))
+            r = ah_error_set(err, AH_ERR_OOM, "no host memory to load %lld AdamW moments", (long long)st->n_elems);
+    if (sharded && r == AH_OK) ah_gpt_moments_to_full(st, bufs[1], bufs[2]); /* what no shard covers stays */
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
         const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
         int opened = 0;
@@ -454,8 +510,13 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         p += nf;
     }
+    if (sharded && r == AH_OK) ah_gpt_moments_from_full(st, bufs[1], bufs[2]);
     for (int b = 0; b < 3; b++) {
         if (!bufs[b]) continue;
+        if (b > 0 && sharded) {
+            free(bufs[b]);
+            continue;
+        }
         const ah_status_t u = ah_gpt_host_done(st, dev[b], bufs[b], r == AH_OK, err);
         if (r == AH_OK) r = u;
     }

@@ -352,6 +352,22 @@ void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_s
     }
 }
 
+void ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, float *v_full) {
+    for (int r = 0; r < st->n_opt_runs; r++) {
+        const ah_gpt_run_t *u = &st->opt_runs[r];
+        memcpy(m_full + u->off, st->m + u->mv, (size_t)u->n * sizeof *m_full);
+        memcpy(v_full + u->off, st->v + u->mv, (size_t)u->n * sizeof *v_full);
+    }
+}
+
+void ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full) {
+    for (int r = 0; r < st->n_opt_runs; r++) {
+        const ah_gpt_run_t *u = &st->opt_runs[r];
+        memcpy(st->m + u->mv, m_full + u->off, (size_t)u->n * sizeof *m_full);
+        memcpy(st->v + u->mv, v_full + u->off, (size_t)u->n * sizeof *v_full);
+    }
+}
+
 ah_status_t ah_gpt_host_view(const ah_gpt_stage_t *st, float *buf, bool read, float **host, ah_error_t *err) {
     return ah_mem_host_view(st->a_params.mem, buf, (size_t)st->n_elems * sizeof(float), read,
                             (void **)host, err);

@@ -723,6 +723,12 @@ done:
     return s;
 }
 
+ah_status_t ah_trainer_gather_moments(ah_trainer_t *tr, float *m_full, float *v_full, ah_error_t *err) {
+    ah_gpt_moments_to_full(&tr->stage, m_full, v_full);
+    TRY(gather_shards(tr, m_full, err));
+    return gather_shards(tr, v_full, err);
+}
+
 int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step) {
     return tr->sample_shift + step * tr->plan->train.global_batch;
 }

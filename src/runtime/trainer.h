@@ -150,6 +150,10 @@ ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t b
  * same layout from the gradients of the last step: summed over the plan (after the DP sync),
  * before clipping, i.e. d(mean loss of the global batch)/d(weights before that step's update). */
 ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_error_t *err);
+/* Collective over the sharded groups (every rank calls it, in the same order): the stage's full
+ * AdamW m and v into host arrays of n_elems floats each, its own parts from its state and every
+ * sharded group's other parts all-gathered from their owners (a checkpoint saves whole moments). */
+ah_status_t ah_trainer_gather_moments(ah_trainer_t *tr, float *m_full, float *v_full, ah_error_t *err);
 void ah_trainer_free(ah_trainer_t *tr);
 
 #endif
