@@ -172,6 +172,9 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     const ah_stage_t *bs = &p->pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     printf("bottleneck: pipeline %d, stage %d (%s, layers [%d, %d))\n", e->critical_pipeline, e->bottleneck_stage,
            p->cluster.types[bs->type].name, bs->first, bs->last);
+    if (p->n_opt_groups > 0)
+        printf("optimizer: AdamW state sharded over %d data-parallel groups (plan.json optimizer_shards; docs/runtime.md); "
+               "no lower bound is claimed (it prices the optimizer unsharded)\n", p->n_opt_groups);
     if (r->lower_bound_s > 0)
         printf("lower bound: %.4f s (compute, bubble, DP sync; docs/planner.md); gap %.1f%%; search %s\n", r->lower_bound_s,
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
@@ -294,6 +297,10 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     ah_plan_result_t planned;
     if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, opts, &planned, &err) != AH_OK)
         return ah_cli_fail(VERB, &err);
+    if (!baseline_arg && ah_planner_choose_shards(&planned, opts, &err) != AH_OK) {
+        ah_plan_result_free(&planned);
+        return ah_cli_fail(VERB, &err);
+    }
     /* the baselines ran inside, at the plan's precision (auto: the winner's) */
     const ah_planner_opts_t *o = opts;
     baseline_t *bl = planned.baselines;
@@ -319,6 +326,7 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
 int ah_cli_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
+    const char *shard_arg = "none";
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double budget = 0, min_tps = 0;
     bool json = false;
@@ -341,6 +349,9 @@ int ah_cli_plan(int argc, char **argv) {
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         {"--profile", AH_FLAG_STR, &profile_arg, "P",
          "measured per-layer times from autohet profile (default roofline)", false},
+        {"--shard-optimizer", AH_FLAG_STR, &shard_arg, "none|even|memory|auto",
+         "split AdamW's state over each data-parallel group of the chosen plan: evenly, by each device's free memory, "
+         "or auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
         {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced|megatron-best",
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
@@ -373,6 +384,14 @@ int ah_cli_plan(int argc, char **argv) {
     bool auto_precision = false;
     ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
     if (!string_flags(mb_arg, precision, objective, baseline_arg, &o, &auto_precision, &chosen_baseline)) return 2;
+    if (!ah_shard_mode_parse(shard_arg, &o.shard)) {
+        fprintf(stderr, "autohet plan: --shard-optimizer: expected none, even, memory or auto, got \"%s\"\n", shard_arg);
+        return 2;
+    }
+    if (baseline_arg && o.shard != AH_SHARD_NONE) {
+        fprintf(stderr, "autohet plan: --shard-optimizer applies to the planner's plan, not to --baseline's\n");
+        return 2;
+    }
 
     ah_error_t err = {0};
     ah_model_t model;

@@ -124,8 +124,14 @@ static int check_precision(const ah_agent_opts_t *o) {
 /* The flags that take a word (--micro-batch, --precision, --recovery) and the cloud flags' needs.
  * Returns an exit code, 0 when fine. */
 static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precision, const char *recovery,
-                         const char *cloud, const char *endpoint) {
+                         const char *cloud, const char *endpoint, const char *shard) {
     int rc;
+    if (!ah_shard_mode_parse(shard, &o->planner.shard)) {
+        fprintf(stderr, "autohet run: --shard-optimizer: expected none, even, memory or auto, got \"%s\"\n", shard);
+        return 2;
+    }
+    /* the trainer's checkpoint rule: without a cloud, a sharded group spans two nodes */
+    o->planner.shard_spread_only = !cloud;
     if (!ah_cli_micro_batch(VERB, mb, &o->planner.train.micro_batch)) return 2;
     if (!ah_precision_parse(precision, &o->planner.train.precision)) {
         fprintf(stderr, "autohet run: --precision: expected " AH_PRECISION_VALUES ", got \"%s\"\n", precision);
@@ -184,6 +190,7 @@ int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_default(&o);
     const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
     const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
+    const char *shard = "none";
     int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
@@ -245,6 +252,9 @@ int ah_cli_run(int argc, char **argv) {
         {"--profile", AH_FLAG_STR, &profile_path, "FILE", "measured per-layer times from autohet profile for every "
          "plan and re-plan (default: the roofline, uncalibrated)", false},
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
+        {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even|memory|auto",
+         "split AdamW's state over each data-parallel group of every plan (autohet plan's flag; without --cloud only "
+         "groups over two nodes or more; default none)", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
@@ -261,7 +271,7 @@ int ah_cli_run(int argc, char **argv) {
     if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
-    if ((rc = check_choices(&o, mb, precision, recovery, cloud, endpoint)) != 0) return rc;
+    if ((rc = check_choices(&o, mb, precision, recovery, cloud, endpoint, shard)) != 0) return rc;
     /* the ranks run this very program */
     static char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -76,6 +76,7 @@ static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     c.n_nodes = n;
     if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
     else s = ah_planner_run(&a->model, &c, &a->o->planner, r, err);
+    if (s == AH_OK && (s = ah_planner_choose_shards(r, &a->o->planner, err)) != AH_OK) ah_plan_result_free(r);
     ah_cluster_free(&c);
     return s;
 }

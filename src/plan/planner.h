@@ -32,6 +32,12 @@
 
 typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective_t;
 
+/* The sharded optimizer (shard_choice.c): none (default), every DP group split evenly, in
+ * proportion to each member's free memory, or auto: whichever of unsharded, even and memory is
+ * fastest. Applied to the plan the search chose (the search prices plans unsharded), by
+ * ah_planner_choose_shards. */
+typedef enum { AH_SHARD_NONE = 0, AH_SHARD_EVEN, AH_SHARD_MEMORY, AH_SHARD_AUTO } ah_shard_mode_t;
+
 typedef struct ah_planner_opts {
     ah_train_t train;          /* micro_batch 0 = auto (divisors of global_batch up to max_auto_mb) */
     ah_objective_t objective;
@@ -40,6 +46,9 @@ typedef struct ah_planner_opts {
     const ah_profile_t *profile;/* may be NULL: roofline */
     int exact_max_groups;       /* exact mode when the TP groups number at most this; 0 = 8 */
     int64_t max_auto_mb;        /* micro-batch sizes tried by auto; 0 = 8 */
+    ah_shard_mode_t shard;      /* the sharded optimizer for the chosen plan */
+    bool shard_spread_only;     /* shard only groups whose members span two nodes (checkpoints
+                                 * without a cloud tier: docs/checkpoints.md "Sharded optimizer") */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -78,6 +87,13 @@ struct ah_baseline_out {
     ah_plan_result_t r;
     ah_error_t err;
 };
+
+/* The shard pass, after ah_planner_run (or _auto; the callers run it: plan, the agent): r's plan and
+ * evaluation replaced by a sharded version when o->shard asks for one (auto: when faster); its
+ * lower_bound_s is then 0 (the bound prices the optimizer step unsharded). */
+ah_status_t ah_planner_choose_shards(ah_plan_result_t *r, const ah_planner_opts_t *o, ah_error_t *err);
+/* Parses "none", "even", "memory", "auto"; false otherwise. */
+bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);
