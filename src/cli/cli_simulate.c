@@ -240,7 +240,7 @@ static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster
 
 int ah_cli_simulate(int argc, char **argv) {
     const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
-    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16";
+    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16", *shard_s = "none";
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
     int64_t gb = o.train.global_batch, sl = o.train.seq_len, mb = 0, seed = 0;
@@ -274,6 +274,9 @@ int ah_cli_simulate(int argc, char **argv) {
         {"--micro-batch", AH_FLAG_INT_IN(0, AH_CLI_BATCH_MAX, .value_first = true, .note = "0: the planner picks"), &mb, "M",
          "sequences per micro-batch (default 0: the planner picks)", false},
         {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default), fp16 or fp32", false},
+        {"--shard-optimizer", AH_FLAG_STR, &shard_s, "none|even|memory|auto",
+         "autohet's and on-demand's plans with the optimizer sharded (autohet plan's flag); a save then all-gathers "
+         "the moments first (default none)", false},
         {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
         {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
     };
@@ -295,6 +298,8 @@ int ah_cli_simulate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
     else if (parse_policies(policies_s, want, &err) == AH_OK && !ah_precision_parse(prec_s, &o.train.precision))
         ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not " AH_PRECISION_VALUES, prec_s);
+    else if (err.code == AH_OK && !ah_shard_mode_parse(shard_s, &o.shard))
+        ah_error_set(&err, AH_ERR_USAGE, "--shard-optimizer: expected none, even, memory or auto, got \"%s\"", shard_s);
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
     o.train.global_batch = gb;
     o.train.seq_len = sl;

@@ -60,6 +60,7 @@ typedef struct {
     int *gpus;            /* [n_types] GPUs of those nodes */
     ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
     int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
+    double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
 } entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -140,6 +141,18 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     if (!e->ckpt_bytes) return false;
     ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, x->o->profile};
     int d = 0;
+    /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
+     * groups, over the inter-node link (the worst device bounds it). */
+    e->gather_s = 0;
+    for (int i = 0; p->n_opt_groups > 0 && i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++)
+            for (int k = 0; k < p->tp; k++) {
+                const ah_stage_t *st = &p->pipelines[i].stages[s];
+                const double bytes = (double)ah_opt_unowned_elems(p, st->devices[k]) *
+                                     (double)ah_optimizer_state_bytes(p->train.precision);
+                const double t = bytes / ah_link_bw(&p->cluster, AH_LINK_INTER_NODE, st->type, st->type);
+                if (t > e->gather_s) e->gather_s = t;
+            }
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         for (int s = 0; s < pl->n_stages; s++) {
@@ -197,13 +210,16 @@ static entry_t *plan_for(run_t *x) {
         ah_planner_opts_default(&po);
         po.train = x->o->train;
         po.profile = x->o->profile;
+        po.shard = x->o->shard;
         ah_plan_result_t res;
         ah_status_t st;
         const double t0 = ah_now_s();
         if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
-        else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND)
-            st = ah_planner_run(x->model, &sub, &po, &res, &err);
-        else
+        else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND) {
+            if ((st = ah_planner_run(x->model, &sub, &po, &res, &err)) == AH_OK &&
+                (st = ah_planner_choose_shards(&res, &po, &err)) != AH_OK)
+                ah_plan_result_free(&res);
+        } else
             st = ah_baseline_run(x->model, &sub, &po,
                                  x->pol == AH_POLICY_MEGATRON_BEST ? AH_BASELINE_MEGATRON_BEST : AH_BASELINE_UNIFORM,
                                  &res, &err);
@@ -302,8 +318,8 @@ static ah_sim_recovery_t *rec_push(run_t *x, const char *label, const char *arg)
     return v;
 }
 
-/* The save at the notice: every node writes its devices' checkpoints to its own disk, in
- * parallel. */
+/* The save at the notice: a sharded plan's all-gather of the moments, then every node writes its
+ * devices' checkpoints to its own disk, in parallel. */
 static double save_s(run_t *x, const entry_t *from) {
     double *node = calloc((size_t)x->c->n_nodes + 1, sizeof(double)), worst = 0;
     if (!node) {
@@ -314,7 +330,7 @@ static double save_s(run_t *x, const entry_t *from) {
     for (int n = 0; n < x->c->n_nodes; n++)
         if (node[n] > worst) worst = node[n];
     free(node);
-    return worst / (x->o->disk_gb_s * 1e9);
+    return from->gather_s + worst / (x->o->disk_gb_s * 1e9);
 }
 
 /* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether

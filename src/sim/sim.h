@@ -75,6 +75,7 @@
 
 #include "ckpt/policy.h"
 #include "cost/cost.h"
+#include "plan/planner.h"
 #include "spec/trace.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
@@ -148,6 +149,8 @@ typedef struct ah_sim_opts {
                                   on-demand node of the same type (then its price) */
     double disk_gb_s;          /* local disk write bandwidth per node (the save at the notice) */
     double grace_s;            /* notice to removal: autohet saves at the notice only if it fits */
+    ah_shard_mode_t shard;     /* the sharded optimizer of autohet's plans (planner.h); a save then
+                                  first all-gathers each device's moments (docs/checkpoints.md) */
 } ah_sim_opts_t;
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice) */
