@@ -16,7 +16,9 @@
 # each kind, and emulation stretches from the typical one of its last 7: docs/runtime.md), CLUSTER
 # (a built-in name or a file; default the 4x-stretched cluster above), KEEP=DIR (work there and
 # keep it), POLL=1, EXTRA="PLAN.json ..." (more plans for the same cluster, measured and
-# predicted beside the two, as extra1, extra2, ...).
+# predicted beside the two, as extra1, extra2, ...), SHARD=1 (also the planner's plan with its
+# optimizer sharded evenly over every data-parallel group, `autohet evaluate --shard-optimizer
+# even`, as "sharded").
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [SOURCE_DIR]}" && pwd)
 AH=$BUILD/autohet
@@ -69,6 +71,11 @@ echo "== measured vs predicted (median of $STEPS steps after $WARMUP warm-up ste
 printf '   %-8s %5s %12s %12s %8s %12s   %s\n' plan ranks "predicted s" "measured s" error "polling s" shape
 declare -A PRED MEAS
 NAMES=(planner uniform)
+if [ "${SHARD:-0}" = 1 ]; then
+    "$AH" evaluate --plan "$WORK/planner.json" --profile "$WORK/profile.json" --shard-optimizer even \
+        -o "$WORK/sharded.json" >/dev/null
+    NAMES+=(sharded)
+fi
 read -ra EXTRA_PLANS <<<"${EXTRA:-}"
 for i in "${!EXTRA_PLANS[@]}"; do
     dst=$WORK/extra$((i + 1)).json
