@@ -13,7 +13,10 @@
  * Gradients ACCUMULATE: every backward adds into its gradient outputs (d* += ...), because
  * gradient accumulation across micro-batches and a residual stream that feeds two branches both
  * need "+=". The caller zeroes gradient buffers (ah_kernels_t.zero) when it starts a sum. A
- * gradient output passed as NULL is not computed (e.g. dinp of the first layer).
+ * gradient output passed as NULL is not computed (e.g. dinp of the first layer). The exception:
+ * the pointwise activations' backwards (gelu_bwd, swiglu_bwd) WRITE their output, which is the
+ * MLP's hidden gradient, a sum of one term in every block: a zeroing pass over it is saved (N x
+ * 4C floats per block, about a fifth of a block backward's memory traffic outside the matmuls).
  *
  * Determinism: the CPU backend reduces in a fixed order on one thread, and OpenBLAS sgemm is
  * deterministic for a fixed thread count, so the same inputs give bitwise the same outputs.
@@ -129,7 +132,7 @@ typedef void ah_kernel_rope_bwd_fn(float *dx, // (B*T rows of `stride`)
 typedef void ah_kernel_swiglu_fwd_fn(float *out,      // (N, F)
                                      const float *gu, // (N, 2F)
                                      int N, int F);
-/* dgu += d(out)/d(gu)^T dout. */
+/* dgu = d(out)/d(gu)^T dout: WRITTEN, not accumulated (see the file comment). */
 typedef void ah_kernel_swiglu_bwd_fn(float *dgu,        // (N, 2F)
                                      const float *dout, // (N, F)
                                      const float *gu,   // (N, 2F)
@@ -140,7 +143,7 @@ typedef void ah_kernel_swiglu_bwd_fn(float *dgu,        // (N, 2F)
 typedef void ah_kernel_gelu_fwd_fn(float *out,       // (n)
                                    const float *inp, // (n)
                                    size_t n);
-/* dinp += gelu'(inp) * dout. */
+/* dinp = gelu'(inp) * dout: WRITTEN, not accumulated (see the file comment). */
 typedef void ah_kernel_gelu_bwd_fn(float *dinp,       // (n)
                                    const float *dout, // (n)
                                    const float *inp,  // (n)

@@ -49,7 +49,6 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     /* MLP branch: out = x_mid + proj(gelu(fc(ln2(x_mid)))) */
     k->zero(w->dmlp_act, NF);
     k->matmul_bwd(w->dmlp_act, G(P_FCPROJ_W), G(P_FCPROJ_B), w->dres, a->fchg, W(P_FCPROJ_W), N, Fl, C);
-    k->zero(w->dmlp_in, NF);
     k->gelu_bwd(w->dmlp_in, w->dmlp_act, a->fch, NF);
     k->zero(w->tmp, NC);
     k->matmul_bwd(w->tmp, G(P_FC_W), G(P_FC_B), w->dmlp_in, a->ln2, W(P_FC_W), N, C, Fl);

@@ -53,7 +53,6 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     /* MLP branch: out = x_mid + down(silu(gate(rms2(x_mid))) * up(rms2(x_mid))) */
     k->zero(w->dmlp_act, NF);
     k->matmul_bwd(w->dmlp_act, G(P_DOWN), NULL, w->dres, a->act, W(P_DOWN), N, Fl, C);
-    k->zero(w->dmlp_in, 2 * NF);
     k->swiglu_bwd(w->dmlp_in, w->dmlp_act, a->gu, N, Fl);
     k->zero(w->tmp, NC);
     k->matmul_bwd(w->tmp, G(P_GATE), NULL, w->dmlp_in, a->rms2, W(P_GATE), N, C, 2 * Fl);

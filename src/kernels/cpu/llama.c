@@ -105,8 +105,8 @@ AH_CPU_CLONES void ah_cpu_swiglu_bwd(float *dgu, const float *dout, const float 
         float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
         for (int i = 0; i < F; i++) {
             const float s = 1.0f / (1.0f + ah_cpu_expf(-g[i]));
-            dg[i] += dy[i] * u[i] * (s * (1.0f + g[i] * (1.0f - s)));
-            du[i] += dy[i] * g[i] * s;
+            dg[i] = dy[i] * u[i] * (s * (1.0f + g[i] * (1.0f - s)));
+            du[i] = dy[i] * g[i] * s;
         }
     }
 }

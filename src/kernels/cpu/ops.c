@@ -85,7 +85,7 @@ AH_CPU_CLONES void ah_cpu_gelu_bwd(float *dinp, const float *dout, const float *
         const float x = inp[i], x2 = x * x;
         const float s = gelu_sigmoid(x, x2);
         const float d_inner = GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x2);
-        dinp[i] += (s + 2.0f * x * s * (1.0f - s) * d_inner) * dout[i];
+        dinp[i] = (s + 2.0f * x * s * (1.0f - s) * d_inner) * dout[i];
     }
 }
 

@@ -211,8 +211,8 @@ __global__ void swiglu_bwd_kernel(float *dgu, const float *dout, const float *gu
         const int f = (int)(e % F);
         const float g = gu[row * 2 * F + f], u = gu[row * 2 * F + F + f], dy = dout[e];
         const float s = 1.0f / (1.0f + expf(-g));
-        dgu[row * 2 * F + f] += dy * u * (s * (1.0f + g * (1.0f - s)));
-        dgu[row * 2 * F + F + f] += dy * g * s;
+        dgu[row * 2 * F + f] = dy * u * (s * (1.0f + g * (1.0f - s)));
+        dgu[row * 2 * F + F + f] = dy * g * s;
     }
 }
 
@@ -250,7 +250,7 @@ __global__ void gelu_bwd_kernel(float *dinp, const float *dout, const float *inp
     GRID_STRIDE(i, n) {
         const float x = inp[i], x2 = x * x, s = gelu_sigmoid(x, x2);
         const float d_inner = GELU_BETA * (1.0f + 3.0f * GELU_KAPPA * x2);
-        dinp[i] += (s + 2.0f * x * s * (1.0f - s) * d_inner) * dout[i];
+        dinp[i] = (s + 2.0f * x * s * (1.0f - s) * d_inner) * dout[i];
     }
 }
 
