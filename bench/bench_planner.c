@@ -164,7 +164,7 @@ static void glpk_rows(void) {
         ah_model_t m;
         ah_error_t err;
         ah_model_load(cases[i].model, &m, &err);
-        ah_train_t tr = {1024, 2048, 1, AH_PREC_BF16};
+        ah_train_t tr = {.global_batch = 1024, .seq_len = 2048, .micro_batch = 1, .precision = AH_PREC_BF16};
         ah_sctx_t x;
         if (ah_sctx_init(&x, &m, &c, &tr, 8, NULL, &err) != AH_OK) continue;
         double t0 = now_s();

@@ -202,7 +202,7 @@ static bool replay_setup(const char *cluster, ah_cluster_t *c2, ah_cluster_t *c1
     c1->n_nodes = 1;
     CHECK(ah_model_preset("gpt2-124m", m, &err) == AH_OK, "%s", err.msg);
     ah_sim_opts_default(o);
-    o->train = (ah_train_t){64, 1024, 4, AH_PREC_BF16};
+    o->train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
     o->hours = 2;
     o->ckpt_every_s = 1000;
     o->restart_s = 30;

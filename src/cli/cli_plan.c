@@ -295,12 +295,7 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
                            bool json) {
     ah_error_t err = {0};
     ah_plan_result_t planned;
-    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, opts, &planned, &err) != AH_OK)
-        return ah_cli_fail(VERB, &err);
-    if (!baseline_arg && ah_planner_choose_shards(&planned, opts, &err) != AH_OK) {
-        ah_plan_result_free(&planned);
-        return ah_cli_fail(VERB, &err);
-    }
+    if (ah_planner_run_sharded(model, cluster, opts, auto_half, &planned, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     /* the baselines ran inside, at the plan's precision (auto: the winner's) */
     const ah_planner_opts_t *o = opts;
     baseline_t *bl = planned.baselines;

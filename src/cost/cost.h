@@ -42,6 +42,11 @@ typedef struct ah_train {
     int64_t seq_len;      /* T */
     int64_t micro_batch;  /* m: sequences per micro-batch */
     ah_precision_t precision;
+    /* The planner's assumption while it searches for plans that fit with a sharded optimizer
+     * (plan/shard_choice.c): every device keeps 1/opt_shard_over of its AdamW state, rounded up
+     * per data-parallel group (ah_stage_cost's state_bytes). 0 or 1: not sharded (plans, the
+     * runtime and ah_evaluate price the plan's own optimizer_shards instead). */
+    int64_t opt_shard_over;
 } ah_train_t;
 
 /* ---- 1. accounting (per TP rank of a group of t) ---- */

@@ -242,6 +242,11 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const int64_t tied_copy = has_head && !has_embed ? ah_tied_params(m, t) : 0;
     out->params = n_blocks * p_block + (has_embed ? p_embed : 0) + (has_head ? p_head + tied_copy : 0);
     out->state_bytes = out->params * ah_param_state_bytes(tr->precision);
+    if (tr->opt_shard_over > 1) { /* even parts: at most ceil(group / n) of each of its groups */
+        const int64_t opt = ah_optimizer_state_bytes(tr->precision), groups = n_blocks + 3;
+        out->state_bytes -= out->params * opt;
+        out->state_bytes += ((out->params + tr->opt_shard_over - 1) / tr->opt_shard_over + groups) * opt;
+    }
 
     /* Time. All blocks are alike, so one block's time times the count. The tied head reads its
      * Vp/t x C rows of the matrix even when the embedding owns them, so its roofline counts those

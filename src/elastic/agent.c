@@ -75,8 +75,7 @@ static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
         if (a->up[i]) c.nodes[n++] = a->cluster.nodes[i];
     c.n_nodes = n;
     if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
-    else s = ah_planner_run(&a->model, &c, &a->o->planner, r, err);
-    if (s == AH_OK && (s = ah_planner_choose_shards(r, &a->o->planner, err)) != AH_OK) ah_plan_result_free(r);
+    else s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
     ah_cluster_free(&c);
     return s;
 }

@@ -200,10 +200,12 @@ static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *de
         return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
     double total = 0, acc = 0;
     for (int i = 0; i < n; i++) total += weight ? weight(p, devs[i], ctx) : 1.0;
+    const bool even = !weight || !(total > 0); /* no weight anywhere: even parts */
+    if (even) total = n;
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
-        acc += weight ? weight(p, devs[i], ctx) : 1.0;
-        const int64_t end = i == n - 1 || total <= 0 ? elems : (int64_t)((double)elems * (acc / total));
+        acc += even ? 1.0 : weight(p, devs[i], ctx);
+        const int64_t end = i == n - 1 ? elems : (int64_t)((double)elems * (acc / total));
         g.shares[i] = (ah_opt_share_t){devs[i], at, end > at ? end : at};
         at = g.shares[i].end;
     }

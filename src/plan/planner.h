@@ -88,10 +88,12 @@ struct ah_baseline_out {
     ah_error_t err;
 };
 
-/* The shard pass, after ah_planner_run (or _auto; the callers run it: plan, the agent): r's plan and
- * evaluation replaced by a sharded version when o->shard asks for one (auto: when faster); its
- * lower_bound_s is then 0 (the bound prices the optimizer step unsharded). */
-ah_status_t ah_planner_choose_shards(ah_plan_result_t *r, const ah_planner_opts_t *o, ah_error_t *err);
+/* ah_planner_run (auto_half: ah_planner_run_auto), then, unless o->shard is none, sharded plans
+ * (shard_choice.c): the result's plan is sharded when o->shard asks for it (auto: when faster),
+ * including plans that fit only sharded; a sharded result's lower_bound_s is 0 (the bound prices
+ * the optimizer step unsharded). */
+ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                   bool auto_half, ah_plan_result_t *out, ah_error_t *err);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
 

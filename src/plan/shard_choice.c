@@ -1,12 +1,18 @@
-/* The sharded optimizer in the planner (planner.h ah_planner_opts_t.shard): shares for the plan the
- * search chose. The search prices every plan unsharded; this pass then splits each data-parallel
- * group of two or more members (plan.h "optimizer_shards") evenly, or in proportion to each
- * member's free memory, and keeps a sharded version when the mode asks for it (even, memory) or
- * when it is faster (auto). Sharding only lowers a device's memory, so a plan that fit still fits.
- * Not searched: plans that fit only sharded (the search does not see the memory sharding frees). */
+/* The sharded optimizer in the planner (planner.h ah_planner_opts_t.shard). Two ways to a sharded
+ * plan, the better kept:
+ *  - the plan the unsharded search chose, each data-parallel group of two or more members
+ *    (plan.h "optimizer_shards") split evenly or in proportion to each member's free memory
+ *    (sharding only lowers a device's memory: it still fits);
+ *  - searches that assume every device keeps 1/n of its AdamW state (ah_train_t.opt_shard_over,
+ *    n = 2, 3, 4, 6, 8 ... up to the cluster's GPUs), whose plans may need fewer stages or fit
+ *    where nothing fits unsharded; each such plan is then sharded for real and kept only when
+ *    its exact evaluation fits (a plan with fewer replicas than n does not).
+ * Guarantee: the plan is never slower than the unsharded search's (auto), and fits; it is the
+ * best of those candidates, not an optimum over every sharded plan. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timing.h"
 #include "plan/planner.h"
 
 #define TRY(call)                                   \
@@ -72,8 +78,11 @@ static ah_status_t shard_one(const ah_plan_t *p, const ah_profile_t *profile, bo
     return s;
 }
 
-ah_status_t ah_planner_choose_shards(ah_plan_result_t *r, const ah_planner_opts_t *o, ah_error_t *err) {
-    if (o->shard == AH_SHARD_NONE) return AH_OK;
+/* r's plan sharded (o->shard's way; auto: the faster of even and memory) replaces r's plan and
+ * evaluation when it fits and, in auto mode unless `must`, is faster; r->eval is the plan's
+ * unsharded evaluation. *taken says whether it did. */
+static ah_status_t shard_result(ah_plan_result_t *r, const ah_planner_opts_t *o, bool must, bool *taken, ah_error_t *err) {
+    *taken = false;
     ah_plan_t even, mem;
     ah_eval_t e_even, e_mem;
     TRY(shard_one(&r->plan, o->profile, o->shard_spread_only, NULL, NULL, &even, &e_even, err));
@@ -89,13 +98,15 @@ ah_status_t ah_planner_choose_shards(ah_plan_result_t *r, const ah_planner_opts_
         ah_plan_free(&even);
         return s;
     }
-    /* even, memory or the faster of the two, and (auto) the unsharded plan unless slower */
+    /* even, memory, or the faster of the two that fits */
     const bool take_mem = o->shard == AH_SHARD_MEMORY ||
-                          (o->shard != AH_SHARD_EVEN && e_mem.pred.iteration_s < e_even.pred.iteration_s);
+                          (o->shard != AH_SHARD_EVEN && e_mem.feasible &&
+                           (!e_even.feasible || e_mem.pred.iteration_s < e_even.pred.iteration_s));
     ah_plan_t *pick = take_mem ? &mem : &even;
     ah_eval_t *pick_e = take_mem ? &e_mem : &e_even;
-    const bool keep = o->shard != AH_SHARD_AUTO || pick_e->pred.iteration_s < r->eval.pred.iteration_s;
-    if (keep) {
+    *taken = pick_e->feasible &&
+             (must || o->shard != AH_SHARD_AUTO || pick_e->pred.iteration_s < r->eval.pred.iteration_s);
+    if (*taken) {
         ah_plan_free(&r->plan);
         ah_eval_free(&r->eval);
         r->plan = *pick;
@@ -104,9 +115,67 @@ ah_status_t ah_planner_choose_shards(ah_plan_result_t *r, const ah_planner_opts_
         r->plan.predicted = r->eval.pred;
         r->lower_bound_s = 0; /* the bound prices the optimizer step unsharded: none is claimed */
     }
-    if (!keep || take_mem) ah_plan_free(&even), ah_eval_free(&e_even);
-    if (!keep || !take_mem) ah_plan_free(&mem), ah_eval_free(&e_mem);
+    if (!*taken || take_mem) ah_plan_free(&even), ah_eval_free(&e_even);
+    if (!*taken || !take_mem) ah_plan_free(&mem), ah_eval_free(&e_mem);
     return AH_OK;
+}
+
+/* The searches under the sharding assumption (ah_train_t.opt_shard_over): AdamW state split n
+ * ways for these n, up to the cluster's GPUs. */
+static const int64_t SHARD_OVER[] = {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+
+/* One search assuming the optimizer split `over` ways, its plan sharded for real; true (r filled)
+ * when that plan fits. */
+static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                           bool auto_half, int64_t over, ah_plan_result_t *r) {
+    ah_planner_opts_t o2 = *o;
+    o2.shard = o->shard == AH_SHARD_NONE ? AH_SHARD_AUTO : o->shard;
+    o2.train.opt_shard_over = over;
+    ah_error_t e;
+    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, &o2, r, &e) != AH_OK) return false;
+    /* the plan's own pricing: unsharded (then its shares) */
+    r->plan.train.opt_shard_over = 0;
+    ah_eval_free(&r->eval);
+    bool taken = false;
+    if (ah_evaluate(&r->plan, o->profile, &r->eval, &e) != AH_OK || shard_result(r, &o2, true, &taken, &e) != AH_OK ||
+        !taken) {
+        ah_plan_result_free(r);
+        return false;
+    }
+    return true;
+}
+
+ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                   bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
+    const double t0 = ah_now_s();
+    ah_status_t s = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
+    if (o->shard == AH_SHARD_NONE || (s != AH_OK && s != AH_ERR_INFEASIBLE)) return s;
+    bool have = s == AH_OK, taken;
+    const ah_error_t unsharded_err = *err;
+    if (have) TRY(shard_result(out, o, false, &taken, err));
+    const int64_t gpus = ah_cluster_gpu_count(cluster);
+    for (size_t i = 0; i < sizeof SHARD_OVER / sizeof SHARD_OVER[0] && SHARD_OVER[i] <= gpus; i++) {
+        ah_plan_result_t r;
+        ah_planner_opts_t o2 = *o;
+        if (have) o2.train.precision = out->plan.train.precision;
+        if (!search_sharded(model, cluster, &o2, auto_half && !have, SHARD_OVER[i], &r)) continue;
+        if (have && r.eval.pred.iteration_s >= out->eval.pred.iteration_s) {
+            ah_plan_result_free(&r);
+            continue;
+        }
+        if (have) { /* the baselines as reported are the unsharded search's */
+            ah_baseline_out_t *keep = out->baselines;
+            out->baselines = r.baselines;
+            r.baselines = keep;
+            r.from_baseline = -1;
+            ah_plan_result_free(out);
+        }
+        *out = r;
+        have = true;
+    }
+    if (!have) *err = unsharded_err;
+    else out->seconds = ah_now_s() - t0; /* every search, baselines included */
+    return have ? AH_OK : AH_ERR_INFEASIBLE;
 }
 
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out) {

@@ -26,7 +26,7 @@ bool ah_policy_parse(const char *s, ah_policy_t *out) {
 
 void ah_sim_opts_default(ah_sim_opts_t *o) {
     memset(o, 0, sizeof *o);
-    o->train = (ah_train_t){512, 2048, 0, AH_PREC_BF16};
+    o->train = (ah_train_t){.global_batch = 512, .seq_len = 2048, .precision = AH_PREC_BF16};
     o->ckpt_every_s = 1800;
     o->restart_s = 60;
     o->replan_s = -1;
@@ -216,9 +216,7 @@ static entry_t *plan_for(run_t *x) {
         const double t0 = ah_now_s();
         if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
         else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND) {
-            if ((st = ah_planner_run(x->model, &sub, &po, &res, &err)) == AH_OK &&
-                (st = ah_planner_choose_shards(&res, &po, &err)) != AH_OK)
-                ah_plan_result_free(&res);
+            st = ah_planner_run_sharded(x->model, &sub, &po, false, &res, &err);
         } else
             st = ah_baseline_run(x->model, &sub, &po,
                                  x->pol == AH_POLICY_MEGATRON_BEST ? AH_BASELINE_MEGATRON_BEST : AH_BASELINE_UNIFORM,
