@@ -2,6 +2,7 @@
  * Formulas: docs/cost-model.md ("Plan"); the planner optimises exactly this function, so keep
  * it and the document in step. Linear in the number of stages and devices. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,10 +101,7 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     d->tp_rank = r;
     d->node = sg->devices[r].node;
     d->index = sg->devices[r].index;
-    /* a sharded optimizer keeps AdamW's state of the device's own parts only */
-    d->memory_bytes = memory_bytes - (p->n_opt_groups > 0 ? ah_opt_unowned_elems(p, sg->devices[r]) *
-                                                                ah_optimizer_state_bytes(p->train.precision)
-                                                          : 0);
+    d->memory_bytes = memory_bytes;
     d->capacity_bytes = ah_gpu_capacity_bytes(&p->cluster.types[p->cluster.nodes[d->node].type]);
     const double over = (double)d->memory_bytes - (double)d->capacity_bytes;
     if (rank == 0 || over > *worst_over) {
@@ -113,14 +111,15 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
 }
 
-/* A stage's DP sync when the plan shards the optimizer: per DP segment of its blocks, then its
- * embedding / head groups, an all-reduce, or a reduce-scatter + all-gather priced as an all-reduce
- * stretched by the group's largest part (ah_opt_sync_factor). block_bytes: one block's gradient
+/* A stage's DP sync when the plan shards the optimizer, at the granularity of the unsharded one
+ * (its blocks as one collective): each reduce-scatter + all-gather is priced as the all-reduce of
+ * the same bytes stretched by the group's largest part (ah_opt_sync_factor; the worst of the
+ * stage's DP segments), then the embedding / head groups'. block_bytes: one block's gradient
  * bytes; norm_bytes: the head's final norm; embed_sync, head_sync: the matrices' all-reduces. */
 static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
                            double norm_bytes, double embed_sync, double head_sync, double bw, double lat) {
     const int P = p->n_pipelines;
-    double t = 0;
+    double factor = 1;
     for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
         int b = sg->last;
         for (int i = 0; i < P; i++)
@@ -128,9 +127,10 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
                 const int c = p->pipelines[i].stages[s].first;
                 if (c > a && c < b) b = c;
             }
-        t += ah_allreduce_seconds((double)(b - a) * block_bytes * ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b), P, bw, lat);
+        factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
         a = b;
     }
+    double t = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, P, bw, lat);
     if (head) t += ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), P, bw, lat);
     if (embed || (head && p->model.tied))
         t += embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
@@ -145,6 +145,21 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     if (st != AH_OK) return st;
     st = alloc_eval(p, out, err);
     if (st != AH_OK) return st;
+    /* a sharded optimizer: per device, the AdamW state its groups' other members keep */
+    int64_t *held = NULL, *unowned = NULL;
+    if (p->n_opt_groups > 0) {
+        held = malloc((size_t)out->n_devices * sizeof *held);
+        unowned = malloc((size_t)out->n_devices * sizeof *unowned);
+        st = held && unowned ? ah_opt_elems_all(p, held, unowned, err)
+                             : ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a sharded plan");
+        free(held);
+        if (st != AH_OK) {
+            free(unowned);
+            ah_eval_free(out);
+            return st;
+        }
+    }
+    const int64_t opt_bytes = ah_optimizer_state_bytes(p->train.precision);
     const ah_model_t *m = &p->model;
     const ah_cluster_t *c = &p->cluster;
     const ah_cost_ctx_t ctx = {m, c, &p->train, p->tp, profile};
@@ -214,15 +229,15 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             if (sync > dp_sync) dp_sync = sync;
             /* the optimizer steps the parameters the stage's slowest TP rank keeps state for */
             int64_t opt_params = sc.params;
-            for (int r = 0; p->n_opt_groups > 0 && r < p->tp; r++) {
-                const int64_t own = sc.params - ah_opt_unowned_elems(p, sg->devices[r]);
+            for (int r = 0; unowned && r < p->tp; r++) {
+                const int64_t own = sc.params - unowned[rank + r];
                 if (r == 0 || own > opt_params) opt_params = own;
             }
             double opt = ah_optimizer_seconds(&ctx, sg->type, opt_params);
             if (opt > optimizer) optimizer = opt;
 
             for (int r = 0; r < p->tp; r++, rank++)
-                device_eval(p, i, s, r, se->memory_bytes, rank, &worst_over, out);
+                device_eval(p, i, s, r, se->memory_bytes - (unowned ? unowned[rank] * opt_bytes : 0), rank, &worst_over, out);
         }
         pe->time_s = sum_fb + 2 * sum_p2p + (double)(n - 1) * max_fb;
         if (pe->time_s > worst_pipe) {
@@ -236,6 +251,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             b->p2p_s = 2 * sum_p2p;
         }
     }
+    free(unowned);
     out->feasible = worst_over <= 0;
     out->pred.breakdown.dp_sync_s = dp_sync;
     out->pred.breakdown.optimizer_s = optimizer;

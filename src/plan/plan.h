@@ -131,9 +131,10 @@ int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g);
 /* The group's name for messages: "blocks [0, 2) tp 0", "embedding tp 1". */
 const char *ah_opt_group_name(const ah_opt_group_t *g, char *buf, size_t cap);
 /* Sets p's sharded groups to every DP group of the plan with more than one member, shares in
- * proportion to weight(device) (NULL: even), in member order. Replaces any earlier ones. */
-ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, ah_device_ref_t, void *),
-                              void *ctx, ah_error_t *err);
+ * proportion to weight(p, rank, ctx) of each member (rank: its place in the plan's device order;
+ * NULL, or no positive weight in a group: even), in member order. Replaces any earlier ones. */
+ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, int, void *), void *ctx,
+                              ah_error_t *err);
 /* The rules of "optimizer_shards" (part of ah_plan_validate): each listed group exists in the plan
  * and is listed once; each share names a member, once, with 0 <= begin <= end; the shares cover
  * the group's elements exactly once. The message names the rule, the group and the share. */
@@ -145,8 +146,10 @@ ah_status_t ah_plan_copy_shards(const ah_plan_t *p, ah_plan_t *out, ah_error_t *
  * (1 for even parts and for a group not sharded); the worst over the group's TP ranks. first,
  * last: the segment, for AH_OPT_BLOCKS. */
 double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int last);
-/* Elements of AdamW state the device does not hold because of sharding (0 when unsharded). */
-int64_t ah_opt_unowned_elems(const ah_plan_t *p, ah_device_ref_t dev);
+/* Per device (the plan's device order, ah_plan_device_count entries each): held, the elements of
+ * the sharded groups it is a member of; unowned, those of them whose AdamW state other members
+ * keep (both 0 when unsharded). One pass over the groups. */
+ah_status_t ah_opt_elems_all(const ah_plan_t *p, int64_t *held, int64_t *unowned, ah_error_t *err);
 
 /* Total devices in the plan (= MPI ranks); rank order is (pipeline, stage, tp rank). */
 int ah_plan_device_count(const ah_plan_t *p);

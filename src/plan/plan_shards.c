@@ -22,15 +22,16 @@ static bool is_segment(const ah_plan_t *p, int first, int last) {
     return first_cut && last_cut;
 }
 
-int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs) {
+/* ah_opt_group_members, with each member's rank (the plan's device order) in ranks when not NULL. */
+static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs, int *ranks) {
     if (g->tp_rank < 0 || g->tp_rank >= p->tp) return -1;
     if (g->kind == AH_OPT_BLOCKS && !is_segment(p, g->first, g->last)) return -1;
     if (g->kind == AH_OPT_TIED && !p->model.tied) return -1;
-    int n = 0;
+    int n = 0, base = 0;
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const int S = pl->n_stages;
-        for (int s = 0; s < S; s++) {
+        for (int s = 0; s < S; s++, base += p->tp) {
             const ah_stage_t *st = &pl->stages[s];
             bool member = false;
             switch (g->kind) {
@@ -39,10 +40,15 @@ int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_
             case AH_OPT_HEAD: member = s == S - 1; break;
             case AH_OPT_TIED: member = s == 0 || s == S - 1; break;
             }
+            if (member && ranks) ranks[n] = base + g->tp_rank;
             if (member) devs[n++] = st->devices[g->tp_rank];
         }
     }
     return n;
+}
+
+int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs) {
+    return members(p, g, devs, NULL);
 }
 
 int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g) {
@@ -184,9 +190,9 @@ ah_status_t ah_plan_copy_shards(const ah_plan_t *p, ah_plan_t *out, ah_error_t *
 
 /* Appends group g (kind, range, tp rank) with shares in proportion to the weights, when it has
  * more than one member. */
-static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *devs, int *cap,
-                             double (*weight)(const ah_plan_t *, ah_device_ref_t, void *), void *ctx, ah_error_t *err) {
-    const int n = ah_opt_group_members(p, &g, devs);
+static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *devs, int *ranks, int *cap,
+                             double (*weight)(const ah_plan_t *, int, void *), void *ctx, ah_error_t *err) {
+    const int n = members(p, &g, devs, ranks);
     const int64_t elems = ah_opt_group_elems(p, &g);
     if (n < 2 || elems <= 0) return AH_OK;
     if (p->n_opt_groups == *cap) {
@@ -199,12 +205,12 @@ static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *de
     if (!(g.shares = malloc((size_t)n * sizeof *g.shares)))
         return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
     double total = 0, acc = 0;
-    for (int i = 0; i < n; i++) total += weight ? weight(p, devs[i], ctx) : 1.0;
+    for (int i = 0; i < n; i++) total += weight ? weight(p, ranks[i], ctx) : 1.0;
     const bool even = !weight || !(total > 0); /* no weight anywhere: even parts */
     if (even) total = n;
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
-        acc += even ? 1.0 : weight(p, devs[i], ctx);
+        acc += even ? 1.0 : weight(p, ranks[i], ctx);
         const int64_t end = i == n - 1 ? elems : (int64_t)((double)elems * (acc / total));
         g.shares[i] = (ah_opt_share_t){devs[i], at, end > at ? end : at};
         at = g.shares[i].end;
@@ -214,45 +220,59 @@ static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *de
     return AH_OK;
 }
 
-ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, ah_device_ref_t, void *),
+ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, int, void *),
                               void *ctx, ah_error_t *err) {
     free_groups(p);
     ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    if (!devs) return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
+    int *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *ranks);
+    if (!devs || !ranks) {
+        free(devs);
+        free(ranks);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
+    }
     int cap = 0;
     ah_status_t s = AH_OK;
     for (int r = 0; r < p->tp && s == AH_OK; r++) {
         for (int b = 0, first = 0; b < p->model.n_layer && s == AH_OK; b++) { /* segments: b + 1 a cut */
             ah_opt_group_t g = {.kind = AH_OPT_BLOCKS, .first = first, .last = b + 1, .tp_rank = r};
             if (!is_segment(p, first, b + 1)) continue;
-            s = add_group(p, g, devs, &cap, weight, ctx, err);
+            s = add_group(p, g, devs, ranks, &cap, weight, ctx, err);
             first = b + 1;
         }
         for (int kind = AH_OPT_EMBED; kind <= AH_OPT_TIED && s == AH_OK; kind++)
-            s = add_group(p, (ah_opt_group_t){.kind = (ah_opt_kind_t)kind, .tp_rank = r}, devs, &cap, weight, ctx, err);
+            s = add_group(p, (ah_opt_group_t){.kind = (ah_opt_kind_t)kind, .tp_rank = r}, devs, ranks, &cap, weight, ctx, err);
     }
     free(devs);
+    free(ranks);
     if (s != AH_OK) free_groups(p);
     return s;
 }
 
-int64_t ah_opt_unowned_elems(const ah_plan_t *p, ah_device_ref_t dev) {
-    int64_t unowned = 0;
+ah_status_t ah_opt_elems_all(const ah_plan_t *p, int64_t *held, int64_t *unowned, ah_error_t *err) {
+    const int n_dev = ah_plan_device_count(p);
+    for (int r = 0; r < n_dev; r++) held[r] = unowned[r] = 0;
     ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    if (!devs) return 0;
+    int *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *ranks);
+    if (!devs || !ranks) {
+        free(devs);
+        free(ranks);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory counting optimizer shares");
+    }
     for (int k = 0; k < p->n_opt_groups; k++) {
         const ah_opt_group_t *g = &p->opt_groups[k];
-        const int n = ah_opt_group_members(p, g, devs);
-        bool member = false;
-        for (int m = 0; m < n; m++) member |= same_dev(devs[m], dev);
-        if (!member) continue;
-        int64_t own = 0;
-        for (int i = 0; i < g->n_shares; i++)
-            if (same_dev(g->shares[i].dev, dev)) own += g->shares[i].end - g->shares[i].begin;
-        unowned += ah_opt_group_elems(p, g) - own;
+        const int n = members(p, g, devs, ranks);
+        const int64_t elems = ah_opt_group_elems(p, g);
+        for (int m = 0; m < n; m++) {
+            int64_t own = 0;
+            for (int i = 0; i < g->n_shares; i++)
+                if (same_dev(g->shares[i].dev, devs[m])) own += g->shares[i].end - g->shares[i].begin;
+            held[ranks[m]] += elems;
+            unowned[ranks[m]] += elems - own;
+        }
     }
     free(devs);
-    return unowned;
+    free(ranks);
+    return AH_OK;
 }
 
 double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int last) {

@@ -21,33 +21,24 @@
         if (s_ != AH_OK) return s_;                 \
     } while (0)
 
-/* Free memory per device of the unsharded plan once it holds no optimizer state of its sharded
- * groups: capacity - (memory - opt_bytes x the elements of its groups). */
-typedef struct {
-    const ah_eval_t *e;
-    const ah_plan_t *even; /* the groups: every one with two or more members */
-    int64_t opt_bytes;
-} headroom_t;
-
-static double headroom(const ah_plan_t *p, ah_device_ref_t dev, void *ctx) {
-    const headroom_t *h = ctx;
+/* Free memory per device (plan order) of the unsharded plan once it holds no optimizer state of
+ * its groups: capacity - (memory - opt_bytes x the elements of the groups it is a member of). */
+static double headroom(const ah_plan_t *p, int rank, void *ctx) {
     (void)p;
-    const ah_device_eval_t *d = NULL;
-    for (int i = 0; i < h->e->n_devices && !d; i++)
-        if (h->e->devices[i].node == dev.node && h->e->devices[i].index == dev.index) d = &h->e->devices[i];
-    if (!d) return 0;
-    /* the device's elements in the groups it belongs to: what it holds less the parts it would not own */
-    ah_plan_t *even = (ah_plan_t *)h->even;
-    int64_t held = 0;
-    ah_device_ref_t *devs = malloc((size_t)(2 * even->n_pipelines + 1) * sizeof *devs);
-    for (int k = 0; devs && k < even->n_opt_groups; k++) {
-        const int n = ah_opt_group_members(even, &even->opt_groups[k], devs);
-        for (int m = 0; m < n; m++)
-            if (devs[m].node == dev.node && devs[m].index == dev.index) held += ah_opt_group_elems(even, &even->opt_groups[k]);
+    return ((const double *)ctx)[rank];
+}
+
+static ah_status_t headroom_all(const ah_eval_t *e, const ah_plan_t *even, double *out, ah_error_t *err) {
+    int64_t *held = malloc(2 * (size_t)e->n_devices * sizeof *held);
+    if (!held) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the shares by memory");
+    const ah_status_t s = ah_opt_elems_all(even, held, held + e->n_devices, err);
+    const int64_t opt = ah_optimizer_state_bytes(even->train.precision);
+    for (int r = 0; s == AH_OK && r < e->n_devices; r++) {
+        const double f = (double)e->devices[r].capacity_bytes - (double)(e->devices[r].memory_bytes - held[r] * opt);
+        out[r] = f > 0 ? f : 0;
     }
-    free(devs);
-    const double free_b = (double)d->capacity_bytes - (double)(d->memory_bytes - held * h->opt_bytes);
-    return free_b > 0 ? free_b : 0;
+    free(held);
+    return s;
 }
 
 /* Drops p's sharded groups whose members are all on one node. */
@@ -67,7 +58,7 @@ static void keep_spread(ah_plan_t *p) {
 
 /* out = p with shares (weight NULL: even; spread_only: over two nodes at least), evaluated. */
 static ah_status_t shard_one(const ah_plan_t *p, const ah_profile_t *profile, bool spread_only,
-                             double (*weight)(const ah_plan_t *, ah_device_ref_t, void *), void *ctx, ah_plan_t *out,
+                             double (*weight)(const ah_plan_t *, int, void *), void *ctx, ah_plan_t *out,
                              ah_eval_t *e, ah_error_t *err) {
     ah_status_t s = ah_plan_copy(p, out, err);
     if (s == AH_OK) s = ah_plan_shard_all(out, weight, ctx, err);
@@ -91,8 +82,11 @@ static ah_status_t shard_result(ah_plan_result_t *r, const ah_planner_opts_t *o,
         ah_plan_free(&even);
         return AH_OK;
     }
-    headroom_t h = {&r->eval, &even, ah_optimizer_state_bytes(r->plan.train.precision)};
-    ah_status_t s = shard_one(&r->plan, o->profile, o->shard_spread_only, headroom, &h, &mem, &e_mem, err);
+    double *room = malloc((size_t)r->eval.n_devices * sizeof *room);
+    ah_status_t s = room ? headroom_all(&r->eval, &even, room, err)
+                         : ah_error_set(err, AH_ERR_OOM, "out of host memory for the shares by memory");
+    if (s == AH_OK) s = shard_one(&r->plan, o->profile, o->shard_spread_only, headroom, room, &mem, &e_mem, err);
+    free(room);
     if (s != AH_OK) {
         ah_eval_free(&e_even);
         ah_plan_free(&even);

@@ -144,15 +144,18 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
      * groups, over the inter-node link (the worst device bounds it). */
     e->gather_s = 0;
-    for (int i = 0; p->n_opt_groups > 0 && i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++)
-            for (int k = 0; k < p->tp; k++) {
-                const ah_stage_t *st = &p->pipelines[i].stages[s];
-                const double bytes = (double)ah_opt_unowned_elems(p, st->devices[k]) *
-                                     (double)ah_optimizer_state_bytes(p->train.precision);
-                const double t = bytes / ah_link_bw(&p->cluster, AH_LINK_INTER_NODE, st->type, st->type);
-                if (t > e->gather_s) e->gather_s = t;
-            }
+    const int n_dev = ah_plan_device_count(p);
+    int64_t *held = p->n_opt_groups > 0 ? malloc(2 * (size_t)n_dev * sizeof *held) : NULL;
+    if (held && ah_opt_elems_all(p, held, held + n_dev, &err) == AH_OK)
+        for (int i = 0, r = 0; i < p->n_pipelines; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages; s++)
+                for (int k = 0; k < p->tp; k++, r++) {
+                    const int ty = p->pipelines[i].stages[s].type;
+                    const double bytes = (double)held[n_dev + r] * (double)ah_optimizer_state_bytes(p->train.precision);
+                    const double t = bytes / ah_link_bw(&p->cluster, AH_LINK_INTER_NODE, ty, ty);
+                    if (t > e->gather_s) e->gather_s = t;
+                }
+    free(held);
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         for (int s = 0; s < pl->n_stages; s++) {
