@@ -1,5 +1,5 @@
-/* Device-buffer communication (src/comm/nccl.c): all-reduce and send/recv of device buffers over
- * the world group. Under ctest it is one rank; scripts/gpu-check.sh also runs it with
+/* Device-buffer communication (src/comm/nccl.c): all-reduce, the sharded optimizer's uneven
+ * reduce-scatter and all-gather, and send/recv of device buffers over the world group. Under ctest it is one rank; scripts/gpu-check.sh also runs it with
  * `mpirun -np 2`, where the two ranks share the GPU and take the MPI host-staged path (on a
  * machine with a GPU per rank they take NCCL). Exits 77 without a CUDA build or a GPU. */
 #include <stdio.h>
@@ -56,6 +56,31 @@ int main(int argc, char **argv) {
         int bad = 0;
         for (int i = 0; i < N; i++) bad += host[i] != ranks_sum * (float)(i % 17);
         CHECK(bad == 0, "all-reduce (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
+        /* Uneven parts (rank k owns a part in proportion to k + 1, the last takes the rest):
+         * reduce-scatter leaves each rank's part summed; all-gather then gives every rank all. */
+        int64_t counts[64];
+        int64_t at = 0, mine = 0;
+        for (int k = 0; k < size && k < 64; k++) {
+            counts[k] = k == size - 1 ? N - at : (int64_t)N * (k + 1) / (size * (size + 1) / 2);
+            if (k < rank) mine += counts[k];
+            at += counts[k];
+        }
+        for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 13);
+        ah_cuda_upload(d, host, N * sizeof *host, &err);
+        CHECK(ah_dcomm_reduce_scatter_f32(dc, d, counts, &err) == AH_OK, "reduce-scatter: %s", err.msg);
+        ah_cuda_download(host, d, N * sizeof *host, &err);
+        bad = 0;
+        for (int64_t i = mine; i < mine + counts[rank]; i++) bad += host[i] != ranks_sum * (float)(i % 13);
+        CHECK(bad == 0, "reduce-scatter (%s): %d of %lld of its part wrong", ah_dcomm_kind(dc), bad,
+              (long long)counts[rank]);
+        for (int i = 0; i < N; i++) /* every part but its own garbage: the gather must overwrite it */
+            if (i < mine || i >= mine + counts[rank]) host[i] = -1.0f;
+        ah_cuda_upload(d, host, N * sizeof *host, &err);
+        CHECK(ah_dcomm_allgather_f32(dc, d, counts, &err) == AH_OK, "all-gather: %s", err.msg);
+        ah_cuda_download(host, d, N * sizeof *host, &err);
+        bad = 0;
+        for (int i = 0; i < N; i++) bad += host[i] != ranks_sum * (float)(i % 13);
+        CHECK(bad == 0, "all-gather (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
         if (size >= 2 && rank < 2) { /* ranks 0 and 1 swap a buffer: 0 sends first */
             for (int i = 0; i < N; i++) host[i] = (float)(rank * 1000 + i % 101);
             ah_cuda_upload(d, host, N * sizeof *host, &err);

@@ -50,6 +50,9 @@ typedef struct ah_backend {
     ah_status_t (*dcomm_create)(ah_comm_t *group, int device, ah_dcomm_t **out, ah_error_t *err);
     ah_status_t (*dcomm_sum)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
     ah_status_t (*dcomm_max)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
+    /* The sharded optimizer's in-place uneven reduce-scatter and all-gather (comm.h's contract). */
+    ah_status_t (*dcomm_reduce_scatter)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_error_t *err);
+    ah_status_t (*dcomm_allgather)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_error_t *err);
     void (*dcomm_free)(ah_dcomm_t **dc);
 } ah_backend_t;
 

@@ -35,5 +35,7 @@ const ah_backend_t ah_backend_cuda = {
     .dcomm_create = cuda_dcomm_create,
     .dcomm_sum = ah_dcomm_allreduce_f32,
     .dcomm_max = ah_dcomm_allreduce_max_f32,
+    .dcomm_reduce_scatter = ah_dcomm_reduce_scatter_f32,
+    .dcomm_allgather = ah_dcomm_allgather_f32,
     .dcomm_free = ah_dcomm_free,
 };

@@ -136,6 +136,46 @@ ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n,
     return allreduce(dc, dev_buf, n, ncclMax, err);
 }
 
+/* Parts of a sharded collective: their total, one part at a time as a reduce to (or a broadcast
+ * from) its owner, in one NCCL group call. */
+static ah_status_t by_parts(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, ah_error_t *err) {
+    ncclResult_t r = ncclGroupStart();
+    size_t off = 0;
+    for (int k = 0; r == ncclSuccess && k < ah_comm_size(dc->group); off += (size_t)counts[k], k++)
+        r = reduce ? ncclReduce(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, ncclSum, k, dc->nccl, 0)
+                   : ncclBroadcast(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, k, dc->nccl, 0);
+    const ncclResult_t end = ncclGroupEnd();
+    return nccl_status(err, r != ncclSuccess ? r : end, reduce ? "ncclReduce (reduce-scatter)" : "ncclBroadcast (all-gather)");
+}
+
+static size_t total_of(const ah_dcomm_t *dc, const int64_t *counts) {
+    size_t n = 0;
+    for (int k = 0; k < ah_comm_size(dc->group); k++) n += (size_t)counts[k];
+    return n;
+}
+
+ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
+    const size_t n = total_of(dc, counts);
+    if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
+    if (dc->nccl) return by_parts(dc, dev_buf, counts, 1, err);
+    ah_status_t s = staging(dc, n, err);
+    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
+    if (s == AH_OK) s = ah_comm_reduce_scatter_f32(dc->group, dc->host, counts, err);
+    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
+    return s;
+}
+
+ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
+    const size_t n = total_of(dc, counts);
+    if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
+    if (dc->nccl) return by_parts(dc, dev_buf, counts, 0, err);
+    ah_status_t s = staging(dc, n, err);
+    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
+    if (s == AH_OK) s = ah_comm_allgather_f32(dc->group, dc->host, counts, err);
+    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
+    return s;
+}
+
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
     if (dc->nccl)

@@ -16,6 +16,7 @@
 #define AH_COMM_NCCL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/comm.h"
 #include "core/status.h"
@@ -33,6 +34,12 @@ const char *ah_dcomm_kind(const ah_dcomm_t *dc);
 /* In-place sum / maximum of n floats of a device buffer over the group. */
 ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
 ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
+/* Uneven reduce-scatter and all-gather of a device buffer, in place, as comm.h's
+ * ah_comm_reduce_scatter_f32 / ah_comm_allgather_f32 (counts per group rank, parts in rank
+ * order): NCCL as one group call of a reduce to (a broadcast from) each part's owner; staged, the
+ * whole buffer through the host and the group's MPI call. */
+ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err);
+ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err);
 /* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err);

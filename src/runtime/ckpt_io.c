@@ -495,7 +495,7 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
         if (b == 0 || !sharded) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
         else if (!(bufs[b] = calloc((size_t)st->n_elems, sizeof(float))))
             r = ah_error_set(err, AH_ERR_OOM, "no host memory to load %lld AdamW moments", (long long)st->n_elems);
-    if (sharded && r == AH_OK) ah_gpt_moments_to_full(st, bufs[1], bufs[2]); /* what no shard covers stays */
+    if (sharded && r == AH_OK) r = ah_gpt_moments_to_full(st, bufs[1], bufs[2], err); /* what no shard covers stays */
     for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
         const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
         int opened = 0;
@@ -510,7 +510,7 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
         for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
         p += nf;
     }
-    if (sharded && r == AH_OK) ah_gpt_moments_from_full(st, bufs[1], bufs[2]);
+    if (sharded && r == AH_OK) r = ah_gpt_moments_from_full(st, bufs[1], bufs[2], err);
     for (int b = 0; b < 3; b++) {
         if (!bufs[b]) continue;
         if (b > 0 && sharded) {

@@ -89,6 +89,16 @@ ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err) {
     return ah_comm_allreduce_max_f32(g->c, buf, n, err);
 }
 
+ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_reduce_scatter(g->dc, buf, counts, err);
+    return ah_comm_reduce_scatter_f32(g->c, buf, counts, err);
+}
+
+ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_allgather(g->dc, buf, counts, err);
+    return ah_comm_allgather_f32(g->c, buf, counts, err);
+}
+
 void ah_group_free(ah_group_t *g) {
     if (g->dc) g->backend->dcomm_free(&g->dc);
     ah_comm_free(&g->c);

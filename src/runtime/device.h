@@ -65,6 +65,10 @@ ah_status_t ah_group_attach(const ah_device_t *d, ah_group_t *g, ah_error_t *err
 /* In-place sum / maximum of n floats of the backend's memory over the group. */
 ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
 ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
+/* The sharded optimizer's in-place uneven reduce-scatter and all-gather of buffers of the backend's
+ * memory (comm.h's ah_comm_reduce_scatter_f32 / ah_comm_allgather_f32 contract). */
+ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err);
+ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err);
 void ah_group_free(ah_group_t *g);
 
 #endif

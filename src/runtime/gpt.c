@@ -300,7 +300,6 @@ static ah_status_t stage_build(ah_gpt_stage_t *st, ah_mem_t *mem, ah_error_t *er
     TRY(alloc_slots(st, err));
     return alloc_work(st, err);
 }
-#undef TRY
 
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
                                 const ah_kernels_t *k, ah_group_t *tp, ah_mem_t *mem, ah_error_t *err) {
@@ -352,20 +351,30 @@ void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_s
     }
 }
 
-void ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, float *v_full) {
+/* Copies the runs' moments between the stage's m (or v) and a full host array, through a host
+ * view of the stage's buffer (the buffer itself on the CPU). */
+static ah_status_t moments_copy(const ah_gpt_stage_t *st, float *mine, float *full, bool to_full, ah_error_t *err) {
+    const size_t bytes = (size_t)st->opt_elems * sizeof(float);
+    float *h;
+    TRY(ah_mem_host_view(st->a_opt.mem, mine, bytes, to_full, (void **)&h, err));
     for (int r = 0; r < st->n_opt_runs; r++) {
         const ah_gpt_run_t *u = &st->opt_runs[r];
-        memcpy(m_full + u->off, st->m + u->mv, (size_t)u->n * sizeof *m_full);
-        memcpy(v_full + u->off, st->v + u->mv, (size_t)u->n * sizeof *v_full);
+        if (to_full) memcpy(full + u->off, h + u->mv, (size_t)u->n * sizeof *full);
+        else memcpy(h + u->mv, full + u->off, (size_t)u->n * sizeof *full);
     }
+    const ah_status_t s = to_full ? AH_OK : ah_mem_upload(st->a_opt.mem, mine, h, bytes, err);
+    ah_mem_host_done(mine, h);
+    return s;
 }
 
-void ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full) {
-    for (int r = 0; r < st->n_opt_runs; r++) {
-        const ah_gpt_run_t *u = &st->opt_runs[r];
-        memcpy(st->m + u->mv, m_full + u->off, (size_t)u->n * sizeof *m_full);
-        memcpy(st->v + u->mv, v_full + u->off, (size_t)u->n * sizeof *v_full);
-    }
+ah_status_t ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, float *v_full, ah_error_t *err) {
+    TRY(moments_copy(st, st->m, m_full, true, err));
+    return moments_copy(st, st->v, v_full, true, err);
+}
+
+ah_status_t ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full, ah_error_t *err) {
+    TRY(moments_copy(st, st->m, (float *)m_full, false, err));
+    return moments_copy(st, st->v, (float *)v_full, false, err);
 }
 
 ah_status_t ah_gpt_host_view(const ah_gpt_stage_t *st, float *buf, bool read, float **host, ah_error_t *err) {

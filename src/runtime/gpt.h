@@ -147,9 +147,9 @@ ah_status_t ah_gpt_host_done(const ah_gpt_stage_t *st, float *buf, float *host, 
                              ah_error_t *err);
 /* The sharded optimizer's moments between the stage's own (m, v: opt_elems, its runs) and full
  * host arrays laid out like the weights (n_elems each): to_full writes the runs' elements, from_full
- * reads them. Host memory only: the sharded optimizer runs on the CPU backend. */
-void ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, float *v_full);
-void ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full);
+ * reads them (through host copies on a GPU). */
+ah_status_t ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, float *v_full, ah_error_t *err);
+ah_status_t ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full, ah_error_t *err);
 /* The stage's tensor by name, or NULL. */
 const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name);
 /* Flat range [*offset, *offset + *n) of the stage's tensors of blocks [first, last). */

@@ -293,13 +293,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
      * left waiting in a split below. */
     const ah_backend_t *backend = NULL;
-    if ((s = ah_device_select(plan, st->type, &backend, err)) == AH_OK && plan->n_opt_groups > 0 &&
-        backend->space != &ah_mem_host)
-        s = ah_error_set(err, AH_ERR_USAGE,
-                         "the plan shards the optimizer (\"optimizer_shards\"), which the %s backend does not run yet "
-                         "(CPU only so far); drop optimizer_shards to train it unsharded",
-                         backend->name);
-    if (s != AH_OK) {
+    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK) {
         ah_trainer_free(tr);
         return s;
     }
@@ -522,18 +516,21 @@ static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
         ah_group_t *grp = group_of(tr, id);
         const ah_dp_shard_t *sh = shard_of(tr, id);
         if (!grp->c || sh->n == 0) continue;
-        if (sh->counts) TRY(ah_comm_reduce_scatter_f32(grp->c, g + sh->off, sh->counts, err));
+        if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
         else TRY(ah_group_sum(grp, g + sh->off, (size_t)sh->n, err));
     }
     return AH_OK;
 }
 
-/* The sharded groups' all-gather of the updated weights, in dp_sync's order. */
-static ah_status_t gather_shards(ah_trainer_t *tr, float *buf, ah_error_t *err) {
+/* The sharded groups' all-gather of buf (laid out like the weights), in dp_sync's order: a buffer
+ * of the backend (the updated weights), or a host array (host: a checkpoint's moments). */
+static ah_status_t gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err) {
     for (int id = 0; id < tr->layout.n_segments + 3; id++) {
         ah_group_t *grp = group_of(tr, id);
         const ah_dp_shard_t *sh = shard_of(tr, id);
-        if (grp->c && sh->counts) TRY(ah_comm_allgather_f32(grp->c, buf + sh->off, sh->counts, err));
+        if (!grp->c || !sh->counts) continue;
+        TRY(host ? ah_comm_allgather_f32(grp->c, buf + sh->off, sh->counts, err)
+                 : ah_group_allgather(grp, buf + sh->off, sh->counts, err));
     }
     return AH_OK;
 }
@@ -635,7 +632,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
     if (!out->nonfinite && !out->overflow) {
         ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
-        TRY(gather_shards(tr, st->w, err));
+        TRY(gather_shards(tr, st->w, false, err));
     }
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
@@ -724,9 +721,9 @@ done:
 }
 
 ah_status_t ah_trainer_gather_moments(ah_trainer_t *tr, float *m_full, float *v_full, ah_error_t *err) {
-    ah_gpt_moments_to_full(&tr->stage, m_full, v_full);
-    TRY(gather_shards(tr, m_full, err));
-    return gather_shards(tr, v_full, err);
+    TRY(ah_gpt_moments_to_full(&tr->stage, m_full, v_full, err));
+    TRY(gather_shards(tr, m_full, true, err));
+    return gather_shards(tr, v_full, true, err);
 }
 
 int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step) {

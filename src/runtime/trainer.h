@@ -16,7 +16,8 @@
  * Sharded optimizer (plan.h "optimizer_shards"): a sharded group's gradients are reduce-scattered
  * instead of all-reduced, each member keeps AdamW's state for its own part only, updates it, and
  * the group all-gathers the updated weights; the norm counts each part on its owner. The math is
- * the unsharded one. CPU backend only so far: a GPU plan with shards is refused at setup.
+ * the unsharded one. On a GPU the collectives are the device communicator's (NCCL: a reduce to,
+ * and a broadcast from, each part's owner in one group call).
  *
  * Backend: the rank's device type picks CPU or CUDA (runtime/device.h). On a GPU rank every
  * tensor of the stage and the p2p buffers live in device memory; the p2p transfers stay MPI's
