@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "plan/evaluate.h"
 #include "plan/planner.h"
+#include "plan/search_bound.h"
 
 #define BUDGET 150000.0 /* plans the brute force may score per instance */
 #define INSTANCES 60
@@ -60,6 +61,8 @@ typedef struct {
     int *opts;               /* [P] split x recompute choices per pipeline */
     double plans;            /* plans scored (or counted) */
     double best;
+    int64_t mb;              /* the micro-batch size being scored */
+    double best_tm[9][9];    /* the best plan of each (t, m), +inf when none fits */
 } bf_t;
 
 static void compositions(bf_t *b) {
@@ -102,6 +105,7 @@ static void score_splits(bf_t *b) {
         ah_eval_t e;
         if (ah_evaluate(plan, NULL, &e, &err) != AH_OK) abort();
         b->plans++;
+        if (e.feasible && e.pred.iteration_s < b->best_tm[b->t][b->mb]) b->best_tm[b->t][b->mb] = e.pred.iteration_s;
         if (e.feasible && e.pred.iteration_s < b->best) {
             b->best = e.pred.iteration_s;
             if (getenv("AH_TEST_ONLY")) { /* debugging one instance: show the brute force's best */
@@ -152,6 +156,7 @@ static void score_set_m(bf_t *b, int64_t mb) {
     }
     ah_train_t tr = b->train;
     tr.micro_batch = mb;
+    b->mb = mb;
     ah_plan_t plan;
     ah_error_t err;
     if (ah_plan_init(&plan, b->m, &tr, b->t, b->c, P, &err) != AH_OK) abort();
@@ -220,9 +225,13 @@ static void sets_from(bf_t *b, unsigned remaining) {
     }
 }
 
+/* The brute-force optimum; best_tm (when given) gets the best plan of every (t, m), +inf where none
+ * fits. */
 static double brute_force(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr, bool count_only,
-                          double *plans) {
+                          double *plans, double best_tm[9][9]) {
     bf_t b = {0};
+    for (int t = 0; t < 9; t++)
+        for (int k = 0; k < 9; k++) b.best_tm[t][k] = INFINITY;
     b.m = m;
     b.c = c;
     b.train = *tr;
@@ -242,6 +251,7 @@ static double brute_force(const ah_model_t *m, const ah_cluster_t *c, const ah_t
     }
     for (int S = 1; S <= b.L; S++) free(b.comp[S]);
     *plans = b.plans;
+    if (best_tm) memcpy(best_tm, b.best_tm, sizeof b.best_tm);
     return b.best;
 }
 
@@ -307,8 +317,43 @@ static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *t
     c->net.cloud_gb_s = 1;
 }
 
+/* What bound the pairs checked: [0, AH_Q_LIMITS) what bounds Q in the bubble term, then the
+ * compute term, the binding class's worst link (intra, inter-node, inter-zone), the embedding's
+ * sync and the fill's p2p hops. */
+enum { B_COMPUTE = AH_Q_LIMITS, B_LINK, B_EMBED = B_LINK + 3, B_P2P, B_COUNT };
+static int binds[B_COUNT];
+
+/* The lower bound of every (t, m) is at most that (t, m)'s brute-force optimum (a stronger check
+ * than the plan's bound, the least over the pairs, against the overall optimum); binds[] counts
+ * what bound it. Returns how many pairs had a plan. */
+static int check_bounds(int i, const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr,
+                        double best_tm[9][9]) {
+    int checked = 0;
+    for (int t = 1; t <= 8; t++)
+        for (int mb = 1; mb <= 8; mb++) {
+            if (!isfinite(best_tm[t][mb])) continue;
+            ah_train_t tm = *tr;
+            tm.micro_batch = mb;
+            ah_bound_terms_t why;
+            const double lb = ah_planner_bound_terms(m, c, &tm, t, NULL, &why);
+            CHECK_NEAR(lb, ah_planner_lower_bound(m, c, &tm, t, NULL), 0);
+            binds[why.by_compute ? B_COMPUTE : why.q_limit]++;
+            if (why.link >= 0) binds[B_LINK + why.link]++;
+            binds[B_EMBED] += why.sync_by_embedding;
+            binds[B_P2P] += why.fill_p2p > 0;
+            CHECK(lb <= best_tm[t][mb] * (1 + 1e-12), "instance %d, TP %d, micro-batch %d: bound %.17g above the optimum %.17g",
+                  i, t, mb, lb, best_tm[t][mb]);
+            if (getenv("AH_TEST_BOUNDS"))
+                fprintf(stderr, "instance %d t %d m %d: bound %.6g optimum %.6g (%.1f%%) P %lld X %d link %d %s %d\n", i,
+                        t, mb, lb, best_tm[t][mb], 100 * (best_tm[t][mb] / lb - 1), (long long)why.P, why.X, why.link,
+                        why.by_compute ? "compute" : "bubble", why.q_limit);
+            checked++;
+        }
+    return checked;
+}
+
 int main(void) {
-    int solved = 0, feasible = 0, at_limit_gpus = 0, at_limit_layers = 0;
+    int solved = 0, feasible = 0, at_limit_gpus = 0, at_limit_layers = 0, bounds_checked = 0;
     double total_plans = 0;
     const char *only = getenv("AH_TEST_ONLY");
     for (int i = 0; i < INSTANCES; i++) {
@@ -323,7 +368,7 @@ int main(void) {
         for (;;) { /* same draw, fewer layers, until the brute force fits the budget */
             rng_state = seed;
             make_instance(i, &m, &c, &tr, L);
-            brute_force(&m, &c, &tr, true, &plans);
+            brute_force(&m, &c, &tr, true, &plans, NULL);
             if (plans <= BUDGET || L == 1) break;
             ah_cluster_free(&c);
             L--;
@@ -332,7 +377,9 @@ int main(void) {
             ah_cluster_free(&c);
             continue;
         }
-        const double want = brute_force(&m, &c, &tr, false, &plans);
+        double best_tm[9][9];
+        const double want = brute_force(&m, &c, &tr, false, &plans, best_tm);
+        bounds_checked += check_bounds(i, &m, &c, &tr, best_tm);
         total_plans += plans;
         ah_planner_opts_t o;
         ah_planner_opts_default(&o);
@@ -375,8 +422,17 @@ int main(void) {
         if (st == AH_OK) ah_plan_result_free(&r);
         ah_cluster_free(&c);
     }
-    printf("%d instances (%d feasible, %d with 8 GPUs, %d with >= 10 layers), %.0f plans brute-forced\n",
-           solved, feasible, at_limit_gpus, at_limit_layers, total_plans);
+    printf("%d instances (%d feasible, %d with 8 GPUs, %d with >= 10 layers), %.0f plans brute-forced, the bound "
+           "checked on %d (TP, micro-batch) pairs\n",
+           solved, feasible, at_limit_gpus, at_limit_layers, total_plans, bounds_checked);
+    static const char *what[B_COUNT] = {"the groups' rate", "the head", "the best one pipeline",
+                                        "the pooled pipelines", "the compute term", "intra-node", "inter-node",
+                                        "inter-zone", "the embedding's sync", "the fill's p2p"};
+    printf("what bound them (each checked against its brute-force optimum above):");
+    for (int k = 0; k < B_COUNT; k++) {
+        printf(" %s %d%s", what[k], binds[k], k + 1 < B_COUNT ? "," : "\n");
+        CHECK(binds[k] > 0, "no pair's bound was set by %s: that term is never tested", what[k]);
+    }
     CHECK(solved >= 50, "only %d instances", solved);
     CHECK(feasible >= 40, "only %d feasible instances", feasible);
     CHECK(at_limit_gpus >= 3 && at_limit_layers >= 3, "too few instances at the limits (%d, %d)", at_limit_gpus,

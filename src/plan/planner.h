@@ -122,14 +122,16 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
                                 ah_plan_result_t *out, ah_error_t *err);
 
 /* Lower bound on the iteration time of any plan with TP degree t and micro-batch m (docs/planner.md
- * "What the search guarantees" proves each term): for the plan's pipeline count P, at most
- * min(N, G / S0) (S0: the fewest stages whose memory can hold the model), and its worst link k
- * (one node, one zone, several), which limits it to the U_k groups that kind spans,
- *   T >= max(N L / R_k, L b + (N - P) L / R_k) + sync_k(P) + optimizer_k(P)
- * with R_k = the U_k fastest TP groups' sum of 1 / block time (TP communication included), b the
- * fastest block time, sync_k(P) the all-reduce over P pipelines, on link k at its best, of the
- * smallest possible largest stage, optimizer_k(P) that stage's step at the best memory bandwidth;
- * minimised over P and k. Returns +inf when no group exists. */
+ * "What the search guarantees" proves each term; search_bound.h names what binds). Plans are
+ * bounded by class — their scope (one node, one zone, the cluster: the groups they may use and the
+ * link their DP sync runs on), pipeline count P and X, the most blocks of any stage — as
+ *   T >= max(N W / R_U, C + (N - P) / Q) + sync(P, X) + optimizer(X)
+ * with W = L + kappa a micro-batch's blocks (the head counted in blocks of its group), R_U the
+ * U = min(G, P L) fastest groups' summed block rate, C the least fill (every block at the fastest
+ * rate, the head, ceil(L / X) - 1 p2p hops), Q an upper bound on sum_p 1 / (pipeline p's largest
+ * stage time): the rate, P / (a block and the head), P / the best one pipeline in whole blocks and
+ * memory, and the pooled capacity of the first j pipelines; minimised over the classes. The
+ * compute bound alone when nothing fits; +inf when no group exists. */
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile);
 

@@ -1,137 +1,539 @@
 /* The planner's lower bound (ah_planner_lower_bound, planner.h): what every plan of one (t, m)
- * must pay — compute with its TP communication, the 1F1B bubble implied by the fewest stages that
- * fit in memory, DP sync on the best link its size allows and the optimizer step. docs/planner.md
- * ("What the search guarantees") proves each term; tests/test_planner_exact.c checks it against
- * the brute-force optimum. */
+ * must pay — compute with its TP communication and the head; the 1F1B bubble implied by how fast
+ * P pipelines can turn micro-batches over (no pipeline's largest stage beats its last stage's
+ * block and head, its groups' summed rate, or what their memory lets them hold in whole blocks);
+ * DP sync on the best link the plan's scope allows; the optimizer step. Plans are bounded by
+ * class: scope (one node, one zone, the cluster), pipeline count P and X, the most blocks of any
+ * stage. docs/planner.md ("What the search guarantees") proves each term;
+ * tests/test_planner_exact.c checks it against the brute-force optimum of every (t, m) and that
+ * each term sets the bound somewhere; search_bound.h says which class and term bind. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "plan/planner.h"
+#include "plan/search_bound.h"
 
-/* The most blocks one stage can hold on any group of the cluster: its memory with one micro-batch
- * in flight (the fewest any stage has), any kind, the cheaper recompute choice; 0 when not even one
- * block fits anywhere. Memory grows with the block count, so bisection finds each type's most. */
-static int most_blocks_per_stage(const ah_cost_ctx_t *ctx, int L) {
+/* ---- what one group of each type costs ---- */
+
+typedef struct {
+    double b;    /* f + b of one block (its TP all-reduces included) */
+    double b_rc; /* the same with recomputation */
+    double h;    /* what the head adds to a last stage (alone, or with the embedding when S = 1) */
+    double opt;  /* optimizer seconds of one block */
+    int u[2];      /* most blocks of a stage without the head (a middle or first stage) with one
+                    * micro-batch in flight (the fewest any stage has), without / with recomputation */
+    int u_head[2]; /* the same for a last stage (the head beside its blocks; alone when S = 1) */
+    int u_any;     /* most blocks of a stage of any kind, either recompute choice */
+} type_cost_t;
+
+/* f + b of one stage of nb blocks and that kind. Stage time is additive: nb blocks' time plus the
+ * embedding's and the head's (cost/stage.c). */
+static double stage_fb(const ah_cost_ctx_t *ctx, int ty, int nb, int kind, bool rc) {
+    ah_stage_cost_t sc;
+    ah_stage_cost(ctx, ty, 0, nb, kind & 1, (kind & 2) != 0, rc, &sc);
+    return sc.fwd_s + sc.bwd_s;
+}
+
+/* The most blocks a stage of that type, kind and recompute choice holds with one micro-batch in
+ * flight. Memory grows with the block count, so bisection finds it. */
+static int most_blocks(const ah_cost_ctx_t *ctx, int ty, int kind, bool rc) {
+    const int64_t cap = ah_gpu_capacity_bytes(&ctx->cluster->types[ty]);
+    int lo = 0, hi = (int)ctx->model->n_layer; /* lo fits (0 blocks counts as fitting) */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        ah_stage_cost_t sc;
+        ah_stage_cost(ctx, ty, 0, mid, kind & 1, (kind & 2) != 0, rc, &sc);
+        if (ah_stage_memory_bytes(&sc, 1) <= cap) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void type_costs(const ah_cost_ctx_t *ctx, type_cost_t *tc) {
+    const int64_t p_block = ah_layer_params(ctx->model, AH_LAYER_BLOCK, ctx->t);
+    for (int ty = 0; ty < ctx->cluster->n_types; ty++) {
+        if (!ah_gpu_runs(&ctx->cluster->types[ty], ctx->train->precision)) continue;
+        type_cost_t *t = &tc[ty];
+        t->b = stage_fb(ctx, ty, 1, 0, false);
+        t->b_rc = stage_fb(ctx, ty, 1, 0, true);
+        t->h = fmin(stage_fb(ctx, ty, 1, 2, false), stage_fb(ctx, ty, 1, 3, false)) - t->b;
+        t->opt = ah_optimizer_seconds(ctx, ty, p_block);
+        /* kinds: 0 middle, 1 first, 2 last, 3 both (S = 1); an end stage has fewer p2p buffers
+         * and more of the embedding or head, so any kind may hold the most */
+        int most[AH_KINDS][2];
+        for (int kind = 0; kind < AH_KINDS; kind++)
+            for (int rc = 0; rc < 2; rc++) most[kind][rc] = most_blocks(ctx, ty, kind, rc);
+        t->u_any = 0;
+        for (int rc = 0; rc < 2; rc++) {
+            t->u[rc] = most[0][rc] > most[1][rc] ? most[0][rc] : most[1][rc];
+            t->u_head[rc] = most[2][rc] > most[3][rc] ? most[2][rc] : most[3][rc];
+            const int u = t->u[rc] > t->u_head[rc] ? t->u[rc] : t->u_head[rc];
+            t->u_any = u > t->u_any ? u : t->u_any;
+        }
+    }
+}
+
+/* The least time one micro-batch's activation takes between two stages, on any link. */
+static double p2p_least(const ah_cost_ctx_t *ctx) {
     const ah_cluster_t *c = ctx->cluster;
-    int most = 0;
-    for (int ty = 0; ty < c->n_types; ty++) {
-        bool present = false;
-        for (int i = 0; i < c->n_nodes && !present; i++)
-            present = c->nodes[i].type == ty && ah_node_groups(c, i, ctx->t, ctx->train->precision) > 0;
-        if (!present) continue;
-        const int64_t cap = ah_gpu_capacity_bytes(&c->types[ty]);
-        for (int kind = 0; kind < 4; kind++) {
-            int lo = 0, hi = L; /* lo fits (0 blocks counts as fitting), find the largest */
-            while (lo < hi) {
-                const int mid = (lo + hi + 1) / 2;
-                bool fits = false;
-                for (int rc = 0; rc < 2 && !fits; rc++) {
-                    ah_stage_cost_t sc;
-                    ah_stage_cost(ctx, ty, 0, mid, kind & 1, (kind & 2) != 0, rc, &sc);
-                    fits = ah_stage_memory_bytes(&sc, 1) <= cap;
-                }
-                if (fits) lo = mid;
-                else hi = mid - 1;
-            }
-            if (lo > most) most = lo;
-        }
-    }
-    return most;
+    double least = INFINITY;
+    for (int a = 0; a < c->n_types; a++)
+        for (int b = 0; b < c->n_types; b++)
+            for (int k = AH_LINK_INTRA; k <= AH_LINK_INTER_ZONE; k++)
+                least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
+    return least;
 }
 
-/* span[k]: the most TP groups within one link kind k (one node, one zone, the whole cluster). */
-static void link_spans(const ah_cluster_t *c, int t, ah_precision_t prec, int64_t span[3]) {
-    span[0] = span[1] = span[2] = 0;
+/* ---- scopes: the groups a plan may use, by its worst link ---- */
+
+/* A plan whose worst link is k uses the groups of one node (k intra), of one zone (inter-node) or
+ * of the cluster (inter-zone); its DP sync runs on link k. A scope is such a set of groups, as
+ * groups per type; scopes with equal counts and link are one. */
+typedef struct {
+    int k;
+    int *count; /* [n_types] groups */
+} scope_t;
+
+/* Zone of each node: the index of the first node in its zone. */
+static void zones_of(const ah_cluster_t *c, int *zone) {
     for (int i = 0; i < c->n_nodes; i++) {
-        const int g = ah_node_groups(c, i, t, prec);
-        span[0] = g > span[0] ? g : span[0];
-        span[2] += g;
-        int64_t zone = 0; /* groups in node i's zone, counted at its first node */
-        bool first = true;
-        for (int j = 0; j < c->n_nodes && first; j++) {
-            const bool same_zone = ah_link_between(c, i, j) != AH_LINK_INTER_ZONE;
-            if (j < i && same_zone) first = false;
-            else if (j >= i && same_zone) zone += ah_node_groups(c, j, t, prec);
-        }
-        if (first) span[1] = zone > span[1] ? zone : span[1];
+        zone[i] = i;
+        for (int j = 0; j < i && zone[i] == i; j++)
+            if (ah_link_between(c, i, j) != AH_LINK_INTER_ZONE) zone[i] = zone[j];
     }
 }
 
-/* The fastest bandwidth and least latency of link kind k (intra-node: the best type's). */
-static void link_best(const ah_cluster_t *c, ah_link_t k, double *bw, double *lat) {
-    *bw = 0;
-    for (int ty = 0; ty < c->n_types; ty++) *bw = fmax(*bw, ah_link_bw(c, k, ty, ty));
-    *lat = ah_link_latency(c, k);
+/* Appends the scope of link k over the nodes of zone z (z < 0: every node; node >= 0: that node
+ * alone) unless an equal one is there; counts holds room for every scope. Returns the count. */
+static int add_scope(const ah_cost_ctx_t *ctx, const int *zone, int k, int z, int node, scope_t *sc, int n,
+                     int *counts) {
+    const ah_cluster_t *c = ctx->cluster;
+    const int nt = c->n_types;
+    int *count = counts + (size_t)n * nt;
+    memset(count, 0, sizeof(int) * (size_t)nt);
+    for (int i = 0; i < c->n_nodes; i++)
+        if ((node >= 0 && i == node) || (node < 0 && (z < 0 || zone[i] == z)))
+            count[c->nodes[i].type] += ah_node_groups(c, i, ctx->t, ctx->train->precision);
+    for (int s = 0; s < n; s++)
+        if (sc[s].k == k && memcmp(sc[s].count, count, sizeof(int) * (size_t)nt) == 0) return n;
+    sc[n] = (scope_t){k, count};
+    return n + 1;
 }
 
-/* Blocks per second of the U fastest TP groups: rate[] and count[] per type, in decreasing rate. */
-static double top_rate(const double *rate, const int *count, int n, int64_t U) {
+/* The fastest bandwidth and least latency of the scope's link among its types (intra-node: the
+ * plan's one node, whose type sets it). */
+static void scope_link(const ah_cluster_t *c, const scope_t *s, double *bw, double *lat) {
+    *bw = 0;
+    for (int ty = 0; ty < c->n_types; ty++)
+        if (s->count[ty] > 0) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)s->k, ty, ty));
+    *lat = ah_link_latency(c, (ah_link_t)s->k);
+}
+
+/* ---- the bound within one scope ---- */
+
+/* A type of the scope: its costs and its groups. */
+typedef struct {
+    const type_cost_t *c;
+    int count;
+} tgroups_t;
+
+/* What every plan of the scope is made of (docs/planner.md names each figure). */
+typedef struct {
+    int L, S0, n;
+    int64_t N, G;
+    tgroups_t *ty;    /* [n] the scope's types, by decreasing rate (increasing b) */
+    double m_one;     /* the least largest-stage time of one pipeline (memory, whole blocks, head) */
+    double b_min;     /* the fastest block */
+    double h_min;     /* the least time the head adds */
+    double kappa;     /* the least head time in blocks of its own group: min h / b */
+    double h1;        /* the least time of a last stage: one block and the head */
+    double p2p_min;
+    double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
+    double opt_block;   /* the least optimizer seconds of one block */
+    double embed_blocks; /* the embedding's parameters, in blocks */
+} bound_in_t;
+
+/* Blocks per second of the U fastest groups. */
+static double rate_of(const bound_in_t *in, int64_t U) {
     double r = 0;
-    for (int i = 0; i < n && U > 0; i++) {
-        const int64_t take = count[i] < U ? count[i] : U;
-        r += (double)take * rate[i];
+    for (int i = 0; i < in->n && U > 0; i++) {
+        const int64_t take = in->ty[i].count < U ? in->ty[i].count : U;
+        r += (double)take / in->ty[i].c->b;
         U -= take;
     }
     return r;
 }
 
+/* Blocks a group of that type can hold in a stage no slower than M and of at most X blocks: whole
+ * blocks, within its memory, with or without recomputation; a last stage (head) also runs the
+ * head. (The 1e-9 slack keeps k b + h - h from rounding below k b: more room is the safe side.) */
+static int64_t holds(const type_cost_t *c, double M, bool head, int X) {
+    const double room = (head ? M - c->h : M) * (1 + 1e-9);
+    if (room < c->b) return 0;
+    const int *u = head ? c->u_head : c->u;
+    const double most = fmax(fmin(u[0], floor(room / c->b)), fmin(u[1], floor(room / c->b_rc)));
+    return (int64_t)fmin(most, X);
+}
+
+/* The most blocks `left` groups hold, group g of type i holding h[i] and type i having count[i]
+ * groups: the types holding the most first. (Zeroes h.) */
+static int64_t take_most(int64_t *h, const int64_t *count, int n, int64_t left) {
+    int64_t total = 0;
+    while (left > 0) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (h[i] > 0 && count[i] > 0 && (best < 0 || h[i] > h[best])) best = i;
+        if (best < 0) break;
+        const int64_t take = count[best] < left ? count[best] : left;
+        total += take * h[best];
+        left -= take;
+        h[best] = 0;
+    }
+    return total;
+}
+
+/* Blocks one pipeline of at most L stages holds with every stage no slower than M: its last stage
+ * on a group of type `last` (which runs the head), the other L - 1 stages on the groups holding
+ * the most. */
+static int64_t holds_with_last(const bound_in_t *in, double M, int last) {
+    int64_t h[in->n], count[in->n];
+    const int64_t head = holds(in->ty[last].c, M, true, in->L);
+    if (head == 0) return 0;
+    for (int i = 0; i < in->n; i++) {
+        h[i] = holds(in->ty[i].c, M, false, in->L);
+        count[i] = in->ty[i].count - (i == last);
+    }
+    return head + take_most(h, count, in->n, in->L - 1);
+}
+
+/* The most blocks one such pipeline holds, whatever type its last stage is on. */
+static int64_t pipeline_holds(const bound_in_t *in, double M) {
+    int64_t most = 0;
+    for (int last = 0; last < in->n; last++) {
+        const int64_t h = holds_with_last(in, M, last);
+        most = h > most ? h : most;
+    }
+    return most;
+}
+
+/* An upper bound on the blocks j pipelines hold together with every stage no slower than M and of
+ * at most X blocks: the at most j L groups holding the most, less, for each pipeline's last stage,
+ * the least any type loses by running the head. */
+static int64_t pooled_holds(const bound_in_t *in, int64_t j, double M, int X) {
+    int64_t h[in->n], count[in->n], loss = INT64_MAX;
+    for (int i = 0; i < in->n; i++) {
+        h[i] = holds(in->ty[i].c, M, false, X);
+        count[i] = in->ty[i].count;
+        const int64_t lost = h[i] - holds(in->ty[i].c, M, true, X);
+        if (h[i] > 0 && lost < loss) loss = lost;
+    }
+    if (loss == INT64_MAX) return 0;
+    return take_most(h, count, in->n, j * in->L) - j * loss;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every M at which some stage's time can end: whole numbers of a type's block time (with and
+ * without recomputation), plus its head time for a last stage; sorted, into cand (room for 4 L n
+ * values). Returns how many. */
+static int stage_times(const bound_in_t *in, double *cand) {
+    int n = 0;
+    for (int i = 0; i < in->n; i++)
+        for (int k = 1; k <= in->L; k++) {
+            const type_cost_t *c = in->ty[i].c;
+            cand[n++] = k * c->b;
+            cand[n++] = k * c->b_rc;
+            cand[n++] = k * c->b + c->h;
+            cand[n++] = k * c->b_rc + c->h;
+        }
+    qsort(cand, (size_t)n, sizeof *cand, cmp_double);
+    return n;
+}
+
+/* The least M of cand[0 .. n) at which one pipeline holds L blocks (pipeline_holds); +inf when it
+ * never does. pipeline_holds grows with M and changes only at the candidates, so bisection finds
+ * it. */
+static double least_stage_time(const bound_in_t *in, const double *cand, int n) {
+    if (n == 0 || pipeline_holds(in, cand[n - 1]) < in->L) return INFINITY;
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (pipeline_holds(in, cand[mid]) >= in->L) hi = mid;
+        else lo = mid + 1;
+    }
+    return cand[lo];
+}
+
+/* Fills in's per-type figures from the scope's counts (the rest the caller set). cand: room for
+ * 4 L n_types values. */
+static void scope_inputs(const type_cost_t *tc, const int *count, int nt, bound_in_t *in, double *cand) {
+    in->n = 0;
+    in->G = 0;
+    in->b_min = in->h_min = in->kappa = in->h1 = in->opt_block = INFINITY;
+    for (int ty = 0; ty < nt; ty++) {
+        if (count[ty] == 0) continue;
+        const type_cost_t *c = &tc[ty];
+        int j = in->n++; /* insertion by increasing block time */
+        for (; j > 0 && in->ty[j - 1].c->b > c->b; j--) in->ty[j] = in->ty[j - 1];
+        in->ty[j] = (tgroups_t){c, count[ty]};
+        in->G += count[ty];
+        in->b_min = fmin(in->b_min, c->b);
+        in->h_min = fmin(in->h_min, c->h);
+        in->kappa = fmin(in->kappa, c->h / c->b);
+        in->h1 = fmin(in->h1, c->b + c->h);
+        in->opt_block = fmin(in->opt_block, c->opt);
+    }
+    in->m_one = least_stage_time(in, cand, stage_times(in, cand));
+}
+
+/* An upper bound on Q = sum_p 1 / M_p (M_p: pipeline p's largest stage time) over plans of P
+ * pipelines on at most U groups: the groups' summed block rate over W = L + kappa (a pipeline's
+ * stages turn one micro-batch over in M_p, so M_p R_p >= W), and P times the best one pipeline's
+ * 1 / M: 1 / h1 (its last stage runs a block and the head) and 1 / m_one (it holds L whole blocks
+ * within memory). *limit: which. */
+static double q_bound(const bound_in_t *in, int64_t P, int64_t U, int *limit) {
+    const double one[2] = {1 / in->h1, 1 / in->m_one};
+    double Q = rate_of(in, U) / (in->L + in->kappa);
+    *limit = AH_Q_RATE;
+    for (int i = 0; i < 2; i++)
+        if ((double)P * one[i] < Q) {
+            Q = (double)P * one[i];
+            *limit = i == 0 ? AH_Q_HEAD : AH_Q_ONE_PIPELINE;
+        }
+    return Q;
+}
+
+/* Whether P pipelines of L blocks fit in the memory of the scope's groups at all (each group
+ * holds at most u_any blocks). */
+static bool memory_allows(const bound_in_t *in, int64_t P) {
+    int64_t room = 0;
+    for (int i = 0; i < in->n; i++) room += (int64_t)in->ty[i].count * in->ty[i].c->u_any;
+    return room >= P * in->L;
+}
+
+/* DP sync of a plan of P pipelines on a link (bw, lat) whose largest stage holds X blocks: that
+ * stage's gradients, or the first stage's when larger (a block at least, and the embedding's rows:
+ * *by_embedding). */
+static double sync_bound(const bound_in_t *in, int64_t P, double bw, double lat, int X, bool *by_embedding) {
+    *by_embedding = false;
+    if (P < 2) return 0;
+    const double largest = ah_allreduce_seconds(X * in->grad_block, (int)P, bw, lat);
+    const double first = ah_allreduce_seconds(in->grad_block, (int)P, bw, lat) +
+                         ah_allreduce_seconds(in->grad_vc, (int)P, bw, lat);
+    *by_embedding = first > largest;
+    return fmax(largest, first);
+}
+
+/* The optimizer step of the larger of those two stages. */
+static double opt_bound(const bound_in_t *in, int X) {
+    return in->opt_block * fmax(X, 1 + in->embed_blocks); /* optimizer time is linear in parameters */
+}
+
+/* The least C_p + 2 sum p2p of a pipeline of at least S stages: every block at the fastest rate,
+ * the least head, and S - 1 hops on the fastest link. */
+static double fill_bound(const bound_in_t *in, int S) {
+    return in->L * in->b_min + in->h_min + 2.0 * (S - 1) * in->p2p_min;
+}
+
+/* The pipeline part of any plan of P pipelines on at most U groups whose pipelines have at least
+ * S stages, given Q >= sum_p 1 / M_p: max_p T_p >= max(N W / R_U, C + (N - P) / Q). */
+static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, int S) {
+    const double W = in->L + in->kappa; /* one micro-batch, in blocks of the groups it runs on */
+    return fmax((double)in->N * W / rate_of(in, U), fill_bound(in, S) + (double)(in->N - P) / Q);
+}
+
+/* Q_P >= sum_p 1 / M_p for P = 1 .. P_max pipelines whose stages hold at most X blocks (into
+ * q[P]; room for P_max + 1): with the pipelines sorted by M_p, the first j of them hold j L blocks
+ * at M_j, so M_j is at least m_j, the least candidate M at which pooled_holds reaches j L, and at
+ * least every m_i before it (so the search for m_j starts at m_(j-1)). cand: the scope's
+ * stage_times (n of them). Returns the last P with a finite m_P. */
+static int64_t pooled_q(const bound_in_t *in, int64_t P_max, int X, const double *cand, int n, double *q) {
+    int at = 0; /* m_(j-1) = cand[at] */
+    q[0] = 0;
+    for (int64_t j = 1; j <= P_max; j++) {
+        const int64_t need = j * in->L;
+        if (n == 0 || pooled_holds(in, j, cand[n - 1], X) < need) return j - 1;
+        int lo = at, hi = n - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (pooled_holds(in, j, cand[mid], X) >= need) hi = mid;
+            else lo = mid + 1;
+        }
+        at = lo;
+        q[j] = q[j - 1] + 1 / cand[at];
+    }
+    return P_max;
+}
+
+/* The least iteration time of plans of P_lo .. P_max pipelines whose stages hold at most X blocks
+ * (q: their pooled_q), within the scope, DP sync on (bw, lat): every pipeline has at least
+ * S = max(S0, ceil(L / X)) stages, at most L, so P of them use at most U = min(G, P L) groups;
+ * their sync and optimizer are those of an X-block stage. */
+static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X, const double *q, double bw,
+                       double lat, ah_bound_terms_t *why) {
+    const int L = in->L, S = (L + X - 1) / X > in->S0 ? (L + X - 1) / X : in->S0;
+    double best = INFINITY;
+    for (int64_t P = P_lo; P <= P_max && P * S <= in->G && memory_allows(in, P); P++) {
+        const int64_t U = in->G < P * L ? in->G : P * L;
+        int limit;
+        double Q = q_bound(in, P, U, &limit);
+        if (q[P] < Q) {
+            Q = q[P];
+            limit = AH_Q_POOLED;
+        }
+        bool by_embedding;
+        const double pipe = pipe_bound(in, P, U, Q, S), sync = sync_bound(in, P, bw, lat, X, &by_embedding);
+        const double opt = opt_bound(in, X);
+        if (pipe + sync + opt >= best) continue;
+        best = pipe + sync + opt;
+        if (why) {
+            *why = (ah_bound_terms_t){.pipe = pipe, .sync = sync, .opt = opt, .P = P, .X = X, .q_limit = limit};
+            why->by_compute = pipe == (double)in->N * (L + in->kappa) / rate_of(in, U);
+            why->fill_p2p = why->by_compute ? 0 : 2.0 * (S - 1) * in->p2p_min;
+            why->sync_by_embedding = by_embedding;
+        }
+    }
+    return best;
+}
+
+/* The least iteration time of plans of P = P_lo .. N pipelines within the scope, over X, the
+ * most blocks of any stage. X past the most blocks any stage holds (top) caps nothing more and
+ * only adds sync. Each X is first bounded with top's pooled_q (a weaker Q: looser caps), and its
+ * own table built only when that could still win. q, q_top, cand: room for G + 1, G + 1 and
+ * 4 L n values. */
+static double scope_bound(const bound_in_t *in, int64_t P_lo, double bw, double lat, double *q, double *q_top,
+                          double *cand, ah_bound_terms_t *why) {
+    const int L = in->L, n = stage_times(in, cand);
+    int64_t P_top = in->G / in->S0 < in->N ? in->G / in->S0 : in->N;
+    int top = 0;
+    for (int i = 0; i < in->n; i++) top = in->ty[i].c->u_any > top ? in->ty[i].c->u_any : top;
+    top = top < L ? top : L;
+    P_top = pooled_q(in, P_top, top, cand, n, q_top);
+    double best = INFINITY;
+    for (int X = 1; X <= top; X++) {
+        if (bound_at(in, P_lo, P_top, X, q_top, bw, lat, NULL) >= best) continue;
+        const int64_t P_max = pooled_q(in, P_top, X, cand, n, q);
+        ah_bound_terms_t here = {0};
+        const double v = bound_at(in, P_lo, P_max, X, q, bw, lat, &here);
+        if (v < best) {
+            best = v;
+            if (why) *why = here;
+        }
+    }
+    return best;
+}
+
+/* Buffers for one bound, sized by the cluster. */
+typedef struct {
+    type_cost_t *tc;
+    scope_t *sc;
+    int *counts, *zone;
+    tgroups_t *ty;
+    double *cand, *q, *q_top;
+} bound_mem_t;
+
+static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
+    const size_t t = (size_t)(nt > 0 ? nt : 1), s = (size_t)(2 * nn + 1);
+    m->tc = calloc(t, sizeof *m->tc);
+    m->sc = malloc(sizeof *m->sc * s);
+    m->counts = malloc(sizeof(int) * t * s);
+    m->zone = malloc(sizeof(int) * (size_t)(nn > 0 ? nn : 1));
+    m->ty = malloc(sizeof *m->ty * t);
+    m->cand = malloc(sizeof(double) * t * 4 * (size_t)(L > 0 ? L : 1));
+    m->q = malloc(sizeof(double) * (size_t)(G + 1));
+    m->q_top = malloc(sizeof(double) * (size_t)(G + 1));
+    return m->tc && m->sc && m->counts && m->zone && m->ty && m->cand && m->q && m->q_top;
+}
+
+static void bound_mem_free(bound_mem_t *m) {
+    free(m->tc);
+    free(m->sc);
+    free(m->counts);
+    free(m->zone);
+    free(m->ty);
+    free(m->cand);
+    free(m->q);
+    free(m->q_top);
+}
+
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile) {
-    const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
-    const int L = (int)model->n_layer, nt = cluster->n_types;
-    const int64_t N = train->global_batch / train->micro_batch;
-    double fastest = INFINITY, opt_per_param = INFINITY, rate[nt > 0 ? nt : 1];
-    int count[nt > 0 ? nt : 1], G = 0;
-    for (int ty = 0; ty < nt; ty++) count[ty] = 0;
-    for (int i = 0; i < cluster->n_nodes; i++) count[cluster->nodes[i].type] += ah_node_groups(cluster, i, t,
-                                                                                                train->precision);
-    for (int ty = 0; ty < nt; ty++) {
-        rate[ty] = 0;
-        if (count[ty] == 0) continue;
-        ah_stage_cost_t sc;
-        ah_stage_cost(&ctx, ty, 0, 1, false, false, false, &sc);
-        rate[ty] = 1 / (sc.fwd_s + sc.bwd_s);
-        fastest = fmin(fastest, sc.fwd_s + sc.bwd_s);
-        opt_per_param = fmin(opt_per_param, ah_optimizer_seconds(&ctx, ty, 1 << 20) / (1 << 20));
-        G += count[ty];
+    return ah_planner_bound_terms(model, cluster, train, t, profile, NULL);
+}
+
+/* The scopes of the cluster's groups at degree t, into mem->sc (the whole cluster first);
+ * returns how many. */
+static int cluster_scopes(const ah_cost_ctx_t *ctx, bound_mem_t *mem) {
+    zones_of(ctx->cluster, mem->zone);
+    int n = add_scope(ctx, mem->zone, AH_LINK_INTER_ZONE, -1, -1, mem->sc, 0, mem->counts);
+    for (int i = 0; i < ctx->cluster->n_nodes; i++) {
+        if (mem->zone[i] == i) n = add_scope(ctx, mem->zone, AH_LINK_INTER_NODE, i, -1, mem->sc, n, mem->counts);
+        n = add_scope(ctx, mem->zone, AH_LINK_INTRA, -1, i, mem->sc, n, mem->counts);
     }
-    if (G == 0) return INFINITY;
-    for (int i = 1; i < nt; i++) /* types by decreasing rate, for top_rate */
-        for (int j = i; j > 0 && rate[j] > rate[j - 1]; j--) {
-            const double r = rate[j];
-            const int n = count[j];
-            rate[j] = rate[j - 1], count[j] = count[j - 1];
-            rate[j - 1] = r, count[j - 1] = n;
-        }
-    /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
-    const double compute = (double)N * L / top_rate(rate, count, nt, G);
-    const int per_stage = most_blocks_per_stage(&ctx, L);
-    const int S0 = per_stage > 0 ? (L + per_stage - 1) / per_stage : INT32_MAX; /* fewest stages that fit */
-    if (S0 > G) return compute; /* nothing fits at this (t, m): the compute bound still holds */
-    const int64_t P_max = (int64_t)(G / S0) < N ? G / S0 : N;
-    const double p_block = (double)ah_layer_params(model, AH_LAYER_BLOCK, t);
-    const double grad_elt = train->precision == AH_PREC_FP32 ? 4 : 2;
-    int64_t span[3];
-    link_spans(cluster, t, train->precision, span);
-    double best = INFINITY;
-    /* plans by P and by their worst link k: they use U <= span[k] groups, at least P S0 */
-    for (int64_t P = 1; P <= P_max; P++)
-        for (int k = P > 1 ? 0 : 2; k <= AH_LINK_INTER_ZONE; k++) {
-            const int64_t U = span[k] < G ? span[k] : G;
-            if (U < P * S0) continue;
-            const double R = top_rate(rate, count, nt, U);
-            /* the bubble: T_pipe >= L * fastest + (N - P) * L / R (docs/planner.md) */
-            const double pipe = fmax((double)N * L / R, L * fastest + (double)(N - P) * L / R);
-            /* the pipeline with the fewest stages has at most U / P, so a stage of at least
-             * ceil(L / (U / P)) blocks, whose gradients sync over P pipelines on link k at its
-             * best, and whose optimizer runs at the best memory bandwidth */
-            const int64_t stages = U / P < L ? U / P : L;
-            const double nb = (double)((L + stages - 1) / stages);
+    return n;
+}
+
+/* The figures every scope shares (S0 from the whole cluster's groups, already in in). */
+static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
+    int most = 0; /* the fewest stages that fit: S0 = ceil(L / the most blocks any stage holds) */
+    for (int i = 0; i < in->n; i++) most = in->ty[i].c->u_any > most ? in->ty[i].c->u_any : most;
+    in->S0 = most > 0 ? (in->L + most - 1) / most : INT32_MAX;
+    in->p2p_min = p2p_least(ctx);
+    const double grad_elt = (double)ah_precision_elt_bytes(ctx->train->precision);
+    const int64_t p_block = ah_layer_params(ctx->model, AH_LAYER_BLOCK, ctx->t);
+    in->grad_block = (double)p_block * grad_elt;
+    in->grad_vc = (double)ah_head_matrix_params(ctx->model, ctx->t) * grad_elt;
+    in->embed_blocks = (double)ah_layer_params(ctx->model, AH_LAYER_EMBED, ctx->t) / (double)p_block;
+}
+
+double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                              const ah_profile_t *profile, ah_bound_terms_t *why) {
+    const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
+    const int nt = cluster->n_types, L = (int)model->n_layer;
+    ah_bound_terms_t terms = {.total = INFINITY, .compute = INFINITY, .link = -1};
+    int64_t G = 0;
+    for (int i = 0; i < cluster->n_nodes; i++) G += ah_node_groups(cluster, i, t, train->precision);
+    bound_mem_t mem;
+    if (!bound_mem_alloc(&mem, nt, cluster->n_nodes, L, G)) { /* out of host memory: 0 is still a bound */
+        bound_mem_free(&mem);
+        terms.total = terms.compute = 0;
+        if (why) *why = terms;
+        return 0;
+    }
+    type_costs(&ctx, mem.tc);
+    const int n = cluster_scopes(&ctx, &mem);
+    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty};
+    scope_inputs(mem.tc, mem.sc[0].count, nt, &in, mem.cand);
+    if (in.G > 0) {
+        /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
+        terms.compute = (double)in.N * (L + in.kappa) / rate_of(&in, in.G);
+        shared_inputs(&ctx, &in);
+        for (int s = 0; s < n; s++) {
+            scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
+            if (in.G == 0) continue;
             double bw, lat;
-            link_best(cluster, (ah_link_t)k, &bw, &lat);
-            const double sync = P > 1 ? ah_allreduce_seconds(nb * p_block * grad_elt, (int)P, bw, lat) : 0;
-            best = fmin(best, pipe + sync + nb * p_block * opt_per_param);
+            scope_link(cluster, &mem.sc[s], &bw, &lat);
+            /* one pipeline has no DP sync, and the whole cluster holds every one */
+            ah_bound_terms_t here = {0};
+            const double v = scope_bound(&in, s == 0 ? 1 : 2, bw, lat, mem.q, mem.q_top, mem.cand, &here);
+            if (v < terms.total) {
+                here.total = v;
+                here.compute = terms.compute;
+                here.link = mem.sc[s].k;
+                terms = here;
+            }
         }
-    return best;
+        /* every scope's bound is at least the compute bound; none finite: nothing fits at this
+         * (t, m), and the compute bound still holds (the search then says what is short) */
+        if (!isfinite(terms.total)) terms.total = terms.compute;
+    }
+    bound_mem_free(&mem);
+    if (why) *why = terms;
+    return terms.total;
 }
