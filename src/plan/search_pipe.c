@@ -249,10 +249,16 @@ static pclass_t *pclass_new(const ah_sctx_t *x, const ah_pentry_t *e, int64_t nc
         pclass_free(c);
         return NULL;
     }
-    /* candidate K: every stage cost that can occur */
+    /* candidate K: every stage cost that can occur. Stages of one type, kind and cap allow the same
+     * costs but for memory, which the stage with the fewest micro-batches in flight (the last such
+     * stage) allows most of, so each such set is listed once, at its last stage. */
     int nK = 0;
     for (int s = 0; s < S; s++) {
         const int kind = ah_stage_kind(s, S), ty = e->ty[s];
+        bool later = false; /* a later stage of the same type, kind and cap lists them */
+        for (int q = s + 1; q < S && !later; q++)
+            later = e->ty[q] == ty && ah_stage_kind(q, S) == kind && e->cap[q] == e->cap[s];
+        if (later) continue;
         const int64_t inflight = ah_inflight(S, s, nclass);
         for (int nb = 1; nb <= L && nb <= e->cap[s]; nb++)
             for (int r = 0; r < 2; r++) {
