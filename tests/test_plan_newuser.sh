@@ -85,7 +85,7 @@ expect 1 "did not record the model" plan --model tiny-gpt2 --cluster cpu-hetero 
 
 # ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
 BASE=(plan --model llama2-7b --cluster mixed-32)
-PLAN=("${BASE[@]}" --global-batch 192)
+PLAN=("${BASE[@]}" --global-batch 256)
 "$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1
 grep -q "vs batch-balanced: the same plan shape" "$TMP/bb.txt"
 check "--baseline batch-balanced: no difference from itself: $(grep -A2 '^why' "$TMP/bb.txt")" $?
@@ -108,7 +108,7 @@ PYEOF
 check "plan --json carries the text's why and bottleneck" $?
 
 # ---- item 8: the SVG replays every micro-batch and draws the idle GPUs ----
-# llama2-7b on mixed-32, batch 192: one pipeline takes 79 micro-batches (more than the 64 that
+# llama2-7b on mixed-32, batch 256: one pipeline takes 101 micro-batches (more than the 64 that
 # were replayed), and the H20 node in the other zone is left idle.
 "$AH" "${PLAN[@]}" --svg "$TMP/p.svg" >/dev/null 2>&1
 check "plan --svg runs" $?

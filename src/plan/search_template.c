@@ -6,19 +6,23 @@
  * they can and p2p stays on the fastest link). The DP sync is priced on the worst link of the
  * whole plan, so the search runs once per zone (DP sync on the inter-node link) and once over all
  * zones (inter-zone link, types merged across zones). In each run every type has the options
- * "idle" and S = S_min .. S_min + WINDOW (S_min: the shortest pipeline that fits memory), and for
- * the cost objective also fewer copies (k, k/4, k/16, k/64). Starting from every type at S_min,
- * coordinate descent changes one type's option at a time while that improves the objective.
- * Every candidate is scored exactly (search.c: exact layer split and recomputation per pipeline —
- * with memory priced as if n >= S, see ah_sctx_t.coarse_memory — exact micro-batch split, DP sync
- * and optimizer) and offered.
+ * "idle", S = S_min .. S_min + WINDOW (S_min: the shortest pipeline that fits memory) and, past
+ * the window, the NEAR shortest pipelines whose stages hold at most X blocks, for every X (less DP
+ * sync; a stage more lets the last stage hold fewer blocks beside the head); for the cost
+ * objective also fewer copies (k, k/4, k/16, k/64). One more coordinate chooses a mixed template
+ * (stages of several types, memory-rich types first), repeated once or as often as the groups
+ * allow; single-type pipelines use what it leaves: small ones (up to MIX_PER_TYPE stages of each
+ * type) on runs of at most MIX_MAX_GROUPS groups, and "spread" ones (a subset of the types' groups
+ * dealt out over c copies) on runs of any size.
  *
- * On runs of at most MIX_MAX_GROUPS groups one more coordinate chooses a mixed template (up to
- * MIX_PER_TYPE stages of each type, memory-rich types first), repeated once or as often as the
- * groups allow; single-type pipelines use what it leaves.
+ * The descent starts from every type at S_min, then from every X level (levels()), and changes
+ * one coordinate at a time while that improves the objective. Every candidate is scored exactly
+ * (search.c: exact layer split and recomputation per pipeline — with memory priced as if n >= S,
+ * see ah_sctx_t.coarse_memory — exact micro-batch split, DP sync and optimizer) and offered.
  *
- * Not searched: other mixed orders and sizes, other groupings, and option combinations the
- * descent does not reach; the planner's lower bound shows what that can cost.
+ * Not searched: other mixed orders and sizes, more than one mixed template, other groupings, and
+ * option combinations the descent does not reach; the planner's lower bound shows what that can
+ * cost.
  */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
@@ -27,12 +31,14 @@
 
 #include "plan/planner.h"
 
-#define MAX_OPTS 72
+#define MAX_OPTS 256
 #define WINDOW 8
+#define NEAR 4 /* stage counts kept past the window, per most-blocks-per-stage X */
 #define ROUNDS 4
 #define MIX_MAX_GROUPS 64 /* mixed templates only in runs with at most this many groups */
 #define MIX_PER_TYPE 4    /* stages of one type in a mixed template: 0 .. 4 */
-#define MAX_MIX 128
+#define MAX_MIX 512
+#define SPREAD_LONGEST 12 /* spread templates kept whatever their stage count */
 
 typedef struct {
     int type;
@@ -70,6 +76,16 @@ static int smallest_fitting(ah_sctx_t *x, const tclass_t *c) {
     return 0;
 }
 
+/* Puts the nodes in prev's zone first (stable), so a mixed pipeline crosses zones as few times as
+ * its types allow. */
+static void same_zone_first(const ah_cluster_t *c, int prev, int *nodes, int n) {
+    int out[AH_MAX_STAGES], k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            if ((ah_link_between(c, prev, nodes[i]) != AH_LINK_INTER_ZONE) == (pass == 0)) out[k++] = nodes[i];
+    memcpy(nodes, out, sizeof(int) * (size_t)n);
+}
+
 /* Scores the current choice; returns its objective key (+inf: infeasible or not eligible).
  * Mixed pipelines take their groups from the end of each type's list, single-type pipelines from
  * the start, as many copies as the option asks for and the rest allows. */
@@ -82,8 +98,9 @@ static double score_choice(tp_t *t) {
     for (int j = 0; mo > 0 && j < t->mix_k[mo] && !t->oom; j++) {
         int S = 0;
         for (int q = 0; q < t->nc; q++) {
-            const int k = t->order[q];
+            const int k = t->order[q], from = S;
             for (int i = 0; i < t->mix_a[mo][k]; i++) nodes[S++] = t->cls[k].gnode[t->cls[k].G - 1 - used[k]++];
+            if (from > 0) same_zone_first(t->x->cluster, nodes[from - 1], nodes + from, S - from);
         }
         if (!ah_cand_push(c, S, nodes)) t->oom = true;
     }
@@ -108,6 +125,51 @@ static double score_choice(tp_t *t) {
 /* Option counts per coordinate: the types, then the mixed template. */
 static int n_options(const tp_t *t, int k) { return k < t->nc ? t->cls[k].nopt : t->n_mix; }
 
+/* The first option of class cl with at least S stages (all copies), or its last. */
+static int option_at_least(const tclass_t *cl, int S) {
+    int o = 1;
+    while (o + 1 < cl->nopt && cl->optS[o] < S) o++;
+    return o;
+}
+
+/* Starting points by DP-sync level: for every X (most blocks per stage), every type on the
+ * shortest pipelines whose stages hold at most X blocks, then each type idle or one or two stages
+ * longer. Leaves the best point in t->choice and returns its key. */
+static double levels(tp_t *t, double best) {
+    int *keep = malloc(sizeof(int) * (size_t)(t->nc + 1));
+    if (!keep) {
+        t->oom = true;
+        return best;
+    }
+    memcpy(keep, t->choice, sizeof(int) * (size_t)(t->nc + 1));
+    const int L = t->x->L;
+    for (int X = 1; X <= L && !t->oom; X++) {
+        const int S = (L + X - 1) / X;
+        if (X > 1 && S == (L + X - 2) / (X - 1)) continue; /* same stage count as X - 1 */
+        for (int k = 0; k < t->nc; k++) t->choice[k] = t->cls[k].nopt > 1 ? option_at_least(&t->cls[k], S) : 0;
+        t->choice[t->nc] = 0;
+        double v = score_choice(t);
+        for (int k = 0; k < t->nc && !t->oom; k++) {
+            const int at = t->choice[k], alt[3] = {0, at + 1, at + 2};
+            for (int i = 0; i < 3; i++) {
+                if (alt[i] >= t->cls[k].nopt || alt[i] == t->choice[k]) continue;
+                const int before = t->choice[k];
+                t->choice[k] = alt[i];
+                const double w = score_choice(t);
+                if (w < v) v = w;
+                else t->choice[k] = before;
+            }
+        }
+        if (v < best) {
+            best = v;
+            memcpy(keep, t->choice, sizeof(int) * (size_t)(t->nc + 1));
+        }
+    }
+    memcpy(t->choice, keep, sizeof(int) * (size_t)(t->nc + 1));
+    free(keep);
+    return best;
+}
+
 static void descend(tp_t *t) {
     for (int k = 0; k < t->nc; k++) t->choice[k] = t->cls[k].nopt > 1 ? 1 : 0; /* S_min, all copies */
     t->choice[t->nc] = 0;
@@ -118,6 +180,7 @@ static void descend(tp_t *t) {
         t->choice[t->nc] = o;
         best = score_choice(t);
     }
+    if (isfinite(best)) best = levels(t, best);
     for (int round = 0; round < ROUNDS && !t->oom; round++) {
         bool improved = false;
         for (int k = 0; k <= t->nc && !t->oom; k++) {
@@ -139,23 +202,25 @@ static void descend(tp_t *t) {
     }
 }
 
-/* Mixed templates: up to MIX_PER_TYPE stages of each type (at least two types), stages ordered
- * by memory (largest first: early 1F1B stages hold the most activations), one copy or as many as
- * the groups allow. */
-static void mixed_options(tp_t *t) {
-    const ah_sctx_t *x = t->x;
-    t->n_mix = 1; /* option 0: none */
-    int G = 0;
-    for (int k = 0; k < t->nc; k++) G += t->cls[k].G;
-    if (t->nc < 2 || t->nc > 8 || G > MIX_MAX_GROUPS) return;
-    for (int q = 0; q < t->nc; q++) t->order[q] = q;
-    for (int i = 1; i < t->nc; i++)
-        for (int j = i; j > 0; j--) {
-            const int a = t->order[j], b = t->order[j - 1];
-            if (x->capacity[t->cls[a].type] <= x->capacity[t->cls[b].type]) break;
-            t->order[j] = b;
-            t->order[j - 1] = a;
-        }
+/* Whether stage count S is worth a template of its own: the window above S_min (memory), and the
+ * few shortest pipelines whose stages hold at most X blocks, for every X (fewer blocks per stage
+ * means less DP sync; a stage or two more lets the last stage hold fewer blocks beside the head). */
+static bool worth_trying(int S, int smin, int L) {
+    if (S <= smin + WINDOW) return true;
+    const int X = (L + S - 1) / S;      /* most blocks per stage at S stages */
+    return S - (L + X - 1) / X < NEAR;  /* within NEAR of the fewest stages with that X */
+}
+
+/* Appends mixed option (a[k] stages of class k, `copies` copies) while there is room. */
+static void add_mix(tp_t *t, const int *a, int copies) {
+    if (t->n_mix >= MAX_MIX) return;
+    memcpy(t->mix_a[t->n_mix], a, sizeof t->mix_a[0]);
+    t->mix_k[t->n_mix++] = copies;
+}
+
+/* Small mixed templates (runs of at most MIX_MAX_GROUPS groups): up to MIX_PER_TYPE stages of
+ * each type, at least two types, one copy or as many as the groups allow. */
+static void small_mixes(tp_t *t) {
     int a[8] = {0};
     for (;;) { /* odometer over a[k] in 0 .. min(MIX_PER_TYPE, G_k) */
         int k = 0;
@@ -167,12 +232,81 @@ static void mixed_options(tp_t *t) {
             S += a[q];
             if (a[q] > 0 && t->cls[q].G / a[q] < copies) copies = t->cls[q].G / a[q];
         }
-        if (types < 2 || S > x->L) continue;
-        for (int v = 0; v < 2 && t->n_mix < MAX_MIX; v++) {
-            const int kk = v == 0 ? 1 : copies;
-            if (v == 1 && copies == 1) break;
-            memcpy(t->mix_a[t->n_mix], a, sizeof a);
-            t->mix_k[t->n_mix++] = kk;
+        if (types < 2 || S > t->x->L) continue;
+        add_mix(t, a, 1);
+        if (copies > 1) add_mix(t, a, copies);
+    }
+}
+
+/* Spread mixed templates, for runs of any size: the groups of two or more types dealt out over c
+ * copies, floor(G_k / c) stages of each type per copy (for each such split, the most copies it
+ * allows): the SPREAD_LONGEST longest with at most L stages, and past them those whose stage count
+ * is the fewest for its most blocks per stage X. */
+static void spread_mixes(tp_t *t) {
+    const int L = t->x->L, top = L < AH_MAX_STAGES ? L : AH_MAX_STAGES;
+    for (unsigned sub = 1; sub < 1u << t->nc; sub++) {
+        if (__builtin_popcount(sub) < 2) continue;
+        int kept = 0;
+        for (int c = 1;; c++) {
+            int a[8] = {0}, S = 0, S_next = 0;
+            bool all = true;
+            for (int k = 0; k < t->nc; k++)
+                if (sub & (1u << k)) {
+                    a[k] = t->cls[k].G / c;
+                    all &= a[k] > 0;
+                    S += a[k];
+                    S_next += t->cls[k].G / (c + 1);
+                }
+            if (!all) break;
+            if (S_next == S) continue; /* the same stages per copy with c + 1: take the most copies */
+            const int X = (L + S - 1) / S; /* most blocks per stage at S stages */
+            if (S <= top && (kept++ < SPREAD_LONGEST || S == (L + X - 1) / X)) add_mix(t, a, c);
+        }
+    }
+}
+
+/* Mixed templates, their stages ordered by memory (largest first: early 1F1B stages hold the
+ * most activations). Option 0 is none. */
+static void mixed_options(tp_t *t) {
+    const ah_sctx_t *x = t->x;
+    t->n_mix = 1;
+    int G = 0;
+    for (int k = 0; k < t->nc; k++) G += t->cls[k].G;
+    if (t->nc < 2 || t->nc > 8) return;
+    for (int q = 0; q < t->nc; q++) t->order[q] = q;
+    for (int i = 1; i < t->nc; i++)
+        for (int j = i; j > 0; j--) {
+            const int a = t->order[j], b = t->order[j - 1];
+            if (x->capacity[t->cls[a].type] <= x->capacity[t->cls[b].type]) break;
+            t->order[j] = b;
+            t->order[j - 1] = a;
+        }
+    if (G <= MIX_MAX_GROUPS) small_mixes(t);
+    spread_mixes(t);
+}
+
+/* The options of one type: idle, then S = S_min .. min(G, L) as worth_trying keeps, each with
+ * all copies the groups allow (and, for the cost objective, a quarter, 1/16 and 1/64 of them). */
+static void type_options(tp_t *t, tclass_t *cl) {
+    ah_sctx_t *x = t->x;
+    const int kc = ah_search_objective(t->s) == AH_OBJECTIVE_COST ? 4 : 1;
+    cl->optS[0] = 0;
+    cl->optK[0] = 0;
+    cl->nopt = 1;
+    const int smin = smallest_fitting(x, cl);
+    if (smin < 0) t->oom = true;
+    if (smin <= 0) return;
+    int top = cl->G < x->L ? cl->G : x->L;
+    if (top > AH_MAX_STAGES) top = AH_MAX_STAGES;
+    for (int S = smin; S <= top; S++) {
+        if (!worth_trying(S, smin, x->L)) continue;
+        for (int j = 0, prev = 0; j < kc && cl->nopt < MAX_OPTS; j++) {
+            int copies = (cl->G / S) >> (2 * j); /* k, k/4, k/16, k/64 */
+            if (copies < 1) copies = 1;
+            if (copies == prev) break;
+            prev = copies;
+            cl->optS[cl->nopt] = S;
+            cl->optK[cl->nopt++] = copies;
         }
     }
 }
@@ -197,27 +331,7 @@ static void run(tp_t *t, int zone_node) {
         cl->gnode = gn;
         for (int j = 0; j < g; j++) cl->gnode[cl->G++] = i;
     }
-    const int kc = ah_search_objective(t->s) == AH_OBJECTIVE_COST ? 4 : 1;
-    for (int k = 0; k < t->nc && !t->oom; k++) {
-        tclass_t *cl = &t->cls[k];
-        cl->optS[0] = 0;
-        cl->optK[0] = 0;
-        cl->nopt = 1;
-        int smin = smallest_fitting(x, cl);
-        if (smin < 0) t->oom = true;
-        if (smin <= 0) continue;
-        int top = cl->G < x->L ? cl->G : x->L;
-        if (top > AH_MAX_STAGES) top = AH_MAX_STAGES;
-        for (int S = smin; S <= top && S <= smin + WINDOW; S++)
-            for (int j = 0, prev = 0; j < kc && cl->nopt < MAX_OPTS; j++) {
-                int copies = (cl->G / S) >> (2 * j); /* k, k/4, k/16, k/64 */
-                if (copies < 1) copies = 1;
-                if (copies == prev) break;
-                prev = copies;
-                cl->optS[cl->nopt] = S;
-                cl->optK[cl->nopt++] = copies;
-            }
-    }
+    for (int k = 0; k < t->nc && !t->oom; k++) type_options(t, &t->cls[k]);
     if (!t->oom && t->nc > 0) {
         mixed_options(t);
         descend(t);
