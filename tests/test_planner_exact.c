@@ -426,7 +426,7 @@ int main(void) {
            "checked on %d (TP, micro-batch) pairs\n",
            solved, feasible, at_limit_gpus, at_limit_layers, total_plans, bounds_checked);
     static const char *what[B_COUNT] = {"the groups' rate", "the head", "the best one pipeline",
-                                        "the pooled pipelines", "the compute term", "intra-node", "inter-node",
+                                        "the pooled pipelines", "the two pipelines' split", "the compute term", "intra-node", "inter-node",
                                         "inter-zone", "the embedding's sync", "the fill's p2p"};
     printf("what bound them (each checked against its brute-force optimum above):");
     for (int k = 0; k < B_COUNT; k++) {

@@ -130,7 +130,8 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
  * U = min(G, P L) fastest groups' summed block rate, C the least fill (every block at the fastest
  * rate, the head, ceil(L / X) - 1 p2p hops), Q an upper bound on sum_p 1 / (pipeline p's largest
  * stage time): the rate, P / (a block and the head), P / the best one pipeline in whole blocks and
- * memory, and the pooled capacity of the first j pipelines; minimised over the classes. The
+ * memory, the pooled capacity of the first j pipelines and, for P = 2, the best split of the
+ * groups between two pipelines; minimised over the classes. The
  * compute bound alone when nothing fits; +inf when no group exists. */
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                               const ah_train_t *train, int t, const ah_profile_t *profile);

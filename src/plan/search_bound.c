@@ -1,7 +1,8 @@
 /* The planner's lower bound (ah_planner_lower_bound, planner.h): what every plan of one (t, m)
  * must pay — compute with its TP communication and the head; the 1F1B bubble implied by how fast
  * P pipelines can turn micro-batches over (no pipeline's largest stage beats its last stage's
- * block and head, its groups' summed rate, or what their memory lets them hold in whole blocks);
+ * block and head, its groups' summed rate, or what their memory lets them hold in whole blocks,
+ * alone, pooled with the faster pipelines', or split with one other pipeline);
  * DP sync on the best link the plan's scope allows; the optimizer step. Plans are bounded by
  * class: scope (one node, one zone, the cluster), pipeline count P and X, the most blocks of any
  * stage. docs/planner.md ("What the search guarantees") proves each term;
@@ -154,6 +155,8 @@ typedef struct {
     double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
     double opt_block;   /* the least optimizer seconds of one block */
     double embed_blocks; /* the embedding's parameters, in blocks */
+    const double *cand; /* the scope's stage_times, n_cand of them */
+    int n_cand;
 } bound_in_t;
 
 /* Blocks per second of the U fastest groups. */
@@ -219,19 +222,82 @@ static int64_t pipeline_holds(const bound_in_t *in, double M) {
     return most;
 }
 
+/* The least blocks a pipeline's last stage gives up to the head at M (stages of at most X
+ * blocks), over the types that hold a block at M; INT64_MAX when none does. */
+static int64_t head_loss(const bound_in_t *in, double M, int X) {
+    int64_t loss = INT64_MAX;
+    for (int i = 0; i < in->n; i++) {
+        const int64_t h = holds(in->ty[i].c, M, false, X), lost = h - holds(in->ty[i].c, M, true, X);
+        if (h > 0 && lost < loss) loss = lost;
+    }
+    return loss;
+}
+
 /* An upper bound on the blocks j pipelines hold together with every stage no slower than M and of
- * at most X blocks: the at most j L groups holding the most, less, for each pipeline's last stage,
- * the least any type loses by running the head. */
+ * at most X blocks: the at most j L groups holding the most, less each pipeline's head_loss. */
 static int64_t pooled_holds(const bound_in_t *in, int64_t j, double M, int X) {
-    int64_t h[in->n], count[in->n], loss = INT64_MAX;
+    int64_t h[in->n], count[in->n];
+    const int64_t loss = head_loss(in, M, X);
+    if (loss == INT64_MAX) return 0;
     for (int i = 0; i < in->n; i++) {
         h[i] = holds(in->ty[i].c, M, false, X);
         count[i] = in->ty[i].count;
-        const int64_t lost = h[i] - holds(in->ty[i].c, M, true, X);
-        if (h[i] > 0 && lost < loss) loss = lost;
     }
-    if (loss == INT64_MAX) return 0;
     return take_most(h, count, in->n, j * in->L) - j * loss;
+}
+
+/* Whether a group of type i costs the second pipeline fewer blocks (d) per block it gives the
+ * first (a) than one of type k; types that give the first nothing go last. */
+static bool costs_less(const double *a, const double *d, int i, int k) {
+    if (a[k] == 0) return a[i] > 0;
+    return a[i] > 0 && d[i] * a[k] < d[k] * a[i];
+}
+
+/* Whether two pipelines with largest stages M1 <= M2 (each of at most X blocks) fit the scope's
+ * groups, fractionally: the first needs L blocks (plus its head_loss) at M1 and takes the groups
+ * that cost the second the fewest blocks per block it gains (a fractional knapsack: the greedy
+ * is exact), the second needs L (plus its head_loss) from the rest at M2. */
+static bool pair_fits(const bound_in_t *in, int X, double M1, double M2) {
+    const int64_t loss1 = head_loss(in, M1, X), loss2 = head_loss(in, M2, X);
+    if (loss1 == INT64_MAX || loss2 == INT64_MAX) return false;
+    double a[in->n], d[in->n], need = (double)(in->L + loss1), rest = 0;
+    int order[in->n];
+    for (int i = 0; i < in->n; i++) {
+        a[i] = (double)holds(in->ty[i].c, M1, false, X);
+        d[i] = (double)holds(in->ty[i].c, M2, false, X);
+        rest += in->ty[i].count * d[i];
+        int j = i; /* by d / a increasing */
+        for (; j > 0 && costs_less(a, d, i, order[j - 1]); j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (int k = 0; k < in->n && need > 0; k++) {
+        const int i = order[k];
+        if (a[i] == 0) break;
+        const double take = fmin(in->ty[i].count, need / a[i]);
+        need -= take * a[i];
+        rest -= take * d[i];
+    }
+    return need <= 1e-9 && rest >= (double)(in->L + loss2) - 1e-9;
+}
+
+/* An upper bound on 1 / M_1 + 1 / M_2 over plans of two pipelines whose stages hold at most X
+ * blocks: every candidate M1 with the least M2 >= M1 that pair_fits, while 2 / M1 can still
+ * beat the best. */
+static double pair_q(const bound_in_t *in, int X) {
+    const double *c = in->cand;
+    const int n = in->n_cand;
+    double best = 0;
+    for (int i = 0; i < n && 2 / c[i] > best; i++) {
+        if (!pair_fits(in, X, c[i], c[n - 1])) continue;
+        int lo = i, hi = n - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (pair_fits(in, X, c[i], c[mid])) hi = mid;
+            else lo = mid + 1;
+        }
+        best = fmax(best, 1 / c[i] + 1 / c[lo]);
+    }
+    return best;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -388,8 +454,16 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
             limit = AH_Q_POOLED;
         }
         bool by_embedding;
-        const double pipe = pipe_bound(in, P, U, Q, S), sync = sync_bound(in, P, bw, lat, X, &by_embedding);
-        const double opt = opt_bound(in, X);
+        double pipe = pipe_bound(in, P, U, Q, S);
+        const double sync = sync_bound(in, P, bw, lat, X, &by_embedding), opt = opt_bound(in, X);
+        if (P == 2 && pipe + sync + opt < best) { /* worth the exact two-pipeline split */
+            const double pair = pair_q(in, X);
+            if (pair < Q) {
+                Q = pair;
+                limit = AH_Q_PAIR;
+                pipe = pipe_bound(in, P, U, Q, S);
+            }
+        }
         if (pipe + sync + opt >= best) continue;
         best = pipe + sync + opt;
         if (why) {
@@ -407,9 +481,11 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
  * only adds sync. Each X is first bounded with top's pooled_q (a weaker Q: looser caps), and its
  * own table built only when that could still win. q, q_top, cand: room for G + 1, G + 1 and
  * 4 L n values. */
-static double scope_bound(const bound_in_t *in, int64_t P_lo, double bw, double lat, double *q, double *q_top,
+static double scope_bound(bound_in_t *in, int64_t P_lo, double bw, double lat, double *q, double *q_top,
                           double *cand, ah_bound_terms_t *why) {
     const int L = in->L, n = stage_times(in, cand);
+    in->cand = cand;
+    in->n_cand = n;
     int64_t P_top = in->G / in->S0 < in->N ? in->G / in->S0 : in->N;
     int top = 0;
     for (int i = 0; i < in->n; i++) top = in->ty[i].c->u_any > top ? in->ty[i].c->u_any : top;

@@ -15,6 +15,7 @@ typedef enum {
     AH_Q_HEAD = 1,         /* P / h1: every last stage runs a block and the head */
     AH_Q_ONE_PIPELINE = 2, /* P / m_one: no pipeline beats the best one (memory, whole blocks) */
     AH_Q_POOLED = 3,       /* the first j pipelines hold j L blocks at M_j (whole blocks, memory) */
+    AH_Q_PAIR = 4,         /* two pipelines: the best split of the groups between them */
     AH_Q_LIMITS
 } ah_q_limit_t;
 
