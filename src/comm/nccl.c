@@ -154,26 +154,26 @@ static size_t total_of(const ah_dcomm_t *dc, const int64_t *counts) {
     return n;
 }
 
-ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
+/* The reduce-scatter (reduce) or all-gather: NCCL by parts, or the whole buffer through the host. */
+static ah_status_t sharded(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, ah_error_t *err) {
     const size_t n = total_of(dc, counts);
     if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
-    if (dc->nccl) return by_parts(dc, dev_buf, counts, 1, err);
+    if (dc->nccl) return by_parts(dc, dev_buf, counts, reduce, err);
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
-    if (s == AH_OK) s = ah_comm_reduce_scatter_f32(dc->group, dc->host, counts, err);
+    if (s == AH_OK)
+        s = reduce ? ah_comm_reduce_scatter_f32(dc->group, dc->host, counts, err)
+                   : ah_comm_allgather_f32(dc->group, dc->host, counts, err);
     if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
     return s;
 }
 
+ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
+    return sharded(dc, dev_buf, counts, 1, err);
+}
+
 ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
-    const size_t n = total_of(dc, counts);
-    if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
-    if (dc->nccl) return by_parts(dc, dev_buf, counts, 0, err);
-    ah_status_t s = staging(dc, n, err);
-    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
-    if (s == AH_OK) s = ah_comm_allgather_f32(dc->group, dc->host, counts, err);
-    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
-    return s;
+    return sharded(dc, dev_buf, counts, 0, err);
 }
 
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,

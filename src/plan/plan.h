@@ -128,6 +128,9 @@ ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
  * untied model). */
 int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs);
 int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g);
+/* The node all of the group's members are on, or -1 when they span two nodes or more (or there
+ * are none). */
+int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g);
 /* The group's name for messages: "blocks [0, 2) tp 0", "embedding tp 1". */
 const char *ah_opt_group_name(const ah_opt_group_t *g, char *buf, size_t cap);
 /* Sets p's sharded groups to every DP group of the plan with more than one member, shares in

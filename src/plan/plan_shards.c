@@ -51,6 +51,16 @@ int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_
     return members(p, g, devs, NULL);
 }
 
+int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g) {
+    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+    const int n = devs ? members(p, g, devs, NULL) : 0;
+    int node = n > 0 ? devs[0].node : -1;
+    for (int i = 1; i < n; i++)
+        if (devs[i].node != node) node = -1;
+    free(devs);
+    return node;
+}
+
 int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g) {
     const ah_model_t *m = &p->model;
     const int t = p->tp;

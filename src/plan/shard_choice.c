@@ -43,17 +43,11 @@ static ah_status_t headroom_all(const ah_eval_t *e, const ah_plan_t *even, doubl
 
 /* Drops p's sharded groups whose members are all on one node. */
 static void keep_spread(ah_plan_t *p) {
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
     int kept = 0;
-    for (int k = 0; devs && k < p->n_opt_groups; k++) {
-        const int n = ah_opt_group_members(p, &p->opt_groups[k], devs);
-        bool spread = false;
-        for (int i = 1; i < n; i++) spread |= devs[i].node != devs[0].node;
-        if (spread) p->opt_groups[kept++] = p->opt_groups[k];
+    for (int k = 0; k < p->n_opt_groups; k++)
+        if (ah_opt_group_one_node(p, &p->opt_groups[k]) < 0) p->opt_groups[kept++] = p->opt_groups[k];
         else free(p->opt_groups[k].shares);
-    }
-    if (devs) p->n_opt_groups = kept;
-    free(devs);
+    p->n_opt_groups = kept;
 }
 
 /* out = p with shares (weight NULL: even; spread_only: over two nodes at least), evaluated. */

@@ -82,23 +82,17 @@ static void plan_hash(const ah_plan_t *p, char *out, size_t cap) {
  * would take the only copy of its parts. The message names the group and the node. */
 static ah_status_t sharded_durable(const ah_plan_t *p, const ah_ckpt_opts_t *o, ah_error_t *err) {
     if (p->n_opt_groups == 0 || !o->local_root || o->cloud) return AH_OK;
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    if (!devs) return ah_error_set(err, AH_ERR_OOM, "no host memory to check the optimizer's shards");
-    ah_status_t s = AH_OK;
-    for (int k = 0; k < p->n_opt_groups && s == AH_OK; k++) {
-        const int n = ah_opt_group_members(p, &p->opt_groups[k], devs);
-        bool two = false;
-        for (int i = 1; i < n; i++) two |= devs[i].node != devs[0].node;
+    for (int k = 0; k < p->n_opt_groups; k++) {
+        const int node = ah_opt_group_one_node(p, &p->opt_groups[k]);
         char name[64];
-        if (!two && n > 0)
-            s = ah_error_set(err, AH_ERR_USAGE,
-                             "the optimizer's group %s is sharded over devices of node %s only: its checkpoints would be on "
-                             "that node's disk alone, and the node's loss would lose them; give --cloud, or place the "
-                             "group's members on two nodes, or drop its optimizer_shards",
-                             ah_opt_group_name(&p->opt_groups[k], name, sizeof name), p->cluster.nodes[devs[0].node].name);
+        if (node >= 0)
+            return ah_error_set(err, AH_ERR_USAGE,
+                                "the optimizer's group %s is sharded over devices of node %s only: its checkpoints would be "
+                                "on that node's disk alone, and the node's loss would lose them; give --cloud, or place the "
+                                "group's members on two nodes, or drop its optimizer_shards",
+                                ah_opt_group_name(&p->opt_groups[k], name, sizeof name), p->cluster.nodes[node].name);
     }
-    free(devs);
-    return s;
+    return AH_OK;
 }
 
 ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
