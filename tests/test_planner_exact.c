@@ -318,9 +318,9 @@ static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *t
 }
 
 /* What bound the pairs checked: [0, AH_Q_LIMITS) what bounds Q in the bubble term, then the
- * compute term, the binding class's worst link (intra, inter-node, inter-zone), the embedding's
- * sync and the fill's p2p hops. */
-enum { B_COMPUTE = AH_Q_LIMITS, B_LINK, B_EMBED = B_LINK + 3, B_P2P, B_COUNT };
+ * compute term, the group fill, the binding class's worst link (intra, inter-node, inter-zone),
+ * the embedding's sync and the fill's p2p hops. */
+enum { B_COMPUTE = AH_Q_LIMITS, B_GROUP_FILL, B_LINK, B_EMBED = B_LINK + 3, B_P2P, B_COUNT };
 static int binds[B_COUNT];
 
 /* The lower bound of every (t, m) is at most that (t, m)'s brute-force optimum (a stronger check
@@ -337,7 +337,7 @@ static int check_bounds(int i, const ah_model_t *m, const ah_cluster_t *c, const
             ah_bound_terms_t why;
             const double lb = ah_planner_bound_terms(m, c, &tm, t, NULL, &why);
             CHECK_NEAR(lb, ah_planner_lower_bound(m, c, &tm, t, NULL), 0);
-            binds[why.by_compute ? B_COMPUTE : why.q_limit]++;
+            binds[why.by_compute ? B_COMPUTE : why.by_group_fill ? B_GROUP_FILL : why.q_limit]++;
             if (why.link >= 0) binds[B_LINK + why.link]++;
             binds[B_EMBED] += why.sync_by_embedding;
             binds[B_P2P] += why.fill_p2p > 0;
@@ -426,7 +426,7 @@ int main(void) {
            "checked on %d (TP, micro-batch) pairs\n",
            solved, feasible, at_limit_gpus, at_limit_layers, total_plans, bounds_checked);
     static const char *what[B_COUNT] = {"the groups' rate", "the head", "the best one pipeline",
-                                        "the pooled pipelines", "the two pipelines' split", "the compute term", "intra-node", "inter-node",
+                                        "the pooled pipelines", "the two pipelines' split", "the compute term", "the group fill", "intra-node", "inter-node",
                                         "inter-zone", "the embedding's sync", "the fill's p2p"};
     printf("what bound them (each checked against its brute-force optimum above):");
     for (int k = 0; k < B_COUNT; k++) {

@@ -2,8 +2,9 @@
  * must pay — compute with its TP communication and the head; the 1F1B bubble implied by how fast
  * P pipelines can turn micro-batches over (no pipeline's largest stage beats its last stage's
  * block and head, its groups' summed rate, or what their memory lets them hold in whole blocks,
- * alone, pooled with the faster pipelines', or split with one other pipeline);
- * DP sync on the best link the plan's scope allows; the optimizer step. Plans are bounded by
+ * alone, pooled with the faster pipelines', or split with one other pipeline); the group fill
+ * (every pipeline fills at its own groups' rates, its hops included); DP sync on the best link
+ * the plan's scope allows; the optimizer step. Plans are bounded by
  * class: scope (one node, one zone, the cluster), pipeline count P and X, the most blocks of any
  * stage. docs/planner.md ("What the search guarantees") proves each term;
  * tests/test_planner_exact.c checks it against the brute-force optimum of every (t, m) and that
@@ -77,13 +78,14 @@ static void type_costs(const ah_cost_ctx_t *ctx, type_cost_t *tc) {
     }
 }
 
-/* The least time one micro-batch's activation takes between two stages, on any link. */
-static double p2p_least(const ah_cost_ctx_t *ctx) {
+/* The least time one micro-batch's activation takes between two stages, on any link from
+ * `from` on (AH_LINK_INTRA: any link; AH_LINK_INTER_NODE: between nodes). */
+static double p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
     const ah_cluster_t *c = ctx->cluster;
     double least = INFINITY;
     for (int a = 0; a < c->n_types; a++)
         for (int b = 0; b < c->n_types; b++)
-            for (int k = AH_LINK_INTRA; k <= AH_LINK_INTER_ZONE; k++)
+            for (int k = from; k <= AH_LINK_INTER_ZONE; k++)
                 least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
     return least;
 }
@@ -95,7 +97,8 @@ static double p2p_least(const ah_cost_ctx_t *ctx) {
  * groups per type; scopes with equal counts and link are one. */
 typedef struct {
     int k;
-    int *count; /* [n_types] groups */
+    int *count;     /* [n_types] groups */
+    bool spread;    /* no node holds two of its groups: every hop between stages leaves a node */
 } scope_t;
 
 /* Zone of each node: the index of the first node in its zone. */
@@ -115,12 +118,19 @@ static int add_scope(const ah_cost_ctx_t *ctx, const int *zone, int k, int z, in
     const int nt = c->n_types;
     int *count = counts + (size_t)n * nt;
     memset(count, 0, sizeof(int) * (size_t)nt);
+    bool spread = true;
     for (int i = 0; i < c->n_nodes; i++)
-        if ((node >= 0 && i == node) || (node < 0 && (z < 0 || zone[i] == z)))
-            count[c->nodes[i].type] += ah_node_groups(c, i, ctx->t, ctx->train->precision);
+        if ((node >= 0 && i == node) || (node < 0 && (z < 0 || zone[i] == z))) {
+            const int g = ah_node_groups(c, i, ctx->t, ctx->train->precision);
+            count[c->nodes[i].type] += g;
+            spread = spread && g <= 1;
+        }
     for (int s = 0; s < n; s++)
-        if (sc[s].k == k && memcmp(sc[s].count, count, sizeof(int) * (size_t)nt) == 0) return n;
-    sc[n] = (scope_t){k, count};
+        if (sc[s].k == k && memcmp(sc[s].count, count, sizeof(int) * (size_t)nt) == 0) {
+            sc[s].spread = sc[s].spread && spread; /* one bound for both: the weaker hop */
+            return n;
+        }
+    sc[n] = (scope_t){k, count, spread};
     return n + 1;
 }
 
@@ -152,6 +162,9 @@ typedef struct {
     double kappa;     /* the least head time in blocks of its own group: min h / b */
     double h1;        /* the least time of a last stage: one block and the head */
     double p2p_min;
+    double p2p_between; /* the least p2p between nodes */
+    double hop_min;   /* the least p2p hop between two stages of the scope: p2p_min, or
+                       * p2p_between when no node of the scope holds two groups */
     double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
     double opt_block;   /* the least optimizer seconds of one block */
     double embed_blocks; /* the embedding's parameters, in blocks */
@@ -414,6 +427,43 @@ static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, i
     return fmax((double)in->N * W / rate_of(in, U), fill_bound(in, S) + (double)(in->N - P) / Q);
 }
 
+/* The group fill: the least T at which plans of P pipelines whose stages hold at most X blocks
+ * can run N micro-batches, each pipeline filling at its own groups' rates. Pipeline p runs
+ * n_p - 1 <= (T - C_p - 2 H_p) / M_p micro-batches after its first (H_p: its hops). A stage of
+ * x_s blocks of work (its blocks; the last stage also kappa for the head) has x_s b_s <= c_s <=
+ * M_p, sum_s x_s = W, and each stage but the last pays a hop of at least p, x_s / x_g of it with
+ * x_g = min(X, u_any) >= x_s; so (T - C_p - 2 H_p) / M_p <= sum_s (x_s / M_p)(T / W - b_s -
+ * 2 p / x_g) + (the last stage's hop it does not pay) <= sum_s f_g(T) + e, where f_g(T) =
+ * (T / W - b_g - 2 p / x_g)^+ / b_g (x_s / M_p <= 1 / b_s) and e = max_g 2 p / (x_g b_g). The
+ * groups are disjoint, so N - P <= sum over every group of f_g(T) + P e: piecewise linear in
+ * T / W, increasing, solved segment by segment. A group too slow to gain anything counts 0, so
+ * the term says what slow groups cost in fill that the rate term pools away. */
+static double group_fill_bound(const bound_in_t *in, int64_t P, int X) {
+    double a[in->n], slope[in->n], e = 0; /* a: where a type's f_g starts to grow, in T / W */
+    int n = 0;
+    for (int i = 0; i < in->n; i++) {
+        const type_cost_t *c = in->ty[i].c;
+        const int x = c->u_any < X ? c->u_any : X;
+        if (x < 1) continue; /* holds no block: not in any pipeline */
+        e = fmax(e, 2 * in->hop_min / (x * c->b));
+        int j = n++; /* by a increasing */
+        const double ai = c->b + 2 * in->hop_min / x;
+        for (; j > 0 && a[j - 1] > ai; j--) a[j] = a[j - 1], slope[j] = slope[j - 1];
+        a[j] = ai;
+        slope[j] = in->ty[i].count / c->b;
+    }
+    const double need = (double)(in->N - P) - (double)P * e, W = in->L + in->kappa;
+    if (n == 0 || need <= 0) return 0;
+    double s = 0, cut = 0; /* on [a_k, a_(k+1)]: sum f_g = s (T / W) - cut */
+    for (int k = 0; k < n; k++) {
+        s += slope[k];
+        cut += slope[k] * a[k];
+        const double tau = (need + cut) / s;
+        if (k == n - 1 || tau <= a[k + 1]) return tau * W;
+    }
+    return 0; /* not reached */
+}
+
 /* Q_P >= sum_p 1 / M_p for P = 1 .. P_max pipelines whose stages hold at most X blocks (into
  * q[P]; room for P_max + 1): with the pipelines sorted by M_p, the first j of them hold j L blocks
  * at M_j, so M_j is at least m_j, the least candidate M at which pooled_holds reaches j L, and at
@@ -465,11 +515,16 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
             }
         }
         if (pipe + sync + opt >= best) continue;
+        const double group_fill = group_fill_bound(in, P, X);
+        const bool by_group_fill = group_fill > pipe;
+        pipe = fmax(pipe, group_fill);
+        if (pipe + sync + opt >= best) continue;
         best = pipe + sync + opt;
         if (why) {
-            *why = (ah_bound_terms_t){.pipe = pipe, .sync = sync, .opt = opt, .P = P, .X = X, .q_limit = limit};
-            why->by_compute = pipe == (double)in->N * (L + in->kappa) / rate_of(in, U);
-            why->fill_p2p = why->by_compute ? 0 : 2.0 * (S - 1) * in->p2p_min;
+            *why = (ah_bound_terms_t){.pipe = pipe, .sync = sync, .opt = opt, .P = P, .X = X, .q_limit = limit,
+                                      .by_group_fill = by_group_fill};
+            why->by_compute = !by_group_fill && pipe == (double)in->N * (L + in->kappa) / rate_of(in, U);
+            why->fill_p2p = why->by_compute || by_group_fill ? 0 : 2.0 * (S - 1) * in->p2p_min;
             why->sync_by_embedding = by_embedding;
         }
     }
@@ -560,7 +615,8 @@ static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
     int most = 0; /* the fewest stages that fit: S0 = ceil(L / the most blocks any stage holds) */
     for (int i = 0; i < in->n; i++) most = in->ty[i].c->u_any > most ? in->ty[i].c->u_any : most;
     in->S0 = most > 0 ? (in->L + most - 1) / most : INT32_MAX;
-    in->p2p_min = p2p_least(ctx);
+    in->p2p_min = p2p_least(ctx, AH_LINK_INTRA);
+    in->p2p_between = p2p_least(ctx, AH_LINK_INTER_NODE);
     const double grad_elt = (double)ah_precision_elt_bytes(ctx->train->precision);
     const int64_t p_block = ah_layer_params(ctx->model, AH_LAYER_BLOCK, ctx->t);
     in->grad_block = (double)p_block * grad_elt;
@@ -593,6 +649,7 @@ double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *clust
         for (int s = 0; s < n; s++) {
             scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
             if (in.G == 0) continue;
+            in.hop_min = mem.sc[s].spread ? in.p2p_between : in.p2p_min;
             double bw, lat;
             scope_link(cluster, &mem.sc[s], &bw, &lat);
             /* one pipeline has no DP sync, and the whole cluster holds every one */

@@ -30,7 +30,8 @@ typedef struct ah_bound_terms {
     int64_t P;           /* its pipelines */
     int X;               /* the most blocks of any of its stages */
     int link;            /* its worst link (ah_link_t); -1 when nothing fits and total = compute */
-    bool by_compute;     /* the pipeline part is N W / R_U (else the bubble, C + (N - P) / Q) */
+    bool by_compute;     /* the pipeline part is N W / R_U (else the bubble, C + (N - P) / Q, or the group fill) */
+    bool by_group_fill;  /* the pipeline part is the group fill: every pipeline filling at its own groups' rates */
     int q_limit;         /* ah_q_limit_t: what bounds Q in the bubble term */
 } ah_bound_terms_t;
 
