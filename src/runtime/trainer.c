@@ -1,4 +1,5 @@
-/* One rank's training loop: 1F1B over non-blocking p2p, layer-wise DP sync, clipping, AdamW. */
+/* One rank's training loop: 1F1B over non-blocking p2p, layer-wise DP sync, clipping, AdamW; its
+ * communicators and data-parallel groups are runtime/dp_groups.c's. */
 #include "runtime/trainer.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include "ckpt/test_hook.h"
 #include "core/json.h"
 #include "core/timing.h"
+#include "runtime/dp_groups.h"
 #include "runtime/emulate.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
@@ -38,205 +40,6 @@ double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
     return lr_min + (o->lr - lr_min) * 0.5 * (1.0 + cos(3.141592653589793 * (p > 1 ? 1 : p)));
 }
 
-
-/* DP groups by number: segment g is g; then the first stages' (embedding), the last stages'
- * (head) and the tied matrix's groups. */
-enum { GROUP_FIRST = 0, GROUP_LAST = 1, GROUP_TIED = 2 };
-
-/* The DP group that sums tensor x's gradient (spec/arch.h's gradient group and layer). */
-static int group_id(const ah_trainer_t *tr, const ah_tensor_t *x) {
-    const int G = tr->layout.n_segments;
-    if (ah_tensor_tied(x, &tr->plan->model)) return G + GROUP_TIED;
-    if (x->spec->layer == AH_LAYER_EMBED) return G + GROUP_FIRST;
-    if (x->spec->layer == AH_LAYER_HEAD) return G + GROUP_LAST;
-    int g = 0;
-    while (g + 1 < G && x->block >= tr->layout.segments[g].last) g++;
-    return g;
-}
-
-static ah_group_t *group_of(ah_trainer_t *tr, int id) {
-    const int G = tr->layout.n_segments;
-    return id < G ? &tr->seg[id] : id == G + GROUP_FIRST ? &tr->first_group : id == G + GROUP_LAST ? &tr->last_group : &tr->wte_group;
-}
-
-static ah_dp_shard_t *shard_of(const ah_trainer_t *tr, int id) {
-    ah_trainer_t *t = (ah_trainer_t *)tr;
-    const int G = t->layout.n_segments;
-    return id < G ? &t->seg_shard[id] : id == G + GROUP_FIRST ? &t->first_shard : id == G + GROUP_LAST ? &t->last_shard : &t->wte_shard;
-}
-
-/* Whether this rank is a member of DP group id (from the plan, before any split). */
-static bool member_of(const ah_trainer_t *tr, int id) {
-    const int G = tr->layout.n_segments;
-    const bool first = tr->role.stage == 0, last = tr->role.stage == tr->S - 1;
-    if (id < G) return tr->layout.segments[id].stage_of[tr->role.pipeline] == tr->role.stage;
-    return id == G + GROUP_FIRST ? first : id == G + GROUP_LAST ? last : first || last;
-}
-
-/* The plan's sharded group for DP group id at this rank's TP rank, or NULL. */
-static const ah_opt_group_t *plan_group(const ah_trainer_t *tr, int id) {
-    const int G = tr->layout.n_segments;
-    const ah_opt_kind_t kind = id < G ? AH_OPT_BLOCKS
-                                 : id == G + GROUP_FIRST ? AH_OPT_EMBED
-                                 : id == G + GROUP_LAST  ? AH_OPT_HEAD
-                                                         : AH_OPT_TIED;
-    for (int k = 0; k < tr->plan->n_opt_groups; k++) {
-        const ah_opt_group_t *g = &tr->plan->opt_groups[k];
-        if (g->kind == kind && g->tp_rank == tr->role.tp_rank &&
-            (kind != AH_OPT_BLOCKS || (g->first == tr->layout.segments[id].first && g->last == tr->layout.segments[id].last)))
-            return g;
-    }
-    return NULL;
-}
-
-typedef struct {
-    int64_t begin, end;
-    int member;
-} part_t;
-
-static int by_part(const void *a, const void *b) {
-    const part_t *x = a, *y = b;
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return (x->member > y->member) - (x->member < y->member);
-}
-
-/* Shard `sh` of the plan's group g: this rank's part, the parts' lengths in part order (the group
- * communicator's rank order: *key is this rank's place), members without a share holding none. */
-static ah_status_t shard_parts(const ah_trainer_t *tr, const ah_opt_group_t *g, ah_dp_shard_t *sh, int *key,
-                               ah_error_t *err) {
-    const ah_plan_t *p = tr->plan;
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    part_t *parts = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *parts);
-    const int n = devs && parts ? ah_opt_group_members(p, g, devs) : -1;
-    sh->counts = n > 0 ? malloc((size_t)n * sizeof *sh->counts) : NULL;
-    if (!sh->counts) {
-        free(devs);
-        free(parts);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the optimizer's shards");
-    }
-    const int64_t elems = ah_opt_group_elems(p, g);
-    const ah_device_ref_t me = p->pipelines[tr->role.pipeline].stages[tr->role.stage].devices[tr->role.tp_rank];
-    int mine = -1;
-    for (int m = 0; m < n; m++) {
-        parts[m] = (part_t){elems, elems, m};
-        for (int i = 0; i < g->n_shares; i++)
-            if (g->shares[i].dev.node == devs[m].node && g->shares[i].dev.index == devs[m].index)
-                parts[m] = (part_t){g->shares[i].begin, g->shares[i].end, m};
-        if (devs[m].node == me.node && devs[m].index == me.index) mine = m;
-    }
-    qsort(parts, (size_t)n, sizeof *parts, by_part);
-    for (int k = 0; k < n; k++) {
-        sh->counts[k] = parts[k].end - parts[k].begin;
-        if (parts[k].member == mine) {
-            *key = k;
-            sh->begin = parts[k].begin;
-            sh->end = parts[k].end;
-        }
-    }
-    free(devs);
-    free(parts);
-    return AH_OK;
-}
-
-/* Appends [off, off + n) to the runs, merged with the last one when adjacent. */
-static void add_run(ah_gpt_run_t *runs, int *n_runs, int64_t off, int64_t n) {
-    if (n <= 0) return;
-    if (*n_runs > 0 && runs[*n_runs - 1].off + runs[*n_runs - 1].n == off) runs[*n_runs - 1].n += n;
-    else runs[(*n_runs)++] = (ah_gpt_run_t){off, n, 0};
-}
-
-/* From the plan alone (no communication): every DP group's span in the stage's flat buffers (one
- * contiguous range each), this rank's part of each sharded group it is in and its place in that
- * group (keys: per group id, the split key; -1 keeps the default), and the runs whose AdamW state
- * the stage keeps (*runs NULL when nothing is sharded). */
-static ah_status_t plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int *keys, ah_gpt_run_t **runs,
-                               int *n_runs, ah_error_t *err) {
-    const int n_ids = tr->layout.n_segments + 3;
-    *runs = NULL;
-    *n_runs = 0;
-    for (int id = 0; id < n_ids; id++) keys[id] = -1;
-    ah_gpt_param_t *params = malloc((size_t)(ah_model_tensor_count(&tr->plan->model) + 1) * sizeof *params);
-    int first_block;
-    const int n = params ? ah_gpt_param_list(cfg, params, &first_block) : -1;
-    if (n < 0) {
-        free(params);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the parameter list");
-    }
-    ah_status_t s = AH_OK;
-    for (int i = 0; i < n && s == AH_OK; i++) {
-        ah_dp_shard_t *sh = shard_of(tr, group_id(tr, &params[i].def));
-        if (sh->n == 0) sh->off = params[i].offset;
-        if (sh->off + sh->n != params[i].offset)
-            s = ah_error_set(err, AH_ERR_INTERNAL, "the tensors of %s's gradient group are not adjacent in the stage",
-                             params[i].def.name);
-        sh->n += params[i].n;
-    }
-    for (int id = 0; id < n_ids && s == AH_OK; id++) {
-        const ah_opt_group_t *g = tr->plan->n_opt_groups > 0 && member_of(tr, id) ? plan_group(tr, id) : NULL;
-        if (g && shard_of(tr, id)->n > 0) s = shard_parts(tr, g, shard_of(tr, id), &keys[id], err);
-    }
-    if (s == AH_OK && tr->plan->n_opt_groups > 0) {
-        if (!(*runs = malloc((size_t)(n + 1) * sizeof **runs))) s = ah_error_set(err, AH_ERR_OOM, "no host memory for the optimizer's runs");
-        for (int i = 0; s == AH_OK && i < n; i++) {
-            const ah_dp_shard_t *sh = shard_of(tr, group_id(tr, &params[i].def));
-            int64_t lo = params[i].offset, hi = lo + params[i].n;
-            if (sh->counts) {
-                lo = lo > sh->off + sh->begin ? lo : sh->off + sh->begin;
-                hi = hi < sh->off + sh->end ? hi : sh->off + sh->end;
-            }
-            add_run(*runs, n_runs, lo, hi - lo);
-        }
-    }
-    free(params);
-    return s;
-}
-
-/* A split where this rank joins group `color` (or none when color < 0). */
-static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
-    return ah_comm_split(ah_comm_world(), color, key, out, err);
-}
-
-/* The rank's communicators and its backend, collective over the world: the TP group, one group
- * per (DP segment, TP rank), the first-stage, last-stage and tied-embedding groups, then the
- * device communicators of each; the pipeline neighbours. */
-static ah_status_t open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
-                               ah_error_t *err) {
-    const ah_role_t r = tr->role;
-    const int G = tr->layout.n_segments;
-#define KEY(id, dflt) (keys[id] >= 0 ? keys[id] : (dflt)) /* a sharded group's ranks in part order */
-    ah_status_t s;
-    /* Communicators, in one order on every rank (each split is collective over the world). A
-     * setup failure on one rank must not leave the others waiting in a split, so the splits run
-     * before anything that can fail on one rank alone. */
-    if (tr->plan->tp > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
-        return s;
-    for (int g = 0; g < tr->layout.n_segments; g++) {
-        const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
-        if ((s = split(holds ? r.tp_rank : -1, KEY(g, r.pipeline), &tr->seg[g].c, err)) != AH_OK) return s;
-    }
-    const bool first = r.stage == 0, last = r.stage == tr->S - 1;
-    if ((s = split(first ? r.tp_rank : -1, KEY(G + GROUP_FIRST, r.pipeline), &tr->first_group.c, err)) != AH_OK) return s;
-    if ((s = split(last ? r.tp_rank : -1, KEY(G + GROUP_LAST, r.pipeline), &tr->last_group.c, err)) != AH_OK) return s;
-    if ((s = split(first || last ? r.tp_rank : -1, KEY(G + GROUP_TIED, tr->rank), &tr->wte_group.c, err)) != AH_OK)
-        return s;
-#undef KEY
-    /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
-     * device communicators, which are collective over their groups, in the same order. */
-    if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, tr->plan, backend, dev_index, err), err)) != AH_OK)
-        return s;
-    tr->mem.space = tr->dev.backend->space;
-    if ((s = ah_group_attach(&tr->dev, &tr->tp, err)) != AH_OK) return s;
-    for (int g = 0; g < tr->layout.n_segments; g++)
-        if ((s = ah_group_attach(&tr->dev, &tr->seg[g], err)) != AH_OK) return s;
-    if ((s = ah_group_attach(&tr->dev, &tr->first_group, err)) != AH_OK ||
-        (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
-        (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
-        return s;
-    if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
-    if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
-    return AH_OK;
-}
 
 /* The p2p buffers (per neighbour one to send and one to receive, (N, C) each), the host copies
  * MPI sends from and receives into, and a GPU's staging of token ids. */
@@ -320,12 +123,12 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len,
         .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
     ah_gpt_run_t *runs = NULL;
-    int *keys = malloc((size_t)(tr->layout.n_segments + 3) * sizeof *keys);
-    s = keys ? plan_shards(tr, &cfg, keys, &runs, &cfg.n_opt_runs, err)
+    int *keys = malloc((size_t)ah_dp_group_count(tr) * sizeof *keys);
+    s = keys ? ah_dp_plan_shards(tr, &cfg, keys, &runs, &cfg.n_opt_runs, err)
              : ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     cfg.opt_runs = runs;
     /* agreed on before the splits, which every rank must reach */
-    if ((s = ah_comm_agree(ah_comm_world(), s, err)) == AH_OK) s = open_groups(tr, backend, dev.index, keys, err);
+    if ((s = ah_comm_agree(ah_comm_world(), s, err)) == AH_OK) s = ah_dp_open_groups(tr, backend, dev.index, keys, err);
     free(keys);
     if (s == AH_OK)
         s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err);
@@ -506,56 +309,14 @@ ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t b
     return AH_OK;
 }
 
-/* Layer-wise DP sync: every rank walks the groups in one global order (segments by layer, then
- * the first-stage, last-stage and tied-embedding groups), so no two ranks wait on each other in
- * different collectives. Each group's tensors are one range of the flat buffer: one all-reduce,
- * or a reduce-scatter when the group is sharded. */
-static ah_status_t dp_sync(ah_trainer_t *tr, ah_error_t *err) {
-    float *g = tr->stage.g;
-    for (int id = 0; id < tr->layout.n_segments + 3; id++) {
-        ah_group_t *grp = group_of(tr, id);
-        const ah_dp_shard_t *sh = shard_of(tr, id);
-        if (!grp->c || sh->n == 0) continue;
-        if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
-        else TRY(ah_group_sum(grp, g + sh->off, (size_t)sh->n, err));
-    }
-    return AH_OK;
-}
-
-/* The sharded groups' all-gather of buf (laid out like the weights), in dp_sync's order: a buffer
- * of the backend (the updated weights), or a host array (host: a checkpoint's moments). */
-static ah_status_t gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err) {
-    for (int id = 0; id < tr->layout.n_segments + 3; id++) {
-        ah_group_t *grp = group_of(tr, id);
-        const ah_dp_shard_t *sh = shard_of(tr, id);
-        if (!grp->c || !sh->counts) continue;
-        TRY(host ? ah_comm_allgather_f32(grp->c, buf + sh->off, sh->counts, err)
-                 : ah_group_allgather(grp, buf + sh->off, sh->counts, err));
-    }
-    return AH_OK;
-}
-
-/* Elements [*lo, *hi) of parameter i whose summed gradient this rank holds after dp_sync: all of
- * it, or its part of a sharded group. */
-static void valid_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *hi) {
-    const ah_gpt_param_t *x = &tr->stage.params[i];
-    const ah_dp_shard_t *sh = shard_of(tr, group_id(tr, &x->def));
-    *lo = x->offset;
-    *hi = x->offset + x->n;
-    if (!sh->counts) return;
-    if (*lo < sh->off + sh->begin) *lo = sh->off + sh->begin;
-    if (*hi > sh->off + sh->end) *hi = sh->off + sh->end;
-    if (*hi < *lo) *hi = *lo;
-}
-
 /* Elements [*lo, *hi) of parameter i this rank counts in global sums (norm, dump): each unique
  * element once — TP rank 0 for TP-replicated tensors; then a sharded group's part on its owner,
  * else pipeline 0 for DP copies and stage 0 for the tied matrix. Empty (lo == hi) when none. */
 static void counted_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *hi) {
     const ah_gpt_param_t *x = &tr->stage.params[i];
-    valid_range(tr, i, lo, hi);
+    ah_dp_valid_range(tr, i, lo, hi);
     bool counted = x->def.spec->split != AH_SPLIT_REPL || tr->role.tp_rank == 0;
-    if (!shard_of(tr, group_id(tr, &x->def))->counts)
+    if (!ah_dp_shard(tr, ah_dp_group_id(tr, &x->def))->counts)
         counted = counted && tr->role.pipeline == 0 && (!ah_tensor_tied(&x->def, &tr->plan->model) || tr->role.stage == 0);
     if (!counted) *hi = *lo;
 }
@@ -570,7 +331,7 @@ static ah_status_t find_nonfinite(ah_trainer_t *tr, double loss_sum, ah_step_met
     if (tr->next < 0 && !isfinite(loss_sum)) code = 0;
     for (int i = 0; code < 0 && i < st->n_params; i++) {
         int64_t lo, hi;
-        valid_range(tr, i, &lo, &hi);
+        ah_dp_valid_range(tr, i, &lo, &hi);
         if (!isfinite(st->k->sum_squares(st->g + lo, (size_t)(hi - lo)))) code = i + 1;
     }
     int64_t *all = malloc((size_t)tr->n_ranks * sizeof *all);
@@ -602,14 +363,14 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     TRY(run_schedule(tr, step, &loss_sum, err));
     const ah_device_ref_t me = p->pipelines[tr->role.pipeline].stages[tr->role.stage].devices[tr->role.tp_rank];
     ah_test_hook("step", step, p->cluster.nodes[me.node].name); /* test-only: mid-step */
-    TRY(dp_sync(tr, err));
+    TRY(ah_dp_sync(tr, err));
     /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
      * loss scaling, the ranks that hold an overflowed (inf or nan) gradient of their own. */
     const bool scaling = tr->loss_scale > 0;
     double sums[3] = {tr->next < 0 && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0};
     for (int i = 0; i < st->n_params; i++) {
         int64_t lo, hi, c_lo, c_hi;
-        valid_range(tr, i, &lo, &hi);
+        ah_dp_valid_range(tr, i, &lo, &hi);
         counted_range(tr, i, &c_lo, &c_hi);
         if (c_lo == c_hi && !scaling) continue;
         const double ss = st->k->sum_squares(st->g + lo, (size_t)(hi - lo));
@@ -632,7 +393,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
     if (!out->nonfinite && !out->overflow) {
         ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
-        TRY(gather_shards(tr, st->w, false, err));
+        TRY(ah_dp_gather_shards(tr, st->w, false, err));
     }
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
@@ -722,8 +483,8 @@ done:
 
 ah_status_t ah_trainer_gather_moments(ah_trainer_t *tr, float *m_full, float *v_full, ah_error_t *err) {
     TRY(ah_gpt_moments_to_full(&tr->stage, m_full, v_full, err));
-    TRY(gather_shards(tr, m_full, true, err));
-    return gather_shards(tr, v_full, true, err);
+    TRY(ah_dp_gather_shards(tr, m_full, true, err));
+    return ah_dp_gather_shards(tr, v_full, true, err);
 }
 
 int64_t ah_trainer_data_position(const ah_trainer_t *tr, int64_t step) {

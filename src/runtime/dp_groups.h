@@ -1,0 +1,50 @@
+/* The trainer's communicators and data-parallel groups (runtime/trainer.c's setup and its DP
+ * walks): the TP group; one DP group per (DP segment, TP rank), the first stages' (embedding),
+ * the last stages' (head) and the tied matrix's, numbered 0 .. ah_dp_group_count - 1 in one
+ * global order; each group's span of the stage's flat buffers, and for a sharded optimizer
+ * (plan.h "optimizer_shards") this rank's part and every part's length, in part order.
+ *
+ * Ownership: the groups and shards live in the ah_trainer_t (ah_trainer_free releases them).
+ * Errors: ah_error_t, as everywhere. Collectives: ah_dp_open_groups is collective over the world
+ * (every split, then the device communicators of each group); ah_dp_sync and
+ * ah_dp_gather_shards are collective over every group this rank is in, in the global order, so
+ * no two ranks wait on each other in different collectives. The rest is local. */
+#ifndef AH_RUNTIME_DP_GROUPS_H
+#define AH_RUNTIME_DP_GROUPS_H
+
+#include "runtime/trainer.h"
+
+/* How many DP groups there are: the segments, then the first-stage, last-stage and tied groups. */
+static inline int ah_dp_group_count(const ah_trainer_t *tr) { return tr->layout.n_segments + 3; }
+
+/* The DP group that sums tensor x's gradient (spec/arch.h's gradient group and layer). */
+int ah_dp_group_id(const ah_trainer_t *tr, const ah_tensor_t *x);
+/* DP group id's communicators (.c NULL where this rank is not in it) and its shard. */
+ah_group_t *ah_dp_group(ah_trainer_t *tr, int id);
+ah_dp_shard_t *ah_dp_shard(const ah_trainer_t *tr, int id);
+
+/* From the plan alone (no communication): every DP group's span in the stage's flat buffers (one
+ * contiguous range each), this rank's part of each sharded group it is in and its place in that
+ * group (keys: per group id, room for ah_dp_group_count; -1 keeps the default order), and the
+ * runs whose AdamW state the stage keeps (*runs, malloc'd, the caller frees; NULL when nothing is
+ * sharded). */
+ah_status_t ah_dp_plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int *keys, ah_gpt_run_t **runs,
+                              int *n_runs, ah_error_t *err);
+
+/* Collective over the world: the TP group, every DP group (sharded ones with their ranks in part
+ * order, from keys), then the backend on device dev_index and the device communicators of each
+ * group; the pipeline neighbours (tr->prev, tr->next). */
+ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
+                              ah_error_t *err);
+
+/* Layer-wise DP sync of the stage's gradients: per group one all-reduce, or a reduce-scatter when
+ * it is sharded. */
+ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err);
+/* The sharded groups' all-gather of buf (laid out like the weights): a buffer of the backend (the
+ * updated weights), or a host array (host: a checkpoint's moments). */
+ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err);
+/* Elements [*lo, *hi) of the stage's parameter i whose summed gradient this rank holds after
+ * ah_dp_sync: all of it, or its part of a sharded group. */
+void ah_dp_valid_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *hi);
+
+#endif
