@@ -346,7 +346,7 @@ static int check_bounds(int i, const ah_model_t *m, const ah_cluster_t *c, const
             if (getenv("AH_TEST_BOUNDS"))
                 fprintf(stderr, "instance %d t %d m %d: bound %.6g optimum %.6g (%.1f%%) P %lld X %d link %d %s %d\n", i,
                         t, mb, lb, best_tm[t][mb], 100 * (best_tm[t][mb] / lb - 1), (long long)why.P, why.X, why.link,
-                        why.by_compute ? "compute" : "bubble", why.q_limit);
+                        why.by_compute ? "compute" : why.by_group_fill ? "group-fill" : "bubble", why.q_limit);
             checked++;
         }
     return checked;
