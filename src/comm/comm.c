@@ -15,7 +15,7 @@
 _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
                "ah_comm_req_t too small for MPI_Request");
 
-static struct ah_comm g_world = {MPI_COMM_NULL};
+static struct ah_comm g_world = {MPI_COMM_NULL, NULL};
 
 /* Seconds spent inside MPI calls so far, wall clock and the process's CPU time
  * (ah_comm_seconds): MPI_TRY times every call it makes. */
@@ -93,6 +93,8 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
 }
 
 void ah_comm_finalize(void) {
+    free(g_world.counts);
+    g_world.counts = NULL;
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Finalize();
@@ -122,7 +124,7 @@ ah_status_t ah_comm_split(ah_comm_t *parent, int color, int key, ah_comm_t **out
     MPI_Comm nc = MPI_COMM_NULL;
     MPI_TRY(MPI_Comm_split(parent->c, color < 0 ? MPI_UNDEFINED : color, key, &nc), "MPI_Comm_split");
     if (nc == MPI_COMM_NULL) return AH_OK;
-    ah_comm_t *c = malloc(sizeof *c);
+    ah_comm_t *c = calloc(1, sizeof *c);
     if (!c) {
         MPI_Comm_free(&nc);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for a communicator");
@@ -136,6 +138,7 @@ ah_status_t ah_comm_split(ah_comm_t *parent, int color, int key, ah_comm_t **out
 void ah_comm_free(ah_comm_t **c) {
     if (!*c || *c == &g_world) return;
     MPI_Comm_free(&(*c)->c);
+    free((*c)->counts);
     free(*c);
     *c = NULL;
 }
@@ -175,15 +178,14 @@ ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_e
 /* counts (one per group rank) as MPI's int counts and displacements; NULL after an error. */
 static int *int_counts(ah_comm_t *c, const int64_t *counts, int **displs, ah_error_t *err) {
     const int n = ah_comm_size(c);
-    int *cnt = malloc(2 * (size_t)n * sizeof *cnt);
-    if (!cnt) {
+    if (!c->counts && !(c->counts = malloc(2 * (size_t)n * sizeof *c->counts))) {
         ah_error_set(err, AH_ERR_OOM, "no host memory for %d collective counts", n);
         return NULL;
     }
+    int *cnt = c->counts;
     int64_t at = 0;
     for (int k = 0; k < n; k++) {
         if (counts[k] < 0 || counts[k] > INT_MAX || at > INT_MAX) {
-            free(cnt);
             ah_error_set(err, AH_ERR_INTERNAL, "a collective part of %lld floats at %lld exceeds MPI's int counts",
                          (long long)counts[k], (long long)at);
             return NULL;
@@ -207,7 +209,6 @@ ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *
     const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
     if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
     if (rc == MPI_SUCCESS) memmove(buf + displs[me], buf, (size_t)cnt[me] * sizeof *buf);
-    free(cnt);
     return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Ireduce_scatter");
 }
 
@@ -219,7 +220,6 @@ ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *count
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displs, MPI_FLOAT, c->c, &r);
     const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
     if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
-    free(cnt);
     return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Iallgatherv");
 }
 

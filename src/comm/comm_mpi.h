@@ -8,6 +8,8 @@
 
 struct ah_comm {
     MPI_Comm c;
+    int *counts; /* 2 x size ints: an uneven collective's counts and displacements, allocated on
+                  * the first one (comm.c int_counts) and kept, so a step allocates nothing */
 };
 
 static inline MPI_Comm ah_comm_mpi(const ah_comm_t *c) { return c->c; }
