@@ -1,0 +1,290 @@
+/* A checkpoint session's resume from the cheapest tier (runtime/ckpt_io.h: the contract;
+ * ckpt_session.h: the state it shares with the save). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/peer.h"
+#include "ckpt/placement.h"
+#include "ckpt/policy.h"
+#include "ckpt/reshard.h"
+#include "ckpt/restore.h"
+#include "ckpt/s3.h"
+#include "ckpt/safetensors.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/timing.h"
+#include "runtime/ckpt_session.h"
+#include "runtime/protocol.h"
+
+static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
+                              ah_error_t *err) {
+    ah_gpt_stage_t *st = &s->tr->stage;
+    const int t = st->cfg.t, k = st->cfg.tp_rank;
+    /* Loaded into host buffers (the stage's own on the CPU, copies uploaded at the end on a GPU;
+     * read first, so tensors no group covers keep their values). */
+    float *dev[3] = {st->w, st->m, st->v}, *bufs[3] = {NULL, NULL, NULL};
+    ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
+    int idx[AH_RESHARD_MAX_PIECES];
+    ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
+    /* A sharded optimizer: whole moments are read into host arrays, its own parts kept after. */
+    const bool sharded = s->tr->plan->n_opt_groups > 0;
+    for (int b = 0; b < 3 && r == AH_OK; b++)
+        if (b == 0 || !sharded) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
+        else if (!(bufs[b] = calloc((size_t)st->n_elems, sizeof(float))))
+            r = ah_error_set(err, AH_ERR_OOM, "no host memory to load %lld AdamW moments", (long long)st->n_elems);
+    if (sharded && r == AH_OK) r = ah_gpt_moments_to_full(st, bufs[1], bufs[2], err); /* what no shard covers stays */
+    for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
+        const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
+        int opened = 0;
+        for (; opened < nf && r == AH_OK; opened++)
+            if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
+        for (int i = 0; i < st->n_params && r == AH_OK; i++) {
+            const ah_gpt_param_t *x = &st->params[i];
+            if (!in_group(&x->def, gs[gi])) continue;
+            for (int b = 0; b < 3 && r == AH_OK; b++)
+                r = ah_reshard_load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
+        }
+        for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
+        p += nf;
+    }
+    if (sharded && r == AH_OK) r = ah_gpt_moments_from_full(st, bufs[1], bufs[2], err);
+    for (int b = 0; b < 3; b++) {
+        if (!bufs[b]) continue;
+        if (b > 0 && sharded) {
+            free(bufs[b]);
+            continue;
+        }
+        const ah_status_t u = ah_gpt_host_done(st, dev[b], bufs[b], r == AH_OK, err);
+        if (r == AH_OK) r = u;
+    }
+    free(fs);
+    return r;
+}
+
+/* Removes the staging directory of a resume (its files were loaded). */
+static void remove_staging(const char *staging, int64_t step) {
+    char dir[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(dir, sizeof dir, staging, step) >= 0) ah_fs_rm_tree(dir, NULL);
+    rmdir(staging); /* when empty */
+}
+
+/* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
+static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
+                           ah_error_t *err) {
+    const ah_model_t *m = &p->model;
+    const int max_names = (2 + (int)m->n_layer) * AH_RESHARD_MAX_PIECES;
+    char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
+    const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
+    int64_t best = -1;
+    *T_out = 0;
+    for (int T = 1; names && ptrs && T <= AH_MAX_TP; T++) {
+        int64_t step;
+        ah_ckpt_meta_t mt;
+        ah_error_t e2;
+        if (ah_model_check_tp(m, T, &e2) != AH_OK) continue; /* no plan saves at this degree */
+        const int n = ah_placement_model_names(m, T, names);
+        for (int i = 0; i < n; i++) ptrs[i] = names[i];
+        if (ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2) != AH_OK) {
+            if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
+            continue;
+        }
+        if (step > best || (step == best && T == p->tp)) {
+            best = step;
+            *T_out = T;
+            *meta = mt;
+        }
+    }
+    free(names);
+    free(ptrs);
+    return best;
+}
+
+/* What this rank reads for step's groups saved at degree T: its groups (with the embedding on a
+ * last stage), the files they are read from, and where the catalog puts each. */
+typedef struct {
+    ah_shard_group_t *gs;
+    int ng;
+    char (*names)[AH_CKPT_NAME_MAX];
+    const char **ptrs; /* names, as the catalog takes them */
+    char (*paths)[AH_CKPT_PATH_MAX];
+    int n;
+} wanted_t;
+
+static ah_status_t wanted_build(const ah_ckpt_session_t *s, int T, wanted_t *w, ah_error_t *err) {
+    const int t = s->tr->plan->tp, k = s->tr->role.tp_rank;
+    int idx[AH_RESHARD_MAX_PIECES];
+    memset(w, 0, sizeof *w);
+    w->gs = groups_alloc(s);
+    w->ng = w->gs ? ah_placement_groups(&s->place, s->tr->rank, true, w->gs) : 0;
+    const size_t cap = (size_t)w->ng * AH_RESHARD_MAX_PIECES;
+    w->names = calloc(cap, sizeof *w->names);
+    w->ptrs = calloc(cap, sizeof *w->ptrs);
+    w->paths = calloc(cap, sizeof *w->paths);
+    if (!w->gs || !w->names || !w->ptrs || !w->paths)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the resume lists");
+    for (int gi = 0; gi < w->ng; gi++) {
+        const int nf = ah_reshard_pieces(&s->tr->plan->model, w->gs[gi], T, t, k, idx);
+        for (int j = 0; j < nf; j++, w->n++) {
+            ah_shard_group_name(w->names[w->n], w->gs[gi], T, idx[j]);
+            w->ptrs[w->n] = w->names[w->n];
+        }
+    }
+    return AH_OK;
+}
+
+static void wanted_free(wanted_t *w) {
+    free(w->gs);
+    free(w->names);
+    free(w->ptrs);
+    free(w->paths);
+}
+
+/* The catalog of every tier (this node's disk, the peers, the cloud) and the step it restores:
+ * *step -1 with *why when no tier has a complete one. Not collective (the peer tier is open). */
+static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const char *staging, ah_s3_t **s3,
+                                ah_ckpt_catalog_t **cat, int64_t *step, int *T, ah_ckpt_meta_t *meta, char *why,
+                                size_t why_cap, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    ah_status_t st = s->cloud ? ah_s3_open(&s->s3cfg, s3, err) : AH_OK;
+    if (st == AH_OK) {
+        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
+        src.cloud_url = s->url;
+        st = ah_ckpt_catalog_open(&src, cat, err);
+    }
+    if (st != AH_OK) return st;
+    ah_error_t e2 = {0};
+    *step = choose_step(*cat, tr->plan, T, meta, &e2);
+    if (*step < 0) snprintf(why, why_cap, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
+    if (*step >= 0 && meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
+                            "trains %s; resume with a plan for that model, or use another --local-root",
+                            (long long)*step, meta->model.name, tr->plan->model.name);
+    json_t *data = *step >= 0 && meta->data[0] ? json_loads(meta->data, 0, NULL) : NULL;
+    if (data && ah_dataset_check_same(tr->data, data, err) != AH_OK) {
+        json_decref(data);
+        return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",
+                               (long long)*step);
+    }
+    json_decref(data);
+    return AH_OK;
+}
+
+/* Collective: every rank chose the same (step, T). */
+static ah_status_t agree_step(int64_t step, int T, ah_error_t *err) {
+    int64_t v[4] = {step, T, -step, -(int64_t)T};
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), v, 4, err);
+    if (st == AH_OK && (v[0] != -v[2] || v[1] != -v[3]))
+        st = ah_error_set(err, AH_ERR_INVALID, "ranks see different newest checkpoints (steps %lld..%lld); "
+                          "a tier changed during the resume, try again", (long long)-v[2], (long long)v[0]);
+    return st;
+}
+
+/* This rank's shards of step from the cheapest tiers (the peer exchange is collective), loaded. */
+static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t *cat, int64_t step, int T,
+                                  const char *staging, ah_ckpt_restore_stats_t *stats, ah_error_t *err) {
+    wanted_t w;
+    char dir[AH_CKPT_PATH_MAX];
+    ah_status_t st = wanted_build(s, T, &w, err);
+    /* The node's disk may be new (an empty node, or one whose directory went with it): the staging
+     * directory with its parents, agreed on before the collective fetch. */
+    if (st == AH_OK && ah_ckpt_step_dir(dir, sizeof dir, staging, step) < 0)
+        st = ah_error_set(err, AH_ERR_IO, "%s: path too long", staging);
+    if (st == AH_OK && (st = ah_fs_mkdirs(dir, err)) != AH_OK)
+        ah_error_prefix(err, "the restore staging directory");
+    if ((st = ah_comm_agree(ah_comm_world(), st, err)) == AH_OK)
+        st = ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err);
+    if (st == AH_OK) st = load_stage(s, w.gs, w.ng, T, w.paths, err);
+    wanted_free(&w);
+    return ah_comm_agree(ah_comm_world(), st, err);
+}
+
+/* The "recover" event (rank 0): figures over the job, bytes, files and fallbacks summed, seconds
+ * as the slowest rank saw them. Collective. */
+static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah_ckpt_restore_stats_t *stats,
+                                 bool found, int64_t step, int T, const ah_ckpt_meta_t *meta, const char *why,
+                                 json_t **event, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    double sums[7];
+    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        sums[i] = (double)stats->bytes[i];
+        sums[3 + i] = stats->files[i];
+        maxes[1 + i] = (int64_t)(stats->seconds[i] * 1e6);
+    }
+    sums[6] = stats->fallbacks;
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
+    if (st != AH_OK || tr->rank != 0 || !event) return st;
+    *event = json_pack("{s:s, s:I, s:b, s:f}", AH_PROTO_EVENT, AH_PROTO_EV_RECOVER, AH_PROTO_STEP, (json_int_t)(found ? step : 0), "found",
+                       found, AH_PROTO_RECOVER_SECONDS, (double)maxes[0] * 1e-6);
+    json_t *b = json_object(), *f = json_object(), *sec = json_object();
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
+        json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
+        json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
+    }
+    json_object_set_new(*event, AH_PROTO_RECOVER_BYTES, b);
+    json_object_set_new(*event, AH_PROTO_RECOVER_FILES, f);
+    json_object_set_new(*event, AH_PROTO_RECOVER_TIER_SECONDS, sec);
+    json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
+    if (found) {
+        json_object_set_new(*event, "tp_from", json_integer(T));
+        json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
+        json_object_set_new(*event, "data_position", json_integer(meta->data_position));
+        json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
+        if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
+    } else {
+        json_object_set_new(*event, AH_PROTO_RECOVER_NOTE, json_string(why));
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
+                                   ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    const double t0 = ah_now_s();
+    *start = 0;
+    *found = false;
+    if (event) *event = NULL;
+    ah_ckpt_peer_tier_t *peers = NULL;
+    ah_s3_t *s3 = NULL;
+    ah_ckpt_catalog_t *cat = NULL;
+    char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
+    ah_ckpt_restore_stats_t stats;
+    memset(&stats, 0, sizeof stats);
+    ah_ckpt_meta_t meta;
+    memset(&meta, 0, sizeof meta);
+    int64_t step = -1;
+    int T = 0;
+    ah_status_t st = AH_OK;
+    if (!s->o.local_root) {
+        /* Nothing to restore from without a disk to stage on; say so like an empty checkpoint. */
+        snprintf(why, sizeof why, "no --local-root");
+    } else {
+        snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
+        if ((st = ah_ckpt_peer_open(&s->place, tr->rank, s->node_root, s->node_rank == 0, &peers, err)) != AH_OK)
+            goto done;
+        /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
+        const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
+        st = open_catalog(s, &hooks, staging, &s3, &cat, &step, &T, &meta, why, sizeof why, err);
+        if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
+            goto done;
+        if (step >= 0 && (st = restore_shards(s, cat, step, T, staging, &stats, err)) != AH_OK) goto done;
+        if (step >= 0) {
+            ah_trainer_set_data_position(tr, step, meta.data_position);
+            s->last_saved = step;
+            *start = step;
+            *found = true;
+        }
+    }
+    st = recover_event(s, t0, &stats, *found, step, T, &meta, why, event, err);
+done:
+    if (*found) remove_staging(staging, step);
+    ah_ckpt_catalog_free(cat);
+    ah_s3_close(s3);
+    ah_ckpt_peer_close(peers);
+    return st;
+}
