@@ -1,0 +1,161 @@
+/* The planner's candidates (planner.h, ah_cand_t): a set of pipelines, each a list of TP
+ * groups by node, grown and copied by the searches; scored with the stage table's costs (the
+ * search's own value) and built into a plan. */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+#include "core/vec.h"
+
+void ah_cand_free(ah_cand_t *c) {
+    free(c->S);
+    free(c->off);
+    free(c->node);
+    free(c->n);
+    free(c->caps);
+    memset(c, 0, sizeof *c);
+}
+
+bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) {
+    /* S, off and n share cap_P: each grows from it to the same capacity */
+    int cap_s = c->cap_P, cap_off = c->cap_P, cap_n = c->cap_P;
+    if (!ah_grow(&c->S, &cap_s, c->P + 1, sizeof *c->S) || !ah_grow(&c->off, &cap_off, c->P + 1, sizeof *c->off) ||
+        !ah_grow(&c->n, &cap_n, c->P + 1, sizeof *c->n))
+        return false;
+    c->cap_P = cap_s;
+    if (!ah_grow(&c->node, &c->cap_stages, c->n_stages + S, sizeof *c->node)) return false;
+    c->S[c->P] = S;
+    c->off[c->P] = c->n_stages;
+    c->n[c->P] = 0;
+    memcpy(c->node + c->n_stages, nodes, sizeof(int) * (size_t)S);
+    c->n_stages += S;
+    c->P++;
+    return true;
+}
+
+bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len) {
+    ah_cand_free(dst);
+    for (int p = 0; p < src->P; p++)
+        if (!ah_cand_push(dst, src->S[p], src->node + src->off[p])) return false;
+    memcpy(dst->n, src->n, sizeof(int64_t) * (size_t)src->P);
+    if (src->caps) {
+        dst->caps = malloc(sizeof(int) * (size_t)caps_len);
+        if (!dst->caps) return false;
+        memcpy(dst->caps, src->caps, sizeof(int) * (size_t)caps_len);
+    }
+    return true;
+}
+
+int ah_node_groups(const ah_cluster_t *c, int node, int t, ah_precision_t p) {
+    return ah_gpu_runs(&c->types[c->nodes[node].type], p) ? c->nodes[node].count / t : 0;
+}
+
+/* Stage types of pipeline p. */
+static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
+    for (int s = 0; s < c->S[p]; s++) ty[s] = x->cluster->nodes[c->node[c->off[p] + s]].type;
+}
+
+double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
+    const ah_cluster_t *cl = x->cluster;
+    const ah_cost_ctx_t ctx = ah_sctx_cost(x);
+    const int P = c->P;
+    ah_pentry_t **ent = malloc(sizeof *ent * (size_t)P);
+    double *extra = malloc(sizeof *extra * (size_t)P);
+    if (!ent || !extra) {
+        free(ent);
+        free(extra);
+        return NAN;
+    }
+    /* the plan-wide DP link, as ah_evaluate finds it */
+    const int d0 = c->node[0];
+    ah_link_t worst = AH_LINK_INTRA;
+    int slow = cl->nodes[d0].type, holders = 0;
+    double result = 0;
+    int ty[AH_MAX_STAGES];
+    for (int p = 0; p < P && !isnan(result); p++) {
+        const int S = c->S[p], *nd = c->node + c->off[p];
+        cand_types(x, c, p, ty);
+        double p2p = 0;
+        for (int s = 0; s < S; s++) {
+            ah_link_t l = ah_link_between(cl, d0, nd[s]);
+            if (l > worst) worst = l;
+            if (cl->types[ty[s]].intra_node_gb_s < cl->types[slow].intra_node_gb_s) slow = ty[s];
+            if (s + 1 < S) p2p += ah_p2p_seconds(&ctx, ah_link_between(cl, nd[s], nd[s + 1]), ty[s], ty[s + 1]);
+        }
+        extra[p] = 2 * p2p;
+        holders += (x->model->tied && S > 1) ? 2 : 1;
+        ent[p] = ah_pipe_get(x, S, ty, c->caps);
+        if (!ent[p]) result = NAN;
+    }
+    if (!isnan(result)) result = ah_greedy_split(x, P, ent, extra, x->N, c->n);
+    const double bw = ah_link_bw(cl, worst, slow, slow), lat = ah_link_latency(cl, worst);
+    c->pipe_s = result;
+    c->dp_bw = bw;
+    c->dp_lat = lat;
+    c->holders = holders;
+    if (isfinite(result)) {
+        double sync = 0, opt = 0;
+        ah_split_t sp;
+        for (int p = 0; p < P && isfinite(result); p++) {
+            /* identical neighbours (templates) have the same split, so the same sync and opt */
+            if (p > 0 && ent[p] == ent[p - 1] && c->n[p] == c->n[p - 1]) continue;
+            if (!ah_pipe_split(x, ent[p], c->n[p], &sp)) result = NAN;
+            const int S = c->S[p];
+            cand_types(x, c, p, ty);
+            for (int s = 0; s < S; s++) {
+                const int kind = ah_stage_kind(s, S);
+                double v = ah_stage_sync_s(x, sp.nb[s], kind, P, holders, bw, lat);
+                if (v > sync) sync = v;
+                v = ah_stage_opt_s(x, ty[s], kind, sp.nb[s]);
+                if (v > opt) opt = v;
+            }
+        }
+        result = result + sync + opt;
+    }
+    free(ent);
+    free(extra);
+    return result;
+}
+
+ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
+    const ah_cluster_t *cl = x->cluster;
+    ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, cl, c->P, err);
+    if (st != AH_OK) return st;
+    int *used = calloc((size_t)cl->n_nodes, sizeof *used);
+    if (!used) {
+        ah_plan_free(out);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory building a plan");
+    }
+    int ty[AH_MAX_STAGES];
+    for (int p = 0; p < c->P && st == AH_OK; p++) {
+        ah_pipeline_t *pl = &out->pipelines[p];
+        const int S = c->S[p];
+        st = ah_pipeline_alloc(pl, S, err);
+        if (st != AH_OK) break;
+        pl->micro_batches = c->n[p];
+        cand_types(x, c, p, ty);
+        ah_split_t sp;
+        ah_pentry_t *e = ah_pipe_get(x, S, ty, c->caps);
+        if (!e || !ah_pipe_split(x, e, c->n[p], &sp)) {
+            st = ah_error_set(err, AH_ERR_INTERNAL, "planner: pipeline %d of the chosen plan has no split", p);
+            break;
+        }
+        for (int s = 0, first = 0; s < S; s++) {
+            ah_stage_t *sg = &pl->stages[s];
+            const int node = c->node[c->off[p] + s], g = used[node]++;
+            sg->first = first;
+            sg->last = first + sp.nb[s];
+            first = sg->last;
+            sg->type = ty[s];
+            sg->recompute = sp.rc[s];
+            for (int r = 0; r < x->t; r++) sg->devices[r] = (ah_device_ref_t){node, g * x->t + r};
+        }
+    }
+    free(used);
+    if (st != AH_OK) ah_plan_free(out);
+    return st;
+}
+
