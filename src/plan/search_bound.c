@@ -432,9 +432,10 @@ static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, i
  * n_p - 1 <= (T - C_p - 2 H_p) / M_p micro-batches after its first (H_p: its hops). A stage of
  * x_s blocks of work (its blocks; the last stage also kappa for the head) has x_s b_s <= c_s <=
  * M_p, sum_s x_s = W, and each stage but the last pays a hop of at least p, x_s / x_g of it with
- * x_g = min(X, u_any) >= x_s (a stage but the last: x_s is its block count); so (T - C_p - 2 H_p) / M_p <= sum_s (x_s / M_p)(T / W - b_s -
- * 2 p / x_g) + (the last stage's hop it does not pay) <= sum_s f_g(T) + e, where f_g(T) =
- * (T / W - b_g - 2 p / x_g)^+ / b_g (x_s / M_p <= 1 / b_s) and e = max_g 2 p / (x_g b_g). The
+ * x_g = min(X, u_any) >= x_s (such a stage's x_s is its block count); so
+ * (T - C_p - 2 H_p) / M_p <= sum_s (x_s / M_p)(T / W - b_s - 2 p / x_g) + (the last stage's hop
+ * it does not pay) <= sum_s f_g(T) + e, where f_g(T) = (T / W - b_g - 2 p / x_g)^+ / b_g
+ * (x_s / M_p <= 1 / b_s) and e = max_g 2 p / (x_g b_g). The
  * groups are disjoint, so N - P <= sum over every group of f_g(T) + P e: piecewise linear in
  * T / W, increasing, solved segment by segment. A group too slow to gain anything counts 0, so
  * the term says what slow groups cost in fill that the rate term pools away. */

@@ -13,7 +13,6 @@
  * (head) and the tied matrix's groups. */
 enum { GROUP_FIRST = 0, GROUP_LAST = 1, GROUP_TIED = 2 };
 
-/* The DP group that sums tensor x's gradient (spec/arch.h's gradient group and layer). */
 int ah_dp_group_id(const ah_trainer_t *tr, const ah_tensor_t *x) {
     const int G = tr->layout.n_segments;
     if (ah_tensor_tied(x, &tr->plan->model)) return G + GROUP_TIED;
@@ -116,10 +115,6 @@ static void add_run(ah_gpt_run_t *runs, int *n_runs, int64_t off, int64_t n) {
     else runs[(*n_runs)++] = (ah_gpt_run_t){off, n, 0};
 }
 
-/* From the plan alone (no communication): every DP group's span in the stage's flat buffers (one
- * contiguous range each), this rank's part of each sharded group it is in and its place in that
- * group (keys: per group id, the split key; -1 keeps the default), and the runs whose AdamW state
- * the stage keeps (*runs NULL when nothing is sharded). */
 ah_status_t ah_dp_plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int *keys, ah_gpt_run_t **runs,
                                int *n_runs, ah_error_t *err) {
     const int n_ids = ah_dp_group_count(tr);
@@ -167,9 +162,6 @@ static ah_status_t split(int color, int key, ah_comm_t **out, ah_error_t *err) {
     return ah_comm_split(ah_comm_world(), color, key, out, err);
 }
 
-/* The rank's communicators and its backend, collective over the world: the TP group, one group
- * per (DP segment, TP rank), the first-stage, last-stage and tied-embedding groups, then the
- * device communicators of each; the pipeline neighbours. */
 ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
                                ah_error_t *err) {
     const ah_role_t r = tr->role;
@@ -208,10 +200,8 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     return AH_OK;
 }
 
-/* Layer-wise DP sync: every rank walks the groups in one global order (segments by layer, then
- * the first-stage, last-stage and tied-embedding groups), so no two ranks wait on each other in
- * different collectives. Each group's tensors are one range of the flat buffer: one all-reduce,
- * or a reduce-scatter when the group is sharded. */
+/* Every rank walks the groups in one global order (segments by layer, then the first-stage,
+ * last-stage and tied-embedding groups); each group's tensors are one range of the flat buffer. */
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     float *g = tr->stage.g;
     for (int id = 0; id < ah_dp_group_count(tr); id++) {
@@ -224,8 +214,7 @@ ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     return AH_OK;
 }
 
-/* The sharded groups' all-gather of buf (laid out like the weights), in dp_sync's order: a buffer
- * of the backend (the updated weights), or a host array (host: a checkpoint's moments). */
+/* In ah_dp_sync's order. */
 ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err) {
     for (int id = 0; id < ah_dp_group_count(tr); id++) {
         ah_group_t *grp = ah_dp_group(tr, id);
@@ -237,8 +226,6 @@ ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_erro
     return AH_OK;
 }
 
-/* Elements [*lo, *hi) of parameter i whose summed gradient this rank holds after dp_sync: all of
- * it, or its part of a sharded group. */
 void ah_dp_valid_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *hi) {
     const ah_gpt_param_t *x = &tr->stage.params[i];
     const ah_dp_shard_t *sh = ah_dp_shard(tr, ah_dp_group_id(tr, &x->def));

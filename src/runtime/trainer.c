@@ -40,7 +40,6 @@ double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
     return lr_min + (o->lr - lr_min) * 0.5 * (1.0 + cos(3.141592653589793 * (p > 1 ? 1 : p)));
 }
 
-
 /* The p2p buffers (per neighbour one to send and one to receive, (N, C) each), the host copies
  * MPI sends from and receives into, and a GPU's staging of token ids. */
 static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
