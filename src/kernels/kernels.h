@@ -153,8 +153,9 @@ typedef void ah_kernel_gelu_bwd_fn(float *dinp,       // (n)
 
 /* out = softmax_j<=i(q_i . k_j / sqrt(hd)) @ v. `state` is what the backend keeps for the
  * backward, attention_state_floats(B, T, Hl, hd) floats owned by the caller and opaque to it:
- * the CPU keeps the probabilities probs[b,h,i,j] (B, Hl, T, T), 0 for j > i; the CUDA
- * backend keeps one logsumexp per query row (B, Hl, T) and never builds a T x T matrix. */
+ * the CPU keeps the probabilities probs[b,h,i,j] (B, Hl, T, T), each row written only as far
+ * as its block of queries reaches (the rest is never read); the CUDA backend keeps one
+ * logsumexp per query row (B, Hl, T) and never builds a T x T matrix. */
 typedef void ah_kernel_attention_fwd_fn(float *out,       // (B, T, Hl*hd)
                                         float *state,     // (attention_state_floats(B, T, Hl, hd))
                                         const float *qkv, // (B, T, (Hl + 2*KVl)*hd)

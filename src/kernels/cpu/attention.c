@@ -4,9 +4,11 @@
  * Per (batch, query head) the work is sgemm on strided views of qkv: a head's q, and the k and v
  * of the key/value head it reads (h / (Hl / KVl), grouped-query attention), are (T, hd) matrices
  * with row stride (Hl + 2*KVl)*hd, and its output is (T, hd) with row stride Hl*hd, so nothing is
- * copied; the query heads of a group add their dK and dV into the same rows in head order. Rows are taken in blocks of ATT_BLOCK queries: block [i0, i1) only attends to keys
- * [0, i1), so the sgemms skip most of the masked upper triangle (about half the FLOPs at large T)
- * while staying large enough to run at sgemm speed. The backward needs one block's dP rows as
+ * copied; the query heads of a group add their dK and dV into the same rows in head order.
+ * Rows are taken in blocks of ATT_BLOCK queries: block [i0, i1) only attends to keys [0, i1), so
+ * the sgemms skip most of the masked upper triangle (about half the FLOPs at large T) while
+ * staying large enough to run at sgemm speed; a row of P is written (0 past its diagonal) only up
+ * to its block's end i1, the columns both passes read. The backward needs one block's dP rows as
  * scratch. */
 #include <cblas.h>
 #include <math.h>
@@ -54,7 +56,7 @@ AH_CPU_CLONES void ah_cpu_attention_fwd(float *out, float *probs, const float *q
                     for (int j = 0; j <= i; j++) row[j] = ah_cpu_expf(row[j] - mx);
                     const float inv = 1.0f / ah_cpu_sum(row, i + 1);
                     for (int j = 0; j <= i; j++) row[j] *= inv;
-                    memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof *row);
+                    memset(row + i + 1, 0, (size_t)(i1 - i - 1) * sizeof *row);
                 }
                 /* O[i0:i1] = P[i0:i1, 0:i1] V[0:i1] */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, i1, 1.0f, Pb, T, v,
