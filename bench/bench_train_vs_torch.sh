@@ -3,8 +3,9 @@
 # (bench/torch_step.py), same shapes, same batch, same thread count (OPENBLAS_NUM_THREADS /
 # torch.set_num_threads), at 1 and 2 threads, for two model sizes, measured side by side in one run.
 # Prints the step times, the ratio (torch / autohet, > 1 = autohet faster), autohet's achieved
-# GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) and OpenBLAS's
-# sgemm peak (1024^3) measured in the same run, and which OpenBLAS kernel autohet ran and which BLAS
+# GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) against
+# OpenBLAS's sgemm peak (1024^3) measured before each round (the median over rounds of each round's
+# GFLOP/s over its own peak; the peaks' median and range are printed), and which OpenBLAS kernel autohet ran and which BLAS
 # library PyTorch loaded (Debian's python3-torch loads the same OpenBLAS, so with the same
 # environment it runs the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch
 # alternating, and compares the median of each side's steps pooled over all its rounds (PyTorch's
@@ -76,11 +77,11 @@ print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/se
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
         kernel_reported=1
         echo "model: $ARCH"
-        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round"
+        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round | sgemm peak range"
     fi
     for thr in 1 2; do
-        peak=$(OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak")
         for ((r = 0; r < ROUNDS; r++)); do # the two sides alternate, so a slow spell hits both
+            OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak" >"$WORK/peak.$r" # this round's peak
             OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
                 --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
             python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["seconds"]) for l in open(sys.argv[1]).readlines()[1:]))' \
@@ -89,17 +90,21 @@ print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/se
                 --seq-len "$T" --batch "$B" --vocab "$V" --threads "$thr" --steps "$STEPS" |
                 python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["step_s"])))' >"$WORK/pt.$r"
         done
-        python3 - "$name" "$shape" "$thr" "$flops" "$peak" "$WORK" "$ROUNDS" <<'PY'
+        python3 - "$name" "$shape" "$thr" "$flops" "$WORK" "$ROUNDS" <<'PY'
 import statistics, sys
 name, shape, thr = sys.argv[1:4]
-flops, peak, work, rounds = float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+flops, work, rounds = float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ah_rounds, pt_rounds = ([list(map(float, open(f"{work}/{side}.{r}").read().split())) for r in range(rounds)]
                         for side in ("ah", "pt"))
+peaks = [float(open(f"{work}/peak.{r}").read()) for r in range(rounds)]
 ah, pt = (statistics.median([x for steps in side for x in steps]) for side in (ah_rounds, pt_rounds))
 gf = flops / ah / 1e9
+# Each round's GFLOP/s against the peak measured just before it (the VM's speed drifts by up to
+# 20 % within minutes, so a peak measured once per cell can belong to another spell); the median.
+of_peak = statistics.median(flops / statistics.median(a) / 1e9 / p for a, p in zip(ah_rounds, peaks))
 ratios = [statistics.median(p) / statistics.median(a) for a, p in zip(ah_rounds, pt_rounds)]
-print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {peak:10.1f} {gf / peak:6.2f} | "
-      + " ".join(f"{r:.2f}" for r in ratios))
+print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {statistics.median(peaks):10.1f} {of_peak:6.2f} | "
+      + " ".join(f"{r:.2f}" for r in ratios) + f" | peaks {min(peaks):.0f}-{max(peaks):.0f}")
 PY
     done
 done

@@ -1,6 +1,8 @@
 """Hugging Face model directories for tests/test_init_from.sh, written by hand (8-byte little-endian
-header length, JSON header, raw data), so no safetensors package is needed; torch converts dtypes.
-Runs under /usr/bin/python3 (Debian's python3-torch).
+header length, JSON header, raw data), so no safetensors package is needed; numpy converts dtypes
+(F16 natively; BF16 by rounding fp32's bits to nearest even, as torch does), not torch: the test
+calls this script about 30 times and importing torch costs 1.5-2 s each time.
+Runs under /usr/bin/python3 (Debian's python3-numpy, which python3-torch pulls in).
 
   shift DATA OUT NTOK            the token file DATA with its first NTOK tokens dropped
   shard SRC OUT N                SRC's tensors in N files + model.safetensors.index.json; GPT-2
@@ -18,9 +20,10 @@ import shutil
 import struct
 import sys
 
-import torch
+import numpy as np
 
-DT = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2), "F16": (torch.float16, 2), "F64": (torch.float64, 8)}
+# safetensors dtype -> numpy dtype; BF16 is held as its raw 16 bits (numpy has no bfloat16)
+DT = {"F32": np.float32, "BF16": np.uint16, "F16": np.float16, "F64": np.float64}
 
 
 def read(path):
@@ -49,12 +52,24 @@ def write(path, tensors):
             f.write(data)
 
 
-def as_torch(dt, shape, data):
-    return torch.frombuffer(bytearray(data), dtype=DT[dt][0]).reshape(shape)
+def as_array(dt, shape, data):
+    return np.frombuffer(data, dtype=DT[dt]).reshape(shape)
 
 
-def raw(t):
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+def as_f32(dt, shape, data):
+    """A tensor's values widened to fp32 (BF16: its 16 bits are fp32's upper half)."""
+    a = as_array(dt, shape, data)
+    return (a.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" else a.astype(np.float32)
+
+
+def to_bf16(x):
+    """fp32 -> BF16 bits, rounded to nearest even (torch's .to(torch.bfloat16); no NaNs here)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def raw(a):
+    return np.ascontiguousarray(a).tobytes()
 
 
 def copy_config(src, out):
@@ -73,11 +88,11 @@ def shard(src, out, n):
             name = name[len("transformer."):]  # as GPT2Model saves them
         items.append((name, v))
     # the buffers transformers' files carry and the model does not use
-    inv = torch.ones(8, dtype=torch.float32)
+    inv = np.ones(8, dtype=np.float32)
     for l in range(cfg.get("n_layer", cfg.get("num_hidden_layers"))):
         if gpt2:
-            items.append((f"h.{l}.attn.bias", ("F32", [1, 1, 4, 4], raw(torch.ones(1, 1, 4, 4)))))
-            items.append((f"h.{l}.attn.masked_bias", ("F32", [], raw(torch.tensor(-1e4)))))
+            items.append((f"h.{l}.attn.bias", ("F32", [1, 1, 4, 4], raw(np.ones((1, 1, 4, 4), dtype=np.float32)))))
+            items.append((f"h.{l}.attn.masked_bias", ("F32", [], raw(np.float32(-1e4)))))
         else:
             items.append((f"model.layers.{l}.self_attn.rotary_emb.inv_freq", ("F32", [8], raw(inv))))
     per = (len(items) + n - 1) // n
@@ -97,9 +112,10 @@ def dtype(src, out, expect):
     ts, low, back = read(os.path.join(src, "model.safetensors")), {}, {}
     for i, (name, (dt, shape, data)) in enumerate(ts.items()):
         want = "BF16" if i % 2 == 0 else "F16"
-        t = as_torch(dt, shape, data).to(DT[want][0])
+        x = as_f32(dt, shape, data)
+        t = to_bf16(x) if want == "BF16" else x.astype(np.float16)
         low[name] = (want, shape, raw(t))
-        back[name] = ("F32", shape, raw(t.to(torch.float32)))
+        back[name] = ("F32", shape, raw(as_f32(want, shape, raw(t))))
     write(os.path.join(out, "model.safetensors"), low)
     write(os.path.join(expect, "model.safetensors"), back)
 
@@ -114,11 +130,11 @@ def compare(a, b, zeros_equal=False):
         if ta[name][:2] != tb[name][:2]:
             sys.exit(f"{name}: {ta[name][:2]} vs {tb[name][:2]}")
         if ta[name][2] != tb[name][2]:
-            x, y = as_torch(*ta[name]), as_torch(*tb[name])
-            same = x.view(torch.int32) == y.view(torch.int32)
+            x, y = as_f32(*ta[name]), as_f32(*tb[name])
+            same = x.view(np.int32) == y.view(np.int32)
             if zeros_equal and bool((same | ((x == 0) & (y == 0))).all()):
                 continue
-            sys.exit(f"{name}: bytes differ (max |diff| {(x.double() - y.double()).abs().max().item():.3g})")
+            sys.exit(f"{name}: bytes differ (max |diff| {np.abs(x.astype(np.float64) - y).max():.3g})")
     print(f"  {len(ta)} tensors equal byte for byte")
 
 
@@ -140,9 +156,9 @@ def mutate(src, out, kind, arg):
         ts[arg] = (dt, [8, n // 8], data)
     elif kind == "dtype":
         dt, shape, data = ts[arg]
-        ts[arg] = ("F64", shape, raw(as_torch(dt, shape, data).double()))
+        ts[arg] = ("F64", shape, raw(as_f32(dt, shape, data).astype(np.float64)))
     elif kind == "unknown":
-        ts[arg] = ("F32", [4], raw(torch.zeros(4)))
+        ts[arg] = ("F32", [4], raw(np.zeros(4, dtype=np.float32)))
     if kind != "config":
         write(path, ts)
     else:

@@ -19,7 +19,7 @@
 # Usage: bash tests/test_init_from.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 PY=/usr/bin/python3
-"$PY" -c 'import torch' 2>/dev/null || fail "$PY cannot import torch; install it: apt-get install python3-torch"
+"$PY" -c 'import numpy' 2>/dev/null || fail "$PY cannot import numpy; install it: apt-get install python3-numpy"
 HF="$PY $SRC/tests/hf_files.py"
 
 # plan SRC_PLAN MODEL OUT: an example plan for another model of the same layer count.
