@@ -143,6 +143,21 @@ expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
 expect 2 "expected uniform, batch-balanced or megatron-best, got \"megatron\"" --model tiny-gpt2 --cluster "$CL" \
     --baseline megatron
+# A GPU type the plan leaves idle is named with the best plan using it that the search scored
+# (no slower than the chosen one, which is the best) and the terms that grow: mixed-32's H20s sit
+# in another zone, so using them adds cross-zone DP sync. A plan using every type has no such line.
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 >"$TMP/idle.out" 2>&1
+grep -q "^idle: H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, micro-batch [0-9]*, [0-9]* pipelines\?) takes [0-9.]* s per iteration, +[0-9.]* % on the chosen plan's: .*DP sync" "$TMP/idle.out"
+check "plan names the idle H20s, how much slower using them is and why: $(grep -m1 '^idle' "$TMP/idle.out")" $?
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --objective cost >"$TMP/idle.out" 2>&1
+grep -q "^idle: H20, 8 GPUs on h20-0: .* costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
+check "--objective cost: the idle H20s' plan priced per token: $(grep -m1 '^idle' "$TMP/idle.out")" $?
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --json >"$TMP/idle.json" 2>&1
+$PY -c "import json,sys; d=json.load(open('$TMP/idle.json')); sys.exit(not d['idle'].startswith('H20, 8 GPUs on h20-0: '))"
+check "--json carries the idle note" $?
+"$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 --json >"$TMP/all.json" 2>&1
+$PY -c "import json,sys; d=json.load(open('$TMP/all.json')); sys.exit(d['idle'] is not None or len({s['gpu'] for p in d['plan']['pipelines'] for s in p['stages']}) < 2)"
+check "a plan on every GPU type has no idle note" $?
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

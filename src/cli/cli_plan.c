@@ -160,10 +160,11 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     const ah_plan_t *p = &r->plan;
     const ah_eval_t *e = &r->eval;
     const ah_breakdown_t *b = &e->pred.breakdown;
-    printf("plan for %s on %d GPUs (%s): TP %d, micro-batch %lld, %d pipelines, %d GPUs used, %s\n\n",
+    printf("plan for %s on %d GPUs (%s): TP %d, micro-batch %lld, %d pipeline%s, %d GPUs used, %s\n\n",
            p->model.name, ah_cluster_gpu_count(&p->cluster), chosen, p->tp, (long long)p->train.micro_batch,
-           p->n_pipelines, ah_plan_device_count(p), ah_precision_name(p->train.precision));
+           p->n_pipelines, p->n_pipelines == 1 ? "" : "s", ah_plan_device_count(p), ah_precision_name(p->train.precision));
     if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
+    if (r->idle_why[0]) printf("idle: %s\n\n", r->idle_why);
     print_table(p, e);
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, $%.2f/h, $%.4f per million tokens\n",
            e->pred.iteration_s, e->pred.tokens_per_s, r->usd_per_hour, r->usd_per_mtoken);
@@ -213,6 +214,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
     json_object_set_new(doc, "left_out", r->left_out[0] ? json_string(r->left_out) : json_null());
+    json_object_set_new(doc, "idle", r->idle_why[0] ? json_string(r->idle_why) : json_null());
     json_object_set_new(doc, "from_baseline", r->from_baseline >= 0
                                                   ? json_string(ah_baseline_name((ah_baseline_t)r->from_baseline))
                                                   : json_null());
@@ -371,6 +373,7 @@ int ah_cli_plan(int argc, char **argv) {
     }
     ah_planner_opts_t o;
     ah_planner_opts_default(&o);
+    o.explain_idle = true; /* the report's "idle:" line */
     o.train.global_batch = global_batch;
     o.train.seq_len = seq_len;
     o.budget_usd_per_hour = budget;

@@ -13,7 +13,7 @@ static const ah_cli_verb_t VERBS[] = {
     {"train", "train a plan's model, one MPI rank per device (under mpirun)", ah_cli_train},
     {"run", "the elastic agent: plan, launch, survive preemptions, re-plan, recover", ah_cli_run},
     {"tokenize", "turn a text file into an llm.c token file (byte-level)", ah_cli_tokenize},
-    {"ckpt", "list checkpoint steps by tier, verify checksums, export to Hugging Face GPT-2", ah_cli_ckpt},
+    {"ckpt", "list checkpoint steps by tier, verify checksums, export to Hugging Face (GPT-2 or LLaMA)", ah_cli_ckpt},
     {"report", "summarise a metrics JSONL and draw loss, validation loss, throughput and preemptions (--svg)",
      ah_cli_report},
     {"simulate", "replay spot traces at cluster scale and compare policies in tokens, hours, $", ah_cli_simulate},

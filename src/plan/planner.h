@@ -49,6 +49,8 @@ typedef struct ah_planner_opts {
     ah_shard_mode_t shard;      /* the sharded optimizer for the chosen plan */
     bool shard_spread_only;     /* shard only groups whose members span two nodes (checkpoints
                                  * without a cloud tier: docs/checkpoints.md "Sharded optimizer") */
+    bool explain_idle;          /* fill the result's idle_why (the search keeps the best candidate
+                                 * per GPU type; the note builds and evaluates one plan per idle type) */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -68,6 +70,9 @@ typedef struct ah_plan_result {
     bool exact;                /* every (t, m) was searched in exact mode */
     char left_out[512];        /* the GPU types left out because they cannot run the precision
                                 * (no rate for it), with their GPUs and nodes; "" when none */
+    char idle_why[1024];       /* opts.explain_idle: the GPU types the plan leaves entirely idle
+                                * though they run the precision, each with the best plan using it
+                                * that the search scored and what it costs; "" when none */
     char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
                                 * that applied to the first of them (ah_search_exact's reason) */
     double usd_per_hour;       /* price of the GPUs the plan uses */
@@ -275,6 +280,25 @@ ah_objective_t ah_search_objective(const ah_search_t *s);
 /* The objective value of a scored candidate (iteration_s, or $/h x iteration_s); +inf when it
  * is infeasible or breaks --budget / --min-tokens-per-s. */
 double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
+
+/* The best eligible candidate (finite objective key) the search scored that uses a GPU type. */
+typedef struct ah_type_best {
+    bool have;
+    double key;
+    int t;
+    int64_t m;
+    ah_cand_t cand;
+} ah_type_best_t;
+
+/* Fills out->idle_why for every GPU type that can run the precision and that out->plan leaves
+ * entirely idle: the best plan with it that the search scored (by_type[type]), built and
+ * evaluated, against the chosen one — how much slower (or dearer, for the cost objective) and
+ * which terms of the breakdown grow (search_idle.c). Best effort: a type whose plan cannot be
+ * built is named without a comparison. */
+void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                     const ah_type_best_t *by_type, ah_plan_result_t *out);
+/* $ per hour of the GPUs a plan uses. */
+double ah_plan_usd_per_hour(const ah_plan_t *p);
 
 /* TP groups per node for degree t (count / t, 0 when the node is smaller than t or its GPU type
  * cannot run precision p: ah_gpu_runs). */

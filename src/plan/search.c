@@ -34,6 +34,8 @@ struct ah_search {
     ah_cand_t best;
     double fastest;         /* fastest feasible plan, constraints aside (for messages) */
     int64_t candidates;
+    ah_type_best_t *by_type; /* [n_types]: the best eligible candidate using each GPU type, for
+                              * the report's "idle:" line (search_idle.c); NULL: not kept */
 };
 
 /* ---- the search state ---- */
@@ -44,7 +46,7 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     return usd;
 }
 
-static double plan_price(const ah_plan_t *p) {
+double ah_plan_usd_per_hour(const ah_plan_t *p) {
     double usd = 0;
     for (int i = 0; i < p->n_pipelines; i++)
         for (int k = 0; k < p->pipelines[i].n_stages; k++)
@@ -65,11 +67,27 @@ double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *
     return isfinite(value) ? key_of(s, cand_price(x, c), value) : INFINITY;
 }
 
+/* Keeps c as the best candidate using each GPU type it uses, where it beats that type's best. */
+static void note_types(ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double key) {
+    for (int k = 0; k < x->n_types; k++) {
+        ah_type_best_t *b = &s->by_type[k];
+        if (b->have && key >= b->key) continue;
+        bool uses = false;
+        for (int i = 0; i < c->n_stages && !uses; i++) uses = x->cluster->nodes[c->node[i]].type == k;
+        if (!uses || !ah_cand_copy(&b->cand, c, x->n_types * AH_KINDS)) continue;
+        b->have = true;
+        b->key = key;
+        b->t = x->t;
+        b->m = x->train.micro_batch;
+    }
+}
+
 void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
     s->candidates++;
     if (!isfinite(value)) return;
     if (value < s->fastest) s->fastest = value;
     const double key = ah_search_key(s, x, c, value);
+    if (isfinite(key) && s->by_type) note_types(s, x, c, key);
     if (!isfinite(key) || (s->have && key >= s->best_key)) return;
     if (!ah_cand_copy(&s->best, c, x->n_types * AH_KINDS)) return; /* keeps the previous best */
     s->have = true;
@@ -355,7 +373,7 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *clus
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_baseline_out_t *b = &out->baselines[k];
         if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan)) continue;
-        const double key = key_of(s, plan_price(&b->r.plan), b->r.eval.pred.iteration_s);
+        const double key = key_of(s, ah_plan_usd_per_hour(&b->r.plan), b->r.eval.pred.iteration_s);
         if (key < best) {
             best = key;
             pick = k;
@@ -372,7 +390,7 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *clus
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_value_s = out->eval.pred.iteration_s;
-    out->usd_per_hour = plan_price(&out->plan);
+    out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
     out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
     return AH_OK;
 }
@@ -399,7 +417,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     }
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
-    out->usd_per_hour = plan_price(&out->plan);
+    out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
     out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
     return AH_OK;
 }
@@ -493,6 +511,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     s.cluster = cluster;
     s.tokens_per_iter = (double)opts->train.global_batch * (double)opts->train.seq_len;
     s.fastest = INFINITY;
+    if (opts->explain_idle) s.by_type = calloc((size_t)cluster->n_types, sizeof *s.by_type); /* NULL: no note */
     closest_t closest = {0};
     out->exact = true;
     out->lower_bound_s = INFINITY;
@@ -548,6 +567,9 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     }
     if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
     if (st == AH_OK) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
+    if (st == AH_OK && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, out);
+    for (int k = 0; s.by_type && k < cluster->n_types; k++) ah_cand_free(&s.by_type[k].cand);
+    free(s.by_type);
     ah_cand_free(&s.best);
     out->seconds = ah_now_s() - t0;
     if (st != AH_OK) ah_plan_result_free(out);

@@ -1,0 +1,114 @@
+/* Why the chosen plan leaves a GPU type idle (the report's "idle:" line). The search keeps, per
+ * GPU type, the best eligible candidate that uses it (search.c, note_types); for each type that
+ * can run the precision and that the chosen plan does not use at all, that candidate is built
+ * into a plan, evaluated like the chosen one, and compared: how much slower it is and which terms
+ * of the breakdown grow (time objective), or how much dearer per token, from its $/h and its
+ * iteration time (cost objective). The candidate is the best the search scored, not proven the
+ * best with that type: the search skips what its bound says cannot beat the best so far. */
+#define AH_PLANNER_INTERNAL
+#include <math.h>
+#include <stdlib.h>
+
+#include "plan/planner.h"
+
+#include "core/names.h"
+#include "core/str.h"
+
+/* "H20, 8 GPUs on h20-0" */
+static void name_type(const ah_cluster_t *c, int k, ah_str_t *s) {
+    const char **names = malloc(sizeof *names * (size_t)c->n_nodes);
+    int gpus = 0, n = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].type == k) {
+            gpus += c->nodes[i].count;
+            if (names) names[n++] = c->nodes[i].name;
+        }
+    ah_str_appendf(s, "%s, %d GPUs on ", c->types[k].name, gpus);
+    if (names) ah_names_append(s, names, n, ", ", 6);
+    free(names);
+}
+
+/* The breakdown terms that move from `chosen` to `with` by more than 1 % of the chosen
+ * iteration: those that grow, largest first, at most three ("DP sync 3.90 s (chosen 0.39)"),
+ * then the one that shrinks most ("against compute 26.9 s (chosen 28.4)"). */
+static void name_terms(const ah_breakdown_t *with, const ah_breakdown_t *chosen, double chosen_s, ah_str_t *s) {
+    const char *names[] = {"compute", "TP comm", "bubble", "p2p", "DP sync", "optimizer"};
+    const double w[] = {with->compute_s, with->tp_comm_s, with->bubble_s, with->p2p_s, with->dp_sync_s,
+                        with->optimizer_s};
+    const double c[] = {chosen->compute_s, chosen->tp_comm_s, chosen->bubble_s, chosen->p2p_s, chosen->dp_sync_s,
+                        chosen->optimizer_s};
+    bool used[6] = {false};
+    int listed = 0;
+    for (; listed < 3; listed++) {
+        int pick = -1;
+        for (int i = 0; i < 6; i++)
+            if (!used[i] && w[i] - c[i] > 0.01 * chosen_s && (pick < 0 || w[i] - c[i] > w[pick] - c[pick])) pick = i;
+        if (pick < 0) break;
+        used[pick] = true;
+        ah_str_appendf(s, "%s %s %.4g s (chosen %.4g)", listed ? "," : ":", names[pick], w[pick], c[pick]);
+    }
+    if (listed == 0) ah_str_appendf(s, ": no term of the breakdown grows by more than 1 %%");
+    int gain = -1;
+    for (int i = 0; i < 6; i++)
+        if (c[i] - w[i] > 0.01 * chosen_s && (gain < 0 || c[i] - w[i] > c[gain] - w[gain])) gain = i;
+    if (gain >= 0) ah_str_appendf(s, ", against %s %.4g s (chosen %.4g)", names[gain], w[gain], c[gain]);
+}
+
+/* The with-type plan of b, evaluated, compared with the chosen plan, into s. */
+static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                         const ah_type_best_t *b, const ah_plan_result_t *out, ah_str_t *s) {
+    ah_train_t tr = o->train;
+    tr.micro_batch = b->m;
+    ah_sctx_t x;
+    ah_error_t err = {0};
+    ah_plan_t plan = {0};
+    ah_eval_t ev = {0};
+    bool ok = ah_sctx_init(&x, model, cluster, &tr, b->t, o->profile, &err) == AH_OK;
+    if (ok) {
+        ah_cand_t c = {0};
+        ok = ah_cand_copy(&c, &b->cand, x.n_types * AH_KINDS) && isfinite(ah_cand_score(&x, &c)) &&
+             ah_cand_build(&x, &c, &plan, &err) == AH_OK && ah_evaluate(&plan, o->profile, &ev, &err) == AH_OK;
+        ah_cand_free(&c);
+        ah_sctx_free(&x);
+    }
+    if (!ok) {
+        ah_str_appendf(s, ": no plan with them could be rebuilt for comparison");
+    } else {
+        const double it = ev.pred.iteration_s, chosen = out->eval.pred.iteration_s;
+        ah_str_appendf(s, ": the best plan with them that the search scored (TP %d, micro-batch %lld, %d pipeline%s) ",
+                       plan.tp, (long long)plan.train.micro_batch, plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s");
+        if (o->objective == AH_OBJECTIVE_COST) {
+            const double usd = ah_plan_usd_per_hour(&plan) / 3600.0 / ev.pred.tokens_per_s * 1e6;
+            ah_str_appendf(s, "costs $%.4f per million tokens, %+.1f %% on the chosen plan's: $%.2f/h for %.4f s "
+                              "per iteration (chosen $%.2f/h for %.4f s)", usd, 100.0 * (usd / out->usd_per_mtoken - 1),
+                           ah_plan_usd_per_hour(&plan), it, out->usd_per_hour, chosen);
+        } else {
+            ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it, 100.0 * (it / chosen - 1));
+            name_terms(&ev.pred.breakdown, &out->eval.pred.breakdown, chosen, s);
+        }
+    }
+    ah_eval_free(&ev);
+    ah_plan_free(&plan);
+}
+
+void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                     const ah_type_best_t *by_type, ah_plan_result_t *out) {
+    ah_str_t s = ah_str_fixed(out->idle_why, sizeof out->idle_why);
+    const ah_plan_t *p = &out->plan;
+    for (int k = 0; k < cluster->n_types; k++) {
+        if (!ah_gpu_runs(&cluster->types[k], p->train.precision)) continue; /* said by "left out:" */
+        bool used = false, present = false;
+        for (int i = 0; i < p->n_pipelines && !used; i++)
+            for (int j = 0; j < p->pipelines[i].n_stages && !used; j++) used = p->pipelines[i].stages[j].type == k;
+        for (int i = 0; i < cluster->n_nodes && !present; i++)
+            present = cluster->nodes[i].type == k && cluster->nodes[i].count > 0;
+        if (used || !present) continue;
+        if (s.len) ah_str_appendf(&s, "; ");
+        name_type(cluster, k, &s);
+        if (by_type[k].have)
+            compare_with(model, cluster, o, &by_type[k], out, &s);
+        else
+            ah_str_appendf(&s, ": no plan with them was scored (each was cut by the search's bound, broke a "
+                               "constraint or did not fit)");
+    }
+}
