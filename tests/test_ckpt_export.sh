@@ -24,7 +24,7 @@ cfg = json.load(open(f"{out}/config.json"))
 W = {}
 for name, (dt, shape, buf) in hf_files.read(f"{out}/model.safetensors").items():
     assert dt == "F32", (name, dt)
-    W[name] = hf_files.as_torch(dt, shape, buf).double()
+    W[name] = torch.from_numpy(hf_files.as_f32(dt, shape, buf)).double()
 L, C, H, F, V = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_inner"], cfg["vocab_size"]
 want = {"transformer.wte.weight": [V, C], "transformer.wpe.weight": [cfg["n_positions"], C],
         "transformer.ln_f.weight": [C], "transformer.ln_f.bias": [C]}
@@ -79,7 +79,7 @@ assert cfg["hidden_act"] == "silu" and cfg["attention_bias"] is False and cfg["m
 W = {}
 for name, (dt, shape, buf) in hf_files.read(f"{out}/model.safetensors").items():
     assert dt == "F32", (name, dt)
-    W[name] = hf_files.as_torch(dt, shape, buf).double()
+    W[name] = torch.from_numpy(hf_files.as_f32(dt, shape, buf)).double()
 L, C, H, KV = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
 F, V, hd = cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
 assert hd == C // H and cfg["tie_word_embeddings"] is False
