@@ -125,7 +125,7 @@ done <<EOF
 attention_bias|"model_type":"llama",$LLAMA,"attention_bias":true|$TMP/attention_bias.json.attention_bias: true
 mistral_bias|"model_type":"mistral",$LLAMA,"attention_bias":true|$TMP/mistral_bias.json.attention_bias: true
 mlp_bias|"model_type":"llama",$LLAMA,"mlp_bias":true|$TMP/mlp_bias.json.mlp_bias: true
-rope_scaling|"model_type":"llama",$LLAMA,"rope_scaling":{"rope_type":"linear","factor":2.0}|rope_scaling: {"factor":2.0,"rope_type":"linear"}
+rope_scaling|"model_type":"llama",$LLAMA,"rope_scaling":{"rope_type":"linear","factor":2.0}|rope_scaling.rope_type is "linear": the runtime implements LLaMA 3.1's "llama3" rotary scaling only
 hidden_act|"model_type":"llama",$LLAMA,"hidden_act":"relu"|hidden_act: "relu"
 head_dim|"model_type":"llama",$LLAMA,"head_dim":8|head_dim: 8 x 4 heads != hidden_size 64
 erf_gelu|$GPT2,"activation_function":"gelu"|activation_function: "gelu"; Hugging Face's "gelu" is the exact (erf) GELU

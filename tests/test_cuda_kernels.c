@@ -201,11 +201,14 @@ static void test_llama_ops(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
     const int B = 2, T = 75, Hl = 4, KVl = 2, hd = 16, stride = (Hl + 2 * KVl) * hd;
     const size_t nq = (size_t)B * T * stride;
     float *q = host_rand(nq, 1), *d_q = dev(q, nq);
-    cpu->rope_fwd(q, B, T, Hl + KVl, hd, stride, 10000.0f);
-    gpu->rope_fwd(d_q, B, T, Hl + KVl, hd, stride, 10000.0f);
+    cpu->rope_fwd(q, B, T, Hl + KVl, hd, stride, (ah_rope_t){.theta = 10000.0f});
+    gpu->rope_fwd(d_q, B, T, Hl + KVl, hd, stride, (ah_rope_t){.theta = 10000.0f});
     expect_close("rope_fwd", d_q, q, nq, 1e-5);
-    cpu->rope_bwd(q, B, T, Hl + KVl, hd, stride, 500000.0f);
-    gpu->rope_bwd(d_q, B, T, Hl + KVl, hd, stride, 500000.0f);
+    /* the backward with LLaMA 3.1's scaling (kept, blended and divided frequencies at hd 16) */
+    const ah_rope_t scaled = {.theta = 500000.0f, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                              .original_max_pos = 64.0f};
+    cpu->rope_bwd(q, B, T, Hl + KVl, hd, stride, scaled);
+    gpu->rope_bwd(d_q, B, T, Hl + KVl, hd, stride, scaled);
     expect_close("rope_bwd", d_q, q, nq, 1e-5);
     check_clean("llama ops");
     free(x), free(y), free(dy), free(dx), free(wt), free(dwt), free(q);

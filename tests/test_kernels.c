@@ -347,7 +347,7 @@ static void test_rmsnorm(void) {
 
 typedef struct {
     int B, T, n_heads, hd, stride;
-    float theta;
+    ah_rope_t rope;
     const float *x;
     float *out, *R;
 } rope_case_t;
@@ -356,16 +356,31 @@ static double rope_loss(void *p) {
     rope_case_t *c = p;
     const size_t n = (size_t)c->B * c->T * c->stride;
     memcpy(c->out, c->x, n * sizeof *c->out);
-    K->rope_fwd(c->out, c->B, c->T, c->n_heads, c->hd, c->stride, c->theta);
+    K->rope_fwd(c->out, c->B, c->T, c->n_heads, c->hd, c->stride, c->rope);
     return dot_out(c->out, c->R, n);
 }
 
+/* inv_freq of pair i as transformers forms it in fp32 (modeling_rope_utils.py: the default
+ * parameters, then _compute_llama3_parameters when r.factor > 0), written from that code, not
+ * from kernels/rope_freq.h. */
+static float hf_inv_freq(ah_rope_t r, int i, int hd) {
+    const float inv_freq = 1.0f / powf(r.theta, (float)(2 * i) / (float)hd);
+    if (r.factor == 0) return inv_freq;
+    const float wavelen = (float)(2 * 3.14159265358979323846) / inv_freq;
+    const float low_freq_wavelen = r.original_max_pos / r.low_freq_factor;
+    const float high_freq_wavelen = r.original_max_pos / r.high_freq_factor;
+    const float llama = wavelen > low_freq_wavelen ? inv_freq / r.factor : inv_freq;
+    const float smooth = (r.original_max_pos / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+    const float smoothed = (1 - smooth) * llama / r.factor + smooth * llama;
+    return !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen) ? smoothed : llama;
+}
+
 /* B = 2, T = 5 positions; rows of `stride` floats of which n_heads * hd rotate. */
-static void test_rope_case(int n_heads, int hd, int stride, float theta) {
+static void test_rope_case(int n_heads, int hd, int stride, ah_rope_t rope) {
     const int B = 2, T = 5, half = hd / 2;
     const size_t n = (size_t)B * T * stride;
     float *x = rand_buf(n, 1);
-    rope_case_t c = {B, T, n_heads, hd, stride, theta, x, zeros(n), rand_buf(n, 1)};
+    rope_case_t c = {B, T, n_heads, hd, stride, rope, x, zeros(n), rand_buf(n, 1)};
     rope_loss(&c);
     /* the definition, with the angle rounded as the contract says */
     double *want = malloc(n * sizeof *want);
@@ -374,8 +389,7 @@ static void test_rope_case(int n_heads, int hd, int stride, float theta) {
         for (int e = 0; e < stride; e++) want[r * stride + e] = x[r * stride + e];
         for (int h = 0; h < n_heads; h++)
             for (int i = 0; i < half; i++) {
-                const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-                const double a = (double)((float)t * inv_freq);
+                const double a = (double)((float)t * hf_inv_freq(rope, i, hd));
                 const size_t o = r * stride + (size_t)h * hd + i;
                 want[o] = x[o] * cos(a) - x[o + half] * sin(a);
                 want[o + half] = x[o + half] * cos(a) + x[o] * sin(a);
@@ -390,18 +404,29 @@ static void test_rope_case(int n_heads, int hd, int stride, float theta) {
 
     /* the backward is the transposed rotation: of the forward's output it gives x back, and of R
      * the gradient of sum(rope(x) * R) */
-    K->rope_bwd(c.out, B, T, n_heads, hd, stride, theta);
+    K->rope_bwd(c.out, B, T, n_heads, hd, stride, rope);
     CHECK_REL(c.out, x, n, 1e-6, "rope_bwd(rope_fwd(x)) = x");
     float *dx = copy_buf(c.R, n);
-    K->rope_bwd(dx, B, T, n_heads, hd, stride, theta);
+    K->rope_bwd(dx, B, T, n_heads, hd, stride, rope);
     check_fd(rope_loss, &c, x, n, dx, "rope dx");
     free(x), free(c.out), free(c.R), free(want), free(dx);
 }
 
 static void test_rope(void) {
-    test_rope_case(3, 8, 3 * 8, 10000.0f);
+    test_rope_case(3, 8, 3 * 8, (ah_rope_t){.theta = 10000.0f});
     /* the q and k heads of a GQA qkv row (Hl = 2, KVl = 1): the v head stays */
-    test_rope_case(3, 4, 4 * 4, 500000.0f);
+    test_rope_case(3, 4, 4 * 4, (ah_rope_t){.theta = 500000.0f});
+    /* LLaMA 3.1's scaling, all three regions: at hd 16 and theta 1e4 the wavelengths are 6.3,
+     * 19.9, 62.8, 199, ...: kept below 64 / 4, blended up to 64 / 1, divided by 8 above */
+    const ah_rope_t scaled = {.theta = 10000.0f, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                              .original_max_pos = 64.0f};
+    int region[3] = {0};
+    for (int i = 0; i < 8; i++) {
+        const float base = 1.0f / powf(10000.0f, (float)(2 * i) / 16.0f), got = hf_inv_freq(scaled, i, 16);
+        region[got == base ? 0 : got == base / 8.0f ? 2 : 1]++;
+    }
+    CHECK(region[0] == 1 && region[1] == 2 && region[2] == 5, "the scaled case covers every region");
+    test_rope_case(2, 16, 2 * 16, scaled);
 }
 
 /* ---- SwiGLU ---- */
@@ -1173,7 +1198,7 @@ static void torch_llama(shape_t s) {
     if (x && rms_w && qkv_w && gu_w && dout) {
         K->rmsnorm_fwd(rms, rstd, x, rms_w, N, C, LN_EPS);
         K->matmul_fwd(qkv, rms, qkv_w, NULL, N, C, Q);
-        K->rope_fwd(qkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->rope_fwd(qkv, s.B, s.T, H + KV, hd, Q, (ah_rope_t){.theta = theta});
         K->attention_fwd(y, probs, qkv, s.B, s.T, H, KV, hd);
         K->matmul_fwd(gu, y, gu_w, NULL, N, C, 2 * F);
         K->swiglu_fwd(out, gu, N, F);
@@ -1185,7 +1210,7 @@ static void torch_llama(shape_t s) {
         K->swiglu_bwd(dgu, dout, gu, N, F);
         K->matmul_bwd(dy, dgu_w, NULL, dgu, y, gu_w, N, C, 2 * F);
         K->attention_bwd(dqkv, scratch, dy, qkv, y, probs, s.B, s.T, H, KV, hd);
-        K->rope_bwd(dqkv, s.B, s.T, H + KV, hd, Q, theta);
+        K->rope_bwd(dqkv, s.B, s.T, H + KV, hd, Q, (ah_rope_t){.theta = theta});
         K->matmul_bwd(drms, dqkv_w, NULL, dqkv, rms, qkv_w, N, C, Q);
         K->rmsnorm_bwd(dx, drms_w, drms, x, rms_w, rstd, N, C);
         torch_cmp(dx, "llama_", "dx", nc);

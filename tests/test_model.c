@@ -65,6 +65,11 @@ static void test_hf_config(void) {
     CHECK_ERR(ah_model_load("/nonexistent/config.json", &m, &err), AH_ERR_IO, err, "/nonexistent/config.json");
 }
 
+/* LLaMA 3.1's rope_scaling, without its closing brace */
+#define LLAMA31                                                                                                        \
+    "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"     \
+    "\"original_max_position_embeddings\":8192"
+
 /* Config fields the runtime does not compute are refused at load, naming the field and value;
  * those it does compute (and the defaults) load. */
 static void test_hf_refusals(void) {
@@ -84,8 +89,17 @@ static void test_hf_refusals(void) {
         {llama, "\"attention_bias\":false", NULL},
         {llama, "\"mlp_bias\":true", "cfg.json.mlp_bias: true"},
         {llama, "\"mlp_bias\":false", NULL},
+        {llama, "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":8.0}",
+         "cfg.json.rope_scaling.rope_type is \"linear\": the runtime implements LLaMA 3.1's \"llama3\""},
+        {llama, "\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":2.0}", "cfg.json.rope_scaling.type is \"dynamic\""},
         {llama, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}",
-         "cfg.json.rope_scaling: {\"factor\":8.0,\"rope_type\":\"llama3\"}"},
+         "cfg.json.rope_scaling: missing field \"low_freq_factor\""},
+        {llama, LLAMA31 ",\"attention_factor\":1}", "cfg.json.rope_scaling: unknown field \"attention_factor\""},
+        {llama, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
+                "\"high_freq_factor\":1,\"original_max_position_embeddings\":8192}",
+         "cfg.json.rope_scaling: high_freq_factor 1 must exceed low_freq_factor 4"},
+        {llama, "\"rope_scaling\":7", "cfg.json.rope_scaling: expected null or an object"},
+        {llama, LLAMA31 "}", NULL},
         {llama, "\"rope_scaling\":null", NULL},
         {llama, "\"hidden_act\":\"gelu\"", "cfg.json.hidden_act: \"gelu\""},
         {llama, "\"hidden_act\":\"silu\"", NULL},
@@ -151,6 +165,32 @@ static void test_sliding_window(void) {
     CHECK_EQ_I64(ah_model_context(&m), 32768);
 }
 
+/* LLaMA 3.1-8B's config: its rotary scaling is read, carried by the plan file's model object,
+ * distinguishes the model from LLaMA 3-8B's shape, and a GPT-2 model object cannot carry it. */
+static void test_rope_scaling(void) {
+    const char *text = "{\"model_type\":\"llama\",\"num_hidden_layers\":32,\"hidden_size\":4096,"
+                       "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"intermediate_size\":14336,"
+                       "\"vocab_size\":128256,\"max_position_embeddings\":131072,\"rope_theta\":500000.0," LLAMA31 "}}";
+    json_t *j = json_loads(text, 0, NULL);
+    ah_model_t m, back;
+    ah_error_t err = {0};
+    CHECK(ah_model_from_hf_json(j, "llama31.json", &m, &err) == AH_OK, "llama 3.1: %s", err.msg);
+    json_decref(j);
+    CHECK(m.rope_scaling.factor == 8 && m.rope_scaling.low_freq_factor == 1 && m.rope_scaling.high_freq_factor == 4,
+          "the factors are read");
+    CHECK_EQ_I64(m.rope_scaling.original_max_pos, 8192);
+    CHECK_EQ_I64(ah_model_params_total(&m), 8030261248LL); /* Llama-3.1-8B, as LLaMA 3-8B */
+    json_t *o = ah_model_to_json(&m);
+    CHECK(ah_model_from_json(o, "model", &back, &err) == AH_OK && ah_model_equal(&m, &back),
+          "round trip keeps rope_scaling: %s", err.msg);
+    back.rope_scaling.factor = 0;
+    CHECK(!ah_model_equal(&m, &back), "a model without the scaling is another model");
+    json_object_set_new(o, "arch", json_string("gpt2"));
+    CHECK_ERR(ah_model_from_json(o, "model", &back, &err), AH_ERR_INVALID, err,
+              "model.rope_scaling: a GPT-2 model has no rotary positions to scale");
+    json_decref(o);
+}
+
 static void test_tp_split(void) {
     ah_model_t m;
     ah_error_t err;
@@ -166,6 +206,7 @@ int main(void) {
     test_hf_config();
     test_hf_refusals();
     test_sliding_window();
+    test_rope_scaling();
     test_tp_split();
     return ah_test_finish();
 }

@@ -6,8 +6,9 @@
 # and compares the loss and every gradient tensor of step 0 (--dump-grads, <= 1e-5 relative per
 # tensor) and the losses of 10 AdamW steps (warm-up, cosine, weight decay on the matrices,
 # clipping). Plans: tiny-llama (untied head) on one rank and on 8 (TP 2 with GQA x asymmetric PP x
-# DP, a recomputing stage, the head on another stage than the embedding), and tiny-llama's shape
-# with a tied head (a config.json with tie_word_embeddings) on one rank and on TP 2 x PP.
+# DP, a recomputing stage, the head on another stage than the embedding), tiny-llama's shape
+# with a tied head (a config.json with tie_word_embeddings) on one rank and on TP 2 x PP, and with
+# LLaMA 3.1's rope_scaling on TP 2 x PP.
 # Torch is required: a missing torch fails, it does not skip.
 # Usage: bash tests/test_train_torch_llama.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
@@ -18,8 +19,15 @@ HP=(--lr 3e-3 --warmup 3 --weight-decay 0.05 --grad-clip 0.5)
 llama_config "$WORK/tied.config.json" tiny-llama true
 plan_with_config "$PLANS/train-llama-single.json" "$WORK/tied.config.json" tiny-llama-tied "$WORK/train-llama-tied-single.json"
 plan_with_config "$PLANS/train-llama-tp2-asym.json" "$WORK/tied.config.json" tiny-llama-tied "$WORK/train-llama-tied-tp2-asym.json"
+# LLaMA 3.1's rotary scaling on tiny-llama (head dim 16, theta 1e4: wavelengths 6.3, 19.9, 62.8,
+# ...): with an original context of 32, the first frequency is kept, the second blended and the
+# rest divided by 8 within the plans' sequences
+llama_config "$WORK/scaled.config.json" tiny-llama false \
+    '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}'
+plan_with_config "$PLANS/train-llama-tp2-asym.json" "$WORK/scaled.config.json" tiny-llama-scaled "$WORK/train-llama-scaled-tp2-asym.json"
 for plan in "$PLANS/train-llama-single.json" "$PLANS/train-llama-tp2-asym.json" \
-            "$WORK/train-llama-tied-single.json" "$WORK/train-llama-tied-tp2-asym.json"; do
+            "$WORK/train-llama-tied-single.json" "$WORK/train-llama-tied-tp2-asym.json" \
+            "$WORK/train-llama-scaled-tp2-asym.json"; do
     name=$(basename "$plan" .json)
     n=$(plan_ranks "$plan")
     cmd=("$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps $STEPS "${HP[@]}" --quiet

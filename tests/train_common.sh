@@ -97,11 +97,12 @@ start_moto() {
     curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
 }
 
-# llama_config OUT PRESET TIED: a Hugging Face config.json (model_type llama) of a LLaMA preset's
-# shape (autohet model --model PRESET --json), tie_word_embeddings TIED (true/false).
+# llama_config OUT PRESET TIED [ROPE_SCALING]: a Hugging Face config.json (model_type llama) of a
+# LLaMA preset's shape (autohet model --model PRESET --json), tie_word_embeddings TIED
+# (true/false), rope_scaling the JSON object ROPE_SCALING (default null).
 llama_config() {
     "$AUTOHET" model --model "$2" --json >"$WORK/preset.json" || fail "autohet model --model $2"
-    python3 - "$WORK/preset.json" "$1" "$3" <<'PY'
+    python3 - "$WORK/preset.json" "$1" "$3" ${4:+"$4"} <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))["model"]
 assert m["arch"] == "llama", m
@@ -109,7 +110,8 @@ json.dump({"model_type": "llama", "hidden_size": m["d_model"], "intermediate_siz
            "num_attention_heads": m["n_head"], "num_key_value_heads": m["n_kv_head"],
            "num_hidden_layers": m["n_layer"], "vocab_size": m["vocab"],
            "max_position_embeddings": m["max_pos"], "rms_norm_eps": m["norm_eps"],
-           "rope_theta": m["rope_theta"], "tie_word_embeddings": sys.argv[3] == "true"},
+           "rope_theta": m["rope_theta"], "tie_word_embeddings": sys.argv[3] == "true",
+           "rope_scaling": json.loads(sys.argv[4]) if len(sys.argv) > 4 else None},
           open(sys.argv[2], "w"), indent=1)
 PY
 }

@@ -7,7 +7,7 @@
  * head is untied. LLaMA: LlamaForCausalLM's model.embed_tokens / model.layers.N.{self_attn,mlp,
  * input_layernorm,post_attention_layernorm} / model.norm names, lm_head.weight when untied, and a
  * config.json transformers reads (architectures, model_type llama, sizes, head_dim, rms_norm_eps,
- * rope_theta, tie_word_embeddings, hidden_act silu, no biases). Vocabulary padding is never
+ * rope_theta, rope_scaling, tie_word_embeddings, hidden_act silu, no biases). Vocabulary padding is never
  * exported: V rows, whatever TP degree the step was saved at. ckpt/import_hf.h reads it back. Input: a node's checkpoint
  * root or a directory of them (DIR/NODE/, as --local-root of autohet train). Each shard is taken
  * from whichever node holds a copy that verifies (size, CRC-32C, structure), at whatever TP

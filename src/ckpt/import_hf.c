@@ -55,6 +55,11 @@ static ah_status_t compare_models(const char *path, const ah_model_t *f, const a
     } nums[] = {
         {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", f->norm_eps, m->norm_eps},
         {"rope_theta", f->rope_theta, m->rope_theta}, /* GPT-2: 0 both */
+        {"rope_scaling.factor", f->rope_scaling.factor, m->rope_scaling.factor}, /* 0: none */
+        {"rope_scaling.low_freq_factor", f->rope_scaling.low_freq_factor, m->rope_scaling.low_freq_factor},
+        {"rope_scaling.high_freq_factor", f->rope_scaling.high_freq_factor, m->rope_scaling.high_freq_factor},
+        {"rope_scaling.original_max_position_embeddings", (double)f->rope_scaling.original_max_pos,
+         (double)m->rope_scaling.original_max_pos},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (nums[i].file != nums[i].plan)

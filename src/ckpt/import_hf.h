@@ -8,9 +8,10 @@
  * Checks, each an error naming the file and the tensor or field (and both values where two
  * disagree):
  *   - config.json is read with ah_model_from_hf_json (which refuses, named, a field whose math
- *     autohet does not implement: biases, rope_scaling, another activation, ...) and compared with
- *     the plan's model field by field under its Hugging Face name (n_layer, hidden_size,
- *     num_key_value_heads, rope_theta, sliding_window, tie_word_embeddings, ...);
+ *     autohet does not implement: biases, a rope_scaling other than LLaMA 3.1's, another
+ *     activation, ...) and compared with the plan's model field by field under its Hugging Face
+ *     name (n_layer, hidden_size, num_key_value_heads, rope_theta, rope_scaling.factor,
+ *     sliding_window, tie_word_embeddings, ...);
  *   - every header is read and validated (ckpt/safetensors.h: a truncated file fails there, naming
  *     the tensor past the end); the index and the headers must agree tensor for tensor;
  *   - every tensor of the model (spec/arch.h, its hf_name) is in exactly one file with the shape

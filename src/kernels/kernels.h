@@ -117,14 +117,20 @@ typedef void ah_kernel_rmsnorm_bwd_fn(float *dinp,         // (N, C) or NULL
  * In place on the first n_heads * hd values of each of the B*T rows of x, rows `stride` floats
  * apart (the q and k heads of a qkv row: n_heads = Hl + KVl, stride = (Hl + 2*KVl)*hd). Row (b, t)
  * is at position t. In each head, value i < hd/2 pairs with value i + hd/2 and the pair turns by
- * the angle t * theta^(-2i/hd):  x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin. inv_freq is
- * computed in fp32 as 1 / theta^(2i/hd) and the angle as (float)t * inv_freq, cos and sin of it
- * in double rounded to fp32 (as transformers' LlamaRotaryEmbedding, to rounding). */
+ * the angle t * inv_freq(i):  x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin. inv_freq is
+ * computed in fp32 (ah_rope_inv_freq, kernels/rope_freq.h: 1 / theta^(2i/hd), with LLaMA 3.1's
+ * scaling when rope.factor > 0) and the angle as (float)t * inv_freq, cos and sin of it in double
+ * rounded to fp32 (as transformers' LlamaRotaryEmbedding, to rounding). */
+typedef struct ah_rope {
+    float theta;
+    float factor; /* LLaMA 3.1's scaling (model rope_scaling); 0: none */
+    float low_freq_factor, high_freq_factor, original_max_pos;
+} ah_rope_t;
 typedef void ah_kernel_rope_fwd_fn(float *x, // (B*T rows of `stride`)
-                                   int B, int T, int n_heads, int hd, int stride, float theta);
+                                   int B, int T, int n_heads, int hd, int stride, ah_rope_t rope);
 /* The backward, in place on the gradient: dx = R^T dy, the rotation by -angle. */
 typedef void ah_kernel_rope_bwd_fn(float *dx, // (B*T rows of `stride`)
-                                   int B, int T, int n_heads, int hd, int stride, float theta);
+                                   int B, int T, int n_heads, int hd, int stride, ah_rope_t rope);
 
 /* ---- SwiGLU (LLaMA's MLP): out = silu(gate) * up, silu(g) = g / (1 + exp(-g)) ----
  * gu holds per row F gate values, then F up values (one matmul by the gate and up weights,

@@ -12,6 +12,13 @@ static const char *const TENSORS[P_PER_BLOCK] = {
 static const char *const ACTS[] = {"x_in", "rms1", "rms1_rstd", "qkv", "attn_state", "atty",
                                    "x_mid", "rms2", "rms2_rstd", "gu", "act"};
 
+/* The model's rotary frequencies as the kernels take them. */
+static ah_rope_t rope_of(const ah_model_t *m) {
+    const ah_rope_scaling_t *r = &m->rope_scaling;
+    return (ah_rope_t){(float)m->rope_theta, (float)r->factor, (float)r->low_freq_factor, (float)r->high_freq_factor,
+                       (float)r->original_max_pos};
+}
+
 #define W(which) ah_gpt_block_w(st, l, which)
 #define G(which) ah_gpt_block_g(st, l, which)
 
@@ -20,12 +27,13 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
               KVl = (int)st->KVl, hd = (int)st->hd;
-    const float eps = (float)st->cfg.model->norm_eps, theta = (float)st->cfg.model->rope_theta;
+    const float eps = (float)st->cfg.model->norm_eps;
+    const ah_rope_t rope = rope_of(st->cfg.model);
     ah_block_act_llama_t *a = &act->l;
     ah_status_t s;
     k->rmsnorm_fwd(a->rms1, a->rms1_rstd, a->x_in, W(P_RMS1), N, C, eps);
     k->matmul_fwd(a->qkv, a->rms1, W(P_Q), NULL, N, C, QKVl); /* q, k, v: one (QKVl, C) matrix */
-    k->rope_fwd(a->qkv, B, T, Hl + KVl, hd, QKVl, theta);     /* the q and k heads */
+    k->rope_fwd(a->qkv, B, T, Hl + KVl, hd, QKVl, rope);      /* the q and k heads */
     k->attention_fwd(a->atty, a->probs, a->qkv, B, T, Hl, KVl, hd);
     k->matmul_fwd(tmp, a->atty, W(P_O), NULL, N, Cl, C);
     if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
@@ -46,7 +54,7 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
               KVl = (int)st->KVl, hd = (int)st->hd;
-    const float theta = (float)st->cfg.model->rope_theta;
+    const ah_rope_t rope = rope_of(st->cfg.model);
     const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
     const ah_block_act_llama_t *a = &act->l;
     ah_status_t s;
@@ -63,7 +71,7 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     k->matmul_bwd(w->datty, G(P_O), NULL, w->dres, a->atty, W(P_O), N, Cl, C);
     k->zero(w->dqkv, (size_t)N * QKVl);
     k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, B, T, Hl, KVl, hd);
-    k->rope_bwd(w->dqkv, B, T, Hl + KVl, hd, QKVl, theta);
+    k->rope_bwd(w->dqkv, B, T, Hl + KVl, hd, QKVl, rope);
     k->zero(w->tmp, NC);
     k->matmul_bwd(w->tmp, G(P_Q), NULL, w->dqkv, a->rms1, W(P_Q), N, C, QKVl);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;

@@ -145,6 +145,10 @@ bool ah_model_equal(const ah_model_t *a, const ah_model_t *b) {
            a->n_head == b->n_head && a->n_kv_head == b->n_kv_head && a->d_ff == b->d_ff &&
            a->vocab == b->vocab && a->max_pos == b->max_pos && a->tied == b->tied &&
            a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta &&
+           a->rope_scaling.factor == b->rope_scaling.factor &&
+           a->rope_scaling.low_freq_factor == b->rope_scaling.low_freq_factor &&
+           a->rope_scaling.high_freq_factor == b->rope_scaling.high_freq_factor &&
+           a->rope_scaling.original_max_pos == b->rope_scaling.original_max_pos &&
            a->sliding_window == b->sliding_window;
 }
 
@@ -203,6 +207,37 @@ static ah_status_t gpt2_refusals(const json_t *cfg, const char *where, ah_error_
                        "the runtime's attention does not scale the scores by the layer index", err);
 }
 
+/* rope_scaling (a config's or a model object's): null or absent, none; LLaMA 3.1's "llama3"
+ * scaling with its four fields; any other kind or field is refused with its name (it would change
+ * the rotary angles). */
+static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, ah_rope_scaling_t *out,
+                                          ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    if (!rs || json_is_null(rs)) return AH_OK;
+    char at[300], type[32] = "";
+    snprintf(at, sizeof at, "%s.rope_scaling", where);
+    if (!json_is_object(rs))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: expected null or an object, got %s", at, ah_json_type_name(rs));
+    const char *key = json_object_get(rs, "rope_type") ? "rope_type" : "type"; /* "type": older configs */
+    TRY(ah_json_get_str(rs, at, key, true, type, sizeof type, err));
+    if (strcmp(type, "llama3") != 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.%s is \"%s\": the runtime implements LLaMA 3.1's \"llama3\" rotary scaling "
+                            "only (or none: rope_scaling null)", at, key, type);
+    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings", NULL};
+    TRY(ah_json_check_keys(rs, at, keys, err));
+    TRY(ah_json_get_num(rs, at, "factor", true, 1, 1e6, &out->factor, err));
+    TRY(ah_json_get_num(rs, at, "low_freq_factor", true, 1e-6, 1e6, &out->low_freq_factor, err));
+    TRY(ah_json_get_num(rs, at, "high_freq_factor", true, 1e-6, 1e6, &out->high_freq_factor, err));
+    TRY(ah_json_get_int(rs, at, "original_max_position_embeddings", true, 1, (int64_t)1 << 40,
+                        &out->original_max_pos, err));
+    if (!(out->high_freq_factor > out->low_freq_factor))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: high_freq_factor %g must exceed low_freq_factor %g", at,
+                            out->high_freq_factor, out->low_freq_factor);
+    return AH_OK;
+}
+
 /* The fields of a LLaMA / Mistral config that would change what the model computes, and its
  * sliding window (0 when none, or when no shorter than the context). */
 static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model_t *m, ah_error_t *err) {
@@ -213,17 +248,7 @@ static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model
                     "the runtime's LLaMA MLP has no biases on its gate, up and down projections", err));
     TRY(require_str(cfg, where, "hidden_act", "silu", silu,
                     "the runtime's LLaMA MLP is SwiGLU, whose gate is \"silu\"", err));
-    const json_t *rs = json_object_get(cfg, "rope_scaling");
-    if (rs && !json_is_null(rs)) {
-        char *text = json_dumps(rs, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        ah_status_t s = ah_error_set(err, AH_ERR_INVALID,
-                                     "%s.rope_scaling: %.160s; the runtime computes plain rotary "
-                                     "positions (rope_theta only), not scaled ones: use a config "
-                                     "whose rope_scaling is null",
-                                     where, text ? text : "(a value)");
-        free(text);
-        return s;
-    }
+    TRY(rope_scaling_from_json(json_object_get(cfg, "rope_scaling"), where, &m->rope_scaling, err));
     const json_t *sw = json_object_get(cfg, "sliding_window");
     if (sw && !json_is_null(sw)) {
         TRY(ah_json_get_int(cfg, where, "sliding_window", true, 1, (int64_t)1 << 40, &m->sliding_window, err));
@@ -308,6 +333,13 @@ ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t 
     return s;
 }
 
+struct json_t *ah_rope_scaling_to_json(const ah_rope_scaling_t *r) {
+    if (r->factor <= 0) return json_null();
+    return json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3", "factor", r->factor, "low_freq_factor",
+                     r->low_freq_factor, "high_freq_factor", r->high_freq_factor, "original_max_position_embeddings",
+                     (json_int_t)r->original_max_pos);
+}
+
 struct json_t *ah_model_to_json(const ah_model_t *m) {
     json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:f}", "name", m->name,
                           "arch", ah_arch_name(m->arch), "n_layer", (json_int_t)m->n_layer, "d_model",
@@ -316,6 +348,7 @@ struct json_t *ah_model_to_json(const ah_model_t *m) {
                           (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
                           "norm_eps", m->norm_eps);
     if (o && m->arch == AH_ARCH_LLAMA) json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
+    if (o && m->rope_scaling.factor > 0) json_object_set_new(o, "rope_scaling", ah_rope_scaling_to_json(&m->rope_scaling));
     if (o && m->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer((json_int_t)m->sliding_window));
     return o;
@@ -330,7 +363,7 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
                             where, ah_json_type_name(obj));
     static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
                                        "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta",
-                                       "sliding_window", NULL};
+                                       "rope_scaling", "sliding_window", NULL};
     TRY(ah_json_check_keys(obj, where, keys, err));
     memset(m, 0, sizeof *m);
     char arch[16];
@@ -353,6 +386,10 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
         m->rope_theta = 10000;
         TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
     }
+    TRY(rope_scaling_from_json(json_object_get(obj, "rope_scaling"), where, &m->rope_scaling, err));
+    if (m->arch == AH_ARCH_GPT2 && m->rope_scaling.factor > 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.rope_scaling: a GPT-2 model has no rotary positions to scale",
+                            where);
     TRY(ah_json_get_int(obj, where, "sliding_window", false, 0, BIG, &m->sliding_window, err));
     return ah_model_validate(m, where, err);
 }

@@ -27,6 +27,15 @@
 
 typedef enum { AH_ARCH_GPT2 = 0, AH_ARCH_LLAMA = 1 } ah_arch_t;
 
+/* LLaMA 3.1's rotary scaling (transformers' rope_type "llama3"): the frequencies whose
+ * wavelength exceeds original_max_pos / low_freq_factor are divided by factor, those under
+ * original_max_pos / high_freq_factor kept, those between blended (kernels/rope_freq.h). */
+typedef struct ah_rope_scaling {
+    double factor; /* 0: no scaling */
+    double low_freq_factor, high_freq_factor;
+    int64_t original_max_pos; /* original_max_position_embeddings */
+} ah_rope_scaling_t;
+
 typedef struct ah_model {
     char name[64];     /* preset name, or the config.json path as given */
     ah_arch_t arch;
@@ -40,6 +49,8 @@ typedef struct ah_model {
     bool tied;         /* LM head shares the token embedding matrix */
     double norm_eps;
     double rope_theta; /* LLaMA: rotary base (config rope_theta; 10000 when absent); GPT-2: 0 */
+    ah_rope_scaling_t rope_scaling; /* LLaMA 3.1's (config rope_scaling, rope_type "llama3");
+                                     * factor 0: none (rope_scaling null) */
     int64_t sliding_window; /* Mistral: attention window (config sliding_window) when shorter than
                              * max_pos, else 0 (none). The runtime computes full causal attention,
                              * which is the window's attention only for sequences within it, so a
@@ -57,6 +68,8 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg, const char *where, a
 
 /* Plan files carry the model as an object with these fields; to/from that form. */
 struct json_t *ah_model_to_json(const ah_model_t *m);
+/* A model's rope_scaling as a config / model object writes it: null when none. */
+struct json_t *ah_rope_scaling_to_json(const ah_rope_scaling_t *r);
 ah_status_t ah_model_from_json(const struct json_t *obj, const char *where, ah_model_t *m,
                                ah_error_t *err);
 

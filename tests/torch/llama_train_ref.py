@@ -5,10 +5,11 @@
         [--lr X --warmup N --weight-decay X --grad-clip X]
 
 MODEL.json is `autohet model --model M --json` (its "model" object: n_head, n_kv_head, norm_eps,
-rope_theta, tied). The model is written here from the architecture, not from transformers:
+rope_theta, rope_scaling, tied). The model is written here from the architecture, not from transformers:
 RMSNorm x / sqrt(mean(x^2) + eps) * w; grouped-query attention (query head h reads key/value head
 h // (H / KV)), causal, scaled by 1/sqrt(head_dim); rotary positions (inv_freq = 1/theta^(2i/hd)
-computed in fp32 as Hugging Face does, angle = position * inv_freq in fp32, position = the token's
+computed in fp32 as Hugging Face does, LLaMA 3.1's rope_scaling applied to it in fp32 as
+transformers' _compute_llama3_parameters does, angle = position * inv_freq in fp32, position = the token's
 index in its sequence; cos/sin of that angle in float64); SwiGLU MLP down(silu(gate(x)) * up(x));
 no biases; final RMSNorm; head lm_head.weight, or wte when tied.
 
@@ -48,9 +49,26 @@ def decayed(name):
     return name in ("wte", "lm_head.weight") or (name.startswith("h.") and name.split(".", 2)[2] in DECAYED_BLOCK)
 
 
-def rope_angles(T, hd, theta):
-    """(T, hd/2) float64 angles: fp32 inv_freq and fp32 position * inv_freq, as HF computes them."""
+def llama3_scaled(inv_freq, rs):
+    """LLaMA 3.1's rope_scaling (rope_type "llama3"), as transformers' _compute_llama3_parameters
+    applies it to the fp32 inv_freq (modeling_rope_utils.py; rewritten here, not imported)."""
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv_freq
+    llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * llama / factor + smooth * llama
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, llama)
+
+
+def rope_angles(T, hd, theta, scaling=None):
+    """(T, hd/2) float64 angles: fp32 inv_freq (scaled when the model has rope_scaling) and fp32
+    position * inv_freq, as HF computes them."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    if scaling:
+        inv_freq = llama3_scaled(inv_freq, scaling)
     pos = torch.arange(T, dtype=torch.float32)
     return (pos[:, None] * inv_freq[None, :]).double()
 
@@ -96,7 +114,7 @@ def logits(p, m, x, rope="rotate-half"):
     h = p["wte"][x]
     C = h.shape[-1]
     hd = C // H
-    ang = rope_angles(T, hd, m["rope_theta"])
+    ang = rope_angles(T, hd, m["rope_theta"], m.get("rope_scaling"))
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(L):
         g = lambda s: p[f"h.{l}.{s}"]
@@ -143,13 +161,19 @@ def check_rotary(run, m):
         scale = ref.abs().max().item()
         diff = {r: (logits(run.p, m, x, r) - ref).abs().max().item() / scale
                 for r in ("interleaved", "interleaved-unpermuted", "none")}
+        negatives = ["interleaved-unpermuted", "none"]
+        if m.get("rope_scaling"):  # LLaMA 3.1's scaling must matter at this length, or it goes untested
+            unscaled = dict(m, rope_scaling=None)
+            diff["unscaled"] = (logits(run.p, unscaled, x, "rotate-half") - ref).abs().max().item() / scale
+            negatives.append("unscaled")
     print(f"{a.label}: rotary: interleaved pairs on the un-permuted weights vs rotate-half on HF's: "
           f"logits within {diff['interleaved']:.1e} relative (on HF's own weights {diff['interleaved-unpermuted']:.1e}, "
-          f"without rotary {diff['none']:.1e})")
+          f"without rotary {diff['none']:.1e}"
+          + (f", without its rope_scaling {diff['unscaled']:.1e})" if "unscaled" in diff else ")"))
     ok = diff["interleaved"] <= 1e-12
     if not ok:
         print(f"{a.label}: the two rotary forms disagree ({diff['interleaved']:.3e} > 1e-12)")
-    for r in ("interleaved-unpermuted", "none"):
+    for r in negatives:
         if diff[r] <= 1e-6:
             print(f"{a.label}: rotary check has no power: {r} gives the same logits ({diff[r]:.3e})")
             ok = False

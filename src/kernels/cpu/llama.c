@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/rope_freq.h"
 
 AH_CPU_CLONES void ah_cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight,
                                       int N, int C, float eps) {
@@ -54,7 +55,7 @@ AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *
  * (x1 c - x2 s, x2 c + x1 s) with s = sign * sin. cos and sin depend on (t, i) only: for each
  * position they are computed once per frequency (in chunks of ROPE_CHUNK) and applied to every
  * sequence of the batch and every head, in loops over i that vectorise. */
-AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, float theta,
+AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope,
                                       float sign) {
     const int half = hd / 2;
     float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
@@ -62,8 +63,7 @@ AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int h
         for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
             const int n = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
             for (int k = 0; k < n; k++) {
-                const float inv_freq = 1.0f / powf(theta, (float)(2 * (i0 + k)) / (float)hd);
-                const float angle = (float)t * inv_freq;
+                const float angle = (float)t * ah_rope_inv_freq(rope, i0 + k, hd);
                 cs[k] = (float)cos((double)angle);
                 sn[k] = sign * (float)sin((double)angle);
             }
@@ -81,12 +81,12 @@ AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int h
         }
 }
 
-void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope_rotate(x, B, T, n_heads, hd, stride, theta, 1.0f);
+void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(x, B, T, n_heads, hd, stride, rope, 1.0f);
 }
 
-void ah_cpu_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope_rotate(dx, B, T, n_heads, hd, stride, theta, -1.0f);
+void ah_cpu_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(dx, B, T, n_heads, hd, stride, rope, -1.0f);
 }
 
 AH_CPU_CLONES void ah_cpu_swiglu_fwd(float *out, const float *gu, int N, int F) {

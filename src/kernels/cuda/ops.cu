@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/rope_freq.h"
 
 #define GRID_STRIDE(i, n)                                                                \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
@@ -160,17 +161,16 @@ void ah_cuda_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const f
 
 // ---- rotary position embedding (Hugging Face's rotate-half): one thread per rotated pair ----
 
-// Pair i of every head of the B*T rows turns by sign * (t * theta^(-2i/hd)); inv_freq, the angle
+// Pair i of every head of the B*T rows turns by sign * (t * inv_freq(i)); inv_freq, the angle
 // and cos, sin (in double, rounded) are formed as the contract says, as the CPU backend does.
-__global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, float theta,
+__global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, ah_rope_t rope,
                             float sign, size_t n) {
     const int half = hd / 2;
     GRID_STRIDE(e, n) {
         const size_t row = e / ((size_t)n_heads * half);
         const int rem = (int)(e % ((size_t)n_heads * half)), h = rem / half, i = rem % half;
         const int t = (int)(row % T);
-        const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-        const float angle = (float)t * inv_freq;
+        const float angle = (float)t * ah_rope_inv_freq(rope, i, hd);
         const float c = (float)cos((double)angle), s = sign * (float)sin((double)angle);
         float *p = x + row * stride + (size_t)h * hd;
         const float x1 = p[i], x2 = p[i + half];
@@ -179,19 +179,19 @@ __global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, fl
     }
 }
 
-static void rope(float *x, int B, int T, int n_heads, int hd, int stride, float theta, float sign) {
+static void rope(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t r, float sign) {
     const size_t n = (size_t)B * T * n_heads * (hd / 2);
     if (n == 0) return;
-    rope_kernel<<<LAUNCH_1D(n)>>>(x, T, n_heads, hd, stride, theta, sign, n);
+    rope_kernel<<<LAUNCH_1D(n)>>>(x, T, n_heads, hd, stride, r, sign, n);
     AH_CUDA_LAUNCHED();
 }
 
-void ah_cuda_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope(x, B, T, n_heads, hd, stride, theta, 1.0f);
+void ah_cuda_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
+    rope(x, B, T, n_heads, hd, stride, r, 1.0f);
 }
 
-void ah_cuda_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, float theta) {
-    rope(dx, B, T, n_heads, hd, stride, theta, -1.0f);
+void ah_cuda_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
+    rope(dx, B, T, n_heads, hd, stride, r, -1.0f);
 }
 
 // ---- SwiGLU: out = silu(gate) * up, gu rows = F gate values then F up values ----
