@@ -1,6 +1,7 @@
 # autohet ckpt export: a checkpoint saved by a TP-4 plan (every matrix in 4 pieces) becomes one
-# Hugging Face GPT-2 model.safetensors + config.json (then the same for LLaMA, below). PyTorch (/usr/bin/python3, no other package)
-# parses the safetensors file by hand, checks the names and Conv1D shapes Hugging Face uses, builds
+# Hugging Face GPT-2 model.safetensors + config.json (then the same for LLaMA, below). PyTorch
+# (/usr/bin/python3, with numpy, which python3-torch pulls in; no safetensors package) parses the
+# safetensors file by hand (tests/hf_files.py), checks the names and Conv1D shapes Hugging Face uses, builds
 # GPT-2 from config.json with those weights, and its loss on step 5's batch must equal the loss
 # autohet reported for step 5 (the weights after 5 updates) within 1e-5 relative. A step that is
 # not there, and a directory without checkpoints, are clear errors.

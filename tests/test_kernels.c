@@ -362,15 +362,16 @@ static double rope_loss(void *p) {
 
 /* inv_freq of pair i as transformers forms it in fp32 (modeling_rope_utils.py: the default
  * parameters, then _compute_llama3_parameters when r.factor > 0), written from that code, not
- * from kernels/rope_freq.h. */
+ * from kernels/rope_freq.h; a Python number over a tensor is torch's reciprocal-then-multiply. */
 static float hf_inv_freq(ah_rope_t r, int i, int hd) {
     const float inv_freq = 1.0f / powf(r.theta, (float)(2 * i) / (float)hd);
     if (r.factor == 0) return inv_freq;
-    const float wavelen = (float)(2 * 3.14159265358979323846) / inv_freq;
+    const float wavelen = (1.0f / inv_freq) * (float)(2 * 3.14159265358979323846);
     const float low_freq_wavelen = r.original_max_pos / r.low_freq_factor;
     const float high_freq_wavelen = r.original_max_pos / r.high_freq_factor;
     const float llama = wavelen > low_freq_wavelen ? inv_freq / r.factor : inv_freq;
-    const float smooth = (r.original_max_pos / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+    const float smooth =
+        ((1.0f / wavelen) * r.original_max_pos - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
     const float smoothed = (1 - smooth) * llama / r.factor + smooth * llama;
     return !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen) ? smoothed : llama;
 }
@@ -524,7 +525,11 @@ static void att_naive(const att_case_t *c, double *out, double *probs, double *d
 static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     const size_t nqkv = (size_t)B * T * 3 * Hl * hd, nout = (size_t)B * T * Hl * hd,
                  np = (size_t)B * Hl * T * T;
-    att_case_t c = {B, T, Hl, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), zeros(np), rand_buf(nout, 1)};
+    /* The state starts as NaN: the forward need not write a row past its block of queries, and
+     * the backward must not read what it did not write (a NaN would reach dqkv). */
+    float *probs = malloc(np * sizeof *probs);
+    for (size_t i = 0; i < np; i++) probs[i] = NAN;
+    att_case_t c = {B, T, Hl, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), probs, rand_buf(nout, 1)};
     char what[128];
     CHECK(K->attention_state_floats(B, T, Hl, hd) == np, "the CPU's attention state is the probabilities");
     double *wout = malloc(nout * sizeof *wout), *wp = malloc(np * sizeof *wp),
@@ -533,12 +538,18 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     att_loss(&c);
     snprintf(what, sizeof what, "attention_fwd out (B=%d T=%d Hl=%d hd=%d)", B, T, Hl, hd);
     CHECK_REL_D(c.out, wout, nout, 1e-5, what);
-    snprintf(what, sizeof what, "attention_fwd probs (B=%d T=%d Hl=%d hd=%d)", B, T, Hl, hd);
-    CHECK_REL_D(c.probs, wp, np, 1e-5, what);
-    int upper_zero = 1;
+    /* above the diagonal: exactly 0 where written, NaN (untouched) elsewhere; then compared as 0 */
+    int upper_ok = 1;
+    float *seen = copy_buf(c.probs, np);
     for (size_t r = 0; r < (size_t)B * Hl * T; r++)
-        for (int j = (int)(r % T) + 1; j < T; j++) upper_zero &= c.probs[r * T + j] == 0.0f;
-    CHECK(upper_zero, "attention probs are exactly 0 above the diagonal");
+        for (int j = (int)(r % T) + 1; j < T; j++) {
+            upper_ok &= seen[r * T + j] == 0.0f || isnan(seen[r * T + j]);
+            seen[r * T + j] = 0.0f;
+        }
+    CHECK(upper_ok, "attention probs above the diagonal are 0 where the forward wrote them");
+    snprintf(what, sizeof what, "attention_fwd probs (B=%d T=%d Hl=%d hd=%d)", B, T, Hl, hd);
+    CHECK_REL_D(seen, wp, np, 1e-5, what);
+    free(seen);
 
     float *dqkv = rand_buf(nqkv, 1), *dqkv0 = copy_buf(dqkv, nqkv);
     float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof(float));

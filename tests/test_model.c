@@ -100,6 +100,7 @@ static void test_hf_refusals(void) {
          "cfg.json.rope_scaling: high_freq_factor 1 must exceed low_freq_factor 4"},
         {llama, "\"rope_scaling\":7", "cfg.json.rope_scaling: expected null or an object"},
         {llama, LLAMA31 "}", NULL},
+        {llama, "\"rope_scaling\":{\"rope_type\":\"default\"}", NULL}, /* transformers: no scaling */
         {llama, "\"rope_scaling\":null", NULL},
         {llama, "\"hidden_act\":\"gelu\"", "cfg.json.hidden_act: \"gelu\""},
         {llama, "\"hidden_act\":\"silu\"", NULL},
@@ -185,6 +186,34 @@ static void test_rope_scaling(void) {
           "round trip keeps rope_scaling: %s", err.msg);
     back.rope_scaling.factor = 0;
     CHECK(!ah_model_equal(&m, &back), "a model without the scaling is another model");
+    /* transformers v5 writes rope_theta and the scaling as one rope_parameters object:
+     * Llama-3.2-1B (1,235,814,400 parameters, tied) */
+    json_t *v5 = json_loads("{\"model_type\":\"llama\",\"num_hidden_layers\":16,\"hidden_size\":2048,"
+                            "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"intermediate_size\":8192,"
+                            "\"vocab_size\":128256,\"max_position_embeddings\":131072,\"tie_word_embeddings\":true,"
+                            "\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,\"factor\":32.0,"
+                            "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                            "\"original_max_position_embeddings\":8192}}",
+                            0, NULL);
+    CHECK(ah_model_from_hf_json(v5, "v5.json", &back, &err) == AH_OK, "rope_parameters: %s", err.msg);
+    CHECK(back.rope_theta == 500000 && back.rope_scaling.factor == 32, "rope_parameters: theta and factor read");
+    CHECK_EQ_I64(ah_model_params_total(&back), 1235814400LL);
+    json_object_set_new(v5, "rope_theta", json_real(10000));
+    CHECK_ERR(ah_model_from_hf_json(v5, "v5.json", &back, &err), AH_ERR_INVALID, err,
+              "v5.json: both rope_parameters and rope_theta; give one form");
+    json_object_del(v5, "rope_theta");
+    json_object_set_new(v5, "rope_parameters", json_pack("{s:s, s:f}", "rope_type", "default", "rope_theta", 1e6));
+    CHECK(ah_model_from_hf_json(v5, "v5.json", &back, &err) == AH_OK && back.rope_theta == 1e6 &&
+              back.rope_scaling.factor == 0,
+          "rope_parameters of type default: theta only: %s", err.msg);
+    json_object_set_new(v5, "rope_parameters", json_pack("{s:s, s:f}", "rope_type", "yarn", "factor", 4.0));
+    CHECK_ERR(ah_model_from_hf_json(v5, "v5.json", &back, &err), AH_ERR_INVALID, err,
+              "v5.json.rope_parameters.rope_type is \"yarn\"");
+    json_object_del(v5, "rope_parameters");
+    json_object_set_new(v5, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "default", "rope_theta", 1e6));
+    CHECK_ERR(ah_model_from_hf_json(v5, "v5.json", &back, &err), AH_ERR_INVALID, err,
+              "v5.json.rope_scaling: unknown field \"rope_theta\"");
+    json_decref(v5);
     json_object_set_new(o, "arch", json_string("gpt2"));
     CHECK_ERR(ah_model_from_json(o, "model", &back, &err), AH_ERR_INVALID, err,
               "model.rope_scaling: a GPT-2 model has no rotary positions to scale");

@@ -64,17 +64,17 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
                         int64_t total, double flops_per_token) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     int64_t N = tr->micro_batch * tr->seq_len;
-    char window[160] = "";
+    char window[64] = "", scaling[96] = "";
     if (m->sliding_window)
         snprintf(window, sizeof window, " (sliding window %lld)", (long long)m->sliding_window);
-    else if (m->rope_scaling.factor > 0) /* LLaMA 3.1: the context is the scaled one */
-        snprintf(window, sizeof window, " (rotary scaled x%g from %lld, llama3)", m->rope_scaling.factor,
+    if (m->rope_scaling.factor > 0) /* LLaMA 3.1: the context is the scaled one */
+        snprintf(scaling, sizeof scaling, " (rotary scaled x%g from %lld, llama3)", m->rope_scaling.factor,
                  (long long)m->rope_scaling.original_max_pos);
     printf("model %s (%s): %lld layers, d_model %lld, %lld heads (%lld kv), d_ff %lld, vocab %lld, "
-           "context %lld%s, %s head\n",
+           "context %lld%s%s, %s head\n",
            m->name, ah_arch_name(m->arch), (long long)m->n_layer, (long long)m->d_model,
            (long long)m->n_head, (long long)m->n_kv_head, (long long)m->d_ff, (long long)m->vocab,
-           (long long)m->max_pos, window, m->tied ? "tied" : "untied");
+           (long long)m->max_pos, window, scaling, m->tied ? "tied" : "untied");
     printf("micro-batch %lld x seq-len %lld = %lld tokens, tp %d, %s\n\n", (long long)tr->micro_batch,
            (long long)tr->seq_len, (long long)N, t, ah_precision_name(tr->precision));
     printf("parameters          %s (%lld)\n", si((double)total, a, sizeof a), (long long)total);

@@ -72,7 +72,8 @@ typedef struct ah_plan_result {
                                 * (no rate for it), with their GPUs and nodes; "" when none */
     char idle_why[1024];       /* opts.explain_idle: the GPU types the plan leaves entirely idle
                                 * though they run the precision, each with the best plan using it
-                                * that the search scored and what it costs; "" when none */
+                                * that the search scored and what it costs; "" when none, and
+                                * when a sharded optimizer replaced the plan (shard_choice.c) */
     char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
                                 * that applied to the first of them (ah_search_exact's reason) */
     double usd_per_hour;       /* price of the GPUs the plan uses */

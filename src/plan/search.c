@@ -67,6 +67,18 @@ double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *
     return isfinite(value) ? key_of(s, cand_price(x, c), value) : INFINITY;
 }
 
+/* *dst = a copy of c; false (dst untouched) when out of host memory. */
+static bool replace_cand(ah_cand_t *dst, const ah_sctx_t *x, const ah_cand_t *c) {
+    ah_cand_t copy = {0};
+    if (!ah_cand_copy(&copy, c, x->n_types * AH_KINDS)) {
+        ah_cand_free(&copy);
+        return false;
+    }
+    ah_cand_free(dst);
+    *dst = copy;
+    return true;
+}
+
 /* Keeps c as the best candidate using each GPU type it uses, where it beats that type's best. */
 static void note_types(ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double key) {
     for (int k = 0; k < x->n_types; k++) {
@@ -74,7 +86,7 @@ static void note_types(ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, d
         if (b->have && key >= b->key) continue;
         bool uses = false;
         for (int i = 0; i < c->n_stages && !uses; i++) uses = x->cluster->nodes[c->node[i]].type == k;
-        if (!uses || !ah_cand_copy(&b->cand, c, x->n_types * AH_KINDS)) continue;
+        if (!uses || !replace_cand(&b->cand, x, c)) continue;
         b->have = true;
         b->key = key;
         b->t = x->t;
@@ -89,7 +101,7 @@ void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
     const double key = ah_search_key(s, x, c, value);
     if (isfinite(key) && s->by_type) note_types(s, x, c, key);
     if (!isfinite(key) || (s->have && key >= s->best_key)) return;
-    if (!ah_cand_copy(&s->best, c, x->n_types * AH_KINDS)) return; /* keeps the previous best */
+    if (!replace_cand(&s->best, x, c)) return; /* keeps the previous best */
     s->have = true;
     s->best_key = key;
     s->best_value = value;

@@ -102,6 +102,7 @@ static ah_status_t shard_result(ah_plan_result_t *r, const ah_planner_opts_t *o,
         r->plan.has_predicted = true;
         r->plan.predicted = r->eval.pred;
         r->lower_bound_s = 0; /* the bound prices the optimizer step unsharded: none is claimed */
+        r->idle_why[0] = 0;   /* its comparisons were with the plan before sharding */
     }
     if (!*taken || take_mem) ah_plan_free(&even), ah_eval_free(&e_even);
     if (!*taken || !take_mem) ah_plan_free(&mem), ah_eval_free(&e_mem);

@@ -207,26 +207,35 @@ static ah_status_t gpt2_refusals(const json_t *cfg, const char *where, ah_error_
                        "the runtime's attention does not scale the scores by the layer index", err);
 }
 
-/* rope_scaling (a config's or a model object's): null or absent, none; LLaMA 3.1's "llama3"
- * scaling with its four fields; any other kind or field is refused with its name (it would change
- * the rotary angles). */
-static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, ah_rope_scaling_t *out,
-                                          ah_error_t *err) {
+/* A rotary scaling object `name` of `where`: null or absent, none; rope_type "default", none;
+ * LLaMA 3.1's "llama3" scaling with its four fields; any other kind or field is refused with its
+ * name (it would change the rotary angles). theta_key: transformers v5's rope_parameters, which
+ * also holds rope_theta (read into *theta). */
+static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, const char *name, bool theta_key,
+                                          double *theta, ah_rope_scaling_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     if (!rs || json_is_null(rs)) return AH_OK;
     char at[300], type[32] = "";
-    snprintf(at, sizeof at, "%s.rope_scaling", where);
+    snprintf(at, sizeof at, "%s.%s", where, name);
     if (!json_is_object(rs))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected null or an object, got %s", at, ah_json_type_name(rs));
     const char *key = json_object_get(rs, "rope_type") ? "rope_type" : "type"; /* "type": older configs */
     TRY(ah_json_get_str(rs, at, key, true, type, sizeof type, err));
-    if (strcmp(type, "llama3") != 0)
+    const bool llama3 = strcmp(type, "llama3") == 0;
+    if (!llama3 && strcmp(type, "default") != 0)
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s.%s is \"%s\": the runtime implements LLaMA 3.1's \"llama3\" rotary scaling "
-                            "only (or none: rope_scaling null)", at, key, type);
+                            "only (or none: rope_scaling null, rope_type \"default\")", at, key, type);
     static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
-                                       "original_max_position_embeddings", NULL};
-    TRY(ah_json_check_keys(rs, at, keys, err));
+                                       "original_max_position_embeddings", "rope_theta", NULL};
+    static const char *const keys_default[] = {"rope_type", "type", "rope_theta", NULL};
+    const char *const *allowed = llama3 ? keys : keys_default;
+    if (!theta_key && json_object_get(rs, "rope_theta"))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: unknown field \"rope_theta\" (rope_theta is a field of the "
+                            "config itself)", at);
+    TRY(ah_json_check_keys(rs, at, allowed, err));
+    if (theta_key) TRY(ah_json_get_num(rs, at, "rope_theta", false, 1, 1e12, theta, err));
+    if (!llama3) return AH_OK;
     TRY(ah_json_get_num(rs, at, "factor", true, 1, 1e6, &out->factor, err));
     TRY(ah_json_get_num(rs, at, "low_freq_factor", true, 1e-6, 1e6, &out->low_freq_factor, err));
     TRY(ah_json_get_num(rs, at, "high_freq_factor", true, 1e-6, 1e6, &out->high_freq_factor, err));
@@ -236,6 +245,18 @@ static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, a
         return ah_error_set(err, AH_ERR_INVALID, "%s: high_freq_factor %g must exceed low_freq_factor %g", at,
                             out->high_freq_factor, out->low_freq_factor);
     return AH_OK;
+}
+
+/* A config's rotary settings: rope_theta and rope_scaling, or transformers v5's rope_parameters
+ * (rope_type, rope_theta and the kind's fields in one object); both forms at once are refused. */
+static ah_status_t rope_from_config(const json_t *cfg, const char *where, ah_model_t *m, ah_error_t *err) {
+    const json_t *v5 = json_object_get(cfg, "rope_parameters"), *rs = json_object_get(cfg, "rope_scaling");
+    if (!v5 || json_is_null(v5))
+        return rope_scaling_from_json(rs, where, "rope_scaling", false, NULL, &m->rope_scaling, err);
+    if ((rs && !json_is_null(rs)) || json_object_get(cfg, "rope_theta"))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: both rope_parameters and %s; give one form", where,
+                            rs && !json_is_null(rs) ? "rope_scaling" : "rope_theta");
+    return rope_scaling_from_json(v5, where, "rope_parameters", true, &m->rope_theta, &m->rope_scaling, err);
 }
 
 /* The fields of a LLaMA / Mistral config that would change what the model computes, and its
@@ -248,7 +269,7 @@ static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model
                     "the runtime's LLaMA MLP has no biases on its gate, up and down projections", err));
     TRY(require_str(cfg, where, "hidden_act", "silu", silu,
                     "the runtime's LLaMA MLP is SwiGLU, whose gate is \"silu\"", err));
-    TRY(rope_scaling_from_json(json_object_get(cfg, "rope_scaling"), where, &m->rope_scaling, err));
+    TRY(rope_from_config(cfg, where, m, err));
     const json_t *sw = json_object_get(cfg, "sliding_window");
     if (sw && !json_is_null(sw)) {
         TRY(ah_json_get_int(cfg, where, "sliding_window", true, 1, (int64_t)1 << 40, &m->sliding_window, err));
@@ -348,7 +369,8 @@ struct json_t *ah_model_to_json(const ah_model_t *m) {
                           (json_int_t)m->vocab, "max_pos", (json_int_t)m->max_pos, "tied", m->tied,
                           "norm_eps", m->norm_eps);
     if (o && m->arch == AH_ARCH_LLAMA) json_object_set_new(o, "rope_theta", json_real(m->rope_theta));
-    if (o && m->rope_scaling.factor > 0) json_object_set_new(o, "rope_scaling", ah_rope_scaling_to_json(&m->rope_scaling));
+    if (o && m->rope_scaling.factor > 0)
+        json_object_set_new(o, "rope_scaling", ah_rope_scaling_to_json(&m->rope_scaling));
     if (o && m->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer((json_int_t)m->sliding_window));
     return o;
@@ -386,7 +408,8 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
         m->rope_theta = 10000;
         TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
     }
-    TRY(rope_scaling_from_json(json_object_get(obj, "rope_scaling"), where, &m->rope_scaling, err));
+    TRY(rope_scaling_from_json(json_object_get(obj, "rope_scaling"), where, "rope_scaling", false, NULL,
+                               &m->rope_scaling, err));
     if (m->arch == AH_ARCH_GPT2 && m->rope_scaling.factor > 0)
         return ah_error_set(err, AH_ERR_INVALID, "%s.rope_scaling: a GPT-2 model has no rotary positions to scale",
                             where);

@@ -9,9 +9,10 @@
  * load, naming the field and its value (so `model`, `plan` and `train` refuse alike): GPT-2 an
  * activation_function other than the tanh GELU ("gelu_new", "gelu_pytorch_tanh"; HF's "gelu" is
  * the exact erf GELU), scale_attn_weights false, scale_attn_by_inverse_layer_idx true; LLaMA and
- * Mistral attention_bias or mlp_bias true, a non-null rope_scaling, a hidden_act other than
- * "silu", a head_dim other than hidden_size / num_attention_heads. A sliding_window shorter than
- * max_position_embeddings is kept (sliding_window below) and limits the sequence length.
+ * Mistral attention_bias or mlp_bias true, a rope_scaling other than LLaMA 3.1's "llama3" (kept:
+ * rope_scaling below; transformers v5's rope_parameters is read the same way), a hidden_act other
+ * than "silu", a head_dim other than hidden_size / num_attention_heads. A sliding_window shorter
+ * than max_position_embeddings is kept (sliding_window below) and limits the sequence length.
  *
  * Layers are numbered like the plan file numbers them: blocks 0 .. n_layer-1. The embedding is
  * held by stage 0 of every pipeline and the final norm + LM head by the last stage; they are not
