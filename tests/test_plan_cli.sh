@@ -155,6 +155,10 @@ check "--objective cost: the idle H20s' plan priced per token: $(grep -m1 '^idle
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --json >"$TMP/idle.json" 2>&1
 $PY -c "import json,sys; d=json.load(open('$TMP/idle.json')); sys.exit(not d['idle'].startswith('H20, 8 GPUs on h20-0: '))"
 check "--json carries the idle note" $?
+# a sharded optimizer that replaces the plan drops the note (its comparisons were unsharded)
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --shard-optimizer even >"$TMP/idle.out" 2>&1
+grep -q "^optimizer: AdamW state sharded" "$TMP/idle.out" && ! grep -q "^idle:" "$TMP/idle.out"
+check "--shard-optimizer even: a sharded plan, no idle note" $?
 "$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 --json >"$TMP/all.json" 2>&1
 $PY -c "import json,sys; d=json.load(open('$TMP/all.json')); sys.exit(d['idle'] is not None or len({s['gpu'] for p in d['plan']['pipelines'] for s in p['stages']}) < 2)"
 check "a plan on every GPU type has no idle note" $?
