@@ -267,8 +267,11 @@ bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len);
  * per-pipeline optimum, then the DP sync and optimizer of the resulting splits exactly as
  * ah_evaluate prices them. +inf when no split fits; NAN when out of host memory. */
 double ah_cand_score(ah_sctx_t *x, ah_cand_t *c);
-/* Builds the plan of a scored candidate (devices: the next free TP group of each node). */
-ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err);
+/* The plan of candidate c, searched at TP degree t and micro-batch m (devices: the next free TP
+ * group of each node), with its search value in *value: a stage table of its own, c scored again
+ * (filling c->n) and split. AH_ERR_INTERNAL when a pipeline has no split. */
+ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int t,
+                         int64_t m, ah_cand_t *c, double *value, ah_plan_t *out, ah_error_t *err);
 
 /* The searches (search_exact.c, search_template.c) report candidates through this callback,
  * which keeps the best under the objective. */
@@ -297,7 +300,7 @@ typedef struct ah_type_best {
  * which terms of the breakdown grow (search_idle.c). Best effort: a type whose plan cannot be
  * built is named without a comparison. */
 void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                     const ah_type_best_t *by_type, ah_plan_result_t *out);
+                     ah_type_best_t *by_type, ah_plan_result_t *out);
 /* $ per hour of the GPUs a plan uses. */
 double ah_plan_usd_per_hour(const ah_plan_t *p);
 

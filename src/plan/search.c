@@ -410,14 +410,8 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *clus
 /* Builds the best candidate into out and scores it with ah_evaluate. */
 static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                           ah_search_t *s, ah_plan_result_t *out, ah_error_t *err) {
-    ah_train_t tr = o->train;
-    tr.micro_batch = s->best_m;
-    ah_sctx_t x;
-    ah_status_t st = ah_sctx_init(&x, model, cluster, &tr, s->best_t, o->profile, err);
-    if (st != AH_OK) return st;
-    out->search_value_s = ah_cand_score(&x, &s->best); /* refills the memo; same value as offered */
-    st = ah_cand_build(&x, &s->best, &out->plan, err);
-    ah_sctx_free(&x);
+    ah_status_t st =
+        ah_cand_plan(model, cluster, o, s->best_t, s->best_m, &s->best, &out->search_value_s, &out->plan, err);
     if (st != AH_OK) return st;
     st = ah_plan_check(&out->plan, o->profile, err);
     if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, err);

@@ -120,7 +120,8 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     return result;
 }
 
-ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
+/* The plan of a scored candidate (devices: the next free TP group of each node). */
+static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
     const ah_cluster_t *cl = x->cluster;
     ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, cl, c->P, err);
     if (st != AH_OK) return st;
@@ -159,3 +160,15 @@ ah_status_t ah_cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_e
     return st;
 }
 
+ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int t,
+                         int64_t m, ah_cand_t *c, double *value, ah_plan_t *out, ah_error_t *err) {
+    ah_train_t tr = o->train;
+    tr.micro_batch = m;
+    ah_sctx_t x;
+    ah_status_t st = ah_sctx_init(&x, model, cluster, &tr, t, o->profile, err);
+    if (st != AH_OK) return st;
+    *value = ah_cand_score(&x, c); /* fills the memo the split needs; the value as offered */
+    st = cand_build(&x, c, out, err);
+    ah_sctx_free(&x);
+    return st;
+}

@@ -6,7 +6,6 @@
  * iteration time (cost objective). The candidate is the best the search scored, not proven the
  * best with that type: the search skips what its bound says cannot beat the best so far. */
 #define AH_PLANNER_INTERNAL
-#include <math.h>
 #include <stdlib.h>
 
 #include "plan/planner.h"
@@ -56,21 +55,13 @@ static void name_terms(const ah_breakdown_t *with, const ah_breakdown_t *chosen,
 
 /* The with-type plan of b, evaluated, compared with the chosen plan, into s. */
 static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                         const ah_type_best_t *b, const ah_plan_result_t *out, ah_str_t *s) {
-    ah_train_t tr = o->train;
-    tr.micro_batch = b->m;
-    ah_sctx_t x;
+                         ah_type_best_t *b, const ah_plan_result_t *out, ah_str_t *s) {
     ah_error_t err = {0};
     ah_plan_t plan = {0};
     ah_eval_t ev = {0};
-    bool ok = ah_sctx_init(&x, model, cluster, &tr, b->t, o->profile, &err) == AH_OK;
-    if (ok) {
-        ah_cand_t c = {0};
-        ok = ah_cand_copy(&c, &b->cand, x.n_types * AH_KINDS) && isfinite(ah_cand_score(&x, &c)) &&
-             ah_cand_build(&x, &c, &plan, &err) == AH_OK && ah_evaluate(&plan, o->profile, &ev, &err) == AH_OK;
-        ah_cand_free(&c);
-        ah_sctx_free(&x);
-    }
+    double value;
+    const bool ok = ah_cand_plan(model, cluster, o, b->t, b->m, &b->cand, &value, &plan, &err) == AH_OK &&
+                    ah_evaluate(&plan, o->profile, &ev, &err) == AH_OK;
     if (!ok) {
         ah_str_appendf(s, ": no plan with them could be rebuilt for comparison");
     } else {
@@ -83,7 +74,8 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
                               "per iteration (chosen $%.2f/h for %.4f s)", usd, 100.0 * (usd / out->usd_per_mtoken - 1),
                            ah_plan_usd_per_hour(&plan), it, out->usd_per_hour, chosen);
         } else {
-            ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it, 100.0 * (it / chosen - 1));
+            ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it,
+                           100.0 * (it / chosen - 1));
             name_terms(&ev.pred.breakdown, &out->eval.pred.breakdown, chosen, s);
         }
     }
@@ -92,7 +84,7 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
 }
 
 void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                     const ah_type_best_t *by_type, ah_plan_result_t *out) {
+                     ah_type_best_t *by_type, ah_plan_result_t *out) {
     ah_str_t s = ah_str_fixed(out->idle_why, sizeof out->idle_why);
     const ah_plan_t *p = &out->plan;
     for (int k = 0; k < cluster->n_types; k++) {
