@@ -47,23 +47,26 @@ AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *
     }
 }
 
-/* Frequencies one pass of rope_rotate takes at a time: its cos and sin tables live on the stack. */
+/* Frequencies one pass of rope_rotate takes at a time: its frequency, cos and sin tables live on
+ * the stack. */
 #define ROPE_CHUNK 128
 
 /* Rotate every head of the B*T rows by the angle of its position, times `sign` (+1 the forward,
  * -1 the backward's transpose): pair (x1, x2) = (x[i], x[i + hd/2]) becomes
- * (x1 c - x2 s, x2 c + x1 s) with s = sign * sin. cos and sin depend on (t, i) only: for each
- * position they are computed once per frequency (in chunks of ROPE_CHUNK) and applied to every
- * sequence of the batch and every head, in loops over i that vectorise. */
+ * (x1 c - x2 s, x2 c + x1 s) with s = sign * sin. The frequencies are formed once per chunk of
+ * ROPE_CHUNK; cos and sin depend on (t, i) only: for each position they are computed once per
+ * frequency and applied to every sequence of the batch and every head, in loops over i that
+ * vectorise. */
 AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope,
                                       float sign) {
     const int half = hd / 2;
-    float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
-    for (int t = 0; t < T; t++)
-        for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
-            const int n = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+    float inv_freq[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
+    for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+        const int n = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+        for (int k = 0; k < n; k++) inv_freq[k] = ah_rope_inv_freq(rope, i0 + k, hd);
+        for (int t = 0; t < T; t++) {
             for (int k = 0; k < n; k++) {
-                const float angle = (float)t * ah_rope_inv_freq(rope, i0 + k, hd);
+                const float angle = (float)t * inv_freq[k];
                 cs[k] = (float)cos((double)angle);
                 sn[k] = sign * (float)sin((double)angle);
             }
@@ -79,6 +82,7 @@ AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int h
                 }
             }
         }
+    }
 }
 
 void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
