@@ -14,7 +14,9 @@
 # ROUNDS. Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh [--model gpt2|llama] BUILD_DIR [SOURCE_DIR]   (a Release build)
 # --model llama: LLaMA's configurations (RMSNorm, rotary, SwiGLU, untied head): one with as many
-# key/value heads as query heads, one with grouped-query attention (8 query heads over 2).
+# key/value heads as query heads (d 256), one with grouped-query attention (d 512, 8 query heads
+# over 2), and one at LLaMA's own head dim of 128 (d 1024, 8 query heads over 2, as LLaMA-3-8B's
+# 32 over 8).
 # Where the environment forces an OpenBLAS kernel (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), run it
 # also with OpenBLAS's own choice: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bash bench/...
 # (docs/benchmarks.md).
@@ -38,7 +40,7 @@ trap 'rm -rf "$WORK"' EXIT
 if [ $ARCH = gpt2 ]; then
     CONFIGS=("small 4 256 4 4 1024 128 8 512" "large 6 512 8 8 2048 256 8 512")
 else
-    CONFIGS=("small 4 256 4 4 688 128 8 512" "gqa 6 512 8 2 1376 256 8 512")
+    CONFIGS=("small 4 256 4 4 688 128 8 512" "gqa 6 512 8 2 1376 256 8 512" "hd128 4 1024 8 2 2816 256 4 512")
 fi
 kernel_reported=0
 for cfg in "${CONFIGS[@]}"; do

@@ -167,7 +167,8 @@ static void test_sliding_window(void) {
 }
 
 /* LLaMA 3.1-8B's config: its rotary scaling is read, carried by the plan file's model object,
- * distinguishes the model from LLaMA 3-8B's shape, and a GPT-2 model object cannot carry it. */
+ * distinguishes the model from LLaMA 3-8B's shape, and a GPT-2 model object cannot carry it (nor a
+ * rope_theta). */
 static void test_rope_scaling(void) {
     const char *text = "{\"model_type\":\"llama\",\"num_hidden_layers\":32,\"hidden_size\":4096,"
                        "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"intermediate_size\":14336,"
@@ -214,9 +215,15 @@ static void test_rope_scaling(void) {
     CHECK_ERR(ah_model_from_hf_json(v5, "v5.json", &back, &err), AH_ERR_INVALID, err,
               "v5.json.rope_scaling: unknown field \"rope_theta\"");
     json_decref(v5);
+    /* GPT-2 has learned positions: any rotary field is refused as such, whatever its kind. */
     json_object_set_new(o, "arch", json_string("gpt2"));
+    json_object_set_new(o, "rope_theta", json_real(5e5));
     CHECK_ERR(ah_model_from_json(o, "model", &back, &err), AH_ERR_INVALID, err,
-              "model.rope_scaling: a GPT-2 model has no rotary positions to scale");
+              "model.rope_theta: a GPT-2 model has learned positions, no rotary ones");
+    json_object_del(o, "rope_theta");
+    json_object_set_new(o, "rope_scaling", json_pack("{s:s, s:f}", "type", "linear", "factor", 2.0));
+    CHECK_ERR(ah_model_from_json(o, "model", &back, &err), AH_ERR_INVALID, err,
+              "model.rope_scaling: a GPT-2 model has learned positions, no rotary ones");
     json_decref(o);
 }
 

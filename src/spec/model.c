@@ -404,15 +404,17 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
     TRY(ah_json_get_int(obj, where, "max_pos", true, 1, BIG, &m->max_pos, err));
     TRY(ah_json_get_bool(obj, where, "tied", true, &m->tied, err));
     TRY(ah_json_get_num(obj, where, "norm_eps", true, 0, 1, &m->norm_eps, err));
-    if (m->arch == AH_ARCH_LLAMA) {
+    if (m->arch == AH_ARCH_GPT2) { /* learned positions: a rotary field would be ignored, so it is refused */
+        const json_t *rs = json_object_get(obj, "rope_scaling");
+        if (json_object_get(obj, "rope_theta") || (rs && !json_is_null(rs)))
+            return ah_error_set(err, AH_ERR_INVALID, "%s.%s: a GPT-2 model has learned positions, no rotary ones",
+                                where, json_object_get(obj, "rope_theta") ? "rope_theta" : "rope_scaling");
+    } else {
         m->rope_theta = 10000;
         TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
+        TRY(rope_scaling_from_json(json_object_get(obj, "rope_scaling"), where, "rope_scaling", false, NULL,
+                                   &m->rope_scaling, err));
     }
-    TRY(rope_scaling_from_json(json_object_get(obj, "rope_scaling"), where, "rope_scaling", false, NULL,
-                               &m->rope_scaling, err));
-    if (m->arch == AH_ARCH_GPT2 && m->rope_scaling.factor > 0)
-        return ah_error_set(err, AH_ERR_INVALID, "%s.rope_scaling: a GPT-2 model has no rotary positions to scale",
-                            where);
     TRY(ah_json_get_int(obj, where, "sliding_window", false, 0, BIG, &m->sliding_window, err));
     return ah_model_validate(m, where, err);
 }
