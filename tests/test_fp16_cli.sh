@@ -16,7 +16,7 @@ expect() { # RC NEEDLE ARGS...: exit code and a message holding NEEDLE
     "$AH" "$@" >"$WORK/out" 2>&1
     local rc=$?
     [ "$rc" -eq "$want" ] && grep -q -- "$needle" "$WORK/out"
-    check "$* -> rc $rc (want $want, \"$needle\"): $(head -c 600 "$WORK/out")" $?
+    st=$?; check "$* -> rc $rc (want $want, \"$needle\"): $(head -c 600 "$WORK/out")" $st
 }
 cat >"$WORK/v100t4.json" <<'JSON'
 {"nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8}, {"name": "t0", "gpu": "T4", "count": 4}]}
@@ -39,11 +39,11 @@ assert d["plan"]["train"]["precision"] == "fp16", d["plan"]["train"]
 assert "fp16" in d["why"]["precision"] and "bf16: no GPU type" in d["why"]["precision"], d["why"]
 PY
 check "--json why.precision" $?
-expect 2 "no GPU type of the cluster runs bf16" plan $P --cluster "$WORK/v100t4.json" --precision bf16
+expect 1 "no GPU type of the cluster runs bf16" plan $P --cluster "$WORK/v100t4.json" --precision bf16
 expect 2 "expected fp32, bf16, fp16 or auto" plan $P --cluster "$WORK/v100t4.json" --precision half
-expect 0 "fp16" evaluate "$WORK/p16.json"
-expect 0 "+ fp32 master" model gpt2-124m --precision fp16
-expect 2 "expected fp32, bf16 or fp16" model gpt2-124m --precision fp8
+expect 0 "fp16" evaluate --plan "$WORK/p16.json"
+expect 0 "+ fp32 master" model --model gpt2-124m --precision fp16
+expect 2 "expected fp32, bf16 or fp16" model --model gpt2-124m --precision fp8
 expect 0 "fp16" simulate --model gpt2-124m --cluster "$WORK/v100t4.json" --precision fp16 --hours 1 --global-batch 32 \
     --seq-len 1024
 expect 2 "type cpu-fast runs on the CPU backend, which trains fp32 only" run --model tiny-gpt2 --cluster cpu-hetero \
@@ -51,11 +51,11 @@ expect 2 "type cpu-fast runs on the CPU backend, which trains fp32 only" run --m
 # train's loss-scale flags: checked, and refused on a plan that does not train fp16
 R=$(plan_ranks "$PLANS/train-single.json")
 T="train --plan $PLANS/train-single.json --data $WORK/text.bin --steps 1 --quiet"
-for bad in "--loss-scale 1000|not a power of two" "--loss-scale 0.5|not a power of two" \
-           "--loss-scale-window 0|window 0" "--loss-scale 1024|apply to fp16 plans only"; do
+for bad in "--loss-scale 1000|not a power of two" "--loss-scale 0.5|--loss-scale: expected 1 .. " \
+           "--loss-scale-window 0|--loss-scale-window: expected 1 .. " "--loss-scale 1024|apply to fp16 plans only"; do
     timeout 120 $MPIRUN -np "$R" $AUTOHET $T ${bad%%|*} >"$WORK/out" 2>&1
     rc=$?
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- "${bad#*|}" "$WORK/out"
-    check "train ${bad%%|*} -> rc $rc: $(head -c 400 "$WORK/out")" $?
+    st=$?; check "train ${bad%%|*} -> rc $rc: $(head -c 400 "$WORK/out")" $st
 done
 echo "PASS ($pass checks)"

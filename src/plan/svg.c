@@ -184,18 +184,21 @@ static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
                 y + 10, s);
         const op_t *lane = ops + (size_t)s * (size_t)(2 * n);
+        /* what every box of the lane shares is said once, on its group (a lane may hold
+         * thousands of boxes) */
+        fprintf(f, "<g fill=\"%s\" stroke=\"white\" stroke-width=\"0.3\">\n", col);
         for (int k = 0; k < 2 * n;) {
             /* ops k .. j-1 as one box: each next one is short, and starts within half a pixel */
             int j = k + 1, kinds = lane[k].fwd ? 1 : 2;
             while (j < 2 * n && (lane[j].end - lane[j].start) * scale < 1.5 &&
                    (lane[j - 1].end - lane[j - 1].start) * scale < 1.5 && (lane[j].start - lane[j - 1].end) * scale < 0.5)
                 kinds |= lane[j++].fwd ? 1 : 2;
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
-                       "fill-opacity=\"%s\" stroke=\"white\" stroke-width=\"0.3\"/>\n",
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill-opacity=\"%s\"/>\n",
                     LEFT + lane[k].start * scale, y + 1, fmax((lane[j - 1].end - lane[k].start) * scale, 0.3),
-                    lane_h - 2, col, kinds == 3 ? "0.7" : kinds == 1 ? "0.45" : "1");
+                    lane_h - 2, kinds == 3 ? "0.7" : kinds == 1 ? "0.45" : "1");
             k = j;
         }
+        fprintf(f, "</g>\n");
         y += lane_h;
     }
     free(ops);
