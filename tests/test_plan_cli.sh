@@ -62,9 +62,9 @@ expect 1 "To fit" --model gpt3-175b --cluster "$CL" --global-batch 8 --seq-len 5
 # -o, then evaluate reproduces the prediction exactly
 "$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 -o "$TMP/plan.json" \
     --rankfile "$TMP/ranks" --svg "$TMP/plan.svg" --json >"$TMP/plan.out" 2>"$TMP/err"
-check "plan runs: $(cat "$TMP/err")" $?
+st=$?; check "plan runs: $(cat "$TMP/err")" $st
 "$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/eval.out" 2>"$TMP/err"
-check "evaluate accepts the plan: $(cat "$TMP/err")" $?
+st=$?; check "evaluate accepts the plan: $(cat "$TMP/err")" $st
 $PY - "$TMP/plan.out" "$TMP/eval.out" "$TMP/plan.json" <<'EOF'
 import json, sys
 plan_out = json.load(open(sys.argv[1]))
@@ -130,9 +130,9 @@ for extra in "--baseline uniform" "--baseline batch-balanced" "--baseline megatr
     # shellcheck disable=SC2086
     "$AH" plan --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 $extra -o "$TMP/b.json" --json \
         >"$TMP/b.out" 2>"$TMP/err"
-    check "plan $extra runs: $(cat "$TMP/err")" $?
+    st=$?; check "plan $extra runs: $(cat "$TMP/err")" $st
     "$AH" evaluate --plan "$TMP/b.json" --json >"$TMP/be.out" 2>"$TMP/err"
-    check "evaluate accepts the $extra plan: $(cat "$TMP/err")" $?
+    st=$?; check "evaluate accepts the $extra plan: $(cat "$TMP/err")" $st
     $PY -c "import json,sys; a=json.load(open('$TMP/b.out')); b=json.load(open('$TMP/be.out')); sys.exit(a['iteration_s'] != b['iteration_s'])"
     check "evaluate reproduces the $extra plan's prediction" $?
 done
@@ -143,15 +143,20 @@ expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
 expect 2 "expected uniform, batch-balanced or megatron-best, got \"megatron\"" --model tiny-gpt2 --cluster "$CL" \
     --baseline megatron
-# A GPU type the plan leaves idle is named with the best plan using it that the search scored
+# A GPU type the plan leaves idle, entirely or in part, is named with the best plan using (more
+# of) it that the search scored
 # (no slower than the chosen one, which is the best) and the terms that grow: mixed-32's H20s sit
 # in another zone, so using them adds cross-zone DP sync. A plan using every type has no such line.
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 >"$TMP/idle.out" 2>&1
 grep -q "^idle: H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, micro-batch [0-9]*, [0-9]* pipelines\?) takes [0-9.]* s per iteration, +[0-9.]* % on the chosen plan's: .*DP sync" "$TMP/idle.out"
-check "plan names the idle H20s, how much slower using them is and why: $(grep -m1 '^idle' "$TMP/idle.out")" $?
+st=$?; check "plan names the idle H20s, how much slower using them is and why: $(grep -m1 '^idle' "$TMP/idle.out")" $st
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --objective cost >"$TMP/idle.out" 2>&1
-grep -q "^idle: H20, 8 GPUs on h20-0: .* costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
-check "--objective cost: the idle H20s' plan priced per token: $(grep -m1 '^idle' "$TMP/idle.out")" $?
+grep -q "^idle: .*H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, [^)]*) costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
+st=$?; check "--objective cost: the idle H20s' plan priced per token: $(grep -m1 '^idle' "$TMP/idle.out")" $st
+# The cheapest plan there uses some of the H800s only (its pipeline does not need more): the
+# type's idle GPUs are named with the best plan using more of them that the search scored.
+grep -q "^idle: .*H800, [1-7] of 8 GPUs used, on h800-0: the best plan with more of them that the search scored ([2-8] of them, TP [0-9]*, [^)]*) costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
+st=$?; check "--objective cost: the partly idle H800s are named with a plan using more of them: $(grep -m1 '^idle' "$TMP/idle.out")" $st
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --json >"$TMP/idle.json" 2>&1
 $PY -c "import json,sys; d=json.load(open('$TMP/idle.json')); sys.exit(not d['idle'].startswith('H20, 8 GPUs on h20-0: '))"
 check "--json carries the idle note" $?

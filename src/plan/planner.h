@@ -50,7 +50,8 @@ typedef struct ah_planner_opts {
     bool shard_spread_only;     /* shard only groups whose members span two nodes (checkpoints
                                  * without a cloud tier: docs/checkpoints.md "Sharded optimizer") */
     bool explain_idle;          /* fill the result's idle_why (the search keeps the best candidate
-                                 * per GPU type; the note builds and evaluates one plan per idle type) */
+                                 * per GPU type and number of its GPUs; the note builds and
+                                 * evaluates one plan per type with idle GPUs) */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -70,9 +71,10 @@ typedef struct ah_plan_result {
     bool exact;                /* every (t, m) was searched in exact mode */
     char left_out[512];        /* the GPU types left out because they cannot run the precision
                                 * (no rate for it), with their GPUs and nodes; "" when none */
-    char idle_why[1024];       /* opts.explain_idle: the GPU types the plan leaves entirely idle
-                                * though they run the precision, each with the best plan using it
-                                * that the search scored and what it costs; "" when none, and
+    char idle_why[1024];       /* opts.explain_idle: the GPU types of which the plan leaves GPUs
+                                * idle though they run the precision, each with the best plan
+                                * using more of them that the search scored and what it costs
+                                * (search_idle.c); "" when none, and
                                 * when a sharded optimizer replaced the plan (shard_choice.c) */
     char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
                                 * that applied to the first of them (ah_search_exact's reason) */
@@ -285,7 +287,8 @@ ah_objective_t ah_search_objective(const ah_search_t *s);
  * is infeasible or breaks --budget / --min-tokens-per-s. */
 double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
 
-/* The best eligible candidate (finite objective key) the search scored that uses a GPU type. */
+/* The best eligible candidate (finite objective key) the search scored that uses a given number
+ * of GPUs of a type (search.c keeps one per type and number). */
 typedef struct ah_type_best {
     bool have;
     double key;
@@ -294,13 +297,13 @@ typedef struct ah_type_best {
     ah_cand_t cand;
 } ah_type_best_t;
 
-/* Fills out->idle_why for every GPU type that can run the precision and that out->plan leaves
- * entirely idle: the best plan with it that the search scored (by_type[type]), built and
- * evaluated, against the chosen one — how much slower (or dearer, for the cost objective) and
- * which terms of the breakdown grow (search_idle.c). Best effort: a type whose plan cannot be
- * built is named without a comparison. */
+/* Fills out->idle_why for every GPU type that can run the precision and of which out->plan
+ * leaves GPUs idle: the best plan using more of them that the search scored (by_type[type_base[k]
+ * + g] holds the best using g of type k's GPUs), built and evaluated, against the chosen one —
+ * how much slower (or dearer, for the cost objective) and which terms of the breakdown grow
+ * (search_idle.c). Best effort: a type whose plan cannot be built is named without a comparison. */
 void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                     ah_type_best_t *by_type, ah_plan_result_t *out);
+                     ah_type_best_t *by_type, const int *type_base, ah_plan_result_t *out);
 /* $ per hour of the GPUs a plan uses. */
 double ah_plan_usd_per_hour(const ah_plan_t *p);
 

@@ -34,8 +34,10 @@ struct ah_search {
     ah_cand_t best;
     double fastest;         /* fastest feasible plan, constraints aside (for messages) */
     int64_t candidates;
-    ah_type_best_t *by_type; /* [n_types]: the best eligible candidate using each GPU type, for
+    ah_type_best_t *by_type; /* the best eligible candidate using exactly g GPUs of type k, at
+                              * by_type[type_base[k] + g] (g = 0..the type's GPUs, 0 unused), for
                               * the report's "idle:" line (search_idle.c); NULL: not kept */
+    int *type_base;          /* [n_types] */
 };
 
 /* ---- the search state ---- */
@@ -79,14 +81,15 @@ static bool replace_cand(ah_cand_t *dst, const ah_sctx_t *x, const ah_cand_t *c)
     return true;
 }
 
-/* Keeps c as the best candidate using each GPU type it uses, where it beats that type's best. */
+/* Keeps c as the best candidate using its number of GPUs of each type, where it beats the best
+ * kept for that type and number (a stage is a TP group of t GPUs of its node's type). */
 static void note_types(ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double key) {
     for (int k = 0; k < x->n_types; k++) {
-        ah_type_best_t *b = &s->by_type[k];
-        if (b->have && key >= b->key) continue;
-        bool uses = false;
-        for (int i = 0; i < c->n_stages && !uses; i++) uses = x->cluster->nodes[c->node[i]].type == k;
-        if (!uses || !replace_cand(&b->cand, x, c)) continue;
+        int gpus = 0;
+        for (int i = 0; i < c->n_stages; i++) gpus += x->cluster->nodes[c->node[i]].type == k ? x->t : 0;
+        if (gpus == 0) continue;
+        ah_type_best_t *b = &s->by_type[s->type_base[k] + gpus];
+        if ((b->have && key >= b->key) || !replace_cand(&b->cand, x, c)) continue;
         b->have = true;
         b->key = key;
         b->t = x->t;
@@ -517,7 +520,14 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     s.cluster = cluster;
     s.tokens_per_iter = (double)opts->train.global_batch * (double)opts->train.seq_len;
     s.fastest = INFINITY;
-    if (opts->explain_idle) s.by_type = calloc((size_t)cluster->n_types, sizeof *s.by_type); /* NULL: no note */
+    int n_by_type = 0;
+    if (opts->explain_idle && (s.type_base = malloc(sizeof *s.type_base * (size_t)cluster->n_types))) {
+        for (int k = 0; k < cluster->n_types; k++) {
+            s.type_base[k] = n_by_type;
+            n_by_type += 1 + ah_cluster_type_gpus(cluster, k);
+        }
+        s.by_type = calloc((size_t)n_by_type, sizeof *s.by_type); /* NULL: no note */
+    }
     closest_t closest = {0};
     out->exact = true;
     out->lower_bound_s = INFINITY;
@@ -573,9 +583,10 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     }
     if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
     if (st == AH_OK) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
-    if (st == AH_OK && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, out);
-    for (int k = 0; s.by_type && k < cluster->n_types; k++) ah_cand_free(&s.by_type[k].cand);
+    if (st == AH_OK && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, s.type_base, out);
+    for (int i = 0; s.by_type && i < n_by_type; i++) ah_cand_free(&s.by_type[i].cand);
     free(s.by_type);
+    free(s.type_base);
     ah_cand_free(&s.best);
     out->seconds = ah_now_s() - t0;
     if (st != AH_OK) ah_plan_result_free(out);

@@ -1,10 +1,11 @@
-/* Why the chosen plan leaves a GPU type idle (the report's "idle:" line). The search keeps, per
- * GPU type, the best eligible candidate that uses it (search.c, note_types); for each type that
- * can run the precision and that the chosen plan does not use at all, that candidate is built
- * into a plan, evaluated like the chosen one, and compared: how much slower it is and which terms
- * of the breakdown grow (time objective), or how much dearer per token, from its $/h and its
- * iteration time (cost objective). The candidate is the best the search scored, not proven the
- * best with that type: the search skips what its bound says cannot beat the best so far. */
+/* Why the chosen plan leaves GPUs of a type idle (the report's "idle:" line). The search keeps,
+ * per GPU type and number of its GPUs used, the best eligible candidate (search.c, note_types);
+ * for each type that can run the precision and of which the chosen plan leaves GPUs idle, the
+ * best candidate using more of them than the chosen plan does is built into a plan, evaluated
+ * like the chosen one, and compared: how much slower it is and which terms of the breakdown grow
+ * (time objective), or how much dearer per token, from its $/h and its iteration time (cost
+ * objective). The candidate is the best the search scored, not proven the best with that many:
+ * the search skips what its bound says cannot beat the best so far. */
 #define AH_PLANNER_INTERNAL
 #include <stdlib.h>
 
@@ -13,16 +14,16 @@
 #include "core/names.h"
 #include "core/str.h"
 
-/* "H20, 8 GPUs on h20-0" */
-static void name_type(const ah_cluster_t *c, int k, ah_str_t *s) {
+/* "H20, 8 GPUs on h20-0" (none used) or "A100, 6 of 8 GPUs used, on a100-0, a100-1" */
+static void name_type(const ah_cluster_t *c, int k, int used, ah_str_t *s) {
     const char **names = malloc(sizeof *names * (size_t)c->n_nodes);
-    int gpus = 0, n = 0;
+    int n = 0;
     for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].type == k) {
-            gpus += c->nodes[i].count;
-            if (names) names[n++] = c->nodes[i].name;
-        }
-    ah_str_appendf(s, "%s, %d GPUs on ", c->types[k].name, gpus);
+        if (c->nodes[i].type == k && names) names[n++] = c->nodes[i].name;
+    if (used == 0)
+        ah_str_appendf(s, "%s, %d GPUs on ", c->types[k].name, ah_cluster_type_gpus(c, k));
+    else
+        ah_str_appendf(s, "%s, %d of %d GPUs used, on ", c->types[k].name, used, ah_cluster_type_gpus(c, k));
     if (names) ah_names_append(s, names, n, ", ", 6);
     free(names);
 }
@@ -53,9 +54,10 @@ static void name_terms(const ah_breakdown_t *with, const ah_breakdown_t *chosen,
     if (gain >= 0) ah_str_appendf(s, ", against %s %.4g s (chosen %.4g)", names[gain], w[gain], c[gain]);
 }
 
-/* The with-type plan of b, evaluated, compared with the chosen plan, into s. */
+/* The plan of b (using `gpus` GPUs of the type; 0: the type was unused), evaluated, compared
+ * with the chosen plan, into s. */
 static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                         ah_type_best_t *b, const ah_plan_result_t *out, ah_str_t *s) {
+                         ah_type_best_t *b, int gpus, const ah_plan_result_t *out, ah_str_t *s) {
     ah_error_t err = {0};
     ah_plan_t plan = {0};
     ah_eval_t ev = {0};
@@ -66,8 +68,12 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
         ah_str_appendf(s, ": no plan with them could be rebuilt for comparison");
     } else {
         const double it = ev.pred.iteration_s, chosen = out->eval.pred.iteration_s;
-        ah_str_appendf(s, ": the best plan with them that the search scored (TP %d, micro-batch %lld, %d pipeline%s) ",
-                       plan.tp, (long long)plan.train.micro_batch, plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s");
+        if (gpus == 0)
+            ah_str_appendf(s, ": the best plan with them that the search scored (");
+        else
+            ah_str_appendf(s, ": the best plan with more of them that the search scored (%d of them, ", gpus);
+        ah_str_appendf(s, "TP %d, micro-batch %lld, %d pipeline%s) ", plan.tp, (long long)plan.train.micro_batch,
+                       plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s");
         if (o->objective == AH_OBJECTIVE_COST) {
             const double usd = ah_plan_usd_per_hour(&plan) / 3600.0 / ev.pred.tokens_per_s * 1e6;
             ah_str_appendf(s, "costs $%.4f per million tokens, %+.1f %% on the chosen plan's: $%.2f/h for %.4f s "
@@ -84,23 +90,27 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
 }
 
 void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                     ah_type_best_t *by_type, ah_plan_result_t *out) {
+                     ah_type_best_t *by_type, const int *type_base, ah_plan_result_t *out) {
     ah_str_t s = ah_str_fixed(out->idle_why, sizeof out->idle_why);
     const ah_plan_t *p = &out->plan;
     for (int k = 0; k < cluster->n_types; k++) {
         if (!ah_gpu_runs(&cluster->types[k], p->train.precision)) continue; /* said by "left out:" */
-        bool used = false, present = false;
-        for (int i = 0; i < p->n_pipelines && !used; i++)
-            for (int j = 0; j < p->pipelines[i].n_stages && !used; j++) used = p->pipelines[i].stages[j].type == k;
-        for (int i = 0; i < cluster->n_nodes && !present; i++)
-            present = cluster->nodes[i].type == k && cluster->nodes[i].count > 0;
-        if (used || !present) continue;
+        const int total = ah_cluster_type_gpus(cluster, k);
+        int used = 0;
+        for (int i = 0; i < p->n_pipelines; i++)
+            for (int j = 0; j < p->pipelines[i].n_stages; j++) used += p->pipelines[i].stages[j].type == k ? p->tp : 0;
+        if (used >= total) continue;
+        int pick = 0; /* the best kept candidate using more of the type than the chosen plan */
+        for (int g = used + 1; g <= total; g++) {
+            const ah_type_best_t *b = &by_type[type_base[k] + g];
+            if (b->have && (!pick || b->key < by_type[type_base[k] + pick].key)) pick = g;
+        }
         if (s.len) ah_str_appendf(&s, "; ");
-        name_type(cluster, k, &s);
-        if (by_type[k].have)
-            compare_with(model, cluster, o, &by_type[k], out, &s);
+        name_type(cluster, k, used, &s);
+        if (pick)
+            compare_with(model, cluster, o, &by_type[type_base[k] + pick], used ? pick : 0, out, &s);
         else
-            ah_str_appendf(&s, ": no plan with them was scored (each was cut by the search's bound, broke a "
-                               "constraint or did not fit)");
+            ah_str_appendf(&s, ": no plan with %s was scored (each was cut by the search's bound, broke a "
+                               "constraint or did not fit)", used ? "more of them" : "them");
     }
 }

@@ -442,6 +442,12 @@ int ah_cluster_gpu_count(const ah_cluster_t *c) {
     return n;
 }
 
+int ah_cluster_type_gpus(const ah_cluster_t *c, int type) {
+    int n = 0;
+    for (int i = 0; i < c->n_nodes; i++) n += c->nodes[i].type == type ? c->nodes[i].count : 0;
+    return n;
+}
+
 /* Built-in clusters, in the compact form a user would write; examples/clusters/ holds the same
  * clusters as files (tests check that they agree). Prices are illustrative cloud list prices of
  * the kind the AutoHet paper assumes, not quotes. */

@@ -89,6 +89,7 @@ void ah_cluster_free(ah_cluster_t *c);
 int ah_cluster_find_node(const ah_cluster_t *c, const char *name);
 int ah_cluster_find_type(const ah_cluster_t *c, const char *name);
 int ah_cluster_gpu_count(const ah_cluster_t *c);
+int ah_cluster_type_gpus(const ah_cluster_t *c, int type); /* the GPUs of nodes of that type */
 
 /* Device memory capacity in bytes (memory_gib, or emulate.memory_mib when emulated). */
 int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g);
