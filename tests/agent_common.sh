@@ -159,6 +159,7 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
         t_ms=$((t_ms * 6 / 10))
     done
     grep -q '"event":"preempt"' "$dir/metrics.jsonl" || fail "seed $seed: no preemption happened"
+    seed_try=$try # the try that counted (its cloud prefix ends -try$seed_try)
     local out
     out=$(check_metrics "$dir" "$ref") || { cat "$dir.log"; fail "seed $seed (preempt at $t_ms ms, grace $grace s, back $back)"; }
     if [ "$back" = True ]; then
@@ -231,7 +232,7 @@ cloud_up() {
     EP=http://$head:5000
     export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
     for _ in $(seq 300); do cluster_head curl -s "$EP" >/dev/null && break; sleep 0.1; done
-    cluster_head curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
+    cluster_head curl -sf -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
 }
 
 # cloud_has PREFIX STEP NAME: the object is listed in s3://ckpt/PREFIX (moto refuses an unsigned

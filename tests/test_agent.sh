@@ -34,7 +34,8 @@ grep -q "node1 -> slow-0, node2 -> slow-1, node3 -> (no spot node left)" "$WORK/
     fail "mapping printed: $(head -3 "$WORK/ref.log")"
 grep -q "no sample lost: every step 0..29 trained exactly once" "$WORK/ref.log" || fail "summary: $(cat "$WORK/ref.log")"
 grep -q '"event":"preempt"' "$WORK/ref/metrics.jsonl" && fail "the reference was preempted"
-echo "reference: $(check_metrics "$WORK/ref" "$WORK/ref")"
+ref_out=$(check_metrics "$WORK/ref" "$WORK/ref") || fail "reference: metrics: $ref_out"
+echo "reference: $ref_out"
 
 # ---- a notice from outside: SIGTERM to slow-1's ranks once 3 steps are done ----
 run_agent "$WORK/sig" &

@@ -9,9 +9,22 @@ source "$SRC/tests/agent_common.sh"
 start_moto
 small_cluster
 reference "$WORK/ref"
+# uploaded SEED: the uploads worked (a failed one is only a warning): none failed, and the try's
+# prefix holds a committed step in the cloud (a checkpoint event's cloud_step can still be -1 at
+# the end of so short a run: it names the newest step every uploading node had finished then).
+uploaded() {
+    ! grep -q "cloud upload failed" "$WORK/seed-$1.log" || fail "seed $1: an upload failed: $(grep -m1 "cloud upload failed" "$WORK/seed-$1.log")"
+    "$AUTOHET" ckpt ls --cloud "s3://ckpt/seed$1-try$seed_try" --s3-endpoint "$EP" --json >"$WORK/ls-$1.json" ||
+        fail "seed $1: ckpt ls of the cloud tier"
+    python3 -c 'import json,sys; c=[s["step"] for s in json.load(open(sys.argv[1])) if s.get("committed")]; print(f"seed {sys.argv[2]}: committed in the cloud: steps {c}"); sys.exit(not c)' \
+        "$WORK/ls-$1.json" "$1" || fail "seed $1: no committed step in the cloud: $(cat "$WORK/ls-$1.json")"
+}
 seed_case 10 "$WORK/ref" --cloud s3://ckpt/seed10 --s3-endpoint "$EP"
+uploaded 10
 seed_case 11 "$WORK/ref" --cloud s3://ckpt/seed11 --s3-endpoint "$EP"
+uploaded 11
 seed_case 12 "$WORK/ref" --cloud s3://ckpt/seed12 --s3-endpoint "$EP" --recovery cloud-only
+uploaded 12
 python3 - "$WORK/seed-12/metrics.jsonl" <<'PY' || fail "cloud-only recovery took state from elsewhere"
 import json, sys
 rec = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "recover"]

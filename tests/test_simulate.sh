@@ -33,7 +33,9 @@ has "$W/out.txt" "unit h (detected: fractional times" "hours detected and printe
 has "$W/out.txt" "decreases remove the newest" "count mapping rule printed"
 has "$W/out.txt" "always up: od-0: 1 on-demand node" "on-demand nodes listed as always up"
 has "$W/out.txt" "0.500 h  count      down h20-1" "newest H20 node leaves first"
-for p in autohet uniform varuna on-demand megatron-best; do has "$W/out.txt" "$p " "row for $p"; done
+for p in autohet uniform varuna on-demand megatron-best; do
+    grep -q "^$p " "$W/out.txt" && pass "row for $p" || fail "row for $p"
+done
 "$PY" - "$W/out.json" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -77,21 +79,26 @@ printf '0,add,node1\n5,kill,node2\n' >"$W/bad.csv"
 [ $? -ne 0 ] && pass "bad trace fails" || fail "bad trace fails"
 has "$W/e1.txt" "$W/bad.csv:2: expected \`time,add|remove,NODE_ID\`" "bad row named by file:line"
 "$AH" simulate "${COMMON[@]}" --trace "V100-16G=$T/one-preempt-s.csv" >"$W/e2.txt" 2>&1
+[ $? -ne 0 ] && pass "unknown pool fails" || fail "unknown pool: exit code 0"
 has "$W/e2.txt" "spot pools there are: A100-80G@" "unknown pool lists the pools"
 "$AH" simulate "${COMMON[@]}" --policy autohet,megatron >"$W/e3.txt" 2>&1
 [ $? -eq 2 ] && pass "bad policy is a usage error" || fail "bad policy exit code"
 printf '0.5,1\n500.5,2\n' >"$W/amb.csv"
 "$AH" simulate "${COMMON[@]}" --trace "H20=$W/amb.csv" >"$W/e4.txt" 2>&1
+[ $? -ne 0 ] && pass "ambiguous unit fails" || fail "ambiguous unit: exit code 0"
 has "$W/e4.txt" "cannot tell the time unit" "ambiguous unit refused"
 "$AH" simulate "${COMMON[@]}" --policy , >"$W/e5.txt" 2>&1
 [ $? -eq 2 ] && pass "an empty policy list is a usage error" || fail "empty policy list exit code"
 has "$W/e5.txt" "name at least one of" "empty policy list refused"
 "$AH" simulate "${COMMON[@]}" --hours 0 >"$W/e6.txt" 2>&1
+[ $? -eq 2 ] && pass "--hours 0: a usage error" || fail "--hours 0: exit code (want 2)"
 has "$W/e6.txt" "--hours 0: expected > 0" "--hours 0 refused, not taken as the trace end"
 # (without COMMON, which gives these flags already: a flag given twice is refused)
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --seq-len 0 >"$W/e8.txt" 2>&1
+[ $? -eq 2 ] && pass "--seq-len 0: a usage error" || fail "--seq-len 0: exit code (want 2)"
 has "$W/e8.txt" "--seq-len 0" "--seq-len 0 refused up front"
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --replan-s -1 >"$W/e7.txt" 2>&1
+[ $? -eq 2 ] && pass "--replan-s -1: a usage error" || fail "--replan-s -1: exit code (want 2)"
 has "$W/e7.txt" "--replan-s -1: expected >= 0" "a negative --replan-s refused"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"

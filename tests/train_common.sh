@@ -80,6 +80,7 @@ for g in d["optimizer_shards"]:
         at = end
 json.dump(d, open(sys.argv[1], "w"), indent=1)
 PY
+    [ $? = 0 ] || fail "shard_uneven $1: the plan's optimizer_shards could not be redrawn"
 }
 
 # start_moto: an S3 server on a free loopback port (stopped at exit), a bucket "ckpt", the AWS
@@ -94,7 +95,7 @@ start_moto() {
     EP=http://127.0.0.1:$port
     for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
     export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
-    curl -s -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
+    curl -sf -X PUT "$EP/ckpt" >/dev/null || fail "cannot create the bucket on $EP"
 }
 
 # llama_config OUT PRESET TIED [ROPE_SCALING]: a Hugging Face config.json (model_type llama) of a
