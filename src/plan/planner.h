@@ -71,10 +71,10 @@ typedef struct ah_plan_result {
     bool exact;                /* every (t, m) was searched in exact mode */
     char left_out[512];        /* the GPU types left out because they cannot run the precision
                                 * (no rate for it), with their GPUs and nodes; "" when none */
-    char idle_why[1024];       /* opts.explain_idle: the GPU types of which the plan leaves GPUs
+    char idle_why[4096];       /* opts.explain_idle: the GPU types of which the plan leaves GPUs
                                 * idle though they run the precision, each with the best plan
                                 * using more of them that the search scored and what it costs
-                                * (search_idle.c); "" when none, and
+                                * (search_idle.c; a note too long ends "... (cut)"); "" when none, and
                                 * when a sharded optimizer replaced the plan (shard_choice.c) */
     char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
                                 * that applied to the first of them (ah_search_exact's reason) */

@@ -8,6 +8,7 @@
  * the search skips what its bound says cannot beat the best so far. */
 #define AH_PLANNER_INTERNAL
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan/planner.h"
 
@@ -113,4 +114,7 @@ void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const
             ah_str_appendf(&s, ": no plan with %s was scored (each was cut by the search's bound, broke a "
                                "constraint or did not fit)", used ? "more of them" : "them");
     }
+    static const char cut[] = " ... (cut)";
+    if (s.failed && sizeof out->idle_why > sizeof cut) /* said, not silently clipped */
+        memcpy(out->idle_why + sizeof out->idle_why - sizeof cut, cut, sizeof cut);
 }
