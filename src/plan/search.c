@@ -438,14 +438,11 @@ static void note_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, si
     const char **names = malloc(sizeof *names * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
     for (int k = 0; k < c->n_types && names; k++) {
         if (ah_gpu_runs(&c->types[k], p)) continue;
-        int gpus = 0, n = 0;
+        int n = 0;
         for (int i = 0; i < c->n_nodes; i++)
-            if (c->nodes[i].type == k) {
-                gpus += c->nodes[i].count;
-                names[n++] = c->nodes[i].name;
-            }
+            if (c->nodes[i].type == k) names[n++] = c->nodes[i].name;
         if (n == 0) continue;
-        ah_str_appendf(&s, "%s%s (%d GPUs on ", s.len ? "; " : "", c->types[k].name, gpus);
+        ah_str_appendf(&s, "%s%s (%d GPUs on ", s.len ? "; " : "", c->types[k].name, ah_cluster_type_gpus(c, k));
         ah_names_append(&s, names, n, ", ", 8);
         ah_str_appendf(&s, "): no %s rate (tflops.%s), so it cannot run %s", ah_precision_name(p), ah_precision_name(p),
                        ah_precision_name(p));

@@ -406,9 +406,12 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
     TRY(ah_json_get_num(obj, where, "norm_eps", true, 0, 1, &m->norm_eps, err));
     if (m->arch == AH_ARCH_GPT2) { /* learned positions: a rotary field would be ignored, so it is refused */
         const json_t *rs = json_object_get(obj, "rope_scaling");
-        if (json_object_get(obj, "rope_theta") || (rs && !json_is_null(rs)))
+        const char *rotary = json_object_get(obj, "rope_theta") ? "rope_theta"
+                             : rs && !json_is_null(rs)          ? "rope_scaling"
+                                                                : NULL;
+        if (rotary)
             return ah_error_set(err, AH_ERR_INVALID, "%s.%s: a GPT-2 model has learned positions, no rotary ones",
-                                where, json_object_get(obj, "rope_theta") ? "rope_theta" : "rope_scaling");
+                                where, rotary);
     } else {
         m->rope_theta = 10000;
         TRY(ah_json_get_num(obj, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
