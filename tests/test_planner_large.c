@@ -7,6 +7,7 @@
  * lower bound is below the plan. The gap to the bound is under issue 18's 15 % on big-4096 itself
  * and on every row of examples/clusters/paper-64.json (llama2-7b/13b/70b, gpt3-175b at 128 x 2048
  * tokens, docs/planner.md's table); the other sizes print theirs. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,7 +98,58 @@ static void cluster_cases(const char *path, const int *every, int n_every, const
     ah_cluster_free(&full);
 }
 
+/* More GPU types than a mixed template draws on (search_template.c's MIX_TYPES, 8): 12 catalog
+ * types, 4 nodes of 8 each over two zones. The template search once read a per-type array of 8
+ * past its end here (a stack overflow under ASan, and plans that changed from run to run): the
+ * same input must give the same plan, and one that fits. */
+static void many_types(void) {
+    CHECK(ah_gpu_catalog_count() >= 12, "the catalog has %d types, the case needs 12", ah_gpu_catalog_count());
+    json_t *nodes = json_array();
+    for (int k = 0; k < 12 && k < ah_gpu_catalog_count(); k++)
+        for (int i = 0; i < 4; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "t%d-%d", k, i);
+            json_array_append_new(nodes, json_pack("{s:s, s:s, s:i, s:s}", "name", name, "gpu",
+                                                   ah_gpu_catalog_get(k)->name, "count", 8, "zone", i % 2 ? "z1" : "z0"));
+        }
+    json_t *doc = json_pack("{s:o, s:{s:f, s:f}}", "nodes", nodes, "network", "inter_node_gb_s", 25.0, "inter_zone_gb_s",
+                            3.0);
+    ah_error_t err;
+    ah_cluster_t c;
+    ah_model_t m;
+    CHECK(ah_cluster_from_json(doc, "12 types", &c, &err) == AH_OK, "%s", err.msg);
+    json_decref(doc);
+    CHECK(ah_model_load("llama2-13b", &m, &err) == AH_OK, "%s", err.msg);
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = 256;
+    o.train.seq_len = 2048;
+    double first = 0;
+    int first_gpus = 0;
+    for (int run = 0; run < 2; run++) {
+        ah_plan_result_t r;
+        if (ah_planner_run(&m, &c, &o, &r, &err) != AH_OK) {
+            CHECK(false, "12 types: %s", err.msg);
+            break;
+        }
+        CHECK(r.eval.feasible, "12 types: the plan does not fit");
+        const double t = r.eval.pred.iteration_s;
+        const int gpus = ah_plan_device_count(&r.plan);
+        if (run == 0) {
+            first = t;
+            first_gpus = gpus;
+            printf("12 types, %d GPUs: plan %.4f s on %d GPUs, %.2f s\n", ah_cluster_gpu_count(&c), t, gpus, r.seconds);
+        } else {
+            CHECK(t == first && gpus == first_gpus, "12 types: run 2 planned %.6g s on %d GPUs, run 1 %.6g s on %d", t,
+                  gpus, first, first_gpus);
+        }
+        ah_plan_result_free(&r);
+    }
+    ah_cluster_free(&c);
+}
+
 int main(void) {
+    many_types();
     const int every[] = {8, 4, 1}, all[] = {1};
     const char *const big[] = {"llama2-70b", "gpt3-175b"};
     const char *const paper[] = {"llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b"};

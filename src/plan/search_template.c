@@ -10,7 +10,8 @@
  * the window, the NEAR shortest pipelines whose stages hold at most X blocks, for every X (less DP
  * sync; a stage more lets the last stage hold fewer blocks beside the head); for the cost
  * objective also fewer copies (k, k/4, k/16, k/64). One more coordinate chooses a mixed template
- * (stages of several types, memory-rich types first), repeated once or as often as the groups
+ * (stages of several types, memory-rich types first; in a run of more than MIX_TYPES types, of
+ * the MIX_TYPES with the most memory), repeated once or as often as the groups
  * allow; single-type pipelines use what it leaves: small ones (up to MIX_PER_TYPE stages of each
  * type) on runs of at most MIX_MAX_GROUPS groups, and "spread" ones (a subset of the types' groups
  * dealt out over c copies) on runs of any size.
@@ -39,6 +40,7 @@
 #define MIX_PER_TYPE 4    /* stages of one type in a mixed template: 0 .. 4 */
 #define MAX_MIX 512
 #define SPREAD_LONGEST 12 /* spread templates kept whatever their stage count */
+#define MIX_TYPES 8       /* types a mixed template draws on: a run's MIX_TYPES with the most memory */
 
 typedef struct {
     int type;
@@ -54,10 +56,13 @@ typedef struct {
     int nc;
     tclass_t *cls;
     int *choice;    /* [nc + 1]: an option per type, then the mixed template's */
-    int *order;     /* [nc] types in mixed-template stage order */
-    /* mixed templates: option 0 none; option o: mix_a[o][k] stages of class k, mix_k[o] copies */
+    int *used;      /* [nc] groups of each class a candidate's mixed pipelines took */
+    /* mixed templates draw on n_slots <= MIX_TYPES classes, slot j being class slot_cls[j];
+     * order[q]: the slots in stage order. Option 0 none; option o: mix_a[o][j] stages of slot j's
+     * class, mix_k[o] copies */
+    int n_slots, slot_cls[MIX_TYPES], order[MIX_TYPES];
     int n_mix;
-    int mix_a[MAX_MIX][8];
+    int mix_a[MAX_MIX][MIX_TYPES];
     int mix_k[MAX_MIX];
     ah_cand_t cand;
     bool oom;
@@ -94,12 +99,13 @@ static double score_choice(tp_t *t) {
     c->P = 0;
     c->n_stages = 0;
     const int mo = t->choice[t->nc];
-    int used[8] = {0}, nodes[AH_MAX_STAGES];
+    int *used = t->used, nodes[AH_MAX_STAGES];
+    memset(used, 0, sizeof(int) * (size_t)t->nc);
     for (int j = 0; mo > 0 && j < t->mix_k[mo] && !t->oom; j++) {
         int S = 0;
-        for (int q = 0; q < t->nc; q++) {
-            const int k = t->order[q], from = S;
-            for (int i = 0; i < t->mix_a[mo][k]; i++) nodes[S++] = t->cls[k].gnode[t->cls[k].G - 1 - used[k]++];
+        for (int q = 0; q < t->n_slots; q++) {
+            const int slot = t->order[q], k = t->slot_cls[slot], from = S;
+            for (int i = 0; i < t->mix_a[mo][slot]; i++) nodes[S++] = t->cls[k].gnode[t->cls[k].G - 1 - used[k]++];
             if (from > 0) same_zone_first(t->x->cluster, nodes[from - 1], nodes + from, S - from);
         }
         if (!ah_cand_push(c, S, nodes)) t->oom = true;
@@ -218,19 +224,25 @@ static void add_mix(tp_t *t, const int *a, int copies) {
     t->mix_k[t->n_mix++] = copies;
 }
 
+static int slot_max(const tp_t *t, int j) {
+    const int G = t->cls[t->slot_cls[j]].G;
+    return G < MIX_PER_TYPE ? G : MIX_PER_TYPE;
+}
+
 /* Small mixed templates (runs of at most MIX_MAX_GROUPS groups): up to MIX_PER_TYPE stages of
  * each type, at least two types, one copy or as many as the groups allow. */
 static void small_mixes(tp_t *t) {
-    int a[8] = {0};
-    for (;;) { /* odometer over a[k] in 0 .. min(MIX_PER_TYPE, G_k) */
-        int k = 0;
-        while (k < t->nc && ++a[k] > (t->cls[k].G < MIX_PER_TYPE ? t->cls[k].G : MIX_PER_TYPE)) a[k++] = 0;
-        if (k == t->nc) break;
+    int a[MIX_TYPES] = {0};
+    for (;;) { /* odometer over a[j] in 0 .. min(MIX_PER_TYPE, G of slot j) */
+        int j = 0;
+        while (j < t->n_slots && ++a[j] > slot_max(t, j)) a[j++] = 0;
+        if (j == t->n_slots) break;
         int types = 0, S = 0, copies = 1 << 30;
-        for (int q = 0; q < t->nc; q++) {
+        for (int q = 0; q < t->n_slots; q++) {
+            const int G = t->cls[t->slot_cls[q]].G;
             types += a[q] > 0;
             S += a[q];
-            if (a[q] > 0 && t->cls[q].G / a[q] < copies) copies = t->cls[q].G / a[q];
+            if (a[q] > 0 && G / a[q] < copies) copies = G / a[q];
         }
         if (types < 2 || S > t->x->L) continue;
         add_mix(t, a, 1);
@@ -244,18 +256,19 @@ static void small_mixes(tp_t *t) {
  * is the fewest for its most blocks per stage X. */
 static void spread_mixes(tp_t *t) {
     const int L = t->x->L, top = L < AH_MAX_STAGES ? L : AH_MAX_STAGES;
-    for (unsigned sub = 1; sub < 1u << t->nc; sub++) {
+    for (unsigned sub = 1; sub < 1u << t->n_slots; sub++) {
         if (__builtin_popcount(sub) < 2) continue;
         int kept = 0;
         for (int c = 1;; c++) {
-            int a[8] = {0}, S = 0, S_next = 0;
+            int a[MIX_TYPES] = {0}, S = 0, S_next = 0;
             bool all = true;
-            for (int k = 0; k < t->nc; k++)
-                if (sub & (1u << k)) {
-                    a[k] = t->cls[k].G / c;
-                    all &= a[k] > 0;
-                    S += a[k];
-                    S_next += t->cls[k].G / (c + 1);
+            for (int j = 0; j < t->n_slots; j++)
+                if (sub & (1u << j)) {
+                    const int G = t->cls[t->slot_cls[j]].G;
+                    a[j] = G / c;
+                    all &= a[j] > 0;
+                    S += a[j];
+                    S_next += G / (c + 1);
                 }
             if (!all) break;
             if (S_next == S) continue; /* the same stages per copy with c + 1: take the most copies */
@@ -265,21 +278,33 @@ static void spread_mixes(tp_t *t) {
     }
 }
 
-/* Mixed templates, their stages ordered by memory (largest first: early 1F1B stages hold the
- * most activations). Option 0 is none. */
+/* A class's memory in the run: its groups times a group's capacity. */
+static double class_memory(const tp_t *t, int k) { return t->cls[k].G * t->x->capacity[t->cls[k].type]; }
+
+/* Mixed templates over the run's classes, or in a run of more than MIX_TYPES types over the
+ * MIX_TYPES with the most memory (in class order), their stages ordered by memory (largest first:
+ * early 1F1B stages hold the most activations). Option 0 is none. */
 static void mixed_options(tp_t *t) {
     const ah_sctx_t *x = t->x;
     t->n_mix = 1;
+    t->n_slots = 0;
+    for (int k = 0; k < t->nc; k++) {
+        int richer = 0; /* classes ahead of k: more memory, or as much and earlier */
+        for (int i = 0; i < t->nc; i++)
+            richer += class_memory(t, i) > class_memory(t, k) || (class_memory(t, i) == class_memory(t, k) && i < k);
+        if (richer < MIX_TYPES) t->slot_cls[t->n_slots++] = k;
+    }
     int G = 0;
-    for (int k = 0; k < t->nc; k++) G += t->cls[k].G;
-    if (t->nc < 2 || t->nc > 8) return;
-    for (int q = 0; q < t->nc; q++) t->order[q] = q;
-    for (int i = 1; i < t->nc; i++)
+    for (int j = 0; j < t->n_slots; j++) G += t->cls[t->slot_cls[j]].G;
+    if (t->n_slots < 2) return;
+    for (int q = 0; q < t->n_slots; q++) t->order[q] = q;
+    for (int i = 1; i < t->n_slots; i++)
         for (int j = i; j > 0; j--) {
-            const int a = t->order[j], b = t->order[j - 1];
+            const int a = t->slot_cls[t->order[j]], b = t->slot_cls[t->order[j - 1]];
             if (x->capacity[t->cls[a].type] <= x->capacity[t->cls[b].type]) break;
-            t->order[j] = b;
-            t->order[j - 1] = a;
+            const int o = t->order[j];
+            t->order[j] = t->order[j - 1];
+            t->order[j - 1] = o;
         }
     if (G <= MIX_MAX_GROUPS) small_mixes(t);
     spread_mixes(t);
@@ -351,9 +376,9 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
     x->coarse_memory = true;
     t.cls = calloc((size_t)x->n_types, sizeof *t.cls);
     t.choice = calloc((size_t)x->n_types + 1, sizeof *t.choice);
-    t.order = calloc((size_t)x->n_types, sizeof *t.order);
+    t.used = calloc((size_t)x->n_types, sizeof *t.used);
     int *zone_rep = malloc(sizeof(int) * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
-    t.oom = !t.cls || !t.choice || !t.order || !zone_rep;
+    t.oom = !t.cls || !t.choice || !t.used || !zone_rep;
     int nz = 0;
     for (int i = 0; i < c->n_nodes && !t.oom; i++) {
         int z = 0;
@@ -366,7 +391,7 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
     free(zone_rep);
     free(t.cls);
     free(t.choice);
-    free(t.order);
+    free(t.used);
     ah_cand_free(&t.cand);
     if (t.oom) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the template search");
     return AH_OK;
