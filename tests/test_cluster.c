@@ -202,6 +202,8 @@ static void test_overrides(void) {
     const char *text =
         "{\"gpu_types\": {"
         " \"H20\": {\"efficiency\": 0.3},"
+        " \"h800\": {\"efficiency\": 0.4},"
+        " \"H100\": {\"efficiency\": 0.2},"
         " \"half-a100\": {\"base\": \"A100-80G\", \"memory_gib\": 40, \"tflops\": {\"bf16\": 300}},"
         " \"X1\": {\"memory_gib\": 12, \"tflops\": {\"bf16\": 50, \"fp16\": 60, \"fp32\": 10},"
         "          \"mem_bw_gb_s\": 400, \"intra_node_gb_s\": 16}},"
@@ -210,13 +212,14 @@ static void test_overrides(void) {
         "  {\"name\": \"n1\", \"gpu\": \"half-a100\", \"count\": 4, \"zone\": \"z\"},"
         "  {\"name\": \"n2\", \"gpu\": \"X1\", \"count\": 1, \"spot\": true},"
         "  {\"name\": \"n3\", \"gpu\": \"H100\", \"count\": 8},"
-        "  {\"name\": \"n4\", \"gpu\": \"h100-sxm\", \"count\": 8}],"
+        "  {\"name\": \"n4\", \"gpu\": \"h100-sxm\", \"count\": 8},"
+        "  {\"name\": \"n5\", \"gpu\": \"H800\", \"count\": 8}],"
         " \"network\": {\"inter_zone_gb_s\": 1.5}}";
     ah_cluster_t c;
     ah_error_t err = {0};
     CHECK(parse(text, &c, &err) == AH_OK, "overrides: %s", err.msg);
     if (err.msg[0]) return;
-    CHECK_EQ_I64(c.n_types, 4);
+    CHECK_EQ_I64(c.n_types, 5);
     const ah_gpu_type_t *h20 = &c.types[c.nodes[0].type], *cat = ah_gpu_catalog_find("H20");
     CHECK_NEAR(h20->efficiency, 0.3, 0);
     CHECK(h20->tflops_bf16 == cat->tflops_bf16 && h20->memory_gib == cat->memory_gib &&
@@ -238,6 +241,10 @@ static void test_overrides(void) {
     CHECK(c.nodes[3].type == c.nodes[4].type, "H100 and h100-sxm are one type");
     CHECK(strcmp(c.types[c.nodes[3].type].name, "H100-SXM") == 0, "canonical name");
     CHECK(ah_cluster_find_type(&c, "H100") == c.nodes[3].type, "find_type by alias");
+    /* an override under the alias or in another case is the catalog type's, whatever the nodes write */
+    CHECK_NEAR(c.types[c.nodes[4].type].efficiency, 0.2, 0);
+    CHECK(strcmp(c.types[c.nodes[5].type].name, "H800") == 0, "override in lower case: canonical name");
+    CHECK_NEAR(c.types[c.nodes[5].type].efficiency, 0.4, 0);
     CHECK(ah_cluster_find_type(&c, "T4") == -1, "type not in cluster");
     CHECK(strcmp(c.nodes[0].zone, "default") == 0 && !c.nodes[0].spot &&
               c.nodes[0].usd_per_gpu_hour == 0,
@@ -305,6 +312,9 @@ static void test_errors(void) {
                  NULL, NULL);
     expect_error("{\"nodes\": []}", AH_ERR_INVALID, "c.json: nodes", "empty", NULL);
     expect_error("{\"gpu_types\": {}}", AH_ERR_INVALID, "missing field \"nodes\"", NULL, NULL);
+    expect_error("{\"gpu_types\": {\"H100\": {\"efficiency\": 0.2}, \"H100-SXM\": {\"efficiency\": 0.3}}, "
+                 "\"nodes\": [{\"name\": \"n0\", \"gpu\": \"H100\", \"count\": 1}]}",
+                 AH_ERR_INVALID, "\"H100-SXM\" is the catalog type H100-SXM", "another spelling", NULL);
     expect_error("[1]", AH_ERR_INVALID, "c.json", "an array", NULL);
     expect_error("{\"nodes\": [{\"name\": \"n0\", \"gpu\": \"T4\", \"count\": 1}], \"netwrk\": {}}",
                  AH_ERR_INVALID, "unknown field \"netwrk\"", NULL, NULL);

@@ -142,7 +142,9 @@ static ah_status_t parse_type(const json_t *v, const char *doc, const char *name
     } else {
         *g = *cat;
     }
-    snprintf(g->name, sizeof g->name, "%s", name);
+    /* An override of a catalog type under another spelling ("H100", "h800") is that type, so that
+     * nodes naming it either way get the override. */
+    snprintf(g->name, sizeof g->name, "%s", base[0] || !cat ? name : cat->name);
 
     json_t *emu = NULL, *tfl = NULL;
     if ((s = ah_json_get_typed(v, where, "emulate", JSON_OBJECT, false, &emu, err))) return s;
@@ -325,6 +327,13 @@ ah_status_t ah_cluster_from_json(const json_t *doc, const char *where, ah_cluste
     if (types) {
         json_object_foreach(types, name, v) {
             if ((s = parse_type(v, where, name, &c->types[c->n_types], err))) goto fail;
+            for (int k = 0; k < c->n_types; k++)
+                if (strcmp(c->types[k].name, c->types[c->n_types].name) == 0) {
+                    s = ah_error_set(err, AH_ERR_INVALID, "%s: gpu_types: \"%s\" is the catalog type %s, defined "
+                                     "already under another spelling; give it once", where, name,
+                                     c->types[k].name);
+                    goto fail;
+                }
             c->n_types++;
         }
     }
