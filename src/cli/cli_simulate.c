@@ -310,6 +310,10 @@ int ah_cli_simulate(int argc, char **argv) {
     if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < sl)
         o.train.seq_len = ah_model_context(&model);
+    ah_planner_opts_t po; /* every re-plan's training settings, refused once here if bad */
+    ah_planner_opts_default(&po);
+    po.train = o.train;
+    if (ah_planner_check_train(&model, &po, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);

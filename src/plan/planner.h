@@ -117,6 +117,11 @@ void ah_planner_opts_default(ah_planner_opts_t *o);
  * AH_ERR_INVALID for bad inputs (no devices, batch not divisible, no usable TP degree). */
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err);
+
+/* The training settings alone, as ah_planner_run checks them (batch, sequence length and
+ * micro-batch against each other and the model): for callers that plan many times over changing
+ * clusters (the simulator) and want a bad setting refused once, up front. AH_ERR_INVALID. */
+ah_status_t ah_planner_check_train(const ah_model_t *model, const ah_planner_opts_t *opts, ah_error_t *err);
 void ah_plan_result_free(ah_plan_result_t *r);
 
 /* --precision auto on a GPU cluster (plan/precision.c; opts->train.precision is ignored): bf16 when

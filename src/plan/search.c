@@ -154,6 +154,12 @@ static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, cons
                             "no GPU type of the cluster runs %s: none gives tflops.%s; give that rate for the types "
                             "that run it, or plan another precision (--precision)",
                             ah_precision_name(tr->precision), ah_precision_name(tr->precision));
+    return ah_planner_check_train(m, o, err);
+}
+
+ah_status_t ah_planner_check_train(const ah_model_t *m, const ah_planner_opts_t *o, ah_error_t *err) {
+    const ah_train_t *tr = &o->train;
+    ah_status_t st;
     if (tr->global_batch < 1 || tr->seq_len < 1 || tr->micro_batch < 0)
         return ah_error_set(err, AH_ERR_INVALID,
                             "training settings: global batch %lld, seq len %lld, micro-batch %lld; "
@@ -168,7 +174,7 @@ static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, cons
     if (tr->micro_batch > 0 && tr->global_batch % tr->micro_batch != 0)
         return ah_error_set(err, AH_ERR_INVALID,
                             "--global-batch %lld is not divisible by --micro-batch %lld; pick a "
-                            "micro-batch that divides it (or --micro-batch auto)",
+                            "micro-batch that divides it (or let the planner pick one)",
                             (long long)tr->global_batch, (long long)tr->micro_batch);
     if (m->n_layer > 4096)
         return ah_error_set(err, AH_ERR_INVALID, "model %s has %lld layers; the planner handles up to 4096",
