@@ -137,7 +137,11 @@ for extra in "--baseline uniform" "--baseline batch-balanced" "--baseline megatr
     check "evaluate reproduces the $extra plan's prediction" $?
 done
 # an unreachable throughput floor is a clear infeasibility
-expect 1 "min-tokens-per-s" --model tiny-gpt2 --cluster "$CL" --global-batch 8 --seq-len 64 --min-tokens-per-s 1e15
+expect 1 "below --min-tokens-per-s; lower --min-tokens-per-s$" --model tiny-gpt2 --cluster "$CL" --global-batch 8 \
+    --seq-len 64 --min-tokens-per-s 1e15
+# a budget under every plan's price names --budget alone; a budget of 0 is refused, not taken as none
+expect 1 "every plan costs more than --budget; raise --budget$" --model llama2-7b --cluster mixed-32 --budget 1
+expect 2 "--budget: expected > 0, got 0" --model llama2-7b --cluster mixed-32 --budget 0
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0

@@ -341,7 +341,7 @@ int ah_cli_plan(int argc, char **argv) {
          "the bf16 and fp16 plans, the choice said under \"why\")", false},
         {"--objective", AH_FLAG_STR, &objective, "time|cost",
          "minimise iteration time or $ per token (default time)", false},
-        {"--budget", AH_FLAG_NUM_MIN(0), &budget, "USD_PER_HOUR",
+        {"--budget", AH_FLAG_NUM_ABOVE(0), &budget, "USD_PER_HOUR",
          "only plans whose GPUs cost at most this per hour", false},
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         {"--profile", AH_FLAG_STR, &profile_arg, "P",

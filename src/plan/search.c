@@ -574,13 +574,20 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                      "micro-batch) settings searched)", n_template, n_searched);
     }
     if (st == AH_OK && !s.have) {
-        if (isfinite(s.fastest))
+        if (isfinite(s.fastest)) {
+            const bool by_speed = opts->min_tokens_per_s > 0, by_price = opts->budget_usd_per_hour > 0;
             st = ah_error_set(err, AH_ERR_INFEASIBLE,
                               "no plan meets the constraints: the fastest plan runs %.0f tokens/s "
-                              "(%.4f s per iteration)%s%s; lower --min-tokens-per-s or raise --budget",
+                              "(%.4f s per iteration)%s%s; %s",
                               s.tokens_per_iter / s.fastest, s.fastest,
-                              opts->min_tokens_per_s > 0 ? ", below --min-tokens-per-s" : "",
-                              opts->budget_usd_per_hour > 0 ? " or costs more than --budget" : "");
+                              by_speed ? ", below --min-tokens-per-s" : "",
+                              by_price ? (by_speed ? ", or the plans fast enough cost more than --budget"
+                                                   : ", and every plan costs more than --budget")
+                                       : "",
+                              by_speed && by_price ? "lower --min-tokens-per-s or raise --budget"
+                              : by_speed           ? "lower --min-tokens-per-s"
+                                                   : "raise --budget");
+        }
         else
             st = infeasible_error(model, cluster, &closest, err);
     }
