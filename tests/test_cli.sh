@@ -106,7 +106,7 @@ has "model micro-batch range message" err "--micro-batch: expected 1 .. 65536, g
 run "profile rounds out of range" 2 "$AH" profile --model tiny-gpt2 --rounds 1001 -o "$TMP/p.json"
 has "profile rounds range message" err "--rounds: expected 1 .. 1000, got 1001"
 run "plan budget negative" 2 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --budget -0.5
-has "plan budget range message" err "--budget: expected >= 0, got -0.5"
+has "plan budget range message" err "--budget: expected > 0, got -0.5"
 run "simulate micro-batch negative" 2 "$AH" simulate --model tiny-gpt2 --cluster cpu-hetero --micro-batch -1
 has "simulate micro-batch range message" err "--micro-batch -1: expected 0 .. 65536 (0: the planner picks)"
 # ---- HF config fields the runtime does not compute: refused by model and plan alike ----

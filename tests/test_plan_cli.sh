@@ -136,6 +136,27 @@ for extra in "--baseline uniform" "--baseline batch-balanced" "--baseline megatr
     $PY -c "import json,sys; a=json.load(open('$TMP/b.out')); b=json.load(open('$TMP/be.out')); sys.exit(a['iteration_s'] != b['iteration_s'])"
     check "evaluate reproduces the $extra plan's prediction" $?
 done
+# --objective cost compares with the baselines in $ per token: never dearer than any (a saving
+# >= 1), each baseline priced as --baseline prices it; the time bound is said to be one of time
+"$AH" plan --model llama2-7b --cluster mixed-32 --objective cost >"$TMP/cost.txt" 2>&1
+st=$?; check "plan --objective cost runs" $st
+grep -q "^saving over  uniform .*x (\$[0-9.]* per million tokens" "$TMP/cost.txt" && ! grep -q "speedup over" "$TMP/cost.txt" &&
+    grep -q "^lower bound on time: .* not on \$ per token" "$TMP/cost.txt"
+check "plan --objective cost reports savings in \$ per token, not speedups: $(grep -E 'saving|speedup|bound' "$TMP/cost.txt")" $?
+"$AH" plan --model llama2-7b --cluster mixed-32 --objective cost --json >"$TMP/cost.json" 2>"$TMP/err"
+st=$?; check "plan --objective cost --json runs: $(cat "$TMP/err")" $st
+for b in uniform batch-balanced megatron-best; do
+    "$AH" plan --model llama2-7b --cluster mixed-32 --objective cost --baseline $b --json >"$TMP/cost-$b.json" 2>"$TMP/err"
+    $PY - "$TMP/cost.json" "$TMP/cost-$b.json" $b <<'PY'
+import json, sys
+plan, base, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+b = plan["baselines"][name]
+assert b["saving"] >= 1 - 1e-12, (name, b)
+assert abs(b["usd_per_mtoken"] - base["usd_per_mtoken"]) <= 1e-12 * base["usd_per_mtoken"], (b, base["usd_per_mtoken"])
+assert abs(b["saving"] * plan["usd_per_mtoken"] - b["usd_per_mtoken"]) <= 1e-9 * b["usd_per_mtoken"], b
+PY
+    check "plan --objective cost: $b's \$ per token is what --baseline $b gives, and no cheaper than the plan's" $?
+done
 # an unreachable throughput floor is a clear infeasibility
 expect 1 "below --min-tokens-per-s; lower --min-tokens-per-s$" --model tiny-gpt2 --cluster "$CL" --global-batch 8 \
     --seq-len 64 --min-tokens-per-s 1e15

@@ -20,8 +20,9 @@ static const char *VERB = "plan";
 static const char ABOUT[] = "Finds the plan with the smallest iteration time (or $ per token) under the cost model:\n"
                             "TP degree, pipelines and their stage order, layers per stage, micro-batches per pipeline,\n"
                             "micro-batch size, recomputation. The baselines' plans are candidates, so it is never slower\n"
-                            "than any; reports the speedup over the uniform (Megatron-LM), batch-balanced (Whale-like)\n"
-                            "and megatron-best (best symmetric plan on one GPU type or all) baselines.";
+                            "than any; reports the speedup (--objective cost: the saving in $ per token) over the uniform\n"
+                            "(Megatron-LM), batch-balanced (Whale-like) and megatron-best (best symmetric plan on one GPU\n"
+                            "type or all) baselines.";
 
 typedef ah_baseline_out_t baseline_t; /* the planner's run of each baseline */
 
@@ -156,7 +157,9 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
     }
 }
 
-static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
+/* Under the cost objective the plan is compared with each baseline in $ per token (a plan slower
+ * than a baseline may be its cheaper one), under the time objective in iteration time. */
+static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen, bool cost) {
     const ah_plan_t *p = &r->plan;
     const ah_eval_t *e = &r->eval;
     const ah_breakdown_t *b = &e->pred.breakdown;
@@ -176,7 +179,11 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     if (p->n_opt_groups > 0)
         printf("optimizer: AdamW state sharded over %d data-parallel groups (plan.json optimizer_shards; docs/runtime.md); "
                "no lower bound is claimed (it prices the optimizer unsharded)\n", p->n_opt_groups);
-    if (r->lower_bound_s > 0)
+    if (r->lower_bound_s > 0 && cost)
+        printf("lower bound on time: %.4f s (compute, bubble, DP sync; docs/planner.md), not on $ per token, which this "
+               "plan minimises; search %s\n", r->lower_bound_s,
+               r->exact ? "exact (proven optimal)" : "template (not proven optimal)");
+    else if (r->lower_bound_s > 0)
         printf("lower bound: %.4f s (compute, bubble, DP sync; docs/planner.md); gap %.1f%%; search %s\n", r->lower_bound_s,
                100.0 * (e->pred.iteration_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
                                                                               : "template (not proven optimal)");
@@ -187,11 +194,15 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("planning: %.3f s (baselines included), %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
-        if (bl[k].ok)
+        const char *what = cost ? "saving over " : "speedup over";
+        if (bl[k].ok && cost)
+            printf("saving over  %-15s %.2fx ($%.4f per million tokens, %.4f s per iteration)\n", name,
+                   bl[k].r.usd_per_mtoken / r->usd_per_mtoken, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
+        else if (bl[k].ok)
             printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
                    bl[k].r.eval.pred.iteration_s / e->pred.iteration_s, bl[k].r.eval.pred.iteration_s);
         else
-            printf("speedup over %-15s n/a: %s\n", name, bl[k].err.msg);
+            printf("%s %-15s n/a: %s\n", what, name, bl[k].err.msg);
     }
     print_why(r, bl);
 }
@@ -199,8 +210,10 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
     json_t *bj = json_object();
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
-        json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", bl[k].r.eval.pred.iteration_s, "speedup",
-                                         bl[k].r.eval.pred.iteration_s / r->eval.pred.iteration_s)
+        const ah_plan_result_t *b = &bl[k].r;
+        json_t *o = bl[k].ok ? json_pack("{s:f, s:f, s:f, s:f}", "iteration_s", b->eval.pred.iteration_s, "speedup",
+                                         b->eval.pred.iteration_s / r->eval.pred.iteration_s, "usd_per_mtoken",
+                                         b->usd_per_mtoken, "saving", b->usd_per_mtoken / r->usd_per_mtoken)
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
         json_object_set_new(bj, ah_baseline_name((ah_baseline_t)k), o);
     }
@@ -260,17 +273,11 @@ static bool all_cpu(const ah_cluster_t *c) {
     return cpu;
 }
 
-/* --baseline: the emitted result is that baseline's, priced like the planner's, with the planner's
+/* --baseline: the emitted result is that baseline's (priced by its run), with the planner's
  * search time, lower bound, search mode and notes (the report still compares). */
-static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned, const ah_cluster_t *c) {
+static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned) {
     ah_plan_result_t *emit = &b->r;
     emit->seconds = planned->seconds;
-    emit->usd_per_hour = 0;
-    for (int i = 0; i < emit->plan.n_pipelines; i++)
-        for (int s = 0; s < emit->plan.pipelines[i].n_stages; s++)
-            emit->usd_per_hour +=
-                emit->plan.tp * c->nodes[emit->plan.pipelines[i].stages[s].devices[0].node].usd_per_gpu_hour;
-    emit->usd_per_mtoken = emit->usd_per_hour / 3600.0 / emit->eval.pred.tokens_per_s * 1e6;
     emit->lower_bound_s = planned->lower_bound_s;
     emit->exact = planned->exact;
     memcpy(emit->template_why, planned->template_why, sizeof emit->template_why);
@@ -305,13 +312,13 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     const char *chosen = baseline_arg ? ah_baseline_name(chosen_baseline) : "planner";
     int rc = 0;
     if (baseline_arg && !bl[chosen_baseline].ok) rc = ah_cli_fail(VERB, &bl[chosen_baseline].err);
-    else if (baseline_arg) emit = baseline_result(&bl[chosen_baseline], &planned, cluster);
+    else if (baseline_arg) emit = baseline_result(&bl[chosen_baseline], &planned);
     if (rc == 0 && write_files(emit, out_path, svg_path, rank_path, &err) != AH_OK) rc = ah_cli_fail(VERB, &err);
     if (rc == 0 && o->profile) ah_cli_profile_note(VERB, profile_arg, o->profile, &emit->plan);
     if (rc == 0 && json) {
         rc = print_json(emit, bl, chosen);
     } else if (rc == 0) {
-        print_report(emit, bl, chosen);
+        print_report(emit, bl, chosen, o->objective == AH_OBJECTIVE_COST);
         if (out_path) printf("\nplan written to %s\n", out_path);
         if (svg_path) printf("picture written to %s\n", svg_path);
         if (rank_path) printf("rankfile written to %s (mpirun --hostfile %s --map-by seq --bind-to none)\n", rank_path, rank_path);
