@@ -145,7 +145,15 @@ static void bad_inputs(void) {
     o.train.seq_len = 2048;
     o.train.global_batch = 8;
     for (int i = 1; i < c.n_nodes; i++) c.nodes[i].count = 0; /* one A100 node: 640 GB for 2.8 TB of state */
-    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INFEASIBLE, err, "A100-80G devices are short by");
+    CHECK_ERR(ah_planner_run(&m, &c, &o, &r, &err), AH_ERR_INFEASIBLE, err, " on a100-0:");
+    {   /* the device, its need and capacity, the bytes it lacks: need = capacity + short */
+        const char *at = strstr(err.msg, "(A100-80G), needs ");
+        long long need = 0, cap = 0, lack = 0;
+        CHECK(at && sscanf(at, "(A100-80G), needs %lld bytes of its %lld: short by %lld bytes", &need, &cap, &lack) == 3,
+              "no device, need, capacity and shortfall in bytes in: %s", err.msg);
+        CHECK(lack > 0 && need == cap + lack && cap == ah_gpu_capacity_bytes(ah_gpu_catalog_find("A100-80G")),
+              "need %lld, capacity %lld, short %lld in: %s", need, cap, lack, err.msg);
+    }
     CHECK(strstr(err.msg, "To fit") != NULL, "no remedy in: %s", err.msg);
     ah_cluster_free(&c);
 }

@@ -76,8 +76,9 @@ static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *bas
     if (a.mb != b.mb)
         json_array_append_new(why, json_sprintf("micro-batch %lld (baseline %lld)", (long long)a.mb, (long long)b.mb));
     if (a.pipelines != b.pipelines || a.min_s != b.min_s || a.max_s != b.max_s)
-        json_array_append_new(why, json_sprintf("grouping: %d pipelines of %s stages (baseline %d of %s)", a.pipelines,
-                                                range(r1, sizeof r1, a.min_s, a.max_s), b.pipelines,
+        json_array_append_new(why, json_sprintf("grouping: %d pipeline%s of %s stage%s (baseline %d of %s)", a.pipelines,
+                                                a.pipelines == 1 ? "" : "s", range(r1, sizeof r1, a.min_s, a.max_s),
+                                                a.max_s == 1 ? "" : "s", b.pipelines,
                                                 range(r2, sizeof r2, b.min_s, b.max_s)));
     if (a.mixed != b.mixed)
         json_array_append_new(why, json_string(a.mixed ? "pipelines mix GPU types (baseline: one type per pipeline)"

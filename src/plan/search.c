@@ -232,6 +232,8 @@ typedef struct {
     int t;
     int64_t m;
     int type, stage, S;
+    int node, device; /* the worst stage's first device */
+    int64_t capacity; /* its bytes */
     bool recompute_helps; /* the closest candidate already uses recomputation everywhere it helps */
 } closest_t;
 
@@ -240,7 +242,7 @@ typedef struct {
  * smallest over layer splits of the largest shortfall, by bisection on the shortfall. */
 static void closest_for(const ah_sctx_t *x, closest_t *best) {
     const ah_cluster_t *c = x->cluster;
-    int S = 0, ty[AH_MAX_STAGES];
+    int S = 0, ty[AH_MAX_STAGES], node[AH_MAX_STAGES], dev[AH_MAX_STAGES];
     /* types by capacity, largest first; groups of each */
     int order[64], no = 0;
     for (int k = 0; k < x->n_types && no < 64; k++) order[no++] = k;
@@ -253,8 +255,12 @@ static void closest_for(const ah_sctx_t *x, closest_t *best) {
     for (int k = 0; k < no; k++)
         for (int i = 0; i < c->n_nodes; i++)
             if (c->nodes[i].type == order[k])
-                for (int g = ah_node_groups(c, i, x->t, x->train.precision); g > 0 && S < x->L && S < AH_MAX_STAGES; g--)
+                for (int g = 0, G = ah_node_groups(c, i, x->t, x->train.precision); g < G && S < x->L && S < AH_MAX_STAGES;
+                     g++) {
+                    node[S] = i;
+                    dev[S] = g * x->t;
                     ty[S++] = order[k];
+                }
     if (S == 0) return;
     double lo = 0, hi = 0;
     for (int s = 0; s < S; s++) { /* everything on one stage bounds the shortfall */
@@ -303,6 +309,9 @@ static void closest_for(const ah_sctx_t *x, closest_t *best) {
         best->m = x->train.micro_batch;
         best->type = ty[worst_stage];
         best->stage = worst_stage;
+        best->node = node[worst_stage];
+        best->device = dev[worst_stage];
+        best->capacity = x->capacity[ty[worst_stage]];
         best->S = S;
     }
 }
@@ -315,16 +324,19 @@ static ah_status_t infeasible_error(const ah_model_t *m, const ah_cluster_t *c, 
                             "model splits into; add nodes with more GPUs",
                             m->name);
     const ah_gpu_type_t *g = &c->types[cl->type];
-    const double short_gib = cl->short_bytes / GIB;
+    const int64_t short_bytes = (int64_t)ceil(cl->short_bytes), capacity = cl->capacity;
     const double more = ceil(cl->short_bytes * cl->S / (g->memory_gib * GIB));
     return ah_error_set(
         err, AH_ERR_INFEASIBLE,
         "model %s does not fit on this cluster. Closest candidate: TP degree %d, micro-batch %lld, "
-        "one pipeline of %d stages over the largest-memory groups with recomputation where it "
-        "saves memory, layers split to minimise the shortfall: %s devices are short by %.2f GiB "
-        "each. To fit: add GPUs (about %.0f more %s-sized TP groups of %d), use a smaller "
-        "--micro-batch or --seq-len, or a GPU type with more memory",
-        m->name, cl->t, (long long)cl->m, cl->S, g->name, short_gib, more > 0 ? more : 1, g->name, cl->t);
+        "one pipeline of %d stage%s over the largest-memory groups with recomputation where it "
+        "saves memory, layers split to minimise the shortfall: its stage %d, on %s:%d (%s), needs %lld bytes "
+        "of its %lld: short by %lld bytes (%.2f GiB), and no stage is short by more. To fit: add "
+        "GPUs (about %.0f more %s-sized TP groups of %d), use a smaller --micro-batch or --seq-len, or a GPU "
+        "type with more memory",
+        m->name, cl->t, (long long)cl->m, cl->S, cl->S == 1 ? "" : "s", cl->stage, c->nodes[cl->node].name,
+        cl->device, g->name, (long long)(capacity + short_bytes), (long long)capacity, (long long)short_bytes,
+        cl->short_bytes / GIB, more > 0 ? more : 1, g->name, cl->t);
 }
 
 /* ---- the driver ---- */
