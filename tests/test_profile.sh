@@ -112,6 +112,14 @@ PY
 [ "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["tp"])' "$TMP/plan-slow.json")" = 1 ] \
     || { cat "$TMP/out"; fail "a slow measured TP 1 lost to a roofline-timed baseline at TP 2"; }
 "$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" --json >"$TMP/ev.json" || fail "evaluate the planned plan"
+# The plan file says which profile its prediction used; evaluate without it says it times with the
+# roofline instead, so a different figure is not taken for an error of either.
+grep -q "\"profile\": \"$TMP/h.json\"" "$TMP/plan.json" || fail "plan.json's predicted.profile is not $TMP/h.json"
+"$AH" evaluate --plan "$TMP/plan.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "evaluate without the profile"; }
+grep -q "own prediction: .*; it timed layers with profile $TMP/h.json and this evaluation with the roofline" "$TMP/out" \
+    || { cat "$TMP/out"; fail "evaluate without the profile does not say the plan's prediction used one"; }
+"$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" >"$TMP/out" 2>&1 || fail "evaluate --profile"
+grep "own prediction" "$TMP/out" | grep -q "timed layers" && { cat "$TMP/out"; fail "a profile note though both used h.json"; }
 # A profile with no entry for the plan's sequence length is not silently replaced by the roofline.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --micro-batch 2 \
     --precision fp32 --profile "$TMP/h.json" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err"; fail "plan --seq-len 64"; }

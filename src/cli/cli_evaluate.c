@@ -60,7 +60,7 @@ static void find_bottleneck(const ah_plan_t *p, const ah_eval_t *e, bottleneck_t
                  st->recompute ? " with recomputation" : "", (long long)pl->micro_batches);
 }
 
-static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e) {
+static void print_human(const char *path, const char *profile_path, const ah_plan_t *p, const ah_eval_t *e) {
     const char *mb_unit = p->train.micro_batch == 1 ? "sequence" : "sequences";
     printf("plan %s: model %s, global batch %lld x seq-len %lld, micro-batch %lld %s, tp %d, %s, "
            "%d pipelines, %d devices\n\n",
@@ -109,9 +109,16 @@ static void print_human(const char *path, const ah_plan_t *p, const ah_eval_t *e
     bottleneck_t bn;
     find_bottleneck(p, e, &bn);
     printf("bottleneck: pipeline %d, stage %d (%s): %s\n", bn.pipeline, bn.stage, bn.gpu, bn.reason);
-    if (p->has_predicted)
-        printf("the plan file's own prediction: %.6f s per iteration (%+.2f%% from this evaluation)\n",
+    if (p->has_predicted) {
+        printf("the plan file's own prediction: %.6f s per iteration (%+.2f%% from this evaluation)",
                p->predicted.iteration_s, it > 0 ? 100 * (p->predicted.iteration_s - it) / it : 0);
+        const char *theirs = p->predicted_profile, *ours = profile_path ? profile_path : "";
+        if (strcmp(theirs, ours) != 0)
+            printf("; it timed layers with %s%s and this evaluation with %s%s%s", theirs[0] ? "profile " : "the roofline",
+                   theirs, ours[0] ? "profile " : "the roofline", ours,
+                   theirs[0] ? " (give --profile with that file to compare like with like)" : "");
+        printf("\n");
+    }
     printf("memory: %s\n", e->feasible ? "every device fits" : "some devices are over capacity (see OVER CAPACITY)");
 }
 
@@ -204,10 +211,11 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
     have_eval = true;
-    rc = json ? print_json(&plan, &ev) : (print_human(plan_path, &plan, &ev), 0);
+    rc = json ? print_json(&plan, &ev) : (print_human(plan_path, profile_path, &plan, &ev), 0);
     if (out_path) {
         plan.has_predicted = true;
         plan.predicted = ev.pred;
+        snprintf(plan.predicted_profile, sizeof plan.predicted_profile, "%s", profile_path ? profile_path : "");
         if (ah_plan_save(&plan, out_path, &err) != AH_OK) goto fail;
     }
     if (!ev.feasible) {

@@ -94,6 +94,8 @@ typedef struct ah_plan {
     ah_opt_group_t *opt_groups;
     bool has_predicted;        /* "predicted" was present in the file / filled by the planner */
     ah_prediction_t predicted;
+    char predicted_profile[256]; /* "predicted.profile": the autohet profile file the prediction
+                                  * timed layers with, as given; "" the roofline */
 } ah_plan_t;
 
 /* Reading: structure and types only; `cluster_override` (may be NULL) replaces the plan's own.

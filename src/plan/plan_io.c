@@ -12,7 +12,8 @@
  * model object, a preset name, or, as --model takes, a Hugging Face config.json path (relative to
  * the plan file's directory); the writer always writes the object. Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
- * was there); the writer always writes "recompute", and "predicted" when the plan has one, so
+ * was there; its "profile" names the autohet profile file it timed layers with, absent for the
+ * roofline); the writer always writes "recompute", and "predicted" when the plan has one, so
  * save -> load -> save is byte-identical.
  */
 #include <stdio.h>
@@ -276,12 +277,13 @@ static ah_status_t read_predicted(const json_t *doc, const char *where, ah_plan_
     if (!o) return AH_OK;
     char w[512], bw[560];
     snprintf(w, sizeof w, "%s: predicted", where);
-    static const char *const keys[] = {"iteration_s", "tokens_per_s", "memory_bytes", "breakdown", NULL};
+    static const char *const keys[] = {"iteration_s", "tokens_per_s", "memory_bytes", "breakdown", "profile", NULL};
     TRY(ah_json_check_keys(o, w, keys, err));
     ah_prediction_t *pr = &p->predicted;
     TRY(ah_json_get_num(o, w, "iteration_s", true, 0, 1e300, &pr->iteration_s, err));
     TRY(ah_json_get_num(o, w, "tokens_per_s", true, 0, 1e300, &pr->tokens_per_s, err));
     TRY(ah_json_get_int(o, w, "memory_bytes", true, 0, INT64_MAX, &pr->memory_bytes, err));
+    TRY(ah_json_get_str(o, w, "profile", false, p->predicted_profile, sizeof p->predicted_profile, err));
     json_t *b = NULL;
     TRY(ah_json_get_typed(o, w, "breakdown", JSON_OBJECT, true, &b, err));
     snprintf(bw, sizeof bw, "%s.breakdown", w);
@@ -451,6 +453,8 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
                       "breakdown", "compute_s", b->compute_s, "bubble_s", b->bubble_s, "p2p_s",
                       b->p2p_s, "tp_comm_s", b->tp_comm_s, "dp_sync_s", b->dp_sync_s, "optimizer_s",
                       b->optimizer_s));
+        if (p->predicted_profile[0])
+            json_object_set_new(json_object_get(doc, "predicted"), "profile", json_string(p->predicted_profile));
     }
     json_object_set_new(doc, "cluster", ah_cluster_to_json(&p->cluster));
     return doc;
