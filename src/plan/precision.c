@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/timing.h"
 #include "plan/planner.h"
 
 /* The plan's objective value: seconds per iteration, or $ per million tokens. */
@@ -46,6 +47,7 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
     }
     ah_plan_result_t r16;
     ah_error_t e16 = {0}, ebf = {0};
+    const double t0 = ah_now_s(); /* the result's planning time is both searches' */
     o.train.precision = AH_PREC_FP16;
     const bool ok16 = ah_planner_run(model, cluster, &o, &r16, &e16) == AH_OK;
     o.train.precision = AH_PREC_BF16;
@@ -64,6 +66,7 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
         else snprintf(bf, sizeof bf, "no GPU type of the cluster runs it");
         if (okbf) ah_plan_result_free(out);
         *out = r16;
+        out->seconds = ah_now_s() - t0;
         snprintf(out->precision_why, sizeof out->precision_why,
                  "fp16 (with dynamic loss scaling): %.6g %s; bf16: %s; %s", v16, unit, bf,
                  all_fp16 ? "every GPU type runs fp16" : "some types run neither 16-bit precision");
@@ -73,6 +76,7 @@ ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *clu
     if (ok16) snprintf(f16, sizeof f16, "its best plan %.6g %s", v16, unit);
     else snprintf(f16, sizeof f16, "no plan fits: %.120s", e16.msg);
     if (ok16) ah_plan_result_free(&r16);
+    out->seconds = ah_now_s() - t0;
     snprintf(out->precision_why, sizeof out->precision_why,
              "bf16: %.6g %s, the types without a bf16 rate left out; fp16: %s", vbf, unit, f16);
     return AH_OK;
