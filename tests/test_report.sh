@@ -69,7 +69,13 @@ expect() { # pattern args...
     grep -q -- "$pat" "$WORK/err" || { cat "$WORK/err"; fail "no \"$pat\" for: $*"; }
 }
 printf '{"step":0,"loss":1,"tokens":8,"seconds":1}\n{"step": nan}\n' >"$WORK/bad.jsonl"
-expect "bad.jsonl:2:" "$WORK/bad.jsonl"
+expect "bad.jsonl:2:12: invalid JSON" "$WORK/bad.jsonl" # FILE:LINE:COLUMN, the column within the line
+printf '{"step":0,"loss":1,"tokens":8,"seconds":-1}\n' >"$WORK/neg.jsonl"
+expect "neg.jsonl:1: step 0, tokens 8, seconds -1: .* its seconds >= 0" "$WORK/neg.jsonl"
+printf '{"step":-2,"loss":1,"tokens":8,"seconds":1}\n' >"$WORK/negstep.jsonl"
+expect "negstep.jsonl:1: step -2" "$WORK/negstep.jsonl"
+printf '{"step":0,"loss":"5.5","tokens":8,"seconds":1}\n' >"$WORK/strloss.jsonl"
+expect "strloss.jsonl:1: \"loss\": expected a number or null, got a string" "$WORK/strloss.jsonl"
 printf '{"event":"plan"}\n' >"$WORK/empty.jsonl"
 expect "empty.jsonl: no step lines" "$WORK/empty.jsonl"
 expect "missing.jsonl: cannot open" "$WORK/missing.jsonl"

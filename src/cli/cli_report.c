@@ -65,6 +65,17 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
         p.tokens = (double)(p.step + 1) * ah_json_num_or_nan(d, AH_PROTO_STEP_TOKENS);
         if (!isfinite(p.tokens) || !isfinite(p.seconds))
             return ah_error_set(err, AH_ERR_PARSE, "%s: a step line needs numbers \"tokens\" and \"seconds\"", where);
+        if (p.step < 0 || p.tokens <= 0 || p.seconds < 0)
+            return ah_error_set(err, AH_ERR_PARSE, "%s: step %lld, tokens %g, seconds %g: a step is >= 0, its tokens > 0 "
+                                "and its seconds >= 0", where, (long long)p.step,
+                                ah_json_num_or_nan(d, AH_PROTO_STEP_TOKENS), p.seconds);
+        static const char *const nullable[] = {AH_PROTO_STEP_LOSS, AH_PROTO_STEP_VAL_LOSS, "t_s"};
+        for (size_t k = 0; k < sizeof nullable / sizeof nullable[0]; k++) { /* null: not finite, or none */
+            const json_t *v = json_object_get(d, nullable[k]);
+            if (v && !json_is_number(v) && !json_is_null(v))
+                return ah_error_set(err, AH_ERR_PARSE, "%s: \"%s\": expected a number or null, got %s", where,
+                                    nullable[k], ah_json_type_name(v));
+        }
         if (s->n == 0) s->stamped = isfinite(p.t);
         if (!s->stamped) p.t = (s->n ? s->pts[s->n - 1].t : 0) + p.seconds;
         if (!ah_grow(&s->pts, &s->cap, s->n + 1, sizeof *s->pts))
@@ -110,7 +121,7 @@ static ah_status_t read_metrics(const char *path, series_t *s, ah_error_t *err) 
         char where[600];
         snprintf(where, sizeof where, "%s:%d", path, ln);
         json_t *d = NULL;
-        if ((st = ah_json_load_string(line, strlen(line), where, &d, err)) != AH_OK) break;
+        if ((st = ah_json_load_line(line, strlen(line), path, ln, &d, err)) != AH_OK) break;
         st = json_is_object(d) ? read_line(s, d, where, err)
                                : ah_error_set(err, AH_ERR_PARSE, "%s: expected a JSON object a line", where);
         json_decref(d);

@@ -50,6 +50,15 @@ ah_status_t ah_json_save_file(const json_t *doc, const char *path, ah_error_t *e
     return AH_OK;
 }
 
+ah_status_t ah_json_load_line(const char *text, size_t len, const char *path, int line, json_t **out,
+                              ah_error_t *err) {
+    json_error_t je;
+    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (*out) return AH_OK;
+    if (je.line <= 0) return ah_error_set(err, AH_ERR_PARSE, "%s:%d: invalid JSON: %s", path, line, je.text);
+    return ah_error_set(err, AH_ERR_PARSE, "%s:%d:%d: invalid JSON: %s", path, line, je.column, je.text);
+}
+
 const char *ah_json_type_name(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";

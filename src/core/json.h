@@ -1,6 +1,7 @@
 /* JSON helpers on top of Jansson (chosen because it reports line and column of syntax errors).
  *
- * Loading: ah_json_load_file / ah_json_load_string give "FILE:LINE:COLUMN: what" on bad syntax.
+ * Loading: ah_json_load_file / ah_json_load_string / ah_json_load_line (one line of a JSON-lines
+ * file) give "FILE:LINE:COLUMN: what" on bad syntax.
  * Reading fields: the ah_json_get_* functions check presence, type and range and name the
  * field by its path in the message ("cluster.json: nodes[2].count: expected an integer >= 1,
  * got -3"). `where` is the file name plus the JSON path of `obj`, e.g. "cluster.json: nodes[2]".
@@ -19,6 +20,9 @@
 ah_status_t ah_json_load_file(const char *path, json_t **out, ah_error_t *err);
 ah_status_t ah_json_load_string(const char *text, size_t len, const char *name, json_t **out,
                                 ah_error_t *err);
+/* Line `line` of a JSON-lines file `path`: errors say "PATH:LINE:COLUMN: what". */
+ah_status_t ah_json_load_line(const char *text, size_t len, const char *path, int line, json_t **out,
+                              ah_error_t *err);
 
 /* Writes pretty JSON to path atomically (temp file + rename). */
 ah_status_t ah_json_save_file(const json_t *doc, const char *path, ah_error_t *err);
