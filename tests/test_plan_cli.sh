@@ -163,6 +163,21 @@ expect 1 "below --min-tokens-per-s; lower --min-tokens-per-s$" --model tiny-gpt2
 # a budget under every plan's price names --budget alone; a budget of 0 is refused, not taken as none
 expect 1 "every plan costs more than --budget; raise --budget$" --model llama2-7b --cluster mixed-32 --budget 1
 expect 2 "--budget: expected > 0, got 0" --model llama2-7b --cluster mixed-32 --budget 0
+# a directory given as a JSON file is said to be one
+expect 1 "$TMP: is a directory, not a JSON file" --model tiny-gpt2 --cluster "$TMP"
+# evaluate: a plan's unknown model preset and a missing version name the plan file
+$PY -c "import json,sys; d=json.load(open(sys.argv[1])); d['model']='gpt5'; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$SRC/examples/plans/train-single.json" "$TMP/gpt5.json"
+"$AH" evaluate --plan "$TMP/gpt5.json" >"$TMP/out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "$TMP/gpt5.json: model: unknown model \"gpt5\"" "$TMP/out"
+check "evaluate names the plan file of an unknown model: $(cat "$TMP/out")" $?
+$PY -c "import json,sys; d=json.load(open(sys.argv[1])); del d['version']; json.dump(d, open(sys.argv[2], 'w'))" \
+    "$SRC/examples/plans/train-single.json" "$TMP/nover.json"
+"$AH" evaluate --plan "$TMP/nover.json" >"$TMP/out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "nover.json: missing field \"version\" (this autohet reads plan version 1" "$TMP/out"
+check "evaluate: a plan without a version says which it reads: $(cat "$TMP/out")" $?
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0

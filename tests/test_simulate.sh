@@ -100,6 +100,9 @@ has "$W/e8.txt" "--seq-len 0" "--seq-len 0 refused up front"
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --replan-s -1 >"$W/e7.txt" 2>&1
 [ $? -eq 2 ] && pass "--replan-s -1: a usage error" || fail "--replan-s -1: exit code (want 2)"
 has "$W/e7.txt" "--replan-s -1: expected >= 0" "a negative --replan-s refused"
+"$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --restart-s -1 >"$W/e10.txt" 2>&1
+[ $? -eq 2 ] && pass "--restart-s -1: a usage error" || fail "--restart-s -1: exit code (want 2)"
+has "$W/e10.txt" "--restart-s: expected >= 0, got -1" "a negative --restart-s named alone"
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --micro-batch 3 >"$W/e9.txt" 2>&1
 [ $? -eq 1 ] && pass "--micro-batch 3 of 64: refused (exit 1)" || fail "--micro-batch 3 of 64: exit code (want 1)"
 has "$W/e9.txt" "--global-batch 64 is not divisible by --micro-batch 3" "a micro-batch that does not divide the batch refused up front, not a stall in every policy"

@@ -233,9 +233,9 @@ static ah_status_t type_request(const measuring_t *m, const char *name, ah_profi
                             name, m->cluster_arg);
     const ah_gpu_type_t *t = &m->cluster.types[ti];
     if (t->emulate_slowdown <= 0 && t->emulate_memory_mib <= 0)
-        return ah_error_set(err, AH_ERR_INVALID, "--gpu %s: cluster %s does not emulate this type (no \"emulate\" "
-                            "block), so this CPU cannot stand in for it; run autohet profile on that device, or "
-                            "give the type an emulate block", name, m->cluster_arg);
+        return ah_error_set(err, AH_ERR_INVALID, "type %s: cluster %s does not emulate it (no \"emulate\" block), so "
+                            "this CPU cannot stand in for it; run autohet profile on that device, give the type an "
+                            "emulate block, or name emulated types with --gpu", name, m->cluster_arg);
     req->slowdown = t->emulate_slowdown;
     req->mem_cap_bytes = t->emulate_memory_mib > 0 ? (int64_t)(t->emulate_memory_mib * 1048576.0) : 0;
     return AH_OK;

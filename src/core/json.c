@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/str.h"
@@ -17,6 +18,10 @@ static ah_status_t from_jansson_error(const json_error_t *je, const char *name, 
 }
 
 ah_status_t ah_json_load_file(const char *path, json_t **out, ah_error_t *err) {
+    struct stat sb;
+    *out = NULL;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a JSON file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     json_error_t je;

@@ -329,7 +329,11 @@ static ah_status_t read_model(const json_t *mj, const char *where, const char *p
     char w[512];
     snprintf(w, sizeof w, "%s: model", where);
     const char *name = json_string_value(mj);
-    if (!name || (!strchr(name, '/') && !strstr(name, ".json"))) return ah_model_from_json(mj, w, m, err);
+    if (!name || (!strchr(name, '/') && !strstr(name, ".json"))) {
+        const ah_status_t s = ah_model_from_json(mj, w, m, err);
+        if (s != AH_OK && name) ah_error_prefix(err, "%s", w); /* a preset's error does not say where */
+        return s;
+    }
     if (!plan_path)
         return ah_error_set(err, AH_ERR_INVALID, "%s: \"%s\" names a config.json, which only a plan file may do "
                             "(its path is taken from the file's directory); give a preset or the model object",
@@ -352,6 +356,9 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
                                        "optimizer_shards", "predicted", "cluster", NULL};
     TRY(ah_json_check_keys(doc, where, keys, err));
     int64_t version;
+    if (!json_object_get(doc, "version"))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: missing field \"version\" (this autohet reads plan version %d; "
+                            "`autohet plan` writes it)", where, AH_PLAN_VERSION);
     TRY(ah_json_get_int(doc, where, "version", true, -LOOSE_MAX, LOOSE_MAX, &version, err));
     if (version != AH_PLAN_VERSION)
         return ah_error_set(err, AH_ERR_INVALID,
