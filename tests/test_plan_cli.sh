@@ -142,7 +142,7 @@ done
 st=$?; check "plan --objective cost runs" $st
 grep -q "^saving over  uniform .*x (\$[0-9.]* per million tokens" "$TMP/cost.txt" && ! grep -q "speedup over" "$TMP/cost.txt" &&
     grep -q "^lower bound on time: .* not on \$ per token" "$TMP/cost.txt"
-check "plan --objective cost reports savings in \$ per token, not speedups: $(grep -E 'saving|speedup|bound' "$TMP/cost.txt")" $?
+st=$?; check "plan --objective cost reports savings in \$ per token, not speedups: $(grep -E 'saving|speedup|bound' "$TMP/cost.txt")" $st
 "$AH" plan --model llama2-7b --cluster mixed-32 --objective cost --json >"$TMP/cost.json" 2>"$TMP/err"
 st=$?; check "plan --objective cost --json runs: $(cat "$TMP/err")" $st
 for b in uniform batch-balanced megatron-best; do
@@ -171,13 +171,13 @@ $PY -c "import json,sys; d=json.load(open(sys.argv[1])); d['model']='gpt5'; json
 "$AH" evaluate --plan "$TMP/gpt5.json" >"$TMP/out" 2>&1
 st=$?
 [ $st -eq 1 ] && grep -q "$TMP/gpt5.json: model: unknown model \"gpt5\"" "$TMP/out"
-check "evaluate names the plan file of an unknown model: $(cat "$TMP/out")" $?
+st=$?; check "evaluate names the plan file of an unknown model: $(cat "$TMP/out")" $st
 $PY -c "import json,sys; d=json.load(open(sys.argv[1])); del d['version']; json.dump(d, open(sys.argv[2], 'w'))" \
     "$SRC/examples/plans/train-single.json" "$TMP/nover.json"
 "$AH" evaluate --plan "$TMP/nover.json" >"$TMP/out" 2>&1
 st=$?
 [ $st -eq 1 ] && grep -q "nover.json: missing field \"version\" (this autohet reads plan version 1" "$TMP/out"
-check "evaluate: a plan without a version says which it reads: $(cat "$TMP/out")" $?
+st=$?; check "evaluate: a plan without a version says which it reads: $(cat "$TMP/out")" $st
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
