@@ -5,7 +5,8 @@
 #    lost", the done event has history_ok false, and the exit is non-zero;
 #  - Ctrl-C (SIGINT to autohet run): a notice to every rank, the trainer saves within the grace
 #    period, the job stops, the run says so and exits 130 (not 2, a usage error); the same command
-#    again resumes from that checkpoint and finishes with every step once;
+#    again resumes from that checkpoint and finishes with every step once, its metrics appended to
+#    the first run's (which its own error message told the user to rerun);
 #  - a second Ctrl-C stops the job at once;
 #  - the summary says what its "predicted" is: the uncalibrated roofline, or with --profile (used
 #    for the plan) the cost model calibrated by autohet profile (item 14).
@@ -85,9 +86,23 @@ grep -q "\"event\":\"checkpoint\",\"step\":$stopped," "$WORK/int/metrics.jsonl" 
 grep -q "the run stopped early: steps 0..$((stopped - 1)) were each trained once" "$WORK/int.log" || fail "summary: $(cat "$WORK/int.log")"
 cp "$WORK/int/metrics.jsonl" "$WORK/int-first.jsonl"
 run_agent "$WORK/int" || { cat "$WORK/int.log"; fail "the same command again"; }
-first=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "step" in l and "event" not in l][0]["step"])' "$WORK/int/metrics.jsonl")
-[ "$first" = "$stopped" ] || fail "the rerun started at step $first, not at the saved $stopped"
+# The rerun appends to the merged metrics: the first run's record (steps 0..stopped-1, the stop)
+# stays, and the rerun's lines, from its own plan event on, continue it from the saved step.
+python3 - "$WORK/int-first.jsonl" "$WORK/int/metrics.jsonl" "$stopped" "$STEPS" <<'PY' || fail "the rerun's metrics"
+import json, sys
+before, now = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+stopped, steps = int(sys.argv[3]), int(sys.argv[4])
+assert now.startswith(before), "the first run's record was not kept"
+rest = [json.loads(l) for l in now[len(before):].splitlines()]
+assert rest[0]["event"] == "plan", rest[0]
+got = [x["step"] for x in rest if "event" not in x]
+assert got == list(range(stopped, steps)), f"the rerun trained steps {got}, expected {stopped}..{steps - 1}"
+print(f"appended: steps 0..{stopped - 1}, then the rerun's {stopped}..{steps - 1}")
+PY
 [ "$(done_field "$WORK/int" history_ok)" = true ] || fail "rerun: $(tail -1 "$WORK/int/metrics.jsonl")"
+grep -q "no sample lost: every step 0..$((STEPS - 1)) trained exactly once" "$WORK/int.log" || fail "rerun summary: $(cat "$WORK/int.log")"
+"$AUTOHET" report "$WORK/int/metrics.jsonl" >"$WORK/report.out" || fail "report of the appended metrics"
+grep -q "$STEPS step lines (steps 0..$((STEPS - 1)))" "$WORK/report.out" || fail "report: $(cat "$WORK/report.out")"
 echo "Ctrl-C: stopped and saved at step $stopped, the same command resumed there and finished"
 
 # ---- a second Ctrl-C: the job is stopped at once ----

@@ -1,7 +1,8 @@
 # autohet report: a metrics JSONL as a summary and an SVG. A hand-made file of two launches (a
 # preemption between them, its recovery, a join, validation losses) checks what is drawn where;
-# a real `autohet train --metrics` file (no "t_s": time from the steps' seconds) draws too; bad
-# input is refused naming the file and line.
+# a rerun of autohet run appended to that file goes on from it; a real `autohet train --metrics`
+# file (no "t_s": time from the steps' seconds) draws too; bad input is refused naming the file and
+# line.
 set -u
 BUILD=$(cd "$1" && pwd)
 AUTOHET=$BUILD/autohet
@@ -42,6 +43,27 @@ assert len(shade) == 1, f"{len(shade)} shaded spans"
 x, w = float(shade[0].get("x")), float(shade[0].get("width"))
 assert abs(w / (x - 80) - 2.0 / 1.5) < 0.01, (x, w)
 print("svg ok")
+PY
+# A rerun of autohet run appended to the same file (its own plan event, launches and t_s from 0
+# again): its launch is a third line, its time goes on from the earlier run's last step.
+{ cat "$WORK/m.jsonl"; cat <<'J'
+{"event":"plan","seconds":0.02,"devices":6}
+{"step":3,"loss":5.15,"lr":4e-4,"grad_norm":4,"tokens":512,"seconds":0.2,"memory_high_bytes":[1],"launch":0,"t_s":0.5}
+{"step":4,"loss":5.0,"lr":5e-4,"grad_norm":4,"tokens":512,"seconds":0.2,"memory_high_bytes":[1],"launch":0,"t_s":0.7}
+J
+} >"$WORK/re.jsonl"
+"$AUTOHET" report "$WORK/re.jsonl" --svg "$WORK/re.svg" >"$WORK/re.out" || fail "report of an appended rerun"
+grep -q "re.jsonl: 6 step lines (steps 0..4), 2560 tokens; .*; 4.4 s$" "$WORK/re.out" || fail "rerun summary: $(cat "$WORK/re.out")"
+python3 - "$WORK/re.svg" <<'PY' || fail "the rerun's picture"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+lines = root.findall(f"{ns}polyline")
+assert [len(l.get("points").split()) for l in lines] == [2, 2, 2], "one line per launch, the rerun's its own"
+colors = [l.get("stroke") for l in lines]
+assert len(set(colors)) == 3, colors
+dots = [float(c.get("cx")) for c in root.findall(f"{ns}circle") if "tokens/s" in (c.findtext(f"{ns}title") or "")]
+assert dots == sorted(dots), f"time runs backwards: {dots}"
 PY
 # A skipped non-finite step: null loss, an event; the summary says so and keeps the last finite loss.
 cat >"$WORK/nf.jsonl" <<'J'

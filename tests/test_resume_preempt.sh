@@ -2,7 +2,8 @@
 # the next step boundary with exit status 75, after saving when the grace period allows, and
 # leaves RUN_DIR/preempted.json; every rank wrote RUN_DIR/rank-R.json at start-up. Then, as the
 # agent would, node n1's disk is deleted and training resumes on n0 alone (another plan): the
-# losses continue the uninterrupted run's within 1e-4 from the saved step.
+# losses continue the uninterrupted run's within 1e-4 from the saved step. The line the run stops
+# with says whether the state was saved, and where.
 # Usage: bash tests/test_resume_preempt.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 STEPS=100
@@ -44,6 +45,8 @@ assert ev[0]["step"] == p["step"] and ev[0]["ok"] and ev[1]["nodes"] == ["n1"] a
 print(p["step"])
 PY
 ) || fail "preempted.json / events"
+grep -q "^autohet train: preemption notice: stopped after step $N; its state is saved as step $N in --local-root $WORK/save.ck$" \
+    "$WORK/save.err" || { cat "$WORK/save.err" >&2; fail "the notice's line does not say where the state was saved"; }
 echo "  notice honoured: stopped after step $N with a checkpoint, exit 75"
 # The agent's part: n1's disk goes with n1; resume on n0 alone.
 rm -rf "$WORK/save.ck/n1"
@@ -74,4 +77,6 @@ p = json.load(open(sys.argv[1]))
 assert p["saved"] is False and p["nodes"] == ["n1"], p
 PY
 [ -z "$(find "$WORK/nosave.ck" -name 'step-*' 2>/dev/null)" ] || fail "a checkpoint was written without time for it: $(find "$WORK/nosave.ck" -name 'step-*')"
+grep -q "^autohet train: preemption notice: stopped after step [0-9]*; its state is not saved and --local-root $WORK/nosave.ck holds no checkpoint of this run$" \
+    "$WORK/nosave.err" || { cat "$WORK/nosave.err" >&2; fail "the notice's line does not say the state was not saved"; }
 echo PASS

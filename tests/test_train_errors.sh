@@ -3,7 +3,7 @@
 # magic, a token outside the vocabulary (found as read), a file shorter than one sequence, a
 # glob matching nothing, shards of mixed token widths, a plan for another model, an emulated memory cap that
 # the stage does not fit (out-of-memory naming the tensor and the shortfall), a checkpoint flag
-# without the tier it needs.
+# without the tier it needs, a checkpoint root that is a file or holds another run's steps.
 . "$(dirname "$0")/train_common.sh"
 PLAN=$PLANS/train-pp4.json
 python3 - "$WORK" <<'PY'
@@ -60,4 +60,19 @@ expect 4 "--cloud-only needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --c
 expect 4 "--dump-step needs --dump-params" --plan "$PLAN" --data "$WORK/text.bin" --dump-step 3
 expect 4 "--cloud needs --local-root" --plan "$PLAN" --data "$WORK/text.bin" --cloud s3://b/p
 expect 4 "--s3-endpoint needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --s3-endpoint http://127.0.0.1:1
+# A root that cannot hold a checkpoint stops the job before its first step (not a failed save each
+# time); a root holding an earlier run's committed steps is refused without --resume (the two runs'
+# steps would mix), and taken with it.
+echo hi >"$WORK/afile"
+expect 4 "^autohet train: I/O error: --local-root $WORK/afile: cannot make node n0's checkpoint directory: $WORK/afile: exists and is not a directory" \
+    --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 2 --local-root "$WORK/afile"
+timeout 60 "$AUTOHET" train --quiet --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 8 --ckpt-every 4 \
+    --local-root "$WORK/old" >/dev/null 2>&1 || fail "the earlier run"
+expect 4 "^autohet train: usage error: --local-root $WORK/old holds an earlier run's checkpoints (node n0's newest committed step is 8, in $WORK/old/n0): give --resume to continue that run, or use an empty root" \
+    --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 --local-root "$WORK/old" --metrics "$WORK/old.jsonl"
+! grep -q '"loss"' "$WORK/old.jsonl" || fail "the refused run trained: $(cat "$WORK/old.jsonl")"
+[ "$(ls "$WORK/old/n0")" = "$(printf 'step-00000004\nstep-00000008')" ] || fail "the refused run changed the root: $(ls "$WORK/old/n0")"
+timeout 60 $MPIRUN -np 4 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 \
+    --local-root "$WORK/old" --resume >"$WORK/out" 2>&1 || { cat "$WORK/out" >&2; fail "--resume into the earlier run's root"; }
+grep -q "resumed from step 8" "$WORK/out" || { cat "$WORK/out" >&2; fail "--resume did not take step 8"; }
 echo "PASS"

@@ -8,7 +8,8 @@
  * file, the running sum of the steps' "seconds". Tokens: (step + 1) x the step's "tokens", so
  * steps redone after a rollback are drawn over the first try. Events read: "preempt" (t_s, step,
  * cause), "recover" (seconds from the notice to the first step after it), "join" (t_s),
- * "nonfinite" (step). Errors name the file and line. */
+ * "nonfinite" (step), and "plan" after step lines: a rerun of autohet run appended to its file,
+ * whose launches and time go on from the earlier run's. Errors name the file and line. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,6 +43,11 @@ typedef struct {
     mark_t *marks;
     int n_marks, cap_marks;
     bool stamped;       /* the step lines carry t_s */
+    /* autohet run appends a rerun to its file, from its own "plan" event on: launches numbered and
+     * t_s counted from 0 again, so they are shifted past the earlier run's (base = last + 1, and
+     * the time of its last step) */
+    int launch_base, max_launch;
+    double t_base;
 } series_t;
 
 static bool add_mark(series_t *s, mark_t m) {
@@ -57,11 +63,11 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
         if (!json_is_integer(json_object_get(d, AH_PROTO_STEP)))
             return ah_error_set(err, AH_ERR_PARSE, "%s: neither a step line (integer \"step\") nor an event", where);
         point_t p = {.step = json_integer_value(json_object_get(d, AH_PROTO_STEP)),
-                     .launch = (int)json_integer_value(json_object_get(d, "launch")),
+                     .launch = s->launch_base + (int)json_integer_value(json_object_get(d, "launch")),
                      .loss = ah_json_num_or_nan(d, AH_PROTO_STEP_LOSS),
                      .val_loss = ah_json_num_or_nan(d, AH_PROTO_STEP_VAL_LOSS),
                      .seconds = ah_json_num_or_nan(d, AH_PROTO_STEP_SECONDS),
-                     .t = ah_json_num_or_nan(d, "t_s")};
+                     .t = s->t_base + ah_json_num_or_nan(d, "t_s")};
         p.tokens = (double)(p.step + 1) * ah_json_num_or_nan(d, AH_PROTO_STEP_TOKENS);
         if (!isfinite(p.tokens) || !isfinite(p.seconds))
             return ah_error_set(err, AH_ERR_PARSE, "%s: a step line needs numbers \"tokens\" and \"seconds\"", where);
@@ -81,9 +87,16 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
         if (!ah_grow(&s->pts, &s->cap, s->n + 1, sizeof *s->pts))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for the report");
         s->pts[s->n++] = p;
+        if (p.launch > s->max_launch) s->max_launch = p.launch;
         return AH_OK;
     }
-    mark_t m = {.t = ah_json_num_or_nan(d, "t_s"), .step = json_integer_value(json_object_get(d, AH_PROTO_STEP))};
+    mark_t m = {.t = s->t_base + ah_json_num_or_nan(d, "t_s"),
+                .step = json_integer_value(json_object_get(d, AH_PROTO_STEP))};
+    if (strcmp(ev, "plan") == 0 && s->n > 0) { /* a rerun of autohet run, appended */
+        s->launch_base = s->max_launch + 1;
+        s->t_base = s->pts[s->n - 1].t;
+        return AH_OK;
+    }
     if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) {
         m.kind = 'p';
         const char *cause = json_string_value(json_object_get(d, "cause"));

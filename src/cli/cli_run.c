@@ -212,7 +212,7 @@ int ah_cli_run(int argc, char **argv) {
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
-         "not answer are lost (default 30; ssh and slurm)", false},
+         "not answer are lost (ssh and slurm only, refused with the local launcher; default 30)", false},
         {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &gb, "B", "sequences per iteration (default 8)", false},
         {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq, "T", "tokens per sequence (default 64)", false},
         {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch, 1 .. 65536 or auto (default auto)", false},

@@ -161,7 +161,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .run_dir = a->run_dir, .grace_s = a->grace_s,
-                             .cloud_only = a->cloud_only};
+                             .cloud_only = a->cloud_only, .resume = a->resume};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
     if (s == AH_OK && a->resume) {
@@ -207,6 +207,21 @@ static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_
                 d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
 }
 
+/* The line a preemption notice ends the run with: whether the state after step `at` was saved, and
+ * where; if not, the newest checkpoint (`saved`, -1: none) a relaunch resumes from. */
+static void say_preempted(const args_t *a, int64_t saved, int64_t at) {
+    fprintf(stderr, "autohet train: preemption notice: stopped after step %lld; ", (long long)at);
+    if (saved == at)
+        fprintf(stderr, "its state is saved as step %lld in --local-root %s\n", (long long)at, a->local_root);
+    else if (!a->local_root)
+        fprintf(stderr, "its state is not saved (no --local-root)\n");
+    else if (saved >= 0)
+        fprintf(stderr, "its state is not saved: the newest checkpoint is step %lld, a --resume from --local-root %s "
+                "redoes the %lld steps after it\n", (long long)saved, a->local_root, (long long)(at - saved));
+    else
+        fprintf(stderr, "its state is not saved and --local-root %s holds no checkpoint of this run\n", a->local_root);
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
  * aborts the job. */
@@ -214,6 +229,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
                      int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
+                                    .warn = tr->rank == 0 ? stderr : NULL, .local_root = a->local_root,
                                     .metrics = metrics, .skip_nonfinite = a->skip_nonfinite,
                                     .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches,
                                     .loss_scale = a->loss_scale,
@@ -228,8 +244,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
         ah_comm_abort(ah_status_exit_code(err.code));
     }
     if (preempted_at < 0) return 0;
-    if (tr->rank == 0)
-        fprintf(stderr, "autohet train: preemption notice: stopped after step %lld\n", (long long)preempted_at);
+    if (tr->rank == 0) say_preempted(a, ah_ckpt_session_last_saved(ck), preempted_at);
     return AH_PROTO_EXIT_PREEMPTED;
 }
 

@@ -35,7 +35,6 @@ void ah_agent_opts_default(ah_agent_opts_t *o) {
     o->ckpt_every = 5;
     o->grace_s = 30;
     o->poll_s = 0.01;
-    o->step_timeout_s = 30;
 }
 
 void ah_agent_result_free(ah_agent_result_t *r) {
@@ -109,7 +108,8 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     json_decref(a->trainer_recover);
     a->trainer_recover = NULL;
     a->external_seen_t = -1;
-    ah_watchdog_reset(&a->dog, L->predicted_s, a->o->step_timeout_s);
+    ah_watchdog_reset(&a->dog, L->predicted_s,
+                      a->o->step_timeout_s > 0 ? a->o->step_timeout_s : AH_AGENT_STEP_TIMEOUT_S);
     say(a, "launch %d: %d ranks, plan %s", k, L->devices, L->plan_path);
     return AH_OK;
 }
@@ -571,9 +571,14 @@ static void finish_run(agent_t *a, ah_status_t s) {
 /* The launcher --launcher names: local (one machine, disks WORK/local/NODE/), ssh or slurm. */
 static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
     const ah_agent_opts_t *o = a->o;
-    if ((!o->launcher || strcmp(o->launcher, "local") == 0) && (o->local_root || o->rsh_agent))
+    const bool local = !o->launcher || strcmp(o->launcher, "local") == 0;
+    if (local && (o->local_root || o->rsh_agent))
         return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh or slurm; the local launcher keeps every disk in "
                             "--work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
+    if (local && o->step_timeout_s > 0)
+        return ah_error_set(err, AH_ERR_USAGE, "--step-timeout is for --launcher ssh or slurm, which can ask a host "
+                            "whether it still answers; with the local launcher every rank is on this machine, and a "
+                            "rank that dies ends mpirun");
     const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .local_root = a->local_root};
     const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,
                                      .local_root = o->local_root, .autohet = o->autohet};
@@ -618,7 +623,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     }
     /* with per-host disks (ssh), the disks are the hosts'; here only the work directory */
     if ((s = ah_fs_mkdirs(o->local_root ? a.work : a.local_root, err)) != AH_OK) goto done;
-    if (!(a.metrics = fopen(res->metrics_path, "w"))) {
+    /* appended: a rerun of the same command resumes, and the earlier run's record stays before it */
+    if (!(a.metrics = fopen(res->metrics_path, "a"))) {
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
         goto done;
     }

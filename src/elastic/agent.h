@@ -22,7 +22,9 @@
  * with "launch": K added, plus the agent's events: preempt, replan, recover (recovery seconds =
  * from the preemption notice to the first finished step after it, split into stop, replan,
  * start-up, transfer and first step; bytes, files and seconds per tier from the trainer), join,
- * done.
+ * done. The file is appended to: a rerun in the same work directory resumes from its checkpoints,
+ * and its lines (from its own "plan" event, launches and times counted from 0 again) follow the
+ * earlier run's.
  *
  * Library code: nothing is printed; progress lines go to opts.log. Ownership: ah_agent_result_t
  * owns its arrays; free with ah_agent_result_free. */
@@ -85,16 +87,19 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
-    double step_timeout_s;    /* the step timeout's floor (default 30): a job with no metrics line for
-                                 max(this, 10 x max(predicted iteration, longest gap seen)) has its
-                                 hosts probed; those that do not answer are lost (agent_logic.h);
-                                 launchers that reach hosts (ssh, slurm) only */
+    double step_timeout_s;    /* the step timeout's floor (0: AH_AGENT_STEP_TIMEOUT_S): a job with no
+                                 metrics line for max(this, 10 x max(predicted iteration, longest gap
+                                 seen)) has its hosts probed; those that do not answer are lost
+                                 (agent_logic.h). Launchers that reach hosts (ssh, slurm) only: the
+                                 local launcher refuses a value > 0 (it has no host to ask) */
     volatile sig_atomic_t *interrupt; /* counted by the caller's signal handler: at 1, a notice to every
                                  rank (the trainer saves within grace_s), the job stops and the run
                                  returns AH_ERR_INTERRUPTED; at 2, the job is stopped at once */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
 } ah_agent_opts_t;
+
+#define AH_AGENT_STEP_TIMEOUT_S 30.0 /* the step timeout's floor when none is given */
 
 void ah_agent_opts_default(ah_agent_opts_t *o);
 

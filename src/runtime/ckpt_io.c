@@ -2,9 +2,11 @@
  * resume is ckpt_resume.c; the state both share, ckpt_session.h). */
 #include "runtime/ckpt_io.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt/afile.h"
 #include "ckpt/ckpt.h"
@@ -12,6 +14,7 @@
 #include "ckpt/placement.h"
 #include "ckpt/policy.h"
 #include "ckpt/test_hook.h"
+#include "core/fs.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/timing.h"
@@ -54,6 +57,26 @@ static ah_status_t sharded_durable(const ah_plan_t *p, const ah_ckpt_opts_t *o, 
     return AH_OK;
 }
 
+/* This rank's node directory at start-up (ckpt_io.h): made, writable and, unless the job resumes,
+ * free of committed steps (a fresh run saving there would find its steps "already committed" by the
+ * earlier run and its GC would keep the two runs' steps side by side). */
+static ah_status_t check_node_root(const ah_ckpt_session_t *s, const char *node_name, ah_error_t *err) {
+    const char *root = s->o.local_root;
+    if (ah_fs_mkdirs(s->node_root, err) != AH_OK)
+        return ah_error_prefix(err, "--local-root %s: cannot make node %s's checkpoint directory", root, node_name);
+    if (access(s->node_root, W_OK | X_OK) != 0)
+        return ah_error_set(err, AH_ERR_IO, "--local-root %s: node %s's checkpoint directory %s is not writable: %s",
+                            root, node_name, s->node_root, strerror(errno));
+    int64_t newest = -1;
+    ah_status_t st = ah_ckpt_latest(s->node_root, &newest, err);
+    if (st != AH_OK) return ah_error_prefix(err, "--local-root %s", root);
+    if (newest >= 0 && !s->o.resume)
+        return ah_error_set(err, AH_ERR_USAGE, "--local-root %s holds an earlier run's checkpoints (node %s's newest "
+                            "committed step is %lld, in %s): give --resume to continue that run, or use an empty root",
+                            root, node_name, (long long)newest, s->node_root);
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
                                  ah_error_t *err) {
     *out = NULL;
@@ -85,6 +108,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
                           "[A-Za-z0-9._-] in the cluster's node names", node_name);
         goto agree;
     }
+    if (o->local_root && (st = check_node_root(s, node_name, err)) != AH_OK) goto agree;
     plan_hash(tr->plan, s->plan_hash, sizeof s->plan_hash);
     if ((st = ah_preempt_install(err)) != AH_OK) goto agree;
     if (o->run_dir) {

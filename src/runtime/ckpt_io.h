@@ -49,11 +49,18 @@ typedef struct ah_ckpt_opts {
      * a stop, so a notice brings no save (it would go to a disk that is dropped); the relaunch
      * takes the cloud's newest complete step. */
     bool cloud_only;
+    /* The caller resumes (ah_ckpt_session_resume). Without it, a node root that holds committed
+     * steps is refused at open: a run from step 0 would save beside an earlier run's steps. */
+    bool resume;
 } ah_ckpt_opts_t;
 
 typedef struct ah_ckpt_session ah_ckpt_session_t;
 
-/* Collective: node communicator, rank-R.json, SIGTERM handler, cloud uploader. */
+/* Collective: node communicator, rank-R.json, SIGTERM handler, cloud uploader. With a local root,
+ * each rank makes its node's directory LOCAL_ROOT/NODE/ and checks it can write there, so a root
+ * that cannot hold a checkpoint stops the job before its first step; without o->resume the
+ * directory must hold no committed step (the error names the root, the node and the newest step).
+ * Failures are agreed on by every rank. */
 ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_ckpt_session_t **out,
                                  ah_error_t *err);
 /* Collective. *start gets the iteration to run next: the restored step, or 0 when no tier has a

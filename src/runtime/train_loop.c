@@ -5,20 +5,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timing.h"
 #include "runtime/loss_scale.h"
 #include "runtime/protocol.h"
 
-/* elapsed: the seconds of the steps this process ran, from `start` (after a --resume, not 0);
+/* wall: the seconds since the loop began at `start` (after a --resume, not 0), saves and validations
+ * included, so the ETA holds them too; the step's seconds and tokens/s are its own compute.
  * val_loss: NaN when this step had no validation. */
 static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64_t start, int64_t steps,
-                     double elapsed) {
+                     double wall) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
-    const double eta = elapsed / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
+    const double eta = wall / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
     char val[40] = "";
     if (!isnan(val_loss)) snprintf(val, sizeof val, " | val loss %.6f", val_loss);
-    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | %8.0f tok/s | %.3f s | ETA %.0f s\n",
-            (long long)m->step + 1, (long long)steps, m->loss, val, m->lr, m->grad_norm, tps, m->seconds, eta);
+    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | this step %.3f s, %8.0f tok/s | "
+            "ETA %.0f s\n", (long long)m->step + 1, (long long)steps, m->loss, val, m->lr, m->grad_norm, m->seconds,
+            tps, eta);
     fflush(f);
+}
+
+/* A warning line for each failed save among a step's events (an array, or NULL): the root, the
+ * error (it names the rank when only some failed) and the checkpoint a resume would take. */
+static void warn_failed_saves(const ah_train_loop_opts_t *o, const ah_ckpt_session_t *ck, const json_t *events) {
+    for (size_t k = 0; o->warn && k < json_array_size(events); k++) {
+        const json_t *e = json_array_get(events, k);
+        const char *kind = json_string_value(json_object_get(e, AH_PROTO_EVENT));
+        if (!kind || strcmp(kind, AH_PROTO_EV_CHECKPOINT) != 0 || json_is_true(json_object_get(e, "ok"))) continue;
+        const int64_t kept = ah_ckpt_session_last_saved(ck);
+        char newest[64] = "no checkpoint of this run is saved";
+        if (kept >= 0) snprintf(newest, sizeof newest, "the newest checkpoint is still step %lld", (long long)kept);
+        fprintf(o->warn, "autohet train: warning: the checkpoint of step %lld was not saved in --local-root %s: %s; "
+                "training goes on, %s\n", (long long)json_integer_value(json_object_get(e, AH_PROTO_STEP)),
+                o->local_root ? o->local_root : "-", json_string_value(json_object_get(e, "error")), newest);
+        fflush(o->warn);
+    }
 }
 
 /* x as JSON: %.9g, or null when not finite (JSON has no nan or inf). */
@@ -108,7 +128,7 @@ static void on_loss_scale(ah_loss_scale_t *ls, const ah_train_loop_opts_t *o, co
 ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ckpt_session_t *ck, int64_t start,
                           int64_t *preempted_at, bool *agreed, ah_error_t *err) {
     ah_step_metrics_t m;
-    double elapsed = 0;
+    const double t0 = ah_now_s();
     ah_status_t s = AH_OK;
     int64_t skipped = 0;
     ah_loss_scale_t ls;
@@ -123,7 +143,6 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->loss_scale_window > 0) on_loss_scale(&ls, o, &m);
         if (o->grads_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->grads_dir, true, err)) != AH_OK)
             return s;
-        elapsed += m.seconds;
         if (m.nonfinite && (s = on_nonfinite(tr, o, ck, &m, &skipped, err)) != AH_OK) {
             *agreed = true;
             return s;
@@ -132,11 +151,13 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->val && ((o->val_every > 0 && (i + 1) % o->val_every == 0) || i + 1 == o->steps) &&
             (s = ah_trainer_eval(tr, o->val, o->val_batches, &val_loss, err)) != AH_OK)
             return s;
-        if (o->progress && !m.nonfinite && !m.overflow) progress(o->progress, &m, val_loss, start, o->steps, elapsed);
+        if (o->progress && !m.nonfinite && !m.overflow)
+            progress(o->progress, &m, val_loss, start, o->steps, ah_now_s() - t0);
         if (o->metrics) metrics_write_step(o->metrics, &m, val_loss);
         json_t *events = NULL;
         bool stop = false;
         if (ck && (s = ah_ckpt_session_step_done(ck, i + 1, &events, &stop, err)) != AH_OK) return s;
+        warn_failed_saves(o, ck, events);
         ah_metrics_write_events(o->metrics, events);
         if (stop) {
             *preempted_at = i + 1;

@@ -2,11 +2,12 @@
  * runtime/protocol.h's: one step line per iteration, then the checkpoint session's events).
  *
  * Collective: every rank of the job calls ah_train_loop with the same start and options but for
- * the streams: only rank 0 passes progress and metrics (the others NULL). Ownership: the loop
- * borrows the trainer, the session and the streams; the metrics writers take the events they are
- * given. Errors: a step, a dump or the session that fails on this rank returns its error; the
- * other ranks may then wait in a collective, so the caller aborts the job. A step whose loss or
- * gradient norm is not finite (no update applied; trainer.h) is agreed on by every rank: after
+ * the streams: only rank 0 passes progress, warn and metrics (the others NULL). A save that fails
+ * (the session's "checkpoint" event with "ok": false) is a warning line on warn each time, naming
+ * the root and the error; training goes on. Ownership: the loop borrows the trainer, the session
+ * and the streams; the metrics writers take the events they are given. Errors: a step, a dump or
+ * the session that fails on this rank returns its error; the other ranks may then wait in a
+ * collective, so the caller aborts the job. A step whose loss or gradient norm is not finite (no update applied; trainer.h) is agreed on by every rank: after
  * skip_nonfinite such steps, each logged as a "nonfinite" event with "skipped": true, the next
  * one is a "nonfinite" event with "skipped": false and every rank returns the same error with
  * *agreed set (the caller exits without aborting; rank 0 prints it). A step line holds null
@@ -32,6 +33,8 @@ typedef struct ah_train_loop_opts {
     int64_t dump_step;
     FILE *progress;        /* rank 0: one progress line a step (NULL: none) */
     FILE *metrics;         /* rank 0: the metrics JSONL (NULL: none) */
+    FILE *warn;            /* rank 0: a warning line for each failed save (NULL: none) */
+    const char *local_root; /* the checkpoint root the warning names */
     int64_t skip_nonfinite; /* non-finite steps skipped before one stops the run */
     /* Validation: after every val_every-th step (0: none) and the last, the loss over val_batches global
      * batches of val (ah_trainer_eval), in the progress line and as the step line's "val_loss". */
