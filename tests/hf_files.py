@@ -11,8 +11,8 @@ Runs under /usr/bin/python3 (Debian's python3-numpy, which python3-torch pulls i
                                  holds what they convert back to (fp32)
   compare A B [--zeros-equal]    every tensor of A/model.safetensors equals B's, byte for byte
   mutate SRC OUT KIND ARG        a copy of SRC with one fault: config FIELD=INT, drop NAME, shape NAME,
-                                 dtype NAME (F64), truncate -, unknown NAME; prints the tensor a
-                                 truncation cuts
+                                 dtype NAME (F64), truncate -, unknown NAME, nan NAME (its first
+                                 element); prints the tensor a truncation cuts
 """
 import json
 import os
@@ -159,6 +159,11 @@ def mutate(src, out, kind, arg):
         ts[arg] = ("F64", shape, raw(as_f32(dt, shape, data).astype(np.float64)))
     elif kind == "unknown":
         ts[arg] = ("F32", [4], raw(np.zeros(4, dtype=np.float32)))
+    elif kind == "nan":
+        dt, shape, data = ts[arg]
+        x = as_f32(dt, shape, data).copy()
+        x.flat[0] = np.nan
+        ts[arg] = ("F32", shape, raw(x))
     if kind != "config":
         write(path, ts)
     else:

@@ -4,7 +4,8 @@
 # safetensors file by hand (tests/hf_files.py), checks the names and Conv1D shapes Hugging Face uses, builds
 # GPT-2 from config.json with those weights, and its loss on step 5's batch must equal the loss
 # autohet reported for step 5 (the weights after 5 updates) within 1e-5 relative. A step that is
-# not there, and a directory without checkpoints, are clear errors.
+# not there, a directory without checkpoints, pieces of another model's run in the same root, and
+# sharded weights already in the output directory are clear errors.
 # Usage: bash tests/test_ckpt_export.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 PY=/usr/bin/python3
@@ -121,6 +122,34 @@ rel = abs(loss - ref) / ref
 assert rel <= 1e-5, f"torch {loss} vs autohet {ref} (rel {rel:.2e})"
 print(f"  exported LLaMA ({len(W)} tensors): torch loss {loss:.7f} vs autohet {ref:.7f} (rel {rel:.1e})")
 PY
+# config.json's numbers in the fewest digits that read back as the same double
+grep -q '"rms_norm_eps": 1e-5,' "$WORK/hfl/config.json" || fail "rms_norm_eps not in its shortest form: $(cat "$WORK/hfl/config.json")"
+# Another run of another model (rope_theta 20000, same shapes, same step and shard names) in the same
+# --local-root: its pieces are never spliced into this run's. Intact, the export is this run's alone;
+# with a piece of this run damaged, the export fails naming the other copy's manifest and field.
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["model"]={"name": "theta", "arch": "llama", "n_layer": 4,
+  "d_model": 64, "n_head": 8, "n_kv_head": 4, "d_ff": 192, "vocab": 256, "max_pos": 64, "tied": False, "norm_eps": 1e-5,
+  "rope_theta": 20000}; json.dump(d,open(sys.argv[2],"w"))' "$PLANS/train-tp4.json" "$WORK/theta-tp4.json"
+timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/theta-tp4.json" --data "$WORK/text.bin" --steps 6 \
+    --quiet --ckpt-every 5 --local-root "$WORK/ckt" 2>"$WORK/traint.err" || { cat "$WORK/traint.err" >&2; fail "autohet train (theta)"; }
+mkdir -p "$WORK/mix"
+cp -r "$WORK/ckl/n0" "$WORK/mix/a"
+cp -r "$WORK/ckt/n0" "$WORK/mix/b"
+"$AUTOHET" ckpt export --local-root "$WORK/mix" -o "$WORK/hfmix" >/dev/null || fail "export of the intact mix"
+cmp -s "$WORK/hfl/model.safetensors" "$WORK/hfmix/model.safetensors" || fail "the intact mix did not export run a's model"
+printf 'XXXX' | dd of="$WORK/mix/a/step-00000005/block-002.tp4-1.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
+"$AUTOHET" ckpt export --local-root "$WORK/mix" -o "$WORK/hfmix2" 2>"$WORK/e4" && fail "a piece of another model was spliced in"
+grep -qF "no intact copy of block-002.tp4-1.safetensors" "$WORK/e4" &&
+    grep -qF "$WORK/mix/b/step-00000005/manifest.json lists a copy of another model (rope_theta 20000, not 10000)" "$WORK/e4" ||
+    fail "the other model's copy is not named: $(cat "$WORK/e4")"
+# Sharded weights already in the output directory: a loader would read them, not the new file.
+mkdir -p "$WORK/stale"
+: >"$WORK/stale/model.safetensors.index.json"
+: >"$WORK/stale/model-00001-of-00002.safetensors"
+"$AUTOHET" ckpt export --local-root "$WORK/ckl" -o "$WORK/stale" 2>"$WORK/e5" && fail "exported beside stale shards"
+grep -q "stale: holds .*model-00001-of-00002.safetensors" "$WORK/e5" && grep -q "model.safetensors.index.json" "$WORK/e5" ||
+    fail "the stale shards are not named: $(cat "$WORK/e5")"
+[ -e "$WORK/stale/model.safetensors" ] && fail "model.safetensors written beside the stale shards"
 # Errors: a step that is not committed; a directory without checkpoints.
 "$AUTOHET" ckpt export --local-root "$WORK/ck" --step 3 -o "$WORK/x" 2>"$WORK/e1" && fail "step 3 exported"
 grep -q "step 3 is not committed" "$WORK/e1" || fail "unclear error: $(cat "$WORK/e1")"

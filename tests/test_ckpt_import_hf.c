@@ -34,8 +34,9 @@ static void test_f16(void) {
 }
 
 /* DIR/model.safetensors + config.json for model m: element j of each file tensor is 1000*i + j
- * (i the tensor's index, j the element's flat index in the file's layout). */
-static void write_dir(const char *dir, const ah_model_t *m) {
+ * (i the tensor's index, j the element's flat index in the file's layout), but element 7 of tensor
+ * bad (-1: none), which is bad_value. */
+static void write_dir(const char *dir, const ah_model_t *m, int bad, float bad_value) {
     const int n = ah_model_tensor_count(m);
     ah_tensor_t *defs = calloc((size_t)n, sizeof *defs);
     ah_st_tensor_t *ts = calloc((size_t)n, sizeof *ts);
@@ -47,6 +48,7 @@ static void write_dir(const char *dir, const ah_model_t *m) {
         ah_tensor_hf_name(d, names[i], sizeof names[i]);
         data[i] = malloc((size_t)ah_tensor_elems(d) * sizeof **data);
         for (int64_t j = 0; j < ah_tensor_elems(d); j++) data[i][j] = (float)(1000 * i + j);
+        if (i == bad) data[i][7] = bad_value;
         const bool tr = d->spec->hf_transposed;
         ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .ndim = d->cols == 1 ? 1 : 2,
                                  .data = data[i]};
@@ -78,7 +80,7 @@ static void test_shards(void) {
     ah_error_t err;
     CHECK(ah_model_preset("tiny-gpt2", &m, &err) == AH_OK, "preset");
     m.vocab = 200; /* padded to 256 rows at TP 1, 512 at TP 4 */
-    write_dir(dir, &m);
+    write_dir(dir, &m, -1, 0);
     ah_hf_import_t h;
     CHECK(ah_hf_import_open(dir, &m, &h, &err) == AH_OK, "open: %s", err.msg);
     int bad = 0;
@@ -103,7 +105,14 @@ static void test_shards(void) {
     ah_model_t other = m;
     other.n_layer = 3;
     CHECK_ERR(ah_hf_import_open(dir, &other, &h, &err), AH_ERR_INVALID, err, "n_layer is 4 but the plan's model");
-    char path[512];
+    /* model.safetensors beside an index: which one a loader reads is not clear; refused */
+    char path[512], index[512];
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(index, "w");
+    CHECK(f && fputs("{\"weight_map\": {}}", f) >= 0 && fclose(f) == 0, "write %s", index);
+    CHECK_ERR(ah_hf_import_open(dir, &m, &h, &err), AH_ERR_INVALID, err, "model.safetensors.index.json are here");
+    CHECK(strstr(err.msg, "model.safetensors and") && strstr(err.msg, "remove one of them"), "names both: %s", err.msg);
+    unlink(index);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     unlink(path);
     CHECK_ERR(ah_hf_import_open(dir, &m, &h, &err), AH_ERR_IO, err, "no model.safetensors");
@@ -112,8 +121,42 @@ static void test_shards(void) {
     rmdir(dir);
 }
 
+/* A NaN or an infinity in a weight is refused when the tensor is read, naming the file, the tensor
+ * and the element (training would otherwise fail later, on a non-finite loss of another stage). */
+static void test_nonfinite(void) {
+    char dir[] = "/tmp/ah_import_hf_XXXXXX", path[512];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    ah_model_t m;
+    ah_error_t err;
+    CHECK(ah_model_preset("tiny-gpt2", &m, &err) == AH_OK, "preset");
+    const float bad[] = {NAN, -INFINITY};
+    for (int b = 0; b < 2; b++) {
+        write_dir(dir, &m, 3, bad[b]);
+        ah_hf_import_t h;
+        CHECK(ah_hf_import_open(dir, &m, &h, &err) == AH_OK, "open: %s", err.msg);
+        const ah_tensor_t *d = &h.defs[3];
+        const int64_t n = ah_tensor_shard_elems(d, 1);
+        float *buf = malloc((size_t)n * sizeof *buf);
+        char name[128], want[300];
+        ah_tensor_hf_name(d, name, sizeof name);
+        snprintf(want, sizeof want, "%s/model.safetensors: tensor \"%s\" holds %s at element 7", dir, name,
+                 b ? "-inf" : "nan");
+        CHECK_ERR(ah_hf_import_shard(&h, d, 1, 0, buf, n, &err), AH_ERR_INVALID, err, want);
+        CHECK(ah_hf_import_shard(&h, &h.defs[2], 1, 0, buf, ah_tensor_shard_elems(&h.defs[2], 1), &err) == AH_OK,
+              "another tensor reads: %s", err.msg);
+        free(buf);
+        ah_hf_import_close(&h);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_f16();
     test_shards();
+    test_nonfinite();
     return ah_test_finish();
 }

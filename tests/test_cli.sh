@@ -128,6 +128,7 @@ mlp_bias|"model_type":"llama",$LLAMA,"mlp_bias":true|$TMP/mlp_bias.json.mlp_bias
 rope_scaling|"model_type":"llama",$LLAMA,"rope_scaling":{"rope_type":"linear","factor":2.0}|rope_scaling.rope_type is "linear": the runtime implements LLaMA 3.1's "llama3" rotary scaling only
 hidden_act|"model_type":"llama",$LLAMA,"hidden_act":"relu"|hidden_act: "relu"
 head_dim|"model_type":"llama",$LLAMA,"head_dim":8|head_dim: 8 x 4 heads != hidden_size 64
+attention_dropout|"model_type":"llama",$LLAMA,"attention_dropout":0.1|attention_dropout: 0.1; the runtime trains without dropout
 erf_gelu|$GPT2,"activation_function":"gelu"|activation_function: "gelu"; Hugging Face's "gelu" is the exact (erf) GELU
 relu|$GPT2,"activation_function":"relu"|activation_function: "relu"
 EOF
@@ -135,6 +136,10 @@ EOF
 printf '{%s,"activation_function":"gelu_pytorch_tanh","tie_word_embeddings":false}\n' "$GPT2" >"$TMP/untied.json"
 run "model untied gpt2 tanh gelu" 0 "$AH" model --model "$TMP/untied.json"
 has "model untied gpt2: untied" out "untied head"
+# GPT-2's dropout fields (0.1 in the published gpt2 config) load, and model says they are not applied
+printf '{%s,"attn_pdrop":0.1,"embd_pdrop":0.1,"resid_pdrop":0.1}\n' "$GPT2" >"$TMP/pdrop.json"
+run "model gpt2 with dropout" 0 "$AH" model --model "$TMP/pdrop.json"
+has "model gpt2 with dropout: note" out "note: dropout is not applied: autohet trains without it (config: attn_pdrop 0.1, embd_pdrop 0.1, resid_pdrop 0.1)"
 run "plan untied gpt2" 0 "$AH" plan --model "$TMP/untied.json" --cluster cpu-hetero --global-batch 8 --seq-len 64 -o "$TMP/untied-plan.json"
 printf '{"model_type":"llama",%s,"rope_scaling":null,"hidden_act":"silu","attention_bias":false,"mlp_bias":false}\n' "$LLAMA" >"$TMP/plain.json"
 run "model plain llama" 0 "$AH" model --model "$TMP/plain.json"

@@ -86,6 +86,15 @@ for sub in ls verify export; do
     grep -q "ls|verify|export" "$WORK/out" && fail "ckpt $sub --help shows every subcommand: $(head -1 "$WORK/out")"
 done
 "$AUTOHET" ckpt export --help | head -1 | grep -q -- "-o OUT_DIR" || fail "ckpt export --help lacks -o"
+# each subcommand's --help lists the flags it takes, and only those
+"$AUTOHET" ckpt export --help >"$WORK/out"
+for f in --cloud --s3-endpoint --json; do grep -q -- "^  $f" "$WORK/out" && fail "ckpt export --help lists $f, which export refuses"; done
+"$AUTOHET" ckpt ls --help | grep -qE -- "^  (--step|-o) " && fail "ckpt ls --help lists --step or -o"
+"$AUTOHET" ckpt verify --help | grep -qE -- "^  (--json|-o) " && fail "ckpt verify --help lists --json or -o"
+# export given the cloud tier: refused, saying that export reads only the local root
+refused "ckpt export --cloud" "^autohet ckpt export: --cloud is not a flag of ckpt export: export reads only the local root" \
+    "$AUTOHET" ckpt export --local-root "$WORK" -o "$WORK/hf" --cloud s3://bucket/prefix
+refused "ckpt ls --step" "^autohet ckpt ls: --step is not a flag of ckpt ls" "$AUTOHET" ckpt ls --local-root "$WORK" --step 4
 refused "ckpt bogus" 'unknown subcommand "bogus"' "$AUTOHET" ckpt bogus
 
 # ---- train --run-dir that does not exist yet: made ----

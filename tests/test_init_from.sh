@@ -16,7 +16,8 @@
 #      run passes it to its launch (step 0's loss from X as above) and checks it against --model;
 #   5. each bad input fails naming the file and the field or tensor: a config field that differs
 #      (rope_scaling too: LLaMA 3.1's scaling is exported, read back, and refused by a plan without it),
-#      a missing tensor, a wrong shape, an unknown dtype, a truncated file, an unknown tensor.
+#      a missing tensor, a wrong shape, an unknown dtype, a truncated file, an unknown tensor, a NaN
+#      weight (before training starts); model.safetensors beside an index.
 # Usage: bash tests/test_init_from.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 PY=/usr/bin/python3
@@ -140,10 +141,18 @@ bad shape transformer.ln_f.weight '"transformer.ln_f.weight" has shape [8, 8]' "
 bad dtype transformer.h.1.attn.c_proj.weight '"transformer.h.1.attn.c_proj.weight"' 'dtype "F64" is not supported' "model.safetensors"
 bad truncate - "model.safetensors" "truncated"
 bad unknown transformer.h.0.attn.lora_A '"transformer.h.0.attn.lora_A" is not a tensor of the model' "model.safetensors"
+bad nan transformer.h.3.mlp.c_proj.weight '"transformer.h.3.mlp.c_proj.weight" holds nan at element 0' "model.safetensors"
 BAD_SRC=$WORK/llama/x BAD_PLAN=$WORK/llama/a.json
 bad config num_key_value_heads=4 "config.json: num_key_value_heads is 4" "tiny-llama has 2"
 bad drop lm_head.weight '"lm_head.weight"' "is missing"
 bad unknown model.layers.1.self_attn.q_proj.bias '"model.layers.1.self_attn.q_proj.bias" is not a tensor'
+# model.safetensors beside an index and its shards: which one a loader reads is not clear
+cp "$WORK/gpt2/x/model.safetensors" "$WORK/gpt2/sharded/"
+"$AUTOHET" train --plan "$WORK/gpt2/a.json" --data "$WORK/text.bin" --steps 1 --init-from "$WORK/gpt2/sharded" \
+    >"$WORK/e.log" 2>&1 && fail "model.safetensors beside an index: training started"
+grep -qF "both $WORK/gpt2/sharded/model.safetensors and $WORK/gpt2/sharded/model.safetensors.index.json are here" "$WORK/e.log" &&
+    grep -q "remove one of them" "$WORK/e.log" || fail "model.safetensors beside an index: $(cat "$WORK/e.log")"
+rm "$WORK/gpt2/sharded/model.safetensors"
 # a sharded directory whose index names a file that is not there
 rm "$WORK/gpt2/sharded/model-00002-of-00003.safetensors"
 "$AUTOHET" train --plan "$WORK/gpt2/a.json" --data "$WORK/text.bin" --steps 1 --init-from "$WORK/gpt2/sharded" \

@@ -106,6 +106,17 @@ static void test_hf_refusals(void) {
         {llama, "\"hidden_act\":\"silu\"", NULL},
         {llama, "\"head_dim\":32", "cfg.json.head_dim: 32 x 4 heads != hidden_size 64"},
         {llama, "\"head_dim\":16", NULL},
+        {llama, "\"head_dim\":16.0", NULL}, /* an integral number, as for every integer field */
+        {llama, "\"head_dim\":null", NULL},   /* transformers: hidden_size / num_attention_heads */
+        {llama, "\"head_dim\":\"16\"", "cfg.json.head_dim: expected an integer in [1, 1099511627776], got \"16\""},
+        {llama, "\"head_dim\":32.0", "cfg.json.head_dim: 32 x 4 heads != hidden_size 64"},
+        {llama, "\"head_dim\":16.5", "cfg.json.head_dim: expected an integer in [1, 1099511627776], got 16.5"},
+        {llama, "\"attention_dropout\":0.0", NULL},
+        {llama, "\"attention_dropout\":0.1", "cfg.json.attention_dropout: 0.1; the runtime trains without dropout "
+                                             "(LLaMA's published configs have 0.0)"},
+        {mistral, "\"attention_dropout\":0.5", "cfg.json.attention_dropout: 0.5"},
+        {llama, "\"rope_scaling\":{}", "cfg.json.rope_scaling: missing field \"rope_type\""},
+        {gpt2, "\"attn_pdrop\":0.1,\"embd_pdrop\":0.1,\"resid_pdrop\":0.1", NULL}, /* the published gpt2's */
         {mistral, "\"sliding_window\":0", "cfg.json.sliding_window"},
         {mistral, "\"sliding_window\":null", NULL},
         {gpt2, "\"activation_function\":\"gelu\"", "cfg.json.activation_function: \"gelu\"; Hugging "
@@ -164,6 +175,55 @@ static void test_sliding_window(void) {
     json_decref(j);
     CHECK_EQ_I64(m.sliding_window, 0);
     CHECK_EQ_I64(ah_model_context(&m), 32768);
+    /* without the key: transformers' MistralConfig default, 4096; null: none; a LLaMA: none */
+    j = json_loads(text, 0, NULL);
+    json_object_del(j, "sliding_window");
+    CHECK(ah_model_from_hf_json(j, "mistral.json", &m, &err) == AH_OK, "mistral: %s", err.msg);
+    CHECK_EQ_I64(m.sliding_window, 4096);
+    json_object_set_new(j, "sliding_window", json_null());
+    CHECK(ah_model_from_hf_json(j, "mistral.json", &m, &err) == AH_OK, "mistral: %s", err.msg);
+    CHECK_EQ_I64(m.sliding_window, 0);
+    json_object_del(j, "sliding_window");
+    json_object_set_new(j, "model_type", json_string("llama"));
+    CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "llama: %s", err.msg);
+    CHECK_EQ_I64(m.sliding_window, 0);
+    /* num_key_value_heads null is absent, as in transformers: as many as the attention heads */
+    json_object_set_new(j, "num_key_value_heads", json_null());
+    CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "kv heads null: %s", err.msg);
+    CHECK_EQ_I64(m.n_kv_head, 32);
+    json_decref(j);
+}
+
+/* ah_model_diff names the first field that differs, under either naming, with both values in
+ * the fewest digits that read back (1e-05, not 1.0000000000000001e-05). */
+static void test_model_diff(void) {
+    ah_model_t a, b;
+    ah_error_t err;
+    ah_model_diff_t d;
+    ah_model_preset("tiny-llama", &a, &err);
+    b = a;
+    CHECK(!ah_model_diff(&a, &b, true, &d) && ah_model_equal(&a, &b), "a model equals itself");
+    b.rope_theta = 20000;
+    CHECK(ah_model_diff(&b, &a, false, &d) && strcmp(d.field, "rope_theta") == 0 && strcmp(d.a, "20000") == 0 &&
+              strcmp(d.b, "10000") == 0,
+          "rope_theta: %s %s %s", d.field, d.a, d.b);
+    b = a;
+    b.norm_eps = 1e-6;
+    CHECK(ah_model_diff(&a, &b, true, &d) && strcmp(d.field, "rms_norm_eps") == 0 && strcmp(d.a, "1e-05") == 0 &&
+              strcmp(d.b, "1e-06") == 0,
+          "rms_norm_eps: %s %s %s", d.field, d.a, d.b);
+    CHECK(ah_model_diff(&a, &b, false, &d) && strcmp(d.field, "norm_eps") == 0, "norm_eps: %s", d.field);
+    b = a;
+    b.n_layer = 3;
+    CHECK(ah_model_diff(&a, &b, true, &d) && strcmp(d.field, "num_hidden_layers") == 0 && strcmp(d.b, "3") == 0,
+          "num_hidden_layers: %s %s", d.field, d.b);
+    b.tied = true;
+    b.n_layer = a.n_layer;
+    CHECK(ah_model_diff(&a, &b, true, &d) && strcmp(d.field, "tie_word_embeddings") == 0 && strcmp(d.b, "true") == 0,
+          "tie_word_embeddings: %s %s", d.field, d.b);
+    ah_model_preset("tiny-gpt2", &b, &err);
+    CHECK(ah_model_diff(&a, &b, true, &d) && strcmp(d.field, "model_type") == 0 && strcmp(d.b, "gpt2") == 0,
+          "model_type: %s %s", d.field, d.b);
 }
 
 /* LLaMA 3.1-8B's config: its rotary scaling is read, carried by the plan file's model object,
@@ -243,6 +303,7 @@ int main(void) {
     test_hf_refusals();
     test_sliding_window();
     test_rope_scaling();
+    test_model_diff();
     test_tp_split();
     return ah_test_finish();
 }

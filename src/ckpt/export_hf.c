@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "ckpt/reshard.h"
 #include "ckpt/restore.h"
 #include "core/json.h"
+#include "core/str.h"
 
 static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
 
@@ -92,7 +94,22 @@ static void committed_free(committed_t *c) {
     free(c->roots);
 }
 
-/* The newest (or the wanted) step whose whole model some TP degree T lists; -1 when none. */
+/* Whether manifest i is a copy of step of model: pieces of another run's model saved at the same
+ * step under the same names must not be spliced in. */
+static bool of_model(const committed_t *c, int i, int64_t step, const ah_model_t *model) {
+    const ah_ckpt_meta_t *mt = &c->ms[i].meta;
+    return mt->step == step && mt->has_model && ah_model_equal(&mt->model, model);
+}
+
+/* Whether some manifest of step of model lists piece `name`. */
+static bool listed(const committed_t *c, int64_t step, const ah_model_t *model, const char *name) {
+    for (int i = 0; i < c->n; i++)
+        if (of_model(c, i, step, model) && ah_ckpt_manifest_find(&c->ms[i], name)) return true;
+    return false;
+}
+
+/* The newest (or the wanted) step whose whole model some TP degree T lists (in manifests of that
+ * model); -1 when none. */
 static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_t *model) {
     int64_t step = -1;
     for (int i = 0; i < c->n; i++) {
@@ -105,7 +122,7 @@ static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_
             if (ah_model_check_tp(&mt->model, t, &e2) != AH_OK) continue; /* no plan saves at this degree */
             const int nn = ah_placement_model_names(&mt->model, t, need);
             int k = 0;
-            while (k < nn && ah_ckpt_manifests_find(c->ms, c->n, mt->step, need[k])) k++;
+            while (k < nn && listed(c, mt->step, &mt->model, need[k])) k++;
             if (k == nn) {
                 step = mt->step;
                 *T = t;
@@ -118,21 +135,35 @@ static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_
     return step;
 }
 
-/* Opens piece `name` of step from the first node whose copy verifies. */
-static ah_status_t open_piece(const committed_t *c, int64_t step, const char *name, ah_st_file_t *f,
-                              ah_error_t *err) {
-    char why[AH_ERROR_MSG_MAX] = "";
+/* Opens piece `name` of step of model from the first node whose copy verifies; a copy listed by
+ * a manifest of another model is not taken, and named if no copy is left. */
+static ah_status_t open_piece(const committed_t *c, int64_t step, const ah_model_t *model, const char *name,
+                              ah_st_file_t *f, ah_error_t *err) {
+    char why[AH_ERROR_MSG_MAX] = "", other[AH_ERROR_MSG_MAX] = "";
     for (int m = 0; m < c->n; m++) {
         const ah_ckpt_file_t *want;
         char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
         ah_error_t e2;
         if (c->ms[m].meta.step != step || !(want = ah_ckpt_manifest_find(&c->ms[m], name))) continue;
         ah_ckpt_step_dir(dir, sizeof dir, c->roots[c->root_of[m]], step);
+        const ah_ckpt_meta_t *mt = &c->ms[m].meta;
+        ah_model_diff_t d;
+        if (!of_model(c, m, step, model)) {
+            if (other[0]) continue;
+            if (mt->has_model && ah_model_diff(&mt->model, model, false, &d))
+                snprintf(other, sizeof other, "; %.700s/%s lists a copy of another model (%s %s, not %s): not taken",
+                         dir, AH_CKPT_MANIFEST, d.field, d.a, d.b);
+            else
+                snprintf(other, sizeof other, "; %.700s/%s lists a copy but records no model: not taken", dir,
+                         AH_CKPT_MANIFEST);
+            continue;
+        }
         ah_ckpt_join(path, sizeof path, dir, name);
         if (ah_ckpt_verify_file(path, want, &e2) == AH_OK && ah_st_open(path, f, &e2) == AH_OK) return AH_OK;
         snprintf(why, sizeof why, "%.1000s", e2.msg);
     }
-    return ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%s)", (long long)step, name, why);
+    return ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%.1000s)%s", (long long)step, name, why,
+                        other);
 }
 
 /* The open pieces of one shard group: each verified and opened once, then read for every tensor of
@@ -159,7 +190,7 @@ static ah_status_t group_open(const committed_t *c, int64_t step, const ah_model
     for (int j = 0; j < n; j++) {
         char name[AH_CKPT_NAME_MAX];
         ah_shard_group_name(name, g, T, idx[j]);
-        const ah_status_t st = open_piece(c, step, name, &o->fs[j], err);
+        const ah_status_t st = open_piece(c, step, m, name, &o->fs[j], err);
         if (st != AH_OK) {
             group_close(o);
             return st;
@@ -196,6 +227,57 @@ static ah_status_t assemble(const open_group_t *o, int T, const ah_tensor_t *d, 
         full = NULL;
     }
     *out = full;
+    return st;
+}
+
+/* OUT_DIR (when it exists) holds no sharded Hugging Face weights: a loader finding
+ * model.safetensors.index.json would read those shards, not the model.safetensors written here. */
+static ah_status_t check_out_dir(const char *out_dir, ah_error_t *err) {
+    DIR *d = opendir(out_dir);
+    if (!d) return AH_OK; /* made by write_hf, or its error said there */
+    char names[512];
+    ah_str_t s = ah_str_fixed(names, sizeof names);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, "model.safetensors.index.json") == 0 ||
+            fnmatch("model-*-of-*.safetensors", e->d_name, 0) == 0)
+            ah_str_appendf(&s, "%s%s", n++ ? ", " : "", e->d_name);
+    closedir(d);
+    if (n == 0) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s: holds %s%s, sharded weights a loader would read instead of the "
+                        "model.safetensors written here; remove %s or give an empty -o directory", out_dir, names,
+                        s.failed ? " ..." : "", n == 1 ? "it" : "them");
+}
+
+/* The fewest digits at which every number in v reads back as itself (ah_real_digits). */
+static int real_digits(const json_t *v) {
+    int p = 15;
+    const char *key;
+    size_t i;
+    json_t *x;
+    if (json_is_real(v)) p = ah_real_digits(json_real_value(v));
+    json_object_foreach((json_t *)v, key, x) {
+        const int q = real_digits(x);
+        if (q > p) p = q;
+    }
+    json_array_foreach(v, i, x) {
+        const int q = real_digits(x);
+        if (q > p) p = q;
+    }
+    return p;
+}
+
+/* config as OUT_DIR/config.json, each number in the fewest digits that read back as it for the
+ * whole file ("rms_norm_eps": 1e-5, not 1.0000000000000001e-5). */
+static ah_status_t write_config(const json_t *cfg, const char *path, ah_error_t *err) {
+    char *text = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(real_digits(cfg)));
+    if (!text) return ah_error_set(err, AH_ERR_OOM, "no host memory for %s", path);
+    ah_afile_t f;
+    ah_status_t st = ah_afile_open(&f, path, err);
+    if (st == AH_OK) st = ah_afile_write(&f, text, strlen(text), err);
+    if (st == AH_OK) st = ah_afile_commit(&f, false, err);
+    else ah_afile_abort(&f);
+    free(text);
     return st;
 }
 
@@ -240,7 +322,7 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
     if (cfg && model->arch == AH_ARCH_LLAMA)
         json_object_set_new(cfg, "rope_scaling", ah_rope_scaling_to_json(&model->rope_scaling));
     ah_ckpt_join(path, sizeof path, out_dir, "config.json");
-    st = cfg ? ah_json_save_file(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
+    st = cfg ? write_config(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
     json_decref(cfg);
     return st;
 }
@@ -254,7 +336,9 @@ ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *
     float **data = NULL;
     ah_st_tensor_t *ts = NULL;
     char (*names)[96] = NULL;
-    ah_status_t st = committed_gather(local_root, &c, err);
+    ah_status_t st = check_out_dir(out_dir, err);
+    if (st == AH_OK) st = committed_gather(local_root, &c, err);
+    else memset(&c, 0, sizeof c);
     const int64_t step = st == AH_OK ? choose_step(&c, want, &T, &model) : -1;
     if (st == AH_OK && step < 0)
         st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "

@@ -10,8 +10,12 @@
  * rope_theta, rope_scaling, tie_word_embeddings, hidden_act silu, no biases). Vocabulary padding is never
  * exported: V rows, whatever TP degree the step was saved at. ckpt/import_hf.h reads it back. Input: a node's checkpoint
  * root or a directory of them (DIR/NODE/, as --local-root of autohet train). Each shard is taken
- * from whichever node holds a copy that verifies (size, CRC-32C, structure), at whatever TP
- * degree it was saved, and the full tensors are assembled (ckpt/reshard.h).
+ * from whichever node holds a copy that verifies (size, CRC-32C, structure) and is listed by a
+ * manifest of the chosen step's model (never from another run of another model that saved the same
+ * step under the same names), at whatever TP degree it was saved, and the full tensors are
+ * assembled (ckpt/reshard.h). An OUT_DIR holding model.safetensors.index.json or
+ * model-*-of-*.safetensors shards is refused (a loader would read those, not the new file).
+ * config.json's numbers are written in the fewest digits that read back as the same doubles.
  */
 #ifndef AH_CKPT_EXPORT_HF_H
 #define AH_CKPT_EXPORT_HF_H

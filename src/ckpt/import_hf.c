@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,52 +24,11 @@ static const char HOW[] = "--init-from takes a Hugging Face model directory: con
 
 /* The file's model f against the plan's m, field by field under the Hugging Face names. */
 static ah_status_t compare_models(const char *path, const ah_model_t *f, const ah_model_t *m, ah_error_t *err) {
-    static const char TAIL[] = "--init-from needs a directory of the plan's model (or make a plan for this one: "
-                               "autohet plan --model DIR/config.json)";
-    if (f->arch != m->arch)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: model_type is %s but the plan's model %s is %s; %s", path,
-                            ah_arch_name(f->arch), m->name, ah_arch_name(m->arch), TAIL);
-    const bool gpt2 = m->arch == AH_ARCH_GPT2;
-    const struct {
-        const char *hf;
-        int64_t file, plan;
-    } ints[] = {
-        {gpt2 ? "n_layer" : "num_hidden_layers", f->n_layer, m->n_layer},
-        {gpt2 ? "n_embd" : "hidden_size", f->d_model, m->d_model},
-        {gpt2 ? "n_head" : "num_attention_heads", f->n_head, m->n_head},
-        {"num_key_value_heads", f->n_kv_head, m->n_kv_head}, /* GPT-2: n_head both, checked above */
-        {gpt2 ? "n_inner" : "intermediate_size", f->d_ff, m->d_ff},
-        {"vocab_size", f->vocab, m->vocab},
-        {gpt2 ? "n_positions" : "max_position_embeddings", f->max_pos, m->max_pos},
-        {"sliding_window", f->sliding_window, m->sliding_window}, /* 0: none */
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ints[i].file != ints[i].plan)
-            return ah_error_set(err, AH_ERR_INVALID, "%s: %s is %lld but the plan's model %s has %lld; %s", path,
-                                ints[i].hf, (long long)ints[i].file, m->name, (long long)ints[i].plan, TAIL);
-    if (f->tied != m->tied)
-        return ah_error_set(err, AH_ERR_INVALID, "%s: tie_word_embeddings is %s but the plan's model %s has %s; %s",
-                            path, f->tied ? "true" : "false", m->name, m->tied ? "true" : "false", TAIL);
-    const struct {
-        const char *hf;
-        double file, plan;
-    } nums[] = {
-        {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", f->norm_eps, m->norm_eps},
-        {"rope_theta", f->rope_theta, m->rope_theta}, /* GPT-2: 0 both */
-        {"rope_scaling.factor", f->rope_scaling.factor, m->rope_scaling.factor}, /* 0: none */
-        {"rope_scaling.low_freq_factor", f->rope_scaling.low_freq_factor, m->rope_scaling.low_freq_factor},
-        {"rope_scaling.high_freq_factor", f->rope_scaling.high_freq_factor, m->rope_scaling.high_freq_factor},
-        {"rope_scaling.original_max_position_embeddings", (double)f->rope_scaling.original_max_pos,
-         (double)m->rope_scaling.original_max_pos},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-        if (nums[i].file != nums[i].plan)
-            return ah_error_set(err, AH_ERR_INVALID, "%s: %s is %.17g but the plan's model %s has %.17g; %s", path,
-                                nums[i].hf, nums[i].file, m->name, nums[i].plan, TAIL);
-    if (!ah_model_equal(f, m)) /* a field ah_model_t gained and this list did not */
-        return ah_error_set(err, AH_ERR_INTERNAL, "%s: differs from the plan's model %s in a field the import does "
-                            "not compare (src/ckpt/import_hf.c)", path, m->name);
-    return AH_OK;
+    ah_model_diff_t d;
+    if (!ah_model_diff(f, m, true, &d)) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "%s: %s is %s but the plan's model %s %s %s; --init-from needs a "
+                        "directory of the plan's model (or make a plan for this one: autohet plan --model "
+                        "DIR/config.json)", path, d.field, d.a, m->name, f->arch != m->arch ? "is" : "has", d.b);
 }
 
 ah_status_t ah_hf_import_check_config(const char *dir, const ah_model_t *m, ah_error_t *err) {
@@ -162,8 +122,13 @@ static ah_status_t open_files(ah_hf_import_t *h, ah_error_t *err) {
     if (ah_ckpt_join(index, sizeof index, h->dir, "model.safetensors.index.json") < 0 ||
         ah_ckpt_join(single, sizeof single, h->dir, "model.safetensors") < 0)
         return ah_error_set(err, AH_ERR_USAGE, "--init-from %.200s...: path too long", h->dir);
-    if (stat(index, &sb) == 0) return open_sharded(h, index, err);
-    if (stat(single, &sb) != 0)
+    const bool has_index = stat(index, &sb) == 0, has_single = stat(single, &sb) == 0;
+    if (has_index && has_single) /* transformers would load model.safetensors, and the shards be ignored */
+        return ah_error_set(err, AH_ERR_INVALID, "%s: both %s and %s are here, and the two may hold different "
+                            "weights (Hugging Face loads model.safetensors); remove one of them", h->dir, single,
+                            index);
+    if (has_index) return open_sharded(h, index, err);
+    if (!has_single)
         return ah_error_set(err, AH_ERR_IO, "%s: no model.safetensors and no model.safetensors.index.json (%s; "
                             "pytorch_model.bin is not read: convert it to safetensors)", h->dir, HOW);
     if (!(h->files = calloc(1, sizeof *h->files))) return ah_error_set(err, AH_ERR_OOM, "no host memory for a header");
@@ -379,7 +344,16 @@ ah_status_t ah_hf_import_shard(const ah_hf_import_t *h, const ah_tensor_t *x, in
     ah_status_t st = ah_st_read_range(f, e, (uint64_t)lo * ds, buf, len, err);
     for (int64_t j = 0; st == AH_OK && j < n; j++) {
         const int64_t full = ah_tensor_full_index(x, t, k, j);
-        dst[j] = full < 0 ? 0.0f : element(buf + (size_t)(file_index_of(x, full) - lo) * ds, e->dtype);
+        if (full < 0) {
+            dst[j] = 0.0f;
+            continue;
+        }
+        const int64_t fi = file_index_of(x, full);
+        dst[j] = element(buf + (size_t)(fi - lo) * ds, e->dtype);
+        if (!isfinite(dst[j]))
+            st = ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" holds %g at element %lld (flat index in the "
+                              "file); training cannot start from a non-finite weight", f->path, e->name,
+                              (double)dst[j], (long long)fi);
     }
     free(buf);
     return st;

@@ -3,13 +3,14 @@
  * glue (runtime/init_hf.h) fills a stage with it, and the CLI agrees the outcome across ranks.
  *
  * A directory is config.json plus either model.safetensors, or sharded model-0000K-of-0000N
- * .safetensors files listed by model.safetensors.index.json ({"weight_map": {NAME: FILE}}).
+ * .safetensors files listed by model.safetensors.index.json ({"weight_map": {NAME: FILE}}); not
+ * both (transformers would load model.safetensors): that is refused, naming the two files.
  *
  * Checks, each an error naming the file and the tensor or field (and both values where two
  * disagree):
  *   - config.json is read with ah_model_from_hf_json (which refuses, named, a field whose math
  *     autohet does not implement: biases, a rope_scaling other than LLaMA 3.1's, another
- *     activation, ...) and compared with the plan's model field by field under its Hugging Face
+ *     activation, ...) and compared with the plan's model (ah_model_diff) under its Hugging Face
  *     name (n_layer, hidden_size, num_key_value_heads, rope_theta, rope_scaling.factor,
  *     sliding_window, tie_word_embeddings, ...);
  *   - every header is read and validated (ckpt/safetensors.h: a truncated file fails there, naming
@@ -24,7 +25,8 @@
  * All of that happens in ah_hf_import_open, for the whole model, on whichever rank opens it (so
  * every rank reaches the same verdict); the data is read only by ah_hf_import_shard, tensor by
  * tensor: a rank reads the bytes of its own stage's shards only (a vocabulary-parallel shard reads
- * its rows, not the matrix).
+ * its rows, not the matrix), and refuses a NaN or infinite value there, naming the file, the tensor
+ * and the element.
  *
  * Ownership: ah_hf_import_t owns its headers and tables; ah_hf_import_close frees them. The model
  * passed to ah_hf_import_open is copied.

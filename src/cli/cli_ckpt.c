@@ -213,11 +213,6 @@ static int cmd_verify(const opts_t *o) {
 static int cmd_export(const opts_t *o) {
     ah_error_t err;
     int64_t step;
-    if (!o->local_root || !o->out || o->cloud) {
-        fprintf(stderr, "autohet ckpt export: give --local-root DIR and -o OUT_DIR (the cloud tier is not read "
-                        "here; restore it first with autohet train --resume)\n");
-        return 2;
-    }
     if (ah_ckpt_export_hf(o->local_root, o->step, o->out, &step, &err) != AH_OK) return ah_cli_fail("ckpt export", &err);
     printf("autohet ckpt export: step %lld -> %s/model.safetensors, %s/config.json (Hugging Face)\n",
            (long long)step, o->out, o->out);
@@ -225,14 +220,15 @@ static int cmd_export(const opts_t *o) {
 }
 
 int ah_cli_ckpt(int argc, char **argv) {
-    /* each subcommand's --help shows its own usage line and job */
-    static const struct { const char *name, *synopsis, *about; } SUBS[] = {
+    /* each subcommand's --help shows its own usage line, job and flags */
+    enum { LS = 1, VERIFY = 2, EXPORT = 4 };
+    static const struct { const char *name, *synopsis, *about; unsigned bit; } SUBS[] = {
         {"ls", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--json]",
-         "List checkpoint steps per tier: committed or not, files, bytes."},
+         "List checkpoint steps per tier: committed or not, files, bytes.", LS},
         {"verify", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--step N]",
-         "Check every file of committed steps against its manifest (size, CRC-32C)."},
+         "Check every file of committed steps against its manifest (size, CRC-32C).", VERIFY},
         {"export", "--local-root DIR -o OUT_DIR [--step N]",
-         "Write a committed step as a Hugging Face model.safetensors + config.json (GPT-2 or LLaMA)."},
+         "Write a committed step as a Hugging Face model.safetensors + config.json (GPT-2 or LLaMA).", EXPORT},
     };
     const int n_subs = (int)(sizeof SUBS / sizeof SUBS[0]);
     int sub = 0;
@@ -247,41 +243,66 @@ int ah_cli_ckpt(int argc, char **argv) {
         return help ? 0 : 2;
     }
     opts_t o = {.step = -1};
-    ah_flag_t flags[] = {
-        {"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root, or a folder of them "
-                                                               "(DIR/NODE/, as autohet train --local-root)", false},
-        {"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
-        {"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
-        {"--step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &o.step, "N", "verify: only this step (default: all committed); export: this step "
-                                              "(default: the newest complete)", false},
-        {"-o", AH_FLAG_STR, &o.out, "OUT_DIR", "export: write model.safetensors and config.json here", false},
-        {"--json", AH_FLAG_BOOL, &o.json, NULL, "ls: JSON output", false},
+    static const char LOCAL_ONLY[] = "export reads only the local root; restore the cloud tier first with "
+                                     "autohet train --resume";
+    /* Every flag of ckpt, with the subcommands that take it (subs) and, for the others, why not. */
+    const struct {
+        ah_flag_t flag;
+        unsigned subs;
+        const char *why_not;
+    } all[] = {
+        {{"--local-root", AH_FLAG_STR, &o.local_root, "DIR", "a node's checkpoint root, or a folder of them "
+                                                              "(DIR/NODE/, as autohet train --local-root)", false},
+         LS | VERIFY | EXPORT, NULL},
+        {{"--cloud", AH_FLAG_STR, &o.cloud, "s3://BUCKET/PREFIX", "cloud tier (credentials: AWS_* env)", false},
+         LS | VERIFY, LOCAL_ONLY},
+        {{"--s3-endpoint", AH_FLAG_STR, &o.endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
+         LS | VERIFY, LOCAL_ONLY},
+        {{"--step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &o.step, "N",
+          SUBS[sub].bit == VERIFY ? "only this step (default: all committed)" : "this step (default: the newest complete)",
+          false},
+         VERIFY | EXPORT, NULL},
+        {{"-o", AH_FLAG_STR, &o.out, "OUT_DIR", "write model.safetensors and config.json here", false}, EXPORT, NULL},
+        {{"--json", AH_FLAG_BOOL, &o.json, NULL, "JSON output", false}, LS, NULL},
     };
+    const int n_all = (int)(sizeof all / sizeof all[0]);
+    ah_flag_t every[sizeof all / sizeof all[0]], own[sizeof all / sizeof all[0]];
+    int n_own = 0;
+    for (int k = 0; k < n_all; k++) {
+        every[k] = all[k].flag;
+        if (all[k].subs & SUBS[sub].bit) own[n_own++] = all[k].flag;
+    }
     char verb[32];
     snprintf(verb, sizeof verb, "ckpt %s", argv[1]);
-    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    /* --help lists the subcommand's own flags; any other line is parsed against every flag of ckpt,
+     * so that another subcommand's flag is refused as such below rather than called unknown. */
+    bool help = false;
+    for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    ah_flag_t *flags = help ? own : every;
+    const int n_flags = help ? n_own : n_all;
     int rc;
     if (!ah_cli_parse(verb, SUBS[sub].synopsis, SUBS[sub].about, flags, n_flags, argc - 1, argv + 1, &rc))
         return rc;
-    if (!o.local_root && !o.cloud) {
-        fprintf(stderr, "autohet %s: give --local-root DIR and/or --cloud s3://BUCKET/PREFIX\n", verb);
-        return 2;
-    }
-    /* A flag another verb takes would be ignored here: refuse it. */
-    const bool is_ls = strcmp(argv[1], "ls") == 0, is_export = strcmp(argv[1], "export") == 0;
-    const bool step_given = ah_cli_flag_seen(flags, n_flags, "--step");
-    const char *stray = is_ls && step_given ? "--step"
-                        : !is_export && o.out ? "-o"
-                        : !is_ls && o.json    ? "--json"
-                                              : NULL;
-    if (stray) {
-        fprintf(stderr, "autohet %s: %s is not a flag of ckpt %s (autohet %s --help)\n", verb, stray, argv[1], verb);
+    for (int k = 0; k < n_all; k++)
+        if (every[k].seen && !(all[k].subs & SUBS[sub].bit)) {
+            fprintf(stderr, "autohet %s: %s is not a flag of ckpt %s%s%s (autohet %s --help)\n", verb,
+                    all[k].flag.name, argv[1], all[k].why_not ? ": " : "", all[k].why_not ? all[k].why_not : "",
+                    verb);
+            return 2;
+        }
+    const bool export = SUBS[sub].bit == EXPORT;
+    if (export ? !o.local_root || !o.out : !o.local_root && !o.cloud) {
+        fprintf(stderr, "autohet %s: give %s\n", verb,
+                export ? "--local-root DIR and -o OUT_DIR" : "--local-root DIR and/or --cloud s3://BUCKET/PREFIX");
         return 2;
     }
     if (o.endpoint && !o.cloud) {
         fprintf(stderr, "autohet %s: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n", verb);
         return 2;
     }
-    if (is_export) return cmd_export(&o);
-    return strcmp(argv[1], "ls") == 0 ? cmd_ls(&o) : cmd_verify(&o);
+    switch (SUBS[sub].bit) {
+    case LS: return cmd_ls(&o);
+    case VERIFY: return cmd_verify(&o);
+    default: return cmd_export(&o);
+    }
 }

@@ -183,5 +183,8 @@ int ah_cli_model(int argc, char **argv) {
     int64_t total = ah_model_params_total(&m);
     if (json) return print_json(&m, &tr, (int)tp, rows, total, flops_per_token);
     print_human(&m, &tr, (int)tp, rows, total, flops_per_token);
+    char dropout[128];
+    if (ah_model_unapplied_dropout(model_name, dropout, sizeof dropout) > 0)
+        printf("\nnote: dropout is not applied: autohet trains without it (config: %s)\n", dropout);
     return 0;
 }

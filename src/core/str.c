@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 ah_str_t ah_str_fixed(char *buf, size_t cap) {
@@ -33,4 +34,13 @@ int ah_str_index(const char *s, const char *const names[], int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(s, names[i]) == 0) return i;
     return -1;
+}
+
+int ah_real_digits(double x) {
+    char buf[40];
+    for (int p = 15; p < 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) return p;
+    }
+    return 17;
 }

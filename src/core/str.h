@@ -30,4 +30,8 @@ bool ah_str_appendf(ah_str_t *s, const char *fmt, ...) __attribute__((format(pri
  * its names. */
 int ah_str_index(const char *s, const char *const names[], int n);
 
+/* The fewest significant digits, 15, 16 or 17, at which printf's "%.*g" writes x so that it reads
+ * back as the same double (17 always does). */
+int ah_real_digits(double x);
+
 #endif

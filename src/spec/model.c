@@ -75,10 +75,29 @@ ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {
                         name, list);
 }
 
+/* Whether --model's value names a config.json rather than a preset. */
+static bool is_config_path(const char *name_or_path) {
+    return strchr(name_or_path, '/') || strstr(name_or_path, ".json");
+}
+
 ah_status_t ah_model_load(const char *name_or_path, ah_model_t *m, ah_error_t *err) {
-    if (strchr(name_or_path, '/') || strstr(name_or_path, ".json"))
-        return ah_model_from_hf_config(name_or_path, m, err);
+    if (is_config_path(name_or_path)) return ah_model_from_hf_config(name_or_path, m, err);
     return ah_model_preset(name_or_path, m, err);
+}
+
+int ah_model_unapplied_dropout(const char *name_or_path, char *buf, size_t cap) {
+    static const char *const keys[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop"};
+    ah_str_t s = ah_str_fixed(buf, cap);
+    json_t *cfg;
+    ah_error_t err;
+    int n = 0;
+    if (!is_config_path(name_or_path) || ah_json_load_file(name_or_path, &cfg, &err) != AH_OK) return 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const double p = json_number_value(json_object_get(cfg, keys[i])); /* 0 when absent */
+        if (p != 0) ah_str_appendf(&s, "%s%s %g", n++ ? ", " : "", keys[i], p);
+    }
+    json_decref(cfg);
+    return n;
 }
 
 ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t *err) {
@@ -140,16 +159,70 @@ ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err) {
     return AH_OK;
 }
 
+/* v as ah_model_diff writes it: the fewest digits that read back as v. */
+static void real_text(double v, char *buf, size_t cap) { snprintf(buf, cap, "%.*g", ah_real_digits(v), v); }
+
+bool ah_model_diff(const ah_model_t *a, const ah_model_t *b, bool hf, ah_model_diff_t *d) {
+    if (a->arch != b->arch) {
+        snprintf(d->field, sizeof d->field, "%s", hf ? "model_type" : "arch");
+        snprintf(d->a, sizeof d->a, "%s", ah_arch_name(a->arch));
+        snprintf(d->b, sizeof d->b, "%s", ah_arch_name(b->arch));
+        return true;
+    }
+    const bool gpt2 = a->arch == AH_ARCH_GPT2;
+    const struct {
+        const char *hf, *obj;
+        int64_t a, b;
+    } ints[] = {
+        {gpt2 ? "n_layer" : "num_hidden_layers", "n_layer", a->n_layer, b->n_layer},
+        {gpt2 ? "n_embd" : "hidden_size", "d_model", a->d_model, b->d_model},
+        {gpt2 ? "n_head" : "num_attention_heads", "n_head", a->n_head, b->n_head},
+        {"num_key_value_heads", "n_kv_head", a->n_kv_head, b->n_kv_head}, /* GPT-2: n_head both */
+        {gpt2 ? "n_inner" : "intermediate_size", "d_ff", a->d_ff, b->d_ff},
+        {"vocab_size", "vocab", a->vocab, b->vocab},
+        {gpt2 ? "n_positions" : "max_position_embeddings", "max_pos", a->max_pos, b->max_pos},
+        {"sliding_window", "sliding_window", a->sliding_window, b->sliding_window}, /* 0: none */
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (ints[i].a == ints[i].b) continue;
+        snprintf(d->field, sizeof d->field, "%s", hf ? ints[i].hf : ints[i].obj);
+        snprintf(d->a, sizeof d->a, "%lld", (long long)ints[i].a);
+        snprintf(d->b, sizeof d->b, "%lld", (long long)ints[i].b);
+        return true;
+    }
+    if (a->tied != b->tied) {
+        snprintf(d->field, sizeof d->field, "%s", hf ? "tie_word_embeddings" : "tied");
+        snprintf(d->a, sizeof d->a, "%s", a->tied ? "true" : "false");
+        snprintf(d->b, sizeof d->b, "%s", b->tied ? "true" : "false");
+        return true;
+    }
+    const struct {
+        const char *hf, *obj;
+        double a, b;
+    } nums[] = {
+        {gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", "norm_eps", a->norm_eps, b->norm_eps},
+        {"rope_theta", "rope_theta", a->rope_theta, b->rope_theta}, /* GPT-2: 0 both */
+        {"rope_scaling.factor", "rope_scaling.factor", a->rope_scaling.factor, b->rope_scaling.factor}, /* 0: none */
+        {"rope_scaling.low_freq_factor", "rope_scaling.low_freq_factor", a->rope_scaling.low_freq_factor,
+         b->rope_scaling.low_freq_factor},
+        {"rope_scaling.high_freq_factor", "rope_scaling.high_freq_factor", a->rope_scaling.high_freq_factor,
+         b->rope_scaling.high_freq_factor},
+        {"rope_scaling.original_max_position_embeddings", "rope_scaling.original_max_position_embeddings",
+         (double)a->rope_scaling.original_max_pos, (double)b->rope_scaling.original_max_pos},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        if (nums[i].a == nums[i].b) continue;
+        snprintf(d->field, sizeof d->field, "%s", hf ? nums[i].hf : nums[i].obj);
+        real_text(nums[i].a, d->a, sizeof d->a);
+        real_text(nums[i].b, d->b, sizeof d->b);
+        return true;
+    }
+    return false;
+}
+
 bool ah_model_equal(const ah_model_t *a, const ah_model_t *b) {
-    return a->arch == b->arch && a->n_layer == b->n_layer && a->d_model == b->d_model &&
-           a->n_head == b->n_head && a->n_kv_head == b->n_kv_head && a->d_ff == b->d_ff &&
-           a->vocab == b->vocab && a->max_pos == b->max_pos && a->tied == b->tied &&
-           a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta &&
-           a->rope_scaling.factor == b->rope_scaling.factor &&
-           a->rope_scaling.low_freq_factor == b->rope_scaling.low_freq_factor &&
-           a->rope_scaling.high_freq_factor == b->rope_scaling.high_freq_factor &&
-           a->rope_scaling.original_max_pos == b->rope_scaling.original_max_pos &&
-           a->sliding_window == b->sliding_window;
+    ah_model_diff_t d;
+    return !ah_model_diff(a, b, false, &d);
 }
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
@@ -166,6 +239,14 @@ ah_status_t ah_model_check_window(const ah_model_t *m, int64_t seq_len, const ch
                         "the model's attention only within the window: use at most %lld",
                         what, (long long)seq_len, m->name, (long long)m->sliding_window,
                         (long long)m->sliding_window);
+}
+
+/* An optional integer config field that transformers also takes as null, meaning absent: *out is
+ * left as it is then. */
+static ah_status_t get_int_or_null(const json_t *cfg, const char *where, const char *key, int64_t min, int64_t max,
+                                   int64_t *out, ah_error_t *err) {
+    const json_t *v = json_object_get(cfg, key);
+    return v && !json_is_null(v) ? ah_json_get_int(cfg, where, key, true, min, max, out, err) : AH_OK;
 }
 
 /* A boolean config field whose value `bad` asks for what the runtime does not compute. */
@@ -219,7 +300,8 @@ static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, c
     snprintf(at, sizeof at, "%s.%s", where, name);
     if (!json_is_object(rs))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected null or an object, got %s", at, ah_json_type_name(rs));
-    const char *key = json_object_get(rs, "rope_type") ? "rope_type" : "type"; /* "type": older configs */
+    /* "type": older configs; with neither, the message names the current key */
+    const char *key = json_object_get(rs, "type") && !json_object_get(rs, "rope_type") ? "type" : "rope_type";
     TRY(ah_json_get_str(rs, at, key, true, type, sizeof type, err));
     const bool llama3 = strcmp(type, "llama3") == 0;
     if (!llama3 && strcmp(type, "default") != 0)
@@ -260,9 +342,16 @@ static ah_status_t rope_from_config(const json_t *cfg, const char *where, ah_mod
 }
 
 /* The fields of a LLaMA / Mistral config that would change what the model computes, and its
- * sliding window (0 when none, or when no shorter than the context). */
-static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model_t *m, ah_error_t *err) {
+ * sliding window (0 when none, or when no shorter than the context; a Mistral config without the
+ * key has transformers' MistralConfig default, 4096, and null means none). */
+static ah_status_t llama_refusals(const json_t *cfg, const char *where, bool mistral, ah_model_t *m,
+                                  ah_error_t *err) {
     static const char *const silu[] = {"silu", NULL};
+    double dropout = 0;
+    TRY(ah_json_get_num(cfg, where, "attention_dropout", false, 0, 1, &dropout, err));
+    if (dropout != 0)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.attention_dropout: %g; the runtime trains without dropout "
+                            "(LLaMA's published configs have 0.0)", where, dropout);
     TRY(refuse_bool(cfg, where, "attention_bias", true,
                     "the runtime's LLaMA attention has no biases on its q, k, v and o projections", err));
     TRY(refuse_bool(cfg, where, "mlp_bias", true,
@@ -270,11 +359,9 @@ static ah_status_t llama_refusals(const json_t *cfg, const char *where, ah_model
     TRY(require_str(cfg, where, "hidden_act", "silu", silu,
                     "the runtime's LLaMA MLP is SwiGLU, whose gate is \"silu\"", err));
     TRY(rope_from_config(cfg, where, m, err));
-    const json_t *sw = json_object_get(cfg, "sliding_window");
-    if (sw && !json_is_null(sw)) {
-        TRY(ah_json_get_int(cfg, where, "sliding_window", true, 1, (int64_t)1 << 40, &m->sliding_window, err));
-        if (m->sliding_window >= m->max_pos) m->sliding_window = 0; /* every allowed sequence fits */
-    }
+    if (mistral && !json_object_get(cfg, "sliding_window")) m->sliding_window = 4096;
+    else TRY(get_int_or_null(cfg, where, "sliding_window", 1, (int64_t)1 << 40, &m->sliding_window, err));
+    if (m->sliding_window >= m->max_pos) m->sliding_window = 0; /* every allowed sequence fits */
     return AH_OK;
 }
 
@@ -289,7 +376,8 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
     TRY(ah_json_get_str(cfg, where, "model_type", false, type, sizeof type, err));
     const int64_t BIG = (int64_t)1 << 40;
     bool gpt2 = strcmp(type, "gpt2") == 0 || (type[0] == 0 && json_object_get(cfg, "n_layer"));
-    bool llama = strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0 ||
+    const bool mistral = strcmp(type, "mistral") == 0;
+    bool llama = strcmp(type, "llama") == 0 || mistral ||
                  (type[0] == 0 && json_object_get(cfg, "num_hidden_layers"));
     if (gpt2) {
         m->arch = AH_ARCH_GPT2;
@@ -300,9 +388,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         TRY(ah_json_get_int(cfg, where, "n_positions", true, 1, BIG, &m->max_pos, err));
         m->n_kv_head = m->n_head;
         m->d_ff = 4 * m->d_model;
-        const json_t *inner = json_object_get(cfg, "n_inner");
-        if (inner && !json_is_null(inner))
-            TRY(ah_json_get_int(cfg, where, "n_inner", true, 1, BIG, &m->d_ff, err));
+        TRY(get_int_or_null(cfg, where, "n_inner", 1, BIG, &m->d_ff, err));
         m->tied = true;
         TRY(ah_json_get_bool(cfg, where, "tie_word_embeddings", false, &m->tied, err));
         m->norm_eps = 1e-5;
@@ -314,7 +400,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         TRY(ah_json_get_int(cfg, where, "hidden_size", true, 1, BIG, &m->d_model, err));
         TRY(ah_json_get_int(cfg, where, "num_attention_heads", true, 1, BIG, &m->n_head, err));
         m->n_kv_head = m->n_head;
-        TRY(ah_json_get_int(cfg, where, "num_key_value_heads", false, 1, BIG, &m->n_kv_head, err));
+        TRY(get_int_or_null(cfg, where, "num_key_value_heads", 1, BIG, &m->n_kv_head, err));
         TRY(ah_json_get_int(cfg, where, "intermediate_size", true, 1, BIG, &m->d_ff, err));
         TRY(ah_json_get_int(cfg, where, "vocab_size", true, 1, BIG, &m->vocab, err));
         m->max_pos = 2048;
@@ -325,16 +411,15 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
         TRY(ah_json_get_num(cfg, where, "rms_norm_eps", false, 0, 1, &m->norm_eps, err));
         m->rope_theta = 10000;
         TRY(ah_json_get_num(cfg, where, "rope_theta", false, 1, 1e12, &m->rope_theta, err));
-        const json_t *hd = json_object_get(cfg, "head_dim");
+        int64_t hd = 0; /* an integral number such as 16.0 is read as 16, like every integer field */
+        TRY(get_int_or_null(cfg, where, "head_dim", 1, BIG, &hd, err));
         /* hd * n_head == d_model, written so that a huge head_dim cannot overflow */
-        if (hd && json_is_integer(hd) &&
-            (m->d_model % m->n_head || json_integer_value(hd) != m->d_model / m->n_head))
+        if (hd && (m->d_model % m->n_head || hd != m->d_model / m->n_head))
             return ah_error_set(err, AH_ERR_INVALID,
                                 "%s.head_dim: %lld x %lld heads != hidden_size %lld; autohet needs "
                                 "head_dim = hidden_size / num_attention_heads",
-                                where, (long long)json_integer_value(hd), (long long)m->n_head,
-                                (long long)m->d_model);
-        TRY(llama_refusals(cfg, where, m, err));
+                                where, (long long)hd, (long long)m->n_head, (long long)m->d_model);
+        TRY(llama_refusals(cfg, where, mistral, m, err));
     } else {
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s: model_type \"%s\" is not supported: autohet reads GPT-2 configs "

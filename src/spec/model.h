@@ -9,10 +9,15 @@
  * load, naming the field and its value (so `model`, `plan` and `train` refuse alike): GPT-2 an
  * activation_function other than the tanh GELU ("gelu_new", "gelu_pytorch_tanh"; HF's "gelu" is
  * the exact erf GELU), scale_attn_weights false, scale_attn_by_inverse_layer_idx true; LLaMA and
- * Mistral attention_bias or mlp_bias true, a rope_scaling other than LLaMA 3.1's "llama3" (kept:
- * rope_scaling below; transformers v5's rope_parameters is read the same way), a hidden_act other
- * than "silu", a head_dim other than hidden_size / num_attention_heads. A sliding_window shorter
- * than max_position_embeddings is kept (sliding_window below) and limits the sequence length.
+ * Mistral attention_bias or mlp_bias true, a non-zero attention_dropout (the runtime trains without
+ * dropout), a rope_scaling other than LLaMA 3.1's "llama3" (kept: rope_scaling below; transformers
+ * v5's rope_parameters is read the same way), a hidden_act other than "silu", a head_dim other than
+ * hidden_size / num_attention_heads (an integer; 16.0 reads as 16, "16" is refused). As in
+ * transformers, null num_key_value_heads, head_dim, n_inner and sliding_window mean absent. A
+ * sliding_window shorter than max_position_embeddings is kept (sliding_window below) and limits the
+ * sequence length; a Mistral config without the key has MistralConfig's default, 4096. GPT-2's
+ * dropout probabilities (attn_pdrop, embd_pdrop, resid_pdrop; 0.1 in the published configs) are
+ * accepted and not applied (ah_model_unapplied_dropout names them).
  *
  * Layers are numbered like the plan file numbers them: blocks 0 .. n_layer-1. The embedding is
  * held by stage 0 of every pipeline and the final norm + LM head by the last stage; they are not
@@ -22,6 +27,7 @@
 #define AH_SPEC_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -62,6 +68,11 @@ typedef struct ah_model {
 ah_status_t ah_model_load(const char *name_or_path, ah_model_t *m, ah_error_t *err);
 ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err);
 ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t *err);
+/* A GPT-2 config's dropout probabilities (attn_pdrop, embd_pdrop, resid_pdrop: 0.1 in the published
+ * gpt2 configs) are accepted and not applied: the runtime trains without dropout. The non-zero ones
+ * of the config name_or_path names, as "attn_pdrop 0.1, resid_pdrop 0.1" into buf; returns how many
+ * (0 for a preset or a file that does not load; LLaMA's attention_dropout is refused at load). */
+int ah_model_unapplied_dropout(const char *name_or_path, char *buf, size_t cap);
 /* Parses an already-loaded HF config object; `where` names it in messages. */
 struct json_t;
 ah_status_t ah_model_from_hf_json(const struct json_t *cfg, const char *where, ah_model_t *m,
@@ -86,6 +97,15 @@ int64_t ah_model_context(const ah_model_t *m);
  * whose messages each caller words itself. */
 ah_status_t ah_model_check_window(const ah_model_t *m, int64_t seq_len, const char *what, ah_error_t *err);
 
+/* The first field in which a and b differ, with both values as text ("rope_theta", "20000",
+ * "10000"), named as a Hugging Face config.json names it (hf: num_hidden_layers or n_layer by
+ * architecture, rms_norm_eps, ...) or as the plan file's model object does (n_layer, norm_eps, ...);
+ * false when the models are equal. Every field of ah_model_t is compared. */
+typedef struct ah_model_diff {
+    char field[64];
+    char a[32], b[32];
+} ah_model_diff_t;
+bool ah_model_diff(const ah_model_t *a, const ah_model_t *b, bool hf, ah_model_diff_t *d);
 bool ah_model_equal(const ah_model_t *a, const ah_model_t *b);
 
 int ah_model_preset_count(void);
