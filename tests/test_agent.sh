@@ -25,6 +25,16 @@ printf '100,remove,slow-1\n50,add,slow-1\n' >"$WORK/order.csv"
 out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --events "$WORK/order.csv" \
     --work-dir "$WORK/e3" 2>&1) && fail "decreasing times accepted"
 echo "$out" | grep -q "order.csv:2" || fail "decreasing times: names the line: $out"
+# The trainer's files are checked before any plan or launch, with train's messages (a missing
+# --data was a failed job: "rerun ... it resumes from the last checkpoint").
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/nosuch.bin" --work-dir "$WORK/e4" 2>&1) &&
+    fail "a missing --data accepted"
+echo "$out" | grep -q "^autohet run: I/O error: $WORK/nosuch.bin: cannot open data file: No such file or directory (--data; make one with" ||
+    fail "missing --data: $out"
+out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --val-data "$WORK" --work-dir "$WORK/e5" 2>&1) &&
+    fail "a directory as --val-data accepted"
+echo "$out" | grep -q "^autohet run: I/O error: $WORK: is a directory, not a data file (--val-data takes" || fail "--val-data DIR: $out"
+[ ! -e "$WORK/e4" ] && [ ! -e "$WORK/e5" ] || fail "a bad --data or --val-data was planned or launched"
 
 # ---- reference: nodeN ids (oobleck style) mapped onto the spot nodes; the removal comes after
 # the end, so this is an uninterrupted run ----
@@ -53,7 +63,7 @@ kill -TERM $pids
 wait $agent || { cat "$WORK/sig.log"; fail "agent after an outside SIGTERM"; }
 out=$(check_metrics "$WORK/sig" "$WORK/ref") || { cat "$WORK/sig.log"; fail "outside SIGTERM: metrics"; }
 echo "outside SIGTERM: $out"
-grep -q '"event":"recover".*"cause":"SIGTERM","nodes":"slow-1"' "$WORK/sig/metrics.jsonl" || fail "recover event names SIGTERM and slow-1"
+grep -q '"event":"recover".*"cause":"SIGTERM","nodes":\["slow-1"\]' "$WORK/sig/metrics.jsonl" || fail "recover event names SIGTERM and slow-1"
 grep -q '"nodes_up":\["fast-0","slow-0"\]' "$WORK/sig/metrics.jsonl" || fail "re-planned without slow-1"
 grep -q "recovery 0 (SIGTERM: slow-1)" "$WORK/sig.log" || fail "summary names the recovery: $(cat "$WORK/sig.log")"
 grep -q "state by tier: local [0-9.]* [kM]B" "$WORK/sig.log" || fail "local-first recovery: $(grep tier "$WORK/sig.log")"
@@ -66,7 +76,7 @@ run_agent "$WORK/join" --events "$WORK/join.csv" --grace-s 5 || { cat "$WORK/joi
 out=$(check_metrics "$WORK/join" "$WORK/ref") || { cat "$WORK/join.log"; fail "join: metrics"; }
 echo "join: $out"
 grep -q '"event":"join"' "$WORK/join/metrics.jsonl" || fail "join event"
-grep -q '"event":"recover".*"cause":"node joined","nodes":"slow-1"' "$WORK/join/metrics.jsonl" || fail "restart for the join"
+grep -q '"event":"recover".*"cause":"node joined","nodes":\["slow-1"\]' "$WORK/join/metrics.jsonl" || fail "restart for the join"
 grep -q "taken in at the next checkpoint" "$WORK/join.log" || fail "join: log"
 python3 - "$WORK/join" <<'EOF' || fail "join: plans"
 import json, sys

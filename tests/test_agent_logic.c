@@ -186,8 +186,12 @@ static void test_recovery(void) {
     CHECK(r.bytes[AH_TIER_LOCAL] == 1000 && r.bytes[AH_TIER_PEER] == 200 && r.bytes[AH_TIER_CLOUD] == 0, "bytes");
     CHECK(r.files[AH_TIER_LOCAL] == 3 && r.files[AH_TIER_PEER] == 1, "files");
     CHECK_NEAR(r.tier_s[AH_TIER_PEER], 0.25, 0);
+    snprintf(r.nodes, sizeof r.nodes, "slow-1 slow-2");
     json_t *ev = ah_recovery_event(&r);
     CHECK(strcmp(json_string_value(json_object_get(ev, "event")), "recover") == 0, "the recover event");
+    const json_t *nodes = json_object_get(ev, "nodes"); /* a list, as the preempt event's */
+    CHECK(json_array_size(nodes) == 2 && strcmp(json_string_value(json_array_get(nodes, 1)), "slow-2") == 0,
+          "its nodes as a list");
     CHECK_NEAR(json_real_value(json_object_get(ev, "seconds")), 5.0, 1e-12);
     CHECK(json_integer_value(json_object_get(json_object_get(ev, "bytes"), "peer")) == 200, "its peer bytes");
     CHECK_NEAR(json_real_value(json_object_get(ev, "loss_before")), 4.0, 0);

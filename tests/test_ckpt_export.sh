@@ -3,7 +3,9 @@
 # (/usr/bin/python3, with numpy, which python3-torch pulls in; no safetensors package) parses the
 # safetensors file by hand (tests/hf_files.py), checks the names and Conv1D shapes Hugging Face uses, builds
 # GPT-2 from config.json with those weights, and its loss on step 5's batch must equal the loss
-# autohet reported for step 5 (the weights after 5 updates) within 1e-5 relative. A step that is
+# autohet reported for step 5 (the weights after 5 updates) within 1e-5 relative. Without --step,
+# export takes the run's last step, 6, saved though 6 is not a multiple of --ckpt-every 5 (it used
+# to hand out step 5, the final update lost). A step that is
 # not there, a directory without checkpoints, pieces of another model's run in the same root, and
 # sharded weights already in the output directory are clear errors.
 # Usage: bash tests/test_ckpt_export.sh BUILD_DIR SOURCE_DIR
@@ -13,7 +15,9 @@ PY=/usr/bin/python3
 timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$PLANS/train-tp4.json" --data "$WORK/text.bin" --steps 6 \
     --quiet --metrics "$WORK/m.jsonl" --ckpt-every 5 --local-root "$WORK/ck" 2>"$WORK/train.err" \
     || { cat "$WORK/train.err" >&2; fail "autohet train"; }
-"$AUTOHET" ckpt export --local-root "$WORK/ck" -o "$WORK/hf" >"$WORK/export.out" || fail "export"
+"$AUTOHET" ckpt export --local-root "$WORK/ck" -o "$WORK/hf6" >"$WORK/export6.out" || fail "export of the last step"
+grep -q "step 6 ->" "$WORK/export6.out" || fail "export did not take the last step, 6: $(cat "$WORK/export6.out")"
+"$AUTOHET" ckpt export --local-root "$WORK/ck" --step 5 -o "$WORK/hf" >"$WORK/export.out" || fail "export"
 grep -q "step 5 ->" "$WORK/export.out" || fail "export did not take step 5: $(cat "$WORK/export.out")"
 read -r B T < <(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["train"]; print(t["global_batch"], t["seq_len"])' "$PLANS/train-tp4.json")
 PYTHONPATH="$SRC/tests:$SRC/tests/torch" "$PY" - "$WORK/hf" "$WORK/text.bin" "$WORK/m.jsonl" "$B" "$T" <<'PY' || fail "the exported model differs from autohet's"
@@ -68,7 +72,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["model"]="tiny-ll
 timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/llama-tp4.json" --data "$WORK/text.bin" --steps 6 \
     --quiet --metrics "$WORK/ml.jsonl" --ckpt-every 5 --local-root "$WORK/ckl" 2>"$WORK/trainl.err" \
     || { cat "$WORK/trainl.err" >&2; fail "autohet train (LLaMA)"; }
-"$AUTOHET" ckpt export --local-root "$WORK/ckl" -o "$WORK/hfl" >"$WORK/exportl.out" || fail "export (LLaMA)"
+"$AUTOHET" ckpt export --local-root "$WORK/ckl" --step 5 -o "$WORK/hfl" >"$WORK/exportl.out" || fail "export (LLaMA)"
 PYTHONPATH="$SRC/tests:$SRC/tests/torch" "$PY" - "$WORK/hfl" "$WORK/text.bin" "$WORK/ml.jsonl" "$B" "$T" <<'PY' || fail "the exported LLaMA differs from autohet's"
 import json, math, sys
 import hf_files
@@ -135,10 +139,10 @@ timeout 120 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/theta-tp4.json" --data 
 mkdir -p "$WORK/mix"
 cp -r "$WORK/ckl/n0" "$WORK/mix/a"
 cp -r "$WORK/ckt/n0" "$WORK/mix/b"
-"$AUTOHET" ckpt export --local-root "$WORK/mix" -o "$WORK/hfmix" >/dev/null || fail "export of the intact mix"
+"$AUTOHET" ckpt export --local-root "$WORK/mix" --step 5 -o "$WORK/hfmix" >/dev/null || fail "export of the intact mix"
 cmp -s "$WORK/hfl/model.safetensors" "$WORK/hfmix/model.safetensors" || fail "the intact mix did not export run a's model"
 printf 'XXXX' | dd of="$WORK/mix/a/step-00000005/block-002.tp4-1.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
-"$AUTOHET" ckpt export --local-root "$WORK/mix" -o "$WORK/hfmix2" 2>"$WORK/e4" && fail "a piece of another model was spliced in"
+"$AUTOHET" ckpt export --local-root "$WORK/mix" --step 5 -o "$WORK/hfmix2" 2>"$WORK/e4" && fail "a piece of another model was spliced in"
 grep -qF "no intact copy of block-002.tp4-1.safetensors" "$WORK/e4" &&
     grep -qF "$WORK/mix/b/step-00000005/manifest.json lists a copy of another model (rope_theta 20000, not 10000)" "$WORK/e4" ||
     fail "the other model's copy is not named: $(cat "$WORK/e4")"

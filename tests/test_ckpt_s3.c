@@ -451,7 +451,7 @@ static void test_upload_and_restore(void) {
     CHECK(ah_ckpt_catalog_open(&src_dead, &cat, &err) == AH_OK, "local still readable: %s", err.msg);
     CHECK(strstr(ah_ckpt_catalog_note(cat, AH_TIER_CLOUD), "cannot reach") != NULL, "cloud note: %s",
           ah_ckpt_catalog_note(cat, AH_TIER_CLOUD));
-    CHECK_ERR(ah_ckpt_catalog_fetch(cat, 200, need, 1, paths, &st, &err), AH_ERR_IO, err, "no tier has an intact copy");
+    CHECK_ERR(ah_ckpt_catalog_fetch(cat, 200, need, 1, paths, &st, &err), AH_ERR_INVALID, err, "no tier has an intact copy");
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3dead);
 

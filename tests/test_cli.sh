@@ -297,6 +297,11 @@ has "tokenize counts the bytes" out "5 tokens"
 run "tokenize two texts" 2 "$AH" tokenize "$TMP/a.txt" "$TMP/b.txt" -o "$TMP/a.bin"
 has "tokenize two texts: says so" err "one TEXT file expected"
 run "tokenize without -o" 2 "$AH" tokenize "$TMP/a.txt"
+run "tokenize a directory" 1 "$AH" tokenize "$TMP" -o "$TMP/d.bin"
+has "tokenize a directory: says so" err "$TMP: is a directory; tokenize takes one text file"
+run "tokenize into a missing directory" 1 "$AH" tokenize "$TMP/a.txt" -o "$TMP/none/sub/a.bin"
+has "tokenize into a missing directory: names the path given and the directory" err \
+    "$TMP/none/sub/a.bin: cannot create: the directory $TMP/none/sub does not exist"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

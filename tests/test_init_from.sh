@@ -115,7 +115,7 @@ echo "  rope_scaling: exported, read back, and a plan without it refused"
 # 4: --resume: a committed checkpoint wins over --init-from; none: --init-from is used.
 d=$WORK/gpt2
 train "$d/a.json" "$d/r1.log" --data "$WORK/text.bin" --steps 7 --resume --local-root "$d/ck_a" --init-from "$d/x"
-grep -q "resumed from step 5 (--init-from not used" "$d/r1.log" || fail "--resume with a checkpoint: $(cat "$d/r1.log")"
+grep -q "resumed from step 6 (--init-from not used" "$d/r1.log" || fail "--resume with a checkpoint: $(cat "$d/r1.log")"
 train "$d/a.json" "$d/r2.log" --data "$WORK/text.bin" --steps 1 --resume --local-root "$d/empty" --init-from "$d/x"
 grep -q "initialised from $d/x" "$d/r2.log" || fail "--resume without a checkpoint: $(cat "$d/r2.log")"
 

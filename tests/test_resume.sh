@@ -76,6 +76,10 @@ fi
 "$AUTOHET" ckpt verify --local-root "$WORK/ck" >/dev/null || fail "ckpt verify on the folder of node roots"
 ! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" 2>"$WORK/ls.err" && grep -q "no-such-dir: cannot open" "$WORK/ls.err" ||
     fail "ckpt ls on a missing directory must fail and say so"
+# a step directory given by mistake (it listed an empty table, exit 0)
+! "$AUTOHET" ckpt ls --local-root "$WORK/ck/n0/step-00000012/" 2>"$WORK/ls.err" &&
+    grep -q "^autohet ckpt ls: usage error: --local-root $WORK/ck/n0/step-00000012/ is the directory of step 12, not a checkpoint root: give its root, --local-root $WORK/ck/n0$" \
+        "$WORK/ls.err" || { cat "$WORK/ls.err" >&2; fail "ckpt ls on a step directory must say so and name its root"; }
 for bad in "--step 4" "--step -1"; do
     # (-1 is outside --step's range, which the parser checks first)
     # shellcheck disable=SC2086

@@ -1,5 +1,6 @@
 # Tier fallback on resume, with a 2-node data-parallel plan (one replica on n0, one on n1) that
-# saved step 8 of 12; every resumed run must give the uninterrupted run's losses bit-identically.
+# saved steps 8 and 12 (the last) of 12; step 12 is dropped from every tier, and every run resumed
+# from step 8 must give the uninterrupted run's losses bit-identically.
 # Usage: bash tests/test_resume_tiers.sh BUILD_DIR SOURCE_DIR [CASE]
 #   CASE peer (default): n1's disk gone -> its rank gets every shard from n0 over MPI; a corrupt
 #                        shard on n0 -> that one file from n1 (a fallback), the rest local.
@@ -39,7 +40,7 @@ print(f"  {sys.argv[2].split('/')[-1]}: bit-exact; bytes {r['bytes']}, files {r[
       f"seconds {r['tier_seconds']}, fallbacks {r['fallbacks']}")
 PY
 }
-fresh() { rm -rf "$WORK/ck8"; cp -r "$WORK/ck" "$WORK/ck8"; }
+fresh() { rm -rf "$WORK/ck8"; cp -r "$WORK/ck" "$WORK/ck8" && rm -rf "$WORK"/ck8/*/step-00000012; }
 corrupt() { # flips one byte in the middle of a file
     python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"
 }
@@ -63,11 +64,16 @@ cloud)
     python3 - "$WORK/full.jsonl" <<'PY' || fail "checkpoint event"
 import json, sys
 ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
-assert len(ev) == 1 and ev[0]["step"] == 8 and ev[0]["ok"] and "cloud_step" in ev[0], ev
+assert [e["step"] for e in ev] == [8, 12] and all(e["ok"] and "cloud_step" in e for e in ev), ev
 PY
     "$AUTOHET" ckpt verify "${CLOUD[@]}" >"$WORK/verify.out" || { cat "$WORK/verify.out" >&2; fail "cloud copy does not verify"; }
-    # One copy of each shard: n0's rank is the lowest holder of all six, so n1 uploads nothing.
-    grep -q "step 8: ok (6 files, manifest-n0.json)" "$WORK/verify.out" || { cat "$WORK/verify.out" >&2; fail "cloud layout"; }
+    # One copy of each shard: n0's rank is the lowest holder of all six, so n1 uploads nothing. The
+    # last step is uploaded as any other.
+    grep -q "step 8: ok (6 files, manifest-n0.json)" "$WORK/verify.out" && grep -q "step 12: ok (6 files, manifest-n0.json)" \
+        "$WORK/verify.out" || { cat "$WORK/verify.out" >&2; fail "cloud layout"; }
+    # Step 12 leaves the cloud: its manifest deleted (signed: moto refuses an unsigned DELETE).
+    curl -sf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -X DELETE \
+        "$EP/ckpt/run1/step-00000012/manifest-n0.json" || fail "cannot delete the cloud's step 12"
     run cloud --local-root "$WORK/gone" --resume "${CLOUD[@]}"
     check cloud 'r["files"] == {"local": 0, "peer": 0, "cloud": 12} and r["bytes"]["cloud"] > 0'
     # A corrupt copy on n0 and no n1 disk: both ranks take block 1 from the cloud (n0's rank

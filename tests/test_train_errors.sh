@@ -1,7 +1,7 @@
 # Bad input to autohet train: the whole job exits non-zero quickly (no hang) and rank 0 prints a
-# message that says what is wrong. Cases: wrong rank count, missing / truncated data, wrong
-# magic, a token outside the vocabulary (found as read), a file shorter than one sequence, a
-# glob matching nothing, shards of mixed token widths, a plan for another model, an emulated memory cap that
+# message that says what is wrong. Cases: wrong rank count, missing / truncated data, a directory
+# as data, wrong magic, a token outside the vocabulary (found as read), a file shorter than one
+# sequence, a glob matching nothing, shards of mixed token widths, a plan for another model, an emulated memory cap that
 # the stage does not fit (out-of-memory naming the tensor and the shortfall), a checkpoint flag
 # without the tier it needs, a checkpoint root that is a file or holds another run's steps.
 . "$(dirname "$0")/train_common.sh"
@@ -41,6 +41,7 @@ expect() { # ranks pattern args...
 expect 3 "has 4 devices but the job has 3 ranks" --plan "$PLAN" --data "$WORK/text.bin"
 # Every rank fails the same way: the message names no rank (it would be "rank 0: ...").
 expect 4 "^autohet train: I/O error: $WORK/missing.bin: cannot open data file" --plan "$PLAN" --data "$WORK/missing.bin"
+expect 4 "^autohet train: I/O error: $WORK: is a directory, not a data file (--data takes token files" --plan "$PLAN" --data "$WORK"
 expect 4 "truncated or padded" --plan "$PLAN" --data "$WORK/trunc.bin"
 expect 4 "magic 12345, expected 20240520" --plan "$PLAN" --data "$WORK/magic.bin"
 # Found as it is read, in the step (so one rank: a pipeline's first and last stage both read).

@@ -3,11 +3,12 @@
 # that stays within one pass is not.
 . "$(dirname "$0")/train_common.sh"
 PLAN=$PLANS/train-single.json # B 8, T 32
-# 3 steps of samples: 24 windows of 32 + 1 tokens (the last token only a target).
-python3 - "$WORK/text.bin" "$WORK/small.bin" <<'PY'
+# 3 steps of samples: 24 windows of 32 + 1 tokens (the last token only a target); and one window.
+python3 - "$WORK/text.bin" "$WORK/small.bin" "$WORK/one.bin" <<'PY'
 import struct, sys
-tok = open(sys.argv[1], "rb").read()[1024:1024 + 2 * 769]
-open(sys.argv[2], "wb").write(struct.pack("<256i", 20240520, 1, 769, *([0] * 253)) + tok)
+for out, n in [(sys.argv[2], 769), (sys.argv[3], 40)]:
+    tok = open(sys.argv[1], "rb").read()[1024:1024 + 2 * n]
+    open(out, "wb").write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + tok)
 PY
 train() { # OUT flags...
     local out=$1
@@ -20,6 +21,10 @@ train three --steps 3
 train five --steps 5
 grep -q "^autohet train: warning: the run will see its data more than once: --data holds 24 samples of 32 + 1 tokens (769 tokens in 1 shard), 8 a step; step 4 of 5 starts reading it again" "$WORK/five" \
     || { cat "$WORK/five"; fail "no warning naming step 4"; }
+$MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/one.bin" --steps 1 >"$WORK/one" 2>&1 ||
+    { cat "$WORK/one"; fail "train on one sample"; }
+grep -q "^autohet train: warning: the run will see its data more than once: --data holds 1 sample of 32 + 1 tokens (40 tokens in 1 shard), 8 a step; step 1 of 1" "$WORK/one" \
+    || { cat "$WORK/one"; fail "the warning for one sample"; }
 train first --steps 2 --ckpt-every 2 --local-root "$WORK/ckpt"
 train resumed --steps 8 --resume --local-root "$WORK/ckpt"
 grep -q "step 4 of 8 starts reading it again" "$WORK/resumed" || { cat "$WORK/resumed"; fail "no warning after the resume"; }

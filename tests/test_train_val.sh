@@ -48,4 +48,10 @@ PY
 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --val-every 2 >"$WORK/usage.out" 2>&1 \
     && fail "--val-every without --val-data accepted"
 grep -q "need --val-data FILES" "$WORK/usage.out" || fail "no message for --val-every without --val-data"
+# Held-out data of one sample (sequence length 32: 33 to 64 tokens), fewer than --val-batches 4 x 8.
+head -c 40 /usr/share/common-licenses/GPL-2 >"$WORK/one.txt"
+"$AUTOHET" tokenize "$WORK/one.txt" -o "$WORK/one.bin" >/dev/null || fail "tokenize one sample"
+train small train-single --val-data "$WORK/one.bin"
+grep -q "^autohet train: warning: --val-data holds 1 sample, fewer than --val-batches 4 x the global batch 8" \
+    "$WORK/small.out" || { cat "$WORK/small.out"; fail "the warning for one held-out sample"; }
 echo PASS

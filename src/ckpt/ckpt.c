@@ -101,6 +101,7 @@ json_t *ah_ckpt_manifest_to_json(const ah_ckpt_manifest_t *m) {
                             "data_position", (json_int_t)m->meta.data_position, "rng", rng,
                             "plan_hash", m->meta.plan_hash, "node", m->meta.node, "checksum",
                             "crc32c", "files", files);
+    if (doc && m->meta.seq_len > 0) json_object_set_new(doc, "seq_len", json_integer((json_int_t)m->meta.seq_len));
     if (doc && m->meta.has_model) json_object_set_new(doc, "model", ah_model_to_json(&m->meta.model));
     if (doc && m->meta.data[0]) json_object_set_new(doc, "data", json_loads(m->meta.data, 0, NULL));
     return doc;
@@ -117,7 +118,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
                                        ah_error_t *err) {
     memset(out, 0, sizeof *out);
     static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng",
-                                       "plan_hash", "node", "checksum", "files", "model", "data", NULL};
+                                       "plan_hash", "node", "checksum", "files", "seq_len", "model", "data", NULL};
     if (ah_json_expect_object(doc, where, err) != AH_OK || ah_json_check_keys(doc, where, KEYS, err) != AH_OK)
         return err->code;
     char fmt[32], sum[16], rng[2 * AH_CKPT_RNG_MAX + 1];
@@ -127,6 +128,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
         ah_json_get_int(doc, where, "version", true, 1, 1, &version, err) ||
         ah_json_get_int(doc, where, "step", true, 0, INT64_MAX, &mt->step, err) ||
         ah_json_get_int(doc, where, "data_position", true, 0, INT64_MAX, &mt->data_position, err) ||
+        ah_json_get_int(doc, where, "seq_len", false, 1, INT64_MAX, &mt->seq_len, err) ||
         ah_json_get_str(doc, where, "rng", true, rng, sizeof rng, err) ||
         ah_json_get_str(doc, where, "plan_hash", true, mt->plan_hash, sizeof mt->plan_hash, err) ||
         ah_json_get_str(doc, where, "node", true, mt->node, sizeof mt->node, err) ||
@@ -530,8 +532,9 @@ ah_status_t ah_ckpt_list(const char *root, ah_ckpt_step_info_t **out, int *n, ah
             ah_ckpt_manifest_free(&m);
         } else {
             snprintf(info->note, sizeof info->note, "%.200s", e2.msg);
-            char dir[AH_CKPT_PATH_MAX];
+            char dir[AH_CKPT_PATH_MAX], man[AH_CKPT_PATH_MAX];
             ah_ckpt_step_dir(dir, sizeof dir, root, step);
+            info->damaged = ah_ckpt_join(man, sizeof man, dir, AH_CKPT_MANIFEST) >= 0 && file_exists(man);
             count_present(dir, info);
         }
     }
@@ -601,8 +604,7 @@ ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_
     return AH_OK;
 }
 
-/* Uncommits (manifest first, synced) and then deletes a step directory. */
-static ah_status_t remove_step(const char *root, int64_t step, ah_error_t *err) {
+ah_status_t ah_ckpt_remove_step(const char *root, int64_t step, ah_error_t *err) {
     char dir[AH_CKPT_PATH_MAX], p[AH_CKPT_PATH_MAX];
     ah_ckpt_step_dir(dir, sizeof dir, root, step);
     if (ah_ckpt_join(p, sizeof p, dir, AH_CKPT_MANIFEST) < 0)
@@ -623,7 +625,7 @@ ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {
         return ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is committed; not abandoning it", dir,
                             (long long)step);
     if (!file_exists(dir)) return AH_OK;
-    if (remove_step(root, step, err) != AH_OK) return err->code;
+    if (ah_ckpt_remove_step(root, step, err) != AH_OK) return err->code;
     return ah_ckpt_fsync_dir(root, err);
 }
 
@@ -650,7 +652,7 @@ ah_status_t ah_ckpt_gc_pinned(const char *root, int keep, int64_t pinned, int *r
     for (int i = 0; i < n && st == AH_OK; i++) {
         bool drop = info[i].committed ? info[i].step <= cut : info[i].step < newest;
         if (!drop || (info[i].committed && info[i].step == pinned)) continue;
-        st = remove_step(root, info[i].step, err);
+        st = ah_ckpt_remove_step(root, info[i].step, err);
         if (st == AH_OK) gone++;
     }
     free(info);

@@ -46,6 +46,9 @@ typedef struct ah_ckpt_file {
 typedef struct ah_ckpt_meta {
     int64_t step;          /* updates done; iteration `step` (from 0) resumes */
     int64_t data_position; /* index of the next global sample */
+    /* Tokens per sample T (a sample reads T + 1): data_position counts samples of this length, so a
+     * resume must use the same; 0 when not recorded (a manifest of an older autohet). */
+    int64_t seq_len;
     uint8_t rng[AH_CKPT_RNG_MAX]; /* opaque RNG state, stored as hex */
     int rng_len;
     char plan_hash[128];   /* of the plan that wrote the step (informative on resume) */
@@ -121,9 +124,10 @@ ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err);
 typedef struct ah_ckpt_step_info {
     int64_t step;
     bool committed;  /* manifest.json present and valid */
+    bool damaged;    /* manifest.json present but unreadable: a lost step, not one being written */
     int n_files;     /* listed in the manifest, or shard files present when not committed */
     uint64_t bytes;  /* of those files */
-    char note[256];  /* why not committed ("no manifest", or the manifest's error) */
+    char note[256];  /* why not committed ("no manifest", or the damaged manifest's error) */
 } ah_ckpt_step_info_t;
 
 /* Every step directory under root, ascending. A missing root is an empty list. */
@@ -136,6 +140,10 @@ ah_status_t ah_ckpt_load(const char *root, int64_t step, ah_ckpt_manifest_t *out
 ah_status_t ah_ckpt_verify_file(const char *path, const ah_ckpt_file_t *want, ah_error_t *err);
 /* Verifies every file of a committed step; *n_bad (may be NULL) gets the number that fail. */
 ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_t *err);
+/* Uncommits step (its manifest removed, the directory synced), then deletes its directory; a
+ * committed step too. For steps no restore can use (ckpt_io.h: a resume drops those newer than the
+ * step it restored). Not the root's fsync (the caller's, after its last removal). */
+ah_status_t ah_ckpt_remove_step(const char *root, int64_t step, ah_error_t *err);
 /* Keeps the `keep` newest committed steps; removes older committed steps and any uncommitted
  * directory older than the newest committed step (a newer one may still be being written).
  * A step is uncommitted (manifest removed, directory synced) before its files go. */

@@ -108,13 +108,13 @@ static bool listed(const committed_t *c, int64_t step, const ah_model_t *model, 
     return false;
 }
 
-/* The newest (or the wanted) step whose whole model some TP degree T lists (in manifests of that
- * model); -1 when none. */
-static int64_t choose_step(const committed_t *c, int64_t want, int *T, ah_model_t *model) {
+/* The newest (or the wanted) step below `below` whose whole model some TP degree T lists (in
+ * manifests of that model); -1 when none. */
+static int64_t choose_step(const committed_t *c, int64_t want, int64_t below, int *T, ah_model_t *model) {
     int64_t step = -1;
     for (int i = 0; i < c->n; i++) {
         const ah_ckpt_meta_t *mt = &c->ms[i].meta;
-        if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step) continue;
+        if (!mt->has_model || (want >= 0 && mt->step != want) || mt->step <= step || mt->step >= below) continue;
         const int max_names = (2 + (int)mt->model.n_layer) * AH_RESHARD_MAX_PIECES;
         char (*need)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *need);
         for (int t = 1; need && t <= AH_MAX_TP; t++) {
@@ -162,7 +162,7 @@ static ah_status_t open_piece(const committed_t *c, int64_t step, const ah_model
         if (ah_ckpt_verify_file(path, want, &e2) == AH_OK && ah_st_open(path, f, &e2) == AH_OK) return AH_OK;
         snprintf(why, sizeof why, "%.1000s", e2.msg);
     }
-    return ah_error_set(err, AH_ERR_IO, "step %lld: no intact copy of %s (%.1000s)%s", (long long)step, name, why,
+    return ah_error_set(err, AH_ERR_INVALID, "step %lld: no intact copy of %s (%.1000s)%s", (long long)step, name, why,
                         other);
 }
 
@@ -327,59 +327,101 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
     return st;
 }
 
-ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err) {
-    committed_t c;
-    int T = 0, n_t = 0;
-    ah_model_t model;
-    ah_tensor_t *defs = NULL;
-    float **data = NULL;
-    ah_st_tensor_t *ts = NULL;
-    char (*names)[96] = NULL;
-    ah_status_t st = check_out_dir(out_dir, err);
-    if (st == AH_OK) st = committed_gather(local_root, &c, err);
-    else memset(&c, 0, sizeof c);
-    const int64_t step = st == AH_OK ? choose_step(&c, want, &T, &model) : -1;
-    if (st == AH_OK && step < 0)
-        st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "
-                                      "model in any node directory; `autohet ckpt ls --local-root DIR/NODE` lists "
-                                      "the steps", local_root, (long long)want)
-                       : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
-                                      "(looked in %d node director%s)", local_root, c.n_roots,
-                                      c.n_roots == 1 ? "y" : "ies");
-    if (st == AH_OK) {
-        n_t = ah_model_tensor_count(&model);
-        defs = calloc((size_t)n_t, sizeof *defs);
-        data = calloc((size_t)n_t, sizeof *data);
-        ts = calloc((size_t)n_t, sizeof *ts);
-        names = calloc((size_t)n_t, sizeof *names);
-        if (!defs || !data || !ts || !names) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
-        else ah_model_tensors(&model, defs);
-    }
+/* The model's tensors of one step in Hugging Face's names and layouts, as write_hf takes them. */
+typedef struct {
+    int n;
+    ah_tensor_t *defs;
+    float **data;
+    ah_st_tensor_t *ts;
+    char (*names)[96];
+} hf_tensors_t;
+
+static void hf_free(hf_tensors_t *h) {
+    for (int i = 0; h->data && i < h->n; i++) free(h->data[i]);
+    free(h->data);
+    free(h->defs);
+    free(h->ts);
+    free(h->names);
+    memset(h, 0, sizeof *h);
+}
+
+/* Reads step (saved at TP degree T) of model into h; AH_ERR_INVALID when a piece has no intact copy. */
+static ah_status_t hf_read(const committed_t *c, int64_t step, int T, const ah_model_t *model, hf_tensors_t *h,
+                           ah_error_t *err) {
+    h->n = ah_model_tensor_count(model);
+    h->defs = calloc((size_t)h->n, sizeof *h->defs);
+    h->data = calloc((size_t)h->n, sizeof *h->data);
+    h->ts = calloc((size_t)h->n, sizeof *h->ts);
+    h->names = calloc((size_t)h->n, sizeof *h->names);
+    if (!h->defs || !h->data || !h->ts || !h->names) return ah_error_set(err, AH_ERR_OOM, "no host memory for the export");
+    ah_model_tensors(model, h->defs);
     open_group_t og = {.nf = 0};
-    for (int i = 0; st == AH_OK && i < n_t; i++) {
-        const ah_tensor_t *d = &defs[i];
-        if ((st = group_open(&c, step, &model, T, ah_shard_group_of(d), &og, err)) != AH_OK ||
-            (st = assemble(&og, T, d, &data[i], err)) != AH_OK)
+    ah_status_t st = AH_OK;
+    for (int i = 0; st == AH_OK && i < h->n; i++) {
+        const ah_tensor_t *d = &h->defs[i];
+        if ((st = group_open(c, step, model, T, ah_shard_group_of(d), &og, err)) != AH_OK ||
+            (st = assemble(&og, T, d, &h->data[i], err)) != AH_OK)
             break;
         const bool tr = d->spec->hf_transposed;
-        if (!ah_tensor_hf_name(d, names[i], sizeof names[i])) {
+        if (!ah_tensor_hf_name(d, h->names[i], sizeof h->names[i])) {
             st = ah_error_set(err, AH_ERR_INTERNAL, "%s: Hugging Face name too long", d->name);
             break;
         }
-        ts[i] = (ah_st_tensor_t){.name = names[i], .dtype = AH_DTYPE_F32, .data = data[i]};
-        ts[i].ndim = d->cols == 1 ? 1 : 2;
-        ts[i].shape[0] = tr ? d->cols : d->rows;
-        ts[i].shape[1] = tr ? d->rows : d->cols;
+        h->ts[i] = (ah_st_tensor_t){.name = h->names[i], .dtype = AH_DTYPE_F32, .data = h->data[i]};
+        h->ts[i].ndim = d->cols == 1 ? 1 : 2;
+        h->ts[i].shape[0] = tr ? d->cols : d->rows;
+        h->ts[i].shape[1] = tr ? d->rows : d->cols;
     }
     group_close(&og);
-    if (st == AH_OK) st = write_hf(out_dir, ts, n_t, &model, step, err);
+    return st;
+}
+
+/* Appends to sk the steps newer than step whose manifest is damaged (it does not load), per node. */
+static void damaged_newer(const committed_t *c, int64_t step, ah_str_t *sk) {
+    for (int r = 0; r < c->n_roots; r++) {
+        ah_ckpt_step_info_t *info;
+        int n;
+        ah_error_t e2;
+        if (ah_ckpt_list(c->roots[r], &info, &n, &e2) != AH_OK) continue;
+        for (int i = 0; i < n; i++)
+            if (info[i].damaged && info[i].step > step)
+                ah_str_appendf(sk, "%sstep %lld: the manifest is damaged (%s)", sk->len ? "; " : "",
+                               (long long)info[i].step, info[i].note);
+        free(info);
+    }
+}
+
+ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t want, const char *out_dir, int64_t *step_out,
+                              char *skipped, size_t skipped_cap, ah_error_t *err) {
+    committed_t c;
+    int T = 0;
+    ah_model_t model;
+    hf_tensors_t h = {0};
+    ah_str_t sk = ah_str_fixed(skipped, skipped_cap);
+    int64_t step = -1;
+    ah_status_t st = check_out_dir(out_dir, err);
+    if (st == AH_OK) st = committed_gather(local_root, &c, err);
+    else memset(&c, 0, sizeof c);
+    /* Without --step, a step with a piece no node holds intact gives way to the next older one. */
+    for (int64_t below = INT64_MAX; st == AH_OK; below = step) {
+        if ((step = choose_step(&c, want, below, &T, &model)) < 0) {
+            st = want >= 0 ? ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is not committed with every shard of the "
+                                          "model in any node directory; `autohet ckpt ls --local-root DIR/NODE` lists "
+                                          "the steps", local_root, (long long)want)
+                           : ah_error_set(err, AH_ERR_INVALID, "%s: no committed step with every shard of the model "
+                                          "%s(looked in %d node director%s)%s%s", local_root, sk.len ? "intact " : "",
+                                          c.n_roots, c.n_roots == 1 ? "y" : "ies", sk.len ? ": " : "", skipped);
+            break;
+        }
+        if ((st = hf_read(&c, step, T, &model, &h, err)) != AH_ERR_INVALID || want >= 0) break;
+        ah_str_appendf(&sk, "%s%s", sk.len ? "; " : "", err->msg);
+        hf_free(&h);
+        st = AH_OK;
+    }
+    if (st == AH_OK && want < 0) damaged_newer(&c, step, &sk);
+    if (st == AH_OK) st = write_hf(out_dir, h.ts, h.n, &model, step, err);
     if (st == AH_OK && step_out) *step_out = step;
-    for (int i = 0; data && i < n_t; i++) free(data[i]);
-    free(data);
-    free(defs);
-    free(ts);
-    free(names);
+    hf_free(&h);
     committed_free(&c);
     return st;
 }

@@ -31,9 +31,11 @@
  * it. (`ckpt ls` and `ckpt verify` take the same DIR.) */
 ah_status_t ah_ckpt_node_roots(const char *dir, char (**roots)[AH_CKPT_PATH_MAX], int *n, ah_error_t *err);
 
-/* step < 0: the newest step whose weights are complete at some TP degree. *step_out (may be
- * NULL) gets the step exported. */
+/* step < 0: the newest step whose weights are complete at some TP degree and intact; a newer one
+ * with a piece no node holds intact is skipped, and skipped (skipped_cap >= 1) says which and why
+ * ("" when none). A step given is exported or refused, never replaced. *step_out (may be NULL) gets
+ * the step exported. */
 ah_status_t ah_ckpt_export_hf(const char *local_root, int64_t step, const char *out_dir, int64_t *step_out,
-                              ah_error_t *err);
+                              char *skipped, size_t skipped_cap, ah_error_t *err);
 
 #endif

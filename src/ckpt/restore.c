@@ -139,16 +139,27 @@ ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *con
                 first = m;
                 continue;
             }
-            if (m->meta.data_position != first->meta.data_position || m->meta.rng_len != first->meta.rng_len ||
-                memcmp(m->meta.rng, first->meta.rng, (size_t)m->meta.rng_len) != 0)
+            if (m->meta.data_position != first->meta.data_position || m->meta.seq_len != first->meta.seq_len ||
+                m->meta.rng_len != first->meta.rng_len || memcmp(m->meta.rng, first->meta.rng, (size_t)m->meta.rng_len) != 0)
                 return ah_error_set(err, AH_ERR_INVALID,
                                     "step %lld: manifests of nodes \"%s\" and \"%s\" disagree on the data "
-                                    "position or RNG state (%lld vs %lld); the checkpoint is inconsistent",
+                                    "position, sequence length or RNG state (%lld vs %lld); the checkpoint is inconsistent",
                                     (long long)*step, first->meta.node, m->meta.node,
                                     (long long)first->meta.data_position, (long long)m->meta.data_position);
         }
     if (meta) *meta = first->meta;
     return AH_OK;
+}
+
+void ah_ckpt_catalog_drop(ah_ckpt_catalog_t *cat, int64_t step) {
+    for (int t = 0; t < AH_TIER_COUNT; t++) {
+        int kept = 0;
+        for (int i = 0; i < cat->n[t]; i++) {
+            if (cat->m[t][i].meta.step == step) ah_ckpt_manifest_free(&cat->m[t][i]);
+            else cat->m[t][kept++] = cat->m[t][i];
+        }
+        cat->n[t] = kept;
+    }
 }
 
 static ah_status_t mkdir_step_staging(const char *staging, int64_t step, char *dir, size_t cap, ah_error_t *err) {
@@ -246,7 +257,7 @@ ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, co
     if (stats->files[AH_TIER_PEER] > peer_files) stats->seconds[AH_TIER_PEER] += exchange_s;
     for (int k = 0; st == AH_OK && k < n; k++)
         if (!done[k])
-            st = ah_error_set(err, AH_ERR_IO, "step %lld: no tier has an intact copy of %s (%s)", (long long)step,
+            st = ah_error_set(err, AH_ERR_INVALID, "step %lld: no tier has an intact copy of %s (%s)", (long long)step,
                               needed[k], why[k][0] ? why[k] : "listed nowhere");
     free(why);
     free(done);

@@ -9,7 +9,9 @@
  *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> peer -> cloud,
  *                           each copy checked (size, CRC-32C, safetensors structure) against the
  *                           manifest that listed it; a missing, truncated or corrupt copy falls
- *                           back to the next tier. Bytes, seconds and files per tier are recorded.
+ *                           back to the next tier. Bytes, seconds and files per tier are recorded;
+ *   ah_ckpt_catalog_drop    a step with a file no tier holds intact is forgotten, so that newest
+ *                           offers the next older one.
  * A tier that cannot be read (cloud down) is noted and skipped, not fatal, as long as another tier
  * covers the needed shards. Copies from the peer or the cloud land in staging_dir/step-N/.
  */
@@ -69,10 +71,15 @@ const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t)
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
+/* Forgets every tier's manifests of step: a step whose fetch found no intact copy of a file is
+ * dropped, and ah_ckpt_catalog_newest then offers the next older one. */
+void ah_ckpt_catalog_drop(ah_ckpt_catalog_t *cat, int64_t step);
 /* paths[i] gets a verified copy of needed[i], tier by tier: every local copy is checked (once),
  * then the peer tier's exchange moves what is left, then peer and cloud copies are checked. With
  * an exchange hook this is collective wherever the hook is. stats (may be NULL) accumulates; the
- * exchange's time counts for the peer tier when it brought a file. */
+ * exchange's time counts for the peer tier when it brought a file. AH_ERR_INVALID, and only then,
+ * when a needed file has no intact copy in any tier (the step is damaged: the error names the file
+ * and each tier's reason); other codes are failures of the restore itself (memory, MPI, staging). */
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err);

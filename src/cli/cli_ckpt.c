@@ -1,5 +1,6 @@
 /* autohet ckpt ls|verify|export: what checkpoints exist in which tier, whether their bytes are
  * intact, and a committed step as a Hugging Face model (GPT-2 or LLaMA). */
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +47,15 @@ static void local_tier(char *out, size_t cap, const char *root, const char *dir)
 
 static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t *s) {
     if (rows) {
-        json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:i, s:I, s:s}", "tier", tier, "step",
-                                              (json_int_t)s->step, "committed", s->committed, "files",
-                                              s->n_files, "bytes", (json_int_t)s->bytes, "note", s->note));
+        json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:b, s:i, s:I, s:s}", "tier", tier, "step",
+                                              (json_int_t)s->step, "committed", s->committed, "damaged", s->damaged,
+                                              "files", s->n_files, "bytes", (json_int_t)s->bytes, "note", s->note));
         return;
     }
     char b[32];
     human(s->bytes, b, sizeof b);
     printf("%-12s %10lld  %-10s %6d %12s  %s\n", tier, (long long)s->step,
-           s->committed ? "committed" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
+           s->committed ? "committed" : s->damaged ? "damaged" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
 }
 
 /* Calls visit(ctx, root, tier, steps, n) for each node root that --local-root names
@@ -64,6 +65,13 @@ static ah_status_t each_local_root(const opts_t *o, local_visit_fn *visit, void 
     char(*roots)[AH_CKPT_PATH_MAX];
     int n_roots;
     ah_status_t st = ah_ckpt_node_roots(o->local_root, &roots, &n_roots, err);
+    char name[AH_CKPT_PATH_MAX], parent[AH_CKPT_PATH_MAX];
+    snprintf(name, sizeof name, "%s", o->local_root);
+    snprintf(parent, sizeof parent, "%s", o->local_root);
+    const int64_t step = ah_ckpt_parse_step_dir(basename(name));
+    if (st == AH_OK && n_roots == 0 && step >= 0) /* a step directory: no step and no node root in it */
+        st = ah_error_set(err, AH_ERR_USAGE, "--local-root %s is the directory of step %lld, not a checkpoint root: "
+                          "give its root, --local-root %s", o->local_root, (long long)step, dirname(parent));
     for (int r = 0; r < n_roots && st == AH_OK; r++) {
         ah_ckpt_step_info_t *s;
         int n;
@@ -158,11 +166,14 @@ typedef struct {
 static void verify_visit(void *ctx, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n) {
     verify_ctx_t *v = ctx;
     for (int i = 0; i < n; i++) {
-        if (!s[i].committed || (v->step >= 0 && s[i].step != v->step)) continue;
+        if (!(s[i].committed || s[i].damaged) || (v->step >= 0 && s[i].step != v->step)) continue;
         int bad;
         ah_error_t err;
         v->checked++;
-        if (ah_ckpt_verify(root, s[i].step, &bad, &err) == AH_OK) {
+        if (s[i].damaged) { /* a manifest that does not load: the step is lost, not being written */
+            printf("%-6s step %lld: FAILED: the manifest is damaged: %s\n", tier, (long long)s[i].step, s[i].note);
+            v->failed++;
+        } else if (ah_ckpt_verify(root, s[i].step, &bad, &err) == AH_OK) {
             printf("%-6s step %lld: ok (%d files)\n", tier, (long long)s[i].step, s[i].n_files);
         } else {
             printf("%-6s step %lld: FAILED: %s\n", tier, (long long)s[i].step, err.msg);
@@ -213,7 +224,12 @@ static int cmd_verify(const opts_t *o) {
 static int cmd_export(const opts_t *o) {
     ah_error_t err;
     int64_t step;
-    if (ah_ckpt_export_hf(o->local_root, o->step, o->out, &step, &err) != AH_OK) return ah_cli_fail("ckpt export", &err);
+    char skipped[AH_ERROR_MSG_MAX];
+    if (ah_ckpt_export_hf(o->local_root, o->step, o->out, &step, skipped, sizeof skipped, &err) != AH_OK)
+        return ah_cli_fail("ckpt export", &err);
+    if (skipped[0])
+        fprintf(stderr, "autohet ckpt export: warning: newer steps skipped (%s); exporting step %lld\n", skipped,
+                (long long)step);
     printf("autohet ckpt export: step %lld -> %s/model.safetensors, %s/config.json (Hugging Face)\n",
            (long long)step, o->out, o->out);
     return 0;

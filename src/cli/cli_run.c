@@ -14,6 +14,7 @@
 #include "cost/profile.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
+#include "runtime/data.h"
 #include "runtime/device.h"
 #include "runtime/trainer.h"
 
@@ -156,6 +157,26 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
     return 0;
 }
 
+/* The files every launch's trainer opens, checked as autohet train checks them and with its
+ * messages, before any plan or launch (a failed launch reads as a failed job): --init-from's
+ * config against --model; --data and --val-data with the local launcher, whose ranks run here
+ * (ssh and slurm hosts have the data at their own paths, docs/multi-host.md). */
+static ah_status_t check_trainer_files(const ah_agent_opts_t *o, const char *init_from, const char *val_data,
+                                       ah_error_t *err) {
+    if (!o->model) return AH_OK; /* required: ah_agent_run says so */
+    ah_model_t m;
+    ah_status_t s = ah_model_load(o->model, &m, err);
+    if (s == AH_OK && init_from) s = ah_hf_import_check_config(init_from, &m, err);
+    if (s != AH_OK || (o->launcher && strcmp(o->launcher, "local") != 0)) return s;
+    const char *specs[] = {o->data, val_data}, *names[] = {"--data", "--val-data"};
+    for (int i = 0; i < 2 && s == AH_OK; i++) {
+        ah_dataset_t d;
+        if (specs[i] && (s = ah_dataset_open(specs[i], names[i], m.vocab, o->planner.train.seq_len, &d, err)) == AH_OK)
+            ah_dataset_close(&d);
+    }
+    return s;
+}
+
 /* The trainer's own flags given to run (t: their values), passed on to it. The strings are static:
  * o keeps pointing at them. */
 static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
@@ -208,7 +229,7 @@ int ah_cli_run(int argc, char **argv) {
          "launcher (default autohet-run; ssh: the same path on every host)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps (default 5)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5)", false},
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
@@ -284,11 +305,7 @@ int ah_cli_run(int argc, char **argv) {
     o.work_dir = work;
     const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
                                    .seed = (uint64_t)seed};
-    if (init_from && o.model) { /* the directory's config against --model, before any plan or launch */
-        ah_model_t m;
-        if (ah_model_load(o.model, &m, &err) != AH_OK || ah_hf_import_check_config(init_from, &m, &err) != AH_OK)
-            return ah_cli_fail(VERB, &err);
-    }
+    if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
     ah_profile_t *profile = NULL;
     if (profile_path && ah_profile_load(profile_path, &profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);

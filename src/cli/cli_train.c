@@ -130,9 +130,9 @@ static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_
     ah_status_t s = ah_dataset_open(a->data, "--data", V, T, data, err);
     if (s == AH_OK && a->val_data) s = ah_dataset_open(a->val_data, "--val-data", V, T, val, err);
     if (s == AH_OK && a->val_data && val->samples < a->val_batches * B && ah_comm_rank(ah_comm_world()) == 0)
-        fprintf(stderr, "autohet train: warning: --val-data holds %lld samples, fewer than --val-batches %lld x the "
+        fprintf(stderr, "autohet train: warning: --val-data holds %lld sample%s, fewer than --val-batches %lld x the "
                 "global batch %lld: some are counted more than once\n", (long long)val->samples,
-                (long long)a->val_batches, (long long)B);
+                val->samples == 1 ? "" : "s", (long long)a->val_batches, (long long)B);
     return s;
 }
 
@@ -160,7 +160,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     *have_tr = s == AH_OK;
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
-                             .every = a->ckpt_every, .run_dir = a->run_dir, .grace_s = a->grace_s,
+                             .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,
                              .cloud_only = a->cloud_only, .resume = a->resume};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
@@ -202,9 +202,9 @@ static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_
     const int64_t i = ah_dataset_repeat_step(d, ah_trainer_data_position(tr, start), start, B, steps);
     if (i >= 0)
         fprintf(stderr, "autohet train: warning: the run will see its data more than once: --data holds %lld "
-                "samples of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld of %lld starts "
-                "reading it again\n", (long long)d->samples, (long long)d->T, (long long)d->tokens, d->n,
-                d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
+                "sample%s of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld of %lld starts "
+                "reading it again\n", (long long)d->samples, d->samples == 1 ? "" : "s", (long long)d->T,
+                (long long)d->tokens, d->n, d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
 }
 
 /* The line a preemption notice ends the run with: whether the state after step `at` was saved, and
@@ -286,7 +286,7 @@ int ah_cli_train(int argc, char **argv) {
         {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
         {"--check-host", AH_FLAG_BOOL, &a.check_host, NULL, "refuse to start unless this host's name is the node the "
          "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps (default 0: on preemption only)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},

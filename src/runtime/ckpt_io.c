@@ -335,6 +335,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         memset(&meta, 0, sizeof meta);
         meta.step = step;
         meta.data_position = ah_trainer_data_position(tr, step);
+        meta.seq_len = tr->data->T; /* the data position counts samples of T + 1 tokens */
         snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
         snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
         meta.has_model = true;
@@ -398,7 +399,8 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     double elapsed;
     ah_status_t st = ah_preempt_poll(ah_comm_world(), s->my_node, s->n_nodes, s->hit, &any, &elapsed, err);
     if (st != AH_OK) return st;
-    const bool periodic = s->o.every > 0 && done % s->o.every == 0;
+    /* every K steps, and the last one: the run's final state is never lost */
+    const bool periodic = s->o.every > 0 && (done % s->o.every == 0 || done == s->o.steps);
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
     if (any && save_now) {
         /* Save on notice (a periodic save due now too: it is as much on the recovery's path) by

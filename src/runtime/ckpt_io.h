@@ -9,8 +9,8 @@
  *   integration"); metadata gives the TP degree and index and the AdamW step. Data-parallel
  *   replicas hold identically named shards: on one node the lowest rank holding a shard writes
  *   it; every rank of the node then finishes its part, a node barrier, and the node's lowest rank
- *   commits the node's manifest (step, data position, plan hash, model, the data's shard list:
- *   names and token counts, when it fits AH_CKPT_DATA_MAX, else the checkpoint event says
+ *   commits the node's manifest (step, data position and seq_len, plan hash, model, the data's
+ *   shard list: names and token counts, when it fits AH_CKPT_DATA_MAX, else the checkpoint event says
  *   "data_kept": false) into LOCAL_ROOT/NODE/. A
  *   failed write (a full disk) abandons that node's step; training goes on from the previous
  *   committed step. With a cloud, each node's lowest rank hands the shards whose lowest holder in
@@ -20,8 +20,11 @@
  *   degree's full set of shards is listed in a tier, then fetches its own shards local -> peer
  *   (over MPI from the rank whose node dir has it) -> cloud with checksums (ckpt/restore.h),
  *   reshards if the TP degree changed (ckpt/reshard.h), and sets the trainer's weights, moments
- *   and data position. A step saved for another model, or with a shard list other than the
- *   trainer's data, is refused, naming the first difference.
+ *   and data position. A step with a file no tier holds intact is skipped for the next older one
+ *   (said on stderr; the node leaders then remove their steps newer than the one restored), and
+ *   when none restores the resume is refused. A step saved for another model, with a shard list
+ *   other than the trainer's data or another seq_len, is refused, naming the first difference; so
+ *   is a root whose committed steps are all under node names the plan does not have.
  * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h; whether a
  *   notice saves is ckpt/policy.h's rule.
  *
@@ -42,6 +45,7 @@ typedef struct ah_ckpt_opts {
     const char *cloud;       /* s3://BUCKET/PREFIX or NULL */
     const char *s3_endpoint; /* NULL or "" for AWS */
     int64_t every;           /* save after every K steps (0: only on a preemption notice) */
+    int64_t steps;           /* the run's last step (--steps): with every > 0 it is saved too */
     int keep;                /* committed steps kept per node (>= 2; default 2) */
     const char *run_dir;     /* rank-R.json and preempted.json go here (NULL: none) */
     double grace_s;          /* preemption grace period, s: a notice saves if that fits (0: never) */
@@ -69,7 +73,8 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
                                    ah_error_t *err);
 /* Collective, after `done` updates (iteration done - 1 finished): polls for preemption notices,
- * saves when done is a multiple of --ckpt-every or a notice came and the grace period allows.
+ * saves when done is a multiple of --ckpt-every or the last step (o->steps; with --ckpt-every only),
+ * or a notice came and the grace period allows.
  * *events (rank 0, may stay NULL) gets an array of "checkpoint" / "preempt" events. *stop is set
  * when the job must exit with AH_PROTO_EXIT_PREEMPTED (preempted.json is written by then). A failed save
  * is an event, not an error; errors are communication failures. */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/export_hf.h"
 #include "ckpt/peer.h"
 #include "ckpt/placement.h"
 #include "ckpt/policy.h"
@@ -15,6 +16,7 @@
 #include "ckpt/safetensors.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/str.h"
 #include "core/timing.h"
 #include "runtime/ckpt_session.h"
 #include "runtime/protocol.h"
@@ -71,7 +73,7 @@ static void remove_staging(const char *staging, int64_t step) {
     rmdir(staging); /* when empty */
 }
 
-/* Newest step (and its TP degree) whose every shard some tier lists; -1 when none. */
+/* Newest step (and its TP degree) whose every shard some tier lists; -1 when none, with why in err. */
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
     const ah_model_t *m = &p->model;
@@ -142,33 +144,39 @@ static void wanted_free(wanted_t *w) {
     free(w->paths);
 }
 
-/* The catalog of every tier (this node's disk, the peers, the cloud) and the step it restores:
- * *step -1 with *why when no tier has a complete one. Not collective (the peer tier is open). */
+/* The catalog of every tier: this node's disk, the peers, the cloud. Not collective (the peer tier
+ * is open). */
 static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const char *staging, ah_s3_t **s3,
-                                ah_ckpt_catalog_t **cat, int64_t *step, int *T, ah_ckpt_meta_t *meta, char *why,
-                                size_t why_cap, ah_error_t *err) {
-    const ah_trainer_t *tr = s->tr;
+                                ah_ckpt_catalog_t **cat, ah_error_t *err) {
     ah_status_t st = s->cloud ? ah_s3_open(&s->s3cfg, s3, err) : AH_OK;
-    if (st == AH_OK) {
-        ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
-        src.cloud_url = s->url;
-        st = ah_ckpt_catalog_open(&src, cat, err);
-    }
     if (st != AH_OK) return st;
-    ah_error_t e2 = {0};
-    *step = choose_step(*cat, tr->plan, T, meta, &e2);
-    if (*step < 0) snprintf(why, why_cap, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
-    if (*step >= 0 && meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
+    ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
+    src.cloud_url = s->url;
+    return ah_ckpt_catalog_open(&src, cat, err);
+}
+
+/* Whether the job may resume from step (meta: its manifest): the same model, the same shards and
+ * the same sequence length, since its data position counts samples of seq_len + 1 tokens of those
+ * shards (docs/runtime.md "Token files and shards"). A manifest without seq_len (an older autohet)
+ * is taken as it was then, unchecked. */
+static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, ah_error_t *err) {
+    if (meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
         return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
                             "trains %s; resume with a plan for that model, or use another --local-root",
-                            (long long)*step, meta->model.name, tr->plan->model.name);
-    json_t *data = *step >= 0 && meta->data[0] ? json_loads(meta->data, 0, NULL) : NULL;
-    if (data && ah_dataset_check_same(tr->data, data, err) != AH_OK) {
-        json_decref(data);
-        return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",
-                               (long long)*step);
-    }
+                            (long long)step, meta->model.name, tr->plan->model.name);
+    if (meta->seq_len > 0 && meta->seq_len != tr->data->T)
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved with seq_len %lld but the plan trains seq_len %lld: "
+                            "its data position (sample %lld) counts samples of %lld tokens, so this run would re-read or "
+                            "skip data; resume with a plan of seq_len %lld, or train seq_len %lld from scratch in another "
+                            "--local-root", (long long)step, (long long)meta->seq_len, (long long)tr->data->T,
+                            (long long)meta->data_position, (long long)meta->seq_len, (long long)meta->seq_len,
+                            (long long)tr->data->T);
+    json_t *data = meta->data[0] ? json_loads(meta->data, 0, NULL) : NULL;
+    ah_status_t st = data ? ah_dataset_check_same(tr->data, data, err) : AH_OK;
     json_decref(data);
+    if (st != AH_OK)
+        return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",
+                               (long long)step);
     return AH_OK;
 }
 
@@ -182,11 +190,15 @@ static ah_status_t agree_step(int64_t step, int T, ah_error_t *err) {
     return st;
 }
 
-/* This rank's shards of step from the cheapest tiers (the peer exchange is collective), loaded. */
+/* This rank's shards of step from the cheapest tiers (the peer exchange is collective), loaded. When
+ * some rank's file has no intact copy in any tier (ckpt/restore.h: AH_ERR_INVALID), *damaged is set
+ * with err saying which, nothing is loaded and AH_OK returned: the caller tries an older step. */
 static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t *cat, int64_t step, int T,
-                                  const char *staging, ah_ckpt_restore_stats_t *stats, ah_error_t *err) {
+                                  const char *staging, ah_ckpt_restore_stats_t *stats, bool *damaged,
+                                  ah_error_t *err) {
     wanted_t w;
     char dir[AH_CKPT_PATH_MAX];
+    *damaged = false;
     ah_status_t st = wanted_build(s, T, &w, err);
     /* The node's disk may be new (an empty node, or one whose directory went with it): the staging
      * directory with its parents, agreed on before the collective fetch. */
@@ -195,17 +207,110 @@ static ah_status_t restore_shards(ah_ckpt_session_t *s, const ah_ckpt_catalog_t 
     if (st == AH_OK && (st = ah_fs_mkdirs(dir, err)) != AH_OK)
         ah_error_prefix(err, "the restore staging directory");
     if ((st = ah_comm_agree(ah_comm_world(), st, err)) == AH_OK)
-        st = ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err);
-    if (st == AH_OK) st = load_stage(s, w.gs, w.ng, T, w.paths, err);
+        st = ah_comm_agree(ah_comm_world(), ah_ckpt_catalog_fetch(cat, step, w.ptrs, w.n, w.paths, stats, err), err);
+    if (st == AH_ERR_INVALID) {
+        *damaged = true;
+        st = AH_OK;
+    } else if (st == AH_OK) {
+        st = ah_comm_agree(ah_comm_world(), load_stage(s, w.gs, w.ng, T, w.paths, err), err);
+    }
     wanted_free(&w);
-    return ah_comm_agree(ah_comm_world(), st, err);
+    return st;
+}
+
+/* A step no tier restores (why: which file, and each tier's reason): rank 0 says so, its staging
+ * copies go, the catalog forgets it and skipped (the recover event's) records it. */
+static void skip_step(const ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat, int64_t step, const char *staging,
+                      const char *why, json_t *skipped) {
+    if (s->tr->rank == 0)
+        fprintf(stderr, "autohet train: warning: checkpoint step %lld skipped (%s); trying an older step\n",
+                (long long)step, why);
+    json_array_append_new(skipped, json_pack("{s:I, s:s}", "step", (json_int_t)step, "why", why));
+    remove_staging(staging, step);
+    ah_ckpt_catalog_drop(cat, step);
+}
+
+/* This node's step directories newer than the restored step (-1: none was restored), on the node's
+ * leader. damaged gets those whose manifest does not load (for the caller's refusal when nothing was
+ * restored). After a restore they are said and removed: no tier restored them, and the run now saves
+ * those steps anew, which a directory of the same step would refuse. */
+static ah_status_t newer_steps(const ah_ckpt_session_t *s, int64_t restored, char *damaged, size_t cap,
+                               ah_error_t *err) {
+    ah_str_t d = ah_str_fixed(damaged, cap);
+    if (s->node_rank != 0) return AH_OK;
+    const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
+    ah_ckpt_step_info_t *info;
+    int n, removed = 0;
+    ah_status_t st = ah_ckpt_list(s->node_root, &info, &n, err);
+    for (int i = 0; st == AH_OK && i < n; i++) {
+        const long long step = (long long)info[i].step;
+        if (step <= restored) continue;
+        if (info[i].damaged && restored < 0)
+            ah_str_appendf(&d, "%snode %s's step %lld has a damaged manifest (%s)", d.len ? "; " : "", node, step,
+                           info[i].note);
+        if (restored < 0) continue;
+        if (info[i].damaged)
+            fprintf(stderr, "autohet train: warning: node %s: checkpoint step %lld skipped: its manifest is damaged "
+                    "(%s)\n", node, step, info[i].note);
+        if ((st = ah_ckpt_remove_step(s->node_root, info[i].step, err)) == AH_OK && ++removed)
+            fprintf(stderr, "autohet train: node %s: step %lld removed from %s (not restorable; training goes on "
+                    "from step %lld)\n", node, step, s->node_root, (long long)restored);
+    }
+    if (st == AH_OK && removed) st = ah_ckpt_fsync_dir(s->node_root, err);
+    free(info);
+    return st;
+}
+
+/* With nothing restored: whether --local-root holds committed steps only under node names this plan
+ * does not have (a resume finds a node's steps by its name, DIR/NODE/). Such a root is refused, naming
+ * them: the user renamed the nodes (or gave another run's root) and would lose those steps silently.
+ * A preempted node's directory is deleted with it, so a re-plan never meets this. */
+static ah_status_t foreign_nodes(const ah_ckpt_session_t *s, ah_error_t *err) {
+    const ah_cluster_t *c = &s->tr->plan->cluster;
+    char (*roots)[AH_CKPT_PATH_MAX] = NULL, found[1024], ours[512];
+    int n = 0, k = 0;
+    ah_str_t f = ah_str_fixed(found, sizeof found), o = ah_str_fixed(ours, sizeof ours);
+    ah_error_t e2;
+    if (ah_ckpt_node_roots(s->o.local_root, &roots, &n, &e2) != AH_OK) return AH_OK; /* nothing to name */
+    for (int r = 0; r < n; r++) {
+        const char *slash = strrchr(roots[r], '/'), *name = slash ? slash + 1 : roots[r];
+        int64_t newest = -1;
+        bool in_plan = false;
+        for (int i = 0; i < c->n_nodes && !in_plan; i++) in_plan = strcmp(c->nodes[i].name, name) == 0;
+        if (in_plan || ah_ckpt_latest(roots[r], &newest, &e2) != AH_OK || newest < 0) continue;
+        ah_str_appendf(&f, "%snode %s (newest step %lld)", k++ ? ", " : "", name, (long long)newest);
+    }
+    free(roots);
+    if (k == 0) return AH_OK;
+    for (int i = 0; i < c->n_nodes; i++) ah_str_appendf(&o, "%s%s", i ? ", " : "", c->nodes[i].name);
+    return ah_error_set(err, AH_ERR_USAGE, "--local-root %s holds checkpoints of %s, not %s of this plan (%s), and "
+                        "none of the plan's nodes has one: a resume reads node X's steps from %s/X only; if the nodes "
+                        "were renamed, rename the director%s to match (mv %s/OLD %s/NEW), or use another --local-root "
+                        "to start from scratch", s->o.local_root, found, k == 1 ? "a node" : "nodes", ours,
+                        s->o.local_root, k == 1 ? "y" : "ies", s->o.local_root, s->o.local_root);
+}
+
+/* Nothing restored, though steps were there: each skipped step's reason (skipped) and the damaged
+ * manifests of this node (damaged), refused with what to do; training from scratch would drop them
+ * unsaid and its saves would meet the damaged directories. */
+static ah_status_t refuse_damaged(const ah_ckpt_session_t *s, const json_t *skipped, const char *damaged,
+                                  ah_error_t *err) {
+    char why[AH_ERROR_MSG_MAX];
+    ah_str_t w = ah_str_fixed(why, sizeof why);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(skipped, i, x) ah_str_appendf(&w, "%s%s", i ? "; " : "", json_string_value(json_object_get(x, "why")));
+    if (damaged[0]) ah_str_appendf(&w, "%s%s", w.len ? "; " : "", damaged);
+    return ah_error_set(err, AH_ERR_INVALID, "--local-root %s: no checkpoint step can be restored (%s); repair or remove "
+                        "the damaged steps (autohet ckpt verify --local-root %s names them), or use another "
+                        "--local-root to start from scratch", s->o.local_root, why, s->o.local_root);
 }
 
 /* The "recover" event (rank 0): figures over the job, bytes, files and fallbacks summed, seconds
  * as the slowest rank saw them. Collective. */
 static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah_ckpt_restore_stats_t *stats,
                                  bool found, int64_t step, int T, const ah_ckpt_meta_t *meta, const char *why,
-                                 json_t **event, ah_error_t *err) {
+                                 json_t *skipped, json_t **event, ah_error_t *err) {
     const ah_trainer_t *tr = s->tr;
     double sums[7];
     int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
@@ -236,6 +341,7 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
         json_object_set_new(*event, "data_position", json_integer(meta->data_position));
         json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
         if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
+        if (json_array_size(skipped)) json_object_set(*event, "skipped", skipped);
     } else {
         json_object_set_new(*event, AH_PROTO_RECOVER_NOTE, json_string(why));
     }
@@ -252,11 +358,12 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     ah_ckpt_peer_tier_t *peers = NULL;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
-    char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "";
+    char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "", damaged[AH_ERROR_MSG_MAX] = "";
     ah_ckpt_restore_stats_t stats;
     memset(&stats, 0, sizeof stats);
     ah_ckpt_meta_t meta;
     memset(&meta, 0, sizeof meta);
+    json_t *skipped = json_array(); /* steps no tier restored: {"step", "why"} */
     int64_t step = -1;
     int T = 0;
     ah_status_t st = AH_OK;
@@ -269,20 +376,42 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
             goto done;
         /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
         const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
-        st = open_catalog(s, &hooks, staging, &s3, &cat, &step, &T, &meta, why, sizeof why, err);
-        if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
+        if ((st = ah_comm_agree(ah_comm_world(), open_catalog(s, &hooks, staging, &s3, &cat, err), err)) != AH_OK)
             goto done;
-        if (step >= 0 && (st = restore_shards(s, cat, step, T, staging, &stats, err)) != AH_OK) goto done;
+        /* The newest step every tier together restores: a step with a file no tier has intact is
+         * skipped for the next older one. */
+        for (;;) {
+            ah_error_t e2 = {0};
+            bool bad = false;
+            step = choose_step(cat, tr->plan, &T, &meta, &e2);
+            if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
+            st = step >= 0 ? check_step(tr, step, &meta, err) : AH_OK;
+            if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
+                goto done;
+            if (step < 0) break;
+            memset(&stats, 0, sizeof stats); /* the figures of the step restored */
+            if ((st = restore_shards(s, cat, step, T, staging, &stats, &bad, err)) != AH_OK) goto done;
+            if (!bad) break;
+            skip_step(s, cat, step, staging, err->msg, skipped);
+        }
         if (step >= 0) {
             ah_trainer_set_data_position(tr, step, meta.data_position);
             s->last_saved = step;
             *start = step;
             *found = true;
         }
+        /* Nothing restored: refused when damage or other nodes' steps are why, not trained from scratch. */
+        st = newer_steps(s, step, damaged, sizeof damaged, err);
+        if (st == AH_OK && step < 0 && (json_array_size(skipped) > 0 || damaged[0]))
+            st = refuse_damaged(s, skipped, damaged, err);
+        else if (st == AH_OK && step < 0)
+            st = foreign_nodes(s, err);
+        if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK) goto done;
     }
-    st = recover_event(s, t0, &stats, *found, step, T, &meta, why, event, err);
+    st = recover_event(s, t0, &stats, *found, step, T, &meta, why, skipped, event, err);
 done:
     if (*found) remove_staging(staging, step);
+    json_decref(skipped);
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3);
     ah_ckpt_peer_close(peers);

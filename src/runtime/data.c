@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,12 @@ static ah_status_t map_shard(ah_shard_t *sh, int64_t T, const char *flag, int *w
     struct stat st;
     uint8_t hdr[AH_TOKENS_HEADER_BYTES];
     ssize_t got = fstat(fd, &st) == 0 ? pread(fd, hdr, sizeof hdr, 0) : -1;
-    ah_status_t s = got < 0 ? ah_error_set(err, AH_ERR_IO, "%s: cannot read: %s", sh->path, strerror(errno))
-                            : ah_tokens_parse_header(hdr, (size_t)got, (uint64_t)st.st_size, sh->path, width,
-                                                     &sh->count, err);
+    ah_status_t s = got >= 0 ? ah_tokens_parse_header(hdr, (size_t)got, (uint64_t)st.st_size, sh->path, width,
+                                                      &sh->count, err)
+                    : errno == EISDIR ? ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a data file (%s takes "
+                                                     "token files: a path, a quoted glob such as 'DIR/*.bin' or a "
+                                                     "comma list)", sh->path, flag)
+                                      : ah_error_set(err, AH_ERR_IO, "%s: cannot read: %s", sh->path, strerror(errno));
     if (s == AH_OK && sh->count < T + 1)
         s = ah_error_set(err, AH_ERR_INVALID, "%s: %lld tokens, fewer than one sequence: sequence length %lld "
                          "needs %lld (the inputs and their next-token targets)", sh->path,
@@ -233,7 +237,16 @@ ah_status_t ah_tokens_save(const char *path, const uint16_t *tok, int64_t count,
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (!f) { /* the temp name is ours: the error names the user's path, and its directory when missing */
+        const int e = errno;
+        char copy[sizeof tmp];
+        snprintf(copy, sizeof copy, "%s", path);
+        const char *dir = dirname(copy);
+        if (e == ENOENT && access(dir, F_OK) != 0)
+            return ah_error_set(err, AH_ERR_IO, "%s: cannot create: the directory %s does not exist (make it first)",
+                                path, dir);
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+    }
     int32_t hdr[AH_TOKENS_HEADER_INTS] = {AH_TOKENS_MAGIC, AH_TOKENS_VERSION, (int32_t)count};
     int ok = fwrite(hdr, sizeof hdr, 1, f) == 1 &&
              fwrite(tok, sizeof *tok, (size_t)count, f) == (size_t)count;
@@ -262,8 +275,16 @@ ah_status_t ah_tokenize_bytes(const char *text_path, const char *out_path, int64
         }
         tok[n++] = (uint16_t)c;
     }
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     if (!tok) return ah_error_set(err, AH_ERR_OOM, "%s: no host memory to tokenize", text_path);
+    if (read_errno) {
+        free(tok);
+        if (read_errno == EISDIR)
+            return ah_error_set(err, AH_ERR_IO, "%s: is a directory; tokenize takes one text file (tokenize each "
+                                "file into its own -o FILE)", text_path);
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot read: %s", text_path, strerror(read_errno));
+    }
     if (n < 2) {
         free(tok);
         return ah_error_set(err, AH_ERR_INVALID, "%s: needs at least 2 bytes of text, has %zu", text_path, n);

@@ -15,9 +15,9 @@
  *
  * Every shard is mapped, not read: a rank touches the pages of the samples it trains on and no
  * others. A token is checked against the model's vocabulary as it is read (ah_dataset_batch).
- * Refused at open, each naming the file: a pattern matching nothing, a shard listed twice, a bad
- * header, a size that disagrees with the count, a shard shorter than T + 1 tokens, shards of
- * mixed token widths. */
+ * Refused at open, each naming the file: a pattern matching nothing, a shard listed twice, a
+ * directory, a bad header, a size that disagrees with the count, a shard shorter than T + 1
+ * tokens, shards of mixed token widths. */
 #ifndef AH_RUNTIME_DATA_H
 #define AH_RUNTIME_DATA_H
 

@@ -1,0 +1,78 @@
+# A damaged newest step is survived when an older one is intact: a shard flipped, deleted or
+# truncated (no tier holds it intact) or a manifest truncated in step 12 -> the resume says on
+# stderr which step it skipped and why (file and CRC), takes step 8, removes step 12 from the node's
+# disk and trains on; `ckpt export` without --step falls back the same way (with --step 12 it
+# refuses); `ckpt verify` exits 1 on a damaged manifest. When no step restores, the resume is
+# refused, not trained from scratch. (A shard damaged locally but intact on a peer or in the cloud
+# still restores its step: test_resume_tiers, test_resume_cloud.)
+# Usage: bash tests/test_resume_damaged.sh BUILD_DIR SOURCE_DIR
+. "$(dirname "$0")/train_common.sh"
+PLAN=$PLANS/train-single.json
+SHARD=step-00000012/block-001.tp1-0.safetensors
+train() { # out-name root [flags...]: one rank, 14 steps
+    local out=$1 root=$2
+    shift 2
+    timeout 60 $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 14 \
+        --local-root "$root" --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+timeout 60 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 \
+    --local-root "$WORK/ck" >/dev/null 2>&1 || fail "the saving run"
+copy() { rm -rf "$WORK/$1"; cp -r "$WORK/ck" "$WORK/$1"; }
+# resumed8 NAME WHY: NAME's resume (without --ckpt-every) took step 8, said why step 12 was skipped
+# and removed it.
+resumed8() {
+    grep -q "resumed from step 8" "$WORK/$1.out" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: not resumed from step 8"; }
+    grep -qF "$2" "$WORK/$1.err" || { cat "$WORK/$1.err" >&2; fail "$1: the skip of step 12 is not explained ($2)"; }
+    grep -qF "node n0: step 12 removed from $WORK/$1/n0" "$WORK/$1.err" || { cat "$WORK/$1.err" >&2; fail "$1: step 12 not removed"; }
+    [ -n "${3:-}" ] || [ ! -e "$WORK/$1/n0/step-00000012" ] || fail "$1: step 12 is still on the disk"
+}
+# A flipped byte: the CRC names the file.
+copy flip
+python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-100]^=255; open(p,'wb').write(b)" "$WORK/flip/n0/$SHARD"
+"$AUTOHET" ckpt export --local-root "$WORK/flip" -o "$WORK/hf" >"$WORK/export.out" 2>"$WORK/export.err" ||
+    { cat "$WORK/export.err" >&2; fail "export without --step did not fall back"; }
+grep -q "step 8 -> " "$WORK/export.out" && grep -q "newer steps skipped (step 12: no intact copy of block-001.tp1-0.safetensors (.*CRC-32C .* the file is corrupt)); exporting step 8" "$WORK/export.err" ||
+    { cat "$WORK/export.out" "$WORK/export.err" >&2; fail "export: the skipped step is not named"; }
+"$AUTOHET" ckpt export --local-root "$WORK/flip" --step 12 -o "$WORK/hf12" 2>"$WORK/export.err" && fail "export --step 12 of a damaged step"
+grep -q "step 12: no intact copy of block-001" "$WORK/export.err" || fail "export --step 12: $(cat "$WORK/export.err")"
+train flip "$WORK/flip" --resume --ckpt-every 4 || { cat "$WORK/flip.err" >&2; fail "resume past a flipped byte"; }
+resumed8 flip "checkpoint step 12 skipped (step 12: no tier has an intact copy of block-001.tp1-0.safetensors (local: $WORK/flip/n0/$SHARD: CRC-32C" saved-anew
+python3 - "$WORK/flip.jsonl" <<'PY' || fail "the recover event"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rec = [o for o in lines if o.get("event") == "recover"][0]
+assert rec["step"] == 8 and [s["step"] for s in rec["skipped"]] == [12] and "the file is corrupt" in rec["skipped"][0]["why"], rec
+# the run saves step 12 anew (the damaged directory is gone, so the save is not refused)
+ck = [o for o in lines if o.get("event") == "checkpoint" and o["step"] == 12]
+assert ck and ck[0]["ok"], ck
+PY
+# A deleted and a truncated shard.
+copy del
+rm "$WORK/del/n0/$SHARD"
+train del "$WORK/del" --resume || { cat "$WORK/del.err" >&2; fail "resume past a deleted shard"; }
+resumed8 del "no tier has an intact copy of block-001.tp1-0.safetensors"
+copy cut
+truncate -s 1000 "$WORK/cut/n0/$SHARD"
+train cut "$WORK/cut" --resume || { cat "$WORK/cut.err" >&2; fail "resume past a truncated shard"; }
+resumed8 cut "1000 bytes but the manifest says"
+# A truncated manifest: verify fails naming it; the resume says so and takes step 8.
+copy man
+truncate -s 100 "$WORK/man/n0/step-00000012/manifest.json"
+"$AUTOHET" ckpt verify --local-root "$WORK/man" >"$WORK/verify.out" 2>&1
+st=$?
+[ $st = 1 ] || { cat "$WORK/verify.out" >&2; fail "ckpt verify exits $st on a damaged manifest (expected 1)"; }
+grep -q "step 12: FAILED: the manifest is damaged: $WORK/man/n0/step-00000012/manifest.json" "$WORK/verify.out" ||
+    { cat "$WORK/verify.out" >&2; fail "verify does not name the damaged manifest"; }
+"$AUTOHET" ckpt verify --local-root "$WORK/man" --step 8 >/dev/null || fail "verify --step 8 fails on step 12's manifest"
+"$AUTOHET" ckpt ls --local-root "$WORK/man" | grep -Eq '^local:n0 +12 +damaged' || fail "ckpt ls does not show step 12 damaged"
+train man "$WORK/man" --resume || { cat "$WORK/man.err" >&2; fail "resume past a damaged manifest"; }
+resumed8 man "node n0: checkpoint step 12 skipped: its manifest is damaged ($WORK/man/n0/step-00000012/manifest.json"
+# Nothing restores: refused (training from scratch would drop the steps unsaid), the steps kept.
+copy none
+truncate -s 1000 "$WORK/none/n0/$SHARD" "$WORK/none/n0/step-00000008/block-001.tp1-0.safetensors"
+train none "$WORK/none" --resume && fail "a root whose every step is damaged was trained from scratch"
+grep -q "^autohet train: invalid input: --local-root $WORK/none: no checkpoint step can be restored (step 12: .*; step 8: .*); repair or remove the damaged steps" "$WORK/none.err" ||
+    { cat "$WORK/none.err" >&2; fail "the refusal does not say why"; }
+! grep -q '"loss"' "$WORK/none.jsonl" 2>/dev/null || fail "the refused run trained"
+[ -d "$WORK/none/n0/step-00000012" ] && [ -d "$WORK/none/n0/step-00000008" ] || fail "the refused run removed steps"
+echo PASS
