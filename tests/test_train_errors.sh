@@ -68,10 +68,12 @@ echo hi >"$WORK/afile"
 expect 4 "^autohet train: I/O error: --local-root $WORK/afile: cannot make node n0's checkpoint directory: $WORK/afile: exists and is not a directory" \
     --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 2 --local-root "$WORK/afile"
 timeout 60 "$AUTOHET" train --quiet --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 8 --ckpt-every 4 \
-    --local-root "$WORK/old" >/dev/null 2>&1 || fail "the earlier run"
+    --local-root "$WORK/old" --metrics "$WORK/old.jsonl" >/dev/null 2>&1 || fail "the earlier run"
+cp "$WORK/old.jsonl" "$WORK/old.jsonl.before"
 expect 4 "^autohet train: usage error: --local-root $WORK/old holds an earlier run's checkpoints (node n0's newest committed step is 8, in $WORK/old/n0): give --resume to continue that run, or use an empty root" \
     --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 --local-root "$WORK/old" --metrics "$WORK/old.jsonl"
-! grep -q '"loss"' "$WORK/old.jsonl" || fail "the refused run trained: $(cat "$WORK/old.jsonl")"
+# the refused run trained nothing and left the earlier run's metrics file as it was (not emptied)
+cmp -s "$WORK/old.jsonl" "$WORK/old.jsonl.before" || fail "the refused run changed the metrics file: $(head -c 300 "$WORK/old.jsonl")"
 [ "$(ls "$WORK/old/n0")" = "$(printf 'step-00000004\nstep-00000008')" ] || fail "the refused run changed the root: $(ls "$WORK/old/n0")"
 timeout 60 $MPIRUN -np 4 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 \
     --local-root "$WORK/old" --resume >"$WORK/out" 2>&1 || { cat "$WORK/out" >&2; fail "--resume into the earlier run's root"; }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
@@ -325,12 +326,17 @@ int ah_cli_train(int argc, char **argv) {
     ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, ah_host_check(&plan, rank, a.check_host, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
-    if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, a.resume ? "a" : "w")))
+    /* Opened for appending, and emptied for a run from step 0 only once set-up has passed: a run
+     * refused at start-up (a root holding another run, a bad --init-from) leaves the file as it was. */
+    if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, "a")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
     ah_ckpt_session_t *ck = NULL;
     int64_t start = 0;
     if (s == AH_OK) s = set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &err);
+    if (s == AH_OK && metrics && !a.resume && ftruncate(fileno(metrics), 0) != 0)
+        fprintf(stderr, "autohet train: warning: %s: cannot empty the metrics file (%s); this run's lines follow "
+                "the old ones\n", a.metrics, strerror(errno));
     if (s != AH_OK) {
         rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
     } else {
