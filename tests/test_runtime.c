@@ -233,7 +233,7 @@ static void test_emulation_segments(void) {
     ah_error_t err;
     ah_emulator_t e;
     CHECK(ah_emulator_init(&e, k, NULL, 3, &err) == AH_OK, "emulator_init");
-    double at_split = 0, total = 0, compute = 0;
+    double at_split = 0, total = 0, compute = 0, idle = 0; /* idle: the phases' wall less their compute */
     for (int i = 0; i < 4; i++) {
         ah_emulator_begin(&e, AH_EMULATE_BWD);
         const double t0 = e.phase_start.wall;
@@ -244,6 +244,7 @@ static void test_emulation_segments(void) {
         burn_cpu(2 * usual);
         CHECK(ah_emulator_end(&e, &compute, &err) == AH_OK, "emulator_end");
         total = ah_now_s() - t0;
+        idle += total - compute;
     }
     CHECK(at_split >= 0.95 * k * usual && at_split <= k * usual + 0.02,
           "the collective was reached %.1f ms into the phase; expected about %.1f ms", 1e3 * at_split,
@@ -255,7 +256,11 @@ static void test_emulation_segments(void) {
     CHECK(e.history[AH_EMULATE_BWD * 3].n == 4 && e.history[AH_EMULATE_BWD * 3 + 1].n == 4 &&
               e.history[AH_EMULATE_FWD * 3].n == 0,
           "one history per segment and kind");
-    CHECK(e.slept > 4 * (3 * k - 3) * usual * 0.8, "slept %.1f ms in all", 1e3 * e.slept);
+    /* The emulator's sleep is most of the phases' wall beyond their CPU compute, and never more: on a
+     * loaded machine the compute takes more wall time and the sleep less (the phases' lengths, checked
+     * above, are what the emulation promises), so the floor is loose. */
+    CHECK(e.slept > 0.5 * 4 * (3 * k - 3) * usual && e.slept <= idle + 0.001,
+          "slept %.1f ms in all, the phases' wall beyond their compute %.1f ms", 1e3 * e.slept, 1e3 * idle);
     ah_emulator_free(&e);
 
     CHECK(ah_emulator_init(&e, 1, NULL, 3, &err) == AH_OK, "emulator_init (not emulated)");
