@@ -62,12 +62,17 @@ static ah_status_t sharded_durable(const ah_plan_t *p, const ah_ckpt_opts_t *o, 
  * earlier run and its GC would keep the two runs' steps side by side). */
 static ah_status_t check_node_root(const ah_ckpt_session_t *s, const char *node_name, ah_error_t *err) {
     const char *root = s->o.local_root;
+    int64_t newest = -1;
+    /* a node's own directory given as the root (DIR/NODE instead of DIR): its steps would be missed */
+    if (ah_ckpt_latest(root, &newest, err) == AH_OK && newest >= 0)
+        return ah_error_set(err, AH_ERR_USAGE, "--local-root %s holds checkpoint steps itself (newest %lld): it is one "
+                            "node's directory; give the directory above it (train keeps node X's steps in "
+                            "--local-root/X/)", root, (long long)newest);
     if (ah_fs_mkdirs(s->node_root, err) != AH_OK)
         return ah_error_prefix(err, "--local-root %s: cannot make node %s's checkpoint directory", root, node_name);
     if (access(s->node_root, W_OK | X_OK) != 0)
         return ah_error_set(err, AH_ERR_IO, "--local-root %s: node %s's checkpoint directory %s is not writable: %s",
                             root, node_name, s->node_root, strerror(errno));
-    int64_t newest = -1;
     ah_status_t st = ah_ckpt_latest(s->node_root, &newest, err);
     if (st != AH_OK) return ah_error_prefix(err, "--local-root %s", root);
     if (newest >= 0 && !s->o.resume)
