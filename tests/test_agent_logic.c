@@ -134,6 +134,12 @@ static void test_exit_action(void) {
     CHECK(ah_agent_exit_action(&f) == AH_EXIT_NOTHING_TO_TRAIN, "checkpoint at --steps");
     f.launches = 2;
     CHECK(ah_agent_exit_action(&f) == AH_EXIT_EARLY, "only the first launch may find it");
+    /* a rerun of a finished run whose events file sends a notice at once: still nothing to train
+     * (it was taken for a preemption, re-planned, relaunched and ended in an internal error) */
+    f = facts(75, true, true, 0);
+    f.launches = 1;
+    f.resumed_step = STEPS;
+    CHECK(ah_agent_exit_action(&f) == AH_EXIT_NOTHING_TO_TRAIN, "checkpoint at --steps, a notice replayed");
     f = facts(75, false, true, 3);
     CHECK(ah_agent_exit_action(&f) == AH_EXIT_NOTICE_OUTSIDE, "someone else's SIGTERM");
     f = facts(75, true, true, 3);

@@ -120,6 +120,8 @@ grep -q "own prediction: .*; it timed layers with profile $TMP/h.json and this e
     || { cat "$TMP/out"; fail "evaluate without the profile does not say the plan's prediction used one"; }
 "$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/h.json" >"$TMP/out" 2>&1 || fail "evaluate --profile"
 grep "own prediction" "$TMP/out" | grep -q "timed layers" && { cat "$TMP/out"; fail "a profile note though both used h.json"; }
+"$AH" evaluate --plan "$TMP/plan.json" --profile "$TMP/./h.json" >"$TMP/out" 2>&1 || fail "evaluate --profile (./)"
+grep "own prediction" "$TMP/out" | grep -q "timed layers" && { cat "$TMP/out"; fail "a profile note for the same file by another path"; }
 # A profile with no entry for the plan's sequence length is not silently replaced by the roofline.
 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --micro-batch 2 \
     --precision fp32 --profile "$TMP/h.json" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err"; fail "plan --seq-len 64"; }

@@ -2,6 +2,7 @@
  * per-stage times and memory, iteration time with its breakdown, tokens/s, the bottleneck. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -60,6 +61,14 @@ static void find_bottleneck(const ah_plan_t *p, const ah_eval_t *e, bottleneck_t
                  st->recompute ? " with recomputation" : "", (long long)pl->micro_batches);
 }
 
+/* Whether two profile paths as given ("" none) name one file: equal, or the same file by device
+ * and inode (./p.json and /dir/p.json). */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0) return true;
+    return a[0] && b[0] && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static void print_human(const char *path, const char *profile_path, const ah_plan_t *p, const ah_eval_t *e) {
     const char *mb_unit = p->train.micro_batch == 1 ? "sequence" : "sequences";
     printf("plan %s: model %s, global batch %lld x seq-len %lld, micro-batch %lld %s, tp %d, %s, "
@@ -113,7 +122,7 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
         printf("the plan file's own prediction: %.6f s per iteration (%+.2f%% from this evaluation)",
                p->predicted.iteration_s, it > 0 ? 100 * (p->predicted.iteration_s - it) / it : 0);
         const char *theirs = p->predicted_profile, *ours = profile_path ? profile_path : "";
-        if (strcmp(theirs, ours) != 0)
+        if (!same_file(theirs, ours))
             printf("; it timed layers with %s%s and this evaluation with %s%s%s", theirs[0] ? "profile " : "the roofline",
                    theirs, ours[0] ? "profile " : "the roofline", ours,
                    theirs[0] ? " (give --profile with that file to compare like with like)" : "");

@@ -88,9 +88,13 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     }
     if (r->steps_done == 0)
         printf("trained nothing: no step of %lld finished, %.1f s wall\n", (long long)o->steps, r->wall_s);
-    else
+    else if (isfinite(r->final_loss))
         printf("trained %lld of %lld steps, %lld tokens, final loss %.6f, %.1f s wall\n", (long long)r->steps_done,
                (long long)o->steps, (long long)r->tokens, r->final_loss, r->wall_s);
+    else
+        printf("trained %lld of %lld steps, %lld tokens, final loss not known to this run (the last step is an earlier "
+               "run's, in the metrics, or its loss was not finite), %.1f s wall\n", (long long)r->steps_done,
+               (long long)o->steps, (long long)r->tokens, r->wall_s);
     if (r->history_ok)
         printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
                "(%lld step%s redone after a rollback)\n",

@@ -89,12 +89,13 @@ ah_exit_action_t ah_agent_exit_action(const ah_exit_facts_t *f) {
     const bool notice = f->preempted || f->agent_stopping;
     if (f->trained >= f->steps && (f->status == 0 || notice))
         return notice ? AH_EXIT_FINISHED_NOTICE : AH_EXIT_FINISHED;
+    /* a first launch whose checkpoint is at --steps already (a rerun of a finished run): a notice that
+     * reached it (an events file replayed) stops nothing */
+    if (f->launches == 1 && isfinite(f->resumed_step) && f->resumed_step >= (double)f->steps &&
+        (f->status == 0 || notice))
+        return AH_EXIT_NOTHING_TO_TRAIN;
     if (f->interrupted) return AH_EXIT_INTERRUPTED;
-    if (!notice) {
-        if (f->status == 0 && f->launches == 1 && isfinite(f->resumed_step) && f->resumed_step >= (double)f->steps)
-            return AH_EXIT_NOTHING_TO_TRAIN;
-        return f->status == 0 ? AH_EXIT_EARLY : AH_EXIT_FAILED;
-    }
+    if (!notice) return f->status == 0 ? AH_EXIT_EARLY : AH_EXIT_FAILED;
     return f->agent_stopping ? AH_EXIT_STOPPED : AH_EXIT_NOTICE_OUTSIDE;
 }
 
