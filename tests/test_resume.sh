@@ -74,8 +74,9 @@ if [ "$CASE" = tp ]; then # two nodes: each labelled
 fi
 "$AUTOHET" ckpt ls --local-root "$WORK/ck/n0" | grep -Eq '^local +12 +committed' || fail "ckpt ls of one node's root"
 "$AUTOHET" ckpt verify --local-root "$WORK/ck" >/dev/null || fail "ckpt verify on the folder of node roots"
-! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" 2>"$WORK/ls.err" && grep -q "no-such-dir: cannot open" "$WORK/ls.err" ||
-    fail "ckpt ls on a missing directory must fail and say so"
+! "$AUTOHET" ckpt ls --local-root "$WORK/no-such-dir" >"$WORK/ls.out" 2>"$WORK/ls.err" &&
+    grep -q "no-such-dir: cannot open" "$WORK/ls.err" && [ ! -s "$WORK/ls.out" ] ||
+    fail "ckpt ls on a missing directory must fail, say so, and print no table: $(cat "$WORK/ls.out")"
 # a step directory given by mistake (it listed an empty table, exit 0)
 ! "$AUTOHET" ckpt ls --local-root "$WORK/ck/n0/step-00000012/" 2>"$WORK/ls.err" &&
     grep -q "^autohet ckpt ls: usage error: --local-root $WORK/ck/n0/step-00000012/ is the directory of step 12, not a checkpoint root: give its root, --local-root $WORK/ck/n0$" \

@@ -54,7 +54,8 @@ expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --d
 # Each rank's message names its own device: the lowest failing rank's is shown, with its rank.
 expect 4 "out of memory: rank 0: device n0:0 (cpu): out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
 # A checkpoint or preemption flag without the tier it acts on would do nothing: refused.
-expect 4 "need --local-root DIR" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 5
+expect 4 "usage error: --ckpt-every needs --local-root DIR" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 5
+expect 4 "usage error: --resume needs --local-root DIR" --plan "$PLAN" --data "$WORK/text.bin" --resume
 expect 4 "^autohet train: --ckpt-every: expected 0 .. 10000000, got -3" --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every -3 --local-root "$WORK/lr"
 expect 4 "--grace-s needs --local-root" --plan "$PLAN" --data "$WORK/text.bin" --grace-s 5
 expect 4 "--cloud-only needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --cloud-only --local-root "$WORK/lr"

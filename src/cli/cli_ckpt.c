@@ -45,17 +45,27 @@ static void local_tier(char *out, size_t cap, const char *root, const char *dir)
     else snprintf(out, cap, "local");
 }
 
-static void print_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t *s) {
-    if (rows) {
-        json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:b, s:i, s:I, s:s}", "tier", tier, "step",
-                                              (json_int_t)s->step, "committed", s->committed, "damaged", s->damaged,
-                                              "files", s->n_files, "bytes", (json_int_t)s->bytes, "note", s->note));
-        return;
+/* One row of ls (printed once every tier was listed, so an error leaves no half table). */
+static void add_row(json_t *rows, const char *tier, const ah_ckpt_step_info_t *s) {
+    json_array_append_new(rows, json_pack("{s:s, s:I, s:b, s:b, s:i, s:I, s:s}", "tier", tier, "step",
+                                          (json_int_t)s->step, "committed", s->committed, "damaged", s->damaged,
+                                          "files", s->n_files, "bytes", (json_int_t)s->bytes, "note", s->note));
+}
+
+static void print_table(const json_t *rows) {
+    printf("%-12s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
+    size_t i;
+    const json_t *r;
+    json_array_foreach(rows, i, r) {
+        const bool committed = json_is_true(json_object_get(r, "committed"));
+        char b[32];
+        human((uint64_t)json_integer_value(json_object_get(r, "bytes")), b, sizeof b);
+        printf("%-12s %10lld  %-10s %6d %12s  %s\n", json_string_value(json_object_get(r, "tier")),
+               (long long)json_integer_value(json_object_get(r, "step")),
+               committed ? "committed" : json_is_true(json_object_get(r, "damaged")) ? "damaged" : "incomplete",
+               (int)json_integer_value(json_object_get(r, "files")), b,
+               committed ? "" : json_string_value(json_object_get(r, "note")));
     }
-    char b[32];
-    human(s->bytes, b, sizeof b);
-    printf("%-12s %10lld  %-10s %6d %12s  %s\n", tier, (long long)s->step,
-           s->committed ? "committed" : s->damaged ? "damaged" : "incomplete", s->n_files, b, s->committed ? "" : s->note);
 }
 
 /* Calls visit(ctx, root, tier, steps, n) for each node root that --local-root names
@@ -87,13 +97,12 @@ static ah_status_t each_local_root(const opts_t *o, local_visit_fn *visit, void 
 
 static void ls_visit(void *rows, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n) {
     (void)root;
-    for (int i = 0; i < n; i++) print_row(rows, tier, &s[i]);
+    for (int i = 0; i < n; i++) add_row(rows, tier, &s[i]);
 }
 
 static int cmd_ls(const opts_t *o) {
     ah_error_t err;
-    json_t *rows = o->json ? json_array() : NULL;
-    if (!rows) printf("%-12s %10s  %-10s %6s %12s  %s\n", "tier", "step", "state", "files", "bytes", "note");
+    json_t *rows = json_array();
     if (o->local_root && each_local_root(o, ls_visit, rows, &err) != AH_OK) {
         json_decref(rows);
         return ah_cli_fail("ckpt ls", &err);
@@ -112,16 +121,19 @@ static int cmd_ls(const opts_t *o) {
             json_decref(rows);
             return ah_cli_fail("ckpt ls", &err);
         }
-        for (int i = 0; i < n; i++) print_row(rows, "cloud", &s[i]);
+        for (int i = 0; i < n; i++) add_row(rows, "cloud", &s[i]);
         free(s);
         ah_s3_close(s3);
     }
-    if (rows) {
+    if (o->json) {
         char *t = json_dumps(rows, JSON_INDENT(2));
         printf("%s\n", t ? t : "[]");
         free(t);
-        json_decref(rows);
+    } else {
+        print_table(rows);
+        if (json_array_size(rows) == 0) printf("(no checkpoint steps)\n");
     }
+    json_decref(rows);
     return 0;
 }
 

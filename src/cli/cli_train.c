@@ -54,8 +54,11 @@ ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, d
  * it would do nothing (or fail only after the set-up). */
 static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
     if ((a->ckpt_every > 0 || a->resume) && !a->local_root)
-        return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every and --resume need --local-root DIR "
-                            "(node X's checkpoints go to DIR/X/)");
+        return ah_error_set(err, AH_ERR_USAGE, "%s need%s --local-root DIR (node X's checkpoints go to DIR/X/)",
+                            a->ckpt_every > 0 && a->resume ? "--ckpt-every and --resume"
+                            : a->resume                    ? "--resume"
+                                                           : "--ckpt-every",
+                            a->ckpt_every > 0 && a->resume ? "" : "s");
     if (a->cloud && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--cloud needs --local-root DIR: shards are written locally "
                             "first, then uploaded");
@@ -173,9 +176,11 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
         if (s == AH_OK && rank == 0 && found)
             printf("autohet train: resumed from step %lld%s\n", (long long)*start,
                    a->init_from ? " (--init-from not used: the checkpoint wins)" : "");
-        else if (s == AH_OK && rank == 0)
-            printf("autohet train: no complete checkpoint in any tier (%s): starting from %s\n",
-                   json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE)), a->init_from ? a->init_from : "scratch");
+        else if (s == AH_OK && rank == 0) { /* the note says why: no committed step anywhere, ... */
+            const char *why = json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE));
+            printf("autohet train: %s: starting from %s\n", why ? why : "no complete checkpoint in any tier",
+                   a->init_from ? a->init_from : "scratch");
+        }
         init_hf = !found; /* the checkpoint wins */
         ah_metrics_write_events(metrics, ev);
         if (s == AH_OK && *start > a->steps)
@@ -343,9 +348,9 @@ int ah_cli_train(int argc, char **argv) {
         if (rank == 0 && !a.quiet) {
             char blas[160];
             ah_cpu_blas_describe(blas, sizeof blas);
-            printf("autohet train: %s, %d ranks, %d pipelines, tp %d, %lld steps of %lld tokens\n"
+            printf("autohet train: %s, %d rank%s, %d pipeline%s, tp %d, %lld steps of %lld tokens\n"
                    "autohet train: CPU matmuls: %s\n",
-                   plan.model.name, ranks, plan.n_pipelines, plan.tp, (long long)a.steps,
+                   plan.model.name, ranks, ranks == 1 ? "" : "s", plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s", plan.tp, (long long)a.steps,
                    (long long)(plan.train.global_batch * plan.train.seq_len), blas);
         }
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
