@@ -157,6 +157,11 @@ assert abs(b["saving"] * plan["usd_per_mtoken"] - b["usd_per_mtoken"]) <= 1e-9 *
 PY
     check "plan --objective cost: $b's \$ per token is what --baseline $b gives, and no cheaper than the plan's" $?
 done
+# --baseline X reports X's own plan: not as a search result taken from a baseline
+"$AH" plan --model llama2-7b --cluster mixed-32 --baseline uniform >"$TMP/base.txt" 2>&1
+st=$?
+[ $st -eq 0 ] && ! grep -q "^search: nothing it scored" "$TMP/base.txt" && ! grep -q " 0 candidates scored" "$TMP/base.txt"
+st=$?; check "plan --baseline uniform says no search line and the planner's candidates: $(grep -E '^search|candidates' "$TMP/base.txt")" $st
 # an unreachable throughput floor is a clear infeasibility
 expect 1 "below --min-tokens-per-s; lower --min-tokens-per-s$" --model tiny-gpt2 --cluster "$CL" --global-batch 8 \
     --seq-len 64 --min-tokens-per-s 1e15

@@ -279,6 +279,7 @@ static bool all_cpu(const ah_cluster_t *c) {
 static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned) {
     ah_plan_result_t *emit = &b->r;
     emit->seconds = planned->seconds;
+    emit->candidates = planned->candidates;
     emit->lower_bound_s = planned->lower_bound_s;
     emit->exact = planned->exact;
     memcpy(emit->template_why, planned->template_why, sizeof emit->template_why);
