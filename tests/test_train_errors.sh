@@ -67,7 +67,8 @@ expect 4 "--s3-endpoint needs --cloud" --plan "$PLAN" --data "$WORK/text.bin" --
 # steps would mix), and taken with it.
 echo hi >"$WORK/afile"
 expect 4 "^autohet train: I/O error: --local-root $WORK/afile: cannot make node n0's checkpoint directory: $WORK/afile: exists and is not a directory" \
-    --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 2 --local-root "$WORK/afile"
+    --plan "$PLAN" --data "$WORK/text.bin" --ckpt-every 2 --local-root "$WORK/afile" --metrics "$WORK/refused.jsonl"
+[ ! -e "$WORK/refused.jsonl" ] || fail "a run refused at start-up left a new metrics file behind"
 timeout 60 "$AUTOHET" train --quiet --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 8 --ckpt-every 4 \
     --local-root "$WORK/old" --metrics "$WORK/old.jsonl" >/dev/null 2>&1 || fail "the earlier run"
 cp "$WORK/old.jsonl" "$WORK/old.jsonl.before"

@@ -333,6 +333,7 @@ int ah_cli_train(int argc, char **argv) {
     if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
     /* Opened for appending, and emptied for a run from step 0 only once set-up has passed: a run
      * refused at start-up (a root holding another run, a bad --init-from) leaves the file as it was. */
+    const bool metrics_existed = rank == 0 && a.metrics && access(a.metrics, F_OK) == 0;
     if (s == AH_OK && rank == 0 && a.metrics && !(metrics = fopen(a.metrics, "a")))
         ah_error_set(&err, AH_ERR_IO, "%s: cannot create the metrics file: %s", a.metrics, strerror(errno));
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
@@ -342,6 +343,11 @@ int ah_cli_train(int argc, char **argv) {
     if (s == AH_OK && metrics && !a.resume && ftruncate(fileno(metrics), 0) != 0)
         fprintf(stderr, "autohet train: warning: %s: cannot empty the metrics file (%s); this run's lines follow "
                 "the old ones\n", a.metrics, strerror(errno));
+    if (s != AH_OK && metrics && !metrics_existed && ftell(metrics) == 0) { /* nothing left behind */
+        fclose(metrics);
+        metrics = NULL;
+        unlink(a.metrics);
+    }
     if (s != AH_OK) {
         rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
     } else {
