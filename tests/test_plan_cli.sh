@@ -170,19 +170,22 @@ expect 1 "every plan costs more than --budget; raise --budget$" --model llama2-7
 expect 2 "--budget: expected > 0, got 0" --model llama2-7b --cluster mixed-32 --budget 0
 # a directory given as a JSON file is said to be one
 expect 1 "$TMP: is a directory, not a JSON file" --model tiny-gpt2 --cluster "$TMP"
+# evaluate_broken EDIT NAME NEEDLE WHAT: train-single.json with the Python statement EDIT applied to
+# its dict d, saved as NAME.json, is refused by evaluate (exit 1) with a message holding NEEDLE
+evaluate_broken() {
+    $PY -c "import json,sys; d=json.load(open(sys.argv[1])); $1; json.dump(d, open(sys.argv[2], 'w'))" \
+        "$SRC/examples/plans/train-single.json" "$TMP/$2.json"
+    "$AH" evaluate --plan "$TMP/$2.json" >"$TMP/out" 2>&1
+    local rc=$?
+    [ $rc -eq 1 ] && grep -q -- "$3" "$TMP/out"
+    local ok=$?
+    check "evaluate: $4: $(cat "$TMP/out")" $ok
+}
 # evaluate: a plan's unknown model preset and a missing version name the plan file
-$PY -c "import json,sys; d=json.load(open(sys.argv[1])); d['model']='gpt5'; json.dump(d, open(sys.argv[2], 'w'))" \
-    "$SRC/examples/plans/train-single.json" "$TMP/gpt5.json"
-"$AH" evaluate --plan "$TMP/gpt5.json" >"$TMP/out" 2>&1
-st=$?
-[ $st -eq 1 ] && grep -q "$TMP/gpt5.json: model: unknown model \"gpt5\"" "$TMP/out"
-st=$?; check "evaluate names the plan file of an unknown model: $(cat "$TMP/out")" $st
-$PY -c "import json,sys; d=json.load(open(sys.argv[1])); del d['version']; json.dump(d, open(sys.argv[2], 'w'))" \
-    "$SRC/examples/plans/train-single.json" "$TMP/nover.json"
-"$AH" evaluate --plan "$TMP/nover.json" >"$TMP/out" 2>&1
-st=$?
-[ $st -eq 1 ] && grep -q "nover.json: missing field \"version\" (this autohet reads plan version 1" "$TMP/out"
-st=$?; check "evaluate: a plan without a version says which it reads: $(cat "$TMP/out")" $st
+evaluate_broken "d['model']='gpt5'" gpt5 "$TMP/gpt5.json: model: unknown model \"gpt5\"" \
+    "names the plan file of an unknown model"
+evaluate_broken "del d['version']" nover "nover.json: missing field \"version\" (this autohet reads plan version 1" \
+    "a plan without a version says which it reads"
 # without --seq-len a model with a context under 2048 plans at its context
 expect 0 "\"seq_len\": 1024" --model gpt2-124m --cluster mixed-32 --global-batch 64 --json
 expect 2 "exact-max-groups: expected 1 .. 4096" --model tiny-gpt2 --cluster "$CL" --exact-max-groups 0
