@@ -15,7 +15,8 @@
 #   4. --resume with a committed checkpoint ignores --init-from; without one it uses it; autohet
 #      run passes it to its launch (step 0's loss from X as above) and checks it against --model;
 #   5. each bad input fails naming the file and the field or tensor: a config field that differs
-#      (rope_scaling too: LLaMA 3.1's scaling is exported, read back, and refused by a plan without it),
+#      (rope_scaling too: LLaMA 3.1's scaling is exported, read back, and refused by a plan without it;
+#      its bos/eos token ids are exported as the config gave them),
 #      a missing tensor, a wrong shape, an unknown dtype, a truncated file, an unknown tensor, a NaN
 #      weight (before training starts); model.safetensors beside an index.
 # Usage: bash tests/test_init_from.sh BUILD_DIR SOURCE_DIR
@@ -96,21 +97,25 @@ case_model llama-tp4 tiny-llama-tp4 train-pp2-recompute train-tp4
 python3 -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); r=abs(a-b)/b; print(f"  autohet run: loss {a} from x vs {b} (rel {r:.1e})"); sys.exit(r > 1e-5)' \
     "$(loss "$WORK/run_ok/metrics.jsonl" 0)" "$(loss "$WORK/llama/a.jsonl" 5)" || fail "autohet run --init-from: another loss"
 
-# LLaMA 3.1's rope_scaling goes out in config.json and back in; a plan without it refuses the
-# directory naming the field.
+# LLaMA 3.1's rope_scaling and its token ids (an eos list) go out in config.json and back in; a
+# plan without the scaling refuses the directory naming the field.
 llama_config "$WORK/scaled.config.json" tiny-llama false \
     '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}'
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(bos_token_id=250, eos_token_id=[251, 252]); json.dump(c, open(sys.argv[1], "w"))' \
+    "$WORK/scaled.config.json"
 plan_with_config "$PLANS/train-llama-single.json" "$WORK/scaled.config.json" tiny-llama-scaled "$WORK/scaled.json"
 train "$WORK/scaled.json" "$WORK/scaled.log" --data "$WORK/text.bin" --steps 3 --ckpt-every 2 --local-root "$WORK/ck_scaled"
 export_step "$WORK/ck_scaled" 2 "$WORK/scaled_x"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rope_scaling"]; sys.exit(r != {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32})' \
     "$WORK/scaled_x/config.json" || fail "the export's config.json lost rope_scaling: $(cat "$WORK/scaled_x/config.json")"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit((c.get("bos_token_id"), c.get("eos_token_id"), "pad_token_id" in c) != (250, [251, 252], False))' \
+    "$WORK/scaled_x/config.json" || fail "the export's config.json lost the token ids: $(cat "$WORK/scaled_x/config.json")"
 train "$WORK/scaled.json" "$WORK/scaled2.log" --data "$WORK/text.bin" --steps 1 --init-from "$WORK/scaled_x"
 "$AUTOHET" train --plan "$WORK/llama/a.json" --data "$WORK/text.bin" --steps 1 --init-from "$WORK/scaled_x" \
     >"$WORK/scaled3.log" 2>&1 && fail "a plan without rope_scaling took a directory with it"
 grep -q "config.json: rope_scaling.factor is 8 but the plan's model tiny-llama has 0" "$WORK/scaled3.log" \
     || fail "rope_scaling mismatch: $(cat "$WORK/scaled3.log")"
-echo "  rope_scaling: exported, read back, and a plan without it refused"
+echo "  rope_scaling and token ids: exported, read back, and a plan without the scaling refused"
 
 # 4: --resume: a committed checkpoint wins over --init-from; none: --init-from is used.
 d=$WORK/gpt2

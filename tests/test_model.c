@@ -287,6 +287,52 @@ static void test_rope_scaling(void) {
     json_decref(o);
 }
 
+/* The special token ids ride along, as given: LLaMA 3.1's eos list, a GPT-2 config's single ids,
+ * the presets' published ones; a model object round trip keeps them; they do not make two models
+ * differ; a malformed one is refused naming the field. */
+static void test_token_ids(void) {
+    const char *text = "{\"model_type\":\"llama\",\"num_hidden_layers\":2,\"hidden_size\":64,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":176,\"vocab_size\":256,"
+                       "\"bos_token_id\":200,\"eos_token_id\":[201,202,203],\"pad_token_id\":-1}";
+    json_t *j = json_loads(text, 0, NULL);
+    ah_model_t m, back;
+    ah_error_t err = {0};
+    CHECK(ah_model_from_hf_json(j, "ids.json", &m, &err) == AH_OK, "token ids: %s", err.msg);
+    CHECK(m.tokens.has_bos && m.tokens.bos == 200 && m.tokens.has_pad && m.tokens.pad == -1, "bos and pad read");
+    CHECK(m.tokens.n_eos == 3 && m.tokens.eos_list && m.tokens.eos[2] == 203, "the eos list read");
+    json_t *o = ah_model_to_json(&m);
+    CHECK(ah_model_from_json(o, "model", &back, &err) == AH_OK, "model object with ids: %s", err.msg);
+    CHECK(memcmp(&back.tokens, &m.tokens, sizeof m.tokens) == 0, "the round trip keeps the ids");
+    char *dump = json_dumps(o, JSON_COMPACT);
+    CHECK(strstr(dump, "\"eos_token_id\":[201,202,203]") && strstr(dump, "\"pad_token_id\":-1"),
+          "written as the config had them: %s", dump);
+    free(dump);
+    json_decref(o);
+    back.tokens = (ah_token_ids_t){0};
+    CHECK(ah_model_equal(&m, &back), "ids change no math: a model without them is the same model");
+    json_object_set_new(j, "eos_token_id", json_integer(7));
+    CHECK(ah_model_from_hf_json(j, "ids.json", &m, &err) == AH_OK && m.tokens.n_eos == 1 && !m.tokens.eos_list &&
+              m.tokens.eos[0] == 7,
+          "a single eos id: %s", err.msg);
+    json_object_set_new(j, "eos_token_id", json_null());
+    json_object_set_new(j, "bos_token_id", json_null());
+    CHECK(ah_model_from_hf_json(j, "ids.json", &m, &err) == AH_OK && m.tokens.n_eos == 0 && !m.tokens.has_bos,
+          "null ids are absent: %s", err.msg);
+    json_object_set_new(j, "eos_token_id", json_pack("[i, s]", 1, "2"));
+    CHECK_ERR(ah_model_from_hf_json(j, "ids.json", &m, &err), AH_ERR_INVALID, err,
+              "ids.json.eos_token_id[1]: expected an integer id, got a string");
+    json_object_set_new(j, "eos_token_id", json_integer(2));
+    json_object_set_new(j, "bos_token_id", json_string("1"));
+    CHECK_ERR(ah_model_from_hf_json(j, "ids.json", &m, &err), AH_ERR_INVALID, err, "ids.json.bos_token_id");
+    json_decref(j);
+    CHECK(ah_model_preset("llama3-8b", &m, &err) == AH_OK && m.tokens.bos == 128000 && m.tokens.eos[0] == 128001,
+          "LLaMA 3's published ids");
+    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK && m.tokens.bos == 50256 && m.tokens.eos[0] == 50256,
+          "GPT-2's published ids");
+    CHECK(ah_model_preset("tiny-llama", &m, &err) == AH_OK && !m.tokens.has_bos && m.tokens.n_eos == 0,
+          "the tiny presets have none");
+}
+
 static void test_tp_split(void) {
     ah_model_t m;
     ah_error_t err;
@@ -303,6 +349,7 @@ int main(void) {
     test_hf_refusals();
     test_sliding_window();
     test_rope_scaling();
+    test_token_ids();
     test_model_diff();
     test_tp_split();
     return ah_test_finish();

@@ -321,6 +321,10 @@ static ah_status_t write_hf(const char *out_dir, const ah_st_tensor_t *ts, int n
     if (cfg && mistral) json_object_set_new(cfg, "sliding_window", json_integer((json_int_t)model->sliding_window));
     if (cfg && model->arch == AH_ARCH_LLAMA)
         json_object_set_new(cfg, "rope_scaling", ah_rope_scaling_to_json(&model->rope_scaling));
+    if (cfg && !ah_token_ids_to_json(model, cfg)) {
+        json_decref(cfg);
+        cfg = NULL;
+    }
     ah_ckpt_join(path, sizeof path, out_dir, "config.json");
     st = cfg ? write_config(cfg, path, err) : ah_error_set(err, AH_ERR_OOM, "out of memory");
     json_decref(cfg);

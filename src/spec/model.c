@@ -15,28 +15,30 @@ typedef struct {
     int64_t L, C, H, KV, FF, V, P;
     bool tied;
     double eps, theta;
+    int64_t bos, eos; /* special token ids; -1: none (the tiny models) */
 } preset_t;
 
 /* Shapes from each model's published Hugging Face config.json (openai-community/gpt2*,
  * meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-8B) and, for GPT-3 175B, Table 2.1 of
- * Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2 vocabulary). The
- * tiny ones are ours, for tests and the CPU demo. */
+ * Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2 vocabulary), with
+ * their bos and eos token ids (GPT-3's are GPT-2's tokenizer's). The tiny ones are ours, for tests
+ * and the CPU demo. */
 static const preset_t PRESETS[] = {
-    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5, 0},
-    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5, 0},
-    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5, 0},
-    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5, 0},
-    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5, 0},
-    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5, 10000},
-    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5, 10000},
-    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5, 10000},
-    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000},
+    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5, 0, 50256, 50256},
+    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5, 0, 50256, 50256},
+    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5, 0, 50256, 50256},
+    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5, 0, 50256, 50256},
+    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5, 0, 50256, 50256},
+    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5, 10000, 1, 2},
+    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5, 10000, 1, 2},
+    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5, 10000, 1, 2},
+    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000, 128000, 128001},
     /* tiny models for tests and the CPU demo; tiny-llama-tp4 has the 4 key/value heads TP 4
      * needs (tiny-llama's 2 allow TP 2) */
-    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5, 0},
-    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000},
-    {"tiny-llama-tp4", AH_ARCH_LLAMA, 4, 64, 8, 4, 192, 256, 64, false, 1e-5, 10000},
-    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5, 0},
+    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5, 0, -1, -1},
+    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000, -1, -1},
+    {"tiny-llama-tp4", AH_ARCH_LLAMA, 4, 64, 8, 4, 192, 256, 64, false, 1e-5, 10000, -1, -1},
+    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5, 0, -1, -1},
 };
 #define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -66,6 +68,7 @@ ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {
         m->tied = p->tied;
         m->norm_eps = p->eps;
         m->rope_theta = p->theta;
+        if (p->bos >= 0) m->tokens = (ah_token_ids_t){.has_bos = true, .bos = p->bos, .n_eos = 1, .eos = {p->eos}};
         return AH_OK;
     }
     char list[1024];
@@ -249,6 +252,53 @@ static ah_status_t get_int_or_null(const json_t *cfg, const char *where, const c
     return v && !json_is_null(v) ? ah_json_get_int(cfg, where, key, true, min, max, out, err) : AH_OK;
 }
 
+/* The token ids of a config or model object (ah_token_ids_t): bos_token_id and pad_token_id an
+ * integer or null, eos_token_id an integer, a list of them or null; any other value is refused with
+ * the field named. Ids are kept as given (old LLaMA configs carry a pad_token_id of -1). */
+static ah_status_t token_ids_from_json(const json_t *obj, const char *where, ah_token_ids_t *ids, ah_error_t *err) {
+    const int64_t BIG = (int64_t)1 << 40;
+    memset(ids, 0, sizeof *ids);
+    ids->has_bos = json_object_get(obj, "bos_token_id") && !json_is_null(json_object_get(obj, "bos_token_id"));
+    ids->has_pad = json_object_get(obj, "pad_token_id") && !json_is_null(json_object_get(obj, "pad_token_id"));
+    TRY(get_int_or_null(obj, where, "bos_token_id", -BIG, BIG, &ids->bos, err));
+    TRY(get_int_or_null(obj, where, "pad_token_id", -BIG, BIG, &ids->pad, err));
+    const json_t *eos = json_object_get(obj, "eos_token_id");
+    if (!eos || json_is_null(eos)) return AH_OK;
+    if (!json_is_array(eos)) {
+        ids->n_eos = 1;
+        return ah_json_get_int(obj, where, "eos_token_id", true, -BIG, BIG, &ids->eos[0], err);
+    }
+    const size_t n = json_array_size(eos);
+    if (n < 1 || n > AH_MODEL_MAX_EOS)
+        return ah_error_set(err, AH_ERR_INVALID, "%s.eos_token_id: a list of %zu ids; autohet keeps 1 to %d", where,
+                            n, AH_MODEL_MAX_EOS);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(eos, i);
+        if (!json_is_integer(v))
+            return ah_error_set(err, AH_ERR_INVALID, "%s.eos_token_id[%zu]: expected an integer id, got %s", where,
+                                i, ah_json_type_name(v));
+        ids->eos[i] = (int64_t)json_integer_value(v);
+    }
+    ids->n_eos = (int)n;
+    ids->eos_list = true;
+    return AH_OK;
+}
+
+json_t *ah_token_ids_to_json(const ah_model_t *model, json_t *obj) {
+    const ah_token_ids_t *ids = &model->tokens;
+    bool ok = true;
+    if (ids->has_bos) ok &= json_object_set_new(obj, "bos_token_id", json_integer((json_int_t)ids->bos)) == 0;
+    if (ids->n_eos && !ids->eos_list)
+        ok &= json_object_set_new(obj, "eos_token_id", json_integer((json_int_t)ids->eos[0])) == 0;
+    if (ids->n_eos && ids->eos_list) {
+        json_t *list = json_array();
+        for (int i = 0; list && i < ids->n_eos; i++) ok &= json_array_append_new(list, json_integer((json_int_t)ids->eos[i])) == 0;
+        ok &= list && json_object_set_new(obj, "eos_token_id", list) == 0;
+    }
+    if (ids->has_pad) ok &= json_object_set_new(obj, "pad_token_id", json_integer((json_int_t)ids->pad)) == 0;
+    return ok ? obj : NULL;
+}
+
 /* A boolean config field whose value `bad` asks for what the runtime does not compute. */
 static ah_status_t refuse_bool(const json_t *cfg, const char *where, const char *key, bool bad,
                                const char *why, ah_error_t *err) {
@@ -427,6 +477,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
                             "and LLaMA configs (model_type \"llama\": num_hidden_layers, hidden_size, ...)",
                             where, type);
     }
+    TRY(token_ids_from_json(cfg, where, &m->tokens, err));
     snprintf(m->name, sizeof m->name, "%.63s", where);
     return ah_model_validate(m, where, err);
 }
@@ -458,6 +509,10 @@ struct json_t *ah_model_to_json(const ah_model_t *m) {
         json_object_set_new(o, "rope_scaling", ah_rope_scaling_to_json(&m->rope_scaling));
     if (o && m->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer((json_int_t)m->sliding_window));
+    if (o && !ah_token_ids_to_json(m, o)) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -470,7 +525,8 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
                             where, ah_json_type_name(obj));
     static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
                                        "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta",
-                                       "rope_scaling", "sliding_window", NULL};
+                                       "rope_scaling", "sliding_window", "bos_token_id",
+                                       "eos_token_id", "pad_token_id", NULL};
     TRY(ah_json_check_keys(obj, where, keys, err));
     memset(m, 0, sizeof *m);
     char arch[16];
@@ -504,5 +560,6 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
                                    &m->rope_scaling, err));
     }
     TRY(ah_json_get_int(obj, where, "sliding_window", false, 0, BIG, &m->sliding_window, err));
+    TRY(token_ids_from_json(obj, where, &m->tokens, err));
     return ah_model_validate(m, where, err);
 }

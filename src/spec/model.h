@@ -43,6 +43,21 @@ typedef struct ah_rope_scaling {
     int64_t original_max_pos; /* original_max_position_embeddings */
 } ah_rope_scaling_t;
 
+/* The config's special token ids (bos_token_id, eos_token_id, pad_token_id). They change nothing the
+ * runtime computes and are carried as given, from the config or preset to the plan's model object,
+ * the checkpoint manifest and the exported config.json, so that the exported model's generation
+ * starts and stops where its tokenizer expects (without them transformers' LlamaConfig falls back to
+ * 1 and 2, which LLaMA 3's vocabulary does not use). eos may be a list (LLaMA 3.1: 128001, 128008,
+ * 128009). */
+#define AH_MODEL_MAX_EOS 8
+typedef struct ah_token_ids {
+    bool has_bos, has_pad;
+    int64_t bos, pad;
+    int n_eos;     /* 0: no eos_token_id */
+    bool eos_list; /* eos_token_id was a list (written back as one, even of one id) */
+    int64_t eos[AH_MODEL_MAX_EOS];
+} ah_token_ids_t;
+
 typedef struct ah_model {
     char name[64];     /* preset name, or the config.json path as given */
     ah_arch_t arch;
@@ -62,6 +77,7 @@ typedef struct ah_model {
                              * max_pos, else 0 (none). The runtime computes full causal attention,
                              * which is the window's attention only for sequences within it, so a
                              * longer seq_len is refused (ah_model_context) */
+    ah_token_ids_t tokens; /* not compared by ah_model_diff: they change no math */
 } ah_model_t;
 
 /* A preset by name (see ah_model_preset_name), or a path to a HF config.json. */
@@ -73,8 +89,11 @@ ah_status_t ah_model_from_hf_config(const char *path, ah_model_t *m, ah_error_t 
  * of the config name_or_path names, as "attn_pdrop 0.1, resid_pdrop 0.1" into buf; returns how many
  * (0 for a preset or a file that does not load; LLaMA's attention_dropout is refused at load). */
 int ah_model_unapplied_dropout(const char *name_or_path, char *buf, size_t cap);
-/* Parses an already-loaded HF config object; `where` names it in messages. */
 struct json_t;
+/* Sets the token ids model->tokens holds on obj (a config.json or a model object), under
+ * Hugging Face's keys bos_token_id, eos_token_id, pad_token_id; returns obj, or NULL out of memory. */
+struct json_t *ah_token_ids_to_json(const ah_model_t *model, struct json_t *obj);
+/* Parses an already-loaded HF config object; `where` names it in messages. */
 ah_status_t ah_model_from_hf_json(const struct json_t *cfg, const char *where, ah_model_t *m,
                                   ah_error_t *err);
 
@@ -100,7 +119,8 @@ ah_status_t ah_model_check_window(const ah_model_t *m, int64_t seq_len, const ch
 /* The first field in which a and b differ, with both values as text ("rope_theta", "20000",
  * "10000"), named as a Hugging Face config.json names it (hf: num_hidden_layers or n_layer by
  * architecture, rms_norm_eps, ...) or as the plan file's model object does (n_layer, norm_eps, ...);
- * false when the models are equal. Every field of ah_model_t is compared. */
+ * false when the models are equal. Every field of ah_model_t is compared but the token ids, which
+ * change nothing the runtime computes. */
 typedef struct ah_model_diff {
     char field[64];
     char a[32], b[32];
