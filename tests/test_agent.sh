@@ -35,6 +35,21 @@ out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.b
     fail "a directory as --val-data accepted"
 echo "$out" | grep -q "^autohet run: I/O error: $WORK: is a directory, not a data file (--val-data takes" || fail "--val-data DIR: $out"
 [ ! -e "$WORK/e4" ] && [ ! -e "$WORK/e5" ] || fail "a bad --data or --val-data was planned or launched"
+# What the trainer or the launch would refuse at each start is refused here, exit 2, nothing made
+# (it was a failed job, "communication error ... rerun the same command", which failed again).
+refused() { # MESSAGE FLAGS...
+    local msg=$1
+    shift
+    out=$("$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" "$@" 2>&1)
+    local rc=$?
+    [ $rc -eq 2 ] || fail "$*: exit $rc, not 2: $out"
+    echo "$out" | grep -qF -- "$msg" || fail "$*: no \"$msg\": $out"
+}
+refused "--val-every and --val-batches need --val-data FILES" --val-every 2 --work-dir "$WORK/e6"
+refused "--cloud: cloud URL \"notaurl\" must look like s3://BUCKET/PREFIX" --cloud notaurl --work-dir "$WORK/e6"
+refused "cannot run mpirun \"$WORK/no-mpirun\": no such executable file" --mpirun "$WORK/no-mpirun" --work-dir "$WORK/e6"
+refused "--work-dir: an empty path" --work-dir ""
+[ ! -e "$WORK/e6" ] || fail "a refused run made its work directory"
 
 # ---- reference: nodeN ids (oobleck style) mapped onto the spot nodes; the removal comes after
 # the end, so this is an uninterrupted run ----
@@ -67,6 +82,29 @@ grep -q '"event":"recover".*"cause":"SIGTERM","nodes":\["slow-1"\]' "$WORK/sig/m
 grep -q '"nodes_up":\["fast-0","slow-0"\]' "$WORK/sig/metrics.jsonl" || fail "re-planned without slow-1"
 grep -q "recovery 0 (SIGTERM: slow-1)" "$WORK/sig.log" || fail "summary names the recovery: $(cat "$WORK/sig.log")"
 grep -q "state by tier: local [0-9.]* [kM]B" "$WORK/sig.log" || fail "local-first recovery: $(grep tier "$WORK/sig.log")"
+
+# ---- one agent per work directory; an agent killed outright (SIGKILL: no chance to stop its job)
+# takes its job with it, and the directory is free again ----
+(STEPS=400 run_agent "$WORK/lock") &
+for _ in $(seq 600); do
+    grep -q '"step"' "$WORK/lock/launch-0/metrics.jsonl" 2>/dev/null && break
+    sleep 0.05
+done
+holder=$(cat "$WORK/lock/.autohet-run.lock" 2>/dev/null)
+[ -n "$holder" ] && grep -q autohet "/proc/$holder/cmdline" || fail "no agent pid in $WORK/lock/.autohet-run.lock"
+refused "--work-dir $WORK/lock is in use by another autohet run (pid $holder)" --work-dir "$WORK/lock"
+kill -KILL "$holder"
+wait
+for _ in $(seq 200); do
+    pgrep -f -- "$WORK/lock/" >/dev/null || break
+    sleep 0.05
+done
+pgrep -f -- "$WORK/lock/" >/dev/null && { pkill -KILL -f -- "$WORK/lock/"; fail "the job outlived its killed agent"; }
+# the same command resumes; with --steps at the newest checkpoint it has nothing to train (quick)
+newest=$(ls -d "$WORK"/lock/local/*/step-* | sed 's/.*step-0*//' | sort -n | tail -1)
+STEPS=$newest run_agent "$WORK/lock" || { cat "$WORK/lock.log"; fail "the directory of a killed agent stayed locked"; }
+grep -q "nothing to train" "$WORK/lock.log" || fail "rerun after the kill: $(cat "$WORK/lock.log")"
+echo "lock: a second agent refused; a killed agent's job stopped with it; the directory free again"
 
 # ---- a node joins: slow-1 is down from the start (a change at time 0) and comes back 200 ms in,
 # while the 4-device job is starting (launched ~50 ms in; start-up takes > 1 s); it is taken in at

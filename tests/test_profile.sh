@@ -155,6 +155,11 @@ grep -q "does not emulate" "$TMP/out" || { cat "$TMP/out"; fail "no message for 
     || { cat "$TMP/out"; fail "--tp 1,1 accepted"; }
 "$AH" profile --model tiny-gpt2 --gpu a,a -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q -- "--gpu: a appears twice" "$TMP/out" \
     || { cat "$TMP/out"; fail "--gpu a,a accepted"; }
+# An output that cannot be written is refused before the measuring (it failed after it).
+for bad in "$TMP" "$TMP/no-such-dir/p.json" ""; do
+    "$AH" profile --model tiny-gpt2 -o "$bad" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q "^autohet profile: -o $bad: " "$TMP/out" &&
+        ! grep -q "tiny-gpt2" "$TMP/out" || { cat "$TMP/out"; fail "profile -o '$bad' accepted or measured first"; }
+done
 # Without --cluster a catalog accelerator's name would label CPU timings as that device's.
 "$AH" profile --model tiny-gpt2 --gpu A100-80G -o "$TMP/x.json" >"$TMP/out" 2>&1; [ $? = 2 ] && grep -q "without --cluster" "$TMP/out" \
     || { cat "$TMP/out"; fail "--gpu A100-80G without --cluster accepted"; }

@@ -88,6 +88,13 @@ for bad in "--step 4" "--step -1"; do
         grep -Eq "not a flag of ckpt ls|--step: expected 0 \.\. " "$WORK/ls.err" ||
         fail "ckpt ls $bad must be refused, not ignored"
 done
+# a step that is not there: the message names it, the root and the steps that are
+! "$AUTOHET" ckpt verify --local-root "$WORK/ck/n0" --step 4 2>"$WORK/ls.err" &&
+    grep -q "^autohet ckpt verify: I/O error: no committed checkpoint step 4 in --local-root $WORK/ck/n0 (committed there: local 8, local 12)$" \
+        "$WORK/ls.err" || { cat "$WORK/ls.err" >&2; fail "ckpt verify --step 4 (not kept): the message"; }
+! "$AUTOHET" ckpt verify --local-root "$WORK" 2>"$WORK/ls.err" &&
+    grep -q "^autohet ckpt verify: I/O error: no committed checkpoint step in --local-root $WORK$" "$WORK/ls.err" ||
+    { cat "$WORK/ls.err" >&2; fail "ckpt verify of a root without steps: the message"; }
 ! "$AUTOHET" ckpt verify --local-root "$WORK/ck" --s3-endpoint http://127.0.0.1:1 2>"$WORK/ls.err" &&
     grep -q -- "--s3-endpoint needs --cloud" "$WORK/ls.err" || fail "ckpt verify --s3-endpoint without --cloud"
 for plan in "$SAME" "${OTHERS[@]}"; do

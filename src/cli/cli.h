@@ -95,6 +95,11 @@ void ah_cli_profile_note(const char *verb, const char *path, const struct ah_pro
  * cli_train.c. */
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err);
 
+/* An output file FLAG names, checked before the work that fills it: false, the message printed
+ * (naming the flag), when path is empty, a directory, or in a directory that is missing or not
+ * writable. The file itself is not created. */
+bool ah_cli_check_out_path(const char *verb, const char *flag, const char *path);
+
 /* Prints "autohet VERB: <status name>: <message>" and returns the exit code for it. */
 int ah_cli_fail(const char *verb, const ah_error_t *err);
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/cloud.h"
@@ -11,6 +12,7 @@
 #include "ckpt/export_hf.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
+#include "core/str.h"
 
 typedef struct {
     const char *local_root, *cloud, *endpoint, *out;
@@ -173,11 +175,14 @@ static int verify_cloud_manifest(ah_s3_t *s3, const ah_s3_url_t *url, const ah_c
 typedef struct {
     int64_t step; /* --step, or -1: every committed step */
     int checked, failed;
+    ah_str_t others; /* the committed steps --step left out, for the message when none matched */
 } verify_ctx_t;
 
 static void verify_visit(void *ctx, const char *root, const char *tier, const ah_ckpt_step_info_t *s, int n) {
     verify_ctx_t *v = ctx;
     for (int i = 0; i < n; i++) {
+        if (s[i].committed && v->step >= 0 && s[i].step != v->step)
+            ah_str_appendf(&v->others, "%s%s %lld", v->others.len ? ", " : "", tier, (long long)s[i].step);
         if (!(s[i].committed || s[i].damaged) || (v->step >= 0 && s[i].step != v->step)) continue;
         int bad;
         ah_error_t err;
@@ -196,7 +201,8 @@ static void verify_visit(void *ctx, const char *root, const char *tier, const ah
 
 static int cmd_verify(const opts_t *o) {
     ah_error_t err;
-    verify_ctx_t v = {.step = o->step};
+    char others[512] = "";
+    verify_ctx_t v = {.step = o->step, .others = ah_str_fixed(others, sizeof others)};
     if (o->local_root && each_local_root(o, verify_visit, &v, &err) != AH_OK) return ah_cli_fail("ckpt verify", &err);
     int failed = v.failed, checked = v.checked;
     if (o->cloud) {
@@ -210,7 +216,10 @@ static int cmd_verify(const opts_t *o) {
             return ah_cli_fail("ckpt verify", &err);
         }
         for (int i = 0; i < n; i++) {
-            if (o->step >= 0 && ms[i].meta.step != o->step) continue;
+            if (o->step >= 0 && ms[i].meta.step != o->step) {
+                ah_str_appendf(&v.others, "%scloud %lld", v.others.len ? ", " : "", (long long)ms[i].meta.step);
+                continue;
+            }
             checked++;
             int bad = verify_cloud_manifest(s3, &url, &ms[i]);
             if (bad) failed++;
@@ -221,8 +230,22 @@ static int cmd_verify(const opts_t *o) {
         ah_s3_close(s3);
     }
     if (checked == 0) {
-        ah_error_set(&err, AH_ERR_IO, "no committed checkpoint step%s found to verify",
-                     o->step >= 0 ? " matching --step" : "");
+        char where[1200], step[48] = "";
+        ah_str_t w = ah_str_fixed(where, sizeof where);
+        if (o->local_root) ah_str_appendf(&w, "--local-root %s", o->local_root);
+        if (o->cloud) ah_str_appendf(&w, "%s--cloud %s", o->local_root ? " or " : "", o->cloud);
+        if (o->step >= 0) snprintf(step, sizeof step, " %lld", (long long)o->step);
+        ah_str_t e = ah_str_fixed(err.msg, sizeof err.msg);
+        ah_str_appendf(&e, "no committed checkpoint step%s in %s", step, where);
+        if (others[0]) ah_str_appendf(&e, " (committed there: %s)", others);
+        char sub[1100];
+        struct stat sb;
+        /* a run's --work-dir given for its checkpoint root */
+        if (o->local_root && snprintf(sub, sizeof sub, "%s/local", o->local_root) < (int)sizeof sub &&
+            stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+            ah_str_appendf(&e, "; if %s is an autohet run --work-dir, its checkpoints are in --local-root %s",
+                           o->local_root, sub);
+        err.code = AH_ERR_IO;
         return ah_cli_fail("ckpt verify", &err);
     }
     if (failed) {

@@ -385,6 +385,7 @@ int ah_cli_profile(int argc, char **argv) {
         fprintf(stderr, "autohet %s: %s is required (autohet %s --help)\n", VERB, !model_arg ? "--model" : "-o", VERB);
         return 2;
     }
+    if (!tp_group && !ah_cli_check_out_path(VERB, "-o", out_path)) return 2; /* before minutes of measuring */
     static measuring_t m;
     m.cluster_arg = cluster_arg;
     if (!parse_list("--tp", tp_arg, 1024, m.tps, &m.n_tp) ||

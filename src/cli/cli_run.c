@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckpt/import_hf.h"
+#include "ckpt/s3.h"
 #include "cli/cli.h"
 #include "cost/profile.h"
 #include "elastic/agent.h"
@@ -156,6 +157,48 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
     if (o->cloud_only && !cloud) {
         fprintf(stderr, "autohet run: --recovery cloud-only needs a cloud tier: add --cloud s3://BUCKET/PREFIX "
                         "(and --s3-endpoint URL for a non-AWS store)\n");
+        return 2;
+    }
+    ah_s3_url_t url;
+    ah_error_t err = {0};
+    if (cloud && ah_s3_url_parse(cloud, &url, &err) != AH_OK) {
+        fprintf(stderr, "autohet run: --cloud: %s\n", err.msg);
+        return 2;
+    }
+    return 0;
+}
+
+/* Whether `prog` (a path, or a name looked up in PATH as execvp does) names a program this process
+ * may run. */
+static bool can_run(const char *prog) {
+    if (!prog[0]) return false;
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    char dir[PATH_MAX];
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        const size_t n = strcspn(p, ":");
+        if (snprintf(dir, sizeof dir, "%.*s/%s", (int)n, n ? p : ".", prog) < (int)sizeof dir &&
+            access(dir, X_OK) == 0)
+            return true;
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
+/* What the trainer would refuse at each launch's start, and what the agent itself runs: refused
+ * here, before any plan or launch (a failed launch reads as a failed job, and a rerun of the same
+ * command would fail the same way). Returns an exit code, 0 when fine. */
+static int check_launch(const ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const char *val_data) {
+    if (!val_data && (ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches"))) {
+        fprintf(stderr, "autohet run: --val-every and --val-batches need --val-data FILES (held-out shards)\n");
+        return 2;
+    }
+    /* every launcher starts mpirun from this process (slurm's inside the allocation it runs in) */
+    if (!can_run(o->mpirun)) {
+        fprintf(stderr, "autohet run: cannot run mpirun \"%s\": %s\n", o->mpirun,
+                ah_cli_flag_seen(flags, n_flags, "--mpirun")
+                    ? "no such executable file (--mpirun takes a path, or a name found in PATH)"
+                    : "not found in PATH: install Open MPI (scripts/setup.sh) or give --mpirun PATH");
         return 2;
     }
     return 0;
@@ -309,6 +352,7 @@ int ah_cli_run(int argc, char **argv) {
     o.work_dir = work;
     const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
                                    .seed = (uint64_t)seed};
+    if ((rc = check_launch(&o, flags, n_flags, val_data)) != 0) return rc;
     if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
     ah_profile_t *profile = NULL;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -168,6 +170,27 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
 int ah_cli_fail(const char *verb, const ah_error_t *err) {
     fprintf(stderr, "autohet %s: %s: %s\n", verb, ah_status_name(err->code), err->msg);
     return ah_status_exit_code(err->code);
+}
+
+bool ah_cli_check_out_path(const char *verb, const char *flag, const char *path) {
+    struct stat sb;
+    const char *why = NULL;
+    char dir[4096];
+    if (!path[0]) why = "an empty path";
+    else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) why = "is a directory";
+    else if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) why = "path too long";
+    else {
+        char *slash = strrchr(dir, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = 0;
+        else *slash = 0;
+        if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "autohet %s: %s %s: cannot write in %s: %s\n", verb, flag, path, dir, strerror(errno));
+            return false;
+        }
+    }
+    if (why) fprintf(stderr, "autohet %s: %s %s: %s\n", verb, flag, path, why);
+    return !why;
 }
 
 bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name) {

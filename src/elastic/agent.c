@@ -4,13 +4,16 @@
 #include "elastic/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ckpt/ckpt.h"
 #include "core/fs.h"
@@ -352,6 +355,13 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
                                 "norm, its \"nonfinite\" event above): a rerun resumes from the last good checkpoint "
                                 "in %s and would diverge again; lower --lr, lengthen --warmup or allow skips with "
                                 "--skip-nonfinite N", (long long)a->diverged_at, a->local_root);
+        if (f->status == 127) /* ah_launch_spawn: the exec failed, the child said why */
+            return ah_error_set(err, AH_ERR_IO, "could not start the training job (exit status 127: the program "
+                                "was not found or not executable; its message is above)");
+        if (f->status == 2) /* autohet train's exit status for a usage error (ah_status_exit_code) */
+            return ah_error_set(err, AH_ERR_USAGE, "the trainer refused its flags (exit status 2; its message is "
+                                "above): the same command would fail the same way; fix the flags of autohet run "
+                                "(with autohet run, the trainer's --local-root is %s)", a->local_root);
         return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
                             "checkpoint in %s", f->status, a->local_root);
@@ -585,16 +595,44 @@ static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
     return ah_launcher_by_name(o->launcher, &lo, &so, &a->launcher, err);
 }
 
+/* One agent per work directory: an exclusive flock on WORK/.autohet-run.lock, held until the agent
+ * returns (two agents on one directory would train into the same checkpoints and metrics; the
+ * kernel drops the lock when the holder dies, however it dies). The file holds the holder's pid,
+ * named when a second agent is refused. */
+static ah_status_t lock_work(agent_t *a, ah_error_t *err) {
+    char path[600], pid[32] = "";
+    snprintf(path, sizeof path, "%s/.autohet-run.lock", a->work);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ah_error_set(err, AH_ERR_IO, "%s: cannot create the work directory's lock: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        const ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : 0;
+        pid[n > 0 ? strcspn(pid, "\n") : 0] = 0;
+        close(fd);
+        if (e != EWOULDBLOCK) return ah_error_set(err, AH_ERR_IO, "%s: cannot lock: %s", path, strerror(e));
+        return ah_error_set(err, AH_ERR_USAGE, "--work-dir %s is in use by another autohet run%s%s%s: wait for it to "
+                            "end, or give another --work-dir", a->work, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+    }
+    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the pid only helps the message */
+    }
+    a->lock_fd = fd;
+    return AH_OK;
+}
+
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
     memset(res, 0, sizeof *res);
     res->history_ok = true;
-    agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1};
+    agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1, .lock_fd = -1};
     a.t0 = ah_now_s();
     ah_status_t s = AH_OK;
     if (!o->model || !o->cluster || !o->data || !o->work_dir || !o->autohet)
         return ah_error_set(err, AH_ERR_USAGE, "--model, --cluster and --data are required (autohet run --help)");
     if (o->steps < 1 || o->ckpt_every < 1 || !(o->grace_s >= 0))
         return ah_error_set(err, AH_ERR_USAGE, "--steps and --ckpt-every must be >= 1 and --grace-s >= 0");
+    if (!o->work_dir[0] || (o->metrics && !o->metrics[0]) || (o->events && !o->events[0]))
+        return ah_error_set(err, AH_ERR_USAGE, "%s: an empty path",
+                            !o->work_dir[0] ? "--work-dir" : o->metrics && !o->metrics[0] ? "--metrics" : "--events");
     snprintf(a.work, sizeof a.work, "%s", o->work_dir);
     if (o->local_root) snprintf(a.local_root, sizeof a.local_root, "%s", o->local_root);
     else snprintf(a.local_root, sizeof a.local_root, "%s/local", o->work_dir);
@@ -623,6 +661,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     }
     /* with per-host disks (ssh), the disks are the hosts'; here only the work directory */
     if ((s = ah_fs_mkdirs(o->local_root ? a.work : a.local_root, err)) != AH_OK) goto done;
+    if ((s = lock_work(&a, err)) != AH_OK) goto done;
     /* appended: a rerun of the same command resumes, and the earlier run's record stays before it */
     if (!(a.metrics = fopen(res->metrics_path, "a"))) {
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
@@ -634,6 +673,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
 done:
     ah_launcher_free(&a.launcher);
     if (a.metrics) fclose(a.metrics);
+    if (a.lock_fd >= 0) close(a.lock_fd);
     json_decref(a.trainer_recover);
     if (a.have_cur) ah_plan_result_free(&a.cur);
     ah_agent_events_free(&a.ev);

@@ -31,6 +31,7 @@ typedef struct agent {
     int next_ev;
     double t0;
     char work[512], local_root[600];
+    int lock_fd; /* WORK/.autohet-run.lock, flock'ed while the agent runs (-1: not held) */
     FILE *metrics;
     ah_launcher_t launcher;
     bool running;          /* a job was started and has not been seen to end */

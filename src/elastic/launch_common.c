@@ -4,8 +4,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
@@ -34,6 +37,7 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
 }
 
 ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err) {
+    const pid_t parent = getpid();
     const pid_t child = fork();
     if (child < 0) {
         ah_status_t s = ah_error_set(err, AH_ERR_IO, "cannot start %s: fork: %s", argv[0], strerror(errno));
@@ -43,13 +47,21 @@ ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err) {
     if (child == 0) {
         /* Own process group: a terminal's Ctrl-C reaches the agent only, which then stops the job. */
         setpgid(0, 0);
+        /* An agent killed outright (SIGKILL, OOM) cannot stop its job: the kernel sends the job
+         * SIGTERM, which mpirun passes to its ranks, so no orphan keeps writing checkpoints into
+         * the work directory a new agent takes over. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(1); /* the agent died before prctl */
         const int fd = open("/dev/null", O_RDONLY);
         if (fd >= 0) {
             dup2(fd, STDIN_FILENO);
             close(fd);
         }
         execvp(argv[0], argv);
-        /* Only the child reaches this: the parent sees exit status 127 and says what to check. */
+        /* Only the child reaches this: it says why, the parent sees exit status 127. */
+        char msg[600];
+        const int n = snprintf(msg, sizeof msg, "autohet run: cannot run %.400s: %s\n", argv[0], strerror(errno));
+        if (n > 0 && write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1) < 0) _exit(127);
         _exit(127);
     }
     free(argv);

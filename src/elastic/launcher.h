@@ -118,8 +118,9 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
                           void *fn_ctx);
 
 /* For the launchers: starts argv (malloc'ed, NULL-terminated; freed here, its strings borrowed)
- * as the leader of its own process group with stdin from /dev/null; *pid gets it. An exec that
- * fails exits 127 in the child (launch_common.c). */
+ * as the leader of its own process group with stdin from /dev/null; *pid gets it. The child gets
+ * SIGTERM if this process dies (PR_SET_PDEATHSIG). An exec that fails says why on stderr and exits
+ * 127 in the child (launch_common.c). */
 ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err);
 
 /* The single-machine launcher (launch_local.c). */
