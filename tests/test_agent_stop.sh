@@ -48,6 +48,14 @@ assert abs(said - cal) <= 6e-5, (said, cal)
 assert abs(cal - roof) > 1e-3 * roof, (cal, roof)
 print(f"run --profile: predicted {said:.4f} s/iteration = evaluate --profile {cal:.4f} (roofline {roof:.4f})")
 PY
+# a profile without entries for the cluster's types (measured as type "cpu") is said at the plan and in
+# the summary, not claimed as the calibration
+"$AUTOHET" profile --model tiny-gpt2 --micro-batch 1 --seq-len $SEQ --steps 1 --rounds 1 -o "$WORK/p-cpu.json" \
+    >"$WORK/p-cpu.log" 2>&1 || { cat "$WORK/p-cpu.log"; fail "autohet profile (type cpu)"; }
+run_agent "$WORK/cal2" --mpirun /bin/false --profile "$WORK/p-cpu.json"
+grep -q "note: the profile has no entry for cpu-fast, cpu-slow at this plan's TP [0-9]*, micro-batch [0-9]*, seq-len $SEQ, fp32: the roofline times them" \
+    "$WORK/cal2.log" && grep -q "^predicted: the cost model calibrated by the profile $WORK/p-cpu.json, except the types it has no entry for .*(launch 0: cpu-fast, cpu-slow)" \
+    "$WORK/cal2.log" || fail "a profile of other types: $(cat "$WORK/cal2.log")"
 
 # interrupt_at DIR STEP N [flags]: autohet run in the background, N SIGINTs once its metrics show
 # step STEP; sets rc to its exit status.

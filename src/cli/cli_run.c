@@ -12,6 +12,7 @@
 #include "ckpt/import_hf.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
+#include "core/str.h"
 #include "cost/profile.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
@@ -53,7 +54,15 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                    (long long)L->first_step, (long long)L->end_step - 1);
         printf("\n  plan %s\n", L->plan_desc);
     }
-    if (r->n_launches > 0 && profile)
+    char roofline[512] = "";
+    ah_str_t rf = ah_str_fixed(roofline, sizeof roofline);
+    for (int k = 0; k < r->n_launches; k++)
+        if (r->launches[k].roofline_types[0])
+            ah_str_appendf(&rf, "%slaunch %d: %s", rf.len ? "; " : "", k, r->launches[k].roofline_types);
+    if (r->n_launches > 0 && profile && roofline[0])
+        printf("predicted: the cost model calibrated by the profile %s, except the types it has no entry for at the "
+               "plan's settings, timed by the uncalibrated roofline (%s)\n", profile, roofline);
+    else if (r->n_launches > 0 && profile)
         printf("predicted: the cost model calibrated by the profile %s\n", profile);
     else if (r->n_launches > 0)
         printf("predicted: the uncalibrated roofline (peak FLOP/s and bandwidth of the cluster file), not this "

@@ -25,6 +25,7 @@
 #include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
 #include "elastic/launcher.h"
+#include "plan/evaluate.h"
 #include "runtime/protocol.h"
 
 void ah_agent_opts_default(ah_agent_opts_t *o) {
@@ -96,6 +97,12 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;
+    if (a->o->planner.profile &&
+        ah_profile_missing_types(a->o->planner.profile, &a->cur.plan, L->roofline_types, sizeof L->roofline_types) > 0)
+        say(a, "note: the profile has no entry for %s at this plan's TP %d, micro-batch %lld, seq-len %lld, %s: the "
+            "roofline times %s", L->roofline_types, a->cur.plan.tp, (long long)a->cur.plan.train.micro_batch,
+            (long long)a->cur.plan.train.seq_len, ah_precision_name(a->cur.plan.train.precision),
+            strchr(L->roofline_types, ',') ? "them" : "it");
     ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
     if (s != AH_OK) return s;
 

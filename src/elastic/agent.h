@@ -109,6 +109,8 @@ typedef struct ah_agent_launch {
     char plan_desc[512];     /* "4 pipelines on fast-0:0 fast-0:1 ...: tp 1, mb 1 ..." */
     int devices;
     double predicted_s;      /* plan's predicted iteration time */
+    char roofline_types[256]; /* with --profile: the plan's GPU types it has no entry for at the plan's
+                                 settings, timed by the roofline ("" when it covers them all) */
     int64_t first_step;      /* first step index trained (-1: none finished) */
     int64_t end_step;        /* one past the last step finished */
     double step_s_sum;       /* measured step seconds, summed */
