@@ -85,8 +85,19 @@ static void test_readers(void) {
     /* errors name the file and line (column for JSON) */
     char want[128];
     p = write_tmp("0,add,node1\n5,kill,node2\n");
-    snprintf(want, sizeof want, "%s:2: expected `time,add|remove", p);
+    snprintf(want, sizeof want, "%s:2: action \"kill\" in \"5,kill,node2\": expected add or remove", p);
     CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("0,add,node1\n5,node2\n"); /* the whole row quoted, not its first field */
+    snprintf(want, sizeof want, "%s:2: expected `time,add|remove,NODE_ID` (an Oobleck event trace), got \"5,node2\"", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("1500,Remove,node1\n"); /* a first row of three fields is an event trace's */
+    snprintf(want, sizeof want, "%s:1: action \"Remove\" in \"1500,Remove,node1\": expected add or remove", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    p = write_tmp("0,1\n5,2,3\n");
+    snprintf(want, sizeof want, "%s:2: expected `time,count` (a Bamboo count trace), got \"5,2,3\"", p);
+    CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);
+    CHECK_ERR(ah_trace_load("/tmp", AH_UNIT_AUTO, &t, &err), AH_ERR_IO, err,
+              "/tmp: cannot read the trace: is a directory, not a trace file");
     p = write_tmp("0,1\n\n10,-2\n");
     snprintf(want, sizeof want, "%s:3: count \"-2\"", p);
     CHECK_ERR(ah_trace_load(p, AH_UNIT_AUTO, &t, &err), AH_ERR_PARSE, err, want);

@@ -77,7 +77,7 @@ has "$W/u.txt" "unit s (given)" "unit=s given"
 printf '0,add,node1\n5,kill,node2\n' >"$W/bad.csv"
 "$AH" simulate "${COMMON[@]}" --trace "H20=$W/bad.csv" >"$W/e1.txt" 2>&1
 [ $? -ne 0 ] && pass "bad trace fails" || fail "bad trace fails"
-has "$W/e1.txt" "$W/bad.csv:2: expected \`time,add|remove,NODE_ID\`" "bad row named by file:line"
+has "$W/e1.txt" "$W/bad.csv:2: action \"kill\" in \"5,kill,node2\": expected add or remove" "bad row named by file:line"
 "$AH" simulate "${COMMON[@]}" --trace "V100-16G=$T/one-preempt-s.csv" >"$W/e2.txt" 2>&1
 [ $? -ne 0 ] && pass "unknown pool fails" || fail "unknown pool: exit code 0"
 has "$W/e2.txt" "spot pools there are: A100-80G@" "unknown pool lists the pools"

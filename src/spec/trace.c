@@ -59,12 +59,13 @@ static ah_status_t read_all(const char *path, char **out, size_t *len, ah_error_
         buf = nb;
         cap *= 2;
     }
-    bool bad = ferror(f);
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     if (!buf) return ah_error_set(err, AH_ERR_INTERNAL, "%s: out of host memory reading the trace", path);
-    if (bad) {
+    if (read_errno) {
         free(buf);
-        return ah_error_set(err, AH_ERR_IO, "%s: read error", path);
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot read the trace: %s", path,
+                            read_errno == EISDIR ? "is a directory, not a trace file" : strerror(read_errno));
     }
     buf[n] = 0;
     *out = buf;
@@ -90,7 +91,8 @@ static bool parse_num(const char *s, double *out) {
 }
 
 typedef struct {
-    char *text;
+    char whole[160]; /* the row as written, for messages (cut at 159 characters); fields[] point
+                      * into the line itself, split in place */
     int line;       /* 1-based line of the current row */
     char *fields[4];
     int n_fields;
@@ -109,7 +111,7 @@ static bool next_row(char **cursor, int *line, csv_row_t *row) {
         *cursor = next;
         char *t = trim(s);
         if (!*t || *t == '#') continue;
-        row->text = t;
+        snprintf(row->whole, sizeof row->whole, "%s", t);
         row->line = *line;
         row->n_fields = 0;
         for (char *p = t; row->n_fields < 4;) {
@@ -147,11 +149,14 @@ static ah_status_t load_events(char *text, ah_trace_t *t, ah_error_t *err) {
     csv_row_t r;
     double prev = -INFINITY, scale = unit_seconds(t->unit);
     while (next_row(&text, &line, &r)) {
-        if (!is_event_row(&r))
+        if (r.n_fields != 3)
             return ah_error_set(err, AH_ERR_PARSE,
                                 "%s:%d: expected `time,add|remove,NODE_ID` (an Oobleck event trace), "
                                 "got \"%s\"; fix the row or check that the file is an event trace",
-                                t->path, r.line, r.text);
+                                t->path, r.line, r.whole);
+        if (!is_event_row(&r))
+            return ah_error_set(err, AH_ERR_PARSE, "%s:%d: action \"%s\" in \"%s\": expected add or remove",
+                                t->path, r.line, r.fields[1], r.whole);
         double v;
         if (!parse_num(r.fields[0], &v) || v < 0)
             return ah_error_set(err, AH_ERR_PARSE, "%s:%d: time \"%s\" is not a number >= 0", t->path,
@@ -199,7 +204,7 @@ static ah_status_t load_counts(char *text, ah_trace_t *t, ah_error_t *err) {
         if (r.n_fields != 2)
             st = ah_error_set(err, AH_ERR_PARSE,
                               "%s:%d: expected `time,count` (a Bamboo count trace), got \"%s\"", t->path,
-                              r.line, r.text);
+                              r.line, r.whole);
         else if (!parse_num(r.fields[0], &v) || v < 0)
             st = ah_error_set(err, AH_ERR_PARSE, "%s:%d: time \"%s\" is not a number >= 0", t->path, r.line,
                               r.fields[0]);
@@ -305,11 +310,12 @@ ah_status_t ah_trace_load(const char *path, ah_time_unit_t unit, ah_trace_t *t, 
         t->format = "skypilot JSON";
         st = load_skypilot(path, t, err);
     } else {
-        /* The kind follows from the first row. */
+        /* The kind follows from the first row: three fields, an event trace (whose loader names
+         * what is wrong in it), else counts. */
         char *probe = strdup(text), *cur = probe;
         int line = 0;
         csv_row_t r;
-        bool events = probe && next_row(&cur, &line, &r) && is_event_row(&r);
+        bool events = probe && next_row(&cur, &line, &r) && r.n_fields == 3;
         free(probe);
         if (events) {
             t->kind = AH_TRACE_EVENTS;
