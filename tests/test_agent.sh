@@ -106,6 +106,14 @@ STEPS=$newest run_agent "$WORK/lock" || { cat "$WORK/lock.log"; fail "the direct
 grep -q "nothing to train" "$WORK/lock.log" || fail "rerun after the kill: $(cat "$WORK/lock.log")"
 echo "lock: a second agent refused; a killed agent's job stopped with it; the directory free again"
 
+# ---- no node up at the start, one added 300 ms in by the events file: the first plan waits for it,
+# as a re-plan does (it failed at once: "no node of the cluster is up") ----
+printf '0,remove,fast-0\n0,remove,slow-0\n0,remove,slow-1\n300,add,fast-0\n' >"$WORK/late.csv"
+STEPS=2 run_agent "$WORK/late" --events "$WORK/late.csv" || { cat "$WORK/late.log"; fail "a run whose first node comes late"; }
+grep -q "fast-0 is down at the start" "$WORK/late.log" && grep -q "waiting for a node to join" "$WORK/late.log" &&
+    grep -q "no sample lost" "$WORK/late.log" || fail "first plan waits: $(cat "$WORK/late.log")"
+echo "late first node: the first plan waited for it"
+
 # ---- a node joins: slow-1 is down from the start (a change at time 0) and comes back 200 ms in,
 # while the 4-device job is starting (launched ~50 ms in; start-up takes > 1 s); it is taken in at
 # the first checkpoint because the 6-device plan is faster

@@ -297,7 +297,8 @@ static void apply_events(agent_t *a) {
             say(a, "preemption of %s (from the events file)", name);
             begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
         } else {
-            say(a, "%s left; the running plan does not use it", name);
+            if (a->running) say(a, "%s left; the running plan does not use it", name);
+            else say(a, "%s is down%s", name, a->have_cur ? " (between two launches)" : " at the start");
             ah_agent_drop_disk(a, e->node);
         }
     }
@@ -478,21 +479,26 @@ static void sleep_s(double s) {
 }
 
 static ah_status_t interrupted_between_jobs(const agent_t *a, ah_error_t *err) {
+    if (!a->have_cur)
+        return ah_error_set(err, AH_ERR_INTERRUPTED, "interrupted while waiting for a node to join, before the first "
+                            "launch");
     return ah_error_set(err, AH_ERR_INTERRUPTED, "interrupted between two launches (no job was running); run the "
                         "same autohet run command again to resume from the last checkpoint in %s", a->local_root);
 }
 
-/* Re-plans and relaunches after a stop; with no feasible plan, waits for nodes to join. */
-static ah_status_t relaunch(agent_t *a, ah_error_t *err) {
+/* Plans and launches (why: "plan", the first; "re-plan", after a stop); with no feasible plan and
+ * a node the events file adds later, waits for it and plans again. A failure is prefixed with
+ * fail_prefix (NULL: none). */
+static ah_status_t launch_when_feasible(agent_t *a, const char *why, const char *fail_prefix, ah_error_t *err) {
     for (;;) {
         if (a->o->interrupt && *a->o->interrupt) return interrupted_between_jobs(a, err);
         apply_events(a);
         ah_error_t e;
-        const ah_status_t s = plan_and_launch(a, "re-plan", &e);
+        const ah_status_t s = plan_and_launch(a, why, &e);
         if (s == AH_OK) return AH_OK;
         if (s != AH_ERR_INFEASIBLE || !events_left_add(a)) {
             *err = e;
-            return ah_error_prefix(err, "re-planning after the preemption");
+            return fail_prefix ? ah_error_prefix(err, fail_prefix) : s;
         }
         say(a, "no plan fits the nodes that are up (%s); waiting for a node to join", e.msg);
         while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s > since_start(a)) {
@@ -562,7 +568,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         bool finished;
         ah_status_t s = after_exit(a, status, &finished, err);
         if (s != AH_OK || finished) return s;
-        if ((s = relaunch(a, err)) != AH_OK) return s;
+        if ((s = launch_when_feasible(a, "re-plan", "re-planning after the preemption", err)) != AH_OK) return s;
     }
 }
 
@@ -674,8 +680,8 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
         goto done;
     }
-    apply_events(&a); /* changes at time 0 are the starting state */
-    if ((s = plan_and_launch(&a, "plan", err)) == AH_OK) s = watch(&a, err);
+    /* changes at time 0 are the starting state; with no node up yet, the first plan waits for one */
+    if ((s = launch_when_feasible(&a, "plan", NULL, err)) == AH_OK) s = watch(&a, err);
     finish_run(&a, s);
 done:
     ah_launcher_free(&a.launcher);
