@@ -104,6 +104,9 @@ pgrep -f -- "$WORK/lock/" >/dev/null && { pkill -KILL -f -- "$WORK/lock/"; fail 
 newest=$(ls -d "$WORK"/lock/local/*/step-* | sed 's/.*step-0*//' | sort -n | tail -1)
 STEPS=$newest run_agent "$WORK/lock" || { cat "$WORK/lock.log"; fail "the directory of a killed agent stayed locked"; }
 grep -q "nothing to train" "$WORK/lock.log" || fail "rerun after the kill: $(cat "$WORK/lock.log")"
+# the work directory given to ckpt for a checkpoint root: pointed at WORK/local
+"$AUTOHET" ckpt ls --local-root "$WORK/lock" 2>&1 | grep -q "note: if $WORK/lock is an autohet run --work-dir, its checkpoints are in --local-root $WORK/lock/local" ||
+    fail "ckpt ls of a work directory: no pointer to its local/"
 echo "lock: a second agent refused; a killed agent's job stopped with it; the directory free again"
 
 # ---- no node up at the start, one added 300 ms in by the events file: the first plan waits for it,

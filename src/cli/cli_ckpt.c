@@ -102,6 +102,17 @@ static void ls_visit(void *rows, const char *root, const char *tier, const ah_ck
     for (int i = 0; i < n; i++) add_row(rows, tier, &s[i]);
 }
 
+/* A run's --work-dir given for its checkpoint root (its steps are under WORK/local): says so on
+ * stderr. */
+static void work_dir_hint(const char *verb, const char *root) {
+    char sub[1100];
+    struct stat sb;
+    if (root && snprintf(sub, sizeof sub, "%s/local", root) < (int)sizeof sub && stat(sub, &sb) == 0 &&
+        S_ISDIR(sb.st_mode))
+        fprintf(stderr, "autohet %s: note: if %s is an autohet run --work-dir, its checkpoints are in --local-root %s\n",
+                verb, root, sub);
+}
+
 static int cmd_ls(const opts_t *o) {
     ah_error_t err;
     json_t *rows = json_array();
@@ -135,6 +146,7 @@ static int cmd_ls(const opts_t *o) {
         print_table(rows);
         if (json_array_size(rows) == 0) printf("(no checkpoint steps)\n");
     }
+    if (json_array_size(rows) == 0) work_dir_hint("ckpt ls", o->local_root);
     json_decref(rows);
     return 0;
 }
@@ -238,15 +250,10 @@ static int cmd_verify(const opts_t *o) {
         ah_str_t e = ah_str_fixed(err.msg, sizeof err.msg);
         ah_str_appendf(&e, "no committed checkpoint step%s in %s", step, where);
         if (others[0]) ah_str_appendf(&e, " (committed there: %s)", others);
-        char sub[1100];
-        struct stat sb;
-        /* a run's --work-dir given for its checkpoint root */
-        if (o->local_root && snprintf(sub, sizeof sub, "%s/local", o->local_root) < (int)sizeof sub &&
-            stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-            ah_str_appendf(&e, "; if %s is an autohet run --work-dir, its checkpoints are in --local-root %s",
-                           o->local_root, sub);
         err.code = AH_ERR_IO;
-        return ah_cli_fail("ckpt verify", &err);
+        const int rc = ah_cli_fail("ckpt verify", &err);
+        work_dir_hint("ckpt verify", o->local_root);
+        return rc;
     }
     if (failed) {
         fprintf(stderr, "autohet ckpt verify: %d of %d checked steps have damaged or missing files\n", failed,
