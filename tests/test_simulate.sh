@@ -106,6 +106,19 @@ has "$W/e10.txt" "--restart-s: expected >= 0, got -1" "a negative --restart-s na
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --micro-batch 3 >"$W/e9.txt" 2>&1
 [ $? -eq 1 ] && pass "--micro-batch 3 of 64: refused (exit 1)" || fail "--micro-batch 3 of 64: exit code (want 1)"
 has "$W/e9.txt" "--global-batch 64 is not divisible by --micro-batch 3" "a micro-batch that does not divide the batch refused up front, not a stall in every policy"
+# horizons a replay cannot run: refused, not a replay that never ends (or a silent 1-second one)
+printf '0,1\n1e20,2\n' >"$W/far.csv"
+timeout 20 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/far.csv" >"$W/e11.txt" 2>&1
+[ $? -eq 2 ] && pass "a trace ending 1e20 s in: a usage error" || fail "a trace ending 1e20 s in: exit code (want 2)"
+has "$W/e11.txt" "is past the 100000 h (11 years) simulate replays; check the trace's time unit" "a far trace end refused"
+timeout 20 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --seq-len 1024 --micro-batch 4 \
+    --policy autohet --hours 1 --ckpt-every-s 1e-300 >"$W/e12.txt" 2>&1
+[ $? -eq 2 ] && pass "--ckpt-every-s 1e-300: a usage error" || fail "--ckpt-every-s 1e-300: exit code (want 2)"
+has "$W/e12.txt" "--ckpt-every-s 1e-300 over a horizon of 1 h is 3.6e+303 checkpoints" "a checkpoint interval too fine refused"
+printf '0,1\n' >"$W/point.csv"
+timeout 20 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/point.csv" >"$W/e13.txt" 2>&1
+[ $? -eq 2 ] && pass "a one-point trace without --hours: a usage error" || fail "a one-point trace: exit code (want 2)"
+has "$W/e13.txt" "nothing to replay: no --trace, or its rows are all at time 0; give --hours H" "a one-point trace refused"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -213,6 +213,8 @@ static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster
                             const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
                             const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], const char *json_path,
                             const char *svg_path, ah_error_t *err) {
+    ah_status_t st = ah_sim_check_horizon(avail, o, err);
+    if (st != AH_OK) return st;
     const double H = ah_sim_horizon_s(avail, o);
     print_setting(model, cluster, cluster_s, o, H);
     if (n_pools == 0) printf("no --trace: every node is up all the time\n");
@@ -221,7 +223,6 @@ static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster
     ah_sim_result_t results[AH_POLICY_COUNT];
     memset(results, 0, sizeof results);
     int n_res = 0;
-    ah_status_t st = AH_OK;
     for (int p = 0; p < AH_POLICY_COUNT && st == AH_OK; p++)
         if (want[p] && (st = ah_sim_run(model, avail, o, (ah_policy_t)p, &results[n_res], err)) == AH_OK) n_res++;
     if (st == AH_OK) print_results(results, n_res);

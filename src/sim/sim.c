@@ -48,6 +48,22 @@ double ah_sim_horizon_s(const ah_sim_avail_t *a, const ah_sim_opts_t *o) {
     return a->end_s > 1 ? a->end_s : 1;
 }
 
+ah_status_t ah_sim_check_horizon(const ah_sim_avail_t *a, const ah_sim_opts_t *o, ah_error_t *err) {
+    if (o->hours <= 0 && a->end_s <= 0)
+        return ah_error_set(err, AH_ERR_USAGE, "nothing to replay: no --trace, or its rows are all at time 0; give "
+                            "--hours H");
+    const double H = ah_sim_horizon_s(a, o), max_h = AH_SIM_MAX_HOURS;
+    if (H > max_h * 3600)
+        return ah_error_set(err, AH_ERR_USAGE, "a horizon of %.4g h (%s) is past the %.0f h (%.0f years) simulate "
+                            "replays; check the trace's time unit (,unit=s|h|ms) or give a shorter --hours",
+                            H / 3600, o->hours > 0 ? "--hours" : "the latest trace end", max_h, max_h / 8766);
+    if (o->ckpt_every_s > 0 && H / o->ckpt_every_s > AH_SIM_MAX_CHECKPOINTS)
+        return ah_error_set(err, AH_ERR_USAGE, "--ckpt-every-s %g over a horizon of %.4g h is %.3g checkpoints, more "
+                            "than the %.0e simulate replays; raise --ckpt-every-s", o->ckpt_every_s, H / 3600,
+                            H / o->ckpt_every_s, (double)AH_SIM_MAX_CHECKPOINTS);
+    return AH_OK;
+}
+
 /* ---- plans by availability set ---- */
 
 typedef struct {
@@ -540,6 +556,8 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
                             "--disk-gb-s %g > 0, --grace-s %g >= 0",
                             o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s);
+    ah_status_t hs = ah_sim_check_horizon(a, o, err);
+    if (hs != AH_OK) return hs;
     const double t_start = ah_now_s();
     const ah_cluster_t *c = a->cluster;
     run_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};
