@@ -102,4 +102,17 @@ printf '{"event":"plan"}\n' >"$WORK/empty.jsonl"
 expect "empty.jsonl: no step lines" "$WORK/empty.jsonl"
 expect "missing.jsonl: cannot open" "$WORK/missing.jsonl"
 expect "usage: autohet report METRICS.jsonl" --svg "$WORK/x.svg"
+printf '{"step":0,"loss":5,"tokens":8,"seconds":1,"launch":-1}\n' >"$WORK/launch.jsonl"
+expect "launch.jsonl:1: \"launch\": expected an integer 0 .. " "$WORK/launch.jsonl" --svg "$WORK/x.svg"
+printf '{"step":9223372036854775807,"tokens":8,"seconds":1}\n' >"$WORK/bigstep.jsonl"
+expect "bigstep.jsonl:1: step 9223372036854775807: more than" "$WORK/bigstep.jsonl"
+expect "$WORK: is a directory, not a metrics file" "$WORK"
+# losses whose spread is below their precision: a bounded picture (its axis loop never ended and
+# filled the disk); a stamped file with a line lacking t_s: no NaN anywhere
+printf '{"step":0,"loss":1e17,"tokens":8,"seconds":1}\n{"step":1,"loss":100000000000000016,"tokens":8,"seconds":1}\n' >"$WORK/flat.jsonl"
+timeout 20 "$AUTOHET" report "$WORK/flat.jsonl" --svg "$WORK/flat.svg" >/dev/null || fail "report of losses 1e17 apart by 16"
+[ "$(stat -c %s "$WORK/flat.svg")" -lt 100000 ] || fail "flat.svg is $(stat -c %s "$WORK/flat.svg") bytes"
+printf '{"step":0,"loss":5,"tokens":8,"seconds":1,"t_s":1}\n{"step":1,"loss":4,"tokens":8,"seconds":1}\n' >"$WORK/half.jsonl"
+"$AUTOHET" report "$WORK/half.jsonl" --svg "$WORK/half.svg" >"$WORK/half.out" || fail "report of a half-stamped file"
+grep -qi nan "$WORK/half.out" "$WORK/half.svg" && fail "NaN in a half-stamped file's report: $(cat "$WORK/half.out")"
 echo PASS

@@ -10,11 +10,13 @@
  * cause), "recover" (seconds from the notice to the first step after it), "join" (t_s),
  * "nonfinite" (step), and "plan" after step lines: a rerun of autohet run appended to its file,
  * whose launches and time go on from the earlier run's. Errors name the file and line. */
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -23,6 +25,10 @@
 #include "runtime/protocol.h"
 
 #define VERB "report"
+/* The largest launch number and step a metrics line may carry (a step count stays exact in a
+ * double, and launch numbers index the colours). */
+#define AH_REPORT_MAX_LAUNCH 1000000
+#define AH_REPORT_MAX_STEP ((int64_t)1 << 50)
 
 typedef struct {
     int64_t step;
@@ -62,8 +68,17 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
     if (!ev) {
         if (!json_is_integer(json_object_get(d, AH_PROTO_STEP)))
             return ah_error_set(err, AH_ERR_PARSE, "%s: neither a step line (integer \"step\") nor an event", where);
+        const json_t *launch = json_object_get(d, "launch"); /* autohet run's launch number; absent: 0 */
+        if (launch && (!json_is_integer(launch) || json_integer_value(launch) < 0 ||
+                       json_integer_value(launch) > AH_REPORT_MAX_LAUNCH))
+            return ah_error_set(err, AH_ERR_PARSE, "%s: \"launch\": expected an integer 0 .. %d", where,
+                                AH_REPORT_MAX_LAUNCH);
+        if (json_integer_value(json_object_get(d, AH_PROTO_STEP)) > AH_REPORT_MAX_STEP)
+            return ah_error_set(err, AH_ERR_PARSE, "%s: step %lld: more than %lld", where,
+                                (long long)json_integer_value(json_object_get(d, AH_PROTO_STEP)),
+                                (long long)AH_REPORT_MAX_STEP);
         point_t p = {.step = json_integer_value(json_object_get(d, AH_PROTO_STEP)),
-                     .launch = s->launch_base + (int)json_integer_value(json_object_get(d, "launch")),
+                     .launch = s->launch_base + (int)json_integer_value(launch),
                      .loss = ah_json_num_or_nan(d, AH_PROTO_STEP_LOSS),
                      .val_loss = ah_json_num_or_nan(d, AH_PROTO_STEP_VAL_LOSS),
                      .seconds = ah_json_num_or_nan(d, AH_PROTO_STEP_SECONDS),
@@ -83,7 +98,8 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
                                     nullable[k], ah_json_type_name(v));
         }
         if (s->n == 0) s->stamped = isfinite(p.t);
-        if (!s->stamped) p.t = (s->n ? s->pts[s->n - 1].t : 0) + p.seconds;
+        /* unstamped, or a line of a stamped file without its t_s: the previous step's end + this one */
+        if (!s->stamped || !isfinite(p.t)) p.t = (s->n ? s->pts[s->n - 1].t : 0) + p.seconds;
         if (!ah_grow(&s->pts, &s->cap, s->n + 1, sizeof *s->pts))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for the report");
         s->pts[s->n++] = p;
@@ -125,7 +141,13 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
 
 static ah_status_t read_metrics(const char *path, series_t *s, ah_error_t *err) {
     FILE *f = fopen(path, "r");
-    if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot open the metrics file", path);
+    if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot open the metrics file: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a metrics file (autohet run writes "
+                            "WORK/metrics.jsonl)", path);
+    }
     char *line = NULL;
     size_t cap = 0;
     ah_status_t st = AH_OK;
@@ -140,6 +162,7 @@ static ah_status_t read_metrics(const char *path, series_t *s, ah_error_t *err) 
         json_decref(d);
     }
     free(line);
+    if (st == AH_OK && ferror(f)) st = ah_error_set(err, AH_ERR_IO, "%s: read error: %s", path, strerror(errno));
     fclose(f);
     if (st == AH_OK && s->n == 0)
         st = ah_error_set(err, AH_ERR_INVALID, "%s: no step lines (write one with autohet train --metrics FILE or "
@@ -161,7 +184,7 @@ static void put_text(FILE *f, const char *text) {
     }
 }
 
-enum { W = 960, PL = 80, PR = 30, PH = 250, TOP1 = 60, TOP2 = 390, H = 700 };
+enum { W = 960, PL = 80, PR = 30, PH = 250, TOP1 = 60, TOP2 = 390, H = 700, AXIS_MAX_TICKS = 20 };
 static const char *const LAUNCH_COLORS[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#7f7f7f"};
 
 typedef struct {
@@ -183,13 +206,20 @@ static void axes(FILE *f, const panel_t *p, const char *xlabel, const char *ylab
     fprintf(f, "<rect x=\"%d\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n", PL, p->top,
             W - PL - PR, PH);
     const double xs = tick_step(p->x1 - p->x0), ys = tick_step(p->y1 - p->y0);
-    for (double x = ceil(p->x0 / xs) * xs; x <= p->x1 + 1e-9 * xs; x += xs)
+    /* ticks counted, not summed: at values 1e17 a step of 16 is below x's precision, x += xs never
+     * moved, and the loop filled the disk */
+    const double x_first = ceil(p->x0 / xs) * xs, y_first = ceil(p->y0 / ys) * ys;
+    for (int k = 0; k <= AXIS_MAX_TICKS && x_first + k * xs <= p->x1 + 1e-9 * xs; k++) {
+        const double x = x_first + k * xs;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#eee\"/><text x=\"%.1f\" y=\"%.0f\" "
                 "text-anchor=\"middle\">%g</text>\n", px(p, x), p->top, px(p, x), p->top + PH, px(p, x),
                 p->top + PH + 16, x);
-    for (double y = ceil(p->y0 / ys) * ys; y <= p->y1 + 1e-9 * ys; y += ys)
+    }
+    for (int k = 0; k <= AXIS_MAX_TICKS && y_first + k * ys <= p->y1 + 1e-9 * ys; k++) {
+        const double y = y_first + k * ys;
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/><text x=\"%d\" y=\"%.1f\" "
                 "text-anchor=\"end\">%g</text>\n", PL, py(p, y), W - PR, py(p, y), PL - 6, py(p, y) + 4, y);
+    }
     fprintf(f, "<text x=\"%d\" y=\"%.0f\" text-anchor=\"middle\">%s</text>\n", PL + (W - PL - PR) / 2, p->top + PH + 34,
             xlabel);
     fprintf(f, "<text transform=\"translate(%d %.0f) rotate(-90)\" text-anchor=\"middle\">%s</text>\n", 22,
@@ -205,7 +235,9 @@ static void range(const series_t *s, double (*v)(const point_t *), double *lo, d
         if (isfinite(x)) *lo = fmin(*lo, x), *hi = fmax(*hi, x);
     }
     if (!isfinite(*lo)) *lo = 0, *hi = 1;
-    const double pad = *hi > *lo ? 0.05 * (*hi - *lo) : fmax(fabs(*hi) * 0.1, 1e-3);
+    /* at least a millionth of the values' size: a span under their precision would draw nothing */
+    const double pad = fmax(*hi > *lo ? 0.05 * (*hi - *lo) : fmax(fabs(*hi) * 0.1, 1e-3),
+                            1e-6 * fmax(fabs(*lo), fabs(*hi)));
     *lo -= pad;
     *hi += pad;
 }
