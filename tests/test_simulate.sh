@@ -119,6 +119,20 @@ printf '0,1\n' >"$W/point.csv"
 timeout 20 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/point.csv" >"$W/e13.txt" 2>&1
 [ $? -eq 2 ] && pass "a one-point trace without --hours: a usage error" || fail "a one-point trace: exit code (want 2)"
 has "$W/e13.txt" "nothing to replay: no --trace, or its rows are all at time 0; give --hours H" "a one-point trace refused"
+# precision: varuna keeps the biggest type that runs bf16 (T4 has no bf16: it stalled the whole run,
+# blaming memory); a cluster where no type runs it is refused up front
+cat >"$W/t4mix.json" <<'EOF'
+{"nodes": [{"name": "t", "gpu": "T4", "count": 4, "spot": true, "usd_per_gpu_hour": 0.2},
+ {"name": "a", "gpu": "A100-80G", "count": 2, "spot": true, "usd_per_gpu_hour": 1}]}
+EOF
+"$AH" simulate --model gpt2-124m --cluster "$W/t4mix.json" --hours 1 --replan-s 1 --global-batch 8 --seq-len 512 \
+    --policy varuna >"$W/t4mix.txt" 2>&1
+awk '$1 == "varuna" && $2 + 0 > 0 { ok = 1 } END { exit !ok }' "$W/t4mix.txt" && pass "varuna trains on the type that runs bf16" ||
+    { fail "varuna on T4 + A100"; cat "$W/t4mix.txt"; }
+printf '{"nodes": [{"name": "t", "gpu": "T4", "count": 4, "spot": true, "usd_per_gpu_hour": 0.2}]}\n' >"$W/t4.json"
+"$AH" simulate --model gpt2-124m --cluster "$W/t4.json" --hours 1 --global-batch 8 --seq-len 512 >"$W/e14.txt" 2>&1
+[ $? -eq 1 ] && pass "no type runs bf16: refused" || fail "no type runs bf16: exit code (want 1)"
+has "$W/e14.txt" "no GPU type of the cluster runs bf16" "no type runs bf16: said up front"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

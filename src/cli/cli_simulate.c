@@ -316,6 +316,10 @@ int ah_cli_simulate(int argc, char **argv) {
     po.train = o.train;
     if (ah_planner_check_train(&model, &po, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
+    if (ah_planner_check_inputs(&model, &cluster, &po, &err) != AH_OK) { /* e.g. no type runs the precision */
+        ah_cluster_free(&cluster);
+        return ah_cli_fail("simulate", &err);
+    }
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);
     ah_sim_avail_t avail = {0};

@@ -310,12 +310,17 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
             }
         }
     }
+    const bool none_runs = st == AH_OK && !out->plan.pipelines && collect_groups(cluster, 1, -1, opts->train.precision, g) == 0;
     free(g);
     free(sc);
     free(scratch);
     free(split);
     free(order);
-    if (st == AH_OK && !out->plan.pipelines)
+    if (none_runs)
+        st = ah_error_set(err, AH_ERR_INFEASIBLE, "the %s baseline finds no plan: no GPU type of the cluster runs %s "
+                          "(none gives tflops.%s)", ah_baseline_name(kind), ah_precision_name(opts->train.precision),
+                          ah_precision_name(opts->train.precision));
+    else if (st == AH_OK && !out->plan.pipelines)
         st = ah_error_set(err, AH_ERR_INFEASIBLE,
                           "the %s baseline finds no plan that fits: %s",
                           ah_baseline_name(kind),

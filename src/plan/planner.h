@@ -122,6 +122,10 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
  * micro-batch against each other and the model): for callers that plan many times over changing
  * clusters (the simulator) and want a bad setting refused once, up front. AH_ERR_INVALID. */
 ah_status_t ah_planner_check_train(const ah_model_t *model, const ah_planner_opts_t *opts, ah_error_t *err);
+/* Everything ah_planner_run checks before searching: the model, the profile against it, the
+ * cluster (GPUs at all, a type that runs the precision) and the training settings. */
+ah_status_t ah_planner_check_inputs(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
+                                    ah_error_t *err);
 void ah_plan_result_free(ah_plan_result_t *r);
 
 /* --precision auto on a GPU cluster (plan/precision.c; opts->train.precision is ignored): bf16 when

@@ -137,8 +137,8 @@ void ah_planner_opts_default(ah_planner_opts_t *o) {
     o->max_auto_mb = 8;
 }
 
-static ah_status_t check_inputs(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
-                                ah_error_t *err) {
+ah_status_t ah_planner_check_inputs(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o,
+                                    ah_error_t *err) {
     ah_status_t st = ah_model_validate(m, "model", err);
     if (st == AH_OK && o->profile) st = ah_profile_check(o->profile, m, c, err);
     if (st != AH_OK) return st;
@@ -517,7 +517,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     const double t0 = ah_now_s();
-    ah_status_t st = check_inputs(model, cluster, opts, err);
+    ah_status_t st = ah_planner_check_inputs(model, cluster, opts, err);
     if (st != AH_OK) return st;
     note_left_out(cluster, opts->train.precision, out->left_out, sizeof out->left_out);
     int tps[AH_MAX_TP];

@@ -120,13 +120,15 @@ static void entry_free(entry_t *e) {
     free(e);
 }
 
-/* The nodes a policy plans on, given what is up: varuna keeps the type with the most GPUs up. */
+/* The nodes a policy plans on, given what is up: varuna keeps the type with the most GPUs up
+ * among the types that run the precision. */
 static void policy_mask(const run_t *x, char *key) {
     const ah_cluster_t *c = x->c;
     int keep_type = -1;
     if (x->pol == AH_POLICY_VARUNA) {
         int best = 0;
         for (int ty = 0; ty < c->n_types; ty++) {
+            if (!ah_gpu_runs(&c->types[ty], x->o->train.precision)) continue;
             int n = 0;
             for (int i = 0; i < c->n_nodes; i++)
                 if (x->up[i] && c->nodes[i].type == ty) n += c->nodes[i].count;
