@@ -115,8 +115,8 @@ static void print_results(const ah_sim_result_t *r, int n) {
     printf("\n%-13s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", "policy", "tokens (B)", "wall h", "GPU-h", "$",
            "$/Mtok", "recov h", "replans", "preempt", "sets", "planner s", "sim s");
     for (int i = 0; i < n; i++)
-        printf("%-13s %12.3f %7.2f %9.1f %10.0f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
-               r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd,
+        printf("%-13s %12.3f %7.2f %9.1f %10.*f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
+               r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd < 100 ? 2 : 0, r[i].usd, /* cents when small */
                r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
                r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
     for (int i = 0; i < n; i++) {
