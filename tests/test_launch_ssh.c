@@ -169,7 +169,7 @@ static void test_launch(void) {
     CHECK(l.list_steps(l.ctx, "bad", &steps, &n, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
     int bad = -1;
     CHECK(l.verify_step(l.ctx, "h1", 4, &bad, &err) != AH_OK && strstr(err.msg, "host h1: autohet ckpt verify failed") &&
-              strstr(err.msg, "no committed checkpoint step matching --step"),
+              strstr(err.msg, "no committed checkpoint step 4 in --local-root"),
           "an uncommitted step does not verify, and says why: %s", err.msg);
     CHECK(l.verify_step(l.ctx, "bad", 4, &bad, &err) != AH_OK && strstr(err.msg, "host bad"), "%s", err.msg);
     CHECK(l.drop_disk(l.ctx, "h1", &err) == AH_OK, "%s", err.msg);
