@@ -498,7 +498,7 @@ static ah_status_t launch_when_feasible(agent_t *a, const char *why, const char 
         if (s == AH_OK) return AH_OK;
         if (s != AH_ERR_INFEASIBLE || !events_left_add(a)) {
             *err = e;
-            return fail_prefix ? ah_error_prefix(err, fail_prefix) : s;
+            return fail_prefix ? ah_error_prefix(err, "%s", fail_prefix) : s;
         }
         say(a, "no plan fits the nodes that are up (%s); waiting for a node to join", e.msg);
         while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s > since_start(a)) {
