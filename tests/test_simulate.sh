@@ -107,17 +107,22 @@ has "$W/e10.txt" "--restart-s: expected >= 0, got -1" "a negative --restart-s na
 [ $? -eq 1 ] && pass "--micro-batch 3 of 64: refused (exit 1)" || fail "--micro-batch 3 of 64: exit code (want 1)"
 has "$W/e9.txt" "--global-batch 64 is not divisible by --micro-batch 3" "a micro-batch that does not divide the batch refused up front, not a stall in every policy"
 # horizons a replay cannot run: refused, not a replay that never ends (or a silent 1-second one)
+# exits WANT FILE WHAT CMD...: CMD (at most 20 s) exits WANT, its output in FILE
+exits() {
+    local want=$1 out=$2 what=$3
+    shift 3
+    timeout 20 "$@" >"$out" 2>&1
+    local rc=$?
+    [ $rc -eq "$want" ] && pass "$what: exit $want" || fail "$what: exit code $rc (want $want)"
+}
 printf '0,1\n1e20,2\n' >"$W/far.csv"
-timeout 20 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/far.csv" >"$W/e11.txt" 2>&1
-[ $? -eq 2 ] && pass "a trace ending 1e20 s in: a usage error" || fail "a trace ending 1e20 s in: exit code (want 2)"
+exits 2 "$W/e11.txt" "a trace ending 1e20 s in" "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/far.csv"
 has "$W/e11.txt" "is past the 100000 h (11 years) simulate replays; check the trace's time unit" "a far trace end refused"
-timeout 20 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --seq-len 1024 --micro-batch 4 \
-    --policy autohet --hours 1 --ckpt-every-s 1e-300 >"$W/e12.txt" 2>&1
-[ $? -eq 2 ] && pass "--ckpt-every-s 1e-300: a usage error" || fail "--ckpt-every-s 1e-300: exit code (want 2)"
+exits 2 "$W/e12.txt" "--ckpt-every-s 1e-300" "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" \
+    --global-batch 64 --seq-len 1024 --micro-batch 4 --policy autohet --hours 1 --ckpt-every-s 1e-300
 has "$W/e12.txt" "--ckpt-every-s 1e-300 over a horizon of 1 h is 3.6e+303 checkpoints" "a checkpoint interval too fine refused"
 printf '0,1\n' >"$W/point.csv"
-timeout 20 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/point.csv" >"$W/e13.txt" 2>&1
-[ $? -eq 2 ] && pass "a one-point trace without --hours: a usage error" || fail "a one-point trace: exit code (want 2)"
+exits 2 "$W/e13.txt" "a one-point trace without --hours" "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/point.csv"
 has "$W/e13.txt" "nothing to replay: no --trace, or its rows are all at time 0; give --hours H" "a one-point trace refused"
 # precision: varuna keeps the biggest type that runs bf16 (T4 has no bf16: it stalled the whole run,
 # blaming memory); a cluster where no type runs it is refused up front
@@ -130,8 +135,8 @@ EOF
 awk '$1 == "varuna" && $2 + 0 > 0 { ok = 1 } END { exit !ok }' "$W/t4mix.txt" && pass "varuna trains on the type that runs bf16" ||
     { fail "varuna on T4 + A100"; cat "$W/t4mix.txt"; }
 printf '{"nodes": [{"name": "t", "gpu": "T4", "count": 4, "spot": true, "usd_per_gpu_hour": 0.2}]}\n' >"$W/t4.json"
-"$AH" simulate --model gpt2-124m --cluster "$W/t4.json" --hours 1 --global-batch 8 --seq-len 512 >"$W/e14.txt" 2>&1
-[ $? -eq 1 ] && pass "no type runs bf16: refused" || fail "no type runs bf16: exit code (want 1)"
+exits 1 "$W/e14.txt" "no type runs bf16" "$AH" simulate --model gpt2-124m --cluster "$W/t4.json" --hours 1 \
+    --global-batch 8 --seq-len 512
 has "$W/e14.txt" "no GPU type of the cluster runs bf16" "no type runs bf16: said up front"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
