@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     float *dres = dalloc(NC, "dres"), *tmp = dalloc(NC, "tmp"), *datt = dalloc(NC, "datt");
     float *dqkv = dalloc(3 * NC, "dqkv"), *dfch = dalloc((size_t)N * F, "dfch");
     float *dfchg = dalloc((size_t)N * F, "dfchg");
-    float *scratch = dalloc(k->attention_scratch_floats(B, T, H, hd), "attention scratch");
+    float *scratch = dalloc(k->attention_scratch_floats(B, T, H, H, hd), "attention scratch");
     const ah_adamw_hparams_t hp = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                    .weight_decay = 0.0f};
     double loss = 0.0, t_start = 0.0;
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
             acts_t *x = &a[l];
             k->layernorm_fwd(x->ln1, x->m1, x->r1, x->x_in, w + c.off[LN1_W], w + c.off[LN1_B], N, C, 1e-5f);
             k->matmul_fwd(x->qkv, x->ln1, w + c.off[QKV_W], w + c.off[QKV_B], N, C, 3 * C);
-            k->attention_fwd(x->att, x->lse, x->qkv, B, T, H, H, hd);
+            k->attention_fwd(x->att, x->lse, scratch, x->qkv, B, T, H, H, hd);
             k->matmul_fwd(tmp, x->att, w + c.off[PROJ_W], w + c.off[PROJ_B], N, C, C);
             k->residual_fwd(x->x_mid, x->x_in, tmp, NC);
             k->layernorm_fwd(x->ln2, x->m2, x->r2, x->x_mid, w + c.off[LN2_W], w + c.off[LN2_B], N, C, 1e-5f);

@@ -65,7 +65,7 @@ static void mm_bwd(void *p) {
 }
 static void att_fwd(void *p) {
     ctx_t *c = p;
-    c->k->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->H, c->H, c->hd);
+    c->k->attention_fwd(c->out, c->probs, c->scratch, c->qkv, c->B, c->T, c->H, c->H, c->hd);
 }
 static void att_bwd(void *p) {
     ctx_t *c = p;
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     c.inp = buf(big), c.w = buf((size_t)4 * C * C), c.bias = buf((size_t)4 * C),
     c.out = buf(big), c.dout = buf(big), c.dinp = buf(big), c.dw = buf((size_t)4 * C * C),
     c.dbias = buf((size_t)4 * C), c.qkv = buf((size_t)N * 3 * C), c.probs = buf(big);
-    c.scratch = buf(c.k->attention_scratch_floats(B, T, H, C / H));
+    c.scratch = buf(c.k->attention_scratch_floats(B, T, H, H, C / H));
 
     const char *env = getenv("OPENBLAS_NUM_THREADS");
     printf("bench_kernels: B=%d T=%d C=%d H=%d (N=%d rows), OPENBLAS_NUM_THREADS=%s\n", B, T, C,

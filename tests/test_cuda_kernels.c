@@ -253,16 +253,16 @@ static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int
     const size_t nstate = cpu->attention_state_floats(B, T, Hl, hd);
     float *qkv = host_rand(nqkv, 1.5f), *dout = host_rand(nout, 1), *dqkv = host_rand(nqkv, 1);
     float *out = malloc(nout * sizeof *out), *state = malloc(nstate * sizeof *state);
-    float *scratch = malloc(cpu->attention_scratch_floats(B, T, Hl, hd) * sizeof *scratch);
+    float *scratch = malloc(cpu->attention_scratch_floats(B, T, Hl, KVl, hd) * sizeof *scratch);
     float *d_qkv = dev(qkv, nqkv), *d_dout = dev(dout, nout), *d_out = dev(NULL, nout);
     float *d_dqkv = dev(dqkv, nqkv);
     float *d_state = dev(NULL, gpu->attention_state_floats(B, T, Hl, hd));
-    float *d_scratch = dev(NULL, gpu->attention_scratch_floats(B, T, Hl, hd));
+    float *d_scratch = dev(NULL, gpu->attention_scratch_floats(B, T, Hl, KVl, hd));
 
     CHECK(gpu->attention_state_floats(B, T, Hl, hd) == (size_t)B * Hl * T,
           "the CUDA attention state is one float per query row");
-    cpu->attention_fwd(out, state, qkv, B, T, Hl, KVl, hd);
-    gpu->attention_fwd(d_out, d_state, d_qkv, B, T, Hl, KVl, hd);
+    cpu->attention_fwd(out, state, scratch, qkv, B, T, Hl, KVl, hd);
+    gpu->attention_fwd(d_out, d_state, d_scratch, d_qkv, B, T, Hl, KVl, hd);
     snprintf(what, sizeof what, "attention_fwd T=%d Hl=%d KVl=%d hd=%d", T, Hl, KVl, hd);
     expect_close(what, d_out, out, nout, 1e-5);
     cpu->attention_bwd(dqkv, scratch, dout, qkv, out, state, B, T, Hl, KVl, hd);
@@ -382,7 +382,7 @@ static void test_memory(void) {
 
 static void test_errors(const ah_kernels_t *gpu) {
     /* An unsupported head size is reported by ah_cuda_check, once. */
-    gpu->attention_fwd(NULL, NULL, NULL, 1, 4, 1, 1, 200);
+    gpu->attention_fwd(NULL, NULL, NULL, NULL, 1, 4, 1, 1, 200);
     CHECK_ERR(ah_cuda_check(&err), AH_ERR_INTERNAL, err, "head dimension");
     CHECK(ah_cuda_check(&err) == AH_OK, "the error is cleared after it was reported");
 }

@@ -464,12 +464,12 @@ static void test_swiglu(void) {
 
 typedef struct {
     int B, T, Hl, KVl, hd;
-    float *qkv, *out, *probs, *R;
+    float *qkv, *out, *probs, *R, *scratch;
 } att_case_t;
 
 static double att_loss(void *p) {
     att_case_t *c = p;
-    K->attention_fwd(c->out, c->probs, c->qkv, c->B, c->T, c->Hl, c->KVl, c->hd);
+    K->attention_fwd(c->out, c->probs, c->scratch, c->qkv, c->B, c->T, c->Hl, c->KVl, c->hd);
     return dot_out(c->out, c->R, (size_t)c->B * c->T * c->Hl * c->hd);
 }
 
@@ -529,7 +529,11 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
      * the backward must not read what it did not write (a NaN would reach dqkv). */
     float *probs = malloc(np * sizeof *probs);
     for (size_t i = 0; i < np; i++) probs[i] = NAN;
-    att_case_t c = {B, T, Hl, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), probs, rand_buf(nout, 1)};
+    /* the scratch too: neither pass may read what it did not write there */
+    const size_t nscratch = K->attention_scratch_floats(B, T, Hl, Hl, hd);
+    float *scratch = malloc(nscratch * sizeof *scratch);
+    for (size_t i = 0; i < nscratch; i++) scratch[i] = NAN;
+    att_case_t c = {B, T, Hl, Hl, hd, rand_buf(nqkv, 1.5f), zeros(nout), probs, rand_buf(nout, 1), scratch};
     char what[128];
     CHECK(K->attention_state_floats(B, T, Hl, hd) == np, "the CPU's attention state is the probabilities");
     double *wout = malloc(nout * sizeof *wout), *wp = malloc(np * sizeof *wp),
@@ -552,8 +556,6 @@ static void att_case_run(int B, int T, int Hl, int hd, bool with_fd) {
     free(seen);
 
     float *dqkv = rand_buf(nqkv, 1), *dqkv0 = copy_buf(dqkv, nqkv);
-    float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof(float));
-    for (size_t i = 0; i < K->attention_scratch_floats(B, T, Hl, hd); i++) scratch[i] = NAN;
     K->attention_bwd(dqkv, scratch, c.R, c.qkv, c.out, c.probs, B, T, Hl, Hl, hd);
     for (size_t i = 0; i < nqkv; i++) wd[i] += dqkv0[i];
     snprintf(what, sizeof what, "attention_bwd dqkv accumulated (B=%d T=%d Hl=%d hd=%d)", B, T,
@@ -586,16 +588,20 @@ static void gqa_case_run(int B, int T, int Hl, int KVl, int hd, bool with_fd) {
     const size_t np = K->attention_state_floats(B, T, Hl, hd);
     float *out = zeros(nout), *xout = zeros(nout), *probs = zeros(np), *xprobs = zeros(np);
     float *R = rand_buf(nout, 1);
-    float *scratch = malloc(K->attention_scratch_floats(B, T, Hl, hd) * sizeof *scratch);
+    const size_t nscratch = K->attention_scratch_floats(B, T, Hl, KVl, hd),
+                 nxscratch = K->attention_scratch_floats(B, T, Hl, Hl, hd);
+    float *scratch = malloc(nscratch * sizeof *scratch), *xscratch = malloc(nxscratch * sizeof *xscratch);
+    for (size_t i = 0; i < nscratch; i++) scratch[i] = NAN;
+    for (size_t i = 0; i < nxscratch; i++) xscratch[i] = NAN;
     char what[128];
-    K->attention_fwd(out, probs, qkv, B, T, Hl, KVl, hd);
-    K->attention_fwd(xout, xprobs, xqkv, B, T, Hl, Hl, hd);
+    K->attention_fwd(out, probs, scratch, qkv, B, T, Hl, KVl, hd);
+    K->attention_fwd(xout, xprobs, xscratch, xqkv, B, T, Hl, Hl, hd);
     snprintf(what, sizeof what, "GQA attention_fwd (Hl=%d KVl=%d) vs MHA on repeated heads", Hl, KVl);
     CHECK_REL(out, xout, nout, 1e-6, what);
 
     float *dqkv = zeros(nqkv), *dx = zeros(nx);
     K->attention_bwd(dqkv, scratch, R, qkv, out, probs, B, T, Hl, KVl, hd);
-    K->attention_bwd(dx, scratch, R, xqkv, xout, xprobs, B, T, Hl, Hl, hd);
+    K->attention_bwd(dx, xscratch, R, xqkv, xout, xprobs, B, T, Hl, Hl, hd);
     float *want = zeros(nqkv); /* the expanded gradient summed back over each group */
     for (size_t r = 0; r < rows; r++)
         for (int h = 0; h < Hl; h++)
@@ -609,10 +615,11 @@ static void gqa_case_run(int B, int T, int Hl, int KVl, int hd, bool with_fd) {
     snprintf(what, sizeof what, "GQA attention_bwd (Hl=%d KVl=%d) vs MHA summed over groups", Hl, KVl);
     CHECK_REL(dqkv, want, nqkv, 1e-6, what);
     if (with_fd) {
-        att_case_t c = {B, T, Hl, KVl, hd, qkv, out, probs, R};
+        att_case_t c = {B, T, Hl, KVl, hd, qkv, out, probs, R, scratch};
         check_fd(att_loss, &c, qkv, nqkv, dqkv, "GQA attention dqkv");
     }
     free(qkv), free(xqkv), free(out), free(xout), free(probs), free(xprobs), free(R), free(scratch);
+    free(xscratch);
     free(dqkv), free(dx), free(want);
 }
 
@@ -625,6 +632,8 @@ static void test_attention(void) {
     gqa_case_run(2, 5, 4, 2, 3, true);
     gqa_case_run(1, 70, 6, 1, 4, false);
     gqa_case_run(1, 9, 3, 1, 2, true);
+    /* groups of 4 over 2 key/value heads, T across three row blocks */
+    gqa_case_run(2, 131, 8, 2, 8, false);
 }
 
 /* ---- residual, embedding ---- */
@@ -938,7 +947,7 @@ static void block_grads_alloc(block_grads_t *g, shape_t s) {
     const size_t N = (size_t)s.B * s.T, C = s.C;
     const size_t n[] = {N * C,     N * C, N * 4 * C, N * 4 * C, N * C, N * C, N * C, N * 3 * C,
                         N * C,
-                        K->attention_scratch_floats(s.B, s.T, s.H, s.C / s.H)};
+                        K->attention_scratch_floats(s.B, s.T, s.H, s.H, s.C / s.H)};
     _Static_assert(sizeof n / sizeof *n == sizeof *g / sizeof(float *), "a size per field");
     alloc_struct_bufs((float **)g, n, sizeof n / sizeof *n);
 }
@@ -952,7 +961,9 @@ static void block_fwd(block_acts_t *a, float *const *p, const float *x, shape_t 
     const int N = s.B * s.T, C = s.C, hd = C / s.H;
     K->layernorm_fwd(a->ln1, a->mean1, a->rstd1, x, p[P_LN1_W], p[P_LN1_B], N, C, LN_EPS);
     K->matmul_fwd(a->qkv, a->ln1, p[P_QKV_W], p[P_QKV_B], N, C, 3 * C);
-    K->attention_fwd(a->atty, a->probs, a->qkv, s.B, s.T, s.H, s.H, hd);
+    float *scratch = zeros(K->attention_scratch_floats(s.B, s.T, s.H, s.H, hd));
+    K->attention_fwd(a->atty, a->probs, scratch, a->qkv, s.B, s.T, s.H, s.H, hd);
+    free(scratch);
     K->matmul_fwd(a->x2, a->atty, p[P_PROJ_W], p[P_PROJ_B], N, C, C);
     K->residual_fwd(a->x2, a->x2, x, (size_t)N * C);
     K->layernorm_fwd(a->ln2, a->mean2, a->rstd2, a->x2, p[P_LN2_W], p[P_LN2_B], N, C, LN_EPS);
@@ -1187,6 +1198,19 @@ static void torch_model(shape_t s, int V, int L, int P) {
     free(dxf), free(dres), free(dres2), free(dwte), free(dwpe), free(dlnf_w), free(dlnf_b);
 }
 
+/* The CPU's attention probabilities (kernels/kernels.h: probs[b, kh, i, hh, j], head
+ * h = kh g + hh) in torch's (B, H, T, T) order. */
+static float *probs_by_head(const float *probs, int B, int T, int H, int KV) {
+    const int g = H / KV;
+    float *p = zeros((size_t)B * H * T * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++)
+                memcpy(p + (((size_t)b * H + h) * T + i) * T,
+                       probs + ((((size_t)b * KV + h / g) * T + i) * g + h % g) * T, (size_t)T * sizeof *p);
+    return p;
+}
+
 /* LLaMA's ops in gpt2_ref.py's chain: rmsnorm -> qkv -> rope (q and k heads, in place) -> GQA
  * attention -> gate/up -> swiglu, forward and backward. */
 static void torch_llama(shape_t s) {
@@ -1205,17 +1229,19 @@ static void torch_llama(shape_t s) {
     float *gu = zeros(ngu), *out = zeros((size_t)N * F), *dgu = zeros(ngu), *dy = zeros(nc);
     float *dqkv = zeros(nq), *drms = zeros(nc), *dx = zeros(nc), *drms_w = zeros(C);
     float *dqkv_w = zeros((size_t)Q * C), *dgu_w = zeros((size_t)2 * F * C);
-    float *scratch = zeros(K->attention_scratch_floats(s.B, s.T, H, hd));
+    float *scratch = zeros(K->attention_scratch_floats(s.B, s.T, H, KV, hd));
     if (x && rms_w && qkv_w && gu_w && dout) {
         K->rmsnorm_fwd(rms, rstd, x, rms_w, N, C, LN_EPS);
         K->matmul_fwd(qkv, rms, qkv_w, NULL, N, C, Q);
         K->rope_fwd(qkv, s.B, s.T, H + KV, hd, Q, (ah_rope_t){.theta = theta});
-        K->attention_fwd(y, probs, qkv, s.B, s.T, H, KV, hd);
+        K->attention_fwd(y, probs, scratch, qkv, s.B, s.T, H, KV, hd);
         K->matmul_fwd(gu, y, gu_w, NULL, N, C, 2 * F);
         K->swiglu_fwd(out, gu, N, F);
         torch_cmp(rms, "llama_", "rms", nc);
         torch_cmp(qkv, "llama_", "roped", nq);
-        torch_cmp(probs, "llama_", "probs", np);
+        float *by_head = probs_by_head(probs, s.B, s.T, H, KV);
+        torch_cmp(by_head, "llama_", "probs", np);
+        free(by_head);
         torch_cmp(y, "llama_", "y", nc);
         torch_cmp(out, "llama_", "out", (size_t)N * F);
         K->swiglu_bwd(dgu, dout, gu, N, F);

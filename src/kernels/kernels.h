@@ -159,25 +159,28 @@ typedef void ah_kernel_gelu_bwd_fn(float *dinp,       // (n)
 
 /* out = softmax_j<=i(q_i . k_j / sqrt(hd)) @ v. `state` is what the backend keeps for the
  * backward, attention_state_floats(B, T, Hl, hd) floats owned by the caller and opaque to it:
- * the CPU keeps the probabilities probs[b,h,i,j] (B, Hl, T, T), each row written only as far
- * as its block of queries reaches (the rest is never read); the CUDA backend keeps one
- * logsumexp per query row (B, Hl, T) and never builds a T x T matrix. */
+ * the CPU keeps the probabilities, probs[b, kh, i, hh, j] for query head h = kh g + hh of the
+ * g = Hl/KVl heads reading key/value head kh ((B, Hl, T, T) when KVl = Hl), each row written only
+ * as far as its block of queries reaches (the rest is never read); the CUDA backend keeps one
+ * logsumexp per query row (B, Hl, T) and never builds a T x T matrix. scratch holds
+ * attention_scratch_floats(B, T, Hl, KVl, hd) floats, needs no initial value and is free again
+ * on return (the forward and the backward may share one). */
 typedef void ah_kernel_attention_fwd_fn(float *out,       // (B, T, Hl*hd)
                                         float *state,     // (attention_state_floats(B, T, Hl, hd))
+                                        float *scratch,   // (attention_scratch_floats(B, T, Hl, KVl, hd))
                                         const float *qkv, // (B, T, (Hl + 2*KVl)*hd)
                                         int B, int T, int Hl, int KVl, int hd);
 /* dqkv += d(out)/d(qkv)^T dout. out and state are the forward's (a backend may ignore out:
- * the CPU does). scratch holds attention_scratch_floats(B, T, Hl, hd) floats and needs no
- * initial value. */
+ * the CPU does); scratch as the forward's. */
 typedef void ah_kernel_attention_bwd_fn(float *dqkv,        // (B, T, (Hl + 2*KVl)*hd)
-                                        float *scratch,     // (attention_scratch_floats(B, T, Hl, hd))
+                                        float *scratch,     // (attention_scratch_floats(B, T, Hl, KVl, hd))
                                         const float *dout,  // (B, T, Hl*hd)
                                         const float *qkv,   // (B, T, (Hl + 2*KVl)*hd)
                                         const float *out,   // (B, T, Hl*hd)
                                         const float *state, // (attention_state_floats(B, T, Hl, hd))
                                         int B, int T, int Hl, int KVl, int hd);
 typedef size_t ah_kernel_attention_state_floats_fn(int B, int T, int Hl, int hd);
-typedef size_t ah_kernel_attention_scratch_floats_fn(int B, int T, int Hl, int hd);
+typedef size_t ah_kernel_attention_scratch_floats_fn(int B, int T, int Hl, int KVl, int hd);
 
 /* ---- residual stream ---- */
 

@@ -15,8 +15,10 @@ static const char *const ACTS[] = {"x_in", "ln1", "ln1_mean", "ln1_rstd", "qkv",
 #define W(which) ah_gpt_block_w(st, l, which)
 #define G(which) ah_gpt_block_g(st, l, which)
 
-static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *out, float *tmp, ah_error_t *err) {
+static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *out, const ah_block_work_t *w,
+                       ah_error_t *err) {
     const ah_kernels_t *k = st->k;
+    float *tmp = w->tmp;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
     const float eps = (float)st->cfg.model->norm_eps;
     const bool bias_here = st->cfg.tp_rank == 0;
@@ -24,7 +26,7 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     ah_status_t s;
     k->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(P_LN1_W), W(P_LN1_B), N, C, eps);
     k->matmul_fwd(a->qkv, a->ln1, W(P_QKV_W), W(P_QKV_B), N, C, 3 * Cl);
-    k->attention_fwd(a->atty, a->probs, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
+    k->attention_fwd(a->atty, a->probs, w->scratch, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
                      (int)st->Hl, (int)st->KVl, (int)st->hd);
     k->matmul_fwd(tmp, a->atty, W(P_PROJ_W), bias_here ? W(P_PROJ_B) : NULL, N, Cl, C);
     if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;

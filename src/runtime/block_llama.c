@@ -22,8 +22,10 @@ static ah_rope_t rope_of(const ah_model_t *m) {
 #define W(which) ah_gpt_block_w(st, l, which)
 #define G(which) ah_gpt_block_g(st, l, which)
 
-static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *out, float *tmp, ah_error_t *err) {
+static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *out, const ah_block_work_t *w,
+                       ah_error_t *err) {
     const ah_kernels_t *k = st->k;
+    float *tmp = w->tmp;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
               KVl = (int)st->KVl, hd = (int)st->hd;
@@ -34,7 +36,7 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     k->rmsnorm_fwd(a->rms1, a->rms1_rstd, a->x_in, W(P_RMS1), N, C, eps);
     k->matmul_fwd(a->qkv, a->rms1, W(P_Q), NULL, N, C, QKVl); /* q, k, v: one (QKVl, C) matrix */
     k->rope_fwd(a->qkv, B, T, Hl + KVl, hd, QKVl, rope);      /* the q and k heads */
-    k->attention_fwd(a->atty, a->probs, a->qkv, B, T, Hl, KVl, hd);
+    k->attention_fwd(a->atty, a->probs, w->scratch, a->qkv, B, T, Hl, KVl, hd);
     k->matmul_fwd(tmp, a->atty, W(P_O), NULL, N, Cl, C);
     if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
     k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);

@@ -116,8 +116,8 @@ static void carve_block(const ah_gpt_stage_t *st, float *base, ah_block_act_t *a
 }
 
 /* The workspace's temporaries (runtime/gpt_block.h's layout); the targets (N int32) of the head's
- * forward share datty's place and its softmax statistics (3N floats) dres's: the forward uses only
- * tmp. Returns the floats used. */
+ * forward share datty's place and its softmax statistics (3N floats) dres's: the blocks' forward
+ * uses only tmp and the attention scratch. Returns the floats used. */
 static int64_t carve_work(const ah_gpt_stage_t *st, ah_block_work_t *w) {
     const int64_t N = st->N;
     float *p = st->work;
@@ -129,7 +129,7 @@ static int64_t carve_work(const ah_gpt_stage_t *st, ah_block_work_t *w) {
     w->dmlp_act = p, p += N * st->Fl;
     w->scratch = p;
     p += st->k->attention_scratch_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
-                                         (int)st->Hl, (int)st->hd);
+                                         (int)st->Hl, (int)st->KVl, (int)st->hd);
     return p - st->work;
 }
 
@@ -531,7 +531,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
         float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].at[0]
                      : c->has_head   ? st->head_in[slot]
                                      : out;
-        if ((s = st->ops->fwd(st, l, block_view(st, slot, l), dst, w.tmp, err)) != AH_OK) return s;
+        if ((s = st->ops->fwd(st, l, block_view(st, slot, l), dst, &w, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 0, &t);
     if (!c->has_head) return AH_OK;
@@ -563,7 +563,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
-        if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, w.tmp, err)) != AH_OK) return s;
+        if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
         if ((s = st->ops->bwd(st, l, a, &w, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);

@@ -66,8 +66,10 @@ typedef struct ah_block_ops {
     int n_acts;
     int mlp_in_mult;             /* the MLP's first matmul has mlp_in_mult * F/t outputs */
     /* Block l's forward from a->at[0]; out (N, C) gets its output, or NULL to stop before the
-     * MLP's output projection (all a recomputing backward needs). tmp is (N, C) scratch. */
-    ah_status_t (*fwd)(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, float *tmp, ah_error_t *err);
+     * MLP's output projection (all a recomputing backward needs). It uses only w->tmp and
+     * w->scratch of the workspace. */
+    ah_status_t (*fwd)(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, const ah_block_work_t *w,
+                       ah_error_t *err);
     /* Block l's backward: w->dres holds the gradient of its output on entry, of its input on
      * exit; parameter gradients accumulate. */
     ah_status_t (*bwd)(ah_gpt_stage_t *st, int l, const ah_block_act_t *a, const ah_block_work_t *w,

@@ -253,8 +253,9 @@ static size_t dkv_smem(int hd) {
     return (size_t)(2 * KT * (hd + 1) + 2 * KT + 2 * WARPS * hd) * sizeof(float);
 }
 
-void ah_cuda_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int Hl,
-                           int KVl, int hd) {
+void ah_cuda_attention_fwd(float *out, float *lse, float *scratch, const float *qkv, int B, int T,
+                           int Hl, int KVl, int hd) {
+    (void)scratch; // the fused kernel needs none
     if (!hd_ok(hd)) return;
     const dim3 grid((T + WARPS - 1) / WARPS, B * Hl);
     flash_fwd_kernel<<<grid, 32 * WARPS, fwd_smem(hd)>>>(out, lse, qkv, T, Hl, KVl, hd,
@@ -268,8 +269,8 @@ size_t ah_cuda_attention_state_floats(int B, int T, int Hl, int hd) {
     return (size_t)B * Hl * T;
 }
 
-size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int hd) {
-    (void)hd;
+size_t ah_cuda_attention_scratch_floats(int B, int T, int Hl, int KVl, int hd) {
+    (void)KVl, (void)hd;
     return (size_t)B * Hl * T; // D
 }
 
