@@ -138,14 +138,21 @@ assert pre["saved"] and rec["step"] == pre["step"], f"a join loses no work: {pre
 EOF
 
 # ---- a trainer that fails (a token outside the vocabulary, which only the trainer reads): the
-# agent says so, shows the trainer's message and exits 1 ----
+# agent says so, labelled by the trainer's own error (failed.json; it was "communication error"
+# for every failure), shows the trainer's message and exits 1 ----
 python3 - "$WORK/vocab.bin" <<'EOF'
 import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 4096, *([0] * 253))
                               + struct.pack("<4096H", *([7] * 50 + [300] + [7] * 4045)))
 EOF
 DATA=$WORK/vocab.bin run_agent "$WORK/bad" && fail "a failing trainer reported success"
-grep -q "the training job failed (mpirun exit status" "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
+grep -q "^autohet run: invalid input: the training job stopped on rank [0-9]*'s error (.*outside the model's vocabulary" \
+    "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
+python3 - "$WORK/bad/launch-0/failed.json" <<'EOF' || fail "failed.json"
+import json, sys
+f = json.load(open(sys.argv[1]))
+assert f["class"] == "invalid" and "outside the model's vocabulary" in f["message"] and f["rank"] >= 0, f
+EOF
 grep -q "outside the model's vocabulary" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
 # ---- the trainer's flags are checked before anything is planned or launched ----
 run_agent "$WORK/badlr" --lr -1; [ $? = 2 ] || fail "run --lr -1: expected a usage error"

@@ -1,4 +1,4 @@
-/* core/: growing and fixed strings, growable arrays, mkdir -p and rm -r, FNV-1a. */
+/* core/: growing and fixed strings, growable arrays, mkdir -p and rm -r, FNV-1a, status words. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "core/hash.h"
+#include "core/status.h"
 #include "core/str.h"
 #include "core/vec.h"
 #include "harness.h"
@@ -102,8 +103,19 @@ static void test_index(void) {
     CHECK_EQ_I64(ah_str_index("", names, 2), -1);
 }
 
+/* The status words of files other programs read (runtime/protocol.h's failed.json), both ways. */
+static void test_status_key(void) {
+    for (int c = AH_OK; c <= AH_ERR_INTERRUPTED; c++)
+        CHECK(ah_status_of_key(ah_status_key((ah_status_t)c)) == (ah_status_t)c, "status %d round trip", c);
+    CHECK(strcmp(ah_status_key(AH_ERR_INVALID), "invalid") == 0, "invalid");
+    CHECK(strcmp(ah_status_key(AH_ERR_COMM), "comm") == 0, "comm");
+    CHECK(ah_status_of_key("no-such") == AH_ERR_INTERNAL, "an unknown word");
+    CHECK(ah_status_of_key(NULL) == AH_ERR_INTERNAL, "no word");
+}
+
 int main(void) {
     test_str_fixed();
+    test_status_key();
     test_index();
     test_grow();
     test_fs();

@@ -21,6 +21,7 @@
 #include "runtime/host_check.h"
 #include "runtime/init_hf.h"
 #include "runtime/loss_scale.h"
+#include "runtime/preempt.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
 #include "runtime/trainer.h"
@@ -228,6 +229,16 @@ static void say_preempted(const args_t *a, int64_t saved, int64_t at) {
         fprintf(stderr, "its state is not saved and --local-root %s holds no checkpoint of this run\n", a->local_root);
 }
 
+/* This rank stops the job on err: its message, and with --run-dir the agent's RUN_DIR/failed.json
+ * (best effort: the message is out already). Returns the exit code. */
+static int fail_job(const args_t *a, int rank, const ah_error_t *err) {
+    const int rc = ah_cli_fail("train", err);
+    ah_error_t e;
+    if (a->run_dir && ah_preempt_write_failure(a->run_dir, rank, err, &e) != AH_OK)
+        fprintf(stderr, "autohet train: warning: %s\n", e.msg);
+    return rc;
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
  * aborts the job. */
@@ -245,9 +256,8 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
     bool agreed;
     ah_error_t err;
     if (ah_train_loop(tr, &o, ck, start, &preempted_at, &agreed, &err) != AH_OK) {
-        if (agreed) return tr->rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(err.code);
-        ah_cli_fail("train", &err);
-        ah_comm_abort(ah_status_exit_code(err.code));
+        if (agreed) return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
+        ah_comm_abort(fail_job(a, tr->rank, &err));
     }
     if (preempted_at < 0) return 0;
     if (tr->rank == 0) say_preempted(a, ah_ckpt_session_last_saved(ck), preempted_at);
@@ -349,7 +359,7 @@ int ah_cli_train(int argc, char **argv) {
         unlink(a.metrics);
     }
     if (s != AH_OK) {
-        rc = rank == 0 ? ah_cli_fail("train", &err) : ah_status_exit_code(s);
+        rc = rank == 0 ? fail_job(&a, rank, &err) : ah_status_exit_code(s);
     } else {
         if (rank == 0 && !a.quiet) {
             char blas[160];

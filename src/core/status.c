@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/str.h"
+
 ah_status_t ah_error_set(ah_error_t *err, ah_status_t code, const char *fmt, ...) {
     if (err) {
         va_list ap;
@@ -45,6 +47,20 @@ const char *ah_status_name(ah_status_t code) {
     case AH_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown error";
+}
+
+static const char *const KEYS[] = {
+    [AH_OK] = "ok", [AH_ERR_USAGE] = "usage", [AH_ERR_IO] = "io", [AH_ERR_PARSE] = "parse",
+    [AH_ERR_INVALID] = "invalid", [AH_ERR_INFEASIBLE] = "infeasible", [AH_ERR_OOM] = "oom",
+    [AH_ERR_COMM] = "comm", [AH_ERR_INTERNAL] = "internal", [AH_ERR_INTERRUPTED] = "interrupted"};
+
+const char *ah_status_key(ah_status_t code) {
+    return (unsigned)code < sizeof KEYS / sizeof *KEYS ? KEYS[code] : "internal";
+}
+
+ah_status_t ah_status_of_key(const char *key) {
+    const int i = key ? ah_str_index(key, KEYS, (int)(sizeof KEYS / sizeof *KEYS)) : -1;
+    return i >= 0 ? (ah_status_t)i : AH_ERR_INTERNAL;
 }
 
 int ah_status_exit_code(ah_status_t code) {

@@ -38,6 +38,11 @@ ah_status_t ah_error_prefix(ah_error_t *err, const char *fmt, ...) __attribute__
 /* A short name for a status ("invalid input", "out of memory", ...). */
 const char *ah_status_name(ah_status_t code);
 
+/* A status as one lower-case word for files other programs read ("invalid", "io", "comm", ...), and
+ * back (AH_ERR_INTERNAL for a word that names none). */
+const char *ah_status_key(ah_status_t code);
+ah_status_t ah_status_of_key(const char *key);
+
 /* Exit code the CLI uses for a status: 0 ok, 2 usage, 130 interrupted (the shell's 128 + SIGINT),
  * 1 everything else. */
 int ah_status_exit_code(ah_status_t code);

@@ -329,6 +329,23 @@ static void read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named) {
     json_decref(doc);
 }
 
+/* RUN_DIR/failed.json, when a rank wrote one (runtime/protocol.h): the error the job stopped on, its
+ * rank in *rank. False when there is none (or it cannot be read: the caller says what it knows). */
+static bool read_failure(agent_t *a, ah_error_t *failure, int *rank) {
+    json_t *doc = NULL;
+    if (!a->launcher.run_file(a->launcher.ctx, AH_PROTO_FAILED_FILE, &doc, NULL) || !doc) return false;
+    const char *msg = json_string_value(json_object_get(doc, AH_PROTO_FAILED_MESSAGE));
+    const double r = ah_json_num_or_nan(doc, AH_PROTO_FAILED_RANK);
+    const bool ok = msg && isfinite(r);
+    if (ok) {
+        ah_error_set(failure, ah_status_of_key(json_string_value(json_object_get(doc, AH_PROTO_FAILED_CLASS))),
+                     "%s", msg);
+        *rank = (int)r;
+    }
+    json_decref(doc);
+    return ok;
+}
+
 /* The job ended for good: AH_OK when every step is trained, else why not. */
 static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err) {
     switch (act) {
@@ -370,6 +387,12 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
             return ah_error_set(err, AH_ERR_USAGE, "the trainer refused its flags (exit status 2; its message is "
                                 "above): the same command would fail the same way; fix the flags of autohet run "
                                 "(with autohet run, the trainer's --local-root is %s)", a->local_root);
+        ah_error_t failure;
+        int rank;
+        if (read_failure(a, &failure, &rank)) /* labelled by the trainer's own error */
+            return ah_error_set(err, failure.code, "the training job stopped on rank %d's error (%.1500s); fix the "
+                                "cause and rerun the same autohet run command: it resumes from the last checkpoint "
+                                "in %s", rank, failure.msg, a->local_root);
         return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
                             "checkpoint in %s", f->status, a->local_root);
@@ -627,8 +650,9 @@ static ah_status_t lock_work(agent_t *a, ah_error_t *err) {
                             "end, or give another --work-dir", a->work, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
     }
     const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the pid only helps the message */
-    }
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) /* the pid only helps that message */
+        say(a, "warning: %s: cannot write this agent's pid (%s): a second autohet run on --work-dir %s is refused "
+            "without naming it", path, strerror(errno), a->work);
     a->lock_fd = fd;
     return AH_OK;
 }

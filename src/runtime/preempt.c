@@ -94,3 +94,11 @@ ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool save
                        : NULL,
                    err);
 }
+
+ah_status_t ah_preempt_write_failure(const char *run_dir, int rank, const ah_error_t *failure, ah_error_t *err) {
+    return save_in(run_dir, AH_PROTO_FAILED_FILE,
+                   json_pack("{s:i, s:s, s:o}", AH_PROTO_FAILED_RANK, rank, AH_PROTO_FAILED_CLASS,
+                             ah_status_key(failure->code), AH_PROTO_FAILED_MESSAGE,
+                             json_string_nocheck(failure->msg)), /* a path in it need not be UTF-8 */
+                   err);
+}

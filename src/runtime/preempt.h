@@ -6,7 +6,8 @@
  * long ago the first one came; the trainer then saves if the grace period allows (the rule of
  * ckpt/policy.h, which the simulator shares), writes RUN_DIR/preempted.json and exits with
  * AH_PROTO_EXIT_PREEMPTED (src/runtime/protocol.h).
- * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}.
+ * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}; a failed
+ * job's RUN_DIR/failed.json.
  */
 #ifndef AH_RUNTIME_PREEMPT_H
 #define AH_RUNTIME_PREEMPT_H
@@ -32,5 +33,7 @@ ah_status_t ah_preempt_write_rank_file(const char *run_dir, int rank, const char
 /* RUN_DIR/preempted.json {"step", "saved", "nodes"}, atomically. */
 ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool saved,
                                     const char *const *nodes, int n_nodes, ah_error_t *err);
+/* RUN_DIR/failed.json {"rank", "class", "message"} of `failure`, atomically. */
+ah_status_t ah_preempt_write_failure(const char *run_dir, int rank, const ah_error_t *failure, ah_error_t *err);
 
 #endif

@@ -13,6 +13,11 @@
  *                           AH_PROTO_EXIT_PREEMPTED. "step": steps done at the stop; "saved":
  *                           whether a checkpoint of that step was committed; "nodes": the names of
  *                           the nodes some rank of which got the notice.
+ *   RUN_DIR/failed.json     {"rank", "class", "message"}: written atomically, before it exits, by
+ *                           the rank that stops the job on an error (rank 0 for an error all ranks
+ *                           agreed on, such as a refused start-up): "class" is ah_status_key's word
+ *                           for the error ("invalid", "io", "comm", ...), "message" what the rank
+ *                           printed. The agent labels the failed job by it.
  *   RUN_DIR/metrics.jsonl   where the agent asks each launch to write its metrics (--metrics).
  *
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
@@ -43,6 +48,7 @@
 /* ---- run directory files ---- */
 #define AH_PROTO_RANK_FILE_FMT "rank-%d.json" /* printf format; the argument: the rank */
 #define AH_PROTO_PREEMPTED_FILE "preempted.json"
+#define AH_PROTO_FAILED_FILE "failed.json"
 #define AH_PROTO_METRICS_FILE "metrics.jsonl"
 
 /* rank-R.json */
@@ -56,6 +62,11 @@
 #define AH_PROTO_PREEMPTED_STEP "step"
 #define AH_PROTO_PREEMPTED_SAVED "saved"
 #define AH_PROTO_PREEMPTED_NODES "nodes"
+
+/* failed.json */
+#define AH_PROTO_FAILED_RANK "rank"
+#define AH_PROTO_FAILED_CLASS "class"
+#define AH_PROTO_FAILED_MESSAGE "message"
 
 /* ---- metrics JSONL ---- */
 #define AH_PROTO_EVENT "event" /* present on event lines only */
