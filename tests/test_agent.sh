@@ -139,21 +139,43 @@ EOF
 
 # ---- a trainer that fails (a token outside the vocabulary, which only the trainer reads): the
 # agent says so, labelled by the trainer's own error (failed.json; it was "communication error"
-# for every failure), shows the trainer's message and exits 1 ----
-python3 - "$WORK/vocab.bin" <<'EOF'
+# for every failure), shows the trainer's message and exits 1. The file's name is not UTF-8, which
+# JSON cannot hold: failed.json shows its byte as '?' (jansson refused to write the file) ----
+python3 - "$WORK/caf"$'\xe9'".bin" <<'EOF'
 import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 4096, *([0] * 253))
                               + struct.pack("<4096H", *([7] * 50 + [300] + [7] * 4045)))
 EOF
-DATA=$WORK/vocab.bin run_agent "$WORK/bad" && fail "a failing trainer reported success"
-grep -q "^autohet run: invalid input: the training job stopped on rank [0-9]*'s error (.*outside the model's vocabulary" \
+DATA=$WORK/caf$'\xe9'.bin run_agent "$WORK/bad" && fail "a failing trainer reported success"
+grep -q "^autohet run: invalid input: the training job stopped on \(this\|rank [0-9]*'s\) error (.*outside the model's vocabulary" \
     "$WORK/bad.log" || fail "failure message: $(cat "$WORK/bad.log")"
 python3 - "$WORK/bad/launch-0/failed.json" <<'EOF' || fail "failed.json"
 import json, sys
 f = json.load(open(sys.argv[1]))
-assert f["class"] == "invalid" and "outside the model's vocabulary" in f["message"] and f["rank"] >= 0, f
+assert f["class"] == "invalid" and "caf?.bin: token 50" in f["message"] and f["rank"] >= 0, f
 EOF
 grep -q "outside the model's vocabulary" "$WORK/bad.log" || fail "the trainer's own message is shown: $(cat "$WORK/bad.log")"
+# failed.json as another rank and malformed files would write it (an mpirun that only writes the
+# file and fails): named by the rank; a file that is not one falls back to the exit status
+cat >"$WORK/fail-mpirun" <<'EOF'
+#!/bin/bash
+while [ $# -gt 0 ]; do [ "$1" = --run-dir ] && rd=$2; shift; done
+mkdir -p "$rd" && printf '%s' "$FAILED_JSON" >"$rd/failed.json"
+exit 1
+EOF
+chmod +x "$WORK/fail-mpirun"
+failed_as() { # FAILED_JSON EXPECTED-LINE
+    FAILED_JSON=$1 run_agent "$WORK/fj" --mpirun "$WORK/fail-mpirun" && fail "$1: a failed job reported success"
+    grep -qF -- "$2" "$WORK/fj.log" || fail "$1: no \"$2\": $(cat "$WORK/fj.log")"
+    rm -rf "$WORK/fj" "$WORK/fj.log"
+}
+failed_as '{"rank": 2, "class": "oom", "message": "boom"}' "autohet run: out of memory: the training job stopped on rank 2's error (boom)"
+failed_as '{"rank": 0, "class": "no-such", "message": "boom"}' "autohet run: internal error: the training job stopped on this error (boom)"
+for bad in '{"rank": 0, "class": "ok", "message": "boom"}' '{"rank": 1e300, "class": "io", "message": "boom"}' \
+    '{"rank": -1, "class": "io", "message": "boom"}' '{"rank": 0, "class": "io"}' '[1, 2]' 'not json'; do
+    failed_as "$bad" "autohet run: communication error: the training job failed (mpirun exit status 1"
+done
+
 # ---- the trainer's flags are checked before anything is planned or launched ----
 run_agent "$WORK/badlr" --lr -1; [ $? = 2 ] || fail "run --lr -1: expected a usage error"
 grep -q -- "--lr must be > 0" "$WORK/badlr.log" || fail "run --lr -1: $(cat "$WORK/badlr.log")"

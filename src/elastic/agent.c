@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -329,18 +330,20 @@ static void read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named) {
     json_decref(doc);
 }
 
-/* RUN_DIR/failed.json, when a rank wrote one (runtime/protocol.h): the error the job stopped on, its
- * rank in *rank. False when there is none (or it cannot be read: the caller says what it knows). */
+/* RUN_DIR/failed.json, when a rank wrote one (runtime/protocol.h): the error the job stopped on, the
+ * rank that wrote it in *rank. False when there is none or it is not one (the caller then says what
+ * it knows). */
 static bool read_failure(agent_t *a, ah_error_t *failure, int *rank) {
     json_t *doc = NULL;
     if (!a->launcher.run_file(a->launcher.ctx, AH_PROTO_FAILED_FILE, &doc, NULL) || !doc) return false;
     const char *msg = json_string_value(json_object_get(doc, AH_PROTO_FAILED_MESSAGE));
-    const double r = ah_json_num_or_nan(doc, AH_PROTO_FAILED_RANK);
-    const bool ok = msg && isfinite(r);
+    const json_t *r = json_object_get(doc, AH_PROTO_FAILED_RANK);
+    const ah_status_t code = ah_status_of_key(json_string_value(json_object_get(doc, AH_PROTO_FAILED_CLASS)));
+    const bool ok = msg && code != AH_OK && json_is_integer(r) && json_integer_value(r) >= 0 &&
+                    json_integer_value(r) <= INT_MAX;
     if (ok) {
-        ah_error_set(failure, ah_status_of_key(json_string_value(json_object_get(doc, AH_PROTO_FAILED_CLASS))),
-                     "%s", msg);
-        *rank = (int)r;
+        ah_error_set(failure, code, "%s", msg);
+        *rank = (int)json_integer_value(r);
     }
     json_decref(doc);
     return ok;
@@ -389,10 +392,14 @@ static ah_status_t conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fact
                                 "(with autohet run, the trainer's --local-root is %s)", a->local_root);
         ah_error_t failure;
         int rank;
-        if (read_failure(a, &failure, &rank)) /* labelled by the trainer's own error */
-            return ah_error_set(err, failure.code, "the training job stopped on rank %d's error (%.1500s); fix the "
-                                "cause and rerun the same autohet run command: it resumes from the last checkpoint "
-                                "in %s", rank, failure.msg, a->local_root);
+        if (read_failure(a, &failure, &rank)) { /* labelled by the trainer's own error */
+            /* rank 0 writes an error all ranks agreed on, and its message names the rank it came from */
+            char whose[32] = "this";
+            if (rank > 0) snprintf(whose, sizeof whose, "rank %d's", rank);
+            return ah_error_set(err, failure.code, "the training job stopped on %s error (%.1500s); fix the cause "
+                                "and rerun the same autohet run command: it resumes from the last checkpoint in %s",
+                                whose, failure.msg, a->local_root);
+        }
         return ah_error_set(err, AH_ERR_COMM, "the training job failed (mpirun exit status %d; its messages are "
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
                             "checkpoint in %s", f->status, a->local_root);

@@ -95,10 +95,21 @@ ah_status_t ah_preempt_write_report(const char *run_dir, int64_t step, bool save
                    err);
 }
 
+/* msg as a JSON string: as it is when it is UTF-8 (jansson checks; JSON can hold nothing else),
+ * else with every non-ASCII byte shown as '?' (a path in a message need not be UTF-8). */
+static json_t *json_text(const char *msg) {
+    json_t *j = json_string(msg);
+    if (j) return j;
+    char ascii[AH_ERROR_MSG_MAX];
+    size_t i = 0;
+    for (; msg[i] && i + 1 < sizeof ascii; i++) ascii[i] = (unsigned char)msg[i] < 0x80 ? msg[i] : '?';
+    ascii[i] = 0;
+    return json_string(ascii);
+}
+
 ah_status_t ah_preempt_write_failure(const char *run_dir, int rank, const ah_error_t *failure, ah_error_t *err) {
     return save_in(run_dir, AH_PROTO_FAILED_FILE,
                    json_pack("{s:i, s:s, s:o}", AH_PROTO_FAILED_RANK, rank, AH_PROTO_FAILED_CLASS,
-                             ah_status_key(failure->code), AH_PROTO_FAILED_MESSAGE,
-                             json_string_nocheck(failure->msg)), /* a path in it need not be UTF-8 */
+                             ah_status_key(failure->code), AH_PROTO_FAILED_MESSAGE, json_text(failure->msg)),
                    err);
 }

@@ -14,10 +14,11 @@
  *                           whether a checkpoint of that step was committed; "nodes": the names of
  *                           the nodes some rank of which got the notice.
  *   RUN_DIR/failed.json     {"rank", "class", "message"}: written atomically, before it exits, by
- *                           the rank that stops the job on an error (rank 0 for an error all ranks
- *                           agreed on, such as a refused start-up): "class" is ah_status_key's word
- *                           for the error ("invalid", "io", "comm", ...), "message" what the rank
- *                           printed. The agent labels the failed job by it.
+ *                           the rank that stops the job on an error ("rank"; rank 0 for an error all
+ *                           ranks agreed on, such as a refused start-up, whose message names the
+ *                           rank it came from): "class" is ah_status_key's word for the error
+ *                           ("invalid", "io", "comm", ...), "message" what the rank printed (a
+ *                           non-UTF-8 byte as '?'). The agent labels the failed job by it.
  *   RUN_DIR/metrics.jsonl   where the agent asks each launch to write its metrics (--metrics).
  *
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
