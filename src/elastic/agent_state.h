@@ -1,6 +1,6 @@
-/* The elastic agent's state, shared by its loop (agent.c) and its dealings with the hosts
- * (agent_hosts.c); private to src/elastic. Also the log line (say) and the merged metrics line
- * (emit) both write. */
+/* The elastic agent's state, shared by its loop (agent.c), its dealings with the hosts
+ * (agent_hosts.c) and its reading of an ended job (agent_exit.c); private to src/elastic. Also the
+ * log line (say) and the merged metrics line (emit) all write. */
 #ifndef AH_ELASTIC_AGENT_STATE_H
 #define AH_ELASTIC_AGENT_STATE_H
 
@@ -76,6 +76,15 @@ static inline void emit(agent_t *a, json_t *obj) {
     }
     json_decref(obj);
 }
+
+/* ---- an ended job (agent_exit.c) ---- */
+
+/* RUN_DIR/preempted.json {"step", "saved", "nodes"}, when the trainer wrote one: into the exit's
+ * facts, and the nodes it names marked in `named`. */
+void ah_agent_read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named);
+/* The job ended for good (act): AH_OK when every step is trained, else why not (a failed job is
+ * named by the trainer's failed.json when it wrote one). */
+ah_status_t ah_agent_conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err);
 
 /* ---- the hosts (agent_hosts.c), each through the launcher ---- */
 
