@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/cloud.h"
@@ -12,6 +11,7 @@
 #include "ckpt/export_hf.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
+#include "core/fs.h"
 #include "core/str.h"
 
 typedef struct {
@@ -106,9 +106,7 @@ static void ls_visit(void *rows, const char *root, const char *tier, const ah_ck
  * stderr. */
 static void work_dir_hint(const char *verb, const char *root) {
     char sub[1100];
-    struct stat sb;
-    if (root && snprintf(sub, sizeof sub, "%s/local", root) < (int)sizeof sub && stat(sub, &sb) == 0 &&
-        S_ISDIR(sb.st_mode))
+    if (root && snprintf(sub, sizeof sub, "%s/local", root) < (int)sizeof sub && ah_fs_is_dir(sub))
         fprintf(stderr, "autohet %s: note: if %s is an autohet run --work-dir, its checkpoints are in --local-root %s\n",
                 verb, root, sub);
 }

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -142,12 +141,6 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
 static ah_status_t read_metrics(const char *path, series_t *s, ah_error_t *err) {
     FILE *f = fopen(path, "r");
     if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot open the metrics file: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a metrics file (autohet run writes "
-                            "WORK/metrics.jsonl)", path);
-    }
     char *line = NULL;
     size_t cap = 0;
     ah_status_t st = AH_OK;
@@ -162,7 +155,10 @@ static ah_status_t read_metrics(const char *path, series_t *s, ah_error_t *err) 
         json_decref(d);
     }
     free(line);
-    if (st == AH_OK && ferror(f)) st = ah_error_set(err, AH_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    if (st == AH_OK && ferror(f)) /* a directory opens, and its first read fails */
+        st = errno == EISDIR ? ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a metrics file (autohet run "
+                                            "writes WORK/metrics.jsonl)", path)
+                             : ah_error_set(err, AH_ERR_IO, "%s: read error: %s", path, strerror(errno));
     fclose(f);
     if (st == AH_OK && s->n == 0)
         st = ah_error_set(err, AH_ERR_INVALID, "%s: no step lines (write one with autohet train --metrics FILE or "

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/fs.h"
 
 /* Under mpirun every rank parses the same command line: only rank 0 (or a process outside
  * mpirun) prints what is wrong with it, so a bad flag is said once. */
@@ -173,11 +173,10 @@ int ah_cli_fail(const char *verb, const ah_error_t *err) {
 }
 
 bool ah_cli_check_out_path(const char *verb, const char *flag, const char *path) {
-    struct stat sb;
     const char *why = NULL;
     char dir[4096];
     if (!path[0]) why = "an empty path";
-    else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) why = "is a directory";
+    else if (ah_fs_is_dir(path)) why = "is a directory";
     else if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) why = "path too long";
     else {
         char *slash = strrchr(dir, '/');

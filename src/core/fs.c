@@ -59,3 +59,8 @@ ah_status_t ah_fs_rm_tree(const char *path, ah_error_t *err) {
         return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     return AH_OK;
 }
+
+bool ah_fs_is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}

@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/str.h"
 
 static ah_status_t from_jansson_error(const json_error_t *je, const char *name, ah_error_t *err) {
@@ -18,9 +18,8 @@ static ah_status_t from_jansson_error(const json_error_t *je, const char *name, 
 }
 
 ah_status_t ah_json_load_file(const char *path, json_t **out, ah_error_t *err) {
-    struct stat sb;
     *out = NULL;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    if (ah_fs_is_dir(path))
         return ah_error_set(err, AH_ERR_IO, "%s: is a directory, not a JSON file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return ah_error_set(err, AH_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

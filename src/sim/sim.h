@@ -243,9 +243,9 @@ ah_status_t ah_sim_svg_write(const ah_sim_avail_t *avail, double horizon_s,
 /* The horizon a run uses: opts->hours, or the latest trace end (at least one second). */
 double ah_sim_horizon_s(const ah_sim_avail_t *avail, const ah_sim_opts_t *opts);
 /* What a replay can run, refused naming the flag (ah_sim_run checks it too): a horizon (--hours or
- * the latest trace end) of 0 s (no --trace, or one whose rows are all at time 0), one past AH_SIM_MAX_HOURS (a trace in ms read as s), and more than
- * AH_SIM_MAX_CHECKPOINTS checkpoints in it (each one is a step of the replay: a --ckpt-every-s of
- * 1e-300 never ended). */
+ * the latest trace end) of 0 s (no --trace, or one whose rows are all at time 0), one past
+ * AH_SIM_MAX_HOURS (a trace in ms read as s), and more than AH_SIM_MAX_CHECKPOINTS checkpoints in
+ * it (each one is a step of the replay: a --ckpt-every-s of 1e-300 never ended). */
 #define AH_SIM_MAX_HOURS 1e5
 #define AH_SIM_MAX_CHECKPOINTS 10000000
 ah_status_t ah_sim_check_horizon(const ah_sim_avail_t *avail, const ah_sim_opts_t *opts, ah_error_t *err);
