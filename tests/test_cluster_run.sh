@@ -7,6 +7,8 @@
 #    hostfile; every logged loss equals the uninterrupted run's (bit-exact on the same plan, 1e-4
 #    after the re-plan), no sample is lost or repeated, and the recovery reads its bytes from the
 #    survivors' own disks, none from the cloud; h2's disk is dropped, on h2;
+#  - a rank on h1 or h2 stops the job on its own error (a bad token in that host's data): the agent
+#    reads its failed.json there and names the error;
 #  - with a known_hosts that lacks the hosts' keys (a host-key prompt in BatchMode), every host
 #    is planned out, each named, and the agent fails at once instead of waiting.
 # Flag errors first; the rest needs root and openssh-server (skipped, 77, without them).
@@ -78,6 +80,25 @@ for k in 0 1; do
     [ $? = 1 ] || fail "launch $k's hostfile is on h0's disk (or h0 did not answer): written on the head only"
     [ "$(grep -vc '^#' "$WD/launch-$k/hosts")" = "$(plan_ranks "$WD/plan-$k.json")" ] || fail "launch $k's hostfile"
 done
+
+# a rank on another host than rank 0's stops the job on its own error (h1's and h2's copies of the
+# data hold a token outside the vocabulary, h0's do not): the agent finds that rank's failed.json on
+# its host and names the error (it read rank 0's host only: "communication error ... failed")
+python3 - "$WORK/text.bin" "$CL_DIR/disks/h0/data.bin" "$CL_DIR/disks/h1/data.bin" "$CL_DIR/disks/h2/data.bin" <<'PY'
+import sys
+good = open(sys.argv[1], "rb").read()
+for path in sys.argv[2:]:
+    open(path, "wb").write(good if "/h0/" in path else good[:1024] + b"\x2c\x01" * ((len(good) - 1024) // 2))
+PY
+! cluster_head "$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/c3.json" --data "$CL_DISK/data.bin" --global-batch $GB \
+    --seq-len $SEQ --steps 2 --work-dir "$WD/bad" --quiet --launcher ssh --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck-bad" \
+    --mpirun-args "$MPI_ARGS" >"$WORK/bad.log" 2>&1 || fail "a job with bad data on h1 and h2 reported success"
+python3 - "$WD/bad/plan-0.json" <<'PY' || fail "rank 0 is not on h0: the case tests nothing"
+import json, sys
+assert json.load(open(sys.argv[1]))["pipelines"][0]["stages"][0]["devices"][0]["node"] == "h0"
+PY
+grep -q "^autohet run: invalid input: the training job stopped on rank [1-9][0-9]*'s error (.*data.bin: token [0-9]* .*is 300, outside the model's vocabulary" \
+    "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "another host's failed.json is not read"; }
 
 # a host-key prompt in BatchMode: every host planned out, each named, no wait
 sed "s|UserKnownHostsFile .*|UserKnownHostsFile $WORK/empty_known_hosts|" "$CL_SSH_CONFIG" | grep -v Control >"$WORK/nokeys.cfg"

@@ -19,6 +19,8 @@
  *  - notice / kill_host: on the host, the pids of its ranks' rank files (RUN/rank-R.json on that
  *    host) signalled there;
  *  - metrics and run files: read from rank 0's host (RUN/metrics.jsonl from the last offset);
+ *    once the job has ended, a run file from the first host of its ranks that has it (a rank that
+ *    stops the job on its own error writes RUN/failed.json on its own host);
  *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host.
  * Remote calls are synchronous, with a deadline (AH_SSH_TIMEOUT_S); while the job runs, the
  * metrics and the preemption report are fetched at most every AH_SSH_POLL_S, and a notice to
@@ -383,12 +385,12 @@ static void ssh_stop(void *ctx) {
     signal_ranks(l, NULL, "KILL", false);
 }
 
-/* RUN/name from rank 0's host, from byte `from` (0: the whole file) into out; the byte count or
- * -1 when it is not there or the host does not answer. */
-static long fetch(ssh_t *l, const char *name, long from, char *out, size_t cap) {
+/* RUN/name on host, from byte `from` (0: the whole file) into out; the byte count or -1 when it is
+ * not there or the host does not answer. */
+static long fetch(ssh_t *l, const char *host, const char *name, long from, char *out, size_t cap) {
     char cmd[1024], eout[1024];
     snprintf(cmd, sizeof cmd, "f='%s/%s'; [ -r \"$f\" ] || exit 3; tail -c +%ld \"$f\"", l->run_dir, name, from + 1);
-    if (l->n_ranks == 0 || remote(l, l->rank_host[0], cmd, NULL, out, cap, eout, sizeof eout) != 0) return -1;
+    if (remote(l, host, cmd, NULL, out, cap, eout, sizeof eout) != 0) return -1;
     return (long)strlen(out);
 }
 
@@ -397,8 +399,8 @@ static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), 
     if (l->pid > 0 && ah_now_s() - l->metrics_t < AH_SSH_POLL_S) return;
     l->metrics_t = ah_now_s();
     static char buf[1 << 20];
-    const long n = fetch(l, AH_PROTO_METRICS_FILE, l->offset, buf, sizeof buf);
-    if (n <= 0) return;
+    const long n = l->n_ranks > 0 ? fetch(l, l->rank_host[0], AH_PROTO_METRICS_FILE, l->offset, buf, sizeof buf) : -1;
+    if (n <= 0) return; /* rank 0 writes the metrics */
     /* complete lines only: a line still being written comes whole next time */
     size_t take = (size_t)n;
     while (take > 0 && buf[take - 1] != '\n') take--;
@@ -414,16 +416,21 @@ static bool ssh_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *
         if (ah_now_s() - l->report_t < AH_SSH_POLL_S) return false;
         l->report_t = ah_now_s();
     }
+    /* while the job runs, rank 0's host (the reports' writer); once it has ended, every host of its
+     * ranks in rank order: a rank that stops the job on its own error writes failed.json there */
     static char buf[65536];
-    if (fetch(l, name, 0, buf, sizeof buf) < 0) return false;
-    if (doc) {
-        json_error_t je;
-        *doc = json_loads(buf, 0, &je);
-        if (!*doc)
-            ah_error_set(err, AH_ERR_INVALID, "host %s: %s/%s: line %d: %s", l->rank_host[0], l->run_dir, name, je.line,
-                         je.text);
+    for (int r = 0; r < (l->pid > 0 ? 1 : l->n_ranks); r++) {
+        if (!first_of_host(l, r) || fetch(l, l->rank_host[r], name, 0, buf, sizeof buf) < 0) continue;
+        if (doc) {
+            json_error_t je;
+            *doc = json_loads(buf, 0, &je);
+            if (!*doc)
+                ah_error_set(err, AH_ERR_INVALID, "host %s: %s/%s: line %d: %s", l->rank_host[r], l->run_dir, name,
+                             je.line, je.text);
+        }
+        return true;
     }
-    return true;
+    return false;
 }
 
 static ah_status_t ssh_drop_disk(void *ctx, const char *host, ah_error_t *err) {
