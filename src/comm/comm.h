@@ -1,5 +1,5 @@
-/* Communication between ranks: the only module that includes mpi.h (a NCCL backend would sit
- * beside it behind the same calls).
+/* Communication between ranks: the only module that includes mpi.h (NCCL's device communicators,
+ * comm/nccl.h, are built on its groups).
  *
  * A group (ah_comm_t) is a set of ranks that run collectives together: the world, a TP group, a
  * per-segment data-parallel group. Groups are created once at start-up by ah_comm_split, which is

@@ -18,11 +18,11 @@
  * checkpoint the trainer reports: the agent re-plans with it and restarts (SIGTERM to every rank)
  * only when the new plan is predicted faster.
  *
- * Metrics (merged JSONL at opts.metrics): every step line and checkpoint event of every launch,
- * with "launch": K added, plus the agent's events: preempt, replan, recover (recovery seconds =
- * from the preemption notice to the first finished step after it, split into stop, replan,
- * start-up, transfer and first step; bytes, files and seconds per tier from the trainer), join,
- * done. The file is appended to: a rerun in the same work directory resumes from its checkpoints,
+ * Metrics (merged JSONL at opts.metrics): every step line and trainer event of every launch but
+ * preempt and recover (checkpoint, nonfinite, overflow), with "launch": K added, plus the agent's
+ * events: plan, replan, preempt, recover (recovery seconds = from the preemption notice to the
+ * first finished step after it, split into stop, replan, start-up, transfer and first step; bytes,
+ * files and seconds per tier from the trainer), join, unreachable, done. The file is appended to: a rerun in the same work directory resumes from its checkpoints,
  * and its lines (from its own "plan" event, launches and times counted from 0 again) follow the
  * earlier run's.
  *

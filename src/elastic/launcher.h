@@ -14,7 +14,9 @@
  * this machine, its disk the directory LOCAL_ROOT/HOST/, mpirun starts the ranks, a notice is a
  * signal to the pids of the ranks' rank files; ssh (launch_ssh.c) — node names are host names,
  * reached through a remote command (ssh, or the one Open MPI is given as plm_rsh_agent) for
- * everything: the run directory and LOCAL_ROOT are paths on every host, each host's its own.
+ * everything: the run directory and LOCAL_ROOT are paths on every host, each host's its own;
+ * slurm (launch_ssh.c too) — the ssh launcher with `srun --overlap -w HOST` as its remote
+ * command, inside an allocation.
  *
  * Ownership: the launcher owns its context (ah_launcher_free); start borrows the job
  * description only for the call. One job at a time; not thread-safe. Errors say which host and

@@ -1,6 +1,6 @@
 /* The planner: finds the plan with the smallest iteration time (or $ per token) under the cost
- * model (plan/evaluate.h), over the space of DESIGN.md "Planner"; also the two baselines, the SVG
- * picture and the Open MPI rankfile. docs/planner.md describes the algorithm and what it
+ * model (plan/evaluate.h), over the space of DESIGN.md "Planner"; also the three baselines, the SVG
+ * picture and the hostfile for Open MPI's sequential mapper. docs/planner.md describes the algorithm and what it
  * guarantees.
  *
  * Search space: one TP degree t (a TP group is t GPUs of one type in one node, t passes

@@ -3,7 +3,8 @@
  *
  * Save (in ah_ckpt_session_step_done, collective; step N = the state after N updates):
  *   every rank holds, for its blocks, shards named block-LLL.tpT-K (T its TP degree, K its TP
- *   index), plus embed.tpT-K (wte, wpe) on stage 0 and head.tpT-K (ln_f) on the last stage
+ *   index), plus embed.tpT-K (wte, and GPT-2's wpe) on stage 0 and head.tpT-K (the final norm, and
+ *   lm_head.weight when untied) on the last stage
  *   (ckpt/placement.h). A shard holds each tensor three times: NAME (weights), NAME.exp_avg and
  *   NAME.exp_avg_sq (AdamW m and v), in the TP shard's own shape (docs/checkpoints.md "Trainer
  *   integration"); metadata gives the TP degree and index and the AdamW step. Data-parallel

@@ -6,7 +6,7 @@
  * long ago the first one came; the trainer then saves if the grace period allows (the rule of
  * ckpt/policy.h, which the simulator shares), writes RUN_DIR/preempted.json and exits with
  * AH_PROTO_EXIT_PREEMPTED (src/runtime/protocol.h).
- * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index"}; a failed
+ * Start-up files for the agent: RUN_DIR/rank-R.json {"rank", "pid", "node", "index", "host"}; a failed
  * job's RUN_DIR/failed.json.
  */
 #ifndef AH_RUNTIME_PREEMPT_H

@@ -1,5 +1,5 @@
 /* The profiler behind `autohet profile`: per-layer forward and backward seconds and activation
- * bytes of the GPT-2 runtime on this machine, and its AdamW step per parameter, for the cost
+ * bytes of the runtime (GPT-2 or LLaMA) on this machine, and its AdamW step per parameter, for the cost
  * model (cost/profile.h).
  *
  * Everything is measured through the runtime's own stage code (runtime/gpt.h) on one shard built

@@ -29,15 +29,19 @@
  *                "val_loss" after a validation (--val-data). "loss" and "grad_norm" are null when
  *                not finite. A line without "event" is a step line.
  *   event lines  {"event": NAME, ...}:
- *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error"]}
+ *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error",
+ *                  "data_kept": false (the data's shard list could not be kept with it)]}
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
- *                  "same_plan", "last_fallback"] or, when nothing was found, "note" (why)}
+ *                  "same_plan", "last_fallback", "skipped": [{"step", "why"}] (newer steps no tier
+ *                  restored)] or, when nothing was found, "note" (why)}
  *     "nonfinite"  {"step", "what", "rank", "loss", "grad_norm" (null when not finite), "skipped",
  *                  "skips_left"}: the step's loss or gradient norm was not finite; no update was
  *                  applied; skipped (its step line follows, with nulls) or the run stopped
+ *     "overflow"   {"step", "loss_scale" (the new scale), "overflows" (so far)}: fp16, a step whose
+ *                  gradients overflowed, skipped
  * The agent merges every launch's lines into its own metrics file, adding "launch": K, and adds
  * its own events (elastic/agent.h). */
 #ifndef AH_RUNTIME_PROTOCOL_H
@@ -87,7 +91,7 @@
 #define AH_PROTO_EV_PREEMPT "preempt"
 #define AH_PROTO_EV_RECOVER "recover"
 #define AH_PROTO_EV_NONFINITE "nonfinite"
-#define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale" (the new scale) */
+#define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale", "overflows" */
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"
