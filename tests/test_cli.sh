@@ -40,6 +40,12 @@ run "no verb" 2 "$AH"
 run "--help" 0 "$AH" --help
 has "--help lists evaluate" out "evaluate"
 has "--help lists model" out "model"
+run "help" 0 "$AH" help
+has "help lists simulate" out "simulate"
+run "help VERB" 0 "$AH" help plan
+has "help VERB is the verb's --help" out "usage: autohet plan"
+run "help of no verb" 2 "$AH" help planner
+has "help of no verb named" err "autohet help: unknown verb \"planner\""
 
 # ---- model ----
 run "model gpt2-124m" 0 "$AH" model --model gpt2-124m --seq-len 1024 --micro-batch 4 --tp 2
@@ -90,7 +96,12 @@ assert head['params_per_rank'] == 4096 + 129024 // 8 * 4096
 run "model llama2-7b tp 4" 0 "$AH" model --model llama2-7b --tp 4 --precision fp32 --json
 py "model llama2-7b" "assert d['params_total'] == 6738415616 and d['tp'] == 4 and d['precision'] == 'fp32'"
 run "model tp 3 does not split" 1 "$AH" model --model llama2-7b --tp 3
-has "model tp 3 message" err "cannot be split 3 ways"
+has "model tp 3 message" err "cannot be split 3 ways by tensor parallelism: its attention head count 32 is not divisible by 3"
+# a bf16 plan on CPU-emulated types: planned and scored, with a note that the trainer refuses it
+run "plan bf16 on cpu types" 0 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 4 --seq-len 32 --precision bf16 -o "$TMP/bf16.json"
+has "plan bf16 note" err "autohet plan: note: the plan trains bf16, but its device type cpu-"
+run "evaluate bf16 on cpu types" 0 "$AH" evaluate --plan "$TMP/bf16.json"
+has "evaluate bf16 note" err "runs on the CPU backend, which trains fp32 only: autohet train will refuse it"
 run "model unknown preset" 1 "$AH" model --model gpt5
 has "model unknown preset lists presets" err "gpt2-124m"
 run "model seq-len too long" 2 "$AH" model --model gpt2-124m --seq-len 4096

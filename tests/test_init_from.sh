@@ -123,6 +123,13 @@ train "$d/a.json" "$d/r1.log" --data "$WORK/text.bin" --steps 7 --resume --local
 grep -q "resumed from step 6 (--init-from not used" "$d/r1.log" || fail "--resume with a checkpoint: $(cat "$d/r1.log")"
 train "$d/a.json" "$d/r2.log" --data "$WORK/text.bin" --steps 1 --resume --local-root "$d/empty" --init-from "$d/x"
 grep -q "initialised from $d/x" "$d/r2.log" || fail "--resume without a checkpoint: $(cat "$d/r2.log")"
+# --seed draws the initial weights that --init-from gives: refused by train and run (it was ignored)
+seed_msg="--seed draws the initial weights, which --init-from $d/x gives instead (the seed would be ignored)"
+"$AUTOHET" train --plan "$d/a.json" --data "$WORK/text.bin" --steps 1 --init-from "$d/x" --seed 7 >"$d/seed.log" 2>&1
+[ $? = 2 ] && grep -qF -- "autohet train: usage error: $seed_msg" "$d/seed.log" || fail "train --seed --init-from: $(cat "$d/seed.log")"
+"$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --init-from "$d/x" --seed 7 \
+    --work-dir "$WORK/seed_run" >"$d/seed_run.log" 2>&1
+[ $? = 2 ] && grep -qF -- "autohet run: $seed_msg" "$d/seed_run.log" || fail "run --seed --init-from: $(cat "$d/seed_run.log")"
 
 # 5: bad inputs, each named. bad KIND ARG EXPECTED...: the run must fail and stderr hold every
 # EXPECTED string.

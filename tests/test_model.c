@@ -95,6 +95,9 @@ static void test_hf_refusals(void) {
         {llama, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}",
          "cfg.json.rope_scaling: missing field \"low_freq_factor\""},
         {llama, LLAMA31 ",\"attention_factor\":1}", "cfg.json.rope_scaling: unknown field \"attention_factor\""},
+        /* rope_theta is not offered: only transformers v5's rope_parameters holds it */
+        {llama, "\"rope_scaling\":{\"rope_type\":\"default\",\"factor\":2.0}",
+         "cfg.json.rope_scaling: unknown field \"factor\" (allowed: rope_type, type)"},
         {llama, "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
                 "\"high_freq_factor\":1,\"original_max_position_embeddings\":8192}",
          "cfg.json.rope_scaling: high_freq_factor 1 must exceed low_freq_factor 4"},
@@ -338,9 +341,9 @@ static void test_tp_split(void) {
     ah_error_t err;
     ah_model_preset("llama2-70b", &m, &err);
     CHECK(ah_model_check_tp(&m, 8, &err) == AH_OK, "70b splits 8 ways");
-    CHECK_ERR(ah_model_check_tp(&m, 16, &err), AH_ERR_INVALID, err, "key/value heads");
+    CHECK_ERR(ah_model_check_tp(&m, 16, &err), AH_ERR_INVALID, err, "its key/value head count 8 is not divisible by 16");
     ah_model_preset("gpt2-1.5b", &m, &err);
-    CHECK_ERR(ah_model_check_tp(&m, 2, &err), AH_ERR_INVALID, err, "25 heads");
+    CHECK_ERR(ah_model_check_tp(&m, 2, &err), AH_ERR_INVALID, err, "its attention head count 25 is not divisible by 2");
 }
 
 int main(void) {

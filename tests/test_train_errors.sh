@@ -50,7 +50,7 @@ expect 1 "vocab.bin: token 50 (byte offset 1124) is 300, outside the model's voc
 expect 4 "short.bin: 5 tokens, fewer than one sequence: sequence length 32 needs 33" --plan "$PLAN" --data "$WORK/short.bin"
 expect 4 "--data: pattern \"$WORK/none_\*.bin\" matches no file" --plan "$PLAN" --data "$WORK/none_*.bin"
 expect 4 "wide.bin: uint32 tokens, but .*text.bin, the first shard, holds uint16" --plan "$PLAN" --data "$WORK/text.bin,$WORK/wide.bin"
-expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
+expect 4 "plan for model tiny-gpt2, but --model is gpt2-124m, whose n_layer is 12 where the plan.s is 4" --plan "$PLAN" --data "$WORK/text.bin" --model gpt2-124m
 # Each rank's message names its own device: the lowest failing rank's is shown, with its rank.
 expect 4 "out of memory: rank 0: device n0:0 (cpu): out of memory allocating .*short by" --plan "$WORK/small.json" --data "$WORK/text.bin"
 # A checkpoint or preemption flag without the tier it acts on would do nothing: refused.

@@ -91,6 +91,10 @@ struct ah_plan;
 void ah_cli_profile_note(const char *verb, const char *path, const struct ah_profile *profile,
                          const struct ah_plan *plan);
 
+/* A plan at bf16 or fp16 with a stage on a device type that runs on the CPU backend (fp32 only):
+ * says on stderr that autohet train will refuse it, naming the type. In cli_evaluate.c. */
+void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
+
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err);

@@ -11,6 +11,7 @@
 #include "cost/profile.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
+#include "runtime/device.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -182,6 +183,19 @@ void ah_cli_profile_note(const char *verb, const char *path, const ah_profile_t 
             ah_precision_name(plan->train.precision), n > 1 ? "them" : "it");
 }
 
+void ah_cli_precision_note(const char *verb, const ah_plan_t *plan) {
+    if (plan->train.precision == AH_PREC_FP32) return;
+    for (int p = 0; p < plan->n_pipelines; p++)
+        for (int i = 0; i < plan->pipelines[p].n_stages; i++) {
+            const ah_gpu_type_t *t = &plan->cluster.types[plan->pipelines[p].stages[i].type];
+            if (!ah_device_type_is_cpu(t)) continue;
+            fprintf(stderr, "autohet %s: note: the plan trains %s, but its device type %s runs on the CPU "
+                    "backend, which trains fp32 only: autohet train will refuse it (use --precision fp32)\n", verb,
+                    ah_precision_name(plan->train.precision), t->name);
+            return;
+        }
+}
+
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
@@ -218,6 +232,7 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         goto fail;
     }
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
+    ah_cli_precision_note("evaluate", &plan);
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
     have_eval = true;
     rc = json ? print_json(&plan, &ev) : (print_human(plan_path, profile_path, &plan, &ev), 0);

@@ -197,9 +197,15 @@ static bool can_run(const char *prog) {
 /* What the trainer would refuse at each launch's start, and what the agent itself runs: refused
  * here, before any plan or launch (a failed launch reads as a failed job, and a rerun of the same
  * command would fail the same way). Returns an exit code, 0 when fine. */
-static int check_launch(const ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const char *val_data) {
+static int check_launch(const ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const char *val_data,
+                        const char *init_from) {
     if (!val_data && (ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches"))) {
         fprintf(stderr, "autohet run: --val-every and --val-batches need --val-data FILES (held-out shards)\n");
+        return 2;
+    }
+    if (init_from && ah_cli_flag_seen(flags, n_flags, "--seed")) {
+        fprintf(stderr, "autohet run: --seed draws the initial weights, which --init-from %s gives instead (the "
+                "seed would be ignored): drop one\n", init_from);
         return 2;
     }
     /* every launcher starts mpirun from this process (slurm's inside the allocation it runs in) */
@@ -361,7 +367,7 @@ int ah_cli_run(int argc, char **argv) {
     o.work_dir = work;
     const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
                                    .seed = (uint64_t)seed};
-    if ((rc = check_launch(&o, flags, n_flags, val_data)) != 0) return rc;
+    if ((rc = check_launch(&o, flags, n_flags, val_data, init_from)) != 0) return rc;
     if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
     ah_profile_t *profile = NULL;

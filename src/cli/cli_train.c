@@ -41,6 +41,7 @@ typedef struct {
     double grace_s;
     bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
     bool val_flag_given;               /* --val-every or --val-batches was */
+    bool seed_given;                   /* --seed was */
     bool resume, cloud_only;
 } args_t;
 
@@ -94,6 +95,9 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if ((s = check_ckpt_flags(a, err)) != AH_OK) return s;
     if (a->val_flag_given && !a->val_data)
         return ah_error_set(err, AH_ERR_USAGE, "--val-every and --val-batches need --val-data FILES (held-out shards)");
+    if (a->seed_given && a->init_from)
+        return ah_error_set(err, AH_ERR_USAGE, "--seed draws the initial weights, which --init-from %s gives "
+                            "instead (the seed would be ignored): drop one", a->init_from);
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
@@ -113,10 +117,11 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (a->model) {
         ah_model_t m;
         if ((s = ah_model_load(a->model, &m, err)) != AH_OK) return s;
-        if (!ah_model_equal(&m, &plan->model))
-            return ah_error_set(err, AH_ERR_INVALID, "%s is a plan for model %s, but --model is %s "
-                                "(a different shape); make a plan for this model with autohet plan, "
-                                "or drop --model", a->plan, plan->model.name, a->model);
+        ah_model_diff_t d;
+        if (ah_model_diff(&m, &plan->model, false, &d))
+            return ah_error_set(err, AH_ERR_INVALID, "%s is a plan for model %s, but --model is %s, whose %s is %s "
+                                "where the plan's is %s; make a plan for this model with autohet plan, or drop "
+                                "--model", a->plan, plan->model.name, a->model, d.field, d.a, d.b);
     }
     /* The directory's config first, on every rank alone: a mismatch is said before any set-up. */
     if (a->init_from && (s = ah_hf_import_check_config(a->init_from, &plan->model, err)) != AH_OK)
@@ -332,6 +337,7 @@ int ah_cli_train(int argc, char **argv) {
                          ah_cli_flag_seen(flags, n_flags, "--loss-scale-window");
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
+    a.seed_given = ah_cli_flag_seen(flags, n_flags, "--seed");
     ah_plan_t plan;
     ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;

@@ -20,16 +20,25 @@ static const ah_cli_verb_t VERBS[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: autohet VERB [flags]   (autohet VERB --help for a verb's flags)\n"
+    fprintf(f, "usage: autohet VERB [flags]   (autohet VERB --help or autohet help VERB: a verb's flags)\n"
                "       autohet --version\n\nverbs:\n");
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].summary);
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        (strcmp(argv[1], "help") == 0 && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "help") == 0) { /* autohet help VERB: the verb's --help */
+        char *help_argv[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+            if (strcmp(argv[2], VERBS[i].name) == 0) return VERBS[i].run(2, help_argv);
+        fprintf(stderr, "autohet help: unknown verb \"%s\"\n", argv[2]);
+        usage(stderr);
+        return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("autohet %s\n", AH_VERSION);

@@ -160,10 +160,11 @@ static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer
  * shards (docs/runtime.md "Token files and shards"). A manifest without seq_len (an older autohet)
  * is taken as it was then, unchecked. */
 static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, ah_error_t *err) {
-    if (meta->has_model && !ah_model_equal(&meta->model, &tr->plan->model))
-        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s (another shape) but the plan "
-                            "trains %s; resume with a plan for that model, or use another --local-root",
-                            (long long)step, meta->model.name, tr->plan->model.name);
+    ah_model_diff_t d;
+    if (meta->has_model && ah_model_diff(&meta->model, &tr->plan->model, false, &d))
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s, whose %s is %s where the plan's "
+                            "model %s has %s; resume with a plan for that model, or use another --local-root",
+                            (long long)step, meta->model.name, d.field, d.a, tr->plan->model.name, d.b);
     if (meta->seq_len > 0 && meta->seq_len != tr->data->T)
         return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved with seq_len %lld but the plan trains seq_len %lld: "
                             "its data position (sample %lld) counts samples of %lld tokens, so this run would re-read or "

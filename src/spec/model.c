@@ -153,12 +153,15 @@ ah_status_t ah_model_validate(const ah_model_t *m, const char *where, ah_error_t
 
 ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err) {
     if (t < 1) return ah_error_set(err, AH_ERR_INVALID, "tensor-parallel degree must be >= 1, got %d", t);
-    if (m->n_head % t || m->n_kv_head % t || m->d_ff % t)
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "model %s cannot be split %d ways by tensor parallelism: %lld heads, %lld "
-                            "key/value heads and MLP width %lld must all be divisible by %d",
-                            m->name, t, (long long)m->n_head, (long long)m->n_kv_head,
-                            (long long)m->d_ff, t);
+    const char *what[] = {"attention head count", "key/value head count", "MLP width"};
+    const int64_t of[] = {m->n_head, m->n_kv_head, m->d_ff};
+    for (int i = 0; i < 3; i++)
+        if (of[i] % t)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "model %s cannot be split %d ways by tensor parallelism: its %s %lld is not "
+                                "divisible by %d (the head count %lld, the key/value head count %lld and the MLP "
+                                "width %lld must all be)", m->name, t, what[i], (long long)of[i], t,
+                                (long long)m->n_head, (long long)m->n_kv_head, (long long)m->d_ff);
     return AH_OK;
 }
 
@@ -358,10 +361,14 @@ static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, c
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s.%s is \"%s\": the runtime implements LLaMA 3.1's \"llama3\" rotary scaling "
                             "only (or none: rope_scaling null, rope_type \"default\")", at, key, type);
-    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
-                                       "original_max_position_embeddings", "rope_theta", NULL};
+    /* rope_theta last: only transformers v5's rope_parameters holds it */
+    static const char *const keys_llama3[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
+                                              "original_max_position_embeddings", "rope_theta", NULL};
     static const char *const keys_default[] = {"rope_type", "type", "rope_theta", NULL};
-    const char *const *allowed = llama3 ? keys : keys_default;
+    const char *allowed[8];
+    size_t n = 0;
+    for (const char *const *k = llama3 ? keys_llama3 : keys_default; *k; k++) allowed[n++] = *k;
+    allowed[theta_key ? n : n - 1] = NULL;
     if (!theta_key && json_object_get(rs, "rope_theta"))
         return ah_error_set(err, AH_ERR_INVALID, "%s: unknown field \"rope_theta\" (rope_theta is a field of the "
                             "config itself)", at);
