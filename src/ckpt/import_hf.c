@@ -92,7 +92,10 @@ static ah_status_t open_sharded(ah_hf_import_t *h, const char *index_path, ah_er
                               ah_json_type_name(v));
             break;
         }
-        if ((st = open_file(h, json_string_value(v), cap, &j, err)) != AH_OK) break;
+        if ((st = open_file(h, json_string_value(v), cap, &j, err)) != AH_OK) {
+            ah_error_prefix(err, "%s lists tensor \"%s\" in %s", index_path, name, json_string_value(v));
+            break;
+        }
         if (!ah_st_find(&h->files[j], name)) {
             st = ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is not in this file, but %s lists it there",
                               h->files[j].path, name, index_path);
