@@ -10,8 +10,12 @@
 # environment it runs the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch
 # alternating, and compares the median of each side's steps pooled over all its rounds (PyTorch's
 # own step moves 0.17-0.45 s within one process and its per-process median 0.18-0.25 s, so one
-# round's median is a noisy estimate); each round's ratio of medians is printed too. Env: STEPS (8),
-# ROUNDS. Never run by CTest; never fails on a timing.
+# round's median is a noisy estimate); each round's ratio of medians is printed too. Column "alone":
+# the step's own sgemm calls (logged from one step by the LD_PRELOAD shim bench/sgemm_log.c), each
+# timed on its own with hot caches by bench_sgemm_calls in every round after the peak: the model's
+# FLOPs over their summed time, against that round's peak (median over rounds), i.e. the bound a step
+# made of these matmuls could reach were everything else free. Env: STEPS (8), ROUNDS, ONLY (config
+# names, space-separated: run only those). Never run by CTest; never fails on a timing.
 # Usage: bash bench/bench_train_vs_torch.sh [--model gpt2|llama] BUILD_DIR [SOURCE_DIR]   (a Release build)
 # --model llama: LLaMA's configurations (RMSNorm, rotary, SwiGLU, untied head): one with as many
 # key/value heads as query heads (d 256), one with grouped-query attention (d 512, 8 query heads
@@ -45,6 +49,7 @@ fi
 kernel_reported=0
 for cfg in "${CONFIGS[@]}"; do
     read -r name L C H KV FF T B V <<<"$cfg"
+    [[ -z ${ONLY:-} || " $ONLY " == *" $name "* ]] || continue
     # The model as a HF config, and a one-stage plan with one micro-batch of B sequences.
     if [ $ARCH = gpt2 ]; then
         printf '{"model_type": "gpt2", "n_layer": %d, "n_embd": %d, "n_head": %d, "vocab_size": %d, "n_positions": %d}\n' \
@@ -70,6 +75,10 @@ plan = {"version": 1, "model": m["model"],
                     "network": {"inter_node_gb_s": 1}}}
 json.dump(plan, open(sys.argv[2], "w"))
 PY
+    # the step's sgemm calls, once (the same at any thread count)
+    AH_SGEMM_LOG="$WORK/$name.calls" LD_PRELOAD="$BUILD/libsgemm_log.so" OPENBLAS_NUM_THREADS=1 "$AH" train \
+        --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" --steps 1 --quiet >/dev/null 2>&1
+    [ -s "$WORK/$name.calls" ] || { echo "bench: no sgemm call logged ($BUILD/libsgemm_log.so)" >&2; exit 1; }
     flops=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(sum(l["count"]*(l["fwd_flops_per_mb"]+l["bwd_flops_per_mb"]) for l in m["layers"]))' "$WORK/$name.model.json")
     if [ $kernel_reported = 0 ]; then # the trainer's start-up line names the kernel
         "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" --steps 1 2>/dev/null | grep "CPU matmuls" ||
@@ -79,11 +88,12 @@ print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/se
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
         kernel_reported=1
         echo "model: $ARCH"
-        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "torch/ah per round | sgemm peak range"
+        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "alone" "torch/ah per round | sgemm peak range"
     fi
     for thr in 1 2; do
         for ((r = 0; r < ROUNDS; r++)); do # the two sides alternate, so a slow spell hits both
             OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak" >"$WORK/peak.$r" # this round's peak
+            OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_calls" "$WORK/$name.calls" >"$WORK/alone.$r"
             OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
                 --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
             python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["seconds"]) for l in open(sys.argv[1]).readlines()[1:]))' \
@@ -99,13 +109,15 @@ flops, work, rounds = float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ah_rounds, pt_rounds = ([list(map(float, open(f"{work}/{side}.{r}").read().split())) for r in range(rounds)]
                         for side in ("ah", "pt"))
 peaks = [float(open(f"{work}/peak.{r}").read()) for r in range(rounds)]
+alone_s = [float(open(f"{work}/alone.{r}").read().split()[3]) for r in range(rounds)]
 ah, pt = (statistics.median([x for steps in side for x in steps]) for side in (ah_rounds, pt_rounds))
 gf = flops / ah / 1e9
 # Each round's GFLOP/s against the peak measured just before it (the VM's speed drifts by up to
 # 20 % within minutes, so a peak measured once per cell can belong to another spell); the median.
 of_peak = statistics.median(flops / statistics.median(a) / 1e9 / p for a, p in zip(ah_rounds, peaks))
+alone = statistics.median(flops / s / 1e9 / p for s, p in zip(alone_s, peaks))
 ratios = [statistics.median(p) / statistics.median(a) for a, p in zip(ah_rounds, pt_rounds)]
-print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {statistics.median(peaks):10.1f} {of_peak:6.2f} | "
+print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {statistics.median(peaks):10.1f} {of_peak:6.2f} {alone:6.2f} | "
       + " ".join(f"{r:.2f}" for r in ratios) + f" | peaks {min(peaks):.0f}-{max(peaks):.0f}")
 PY
     done
