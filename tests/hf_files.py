@@ -159,6 +159,12 @@ def mutate(src, out, kind, arg):
         ts[arg] = ("F64", shape, raw(as_f32(dt, shape, data).astype(np.float64)))
     elif kind == "unknown":
         ts[arg] = ("F32", [4], raw(np.zeros(4, dtype=np.float32)))
+    elif kind in ("head_copy", "head_differs"):  # a tied model's lm_head.weight beside its embedding arg (F32)
+        dt, shape, data = ts[arg]
+        x = as_f32(dt, shape, data).copy()
+        if kind == "head_differs":
+            x.flat[x.size - 1] += 1.0
+        ts["lm_head.weight"] = ("F32", shape, raw(x))
     elif kind == "nan":
         dt, shape, data = ts[arg]
         x = as_f32(dt, shape, data).copy()

@@ -153,7 +153,16 @@ bad shape transformer.ln_f.weight '"transformer.ln_f.weight" has shape [8, 8]' "
 bad dtype transformer.h.1.attn.c_proj.weight '"transformer.h.1.attn.c_proj.weight"' 'dtype "F64" is not supported' "model.safetensors"
 bad truncate - "model.safetensors" "truncated"
 bad unknown transformer.h.0.attn.lora_A '"transformer.h.0.attn.lora_A" is not a tensor of the model' "model.safetensors"
+bad head_differs transformer.wte.weight '"lm_head.weight" differs from the embedding transformer.wte.weight (in its values)' \
+    "model.safetensors" "tie_word_embeddings true"
 bad nan transformer.h.3.mlp.c_proj.weight '"transformer.h.3.mlp.c_proj.weight" holds nan at element 0' "model.safetensors"
+# a tied model's lm_head.weight written beside the embedding as an exact copy (some converters do):
+# taken, and the first loss is the one from the directory without it (it was refused)
+$HF mutate "$WORK/gpt2/x" "$WORK/gpt2/xhead" head_copy transformer.wte.weight >/dev/null || fail "mutate head_copy"
+train "$WORK/gpt2/a.json" "$WORK/gpt2/hc.log" --data "$WORK/text5.bin" --init-from "$WORK/gpt2/xhead" --steps 1 \
+    --metrics "$WORK/gpt2/hc.jsonl"
+[ "$(loss "$WORK/gpt2/hc.jsonl" 0)" = "$(loss "$WORK/gpt2/c.jsonl" 0)" ] || fail "a tied head's exact copy changed the loss"
+echo "  a tied model's lm_head.weight as an exact copy of the embedding: taken, the same loss"
 BAD_SRC=$WORK/llama/x BAD_PLAN=$WORK/llama/a.json
 bad config num_key_value_heads=4 "config.json: num_key_value_heads is 4" "tiny-llama has 2"
 bad drop lm_head.weight '"lm_head.weight"' "is missing"

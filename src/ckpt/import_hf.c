@@ -191,11 +191,10 @@ static ah_status_t map_tensors(ah_hf_import_t *h, char (*hf)[AH_ST_NAME_MAX], ah
                 h->skipped++;
                 continue;
             }
-            if (m->tied && strcmp(e->name, "lm_head.weight") == 0)
-                return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"lm_head.weight\": config.json ties the LM head "
-                                    "to the embedding (tie_word_embeddings true), so the model has no head matrix of "
-                                    "its own; drop the tensor, or set tie_word_embeddings false and plan for that "
-                                    "model", h->files[j].path);
+            if (m->tied && strcmp(e->name, "lm_head.weight") == 0) {
+                h->tied_head = (ah_hf_found_t){.file = j, .e = e};
+                continue;
+            }
             return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is not a tensor of the model config.json "
                                 "describes (%s, %lld layers, %s head) nor one autohet knows to skip (%s); autohet "
                                 "would not know where to put it", h->files[j].path, e->name, ah_arch_name(m->arch),
@@ -203,6 +202,22 @@ static ah_status_t map_tensors(ah_hf_import_t *h, char (*hf)[AH_ST_NAME_MAX], ah
                                 m->arch == AH_ARCH_LLAMA ? "rotary_emb.inv_freq" : "attn.bias, attn.masked_bias");
         }
     return AH_OK;
+}
+
+/* The index of the embedding among the model's tensors. */
+static int embedding_index(const ah_hf_import_t *h) {
+    int i = 0;
+    while (i < h->n_tensors && strcmp(h->defs[i].name, "wte") != 0) i++;
+    return i;
+}
+
+/* Why a tied model cannot take lm_head.weight as a copy of its embedding: `what` differs. */
+static ah_status_t tied_head_differs(const ah_hf_import_t *h, const char *what, ah_error_t *err) {
+    return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"lm_head.weight\" differs from the embedding %s (%s): "
+                        "config.json ties the LM head to the embedding (tie_word_embeddings true), so the model has "
+                        "no head matrix of its own and a copy must equal it; drop the tensor, or set "
+                        "tie_word_embeddings false and plan for that model", h->files[h->tied_head.file].path,
+                        h->found[embedding_index(h)].e->name, what);
 }
 
 /* Every model tensor found, with Hugging Face's shape. */
@@ -232,11 +247,18 @@ static ah_status_t check_tensors(const ah_hf_import_t *h, char (*hf)[AH_ST_NAME_
                                 d->spec->hf_transposed ? " (Conv1D's (in, out) layout)" : "");
         }
     }
+    if (h->tied_head.file >= 0) {
+        const ah_st_entry_t *head = h->tied_head.e, *emb = h->found[embedding_index(h)].e;
+        if (head->dtype != emb->dtype || head->ndim != emb->ndim ||
+            memcmp(head->shape, emb->shape, (size_t)emb->ndim * sizeof *emb->shape) != 0)
+            return tied_head_differs(h, "in dtype or shape", err);
+    }
     return AH_OK;
 }
 
 ah_status_t ah_hf_import_open(const char *dir, const ah_model_t *m, ah_hf_import_t *h, ah_error_t *err) {
     memset(h, 0, sizeof *h);
+    h->tied_head.file = -1;
     if (snprintf(h->dir, sizeof h->dir, "%s", dir) >= (int)sizeof h->dir)
         return ah_error_set(err, AH_ERR_USAGE, "--init-from %.200s...: path too long", dir);
     h->model = *m;
@@ -345,6 +367,14 @@ ah_status_t ah_hf_import_shard(const ah_hf_import_t *h, const ah_tensor_t *x, in
     unsigned char *buf = malloc(len);
     if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory to read %s from %s", e->name, f->path);
     ah_status_t st = ah_st_read_range(f, e, (uint64_t)lo * ds, buf, len, err);
+    if (st == AH_OK && i == embedding_index(h) && h->tied_head.file >= 0) { /* its copy: the same rows */
+        unsigned char *copy = malloc(len);
+        st = copy ? ah_st_read_range(&h->files[h->tied_head.file], h->tied_head.e, (uint64_t)lo * ds, copy, len, err)
+                  : ah_error_set(err, AH_ERR_OOM, "no host memory to read lm_head.weight from %s",
+                                 h->files[h->tied_head.file].path);
+        if (st == AH_OK && memcmp(buf, copy, len) != 0) st = tied_head_differs(h, "in its values", err);
+        free(copy);
+    }
     for (int64_t j = 0; st == AH_OK && j < n; j++) {
         const int64_t full = ah_tensor_full_index(x, t, k, j);
         if (full < 0) {

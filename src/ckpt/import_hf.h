@@ -20,8 +20,10 @@
  *     F32, BF16 or F16 (converted to fp32 when read; any other dtype fails in the header check);
  *   - tensors the model does not use are recognised and skipped: rotary_emb.inv_freq (LLaMA),
  *     GPT-2's attn.bias / attn.masked_bias buffers; GPT-2 names are found with or without the
- *     "transformer." prefix (GPT2Model vs GPT2LMHeadModel files); any other tensor is an error
- *     naming it (lm_head.weight in a tied model too: the file would train something else).
+ *     "transformer." prefix (GPT2Model vs GPT2LMHeadModel files); a tied model's lm_head.weight,
+ *     which some converters write beside the embedding, is taken only as an exact copy of it
+ *     (dtype and shape here, every byte where the embedding is read); any other tensor is an
+ *     error naming it.
  * All of that happens in ah_hf_import_open, for the whole model, on whichever rank opens it (so
  * every rank reaches the same verdict); the data is read only by ah_hf_import_shard, tensor by
  * tensor: a rank reads the bytes of its own stage's shards only (a vocabulary-parallel shard reads
@@ -57,6 +59,9 @@ typedef struct ah_hf_import {
     ah_tensor_t *defs;
     ah_hf_found_t *found;    /* per tensor of defs */
     int skipped;             /* tensors in the files the model does not use */
+    /* A tied model's lm_head.weight in the files (file -1: none), as some converters write it: read
+     * beside the embedding and required to equal it byte for byte (it is the same matrix). */
+    ah_hf_found_t tied_head;
 } ah_hf_import_t;
 
 /* DIR/config.json describes model m (the fields above); the message names the field, the value in
