@@ -190,6 +190,13 @@ static void test_sliding_window(void) {
     json_object_set_new(j, "model_type", json_string("llama"));
     CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "llama: %s", err.msg);
     CHECK_EQ_I64(m.sliding_window, 0);
+    /* a LLaMA's sliding_window is ignored, as transformers' LlamaModel ignores it (it exported as
+     * Mistral, whose attention would then slide) */
+    json_object_set_new(j, "sliding_window", json_integer(4096));
+    CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "llama: %s", err.msg);
+    CHECK_EQ_I64(m.sliding_window, 0);
+    CHECK_EQ_I64(ah_model_context(&m), 32768);
+    json_object_del(j, "sliding_window");
     /* num_key_value_heads null is absent, as in transformers: as many as the attention heads */
     json_object_set_new(j, "num_key_value_heads", json_null());
     CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "kv heads null: %s", err.msg);

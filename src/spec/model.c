@@ -398,9 +398,10 @@ static ah_status_t rope_from_config(const json_t *cfg, const char *where, ah_mod
     return rope_scaling_from_json(v5, where, "rope_parameters", true, &m->rope_theta, &m->rope_scaling, err);
 }
 
-/* The fields of a LLaMA / Mistral config that would change what the model computes, and its
- * sliding window (0 when none, or when no shorter than the context; a Mistral config without the
- * key has transformers' MistralConfig default, 4096, and null means none). */
+/* The fields of a LLaMA / Mistral config that would change what the model computes, and a Mistral
+ * config's sliding window (0 when none, or when no shorter than the context; without the key,
+ * transformers' MistralConfig default, 4096; null: none). A LLaMA config's sliding_window is not
+ * read: transformers' LLaMA has no sliding window and ignores the key, so it changes nothing. */
 static ah_status_t llama_refusals(const json_t *cfg, const char *where, bool mistral, ah_model_t *m,
                                   ah_error_t *err) {
     static const char *const silu[] = {"silu", NULL};
@@ -416,7 +417,8 @@ static ah_status_t llama_refusals(const json_t *cfg, const char *where, bool mis
     TRY(require_str(cfg, where, "hidden_act", "silu", silu,
                     "the runtime's LLaMA MLP is SwiGLU, whose gate is \"silu\"", err));
     TRY(rope_from_config(cfg, where, m, err));
-    if (mistral && !json_object_get(cfg, "sliding_window")) m->sliding_window = 4096;
+    if (!mistral) return AH_OK;
+    if (!json_object_get(cfg, "sliding_window")) m->sliding_window = 4096;
     else TRY(get_int_or_null(cfg, where, "sliding_window", 1, (int64_t)1 << 40, &m->sliding_window, err));
     if (m->sliding_window >= m->max_pos) m->sliding_window = 0; /* every allowed sequence fits */
     return AH_OK;
