@@ -29,7 +29,8 @@ static bool same_call(const call_t *a, const call_t *b) {
            a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->beta == b->beta;
 }
 
-/* Rows of a stored operand: a row-major M x K op(A) is stored K x M when transposed. */
+/* The leading (non-ld) dimension of a stored r x c operand: its rows when row-major and not
+ * transposed, else its columns (a row-major op(A) of M x K is stored K x M when transposed). */
 static size_t rows(int order, int trans, int r, int c) {
     return (order == CblasRowMajor) == (trans == CblasNoTrans) ? (size_t)r : (size_t)c;
 }
@@ -70,13 +71,17 @@ int main(int argc, char **argv) {
     long total = 0;
     while (fscanf(f, "%d %d %d %d %d %d %d %d %d %f", &x.order, &x.ta, &x.tb, &x.m, &x.n, &x.k, &x.lda, &x.ldb,
                   &x.ldc, &x.beta) == 10) {
+        if (x.m <= 0 || x.n <= 0 || x.k <= 0) continue; /* no work */
         int j = 0;
         while (j < kinds && !same_call(&calls[j], &x)) j++;
         if (j == kinds) {
             if (kinds == cap) {
                 cap = cap ? 2 * cap : 64;
                 call_t *grown = realloc(calls, (size_t)cap * sizeof *calls);
-                if (!grown) return fprintf(stderr, "bench_sgemm_calls: out of memory\n"), 1;
+                if (!grown) {
+                    fprintf(stderr, "bench_sgemm_calls: out of memory\n");
+                    return 1;
+                }
                 calls = grown;
             }
             calls[kinds++] = x;
@@ -88,8 +93,11 @@ int main(int argc, char **argv) {
     double seconds = 0, flops = 0;
     for (int j = 0; j < kinds; j++) {
         const double t = best_seconds(&calls[j]);
-        if (t < 0) return fprintf(stderr, "bench_sgemm_calls: out of memory for a %d x %d x %d call\n", calls[j].m,
-                                  calls[j].n, calls[j].k), 1;
+        if (t < 0) {
+            fprintf(stderr, "bench_sgemm_calls: out of memory for a %d x %d x %d call\n", calls[j].m, calls[j].n,
+                    calls[j].k);
+            return 1;
+        }
         seconds += t * (double)calls[j].count;
         flops += 2.0 * calls[j].m * (double)calls[j].n * calls[j].k * (double)calls[j].count;
     }

@@ -18,14 +18,17 @@ void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, co
                  const blasint lda, const float *B, const blasint ldb, const float beta, float *C,
                  const blasint ldc) {
     static sgemm_fn real;
-    static FILE *log;
-    if (!real) real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
-    if (!log) {
-        const char *path = getenv("AH_SGEMM_LOG");
-        log = fopen(path ? path : "/dev/null", "w");
+    static FILE *out;
+    if (!real && !(real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm"))) {
+        fprintf(stderr, "sgemm_log: no cblas_sgemm after this library (%s)\n", dlerror());
+        abort();
     }
-    if (log)
-        fprintf(log, "%d %d %d %d %d %d %d %d %d %g\n", (int)order, (int)ta, (int)tb, (int)M, (int)N, (int)K,
+    if (!out) {
+        const char *path = getenv("AH_SGEMM_LOG");
+        out = fopen(path ? path : "/dev/null", "w");
+    }
+    if (out)
+        fprintf(out, "%d %d %d %d %d %d %d %d %d %.9g\n", (int)order, (int)ta, (int)tb, (int)M, (int)N, (int)K,
                 (int)lda, (int)ldb, (int)ldc, (double)beta);
     real(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

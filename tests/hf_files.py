@@ -12,7 +12,9 @@ Runs under /usr/bin/python3 (Debian's python3-numpy, which python3-torch pulls i
   compare A B [--zeros-equal]    every tensor of A/model.safetensors equals B's, byte for byte
   mutate SRC OUT KIND ARG        a copy of SRC with one fault: config FIELD=INT, drop NAME, shape NAME,
                                  dtype NAME (F64), truncate -, unknown NAME, nan NAME (its first
-                                 element); prints the tensor a truncation cuts
+                                 element); for a tied model, lm_head.weight beside the embedding
+                                 NAME (F32): head_copy (exact), head_differs (its last element + 1),
+                                 head_bf16 (as BF16); prints the tensor a truncation cuts
 """
 import json
 import os
@@ -159,12 +161,12 @@ def mutate(src, out, kind, arg):
         ts[arg] = ("F64", shape, raw(as_f32(dt, shape, data).astype(np.float64)))
     elif kind == "unknown":
         ts[arg] = ("F32", [4], raw(np.zeros(4, dtype=np.float32)))
-    elif kind in ("head_copy", "head_differs"):  # a tied model's lm_head.weight beside its embedding arg (F32)
+    elif kind in ("head_copy", "head_differs", "head_bf16"):  # a tied model's lm_head.weight beside its embedding arg
         dt, shape, data = ts[arg]
         x = as_f32(dt, shape, data).copy()
         if kind == "head_differs":
             x.flat[x.size - 1] += 1.0
-        ts["lm_head.weight"] = ("F32", shape, raw(x))
+        ts["lm_head.weight"] = ("BF16", shape, raw(to_bf16(x))) if kind == "head_bf16" else ("F32", shape, raw(x))
     elif kind == "nan":
         dt, shape, data = ts[arg]
         x = as_f32(dt, shape, data).copy()

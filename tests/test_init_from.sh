@@ -14,11 +14,14 @@
 #      16-bit values widened to fp32 (a zero's sign aside: the lr-0 step may flip it);
 #   4. --resume with a committed checkpoint ignores --init-from; without one it uses it; autohet
 #      run passes it to its launch (step 0's loss from X as above) and checks it against --model;
+#      --seed beside it is refused by both (it would be ignored); a tied model's lm_head.weight
+#      written beside the embedding is taken as an exact copy (the same loss), refused otherwise;
 #   5. each bad input fails naming the file and the field or tensor: a config field that differs
 #      (rope_scaling too: LLaMA 3.1's scaling is exported, read back, and refused by a plan without it;
 #      its bos/eos token ids are exported as the config gave them),
 #      a missing tensor, a wrong shape, an unknown dtype, a truncated file, an unknown tensor, a NaN
-#      weight (before training starts); model.safetensors beside an index.
+#      weight (before training starts); model.safetensors beside an index; a shard file the index
+#      names that is missing.
 # Usage: bash tests/test_init_from.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 PY=/usr/bin/python3
@@ -153,8 +156,9 @@ bad shape transformer.ln_f.weight '"transformer.ln_f.weight" has shape [8, 8]' "
 bad dtype transformer.h.1.attn.c_proj.weight '"transformer.h.1.attn.c_proj.weight"' 'dtype "F64" is not supported' "model.safetensors"
 bad truncate - "model.safetensors" "truncated"
 bad unknown transformer.h.0.attn.lora_A '"transformer.h.0.attn.lora_A" is not a tensor of the model' "model.safetensors"
-bad head_differs transformer.wte.weight '"lm_head.weight" differs from the embedding transformer.wte.weight (in its values)' \
+bad head_differs transformer.wte.weight '"lm_head.weight" differs from the embedding transformer.wte.weight (first at element 16383)' \
     "model.safetensors" "tie_word_embeddings true"
+bad head_bf16 transformer.wte.weight '"lm_head.weight" differs from the embedding transformer.wte.weight (BF16 [256, 64] against F32 [256, 64])'
 bad nan transformer.h.3.mlp.c_proj.weight '"transformer.h.3.mlp.c_proj.weight" holds nan at element 0' "model.safetensors"
 # a tied model's lm_head.weight written beside the embedding as an exact copy (some converters do):
 # taken, and the first loss is the one from the directory without it (it was refused)

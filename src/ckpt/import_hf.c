@@ -55,8 +55,9 @@ static int file_index(const ah_hf_import_t *h, const char *path) {
     return -1;
 }
 
-/* Opens DIR/name (once) and returns its index in *j. */
-static ah_status_t open_file(ah_hf_import_t *h, const char *name, int cap, int *j, ah_error_t *err) {
+/* Opens DIR/name (once), where the index puts `tensor`, and returns its index in *j. */
+static ah_status_t open_file(ah_hf_import_t *h, const char *name, const char *tensor, int cap, int *j,
+                             ah_error_t *err) {
     char path[AH_CKPT_PATH_MAX];
     if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return ah_error_set(err, AH_ERR_INVALID, "%s/model.safetensors.index.json: weight_map names file \"%s\"; "
@@ -65,7 +66,8 @@ static ah_status_t open_file(ah_hf_import_t *h, const char *name, int cap, int *
         return ah_error_set(err, AH_ERR_USAGE, "--init-from %.200s...: path too long", h->dir);
     if ((*j = file_index(h, path)) >= 0) return AH_OK;
     if (h->n_files >= cap) return ah_error_set(err, AH_ERR_INTERNAL, "more files than the index has entries");
-    TRY(ah_st_open(path, &h->files[h->n_files], err));
+    if (ah_st_open(path, &h->files[h->n_files], err) != AH_OK)
+        return ah_error_prefix(err, "%s/model.safetensors.index.json lists tensor \"%s\" in %s", h->dir, tensor, name);
     *j = h->n_files++;
     return AH_OK;
 }
@@ -92,10 +94,7 @@ static ah_status_t open_sharded(ah_hf_import_t *h, const char *index_path, ah_er
                               ah_json_type_name(v));
             break;
         }
-        if ((st = open_file(h, json_string_value(v), cap, &j, err)) != AH_OK) {
-            ah_error_prefix(err, "%s lists tensor \"%s\" in %s", index_path, name, json_string_value(v));
-            break;
-        }
+        if ((st = open_file(h, json_string_value(v), name, cap, &j, err)) != AH_OK) break;
         if (!ah_st_find(&h->files[j], name)) {
             st = ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" is not in this file, but %s lists it there",
                               h->files[j].path, name, index_path);
@@ -250,8 +249,14 @@ static ah_status_t check_tensors(const ah_hf_import_t *h, char (*hf)[AH_ST_NAME_
     if (h->tied_head.file >= 0) {
         const ah_st_entry_t *head = h->tied_head.e, *emb = h->found[embedding_index(h)].e;
         if (head->dtype != emb->dtype || head->ndim != emb->ndim ||
-            memcmp(head->shape, emb->shape, (size_t)emb->ndim * sizeof *emb->shape) != 0)
-            return tied_head_differs(h, "in dtype or shape", err);
+            memcmp(head->shape, emb->shape, (size_t)emb->ndim * sizeof *emb->shape) != 0) {
+            char what[400], hs[160], es[160];
+            shape_text(head->shape, head->ndim, hs, sizeof hs);
+            shape_text(emb->shape, emb->ndim, es, sizeof es);
+            snprintf(what, sizeof what, "%s %s against %s %s", ah_dtype_name(head->dtype), hs,
+                     ah_dtype_name(emb->dtype), es);
+            return tied_head_differs(h, what, err);
+        }
     }
     return AH_OK;
 }
@@ -288,6 +293,7 @@ void ah_hf_import_close(ah_hf_import_t *h) {
     free(h->defs);
     free(h->found);
     memset(h, 0, sizeof *h);
+    h->tied_head.file = -1;
 }
 
 /* ---- the data -------------------------------------------------------------------------------- */
@@ -337,6 +343,30 @@ static int64_t file_index_of(const ah_tensor_t *x, int64_t full) {
     return x->spec->hf_transposed ? (full % x->cols) * x->rows + full / x->cols : full;
 }
 
+/* A tied model's lm_head.weight against the embedding bytes just read (emb: len bytes from byte
+ * `off` of the embedding), compared in pieces of at most 1 MiB; ds: bytes per element. */
+static ah_status_t check_tied_copy(const ah_hf_import_t *h, const unsigned char *emb, uint64_t off, size_t len,
+                                   size_t ds, ah_error_t *err) {
+    const ah_st_file_t *f = &h->files[h->tied_head.file];
+    const size_t piece = ((size_t)1 << 20) / ds * ds;
+    unsigned char *copy = malloc(len < piece ? len : piece);
+    if (!copy) return ah_error_set(err, AH_ERR_OOM, "no host memory to read lm_head.weight from %s", f->path);
+    ah_status_t st = AH_OK;
+    for (size_t at = 0; st == AH_OK && at < len; at += piece) {
+        const size_t n = len - at < piece ? len - at : piece;
+        if ((st = ah_st_read_range(f, h->tied_head.e, off + at, copy, n, err)) != AH_OK) break;
+        for (size_t b = 0; b < n; b++)
+            if (copy[b] != emb[at + b]) {
+                char what[64];
+                snprintf(what, sizeof what, "first at element %llu", (unsigned long long)((off + at + b) / ds));
+                st = tied_head_differs(h, what, err);
+                break;
+            }
+    }
+    free(copy);
+    return st;
+}
+
 ah_status_t ah_hf_import_shard(const ah_hf_import_t *h, const ah_tensor_t *x, int t, int k, float *dst, int64_t n,
                                ah_error_t *err) {
     int i = 0;
@@ -367,14 +397,8 @@ ah_status_t ah_hf_import_shard(const ah_hf_import_t *h, const ah_tensor_t *x, in
     unsigned char *buf = malloc(len);
     if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory to read %s from %s", e->name, f->path);
     ah_status_t st = ah_st_read_range(f, e, (uint64_t)lo * ds, buf, len, err);
-    if (st == AH_OK && i == embedding_index(h) && h->tied_head.file >= 0) { /* its copy: the same rows */
-        unsigned char *copy = malloc(len);
-        st = copy ? ah_st_read_range(&h->files[h->tied_head.file], h->tied_head.e, (uint64_t)lo * ds, copy, len, err)
-                  : ah_error_set(err, AH_ERR_OOM, "no host memory to read lm_head.weight from %s",
-                                 h->files[h->tied_head.file].path);
-        if (st == AH_OK && memcmp(buf, copy, len) != 0) st = tied_head_differs(h, "in its values", err);
-        free(copy);
-    }
+    if (st == AH_OK && h->tied_head.file >= 0 && i == embedding_index(h))
+        st = check_tied_copy(h, buf, (uint64_t)lo * ds, len, ds, err);
     for (int64_t j = 0; st == AH_OK && j < n; j++) {
         const int64_t full = ah_tensor_full_index(x, t, k, j);
         if (full < 0) {

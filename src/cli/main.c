@@ -32,10 +32,10 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "help") == 0) { /* autohet help VERB: the verb's --help */
-        char *help_argv[] = {argv[2], "--help", NULL};
+    if (strcmp(argv[1], "help") == 0) { /* autohet help VERB [SUB]: `autohet VERB [SUB] --help` */
+        char *help_argv[] = {argv[2], argc > 3 ? argv[3] : "--help", "--help", NULL};
         for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
-            if (strcmp(argv[2], VERBS[i].name) == 0) return VERBS[i].run(2, help_argv);
+            if (strcmp(argv[2], VERBS[i].name) == 0) return VERBS[i].run(argc > 3 ? 3 : 2, help_argv);
         fprintf(stderr, "autohet help: unknown verb \"%s\"\n", argv[2]);
         usage(stderr);
         return 2;

@@ -19,8 +19,8 @@
  *  - notice / kill_host: on the host, the pids of its ranks' rank files (RUN/rank-R.json on that
  *    host) signalled there;
  *  - metrics and run files: read from rank 0's host (RUN/metrics.jsonl from the last offset);
- *    once the job has ended, a run file from the first host of its ranks that has it (a rank that
- *    stops the job on its own error writes RUN/failed.json on its own host);
+ *    once the job has ended, RUN/failed.json from the first host of its ranks that has it (a rank
+ *    that stops the job on its own error writes it on its own host);
  *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host.
  * Remote calls are synchronous, with a deadline (AH_SSH_TIMEOUT_S); while the job runs, the
  * metrics and the preemption report are fetched at most every AH_SSH_POLL_S, and a notice to
@@ -416,10 +416,11 @@ static bool ssh_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *
         if (ah_now_s() - l->report_t < AH_SSH_POLL_S) return false;
         l->report_t = ah_now_s();
     }
-    /* while the job runs, rank 0's host (the reports' writer); once it has ended, every host of its
-     * ranks in rank order: a rank that stops the job on its own error writes failed.json there */
+    /* rank 0's host (the reports' writer); once the job has ended, failed.json from every host of its
+     * ranks in rank order: a rank that stops the job on its own error writes it on its own host */
+    const int hosts = l->pid <= 0 && strcmp(name, AH_PROTO_FAILED_FILE) == 0 ? l->n_ranks : 1;
     static char buf[65536];
-    for (int r = 0; r < (l->pid > 0 ? 1 : l->n_ranks); r++) {
+    for (int r = 0; r < hosts; r++) {
         if (!first_of_host(l, r) || fetch(l, l->rank_host[r], name, 0, buf, sizeof buf) < 0) continue;
         if (doc) {
             json_error_t je;

@@ -60,7 +60,8 @@ typedef struct ah_launcher {
     /* Calls fn for each complete new line of the job's metrics (parsed; lines that are not JSON
      * objects are skipped); fn may keep a reference. */
     void (*read_metrics)(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx);
-    /* The run directory's file `name` (runtime/protocol.h): false when it is not there; else
+    /* The run directory's file `name` (runtime/protocol.h), rank 0's (after the job has ended,
+     * failed.json from the first host of its ranks that has one): false when it is not there; else
      * true, and *doc (when doc is not NULL) gets its parse, or NULL with *err set. */
     bool (*run_file)(void *ctx, const char *name, json_t **doc, ah_error_t *err);
     /* rm -r of host's checkpoint disk (no error when it is empty already). */

@@ -159,7 +159,7 @@ ah_status_t ah_model_check_tp(const ah_model_t *m, int t, ah_error_t *err) {
         if (of[i] % t)
             return ah_error_set(err, AH_ERR_INVALID,
                                 "model %s cannot be split %d ways by tensor parallelism: its %s %lld is not "
-                                "divisible by %d (the head count %lld, the key/value head count %lld and the MLP "
+                                "divisible by %d (the attention head count %lld, the key/value head count %lld and the MLP "
                                 "width %lld must all be)", m->name, t, what[i], (long long)of[i], t,
                                 (long long)m->n_head, (long long)m->n_kv_head, (long long)m->d_ff);
     return AH_OK;
@@ -365,7 +365,7 @@ static ah_status_t rope_scaling_from_json(const json_t *rs, const char *where, c
     static const char *const keys_llama3[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
                                               "original_max_position_embeddings", "rope_theta", NULL};
     static const char *const keys_default[] = {"rope_type", "type", "rope_theta", NULL};
-    const char *allowed[8];
+    const char *allowed[sizeof keys_llama3 / sizeof *keys_llama3];
     size_t n = 0;
     for (const char *const *k = llama3 ? keys_llama3 : keys_default; *k; k++) allowed[n++] = *k;
     allowed[theta_key ? n : n - 1] = NULL;
