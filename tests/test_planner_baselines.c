@@ -180,7 +180,7 @@ static void tp_follows_kv_heads(void) {
     o.train.seq_len = 1024;
     o.train.global_batch = 1; /* one micro-batch: no data parallelism, pipelining only serialises */
     ah_plan_result_t r;
-    CHECK_ERR(ah_model_check_tp(&m, 16, &err), AH_ERR_INVALID, err, "8 key/value heads");
+    CHECK_ERR(ah_model_check_tp(&m, 16, &err), AH_ERR_INVALID, err, "its key/value head count 8 is not divisible by 16");
     CHECK(ah_planner_run(&m, &c, &o, &r, &err) == AH_OK, "llama2-70b on 16 GPUs: %s", err.msg);
     CHECK(r.plan.tp <= 8 && ah_model_check_tp(&m, r.plan.tp, &err) == AH_OK,
           "llama2-70b planned at t=%d; its 8 key/value heads allow t <= 8", r.plan.tp);
