@@ -10,19 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/timing.h"
 
 typedef struct {
     int order, ta, tb, m, n, k, lda, ldb, ldc;
     float beta;
     long count;
 } call_t;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool same_call(const call_t *a, const call_t *b) {
     return a->order == b->order && a->ta == b->ta && a->tb == b->tb && a->m == b->m && a->n == b->n &&
@@ -46,11 +41,11 @@ static double best_seconds(const call_t *q) {
         for (size_t i = 0; i < na; i++) a[i] = (float)(i % 97) * 1e-2f;
         for (size_t i = 0; i < nb; i++) b[i] = (float)(i % 89) * 1e-2f;
         best = 1e30;
-        const double start = now_s();
-        for (int r = 0; r < 3 || now_s() - start < 0.01; r++) {
-            const double t0 = now_s();
+        const double start = ah_now_s();
+        for (int r = 0; r < 3 || ah_now_s() - start < 0.01; r++) {
+            const double t0 = ah_now_s();
             cblas_sgemm(q->order, q->ta, q->tb, q->m, q->n, q->k, 1.0f, a, q->lda, b, q->ldb, q->beta, c, q->ldc);
-            const double dt = now_s() - t0;
+            const double dt = ah_now_s() - t0;
             if (dt < best) best = dt;
         }
     }

@@ -98,6 +98,9 @@ void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err);
+/* The trainer's rule for --seed beside --init-from DIR (init_from NULL: none): refused, since the
+ * directory gives the weights the seed would draw (autohet train and run). In cli_train.c. */
+ah_status_t ah_cli_check_init_flags(bool seed_given, const char *init_from, ah_error_t *err);
 
 /* An output file FLAG names, checked before the work that fills it: false, the message printed
  * (naming the flag), when path is empty, a directory, or in a directory that is missing or not

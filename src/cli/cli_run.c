@@ -203,9 +203,9 @@ static int check_launch(const ah_agent_opts_t *o, const ah_flag_t *flags, int n_
         fprintf(stderr, "autohet run: --val-every and --val-batches need --val-data FILES (held-out shards)\n");
         return 2;
     }
-    if (init_from && ah_cli_flag_seen(flags, n_flags, "--seed")) {
-        fprintf(stderr, "autohet run: --seed draws the initial weights, which --init-from %s gives instead (the "
-                "seed would be ignored): drop one\n", init_from);
+    ah_error_t err;
+    if (ah_cli_check_init_flags(ah_cli_flag_seen(flags, n_flags, "--seed"), init_from, &err) != AH_OK) {
+        fprintf(stderr, "autohet run: %s\n", err.msg);
         return 2;
     }
     /* every launcher starts mpirun from this process (slurm's inside the allocation it runs in) */

@@ -52,6 +52,13 @@ ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, d
     return AH_OK;
 }
 
+ah_status_t ah_cli_check_init_flags(bool seed_given, const char *init_from, ah_error_t *err) {
+    if (seed_given && init_from)
+        return ah_error_set(err, AH_ERR_USAGE, "--seed draws the initial weights, which --init-from %s gives "
+                            "instead (the seed would be ignored): drop one", init_from);
+    return AH_OK;
+}
+
 /* The checkpoint and preemption flags, each of which needs the tier it acts on: one given without
  * it would do nothing (or fail only after the set-up). */
 static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
@@ -95,9 +102,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if ((s = check_ckpt_flags(a, err)) != AH_OK) return s;
     if (a->val_flag_given && !a->val_data)
         return ah_error_set(err, AH_ERR_USAGE, "--val-every and --val-batches need --val-data FILES (held-out shards)");
-    if (a->seed_given && a->init_from)
-        return ah_error_set(err, AH_ERR_USAGE, "--seed draws the initial weights, which --init-from %s gives "
-                            "instead (the seed would be ignored): drop one", a->init_from);
+    if ((s = ah_cli_check_init_flags(a->seed_given, a->init_from, err)) != AH_OK) return s;
     if (a->cluster) {
         if ((s = ah_cluster_open(a->cluster, &override, err)) != AH_OK) return s;
         have_override = true;
