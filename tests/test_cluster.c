@@ -306,6 +306,22 @@ static void test_errors(void) {
                  "nodes[0].zone", NULL, NULL);
     expect_error("{\"nodes\": [{\"name\": \"a b\", \"gpu\": \"T4\", \"count\": 1}]}", AH_ERR_INVALID,
                  "nodes[0].name", "\"a b\"", NULL);
+    /* names unsafe as a path component or a command-line word (".." passed and failed in the
+     * trainer); the message states the whole rule */
+    static const char *const unsafe[] = {"\".\"", "\"..\"", "\".n0\"", "\"-n0\"", "\"_n0\"",
+                                         "\"a/b\"", "\"\""};
+    for (size_t k = 0; k < sizeof unsafe / sizeof *unsafe; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"nodes\": [{\"name\": \"n1\", \"gpu\": \"T4\", \"count\": 1},"
+                 " {\"name\": %s, \"gpu\": \"T4\", \"count\": 1}]}", unsafe[k]);
+        expect_error(text, AH_ERR_INVALID, "c.json: nodes[1].name", unsafe[k],
+                     "starting with a letter or a digit");
+    }
+    ah_cluster_t ok;
+    ah_error_t ok_err = {0};
+    CHECK(parse("{\"nodes\": [{\"name\": \"9.x_y-Z\", \"gpu\": \"T4\", \"count\": 1}]}", &ok, &ok_err) ==
+              AH_OK, "9.x_y-Z is a valid node name: %s", ok_err.msg);
+    ah_cluster_free(&ok);
     expect_error("{\"nodes\": [{\"gpu\": \"T4\", \"count\": 1}]}", AH_ERR_INVALID, "nodes[0]",
                  "missing field \"name\"", NULL);
     expect_error("{\"nodes\": {}}", AH_ERR_INVALID, "c.json: nodes: expected an array, got an object",

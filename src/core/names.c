@@ -42,3 +42,15 @@ int ah_names_append(ah_str_t *s, const char *const *names, int n, const char *se
     if (written_names < n) ah_str_appendf(s, "%s... and %d more", sep, n - written_names);
     return items;
 }
+
+/* ASCII only, whatever the locale. */
+static bool alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool ah_name_path_safe(const char *name) {
+    if (!alnum(name[0])) return false; /* also "" */
+    for (const char *c = name; *c; c++)
+        if (!alnum(*c) && *c != '-' && *c != '_' && *c != '.') return false;
+    return true;
+}

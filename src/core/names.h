@@ -13,7 +13,20 @@
 #ifndef AH_CORE_NAMES_H
 #define AH_CORE_NAMES_H
 
+#include <stdbool.h>
+
 #include "core/str.h"
+
+/* The rule for a name that becomes a path component, a host name and a command-line word (a
+ * cluster's node names: hostfiles, rankfiles, checkpoint directories, launch files), in words for
+ * messages. */
+#define AH_NAME_SAFE_RULE                                                                          \
+    "letters, digits, '-', '_' and '.', starting with a letter or a digit (so never \".\", \"..\", a " \
+    "hidden name or an option)"
+
+/* Whether name follows AH_NAME_SAFE_RULE: 1 or more of [A-Za-z0-9._-], the first [A-Za-z0-9]. The
+ * length limit is the caller's. */
+bool ah_name_path_safe(const char *name);
 
 /* Appends names[0 .. n) to s as runs and single names separated by sep. After max_items items
  * (runs or single names; 0: no limit) the rest is "sep... and N more" (N names). Returns the

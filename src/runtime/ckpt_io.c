@@ -110,7 +110,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     }
     if (o->local_root && !ah_ckpt_name_ok(node_name)) {
         st = ah_error_set(err, AH_ERR_INVALID, "node name \"%s\" cannot name a checkpoint directory; use "
-                          "[A-Za-z0-9._-] in the cluster's node names", node_name);
+                          "[A-Za-z0-9._-], not starting with '.', in the cluster's node names", node_name);
         goto agree;
     }
     if (o->local_root && (st = check_node_root(s, node_name, err)) != AH_OK) goto agree;

@@ -1,7 +1,6 @@
 /* Cluster spec: JSON in and out, built-in clusters, lookups. Format in spec/cluster.h. */
 #include "spec/cluster.h"
 
-#include <ctype.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/names.h"
 #include "core/str.h"
 
 /* Network defaults, used for every field a cluster file leaves out:
@@ -224,14 +224,6 @@ static ah_status_t resolve_type(ah_cluster_t *c, const char *gpu, const char *wh
     return AH_OK;
 }
 
-/* Node names end up in hostfiles, rankfiles and file names: keep them to hostname characters. */
-static bool valid_node_name(const char *s) {
-    if (!*s) return false;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.') return false;
-    return true;
-}
-
 static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluster_t *c,
                               ah_error_t *err) {
     char where[256];
@@ -252,10 +244,10 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
         (s = ah_json_get_num(v, where, "usd_per_gpu_hour", false, 0, BIG, &n->usd_per_gpu_hour,
                              err)))
         return s;
-    if (!valid_node_name(n->name))
+    /* Node names end up in hostfiles, rankfiles, file and directory names and ssh's argv. */
+    if (!ah_name_path_safe(n->name))
         return ah_error_set(err, AH_ERR_INVALID,
-                            "%s.name: \"%s\" is not a valid node name (use letters, digits, '-', "
-                            "'_' and '.')",
+                            "%s.name: \"%s\" is not a valid node name (use " AH_NAME_SAFE_RULE ")",
                             where, n->name);
     if (!n->zone[0])
         return ah_error_set(err, AH_ERR_INVALID,
