@@ -1,11 +1,17 @@
 /* OpenBLAS sgemm peak on this machine: the best GFLOP/s of a square NN cblas_sgemm (default
- * 1024^3) over repeats filling about 0.5 s. bench/bench_train_vs_torch.sh prints it beside the
- * trainer's achieved GFLOP/s. Set OPENBLAS_NUM_THREADS for the thread count. Never run by CTest.
+ * 1024^3) over repeats filling about 0.5 s, then the kernel that ran it, on one line:
+ * "154.21 OpenBLAS Cooperlake kernel (OpenBLAS's own choice for this CPU)"; on stderr a warning
+ * when that kernel is far below what the CPU's flags allow (kernels/cpu/blas_kernel.h), since the
+ * figure is then OpenBLAS's choice, not the machine's. bench/bench_train_vs_torch.sh prints it
+ * beside the trainer's achieved GFLOP/s. Set OPENBLAS_NUM_THREADS for the thread count. Never run
+ * by CTest.
  * usage: bench_sgemm_peak [n] */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "kernels/cpu/blas_kernel.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -33,7 +39,10 @@ int main(int argc, char **argv) {
         double dt = now_s() - t0;
         if (dt < best) best = dt;
     }
-    printf("%.2f\n", 2.0 * n * (double)n * n / best / 1e9);
+    char kernel[160], advice[512];
+    ah_cpu_blas_describe(kernel, sizeof kernel);
+    printf("%.2f %s\n", 2.0 * n * (double)n * n / best / 1e9, kernel);
+    if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "bench_sgemm_peak: warning: %s\n", advice);
     free(a);
     free(b);
     free(c);

@@ -5,7 +5,8 @@
 # Prints the step times, the ratio (torch / autohet, > 1 = autohet faster), autohet's achieved
 # GFLOP/s (model FLOPs from `autohet model --json`: matmuls, full T x T attention) against
 # OpenBLAS's sgemm peak (1024^3) measured before each round (the median over rounds of each round's
-# GFLOP/s over its own peak; the peaks' median and range are printed), and which OpenBLAS kernel autohet ran and which BLAS
+# GFLOP/s over its own peak; the peaks' median and range are printed, and the kernel the peaks ran,
+# with a warning when it is far below what the CPU's flags allow), and which OpenBLAS kernel autohet ran and which BLAS
 # library PyTorch loaded (Debian's python3-torch loads the same OpenBLAS, so with the same
 # environment it runs the same kernel). Each cell runs ROUNDS (5) rounds, autohet and PyTorch
 # alternating, and compares the median of each side's steps pooled over all its rounds (PyTorch's
@@ -86,13 +87,15 @@ PY
         "$PY" -c 'import torch; torch.mm(torch.ones(64, 64), torch.ones(64, 64))
 print("PyTorch BLAS: " + ", ".join(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower()})))'
         echo "(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-unset})"
+        # the peak's kernel, and on stderr its warning when far below the CPU's flags
+        echo "sgemm peak: $(OPENBLAS_NUM_THREADS=1 "$BUILD/bench_sgemm_peak" 256 | cut -d' ' -f2-)"
         kernel_reported=1
         echo "model: $ARCH"
-        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "alone" "torch/ah per round | sgemm peak range"
+        printf '%-6s %-30s %3s | %11s %11s %7s | %9s %10s %6s %6s | %s\n' config shape thr "autohet s" "torch s" "torch/ah" "ah GF/s" "sgemm GF/s" "/peak" "alone" "torch/ah per round | sgemm peak range | kernel"
     fi
     for thr in 1 2; do
         for ((r = 0; r < ROUNDS; r++)); do # the two sides alternate, so a slow spell hits both
-            OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak" >"$WORK/peak.$r" # this round's peak
+            OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_peak" >"$WORK/peak.$r" 2>/dev/null # this round's peak, its kernel
             OPENBLAS_NUM_THREADS=$thr "$BUILD/bench_sgemm_calls" "$WORK/$name.calls" >"$WORK/alone.$r"
             OPENBLAS_NUM_THREADS=$thr "$AH" train --plan "$WORK/$name.plan.json" --data "$WORK/text.bin" \
                 --steps $((STEPS + 1)) --quiet --metrics "$WORK/m.jsonl" 2>/dev/null
@@ -108,7 +111,9 @@ name, shape, thr = sys.argv[1:4]
 flops, work, rounds = float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 ah_rounds, pt_rounds = ([list(map(float, open(f"{work}/{side}.{r}").read().split())) for r in range(rounds)]
                         for side in ("ah", "pt"))
-peaks = [float(open(f"{work}/peak.{r}").read()) for r in range(rounds)]
+peak_lines = [open(f"{work}/peak.{r}").read().split() for r in range(rounds)]
+peaks = [float(p[0]) for p in peak_lines]
+kernels = "/".join(sorted({p[2] for p in peak_lines}))  # "154.21 OpenBLAS Cooperlake kernel (...)"
 alone_s = [float(open(f"{work}/alone.{r}").read().split()[3]) for r in range(rounds)]
 ah, pt = (statistics.median([x for steps in side for x in steps]) for side in (ah_rounds, pt_rounds))
 gf = flops / ah / 1e9
@@ -118,7 +123,7 @@ of_peak = statistics.median(flops / statistics.median(a) / 1e9 / p for a, p in z
 alone = statistics.median(flops / s / 1e9 / p for s, p in zip(alone_s, peaks))
 ratios = [statistics.median(p) / statistics.median(a) for a, p in zip(ah_rounds, pt_rounds)]
 print(f"{name:<6} {shape:<30} {thr:>3} | {ah:11.4f} {pt:11.4f} {pt / ah:7.2f}x | {gf:9.1f} {statistics.median(peaks):10.1f} {of_peak:6.2f} {alone:6.2f} | "
-      + " ".join(f"{r:.2f}" for r in ratios) + f" | peaks {min(peaks):.0f}-{max(peaks):.0f}")
+      + " ".join(f"{r:.2f}" for r in ratios) + f" | peaks {min(peaks):.0f}-{max(peaks):.0f} | {kernels}")
 PY
     done
 done

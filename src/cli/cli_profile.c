@@ -337,6 +337,8 @@ static ah_status_t profile(measuring_t *m, const char *model_arg, const char *gp
     ah_str_t list = ah_str_fixed(gpu_list, sizeof gpu_list);
     for (int g = 0; g < m->n_gpu; g++) ah_str_appendf(&list, "%s%s", g ? "," : "", m->names[g]);
     describe_host(desc, sizeof desc);
+    char advice[512];
+    if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet %s: warning: %s\n", VERB, advice);
     if (!(*prof = ah_profile_create(desc, &m->model))) return ah_error_set(err, AH_ERR_OOM, "no host memory for a profile");
     const group_args_t ga = {model_arg, m->cluster_arg, gpu_list, mb_arg, *seq_len, steps, rounds};
     s = plan_jobs(m, *seq_len, steps, tp_group, err);

@@ -274,6 +274,18 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
     return AH_PROTO_EXIT_PREEMPTED;
 }
 
+/* The start-up lines: the job, and the OpenBLAS kernel the CPU matmuls run, with a warning when it
+ * is far below what this CPU allows (kernels/cpu/blas_kernel.h). */
+static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
+    char blas[160], advice[512];
+    ah_cpu_blas_describe(blas, sizeof blas);
+    printf("autohet train: %s, %d rank%s, %d pipeline%s, tp %d, %lld steps of %lld tokens\n"
+           "autohet train: CPU matmuls: %s\n",
+           plan->model.name, ranks, ranks == 1 ? "" : "s", plan->n_pipelines, plan->n_pipelines == 1 ? "" : "s",
+           plan->tp, (long long)a->steps, (long long)(plan->train.global_batch * plan->train.seq_len), blas);
+    if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet train: warning: %s\n", advice);
+}
+
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = 30, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
@@ -372,14 +384,7 @@ int ah_cli_train(int argc, char **argv) {
     if (s != AH_OK) {
         rc = rank == 0 ? fail_job(&a, rank, &err) : ah_status_exit_code(s);
     } else {
-        if (rank == 0 && !a.quiet) {
-            char blas[160];
-            ah_cpu_blas_describe(blas, sizeof blas);
-            printf("autohet train: %s, %d rank%s, %d pipeline%s, tp %d, %lld steps of %lld tokens\n"
-                   "autohet train: CPU matmuls: %s\n",
-                   plan.model.name, ranks, ranks == 1 ? "" : "s", plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s", plan.tp, (long long)a.steps,
-                   (long long)(plan.train.global_batch * plan.train.seq_len), blas);
-        }
+        if (rank == 0 && !a.quiet) say_start(&a, &plan, ranks);
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
         rc = run_steps(&tr, &a, &val, metrics, ck, start);
         /* The memory report: every rank's high-water mark, from rank 0. */
