@@ -5,6 +5,7 @@
 
 #include "cost/cost.h"
 #include "harness.h"
+#include "spec/arch.h"
 #include "spec/model.h"
 
 static int64_t params_of(const char *preset) {
@@ -353,6 +354,59 @@ static void test_tp_split(void) {
     CHECK_ERR(ah_model_check_tp(&m, 2, &err), AH_ERR_INVALID, err, "its attention head count 25 is not divisible by 2");
 }
 
+/* The std the trainer draws tensor `name` of m with (spec/arch.h), or -1 when there is no such tensor. */
+static double init_std_of(const ah_model_t *m, const char *name) {
+    ah_tensor_t ts[64];
+    if (ah_model_tensor_count(m) > 64) return -1;
+    ah_model_tensors(m, ts);
+    float fill;
+    for (int i = 0; i < ah_model_tensor_count(m); i++)
+        if (strcmp(ts[i].name, name) == 0) return ah_tensor_init_std(&ts[i], m, &fill);
+    return -1;
+}
+
+/* initializer_range is the std of the random init (it was accepted and ignored: 0.02 always); a
+ * plan's model object carries it as init_std to the trainer; values outside (0, 1] are refused. */
+static void test_initializer_range(void) {
+    const char *gpt2 = "{\"model_type\":\"gpt2\",\"n_layer\":2,\"n_embd\":8,\"n_head\":2,\"vocab_size\":10,"
+                       "\"n_positions\":6,\"initializer_range\":0.01}";
+    ah_model_t m, back;
+    ah_error_t err;
+    json_t *j = json_loads(gpt2, 0, NULL);
+    CHECK(ah_model_from_hf_json(j, "gpt2.json", &m, &err) == AH_OK, "gpt2 config: %s", err.msg);
+    json_decref(j);
+    CHECK_NEAR(init_std_of(&m, "wte"), 0.01, 1e-6);
+    CHECK_NEAR(init_std_of(&m, "h.1.attn.qkv.weight"), 0.01, 1e-6);
+    CHECK_NEAR(init_std_of(&m, "h.0.attn.proj.weight"), 0.01 / 2.0, 1e-6); /* / sqrt(2 L), as GPT-2's */
+    json_t *o = ah_model_to_json(&m);
+    CHECK(o && ah_model_from_json(o, "plan.json: model", &back, &err) == AH_OK, "round trip: %s", err.msg);
+    CHECK(o && json_object_get(o, "init_std"), "the plan's model object carries init_std");
+    json_decref(o);
+    CHECK_NEAR(init_std_of(&back, "wte"), 0.01, 1e-6);
+    CHECK(ah_model_equal(&m, &back), "init_std does not make models differ for resume or export");
+    /* LLaMA: every matrix N(0, initializer_range^2), as transformers' LlamaPreTrainedModel */
+    j = json_loads("{\"model_type\":\"llama\",\"num_hidden_layers\":2,\"hidden_size\":8,\"num_attention_heads\":2,"
+                   "\"intermediate_size\":16,\"vocab_size\":10,\"initializer_range\":0.05}", 0, NULL);
+    CHECK(ah_model_from_hf_json(j, "llama.json", &m, &err) == AH_OK, "llama config: %s", err.msg);
+    json_decref(j);
+    CHECK_NEAR(init_std_of(&m, "wte"), 0.05, 1e-6);
+    /* absent: 0.02, and the plan's model object stays as it was */
+    ah_model_preset("tiny-gpt2", &m, &err);
+    CHECK_NEAR(init_std_of(&m, "wte"), 0.02, 1e-6);
+    o = ah_model_to_json(&m);
+    CHECK(o && !json_object_get(o, "init_std"), "no init_std key for the default");
+    json_decref(o);
+    static const char *const bad[] = {"0", "-0.02", "1.5", "\"0.02\"", "null"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"model_type\":\"gpt2\",\"n_layer\":2,\"n_embd\":8,\"n_head\":2,"
+                 "\"vocab_size\":10,\"n_positions\":6,\"initializer_range\":%s}", bad[i]);
+        j = json_loads(text, 0, NULL);
+        CHECK_ERR(ah_model_from_hf_json(j, "cfg.json", &m, &err), AH_ERR_INVALID, err, "cfg.json.initializer_range");
+        json_decref(j);
+    }
+}
+
 int main(void) {
     test_published_counts();
     test_hf_config();
@@ -362,5 +416,6 @@ int main(void) {
     test_token_ids();
     test_model_diff();
     test_tp_split();
+    test_initializer_range();
     return ah_test_finish();
 }

@@ -125,9 +125,10 @@ int64_t ah_tensor_full_index(const ah_tensor_t *x, int t, int k, int64_t i) {
 
 float ah_tensor_init_std(const ah_tensor_t *x, const ah_model_t *m, float *fill) {
     *fill = x->spec->init == AH_INIT_ONES ? 1.0f : 0.0f;
+    const double std = m->init_std > 0 ? m->init_std : AH_INIT_STD_DEFAULT;
     switch (x->spec->init) {
-    case AH_INIT_NORMAL: return 0.02f;
-    case AH_INIT_RESIDUAL: return (float)(0.02 / sqrt(2.0 * (double)m->n_layer));
+    case AH_INIT_NORMAL: return (float)std;
+    case AH_INIT_RESIDUAL: return (float)(std / sqrt(2.0 * (double)m->n_layer));
     case AH_INIT_ONES:
     case AH_INIT_ZEROS: return 0.0f;
     }

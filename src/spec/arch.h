@@ -59,8 +59,8 @@ typedef enum {
 
 /* Initialisation of a weight (runtime/gpt.c draws it plan-independently). */
 typedef enum {
-    AH_INIT_NORMAL = 0, /* N(0, 0.02^2) */
-    AH_INIT_RESIDUAL,   /* N(0, (0.02 / sqrt(2 L))^2): projections into the residual stream */
+    AH_INIT_NORMAL = 0, /* N(0, s^2), s the model's init_std (config initializer_range; 0.02) */
+    AH_INIT_RESIDUAL,   /* N(0, (s / sqrt(2 L))^2): projections into the residual stream */
     AH_INIT_ONES,
     AH_INIT_ZEROS
 } ah_init_t;

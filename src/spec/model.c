@@ -255,6 +255,19 @@ static ah_status_t get_int_or_null(const json_t *cfg, const char *where, const c
     return v && !json_is_null(v) ? ah_json_get_int(cfg, where, key, true, min, max, out, err) : AH_OK;
 }
 
+/* The random init's std under `key` (a config's initializer_range, a model object's init_std):
+ * absent leaves *out as it is (0: the default 0.02); a value must be a number in (0, 1]. */
+static ah_status_t get_init_std(const json_t *obj, const char *where, const char *key, double *out, ah_error_t *err) {
+    if (!json_object_get(obj, key)) return AH_OK;
+    double v = 0;
+    TRY(ah_json_get_num(obj, where, key, true, 0, 1, &v, err));
+    if (!(v > 0))
+        return ah_error_set(err, AH_ERR_INVALID, "%s.%s: 0; the std of the weights' normal initialisation must be "
+                            "above 0 (transformers' default is 0.02)", where, key);
+    *out = v;
+    return AH_OK;
+}
+
 /* The token ids of a config or model object (ah_token_ids_t): bos_token_id and pad_token_id an
  * integer or null, eos_token_id an integer, a list of them or null; any other value is refused with
  * the field named. Ids are kept as given (old LLaMA configs carry a pad_token_id of -1). */
@@ -487,6 +500,7 @@ ah_status_t ah_model_from_hf_json(const struct json_t *cfg_, const char *where, 
                             where, type);
     }
     TRY(token_ids_from_json(cfg, where, &m->tokens, err));
+    TRY(get_init_std(cfg, where, "initializer_range", &m->init_std, err));
     snprintf(m->name, sizeof m->name, "%.63s", where);
     return ah_model_validate(m, where, err);
 }
@@ -518,6 +532,8 @@ struct json_t *ah_model_to_json(const ah_model_t *m) {
         json_object_set_new(o, "rope_scaling", ah_rope_scaling_to_json(&m->rope_scaling));
     if (o && m->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer((json_int_t)m->sliding_window));
+    if (o && m->init_std > 0 && m->init_std != AH_INIT_STD_DEFAULT) /* plans as before where it is the default */
+        json_object_set_new(o, "init_std", json_real(m->init_std));
     if (o && !ah_token_ids_to_json(m, o)) {
         json_decref(o);
         return NULL;
@@ -534,7 +550,7 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
                             where, ah_json_type_name(obj));
     static const char *const keys[] = {"name", "arch", "n_layer", "d_model", "n_head", "n_kv_head",
                                        "d_ff", "vocab", "max_pos", "tied", "norm_eps", "rope_theta",
-                                       "rope_scaling", "sliding_window", "bos_token_id",
+                                       "rope_scaling", "sliding_window", "init_std", "bos_token_id",
                                        "eos_token_id", "pad_token_id", NULL};
     TRY(ah_json_check_keys(obj, where, keys, err));
     memset(m, 0, sizeof *m);
@@ -569,6 +585,7 @@ ah_status_t ah_model_from_json(const struct json_t *obj_, const char *where, ah_
                                    &m->rope_scaling, err));
     }
     TRY(ah_json_get_int(obj, where, "sliding_window", false, 0, BIG, &m->sliding_window, err));
+    TRY(get_init_std(obj, where, "init_std", &m->init_std, err));
     TRY(token_ids_from_json(obj, where, &m->tokens, err));
     return ah_model_validate(m, where, err);
 }

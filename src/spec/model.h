@@ -17,7 +17,8 @@
  * sliding_window shorter than max_position_embeddings is kept (sliding_window below) and limits the
  * sequence length; a Mistral config without the key has MistralConfig's default, 4096. GPT-2's
  * dropout probabilities (attn_pdrop, embd_pdrop, resid_pdrop; 0.1 in the published configs) are
- * accepted and not applied (ah_model_unapplied_dropout names them).
+ * accepted and not applied (ah_model_unapplied_dropout names them). initializer_range (both
+ * families) is the std of the random initialisation (init_std below), a number in (0, 1].
  *
  * Layers are numbered like the plan file numbers them: blocks 0 .. n_layer-1. The embedding is
  * held by stage 0 of every pipeline and the final norm + LM head by the last stage; they are not
@@ -78,7 +79,13 @@ typedef struct ah_model {
                              * which is the window's attention only for sequences within it, so a
                              * longer seq_len is refused (ah_model_context) */
     ah_token_ids_t tokens; /* not compared by ah_model_diff: they change no math */
+    double init_std;       /* std of the weights' random normal initialisation (config
+                            * initializer_range, model object init_std; 0: AH_INIT_STD_DEFAULT);
+                            * projections into the residual stream get init_std / sqrt(2 L)
+                            * (spec/arch.h). Not compared by ah_model_diff: it sets where training
+                            * starts, not what the model computes */
 } ah_model_t;
+#define AH_INIT_STD_DEFAULT 0.02 /* transformers' initializer_range default, GPT-2's and LLaMA's */
 
 /* A preset by name (see ah_model_preset_name), or a path to a HF config.json. */
 ah_status_t ah_model_load(const char *name_or_path, ah_model_t *m, ah_error_t *err);
