@@ -18,6 +18,11 @@ uploaded() {
         fail "seed $1: ckpt ls of the cloud tier"
     python3 -c 'import json,sys; c=[s["step"] for s in json.load(open(sys.argv[1])) if s.get("committed")]; print(f"seed {sys.argv[2]}: committed in the cloud: steps {c}"); sys.exit(not c)' \
         "$WORK/ls-$1.json" "$1" || fail "seed $1: no committed step in the cloud: $(cat "$WORK/ls-$1.json")"
+    # the summary's cloud line names the cloud's newest committed step
+    local newest
+    newest=$(python3 -c 'import json,sys; print(max(s["step"] for s in json.load(open(sys.argv[1])) if s.get("committed")))' "$WORK/ls-$1.json")
+    grep -q "^cloud: newest complete step $newest\$" "$WORK/seed-$1.log" ||
+        fail "seed $1: the summary does not say the cloud's newest step $newest: $(grep '^cloud:' "$WORK/seed-$1.log")"
 }
 seed_case 10 "$WORK/ref" --cloud s3://ckpt/seed10 --s3-endpoint "$EP"
 uploaded 10
@@ -33,4 +38,11 @@ for r in rec:
     assert r["step"] == 0 or r["bytes"]["cloud"] > 0, r
 print("seed 12: cloud-only recovery from step", [r["step"] for r in rec], "cloud bytes", [r["bytes"]["cloud"] for r in rec])
 PY
+# A cloud that cannot be listed at the first launch's resume (a wrong port): the run stops, exit 1,
+# with the trainer's message as its error, not a generic failure, and nothing trained.
+run_agent "$WORK/down" --cloud s3://ckpt/down --s3-endpoint http://127.0.0.1:1 --cloud-retries 0 && fail "run with the cloud down exited 0"
+grep -q "the training job stopped on this error (.*the cloud tier s3://ckpt/down (endpoint http://127.0.0.1:1) cannot be listed" \
+    "$WORK/down.log" || { cat "$WORK/down.log"; fail "the agent does not say the cloud cannot be listed"; }
+! grep -q '"event": *"checkpoint"\|"loss"' "$WORK/down/metrics.jsonl" 2>/dev/null || fail "the run with the cloud down trained"
+echo "cloud down at the resume: $(grep -o 'autohet run: [a-z ]*error: .\{0,200\}' "$WORK/down.log" | head -1)"
 echo "PASS"

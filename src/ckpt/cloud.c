@@ -246,6 +246,8 @@ struct ah_ckpt_uploader {
     ah_error_t first_err;
     bool failed;
     ah_ckpt_upload_stats_t stats;
+    int64_t done[AH_CKPT_UPLOAD_HISTORY]; /* the steps finished last, a ring */
+    int n_done;                           /* finished so far (the ring holds the last of them) */
 };
 
 static void job_free(job_t *j) {
@@ -287,6 +289,7 @@ static void *uploader_main(void *arg) {
         if (st == AH_OK) {
             u->stats.steps++;
             if (j->step > u->stats.last_step) u->stats.last_step = j->step;
+            u->done[u->n_done++ % AH_CKPT_UPLOAD_HISTORY] = j->step;
         } else if (!u->failed) {
             u->failed = true;
             u->first_err = err;
@@ -360,9 +363,29 @@ ah_status_t ah_ckpt_uploader_submit(ah_ckpt_uploader_t *u, const char *local_roo
     return AH_OK;
 }
 
-ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err) {
+void ah_ckpt_uploader_drain(ah_ckpt_uploader_t *u) {
     pthread_mutex_lock(&u->mu);
     while (u->pending || u->busy) pthread_cond_wait(&u->cv, &u->mu);
+    pthread_mutex_unlock(&u->mu);
+}
+
+ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err) {
+    ah_ckpt_uploader_drain(u);
+    return ah_ckpt_uploader_take_error(u, err);
+}
+
+int64_t ah_ckpt_uploader_newest_upto(ah_ckpt_uploader_t *u, int64_t bound) {
+    pthread_mutex_lock(&u->mu);
+    int64_t best = -1;
+    const int n = u->n_done < AH_CKPT_UPLOAD_HISTORY ? u->n_done : AH_CKPT_UPLOAD_HISTORY;
+    for (int i = 0; i < n; i++)
+        if (u->done[i] <= bound && u->done[i] > best) best = u->done[i];
+    pthread_mutex_unlock(&u->mu);
+    return best;
+}
+
+ah_status_t ah_ckpt_uploader_take_error(ah_ckpt_uploader_t *u, ah_error_t *err) {
+    pthread_mutex_lock(&u->mu);
     ah_status_t st = AH_OK;
     if (u->failed) {
         if (err) *err = u->first_err;

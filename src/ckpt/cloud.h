@@ -40,7 +40,8 @@ void ah_ckpt_manifests_free(ah_ckpt_manifest_t *m, int n);
 
 /* Background uploads (one pthread with its own S3 connection). submit() returns at once;
  * a job submitted while an older one still waits replaces it (only the newest step matters);
- * wait() blocks until the queue is empty and returns the first failure since the last wait. */
+ * wait() blocks until the queue is empty and returns the first failure since the last wait (or
+ * take_error). */
 typedef struct ah_ckpt_uploader ah_ckpt_uploader_t;
 
 typedef struct ah_ckpt_upload_stats {
@@ -55,7 +56,16 @@ ah_status_t ah_ckpt_uploader_start(const ah_s3_config_t *cfg, const ah_s3_url_t 
 ah_status_t ah_ckpt_uploader_submit(ah_ckpt_uploader_t *u, const char *local_root, int64_t step,
                                     const char *const *names, int n_names, ah_error_t *err);
 ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err);
+/* wait() without taking the failure (take_error does). */
+void ah_ckpt_uploader_drain(ah_ckpt_uploader_t *u);
 ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u);
+/* The newest step this uploader finished (manifest included) that is <= bound, -1 when none among
+ * the last AH_CKPT_UPLOAD_HISTORY it finished: a step is complete in the cloud when every uploading
+ * node finished it, and a node may have skipped a step another finished. */
+#define AH_CKPT_UPLOAD_HISTORY 64
+int64_t ah_ckpt_uploader_newest_upto(ah_ckpt_uploader_t *u, int64_t bound);
+/* The first failure since the last take or wait, without waiting (AH_OK when none); clears it. */
+ah_status_t ah_ckpt_uploader_take_error(ah_ckpt_uploader_t *u, ah_error_t *err);
 /* The step being uploaded now (-1 when idle): garbage collection must not remove it. */
 int64_t ah_ckpt_uploader_busy_step(ah_ckpt_uploader_t *u);
 /* Finishes queued work, joins the thread, frees. */

@@ -38,6 +38,22 @@ ah_status_t ah_ckpt_load_committed(const char *root, ah_ckpt_manifest_t **out, i
     return AH_OK;
 }
 
+/* The cloud's manifests, the listing tried src->cloud_tries times; the last error names the tries. */
+static ah_status_t scan_cloud(const ah_ckpt_sources_t *src, ah_ckpt_manifest_t **m, int *n, ah_error_t *err) {
+    const int tries = src->cloud_tries > 1 ? src->cloud_tries : 1;
+    ah_status_t st = AH_OK;
+    for (int k = 1; k <= tries; k++) {
+        if ((st = ah_ckpt_cloud_scan(src->cloud, &src->cloud_url, m, n, NULL, NULL, err)) == AH_OK) return AH_OK;
+        if (k == tries) break;
+        const double wait_s = k * src->retry_wait_s;
+        if (src->on_retry) src->on_retry(src->retry_ctx, k, tries - 1, wait_s, err->msg);
+        if (wait_s > 0) nanosleep(&(struct timespec){.tv_sec = (time_t)wait_s,
+                                                     .tv_nsec = (long)((wait_s - (double)(time_t)wait_s) * 1e9)}, NULL);
+    }
+    if (tries > 1) ah_error_prefix(err, "%d tries, the last", tries);
+    return st;
+}
+
 ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t **out, ah_error_t *err) {
     *out = NULL;
     if ((src->peer || src->cloud) && !src->staging_dir)
@@ -51,8 +67,7 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
         ah_status_t st = AH_OK;
         if (t == AH_TIER_LOCAL && src->local_root) st = ah_ckpt_load_committed(src->local_root, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_PEER && src->peer) st = src->peer->manifests(src->peer->ctx, &cat->m[t], &cat->n[t], &e2);
-        else if (t == AH_TIER_CLOUD && src->cloud)
-            st = ah_ckpt_cloud_scan(src->cloud, &src->cloud_url, &cat->m[t], &cat->n[t], NULL, NULL, &e2);
+        else if (t == AH_TIER_CLOUD && src->cloud) st = scan_cloud(src, &cat->m[t], &cat->n[t], &e2);
         else continue;
         configured++;
         if (st == AH_OK) readable++;
@@ -71,6 +86,14 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
 
 const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t) {
     return (unsigned)t < AH_TIER_COUNT ? cat->note[t] : "";
+}
+
+void ah_ckpt_catalog_forget_tier(ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t, const char *why) {
+    if ((unsigned)t >= AH_TIER_COUNT) return;
+    ah_ckpt_manifests_free(cat->m[t], cat->n[t]);
+    cat->m[t] = NULL;
+    cat->n[t] = 0;
+    snprintf(cat->note[t], sizeof cat->note[t], "%.500s", why);
 }
 
 const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n, int64_t step, const char *name) {

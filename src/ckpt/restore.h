@@ -12,8 +12,10 @@
  *                           back to the next tier. Bytes, seconds and files per tier are recorded;
  *   ah_ckpt_catalog_drop    a step with a file no tier holds intact is forgotten, so that newest
  *                           offers the next older one.
- * A tier that cannot be read (cloud down) is noted and skipped, not fatal, as long as another tier
- * covers the needed shards. Copies from the peer or the cloud land in staging_dir/step-N/.
+ * A tier that cannot be read (cloud down; its listing retried as the sources say) is noted and
+ * skipped here: whether that may stop a resume is the caller's rule (runtime/ckpt_resume.c: a
+ * cloud that cannot be listed is not an empty cloud). Copies from the peer or the cloud land in
+ * staging_dir/step-N/.
  */
 #ifndef AH_CKPT_RESTORE_H
 #define AH_CKPT_RESTORE_H
@@ -44,6 +46,12 @@ typedef struct ah_ckpt_sources {
     ah_s3_t *cloud;             /* NULL: no cloud tier (borrowed) */
     ah_s3_url_t cloud_url;
     const char *staging_dir;    /* needed with a peer or cloud tier */
+    /* The cloud's listing is tried cloud_tries times (0: once) before the tier counts as unreadable,
+     * waiting k x retry_wait_s before the k-th retry; on_retry (may be NULL) is told of each retry. */
+    int cloud_tries;
+    double retry_wait_s;
+    void (*on_retry)(void *ctx, int retry, int tries, double wait_s, const char *why);
+    void *retry_ctx;
 } ah_ckpt_sources_t;
 
 typedef struct ah_ckpt_restore_stats {
@@ -67,6 +75,9 @@ typedef struct ah_ckpt_catalog ah_ckpt_catalog_t;
 ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t **out, ah_error_t *err);
 /* Why a tier contributed nothing ("" when it was read fine or is not configured). */
 const char *ah_ckpt_catalog_note(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t);
+/* Forgets every manifest of tier t, with why as its note (e.g. another rank could not read it, and
+ * every rank must choose from the same tiers). */
+void ah_ckpt_catalog_forget_tier(ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t, const char *why);
 /* Newest step whose committed manifests, across tiers, list every needed name; meta (may be
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,

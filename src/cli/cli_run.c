@@ -16,6 +16,7 @@
 #include "cost/profile.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
+#include "runtime/ckpt_io.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
 #include "runtime/trainer.h"
@@ -105,6 +106,11 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
         printf("trained %lld of %lld steps, %lld tokens, final loss not known to this run (the last step is an earlier "
                "run's, in the metrics, or its loss was not finite), %.1f s wall\n", (long long)r->steps_done,
                (long long)o->steps, (long long)r->tokens, r->wall_s);
+    if (r->cloud_step >= -1) { /* the cloud's own line: how far it is, the last upload failure */
+        char newest[48] = "no complete step";
+        if (r->cloud_step >= 0) snprintf(newest, sizeof newest, "newest complete step %lld", (long long)r->cloud_step);
+        printf("cloud: %s%s%s\n", newest, r->cloud_error[0] ? "; an upload failed: " : "", r->cloud_error);
+    }
     if (r->history_ok)
         printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
                "(%lld step%s redone after a rollback)\n",
@@ -268,6 +274,31 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
     o->n_train_args = np;
 }
 
+/* The cloud's patience (--cloud-timeout, --cloud-retries) and --start-over-if-unreadable, when given,
+ * after the flags pass_trainer_flags passed; each needs --cloud. Returns an exit code, 0 when fine. */
+static int pass_cloud_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const char *cloud,
+                            const int64_t patience[2]) {
+    static char num[2][32];
+    static const char *pass[64];
+    const char *names[] = {"--cloud-timeout", "--cloud-retries", "--start-over-if-unreadable"};
+    int np = 0;
+    for (int i = 0; i < o->n_train_args && np < 64 - 5; i++) pass[np++] = o->train_args[i];
+    for (int i = 0; i < 3; i++) {
+        if (!ah_cli_flag_seen(flags, n_flags, names[i])) continue;
+        if (!cloud) {
+            fprintf(stderr, "autohet run: %s needs --cloud s3://BUCKET/PREFIX\n", names[i]);
+            return 2;
+        }
+        pass[np++] = names[i];
+        if (i == 2) break;
+        snprintf(num[i], sizeof num[i], "%lld", (long long)patience[i]);
+        pass[np++] = num[i];
+    }
+    o->train_args = pass;
+    o->n_train_args = np;
+    return 0;
+}
+
 int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
@@ -275,6 +306,8 @@ int ah_cli_run(int argc, char **argv) {
     const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
     const char *shard = "none";
     int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
+    int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
+    bool start_over = false; /* --start-over-if-unreadable: passed on as given */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -308,6 +341,12 @@ int ah_cli_run(int argc, char **argv) {
         {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &seed, "N", "trainer: initialisation seed", false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
+        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &patience[0], "S", "trainer: an S3 request with no progress for S "
+         "seconds fails (default 30)", false},
+        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &patience[1], "N", "trainer: a resume lists the cloud N more times "
+         "before it counts as unreadable (default 3)", false},
+        {"--start-over-if-unreadable", AH_FLAG_BOOL, &start_over, NULL, "trainer: when the cloud cannot be listed and "
+         "no other tier has a step, train from step 0 instead of stopping", false},
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
@@ -370,6 +409,7 @@ int ah_cli_run(int argc, char **argv) {
     if ((rc = check_launch(&o, flags, n_flags, val_data, init_from)) != 0) return rc;
     if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
+    if ((rc = pass_cloud_flags(&o, flags, n_flags, cloud, patience)) != 0) return rc;
     ah_profile_t *profile = NULL;
     if (profile_path && ah_profile_load(profile_path, &profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.profile = profile;

@@ -43,6 +43,9 @@ typedef struct {
     bool val_flag_given;               /* --val-every or --val-batches was */
     bool seed_given;                   /* --seed was */
     bool resume, cloud_only;
+    /* the cloud's patience (--cloud-timeout, --cloud-retries) and --start-over-if-unreadable */
+    int64_t cloud_timeout, cloud_retries;
+    bool cloud_patience_given, start_over;
 } args_t;
 
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
@@ -75,6 +78,11 @@ static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
         return ah_error_set(err, AH_ERR_USAGE, "--cloud-only needs --cloud s3://BUCKET/PREFIX");
     if (a->s3_endpoint && !a->cloud)
         return ah_error_set(err, AH_ERR_USAGE, "--s3-endpoint needs --cloud s3://BUCKET/PREFIX");
+    if (a->cloud_patience_given && !a->cloud)
+        return ah_error_set(err, AH_ERR_USAGE, "--cloud-timeout and --cloud-retries need --cloud s3://BUCKET/PREFIX");
+    if (a->start_over && (!a->resume || !a->cloud))
+        return ah_error_set(err, AH_ERR_USAGE, "--start-over-if-unreadable needs --resume and --cloud: it says what a "
+                            "resume does when the cloud tier cannot be listed");
     if (a->grace_given && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--grace-s needs --local-root DIR, where a preemption "
                             "notice saves");
@@ -176,7 +184,9 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,
-                             .cloud_only = a->cloud_only, .resume = a->resume};
+                             .cloud_only = a->cloud_only, .resume = a->resume,
+                             .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
+                             .start_over_if_unreadable = a->start_over};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
     if (s == AH_OK && a->resume) {
@@ -249,6 +259,36 @@ static int fail_job(const args_t *a, int rank, const ah_error_t *err) {
     return rc;
 }
 
+/* After the last step, with a cloud (collective): waits for the last uploads and says how far the
+ * cloud is, on stderr and as the metrics' "cloud" event. */
+static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *metrics) {
+    json_t *ev = NULL;
+    ah_error_t err;
+    if (!a->cloud) return;
+    if (ah_ckpt_session_finish(ck, &ev, &err) != AH_OK) {
+        if (rank == 0) fprintf(stderr, "autohet train: warning: the cloud's state is not known: %s\n", err.msg);
+        return;
+    }
+    if (rank != 0 || !ev || json_integer_value(json_object_get(ev, AH_PROTO_STEP)) < 0) { /* nothing saved */
+        ah_metrics_write_events(metrics, ev);
+        return;
+    }
+    const int64_t c = json_integer_value(json_object_get(ev, "cloud_step"));
+    const int64_t d = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    const char *failed = json_string_value(json_object_get(ev, "cloud_error"));
+    if (failed) fprintf(stderr, "autohet train: warning: cloud upload failed: %s\n", failed);
+    char newest[48] = "none";
+    if (c >= 0) snprintf(newest, sizeof newest, "step %lld", (long long)c);
+    if (c >= d)
+        fprintf(stderr, "autohet train: cloud tier %s: newest complete step %lld, the disk's too (the last uploads "
+                "took %.1f s after the last step)\n", a->cloud, (long long)c,
+                json_number_value(json_object_get(ev, "seconds")));
+    else
+        fprintf(stderr, "autohet train: warning: cloud tier %s is behind: newest complete step %s, the disk's step "
+                "%lld\n", a->cloud, newest, (long long)d);
+    ah_metrics_write_events(metrics, ev);
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
  * aborts the job. */
@@ -256,7 +296,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
                      int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
-                                    .warn = tr->rank == 0 ? stderr : NULL, .local_root = a->local_root,
+                                    .warn = tr->rank == 0 ? stderr : NULL, .local_root = a->local_root, .cloud = a->cloud,
                                     .metrics = metrics, .skip_nonfinite = a->skip_nonfinite,
                                     .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches,
                                     .loss_scale = a->loss_scale,
@@ -269,6 +309,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
         if (agreed) return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
         ah_comm_abort(fail_job(a, tr->rank, &err));
     }
+    if (preempted_at < 0) say_cloud(tr->rank, a, ck, metrics);
     if (preempted_at < 0) return 0;
     if (tr->rank == 0) say_preempted(a, ah_ckpt_session_last_saved(ck), preempted_at);
     return AH_PROTO_EXIT_PREEMPTED;
@@ -288,7 +329,8 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
 
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
-                .grace_s = 30, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
+                .grace_s = 30, .cloud_timeout = AH_CKPT_CLOUD_TIMEOUT_DEFAULT,
+                .cloud_retries = AH_CKPT_CLOUD_RETRIES_DEFAULT, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
         {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
@@ -328,7 +370,14 @@ int ah_cli_train(int argc, char **argv) {
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
-        {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier", false},
+        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a.cloud_timeout, "S", "an S3 request with no progress for S "
+         "seconds fails (default 30)", false},
+        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &a.cloud_retries, "N", "--resume lists the cloud N more times "
+         "(1 s, 2 s, ... apart) before it counts as unreadable (default 3)", false},
+        {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier; a cloud "
+         "that cannot be listed stops it when no other tier has a step", false},
+        {"--start-over-if-unreadable", AH_FLAG_BOOL, &a.start_over, NULL, "with --resume: when the cloud cannot be "
+         "listed and no other tier has a step, train from step 0 instead of stopping", false},
         {"--init-from", AH_FLAG_STR, &a.init_from, "DIR", "start from a Hugging Face model directory (config.json + "
          "model.safetensors or sharded files; F32/BF16/F16); with --resume only when no checkpoint exists", false},
         {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here (made if missing)", false},
@@ -355,6 +404,8 @@ int ah_cli_train(int argc, char **argv) {
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
     a.seed_given = ah_cli_flag_seen(flags, n_flags, "--seed");
+    a.cloud_patience_given = ah_cli_flag_seen(flags, n_flags, "--cloud-timeout") ||
+                             ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
     ah_plan_t plan;
     ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;

@@ -232,6 +232,10 @@ static void on_line(void *ctx, json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_NONFINITE) == 0 && !json_is_true(json_object_get(line, "skipped")))
         a->diverged_at = json_integer_value(json_object_get(line, AH_PROTO_STEP));
     json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    const json_t *cloud_step = json_object_get(line, "cloud_step"), *cloud_error = json_object_get(line, "cloud_error");
+    if (json_is_integer(cloud_step)) a->res->cloud_step = json_integer_value(cloud_step); /* the newest said */
+    if (json_is_string(cloud_error))
+        snprintf(a->res->cloud_error, sizeof a->res->cloud_error, "%s", json_string_value(cloud_error));
     emit(a, json_incref(line));
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         ah_watchdog_line(&a->dog, ah_now_s());
@@ -567,6 +571,7 @@ static ah_status_t lock_work(agent_t *a, ah_error_t *err) {
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
     memset(res, 0, sizeof *res);
     res->history_ok = true;
+    res->cloud_step = -2;
     agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1, .lock_fd = -1};
     a.t0 = ah_now_s();
     ah_status_t s = AH_OK;

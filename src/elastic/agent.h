@@ -154,6 +154,9 @@ typedef struct ah_agent_result {
     double final_loss;
     double wall_s;
     char metrics_path[512];
+    int64_t cloud_step;       /* with --cloud: the newest step complete in the cloud (the last checkpoint
+                                 or end-of-run "cloud" event's "cloud_step"), -1 none; -2 no event said */
+    char cloud_error[512];    /* the last upload failure an event said, "" none */
 } ah_agent_result_t;
 
 /* Runs the job to its last step. AH_OK when the trainer finished every step; on an error the

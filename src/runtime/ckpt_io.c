@@ -95,6 +95,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     if (s->o.keep < 2) s->o.keep = 2;
     s->last_saved = -1;
     s->last_save_s = -1;
+    s->cloud_disk_step = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
     if (!s->hit) {
@@ -133,6 +134,9 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
          * the cloud link the plan (and the simulator) assume. */
         double cloud_bps = tr->plan->cluster.net.cloud_gb_s * 1e9;
         if (cloud_bps > 0) s->s3cfg.max_send_bytes_per_s = s->s3cfg.max_recv_bytes_per_s = (int64_t)cloud_bps;
+        const int patience = o->cloud_timeout_s > 0 ? o->cloud_timeout_s : AH_CKPT_CLOUD_TIMEOUT_DEFAULT;
+        s->s3cfg.stall_timeout_s = patience;
+        s->s3cfg.connect_timeout_s = patience < 10 ? patience : 10;
         s->cloud = true;
     }
 agree:
@@ -364,8 +368,9 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         int n = names && ptrs ? cloud_share(s, names, cap) : 0;
         for (int i = 0; i < n; i++) ptrs[i] = names[i];
         ah_error_t e2;
-        /* A node with nothing to upload still writes an empty manifest: harmless, and it tells
-         * `ckpt ls` the node took part. */
+        /* A node with nothing to upload (every shard it holds is another node's share) submits
+         * nothing and does not count for the cloud's step (ckpt_cloud.c). */
+        s->cloud_share = n;
         if (n > 0) ah_ckpt_uploader_submit(s->up, s->node_root, step, ptrs, n, &e2);
         free(names);
         free(ptrs);
@@ -374,18 +379,19 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
     double sums[3] = {(double)bytes, (double)files, (double)us.bytes};
-    int64_t maxes[2] = {(int64_t)((ah_now_s() - t0) * 1e6), s->up ? -us.last_step : INT64_MIN};
+    int64_t us_max = (int64_t)((ah_now_s() - t0) * 1e6);
     ah_status_t cs = ah_comm_allreduce_f64(world, sums, 3, err);
-    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, maxes, 2, err);
+    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, &us_max, 1, err);
+    ah_ckpt_cloud_state_t cloud;
+    if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
     if (cs != AH_OK) return cs;
-    s->last_save_s = (double)maxes[0] * 1e-6;
+    s->last_save_s = (double)us_max * 1e-6;
     if (tr->rank == 0 && event) {
         *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", AH_PROTO_EVENT, AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP,
                            (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
                            "bytes", "local", (json_int_t)sums[0], "peer", (json_int_t)0, "cloud",
                            (json_int_t)sums[2]);
-        if (*event && s->cloud)
-            json_object_set_new(*event, "cloud_step", json_integer(maxes[1] == INT64_MIN ? -1 : -maxes[1]));
+        if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
         if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
         /* a resume cannot check the shard list then (docs/runtime.md) */
         if (*event && !data_kept) json_object_set_new(*event, "data_kept", json_false());

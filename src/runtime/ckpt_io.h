@@ -25,7 +25,11 @@
  *   (said on stderr; the node leaders then remove their steps newer than the one restored), and
  *   when none restores the resume is refused. A step saved for another model, with a shard list
  *   other than the trainer's data or another seq_len, is refused, naming the first difference; so
- *   is a root whose committed steps are all under node names the plan does not have.
+ *   is a root whose committed steps are all under node names the plan does not have. A cloud
+ *   that cannot be listed (down, a wrong endpoint or bucket) is retried (o->cloud_retries, each
+ *   said on stderr), then left out with a warning when the other tiers restore a step, and when
+ *   they restore none the resume is refused naming the tier and its error (the cloud may hold the
+ *   run's steps), unless o->start_over_if_unreadable.
  * Preemption (ah_ckpt_session_step_done, collective, after every step): see preempt.h; whether a
  *   notice saves is ckpt/policy.h's rule.
  *
@@ -57,7 +61,19 @@ typedef struct ah_ckpt_opts {
     /* The caller resumes (ah_ckpt_session_resume). Without it, a node root that holds committed
      * steps is refused at open: a run from step 0 would save beside an earlier run's steps. */
     bool resume;
+    /* The cloud's patience: an S3 request with no progress for cloud_timeout_s fails (0:
+     * AH_CKPT_CLOUD_TIMEOUT_DEFAULT); a resume lists the cloud cloud_retries more times (waiting
+     * 1 s, 2 s, ... between) before the tier counts as unreadable. */
+    int cloud_timeout_s;
+    int cloud_retries;
+    /* A resume that cannot list the cloud and finds no step in the other tiers is refused (the
+     * cloud may hold the run's steps: a run from step 0 would save beside them), unless this is
+     * set (--start-over-if-unreadable): then it starts from step 0, saying so. */
+    bool start_over_if_unreadable;
 } ah_ckpt_opts_t;
+
+#define AH_CKPT_CLOUD_TIMEOUT_DEFAULT 30
+#define AH_CKPT_CLOUD_RETRIES_DEFAULT 3
 
 typedef struct ah_ckpt_session ah_ckpt_session_t;
 
@@ -79,11 +95,20 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
  * *events (rank 0, may stay NULL) gets an array of "checkpoint" / "preempt" events. *stop is set
  * when the job must exit with AH_PROTO_EXIT_PREEMPTED (preempted.json is written by then). A failed save
  * is an event, not an error; errors are communication failures. */
+/* With a cloud, a "checkpoint" event has "cloud_step": the newest step complete in the cloud then
+ * (every uploading node finished it; the step just saved is still uploading), "cloud_behind": true
+ * when the cloud lacks the step saved before this one too, and "cloud_error" when an upload failed
+ * since the previous event (ckpt_cloud.c). */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
+/* Collective, at the end of a run whose loop finished (no notice, no failure): waits for this
+ * node's uploads, then *event (rank 0; NULL without a cloud) is the "cloud" event: "step" (the
+ * disk's newest), "cloud_step" (the newest step complete in the cloud, -1 none), "seconds" (the
+ * wait) and "cloud_error" (the first upload failure not yet in an event). NULL s is fine. */
+ah_status_t ah_ckpt_session_finish(ah_ckpt_session_t *s, json_t **event, ah_error_t *err);
 /* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);

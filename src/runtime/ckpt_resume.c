@@ -152,6 +152,7 @@ static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer
     if (st != AH_OK) return st;
     ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
     src.cloud_url = s->url;
+    ah_ckpt_cloud_sources(s, &src); /* its listing retried, each retry said */
     return ah_ckpt_catalog_open(&src, cat, err);
 }
 
@@ -360,6 +361,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
     char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "", damaged[AH_ERROR_MSG_MAX] = "";
+    char unread[AH_ERROR_MSG_MAX] = ""; /* the cloud could not be listed: why */
     ah_ckpt_restore_stats_t stats;
     memset(&stats, 0, sizeof stats);
     ah_ckpt_meta_t meta;
@@ -379,6 +381,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
         if ((st = ah_comm_agree(ah_comm_world(), open_catalog(s, &hooks, staging, &s3, &cat, err), err)) != AH_OK)
             goto done;
+        ah_ckpt_cloud_agree_listed(s, cat, unread, sizeof unread); /* a cloud some rank could not list: out */
         /* The newest step every tier together restores: a step with a file no tier has intact is
          * skipped for the next older one. */
         for (;;) {
@@ -395,6 +398,11 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
             if (!bad) break;
             skip_step(s, cat, step, staging, err->msg, skipped);
         }
+        if (step < 0 && unread[0] && (st = ah_ckpt_cloud_unread(s, unread, why, sizeof why, err)) != AH_OK)
+            goto done; /* the same on every rank: agreed above */
+        if (step >= 0 && unread[0] && tr->rank == 0)
+            fprintf(stderr, "autohet train: warning: %s; resuming from step %lld of the other tiers (the cloud may "
+                    "hold a newer one)\n", unread, (long long)step);
         if (step >= 0) {
             ah_trainer_set_data_position(tr, step, meta.data_position);
             s->last_saved = step;

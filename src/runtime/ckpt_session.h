@@ -1,5 +1,5 @@
-/* The checkpoint session's state and the helpers its save (ckpt_io.c) and its resume
- * (ckpt_resume.c) share. Private to those two files; the contract is runtime/ckpt_io.h. */
+/* The checkpoint session's state and the helpers its save (ckpt_io.c), its resume (ckpt_resume.c)
+ * and its cloud side (ckpt_cloud.c) share. Private to those files; the contract is runtime/ckpt_io.h. */
 #ifndef AH_RUNTIME_CKPT_SESSION_H
 #define AH_RUNTIME_CKPT_SESSION_H
 
@@ -7,6 +7,7 @@
 
 #include "ckpt/cloud.h"
 #include "ckpt/placement.h"
+#include "ckpt/restore.h"
 #include "runtime/ckpt_io.h"
 
 struct ah_ckpt_session {
@@ -22,12 +23,40 @@ struct ah_ckpt_session {
     ah_s3_config_t s3cfg;
     ah_s3_url_t url;
     ah_ckpt_uploader_t *up;  /* node leaders with a cloud only */
+    int cloud_share;         /* shards this node uploads at a save (0: none, its uploader idles) */
+    int64_t cloud_disk_step; /* the disk's newest step at the last cloud check (ckpt_cloud.c), -1 none */
     int64_t last_saved;      /* newest step committed on every node, -1 when none */
     double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
     double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
 };
+
+/* ---- the cloud's side (ckpt_cloud.c) ------------------------------------------------------- */
+
+/* How far the cloud is, agreed by every rank. */
+typedef struct {
+    int64_t step;        /* newest step every uploading node finished (complete in the cloud), -1 none */
+    bool behind;         /* it lacks a step the disk had at the previous check (not only the upload in
+                          * flight) */
+    bool failed;         /* some upload failed since the previous check: error says the first */
+    char error[AH_ERROR_MSG_MAX];
+} ah_ckpt_cloud_state_t;
+
+/* Collective (cloud sessions only): the cloud's state now; takes each uploader's failure. */
+ah_status_t ah_ckpt_cloud_check(ah_ckpt_session_t *s, ah_ckpt_cloud_state_t *c, ah_error_t *err);
+/* Rank 0: "cloud_step", and "cloud_behind" / "cloud_error" when so, into ev. */
+void ah_ckpt_cloud_event(const ah_ckpt_cloud_state_t *c, json_t *ev);
+/* The resume's retries of the cloud's listing (tries, wait, rank 0's console line). */
+void ah_ckpt_cloud_sources(ah_ckpt_session_t *s, ah_ckpt_sources_t *src);
+/* Collective, after the catalog opened: when some rank could not list the cloud, every rank forgets
+ * the tier (all choose from the same tiers) and unread (cap) gets that rank's error, naming the tier;
+ * "" when every rank listed it. */
+void ah_ckpt_cloud_agree_listed(ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat, char *unread, size_t cap);
+/* Nothing restorable in the tiers read, the cloud unread: refused (the cloud may hold the run's
+ * steps), unless --start-over-if-unreadable: then AH_OK, why gets the note, rank 0 warns. */
+ah_status_t ah_ckpt_cloud_unread(const ah_ckpt_session_t *s, const char *unread, char *why, size_t cap,
+                                 ah_error_t *err);
 
 /* ---- the model's tensors in shard groups (spec/arch.h) ------------------------------------- */
 

@@ -30,7 +30,11 @@
  *                not finite. A line without "event" is a step line.
  *   event lines  {"event": NAME, ...}:
  *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error",
- *                  "data_kept": false (the data's shard list could not be kept with it)]}
+ *                  "data_kept": false (the data's shard list could not be kept with it)]}; with a
+ *                  cloud "cloud_step" (the newest step complete in the cloud, -1 none), and
+ *                  "cloud_behind": true, "cloud_error" when so (runtime/ckpt_io.h)
+ *     "cloud"      {"step" (the disk's newest), "cloud_step", "seconds" (the wait for the last
+ *                  uploads)[, "cloud_behind", "cloud_error"]}: the end of a run with a cloud
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
@@ -92,6 +96,7 @@
 #define AH_PROTO_EV_RECOVER "recover"
 #define AH_PROTO_EV_NONFINITE "nonfinite"
 #define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale", "overflows" */
+#define AH_PROTO_EV_CLOUD "cloud"       /* the cloud at the end of the run (ckpt_io.h) */
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

@@ -41,6 +41,27 @@ static void warn_failed_saves(const ah_train_loop_opts_t *o, const ah_ckpt_sessi
     }
 }
 
+/* A warning line for each checkpoint event that says the cloud falls behind: an upload failed
+ * since the previous one, or the cloud lacks the step saved before this one. */
+static void warn_cloud(const ah_train_loop_opts_t *o, const ah_ckpt_session_t *ck, const json_t *events) {
+    for (size_t k = 0; o->warn && o->cloud && k < json_array_size(events); k++) {
+        const json_t *e = json_array_get(events, k);
+        const char *kind = json_string_value(json_object_get(e, AH_PROTO_EVENT));
+        const char *failed = json_string_value(json_object_get(e, "cloud_error"));
+        if (!kind || strcmp(kind, AH_PROTO_EV_CHECKPOINT) != 0 || (!failed && !json_is_true(json_object_get(e, "cloud_behind"))))
+            continue;
+        const int64_t c = json_integer_value(json_object_get(e, "cloud_step"));
+        char newest[48] = "none";
+        if (c >= 0) snprintf(newest, sizeof newest, "step %lld", (long long)c);
+        fprintf(o->warn, "autohet train: warning: the cloud tier %s falls behind at step %lld: %s%s%snewest complete "
+                "step there %s, on the disk step %lld; training goes on, the next checkpoint is uploaded again\n",
+                o->cloud, (long long)json_integer_value(json_object_get(e, AH_PROTO_STEP)), failed ? "cloud upload failed (" : "",
+                failed ? failed : "", failed ? "); " : "uploads are slower than the saves; ", newest,
+                (long long)ah_ckpt_session_last_saved(ck));
+        fflush(o->warn);
+    }
+}
+
 /* x as JSON: %.9g, or null when not finite (JSON has no nan or inf). */
 static const char *json_num(char buf[32], double x) {
     if (!isfinite(x)) return "null";
@@ -158,6 +179,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         bool stop = false;
         if (ck && (s = ah_ckpt_session_step_done(ck, i + 1, &events, &stop, err)) != AH_OK) return s;
         warn_failed_saves(o, ck, events);
+        warn_cloud(o, ck, events);
         ah_metrics_write_events(o->metrics, events);
         if (stop) {
             *preempted_at = i + 1;

@@ -4,7 +4,9 @@
  * Collective: every rank of the job calls ah_train_loop with the same start and options but for
  * the streams: only rank 0 passes progress, warn and metrics (the others NULL). A save that fails
  * (the session's "checkpoint" event with "ok": false) is a warning line on warn each time, naming
- * the root and the error; training goes on. Ownership: the loop borrows the trainer, the session
+ * the root and the error; training goes on. With a cloud, a checkpoint event whose "cloud_error" or
+ * "cloud_behind" says an upload failed or the cloud lacks the step saved before is a warning line
+ * too, naming the cloud's newest complete step and the disk's. Ownership: the loop borrows the trainer, the session
  * and the streams; the metrics writers take the events they are given. Errors: a step, a dump or
  * the session that fails on this rank returns its error; the other ranks may then wait in a
  * collective, so the caller aborts the job. A step whose loss or gradient norm is not finite (no update applied; trainer.h) is agreed on by every rank: after
@@ -35,6 +37,7 @@ typedef struct ah_train_loop_opts {
     FILE *metrics;         /* rank 0: the metrics JSONL (NULL: none) */
     FILE *warn;            /* rank 0: a warning line for each failed save (NULL: none) */
     const char *local_root; /* the checkpoint root the warning names */
+    const char *cloud;      /* the cloud tier (--cloud) the warnings name, NULL: none */
     int64_t skip_nonfinite; /* non-finite steps skipped before one stops the run */
     /* Validation: after every val_every-th step (0: none) and the last, the loss over val_batches global
      * batches of val (ah_trainer_eval), in the progress line and as the step line's "val_loss". */
