@@ -45,9 +45,10 @@ assert ev[0]["step"] == p["step"] and ev[0]["ok"] and ev[1]["nodes"] == ["n1"] a
 print(p["step"])
 PY
 ) || fail "preempted.json / events"
-grep -q "^autohet train: preemption notice: stopped after step $N; its state is saved as step $N in --local-root $WORK/save.ck$" \
+# steps numbered from 0 on the console, as in the metrics: N steps done is "after step N-1" (issue 40 item 11)
+grep -q "^autohet train: preemption notice: stopped after step $((N - 1)); its state is saved as checkpoint step $N in --local-root $WORK/save.ck (a resume starts at step $N)$" \
     "$WORK/save.err" || { cat "$WORK/save.err" >&2; fail "the notice's line does not say where the state was saved"; }
-echo "  notice honoured: stopped after step $N with a checkpoint, exit 75"
+echo "  notice honoured: stopped after step $((N - 1)) with checkpoint step $N, exit 75"
 # The agent's part: n1's disk goes with n1; resume on n0 alone.
 rm -rf "$WORK/save.ck/n1"
 timeout 120 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
@@ -77,6 +78,6 @@ p = json.load(open(sys.argv[1]))
 assert p["saved"] is False and p["nodes"] == ["n1"], p
 PY
 [ -z "$(find "$WORK/nosave.ck" -name 'step-*' 2>/dev/null)" ] || fail "a checkpoint was written without time for it: $(find "$WORK/nosave.ck" -name 'step-*')"
-grep -q "^autohet train: preemption notice: stopped after step [0-9]*; its state is not saved and --local-root $WORK/nosave.ck holds no checkpoint of this run$" \
+grep -q "^autohet train: preemption notice: stopped \(after\|before\) step [0-9]*; its state is not saved and --local-root $WORK/nosave.ck holds no checkpoint of this run$" \
     "$WORK/nosave.err" || { cat "$WORK/nosave.err" >&2; fail "the notice's line does not say the state was not saved"; }
 echo PASS

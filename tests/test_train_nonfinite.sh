@@ -23,13 +23,13 @@ $MPIRUN -np 4 "$AUTOHET" train --plan "$PLAN" --data "$WORK/text.bin" --steps 6 
 rc=$?
 cat "$WORK/out"
 [ $rc -ne 0 ] || fail "a diverging run exited 0"
-grep -q "^autohet train: .*step 2: the loss or gradient norm is not finite (loss -\?nan, grad norm -\?nan): first the loss on rank 3 (pipeline 0, stage 3); training stopped, this step's update not applied, the last good checkpoint, step 1, is kept" "$WORK/out" \
+grep -q "^autohet train: .*step 1: the loss or gradient norm is not finite (loss -\?nan, grad norm -\?nan): first the loss on rank 3 (pipeline 0, stage 3); training stopped, this step's update not applied, the last good checkpoint, step 1 (where a resume starts), is kept" "$WORK/out" \
     || fail "no message naming the step, the rank and the tensor"
 [ "$(grep -c "^autohet train: .*not finite" "$WORK/out")" = 1 ] || fail "expected one message (rank 0)"
 ev=$(strict_jsonl "$WORK/m.jsonl") || fail "metrics are not strict JSON"
 [ "$ev" = "1 the loss 3 False" ] || fail "nonfinite events: $ev"
 [ -d "$WORK/ckpt/n0/step-00000001" ] && [ ! -e "$WORK/ckpt/n0/step-00000002" ] || fail "the step-1 checkpoint is not the last one kept"
-echo "ok: stopped at step 2, checkpoint of step 1 kept"
+echo "ok: stopped at step 1, checkpoint of step 1 kept"
 
 $MPIRUN -np 4 "$AUTOHET" train --plan "$PLAN" --data "$WORK/text.bin" --steps 6 --lr 1e30 --warmup 0 \
     --metrics "$WORK/m2.jsonl" --skip-nonfinite 2 >"$WORK/out2" 2>&1
@@ -37,7 +37,7 @@ rc=$?
 cat "$WORK/out2"
 [ $rc -ne 0 ] || fail "a run past --skip-nonfinite exited 0"
 grep -q "skipped: the loss is not finite on rank 3 (pipeline 0, stage 3)" "$WORK/out2" || fail "no progress line for a skipped step"
-grep -q "step 4: the loss or gradient norm is not finite.*2 skipped" "$WORK/out2" || fail "no stop at step 4"
+grep -q "step 3: the loss or gradient norm is not finite.*2 skipped" "$WORK/out2" || fail "no stop at step 3"
 ev=$(strict_jsonl "$WORK/m2.jsonl") || fail "metrics are not strict JSON"
 want=$'1 the loss 3 True\n1 step line with null loss\n2 the loss 3 True\n2 step line with null loss\n3 the loss 3 False'
 [ "$ev" = "$want" ] || fail "events with --skip-nonfinite 2: $ev"

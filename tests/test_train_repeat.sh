@@ -19,13 +19,13 @@ train() { # OUT flags...
 train three --steps 3
 ! grep -q "more than once" "$WORK/three" || { cat "$WORK/three"; fail "a warning for a run within one pass"; }
 train five --steps 5
-grep -q "^autohet train: warning: the run will see its data more than once: --data holds 24 samples of 32 + 1 tokens (769 tokens in 1 shard), 8 a step; step 4 of 5 starts reading it again" "$WORK/five" \
+grep -q "^autohet train: warning: the run will see its data more than once: --data holds 24 samples of 32 + 1 tokens (769 tokens in 1 shard), 8 a step; step 3 (of 0..4) starts reading it again" "$WORK/five" \
     || { cat "$WORK/five"; fail "no warning naming step 4"; }
 $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/one.bin" --steps 1 >"$WORK/one" 2>&1 ||
     { cat "$WORK/one"; fail "train on one sample"; }
-grep -q "^autohet train: warning: the run will see its data more than once: --data holds 1 sample of 32 + 1 tokens (40 tokens in 1 shard), 8 a step; step 1 of 1" "$WORK/one" \
+grep -q "^autohet train: warning: the run will see its data more than once: --data holds 1 sample of 32 + 1 tokens (40 tokens in 1 shard), 8 a step; step 0 (of 0..0)" "$WORK/one" \
     || { cat "$WORK/one"; fail "the warning for one sample"; }
 train first --steps 2 --ckpt-every 2 --local-root "$WORK/ckpt"
 train resumed --steps 8 --resume --local-root "$WORK/ckpt"
-grep -q "step 4 of 8 starts reading it again" "$WORK/resumed" || { cat "$WORK/resumed"; fail "no warning after the resume"; }
+grep -q "step 3 (of 0..7) starts reading it again" "$WORK/resumed" || { cat "$WORK/resumed"; fail "no warning after the resume"; }
 echo PASS

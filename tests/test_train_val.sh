@@ -21,8 +21,8 @@ train pp4 train-pp4 "${VAL[@]}"
 train dp4 train-dp4 "${VAL[@]}"
 train tp2 train-tp2-asym "${VAL[@]}"
 train plain train-pp4
-grep -q "^step    2/4 | loss [0-9.]* | val loss [0-9.]* | lr" "$WORK/pp4.out" || { cat "$WORK/pp4.out"; fail "no val loss in the progress line"; }
-! grep -q "^step    1/4 .*val loss" "$WORK/pp4.out" || fail "a val loss at step 1 (--val-every 2)"
+grep -q "^step    1/3 | loss [0-9.]* | val loss [0-9.]* | lr" "$WORK/pp4.out" || { cat "$WORK/pp4.out"; fail "no val loss in the progress line"; }
+! grep -q "^step    0/3 .*val loss" "$WORK/pp4.out" || fail "a val loss at step 0 (--val-every 2)"
 python3 - "$WORK" <<'PY' || fail "validation losses"
 import json, sys
 w = sys.argv[1]

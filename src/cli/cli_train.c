@@ -229,22 +229,26 @@ static void warn_repeat(const ah_dataset_t *d, const ah_trainer_t *tr, const ah_
     const int64_t i = ah_dataset_repeat_step(d, ah_trainer_data_position(tr, start), start, B, steps);
     if (i >= 0)
         fprintf(stderr, "autohet train: warning: the run will see its data more than once: --data holds %lld "
-                "sample%s of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld of %lld starts "
+                "sample%s of %lld + 1 tokens (%lld tokens in %d shard%s), %lld a step; step %lld (of 0..%lld) starts "
                 "reading it again\n", (long long)d->samples, d->samples == 1 ? "" : "s", (long long)d->T,
-                (long long)d->tokens, d->n, d->n == 1 ? "" : "s", (long long)B, (long long)i + 1, (long long)steps);
+                (long long)d->tokens, d->n, d->n == 1 ? "" : "s", (long long)B, (long long)i, (long long)steps - 1);
 }
 
-/* The line a preemption notice ends the run with: whether the state after step `at` was saved, and
- * where; if not, the newest checkpoint (`saved`, -1: none) a relaunch resumes from. */
+/* The line a preemption notice ends the run with: whether the state after `at` steps (steps 0..at-1:
+ * numbered from 0, as everywhere on the console) was saved, and where; if not, the newest checkpoint
+ * (`saved`, -1: none) a relaunch resumes from. A checkpoint's step is where a resume starts. */
 static void say_preempted(const args_t *a, int64_t saved, int64_t at) {
-    fprintf(stderr, "autohet train: preemption notice: stopped after step %lld; ", (long long)at);
+    if (at > 0) fprintf(stderr, "autohet train: preemption notice: stopped after step %lld; ", (long long)at - 1);
+    else fprintf(stderr, "autohet train: preemption notice: stopped before step 0; ");
     if (saved == at)
-        fprintf(stderr, "its state is saved as step %lld in --local-root %s\n", (long long)at, a->local_root);
+        fprintf(stderr, "its state is saved as checkpoint step %lld in --local-root %s (a resume starts at step "
+                "%lld)\n", (long long)at, a->local_root, (long long)at);
     else if (!a->local_root)
         fprintf(stderr, "its state is not saved (no --local-root)\n");
     else if (saved >= 0)
         fprintf(stderr, "its state is not saved: the newest checkpoint is step %lld, a --resume from --local-root %s "
-                "redoes the %lld steps after it\n", (long long)saved, a->local_root, (long long)(at - saved));
+                "starts there and redoes steps %lld..%lld\n", (long long)saved, a->local_root, (long long)saved,
+                (long long)at - 1);
     else
         fprintf(stderr, "its state is not saved and --local-root %s holds no checkpoint of this run\n", a->local_root);
 }

@@ -11,7 +11,8 @@
 
 /* wall: the seconds since the loop began at `start` (after a --resume, not 0), saves and validations
  * included, so the ETA holds them too; the step's seconds and tokens/s are its own compute.
- * val_loss: NaN when this step had no validation. */
+ * val_loss: NaN when this step had no validation. Steps are numbered from 0 on the console as in the
+ * metrics (README "Step numbers"): "step N/LAST", LAST = --steps - 1. */
 static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64_t start, int64_t steps,
                      double wall) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
@@ -19,7 +20,7 @@ static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64
     char val[40] = "";
     if (!isnan(val_loss)) snprintf(val, sizeof val, " | val loss %.6f", val_loss);
     fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | this step %.3f s, %8.0f tok/s | "
-            "ETA %.0f s\n", (long long)m->step + 1, (long long)steps, m->loss, val, m->lr, m->grad_norm, m->seconds,
+            "ETA %.0f s\n", (long long)m->step, (long long)steps - 1, m->loss, val, m->lr, m->grad_norm, m->seconds,
             tps, eta);
     fflush(f);
 }
@@ -118,17 +119,19 @@ static ah_status_t on_nonfinite(const ah_trainer_t *tr, const ah_train_loop_opts
         (*skipped)++;
         if (o->progress)
             fprintf(o->progress, "step %4lld/%lld | skipped: %s is not finite%s (loss %g, grad norm %g); %lld of "
-                    "--skip-nonfinite %lld used\n", (long long)m->step + 1, (long long)o->steps, m->nonfinite_what,
+                    "--skip-nonfinite %lld used\n", (long long)m->step, (long long)o->steps - 1, m->nonfinite_what,
                     where, m->loss, m->grad_norm, (long long)*skipped, (long long)o->skip_nonfinite);
         return AH_OK;
     }
     const int64_t saved = ah_ckpt_session_last_saved(ck);
     char kept[96] = "no checkpoint was saved";
-    if (saved >= 0) snprintf(kept, sizeof kept, "the last good checkpoint, step %lld, is kept", (long long)saved);
+    if (saved >= 0)
+        snprintf(kept, sizeof kept, "the last good checkpoint, step %lld (where a resume starts), is kept",
+                 (long long)saved);
     return ah_error_set(err, AH_ERR_INVALID, "step %lld: the loss or gradient norm is not finite (loss %g, grad "
                         "norm %g): first %s%s; training stopped, this step's update not applied, %s (lower --lr, "
                         "or --skip-nonfinite N to skip up to N such steps; %lld skipped)",
-                        (long long)m->step + 1, m->loss, m->grad_norm, m->nonfinite_what, where, kept,
+                        (long long)m->step, m->loss, m->grad_norm, m->nonfinite_what, where, kept,
                         (long long)*skipped);
 }
 
@@ -142,7 +145,7 @@ static void on_loss_scale(ah_loss_scale_t *ls, const ah_train_loop_opts_t *o, co
                                                   ah_loss_scale_value(ls), "overflows", (json_int_t)ls->overflows));
     if (o->progress)
         fprintf(o->progress, "step %4lld/%lld | skipped: fp16 gradient overflow at loss scale %g; now %g (%lld "
-                "overflows)\n", (long long)m->step + 1, (long long)o->steps, before, ah_loss_scale_value(ls),
+                "overflows)\n", (long long)m->step, (long long)o->steps - 1, before, ah_loss_scale_value(ls),
                 (long long)ls->overflows);
 }
 
