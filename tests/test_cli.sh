@@ -119,7 +119,7 @@ has "profile rounds range message" err "--rounds: expected 1 .. 1000, got 1001"
 run "plan budget negative" 2 "$AH" plan --model tiny-gpt2 --cluster cpu-hetero --budget -0.5
 has "plan budget range message" err "--budget: expected > 0, got -0.5"
 run "simulate micro-batch negative" 2 "$AH" simulate --model tiny-gpt2 --cluster cpu-hetero --micro-batch -1
-has "simulate micro-batch range message" err "--micro-batch -1: expected 0 .. 65536 (0: the planner picks)"
+has "simulate micro-batch range message" err "--micro-batch: expected 1 .. 65536 or \"auto\", got \"-1\""
 # ---- HF config fields the runtime does not compute: refused by model and plan alike ----
 LLAMA='"num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":176,"vocab_size":256,"max_position_embeddings":256'
 GPT2='"model_type":"gpt2","n_layer":2,"n_embd":64,"n_head":4,"vocab_size":256,"n_positions":64'

@@ -46,7 +46,7 @@ refused "plan --micro-batch 2^30" "^autohet plan: --micro-batch: expected 1 .. 6
     "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --micro-batch 1073741824
 refused "plan --exact-max-groups 2^40" "^autohet plan: --exact-max-groups: expected 1 .. 4096" \
     "$AUTOHET" plan --model llama2-7b --cluster mixed-32 --exact-max-groups 1099511627776
-refused "simulate --global-batch 1e9" "^autohet simulate: --global-batch 1000000000: expected 1 .. 65536" \
+refused "simulate --global-batch 1e9" "^autohet simulate: --global-batch: expected 1 .. 65536, got 1000000000" \
     "$AUTOHET" simulate --model llama2-7b --cluster mixed-32 --global-batch 1000000000
 refused "model --seq-len 2^40" "^autohet model: --seq-len: expected 1 .. 1048576" \
     "$AUTOHET" model --model gpt2-124m --seq-len 1099511627776
@@ -64,6 +64,51 @@ refused "train --seed -1" "^autohet train: --seed: expected 0 .. 4294967295, got
     "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --seed -1
 refused "ckpt verify --step 2^40" "^autohet ckpt verify: --step: expected 0 .. 10000000" \
     "$AUTOHET" ckpt verify --local-root "$WORK" --step 1099511627776
+
+# ---- the flags verbs share (issue 40, item 5): one rule, one --help line, one parser ----
+# plan, run and simulate show the same line for each shared flag (simulate took --micro-batch 0 and
+# refused auto, plan the other way round; simulate defaulted to bf16 and refused auto; run took no
+# --objective or --budget)
+for f in --micro-batch --precision --objective --budget; do
+    want=$("$AUTOHET" plan --help | grep -- "^  $f ")
+    [ -n "$want" ] || fail "plan --help has no $f line"
+    for v in run simulate; do
+        got=$("$AUTOHET" $v --help | grep -- "^  $f ")
+        [ "$got" = "$want" ] || fail "$v --help's $f line differs from plan's: \"$got\" vs \"$want\""
+    done
+done
+for f in --global-batch --seq-len --shard-optimizer --profile; do
+    "$AUTOHET" simulate --help | grep -q -- "^  $f " || fail "simulate --help lacks the shared $f"
+done
+[ "$("$AUTOHET" plan --help | grep -- "^  --global-batch ")" = "$("$AUTOHET" simulate --help | grep -- "^  --global-batch ")" ] ||
+    fail "plan's and simulate's --global-batch lines differ"
+"$AUTOHET" plan --help | grep -q -- "^  --precision fp32|bf16|fp16|auto .*(default auto" || fail "plan --precision: not auto by default"
+# one parser per flag: the same value refused with the same words by every verb
+for v in plan simulate run; do
+    data=()
+    [ $v = run ] && data=(--data "$WORK/text.bin")
+    refused "$v --micro-batch 0" "^autohet $v: --micro-batch: expected 1 .. 65536 or \"auto\", got \"0\" (auto lets the planner pick)" \
+        "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --micro-batch 0
+    refused "$v --precision fp8" "^autohet $v: --precision: expected fp32, bf16, fp16 or auto, got \"fp8\"" \
+        "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --precision fp8
+    refused "$v --objective money" "^autohet $v: --objective: expected time or cost, got \"money\"" \
+        "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --objective money
+    refused "$v --budget 0" "^autohet $v: --budget: expected > 0, got 0" \
+        "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --budget 0
+done
+# and the values the rule allows are taken by each verb (simulate: auto micro-batch and precision)
+timeout 60 "$AUTOHET" simulate --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --hours 1 \
+    --micro-batch auto --precision auto --objective cost --budget 10 --policy autohet >"$WORK/out" 2>"$WORK/err" ||
+    fail "simulate with the shared flags' values: $(head -c 400 "$WORK/err")"
+grep -q "^model tiny-gpt2, global batch 8 x seq-len 64, fp32" "$WORK/out" ||
+    fail "simulate --precision auto on cpu-hetero: not fp32: $(head -2 "$WORK/out")"
+# run: --budget and --objective mean what they mean in plan (a budget below every plan: refused)
+timeout 60 "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --work-dir "$WORK/rb" \
+    --steps 1 --budget 0.01 >"$WORK/out" 2>"$WORK/err"
+rc=$?
+[ $rc = 1 ] && grep -q "every plan costs more than --budget" "$WORK/err" ||
+    fail "run --budget 0.01: exit $rc: $(head -c 400 "$WORK/err")"
+[ -e "$WORK/rb/launch-0" ] && fail "run --budget 0.01 launched"
 
 # ---- the largest batch admitted plans in seconds (measured 3 s on a quiet machine; 0.6 s at 512) ----
 t0=$(date +%s)

@@ -96,7 +96,7 @@ has "$W/e6.txt" "--hours 0: expected > 0" "--hours 0 refused, not taken as the t
 # (without COMMON, which gives these flags already: a flag given twice is refused)
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --seq-len 0 >"$W/e8.txt" 2>&1
 [ $? -eq 2 ] && pass "--seq-len 0: a usage error" || fail "--seq-len 0: exit code (want 2)"
-has "$W/e8.txt" "--seq-len 0" "--seq-len 0 refused up front"
+has "$W/e8.txt" "--seq-len: expected 1 .. 1048576, got 0" "--seq-len 0 refused up front, in plan's words"
 "$AH" simulate --model gpt2-124m --cluster "$W/cluster.json" --replan-s -1 >"$W/e7.txt" 2>&1
 [ $? -eq 2 ] && pass "--replan-s -1: a usage error" || fail "--replan-s -1: exit code (want 2)"
 has "$W/e7.txt" "--replan-s -1: expected >= 0" "a negative --replan-s refused"
@@ -136,8 +136,69 @@ awk '$1 == "varuna" && $2 + 0 > 0 { ok = 1 } END { exit !ok }' "$W/t4mix.txt" &&
     { fail "varuna on T4 + A100"; cat "$W/t4mix.txt"; }
 printf '{"nodes": [{"name": "t", "gpu": "T4", "count": 4, "spot": true, "usd_per_gpu_hour": 0.2}]}\n' >"$W/t4.json"
 exits 1 "$W/e14.txt" "no type runs bf16" "$AH" simulate --model gpt2-124m --cluster "$W/t4.json" --hours 1 \
-    --global-batch 8 --seq-len 512
+    --global-batch 8 --seq-len 512 --precision bf16
 has "$W/e14.txt" "no GPU type of the cluster runs bf16" "no type runs bf16: said up front"
+
+# ---- the flags simulate shares with plan (issue 40, item 5): --precision auto by default, as plan ----
+# a V100 cluster: plan plans it in fp16; simulate defaulted to bf16 and refused it (or, with bf16
+# types beside, dropped the V100s silently and drew them as always up)
+cat >"$W/v100.json" <<'EOF'
+{"nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8, "spot": true, "usd_per_gpu_hour": 0.9},
+ {"name": "v1", "gpu": "V100-16G", "count": 8, "spot": true, "usd_per_gpu_hour": 0.9}]}
+EOF
+V=(--model gpt2-124m --global-batch 32 --seq-len 1024 --hours 1 --replan-s 1)
+exits 0 "$W/v.txt" "a V100 cluster, precision left out" "$AH" simulate "${V[@]}" --cluster "$W/v100.json"
+has "$W/v.txt" "global batch 32 x seq-len 1024, fp16; cluster" "a V100 cluster simulated in fp16, as plan plans it"
+has "$W/v.txt" "why fp16: fp16 (with dynamic loss scaling)" "auto's choice said with plan's why line"
+awk '$1 == "autohet" && $2 + 0 > 0 { ok = 1 } END { exit !ok }' "$W/v.txt" && pass "autohet trains the V100s" ||
+    fail "autohet on V100s: no tokens"
+"$AH" plan --model gpt2-124m --global-batch 32 --seq-len 1024 --cluster "$W/v100.json" >"$W/vp.txt" 2>&1
+has "$W/vp.txt" ", fp16" "plan picks the same precision"
+cat >"$W/va.json" <<'EOF'
+{"nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8, "spot": true, "usd_per_gpu_hour": 0.9},
+ {"name": "a0", "gpu": "A100-80G", "count": 8, "spot": true, "usd_per_gpu_hour": 1.5}]}
+EOF
+exits 0 "$W/va.txt" "V100 + A100 at bf16" "$AH" simulate "${V[@]}" --cluster "$W/va.json" --precision bf16 \
+    --json "$W/va.out.json"
+has "$W/va.txt" "left out: V100-16G (8 GPUs on v0): no bf16 rate (tflops.bf16), so it cannot run bf16" \
+    "the V100s left out in plan's words"
+has "$W/va.txt" "8 GPUs in 1 node (of 16 GPUs in 2 nodes)" "the GPUs replayed, of those given"
+grep "^always up:" "$W/va.txt" | grep -q v0 && fail "a left-out node drawn as always up: $(grep '^always up' "$W/va.txt")" ||
+    pass "a left-out node is not drawn as always up"
+"$PY" - "$W/va.out.json" <<'EOF' && pass "JSON: no V100 in the availability" || fail "JSON: V100 in the availability"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert all("V100-16G" not in a["gpus"] for a in d["availability"]), d["availability"]
+assert d["options"]["precision"] == "bf16", d["options"]
+EOF
+exits 2 "$W/vt.txt" "a trace of a left-out type" "$AH" simulate "${V[@]}" --cluster "$W/va.json" --precision bf16 \
+    --trace "V100-16G=$T/one-preempt-s.csv"
+has "$W/vt.txt" "V100-16G is left out: it has no bf16 rate" "a trace of a left-out type refused, named"
+# nothing fits anywhere: every policy stalls; said, named, exit 1 (was: 0 tokens for all, exit 0)
+exits 1 "$W/nf.txt" "nothing fits" "$AH" simulate --model llama2-70b --cluster "$W/va.json" --global-batch 64 \
+    --hours 1 --precision fp16 --replan-s 1
+has "$W/nf.txt" "no policy trained a token: none has a plan that fits what is up; autohet: stalled at 0.00 h: model llama2-70b does not fit" \
+    "nothing fits: refused with each policy's reason"
+exits 1 "$W/nf2.txt" "nothing fits, precision auto" "$AH" simulate --model llama2-70b --cluster "$W/va.json" \
+    --global-batch 64 --hours 1 --replan-s 1
+has "$W/nf2.txt" "--precision auto: neither bf16 nor fp16 plans" "nothing fits at auto: refused up front, as plan"
+# --objective cost and --budget (issue 40, item 11): autohet's and on-demand's plans under them, as in plan
+P2=("${COMMON[@]}" --hours 2 --policy autohet,on-demand)
+exits 0 "$W/ct.txt" "--objective time" "$AH" simulate "${P2[@]}" --json "$W/ct.json"
+exits 0 "$W/cc.txt" "--objective cost" "$AH" simulate "${P2[@]}" --objective cost --json "$W/cc.json"
+exits 0 "$W/cb.txt" "--budget 1.2" "$AH" simulate "${P2[@]}" --budget 1.2 --json "$W/cb.json"
+has "$W/cb.txt" 'autohet and on-demand plan for the least time, at most $1.2 per hour of GPUs' "the budget said"
+"$PY" - "$W/ct.json" "$W/cc.json" "$W/cb.json" <<'EOF' && pass "cost and budget: cheaper, within the budget" ||
+import json, sys
+t, c, b = ({p["policy"]: p for p in json.load(open(f))["policies"]} for f in sys.argv[1:])
+assert json.load(open(sys.argv[2]))["options"]["objective"] == "cost"
+assert c["autohet"]["usd_per_mtoken"] < t["autohet"]["usd_per_mtoken"] * 0.99, (c["autohet"], t["autohet"])
+assert b["autohet"]["tokens"] > 0 and b["autohet"]["usd"] / b["autohet"]["wall_hours"] <= 1.2 + 1e-9, b["autohet"]
+assert t["autohet"]["usd"] / t["autohet"]["wall_hours"] > 1.2, t["autohet"]  # the budget binds
+# on-demand pays on-demand prices: none of its plans fits $1.2/h (an H20 on demand is $1.25)
+assert b["on-demand"]["tokens"] == 0 and "--budget" in b["on-demand"]["note"], b["on-demand"]
+EOF
+    fail "cost and budget"
 
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

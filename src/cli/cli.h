@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "core/status.h"
+#include "plan/planner.h"
 
 typedef struct ah_cli_verb {
     const char *name;
@@ -79,9 +82,63 @@ bool ah_cli_parse(const char *verb, const char *synopsis, const char *about, ah_
  * choose can then differ from any value they could give. */
 bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
 
-/* --micro-batch m|auto (plan, run): 1 .. AH_CLI_BATCH_MAX, or "auto", which sets *out to 0 (the
- * planner picks). False, the message printed, on anything else. */
+/* ---- The flags several verbs share (README "Flags shared by verbs") ----
+ * One rule: a flag that plan, evaluate, run, simulate (and train, where it applies) share has ONE
+ * row in flags.c's table -- its spelling, value names, range, help line and default -- and, when its
+ * value is not a plain number, ONE parser below, so every verb that takes it reads it alike and
+ * prints the same --help line. A verb takes a shared flag with ah_cli_shared_flag; it may give it
+ * another default only with ah_cli_shared_flag_as, whose help line says the default and why. A new
+ * shared flag (schedules, context parallelism, regions) is a row in the table and, for a value
+ * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
+ * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
+ * --shard-optimizer none|even|memory|auto, --profile FILE. */
+ah_flag_t ah_cli_shared_flag(const char *name, void *target);
+/* The same with the verb's own help line: what the flag does in that verb, with the rule's default
+ * or, where the verb's differs, its default and why (run's batch, sized for the CPU trainer). */
+ah_flag_t ah_cli_shared_flag_as(const char *name, void *target, const char *help);
+
+/* --micro-batch N|auto: 1 .. AH_CLI_BATCH_MAX, or "auto", which sets *out to 0 (the planner
+ * picks). False, the message printed, on anything else (0 included: "auto" says it). */
 bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out);
+/* --precision fp32|bf16|fp16|auto: *is_auto for "auto" (resolved per cluster by
+ * ah_cli_resolve_precision or the planner's ah_planner_run_auto), else *out. */
+bool ah_cli_precision(const char *verb, const char *arg, ah_precision_t *out, bool *is_auto);
+/* --objective time|cost. */
+bool ah_cli_objective(const char *verb, const char *arg, ah_objective_t *out);
+/* --shard-optimizer none|even|memory|auto. */
+bool ah_cli_shard_mode(const char *verb, const char *arg, ah_shard_mode_t *out);
+
+/* The shared planning flags' values as given (NULL: left out, the rule's default). */
+typedef struct ah_cli_plan_flags {
+    const char *micro_batch, *precision, *objective, *shard;
+    double budget; /* 0: no cap */
+} ah_cli_plan_flags_t;
+/* The flag-table entries of the planning flags every planning verb takes, in one order, their
+ * values into *pf: the verb's table lists AH_CLI_PLAN_FLAGS(&pf) among its own rows. A new shared
+ * planning flag is a field of ah_cli_plan_flags_t, a row of the table, an entry here and a line of
+ * ah_cli_plan_flags. */
+#define AH_CLI_PLAN_FLAGS(pf)                                                                          \
+    ah_cli_shared_flag("--micro-batch", &(pf)->micro_batch), ah_cli_shared_flag("--precision", &(pf)->precision), \
+        ah_cli_shared_flag("--objective", &(pf)->objective), ah_cli_shared_flag("--budget", &(pf)->budget)
+/* Parses every shared planning flag into o (train.micro_batch, train.precision, objective,
+ * budget_usd_per_hour, shard) with the parsers above, a flag left out taking the rule's default
+ * (micro-batch auto, precision auto, objective time, no budget, shard none); *auto_precision for
+ * --precision auto. False, the message printed (exit 2), on a bad value. */
+bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planner_opts_t *o, bool *auto_precision);
+
+/* --precision auto's first rule: every type of the cluster runs on the CPU backend (fp32 only). */
+bool ah_cli_all_cpu(const ah_cluster_t *c);
+/* --precision auto for a verb that plans many times (run, simulate): resolved ONCE on the whole
+ * cluster, as autohet plan resolves it (fp32 on an all-CPU cluster, else ah_planner_run_auto), and
+ * kept for every re-plan; o->train.precision is set and why (cap bytes) says the choice as plan's
+ * "why" line does ("" for an all-CPU cluster, as plan). Not auto: o is left alone and why is "".
+ * Fails as plan would (nothing fits). */
+ah_status_t ah_cli_resolve_precision(const ah_model_t *model, const ah_cluster_t *c, ah_planner_opts_t *o,
+                                     bool auto_precision, char *why, size_t cap, ah_error_t *err);
+/* The "left out: ..." line every planning verb prints when types of the cluster cannot run the
+ * precision (the planner's own text, ah_planner_left_out), on f with prefix before it ("" or
+ * "autohet run: "); nothing when none is left out. Returns whether one was. */
+bool ah_cli_print_left_out(FILE *f, const char *prefix, const ah_cluster_t *c, ah_precision_t p);
 
 /* With a --profile (loaded from path), says on stderr which of the plan's GPU types it has no
  * entry for at the plan's TP degree, micro-batch, sequence length and precision: those are timed

@@ -12,7 +12,6 @@
 #include "cli/cli.h"
 #include "cost/profile.h"
 #include "plan/planner.h"
-#include "runtime/device.h"
 
 #define GIB 1073741824.0
 
@@ -243,37 +242,6 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     return rc == 0 ? 0 : 1;
 }
 
-/* The flags the parser leaves as strings, into o: --micro-batch, --precision (*auto_precision
- * for "auto"), --objective and --baseline. False, the message printed, on a bad one. */
-static bool string_flags(const char *mb_arg, const char *precision, const char *objective, const char *baseline_arg,
-                         ah_planner_opts_t *o, bool *auto_precision, ah_baseline_t *baseline) {
-    if (!ah_cli_micro_batch(VERB, mb_arg, &o->train.micro_batch)) return false;
-    *auto_precision = strcmp(precision, "auto") == 0;
-    if (!*auto_precision && !ah_precision_parse(precision, &o->train.precision)) {
-        fprintf(stderr, "autohet plan: --precision: expected fp32, bf16, fp16 or auto, got \"%s\"\n",
-                precision);
-        return false;
-    }
-    if (strcmp(objective, "time") == 0) o->objective = AH_OBJECTIVE_TIME;
-    else if (strcmp(objective, "cost") == 0) o->objective = AH_OBJECTIVE_COST;
-    else {
-        fprintf(stderr, "autohet plan: --objective: expected time or cost, got \"%s\"\n", objective);
-        return false;
-    }
-    if (baseline_arg && !ah_baseline_parse(baseline_arg, baseline)) {
-        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", baseline_arg);
-        return false;
-    }
-    return true;
-}
-
-/* --precision auto on a cluster whose every type runs on the CPU backend, which trains fp32 only. */
-static bool all_cpu(const ah_cluster_t *c) {
-    bool cpu = true;
-    for (int i = 0; i < c->n_types; i++) cpu = cpu && ah_device_type_is_cpu(&c->types[i]);
-    return cpu;
-}
-
 /* --baseline: the emitted result is that baseline's (priced by its run), with the planner's
  * search time, lower bound, search mode and notes (the report still compares). */
 static ah_plan_result_t *baseline_result(baseline_t *b, const ah_plan_result_t *planned) {
@@ -332,34 +300,21 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
 }
 
 int ah_cli_plan(int argc, char **argv) {
-    const char *model_arg = NULL, *cluster_arg = NULL, *mb_arg = "auto", *precision = "auto", *objective = "time";
+    const char *model_arg = NULL, *cluster_arg = NULL;
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
-    const char *shard_arg = "none";
+    ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
-    double budget = 0, min_tps = 0;
+    double min_tps = 0;
     bool json = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
-        {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &global_batch, "B", "sequences per iteration (default 512)", false},
-        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq_len, "T",
-         "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
-        {"--micro-batch", AH_FLAG_STR, &mb_arg, "m|auto",
-         "sequences per micro-batch, 1 .. 65536; auto tries divisors of B up to 8 (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P",
-         "bf16, fp16 or fp32 (default auto: fp32 when every type of the cluster runs on the CPU backend, which "
-         "trains fp32 only, or when no type gives a 16-bit rate; bf16 when every type runs it; else the faster of "
-         "the bf16 and fp16 plans, the choice said under \"why\")", false},
-        {"--objective", AH_FLAG_STR, &objective, "time|cost",
-         "minimise iteration time or $ per token (default time)", false},
-        {"--budget", AH_FLAG_NUM_ABOVE(0), &budget, "USD_PER_HOUR",
-         "only plans whose GPUs cost at most this per hour", false},
+        ah_cli_shared_flag("--global-batch", &global_batch),
+        ah_cli_shared_flag("--seq-len", &seq_len),
+        AH_CLI_PLAN_FLAGS(&pf),
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
-        {"--profile", AH_FLAG_STR, &profile_arg, "P",
-         "measured per-layer times from autohet profile (default roofline)", false},
-        {"--shard-optimizer", AH_FLAG_STR, &shard_arg, "none|even|memory|auto",
-         "split AdamW's state over each data-parallel group of the chosen plan: evenly, by each device's free memory, "
-         "or auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
+        ah_cli_shared_flag("--profile", &profile_arg),
+        ah_cli_shared_flag("--shard-optimizer", &pf.shard),
         {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced|megatron-best",
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
@@ -387,14 +342,13 @@ int ah_cli_plan(int argc, char **argv) {
     o.explain_idle = true; /* the report's "idle:" line */
     o.train.global_batch = global_batch;
     o.train.seq_len = seq_len;
-    o.budget_usd_per_hour = budget;
     o.min_tokens_per_s = min_tps;
     o.exact_max_groups = (int)exact_groups;
     bool auto_precision = false;
     ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
-    if (!string_flags(mb_arg, precision, objective, baseline_arg, &o, &auto_precision, &chosen_baseline)) return 2;
-    if (!ah_shard_mode_parse(shard_arg, &o.shard)) {
-        fprintf(stderr, "autohet plan: --shard-optimizer: expected none, even, memory or auto, got \"%s\"\n", shard_arg);
+    if (!ah_cli_plan_flags(VERB, &pf, &o, &auto_precision)) return 2;
+    if (baseline_arg && !ah_baseline_parse(baseline_arg, &chosen_baseline)) {
+        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", baseline_arg);
         return 2;
     }
     if (baseline_arg && o.shard != AH_SHARD_NONE) {
@@ -410,7 +364,7 @@ int ah_cli_plan(int argc, char **argv) {
     if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < seq_len)
         o.train.seq_len = ah_model_context(&model);
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    const bool auto_half = auto_precision && !all_cpu(&cluster);
+    const bool auto_half = auto_precision && !ah_cli_all_cpu(&cluster);
     if (auto_precision && !auto_half) o.train.precision = AH_PREC_FP32;
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {
         ah_cluster_free(&cluster);

@@ -142,23 +142,16 @@ static int check_precision(const ah_agent_opts_t *o) {
     return cpu ? 2 : 0;
 }
 
-/* The flags that take a word (--micro-batch, --precision, --recovery) and the cloud flags' needs.
+/* The flags that take a word (the shared planning flags, --recovery) and the cloud flags' needs.
  * Returns an exit code, 0 when fine. */
-static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precision, const char *recovery,
-                         const char *cloud, const char *endpoint, const char *shard) {
+static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool *auto_precision,
+                         const char *recovery, const char *cloud, const char *endpoint) {
     int rc;
-    if (!ah_shard_mode_parse(shard, &o->planner.shard)) {
-        fprintf(stderr, "autohet run: --shard-optimizer: expected none, even, memory or auto, got \"%s\"\n", shard);
-        return 2;
-    }
+    if (!ah_cli_plan_flags(VERB, pf, &o->planner, auto_precision)) return 2;
     /* the trainer's checkpoint rule: without a cloud, a sharded group spans two nodes */
     o->planner.shard_spread_only = !cloud;
-    if (!ah_cli_micro_batch(VERB, mb, &o->planner.train.micro_batch)) return 2;
-    if (!ah_precision_parse(precision, &o->planner.train.precision)) {
-        fprintf(stderr, "autohet run: --precision: expected " AH_PRECISION_VALUES ", got \"%s\"\n", precision);
-        return 2;
-    }
-    if (o->planner.train.precision != AH_PREC_FP32 && o->cluster && (rc = check_precision(o)) != 0) return rc;
+    if (!*auto_precision && o->planner.train.precision != AH_PREC_FP32 && o->cluster && (rc = check_precision(o)) != 0)
+        return rc;
     if (strcmp(recovery, "cloud-only") == 0) {
         o->cloud_only = true;
     } else if (strcmp(recovery, "local-first") != 0) {
@@ -181,6 +174,34 @@ static int check_choices(ah_agent_opts_t *o, const char *mb, const char *precisi
         return 2;
     }
     return 0;
+}
+
+/* The planning rule plan follows, once, on the whole cluster (README "Flags shared by verbs"):
+ * --profile loaded into *profile (o->planner.profile; NULL without one), the prices --objective cost
+ * and --budget use, --precision auto resolved (kept for every re-plan) and said with its why, the
+ * types the precision leaves out said. Returns an exit code, 0 when fine (*profile is then the
+ * caller's to free). */
+static int resolve_planning(ah_agent_opts_t *o, bool auto_precision, const char *profile_path, ah_profile_t **profile) {
+    ah_error_t err = {0};
+    if (profile_path && ah_profile_load(profile_path, profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    o->planner.profile = *profile;
+    if (!o->model || !o->cluster) return 0; /* required: ah_agent_run says so */
+    ah_model_t m;
+    ah_cluster_t c;
+    char why[384];
+    if (ah_model_load(o->model, &m, &err) != AH_OK || ah_cluster_open(o->cluster, &c, &err) != AH_OK) {
+        ah_profile_free(*profile);
+        return ah_cli_fail(VERB, &err);
+    }
+    ah_status_t s = ah_cli_resolve_precision(&m, &c, &o->planner, auto_precision, why, sizeof why, &err);
+    if (s == AH_OK && why[0]) printf("autohet run: why %s: %s\n", ah_precision_name(o->planner.train.precision), why);
+    if (s == AH_OK) ah_cli_print_left_out(stdout, "autohet run: ", &c, o->planner.train.precision);
+    fflush(stdout);
+    ah_cluster_free(&c);
+    const int rc = s != AH_OK ? ah_cli_fail(VERB, &err)
+                   : auto_precision && o->planner.train.precision != AH_PREC_FP32 ? check_precision(o) : 0;
+    if (rc != 0) ah_profile_free(*profile);
+    return rc;
 }
 
 /* Whether `prog` (a path, or a name looked up in PATH as execvp does) names a program this process
@@ -302,9 +323,9 @@ static int pass_cloud_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_fl
 int ah_cli_run(int argc, char **argv) {
     ah_agent_opts_t o;
     ah_agent_opts_default(&o);
-    const char *mb = "auto", *precision = "fp32", *work = "autohet-run", *recovery = "local-first";
+    const char *work = "autohet-run", *recovery = "local-first";
     const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
-    const char *shard = "none";
+    ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
     int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
@@ -329,11 +350,11 @@ int ah_cli_run(int argc, char **argv) {
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
          "not answer are lost (ssh and slurm only, refused with the local launcher; default 30)", false},
-        {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), &gb, "B", "sequences per iteration (default 8)", false},
-        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), &seq, "T", "tokens per sequence (default 64)", false},
-        {"--micro-batch", AH_FLAG_STR, &mb, "m|auto", "sequences per micro-batch, 1 .. 65536 or auto (default auto)", false},
-        {"--precision", AH_FLAG_STR, &precision, "P", "fp32 (the CPU trainer's), bf16 or fp16 (fp16: dynamic loss "
-         "scaling, docs/gpu.md; default fp32)", false},
+        ah_cli_shared_flag_as("--global-batch", &gb, "sequences per iteration (default 8, not plan's 512: a batch "
+                              "the CPU trainer runs in seconds)"),
+        ah_cli_shared_flag_as("--seq-len", &seq, "tokens per sequence (default 64, not plan's 2048: a sequence the CPU "
+                              "trainer runs in seconds)"),
+        AH_CLI_PLAN_FLAGS(&pf),
         {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: peak learning rate (> 0)", false},
         {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: warm-up steps", false},
         {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: AdamW decay (>= 0)", false},
@@ -371,12 +392,12 @@ int ah_cli_run(int argc, char **argv) {
         {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
          AH_MPIRUN_LOCAL_DEFAULT_ARGS "; ssh: none beyond its own --mca plm_rsh_agent, --hostfile, --map-by seq, "
          "the ring all-reduce)", false},
-        {"--profile", AH_FLAG_STR, &profile_path, "FILE", "measured per-layer times from autohet profile for every "
-         "plan and re-plan (default: the roofline, uncalibrated)", false},
+        ah_cli_shared_flag_as("--profile", &profile_path, "measured per-layer times from autohet profile for every "
+                              "plan and re-plan (default: the roofline, uncalibrated)"),
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
-        {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even|memory|auto",
-         "split AdamW's state over each data-parallel group of every plan (autohet plan's flag; without --cloud only "
-         "groups over two nodes or more; default none)", false},
+        ah_cli_shared_flag_as("--shard-optimizer", &pf.shard, "split AdamW's state over each data-parallel group of "
+                              "every plan (autohet plan's flag; without --cloud only groups over two nodes or more; "
+                              "default none)"),
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     int rc = 0;
@@ -393,7 +414,8 @@ int ah_cli_run(int argc, char **argv) {
     if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
-    if ((rc = check_choices(&o, mb, precision, recovery, cloud, endpoint, shard)) != 0) return rc;
+    bool auto_precision = false;
+    if ((rc = check_choices(&o, &pf, &auto_precision, recovery, cloud, endpoint)) != 0) return rc;
     /* the ranks run this very program */
     static char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -411,8 +433,7 @@ int ah_cli_run(int argc, char **argv) {
     pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
     if ((rc = pass_cloud_flags(&o, flags, n_flags, cloud, patience)) != 0) return rc;
     ah_profile_t *profile = NULL;
-    if (profile_path && ah_profile_load(profile_path, &profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    o.planner.profile = profile;
+    if ((rc = resolve_planning(&o, auto_precision, profile_path, &profile)) != 0) return rc;
     o.interrupt = &interrupted;
     o.log = log_line;
     struct sigaction sa;

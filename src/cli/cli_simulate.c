@@ -9,12 +9,16 @@
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/names.h"
+#include "core/str.h"
+#include "cost/profile.h"
 #include "sim/sim.h"
 
 #define MAX_TRACES 16
 #define MAPPING_LINES 12 /* assignments printed per pool; all of them are in --json */
 #define RUNS_SHOWN 12    /* runs of node names per list; the rest are counted */
 #define RECOVERY_LINES 6 /* (re)starts printed per policy; all of them are in --json */
+#define WHY_MAX 384      /* ah_plan_result_t.precision_why */
+#define LEFT_OUT_MAX 512 /* ah_plan_result_t.left_out */
 
 /* "POOL=FILE[,unit=s|h|ms]" */
 static ah_status_t parse_trace_spec(const char *spec, char *pool, size_t pool_cap, char *file, size_t file_cap,
@@ -194,12 +198,33 @@ static ah_status_t load_pools(const ah_cluster_t *cluster, const char **specs, i
     return st;
 }
 
+/* What the replay runs on: the model, the cluster as given and the one replayed (left-out nodes
+ * removed), --precision auto's choice. */
+typedef struct {
+    const ah_model_t *model;
+    const ah_cluster_t *cluster; /* replayed: the nodes whose type runs the precision */
+    const char *cluster_s;
+    int given_gpus, given_nodes; /* the cluster as given */
+    const char *why;             /* --precision auto: the choice and why; "" when given */
+    const char *left_out;        /* the types left out (the planner's text); "" when none */
+} setting_t;
+
 /* The settings the run is under, before its results. */
-static void print_setting(const ah_model_t *model, const ah_cluster_t *cluster, const char *cluster_s,
-                          const ah_sim_opts_t *o, double horizon_s) {
-    printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d nodes\n", model->name,
+static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double horizon_s) {
+    printf("model %s, global batch %lld x seq-len %lld, %s; cluster %s: %d GPUs in %d node%s", g->model->name,
            (long long)o->train.global_batch, (long long)o->train.seq_len, ah_precision_name(o->train.precision),
-           cluster_s, ah_cluster_gpu_count(cluster), cluster->n_nodes);
+           g->cluster_s, ah_cluster_gpu_count(g->cluster), g->cluster->n_nodes, g->cluster->n_nodes == 1 ? "" : "s");
+    if (g->given_nodes > g->cluster->n_nodes)
+        printf(" (of %d GPUs in %d nodes)", g->given_gpus, g->given_nodes);
+    printf("\n");
+    if (g->why[0]) printf("why %s: %s\n", ah_precision_name(o->train.precision), g->why);
+    if (g->left_out[0]) printf("left out: %s; no policy uses those nodes\n", g->left_out);
+    if (o->objective == AH_OBJECTIVE_COST || o->budget_usd_per_hour > 0) {
+        printf("autohet and on-demand plan for %s", o->objective == AH_OBJECTIVE_COST ? "the least $ per token"
+                                                                                        : "the least time");
+        if (o->budget_usd_per_hour > 0) printf(", at most $%g per hour of GPUs", o->budget_usd_per_hour);
+        printf(" (--objective, --budget; the baselines' plans are their own)\n");
+    }
     printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; grace %g s; re-plan ",
            horizon_s / 3600, o->hours > 0 ? "--hours" : "the latest trace end", o->ckpt_every_s, o->restart_s,
            o->disk_gb_s, o->grace_s);
@@ -208,17 +233,29 @@ static void print_setting(const ah_model_t *model, const ah_cluster_t *cluster, 
     printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o->on_demand_factor);
 }
 
+/* A replay in which no policy trained a token because none had a plan that fits: refused, with
+ * each policy's reason (the results are printed first). */
+static ah_status_t check_trained(const ah_sim_result_t *r, int n, ah_error_t *err) {
+    for (int i = 0; i < n; i++)
+        if (r[i].tokens > 0 || !r[i].note[0]) return AH_OK; /* trained, or a horizon too short to */
+    char why[AH_ERROR_MSG_MAX];
+    ah_str_t s = ah_str_fixed(why, sizeof why);
+    for (int i = 0; i < n; i++) ah_str_appendf(&s, "; %s: %s", ah_policy_name(r[i].policy), r[i].note);
+    return ah_error_set(err, AH_ERR_INFEASIBLE, "no policy trained a token: none has a plan that fits what is up%s",
+                        why);
+}
+
 /* Runs each wanted policy on the availability and reports them; --json and --svg when asked. */
-static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster, const char *cluster_s,
-                            const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
+static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
                             const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], const char *json_path,
                             const char *svg_path, ah_error_t *err) {
     ah_status_t st = ah_sim_check_horizon(avail, o, err);
     if (st != AH_OK) return st;
     const double H = ah_sim_horizon_s(avail, o);
-    print_setting(model, cluster, cluster_s, o, H);
+    const ah_model_t *model = g->model;
+    print_setting(g, o, H);
     if (n_pools == 0) printf("no --trace: every node is up all the time\n");
-    print_pools(cluster, avail, pools, n_pools);
+    print_pools(g->cluster, avail, pools, n_pools);
     fflush(stdout);
     ah_sim_result_t results[AH_POLICY_COUNT];
     memset(results, 0, sizeof results);
@@ -235,16 +272,68 @@ static ah_status_t simulate(const ah_model_t *model, const ah_cluster_t *cluster
     }
     if (st == AH_OK && svg_path && (st = ah_sim_svg_write(avail, H, results, n_res, svg_path, err)) == AH_OK)
         printf("wrote %s\n", svg_path);
+    if (st == AH_OK) st = check_trained(results, n_res, err);
     for (int i = 0; i < n_res; i++) ah_sim_result_free(&results[i]);
     return st;
 }
 
+/* A --trace whose pool is of a type the precision leaves out: refused, naming it (its nodes are
+ * not replayed). */
+static ah_status_t check_traces_kept(const ah_cluster_t *c, const char **specs, int n_specs, ah_precision_t p,
+                                     ah_error_t *err) {
+    for (int i = 0; i < n_specs; i++) {
+        char pool[2 * AH_NAME_MAX + 2], file[512];
+        ah_time_unit_t unit;
+        ah_status_t st = parse_trace_spec(specs[i], pool, sizeof pool, file, sizeof file, &unit, err);
+        if (st != AH_OK) return st;
+        pool[strcspn(pool, "@")] = 0;
+        const int ty = ah_cluster_find_type(c, pool);
+        if (ty >= 0 && !ah_gpu_runs(&c->types[ty], p))
+            return ah_error_set(err, AH_ERR_USAGE, "--trace \"%s\": %s is left out: it has no %s rate, so no policy "
+                                "uses its nodes; drop the trace or give --precision another precision", specs[i],
+                                c->types[ty].name, ah_precision_name(p));
+    }
+    return AH_OK;
+}
+
+/* Removes the nodes whose type cannot run p (what every policy's planner would leave out), so they
+ * are neither replayed nor drawn as up. */
+static void drop_left_out(ah_cluster_t *c, ah_precision_t p) {
+    int n = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (ah_gpu_runs(&c->types[c->nodes[i].type], p)) c->nodes[n++] = c->nodes[i];
+    c->n_nodes = n;
+}
+
+/* The model, cluster and settings checked, --precision auto resolved, the left-out nodes dropped.
+ * *g's strings live in why[] and left_out[]. */
+static ah_status_t prepare(const char *model_s, const char *cluster_s, bool seq_given, bool auto_precision,
+                           const char **specs, int n_specs, ah_sim_opts_t *o, ah_planner_opts_t *po, ah_model_t *model,
+                           ah_cluster_t *cluster, setting_t *g, char *why, char *left_out, ah_error_t *err) {
+    ah_status_t st = ah_model_load(model_s, model, err);
+    if (st != AH_OK) return st;
+    if (!seq_given && ah_model_context(model) < o->train.seq_len) o->train.seq_len = ah_model_context(model);
+    po->train = o->train; /* every re-plan's training settings, refused once here if bad */
+    if ((st = ah_planner_check_train(model, po, err)) != AH_OK) return st;
+    if ((st = ah_cluster_open(cluster_s, cluster, err)) != AH_OK) return st;
+    st = ah_cli_resolve_precision(model, cluster, po, auto_precision, why, WHY_MAX, err);
+    o->train.precision = po->train.precision;
+    if (st == AH_OK) st = ah_planner_check_inputs(model, cluster, po, err); /* e.g. no type runs the precision */
+    if (st == AH_OK) st = check_traces_kept(cluster, specs, n_specs, o->train.precision, err);
+    if (st != AH_OK) return st;
+    ah_planner_left_out(cluster, o->train.precision, left_out, LEFT_OUT_MAX);
+    *g = (setting_t){model, cluster, cluster_s, ah_cluster_gpu_count(cluster), cluster->n_nodes, why, left_out};
+    drop_left_out(cluster, o->train.precision);
+    return AH_OK;
+}
+
 int ah_cli_simulate(int argc, char **argv) {
     const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
-    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *prec_s = "bf16", *shard_s = "none";
+    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *profile_s = NULL;
+    ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
-    int64_t gb = o.train.global_batch, sl = o.train.seq_len, mb = 0, seed = 0;
+    int64_t gb = o.train.global_batch, sl = o.train.seq_len, seed = 0;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_s, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
@@ -268,16 +357,13 @@ int ah_cli_simulate(int argc, char **argv) {
          "on-demand price = spot x F when the cluster has no on-demand node of the type (default 2.5)", false},
         {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX, .value_first = true, .note = "0: newest-first; else the seed of random picks"),
          &seed, "N", "count traces: random node picks with this seed (default 0: newest-first)", false},
-        {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .value_first = true), &gb, "N", "sequences per iteration (default 512)",
-         false},
-        {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX, .value_first = true), &sl, "T",
-         "tokens per sequence (default: 2048, or the model's context if shorter)", false},
-        {"--micro-batch", AH_FLAG_INT_IN(0, AH_CLI_BATCH_MAX, .value_first = true, .note = "0: the planner picks"), &mb, "M",
-         "sequences per micro-batch (default 0: the planner picks)", false},
-        {"--precision", AH_FLAG_STR, &prec_s, "P", "bf16 (default), fp16 or fp32", false},
-        {"--shard-optimizer", AH_FLAG_STR, &shard_s, "none|even|memory|auto",
-         "autohet's and on-demand's plans with the optimizer sharded (autohet plan's flag); a save then all-gathers "
-         "the moments first (default none)", false},
+        ah_cli_shared_flag("--global-batch", &gb),
+        ah_cli_shared_flag("--seq-len", &sl),
+        AH_CLI_PLAN_FLAGS(&pf),
+        ah_cli_shared_flag_as("--shard-optimizer", &pf.shard,
+                              "autohet's and on-demand's plans with the optimizer sharded (autohet plan's flag); a save "
+                              "then all-gathers the moments first (default none)"),
+        ah_cli_shared_flag("--profile", &profile_s),
         {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
         {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
     };
@@ -289,47 +375,50 @@ int ah_cli_simulate(int argc, char **argv) {
     bool go = (rc = take_traces(argc, argv, rest, &n_rest, specs, &n_specs)) == 0 &&
               ah_cli_parse("simulate", "--model M --cluster C --trace POOL=FILE ... [flags]",
                            "Replays spot-availability traces on a cluster and compares policies side by side: "
-                           "tokens, GPU-hours, dollars, time in recovery. The model is in docs/simulator.md.",
+                           "tokens, GPU-hours, dollars, time in recovery. The model is in docs/simulator.md.\n"
+                           "The flags it shares with plan and run (README \"Flags shared by verbs\") mean what they "
+                           "mean there; --precision auto is resolved once, on the whole cluster, as plan resolves it.",
                            flags, n_flags, n_rest, rest, &rc);
     free(rest);
     if (!go) return rc;
+    ah_planner_opts_t po;
+    ah_planner_opts_default(&po);
+    bool auto_precision = false;
+    if (!ah_cli_plan_flags("simulate", &pf, &po, &auto_precision)) return 2;
     ah_error_t err = {0};
     bool want[AH_POLICY_COUNT] = {0};
     if (!model_s || !cluster_s)
         ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
-    else if (parse_policies(policies_s, want, &err) == AH_OK && !ah_precision_parse(prec_s, &o.train.precision))
-        ah_error_set(&err, AH_ERR_USAGE, "--precision: \"%s\" is not " AH_PRECISION_VALUES, prec_s);
-    else if (err.code == AH_OK && !ah_shard_mode_parse(shard_s, &o.shard))
-        ah_error_set(&err, AH_ERR_USAGE, "--shard-optimizer: expected none, even, memory or auto, got \"%s\"", shard_s);
+    else
+        parse_policies(policies_s, want, &err);
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
     o.train.global_batch = gb;
     o.train.seq_len = sl;
-    o.train.micro_batch = mb;
+    o.train.micro_batch = po.train.micro_batch;
+    o.train.precision = po.train.precision; /* auto: resolved by prepare */
+    o.shard = po.shard;
+    o.objective = po.objective;
+    o.budget_usd_per_hour = po.budget_usd_per_hour;
+    ah_profile_t *profile = NULL;
+    if (profile_s && ah_profile_load(profile_s, &profile, &err) != AH_OK) return ah_cli_fail("simulate", &err);
+    o.profile = po.profile = profile;
 
     ah_model_t model;
-    ah_cluster_t cluster;
-    if (ah_model_load(model_s, &model, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < sl)
-        o.train.seq_len = ah_model_context(&model);
-    ah_planner_opts_t po; /* every re-plan's training settings, refused once here if bad */
-    ah_planner_opts_default(&po);
-    po.train = o.train;
-    if (ah_planner_check_train(&model, &po, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (ah_cluster_open(cluster_s, &cluster, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    if (ah_planner_check_inputs(&model, &cluster, &po, &err) != AH_OK) { /* e.g. no type runs the precision */
-        ah_cluster_free(&cluster);
-        return ah_cli_fail("simulate", &err);
-    }
+    ah_cluster_t cluster = {0};
+    setting_t g;
+    char why[WHY_MAX], left_out[LEFT_OUT_MAX];
     ah_sim_pool_t pools[MAX_TRACES];
     memset(pools, 0, sizeof pools);
     ah_sim_avail_t avail = {0};
     int n_pools = 0;
-    ah_status_t st = load_pools(&cluster, specs, n_specs, pools, &n_pools, &err);
+    ah_status_t st = prepare(model_s, cluster_s, ah_cli_flag_seen(flags, n_flags, "--seq-len"), auto_precision, specs,
+                             n_specs, &o, &po, &model, &cluster, &g, why, left_out, &err);
+    if (st == AH_OK) st = load_pools(&cluster, specs, n_specs, pools, &n_pools, &err);
     if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)seed, &avail, &err);
-    if (st == AH_OK)
-        st = simulate(&model, &cluster, cluster_s, &avail, pools, n_pools, &o, want, json_path, svg_path, &err);
+    if (st == AH_OK) st = simulate(&g, &avail, pools, n_pools, &o, want, json_path, svg_path, &err);
     ah_sim_avail_free(&avail);
     for (int i = 0; i < n_pools; i++) ah_sim_pool_free(&pools[i]);
     ah_cluster_free(&cluster);
+    ah_profile_free(profile);
     return st == AH_OK ? 0 : ah_cli_fail("simulate", &err);
 }

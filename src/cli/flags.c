@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/fs.h"
+#include "runtime/device.h"
 
 /* Under mpirun every rank parses the same command line: only rank 0 (or a process outside
  * mpirun) prints what is wrong with it, so a bad flag is said once. */
@@ -198,6 +199,45 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name) {
     return false;
 }
 
+/* ---- the flags several verbs share (cli.h): one row each ---- */
+
+static const ah_flag_t SHARED[] = {
+    {"--global-batch", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX), NULL, "B", "sequences per iteration (default 512)", false},
+    {"--seq-len", AH_FLAG_INT_IN(1, AH_CLI_SEQ_MAX), NULL, "T",
+     "tokens per sequence, at most the model's context (default: 2048, or the context if shorter)", false},
+    {"--micro-batch", AH_FLAG_STR, NULL, "N|auto",
+     "sequences per micro-batch, 1 .. 65536, or auto: the planner tries the divisors of the global batch up to 8 "
+     "(default auto)", false},
+    {"--precision", AH_FLAG_STR, NULL, "fp32|bf16|fp16|auto",
+     "training precision (default auto: fp32 when every type of the cluster runs on the CPU backend, which trains "
+     "fp32 only, or when no type gives a 16-bit rate; bf16 when every type runs it; else the faster of the bf16 "
+     "and fp16 plans of the whole cluster; the choice is said under \"why\", the types it leaves out under "
+     "\"left out\")", false},
+    {"--objective", AH_FLAG_STR, NULL, "time|cost", "minimise iteration time or $ per token (default time)", false},
+    {"--budget", AH_FLAG_NUM_ABOVE(0), NULL, "USD_PER_HOUR",
+     "only plans whose GPUs cost at most this per hour, under either objective (default: no cap)", false},
+    {"--shard-optimizer", AH_FLAG_STR, NULL, "none|even|memory|auto",
+     "split AdamW's state over each data-parallel group of the plan: evenly, by each device's free memory, or "
+     "auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
+    {"--profile", AH_FLAG_STR, NULL, "FILE",
+     "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
+};
+
+ah_flag_t ah_cli_shared_flag_as(const char *name, void *target, const char *help) {
+    for (size_t k = 0; k < sizeof SHARED / sizeof SHARED[0]; k++)
+        if (strcmp(SHARED[k].name, name) == 0) {
+            ah_flag_t f = SHARED[k];
+            f.target = target;
+            if (help) f.help = help;
+            return f;
+        }
+    /* a verb naming a flag the table lacks is a bug: its INT kind without a range is refused by
+     * table_ok, so the verb never runs on it */
+    return (ah_flag_t){name, AH_FLAG_INT, target, "?", "internal error: not a shared flag", false};
+}
+
+ah_flag_t ah_cli_shared_flag(const char *name, void *target) { return ah_cli_shared_flag_as(name, target, NULL); }
+
 bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out) {
     if (strcmp(arg, "auto") == 0) {
         *out = 0;
@@ -207,9 +247,79 @@ bool ah_cli_micro_batch(const char *verb, const char *arg, int64_t *out) {
     errno = 0;
     const long long v = strtoll(arg, &end, 10);
     if (errno || end == arg || *end || v < 1 || v > AH_CLI_BATCH_MAX) {
-        complain("autohet %s: --micro-batch: expected 1 .. %d or \"auto\", got \"%s\"\n", verb, AH_CLI_BATCH_MAX, arg);
+        complain("autohet %s: --micro-batch: expected 1 .. %d or \"auto\", got \"%s\"%s\n", verb, AH_CLI_BATCH_MAX,
+                 arg, strcmp(arg, "0") == 0 ? " (auto lets the planner pick)" : "");
         return false;
     }
     *out = v;
     return true;
+}
+
+bool ah_cli_precision(const char *verb, const char *arg, ah_precision_t *out, bool *is_auto) {
+    *is_auto = strcmp(arg, "auto") == 0;
+    if (*is_auto || ah_precision_parse(arg, out)) return true;
+    complain("autohet %s: --precision: expected fp32, bf16, fp16 or auto, got \"%s\"\n", verb, arg);
+    return false;
+}
+
+bool ah_cli_objective(const char *verb, const char *arg, ah_objective_t *out) {
+    if (strcmp(arg, "time") == 0) *out = AH_OBJECTIVE_TIME;
+    else if (strcmp(arg, "cost") == 0) *out = AH_OBJECTIVE_COST;
+    else {
+        complain("autohet %s: --objective: expected time or cost, got \"%s\"\n", verb, arg);
+        return false;
+    }
+    return true;
+}
+
+bool ah_cli_shard_mode(const char *verb, const char *arg, ah_shard_mode_t *out) {
+    if (ah_shard_mode_parse(arg, out)) return true;
+    complain("autohet %s: --shard-optimizer: expected none, even, memory or auto, got \"%s\"\n", verb, arg);
+    return false;
+}
+
+bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planner_opts_t *o, bool *auto_precision) {
+    /* the rule's defaults, for what was left out */
+    *auto_precision = !f->precision;
+    o->train.micro_batch = 0;
+    o->objective = AH_OBJECTIVE_TIME;
+    o->shard = AH_SHARD_NONE;
+    o->budget_usd_per_hour = f->budget;
+    return (!f->micro_batch || ah_cli_micro_batch(verb, f->micro_batch, &o->train.micro_batch)) &&
+           (!f->precision || ah_cli_precision(verb, f->precision, &o->train.precision, auto_precision)) &&
+           (!f->objective || ah_cli_objective(verb, f->objective, &o->objective)) &&
+           (!f->shard || ah_cli_shard_mode(verb, f->shard, &o->shard));
+}
+
+bool ah_cli_all_cpu(const ah_cluster_t *c) {
+    bool cpu = true;
+    for (int i = 0; i < c->n_types; i++) cpu = cpu && ah_device_type_is_cpu(&c->types[i]);
+    return cpu;
+}
+
+ah_status_t ah_cli_resolve_precision(const ah_model_t *model, const ah_cluster_t *c, ah_planner_opts_t *o,
+                                     bool auto_precision, char *why, size_t cap, ah_error_t *err) {
+    if (cap) why[0] = 0;
+    if (!auto_precision) return AH_OK;
+    if (ah_cli_all_cpu(c)) { /* said by no "why", as plan says it */
+        o->train.precision = AH_PREC_FP32;
+        return AH_OK;
+    }
+    ah_planner_opts_t po = *o; /* the precision only: no sharding, no idle note */
+    po.shard = AH_SHARD_NONE;
+    po.explain_idle = false;
+    ah_plan_result_t r;
+    ah_status_t s = ah_planner_run_auto(model, c, &po, &r, err);
+    if (s != AH_OK) return s;
+    o->train.precision = r.plan.train.precision;
+    snprintf(why, cap, "%s", r.precision_why);
+    ah_plan_result_free(&r);
+    return AH_OK;
+}
+
+bool ah_cli_print_left_out(FILE *f, const char *prefix, const ah_cluster_t *c, ah_precision_t p) {
+    char buf[512];
+    ah_planner_left_out(c, p, buf, sizeof buf);
+    if (buf[0]) fprintf(f, "%sleft out: %s\n", prefix, buf);
+    return buf[0] != 0;
 }

@@ -138,6 +138,10 @@ void ah_plan_result_free(ah_plan_result_t *r);
 ah_status_t ah_planner_run_auto(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
                                 ah_plan_result_t *out, ah_error_t *err);
 
+/* "H100-fp32only (16 GPUs on h0..h1): no bf16 rate (tflops.bf16), so it cannot run bf16" for
+ * every type of c that p leaves out (the result's left_out), into buf; "" when none. */
+void ah_planner_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, size_t cap);
+
 /* Lower bound on the iteration time of any plan with TP degree t and micro-batch m (docs/planner.md
  * "What the search guarantees" proves each term; search_bound.h names what binds). Plans are
  * bounded by class — their scope (one node, one zone, the cluster: the groups they may use and the

@@ -449,9 +449,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     return AH_OK;
 }
 
-/* "H100-fp32only (16 GPUs on h0..h1): no bf16 rate (tflops.bf16), so it cannot run bf16" for
- * every type of c that p leaves out, into buf; "" when none. */
-static void note_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, size_t cap) {
+void ah_planner_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
     const char **names = malloc(sizeof *names * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
     for (int k = 0; k < c->n_types && names; k++) {
@@ -519,7 +517,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     const double t0 = ah_now_s();
     ah_status_t st = ah_planner_check_inputs(model, cluster, opts, err);
     if (st != AH_OK) return st;
-    note_left_out(cluster, opts->train.precision, out->left_out, sizeof out->left_out);
+    ah_planner_left_out(cluster, opts->train.precision, out->left_out, sizeof out->left_out);
     int tps[AH_MAX_TP];
     const int n_tp = tp_candidates(model, cluster, tps);
     if (n_tp == 0)

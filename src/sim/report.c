@@ -88,12 +88,14 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_object_set_new(doc, "horizon_h", json_real(horizon / 3600));
     json_object_set_new(
         doc, "options",
-        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f, s:f}", "global_batch", (json_int_t)o->train.global_batch,
-                  "seq_len", (json_int_t)o->train.seq_len, "micro_batch", (json_int_t)o->train.micro_batch,
-                  "precision", ah_precision_name(o->train.precision), "ckpt_every_s", o->ckpt_every_s,
-                  "restart_s", o->restart_s,
+        json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f, s:f, s:s, s:o}", "global_batch",
+                  (json_int_t)o->train.global_batch, "seq_len", (json_int_t)o->train.seq_len, "micro_batch",
+                  (json_int_t)o->train.micro_batch, "precision", ah_precision_name(o->train.precision),
+                  "ckpt_every_s", o->ckpt_every_s, "restart_s", o->restart_s,
                   "replan_s", o->replan_s >= 0 ? json_real(o->replan_s) : json_string("measured"),
-                  "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s, "grace_s", o->grace_s));
+                  "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s, "grace_s", o->grace_s,
+                  "objective", o->objective == AH_OBJECTIVE_COST ? "cost" : "time", "budget_usd_per_hour",
+                  o->budget_usd_per_hour > 0 ? json_real(o->budget_usd_per_hour) : json_null()));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];

@@ -224,6 +224,8 @@ static entry_t *plan_for(run_t *x) {
         for (int i = 0; i < c->n_nodes; i++)
             if (e->key[i] == '1') {
                 sub.nodes[n] = c->nodes[i];
+                if (x->pol == AH_POLICY_ON_DEMAND) /* its objective and budget at the prices it pays */
+                    sub.nodes[n].usd_per_gpu_hour = ah_sim_on_demand_price(c, i, x->o);
                 map[n++] = i;
             }
         sub.n_nodes = n;
@@ -232,6 +234,8 @@ static entry_t *plan_for(run_t *x) {
         po.train = x->o->train;
         po.profile = x->o->profile;
         po.shard = x->o->shard;
+        po.objective = x->o->objective;
+        po.budget_usd_per_hour = x->o->budget_usd_per_hour;
         ah_plan_result_t res;
         ah_status_t st;
         const double t0 = ah_now_s();

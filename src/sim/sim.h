@@ -18,6 +18,8 @@
  *     - varuna: the uniform baseline on the largest single-type part of what is up (most GPUs;
  *       ties to the earlier type), cloud-only recovery.
  *     - on-demand: ah_planner_run on the whole cluster at on-demand prices, never preempted.
+ *    autohet and on-demand plan under opts.objective and opts.budget_usd_per_hour (autohet plan's
+ *    --objective and --budget); the baselines' plans are theirs whatever the objective, as in plan.
  *     - megatron-best: the megatron-best baseline (the best symmetric plan on one GPU type or on
  *       all of them) on the nodes up; restarts from the last cloud checkpoint, like uniform.
  *    The rules (docs/simulator.md says the same, keep them in step):
@@ -151,6 +153,9 @@ typedef struct ah_sim_opts {
     double grace_s;            /* notice to removal: autohet saves at the notice only if it fits */
     ah_shard_mode_t shard;     /* the sharded optimizer of autohet's plans (planner.h); a save then
                                   first all-gathers each device's moments (docs/checkpoints.md) */
+    ah_objective_t objective;  /* autohet's and on-demand's plans: time or $ per token (planner.h) */
+    double budget_usd_per_hour;/* > 0: their plans' GPUs cost at most this per hour (on-demand's at
+                                  on-demand prices) */
 } ah_sim_opts_t;
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice) */
