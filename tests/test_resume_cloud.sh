@@ -78,7 +78,12 @@ committed() { # the committed cloud steps of s3://ckpt/paused, as a Python list
     "$AUTOHET" ckpt ls --cloud s3://ckpt/paused --s3-endpoint "$EP" --json 2>/dev/null |
         python3 -c 'import json,sys; print([s["step"] for s in json.load(sys.stdin) if s.get("committed")])' 2>/dev/null
 }
-for _ in $(seq 300); do [ "$(committed)" != "[]" ] && [ -n "$(committed)" ] && break; sleep 0.1; done
+# paused as soon as step 2's manifest is in the cloud (a signed HEAD: cheap enough to poll)
+for _ in $(seq 1000); do
+    curl -sf -o /dev/null -I --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+        "$EP/ckpt/paused/step-00000002/manifest-n0.json" && break
+    sleep 0.02
+done
 kill -STOP "$MOTO"
 wait $TRAIN
 kill -CONT "$MOTO"
