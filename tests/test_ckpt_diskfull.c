@@ -1,6 +1,8 @@
 /* A full disk while checkpointing (a 1 MiB tmpfs): shard writes and the manifest commit fail with
- * a clear "no space left" error, leave no temp files and no manifest, and the previous committed
- * step stays the latest and intact. Needs root to mount; otherwise it says so and passes. */
+ * a clear "no space left" error (naming --keep), leave no temp files and no manifest, and the
+ * previous committed step stays the latest and intact; a step rolled back after another node failed
+ * is not listed at all; ah_st_size gives a shard's bytes before it is written. Needs root to mount;
+ * otherwise it says so and passes. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +71,7 @@ int main(void) {
     /* Shards that cannot fit: 5 x 256 KiB on what is left of 1 MiB. */
     CHECK_ERR(write_shards(2, 5, 65536, &err), AH_ERR_IO, err, "no space left on the device");
     CHECK(strstr(err.msg, "block-00") != NULL, "names the shard: %s", err.msg);
+    CHECK(strstr(err.msg, "--keep N") != NULL, "the advice names the flag: %s", err.msg);
     CHECK(temp_files(2) == 0, "no temp file left behind");
     CHECK(!has_manifest(2), "step 2 not committed");
     int64_t latest;
@@ -96,6 +99,37 @@ int main(void) {
     CHECK(ah_ckpt_commit(mnt, &meta, 1, &err) == AH_OK, "commit after freeing space: %s", err.msg);
     CHECK(ah_ckpt_latest(mnt, &latest, &err) == AH_OK && latest == 3, "latest is 3");
     CHECK(ah_ckpt_verify(mnt, 3, NULL, &err) == AH_OK, "step 3 intact: %s", err.msg);
+
+    /* A step committed on this node but failed on another: taken back, it is no longer listed as
+     * committed, and the one before is the latest again. A step that is not there is fine. */
+    CHECK(write_shards(4, 2, 16384, &err) == AH_OK, "step 4 shards fit: %s", err.msg);
+    meta.step = 4;
+    CHECK(ah_ckpt_commit(mnt, &meta, 1, &err) == AH_OK, "step 4 commits: %s", err.msg);
+    CHECK(ah_ckpt_rollback(mnt, 4, &err) == AH_OK, "roll back step 4: %s", err.msg);
+    ah_ckpt_step_info_t *info;
+    int n_info;
+    CHECK(ah_ckpt_list(mnt, &info, &n_info, &err) == AH_OK, "list: %s", err.msg);
+    for (int i = 0; i < n_info; i++) CHECK(info[i].step != 4, "step 4 still listed (committed %d)", info[i].committed);
+    free(info);
+    CHECK(ah_ckpt_latest(mnt, &latest, &err) == AH_OK && latest == 3, "latest is 3 again, got %lld", (long long)latest);
+    CHECK(ah_ckpt_rollback(mnt, 99, &err) == AH_OK, "rolling back a step that is not there: %s", err.msg);
+
+    /* The size a step needs is known before it is written: ah_st_size is the bytes the shard has. */
+    ah_ckpt_writer_t *w;
+    CHECK(ah_ckpt_writer_begin(mnt, 5, &w, &err) == AH_OK, "begin step 5: %s", err.msg);
+    float *v = calloc(3 * 1000, sizeof *v);
+    ah_st_tensor_t t[] = {{"h.0.attn.qkv.weight", AH_DTYPE_F32, 2, {30, 100}, v},
+                          {"h.0.attn.qkv.weight.exp_avg", AH_DTYPE_F32, 1, {1000}, v},
+                          {"b", AH_DTYPE_F32, 0, {0}, v}};
+    json_t *md = json_pack("{s:s, s:s}", "format", "autohet-shard", "adam_step", "123456");
+    uint64_t want = 0;
+    CHECK(ah_st_size(t, 3, md, &want, &err) == AH_OK, "size: %s", err.msg);
+    CHECK(ah_ckpt_write_shard(w, "block-000.tp1-0.safetensors", t, 3, md, &err) == AH_OK, "write: %s", err.msg);
+    CHECK(ah_ckpt_writer_bytes(w) == want, "ah_st_size %llu, written %llu", (unsigned long long)want,
+          (unsigned long long)ah_ckpt_writer_bytes(w));
+    json_decref(md);
+    free(v);
+    ah_ckpt_writer_free(w);
 
     if (umount2(mnt, MNT_DETACH) != 0) fprintf(stderr, "umount %s: %s\n", mnt, strerror(errno));
     rmdir(mnt);

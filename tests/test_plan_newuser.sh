@@ -215,5 +215,81 @@ json.dump(p, open(sys.argv[3], "w"))
 PYEOF
 expect 1 "h0..h159, a0..a199, d000..d151" evaluate --plan "$TMP/bad-node.json"
 
+# ---- issue 40 item 6: a node without usd_per_gpu_hour is unpriced, not $0 ----
+# A price is used (--objective cost, --budget): refused, naming the nodes without one. A price is
+# shown (plan's and evaluate's $/h and $ per million tokens): "unpriced" / null, never $0, inf or nan.
+cat >"$TMP/half.json" <<'JSON'
+{"nodes": [{"name": "a100-0", "gpu": "A100-80G", "count": 8, "usd_per_gpu_hour": 1.8},
+           {"name": "h20-0", "gpu": "H20", "count": 8}, {"name": "h20-1", "gpu": "H20", "count": 8}]}
+JSON
+$PY - "$TMP/half.json" "$TMP/none.json" "$TMP/free.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for n in c["nodes"]: n.pop("usd_per_gpu_hour", None)
+json.dump(c, open(sys.argv[2], "w"))
+for n in c["nodes"]: n["usd_per_gpu_hour"] = 0
+json.dump(c, open(sys.argv[3], "w"))
+PYEOF
+P40=(plan --model llama2-7b --global-batch 32 --seq-len 1024)
+expect 1 "--objective cost needs every node's price: $TMP/half.json: no \"usd_per_gpu_hour\" for nodes h20-0, h20-1 (2 of 3 nodes)" \
+    "${P40[@]}" --cluster "$TMP/half.json" --objective cost
+expect 1 "--budget needs every node's price: $TMP/none.json: no \"usd_per_gpu_hour\" for nodes a100-0, h20-0, h20-1" \
+    "${P40[@]}" --cluster "$TMP/none.json" --budget 100
+expect 0 "tokens/s, unpriced (\$/h and \$ per million tokens unknown: no usd_per_gpu_hour for a100-0, h20-0, h20-1)" \
+    "${P40[@]}" --cluster "$TMP/none.json" -o "$TMP/p-none.json"
+grep -Eiq '\$0\.00/h|(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
+[ $? -ne 0 ]; check "an unpriced plan prints no \$0, inf or nan: $(grep -Ei '\$0\.00|inf|nan' "$TMP/out" | head -c 300)" $?
+"$AH" "${P40[@]}" --cluster "$TMP/none.json" --json >"$TMP/none-json.txt" 2>&1
+$PY - "$TMP/none-json.txt" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["usd_per_hour"] is None and d["usd_per_mtoken"] is None, d["usd_per_hour"]
+assert d["unpriced"] == "a100-0, h20-0, h20-1", d["unpriced"]
+assert set(d["baselines"]) == {"uniform", "batch-balanced", "megatron-best"}, d["baselines"]
+for k, b in d["baselines"].items():
+    if b["iteration_s"] is not None: assert b["usd_per_mtoken"] is None and b["saving"] is None, (k, b)
+assert all("usd_per_gpu_hour" not in n for n in d["plan"]["cluster"]["nodes"]), "plan.json's cluster kept no price"
+PYEOF
+check "plan --json: null \$ figures, \"unpriced\" names the nodes, every baseline listed" $?
+# evaluate shows $/h and $ per million tokens as plan does, "unpriced" from the plan's own cluster
+expect 0 "^price: unpriced (\$/h and \$ per million tokens unknown: no usd_per_gpu_hour for a100-0, h20-0, h20-1)" \
+    evaluate --plan "$TMP/p-none.json"
+"$AH" "${P40[@]}" --cluster mixed-32 -o "$TMP/p-m32.json" >"$TMP/m32.txt" 2>&1
+want=$(sed -n 's/^predicted: .* tokens\/s, \(\$.*\)$/\1/p' "$TMP/m32.txt")
+expect 0 "^price: $(printf '%s' "$want" | sed 's/\$/\\$/g')\$" evaluate --plan "$TMP/p-m32.json"
+[ -n "$want" ]; check "plan printed a price to compare with evaluate's: $want" $?
+"$AH" evaluate --plan "$TMP/p-m32.json" --json >"$TMP/ev.json" 2>&1
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["usd_per_hour"] > 0 and d["usd_per_mtoken"] > 0 and d["unpriced"] is None, d' \
+    "$TMP/ev.json"
+check "evaluate --json gives usd_per_hour and usd_per_mtoken" $?
+# every GPU priced $0 (GPUs you own): the cost objective plans, no ratio over $0, no inf or nan
+expect 0 "saving over  uniform         n/a: the plan costs \$0" "${P40[@]}" --cluster "$TMP/free.json" --objective cost
+grep -Eiq '(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
+[ $? -ne 0 ]; check "a \$0 cluster prints no inf or nan: $(grep -Ei 'inf|nan' "$TMP/out" | head -c 300)" $?
+
+# ---- issue 40 item 9: --budget too low names the true fastest plan and a budget that admits one ----
+P24=(plan --model llama2-7b --cluster "$SRC/examples/clusters/paper-24.json" --global-batch 128)
+"$AH" "${P24[@]}" >"$TMP/free24.txt" 2>&1
+fast=$(sed -n 's/^predicted: \([0-9.]*\) s per iteration, \([0-9]*\) tokens\/s, \(\$[0-9.]*\/h\).*/\2 tokens\/s (\1 s per iteration) at \3/p' "$TMP/free24.txt")
+[ -n "$fast" ]; check "the plan without --budget: $fast" $?
+# the search under a budget scored 2.2079 s as its fastest; the planner without it gives 2.1735 s
+expect 1 "the fastest plan (the planner's plan without --budget and --min-tokens-per-s) runs $fast; the cheapest plan" \
+    "${P24[@]}" --budget 1
+need=$(sed -n 's/.*so --budget \([0-9.]*\) admits a plan; a lower one may too.*/\1/p' "$TMP/out")
+[ -n "$need" ]; check "template mode: a budget that admits a plan, not claimed the least: $(head -c 600 "$TMP/out")" $?
+expect 0 "^predicted: " "${P24[@]}" --budget "${need:-0}"
+# exact search: the least budget, proven; a cent less is refused with the same figure
+TINY=(plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64)
+expect 1 "the cheapest plan (the search was exact for every (TP, micro-batch) setting: no cheaper plan fits) costs \$0.10/h (.*), so --budget 0.10 is the least budget that admits a plan" \
+    "${TINY[@]}" --budget 0.05
+expect 0 "predicted: .* \$0.10/h" "${TINY[@]}" --budget 0.10
+expect 1 "so --budget 0.10 is the least budget" "${TINY[@]}" --budget 0.09
+expect 1 "no plan reaches --min-tokens-per-s 100000000: the fastest plan (the planner's plan without --budget" \
+    "${TINY[@]}" --budget 0.09 --min-tokens-per-s 1e8
+# a budget some plan meets is never refused: on big-4096 the template search under --budget 100
+# scored none ("every plan costs more than --budget"), though a $3.60/h plan fits
+expect 0 "search: nothing it scored met --budget; the cheapest plan a search for the least \$/h found meets it" \
+    plan --model llama2-7b --cluster "$SRC/examples/clusters/big-4096.json" --global-batch 1024 --budget 100
+
 echo "test_plan_newuser: $pass passed, $fails failed"
 [ "$fails" -eq 0 ]

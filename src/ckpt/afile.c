@@ -24,7 +24,8 @@ static ah_status_t io_error(ah_error_t *err, const char *path, const char *what,
     if (e == ENOSPC || e == EDQUOT)
         return ah_error_set(err, AH_ERR_IO,
                             "%s: %s: no space left on the device; free space there, keep fewer "
-                            "checkpoints, or point the checkpoint root at a larger disk",
+                            "checkpoints (--keep N of autohet train and run, default 2), or point the "
+                            "checkpoint root at a larger disk",
                             path, what);
     return ah_error_set(err, AH_ERR_IO, "%s: %s: %s", path, what, strerror(e));
 }

@@ -629,6 +629,15 @@ ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {
     return ah_ckpt_fsync_dir(root, err);
 }
 
+ah_status_t ah_ckpt_rollback(const char *root, int64_t step, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX];
+    if (ah_ckpt_step_dir(dir, sizeof dir, root, step) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (!file_exists(dir)) return AH_OK;
+    if (ah_ckpt_remove_step(root, step, err) != AH_OK) return err->code;
+    return ah_ckpt_fsync_dir(root, err);
+}
+
 ah_status_t ah_ckpt_gc(const char *root, int keep, int *removed, ah_error_t *err) {
     return ah_ckpt_gc_pinned(root, keep, -1, removed, err);
 }

@@ -119,6 +119,12 @@ ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_p
  * shards free their space. Refuses a committed step. Call it on one rank, after the others stop. */
 ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err);
 
+/* Takes back a step whose save did not complete on every node (another node's write or commit
+ * failed): removed whether this node committed it or not (manifest first, directory synced, then
+ * the files, then the root synced), so no listing (ah_ckpt_list) and no resume shows it committed
+ * anywhere. Call it on one rank of the node. A step that is not there is fine. */
+ah_status_t ah_ckpt_rollback(const char *root, int64_t step, ah_error_t *err);
+
 /* --- reading, checking, cleaning ------------------------------------------------------------ */
 
 typedef struct ah_ckpt_step_info {

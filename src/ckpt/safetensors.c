@@ -68,9 +68,9 @@ static ah_status_t check_metadata(const json_t *md, const char *where, ah_error_
     return AH_OK;
 }
 
-ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const json_t *metadata,
-                        ah_error_t *err) {
-    const char *where = f->path;
+/* The file's first 8 + *padded bytes (length and header, padded to 8) in a malloc'ed *out. */
+static ah_status_t build_header(const char *where, const ah_st_tensor_t *t, int n, const json_t *metadata,
+                                char **out, size_t *padded_len, ah_error_t *err) {
     if (metadata && check_metadata(metadata, where, err) != AH_OK) return err->code;
     json_t *hdr = json_object();
     if (!hdr) return ah_error_set(err, AH_ERR_OOM, "%s: out of memory for the header", where);
@@ -124,6 +124,32 @@ ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const jso
     memcpy(buf + 8, text, len);
     memset(buf + 8 + len, ' ', padded - len);
     free(text);
+    *out = buf;
+    *padded_len = padded;
+    return AH_OK;
+}
+
+ah_status_t ah_st_size(const ah_st_tensor_t *t, int n, const json_t *metadata, uint64_t *bytes, ah_error_t *err) {
+    char *buf;
+    size_t padded;
+    if (build_header("safetensors size", t, n, metadata, &buf, &padded, err) != AH_OK) return err->code;
+    free(buf);
+    uint64_t total = 8 + padded;
+    for (int i = 0; i < n; i++) {
+        uint64_t nb = 0;
+        shape_bytes(t[i].shape, t[i].ndim, t[i].dtype, &nb);
+        total += nb;
+    }
+    *bytes = total;
+    return AH_OK;
+}
+
+ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const json_t *metadata,
+                        ah_error_t *err) {
+    const char *where = f->path;
+    char *buf;
+    size_t padded;
+    if (build_header(where, t, n, metadata, &buf, &padded, err) != AH_OK) return err->code;
     ah_status_t st = ah_afile_write(f, buf, 8 + padded, err);
     free(buf);
     for (int i = 0; i < n && st == AH_OK; i++) {

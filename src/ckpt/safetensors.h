@@ -69,6 +69,10 @@ typedef struct ah_st_file {
  * be NULL; otherwise an object whose values are all strings. */
 ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *tensors, int n, const json_t *metadata,
                         ah_error_t *err);
+/* The size in bytes of the file ah_st_write would write for these tensors and metadata (data
+ * pointers are not read). */
+ah_status_t ah_st_size(const ah_st_tensor_t *tensors, int n, const json_t *metadata, uint64_t *bytes,
+                       ah_error_t *err);
 /* ah_st_write into path, committed atomically with a directory fsync; bytes/crc may be NULL. */
 ah_status_t ah_st_save(const char *path, const ah_st_tensor_t *tensors, int n,
                        const json_t *metadata, uint64_t *bytes, uint32_t *crc, ah_error_t *err);

@@ -1,5 +1,7 @@
 /* autohet evaluate: scores a plan (the planner's or a hand-written one) under the cost model —
- * per-stage times and memory, iteration time with its breakdown, tokens/s, the bottleneck. */
+ * per-stage times and memory, iteration time with its breakdown, tokens/s, its $/h and $ per
+ * million tokens as plan shows them ("unpriced" where a node it uses has no price), the
+ * bottleneck. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include "cost/profile.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 #include "runtime/device.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -116,6 +119,9 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
            peak < 4 * GIB ? peak / (1024.0 * 1024.0) : peak / GIB, peak < 4 * GIB ? "MiB" : "GiB");
     for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
         printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
+    char price[400];
+    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
     bottleneck_t bn;
     find_bottleneck(p, e, &bn);
     printf("bottleneck: pipeline %d, stage %d (%s): %s\n", bn.pipeline, bn.stage, bn.gpu, bn.reason);
@@ -167,6 +173,8 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
         b->dp_sync_s, "optimizer_s", b->optimizer_s, "bottleneck", "pipeline", bn.pipeline, "stage",
         bn.stage, "gpu", bn.gpu, "stage_s", bn.stage_s, "tp_comm_share", bn.tp_share, "reason", bn.reason,
         "pipelines", pls);
+    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    ah_plan_price_json(&pr, doc);
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
@@ -267,7 +275,7 @@ int ah_cli_evaluate(int argc, char **argv) {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
         {"--profile", AH_FLAG_STR, &profile, "FILE", "measured per-layer timings from autohet profile (default: roofline)", false},
-        {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
+        {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards and prediction)", false},
@@ -275,7 +283,9 @@ int ah_cli_evaluate(int argc, char **argv) {
     int rc;
     if (!ah_cli_parse("evaluate", "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--json]",
                       "Scores a plan under the cost model: per-stage time and memory, iteration time "
-                      "with its breakdown, tokens/s and the bottleneck. Exits 1 when the plan is "
+                      "with its breakdown, tokens/s, $/h and $ per million tokens (as plan prints them: "
+                      "\"unpriced\" where a node the plan uses has no usd_per_gpu_hour) and the bottleneck. "
+                      "Exits 1 when the plan is "
                       "invalid or does not fit in memory (the table is still printed then).",
                       flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
         return rc;

@@ -169,8 +169,10 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
     if (r->idle_why[0]) printf("idle: %s\n\n", r->idle_why);
     print_table(p, e);
-    printf("\npredicted: %.4f s per iteration, %.0f tokens/s, $%.2f/h, $%.4f per million tokens\n",
-           e->pred.iteration_s, e->pred.tokens_per_s, r->usd_per_hour, r->usd_per_mtoken);
+    char price[400];
+    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
+           ah_plan_price_str(&pr, price, sizeof price));
     printf("breakdown: compute %.4f + TP comm %.4f + bubble %.4f + p2p %.4f + DP sync %.4f + optimizer %.4f s\n",
            b->compute_s, b->tp_comm_s, b->bubble_s, b->p2p_s, b->dp_sync_s, b->optimizer_s);
     const ah_stage_t *bs = &p->pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
@@ -191,13 +193,19 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     if (r->from_baseline >= 0)
         printf("search: nothing it scored beat the %s baseline's own plan, which is the plan\n",
                ah_baseline_name((ah_baseline_t)r->from_baseline));
+    if (r->cheapest)
+        printf("search: nothing it scored met --budget; the cheapest plan a search for the least $/h found meets it "
+               "and is the plan\n");
     printf("planning: %.3f s (baselines included), %lld candidates scored\n\n", r->seconds, (long long)r->candidates);
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         const char *what = cost ? "saving over " : "speedup over";
-        if (bl[k].ok && cost)
+        if (bl[k].ok && cost && r->usd_per_mtoken > 0)
             printf("saving over  %-15s %.2fx ($%.4f per million tokens, %.4f s per iteration)\n", name,
                    bl[k].r.usd_per_mtoken / r->usd_per_mtoken, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
+        else if (bl[k].ok && cost) /* every GPU it uses is priced $0 */
+            printf("saving over  %-15s n/a: the plan costs $0 ($%.4f per million tokens, %.4f s per iteration)\n",
+                   name, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
         else if (bl[k].ok)
             printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
                    bl[k].r.eval.pred.iteration_s / e->pred.iteration_s, bl[k].r.eval.pred.iteration_s);
@@ -208,21 +216,30 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
 }
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
+    const ah_plan_price_t pr = ah_plan_price(&r->plan, r->eval.pred.tokens_per_s);
     json_t *bj = json_object();
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_plan_result_t *b = &bl[k].r;
-        json_t *o = bl[k].ok ? json_pack("{s:f, s:f, s:f, s:f}", "iteration_s", b->eval.pred.iteration_s, "speedup",
-                                         b->eval.pred.iteration_s / r->eval.pred.iteration_s, "usd_per_mtoken",
-                                         b->usd_per_mtoken, "saving", b->usd_per_mtoken / r->usd_per_mtoken)
+        json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", b->eval.pred.iteration_s, "speedup",
+                                         b->eval.pred.iteration_s / r->eval.pred.iteration_s)
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
+        if (bl[k].ok) { /* $ figures: null where unpriced, saving null where the plan costs $0 */
+            const ah_plan_price_t bp = ah_plan_price(&b->plan, b->eval.pred.tokens_per_s);
+            json_object_set_new(o, "usd_per_mtoken", bp.priced ? json_real(bp.usd_per_mtoken) : json_null());
+            json_object_set_new(o, "saving", bp.priced && pr.priced && pr.usd_per_mtoken > 0
+                                                 ? json_real(bp.usd_per_mtoken / pr.usd_per_mtoken)
+                                                 : json_null());
+        }
         json_object_set_new(bj, ah_baseline_name((ah_baseline_t)k), o);
     }
-    json_t *doc = json_pack("{s:s, s:f, s:f, s:f, s:f, s:b, s:f, s:f, s:f, s:I, s:o, s:o}", "plan_kind", chosen,
-                            "iteration_s", r->eval.pred.iteration_s, "tokens_per_s", r->eval.pred.tokens_per_s,
-                            "search_value_s", r->search_value_s, "lower_bound_s", r->lower_bound_s, "exact",
-                            r->exact, "usd_per_hour", r->usd_per_hour, "usd_per_mtoken", r->usd_per_mtoken,
-                            "planning_s", r->seconds, "candidates", (json_int_t)r->candidates, "baselines", bj,
-                            "plan", ah_plan_to_json(&r->plan));
+    json_t *doc = json_pack("{s:s, s:f, s:f, s:f, s:f, s:b}", "plan_kind", chosen, "iteration_s",
+                            r->eval.pred.iteration_s, "tokens_per_s", r->eval.pred.tokens_per_s, "search_value_s",
+                            r->search_value_s, "lower_bound_s", r->lower_bound_s, "exact", r->exact);
+    ah_plan_price_json(&pr, doc);
+    json_object_set_new(doc, "planning_s", json_real(r->seconds));
+    json_object_set_new(doc, "candidates", json_integer((json_int_t)r->candidates));
+    json_object_set_new(doc, "baselines", bj);
+    json_object_set_new(doc, "plan", ah_plan_to_json(&r->plan));
     const ah_eval_t *e = &r->eval;
     const ah_stage_t *bs = &r->plan.pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     json_object_set_new(doc, "template_why", r->exact ? json_null() : json_string(r->template_why));
@@ -231,6 +248,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     json_object_set_new(doc, "from_baseline", r->from_baseline >= 0
                                                   ? json_string(ah_baseline_name((ah_baseline_t)r->from_baseline))
                                                   : json_null());
+    json_object_set_new(doc, "cheapest", json_boolean(r->cheapest));
     json_object_set_new(doc, "bottleneck",
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
@@ -364,6 +382,10 @@ int ah_cli_plan(int argc, char **argv) {
     if (!ah_cli_flag_seen(flags, n_flags, "--seq-len") && ah_model_context(&model) < seq_len)
         o.train.seq_len = ah_model_context(&model);
     if (ah_cluster_open(cluster_arg, &cluster, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    if (ah_planner_require_prices(&cluster, &o, cluster_arg, &err) != AH_OK) { /* spec/cluster.h "Prices" */
+        ah_cluster_free(&cluster);
+        return ah_cli_fail(VERB, &err);
+    }
     const bool auto_half = auto_precision && !ah_cli_all_cpu(&cluster);
     if (auto_precision && !auto_half) o.train.precision = AH_PREC_FP32;
     if (profile_arg && ah_profile_load(profile_arg, &profile, &err) != AH_OK) {

@@ -18,6 +18,7 @@
 #include "elastic/launcher.h"
 #include "runtime/ckpt_io.h"
 #include "runtime/data.h"
+#include "runtime/ckpt_io.h"
 #include "runtime/device.h"
 #include "runtime/trainer.h"
 
@@ -41,6 +42,25 @@ static void print_bytes(uint64_t b) {
     if (b >= 1000000) printf("%.1f MB", (double)b / 1e6);
     else if (b >= 1000) printf("%.1f kB", (double)b / 1e3);
     else printf("%llu B", (unsigned long long)b);
+}
+
+/* The summary's checkpoint line: the step a rerun resumes from and the steps it would redo, and the
+ * saves that failed (a full disk). */
+static void say_checkpoints(const ah_agent_opts_t *o, const ah_agent_result_t *r) {
+    const int64_t redo = r->steps_done - (r->newest_ckpt < 0 ? 0 : r->newest_ckpt);
+    if (r->newest_ckpt < 0)
+        printf("checkpoints: none restorable: a rerun starts from step 0 (%lld step%s redone)", (long long)redo,
+               redo == 1 ? "" : "s");
+    else if (redo <= 0)
+        printf("checkpoints: the newest restorable is step %lld, the last trained: nothing to redo",
+               (long long)r->newest_ckpt);
+    else
+        printf("checkpoints: the newest restorable is step %lld: a rerun redoes %lld step%s (%lld..%lld)",
+               (long long)r->newest_ckpt, (long long)redo, redo == 1 ? "" : "s", (long long)r->newest_ckpt,
+               (long long)r->steps_done - 1);
+    if (r->failed_saves > 0)
+        printf("; %d save%s failed, the last: %s", r->failed_saves, r->failed_saves == 1 ? "" : "s", r->save_error);
+    printf(" (--ckpt-every %lld)\n", (long long)o->ckpt_every);
 }
 
 /* profile: --profile's path, NULL for the roofline. */
@@ -111,6 +131,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
         if (r->cloud_step >= 0) snprintf(newest, sizeof newest, "newest complete step %lld", (long long)r->cloud_step);
         printf("cloud: %s%s%s\n", newest, r->cloud_error[0] ? "; an upload failed: " : "", r->cloud_error);
     }
+    if (r->steps_done > 0) say_checkpoints(o, r);
     if (r->history_ok)
         printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
                "(%lld step%s redone after a rollback)\n",
@@ -270,22 +291,22 @@ static ah_status_t check_trainer_files(const ah_agent_opts_t *o, const char *ini
  * o keeps pointing at them. */
 static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
                                const char *cloud, const char *endpoint, const char *init_from, const char *val_data,
-                               const int64_t counts[3]) {
-    static char num[8][32];
+                               const int64_t counts[4]) {
+    static char num[9][32];
     snprintf(num[0], sizeof num[0], "%.17g", t->lr);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->warmup);
     snprintf(num[2], sizeof num[2], "%.17g", t->weight_decay);
     snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
     snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
-    for (int i = 0; i < 3; i++) snprintf(num[5 + i], sizeof num[5 + i], "%lld", (long long)counts[i]);
+    for (int i = 0; i < 4; i++) snprintf(num[5 + i], sizeof num[5 + i], "%lld", (long long)counts[i]);
     static const char *pass[28];
     int np = 0;
     /* --init-from goes to every launch: with the agent's --resume, a relaunch that finds a
      * checkpoint takes it, and only a launch before the first one starts from the directory. */
     const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint",
-                           "--init-from", "--val-data", "--val-every", "--val-batches", "--skip-nonfinite"};
+                           "--init-from", "--val-data", "--val-every", "--val-batches", "--skip-nonfinite", "--keep"};
     const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint, init_from, val_data, num[5], num[6],
-                          num[7]};
+                          num[7], num[8]};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (ah_cli_flag_seen(flags, n_flags, names[i])) {
             pass[np++] = names[i];
@@ -326,7 +347,7 @@ int ah_cli_run(int argc, char **argv) {
     const char *work = "autohet-run", *recovery = "local-first";
     const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
     ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
-    int64_t counts[3] = {1, 4, 0}; /* --val-every, --val-batches, --skip-nonfinite */
+    int64_t counts[4] = {1, 4, 0, AH_CKPT_KEEP_DEFAULT}; /* --val-every, --val-batches, --skip-nonfinite, --keep */
     int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
@@ -379,6 +400,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
          &counts[2], "N", "trainer: non-finite steps skipped before one stops "
          "the run (default 0)", false},
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &counts[3], "N", "trainer: committed checkpoint steps each node's "
+         "disk keeps; older ones are deleted after a new step commits (default 2)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh|slurm", "local: every node on this machine (default); ssh: "

@@ -37,9 +37,10 @@ typedef struct {
     /* checkpoints and preemption (src/runtime/ckpt_io.h) */
     const char *local_root, *cloud, *s3_endpoint, *run_dir;
     const char *init_from; /* a Hugging Face directory to start from (runtime/init_hf.h) */
-    int64_t ckpt_every;
+    int64_t ckpt_every, keep;
     double grace_s;
     bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
+    bool keep_given;                   /* --keep was */
     bool val_flag_given;               /* --val-every or --val-batches was */
     bool seed_given;                   /* --seed was */
     bool resume, cloud_only;
@@ -86,6 +87,9 @@ static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
     if (a->grace_given && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--grace-s needs --local-root DIR, where a preemption "
                             "notice saves");
+    if (a->keep_given && !a->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--keep %lld needs --local-root DIR, whose checkpoints it keeps",
+                            (long long)a->keep);
     return AH_OK;
 }
 
@@ -184,7 +188,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,
-                             .cloud_only = a->cloud_only, .resume = a->resume,
+                             .cloud_only = a->cloud_only, .resume = a->resume, .keep = (int)a->keep,
                              .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
                              .start_over_if_unreadable = a->start_over};
         s = ah_ckpt_session_open(tr, &co, ck, err);
@@ -294,8 +298,8 @@ static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *me
 }
 
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
- * after a preemption notice, or a non-finite step's code (agreed on by every rank); any other failure
- * aborts the job. */
+ * after a preemption notice, or a non-finite step's code, or an I/O error's when the last step's
+ * save failed (agreed on by every rank); any other failure aborts the job. */
 static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
                      int64_t start) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
@@ -314,7 +318,14 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
         ah_comm_abort(fail_job(a, tr->rank, &err));
     }
     if (preempted_at < 0) say_cloud(tr->rank, a, ck, metrics);
-    if (preempted_at < 0) return 0;
+    if (preempted_at < 0) { /* the last step's save, when one was due, failing ends the run non-zero */
+        if (ah_ckpt_session_final(ck, a->steps, &err) != AH_OK)
+            return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
+        char line[700];
+        ah_ckpt_session_describe(ck, a->steps, line, sizeof line);
+        if (tr->rank == 0 && a->local_root) fprintf(stderr, "autohet train: %s\n", line);
+        return 0;
+    }
     if (tr->rank == 0) say_preempted(a, ah_ckpt_session_last_saved(ck), preempted_at);
     return AH_PROTO_EXIT_PREEMPTED;
 }
@@ -333,7 +344,7 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
 
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
-                .grace_s = 30, .cloud_timeout = AH_CKPT_CLOUD_TIMEOUT_DEFAULT,
+                .grace_s = 30, .keep = AH_CKPT_KEEP_DEFAULT, .cloud_timeout = AH_CKPT_CLOUD_TIMEOUT_DEFAULT,
                 .cloud_retries = AH_CKPT_CLOUD_RETRIES_DEFAULT, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
@@ -372,6 +383,8 @@ int ah_cli_train(int argc, char **argv) {
          "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps each node's disk "
+         "keeps; older ones are deleted after a new step commits everywhere (default 2)", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a.cloud_timeout, "S", "an S3 request with no progress for S "
@@ -408,6 +421,7 @@ int ah_cli_train(int argc, char **argv) {
     a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
     a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
     a.seed_given = ah_cli_flag_seen(flags, n_flags, "--seed");
+    a.keep_given = ah_cli_flag_seen(flags, n_flags, "--keep");
     a.cloud_patience_given = ah_cli_flag_seen(flags, n_flags, "--cloud-timeout") ||
                              ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
     ah_plan_t plan;

@@ -223,6 +223,9 @@ static void on_line(void *ctx, json_t *line) {
         return;
     }
     if (strcmp(ev, AH_PROTO_EV_RECOVER) == 0) {
+        /* the step a resume now restores: the one this launch started from */
+        a->res->newest_ckpt = json_is_true(json_object_get(line, "found"))
+                                  ? json_integer_value(json_object_get(line, AH_PROTO_STEP)) : -1;
         /* folded into the agent's recover event (from the preemption to the first step) */
         json_decref(a->trainer_recover);
         a->trainer_recover = json_incref(line);
@@ -238,6 +241,14 @@ static void on_line(void *ctx, json_t *line) {
         snprintf(a->res->cloud_error, sizeof a->res->cloud_error, "%s", json_string_value(cloud_error));
     emit(a, json_incref(line));
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
+        ah_agent_result_t *r = a->res;
+        if (json_is_true(json_object_get(line, "ok"))) {
+            r->newest_ckpt = json_integer_value(json_object_get(line, AH_PROTO_STEP));
+        } else {
+            r->failed_saves++;
+            snprintf(r->save_error, sizeof r->save_error, "%s", json_string_value(json_object_get(line, "error")) ?
+                     json_string_value(json_object_get(line, "error")) : "?");
+        }
         ah_watchdog_line(&a->dog, ah_now_s());
         on_checkpoint(a);
     }
@@ -571,6 +582,7 @@ static ah_status_t lock_work(agent_t *a, ah_error_t *err) {
 ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_error_t *err) {
     memset(res, 0, sizeof *res);
     res->history_ok = true;
+    res->newest_ckpt = -1;
     res->cloud_step = -2;
     agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1, .lock_fd = -1};
     a.t0 = ah_now_s();

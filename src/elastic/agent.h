@@ -154,6 +154,10 @@ typedef struct ah_agent_result {
     double final_loss;
     double wall_s;
     char metrics_path[512];
+    int64_t newest_ckpt;      /* the step a rerun would resume from: the last saved (ok checkpoint event) or
+                                 restored one; -1 when none */
+    int failed_saves;         /* checkpoint events with "ok": false */
+    char save_error[512];     /* the last one's error */
     int64_t cloud_step;       /* with --cloud: the newest step complete in the cloud (the last checkpoint
                                  or end-of-run "cloud" event's "cloud_step"), -1 none; -2 no event said */
     char cloud_error[512];    /* the last upload failure an event said, "" none */

@@ -30,7 +30,9 @@
 #include "plan/evaluate.h"
 #include "plan/plan.h"
 
-typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective_t;
+/* time: the least iteration time; cost: the least $ per token; price (search_budget.c, for
+ * --budget's message): the least $/h of the GPUs used, no verb's flag. */
+typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1, AH_OBJECTIVE_PRICE = 2 } ah_objective_t;
 
 /* The sharded optimizer (shard_choice.c): none (default), every DP group split evenly, in
  * proportion to each member's free memory, or auto: whichever of unsharded, even and memory is
@@ -87,6 +89,8 @@ typedef struct ah_plan_result {
                                    * (they are candidates of the search); NULL from ah_baseline_run */
     int from_baseline;         /* the baseline whose own plan is emitted because nothing the search
                                 * scored beat it (the plan is then a copy of it); -1 when none */
+    bool cheapest;             /* nothing the search scored met --budget, and the cheapest plan a search
+                                * for the least $/h found (search_budget.c), which meets it, is the plan */
 } ah_plan_result_t;
 
 /* A baseline's result as the planner ran it: its plan, or why it has none. */
@@ -185,6 +189,32 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
 /* The plan's placement for Open MPI's sequential mapper (rankfile.c): host of rank r on the r-th
  * host line, its GPU index in a comment; mpirun --hostfile path --map-by seq --bind-to none. */
 ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err);
+
+/* The price rule (spec/cluster.h "Prices") for a planner run: AH_ERR_INVALID naming the unpriced
+ * nodes when o asks for --objective cost or a --budget and a node of c has no usd_per_gpu_hour;
+ * where names the cluster (its file). Every verb that plans with those flags calls it first
+ * (ah_planner_check_inputs does too, with "the cluster"). */
+ah_status_t ah_planner_require_prices(const ah_cluster_t *c, const ah_planner_opts_t *o, const char *where,
+                                      ah_error_t *err);
+
+/* $ per hour of the GPUs a plan uses (price.c; an unpriced node counts $0: ah_plan_price says). */
+double ah_plan_usd_per_hour(const ah_plan_t *p);
+
+/* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
+ * 0 and the unpriced nodes it uses named in unpriced, when a node it uses has no price. */
+typedef struct ah_plan_price {
+    bool priced;
+    double usd_per_hour;   /* the GPUs the plan uses */
+    double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
+    char unpriced[256];    /* "h20-0, h20-1": list of the plan's unpriced nodes; "" when priced */
+} ah_plan_price_t;
+ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
+/* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
+ * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
+const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
+/* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced) and "unpriced" (the
+ * nodes, or null) on the JSON object doc. */
+void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
 
 /* ---- search internals (search*.c and baselines.c only) ---- */
 #ifdef AH_PLANNER_INTERNAL
@@ -299,6 +329,18 @@ ah_objective_t ah_search_objective(const ah_search_t *s);
 /* The objective value of a scored candidate (iteration_s, or $/h x iteration_s); +inf when it
  * is infeasible or breaks --budget / --min-tokens-per-s. */
 double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
+/* When the search scored no plan that meets --budget / --min-tokens-per-s although plans fit
+ * (search_budget.c). With --budget, the planner runs for the least $/h (AH_OBJECTIVE_PRICE,
+ * --min-tokens-per-s kept): when that plan meets --budget it replaces *out (freed first;
+ * out->cheapest set) and AH_OK. Else AH_ERR_INFEASIBLE (or a rerun's error), saying the true
+ * fastest plan (the planner run without those flags) with its tokens/s, time and $/h, and for
+ * --budget the least $/h of a plan that meets --min-tokens-per-s, which --budget admits by the
+ * above, and whether the search proved it the least. */
+ah_status_t ah_search_unmet(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                            ah_plan_result_t *out, ah_error_t *err);
+/* Whether a plan of price usd (per hour) breaks --budget (a relative 1e-9 allowance, so the
+ * budget a message prints, rounded up to the cent, admits the plan it names). */
+bool ah_search_over_budget(const ah_planner_opts_t *o, double usd);
 
 /* The best eligible candidate (finite objective key) the search scored that uses a given number
  * of GPUs of a type (search.c keeps one per type and number). */
@@ -317,8 +359,6 @@ typedef struct ah_type_best {
  * (search_idle.c). Best effort: a type whose plan cannot be built is named without a comparison. */
 void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                      ah_type_best_t *by_type, const int *type_base, ah_plan_result_t *out);
-/* $ per hour of the GPUs a plan uses. */
-double ah_plan_usd_per_hour(const ah_plan_t *p);
 
 /* TP groups per node for degree t (count / t, 0 when the node is smaller than t or its GPU type
  * cannot run precision p: ah_gpu_runs). */

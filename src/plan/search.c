@@ -32,7 +32,8 @@ struct ah_search {
     int best_t;
     int64_t best_m;
     ah_cand_t best;
-    double fastest;         /* fastest feasible plan, constraints aside (for messages) */
+    double fastest;         /* fastest plan scored, constraints aside: finite when some plan fits (the
+                             * constraints message reruns the planner for the true fastest) */
     int64_t candidates;
     ah_type_best_t *by_type; /* the best eligible candidate using exactly g GPUs of type k, at
                               * by_type[type_base[k] + g] (g = 0..the type's GPUs, 0 unused), for
@@ -48,21 +49,13 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     return usd;
 }
 
-double ah_plan_usd_per_hour(const ah_plan_t *p) {
-    double usd = 0;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int k = 0; k < p->pipelines[i].n_stages; k++)
-            usd += p->tp * p->cluster.nodes[p->pipelines[i].stages[k].devices[0].node].usd_per_gpu_hour;
-    return usd;
-}
-
 /* The objective value of a plan of that price and iteration time; +inf when it breaks the
  * constraints. */
 static double key_of(const ah_search_t *s, double price, double value) {
     if (!isfinite(value)) return INFINITY;
     if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return INFINITY;
-    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return INFINITY;
-    return s->o->objective == AH_OBJECTIVE_COST ? price * value : value;
+    if (ah_search_over_budget(s->o, price)) return INFINITY;
+    return s->o->objective == AH_OBJECTIVE_COST ? price * value : s->o->objective == AH_OBJECTIVE_PRICE ? price : value;
 }
 
 double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value) {
@@ -116,9 +109,11 @@ ah_objective_t ah_search_objective(const ah_search_t *s) { return s->o->objectiv
 
 double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c) {
     const double price = cand_price(x, c);
-    if (s->o->budget_usd_per_hour > 0 && price > s->o->budget_usd_per_hour) return -INFINITY;
+    if (ah_search_over_budget(s->o, price)) return -INFINITY;
+    if (s->o->objective == AH_OBJECTIVE_PRICE && s->have && price >= s->best_key) return -INFINITY; /* no cheaper */
     double bound = INFINITY;
-    if (s->have) bound = s->o->objective == AH_OBJECTIVE_COST ? s->best_key / price : s->best_value;
+    if (s->have && s->o->objective != AH_OBJECTIVE_PRICE)
+        bound = s->o->objective == AH_OBJECTIVE_COST ? s->best_key / price : s->best_value;
     if (s->o->min_tokens_per_s > 0) /* slower is not eligible; equal still is */
         bound = fmin(bound, nextafter(s->tokens_per_iter / s->o->min_tokens_per_s, INFINITY));
     return bound;
@@ -146,6 +141,7 @@ ah_status_t ah_planner_check_inputs(const ah_model_t *m, const ah_cluster_t *c, 
         return ah_error_set(err, AH_ERR_INVALID,
                             "the cluster has no GPUs (%d nodes, 0 devices); add nodes with \"count\" >= 1",
                             c->n_nodes);
+    if ((st = ah_planner_require_prices(c, o, "the cluster", err)) != AH_OK) return st; /* spec/cluster.h "Prices" */
     const ah_train_t *tr = &o->train;
     int runs = 0;
     for (int i = 0; i < c->n_nodes; i++) runs += ah_node_groups(c, i, 1, tr->precision);
@@ -583,27 +579,17 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
             snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for %d of the %d (TP, "
                      "micro-batch) settings searched)", n_template, n_searched);
     }
-    if (st == AH_OK && !s.have) {
-        if (isfinite(s.fastest)) {
-            const bool by_speed = opts->min_tokens_per_s > 0, by_price = opts->budget_usd_per_hour > 0;
-            st = ah_error_set(err, AH_ERR_INFEASIBLE,
-                              "no plan meets the constraints: the fastest plan runs %.0f tokens/s "
-                              "(%.4f s per iteration)%s%s; %s",
-                              s.tokens_per_iter / s.fastest, s.fastest,
-                              by_speed ? ", below --min-tokens-per-s" : "",
-                              by_price ? (by_speed ? ", or the plans fast enough cost more than --budget"
-                                                   : ", and every plan costs more than --budget")
-                                       : "",
-                              by_speed && by_price ? "lower --min-tokens-per-s or raise --budget"
-                              : by_speed           ? "lower --min-tokens-per-s"
-                                                   : "raise --budget");
-        }
-        else
-            st = infeasible_error(model, cluster, &closest, err);
+    bool replaced = false; /* by the cheapest plan, which meets --budget (search_budget.c) */
+    if (st == AH_OK && !s.have && isfinite(s.fastest)) {
+        st = ah_search_unmet(model, cluster, opts, out, err);
+        replaced = st == AH_OK;
+    } else if (st == AH_OK && !s.have) {
+        st = infeasible_error(model, cluster, &closest, err);
     }
-    if (st == AH_OK) st = finish(model, cluster, opts, &s, out, err);
-    if (st == AH_OK) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
-    if (st == AH_OK && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, s.type_base, out);
+    if (st == AH_OK && !replaced) st = finish(model, cluster, opts, &s, out, err);
+    if (st == AH_OK && !replaced) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
+    if (st == AH_OK && !replaced && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, s.type_base, out);
+    if (replaced) out->candidates += s.candidates;
     for (int i = 0; s.by_type && i < n_by_type; i++) ah_cand_free(&s.by_type[i].cand);
     free(s.by_type);
     free(s.type_base);

@@ -77,9 +77,11 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
                        plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s");
         if (o->objective == AH_OBJECTIVE_COST) {
             const double usd = ah_plan_usd_per_hour(&plan) / 3600.0 / ev.pred.tokens_per_s * 1e6;
-            ah_str_appendf(s, "costs $%.4f per million tokens, %+.1f %% on the chosen plan's: $%.2f/h for %.4f s "
-                              "per iteration (chosen $%.2f/h for %.4f s)", usd, 100.0 * (usd / out->usd_per_mtoken - 1),
-                           ah_plan_usd_per_hour(&plan), it, out->usd_per_hour, chosen);
+            ah_str_appendf(s, "costs $%.4f per million tokens", usd);
+            if (out->usd_per_mtoken > 0) /* a plan of $0 GPUs has no ratio */
+                ah_str_appendf(s, ", %+.1f %% on the chosen plan's", 100.0 * (usd / out->usd_per_mtoken - 1));
+            ah_str_appendf(s, ": $%.2f/h for %.4f s per iteration (chosen $%.2f/h for %.4f s)", ah_plan_usd_per_hour(&plan),
+                           it, out->usd_per_hour, chosen);
         } else {
             ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it,
                            100.0 * (it / chosen - 1));

@@ -311,10 +311,10 @@ static void mixed_options(tp_t *t) {
 }
 
 /* The options of one type: idle, then S = S_min .. min(G, L) as worth_trying keeps, each with
- * all copies the groups allow (and, for the cost objective, a quarter, 1/16 and 1/64 of them). */
+ * all copies the groups allow (and, for the cost and price objectives, a quarter, 1/16 and 1/64 of them). */
 static void type_options(tp_t *t, tclass_t *cl) {
     ah_sctx_t *x = t->x;
-    const int kc = ah_search_objective(t->s) == AH_OBJECTIVE_COST ? 4 : 1;
+    const int kc = ah_search_objective(t->s) != AH_OBJECTIVE_TIME ? 4 : 1; /* cost, price: fewer copies too */
     cl->optS[0] = 0;
     cl->optK[0] = 0;
     cl->nopt = 1;

@@ -92,7 +92,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     if (!s) return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
     s->tr = tr;
     s->o = *o;
-    if (s->o.keep < 2) s->o.keep = 2;
+    if (s->o.keep < 1) s->o.keep = AH_CKPT_KEEP_DEFAULT;
     s->last_saved = -1;
     s->last_save_s = -1;
     s->cloud_disk_step = -1;
@@ -154,7 +154,10 @@ agree:
         s->node_size = ah_comm_size(s->node);
         if (s->cloud && s->node_rank == 0) st = ah_ckpt_uploader_start(&s->s3cfg, &s->url, &s->up, err);
     }
-    if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK) {
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    /* the room its checkpoints need, known from the layout (ckpt_space.c), before the first step */
+    if (st == AH_OK && o->local_root) st = ah_ckpt_check_space(s, err);
+    if (st != AH_OK) {
         ah_ckpt_session_close(s, NULL);
         return st;
     }
@@ -205,19 +208,40 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
 
 /* ---- save --------------------------------------------------------------------------------- */
 
-/* Writes group g of this rank's stage: weights, AdamW m and v (bufs: host copies of st->w, m,
- * v, see write_part), in the TP piece's own shape. */
-static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_shard_group_t g, int64_t step,
-                               float *const bufs[3], ah_error_t *err) {
+/* Group g of this rank's stage as a shard: its tensor table (weights, AdamW m and v from bufs, host
+ * copies of st->w, m, v (see write_part), or NULL data pointers for its size), in the TP piece's own
+ * shape, its name and metadata. Free with group_free. */
+typedef struct {
+    ah_st_tensor_t *ts;
+    char (*names)[64];
+    int n;
+    char name[AH_CKPT_NAME_MAX];
+    json_t *meta;
+} group_shard_t;
+
+static void group_free(group_shard_t *gs) {
+    free(gs->ts);
+    free(gs->names);
+    json_decref(gs->meta);
+}
+
+static ah_status_t group_shard(const ah_ckpt_session_t *s, ah_shard_group_t g, int64_t step, float *const bufs[3],
+                               group_shard_t *out, ah_error_t *err) {
     const ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
     int n = 0;
     for (int i = 0; i < st->n_params; i++) n += in_group(&st->params[i].def, g);
-    ah_st_tensor_t *ts = calloc((size_t)(3 * n), sizeof *ts);
-    char (*names)[64] = calloc((size_t)(3 * n), sizeof *names);
-    if (!ts || !names) {
-        free(ts);
-        free(names);
+    memset(out, 0, sizeof *out);
+    out->ts = calloc((size_t)(3 * n), sizeof *out->ts);
+    out->names = calloc((size_t)(3 * n), sizeof *out->names);
+    char tt[16], kk[16], ss[32];
+    snprintf(tt, sizeof tt, "%d", t);
+    snprintf(kk, sizeof kk, "%d", k);
+    snprintf(ss, sizeof ss, "%lld", (long long)step);
+    out->meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "autohet-shard", "tp", tt, "tp_index", kk,
+                          "adam_step", ss);
+    if (!out->ts || !out->names || !out->meta) {
+        group_free(out);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint shard's table");
     }
     int j = 0;
@@ -225,24 +249,26 @@ static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_sha
         const ah_gpt_param_t *x = &st->params[i];
         if (!in_group(&x->def, g)) continue;
         for (int b = 0; b < 3; b++, j++) {
-            snprintf(names[j], sizeof names[j], "%s%s", x->def.name, SUFFIX[b]);
-            ts[j].name = names[j];
-            ts[j].dtype = AH_DTYPE_F32;
-            ts[j].ndim = piece_shape(&x->def, t, ts[j].shape);
-            ts[j].data = bufs[b] + x->offset;
+            snprintf(out->names[j], sizeof out->names[j], "%s%s", x->def.name, SUFFIX[b]);
+            out->ts[j].name = out->names[j];
+            out->ts[j].dtype = AH_DTYPE_F32;
+            out->ts[j].ndim = piece_shape(&x->def, t, out->ts[j].shape);
+            out->ts[j].data = bufs ? bufs[b] + x->offset : NULL;
         }
     }
-    char name[AH_CKPT_NAME_MAX], tt[16], kk[16], ss[32];
-    ah_shard_group_name(name, g, t, k);
-    snprintf(tt, sizeof tt, "%d", t);
-    snprintf(kk, sizeof kk, "%d", k);
-    snprintf(ss, sizeof ss, "%lld", (long long)step);
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "autohet-shard", "tp", tt, "tp_index", kk,
-                             "adam_step", ss);
-    ah_status_t r = ah_ckpt_write_shard(w, name, ts, 3 * n, meta, err);
-    json_decref(meta);
-    free(ts);
-    free(names);
+    out->n = j;
+    ah_shard_group_name(out->name, g, t, k);
+    return AH_OK;
+}
+
+/* Writes group g of this rank's stage (bufs: host copies of st->w, m, v, see write_part). */
+static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_shard_group_t g, int64_t step,
+                               float *const bufs[3], ah_error_t *err) {
+    group_shard_t gs;
+    ah_status_t r = group_shard(s, g, step, bufs, &gs, err);
+    if (r != AH_OK) return r;
+    r = ah_ckpt_write_shard(w, gs.name, gs.ts, gs.n, gs.meta, err);
+    group_free(&gs);
     return r;
 }
 
@@ -280,6 +306,30 @@ static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, float *const m
     return st;
 }
 
+ah_status_t ah_ckpt_rank_step_bytes(const ah_ckpt_session_t *s, uint64_t block, uint64_t *bytes, int *files,
+                                     ah_error_t *err) {
+    *bytes = 0;
+    *files = 0;
+    ah_shard_group_t *gs = groups_alloc(s);
+    if (!gs) return ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
+    const int rank = s->tr->rank, n = ah_placement_groups(&s->place, rank, false, gs);
+    const int k = s->place.ranks[rank].tp_index;
+    ah_status_t st = AH_OK;
+    for (int i = 0; i < n && st == AH_OK; i++) {
+        if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != rank) continue;
+        group_shard_t g;
+        uint64_t b = 0;
+        /* the run's last step: the longest adam_step in the metadata */
+        if ((st = group_shard(s, gs[i], s->o.steps, NULL, &g, err)) != AH_OK) break;
+        st = ah_st_size(g.ts, g.n, g.meta, &b, err);
+        group_free(&g);
+        *bytes += (b + block - 1) / block * block;
+        (*files)++;
+    }
+    free(gs);
+    return st;
+}
+
 /* Names of the shards whose lowest holder in the whole job is on this node: its cloud share. */
 static int cloud_share(const ah_ckpt_session_t *s, char (*names)[AH_CKPT_NAME_MAX], int cap) {
     const ah_placement_t *pl = &s->place;
@@ -305,6 +355,23 @@ static bool keep_data(const ah_dataset_t *d, ah_ckpt_meta_t *meta) {
     if (fits) snprintf(meta->data, sizeof meta->data, "%s", text);
     free(text);
     return fits;
+}
+
+/* The node leader's commit of step `step` (every part written on every node); *data_kept: whether
+ * the data's shard list fit the manifest. */
+static ah_status_t commit_node(const ah_ckpt_session_t *s, int64_t step, bool *data_kept, ah_error_t *err) {
+    const ah_trainer_t *tr = s->tr;
+    ah_ckpt_meta_t meta;
+    memset(&meta, 0, sizeof meta);
+    meta.step = step;
+    meta.data_position = ah_trainer_data_position(tr, step);
+    meta.seq_len = tr->data->T; /* the data position counts samples of T + 1 tokens */
+    snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
+    snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
+    meta.has_model = true;
+    meta.model = tr->plan->model;
+    *data_kept = keep_data(tr->data, &meta);
+    return ah_ckpt_commit(s->node_root, &meta, s->node_size, err);
 }
 
 static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
@@ -336,29 +403,28 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     free(moments[0]);
     free(moments[1]);
     ah_test_hook("ckpt-write", step, tr->plan->cluster.nodes[s->my_node].name); /* test-only: mid-checkpoint */
-    /* Node barrier: every part is on disk (or some rank failed) before the leader commits. */
+    /* Node barrier: every part is on disk (or some rank failed); then every node's, so that no node
+     * commits a step another node could not write. */
     ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
+    ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
     bool data_kept = true;
+    if (s->node_rank == 0 && ns == AH_OK) ns = commit_node(s, step, &data_kept, &lerr);
+    /* Whether every node committed. A step some node failed to write or commit is taken back on
+     * every node (a node's commit alone would look restorable and is not the run's state); the
+     * older steps go (--keep) only after a step committed everywhere, so a failed save never costs
+     * the newest restorable step. */
+    ah_status_t ws = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
+    const bool ok = ws == AH_OK;
+    if (!ok) {
+        s->failed_saves++;
+        snprintf(s->save_error, sizeof s->save_error, "%s", lerr.msg);
+    }
     if (s->node_rank == 0) {
-        ah_ckpt_meta_t meta;
-        memset(&meta, 0, sizeof meta);
-        meta.step = step;
-        meta.data_position = ah_trainer_data_position(tr, step);
-        meta.seq_len = tr->data->T; /* the data position counts samples of T + 1 tokens */
-        snprintf(meta.plan_hash, sizeof meta.plan_hash, "%s", s->plan_hash);
-        snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
-        meta.has_model = true;
-        meta.model = tr->plan->model;
-        data_kept = keep_data(tr->data, &meta);
-        if (ns == AH_OK) ns = ah_ckpt_commit(s->node_root, &meta, s->node_size, &lerr);
         ah_error_t e2;
-        if (ns != AH_OK) ah_ckpt_abandon(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
+        if (!ok) ah_ckpt_rollback(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
         else /* best effort: old steps only, never the one the uploader is reading */
             ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &e2);
     }
-    /* Whether every node committed: the step counts for the preemption logic only then. */
-    ah_status_t ws = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
-    const bool ok = ws == AH_OK;
     if (ok) s->last_saved = step;
     if (ok && s->up) {
         /* A node holds at most every group at every TP index. */
@@ -469,4 +535,30 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
     return s ? s->last_saved : -1;
+}
+
+void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap) {
+    const int64_t kept = s ? s->last_saved : -1;
+    if (!s || !s->o.local_root)
+        snprintf(buf, cap, "no checkpoint (no --local-root): a rerun starts from step 0");
+    else if (kept < 0)
+        snprintf(buf, cap, "no restorable checkpoint in --local-root %s: a --resume starts from step 0 and redoes "
+                 "the %lld step%s", s->o.local_root, (long long)done, done == 1 ? "" : "s");
+    else if (kept >= done)
+        snprintf(buf, cap, "the newest restorable checkpoint is step %lld in --local-root %s: nothing to redo",
+                 (long long)kept, s->o.local_root);
+    else
+        snprintf(buf, cap, "the newest restorable checkpoint is step %lld in --local-root %s: a --resume redoes the "
+                 "%lld step%s after it", (long long)kept, s->o.local_root, (long long)(done - kept),
+                 done - kept == 1 ? "" : "s");
+}
+
+ah_status_t ah_ckpt_session_final(const ah_ckpt_session_t *s, int64_t done, ah_error_t *err) {
+    if (!s || !s->o.local_root || s->o.every <= 0 || s->last_saved >= done) return AH_OK;
+    char where[600];
+    ah_ckpt_session_describe(s, done, where, sizeof where);
+    return ah_error_set(err, AH_ERR_IO, "the checkpoint of the last step, %lld, was not saved (%s); %s. Free space "
+                        "there, keep fewer steps (--keep, now %d) or give a larger --local-root, then rerun with "
+                        "--resume", (long long)done, s->failed_saves ? s->save_error : "no save of it ran",
+                        where, s->o.keep);
 }

@@ -13,8 +13,10 @@
  *   commits the node's manifest (step, data position and seq_len, plan hash, model, the data's
  *   shard list: names and token counts, when it fits AH_CKPT_DATA_MAX, else the checkpoint event says
  *   "data_kept": false) into LOCAL_ROOT/NODE/. A
- *   failed write (a full disk) abandons that node's step; training goes on from the previous
- *   committed step. With a cloud, each node's lowest rank hands the shards whose lowest holder in
+ *   node commits only once every node wrote its parts; a failed write or commit on any node (a
+ *   full disk) takes the step back on every node (ckpt_rollback: no node keeps it committed), and
+ *   training goes on from the previous step committed everywhere. After a step commits on every
+ *   node, each node keeps its o->keep newest committed steps (retention). With a cloud, each node's lowest rank hands the shards whose lowest holder in
  *   the whole job is on its node to a background uploader (one copy of each shard; manifest last).
  * Resume (ah_ckpt_session_resume, collective): the nodes' lowest ranks share their committed
  *   manifests (the peer tier, ckpt/peer.h); every rank picks the newest step for which some TP
@@ -45,13 +47,18 @@
 
 #include "runtime/trainer.h"
 
+/* Retention (--keep N): after a step commits on every node, each node keeps its N newest
+ * committed steps and removes the older ones. */
+#define AH_CKPT_KEEP_DEFAULT 2
+#define AH_CKPT_KEEP_MAX 1000000
+
 typedef struct ah_ckpt_opts {
     const char *local_root;  /* DIR: node X's disk is DIR/X/ (NULL: no checkpoints) */
     const char *cloud;       /* s3://BUCKET/PREFIX or NULL */
     const char *s3_endpoint; /* NULL or "" for AWS */
     int64_t every;           /* save after every K steps (0: only on a preemption notice) */
     int64_t steps;           /* the run's last step (--steps): with every > 0 it is saved too */
-    int keep;                /* committed steps kept per node (>= 2; default 2) */
+    int keep;                /* --keep: committed steps kept per node (0: AH_CKPT_KEEP_DEFAULT) */
     const char *run_dir;     /* rank-R.json and preempted.json go here (NULL: none) */
     double grace_s;          /* preemption grace period, s: a notice saves if that fits (0: never) */
     /* The Varuna-like policy (`autohet run --recovery cloud-only`): every node's disk is dropped at
@@ -104,6 +111,19 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
+/* Collective, at the end of a run whose loop finished (no notice, no failure): waits for this
+ * node's uploads, then *event (rank 0; NULL without a cloud) is the "cloud" event: "step" (the
+ * disk's newest), "cloud_step" (the newest step complete in the cloud, -1 none), "seconds" (the
+ * wait) and "cloud_error" (the first upload failure not yet in an event). NULL s is fine. */
+ah_status_t ah_ckpt_session_finish(ah_ckpt_session_t *s, json_t **event, ah_error_t *err);
+/* One line (no newline) for the end of a run that trained `done` steps: the newest step a resume
+ * restores (committed on every node, or restored) and how many steps it would redo. */
+void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap);
+/* After the loop ended at `done` steps without a notice: AH_ERR_IO when a save of that step was due
+ * (--ckpt-every saves the last step) and did not commit on every node, naming the save's error, the
+ * newest restorable step and the steps a resume redoes; else AH_OK. The same on every rank (the
+ * save's outcome is agreed). NULL is fine. */
+ah_status_t ah_ckpt_session_final(const ah_ckpt_session_t *s, int64_t done, ah_error_t *err);
 /* Collective, at the end of a run whose loop finished (no notice, no failure): waits for this
  * node's uploads, then *event (rank 0; NULL without a cloud) is the "cloud" event: "step" (the
  * disk's newest), "cloud_step" (the newest step complete in the cloud, -1 none), "seconds" (the

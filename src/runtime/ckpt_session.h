@@ -26,6 +26,8 @@ struct ah_ckpt_session {
     int cloud_share;         /* shards this node uploads at a save (0: none, its uploader idles) */
     int64_t cloud_disk_step; /* the disk's newest step at the last cloud check (ckpt_cloud.c), -1 none */
     int64_t last_saved;      /* newest step committed on every node, -1 when none */
+    int failed_saves;        /* saves taken back (a full disk), and the last one's error */
+    char save_error[512];
     double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
@@ -72,5 +74,14 @@ static const char *const SUFFIX[3] = {"", ".exp_avg", ".exp_avg_sq"};
 static inline ah_shard_group_t *groups_alloc(const ah_ckpt_session_t *s) {
     return malloc((size_t)s->place.max_groups * sizeof(ah_shard_group_t));
 }
+
+/* ckpt_io.c: the bytes of the shard files this rank writes for one step (exactly, from the plan's
+ * layout: ah_st_size of each), each rounded up to `block` (the filesystem's allocation unit), and
+ * how many. */
+ah_status_t ah_ckpt_rank_step_bytes(const ah_ckpt_session_t *s, uint64_t block, uint64_t *bytes, int *files,
+                                     ah_error_t *err);
+/* ckpt_space.c (collective, agreed): refuses a --local-root whose filesystem cannot hold what the
+ * run will keep there (ckpt_io.h, ah_ckpt_session_open). */
+ah_status_t ah_ckpt_check_space(ah_ckpt_session_t *s, ah_error_t *err);
 
 #endif

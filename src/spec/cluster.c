@@ -259,6 +259,7 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
                                 "be unique",
                                 where, n->name, j);
     n->count = (int)count;
+    n->no_price = !json_object_get(v, "usd_per_gpu_hour"); /* unknown, not $0: cluster.h "Prices" */
     return resolve_type(c, gpu, where, &n->type, err);
 }
 
@@ -382,10 +383,11 @@ json_t *ah_cluster_to_json(const ah_cluster_t *c) {
     json_t *nodes = json_array();
     for (int i = 0; i < c->n_nodes; i++) {
         const ah_node_t *n = &c->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:s, s:s, s:i, s:s, s:b, s:f}", "name", n->name,
-                                               "gpu", c->types[n->type].name, "count", n->count,
-                                               "zone", n->zone, "spot", n->spot,
-                                               "usd_per_gpu_hour", n->usd_per_gpu_hour));
+        json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:b}", "name", n->name, "gpu",
+                              c->types[n->type].name, "count", n->count, "zone", n->zone, "spot",
+                              n->spot);
+        if (!n->no_price) json_object_set_new(o, "usd_per_gpu_hour", json_real(n->usd_per_gpu_hour));
+        json_array_append_new(nodes, o);
     }
     const ah_network_t *w = &c->net;
     json_t *net = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "inter_node_gb_s", w->inter_node_gb_s,
@@ -447,6 +449,35 @@ int ah_cluster_type_gpus(const ah_cluster_t *c, int type) {
     int n = 0;
     for (int i = 0; i < c->n_nodes; i++) n += c->nodes[i].type == type ? c->nodes[i].count : 0;
     return n;
+}
+
+int ah_cluster_unpriced(const ah_cluster_t *c, const bool *used, char *names, size_t cap) {
+    const char **list = malloc(sizeof *list * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
+    int n = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].no_price && (!used || used[i])) {
+            if (list) list[n] = c->nodes[i].name;
+            n++;
+        }
+    if (names && cap) {
+        ah_str_t s = ah_str_fixed(names, cap);
+        if (list) ah_names_append(&s, list, n, ", ", 8);
+        else ah_str_appendf(&s, "%d nodes", n);
+    }
+    free(list);
+    return n;
+}
+
+ah_status_t ah_cluster_require_prices(const ah_cluster_t *c, const char *use, const char *where,
+                                      ah_error_t *err) {
+    char names[512];
+    const int n = ah_cluster_unpriced(c, NULL, names, sizeof names);
+    if (n == 0) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID,
+                        "%s needs every node's price: %s: no \"usd_per_gpu_hour\" for node%s %s (%d of "
+                        "%d nodes); give each node its price per GPU-hour (0 for GPUs that cost "
+                        "nothing), or leave %s out",
+                        use, where, n == 1 ? "" : "s", names, n, c->n_nodes, use);
 }
 
 /* Built-in clusters, in the compact form a user would write; examples/clusters/ holds the same

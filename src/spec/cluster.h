@@ -20,6 +20,7 @@
 #define AH_SPEC_CLUSTER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -50,7 +51,9 @@ typedef struct ah_node {
     int count;              /* GPUs in the node */
     char zone[AH_NAME_MAX];
     bool spot;
-    double usd_per_gpu_hour;
+    double usd_per_gpu_hour; /* 0 when no_price */
+    bool no_price;          /* the file leaves "usd_per_gpu_hour" out: the price is unknown, not $0
+                               (ah_cluster_require_prices, ah_cluster_unpriced) */
 } ah_node_t;
 
 typedef struct ah_network {
@@ -96,6 +99,24 @@ int64_t ah_gpu_capacity_bytes(const ah_gpu_type_t *g);
 /* Peak FLOP/s for a precision index: 0 fp32, 1 bf16, 2 fp16 (ah_precision_t in cost/cost.h);
  * 0 where the type gives no rate for it (it cannot run that precision). */
 double ah_gpu_peak_flops(const ah_gpu_type_t *g, int precision);
+
+/* Prices: one rule for every verb (docs/planner.md "Prices"). A node may leave
+ * "usd_per_gpu_hour" out; it is then unpriced (no_price), never $0 ("usd_per_gpu_hour": 0 is a
+ * price: GPUs that cost nothing). Where a price is used to decide or total something
+ * (--objective cost, --budget, simulate's $ figures), a cluster with an unpriced node is refused:
+ * ah_cluster_require_prices. Where a $ figure is only shown (plan's and evaluate's $/h and $ per
+ * million tokens), it is shown as "unpriced" when a node it pays for has no price:
+ * ah_cluster_unpriced. */
+
+/* Refuses (AH_ERR_INVALID) a cluster with an unpriced node: "<use> needs every node's price:
+ * no "usd_per_gpu_hour" for node(s) h20-0, h20-1 in <where>; ..." (node lists summarised as
+ * core/names.h does). `use` names what needs the price ("--objective cost"), `where` the cluster
+ * (its file or name). AH_OK when every node has a price. */
+ah_status_t ah_cluster_require_prices(const ah_cluster_t *c, const char *use, const char *where,
+                                      ah_error_t *err);
+/* The unpriced nodes among those with used[i] true (used NULL: every node): their count, and
+ * their names ("h20-0, h20-1", summarised) into names (cap bytes; may be NULL). */
+int ah_cluster_unpriced(const ah_cluster_t *c, const bool *used, char *names, size_t cap);
 
 /* The built-in example cluster used by the README's first command and tests:
  * "mixed-32": 2 nodes x 8 A100-80G (zone a), 1 x 8 H800 (zone a), 1 x 8 H20 (zone b);

@@ -1,0 +1,54 @@
+/* What a plan costs, by the price rule of spec/cluster.h ("Prices"; docs/planner.md "Prices"):
+ * the $/h of the GPUs it uses and $ per million tokens at its rate, or "unpriced" when a node it
+ * uses has no usd_per_gpu_hour. One wording for every verb that shows a plan's price (plan,
+ * evaluate). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+double ah_plan_usd_per_hour(const ah_plan_t *p) {
+    double usd = 0;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int k = 0; k < p->pipelines[i].n_stages; k++)
+            usd += p->tp * p->cluster.nodes[p->pipelines[i].stages[k].devices[0].node].usd_per_gpu_hour;
+    return usd;
+}
+
+ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
+    ah_plan_price_t pr = {0};
+    const ah_cluster_t *c = &p->cluster;
+    bool *used = calloc((size_t)(c->n_nodes > 0 ? c->n_nodes : 1), sizeof *used); /* NULL: every node counts */
+    for (int i = 0; i < p->n_pipelines && used; i++)
+        for (int k = 0; k < p->pipelines[i].n_stages; k++)
+            for (int d = 0; d < p->tp; d++) used[p->pipelines[i].stages[k].devices[d].node] = true;
+    pr.priced = ah_cluster_unpriced(c, used, pr.unpriced, sizeof pr.unpriced) == 0;
+    free(used);
+    if (!pr.priced) return pr;
+    pr.usd_per_hour = ah_plan_usd_per_hour(p);
+    pr.usd_per_mtoken = tokens_per_s > 0 ? pr.usd_per_hour / 3600.0 / tokens_per_s * 1e6 : 0;
+    return pr;
+}
+
+const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap) {
+    if (pr->priced) snprintf(buf, cap, "$%.2f/h, $%.4f per million tokens", pr->usd_per_hour, pr->usd_per_mtoken);
+    else snprintf(buf, cap, "unpriced ($/h and $ per million tokens unknown: no usd_per_gpu_hour for %s)", pr->unpriced);
+    return buf;
+}
+
+void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
+    json_object_set_new(doc, "usd_per_hour", pr->priced ? json_real(pr->usd_per_hour) : json_null());
+    json_object_set_new(doc, "usd_per_mtoken", pr->priced ? json_real(pr->usd_per_mtoken) : json_null());
+    json_object_set_new(doc, "unpriced", pr->priced ? json_null() : json_string(pr->unpriced));
+}
+
+ah_status_t ah_planner_require_prices(const ah_cluster_t *c, const ah_planner_opts_t *o, const char *where,
+                                      ah_error_t *err) {
+    const bool cost = o->objective == AH_OBJECTIVE_COST, budget = o->budget_usd_per_hour > 0;
+    if (!cost && !budget) return AH_OK;
+    return ah_cluster_require_prices(c, cost && budget ? "--objective cost with --budget" : cost ? "--objective cost"
+                                                                                               : "--budget",
+                                     where, err);
+}
