@@ -122,7 +122,7 @@ echo "  rope_scaling and token ids: exported, read back, and a plan without the 
 
 # 4: --resume: a committed checkpoint wins over --init-from; none: --init-from is used.
 d=$WORK/gpt2
-train "$d/a.json" "$d/r1.log" --data "$WORK/text.bin" --steps 7 --resume --local-root "$d/ck_a" --init-from "$d/x"
+train "$d/a.json" "$d/r1.log" --data "$WORK/text.bin" --steps 7 --resume --reschedule --local-root "$d/ck_a" --init-from "$d/x"
 grep -q "resumed from step 6 (--init-from not used" "$d/r1.log" || fail "--resume with a checkpoint: $(cat "$d/r1.log")"
 train "$d/a.json" "$d/r2.log" --data "$WORK/text.bin" --steps 1 --resume --local-root "$d/empty" --init-from "$d/x"
 grep -q "initialised from $d/x" "$d/r2.log" || fail "--resume without a checkpoint: $(cat "$d/r2.log")"

@@ -35,7 +35,7 @@ grep -q "step 8 -> " "$WORK/export.out" && grep -q "newer steps skipped (step 12
     { cat "$WORK/export.out" "$WORK/export.err" >&2; fail "export: the skipped step is not named"; }
 "$AUTOHET" ckpt export --local-root "$WORK/flip" --step 12 -o "$WORK/hf12" 2>"$WORK/export.err" && fail "export --step 12 of a damaged step"
 grep -q "step 12: no intact copy of block-001" "$WORK/export.err" || fail "export --step 12: $(cat "$WORK/export.err")"
-train flip "$WORK/flip" --resume --ckpt-every 4 || { cat "$WORK/flip.err" >&2; fail "resume past a flipped byte"; }
+train flip "$WORK/flip" --resume --reschedule --ckpt-every 4 || { cat "$WORK/flip.err" >&2; fail "resume past a flipped byte"; }
 resumed8 flip "checkpoint step 12 skipped (step 12: no tier has an intact copy of block-001.tp1-0.safetensors (local: $WORK/flip/n0/$SHARD: CRC-32C" saved-anew
 python3 - "$WORK/flip.jsonl" <<'PY' || fail "the recover event"
 import json, sys
@@ -49,11 +49,11 @@ PY
 # A deleted and a truncated shard.
 copy del
 rm "$WORK/del/n0/$SHARD"
-train del "$WORK/del" --resume || { cat "$WORK/del.err" >&2; fail "resume past a deleted shard"; }
+train del "$WORK/del" --resume --reschedule || { cat "$WORK/del.err" >&2; fail "resume past a deleted shard"; }
 resumed8 del "no tier has an intact copy of block-001.tp1-0.safetensors"
 copy cut
 truncate -s 1000 "$WORK/cut/n0/$SHARD"
-train cut "$WORK/cut" --resume || { cat "$WORK/cut.err" >&2; fail "resume past a truncated shard"; }
+train cut "$WORK/cut" --resume --reschedule || { cat "$WORK/cut.err" >&2; fail "resume past a truncated shard"; }
 resumed8 cut "1000 bytes but the manifest says"
 # A truncated manifest: verify fails naming it; the resume says so and takes step 8.
 copy man
@@ -65,12 +65,12 @@ grep -q "step 12: FAILED: the manifest is damaged: $WORK/man/n0/step-00000012/ma
     { cat "$WORK/verify.out" >&2; fail "verify does not name the damaged manifest"; }
 "$AUTOHET" ckpt verify --local-root "$WORK/man" --step 8 >/dev/null || fail "verify --step 8 fails on step 12's manifest"
 "$AUTOHET" ckpt ls --local-root "$WORK/man" | grep -Eq '^local:n0 +12 +damaged' || fail "ckpt ls does not show step 12 damaged"
-train man "$WORK/man" --resume || { cat "$WORK/man.err" >&2; fail "resume past a damaged manifest"; }
+train man "$WORK/man" --resume --reschedule || { cat "$WORK/man.err" >&2; fail "resume past a damaged manifest"; }
 resumed8 man "node n0: checkpoint step 12 skipped: its manifest is damaged ($WORK/man/n0/step-00000012/manifest.json"
 # Nothing restores: refused (training from scratch would drop the steps unsaid), the steps kept.
 copy none
 truncate -s 1000 "$WORK/none/n0/$SHARD" "$WORK/none/n0/step-00000008/block-001.tp1-0.safetensors"
-train none "$WORK/none" --resume && fail "a root whose every step is damaged was trained from scratch"
+train none "$WORK/none" --resume --reschedule && fail "a root whose every step is damaged was trained from scratch"
 grep -q "^autohet train: invalid input: --local-root $WORK/none: no checkpoint step can be restored (step 12: .*; step 8: .*); repair or remove the damaged steps" "$WORK/none.err" ||
     { cat "$WORK/none.err" >&2; fail "the refusal does not say why"; }
 ! grep -q '"loss"' "$WORK/none.jsonl" 2>/dev/null || fail "the refused run trained"

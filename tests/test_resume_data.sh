@@ -25,6 +25,6 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [s["name"
 train other --data "$WORK/d/shard_1.bin" --steps 4 --resume && fail "a resume on other shards was accepted"
 grep -q "^autohet train: invalid input: step 2 (resume with the shards it was trained on, or another --local-root): the data differs from the checkpoint's, so its data position would point elsewhere: shard 1 is shard_1.bin ([0-9]* tokens), the checkpoint's is shard_0.bin" "$WORK/other" \
     || { cat "$WORK/other"; fail "no message naming the first difference"; }
-train same --data "$WORK/moved/shard_1.bin,$WORK/moved/shard_0.bin" --steps 4 --resume || { cat "$WORK/same"; fail "resume on the same shards"; }
+train same --data "$WORK/moved/shard_1.bin,$WORK/moved/shard_0.bin" --steps 4 --resume --reschedule || { cat "$WORK/same"; fail "resume on the same shards"; }
 grep -q "resumed from step 2" "$WORK/same" || { cat "$WORK/same"; fail "did not resume"; }
 echo PASS

@@ -6,15 +6,21 @@
 #   DIR/OLD; refused naming the node and its newest step (it started from scratch, silently). A
 #   preempted node's directory is deleted, so a re-plan still resumes from the nodes left
 #   (test_resume_tiers, test_nothing_lost*); an empty root still starts from scratch (test_resume).
+# - another learning-rate schedule (--steps, --warmup, --lr: the cosine's length, warm-up and
+#   peak, kept in the manifest's "schedule"): every remaining step's learning rate would change
+#   (a new --steps did so silently); refused naming both and what to give, unless --reschedule,
+#   which says the change. A manifest without "schedule" is resumed unchecked.
 # Usage: bash tests/test_resume_mismatch.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 PLAN=$PLANS/train-single.json
 timeout 60 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 8 --ckpt-every 4 \
     --local-root "$WORK/ck" >/dev/null 2>&1 || fail "the saving run"
 grep -q '"seq_len": 32' "$WORK/ck/n0/step-00000008/manifest.json" || fail "the manifest records no seq_len"
-resume() { # plan root: one rank, 10 steps, --resume; output in $WORK/out
-    timeout 60 $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$1" --data "$WORK/text.bin" --steps 10 \
-        --local-root "$2" --resume >"$WORK/out" 2>&1
+resume() { # plan root [flags]: one rank, 10 steps (the saving run's 8: --reschedule), --resume; output in $WORK/out
+    local plan=$1 root=$2
+    shift 2
+    timeout 60 $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$plan" --data "$WORK/text.bin" --steps 10 \
+        --local-root "$root" --resume --reschedule "$@" >"$WORK/out" 2>&1
 }
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["train"]["seq_len"]=16; json.dump(d,open(sys.argv[2],"w"))' \
     "$PLAN" "$WORK/s16.json"
@@ -41,4 +47,54 @@ grep -q "^autohet train: usage error: --local-root $WORK/ckr holds checkpoints o
 rmdir "$WORK/ckr/gpu-a" && mv "$WORK/ckr/n0" "$WORK/ckr/gpu-a" || fail "rename n0 to gpu-a" # (the refused run made gpu-a)
 resume "$WORK/renamed.json" "$WORK/ckr" || { cat "$WORK/out" >&2; fail "the renamed directory"; }
 grep -q "resumed from step 8" "$WORK/out" || { cat "$WORK/out" >&2; fail "the renamed directory: not resumed"; }
+# The learning-rate schedule: the manifest keeps it; a resume under another is refused, naming
+# both; --reschedule changes it, saying so, and the next checkpoint keeps the new one.
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("schedule"); assert s == {"steps": 8, "warmup": 10, "lr": 0.001}, s' \
+    "$WORK/ck/n0/step-00000008/manifest.json" || fail "the manifest keeps no learning-rate schedule"
+sched() { # root [flags]: one rank, --resume; exit status in $WORK/sched.rc, output in $WORK/sched.out
+    local root=$1
+    shift
+    timeout 60 $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --local-root "$root" \
+        --metrics "$WORK/sched.jsonl" "$@" >"$WORK/sched.out" 2>&1
+    echo $? >"$WORK/sched.rc"
+}
+cp -r "$WORK/ck" "$WORK/cks"
+sched "$WORK/cks" --resume --steps 12
+[ "$(cat "$WORK/sched.rc")" != 0 ] || fail "a resume with --steps 12 of a --steps 8 run was accepted (its cosine schedule changed)"
+grep -q "^autohet train: usage error: step 8 was trained under the cosine learning-rate schedule of --steps 8 --warmup 10 --lr 0.001; --steps 12 would change the learning rate of every step from 8 on (step 8: 0.0009, now 0.0009); resume with --steps 8 --warmup 10 --lr 0.001, or add --reschedule to change the schedule$" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "the --steps refusal does not name both schedules"; }
+sched "$WORK/cks" --resume --steps 8 --lr 0.002 --warmup 2
+grep -q "; --warmup 2 --lr 0.002 would change the learning rate of every step from 8 on (step 8: 0.0009, now 0.0002)" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "the --lr/--warmup refusal"; }
+sched "$WORK/cks" --reschedule --steps 12
+[ "$(cat "$WORK/sched.rc")" = 2 ] && grep -q "^autohet train: usage error: --reschedule needs --resume" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "--reschedule without --resume"; }
+# --reschedule: said; step 8 runs at the new schedule's rate (cosine over 12 steps after 2 of
+# warm-up: 1e-4 + 9e-4 (1 + cos(pi 6/10)) / 2 = 4.109e-4, where the old one gave 9e-4); step 12's
+# manifest keeps the new schedule, which a plain resume then takes.
+sched "$WORK/cks" --resume --reschedule --steps 12 --warmup 2 --ckpt-every 4
+[ "$(cat "$WORK/sched.rc")" = 0 ] || { cat "$WORK/sched.out" >&2; fail "--reschedule"; }
+grep -q "^autohet train: --reschedule: the learning-rate schedule changes at step 8 from --steps 8 --warmup 10 --lr 0.001's to --steps 12 --warmup 2's (step 8's learning rate 0.0009, now 0.0004109)" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "--reschedule does not say the change"; }
+python3 - "$WORK/sched.jsonl" "$WORK/cks/n0/step-00000012/manifest.json" <<'PY' || fail "the rescheduled run's learning rate or manifest"
+import json, math, sys
+lr = {o["step"]: o["lr"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
+want = 1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi * 6 / 10))
+assert sorted(lr) == [8, 9, 10, 11] and abs(lr[8] - want) < 1e-6 * want, lr
+assert json.load(open(sys.argv[2]))["schedule"] == {"steps": 12, "warmup": 2, "lr": 0.001}
+PY
+sched "$WORK/cks" --resume --steps 12 --warmup 2
+[ "$(cat "$WORK/sched.rc")" = 0 ] && grep -q "resumed from step 12" "$WORK/sched.out" || { cat "$WORK/sched.out" >&2; fail "a resume under the kept schedule"; }
+# A manifest of an older autohet, without "schedule": resumed unchecked.
+cp -r "$WORK/ck" "$WORK/cko"
+python3 - "$WORK/cko/n0" <<'PY'
+import glob, json, sys
+for p in glob.glob(sys.argv[1] + "/step-*/manifest.json"):
+    d = json.load(open(p))
+    del d["schedule"]
+    json.dump(d, open(p, "w"))
+PY
+sched "$WORK/cko" --resume --steps 12
+[ "$(cat "$WORK/sched.rc")" = 0 ] && grep -q "resumed from step 8" "$WORK/sched.out" && ! grep -q "reschedule" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "an older manifest without a schedule"; }
 echo PASS

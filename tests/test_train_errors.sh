@@ -78,7 +78,7 @@ expect 4 "^autohet train: usage error: --local-root $WORK/old holds an earlier r
 cmp -s "$WORK/old.jsonl" "$WORK/old.jsonl.before" || fail "the refused run changed the metrics file: $(head -c 300 "$WORK/old.jsonl")"
 [ "$(ls "$WORK/old/n0")" = "$(printf 'step-00000004\nstep-00000008')" ] || fail "the refused run changed the root: $(ls "$WORK/old/n0")"
 timeout 60 $MPIRUN -np 4 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --steps 12 --ckpt-every 4 \
-    --local-root "$WORK/old" --resume >"$WORK/out" 2>&1 || { cat "$WORK/out" >&2; fail "--resume into the earlier run's root"; }
+    --local-root "$WORK/old" --resume --reschedule >"$WORK/out" 2>&1 || { cat "$WORK/out" >&2; fail "--resume into the earlier run's root"; }
 grep -q "resumed from step 8" "$WORK/out" || { cat "$WORK/out" >&2; fail "--resume did not take step 8"; }
 # one node's directory given as the root (DIR/n0 for DIR): refused, not a resume that finds nothing
 expect 4 "^autohet train: usage error: --local-root $WORK/old/n0 holds checkpoint steps itself (newest 12): it is one node's directory; give the directory above it" \

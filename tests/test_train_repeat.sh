@@ -26,6 +26,6 @@ $MPIRUN -np 1 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/one.bin" --s
 grep -q "^autohet train: warning: the run will see its data more than once: --data holds 1 sample of 32 + 1 tokens (40 tokens in 1 shard), 8 a step; step 0 (of 0..0)" "$WORK/one" \
     || { cat "$WORK/one"; fail "the warning for one sample"; }
 train first --steps 2 --ckpt-every 2 --local-root "$WORK/ckpt"
-train resumed --steps 8 --resume --local-root "$WORK/ckpt"
+train resumed --steps 8 --resume --reschedule --local-root "$WORK/ckpt"
 grep -q "step 3 (of 0..7) starts reading it again" "$WORK/resumed" || { cat "$WORK/resumed"; fail "no warning after the resume"; }
 echo PASS

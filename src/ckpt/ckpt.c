@@ -104,6 +104,10 @@ json_t *ah_ckpt_manifest_to_json(const ah_ckpt_manifest_t *m) {
     if (doc && m->meta.seq_len > 0) json_object_set_new(doc, "seq_len", json_integer((json_int_t)m->meta.seq_len));
     if (doc && m->meta.has_model) json_object_set_new(doc, "model", ah_model_to_json(&m->meta.model));
     if (doc && m->meta.data[0]) json_object_set_new(doc, "data", json_loads(m->meta.data, 0, NULL));
+    if (doc && m->meta.sched_steps > 0)
+        json_object_set_new(doc, "schedule",
+                            json_pack("{s:I, s:I, s:f}", "steps", (json_int_t)m->meta.sched_steps, "warmup",
+                                      (json_int_t)m->meta.sched_warmup, "lr", m->meta.sched_lr));
     return doc;
 }
 
@@ -114,11 +118,27 @@ static int hexval(char c) {
     return -1;
 }
 
+/* The manifest's optional "schedule" into mt->sched_* (left 0 when absent). */
+static ah_status_t schedule_from_json(const json_t *doc, const char *where, ah_ckpt_meta_t *mt, ah_error_t *err) {
+    static const char *const KEYS[] = {"steps", "warmup", "lr", NULL};
+    json_t *sch = NULL;
+    char sw[600];
+    snprintf(sw, sizeof sw, "%s.schedule", where);
+    ah_status_t st = ah_json_get_typed(doc, where, "schedule", JSON_OBJECT, false, &sch, err);
+    if (st != AH_OK || !sch) return st;
+    if (ah_json_check_keys(sch, sw, KEYS, err) ||
+        ah_json_get_int(sch, sw, "steps", true, 1, INT64_MAX, &mt->sched_steps, err) ||
+        ah_json_get_int(sch, sw, "warmup", true, 0, INT64_MAX, &mt->sched_warmup, err) ||
+        ah_json_get_num(sch, sw, "lr", true, 0, 1e30, &mt->sched_lr, err))
+        return err->code;
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_ckpt_manifest_t *out,
                                        ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng",
-                                       "plan_hash", "node", "checksum", "files", "seq_len", "model", "data", NULL};
+    static const char *const KEYS[] = {"format", "version", "step", "data_position", "rng", "plan_hash", "node",
+                                       "checksum", "files", "seq_len", "model", "data", "schedule", NULL};
     if (ah_json_expect_object(doc, where, err) != AH_OK || ah_json_check_keys(doc, where, KEYS, err) != AH_OK)
         return err->code;
     char fmt[32], sum[16], rng[2 * AH_CKPT_RNG_MAX + 1];
@@ -167,6 +187,7 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
     if (fits && text) snprintf(mt->data, sizeof mt->data, "%s", text);
     free(text);
     if (!fits) return ah_error_set(err, AH_ERR_INVALID, "%s.data: longer than %d bytes", where, AH_CKPT_DATA_MAX - 1);
+    if (schedule_from_json(doc, where, mt, err) != AH_OK) return err->code;
     json_t *files = NULL;
     if (ah_json_get_typed(doc, where, "files", JSON_ARRAY, true, &files, err)) return err->code;
     size_t n = json_array_size(files);

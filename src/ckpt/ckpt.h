@@ -58,6 +58,11 @@ typedef struct ah_ckpt_meta {
     /* The training data's shard list as compact JSON ("data" in the manifest, opaque here; the
      * trainer's, runtime/data.h), or "" when none was kept. */
     char data[AH_CKPT_DATA_MAX];
+    /* The learning-rate schedule the step was trained under ("schedule": {"steps", "warmup", "lr"};
+     * runtime/trainer.h: warmup, then cosine to 0.1 lr at step sched_steps), which a resume keeps
+     * (runtime/ckpt_io.h); sched_steps 0: not recorded (a manifest of an older autohet). */
+    int64_t sched_steps, sched_warmup;
+    double sched_lr;
 } ah_ckpt_meta_t;
 
 typedef struct ah_ckpt_manifest {

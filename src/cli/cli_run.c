@@ -312,6 +312,7 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
             pass[np++] = names[i];
             pass[np++] = vals[i];
         }
+    if (ah_cli_flag_seen(flags, n_flags, "--reschedule")) pass[np++] = "--reschedule";
     o->train_args = pass;
     o->n_train_args = np;
 }
@@ -350,6 +351,7 @@ int ah_cli_run(int argc, char **argv) {
     int64_t counts[4] = {1, 4, 0, AH_CKPT_KEEP_DEFAULT}; /* --val-every, --val-batches, --skip-nonfinite, --keep */
     int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
+    bool reschedule = false; /* --reschedule: passed on as given (pass_trainer_flags) */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -389,6 +391,8 @@ int ah_cli_run(int argc, char **argv) {
          "before it counts as unreadable (default 3)", false},
         {"--start-over-if-unreadable", AH_FLAG_BOOL, &start_over, NULL, "trainer: when the cloud cannot be listed and "
          "no other tier has a step, train from step 0 instead of stopping", false},
+        {"--reschedule", AH_FLAG_BOOL, &reschedule, NULL, "trainer: resume a checkpoint saved under other --steps, "
+         "--warmup or --lr, changing its cosine learning-rate schedule from there (without it, refused)", false},
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},

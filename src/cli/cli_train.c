@@ -47,6 +47,7 @@ typedef struct {
     /* the cloud's patience (--cloud-timeout, --cloud-retries) and --start-over-if-unreadable */
     int64_t cloud_timeout, cloud_retries;
     bool cloud_patience_given, start_over;
+    bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
 } args_t;
 
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
@@ -90,6 +91,8 @@ static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
     if (a->keep_given && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--keep %lld needs --local-root DIR, whose checkpoints it keeps",
                             (long long)a->keep);
+    if (a->reschedule && !a->resume)
+        return ah_error_set(err, AH_ERR_USAGE, "--reschedule needs --resume: it lets a resume change the schedule");
     return AH_OK;
 }
 
@@ -189,6 +192,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,
                              .cloud_only = a->cloud_only, .resume = a->resume, .keep = (int)a->keep,
+                             .reschedule = a->reschedule,
                              .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
                              .start_over_if_unreadable = a->start_over};
         s = ah_ckpt_session_open(tr, &co, ck, err);
@@ -393,6 +397,9 @@ int ah_cli_train(int argc, char **argv) {
          "(1 s, 2 s, ... apart) before it counts as unreadable (default 3)", false},
         {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier; a cloud "
          "that cannot be listed stops it when no other tier has a step", false},
+        {"--reschedule", AH_FLAG_BOOL, &a.reschedule, NULL, "with --resume: let --steps, --warmup or --lr differ from "
+         "the checkpoint's (the cosine learning-rate schedule changes from the resumed step on; without it, refused)",
+         false},
         {"--start-over-if-unreadable", AH_FLAG_BOOL, &a.start_over, NULL, "with --resume: when the cloud cannot be "
          "listed and no other tier has a step, train from step 0 instead of stopping", false},
         {"--init-from", AH_FLAG_STR, &a.init_from, "DIR", "start from a Hugging Face model directory (config.json + "

@@ -370,6 +370,9 @@ static ah_status_t commit_node(const ah_ckpt_session_t *s, int64_t step, bool *d
     snprintf(meta.node, sizeof meta.node, "%s", tr->plan->cluster.nodes[s->my_node].name);
     meta.has_model = true;
     meta.model = tr->plan->model;
+    meta.sched_steps = tr->opts.steps; /* the learning-rate schedule, which a resume keeps */
+    meta.sched_warmup = tr->opts.warmup;
+    meta.sched_lr = tr->opts.lr;
     *data_kept = keep_data(tr->data, &meta);
     return ah_ckpt_commit(s->node_root, &meta, s->node_size, err);
 }

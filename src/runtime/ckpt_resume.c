@@ -156,11 +156,63 @@ static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer
     return ah_ckpt_catalog_open(&src, cat, err);
 }
 
+/* "--steps 100 --warmup 10 --lr 0.001": a schedule as the flags that give it; only the flags that
+ * differ from other's when other is not NULL. */
+static void schedule_flags(const ah_train_opts_t *o, const ah_train_opts_t *other, char *buf, size_t cap) {
+    ah_str_t t = ah_str_fixed(buf, cap);
+    if (!other || o->steps != other->steps) ah_str_appendf(&t, "--steps %lld", (long long)o->steps);
+    if (!other || o->warmup != other->warmup) ah_str_appendf(&t, "%s--warmup %lld", t.len ? " " : "", (long long)o->warmup);
+    if (!other || o->lr != other->lr) ah_str_appendf(&t, "%s--lr %.17g", t.len ? " " : "", o->lr);
+}
+
+/* Whether step's schedule (meta) is not this run's: then both as flags into old and now (now: only
+ * the flags that differ) and step's learning rate under each. A manifest without one: false. */
+typedef struct {
+    char old[128], now[128];
+    double lr_was, lr_now;
+} schedule_change_t;
+static bool schedule_changed(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, schedule_change_t *c) {
+    ah_train_opts_t was = tr->opts;
+    was.steps = meta->sched_steps;
+    was.warmup = meta->sched_warmup;
+    was.lr = meta->sched_lr;
+    if (meta->sched_steps <= 0 || (was.steps == tr->opts.steps && was.warmup == tr->opts.warmup && was.lr == tr->opts.lr))
+        return false;
+    schedule_flags(&was, NULL, c->old, sizeof c->old);
+    schedule_flags(&tr->opts, &was, c->now, sizeof c->now);
+    c->lr_was = ah_train_lr(&was, step);
+    c->lr_now = ah_train_lr(&tr->opts, step);
+    return true;
+}
+
+/* A resume keeps the learning-rate schedule step was trained under (ckpt_io.h, o.reschedule):
+ * another is refused, naming both, unless reschedule (say_schedule_change then says it). */
+static ah_status_t check_schedule(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, bool reschedule,
+                                  ah_error_t *err) {
+    schedule_change_t c;
+    if (reschedule || !schedule_changed(tr, step, meta, &c)) return AH_OK;
+    return ah_error_set(err, AH_ERR_USAGE, "step %lld was trained under the cosine learning-rate schedule of %s; %s would "
+                        "change the learning rate of every step from %lld on (step %lld: %.4g, now %.4g); resume with "
+                        "%s, or add --reschedule to change the schedule", (long long)step, c.old, c.now, (long long)step,
+                        (long long)step, c.lr_was, c.lr_now, c.old);
+}
+
+/* Rank 0, on stderr: the schedule change --reschedule let through at the step restored. */
+static void say_schedule_change(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta) {
+    schedule_change_t c;
+    if (tr->rank == 0 && schedule_changed(tr, step, meta, &c))
+        fprintf(stderr, "autohet train: --reschedule: the learning-rate schedule changes at step %lld from %s's to %s's "
+                "(step %lld's learning rate %.4g, now %.4g)\n", (long long)step, c.old, c.now, (long long)step,
+                c.lr_was, c.lr_now);
+}
+
 /* Whether the job may resume from step (meta: its manifest): the same model, the same shards and
  * the same sequence length, since its data position counts samples of seq_len + 1 tokens of those
- * shards (docs/runtime.md "Token files and shards"). A manifest without seq_len (an older autohet)
- * is taken as it was then, unchecked. */
-static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, ah_error_t *err) {
+ * shards (docs/runtime.md "Token files and shards"), and the same learning-rate schedule unless
+ * reschedule (check_schedule). A manifest without seq_len (an older autohet) is taken as it was
+ * then, unchecked. */
+static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, bool reschedule,
+                              ah_error_t *err) {
     ah_model_diff_t d;
     if (meta->has_model && ah_model_diff(&meta->model, &tr->plan->model, false, &d))
         return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s, whose %s is %s where the plan's "
@@ -179,7 +231,7 @@ static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckp
     if (st != AH_OK)
         return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",
                                (long long)step);
-    return AH_OK;
+    return check_schedule(tr, step, meta, reschedule, err);
 }
 
 /* Collective: every rank chose the same (step, T). */
@@ -389,7 +441,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
             bool bad = false;
             step = choose_step(cat, tr->plan, &T, &meta, &e2);
             if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
-            st = step >= 0 ? check_step(tr, step, &meta, err) : AH_OK;
+            st = step >= 0 ? check_step(tr, step, &meta, s->o.reschedule, err) : AH_OK;
             if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
                 goto done;
             if (step < 0) break;
@@ -404,6 +456,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
             fprintf(stderr, "autohet train: warning: %s; resuming from step %lld of the other tiers (the cloud may "
                     "hold a newer one)\n", unread, (long long)step);
         if (step >= 0) {
+            say_schedule_change(tr, step, &meta); /* allowed by --reschedule (check_step) */
             ah_trainer_set_data_position(tr, step, meta.data_position);
             s->last_saved = step;
             *start = step;
