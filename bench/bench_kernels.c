@@ -3,12 +3,15 @@
  * and printed as ratios; plus attention, and a whole block forward + backward.
  *
  * usage: bench_kernels [B T C H]   (default 1 1024 768 12, GPT-2 124M at full context)
- * Set OPENBLAS_NUM_THREADS to compare at a given thread count. Never run by CTest. */
+ * Set OPENBLAS_NUM_THREADS to compare at a given thread count. The peak's line names the OpenBLAS
+ * kernel that ran (and stderr warns when it is far below the CPU: kernels/cpu/blas_kernel.h).
+ * Never run by CTest. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "kernels/cpu/blas_kernel.h"
 #include "kernels/kernels.h"
 
 static double now_s(void) {
@@ -90,10 +93,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int N = B * T;
-    const size_t big = (size_t)N * 4 * C > (size_t)B * H * T * T ? (size_t)N * 4 * C
-                                                                 : (size_t)B * H * T * T;
+    /* also room for the 1024^3 peak's operands (small shapes crashed it) */
+    const size_t SQ = (size_t)1024 * 1024, W = (size_t)4 * C * C > SQ ? (size_t)4 * C * C : SQ;
+    size_t big = (size_t)N * 4 * C > (size_t)B * H * T * T ? (size_t)N * 4 * C : (size_t)B * H * T * T;
+    big = big > SQ ? big : SQ;
     ctx_t c = {.k = ah_kernels_cpu(), .B = B, .T = T, .H = H, .hd = C / H};
-    c.inp = buf(big), c.w = buf((size_t)4 * C * C), c.bias = buf((size_t)4 * C),
+    c.inp = buf(big), c.w = buf(W), c.bias = buf((size_t)4 * C),
     c.out = buf(big), c.dout = buf(big), c.dinp = buf(big), c.dw = buf((size_t)4 * C * C),
     c.dbias = buf((size_t)4 * C), c.qkv = buf((size_t)N * 3 * C), c.probs = buf(big);
     c.scratch = buf(c.k->attention_scratch_floats(B, T, H, H, C / H));
@@ -103,7 +108,10 @@ int main(int argc, char **argv) {
            H, N, env ? env : "(unset)");
     const int sq = 1024;
     double peak = raw_gflops(&c, CblasNoTrans, CblasNoTrans, sq, sq, sq);
-    printf("raw cblas_sgemm peak (%d^3, NN): %.1f GFLOP/s\n\n", sq, peak);
+    char kernel[160], advice[512];
+    ah_cpu_blas_describe(kernel, sizeof kernel);
+    printf("raw cblas_sgemm peak (%d^3, NN): %.1f GFLOP/s, %s\n\n", sq, peak, kernel);
+    if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "bench_kernels: warning: %s\n", advice);
 
     printf("%-8s %5s %5s | %9s %9s %6s %6s | %9s %9s %6s %6s\n", "layer", "IC", "OC",
            "fwd GF/s", "sgemm NT", "/same", "/peak", "bwd GF/s", "sgemm", "/same", "/peak");
