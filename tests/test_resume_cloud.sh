@@ -69,6 +69,10 @@ train over 8 --local-root "$WORK/empty-over" --resume --cloud-retries 0 --start-
     "$WORK/over.err" || { cat "$WORK/over.out" "$WORK/over.err"; fail "--start-over-if-unreadable did not train from step 0"; }
 train usage 8 --local-root "$WORK/u" --start-over-if-unreadable "${CLOUD[@]}"
 [ "$(rc usage)" = 2 ] && grep -q -- "--start-over-if-unreadable needs --resume" "$WORK/usage.err" || fail "usage: $(cat "$WORK/usage.err")"
+train usage2 8 --local-root "$WORK/u" --cloud-timeout 5
+[ "$(rc usage2)" = 2 ] && grep -q -- "--cloud-timeout and --cloud-retries need --cloud" "$WORK/usage2.err" || fail "usage2: $(cat "$WORK/usage2.err")"
+"$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --cloud-retries 1 >"$WORK/usage3.out" 2>&1
+[ $? = 2 ] && grep -q -- "--cloud-retries needs --cloud" "$WORK/usage3.out" || fail "run usage: $(cat "$WORK/usage3.out")"
 
 # The store paused mid-run: steps slowed so that the run goes on well after the pause.
 dp2_plan "$WORK/dp2.json" 30
