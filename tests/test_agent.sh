@@ -102,8 +102,36 @@ done
 pgrep -f -- "$WORK/lock/" >/dev/null && { pkill -KILL -f -- "$WORK/lock/"; fail "the job outlived its killed agent"; }
 # the same command resumes; with --steps at the newest checkpoint it has nothing to train (quick)
 newest=$(ls -d "$WORK"/lock/local/*/step-* | sed 's/.*step-0*//' | sort -n | tail -1)
+cp "$WORK/lock/plan-0.json" "$WORK/lock-plan-0.json"
+cp "$WORK/lock/launch-0/metrics.jsonl" "$WORK/lock-launch-0.jsonl"
 STEPS=$newest run_agent "$WORK/lock" || { cat "$WORK/lock.log"; fail "the directory of a killed agent stayed locked"; }
-grep -q "nothing to train" "$WORK/lock.log" || fail "rerun after the kill: $(cat "$WORK/lock.log")"
+grep -q "no sample lost: every step 0..$((newest - 1)) trained exactly once" "$WORK/lock.log" ||
+    fail "rerun after the kill: $(cat "$WORK/lock.log")"
+# Nothing the killed run wrote is overwritten (the rerun is launch 1), and what its trainer wrote after
+# the agent died (steps, the save at the notice the agent's death sent) is in the merged metrics and
+# the report, with the stop (issue 40 item 3: the rerun reused launch-0/, its last steps vanished).
+cmp -s "$WORK/lock/plan-0.json" "$WORK/lock-plan-0.json" && cmp -s "$WORK/lock/launch-0/metrics.jsonl" "$WORK/lock-launch-0.jsonl" &&
+    [ -e "$WORK/lock/plan-1.json" ] && [ -d "$WORK/lock/launch-1" ] || fail "the rerun reused the killed run's launch 0: $(ls "$WORK/lock")"
+grep -q "taking over its launch 0" "$WORK/lock.log" || fail "rerun: the take-over not said: $(cat "$WORK/lock.log")"
+python3 - "$WORK/lock-launch-0.jsonl" "$WORK/lock/metrics.jsonl" "$WORK/lock/launch-0/preempted.json" <<'PY' || fail "the killed run's lines in the merged metrics"
+import json, sys
+trainer = [json.loads(l) for l in open(sys.argv[1])]
+merged = [json.loads(l) for l in open(sys.argv[2])]
+pre = json.load(open(sys.argv[3]))
+want = [x["step"] for x in trainer if "event" not in x]
+got = [x["step"] for x in merged if "event" not in x and x["launch"] == 0]
+assert got == want, f"launch 0's step lines: merged {got}, the trainer wrote {want}"
+ck = [x["step"] for x in trainer if x.get("event") == "checkpoint"]
+got_ck = [x["step"] for x in merged if x.get("event") == "checkpoint" and x["launch"] == 0]
+assert got_ck == ck and pre["saved"] and pre["step"] in ck, f"checkpoints: merged {got_ck}, the trainer's {ck}, {pre}"
+stop = [x for x in merged if x.get("event") == "preempt"]
+assert len(stop) == 1 and stop[0]["cause"] == "agent killed" and stop[0]["step"] == pre["step"] and stop[0]["saved"], stop
+print(f"killed agent: {len(got)} step lines of launch 0 merged (the trainer's {len(want)}), checkpoints {ck}, stop at step {pre['step']}")
+PY
+"$AUTOHET" report "$WORK/lock/metrics.jsonl" >"$WORK/lock-report.out" || fail "report after the take-over"
+n=$(grep -vc '"event"' "$WORK/lock-launch-0.jsonl")
+grep -q "metrics.jsonl: $n step lines .*; 0 preemptions, 1 stop when the agent was killed;" "$WORK/lock-report.out" ||
+    fail "report after the take-over ($n step lines): $(cat "$WORK/lock-report.out")"
 # the work directory given to ckpt for a checkpoint root: pointed at WORK/local
 "$AUTOHET" ckpt ls --local-root "$WORK/lock" 2>&1 | grep -q "note: if $WORK/lock is an autohet run --work-dir, its checkpoints are in --local-root $WORK/lock/local" ||
     fail "ckpt ls of a work directory: no pointer to its local/"

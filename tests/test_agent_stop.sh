@@ -93,7 +93,19 @@ grep -q "\"event\":\"checkpoint\",\"step\":$stopped," "$WORK/int/metrics.jsonl" 
 [ "$(done_field "$WORK/int" history_ok)" = false ] || fail "Ctrl-C: done event claims a complete history"
 grep -q "the run stopped early: steps 0..$((stopped - 1)) were each trained once" "$WORK/int.log" || fail "summary: $(cat "$WORK/int.log")"
 cp "$WORK/int/metrics.jsonl" "$WORK/int-first.jsonl"
+# a damaged local copy of the saved step, which a peer also holds: the rerun repairs it from the peer
+# and says so, naming the file and what replaced it, on the console, in the merged metrics (a
+# "restore" event) and in the report (it was silent: issue 40 item 8)
+bad=$(ls "$WORK/int/local/slow-0/step-$(printf %08d "$stopped")"/block-*.safetensors | head -1)
+[ -n "$bad" ] || fail "no block file of step $stopped on slow-0"
+printf 'XXXX' | dd of="$bad" bs=1 seek=2000 conv=notrunc 2>/dev/null
 run_agent "$WORK/int" || { cat "$WORK/int.log"; fail "the same command again"; }
+said="$(basename "$bad") (local: $bad: CRC-32C [0-9a-f]* but the manifest says [0-9a-f]*: the file is corrupt): the peer tier's copy used"
+grep -q "^autohet train: step $stopped repaired at the restore: rank [0-9]*: $said$" "$WORK/int.log" &&
+    grep -q "launch 1: the restore of step $stopped replaced a copy: rank [0-9]*: $said$" "$WORK/int.log" ||
+    fail "the repaired copy not said: $(cat "$WORK/int.log")"
+grep -q '"event":"restore","step":'"$stopped"',.*"repaired":\["rank [0-9]*: '"$(basename "$bad")" "$WORK/int/metrics.jsonl" ||
+    fail "no restore event with the repair: $(grep restore "$WORK/int/metrics.jsonl")"
 # The rerun appends to the merged metrics: the first run's record (steps 0..stopped-1, the stop)
 # stays, and the rerun's lines, from its own plan event on, continue it from the saved step.
 python3 - "$WORK/int-first.jsonl" "$WORK/int/metrics.jsonl" "$stopped" "$STEPS" <<'PY' || fail "the rerun's metrics"
@@ -111,10 +123,47 @@ PY
 grep -q "no sample lost: every step 0..$((STEPS - 1)) trained exactly once" "$WORK/int.log" || fail "rerun summary: $(cat "$WORK/int.log")"
 "$AUTOHET" report "$WORK/int/metrics.jsonl" >"$WORK/report.out" || fail "report of the appended metrics"
 grep -q "$STEPS step lines (steps 0..$((STEPS - 1)))" "$WORK/report.out" || fail "report: $(cat "$WORK/report.out")"
+grep -q "^restore of step $stopped (launch 1) repaired: rank [0-9]*: $said$" "$WORK/report.out" || fail "report: no repair: $(cat "$WORK/report.out")"
 echo "Ctrl-C: stopped and saved at step $stopped, the same command resumed there and finished"
 
 # ---- a second Ctrl-C: the job is stopped at once ----
 interrupt_at "$WORK/int2" 3 2 --grace-s 20
 [ $rc = 130 ] || { cat "$WORK/int2.log"; fail "Ctrl-C twice: exit $rc, want 130"; }
 grep -q "interrupted again: stopping the job at once" "$WORK/int2.log" || fail "Ctrl-C twice: $(cat "$WORK/int2.log")"
+
+# ---- Ctrl-C with no save at the notice (--grace-s 0): the summary says where a rerun really starts,
+# the newest checkpoint (it said "steps N..39 not yet", N the first step not trained: issue 40 item 11) ----
+CKPT_EVERY=2 interrupt_at "$WORK/int3" 5 1 --grace-s 0
+[ $rc = 130 ] || { cat "$WORK/int3.log"; fail "Ctrl-C, --grace-s 0: exit $rc, want 130"; }
+ck=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "\"checkpoint\"" in l and "\"ok\":true" in l][-1]["step"])' "$WORK/int3/metrics.jsonl")
+grep -q "the run stopped early: steps 0\.\.[0-9]* were each trained once on their own samples; the same command resumes at step $ck (the newest checkpoint) and trains steps $ck\.\.$((STEPS - 1))$" \
+    "$WORK/int3.log" || fail "Ctrl-C, --grace-s 0: where a rerun starts (checkpoint $ck): $(cat "$WORK/int3.log")"
+
+# ---- a rank that stops progressing (SIGSTOP: no exit, no message) with the local launcher: the step
+# timeout names it, its node leaves as lost, the run goes on without it (it hung with no message,
+# and --step-timeout was refused with the local launcher: issue 40 item 11) ----
+STEPS=30
+CKPT_EVERY=2
+run_agent "$WORK/stall" --step-timeout 1 &
+sub=$!
+for _ in $(seq 1200); do
+    [ "$(cat "$WORK/stall/launch-0/metrics.jsonl" 2>/dev/null | grep -c '"step"')" -ge 3 ] && break
+    kill -0 $sub 2>/dev/null || break
+    sleep 0.05
+done
+read -r srank spid < <(python3 -c '
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/rank-*.json")):
+    d = json.load(open(f))
+    if d["node"] == "slow-1":
+        print(f.split("rank-")[1].split(".")[0], d["pid"])
+        break' "$WORK/stall/launch-0")
+[ -n "$spid" ] || { kill $sub; fail "no rank of slow-1 in $WORK/stall/launch-0"; }
+kill -STOP "$spid"
+wait $sub || { cat "$WORK/stall.log"; fail "the run with a stopped rank failed"; }
+grep -q "rank stopped progressing (no metrics line for [0-9.]* s, over the step timeout of [0-9.]* s): rank 0*$srank on slow-1 (pid $spid): stopped by a signal" \
+    "$WORK/stall.log" || fail "the stopped rank not named: $(cat "$WORK/stall.log")"
+grep -q '"nodes_up":\["fast-0","slow-0"\]' "$WORK/stall/metrics.jsonl" && grep -q "no sample lost: every step 0..29" "$WORK/stall.log" ||
+    fail "the run did not go on without slow-1: $(cat "$WORK/stall.log")"
+echo "stopped rank: $(grep -o 'rank stopped progressing.*signal' "$WORK/stall.log")"
 echo "PASS"

@@ -75,6 +75,24 @@ J
 grep -q "loss 5.5000 -> 5.5000 (the last finite); mean 5120 tokens/s a step; 0 preemptions, 1 non-finite step" "$WORK/nf.out" \
     || fail "summary with a non-finite step: $(cat "$WORK/nf.out")"
 [ -s "$WORK/nf.svg" ] && ! grep -q 'points=""' "$WORK/nf.svg" || fail "no SVG, or an empty loss line"
+# A restart to take in a joining node and a stop when the agent was killed are no preemptions
+# (issue 40 item 11: a join's restart was counted as one); a restore that replaced a damaged copy
+# from another tier is said (item 8: it was nowhere in the report).
+cat >"$WORK/kinds.jsonl" <<'J'
+{"step":0,"loss":5.5,"tokens":512,"seconds":0.1,"launch":0,"t_s":1.0}
+{"event":"preempt","step":1,"seconds":0.4,"t_s":1.5,"cause":"node joined","nodes":[],"saved":true}
+{"event":"restore","step":1,"found":true,"fallbacks":1,"repaired":["rank 2: shard-r2.bin (local: bad checksum): the peer tier's copy used"],"launch":1}
+{"event":"recover","step":1,"seconds":2.0,"cause":"node joined"}
+{"step":1,"loss":5.3,"tokens":512,"seconds":0.2,"launch":1,"t_s":3.5}
+{"event":"preempt","step":2,"seconds":0,"cause":"agent killed","nodes":[],"saved":true,"launch":1}
+{"event":"preempt","step":2,"seconds":0.4,"t_s":4.5,"cause":"events file","nodes":["slow-1"],"saved":true}
+{"step":2,"loss":5.1,"tokens":512,"seconds":0.2,"launch":2,"t_s":5.7}
+J
+"$AUTOHET" report "$WORK/kinds.jsonl" >"$WORK/kinds.out" || fail "report of kinds of stops"
+grep -q "; 1 preemption, 1 restart to take in a joining node, 1 stop when the agent was killed; 5.7 s$" "$WORK/kinds.out" ||
+    fail "stops counted by kind: $(cat "$WORK/kinds.out")"
+grep -q "^restore of step 1 (launch 1) repaired: rank 2: shard-r2.bin (local: bad checksum): the peer tier's copy used$" \
+    "$WORK/kinds.out" || fail "the repaired copy not reported: $(cat "$WORK/kinds.out")"
 # A trainer's own metrics file.
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/t.bin" >/dev/null
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 "$AUTOHET" train --quiet \

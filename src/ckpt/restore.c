@@ -259,6 +259,14 @@ static ah_status_t exchange(const ah_ckpt_catalog_t *cat, int64_t step, const ch
     return st;
 }
 
+/* name's copy that another tier replaced, said in stats->repaired (restore.h). */
+static void note_repair(ah_ckpt_restore_stats_t *stats, const char *name, const char *why, int t) {
+    const size_t l = strlen(stats->repaired), cap = sizeof stats->repaired;
+    const int n = snprintf(stats->repaired + l, cap - l, "%s%s (%s): the %s tier's copy used", l ? "; " : "", name, why,
+                           ah_ckpt_tier_name(t));
+    if (n >= (int)(cap - l)) memcpy(stats->repaired + cap - 4, "...", 4);
+}
+
 ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed,
                                   int n, char (*paths)[AH_CKPT_PATH_MAX], ah_ckpt_restore_stats_t *stats,
                                   ah_error_t *err) {
@@ -275,7 +283,8 @@ ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, co
         if (t == AH_TIER_PEER && cat->src.peer && cat->src.peer->exchange)
             st = exchange(cat, step, needed, n, done, st, &exchange_s, err);
         for (int k = 0; st == AH_OK && k < n; k++)
-            if (!done[k]) done[k] = try_tier(cat, t, step, needed[k], paths[k], why[k], WHY, stats);
+            if (!done[k] && (done[k] = try_tier(cat, t, step, needed[k], paths[k], why[k], WHY, stats)) && why[k][0])
+                note_repair(stats, needed[k], why[k], t);
     }
     if (stats->files[AH_TIER_PEER] > peer_files) stats->seconds[AH_TIER_PEER] += exchange_s;
     for (int k = 0; st == AH_OK && k < n; k++)

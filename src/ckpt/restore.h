@@ -60,6 +60,8 @@ typedef struct ah_ckpt_restore_stats {
     int files[AH_TIER_COUNT];
     int fallbacks;                 /* copies rejected (missing/truncated/corrupt) */
     char last_fallback[512];       /* why the last one was rejected */
+    char repaired[1024];           /* each file a rejected copy's another tier replaced: "NAME (WHY): the
+                                      TIER tier's copy used", "; " between (cut with "..." when full) */
 } ah_ckpt_restore_stats_t;
 
 /* The committed manifests of a node root, every step (a step whose manifest does not load is

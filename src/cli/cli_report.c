@@ -7,9 +7,12 @@
  * Time: a step line's "t_s" (autohet run stamps the seconds since its start) or, in a trainer's own
  * file, the running sum of the steps' "seconds". Tokens: (step + 1) x the step's "tokens", so
  * steps redone after a rollback are drawn over the first try. Events read: "preempt" (t_s, step,
- * cause), "recover" (seconds from the notice to the first step after it), "join" (t_s),
- * "nonfinite" (step), and "plan" after step lines: a rerun of autohet run appended to its file,
- * whose launches and time go on from the earlier run's. Errors name the file and line. */
+ * cause: counted as a preemption unless "node joined" or "agent killed", each counted apart),
+ * "recover" (seconds from the notice to the first step after it), "restore" (autohet run's copy of
+ * the trainer's recover event; its "repaired" files, one summary line each, as a trainer's own
+ * recover event's), "join" (t_s), "nonfinite" (step), and "plan" after step lines: a rerun of
+ * autohet run appended to its file, whose launches and time go on from the earlier run's. Errors
+ * name the file and line. */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -28,6 +31,10 @@
  * double, and launch numbers index the colours). */
 #define AH_REPORT_MAX_LAUNCH 1000000
 #define AH_REPORT_MAX_STEP ((int64_t)1 << 50)
+/* causes of autohet run's preempt events that are not preemptions (elastic/agent.h) */
+#define AH_REPORT_CAUSE_JOIN "node joined"
+#define AH_REPORT_CAUSE_AGENT "agent killed"
+#define AH_REPORT_MAX_REPAIRS 16
 
 typedef struct {
     int64_t step;
@@ -53,7 +60,23 @@ typedef struct {
      * the time of its last step) */
     int launch_base, max_launch;
     double t_base;
+    /* the copies a restore replaced ("restore" events' "repaired"), a line each */
+    char repairs[AH_REPORT_MAX_REPAIRS][600];
+    int n_repairs;
 } series_t;
+
+/* autohet run's "restore" event (the trainer's recover): each copy of a file it replaced from another
+ * tier, a line for the summary. */
+static void read_restore(series_t *s, const json_t *d) {
+    const json_t *fixed = json_object_get(d, "repaired");
+    for (size_t i = 0; i < json_array_size(fixed) && s->n_repairs < AH_REPORT_MAX_REPAIRS; i++) {
+        const char *what = json_string_value(json_array_get(fixed, i));
+        if (what)
+            snprintf(s->repairs[s->n_repairs++], sizeof s->repairs[0], "restore of step %lld (launch %lld) "
+                     "repaired: %.500s", (long long)json_integer_value(json_object_get(d, AH_PROTO_STEP)),
+                     (long long)json_integer_value(json_object_get(d, "launch")), what);
+    }
+}
 
 static bool add_mark(series_t *s, mark_t m) {
     if (!ah_grow(&s->marks, &s->cap_marks, s->n_marks + 1, sizeof *s->marks)) return false;
@@ -123,7 +146,11 @@ static ah_status_t read_line(series_t *s, const json_t *d, const char *where, ah
         m.kind = 'n';
         m.t = s->n ? s->pts[s->n - 1].t : 0;
         snprintf(m.cause, sizeof m.cause, "non-finite");
+    } else if (strcmp(ev, "restore") == 0) {
+        read_restore(s, d);
+        return AH_OK;
     } else if (strcmp(ev, AH_PROTO_EV_RECOVER) == 0) {
+        read_restore(s, d); /* a trainer's own file: its recover event is the restore */
         /* the agent's recover event closes the newest preemption's span */
         for (int i = s->n_marks - 1; i >= 0; i--)
             if (s->marks[i].kind == 'p') {
@@ -331,22 +358,36 @@ static ah_status_t write_svg(const series_t *s, const char *src, const char *pat
     return AH_OK;
 }
 
+/* ", N WHAT[s]" when n > 0 (always with always) */
+static void count(int n, const char *what, const char *plural, bool always) {
+    if (n > 0 || always) printf("%s%d %s", always ? "" : ", ", n, n == 1 ? what : plural);
+}
+
 static void summary(const series_t *s, const char *path) {
     const point_t *a = &s->pts[0], *z = &s->pts[s->n - 1];
     double tps = 0, last_val = NAN, last_loss = NAN;
-    int n_tps = 0, preempts = 0, nonfinite = 0;
+    int n_tps = 0, preempts = 0, nonfinite = 0, joins = 0, killed = 0;
     for (int i = 0; i < s->n; i++) {
         if (isfinite(v_tps(&s->pts[i]))) tps += v_tps(&s->pts[i]), n_tps++;
         if (isfinite(s->pts[i].val_loss)) last_val = s->pts[i].val_loss;
         if (isfinite(s->pts[i].loss)) last_loss = s->pts[i].loss;
     }
-    for (int i = 0; i < s->n_marks; i++) preempts += s->marks[i].kind == 'p', nonfinite += s->marks[i].kind == 'n';
+    for (int i = 0; i < s->n_marks; i++) { /* a stop to take in a joined node, or the agent's death, is no preemption */
+        const mark_t *m = &s->marks[i];
+        if (m->kind == 'p' && strstr(m->cause, "(" AH_REPORT_CAUSE_JOIN ")")) joins++;
+        else if (m->kind == 'p' && strstr(m->cause, "(" AH_REPORT_CAUSE_AGENT ")")) killed++;
+        else preempts += m->kind == 'p', nonfinite += m->kind == 'n';
+    }
     printf("%s: %d step lines (steps %lld..%lld), %.0f tokens; loss %.4f -> %.4f%s", path, s->n, (long long)a->step,
            (long long)z->step, z->tokens, a->loss, last_loss, isfinite(z->loss) ? "" : " (the last finite)");
     if (isfinite(last_val)) printf(", last validation loss %.4f", last_val);
-    printf("; mean %.0f tokens/s a step; %d preemption%s", n_tps ? tps / n_tps : 0, preempts, preempts == 1 ? "" : "s");
-    if (nonfinite) printf(", %d non-finite step%s", nonfinite, nonfinite == 1 ? "" : "s");
+    printf("; mean %.0f tokens/s a step; ", n_tps ? tps / n_tps : 0);
+    count(preempts, "preemption", "preemptions", true);
+    count(joins, "restart to take in a joining node", "restarts to take in joining nodes", false);
+    count(killed, "stop when the agent was killed", "stops when the agent was killed", false);
+    count(nonfinite, "non-finite step", "non-finite steps", false);
     printf("; %.1f s\n", z->t);
+    for (int i = 0; i < s->n_repairs; i++) printf("%s\n", s->repairs[i]);
 }
 
 int ah_cli_report(int argc, char **argv) {

@@ -69,7 +69,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     for (int k = 0; k < r->n_launches; k++) {
         const ah_agent_launch_t *L = &r->launches[k];
         const int64_t n = L->first_step < 0 ? 0 : L->end_step - L->first_step;
-        printf("launch %d: %d devices, predicted %.4f s/iteration", k, L->devices, L->predicted_s);
+        printf("launch %d: %d devices, predicted %.4f s/iteration", r->launch_base + k, L->devices, L->predicted_s);
         if (n > 0)
             printf(", measured %.4f s/step over steps %lld..%lld", L->step_s_sum / (double)n,
                    (long long)L->first_step, (long long)L->end_step - 1);
@@ -79,7 +79,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     ah_str_t rf = ah_str_fixed(roofline, sizeof roofline);
     for (int k = 0; k < r->n_launches; k++)
         if (r->launches[k].roofline_types[0])
-            ah_str_appendf(&rf, "%slaunch %d: %s", rf.len ? "; " : "", k, r->launches[k].roofline_types);
+            ah_str_appendf(&rf, "%slaunch %d: %s", rf.len ? "; " : "", r->launch_base + k, r->launches[k].roofline_types);
     if (r->n_launches > 0 && profile && roofline[0])
         printf("predicted: the cost model calibrated by the profile %s, except the types it has no entry for at the "
                "plan's settings, timed by the uncalibrated roofline (%s)\n", profile, roofline);
@@ -114,8 +114,8 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                    (long long)v->resumed_at - 1, v->loss_last_before, (long long)v->resumed_at,
                    v->loss_first_after);
         else
-            printf("  loss: step %lld after it is %.6f (started from scratch)\n", (long long)v->resumed_at,
-                   v->loss_first_after);
+            printf("  loss: step %lld after it is %.6f (%s)\n", (long long)v->resumed_at, v->loss_first_after,
+                   v->resumed_at == 0 ? "started from scratch" : "the step before it is not in this run's metrics");
     }
     if (r->steps_done == 0)
         printf("trained nothing: no step of %lld finished, %.1f s wall\n", (long long)o->steps, r->wall_s);
@@ -138,10 +138,13 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                (long long)r->steps_done - 1, (long long)r->recomputed, r->recomputed == 1 ? "" : "s");
     else if (r->history_broken)
         printf("SAMPLE HISTORY BROKEN: %s\n", r->history_msg);
+    else if (r->steps_done > 0 && r->newest_ckpt >= 0) /* where a resume really starts, not where this run ended */
+        printf("the run stopped early: steps 0..%lld were each trained once on their own samples; the same command "
+               "resumes at step %lld (the newest checkpoint) and trains steps %lld..%lld\n", (long long)r->steps_done - 1,
+               (long long)r->newest_ckpt, (long long)r->newest_ckpt, (long long)o->steps - 1);
     else if (r->steps_done > 0)
-        printf("the run stopped early: steps 0..%lld were each trained once on their own samples, steps %lld..%lld "
-               "not yet (the same command resumes from the last checkpoint)\n",
-               (long long)r->steps_done - 1, (long long)r->steps_done, (long long)o->steps - 1);
+        printf("the run stopped early: steps 0..%lld were each trained once on their own samples; no checkpoint of "
+               "them was saved: the same command starts over at step 0\n", (long long)r->steps_done - 1);
     printf("metrics: %s\n", r->metrics_path);
     fflush(stdout); /* before the error on stderr, which says why it stopped */
 }
@@ -372,7 +375,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
-         "not answer are lost (ssh and slurm only, refused with the local launcher; default 30)", false},
+         "not answer are lost (local launcher: the ranks stopped by a signal or using no CPU are named, their nodes "
+         "lost; default 30)", false},
         ah_cli_shared_flag_as("--global-batch", &gb, "sequences per iteration (default 8, not plan's 512: a batch "
                               "the CPU trainer runs in seconds)"),
         ah_cli_shared_flag_as("--seq-len", &seq, "tokens per sequence (default 64, not plan's 2048: a sequence the CPU "

@@ -202,9 +202,14 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
         bool found = false;
         s = ah_ckpt_session_resume(*ck, start, &found, &ev, err);
         if (s == AH_OK && !found && !a->init_from) s = ah_trainer_init_params(tr, err);
-        if (s == AH_OK && rank == 0 && found)
+        if (s == AH_OK && rank == 0 && found) {
             printf("autohet train: resumed from step %lld%s\n", (long long)*start,
                    a->init_from ? " (--init-from not used: the checkpoint wins)" : "");
+            const json_t *fixed = json_object_get(ev, AH_PROTO_RECOVER_REPAIRED);
+            for (size_t i = 0; i < json_array_size(fixed); i++) /* copies rejected, another tier's taken */
+                printf("autohet train: step %lld repaired at the restore: %s\n", (long long)*start,
+                       json_string_value(json_array_get(fixed, i)));
+        }
         else if (s == AH_OK && rank == 0) { /* the note says why: no committed step anywhere, ... */
             const char *why = json_string_value(json_object_get(ev, AH_PROTO_RECOVER_NOTE));
             printf("autohet train: %s: starting from %s\n", why ? why : "no complete checkpoint in any tier",

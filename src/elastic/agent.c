@@ -89,8 +89,8 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     ah_agent_result_t *res = a->res;
     if (!ah_grow(&res->launches, &a->cap_launches, res->n_launches + 1, sizeof *res->launches))
         return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
-    const int k = res->n_launches;
-    ah_agent_launch_t *L = &res->launches[k];
+    const int k = res->launch_base + res->n_launches; /* never an earlier run's number */
+    ah_agent_launch_t *L = &res->launches[res->n_launches];
     memset(L, 0, sizeof *L);
     L->first_step = -1;
     snprintf(L->plan_path, sizeof L->plan_path, "%s/plan-%d.json", a->work, k);
@@ -163,10 +163,11 @@ static void finish_recovery(agent_t *a, double step_s) {
 
 /* A launch's first step line: where it resumed, in the history and for the recovery waiting. */
 static void on_first_step(agent_t *a, int64_t step, double loss) {
-    const int k = a->res->n_launches - 1;
+    const int k = launch_no(a);
     say(a, "launch %d: first step (%lld) finished", k, (long long)step);
-    if (ah_history_resume(&a->hist, k, step) == AH_RESUME_EARLIER_RUN)
-        say(a, "launch 0 resumed an earlier run's checkpoint: steps 0..%lld were trained before", (long long)step - 1);
+    if (ah_history_resume(&a->hist, a->res->n_launches - 1 + a->hist_offset, step) == AH_RESUME_EARLIER_RUN)
+        say(a, "launch %d resumed an earlier run's checkpoint: steps 0..%lld were trained before", k,
+            (long long)step - 1);
     if (a->pending >= 0) ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
 }
 
@@ -181,11 +182,11 @@ static void on_step(agent_t *a, json_t *line) {
         L->first_step = step;
         on_first_step(a, step, loss);
     }
-    ah_history_add(&a->hist, a->res->n_launches - 1, step, tokens, loss);
+    ah_history_add(&a->hist, a->res->n_launches - 1 + a->hist_offset, step, tokens, loss);
     ah_watchdog_line(&a->dog, ah_now_s());
     L->end_step = step + 1;
     L->step_s_sum += isfinite(secs) ? secs : 0;
-    json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    json_object_set_new(line, "launch", json_integer(launch_no(a)));
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
@@ -226,15 +227,15 @@ static void on_line(void *ctx, json_t *line) {
         /* the step a resume now restores: the one this launch started from */
         a->res->newest_ckpt = json_is_true(json_object_get(line, "found"))
                                   ? json_integer_value(json_object_get(line, AH_PROTO_STEP)) : -1;
-        /* folded into the agent's recover event (from the preemption to the first step) */
-        json_decref(a->trainer_recover);
-        a->trainer_recover = json_incref(line);
+        /* folded into the agent's recover event (from the preemption to the first step), and kept as
+         * "restore" */
+        ah_agent_on_restore(a, line, launch_no(a));
         return;
     }
     if (strcmp(ev, AH_PROTO_EV_PREEMPT) == 0) return; /* the agent's preempt event says it with the cause */
     if (strcmp(ev, AH_PROTO_EV_NONFINITE) == 0 && !json_is_true(json_object_get(line, "skipped")))
         a->diverged_at = json_integer_value(json_object_get(line, AH_PROTO_STEP));
-    json_object_set_new(line, "launch", json_integer(a->res->n_launches - 1));
+    json_object_set_new(line, "launch", json_integer(launch_no(a)));
     const json_t *cloud_step = json_object_get(line, "cloud_step"), *cloud_error = json_object_get(line, "cloud_error");
     if (json_is_integer(cloud_step)) a->res->cloud_step = json_integer_value(cloud_step); /* the newest said */
     if (json_is_string(cloud_error))
@@ -504,7 +505,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         apply_events(a);
         if (a->stopping)
             press_stop(a);
-        else if (a->launcher.reachable && ah_watchdog_expired(&a->dog, ah_now_s()))
+        else if ((a->launcher.reachable || a->launcher.stalled) && ah_watchdog_expired(&a->dog, ah_now_s()))
             ah_agent_on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
@@ -543,10 +544,6 @@ static ah_status_t open_launcher(agent_t *a, ah_error_t *err) {
     if (local && (o->local_root || o->rsh_agent))
         return ah_error_set(err, AH_ERR_USAGE, "%s is for --launcher ssh or slurm; the local launcher keeps every disk in "
                             "--work-dir's DIR/local/NODE/", o->local_root ? "--local-root" : "--rsh-agent");
-    if (local && o->step_timeout_s > 0)
-        return ah_error_set(err, AH_ERR_USAGE, "--step-timeout is for --launcher ssh or slurm, which can ask a host "
-                            "whether it still answers; with the local launcher every rank is on this machine, and a "
-                            "rank that dies ends mpirun");
     const ah_launch_local_opts_t lo = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .local_root = a->local_root};
     const ah_launch_ssh_opts_t so = {.mpirun = o->mpirun, .mpirun_args = o->mpirun_args, .rsh = o->rsh_agent,
                                      .local_root = o->local_root, .autohet = o->autohet};
@@ -628,8 +625,11 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
         s = ah_error_set(err, AH_ERR_IO, "%s: cannot create the metrics file: %s", res->metrics_path, strerror(errno));
         goto done;
     }
-    /* changes at time 0 are the starting state; with no node up yet, the first plan waits for one */
-    if ((s = launch_when_feasible(&a, "plan", NULL, err)) == AH_OK) s = watch(&a, err);
+    /* an earlier run's launches are numbered on from, and its last one taken over when its agent was
+     * killed; then changes at time 0 are the starting state, and with no node up yet, the first plan
+     * waits for one */
+    if ((s = ah_agent_take_over(&a, err)) == AH_OK) a.hist_offset = a.hist.len > 0;
+    if (s == AH_OK && (s = launch_when_feasible(&a, "plan", NULL, err)) == AH_OK) s = watch(&a, err);
     finish_run(&a, s);
 done:
     ah_launcher_free(&a.launcher);

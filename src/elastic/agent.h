@@ -22,9 +22,14 @@
  * preempt and recover (checkpoint, nonfinite, overflow), with "launch": K added, plus the agent's
  * events: plan, replan, preempt, recover (recovery seconds = from the preemption notice to the
  * first finished step after it, split into stop, replan, start-up, transfer and first step; bytes,
- * files and seconds per tier from the trainer), join, unreachable, done. The file is appended to: a rerun in the same work directory resumes from its checkpoints,
- * and its lines (from its own "plan" event, launches and times counted from 0 again) follow the
- * earlier run's.
+ * files and seconds per tier from the trainer), join, unreachable, done; and the trainer's own
+ * recover event as "restore" (what its restore read, the copies another tier replaced). The file
+ * is appended to: a rerun in the same work directory resumes from its checkpoints, and its lines
+ * (from its own "plan" event, times counted from 0 again, launches numbered on from the earlier
+ * run's) follow the earlier run's. When the earlier agent was killed (no "done" event), the rerun
+ * first merges what its last launch's trainer wrote after that (steps, the save at the notice its
+ * death sent), then a preempt event, cause "agent killed", whose recovery closes at the rerun's
+ * first step.
  *
  * Library code: nothing is printed; progress lines go to opts.log. Ownership: ah_agent_result_t
  * owns its arrays; free with ah_agent_result_free. */
@@ -90,8 +95,8 @@ typedef struct ah_agent_opts {
     double step_timeout_s;    /* the step timeout's floor (0: AH_AGENT_STEP_TIMEOUT_S): a job with no
                                  metrics line for max(this, 10 x max(predicted iteration, longest gap
                                  seen)) has its hosts probed; those that do not answer are lost
-                                 (agent_logic.h). Launchers that reach hosts (ssh, slurm) only: the
-                                 local launcher refuses a value > 0 (it has no host to ask) */
+                                 (agent_logic.h). The local launcher has no host to ask: the ranks that
+                                 stopped progressing (launcher.h stalled) are named, their nodes lost */
     volatile sig_atomic_t *interrupt; /* counted by the caller's signal handler: at 1, a notice to every
                                  rank (the trainer saves within grace_s), the job stops and the run
                                  returns AH_ERR_INTERRUPTED; at 2, the job is stopped at once */
@@ -118,8 +123,12 @@ typedef struct ah_agent_launch {
 
 /* AH_CAUSE_LOST: a host of the plan stopped answering the launcher after the job failed with no
  * notice (it vanished: detected by mpirun's exit, then the launcher's reachable test). */
-typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN, AH_CAUSE_LOST } ah_agent_cause_t;
-const char *ah_agent_cause_name(ah_agent_cause_t c); /* "events file", "SIGTERM", "node joined", "host lost" */
+/* AH_CAUSE_AGENT: the agent of an earlier run in the work directory ended without its "done" event
+ * (killed outright): its job got SIGTERM from its death (launcher.h); this run takes its launch
+ * over (agent_takeover.c). */
+typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN, AH_CAUSE_LOST, AH_CAUSE_AGENT } ah_agent_cause_t;
+/* "events file", "SIGTERM", "node joined", "host lost", "agent killed" */
+const char *ah_agent_cause_name(ah_agent_cause_t c);
 
 /* One stop and relaunch. */
 typedef struct ah_agent_recovery {
@@ -142,6 +151,9 @@ typedef struct ah_agent_recovery {
 typedef struct ah_agent_result {
     ah_agent_launch_t *launches;
     int n_launches;
+    int launch_base;          /* launches[k] is launch launch_base + k: numbered on from an earlier run's
+                                 in the same work directory (WORK/launch-N/ and plan-N.json are never
+                                 reused) */
     ah_agent_recovery_t *recoveries;
     int n_recoveries;
     int64_t steps_done;       /* steps in the final history (0 .. steps_done-1, each once) */

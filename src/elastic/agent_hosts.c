@@ -85,18 +85,38 @@ bool ah_agent_check_disks(agent_t *a, json_t *interrupted) {
     return ok;
 }
 
-/* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung and
- * leave as lost once the job, stopped now, has ended. With every host answering the job is only
- * slow (a long checkpoint write, say): said, and timed again from now. */
+/* The launcher's ranks that stopped progressing (launcher.h stalled, the local launcher): their
+ * nodes leave as lost, each said with the rank and a "stalled" event. True when there was one. */
+static bool drop_stalled(agent_t *a, const char *what) {
+    enum { CAP = 16 };
+    char hosts[CAP][64], ranks[1024];
+    const int n = a->launcher.stalled(a->launcher.ctx, hosts, CAP, ranks, sizeof ranks);
+    if (n == 0) return false;
+    say(a, "%s: %s; the job is stopped, and the nodes of %s leave as lost", what, ranks,
+        n == 1 ? "that rank" : "those ranks");
+    for (int k = 0; k < n && k < CAP; k++) {
+        const int i = ah_cluster_find_node(&a->cluster, hosts[k]);
+        if (i < 0 || !a->up[i]) continue;
+        a->up[i] = false;
+        a->leaving[i] = true;
+        emit(a, json_pack("{s:s, s:s, s:s}", "event", "stalled", "node", hosts[k], "error", ranks));
+    }
+    return true;
+}
+
+/* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung (with
+ * the local launcher: the ranks that stopped progressing) and leave as lost once the job, stopped
+ * now, has ended. With every host answering (every rank running) the job is only slow (a long
+ * checkpoint write, say): said, and timed again from now. */
 void ah_agent_on_hang(agent_t *a) {
     const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
     char what[160];
-    snprintf(what, sizeof what, "host hung (no metrics line for %.1f s, over the step timeout of %.1f s)", quiet,
-             limit);
-    a->hung = ah_agent_drop_unreachable(a, true, what);
+    snprintf(what, sizeof what, "%s (no metrics line for %.1f s, over the step timeout of %.1f s)",
+             a->launcher.reachable ? "host hung" : "rank stopped progressing", quiet, limit);
+    a->hung = a->launcher.reachable ? ah_agent_drop_unreachable(a, true, what) : drop_stalled(a, what);
     if (!a->hung) {
-        say(a, "no metrics line for %.1f s (step timeout %.1f s), but every host of the plan answers: waiting on",
-            quiet, limit);
+        say(a, "no metrics line for %.1f s (step timeout %.1f s), but %s: waiting on", quiet, limit,
+            a->launcher.reachable ? "every host of the plan answers" : "every rank is running");
         a->dog.last_t = ah_now_s();
         return;
     }

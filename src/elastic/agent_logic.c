@@ -268,6 +268,7 @@ const char *ah_agent_cause_name(ah_agent_cause_t c) {
     case AH_CAUSE_EVENT: return "events file";
     case AH_CAUSE_SIGNAL: return "SIGTERM";
     case AH_CAUSE_LOST: return "host lost";
+    case AH_CAUSE_AGENT: return "agent killed";
     default: return "node joined";
     }
 }

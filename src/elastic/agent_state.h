@@ -47,12 +47,16 @@ typedef struct agent {
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
     bool join_pending;
     ah_history_t hist;
+    int hist_offset;     /* launch k of this run is launch k + this of the history: 1 when the history
+                            begins with an earlier run's launch taken over (agent_takeover.c) */
     int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
     ah_watchdog_t dog; /* the step timeout of the running launch */
     bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
+/* The running (or last) launch's number: counted on from an earlier run's in the work directory. */
+static inline int launch_no(const agent_t *a) { return a->res->launch_base + a->res->n_launches - 1; }
 
 static inline void say(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline void say(agent_t *a, const char *fmt, ...) {
@@ -85,6 +89,18 @@ void ah_agent_read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named);
 /* The job ended for good (act): AH_OK when every step is trained, else why not (a failed job is
  * named by the trainer's failed.json when it wrote one). */
 ah_status_t ah_agent_conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err);
+
+/* ---- an earlier run in the work directory (agent_takeover.c) ---- */
+
+/* Before the first launch: the launches are numbered on from the last WORK/launch-N/ or plan-N.json.
+ * When the earlier agent ended without its done event (killed), its last launch is taken over
+ * (launcher.h adopt): its trainer's lines the merged metrics lack are merged, then a preempt event
+ * (cause "agent killed": the step it stopped at, whether it saved) opens a recovery that the first
+ * step closes. */
+ah_status_t ah_agent_take_over(agent_t *a, ah_error_t *err);
+/* The trainer's recover event of the running launch: kept for the agent's recover event, into the
+ * merged metrics as a "restore" event, and the copies the restore replaced said. */
+void ah_agent_on_restore(agent_t *a, json_t *line, int launch);
 
 /* ---- the hosts (agent_hosts.c), each through the launcher ---- */
 

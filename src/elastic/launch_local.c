@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/timing.h"
 #include "runtime/protocol.h"
 
 #define LOCAL_MAX_RANKS 1024
@@ -61,15 +63,12 @@ static char **mpirun_argv(local_t *l, char *np, char *const *train_argv, char *w
     return argv;
 }
 
-static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
-    local_t *l = ctx;
+/* The job's rank count and run directory into l, nothing started or read yet. */
+static ah_status_t take_job(local_t *l, const ah_launch_job_t *job, ah_error_t *err) {
     const int n_ranks = ah_plan_device_count(job->plan);
     if (n_ranks > LOCAL_MAX_RANKS)
         return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d",
                             n_ranks, LOCAL_MAX_RANKS);
-    char words[sizeof l->mpirun_args], np[32];
-    memcpy(words, l->mpirun_args, sizeof words);
-    snprintf(np, sizeof np, "%d", n_ranks);
     l->pid = 0;
     memset(l->rank_pid, 0, sizeof l->rank_pid);
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
@@ -78,12 +77,69 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     l->n_ranks = n_ranks;
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
     snprintf(l->metrics_path, sizeof l->metrics_path, "%s/" AH_PROTO_METRICS_FILE, job->run_dir);
-    ah_status_t s = ah_fs_rm_tree(job->run_dir, err);
+    return AH_OK;
+}
+
+static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
+    local_t *l = ctx;
+    ah_status_t s = take_job(l, job, err);
+    if (s != AH_OK) return s;
+    char words[sizeof l->mpirun_args], np[32];
+    memcpy(words, l->mpirun_args, sizeof words);
+    snprintf(np, sizeof np, "%d", l->n_ranks);
+    s = ah_fs_rm_tree(job->run_dir, err);
     if (s == AH_OK) s = ah_fs_mkdirs(job->run_dir, err);
     if (s != AH_OK) return s;
     char **argv = mpirun_argv(l, np, job->train_argv, words);
     if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
     return ah_launch_spawn(argv, &l->pid, err);
+}
+
+/* /proc/PID/NAME into buf (NUL-terminated, cut at cap - 1); its length, or -1 when pid is gone. */
+static long read_proc(pid_t pid, const char *name, char *buf, size_t cap) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    const size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return (long)n;
+}
+
+/* Whether pid is alive and runs with the argument `arg` (a rank of the job whose --run-dir it is, not
+ * another process that got its pid since). */
+static bool runs_with(pid_t pid, const char *arg) {
+    char buf[8192];
+    const long n = read_proc(pid, "cmdline", buf, sizeof buf);
+    for (long i = 0; i < n; i += (long)strlen(buf + i) + 1)
+        if (strcmp(buf + i, arg) == 0) return true;
+    return false;
+}
+
+static void scan_ranks(local_t *l);
+
+/* launcher.h: an earlier agent's job in job->run_dir; its ranks still alive (they got SIGTERM when
+ * that agent died, and may be saving) are waited for, then killed. */
+static ah_status_t local_adopt(void *ctx, const ah_launch_job_t *job, double wait_s, double *waited, ah_error_t *err) {
+    local_t *l = ctx;
+    const ah_status_t s = take_job(l, job, err);
+    if (s != AH_OK) return s;
+    const int n_ranks = l->n_ranks;
+    scan_ranks(l);
+    const double t0 = ah_now_s();
+    for (;;) {
+        int alive = 0;
+        for (int r = 0; r < n_ranks; r++)
+            if (l->rank_pid[r] > 0 && runs_with(l->rank_pid[r], job->run_dir)) {
+                alive++;
+                if (ah_now_s() - t0 >= wait_s) kill(l->rank_pid[r], SIGKILL);
+            }
+        if (!alive || ah_now_s() - t0 >= wait_s + 1) break;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    *waited = ah_now_s() - t0;
+    return AH_OK;
 }
 
 static bool local_poll(void *ctx, int *status) {
@@ -176,6 +232,47 @@ static void kill_children(pid_t parent) {
     closedir(d);
 }
 
+/* A rank's state letter and CPU ticks (user + system) from /proc/PID/stat; false when it is gone. */
+static bool rank_stat(pid_t pid, char *state, unsigned long long *ticks) {
+    char buf[1024];
+    if (read_proc(pid, "stat", buf, sizeof buf) < 0) return false;
+    const char *rp = strrchr(buf, ')'); /* after comm, which may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!rp || sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", state, &ut, &st) != 3)
+        return false;
+    *ticks = ut + st;
+    return true;
+}
+
+/* launcher.h: the ranks stopped by a signal, or that used no CPU time in 1 s. */
+static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap) {
+    local_t *l = ctx;
+    scan_ranks(l);
+    static unsigned long long before[LOCAL_MAX_RANKS];
+    static bool seen[LOCAL_MAX_RANKS];
+    char state;
+    for (int r = 0; r < l->n_ranks; r++)
+        seen[r] = l->rank_pid[r] > 0 && rank_stat(l->rank_pid[r], &state, &before[r]);
+    nanosleep(&(struct timespec){1, 0}, NULL);
+    int n = 0;
+    size_t len = 0;
+    what[0] = 0;
+    for (int r = 0; r < l->n_ranks; r++) {
+        unsigned long long now;
+        if (!seen[r] || !rank_stat(l->rank_pid[r], &state, &now)) continue;
+        const bool stopped = state == 'T' || state == 't';
+        if (!stopped && now > before[r]) continue;
+        if (n < cap) snprintf(hosts[n], 64, "%s", l->rank_node[r]);
+        n++;
+        const int w = snprintf(what + len, what_cap - len, "%srank %d on %s (pid %ld): %s", len ? "; " : "", r,
+                               l->rank_node[r], (long)l->rank_pid[r],
+                               stopped ? "stopped by a signal (state T: SIGSTOP or a debugger)"
+                                       : "no CPU time used in 1 s (blocked outside MPI)");
+        if (w > 0 && (size_t)w < what_cap - len) len += (size_t)w;
+    }
+    return n;
+}
+
 static void local_stop(void *ctx) {
     local_t *l = ctx;
     signal_ranks(l, NULL, SIGKILL);
@@ -247,7 +344,8 @@ ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *ou
     snprintf(l->local_root, sizeof l->local_root, "%s", o->local_root);
     *out = (ah_launcher_t){.name = "local", .ctx = l, .start = local_start, .poll = local_poll,
                            .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,
-                           .read_metrics = local_read_metrics, .run_file = local_run_file,
+                           .read_metrics = local_read_metrics, .adopt = local_adopt, .run_file = local_run_file,
+                           .stalled = local_stalled,
                            .drop_disk = local_drop_disk, .list_steps = local_list_steps,
                            .verify_step = local_verify_step, .free = local_free};
     return AH_OK;

@@ -272,8 +272,8 @@ static ah_status_t prepare_hosts(ssh_t *l, const ah_launch_job_t *job, ah_error_
     return AH_OK;
 }
 
-static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
-    ssh_t *l = ctx;
+/* The job's ranks, hosts and run directory into l, nothing started or read yet. */
+static ah_status_t take_job(ssh_t *l, const ah_launch_job_t *job, ah_error_t *err) {
     const ah_plan_t *p = job->plan;
     const int n_ranks = ah_plan_device_count(p);
     if (n_ranks > SSH_MAX_RANKS)
@@ -296,6 +296,22 @@ static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *
             for (int t = 0; t < p->tp; t++, r++)
                 snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s",
                          p->cluster.nodes[p->pipelines[i].stages[st].devices[t].node].name);
+    return AH_OK;
+}
+
+/* launcher.h: an earlier agent's job, its ranks on other hosts (not waited for). */
+static ah_status_t ssh_adopt(void *ctx, const ah_launch_job_t *job, double wait_s, double *waited, ah_error_t *err) {
+    (void)wait_s;
+    *waited = 0;
+    return take_job(ctx, job, err);
+}
+
+static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
+    ssh_t *l = ctx;
+    const ah_plan_t *p = job->plan;
+    ah_status_t s = take_job(l, job, err);
+    if (s != AH_OK) return s;
+    const int n_ranks = l->n_ranks;
     char hostfile[700], np[32], words[sizeof l->mpirun_args];
     snprintf(hostfile, sizeof hostfile, "%s/hosts", job->run_dir);
     /* the hosts' run directories before the hostfile here: with a --work-dir shared between the
@@ -531,7 +547,8 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
     *lp = l;
     *out = (ah_launcher_t){.name = name, .ctx = l, .start = ssh_start, .poll = ssh_poll, .notice = ssh_notice,
                            .kill_host = ssh_kill_host, .stop = ssh_stop, .read_metrics = ssh_read_metrics,
-                           .run_file = ssh_run_file, .drop_disk = ssh_drop_disk, .list_steps = ssh_list_steps,
+                           .adopt = ssh_adopt, .run_file = ssh_run_file, .drop_disk = ssh_drop_disk,
+                           .list_steps = ssh_list_steps,
                            .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
     return AH_OK;
 }

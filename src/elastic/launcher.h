@@ -70,6 +70,19 @@ typedef struct ah_launcher {
     ah_status_t (*list_steps)(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n, ah_error_t *err);
     /* ah_ckpt_verify of step on host's disk: *bad gets the files that do not verify. */
     ah_status_t (*verify_step)(void *ctx, const char *host, int64_t step, int *bad, ah_error_t *err);
+    /* Takes over a job this launcher did not start, one an earlier agent (killed) launched with
+     * `job` (its run directory is kept, nothing is started): read_metrics then reads its metrics
+     * from their start and run_file its files. The local launcher first waits up to wait_s for the
+     * job's ranks still alive on this machine (a notice from the agent's death lets them save), then
+     * kills them; *waited gets the seconds spent (0 elsewhere). */
+    ah_status_t (*adopt)(void *ctx, const ah_launch_job_t *job, double wait_s, double *waited, ah_error_t *err);
+    /* After the step timeout (no metrics line for long): the ranks that stopped progressing, as far
+     * as this machine can tell (NULL: it cannot; the ssh and slurm launchers ask hosts instead,
+     * `reachable`): stopped by a signal (SIGSTOP, a debugger), or using no CPU time in 1 s
+     * (a rank waiting for a peer spins in MPI). Each is said in what ("rank 2 on slow-1 (pid 123):
+     * stopped by a signal (state T)", "; " between), its host into hosts[k] (cap hosts); returns
+     * how many. */
+    int (*stalled)(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap);
     /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
      * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
     ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);

@@ -14,6 +14,7 @@
 #include "ckpt/restore.h"
 #include "ckpt/s3.h"
 #include "ckpt/safetensors.h"
+#include "comm/transfer.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/str.h"
@@ -376,7 +377,22 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     sums[6] = stats->fallbacks;
     ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
     if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
-    if (st != AH_OK || tr->rank != 0 || !event) return st;
+    /* every rank's files another tier replaced, for rank 0's event and console line */
+    const int world = ah_comm_size(ah_comm_world());
+    size_t *lens = st == AH_OK ? calloc((size_t)world, sizeof *lens) : NULL;
+    char *all = NULL;
+    if (st == AH_OK && !lens) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the restore's report");
+    if (st == AH_OK)
+        st = ah_comm_allgather_bytes(ah_comm_world(), stats->repaired, strlen(stats->repaired), &all, lens, err);
+    json_t *repaired = json_array();
+    for (int r = 0, off = 0; st == AH_OK && r < world; off += (int)lens[r], r++)
+        if (lens[r]) json_array_append_new(repaired, json_sprintf("rank %d: %.*s", r, (int)lens[r], all + off));
+    free(lens);
+    free(all);
+    if (st != AH_OK || tr->rank != 0 || !event) {
+        json_decref(repaired);
+        return st;
+    }
     *event = json_pack("{s:s, s:I, s:b, s:f}", AH_PROTO_EVENT, AH_PROTO_EV_RECOVER, AH_PROTO_STEP, (json_int_t)(found ? step : 0), "found",
                        found, AH_PROTO_RECOVER_SECONDS, (double)maxes[0] * 1e-6);
     json_t *b = json_object(), *f = json_object(), *sec = json_object();
@@ -395,10 +411,12 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
         json_object_set_new(*event, "data_position", json_integer(meta->data_position));
         json_object_set_new(*event, "same_plan", json_boolean(strcmp(meta->plan_hash, s->plan_hash) == 0));
         if (stats->last_fallback[0]) json_object_set_new(*event, "last_fallback", json_string(stats->last_fallback));
+        if (json_array_size(repaired)) json_object_set(*event, AH_PROTO_RECOVER_REPAIRED, repaired);
         if (json_array_size(skipped)) json_object_set(*event, "skipped", skipped);
     } else {
         json_object_set_new(*event, AH_PROTO_RECOVER_NOTE, json_string(why));
     }
+    json_decref(repaired);
     return AH_OK;
 }
 

@@ -39,8 +39,10 @@
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
- *                  "same_plan", "last_fallback", "skipped": [{"step", "why"}] (newer steps no tier
- *                  restored)] or, when nothing was found, "note" (why)}
+ *                  "same_plan", "last_fallback", "repaired": ["rank R: NAME (WHY): the TIER tier's
+ *                  copy used; ..."] (ranks whose copy of a file was rejected and another tier's
+ *                  taken), "skipped": [{"step", "why"}] (newer steps no tier restored)] or, when
+ *                  nothing was found, "note" (why)}
  *     "nonfinite"  {"step", "what", "rank", "loss", "grad_norm" (null when not finite), "skipped",
  *                  "skips_left"}: the step's loss or gradient norm was not finite; no update was
  *                  applied; skipped (its step line follows, with nulls) or the run stopped
@@ -104,5 +106,6 @@
 #define AH_PROTO_RECOVER_FILES "files"
 #define AH_PROTO_RECOVER_TIER_SECONDS "tier_seconds"
 #define AH_PROTO_RECOVER_NOTE "note"
+#define AH_PROTO_RECOVER_REPAIRED "repaired"
 
 #endif
