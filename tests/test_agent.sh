@@ -100,11 +100,12 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 pgrep -f -- "$WORK/lock/" >/dev/null && { pkill -KILL -f -- "$WORK/lock/"; fail "the job outlived its killed agent"; }
-# the same command resumes; with --steps at the newest checkpoint it has nothing to train (quick)
+# the same command resumes; with --steps at the newest checkpoint (--reschedule: another --steps) it has
+# nothing to train (quick)
 newest=$(ls -d "$WORK"/lock/local/*/step-* | sed 's/.*step-0*//' | sort -n | tail -1)
 cp "$WORK/lock/plan-0.json" "$WORK/lock-plan-0.json"
 cp "$WORK/lock/launch-0/metrics.jsonl" "$WORK/lock-launch-0.jsonl"
-STEPS=$newest run_agent "$WORK/lock" || { cat "$WORK/lock.log"; fail "the directory of a killed agent stayed locked"; }
+STEPS=$newest run_agent "$WORK/lock" --reschedule || { cat "$WORK/lock.log"; fail "the directory of a killed agent stayed locked"; }
 grep -q "no sample lost: every step 0..$((newest - 1)) trained exactly once" "$WORK/lock.log" ||
     fail "rerun after the kill: $(cat "$WORK/lock.log")"
 # Nothing the killed run wrote is overwritten (the rerun is launch 1), and what its trainer wrote after
