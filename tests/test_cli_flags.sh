@@ -109,6 +109,14 @@ rc=$?
 [ $rc = 1 ] && grep -q "every plan costs more than --budget" "$WORK/err" ||
     fail "run --budget 0.01: exit $rc: $(head -c 400 "$WORK/err")"
 [ -e "$WORK/rb/launch-0" ] && fail "run --budget 0.01 launched"
+# ... and need every node's price, as plan's (a node without one was $0)
+printf '{"nodes": [{"name": "a0", "gpu": "A100-80G", "count": 2, "usd_per_gpu_hour": 1}, {"name": "a1", "gpu": "A100-80G", "count": 2}]}\n' \
+    >"$WORK/unpriced.json"
+timeout 60 "$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/unpriced.json" --data "$WORK/text.bin" \
+    --work-dir "$WORK/rp" --steps 1 --objective cost >"$WORK/out" 2>"$WORK/err"
+rc=$?
+[ $rc = 1 ] && grep -q -- "--objective cost needs every node's price: .*for node a1" "$WORK/err" ||
+    fail "run --objective cost, a node unpriced: exit $rc: $(head -c 400 "$WORK/err")"
 
 # ---- the largest batch admitted plans in seconds (measured 3 s on a quiet machine; 0.6 s at 512) ----
 t0=$(date +%s)

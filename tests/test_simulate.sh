@@ -182,6 +182,18 @@ has "$W/nf.txt" "no policy trained a token: none has a plan that fits what is up
 exits 1 "$W/nf2.txt" "nothing fits, precision auto" "$AH" simulate --model llama2-70b --cluster "$W/va.json" \
     --global-batch 64 --hours 1 --replan-s 1
 has "$W/nf2.txt" "--precision auto: neither bf16 nor fp16 plans" "nothing fits at auto: refused up front, as plan"
+# a node without a price under --objective cost or --budget: refused as plan refuses it (the
+# unpriced rule, ah_cluster_require_prices), not taken as $0
+cat >"$W/unpriced.json" <<'EOF'
+{"nodes": [{"name": "a0", "gpu": "A100-80G", "count": 2, "spot": true, "usd_per_gpu_hour": 1},
+ {"name": "a1", "gpu": "A100-80G", "count": 2, "spot": true}]}
+EOF
+for f in "--objective cost|--objective cost" "--budget 5|--budget"; do
+    # shellcheck disable=SC2086
+    exits 1 "$W/up.txt" "simulate ${f%|*}, a node unpriced" "$AH" simulate "${V[@]}" --cluster "$W/unpriced.json" ${f%|*}
+    has "$W/up.txt" "${f#*|} needs every node's price" "simulate ${f%|*}: an unpriced node refused, named"
+    has "$W/up.txt" "for node a1 (1 of 2 nodes)" "simulate ${f%|*}: the unpriced node named"
+done
 # --objective cost and --budget (issue 40, item 11): autohet's and on-demand's plans under them, as in plan
 P2=("${COMMON[@]}" --hours 2 --policy autohet,on-demand)
 exits 0 "$W/ct.txt" "--objective time" "$AH" simulate "${P2[@]}" --json "$W/ct.json"

@@ -217,7 +217,10 @@ static int resolve_planning(ah_agent_opts_t *o, bool auto_precision, const char 
         ah_profile_free(*profile);
         return ah_cli_fail(VERB, &err);
     }
-    ah_status_t s = ah_cli_resolve_precision(&m, &c, &o->planner, auto_precision, why, sizeof why, &err);
+    ah_status_t s = AH_OK;
+    if (o->planner.objective == AH_OBJECTIVE_COST) s = ah_cluster_require_prices(&c, "--objective cost", o->cluster, &err);
+    if (s == AH_OK && o->planner.budget_usd_per_hour > 0) s = ah_cluster_require_prices(&c, "--budget", o->cluster, &err);
+    if (s == AH_OK) s = ah_cli_resolve_precision(&m, &c, &o->planner, auto_precision, why, sizeof why, &err);
     if (s == AH_OK && why[0]) printf("autohet run: why %s: %s\n", ah_precision_name(o->planner.train.precision), why);
     if (s == AH_OK) ah_cli_print_left_out(stdout, "autohet run: ", &c, o->planner.train.precision);
     fflush(stdout);
