@@ -63,9 +63,14 @@ sched "$WORK/cks" --resume --steps 12
 [ "$(cat "$WORK/sched.rc")" != 0 ] || fail "a resume with --steps 12 of a --steps 8 run was accepted (its cosine schedule changed)"
 grep -q "^autohet train: usage error: step 8 was trained under the cosine learning-rate schedule of --steps 8 --warmup 10 --lr 0.001; --steps 12 would change the learning rate of every step from 8 on (step 8: 0.0009, now 0.0009); resume with --steps 8 --warmup 10 --lr 0.001, or add --reschedule to change the schedule$" "$WORK/sched.out" ||
     { cat "$WORK/sched.out" >&2; fail "the --steps refusal does not name both schedules"; }
-sched "$WORK/cks" --resume --steps 8 --lr 0.002 --warmup 2
-grep -q "; --warmup 2 --lr 0.002 would change the learning rate of every step from 8 on (step 8: 0.0009, now 0.0002)" "$WORK/sched.out" ||
+sched "$WORK/cks" --resume --steps 9 --lr 0.002 --warmup 2
+grep -q "; --steps 9 --warmup 2 --lr 0.002 would change the learning rate of every step from 8 on (step 8: 0.0009, now 0.0002891)" "$WORK/sched.out" ||
     { cat "$WORK/sched.out" >&2; fail "the --lr/--warmup refusal"; }
+# nothing left to train (--steps at the checkpoint, as autohet run's rerun with --steps at the newest
+# checkpoint): no learning rate changes, so another schedule is no refusal
+sched "$WORK/cks" --resume --steps 8 --lr 0.002
+[ "$(cat "$WORK/sched.rc")" = 0 ] && grep -q "resumed from step 8" "$WORK/sched.out" ||
+    { cat "$WORK/sched.out" >&2; fail "a resume with nothing left to train was refused"; }
 sched "$WORK/cks" --reschedule --steps 12
 [ "$(cat "$WORK/sched.rc")" = 2 ] && grep -q "^autohet train: usage error: --reschedule needs --resume" "$WORK/sched.out" ||
     { cat "$WORK/sched.out" >&2; fail "--reschedule without --resume"; }

@@ -167,7 +167,8 @@ static void schedule_flags(const ah_train_opts_t *o, const ah_train_opts_t *othe
 }
 
 /* Whether step's schedule (meta) is not this run's: then both as flags into old and now (now: only
- * the flags that differ) and step's learning rate under each. A manifest without one: false. */
+ * the flags that differ) and step's learning rate under each. A manifest without one, or a step at
+ * or past --steps (nothing left to train, whose learning rate could change): false. */
 typedef struct {
     char old[128], now[128];
     double lr_was, lr_now;
@@ -177,7 +178,8 @@ static bool schedule_changed(const ah_trainer_t *tr, int64_t step, const ah_ckpt
     was.steps = meta->sched_steps;
     was.warmup = meta->sched_warmup;
     was.lr = meta->sched_lr;
-    if (meta->sched_steps <= 0 || (was.steps == tr->opts.steps && was.warmup == tr->opts.warmup && was.lr == tr->opts.lr))
+    if (meta->sched_steps <= 0 || step >= tr->opts.steps ||
+        (was.steps == tr->opts.steps && was.warmup == tr->opts.warmup && was.lr == tr->opts.lr))
         return false;
     schedule_flags(&was, NULL, c->old, sizeof c->old);
     schedule_flags(&tr->opts, &was, c->now, sizeof c->now);
