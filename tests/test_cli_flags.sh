@@ -80,6 +80,11 @@ done
 for f in --global-batch --seq-len --shard-optimizer --profile; do
     "$AUTOHET" simulate --help | grep -q -- "^  $f " || fail "simulate --help lacks the shared $f"
 done
+want=$("$AUTOHET" plan --help | grep -- "^  --profile ")
+for v in evaluate run simulate; do
+    got=$("$AUTOHET" $v --help | grep -- "^  --profile ")
+    [ "$got" = "$want" ] || fail "$v --help's --profile line differs from plan's: \"$got\" vs \"$want\""
+done
 [ "$("$AUTOHET" plan --help | grep -- "^  --global-batch ")" = "$("$AUTOHET" simulate --help | grep -- "^  --global-batch ")" ] ||
     fail "plan's and simulate's --global-batch lines differ"
 "$AUTOHET" plan --help | grep -q -- "^  --precision fp32|bf16|fp16|auto .*(default auto" || fail "plan --precision: not auto by default"

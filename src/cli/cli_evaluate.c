@@ -274,7 +274,7 @@ int ah_cli_evaluate(int argc, char **argv) {
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
-        {"--profile", AH_FLAG_STR, &profile, "FILE", "measured per-layer timings from autohet profile (default: roofline)", false},
+        ah_cli_shared_flag("--profile", &profile),
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},

@@ -426,8 +426,7 @@ int ah_cli_run(int argc, char **argv) {
         {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
          AH_MPIRUN_LOCAL_DEFAULT_ARGS "; ssh: none beyond its own --mca plm_rsh_agent, --hostfile, --map-by seq, "
          "the ring all-reduce)", false},
-        ah_cli_shared_flag_as("--profile", &profile_path, "measured per-layer times from autohet profile for every "
-                              "plan and re-plan (default: the roofline, uncalibrated)"),
+        ah_cli_shared_flag("--profile", &profile_path),
         {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
         ah_cli_shared_flag_as("--shard-optimizer", &pf.shard, "split AdamW's state over each data-parallel group of "
                               "every plan (autohet plan's flag; without --cloud only groups over two nodes or more; "
