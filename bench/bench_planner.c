@@ -3,7 +3,8 @@
  * 1. Planning time for 8, 64, 512 and 4096 GPUs of three types (A100-80G / H800 / H20; 8-GPU
  *    nodes, a third of the nodes of each type, H20 in a second zone; the 8-GPU cluster is one node
  *    of each type with 4 / 2 / 2 GPUs) for llama2-70b and gpt3-175b, global batch 1024 x 2048
- *    tokens, bf16, micro-batch auto. Prints the plan's iteration time, the lower bound and gap,
+ *    tokens, bf16, micro-batch auto. Prints the plan's iteration time (replayed), the lower bound and
+ *    the gap of the search's closed form to it,
  *    the search mode, and the speedup over the three baselines (uniform, batch-balanced, megatron-best).
  * 2. With GLPK (AH_HAVE_GLPK): the per-pipeline subproblem the planner solves by DP — layer split
  *    and recomputation per stage of a fixed pipeline for a fixed micro-batch count, minimising
@@ -83,7 +84,7 @@ static void plan_row(const char *model_name, int gpus) {
         sp[k] = r.baselines[k].ok ? r.baselines[k].r.eval.pred.iteration_s / r.eval.pred.iteration_s : NAN;
     printf("%-11s %5d  %8.3f s  %9.3f s  %9.3f s  %6.1f%%  %-8s  tp %d mb %lld P %-4d  %5.2fx  %5.2fx  %5.2fx\n",
            model_name, gpus, dt, r.eval.pred.iteration_s, r.lower_bound_s,
-           100 * (r.eval.pred.iteration_s / r.lower_bound_s - 1), r.exact ? "exact" : "template", r.plan.tp,
+           100 * (r.search_value_s / r.lower_bound_s - 1), r.exact ? "exact" : "template", r.plan.tp,
            (long long)r.plan.train.micro_batch, r.plan.n_pipelines, sp[0], sp[1], sp[2]);
     ah_plan_result_free(&r);
     ah_cluster_free(&c);

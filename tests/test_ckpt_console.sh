@@ -44,7 +44,8 @@ grep -q "^autohet train: warning: the checkpoint of step 4 was not saved in --lo
     "$WORK/all.err" || { cat "$WORK/all.err" >&2; fail "all: the warning"; }
 echo "every node failed: $(grep warning "$WORK/all.err" | cut -c1-160)"
 
-# ETA: one rank, a save and a long validation after every step. The ETA printed after step 2 is
+# ETA: one rank, a save and a long validation after every step. The ETA printed after step 1 (the
+# second: steps are numbered from 0, the progress line is "step N/LAST") is
 # compared with the time the run then really took (the old, compute-only ETA was a third of it).
 python3 - "$AUTOHET" "$PLANS/train-single.json" "$WORK" <<'PY' || fail "ETA"
 import re, subprocess, sys, time
@@ -55,13 +56,13 @@ cmd = [autohet, "train", "--plan", plan, "--data", f"{w}/text.bin", "--steps", s
 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 eta = None
 for line in p.stdout:
-    m = re.match(r"step +2/%d .*\| this step [0-9.]+ s, +[0-9]+ tok/s \| ETA ([0-9]+) s$" % steps, line.strip())
+    m = re.match(r"step +1/%d .*\| this step [0-9.]+ s, +[0-9]+ tok/s \| ETA ([0-9]+) s$" % (steps - 1), line.strip())
     if m:
         eta, t2 = float(m.group(1)), time.monotonic()
 assert p.wait() == 0, "the run failed"
 left = time.monotonic() - t2
-assert eta is not None, "no progress line for step 2"
-assert 0.5 * left <= eta <= 2 * left + 1, f"ETA {eta:.0f} s after step 2, the run took {left:.1f} s more"
-print(f"ETA after step 2: {eta:.0f} s; the rest took {left:.1f} s")
+assert eta is not None, "no progress line for step 1"
+assert 0.5 * left <= eta <= 2 * left + 1, f"ETA {eta:.0f} s after step 1, the run took {left:.1f} s more"
+print(f"ETA after step 1: {eta:.0f} s; the rest took {left:.1f} s")
 PY
 echo PASS

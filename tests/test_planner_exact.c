@@ -105,9 +105,10 @@ static void score_splits(bf_t *b) {
         ah_eval_t e;
         if (ah_evaluate(plan, NULL, &e, &err) != AH_OK) abort();
         b->plans++;
-        if (e.feasible && e.pred.iteration_s < b->best_tm[b->t][b->mb]) b->best_tm[b->t][b->mb] = e.pred.iteration_s;
-        if (e.feasible && e.pred.iteration_s < b->best) {
-            b->best = e.pred.iteration_s;
+        /* the search minimises the closed form (plan/replay.h); the replay is checked apart */
+        if (e.feasible && e.search_estimate_s < b->best_tm[b->t][b->mb]) b->best_tm[b->t][b->mb] = e.search_estimate_s;
+        if (e.feasible && e.search_estimate_s < b->best) {
+            b->best = e.search_estimate_s;
             if (getenv("AH_TEST_ONLY")) { /* debugging one instance: show the brute force's best */
                 json_t *j = ah_plan_to_json(plan);
                 char *txt = json_dumps(j, JSON_COMPACT);
@@ -320,7 +321,7 @@ static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *t
 /* What bound the pairs checked: [0, AH_Q_LIMITS) what bounds Q in the bubble term, then the
  * compute term, the group fill, the binding class's worst link (intra, inter-node, inter-zone),
  * the embedding's sync and the fill's p2p hops. */
-enum { B_COMPUTE = AH_Q_LIMITS, B_GROUP_FILL, B_LINK, B_EMBED = B_LINK + 3, B_P2P, B_COUNT };
+enum { B_COMPUTE = AH_Q_LIMITS, B_GROUP_FILL, B_LINK, B_EMBED = B_LINK + 3, B_P2P, B_PACE, B_COUNT };
 static int binds[B_COUNT];
 
 /* The lower bound of every (t, m) is at most that (t, m)'s brute-force optimum (a stronger check
@@ -341,6 +342,7 @@ static int check_bounds(int i, const ah_model_t *m, const ah_cluster_t *c, const
             if (why.link >= 0) binds[B_LINK + why.link]++;
             binds[B_EMBED] += why.sync_by_embedding;
             binds[B_P2P] += why.fill_p2p > 0;
+            binds[B_PACE] += why.pace_p2p > 0;
             CHECK(lb <= best_tm[t][mb] * (1 + 1e-12), "instance %d, TP %d, micro-batch %d: bound %.17g above the optimum %.17g",
                   i, t, mb, lb, best_tm[t][mb]);
             if (getenv("AH_TEST_BOUNDS"))
@@ -397,12 +399,13 @@ int main(void) {
             feasible++;
             CHECK(st == AH_OK, "instance %d: planner failed: %s", i, err.msg);
             if (st == AH_OK) {
-                CHECK_NEAR(r.eval.pred.iteration_s, want, 1e-12);
-                CHECK_NEAR(r.search_value_s, r.eval.pred.iteration_s, 1e-12);
+                /* the search's optimum; the emitted plan is it unless a baseline's replays faster */
+                CHECK_NEAR(r.search_best_s, want, 1e-12);
+                if (r.from_baseline < 0) CHECK_NEAR(r.eval.search_estimate_s, want, 1e-12);
+                CHECK_NEAR(r.search_value_s, r.eval.search_estimate_s, 1e-12);
                 CHECK(r.exact, "instance %d: not searched exactly", i);
-                CHECK(r.lower_bound_s <= r.eval.pred.iteration_s * (1 + 1e-12),
-                      "instance %d: lower bound %.17g above the optimum %.17g", i, r.lower_bound_s,
-                      r.eval.pred.iteration_s);
+                CHECK(r.lower_bound_s <= r.search_best_s * (1 + 1e-12),
+                      "instance %d: lower bound %.17g above the optimum %.17g", i, r.lower_bound_s, r.search_best_s);
                 ah_error_t e2;
                 CHECK(ah_plan_check(&r.plan, NULL, &e2) == AH_OK, "instance %d: plan does not check: %s", i,
                       e2.msg);
@@ -413,10 +416,10 @@ int main(void) {
                     free(txt);
                     json_decref(j);
                 }
-                if (fabs(r.eval.pred.iteration_s - want) > 1e-12 * want)
+                if (fabs(r.search_best_s - want) > 1e-12 * want)
                     fprintf(stderr, "instance %d: L=%d gpus=%d types=%d B=%lld: planner %.17g brute %.17g\n", i, L,
                             ah_cluster_gpu_count(&c), c.n_types, (long long)tr.global_batch,
-                            r.eval.pred.iteration_s, want);
+                            r.search_best_s, want);
             }
         }
         if (st == AH_OK) ah_plan_result_free(&r);
@@ -427,7 +430,7 @@ int main(void) {
            solved, feasible, at_limit_gpus, at_limit_layers, total_plans, bounds_checked);
     static const char *what[B_COUNT] = {"the groups' rate", "the head", "the best one pipeline",
                                         "the pooled pipelines", "the two pipelines' split", "the compute term", "the group fill", "intra-node", "inter-node",
-                                        "inter-zone", "the embedding's sync", "the fill's p2p"};
+                                        "inter-zone", "the embedding's sync", "the fill's p2p", "the hops' pace"};
     printf("what bound them (each checked against its brute-force optimum above):");
     for (int k = 0; k < B_COUNT; k++) {
         printf(" %s %d%s", what[k], binds[k], k + 1 < B_COUNT ? "," : "\n");

@@ -225,7 +225,7 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
         best->eval = e;
         best->plan.has_predicted = true;
         best->plan.predicted = e.pred;
-        best->search_value_s = e.pred.iteration_s;
+        best->search_value_s = e.search_estimate_s;
         best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
         best->usd_per_hour = ah_plan_usd_per_hour(&best->plan);
         best->usd_per_mtoken = best->usd_per_hour / 3600.0 / e.pred.tokens_per_s * 1e6;

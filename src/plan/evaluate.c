@@ -8,6 +8,7 @@
 
 #include "cost/profile.h"
 #include "plan/evaluate.h"
+#include "plan/replay.h"
 
 #define GIB 1073741824.0
 
@@ -138,6 +139,103 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
     return t;
 }
 
+/* The DP sync's figures every stage shares. */
+typedef struct {
+    int P;
+    double grad_elt, bw, lat;
+    int64_t block_params, head_norm;
+    double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
+} dp_terms_t;
+
+static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
+    const ah_model_t *m = &p->model;
+    d->P = p->n_pipelines;
+    d->grad_elt = (double)ah_precision_elt_bytes(p->train.precision);
+    /* One TP rank's rows of the embedding (and of an untied head) matrix: each rank syncs its own
+     * shard with its peers, all ranks at once. */
+    const double VC_grad = (double)ah_head_matrix_params(m, p->tp) * d->grad_elt;
+    /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
+    d->head_norm = ah_head_norm_params(m, p->tp);
+    d->block_params = ah_layer_params(m, AH_LAYER_BLOCK, p->tp);
+    dp_link(p, &d->bw, &d->lat);
+    /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
+     * last stage's copy. */
+    int holders = 0;
+    for (int i = 0; i < d->P; i++) holders += (m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1;
+    d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
+    d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
+}
+
+/* The DP sync of stage sg (embed: it holds the embedding; head: it is a last stage). */
+static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head) {
+    if (p->n_opt_groups > 0)
+        return sharded_sync(p, sg, embed, head, (double)d->block_params * d->grad_elt,
+                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->bw, d->lat);
+    const int64_t sync_params = (int64_t)(sg->last - sg->first) * d->block_params + (head ? d->head_norm : 0);
+    double sync = ah_allreduce_seconds((double)sync_params * d->grad_elt, d->P, d->bw, d->lat);
+    if (embed || (head && p->model.tied)) sync += d->embed_sync;
+    if (head) sync += d->head_sync;
+    return sync;
+}
+
+/* A sharded optimizer's per-device state kept by its groups' other members (*unowned, NULL for
+ * an unsharded plan; the caller frees it). */
+static ah_status_t unowned_state(const ah_plan_t *p, int n_devices, int64_t **unowned, ah_error_t *err) {
+    *unowned = NULL;
+    if (p->n_opt_groups == 0) return AH_OK;
+    int64_t *held = malloc((size_t)n_devices * sizeof *held);
+    *unowned = malloc((size_t)n_devices * sizeof **unowned);
+    ah_status_t st = held && *unowned ? ah_opt_elems_all(p, held, *unowned, err)
+                                      : ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a sharded plan");
+    free(held);
+    if (st != AH_OK) {
+        free(*unowned);
+        *unowned = NULL;
+    }
+    return st;
+}
+
+/* Pipeline i (n micro-batches; bottleneck f + b max_fb, its TP part tp_k) is the slowest so far:
+ * the breakdown is its. no_p2p: its replay with free hops. */
+static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double no_p2p) {
+    out->critical_pipeline = i;
+    out->bottleneck_stage = out->pipelines[i].bottleneck_stage;
+    ah_breakdown_t *b = &out->pred.breakdown;
+    b->compute_s = (double)n * (max_fb - tp_k);
+    b->tp_comm_s = (double)n * tp_k;
+    b->bubble_s = fmax(0, no_p2p - (double)n * max_fb);
+    b->p2p_s = out->pipelines[i].time_s - no_p2p;
+}
+
+/* Whether pipelines a and b have the same stage times and hops (so the same schedule). */
+static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t *b, int S) {
+    for (int s = 0; s < S; s++)
+        if (a->stages[s].fwd_s != b->stages[s].fwd_s || a->stages[s].bwd_s != b->stages[s].bwd_s ||
+            a->stages[s].p2p_s != b->stages[s].p2p_s)
+            return false;
+    return true;
+}
+
+/* Pipeline pe's time: its 1F1B schedule replayed (time_s), and the search's closed form of it
+ * (estimate_s; plan/replay.h); prev (NULL for the first) is the pipeline before, whose figures
+ * are taken when its schedule is the same (a plan's pipelines often are). false when out of
+ * host memory. */
+static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_eval_t *prev, int prev_S, int64_t prev_n,
+                          int S, int64_t n, double sum_fb, double max_fb, double sum_p2p) {
+    if (prev && prev_S == S && prev_n == n && same_schedule(pe, prev, S)) {
+        pe->time_s = prev->time_s;
+        pe->estimate_s = prev->estimate_s;
+        return true;
+    }
+    double *hop = malloc(sizeof(double) * (size_t)S);
+    if (!hop) return false;
+    for (int s = 0; s + 1 < S; s++) hop[s] = pe->stages[s].p2p_s;
+    pe->estimate_s = ah_1f1b_estimate(sum_fb, max_fb, sum_p2p, ah_p2p_pace(hop, S), n);
+    free(hop);
+    pe->time_s = ah_1f1b_replay(pe->stages, S, n, true, NULL);
+    return !isnan(pe->time_s);
+}
+
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -146,42 +244,20 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     st = alloc_eval(p, out, err);
     if (st != AH_OK) return st;
     /* a sharded optimizer: per device, the AdamW state its groups' other members keep */
-    int64_t *held = NULL, *unowned = NULL;
-    if (p->n_opt_groups > 0) {
-        held = malloc((size_t)out->n_devices * sizeof *held);
-        unowned = malloc((size_t)out->n_devices * sizeof *unowned);
-        st = held && unowned ? ah_opt_elems_all(p, held, unowned, err)
-                             : ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a sharded plan");
-        free(held);
-        if (st != AH_OK) {
-            free(unowned);
-            ah_eval_free(out);
-            return st;
-        }
+    int64_t *unowned = NULL;
+    st = unowned_state(p, out->n_devices, &unowned, err);
+    if (st != AH_OK) {
+        ah_eval_free(out);
+        return st;
     }
     const int64_t opt_bytes = ah_optimizer_state_bytes(p->train.precision);
-    const ah_model_t *m = &p->model;
     const ah_cluster_t *c = &p->cluster;
-    const ah_cost_ctx_t ctx = {m, c, &p->train, p->tp, profile};
+    const ah_cost_ctx_t ctx = {&p->model, c, &p->train, p->tp, profile};
     const int P = p->n_pipelines;
-    const double grad_elt = (double)ah_precision_elt_bytes(p->train.precision);
-    /* One TP rank's rows of the embedding (and of an untied head) matrix: each rank syncs its own
-     * shard with its peers, all ranks at once. */
-    const double VC_grad = (double)ah_head_matrix_params(m, p->tp) * grad_elt;
-    /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
-    const int64_t head_norm = ah_head_norm_params(m, p->tp);
-    const int64_t block_params = ah_layer_params(m, AH_LAYER_BLOCK, p->tp);
+    dp_terms_t dp;
+    dp_setup(p, &dp);
 
-    double bw_dp, lat_dp;
-    dp_link(p, &bw_dp, &lat_dp);
-    /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
-     * last stage's copy. */
-    int holders = 0;
-    for (int i = 0; i < P; i++) holders += (m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1;
-    const double embed_sync = ah_allreduce_seconds(VC_grad, holders, bw_dp, lat_dp);
-    const double head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, P, bw_dp, lat_dp);
-
-    double dp_sync = 0, optimizer = 0, worst_pipe = -1;
+    double dp_sync = 0, optimizer = 0, worst_pipe = -1, worst_estimate = -1;
     double worst_over = 0;
     int rank = 0, n_memo = 0;
     stage_memo_t memo[STAGE_CACHE];
@@ -216,17 +292,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
                 tp_k = sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
             }
 
-            double sync;
-            if (p->n_opt_groups == 0) {
-                const int64_t sync_params = (int64_t)(sg->last - sg->first) * block_params + (head ? head_norm : 0);
-                sync = ah_allreduce_seconds((double)sync_params * grad_elt, P, bw_dp, lat_dp);
-                if (embed || (head && m->tied)) sync += embed_sync;
-                if (head) sync += head_sync;
-            } else {
-                sync = sharded_sync(p, sg, embed, head, (double)block_params * grad_elt, (double)head_norm * grad_elt,
-                                    embed_sync, head_sync, bw_dp, lat_dp);
-            }
-            if (sync > dp_sync) dp_sync = sync;
+            dp_sync = fmax(dp_sync, stage_sync(p, &dp, sg, embed, head));
             /* the optimizer steps the parameters the stage's slowest TP rank keeps state for */
             int64_t opt_params = sc.params;
             for (int r = 0; unowned && r < p->tp; r++) {
@@ -239,23 +305,30 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             for (int r = 0; r < p->tp; r++, rank++)
                 device_eval(p, i, s, r, se->memory_bytes - (unowned ? unowned[rank] * opt_bytes : 0), rank, &worst_over, out);
         }
-        pe->time_s = sum_fb + 2 * sum_p2p + (double)(n - 1) * max_fb;
+        const ah_pipeline_t *before = i > 0 ? &p->pipelines[i - 1] : NULL;
+        double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
+        if (!time_pipeline(pe, before ? &out->pipelines[i - 1] : NULL, before ? before->n_stages : 0,
+                           before ? before->micro_batches : 0, S, n, sum_fb, max_fb, sum_p2p) ||
+            (pe->time_s > worst_pipe && isnan(no_p2p = ah_1f1b_replay(pe->stages, S, n, false, NULL)))) {
+            st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
+            break;
+        }
+        if (pe->estimate_s > worst_estimate) worst_estimate = pe->estimate_s;
         if (pe->time_s > worst_pipe) {
             worst_pipe = pe->time_s;
-            out->critical_pipeline = i;
-            out->bottleneck_stage = pe->bottleneck_stage;
-            ah_breakdown_t *b = &out->pred.breakdown;
-            b->compute_s = (double)n * (max_fb - tp_k);
-            b->tp_comm_s = (double)n * tp_k;
-            b->bubble_s = sum_fb - max_fb;
-            b->p2p_s = 2 * sum_p2p;
+            take_critical(out, i, n, max_fb, tp_k, no_p2p);
         }
     }
     free(unowned);
+    if (st != AH_OK) {
+        ah_eval_free(out);
+        return st;
+    }
     out->feasible = worst_over <= 0;
     out->pred.breakdown.dp_sync_s = dp_sync;
     out->pred.breakdown.optimizer_s = optimizer;
     out->pred.iteration_s = worst_pipe + dp_sync + optimizer;
+    out->search_estimate_s = worst_estimate + dp_sync + optimizer;
     out->pred.tokens_per_s =
         (double)(p->train.global_batch * p->train.seq_len) / out->pred.iteration_s;
     return AH_OK;

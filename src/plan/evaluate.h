@@ -23,13 +23,16 @@ typedef struct ah_stage_eval {
 } ah_stage_eval_t;
 
 typedef struct ah_pipeline_eval {
-    double time_s;            /* T_pipe */
+    double time_s;            /* T_pipe: its schedule replayed (plan/replay.h) */
+    double estimate_s;        /* the search's closed form of T_pipe (ah_1f1b_estimate) */
     int bottleneck_stage;     /* argmax_s (f_s + b_s) */
     ah_stage_eval_t *stages;  /* n_stages entries */
 } ah_pipeline_eval_t;
 
 typedef struct ah_eval {
     ah_prediction_t pred;     /* iteration_s, tokens_per_s, memory_bytes, breakdown */
+    double search_estimate_s; /* iteration_s with each pipeline's closed form instead of its
+                               * replay: what the planner's search minimises (plan/replay.h) */
     bool feasible;            /* every device fits */
     int n_devices;
     ah_device_eval_t *devices;   /* rank order */

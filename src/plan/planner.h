@@ -68,7 +68,9 @@ typedef struct ah_baseline_out ah_baseline_out_t;
 typedef struct ah_plan_result {
     ah_plan_t plan;            /* validated, fits, predicted filled from ah_evaluate */
     ah_eval_t eval;            /* ah_evaluate of plan */
-    double search_value_s;     /* the search's own iteration time for plan (== eval to 1e-12) */
+    double search_value_s;     /* the search's own iteration time for plan (== eval.search_estimate_s to 1e-12) */
+    double search_best_s;      /* the search's optimum of its closed form: search_value_s, unless a
+                                * baseline's plan replays faster and was emitted (from_baseline) */
     double lower_bound_s;      /* relaxation bound on the iteration time over the whole space */
     bool exact;                /* every (t, m) was searched in exact mode */
     char left_out[512];        /* the GPU types left out because they cannot run the precision
@@ -274,11 +276,11 @@ double ah_pipe_time(ah_sctx_t *x, ah_pentry_t *e, int64_t n);
 /* The split achieving ah_pipe_time(x, e, n); false when that is not finite or out of memory. */
 bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out);
 
-/* Micro-batch distribution minimising max_p (time_p(n_p) + extra_p) with n_p >= 1 and
- * sum n_p = N: greedy (each next micro-batch to the pipeline that is fastest after taking it),
- * which is optimal because every time_p is nondecreasing in n. Returns the max, +inf if
- * infeasible (then n is undefined). */
-double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra,
+/* Micro-batch distribution minimising max_p (time_p(n_p) + extra_p + (n_p - 1) pace_p) with
+ * n_p >= 1 and sum n_p = N: greedy (each next micro-batch to the pipeline that is fastest after
+ * taking it), which is optimal because every time_p is nondecreasing in n and pace_p >= 0.
+ * Returns the max, +inf if infeasible (then n is undefined). */
+double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra, const double *pace,
                        int64_t N, int64_t *n);
 
 /* DP-sync and optimizer seconds of a stage, exactly as ah_evaluate computes them, given the

@@ -418,7 +418,7 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *clus
     if (st != AH_OK) return st;
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
-    out->search_value_s = out->eval.pred.iteration_s;
+    out->search_value_s = out->eval.search_estimate_s;
     out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
     out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
     return AH_OK;
@@ -440,6 +440,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     }
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
+    out->search_best_s = out->search_value_s;
     out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
     out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
     return AH_OK;

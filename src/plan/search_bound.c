@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "plan/planner.h"
+#include "plan/bound_scope.h"
 #include "plan/search_bound.h"
 
 /* ---- what one group of each type costs ---- */
@@ -78,71 +79,6 @@ static void type_costs(const ah_cost_ctx_t *ctx, type_cost_t *tc) {
     }
 }
 
-/* The least time one micro-batch's activation takes between two stages, on any link from
- * `from` on (AH_LINK_INTRA: any link; AH_LINK_INTER_NODE: between nodes). */
-static double p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
-    const ah_cluster_t *c = ctx->cluster;
-    double least = INFINITY;
-    for (int a = 0; a < c->n_types; a++)
-        for (int b = 0; b < c->n_types; b++)
-            for (int k = from; k <= AH_LINK_INTER_ZONE; k++)
-                least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
-    return least;
-}
-
-/* ---- scopes: the groups a plan may use, by its worst link ---- */
-
-/* A plan whose worst link is k uses the groups of one node (k intra), of one zone (inter-node) or
- * of the cluster (inter-zone); its DP sync runs on link k. A scope is such a set of groups, as
- * groups per type; scopes with equal counts and link are one. */
-typedef struct {
-    int k;
-    int *count;     /* [n_types] groups */
-    bool spread;    /* no node holds two of its groups: every hop between stages leaves a node */
-} scope_t;
-
-/* Zone of each node: the index of the first node in its zone. */
-static void zones_of(const ah_cluster_t *c, int *zone) {
-    for (int i = 0; i < c->n_nodes; i++) {
-        zone[i] = i;
-        for (int j = 0; j < i && zone[i] == i; j++)
-            if (ah_link_between(c, i, j) != AH_LINK_INTER_ZONE) zone[i] = zone[j];
-    }
-}
-
-/* Appends the scope of link k over the nodes of zone z (z < 0: every node; node >= 0: that node
- * alone) unless an equal one is there; counts holds room for every scope. Returns the count. */
-static int add_scope(const ah_cost_ctx_t *ctx, const int *zone, int k, int z, int node, scope_t *sc, int n,
-                     int *counts) {
-    const ah_cluster_t *c = ctx->cluster;
-    const int nt = c->n_types;
-    int *count = counts + (size_t)n * nt;
-    memset(count, 0, sizeof(int) * (size_t)nt);
-    bool spread = true;
-    for (int i = 0; i < c->n_nodes; i++)
-        if ((node >= 0 && i == node) || (node < 0 && (z < 0 || zone[i] == z))) {
-            const int g = ah_node_groups(c, i, ctx->t, ctx->train->precision);
-            count[c->nodes[i].type] += g;
-            spread = spread && g <= 1;
-        }
-    for (int s = 0; s < n; s++)
-        if (sc[s].k == k && memcmp(sc[s].count, count, sizeof(int) * (size_t)nt) == 0) {
-            sc[s].spread = sc[s].spread && spread; /* one bound for both: the weaker hop */
-            return n;
-        }
-    sc[n] = (scope_t){k, count, spread};
-    return n + 1;
-}
-
-/* The fastest bandwidth and least latency of the scope's link among its types (intra-node: the
- * plan's one node, whose type sets it). */
-static void scope_link(const ah_cluster_t *c, const scope_t *s, double *bw, double *lat) {
-    *bw = 0;
-    for (int ty = 0; ty < c->n_types; ty++)
-        if (s->count[ty] > 0) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)s->k, ty, ty));
-    *lat = ah_link_latency(c, (ah_link_t)s->k);
-}
-
 /* ---- the bound within one scope ---- */
 
 /* A type of the scope: its costs and its groups. */
@@ -165,6 +101,11 @@ typedef struct {
     double p2p_between; /* the least p2p between nodes */
     double hop_min;   /* the least p2p hop between two stages of the scope: p2p_min, or
                        * p2p_between when no node of the scope holds two groups */
+    int per_node;     /* the most groups one node of the scope holds: a pipeline of S stages
+                       * leaves a node at least ceil(S / per_node) - 1 times */
+    int per_zone;     /* the most groups one zone of the scope holds: past it, a pipeline leaves a zone */
+    double p2p_zones; /* the least p2p between zones */
+    const double *zone_rate; /* a scope across zones: ah_zone_rates (per S, one zone's best); else NULL */
     double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
     double opt_block;   /* the least optimizer seconds of one block */
     double embed_blocks; /* the embedding's parameters, in blocks */
@@ -414,17 +355,70 @@ static double opt_bound(const bound_in_t *in, int X) {
     return in->opt_block * fmax(X, 1 + in->embed_blocks); /* optimizer time is linear in parameters */
 }
 
+/* The least 2 sum p2p of a pipeline of at least S stages: S - 1 hops, ceil(S / per_node) - 1 of
+ * them leaving a node (both grow with the stage count). */
+static double fill_hops(const bound_in_t *in, int S) {
+    const double lo = fmin(in->p2p_min, in->p2p_between), more = in->p2p_between - lo;
+    const int leave = in->per_node > 0 ? (S + in->per_node - 1) / in->per_node - 1 : 0;
+    return 2.0 * ((S - 1) * lo + leave * more);
+}
+
 /* The least C_p + 2 sum p2p of a pipeline of at least S stages: every block at the fastest rate,
  * the least head, and S - 1 hops on the fastest link. */
 static double fill_bound(const bound_in_t *in, int S) {
-    return in->L * in->b_min + in->h_min + 2.0 * (S - 1) * in->p2p_min;
+    return in->L * in->b_min + in->h_min + fill_hops(in, S);
+}
+
+/* The least pace the hops add to each micro-batch after a pipeline's first (ah_p2p_pace) in a
+ * pipeline of at least S stages: its whole-pipeline window, 2 (sum of its hops) / S', S' >= S
+ * its stages. Of its S' - 1 hops at least h' = ceil(S' / k) - 1 >= S' / k - 1 leave a node
+ * (k = per_node), so the window is at least 2 ((S' - 1) / S' lo + (1 / k - 1 / S') (between - lo)),
+ * which grows with S'. And past per_node (per_zone) stages a hop leaves a node (a zone): the
+ * window of the two stages around it is at least that hop. */
+static double pace_bound(const bound_in_t *in, int S) {
+    const double lo = fmin(in->p2p_min, in->p2p_between), more = in->p2p_between - lo;
+    const double leave = in->per_node > 0 ? fmax(0, 1.0 / in->per_node - 1.0 / S) : 0;
+    double pace = 2.0 * ((double)(S - 1) / S * lo + leave * more);
+    /* a window of two stages around a hop that leaves a node (or a zone): 2 p / 2 */
+    if (S > in->per_node) pace = fmax(pace, in->p2p_between);
+    if (S > in->per_zone) pace = fmax(pace, in->p2p_zones);
+    return pace;
+}
+
+/* The most micro-batches per second one pipeline of exactly S stages turns over after its first:
+ * 1 / (M + pi), M its largest stage time, pi its hops' pace. M >= m_one, and M >= W / R_S (its
+ * stages hold W blocks, a stage of group g at most M / b_g of them, and its S groups are at best
+ * the S fastest); pi >= pace_bound(S). In a scope across zones, a pipeline of S groups of one
+ * zone runs at most that zone's S fastest groups' rate, and one across zones has a window of two
+ * stages around a hop between zones: pi >= the least such hop. */
+static double pipe_rate(const bound_in_t *in, int S) {
+    const double W = in->L + in->kappa, pace = pace_bound(in, S), m = fmax(in->m_one, W / rate_of(in, S));
+    if (!in->zone_rate || S > in->per_zone) return 1 / (m + pace);
+    /* in one zone, its groups' rate; across zones, a hop between zones in a window of two */
+    const double in_zone = in->zone_rate[S] > 0 ? 1 / (fmax(in->m_one, W / in->zone_rate[S]) + pace) : 0;
+    return fmax(in_zone, 1 / (m + fmax(pace, in->p2p_zones)));
 }
 
 /* The pipeline part of any plan of P pipelines on at most U groups whose pipelines have at least
- * S stages, given Q >= sum_p 1 / M_p: max_p T_p >= max(N W / R_U, C + (N - P) / Q). */
-static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, int S) {
+ * S stages, given Q >= sum_p 1 / M_p: max_p T_p >= max(N W / R_U, C + (N - P) / Q'), C the least
+ * fill (fill_bound). Pipeline p runs n_p - 1 <= (T - C) / (M_p + pi_p) micro-batches after its
+ * first, so N - P <= (T - C) Q' for any Q' >= sum_p 1 / (M_p + pi_p); two hold:
+ *   - Q / (1 + pi Q / P), pi = pace_bound(S) <= pi_p: 1 / (M + pi) = x / (1 + pi x), x = 1 / M, is
+ *     concave in x, so the sum is at most P g(Q / P) (Jensen, g increasing);
+ *   - P max pipe_rate(S') over the stage counts S' a pipeline of the class can have (S to L, and
+ *     at most U - (P - 1) S: the others hold S each).
+ * *pace: what the hops' pace adds to the bubble term over C + (N - P) / Q. */
+static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, int S, double *pace) {
     const double W = in->L + in->kappa; /* one micro-batch, in blocks of the groups it runs on */
-    return fmax((double)in->N * W / rate_of(in, U), fill_bound(in, S) + (double)(in->N - P) / Q);
+    const double after = (double)(in->N - P);
+    const double jensen = Q / (1 + pace_bound(in, S) * Q / (double)P);
+    double most = 0;
+    const int64_t top = U - (P - 1) * S < in->L ? U - (P - 1) * S : in->L;
+    for (int64_t s = S; s <= top; s++) most = fmax(most, pipe_rate(in, (int)s));
+    const double q = most > 0 ? fmin(jensen, (double)P * most) : jensen;
+    const double bubble = fill_bound(in, S) + after / q;
+    if (pace) *pace = after / q - after / Q;
+    return fmax((double)in->N * W / rate_of(in, U), bubble);
 }
 
 /* The group fill: the least T at which plans of P pipelines whose stages hold at most X blocks
@@ -438,8 +432,11 @@ static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, i
  * (x_s / M_p <= 1 / b_s) and e = max_g 2 p / (x_g b_g). The
  * groups are disjoint, so N - P <= sum over every group of f_g(T) + P e: piecewise linear in
  * T / W, increasing, solved segment by segment. A group too slow to gain anything counts 0, so
- * the term says what slow groups cost in fill that the rate term pools away. */
-static double group_fill_bound(const bound_in_t *in, int64_t P, int X) {
+ * the term says what slow groups cost in fill that the rate term pools away. With the hops' pace
+ * pi >= pace_bound(S) of every pipeline (S its least stage count), n_p - 1 <= (T - C_p - 2 H_p) /
+ * (M_p + pi) and x_s / (M_p + pi) <= 1 / (b_s + pi / x_g), so f_g(T) divides by b_g + pi / x_g. */
+static double group_fill_bound(const bound_in_t *in, int64_t P, int X, int S) {
+    const double pi = pace_bound(in, S);
     double a[in->n], slope[in->n], e = 0; /* a: where a type's f_g starts to grow, in T / W */
     int n = 0;
     for (int i = 0; i < in->n; i++) {
@@ -451,7 +448,7 @@ static double group_fill_bound(const bound_in_t *in, int64_t P, int X) {
         const double ai = c->b + 2 * in->hop_min / x;
         for (; j > 0 && a[j - 1] > ai; j--) a[j] = a[j - 1], slope[j] = slope[j - 1];
         a[j] = ai;
-        slope[j] = in->ty[i].count / c->b;
+        slope[j] = in->ty[i].count / (c->b + pi / x);
     }
     const double need = (double)(in->N - P) - (double)P * e, W = in->L + in->kappa;
     if (n == 0 || need <= 0) return 0;
@@ -505,18 +502,19 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
             limit = AH_Q_POOLED;
         }
         bool by_embedding;
-        double pipe = pipe_bound(in, P, U, Q, S);
+        double pace;
+        double pipe = pipe_bound(in, P, U, Q, S, &pace);
         const double sync = sync_bound(in, P, bw, lat, X, &by_embedding), opt = opt_bound(in, X);
         if (P == 2 && pipe + sync + opt < best) { /* worth the exact two-pipeline split */
             const double pair = pair_q(in, X);
             if (pair < Q) {
                 Q = pair;
                 limit = AH_Q_PAIR;
-                pipe = pipe_bound(in, P, U, Q, S);
+                pipe = pipe_bound(in, P, U, Q, S, &pace);
             }
         }
         if (pipe + sync + opt >= best) continue;
-        const double group_fill = group_fill_bound(in, P, X);
+        const double group_fill = group_fill_bound(in, P, X, S);
         const bool by_group_fill = group_fill > pipe;
         pipe = fmax(pipe, group_fill);
         if (pipe + sync + opt >= best) continue;
@@ -525,7 +523,8 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
             *why = (ah_bound_terms_t){.pipe = pipe, .sync = sync, .opt = opt, .P = P, .X = X, .q_limit = limit,
                                       .by_group_fill = by_group_fill};
             why->by_compute = !by_group_fill && pipe == (double)in->N * (L + in->kappa) / rate_of(in, U);
-            why->fill_p2p = why->by_compute || by_group_fill ? 0 : 2.0 * (S - 1) * in->p2p_min;
+            why->fill_p2p = why->by_compute || by_group_fill ? 0 : fill_hops(in, S);
+            why->pace_p2p = why->by_compute || by_group_fill ? 0 : pace;
             why->sync_by_embedding = by_embedding;
         }
     }
@@ -564,10 +563,10 @@ static double scope_bound(bound_in_t *in, int64_t P_lo, double bw, double lat, d
 /* Buffers for one bound, sized by the cluster. */
 typedef struct {
     type_cost_t *tc;
-    scope_t *sc;
+    ah_scope_t *sc;
     int *counts, *zone;
     tgroups_t *ty;
-    double *cand, *q, *q_top;
+    double *cand, *q, *q_top, *zone_rate, *block_s;
 } bound_mem_t;
 
 static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
@@ -580,7 +579,10 @@ static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
     m->cand = malloc(sizeof(double) * t * 4 * (size_t)(L > 0 ? L : 1));
     m->q = malloc(sizeof(double) * (size_t)(G + 1));
     m->q_top = malloc(sizeof(double) * (size_t)(G + 1));
-    return m->tc && m->sc && m->counts && m->zone && m->ty && m->cand && m->q && m->q_top;
+    m->zone_rate = malloc(sizeof(double) * (size_t)(L + 1));
+    m->block_s = malloc(sizeof(double) * t);
+    return m->tc && m->sc && m->counts && m->zone && m->ty && m->cand && m->q && m->q_top && m->zone_rate &&
+           m->block_s;
 }
 
 static void bound_mem_free(bound_mem_t *m) {
@@ -592,6 +594,8 @@ static void bound_mem_free(bound_mem_t *m) {
     free(m->cand);
     free(m->q);
     free(m->q_top);
+    free(m->zone_rate);
+    free(m->block_s);
 }
 
 double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
@@ -599,25 +603,14 @@ double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *clust
     return ah_planner_bound_terms(model, cluster, train, t, profile, NULL);
 }
 
-/* The scopes of the cluster's groups at degree t, into mem->sc (the whole cluster first);
- * returns how many. */
-static int cluster_scopes(const ah_cost_ctx_t *ctx, bound_mem_t *mem) {
-    zones_of(ctx->cluster, mem->zone);
-    int n = add_scope(ctx, mem->zone, AH_LINK_INTER_ZONE, -1, -1, mem->sc, 0, mem->counts);
-    for (int i = 0; i < ctx->cluster->n_nodes; i++) {
-        if (mem->zone[i] == i) n = add_scope(ctx, mem->zone, AH_LINK_INTER_NODE, i, -1, mem->sc, n, mem->counts);
-        n = add_scope(ctx, mem->zone, AH_LINK_INTRA, -1, i, mem->sc, n, mem->counts);
-    }
-    return n;
-}
-
 /* The figures every scope shares (S0 from the whole cluster's groups, already in in). */
 static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
     int most = 0; /* the fewest stages that fit: S0 = ceil(L / the most blocks any stage holds) */
     for (int i = 0; i < in->n; i++) most = in->ty[i].c->u_any > most ? in->ty[i].c->u_any : most;
     in->S0 = most > 0 ? (in->L + most - 1) / most : INT32_MAX;
-    in->p2p_min = p2p_least(ctx, AH_LINK_INTRA);
-    in->p2p_between = p2p_least(ctx, AH_LINK_INTER_NODE);
+    in->p2p_min = ah_p2p_least(ctx, AH_LINK_INTRA);
+    in->p2p_between = ah_p2p_least(ctx, AH_LINK_INTER_NODE);
+    in->p2p_zones = ah_p2p_least(ctx, AH_LINK_INTER_ZONE);
     const double grad_elt = (double)ah_precision_elt_bytes(ctx->train->precision);
     const int64_t p_block = ah_layer_params(ctx->model, AH_LAYER_BLOCK, ctx->t);
     in->grad_block = (double)p_block * grad_elt;
@@ -640,19 +633,26 @@ double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *clust
         return 0;
     }
     type_costs(&ctx, mem.tc);
-    const int n = cluster_scopes(&ctx, &mem);
+    const int n = ah_bound_scopes(&ctx, mem.zone, mem.sc, mem.counts);
     bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty};
     scope_inputs(mem.tc, mem.sc[0].count, nt, &in, mem.cand);
     if (in.G > 0) {
         /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
         terms.compute = (double)in.N * (L + in.kappa) / rate_of(&in, in.G);
         shared_inputs(&ctx, &in);
+        bool zones = false; /* more than one zone: the whole cluster's scope spans them */
+        for (int i = 0; i < cluster->n_nodes; i++) zones |= mem.zone[i] != 0;
+        for (int ty = 0; ty < nt; ty++) mem.block_s[ty] = mem.tc[ty].b;
+        if (zones) ah_zone_rates(&ctx, mem.zone, mem.block_s, L, mem.zone_rate);
         for (int s = 0; s < n; s++) {
             scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
+            in.zone_rate = zones && s == 0 ? mem.zone_rate : NULL;
             if (in.G == 0) continue;
-            in.hop_min = mem.sc[s].spread ? in.p2p_between : in.p2p_min;
+            in.per_node = mem.sc[s].per_node;
+            in.per_zone = mem.sc[s].per_zone;
+            in.hop_min = in.per_node <= 1 ? in.p2p_between : fmin(in.p2p_min, in.p2p_between);
             double bw, lat;
-            scope_link(cluster, &mem.sc[s], &bw, &lat);
+            ah_scope_link(cluster, &mem.sc[s], &bw, &lat);
             /* one pipeline has no DP sync, and the whole cluster holds every one */
             ah_bound_terms_t here = {0};
             const double v = scope_bound(&in, s == 0 ? 1 : 2, bw, lat, mem.q, mem.q_top, mem.cand, &here);

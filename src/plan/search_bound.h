@@ -24,6 +24,7 @@ typedef struct ah_bound_terms {
     double compute;      /* N (L + kappa) / R over every group: the compute term alone */
     double pipe;         /* the binding class's pipeline part */
     double fill_p2p;     /* the p2p hops in pipe's fill term (0 when the compute term binds) */
+    double pace_p2p;     /* the hops' pace in pipe's bubble term, (N - P) pi / P (0 likewise) */
     double sync;         /* its DP sync */
     bool sync_by_embedding; /* sync is the first stage's (a block and the embedding's rows) */
     double opt;          /* its optimizer step */

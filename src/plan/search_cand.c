@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/planner.h"
+#include "plan/replay.h"
 
 #include "core/vec.h"
 
@@ -63,10 +64,11 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     const ah_cost_ctx_t ctx = ah_sctx_cost(x);
     const int P = c->P;
     ah_pentry_t **ent = malloc(sizeof *ent * (size_t)P);
-    double *extra = malloc(sizeof *extra * (size_t)P);
-    if (!ent || !extra) {
+    double *extra = malloc(sizeof *extra * (size_t)P), *pace = malloc(sizeof *pace * (size_t)P);
+    if (!ent || !extra || !pace) {
         free(ent);
         free(extra);
+        free(pace);
         return NAN;
     }
     /* the plan-wide DP link, as ah_evaluate finds it */
@@ -78,19 +80,20 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     for (int p = 0; p < P && !isnan(result); p++) {
         const int S = c->S[p], *nd = c->node + c->off[p];
         cand_types(x, c, p, ty);
-        double p2p = 0;
+        double p2p = 0, hop[AH_MAX_STAGES];
         for (int s = 0; s < S; s++) {
             ah_link_t l = ah_link_between(cl, d0, nd[s]);
             if (l > worst) worst = l;
             if (cl->types[ty[s]].intra_node_gb_s < cl->types[slow].intra_node_gb_s) slow = ty[s];
-            if (s + 1 < S) p2p += ah_p2p_seconds(&ctx, ah_link_between(cl, nd[s], nd[s + 1]), ty[s], ty[s + 1]);
+            if (s + 1 < S) p2p += hop[s] = ah_p2p_seconds(&ctx, ah_link_between(cl, nd[s], nd[s + 1]), ty[s], ty[s + 1]);
         }
         extra[p] = 2 * p2p;
+        pace[p] = ah_p2p_pace(hop, S);
         holders += (x->model->tied && S > 1) ? 2 : 1;
         ent[p] = ah_pipe_get(x, S, ty, c->caps);
         if (!ent[p]) result = NAN;
     }
-    if (!isnan(result)) result = ah_greedy_split(x, P, ent, extra, x->N, c->n);
+    if (!isnan(result)) result = ah_greedy_split(x, P, ent, extra, pace, x->N, c->n);
     const double bw = ah_link_bw(cl, worst, slow, slow), lat = ah_link_latency(cl, worst);
     c->pipe_s = result;
     c->dp_bw = bw;
@@ -117,6 +120,7 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     }
     free(ent);
     free(extra);
+    free(pace);
     return result;
 }
 

@@ -1,8 +1,10 @@
 /* One pipeline, exactly: the best layer split + recomputation for a given stage-type sequence
  * and micro-batch count, and the best micro-batch split over several pipelines.
  *
- * Pipeline time (cost model, 1F1B): T = sum_s c_s + 2 sum p2p + (n-1) max_s c_s, c_s = f_s + b_s.
- * The p2p part does not depend on the split, so the search minimises
+ * Pipeline time (the search's closed form of 1F1B, plan/replay.h):
+ *     T = sum_s c_s + 2 sum p2p + (n-1) (max_s c_s + pace), c_s = f_s + b_s,
+ * pace the hops' share of a micro-batch's round trip (ah_p2p_pace). The p2p parts do not depend
+ * on the split, so the search minimises
  *     V(n) = sum_s c_s + (n-1) max_s c_s
  * over block counts nb_s >= 1 (sum = L) and recompute flags, subject to memory (which depends on
  * n through the in-flight count min(S-s, n)) and optional per-stage block caps. Exactly: for each
@@ -447,14 +449,14 @@ bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out) {
 
 /* ---- micro-batches over pipelines ---- */
 
-/* Pipelines with the same shape and the same p2p time are one kind: the greedy treats their
+/* Pipelines with the same shape and the same p2p times are one kind: the greedy treats their
  * counts together. A kind of c pipelines has r of them at n + 1 micro-batches and c - r at n. */
 typedef struct {
     ah_pentry_t *e;
-    double extra;
+    double extra, pace;
     int count, r;
     int64_t n;
-    double key; /* time of its next increment: V(n + 1) + extra */
+    double key; /* time of its next increment: V(n + 1) + extra + n pace */
 } kind_t;
 
 static bool kind_less(const kind_t *k, int a, int b) {
@@ -476,7 +478,7 @@ static void sift_down(const kind_t *k, int *h, int len, int i) {
 
 typedef struct {
     ah_pentry_t *e;
-    double extra;
+    double extra, pace;
     int p;
 } pipe_ref_t;
 
@@ -484,10 +486,11 @@ static int cmp_ref(const void *a, const void *b) {
     const pipe_ref_t *x = a, *y = b;
     if (x->e != y->e) return (uintptr_t)x->e < (uintptr_t)y->e ? -1 : 1;
     if (x->extra != y->extra) return x->extra < y->extra ? -1 : 1;
+    if (x->pace != y->pace) return x->pace < y->pace ? -1 : 1;
     return x->p - y->p;
 }
 
-double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra,
+double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra, const double *pace,
                        int64_t N, int64_t *n) {
     if (P < 1 || N < P) return INFINITY;
     pipe_ref_t *ref = malloc(sizeof *ref * (size_t)P);
@@ -498,12 +501,12 @@ double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double 
         worst = NAN;
         goto out;
     }
-    for (int p = 0; p < P; p++) ref[p] = (pipe_ref_t){e[p], extra[p], p};
+    for (int p = 0; p < P; p++) ref[p] = (pipe_ref_t){e[p], extra[p], pace[p], p};
     qsort(ref, (size_t)P, sizeof *ref, cmp_ref);
     int nk = 0;
     for (int i = 0; i < P; i++) {
-        if (i == 0 || ref[i].e != ref[i - 1].e || ref[i].extra != ref[i - 1].extra)
-            k[nk++] = (kind_t){ref[i].e, ref[i].extra, 0, 0, 1, 0};
+        if (i == 0 || ref[i].e != ref[i - 1].e || ref[i].extra != ref[i - 1].extra || ref[i].pace != ref[i - 1].pace)
+            k[nk++] = (kind_t){ref[i].e, ref[i].extra, ref[i].pace, 0, 0, 1, 0};
         k[nk - 1].count++;
         kind_of[ref[i].p] = nk - 1;
     }
@@ -514,7 +517,7 @@ double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double 
             goto out;
         }
         if (t1 + k[i].extra > worst) worst = t1 + k[i].extra;
-        k[i].key = ah_pipe_time(x, k[i].e, 2) + k[i].extra;
+        k[i].key = ah_pipe_time(x, k[i].e, 2) + k[i].extra + k[i].pace;
         heap[i] = i;
     }
     for (int i = nk / 2 - 1; i >= 0; i--) sift_down(k, heap, nk, i);
@@ -533,7 +536,7 @@ double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double 
         if (kk->r == kk->count) {
             kk->n++;
             kk->r = 0;
-            kk->key = ah_pipe_time(x, kk->e, kk->n + 1) + kk->extra;
+            kk->key = ah_pipe_time(x, kk->e, kk->n + 1) + kk->extra + (double)kk->n * kk->pace;
             sift_down(k, heap, nk, 0);
         }
     }

@@ -1,10 +1,8 @@
 /* A picture of a plan (SVG 1.1, no scripts): on top, every pipeline as a row of stages, each
  * stage a box with its GPU type, layer range and TP devices (squares coloured by GPU type); below,
  * one iteration's 1F1B timeline per pipeline (one lane per stage; forward boxes light, backward
- * dark, in the stage's type colour), then the DP sync and optimizer step. The timeline replays
- * the schedule with the cost model's per-stage times: forward i on stage s starts when stage s is
- * free and forward i of stage s-1 has arrived (+ p2p); backward i when backward i of stage s+1
- * has arrived; each stage runs min(S-s-1, n) warm-up forwards, then alternates, then drains.
+ * dark, in the stage's type colour), then the DP sync and optimizer step. The timeline is the
+ * replay the prediction itself comes from (plan/replay.h), with the cost model's stage times.
  * Every micro-batch is replayed and drawn; where ops are too short to draw apart (under 1.5 px
  * each, under 0.5 px apart), consecutive ones on a lane are one box, mid-tone when it holds both
  * forwards and backwards, so the file stays small however many micro-batches there are. GPUs the
@@ -18,6 +16,7 @@
 #include <string.h>
 
 #include "plan/planner.h"
+#include "plan/replay.h"
 
 #include "core/names.h"
 
@@ -40,71 +39,6 @@ static void xml_text(FILE *f, const char *s) {
         default: fputc(*s, f);
         }
     }
-}
-
-typedef struct {
-    double start, end;
-    bool fwd;
-} op_t;
-
-/* Replays one pipeline's 1F1B schedule for n micro-batches; ops[s][k] in execution order
- * (2n per stage). Returns the makespan. */
-static double replay(const ah_stage_eval_t *st, int S, int n, op_t *ops) {
-    double *fwd_end = calloc((size_t)S * (size_t)n, sizeof(double));
-    double *bwd_end = calloc((size_t)S * (size_t)n, sizeof(double));
-    int *next = calloc((size_t)S, sizeof(int)); /* next op index per stage */
-    double *free_at = calloc((size_t)S, sizeof(double));
-    double span = 0;
-    if (!fwd_end || !bwd_end || !next || !free_at) goto out;
-    /* each stage's op order: warm-up forwards, then 1F1B, then the remaining backwards */
-    int *order = malloc(sizeof(int) * (size_t)S * (size_t)(2 * n)); /* +i+1: fwd i, -(i+1): bwd i */
-    if (!order) goto out;
-    for (int s = 0; s < S; s++) {
-        int warm = S - s - 1 < n ? S - s - 1 : n, f = 0, b = 0, k = 0;
-        int *o = order + (size_t)s * (size_t)(2 * n);
-        while (f < warm) o[k++] = ++f;
-        while (f < n) {
-            o[k++] = ++f;
-            o[k++] = -(++b);
-        }
-        while (b < n) o[k++] = -(++b);
-    }
-    /* repeatedly run any stage whose next op's input is ready (dependencies go forward in s for
-     * forwards and backward in s for backwards, so this terminates) */
-    for (int done = 0, progress = 1; done < 2 * n * S && progress;) {
-        progress = 0;
-        for (int s = 0; s < S; s++) {
-            if (next[s] == 2 * n) continue;
-            int code = order[(size_t)s * (size_t)(2 * n) + (size_t)next[s]];
-            int i = (code > 0 ? code : -code) - 1;
-            double ready;
-            if (code > 0) {
-                if (s > 0 && fwd_end[(s - 1) * n + i] == 0) continue;
-                ready = s > 0 ? fwd_end[(s - 1) * n + i] + st[s - 1].p2p_s : 0;
-            } else {
-                if (s < S - 1 && bwd_end[(s + 1) * n + i] == 0) continue;
-                if (s == S - 1 && fwd_end[s * n + i] == 0) continue;
-                ready = s < S - 1 ? bwd_end[(s + 1) * n + i] + st[s].p2p_s : fwd_end[s * n + i];
-            }
-            double t0 = ready > free_at[s] ? ready : free_at[s];
-            double t1 = t0 + (code > 0 ? st[s].fwd_s : st[s].bwd_s);
-            if (t1 <= t0) t1 = nextafter(t0, INFINITY); /* keep "done" distinguishable from 0 */
-            (code > 0 ? fwd_end : bwd_end)[s * n + i] = t1;
-            ops[(size_t)s * (size_t)(2 * n) + (size_t)next[s]] = (op_t){t0, t1, code > 0};
-            free_at[s] = t1;
-            if (t1 > span) span = t1;
-            next[s]++;
-            done++;
-            progress = 1;
-        }
-    }
-    free(order);
-out:
-    free(fwd_end);
-    free(bwd_end);
-    free(next);
-    free(free_at);
-    return span;
 }
 
 /* The title line and a legend of the GPU types' colours. */
@@ -155,17 +89,10 @@ static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, double
     }
 }
 
-/* The longest replayed schedule of the first P pipelines (0 where memory runs out). */
-static double replayed_span(const ah_plan_t *p, const ah_eval_t *e, int P) {
+/* The longest replayed schedule of the first P pipelines (their time_s: ah_evaluate replays them). */
+static double replayed_span(const ah_eval_t *e, int P) {
     double replayed = 0;
-    for (int i = 0; i < P; i++) {
-        const int S = p->pipelines[i].n_stages, n = (int)p->pipelines[i].micro_batches;
-        op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
-        if (!ops) break;
-        const double sp = replay(e->pipelines[i].stages, S, n, ops);
-        if (sp > replayed) replayed = sp;
-        free(ops);
-    }
+    for (int i = 0; i < P; i++) replayed = fmax(replayed, e->pipelines[i].time_s);
     return replayed;
 }
 
@@ -175,15 +102,15 @@ static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int
                             double lane_h) {
     const ah_pipeline_t *pl = &p->pipelines[i];
     const int S = pl->n_stages, n = (int)pl->micro_batches;
-    op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
+    ah_op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
     if (!ops) return -1;
-    replay(e->pipelines[i].stages, S, n, ops);
+    ah_1f1b_replay(e->pipelines[i].stages, S, n, true, ops);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>\n", y + 11, i);
     for (int s = 0; s < S; s++) {
         const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
                 y + 10, s);
-        const op_t *lane = ops + (size_t)s * (size_t)(2 * n);
+        const ah_op_t *lane = ops + (size_t)s * (size_t)(2 * n);
         /* what every box of the lane shares is said once, on its group (a lane may hold
          * thousands of boxes) */
         fprintf(f, "<g fill=\"%s\" stroke=\"white\" stroke-width=\"0.3\">\n", col);
@@ -291,10 +218,10 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     const bool idle_ok = draw_idle(f, p, idle, rows_h + 4);
     free(idle);
 
-    /* timelines: the replayed schedule can run a little past the cost model's closed form
-     * T_pipe when stage times differ, so the scale covers both and the note gives both */
+    /* timelines: the prediction's pipeline part is the slowest pipeline's replay; the drawn ones
+     * may leave it out (MAX_PIPES), so the scale covers both and the note gives both */
     const double tail = e->pred.breakdown.dp_sync_s + e->pred.breakdown.optimizer_s;
-    const double replayed = replayed_span(p, e, P);
+    const double replayed = replayed_span(e, P);
     const double span = fmax(e->pred.iteration_s - tail, replayed);
     const double scale = (WIDTH - LEFT - 20) / (span + tail > 0 ? span + tail : 1);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">one iteration, 1F1B: "

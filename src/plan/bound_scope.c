@@ -1,0 +1,104 @@
+/* The lower bound's scopes and hops (contract in bound_scope.h). */
+#define AH_PLANNER_INTERNAL
+#include "plan/bound_scope.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/planner.h"
+
+double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
+    const ah_cluster_t *c = ctx->cluster;
+    double least = INFINITY;
+    for (int a = 0; a < c->n_types; a++)
+        for (int b = 0; b < c->n_types; b++)
+            for (int k = from; k <= AH_LINK_INTER_ZONE; k++)
+                least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
+    return least;
+}
+
+/* Zone of each node: the index of the first node in its zone. */
+static void zones_of(const ah_cluster_t *c, int *zone) {
+    for (int i = 0; i < c->n_nodes; i++) {
+        zone[i] = i;
+        for (int j = 0; j < i && zone[i] == i; j++)
+            if (ah_link_between(c, i, j) != AH_LINK_INTER_ZONE) zone[i] = zone[j];
+    }
+}
+
+/* Appends the scope of link k over the nodes of zone z (z < 0: every node; node >= 0: that node
+ * alone) unless an equal one is there; counts holds room for every scope. Returns the count. */
+static int add_scope(const ah_cost_ctx_t *ctx, const int *zone, int k, int z, int node, ah_scope_t *sc, int n,
+                     int *counts) {
+    const ah_cluster_t *c = ctx->cluster;
+    const int nt = c->n_types;
+    int *count = counts + (size_t)n * nt;
+    memset(count, 0, sizeof(int) * (size_t)nt);
+    int per_node = 0, per_zone = 0;
+    int *in_zone = calloc((size_t)c->n_nodes, sizeof(int)); /* groups by zone (its first node) */
+    for (int i = 0; i < c->n_nodes; i++)
+        if ((node >= 0 && i == node) || (node < 0 && (z < 0 || zone[i] == z))) {
+            const int g = ah_node_groups(c, i, ctx->t, ctx->train->precision);
+            count[c->nodes[i].type] += g;
+            if (g > per_node) per_node = g;
+            if (in_zone) in_zone[zone[i]] += g;
+            per_zone = in_zone ? (in_zone[zone[i]] > per_zone ? in_zone[zone[i]] : per_zone) : INT32_MAX;
+        }
+    free(in_zone); /* (out of host memory: per_zone INT32_MAX, which claims no zone crossing) */
+    for (int s = 0; s < n; s++)
+        if (sc[s].k == k && memcmp(sc[s].count, count, sizeof(int) * (size_t)nt) == 0) {
+            /* one bound for both: the weaker */
+            if (per_node > sc[s].per_node) sc[s].per_node = per_node;
+            if (per_zone > sc[s].per_zone) sc[s].per_zone = per_zone;
+            return n;
+        }
+    sc[n] = (ah_scope_t){k, count, per_node, per_zone};
+    return n + 1;
+}
+
+void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, double *lat) {
+    *bw = 0;
+    for (int ty = 0; ty < c->n_types; ty++)
+        if (s->count[ty] > 0) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)s->k, ty, ty));
+    *lat = ah_link_latency(c, (ah_link_t)s->k);
+}
+
+int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *counts) {
+    zones_of(ctx->cluster, zone);
+    int n = add_scope(ctx, zone, AH_LINK_INTER_ZONE, -1, -1, sc, 0, counts);
+    for (int i = 0; i < ctx->cluster->n_nodes; i++) {
+        if (zone[i] == i) n = add_scope(ctx, zone, AH_LINK_INTER_NODE, i, -1, sc, n, counts);
+        n = add_scope(ctx, zone, AH_LINK_INTRA, -1, i, sc, n, counts);
+    }
+    return n;
+}
+
+void ah_zone_rates(const ah_cost_ctx_t *ctx, const int *zone, const double *block_s, int L, double *zone_rate) {
+    const ah_cluster_t *c = ctx->cluster;
+    const int nt = c->n_types;
+    for (int S = 0; S <= L; S++) zone_rate[S] = 0;
+    int *left = malloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
+    if (!left) { /* out of host memory: no zone's rate known, so none is claimed below another's */
+        for (int S = 1; S <= L; S++) zone_rate[S] = INFINITY;
+        return;
+    }
+    for (int z = 0; z < c->n_nodes; z++) {
+        if (zone[z] != z) continue;
+        memset(left, 0, sizeof(int) * (size_t)nt);
+        for (int i = 0; i < c->n_nodes; i++)
+            if (zone[i] == z) left[c->nodes[i].type] += ah_node_groups(c, i, ctx->t, ctx->train->precision);
+        double rate = 0;
+        for (int S = 1; S <= L; S++) { /* the zone's fastest group left */
+            int best = -1;
+            for (int ty = 0; ty < nt; ty++)
+                if (left[ty] > 0 && block_s[ty] > 0 && (best < 0 || block_s[ty] < block_s[best])) best = ty;
+            if (best < 0) break;
+            left[best]--;
+            rate += 1 / block_s[best];
+            zone_rate[S] = fmax(zone_rate[S], rate);
+        }
+    }
+    free(left);
+}
