@@ -25,17 +25,31 @@ steps_trained() { [ -f "$WORK/$1.jsonl" ] && grep -vc '"event"' "$WORK/$1.jsonl"
 CLOUD=(--cloud s3://ckpt/run --s3-endpoint "$EP")
 
 # A run saved in the cloud; its end says the cloud holds its last step.
-train saved 8 --ckpt-every 4 --local-root "$WORK/ck" "${CLOUD[@]}"
+train saved 12 --ckpt-every 4 --local-root "$WORK/ck" "${CLOUD[@]}"
 [ "$(rc saved)" = 0 ] || { cat "$WORK/saved.err"; fail "the cloud run failed"; }
 python3 - "$WORK/saved.jsonl" <<'PY' || { cat "$WORK/saved.err"; fail "the end-of-run cloud event"; }
 import json, sys
 ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") in ("checkpoint", "cloud")]
-assert [(e["event"], e["step"]) for e in ev] == [("checkpoint", 4), ("checkpoint", 8), ("cloud", 8)], ev
-assert ev[-1]["cloud_step"] == 8 and "cloud_error" not in ev[-1], ev[-1]
+assert [(e["event"], e["step"]) for e in ev] == [("checkpoint", 4), ("checkpoint", 8), ("checkpoint", 12), ("cloud", 12)], ev
+assert ev[-1]["cloud_step"] == 12 and "cloud_error" not in ev[-1], ev[-1]
 assert ev[1]["cloud_step"] in (-1, 4), ev[1]  # step 4's upload, done or not by then; 8's in flight
 print("  end of run: cloud_step", ev[-1]["cloud_step"], "after", ev[-1]["seconds"], "s")
 PY
-grep -q "cloud tier s3://ckpt/run: newest complete step 8" "$WORK/saved.err" || { cat "$WORK/saved.err"; fail "no end line"; }
+grep -q "cloud tier s3://ckpt/run: newest complete step 12" "$WORK/saved.err" || { cat "$WORK/saved.err"; fail "no end line"; }
+
+# Resumed from the cloud (an empty disk; step 12 taken out of the cloud): the first checkpoint event
+# after it says the cloud's step 8 (the resume read it), not -1 while this run's first upload is in
+# flight.
+curl -sf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -X DELETE \
+    "$EP/ckpt/run/step-00000012/manifest-n0.json" || fail "cannot delete the cloud's step 12"
+train again 12 --ckpt-every 4 --local-root "$WORK/empty-again" --resume "${CLOUD[@]}"
+[ "$(rc again)" = 0 ] || { cat "$WORK/again.err"; fail "the resume from the cloud failed"; }
+python3 - "$WORK/again.jsonl" <<'PY' || { cat "$WORK/again.err"; fail "cloud_step after a resume from the cloud"; }
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") in ("checkpoint", "cloud")]
+assert [(e["event"], e["step"]) for e in ev] == [("checkpoint", 12), ("cloud", 12)], ev
+assert ev[0]["cloud_step"] in (8, 12) and ev[1]["cloud_step"] == 12, ev
+PY
 
 # refused NAME WHAT FLAGS...: a resume from an empty disk whose cloud cannot be listed stops non-zero,
 # naming the tier and WHAT (the error), after its retry said on the console; nothing trained.
@@ -57,10 +71,10 @@ refused bucket "NoSuchBucket" --cloud s3://ckpt-typo/run --s3-endpoint "$EP"
 kill -STOP "$MOTO"
 refused paused "timed out" "${CLOUD[@]}"
 kill -CONT "$MOTO"
-# The local disk holds step 4: it is restored, the cloud said left out.
-mkdir -p "$WORK/ck4" && cp -r "$WORK/ck"/* "$WORK/ck4/" && rm -rf "$WORK"/ck4/*/step-00000008
-train local4 8 --local-root "$WORK/ck4" --resume --cloud-retries 0 --cloud s3://ckpt/run --s3-endpoint http://127.0.0.1:1
-[ "$(rc local4)" = 0 ] && grep -q "resumed from step 4" "$WORK/local4.out" && grep -q "resuming from step 4 of the other tiers" \
+# The local disk holds step 8: it is restored, the cloud said left out.
+mkdir -p "$WORK/ck4" && cp -r "$WORK/ck"/* "$WORK/ck4/" && rm -rf "$WORK"/ck4/*/step-00000012
+train local4 12 --local-root "$WORK/ck4" --resume --cloud-retries 0 --cloud s3://ckpt/run --s3-endpoint http://127.0.0.1:1
+[ "$(rc local4)" = 0 ] && grep -q "resumed from step 8" "$WORK/local4.out" && grep -q "resuming from step 8 of the other tiers" \
     "$WORK/local4.err" || { cat "$WORK/local4.out" "$WORK/local4.err"; fail "local4: no resume from the disk with the cloud left out"; }
 # Starting over, asked for.
 train over 8 --local-root "$WORK/empty-over" --resume --cloud-retries 0 --start-over-if-unreadable \

@@ -104,6 +104,9 @@ const ah_ckpt_file_t *ah_ckpt_manifests_find(const ah_ckpt_manifest_t *ms, int n
     return NULL;
 }
 
+/* Tiers a search reads: all, or one (ah_ckpt_catalog_newest_in). */
+#define ALL_TIERS ((1u << AH_TIER_COUNT) - 1)
+
 /* The manifest of tier t at step listing name, or NULL (and its entry in *f). */
 static const ah_ckpt_manifest_t *lookup(const ah_ckpt_catalog_t *cat, int t, int64_t step, const char *name,
                                         const ah_ckpt_file_t **f) {
@@ -115,8 +118,21 @@ static const ah_ckpt_manifest_t *lookup(const ah_ckpt_catalog_t *cat, int t, int
     return NULL;
 }
 
+static ah_status_t newest(const ah_ckpt_catalog_t *cat, unsigned tiers, const char *const *needed, int n,
+                          int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
+
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err) {
+    return newest(cat, ALL_TIERS, needed, n, step, meta, err);
+}
+
+ah_status_t ah_ckpt_catalog_newest_in(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t, const char *const *needed,
+                                      int n, int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err) {
+    return newest(cat, (unsigned)t < AH_TIER_COUNT ? 1u << t : 0, needed, n, step, meta, err);
+}
+
+static ah_status_t newest(const ah_ckpt_catalog_t *cat, unsigned tiers, const char *const *needed, int n,
+                          int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err) {
     *step = -1;
     int64_t best = -1, newest_any = -1;
     char missing[AH_CKPT_NAME_MAX] = "";
@@ -124,7 +140,7 @@ ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *con
     for (;;) {
         int64_t cand = -1;
         for (int t = 0; t < AH_TIER_COUNT; t++)
-            for (int i = 0; i < cat->n[t]; i++) {
+            for (int i = 0; (tiers >> t & 1) && i < cat->n[t]; i++) {
                 int64_t s = cat->m[t][i].meta.step;
                 if (s > cand && (best < 0 ? true : s < best)) cand = s;
             }
@@ -134,7 +150,8 @@ ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *con
         for (; k < n; k++) {
             const ah_ckpt_file_t *f;
             bool found = false;
-            for (int t = 0; t < AH_TIER_COUNT && !found; t++) found = lookup(cat, t, cand, needed[k], &f) != NULL;
+            for (int t = 0; t < AH_TIER_COUNT && !found; t++)
+                found = (tiers >> t & 1) && lookup(cat, t, cand, needed[k], &f) != NULL;
             if (!found) break;
         }
         if (k == n) {
@@ -155,7 +172,7 @@ ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *con
     /* Every manifest of the chosen step must describe the same training state. */
     const ah_ckpt_manifest_t *first = NULL;
     for (int t = 0; t < AH_TIER_COUNT; t++)
-        for (int i = 0; i < cat->n[t]; i++) {
+        for (int i = 0; (tiers >> t & 1) && i < cat->n[t]; i++) {
             const ah_ckpt_manifest_t *m = &cat->m[t][i];
             if (m->meta.step != *step) continue;
             if (!first) {

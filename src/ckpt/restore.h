@@ -84,6 +84,9 @@ void ah_ckpt_catalog_forget_tier(ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t, const
  * NULL) gets its data position, RNG state, etc. AH_ERR_INFEASIBLE when no step has them all. */
 ah_status_t ah_ckpt_catalog_newest(const ah_ckpt_catalog_t *cat, const char *const *needed, int n,
                                    int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
+/* The same over tier t's manifests alone (e.g. the newest step the cloud holds complete). */
+ah_status_t ah_ckpt_catalog_newest_in(const ah_ckpt_catalog_t *cat, ah_ckpt_tier_t t, const char *const *needed,
+                                      int n, int64_t *step, ah_ckpt_meta_t *meta, ah_error_t *err);
 /* Forgets every tier's manifests of step: a step whose fetch found no intact copy of a file is
  * dropped, and ah_ckpt_catalog_newest then offers the next older one. */
 void ah_ckpt_catalog_drop(ah_ckpt_catalog_t *cat, int64_t step);

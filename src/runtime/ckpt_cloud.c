@@ -11,7 +11,8 @@
 
 /* The newest step every uploading node finished: each node's newest up to a bound, the smallest of
  * them the next bound, until every node has it (a node may have skipped a step another finished).
- * Nodes that upload nothing (their shards are another node's share) do not count. Collective. */
+ * Nodes that upload nothing (their shards are another node's share) do not count. Before this run
+ * finished an upload, the cloud's newest complete step at the resume (s->cloud_base). Collective. */
 static ah_status_t newest_complete(const ah_ckpt_session_t *s, int64_t *out, ah_error_t *err) {
     const bool uploads = s->up && s->cloud_share > 0;
     int64_t bound = INT64_MAX;
@@ -21,12 +22,12 @@ static ah_status_t newest_complete(const ah_ckpt_session_t *s, int64_t *out, ah_
         if (st != AH_OK) return st;
         const int64_t c = v == INT64_MIN ? -1 : -v;
         if (c < 0 || c == bound) {
-            *out = c;
+            *out = c > s->cloud_base ? c : s->cloud_base;
             return AH_OK;
         }
         bound = c;
     }
-    *out = -1; /* not reached: each round lowers the bound to a step some node finished */
+    *out = s->cloud_base; /* not reached: each round lowers the bound to a step some node finished */
     return AH_OK;
 }
 

@@ -96,6 +96,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_saved = -1;
     s->last_save_s = -1;
     s->cloud_disk_step = -1;
+    s->cloud_base = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
     if (!s->hit) {

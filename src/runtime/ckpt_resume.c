@@ -74,8 +74,9 @@ static void remove_staging(const char *staging, int64_t step) {
     rmdir(staging); /* when empty */
 }
 
-/* Newest step (and its TP degree) whose every shard some tier lists; -1 when none, with why in err. */
-static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
+/* Newest step (and its TP degree) whose every shard some tier lists (tier >= 0: that tier alone); -1
+ * when none, with why in err. */
+static int64_t choose_step(const ah_ckpt_catalog_t *cat, int tier, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
                            ah_error_t *err) {
     const ah_model_t *m = &p->model;
     const int max_names = (2 + (int)m->n_layer) * AH_RESHARD_MAX_PIECES;
@@ -90,7 +91,8 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, const ah_plan_t *p, int
         if (ah_model_check_tp(m, T, &e2) != AH_OK) continue; /* no plan saves at this degree */
         const int n = ah_placement_model_names(m, T, names);
         for (int i = 0; i < n; i++) ptrs[i] = names[i];
-        if (ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2) != AH_OK) {
+        if ((tier < 0 ? ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2)
+                      : ah_ckpt_catalog_newest_in(cat, (ah_ckpt_tier_t)tier, ptrs, n, &step, &mt, &e2)) != AH_OK) {
             if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
             continue;
         }
@@ -459,7 +461,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         for (;;) {
             ah_error_t e2 = {0};
             bool bad = false;
-            step = choose_step(cat, tr->plan, &T, &meta, &e2);
+            step = choose_step(cat, -1, tr->plan, &T, &meta, &e2);
             if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
             st = step >= 0 ? check_step(tr, step, &meta, s->o.reschedule, err) : AH_OK;
             if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
@@ -472,6 +474,12 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         }
         if (step < 0 && unread[0] && (st = ah_ckpt_cloud_unread(s, unread, why, sizeof why, err)) != AH_OK)
             goto done; /* the same on every rank: agreed above */
+        if (s->cloud && !unread[0]) { /* the cloud's newest complete step: its cloud_step until this run uploads */
+            ah_ckpt_meta_t m2;
+            ah_error_t e3;
+            int T2;
+            s->cloud_base = choose_step(cat, AH_TIER_CLOUD, tr->plan, &T2, &m2, &e3);
+        }
         if (step >= 0 && unread[0] && tr->rank == 0)
             fprintf(stderr, "autohet train: warning: %s; resuming from step %lld of the other tiers (the cloud may "
                     "hold a newer one)\n", unread, (long long)step);

@@ -25,6 +25,7 @@ struct ah_ckpt_session {
     ah_ckpt_uploader_t *up;  /* node leaders with a cloud only */
     int cloud_share;         /* shards this node uploads at a save (0: none, its uploader idles) */
     int64_t cloud_disk_step; /* the disk's newest step at the last cloud check (ckpt_cloud.c), -1 none */
+    int64_t cloud_base;      /* the cloud's newest complete step at the resume, -1 none (ckpt_cloud.c) */
     int64_t last_saved;      /* newest step committed on every node, -1 when none */
     int failed_saves;        /* saves taken back (a full disk), and the last one's error */
     char save_error[512];
