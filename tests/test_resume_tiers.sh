@@ -6,7 +6,8 @@
 #                        shard on n0 -> that one file from n1 (a fallback), the rest local.
 #   CASE cloud:          a real S3 server (moto_server on 127.0.0.1): the run uploads in the
 #                        background; with no local copy anywhere (and a corrupt one) the resume
-#                        takes the cloud's; an unreachable endpoint never stops training.
+#                        takes the cloud's; an unreachable endpoint never stops training;
+#                        --keep 1 leaves the cloud (and each disk) with the last step alone.
 #   CASE diskfull:       small tmpfs disks (root only; SKIP otherwise): a root that cannot hold
 #                        --keep + 1 steps refused at start-up (bytes needed and free), --keep 1
 #                        fits; n1's disk filled after step 4: steps 8 and 12 fail, on no node
@@ -91,6 +92,16 @@ PY
     run down --ckpt-every 4 --local-root "$WORK/ck-down" --cloud s3://ckpt/run2 --s3-endpoint http://127.0.0.1:1
     grep -q "cloud upload failed" "$WORK/down.err" || { cat "$WORK/down.err" >&2; fail "no upload failure reported"; }
     [ "$(grep -v '"event"' "$WORK/down.jsonl" | grep -c '"step"')" -eq 12 ] || fail "training did not finish with the cloud down"
+    # --keep 1 in the cloud tier as on the disks: a save every 2 steps, and at the end the cloud
+    # holds step 12 alone (every older step's manifest and files removed), each disk too.
+    run keep1 --ckpt-every 2 --local-root "$WORK/ck-keep" --keep 1 --cloud s3://ckpt/run3 --s3-endpoint "$EP"
+    "$AUTOHET" ckpt ls --cloud s3://ckpt/run3 --s3-endpoint "$EP" --json >"$WORK/keep1.json" || fail "ckpt ls --cloud"
+    python3 - "$WORK/keep1.json" <<'PY' || fail "--keep 1 in the cloud"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["step"], r["committed"]) for r in rows] == [(12, True)], rows
+PY
+    [ "$(cd "$WORK/ck-keep" && echo n*/step-*)" = "n0/step-00000012 n1/step-00000012" ] || fail "--keep 1 on the disks"
     ;;
 diskfull)
     [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to mount a small tmpfs"; exit 77; }

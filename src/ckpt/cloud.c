@@ -225,6 +225,39 @@ ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_mani
     return AH_OK;
 }
 
+ah_status_t ah_ckpt_cloud_prune(ah_s3_t *s3, const ah_s3_url_t *url, const char *node, int64_t below, int *removed,
+                                ah_error_t *err) {
+    char lp[1100], mname[AH_CKPT_NAME_MAX + 16];
+    snprintf(lp, sizeof lp, "%s%sstep-", url->prefix, url->prefix[0] ? "/" : "");
+    snprintf(mname, sizeof mname, "manifest-%s.json", node);
+    const size_t base = strlen(lp) - strlen("step-");
+    ah_s3_object_t *objs;
+    int n_objs;
+    if (removed) *removed = 0;
+    if (ah_s3_list(s3, url->bucket, lp, &objs, &n_objs, err) != AH_OK) return err->code;
+    ah_status_t st = AH_OK;
+    for (int i = 0; i < n_objs && st == AH_OK; i++) {
+        const char *name;
+        const int64_t step = key_step(objs[i].key + base, &name);
+        if (step < 0 || step >= below || strcmp(name, mname) != 0) continue;
+        ah_ckpt_manifest_t m;
+        bool ok;
+        ah_error_t why;
+        if ((st = load_manifest(s3, url, objs[i].key, step, &m, &ok, &why, err)) != AH_OK) break;
+        /* uncommitted first (the manifest), then the files it listed; a damaged manifest alone */
+        st = ah_s3_delete(s3, url->bucket, objs[i].key, err);
+        for (int k = 0; ok && st == AH_OK && k < m.n_files; k++) {
+            char key[1200];
+            if (ah_ckpt_cloud_key(key, sizeof key, url, step, m.files[k].name) >= 0)
+                st = ah_s3_delete(s3, url->bucket, key, err);
+        }
+        if (ok) ah_ckpt_manifest_free(&m);
+        if (st == AH_OK && removed) (*removed)++;
+    }
+    free(objs);
+    return st;
+}
+
 /* ---- background uploader ----------------------------------------------------------------------- */
 
 typedef struct job {
@@ -248,6 +281,9 @@ struct ah_ckpt_uploader {
     ah_ckpt_upload_stats_t stats;
     int64_t done[AH_CKPT_UPLOAD_HISTORY]; /* the steps finished last, a ring */
     int n_done;                           /* finished so far (the ring holds the last of them) */
+    /* retention (ah_ckpt_uploader_prune): this node's steps below prune_below go, once no upload waits */
+    int64_t prune_below, pruned_below;
+    char prune_node[AH_CKPT_NAME_MAX];
 };
 
 static void job_free(job_t *j) {
@@ -256,11 +292,36 @@ static void job_free(job_t *j) {
     free(j);
 }
 
+/* Retention's deletions, on the uploader's thread (its connection), with u->mu held (released while
+ * the store is asked). A failure is the uploader's failure, as an upload's. */
+static void prune_now(ah_ckpt_uploader_t *u) {
+    const int64_t below = u->prune_below;
+    char node[AH_CKPT_NAME_MAX];
+    snprintf(node, sizeof node, "%s", u->prune_node);
+    u->busy = true;
+    pthread_mutex_unlock(&u->mu);
+    ah_error_t err;
+    const ah_status_t st = ah_ckpt_cloud_prune(u->s3, &u->url, node, below, NULL, &err);
+    pthread_mutex_lock(&u->mu);
+    u->pruned_below = below;
+    if (st != AH_OK && !u->failed) {
+        u->failed = true;
+        ah_error_set(&u->first_err, st, "cloud retention (--keep): removing node %s's steps before %lld: %s", node,
+                     (long long)below, err.msg);
+    }
+    u->busy = false;
+    pthread_cond_broadcast(&u->cv);
+}
+
 static void *uploader_main(void *arg) {
     ah_ckpt_uploader_t *u = arg;
     pthread_mutex_lock(&u->mu);
     for (;;) {
-        while (!u->pending && !u->stop) pthread_cond_wait(&u->cv, &u->mu);
+        while (!u->pending && u->prune_below <= u->pruned_below && !u->stop) pthread_cond_wait(&u->cv, &u->mu);
+        if (!u->pending && u->prune_below > u->pruned_below) { /* retention once no upload waits */
+            prune_now(u);
+            continue;
+        }
         if (!u->pending) break; /* stop requested and nothing left */
         job_t *j = u->pending;
         u->pending = NULL;
@@ -311,6 +372,7 @@ ah_status_t ah_ckpt_uploader_start(const ah_s3_config_t *cfg, const ah_s3_url_t 
     u->url = *url;
     u->stats.last_step = -1;
     u->busy_step = -1;
+    u->prune_below = u->pruned_below = -1;
     if (ah_s3_open(cfg, &u->s3, err) != AH_OK) {
         free(u);
         return err->code;
@@ -363,15 +425,34 @@ ah_status_t ah_ckpt_uploader_submit(ah_ckpt_uploader_t *u, const char *local_roo
     return AH_OK;
 }
 
+void ah_ckpt_uploader_prune(ah_ckpt_uploader_t *u, const char *node, int64_t below) {
+    pthread_mutex_lock(&u->mu);
+    if (below > u->prune_below) {
+        u->prune_below = below;
+        snprintf(u->prune_node, sizeof u->prune_node, "%s", node);
+        pthread_cond_broadcast(&u->cv);
+    }
+    pthread_mutex_unlock(&u->mu);
+}
+
 void ah_ckpt_uploader_drain(ah_ckpt_uploader_t *u) {
     pthread_mutex_lock(&u->mu);
-    while (u->pending || u->busy) pthread_cond_wait(&u->cv, &u->mu);
+    while (u->pending || u->busy || u->prune_below > u->pruned_below) pthread_cond_wait(&u->cv, &u->mu);
     pthread_mutex_unlock(&u->mu);
 }
 
 ah_status_t ah_ckpt_uploader_wait(ah_ckpt_uploader_t *u, ah_error_t *err) {
     ah_ckpt_uploader_drain(u);
     return ah_ckpt_uploader_take_error(u, err);
+}
+
+int ah_ckpt_uploader_done(ah_ckpt_uploader_t *u, int64_t *steps, int cap) {
+    pthread_mutex_lock(&u->mu);
+    int n = u->n_done < AH_CKPT_UPLOAD_HISTORY ? u->n_done : AH_CKPT_UPLOAD_HISTORY;
+    if (n > cap) n = cap;
+    memcpy(steps, u->done, (size_t)n * sizeof *steps);
+    pthread_mutex_unlock(&u->mu);
+    return n;
 }
 
 int64_t ah_ckpt_uploader_newest_upto(ah_ckpt_uploader_t *u, int64_t bound) {
@@ -418,6 +499,7 @@ void ah_ckpt_uploader_cancel(ah_ckpt_uploader_t *u) {
         u->pending = NULL;
         u->stats.skipped++;
     }
+    u->prune_below = u->pruned_below; /* no retention either */
     pthread_mutex_unlock(&u->mu);
     ah_s3_cancel(u->s3); /* the upload in flight fails before its manifest: its step never counts */
     ah_ckpt_uploader_stop(u);

@@ -37,6 +37,11 @@ ah_status_t ah_ckpt_cloud_scan(ah_s3_t *s3, const ah_s3_url_t *url, ah_ckpt_mani
                                int *n_manifests, ah_ckpt_step_info_t **steps, int *n_steps,
                                ah_error_t *err);
 void ah_ckpt_manifests_free(ah_ckpt_manifest_t *m, int n);
+/* Retention: node's committed steps before `below` leave the cloud, each uncommitted first (its
+ * manifest-NODE.json deleted), then the files that manifest listed (the files this node uploaded).
+ * Other nodes' objects are theirs to remove. *removed (may be NULL): the steps removed. */
+ah_status_t ah_ckpt_cloud_prune(ah_s3_t *s3, const ah_s3_url_t *url, const char *node, int64_t below, int *removed,
+                                ah_error_t *err);
 
 /* Background uploads (one pthread with its own S3 connection). submit() returns at once;
  * a job submitted while an older one still waits replaces it (only the newest step matters);
@@ -64,6 +69,13 @@ ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u);
  * node finished it, and a node may have skipped a step another finished. */
 #define AH_CKPT_UPLOAD_HISTORY 64
 int64_t ah_ckpt_uploader_newest_upto(ah_ckpt_uploader_t *u, int64_t bound);
+/* The steps this uploader finished (manifest included), the last AH_CKPT_UPLOAD_HISTORY of them at
+ * most, in no order, into steps (cap entries); returns how many. */
+int ah_ckpt_uploader_done(ah_ckpt_uploader_t *u, int64_t *steps, int cap);
+/* Asks for retention (ah_ckpt_cloud_prune of node's steps before `below`), done on the uploader's
+ * thread once no upload waits; drain(), wait() and stop() wait for it too, cancel() drops it. A
+ * lower bound than one asked before changes nothing. A failure is taken as an upload's. */
+void ah_ckpt_uploader_prune(ah_ckpt_uploader_t *u, const char *node, int64_t below);
 /* The first failure since the last take or wait, without waiting (AH_OK when none); clears it. */
 ah_status_t ah_ckpt_uploader_take_error(ah_ckpt_uploader_t *u, ah_error_t *err);
 /* The step being uploaded now (-1 when idle): garbage collection must not remove it. */

@@ -411,8 +411,8 @@ int ah_cli_run(int argc, char **argv) {
         {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
          &counts[2], "N", "trainer: non-finite steps skipped before one stops "
          "the run (default 0)", false},
-        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &counts[3], "N", "trainer: committed checkpoint steps each node's "
-         "disk keeps; older ones are deleted after a new step commits (default 2)", false},
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &counts[3], "N", "trainer: committed checkpoint steps kept on each "
+         "node's disk and in the cloud; older ones are deleted after a new step commits (default 2)", false},
         {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
         {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh|slurm", "local: every node on this machine (default); ssh: "

@@ -392,8 +392,8 @@ int ah_cli_train(int argc, char **argv) {
          "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
-        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps each node's disk "
-         "keeps; older ones are deleted after a new step commits everywhere (default 2)", false},
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps kept on each node's "
+         "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
         {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a.cloud_timeout, "S", "an S3 request with no progress for S "

@@ -61,6 +61,7 @@ ah_status_t ah_ckpt_session_finish(ah_ckpt_session_t *s, json_t **event, ah_erro
     ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &waited, 1, err);
     ah_ckpt_cloud_state_t c;
     if (st == AH_OK) st = ah_ckpt_cloud_check(s, &c, err);
+    if (st == AH_OK) st = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud, done before the uploader stops */
     if (st != AH_OK || s->tr->rank != 0 || !event) return st;
     *event = json_pack("{s:s, s:I, s:f}", AH_PROTO_EVENT, AH_PROTO_EV_CLOUD, AH_PROTO_STEP, (json_int_t)s->last_saved,
                        "seconds", (double)waited * 1e-6);

@@ -426,8 +426,6 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     if (s->node_rank == 0) {
         ah_error_t e2;
         if (!ok) ah_ckpt_rollback(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
-        else /* best effort: old steps only, never the one the uploader is reading */
-            ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &e2);
     }
     if (ok) s->last_saved = step;
     if (ok && s->up) {
@@ -445,6 +443,12 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
         free(names);
         free(ptrs);
     }
+    /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
+     * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
+     * under it. */
+    ah_error_t ge;
+    if (ok && s->node_rank == 0)
+        ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &ge);
     /* Figures: bytes written (sum), duration (max: the slowest rank bounds the save), cloud bytes. */
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
@@ -454,6 +458,7 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, &us_max, 1, err);
     ah_ckpt_cloud_state_t cloud;
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
+    if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
     if (cs != AH_OK) return cs;
     s->last_save_s = (double)us_max * 1e-6;
     if (tr->rank == 0 && event) {

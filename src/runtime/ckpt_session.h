@@ -84,5 +84,8 @@ ah_status_t ah_ckpt_rank_step_bytes(const ah_ckpt_session_t *s, uint64_t block, 
 /* ckpt_space.c (collective, agreed): refuses a --local-root whose filesystem cannot hold what the
  * run will keep there (ckpt_io.h, ah_ckpt_session_open). */
 ah_status_t ah_ckpt_check_space(ah_ckpt_session_t *s, ah_error_t *err);
+/* ckpt_retain.c (collective; after a cloud check): --keep N in the cloud tier: each uploading
+ * node's uploader removes its steps older than the N-th newest step complete in the cloud. */
+ah_status_t ah_ckpt_cloud_retain(ah_ckpt_session_t *s, ah_error_t *err);
 
 #endif
