@@ -69,9 +69,9 @@ typedef struct ah_ckpt_opts {
      * steps is refused at open: a run from step 0 would save beside an earlier run's steps. */
     bool resume;
     /* A resume keeps the learning-rate schedule its step was trained under (the manifest's
-     * "schedule": --steps, --warmup, --lr): one that differs is refused, naming both, unless this
-     * is set (--reschedule); then the change is said on stderr. A manifest without one (an older
-     * autohet) is taken unchecked. */
+     * "schedule": --steps, --warmup, --lr): one that gives a step left to train another learning
+     * rate is refused, naming both, unless this is set (--reschedule); then the change is said on
+     * stderr. A manifest without one (an older autohet) is taken unchecked. */
     bool reschedule;
     /* The cloud's patience: an S3 request with no progress for cloud_timeout_s fails (0:
      * AH_CKPT_CLOUD_TIMEOUT_DEFAULT); a resume lists the cloud cloud_retries more times (waiting

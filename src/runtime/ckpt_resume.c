@@ -168,11 +168,14 @@ static void schedule_flags(const ah_train_opts_t *o, const ah_train_opts_t *othe
     if (!other || o->lr != other->lr) ah_str_appendf(&t, "%s--lr %.17g", t.len ? " " : "", o->lr);
 }
 
-/* Whether step's schedule (meta) is not this run's: then both as flags into old and now (now: only
- * the flags that differ) and step's learning rate under each. A manifest without one, or a step at
- * or past --steps (nothing left to train, whose learning rate could change): false. */
+/* Whether step's schedule (meta) gives a step left to train (step .. --steps - 1) another learning
+ * rate than this run's: then both schedules as flags into old and now (now: only the flags that
+ * differ), the first such step and its rate under each. A manifest without one, a run with nothing
+ * left to train, or one whose remaining rates are the same (a longer run still in its warm-up):
+ * false. */
 typedef struct {
     char old[128], now[128];
+    int64_t at;
     double lr_was, lr_now;
 } schedule_change_t;
 static bool schedule_changed(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, schedule_change_t *c) {
@@ -180,13 +183,16 @@ static bool schedule_changed(const ah_trainer_t *tr, int64_t step, const ah_ckpt
     was.steps = meta->sched_steps;
     was.warmup = meta->sched_warmup;
     was.lr = meta->sched_lr;
-    if (meta->sched_steps <= 0 || step >= tr->opts.steps ||
-        (was.steps == tr->opts.steps && was.warmup == tr->opts.warmup && was.lr == tr->opts.lr))
+    if (meta->sched_steps <= 0 || (was.steps == tr->opts.steps && was.warmup == tr->opts.warmup && was.lr == tr->opts.lr))
         return false;
+    c->at = -1; /* past a million equal steps, taken as changed: the rest is not searched */
+    for (int64_t i = step; c->at < 0 && i < tr->opts.steps; i++)
+        if (ah_train_lr(&was, i) != ah_train_lr(&tr->opts, i) || i - step >= 1000000) c->at = i;
+    if (c->at < 0) return false;
     schedule_flags(&was, NULL, c->old, sizeof c->old);
     schedule_flags(&tr->opts, &was, c->now, sizeof c->now);
-    c->lr_was = ah_train_lr(&was, step);
-    c->lr_now = ah_train_lr(&tr->opts, step);
+    c->lr_was = ah_train_lr(&was, c->at);
+    c->lr_now = ah_train_lr(&tr->opts, c->at);
     return true;
 }
 
@@ -197,18 +203,18 @@ static ah_status_t check_schedule(const ah_trainer_t *tr, int64_t step, const ah
     schedule_change_t c;
     if (reschedule || !schedule_changed(tr, step, meta, &c)) return AH_OK;
     return ah_error_set(err, AH_ERR_USAGE, "step %lld was trained under the cosine learning-rate schedule of %s; %s would "
-                        "change the learning rate of every step from %lld on (step %lld: %.4g, now %.4g); resume with "
-                        "%s, or add --reschedule to change the schedule", (long long)step, c.old, c.now, (long long)step,
-                        (long long)step, c.lr_was, c.lr_now, c.old);
+                        "change the learning rate of the steps left to train (step %lld: %.4g, now %.4g); resume with "
+                        "%s, or add --reschedule to change the schedule", (long long)step, c.old, c.now, (long long)c.at,
+                        c.lr_was, c.lr_now, c.old);
 }
 
 /* Rank 0, on stderr: the schedule change --reschedule let through at the step restored. */
 static void say_schedule_change(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta) {
     schedule_change_t c;
     if (tr->rank == 0 && schedule_changed(tr, step, meta, &c))
-        fprintf(stderr, "autohet train: --reschedule: the learning-rate schedule changes at step %lld from %s's to %s's "
-                "(step %lld's learning rate %.4g, now %.4g)\n", (long long)step, c.old, c.now, (long long)step,
-                c.lr_was, c.lr_now);
+        fprintf(stderr, "autohet train: --reschedule: resumed at step %lld under %s's learning-rate schedule, not %s's "
+                "(step %lld's learning rate %.4g, was %.4g)\n", (long long)step, c.now, c.old, (long long)c.at,
+                c.lr_now, c.lr_was);
 }
 
 /* Whether the job may resume from step (meta: its manifest): the same model, the same shards and
