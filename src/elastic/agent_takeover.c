@@ -118,6 +118,10 @@ static ah_status_t account(agent_t *a, const merged_t *m, double waited, ah_erro
     }
     ah_agent_read_preempted(a, &f, named);
     free(named);
+    if (!f.preempted && m->merged == 0) { /* it died between launches: its stop, if any, is in the metrics */
+        say(a, "launch %d (the earlier run's): nothing its agent had not merged, no notice reached it", m->launch);
+        return AH_OK;
+    }
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
     ah_recovery_open(r, AH_CAUSE_AGENT, &f, 0, waited, false);
