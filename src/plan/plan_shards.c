@@ -230,16 +230,23 @@ static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *de
     return AH_OK;
 }
 
+/* Room for one group's members (at most two per pipeline and one more): *devs and *ranks, both
+ * freed by the caller; false (nothing to free) when out of host memory. */
+static bool alloc_members(const ah_plan_t *p, ah_device_ref_t **devs, int **ranks) {
+    *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof **devs);
+    *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof **ranks);
+    if (*devs && *ranks) return true;
+    free(*devs);
+    free(*ranks);
+    return false;
+}
+
 ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, int, void *),
                               void *ctx, ah_error_t *err) {
     free_groups(p);
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    int *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *ranks);
-    if (!devs || !ranks) {
-        free(devs);
-        free(ranks);
-        return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
-    }
+    ah_device_ref_t *devs;
+    int *ranks;
+    if (!alloc_members(p, &devs, &ranks)) return ah_error_set(err, AH_ERR_OOM, "out of host memory for optimizer shards");
     int cap = 0;
     ah_status_t s = AH_OK;
     for (int r = 0; r < p->tp && s == AH_OK; r++) {
@@ -261,13 +268,10 @@ ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, 
 ah_status_t ah_opt_elems_all(const ah_plan_t *p, int64_t *held, int64_t *unowned, ah_error_t *err) {
     const int n_dev = ah_plan_device_count(p);
     for (int r = 0; r < n_dev; r++) held[r] = unowned[r] = 0;
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    int *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *ranks);
-    if (!devs || !ranks) {
-        free(devs);
-        free(ranks);
+    ah_device_ref_t *devs;
+    int *ranks;
+    if (!alloc_members(p, &devs, &ranks))
         return ah_error_set(err, AH_ERR_OOM, "out of host memory counting optimizer shares");
-    }
     for (int k = 0; k < p->n_opt_groups; k++) {
         const ah_opt_group_t *g = &p->opt_groups[k];
         const int n = members(p, g, devs, ranks);

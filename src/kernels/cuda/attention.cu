@@ -35,6 +35,20 @@ __device__ __forceinline__ float dot_smem(const float *a, const float *b, int hd
     return s;
 }
 
+// acc (this lane's hd/32 accumulators) += sum over the tile's first nk rows jj of x from lane jj
+// times row jj of tile: a probability (or its gradient) per key, weighting that key's row.
+__device__ __forceinline__ void acc_rows(float *acc, float x, const float *tile, int nk, int hp, int hd,
+                                         int lane) {
+    for (int jj = 0; jj < nk; jj++) {
+        const float xj = __shfl_sync(FULL, x, jj);
+#pragma unroll
+        for (int r = 0; r < MAX_R; r++) {
+            const int d = lane + 32 * r;
+            if (d < hd) acc[r] += xj * tile[jj * hp + d];
+        }
+    }
+}
+
 // Loads rows [r0, r0 + KT) of a (T, ld) strided head view into a padded tile (zeros past T).
 __device__ __forceinline__ void load_tile(float *tile, const float *src, int r0, int T, int ld,
                                           int hd) {
@@ -87,15 +101,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const float *qkv, int T
         l = l * corr + ah_warp_sum(p);
 #pragma unroll
         for (int r = 0; r < MAX_R; r++) acc[r] *= corr;
-        const int nk = min(KT, i - j0 + 1);
-        for (int jj = 0; jj < nk; jj++) {
-            const float pj = __shfl_sync(FULL, p, jj);
-#pragma unroll
-            for (int r = 0; r < MAX_R; r++) {
-                const int d = lane + 32 * r;
-                if (d < hd) acc[r] += pj * Vs[jj * hp + d];
-            }
-        }
+        acc_rows(acc, p, Vs, min(KT, i - j0 + 1), hp, hd, lane);
         m = m_new;
     }
     if (i >= T) return;
@@ -160,15 +166,7 @@ __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *
             const float p = expf(dot_smem(q, Ks + lane * hp, hd) * scale - Li);
             ds = p * (dot_smem(dO, Vs + lane * hp, hd) - Di) * scale;
         }
-        const int nk = min(KT, i - j0 + 1);
-        for (int jj = 0; jj < nk; jj++) {
-            const float dsj = __shfl_sync(FULL, ds, jj);
-#pragma unroll
-            for (int r = 0; r < MAX_R; r++) {
-                const int d = lane + 32 * r;
-                if (d < hd) acc[r] += dsj * Ks[jj * hp + d];
-            }
-        }
+        acc_rows(acc, ds, Ks, min(KT, i - j0 + 1), hp, hd, lane);
     }
     if (i >= T) return;
     float *dq = dqkv + (hv.q - qkv) + (size_t)i * ld;

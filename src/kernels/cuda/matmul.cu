@@ -89,27 +89,16 @@ static void matmul_bwd(int prec, float *dinp, float *dw, float *dbias, const flo
     if (dbias) ah_cuda_column_sums(dbias, NULL, dout, NULL, NULL, NULL, N, OC);
 }
 
-void ah_cuda_matmul_fwd(float *out, const float *inp, const float *w, const float *bias, int N,
-                        int IC, int OC) {
-    matmul_fwd(AH_CUDA_FP32, out, inp, w, bias, N, IC, OC);
-}
-void ah_cuda_matmul_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int IC, int OC) {
-    matmul_bwd(AH_CUDA_FP32, dinp, dw, dbias, dout, inp, w, N, IC, OC);
-}
-void ah_cuda_matmul_fwd_bf16(float *out, const float *inp, const float *w, const float *bias,
-                             int N, int IC, int OC) {
-    matmul_fwd(AH_CUDA_BF16, out, inp, w, bias, N, IC, OC);
-}
-void ah_cuda_matmul_bwd_bf16(float *dinp, float *dw, float *dbias, const float *dout,
-                             const float *inp, const float *w, int N, int IC, int OC) {
-    matmul_bwd(AH_CUDA_BF16, dinp, dw, dbias, dout, inp, w, N, IC, OC);
-}
-void ah_cuda_matmul_fwd_fp16(float *out, const float *inp, const float *w, const float *bias,
-                             int N, int IC, int OC) {
-    matmul_fwd(AH_CUDA_FP16, out, inp, w, bias, N, IC, OC);
-}
-void ah_cuda_matmul_bwd_fp16(float *dinp, float *dw, float *dbias, const float *dout,
-                             const float *inp, const float *w, int N, int IC, int OC) {
-    matmul_bwd(AH_CUDA_FP16, dinp, dw, dbias, dout, inp, w, N, IC, OC);
-}
+// The entry points of kernels/kernels.h: a forward and a backward per input precision.
+#define MATMUL_ENTRIES(SUFFIX, PREC)                                                                  \
+    void ah_cuda_matmul_fwd##SUFFIX(float *out, const float *inp, const float *w, const float *bias, \
+                                    int N, int IC, int OC) {                                         \
+        matmul_fwd(PREC, out, inp, w, bias, N, IC, OC);                                              \
+    }                                                                                                \
+    void ah_cuda_matmul_bwd##SUFFIX(float *dinp, float *dw, float *dbias, const float *dout,          \
+                                    const float *inp, const float *w, int N, int IC, int OC) {       \
+        matmul_bwd(PREC, dinp, dw, dbias, dout, inp, w, N, IC, OC);                                  \
+    }
+MATMUL_ENTRIES(, AH_CUDA_FP32)
+MATMUL_ENTRIES(_bf16, AH_CUDA_BF16)
+MATMUL_ENTRIES(_fp16, AH_CUDA_FP16)
