@@ -251,6 +251,9 @@ for k, b in d["baselines"].items():
 assert all("usd_per_gpu_hour" not in n for n in d["plan"]["cluster"]["nodes"]), "plan.json's cluster kept no price"
 PYEOF
 check "plan --json: null \$ figures, \"unpriced\" names the nodes, every baseline listed" $?
+# simulate totals $ for every policy: an unpriced node is refused before anything runs
+expect 1 "simulate (its \$ and \$ per million tokens per policy) needs every node's price: $TMP/half.json: no \"usd_per_gpu_hour\" for nodes h20-0, h20-1 (2 of 3 nodes)" \
+    simulate --model llama2-7b --cluster "$TMP/half.json" --global-batch 32 --seq-len 1024 --hours 1
 # evaluate shows $/h and $ per million tokens as plan does, "unpriced" from the plan's own cluster
 expect 0 "^price: unpriced (\$/h and \$ per million tokens unknown: no usd_per_gpu_hour for a100-0, h20-0, h20-1)" \
     evaluate --plan "$TMP/p-none.json"

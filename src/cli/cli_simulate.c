@@ -316,8 +316,9 @@ static ah_status_t prepare(const char *model_s, const char *cluster_s, bool seq_
     po->train = o->train; /* every re-plan's training settings, refused once here if bad */
     if ((st = ah_planner_check_train(model, po, err)) != AH_OK) return st;
     if ((st = ah_cluster_open(cluster_s, cluster, err)) != AH_OK) return st;
-    if (po->objective == AH_OBJECTIVE_COST) st = ah_cluster_require_prices(cluster, "--objective cost", cluster_s, err);
-    if (st == AH_OK && po->budget_usd_per_hour > 0) st = ah_cluster_require_prices(cluster, "--budget", cluster_s, err);
+    /* every policy's $ and $ per million tokens, and --objective cost / --budget: spec/cluster.h "Prices" */
+    if ((st = ah_planner_require_prices(cluster, po, cluster_s, err)) != AH_OK) return st;
+    st = ah_cluster_require_prices(cluster, "simulate (its $ and $ per million tokens per policy)", cluster_s, err);
     if (st == AH_OK) st = ah_cli_resolve_precision(model, cluster, po, auto_precision, why, WHY_MAX, err);
     o->train.precision = po->train.precision;
     if (st == AH_OK) st = ah_planner_check_inputs(model, cluster, po, err); /* e.g. no type runs the precision */

@@ -473,11 +473,13 @@ ah_status_t ah_cluster_require_prices(const ah_cluster_t *c, const char *use, co
     char names[512];
     const int n = ah_cluster_unpriced(c, NULL, names, sizeof names);
     if (n == 0) return AH_OK;
+    const bool flag = use[0] == '-'; /* a flag can be left out; a verb's own figures cannot */
     return ah_error_set(err, AH_ERR_INVALID,
                         "%s needs every node's price: %s: no \"usd_per_gpu_hour\" for node%s %s (%d of "
                         "%d nodes); give each node its price per GPU-hour (0 for GPUs that cost "
-                        "nothing), or leave %s out",
-                        use, where, n == 1 ? "" : "s", names, n, c->n_nodes, use);
+                        "nothing)%s%s%s",
+                        use, where, n == 1 ? "" : "s", names, n, c->n_nodes, flag ? ", or leave " : "",
+                        flag ? use : "", flag ? " out" : "");
 }
 
 /* Built-in clusters, in the compact form a user would write; examples/clusters/ holds the same

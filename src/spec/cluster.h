@@ -109,9 +109,10 @@ double ah_gpu_peak_flops(const ah_gpu_type_t *g, int precision);
  * ah_cluster_unpriced. */
 
 /* Refuses (AH_ERR_INVALID) a cluster with an unpriced node: "<use> needs every node's price:
- * no "usd_per_gpu_hour" for node(s) h20-0, h20-1 in <where>; ..." (node lists summarised as
- * core/names.h does). `use` names what needs the price ("--objective cost"), `where` the cluster
- * (its file or name). AH_OK when every node has a price. */
+ * <where>: no "usd_per_gpu_hour" for nodes h20-0, h20-1 (2 of 3 nodes); give each node its price
+ * ..." (node lists summarised as core/names.h does; ", or leave <use> out" when use is a flag).
+ * `use` names what needs the price ("--objective cost", "simulate (its $ ...)"), `where` the
+ * cluster (its file or name). AH_OK when every node has a price. */
 ah_status_t ah_cluster_require_prices(const ah_cluster_t *c, const char *use, const char *where,
                                       ah_error_t *err);
 /* The unpriced nodes among those with used[i] true (used NULL: every node): their count, and
