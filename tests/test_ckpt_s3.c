@@ -342,6 +342,15 @@ static void corrupt(const char *root, int64_t step, const char *name, bool trunc
     fclose(f);
 }
 
+/* on_retry: ctx counts the retries told and keeps the last one's number (each within tries). */
+static void count_retry(void *ctx, int retry, int tries, double wait_s, const char *why) {
+    int *n = ctx;
+    CHECK(retry == n[0] + 1 && tries == 2 && wait_s == 0 && strstr(why, "cannot reach"), "retry %d of %d: %s", retry,
+          tries, why);
+    n[0]++;
+    n[1] = retry;
+}
+
 static void test_upload_and_restore(void) {
     char ra[300], rb[300], rc[300], stage[300];
     snprintf(ra, sizeof ra, "%s/node-a", tmp);
@@ -402,6 +411,11 @@ static void test_upload_and_restore(void) {
           "newest complete step is 200: %s", err.msg);
     CHECK(ah_ckpt_catalog_fetch(cat, 200, need, 4, paths, &st, &err) == AH_OK, "cloud fetch: %s", err.msg);
     CHECK(st.files[AH_TIER_CLOUD] == 4 && st.files[AH_TIER_LOCAL] == 0 && st.bytes[AH_TIER_CLOUD] > 0, "all 4 from the cloud");
+    /* one tier's search: the cloud alone holds step 200 complete; the local tier (empty) none */
+    CHECK(ah_ckpt_catalog_newest_in(cat, AH_TIER_CLOUD, need, 4, &step, NULL, &err) == AH_OK && step == 200,
+          "the cloud alone: step 200, got %lld: %s", (long long)step, err.msg);
+    CHECK_ERR(ah_ckpt_catalog_newest_in(cat, AH_TIER_LOCAL, need, 4, &step, NULL, &err), AH_ERR_INFEASIBLE, err,
+              "no committed checkpoint");
     ah_ckpt_catalog_free(cat);
 
     /* Node a after node b died: local first, then the peer (b's disk survives), then the cloud. */
@@ -452,6 +466,18 @@ static void test_upload_and_restore(void) {
     CHECK(strstr(ah_ckpt_catalog_note(cat, AH_TIER_CLOUD), "cannot reach") != NULL, "cloud note: %s",
           ah_ckpt_catalog_note(cat, AH_TIER_CLOUD));
     CHECK_ERR(ah_ckpt_catalog_fetch(cat, 200, need, 1, paths, &st, &err), AH_ERR_INVALID, err, "no tier has an intact copy");
+    ah_ckpt_catalog_free(cat);
+    /* its listing retried as asked: told before each retry, the note naming the tries */
+    int retries[2] = {0, 0};
+    src_dead.cloud_tries = 3;
+    src_dead.on_retry = count_retry;
+    src_dead.retry_ctx = retries;
+    CHECK(ah_ckpt_catalog_open(&src_dead, &cat, &err) == AH_OK, "local still readable: %s", err.msg);
+    CHECK(retries[0] == 2 && retries[1] == 2, "2 retries of 2 told, got %d (last k=%d)", retries[0], retries[1]);
+    CHECK(strstr(ah_ckpt_catalog_note(cat, AH_TIER_CLOUD), "3 tries, the last: ") != NULL, "note: %s",
+          ah_ckpt_catalog_note(cat, AH_TIER_CLOUD));
+    ah_ckpt_catalog_forget_tier(cat, AH_TIER_CLOUD, "forgotten");
+    CHECK(strcmp(ah_ckpt_catalog_note(cat, AH_TIER_CLOUD), "forgotten") == 0, "forget_tier's note");
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3dead);
 
