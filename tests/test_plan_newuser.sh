@@ -237,8 +237,8 @@ expect 1 "--budget needs every node's price: $TMP/none.json: no \"usd_per_gpu_ho
     "${P40[@]}" --cluster "$TMP/none.json" --budget 100
 expect 0 "tokens/s, unpriced (\$/h and \$ per million tokens unknown: no usd_per_gpu_hour for a100-0, h20-0, h20-1)" \
     "${P40[@]}" --cluster "$TMP/none.json" -o "$TMP/p-none.json"
-grep -Eiq '\$0\.00/h|(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
-[ $? -ne 0 ]; check "an unpriced plan prints no \$0, inf or nan: $(grep -Ei '\$0\.00|inf|nan' "$TMP/out" | head -c 300)" $?
+! grep -Eiq '\$0\.00/h|(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
+st=$?; check "an unpriced plan prints no \$0, inf or nan: $(grep -Ei '\$0\.00|inf|nan' "$TMP/out" | head -c 300)" $st
 "$AH" "${P40[@]}" --cluster "$TMP/none.json" --json >"$TMP/none-json.txt" 2>&1
 $PY - "$TMP/none-json.txt" <<'PYEOF'
 import json, sys
@@ -267,8 +267,8 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["usd_per_hour"
 check "evaluate --json gives usd_per_hour and usd_per_mtoken" $?
 # every GPU priced $0 (GPUs you own): the cost objective plans, no ratio over $0, no inf or nan
 expect 0 "saving over  uniform         n/a: the plan costs \$0" "${P40[@]}" --cluster "$TMP/free.json" --objective cost
-grep -Eiq '(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
-[ $? -ne 0 ]; check "a \$0 cluster prints no inf or nan: $(grep -Ei 'inf|nan' "$TMP/out" | head -c 300)" $?
+! grep -Eiq '(^|[^a-z])(inf|nan)([^a-z]|$)' "$TMP/out"
+st=$?; check "a \$0 cluster prints no inf or nan: $(grep -Ei 'inf|nan' "$TMP/out" | head -c 300)" $st
 
 # ---- issue 40 item 9: --budget too low names the true fastest plan and a budget that admits one ----
 P24=(plan --model llama2-7b --cluster "$SRC/examples/clusters/paper-24.json" --global-batch 128)
@@ -279,7 +279,8 @@ fast=$(sed -n 's/^predicted: \([0-9.]*\) s per iteration, \([0-9]*\) tokens\/s, 
 expect 1 "the fastest plan (the planner's plan without --budget and --min-tokens-per-s) runs $fast; the cheapest plan" \
     "${P24[@]}" --budget 1
 need=$(sed -n 's/.*so --budget \([0-9.]*\) admits a plan; a lower one may too.*/\1/p' "$TMP/out")
-[ -n "$need" ]; check "template mode: a budget that admits a plan, not claimed the least: $(head -c 600 "$TMP/out")" $?
+[ -n "$need" ]
+st=$?; check "template mode: a budget that admits a plan, not claimed the least: $(head -c 600 "$TMP/out")" $st
 expect 0 "^predicted: " "${P24[@]}" --budget "${need:-0}"
 # exact search: the least budget, proven; a cent less is refused with the same figure
 TINY=(plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64)
