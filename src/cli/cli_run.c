@@ -16,7 +16,6 @@
 #include "cost/profile.h"
 #include "elastic/agent.h"
 #include "elastic/launcher.h"
-#include "runtime/ckpt_io.h"
 #include "runtime/data.h"
 #include "runtime/ckpt_io.h"
 #include "runtime/device.h"
@@ -126,12 +125,12 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
         printf("trained %lld of %lld steps, %lld tokens, final loss not known to this run (the last step is an earlier "
                "run's, in the metrics, or its loss was not finite), %.1f s wall\n", (long long)r->steps_done,
                (long long)o->steps, (long long)r->tokens, r->wall_s);
+    if (r->steps_done > 0) say_checkpoints(o, r);
     if (r->cloud_step >= -1) { /* the cloud's own line: how far it is, the last upload failure */
         char newest[48] = "no complete step";
         if (r->cloud_step >= 0) snprintf(newest, sizeof newest, "newest complete step %lld", (long long)r->cloud_step);
         printf("cloud: %s%s%s\n", newest, r->cloud_error[0] ? "; an upload failed: " : "", r->cloud_error);
     }
-    if (r->steps_done > 0) say_checkpoints(o, r);
     if (r->history_ok)
         printf("no sample lost: every step 0..%lld trained exactly once on its own samples in the final history "
                "(%lld step%s redone after a rollback)\n",

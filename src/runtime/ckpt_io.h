@@ -116,11 +116,6 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
-/* Collective, at the end of a run whose loop finished (no notice, no failure): waits for this
- * node's uploads, then *event (rank 0; NULL without a cloud) is the "cloud" event: "step" (the
- * disk's newest), "cloud_step" (the newest step complete in the cloud, -1 none), "seconds" (the
- * wait) and "cloud_error" (the first upload failure not yet in an event). NULL s is fine. */
-ah_status_t ah_ckpt_session_finish(ah_ckpt_session_t *s, json_t **event, ah_error_t *err);
 /* One line (no newline) for the end of a run that trained `done` steps: the newest step a resume
  * restores (committed on every node, or restored) and how many steps it would redo. */
 void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap);
