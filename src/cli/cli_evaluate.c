@@ -18,6 +18,12 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+static const char USAGE[] = "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--json]";
+static const char ABOUT[] = "Scores a plan under the cost model: per-stage time and memory, iteration time with its breakdown, "
+                            "tokens/s, $/h and $ per million tokens (as plan prints them: \"unpriced\" where a node the "
+                            "plan uses has no usd_per_gpu_hour) and the bottleneck. Exits 1 when the plan is invalid or "
+                            "does not fit in memory (the table is still printed then).";
+
 /* "a100-0:0-3" or "h20-0:1,4": the stage's node and its GPU indices, runs compressed. */
 static void devices_str(const ah_plan_t *p, const ah_stage_t *st, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
@@ -281,13 +287,7 @@ int ah_cli_evaluate(int argc, char **argv) {
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards and prediction)", false},
     };
     int rc;
-    if (!ah_cli_parse("evaluate", "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--json]",
-                      "Scores a plan under the cost model: per-stage time and memory, iteration time "
-                      "with its breakdown, tokens/s, $/h and $ per million tokens (as plan prints them: "
-                      "\"unpriced\" where a node the plan uses has no usd_per_gpu_hour) and the bottleneck. "
-                      "Exits 1 when the plan is "
-                      "invalid or does not fit in memory (the table is still printed then).",
-                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
+    if (!ah_cli_parse("evaluate", USAGE, ABOUT, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
         return rc;
     if (!plan_path) {
         ah_error_t err;
