@@ -324,6 +324,37 @@ static void test_train_argv(void) {
     CHECK_ERR(ah_agent_train_argv(&o, "p", "l", "r", &a, &err), AH_ERR_USAGE, err, "too many trainer flags");
 }
 
+/* The failure policy: 1, 2, 4 s of backoff by the restarts in the window, spent at --max-restarts,
+ * free again once the window has passed; the same cause at the same step right after a restart
+ * ends it, another step or another cause does not. */
+static void test_restarts(void) {
+    ah_restarts_t r = {.max = 3, .window_s = 100};
+    double b = -1;
+    /* (b is read after each call: arguments of one call are unsequenced) */
+    ah_restart_verdict_t v = ah_restart_decide(&r, 10, "signal 9", 4, &b);
+    CHECK(v == AH_RESTART_GO && b == 1, "first restart after 1 s: %d %g", v, b);
+    v = ah_restart_decide(&r, 20, "signal 9", 4, &b);
+    CHECK(v == AH_RESTART_SAME, "the same failure at the same step: %d", v);
+    v = ah_restart_decide(&r, 20, "signal 9", 7, &b);
+    CHECK(v == AH_RESTART_GO && b == 2, "another step: 2 s: %d %g", v, b);
+    v = ah_restart_decide(&r, 30, "exit 1", 7, &b);
+    CHECK(v == AH_RESTART_GO && b == 4, "another cause: 4 s: %d %g", v, b);
+    v = ah_restart_decide(&r, 40, "signal 9", 9, &b);
+    CHECK(v == AH_RESTART_SPENT, "3 within 100 s: spent: %d", v);
+    CHECK_EQ_I64(r.total, 3);
+    /* at 115 the first (at 10) has left the window: one more, after 4 s (2 still inside) */
+    v = ah_restart_decide(&r, 115, "signal 9", 12, &b);
+    CHECK(v == AH_RESTART_GO && b == 4, "window passed: %d %g", v, b);
+    v = ah_restart_decide(&r, 116, "signal 9", 13, &b);
+    CHECK(v == AH_RESTART_SPENT, "spent again: %d", v);
+    ah_restarts_t none = {.max = 0, .window_s = 100};
+    v = ah_restart_decide(&none, 1, "x", 0, &b);
+    CHECK(v == AH_RESTART_SPENT && none.total == 0, "--max-restarts 0: %d", v);
+    ah_restarts_t many = {.max = 100, .window_s = 1e9};
+    for (int i = 0; i < 20; i++) ah_restart_decide(&many, i, "x", i, &b);
+    CHECK(b == AH_AGENT_RESTART_BACKOFF_MAX_S, "backoff capped: %g", b);
+}
+
 int main(void) {
     test_history_straight();
     test_history_rollback();
@@ -336,5 +367,6 @@ int main(void) {
     test_reask();
     test_plan_uses();
     test_train_argv();
+    test_restarts();
     return ah_test_finish();
 }

@@ -33,7 +33,7 @@ echo "failed launch: $(grep -E '^(trained|autohet run: comm)' "$WORK/fail.log" |
 grep -q "^predicted: the uncalibrated roofline" "$WORK/fail.log" || fail "roofline not said: $(cat "$WORK/fail.log")"
 "$AUTOHET" profile --model tiny-gpt2 --cluster "$CLUSTER" --micro-batch 1,2,4,8 --seq-len $SEQ --steps 2 --rounds 1 \
     -o "$WORK/p.json" >"$WORK/p.log" 2>&1 || { cat "$WORK/p.log"; fail "autohet profile"; }
-run_agent "$WORK/cal" --mpirun /bin/false --profile "$WORK/p.json"
+run_agent "$WORK/cal" --mpirun /bin/false --max-restarts 0 --profile "$WORK/p.json"
 grep -q "^predicted: the cost model calibrated by the profile $WORK/p.json" "$WORK/cal.log" || fail "profile not said: $(cat "$WORK/cal.log")"
 # the plan's prediction is the profile's: evaluate with the same profile agrees, the roofline does not
 "$AUTOHET" evaluate --plan "$WORK/cal/plan-0.json" --profile "$WORK/p.json" --json >"$WORK/ev-cal.json" || fail "evaluate --profile"
@@ -52,7 +52,7 @@ PY
 # the summary, not claimed as the calibration
 "$AUTOHET" profile --model tiny-gpt2 --micro-batch 1 --seq-len $SEQ --steps 1 --rounds 1 -o "$WORK/p-cpu.json" \
     >"$WORK/p-cpu.log" 2>&1 || { cat "$WORK/p-cpu.log"; fail "autohet profile (type cpu)"; }
-run_agent "$WORK/cal2" --mpirun /bin/false --profile "$WORK/p-cpu.json"
+run_agent "$WORK/cal2" --mpirun /bin/false --max-restarts 0 --profile "$WORK/p-cpu.json"
 grep -q "note: the profile has no entry for cpu-fast, cpu-slow at this plan's TP [0-9]*, micro-batch [0-9]*, seq-len $SEQ, fp32: the roofline times them" \
     "$WORK/cal2.log" && grep -q "^predicted: the cost model calibrated by the profile $WORK/p-cpu.json, except the types it has no entry for .*(launch 0: cpu-fast, cpu-slow)" \
     "$WORK/cal2.log" || fail "a profile of other types: $(cat "$WORK/cal2.log")"

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,14 @@ static const char *const PHASES[] = {"step", "ckpt-write", "upload"};
 
 static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-write|upload,step=N"
-            "[,node=NAME],file=PATH; test-only)\n", value, why);
+            "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
     exit(2);
 }
 
 void ah_test_hook(const char *phase, int64_t step, const char *node) {
     const char *value = getenv("AH_TEST_HOOK");
     if (!value || !value[0]) return;
-    char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "";
+    char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "", action[16] = "wait";
     long long want_step = -1;
     if (strlen(value) >= sizeof buf) bad(value, "too long");
     snprintf(buf, sizeof buf, "%s", value);
@@ -40,11 +41,16 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
             if (*end || errno || want_step < 0) bad(value, "step is not a number >= 0");
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
         else if (!strcmp(kv, "file")) snprintf(file, sizeof file, "%s", v);
-        else bad(value, "unknown key");
+        else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill")))
+            snprintf(action, sizeof action, "%s", v);
+        else bad(value, !strcmp(kv, "action") ? "action is wait or kill" : "unknown key");
     }
-    if (!want_phase[0] || want_step < 0 || !file[0]) bad(value, "phase, step and file are required");
+    const bool self_kill = !strcmp(action, "kill");
+    if (!want_phase[0] || want_step < 0 || (!file[0] && !self_kill))
+        bad(value, "phase, step and file (for action=wait) are required");
     if (strcmp(phase, want_phase) || step != want_step) return;
     if (want_node[0] && (!node || strcmp(node, want_node))) return;
+    if (self_kill) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");
     if (!f) {
         fprintf(stderr, "autohet: AH_TEST_HOOK: cannot create %s: %s\n", file, strerror(errno));

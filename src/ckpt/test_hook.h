@@ -1,7 +1,8 @@
 /* A test-only hook: a process stops at a named phase of a chosen step so that a test can kill
  * its host there, without sleeps (tests/test_cluster_hook.sh; docs/multi-host.md).
  *
- *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],file=PATH"
+ *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],file=PATH"     (action=wait, the default)
+ *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],action=kill"
  *
  * P is one of
  *   step        mid-step: step N's (0-based, the metrics' "step") forward and backward are done,
@@ -13,7 +14,9 @@
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:
- * the test kills it (its whole host) once PATH is there. Unset or empty: nothing happens. A
+ * the test kills it (its whole host) once PATH is there. With action=kill it kills itself there
+ * (SIGKILL, as an OOM kill would: no error written), every time it gets there, so a relaunch that
+ * trains the step again dies again: a deterministic crash. Unset or empty: nothing happens. A
  * malformed value is a bug in the test: the process prints what is wrong, naming the variable,
  * and exits 2. Never for production use; the cost when unset is one getenv.
  */

@@ -7,7 +7,8 @@
  * Time: a step line's "t_s" (autohet run stamps the seconds since its start) or, in a trainer's own
  * file, the running sum of the steps' "seconds". Tokens: (step + 1) x the step's "tokens", so
  * steps redone after a rollback are drawn over the first try. Events read: "preempt" (t_s, step,
- * cause: counted as a preemption unless "node joined" or "agent killed", each counted apart),
+ * cause: counted as a preemption unless "node joined", "agent killed" or "job failed", each
+ * counted apart),
  * "recover" (seconds from the notice to the first step after it), "restore" (autohet run's copy of
  * the trainer's recover event; its "repaired" files, one summary line each, as a trainer's own
  * recover event's), "join" (t_s), "nonfinite" (step), and "plan" after step lines: a rerun of
@@ -34,6 +35,7 @@
 /* causes of autohet run's preempt events that are not preemptions (elastic/agent.h) */
 #define AH_REPORT_CAUSE_JOIN "node joined"
 #define AH_REPORT_CAUSE_AGENT "agent killed"
+#define AH_REPORT_CAUSE_FAILED "job failed" /* relaunched under the failure policy */
 #define AH_REPORT_MAX_REPAIRS 16
 
 typedef struct {
@@ -366,7 +368,7 @@ static void count(int n, const char *what, const char *plural, bool always) {
 static void summary(const series_t *s, const char *path) {
     const point_t *a = &s->pts[0], *z = &s->pts[s->n - 1];
     double tps = 0, last_val = NAN, last_loss = NAN;
-    int n_tps = 0, preempts = 0, nonfinite = 0, joins = 0, killed = 0;
+    int n_tps = 0, preempts = 0, nonfinite = 0, joins = 0, killed = 0, failed = 0;
     for (int i = 0; i < s->n; i++) {
         if (isfinite(v_tps(&s->pts[i]))) tps += v_tps(&s->pts[i]), n_tps++;
         if (isfinite(s->pts[i].val_loss)) last_val = s->pts[i].val_loss;
@@ -376,6 +378,7 @@ static void summary(const series_t *s, const char *path) {
         const mark_t *m = &s->marks[i];
         if (m->kind == 'p' && strstr(m->cause, "(" AH_REPORT_CAUSE_JOIN ")")) joins++;
         else if (m->kind == 'p' && strstr(m->cause, "(" AH_REPORT_CAUSE_AGENT ")")) killed++;
+        else if (m->kind == 'p' && strstr(m->cause, "(" AH_REPORT_CAUSE_FAILED ")")) failed++;
         else preempts += m->kind == 'p', nonfinite += m->kind == 'n';
     }
     printf("%s: %d step lines (steps %lld..%lld), %.0f tokens; loss %.4f -> %.4f%s", path, s->n, (long long)a->step,
@@ -385,6 +388,7 @@ static void summary(const series_t *s, const char *path) {
     count(preempts, "preemption", "preemptions", true);
     count(joins, "restart to take in a joining node", "restarts to take in joining nodes", false);
     count(killed, "stop when the agent was killed", "stops when the agent was killed", false);
+    count(failed, "restart after a failure", "restarts after failures", false);
     count(nonfinite, "non-finite step", "non-finite steps", false);
     printf("; %.1f s\n", z->t);
     for (int i = 0; i < s->n_repairs; i++) printf("%s\n", s->repairs[i]);

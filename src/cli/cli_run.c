@@ -116,6 +116,9 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
             printf("  loss: step %lld after it is %.6f (%s)\n", (long long)v->resumed_at, v->loss_first_after,
                    v->resumed_at == 0 ? "started from scratch" : "the step before it is not in this run's metrics");
     }
+    if (r->restarts > 0)
+        printf("restarts: %d failure%s relaunched (--max-restarts %d within %.0f s; each a \"restart\" event)\n",
+               r->restarts, r->restarts == 1 ? "" : "s", o->max_restarts, o->restart_window_s);
     if (r->steps_done == 0)
         printf("trained nothing: no step of %lld finished, %.1f s wall\n", (long long)o->steps, r->wall_s);
     else if (isfinite(r->final_loss))
@@ -363,6 +366,7 @@ int ah_cli_run(int argc, char **argv) {
     double lr = t.lr, wd = t.weight_decay, clip = t.grad_clip;
     int64_t warmup = t.warmup, seed = (int64_t)t.seed;
     int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
+    int64_t max_restarts = o.max_restarts;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
@@ -375,6 +379,12 @@ int ah_cli_run(int argc, char **argv) {
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5)", false},
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
+        {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &max_restarts, "N", "a job that fails with "
+         "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
+         "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "
+         "same failure at the same step right after a restart ends the run (default 3; 0: never)", false},
+        {"--restart-window", AH_FLAG_NUM_IN(1, 1e7), &o.restart_window_s, "S", "the window --max-restarts counts in, "
+         "seconds (default 3600)", false},
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
          "not answer are lost (local launcher: the ranks stopped by a signal or using no CPU are named, their nodes "
@@ -446,6 +456,7 @@ int ah_cli_run(int argc, char **argv) {
     if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o.planner.train.global_batch = gb;
     o.planner.train.seq_len = seq;
+    o.max_restarts = (int)max_restarts;
     bool auto_precision = false;
     if ((rc = check_choices(&o, &pf, &auto_precision, recovery, cloud, endpoint)) != 0) return rc;
     /* the ranks run this very program */

@@ -38,6 +38,8 @@ void ah_agent_opts_default(ah_agent_opts_t *o) {
     o->steps = 20;
     o->ckpt_every = 5;
     o->grace_s = 30;
+    o->max_restarts = 3;
+    o->restart_window_s = 3600;
     o->poll_s = 0.01;
 }
 
@@ -403,10 +405,26 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
         a->notice_t = exit_t;
         act = AH_EXIT_STOPPED;
     }
+    /* failed, every host answering: unless it is the user's error, the failure policy relaunches */
+    char key[128], cause[600];
+    ah_restart_verdict_t verdict = AH_RESTART_SPENT;
+    const bool restartable =
+        act == AH_EXIT_FAILED && ah_agent_failure_cause(a, &f, key, sizeof key, cause, sizeof cause);
+    double backoff_s = 0;
+    if (restartable && a->o->max_restarts > 0)
+        verdict = ah_restart_decide(&a->restarts, since_start(a), key, f.trained, &backoff_s);
+    if (restartable && verdict == AH_RESTART_GO) {
+        ah_agent_restart_begin(a, cause, f.trained, backoff_s);
+        a->stopping = true;
+        a->cause = AH_CAUSE_RESTART;
+        a->notice_t = exit_t;
+        act = AH_EXIT_STOPPED;
+    }
     free(named);
     a->hung = false;
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
         const ah_status_t s = ah_agent_conclude(a, act, &f, err);
+        if (s != AH_OK && restartable) ah_agent_restart_refused(a, verdict, f.trained, err);
         *finished = s == AH_OK;
         return s;
     }
@@ -583,11 +601,16 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     res->cloud_step = -2;
     agent_t a = {.o = o, .res = res, .pending = -1, .external_seen_t = -1, .diverged_at = -1, .lock_fd = -1};
     a.t0 = ah_now_s();
+    a.restarts.max = o->max_restarts;
+    a.restarts.window_s = o->restart_window_s;
     ah_status_t s = AH_OK;
     if (!o->model || !o->cluster || !o->data || !o->work_dir || !o->autohet)
         return ah_error_set(err, AH_ERR_USAGE, "--model, --cluster and --data are required (autohet run --help)");
     if (o->steps < 1 || o->ckpt_every < 1 || !(o->grace_s >= 0))
         return ah_error_set(err, AH_ERR_USAGE, "--steps and --ckpt-every must be >= 1 and --grace-s >= 0");
+    if (o->max_restarts < 0 || o->max_restarts > AH_AGENT_MAX_RESTARTS || !(o->restart_window_s > 0))
+        return ah_error_set(err, AH_ERR_USAGE, "--max-restarts must be in 0 .. %d and --restart-window > 0",
+                            AH_AGENT_MAX_RESTARTS);
     if (!o->work_dir[0] || (o->metrics && !o->metrics[0]) || (o->events && !o->events[0]))
         return ah_error_set(err, AH_ERR_USAGE, "%s: an empty path",
                             !o->work_dir[0] ? "--work-dir" : o->metrics && !o->metrics[0] ? "--metrics" : "--events");

@@ -92,6 +92,9 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     double poll_s;            /* watch period; 0: 0.01 s */
+    int max_restarts;         /* a failure the agent cannot explain is relaunched at most this often within
+                                 restart_window_s (agent_logic.h "the failure policy"); 0: never */
+    double restart_window_s;
     double step_timeout_s;    /* the step timeout's floor (0: AH_AGENT_STEP_TIMEOUT_S): a job with no
                                  metrics line for max(this, 10 x max(predicted iteration, longest gap
                                  seen)) has its hosts probed; those that do not answer are lost
@@ -104,6 +107,7 @@ typedef struct ah_agent_opts {
     void *log_ctx;
 } ah_agent_opts_t;
 
+#define AH_AGENT_MAX_RESTARTS 100   /* --max-restarts' range: 0 .. this */
 #define AH_AGENT_STEP_TIMEOUT_S 30.0 /* the step timeout's floor when none is given */
 
 void ah_agent_opts_default(ah_agent_opts_t *o);
@@ -126,8 +130,17 @@ typedef struct ah_agent_launch {
 /* AH_CAUSE_AGENT: the agent of an earlier run in the work directory ended without its "done" event
  * (killed outright): its job got SIGTERM from its death (launcher.h); this run takes its launch
  * over (agent_takeover.c). */
-typedef enum { AH_CAUSE_EVENT = 0, AH_CAUSE_SIGNAL, AH_CAUSE_JOIN, AH_CAUSE_LOST, AH_CAUSE_AGENT } ah_agent_cause_t;
-/* "events file", "SIGTERM", "node joined", "host lost", "agent killed" */
+/* AH_CAUSE_RESTART: the job failed with no notice while every host of the plan answered, and not on
+ * the user's error (a rank killed, a crash): relaunched under the failure policy (max_restarts). */
+typedef enum {
+    AH_CAUSE_EVENT = 0,
+    AH_CAUSE_SIGNAL,
+    AH_CAUSE_JOIN,
+    AH_CAUSE_LOST,
+    AH_CAUSE_AGENT,
+    AH_CAUSE_RESTART
+} ah_agent_cause_t;
+/* "events file", "SIGTERM", "node joined", "host lost", "agent killed", "job failed" */
 const char *ah_agent_cause_name(ah_agent_cause_t c);
 
 /* One stop and relaunch. */
@@ -173,6 +186,7 @@ typedef struct ah_agent_result {
     int64_t cloud_step;       /* with --cloud: the newest step complete in the cloud (the last checkpoint
                                  or end-of-run "cloud" event's "cloud_step"), -1 none; -2 no event said */
     char cloud_error[512];    /* the last upload failure an event said, "" none */
+    int restarts;             /* failures relaunched under the failure policy */
 } ah_agent_result_t;
 
 /* Runs the job to its last step. AH_OK when the trainer finished every step; on an error the

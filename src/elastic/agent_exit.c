@@ -1,9 +1,12 @@
 /* What an ended training job left in its run directory (runtime/protocol.h: preempted.json,
- * failed.json), and how the run concludes when the job ended for good: finished, or the error
- * that says why not and what to do. Part of the elastic agent (agent_state.h). */
+ * failed.json), whether a failure is restarted (the failure policy, agent_logic.h), and how the
+ * run concludes when the job ended for good: finished, or the error that says why not and what to
+ * do. Part of the elastic agent (agent_state.h). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "core/json.h"
 #include "elastic/agent_state.h"
@@ -47,6 +50,23 @@ static bool read_failure(agent_t *a, ah_error_t *failure, int *rank) {
     }
     json_decref(doc);
     return ok;
+}
+
+bool ah_agent_failure_cause(agent_t *a, const ah_exit_facts_t *f, char *key, size_t key_cap, char *cause,
+                            size_t cap) {
+    if (a->diverged_at >= 0 || f->status == 127 || f->status == 2) return false; /* conclude says why */
+    ah_error_t failure;
+    int rank;
+    if (read_failure(a, &failure, &rank)) {
+        if (failure.code == AH_ERR_INVALID || failure.code == AH_ERR_USAGE) return false; /* the user's input */
+        snprintf(key, key_cap, "a rank's %s error", ah_status_key(failure.code));
+        snprintf(cause, cap, "rank %d's error (%s: %.400s)", rank, ah_status_key(failure.code), failure.msg);
+        return true;
+    }
+    if (f->status < 0) snprintf(key, key_cap, "a rank killed by signal %d", -f->status);
+    else snprintf(key, key_cap, "mpirun exit status %d", f->status);
+    snprintf(cause, cap, "%s, no error written", key);
+    return true;
 }
 
 ah_status_t ah_agent_conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err) {
@@ -103,4 +123,34 @@ ah_status_t ah_agent_conclude(agent_t *a, ah_exit_action_t act, const ah_exit_fa
                             "above); fix the cause and rerun the same autohet run command: it resumes from the last "
                             "checkpoint in %s", f->status, a->local_root);
     }
+}
+
+void ah_agent_restart_begin(agent_t *a, const char *cause, int64_t step, double backoff_s) {
+    a->res->restarts = a->restarts.total;
+    say(a, "the job failed at step %lld: %s; restart %d (--max-restarts %d within %.0f s) from the newest "
+        "checkpoint in %.0f s", (long long)step, cause, a->restarts.n, a->o->max_restarts, a->o->restart_window_s,
+        backoff_s);
+    emit(a, json_pack("{s:s, s:I, s:s, s:i, s:f, s:f}", "event", "restart", "step", (json_int_t)step, "cause", cause,
+                      "restart", a->restarts.total, "backoff_s", backoff_s, "t_s", since_start(a)));
+    for (const double until = ah_now_s() + backoff_s; ah_now_s() < until;) {
+        if (a->o->interrupt && *a->o->interrupt) break;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void ah_agent_restart_refused(const agent_t *a, ah_restart_verdict_t v, int64_t step, ah_error_t *err) {
+    char why[700];
+    if (a->o->max_restarts == 0)
+        snprintf(why, sizeof why, "; not restarted (--max-restarts 0)");
+    else if (v == AH_RESTART_SAME)
+        snprintf(why, sizeof why, "; not restarted again: it came back at step %lld right after restart %d, which "
+                 "was for the same failure (%.300s) at the same step", (long long)step, a->restarts.total,
+                 a->restarts.last_cause);
+    else
+        snprintf(why, sizeof why, "; not restarted: the %d restarts --max-restarts allows within --restart-window "
+                 "%.0f s are spent (the last at step %lld: %.300s)", a->o->max_restarts, a->o->restart_window_s,
+                 (long long)a->restarts.last_step, a->restarts.last_cause);
+    const size_t len = strlen(err->msg);
+    snprintf(err->msg + len, sizeof err->msg - len, "%s", why);
 }

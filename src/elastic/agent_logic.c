@@ -269,6 +269,7 @@ const char *ah_agent_cause_name(ah_agent_cause_t c) {
     case AH_CAUSE_SIGNAL: return "SIGTERM";
     case AH_CAUSE_LOST: return "host lost";
     case AH_CAUSE_AGENT: return "agent killed";
+    case AH_CAUSE_RESTART: return "job failed";
     default: return "node joined";
     }
 }
@@ -287,4 +288,23 @@ void ah_agent_plan_desc(const ah_plan_t *p, char *out, size_t cap) {
         ah_str_appendf(&s, "] x%lld", (long long)pl->micro_batches);
     }
     if (s.failed && cap >= 4) snprintf(out + cap - 4, 4, "...");
+}
+
+/* ---- the failure policy ---- */
+
+ah_restart_verdict_t ah_restart_decide(ah_restarts_t *r, double now_s, const char *cause, int64_t step,
+                                       double *backoff_s) {
+    *backoff_s = 0;
+    if (r->total > 0 && r->last_step == step && strcmp(r->last_cause, cause) == 0) return AH_RESTART_SAME;
+    int keep = 0; /* the restarts still inside the window */
+    for (int i = 0; i < r->n; i++)
+        if (r->t[i] > now_s - r->window_s) r->t[keep++] = r->t[i];
+    r->n = keep;
+    if (r->n >= r->max || r->n >= AH_AGENT_MAX_RESTARTS) return AH_RESTART_SPENT;
+    *backoff_s = fmin(ldexp(1.0, r->n), AH_AGENT_RESTART_BACKOFF_MAX_S);
+    r->t[r->n++] = now_s;
+    r->total++;
+    snprintf(r->last_cause, sizeof r->last_cause, "%s", cause);
+    r->last_step = step;
+    return AH_RESTART_GO;
 }

@@ -191,6 +191,35 @@ double ah_reask_failed(ah_reask_t *r, double now);
 /* Whether the host may be asked again at time now. */
 bool ah_reask_due(const ah_reask_t *r, double now);
 
+/* ---- the failure policy ---- */
+
+/* A job that failed with nothing the agent can explain (no notice, every host answering, not the
+ * user's error) is relaunched from the newest checkpoint: at most max within any window_s seconds,
+ * after a backoff of 1, 2, 4, ... s (at most 60) by the restarts already in the window; the run ends
+ * at once when the same cause comes back at the same step right after a restart. */
+#define AH_AGENT_RESTART_BACKOFF_MAX_S 60.0
+
+typedef struct ah_restarts {
+    int max;                           /* --max-restarts */
+    double window_s;                   /* --restart-window */
+    double t[AH_AGENT_MAX_RESTARTS];   /* when each restart in the window was decided (oldest first) */
+    int n;                             /* of them */
+    int total;                         /* restarts of the run */
+    char last_cause[512];              /* the cause and step of the last restart ("" none) */
+    int64_t last_step;
+} ah_restarts_t;
+
+typedef enum {
+    AH_RESTART_GO = 0,   /* relaunch after *backoff_s */
+    AH_RESTART_SPENT,    /* max restarts within the window already */
+    AH_RESTART_SAME,     /* the same cause at the same step as the last restart */
+} ah_restart_verdict_t;
+
+/* A failure with `cause` at `step` (steps trained) at time now_s: whether it is restarted, and
+ * after how long; a GO is counted. */
+ah_restart_verdict_t ah_restart_decide(ah_restarts_t *r, double now_s, const char *cause, int64_t step,
+                                       double *backoff_s);
+
 /* ---- words ---- */
 
 /* A plan in one line: "tp 1, micro-batch 2: [h0:0 L0-4] x3 [h1:0 L0-2 > h2:0 L2-4] x1" (cut with

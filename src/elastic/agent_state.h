@@ -52,6 +52,7 @@ typedef struct agent {
     int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
     ah_watchdog_t dog; /* the step timeout of the running launch */
     bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
+    ah_restarts_t restarts; /* the failure policy's count (agent_logic.h) */
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -86,6 +87,18 @@ static inline void emit(agent_t *a, json_t *obj) {
 /* RUN_DIR/preempted.json {"step", "saved", "nodes"}, when the trainer wrote one: into the exit's
  * facts, and the nodes it names marked in `named`. */
 void ah_agent_read_preempted(agent_t *a, ah_exit_facts_t *f, bool *named);
+/* A failed job (AH_EXIT_FAILED, every host answering): false when the failure is final — the user's
+ * input (failed.json of class invalid or usage, a usage exit, a program that would not start, a
+ * divergence) — else true with what failed: key, the failure's kind (the exit status or signal, or
+ * the error class of failed.json), which the failure policy compares, and cause, for people. */
+bool ah_agent_failure_cause(agent_t *a, const ah_exit_facts_t *f, char *key, size_t key_cap, char *cause,
+                            size_t cap);
+/* The failure policy said GO for a failure at step (steps trained): said, a "restart" metrics
+ * event, then its backoff slept (cut short by an interrupt, which the relaunch then finds). */
+void ah_agent_restart_begin(agent_t *a, const char *cause, int64_t step, double backoff_s);
+/* Why a failure the policy could have restarted ends the run (verdict v), appended to the
+ * trainer's error in err. */
+void ah_agent_restart_refused(const agent_t *a, ah_restart_verdict_t v, int64_t step, ah_error_t *err);
 /* The job ended for good (act): AH_OK when every step is trained, else why not (a failed job is
  * named by the trainer's failed.json when it wrote one). */
 ah_status_t ah_agent_conclude(agent_t *a, ah_exit_action_t act, const ah_exit_facts_t *f, ah_error_t *err);
