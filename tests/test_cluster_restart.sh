@@ -32,7 +32,11 @@ agent=$!
 agent_log=$WORK/r.log
 # h2's disk is the only one with block 1: its step 4 must be in the cloud before the disk goes
 wait_for "h2's step 4 in the cloud" cloud_has r 4 manifest-h2.json
-steps_at_least() { [ "$(grep -c '"step"' "$wd/metrics.jsonl" 2>/dev/null || echo 0)" -ge "$1" ]; }
+steps_at_least() {
+    local n
+    n=$(grep -c '"step"' "$wd/metrics.jsonl" 2>/dev/null)
+    [ "${n:-0}" -ge "$1" ]
+}
 wait_for "step 6 in the metrics" steps_at_least 7
 # every process of h2 but its sshd, at once; then its disk empty, as a host that came straight back
 pids=$(for p in $(cl_pids_in h2); do
