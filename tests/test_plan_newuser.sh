@@ -295,5 +295,22 @@ expect 1 "no plan reaches --min-tokens-per-s 100000000: the fastest plan (the pl
 expect 0 "search: nothing it scored met --budget; the cheapest plan a search for the least \$/h found meets it" \
     plan --model llama2-7b --cluster "$SRC/examples/clusters/big-4096.json" --global-batch 1024 --budget 100
 
+# free GPUs (an explicit $0) under --objective cost: every plan on them costs $0 per token, and the
+# tie goes to the faster one: the time objective's plan on those nodes alone (it picked a 2.25 s
+# TP 8 plan for the 1.95 s one before)
+cat >"$TMP/free.json" <<'EOF'
+{"nodes": [{"name": "a0", "gpu": "A100-80G", "count": 8, "usd_per_gpu_hour": 3},
+           {"name": "h0", "gpu": "H20", "count": 8, "usd_per_gpu_hour": 0}], "network": {"inter_node_gb_s": 25}}
+EOF
+cat >"$TMP/free-only.json" <<'EOF'
+{"nodes": [{"name": "h0", "gpu": "H20", "count": 8, "usd_per_gpu_hour": 0}], "network": {"inter_node_gb_s": 25}}
+EOF
+FREE=(--model llama2-7b --global-batch 16 --seq-len 2048)
+"$AH" plan "${FREE[@]}" --cluster "$TMP/free.json" --objective cost >"$TMP/free.out" 2>&1
+"$AH" plan "${FREE[@]}" --cluster "$TMP/free-only.json" >"$TMP/free-only.out" 2>&1
+a=$(grep '^predicted:' "$TMP/free.out" | cut -d' ' -f2) b=$(grep '^predicted:' "$TMP/free-only.out" | cut -d' ' -f2)
+[ -n "$a" ] && [ "$a" = "$b" ]
+check "cost objective on free GPUs takes the fastest \$0 plan ($a s; the free nodes' fastest: $b s)" $?
+
 echo "test_plan_newuser: $pass passed, $fails failed"
 [ "$fails" -eq 0 ]

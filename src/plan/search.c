@@ -96,7 +96,8 @@ void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value) {
     if (value < s->fastest) s->fastest = value;
     const double key = ah_search_key(s, x, c, value);
     if (isfinite(key) && s->by_type) note_types(s, x, c, key);
-    if (!isfinite(key) || (s->have && key >= s->best_key)) return;
+    /* equal keys (the cost objective on free GPUs, equal $ per token) go to the faster plan */
+    if (!isfinite(key) || (s->have && (key > s->best_key || (key == s->best_key && value >= s->best_value)))) return;
     if (!replace_cand(&s->best, x, c)) return; /* keeps the previous best */
     s->have = true;
     s->best_key = key;
@@ -398,13 +399,14 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
 static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                   bool profiled_only, ah_plan_result_t *out, ah_error_t *err) {
     int pick = -1;
-    double best = key_of(s, out->usd_per_hour, out->eval.pred.iteration_s);
+    double best = key_of(s, out->usd_per_hour, out->eval.pred.iteration_s), best_s = out->eval.pred.iteration_s;
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_baseline_out_t *b = &out->baselines[k];
         if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan)) continue;
-        const double key = key_of(s, ah_plan_usd_per_hour(&b->r.plan), b->r.eval.pred.iteration_s);
-        if (key < best) {
+        const double t = b->r.eval.pred.iteration_s, key = key_of(s, ah_plan_usd_per_hour(&b->r.plan), t);
+        if (key < best || (key == best && t < best_s)) { /* equal keys: the faster */
             best = key;
+            best_s = t;
             pick = k;
         }
     }
