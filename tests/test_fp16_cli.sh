@@ -19,7 +19,8 @@ expect() { # RC NEEDLE ARGS...: exit code and a message holding NEEDLE
     st=$?; check "$* -> rc $rc (want $want, \"$needle\"): $(head -c 600 "$WORK/out")" $st
 }
 cat >"$WORK/v100t4.json" <<'JSON'
-{"nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8}, {"name": "t0", "gpu": "T4", "count": 4}]}
+{"nodes": [{"name": "v0", "gpu": "V100-16G", "count": 8, "usd_per_gpu_hour": 0.9},
+           {"name": "t0", "gpu": "T4", "count": 4, "usd_per_gpu_hour": 0.5}]}
 JSON
 cat >"$WORK/a100.json" <<'JSON'
 {"nodes": [{"name": "a0", "gpu": "A100-80G", "count": 8}]}
