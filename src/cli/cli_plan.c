@@ -186,10 +186,11 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
                "plan minimises; search %s\n", r->lower_bound_s,
                r->exact ? "exact (proven optimal)" : "template (not proven optimal)");
     else if (r->lower_bound_s > 0)
-        printf("lower bound: %.4f s on the search's closed form, %.4f s for this plan (compute, bubble, hops, DP "
-               "sync; docs/planner.md); gap %.1f%%; search %s\n", r->lower_bound_s, r->search_value_s,
-               100.0 * (r->search_value_s / r->lower_bound_s - 1), r->exact ? "exact (proven optimal)"
-                                                                            : "template (not proven optimal)");
+        printf("lower bound: %.4f s on the search's closed form of the iteration, which is %.4f s for this plan "
+               "(the prediction above replays its schedule; compute, bubble, hops, DP sync; docs/planner.md); gap "
+               "%.1f%%; search %s\n", r->lower_bound_s, r->search_value_s,
+               100.0 * (r->search_value_s / r->lower_bound_s - 1),
+               r->exact ? "exact (proven optimal under the closed form)" : "template (not proven optimal)");
     if (!r->exact) printf("template mode: %s\n", r->template_why);
     if (r->from_baseline >= 0)
         printf("search: nothing it scored beat the %s baseline's own plan, which is the plan\n",
