@@ -42,6 +42,12 @@ typedef struct ah_flag_type {
 #define AH_CLI_BATCH_MAX 65536          /* --global-batch, --micro-batch: sequences */
 #define AH_CLI_SEQ_MAX 1048576          /* --seq-len: tokens (each model's context limits it further) */
 #define AH_CLI_STEPS_MAX 10000000       /* --steps, --warmup, --ckpt-every, --step: iterations */
+/* The optimizer flags train takes and run passes on to it: one --help line each, in both verbs. */
+#define AH_CLI_HELP_LR "peak learning rate (default 1e-3)"
+#define AH_CLI_HELP_WARMUP "linear warm-up steps, then cosine to 0.1 lr (default 10)"
+#define AH_CLI_HELP_WD "AdamW decoupled decay of 2-D matrices (default 0.1)"
+#define AH_CLI_HELP_CLIP "global gradient-norm clip, 0 = off (default 1.0)"
+#define AH_CLI_HELP_SEED "initialisation seed (default 1337)"
 #define AH_CLI_SEED_MAX 4294967295.0    /* --seed */
 #define AH_CLI_INT_MAX 1000000000       /* AH_FLAG_INT_MIN's bound: a count whose cost grows with it
                                            gives its own, smaller one with AH_FLAG_INT_IN */

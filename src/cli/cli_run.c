@@ -377,7 +377,7 @@ int ah_cli_run(int argc, char **argv) {
          "launcher (default autohet-run; ssh: the same path on every host)", false},
         {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5, where train saves only when given one: the agent recovers from checkpoints)", false},
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
@@ -394,11 +394,11 @@ int ah_cli_run(int argc, char **argv) {
         ah_cli_shared_flag_as("--seq-len", &seq, "tokens per sequence (default 64, not plan's 2048: a sequence the CPU "
                               "trainer runs in seconds)"),
         AH_CLI_PLAN_FLAGS(&pf),
-        {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: peak learning rate (> 0)", false},
-        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: warm-up steps", false},
-        {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: AdamW decay (>= 0)", false},
-        {"--grad-clip", AH_FLAG_NUM, &clip, "X", "trainer: gradient-norm clip (>= 0, 0 = off)", false},
-        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &seed, "N", "trainer: initialisation seed", false},
+        {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: " AH_CLI_HELP_LR, false},
+        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: " AH_CLI_HELP_WARMUP, false},
+        {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: " AH_CLI_HELP_WD, false},
+        {"--grad-clip", AH_FLAG_NUM, &clip, "X", "trainer: " AH_CLI_HELP_CLIP, false},
+        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &seed, "N", "trainer: " AH_CLI_HELP_SEED, false},
         {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
         {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
         {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &patience[0], "S", "trainer: an S3 request with no progress for S "
