@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 #ifdef AH_HAVE_GLPK
 #include <glpk.h>
 #endif

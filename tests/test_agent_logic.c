@@ -12,7 +12,7 @@
 
 #include "elastic/agent_logic.h"
 #include "harness.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 enum { STEPS = 6, TOKENS = 8 * 64 };
 

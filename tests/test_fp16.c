@@ -8,7 +8,7 @@
 
 #include "cost/cost.h"
 #include "harness.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 static bool cluster(const char *text, ah_cluster_t *c) {
     json_error_t je;

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The module layering of docs/architecture.md: a module under src/ includes only itself and the
-# modules before it in the order below (so kernels/ includes nothing from runtime/, and cost/
-# and plan/ never include each other both ways). Fails naming each include that goes upward.
+# modules before it in the order below (so kernels/ includes nothing from runtime/, cost/ and plan/
+# never include each other both ways, and the plan never includes the planner that searches for
+# one). Fails naming each include that goes upward.
 set -euo pipefail
 SRC=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 python3 - "$SRC/src" <<'PY'
 import glob, os, re, sys
-order = ['core', 'spec', 'cost', 'kernels', 'comm', 'backend', 'plan', 'ckpt', 'runtime', 'elastic', 'sim', 'cli']
+order = ['core', 'spec', 'cost', 'kernels', 'comm', 'backend', 'plan', 'planner', 'ckpt', 'runtime', 'elastic', 'sim', 'cli']
 rank = {m: i for i, m in enumerate(order)}
 root = sys.argv[1]
 found = set(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))

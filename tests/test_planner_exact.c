@@ -20,8 +20,8 @@
 
 #include "harness.h"
 #include "plan/evaluate.h"
-#include "plan/planner.h"
-#include "plan/search_bound.h"
+#include "planner/planner.h"
+#include "planner/search_bound.h"
 
 #define BUDGET 150000.0 /* plans the brute force may score per instance */
 #define INSTANCES 60

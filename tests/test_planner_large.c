@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 static void check_megatron_best(const ah_plan_result_t *r) {
     const ah_plan_t *p = &r->plan;

@@ -12,7 +12,7 @@
 
 #include "core/json.h"
 #include "harness.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 #include "sim/sim.h"
 #include "spec/arch.h"
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "core/status.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 typedef struct ah_cli_verb {
     const char *name;

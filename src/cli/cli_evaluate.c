@@ -13,7 +13,7 @@
 #include "cost/profile.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 #include "runtime/device.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)

@@ -11,7 +11,7 @@
 
 #include "cli/cli.h"
 #include "cost/profile.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #define GIB 1073741824.0
 

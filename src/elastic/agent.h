@@ -42,7 +42,7 @@
 
 #include "ckpt/policy.h"
 #include "core/status.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 /* ---- availability events (events.c) ---- */
 

@@ -14,7 +14,7 @@
 #include "elastic/agent.h"
 #include "elastic/agent_logic.h"
 #include "elastic/launcher.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 #include "spec/cluster.h"
 #include "spec/model.h"
 

@@ -41,7 +41,7 @@
 
 #include "core/fs.h"
 #include "core/timing.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 #include "runtime/protocol.h"
 
 #define SSH_MAX_RANKS 1024

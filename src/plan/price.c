@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "plan/plan_out.h"
+#include "spec/cluster.h"
 
 double ah_plan_usd_per_hour(const ah_plan_t *p) {
     double usd = 0;
@@ -44,11 +45,3 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "unpriced", pr->priced ? json_null() : json_string(pr->unpriced));
 }
 
-ah_status_t ah_planner_require_prices(const ah_cluster_t *c, const ah_planner_opts_t *o, const char *where,
-                                      ah_error_t *err) {
-    const bool cost = o->objective == AH_OBJECTIVE_COST, budget = o->budget_usd_per_hour > 0;
-    if (!cost && !budget) return AH_OK;
-    return ah_cluster_require_prices(c, cost && budget ? "--objective cost with --budget" : cost ? "--objective cost"
-                                                                                               : "--budget",
-                                     where, err);
-}

@@ -7,7 +7,7 @@
  * Use: mpirun -np N --hostfile F --map-by seq --bind-to none autohet train --plan P ... */
 #include <stdio.h>
 
-#include "plan/planner.h"
+#include "plan/plan_out.h"
 
 ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err) {
     const ah_cluster_t *c = &p->cluster;

@@ -9,13 +9,12 @@
  * plan leaves idle are drawn in a row of their own (type, count, node names as runs), and the
  * legend marks their types "idle" when no stage uses them. Large plans are cut to the first
  * MAX_PIPES pipelines, with a note. */
-#define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "plan/plan_out.h"
 #include "plan/replay.h"
 
 #include "core/names.h"

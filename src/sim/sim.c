@@ -11,7 +11,7 @@
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand",
                                                                "megatron-best"};

@@ -77,7 +77,7 @@
 
 #include "ckpt/policy.h"
 #include "cost/cost.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 #include "spec/trace.h"
 #include "spec/cluster.h"
 #include "spec/model.h"

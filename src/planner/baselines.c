@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #include "cost/profile.h"
 

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 bool ah_search_over_budget(const ah_planner_opts_t *o, double usd) {
     return o->budget_usd_per_hour > 0 && usd > o->budget_usd_per_hour * (1 + 1e-9);
@@ -92,4 +92,12 @@ ah_status_t ah_search_unmet(const ah_model_t *model, const ah_cluster_t *cluster
     }
     if (have_cheap) ah_plan_result_free(&cheap);
     return st;
+}
+ah_status_t ah_planner_require_prices(const ah_cluster_t *c, const ah_planner_opts_t *o, const char *where,
+                                      ah_error_t *err) {
+    const bool cost = o->objective == AH_OBJECTIVE_COST, budget = o->budget_usd_per_hour > 0;
+    if (!cost && !budget) return AH_OK;
+    return ah_cluster_require_prices(c, cost && budget ? "--objective cost with --budget" : cost ? "--objective cost"
+                                                                                               : "--budget",
+                                     where, err);
 }

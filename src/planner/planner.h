@@ -1,7 +1,8 @@
 /* The planner: finds the plan with the smallest iteration time (or $ per token) under the cost
- * model (plan/evaluate.h), over the space of DESIGN.md "Planner"; also the three baselines, the SVG
- * picture and the hostfile for Open MPI's sequential mapper. docs/planner.md describes the algorithm and what it
- * guarantees.
+ * model (plan/evaluate.h), over the space of DESIGN.md "Planner"; also the three baselines.
+ * docs/planner.md describes the algorithm and what it guarantees. It lives a floor above the plan
+ * (src/plan/: the plan as data, its file, rules, evaluation, picture, rankfile and price), which
+ * never includes it.
  *
  * Search space: one TP degree t (a TP group is t GPUs of one type in one node, t passes
  * ah_model_check_tp); any set of disjoint pipelines, each an ordered sequence of TP groups (stages),
@@ -21,14 +22,15 @@
  *
  * Ownership: ah_plan_result_t owns its plan and evaluation; free with ah_plan_result_free.
  */
-#ifndef AH_PLAN_PLANNER_H
-#define AH_PLAN_PLANNER_H
+#ifndef AH_PLANNER_PLANNER_H
+#define AH_PLANNER_PLANNER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "plan/evaluate.h"
 #include "plan/plan.h"
+#include "plan/plan_out.h"
 
 /* time: the least iteration time; cost: the least $ per token; price (search_budget.c, for
  * --budget's message): the least $/h of the GPUs used, no verb's flag. */
@@ -181,42 +183,12 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err);
 
-/* ---- output (svg.c, rankfile.c) ---- */
-
-/* A picture of the plan: devices coloured by type, grouped by pipeline and stage with their layer
- * ranges, and one iteration's 1F1B timeline per pipeline (from e). */
-ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path,
-                              ah_error_t *err);
-
-/* The plan's placement for Open MPI's sequential mapper (rankfile.c): host of rank r on the r-th
- * host line, its GPU index in a comment; mpirun --hostfile path --map-by seq --bind-to none. */
-ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err);
-
 /* The price rule (spec/cluster.h "Prices") for a planner run: AH_ERR_INVALID naming the unpriced
  * nodes when o asks for --objective cost or a --budget and a node of c has no usd_per_gpu_hour;
  * where names the cluster (its file). Every verb that plans with those flags calls it first
  * (ah_planner_check_inputs does too, with "the cluster"). */
 ah_status_t ah_planner_require_prices(const ah_cluster_t *c, const ah_planner_opts_t *o, const char *where,
                                       ah_error_t *err);
-
-/* $ per hour of the GPUs a plan uses (price.c; an unpriced node counts $0: ah_plan_price says). */
-double ah_plan_usd_per_hour(const ah_plan_t *p);
-
-/* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
- * 0 and the unpriced nodes it uses named in unpriced, when a node it uses has no price. */
-typedef struct ah_plan_price {
-    bool priced;
-    double usd_per_hour;   /* the GPUs the plan uses */
-    double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
-    char unpriced[256];    /* "h20-0, h20-1": list of the plan's unpriced nodes; "" when priced */
-} ah_plan_price_t;
-ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
-/* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
- * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
-const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
-/* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced) and "unpriced" (the
- * nodes, or null) on the JSON object doc. */
-void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
 
 /* ---- search internals (search*.c and baselines.c only) ---- */
 #ifdef AH_PLANNER_INTERNAL

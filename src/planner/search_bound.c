@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
-#include "plan/bound_scope.h"
-#include "plan/search_bound.h"
+#include "planner/planner.h"
+#include "planner/bound_scope.h"
+#include "planner/search_bound.h"
 
 /* ---- what one group of each type costs ---- */
 

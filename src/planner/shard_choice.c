@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/timing.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #define TRY(call)                                   \
     do {                                            \

@@ -1,13 +1,13 @@
 /* The lower bound's scopes and hops (contract in bound_scope.h). */
 #define AH_PLANNER_INTERNAL
-#include "plan/bound_scope.h"
+#include "planner/bound_scope.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
     const ah_cluster_t *c = ctx->cluster;

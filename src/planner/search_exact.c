@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #include "core/vec.h"
 

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #define MAX_OPTS 256
 #define WINDOW 8

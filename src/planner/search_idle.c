@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 #include "core/names.h"
 #include "core/str.h"

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 /* What bounds Q = sum_p 1 / M_p (M_p: pipeline p's largest stage time) in the binding class. */
 typedef enum {

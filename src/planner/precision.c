@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/timing.h"
-#include "plan/planner.h"
+#include "planner/planner.h"
 
 /* The plan's objective value: seconds per iteration, or $ per million tokens. */
 static double objective_of(const ah_plan_result_t *r, ah_objective_t obj) {

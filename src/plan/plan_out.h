@@ -1,0 +1,43 @@
+/* What is made of a plan for people and for launchers: its picture (svg.c), its rankfile for
+ * Open MPI's sequential mapper (rankfile.c), and its price by the rule of spec/cluster.h "Prices"
+ * (price.c). Functions of the plan and its evaluation only: no search. */
+#ifndef AH_PLAN_PLAN_OUT_H
+#define AH_PLAN_PLAN_OUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plan/evaluate.h"
+#include "plan/plan.h"
+
+struct json_t;
+
+/* A picture of the plan: devices coloured by type, grouped by pipeline and stage with their layer
+ * ranges, and one iteration's 1F1B timeline per pipeline (from e). */
+ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path,
+                              ah_error_t *err);
+
+/* The plan's placement for Open MPI's sequential mapper (rankfile.c): host of rank r on the r-th
+ * host line, its GPU index in a comment; mpirun --hostfile path --map-by seq --bind-to none. */
+ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_error_t *err);
+
+/* $ per hour of the GPUs a plan uses (price.c; an unpriced node counts $0: ah_plan_price says). */
+double ah_plan_usd_per_hour(const ah_plan_t *p);
+
+/* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
+ * 0 and the unpriced nodes it uses named in unpriced, when a node it uses has no price. */
+typedef struct ah_plan_price {
+    bool priced;
+    double usd_per_hour;   /* the GPUs the plan uses */
+    double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
+    char unpriced[256];    /* "h20-0, h20-1": list of the plan's unpriced nodes; "" when priced */
+} ah_plan_price_t;
+ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
+/* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
+ * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
+const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
+/* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced) and "unpriced" (the
+ * nodes, or null) on the JSON object doc. */
+void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
+
+#endif
