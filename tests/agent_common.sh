@@ -294,3 +294,54 @@ if back:
           f"{rec[1]['bytes']}")
 PY
 }
+
+# h2_dies_and_restarts WD KEEP: the agent ($agent, log $agent_log, work directory WD) trains on
+# h2_alone_cluster with --cloud s3://ckpt/r; once h2's step 4 is in the cloud and step 6 is trained,
+# every process of h2 but those named in KEEP (an extended regex of process names: its daemons) is
+# killed at once and h2's disk emptied, as a host that came straight back. Then: the run finishes with the
+# reference's ($WORK/ref) losses, one restart said and in the metrics (cause "job failed", no node
+# lost), and the recovery takes block 1, which h2 alone held, from the cloud and the rest from the
+# survivors' disks (tests/test_cluster_restart.sh, test_cluster_slurm_restart.sh).
+h2_dies_and_restarts() {
+    local wd=$1 keep=$2 pids p n
+    wait_for "h2's step 4 in the cloud" cloud_has r 4 manifest-h2.json
+    steps_at_least() {
+        n=$(grep -c '"step"' "$wd/metrics.jsonl" 2>/dev/null)
+        [ "${n:-0}" -ge "$1" ]
+    }
+    wait_for "step 6 in the metrics" steps_at_least 7
+    pids=$(for p in $(cl_pids_in h2); do
+        [[ "$(cat /proc/$p/comm 2>/dev/null)" =~ ^($keep)$ ]] || echo "$p"
+    done)
+    [ -n "$pids" ] || fail "no process of h2 to kill"
+    kill -KILL $pids 2>/dev/null
+    rm -rf "${CL_DIR:?}/disks/h2/"*
+    wait $agent || { cat "$agent_log"; fail "autohet run after h2's processes died"; }
+    out=$(check_metrics "$wd" "$WORK/ref") || { cat "$agent_log"; fail "metrics: $out"; }
+    echo "h2's processes killed, its disk wiped: $out"
+    grep -q "the job failed at step [0-9]*: .*; restart 1 (--max-restarts 3" "$agent_log" ||
+        { cat "$agent_log"; fail "the restart is not said"; }
+    grep -q "host lost" "$agent_log" && { cat "$agent_log"; fail "h2 answered, yet it was counted lost"; }
+    python3 - "$wd/metrics.jsonl" <<'PY' || { cat "$agent_log"; fail "the recovery"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+pre = [x for x in ev if x.get("event") == "preempt"]
+rec = [x for x in ev if x.get("event") == "recover"]
+rs = [x for x in ev if x.get("event") == "restart"]
+assert len(rs) == 1 and len(pre) == 1 and pre[0]["cause"] == "job failed" and pre[0]["nodes"] == [], (rs, pre)
+assert len(rec) == 1 and rec[0]["cause"] == "job failed", rec
+b = rec[0]["bytes"]
+# block 1 lived on h2 alone and h2's disk is empty: the cloud serves it; the survivors' disks the rest
+assert b["cloud"] > 0 and b["local"] > 0, b
+print(f"restart at step {rs[0]['step']} ({rs[0]['cause'][:60]}); resumed at step {rec[0]['step']}: "
+      f"local {b['local']} B, peer {b['peer']} B, cloud {b['cloud']} B")
+PY
+}
+
+# rank_pids RUN_DIR NODE: the pids of NODE's ranks of a launch, from its rank-R.json files.
+rank_pids() {
+    python3 -c '
+import glob, json, sys
+print(" ".join(str(d["pid"]) for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))
+               if d["node"] == sys.argv[2]))' "$1" "$2"
+}

@@ -69,10 +69,7 @@ for _ in $(seq 600); do
     [ "$(cat "$WORK/sig/launch-0/metrics.jsonl" 2>/dev/null | grep -c '"step"')" -ge 3 ] && break
     sleep 0.05
 done
-pids=$(python3 -c '
-import glob, json, sys
-print(" ".join(str(d["pid"]) for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))
-               if d["node"] == "slow-1"))' "$WORK/sig/launch-0")
+pids=$(rank_pids "$WORK/sig/launch-0" slow-1)
 [ -n "$pids" ] || { kill $agent; fail "no rank files of slow-1 in $WORK/sig/launch-0"; }
 kill -TERM $pids
 wait $agent || { cat "$WORK/sig.log"; fail "agent after an outside SIGTERM"; }

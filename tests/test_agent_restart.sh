@@ -24,10 +24,7 @@ for _ in $(seq 600); do
     [ "${n:-0}" -ge 5 ] && break
     sleep 0.05
 done
-pid=$(python3 -c '
-import glob, json, sys
-print(" ".join(str(d["pid"]) for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))
-               if d["node"] == "slow-0"))' "$WORK/kill/launch-0")
+pid=$(rank_pids "$WORK/kill/launch-0" slow-0)
 [ -n "$pid" ] || { kill $agent; fail "no rank file of slow-0 in $WORK/kill/launch-0"; }
 kill -KILL $pid
 wait $agent || { cat "$WORK/kill.log"; fail "the run did not survive a killed rank"; }

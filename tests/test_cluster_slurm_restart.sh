@@ -34,40 +34,5 @@ cluster_head salloc -N3 --ntasks-per-node=2 --no-kill env ASAN_OPTIONS="${ASAN_O
     --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/r" --s3-endpoint "$EP" >"$WORK/r.log" 2>&1 &
 agent=$!
 agent_log=$WORK/r.log
-# h2's disk is the only one with block 1: its step 4 must be in the cloud before the disk goes
-wait_for "h2's step 4 in the cloud" cloud_has r 4 manifest-h2.json
-steps_at_least() {
-    local n
-    n=$(grep -c '"step"' "$wd/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge "$1" ]
-}
-wait_for "step 6 in the metrics" steps_at_least 7
-# every process of h2 but its sshd and slurmd, at once; then its disk empty, as a host that came
-# straight back
-pids=$(for p in $(cl_pids_in h2); do
-    case "$(cat /proc/$p/comm 2>/dev/null)" in sshd | slurmd | unshare) ;; *) echo "$p" ;; esac
-done)
-[ -n "$pids" ] || fail "no process of h2 to kill"
-kill -KILL $pids 2>/dev/null
-rm -rf "${CL_DIR:?}/disks/h2/"*
-wait $agent || { cat "$WORK/r.log"; fail "autohet run after h2's processes died"; }
-out=$(check_metrics "$wd" "$WORK/ref") || { cat "$WORK/r.log"; fail "metrics: $out"; }
-echo "h2's processes killed, its disk wiped: $out"
-grep -q "the job failed at step [0-9]*: .*; restart 1 (--max-restarts 3" "$WORK/r.log" ||
-    { cat "$WORK/r.log"; fail "the restart is not said"; }
-grep -q "host lost" "$WORK/r.log" && { cat "$WORK/r.log"; fail "h2 answered, yet it was counted lost"; }
-python3 - "$wd/metrics.jsonl" <<'PY' || { cat "$WORK/r.log"; fail "the recovery"; }
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-pre = [x for x in ev if x.get("event") == "preempt"]
-rec = [x for x in ev if x.get("event") == "recover"]
-rs = [x for x in ev if x.get("event") == "restart"]
-assert len(rs) == 1 and len(pre) == 1 and pre[0]["cause"] == "job failed" and pre[0]["nodes"] == [], (rs, pre)
-assert len(rec) == 1 and rec[0]["cause"] == "job failed", rec
-b = rec[0]["bytes"]
-# block 1 lived on h2 alone and h2's disk is empty: the cloud serves it; the survivors' disks the rest
-assert b["cloud"] > 0 and b["local"] > 0, b
-print(f"restart at step {rs[0]['step']} ({rs[0]['cause'][:60]}); resumed at step {rec[0]['step']}: "
-      f"local {b['local']} B, peer {b['peer']} B, cloud {b['cloud']} B")
-PY
+h2_dies_and_restarts "$wd" "sshd|slurmd|unshare"
 echo PASS
