@@ -1,7 +1,9 @@
 /* Device-buffer communication (src/comm/nccl.c): all-reduce, the sharded optimizer's uneven
- * reduce-scatter and all-gather, and send/recv of device buffers over the world group. Under ctest it is one rank; scripts/gpu-check.sh also runs it with
- * `mpirun -np 2`, where the two ranks share the GPU and take the MPI host-staged path (on a
- * machine with a GPU per rank they take NCCL). Exits 77 without a CUDA build or a GPU. */
+ * reduce-scatter and all-gather, and send/recv of device buffers over the world group, each in
+ * NCCL's mode (where every rank has a device of its own) and in the host-staged MPI mode. Under
+ * ctest it is one rank; scripts/gpu-check.sh also runs it with `mpirun -np 2`, where on one GPU
+ * the two ranks share it and take the staged path twice (on a GPU per rank, or on the CUDA
+ * emulation's 8 devices, NCCL then staged). Exits 77 without a CUDA build or a GPU. */
 #include <stdio.h>
 
 #include "harness.h"
@@ -24,8 +26,8 @@ int main(void) {
 
 int main(int argc, char **argv) {
     ah_error_t err;
-    if (ah_cuda_init(-1, &err) != AH_OK) {
-        printf("SKIP: %s\n", err.msg);
+    if (ah_cuda_device_count() == 0) {
+        printf("SKIP: no usable CUDA device\n");
         return 77;
     }
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) {
@@ -34,6 +36,13 @@ int main(int argc, char **argv) {
     }
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world), size = ah_comm_size(world);
+    /* A device per rank where there are enough (NCCL), else ranks share one (host-staged MPI). */
+    const int device = rank % ah_cuda_device_count();
+    if (ah_cuda_init(device, &err) != AH_OK) {
+        printf("SKIP: %s\n", err.msg);
+        ah_comm_finalize();
+        return 77;
+    }
     ah_mem_t mem;
     ah_arena_t arena;
     ah_mem_init(&mem, 0, "comm test");
@@ -44,7 +53,7 @@ int main(int argc, char **argv) {
 
     for (int force_staged = 0; force_staged <= 1; force_staged++) {
         ah_dcomm_t *dc = NULL;
-        CHECK(ah_dcomm_create(world, 0, force_staged, &dc, &err) == AH_OK, "create: %s", err.msg);
+        CHECK(ah_dcomm_create(world, device, force_staged, &dc, &err) == AH_OK, "create: %s", err.msg);
         if (!dc) break;
         if (rank == 0) printf("%d rank(s), mode %s\n", size, ah_dcomm_kind(dc));
         /* Small integers: the sum is exact in any order. */

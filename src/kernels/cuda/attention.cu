@@ -73,7 +73,7 @@ __device__ __forceinline__ head_views views(const float *qkv, int b, int h, int 
 // out (B,T,Hl*hd) and, if lse is not NULL, lse (B,Hl,T). grid (ceil(T/WARPS), B*Hl).
 __global__ void flash_fwd_kernel(float *out, float *lse, const float *qkv, int T, int Hl, int KVl,
                                  int hd, float scale) {
-    extern __shared__ float sm[];
+    AH_DYNAMIC_SHARED(float, sm);
     const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
     float *Ks = sm, *Vs = Ks + KT * hp, *Qs = Vs + KT * hp;
     const int bh = blockIdx.y, b = bh / Hl, h = bh % Hl;
@@ -134,7 +134,7 @@ __global__ void flash_bwd_d_kernel(float *D, const float *dout, const float *out
 __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *dout,
                                     const float *lse, const float *D, int T, int Hl, int KVl,
                                     int hd, float scale) {
-    extern __shared__ float sm[];
+    AH_DYNAMIC_SHARED(float, sm);
     const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd;
     float *Ks = sm, *Vs = Ks + KT * hp, *Qs = Vs + KT * hp, *dOs = Qs + WARPS * hd;
     const int bh = blockIdx.y, b = bh / Hl, h = bh % Hl;
@@ -183,7 +183,7 @@ __global__ void flash_bwd_dq_kernel(float *dqkv, const float *qkv, const float *
 __global__ void flash_bwd_dkv_kernel(float *dqkv, const float *qkv, const float *dout,
                                      const float *lse, const float *D, int T, int Hl, int KVl,
                                      int hd, float scale) {
-    extern __shared__ float sm[];
+    AH_DYNAMIC_SHARED(float, sm);
     const int hp = hd + 1, Cl = Hl * hd, ld = (Hl + 2 * KVl) * hd, group = Hl / KVl;
     float *Qs = sm, *dOs = Qs + KT * hp, *Ls = dOs + KT * hp, *Ds = Ls + KT;
     float *Kw = Ds + KT, *Vw = Kw + WARPS * hd;
@@ -256,7 +256,7 @@ void ah_cuda_attention_fwd(float *out, float *lse, float *scratch, const float *
     (void)scratch; // the fused kernel needs none
     if (!hd_ok(hd)) return;
     const dim3 grid((T + WARPS - 1) / WARPS, B * Hl);
-    flash_fwd_kernel<<<grid, 32 * WARPS, fwd_smem(hd)>>>(out, lse, qkv, T, Hl, KVl, hd,
+    AH_LAUNCH(flash_fwd_kernel, grid, 32 * WARPS, fwd_smem(hd), 0)(out, lse, qkv, T, Hl, KVl, hd,
                                                          1.0f / sqrtf((float)hd));
     AH_CUDA_LAUNCHED();
 }
@@ -279,14 +279,14 @@ void ah_cuda_attention_bwd(float *dqkv, float *scratch, const float *dout, const
     const float scale = 1.0f / sqrtf((float)hd);
     float *D = scratch;
     const size_t rows = (size_t)B * Hl * T;
-    flash_bwd_d_kernel<<<(unsigned)((rows + ROWS_D - 1) / ROWS_D), 32 * ROWS_D>>>(D, dout, out, B,
+    AH_LAUNCH(flash_bwd_d_kernel, (unsigned)((rows + ROWS_D - 1) / ROWS_D), 32 * ROWS_D, 0, 0)(D, dout, out, B,
                                                                                     T, Hl, hd);
     AH_CUDA_LAUNCHED();
     const unsigned row_tiles = (T + WARPS - 1) / WARPS;
-    flash_bwd_dq_kernel<<<dim3(row_tiles, B * Hl), 32 * WARPS, dq_smem(hd)>>>(
+    AH_LAUNCH(flash_bwd_dq_kernel, dim3(row_tiles, B * Hl), 32 * WARPS, dq_smem(hd), 0)(
         dqkv, qkv, dout, lse, D, T, Hl, KVl, hd, scale);
     AH_CUDA_LAUNCHED();
-    flash_bwd_dkv_kernel<<<dim3(row_tiles, B * KVl), 32 * WARPS, dkv_smem(hd)>>>(
+    AH_LAUNCH(flash_bwd_dkv_kernel, dim3(row_tiles, B * KVl), 32 * WARPS, dkv_smem(hd), 0)(
         dqkv, qkv, dout, lse, D, T, Hl, KVl, hd, scale);
     AH_CUDA_LAUNCHED();
 }

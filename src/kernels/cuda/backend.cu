@@ -124,7 +124,7 @@ __global__ void finish_reduction_kernel(double *partials, int n) {
 }
 
 double ah_cuda_finish_reduction(int n) {
-    finish_reduction_kernel<<<1, AH_CUDA_THREADS>>>(ah_cuda_g.partials, n);
+    AH_LAUNCH(finish_reduction_kernel, 1, AH_CUDA_THREADS, 0, 0)(ah_cuda_g.partials, n);
     AH_CUDA_LAUNCHED();
     double out = 0.0;
     AH_CUDA_CALL(cudaMemcpy(&out, ah_cuda_g.partials + n, sizeof out, cudaMemcpyDeviceToHost));

@@ -15,6 +15,16 @@
 #define AH_CUDA_REDUCE_BLOCKS 512
 #define AH_CUDA_THREADS 256
 
+// Launches and dynamic shared memory: CUDA's syntax under nvcc; with -DAH_CUDA_EMU=ON the same
+// names come from the CPU emulation (src/cuda_emu/device.h), which compiles these files as C++.
+// AH_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...).
+#ifndef AH_CUDA_EMU
+#define AH_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
+#define AH_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+// A 1-D grid of AH_CUDA_THREADS-thread blocks covering n elements (grid-stride loops).
+#define AH_LAUNCH_1D(kernel, n) AH_LAUNCH(kernel, ah_cuda_blocks((n), AH_CUDA_THREADS), AH_CUDA_THREADS, 0, 0)
+
 typedef struct ah_cuda_state {
     int ready;
     int device;

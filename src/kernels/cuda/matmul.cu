@@ -35,8 +35,8 @@ static const void *as_half(int prec, const float *x, size_t n, void **buf, size_
         *cap = n;
     }
     const unsigned blocks = ah_cuda_blocks(n, AH_CUDA_THREADS);
-    if (prec == AH_CUDA_BF16) to_bf16_kernel<<<blocks, AH_CUDA_THREADS>>>((__nv_bfloat16 *)*buf, x, n);
-    else to_fp16_kernel<<<blocks, AH_CUDA_THREADS>>>((__half *)*buf, x, n);
+    if (prec == AH_CUDA_BF16) AH_LAUNCH(to_bf16_kernel, blocks, AH_CUDA_THREADS, 0, 0)((__nv_bfloat16 *)*buf, x, n);
+    else AH_LAUNCH(to_fp16_kernel, blocks, AH_CUDA_THREADS, 0, 0)((__half *)*buf, x, n);
     AH_CUDA_LAUNCHED();
     return *buf;
 }
@@ -71,7 +71,7 @@ static void matmul_fwd(int prec, float *out, const float *inp, const float *w, c
     // As the CPU backend: the bias is written first and the product accumulated onto it.
     float beta = 0.0f;
     if (bias) {
-        fill_rows_kernel<<<ah_cuda_blocks((size_t)N * OC, AH_CUDA_THREADS), AH_CUDA_THREADS>>>(
+        AH_LAUNCH(fill_rows_kernel, ah_cuda_blocks((size_t)N * OC, AH_CUDA_THREADS), AH_CUDA_THREADS, 0, 0)(
             out, bias, N, OC);
         AH_CUDA_LAUNCHED();
         beta = 1.0f;

@@ -9,7 +9,6 @@
 #define GRID_STRIDE(i, n)                                                                \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
          i += (size_t)gridDim.x * blockDim.x)
-#define LAUNCH_1D(n) ah_cuda_blocks((n), AH_CUDA_THREADS), AH_CUDA_THREADS
 
 void ah_cuda_zero(float *x, size_t n) { AH_CUDA_CALL(cudaMemsetAsync(x, 0, n * sizeof *x, 0)); }
 
@@ -43,7 +42,7 @@ __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const
 
 void ah_cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int N, int C, float eps) {
-    layernorm_fwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+    AH_LAUNCH(layernorm_fwd_kernel, (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS, 0, 0)(
         out, mean, rstd, inp, weight, bias, N, C, eps);
     AH_CUDA_LAUNCHED();
 }
@@ -98,7 +97,7 @@ __global__ void column_sums_kernel(float *dbias, float *dweight, const float *dy
 
 void ah_cuda_column_sums(float *dbias, float *dweight, const float *dy, const float *x,
                          const float *mean, const float *rstd, int N, int C) {
-    column_sums_kernel<<<(C + 31) / 32, dim3(32, 8)>>>(dbias, dweight, dy, x, mean, rstd, N, C);
+    AH_LAUNCH(column_sums_kernel, (C + 31) / 32, dim3(32, 8), 0, 0)(dbias, dweight, dy, x, mean, rstd, N, C);
     AH_CUDA_LAUNCHED();
 }
 
@@ -106,7 +105,7 @@ void ah_cuda_layernorm_bwd(float *dinp, float *dweight, float *dbias, const floa
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, int N, int C) {
     if (dinp) {
-        layernorm_bwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+        AH_LAUNCH(layernorm_bwd_kernel, (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS, 0, 0)(
             dinp, dout, inp, weight, mean, rstd, N, C);
         AH_CUDA_LAUNCHED();
     }
@@ -130,7 +129,7 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, co
 
 void ah_cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, int N,
                          int C, float eps) {
-    rmsnorm_fwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+    AH_LAUNCH(rmsnorm_fwd_kernel, (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS, 0, 0)(
         out, rstd, inp, weight, N, C, eps);
     AH_CUDA_LAUNCHED();
 }
@@ -152,7 +151,7 @@ __global__ void rmsnorm_bwd_kernel(float *dinp, const float *dout, const float *
 void ah_cuda_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
                          const float *weight, const float *rstd, int N, int C) {
     if (dinp) {
-        rmsnorm_bwd_kernel<<<(N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS>>>(
+        AH_LAUNCH(rmsnorm_bwd_kernel, (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, AH_CUDA_THREADS, 0, 0)(
             dinp, dout, inp, weight, rstd, N, C);
         AH_CUDA_LAUNCHED();
     }
@@ -182,7 +181,7 @@ __global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, ah
 static void rope(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t r, float sign) {
     const size_t n = (size_t)B * T * n_heads * (hd / 2);
     if (n == 0) return;
-    rope_kernel<<<LAUNCH_1D(n)>>>(x, T, n_heads, hd, stride, r, sign, n);
+    AH_LAUNCH_1D(rope_kernel, n)(x, T, n_heads, hd, stride, r, sign, n);
     AH_CUDA_LAUNCHED();
 }
 
@@ -219,14 +218,14 @@ __global__ void swiglu_bwd_kernel(float *dgu, const float *dout, const float *gu
 void ah_cuda_swiglu_fwd(float *out, const float *gu, int N, int F) {
     const size_t n = (size_t)N * F;
     if (n == 0) return;
-    swiglu_fwd_kernel<<<LAUNCH_1D(n)>>>(out, gu, F, n);
+    AH_LAUNCH_1D(swiglu_fwd_kernel, n)(out, gu, F, n);
     AH_CUDA_LAUNCHED();
 }
 
 void ah_cuda_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int F) {
     const size_t n = (size_t)N * F;
     if (n == 0) return;
-    swiglu_bwd_kernel<<<LAUNCH_1D(n)>>>(dgu, dout, gu, F, n);
+    AH_LAUNCH_1D(swiglu_bwd_kernel, n)(dgu, dout, gu, F, n);
     AH_CUDA_LAUNCHED();
 }
 
@@ -255,11 +254,11 @@ __global__ void gelu_bwd_kernel(float *dinp, const float *dout, const float *inp
 }
 
 void ah_cuda_gelu_fwd(float *out, const float *inp, size_t n) {
-    gelu_fwd_kernel<<<LAUNCH_1D(n)>>>(out, inp, n);
+    AH_LAUNCH_1D(gelu_fwd_kernel, n)(out, inp, n);
     AH_CUDA_LAUNCHED();
 }
 void ah_cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
-    gelu_bwd_kernel<<<LAUNCH_1D(n)>>>(dinp, dout, inp, n);
+    AH_LAUNCH_1D(gelu_bwd_kernel, n)(dinp, dout, inp, n);
     AH_CUDA_LAUNCHED();
 }
 
@@ -278,12 +277,12 @@ __global__ void residual_bwd_kernel(float *da, float *db, const float *dout, siz
 }
 
 void ah_cuda_residual_fwd(float *out, const float *a, const float *b, size_t n) {
-    add_kernel<<<LAUNCH_1D(n)>>>(out, a, b, n);
+    AH_LAUNCH_1D(add_kernel, n)(out, a, b, n);
     AH_CUDA_LAUNCHED();
 }
 void ah_cuda_residual_bwd(float *da, float *db, const float *dout, size_t n) {
     if (!da && !db) return;
-    residual_bwd_kernel<<<LAUNCH_1D(n)>>>(da, db, dout, n);
+    AH_LAUNCH_1D(residual_bwd_kernel, n)(da, db, dout, n);
     AH_CUDA_LAUNCHED();
 }
 
@@ -325,18 +324,18 @@ __global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, int B, 
 void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                            int B, int T, int C, int v0, int Vl) {
     const size_t n = (size_t)B * T * C;
-    embedding_fwd_kernel<<<LAUNCH_1D(n)>>>(out, tokens, wte, wpe, T, C, v0, Vl, n);
+    AH_LAUNCH_1D(embedding_fwd_kernel, n)(out, tokens, wte, wpe, T, C, v0, Vl, n);
     AH_CUDA_LAUNCHED();
 }
 
 void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                            int B, int T, int C, int v0, int Vl) {
     if (dwte) {
-        embedding_bwd_wte_kernel<<<(C + 127) / 128, 128>>>(dwte, dout, tokens, B * T, C, v0, Vl);
+        AH_LAUNCH(embedding_bwd_wte_kernel, (C + 127) / 128, 128, 0, 0)(dwte, dout, tokens, B * T, C, v0, Vl);
         AH_CUDA_LAUNCHED();
     }
     if (dwpe) {
-        embedding_bwd_wpe_kernel<<<LAUNCH_1D((size_t)T * C)>>>(dwpe, dout, B, T, C);
+        AH_LAUNCH_1D(embedding_bwd_wpe_kernel, (size_t)T * C)(dwpe, dout, B, T, C);
         AH_CUDA_LAUNCHED();
     }
 }
@@ -363,7 +362,7 @@ void ah_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n
     const double bc2 = 1.0 - pow((double)hp->beta2, (double)t);
     const float decay = (float)(1.0 - (double)hp->lr * hp->weight_decay);
     const float step_size = (float)((double)hp->lr / bc1);
-    adamw_kernel<<<LAUNCH_1D(n)>>>(param, grad, m, v, n, decay, step_size, (float)sqrt(bc2),
+    AH_LAUNCH_1D(adamw_kernel, n)(param, grad, m, v, n, decay, step_size, (float)sqrt(bc2),
                                    hp->beta1, hp->beta2, hp->eps, grad_scale);
     AH_CUDA_LAUNCHED();
 }
@@ -378,7 +377,7 @@ __global__ void sum_squares_kernel(double *partials, const float *x, size_t n) {
 }
 
 double ah_cuda_sum_squares(const float *x, size_t n) {
-    sum_squares_kernel<<<AH_CUDA_REDUCE_BLOCKS, AH_CUDA_THREADS>>>(ah_cuda_g.partials, x, n);
+    AH_LAUNCH(sum_squares_kernel, AH_CUDA_REDUCE_BLOCKS, AH_CUDA_THREADS, 0, 0)(ah_cuda_g.partials, x, n);
     AH_CUDA_LAUNCHED();
     return ah_cuda_finish_reduction(AH_CUDA_REDUCE_BLOCKS);
 }

@@ -54,7 +54,7 @@ __global__ void xent_max_kernel(float *rowmax, const float *logits, int N, int V
 
 void ah_cuda_xent_max(float *rowmax, const float *logits, int N, int Vl, int nvalid) {
     if (N <= 0) return;
-    xent_max_kernel<<<row_blocks(N), AH_CUDA_THREADS>>>(rowmax, logits, N, Vl, nvalid);
+    AH_LAUNCH(xent_max_kernel, row_blocks(N), AH_CUDA_THREADS, 0, 0)(rowmax, logits, N, Vl, nvalid);
     AH_CUDA_LAUNCHED();
 }
 
@@ -77,7 +77,7 @@ __global__ void xent_stats_kernel(float *stats, const float *logits, const float
 void ah_cuda_xent_stats(float *stats, const float *logits, const float *rowmax,
                         const int32_t *targets, int N, int Vl, int nvalid, int v0) {
     if (N <= 0) return;
-    xent_stats_kernel<<<row_blocks(N), AH_CUDA_THREADS>>>(stats, logits, rowmax, targets, N, Vl,
+    AH_LAUNCH(xent_stats_kernel, row_blocks(N), AH_CUDA_THREADS, 0, 0)(stats, logits, rowmax, targets, N, Vl,
                                                           nvalid, v0);
     AH_CUDA_LAUNCHED();
 }
@@ -105,7 +105,7 @@ double ah_cuda_xent_grad(float *logits, const float *rowmax, const float *stats,
                          const int32_t *targets, float scale, int N, int Vl, int nvalid, int v0) {
     if (N <= 0) return 0.0;
     const int blocks = N < AH_CUDA_REDUCE_BLOCKS ? N : AH_CUDA_REDUCE_BLOCKS;
-    xent_grad_kernel<<<blocks, AH_CUDA_THREADS>>>(ah_cuda_g.partials, logits, rowmax, stats,
+    AH_LAUNCH(xent_grad_kernel, blocks, AH_CUDA_THREADS, 0, 0)(ah_cuda_g.partials, logits, rowmax, stats,
                                                   targets, scale, N, Vl, nvalid, v0);
     AH_CUDA_LAUNCHED();
     return ah_cuda_finish_reduction(blocks);

@@ -1,0 +1,2 @@
+/* __nv_bfloat16 as src/cuda_emu serves it: cuda_emu/half.h. */
+#include "cuda_emu/half.h"

@@ -1,0 +1,2 @@
+/* __half as src/cuda_emu serves it: cuda_emu/half.h. */
+#include "cuda_emu/half.h"
