@@ -11,10 +11,10 @@
 
 #include "core/str.h"
 
-static const char *const PHASES[] = {"step", "ckpt-write", "upload"};
+static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload"};
 
 static _Noreturn void bad(const char *value, const char *why) {
-    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-write|upload,step=N"
+    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-piece|ckpt-write|upload,step=N"
             "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
     exit(2);
 }
@@ -32,7 +32,7 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
         *eq = 0;
         const char *v = eq + 1;
         if (!strcmp(kv, "phase")) {
-            if (ah_str_index(v, PHASES, 3) < 0) bad(value, "unknown phase");
+            if (ah_str_index(v, PHASES, 4) < 0) bad(value, "unknown phase");
             snprintf(want_phase, sizeof want_phase, "%s", v);
         } else if (!strcmp(kv, "step")) {
             char *end = NULL;

@@ -7,8 +7,12 @@
  * P is one of
  *   step        mid-step: step N's (0-based, the metrics' "step") forward and backward are done,
  *               its gradient sync not started;
+ *   ckpt-piece  mid-checkpoint: the first of this rank's shard files of checkpoint step N is
+ *               written, the others not (ranks that write none never get here);
  *   ckpt-write  mid-checkpoint: this rank's shard files of checkpoint step N are written, the
  *               node's manifest not committed;
+ * (with asynchronous checkpoints, ckpt-piece and ckpt-write are on the background writer's thread
+ * while the rank trains on: ckpt/async.h)
  *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
  *               in the cloud, not its manifest (so the cloud copy of step N does not count yet).
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).

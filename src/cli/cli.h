@@ -97,7 +97,7 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
  * shared flag (schedules, context parallelism, regions) is a row in the table and, for a value
  * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
  * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
- * --shard-optimizer none|even|memory|auto, --profile FILE. */
+ * --shard-optimizer none|even|memory|auto, --profile FILE; and the trainer's --ckpt-sync (train, run). */
 ah_flag_t ah_cli_shared_flag(const char *name, void *target);
 /* The same with the verb's own help line: what the flag does in that verb, with the rule's default
  * or, where the verb's differs, its default and why (run's batch, sized for the CPU trainer). */
@@ -157,6 +157,10 @@ void ah_cli_profile_note(const char *verb, const char *path, const struct ah_pro
 /* A plan at bf16 or fp16 with a stage on a device type that runs on the CPU backend (fp32 only):
  * says on stderr that autohet train will refuse it, naming the type. In cli_evaluate.c. */
 void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
+/* The host-memory rule of asynchronous checkpoints (ckpt/host_memory.h): 0, or 1 with the message
+ * naming the node and the bytes said. With note, nodes that give no host_memory_gib are said once,
+ * in one line (not checked). */
+int ah_cli_host_memory(const char *verb, const struct ah_plan *plan, bool note);
 
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */

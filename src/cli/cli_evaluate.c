@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "ckpt/host_memory.h"
 #include "cli/cli.h"
 #include "core/str.h"
 #include "cost/profile.h"
@@ -144,6 +145,27 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     printf("memory: %s\n", e->feasible ? "every device fits" : "some devices are over capacity (see OVER CAPACITY)");
 }
 
+/* Per node with ranks: the asynchronous checkpoints' snapshot bytes (ckpt/host_memory.h) and its
+ * host memory (null: not given, not checked). */
+static json_t *host_memory_json(const ah_plan_t *p) {
+    json_t *arr = json_array();
+    int64_t *bytes = calloc((size_t)p->cluster.n_nodes, sizeof *bytes);
+    ah_error_t err;
+    if (!bytes || ah_snapshot_node_bytes(p, bytes, &err) != AH_OK) {
+        free(bytes);
+        return arr;
+    }
+    for (int n = 0; n < p->cluster.n_nodes; n++) {
+        const double gib = p->cluster.nodes[n].host_memory_gib;
+        if (bytes[n] == 0) continue;
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:o}", "node", p->cluster.nodes[n].name, "snapshot_bytes",
+                                             (json_int_t)bytes[n], "capacity_bytes",
+                                             gib > 0 ? json_integer((json_int_t)(gib * 1073741824.0)) : json_null()));
+    }
+    free(bytes);
+    return arr;
+}
+
 static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
     const ah_breakdown_t *b = &e->pred.breakdown;
     json_t *devs = json_array();
@@ -181,6 +203,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
         "pipelines", pls);
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     ah_plan_price_json(&pr, doc);
+    json_object_set_new(doc, "host_memory", host_memory_json(p));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
@@ -208,6 +231,30 @@ void ah_cli_precision_note(const char *verb, const ah_plan_t *plan) {
                     ah_precision_name(plan->train.precision), t->name);
             return;
         }
+}
+
+int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, bool note) {
+    ah_error_t err;
+    int unchecked = 0;
+    if (ah_snapshot_check_host(plan, &unchecked, &err) != AH_OK) return ah_cli_fail(verb, &err);
+    if (note && unchecked > 0) {
+        char names[512] = "";
+        size_t at = 0;
+        int64_t *bytes = calloc((size_t)plan->cluster.n_nodes, sizeof *bytes), most = 0;
+        if (bytes && ah_snapshot_node_bytes(plan, bytes, &err) != AH_OK) memset(bytes, 0, (size_t)plan->cluster.n_nodes * sizeof *bytes);
+        for (int n = 0; bytes && n < plan->cluster.n_nodes; n++) {
+            if (bytes[n] == 0 || plan->cluster.nodes[n].host_memory_gib > 0) continue;
+            if (bytes[n] > most) most = bytes[n];
+            if (at < sizeof names - 1)
+                at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", plan->cluster.nodes[n].name);
+        }
+        free(bytes);
+        fprintf(stderr, "autohet %s: note: host memory not checked on %d node%s (%s%s): the cluster file gives no "
+                "\"host_memory_gib\"; asynchronous checkpoints keep up to %.3f GiB of snapshots on one of them "
+                "(train --ckpt-sync keeps none)\n", verb, unchecked, unchecked == 1 ? "" : "s", names,
+                at >= sizeof names - 1 ? ", ..." : "", (double)most / 1073741824.0);
+    }
+    return 0;
 }
 
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
@@ -247,6 +294,7 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
     }
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
     ah_cli_precision_note("evaluate", &plan);
+    if ((rc = ah_cli_host_memory("evaluate", &plan, false)) != 0) goto done;
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
     have_eval = true;
     rc = json ? print_json(&plan, &ev) : (print_human(plan_path, profile_path, &plan, &ev), 0);

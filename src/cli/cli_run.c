@@ -307,7 +307,7 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
     snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
     snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
     for (int i = 0; i < 4; i++) snprintf(num[5 + i], sizeof num[5 + i], "%lld", (long long)counts[i]);
-    static const char *pass[28];
+    static const char *pass[32];
     int np = 0;
     /* --init-from goes to every launch: with the agent's --resume, a relaunch that finds a
      * checkpoint takes it, and only a launch before the first one starts from the directory. */
@@ -321,6 +321,7 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
             pass[np++] = vals[i];
         }
     if (ah_cli_flag_seen(flags, n_flags, "--reschedule")) pass[np++] = "--reschedule";
+    if (ah_cli_flag_seen(flags, n_flags, "--ckpt-sync")) pass[np++] = "--ckpt-sync";
     o->train_args = pass;
     o->n_train_args = np;
 }
@@ -360,6 +361,7 @@ int ah_cli_run(int argc, char **argv) {
     int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
     bool reschedule = false; /* --reschedule: passed on as given (pass_trainer_flags) */
+    bool ckpt_sync = false;  /* --ckpt-sync: passed on as given (pass_trainer_flags) */
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -409,6 +411,8 @@ int ah_cli_run(int argc, char **argv) {
          "no other tier has a step, train from step 0 instead of stopping", false},
         {"--reschedule", AH_FLAG_BOOL, &reschedule, NULL, "trainer: resume a checkpoint saved under other --steps, "
          "--warmup or --lr, changing its cosine learning-rate schedule from there (without it, refused)", false},
+        ah_cli_shared_flag_as("--ckpt-sync", &ckpt_sync, "trainer: write each checkpoint before the next step starts "
+                              "(default: asynchronous, a host-memory snapshot written in the background)"),
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/host_memory.h"
 #include "cli/cli.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
@@ -48,6 +49,7 @@ typedef struct {
     int64_t cloud_timeout, cloud_retries;
     bool cloud_patience_given, start_over;
     bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
+    bool ckpt_sync;  /* --ckpt-sync: saves block the step (ckpt_io.h) */
 } args_t;
 
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
@@ -146,6 +148,10 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     /* The directory's config first, on every rank alone: a mismatch is said before any set-up. */
     if (a->init_from && (s = ah_hf_import_check_config(a->init_from, &plan->model, err)) != AH_OK)
         return ah_error_prefix(err, "--init-from");
+    /* asynchronous checkpoints keep a snapshot in host memory: a node that gives its host memory
+     * must hold it (ckpt/host_memory.h) */
+    if (a->local_root && a->ckpt_every > 0 && !a->ckpt_sync && (s = ah_snapshot_check_host(plan, NULL, err)) != AH_OK)
+        return ah_error_prefix(err, "%s", a->plan);
     const int need = ah_plan_device_count(plan);
     if (need != ranks)
         return ah_error_set(err, AH_ERR_USAGE, "%s has %d devices but the job has %d ranks; run one "
@@ -194,7 +200,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
                              .cloud_only = a->cloud_only, .resume = a->resume, .keep = (int)a->keep,
                              .reschedule = a->reschedule,
                              .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
-                             .start_over_if_unreadable = a->start_over};
+                             .start_over_if_unreadable = a->start_over, .sync = a->ckpt_sync};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
     if (s == AH_OK && a->resume) {
@@ -392,6 +398,7 @@ int ah_cli_train(int argc, char **argv) {
          "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
+        ah_cli_shared_flag("--ckpt-sync", &a.ckpt_sync),
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps kept on each node's "
          "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},

@@ -221,6 +221,10 @@ static const ah_flag_t SHARED[] = {
      "auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
+    {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
+     "write each checkpoint before the next step starts (default: asynchronous: each rank copies its state into "
+     "host memory and a background thread writes it while training goes on; a checkpoint due before the last "
+     "one is written waits for it; docs/checkpoints.md)", false},
 };
 
 ah_flag_t ah_cli_shared_flag_as(const char *name, void *target, const char *help) {

@@ -97,6 +97,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_save_s = -1;
     s->cloud_disk_step = -1;
     s->cloud_base = -1;
+    s->pending = -1;
     s->n_nodes = tr->plan->cluster.n_nodes;
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
     if (!s->hit) {
@@ -154,6 +155,8 @@ agree:
         s->node_rank = ah_comm_rank(s->node);
         s->node_size = ah_comm_size(s->node);
         if (s->cloud && s->node_rank == 0) st = ah_ckpt_uploader_start(&s->s3cfg, &s->url, &s->up, err);
+        /* periodic saves write in the background unless --ckpt-sync (ckpt_async.c) */
+        if (st == AH_OK && o->local_root && o->every > 0 && !o->sync) st = ah_ckpt_async_start(&s->writer, err);
     }
     st = ah_comm_agree(ah_comm_world(), st, err);
     /* the room its checkpoints need, known from the layout (ckpt_space.c), before the first step */
@@ -200,6 +203,9 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
         if ((st = ah_ckpt_uploader_wait(s->up, &e2)) != AH_OK && err) *err = e2;
         ah_ckpt_uploader_stop(s->up);
     }
+    /* a snapshot still in flight (the loop stopped on an error) is cut short: never committed */
+    ah_ckpt_async_stop(s->writer, true);
+    free(s->snap_buf);
     ah_comm_free(&s->node);
     ah_placement_free(&s->place);
     free(s->hit);
@@ -209,25 +215,11 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
 
 /* ---- save --------------------------------------------------------------------------------- */
 
-/* Group g of this rank's stage as a shard: its tensor table (weights, AdamW m and v from bufs, host
- * copies of st->w, m, v (see write_part), or NULL data pointers for its size), in the TP piece's own
- * shape, its name and metadata. Free with group_free. */
-typedef struct {
-    ah_st_tensor_t *ts;
-    char (*names)[64];
-    int n;
-    char name[AH_CKPT_NAME_MAX];
-    json_t *meta;
-} group_shard_t;
-
-static void group_free(group_shard_t *gs) {
-    free(gs->ts);
-    free(gs->names);
-    json_decref(gs->meta);
-}
-
-static ah_status_t group_shard(const ah_ckpt_session_t *s, ah_shard_group_t g, int64_t step, float *const bufs[3],
-                               group_shard_t *out, ah_error_t *err) {
+/* Group g of this rank's stage as a shard (a snapshot's piece): its tensor table (weights, AdamW m and
+ * v from bufs, host copies of st->w, m, v (ckpt_async.c), or NULL data pointers for its size), in the
+ * TP piece's own shape, its name and metadata. Free with ah_ckpt_piece_free. */
+ah_status_t ah_ckpt_group_piece(const ah_ckpt_session_t *s, ah_shard_group_t g, int64_t step, float *const bufs[3],
+                                ah_ckpt_piece_t *out, ah_error_t *err) {
     const ah_gpt_stage_t *st = &s->tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
     int n = 0;
@@ -242,7 +234,7 @@ static ah_status_t group_shard(const ah_ckpt_session_t *s, ah_shard_group_t g, i
     out->meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "autohet-shard", "tp", tt, "tp_index", kk,
                           "adam_step", ss);
     if (!out->ts || !out->names || !out->meta) {
-        group_free(out);
+        ah_ckpt_piece_free(out);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint shard's table");
     }
     int j = 0;
@@ -262,51 +254,6 @@ static ah_status_t group_shard(const ah_ckpt_session_t *s, ah_shard_group_t g, i
     return AH_OK;
 }
 
-/* Writes group g of this rank's stage (bufs: host copies of st->w, m, v, see write_part). */
-static ah_status_t write_group(ah_ckpt_session_t *s, ah_ckpt_writer_t *w, ah_shard_group_t g, int64_t step,
-                               float *const bufs[3], ah_error_t *err) {
-    group_shard_t gs;
-    ah_status_t r = group_shard(s, g, step, bufs, &gs, err);
-    if (r != AH_OK) return r;
-    r = ah_ckpt_write_shard(w, gs.name, gs.ts, gs.n, gs.meta, err);
-    group_free(&gs);
-    return r;
-}
-
-/* This rank's part of step `step` on its node: the shards it is the node's lowest holder of.
- * moments: a sharded plan's whole m and v (gather_moments), else NULL. */
-static ah_status_t write_part(ah_ckpt_session_t *s, int64_t step, float *const moments[2], uint64_t *bytes, int *files,
-                              ah_error_t *err) {
-    ah_trainer_t *tr = s->tr;
-    ah_ckpt_writer_t *w;
-    ah_status_t st = ah_ckpt_writer_begin(s->node_root, step, &w, err);
-    if (st != AH_OK) return st;
-    ah_shard_group_t *gs = groups_alloc(s);
-    if (!gs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the shard list");
-    const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
-    const int k = s->place.ranks[tr->rank].tp_index;
-    /* The saved buffers on the host: themselves on the CPU, downloaded copies on a GPU; a sharded
-     * plan's moments assembled already. */
-    float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, *host[3] = {NULL, NULL, NULL};
-    for (int b = 0; b < 3 && st == AH_OK; b++)
-        if (b == 0 || !moments) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
-    if (moments) {
-        host[1] = moments[0];
-        host[2] = moments[1];
-    }
-    for (int i = 0; i < n && st == AH_OK; i++) {
-        if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != tr->rank) continue;
-        if ((st = write_group(s, w, gs[i], step, host, err)) == AH_OK) (*files)++;
-    }
-    for (int b = 0; b < 3; b++)
-        if (host[b] && (b == 0 || !moments)) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, NULL);
-    free(gs);
-    if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->node_rank, err);
-    if (st == AH_OK) *bytes += ah_ckpt_writer_bytes(w); /* the sizes the part lists */
-    ah_ckpt_writer_free(w);
-    return st;
-}
-
 ah_status_t ah_ckpt_rank_step_bytes(const ah_ckpt_session_t *s, uint64_t block, uint64_t *bytes, int *files,
                                      ah_error_t *err) {
     *bytes = 0;
@@ -318,12 +265,12 @@ ah_status_t ah_ckpt_rank_step_bytes(const ah_ckpt_session_t *s, uint64_t block, 
     ah_status_t st = AH_OK;
     for (int i = 0; i < n && st == AH_OK; i++) {
         if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != rank) continue;
-        group_shard_t g;
+        ah_ckpt_piece_t g;
         uint64_t b = 0;
         /* the run's last step: the longest adam_step in the metadata */
-        if ((st = group_shard(s, gs[i], s->o.steps, NULL, &g, err)) != AH_OK) break;
+        if ((st = ah_ckpt_group_piece(s, gs[i], s->o.steps, NULL, &g, err)) != AH_OK) break;
         st = ah_st_size(g.ts, g.n, g.meta, &b, err);
-        group_free(&g);
+        ah_ckpt_piece_free(&g);
         *bytes += (b + block - 1) / block * block;
         (*files)++;
     }
@@ -378,38 +325,18 @@ static ah_status_t commit_node(const ah_ckpt_session_t *s, int64_t step, bool *d
     return ah_ckpt_commit(s->node_root, &meta, s->node_size, err);
 }
 
-static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
+/* The commit of a step every rank wrote its part of (or failed to: w->st), collective: the node and
+ * world agreement, the node leaders' commits, a rollback everywhere when some node failed, the upload
+ * hand-off, retention and the "checkpoint" event (rank 0). */
+ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w, json_t **event, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     ah_comm_t *world = ah_comm_world();
+    const int64_t step = w->step;
     const double t0 = ah_now_s();
-    uint64_t bytes = 0;
-    int files = 0;
-    ah_error_t lerr = {0};
-    /* A sharded optimizer's moments are saved whole, as an unsharded plan's: every rank assembles
-     * its stage's m and v in host memory (outside the device's arenas, as a GPU's save stages
-     * through the host), the sharded groups all-gathering the parts; so a checkpoint resumes on
-     * any plan, sharded or not. Collective, before anything a full disk can stop. */
-    float *moments[2] = {NULL, NULL};
-    if (tr->plan->n_opt_groups > 0) {
-        const size_t n = (size_t)tr->stage.n_elems;
-        moments[0] = malloc(n * sizeof(float));
-        moments[1] = malloc(n * sizeof(float));
-        ah_status_t ms = moments[0] && moments[1] ? AH_OK
-                         : ah_error_set(err, AH_ERR_OOM, "no host memory to assemble %zu AdamW moments for a checkpoint", 2 * n);
-        if ((ms = ah_comm_agree(world, ms, err)) == AH_OK) ms = ah_trainer_gather_moments(tr, moments[0], moments[1], err);
-        if (ms != AH_OK) {
-            free(moments[0]);
-            free(moments[1]);
-            return ms;
-        }
-    }
-    ah_status_t ls = write_part(s, step, moments[0] ? moments : NULL, &bytes, &files, &lerr);
-    free(moments[0]);
-    free(moments[1]);
-    ah_test_hook("ckpt-write", step, tr->plan->cluster.nodes[s->my_node].name); /* test-only: mid-checkpoint */
+    ah_error_t lerr = w->err;
     /* Node barrier: every part is on disk (or some rank failed); then every node's, so that no node
      * commits a step another node could not write. */
-    ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
+    ah_status_t ns = ah_comm_agree(s->node, w->st, &lerr);
     ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
     bool data_kept = true;
     if (s->node_rank == 0 && ns == AH_OK) ns = commit_node(s, step, &data_kept, &lerr);
@@ -445,32 +372,76 @@ static ah_status_t save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_e
     }
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
-     * under it. */
+     * under it. No snapshot is being written now (the caller collected it). */
     ah_error_t ge;
     if (ok && s->node_rank == 0)
         ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &ge);
-    /* Figures: bytes written (sum), duration (max: the slowest rank bounds the save), cloud bytes. */
+    /* Figures: bytes written (sum), durations (max: the slowest rank bounds the save), cloud bytes. */
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
-    double sums[3] = {(double)bytes, (double)files, (double)us.bytes};
-    int64_t us_max = (int64_t)((ah_now_s() - t0) * 1e6);
-    ah_status_t cs = ah_comm_allreduce_f64(world, sums, 3, err);
-    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, &us_max, 1, err);
+    double sums[4] = {(double)w->bytes, (double)w->files, (double)us.bytes,
+                      w->async ? (double)(s->snap_elems * sizeof(float)) : 0};
+    int64_t us_max[3] = {(int64_t)((w->save_s + ah_now_s() - t0) * 1e6), (int64_t)(w->snapshot_s * 1e6),
+                         (int64_t)(w->wait_s * 1e6)};
+    ah_status_t cs = ah_comm_allreduce_f64(world, sums, 4, err);
+    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, us_max, 3, err);
     ah_ckpt_cloud_state_t cloud;
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
     if (cs != AH_OK) return cs;
-    s->last_save_s = (double)us_max * 1e-6;
+    s->last_save_s = (double)us_max[0] * 1e-6;
     if (tr->rank == 0 && event) {
         *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", AH_PROTO_EVENT, AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP,
                            (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
                            "bytes", "local", (json_int_t)sums[0], "peer", (json_int_t)0, "cloud",
                            (json_int_t)sums[2]);
+        if (*event && w->async) { /* ckpt_async.c: the copy, and what the loop waited for the write */
+            json_object_set_new(*event, "async", json_true());
+            json_object_set_new(*event, "snapshot_seconds", json_real((double)us_max[1] * 1e-6));
+            json_object_set_new(*event, "wait_seconds", json_real((double)us_max[2] * 1e-6));
+            json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
+        }
         if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
         if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
         /* a resume cannot check the shard list then (docs/runtime.md) */
         if (*event && !data_kept) json_object_set_new(*event, "data_kept", json_false());
     }
+    return AH_OK;
+}
+
+/* A synchronous save (--ckpt-sync; and the last step's, and a notice's): this rank's pieces written
+ * from the trainer's buffers, then the commit, before the next step. */
+static ah_status_t save_sync(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
+    const double t0 = ah_now_s();
+    ah_ckpt_written_t w = {.step = step};
+    ah_ckpt_snap_t *snap = NULL;
+    ah_status_t st = ah_ckpt_snapshot_take(s, step, false, &w, &snap, err);
+    if (st != AH_OK) return st;
+    if (snap && (w.st = ah_ckpt_snap_write(snap, NULL, &w.err)) == AH_OK) {
+        w.bytes = snap->bytes;
+        w.files = snap->files;
+    }
+    ah_ckpt_views_release(s);
+    ah_ckpt_snap_free(snap);
+    w.save_s = ah_now_s() - t0;
+    return ah_ckpt_commit_step(s, &w, event, err);
+}
+
+/* Whether a notice saves step `done` (*save), by the rule the simulator uses too (ckpt/policy.h): a
+ * periodic save due now too is as much on the recovery's path. Redoing the steps since the newest
+ * committed one takes them at the slowest rank's pace, the same on all. Collective. */
+static ah_status_t notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err) {
+    bool all = true;
+    for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
+    ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
+                               .redo_s = -1, .every_node = all};
+    if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
+        int64_t us = (int64_t)(s->step_s * 1e6);
+        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+        if (st != AH_OK) return st;
+        notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
+    }
+    *save = ah_ckpt_save_at_notice(&notice);
     return AH_OK;
 }
 
@@ -487,27 +458,27 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     if (st != AH_OK) return st;
     /* every K steps, and the last one: the run's final state is never lost */
     const bool periodic = s->o.every > 0 && (done % s->o.every == 0 || done == s->o.steps);
+    json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
+    /* A snapshot in flight commits once every rank wrote it; before another save, a notice's or
+     * the last step's, it is finished first (one in flight per rank; ckpt_async.c). */
+    const double t_collect = ah_now_s();
+    if ((st = ah_ckpt_async_collect(s, periodic || any || done == s->o.steps, arr, err)) != AH_OK) {
+        json_decref(arr);
+        return st;
+    }
+    elapsed += ah_now_s() - t_collect;
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
-    if (any && save_now) {
-        /* Save on notice (a periodic save due now too: it is as much on the recovery's path) by
-         * the rule the simulator uses too (ckpt/policy.h). Redoing the steps since the newest
-         * committed one takes them at the slowest rank's pace, the same on all. */
-        bool all = true;
-        for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
-        ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
-                                   .redo_s = -1, .every_node = all};
-        if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
-            int64_t us = (int64_t)(s->step_s * 1e6);
-            if ((st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err)) != AH_OK) return st;
-            notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
-        }
-        save_now = ah_ckpt_save_at_notice(&notice);
+    if (any && save_now && (st = notice_rule(s, done, elapsed, &save_now, err)) != AH_OK) {
+        json_decref(arr);
+        return st;
     }
     if (any && s->o.cloud_only) save_now = false; /* every disk is about to be dropped */
-    json_t *arr = tr->rank == 0 && events ? json_array() : NULL;
     if (save_now) {
         json_t *ev = NULL;
-        if ((st = save(s, done, &ev, err)) != AH_OK) {
+        /* a snapshot written in the background, unless --ckpt-sync, a notice (the grace period needs
+         * it on disk) or the last step (the run ends on it committed) */
+        const bool async = !s->o.sync && !any && done != s->o.steps;
+        if ((st = async ? ah_ckpt_save_begin(s, done, arr, err) : save_sync(s, done, &ev, err)) != AH_OK) {
             json_decref(arr);
             return st;
         }
@@ -544,6 +515,10 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
     return s ? s->last_saved : -1;
+}
+
+double ah_ckpt_session_wait_s(const ah_ckpt_session_t *s) {
+    return s ? s->wait_s : 0;
 }
 
 void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap) {

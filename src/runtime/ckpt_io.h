@@ -82,6 +82,11 @@ typedef struct ah_ckpt_opts {
      * cloud may hold the run's steps: a run from step 0 would save beside them), unless this is
      * set (--start-over-if-unreadable): then it starts from step 0, saying so. */
     bool start_over_if_unreadable;
+    /* --ckpt-sync: every save writes before the next step starts. Without it (the default), a
+     * periodic save copies each rank's pieces into host memory (a snapshot) and a background thread
+     * writes them while training goes on; the step commits at a later step boundary once every rank
+     * wrote its part (docs/checkpoints.md "Asynchronous checkpoints"). */
+    bool sync;
 } ah_ckpt_opts_t;
 
 #define AH_CKPT_CLOUD_TIMEOUT_DEFAULT 30
@@ -116,6 +121,9 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);
+/* Seconds the loop waited, in total, for asynchronous snapshots still being written when the next
+ * save, a notice or the last step came (0 with --ckpt-sync; NULL is fine). */
+double ah_ckpt_session_wait_s(const ah_ckpt_session_t *s);
 /* One line (no newline) for the end of a run that trained `done` steps: the newest step a resume
  * restores (committed on every node, or restored) and how many steps it would redo. */
 void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap);

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "ckpt/async.h"
 #include "ckpt/cloud.h"
 #include "ckpt/placement.h"
 #include "ckpt/restore.h"
@@ -33,7 +34,50 @@ struct ah_ckpt_session {
     int *hit;                /* n_nodes: nodes with a preemption notice */
     bool noticed;            /* a notice stopped the job */
     double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
+    /* Asynchronous saves (ckpt_async.c; not with --ckpt-sync): the background writer, the snapshot's
+     * host memory (kept from one save to the next), the step in flight and what the loop waited. */
+    ah_ckpt_async_t *writer;
+    float *snap_buf;
+    size_t snap_elems;
+    int64_t pending;         /* step whose snapshot is being written, not committed; -1 none */
+    double pending_snapshot_s; /* its copy into snap_buf */
+    double wait_s;           /* the loop's waits for snapshots, in total */
+    /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
+    float *view_dev[3], *view_host[3], *view_moments[2];
 };
+
+/* ---- saves (ckpt_io.c, ckpt_async.c) -------------------------------------------------------- */
+
+/* What a rank's write of a step did, for the commit. */
+typedef struct {
+    int64_t step;
+    ah_status_t st;       /* the write's outcome on this rank */
+    ah_error_t err;       /* its message when st != AH_OK */
+    uint64_t bytes;
+    int files;
+    double save_s;        /* this rank's seconds of the save before the commit */
+    bool async;           /* written in the background: snapshot_s, the copy; wait_s, the loop's wait */
+    double snapshot_s, wait_s;
+} ah_ckpt_written_t;
+
+/* Collective: the commit of a written step on every node, or its rollback (ckpt_io.c). */
+ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w, json_t **event, ah_error_t *err);
+/* Group g of this rank's stage as a piece of step's snapshot, its data from bufs (ckpt_io.c). */
+ah_status_t ah_ckpt_group_piece(const ah_ckpt_session_t *s, ah_shard_group_t g, int64_t step, float *const bufs[3],
+                                ah_ckpt_piece_t *out, ah_error_t *err);
+/* This rank's snapshot of step (ckpt_async.c): the pieces it writes (it is their lowest holder on
+ * its node), their data in the trainer's buffers seen as host memory (copy false: released with
+ * ah_ckpt_views_release after the write) or copied into s->snap_buf (copy true). Collective (a
+ * sharded optimizer's moments are gathered); a local failure is w->st, *out then NULL. */
+ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy, ah_ckpt_written_t *w,
+                                  ah_ckpt_snap_t **out, ah_error_t *err);
+void ah_ckpt_views_release(ah_ckpt_session_t *s);
+/* Collective: the snapshot of step taken and handed to the writer (ckpt_async.c); when some rank
+ * cannot, the step is taken back at once and its failed "checkpoint" event appended to events. */
+ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *events, ah_error_t *err);
+/* Collective: with a snapshot in flight, commits it when every rank wrote it, or, with must, waits for
+ * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL). */
+ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err);
 
 /* ---- the cloud's side (ckpt_cloud.c) ------------------------------------------------------- */
 

@@ -14,14 +14,16 @@
  * val_loss: NaN when this step had no validation. Steps are numbered from 0 on the console as in the
  * metrics (README "Step numbers"): "step N/LAST", LAST = --steps - 1. */
 static void progress(FILE *f, const ah_step_metrics_t *m, double val_loss, int64_t start, int64_t steps,
-                     double wall) {
+                     double wall, double ckpt_wait) {
     const double tps = m->seconds > 0 ? (double)m->tokens / m->seconds : 0;
     const double eta = wall / (double)(m->step + 1 - start) * (double)(steps - m->step - 1);
-    char val[40] = "";
+    char val[40] = "", wait[48] = "";
     if (!isnan(val_loss)) snprintf(val, sizeof val, " | val loss %.6f", val_loss);
-    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | this step %.3f s, %8.0f tok/s | "
+    /* the loop's waits so far for asynchronous checkpoints still being written (ckpt_io.h) */
+    if (ckpt_wait >= 0.0005) snprintf(wait, sizeof wait, " | ckpt wait %.3f s", ckpt_wait);
+    fprintf(f, "step %4lld/%lld | loss %.6f%s | lr %.3e | grad norm %.4f | this step %.3f s, %8.0f tok/s%s | "
             "ETA %.0f s\n", (long long)m->step, (long long)steps - 1, m->loss, val, m->lr, m->grad_norm, m->seconds,
-            tps, eta);
+            tps, wait, eta);
     fflush(f);
 }
 
@@ -176,7 +178,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
             (s = ah_trainer_eval(tr, o->val, o->val_batches, &val_loss, err)) != AH_OK)
             return s;
         if (o->progress && !m.nonfinite && !m.overflow)
-            progress(o->progress, &m, val_loss, start, o->steps, ah_now_s() - t0);
+            progress(o->progress, &m, val_loss, start, o->steps, ah_now_s() - t0, ah_ckpt_session_wait_s(ck));
         if (o->metrics) metrics_write_step(o->metrics, &m, val_loss);
         json_t *events = NULL;
         bool stop = false;

@@ -48,7 +48,7 @@ static const char *const TYPE_KEYS[] = {"base", "memory_gib", "tflops", "mem_bw_
 static const char *const TFLOPS_KEYS[] = {"bf16", "fp16", "fp32", NULL};
 static const char *const EMULATE_KEYS[] = {"slowdown", "memory_mib", NULL};
 static const char *const NODE_KEYS[] = {"name", "gpu", "count", "zone", "spot",
-                                        "usd_per_gpu_hour", NULL};
+                                        "usd_per_gpu_hour", "host_memory_gib", NULL};
 static const char *const NET_KEYS[] = {"inter_node_gb_s", "inter_zone_gb_s", "latency_us",
                                        "inter_zone_latency_us", "intra_latency_us", "cloud_gb_s",
                                        NULL};
@@ -242,7 +242,8 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
         (s = ah_json_get_str(v, where, "zone", false, n->zone, sizeof n->zone, err)) ||
         (s = ah_json_get_bool(v, where, "spot", false, &n->spot, err)) ||
         (s = ah_json_get_num(v, where, "usd_per_gpu_hour", false, 0, BIG, &n->usd_per_gpu_hour,
-                             err)))
+                             err)) ||
+        (s = ah_json_get_num(v, where, "host_memory_gib", false, 1.0 / 1024, BIG, &n->host_memory_gib, err)))
         return s;
     /* Node names end up in hostfiles, rankfiles, file and directory names and ssh's argv. */
     if (!ah_name_path_safe(n->name))
@@ -387,6 +388,7 @@ json_t *ah_cluster_to_json(const ah_cluster_t *c) {
                               c->types[n->type].name, "count", n->count, "zone", n->zone, "spot",
                               n->spot);
         if (!n->no_price) json_object_set_new(o, "usd_per_gpu_hour", json_real(n->usd_per_gpu_hour));
+        if (n->host_memory_gib > 0) json_object_set_new(o, "host_memory_gib", json_real(n->host_memory_gib));
         json_array_append_new(nodes, o);
     }
     const ah_network_t *w = &c->net;

@@ -5,7 +5,7 @@
  *                         "intra_node_gb_s", "efficiency", "sm_count",
  *                         "attention": "fused" | "unfused", "base": CATALOG_NAME,
  *                         "emulate": {"slowdown", "memory_mib"}}},
- *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour"}],
+ *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour", "host_memory_gib"}],
  *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s", ...}}
  * A type needs the rates ("tflops") only of the precisions it runs: one left out, or null
  * (which removes a catalog type's), is 0 here and means the type cannot run that precision (the
@@ -54,6 +54,8 @@ typedef struct ah_node {
     double usd_per_gpu_hour; /* 0 when no_price */
     bool no_price;          /* the file leaves "usd_per_gpu_hour" out: the price is unknown, not $0
                                (ah_cluster_require_prices, ah_cluster_unpriced) */
+    double host_memory_gib; /* the node's host memory, GiB (optional; 0: not given, not checked):
+                               holds the asynchronous checkpoints' snapshots (ckpt/host_memory.h) */
 } ah_node_t;
 
 typedef struct ah_network {

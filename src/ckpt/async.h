@@ -1,0 +1,92 @@
+/* Asynchronous checkpoint writes: one rank's pieces of one step, held in host memory (a snapshot),
+ * written to its node's disk by a background thread while training goes on
+ * (docs/checkpoints.md "Asynchronous checkpoints").
+ *
+ * The snapshot (ah_ckpt_snap_t): the shard files ("pieces") one rank writes for step N, as part
+ * `part` of ROOT/step-N (ckpt.h's writer): each piece a safetensors tensor table whose data point
+ * into memory that nobody changes until the write is over (the session's snapshot buffer for an
+ * asynchronous save; the trainer's own buffers for a synchronous one, ah_ckpt_snap_write on the
+ * caller's thread). Writing commits nothing: the step counts only once the caller's collective
+ * commit (every part of every rank on every node written, then each node's manifest.json) has run,
+ * so a kill at any moment of the write leaves the last committed step as it was.
+ *
+ * The writer (ah_ckpt_async_t) owns one thread and holds at most one snapshot in flight:
+ *   ah_ckpt_async_submit  hands a snapshot to the thread and returns at once; from then until
+ *                         ah_ckpt_async_wait returns it, the thread owns the snapshot and reads the
+ *                         memory its pieces point at: the caller must not change or free them.
+ *                         A second submit before the wait is refused (AH_ERR_INVALID): the caller
+ *                         waits first (the session then counts that wait).
+ *   ah_ckpt_async_done    without blocking: whether the snapshot in flight is written (or failed).
+ *   ah_ckpt_async_wait    blocks until it is, gives the snapshot back with the write's outcome.
+ *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight and
+ *                         joins the thread; a snapshot not collected is freed with its pieces.
+ * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync) and, in
+ * tests, stops at AH_TEST_HOOK's points; no MPI, no trainer, no jansson object another thread
+ * touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
+ * agreement that every part is written, the commit, the upload hand-off) stays on the caller's
+ * thread at step boundaries. Every call here is from one thread (the caller's), except that the
+ * background thread runs the write.
+ * Errors: a failed write (a full disk, ...) is the snapshot's outcome, returned by wait with its
+ * message; its files stay uncommitted for the caller's rollback. Start fails only without memory or
+ * threads.
+ */
+#ifndef AH_CKPT_ASYNC_H
+#define AH_CKPT_ASYNC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt/afile.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/safetensors.h"
+#include "core/status.h"
+
+/* One shard file of a snapshot. ts[i].name points into names; ts[i].data into memory the piece does
+ * not own. */
+typedef struct ah_ckpt_piece {
+    char name[AH_CKPT_NAME_MAX];
+    ah_st_tensor_t *ts; /* owned */
+    char (*names)[64];  /* owned */
+    int n;
+    json_t *meta;       /* owned (one reference) */
+} ah_ckpt_piece_t;
+
+void ah_ckpt_piece_free(ah_ckpt_piece_t *p);
+
+typedef struct ah_ckpt_snap {
+    char root[AH_CKPT_PATH_MAX]; /* the node's checkpoint root */
+    int64_t step;
+    int part;                    /* this rank's part number on its node */
+    char node[AH_CKPT_NAME_MAX]; /* the plan's node name (the test hook's node=) */
+    int n_pieces;
+    ah_ckpt_piece_t *pieces;     /* owned */
+    /* the write's outcome */
+    uint64_t bytes;              /* of the pieces written (what the part lists) */
+    int files;
+    double write_s;              /* the write's duration on its thread */
+} ah_ckpt_snap_t;
+
+/* A zeroed snapshot with room for cap pieces; NULL without memory. */
+ah_ckpt_snap_t *ah_ckpt_snap_new(const char *root, int64_t step, int part, const char *node, int cap);
+void ah_ckpt_snap_free(ah_ckpt_snap_t *s);
+/* Writes the snapshot's pieces and its part file on the calling thread (ckpt.h: writer_begin,
+ * write_shard each, finish_part); commits nothing. Test hooks: "ckpt-piece" after the first piece,
+ * "ckpt-write" after the part file. *cancel (may be NULL) stops it between pieces. */
+ah_status_t ah_ckpt_snap_write(ah_ckpt_snap_t *s, const volatile bool *cancel, ah_error_t *err);
+
+typedef struct ah_ckpt_async ah_ckpt_async_t;
+
+ah_status_t ah_ckpt_async_start(ah_ckpt_async_t **out, ah_error_t *err);
+ah_status_t ah_ckpt_async_submit(ah_ckpt_async_t *a, ah_ckpt_snap_t *s, ah_error_t *err);
+/* A snapshot is submitted and not yet collected by wait. */
+bool ah_ckpt_async_in_flight(ah_ckpt_async_t *a);
+/* True when nothing is in flight or the snapshot in flight is written (or failed). */
+bool ah_ckpt_async_done(ah_ckpt_async_t *a);
+/* Blocks until the snapshot in flight is written; *out gets it back (the caller's to free), its
+ * write's status is returned. Nothing in flight: *out NULL, AH_OK. */
+ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_error_t *err);
+/* Joins the thread and frees the writer (NULL is fine); see the contract above. */
+void ah_ckpt_async_stop(ah_ckpt_async_t *a, bool cancel);
+
+#endif

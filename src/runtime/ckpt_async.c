@@ -1,0 +1,175 @@
+/* A checkpoint session's snapshots and its asynchronous saves (ckpt_io.h; the writer's contract is
+ * ckpt/async.h). A save at step N: every rank copies the pieces it writes into host memory (the
+ * snapshot, s->snap_buf: the bytes plan's host-memory check counts, ckpt/snapshot_mem.h) and hands
+ * them to its background writer; training goes on. At each later step boundary the ranks agree
+ * (one all-reduce) whether every writer is done; when so, the commit (ckpt_io.c, collective, on
+ * this thread) runs as a synchronous save's would. The next save, a notice and the run's last step
+ * first wait for the snapshot in flight (the wait is in the event and the progress line). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timing.h"
+#include "runtime/ckpt_session.h"
+
+void ah_ckpt_views_release(ah_ckpt_session_t *s) {
+    const bool moments = s->view_moments[0] != NULL;
+    for (int b = 0; b < 3; b++)
+        if (s->view_host[b] && (b == 0 || !moments))
+            ah_gpt_host_done(&s->tr->stage, s->view_dev[b], s->view_host[b], false, NULL);
+    free(s->view_moments[0]);
+    free(s->view_moments[1]);
+    memset(s->view_host, 0, sizeof s->view_host);
+    memset(s->view_moments, 0, sizeof s->view_moments);
+}
+
+/* The trainer's w, m, v as host memory into s->view_host. A sharded optimizer's moments are saved
+ * whole, as an unsharded plan's: every rank assembles its stage's m and v in host memory (outside
+ * the device's arenas, as a GPU's save stages through the host), the sharded groups all-gathering
+ * the parts; so a checkpoint resumes on any plan, sharded or not. Collective, before anything a full
+ * disk can stop: the return is a collective failure, *local this rank's own. */
+static ah_status_t take_views(ah_ckpt_session_t *s, ah_status_t *local, ah_error_t *lerr, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    *local = AH_OK;
+    if (tr->plan->n_opt_groups > 0) {
+        const size_t n = (size_t)tr->stage.n_elems;
+        s->view_moments[0] = malloc(n * sizeof(float));
+        s->view_moments[1] = malloc(n * sizeof(float));
+        ah_status_t ms = s->view_moments[0] && s->view_moments[1] ? AH_OK
+                         : ah_error_set(err, AH_ERR_OOM, "no host memory to assemble %zu AdamW moments for a checkpoint", 2 * n);
+        if ((ms = ah_comm_agree(ah_comm_world(), ms, err)) == AH_OK)
+            ms = ah_trainer_gather_moments(tr, s->view_moments[0], s->view_moments[1], err);
+        if (ms != AH_OK) {
+            ah_ckpt_views_release(s);
+            return ms;
+        }
+    }
+    const bool moments = s->view_moments[0] != NULL;
+    float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v};
+    for (int b = 0; b < 3; b++) s->view_dev[b] = dev[b];
+    for (int b = 0; b < 3 && *local == AH_OK; b++)
+        if (b == 0 || !moments) *local = ah_gpt_host_view(&tr->stage, dev[b], true, &s->view_host[b], lerr);
+    if (moments) {
+        s->view_host[1] = s->view_moments[0];
+        s->view_host[2] = s->view_moments[1];
+    }
+    return AH_OK;
+}
+
+/* The snapshot's pieces moved into s->snap_buf (grown on the first save; the same size each time). */
+static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
+    size_t need = 0;
+    for (int i = 0; i < snap->n_pieces; i++)
+        for (int j = 0; j < snap->pieces[i].n; j++) {
+            const ah_st_tensor_t *t = &snap->pieces[i].ts[j];
+            size_t e = 1;
+            for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
+            need += e;
+        }
+    if (need > s->snap_elems) {
+        float *b = realloc(s->snap_buf, need * sizeof(float));
+        if (!b)
+            return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint snapshot (%zu bytes; give "
+                                "--ckpt-sync to write from the trainer's memory instead)", need * sizeof(float));
+        s->snap_buf = b;
+        s->snap_elems = need;
+    }
+    size_t at = 0;
+    for (int i = 0; i < snap->n_pieces; i++)
+        for (int j = 0; j < snap->pieces[i].n; j++) {
+            ah_st_tensor_t *t = &snap->pieces[i].ts[j];
+            size_t e = 1;
+            for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
+            memcpy(s->snap_buf + at, t->data, e * sizeof(float));
+            t->data = s->snap_buf + at;
+            at += e;
+        }
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy, ah_ckpt_written_t *w,
+                                  ah_ckpt_snap_t **out, ah_error_t *err) {
+    ah_trainer_t *tr = s->tr;
+    *out = NULL;
+    ah_status_t cs = take_views(s, &w->st, &w->err, err);
+    if (cs != AH_OK) return cs;
+    ah_shard_group_t *gs = groups_alloc(s);
+    const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
+    const int k = s->place.ranks[tr->rank].tp_index;
+    ah_ckpt_snap_t *snap = ah_ckpt_snap_new(s->node_root, step, s->node_rank, tr->plan->cluster.nodes[s->my_node].name,
+                                            n);
+    if (w->st == AH_OK && (!gs || !snap)) w->st = ah_error_set(&w->err, AH_ERR_OOM, "no host memory for the shard list");
+    for (int i = 0; i < n && w->st == AH_OK; i++) {
+        if (ah_placement_lowest_holder(&s->place, gs[i], k, s->my_node) != tr->rank) continue;
+        w->st = ah_ckpt_group_piece(s, gs[i], step, s->view_host, &snap->pieces[snap->n_pieces], &w->err);
+        if (w->st == AH_OK) snap->n_pieces++;
+    }
+    free(gs);
+    if (copy) {
+        if (w->st == AH_OK) w->st = copy_pieces(s, snap, &w->err);
+        ah_ckpt_views_release(s);
+    }
+    if (w->st != AH_OK) {
+        ah_ckpt_snap_free(snap);
+        if (!copy) ah_ckpt_views_release(s);
+        return AH_OK;
+    }
+    *out = snap;
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *events, ah_error_t *err) {
+    const double t0 = ah_now_s();
+    ah_ckpt_written_t w = {.step = step, .async = true};
+    ah_ckpt_snap_t *snap = NULL;
+    ah_status_t st = ah_ckpt_snapshot_take(s, step, true, &w, &snap, err);
+    if (st != AH_OK) return st;
+    if (snap && (w.st = ah_ckpt_async_submit(s->writer, snap, &w.err)) != AH_OK) ah_ckpt_snap_free(snap);
+    w.snapshot_s = ah_now_s() - t0;
+    /* Every rank's snapshot in flight, or the step is taken back everywhere at once (a rank without
+     * host memory for it): the ranks must agree on what is in flight. */
+    ah_error_t e2 = w.err;
+    if (ah_comm_agree(ah_comm_world(), w.st, &e2) == AH_OK) {
+        s->pending = step;
+        s->pending_snapshot_s = w.snapshot_s;
+        return AH_OK;
+    }
+    if (w.st == AH_OK) { /* this rank's went out: its files are written, then rolled back */
+        ah_ckpt_snap_t *back = NULL;
+        ah_ckpt_async_wait(s->writer, &back, &w.err);
+        ah_ckpt_snap_free(back);
+    }
+    w.save_s = ah_now_s() - t0;
+    json_t *ev = NULL;
+    st = ah_ckpt_commit_step(s, &w, &ev, err);
+    if (ev && events) json_array_append_new(events, ev);
+    else json_decref(ev);
+    return st;
+}
+
+ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err) {
+    if (s->pending < 0) return AH_OK;
+    if (!must) { /* every rank's writer done? one all-reduce, the same answer on all */
+        int64_t busy = ah_ckpt_async_done(s->writer) ? 0 : 1;
+        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &busy, 1, err);
+        if (st != AH_OK || busy) return st;
+    }
+    const double t0 = ah_now_s();
+    ah_ckpt_written_t w = {.step = s->pending, .async = true, .snapshot_s = s->pending_snapshot_s};
+    ah_ckpt_snap_t *snap = NULL;
+    w.st = ah_ckpt_async_wait(s->writer, &snap, &w.err);
+    w.wait_s = ah_now_s() - t0;
+    s->wait_s += w.wait_s;
+    if (snap) {
+        w.bytes = snap->bytes;
+        w.files = snap->files;
+        w.save_s = w.snapshot_s + snap->write_s;
+    }
+    ah_ckpt_snap_free(snap);
+    s->pending = -1;
+    json_t *ev = NULL;
+    ah_status_t st = ah_ckpt_commit_step(s, &w, &ev, err);
+    if (ev && events) json_array_append_new(events, ev);
+    else json_decref(ev);
+    return st;
+}
