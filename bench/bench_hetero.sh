@@ -83,7 +83,7 @@ for i in "${!EXTRA_PLANS[@]}"; do
     NAMES+=("extra$((i + 1))")
 done
 for name in "${NAMES[@]}"; do
-    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$WORK/$name.json")
+    n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len({(x["node"], x["index"]) for p in d["pipelines"] for s in p["stages"] for x in s["devices"]}))' "$WORK/$name.json")
     PRED[$name]=$("$AH" evaluate --plan "$WORK/$name.json" --profile "$WORK/profile.json" --json |
                   python3 -c 'import json, sys; print(json.load(sys.stdin)["iteration_s"])')
     MEAS[$name]=$(train "$name" sleep "$n")

@@ -69,7 +69,7 @@ stage() {
 
 # ---- the training checks: autohet train on the CUDA backend. Each runs as its own process
 # (bash gpu-check.sh --run FUNCTION ARGS) so that a stage's timeout ends it and its ranks. ----
-plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$1"; }
+plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len({(x["node"], x["index"]) for p in d["pipelines"] for s in p["stages"] for x in s["devices"]}))' "$1"; }
 # train NAME BACKEND PLAN STEPS [flags...]: one training run, metrics in train/NAME.jsonl.
 train() {
     local name=$1 backend=$2 plan=$3 steps=$4

@@ -156,7 +156,7 @@ grep -q "taken in at the next checkpoint" "$WORK/join.log" || fail "join: log"
 python3 - "$WORK/join" <<'EOF' || fail "join: plans"
 import json, sys
 d = sys.argv[1]
-n = lambda k: sum(len(s["devices"]) for p in json.load(open(f"{d}/plan-{k}.json"))["pipelines"] for s in p["stages"])
+n = lambda k: len({(x["node"], x["index"]) for p in json.load(open(f"{d}/plan-{k}.json"))["pipelines"] for s in p["stages"] for x in s["devices"]})
 assert (n(0), n(1)) == (4, 6), (n(0), n(1))
 pre = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"preempt"' in l][0]
 rec = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"recover"' in l][0]

@@ -189,7 +189,10 @@ for plan in "$PLANS"/*.json; do
     run "evaluate --json $name" 0 "$AH" evaluate --plan "$plan" --json
     py "evaluate --json $name" "
 plan = json.load(open('$plan'))
-ndev = sum(len(p['stages']) * plan['tp'] for p in plan['pipelines'])
+# rank order is (pipeline, device, tp rank) as in the file, a device counted once (an interleaved
+# pipeline's device holds several stages)
+order = list(dict.fromkeys((dv['node'], dv['index']) for p in plan['pipelines'] for s in p['stages'] for dv in s['devices']))
+ndev = len(order)
 assert d['feasible'] is True
 assert d['iteration_s'] > 0
 B, T = plan['train']['global_batch'], plan['train']['seq_len']
@@ -198,8 +201,6 @@ assert len(d['devices']) == ndev, (len(d['devices']), ndev)
 for dev in d['devices']:
     assert set(['node', 'index', 'memory_bytes', 'capacity_bytes']) <= set(dev)
     assert 0 < dev['memory_bytes'] <= dev['capacity_bytes']
-# rank order is (pipeline, stage, tp rank) as in the file
-order = [(dv['node'], dv['index']) for p in plan['pipelines'] for s in p['stages'] for dv in s['devices']]
 assert order == [(dv['node'], dv['index']) for dv in d['devices']]
 b = d['breakdown']
 keys = ['compute_s', 'bubble_s', 'p2p_s', 'tp_comm_s', 'dp_sync_s', 'optimizer_s']

@@ -139,12 +139,18 @@ static void test_rules(void) {
     d = base();
     json_object_set_new(stage(d, 1, 1), "gpu", json_string("cpu-fast"));
     EXPECT(d, AH_ERR_INVALID, "[tp-group] pipelines[1].stages[1].gpu", "node slow-1 has cpu-slow GPUs");
-    /* [device]: used twice (both places named), index past the node's count */
+    /* [schedule]: a device on two stages of a 1f1b pipeline (both named); [device]: a device on
+     * stages of two pipelines (both places named), an index past the node's count */
     d = base();
     json_object_set_new(device(d, 1, 1, 0), "node", json_string("slow-0"));
     json_object_set_new(device(d, 1, 1, 1), "node", json_string("slow-0"));
-    EXPECT(d, AH_ERR_INVALID, "[device] slow-0 GPU 0 is used twice",
-           "pipelines[1].stages[0].devices[0] and pipelines[1].stages[1].devices[0]");
+    EXPECT(d, AH_ERR_INVALID, "[schedule] pipelines[1] (schedule 1f1b): slow-0 GPU 0 holds stages 0 and 1",
+           "only an interleaved pipeline puts a device on several of its stages");
+    d = base();
+    json_object_set_new(device(d, 1, 0, 0), "node", json_string("fast-0"));
+    json_object_set_new(device(d, 1, 0, 1), "node", json_string("fast-0"));
+    EXPECT(d, AH_ERR_INVALID, "[device] fast-0 GPU 0 is on stages of two pipelines",
+           "pipelines[0].stages[0].devices[0] and pipelines[1].stages[0].devices[0]");
     d = base();
     json_object_set_new(device(d, 0, 0, 1), "index", json_integer(2));
     EXPECT(d, AH_ERR_INVALID, "[device] pipelines[0].stages[0].devices[1].index", "node fast-0 has 2 GPUs");

@@ -16,7 +16,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Ranks a plan needs: devices in all stages.
-plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for p in d["pipelines"] for s in p["stages"]))' "$1"; }
+plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len({(x["node"], x["index"]) for p in d["pipelines"] for s in p["stages"] for x in s["devices"]}))' "$1"; }
 TEXT=/usr/share/common-licenses/GPL-3
 [ -r "$TEXT" ] || TEXT=$SRC/docs/DESIGN.md
 [ -r "$TEXT" ] || TEXT=$SRC/README.md

@@ -23,6 +23,9 @@ ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_no
         const ah_pipeline_t *pl = &p->pipelines[i];
         for (int s = 0; s < pl->n_stages; s++) {
             const ah_stage_t *st = &pl->stages[s];
+            /* one holder per device (rank): an interleaved pipeline's device holds stages d, d + P, ...
+             * and is placed by its first (the runtime runs 1f1b only so far, plan.h) */
+            if (ah_pipeline_group_of(pl, s) != s) continue;
             for (int k = 0; k < p->tp; k++, r++) {
                 const int node = node_map ? node_map[st->devices[k].node] : st->devices[k].node;
                 out->ranks[r] = (ah_shard_holder_t){node, st->devices[k].index, k, st->first, st->last, s == 0,

@@ -19,7 +19,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static const char USAGE[] = "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--json]";
+static const char USAGE[] = "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--svg FILE] [--json]";
 static const char ABOUT[] = "Scores a plan under the cost model: per-stage time and memory, iteration time with its breakdown, "
                             "tokens/s, $/h and $ per million tokens (as plan prints them: \"unpriced\" where a node the "
                             "plan uses has no usd_per_gpu_hour) and the bottleneck. Exits 1 when the plan is invalid or "
@@ -54,7 +54,9 @@ static void find_bottleneck(const ah_plan_t *p, const ah_eval_t *e, bottleneck_t
     const ah_stage_t *st = &pl->stages[b->stage];
     const ah_stage_eval_t *se = &e->pipelines[b->pipeline].stages[b->stage];
     b->gpu = p->cluster.types[st->type].name;
-    b->stage_s = se->fwd_s + se->bwd_s;
+    const int groups = ah_pipeline_groups(pl); /* interleaved: the device's stages together */
+    b->stage_s = 0;
+    for (int k = b->stage; k < pl->n_stages; k += groups) b->stage_s += se[k - b->stage].fwd_s + se[k - b->stage].bwd_s;
     double pipe_s = e->pipelines[b->pipeline].time_s, it = e->pred.iteration_s;
     b->tp_share = (bd->compute_s + bd->tp_comm_s) > 0 ? bd->tp_comm_s / (bd->compute_s + bd->tp_comm_s) : 0;
     /* Say which term dominates: the slowest pipeline's pace, or what comes after it. */
@@ -64,6 +66,12 @@ static void find_bottleneck(const ah_plan_t *p, const ah_eval_t *e, bottleneck_t
                  "gradient sync (%.1f%%) and optimizer step (%.1f%%) outweigh the pipelines: "
                  "fewer, larger pipelines or faster links between them would help most",
                  100 * bd->dp_sync_s / it, 100 * bd->optimizer_s / it);
+    else if (groups < pl->n_stages)
+        snprintf(b->reason, sizeof b->reason,
+                 "slowest device of the slowest pipeline: %s, its %d stages from layers [%d, %d) on, %.3f ms "
+                 "forward + backward per micro-batch (%.0f%% TP all-reduce), paces its %lld micro-batches",
+                 b->gpu, pl->n_stages / groups, st->first, st->last, 1e3 * b->stage_s, 100 * b->tp_share,
+                 (long long)pl->micro_batches);
     else
         snprintf(b->reason, sizeof b->reason,
                  "slowest stage of the slowest pipeline: %s, layers [%d, %d), %.3f ms forward + "
@@ -92,9 +100,14 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const ah_pipeline_eval_t *pe = &e->pipelines[i];
-        printf("pipeline %d: %lld micro-batch%s, %d stage%s, 1F1B %.4f s%s\n", i,
+        const int groups = ah_pipeline_groups(pl);
+        char sched[64] = "1F1B";
+        if (pl->schedule == AH_SCHED_INTERLEAVED)
+            snprintf(sched, sizeof sched, "on %d devices, interleaved 1F1B (%d per device)", groups, pl->n_stages / groups);
+        if (pl->schedule == AH_SCHED_ZERO_BUBBLE) snprintf(sched, sizeof sched, "zero-bubble ZB-H1");
+        printf("pipeline %d: %lld micro-batch%s, %d stage%s, %s %.4f s%s\n", i,
                (long long)pl->micro_batches, pl->micro_batches == 1 ? "" : "es", pl->n_stages,
-               pl->n_stages == 1 ? "" : "s", pe->time_s,
+               pl->n_stages == 1 ? "" : "s", sched, pe->time_s,
                i == e->critical_pipeline ? "  (critical)" : "");
         for (int s = 0; s < pl->n_stages; s++) {
             const ah_stage_t *st = &pl->stages[s];
@@ -182,14 +195,15 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
         json_t *stages = json_array();
         for (int s = 0; s < p->pipelines[i].n_stages; s++) {
             const ah_stage_eval_t *se = &e->pipelines[i].stages[s];
-            json_array_append_new(stages, json_pack("{s:f, s:f, s:f, s:I, s:I}", "fwd_s", se->fwd_s, "bwd_s",
-                                                    se->bwd_s, "p2p_s", se->p2p_s, "memory_bytes",
-                                                    (json_int_t)se->memory_bytes, "inflight",
-                                                    (json_int_t)se->inflight));
+            json_t *sj = json_pack("{s:f, s:f, s:f, s:I, s:I}", "fwd_s", se->fwd_s, "bwd_s", se->bwd_s, "p2p_s",
+                                   se->p2p_s, "memory_bytes", (json_int_t)se->memory_bytes, "inflight",
+                                   (json_int_t)se->inflight);
+            if (p->pipelines[i].schedule == AH_SCHED_ZERO_BUBBLE) json_object_set_new(sj, "wgrad_s", json_real(se->wgrad_s));
+            json_array_append_new(stages, sj);
         }
-        json_array_append_new(pls, json_pack("{s:f, s:i, s:o}", "time_s", e->pipelines[i].time_s,
-                                             "bottleneck_stage", e->pipelines[i].bottleneck_stage,
-                                             "stages", stages));
+        json_array_append_new(pls, json_pack("{s:f, s:s, s:i, s:o}", "time_s", e->pipelines[i].time_s, "schedule",
+                                             ah_schedule_name(p->pipelines[i].schedule), "bottleneck_stage",
+                                             e->pipelines[i].bottleneck_stage, "stages", stages));
     }
     bottleneck_t bn;
     find_bottleneck(p, e, &bn);
@@ -260,7 +274,7 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, bool note) {
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
-                    const char *shard, const char *out_path) {
+                    const char *shard, const char *out_path, const char *svg_path) {
     ah_error_t err;
     ah_cluster_t override;
     ah_profile_t *profile = NULL;
@@ -304,6 +318,7 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         snprintf(plan.predicted_profile, sizeof plan.predicted_profile, "%s", profile_path ? profile_path : "");
         if (ah_plan_save(&plan, out_path, &err) != AH_OK) goto fail;
     }
+    if (svg_path && ah_plan_svg_write(&plan, &ev, svg_path, &err) != AH_OK) goto fail;
     if (!ev.feasible) {
         if (ah_plan_check(&plan, profile, &err) == AH_OK)
             ah_error_set(&err, AH_ERR_INTERNAL, "evaluate found a device over capacity but ah_plan_check did not");
@@ -323,7 +338,7 @@ done:
 }
 
 int ah_cli_evaluate(int argc, char **argv) {
-    const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *out_path = NULL;
+    const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *out_path = NULL, *svg = NULL;
     bool json = false;
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
@@ -333,6 +348,7 @@ int ah_cli_evaluate(int argc, char **argv) {
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards and prediction)", false},
+        {"--svg", AH_FLAG_STR, &svg, "FILE", "draw the plan and one iteration of each pipeline's schedule (as plan --svg)", false},
     };
     int rc;
     if (!ah_cli_parse("evaluate", USAGE, ABOUT, flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc))
@@ -342,5 +358,5 @@ int ah_cli_evaluate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
         return ah_cli_fail("evaluate", &err);
     }
-    return evaluate(plan_path, cluster, profile, json, shard, out_path);
+    return evaluate(plan_path, cluster, profile, json, shard, out_path, svg);
 }

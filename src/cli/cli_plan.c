@@ -133,7 +133,7 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
     const ah_cluster_t *c = &p->cluster;
     printf("%-4s %-5s %-10s %-24s %-10s %5s %5s %-22s\n", "pipe", "stage", "gpu", "devices", "layers", "mb", "rc",
            "memory used / capacity");
-    int rank = 0;
+    int base = 0; /* the rank of the pipeline's first device */
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         for (int s = 0; s < pl->n_stages; s++) {
@@ -143,7 +143,7 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
             if (p->tp == 1) snprintf(dev, sizeof dev, "%s:%d", c->nodes[d0->node].name, d0->index);
             else snprintf(dev, sizeof dev, "%s:%d-%d", c->nodes[d0->node].name, d0->index, st->devices[p->tp - 1].index);
             snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
-            const ah_device_eval_t *de = &e->devices[rank];
+            const ah_device_eval_t *de = &e->devices[base + ah_pipeline_group_of(pl, s) * p->tp];
             snprintf(mem, sizeof mem, "%.2f / %.2f GiB", (double)de->memory_bytes / GIB,
                      (double)de->capacity_bytes / GIB);
             if (s == 0) printf("%-4d ", i);
@@ -152,8 +152,8 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
             if (s == 0) printf("%5lld ", (long long)pl->micro_batches);
             else printf("%5s ", "");
             printf("%5s %-22s\n", st->recompute ? "yes" : "-", mem);
-            rank += p->tp;
         }
+        base += ah_pipeline_groups(pl) * p->tp;
     }
 }
 

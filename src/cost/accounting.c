@@ -61,6 +61,19 @@ double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int6
     return 2 * ah_layer_fwd_flops(m, kind, t, b, T);
 }
 
+double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T) {
+    const double N = (double)b * (double)T;
+    switch (kind) {
+    case AH_LAYER_EMBED:
+        return 0;
+    case AH_LAYER_BLOCK:
+        return 2 * N * (double)ah_block_matmul_elems(m, 1) / t;
+    case AH_LAYER_HEAD:
+        return 2 * N * (double)ah_head_matrix_params(m, t);
+    }
+    return 0;
+}
+
 /* Bytes of one block activation of the table (spec/arch.h) per TP rank. */
 static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int64_t b, int64_t T, ah_precision_t p) {
     const int64_t N = b * T, elt = ah_precision_elt_bytes(p);

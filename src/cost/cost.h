@@ -61,6 +61,10 @@ int64_t ah_model_params_total(const ah_model_t *m);
  * padded rows included). Backward = 2 x forward (input and weight gradients). */
 double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
+/* The weight-gradient GEMMs' part of ah_layer_bwd_flops (dW = X^T dY of every weight matmul, the
+ * forward's weight-matmul FLOPs again; attention's score matmuls have no weights, so all of their
+ * backward is the input gradient's). */
+double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 /* Bytes kept from forward to backward for one micro-batch, per TP rank. With recompute, a block
  * keeps only its input. fp32 = the CPU runtime's layout (attention probabilities kept);
  * bf16, fp16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
@@ -98,6 +102,14 @@ typedef struct ah_stage_cost {
     int64_t act_bytes_per_mb;/* activations per in-flight micro-batch */
     int64_t fixed_bytes;     /* buffers not per micro-batch: workspace, recompute buffer,
                                 p2p buffers, and the type's reserved constant */
+    int64_t shared_bytes;    /* the part of fixed_bytes a device holds once however many (virtual)
+                                stages it holds: workspace, recompute buffer, reserved constant */
+    double wgrad_s;          /* the part of bwd_s that is the weight-gradient pass (W of a split
+                                backward, zero-bubble's): the blocks' and the head's backward
+                                compute times their weight-gradient share of its matmul FLOPs
+                                (ah_layer_wgrad_flops / ah_layer_bwd_flops), and the embedding's
+                                backward (its weight gradient alone); recomputation and TP comm
+                                stay in B, the input-gradient pass */
 } ah_stage_cost_t;
 
 /* Stage on GPU type `type` (index into ctx->cluster->types) holding blocks [first, last), plus the

@@ -217,6 +217,12 @@ static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_
     return roofline(ctx, g, kind, param_elems);
 }
 
+/* The weight-gradient pass's share of a layer kind's backward, by matmul FLOPs (0 without any). */
+static double wgrad_share(const ah_model_t *m, ah_layer_kind_t kind, int t, const ah_train_t *tr) {
+    const double all = ah_layer_bwd_flops(m, kind, t, tr->micro_batch, tr->seq_len);
+    return all > 0 ? ah_layer_wgrad_flops(m, kind, t, tr->micro_batch, tr->seq_len) / all : 0;
+}
+
 /* Whether the profile measured this layer kind with its TP all-reduces inside its times. */
 static bool measured_with_tp(const ah_profile_entry_t *prof, ah_layer_kind_t kind) {
     return prof && prof->layer[kind].present && prof->includes_tp_comm;
@@ -255,16 +261,20 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     double fwd = (double)n_blocks * blk.fwd;
     double bwd = (double)n_blocks * blk.bwd;
     if (recompute) bwd += (double)n_blocks * blk.fwd; /* backward redoes the blocks' forward */
+    double wgrad = (double)n_blocks * blk.bwd * wgrad_share(m, AH_LAYER_BLOCK, t, tr);
     if (has_embed) {
         layer_time_t e = layer_time(ctx, prof, g, AH_LAYER_EMBED, p_embed);
         fwd += e.fwd;
         bwd += e.bwd;
+        wgrad += e.bwd; /* the rows' scatter-add: a weight gradient; token ids have none */
     }
     if (has_head) {
         layer_time_t h = layer_time(ctx, prof, g, AH_LAYER_HEAD, p_head + ah_tied_params(m, t));
         fwd += h.fwd;
         bwd += h.bwd;
+        wgrad += h.bwd * wgrad_share(m, AH_LAYER_HEAD, t, tr);
     }
+    out->wgrad_s = wgrad;
     /* TP comm, over the node's link (0 for t = 1): 2 all-reduces of the N x C activation per
      * block forward (after attention-out and MLP-out) and 2 backward (before QKV and MLP-in); the
      * vocabulary-parallel embedding's output (N x C) forward; the head's softmax statistics
@@ -300,8 +310,8 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
      * it unless it has the embedding, and one after it unless it has the head. */
     const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);
-    out->fixed_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
-                       + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
-                       + neighbours * 2 * N * m->d_model * elt       /* p2p send + receive */
-                       + (int64_t)llround(g->reserved_gib * GIB);
+    out->shared_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
+                        + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
+                        + (int64_t)llround(g->reserved_gib * GIB);
+    out->fixed_bytes = out->shared_bytes + neighbours * 2 * N * m->d_model * elt; /* p2p send + receive */
 }

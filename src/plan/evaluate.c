@@ -1,4 +1,4 @@
-/* Scoring a whole plan: 1F1B pipelines, layer-wise DP sync, optimizer, memory per device.
+/* Scoring a whole plan: pipelines (each replayed under its schedule), layer-wise DP sync, optimizer, memory per device.
  * Formulas: docs/cost-model.md ("Plan"); the planner optimises exactly this function, so keep
  * it and the document in step. Linear in the number of stages and devices. */
 #include <stdio.h>
@@ -195,8 +195,8 @@ static ah_status_t unowned_state(const ah_plan_t *p, int n_devices, int64_t **un
     return st;
 }
 
-/* Pipeline i (n micro-batches; bottleneck f + b max_fb, its TP part tp_k) is the slowest so far:
- * the breakdown is its. no_p2p: its replay with free hops. */
+/* Pipeline i (n micro-batches; bottleneck device's f + b max_fb, its TP part tp_k) is the slowest
+ * so far: the breakdown is its. no_p2p: its replay with free hops. */
 static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double no_p2p) {
     out->critical_pipeline = i;
     out->bottleneck_stage = out->pipelines[i].bottleneck_stage;
@@ -207,25 +207,33 @@ static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, doubl
     b->p2p_s = out->pipelines[i].time_s - no_p2p;
 }
 
-/* Whether pipelines a and b have the same stage times and hops (so the same schedule). */
+/* Whether pipelines a and b have the same stage times and hops (so the same timeline). */
 static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t *b, int S) {
     for (int s = 0; s < S; s++)
         if (a->stages[s].fwd_s != b->stages[s].fwd_s || a->stages[s].bwd_s != b->stages[s].bwd_s ||
-            a->stages[s].p2p_s != b->stages[s].p2p_s)
+            a->stages[s].p2p_s != b->stages[s].p2p_s || a->stages[s].wgrad_s != b->stages[s].wgrad_s)
             return false;
     return true;
 }
 
-/* Pipeline pe's time: its 1F1B schedule replayed (time_s), and the search's closed form of it
- * (estimate_s; plan/replay.h); prev (NULL for the first) is the pipeline before, whose figures
- * are taken when its schedule is the same (a plan's pipelines often are). false when out of
- * host memory. */
-static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_eval_t *prev, int prev_S, int64_t prev_n,
-                          int S, int64_t n, double sum_fb, double max_fb, double sum_p2p) {
-    if (prev && prev_S == S && prev_n == n && same_schedule(pe, prev, S)) {
+/* Pipeline pl's time: its schedule replayed (time_s), and the search's closed form of it
+ * (estimate_s; plan/replay.h; the 1F1B one: for the other schedules, which the search does not
+ * weigh yet, the replay itself); prev / prev_pl (NULL for the first) is the pipeline before, whose
+ * figures are taken when its timeline is the same (a plan's pipelines often are). P: pl's device
+ * groups. false when out of host memory. */
+static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *prev,
+                          const ah_pipeline_t *prev_pl, double sum_fb, double max_fb, double sum_p2p) {
+    const int S = pl->n_stages;
+    const int64_t n = pl->micro_batches;
+    if (prev && prev_pl->n_stages == S && prev_pl->micro_batches == n && prev_pl->schedule == pl->schedule &&
+        ah_pipeline_groups(prev_pl) == P && same_schedule(pe, prev, S)) {
         pe->time_s = prev->time_s;
         pe->estimate_s = prev->estimate_s;
         return true;
+    }
+    if (pl->schedule != AH_SCHED_1F1B) {
+        pe->estimate_s = pe->time_s = ah_sched_replay(pl->schedule, pe->stages, S, P, n, true, NULL);
+        return !isnan(pe->time_s);
     }
     double *hop = malloc(sizeof(double) * (size_t)S);
     if (!hop) return false;
@@ -234,6 +242,119 @@ static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_eval_t *prev
     free(hop);
     pe->time_s = ah_1f1b_replay(pe->stages, S, n, true, NULL);
     return !isnan(pe->time_s);
+}
+
+/* What one evaluation carries from pipeline to pipeline. */
+typedef struct {
+    const ah_plan_t *p;
+    const ah_cost_ctx_t *ctx;
+    dp_terms_t dp;
+    const int64_t *unowned; /* NULL unless sharded */
+    int64_t opt_bytes;
+    stage_memo_t memo[STAGE_CACHE];
+    int n_memo, rank;
+    double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
+} eval_run_t;
+
+/* What the stages of one device group (stages d, d + P, ... of its pipeline) add up to. */
+typedef struct {
+    double fb, tp, sync;
+    int64_t params, own_bytes, shared_bytes; /* own: state + each stage's p2p buffers; shared: the
+                                              * largest stage's workspace and reserved constant */
+} group_sum_t;
+
+/* Pipeline i's stages into pe (times, hops) and their groups' sums into g[P]; act[s]: stage s's
+ * activation bytes per micro-batch; *sum_fb and *sum_p2p over the stages. */
+static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, group_sum_t *g, int64_t *act,
+                        double *sum_fb, double *sum_p2p) {
+    const ah_plan_t *p = r->p;
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    const int S = pl->n_stages;
+    for (int d = 0; d < P; d++) g[d] = (group_sum_t){0};
+    for (int s = 0; s < S; s++) {
+        const ah_stage_t *sg = &pl->stages[s];
+        ah_stage_eval_t *se = &pe->stages[s];
+        group_sum_t *gs = &g[s % P];
+        const bool embed = s == 0, head = s == S - 1;
+        ah_stage_cost_t sc;
+        stage_cost_cached(r->ctx, r->memo, &r->n_memo, sg, embed, head, &sc);
+        se->fwd_s = sc.fwd_s;
+        se->bwd_s = sc.bwd_s;
+        se->wgrad_s = sc.wgrad_s;
+        se->p2p_s = 0;
+        if (s + 1 < S && (s + 1) % P != s % P) {
+            const ah_stage_t *next = &pl->stages[s + 1];
+            ah_link_t l = ah_link_between(&p->cluster, sg->devices[0].node, next->devices[0].node);
+            se->p2p_s = ah_p2p_seconds(r->ctx, l, sg->type, next->type);
+        }
+        act[s] = sc.act_bytes_per_mb;
+        *sum_fb += sc.fwd_s + sc.bwd_s;
+        *sum_p2p += se->p2p_s;
+        gs->fb += sc.fwd_s + sc.bwd_s;
+        gs->tp += sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
+        gs->sync += stage_sync(p, &r->dp, sg, embed, head);
+        gs->params += sc.params;
+        gs->own_bytes += sc.state_bytes + sc.fixed_bytes - sc.shared_bytes;
+        if (sc.shared_bytes > gs->shared_bytes) gs->shared_bytes = sc.shared_bytes;
+    }
+}
+
+/* Pipeline i: its stages, its devices' memory (out->devices from r->rank on), the DP sync and
+ * optimizer terms, its timeline; the critical pipeline so far. false when out of host memory. */
+static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
+    const ah_plan_t *p = r->p;
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    ah_pipeline_eval_t *pe = &out->pipelines[i];
+    const int S = pl->n_stages, P = ah_pipeline_groups(pl);
+    const int64_t n = pl->micro_batches;
+    group_sum_t *g = malloc(sizeof *g * (size_t)P);
+    int64_t *act = malloc(sizeof *act * 2 * (size_t)S), *live = act ? act + S : NULL;
+    if (!g || !act) {
+        free(g);
+        free(act);
+        return false;
+    }
+    double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0;
+    cost_stages(r, i, P, pe, g, act, &sum_fb, &sum_p2p);
+    bool ok = true;
+    for (int d = 0; d < P; d++) {
+        if (g[d].fb > max_fb) {
+            max_fb = g[d].fb;
+            pe->bottleneck_stage = d;
+            tp_k = g[d].tp;
+        }
+        r->dp_sync = fmax(r->dp_sync, g[d].sync);
+        /* the optimizer steps the parameters the group's slowest TP rank keeps state for */
+        int64_t opt_params = g[d].params;
+        for (int k = 0; r->unowned && k < p->tp; k++) {
+            const int64_t own = g[d].params - r->unowned[r->rank + k];
+            if (k == 0 || own > opt_params) opt_params = own;
+        }
+        r->optimizer = fmax(r->optimizer, ah_optimizer_seconds(r->ctx, pl->stages[d].type, opt_params));
+        const int64_t peak = ah_sched_peak_act(pl->schedule, S, P, n, d, act, live);
+        ok = ok && peak >= 0;
+        const int64_t mem = g[d].own_bytes + g[d].shared_bytes + peak;
+        for (int s = d; s < S; s += P) {
+            pe->stages[s].memory_bytes = mem;
+            pe->stages[s].inflight = live[s];
+        }
+        for (int k = 0; k < p->tp; k++, r->rank++)
+            device_eval(p, i, d, k, mem - (r->unowned ? r->unowned[r->rank] * r->opt_bytes : 0), r->rank,
+                        &r->worst_over, out);
+    }
+    free(g);
+    free(act);
+    const ah_pipeline_t *before = i > 0 ? &p->pipelines[i - 1] : NULL;
+    double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
+    if (!ok || !time_pipeline(pe, pl, P, before ? &out->pipelines[i - 1] : NULL, before, sum_fb, max_fb, sum_p2p) ||
+        (pe->time_s > r->worst_pipe && isnan(no_p2p = ah_sched_replay(pl->schedule, pe->stages, S, P, n, false, NULL))))
+        return false;
+    if (pe->estimate_s > r->worst_estimate) r->worst_estimate = pe->estimate_s;
+    if (pe->time_s > r->worst_pipe) {
+        r->worst_pipe = pe->time_s;
+        take_critical(out, i, n, max_fb, tp_k, no_p2p);
+    }
+    return true;
 }
 
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
@@ -250,87 +371,31 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         ah_eval_free(out);
         return st;
     }
-    const int64_t opt_bytes = ah_optimizer_state_bytes(p->train.precision);
-    const ah_cluster_t *c = &p->cluster;
-    const ah_cost_ctx_t ctx = {&p->model, c, &p->train, p->tp, profile};
-    const int P = p->n_pipelines;
-    dp_terms_t dp;
-    dp_setup(p, &dp);
-
-    double dp_sync = 0, optimizer = 0, worst_pipe = -1, worst_estimate = -1;
-    double worst_over = 0;
-    int rank = 0, n_memo = 0;
-    stage_memo_t memo[STAGE_CACHE];
-    for (int i = 0; i < P; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        ah_pipeline_eval_t *pe = &out->pipelines[i];
-        const int S = pl->n_stages;
-        const int64_t n = pl->micro_batches;
-        double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0;
-        for (int s = 0; s < S; s++) {
-            const ah_stage_t *sg = &pl->stages[s];
-            ah_stage_eval_t *se = &pe->stages[s];
-            const bool embed = s == 0, head = s == S - 1;
-            ah_stage_cost_t sc;
-            stage_cost_cached(&ctx, memo, &n_memo, sg, embed, head, &sc);
-            se->fwd_s = sc.fwd_s;
-            se->bwd_s = sc.bwd_s;
-            se->inflight = ah_inflight(S, s, n);
-            se->memory_bytes = ah_stage_memory_bytes(&sc, se->inflight);
-            se->p2p_s = 0;
-            if (s + 1 < S) {
-                const ah_stage_t *next = &pl->stages[s + 1];
-                ah_link_t l = ah_link_between(c, sg->devices[0].node, next->devices[0].node);
-                se->p2p_s = ah_p2p_seconds(&ctx, l, sg->type, next->type);
-            }
-            const double fb = sc.fwd_s + sc.bwd_s;
-            sum_fb += fb;
-            sum_p2p += se->p2p_s;
-            if (fb > max_fb) {
-                max_fb = fb;
-                pe->bottleneck_stage = s;
-                tp_k = sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
-            }
-
-            dp_sync = fmax(dp_sync, stage_sync(p, &dp, sg, embed, head));
-            /* the optimizer steps the parameters the stage's slowest TP rank keeps state for */
-            int64_t opt_params = sc.params;
-            for (int r = 0; unowned && r < p->tp; r++) {
-                const int64_t own = sc.params - unowned[rank + r];
-                if (r == 0 || own > opt_params) opt_params = own;
-            }
-            double opt = ah_optimizer_seconds(&ctx, sg->type, opt_params);
-            if (opt > optimizer) optimizer = opt;
-
-            for (int r = 0; r < p->tp; r++, rank++)
-                device_eval(p, i, s, r, se->memory_bytes - (unowned ? unowned[rank] * opt_bytes : 0), rank, &worst_over, out);
-        }
-        const ah_pipeline_t *before = i > 0 ? &p->pipelines[i - 1] : NULL;
-        double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
-        if (!time_pipeline(pe, before ? &out->pipelines[i - 1] : NULL, before ? before->n_stages : 0,
-                           before ? before->micro_batches : 0, S, n, sum_fb, max_fb, sum_p2p) ||
-            (pe->time_s > worst_pipe && isnan(no_p2p = ah_1f1b_replay(pe->stages, S, n, false, NULL)))) {
-            st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
-            break;
-        }
-        if (pe->estimate_s > worst_estimate) worst_estimate = pe->estimate_s;
-        if (pe->time_s > worst_pipe) {
-            worst_pipe = pe->time_s;
-            take_critical(out, i, n, max_fb, tp_k, no_p2p);
-        }
+    const ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, profile};
+    eval_run_t *r = malloc(sizeof *r);
+    if (r) {
+        *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,
+                          .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
+        dp_setup(p, &r->dp);
     }
+    for (int i = 0; r && i < p->n_pipelines && st == AH_OK; i++)
+        if (!eval_pipeline(r, i, out))
+            st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
     free(unowned);
+    if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (st != AH_OK) {
+        free(r);
         ah_eval_free(out);
         return st;
     }
-    out->feasible = worst_over <= 0;
-    out->pred.breakdown.dp_sync_s = dp_sync;
-    out->pred.breakdown.optimizer_s = optimizer;
-    out->pred.iteration_s = worst_pipe + dp_sync + optimizer;
-    out->search_estimate_s = worst_estimate + dp_sync + optimizer;
+    out->feasible = r->worst_over <= 0;
+    out->pred.breakdown.dp_sync_s = r->dp_sync;
+    out->pred.breakdown.optimizer_s = r->optimizer;
+    out->pred.iteration_s = r->worst_pipe + r->dp_sync + r->optimizer;
+    out->search_estimate_s = r->worst_estimate + r->dp_sync + r->optimizer;
     out->pred.tokens_per_s =
         (double)(p->train.global_batch * p->train.seq_len) / out->pred.iteration_s;
+    free(r);
     return AH_OK;
 }
 

@@ -35,10 +35,24 @@ typedef struct ah_stage {
     ah_device_ref_t devices[AH_MAX_TP];/* plan->tp entries, TP-rank order */
 } ah_stage_t;
 
+/* A pipeline's schedule ("schedule" in plan.json; absent: 1f1b). 1F1B: one stage per device (TP
+ * group), the runtime's order (runtime/schedule.c). Interleaved: Megatron's interleaved 1F1B, each
+ * device holding v >= 2 evenly spaced virtual stages (device d of P on stages d, d+P, d+2P, ...;
+ * micro_batches a multiple of P). Zero-bubble: ZB-H1 on a plain pipeline (one stage per device),
+ * each backward split into B (input gradient) and W (weight gradient). The runtime runs 1f1b only
+ * so far (ah_plan_require_1f1b); the cost model prices all three (plan/replay.h). */
+typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_INTERLEAVED = 1, AH_SCHED_ZERO_BUBBLE = 2 } ah_schedule_t;
+#define AH_SCHEDULE_VALUES "1f1b, interleaved or zero-bubble" /* for messages */
+const char *ah_schedule_name(ah_schedule_t s);
+/* "1f1b" / "interleaved" / "zero-bubble" -> schedule; false if unknown. */
+bool ah_schedule_parse(const char *s, ah_schedule_t *out);
+
 typedef struct ah_pipeline {
     int64_t micro_batches;
     int n_stages;
-    ah_stage_t *stages;
+    ah_stage_t *stages;          /* the model's layers in order; under "interleaved" a device (TP
+                                  * group) holds several of them (virtual stages) */
+    ah_schedule_t schedule;
 } ah_pipeline_t;
 
 typedef struct ah_breakdown {
@@ -110,7 +124,8 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p);
 ah_status_t ah_plan_save(const ah_plan_t *p, const char *path, ah_error_t *err);
 
 /* Every structural validity rule of DESIGN.md "The plan"; the message names the rule and the
- * place (pipeline, stage, device). Memory fit is checked by ah_plan_check (evaluate.h). */
+ * place (pipeline, stage, device). Memory fit is checked by ah_plan_check (evaluate.h). The
+ * schedules' rules ([schedule], plan_validate.c's header) are among them. */
 ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err);
 /* The [train] rule alone: sizes >= 1, seq_len within the model's context, sizes the cost model
  * can count exactly, a known precision (the planner checks its settings with it too). */
@@ -156,7 +171,21 @@ double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int
  * keep (both 0 when unsharded). One pass over the groups. */
 ah_status_t ah_opt_elems_all(const ah_plan_t *p, int64_t *held, int64_t *unowned, ah_error_t *err);
 
-/* Total devices in the plan (= MPI ranks); rank order is (pipeline, stage, tp rank). */
+/* Total devices in the plan (= MPI ranks): distinct devices, not stage entries (an interleaved
+ * pipeline's device holds several stages). Rank order is (pipeline, device group, tp rank), a
+ * device group numbered by its first stage: for a valid plan the groups of pipeline i are its stages
+ * 0 .. ah_pipeline_groups - 1. */
 int ah_plan_device_count(const ah_plan_t *p);
+/* The device groups (TP groups) of a pipeline: its stage count unless it is interleaved, else the
+ * number of distinct groups among its stages (by each stage's first device). */
+int ah_pipeline_groups(const ah_pipeline_t *pl);
+/* The group (0 .. ah_pipeline_groups - 1) that holds stage s: s mod the group count (for a valid
+ * interleaved pipeline, device d holds stages d, d + P, ...; otherwise s). */
+int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);
+/* The rank of TP rank r of the device group holding stage s of pipeline i. */
+int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
+/* The runtime's rule until it runs the other schedules: every pipeline is 1f1b. The message names
+ * the pipeline and its schedule (for autohet train and the agent's launches). */
+ah_status_t ah_plan_require_1f1b(const ah_plan_t *p, ah_error_t *err);
 
 #endif

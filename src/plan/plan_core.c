@@ -47,9 +47,45 @@ void ah_plan_free(ah_plan_t *p) {
     memset(p, 0, sizeof *p);
 }
 
+static const char *const SCHEDULES[] = {"1f1b", "interleaved", "zero-bubble"};
+
+const char *ah_schedule_name(ah_schedule_t s) {
+    return s >= AH_SCHED_1F1B && s <= AH_SCHED_ZERO_BUBBLE ? SCHEDULES[s] : "unknown";
+}
+
+bool ah_schedule_parse(const char *s, ah_schedule_t *out) {
+    for (int k = 0; k < 3; k++)
+        if (strcmp(s, SCHEDULES[k]) == 0) return *out = (ah_schedule_t)k, true;
+    return false;
+}
+
+int ah_pipeline_groups(const ah_pipeline_t *pl) {
+    if (pl->schedule != AH_SCHED_INTERLEAVED || !pl->stages) return pl->n_stages;
+    int groups = 0;
+    for (int s = 0; s < pl->n_stages; s++) {
+        const ah_device_ref_t d = pl->stages[s].devices[0];
+        int t = 0;
+        while (t < s && (pl->stages[t].devices[0].node != d.node || pl->stages[t].devices[0].index != d.index)) t++;
+        groups += t == s;
+    }
+    return groups;
+}
+
+int ah_pipeline_group_of(const ah_pipeline_t *pl, int s) {
+    if (pl->schedule != AH_SCHED_INTERLEAVED) return s;
+    const int groups = ah_pipeline_groups(pl);
+    return groups > 0 ? s % groups : 0;
+}
+
+int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r) {
+    int base = 0;
+    for (int j = 0; j < i; j++) base += ah_pipeline_groups(&p->pipelines[j]) * p->tp;
+    return base + ah_pipeline_group_of(&p->pipelines[i], s) * p->tp + r;
+}
+
 int ah_plan_device_count(const ah_plan_t *p) {
     int n = 0;
-    for (int i = 0; i < p->n_pipelines; i++) n += p->pipelines[i].n_stages * p->tp;
+    for (int i = 0; i < p->n_pipelines; i++) n += ah_pipeline_groups(&p->pipelines[i]) * p->tp;
     return n;
 }
 
@@ -59,6 +95,7 @@ ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
         st = ah_pipeline_alloc(&out->pipelines[i], p->pipelines[i].n_stages, err);
         if (st != AH_OK) break;
         out->pipelines[i].micro_batches = p->pipelines[i].micro_batches;
+        out->pipelines[i].schedule = p->pipelines[i].schedule;
         memcpy(out->pipelines[i].stages, p->pipelines[i].stages, sizeof(ah_stage_t) * (size_t)p->pipelines[i].n_stages);
     }
     if (st == AH_OK && p->n_opt_groups > 0) st = ah_plan_copy_shards(p, out, err);

@@ -13,8 +13,10 @@
  * the plan file's directory); the writer always writes the object. Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
  * was there; its "profile" names the autohet profile file it timed layers with, absent for the
- * roofline); the writer always writes "recompute", and "predicted" when the plan has one, so
- * save -> load -> save is byte-identical.
+ * roofline) and a pipeline's "schedule" (1f1b, interleaved, zero-bubble; absent means 1f1b); the
+ * writer always writes "recompute", "schedule" only when it is not 1f1b, and "predicted" when the
+ * plan has one, so save -> load -> save is byte-identical (and plans written before schedules
+ * existed are written back as they were).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,10 +155,15 @@ static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_
             return ah_error_set(err, AH_ERR_INVALID,
                                 "%s: expected an object {\"micro_batches\", \"stages\"}, got %s", w,
                                 ah_json_type_name(pj));
-        static const char *const keys[] = {"micro_batches", "stages", NULL};
+        static const char *const keys[] = {"micro_batches", "schedule", "stages", NULL};
         TRY(ah_json_check_keys(pj, w, keys, err));
         ah_pipeline_t *pl = &p->pipelines[i];
         TRY(ah_json_get_int(pj, w, "micro_batches", true, -LOOSE_MAX, LOOSE_MAX, &pl->micro_batches, err));
+        char sched[32] = "1f1b";
+        TRY(ah_json_get_str(pj, w, "schedule", false, sched, sizeof sched, err));
+        if (!ah_schedule_parse(sched, &pl->schedule))
+            return ah_error_set(err, AH_ERR_INVALID, "[schedule] %s.schedule: unknown schedule \"%s\" (allowed: "
+                                AH_SCHEDULE_VALUES "; absent means 1f1b)", w, sched);
         json_t *stages = NULL;
         TRY(ah_json_get_typed(pj, w, "stages", JSON_ARRAY, true, &stages, err));
         if (json_array_size(stages) == 0)
@@ -445,8 +452,10 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         json_t *stages = json_array();
         for (int s = 0; s < pl->n_stages; s++) json_array_append_new(stages, stage_to_json(p, &pl->stages[s]));
-        json_array_append_new(pls, json_pack("{s:I, s:o}", "micro_batches", (json_int_t)pl->micro_batches,
-                                             "stages", stages));
+        json_t *pj = json_pack("{s:I}", "micro_batches", (json_int_t)pl->micro_batches);
+        if (pl->schedule != AH_SCHED_1F1B) json_object_set_new(pj, "schedule", json_string(ah_schedule_name(pl->schedule)));
+        json_object_set_new(pj, "stages", stages);
+        json_array_append_new(pls, pj);
     }
     json_object_set_new(doc, "pipelines", pls);
     if (p->n_opt_groups > 0) json_object_set_new(doc, "optimizer_shards", shards_to_json(p));

@@ -27,11 +27,11 @@ static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t 
     if (g->tp_rank < 0 || g->tp_rank >= p->tp) return -1;
     if (g->kind == AH_OPT_BLOCKS && !is_segment(p, g->first, g->last)) return -1;
     if (g->kind == AH_OPT_TIED && !p->model.tied) return -1;
-    int n = 0, base = 0;
+    int n = 0, base = 0; /* the rank of pipeline i's first device */
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         const int S = pl->n_stages;
-        for (int s = 0; s < S; s++, base += p->tp) {
+        for (int s = 0; s < S; s++) {
             const ah_stage_t *st = &pl->stages[s];
             bool member = false;
             switch (g->kind) {
@@ -40,9 +40,10 @@ static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t 
             case AH_OPT_HEAD: member = s == S - 1; break;
             case AH_OPT_TIED: member = s == 0 || s == S - 1; break;
             }
-            if (member && ranks) ranks[n] = base + g->tp_rank;
+            if (member && ranks) ranks[n] = base + ah_pipeline_group_of(pl, s) * p->tp + g->tp_rank;
             if (member) devs[n++] = st->devices[g->tp_rank];
         }
+        base += ah_pipeline_groups(pl) * p->tp;
     }
     return n;
 }
@@ -243,6 +244,11 @@ static bool alloc_members(const ah_plan_t *p, ah_device_ref_t **devs, int **rank
 
 ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, int, void *),
                               void *ctx, ah_error_t *err) {
+    for (int i = 0; i < p->n_pipelines; i++)
+        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[schedule] pipelines[%d] is interleaved: the sharded optimizer's shares are not "
+                                "defined on virtual stages yet (issue 35)", i);
     free_groups(p);
     ah_device_ref_t *devs;
     int *ranks;

@@ -10,7 +10,17 @@
  *               device appears twice in the plan;
  *   [tp-group]  a stage's devices are in one node whose GPU type is the stage's "gpu";
  *   [precision] a stage's GPU type runs the plan's precision (the cluster gives its TFLOP/s);
- *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch.
+ *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch;
+ *   [schedule]  a device on several stages only within one interleaved pipeline, with the same TP
+ *               rank (a device on stages of two pipelines is a [device] error); an interleaved
+ *               pipeline of P devices (its distinct TP groups) puts device d on stages d, d+P, d+2P,
+ *               ... (evenly spaced: S a multiple of P, every stage k >= P on stage k-P's group, the
+ *               first P on P different devices), at least 2 stages per device, and micro_batches
+ *               a multiple of P (Megatron's interleaved schedule runs micro-batches in groups of P
+ *               per model chunk: schedules.py refuses other counts). zero-bubble (ZB-H1) and 1f1b
+ *               run on plain pipelines, one stage per device, any micro-batch count.
+ *               The sharded optimizer's shares are not defined on virtual stages yet: a plan with an
+ *               interleaved pipeline and "optimizer_shards" is refused.
  * The version is checked by the reader (the in-memory plan has none); memory fit is
  * ah_plan_check's (plan/evaluate.c).
  */
@@ -125,6 +135,27 @@ typedef struct {
     int pipeline, stage, rank; /* pipeline -1: slot unused */
 } place_t;
 
+/* A device of stage s (TP rank r) that an earlier stage of the same pipeline holds (`first`):
+ * only an interleaved pipeline may, and only with the same TP rank (the whole group's equality and
+ * the spacing are check_interleaved's). */
+static ah_status_t check_repeat(const ah_plan_t *p, int pi, int s, int r, const place_t *first, ah_error_t *err) {
+    const ah_pipeline_t *pl = &p->pipelines[pi];
+    const ah_device_ref_t *d = &pl->stages[s].devices[r];
+    const char *node = p->cluster.nodes[d->node].name;
+    if (pl->schedule != AH_SCHED_INTERLEAVED)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[schedule] pipelines[%d] (schedule %s): %s GPU %d holds stages %d and %d; only an "
+                            "interleaved pipeline puts a device on several of its stages (virtual stages): set "
+                            "\"schedule\": \"interleaved\", or give stage %d devices of its own",
+                            pi, ah_schedule_name(pl->schedule), node, d->index, first->stage, s, s);
+    if (first->rank != r)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[schedule] pipelines[%d].stages[%d].devices[%d]: %s GPU %d is TP rank %d of stage %d; a "
+                            "device on several stages has the same TP rank on each (the same TP group, in order)",
+                            pi, s, r, node, d->index, first->rank, first->stage);
+    return AH_OK;
+}
+
 /* [device] and [tp-group] for one stage; `slots` (one per GPU of the cluster, from `base`)
  * remembers the first place each device was used. */
 static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const int *base,
@@ -145,12 +176,14 @@ static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const 
                                 "has %d GPUs (indices 0 .. %d)",
                                 pi, s, r, d->index, n->name, n->count, n->count - 1);
         place_t *slot = &slots[base[d->node] + d->index];
-        if (slot->pipeline >= 0)
+        if (slot->pipeline >= 0 && slot->pipeline != pi)
             return ah_error_set(err, AH_ERR_INVALID,
-                                "[device] %s GPU %d is used twice: pipelines[%d].stages[%d].devices[%d] "
-                                "and pipelines[%d].stages[%d].devices[%d]; a device runs one rank",
+                                "[device] %s GPU %d is on stages of two pipelines: pipelines[%d].stages[%d].devices[%d] "
+                                "and pipelines[%d].stages[%d].devices[%d]; a device runs one rank, in one pipeline "
+                                "(an interleaved pipeline may put it on several of its own stages)",
                                 n->name, d->index, slot->pipeline, slot->stage, slot->rank, pi, s, r);
-        *slot = (place_t){pi, s, r};
+        if (slot->pipeline >= 0) TRY(check_repeat(p, pi, s, r, slot, err));
+        else *slot = (place_t){pi, s, r};
     }
     if (st->type < 0 || st->type >= c->n_types)
         return ah_error_set(err, AH_ERR_INVALID,
@@ -201,6 +234,69 @@ static ah_status_t check_devices(const ah_plan_t *p, ah_error_t *err) {
     return s;
 }
 
+static bool same_group(const ah_plan_t *p, const ah_stage_t *a, const ah_stage_t *b) {
+    for (int r = 0; r < p->tp; r++)
+        if (a->devices[r].node != b->devices[r].node || a->devices[r].index != b->devices[r].index) return false;
+    return true;
+}
+
+/* The interleaved pipeline pi's placement and micro-batch count: P device groups (the distinct
+ * ones), device d on stages d, d + P, d + 2P, ... (so S a multiple of P), at least two stages each,
+ * micro_batches a multiple of P. */
+static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err) {
+    const ah_pipeline_t *pl = &p->pipelines[pi];
+    const int S = pl->n_stages, P = ah_pipeline_groups(pl);
+    const ah_cluster_t *c = &p->cluster;
+    for (int k = 0; k < S; k++) {
+        const ah_device_ref_t *d = &pl->stages[k].devices[0];
+        for (int t = 0; k < P && t < k; t++)
+            if (same_group(p, &pl->stages[t], &pl->stages[k]) || (pl->stages[t].devices[0].node == d->node &&
+                                                                  pl->stages[t].devices[0].index == d->index))
+                return ah_error_set(err, AH_ERR_INVALID,
+                                    "[schedule] pipelines[%d].stages[%d]: %s GPU %d holds stages %d and %d, %d apart; "
+                                    "an interleaved pipeline of %d devices puts device d on stages d, d+%d, d+%d, ... "
+                                    "(evenly spaced), so its first %d stages are on %d different devices",
+                                    pi, k, c->nodes[d->node].name, d->index, t, k, k - t, P, P, 2 * P, P, P);
+        if (k >= P && !same_group(p, &pl->stages[k], &pl->stages[k - P])) {
+            const ah_device_ref_t *e = &pl->stages[k - P].devices[0];
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[schedule] pipelines[%d].stages[%d]: on %s GPU %d, but an interleaved pipeline of "
+                                "%d devices holds stage %d on the TP group of stage %d (%s GPU %d%s): device d is on "
+                                "stages d, d+%d, d+%d, ... (evenly spaced)",
+                                pi, k, c->nodes[d->node].name, d->index, P, k, k - P, c->nodes[e->node].name, e->index,
+                                p->tp > 1 ? " and its group" : "", P, 2 * P);
+        }
+    }
+    if (S % P != 0 || S / P < 2)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[schedule] pipelines[%d]: interleaved, %d stages over %d devices; each device holds the "
+                            "same number of evenly spaced stages, at least 2 (device d on stages d, d+%d, ...): %s",
+                            pi, S, P, P,
+                            S % P ? "make the stage count a multiple of the device count"
+                                  : "give each device 2 or more stages, or set \"schedule\": \"1f1b\"");
+    if (pl->micro_batches >= 1 && pl->micro_batches % P != 0)
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[schedule] pipelines[%d].micro_batches: %lld, but Megatron's interleaved 1F1B schedule "
+                            "runs micro-batches in groups of the pipeline's %d devices, so it needs a multiple of %d "
+                            "(e.g. %lld or %lld)",
+                            pi, (long long)pl->micro_batches, P, P, (long long)(pl->micro_batches / P * P),
+                            (long long)((pl->micro_batches / P + 1) * P));
+    return AH_OK;
+}
+
+/* ah_plan_require_1f1b: the runtime's rule until it runs the other schedules. */
+ah_status_t ah_plan_require_1f1b(const ah_plan_t *p, ah_error_t *err) {
+    for (int i = 0; i < p->n_pipelines; i++)
+        if (p->pipelines[i].schedule != AH_SCHED_1F1B)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[schedule] pipelines[%d]: schedule \"%s\": the runtime runs 1f1b only so far (issue "
+                                "35); `autohet evaluate` prices this plan, but to train it set \"schedule\": \"1f1b\" "
+                                "(or leave it out)%s",
+                                i, ah_schedule_name(p->pipelines[i].schedule),
+                                p->pipelines[i].schedule == AH_SCHED_INTERLEAVED ? " and give each device one stage" : "");
+    return AH_OK;
+}
+
 static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
     int64_t sum = 0;
     char terms[256];
@@ -239,5 +335,15 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
     for (int i = 0; i < p->n_pipelines; i++) TRY(check_layers(p, i, err));
     TRY(check_devices(p, err));
     TRY(check_batch(p, err));
+    for (int i = 0; i < p->n_pipelines; i++)
+        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED) {
+            TRY(check_interleaved(p, i, err));
+            if (p->n_opt_groups > 0)
+                return ah_error_set(err, AH_ERR_INVALID,
+                                    "[schedule] optimizer_shards: pipelines[%d] is interleaved, and the sharded "
+                                    "optimizer's shares are not defined on virtual stages yet (issue 35); drop "
+                                    "\"optimizer_shards\" or make the pipeline 1f1b",
+                                    i);
+        }
     return ah_plan_check_shards(p, err);
 }

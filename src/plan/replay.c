@@ -39,7 +39,7 @@ static int64_t run_stage(const ah_stage_eval_t *st, int S, int s, int64_t n, boo
         const double t0 = ready > free_at[s] ? ready : free_at[s];
         const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);
         (fwd ? fwd_end : bwd_end)[row + (size_t)i] = t1;
-        if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)next[s]] = (ah_op_t){t0, t1, fwd};
+        if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)next[s]] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
         free_at[s] = t1;
         next[s]++;
         ran++;

@@ -21,10 +21,18 @@
 #include <stdint.h>
 
 #include "plan/evaluate.h"
+#include "plan/plan.h"
+
+/* An op of a replayed schedule: a forward, a backward (1F1B's and interleaved's whole backward;
+ * zero-bubble's input-gradient pass B) or a weight-gradient pass W (zero-bubble's). */
+typedef enum { AH_OP_F = 0, AH_OP_B = 1, AH_OP_W = 2 } ah_op_kind_t;
 
 typedef struct ah_op {
     double start, end;
     bool fwd;
+    uint8_t kind;   /* ah_op_kind_t */
+    int stage;      /* the (virtual) stage it runs */
+    int64_t mb;     /* its micro-batch */
 } ah_op_t;
 
 /* Replays stages st[0 .. S) (fwd_s, bwd_s, and p2p_s: the hop to the next stage, each direction)
@@ -41,5 +49,49 @@ double ah_p2p_pace(const double *hop_s, int S);
 /* The search's closed form of a pipeline's time (above), from sum_s c_s, max_s c_s, the sum of
  * the hops and their pace. */
 double ah_1f1b_estimate(double sum_c, double max_c, double sum_hop, double pace, int64_t n);
+
+/* ---- the other schedules (sched_replay.c) ----
+ *
+ * A pipeline of S (virtual) stages on P devices (device groups), n micro-batches, in the order
+ * each schedule runs its ops on a device; the replay then runs like 1F1B's: an op starts when its
+ * device is free and its input has arrived (a forward: the previous stage's forward of the
+ * micro-batch + that hop; a backward: the next stage's backward + the hop, or on the last stage its
+ * own forward; a W: its own B). Ops of one device run in its order, never reordered by timing.
+ *
+ * AH_SCHED_1F1B: ah_1f1b_replay (P = S).
+ * AH_SCHED_INTERLEAVED (P devices, v = S / P chunks, device d on stages d, d+P, ...; n a multiple of
+ * P): Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving):
+ * device d runs w = min(2 (P - d - 1) + (v - 1) P, n v) warm-up forwards (all n v when n = P), then
+ * pairs of one forward and one backward, then the remaining backwards. Its k-th forward runs chunk
+ * c = (k mod P v) / P on micro-batch (k / P v) P + k mod P; its k-th backward the same micro-batch of
+ * chunk v - 1 - c. Each op takes its own stage's (chunk's) time: stages need not be alike.
+ * AH_SCHED_ZERO_BUBBLE (P = S): ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2023; the
+ * order of PaddlePaddle's pipeline_scheduler_ZBH1): stage s runs 1F1B's sequence of forwards and
+ * backwards with each backward split into B (bwd_s - wgrad_s) and W (wgrad_s); W(j) follows B(j)
+ * at once, except for the first min(s, n) micro-batches, whose W passes run after the last B, in the
+ * drain where 1F1B's stage s idles. The input gradients so run up the pipeline at B's pace: with
+ * F = B = W on uniform stages the bubble is (S - 1) F, a third of 1F1B's (S - 1)(F + B + W).
+ * Memory: a micro-batch holds its activations from F until W, so stage s keeps up to min(S, n) of
+ * them (ah_sched_peak_act) where 1F1B's keeps min(S - s, n): the pipeline's peak, stage 0's, is
+ * 1F1B's, but a later stage holds as many as stage 0 (the paper's "same peak memory as 1F1B" is
+ * the peak over the stages). */
+
+/* Ops per device of the schedule: 2 n S / P (3 n for zero-bubble). */
+int64_t ah_sched_ops_per_device(ah_schedule_t sched, int S, int P, int64_t n);
+
+/* Replays the schedule (above): st[0 .. S) the stages (zero-bubble and its W: wgrad_s, the part of
+ * bwd_s that is the weight gradient), P the devices, stage q on device q mod P. ops, when not NULL,
+ * gets P * ah_sched_ops_per_device entries, device d's in its order from ops[d * per ..]. Returns
+ * the makespan, or NAN when out of host memory or when the order cannot run (a micro-batch count
+ * the schedule refuses: the validator's rules). */
+double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, int P, int64_t n, bool with_p2p,
+                       ah_op_t *ops);
+
+/* Device d's peak activation bytes under the schedule, act_per_mb[q] the bytes one micro-batch
+ * keeps on stage q (stage q on device q mod P): a forward adds its stage's, the op that frees them
+ * (the backward; zero-bubble's W) takes them off. live, when not NULL, gets for each of d's stages
+ * q (live[q]) its micro-batches in flight at that peak. 1F1B: min(S - s, n) (ah_inflight). */
+int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, const int64_t *act_per_mb,
+                          int64_t *live);
 
 #endif

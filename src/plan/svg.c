@@ -1,7 +1,9 @@
 /* A picture of a plan (SVG 1.1, no scripts): on top, every pipeline as a row of stages, each
  * stage a box with its GPU type, layer range and TP devices (squares coloured by GPU type); below,
- * one iteration's 1F1B timeline per pipeline (one lane per stage; forward boxes light, backward
- * dark, in the stage's type colour), then the DP sync and optimizer step. The timeline is the
+ * one iteration's timeline per pipeline under its schedule (one lane per device: a stage under 1F1B
+ * and zero-bubble, an interleaved device's stages on one lane; forward boxes light, backward dark,
+ * zero-bubble's weight-gradient passes dark in the lane's lower half, in the stage's type colour),
+ * then the DP sync and optimizer step. The timeline is the
  * replay the prediction itself comes from (plan/replay.h), with the cost model's stage times.
  * Every micro-batch is replayed and drawn; where ops are too short to draw apart (under 1.5 px
  * each, under 0.5 px apart), consecutive ones on a lane are one box, mid-tone when it holds both
@@ -95,33 +97,40 @@ static double replayed_span(const ah_eval_t *e, int P) {
     return replayed;
 }
 
-/* One lane per stage of pipeline i from y on, its forward and backward ops at `scale` px per
- * second; returns the y below it, or a negative value when out of memory. */
+/* One lane per device of pipeline i from y on (per stage under 1F1B and zero-bubble; an
+ * interleaved device's lane holds its stages' ops), its ops at `scale` px per second; returns the
+ * y below it, or a negative value when out of memory. */
 static double draw_timeline(FILE *f, const ah_plan_t *p, const ah_eval_t *e, int i, double y, double scale,
                             double lane_h) {
     const ah_pipeline_t *pl = &p->pipelines[i];
-    const int S = pl->n_stages, n = (int)pl->micro_batches;
-    ah_op_t *ops = calloc((size_t)S * (size_t)(2 * n), sizeof *ops);
+    const int S = pl->n_stages, P = ah_pipeline_groups(pl), n = (int)pl->micro_batches;
+    const int per = (int)ah_sched_ops_per_device(pl->schedule, S, P, n);
+    ah_op_t *ops = calloc((size_t)P * (size_t)per, sizeof *ops);
     if (!ops) return -1;
-    ah_1f1b_replay(e->pipelines[i].stages, S, n, true, ops);
+    ah_sched_replay(pl->schedule, e->pipelines[i].stages, S, P, n, true, ops);
     fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>\n", y + 11, i);
-    for (int s = 0; s < S; s++) {
+    if (pl->schedule != AH_SCHED_1F1B)
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"9\">%s</text>\n", y + 23,
+                pl->schedule == AH_SCHED_INTERLEAVED ? "interleaved 1F1B" : "zero-bubble ZB-H1");
+    for (int s = 0; s < P; s++) {
         const char *col = PALETTE[pl->stages[s].type % (int)N_PALETTE];
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">stage %d</text>\n", LEFT - 4,
-                y + 10, s);
-        const ah_op_t *lane = ops + (size_t)s * (size_t)(2 * n);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"9\">%s %d</text>\n", LEFT - 4,
+                y + 10, P < S ? "device" : "stage", s);
+        const ah_op_t *lane = ops + (size_t)s * (size_t)per;
         /* what every box of the lane shares is said once, on its group (a lane may hold
          * thousands of boxes) */
         fprintf(f, "<g fill=\"%s\" stroke=\"white\" stroke-width=\"0.3\">\n", col);
-        for (int k = 0; k < 2 * n;) {
+        for (int k = 0; k < per;) {
             /* ops k .. j-1 as one box: each next one is short, and starts within half a pixel */
-            int j = k + 1, kinds = lane[k].fwd ? 1 : 2;
-            while (j < 2 * n && (lane[j].end - lane[j].start) * scale < 1.5 &&
+            int j = k + 1, kinds = 1 << lane[k].kind; /* 1 F, 2 B, 4 W */
+            while (j < per && (lane[j].end - lane[j].start) * scale < 1.5 &&
                    (lane[j - 1].end - lane[j - 1].start) * scale < 1.5 && (lane[j].start - lane[j - 1].end) * scale < 0.5)
-                kinds |= lane[j++].fwd ? 1 : 2;
+                kinds |= 1 << lane[j++].kind;
+            /* a W alone: the lower half of the lane, dark */
+            const double h = kinds == 4 ? (lane_h - 2) / 2 : lane_h - 2;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill-opacity=\"%s\"/>\n",
-                    LEFT + lane[k].start * scale, y + 1, fmax((lane[j - 1].end - lane[k].start) * scale, 0.3),
-                    lane_h - 2, kinds == 3 ? "0.7" : kinds == 1 ? "0.45" : "1");
+                    LEFT + lane[k].start * scale, y + 1 + (lane_h - 2 - h), fmax((lane[j - 1].end - lane[k].start) * scale, 0.3),
+                    h, kinds == 1 ? "0.45" : kinds == 2 || kinds == 4 ? "1" : "0.7");
             k = j;
         }
         fprintf(f, "</g>\n");
@@ -180,9 +189,12 @@ static bool draw_idle(FILE *f, const ah_plan_t *p, const int *idle, double y) {
 ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char *path, ah_error_t *err) {
     const int P = p->n_pipelines < MAX_PIPES ? p->n_pipelines : MAX_PIPES;
     int max_s = 1, lanes = 0;
+    bool all_1f1b = true, any_zb = false;
     for (int i = 0; i < P; i++) {
         if (p->pipelines[i].n_stages > max_s) max_s = p->pipelines[i].n_stages;
-        lanes += p->pipelines[i].n_stages;
+        lanes += ah_pipeline_groups(&p->pipelines[i]);
+        all_1f1b &= p->pipelines[i].schedule == AH_SCHED_1F1B;
+        any_zb |= p->pipelines[i].schedule == AH_SCHED_ZERO_BUBBLE;
     }
     int *idle = malloc(sizeof *idle * (size_t)(p->cluster.n_nodes > 0 ? p->cluster.n_nodes : 1));
     if (!idle) return ah_error_set(err, AH_ERR_OOM, "out of host memory drawing %s", path);
@@ -223,10 +235,11 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
     const double replayed = replayed_span(e, P);
     const double span = fmax(e->pred.iteration_s - tail, replayed);
     const double scale = (WIDTH - LEFT - 20) / (span + tail > 0 ? span + tail : 1);
-    fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">one iteration, 1F1B: "
-               "pipelines %.4f s (replayed %.4f s), then DP sync %.4f s and optimizer %.4f s</text>\n",
-            tl_top - 14, e->pred.iteration_s - tail, replayed, e->pred.breakdown.dp_sync_s,
-            e->pred.breakdown.optimizer_s);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">one iteration, %s: "
+               "pipelines %.4f s (replayed %.4f s), then DP sync %.4f s and optimizer %.4f s%s</text>\n",
+            tl_top - 14, all_1f1b ? "1F1B" : "each pipeline's schedule", e->pred.iteration_s - tail, replayed,
+            e->pred.breakdown.dp_sync_s, e->pred.breakdown.optimizer_s,
+            any_zb ? "; a weight-gradient pass W (zero-bubble): the lower half of its lane, dark" : "");
     double y = tl_top;
     for (int i = 0; i < P; i++) {
         if (!idle_ok || (y = draw_timeline(f, p, e, i, y, scale, lane_h)) < 0) {

@@ -74,7 +74,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     tr->rank = ah_comm_rank(ah_comm_world());
     tr->n_ranks = ah_comm_size(ah_comm_world());
     tr->prev = tr->next = -1;
-    ah_status_t s = ah_layout_build(plan, &tr->layout, err);
+    ah_status_t s = ah_plan_require_1f1b(plan, err); /* one stage per device: the layout's ranks */
+    if (s == AH_OK) s = ah_layout_build(plan, &tr->layout, err);
     if (s != AH_OK) return s;
     if (tr->layout.n_ranks != tr->n_ranks) {
         ah_trainer_free(tr);
