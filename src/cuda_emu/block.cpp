@@ -52,7 +52,7 @@ struct fiber {
 };
 
 struct warp_state {
-    unsigned mask = 0, arrived = 0, gen = 0;
+    unsigned mask = 0, arrived = 0, gen = 0, exited = 0;
     const char *what = nullptr;
     uint64_t slot[2][32];
 };
@@ -85,6 +85,7 @@ void fiber_entry() {
     (*S.body)();
     fiber *f = S.cur;
     f->state = DONE;
+    S.warps[f->linear / 32].exited |= 1u << (f->linear % 32);
     S.live--;
     // Exited threads count as arrived at the barrier.
     if (S.bar_arrived && S.bar_arrived == S.live) {
@@ -156,7 +157,7 @@ bool run_block(const uint3 &b) {
     S.block = b;
     S.live = S.n;
     S.bar_arrived = 0;
-    for (warp_state &w : S.warps) w.mask = w.arrived = 0, w.what = nullptr;
+    for (warp_state &w : S.warps) w.mask = w.arrived = w.exited = 0, w.what = nullptr;
     // Shared memory starts undefined on a GPU: here all ones (a NaN in every float).
     if (!S.dyn_shared.empty()) memset(S.dyn_shared.data(), 0xff, S.dyn_shared.size());
     for (unsigned i = 0; i < S.n; i++) {
@@ -263,7 +264,7 @@ void syncthreads() {
     TSAN(__tsan_acquire(&S.bar_obj[gen & 1]));
 }
 
-void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char *what) {
+const uint64_t *warp_exchange(unsigned mask, uint64_t mine, const char *what) {
     fiber *f = self(what);
     const unsigned lane = f->linear % 32, wi = f->linear / 32;
     warp_state &w = S.warps[wi];
@@ -278,11 +279,10 @@ void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char *w
                  what, mask, lanes_here);
         device_fault(msg);
     }
-    for (unsigned l = 0; l < lanes_here; l++)
-        if ((mask >> l & 1u) && S.pool[wi * 32 + l].state == DONE) {
-            snprintf(msg, sizeof msg, "%s with mask 0x%08x names lane %u, which has exited", what, mask, l);
-            device_fault(msg);
-        }
+    if (mask & w.exited) {
+        snprintf(msg, sizeof msg, "%s with mask 0x%08x names lanes 0x%08x, which have exited", what, mask, mask & w.exited);
+        device_fault(msg);
+    }
     if (w.arrived && w.mask != mask) {
         snprintf(msg, sizeof msg, "%s with mask 0x%08x while lanes 0x%08x of the warp wait in %s with mask 0x%08x",
                  what, mask, w.arrived, w.what, w.mask);
@@ -303,7 +303,7 @@ void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char *w
         to_scheduler();
     }
     TSAN(__tsan_acquire(&S.warp_obj[wi][gen & 1]));
-    for (unsigned l = 0; l < 32; l++) all[l] = (mask >> l & 1u) ? w.slot[gen & 1][l] : 0;
+    return w.slot[gen & 1];
 }
 
 } // namespace ah_emu

@@ -46,8 +46,9 @@ void syncthreads();
 void *dynamic_shared();
 // Warp exchange: the calling lane publishes `mine`, waits for every lane of `mask` (which must
 // name the caller, be the same on every lane, and name only live lanes), and gets the 32 lanes'
-// values in `all` (lanes outside the mask left 0). `what` names the intrinsic in errors.
-void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char *what);
+// values (valid for the lanes of the mask; the array stays valid until the caller's next
+// exchange). `what` names the intrinsic in errors.
+const uint64_t *warp_exchange(unsigned mask, uint64_t mine, const char *what);
 unsigned lane_id();
 // A fault inside a kernel: the launch fails (cudaErrorLaunchFailure at the next sync), the
 // message names the kernel, block and thread. Does not return.
@@ -118,43 +119,37 @@ static constexpr int warpSize = 32;
 
 static inline void __syncthreads() { ah_emu::syncthreads(); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, 0, all, "__syncwarp");
+    ah_emu::warp_exchange(mask, 0, "__syncwarp");
 }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __trap() { ah_emu::device_fault("__trap() called"); }
 
 // ---- warp shuffles and votes (width: a power of two <= 32 splitting the warp in segments) ----
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, ah_emu::to_bits(v), all, "__shfl_sync");
+    const uint64_t *all = ah_emu::warp_exchange(mask, ah_emu::to_bits(v), "__shfl_sync");
     const int lane = (int)ah_emu::lane_id(), base = lane & ~(width - 1);
     return ah_emu::pick<T>(mask, all, base + (src & (width - 1)), "__shfl_sync: source lane not in the mask");
 }
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, ah_emu::to_bits(v), all, "__shfl_xor_sync");
+    const uint64_t *all = ah_emu::warp_exchange(mask, ah_emu::to_bits(v), "__shfl_xor_sync");
     const int lane = (int)ah_emu::lane_id(), src = lane ^ lane_mask;
     if ((src & ~(width - 1)) != (lane & ~(width - 1))) return v; // outside the segment: own value
     return ah_emu::pick<T>(mask, all, src, "__shfl_xor_sync: source lane not in the mask");
 }
 template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, ah_emu::to_bits(v), all, "__shfl_down_sync");
+    const uint64_t *all = ah_emu::warp_exchange(mask, ah_emu::to_bits(v), "__shfl_down_sync");
     const int lane = (int)ah_emu::lane_id(), src = lane + (int)delta;
     if ((src & ~(width - 1)) != (lane & ~(width - 1))) return v;
     return ah_emu::pick<T>(mask, all, src, "__shfl_down_sync: source lane not in the mask");
 }
 template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, ah_emu::to_bits(v), all, "__shfl_up_sync");
+    const uint64_t *all = ah_emu::warp_exchange(mask, ah_emu::to_bits(v), "__shfl_up_sync");
     const int lane = (int)ah_emu::lane_id(), src = lane - (int)delta;
     if (src < (lane & ~(width - 1))) return v;
     return ah_emu::pick<T>(mask, all, src, "__shfl_up_sync: source lane not in the mask");
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-    uint64_t all[32];
-    ah_emu::warp_exchange(mask, pred != 0, all, "__ballot_sync");
+    const uint64_t *all = ah_emu::warp_exchange(mask, pred != 0, "__ballot_sync");
     unsigned b = 0;
     for (int l = 0; l < 32; l++) b |= (unsigned)((mask >> l & 1u) && all[l]) << l;
     return b;

@@ -42,7 +42,9 @@
  * - NCCL (cuda_emu/nccl.cpp): communicators of MPI processes, all-reduce, reduce, broadcast,
  *   all-gather, reduce-scatter, send/recv and group calls, queued on the stream like kernels,
  *   served by MPI with NCCL's in-place rules; two ranks on one emulated device are refused as
- *   NCCL refuses them. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
+ *   NCCL refuses them. An NCCL call is queued like the rest and then run at once with the work
+ *   queued before it on its stream (nccl.cpp says why), so the stale-read protection above does
+ *   not cover what an NCCL call has made run. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
  *
  * What it does not model: speed (nothing here says how fast a GPU is), the real allocator's
  * fragmentation and memory use beyond the bytes asked for, concurrency between streams and

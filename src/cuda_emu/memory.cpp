@@ -3,8 +3,12 @@
 //
 // Every device allocation is one mapping: its bytes end at most 255 bytes before an inaccessible
 // guard page, and the whole mapping is inaccessible while host code runs; with_device_access()
-// opens every allocation for the duration of device work. A SIGSEGV on an allocation's pages
-// prints who touched what (host code, or the kernel, block and thread) and aborts.
+// opens every allocation for the duration of device work. Where the CPU has memory protection
+// keys (pkeys: Intel since Skylake-SP, AMD since Zen 3) every allocation carries one key and
+// opening or closing them all is one register write; elsewhere (or with AH_CUDA_EMU_NO_PKEYS=1)
+// each allocation's pages are re-protected (mprotect), slower, same behaviour. A SIGSEGV on an
+// allocation's pages prints who touched what (host code, or the kernel, block and thread) and
+// aborts.
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,7 @@ std::map<uintptr_t, allocation> device; // by the pointer handed out
 std::map<uintptr_t, size_t> pinned;      // by the pointer handed out
 size_t device_used = 0;
 int open_depth = 0;
+int pkey = -2; // the protection key of device memory; -1: none (mprotect); -2: not chosen yet
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 size_t device_total() {
@@ -37,8 +42,19 @@ size_t device_total() {
     return (size_t)(v && *v ? atoll(v) : 16384) << 20;
 }
 
-void protect_all(int prot) {
-    for (auto &kv : device) mprotect(kv.second.map, kv.second.map_len - PAGE, prot);
+void choose_pkey() {
+    if (pkey != -2) return;
+    const char *no = getenv("AH_CUDA_EMU_NO_PKEYS");
+    pkey = no && *no == '1' ? -1 : pkey_alloc(0, PKEY_DISABLE_ACCESS);
+    if (pkey < 0) pkey = -1;
+}
+
+void protect_all(bool open) {
+    if (pkey >= 0) {
+        pkey_set(pkey, open ? 0 : PKEY_DISABLE_ACCESS);
+        return;
+    }
+    for (auto &kv : device) mprotect(kv.second.map, kv.second.map_len - PAGE, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 // The allocation holding address a (its mapping, guard page included), or NULL.
@@ -111,9 +127,9 @@ bool copy_ok(void *dst, const void *src, size_t bytes, cudaMemcpyKind *kind) {
 } // namespace
 
 void with_device_access(const std::function<void()> &work) {
-    if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+    if (open_depth++ == 0) protect_all(true);
     work();
-    if (--open_depth == 0) protect_all(PROT_NONE);
+    if (--open_depth == 0) protect_all(false);
 }
 
 bool is_device(const void *p, size_t bytes) {
@@ -138,9 +154,11 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     void *m = mmap(nullptr, data + PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
     install_handler();
+    choose_pkey();
     char *ptr = (char *)m + data - round_up(n, 256);
     device[(uintptr_t)ptr] = allocation{(char *)m, data + PAGE, n};
-    if (open_depth) mprotect(m, data, PROT_READ | PROT_WRITE);
+    if (pkey >= 0) pkey_mprotect(m, data, PROT_READ | PROT_WRITE, pkey);
+    else if (open_depth) mprotect(m, data, PROT_READ | PROT_WRITE);
     device_used += n;
     *p = ptr;
     return cudaSuccess;

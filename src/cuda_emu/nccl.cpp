@@ -3,9 +3,12 @@
 // MPI_COMM_WORLD rank: the members tell the root their ranks, the root answers with the member
 // list, and MPI_Comm_create_group makes the communicator). Every call checks its arguments as
 // NCCL does (device buffers of the right size, root and peer in range, NCCL's in-place layouts)
-// and is queued on its stream like a kernel, so it runs when the host waits for that stream;
-// calls between ncclGroupStart and ncclGroupEnd run as one operation, point-to-point ones posted
-// first and waited for last. 16-bit reductions widen to fp32, reduce, and round once (NCCL rounds
+// and is queued on its stream like a kernel, and then, unlike the rest of the emulation's work,
+// run at once with everything queued before it: on GPUs the ranks' collectives meet in program
+// order because each GPU runs independently of its host, and a lazily run collective would wait
+// for a peer whose host is busy in a host-side MPI call (a deadlock no GPU has). Calls between
+// ncclGroupStart and ncclGroupEnd run as one operation at ncclGroupEnd, point-to-point ones
+// posted first and waited for last. 16-bit reductions widen to fp32, reduce, and round once (NCCL rounds
 // at each step of its ring: a difference within the half types' rounding). Requires MPI to be
 // initialised, as the program does before it creates a communicator.
 #include <mpi.h>
@@ -135,7 +138,7 @@ ncclResult_t submit(cudaStream_t stream, std::function<void(std::vector<MPI_Requ
         MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
         return cudaSuccess;
     });
-    return ncclSuccess;
+    return ah_emu::drain(stream, false) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
 int handshake_tag(const id_body &b) { return 17000 + (int)(b.nonce % 8000u); }
@@ -339,7 +342,7 @@ ncclResult_t ncclGroupEnd(void) {
         MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
         return cudaSuccess;
     });
-    return ncclSuccess;
+    return ah_emu::drain(group_stream, false) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
 } // extern "C"

@@ -3,10 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "cuda_emu/emu.h"
 
@@ -63,6 +66,31 @@ double now_ms() {
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+// AH_CUDA_EMU_PROFILE=1: launches, emulated threads and milliseconds per kernel, on stderr at exit.
+struct kernel_stats {
+    long long launches = 0, threads = 0;
+    double ms = 0.0;
+};
+std::map<std::string, kernel_stats> *profile;
+
+void print_profile() {
+    fprintf(stderr, "cuda emulation profile (pid %d): kernel, launches, threads, ms\n", (int)getpid());
+    for (const auto &kv : *profile)
+        fprintf(stderr, "  %-28s %8lld %12lld %10.1f\n", kv.first.c_str(), kv.second.launches,
+                kv.second.threads, kv.second.ms);
+}
+
+bool run_timed(const launch_config &cfg, const std::function<void()> &body) {
+    if (!profile) return run_grid(cfg, body);
+    const double t = now_ms();
+    const bool ok = run_grid(cfg, body);
+    kernel_stats &k = (*profile)[cfg.kernel];
+    k.launches++;
+    k.threads += (long long)cfg.grid.x * cfg.grid.y * cfg.grid.z * cfg.block.x * cfg.block.y * cfg.block.z;
+    k.ms += now_ms() - t;
+    return ok;
+}
+
 } // namespace
 
 api_lock::api_lock() { lock.lock(); }
@@ -101,7 +129,11 @@ void launch(const launch_config &cfg, std::function<void()> body) {
         set_error(cudaErrorInvalidValue);
         return;
     }
-    enqueue(cfg.stream, [cfg, body]() { return run_grid(cfg, body) ? cudaSuccess : cudaErrorLaunchFailure; });
+    if (!profile && getenv("AH_CUDA_EMU_PROFILE") && *getenv("AH_CUDA_EMU_PROFILE") == '1') {
+        profile = new std::map<std::string, kernel_stats>;
+        atexit(print_profile);
+    }
+    enqueue(cfg.stream, [cfg, body]() { return run_timed(cfg, body) ? cudaSuccess : cudaErrorLaunchFailure; });
 }
 
 } // namespace ah_emu

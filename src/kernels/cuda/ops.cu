@@ -367,7 +367,9 @@ void ah_cuda_adamw(float *param, const float *grad, float *m, float *v, size_t n
     AH_CUDA_LAUNCHED();
 }
 
-// ---- sum of squares: fixed grid, one double partial per block, summed in order ----
+// ---- sum of squares: one double partial per block, summed in order; the grid is one block per
+// AH_CUDA_THREADS elements up to AH_CUDA_REDUCE_BLOCKS, so the order is fixed for a given n and a
+// small tensor does not pay for 512 blocks of idle threads ----
 
 __global__ void sum_squares_kernel(double *partials, const float *x, size_t n) {
     double s = 0.0;
@@ -377,7 +379,9 @@ __global__ void sum_squares_kernel(double *partials, const float *x, size_t n) {
 }
 
 double ah_cuda_sum_squares(const float *x, size_t n) {
-    AH_LAUNCH(sum_squares_kernel, AH_CUDA_REDUCE_BLOCKS, AH_CUDA_THREADS, 0, 0)(ah_cuda_g.partials, x, n);
+    const unsigned need = ah_cuda_blocks(n, AH_CUDA_THREADS);
+    const unsigned blocks = need < AH_CUDA_REDUCE_BLOCKS ? need : AH_CUDA_REDUCE_BLOCKS;
+    AH_LAUNCH(sum_squares_kernel, blocks, AH_CUDA_THREADS, 0, 0)(ah_cuda_g.partials, x, n);
     AH_CUDA_LAUNCHED();
-    return ah_cuda_finish_reduction(AH_CUDA_REDUCE_BLOCKS);
+    return ah_cuda_finish_reduction((int)blocks);
 }
