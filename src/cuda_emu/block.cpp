@@ -249,19 +249,27 @@ void device_fault(const char *what) {
     abort(); // a faulted block is never resumed
 }
 
+// Arrival at a barrier of generation *gen: the last one to arrive (`last`) opens it for the
+// others (the next generation), the others wait as `state` until it opens.
+void arrive(fiber *f, bool last, unsigned *arrived, unsigned *gen, int state) {
+    if (last) {
+        *arrived = 0;
+        ++*gen;
+        return;
+    }
+    f->state = state;
+    f->wait_gen = *gen;
+    to_scheduler();
+}
+
 void syncthreads() {
     fiber *f = self("__syncthreads");
     TSAN(__tsan_release(&S.bar_obj[S.bar_gen & 1]));
     const unsigned gen = S.bar_gen;
-    if (++S.bar_arrived == S.live) {
-        S.bar_arrived = 0;
-        S.bar_gen++;
-    } else {
-        f->state = AT_BARRIER;
-        f->wait_gen = gen;
-        to_scheduler();
-    }
+    S.bar_arrived++;
+    arrive(f, S.bar_arrived == S.live, &S.bar_arrived, &S.bar_gen, AT_BARRIER);
     TSAN(__tsan_acquire(&S.bar_obj[gen & 1]));
+    (void)gen;
 }
 
 const uint64_t *warp_exchange(unsigned mask, uint64_t mine, const char *what) {
@@ -294,14 +302,7 @@ const uint64_t *warp_exchange(unsigned mask, uint64_t mine, const char *what) {
     w.slot[gen & 1][lane] = mine;
     TSAN(__tsan_release(&S.warp_obj[wi][gen & 1]));
     w.arrived |= 1u << lane;
-    if (w.arrived == mask) {
-        w.arrived = 0;
-        w.gen++;
-    } else {
-        f->state = AT_WARP;
-        f->wait_gen = gen;
-        to_scheduler();
-    }
+    arrive(f, w.arrived == mask, &w.arrived, &w.gen, AT_WARP);
     TSAN(__tsan_acquire(&S.warp_obj[wi][gen & 1]));
     return w.slot[gen & 1];
 }

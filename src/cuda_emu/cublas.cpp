@@ -159,10 +159,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     // Alpha and beta are host scalars (the default pointer mode), read now.
     const float al = *(const float *)alpha, be = *(const float *)beta;
     enqueue(h->stream, [=]() {
+        // OpenBLAS works on host copies: its worker threads may not touch device memory (only the
+        // thread running device work has it open).
         std::vector<float> a = widen(A, at, ra, ca, lda, to_tf32), b = widen(B, bt, rb, cb, ldb, to_tf32);
-        if (m && n)
+        std::vector<float> c = widen(C, CUDA_R_32F, m, n, ldc, false);
+        if (m && n) {
             cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, al, a.data(), lda, b.data(), ldb, be,
-                        (float *)C, ldc);
+                        c.data(), ldc);
+            memcpy(C, c.data(), c.size() * sizeof(float));
+        }
         return cudaSuccess;
     });
     return CUBLAS_STATUS_SUCCESS;

@@ -160,22 +160,19 @@ static inline unsigned __activemask() { return 0xffffffffu; }
 
 // ---- atomics (sequentially consistent, as seen by ThreadSanitizer) ----
 template <class T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-static inline float atomicAdd(float *p, float v) {
-    float old;
+namespace ah_emu {
+// A floating-point add as a compare-and-swap loop (the __atomic builtins add integers only).
+template <class T> static inline T atomic_add_float(T *p, T v) {
+    T old;
     __atomic_load(p, &old, __ATOMIC_SEQ_CST);
     for (;;) {
-        float want = old + v;
+        T want = old + v;
         if (__atomic_compare_exchange(p, &old, &want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return old;
     }
 }
-static inline double atomicAdd(double *p, double v) {
-    double old;
-    __atomic_load(p, &old, __ATOMIC_SEQ_CST);
-    for (;;) {
-        double want = old + v;
-        if (__atomic_compare_exchange(p, &old, &want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return old;
-    }
-}
+} // namespace ah_emu
+static inline float atomicAdd(float *p, float v) { return ah_emu::atomic_add_float(p, v); }
+static inline double atomicAdd(double *p, double v) { return ah_emu::atomic_add_float(p, v); }
 template <class T> static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 template <class T> static inline T atomicMax(T *p, T v) {
     T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);

@@ -83,9 +83,13 @@ void on_segv(int sig, siginfo_t *si, void *ctx) {
         snprintf(msg, sizeof msg, "cuda emulation: %s touched device memory at %p (byte %lld of the allocation of %zu bytes at %p): "
                  "the host reaches device memory only through cudaMemcpy, after the work that writes it has been waited for\n",
                  who, (void *)a, off, al.bytes, (void *)o->first);
-    else
+    else if (off < 0)
         snprintf(msg, sizeof msg, "cuda emulation: %s touched byte %lld of the device allocation of %zu bytes at %p: before its start\n",
                  who, off, al.bytes, (void *)o->first);
+    else
+        snprintf(msg, sizeof msg, "cuda emulation: a thread other than the one running device work touched byte %lld of the device "
+                 "allocation of %zu bytes at %p (device memory is open only to the thread that waits for it)\n",
+                 off, al.bytes, (void *)o->first);
     if (write(2, msg, strlen(msg)) < 0) {}
     abort();
 }
