@@ -254,6 +254,8 @@ typedef struct {
     stage_memo_t memo[STAGE_CACHE];
     int n_memo, rank;
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
+    void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
+    size_t scratch_cap;
 } eval_run_t;
 
 /* What the stages of one device group (stages d, d + P, ... of its pipeline) add up to. */
@@ -307,13 +309,15 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     ah_pipeline_eval_t *pe = &out->pipelines[i];
     const int S = pl->n_stages, P = ah_pipeline_groups(pl);
     const int64_t n = pl->micro_batches;
-    group_sum_t *g = malloc(sizeof *g * (size_t)P);
-    int64_t *act = malloc(sizeof *act * 2 * (size_t)S), *live = act ? act + S : NULL;
-    if (!g || !act) {
-        free(g);
-        free(act);
-        return false;
+    const size_t need = sizeof(group_sum_t) * (size_t)P + sizeof(int64_t) * 2 * (size_t)S;
+    if (need > r->scratch_cap) {
+        void *more = realloc(r->scratch, need);
+        if (!more) return false;
+        r->scratch = more;
+        r->scratch_cap = need;
     }
+    group_sum_t *g = r->scratch;
+    int64_t *act = (int64_t *)(g + P), *live = act + S;
     double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0;
     cost_stages(r, i, P, pe, g, act, &sum_fb, &sum_p2p);
     bool ok = true;
@@ -342,8 +346,6 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
             device_eval(p, i, d, k, mem - (r->unowned ? r->unowned[r->rank] * r->opt_bytes : 0), r->rank,
                         &r->worst_over, out);
     }
-    free(g);
-    free(act);
     const ah_pipeline_t *before = i > 0 ? &p->pipelines[i - 1] : NULL;
     double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
     if (!ok || !time_pipeline(pe, pl, P, before ? &out->pipelines[i - 1] : NULL, before, sum_fb, max_fb, sum_p2p) ||
@@ -383,6 +385,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
     free(unowned);
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
+    if (r) free(r->scratch);
     if (st != AH_OK) {
         free(r);
         ah_eval_free(out);
