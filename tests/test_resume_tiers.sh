@@ -55,11 +55,11 @@ peer)
     fresh
     rm -rf "$WORK/ck8/n1"
     run peer --local-root "$WORK/ck8" --resume
-    check peer 'r["files"] == {"local": 6, "peer": 6, "cloud": 0} and r["bytes"]["peer"] > 0 and r["fallbacks"] == 0'
+    check peer 'r["files"] == {"local": 6, "peer": 6, "cloud": 0, "memory": 0} and r["bytes"]["peer"] > 0 and r["fallbacks"] == 0'
     fresh
     corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
     run corrupt --local-root "$WORK/ck8" --resume
-    check corrupt 'r["files"] == {"local": 11, "peer": 1, "cloud": 0} and r["fallbacks"] == 1 and "block-001" in r["last_fallback"]'
+    check corrupt 'r["files"] == {"local": 11, "peer": 1, "cloud": 0, "memory": 0} and r["fallbacks"] == 1 and "block-001" in r["last_fallback"]'
     ;;
 cloud)
     start_moto
@@ -79,7 +79,7 @@ PY
     curl -sf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -X DELETE \
         "$EP/ckpt/run1/step-00000012/manifest-n0.json" || fail "cannot delete the cloud's step 12"
     run cloud --local-root "$WORK/gone" --resume "${CLOUD[@]}"
-    check cloud 'r["files"] == {"local": 0, "peer": 0, "cloud": 12} and r["bytes"]["cloud"] > 0'
+    check cloud 'r["files"] == {"local": 0, "peer": 0, "cloud": 12, "memory": 0} and r["bytes"]["cloud"] > 0'
     # A corrupt copy on n0 and no n1 disk: both ranks take block 1 from the cloud (n0's rank
     # after its local copy fails the checksum, n1's after n0 refuses to send a corrupt copy); the
     # other shards come from n0's disk, locally or over MPI.
@@ -87,7 +87,7 @@ PY
     rm -rf "$WORK/ck8/n1"
     corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
     run mixed --local-root "$WORK/ck8" --resume "${CLOUD[@]}"
-    check mixed 'r["files"] == {"local": 5, "peer": 5, "cloud": 2} and r["fallbacks"] == 2'
+    check mixed 'r["files"] == {"local": 5, "peer": 5, "cloud": 2, "memory": 0} and r["fallbacks"] == 2'
     # An unreachable endpoint: training finishes; the failed upload is reported, not fatal.
     run down --ckpt-every 4 --local-root "$WORK/ck-down" --cloud s3://ckpt/run2 --s3-endpoint http://127.0.0.1:1
     grep -q "cloud upload failed" "$WORK/down.err" || { cat "$WORK/down.err" >&2; fail "no upload failure reported"; }

@@ -58,7 +58,7 @@ for p in pol.values():
         assert abs(b["stop_s"] - b["wait_s"] - b["save_s"]) < 1e-9, b
         total = b["stop_s"] + b["replan_s"] + b["startup_s"] + b["transfer_s"] + b["first_step_s"]
         assert abs(v["seconds"] - total) < 1e-9 * max(1, total), v
-        assert set(v["bytes"]) == {"local", "peer", "cloud"} and set(v["tier_seconds"]) == {"local", "peer", "cloud"}
+        assert set(v["bytes"]) == {"local", "peer", "cloud", "memory"} and set(v["tier_seconds"]) == {"local", "peer", "cloud", "memory"}
     if p["policy"] != "autohet":
         assert all(v["breakdown"]["stop_s"] == 0 for v in rc), p["policy"]
 assert d["options"]["disk_gb_s"] == 8 and d["options"]["grace_s"] == 120

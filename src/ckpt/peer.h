@@ -32,6 +32,12 @@ typedef struct ah_ckpt_peer_tier ah_ckpt_peer_tier_t;
  * (this rank is its node's leader). */
 ah_status_t ah_ckpt_peer_open(const ah_placement_t *pl, int rank, const char *node_root, bool share,
                               ah_ckpt_peer_tier_t **out, ah_error_t *err);
+/* The memory tier (ckpt/replica.h) through the same hooks: replica_root is this node's directory
+ * of replicas (BASE/NODE), read by its leader when share is set. Unlike the peer tier, a copy this
+ * rank's own host holds is used too: read in place, not moved over MPI; another host's is moved
+ * as a peer's (its holder's leader verifies it first). Collective over the world. */
+ah_status_t ah_ckpt_peer_open_memory(const ah_placement_t *pl, int rank, const char *replica_root, bool share,
+                                     ah_ckpt_peer_tier_t **out, ah_error_t *err);
 /* The catalog's hooks; valid until ah_ckpt_peer_close. */
 ah_ckpt_peer_t ah_ckpt_peer_hooks(ah_ckpt_peer_tier_t *p);
 void ah_ckpt_peer_close(ah_ckpt_peer_tier_t *p);

@@ -1,8 +1,10 @@
 /* The recovery tiers' names and the save-at-notice rule (policy.h). */
 #include "ckpt/policy.h"
 
+const ah_ckpt_tier_t AH_TIER_ORDER[AH_TIER_COUNT] = {AH_TIER_LOCAL, AH_TIER_MEMORY, AH_TIER_PEER, AH_TIER_CLOUD};
+
 const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
-    static const char *const N[] = {"local", "peer", "cloud"};
+    static const char *const N[] = {"local", "peer", "cloud", "memory"};
     return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
 }
 

@@ -1,10 +1,13 @@
 /* What the runtime and the simulator decide alike about checkpoints: the recovery tiers, and
  * whether a preemption notice is worth a save. Pure: no MPI, no files, no trainer.
  *
- * Tiers, cheapest first: a copy on this node's disk (local), on another surviving node's disk
- * (peer, moved over the network), in object storage (cloud). The restore catalog
- * (ckpt/restore.h), the agent's metrics (elastic/) and the simulator's per-tier figures (sim/)
- * index their arrays with this enum and print these names.
+ * Tiers, cheapest first: a copy on this node's disk (local), in the host memory of a node that
+ * holds another node's replica (memory: ckpt/replica.h; read in place on its own host, moved over
+ * the network to another), on another surviving node's disk (peer, moved over the network), in
+ * object storage (cloud). The restore catalog (ckpt/restore.h), the agent's metrics (elastic/)
+ * and the simulator's per-tier figures (sim/) index their arrays with this enum and print these
+ * names; AH_TIER_MEMORY came last in the enum (the older indices kept), AH_TIER_ORDER gives the
+ * order a restore tries them in.
  *
  * The save at a notice (the runtime's ckpt_io.c at a step boundary; the simulator at a removal):
  * save when the save, with margin, fits what is left of the grace period,
@@ -18,9 +21,12 @@
 
 #include <stdbool.h>
 
-typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_COUNT } ah_ckpt_tier_t;
+typedef enum { AH_TIER_LOCAL = 0, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_MEMORY, AH_TIER_COUNT } ah_ckpt_tier_t;
 
-const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud"; "?" out of range */
+/* The tiers cheapest first: local, memory, peer, cloud. */
+extern const ah_ckpt_tier_t AH_TIER_ORDER[AH_TIER_COUNT];
+
+const char *ah_ckpt_tier_name(ah_ckpt_tier_t t); /* "local", "peer", "cloud", "memory"; "?" out of range */
 
 typedef struct ah_ckpt_notice {
     double elapsed_s;  /* since the notice, when the save would start */

@@ -56,8 +56,8 @@ static ah_status_t scan_cloud(const ah_ckpt_sources_t *src, ah_ckpt_manifest_t *
 
 ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t **out, ah_error_t *err) {
     *out = NULL;
-    if ((src->peer || src->cloud) && !src->staging_dir)
-        return ah_error_set(err, AH_ERR_USAGE, "restore: a staging directory is needed for peer or cloud copies");
+    if ((src->peer || src->memory || src->cloud) && !src->staging_dir)
+        return ah_error_set(err, AH_ERR_USAGE, "restore: a staging directory is needed for memory, peer or cloud copies");
     ah_ckpt_catalog_t *cat = calloc(1, sizeof *cat);
     if (!cat) return ah_error_set(err, AH_ERR_OOM, "out of memory for the restore catalog");
     cat->src = *src;
@@ -67,6 +67,8 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
         ah_status_t st = AH_OK;
         if (t == AH_TIER_LOCAL && src->local_root) st = ah_ckpt_load_committed(src->local_root, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_PEER && src->peer) st = src->peer->manifests(src->peer->ctx, &cat->m[t], &cat->n[t], &e2);
+        else if (t == AH_TIER_MEMORY && src->memory)
+            st = src->memory->manifests(src->memory->ctx, &cat->m[t], &cat->n[t], &e2);
         else if (t == AH_TIER_CLOUD && src->cloud) st = scan_cloud(src, &cat->m[t], &cat->n[t], &e2);
         else continue;
         configured++;
@@ -74,9 +76,13 @@ ah_status_t ah_ckpt_catalog_open(const ah_ckpt_sources_t *src, ah_ckpt_catalog_t
         else snprintf(cat->note[t], sizeof cat->note[t], "%.500s", e2.msg);
     }
     if (configured == 0 || readable == 0) {
-        ah_error_set(err, AH_ERR_IO, "restore: no checkpoint tier could be read%s%s%s%s%s%s",
-                     cat->note[0][0] ? "; local: " : "", cat->note[0], cat->note[1][0] ? "; peer: " : "",
-                     cat->note[1], cat->note[2][0] ? "; cloud: " : "", cat->note[2]);
+        char notes[4 * 520] = "";
+        for (int t = 0; t < AH_TIER_COUNT; t++)
+            if (cat->note[t][0]) {
+                const size_t l = strlen(notes);
+                snprintf(notes + l, sizeof notes - l, "; %s: %s", ah_ckpt_tier_name(t), cat->note[t]);
+            }
+        ah_error_set(err, AH_ERR_IO, "restore: no checkpoint tier could be read%s", notes);
         ah_ckpt_catalog_free(cat);
         return err->code;
     }
@@ -219,8 +225,9 @@ static ah_status_t from_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, 
     }
     if (ah_ckpt_join(path, AH_CKPT_PATH_MAX, dir, name) < 0)
         return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", dir, name);
-    if (t == AH_TIER_PEER) {
-        if (cat->src.peer->fetch(cat->src.peer->ctx, step, name, path, err) != AH_OK) return err->code;
+    if (t == AH_TIER_PEER || t == AH_TIER_MEMORY) {
+        const ah_ckpt_peer_t *h = t == AH_TIER_PEER ? cat->src.peer : cat->src.memory;
+        if (h->fetch(h->ctx, step, name, path, err) != AH_OK) return err->code;
     } else if (t == AH_TIER_CLOUD) {
         char key[2048];
         if (ah_ckpt_cloud_key(key, sizeof key, &cat->src.cloud_url, step, name) < 0)
@@ -252,11 +259,11 @@ static bool try_tier(const ah_ckpt_catalog_t *cat, int t, int64_t step, const ch
     return false;
 }
 
-/* The peer tier's exchange of the names not done yet (called even when there are none, or when
- * this rank failed: it is collective); *seconds gets its duration. */
-static ah_status_t exchange(const ah_ckpt_catalog_t *cat, int64_t step, const char *const *needed, int n,
-                            const bool *done, ah_status_t st, double *seconds, ah_error_t *err) {
-    const ah_ckpt_peer_t *peer = cat->src.peer;
+/* The exchange of tier peer (the peer or the memory tier) of the names not done yet (called even
+ * when there are none, or when this rank failed: it is collective); *seconds gets its duration. */
+static ah_status_t exchange(const ah_ckpt_catalog_t *cat, const ah_ckpt_peer_t *peer, int64_t step,
+                            const char *const *needed, int n, const bool *done, ah_status_t st, double *seconds,
+                            ah_error_t *err) {
     const char **left = st == AH_OK ? calloc((size_t)n + 1, sizeof *left) : NULL;
     char dir[AH_CKPT_PATH_MAX] = "";
     int n_left = 0;
@@ -293,17 +300,19 @@ ah_status_t ah_ckpt_catalog_fetch(const ah_ckpt_catalog_t *cat, int64_t step, co
     char (*why)[WHY] = calloc((size_t)n + 1, sizeof *why);
     bool *done = calloc((size_t)n + 1, sizeof *done);
     ah_status_t st = why && done ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the restore");
-    double exchange_s = 0;
-    const int peer_files = stats->files[AH_TIER_PEER];
-    /* Tier by tier, cheapest first; a file is taken from the first tier whose copy verifies. */
-    for (int t = 0; t < AH_TIER_COUNT; t++) {
-        if (t == AH_TIER_PEER && cat->src.peer && cat->src.peer->exchange)
-            st = exchange(cat, step, needed, n, done, st, &exchange_s, err);
+    /* Tier by tier, cheapest first; a file is taken from the first tier whose copy verifies. The
+     * time of a tier's exchange counts for it when it brought a file. */
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        const ah_ckpt_tier_t t = AH_TIER_ORDER[i];
+        const ah_ckpt_peer_t *x = t == AH_TIER_PEER ? cat->src.peer : t == AH_TIER_MEMORY ? cat->src.memory : NULL;
+        const int files_before = stats->files[t];
+        double exchange_s = 0;
+        if (x && x->exchange) st = exchange(cat, x, step, needed, n, done, st, &exchange_s, err);
         for (int k = 0; st == AH_OK && k < n; k++)
             if (!done[k] && (done[k] = try_tier(cat, t, step, needed[k], paths[k], why[k], WHY, stats)) && why[k][0])
                 note_repair(stats, needed[k], why[k], t);
+        if (stats->files[t] > files_before) stats->seconds[t] += exchange_s;
     }
-    if (stats->files[AH_TIER_PEER] > peer_files) stats->seconds[AH_TIER_PEER] += exchange_s;
     for (int k = 0; st == AH_OK && k < n; k++)
         if (!done[k])
             st = ah_error_set(err, AH_ERR_INVALID, "step %lld: no tier has an intact copy of %s (%s)", (long long)step,

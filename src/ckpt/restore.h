@@ -1,4 +1,5 @@
-/* Restoring shards from the cheapest tier that has them: local disk, then a peer, then the cloud.
+/* Restoring shards from the cheapest tier that has them: local disk, then a replica in a host's
+ * memory, then a peer's disk, then the cloud.
  *
  * A catalog gathers the committed manifests of every tier once: the node's local root, the peer
  * tier (hooks the caller provides, ckpt/peer.h: surviving nodes' manifests gathered over MPI, and
@@ -6,7 +7,8 @@
  * objects). Then:
  *   ah_ckpt_catalog_newest  the newest step for which every needed shard is listed in some tier,
  *                           with that step's data position, RNG state, ...;
- *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> peer -> cloud,
+ *   ah_ckpt_catalog_fetch   for each needed shard, a verified copy: tried local -> memory -> peer
+ *                           -> cloud (policy.h's AH_TIER_ORDER),
  *                           each copy checked (size, CRC-32C, safetensors structure) against the
  *                           manifest that listed it; a missing, truncated or corrupt copy falls
  *                           back to the next tier. Bytes, seconds and files per tier are recorded;
@@ -43,6 +45,10 @@ typedef struct ah_ckpt_peer {
 typedef struct ah_ckpt_sources {
     const char *local_root;     /* NULL: no local tier */
     const ah_ckpt_peer_t *peer; /* NULL: no peer tier */
+    /* NULL: no memory tier. The in-memory replicas (ckpt/replica.h), with the same hooks as the
+     * peer tier (ckpt/peer.h's ah_ckpt_peer_open_memory): tried after the local disk, before the
+     * peers' disks. */
+    const ah_ckpt_peer_t *memory;
     ah_s3_t *cloud;             /* NULL: no cloud tier (borrowed) */
     ah_s3_url_t cloud_url;
     const char *staging_dir;    /* needed with a peer or cloud tier */
@@ -91,7 +97,8 @@ ah_status_t ah_ckpt_catalog_newest_in(const ah_ckpt_catalog_t *cat, ah_ckpt_tier
  * dropped, and ah_ckpt_catalog_newest then offers the next older one. */
 void ah_ckpt_catalog_drop(ah_ckpt_catalog_t *cat, int64_t step);
 /* paths[i] gets a verified copy of needed[i], tier by tier: every local copy is checked (once),
- * then the peer tier's exchange moves what is left, then peer and cloud copies are checked. With
+ * then the memory tier's exchange moves what is left and those copies are checked, then the peer
+ * tier's likewise, then cloud copies are checked. With
  * an exchange hook this is collective wherever the hook is. stats (may be NULL) accumulates; the
  * exchange's time counts for the peer tier when it brought a file. AH_ERR_INVALID, and only then,
  * when a needed file has no intact copy in any tier (the step is damaged: the error names the file

@@ -1,5 +1,6 @@
 /* autohet ckpt ls|verify|export: what checkpoints exist in which tier, whether their bytes are
  * intact, and a committed step as a Hugging Face model (GPT-2 or LLaMA). */
+#include <dirent.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,14 @@
 #include "ckpt/cloud.h"
 #include "ckpt/crc32c.h"
 #include "ckpt/export_hf.h"
+#include "ckpt/replica.h"
 #include "ckpt/s3.h"
 #include "cli/cli.h"
 #include "core/fs.h"
 #include "core/str.h"
 
 typedef struct {
-    const char *local_root, *cloud, *endpoint, *out;
+    const char *local_root, *cloud, *endpoint, *out, *replica_root;
     int64_t step;
     bool json;
 } opts_t;
@@ -111,9 +113,40 @@ static void work_dir_hint(const char *verb, const char *root) {
                 verb, root, sub);
 }
 
+/* The memory tier (ckpt/replica.h): a row per step of each BASE/HOLDER/from-SOURCE/ root, tier
+ * "memory:HOLDER<-SOURCE". A base that does not exist lists nothing. */
+static void ls_memory(const char *base, json_t *rows) {
+    DIR *d = opendir(base);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char holder[AH_CKPT_PATH_MAX];
+        if (!ah_ckpt_name_ok(e->d_name) || ah_replica_holder_root(holder, sizeof holder, base, e->d_name) < 0) continue;
+        DIR *h = opendir(holder);
+        const size_t pre = strlen(AH_REPLICA_SOURCE_PREFIX);
+        for (struct dirent *f; h && (f = readdir(h));) {
+            char root[AH_CKPT_PATH_MAX], tier[300];
+            ah_ckpt_step_info_t *s;
+            int n;
+            ah_error_t err;
+            if (strncmp(f->d_name, AH_REPLICA_SOURCE_PREFIX, pre) != 0 ||
+                ah_replica_source_root(root, sizeof root, holder, f->d_name + pre) < 0 ||
+                ah_ckpt_list(root, &s, &n, &err) != AH_OK)
+                continue;
+            snprintf(tier, sizeof tier, "memory:%.100s<-%.100s", e->d_name, f->d_name + pre);
+            for (int i = 0; i < n; i++) add_row(rows, tier, &s[i]);
+            free(s);
+        }
+        if (h) closedir(h);
+    }
+    if (d) closedir(d);
+}
+
 static int cmd_ls(const opts_t *o) {
     ah_error_t err;
     json_t *rows = json_array();
+    char base[AH_CKPT_PATH_MAX]; /* the memory tier: --replica-root, or the default of --local-root */
+    if (o->replica_root) snprintf(base, sizeof base, "%s", o->replica_root);
+    else if (!o->local_root || ah_replica_default_base(base, sizeof base, o->local_root) < 0) base[0] = '\0';
+    if (base[0]) ls_memory(base, rows);
     if (o->local_root && each_local_root(o, ls_visit, rows, &err) != AH_OK) {
         json_decref(rows);
         return ah_cli_fail("ckpt ls", &err);
@@ -279,8 +312,8 @@ int ah_cli_ckpt(int argc, char **argv) {
     /* each subcommand's --help shows its own usage line, job and flags */
     enum { LS = 1, VERIFY = 2, EXPORT = 4 };
     static const struct { const char *name, *synopsis, *about; unsigned bit; } SUBS[] = {
-        {"ls", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--json]",
-         "List checkpoint steps per tier: committed or not, files, bytes.", LS},
+        {"ls", "[--local-root DIR] [--replica-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--json]",
+         "List checkpoint steps per tier (local, memory, cloud): committed or not, files, bytes.", LS},
         {"verify", "[--local-root DIR] [--cloud s3://BUCKET/PREFIX [--s3-endpoint URL]] [--step N]",
          "Check every file of committed steps against its manifest (size, CRC-32C).", VERIFY},
         {"export", "--local-root DIR -o OUT_DIR [--step N]",
@@ -320,6 +353,9 @@ int ah_cli_ckpt(int argc, char **argv) {
          VERIFY | EXPORT, NULL},
         {{"-o", AH_FLAG_STR, &o.out, "OUT_DIR", "write model.safetensors and config.json here", false}, EXPORT, NULL},
         {{"--json", AH_FLAG_BOOL, &o.json, NULL, "JSON output", false}, LS, NULL},
+        {{"--replica-root", AH_FLAG_STR, &o.replica_root, "DIR", "the in-memory replicas' base, as autohet train "
+          "--replica-root (default: the one train derives from --local-root); rows memory:HOLDER<-SOURCE", false},
+         LS, NULL},
     };
     const int n_all = (int)(sizeof all / sizeof all[0]);
     ah_flag_t every[sizeof all / sizeof all[0]], own[sizeof all / sizeof all[0]];
@@ -347,7 +383,7 @@ int ah_cli_ckpt(int argc, char **argv) {
             return 2;
         }
     const bool export = SUBS[sub].bit == EXPORT;
-    if (export ? !o.local_root || !o.out : !o.local_root && !o.cloud) {
+    if (export ? !o.local_root || !o.out : !o.local_root && !o.cloud && !o.replica_root) {
         fprintf(stderr, "autohet %s: give %s\n", verb,
                 export ? "--local-root DIR and -o OUT_DIR" : "--local-root DIR and/or --cloud s3://BUCKET/PREFIX");
         return 2;

@@ -103,10 +103,11 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                (long long)v->resumed_at, v->total_s, v->stop_s, v->replan_s, v->startup_s, v->transfer_s,
                v->first_step_s);
         printf("  state by tier:");
-        for (int t = 0; t < AH_TIER_COUNT; t++) {
-            printf(" %s ", ah_ckpt_tier_name((ah_ckpt_tier_t)t));
+        for (int i = 0; i < AH_TIER_COUNT; i++) { /* cheapest first: local, memory, peer, cloud */
+            const ah_ckpt_tier_t t = AH_TIER_ORDER[i];
+            printf(" %s ", ah_ckpt_tier_name(t));
             print_bytes(v->bytes[t]);
-            printf(" (%d files, %.3f s)%s", v->files[t], v->tier_s[t], t + 1 < AH_TIER_COUNT ? "," : "\n");
+            printf(" (%d files, %.3f s)%s", v->files[t], v->tier_s[t], i + 1 < AH_TIER_COUNT ? "," : "\n");
         }
         if (isfinite(v->loss_last_before))
             printf("  loss: step %lld was %.6f before the stop; step %lld after it is %.6f\n",
@@ -299,22 +300,24 @@ static ah_status_t check_trainer_files(const ah_agent_opts_t *o, const char *ini
  * o keeps pointing at them. */
 static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_flags, const ah_train_opts_t *t,
                                const char *cloud, const char *endpoint, const char *init_from, const char *val_data,
-                               const int64_t counts[4]) {
-    static char num[9][32];
+                               const int64_t counts[4], double replica_gb, const char *replica_root) {
+    static char num[10][32];
     snprintf(num[0], sizeof num[0], "%.17g", t->lr);
     snprintf(num[1], sizeof num[1], "%lld", (long long)t->warmup);
     snprintf(num[2], sizeof num[2], "%.17g", t->weight_decay);
     snprintf(num[3], sizeof num[3], "%.17g", t->grad_clip);
     snprintf(num[4], sizeof num[4], "%lld", (long long)(int64_t)t->seed);
     for (int i = 0; i < 4; i++) snprintf(num[5 + i], sizeof num[5 + i], "%lld", (long long)counts[i]);
-    static const char *pass[32];
+    snprintf(num[9], sizeof num[9], "%.17g", replica_gb);
+    static const char *pass[40];
     int np = 0;
     /* --init-from goes to every launch: with the agent's --resume, a relaunch that finds a
      * checkpoint takes it, and only a launch before the first one starts from the directory. */
     const char *names[] = {"--lr", "--warmup", "--weight-decay", "--grad-clip", "--seed", "--cloud", "--s3-endpoint",
-                           "--init-from", "--val-data", "--val-every", "--val-batches", "--skip-nonfinite", "--keep"};
+                           "--init-from", "--val-data", "--val-every", "--val-batches", "--skip-nonfinite", "--keep",
+                           "--replica-memory-gb", "--replica-root"};
     const char *vals[] = {num[0], num[1], num[2], num[3], num[4], cloud, endpoint, init_from, val_data, num[5], num[6],
-                          num[7], num[8]};
+                          num[7], num[8], num[9], replica_root};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (ah_cli_flag_seen(flags, n_flags, names[i])) {
             pass[np++] = names[i];
@@ -362,6 +365,8 @@ int ah_cli_run(int argc, char **argv) {
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
     bool reschedule = false; /* --reschedule: passed on as given (pass_trainer_flags) */
     bool ckpt_sync = false;  /* --ckpt-sync: passed on as given (pass_trainer_flags) */
+    double replica_gb = 0;   /* --replica-memory-gb, --replica-root: passed on as given */
+    const char *replica_root = NULL;
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
     ah_train_opts_t t;
     ah_train_opts_default(&t);
@@ -413,6 +418,10 @@ int ah_cli_run(int argc, char **argv) {
          "--warmup or --lr, changing its cosine learning-rate schedule from there (without it, refused)", false},
         ah_cli_shared_flag_as("--ckpt-sync", &ckpt_sync, "trainer: write each checkpoint before the next step starts "
                               "(default: asynchronous, a host-memory snapshot written in the background)"),
+        ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb, "trainer: in-memory peer replicas of each committed "
+                              "step, at most G GB per host (default 0: off; docs/checkpoints.md)"),
+        ah_cli_shared_flag_as("--replica-root", &replica_root, "trainer: each host keeps its replicas in DIR/NODE/ "
+                              "(default /dev/shm/autohet/<key of the checkpoint root>)"),
         {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
         {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
@@ -477,7 +486,7 @@ int ah_cli_run(int argc, char **argv) {
                                    .seed = (uint64_t)seed};
     if ((rc = check_launch(&o, flags, n_flags, val_data, init_from)) != 0) return rc;
     if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts);
+    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts, replica_gb, replica_root);
     if ((rc = pass_cloud_flags(&o, flags, n_flags, cloud, patience)) != 0) return rc;
     ah_profile_t *profile = NULL;
     if ((rc = resolve_planning(&o, auto_precision, profile_path, &profile)) != 0) return rc;

@@ -50,6 +50,8 @@ typedef struct {
     bool cloud_patience_given, start_over;
     bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
     bool ckpt_sync;  /* --ckpt-sync: saves block the step (ckpt_io.h) */
+    double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
+    const char *replica_root;
 } args_t;
 
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
@@ -93,6 +95,12 @@ static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
     if (a->keep_given && !a->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--keep %lld needs --local-root DIR, whose checkpoints it keeps",
                             (long long)a->keep);
+    if ((a->replica_gb > 0 || a->replica_root) && !a->local_root)
+        return ah_error_set(err, AH_ERR_USAGE, "--replica-memory-gb and --replica-root need --local-root DIR: the "
+                            "replicas are of its checkpoints");
+    if (a->replica_root && !(a->replica_gb > 0))
+        return ah_error_set(err, AH_ERR_USAGE, "--replica-root needs --replica-memory-gb G (> 0): without it there "
+                            "are no replicas");
     if (a->reschedule && !a->resume)
         return ah_error_set(err, AH_ERR_USAGE, "--reschedule needs --resume: it lets a resume change the schedule");
     return AH_OK;
@@ -201,7 +209,8 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
                              .cloud_only = a->cloud_only, .resume = a->resume, .keep = (int)a->keep,
                              .reschedule = a->reschedule,
                              .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
-                             .start_over_if_unreadable = a->start_over, .sync = a->ckpt_sync};
+                             .start_over_if_unreadable = a->start_over, .sync = a->ckpt_sync,
+                             .replica_memory_gb = a->replica_gb, .replica_root = a->replica_root};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
     if (s == AH_OK && a->resume) {
@@ -400,6 +409,8 @@ int ah_cli_train(int argc, char **argv) {
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         ah_cli_shared_flag("--ckpt-sync", &a.ckpt_sync),
+        ah_cli_shared_flag("--replica-memory-gb", &a.replica_gb),
+        ah_cli_shared_flag("--replica-root", &a.replica_root),
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps kept on each node's "
          "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
         {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},

@@ -225,6 +225,14 @@ static const ah_flag_t SHARED[] = {
      "write each checkpoint before the next step starts (default: asynchronous: each rank copies its state into "
      "host memory and a background thread writes it while training goes on; a checkpoint due before the last "
      "one is written waits for it; docs/checkpoints.md)", false},
+    {"--replica-memory-gb", AH_FLAG_NUM_IN(0, 1e6), NULL, "G",
+     "in-memory peer replicas: each committed step's pieces also held in the host memory (a tmpfs) of another "
+     "node, another zone's when there is one, at most G GB (1e9 bytes) per host; what does not fit stays on the "
+     "disks, said in the checkpoint event; a host lost without notice is restored from them before the disks "
+     "(default 0: off; docs/checkpoints.md)", false},
+    {"--replica-root", AH_FLAG_STR, NULL, "DIR",
+     "where each host keeps the replicas: DIR/NODE/ (default /dev/shm/autohet/<key of --local-root>; a tmpfs, so "
+     "that they outlive the job's processes)", false},
 };
 
 ah_flag_t ah_cli_shared_flag_as(const char *name, void *target, const char *help) {

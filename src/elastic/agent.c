@@ -157,9 +157,10 @@ static void finish_recovery(agent_t *a, double step_s) {
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
     ah_recovery_close(r, since_start(a), step_s, a->trainer_recover);
     say(a, "recovered from step %lld in %.2f s (stop %.2f + re-plan %.3f + start-up %.2f + transfer %.3f + first "
-        "step %.3f); bytes local %llu, peer %llu, cloud %llu",
+        "step %.3f); bytes local %llu, memory %llu, peer %llu, cloud %llu",
         (long long)r->resumed_at, r->total_s, r->stop_s, r->replan_s, r->startup_s, r->transfer_s, r->first_step_s,
-        (unsigned long long)r->bytes[AH_TIER_LOCAL], (unsigned long long)r->bytes[AH_TIER_PEER],
+        (unsigned long long)r->bytes[AH_TIER_LOCAL], (unsigned long long)r->bytes[AH_TIER_MEMORY],
+        (unsigned long long)r->bytes[AH_TIER_PEER],
         (unsigned long long)r->bytes[AH_TIER_CLOUD]);
     emit(a, ah_recovery_event(r));
     a->pending = -1;

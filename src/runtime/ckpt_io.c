@@ -117,6 +117,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
         goto agree;
     }
     if (o->local_root && (st = check_node_root(s, node_name, err)) != AH_OK) goto agree;
+    if (o->local_root && (st = ah_ckpt_replica_open(s, err)) != AH_OK) goto agree;
     plan_hash(tr->plan, s->plan_hash, sizeof s->plan_hash);
     if ((st = ah_preempt_install(err)) != AH_OK) goto agree;
     if (o->run_dir) {
@@ -355,6 +356,10 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         if (!ok) ah_ckpt_rollback(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
     }
     if (ok) s->last_saved = step;
+    /* in-memory peer replicas (ckpt_replica.c): before the event, so the grace period covers them */
+    ah_ckpt_replica_stats_t rep = {0};
+    ah_status_t rps = ok && s->replica_budget > 0 ? ah_ckpt_replicate(s, step, &rep, err) : AH_OK;
+    if (rps != AH_OK) return rps;
     if (ok && s->up) {
         /* A node holds at most every group at every TP index. */
         const int cap = ((int)tr->plan->model.n_layer + 2) * tr->plan->tp;
@@ -402,6 +407,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
             json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
         }
         if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
+        if (*event && ok && s->replica_budget > 0) ah_ckpt_replica_event(&rep, *event);
         if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
         /* a resume cannot check the shard list then (docs/runtime.md) */
         if (*event && !data_kept) json_object_set_new(*event, "data_kept", json_false());
@@ -538,6 +544,7 @@ void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *bu
 }
 
 ah_status_t ah_ckpt_session_final(const ah_ckpt_session_t *s, int64_t done, ah_error_t *err) {
+    if (s && s->last_saved >= done) ah_ckpt_replica_release(s); /* the run's end is on the disks */
     if (!s || !s->o.local_root || s->o.every <= 0 || s->last_saved >= done) return AH_OK;
     char where[600];
     ah_ckpt_session_describe(s, done, where, sizeof where);

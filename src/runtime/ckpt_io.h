@@ -87,6 +87,13 @@ typedef struct ah_ckpt_opts {
      * writes them while training goes on; the step commits at a later step boundary once every rank
      * wrote its part (docs/checkpoints.md "Asynchronous checkpoints"). */
     bool sync;
+    /* --replica-memory-gb G: each committed step's pieces are also held in the host memory of
+     * another node (ckpt/replica.h), at most G x 1e9 bytes per host; what does not fit stays on
+     * the disks (the checkpoint event says so). 0: off. A resume reads the memory tier only when
+     * on. replica_root (--replica-root; NULL: /dev/shm/autohet/<key of local_root>) is the base:
+     * node X keeps its replicas in BASE/X/, a tmpfs on its own host. */
+    double replica_memory_gb;
+    const char *replica_root;
 } ah_ckpt_opts_t;
 
 #define AH_CKPT_CLOUD_TIMEOUT_DEFAULT 30
@@ -127,7 +134,8 @@ double ah_ckpt_session_wait_s(const ah_ckpt_session_t *s);
 /* One line (no newline) for the end of a run that trained `done` steps: the newest step a resume
  * restores (committed on every node, or restored) and how many steps it would redo. */
 void ah_ckpt_session_describe(const ah_ckpt_session_t *s, int64_t done, char *buf, size_t cap);
-/* After the loop ended at `done` steps without a notice: AH_ERR_IO when a save of that step was due
+/* After the loop ended at `done` steps without a notice (with in-memory replicas, a run whose last
+ * step is committed frees them here: nothing is left to restore): AH_ERR_IO when a save of that step was due
  * (--ckpt-every saves the last step) and did not commit on every node, naming the save's error, the
  * newest restorable step and the steps a resume redoes; else AH_OK. The same on every rank (the
  * save's outcome is agreed). NULL is fine. */

@@ -147,13 +147,14 @@ static void wanted_free(wanted_t *w) {
     free(w->paths);
 }
 
-/* The catalog of every tier: this node's disk, the peers, the cloud. Not collective (the peer tier
- * is open). */
-static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const char *staging, ah_s3_t **s3,
-                                ah_ckpt_catalog_t **cat, ah_error_t *err) {
+/* The catalog of every tier: this node's disk, the hosts' memory (NULL: replicas off), the peers,
+ * the cloud. Not collective (the peer and memory tiers are open). */
+static ah_status_t open_catalog(ah_ckpt_session_t *s, const ah_ckpt_peer_t *peer, const ah_ckpt_peer_t *memory,
+                                const char *staging, ah_s3_t **s3, ah_ckpt_catalog_t **cat, ah_error_t *err) {
     ah_status_t st = s->cloud ? ah_s3_open(&s->s3cfg, s3, err) : AH_OK;
     if (st != AH_OK) return st;
-    ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .cloud = *s3, .staging_dir = staging};
+    ah_ckpt_sources_t src = {.local_root = s->node_root, .peer = peer, .memory = memory, .cloud = *s3,
+                             .staging_dir = staging};
     src.cloud_url = s->url;
     ah_ckpt_cloud_sources(s, &src); /* its listing retried, each retry said */
     return ah_ckpt_catalog_open(&src, cat, err);
@@ -377,16 +378,17 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
                                  bool found, int64_t step, int T, const ah_ckpt_meta_t *meta, const char *why,
                                  json_t *skipped, json_t **event, ah_error_t *err) {
     const ah_trainer_t *tr = s->tr;
-    double sums[7];
-    int64_t maxes[4] = {(int64_t)((ah_now_s() - t0) * 1e6)};
-    for (int i = 0; i < AH_TIER_COUNT; i++) {
+    enum { NT = AH_TIER_COUNT };
+    double sums[2 * NT + 1];
+    int64_t maxes[1 + NT] = {(int64_t)((ah_now_s() - t0) * 1e6)};
+    for (int i = 0; i < NT; i++) {
         sums[i] = (double)stats->bytes[i];
-        sums[3 + i] = stats->files[i];
+        sums[NT + i] = stats->files[i];
         maxes[1 + i] = (int64_t)(stats->seconds[i] * 1e6);
     }
-    sums[6] = stats->fallbacks;
-    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 7, err);
-    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 4, err);
+    sums[2 * NT] = stats->fallbacks;
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 2 * NT + 1, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), maxes, 1 + NT, err);
     /* every rank's files another tier replaced, for rank 0's event and console line */
     const int world = ah_comm_size(ah_comm_world());
     size_t *lens = st == AH_OK ? calloc((size_t)world, sizeof *lens) : NULL;
@@ -406,15 +408,15 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     *event = json_pack("{s:s, s:I, s:b, s:f}", AH_PROTO_EVENT, AH_PROTO_EV_RECOVER, AH_PROTO_STEP, (json_int_t)(found ? step : 0), "found",
                        found, AH_PROTO_RECOVER_SECONDS, (double)maxes[0] * 1e-6);
     json_t *b = json_object(), *f = json_object(), *sec = json_object();
-    for (int i = 0; i < AH_TIER_COUNT; i++) {
+    for (int i = 0; i < NT; i++) {
         json_object_set_new(b, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[i]));
-        json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[3 + i]));
+        json_object_set_new(f, ah_ckpt_tier_name(i), json_integer((json_int_t)sums[NT + i]));
         json_object_set_new(sec, ah_ckpt_tier_name(i), json_real((double)maxes[1 + i] * 1e-6));
     }
     json_object_set_new(*event, AH_PROTO_RECOVER_BYTES, b);
     json_object_set_new(*event, AH_PROTO_RECOVER_FILES, f);
     json_object_set_new(*event, AH_PROTO_RECOVER_TIER_SECONDS, sec);
-    json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[6]));
+    json_object_set_new(*event, "fallbacks", json_integer((json_int_t)sums[2 * NT]));
     if (found) {
         json_object_set_new(*event, "tp_from", json_integer(T));
         json_object_set_new(*event, "tp_to", json_integer(tr->plan->tp));
@@ -437,7 +439,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
     *start = 0;
     *found = false;
     if (event) *event = NULL;
-    ah_ckpt_peer_tier_t *peers = NULL;
+    ah_ckpt_peer_tier_t *peers = NULL, *mem = NULL;
     ah_s3_t *s3 = NULL;
     ah_ckpt_catalog_t *cat = NULL;
     char staging[AH_CKPT_PATH_MAX], why[AH_ERROR_MSG_MAX] = "", damaged[AH_ERROR_MSG_MAX] = "";
@@ -457,9 +459,14 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         snprintf(staging, sizeof staging, "%s/restore-r%d", s->node_root, tr->rank);
         if ((st = ah_ckpt_peer_open(&s->place, tr->rank, s->node_root, s->node_rank == 0, &peers, err)) != AH_OK)
             goto done;
+        /* the memory tier, with replicas on (its manifests shared as the peers') */
+        if (s->replica_budget > 0 &&
+            (st = ah_ckpt_peer_open_memory(&s->place, tr->rank, s->replica_root, s->node_rank == 0, &mem, err)) != AH_OK)
+            goto done;
         /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
-        const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers);
-        if ((st = ah_comm_agree(ah_comm_world(), open_catalog(s, &hooks, staging, &s3, &cat, err), err)) != AH_OK)
+        const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers), mhooks = mem ? ah_ckpt_peer_hooks(mem) : hooks;
+        if ((st = ah_comm_agree(ah_comm_world(), open_catalog(s, &hooks, mem ? &mhooks : NULL, staging, &s3, &cat, err),
+                                err)) != AH_OK)
             goto done;
         ah_ckpt_cloud_agree_listed(s, cat, unread, sizeof unread); /* a cloud some rank could not list: out */
         /* The newest step every tier together restores: a step with a file no tier has intact is
@@ -511,5 +518,6 @@ done:
     ah_ckpt_catalog_free(cat);
     ah_s3_close(s3);
     ah_ckpt_peer_close(peers);
+    ah_ckpt_peer_close(mem);
     return st;
 }

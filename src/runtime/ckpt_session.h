@@ -42,6 +42,10 @@ struct ah_ckpt_session {
     int64_t pending;         /* step whose snapshot is being written, not committed; -1 none */
     double pending_snapshot_s; /* its copy into snap_buf */
     double wait_s;           /* the loop's waits for snapshots, in total */
+    /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
+     * the replica base and this node's directory under it. */
+    uint64_t replica_budget;
+    char replica_base[AH_CKPT_PATH_MAX], replica_root[AH_CKPT_PATH_MAX];
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
     float *view_dev[3], *view_host[3], *view_moments[2];
 };
@@ -78,6 +82,30 @@ ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *event
 /* Collective: with a snapshot in flight, commits it when every rank wrote it, or, with must, waits for
  * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL). */
 ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err);
+
+/* ---- in-memory peer replicas (ckpt_replica.c) --------------------------------------------- */
+
+/* What a replication did, summed over the job (the same on every rank). */
+typedef struct {
+    uint64_t bytes;        /* copied into holders' memory */
+    uint64_t left_bytes;   /* did not fit a holder's --replica-memory-gb: on the disks only */
+    int files, left_files; /* the same in files */
+    double seconds;        /* the slowest rank's */
+    char error[512];       /* a transfer or write that failed ("" none); the step stays on the disks */
+} ah_ckpt_replica_stats_t;
+
+/* Collective, after step committed on every node (replicas on): each node's leader sends the files
+ * of its step to its partner's leader (replica.h), which holds them in its replica root; older
+ * steps there removed first. Errors are communication failures; a write that fails is in rs. */
+ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replica_stats_t *rs, ah_error_t *err);
+/* Opens the replica side of a session (not collective): base and root from the options; a run
+ * that does not resume clears this node's replicas of an earlier run. */
+ah_status_t ah_ckpt_replica_open(ah_ckpt_session_t *s, ah_error_t *err);
+/* Rank 0: "memory" figures of a checkpoint event into ev (bytes.memory, "memory_left_bytes", ...). */
+void ah_ckpt_replica_event(const ah_ckpt_replica_stats_t *rs, json_t *ev);
+/* At the end of a run that finished its steps: the node leader frees its replicas (nothing to
+ * restore any more). */
+void ah_ckpt_replica_release(const ah_ckpt_session_t *s);
 
 /* ---- the cloud's side (ckpt_cloud.c) ------------------------------------------------------- */
 

@@ -1,0 +1,236 @@
+/* The checkpoint session's in-memory peer replicas (ckpt_session.h; layout and rules: ckpt/replica.h).
+ *
+ * After a step committed on every node (ah_ckpt_commit_step), each node's leader sends the files of
+ * its step, as its manifest lists them, to its partner's leader over MPI; the partner writes them
+ * into its replica root (a tmpfs: they outlive the job's processes, not the host) and commits a
+ * manifest listing what it received, last. Collective; the transfers walk one global order
+ * (source node, then file), so the blocking pairs cannot deadlock (comm/transfer.h). What does not
+ * fit a holder's budget is left to the disks and counted; a failed write on a holder leaves that
+ * file out of its manifest (the step is on the disks anyway) and is reported, not fatal.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/afile.h"
+#include "ckpt/replica.h"
+#include "comm/transfer.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/timing.h"
+#include "runtime/ckpt_session.h"
+
+enum { TAG_REPLICA = 7200 };
+
+ah_status_t ah_ckpt_replica_open(ah_ckpt_session_t *s, ah_error_t *err) {
+    if (s->o.replica_memory_gb <= 0) return AH_OK;
+    s->replica_budget = (uint64_t)(s->o.replica_memory_gb * 1e9);
+    const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
+    if (s->o.replica_root) snprintf(s->replica_base, sizeof s->replica_base, "%s", s->o.replica_root);
+    else if (ah_replica_default_base(s->replica_base, sizeof s->replica_base, s->o.local_root) < 0)
+        return ah_error_set(err, AH_ERR_USAGE, "--local-root %.200s...: path too long", s->o.local_root);
+    if (ah_replica_holder_root(s->replica_root, sizeof s->replica_root, s->replica_base, node) < 0)
+        return ah_error_set(err, AH_ERR_USAGE, "--replica-root %.200s...: path too long", s->replica_base);
+    if (s->node_rank != 0) return AH_OK;
+    /* a run from step 0 owns its replica root: an earlier run's replicas there are not its steps */
+    if (!s->o.resume) ah_fs_rm_tree(s->replica_root, NULL);
+    ah_status_t st = ah_fs_mkdirs(s->replica_root, err);
+    if (st != AH_OK) ah_error_prefix(err, "--replica-root: node %s's replica directory", node);
+    return st;
+}
+
+void ah_ckpt_replica_release(const ah_ckpt_session_t *s) {
+    if (!s || s->replica_budget == 0 || s->node_rank != 0) return;
+    ah_fs_rm_tree(s->replica_root, NULL);
+}
+
+/* Every node's manifest of step, as its leader read it from its disk (have[nd] false: none). */
+static ah_status_t gather_manifests(const ah_ckpt_session_t *s, int64_t step, ah_ckpt_manifest_t *ms, bool *have,
+                                    ah_error_t *err) {
+    const ah_placement_t *pl = &s->place;
+    char *mine = NULL;
+    ah_ckpt_manifest_t m;
+    ah_error_t e2;
+    if (s->node_rank == 0 && ah_ckpt_load(s->node_root, step, &m, &e2) == AH_OK) {
+        json_t *doc = ah_ckpt_manifest_to_json(&m);
+        mine = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        ah_ckpt_manifest_free(&m);
+    }
+    size_t *lens = malloc((size_t)pl->n_ranks * sizeof *lens);
+    char *all = NULL;
+    ah_status_t st = lens ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' manifests");
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    if (st == AH_OK) st = ah_comm_allgather_bytes(ah_comm_world(), mine ? mine : "", mine ? strlen(mine) : 0, &all, lens, err);
+    size_t off = 0;
+    for (int r = 0; st == AH_OK && r < pl->n_ranks; off += lens[r], r++) {
+        const int nd = pl->ranks[r].node;
+        json_t *doc;
+        if (lens[r] == 0 || pl->node_leader[nd] != r) continue;
+        if (ah_json_load_string(all + off, lens[r], "a replicated manifest", &doc, &e2) != AH_OK) continue;
+        have[nd] = ah_ckpt_manifest_from_json(doc, "a replicated manifest", &ms[nd], &e2) == AH_OK;
+        json_decref(doc);
+    }
+    free(all);
+    free(lens);
+    free(mine);
+    return st;
+}
+
+static ah_status_t afile_sink(void *ctx, const void *data, size_t n, ah_error_t *err) {
+    return ah_afile_write(ctx, data, n, err);
+}
+
+/* The holder's side of one file: received into dir, *ok whether it landed. */
+static ah_status_t receive_file(const char *dir, const char *name, int from, bool *ok, char *why, size_t cap,
+                                ah_error_t *err) {
+    char path[AH_CKPT_PATH_MAX];
+    ah_afile_t af;
+    ah_error_t e2;
+    *ok = false;
+    ah_status_t st = ah_ckpt_join(path, sizeof path, dir, name) < 0 ? ah_error_set(&e2, AH_ERR_IO, "%s: path too long", dir)
+                                                                      : ah_afile_open(&af, path, &e2);
+    if (st != AH_OK) { /* the sender is committed to this transfer: drain it */
+        if (!why[0]) snprintf(why, cap, "%.500s", e2.msg);
+        st = ah_comm_recv_file(ah_comm_world(), from, TAG_REPLICA, NULL, NULL, NULL, &e2);
+        return st == AH_ERR_COMM ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
+    }
+    st = ah_comm_recv_file(ah_comm_world(), from, TAG_REPLICA, afile_sink, &af, NULL, &e2);
+    if (st == AH_OK) st = ah_afile_commit(&af, false, &e2);
+    else ah_afile_abort(&af);
+    *ok = st == AH_OK;
+    if (!*ok && !why[0]) snprintf(why, cap, "%.500s", e2.msg);
+    return st == AH_ERR_COMM ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
+}
+
+/* Source node y's files that fit, from its leader to its partner's (this rank takes its part). */
+static ah_status_t replicate_node(ah_ckpt_session_t *s, int64_t step, int y, int holder, const ah_ckpt_manifest_t *m,
+                                  const bool *fits, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+    const ah_placement_t *pl = &s->place;
+    const int me = s->tr->rank, from = pl->node_leader[y], to = pl->node_leader[holder];
+    if (me != from && me != to) return AH_OK;
+    char src_dir[AH_CKPT_PATH_MAX], root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    const char *source = s->tr->plan->cluster.nodes[y].name;
+    ah_ckpt_step_dir(src_dir, sizeof src_dir, s->node_root, step);
+    ah_replica_source_root(root, sizeof root, s->replica_root, source);
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    ah_ckpt_manifest_t held = {.meta = m->meta, .files = calloc((size_t)m->n_files + 1, sizeof *held.files)};
+    ah_error_t e2;
+    ah_status_t st = held.files ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for a replica's manifest");
+    if (me == to) ah_ckpt_remove_step(root, step, &e2); /* a replica of it an earlier attempt left */
+    bool dir_ok = me == to && st == AH_OK && ah_fs_mkdirs(dir, &e2) == AH_OK;
+    if (me == to && st == AH_OK && !dir_ok && !rs->error[0]) snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
+    for (int i = 0; i < m->n_files; i++) {
+        if (!fits[i]) continue;
+        if (me == from) { /* a file it cannot read is refused to the holder, which leaves it out */
+            st = ah_ckpt_join(path, sizeof path, src_dir, m->files[i].name) < 0
+                     ? ah_comm_send_refusal(ah_comm_world(), to, TAG_REPLICA, "path too long", &e2)
+                     : ah_comm_send_file(ah_comm_world(), path, to, TAG_REPLICA, NULL, &e2);
+            if (st == AH_ERR_COMM) return ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
+            st = AH_OK;
+            continue;
+        }
+        bool ok = false;
+        if ((st = receive_file(dir_ok ? dir : "/nonexistent-replica-dir", m->files[i].name, from, &ok, rs->error,
+                               sizeof rs->error, err)) != AH_OK)
+            break;
+        if (ok) {
+            held.files[held.n_files++] = m->files[i];
+            rs->bytes += m->files[i].bytes;
+            rs->files++;
+        }
+    }
+    /* the holder's manifest last: the replica counts only once every file it lists is there */
+    if (st == AH_OK && me == to && held.n_files > 0 && ah_ckpt_join(path, sizeof path, dir, "manifest.json") >= 0 &&
+        ah_ckpt_manifest_save(&held, path, &e2) != AH_OK && !rs->error[0])
+        snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
+    free(held.files);
+    return st;
+}
+
+/* What fits each holder, the same on every rank; the left-over is counted on rank 0. */
+static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have,
+                            const int *partner, bool **fits, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+    const int nn = s->place.n_nodes;
+    int *nf = calloc((size_t)nn, sizeof *nf);
+    uint64_t **sizes = calloc((size_t)nn, sizeof *sizes), *held = calloc((size_t)nn, sizeof *held);
+    ah_status_t st = nf && sizes && held ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
+    for (int y = 0; st == AH_OK && y < nn; y++) {
+        nf[y] = have[y] ? ms[y].n_files : 0;
+        sizes[y] = calloc((size_t)nf[y] + 1, sizeof **sizes);
+        fits[y] = calloc((size_t)nf[y] + 1, sizeof **fits);
+        if (!sizes[y] || !fits[y]) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
+        for (int i = 0; st == AH_OK && i < nf[y]; i++) sizes[y][i] = ms[y].files[i].bytes;
+    }
+    if (st == AH_OK) ah_replica_fit(nn, partner, nf, sizes, s->replica_budget, nn, fits, held);
+    for (int y = 0; st == AH_OK && s->tr->rank == 0 && y < nn; y++)
+        for (int i = 0; partner[y] >= 0 && i < nf[y]; i++)
+            if (!fits[y][i]) {
+                rs->left_bytes += sizes[y][i];
+                rs->left_files++;
+            }
+    for (int y = 0; sizes && y < nn; y++) free(sizes[y]);
+    free(sizes);
+    free(held);
+    free(nf);
+    return st;
+}
+
+ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+    memset(rs, 0, sizeof *rs);
+    const double t0 = ah_now_s();
+    const int nn = s->place.n_nodes;
+    ah_ckpt_manifest_t *ms = calloc((size_t)nn, sizeof *ms);
+    bool *have = calloc((size_t)nn, sizeof *have), **fits = calloc((size_t)nn, sizeof *fits);
+    int *partner = calloc((size_t)nn, sizeof *partner);
+    const char **zones = calloc((size_t)nn, sizeof *zones);
+    ah_status_t st = ms && have && fits && partner && zones ? AH_OK
+                                                            : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    if (st == AH_OK) st = gather_manifests(s, step, ms, have, err);
+    for (int y = 0; st == AH_OK && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
+    if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
+    if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), plan_fit(s, ms, have, partner, fits, rs, err), err);
+    /* one step held per host: the older ones go before the new one is written (replica.h) */
+    if (st == AH_OK && s->node_rank == 0) ah_replica_prune(s->replica_root, step, NULL);
+    for (int y = 0; st == AH_OK && y < nn; y++)
+        if (have[y] && partner[y] >= 0)
+            st = replicate_node(s, step, y, partner[y], &ms[y], fits[y], rs, err);
+    /* figures over the job: bytes and files held, left to the disks; the slowest rank's time */
+    if (rs->error[0]) /* said where it happened; rank 0's event says that some holder failed */
+        fprintf(stderr, "autohet train: warning: node %s: the in-memory replica of step %lld is incomplete: %s; those "
+                "files stay on the disks only\n", s->tr->plan->cluster.nodes[s->my_node].name, (long long)step, rs->error);
+    double sums[5] = {(double)rs->bytes, (double)rs->files, (double)rs->left_bytes, (double)rs->left_files,
+                      rs->error[0] ? 1 : 0};
+    int64_t us = (int64_t)((ah_now_s() - t0) * 1e6);
+    if (st == AH_OK) st = ah_comm_allreduce_f64(ah_comm_world(), sums, 5, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+    rs->bytes = (uint64_t)sums[0];
+    rs->files = (int)sums[1];
+    rs->left_bytes = (uint64_t)sums[2];
+    rs->left_files = (int)sums[3];
+    rs->seconds = (double)us * 1e-6;
+    if (sums[4] > 0 && !rs->error[0])
+        snprintf(rs->error, sizeof rs->error, "%.0f holder(s) could not write their replica (their stderr says why)", sums[4]);
+    for (int y = 0; y < nn; y++) {
+        if (ms && have && have[y]) ah_ckpt_manifest_free(&ms[y]);
+        if (fits) free(fits[y]);
+    }
+    free(ms);
+    free(have);
+    free(fits);
+    free(partner);
+    free(zones);
+    return st;
+}
+
+void ah_ckpt_replica_event(const ah_ckpt_replica_stats_t *rs, json_t *ev) {
+    json_t *b = json_object_get(ev, "bytes");
+    if (json_is_object(b)) json_object_set_new(b, "memory", json_integer((json_int_t)rs->bytes));
+    json_object_set_new(ev, "memory_files", json_integer(rs->files));
+    json_object_set_new(ev, "memory_seconds", json_real(rs->seconds));
+    /* what did not fit --replica-memory-gb: on the disks (and the cloud) only */
+    json_object_set_new(ev, "memory_left_bytes", json_integer((json_int_t)rs->left_bytes));
+    json_object_set_new(ev, "memory_left_files", json_integer(rs->left_files));
+    if (rs->error[0]) json_object_set_new(ev, "memory_error", json_string(rs->error));
+}

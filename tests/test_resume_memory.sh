@@ -1,0 +1,102 @@
+# In-memory peer replicas (--replica-memory-gb; docs/checkpoints.md "In-memory peer replicas"), on
+# the 2-node data-parallel plan (n0, n1: each the other's replica holder). A run saving every 4
+# steps of 12 (--ckpt-sync, so each save commits at its step) dies at step 10 (a rank of n1
+# SIGKILLed, test hook): steps 4 and 8 are on both disks, step 8 alone in each host's memory (one
+# step kept), n0 holding n1's pieces and n1 n0's. Then n1 is lost without notice: its disk and its
+# memory gone (a new machine in its place).
+#   - the resume on n0 + the new n1 takes step 8, bit-exact with the uninterrupted run: n0's rank
+#     its 6 files from its disk, n1's rank its 6 from n0's memory, none from a disk of another node
+#     or the cloud; saving its last step, it frees the replicas at the end;
+#   - a replica corrupted in n0's memory: refused by its checksum, that file from the next tier (n0's
+#     disk, as a peer), the other 5 from memory; still bit-exact;
+#   - a memory copy wiped: the tier is empty, the files come from n0's disk as before replicas;
+#   - a budget too small for any file (--replica-memory-gb 1e-6): the checkpoint events say every
+#     file stayed on the disks (memory_left_files), nothing held;
+#   - the checkpoint events give bytes.memory, and `autohet ckpt ls --replica-root` lists the tier.
+. "$(dirname "$0")/train_common.sh"
+STEPS=12
+dp2_plan "$WORK/dp2.json"
+run() { # out-name [flags...]: may fail (the killed run); the caller checks
+    local out=$1
+    shift
+    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps $STEPS \
+        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+ok() { run "$@" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: autohet train failed"; }; }
+REP=(--replica-memory-gb 1 --replica-root "$WORK/mem")
+ok full
+AH_TEST_HOOK="phase=step,step=10,node=n1,action=kill" run died --ckpt-every 4 --ckpt-sync --local-root "$WORK/ck" \
+    "${REP[@]}" && fail "the run with n1 killed at step 10 exited 0"
+python3 - "$WORK/died.jsonl" <<'PY' || fail "checkpoint events with replicas"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
+assert [e["step"] for e in ev] == [4, 8], ev
+for e in ev:
+    assert e["ok"] and e["bytes"]["memory"] == e["bytes"]["local"] > 0, e
+    assert e["memory_files"] == e["files"] == 12 and e["memory_left_files"] == 0, e
+print(f"  saves: {[(e['step'], e['bytes']['memory'], round(e['memory_seconds'], 3)) for e in ev]} (step, bytes in memory, s)")
+PY
+[ "$(cd "$WORK/mem" && echo */*/step-*)" = "n0/from-n1/step-00000008 n1/from-n0/step-00000008" ] ||
+    fail "memory holds: $(cd "$WORK/mem" && echo */*/step-*)"
+"$AUTOHET" ckpt ls --replica-root "$WORK/mem" >"$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls --replica-root"; }
+grep -q "memory:n0<-n1 .*8 .*committed" "$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls: the memory tier"; }
+
+# check OUT EXPECT: the resume from step 8 is bit-exact and its recover event satisfies EXPECT
+check() {
+    python3 - "$WORK/full.jsonl" "$WORK/$1.jsonl" "$2" <<'PY' || fail "$1"
+import json, sys
+ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
+lines = [json.loads(l) for l in open(sys.argv[2])]
+r = [o for o in lines if o.get("event") == "recover"]
+assert len(r) == 1 and r[0]["found"] and r[0]["step"] == 8, r
+r = r[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(8, 12)), got
+for o in got:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+try:
+    good = eval(sys.argv[3])
+except KeyError:
+    good = False
+assert good, f"recover event {r} fails: {sys.argv[3]}"
+print(f"  {sys.argv[2].split('/')[-1]}: bit-exact; bytes {r['bytes']}, files {r['files']}, "
+      f"seconds {r['tier_seconds']}, fallbacks {r['fallbacks']}")
+PY
+}
+# fresh: the state at n1's loss: step 12 never saved; n1's disk and memory gone
+fresh() {
+    rm -rf "$WORK/ck8" "$WORK/mem8"
+    cp -r "$WORK/ck" "$WORK/ck8" && cp -r "$WORK/mem" "$WORK/mem8" && rm -rf "$WORK/ck8/n1" "$WORK/mem8/n1"
+}
+R8=(--local-root "$WORK/ck8" --resume --replica-memory-gb 1 --replica-root "$WORK/mem8")
+corrupt() { python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"; }
+fresh
+ok memory "${R8[@]}" --ckpt-every 4
+check memory 'r["files"] == {"local": 6, "memory": 6, "peer": 0, "cloud": 0} and r["bytes"]["memory"] > 0 and r["fallbacks"] == 0'
+# a run whose last step is saved on the disks frees its replicas
+[ ! -e "$WORK/mem8/n0" ] && [ ! -e "$WORK/mem8/n1" ] || fail "a run that finished keeps its replicas: $(ls -R "$WORK/mem8")"
+fresh
+corrupt "$WORK/mem8/n0/from-n1/step-00000008/block-001.tp1-0.safetensors"
+ok corrupt "${R8[@]}"
+check corrupt 'r["files"] == {"local": 6, "memory": 5, "peer": 1, "cloud": 0} and r["fallbacks"] == 1 and any("block-001" in x and "(memory: " in x and "corrupt" in x and "the peer tier" in x for x in r["repaired"])'
+fresh
+rm -rf "$WORK/mem8/n0"
+ok wiped "${R8[@]}"
+check wiped 'r["files"] == {"local": 6, "memory": 0, "peer": 6, "cloud": 0}'
+# the same resume without replicas: the peer tier as before
+fresh
+ok plain --local-root "$WORK/ck8" --resume
+check plain 'r["files"] == {"local": 6, "memory": 0, "peer": 6, "cloud": 0}'
+
+# a budget no file fits: every file stays on the disks, said
+ok tiny --ckpt-every 4 --local-root "$WORK/ck-tiny" --replica-memory-gb 1e-6 --replica-root "$WORK/mem-tiny"
+python3 - "$WORK/tiny.jsonl" <<'PY' || fail "a budget too small"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
+assert ev and all(e["bytes"]["memory"] == 0 and e["memory_left_files"] == 12 and e["memory_left_bytes"] == e["bytes"]["local"]
+                  for e in ev), ev
+PY
+# flags without what they act on
+run lone --replica-memory-gb 1 && fail "--replica-memory-gb without --local-root accepted"
+grep -q -- "--replica-memory-gb and --replica-root need --local-root" "$WORK/lone.err" || { cat "$WORK/lone.err"; fail "lone flag"; }
+echo PASS
