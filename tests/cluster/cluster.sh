@@ -19,7 +19,10 @@
 #
 # Each host is a network namespace with one veth to a bridge that lives in a namespace of its own
 # (the switch), its own hostname (UTS namespace), its own processes (PID namespace: a host cannot
-# signal another's) and its own private disk (mount namespace), and an empty ~/.bashrc (below):
+# signal another's), its own private disk (mount namespace) and its own host memory: a fresh tmpfs
+# on /dev/shm (CL_SHM_MB, default 512 MiB), gone with the host's last process (cluster_kill_host)
+# and empty again after cluster_revive_host, as a machine's RAM (the in-memory checkpoint replicas
+# live there: docs/checkpoints.md), and an empty ~/.bashrc (below):
 # CL_DISK is the same path on every host, and each sees only its own directory there (the head
 # and this machine see an empty directory). Hosts are reached through a real sshd per host with
 # keys, host keys and known_hosts this script makes: `ssh -F CL_SSH_CONFIG` in BatchMode, so a
@@ -75,8 +78,8 @@ cl_host_up() {
 }
 
 # cl_sshd NAME: host NAME's sshd, inside its UTS and mount namespaces (every session it starts
-# inherits them): hostname NAME, CL_DIR/disks/NAME bind-mounted on CL_DISK, /etc/hosts the
-# cluster's.
+# inherits them): hostname NAME, CL_DIR/disks/NAME bind-mounted on CL_DISK, a tmpfs of its own on
+# /dev/shm, /etc/hosts the cluster's.
 cl_sshd() {
     local name=$1
     cat >"$CL_DIR/sshd-$name.conf" <<EOF
@@ -99,8 +102,10 @@ EOF
     # behind makes every later session wait 60 s), so each host sees an empty one
     ip netns exec "$(cl_ns "$name")" unshare --uts --mount --pid --fork --mount-proc --propagation private sh -c '
         hostname "$1" && mount --bind "$2" "$3" && mount --bind "$4" /etc/hosts &&
+        mount -t tmpfs -o "size=$8m,mode=1777" tmpfs /dev/shm &&
         { [ ! -e "$7" ] || mount --bind /dev/null "$7"; } && exec "$5" -D -e -f "$6"' \
         sh "$name" "$CL_DIR/disks/$name" "$CL_DISK" "$CL_DIR/hosts" "$CL_SSHD" "$CL_DIR/sshd-$name.conf" "$HOME/.bashrc" \
+        "${CL_SHM_MB:-512}" \
         >"$CL_DIR/sshd-$name.log" 2>&1 &
     disown
 }

@@ -1,0 +1,62 @@
+# A host lost without notice, restored from a peer's memory (in-memory peer replicas,
+# --replica-memory-gb; docs/checkpoints.md), across three emulated hosts (tests/cluster/cluster.sh:
+# each host its own disk and its own tmpfs on /dev/shm, its RAM) under autohet run --launcher ssh.
+# The cluster's devices hold 3 MiB each, so the plan is one pipeline h1 > h2 > h0 and block 1 is on
+# h2 alone (h2_alone_cluster): without replicas its recovery takes block 1 from the cloud
+# (test_cluster_hook.sh). With them, h2's pieces of each committed step are in h0's memory (h2's
+# partner: the next node of the plan, cyclically). The run saves every 4 steps (--ckpt-sync: each
+# save, its replication included, is done when its event is logged); h2 stops mid-step 6 (test hook)
+# and is killed there, its processes, disk and memory with it. The agent re-plans on h0 + h1 and
+# resumes from step 4: every logged loss equals the uninterrupted run's, and the recover event's
+# bytes by tier show h2's pieces from memory, nothing from the cloud.
+# Checked on the way: h0's /dev/shm holds h2's step 4 and h1's does not see it (a tmpfs per host);
+# this machine's /dev/shm has none of it. Needs root, openssh-server and moto_server; skipped (77)
+# without them.
+. "$(dirname "$0")/train_common.sh"
+. "$SRC/tests/agent_common.sh"
+. "$SRC/tests/cluster/cluster.sh"
+[ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v moto_server >/dev/null ||
+    { echo "SKIP: needs root, openssh-server and moto_server"; exit 77; }
+STEPS=16
+CKPT_EVERY=4
+h2_alone_cluster
+cluster_reference "$WORK/ref"
+cluster_up 3 1000 || fail "cannot make the test cluster"
+cloud_up
+MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
+ -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID
+ -x AWS_SECRET_ACCESS_KEY -x AWS_REGION -x AH_TEST_HOOK"
+WD=$CL_DISK/work
+marker=$CL_DIR/disks/h2/hook
+cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
+    AH_TEST_HOOK="phase=step,step=6,node=h2,file=$CL_DISK/hook" "$AUTOHET" run --model tiny-gpt2 \
+    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
+    --ckpt-every $CKPT_EVERY --ckpt-sync --work-dir "$WD" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
+    --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --cloud s3://ckpt/run --s3-endpoint "$EP" \
+    --replica-memory-gb 0.5 >"$WORK/run.log" 2>&1 &
+agent=$!
+agent_log=$WORK/run.log
+wait_for "hook marker on h2" test -e "$marker"
+# h2's step 4 is in h0's memory, on h0 alone
+held=$(cluster_on h0 sh -c 'echo /dev/shm/autohet/*/h0/from-h2/step-00000004/block-001.tp1-0.safetensors')
+cluster_on h0 test -s "$held" || { cat "$WORK/run.log"; fail "h0's memory lacks h2's step 4 ($held)"; }
+cluster_on h1 sh -c 'ls -d /dev/shm/autohet/*/h0 2>/dev/null' | grep -q . && fail "h1 sees h0's memory"
+ls -d /dev/shm/autohet/*/h0/from-h2 2>/dev/null | grep -q . && fail "this machine's /dev/shm holds h0's replicas"
+cluster_kill_host h2
+wait $agent || { cat "$WORK/run.log"; fail "autohet run after h2 vanished"; }
+out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/run.log"; fail "metrics"; }
+echo "h2 lost mid-step 6: $out"
+grep -q "host lost without notice: host h2" "$WORK/run.log" || { cat "$WORK/run.log"; fail "h2's loss not reported"; }
+python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$WORK/run.log"; fail "the recovery from memory"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+ck = [x for x in ev if x.get("event") == "checkpoint" and x["step"] == 4]
+assert ck and ck[0]["bytes"]["memory"] > 0 and ck[0]["memory_left_files"] == 0, ck
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(rec) == 1 and rec[0]["step"] == 4, rec
+b, f = rec[0]["bytes"], rec[0]["files"]
+# block 1 was on h2 alone: from h0's memory, not from the cloud (nor from any disk: none holds it)
+assert b["memory"] > 0 and b["cloud"] == 0 and f["cloud"] == 0, rec[0]
+print(f"recovery from step 4: bytes {b}, files {f}, seconds {rec[0]['tier_seconds']}")
+PY
+echo PASS
