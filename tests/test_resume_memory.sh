@@ -96,6 +96,9 @@ ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkp
 assert ev and all(e["bytes"]["memory"] == 0 and e["memory_left_files"] == 12 and e["memory_left_bytes"] == e["bytes"]["local"]
                   for e in ev), ev
 PY
+grep -q "note: --replica-memory-gb 1e-06 holds 0 bytes of step 4 in the hosts' memory; 12 files (.* bytes) do not fit and stay on the disks only" \
+    "$WORK/tiny.err" || { cat "$WORK/tiny.err"; fail "the budget's note"; }
+[ "$(grep -c "do not fit" "$WORK/tiny.err")" = 1 ] || fail "the budget's note said more than once"
 # flags without what they act on
 run lone --replica-memory-gb 1 && fail "--replica-memory-gb without --local-root accepted"
 grep -q -- "--replica-memory-gb and --replica-root need --local-root" "$WORK/lone.err" || { cat "$WORK/lone.err"; fail "lone flag"; }

@@ -210,6 +210,13 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replic
     rs->left_bytes = (uint64_t)sums[2];
     rs->left_files = (int)sums[3];
     rs->seconds = (double)us * 1e-6;
+    if (st == AH_OK && s->tr->rank == 0 && rs->left_files > 0 && !s->replica_said) { /* once a run */
+        fprintf(stderr, "autohet train: note: --replica-memory-gb %g holds %llu bytes of step %lld in the hosts' memory; "
+                "%d files (%llu bytes) do not fit and stay on the disks only (the checkpoint events' "
+                "memory_left_files)\n", s->o.replica_memory_gb, (unsigned long long)rs->bytes, (long long)step,
+                rs->left_files, (unsigned long long)rs->left_bytes);
+        s->replica_said = true;
+    }
     if (sums[4] > 0 && !rs->error[0])
         snprintf(rs->error, sizeof rs->error, "%.0f holder(s) could not write their replica (their stderr says why)", sums[4]);
     for (int y = 0; y < nn; y++) {

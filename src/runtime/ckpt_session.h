@@ -45,6 +45,7 @@ struct ah_ckpt_session {
     /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
      * the replica base and this node's directory under it. */
     uint64_t replica_budget;
+    bool replica_said;       /* the note that some files do not fit was printed */
     char replica_base[AH_CKPT_PATH_MAX], replica_root[AH_CKPT_PATH_MAX];
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
     float *view_dev[3], *view_host[3], *view_moments[2];
