@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/replica.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/timing.h"
@@ -310,9 +311,15 @@ static void disk_of(const local_t *l, const char *host, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", l->local_root, host);
 }
 
+/* A dropped host loses its disk and its RAM: its directory of in-memory replicas under the default
+ * base goes too (ckpt/replica.h; one given with --replica-root is the user's to clear). */
 static ah_status_t local_drop_disk(void *ctx, const char *host, ah_error_t *err) {
-    char dir[800];
-    disk_of(ctx, host, dir, sizeof dir);
+    const local_t *l = ctx;
+    char dir[800], base[AH_CKPT_PATH_MAX], mem[AH_CKPT_PATH_MAX];
+    disk_of(l, host, dir, sizeof dir);
+    if (ah_replica_default_base(base, sizeof base, l->local_root) >= 0 &&
+        ah_replica_holder_root(mem, sizeof mem, base, host) >= 0)
+        ah_fs_rm_tree(mem, NULL);
     return ah_fs_rm_tree(dir, err);
 }
 
