@@ -8,6 +8,8 @@
 #   train/           metrics and dumps of every training run; train_<plan>.log per plan
 #   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
 #   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
+#   llama_bf16.txt   LLaMA TP 2 x PP 2 in bf16 vs fp32 on the CPU
+#   fp16_overflow.txt  fp16 from loss scale 2^24: the overflowed steps skipped, training goes on
 #   memory.txt       GPT-2 124M on one GPU: predicted memory, tracked high-water mark, device's
 #   bench.jsonl      one JSON line per (implementation, model, precision) benchmark run
 #   summary.txt      pass/fail per stage and the figures side by side
@@ -16,6 +18,11 @@
 # minutes. Exit status: 0 when the build, the GPU tests and the training checks pass (benchmark
 # figures never fail the run). Without a GPU it stops after the build with "no GPU".
 # Usage: bash scripts/gpu-check.sh        (in the repository root; the device tool sets $OUT)
+# AH_GPU_EMU=1 builds the CUDA backend on the CPU emulation of CUDA, cuBLAS and NCCL instead
+# (-DAH_CUDA_EMU=ON, src/cuda_emu; no GPU or toolkit needed; CI's cuda-emu stage) and runs the same
+# GPU tests and training checks on it, with fewer steps (AH_GPU_EQ_STEPS, default 20 on a GPU, 4
+# emulated; the bf16 curve on a smaller model, AH_GPU_CURVE_STEPS steps); the device's memory
+# figure and the benchmark, which only a GPU can give, are skipped and said so.
 # AH_CHECK_BACKEND=auto runs the training checks' "GPU" side on the CPU too: a dry run of this
 # script's own logic on a machine without a GPU (every comparison then matches exactly); the
 # stages that need a device (the CUDA kernel test, bf16, the device's memory figure) are
@@ -25,13 +32,25 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
 mkdir -p "$OUT" "$OUT/train"
 OUT=$(cd "$OUT" && pwd)
-BUILD=${AH_GPU_BUILD_DIR:-build-gpu}
+export PATH=/usr/local/cuda/bin:$PATH
+EMU=${AH_GPU_EMU:-0}
+if [[ $EMU == 1 ]]; then
+    BUILD=${AH_GPU_BUILD_DIR:-build-gpu-emu}
+    CUDA_FLAGS=(-DAH_CUDA_EMU=ON)
+    EQ_STEPS=${AH_GPU_EQ_STEPS:-4}
+    CURVE=(tiny-gpt2 8 4 32 4) CURVE_STEPS=${AH_GPU_CURVE_STEPS:-8} # model global micro seq layers
+else
+    BUILD=${AH_GPU_BUILD_DIR:-build-gpu}
+    CUDA_FLAGS=(-DAH_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
+    EQ_STEPS=${AH_GPU_EQ_STEPS:-20}
+    CURVE=(demo-gpt2 16 8 128 6) CURVE_STEPS=${AH_GPU_CURVE_STEPS:-200}
+fi
 BUDGET=${AH_GPU_BUDGET_S:-420}
 JOBS=${AH_JOBS:-$(nproc)}
 GPU_BACKEND=${AH_CHECK_BACKEND:-cuda}
-export OUT AH_GPU_BUILD_DIR=$BUILD AH_CHECK_BACKEND=$GPU_BACKEND
+export OUT AH_GPU_BUILD_DIR=$BUILD AH_CHECK_BACKEND=$GPU_BACKEND AH_GPU_EMU=$EMU AH_GPU_EQ_STEPS=$EQ_STEPS
+export AH_GPU_CURVE_STEPS=$CURVE_STEPS
 T0=$(date +%s)
-export PATH=/usr/local/cuda/bin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 MPIRUN=(mpirun --oversubscribe --bind-to none --mca plm isolated -x OPENBLAS_NUM_THREADS -x AH_BACKEND)
 PLANS=examples/plans
@@ -79,23 +98,25 @@ train() {
 }
 
 # (a) Plan equivalence: each plan of the CPU trainer's equivalence tests (tests/test_train_
-# equivalence*.sh), 20 steps, on the CUDA backend (AH_BACKEND=cuda; the ranks share the GPU, so
-# their groups use host-staged MPI) against the same plan on the CPU: on step 0's batch the loss
-# and the full gradients (--dump-grads, max-norm relative) within 1e-5; over the 20 steps every
-# loss within 1e-4 relative, the CPU equivalence tests' tolerance (AdamW amplifies the last bits
-# of near-zero gradients, as a different reduction order does between plans).
-equivalence() { # plan name
-    local p=$1 plan=$PLANS/train-$1.json
+# equivalence*.sh), EQ_STEPS steps, on the CUDA backend (AH_BACKEND=cuda; on one GPU the ranks
+# share it, so their groups use host-staged MPI; on a GPU per rank or the emulation's 8 devices,
+# NCCL) against the same plan on the CPU: on step 0's batch the loss and the full gradients
+# (--dump-grads, max-norm relative) within 1e-5; over the steps every loss within 1e-4 relative,
+# the CPU equivalence tests' tolerance (AdamW amplifies the last bits of near-zero gradients, as a
+# different reduction order does between plans). Also LLaMA (GQA, untied head) on TP 2 x PP 2 and
+# with the optimizer sharded over its data-parallel groups.
+equivalence() { # name [plan file]
+    local p=$1 plan=${2:-$PLANS/train-$1.json}
     echo "== $p on the CPU"
-    train "$p-cpu" auto "$plan" 20 --dump-grads "$OUT/train/$p-cpu.grads" --dump-step 0 || return 1
+    train "$p-cpu" auto "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-cpu.grads" --dump-step 0 || return 1
     echo "== $p on backend $GPU_BACKEND"
-    train "$p-gpu" "$GPU_BACKEND" "$plan" 20 --dump-grads "$OUT/train/$p-gpu.grads" --dump-step 0 || return 1
-    python3 - "$OUT/train" "$p" <<'PY'
+    train "$p-gpu" "$GPU_BACKEND" "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-gpu.grads" --dump-step 0 || return 1
+    python3 - "$OUT/train" "$p" "$EQ_STEPS" <<'PY'
 import array, json, sys
-d, p = sys.argv[1:]
+d, p, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ref = [json.loads(l)["loss"] for l in open(f"{d}/{p}-cpu.jsonl")]
 got = [json.loads(l)["loss"] for l in open(f"{d}/{p}-gpu.jsonl")]
-assert len(ref) == len(got) == 20, (len(ref), len(got))
+assert len(ref) == len(got) == n, (len(ref), len(got))
 rel = [abs(a - b) / abs(a) for a, b in zip(ref, got)]
 def load(x):
     a = array.array("f")
@@ -105,7 +126,7 @@ g, h = load("cpu"), load("gpu")
 assert len(g) == len(h) > 0
 grad_rel = max(abs(a - b) for a, b in zip(g, h)) / max(abs(a) for a in g)
 ok = rel[0] <= 1e-5 and grad_rel <= 1e-5 and max(rel) <= 1e-4
-print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; 20 steps: losses {max(rel):.2e}  "
+print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; {n} steps: losses {max(rel):.2e}  "
       f"{'ok' if ok else 'FAILED'}  (loss {ref[0]:.6f} -> {ref[-1]:.6f})")
 sys.exit(0 if ok else 1)
 PY
@@ -128,26 +149,84 @@ json.dump(d, open(out, "w"), indent=1)
 PY
 }
 
-# (b) bf16 vs fp32: 200 steps of demo-gpt2 (6 layers, d 128; batch 16 x 128 tokens), the same
-# data and seed; every step's loss within 2 % of fp32's (the first one within 1e-2: one batch).
+# (b) bf16 vs fp32: CURVE_STEPS steps (200 on a GPU) of demo-gpt2 on a GPU (6 layers, d 128,
+# batch 16 x 128 tokens), tiny-gpt2 emulated (4 layers, d 64, batch 8 x 32), the same data and seed; every step's
+# loss within 2 % of fp32's (the first one within 1e-2: one batch).
 bf16_curve() {
-    gpu_plan "$WORK/curve-fp32.json" demo-gpt2 16 8 128 fp32 6 &&
-        gpu_plan "$WORK/curve-bf16.json" demo-gpt2 16 8 128 bf16 6 &&
-        train curve-fp32 "$GPU_BACKEND" "$WORK/curve-fp32.json" 200 &&
-        train curve-bf16 "$GPU_BACKEND" "$WORK/curve-bf16.json" 200 || return 1
-    python3 - "$OUT/train" <<'PY'
+    local m=${CURVE[0]} gb=${CURVE[1]} mb=${CURVE[2]} T=${CURVE[3]} L=${CURVE[4]}
+    gpu_plan "$WORK/curve-fp32.json" "$m" "$gb" "$mb" "$T" fp32 "$L" &&
+        gpu_plan "$WORK/curve-bf16.json" "$m" "$gb" "$mb" "$T" bf16 "$L" &&
+        train curve-fp32 "$GPU_BACKEND" "$WORK/curve-fp32.json" "$CURVE_STEPS" &&
+        train curve-bf16 "$GPU_BACKEND" "$WORK/curve-bf16.json" "$CURVE_STEPS" || return 1
+    python3 - "$OUT/train" "$CURVE_STEPS" <<'PY'
 import json, sys
-d = sys.argv[1]
+d, n = sys.argv[1], int(sys.argv[2])
 a = [json.loads(l)["loss"] for l in open(f"{d}/curve-fp32.jsonl")]
 b = [json.loads(l)["loss"] for l in open(f"{d}/curve-bf16.jsonl")]
-assert len(a) == len(b) == 200, (len(a), len(b))
+assert len(a) == len(b) == n, (len(a), len(b))
 rel = [abs(x - y) / x for x, y in zip(a, b)]
-worst = max(range(200), key=lambda i: rel[i])
+worst = max(range(n), key=lambda i: rel[i])
 ok = rel[0] <= 1e-2 and rel[worst] <= 0.02
-for i in (0, 49, 99, 149, 199):
+for i in sorted({0, n // 4, n // 2, 3 * n // 4, n - 1}):
     print(f"step {i + 1:3d}: fp32 {a[i]:.5f}  bf16 {b[i]:.5f}  ({100 * rel[i]:.3f} %)")
-print(f"bf16 vs fp32, 200 steps: worst {100 * rel[worst]:.3f} % at step {worst + 1}, mean "
-      f"{100 * sum(rel) / 200:.3f} %; first step {100 * rel[0]:.3f} %  {'ok' if ok else 'FAILED'}")
+print(f"bf16 vs fp32, {n} steps: worst {100 * rel[worst]:.3f} % at step {worst + 1}, mean "
+      f"{100 * sum(rel) / n:.3f} %; first step {100 * rel[0]:.3f} %  {'ok' if ok else 'FAILED'}")
+sys.exit(0 if ok else 1)
+PY
+}
+# (b2) LLaMA in bf16: the TP 2 x PP 2 plan (GQA, untied head) in bf16 on the CUDA backend against
+# the same plan in fp32 on the CPU: every loss within 2e-2 relative.
+llama_bf16() {
+    python3 - "$PLANS/train-llama-tp2-pp2.json" "$WORK/llama-bf16.json" <<'PY' || return 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["train"]["precision"] = "bf16"
+d["cluster"]["gpu_types"] = {"H100-SXM": {"reserved_gib": 0}}
+for n in d["cluster"]["nodes"]:
+    n["gpu"] = "H100-SXM"
+for p in d["pipelines"]:
+    for st in p["stages"]:
+        st["gpu"] = "H100-SXM"
+json.dump(d, open(sys.argv[2], "w"), indent=1)
+PY
+    train llama-bf16-cpu auto "$PLANS/train-llama-tp2-pp2.json" "$EQ_STEPS" &&
+        train llama-bf16-gpu "$GPU_BACKEND" "$WORK/llama-bf16.json" "$EQ_STEPS" || return 1
+    python3 - "$OUT/train" "$EQ_STEPS" <<'PY'
+import json, sys
+d, n = sys.argv[1], int(sys.argv[2])
+a = [json.loads(l)["loss"] for l in open(f"{d}/llama-bf16-cpu.jsonl")]
+b = [json.loads(l)["loss"] for l in open(f"{d}/llama-bf16-gpu.jsonl")]
+assert len(a) == len(b) == n, (len(a), len(b))
+rel = max(abs(x - y) / x for x, y in zip(a, b))
+print(f"LLaMA TP 2 x PP 2, bf16 on the CUDA backend vs fp32 on the CPU, {n} steps: worst {rel:.2e} "
+      f"(tolerance 2e-2)  {'ok' if rel <= 2e-2 else 'FAILED'}")
+sys.exit(0 if rel <= 2e-2 else 1)
+PY
+}
+# (b3) fp16 with an injected overflow: tiny-gpt2 in fp16 starting at loss scale 2^24, where the
+# scaled gradients overflow fp16: the first step must be skipped as an overflow (grad norm null,
+# an "overflow" event, the scale halved) and training go on with finite losses at a lower scale;
+# the first loss (fp16 matmuls, unscaled forward) within 2e-3 of the fp32 run's on the CPU.
+fp16_overflow() {
+    gpu_plan "$WORK/fp16.json" tiny-gpt2 8 1 32 fp16 4 || return 1
+    train fp16-cpu auto "$PLANS/train-single.json" "$EQ_STEPS" &&
+        train fp16-gpu "$GPU_BACKEND" "$WORK/fp16.json" "$EQ_STEPS" --loss-scale 16777216 || return 1
+    python3 - "$OUT/train" "$EQ_STEPS" <<'PY'
+import json, math, sys
+d, n = sys.argv[1], int(sys.argv[2])
+ref = [json.loads(l)["loss"] for l in open(f"{d}/fp16-cpu.jsonl")]
+lines = [json.loads(l) for l in open(f"{d}/fp16-gpu.jsonl")]
+events = [x for x in lines if x.get("event") == "overflow"]
+steps = [x for x in lines if "event" not in x]
+skipped = {x["step"] for x in events}
+ok = len(steps) == n and 0 in skipped and len(skipped) < n
+ok = ok and all((x["grad_norm"] is None) == (x["step"] in skipped) for x in steps)
+ok = ok and all(math.isfinite(x["loss"]) for x in steps) and events[0]["loss_scale"] == 2 ** 23
+first = abs(steps[0]["loss"] - ref[0]) / ref[0]
+ok = ok and first <= 2e-3
+print(f"fp16 from loss scale 2^24, {n} steps: {len(skipped)} skipped as overflows (steps "
+      f"{sorted(skipped)}), scale then {events[-1]['loss_scale']:g}; first loss {first:.2e} from "
+      f"fp32's  {'ok' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PY
 }
@@ -201,10 +280,10 @@ SELF=(bash "$PWD/scripts/gpu-check.sh" --run)
     git log --oneline -1 2>/dev/null
 } >"$OUT/env.txt" 2>&1
 
-if ! stage build 300 bash -c "cmake -S . -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DAH_CUDA=ON \
-        -DCMAKE_CUDA_COMPILER=\$(command -v nvcc) && cmake --build '$BUILD' -j $JOBS --target \
-        autohet test_cuda_kernels test_cuda_comm bench_gpu_gpt2"; then
-    summary "build failed: see build.log"
+if ! stage build 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${CUDA_FLAGS[@]}" ||
+    ! stage build_targets 300 cmake --build "$BUILD" -j "$JOBS" --target autohet test_cuda_kernels \
+        test_cuda_comm bench_gpu_gpt2; then
+    summary "build failed: see build.log and build_targets.log"
     exit 1
 fi
 
@@ -230,17 +309,25 @@ if [[ $GPU_BACKEND == cuda ]]; then
 fi
 
 : >"$OUT/train_equivalence.txt"
-for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute; do
-    stage "train_$p" 90 "${SELF[@]}" equivalence "$p"
+"$AUTOHET" evaluate --plan "$PLANS/train-llama-tp2-asym.json" --shard-optimizer even \
+    -o "$WORK/train-llama-sharded.json" >/dev/null || { summary "evaluate --shard-optimizer failed"; exit 1; }
+for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded; do
+    plan=$PLANS/train-$p.json
+    [[ $p == llama-sharded ]] && plan=$WORK/train-llama-sharded.json
+    stage "train_$p" 90 "${SELF[@]}" equivalence "$p" "$plan"
     rc=$?
     ((rc == 0)) || status=1
     echo "$p: $(outcome "train_$p" $rc)" >>"$OUT/train_equivalence.txt"
 done
 summary "$(sed 's/^/  /' "$OUT/train_equivalence.txt")"
 
-for check in bf16_curve memory; do
-    if $NO_GPU; then # bf16 and the device's memory figure need a CUDA device
+for check in bf16_curve llama_bf16 fp16_overflow memory; do
+    if $NO_GPU; then # bf16, fp16 and the device's memory figure need a CUDA device
         summary "$check: SKIP (needs a CUDA device; dry run)"
+        continue
+    fi
+    if [[ $EMU == 1 && $check == memory ]]; then
+        summary "memory: SKIP (the device's own memory figure needs a GPU; the emulation has none)"
         continue
     fi
     stage "$check" 120 "${SELF[@]}" "$check"
@@ -270,7 +357,9 @@ bench() { # name model-flags...
         tail -n 1 "$OUT/bench_$name-torch.log" >>"$OUT/bench.jsonl"
     fi
 }
-if [[ $GPU_BACKEND == cuda ]]; then
+if [[ $EMU == 1 ]]; then
+    summary "benchmark: SKIP (speed needs a GPU; the emulation measures none)"
+elif [[ $GPU_BACKEND == cuda ]]; then
     [[ -z $PY ]] && summary "torch with CUDA: not found, autohet only"
     GPT2_124M=(--layers 12 --d 768 --heads 12 --seq-len 1024 --vocab 50257)
     GPT2_350M=(--layers 24 --d 1024 --heads 16 --seq-len 1024 --vocab 50257)
