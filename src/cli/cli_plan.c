@@ -304,7 +304,9 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     if (baseline_arg && !bl[chosen_baseline].ok) rc = ah_cli_fail(VERB, &bl[chosen_baseline].err);
     else if (baseline_arg) emit = baseline_result(&bl[chosen_baseline], &planned);
     if (o->profile) snprintf(emit->plan.predicted_profile, sizeof emit->plan.predicted_profile, "%s", profile_arg);
-    if (rc == 0) rc = ah_cli_host_memory(VERB, &emit->plan, true); /* the snapshots' host memory */
+    /* the snapshots' host memory; the note on unchecked nodes in the text report only (--json is
+     * read by programs, which often take stderr with it) */
+    if (rc == 0) rc = ah_cli_host_memory(VERB, &emit->plan, !json);
     if (rc == 0 && write_files(emit, out_path, svg_path, rank_path, &err) != AH_OK) rc = ah_cli_fail(VERB, &err);
     if (rc == 0 && o->profile) ah_cli_profile_note(VERB, profile_arg, o->profile, &emit->plan);
     if (rc == 0) ah_cli_precision_note(VERB, &emit->plan);
