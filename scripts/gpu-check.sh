@@ -103,17 +103,18 @@ train() {
 # NCCL) against the same plan on the CPU: on step 0's batch the loss and the full gradients
 # (--dump-grads, max-norm relative) within 1e-5; over the steps every loss within 1e-4 relative,
 # the CPU equivalence tests' tolerance (AdamW amplifies the last bits of near-zero gradients, as a
-# different reduction order does between plans). Also LLaMA (GQA, untied head) on TP 2 x PP 2 and
-# with the optimizer sharded over its data-parallel groups.
-equivalence() { # name [plan file]
-    local p=$1 plan=${2:-$PLANS/train-$1.json}
+# different reduction order does between plans). Also LLaMA (GQA, untied head) on TP 2 x PP 2,
+# whose every loss must be within 1e-5 (issue 37), and with the optimizer sharded over its
+# data-parallel groups.
+equivalence() { # name [plan file] [loss tolerance over the steps, default 1e-4]
+    local p=$1 plan=${2:-$PLANS/train-$1.json} tol=${3:-1e-4}
     echo "== $p on the CPU"
     train "$p-cpu" auto "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-cpu.grads" --dump-step 0 || return 1
     echo "== $p on backend $GPU_BACKEND"
     train "$p-gpu" "$GPU_BACKEND" "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-gpu.grads" --dump-step 0 || return 1
-    python3 - "$OUT/train" "$p" "$EQ_STEPS" <<'PY'
+    python3 - "$OUT/train" "$p" "$EQ_STEPS" "$tol" <<'PY'
 import array, json, sys
-d, p, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d, p, n, tol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 ref = [json.loads(l)["loss"] for l in open(f"{d}/{p}-cpu.jsonl")]
 got = [json.loads(l)["loss"] for l in open(f"{d}/{p}-gpu.jsonl")]
 assert len(ref) == len(got) == n, (len(ref), len(got))
@@ -125,8 +126,8 @@ def load(x):
 g, h = load("cpu"), load("gpu")
 assert len(g) == len(h) > 0
 grad_rel = max(abs(a - b) for a, b in zip(g, h)) / max(abs(a) for a in g)
-ok = rel[0] <= 1e-5 and grad_rel <= 1e-5 and max(rel) <= 1e-4
-print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; {n} steps: losses {max(rel):.2e}  "
+ok = rel[0] <= 1e-5 and grad_rel <= 1e-5 and max(rel) <= tol
+print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; {n} steps: losses {max(rel):.2e} (tolerance {tol:g})  "
       f"{'ok' if ok else 'FAILED'}  (loss {ref[0]:.6f} -> {ref[-1]:.6f})")
 sys.exit(0 if ok else 1)
 PY
@@ -314,7 +315,9 @@ fi
 for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded; do
     plan=$PLANS/train-$p.json
     [[ $p == llama-sharded ]] && plan=$WORK/train-llama-sharded.json
-    stage "train_$p" 90 "${SELF[@]}" equivalence "$p" "$plan"
+    tol=1e-4
+    [[ $p == llama-tp2-pp2 ]] && tol=1e-5
+    stage "train_$p" 90 "${SELF[@]}" equivalence "$p" "$plan" "$tol"
     rc=$?
     ((rc == 0)) || status=1
     echo "$p: $(outcome "train_$p" $rc)" >>"$OUT/train_equivalence.txt"
