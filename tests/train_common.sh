@@ -41,13 +41,13 @@ PY
 # check_memory PLAN: trains PLAN one step and checks each rank's allocator high-water mark
 # (metrics "memory_high_bytes") against autohet evaluate's per-device prediction, minus the type's
 # reserved constant that the runtime does not allocate, to the byte. Leaves the marks, one per
-# rank, in $WORK/memory_high.
+# rank, in $WORK/memory_high. CHECK_MEMORY_FLAGS: more trainer flags (--no-overlap-grad-sync).
 check_memory() {
     local plan=$1 n
     n=$(plan_ranks "$plan")
     "$AUTOHET" evaluate --json --plan "$plan" >"$WORK/eval.json" || fail "evaluate $plan"
     timeout 60 $MPIRUN -np "$n" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps 1 \
-        --quiet --metrics "$WORK/m.jsonl" 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "train $plan"; }
+        --quiet --metrics "$WORK/m.jsonl" ${CHECK_MEMORY_FLAGS:-} 2>"$WORK/err" || { cat "$WORK/err" >&2; fail "train $plan"; }
     python3 - "$plan" "$WORK/eval.json" "$WORK/m.jsonl" "$WORK/memory_high" <<'PY' || fail "memory of $plan"
 import json, sys
 plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))

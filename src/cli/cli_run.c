@@ -325,6 +325,7 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
         }
     if (ah_cli_flag_seen(flags, n_flags, "--reschedule")) pass[np++] = "--reschedule";
     if (ah_cli_flag_seen(flags, n_flags, "--ckpt-sync")) pass[np++] = "--ckpt-sync";
+    if (ah_cli_flag_seen(flags, n_flags, "--no-overlap-grad-sync")) pass[np++] = "--no-overlap-grad-sync";
     o->train_args = pass;
     o->n_train_args = np;
 }
@@ -365,6 +366,7 @@ int ah_cli_run(int argc, char **argv) {
     bool start_over = false; /* --start-over-if-unreadable: passed on as given */
     bool reschedule = false; /* --reschedule: passed on as given (pass_trainer_flags) */
     bool ckpt_sync = false;  /* --ckpt-sync: passed on as given (pass_trainer_flags) */
+    bool no_overlap = false; /* --no-overlap-grad-sync: passed on as given (pass_trainer_flags) */
     double replica_gb = 0;   /* --replica-memory-gb, --replica-root: passed on as given */
     const char *replica_root = NULL;
     /* the trainer's own flags, checked here as the trainer would and passed on only when given */
@@ -418,6 +420,8 @@ int ah_cli_run(int argc, char **argv) {
          "--warmup or --lr, changing its cosine learning-rate schedule from there (without it, refused)", false},
         ah_cli_shared_flag_as("--ckpt-sync", &ckpt_sync, "trainer: write each checkpoint before the next step starts "
                               "(default: asynchronous, a host-memory snapshot written in the background)"),
+        ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap, "trainer: run the data-parallel gradient sync "
+                              "after the whole backward (default: overlapped with it; docs/runtime.md)"),
         ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb, "trainer: in-memory peer replicas of each committed "
                               "step, at most G GB per host (default 0: off; docs/checkpoints.md)"),
         ah_cli_shared_flag_as("--replica-root", &replica_root, "trainer: each host keeps its replicas in DIR/NODE/ "

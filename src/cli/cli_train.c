@@ -50,6 +50,7 @@ typedef struct {
     bool cloud_patience_given, start_over;
     bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
     bool ckpt_sync;  /* --ckpt-sync: saves block the step (ckpt_io.h) */
+    bool no_overlap; /* --no-overlap-grad-sync (trainer.h) */
     double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
     const char *replica_root;
 } args_t;
@@ -200,6 +201,7 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     /* initialised below: from --init-from, or randomly, and with --resume only when no checkpoint
      * is found (a relaunch resumes, never re-initialises) */
     o.defer_init = a->resume || a->init_from;
+    o.no_overlap_grad_sync = a->no_overlap;
     bool init_hf = a->init_from != NULL; /* cleared when --resume finds a checkpoint */
     ah_status_t s = ah_comm_agree(world, ah_trainer_setup(tr, plan, data, &o, err), err);
     *have_tr = s == AH_OK;
@@ -409,6 +411,7 @@ int ah_cli_train(int argc, char **argv) {
         {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
         {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         ah_cli_shared_flag("--ckpt-sync", &a.ckpt_sync),
+        ah_cli_shared_flag("--no-overlap-grad-sync", &a.no_overlap),
         ah_cli_shared_flag("--replica-memory-gb", &a.replica_gb),
         ah_cli_shared_flag("--replica-root", &a.replica_root),
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps kept on each node's "

@@ -225,6 +225,11 @@ static const ah_flag_t SHARED[] = {
      "write each checkpoint before the next step starts (default: asynchronous: each rank copies its state into "
      "host memory and a background thread writes it while training goes on; a checkpoint due before the last "
      "one is written waits for it; docs/checkpoints.md)", false},
+    {"--no-overlap-grad-sync", AH_FLAG_BOOL, NULL, NULL,
+     "run the data-parallel gradient sync after the whole backward, one collective after another (default: each "
+     "layer's all-reduce, or reduce-scatter with a sharded optimizer, starts non-blocking as soon as the last "
+     "micro-batch's backward has passed that layer, and runs while the rest of the backward computes; same losses "
+     "bit for bit; the CUDA backend's sync is blocking either way; docs/runtime.md)", false},
     {"--replica-memory-gb", AH_FLAG_NUM_IN(0, 1e6), NULL, "G",
      "in-memory peer replicas: each committed step's pieces also held in the host memory (a tmpfs) of another "
      "node, another zone's when there is one, at most G GB (1e9 bytes) per host; what does not fit stays on the "

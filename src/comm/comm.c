@@ -175,14 +175,15 @@ ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_e
     return allreduce(c, buf, n, sizeof *buf, MPI_INT64_T, MPI_MAX, err);
 }
 
-/* counts (one per group rank) as MPI's int counts and displacements; NULL after an error. */
-static int *int_counts(ah_comm_t *c, const int64_t *counts, int **displs, ah_error_t *err) {
+/* counts (one per group rank) as MPI's int counts and displacements in *store (2 x the group's
+ * size, allocated when NULL); NULL after an error. */
+static int *int_counts(ah_comm_t *c, int **store, const int64_t *counts, int **displs, ah_error_t *err) {
     const int n = ah_comm_size(c);
-    if (!c->counts && !(c->counts = malloc(2 * (size_t)n * sizeof *c->counts))) {
+    if (!*store && !(*store = malloc(2 * (size_t)n * sizeof **store))) {
         ah_error_set(err, AH_ERR_OOM, "no host memory for %d collective counts", n);
         return NULL;
     }
-    int *cnt = c->counts;
+    int *cnt = *store;
     int64_t at = 0;
     for (int k = 0; k < n; k++) {
         if (counts[k] < 0 || counts[k] > INT_MAX || at > INT_MAX) {
@@ -198,23 +199,90 @@ static int *int_counts(ah_comm_t *c, const int64_t *counts, int **displs, ah_err
     return cnt;
 }
 
-ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err) {
+ah_status_t ah_comm_ireduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
+                                        ah_error_t *err) {
+    coll->req.active = 0;
+    coll->move_n = 0;
     if (ah_comm_size(c) == 1) return AH_OK;
-    int *displs, *cnt = int_counts(c, counts, &displs, err);
+    if (coll->counts && coll->counts_n != ah_comm_size(c)) { /* made for another group */
+        free(coll->counts);
+        coll->counts = NULL;
+    }
+    int *displs, *cnt = int_counts(c, &coll->counts, counts, &displs, err);
     if (!cnt) return err->code;
+    coll->counts_n = ah_comm_size(c);
     const int me = ah_comm_rank(c);
     MPI_Request r;
-    /* In place, MPI leaves this rank's part at the front of buf; it goes to its own place after. */
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, c->c, &r);
-    const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
-    if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
-    if (rc == MPI_SUCCESS) memmove(buf + displs[me], buf, (size_t)cnt[me] * sizeof *buf);
-    return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Ireduce_scatter");
+    /* In place, MPI leaves this rank's part at the front of buf; it goes to its own place at the
+     * completion (ah_comm_coll_test / _wait). */
+    MPI_TRY(MPI_Ireduce_scatter(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, c->c, &r), "MPI_Ireduce_scatter");
+    coll->move_dst = buf + displs[me];
+    coll->move_src = buf;
+    coll->move_n = (size_t)cnt[me];
+    memcpy(&coll->req.h, &r, sizeof r);
+    coll->req.active = 1;
+    return AH_OK;
+}
+
+ah_status_t ah_comm_iallreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_comm_coll_t *coll, ah_error_t *err) {
+    coll->req.active = 0;
+    coll->move_n = 0;
+    if (ah_comm_size(c) == 1) return AH_OK;
+    if (n > (size_t)INT_MAX)
+        return ah_error_set(err, AH_ERR_INTERNAL, "a non-blocking sum of %zu floats exceeds MPI's int count", n);
+    MPI_Request r;
+    MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->c, &r), "MPI_Iallreduce");
+    memcpy(&coll->req.h, &r, sizeof r);
+    coll->req.active = 1;
+    return AH_OK;
+}
+
+/* coll's request has completed: this rank's part of a reduce-scatter to its place. */
+static void coll_done(ah_comm_coll_t *coll) {
+    coll->req.active = 0;
+    if (coll->move_n && coll->move_dst != coll->move_src)
+        memmove(coll->move_dst, coll->move_src, coll->move_n * sizeof *coll->move_src);
+    coll->move_n = 0;
+}
+
+ah_status_t ah_comm_coll_test(ah_comm_coll_t *coll, int *done, ah_error_t *err) {
+    int flag = !coll->req.active;
+    if (coll->req.active) {
+        MPI_Request r;
+        memcpy(&r, &coll->req.h, sizeof r);
+        MPI_TRY(MPI_Test(&r, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        memcpy(&coll->req.h, &r, sizeof r);
+        if (flag) coll_done(coll);
+    }
+    if (done) *done = flag;
+    return AH_OK;
+}
+
+ah_status_t ah_comm_coll_wait(ah_comm_coll_t *coll, ah_error_t *err) {
+    if (!coll->req.active) return AH_OK;
+    MPI_Request r;
+    memcpy(&r, &coll->req.h, sizeof r);
+    MPI_TRY(wait_req(&r), "MPI_Wait");
+    coll_done(coll);
+    return AH_OK;
+}
+
+void ah_comm_coll_free(ah_comm_coll_t *coll) {
+    free(coll->counts);
+    memset(coll, 0, sizeof *coll);
+}
+
+ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err) {
+    /* the non-blocking form waited at once, on the group's own counts storage */
+    ah_comm_coll_t coll = {.counts = c->counts, .counts_n = ah_comm_size(c)};
+    ah_status_t s = ah_comm_ireduce_scatter_f32(c, buf, counts, &coll, err);
+    c->counts = coll.counts;
+    return s == AH_OK ? ah_comm_coll_wait(&coll, err) : s;
 }
 
 ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err) {
     if (ah_comm_size(c) == 1) return AH_OK;
-    int *displs, *cnt = int_counts(c, counts, &displs, err);
+    int *displs, *cnt = int_counts(c, &c->counts, counts, &displs, err);
     if (!cnt) return err->code;
     MPI_Request r;
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displs, MPI_FLOAT, c->c, &r);

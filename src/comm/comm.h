@@ -73,6 +73,28 @@ ah_status_t ah_comm_allreduce_max_i64(ah_comm_t *c, int64_t *buf, size_t n, ah_e
  * undefined after it); allgather fills every other rank's part from its owner. */
 ah_status_t ah_comm_reduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err);
 ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_error_t *err);
+/* Non-blocking forms of the in-place sum and the uneven reduce-scatter above (the overlapped
+ * gradient sync, runtime/dp_groups.h): started now, finished by ah_comm_coll_wait; the caller
+ * leaves buf alone until then. Open MPI moves a non-blocking collective only inside MPI calls:
+ * ah_comm_coll_test (any MPI call) progresses it. The same call, blocking or not, gives the same
+ * bits (the blocking forms are these, waited at once). n fits an int. coll carries the MPI counts
+ * of a reduce-scatter (allocated on its first use of a group, kept for the next; ah_comm_coll_free)
+ * and, until it completes, where this rank's part goes. A group of one completes at once. */
+typedef struct ah_comm_coll {
+    ah_comm_req_t req;
+    int *counts;        /* reduce-scatter: MPI counts then displacements (2 x size), or NULL */
+    int counts_n;       /* the group size counts was made for */
+    float *move_dst, *move_src; /* reduce-scatter: this rank's part, moved at completion */
+    size_t move_n;
+} ah_comm_coll_t;
+ah_status_t ah_comm_iallreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_comm_coll_t *coll, ah_error_t *err);
+ah_status_t ah_comm_ireduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
+                                        ah_error_t *err);
+/* Progresses coll (and every other pending MPI operation); *done (may be NULL) when it is complete. */
+ah_status_t ah_comm_coll_test(ah_comm_coll_t *coll, int *done, ah_error_t *err);
+/* Waits for coll (no-op when none is pending). */
+ah_status_t ah_comm_coll_wait(ah_comm_coll_t *coll, ah_error_t *err);
+void ah_comm_coll_free(ah_comm_coll_t *coll);
 /* Gathers one int64 per rank to every rank: out has ah_comm_size(c) entries. */
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err);
 ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err);

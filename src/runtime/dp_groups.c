@@ -200,20 +200,6 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     return AH_OK;
 }
 
-/* Every rank walks the groups in one global order (segments by layer, then the first-stage,
- * last-stage and tied-embedding groups); each group's tensors are one range of the flat buffer. */
-ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
-    float *g = tr->stage.g;
-    for (int id = 0; id < ah_dp_group_count(tr); id++) {
-        ah_group_t *grp = ah_dp_group(tr, id);
-        const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
-        if (!grp->c || sh->n == 0) continue;
-        if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
-        else TRY(ah_group_sum(grp, g + sh->off, (size_t)sh->n, err));
-    }
-    return AH_OK;
-}
-
 /* In ah_dp_sync's order. */
 ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err) {
     for (int id = 0; id < ah_dp_group_count(tr); id++) {

@@ -37,8 +37,22 @@ ah_status_t ah_dp_plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int 
 ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
                               ah_error_t *err);
 
-/* Layer-wise DP sync of the stage's gradients: per group one all-reduce, or a reduce-scatter when
- * it is sharded. */
+/* The DP sync's buckets (tr->buckets, CPU backend, after ah_dp_open_groups): per segment group one
+ * per block (split at 2^30 floats), per first-stage, last-stage and tied group one, in the order
+ * the backward finishes them: the head's part, the blocks from the last down, then the embedding's.
+ * A sharded group's bucket reduce-scatters each member's part of the bucket. With overlap, installs
+ * ah_dp_on_grads as the stage's on_grads hook and the emulator's progress. */
+ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err);
+void ah_dp_free_buckets(ah_trainer_t *tr);
+/* gpt.h's on_grads hook with overlap: device emulation stretches the compute so far (the device
+ * reaches this point now); in the last backward, starts the buckets final at `event` (non-blocking)
+ * and progresses the started ones. */
+ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err);
+
+/* Layer-wise DP sync of the stage's gradients: the buckets, each an all-reduce or (sharded) a
+ * reduce-scatter; with overlap it waits for those started in the backward, otherwise it runs each
+ * group's buckets in the global group order. A GPU rank sums each group at once through its
+ * device communicator, blocking (docs/gpu.md). */
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err);
 /* The sharded groups' all-gather of buf (laid out like the weights): a buffer of the backend (the
  * updated weights), or a host array (host: a checkpoint's moments). */

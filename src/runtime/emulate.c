@@ -77,6 +77,11 @@ static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
     const double rest = e->slowdown * typical_wall[0] - typical_wall[1];
     if (rest > 0) {
         const double t = ah_now_s();
+        if (e->progress) /* 100 us slices: a collective's round waits at most that for this rank */
+            for (double now = t; now < t + rest; now = ah_now_s()) {
+                e->progress(e->progress_ctx);
+                ah_sleep_until(now + 1e-4 < t + rest ? now + 1e-4 : t + rest);
+            }
         ah_sleep_until(t + rest);
         e->slept += ah_now_s() - t;
     }

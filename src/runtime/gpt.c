@@ -561,10 +561,12 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
         k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
     }
     charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
+    if (c->has_head && st->on_grads && (s = st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
         if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
         if ((s = st->ops->bwd(st, l, a, &w, err)) != AH_OK) return s;
+        if (st->on_grads && (s = st->on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);
     if (c->has_embed) {
@@ -576,5 +578,5 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */
     }
     charge(st, c->has_embed ? AH_GPT_PART_EMBED : AH_GPT_PART_BLOCKS, 1, &t);
-    return AH_OK;
+    return st->on_grads ? st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
 }

@@ -116,7 +116,15 @@ typedef struct ah_gpt_stage {
      * layer kind directly with them. The blocks' part also takes the gradient copies in and out
      * of a stage without the head / the embedding. */
     double part_s[AH_GPT_N_PARTS][2];
+    /* Called by ah_gpt_backward as parts of the stage's gradients become final for this
+     * micro-batch (NULL: none): AH_GPT_GRADS_HEAD after the head's part, the block's index after
+     * each block, AH_GPT_GRADS_END at the end (the embedding's part). The overlapped gradient sync
+     * (runtime/dp_groups.h) starts a bucket's collective there. */
+    ah_status_t (*on_grads)(void *ctx, int event, ah_error_t *err);
+    void *on_grads_ctx;
 } ah_gpt_stage_t;
+
+enum { AH_GPT_GRADS_HEAD = -1, AH_GPT_GRADS_END = -2 };
 
 /* The stage's tensors for cfg, in flat-buffer order (the table's: embedding, its blocks, the head,
  * then the head's own copy of the tied matrix when the embedding lives on another stage), with

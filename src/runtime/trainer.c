@@ -135,9 +135,11 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     free(runs);
     if (s != AH_OK) goto fail;
     if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c,
-                              ah_gpt_phase_segments(&tr->stage), err)) != AH_OK)
+                              ah_gpt_phase_segments(&tr->stage) +
+                                  (opts->no_overlap_grad_sync ? 0 : st->last - st->first + 2), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
+    if ((s = ah_dp_plan_buckets(tr, err)) != AH_OK) goto fail;
     if ((s = alloc_p2p(tr, err)) != AH_OK) goto fail;
     if (!opts->defer_init && (s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
     return AH_OK;
@@ -151,6 +153,7 @@ ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err) {
 }
 
 void ah_trainer_free(ah_trainer_t *tr) {
+    ah_dp_free_buckets(tr);
     if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
     ah_emulator_free(&tr->emu);
     ah_mem_host_done(tr->recv_act, tr->h_recv_act);
@@ -244,7 +247,9 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             }
             if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
             ah_emulator_begin(&tr->emu, AH_EMULATE_BWD);
+            tr->last_bwd = op.mb == tr->n_mb - 1; /* the overlapped sync starts its buckets in it */
             TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
+            tr->last_bwd = false;
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
                 TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
         }

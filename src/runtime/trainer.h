@@ -54,6 +54,10 @@ typedef struct ah_train_opts {
      * or calls ah_trainer_init_params when there is none. A resume so skips a random
      * initialisation it would overwrite (seconds for a stage of 100M parameters). */
     bool defer_init;
+    /* --no-overlap-grad-sync: the DP sync's collectives run after the whole backward, one after
+     * another in the global group order (for comparison). Default (false): each bucket's starts
+     * non-blocking as soon as its gradients are final (runtime/dp_groups.h). Same bits either way. */
+    bool no_overlap_grad_sync;
 } ah_train_opts_t;
 
 /* Defaults: steps 20, lr 1e-3, warmup 10, weight decay 0.1, grad clip 1.0, betas (0.9, 0.95),
@@ -90,6 +94,18 @@ typedef struct ah_dp_shard {
                          * the group is not sharded (or this rank is not in it) */
 } ah_dp_shard_t;
 
+/* One collective of the DP sync: a block's gradients in its segment's group, or a whole first-stage,
+ * last-stage or tied group (runtime/dp_groups.h). The sync is the same list of buckets with or
+ * without overlap, so the sums are the same bits. */
+typedef struct ah_dp_bucket {
+    int group;          /* DP group id */
+    int event;          /* final after this ah_gpt_backward event (gpt.h on_grads) of the last micro-batch */
+    int64_t off, n;     /* the stage's flat buffers [off, off + n) */
+    int64_t *counts;    /* a sharded group: per group rank (part order) its part of the bucket; NULL: a sum */
+    ah_comm_coll_t coll;
+    bool started;
+} ah_dp_bucket_t;
+
 typedef struct ah_trainer {
     const ah_plan_t *plan;
     const ah_dataset_t *data;
@@ -120,6 +136,11 @@ typedef struct ah_trainer {
     ah_group_t first_group, last_group, wte_group;
     ah_dp_shard_t *seg_shard; /* per DP segment, beside seg */
     ah_dp_shard_t first_shard, last_shard, wte_shard;
+    ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (CPU backend; NULL on a GPU,
+                              * whose device communicators sum each group at once, blocking) */
+    int n_buckets;
+    bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
+    bool last_bwd;           /* the schedule is running the stage's last backward of the step */
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
