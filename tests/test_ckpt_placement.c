@@ -84,6 +84,21 @@ static void test_notice_rule(void) {
     CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 30, .save_s = 2, .redo_s = 1, .every_node = true}),
           "a join always saves");
     CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 0, .save_s = 0, .redo_s = -1}), "grace 0 never saves");
+    /* The memory tier: what commits the step is the snapshot + replication (memory_s), not the disks. */
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 100, .redo_s = -1, .memory = true,
+                                                     .memory_s = 30}),
+          "1.5 x 30 + 0.5 fits 120 where the disks' 100 s does not");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 100, .redo_s = -1, .memory_s = 30}),
+          "without the memory tier the disks' 100 s rules");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 100, .redo_s = -1, .memory = true,
+                                                      .memory_s = -1}),
+          "memory_s unknown: the disks' save_s");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 5, .redo_s = 2, .memory = true,
+                                                      .memory_s = 3}),
+          "redo 2 s is cheaper than the 3 s to memory");
+    CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 5, .redo_s = 4, .memory = true,
+                                                     .memory_s = 3}),
+          "3 s to memory is cheaper than redo 4 s (the disks' 5 s would not be)");
     CHECK(strcmp(ah_ckpt_tier_name(AH_TIER_LOCAL), "local") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_PEER), "peer") == 0 &&
               strcmp(ah_ckpt_tier_name(AH_TIER_CLOUD), "cloud") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_COUNT), "?") == 0,
           "tier names");

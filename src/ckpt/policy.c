@@ -9,8 +9,10 @@ const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
 }
 
 bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n) {
-    const double need = 1.5 * (n->save_s >= 0 ? n->save_s : 1.0) + 0.5;
+    /* what commits the step: the memory tier's snapshot + replication, else the save to the disks */
+    const double d = n->memory && n->memory_s >= 0 ? n->memory_s : n->save_s;
+    const double need = 1.5 * (d >= 0 ? d : 1.0) + 0.5;
     if (n->elapsed_s + need > n->grace_s) return false;
-    if (n->every_node || n->save_s < 0 || n->redo_s < 0) return true;
-    return n->save_s < n->redo_s;
+    if (n->every_node || d < 0 || n->redo_s < 0) return true;
+    return d < n->redo_s;
 }

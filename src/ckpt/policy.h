@@ -9,12 +9,18 @@
  * names; AH_TIER_MEMORY came last in the enum (the older indices kept), AH_TIER_ORDER gives the
  * order a restore tries them in.
  *
- * The save at a notice (the runtime's ckpt_io.c at a step boundary; the simulator at a removal):
- * save when the save, with margin, fits what is left of the grace period,
- *     elapsed_s + 1.5 x save_s + 0.5 <= grace_s   (save_s unknown, i.e. no save yet: 1 s)
+ * The save at a notice (the runtime's ckpt_io.c / ckpt_notice.c at a step boundary; the simulator
+ * at a removal): save when what must finish before the removal, with margin, fits what is left of
+ * the grace period,
+ *     elapsed_s + 1.5 x d + 0.5 <= grace_s   (d unknown, i.e. no save yet: 1 s)
  * and it pays, i.e. it takes less than redoing the training since the newest committed state
- * (a resume from there redoes it): save_s < redo_s. A notice to every node (a restart to take in
+ * (a resume from there redoes it): d < redo_s. A notice to every node (a restart to take in
  * joined nodes) and an unknown redo_s skip the second test: the save promises no lost work.
+ * d is what commits the step: without the memory tier the whole save to the disks (save_s); with
+ * it (memory: in-memory replicas on, every leaving node's pieces held by a host that stays) the
+ * snapshot into host memory and the replication to the peers' memory at the network's rate
+ * (memory_s; the disk write follows, and a removal during it loses nothing committed), or save_s
+ * while memory_s is unknown (no replication measured yet).
  */
 #ifndef AH_CKPT_POLICY_H
 #define AH_CKPT_POLICY_H
@@ -34,6 +40,8 @@ typedef struct ah_ckpt_notice {
     double save_s;     /* the save's expected duration (the last save's); < 0: unknown */
     double redo_s;     /* training since the newest committed state; < 0: unknown */
     bool every_node;   /* every node got the notice (a restart for a join) */
+    bool memory;       /* the memory tier commits the step: snapshot + replication (memory_s) */
+    double memory_s;   /* their expected duration; < 0: unknown (save_s is used) */
 } ah_ckpt_notice_t;
 
 bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,11 @@
 
 #include "core/str.h"
 
-static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload"};
+static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory"};
+enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
-    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-piece|ckpt-write|upload,step=N"
+    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory,step=N|any"
             "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
     exit(2);
 }
@@ -24,6 +26,7 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
     if (!value || !value[0]) return;
     char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "", action[16] = "wait";
     long long want_step = -1;
+    bool any_step = false;
     if (strlen(value) >= sizeof buf) bad(value, "too long");
     snprintf(buf, sizeof buf, "%s", value);
     for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -32,8 +35,10 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
         *eq = 0;
         const char *v = eq + 1;
         if (!strcmp(kv, "phase")) {
-            if (ah_str_index(v, PHASES, 4) < 0) bad(value, "unknown phase");
+            if (ah_str_index(v, PHASES, N_PHASES) < 0) bad(value, "unknown phase");
             snprintf(want_phase, sizeof want_phase, "%s", v);
+        } else if (!strcmp(kv, "step") && !strcmp(v, "any")) {
+            any_step = true;
         } else if (!strcmp(kv, "step")) {
             char *end = NULL;
             errno = 0;
@@ -46,9 +51,9 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
         else bad(value, !strcmp(kv, "action") ? "action is wait or kill" : "unknown key");
     }
     const bool self_kill = !strcmp(action, "kill");
-    if (!want_phase[0] || want_step < 0 || (!file[0] && !self_kill))
+    if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !self_kill))
         bad(value, "phase, step and file (for action=wait) are required");
-    if (strcmp(phase, want_phase) || step != want_step) return;
+    if (strcmp(phase, want_phase) || (!any_step && step != want_step)) return;
     if (want_node[0] && (!node || strcmp(node, want_node))) return;
     if (self_kill) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");

@@ -3,6 +3,7 @@
  *
  *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],file=PATH"     (action=wait, the default)
  *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],action=kill"
+ *   (step=any: at every step, for a point whose step a test cannot know in advance: a notice's)
  *
  * P is one of
  *   step        mid-step: step N's (0-based, the metrics' "step") forward and backward are done,
@@ -13,6 +14,11 @@
  *               node's manifest not committed;
  * (with asynchronous checkpoints, ckpt-piece and ckpt-write are on the background writer's thread
  * while the rank trains on: ckpt/async.h)
+ *   notice-snapshot  mid-notice-save with in-memory replicas (runtime/ckpt_notice.c): every rank's
+ *               pieces of step N are in its own host's memory, committed there; not yet sent to a
+ *               peer's memory nor written to a disk;
+ *   notice-memory    mid-notice-save: step N is committed in peers' memory, its disk write not
+ *               started;
  *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
  *               in the cloud, not its manifest (so the cloud copy of step N does not count yet).
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).

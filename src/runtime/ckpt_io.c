@@ -98,6 +98,9 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->cloud_disk_step = -1;
     s->cloud_base = -1;
     s->pending = -1;
+    s->replicated_step = s->memory_saved = -1;
+    s->last_snapshot_s = s->last_replicate_s = -1;
+    s->last_rep_complete = true;
     s->n_nodes = tr->plan->cluster.n_nodes;
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
     if (!s->hit) {
@@ -306,9 +309,10 @@ static bool keep_data(const ah_dataset_t *d, ah_ckpt_meta_t *meta) {
     return fits;
 }
 
-/* The node leader's commit of step `step` (every part written on every node); *data_kept: whether
- * the data's shard list fit the manifest. */
-static ah_status_t commit_node(const ah_ckpt_session_t *s, int64_t step, bool *data_kept, ah_error_t *err) {
+/* The node leader's commit of step `step` in root (every part written on every node); *data_kept:
+ * whether the data's shard list fit the manifest. */
+ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, int64_t step, bool *data_kept,
+                                ah_error_t *err) {
     const ah_trainer_t *tr = s->tr;
     ah_ckpt_meta_t meta;
     memset(&meta, 0, sizeof meta);
@@ -323,7 +327,7 @@ static ah_status_t commit_node(const ah_ckpt_session_t *s, int64_t step, bool *d
     meta.sched_warmup = tr->opts.warmup;
     meta.sched_lr = tr->opts.lr;
     *data_kept = keep_data(tr->data, &meta);
-    return ah_ckpt_commit(s->node_root, &meta, s->node_size, err);
+    return ah_ckpt_commit(root, &meta, s->node_size, err);
 }
 
 /* The commit of a step every rank wrote its part of (or failed to: w->st), collective: the node and
@@ -340,7 +344,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     ah_status_t ns = ah_comm_agree(s->node, w->st, &lerr);
     ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
     bool data_kept = true;
-    if (s->node_rank == 0 && ns == AH_OK) ns = commit_node(s, step, &data_kept, &lerr);
+    if (s->node_rank == 0 && ns == AH_OK) ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
     /* Whether every node committed. A step some node failed to write or commit is taken back on
      * every node (a node's commit alone would look restorable and is not the run's state); the
      * older steps go (--keep) only after a step committed everywhere, so a failed save never costs
@@ -356,10 +360,17 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         if (!ok) ah_ckpt_rollback(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
     }
     if (ok) s->last_saved = step;
-    /* in-memory peer replicas (ckpt_replica.c): before the event, so the grace period covers them */
-    ah_ckpt_replica_stats_t rep = {0};
-    ah_status_t rps = ok && s->replica_budget > 0 ? ah_ckpt_replicate(s, step, &rep, err) : AH_OK;
+    /* in-memory peer replicas (ckpt_replica.c): before the event, so the grace period covers them;
+     * a notice's step was replicated before its disk write (ckpt_notice.c) */
+    const bool replicated = s->replicated_step == step;
+    ah_ckpt_replica_stats_t rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
+    ah_status_t rps = ok && s->replica_budget > 0 && !replicated ? ah_ckpt_replicate(s, s->node_root, step, false, &rep, err)
+                                                                 : AH_OK;
     if (rps != AH_OK) return rps;
+    if (ok && s->replica_budget > 0 && !replicated) {
+        s->last_replicate_s = rep.seconds;
+        s->last_rep_complete = rep.complete;
+    }
     if (ok && s->up) {
         /* A node holds at most every group at every TP index. */
         const int cap = ((int)tr->plan->model.n_layer + 2) * tr->plan->tp;
@@ -395,6 +406,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
     if (cs != AH_OK) return cs;
     s->last_save_s = (double)us_max[0] * 1e-6;
+    if (w->async) s->last_snapshot_s = (double)us_max[1] * 1e-6; /* the copy into host memory */
     if (tr->rank == 0 && event) {
         *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", AH_PROTO_EVENT, AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP,
                            (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
@@ -415,9 +427,9 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     return AH_OK;
 }
 
-/* A synchronous save (--ckpt-sync; and the last step's, and a notice's): this rank's pieces written
- * from the trainer's buffers, then the commit, before the next step. */
-static ah_status_t save_sync(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
+/* A synchronous save (--ckpt-sync; and the last step's, and a notice's without replicas): this rank's
+ * pieces written from the trainer's buffers, then the commit, before the next step. */
+ah_status_t ah_ckpt_save_sync(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
     const double t0 = ah_now_s();
     ah_ckpt_written_t w = {.step = step};
     ah_ckpt_snap_t *snap = NULL;
@@ -431,24 +443,6 @@ static ah_status_t save_sync(ah_ckpt_session_t *s, int64_t step, json_t **event,
     ah_ckpt_snap_free(snap);
     w.save_s = ah_now_s() - t0;
     return ah_ckpt_commit_step(s, &w, event, err);
-}
-
-/* Whether a notice saves step `done` (*save), by the rule the simulator uses too (ckpt/policy.h): a
- * periodic save due now too is as much on the recovery's path. Redoing the steps since the newest
- * committed one takes them at the slowest rank's pace, the same on all. Collective. */
-static ah_status_t notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err) {
-    bool all = true;
-    for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
-    ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
-                               .redo_s = -1, .every_node = all};
-    if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
-        int64_t us = (int64_t)(s->step_s * 1e6);
-        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
-        if (st != AH_OK) return st;
-        notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
-    }
-    *save = ah_ckpt_save_at_notice(&notice);
-    return AH_OK;
 }
 
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
@@ -474,7 +468,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     }
     elapsed += ah_now_s() - t_collect;
     bool save_now = s->o.local_root && done != s->last_saved && (periodic || any);
-    if (any && save_now && (st = notice_rule(s, done, elapsed, &save_now, err)) != AH_OK) {
+    if (any && save_now && (st = ah_ckpt_notice_rule(s, done, elapsed, &save_now, err)) != AH_OK) {
         json_decref(arr);
         return st;
     }
@@ -482,16 +476,20 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     if (save_now) {
         json_t *ev = NULL;
         /* a snapshot written in the background, unless --ckpt-sync, a notice (the grace period needs
-         * it on disk) or the last step (the run ends on it committed) */
+         * it committed: in peers' memory first with replicas, ckpt_notice.c) or the last step (the
+         * run ends on it committed) */
         const bool async = !s->o.sync && !any && done != s->o.steps;
-        if ((st = async ? ah_ckpt_save_begin(s, done, arr, err) : save_sync(s, done, &ev, err)) != AH_OK) {
+        if ((st = async  ? ah_ckpt_save_begin(s, done, arr, err)
+                  : any ? ah_ckpt_notice_save(s, done, &ev, err)
+                        : ah_ckpt_save_sync(s, done, &ev, err)) != AH_OK) {
             json_decref(arr);
             return st;
         }
         if (arr && ev) json_array_append_new(arr, ev);
     }
     if (any) {
-        const bool saved = s->o.local_root && s->last_saved == done;
+        /* on the disks, or in peers' memory (a notice's save, memory first: ckpt_notice.c) */
+        const bool saved = s->o.local_root && (s->last_saved == done || s->memory_saved == done);
         const char **nodes = calloc((size_t)s->n_nodes, sizeof *nodes);
         int n = 0;
         for (int i = 0; nodes && i < s->n_nodes; i++)

@@ -44,14 +44,14 @@ void ah_ckpt_replica_release(const ah_ckpt_session_t *s) {
     ah_fs_rm_tree(s->replica_root, NULL);
 }
 
-/* Every node's manifest of step, as its leader read it from its disk (have[nd] false: none). */
-static ah_status_t gather_manifests(const ah_ckpt_session_t *s, int64_t step, ah_ckpt_manifest_t *ms, bool *have,
-                                    ah_error_t *err) {
+/* Every node's manifest of step, as its leader read it from src_root (have[nd] false: none). */
+static ah_status_t gather_manifests(const ah_ckpt_session_t *s, const char *src_root, int64_t step,
+                                    ah_ckpt_manifest_t *ms, bool *have, ah_error_t *err) {
     const ah_placement_t *pl = &s->place;
     char *mine = NULL;
     ah_ckpt_manifest_t m;
     ah_error_t e2;
-    if (s->node_rank == 0 && ah_ckpt_load(s->node_root, step, &m, &e2) == AH_OK) {
+    if (s->node_rank == 0 && ah_ckpt_load(src_root, step, &m, &e2) == AH_OK) {
         json_t *doc = ah_ckpt_manifest_to_json(&m);
         mine = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         json_decref(doc);
@@ -104,14 +104,15 @@ static ah_status_t receive_file(const char *dir, const char *name, int from, boo
 }
 
 /* Source node y's files that fit, from its leader to its partner's (this rank takes its part). */
-static ah_status_t replicate_node(ah_ckpt_session_t *s, int64_t step, int y, int holder, const ah_ckpt_manifest_t *m,
-                                  const bool *fits, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+static ah_status_t replicate_node(ah_ckpt_session_t *s, const char *src_root, int64_t step, int y, int holder,
+                                  const ah_ckpt_manifest_t *m, const bool *fits, ah_ckpt_replica_stats_t *rs,
+                                  ah_error_t *err) {
     const ah_placement_t *pl = &s->place;
     const int me = s->tr->rank, from = pl->node_leader[y], to = pl->node_leader[holder];
     if (me != from && me != to) return AH_OK;
     char src_dir[AH_CKPT_PATH_MAX], root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
     const char *source = s->tr->plan->cluster.nodes[y].name;
-    ah_ckpt_step_dir(src_dir, sizeof src_dir, s->node_root, step);
+    ah_ckpt_step_dir(src_dir, sizeof src_dir, src_root, step);
     ah_replica_source_root(root, sizeof root, s->replica_root, source);
     ah_ckpt_step_dir(dir, sizeof dir, root, step);
     ah_ckpt_manifest_t held = {.meta = m->meta, .files = calloc((size_t)m->n_files + 1, sizeof *held.files)};
@@ -176,7 +177,8 @@ static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t
     return st;
 }
 
-ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
+                              ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
     memset(rs, 0, sizeof *rs);
     const double t0 = ah_now_s();
     const int nn = s->place.n_nodes;
@@ -187,15 +189,20 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replic
     ah_status_t st = ms && have && fits && partner && zones ? AH_OK
                                                             : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
     st = ah_comm_agree(ah_comm_world(), st, err);
-    if (st == AH_OK) st = gather_manifests(s, step, ms, have, err);
+    if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
     for (int y = 0; st == AH_OK && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
     if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
     if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), plan_fit(s, ms, have, partner, fits, rs, err), err);
-    /* one step held per host: the older ones go before the new one is written (replica.h) */
-    if (st == AH_OK && s->node_rank == 0) ah_replica_prune(s->replica_root, step, NULL);
-    for (int y = 0; st == AH_OK && y < nn; y++)
+    /* one step held per host: the older ones go before the new one is written (replica.h), or, with
+     * keep_old (a notice's), after it (ah_ckpt_replica_prune_older) */
+    if (st == AH_OK && s->node_rank == 0 && !keep_old) ah_replica_prune(s->replica_root, step, NULL);
+    /* complete: every node the plan uses has its whole step in a partner's memory (ckpt_session.h) */
+    rs->complete = st == AH_OK;
+    for (int y = 0; st == AH_OK && y < nn; y++) {
+        if (s->place.node_leader[y] >= 0 && (!have[y] || partner[y] < 0)) rs->complete = false;
         if (have[y] && partner[y] >= 0)
-            st = replicate_node(s, step, y, partner[y], &ms[y], fits[y], rs, err);
+            st = replicate_node(s, src_root, step, y, partner[y], &ms[y], fits[y], rs, err);
+    }
     /* figures over the job: bytes and files held, left to the disks; the slowest rank's time */
     if (rs->error[0]) /* said where it happened; rank 0's event says that some holder failed */
         fprintf(stderr, "autohet train: warning: node %s: the in-memory replica of step %lld is incomplete: %s; those "
@@ -210,6 +217,7 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replic
     rs->left_bytes = (uint64_t)sums[2];
     rs->left_files = (int)sums[3];
     rs->seconds = (double)us * 1e-6;
+    rs->complete = rs->complete && rs->left_files == 0 && sums[4] == 0;
     if (st == AH_OK && s->tr->rank == 0 && rs->left_files > 0 && !s->replica_said) { /* once a run */
         fprintf(stderr, "autohet train: note: --replica-memory-gb %g holds %llu bytes of step %lld in the hosts' memory; "
                 "%d files (%llu bytes) do not fit and stay on the disks only (the checkpoint events' "
@@ -229,6 +237,10 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replic
     free(partner);
     free(zones);
     return st;
+}
+
+void ah_ckpt_replica_prune_older(const ah_ckpt_session_t *s, int64_t step) {
+    if (s->replica_budget > 0 && s->node_rank == 0) ah_replica_prune(s->replica_root, step, NULL);
 }
 
 void ah_ckpt_replica_event(const ah_ckpt_replica_stats_t *rs, json_t *ev) {

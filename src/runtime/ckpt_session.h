@@ -11,6 +11,16 @@
 #include "ckpt/restore.h"
 #include "runtime/ckpt_io.h"
 
+/* What a replication did, summed over the job (the same on every rank). */
+typedef struct {
+    uint64_t bytes;        /* copied into holders' memory */
+    uint64_t left_bytes;   /* did not fit a holder's --replica-memory-gb: on the disks only */
+    int files, left_files; /* the same in files */
+    double seconds;        /* the slowest rank's */
+    char error[512];       /* a transfer or write that failed ("" none); the step stays on the disks */
+    bool complete;         /* every node the plan uses has every file of its step held by its partner */
+} ah_ckpt_replica_stats_t;
+
 struct ah_ckpt_session {
     ah_trainer_t *tr;
     ah_ckpt_opts_t o;
@@ -47,6 +57,14 @@ struct ah_ckpt_session {
     uint64_t replica_budget;
     bool replica_said;       /* the note that some files do not fit was printed */
     char replica_base[AH_CKPT_PATH_MAX], replica_root[AH_CKPT_PATH_MAX];
+    /* The save at a notice, memory first (ckpt_notice.c): the step replicated before its disk commit
+     * (-1 none; ah_ckpt_commit_step then does not replicate it again) and what that did; the newest
+     * step committed in peers' memory at a notice (-1 none); the last snapshot's seconds (the copy
+     * into host memory) and replication's, -1 unknown; whether the last replication was complete. */
+    int64_t replicated_step, memory_saved;
+    ah_ckpt_replica_stats_t notice_rep;
+    double last_snapshot_s, last_replicate_s;
+    bool last_rep_complete;
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
     float *view_dev[3], *view_host[3], *view_moments[2];
 };
@@ -66,6 +84,18 @@ typedef struct {
 } ah_ckpt_written_t;
 
 /* Collective: the commit of a written step on every node, or its rollback (ckpt_io.c). */
+/* The node leader's commit of step in root (its disk, or its own memory at a notice), the parts of
+ * every rank of the node written there; *data_kept: whether the data's shard list fit (ckpt_io.c). */
+ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, int64_t step, bool *data_kept,
+                                ah_error_t *err);
+/* Collective, the save of step at a notice (ckpt_notice.c): with replicas on, memory first
+ * (snapshot into this host's memory, replication to the partners' memory, then the disks and the
+ * commit); without, the synchronous save. *event: rank 0's "checkpoint" event. */
+ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err);
+/* Collective: whether a notice saves step done (*save) by ckpt/policy.h's rule (ckpt_notice.c). */
+ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err);
+/* A synchronous save of step: this rank's pieces from the trainer's buffers, then the commit (ckpt_io.c). */
+ah_status_t ah_ckpt_save_sync(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err);
 ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w, json_t **event, ah_error_t *err);
 /* Group g of this rank's stage as a piece of step's snapshot, its data from bufs (ckpt_io.c). */
 ah_status_t ah_ckpt_group_piece(const ah_ckpt_session_t *s, ah_shard_group_t g, int64_t step, float *const bufs[3],
@@ -86,19 +116,15 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
 
 /* ---- in-memory peer replicas (ckpt_replica.c) --------------------------------------------- */
 
-/* What a replication did, summed over the job (the same on every rank). */
-typedef struct {
-    uint64_t bytes;        /* copied into holders' memory */
-    uint64_t left_bytes;   /* did not fit a holder's --replica-memory-gb: on the disks only */
-    int files, left_files; /* the same in files */
-    double seconds;        /* the slowest rank's */
-    char error[512];       /* a transfer or write that failed ("" none); the step stays on the disks */
-} ah_ckpt_replica_stats_t;
-
-/* Collective, after step committed on every node (replicas on): each node's leader sends the files
- * of its step to its partner's leader (replica.h), which holds them in its replica root; older
- * steps there removed first. Errors are communication failures; a write that fails is in rs. */
-ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, int64_t step, ah_ckpt_replica_stats_t *rs, ah_error_t *err);
+/* Collective, replicas on: each node's leader sends the files of step, as committed in its node's
+ * checkpoint root src_root (its disk after a commit; its own memory at a notice, ckpt_notice.c), to
+ * its partner's leader (replica.h), which holds them in its replica root. Older steps there are
+ * removed first, or with keep_old not at all (the caller prunes once the new one is complete:
+ * ah_ckpt_replica_prune_older). Errors are communication failures; a write that fails is in rs. */
+ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
+                              ah_ckpt_replica_stats_t *rs, ah_error_t *err);
+/* The node leader removes the replicas it holds of steps older than step (replicas on; best effort). */
+void ah_ckpt_replica_prune_older(const ah_ckpt_session_t *s, int64_t step);
 /* Opens the replica side of a session (not collective): base and root from the options; a run
  * that does not resume clears this node's replicas of an earlier run. */
 ah_status_t ah_ckpt_replica_open(ah_ckpt_session_t *s, ah_error_t *err);

@@ -1,0 +1,167 @@
+/* The save at a preemption notice (ckpt_session.h: ah_ckpt_notice_rule, ah_ckpt_notice_save;
+ * docs/checkpoints.md "The save at a notice, memory first").
+ *
+ * Without in-memory replicas the notice's save is the synchronous save: every rank writes its pieces
+ * to its node's disk, each node commits, then the upload hand-off (ckpt_io.c).
+ *
+ * With them (--replica-memory-gb), memory first, so that the grace period has to cover only what
+ * commits the step in memory:
+ *   1. snapshot: every rank writes its pieces of step N into its own host's memory, the checkpoint
+ *      root REPLICA_ROOT/from-NODE of its node (the tmpfs of ckpt/replica.h: it outlives the job's
+ *      processes), and each node's leader commits the step there (test hook "notice-snapshot");
+ *   2. replicate: each node's leader sends that step to its partner's memory (ckpt_replica.c), the
+ *      holders keeping their older step until the new one is complete (so a kill during the copy
+ *      leaves the last committed replica, unlike a periodic replication, which frees it first);
+ *   3. the step is committed in memory when every node the plan uses has every file of its step
+ *      in its partner's memory (nothing over the budget, no write failed) and no leaving node's
+ *      partner leaves too (a staying node also keeps its own copy of step 1): s->memory_saved,
+ *      the older replicas freed (test hook "notice-memory");
+ *   4. the disks: the same pieces, still the trainer's buffers, written to each node's
+ *      --local-root and committed there (ah_ckpt_commit_step: retention, the upload, the event,
+ *      which gains "memory_first", "memory_committed", "memory_commit_seconds",
+ *      "memory_snapshot_seconds"); once the disks hold it the own copy of step 1 is freed.
+ *
+ * What "committed" means per tier (a resume takes the newest step whose every piece some tier has
+ * committed, restore.h): local, the node's manifest.json on its disk (the run's step once every
+ * node's is); memory, a holder's manifest in its tmpfs, written after every file it lists; cloud,
+ * every uploading node's manifest object. A kill anywhere leaves the last committed step intact:
+ * before 3 nothing older was removed (the disks' and the holders' older steps are kept), after 3
+ * step N is committed in memory; the disks' older steps go only after their step N committed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/policy.h"
+#include "ckpt/replica.h"
+#include "ckpt/test_hook.h"
+#include "core/json.h"
+#include "core/timing.h"
+#include "runtime/ckpt_session.h"
+
+/* Whether every leaving node's pieces have a holder that stays: its partner got no notice. */
+static bool holders_stay(const ah_ckpt_session_t *s) {
+    const int nn = s->place.n_nodes;
+    int *partner = calloc((size_t)nn, sizeof *partner);
+    const char **zones = calloc((size_t)nn, sizeof *zones);
+    bool ok = partner && zones;
+    for (int y = 0; ok && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
+    if (ok) ah_replica_partners(&s->place, zones, partner);
+    for (int y = 0; ok && y < nn; y++)
+        if (s->place.node_leader[y] >= 0 && s->hit[y] && (partner[y] < 0 || s->hit[partner[y]])) ok = false;
+    free(partner);
+    free(zones);
+    return ok;
+}
+
+/* A periodic save due now too is as much on the recovery's path. Redoing the steps since the newest
+ * committed one takes them at the slowest rank's pace, the same on all. */
+ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err) {
+    bool all = true;
+    for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
+    ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
+                               .redo_s = -1, .every_node = all, .memory_s = -1};
+    /* the memory tier: replicas on, the last replication complete, every leaving node's holder staying */
+    notice.memory = s->replica_budget > 0 && s->last_rep_complete && holders_stay(s);
+    if (notice.memory && s->last_replicate_s >= 0)
+        notice.memory_s = s->last_replicate_s + (s->last_snapshot_s >= 0 ? s->last_snapshot_s : 0);
+    if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
+        int64_t us = (int64_t)(s->step_s * 1e6);
+        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+        if (st != AH_OK) return st;
+        notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
+    }
+    *save = ah_ckpt_save_at_notice(&notice);
+    return AH_OK;
+}
+
+/* Step 1: this rank's pieces (snap) into its host's memory (self), committed there by the node's
+ * leader; agreed by every rank. */
+static ah_status_t snapshot_in_memory(ah_ckpt_session_t *s, const char *self, ah_ckpt_snap_t *snap, ah_status_t take,
+                                      int64_t step, bool *ok, ah_error_t *err) {
+    ah_error_t lerr = {0};
+    ah_status_t ls = take;
+    if (ls == AH_OK && snap) {
+        snprintf(snap->root, sizeof snap->root, "%s", self);
+        ls = ah_ckpt_snap_write(snap, NULL, &lerr);
+    }
+    ah_status_t ns = ah_comm_agree(s->node, ls, &lerr);
+    bool kept;
+    if (s->node_rank == 0 && ns == AH_OK) ns = ah_ckpt_commit_node(s, self, step, &kept, &lerr);
+    ah_status_t ws = ah_comm_agree(ah_comm_world(), s->node_rank == 0 ? ns : AH_OK, &lerr);
+    *ok = ws == AH_OK;
+    if (!*ok && s->tr->rank == 0)
+        fprintf(stderr, "autohet train: warning: the snapshot of step %lld in the hosts' memory failed (%s); the "
+                "notice's save goes to the disks first\n", (long long)step, lerr.msg);
+    (void)err;
+    return AH_OK;
+}
+
+/* Rank 0: the memory-first figures into the checkpoint event. */
+static void notice_event(json_t *ev, bool committed, double commit_s, double snapshot_s) {
+    if (!ev) return;
+    json_object_set_new(ev, "memory_first", json_true());
+    json_object_set_new(ev, "memory_committed", json_boolean(committed));
+    json_object_set_new(ev, "memory_commit_seconds", json_real(commit_s)); /* notice save start -> committed in memory */
+    json_object_set_new(ev, "memory_snapshot_seconds", json_real(snapshot_s));
+}
+
+ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
+    if (s->replica_budget == 0) return ah_ckpt_save_sync(s, step, event, err);
+    const double t0 = ah_now_s();
+    const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
+    char self[AH_CKPT_PATH_MAX];
+    ah_error_t e2;
+    if (ah_replica_source_root(self, sizeof self, s->replica_root, node) < 0)
+        return ah_ckpt_save_sync(s, step, event, err); /* the same on every rank of the node: a long path */
+    if (s->node_rank == 0) ah_ckpt_remove_step(self, step, &e2); /* an earlier attempt's */
+    ah_status_t st = ah_comm_barrier(s->node, err);
+    ah_ckpt_written_t w = {.step = step};
+    ah_ckpt_snap_t *snap = NULL;
+    if (st == AH_OK) st = ah_ckpt_snapshot_take(s, step, false, &w, &snap, err); /* views of the trainer's buffers */
+    if (st != AH_OK) return st;
+    const ah_status_t take = w.st;
+    bool snap_ok = false;
+    snapshot_in_memory(s, self, snap, take, step, &snap_ok, err);
+    const double snapshot_s = ah_now_s() - t0;
+    if (snap_ok) ah_test_hook("notice-snapshot", step, node); /* test-only: in this host's memory only */
+    ah_ckpt_replica_stats_t rep = {0};
+    if (snap_ok && (st = ah_ckpt_replicate(s, self, step, true, &rep, err)) != AH_OK) {
+        ah_ckpt_views_release(s);
+        ah_ckpt_snap_free(snap);
+        return st;
+    }
+    const bool committed = snap_ok && rep.complete && holders_stay(s);
+    const double commit_s = ah_now_s() - t0;
+    if (snap_ok) {
+        s->last_snapshot_s = snapshot_s;
+        s->last_replicate_s = rep.seconds;
+        s->last_rep_complete = rep.complete;
+    }
+    if (committed) {
+        s->memory_saved = step;
+        ah_ckpt_replica_prune_older(s, step);
+        ah_test_hook("notice-memory", step, node); /* test-only: committed in memory, not on a disk */
+    }
+    /* Step 4: the disks, from the same buffers (nothing trained since) */
+    if (take == AH_OK && snap) {
+        snprintf(snap->root, sizeof snap->root, "%s", s->node_root);
+        if ((w.st = ah_ckpt_snap_write(snap, NULL, &w.err)) == AH_OK) {
+            w.bytes = snap->bytes;
+            w.files = snap->files;
+        }
+    }
+    ah_ckpt_views_release(s);
+    ah_ckpt_snap_free(snap);
+    w.save_s = ah_now_s() - t0;
+    s->replicated_step = snap_ok ? step : -1;
+    s->notice_rep = rep;
+    st = ah_ckpt_commit_step(s, &w, event, err);
+    s->replicated_step = -1;
+    if (st != AH_OK) return st;
+    if (s->last_saved == step && s->node_rank == 0) ah_ckpt_remove_step(self, step, &e2); /* the disks hold it */
+    if (s->last_saved == step && !committed) ah_ckpt_replica_prune_older(s, step);
+    if (s->tr->rank == 0 && event) notice_event(*event, committed, commit_s, snapshot_s);
+    return AH_OK;
+}

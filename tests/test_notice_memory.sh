@@ -1,0 +1,126 @@
+# The save at a preemption notice with in-memory replicas, memory first (runtime/ckpt_notice.c;
+# docs/checkpoints.md "The save at a notice, memory first"): snapshot into the host's memory,
+# replicate to the partner's memory, the step committed there, then the disks. A two-node pipeline
+# (stage 0 on n0, stage 1 on n1: each node's pieces are its own), a save every 4 steps (--ckpt-sync),
+# replicas on, the notice (SIGTERM) to n1 after a few steps; n1 is then lost with its disk and memory.
+#   A. n1 killed right after the step is committed in memory (test hook notice-memory), before any
+#      disk holds it: the disks' newest step is older; the resume takes the notice's step N from the
+#      hosts' memory alone (n0's own copy, n1's pieces from n0's memory), bit-exact.
+#   B. n1 killed after its snapshot in its own memory, before the replication (notice-snapshot):
+#      step N is not committed anywhere n1's pieces survive; the last committed step (the periodic P)
+#      is intact: n0's pieces from its disk, n1's from n0's memory (the older replica kept; the tied
+#      embedding n1's last stage also keeps comes from n0's disk, a peer), bit-exact.
+#   C. no kill: exit 75, the notice's checkpoint event says memory first and committed, with the
+#      seconds to the memory commit (what the grace period must cover) below the whole save's; the
+#      disks hold step N, the own-memory copies are freed, each host holds its partner's step N.
+. "$(dirname "$0")/train_common.sh"
+STEPS=40
+python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n1", "index": 0}]
+d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lands mid-run
+json.dump(d, open(sys.argv[2], "w"))
+PY
+train() { # out [flags...]
+    local out=$1
+    shift
+    timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/pp2.json" --data "$WORK/text.bin" --steps $STEPS \
+        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+train full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
+# notice NAME [hook]: the run with replicas, SIGTERM to n1's rank after 6 steps; sets RC
+notice() {
+    local name=$1 hook=${2:-}
+    mkdir -p "$WORK/$name.run"
+    AH_TEST_HOOK=$hook train "$name" --ckpt-every 4 --ckpt-sync --local-root "$WORK/$name.ck" --run-dir "$WORK/$name.run" \
+        --replica-memory-gb 1 --replica-root "$WORK/$name.mem" --grace-s 60 &
+    local job=$!
+    for _ in $(seq 600); do
+        [ -r "$WORK/$name.jsonl" ] && [ "$(grep -c '"loss"' "$WORK/$name.jsonl")" -ge 6 ] && break
+        sleep 0.1
+    done
+    local pid
+    pid=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["node"]=="n1", d; print(d["pid"])' \
+        "$WORK/$name.run/rank-1.json") || fail "$name: rank-1.json"
+    kill -TERM "$pid"
+    RC=0
+    timeout 120 tail --pid=$job -f /dev/null || { kill $job; fail "$name: the job did not stop"; }
+    wait $job || RC=$?
+}
+committed() { # ROOT: its committed steps, space-separated
+    (cd "$1" 2>/dev/null && for m in step-*/manifest.json; do [ -e "$m" ] && echo "$((10#${m:5:8}))"; done | tr '\n' ' ')
+}
+# resume NAME EXPECT_STEP EXPECT: n1 lost (disk and memory), resumed on n0 + a new n1, bit-exact
+resume() {
+    local name=$1 step=$2 expect=$3
+    rm -rf "$WORK/$name.ck/n1" "$WORK/$name.mem/n1"
+    train "$name-resume" --ckpt-every 4 --ckpt-sync --local-root "$WORK/$name.ck" --resume --replica-memory-gb 1 \
+        --replica-root "$WORK/$name.mem" || { cat "$WORK/$name-resume.err" >&2; fail "$name: the resume"; }
+    python3 - "$WORK/full.jsonl" "$WORK/$name-resume.jsonl" "$step" "$expect" <<'PY' || fail "$name: the resume"
+import json, sys
+ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
+lines = [json.loads(l) for l in open(sys.argv[2])]
+n = int(sys.argv[3])
+r = [o for o in lines if o.get("event") == "recover"]
+assert len(r) == 1 and r[0]["found"] and r[0]["step"] == n, (r, n)
+r = r[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(n, 40)), [o["step"] for o in got]
+for o in got:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+assert eval(sys.argv[4]), f"recover event {r} fails: {sys.argv[4]}"
+print(f"  resumed at step {n}, bit-exact; files {r['files']}, bytes {r['bytes']}")
+PY
+}
+
+# A. killed once the step is committed in memory
+notice mem "phase=notice-memory,step=any,node=n1,action=kill"
+[ "$RC" != 0 ] && [ "$RC" != 75 ] || fail "A: exit status $RC: n1 was not killed at the memory commit"
+N=$(committed "$WORK/mem.mem/n0/from-n1")
+N=${N% }
+case "$N" in '' | *' '*) fail "A: n0's memory holds n1's steps '$N', expected one" ;; esac
+[ "$(committed "$WORK/mem.mem/n1/from-n0")" = "$N " ] || fail "A: n1's memory: $(committed "$WORK/mem.mem/n1/from-n0")"
+[ "$(committed "$WORK/mem.mem/n0/from-n0")" = "$N " ] || fail "A: n0's own copy: $(committed "$WORK/mem.mem/n0/from-n0")"
+for nd in n0 n1; do
+    case " $(committed "$WORK/mem.ck/$nd")" in *" $N "*) fail "A: step $N committed on $nd's disk before its memory commit was killed" ;; esac
+done
+echo "  A: notice step $N committed in memory only (disks: n0 $(committed "$WORK/mem.ck/n0"))"
+resume mem "$N" 'r["files"]["local"] == 0 and r["files"]["peer"] == 0 and r["files"]["cloud"] == 0 and r["files"]["memory"] > 0'
+
+# B. killed after the snapshot in n1's own memory, before the replication
+notice snap "phase=notice-snapshot,step=any,node=n1,action=kill"
+[ "$RC" != 0 ] && [ "$RC" != 75 ] || fail "B: exit status $RC: n1 was not killed at its snapshot"
+N=$(committed "$WORK/snap.mem/n1/from-n1")
+N=${N% }
+P=$(committed "$WORK/snap.mem/n0/from-n1")
+P=${P% }
+[ -n "$N" ] && [ -n "$P" ] && [ "$P" -lt "$N" ] || fail "B: n1's snapshot '$N', n0's replica of n1 '$P'"
+resume snap "$P" 'r["files"]["local"] > 0 and r["files"]["memory"] > 0 and r["files"]["cloud"] == 0'
+echo "  B: the snapshot of step $N lost with n1; step $P, committed before, resumed"
+
+# C. the whole save at the notice
+notice save
+[ "$RC" = 75 ] || { cat "$WORK/save.err" >&2; fail "C: exit status $RC, expected 75"; }
+N=$(python3 - "$WORK/save.run/preempted.json" "$WORK/save.jsonl" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["saved"] is True and p["nodes"] == ["n1"], p
+ev = [o for o in map(json.loads, open(sys.argv[2])) if o.get("event") == "checkpoint"]
+e = ev[-1]
+assert e["step"] == p["step"] and e["ok"] and e["memory_first"] and e["memory_committed"], e
+assert 0 < e["memory_snapshot_seconds"] <= e["memory_commit_seconds"] < e["seconds"], e
+assert e["bytes"]["memory"] == e["bytes"]["local"] > 0 and e["memory_left_files"] == 0, e
+print(e["step"])
+print(f"  C: notice step {e['step']}: committed in memory after {e['memory_commit_seconds']:.3f} s "
+      f"(snapshot {e['memory_snapshot_seconds']:.3f} s), on the disks after {e['seconds']:.3f} s; "
+      f"{e['bytes']['memory']} bytes", file=sys.stderr)
+PY
+) || fail "C: preempted.json / the checkpoint event"
+for nd in n0 n1; do
+    case " $(committed "$WORK/save.ck/$nd")" in *" $N "*) ;; *) fail "C: step $N not on $nd's disk" ;; esac
+    [ -z "$(committed "$WORK/save.mem/$nd/from-$nd")" ] || fail "C: $nd's own copy not freed"
+done
+[ "$(committed "$WORK/save.mem/n0/from-n1")" = "$N " ] && [ "$(committed "$WORK/save.mem/n1/from-n0")" = "$N " ] ||
+    fail "C: the hosts' memory: $(cd "$WORK/save.mem" && echo */*/step-*)"
+echo PASS
