@@ -169,10 +169,13 @@ static void test_two_pipelines(void) {
             optimizer = fmax(optimizer, opt[i][s]);
         }
     CHECK_NEAR(e.pred.breakdown.dp_sync_s, dp, 1e-12);
+    /* the overlapped sync's exposed part (docs/cost-model.md "Overlapped DP sync") */
+    CHECK(e.dp_sync_exposed_s > 0 && e.dp_sync_exposed_s < dp, "exposed %g of %g", e.dp_sync_exposed_s, dp);
     CHECK_NEAR(dp, sync[1][1], 0); /* the stage with the most blocks */
     CHECK_NEAR(e.pred.breakdown.optimizer_s, optimizer, 1e-12);
     double iter = fmax(tpipe[0], tpipe[1]) + dp + optimizer;
     CHECK_NEAR(e.pred.iteration_s, iter, 1e-12);
+    CHECK_NEAR(e.iteration_overlap_s, iter - dp + e.dp_sync_exposed_s, 1e-12);
     CHECK_NEAR(e.pred.tokens_per_s, 8.0 * T / iter, 1e-12);
 
     /* Breakdown: critical pipeline and its bottleneck stage; the parts sum to iteration_s. */
@@ -214,6 +217,7 @@ static void test_two_pipelines(void) {
     double dp_untied = fmax(ar(2 * BLK_PARAMS * 4, 2, bw, lat) + ar(vc, 2, bw, lat),
                             ar((3 * BLK_PARAMS + 2 * C) * 4, 2, bw, lat) + ar(vc, 2, bw, lat));
     CHECK_NEAR(e.pred.breakdown.dp_sync_s, dp_untied, 1e-12);
+    CHECK(e.dp_sync_exposed_s <= dp_untied, "exposed %g of %g", e.dp_sync_exposed_s, dp_untied);
     ah_eval_free(&e);
     ah_plan_free(&p);
 }

@@ -139,6 +139,10 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
            peak < 4 * GIB ? peak / (1024.0 * 1024.0) : peak / GIB, peak < 4 * GIB ? "MiB" : "GiB");
     for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
         printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
+    if (b->dp_sync_s > 0)
+        printf("DP sync overlapped with the backward (train's default): %.6f s exposed of %.6f s (%.0f%% hidden), "
+               "%.6f s per iteration (the figures above: without overlap, --no-overlap-grad-sync)\n",
+               e->dp_sync_exposed_s, b->dp_sync_s, 100 * (1 - e->dp_sync_exposed_s / b->dp_sync_s), e->iteration_overlap_s);
     char price[400];
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
@@ -217,6 +221,8 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
         "pipelines", pls);
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     ah_plan_price_json(&pr, doc);
+    json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
+    json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));
     json_object_set_new(doc, "host_memory", host_memory_json(p));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);

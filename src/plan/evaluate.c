@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cost/profile.h"
+#include "plan/dp_overlap.h"
 #include "plan/evaluate.h"
 #include "plan/replay.h"
 
@@ -118,7 +119,8 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
  * stage's DP segments), then the embedding / head groups'. block_bytes: one block's gradient
  * bytes; norm_bytes: the head's final norm; embed_sync, head_sync: the matrices' all-reduces. */
 static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
-                           double norm_bytes, double embed_sync, double head_sync, double bw, double lat) {
+                           double norm_bytes, double embed_sync, double head_sync, double bw, double lat,
+                           ah_sync_stage_t *parts) {
     const int P = p->n_pipelines;
     double factor = 1;
     for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
@@ -131,11 +133,16 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
         factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
         a = b;
     }
-    double t = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, P, bw, lat);
-    if (head) t += ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), P, bw, lat);
+    double t = parts->blocks_s = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, P, bw, lat);
+    parts->head_s = parts->end_s = 0;
+    if (head) t += parts->head_s = ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), P, bw, lat);
     if (embed || (head && p->model.tied))
-        t += embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
-    if (head) t += head_sync * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
+        t += parts->end_s = embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
+    if (head) {
+        const double h = head_sync * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
+        t += h;
+        parts->head_s += h;
+    }
     return t;
 }
 
@@ -166,16 +173,22 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
 }
 
-/* The DP sync of stage sg (embed: it holds the embedding; head: it is a last stage). */
-static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head) {
+/* The DP sync of stage sg (embed: it holds the embedding; head: it is a last stage), and its parts
+ * in the overlapped sync's order (plan/dp_overlap.h; parts->first, last, head and blk_bwd_s are the
+ * caller's). */
+static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
+                         ah_sync_stage_t *parts) {
     if (p->n_opt_groups > 0)
         return sharded_sync(p, sg, embed, head, (double)d->block_params * d->grad_elt,
-                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->bw, d->lat);
+                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->bw, d->lat, parts);
     const int64_t sync_params = (int64_t)(sg->last - sg->first) * d->block_params + (head ? d->head_norm : 0);
-    double sync = ah_allreduce_seconds((double)sync_params * d->grad_elt, d->P, d->bw, d->lat);
-    if (embed || (head && p->model.tied)) sync += d->embed_sync;
-    if (head) sync += d->head_sync;
-    return sync;
+    const double sync = ah_allreduce_seconds((double)sync_params * d->grad_elt, d->P, d->bw, d->lat);
+    /* the blocks' and the final norm's bytes are one all-reduce here: shared out by bytes */
+    const double norm_share = sync_params > 0 && head ? (double)d->head_norm / (double)sync_params : 0;
+    parts->head_s = sync * norm_share + (head ? d->head_sync : 0);
+    parts->blocks_s = sync * (1 - norm_share);
+    parts->end_s = embed || (head && p->model.tied) ? d->embed_sync : 0;
+    return sync + parts->end_s + (head ? d->head_sync : 0);
 }
 
 /* A sharded optimizer's per-device state kept by its groups' other members (*unowned, NULL for
@@ -254,6 +267,9 @@ typedef struct {
     stage_memo_t memo[STAGE_CACHE];
     int n_memo, rank;
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
+    ah_sync_stage_t *sync_st; /* per stage of the plan, the overlapped sync's parts (plan/dp_overlap.h) */
+    int n_sync;
+    bool overlap;             /* every pipeline 1F1B: the overlap is priced (else the sync is all exposed) */
     void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
     size_t scratch_cap;
 } eval_run_t;
@@ -294,7 +310,17 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         *sum_p2p += se->p2p_s;
         gs->fb += sc.fwd_s + sc.bwd_s;
         gs->tp += sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
-        gs->sync += stage_sync(p, &r->dp, sg, embed, head);
+        ah_sync_stage_t *ss = &r->sync_st[r->n_sync++];
+        gs->sync += stage_sync(p, &r->dp, sg, embed, head, ss);
+        if (sg->last > sg->first) { /* one block's backward: all blocks are alike */
+            const ah_stage_t one = {.first = sg->first, .last = sg->first + 1, .type = sg->type, .recompute = sg->recompute};
+            ah_stage_cost_t b1;
+            stage_cost_cached(r->ctx, r->memo, &r->n_memo, &one, false, false, &b1);
+            ss->blk_bwd_s = b1.bwd_s;
+        }
+        ss->first = sg->first;
+        ss->last = sg->last;
+        ss->head = head;
         gs->params += sc.params;
         gs->own_bytes += sc.state_bytes + sc.fixed_bytes - sc.shared_bytes;
         if (sc.shared_bytes > gs->shared_bytes) gs->shared_bytes = sc.shared_bytes;
@@ -379,6 +405,17 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,
                           .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
         dp_setup(p, &r->dp);
+        int n_stages = 0;
+        r->overlap = true;
+        for (int i = 0; i < p->n_pipelines; i++) {
+            n_stages += p->pipelines[i].n_stages;
+            r->overlap = r->overlap && p->pipelines[i].schedule == AH_SCHED_1F1B;
+        }
+        r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
+        if (!r->sync_st) {
+            free(r);
+            r = NULL;
+        }
     }
     for (int i = 0; r && i < p->n_pipelines && st == AH_OK; i++)
         if (!eval_pipeline(r, i, out))
@@ -387,17 +424,25 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (r) free(r->scratch);
     if (st != AH_OK) {
+        if (r) free(r->sync_st);
         free(r);
         ah_eval_free(out);
         return st;
     }
     out->feasible = r->worst_over <= 0;
+    /* the overlapped sync: what is left of it after the backward (the runtime's default) */
+    const double exposed = r->overlap ? fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer,
+                                                                        (double *)(r->sync_st + r->n_sync)))
+                                      : r->dp_sync;
+    out->dp_sync_exposed_s = exposed;
+    out->iteration_overlap_s = r->worst_pipe + exposed + r->optimizer;
     out->pred.breakdown.dp_sync_s = r->dp_sync;
     out->pred.breakdown.optimizer_s = r->optimizer;
     out->pred.iteration_s = r->worst_pipe + r->dp_sync + r->optimizer;
     out->search_estimate_s = r->worst_estimate + r->dp_sync + r->optimizer;
     out->pred.tokens_per_s =
         (double)(p->train.global_batch * p->train.seq_len) / out->pred.iteration_s;
+    free(r->sync_st);
     free(r);
     return AH_OK;
 }

@@ -35,6 +35,11 @@ typedef struct ah_eval {
     ah_prediction_t pred;     /* iteration_s, tokens_per_s, memory_bytes, breakdown */
     double search_estimate_s; /* iteration_s with each pipeline's closed form instead of its
                                * replay: what the planner's search minimises (plan/replay.h) */
+    /* The overlapped DP sync (docs/cost-model.md "Overlapped DP sync"): the part of the sync left
+     * after the pipelines' backward, and the iteration with it. pred.iteration_s and its breakdown
+     * keep the whole sync (train --no-overlap-grad-sync's figure) for now: the planner's closed form
+     * and lower bound price the whole sync, and the reported figure must stay what they bound. */
+    double dp_sync_exposed_s, iteration_overlap_s;
     bool feasible;            /* every device fits */
     int n_devices;
     ah_device_eval_t *devices;   /* rank order */
