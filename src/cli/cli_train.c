@@ -369,73 +369,98 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
     if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet train: warning: %s\n", advice);
 }
 
+/* The flags of `autohet train`, pointing into *a: fills flags (room for AH_TRAIN_FLAGS_MAX) and
+ * returns how many. */
+#define AH_TRAIN_FLAGS_MAX 64
+static int train_flags(args_t *a, ah_flag_t *flags) {
+    const ah_flag_t table[] = {
+        {"--plan", AH_FLAG_STR, &a->plan, "FILE", "plan.json to run (required)", false},
+        {"--data", AH_FLAG_STR, &a->data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
+         "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
+        {"--val-data", AH_FLAG_STR, &a->val_data, "FILES", "held-out token files (as --data) for a validation loss: "
+         "in the progress line and the step line's \"val_loss\"", false},
+        {"--val-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX,
+                                       .note = "leave it out to validate after the last step only"),
+         &a->val_every, "K", "validate after every K-th step (default: after the last only)",
+         false},
+        {"--val-batches", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .note = "global batches a validation reads"),
+         &a->val_batches, "N", "global batches of --val-data each validation reads, "
+         "from its first sample (default 4)", false},
+        {"--model", AH_FLAG_STR, &a->model, "M", "check that the plan is for this model", false},
+        {"--cluster", AH_FLAG_STR, &a->cluster, "C", "replace the plan's cluster (built-in or file)", false},
+        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->steps, "N", "iterations (default 20)", false},
+        {"--lr", AH_FLAG_NUM, &a->lr, "X", AH_CLI_HELP_LR, false},
+        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a->warmup, "N", AH_CLI_HELP_WARMUP, false},
+        {"--weight-decay", AH_FLAG_NUM, &a->wd, "X", AH_CLI_HELP_WD, false},
+        {"--grad-clip", AH_FLAG_NUM, &a->clip, "X", AH_CLI_HELP_CLIP, false},
+        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &a->seed, "N", AH_CLI_HELP_SEED, false},
+        {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
+         &a->skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
+         "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
+        {"--loss-scale", AH_FLAG_NUM_IN(AH_LOSS_SCALE_MIN, AH_LOSS_SCALE_MAX), &a->loss_scale, "S", "fp16 plans: the initial dynamic loss scale, a power of two "
+         "from 1 to 2^24 (default 65536); an overflowing step is skipped and halves it (an \"overflow\" event)", false},
+        {"--loss-scale-window", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->loss_scale_window, "N", "fp16 plans: clean steps before the loss "
+         "scale doubles (default 1000)", false},
+        {"--metrics", AH_FLAG_STR, &a->metrics, "FILE", "write one JSON object per step (JSONL)", false},
+        {"--dump-params", AH_FLAG_STR, &a->dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
+        {"--dump-grads", AH_FLAG_STR, &a->grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
+        {"--dump-step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a->dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
+        {"--quiet", AH_FLAG_BOOL, &a->quiet, NULL, "no per-step progress line", false},
+        {"--check-host", AH_FLAG_BOOL, &a->check_host, NULL, "refuse to start unless this host's name is the node the "
+         "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a->ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
+        {"--local-root", AH_FLAG_STR, &a->local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
+        ah_cli_shared_flag("--ckpt-sync", &a->ckpt_sync),
+        ah_cli_shared_flag("--no-overlap-grad-sync", &a->no_overlap),
+        ah_cli_shared_flag("--replica-memory-gb", &a->replica_gb),
+        ah_cli_shared_flag("--replica-root", &a->replica_root),
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a->keep, "N", "committed checkpoint steps kept on each node's "
+         "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
+        {"--cloud", AH_FLAG_STR, &a->cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
+        {"--s3-endpoint", AH_FLAG_STR, &a->s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
+        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a->cloud_timeout, "S", "an S3 request with no progress for S "
+         "seconds fails (default 30)", false},
+        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &a->cloud_retries, "N", "--resume lists the cloud N more times "
+         "(1 s, 2 s, ... apart) before it counts as unreadable (default 3)", false},
+        {"--resume", AH_FLAG_BOOL, &a->resume, NULL, "start from the newest complete checkpoint in any tier; a cloud "
+         "that cannot be listed stops it when no other tier has a step", false},
+        {"--reschedule", AH_FLAG_BOOL, &a->reschedule, NULL, "with --resume: let --steps, --warmup or --lr differ from "
+         "the checkpoint's (the cosine learning-rate schedule changes from the resumed step on; without it, refused)",
+         false},
+        {"--start-over-if-unreadable", AH_FLAG_BOOL, &a->start_over, NULL, "with --resume: when the cloud cannot be "
+         "listed and no other tier has a step, train from step 0 instead of stopping", false},
+        {"--init-from", AH_FLAG_STR, &a->init_from, "DIR", "start from a Hugging Face model directory (config.json + "
+         "model.safetensors or sharded files; F32/BF16/F16); with --resume only when no checkpoint exists", false},
+        {"--run-dir", AH_FLAG_STR, &a->run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here (made if missing)", false},
+        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a->grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
+        {"--cloud-only", AH_FLAG_BOOL, &a->cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "
+         "cloud-only): no save on SIGTERM", false},
+    };
+    const int n = (int)(sizeof table / sizeof table[0]);
+    _Static_assert(sizeof table / sizeof table[0] <= AH_TRAIN_FLAGS_MAX, "AH_TRAIN_FLAGS_MAX is too small");
+    memcpy(flags, table, sizeof table);
+    return n;
+}
+
+/* Which flags were given where the default alone cannot tell. */
+static void note_given(args_t *a, const ah_flag_t *flags, int n_flags) {
+    a->grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
+    a->loss_scale_given = ah_cli_flag_seen(flags, n_flags, "--loss-scale") ||
+                          ah_cli_flag_seen(flags, n_flags, "--loss-scale-window");
+    a->dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
+    a->val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
+    a->seed_given = ah_cli_flag_seen(flags, n_flags, "--seed");
+    a->keep_given = ah_cli_flag_seen(flags, n_flags, "--keep");
+    a->cloud_patience_given = ah_cli_flag_seen(flags, n_flags, "--cloud-timeout") ||
+                              ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
+}
+
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = 30, .keep = AH_CKPT_KEEP_DEFAULT, .cloud_timeout = AH_CKPT_CLOUD_TIMEOUT_DEFAULT,
                 .cloud_retries = AH_CKPT_CLOUD_RETRIES_DEFAULT, .loss_scale = AH_LOSS_SCALE_INITIAL, .loss_scale_window = AH_LOSS_SCALE_WINDOW};
-    ah_flag_t flags[] = {
-        {"--plan", AH_FLAG_STR, &a.plan, "FILE", "plan.json to run (required)", false},
-        {"--data", AH_FLAG_STR, &a.data, "FILES", "llm.c token files, uint16 or uint32 (required; autohet tokenize): "
-         "a path, a quoted glob ('train_*.bin') or a comma-separated list of them, taken in name order", false},
-        {"--val-data", AH_FLAG_STR, &a.val_data, "FILES", "held-out token files (as --data) for a validation loss: "
-         "in the progress line and the step line's \"val_loss\"", false},
-        {"--val-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX,
-                                       .note = "leave it out to validate after the last step only"),
-         &a.val_every, "K", "validate after every K-th step (default: after the last only)",
-         false},
-        {"--val-batches", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .note = "global batches a validation reads"),
-         &a.val_batches, "N", "global batches of --val-data each validation reads, "
-         "from its first sample (default 4)", false},
-        {"--model", AH_FLAG_STR, &a.model, "M", "check that the plan is for this model", false},
-        {"--cluster", AH_FLAG_STR, &a.cluster, "C", "replace the plan's cluster (built-in or file)", false},
-        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a.steps, "N", "iterations (default 20)", false},
-        {"--lr", AH_FLAG_NUM, &a.lr, "X", AH_CLI_HELP_LR, false},
-        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.warmup, "N", AH_CLI_HELP_WARMUP, false},
-        {"--weight-decay", AH_FLAG_NUM, &a.wd, "X", AH_CLI_HELP_WD, false},
-        {"--grad-clip", AH_FLAG_NUM, &a.clip, "X", AH_CLI_HELP_CLIP, false},
-        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &a.seed, "N", AH_CLI_HELP_SEED, false},
-        {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
-         &a.skip_nonfinite, "N", "skip up to N steps whose loss or gradient "
-         "norm is not finite (no update; each a \"nonfinite\" event), then stop (default 0: stop at the first)", false},
-        {"--loss-scale", AH_FLAG_NUM_IN(AH_LOSS_SCALE_MIN, AH_LOSS_SCALE_MAX), &a.loss_scale, "S", "fp16 plans: the initial dynamic loss scale, a power of two "
-         "from 1 to 2^24 (default 65536); an overflowing step is skipped and halves it (an \"overflow\" event)", false},
-        {"--loss-scale-window", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a.loss_scale_window, "N", "fp16 plans: clean steps before the loss "
-         "scale doubles (default 1000)", false},
-        {"--metrics", AH_FLAG_STR, &a.metrics, "FILE", "write one JSON object per step (JSONL)", false},
-        {"--dump-params", AH_FLAG_STR, &a.dump_dir, "DIR", "write the full weights (params.bin/.json)", false},
-        {"--dump-grads", AH_FLAG_STR, &a.grads_dir, "DIR", "write step N's full gradients, before clipping (grads.bin/.json)", false},
-        {"--dump-step", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.dump_step, "N", "... params after N updates (default 0: initial); grads of step N", false},
-        {"--quiet", AH_FLAG_BOOL, &a.quiet, NULL, "no per-step progress line", false},
-        {"--check-host", AH_FLAG_BOOL, &a.check_host, NULL, "refuse to start unless this host's name is the node the "
-         "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a.ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
-        {"--local-root", AH_FLAG_STR, &a.local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
-        ah_cli_shared_flag("--ckpt-sync", &a.ckpt_sync),
-        ah_cli_shared_flag("--no-overlap-grad-sync", &a.no_overlap),
-        ah_cli_shared_flag("--replica-memory-gb", &a.replica_gb),
-        ah_cli_shared_flag("--replica-root", &a.replica_root),
-        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a.keep, "N", "committed checkpoint steps kept on each node's "
-         "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
-        {"--cloud", AH_FLAG_STR, &a.cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
-        {"--s3-endpoint", AH_FLAG_STR, &a.s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
-        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a.cloud_timeout, "S", "an S3 request with no progress for S "
-         "seconds fails (default 30)", false},
-        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &a.cloud_retries, "N", "--resume lists the cloud N more times "
-         "(1 s, 2 s, ... apart) before it counts as unreadable (default 3)", false},
-        {"--resume", AH_FLAG_BOOL, &a.resume, NULL, "start from the newest complete checkpoint in any tier; a cloud "
-         "that cannot be listed stops it when no other tier has a step", false},
-        {"--reschedule", AH_FLAG_BOOL, &a.reschedule, NULL, "with --resume: let --steps, --warmup or --lr differ from "
-         "the checkpoint's (the cosine learning-rate schedule changes from the resumed step on; without it, refused)",
-         false},
-        {"--start-over-if-unreadable", AH_FLAG_BOOL, &a.start_over, NULL, "with --resume: when the cloud cannot be "
-         "listed and no other tier has a step, train from step 0 instead of stopping", false},
-        {"--init-from", AH_FLAG_STR, &a.init_from, "DIR", "start from a Hugging Face model directory (config.json + "
-         "model.safetensors or sharded files; F32/BF16/F16); with --resume only when no checkpoint exists", false},
-        {"--run-dir", AH_FLAG_STR, &a.run_dir, "DIR", "write rank-R.json and, on SIGTERM, preempted.json here (made if missing)", false},
-        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a.grace_s, "S", "preemption grace period: save on SIGTERM if it fits (default 30; 0: no save)", false},
-        {"--cloud-only", AH_FLAG_BOOL, &a.cloud_only, NULL, "every disk is dropped at a stop (autohet run --recovery "
-         "cloud-only): no save on SIGTERM", false},
-    };
+    ah_flag_t flags[AH_TRAIN_FLAGS_MAX];
+    const int n_flags = train_flags(&a, flags);
     ah_error_t err;
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
     ah_comm_t *world = ah_comm_world();
@@ -444,20 +469,11 @@ int ah_cli_train(int argc, char **argv) {
     if (!ah_cli_parse("train", "--plan FILE --data FILES [flags]   (under mpirun, one rank per device)",
                       "Trains the plan's model on the token shards: 1F1B pipelines, Megatron tensor "
                       "parallelism, layer-wise data-parallel gradient sync, AdamW.",
-                      flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, &rc)) {
+                      flags, n_flags, argc, argv, &rc)) {
         ah_comm_finalize();
         return rc;
     }
-    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
-    a.grace_given = ah_cli_flag_seen(flags, n_flags, "--grace-s");
-    a.loss_scale_given = ah_cli_flag_seen(flags, n_flags, "--loss-scale") ||
-                         ah_cli_flag_seen(flags, n_flags, "--loss-scale-window");
-    a.dump_step_given = ah_cli_flag_seen(flags, n_flags, "--dump-step");
-    a.val_flag_given = ah_cli_flag_seen(flags, n_flags, "--val-every") || ah_cli_flag_seen(flags, n_flags, "--val-batches");
-    a.seed_given = ah_cli_flag_seen(flags, n_flags, "--seed");
-    a.keep_given = ah_cli_flag_seen(flags, n_flags, "--keep");
-    a.cloud_patience_given = ah_cli_flag_seen(flags, n_flags, "--cloud-timeout") ||
-                             ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
+    note_given(&a, flags, n_flags);
     ah_plan_t plan;
     ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;
