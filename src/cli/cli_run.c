@@ -355,110 +355,132 @@ static int pass_cloud_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n_fl
     return 0;
 }
 
-int ah_cli_run(int argc, char **argv) {
+/* What `autohet run`'s flags set: the agent's options and the trainer's flags it checks and passes
+ * on (the booleans and the replica flags only as given: pass_trainer_flags reads the table). */
+typedef struct run_args {
     ah_agent_opts_t o;
-    ah_agent_opts_default(&o);
-    const char *work = "autohet-run", *recovery = "local-first";
-    const char *cloud = NULL, *endpoint = NULL, *init_from = NULL, *val_data = NULL, *profile_path = NULL;
-    ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
-    int64_t counts[4] = {1, 4, 0, AH_CKPT_KEEP_DEFAULT}; /* --val-every, --val-batches, --skip-nonfinite, --keep */
-    int64_t patience[2] = {AH_CKPT_CLOUD_TIMEOUT_DEFAULT, AH_CKPT_CLOUD_RETRIES_DEFAULT}; /* --cloud-timeout, -retries */
-    bool start_over = false; /* --start-over-if-unreadable: passed on as given */
-    bool reschedule = false; /* --reschedule: passed on as given (pass_trainer_flags) */
-    bool ckpt_sync = false;  /* --ckpt-sync: passed on as given (pass_trainer_flags) */
-    bool no_overlap = false; /* --no-overlap-grad-sync: passed on as given (pass_trainer_flags) */
-    double replica_gb = 0;   /* --replica-memory-gb, --replica-root: passed on as given */
-    const char *replica_root = NULL;
-    /* the trainer's own flags, checked here as the trainer would and passed on only when given */
+    const char *work, *recovery, *cloud, *endpoint, *init_from, *val_data, *profile_path, *replica_root;
+    ah_cli_plan_flags_t pf; /* the shared flags (cli.h): NULL, 0 for the rule's default */
+    int64_t counts[4];      /* --val-every, --val-batches, --skip-nonfinite, --keep */
+    int64_t patience[2];    /* --cloud-timeout, --cloud-retries */
+    bool start_over, reschedule, ckpt_sync, no_overlap;
+    double replica_gb;
+    double lr, wd, clip; /* the trainer's own flags, checked here as the trainer would */
+    int64_t warmup, seed, gb, seq, max_restarts;
+} run_args_t;
+
+static void run_args_init(run_args_t *a) {
+    memset(a, 0, sizeof *a);
+    ah_agent_opts_default(&a->o);
+    a->work = "autohet-run";
+    a->recovery = "local-first";
+    const int64_t counts[4] = {1, 4, 0, AH_CKPT_KEEP_DEFAULT};
+    memcpy(a->counts, counts, sizeof counts);
+    a->patience[0] = AH_CKPT_CLOUD_TIMEOUT_DEFAULT;
+    a->patience[1] = AH_CKPT_CLOUD_RETRIES_DEFAULT;
     ah_train_opts_t t;
     ah_train_opts_default(&t);
-    double lr = t.lr, wd = t.weight_decay, clip = t.grad_clip;
-    int64_t warmup = t.warmup, seed = (int64_t)t.seed;
-    int64_t gb = o.planner.train.global_batch, seq = o.planner.train.seq_len;
-    int64_t max_restarts = o.max_restarts;
-    ah_flag_t flags[] = {
-        {"--model", AH_FLAG_STR, &o.model, "M", "preset name or HF config.json (required)", false},
-        {"--cluster", AH_FLAG_STR, &o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
-        {"--data", AH_FLAG_STR, &o.data, "FILES", "llm.c token files: a path, a quoted glob or a comma list (required; "
+    a->lr = t.lr, a->wd = t.weight_decay, a->clip = t.grad_clip;
+    a->warmup = t.warmup, a->seed = (int64_t)t.seed;
+    a->gb = a->o.planner.train.global_batch, a->seq = a->o.planner.train.seq_len;
+    a->max_restarts = a->o.max_restarts;
+}
+
+/* The flags of `autohet run`, pointing into *a: fills flags (room for RUN_FLAGS_MAX), returns how many. */
+#define RUN_FLAGS_MAX 80
+static int run_flags(run_args_t *a, ah_flag_t *flags) {
+    const ah_flag_t table[] = {
+        {"--model", AH_FLAG_STR, &a->o.model, "M", "preset name or HF config.json (required)", false},
+        {"--cluster", AH_FLAG_STR, &a->o.cluster, "C", "cluster JSON or built-in name, e.g. cpu-hetero (required)", false},
+        {"--data", AH_FLAG_STR, &a->o.data, "FILES", "llm.c token files: a path, a quoted glob or a comma list (required; "
          "as autohet train --data)", false},
-        {"--events", AH_FLAG_STR, &o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
-        {"--work-dir", AH_FLAG_STR, &work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints with the local "
+        {"--events", AH_FLAG_STR, &a->o.events, "FILE", "availability events, `time_ms,add|remove,NODE` a line, times from the start", false},
+        {"--work-dir", AH_FLAG_STR, &a->work, "DIR", "plans, launch dirs, DIR/local/NODE/ checkpoints with the local "
          "launcher (default autohet-run; ssh: the same path on every host)", false},
-        {"--metrics", AH_FLAG_STR, &o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
-        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.steps, "N", "iterations (default 20)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5, where train saves only when given one: the agent recovers from checkpoints)", false},
-        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
-        {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &max_restarts, "N", "a job that fails with "
+        {"--metrics", AH_FLAG_STR, &a->o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
+        {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.steps, "N", "iterations (default 20)", false},
+        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5, where train saves only when given one: the agent recovers from checkpoints)", false},
+        {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a->o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
+        {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "
          "same failure at the same step right after a restart ends the run (default 3; 0: never)", false},
-        {"--restart-window", AH_FLAG_NUM_IN(1, 1e7), &o.restart_window_s, "S", "the window --max-restarts counts in, "
+        {"--restart-window", AH_FLAG_NUM_IN(1, 1e7), &a->o.restart_window_s, "S", "the window --max-restarts counts in, "
          "seconds (default 3600)", false},
-        {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
+        {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &a->o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
          "not answer are lost (local launcher: the ranks stopped by a signal or using no CPU are named, their nodes "
          "lost; default 30)", false},
-        ah_cli_shared_flag_as("--global-batch", &gb, "sequences per iteration (default 8, not plan's 512: a batch "
+        ah_cli_shared_flag_as("--global-batch", &a->gb, "sequences per iteration (default 8, not plan's 512: a batch "
                               "the CPU trainer runs in seconds)"),
-        ah_cli_shared_flag_as("--seq-len", &seq, "tokens per sequence (default 64, not plan's 2048: a sequence the CPU "
+        ah_cli_shared_flag_as("--seq-len", &a->seq, "tokens per sequence (default 64, not plan's 2048: a sequence the CPU "
                               "trainer runs in seconds)"),
-        AH_CLI_PLAN_FLAGS(&pf),
-        {"--lr", AH_FLAG_NUM, &lr, "X", "trainer: " AH_CLI_HELP_LR, false},
-        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &warmup, "N", "trainer: " AH_CLI_HELP_WARMUP, false},
-        {"--weight-decay", AH_FLAG_NUM, &wd, "X", "trainer: " AH_CLI_HELP_WD, false},
-        {"--grad-clip", AH_FLAG_NUM, &clip, "X", "trainer: " AH_CLI_HELP_CLIP, false},
-        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &seed, "N", "trainer: " AH_CLI_HELP_SEED, false},
-        {"--cloud", AH_FLAG_STR, &cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
-        {"--s3-endpoint", AH_FLAG_STR, &endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
-        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &patience[0], "S", "trainer: an S3 request with no progress for S "
+        AH_CLI_PLAN_FLAGS(&a->pf),
+        {"--lr", AH_FLAG_NUM, &a->lr, "X", "trainer: " AH_CLI_HELP_LR, false},
+        {"--warmup", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a->warmup, "N", "trainer: " AH_CLI_HELP_WARMUP, false},
+        {"--weight-decay", AH_FLAG_NUM, &a->wd, "X", "trainer: " AH_CLI_HELP_WD, false},
+        {"--grad-clip", AH_FLAG_NUM, &a->clip, "X", "trainer: " AH_CLI_HELP_CLIP, false},
+        {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &a->seed, "N", "trainer: " AH_CLI_HELP_SEED, false},
+        {"--cloud", AH_FLAG_STR, &a->cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
+        {"--s3-endpoint", AH_FLAG_STR, &a->endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
+        {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a->patience[0], "S", "trainer: an S3 request with no progress for S "
          "seconds fails (default 30)", false},
-        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &patience[1], "N", "trainer: a resume lists the cloud N more times "
+        {"--cloud-retries", AH_FLAG_INT_IN(0, 100), &a->patience[1], "N", "trainer: a resume lists the cloud N more times "
          "before it counts as unreadable (default 3)", false},
-        {"--start-over-if-unreadable", AH_FLAG_BOOL, &start_over, NULL, "trainer: when the cloud cannot be listed and "
+        {"--start-over-if-unreadable", AH_FLAG_BOOL, &a->start_over, NULL, "trainer: when the cloud cannot be listed and "
          "no other tier has a step, train from step 0 instead of stopping", false},
-        {"--reschedule", AH_FLAG_BOOL, &reschedule, NULL, "trainer: resume a checkpoint saved under other --steps, "
+        {"--reschedule", AH_FLAG_BOOL, &a->reschedule, NULL, "trainer: resume a checkpoint saved under other --steps, "
          "--warmup or --lr, changing its cosine learning-rate schedule from there (without it, refused)", false},
-        ah_cli_shared_flag_as("--ckpt-sync", &ckpt_sync, "trainer: write each checkpoint before the next step starts "
+        ah_cli_shared_flag_as("--ckpt-sync", &a->ckpt_sync, "trainer: write each checkpoint before the next step starts "
                               "(default: asynchronous, a host-memory snapshot written in the background)"),
-        ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap, "trainer: run the data-parallel gradient sync "
+        ah_cli_shared_flag_as("--no-overlap-grad-sync", &a->no_overlap, "trainer: run the data-parallel gradient sync "
                               "after the whole backward (default: overlapped with it; docs/runtime.md)"),
-        ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb, "trainer: in-memory peer replicas of each committed "
+        ah_cli_shared_flag_as("--replica-memory-gb", &a->replica_gb, "trainer: in-memory peer replicas of each committed "
                               "step, at most G GB per host (default 0: off; docs/checkpoints.md)"),
-        ah_cli_shared_flag_as("--replica-root", &replica_root, "trainer: each host keeps its replicas in DIR/NODE/ "
+        ah_cli_shared_flag_as("--replica-root", &a->replica_root, "trainer: each host keeps its replicas in DIR/NODE/ "
                               "(default /dev/shm/autohet/<key of the checkpoint root>)"),
-        {"--init-from", AH_FLAG_STR, &init_from, "DIR", "trainer: start from this Hugging Face model directory "
+        {"--init-from", AH_FLAG_STR, &a->init_from, "DIR", "trainer: start from this Hugging Face model directory "
          "(relaunches resume from checkpoints instead)", false},
-        {"--val-data", AH_FLAG_STR, &val_data, "FILES", "trainer: held-out token files for a validation loss", false},
+        {"--val-data", AH_FLAG_STR, &a->val_data, "FILES", "trainer: held-out token files for a validation loss", false},
         {"--val-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX,
                                        .note = "leave it out to validate after the last step only"),
-         &counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
+         &a->counts[0], "K", "trainer: validate every K steps (default: at the end)", false},
         {"--val-batches", AH_FLAG_INT_IN(1, AH_CLI_BATCH_MAX, .note = "global batches a validation reads"),
-         &counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
+         &a->counts[1], "N", "trainer: global batches a validation reads (default 4)", false},
         {"--skip-nonfinite", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX, .note = "0 stops at the first non-finite step"),
-         &counts[2], "N", "trainer: non-finite steps skipped before one stops "
+         &a->counts[2], "N", "trainer: non-finite steps skipped before one stops "
          "the run (default 0)", false},
-        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &counts[3], "N", "trainer: committed checkpoint steps kept on each "
+        {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a->counts[3], "N", "trainer: committed checkpoint steps kept on each "
          "node's disk and in the cloud; older ones are deleted after a new step commits (default 2)", false},
-        {"--recovery", AH_FLAG_STR, &recovery, "local-first|cloud-only", "where state comes from after a stop: "
+        {"--recovery", AH_FLAG_STR, &a->recovery, "local-first|cloud-only", "where state comes from after a stop: "
          "disks, peers, then cloud; or (Varuna-like, for comparison) every disk dropped, cloud only (default local-first)", false},
-        {"--launcher", AH_FLAG_STR, &o.launcher, "local|ssh|slurm", "local: every node on this machine (default); ssh: "
+        {"--launcher", AH_FLAG_STR, &a->o.launcher, "local|ssh|slurm", "local: every node on this machine (default); ssh: "
          "node names are host names, reached through --rsh-agent; slurm: inside salloc/sbatch, the allocation's "
          "hosts, reached with srun, mpirun under Slurm (docs/multi-host.md)", false},
-        {"--rsh-agent", AH_FLAG_STR, &o.rsh_agent, "\"CMD\"", "ssh: the remote command, run as CMD HOST COMMAND "
+        {"--rsh-agent", AH_FLAG_STR, &a->o.rsh_agent, "\"CMD\"", "ssh: the remote command, run as CMD HOST COMMAND "
          "(default ssh, in BatchMode); also Open MPI's plm_rsh_agent", false},
-        {"--local-root", AH_FLAG_STR, &o.local_root, "PATH", "ssh, slurm: node X's checkpoints in PATH/X/ on host X "
+        {"--local-root", AH_FLAG_STR, &a->o.local_root, "PATH", "ssh, slurm: node X's checkpoints in PATH/X/ on host X "
          "(required; every host sees only its own)", false},
-        {"--mpirun", AH_FLAG_STR, &o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
-        {"--mpirun-args", AH_FLAG_STR, &o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
+        {"--mpirun", AH_FLAG_STR, &a->o.mpirun, "PATH", "the mpirun to use (default mpirun)", false},
+        {"--mpirun-args", AH_FLAG_STR, &a->o.mpirun_args, "\"ARGS\"", "flags before -np (default: local: one machine, "
          AH_MPIRUN_LOCAL_DEFAULT_ARGS "; ssh: none beyond its own --mca plm_rsh_agent, --hostfile, --map-by seq, "
          "the ring all-reduce)", false},
-        ah_cli_shared_flag("--profile", &profile_path),
-        {"--quiet", AH_FLAG_BOOL, &o.quiet, NULL, "no per-step progress lines from the trainer", false},
-        ah_cli_shared_flag_as("--shard-optimizer", &pf.shard, "split AdamW's state over each data-parallel group of "
+        ah_cli_shared_flag("--profile", &a->profile_path),
+        {"--quiet", AH_FLAG_BOOL, &a->o.quiet, NULL, "no per-step progress lines from the trainer", false},
+        ah_cli_shared_flag_as("--shard-optimizer", &a->pf.shard, "split AdamW's state over each data-parallel group of "
                               "every plan (autohet plan's flag; without --cloud only groups over two nodes or more; "
                               "default none)"),
     };
-    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    _Static_assert(sizeof table / sizeof table[0] <= RUN_FLAGS_MAX, "RUN_FLAGS_MAX is too small");
+    memcpy(flags, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
+
+int ah_cli_run(int argc, char **argv) {
+    run_args_t a;
+    run_args_init(&a);
+    ah_flag_t flags[RUN_FLAGS_MAX];
+    const int n_flags = run_flags(&a, flags);
     int rc = 0;
     if (!ah_cli_parse(VERB, "--model M --cluster C --data FILES [--events FILE] [flags]",
                       "The elastic agent: plans (calibrated with --profile), launches mpirun ... autohet train\n"
@@ -470,12 +492,12 @@ int ah_cli_run(int argc, char **argv) {
                       flags, n_flags, argc, argv, &rc))
         return rc;
     ah_error_t err = {0};
-    if (ah_cli_check_optimizer_flags(lr, warmup, wd, clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    o.planner.train.global_batch = gb;
-    o.planner.train.seq_len = seq;
-    o.max_restarts = (int)max_restarts;
+    if (ah_cli_check_optimizer_flags(a.lr, a.warmup, a.wd, a.clip, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    a.o.planner.train.global_batch = a.gb;
+    a.o.planner.train.seq_len = a.seq;
+    a.o.max_restarts = (int)a.max_restarts;
     bool auto_precision = false;
-    if ((rc = check_choices(&o, &pf, &auto_precision, recovery, cloud, endpoint)) != 0) return rc;
+    if ((rc = check_choices(&a.o, &a.pf, &auto_precision, a.recovery, a.cloud, a.endpoint)) != 0) return rc;
     /* the ranks run this very program */
     static char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -484,18 +506,18 @@ int ah_cli_run(int argc, char **argv) {
         return 1;
     }
     self[n] = 0;
-    o.autohet = self;
-    o.work_dir = work;
-    const ah_train_opts_t given = {.lr = lr, .warmup = warmup, .weight_decay = wd, .grad_clip = clip,
-                                   .seed = (uint64_t)seed};
-    if ((rc = check_launch(&o, flags, n_flags, val_data, init_from)) != 0) return rc;
-    if (check_trainer_files(&o, init_from, val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
-    pass_trainer_flags(&o, flags, n_flags, &given, cloud, endpoint, init_from, val_data, counts, replica_gb, replica_root);
-    if ((rc = pass_cloud_flags(&o, flags, n_flags, cloud, patience)) != 0) return rc;
+    a.o.autohet = self;
+    a.o.work_dir = a.work;
+    const ah_train_opts_t given = {.lr = a.lr, .warmup = a.warmup, .weight_decay = a.wd, .grad_clip = a.clip,
+                                   .seed = (uint64_t)a.seed};
+    if ((rc = check_launch(&a.o, flags, n_flags, a.val_data, a.init_from)) != 0) return rc;
+    if (check_trainer_files(&a.o, a.init_from, a.val_data, &err) != AH_OK) return ah_cli_fail(VERB, &err);
+    pass_trainer_flags(&a.o, flags, n_flags, &given, a.cloud, a.endpoint, a.init_from, a.val_data, a.counts, a.replica_gb, a.replica_root);
+    if ((rc = pass_cloud_flags(&a.o, flags, n_flags, a.cloud, a.patience)) != 0) return rc;
     ah_profile_t *profile = NULL;
-    if ((rc = resolve_planning(&o, auto_precision, profile_path, &profile)) != 0) return rc;
-    o.interrupt = &interrupted;
-    o.log = log_line;
+    if ((rc = resolve_planning(&a.o, auto_precision, a.profile_path, &profile)) != 0) return rc;
+    a.o.interrupt = &interrupted;
+    a.o.log = log_line;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -503,8 +525,8 @@ int ah_cli_run(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     ah_agent_result_t r;
-    const ah_status_t s = ah_agent_run(&o, &r, &err);
-    if (r.n_launches > 0) summary(&o, &r, profile_path);
+    const ah_status_t s = ah_agent_run(&a.o, &r, &err);
+    if (r.n_launches > 0) summary(&a.o, &r, a.profile_path);
     rc = s != AH_OK ? ah_cli_fail(VERB, &err) : r.history_ok ? 0 : 1;
     ah_agent_result_free(&r);
     ah_profile_free(profile);
