@@ -517,6 +517,15 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
     return AH_OK;
 }
 
+ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events, ah_error_t *err) {
+    *events = NULL;
+    if (!s) return AH_OK;
+    json_t *arr = s->tr->rank == 0 ? json_array() : NULL;
+    const ah_status_t st = ah_ckpt_async_collect(s, true, arr, err);
+    *events = arr;
+    return st;
+}
+
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
     return s ? s->last_saved : -1;
 }

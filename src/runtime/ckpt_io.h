@@ -125,6 +125,11 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
  * since the previous event (ckpt_cloud.c). */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);
+/* Commits the asynchronous snapshot still in flight, if any, when the loop stops for a reason of
+ * its own that every rank agreed on (a non-finite step): the state it holds is good, and dropping
+ * it would lose it. Collective; its "checkpoint" event, if any, in *events on rank 0 (NULL
+ * elsewhere); NULL s is fine. */
+ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events, ah_error_t *err);
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);

@@ -169,6 +169,12 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->loss_scale_window > 0) on_loss_scale(&ls, o, &m);
         if (o->grads_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->grads_dir, true, err)) != AH_OK)
             return s;
+        if (m.nonfinite && skipped >= o->skip_nonfinite) { /* the stop: the snapshot in flight is good */
+            json_t *events = NULL;
+            if ((s = ah_ckpt_session_commit_pending(ck, &events, err)) != AH_OK) return s;
+            warn_failed_saves(o, ck, events);
+            ah_metrics_write_events(o->metrics, events);
+        }
         if (m.nonfinite && (s = on_nonfinite(tr, o, ck, &m, &skipped, err)) != AH_OK) {
             *agreed = true;
             return s;
