@@ -99,6 +99,17 @@ static void test_notice_rule(void) {
     CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 120, .save_s = 5, .redo_s = 4, .memory = true,
                                                      .memory_s = 3}),
           "3 s to memory is cheaper than redo 4 s (the disks' 5 s would not be)");
+    /* Memory first only when it commits sooner than the disks (or either is unknown). */
+    CHECK(!ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory = true, .memory_s = 60}),
+          "memory 60 s, disks 20 s: the disks first");
+    CHECK(!ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.grace_s = 40, .save_s = 30, .redo_s = -1, .memory = true,
+                                                      .memory_s = 60}),
+          "the disks' 30 s rules then, and does not fit 40");
+    CHECK(ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory = true, .memory_s = 5}) &&
+              ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = -1, .memory = true, .memory_s = 5}) &&
+              ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory = true, .memory_s = -1}) &&
+              !ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory_s = 5}),
+          "memory first: sooner, or unknown; never without the tier");
     CHECK(strcmp(ah_ckpt_tier_name(AH_TIER_LOCAL), "local") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_PEER), "peer") == 0 &&
               strcmp(ah_ckpt_tier_name(AH_TIER_CLOUD), "cloud") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_COUNT), "?") == 0,
           "tier names");

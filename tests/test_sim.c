@@ -420,6 +420,33 @@ static void test_partial_loss(void) {
     CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt), 1e-9);
     CHECK_NEAR(r.tokens, R2 * (ckpt - 35) + R1 * (7200 - 3600 - rec + it1), 1e-9);
     ah_sim_result_free(&r);
+
+    /* The memory tier (--replica-memory-gb): od-0 holds sp-0's checkpoint in its memory. With the
+     * measured snapshot rate the disks (2 GB/s) commit sooner, so the notice saves to the disks
+     * first; the memory holds the periodic checkpoint: sp-0's stage comes from od-0's memory at the
+     * network's rate (2 GB/s) instead of the cloud's, and the run still goes back to it. */
+    o.replica_memory_gb = 1000;
+    const double xm = cloud / 2e9, recm = it2 / 2 + save + 35 + xm + it1;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
+    CHECK_EQ_I64(r.bytes_cloud, 0);
+    CHECK_NEAR(r.recovery_s, 35 + it2 + recm, 1e-9);
+    CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt), 1e-9);
+    CHECK(r.n_recs == 2 && r.recs[1].saved, "saved at the notice, to the disks first");
+    ah_sim_result_free(&r);
+    /* A fast snapshot and slower disks (0.5 GB/s), so that the memory commits first: the save is the
+     * snapshot, the replication (the node's bytes over its link), then the disks; nothing is lost. */
+    o.snapshot_gb_s = 100;
+    o.disk_gb_s = 0.5;
+    const double big = s0 > s1 ? s0 : s1, slow = big / 0.5e9;
+    const double mem_s = big / 100e9 + big / 2e9, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
+    CHECK(mem_s < slow, "memory first: %g s < the disks' %g s", mem_s, slow);
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
+    CHECK_NEAR(r.recovery_s, 35 + it2 + recf, 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (3600 - 35 + it2 / 2) + R1 * (7200 - 3600 - recf + it1), 1e-9);
+    ah_sim_result_free(&r);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);
     ah_cluster_free(&c1);

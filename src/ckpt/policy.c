@@ -8,9 +8,13 @@ const char *ah_ckpt_tier_name(ah_ckpt_tier_t t) {
     return (unsigned)t < AH_TIER_COUNT ? N[t] : "?";
 }
 
+bool ah_ckpt_notice_memory_first(const ah_ckpt_notice_t *n) {
+    return n->memory && (n->memory_s < 0 || n->save_s < 0 || n->memory_s < n->save_s);
+}
+
 bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n) {
     /* what commits the step: the memory tier's snapshot + replication, else the save to the disks */
-    const double d = n->memory && n->memory_s >= 0 ? n->memory_s : n->save_s;
+    const double d = ah_ckpt_notice_memory_first(n) && n->memory_s >= 0 ? n->memory_s : n->save_s;
     const double need = 1.5 * (d >= 0 ? d : 1.0) + 0.5;
     if (n->elapsed_s + need > n->grace_s) return false;
     if (n->every_node || d < 0 || n->redo_s < 0) return true;

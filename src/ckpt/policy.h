@@ -17,10 +17,11 @@
  * (a resume from there redoes it): d < redo_s. A notice to every node (a restart to take in
  * joined nodes) and an unknown redo_s skip the second test: the save promises no lost work.
  * d is what commits the step: without the memory tier the whole save to the disks (save_s); with
- * it (memory: in-memory replicas on, every leaving node's pieces held by a host that stays) the
- * snapshot into host memory and the replication to the peers' memory at the network's rate
- * (memory_s; the disk write follows, and a removal during it loses nothing committed), or save_s
- * while memory_s is unknown (no replication measured yet).
+ * it (memory: in-memory replicas on, every leaving node's pieces held by a host that stays) and
+ * memory first (ah_ckpt_notice_memory_first: it is expected to commit sooner than the disks, or
+ * either duration is unknown) the snapshot into host memory and the replication to the peers'
+ * memory at the network's rate (memory_s; the disk write follows, and a removal during it loses
+ * nothing committed), or save_s while memory_s is unknown (no replication measured yet).
  */
 #ifndef AH_CKPT_POLICY_H
 #define AH_CKPT_POLICY_H
@@ -44,6 +45,9 @@ typedef struct ah_ckpt_notice {
     double memory_s;   /* their expected duration; < 0: unknown (save_s is used) */
 } ah_ckpt_notice_t;
 
+/* Whether the save at this notice goes to the peers' memory first: the memory tier is there and
+ * commits sooner than the disks (memory_s < save_s), or one of the two is not known yet. */
+bool ah_ckpt_notice_memory_first(const ah_ckpt_notice_t *n);
 bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n);
 
 #endif

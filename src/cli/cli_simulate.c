@@ -124,18 +124,18 @@ static void print_results(const ah_sim_result_t *r, int n) {
                r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
                r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
     for (int i = 0; i < n; i++) {
-        printf("%s: %.3f B tokens lost to rollbacks; recovery bytes local %.1f GB, peer %.1f GB, cloud %.1f GB; "
-               "first plan %.3f s\n",
-               ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_peer / 1e9,
-               r[i].bytes_cloud / 1e9, r[i].first_plan_s);
+        printf("%s: %.3f B tokens lost to rollbacks; recovery bytes local %.1f GB, memory %.1f GB, peer %.1f GB, "
+               "cloud %.1f GB; first plan %.3f s\n",
+               ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_memory / 1e9,
+               r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s);
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
         for (int k = 0; k < r[i].n_recs && k < RECOVERY_LINES; k++) {
             const ah_sim_recovery_t *v = &r[i].recs[k];
             printf("  %.2f s %s: %.3f s = stop %.3f (wait %.3f + save %.3f%s) + re-plan %.3f + restart %.3f + transfer "
-                   "%.3f + first step %.3f; local %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
+                   "%.3f + first step %.3f; local %.1f MB, memory %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
                    v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s,
                    v->wait_s > 0 && !v->saved ? ", did not fit the grace period" : "", v->replan_s,
-                   v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_TIER_LOCAL] / 1e6,
+                   v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_TIER_LOCAL] / 1e6, v->bytes[AH_TIER_MEMORY] / 1e6,
                    v->bytes[AH_TIER_PEER] / 1e6, v->bytes[AH_TIER_CLOUD] / 1e6,
                    v->interrupted ? " (interrupted)" : "");
         }
@@ -231,6 +231,9 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
     if (o->replan_s >= 0) printf("%g s (given)", o->replan_s);
     else printf("time as measured");
     printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o->on_demand_factor);
+    if (o->replica_memory_gb > 0)
+        printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication at "
+               "the cluster's inter-node rate\n", o->replica_memory_gb, o->snapshot_gb_s);
 }
 
 /* A replay in which no policy trained a token because none had a plan that fits: refused, with
@@ -354,6 +357,13 @@ int ah_cli_simulate(int argc, char **argv) {
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
         {"--grace-s", AH_FLAG_NUM_MIN(0), &o.grace_s, "S",
          "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
+        ah_cli_shared_flag_as("--replica-memory-gb", &o.replica_memory_gb,
+                              "autohet keeps in-memory peer replicas, at most G GB per holding host (the runtime's "
+                              "flag): the save at a notice commits in a peer's memory first, and a lost node's pieces "
+                              "come from a peer's memory at the network's rate (default 0: off; docs/simulator.md)"),
+        {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o.snapshot_gb_s, "G",
+         "with --replica-memory-gb: a device's copy of its checkpoint into its host's memory, GB/s per device "
+         "(default: the runtime's, measured; docs/simulator.md)", false},
         {"--replan-s", AH_FLAG_NUM_MIN(0, .value_first = true, .note = "leave it out to charge the measured time"),
          &o.replan_s, "S", "charge this per re-plan instead of the measured planner time", false},
         {"--on-demand-factor", AH_FLAG_NUM_ABOVE(0), &o.on_demand_factor, "F",

@@ -4,8 +4,10 @@
  * Without in-memory replicas the notice's save is the synchronous save: every rank writes its pieces
  * to its node's disk, each node commits, then the upload hand-off (ckpt_io.c).
  *
- * With them (--replica-memory-gb), memory first, so that the grace period has to cover only what
- * commits the step in memory:
+ * With them (--replica-memory-gb), when ckpt/policy.h's rule says memory first (the last
+ * measured snapshot + replication took less than the last save to the disks, or either is not
+ * known yet; otherwise the disks first, as without replicas), so that the grace period has to
+ * cover only what commits the step in memory:
  *   1. snapshot: every rank writes its pieces of step N into its own host's memory, the checkpoint
  *      root REPLICA_ROOT/from-NODE of its node (the tmpfs of ckpt/replica.h: it outlives the job's
  *      processes), and each node's leader commits the step there (test hook "notice-snapshot");
@@ -73,6 +75,7 @@ ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elaps
         notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
     }
     *save = ah_ckpt_save_at_notice(&notice);
+    s->notice_memory_first = ah_ckpt_notice_memory_first(&notice);
     return AH_OK;
 }
 
@@ -108,7 +111,9 @@ static void notice_event(json_t *ev, bool committed, double commit_s, double sna
 }
 
 ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
-    if (s->replica_budget == 0) return ah_ckpt_save_sync(s, step, event, err);
+    /* the disks first (and the replication after their commit, ckpt_io.c) without replicas, or when
+     * the memory tier would not commit sooner (ckpt/policy.h) */
+    if (s->replica_budget == 0 || !s->notice_memory_first) return ah_ckpt_save_sync(s, step, event, err);
     const double t0 = ah_now_s();
     const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
     char self[AH_CKPT_PATH_MAX];

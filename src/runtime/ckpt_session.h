@@ -65,6 +65,7 @@ struct ah_ckpt_session {
     ah_ckpt_replica_stats_t notice_rep;
     double last_snapshot_s, last_replicate_s;
     bool last_rep_complete;
+    bool notice_memory_first; /* the notice's rule chose memory first (ah_ckpt_notice_rule) */
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
     float *view_dev[3], *view_host[3], *view_moments[2];
 };

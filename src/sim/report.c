@@ -96,6 +96,9 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
                   "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s, "grace_s", o->grace_s,
                   "objective", o->objective == AH_OBJECTIVE_COST ? "cost" : "time", "budget_usd_per_hour",
                   o->budget_usd_per_hour > 0 ? json_real(o->budget_usd_per_hour) : json_null()));
+    json_t *opts = json_object_get(doc, "options");
+    json_object_set_new(opts, "replica_memory_gb", json_real(o->replica_memory_gb));
+    json_object_set_new(opts, "snapshot_gb_s", json_real(o->snapshot_gb_s));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];
@@ -157,6 +160,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
             (json_int_t)r->bytes_peer, "cloud", (json_int_t)r->bytes_cloud, "planner_s", r->planner_s,
             "plans_computed", r->plans_computed, "first_plan_s", r->first_plan_s, "simulate_s", r->sim_wall_s,
             "timeline", tl, "markers", mk);
+        json_object_set_new(json_object_get(e, "bytes"), "memory", json_integer((json_int_t)r->bytes_memory));
         json_object_set_new(e, "recoveries", rc);
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
         json_array_append_new(jr, e);

@@ -33,6 +33,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->on_demand_factor = 2.5;
     o->disk_gb_s = 8; /* an 8-GPU cloud node's local NVMe SSDs (p4d: 8 x 1 TB), about 1 GB/s each */
     o->grace_s = 120;
+    o->snapshot_gb_s = AH_SIM_SNAPSHOT_GB_S;
 }
 
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
@@ -77,6 +78,8 @@ typedef struct {
     ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
     int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
     double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
+    int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
+                             checkpoint, -1 none; NULL: no memory tier (memory.c) */
 } entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -100,6 +103,8 @@ typedef struct {
     progress_t now;
     progress_t at_ckpt;   /* the last periodic checkpoint: on the disks and in the cloud */
     progress_t at_disk;   /* the newest state on the disks: that, or a save at a notice since */
+    progress_t at_mem;    /* the state the memory tier holds: the last periodic checkpoint, or a
+                             memory-first save at a notice since (memory.c) */
     ah_sim_phase_t phase;
     entry_t *run;         /* the plan training, or being recovered to; NULL when stalled */
     entry_t *state;       /* the plan whose devices hold the latest state; NULL when none */
@@ -117,6 +122,7 @@ static void entry_free(entry_t *e) {
     free(e->gpus);
     ah_placement_free(&e->place);
     free(e->ckpt_bytes);
+    free(e->holder);
     free(e);
 }
 
@@ -193,7 +199,9 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
             }
         }
     }
-    return true;
+    if (x->pol != AH_POLICY_AUTOHET || x->o->replica_memory_gb <= 0) return true;
+    e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
+    return e->holder && ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder);
 }
 
 /* Plans the set in key (cached). NULL only when out of host memory. */
@@ -369,12 +377,15 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
         x->oom = true;
         return 0;
     }
-    double peer_max = 0;
+    double peer_max = 0, mem_max = 0;
     bool lost = false;
     const ah_placement_t *was = local_first ? &x->state->place : NULL;
+    /* the memory tier: a node's pieces survive in memory while the node holding its replica holds */
+    bool *in_mem = local_first && x->state->holder ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem) : NULL;
+    for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
     for (int i = 0; i < to->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &to->place.ranks[i];
-        int64_t b_cloud = 0, b_local = 0;
+        int64_t b_cloud = 0, b_local = 0, b_mem = 0;
         if (!local_first) b_cloud = to->ckpt_bytes[i];
         else
             for (int l = 0; l <= L + 1; l++) {
@@ -391,21 +402,28 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
                     local = o->node == d->node && o->index == d->index && x->holds[o->node] &&
                             ah_placement_holds(was, j, g, d->tp_index);
                 }
+                bool mem = !local && !avail && in_mem;
+                for (int k = 0; mem && k < (same_tp ? 1 : was->tp); k++)
+                    mem = ah_placement_survives(was, g, same_tp ? d->tp_index : k, in_mem);
                 if (local) b_local += lb;
+                else if (mem) b_mem += lb;
                 else if (!avail) {
                     b_cloud += lb;
                     lost = true;
                 }
             }
-        int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local;
+        int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local - b_mem;
         if (b_peer < 0) b_peer = 0;
         v->bytes[AH_TIER_LOCAL] += b_local;
         v->bytes[AH_TIER_PEER] += b_peer;
         v->bytes[AH_TIER_CLOUD] += b_cloud;
+        v->bytes[AH_TIER_MEMORY] += b_mem;
         cloud[d->node] += (double)b_cloud;
-        const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9);
+        const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9), ms = (double)b_mem / (c->net.inter_node_gb_s * 1e9);
         if (ps > peer_max) peer_max = ps;
+        if (ms > mem_max) mem_max = ms;
     }
+    free(in_mem);
     double cloud_max = 0;
     for (int n = 0; n < c->n_nodes; n++) {
         const double cs = cloud[n] / (c->net.cloud_gb_s * 1e9);
@@ -414,8 +432,9 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
     free(cloud);
     v->tier_s[AH_TIER_PEER] = peer_max;
     v->tier_s[AH_TIER_CLOUD] = cloud_max;
+    v->tier_s[AH_TIER_MEMORY] = mem_max;
     *rollback = !local_first || lost;
-    return cloud_max + peer_max;
+    return cloud_max + peer_max + mem_max;
 }
 
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
@@ -433,10 +452,21 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
         v->wait_s = x->run->iteration_s / 2;
         train(x, v->wait_s);
         const double sv = save_s(x, x->run);
-        const ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
-                                         .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+        ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
+                                   .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+        /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
+         * the snapshot and the replication; the disks follow until the job ends, at the removal at
+         * the latest */
+        notice.memory = x->run->holder != NULL;
+        notice.memory_s = notice.memory ? x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place,
+                                                                                 x->run->ckpt_bytes, x->o)
+                                        : -1;
         v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv : 0;
+        if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
+            v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
+            x->at_mem = x->now;
+        }
         if (v->saved) x->at_disk = x->now;
         unsaved = !v->saved;
     }
@@ -444,13 +474,21 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
     v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
-    const progress_t back_to = cloud_rollback ? x->at_ckpt : unsaved ? x->at_disk : x->now;
+    /* a lost node's pieces from a peer's memory: back to the state it holds */
+    const progress_t back_to = cloud_rollback                   ? x->at_ckpt
+                               : v->bytes[AH_TIER_MEMORY] > 0 ? x->at_mem
+                               : unsaved                        ? x->at_disk
+                                                                : x->now;
     v->tokens_lost = x->now.tokens - back_to.tokens;
     r->tokens_lost += v->tokens_lost;
     x->now = back_to;
+    /* nothing newer than the state resumed from is on the disks or in memory any more */
+    if (x->at_disk.tokens > x->now.tokens) x->at_disk = x->now;
+    if (x->at_mem.tokens > x->now.tokens) x->at_mem = x->now;
     r->bytes_local += v->bytes[AH_TIER_LOCAL];
     r->bytes_peer += v->bytes[AH_TIER_PEER];
     r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
+    r->bytes_memory += v->bytes[AH_TIER_MEMORY];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
     v->restart_s = x->o->restart_s;
     v->first_step_s = e->iteration_s;
@@ -509,7 +547,7 @@ static void on_internal(run_t *x) {
         return;
     }
     /* a checkpoint */
-    x->at_ckpt = x->at_disk = x->now;
+    x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
     x->ckpt_due = x->t + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;
@@ -557,11 +595,13 @@ void ah_sim_result_free(ah_sim_result_t *r) {
 ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const ah_sim_opts_t *o,
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0 || o->grace_s < 0)
+    if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0 || o->grace_s < 0 ||
+        o->replica_memory_gb < 0 || o->snapshot_gb_s <= 0)
         return ah_error_set(err, AH_ERR_USAGE,
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
-                            "--disk-gb-s %g > 0, --grace-s %g >= 0",
-                            o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s);
+                            "--disk-gb-s %g > 0, --grace-s %g >= 0, --replica-memory-gb %g >= 0, --snapshot-gb-s %g > 0",
+                            o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s,
+                            o->replica_memory_gb, o->snapshot_gb_s);
     ah_status_t hs = ah_sim_check_horizon(a, o, err);
     if (hs != AH_OK) return hs;
     const double t_start = ah_now_s();

@@ -68,6 +68,15 @@
  *       varuna always roll back and fetch everything from the cloud.
  *     - An event during a recovery restarts it (the time spent so far is lost) when it hits one
  *       of the nodes involved.
+ *     - The memory tier (autohet with opts.replica_memory_gb > 0; memory.c): each node's checkpoint
+ *       is also in the host memory of its partner (the runtime's rule, ckpt/replica.h) when it fits
+ *       the budget; it holds the last periodic checkpoint, or the notice's state when the save at
+ *       the notice went to memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
+ *       device + replication over the node's inter-node link, sooner than the disks; the disks
+ *       follow, the stop capped at the grace period). A (layer, shard) no surviving device holds
+ *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
+ *       (after the peer phase), and the run goes back to the state the memory holds, not to the
+ *       cloud's periodic checkpoint.
  */
 #ifndef AH_SIM_SIM_H
 #define AH_SIM_SIM_H
@@ -75,6 +84,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/placement.h"
 #include "ckpt/policy.h"
 #include "cost/cost.h"
 #include "planner/planner.h"
@@ -156,13 +166,26 @@ typedef struct ah_sim_opts {
     ah_objective_t objective;  /* autohet's and on-demand's plans: time or $ per token (planner.h) */
     double budget_usd_per_hour;/* > 0: their plans' GPUs cost at most this per hour (on-demand's at
                                   on-demand prices) */
+    double replica_memory_gb;  /* autohet's in-memory peer replicas (the runtime's --replica-memory-gb):
+                                  GB each holding host keeps; 0: off (sim/memory.c) */
+    double snapshot_gb_s;      /* a device's copy of its checkpoint into its host's memory, GB/s per
+                                  device (AH_SIM_SNAPSHOT_GB_S) */
 } ah_sim_opts_t;
 
-/* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice) */
+/* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
+ * snapshot AH_SIM_SNAPSHOT_GB_S */
 void ah_sim_opts_default(ah_sim_opts_t *o);
 
 /* Checkpoint bytes per parameter: weights (or the fp32 master) + AdamW m, v, 4 bytes each. */
 #define AH_SIM_CKPT_BYTES_PER_PARAM 12
+
+/* A device's copy of its checkpoint into its host's memory at a notice (the memory tier's snapshot),
+ * GB/s per device: the runtime's, measured (docs/simulator.md "The memory tier"): the notice's
+ * checkpoint event of a memory-first save, 1.0237 GB per rank (GPT-2 small's shape, bench_recovery's
+ * set-up, two ranks) over its memory_snapshot_seconds, median of three runs (1.32, 1.84, 2.19 s;
+ * safetensors with CRC-32C into a tmpfs, on the shared 2-core machine at load 4-7, so a lower bound
+ * for a GPU host, whose copy is a device-to-host transfer and one core per rank). */
+#define AH_SIM_SNAPSHOT_GB_S 0.56
 
 /* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
@@ -206,7 +229,7 @@ typedef struct ah_sim_result {
                                   start included */
     int replans;               /* (re)starts after the first */
     int preemptions;           /* removals that hit the running plan */
-    int64_t bytes_local, bytes_peer, bytes_cloud;
+    int64_t bytes_local, bytes_peer, bytes_cloud, bytes_memory;
     double planner_s;          /* measured planner time, distinct availability sets only */
     int plans_computed;        /* distinct availability sets planned */
     double first_plan_s;       /* measured time of the first plan (set seen first) */
@@ -226,6 +249,17 @@ void ah_sim_result_free(ah_sim_result_t *r);
 
 /* On-demand $/GPU-hour of a node under opts (see ah_sim_opts_t.on_demand_factor). */
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *opts);
+
+/* ---- the memory tier (memory.c) ---- */
+
+/* holder[y] for each of pl's nodes (n_nodes): the node whose host memory holds y's checkpoint (its
+ * partner, when y's bytes fit its budget), -1 none. false only without host memory. */
+bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                           double budget_gb, int *holder);
+/* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
+ * max over nodes of bytes / (inter_node_gb_s x the node's GPUs). -1 without host memory. */
+double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                            const ah_sim_opts_t *o);
 
 /* ---- output (report.c) ---- */
 

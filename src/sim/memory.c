@@ -1,0 +1,74 @@
+/* The memory tier of autohet's replay: in-memory peer replicas as the runtime keeps them with
+ * --replica-memory-gb (ckpt/replica.h, runtime/ckpt_notice.c; sim.h and docs/simulator.md rule 8).
+ *
+ * Holders: node Y's checkpoint is held in the host memory of its partner in the plan
+ * (ah_replica_partners: the next node the plan uses, another zone first), when it fits the
+ * holder's budget (ah_replica_fit, each node's bytes taken as one file: the runtime fits file by
+ * file, so the simulator is on the conservative side). Every commit of the disks (a periodic
+ * checkpoint, a save at a notice) is replicated, so the memory holds the disks' newest state.
+ *
+ * The save at a notice, memory first: a snapshot of each device's checkpoint into its host's memory
+ * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication to the partner over the network (its bytes /
+ * the node's inter-node bandwidth, inter_node_gb_s per GPU x its GPUs), the slowest node of each
+ * bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
+ * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
+ *
+ * Pure: no I/O. Ownership: out-arrays are the caller's.
+ */
+#include <stdlib.h>
+
+#include "ckpt/replica.h"
+#include "sim/sim.h"
+
+bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                           double budget_gb, int *holder) {
+    const int nn = pl->n_nodes;
+    const char **zones = calloc((size_t)nn + 1, sizeof *zones);
+    int *partner = calloc((size_t)nn + 1, sizeof *partner), *nf = calloc((size_t)nn + 1, sizeof *nf);
+    uint64_t *bytes = calloc((size_t)nn + 1, sizeof *bytes), *held = calloc((size_t)nn + 1, sizeof *held);
+    uint64_t **sizes = calloc((size_t)nn + 1, sizeof *sizes);
+    bool *fit = calloc((size_t)nn + 1, sizeof *fit), **fits = calloc((size_t)nn + 1, sizeof *fits);
+    const bool ok = zones && partner && nf && bytes && held && sizes && fit && fits;
+    for (int y = 0; ok && y < nn; y++) {
+        zones[y] = c->nodes[y].zone;
+        holder[y] = -1;
+    }
+    for (int r = 0; ok && r < pl->n_ranks; r++) bytes[pl->ranks[r].node] += (uint64_t)ckpt_bytes[r];
+    if (ok) {
+        ah_replica_partners(pl, zones, partner);
+        for (int y = 0; y < nn; y++) {
+            nf[y] = pl->node_leader[y] >= 0 ? 1 : 0; /* a node's checkpoint, whole */
+            sizes[y] = &bytes[y];
+            fits[y] = &fit[y];
+        }
+        ah_replica_fit(nn, partner, nf, sizes, budget_gb > 0 ? (uint64_t)(budget_gb * 1e9) : 0, nn, fits, held);
+        for (int y = 0; y < nn; y++)
+            if (nf[y] && fit[y]) holder[y] = partner[y];
+    }
+    free(zones);
+    free(partner);
+    free(nf);
+    free(bytes);
+    free(held);
+    free(sizes);
+    free(fit);
+    free(fits);
+    return ok;
+}
+
+double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                            const ah_sim_opts_t *o) {
+    double *node = calloc((size_t)pl->n_nodes + 1, sizeof *node), snap = 0, send = 0;
+    if (!node) return -1;
+    for (int r = 0; r < pl->n_ranks; r++) {
+        const double s = (double)ckpt_bytes[r] / (o->snapshot_gb_s * 1e9); /* each rank its own, in parallel */
+        if (s > snap) snap = s;
+        node[pl->ranks[r].node] += (double)ckpt_bytes[r];
+    }
+    for (int y = 0; y < pl->n_nodes; y++) {
+        const double n = node[y] / (c->net.inter_node_gb_s * 1e9 * (c->nodes[y].count > 0 ? c->nodes[y].count : 1));
+        if (n > send) send = n;
+    }
+    free(node);
+    return snap + send;
+}
