@@ -5,6 +5,7 @@
 #                                                  cmake -S . -B B -DCMAKE_BUILD_TYPE=Release)
 #   CLOUD_GB_S=0.1 bash bench/bench_recovery.sh B  (the cloud cap; default 0.05, see below)
 #   KEEP=DIR bash bench/bench_recovery.sh B        (keep the runs' work directories in DIR)
+#   MEMORY=0 bash bench/bench_recovery.sh B        (without the third run, local-first with replicas)
 #
 # Model: GPT-2 small's shape with a byte vocabulary (12 layers, 768 wide, 85.2M parameters); its
 # state (fp32 weights + AdamW m, v) is 1.02 GB. Cluster: two one-device nodes, fast-0 on demand and
@@ -20,6 +21,10 @@
 #                   from its own disk;
 #      cloud-only:  no save at the notice and every disk is dropped (a restart on fresh machines):
 #                   fast-0 restores the cloud's newest complete step (all 1.02 GB over the link);
+#      memory:      local-first with --replica-memory-gb 4: the save at the notice is memory first
+#                   (each node's pieces into its own host's memory, spot-0's replicated to fast-0's
+#                   memory: committed there; then the disks), so the grace period covers only the
+#                   snapshot and the replication (the notice's checkpoint event gives both);
 #   4. once the recovery is measured (the agent's recover event), the bench interrupts the run.
 # The cloud link: the cluster's network.cloud_gb_s caps every S3 transfer of a node. Default 0.05
 # (50 MB/s per node): moto on this loaded 2-core machine serves GETs at well under 100 MB/s, so a
@@ -99,6 +104,9 @@ run() { # NAME [flags]
 }
 run local-first
 run cloud-only --recovery cloud-only
+# local-first with in-memory replicas (--replica-memory-gb): the notice's save goes to the hosts'
+# memory first (snapshot, replication to fast-0's memory), then the disks (docs/checkpoints.md)
+[ "${MEMORY:-1}" = 0 ] || run memory --replica-memory-gb 4
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # the table and the ratios: bench/recovery_summary.py (shared with bench_hosts_recovery.sh)

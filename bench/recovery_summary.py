@@ -8,7 +8,8 @@
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
                                         (polls every 20 ms; waits for FILE; runs until killed)
 
-WORK holds one directory per policy, local-first/ and cloud-only/, each with the agent's merged
+WORK holds one directory per policy, local-first/ and cloud-only/ (and for `notice` memory/, the
+local-first run with in-memory replicas, when there), each with the agent's merged
 metrics.jsonl; CAP is the cluster's network.cloud_gb_s. For `lost`, WORK/NAME.kill holds the
 Unix time of the kill (date +%s.%N) and WORK/NAME.stamps the stamper's output for that run.
 """
@@ -38,7 +39,8 @@ def cloud_rate(r):
 
 
 def tier_mb(r):
-    return f"{r['bytes']['local'] / 1e6:6.1f} / {r['bytes']['peer'] / 1e6:5.1f} / {r['bytes']['cloud'] / 1e6:6.1f} MB"
+    return (f"{r['bytes']['local'] / 1e6:6.1f} / {r['bytes']['peer'] / 1e6:5.1f} / {r['bytes']['cloud'] / 1e6:6.1f} MB"
+            + (f" (memory {r['bytes']['memory'] / 1e6:.1f})" if r["bytes"].get("memory") else ""))
 
 
 def redo_lines(rows):
@@ -47,8 +49,36 @@ def redo_lines(rows):
               f"{r['stopped_at'] - r['step']} step(s) to redo (not in the times above)")
 
 
+def notice_save(w, name):
+    """The checkpoint event of the save at the notice (the one at the preempt event's step)."""
+    ev = events(w, name)
+    pre = next(e for e in ev if e.get("event") == "preempt")
+    return next((e for e in ev if e.get("event") == "checkpoint" and e.get("step") == pre["step"]), None)
+
+
+def memory_lines(w, rows):
+    """With the memory run: its notice save by phase (memory first) against local-first's disk save."""
+    m, d = notice_save(w, "memory"), notice_save(w, "local-first")
+    if not m or not m.get("memory_first"):
+        print("memory: the notice brought no memory-first save (see its log)")
+        return
+    snap, commit, total = m["memory_snapshot_seconds"], m["memory_commit_seconds"], m["seconds"]
+    b = m["bytes"]["memory"]
+    print(f"memory run, save at the notice: snapshot into host memory {snap:.2f} s "
+          f"({m['bytes']['local'] / snap / 1e9 if snap > 0 else 0:.2f} GB/s), replication {commit - snap:.2f} s "
+          f"({b / 1e6:.0f} MB, {b / (commit - snap) / 1e9 if commit > snap else 0:.2f} GB/s): committed in memory after "
+          f"{commit:.2f} s (memory_committed {m['memory_committed']}); then the disks: the whole save {total:.2f} s")
+    if d:
+        print(f"what the grace period must cover, local-first (disk) / memory (snapshot + replication): "
+              f"{d['seconds'] / commit:.2f}x ({d['seconds']:.2f} s / {commit:.2f} s)")
+    lf, mm = rows["local-first"], rows["memory"]
+    print(f"notice to the first finished step, memory / local-first: {mm['seconds'] / lf['seconds']:.2f}x "
+          f"({mm['seconds']:.2f} s / {lf['seconds']:.2f} s; the job still writes the disks before it exits)")
+
+
 def notice(w, cap):
-    rows = {n: rec(w, n) for n in POLICIES}
+    names = POLICIES + (("memory",) if os.path.exists(f"{w}/memory/metrics.jsonl") else ())
+    rows = {n: rec(w, n) for n in names}
     state = sum(rows["local-first"]["bytes"].values())
     print(f"state restored (weights + AdamW m, v of the whole model, on the one rank left): {state / 1e6:.0f} MB; "
           f"cloud link capped at {cap * 1e3:.0f} MB/s per node (cluster cloud_gb_s = {cap:g})")
@@ -76,6 +106,8 @@ def notice(w, cap):
           f"{resumed(co) / resumed(lf):.2f}x")
     print(f"state restore alone (the trainer's resume: manifests, transfer, verification, load):  "
           f"{co['breakdown']['transfer_s'] / lf['breakdown']['transfer_s']:.2f}x")
+    if "memory" in rows:
+        memory_lines(w, rows)
     redo_lines(rows)
 
 
