@@ -24,7 +24,9 @@
 #      memory:      local-first with --replica-memory-gb 4: the save at the notice is memory first
 #                   (each node's pieces into its own host's memory, spot-0's replicated to fast-0's
 #                   memory: committed there; then the disks), so the grace period covers only the
-#                   snapshot and the replication (the notice's checkpoint event gives both);
+#                   snapshot and the replication (the notice's checkpoint event gives both). With a
+#                   save every 2 steps the notice often saves nothing (redoing a step is cheaper),
+#                   and the summary says so; bench/bench_notice_save.sh times the save itself;
 #   4. once the recovery is measured (the agent's recover event), the bench interrupts the run.
 # The cloud link: the cluster's network.cloud_gb_s caps every S3 transfer of a node. Default 0.05
 # (50 MB/s per node): moto on this loaded 2-core machine serves GETs at well under 100 MB/s, so a
