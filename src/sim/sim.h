@@ -180,11 +180,12 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 #define AH_SIM_CKPT_BYTES_PER_PARAM 12
 
 /* A device's copy of its checkpoint into its host's memory at a notice (the memory tier's snapshot),
- * GB/s per device: the runtime's, measured (docs/simulator.md "The memory tier"): the notice's
- * checkpoint event of a memory-first save, 1.0237 GB per rank (GPT-2 small's shape, bench_recovery's
- * set-up, two ranks) over its memory_snapshot_seconds, median of three runs (1.32, 1.84, 2.19 s;
- * safetensors with CRC-32C into a tmpfs, on the shared 2-core machine at load 4-7, so a lower bound
- * for a GPU host, whose copy is a device-to-host transfer and one core per rank). */
+ * GB/s per device: the runtime's, measured (docs/simulator.md "The memory tier"):
+ * `bash bench/bench_notice_save.sh B 3`, the notice's checkpoint event of a memory-first save,
+ * 1.0237 GB per rank (GPT-2 small's shape, two ranks) over its memory_snapshot_seconds 1.80, 2.36,
+ * 1.83 s: median 0.56 GB/s (three direct runs before it: 1.32, 1.84, 2.19 s, median 0.56 too);
+ * safetensors with CRC-32C into a tmpfs on the shared 2-core machine at load 3-4, so a lower bound
+ * for a GPU host, whose copy is a device-to-host transfer and one core per rank. */
 #define AH_SIM_SNAPSHOT_GB_S 0.56
 
 /* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
