@@ -212,5 +212,21 @@ assert b["on-demand"]["tokens"] == 0 and "--budget" in b["on-demand"]["note"], b
 EOF
     fail "cost and budget"
 
+# the memory tier (--replica-memory-gb, docs/simulator.md rule 8): said, in the options and per policy
+exits 0 "$W/mem.txt" "--replica-memory-gb 100" "$AH" simulate "${P2[@]}" --replica-memory-gb 100 --snapshot-gb-s 3 \
+    --json "$W/mem.json"
+has "$W/mem.txt" "autohet: in-memory peer replicas, at most 100 GB per host; snapshot 3 GB/s per device" "the memory tier said"
+"$PY" - "$W/mem.json" "$W/ct.json" <<'EOF' && pass "the memory tier in the JSON" ||
+import json, sys
+d, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["options"]["replica_memory_gb"] == 100 and d["options"]["snapshot_gb_s"] == 3, d["options"]
+assert t["options"]["replica_memory_gb"] == 0, t["options"]
+for p in d["policies"] + t["policies"]:
+    assert "memory" in p["bytes"], p["bytes"]
+    assert all("memory" in r["bytes"] for r in p["recoveries"]), p["policy"]
+EOF
+    fail "the memory tier in the JSON"
+exits 2 "$W/snap0.txt" "--snapshot-gb-s 0" "$AH" simulate "${P2[@]}" --replica-memory-gb 1 --snapshot-gb-s 0
+
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]
