@@ -20,7 +20,7 @@ grep -q '"event":"restart"' "$WORK/ref/metrics.jsonl" && fail "the reference res
 run_agent "$WORK/kill" &
 agent=$!
 for _ in $(seq 600); do
-    n=$(grep -c '"step"' "$WORK/kill/launch-0/metrics.jsonl" 2>/dev/null)
+    n=$(grep -c '"loss"' "$WORK/kill/launch-0/metrics.jsonl" 2>/dev/null) # step lines (events say "step" too)
     [ "${n:-0}" -ge 5 ] && break
     sleep 0.05
 done
