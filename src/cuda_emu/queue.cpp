@@ -33,7 +33,7 @@ struct op {
 
 std::recursive_mutex lock;
 std::deque<op> queue;
-uint64_t next_seq = 1, done_seq = 0;
+uint64_t next_seq = 1;
 ah_emu_stream legacy;
 cudaError_t sticky_error = cudaSuccess;
 thread_local cudaError_t last_error = cudaSuccess;
@@ -52,7 +52,6 @@ cudaError_t drain_to(uint64_t seq) {
     while (!queue.empty() && queue.front().seq <= seq) {
         op o = std::move(queue.front());
         queue.pop_front();
-        done_seq = o.seq;
         if (sticky_error != cudaSuccess) continue; // a failed context runs nothing more
         cudaError_t e = cudaSuccess;
         with_device_access([&] { e = o.work(); });
