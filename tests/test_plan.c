@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "harness.h"
+#include "plan_check.h"
 #include "plan/plan.h"
 
 /* tiny-gpt2 (4 blocks, 4 heads) on the built-in cpu-hetero cluster (fast-0: 2 x cpu-fast;
@@ -49,23 +50,6 @@ static json_t *device(json_t *doc, int p, int s, int r) {
 static void set_layers(json_t *doc, int p, int s, int first, int last) {
     json_object_set_new(stage(doc, p, s), "layers", json_pack("[i,i]", first, last));
 }
-
-/* Reads then validates `doc` (consumed); the result must be `want`, with every needle in the
- * message. */
-static void expect(json_t *doc, ah_status_t want, const char *n1, const char *n2, int line) {
-    ah_plan_t p;
-    ah_error_t err = {0};
-    ah_status_t s = ah_plan_from_json(doc, "plan.json", NULL, &p, &err);
-    if (s == AH_OK) {
-        s = ah_plan_validate(&p, &err);
-        ah_plan_free(&p);
-    }
-    ah_test_check(s == want && (!n1 || strstr(err.msg, n1)) && (!n2 || strstr(err.msg, n2)), __FILE__,
-                  line, "want status %d with \"%s\" and \"%s\", got %d: %s", want, n1 ? n1 : "",
-                  n2 ? n2 : "", s, s == AH_OK ? "(ok)" : err.msg);
-    json_decref(doc);
-}
-#define EXPECT(doc, want, n1, n2) expect((doc), (want), (n1), (n2), __LINE__)
 
 static void test_base_valid(void) {
     EXPECT(base(), AH_OK, NULL, NULL);

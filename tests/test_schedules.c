@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "plan_check.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
 #include "plan/replay.h"
@@ -158,21 +159,6 @@ static json_t *pipe_of(json_t *d, int i) { return json_array_get(json_object_get
 static json_t *dev_of(json_t *d, int i, int s) {
     return json_array_get(json_object_get(json_array_get(json_object_get(pipe_of(d, i), "stages"), (size_t)s), "devices"), 0);
 }
-
-/* Reads and validates doc (consumed): want, and both needles in the message. */
-static void expect(json_t *doc, ah_status_t want, const char *n1, const char *n2, int line) {
-    ah_plan_t p;
-    ah_error_t err = {0};
-    ah_status_t s = ah_plan_from_json(doc, "plan.json", NULL, &p, &err);
-    if (s == AH_OK) {
-        s = ah_plan_validate(&p, &err);
-        ah_plan_free(&p);
-    }
-    json_decref(doc);
-    CHECK(s == want && (want == AH_OK || (strstr(err.msg, n1) && strstr(err.msg, n2))),
-          "line %d: want %d with \"%s\" and \"%s\", got %d: %s", line, want, n1, n2, s, err.msg);
-}
-#define EXPECT(doc, want, n1, n2) expect((doc), (want), (n1), (n2), __LINE__)
 
 static void test_refusals(void) {
     EXPECT(plan_doc(), AH_OK, "", "");
