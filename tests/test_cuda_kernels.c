@@ -102,6 +102,13 @@ static void test_matmul(const ah_kernels_t *cpu, const ah_kernels_t *gpu, double
     expect_close("matmul_bwd dinp", d_dinp, dinp, (size_t)N * IC, tol);
     expect_close("matmul_bwd dw", d_dw, dw, (size_t)OC * IC, tol);
     expect_close("matmul_bwd dbias", d_dbias, dbias, OC, 1e-5); /* fp32 in both tables */
+    /* zero-bubble's split backward: B (dinp, dbias) then W (dw alone), against the CPU's whole one */
+    cpu->matmul_bwd(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+    gpu->matmul_bwd(d_dinp, NULL, d_dbias, d_dout, d_inp, d_w, N, IC, OC);
+    gpu->matmul_bwd(NULL, d_dw, NULL, d_dout, d_inp, d_w, N, IC, OC);
+    expect_close("split matmul_bwd dinp", d_dinp, dinp, (size_t)N * IC, tol);
+    expect_close("split matmul_bwd dw", d_dw, dw, (size_t)OC * IC, tol);
+    expect_close("split matmul_bwd dbias", d_dbias, dbias, OC, 1e-5);
     check_clean("matmul");
     free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(dbias);
 }

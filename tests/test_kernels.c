@@ -189,6 +189,15 @@ static void test_matmul(void) {
     float *dinp2 = zeros(N * IC);
     K->matmul_bwd(dinp2, NULL, NULL, c.R, c.inp, c.w, N, IC, OC);
     CHECK_REL(dinp2, dinp, N * IC, 0, "matmul_bwd with only dinp");
+    /* zero-bubble's split backward: B (dinp and dbias), then W (dw alone) = the whole one, bit for bit */
+    float *dw2 = zeros(OC * IC), *db2 = zeros(OC);
+    K->zero(dinp2, N * IC);
+    K->matmul_bwd(dinp2, NULL, db2, c.R, c.inp, c.w, N, IC, OC);
+    K->matmul_bwd(NULL, dw2, NULL, c.R, c.inp, c.w, N, IC, OC);
+    CHECK_REL(dinp2, dinp, N * IC, 0, "split matmul_bwd: dinp");
+    CHECK_REL(db2, db, OC, 0, "split matmul_bwd: dbias");
+    CHECK_REL(dw2, dw, OC * IC, 0, "split matmul_bwd: dw");
+    free(dw2), free(db2);
 
     /* Self-test of the finite-difference check: a 1% error in one entry must be caught. */
     dw[3] += 0.01f * (float)max_abs(dw, OC * IC);

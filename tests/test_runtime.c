@@ -1,4 +1,4 @@
-/* Runtime pieces without MPI: the 1F1B schedule, the learning-rate schedule, TP sharding and the
+/* Runtime pieces without MPI: the 1F1B and zero-bubble schedules, the learning-rate schedule, TP sharding and the
  * plan-independent initialisation, the stage's backward against finite differences, and device
  * emulation's stretch. */
 #include <math.h>
@@ -12,40 +12,61 @@
 #include "runtime/schedule.h"
 #include "runtime/trainer.h"
 
-/* Every micro-batch runs F then B once each; warm-up length; slots never double-booked; the
- * peak number in flight is min(S - s, n). */
+/* Every micro-batch runs F then B (zero-bubble: then W) once each; 1F1B's warm-up length and slot
+ * j mod min(S - s, n); slots and W sets never double-booked, as many as the plan's memory model
+ * counts (zero-bubble: min(S, n) slots, ah_sched_wgrad_inflight W sets). */
+static void check_stage_order(ah_schedule_t sched, int S, int s, int64_t n) {
+    ah_sched_op_t ops[21];
+    int64_t slots, wsets;
+    CHECK(ah_sched_build(sched, S, s, n, ops, &slots, &wsets), "build");
+    const bool zb = sched == AH_SCHED_ZERO_BUBBLE;
+    const int64_t count = ah_sched_op_count(sched, S, n);
+    CHECK_EQ_I64(count, (zb ? 3 : 2) * n);
+    CHECK_EQ_I64(slots, zb ? (S < n ? S : n) : (S - s < n ? S - s : n));
+    CHECK_EQ_I64(wsets, ah_sched_wgrad_inflight(sched, S, S, n, s));
+    int64_t owner[8], wowner[8], done[8][3] = {{0}}, live = 0, peak = 0;
+    for (int i = 0; i < 8; i++) owner[i] = wowner[i] = -1;
+    const int64_t w = S - s - 1 < n ? S - s - 1 : n;
+    int64_t lead = 0;
+    while (lead < count && ops[lead].kind == AH_OP_F) lead++;
+    CHECK(lead == (w < n ? w + 1 : n), "S=%d s=%d n=%lld: %lld forwards before the first backward", S, s,
+          (long long)n, (long long)lead);
+    for (int64_t i = 0; i < count; i++) {
+        const ah_sched_op_t o = ops[i];
+        CHECK(o.slot >= 0 && o.slot < slots, "slot %lld of %lld", (long long)o.slot, (long long)slots);
+        CHECK(zb == (o.kind != AH_OP_F) || o.wset == -1, "W set of a 1F1B op or a forward");
+        if (o.kind == AH_OP_F) {
+            CHECK(owner[o.slot] < 0, "S=%d s=%d n=%lld: slot %lld reused while mb %lld is live", S, s,
+                  (long long)n, (long long)o.slot, (long long)owner[o.slot]);
+            if (!zb) CHECK_EQ_I64(o.slot, o.mb % slots);
+            owner[o.slot] = o.mb;
+            if (++live > peak) peak = live;
+        } else {
+            CHECK(done[o.mb][o.kind - 1] == 1 && owner[o.slot] == o.mb, "%c(%lld) before its predecessor",
+                  o.kind == AH_OP_B ? 'B' : 'W', (long long)o.mb);
+            if (o.kind == AH_OP_B && zb) {
+                CHECK(o.wset >= 0 && o.wset < wsets && wowner[o.wset] < 0, "W set %lld", (long long)o.wset);
+                wowner[o.wset] = o.mb;
+            }
+            if (o.kind == AH_OP_W) {
+                CHECK(wowner[o.wset] == o.mb, "W(%lld) reads another's W set", (long long)o.mb);
+                wowner[o.wset] = -1;
+            }
+            if (o.kind == (zb ? AH_OP_W : AH_OP_B)) owner[o.slot] = -1, live--;
+        }
+        done[o.mb][o.kind]++;
+    }
+    for (int64_t j = 0; j < n; j++)
+        CHECK(done[j][0] == 1 && done[j][1] == 1 && done[j][2] == (zb ? 1 : 0), "mb %lld", (long long)j);
+    CHECK_EQ_I64(peak, slots);
+}
+
 static void test_schedule(void) {
     for (int S = 1; S <= 5; S++)
         for (int s = 0; s < S; s++)
             for (int64_t n = 1; n <= 7; n++) {
-                ah_sched_op_t ops[14];
-                ah_sched_1f1b(S, s, n, ops);
-                const int64_t slots = ah_sched_slots(S, s, n);
-                int64_t owner[8], fwd_done[8] = {0}, bwd_done[8] = {0}, live = 0, peak = 0;
-                for (int i = 0; i < 8; i++) owner[i] = -1;
-                int64_t w = S - s - 1 < n ? S - s - 1 : n, lead = 0;
-                while (lead < 2 * n && ops[lead].kind == AH_OP_FWD) lead++;
-                CHECK(lead == (w < n ? w + 1 : n), "S=%d s=%d n=%lld: %lld forwards before the first "
-                      "backward", S, s, (long long)n, (long long)lead);
-                for (int64_t i = 0; i < 2 * n; i++) {
-                    const ah_sched_op_t o = ops[i];
-                    CHECK(o.slot >= 0 && o.slot < slots, "slot %lld of %lld", (long long)o.slot, (long long)slots);
-                    if (o.kind == AH_OP_FWD) {
-                        CHECK(owner[o.slot] < 0, "S=%d s=%d n=%lld: slot %lld reused while mb %lld is live",
-                              S, s, (long long)n, (long long)o.slot, (long long)owner[o.slot]);
-                        owner[o.slot] = o.mb;
-                        fwd_done[o.mb]++;
-                        if (++live > peak) peak = live;
-                    } else {
-                        CHECK(fwd_done[o.mb] == 1 && owner[o.slot] == o.mb, "B(%lld) before its F",
-                              (long long)o.mb);
-                        owner[o.slot] = -1;
-                        bwd_done[o.mb]++;
-                        live--;
-                    }
-                }
-                for (int64_t j = 0; j < n; j++) CHECK(fwd_done[j] == 1 && bwd_done[j] == 1, "mb %lld", (long long)j);
-                CHECK_EQ_I64(peak, slots);
+                check_stage_order(AH_SCHED_1F1B, S, s, n);
+                check_stage_order(AH_SCHED_ZERO_BUBBLE, S, s, n);
             }
 }
 
@@ -145,7 +166,7 @@ static void test_gradients(void) {
     for (int i = 0; i < 16; i++) ids[i] = (i * 7 + 3) % 32, tg[i] = (i * 5 + 1) % 32;
     ah_gpt_zero_grads(&st);
     loss_of(&st, ids, tg);
-    CHECK(ah_gpt_backward(&st, 0, NULL, NULL, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_gpt_backward(&st, 0, NULL, NULL, -1, &err) == AH_OK, "%s", err.msg);
     float *g = malloc((size_t)st.n_elems * sizeof *g);
     memcpy(g, st.g, (size_t)st.n_elems * sizeof *g);
     for (int i = 0; i < st.n_params; i++) {

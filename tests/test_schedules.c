@@ -236,8 +236,8 @@ static void test_plan_file(void) {
     free(sb);
     json_decref(a);
     json_decref(b);
-    CHECK_ERR(ah_plan_require_1f1b(&p, &err), AH_ERR_INVALID, err,
-              "[schedule] pipelines[0]: schedule \"interleaved\": the runtime runs 1f1b only so far (issue 35)");
+    CHECK_ERR(ah_plan_require_runnable(&p, &err), AH_ERR_INVALID, err,
+              "[schedule] pipelines[0]: schedule \"interleaved\": the runtime does not run interleaved pipelines yet");
 
     /* evaluation: 4 devices, each of fast-0's holding two one-block stages */
     ah_eval_t e;
@@ -270,7 +270,9 @@ static void test_plan_file(void) {
     a = ah_plan_to_json(&p);
     sa = json_dumps(a, 0);
     CHECK(sa && !strstr(sa, "schedule"), "1f1b is not written");
-    CHECK(ah_plan_require_1f1b(&p, &err) == AH_OK, "a 1f1b plan trains");
+    CHECK(ah_plan_require_runnable(&p, &err) == AH_OK, "a 1f1b plan trains");
+    p.pipelines[0].schedule = AH_SCHED_ZERO_BUBBLE;
+    CHECK(ah_plan_require_runnable(&p, &err) == AH_OK, "a zero-bubble plan trains");
     free(sa);
     json_decref(a);
     ah_plan_free(&p);

@@ -58,7 +58,7 @@ PY
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$AH" train --plan "$PLAN" --data "$TMP/none.bin" \
     >"$TMP/train" 2>&1 && fail "train accepted a plan with an interleaved pipeline"
 cat "$TMP/train"
-grep -q 'pipelines\[0\]: schedule "interleaved": the runtime runs 1f1b only so far (issue 35)' "$TMP/train" ||
+grep -q 'pipelines\[0\]: schedule "interleaved": the runtime does not run interleaved pipelines yet (issue 35)' "$TMP/train" ||
     fail "train's refusal does not name the pipeline and the schedule"
 
 # an uneven placement: device 0 on stages 0 and 1

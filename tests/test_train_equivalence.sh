@@ -9,6 +9,9 @@
 # PLAN:even or PLAN:uneven trains the plan with its optimizer sharded over every data-parallel group
 # (plan.json optimizer_shards, from `autohet evaluate --shard-optimizer even`; uneven: member k of
 # a group of n gets a part in proportion to k + 1).
+# PLAN+SCHEDULE[/I,J] (before any :even or :uneven) trains the plan under that schedule: every
+# pipeline of more than one stage, or pipelines I, J only (train_common.sh with_schedule), e.g.
+# asym+zero-bubble/1:even.
 # REF=NAME: the one-process run to match is examples/plans/train-NAME.json (default single, the
 # tiny-gpt2 one); every plan must be for the same model (test_train_equivalence_llama*.sh).
 . "$(dirname "$0")/train_common.sh"
@@ -46,10 +49,16 @@ l = [json.loads(x)["loss"] for x in open(f"{sys.argv[1]}/{sys.argv[2]}.jsonl")]
 assert l[-1] < l[0] - 0.5, l
 PY
 for spec in "${PLAN_NAMES[@]}"; do
-    name=${spec%%:*} shard=
+    name=${spec%%:*} shard= sched=
     [ "$spec" = "$name" ] || shard=${spec#*:}
+    [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
     plan=$PLANS/train-$name.json
     [ -r "$plan" ] || fail "no plan $plan"
+    if [ -n "$sched" ]; then
+        with_schedule "$plan" "$sched" "$WORK/$name.sched.json"
+        plan=$WORK/$name.sched.json
+        name=$name-${sched//[\/,]/-}
+    fi
     python3 -c 'import json,sys; a, b = (json.load(open(f))["model"] for f in sys.argv[1:]); assert a == b, (a, b)' \
         "$PLANS/train-$REF.json" "$plan" || fail "$name is not for the model of train-$REF.json"
     if [ -n "$shard" ]; then

@@ -2,7 +2,9 @@
 # equals the cost model's per-device prediction (autohet evaluate --json, minus the type's reserved
 # constant, which the runtime does not allocate) to the byte, for plans with and without
 # recomputation, TP 1, 2 and 4 (the vocabulary-parallel embedding and head), asymmetric pipelines,
-# a larger micro-batch, LLaMA, and an untied GPT-2 head.
+# a larger micro-batch, LLaMA, and an untied GPT-2 head; and zero-bubble pipelines (their W inputs
+# kept from B to W, and min(S, n) activation slots per stage): TP 2 with a recomputing stage
+# (W keeps the linear layers' inputs too), and LLaMA with recomputation.
 . "$(dirname "$0")/train_common.sh"
 # A variant with micro-batch 2 and sequence length 64 (micro-batches 2 + 1 + 1 = 8 / 2).
 python3 - "$PLANS/train-asym.json" "$WORK/asym-mb2.json" <<'PY'
@@ -33,9 +35,12 @@ for src, out, model, rc in [("train-tp2-asym", "llama-tp2", "tiny-llama", False)
             s["recompute"] = s.get("recompute", False) or rc
     json.dump(d, open(f"{work}/{out}.json", "w"))
 PY
+with_schedule "$PLANS/train-tp2-asym.json" zero-bubble "$WORK/zb-tp2-asym.json"
+with_schedule "$WORK/llama-pp2-recompute.json" zero-bubble "$WORK/zb-llama-pp2-recompute.json"
 for plan in "$PLANS/train-tp2-asym.json" "$PLANS/train-asym.json" "$PLANS/train-pp2-recompute.json" \
             "$PLANS/train-tp4.json" "$WORK/asym-mb2.json" "$WORK/llama-tp2.json" "$WORK/llama-tp4.json" \
-            "$WORK/llama-pp2-recompute.json" "$WORK/untied-tp2.json" "$WORK/untied-tp4.json"; do
+            "$WORK/llama-pp2-recompute.json" "$WORK/untied-tp2.json" "$WORK/untied-tp4.json" \
+            "$WORK/zb-tp2-asym.json" "$WORK/zb-llama-pp2-recompute.json"; do
     check_memory "$plan"
 done
 echo "PASS"

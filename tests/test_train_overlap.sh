@@ -4,13 +4,15 @@
 # either way, docs/runtime.md "Overlapped gradient sync"). Plans: pure DP, asymmetric pipelines
 # with DP and a recomputing stage, TP 2 x asymmetric PP x DP, LLaMA (GQA) asymmetric, the sharded
 # optimizer (even over 4 replicas; uneven over asymmetric pipelines, the tied group included), and
-# pure DP on an emulated 3x slower device (the emulator's splits and its sleeps' progress); then
-# memory to the byte with and without overlap.
-# Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]  (PLAN[:even|:uneven][@k])
+# pure DP on an emulated 3x slower device (the emulator's splits and its sleeps' progress), and
+# asymmetric pipelines two of which run zero-bubble (its buckets start in the last W pass), sharded
+# unevenly; then memory to the byte with and without overlap (the zero-bubble plan included).
+# Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]
+# (PLAN[+SCHEDULE[/I,J]][:even|:uneven][@k]; +SCHEDULE as in test_train_equivalence.sh)
 . "$(dirname "$0")/train_common.sh"
 shift 2
 SPECS=("$@")
-[ ${#SPECS[@]} -gt 0 ] || SPECS=(dp4 asym tp2-asym llama-asym dp4:even asym:uneven dp4@3)
+[ ${#SPECS[@]} -gt 0 ] || SPECS=(dp4 asym tp2-asym llama-asym dp4:even asym:uneven dp4@3 asym+zero-bubble/1,2:uneven)
 run() { # name ranks plan flags...
     local name=$1 n=$2 plan=$3
     shift 3
@@ -21,11 +23,17 @@ run() { # name ranks plan flags...
 for spec in "${SPECS[@]}"; do
     slow=
     [ "${spec%@*}" = "$spec" ] || { slow=${spec#*@}; spec=${spec%@*}; }
-    name=${spec%%:*} shard=
+    name=${spec%%:*} shard= sched=
     [ "$spec" = "$name" ] || shard=${spec#*:}
+    [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
     plan=$PLANS/train-$name.json
     [ -r "$plan" ] || fail "no plan $plan"
     extra=()
+    if [ -n "$sched" ]; then
+        with_schedule "$plan" "$sched" "$WORK/$name.sched.json"
+        plan=$WORK/$name.sched.json
+        name=$name-${sched//[\/,]/-}
+    fi
     if [ -n "$shard" ]; then
         "$AUTOHET" evaluate --plan "$plan" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
             fail "$name: autohet evaluate --shard-optimizer even"
@@ -64,7 +72,7 @@ done
 # Memory: the overlap needs no buffer (each bucket is summed in place in the gradients): the
 # high-water mark is the predicted one to the byte with and without it.
 [ $# -gt 0 ] || for flags in "" --no-overlap-grad-sync; do
-    for plan in "$PLANS/train-asym.json" "$WORK/dp4.plan.json"; do
+    for plan in "$PLANS/train-asym.json" "$WORK/dp4.plan.json" "$WORK/asym.sched.json"; do
         CHECK_MEMORY_FLAGS=$flags check_memory "$plan"
         echo "memory of $(basename "$plan") ${flags:-(overlap)}: to the byte"
     done

@@ -63,6 +63,20 @@ print(f"{sys.argv[1].split('/')[-1]}: {len(got)} ranks, equal to the byte")
 PY
 }
 
+# with_schedule PLAN SPEC OUT: PLAN with "schedule" set, into OUT. SPEC is SCHEDULE (every pipeline
+# of more than one stage) or SCHEDULE/I,J (pipelines I and J only), e.g. zero-bubble/1.
+with_schedule() {
+    python3 - "$1" "$2" "$3" <<'PY' || fail "with_schedule $1 $2"
+import json, sys
+d, spec = json.load(open(sys.argv[1])), sys.argv[2]
+sched, _, which = spec.partition("/")
+pick = [int(i) for i in which.split(",")] if which else [i for i, p in enumerate(d["pipelines"]) if len(p["stages"]) > 1]
+for i in pick:
+    d["pipelines"][i]["schedule"] = sched
+json.dump(d, open(sys.argv[3], "w"), indent=1)
+PY
+}
+
 # shard_uneven PLAN: PLAN's optimizer_shards redrawn, in place, so that member k of a group of n
 # owns a part in proportion to k + 1 (the group's element count kept: the last share's end).
 shard_uneven() {

@@ -113,6 +113,15 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
     return bytes;
 }
 
+int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,
+                                  bool recompute) {
+    const int64_t C = m->d_model, hd = m->d_model / m->n_head, F = m->d_ff / t;
+    const int64_t mlp_in = (m->arch == AH_ARCH_LLAMA ? 2 : 1) * F; /* SwiGLU's gate and up */
+    const int64_t out = (m->n_head + 2 * m->n_kv_head) / t * hd + C + mlp_in + C;
+    const int64_t in = recompute ? C + C / t + C + F : 0;
+    return b * T * (out + in) * ah_precision_elt_bytes(p);
+}
+
 int64_t ah_param_state_bytes(ah_precision_t p) {
     /* fp32: weight 4 + grad 4 + Adam m 4 + v 4; bf16, fp16: weight 2 + grad 2 + fp32 master 4 +
      * m 4 + v 4. All 16. */

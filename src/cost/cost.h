@@ -70,6 +70,13 @@ double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, in
  * bf16, fp16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute);
+/* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank: each
+ * linear layer's output gradient (qkv, attention output, MLP in, MLP out: (H + 2 KV) hd / t + C +
+ * F/t (GPT-2) or 2 F/t (LLaMA's gate and up) + C per token), and with recompute also its input
+ * (C + C/t + C + F/t per token; the recomputed activations do not live until W). The runtime's
+ * runtime/gpt_split.c. */
+int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,
+                                  bool recompute);
 /* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 and fp16 add fp32
  * master weights): 16 for every precision. */
 int64_t ah_param_state_bytes(ah_precision_t p);
@@ -105,11 +112,13 @@ typedef struct ah_stage_cost {
     int64_t shared_bytes;    /* the part of fixed_bytes a device holds once however many (virtual)
                                 stages it holds: workspace, recompute buffer, reserved constant */
     double wgrad_s;          /* the part of bwd_s that is the weight-gradient pass (W of a split
-                                backward, zero-bubble's): the blocks' and the head's backward
-                                compute times their weight-gradient share of its matmul FLOPs
-                                (ah_layer_wgrad_flops / ah_layer_bwd_flops), and the embedding's
-                                backward (its weight gradient alone); recomputation and TP comm
-                                stay in B, the input-gradient pass */
+                                backward, zero-bubble's): the blocks' backward compute times its
+                                weight-gradient share of their matmul FLOPs (ah_layer_wgrad_flops /
+                                ah_layer_bwd_flops); recomputation, TP comm, the embedding's and
+                                the head's backward stay in B, the input-gradient pass, as the
+                                runtime runs them */
+    int64_t wgrad_keep_bytes;/* a split backward's W inputs for one micro-batch (its blocks'
+                                ah_layer_wgrad_keep_bytes), held from its B to its W */
 } ah_stage_cost_t;
 
 /* Stage on GPU type `type` (index into ctx->cluster->types) holding blocks [first, last), plus the

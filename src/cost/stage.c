@@ -262,17 +262,18 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     double bwd = (double)n_blocks * blk.bwd;
     if (recompute) bwd += (double)n_blocks * blk.fwd; /* backward redoes the blocks' forward */
     double wgrad = (double)n_blocks * blk.bwd * wgrad_share(m, AH_LAYER_BLOCK, t, tr);
+    /* The embedding's and the head's backward stay in B, as the runtime runs them (runtime/gpt.h
+     * ah_gpt_backward's rule: the embedding's scatter-add is cheap, the head matrix's gradient is
+     * computed in the forward). */
     if (has_embed) {
         layer_time_t e = layer_time(ctx, prof, g, AH_LAYER_EMBED, p_embed);
         fwd += e.fwd;
         bwd += e.bwd;
-        wgrad += e.bwd; /* the rows' scatter-add: a weight gradient; token ids have none */
     }
     if (has_head) {
         layer_time_t h = layer_time(ctx, prof, g, AH_LAYER_HEAD, p_head + ah_tied_params(m, t));
         fwd += h.fwd;
         bwd += h.bwd;
-        wgrad += h.bwd * wgrad_share(m, AH_LAYER_HEAD, t, tr);
     }
     out->wgrad_s = wgrad;
     /* TP comm, over the node's link (0 for t = 1): 2 all-reduces of the N x C activation per
@@ -307,6 +308,8 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
         (has_head ? ah_layer_act_bytes(m, AH_LAYER_HEAD, t, tr->micro_batch, tr->seq_len,
                                        tr->precision, false)
                   : 0);
+    out->wgrad_keep_bytes = n_blocks * ah_layer_wgrad_keep_bytes(m, t, tr->micro_batch, tr->seq_len, tr->precision,
+                                                                 recompute);
     /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
      * it unless it has the embedding, and one after it unless it has the head. */
     const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);

@@ -279,6 +279,7 @@ typedef struct {
     double fb, tp, sync;
     int64_t params, own_bytes, shared_bytes; /* own: state + each stage's p2p buffers; shared: the
                                               * largest stage's workspace and reserved constant */
+    int64_t wgrad_keep;                      /* zero-bubble: one micro-batch's W inputs */
 } group_sum_t;
 
 /* Pipeline i's stages into pe (times, hops) and their groups' sums into g[P]; act[s]: stage s's
@@ -322,6 +323,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         ss->last = sg->last;
         ss->head = head;
         gs->params += sc.params;
+        gs->wgrad_keep += sc.wgrad_keep_bytes;
         gs->own_bytes += sc.state_bytes + sc.fixed_bytes - sc.shared_bytes;
         if (sc.shared_bytes > gs->shared_bytes) gs->shared_bytes = sc.shared_bytes;
     }
@@ -363,7 +365,8 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
         r->optimizer = fmax(r->optimizer, ah_optimizer_seconds(r->ctx, pl->stages[d].type, opt_params));
         const int64_t peak = ah_sched_peak_act(pl->schedule, S, P, n, d, act, live);
         ok = ok && peak >= 0;
-        const int64_t mem = g[d].own_bytes + g[d].shared_bytes + peak;
+        const int64_t mem = g[d].own_bytes + g[d].shared_bytes + peak +
+                            ah_sched_wgrad_inflight(pl->schedule, S, P, n, d) * g[d].wgrad_keep;
         for (int s = d; s < S; s += P) {
             pe->stages[s].memory_bytes = mem;
             pe->stages[s].inflight = live[s];

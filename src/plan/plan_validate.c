@@ -284,16 +284,15 @@ static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err
     return AH_OK;
 }
 
-/* ah_plan_require_1f1b: the runtime's rule until it runs the other schedules. */
-ah_status_t ah_plan_require_1f1b(const ah_plan_t *p, ah_error_t *err) {
+/* ah_plan_require_runnable: the schedules the runtime runs (1f1b, zero-bubble). */
+ah_status_t ah_plan_require_runnable(const ah_plan_t *p, ah_error_t *err) {
     for (int i = 0; i < p->n_pipelines; i++)
-        if (p->pipelines[i].schedule != AH_SCHED_1F1B)
+        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED)
             return ah_error_set(err, AH_ERR_INVALID,
-                                "[schedule] pipelines[%d]: schedule \"%s\": the runtime runs 1f1b only so far (issue "
-                                "35); `autohet evaluate` prices this plan, but to train it set \"schedule\": \"1f1b\" "
-                                "(or leave it out)%s",
-                                i, ah_schedule_name(p->pipelines[i].schedule),
-                                p->pipelines[i].schedule == AH_SCHED_INTERLEAVED ? " and give each device one stage" : "");
+                                "[schedule] pipelines[%d]: schedule \"interleaved\": the runtime does not run "
+                                "interleaved pipelines yet (issue 35); `autohet evaluate` prices this plan, but to "
+                                "train it set \"schedule\": \"1f1b\" or \"zero-bubble\" and give each device one stage",
+                                i);
     return AH_OK;
 }
 

@@ -94,4 +94,14 @@ double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, in
 int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, const int64_t *act_per_mb,
                           int64_t *live);
 
+/* Device d's ops in the order it runs them (kind, stage, micro-batch; no times), the order the
+ * replay prices and the runtime runs (runtime/schedule.h): ops has room for
+ * ah_sched_ops_per_device entries. The sizes are the validator's (P = S for 1F1B and
+ * zero-bubble). */
+void ah_sched_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_op_t *ops);
+
+/* Zero-bubble: the most micro-batches device d holds between a B and its W (their weight-gradient
+ * inputs kept: cost.h wgrad_keep_bytes each); 0 for the other schedules, whose backward is whole. */
+int64_t ah_sched_wgrad_inflight(ah_schedule_t sched, int S, int P, int64_t n, int d);
+
 #endif

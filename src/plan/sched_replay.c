@@ -152,6 +152,35 @@ out:
     return span;
 }
 
+void ah_sched_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_op_t *ops) {
+    const order_t o = order_of(sched, S, P, n);
+    const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
+    cursor_t cur = {0, 0, -1};
+    int64_t i;
+    int q;
+    for (int64_t k = 0; k < per; k++) {
+        const ah_op_kind_t kind = peek(&o, d, &cur, &q, &i);
+        ops[k] = (ah_op_t){0, 0, kind == AH_OP_F, (uint8_t)kind, q, i};
+        advance(&o, d, &cur, kind, i);
+    }
+}
+
+int64_t ah_sched_wgrad_inflight(ah_schedule_t sched, int S, int P, int64_t n, int d) {
+    if (sched != AH_SCHED_ZERO_BUBBLE) return 0;
+    const order_t o = order_of(sched, S, P, n);
+    const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
+    cursor_t cur = {0, 0, -1};
+    int64_t now = 0, peak = 0, i;
+    int q;
+    for (int64_t k = 0; k < per; k++) {
+        const ah_op_kind_t kind = peek(&o, d, &cur, &q, &i);
+        now += kind == AH_OP_B ? 1 : kind == AH_OP_W ? -1 : 0;
+        if (now > peak) peak = now;
+        advance(&o, d, &cur, kind, i);
+    }
+    return peak;
+}
+
 int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, const int64_t *act_per_mb,
                           int64_t *live) {
     if (sched == AH_SCHED_1F1B) {

@@ -41,8 +41,11 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     return AH_OK;
 }
 
+/* The linear layers in ah_gpt_linear_bwd's numbering (the `linears` table below). */
+enum { L_QKV, L_PROJ, L_FC, L_FCPROJ };
+
 static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, const ah_block_work_t *w,
-                       ah_error_t *err) {
+                       const ah_block_keep_t *keep, ah_error_t *err) {
     const ah_kernels_t *k = st->k;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl;
     const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
@@ -50,21 +53,21 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     ah_status_t s;
     /* MLP branch: out = x_mid + proj(gelu(fc(ln2(x_mid)))) */
     k->zero(w->dmlp_act, NF);
-    k->matmul_bwd(w->dmlp_act, G(P_FCPROJ_W), G(P_FCPROJ_B), w->dres, a->fchg, W(P_FCPROJ_W), N, Fl, C);
+    ah_gpt_linear_bwd(st, l, L_FCPROJ, keep, w->dmlp_act, w->dres, a->fchg);
     k->gelu_bwd(w->dmlp_in, w->dmlp_act, a->fch, NF);
     k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(P_FC_W), G(P_FC_B), w->dmlp_in, a->ln2, W(P_FC_W), N, C, Fl);
+    ah_gpt_linear_bwd(st, l, L_FC, keep, w->tmp, w->dmlp_in, a->ln2);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
     k->layernorm_bwd(w->dres, G(P_LN2_W), G(P_LN2_B), w->tmp, a->x_mid, W(P_LN2_W), a->ln2_mean,
                      a->ln2_rstd, N, C);
     /* attention branch: x_mid = x_in + proj(attn(qkv(ln1(x_in)))) */
     k->zero(w->datty, (size_t)N * Cl);
-    k->matmul_bwd(w->datty, G(P_PROJ_W), G(P_PROJ_B), w->dres, a->atty, W(P_PROJ_W), N, Cl, C);
+    ah_gpt_linear_bwd(st, l, L_PROJ, keep, w->datty, w->dres, a->atty);
     k->zero(w->dqkv, (size_t)N * 3 * Cl);
     k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, (int)st->cfg.micro_batch,
                      (int)st->cfg.seq_len, (int)st->Hl, (int)st->KVl, (int)st->hd);
     k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(P_QKV_W), G(P_QKV_B), w->dqkv, a->ln1, W(P_QKV_W), N, C, 3 * Cl);
+    ah_gpt_linear_bwd(st, l, L_QKV, keep, w->tmp, w->dqkv, a->ln1);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
     k->layernorm_bwd(w->dres, G(P_LN1_W), G(P_LN1_B), w->tmp, a->x_in, W(P_LN1_W), a->ln1_mean,
                      a->ln1_rstd, N, C);
@@ -85,5 +88,13 @@ static void head_norm_bwd(ah_gpt_stage_t *st, float *dinp, const float *dout, co
                          (int)st->C);
 }
 
-const ah_block_ops_t ah_block_gpt2 = {TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 1,
-                                      fwd, bwd, head_norm_fwd, head_norm_bwd};
+/* The saved activations that are the linear layers' inputs (positions in ACTS). */
+enum { A_LN1 = 1, A_ATTY = 6, A_LN2 = 8, A_FCHG = 12 };
+
+const ah_block_ops_t ah_block_gpt2 = {
+    TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 1, fwd, bwd,
+    {[L_QKV] = {P_QKV_W, P_QKV_B, A_LN1, AH_BD_C, AH_BD_QKVL},
+     [L_PROJ] = {P_PROJ_W, P_PROJ_B, A_ATTY, AH_BD_CL, AH_BD_C},
+     [L_FC] = {P_FC_W, P_FC_B, A_LN2, AH_BD_C, AH_BD_MLP_IN},
+     [L_FCPROJ] = {P_FCPROJ_W, P_FCPROJ_B, A_FCHG, AH_BD_FL, AH_BD_C}},
+    head_norm_fwd, head_norm_bwd};

@@ -50,8 +50,11 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     return AH_OK;
 }
 
+/* The linear layers in ah_gpt_linear_bwd's numbering (the `linears` table below). */
+enum { L_QKV, L_O, L_GATE_UP, L_DOWN };
+
 static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, const ah_block_work_t *w,
-                       ah_error_t *err) {
+                       const ah_block_keep_t *keep, ah_error_t *err) {
     const ah_kernels_t *k = st->k;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
@@ -62,20 +65,20 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     ah_status_t s;
     /* MLP branch: out = x_mid + down(silu(gate(rms2(x_mid))) * up(rms2(x_mid))) */
     k->zero(w->dmlp_act, NF);
-    k->matmul_bwd(w->dmlp_act, G(P_DOWN), NULL, w->dres, a->act, W(P_DOWN), N, Fl, C);
+    ah_gpt_linear_bwd(st, l, L_DOWN, keep, w->dmlp_act, w->dres, a->act);
     k->swiglu_bwd(w->dmlp_in, w->dmlp_act, a->gu, N, Fl);
     k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(P_GATE), NULL, w->dmlp_in, a->rms2, W(P_GATE), N, C, 2 * Fl);
+    ah_gpt_linear_bwd(st, l, L_GATE_UP, keep, w->tmp, w->dmlp_in, a->rms2);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
     k->rmsnorm_bwd(w->dres, G(P_RMS2), w->tmp, a->x_mid, W(P_RMS2), a->rms2_rstd, N, C);
     /* attention branch: x_mid = x_in + o(attn(rope(qkv(rms1(x_in))))) */
     k->zero(w->datty, (size_t)N * Cl);
-    k->matmul_bwd(w->datty, G(P_O), NULL, w->dres, a->atty, W(P_O), N, Cl, C);
+    ah_gpt_linear_bwd(st, l, L_O, keep, w->datty, w->dres, a->atty);
     k->zero(w->dqkv, (size_t)N * QKVl);
     k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, B, T, Hl, KVl, hd);
     k->rope_bwd(w->dqkv, B, T, Hl + KVl, hd, QKVl, rope);
     k->zero(w->tmp, NC);
-    k->matmul_bwd(w->tmp, G(P_Q), NULL, w->dqkv, a->rms1, W(P_Q), N, C, QKVl);
+    ah_gpt_linear_bwd(st, l, L_QKV, keep, w->tmp, w->dqkv, a->rms1);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;
     k->rmsnorm_bwd(w->dres, G(P_RMS1), w->tmp, a->x_in, W(P_RMS1), a->rms1_rstd, N, C);
     return AH_OK;
@@ -93,5 +96,13 @@ static void head_norm_bwd(ah_gpt_stage_t *st, float *dinp, const float *dout, co
                        stats, (int)st->N, (int)st->C);
 }
 
-const ah_block_ops_t ah_block_llama = {TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 2,
-                                       fwd, bwd, head_norm_fwd, head_norm_bwd};
+/* The saved activations that are the linear layers' inputs (positions in ACTS). */
+enum { A_RMS1 = 1, A_ATTY = 5, A_RMS2 = 7, A_ACT = 10 };
+
+const ah_block_ops_t ah_block_llama = {
+    TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 2, fwd, bwd,
+    {[L_QKV] = {P_Q, -1, A_RMS1, AH_BD_C, AH_BD_QKVL}, /* q, k, v: one (QKVl, C) matrix */
+     [L_O] = {P_O, -1, A_ATTY, AH_BD_CL, AH_BD_C},
+     [L_GATE_UP] = {P_GATE, -1, A_RMS2, AH_BD_C, AH_BD_MLP_IN}, /* gate, up: one (2 Fl, C) matrix */
+     [L_DOWN] = {P_DOWN, -1, A_ACT, AH_BD_FL, AH_BD_C}},
+    head_norm_fwd, head_norm_bwd};

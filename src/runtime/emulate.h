@@ -57,7 +57,8 @@ typedef struct ah_emulate_history {
     int n, next; /* values held, slot of the next one */
 } ah_emulate_history_t;
 
-typedef enum { AH_EMULATE_FWD = 0, AH_EMULATE_BWD, AH_EMULATE_OPT, AH_EMULATE_KINDS } ah_emulate_kind_t;
+/* A phase's kind: forward, backward (a split backward's B), a split backward's W, the optimizer. */
+typedef enum { AH_EMULATE_FWD = 0, AH_EMULATE_BWD, AH_EMULATE_WGRAD, AH_EMULATE_OPT, AH_EMULATE_KINDS } ah_emulate_kind_t;
 
 typedef struct ah_emulator {
     double slowdown;              /* > 1: emulated; otherwise phases are only measured */

@@ -292,13 +292,15 @@ static ah_status_t stage_build(ah_gpt_stage_t *st, ah_mem_t *mem, ah_error_t *er
     ah_arena_init(&st->a_opt, mem, "optimizer");
     ah_arena_init(&st->a_act, mem, "activations");
     ah_arena_init(&st->a_work, mem, "workspace");
+    ah_arena_init(&st->a_keep, mem, "weight-gradient inputs");
     TRY(build_params(st, err));
     TRY(ah_arena_floats(&st->a_params, st->n_elems, "weights", &st->w, err));
     TRY(ah_arena_floats(&st->a_params, st->n_elems, "gradients", &st->g, err));
     TRY(ah_arena_floats(&st->a_opt, st->opt_elems, "AdamW m", &st->m, err));
     TRY(ah_arena_floats(&st->a_opt, st->opt_elems, "AdamW v", &st->v, err));
     TRY(alloc_slots(st, err));
-    return alloc_work(st, err);
+    TRY(alloc_work(st, err));
+    return ah_gpt_alloc_keep(st, err);
 }
 
 ah_status_t ah_gpt_stage_create(ah_gpt_stage_t *st, const ah_gpt_config_t *cfg,
@@ -319,6 +321,7 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
         ah_arena_free(&st->a_opt);
         ah_arena_free(&st->a_act);
         ah_arena_free(&st->a_work);
+        ah_arena_free(&st->a_keep);
     }
     free(st->params);
     free(st->opt_runs);
@@ -329,6 +332,7 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
     free(st->head_stats);
     free(st->logits);
     free(st->recomp);
+    free(st->keep);
     memset(st, 0, sizeof *st);
 }
 
@@ -435,11 +439,11 @@ float *ah_gpt_named_g(const ah_gpt_stage_t *st, const char *name) { return st->g
 /* The clock the parts are timed by: wall seconds, less the seconds device emulation slept inside
  * a phase (before a TP all-reduce), so each part counts what the host spent on it, emulated or
  * not, and the profiler can share an emulated phase's seconds among the parts by those. */
-static double part_clock(const ah_gpt_stage_t *st) { return ah_now_s() - (st->emu ? st->emu->slept : 0); }
+double ah_gpt_part_clock(const ah_gpt_stage_t *st) { return ah_now_s() - (st->emu ? st->emu->slept : 0); }
 
 /* Adds the seconds since *t to part_s[part][pass] and restarts *t. */
 static void charge(ah_gpt_stage_t *st, ah_gpt_part_t part, int pass, double *t) {
-    const double now = part_clock(st);
+    const double now = ah_gpt_part_clock(st);
     st->part_s[part][pass] += now - *t;
     *t = now;
 }
@@ -522,7 +526,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = part_clock(st);
+    double t = ah_gpt_part_clock(st);
     if (c->has_embed) {
         if ((s = embed_fwd(st, slot, err)) != AH_OK) return s;
         charge(st, AH_GPT_PART_EMBED, 0, &t);
@@ -540,7 +544,7 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     return s;
 }
 
-ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp,
+ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp, int64_t wset,
                             ah_error_t *err) {
     const ah_kernels_t *k = st->k;
     const ah_gpt_config_t *c = &st->cfg;
@@ -549,7 +553,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
-    double t = part_clock(st);
+    double t = ah_gpt_part_clock(st);
     k->zero(w.dres, NC);
     if (c->has_head) { /* dx = dlogits @ W over the group's vocabulary, then the final norm */
         k->zero(w.tmp, NC);
@@ -561,12 +565,16 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
         k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
     }
     charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
-    if (c->has_head && st->on_grads && (s = st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
+    /* a split backward's B: the gradients are final after its W (on_grads is called there) */
+    ah_status_t (*on_grads)(void *, int, ah_error_t *) = wset < 0 ? st->on_grads : NULL;
+    if (c->has_head && on_grads && (s = on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
+    const int nb = c->last - c->first;
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
         if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
-        if ((s = st->ops->bwd(st, l, a, &w, err)) != AH_OK) return s;
-        if (st->on_grads && (s = st->on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
+        if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : &st->keep[wset * nb + (l - c->first)], err)) != AH_OK)
+            return s;
+        if (on_grads && (s = on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);
     if (c->has_embed) {
@@ -578,5 +586,5 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */
     }
     charge(st, c->has_embed ? AH_GPT_PART_EMBED : AH_GPT_PART_BLOCKS, 1, &t);
-    return st->on_grads ? st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
+    return on_grads ? on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
 }

@@ -26,7 +26,9 @@
  *                 the last;
  *   "workspace":  one block's activation set of scratch (the backward's temporaries, and the
  *                 targets during the head's forward), and, when recomputing, a second one that
- *                 the backward redoes each block's forward into.
+ *                 the backward redoes each block's forward into;
+ *   "weight-gradient inputs": a split backward's (zero-bubble's) W sets (cfg.wsets), per set and
+ *                 block each linear layer's output gradient and, when recomputing, its input.
  * Nothing is allocated after ah_gpt_stage_create. The stage owns its arenas; ah_gpt_stage_free
  * returns them. The arenas are in the budget's memory space (the device's on a GPU rank), so every
  * buffer of the stage is a pointer of the backend: host code reads or writes one only through
@@ -71,14 +73,16 @@ typedef struct ah_gpt_config {
     bool recompute;
     int t, tp_rank;
     int64_t micro_batch, seq_len;
-    int64_t slots;           /* micro-batches in flight (ah_sched_slots) */
+    int64_t slots;           /* micro-batches in flight (runtime/schedule.h's slots) */
+    int64_t wsets;           /* a split backward's W sets (schedule.h; 0: the backward is whole) */
     /* The sharded optimizer: the flat ranges whose AdamW state this stage keeps and updates,
      * sorted and disjoint (mv ignored); NULL: all of them. Copied at create. */
     const ah_gpt_run_t *opt_runs;
     int n_opt_runs;
 } ah_gpt_config_t;
 
-typedef struct ah_block_act ah_block_act_t; /* gpt.c: one block's saved tensors */
+typedef struct ah_block_act ah_block_act_t;   /* gpt.c: one block's saved tensors */
+typedef struct ah_block_keep ah_block_keep_t; /* gpt_block.h: one block's W inputs */
 
 /* The parts of a stage whose time ah_gpt_forward / ah_gpt_backward account separately. */
 typedef enum { AH_GPT_PART_EMBED = 0, AH_GPT_PART_BLOCKS, AH_GPT_PART_HEAD, AH_GPT_N_PARTS } ah_gpt_part_t;
@@ -109,14 +113,15 @@ typedef struct ah_gpt_stage {
     float *work;              /* one block's activation set of scratch */
     int64_t work_floats;
     ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
+    ah_block_keep_t *keep;    /* [wset][block - first]: a split backward's W inputs, or NULL */
 
-    ah_arena_t a_params, a_opt, a_act, a_work;
-    /* Seconds spent so far per part, [part][0] forward, [part][1] backward, TP all-reduces
-     * included, device emulation's sleeps not (gpt.c's part_clock); the profiler times each
+    ah_arena_t a_params, a_opt, a_act, a_work, a_keep;
+    /* Seconds spent so far per part, [part][0] forward, [part][1] backward (a split backward's
+     * B), [part][2] a split backward's W (the blocks' only), TP all-reduces included, device emulation's sleeps not (gpt.c's part_clock); the profiler times each
      * layer kind directly with them. The blocks' part also takes the gradient copies in and out
      * of a stage without the head / the embedding. */
-    double part_s[AH_GPT_N_PARTS][2];
-    /* Called by ah_gpt_backward as parts of the stage's gradients become final for this
+    double part_s[AH_GPT_N_PARTS][3];
+    /* Called by ah_gpt_backward (a split backward: by ah_gpt_backward_weights) as parts of the stage's gradients become final for this
      * micro-batch (NULL: none): AH_GPT_GRADS_HEAD after the head's part, the block's index after
      * each block, AH_GPT_GRADS_END at the end (the embedding's part). The overlapped gradient sync
      * (runtime/dp_groups.h) starts a bucket's collective there. */
@@ -177,8 +182,16 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
                            double *loss_sum, ah_error_t *err);
 /* Backward of the micro-batch in `slot`: dout (N, C) is the gradient of the stage's output (NULL
  * on the last stage); dinp (N, C) receives the gradient of its input (NULL on stage 0).
- * Parameter gradients accumulate into st->g. */
-ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp,
+ * Parameter gradients accumulate into st->g: all of them when wset is -1; else (zero-bubble's B)
+ * all but the blocks' linear-layer weights, whose inputs go to W set `wset` for
+ * ah_gpt_backward_weights. The rule: B computes what the input gradient needs and what is cheap
+ * beside it (biases, norms, the embedding's scatter-add, the head's norm; the head matrix's
+ * gradient is computed in the forward), W the blocks' weight-gradient GEMMs. */
+ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp, int64_t wset,
                             ah_error_t *err);
+/* Zero-bubble's W of the micro-batch whose B kept its inputs in W set `wset` (its activations
+ * still in `slot`): the blocks' weight gradients accumulate into st->g, and on_grads is called as
+ * in a whole backward. */
+ah_status_t ah_gpt_backward_weights(ah_gpt_stage_t *st, int64_t slot, int64_t wset, ah_error_t *err);
 
 #endif

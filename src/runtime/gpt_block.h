@@ -9,6 +9,13 @@
  * them out in table order): LLaMA's q, k, v weights are one (Hl + 2 KVl) hd x C matrix and its gate
  * and up weights one 2 Fl x C matrix, each a single matmul.
  *
+ * The backward is whole (keep NULL: input, bias, norm and weight gradients together) or split
+ * (zero-bubble): B computes the input gradients and the cheap ones (biases, norms) and keeps, per
+ * linear layer, its output gradient (and, on a recomputing stage, its input, which the next
+ * block's recomputation overwrites) in an ah_block_keep_t; W (gpt.c, one code for both
+ * architectures) then computes the four weight-gradient GEMMs from the kept tensors and the
+ * block's saved activations, listed by the architecture's `linears`.
+ *
  * Every block does 2 TP all-reduces (ah_gpt_tp_sum) in its forward, 1 in a recomputing
  * backward's shortened forward (out == NULL: it stops before the MLP's output projection) and 2
  * in its backward. */
@@ -59,6 +66,24 @@ typedef struct ah_block_work {
     float *dres, *tmp, *datty, *dqkv, *dmlp_in, *dmlp_act, *scratch;
 } ah_block_work_t;
 
+/* The widths a linear layer's input or output has, per TP rank. */
+typedef enum { AH_BD_C, AH_BD_CL, AH_BD_FL, AH_BD_QKVL, AH_BD_MLP_IN } ah_block_dim_t;
+
+/* One of a block's linear layers: its weight's (and bias's, -1: none) table position, the saved
+ * activation that is its input (index into the block's acts), its input and output widths. */
+typedef struct {
+    int weight, bias, input;
+    ah_block_dim_t in, out;
+} ah_block_linear_t;
+
+#define AH_BLOCK_LINEARS 4 /* both architectures: qkv, attention output, MLP in, MLP out */
+
+/* A split backward's W inputs for one block and micro-batch: each linear's output gradient (N, out)
+ * and, on a recomputing stage, its input (N, in) (NULL otherwise: the saved activation). */
+typedef struct ah_block_keep {
+    float *dy[AH_BLOCK_LINEARS], *x[AH_BLOCK_LINEARS];
+} ah_block_keep_t;
+
 typedef struct ah_block_ops {
     const char *const *tensors;  /* the block's tensor names, in table order */
     int n_tensors;
@@ -71,9 +96,11 @@ typedef struct ah_block_ops {
     ah_status_t (*fwd)(ah_gpt_stage_t *st, int l, ah_block_act_t *a, float *out, const ah_block_work_t *w,
                        ah_error_t *err);
     /* Block l's backward: w->dres holds the gradient of its output on entry, of its input on
-     * exit; parameter gradients accumulate. */
+     * exit; parameter gradients accumulate, all of them (keep NULL) or all but the linear
+     * layers' weights, whose inputs go to keep (a split backward's B). */
     ah_status_t (*bwd)(ah_gpt_stage_t *st, int l, const ah_block_act_t *a, const ah_block_work_t *w,
-                       ah_error_t *err);
+                       const ah_block_keep_t *keep, ah_error_t *err);
+    ah_block_linear_t linears[AH_BLOCK_LINEARS]; /* in the order bwd passes them to keep */
     /* The final norm before the head: out (N, C) and stats (norm_stats * N) from inp (N, C); the
      * backward adds into dinp and the norm's gradients. */
     void (*head_norm_fwd)(ah_gpt_stage_t *st, float *out, float *stats, const float *inp);
@@ -89,6 +116,17 @@ float *ah_gpt_block_g(const ah_gpt_stage_t *st, int l, int which);
 /* Weights and gradients of the stage's tensor `name` (it must hold it). */
 float *ah_gpt_named_w(const ah_gpt_stage_t *st, const char *name);
 float *ah_gpt_named_g(const ah_gpt_stage_t *st, const char *name);
+/* Width d of stage st. */
+int64_t ah_gpt_block_dim(const ah_gpt_stage_t *st, ah_block_dim_t d);
+/* The backward of block l's linear layer i (st->ops->linears[i]) from dout (N, out) and its input
+ * inp (N, in): dinp (N, in; NULL: none) and the bias gradient accumulate; the weight gradient too
+ * (keep NULL), or dout (and, on a recomputing stage, inp) is copied into keep for W. */
+void ah_gpt_linear_bwd(ah_gpt_stage_t *st, int l, int i, const ah_block_keep_t *keep, float *dinp,
+                       const float *dout, const float *inp);
+/* Allocates st->keep's W sets (cfg.wsets; nothing when 0) from the stage's arena a_keep. */
+ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err);
+/* The clock a stage's parts are timed by (gpt.c). */
+double ah_gpt_part_clock(const ah_gpt_stage_t *st);
 /* A TP all-reduce (sum) of n floats, which ends a segment of the emulated phase; nothing at t = 1. */
 ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *err);
 

@@ -50,7 +50,7 @@ static double phase_seconds(const ah_emulator_t *e, double compute) {
 }
 
 /* Seconds of all parts, forward (pass 0) or backward (1). */
-static double parts_total(const double part_s[AH_GPT_N_PARTS][2], int pass) {
+static double parts_total(const double part_s[AH_GPT_N_PARTS][3], int pass) {
     double t = 0;
     for (int p = 0; p < AH_GPT_N_PARTS; p++) t += part_s[p][pass];
     return t;
@@ -116,7 +116,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double before[AH_GPT_N_PARTS][2], phase[2], compute = 0;
+        double before[AH_GPT_N_PARTS][3], phase[2], compute = 0;
         memcpy(before, st.part_s, sizeof before);
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
         ah_emulator_begin(&emu, AH_EMULATE_FWD);
@@ -124,7 +124,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
         phase[0] = phase_seconds(&emu, compute);
         ah_emulator_begin(&emu, AH_EMULATE_BWD);
-        if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, err);
+        if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, -1, err);
         if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
         phase[1] = phase_seconds(&emu, compute);
         if (i == 0) continue;

@@ -1,4 +1,4 @@
-/* One rank's training loop: 1F1B over non-blocking p2p, layer-wise DP sync, clipping, AdamW; its
+/* One rank's training loop: its pipeline's schedule (1F1B or zero-bubble) over non-blocking p2p, layer-wise DP sync, clipping, AdamW; its
  * communicators and data-parallel groups are runtime/dp_groups.c's. */
 #include "runtime/trainer.h"
 
@@ -74,7 +74,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     tr->rank = ah_comm_rank(ah_comm_world());
     tr->n_ranks = ah_comm_size(ah_comm_world());
     tr->prev = tr->next = -1;
-    ah_status_t s = ah_plan_require_1f1b(plan, err); /* one stage per device: the layout's ranks */
+    ah_status_t s = ah_plan_require_runnable(plan, err); /* one stage per device: the layout's ranks */
     if (s == AH_OK) s = ah_layout_build(plan, &tr->layout, err);
     if (s != AH_OK) return s;
     if (tr->layout.n_ranks != tr->n_ranks) {
@@ -106,14 +106,21 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     ah_mem_init(&tr->mem, gt->emulate_memory_mib > 0 ? (int64_t)(gt->emulate_memory_mib * 1048576.0) : 0,
                 name);
     tr->memory_high = calloc((size_t)tr->n_ranks, sizeof *tr->memory_high);
-    tr->ops = malloc((size_t)(2 * tr->n_mb) * sizeof *tr->ops);
+    tr->n_ops = ah_sched_op_count(pl->schedule, tr->S, tr->n_mb);
+    tr->ops = malloc((size_t)tr->n_ops * sizeof *tr->ops);
     tr->seg = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg);
     tr->seg_shard = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg_shard);
     if (!tr->memory_high || !tr->ops || !tr->seg || !tr->seg_shard) {
         ah_trainer_free(tr);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     }
-    ah_sched_1f1b(tr->S, r.stage, tr->n_mb, tr->ops);
+    int64_t slots, wsets;
+    if (!ah_sched_build(pl->schedule, tr->S, r.stage, tr->n_mb, tr->ops, &slots, &wsets)) {
+        ah_trainer_free(tr);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    }
+    for (int64_t i = 0; i < tr->n_ops; i++)
+        if (tr->ops[i].kind == (tr->ops[i].wset < 0 ? AH_OP_B : AH_OP_W)) tr->last_grads_op = i;
 
     const bool first = r.stage == 0, last = r.stage == tr->S - 1;
     const int t = plan->tp;
@@ -121,7 +128,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         .model = &plan->model, .first = st->first, .last = st->last, .has_embed = first,
         .has_head = last, .recompute = st->recompute, .t = t, .tp_rank = r.tp_rank,
         .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len,
-        .slots = ah_sched_slots(tr->S, r.stage, tr->n_mb)};
+        .slots = slots, .wsets = wsets};
     ah_gpt_run_t *runs = NULL;
     int *keys = malloc((size_t)ah_dp_group_count(tr) * sizeof *keys);
     s = keys ? ah_dp_plan_shards(tr, &cfg, keys, &runs, &cfg.n_opt_runs, err)
@@ -201,7 +208,7 @@ static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
-/* The pipeline's 1F1B schedule for this rank's stage; *loss_sum gets its summed token losses. */
+/* The pipeline's schedule for this rank's stage (1F1B, or zero-bubble with its W ops); *loss_sum gets its summed token losses. */
 static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_kernels_t *k = st->k;
@@ -222,10 +229,11 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
     if (tr->next >= 0) TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
     *loss_sum = 0;
     tr->compute_s = 0;
-    for (int64_t i = 0; i < 2 * tr->n_mb; i++) {
+    for (int64_t i = 0; i < tr->n_ops; i++) {
         const ah_sched_op_t op = tr->ops[i];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
-        if (op.kind == AH_OP_FWD) {
+        tr->last_bwd = i == tr->last_grads_op; /* the overlapped sync starts its buckets in it */
+        if (op.kind == AH_OP_F) {
             if (tr->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
             if (tr->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
             if (tr->prev >= 0) {
@@ -240,19 +248,21 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
             ah_emulator_begin(&tr->emu, AH_EMULATE_FWD); /* device emulation stretches the phase */
             TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
             *loss_sum += ls;
-        } else {
+        } else if (op.kind == AH_OP_B) {
             if (tr->next >= 0) {
                 TRY(ah_comm_wait(&r_grad, err));
                 TRY(ah_mem_upload(mem, tr->recv_grad, tr->h_recv_grad, bytes, err));
             }
             if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
             ah_emulator_begin(&tr->emu, AH_EMULATE_BWD);
-            tr->last_bwd = op.mb == tr->n_mb - 1; /* the overlapped sync starts its buckets in it */
-            TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, err));
-            tr->last_bwd = false;
+            TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, op.wset, err));
             if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
                 TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+        } else { /* zero-bubble's W: no communication */
+            ah_emulator_begin(&tr->emu, AH_EMULATE_WGRAD);
+            TRY(ah_gpt_backward_weights(st, op.slot, op.wset, err));
         }
+        tr->last_bwd = false;
         /* Only compute is stretched, segment by segment (runtime/emulate.h): the TP
          * all-reduces inside the phase include waiting for the group's other ranks, which are
          * stretching their own compute; stretching that wait too would feed each rank's sleep
@@ -263,11 +273,11 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         /* The phase's output leaves when the emulated device has produced it, after the
          * stretch: sent before it, the next stage started k times too early and an emulated
          * pipeline filled and drained almost for free. */
-        if (op.kind == AH_OP_FWD && tr->next >= 0) {
+        if (op.kind == AH_OP_F && tr->next >= 0) {
             TRY(ah_mem_download(mem, tr->h_send_act, tr->send_act, bytes, err));
             TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &s_act, err));
         }
-        if (op.kind == AH_OP_BWD && tr->prev >= 0) {
+        if (op.kind == AH_OP_B && tr->prev >= 0) {
             TRY(ah_mem_download(mem, tr->h_send_grad, tr->send_grad, bytes, err));
             TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
         }

@@ -122,7 +122,10 @@ typedef struct ah_trainer {
     ah_device_t dev;        /* the rank's backend */
     ah_mem_t mem;
     ah_gpt_stage_t stage;
-    ah_sched_op_t *ops;     /* 2 * n_mb */
+    ah_sched_op_t *ops;     /* the stage's schedule (runtime/schedule.h), n_ops of them */
+    int64_t n_ops;
+    int64_t last_grads_op;  /* the op after which the stage's gradients are final (the last whole
+                             * backward or W), where the overlapped sync starts its buckets */
     int prev, next;         /* world ranks of the neighbouring stages, -1 if none */
     ah_arena_t a_p2p;
     float *recv_act, *send_grad; /* (N, C) each, with the previous stage */
@@ -140,7 +143,7 @@ typedef struct ah_trainer {
                               * whose device communicators sum each group at once, blocking) */
     int n_buckets;
     bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
-    bool last_bwd;           /* the schedule is running the stage's last backward of the step */
+    bool last_bwd;           /* the schedule is running the op last_grads_op */
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */

@@ -1,0 +1,10 @@
+# Zero-bubble (ZB-H1, issue 35) trains the same model as one process: test_train_equivalence.sh's
+# checks (20 losses within 1e-4 relative, every weight within 1e-5 after step 1) on GPT-2's 4-stage
+# pipeline, asymmetric pipelines where one runs zero-bubble beside two 1F1B ones, TP 2 with a
+# recomputing stage, and LLaMA (GQA) with TP 2 x PP 2, with recomputation, and with two of its
+# asymmetric pipelines zero-bubble and the optimizer sharded unevenly.
+set -e
+here=$(dirname "$0")
+bash "$here/test_train_equivalence.sh" "$1" "$2" pp4+zero-bubble asym+zero-bubble/2 tp2-asym+zero-bubble
+REF=llama-single exec bash "$here/test_train_equivalence.sh" "$1" "$2" llama-tp2-pp2+zero-bubble \
+    llama-pp2-recompute+zero-bubble llama-asym+zero-bubble/1,2:uneven
