@@ -312,9 +312,16 @@ fi
 : >"$OUT/train_equivalence.txt"
 "$AUTOHET" evaluate --plan "$PLANS/train-llama-tp2-asym.json" --shard-optimizer even \
     -o "$WORK/train-llama-sharded.json" >/dev/null || { summary "evaluate --shard-optimizer failed"; exit 1; }
-for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded; do
+# the split backward (zero-bubble: B, then W's weight-gradient GEMMs alone) on the LLaMA TP 2 x PP 2 plan
+python3 - "$PLANS/train-llama-tp2-pp2.json" "$WORK/train-llama-zb.json" <<'PY' || { summary "the zero-bubble plan could not be written"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["schedule"] = "zero-bubble"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded llama-zb; do
     plan=$PLANS/train-$p.json
-    [[ $p == llama-sharded ]] && plan=$WORK/train-llama-sharded.json
+    [[ $p == llama-sharded || $p == llama-zb ]] && plan=$WORK/train-$p.json
     tol=1e-4
     [[ $p == llama-tp2-pp2 ]] && tol=1e-5
     stage "train_$p" 90 "${SELF[@]}" equivalence "$p" "$plan" "$tol"

@@ -2,6 +2,7 @@
 # autohet profile end to end: the entries it writes (one per type x TP degree x micro-batch; TP 2
 # measured on a TP group of 2 ranks under mpirun, its all-reduces inside; activation bytes measured
 # from the runtime's allocator equal to the memory model's),
+# the split backward's W measured apart and pricing zero-bubble,
 # emulation (a 3x slower type measures about 3x slower; a memory cap too small fails with the
 # trainer's out-of-memory message; a type that is not emulated is refused), and that evaluate and
 # plan use the profile (evaluate's compute term is exactly the profile's figures summed) and say
@@ -45,6 +46,8 @@ for (gpu, tp, mb), x in e.items():
     # The embedding's and the head's figures are differences of two timings (microseconds for
     # tiny-gpt2), which noise can push to the floor of 0; a block is timed directly.
     assert x["block"]["fwd_s"] > 0 and x["block"]["bwd_s"] > 0, x["block"]
+    # the split backward's W (zero-bubble's) measured apart: a part of the backward
+    assert 0 < x["block"]["wgrad_s"] < x["block"]["bwd_s"], x["block"]
     assert all(x[k][d] >= 0 for k in ("embed", "head") for d in ("fwd_s", "bwd_s")), x
     assert x["optimizer_s_per_param"] > 0, x
 # More work takes longer: a block of 2 sequences vs 1 (means of 3 rounds of 5, far apart). TP 1
@@ -71,6 +74,24 @@ roof = json.load(open(f"{tmp}/ev0.json"))["breakdown"]["compute_s"]
 assert abs(got - 8 * per_mb) <= 1e-9 * got, (got, 8 * per_mb)
 assert abs(got - roof) > 1e-3 * roof, (got, roof)
 print(f"evaluate: compute {got:.6f} s from the profile (roofline {roof:.6f} s)")
+PY
+
+# 2b. A zero-bubble pipeline's W is the profile's measured one: pp4 (one block per stage) priced
+#     with each stage's wgrad_s = the block's.
+$PY - "$SRC/examples/plans/train-pp4.json" "$TMP/pp4-zb.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["schedule"] = "zero-bubble"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$AH" evaluate --plan "$TMP/pp4-zb.json" --profile "$TMP/p.json" --json >"$TMP/ev-zb.json" || fail "evaluate zero-bubble --profile"
+$PY - "$TMP" <<'PY' || fail "zero-bubble is not priced from the measured W"
+import json, sys
+tmp = sys.argv[1]
+x = {(e["tp"], e["micro_batch"]): e for e in json.load(open(f"{tmp}/p.json"))["entries"]}[(1, 1)]
+st = json.load(open(f"{tmp}/ev-zb.json"))["pipelines"][0]["stages"]
+assert len(st) == 4 and all(abs(s["wgrad_s"] - x["block"]["wgrad_s"]) <= 1e-9 * s["wgrad_s"] for s in st), st
+print(f"zero-bubble: W {st[0]['wgrad_s']:.3e} s per stage, the profile's")
 PY
 
 # 3. Emulation: cpu-hetero's cpu-slow (slowdown 3) vs cpu-fast (1), measured separately.

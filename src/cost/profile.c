@@ -120,10 +120,15 @@ ah_status_t ah_profile_add(ah_profile_t *p, const ah_profile_entry_t *e, ah_erro
 
 static ah_status_t layer_from_json(const json_t *obj, const char *where, ah_profile_layer_t *l,
                                    ah_error_t *err) {
-    static const char *const keys[] = {"fwd_s", "bwd_s", "act_bytes", NULL};
+    static const char *const keys[] = {"fwd_s", "bwd_s", "wgrad_s", "act_bytes", NULL};
     ah_status_t s = ah_json_check_keys(obj, where, keys, err);
+    l->wgrad_s = 0;
     if (s == AH_OK) s = ah_json_get_num(obj, where, "fwd_s", true, 0, 1e6, &l->fwd_s, err);
     if (s == AH_OK) s = ah_json_get_num(obj, where, "bwd_s", true, 0, 1e6, &l->bwd_s, err);
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "wgrad_s", false, 0, 1e6, &l->wgrad_s, err);
+    if (s == AH_OK && l->wgrad_s > l->bwd_s)
+        s = ah_error_set(err, AH_ERR_INVALID, "%s: wgrad_s %g exceeds bwd_s %g (W is a part of the backward)", where,
+                         l->wgrad_s, l->bwd_s);
     if (s == AH_OK) s = ah_json_get_int(obj, where, "act_bytes", true, 0, INT64_MAX, &l->act_bytes, err);
     l->present = s == AH_OK;
     return s;
@@ -241,9 +246,10 @@ json_t *ah_profile_to_json(const ah_profile_t *p) {
         for (int k = 0; k < 3; k++) {
             const ah_profile_layer_t *l = &e->layer[k];
             if (!l->present) continue;
-            json_object_set_new(o, LAYER_KEYS[k],
-                                json_pack("{s:f, s:f, s:I}", "fwd_s", l->fwd_s, "bwd_s", l->bwd_s,
-                                          "act_bytes", (json_int_t)l->act_bytes));
+            json_t *lo = json_pack("{s:f, s:f, s:I}", "fwd_s", l->fwd_s, "bwd_s", l->bwd_s, "act_bytes",
+                                   (json_int_t)l->act_bytes);
+            if (l->wgrad_s > 0) json_object_set_new(lo, "wgrad_s", json_real(l->wgrad_s));
+            json_object_set_new(o, LAYER_KEYS[k], lo);
         }
         if (e->optimizer_s_per_param > 0)
             json_object_set_new(o, "optimizer_s_per_param", json_real(e->optimizer_s_per_param));

@@ -5,7 +5,7 @@
  *    "model": {the model object of plan files (ah_model_to_json), or a preset name},
  *    "entries": [{"gpu": TYPE, "tp": t, "micro_batch": m, "seq_len": T, "precision": "fp32",
  *                 "includes_tp_comm": bool, "emulate_slowdown": k,
- *                 "block": {"fwd_s", "bwd_s", "act_bytes"},
+ *                 "block": {"fwd_s", "bwd_s", "wgrad_s", "act_bytes"},
  *                 "embed": {"fwd_s", "bwd_s", "act_bytes"},
  *                 "head":  {"fwd_s", "bwd_s", "act_bytes"},
  *                 "optimizer_s_per_param": x}]}
@@ -14,6 +14,10 @@
  * block/embed/head may be missing; ah_stage_cost then uses the roofline for that layer kind.
  * optimizer_s_per_param (optional) is the measured AdamW step per parameter on that device; without
  * it the cost model prices the optimizer from the type's memory bandwidth.
+ * wgrad_s (optional, any layer; the profiler writes it for the block) is the part of bwd_s that is a
+ * split backward's W, the weight-gradient GEMMs (runtime/gpt.h ah_gpt_backward_weights), measured
+ * apart from its B; zero-bubble's B and W are priced from it (cost.h wgrad_s), and without it by
+ * the weight GEMMs' share of the backward's FLOPs. A file without it reads as before.
  * includes_tp_comm says whether the block timings already contain the TP all-reduces (measured
  * on a real TP group); when false the cost model adds them from the link model. act_bytes is what
  * the profiler measured; the memory model does not use it (memory always comes from the model,
@@ -48,6 +52,7 @@ typedef struct ah_profile_layer {
     bool present;      /* false: the profile has no figure for this layer kind */
     double fwd_s;      /* one micro-batch forward, seconds */
     double bwd_s;      /* one micro-batch backward, seconds */
+    double wgrad_s;    /* the W part of bwd_s (measured apart), seconds; 0: not measured */
     int64_t act_bytes; /* measured activation bytes kept for backward */
 } ah_profile_layer_t;
 

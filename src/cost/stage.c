@@ -261,7 +261,10 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     double fwd = (double)n_blocks * blk.fwd;
     double bwd = (double)n_blocks * blk.bwd;
     if (recompute) bwd += (double)n_blocks * blk.fwd; /* backward redoes the blocks' forward */
-    double wgrad = (double)n_blocks * blk.bwd * wgrad_share(m, AH_LAYER_BLOCK, t, tr);
+    /* W: measured apart when the profile has it, else the weight GEMMs' share of the FLOPs */
+    const bool w_measured = prof && prof->layer[AH_LAYER_BLOCK].present && prof->layer[AH_LAYER_BLOCK].wgrad_s > 0;
+    double wgrad = (double)n_blocks * (w_measured ? prof->layer[AH_LAYER_BLOCK].wgrad_s
+                                                  : blk.bwd * wgrad_share(m, AH_LAYER_BLOCK, t, tr));
     /* The embedding's and the head's backward stay in B, as the runtime runs them (runtime/gpt.h
      * ah_gpt_backward's rule: the embedding's scatter-add is cheap, the head matrix's gradient is
      * computed in the forward). */

@@ -16,15 +16,16 @@
  * not still in cache from its previous call, as in a stage of several blocks. */
 enum { PROFILE_BLOCKS = 4, PROFILE_SLOTS = 2 };
 
-/* One shard's means, per part (ah_gpt_part_t), forward and backward. */
+/* One shard's means, per part (ah_gpt_part_t), forward, backward's B and its W (a split backward:
+ * the blocks' weight-gradient GEMMs, zero-bubble's W). */
 typedef struct {
-    double s[AH_GPT_N_PARTS][2];
+    double s[AH_GPT_N_PARTS][3];
     int64_t act_bytes[AH_GPT_N_PARTS]; /* per micro-batch; blocks: one block */
     double opt_s_per_param;            /* mean AdamW step over the shard, per parameter */
 } shard_fig_t;
 
-/* Emulation as the trainer does it (runtime/emulate.h): each forward and each backward call is
- * one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication, segment
+/* Emulation as the trainer does it (runtime/emulate.h): each forward, each backward's B and each W
+ * call is one phase, made to last slowdown x its compute (CPU) seconds plus its TP communication, segment
  * by segment between the all-reduces. What a call is timed at is that emulated phase's wall
  * seconds, from its start to the end of the emulation's sleep: the time the emulated device
  * took, as training will see it, with the all-reduces of a TP group, the sleep's late wake-up and
@@ -49,7 +50,7 @@ static double phase_seconds(const ah_emulator_t *e, double compute) {
     return compute + (comm_wall - e->phase_start.comm_wall);
 }
 
-/* Seconds of all parts, forward (pass 0) or backward (1). */
+/* Seconds of all parts, forward (pass 0), backward's B (1) or W (2). */
 static double parts_total(const double part_s[AH_GPT_N_PARTS][3], int pass) {
     double t = 0;
     for (int p = 0; p < AH_GPT_N_PARTS; p++) t += part_s[p][pass];
@@ -65,8 +66,9 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
 }
 
 /* Builds a shard of the embedding, nb blocks and the head with `slots` micro-batch slots, runs
- * one untimed warm-up and `reps` timed forward + backward pairs, takes the mean of each part's
- * seconds (buf: 2 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard
+ * one untimed warm-up and `reps` timed forward + backward pairs, each backward split as zero-bubble
+ * runs it (B, then W from one W set; their sum is the whole backward's work plus copying the W
+ * inputs), takes the mean of each part's seconds (buf: 3 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard
  * after an untimed one, and frees it. */
 static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
                               double *buf, shard_fig_t *out, ah_error_t *err) {
@@ -78,7 +80,8 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     ah_gpt_config_t cfg = {.model = req->model, .first = 0, .last = nb, .has_embed = true,
                            .has_head = true, .recompute = false, .t = req->tp,
                            .tp_rank = group ? ah_comm_rank(group) : 0,
-                           .micro_batch = req->micro_batch, .seq_len = req->seq_len, .slots = slots};
+                           .micro_batch = req->micro_batch, .seq_len = req->seq_len, .slots = slots,
+                           .wsets = 1};
     ah_gpt_stage_t st;
     memset(&st, 0, sizeof st);
     /* Without a group, a TP > 1 shard runs rank 0's share of the compute without its all-reduces. */
@@ -116,7 +119,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
      * which was forwarded one call earlier: 1F1B's steady state with `slots` micro-batches in
      * flight. Call 0 is the warm-up. */
     for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double before[AH_GPT_N_PARTS][3], phase[2], compute = 0;
+        double before[AH_GPT_N_PARTS][3], phase[3], compute = 0;
         memcpy(before, st.part_s, sizeof before);
         memcpy(ah_gpt_targets(&st), targets, (size_t)st.N * sizeof *targets);
         ah_emulator_begin(&emu, AH_EMULATE_FWD);
@@ -124,22 +127,26 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
         if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
         phase[0] = phase_seconds(&emu, compute);
         ah_emulator_begin(&emu, AH_EMULATE_BWD);
-        if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, -1, err);
+        if (s == AH_OK) s = ah_gpt_backward(&st, i % slots, NULL, NULL, 0, err);
         if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
         phase[1] = phase_seconds(&emu, compute);
+        ah_emulator_begin(&emu, AH_EMULATE_WGRAD);
+        if (s == AH_OK) s = ah_gpt_backward_weights(&st, i % slots, 0, err);
+        if (s == AH_OK) s = ah_emulator_end(&emu, &compute, err);
+        phase[2] = phase_seconds(&emu, compute);
         if (i == 0) continue;
         /* The emulated phase's seconds, shared among the parts as their own seconds were (the
          * part clocks leave the emulation's sleeps out: gpt.c). */
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < 3; d++) {
             const double wall = parts_total(st.part_s, d) - parts_total(before, d);
             const double f = wall > 0 ? phase[d] / wall : 1.0;
             for (int p = 0; p < AH_GPT_N_PARTS; p++)
-                buf[(p * 2 + d) * req->reps + i - 1] = f * (st.part_s[p][d] - before[p][d]);
+                buf[(p * 3 + d) * req->reps + i - 1] = f * (st.part_s[p][d] - before[p][d]);
         }
     }
     if (s == AH_OK)
         for (int p = 0; p < AH_GPT_N_PARTS; p++)
-            for (int d = 0; d < 2; d++) out->s[p][d] = mean_of(buf + (p * 2 + d) * req->reps, req->reps);
+            for (int d = 0; d < 3; d++) out->s[p][d] = mean_of(buf + (p * 3 + d) * req->reps, req->reps);
     /* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training
      * (the hyperparameters do not change its time), after an untimed one: the first touches the
      * moments' fresh pages (a page fault each), which made AdamW 4-8x slower per parameter in
@@ -166,11 +173,12 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     return s;
 }
 
-/* A layer kind's figures: the part's mean (per block for the blocks). */
+/* A layer kind's figures: the part's mean (per block for the blocks); the backward is B + W. */
 static ah_profile_layer_t layer_of(const shard_fig_t *f, ah_gpt_part_t part, int nb) {
     const double per = part == AH_GPT_PART_BLOCKS ? 1.0 / nb : 1.0;
     return (ah_profile_layer_t){.present = true, .fwd_s = per * f->s[part][0],
-                                .bwd_s = per * f->s[part][1], .act_bytes = f->act_bytes[part]};
+                                .bwd_s = per * (f->s[part][1] + f->s[part][2]), .wgrad_s = per * f->s[part][2],
+                                .act_bytes = f->act_bytes[part]};
 }
 
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
@@ -187,7 +195,7 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
     if (req->tp > 1 && req->tp_group && ah_comm_size(req->tp_group) != req->tp)
         return ah_error_set(err, AH_ERR_USAGE, "a TP group of %d ranks cannot measure tp %d",
                             ah_comm_size(req->tp_group), req->tp);
-    double *buf = malloc(2 * AH_GPT_N_PARTS * (size_t)req->reps * sizeof *buf);
+    double *buf = malloc(3 * AH_GPT_N_PARTS * (size_t)req->reps * sizeof *buf);
     if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d repetitions", req->reps);
     /* As many blocks (up to PROFILE_BLOCKS) and slots as an emulated memory cap holds; a cap too
      * small for one block and one slot fails with the trainer's out-of-memory message. */

@@ -13,7 +13,11 @@
  * after one untimed warm-up: a training step is a sum of such calls, so its expected length is the
  * sum of their means, the occasional slow call included (a median left those out: in one comparison
  * on this machine's VM it predicted the bench's planner plan 5 % shorter than the mean did). The head's "forward" is the fused head of the
- * runtime (logits, loss and the logits' gradient), as in training.
+ * runtime (logits, loss and the logits' gradient), as in training. Each backward is split as
+ * zero-bubble runs it: B (input gradients, biases, norms), then W (the blocks' weight-gradient
+ * GEMMs), each its own call (emulated phase); "bwd_s" is B + W and the block's "wgrad_s" is W, so
+ * zero-bubble is priced from measured B and W (1F1B's whole backward costs B + W less the copies of
+ * W's inputs, a few N x width copies per block).
  * Activation bytes are what the shard's "activations" arena allocated per micro-batch for each
  * kind, i.e. measured from the allocator, not taken from the memory model.
  *
