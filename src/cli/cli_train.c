@@ -467,7 +467,7 @@ int ah_cli_train(int argc, char **argv) {
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
     int rc = 0;
     if (!ah_cli_parse("train", "--plan FILE --data FILES [flags]   (under mpirun, one rank per device)",
-                      "Trains the plan's model on the token shards: 1F1B pipelines, Megatron tensor "
+                      "Trains the plan's model on the token shards: 1F1B and zero-bubble pipelines, Megatron tensor "
                       "parallelism, layer-wise data-parallel gradient sync, AdamW.",
                       flags, n_flags, argc, argv, &rc)) {
         ah_comm_finalize();

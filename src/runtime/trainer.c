@@ -1,5 +1,5 @@
-/* One rank's training loop: its pipeline's schedule (1F1B or zero-bubble) over non-blocking p2p, layer-wise DP sync, clipping, AdamW; its
- * communicators and data-parallel groups are runtime/dp_groups.c's. */
+/* One rank's training loop: its pipeline's schedule (1F1B or zero-bubble) over non-blocking p2p,
+ * layer-wise DP sync, clipping, AdamW; its communicators and data-parallel groups are runtime/dp_groups.c's. */
 #include "runtime/trainer.h"
 
 #include <errno.h>
@@ -208,7 +208,8 @@ static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
-/* The pipeline's schedule for this rank's stage (1F1B, or zero-bubble with its W ops); *loss_sum gets its summed token losses. */
+/* The pipeline's schedule for this rank's stage (1F1B, or zero-bubble with its W ops); *loss_sum
+ * gets its summed token losses. */
 static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_kernels_t *k = st->k;

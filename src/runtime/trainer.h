@@ -1,4 +1,5 @@
-/* The training loop of one rank: its stage of the plan, the 1F1B schedule with non-blocking p2p,
+/* The training loop of one rank: its stage of the plan, its pipeline's schedule (1F1B or
+ * zero-bubble, runtime/schedule.h) with non-blocking p2p,
  * the layer-wise data-parallel gradient sync, global-norm clipping, AdamW, and per-step metrics.
  *
  * Collective: every rank of the job calls ah_trainer_setup / ah_trainer_step / ah_trainer_free
