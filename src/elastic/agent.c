@@ -70,21 +70,6 @@ static void names_of(const agent_t *a, const bool *set, char *out, size_t cap) {
 
 /* ---- planning ---- */
 
-/* Plans on the nodes that are up. */
-static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
-    ah_cluster_t c;
-    ah_status_t s = ah_cluster_copy(&a->cluster, &c, err);
-    if (s != AH_OK) return s;
-    int n = 0;
-    for (int i = 0; i < a->cluster.n_nodes; i++)
-        if (a->up[i]) c.nodes[n++] = a->cluster.nodes[i];
-    c.n_nodes = n;
-    if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
-    else s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
-    ah_cluster_free(&c);
-    return s;
-}
-
 /* ---- launching ---- */
 
 static ah_status_t launch(agent_t *a, ah_error_t *err) {
@@ -133,7 +118,9 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     ah_plan_result_t r;
     ah_agent_drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
-    ah_status_t s = plan_up(a, &r, err);
+    /* the plan made at the notice (agent_handover.c), when the nodes up are still those */
+    const bool made = ah_agent_take_next_plan(a, &r);
+    ah_status_t s = made ? AH_OK : ah_agent_plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
     if (s != AH_OK) return s;
     char desc[512];
@@ -142,8 +129,8 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     if (a->have_cur) ah_plan_result_free(&a->cur);
     a->cur = r;
     a->have_cur = true;
-    say(a, "%s: %d devices, predicted %.4f s/iteration, planned in %.3f s: %s", why, ah_plan_device_count(&r.plan),
-        r.eval.pred.iteration_s, secs, desc);
+    say(a, "%s: %d devices, predicted %.4f s/iteration, %s in %.3f s: %s", why, ah_plan_device_count(&r.plan),
+        r.eval.pred.iteration_s, made ? "the plan made at the notice, taken" : "planned", secs, desc);
     emit(a, json_pack("{s:s, s:f, s:f, s:i, s:o, s:s}", "event", first ? "plan" : "replan", "seconds", secs,
                       "predicted_iteration_s", r.eval.pred.iteration_s, "devices", ah_plan_device_count(&r.plan),
                       "nodes_up", node_list(a, a->up), "plan", desc));
@@ -205,7 +192,7 @@ static void on_checkpoint(agent_t *a) {
     a->join_pending = false;
     ah_plan_result_t r;
     ah_error_t e;
-    if (plan_up(a, &r, &e) != AH_OK) {
+    if (ah_agent_plan_up(a, &r, &e) != AH_OK) {
         say(a, "with the joined nodes: no plan (%s); going on with the current one", e.msg);
         return;
     }
@@ -292,9 +279,26 @@ static void reread_events(agent_t *a) {
     a->ev_size = sb.st_size;
 }
 
+/* The notices of the nodes the events file preempted in one reading: the next plan first, made over
+ * the nodes that stay and written to the hosts (agent_handover.c), then the notice, its clock started
+ * before that plan. */
+static void notice_leaving(agent_t *a, const bool *noticed) {
+    bool any = false;
+    for (int i = 0; i < a->cluster.n_nodes; i++) any = any || noticed[i];
+    if (!any) return;
+    const bool first = !a->stopping;
+    const double t = ah_now_s();
+    if (first) ah_agent_next_plan(a);
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (noticed[i]) begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, a->cluster.nodes[i].name);
+    if (first) a->notice_t = t;
+}
+
 static void apply_events(agent_t *a) {
     reread_events(a);
     const double now = since_start(a);
+    bool *noticed = calloc((size_t)a->cluster.n_nodes, sizeof *noticed);
+    if (!noticed) return; /* out of host memory: the events wait for the next poll */
     while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
         const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
         const char *name = a->cluster.nodes[e->node].name;
@@ -315,14 +319,16 @@ static void apply_events(agent_t *a) {
             say(a, "%s joined", name);
         } else if (act == AH_EVENT_PREEMPT) {
             a->leaving[e->node] = true;
+            noticed[e->node] = true;
             say(a, "preemption of %s (from the events file)", name);
-            begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, name);
         } else {
             if (a->running) say(a, "%s left; the running plan does not use it", name);
             else say(a, "%s is down%s", name, a->have_cur ? " (between two launches)" : " at the start");
             ah_agent_drop_disk(a, e->node);
         }
     }
+    notice_leaving(a, noticed);
+    free(noticed);
 }
 
 /* ---- after the job ended ---- */
@@ -663,6 +669,7 @@ done:
     if (a.lock_fd >= 0) close(a.lock_fd);
     json_decref(a.trainer_recover);
     if (a.have_cur) ah_plan_result_free(&a.cur);
+    ah_agent_next_plan_free(&a);
     ah_agent_events_free(&a.ev);
     ah_cluster_free(&a.cluster);
     ah_history_free(&a.hist);

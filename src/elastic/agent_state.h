@@ -53,6 +53,12 @@ typedef struct agent {
     ah_watchdog_t dog; /* the step timeout of the running launch */
     bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
     ah_restarts_t restarts; /* the failure policy's count (agent_logic.h) */
+    /* the next plan made at a notice, before the stop (agent_handover.c), the nodes up it was made
+     * for, and the seconds it took (planning and writing it to the hosts) */
+    ah_plan_result_t next;
+    bool have_next;
+    bool *next_up;
+    double next_plan_s;
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -131,5 +137,14 @@ void ah_agent_drop_disk(agent_t *a, int node);
 bool ah_agent_check_disks(agent_t *a, json_t *interrupted);
 /* The step timeout expired (see the watchdog, agent_logic.h). */
 void ah_agent_on_hang(agent_t *a);
+
+/* agent.c: plans on the nodes that are up (no host asked). */
+ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
+/* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
+ * directory of every host of the job; said and skipped when that fails. */
+void ah_agent_next_plan(agent_t *a);
+/* The next plan into *out when the nodes up are those it was made for (then true); dropped either way. */
+bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out);
+void ah_agent_next_plan_free(agent_t *a);
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/afile.h"
 #include "ckpt/replica.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -167,6 +168,25 @@ static bool local_run_file(void *ctx, const char *name, json_t **doc, ah_error_t
     if (access(path, doc ? R_OK : F_OK) != 0) return false;
     if (doc && ah_json_load_file(path, doc, err) != AH_OK) *doc = NULL;
     return true;
+}
+
+/* put_run_file: every host is this machine, the run directory one. */
+static ah_status_t local_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
+    const local_t *l = ctx;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", l->run_dir, name);
+    FILE *in = fopen(local_path, "rb");
+    if (!in) return ah_error_set(err, AH_ERR_IO, "%s: %s", local_path, strerror(errno));
+    ah_afile_t af;
+    ah_status_t st = ah_afile_open(&af, path, err);
+    char buf[65536];
+    size_t n;
+    while (st == AH_OK && (n = fread(buf, 1, sizeof buf, in)) > 0) st = ah_afile_write(&af, buf, n, err);
+    if (st == AH_OK && ferror(in)) st = ah_error_set(err, AH_ERR_IO, "%s: read error", local_path);
+    fclose(in);
+    if (st == AH_OK) return ah_afile_commit(&af, false, err);
+    ah_afile_abort(&af);
+    return st;
 }
 
 static void scan_ranks(local_t *l) {
@@ -352,6 +372,7 @@ ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *ou
     *out = (ah_launcher_t){.name = "local", .ctx = l, .start = local_start, .poll = local_poll,
                            .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,
                            .read_metrics = local_read_metrics, .adopt = local_adopt, .run_file = local_run_file,
+                           .put_run_file = local_put_run_file,
                            .stalled = local_stalled,
                            .drop_disk = local_drop_disk, .list_steps = local_list_steps,
                            .verify_step = local_verify_step, .free = local_free};

@@ -425,6 +425,20 @@ static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), 
     ah_launch_lines_feed(&l->lines, buf, take, fn, fn_ctx);
 }
 
+/* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts). */
+static ah_status_t ssh_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
+    ssh_t *l = ctx;
+    char cmd[2048], out[256], eout[2048];
+    snprintf(cmd, sizeof cmd, "cat > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", l->run_dir, name, l->run_dir, name,
+             l->run_dir, name);
+    for (int r = 0; r < l->n_ranks; r++) {
+        if (!first_of_host(l, r)) continue;
+        const int rc = remote(l, l->rank_host[r], cmd, local_path, out, sizeof out, eout, sizeof eout);
+        if (rc != 0) return remote_error(l, l->rank_host[r], rc, "writing the run directory's next plan", eout, err);
+    }
+    return AH_OK;
+}
+
 static bool ssh_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
     ssh_t *l = ctx;
     /* while the job runs, a look for the preemption report at most every AH_SSH_POLL_S */
@@ -547,7 +561,8 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
     *lp = l;
     *out = (ah_launcher_t){.name = name, .ctx = l, .start = ssh_start, .poll = ssh_poll, .notice = ssh_notice,
                            .kill_host = ssh_kill_host, .stop = ssh_stop, .read_metrics = ssh_read_metrics,
-                           .adopt = ssh_adopt, .run_file = ssh_run_file, .drop_disk = ssh_drop_disk,
+                           .adopt = ssh_adopt, .run_file = ssh_run_file,
+                           .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
                            .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
     return AH_OK;

@@ -64,6 +64,9 @@ typedef struct ah_launcher {
      * failed.json from the first host of its ranks that has one): false when it is not there; else
      * true, and *doc (when doc is not NULL) gets its parse, or NULL with *err set. */
     bool (*run_file)(void *ctx, const char *name, json_t **doc, ah_error_t *err);
+    /* The local file local_path copied, atomically, to the run directory's file `name` on every host
+     * of the running job (the next plan at a notice: runtime/protocol.h). */
+    ah_status_t (*put_run_file)(void *ctx, const char *name, const char *local_path, ah_error_t *err);
     /* rm -r of host's checkpoint disk (no error when it is empty already). */
     ah_status_t (*drop_disk)(void *ctx, const char *host, ah_error_t *err);
     /* The step directories on host's disk (ah_ckpt_list); *steps is malloc'ed. */

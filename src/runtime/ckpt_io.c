@@ -212,6 +212,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     free(s->snap_buf);
     ah_comm_free(&s->node);
     ah_placement_free(&s->place);
+    ah_handover_needs_free(&s->handover);
     free(s->hit);
     free(s);
     return st;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/policy.h"
@@ -41,6 +42,7 @@
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/ckpt_session.h"
+#include "runtime/protocol.h"
 
 /* Whether every leaving node's pieces have a holder that stays: its partner got no notice. */
 static bool holders_stay(const ah_ckpt_session_t *s) {
@@ -57,6 +59,34 @@ static bool holders_stay(const ah_ckpt_session_t *s) {
     return ok;
 }
 
+/* The next plan the agent wrote into the run directory before the notice (protocol.h), read by every
+ * rank: s->handover when every rank read it, none otherwise (said once by rank 0: the notice's save
+ * then replicates to the partners as without it). Collective. */
+static ah_status_t load_next_plan(ah_ckpt_session_t *s, ah_error_t *err) {
+    if (s->handover.n_nodes > 0 || !s->o.run_dir) return AH_OK; /* the same on every rank */
+    char path[AH_CKPT_PATH_MAX];
+    ah_error_t e2 = {0};
+    ah_status_t ls = AH_ERR_IO;
+    const bool there = snprintf(path, sizeof path, "%s/%s", s->o.run_dir, AH_PROTO_NEXT_PLAN_FILE) < (int)sizeof path &&
+                       access(path, R_OK) == 0;
+    if (there) {
+        ah_plan_t next;
+        ls = ah_plan_load(path, NULL, &next, &e2);
+        if (ls == AH_OK) {
+            ls = ah_handover_needs(&next, &s->tr->plan->cluster, &s->tr->plan->model, s->tr->plan->tp, &s->handover, &e2);
+            ah_plan_free(&next);
+        }
+    }
+    int64_t bad = ls != AH_OK, any_read = there;
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &bad, 1, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), &any_read, 1, err);
+    if (st != AH_OK || bad) ah_handover_needs_free(&s->handover);
+    if (st == AH_OK && bad && any_read && s->tr->rank == 0)
+        fprintf(stderr, "autohet train: note: no handover at this notice (%s): the save goes to the partners' memory\n",
+                there && ls != AH_OK ? e2.msg : "some rank could not read the next plan");
+    return st;
+}
+
 /* A periodic save due now too is as much on the recovery's path. Redoing the steps since the newest
  * committed one takes them at the slowest rank's pace, the same on all. */
 ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err) {
@@ -64,18 +94,23 @@ ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elaps
     for (int n = 0; n < s->n_nodes; n++) all = all && (s->place.node_leader[n] < 0 || s->hit[n]);
     ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
                                .redo_s = -1, .every_node = all, .memory_s = -1};
-    /* the memory tier: replicas on, the last replication complete, every leaving node's holder staying */
-    notice.memory = s->replica_budget > 0 && s->last_rep_complete && holders_stay(s);
+    /* the memory tier: replicas on, the last replication complete, every leaving node's holder staying;
+     * or the handover to the next plan's nodes (none leaves: the agent planned without the leaving) */
+    ah_status_t st = s->replica_budget > 0 ? load_next_plan(s, err) : AH_OK;
+    if (st != AH_OK) return st;
+    const bool handover = s->handover.n_nodes > 0;
+    notice.memory = s->replica_budget > 0 && (handover || (s->last_rep_complete && holders_stay(s)));
     if (notice.memory && s->last_replicate_s >= 0)
         notice.memory_s = s->last_replicate_s + (s->last_snapshot_s >= 0 ? s->last_snapshot_s : 0);
     if (!all && s->last_saved >= 0 && s->last_save_s >= 0 && s->step_s > 0) {
         int64_t us = (int64_t)(s->step_s * 1e6);
-        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+        st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
         if (st != AH_OK) return st;
         notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
     }
     *save = ah_ckpt_save_at_notice(&notice);
-    s->notice_memory_first = ah_ckpt_notice_memory_first(&notice);
+    /* the handover is what the relaunch reads: taken whenever the rule saves and the memory is there */
+    s->notice_memory_first = notice.memory && (handover || ah_ckpt_notice_memory_first(&notice));
     return AH_OK;
 }
 
@@ -132,12 +167,15 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     const double snapshot_s = ah_now_s() - t0;
     if (snap_ok) ah_test_hook("notice-snapshot", step, node); /* test-only: in this host's memory only */
     ah_ckpt_replica_stats_t rep = {0};
-    if (snap_ok && (st = ah_ckpt_replicate(s, self, step, true, &rep, err)) != AH_OK) {
+    const bool handover = s->handover.n_nodes > 0;
+    if (snap_ok)
+        st = handover ? ah_ckpt_hand_over(s, self, step, &rep, err) : ah_ckpt_replicate(s, self, step, true, &rep, err);
+    if (st != AH_OK) {
         ah_ckpt_views_release(s);
         ah_ckpt_snap_free(snap);
         return st;
     }
-    const bool committed = snap_ok && rep.complete && holders_stay(s);
+    const bool committed = snap_ok && rep.complete && (handover || holders_stay(s));
     const double commit_s = ah_now_s() - t0;
     if (snap_ok) {
         s->last_snapshot_s = snapshot_s;
@@ -168,5 +206,6 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     if (s->last_saved == step && s->node_rank == 0) ah_ckpt_remove_step(self, step, &e2); /* the disks hold it */
     if (s->last_saved == step && !committed) ah_ckpt_replica_prune_older(s, step);
     if (s->tr->rank == 0 && event) notice_event(*event, committed, commit_s, snapshot_s);
+    if (s->tr->rank == 0 && event && *event) json_object_set_new(*event, "handover", json_boolean(handover));
     return AH_OK;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckpt/afile.h"
+#include "ckpt/handover.h"
 #include "ckpt/replica.h"
 #include "comm/transfer.h"
 #include "core/fs.h"
@@ -177,6 +178,36 @@ static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t
     return st;
 }
 
+/* The figures over the job (bytes and files held, left to the disks; the slowest rank's time), the
+ * same on every rank; a failed write said where it happened. Collective. */
+static ah_status_t replica_totals(ah_ckpt_session_t *s, int64_t step, double t0, ah_ckpt_replica_stats_t *rs,
+                                  ah_error_t *err) {
+    if (rs->error[0]) /* said where it happened; rank 0's event says that some holder failed */
+        fprintf(stderr, "autohet train: warning: node %s: the in-memory replica of step %lld is incomplete: %s; those "
+                "files stay on the disks only\n", s->tr->plan->cluster.nodes[s->my_node].name, (long long)step, rs->error);
+    double sums[5] = {(double)rs->bytes, (double)rs->files, (double)rs->left_bytes, (double)rs->left_files,
+                      rs->error[0] ? 1 : 0};
+    int64_t us = (int64_t)((ah_now_s() - t0) * 1e6);
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 5, err);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+    rs->bytes = (uint64_t)sums[0];
+    rs->files = (int)sums[1];
+    rs->left_bytes = (uint64_t)sums[2];
+    rs->left_files = (int)sums[3];
+    rs->seconds = (double)us * 1e-6;
+    rs->complete = rs->complete && rs->left_files == 0 && sums[4] == 0;
+    if (st == AH_OK && s->tr->rank == 0 && rs->left_files > 0 && !s->replica_said) { /* once a run */
+        fprintf(stderr, "autohet train: note: --replica-memory-gb %g holds %llu bytes of step %lld in the hosts' memory; "
+                "%d files (%llu bytes) do not fit and stay on the disks only (the checkpoint events' "
+                "memory_left_files)\n", s->o.replica_memory_gb, (unsigned long long)rs->bytes, (long long)step,
+                rs->left_files, (unsigned long long)rs->left_bytes);
+        s->replica_said = true;
+    }
+    if (sums[4] > 0 && !rs->error[0])
+        snprintf(rs->error, sizeof rs->error, "%.0f holder(s) could not write their replica (their stderr says why)", sums[4]);
+    return st;
+}
+
 ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
                               ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
     memset(rs, 0, sizeof *rs);
@@ -203,30 +234,7 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
         if (have[y] && partner[y] >= 0)
             st = replicate_node(s, src_root, step, y, partner[y], &ms[y], fits[y], rs, err);
     }
-    /* figures over the job: bytes and files held, left to the disks; the slowest rank's time */
-    if (rs->error[0]) /* said where it happened; rank 0's event says that some holder failed */
-        fprintf(stderr, "autohet train: warning: node %s: the in-memory replica of step %lld is incomplete: %s; those "
-                "files stay on the disks only\n", s->tr->plan->cluster.nodes[s->my_node].name, (long long)step, rs->error);
-    double sums[5] = {(double)rs->bytes, (double)rs->files, (double)rs->left_bytes, (double)rs->left_files,
-                      rs->error[0] ? 1 : 0};
-    int64_t us = (int64_t)((ah_now_s() - t0) * 1e6);
-    if (st == AH_OK) st = ah_comm_allreduce_f64(ah_comm_world(), sums, 5, err);
-    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
-    rs->bytes = (uint64_t)sums[0];
-    rs->files = (int)sums[1];
-    rs->left_bytes = (uint64_t)sums[2];
-    rs->left_files = (int)sums[3];
-    rs->seconds = (double)us * 1e-6;
-    rs->complete = rs->complete && rs->left_files == 0 && sums[4] == 0;
-    if (st == AH_OK && s->tr->rank == 0 && rs->left_files > 0 && !s->replica_said) { /* once a run */
-        fprintf(stderr, "autohet train: note: --replica-memory-gb %g holds %llu bytes of step %lld in the hosts' memory; "
-                "%d files (%llu bytes) do not fit and stay on the disks only (the checkpoint events' "
-                "memory_left_files)\n", s->o.replica_memory_gb, (unsigned long long)rs->bytes, (long long)step,
-                rs->left_files, (unsigned long long)rs->left_bytes);
-        s->replica_said = true;
-    }
-    if (sums[4] > 0 && !rs->error[0])
-        snprintf(rs->error, sizeof rs->error, "%.0f holder(s) could not write their replica (their stderr says why)", sums[4]);
+    if (st == AH_OK) st = replica_totals(s, step, t0, rs, err);
     for (int y = 0; y < nn; y++) {
         if (ms && have && have[y]) ah_ckpt_manifest_free(&ms[y]);
         if (fits) free(fits[y]);
@@ -236,6 +244,81 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     free(fits);
     free(partner);
     free(zones);
+    return st;
+}
+
+/* The one source of file i of y's step for holder x under the handover: x reads it, x's own step
+ * lacks it, and y is the lowest node whose step has it. */
+static bool handed_from(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have, int y, int x,
+                        const char *name) {
+    const int nn = s->place.n_nodes;
+    if (x == y || !ah_handover_reads(&s->handover, x, name)) return false;
+    if (have[x] && ah_ckpt_manifests_find(&ms[x], 1, ms[x].meta.step, name)) return false;
+    for (int z = 0; z < y && z < nn; z++)
+        if (have[z] && ah_ckpt_manifests_find(&ms[z], 1, ms[z].meta.step, name)) return false;
+    return true;
+}
+
+/* Whether node x of the next plan finds every file it reads in its own step or handed to it (fits). */
+static bool handover_covers(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have,
+                            bool *const *fits, int x) {
+    for (int i = 0; i < s->handover.n_names[x]; i++) {
+        const char *name = s->handover.names[x][i];
+        bool found = have[x] && ah_ckpt_manifests_find(&ms[x], 1, ms[x].meta.step, name);
+        for (int y = 0; !found && y < s->place.n_nodes; y++) {
+            const bool *fit = fits[y * s->place.n_nodes + x]; /* NULL: nothing of y's for x */
+            for (int f = 0; fit && f < ms[y].n_files && !found; f++)
+                found = fit[f] && strcmp(ms[y].files[f].name, name) == 0;
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
+ah_status_t ah_ckpt_hand_over(ah_ckpt_session_t *s, const char *src_root, int64_t step, ah_ckpt_replica_stats_t *rs,
+                              ah_error_t *err) {
+    memset(rs, 0, sizeof *rs);
+    const double t0 = ah_now_s();
+    const int nn = s->place.n_nodes;
+    ah_ckpt_manifest_t *ms = calloc((size_t)nn, sizeof *ms);
+    bool *have = calloc((size_t)nn, sizeof *have), **fits = calloc((size_t)nn * nn, sizeof *fits);
+    uint64_t *held = calloc((size_t)nn, sizeof *held);
+    ah_status_t st = ms && have && fits && held ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the handover");
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
+    /* pairs (source y, holder x) in one global order; a holder takes files while its budget lasts */
+    for (int p = 0; st == AH_OK && p < nn * nn; p++) {
+        const int y = p / nn, x = p % nn;
+        if (!have[y] || x == y || s->place.node_leader[x] < 0) continue;
+        if (!(fits[p] = calloc((size_t)ms[y].n_files + 1, sizeof **fits))) {
+            st = ah_error_set(err, AH_ERR_OOM, "no host memory for the handover");
+            break;
+        }
+        for (int i = 0; i < ms[y].n_files; i++) {
+            if (!handed_from(s, ms, have, y, x, ms[y].files[i].name)) continue;
+            if (held[x] + ms[y].files[i].bytes > s->replica_budget) {
+                if (s->tr->rank == 0) rs->left_bytes += ms[y].files[i].bytes, rs->left_files++;
+                continue;
+            }
+            fits[p][i] = true;
+            held[x] += ms[y].files[i].bytes;
+        }
+    }
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    for (int p = 0; st == AH_OK && p < nn * nn; p++)
+        if (fits[p]) st = replicate_node(s, src_root, step, p / nn, p % nn, &ms[p / nn], fits[p], rs, err);
+    rs->complete = st == AH_OK;
+    for (int x = 0; rs->complete && x < nn; x++)
+        if (s->handover.in_next[x] && (s->place.node_leader[x] < 0 || !handover_covers(s, ms, have, fits, x)))
+            rs->complete = false;
+    if (st == AH_OK) st = replica_totals(s, step, t0, rs, err);
+    for (int i = 0; fits && i < nn * nn; i++) free(fits[i]);
+    for (int y = 0; ms && have && y < nn; y++)
+        if (have[y]) ah_ckpt_manifest_free(&ms[y]);
+    free(ms);
+    free(have);
+    free(fits);
+    free(held);
     return st;
 }
 

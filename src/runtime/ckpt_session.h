@@ -7,6 +7,7 @@
 
 #include "ckpt/async.h"
 #include "ckpt/cloud.h"
+#include "ckpt/handover.h"
 #include "ckpt/placement.h"
 #include "ckpt/restore.h"
 #include "runtime/ckpt_io.h"
@@ -66,6 +67,9 @@ struct ah_ckpt_session {
     double last_snapshot_s, last_replicate_s;
     bool last_rep_complete;
     bool notice_memory_first; /* the notice's rule chose memory first (ah_ckpt_notice_rule) */
+    /* The handover at a notice (ckpt_notice.c, ckpt/handover.h): what each node reads under the next
+     * plan the agent wrote into the run directory (n_nodes 0: none known). */
+    ah_handover_needs_t handover;
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
     float *view_dev[3], *view_host[3], *view_moments[2];
 };
@@ -124,6 +128,12 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
  * ah_ckpt_replica_prune_older). Errors are communication failures; a write that fails is in rs. */
 ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
                               ah_ckpt_replica_stats_t *rs, ah_error_t *err);
+/* Collective, the handover at a notice (s->handover known): each file of step (as committed in every
+ * node's src_root) that a node of the next plan reads and its own step lacks goes from the lowest node
+ * holding it into that node's memory (its replica root, from-SOURCE), within --replica-memory-gb;
+ * rs->complete when every node of the next plan that runs a rank now then has every file it reads. */
+ah_status_t ah_ckpt_hand_over(ah_ckpt_session_t *s, const char *src_root, int64_t step, ah_ckpt_replica_stats_t *rs,
+                              ah_error_t *err);
 /* The node leader removes the replicas it holds of steps older than step (replicas on; best effort). */
 void ah_ckpt_replica_prune_older(const ah_ckpt_session_t *s, int64_t step);
 /* Opens the replica side of a session (not collective): base and root from the options; a run

@@ -20,6 +20,10 @@
  *                           ("invalid", "io", "comm", ...), "message" what the rank printed (a
  *                           non-UTF-8 byte as '?'). The agent labels the failed job by it.
  *   RUN_DIR/metrics.jsonl   where the agent asks each launch to write its metrics (--metrics).
+ *   RUN_DIR/next-plan.json  the plan the agent will relaunch with, written by the agent on every host of
+ *                           the job before it sends a notice from its events file (the leaving nodes
+ *                           known): with in-memory replicas on, the notice's save hands each file over
+ *                           to the memory of the node that reads it under that plan (ckpt/handover.h).
  *
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
  * to after a --resume):
@@ -61,6 +65,7 @@
 #define AH_PROTO_PREEMPTED_FILE "preempted.json"
 #define AH_PROTO_FAILED_FILE "failed.json"
 #define AH_PROTO_METRICS_FILE "metrics.jsonl"
+#define AH_PROTO_NEXT_PLAN_FILE "next-plan.json"
 
 /* rank-R.json */
 #define AH_PROTO_RANK_RANK "rank"

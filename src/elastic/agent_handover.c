@@ -1,0 +1,74 @@
+/* The next plan at a notice (issue 36; docs/elastic.md "The handover at a notice"). When the events
+ * file preempts nodes of the running plan, the leaving nodes are known while every rank is alive: the
+ * agent plans over the nodes that stay BEFORE it sends the notice, and writes that plan into the run
+ * directory of every host of the job (runtime/protocol.h's next-plan.json). With in-memory replicas on,
+ * the trainer's save at the notice hands each file of the step over to the memory of the node that
+ * reads it under that plan (ckpt/handover.h), so that the relaunch reads everything on its own host.
+ * The relaunch takes that plan when the nodes up are still the ones it was made for (the re-plan is
+ * then done already: its time was spent during the stop); otherwise it plans again, and the restore
+ * fetches what the handover did not put in place, as without it. A plan that fails or cannot be
+ * written is said and skipped: the notice goes out regardless. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timing.h"
+#include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
+#include "runtime/protocol.h"
+
+/* Plans on the nodes that are up (agent_state.h). */
+ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
+    ah_cluster_t c;
+    ah_status_t s = ah_cluster_copy(&a->cluster, &c, err);
+    if (s != AH_OK) return s;
+    int n = 0;
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->up[i]) c.nodes[n++] = a->cluster.nodes[i];
+    c.n_nodes = n;
+    if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
+    else s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
+    ah_cluster_free(&c);
+    return s;
+}
+
+void ah_agent_next_plan_free(agent_t *a) {
+    if (a->have_next) ah_plan_result_free(&a->next);
+    a->have_next = false;
+    free(a->next_up);
+    a->next_up = NULL;
+}
+
+void ah_agent_next_plan(agent_t *a) {
+    ah_agent_next_plan_free(a);
+    if (!a->launcher.put_run_file) return;
+    const double t = ah_now_s();
+    char path[700];
+    snprintf(path, sizeof path, "%s/plan-next.json", a->work);
+    ah_error_t e;
+    ah_status_t s = ah_agent_plan_up(a, &a->next, &e);
+    a->have_next = s == AH_OK;
+    if (s == AH_OK && (s = ah_plan_save(&a->next.plan, path, &e)) == AH_OK)
+        s = a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_NEXT_PLAN_FILE, path, &e);
+    a->next_plan_s = ah_now_s() - t;
+    if (s == AH_OK && (a->next_up = malloc((size_t)a->cluster.n_nodes * sizeof *a->next_up)))
+        memcpy(a->next_up, a->up, (size_t)a->cluster.n_nodes * sizeof *a->next_up);
+    if (s != AH_OK || !a->next_up) {
+        say(a, "note: no next plan for the handover at this notice (%s); the relaunch plans after the stop",
+            s != AH_OK ? e.msg : "out of host memory");
+        ah_agent_next_plan_free(a);
+        return;
+    }
+    say(a, "next plan, for the handover at the notice: %d devices, predicted %.4f s/iteration, planned and written to "
+        "the hosts in %.3f s", ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s);
+}
+
+bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
+    bool same = a->have_next && a->next_up;
+    for (int i = 0; same && i < a->cluster.n_nodes; i++) same = a->next_up[i] == a->up[i];
+    if (same) {
+        *out = a->next;
+        a->have_next = false; /* moved out */
+    }
+    ah_agent_next_plan_free(a);
+    return same;
+}

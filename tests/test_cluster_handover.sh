@@ -1,0 +1,66 @@
+# The handover at a notice (issue 36; docs/checkpoints.md "The handover at a notice") across three
+# emulated hosts (tests/cluster/cluster.sh: each its own disk and its own tmpfs on /dev/shm) under
+# autohet run --launcher ssh, in-memory replicas on. The plan is one pipeline h1 > h2 > h0 with
+# block 1 on h2 alone (h2_alone_cluster). After 6 steps the events file preempts h2: the agent plans
+# over h0 + h1 first and writes that plan into the run directory of every host, then sends the
+# notice; the trainer's save hands each file of the step over to the memory of the host that reads
+# it under that plan (h2's block 1 to the host the new plan gives it), and the relaunch, with the
+# plan made at the notice, reads every file on its own host: the recover event takes files from the
+# disks and the memory, none from a peer's disk or the cloud (there is no cloud), and every loss
+# equals the uninterrupted run's (bit-exact while the plan is the reference's, 1e-4 after).
+# Short enough for the sanitizer stage as it is (one run of 12 steps and its reference).
+# Needs root and openssh-server; skipped (77) without them.
+. "$(dirname "$0")/train_common.sh"
+. "$SRC/tests/agent_common.sh"
+. "$SRC/tests/cluster/cluster.sh"
+[ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || { echo "SKIP: needs root and openssh-server"; exit 77; }
+STEPS=12
+CKPT_EVERY=4
+h2_alone_cluster
+# steps of ~0.3 s (the emulation's slowdown; the losses do not change), so that the notice comes mid-run
+python3 - "$CLUSTER" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for t in d["gpu_types"].values():
+    t["emulate"]["slowdown"] *= 10
+json.dump(d, open(sys.argv[1], "w"))
+PY
+cluster_reference "$WORK/ref"
+cluster_up 3 1000 || fail "cannot make the test cluster"
+MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
+ -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"
+WD=$CL_DISK/work
+# the events file is read again when it grows: h2's preemption is written once 6 steps are done
+printf '99999,remove,h0\n' >"$WORK/events.csv"
+cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
+    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
+    --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
+    --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --events "$WORK/events.csv" --grace-s 60 \
+    --replica-memory-gb 0.5 >"$WORK/run.log" 2>&1 &
+agent=$!
+agent_log=$WORK/run.log
+steps_at_least() { [ "$(grep -c '"loss"' "$WD/metrics.jsonl" 2>/dev/null)" -ge "$1" ] 2>/dev/null; }
+wait_for "step 5 in the metrics" steps_at_least 6
+printf '0,remove,h2\n99999,remove,h0\n' >"$WORK/events.csv"
+wait $agent || { cat "$WORK/run.log"; fail "autohet run with h2 preempted"; }
+out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/run.log"; fail "metrics: $out"; }
+echo "h2 preempted after step 5: $out"
+grep -q "next plan, for the handover at the notice: " "$WORK/run.log" || { cat "$WORK/run.log"; fail "no next plan"; }
+grep -q "the plan made at the notice, taken" "$WORK/run.log" || { cat "$WORK/run.log"; fail "the relaunch planned again"; }
+python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$WORK/run.log"; fail "the handover"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+pre = [x for x in ev if x.get("event") == "preempt"]
+assert len(pre) == 1 and pre[0]["saved"] and pre[0]["nodes"] == ["h2"], pre
+n = pre[0]["step"]
+ck = [x for x in ev if x.get("event") == "checkpoint" and x["step"] == n]
+assert ck and ck[0].get("handover") is True and ck[0]["memory_committed"] is True, ck
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(rec) == 1 and rec[0]["step"] == n, rec
+b, f = rec[0]["bytes"], rec[0]["files"]
+# every file read on its own host: the survivors' disks and what was handed over into their memory
+assert f["memory"] > 0 and f["peer"] == 0 and f["cloud"] == 0, rec[0]
+print(f"handover of step {n}: {ck[0]['bytes']['memory']} bytes into the next plan's hosts' memory in "
+      f"{ck[0]['memory_commit_seconds']:.3f} s; recovery: bytes {b}, files {f}, breakdown {rec[0]['breakdown']}")
+PY
+echo PASS
