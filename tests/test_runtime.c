@@ -1,4 +1,4 @@
-/* Runtime pieces without MPI: the 1F1B and zero-bubble schedules, the learning-rate schedule, TP sharding and the
+/* Runtime pieces without MPI: the 1F1B, interleaved and zero-bubble schedules, the learning-rate schedule, TP sharding and the
  * plan-independent initialisation, the stage's backward against finite differences, and device
  * emulation's stretch. */
 #include <math.h>
@@ -12,37 +12,55 @@
 #include "runtime/schedule.h"
 #include "runtime/trainer.h"
 
-/* Every micro-batch runs F then B (zero-bubble: then W) once each; 1F1B's warm-up length and slot
- * j mod min(S - s, n); slots and W sets never double-booked, as many as the plan's memory model
- * counts (zero-bubble: min(S, n) slots, ah_sched_wgrad_inflight W sets). */
-static void check_stage_order(ah_schedule_t sched, int S, int s, int64_t n) {
-    ah_sched_op_t ops[21];
-    int64_t slots, wsets;
-    CHECK(ah_sched_build(sched, S, s, n, ops, &slots, &wsets), "build");
+/* Every micro-batch runs F then B (zero-bubble: then W) once each per chunk, in the cost model's
+ * order (ah_sched_order); 1F1B's warm-up length and slot j mod min(S - s, n); slots (each inside
+ * its chunk's) and W sets never double-booked, as many as the plan's memory model counts
+ * (ah_sched_peak_act's live per chunk, ah_sched_wgrad_inflight W sets); each chunk's gradients
+ * final after exactly one op, its last B (zero-bubble: W). */
+static void check_order(ah_schedule_t sched, int S, int P, int d, int64_t n) {
+    enum { MAX_OPS = 72, MAX_SLOTS = 64 };
+    const int v = S / P;
+    ah_sched_op_t ops[MAX_OPS];
+    ah_op_t ref[MAX_OPS];
+    int64_t slots[3], wsets, live_ref[12], ones[12], base[3] = {0};
+    for (int q = 0; q < S; q++) ones[q] = 1;
+    CHECK(ah_sched_build(sched, S, P, d, n, ops, slots, &wsets), "build");
+    ah_sched_order(sched, S, P, n, d, ref);
+    ah_sched_peak_act(sched, S, P, n, d, ones, live_ref);
     const bool zb = sched == AH_SCHED_ZERO_BUBBLE;
-    const int64_t count = ah_sched_op_count(sched, S, n);
-    CHECK_EQ_I64(count, (zb ? 3 : 2) * n);
-    CHECK_EQ_I64(slots, zb ? (S < n ? S : n) : (S - s < n ? S - s : n));
-    CHECK_EQ_I64(wsets, ah_sched_wgrad_inflight(sched, S, S, n, s));
-    int64_t owner[8], wowner[8], done[8][3] = {{0}}, live = 0, peak = 0;
-    for (int i = 0; i < 8; i++) owner[i] = wowner[i] = -1;
-    const int64_t w = S - s - 1 < n ? S - s - 1 : n;
-    int64_t lead = 0;
-    while (lead < count && ops[lead].kind == AH_OP_F) lead++;
-    CHECK(lead == (w < n ? w + 1 : n), "S=%d s=%d n=%lld: %lld forwards before the first backward", S, s,
-          (long long)n, (long long)lead);
+    const int64_t count = ah_sched_ops_per_device(sched, S, P, n);
+    CHECK_EQ_I64(count, (zb ? 3 : 2) * n * v);
+    CHECK_EQ_I64(wsets, ah_sched_wgrad_inflight(sched, S, P, n, d));
+    for (int c = 0; c < v; c++) CHECK_EQ_I64(slots[c], live_ref[c * P + d]);
+    if (sched == AH_SCHED_1F1B) CHECK_EQ_I64(slots[0], S - d < n ? S - d : n);
+    if (zb) CHECK_EQ_I64(slots[0], S < n ? S : n);
+    for (int c = 1; c < v; c++) base[c] = base[c - 1] + slots[c - 1];
+    int64_t owner[MAX_SLOTS], wowner[8], done[3][12][3] = {{{0}}}, live[3] = {0}, peak[3] = {0}, finals[3] = {0};
+    for (int i = 0; i < MAX_SLOTS; i++) owner[i] = -1;
+    for (int i = 0; i < 8; i++) wowner[i] = -1;
+    if (v == 1) {
+        const int64_t w = S - d - 1 < n ? S - d - 1 : n;
+        int64_t lead = 0;
+        while (lead < count && ops[lead].kind == AH_OP_F) lead++;
+        CHECK(lead == (w < n ? w + 1 : n), "S=%d s=%d n=%lld: %lld forwards before the first backward", S, d,
+              (long long)n, (long long)lead);
+    }
     for (int64_t i = 0; i < count; i++) {
         const ah_sched_op_t o = ops[i];
-        CHECK(o.slot >= 0 && o.slot < slots, "slot %lld of %lld", (long long)o.slot, (long long)slots);
+        const int c = o.chunk;
+        CHECK(ref[i].stage == d + c * P && ref[i].mb == o.mb && ref[i].kind == o.kind, "op %lld is the cost model's",
+              (long long)i);
+        CHECK(o.slot >= base[c] && o.slot < base[c] + slots[c], "slot %lld in chunk %d's", (long long)o.slot, c);
         CHECK(zb == (o.kind != AH_OP_F) || o.wset == -1, "W set of a 1F1B op or a forward");
+        finals[c] += o.grads_final;
         if (o.kind == AH_OP_F) {
-            CHECK(owner[o.slot] < 0, "S=%d s=%d n=%lld: slot %lld reused while mb %lld is live", S, s,
+            CHECK(owner[o.slot] < 0, "S=%d P=%d d=%d n=%lld: slot %lld reused while mb %lld is live", S, P, d,
                   (long long)n, (long long)o.slot, (long long)owner[o.slot]);
-            if (!zb) CHECK_EQ_I64(o.slot, o.mb % slots);
+            if (sched == AH_SCHED_1F1B) CHECK_EQ_I64(o.slot, o.mb % slots[0]);
             owner[o.slot] = o.mb;
-            if (++live > peak) peak = live;
+            if (++live[c] > peak[c]) peak[c] = live[c];
         } else {
-            CHECK(done[o.mb][o.kind - 1] == 1 && owner[o.slot] == o.mb, "%c(%lld) before its predecessor",
+            CHECK(done[c][o.mb][o.kind - 1] == 1 && owner[o.slot] == o.mb, "%c(%lld) before its predecessor",
                   o.kind == AH_OP_B ? 'B' : 'W', (long long)o.mb);
             if (o.kind == AH_OP_B && zb) {
                 CHECK(o.wset >= 0 && o.wset < wsets && wowner[o.wset] < 0, "W set %lld", (long long)o.wset);
@@ -52,22 +70,31 @@ static void check_stage_order(ah_schedule_t sched, int S, int s, int64_t n) {
                 CHECK(wowner[o.wset] == o.mb, "W(%lld) reads another's W set", (long long)o.mb);
                 wowner[o.wset] = -1;
             }
-            if (o.kind == (zb ? AH_OP_W : AH_OP_B)) owner[o.slot] = -1, live--;
+            if (o.kind == (zb ? AH_OP_W : AH_OP_B)) owner[o.slot] = -1, live[c]--;
         }
-        done[o.mb][o.kind]++;
+        CHECK(!o.grads_final || o.kind == (zb ? AH_OP_W : AH_OP_B), "gradients final after a forward");
+        done[c][o.mb][o.kind]++;
     }
-    for (int64_t j = 0; j < n; j++)
-        CHECK(done[j][0] == 1 && done[j][1] == 1 && done[j][2] == (zb ? 1 : 0), "mb %lld", (long long)j);
-    CHECK_EQ_I64(peak, slots);
+    for (int c = 0; c < v; c++) {
+        CHECK_EQ_I64(peak[c], slots[c]);
+        CHECK_EQ_I64(finals[c], 1);
+        for (int64_t j = 0; j < n; j++)
+            CHECK(done[c][j][0] == 1 && done[c][j][1] == 1 && done[c][j][2] == (zb ? 1 : 0), "chunk %d mb %lld", c,
+                  (long long)j);
+    }
 }
 
 static void test_schedule(void) {
     for (int S = 1; S <= 5; S++)
         for (int s = 0; s < S; s++)
             for (int64_t n = 1; n <= 7; n++) {
-                check_stage_order(AH_SCHED_1F1B, S, s, n);
-                check_stage_order(AH_SCHED_ZERO_BUBBLE, S, s, n);
+                check_order(AH_SCHED_1F1B, S, S, s, n);
+                check_order(AH_SCHED_ZERO_BUBBLE, S, S, s, n);
             }
+    for (int P = 2; P <= 4; P++)
+        for (int v = 2; v <= 3; v++)
+            for (int64_t n = P; n <= 3 * P && n <= 12; n += P)
+                for (int d = 0; d < P; d++) check_order(AH_SCHED_INTERLEAVED, v * P, P, d, n);
 }
 
 static void test_lr(void) {
@@ -102,9 +129,9 @@ static ah_model_t small_model(void) {
 
 static ah_status_t make_stage(ah_gpt_stage_t *st, ah_mem_t *mem, const ah_model_t *m, int t, int k,
                               ah_error_t *err) {
-    ah_gpt_config_t c = {.model = m, .first = 0, .last = (int)m->n_layer, .has_embed = true,
+    ah_gpt_config_t c = {.model = m, .n_chunks = 1, .chunks = {{0, (int)m->n_layer, 1}}, .has_embed = true,
                          .has_head = true, .recompute = false, .t = t, .tp_rank = k,
-                         .micro_batch = 2, .seq_len = 8, .slots = 1};
+                         .micro_batch = 2, .seq_len = 8};
     ah_mem_init(mem, 0, "test");
     return ah_gpt_stage_create(st, &c, ah_kernels_cpu(), NULL, mem, err);
 }

@@ -109,7 +109,9 @@ static void test_interleaved_asymmetric(void) {
 
 /* Activations in flight. 1F1B: min(S - s, n). ZB-H1: min(S, n) on every stage (the W of the first
  * s micro-batches waits for the drain). Interleaved, P = 4, v = 2, n = 8: device d runs
- * 2 (P - d - 1) + (v - 1) P warm-up forwards and holds one more: 11, 9, 7, 5 chunk-micro-batches. */
+ * 2 (P - d - 1) + (v - 1) P warm-up forwards and holds one more, 11, 9, 7, 5 chunk-micro-batches at
+ * once, but its chunks peak apart: each chunk's own most (its slots in the runtime) are 8 + 4,
+ * 8 + 4, 7 + 3, 5 + 1. */
 static void test_inflight(void) {
     int64_t act[8], live[8];
     for (int q = 0; q < 8; q++) act[q] = 10;
@@ -120,10 +122,11 @@ static void test_inflight(void) {
         CHECK_EQ_I64(live[s], 4);
         CHECK_EQ_I64(ah_sched_peak_act(AH_SCHED_ZERO_BUBBLE, 4, 4, 2, s, act, NULL), 20); /* n = 2 < S */
     }
+    const int64_t chunk0[4] = {8, 8, 7, 5}, chunk1[4] = {4, 4, 3, 1};
     for (int d = 0; d < 4; d++) {
-        const int64_t want = 2 * (4 - d - 1) + 4 + 1;
-        CHECK_EQ_I64(ah_sched_peak_act(AH_SCHED_INTERLEAVED, 8, 4, 8, d, act, live), 10 * want);
-        CHECK_EQ_I64(live[d] + live[d + 4], want);
+        CHECK_EQ_I64(ah_sched_peak_act(AH_SCHED_INTERLEAVED, 8, 4, 8, d, act, live), 10 * (chunk0[d] + chunk1[d]));
+        CHECK(live[d] == chunk0[d] && live[d + 4] == chunk1[d], "device %d: chunks hold %lld and %lld", d,
+              (long long)live[d], (long long)live[d + 4]);
     }
     /* n = P: every forward first, all 2n chunk-micro-batches at once; chunks of unlike sizes */
     act[0] = 1, act[2] = 100;
@@ -236,8 +239,6 @@ static void test_plan_file(void) {
     free(sb);
     json_decref(a);
     json_decref(b);
-    CHECK_ERR(ah_plan_require_runnable(&p, &err), AH_ERR_INVALID, err,
-              "[schedule] pipelines[0]: schedule \"interleaved\": the runtime does not run interleaved pipelines yet");
 
     /* evaluation: 4 devices, each of fast-0's holding two one-block stages */
     ah_eval_t e;
@@ -270,9 +271,6 @@ static void test_plan_file(void) {
     a = ah_plan_to_json(&p);
     sa = json_dumps(a, 0);
     CHECK(sa && !strstr(sa, "schedule"), "1f1b is not written");
-    CHECK(ah_plan_require_runnable(&p, &err) == AH_OK, "a 1f1b plan trains");
-    p.pipelines[0].schedule = AH_SCHED_ZERO_BUBBLE;
-    CHECK(ah_plan_require_runnable(&p, &err) == AH_OK, "a zero-bubble plan trains");
     free(sa);
     json_decref(a);
     ah_plan_free(&p);

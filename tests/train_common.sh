@@ -52,7 +52,10 @@ check_memory() {
 import json, sys
 plan, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 got = json.loads(open(sys.argv[3]).readline())["memory_high_bytes"]
-gpus = [s["gpu"] for p in plan["pipelines"] for s in p["stages"] for _ in s["devices"]]
+# per rank (pipeline, device group by its first stage, TP rank): an interleaved device's stages once
+groups = [[s for i, s in enumerate(p["stages"]) if s["devices"][0] not in [t["devices"][0] for t in p["stages"][:i]]]
+          for p in plan["pipelines"]]
+gpus = [s["gpu"] for g in groups for s in g for _ in s["devices"]]
 assert len(got) == len(ev["devices"]) == len(gpus), (len(got), len(ev["devices"]))
 for r, (dev, high, gpu) in enumerate(zip(ev["devices"], got, gpus)):
     reserved = int(round(plan["cluster"]["gpu_types"][gpu]["reserved_gib"] * 2**30))

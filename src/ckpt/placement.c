@@ -11,28 +11,35 @@ ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_no
     out->n_nodes = node_map ? n_nodes : p->cluster.n_nodes;
     out->tp = p->tp;
     out->max_groups = (int)p->model.n_layer + 2;
+    const int L = (int)p->model.n_layer;
     out->ranks = malloc((size_t)(out->n_ranks > 0 ? out->n_ranks : 1) * sizeof *out->ranks);
     out->node_leader = malloc((size_t)(out->n_nodes > 0 ? out->n_nodes : 1) * sizeof *out->node_leader);
-    if (!out->ranks || !out->node_leader) {
+    out->blocks = calloc((size_t)(out->n_ranks > 0 ? out->n_ranks : 1) * (size_t)(L > 0 ? L : 1), sizeof *out->blocks);
+    if (!out->ranks || !out->node_leader || !out->blocks) {
         ah_placement_free(out);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the shard placement");
     }
     for (int n = 0; n < out->n_nodes; n++) out->node_leader[n] = -1;
-    int r = 0;
+    int base = 0; /* the pipeline's first rank */
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
-        for (int s = 0; s < pl->n_stages; s++) {
+        for (int s = 0; s < pl->n_stages; s++) { /* a device is placed by its first stage */
             const ah_stage_t *st = &pl->stages[s];
-            /* one holder per device (rank): an interleaved pipeline's device holds stages d, d + P, ...
-             * and is placed by its first (the runtime runs 1f1b only so far, plan.h) */
-            if (ah_pipeline_group_of(pl, s) != s) continue;
-            for (int k = 0; k < p->tp; k++, r++) {
-                const int node = node_map ? node_map[st->devices[k].node] : st->devices[k].node;
-                out->ranks[r] = (ah_shard_holder_t){node, st->devices[k].index, k, st->first, st->last, s == 0,
-                                                    s == pl->n_stages - 1};
-                if (out->node_leader[node] < 0) out->node_leader[node] = r;
+            const int r0 = base + ah_pipeline_group_of(pl, s) * p->tp;
+            for (int k = 0; k < p->tp; k++) {
+                ah_shard_holder_t *h = &out->ranks[r0 + k];
+                bool *blocks = out->blocks + (size_t)(r0 + k) * (size_t)L;
+                if (ah_pipeline_group_of(pl, s) == s) {
+                    const int node = node_map ? node_map[st->devices[k].node] : st->devices[k].node;
+                    *h = (ah_shard_holder_t){node, st->devices[k].index, k, blocks, false, false};
+                    if (out->node_leader[node] < 0) out->node_leader[node] = r0 + k;
+                }
+                for (int l = st->first; l < st->last; l++) blocks[l] = true;
+                h->embed = h->embed || s == 0;
+                h->head = h->head || s == pl->n_stages - 1;
             }
         }
+        base += ah_pipeline_groups(pl) * p->tp;
     }
     return AH_OK;
 }
@@ -40,6 +47,7 @@ ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_no
 void ah_placement_free(ah_placement_t *pl) {
     free(pl->ranks);
     free(pl->node_leader);
+    free(pl->blocks);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -69,7 +77,8 @@ int ah_placement_groups(const ah_placement_t *pl, int rank, bool for_load, ah_sh
     const ah_shard_holder_t *h = &pl->ranks[rank];
     int n = 0;
     if (h->embed || (for_load && h->head)) g[n++] = (ah_shard_group_t){AH_SHARD_EMBED, -1};
-    for (int l = h->first; l < h->last; l++) g[n++] = (ah_shard_group_t){AH_SHARD_BLOCK, l};
+    for (int l = 0; l < pl->max_groups - 2; l++)
+        if (h->block[l]) g[n++] = (ah_shard_group_t){AH_SHARD_BLOCK, l};
     if (h->head) g[n++] = (ah_shard_group_t){AH_SHARD_HEAD, -1};
     return n;
 }
@@ -80,7 +89,7 @@ bool ah_placement_holds(const ah_placement_t *pl, int rank, ah_shard_group_t g, 
     switch (g.kind) {
     case AH_SHARD_EMBED: return h->embed;
     case AH_SHARD_HEAD: return h->head;
-    case AH_SHARD_BLOCK: return g.layer >= h->first && g.layer < h->last;
+    case AH_SHARD_BLOCK: return g.layer >= 0 && g.layer < pl->max_groups - 2 && h->block[g.layer];
     }
     return false;
 }

@@ -2,11 +2,12 @@
  * each, per node or in the whole job. Pure: the plan and a node numbering in, no MPI, no files,
  * no trainer; the runtime's save and resume and the simulator's shard survival all ask it.
  *
- * Ranks are the plan's devices in plan order (pipeline, stage, TP rank), as runtime/layout.h
+ * Ranks are the plan's devices in plan order (pipeline, device group, TP rank), as runtime/layout.h
  * numbers the MPI ranks. A shard group is a set of tensors saved together: the embedding (wte,
  * wpe), one block, or the head (ln_f); saved at TP degree T, group g has T shards named by
  * ah_shard_group_name (ckpt.h's names). A rank holds, at its own TP index, the blocks of its
- * stage, the embedding on the first stage of its pipeline and the head on the last. To load, a
+ * stages (several under an interleaved schedule: device d of P holds stages d, d + P, ...), the
+ * embedding when it holds the first stage of its pipeline and the head when it holds the last. To load, a
  * last stage also needs the embedding (its tied head matrix is wte). Data-parallel replicas
  * hold the same shards; the lowest rank holding a shard is the one that writes (per node) or
  * uploads (per job) it.
@@ -31,8 +32,8 @@ typedef struct ah_shard_holder {
     int node;          /* node index: the plan's cluster's, or the caller's map of it */
     int index;         /* GPU index on that node */
     int tp_index;
-    int first, last;   /* blocks [first, last) of its stage */
-    bool embed, head;  /* first / last stage of its pipeline */
+    const bool *block; /* [n_layer]: whether it holds block l (its stages'), in the placement's pool */
+    bool embed, head;  /* it holds the first / last stage of its pipeline */
 } ah_shard_holder_t;
 
 typedef struct ah_placement {
@@ -40,6 +41,7 @@ typedef struct ah_placement {
     ah_shard_holder_t *ranks; /* [n_ranks] */
     int *node_leader;         /* [n_nodes] lowest rank on the node, -1 when the plan uses none */
     int max_groups;           /* n_layer + 2: room for ah_placement_groups */
+    bool *blocks;             /* [n_ranks][n_layer]: the holders' block tables */
 } ah_placement_t;
 
 /* node_map NULL: nodes are the plan's cluster's (n_nodes = its count); else plan node i is node

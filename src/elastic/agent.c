@@ -90,9 +90,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
             "roofline times %s", L->roofline_types, a->cur.plan.tp, (long long)a->cur.plan.train.micro_batch,
             (long long)a->cur.plan.train.seq_len, ah_precision_name(a->cur.plan.train.precision),
             strchr(L->roofline_types, ',') ? "them" : "it");
-    /* the runtime runs 1f1b and zero-bubble so far: a re-plan with an interleaved pipeline is not launched */
-    ah_status_t s = ah_plan_require_runnable(&a->cur.plan, err);
-    if (s == AH_OK) s = ah_plan_save(&a->cur.plan, L->plan_path, err);
+    ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
     if (s != AH_OK) return s;
 
     char run_dir[600];

@@ -297,6 +297,11 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         const bool embed = s == 0, head = s == S - 1;
         ah_stage_cost_t sc;
         stage_cost_cached(r->ctx, r->memo, &r->n_memo, sg, embed, head, &sc);
+        if (head && !embed && s % P == 0 && p->model.tied) { /* on the embedding's device: its one copy */
+            const int64_t copy = ah_tied_params(&p->model, p->tp);
+            sc.params -= copy;
+            sc.state_bytes -= copy * ah_param_state_bytes(p->train.precision);
+        }
         se->fwd_s = sc.fwd_s;
         se->bwd_s = sc.bwd_s;
         se->wgrad_s = sc.wgrad_s;

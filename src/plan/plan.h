@@ -39,8 +39,8 @@ typedef struct ah_stage {
  * group), the runtime's order (runtime/schedule.c). Interleaved: Megatron's interleaved 1F1B, each
  * device holding v >= 2 evenly spaced virtual stages (device d of P on stages d, d+P, d+2P, ...;
  * micro_batches a multiple of P). Zero-bubble: ZB-H1 on a plain pipeline (one stage per device),
- * each backward split into B (input gradient) and W (weight gradient). The runtime runs 1f1b and
- * zero-bubble so far (ah_plan_require_runnable); the cost model prices all three (plan/replay.h). */
+ * each backward split into B (input gradient) and W (weight gradient). The runtime runs all three,
+ * in any mix (runtime/schedule.h), and the cost model prices them (plan/replay.h). */
 typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_INTERLEAVED = 1, AH_SCHED_ZERO_BUBBLE = 2 } ah_schedule_t;
 #define AH_SCHEDULE_VALUES "1f1b, interleaved or zero-bubble" /* for messages */
 const char *ah_schedule_name(ah_schedule_t s);
@@ -184,9 +184,5 @@ int ah_pipeline_groups(const ah_pipeline_t *pl);
 int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);
 /* The rank of TP rank r of the device group holding stage s of pipeline i. */
 int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
-/* What the runtime runs: every pipeline 1f1b or zero-bubble (any mix); an interleaved one is
- * refused, the message naming the pipeline (for autohet train, the trainer and the agent's
- * launches). */
-ah_status_t ah_plan_require_runnable(const ah_plan_t *p, ah_error_t *err);
 
 #endif

@@ -284,18 +284,6 @@ static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err
     return AH_OK;
 }
 
-/* ah_plan_require_runnable: the schedules the runtime runs (1f1b, zero-bubble). */
-ah_status_t ah_plan_require_runnable(const ah_plan_t *p, ah_error_t *err) {
-    for (int i = 0; i < p->n_pipelines; i++)
-        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED)
-            return ah_error_set(err, AH_ERR_INVALID,
-                                "[schedule] pipelines[%d]: schedule \"interleaved\": the runtime does not run "
-                                "interleaved pipelines yet (issue 35); `autohet evaluate` prices this plan, but to "
-                                "train it set \"schedule\": \"1f1b\" or \"zero-bubble\" and give each device one stage",
-                                i);
-    return AH_OK;
-}
-
 static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
     int64_t sum = 0;
     char terms[256];

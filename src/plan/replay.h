@@ -90,7 +90,12 @@ double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, in
 /* Device d's peak activation bytes under the schedule, act_per_mb[q] the bytes one micro-batch
  * keeps on stage q (stage q on device q mod P): a forward adds its stage's, the op that frees them
  * (the backward; zero-bubble's W) takes them off. live, when not NULL, gets for each of d's stages
- * q (live[q]) its micro-batches in flight at that peak. 1F1B: min(S - s, n) (ah_inflight). */
+ * q (live[q]) its micro-batches in flight at that peak. 1F1B: min(S - s, n) (ah_inflight).
+ * Interleaved: the runtime keeps each chunk's activations in slots of its own (runtime/schedule.h),
+ * as many as that chunk ever holds at once, so live[q] is chunk q's own most and the bytes are
+ * sum over d's stages of live[q] x act_per_mb[q], above the peak of the running sum (Megatron's
+ * order peaks the chunks at different times: device 0 of P = 2, v = 2 holds 4 + 2 slots where the
+ * sum peaks at 5 micro-batches; docs/design-changes.md entry 49). */
 int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, const int64_t *act_per_mb,
                           int64_t *live);
 

@@ -209,11 +209,15 @@ int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, c
         const bool frees = sched == AH_SCHED_ZERO_BUBBLE ? kind == AH_OP_W : kind == AH_OP_B;
         if (kind == AH_OP_F) now[c]++, bytes += act_per_mb[q];
         else if (frees) now[c]--, bytes -= act_per_mb[q];
-        if (bytes > peak)
+        if (sched == AH_SCHED_INTERLEAVED) { /* each chunk's own most (its slots), not the sum's */
+            if (now[c] > best[c]) best[c] = now[c];
+        } else if (bytes > peak) {
             for (int x = 0; x < v; x++) best[x] = now[x];
-        if (bytes > peak) peak = bytes;
+            peak = bytes;
+        }
         advance(&o, d, &cur, kind, i);
     }
+    for (int c = 0; sched == AH_SCHED_INTERLEAVED && c < v; c++) peak += best[c] * act_per_mb[c * P + d];
     for (int c = 0; live && c < v; c++) live[c * P + d] = best[c];
     if (v > 16) free(now), free(best);
     return peak;

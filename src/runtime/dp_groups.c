@@ -34,11 +34,14 @@ ah_dp_shard_t *ah_dp_shard(const ah_trainer_t *tr, int id) {
     return id < G ? &t->seg_shard[id] : id == G + GROUP_FIRST ? &t->first_shard : id == G + GROUP_LAST ? &t->last_shard : &t->wte_shard;
 }
 
+/* Whether this rank holds stage s of its pipeline (one of its chunks). */
+static bool holds_stage(const ah_trainer_t *tr, int s) { return ah_role_chunk(&tr->role, s) >= 0; }
+
 /* Whether this rank is a member of DP group id (from the plan, before any split). */
 static bool member_of(const ah_trainer_t *tr, int id) {
     const int G = tr->layout.n_segments;
-    const bool first = tr->role.stage == 0, last = tr->role.stage == tr->S - 1;
-    if (id < G) return tr->layout.segments[id].stage_of[tr->role.pipeline] == tr->role.stage;
+    const bool first = holds_stage(tr, 0), last = holds_stage(tr, tr->S - 1);
+    if (id < G) return holds_stage(tr, tr->layout.segments[id].stage_of[tr->role.pipeline]);
     return id == G + GROUP_FIRST ? first : id == G + GROUP_LAST ? last : first || last;
 }
 
@@ -174,10 +177,10 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     if (tr->plan->tp > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
         return s;
     for (int g = 0; g < tr->layout.n_segments; g++) {
-        const bool holds = tr->layout.segments[g].stage_of[r.pipeline] == r.stage;
+        const bool holds = holds_stage(tr, tr->layout.segments[g].stage_of[r.pipeline]);
         if ((s = split(holds ? r.tp_rank : -1, KEY(g, r.pipeline), &tr->seg[g].c, err)) != AH_OK) return s;
     }
-    const bool first = r.stage == 0, last = r.stage == tr->S - 1;
+    const bool first = holds_stage(tr, 0), last = holds_stage(tr, tr->S - 1);
     if ((s = split(first ? r.tp_rank : -1, KEY(G + GROUP_FIRST, r.pipeline), &tr->first_group.c, err)) != AH_OK) return s;
     if ((s = split(last ? r.tp_rank : -1, KEY(G + GROUP_LAST, r.pipeline), &tr->last_group.c, err)) != AH_OK) return s;
     if ((s = split(first || last ? r.tp_rank : -1, KEY(G + GROUP_TIED, tr->rank), &tr->wte_group.c, err)) != AH_OK)
@@ -195,8 +198,11 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
         (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
         return s;
-    if (!first) tr->prev = ah_layout_rank(&tr->layout, r.pipeline, r.stage - 1, r.tp_rank);
-    if (!last) tr->next = ah_layout_rank(&tr->layout, r.pipeline, r.stage + 1, r.tp_rank);
+    for (int c = 0; c < tr->n_chunks; c++) {
+        ah_p2p_chunk_t *x = &tr->chunks[c];
+        if (x->stage > 0) x->prev = ah_layout_rank(&tr->layout, r.pipeline, x->stage - 1, r.tp_rank);
+        if (x->stage < tr->S - 1) x->next = ah_layout_rank(&tr->layout, r.pipeline, x->stage + 1, r.tp_rank);
+    }
     return AH_OK;
 }
 

@@ -41,7 +41,7 @@ static ah_status_t group_buckets(ah_trainer_t *tr, int id, ah_error_t *err) {
     const int G = tr->layout.n_segments;
     const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
     if (id >= G) { /* first stage's (embedding): at the end; last stage's: after the head; tied: either */
-        const bool end = id == G || (id == G + 2 && tr->role.stage == 0);
+        const bool end = id == G || (id == G + 2 && tr->stage.cfg.has_embed);
         return add_bucket(tr, id, end ? AH_GPT_GRADS_END : AH_GPT_GRADS_HEAD, sh->off, sh->n, err);
     }
     for (int l = tr->layout.segments[id].last - 1; l >= tr->layout.segments[id].first; l--) {

@@ -140,14 +140,36 @@ static ah_status_t check_config(const ah_gpt_config_t *cfg, ah_error_t *err) {
         return ah_error_set(err, AH_ERR_INTERNAL, "%s's architecture table (spec/arch_%s.c) does not "
                             "list the block tensors and activations runtime/block_%s.c reads",
                             ah_arch_name(m->arch), ah_arch_name(m->arch), ah_arch_name(m->arch));
-    if (cfg->last <= cfg->first)
-        return ah_error_set(err, AH_ERR_INVALID, "a stage must hold at least one block, got "
-                            "[%d, %d)", cfg->first, cfg->last);
+    if (cfg->n_chunks < 1 || cfg->n_chunks > AH_GPT_MAX_CHUNKS)
+        return ah_error_set(err, AH_ERR_INVALID, "a stage holds 1 to %d chunks (virtual stages), got %d",
+                            AH_GPT_MAX_CHUNKS, cfg->n_chunks);
+    for (int c = 0; c < cfg->n_chunks; c++) {
+        const ah_gpt_chunk_t *x = &cfg->chunks[c];
+        if (x->last <= x->first || (c > 0 && x->first < cfg->chunks[c - 1].last))
+            return ah_error_set(err, AH_ERR_INVALID, "chunk %d of a stage must hold at least one block, after "
+                                "the chunk before it; got [%d, %d)", c, x->first, x->last);
+    }
     if (cfg->seq_len > m->max_pos)
         return ah_error_set(err, AH_ERR_INVALID, "train.seq_len %lld exceeds the model's %lld "
                             "positions; use a shorter sequence", (long long)cfg->seq_len,
                             (long long)m->max_pos);
     return AH_OK;
+}
+
+/* Blocks of the stage's chunks before block l (l's place among them when it holds l). */
+static int blocks_before(const ah_gpt_config_t *cfg, int l) {
+    int n = 0;
+    for (int c = 0; c < cfg->n_chunks; c++) {
+        const ah_gpt_chunk_t *x = &cfg->chunks[c];
+        n += l >= x->last ? x->last - x->first : l > x->first ? l - x->first : 0;
+    }
+    return n;
+}
+
+static bool holds_block(const ah_gpt_config_t *cfg, int l) {
+    for (int c = 0; c < cfg->n_chunks; c++)
+        if (l >= cfg->chunks[c].first && l < cfg->chunks[c].last) return true;
+    return false;
 }
 
 int ah_gpt_param_list(const ah_gpt_config_t *cfg, ah_gpt_param_t *out, int *first_block_param) {
@@ -164,7 +186,7 @@ int ah_gpt_param_list(const ah_gpt_config_t *cfg, ah_gpt_param_t *out, int *firs
             const ah_tensor_t *x = &all[i];
             const ah_layer_kind_t kind = x->spec->layer;
             const bool held = pass == 0 ? (kind == AH_LAYER_EMBED && cfg->has_embed) ||
-                                              (kind == AH_LAYER_BLOCK && x->block >= cfg->first && x->block < cfg->last) ||
+                                              (kind == AH_LAYER_BLOCK && holds_block(cfg, x->block)) ||
                                               (kind == AH_LAYER_HEAD && cfg->has_head)
                                         : cfg->has_head && !cfg->has_embed && ah_tensor_tied(x, m);
             if (!held) continue;
@@ -205,26 +227,65 @@ static ah_status_t build_params(ah_gpt_stage_t *st, ah_error_t *err) {
         if (s_ != AH_OK) return s_;                 \
     } while (0)
 
-/* The activation slots: per in-flight micro-batch, each block's saved tensors (its input only
- * when recomputing), the token ids on stage 0, the head's tensors and logits on the last stage. */
+/* The slot tables: per slot its chunk and the index in act of its first block (chunk after
+ * chunk, each chunk's slots in order). */
+static ah_status_t number_slots(ah_gpt_stage_t *st, ah_error_t *err) {
+    const ah_gpt_config_t *cfg = &st->cfg;
+    st->n_slots = 0;
+    for (int c = 0; c < cfg->n_chunks; c++) st->n_slots += cfg->chunks[c].slots;
+    st->n_blocks = blocks_before(cfg, cfg->chunks[cfg->n_chunks - 1].last);
+    const size_t S = (size_t)st->n_slots;
+    st->slot_chunk = calloc(S, sizeof *st->slot_chunk);
+    st->slot_act = calloc(S, sizeof *st->slot_act);
+    st->ids = calloc(S, sizeof *st->ids);
+    st->head_in = calloc(S, sizeof *st->head_in);
+    st->head_out = calloc(S, sizeof *st->head_out);
+    st->head_stats = calloc(S, sizeof *st->head_stats);
+    st->logits = calloc(S, sizeof *st->logits);
+    if (!st->slot_chunk || !st->slot_act || !st->ids || !st->head_in || !st->head_out || !st->head_stats || !st->logits)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
+    int64_t sl = 0, at = 0;
+    for (int c = 0; c < cfg->n_chunks; c++)
+        for (int64_t k = 0; k < cfg->chunks[c].slots; k++, sl++) {
+            st->slot_chunk[sl] = c;
+            st->slot_act[sl] = at;
+            at += cfg->chunks[c].last - cfg->chunks[c].first;
+        }
+    if (!(st->act = calloc((size_t)(at > 0 ? at : 1), sizeof *st->act)))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
+    return AH_OK;
+}
+
+/* The head's tensors of one slot. */
+static ah_status_t alloc_head_slot(ah_gpt_stage_t *st, int64_t sl, ah_error_t *err) {
+    const int64_t N = st->N, C = st->C;
+    char name[96];
+    snprintf(name, sizeof name, "head activations, micro-batch slot %lld", (long long)sl);
+    TRY(ah_arena_floats(&st->a_act, 2 * N * C, name, &st->head_in[sl], err));
+    st->head_out[sl] = st->head_in[sl] + N * C;
+    TRY(ah_arena_floats(&st->a_act, ah_arch_spec(st->cfg.model->arch)->norm_stats * N, "final norm statistics",
+                        &st->head_stats[sl], err));
+    snprintf(name, sizeof name, "logits (%lld x %lld), micro-batch slot %lld", (long long)N, (long long)st->Vl,
+             (long long)sl);
+    return ah_arena_floats(&st->a_act, N * st->Vl, name, &st->logits[sl], err);
+}
+
+/* The activation slots: per in-flight micro-batch of a chunk, each of its blocks' saved tensors
+ * (its input only when recomputing), the token ids on chunk 0 of stage 0, the head's tensors and
+ * logits on the last chunk of the last stage. */
 static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
     const ah_gpt_config_t *cfg = &st->cfg;
-    const int64_t nb = cfg->last - cfg->first, S = cfg->slots, N = st->N, C = st->C;
+    const int64_t N = st->N, C = st->C;
     const int64_t act = block_act_floats(st);
-    st->act = calloc((size_t)(S * nb), sizeof *st->act);
-    st->ids = calloc((size_t)S, sizeof *st->ids);
-    st->head_in = calloc((size_t)S, sizeof *st->head_in);
-    st->head_out = calloc((size_t)S, sizeof *st->head_out);
-    st->head_stats = calloc((size_t)S, sizeof *st->head_stats);
-    st->logits = calloc((size_t)S, sizeof *st->logits);
-    if (!st->act || !st->ids || !st->head_in || !st->head_out || !st->head_stats || !st->logits)
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for activation slots");
+    TRY(number_slots(st, err));
     char name[96];
-    for (int64_t sl = 0; sl < S; sl++) {
-        for (int64_t b = 0; b < nb; b++) {
-            ah_block_act_t *a = &st->act[sl * nb + b];
+    for (int64_t sl = 0; sl < st->n_slots; sl++) {
+        const int c = st->slot_chunk[sl];
+        const ah_gpt_chunk_t *x = &cfg->chunks[c];
+        for (int64_t b = 0; b < x->last - x->first; b++) {
+            ah_block_act_t *a = &st->act[st->slot_act[sl] + b];
             snprintf(name, sizeof name, "activations of block %lld, micro-batch slot %lld",
-                     (long long)(cfg->first + b), (long long)sl);
+                     (long long)(x->first + b), (long long)sl);
             if (cfg->recompute) { /* only the input; the rest is redone in the backward */
                 TRY(ah_arena_floats(&st->a_act, N * C, name, &a->at[0], err));
             } else {
@@ -233,22 +294,13 @@ static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
                 carve_block(st, base, a);
             }
         }
-        if (cfg->has_embed) {
+        if (cfg->has_embed && c == 0) {
             void *p;
             snprintf(name, sizeof name, "token ids, micro-batch slot %lld", (long long)sl);
             TRY(ah_arena_alloc(&st->a_act, N * (int64_t)sizeof(int32_t), name, &p, err));
             st->ids[sl] = p;
         }
-        if (cfg->has_head) {
-            snprintf(name, sizeof name, "head activations, micro-batch slot %lld", (long long)sl);
-            TRY(ah_arena_floats(&st->a_act, 2 * N * C, name, &st->head_in[sl], err));
-            st->head_out[sl] = st->head_in[sl] + N * C;
-            TRY(ah_arena_floats(&st->a_act, ah_arch_spec(cfg->model->arch)->norm_stats * N,
-                                "final norm statistics", &st->head_stats[sl], err));
-            snprintf(name, sizeof name, "logits (%lld x %lld), micro-batch slot %lld", (long long)N,
-                     (long long)st->Vl, (long long)sl);
-            TRY(ah_arena_floats(&st->a_act, N * st->Vl, name, &st->logits[sl], err));
-        }
+        if (cfg->has_head && c == cfg->n_chunks - 1) TRY(alloc_head_slot(st, sl, err));
     }
     return AH_OK;
 }
@@ -326,6 +378,8 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
     free(st->params);
     free(st->opt_runs);
     free(st->act);
+    free(st->slot_chunk);
+    free(st->slot_act);
     free(st->ids);
     free(st->head_in);
     free(st->head_out);
@@ -403,7 +457,7 @@ const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name) {
 
 /* Index in st->params of block l's first tensor. */
 static int block_base(const ah_gpt_stage_t *st, int l) {
-    return st->first_block_param + st->ops->n_tensors * (l - st->cfg.first);
+    return st->first_block_param + st->ops->n_tensors * blocks_before(&st->cfg, l);
 }
 
 void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n) {
@@ -415,9 +469,7 @@ void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *
 
 int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot) { return st->ids[slot]; }
 
-float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot) {
-    return st->act[slot * (st->cfg.last - st->cfg.first)].at[0];
-}
+float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot) { return st->act[st->slot_act[slot]].at[0]; }
 
 int32_t *ah_gpt_targets(ah_gpt_stage_t *st) {
     ah_block_work_t w;
@@ -453,7 +505,7 @@ int ah_gpt_phase_segments(const ah_gpt_stage_t *st) {
     /* TP reductions (each ends a segment): a block's forward 2, its backward 2, and a recomputing
      * backward's forward 1 more; the embedding's forward 1; the head's forward 2 (the softmax
      * statistics) and its backward 1. */
-    const int nb = st->cfg.last - st->cfg.first;
+    const int nb = st->n_blocks; /* all chunks': at least one phase's */
     const int fwd = 2 * nb + (st->cfg.has_embed ? 1 : 0) + (st->cfg.has_head ? 2 : 0);
     const int bwd = (st->cfg.recompute ? 3 : 2) * nb + (st->cfg.has_head ? 1 : 0);
     return (fwd > bwd ? fwd : bwd) + 1;
@@ -473,10 +525,15 @@ ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *er
 /* The activation views of block l for slot; for a recomputing stage the recompute buffer with the
  * slot's kept input. */
 static ah_block_act_t *block_view(ah_gpt_stage_t *st, int64_t slot, int l) {
-    ah_block_act_t *a = &st->act[slot * (st->cfg.last - st->cfg.first) + (l - st->cfg.first)];
+    ah_block_act_t *a = &st->act[st->slot_act[slot] + (l - st->cfg.chunks[st->slot_chunk[slot]].first)];
     if (!st->cfg.recompute) return a;
     st->recomp->at[0] = a->at[0];
     return st->recomp;
+}
+
+bool ah_gpt_slot_embed(const ah_gpt_stage_t *st, int64_t slot) { return st->cfg.has_embed && st->slot_chunk[slot] == 0; }
+bool ah_gpt_slot_head(const ah_gpt_stage_t *st, int64_t slot) {
+    return st->cfg.has_head && st->slot_chunk[slot] == st->cfg.n_chunks - 1;
 }
 
 /* The matrix the head multiplies by: the embedding's when tied (the stage's own copy on a last
@@ -521,33 +578,39 @@ static ah_status_t head_fwd(ah_gpt_stage_t *st, int64_t slot, float loss_scale, 
 
 ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float loss_scale,
                            double *loss_sum, ah_error_t *err) {
-    const ah_gpt_config_t *c = &st->cfg;
-    const int nb = c->last - c->first;
+    const ah_gpt_chunk_t *c = &st->cfg.chunks[st->slot_chunk[slot]];
+    const bool embed = ah_gpt_slot_embed(st, slot), head = ah_gpt_slot_head(st, slot);
     ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
     double t = ah_gpt_part_clock(st);
-    if (c->has_embed) {
+    if (embed) {
         if ((s = embed_fwd(st, slot, err)) != AH_OK) return s;
         charge(st, AH_GPT_PART_EMBED, 0, &t);
     }
     for (int l = c->first; l < c->last; l++) {
-        float *dst = l + 1 < c->last ? st->act[slot * nb + (l + 1 - c->first)].at[0]
-                     : c->has_head   ? st->head_in[slot]
+        float *dst = l + 1 < c->last ? st->act[st->slot_act[slot] + (l + 1 - c->first)].at[0]
+                     : head          ? st->head_in[slot]
                                      : out;
         if ((s = st->ops->fwd(st, l, block_view(st, slot, l), dst, &w, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 0, &t);
-    if (!c->has_head) return AH_OK;
+    if (!head) return AH_OK;
     s = head_fwd(st, slot, loss_scale, loss_sum, err);
     charge(st, AH_GPT_PART_HEAD, 0, &t);
     return s;
 }
 
+ah_block_keep_t *ah_gpt_keep(const ah_gpt_stage_t *st, int64_t wset, int l) {
+    return &st->keep[wset * st->n_blocks + blocks_before(&st->cfg, l)];
+}
+
 ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout, float *dinp, int64_t wset,
                             ah_error_t *err) {
     const ah_kernels_t *k = st->k;
-    const ah_gpt_config_t *c = &st->cfg;
+    const ah_gpt_config_t *cfg = &st->cfg;
+    const ah_gpt_chunk_t *c = &cfg->chunks[st->slot_chunk[slot]];
+    const bool embed = ah_gpt_slot_embed(st, slot), head = ah_gpt_slot_head(st, slot);
     const int N = (int)st->N, C = (int)st->C;
     const size_t NC = (size_t)N * C;
     ah_block_work_t w;
@@ -555,7 +618,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     ah_status_t s;
     double t = ah_gpt_part_clock(st);
     k->zero(w.dres, NC);
-    if (c->has_head) { /* dx = dlogits @ W over the group's vocabulary, then the final norm */
+    if (head) { /* dx = dlogits @ W over the group's vocabulary, then the final norm */
         k->zero(w.tmp, NC);
         k->matmul_bwd(w.tmp, NULL, NULL, st->logits[slot], st->head_out[slot],
                       ah_gpt_named_w(st, head_matrix(st)), N, C, (int)st->Vl);
@@ -564,27 +627,27 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     } else {
         k->residual_bwd(w.dres, NULL, dout, NC); /* dres = dout */
     }
-    charge(st, c->has_head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
+    charge(st, head ? AH_GPT_PART_HEAD : AH_GPT_PART_BLOCKS, 1, &t);
     /* a split backward's B: the gradients are final after its W (on_grads is called there) */
     ah_status_t (*on_grads)(void *, int, ah_error_t *) = wset < 0 ? st->on_grads : NULL;
-    if (c->has_head && on_grads && (s = on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
-    const int nb = c->last - c->first;
+    if (head && on_grads && (s = on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
-        if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
-        if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : &st->keep[wset * nb + (l - c->first)], err)) != AH_OK)
-            return s;
+        if (cfg->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
+        if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : ah_gpt_keep(st, wset, l), err)) != AH_OK) return s;
         if (on_grads && (s = on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);
-    if (c->has_embed) {
+    if (embed) {
         const ah_gpt_param_t *wpe = ah_gpt_find(st, "wpe");
         k->embedding_bwd(ah_gpt_named_g(st, "wte"), wpe ? st->g + wpe->offset : NULL, w.dres,
-                         st->ids[slot], (int)c->micro_batch, (int)c->seq_len, C, (int)st->v0, (int)st->Vl);
+                         st->ids[slot], (int)cfg->micro_batch, (int)cfg->seq_len, C, (int)st->v0, (int)st->Vl);
     } else {
         k->zero(dinp, NC);
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */
     }
-    charge(st, c->has_embed ? AH_GPT_PART_EMBED : AH_GPT_PART_BLOCKS, 1, &t);
-    return on_grads ? on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
+    charge(st, embed ? AH_GPT_PART_EMBED : AH_GPT_PART_BLOCKS, 1, &t);
+    /* the embedding's gradients are final only after its chunk's backward (chunk 0's, the last of
+     * a step's backwards on an interleaved device) */
+    return on_grads && embed ? on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
 }

@@ -1,6 +1,14 @@
-/* A model shard, GPT-2 or LLaMA: the blocks [first, last) of one pipeline stage on one
+/* A model shard, GPT-2 or LLaMA: the blocks of one device's pipeline stages on one
  * tensor-parallel rank, plus the embedding (stage 0) and/or the final norm + LM head (last stage);
  * the head tied to the embedding or a tensor of its own (lm_head.weight), as the model says.
+ *
+ * Chunks: one stage holds one block range [first, last), or under an interleaved schedule several
+ * (its virtual stages, ascending and disjoint: the chunks); the embedding goes before chunk 0's
+ * blocks, the head after the last chunk's. The tensors stay one flat buffer in the table's order
+ * (a chunk's blocks are adjacent, and so is every DP segment's), so the DP sync, the sharded
+ * optimizer, checkpoints and dumps see one stage whatever its chunk count. Each chunk keeps its
+ * own activation slots; a slot number (the stage's, chunk after chunk) names the chunk, so a
+ * forward or backward of a slot runs that chunk's blocks (and the embedding or head it has).
  *
  * The tensors, their names ("wte", "h.3.attn.qkv.weight", "h.0.mlp.gate.weight", "norm.weight"),
  * shapes, Megatron TP splits, initialisation and weight decay are the architecture's table
@@ -65,15 +73,23 @@ typedef struct ah_gpt_run {
     int64_t off, n, mv;
 } ah_gpt_run_t;
 
+/* One block range of a stage (a virtual stage under an interleaved schedule). */
+typedef struct ah_gpt_chunk {
+    int first, last;         /* blocks [first, last), at least one */
+    int64_t slots;           /* its micro-batches in flight (runtime/schedule.h's slots) */
+} ah_gpt_chunk_t;
+
+#define AH_GPT_MAX_CHUNKS 16
+
 /* What the stage holds and how it runs. */
 typedef struct ah_gpt_config {
     const ah_model_t *model;
-    int first, last;         /* blocks [first, last), at least one */
-    bool has_embed, has_head;
+    int n_chunks;            /* 1 .. AH_GPT_MAX_CHUNKS */
+    ah_gpt_chunk_t chunks[AH_GPT_MAX_CHUNKS]; /* ascending, disjoint */
+    bool has_embed, has_head;/* before chunk 0's blocks; after the last chunk's */
     bool recompute;
     int t, tp_rank;
     int64_t micro_batch, seq_len;
-    int64_t slots;           /* micro-batches in flight (runtime/schedule.h's slots) */
     int64_t wsets;           /* a split backward's W sets (schedule.h; 0: the backward is whole) */
     /* The sharded optimizer: the flat ranges whose AdamW state this stage keeps and updates,
      * sorted and disjoint (mv ignored); NULL: all of them. Copied at create. */
@@ -98,7 +114,7 @@ typedef struct ah_gpt_stage {
 
     int n_params;
     ah_gpt_param_t *params;   /* the stage's tensors, in flat-buffer order */
-    int first_block_param;    /* index in params of block `first`'s first tensor */
+    int first_block_param;    /* index in params of the first held block's first tensor */
     int64_t n_elems;          /* total parameter elements */
     float *w, *g;             /* (n_elems) each: weights, gradients */
     float *m, *v;             /* (opt_elems) each: AdamW moments of the elements of opt_runs */
@@ -106,14 +122,19 @@ typedef struct ah_gpt_stage {
     int n_opt_runs;
     int64_t opt_elems;
 
-    ah_block_act_t *act;      /* [slot][block - first] */
-    int32_t **ids;            /* [slot] (N) token ids, stage 0 only */
-    float **head_in, **head_out, **head_stats, **logits; /* [slot], last stage only: (N, C), (N, C),
+    int n_blocks;             /* blocks held, over the chunks */
+    int64_t n_slots;          /* the chunks' slots */
+    int *slot_chunk;          /* [slot] its chunk */
+    int64_t *slot_act;        /* [slot] index in act of its chunk's first block */
+    ah_block_act_t *act;      /* per slot, its chunk's blocks in order */
+    int32_t **ids;            /* [slot] (N) token ids, chunk 0's slots on stage 0 only */
+    float **head_in, **head_out, **head_stats, **logits; /* [slot], the last chunk's slots on the
+                                                           * last stage only: (N, C), (N, C),
                                                            * (norm_stats N), (N, Vl) */
     float *work;              /* one block's activation set of scratch */
     int64_t work_floats;
     ah_block_act_t *recomp;   /* recompute buffer views, or NULL */
-    ah_block_keep_t *keep;    /* [wset][block - first]: a split backward's W inputs, or NULL */
+    ah_block_keep_t *keep;    /* [wset][held block]: a split backward's W inputs, or NULL */
 
     ah_arena_t a_params, a_opt, a_act, a_work, a_keep;
     /* Seconds spent so far per part, [part][0] forward, [part][1] backward (a split backward's
@@ -123,8 +144,8 @@ typedef struct ah_gpt_stage {
     double part_s[AH_GPT_N_PARTS][3];
     /* Called by ah_gpt_backward (a split backward: by ah_gpt_backward_weights) as parts of the stage's gradients become final for this
      * micro-batch (NULL: none): AH_GPT_GRADS_HEAD after the head's part, the block's index after
-     * each block, AH_GPT_GRADS_END at the end (the embedding's part). The overlapped gradient sync
-     * (runtime/dp_groups.h) starts a bucket's collective there. */
+     * each block, AH_GPT_GRADS_END at the end of a backward with the embedding (after its part).
+     * The overlapped gradient sync (runtime/dp_groups.h) starts a bucket's collective there. */
     ah_status_t (*on_grads)(void *ctx, int event, ah_error_t *err);
     void *on_grads_ctx;
 } ah_gpt_stage_t;
@@ -165,23 +186,25 @@ ah_status_t ah_gpt_moments_to_full(const ah_gpt_stage_t *st, float *m_full, floa
 ah_status_t ah_gpt_moments_from_full(ah_gpt_stage_t *st, const float *m_full, const float *v_full, ah_error_t *err);
 /* The stage's tensor by name, or NULL. */
 const ah_gpt_param_t *ah_gpt_find(const ah_gpt_stage_t *st, const char *name);
-/* Flat range [*offset, *offset + *n) of the stage's tensors of blocks [first, last). */
+/* Flat range [*offset, *offset + *n) of the stage's tensors of blocks [first, last), all held by
+ * one of its chunks. */
 void ah_gpt_block_range(const ah_gpt_stage_t *st, int first, int last, int64_t *offset, int64_t *n);
 
-/* Where the caller puts a micro-batch before ah_gpt_forward: token ids (stage 0, kept for the
- * backward), the input activation (N, C) (stages after 0), the targets (last stage; read by the
+/* Where the caller puts a micro-batch before ah_gpt_forward: token ids (chunk 0 of stage 0, kept
+ * for the backward), the input activation (N, C) (the other chunks), the targets (the head's; read by the
  * forward only, stored in the workspace). Pointers of the backend's memory (ah_mem_upload). */
 int32_t *ah_gpt_ids(ah_gpt_stage_t *st, int64_t slot);
 float *ah_gpt_input(ah_gpt_stage_t *st, int64_t slot);
 int32_t *ah_gpt_targets(ah_gpt_stage_t *st);
 
-/* Forward of the micro-batch in `slot`. out (N, C) receives the stage's output on a stage without
- * the head. On the last stage the head runs too: *loss_sum gets the summed token losses and the
- * head's gradient is scaled by loss_scale (1 / (B*T) of the global batch). */
+/* Forward of the micro-batch in `slot` through the slot's chunk. out (N, C) receives the chunk's
+ * output on a chunk without the head. With the head it runs too: *loss_sum gets the summed token
+ * losses and the head's gradient is scaled by loss_scale (1 / (B*T) of the global batch). */
 ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float loss_scale,
                            double *loss_sum, ah_error_t *err);
-/* Backward of the micro-batch in `slot`: dout (N, C) is the gradient of the stage's output (NULL
- * on the last stage); dinp (N, C) receives the gradient of its input (NULL on stage 0).
+/* Backward of the micro-batch in `slot` through the slot's chunk: dout (N, C) is the gradient of
+ * the chunk's output (NULL with the head); dinp (N, C) receives the gradient of its input (NULL
+ * with the embedding).
  * Parameter gradients accumulate into st->g: all of them when wset is -1; else (zero-bubble's B)
  * all but the blocks' linear-layer weights, whose inputs go to W set `wset` for
  * ah_gpt_backward_weights. The rule: B computes what the input gradient needs and what is cheap

@@ -110,6 +110,12 @@ typedef struct ah_block_ops {
 
 extern const ah_block_ops_t ah_block_gpt2, ah_block_llama;
 
+/* Whether the slot's chunk runs the embedding (chunk 0 of stage 0) or the head (the last chunk of
+ * the last stage) (gpt.c). */
+bool ah_gpt_slot_embed(const ah_gpt_stage_t *st, int64_t slot);
+bool ah_gpt_slot_head(const ah_gpt_stage_t *st, int64_t slot);
+/* Block l's W inputs in W set wset (gpt.c). */
+ah_block_keep_t *ah_gpt_keep(const ah_gpt_stage_t *st, int64_t wset, int l);
 /* Weights and gradients of block l's tensor at table position `which` (gpt.c). */
 float *ah_gpt_block_w(const ah_gpt_stage_t *st, int l, int which);
 float *ah_gpt_block_g(const ah_gpt_stage_t *st, int l, int which);

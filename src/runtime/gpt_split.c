@@ -36,7 +36,7 @@ void ah_gpt_linear_bwd(ah_gpt_stage_t *st, int l, int i, const ah_block_keep_t *
 }
 
 ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
-    const int64_t nb = st->cfg.last - st->cfg.first, sets = st->cfg.wsets;
+    const int64_t nb = st->n_blocks, sets = st->cfg.wsets;
     if (sets == 0) return AH_OK;
     if (!(st->keep = calloc((size_t)(sets * nb), sizeof *st->keep)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the weight-gradient input views");
@@ -47,8 +47,8 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
     char name[96];
     for (int64_t k = 0; k < sets * nb; k++) {
         float *p;
-        snprintf(name, sizeof name, "weight-gradient inputs of block %lld, W set %lld",
-                 (long long)(st->cfg.first + k % nb), (long long)(k / nb));
+        snprintf(name, sizeof name, "weight-gradient inputs of held block %lld, W set %lld", (long long)(k % nb),
+                 (long long)(k / nb));
         ah_status_t s = ah_arena_floats(&st->a_keep, floats, name, &p, err);
         if (s != AH_OK) return s;
         for (int i = 0; i < AH_BLOCK_LINEARS; i++) {
@@ -64,15 +64,14 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
 }
 
 ah_status_t ah_gpt_backward_weights(ah_gpt_stage_t *st, int64_t slot, int64_t wset, ah_error_t *err) {
-    const ah_gpt_config_t *c = &st->cfg;
-    const int nb = c->last - c->first;
+    const ah_gpt_chunk_t *c = &st->cfg.chunks[st->slot_chunk[slot]];
     ah_status_t s;
     const double t0 = ah_gpt_part_clock(st);
-    if (c->has_head && st->on_grads && (s = st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK)
+    if (ah_gpt_slot_head(st, slot) && st->on_grads && (s = st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK)
         return s;
     for (int l = c->last - 1; l >= c->first; l--) {
-        const ah_block_keep_t *keep = &st->keep[wset * nb + (l - c->first)];
-        const ah_block_act_t *a = &st->act[slot * nb + (l - c->first)];
+        const ah_block_keep_t *keep = ah_gpt_keep(st, wset, l);
+        const ah_block_act_t *a = &st->act[st->slot_act[slot] + (l - c->first)];
         for (int i = 0; i < AH_BLOCK_LINEARS; i++) {
             const ah_block_linear_t *x = &st->ops->linears[i];
             st->k->matmul_bwd(NULL, ah_gpt_block_g(st, l, x->weight), NULL, keep->dy[i],
@@ -82,5 +81,5 @@ ah_status_t ah_gpt_backward_weights(ah_gpt_stage_t *st, int64_t slot, int64_t ws
         if (st->on_grads && (s = st->on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }
     st->part_s[AH_GPT_PART_BLOCKS][2] += ah_gpt_part_clock(st) - t0;
-    return st->on_grads ? st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
+    return st->on_grads && ah_gpt_slot_embed(st, slot) ? st->on_grads(st->on_grads_ctx, AH_GPT_GRADS_END, err) : AH_OK;
 }

@@ -7,7 +7,7 @@ ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err)
     memset(l, 0, sizeof *l);
     int n_stage_total = 0;
     for (int i = 0; i < p->n_pipelines; i++) n_stage_total += p->pipelines[i].n_stages;
-    l->n_ranks = n_stage_total * p->tp;
+    l->n_ranks = ah_plan_device_count(p);
     int L = (int)p->model.n_layer;
     char *cut = calloc((size_t)L + 1, 1);
     l->roles = calloc((size_t)l->n_ranks, sizeof *l->roles);
@@ -22,9 +22,11 @@ ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err)
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         l->stage_base[i] = base;
+        const int groups = ah_pipeline_groups(pl);
+        for (int d = 0; d < groups; d++)
+            for (int k = 0; k < p->tp; k++) l->roles[rank++] = (ah_role_t){i, d, k, pl->n_stages / groups, groups};
         for (int s = 0; s < pl->n_stages; s++) {
-            l->stage_rank0[base + s] = rank;
-            for (int k = 0; k < p->tp; k++) l->roles[rank++] = (ah_role_t){i, s, k};
+            l->stage_rank0[base + s] = ah_plan_rank_of(p, i, s, 0);
             cut[pl->stages[s].first] = 1;
         }
         base += pl->n_stages;
@@ -67,4 +69,9 @@ void ah_layout_free(ah_layout_t *l) {
 
 int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int tp_rank) {
     return l->stage_rank0[l->stage_base[pipeline] + stage] + tp_rank;
+}
+
+int ah_role_chunk(const ah_role_t *r, int s) {
+    const int c = (s - r->stage) / r->stride;
+    return s >= r->stage && (s - r->stage) % r->stride == 0 && c < r->chunks ? c : -1;
 }

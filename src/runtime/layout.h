@@ -1,6 +1,7 @@
-/* Who does what in a plan, as pure data: each MPI rank's pipeline, stage and TP rank, and the
- * layer-wise data-parallel segments. Rank order is the plan's device order (pipeline, stage,
- * TP rank).
+/* Who does what in a plan, as pure data: each MPI rank's pipeline, stages and TP rank, and the
+ * layer-wise data-parallel segments. Rank order is the plan's device order (pipeline, device
+ * group, TP rank: plan.h ah_plan_rank_of). A rank of an interleaved pipeline of P device groups
+ * holds v = S / P stages (chunks): stage, stage + P, ..., stage + (v - 1) P; elsewhere one.
  *
  * Segments: cut the layer axis at every stage boundary of every pipeline; each segment
  * [first, last) lies inside exactly one stage of each pipeline, so its gradients are summed
@@ -12,7 +13,8 @@
 #include "plan/plan.h"
 
 typedef struct ah_role {
-    int pipeline, stage, tp_rank;
+    int pipeline, stage, tp_rank; /* stage: the rank's first stage (its device group's index) */
+    int chunks, stride;           /* its stages: stage + c stride, c = 0 .. chunks - 1 */
 } ah_role_t;
 
 typedef struct ah_segment {
@@ -23,7 +25,7 @@ typedef struct ah_segment {
 typedef struct ah_layout {
     int n_ranks;
     ah_role_t *roles;       /* by rank */
-    int *stage_rank0;       /* rank of (p, s, tp 0) = stage_rank0[stage_base[p] + s] */
+    int *stage_rank0;       /* rank holding (p, s, tp 0) = stage_rank0[stage_base[p] + s] */
     int *stage_base;        /* per pipeline */
     int n_segments;
     ah_segment_t *segments;
@@ -32,5 +34,7 @@ typedef struct ah_layout {
 ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err);
 void ah_layout_free(ah_layout_t *l);
 int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int tp_rank);
+/* Whether role r holds stage s of its pipeline, and which of its chunks it is (-1: none). */
+int ah_role_chunk(const ah_role_t *r, int s);
 
 #endif

@@ -1,5 +1,6 @@
-/* One rank's training loop: its pipeline's schedule (1F1B or zero-bubble) over non-blocking p2p,
- * layer-wise DP sync, clipping, AdamW; its communicators and data-parallel groups are runtime/dp_groups.c's. */
+/* One rank's training loop: its pipeline's schedule (1F1B, interleaved or zero-bubble) over
+ * non-blocking p2p, layer-wise DP sync, clipping, AdamW; its communicators and data-parallel groups
+ * are runtime/dp_groups.c's. */
 #include "runtime/trainer.h"
 
 #include <errno.h>
@@ -16,7 +17,17 @@
 #include "runtime/dp_groups.h"
 #include "runtime/emulate.h"
 
+/* A message's tag: 2 x the stage receiving it + its kind, so the chunks' messages between two
+ * devices stay apart. */
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
+static int tag_of(int stage, int kind) { return 2 * stage + kind; }
+
+#define TRY(call)                                 \
+    do {                                          \
+        ah_status_t s_ = (call);                  \
+        if (s_ != AH_OK) return s_;               \
+    } while (0)
+
 
 void ah_train_opts_default(ah_train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -40,28 +51,64 @@ double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
     return lr_min + (o->lr - lr_min) * 0.5 * (1.0 + cos(3.141592653589793 * (p > 1 ? 1 : p)));
 }
 
-/* The p2p buffers (per neighbour one to send and one to receive, (N, C) each), the host copies
- * MPI sends from and receives into, and a GPU's staging of token ids. */
+/* The p2p buffers of each chunk (per neighbour one to send and one to receive, (N, C) each), the
+ * host copies MPI sends from and receives into, and a GPU's staging of token ids. */
 static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
-    const bool first = tr->role.stage == 0, last = tr->role.stage == tr->S - 1;
     ah_status_t s;
     const int64_t NC = tr->stage.N * tr->stage.C;
     ah_arena_init(&tr->a_p2p, &tr->mem, "p2p buffers");
-    if (!first && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation receive buffer", &tr->recv_act, err)) != AH_OK ||
-                   (s = ah_arena_floats(&tr->a_p2p, NC, "gradient send buffer", &tr->send_grad, err)) != AH_OK))
-        return s;
-    if (!last && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &tr->send_act, err)) != AH_OK ||
-                  (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &tr->recv_grad, err)) != AH_OK))
-        return s;
-    float *const p2p[4] = {tr->recv_act, tr->send_grad, tr->send_act, tr->recv_grad};
-    float **const host[4] = {&tr->h_recv_act, &tr->h_send_grad, &tr->h_send_act, &tr->h_recv_grad};
-    for (int i = 0; i < 4; i++)
-        if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
-                                            (void **)host[i], err)) != AH_OK)
+    for (int c = 0; c < tr->n_chunks; c++) {
+        ah_p2p_chunk_t *x = &tr->chunks[c];
+        if (x->prev >= 0 && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation receive buffer", &x->recv_act, err)) != AH_OK ||
+                             (s = ah_arena_floats(&tr->a_p2p, NC, "gradient send buffer", &x->send_grad, err)) != AH_OK))
             return s;
-    if (tr->mem.space != &ah_mem_host && (first || last) &&
+        if (x->next >= 0 && ((s = ah_arena_floats(&tr->a_p2p, NC, "activation send buffer", &x->send_act, err)) != AH_OK ||
+                             (s = ah_arena_floats(&tr->a_p2p, NC, "gradient receive buffer", &x->recv_grad, err)) != AH_OK))
+            return s;
+        float *const p2p[4] = {x->recv_act, x->send_grad, x->send_act, x->recv_grad};
+        float **const host[4] = {&x->h_recv_act, &x->h_send_grad, &x->h_send_act, &x->h_recv_grad};
+        for (int i = 0; i < 4; i++)
+            if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
+                                                (void **)host[i], err)) != AH_OK)
+                return s;
+    }
+    if (tr->mem.space != &ah_mem_host && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
         !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory to stage token ids");
+    return AH_OK;
+}
+
+/* The schedule of this rank's device and its chunks' stages and slots: tr->ops, tr->chunks and the
+ * stage config's chunks (blocks, slots, embedding, head, recomputation). */
+static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_t *err) {
+    const ah_role_t r = tr->role;
+    const ah_pipeline_t *pl = &tr->plan->pipelines[r.pipeline];
+    const int v = r.chunks;
+    if (v > AH_GPT_MAX_CHUNKS)
+        return ah_error_set(err, AH_ERR_USAGE, "[schedule] pipelines[%d]: %d stages per device; the runtime "
+                            "holds at most %d", r.pipeline, v, AH_GPT_MAX_CHUNKS);
+    tr->n_ops = ah_sched_ops_per_device(pl->schedule, tr->S, r.stride, tr->n_mb);
+    tr->ops = malloc((size_t)tr->n_ops * sizeof *tr->ops);
+    tr->chunks = calloc((size_t)v, sizeof *tr->chunks);
+    int64_t slots[AH_GPT_MAX_CHUNKS];
+    if (!tr->ops || !tr->chunks ||
+        !ah_sched_build(pl->schedule, tr->S, r.stride, r.stage, tr->n_mb, tr->ops, slots, &cfg->wsets))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    tr->n_chunks = v;
+    cfg->n_chunks = v;
+    for (int c = 0; c < v; c++) {
+        const int q = r.stage + c * r.stride;
+        const ah_stage_t *st = &pl->stages[q];
+        if (st->recompute != pl->stages[r.stage].recompute)
+            return ah_error_set(err, AH_ERR_USAGE, "[schedule] pipelines[%d].stages[%d]: recompute %s, but stage %d "
+                                "on the same device %s it; the runtime recomputes all of a device's stages or none",
+                                r.pipeline, q, st->recompute ? "on" : "off", r.stage, st->recompute ? "does not" : "does");
+        cfg->chunks[c] = (ah_gpt_chunk_t){st->first, st->last, slots[c]};
+        tr->chunks[c] = (ah_p2p_chunk_t){.stage = q, .prev = -1, .next = -1};
+    }
+    cfg->has_embed = r.stage == 0;
+    cfg->has_head = r.stage + (v - 1) * r.stride == tr->S - 1;
+    cfg->recompute = pl->stages[r.stage].recompute;
     return AH_OK;
 }
 
@@ -73,9 +120,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     tr->opts = *opts;
     tr->rank = ah_comm_rank(ah_comm_world());
     tr->n_ranks = ah_comm_size(ah_comm_world());
-    tr->prev = tr->next = -1;
-    ah_status_t s = ah_plan_require_runnable(plan, err); /* one stage per device: the layout's ranks */
-    if (s == AH_OK) s = ah_layout_build(plan, &tr->layout, err);
+    ah_status_t s = ah_layout_build(plan, &tr->layout, err);
     if (s != AH_OK) return s;
     if (tr->layout.n_ranks != tr->n_ranks) {
         ah_trainer_free(tr);
@@ -106,33 +151,19 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     ah_mem_init(&tr->mem, gt->emulate_memory_mib > 0 ? (int64_t)(gt->emulate_memory_mib * 1048576.0) : 0,
                 name);
     tr->memory_high = calloc((size_t)tr->n_ranks, sizeof *tr->memory_high);
-    tr->n_ops = ah_sched_op_count(pl->schedule, tr->S, tr->n_mb);
-    tr->ops = malloc((size_t)tr->n_ops * sizeof *tr->ops);
     tr->seg = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg);
     tr->seg_shard = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg_shard);
-    if (!tr->memory_high || !tr->ops || !tr->seg || !tr->seg_shard) {
+    if (!tr->memory_high || !tr->seg || !tr->seg_shard) {
         ah_trainer_free(tr);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     }
-    int64_t slots, wsets;
-    if (!ah_sched_build(pl->schedule, tr->S, r.stage, tr->n_mb, tr->ops, &slots, &wsets)) {
-        ah_trainer_free(tr);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
-    }
-    for (int64_t i = 0; i < tr->n_ops; i++)
-        if (tr->ops[i].kind == (tr->ops[i].wset < 0 ? AH_OP_B : AH_OP_W)) tr->last_grads_op = i;
-
-    const bool first = r.stage == 0, last = r.stage == tr->S - 1;
     const int t = plan->tp;
-    ah_gpt_config_t cfg = {
-        .model = &plan->model, .first = st->first, .last = st->last, .has_embed = first,
-        .has_head = last, .recompute = st->recompute, .t = t, .tp_rank = r.tp_rank,
-        .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len,
-        .slots = slots, .wsets = wsets};
+    ah_gpt_config_t cfg = {.model = &plan->model, .t = t, .tp_rank = r.tp_rank,
+                           .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len};
     ah_gpt_run_t *runs = NULL;
     int *keys = malloc((size_t)ah_dp_group_count(tr) * sizeof *keys);
-    s = keys ? ah_dp_plan_shards(tr, &cfg, keys, &runs, &cfg.n_opt_runs, err)
-             : ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    s = keys ? plan_chunks(tr, &cfg, err) : ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    if (s == AH_OK) s = ah_dp_plan_shards(tr, &cfg, keys, &runs, &cfg.n_opt_runs, err);
     cfg.opt_runs = runs;
     /* agreed on before the splits, which every rank must reach */
     if ((s = ah_comm_agree(ah_comm_world(), s, err)) == AH_OK) s = ah_dp_open_groups(tr, backend, dev.index, keys, err);
@@ -143,7 +174,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     if (s != AH_OK) goto fail;
     if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c,
                               ah_gpt_phase_segments(&tr->stage) +
-                                  (opts->no_overlap_grad_sync ? 0 : st->last - st->first + 2), err)) != AH_OK)
+                                  (opts->no_overlap_grad_sync ? 0 : tr->stage.n_blocks + 2), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
     if ((s = ah_dp_plan_buckets(tr, err)) != AH_OK) goto fail;
@@ -163,10 +194,14 @@ void ah_trainer_free(ah_trainer_t *tr) {
     ah_dp_free_buckets(tr);
     if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
     ah_emulator_free(&tr->emu);
-    ah_mem_host_done(tr->recv_act, tr->h_recv_act);
-    ah_mem_host_done(tr->send_grad, tr->h_send_grad);
-    ah_mem_host_done(tr->send_act, tr->h_send_act);
-    ah_mem_host_done(tr->recv_grad, tr->h_recv_grad);
+    for (int c = 0; tr->chunks && c < tr->n_chunks; c++) {
+        const ah_p2p_chunk_t *x = &tr->chunks[c];
+        ah_mem_host_done(x->recv_act, x->h_recv_act);
+        ah_mem_host_done(x->send_grad, x->h_send_grad);
+        ah_mem_host_done(x->send_act, x->h_send_act);
+        ah_mem_host_done(x->recv_grad, x->h_recv_grad);
+    }
+    free(tr->chunks);
     free(tr->h_tokens);
     if (tr->a_p2p.mem) ah_arena_free(&tr->a_p2p);
     ah_group_free(&tr->tp);
@@ -192,12 +227,6 @@ static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) 
     k->residual_bwd(dst, NULL, src, n);
 }
 
-#define TRY(call)                                 \
-    do {                                          \
-        ah_status_t s_ = (call);                  \
-        if (s_ != AH_OK) return s_;               \
-    } while (0)
-
 /* One micro-batch's token ids (stage 0) or targets (last stage) of data into dst, a buffer of the
  * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
 static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_t first_sample, int32_t *dst,
@@ -208,8 +237,14 @@ static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
-/* The pipeline's schedule for this rank's stage (1F1B, or zero-bubble with its W ops); *loss_sum
- * gets its summed token losses. */
+/* Posts chunk x's receive of its next activation (TAG_ACT) or gradient (TAG_GRAD). */
+static ah_status_t post_recv(ah_p2p_chunk_t *x, int kind, size_t NC, ah_error_t *err) {
+    return kind == TAG_ACT ? ah_comm_irecv_f32(ah_comm_world(), x->h_recv_act, NC, x->prev, tag_of(x->stage, TAG_ACT), &x->r_act, err)
+                           : ah_comm_irecv_f32(ah_comm_world(), x->h_recv_grad, NC, x->next, tag_of(x->stage, TAG_GRAD), &x->r_grad, err);
+}
+
+/* The pipeline's schedule for this rank's chunks (1F1B, interleaved, or zero-bubble with its W ops);
+ * *loss_sum gets its summed token losses. */
 static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
     const ah_kernels_t *k = st->k;
@@ -220,45 +255,46 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
      * divides it out again). */
     const float scale = (float)((tr->loss_scale > 0 ? tr->loss_scale : 1.0) / ((double)B * (double)T));
     ah_comm_t *world = ah_comm_world();
-    ah_comm_req_t r_act = {0}, r_grad = {0}, s_act = {0}, s_grad = {0};
     /* Receives are posted one micro-batch ahead, so data arrives while this stage computes. */
     const ah_mem_t *mem = &tr->mem;
     const size_t bytes = NC * sizeof(float);
     /* MPI moves the host side (h_*) of the p2p buffers; the uploads after a receive and the
      * downloads before a send do nothing on the CPU, where the two sides are one buffer. */
-    if (tr->prev >= 0) TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
-    if (tr->next >= 0) TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+    for (int c = 0; c < tr->n_chunks; c++) {
+        ah_p2p_chunk_t *x = &tr->chunks[c];
+        if (x->prev >= 0) TRY(post_recv(x, TAG_ACT, NC, err));
+        if (x->next >= 0) TRY(post_recv(x, TAG_GRAD, NC, err));
+    }
     *loss_sum = 0;
     tr->compute_s = 0;
     for (int64_t i = 0; i < tr->n_ops; i++) {
         const ah_sched_op_t op = tr->ops[i];
+        ah_p2p_chunk_t *x = &tr->chunks[op.chunk];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
-        tr->last_bwd = i == tr->last_grads_op; /* the overlapped sync starts its buckets in it */
+        tr->last_bwd = op.grads_final; /* the overlapped sync starts its buckets in it */
         if (op.kind == AH_OP_F) {
-            if (tr->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
-            if (tr->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
-            if (tr->prev >= 0) {
-                TRY(ah_comm_wait(&r_act, err));
-                TRY(ah_mem_upload(mem, tr->recv_act, tr->h_recv_act, bytes, err));
-                copy(k, ah_gpt_input(st, op.slot), tr->recv_act, NC);
-                if (op.mb + 1 < tr->n_mb)
-                    TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &r_act, err));
+            if (x->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
+            if (x->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
+            if (x->prev >= 0) {
+                TRY(ah_comm_wait(&x->r_act, err));
+                TRY(ah_mem_upload(mem, x->recv_act, x->h_recv_act, bytes, err));
+                copy(k, ah_gpt_input(st, op.slot), x->recv_act, NC);
+                if (op.mb + 1 < tr->n_mb) TRY(post_recv(x, TAG_ACT, NC, err));
             }
-            if (tr->next >= 0) TRY(ah_comm_wait(&s_act, err)); /* the send buffer is free again */
+            if (x->next >= 0) TRY(ah_comm_wait(&x->s_act, err)); /* the send buffer is free again */
             double ls = 0;
             ah_emulator_begin(&tr->emu, AH_EMULATE_FWD); /* device emulation stretches the phase */
-            TRY(ah_gpt_forward(st, op.slot, tr->send_act, scale, &ls, err));
+            TRY(ah_gpt_forward(st, op.slot, x->send_act, scale, &ls, err));
             *loss_sum += ls;
         } else if (op.kind == AH_OP_B) {
-            if (tr->next >= 0) {
-                TRY(ah_comm_wait(&r_grad, err));
-                TRY(ah_mem_upload(mem, tr->recv_grad, tr->h_recv_grad, bytes, err));
+            if (x->next >= 0) {
+                TRY(ah_comm_wait(&x->r_grad, err));
+                TRY(ah_mem_upload(mem, x->recv_grad, x->h_recv_grad, bytes, err));
             }
-            if (tr->prev >= 0) TRY(ah_comm_wait(&s_grad, err));
+            if (x->prev >= 0) TRY(ah_comm_wait(&x->s_grad, err));
             ah_emulator_begin(&tr->emu, AH_EMULATE_BWD);
-            TRY(ah_gpt_backward(st, op.slot, tr->recv_grad, tr->send_grad, op.wset, err));
-            if (tr->next >= 0 && op.mb + 1 < tr->n_mb)
-                TRY(ah_comm_irecv_f32(world, tr->h_recv_grad, NC, tr->next, TAG_GRAD, &r_grad, err));
+            TRY(ah_gpt_backward(st, op.slot, x->recv_grad, x->send_grad, op.wset, err));
+            if (x->next >= 0 && op.mb + 1 < tr->n_mb) TRY(post_recv(x, TAG_GRAD, NC, err));
         } else { /* zero-bubble's W: no communication */
             ah_emulator_begin(&tr->emu, AH_EMULATE_WGRAD);
             TRY(ah_gpt_backward_weights(st, op.slot, op.wset, err));
@@ -274,17 +310,19 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         /* The phase's output leaves when the emulated device has produced it, after the
          * stretch: sent before it, the next stage started k times too early and an emulated
          * pipeline filled and drained almost for free. */
-        if (op.kind == AH_OP_F && tr->next >= 0) {
-            TRY(ah_mem_download(mem, tr->h_send_act, tr->send_act, bytes, err));
-            TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &s_act, err));
+        if (op.kind == AH_OP_F && x->next >= 0) {
+            TRY(ah_mem_download(mem, x->h_send_act, x->send_act, bytes, err));
+            TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, tag_of(x->stage + 1, TAG_ACT), &x->s_act, err));
         }
-        if (op.kind == AH_OP_B && tr->prev >= 0) {
-            TRY(ah_mem_download(mem, tr->h_send_grad, tr->send_grad, bytes, err));
-            TRY(ah_comm_isend_f32(world, tr->h_send_grad, NC, tr->prev, TAG_GRAD, &s_grad, err));
+        if (op.kind == AH_OP_B && x->prev >= 0) {
+            TRY(ah_mem_download(mem, x->h_send_grad, x->send_grad, bytes, err));
+            TRY(ah_comm_isend_f32(world, x->h_send_grad, NC, x->prev, tag_of(x->stage - 1, TAG_GRAD), &x->s_grad, err));
         }
     }
-    TRY(ah_comm_wait(&s_act, err));
-    TRY(ah_comm_wait(&s_grad, err));
+    for (int c = 0; c < tr->n_chunks; c++) {
+        TRY(ah_comm_wait(&tr->chunks[c].s_act, err));
+        TRY(ah_comm_wait(&tr->chunks[c].s_grad, err));
+    }
     return AH_OK;
 }
 
@@ -298,28 +336,30 @@ ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t b
     ah_comm_t *world = ah_comm_world();
     double sum = 0;
     for (int64_t b = 0; b < batches; b++)
-        for (int64_t mb = 0; mb < tr->n_mb; mb++) {
-            const int64_t first_sample = b * B + tr->sample_base + mb * m;
-            ah_comm_req_t req = {0};
-            if (tr->prev < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_ids(st, 0), false, err));
-            if (tr->next < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_targets(st), true, err));
-            if (tr->prev >= 0) {
-                TRY(ah_comm_irecv_f32(world, tr->h_recv_act, NC, tr->prev, TAG_ACT, &req, err));
-                TRY(ah_comm_wait(&req, err));
-                TRY(ah_mem_upload(&tr->mem, tr->recv_act, tr->h_recv_act, bytes, err));
-                copy(st->k, ah_gpt_input(st, 0), tr->recv_act, NC);
+        for (int64_t mb = 0; mb < tr->n_mb; mb++)
+            for (int c = 0, slot = 0; c < tr->n_chunks; slot += (int)st->cfg.chunks[c++].slots) {
+                const ah_p2p_chunk_t *x = &tr->chunks[c];
+                const int64_t first_sample = b * B + tr->sample_base + mb * m;
+                ah_comm_req_t req = {0};
+                if (x->prev < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_ids(st, slot), false, err));
+                if (x->next < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_targets(st), true, err));
+                if (x->prev >= 0) {
+                    TRY(ah_comm_irecv_f32(world, x->h_recv_act, NC, x->prev, tag_of(x->stage, TAG_ACT), &req, err));
+                    TRY(ah_comm_wait(&req, err));
+                    TRY(ah_mem_upload(&tr->mem, x->recv_act, x->h_recv_act, bytes, err));
+                    copy(st->k, ah_gpt_input(st, slot), x->recv_act, NC);
+                }
+                double ls = 0, compute;
+                ah_emulator_begin(&tr->emu, AH_EMULATE_FWD);
+                TRY(ah_gpt_forward(st, slot, x->send_act, 1.0f, &ls, err));
+                TRY(ah_emulator_end(&tr->emu, &compute, err));
+                if (x->next < 0 && tr->role.tp_rank == 0) sum += ls;
+                if (x->next >= 0) {
+                    TRY(ah_mem_download(&tr->mem, x->h_send_act, x->send_act, bytes, err));
+                    TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, tag_of(x->stage + 1, TAG_ACT), &req, err));
+                    TRY(ah_comm_wait(&req, err));
+                }
             }
-            double ls = 0, compute;
-            ah_emulator_begin(&tr->emu, AH_EMULATE_FWD);
-            TRY(ah_gpt_forward(st, 0, tr->send_act, 1.0f, &ls, err));
-            TRY(ah_emulator_end(&tr->emu, &compute, err));
-            if (tr->next < 0 && tr->role.tp_rank == 0) sum += ls;
-            if (tr->next >= 0) {
-                TRY(ah_mem_download(&tr->mem, tr->h_send_act, tr->send_act, bytes, err));
-                TRY(ah_comm_isend_f32(world, tr->h_send_act, NC, tr->next, TAG_ACT, &req, err));
-                TRY(ah_comm_wait(&req, err));
-            }
-        }
     TRY(ah_comm_allreduce_f64(world, &sum, 1, err));
     *loss = sum / ((double)batches * (double)B * (double)T);
     return AH_OK;
@@ -333,7 +373,7 @@ static void counted_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *h
     ah_dp_valid_range(tr, i, lo, hi);
     bool counted = x->def.spec->split != AH_SPLIT_REPL || tr->role.tp_rank == 0;
     if (!ah_dp_shard(tr, ah_dp_group_id(tr, &x->def))->counts)
-        counted = counted && tr->role.pipeline == 0 && (!ah_tensor_tied(&x->def, &tr->plan->model) || tr->role.stage == 0);
+        counted = counted && tr->role.pipeline == 0 && (!ah_tensor_tied(&x->def, &tr->plan->model) || tr->stage.cfg.has_embed);
     if (!counted) *hi = *lo;
 }
 
@@ -344,7 +384,7 @@ static void counted_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *h
 static ah_status_t find_nonfinite(ah_trainer_t *tr, double loss_sum, ah_step_metrics_t *out, ah_error_t *err) {
     const ah_gpt_stage_t *st = &tr->stage;
     int64_t code = -1; /* -1: none; 0: the loss; i + 1: parameter i's gradient */
-    if (tr->next < 0 && !isfinite(loss_sum)) code = 0;
+    if (tr->stage.cfg.has_head && !isfinite(loss_sum)) code = 0;
     for (int i = 0; code < 0 && i < st->n_params; i++) {
         int64_t lo, hi;
         ah_dp_valid_range(tr, i, &lo, &hi);
@@ -383,7 +423,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
      * loss scaling, the ranks that hold an overflowed (inf or nan) gradient of their own. */
     const bool scaling = tr->loss_scale > 0;
-    double sums[3] = {tr->next < 0 && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0};
+    double sums[3] = {tr->stage.cfg.has_head && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0};
     for (int i = 0; i < st->n_params; i++) {
         int64_t lo, hi, c_lo, c_hi;
         ah_dp_valid_range(tr, i, &lo, &hi);

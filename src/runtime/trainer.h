@@ -1,5 +1,5 @@
-/* The training loop of one rank: its stage of the plan, its pipeline's schedule (1F1B or
- * zero-bubble, runtime/schedule.h) with non-blocking p2p,
+/* The training loop of one rank: its stage of the plan (under an interleaved schedule its chunks,
+ * runtime/gpt.h), its pipeline's schedule (runtime/schedule.h) with non-blocking p2p,
  * the layer-wise data-parallel gradient sync, global-norm clipping, AdamW, and per-step metrics.
  *
  * Collective: every rank of the job calls ah_trainer_setup / ah_trainer_step / ah_trainer_free
@@ -107,6 +107,20 @@ typedef struct ah_dp_bucket {
     bool started;
 } ah_dp_bucket_t;
 
+/* One chunk's pipeline neighbours and p2p buffers (one chunk unless interleaved). Messages are
+ * tagged by the receiving stage and their kind, so the chunks' messages between two devices stay
+ * apart. */
+typedef struct ah_p2p_chunk {
+    int stage;                   /* the chunk's stage of the pipeline */
+    int prev, next;              /* world ranks holding the stages before and after it, -1 if none */
+    float *recv_act, *send_grad; /* (N, C) each, with the previous stage */
+    float *send_act, *recv_grad; /* (N, C) each, with the next stage */
+    /* What MPI sends from and receives into: the four buffers above on the CPU, host copies of
+     * them on a GPU (NULL where the buffer is). */
+    float *h_recv_act, *h_send_grad, *h_send_act, *h_recv_grad;
+    ah_comm_req_t r_act, r_grad, s_act, s_grad; /* the schedule's requests in flight */
+} ah_p2p_chunk_t;
+
 typedef struct ah_trainer {
     const ah_plan_t *plan;
     const ah_dataset_t *data;
@@ -114,7 +128,7 @@ typedef struct ah_trainer {
     ah_layout_t layout;
     int rank, n_ranks;
     ah_role_t role;
-    int S;                  /* stages of this rank's pipeline */
+    int S;                  /* stages of this rank's pipeline (virtual stages under interleaved) */
     int64_t n_mb;           /* its micro-batches */
     int64_t sample_base;    /* m * (micro-batches of the pipelines before it) */
     int64_t sample_shift;   /* iteration i starts at global sample sample_shift + i * B: 0, or
@@ -125,15 +139,9 @@ typedef struct ah_trainer {
     ah_gpt_stage_t stage;
     ah_sched_op_t *ops;     /* the stage's schedule (runtime/schedule.h), n_ops of them */
     int64_t n_ops;
-    int64_t last_grads_op;  /* the op after which the stage's gradients are final (the last whole
-                             * backward or W), where the overlapped sync starts its buckets */
-    int prev, next;         /* world ranks of the neighbouring stages, -1 if none */
+    int n_chunks;           /* stages this rank holds (role.chunks) */
+    ah_p2p_chunk_t *chunks; /* per chunk */
     ah_arena_t a_p2p;
-    float *recv_act, *send_grad; /* (N, C) each, with the previous stage */
-    float *send_act, *recv_grad; /* (N, C) each, with the next stage */
-    /* What MPI sends from and receives into: the four buffers above on the CPU, host copies of
-     * them on a GPU (NULL where the buffer is). */
-    float *h_recv_act, *h_send_grad, *h_send_act, *h_recv_grad;
     int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
     ah_group_t tp;
     ah_group_t *seg;        /* per DP segment; .c NULL where this rank does not hold it */
@@ -144,7 +152,9 @@ typedef struct ah_trainer {
                               * whose device communicators sum each group at once, blocking) */
     int n_buckets;
     bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
-    bool last_bwd;           /* the schedule is running the op last_grads_op */
+    bool last_bwd;           /* the schedule is running an op after which a chunk's gradients are
+                              * final (ah_sched_op_t.grads_final): the overlapped sync starts its
+                              * buckets in it */
     int64_t *memory_high;   /* n_ranks */
     double compute_s;       /* measured compute of the last step (before emulation's stretch) */
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
