@@ -38,7 +38,9 @@ static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t 
             case AH_OPT_BLOCKS: member = st->first <= g->first && g->first < st->last; break;
             case AH_OPT_EMBED: member = s == 0; break;
             case AH_OPT_HEAD: member = s == S - 1; break;
-            case AH_OPT_TIED: member = s == 0 || s == S - 1; break;
+            case AH_OPT_TIED: /* once per device: one may hold both (an interleaved pipeline on one device) */
+                member = s == 0 || (s == S - 1 && ah_pipeline_group_of(pl, s) != ah_pipeline_group_of(pl, 0));
+                break;
             }
             if (member && ranks) ranks[n] = base + ah_pipeline_group_of(pl, s) * p->tp + g->tp_rank;
             if (member) devs[n++] = st->devices[g->tp_rank];
@@ -244,11 +246,6 @@ static bool alloc_members(const ah_plan_t *p, ah_device_ref_t **devs, int **rank
 
 ah_status_t ah_plan_shard_all(ah_plan_t *p, double (*weight)(const ah_plan_t *, int, void *),
                               void *ctx, ah_error_t *err) {
-    for (int i = 0; i < p->n_pipelines; i++)
-        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED)
-            return ah_error_set(err, AH_ERR_INVALID,
-                                "[schedule] pipelines[%d] is interleaved: the sharded optimizer's shares are not "
-                                "defined on virtual stages yet (issue 35)", i);
     free_groups(p);
     ah_device_ref_t *devs;
     int *ranks;

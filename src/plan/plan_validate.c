@@ -19,8 +19,6 @@
  *               a multiple of P (Megatron's interleaved schedule runs micro-batches in groups of P
  *               per model chunk: schedules.py refuses other counts). zero-bubble (ZB-H1) and 1f1b
  *               run on plain pipelines, one stage per device, any micro-batch count.
- *               The sharded optimizer's shares are not defined on virtual stages yet: a plan with an
- *               interleaved pipeline and "optimizer_shards" is refused.
  * The version is checked by the reader (the in-memory plan has none); memory fit is
  * ah_plan_check's (plan/evaluate.c).
  */
@@ -323,14 +321,6 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
     TRY(check_devices(p, err));
     TRY(check_batch(p, err));
     for (int i = 0; i < p->n_pipelines; i++)
-        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED) {
-            TRY(check_interleaved(p, i, err));
-            if (p->n_opt_groups > 0)
-                return ah_error_set(err, AH_ERR_INVALID,
-                                    "[schedule] optimizer_shards: pipelines[%d] is interleaved, and the sharded "
-                                    "optimizer's shares are not defined on virtual stages yet (issue 35); drop "
-                                    "\"optimizer_shards\" or make the pipeline 1f1b",
-                                    i);
-        }
+        if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED) TRY(check_interleaved(p, i, err));
     return ah_plan_check_shards(p, err);
 }
