@@ -5,8 +5,10 @@
 # over h0 + h1 first and writes that plan into the run directory of every host, then sends the
 # notice; the trainer's save hands each file of the step over to the memory of the host that reads
 # it under that plan (h2's block 1 to the host the new plan gives it), and the relaunch, with the
-# plan made at the notice, reads every file on its own host: the recover event takes files from the
-# disks and the memory, none from a peer's disk or the cloud (there is no cloud), and every loss
+# plan made at the notice, reads every file on its own host: the notice's save writes no disk (the
+# step is committed in the next plan's hosts' memory), the recover event takes files from the
+# memory (each host's own snapshot and what was handed to it), none from a peer's disk or the cloud
+# (there is no cloud), and every loss
 # equals the uninterrupted run's (bit-exact while the plan is the reference's, 1e-4 after).
 # Short enough for the sanitizer stage as it is (one run of 12 steps and its reference).
 # Needs root and openssh-server; skipped (77) without them.
@@ -55,6 +57,8 @@ assert len(pre) == 1 and pre[0]["saved"] and pre[0]["nodes"] == ["h2"], pre
 n = pre[0]["step"]
 ck = [x for x in ev if x.get("event") == "checkpoint" and x["step"] == n]
 assert ck and ck[0].get("handover") is True and ck[0]["memory_committed"] is True, ck
+# committed in the next plan's hosts' memory: the disks are not written before the job exits
+assert ck[0]["disks"] is False and ck[0]["bytes"]["local"] == 0, ck
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(rec) == 1 and rec[0]["step"] == n, rec
 b, f = rec[0]["bytes"], rec[0]["files"]

@@ -401,6 +401,9 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.steps, "N", "iterations (default 20)", false},
         {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5, where train saves only when given one: the agent recovers from checkpoints)", false},
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a->o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
+        {"--no-handover", AH_FLAG_BOOL, &a->o.no_handover, NULL, "at a notice from --events, relaunch and plan after "
+         "the stop (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
+         "hands each file to the host that reads it next; docs/checkpoints.md)", false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "

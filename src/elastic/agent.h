@@ -91,6 +91,7 @@ typedef struct ah_agent_opts {
     bool quiet;               /* pass --quiet to the trainer */
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
+    bool no_handover;         /* at an events-file notice, no next plan before the stop (agent_handover.c) */
     double poll_s;            /* watch period; 0: 0.01 s */
     int max_restarts;         /* a failure the agent cannot explain is relaunched at most this often within
                                  restart_window_s (agent_logic.h "the failure policy"); 0: never */

@@ -40,7 +40,7 @@ void ah_agent_next_plan_free(agent_t *a) {
 
 void ah_agent_next_plan(agent_t *a) {
     ah_agent_next_plan_free(a);
-    if (!a->launcher.put_run_file) return;
+    if (!a->launcher.put_run_file || a->o->no_handover) return;
     const double t = ah_now_s();
     char path[700];
     snprintf(path, sizeof path, "%s/plan-next.json", a->work);

@@ -23,6 +23,12 @@
  *      which gains "memory_first", "memory_committed", "memory_commit_seconds",
  *      "memory_snapshot_seconds"); once the disks hold it the own copy of step 1 is freed.
  *
+ * With the next plan known (the handover: ckpt/handover.h, s->handover), step 2 sends each file that a
+ * node of that plan reads, and its own step lacks, into that node's memory (ah_ckpt_hand_over) instead
+ * of the partners'; committed when every node of the next plan then has every file it reads on its own
+ * host; step 4 is then skipped: the relaunch reads step N from memory, and the disks get the relaunched
+ * job's next checkpoint (a host of the next plan lost before that rolls back to the disks' older step).
+ *
  * What "committed" means per tier (a resume takes the newest step whose every piece some tier has
  * committed, restore.h): local, the node's manifest.json on its disk (the run's step once every
  * node's is); memory, a holder's manifest in its tmpfs, written after every file it lists; cloud,
@@ -145,6 +151,17 @@ static void notice_event(json_t *ev, bool committed, double commit_s, double sna
     json_object_set_new(ev, "memory_snapshot_seconds", json_real(snapshot_s));
 }
 
+/* Rank 0: the checkpoint event of a handover committed in memory, no disk written (bytes.local 0). */
+static json_t *handover_event(int64_t step, double commit_s, double snapshot_s, const ah_ckpt_replica_stats_t *rep) {
+    json_t *ev = json_pack("{s:s, s:I, s:f, s:b, s:i, s:{s:i, s:i, s:i}, s:b, s:b}", AH_PROTO_EVENT,
+                           AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP, (json_int_t)step, "seconds", commit_s, "ok", 1,
+                           "files", rep->files, "bytes", "local", 0, "peer", 0, "cloud", 0, "handover", 1, "disks", 0);
+    if (!ev) return NULL;
+    ah_ckpt_replica_event(rep, ev);
+    notice_event(ev, true, commit_s, snapshot_s);
+    return ev;
+}
+
 ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err) {
     /* the disks first (and the replication after their commit, ckpt_io.c) without replicas, or when
      * the memory tier would not commit sooner (ckpt/policy.h) */
@@ -186,6 +203,12 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
         s->memory_saved = step;
         ah_ckpt_replica_prune_older(s, step);
         ah_test_hook("notice-memory", step, node); /* test-only: committed in memory, not on a disk */
+    }
+    if (committed && handover) { /* the relaunch reads step N from its hosts' memory: the disks come after it */
+        ah_ckpt_views_release(s);
+        ah_ckpt_snap_free(snap);
+        if (s->tr->rank == 0 && event) *event = handover_event(step, commit_s, snapshot_s, &rep);
+        return AH_OK;
     }
     /* Step 4: the disks, from the same buffers (nothing trained since) */
     if (take == AH_OK && snap) {
