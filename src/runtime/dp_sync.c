@@ -84,7 +84,9 @@ ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
     for (int id = 0; id < n_ids; id++)
         if (ah_dp_group(tr, id)->c && ah_dp_shard(tr, id)->n > 0) TRY(group_buckets(tr, id, err));
     qsort(tr->buckets, (size_t)tr->n_buckets, sizeof *tr->buckets, by_event);
-    tr->overlap = !tr->opts.no_overlap_grad_sync;
+    /* without a bucket (no data parallelism) there is nothing to overlap: no hook, and device
+     * emulation sleeps in one piece, not in 100 us slices that progress nothing */
+    tr->overlap = !tr->opts.no_overlap_grad_sync && tr->n_buckets > 0;
     if (tr->overlap) {
         tr->stage.on_grads = ah_dp_on_grads;
         tr->stage.on_grads_ctx = tr;
