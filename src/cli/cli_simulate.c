@@ -233,7 +233,8 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
     printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o->on_demand_factor);
     if (o->replica_memory_gb > 0)
         printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication at "
-               "the cluster's inter-node rate\n", o->replica_memory_gb, o->snapshot_gb_s);
+               "the cluster's inter-node rate; %s\n", o->replica_memory_gb, o->snapshot_gb_s,
+               o->handover ? "the handover at a notice (--no-handover: off)" : "no handover at a notice");
 }
 
 /* A replay in which no policy trained a token because none had a plan that fits: refused, with
@@ -340,6 +341,7 @@ int ah_cli_simulate(int argc, char **argv) {
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
     int64_t gb = o.train.global_batch, sl = o.train.seq_len, seed = 0;
+    bool no_handover = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_s, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
@@ -361,6 +363,9 @@ int ah_cli_simulate(int argc, char **argv) {
                               "autohet keeps in-memory peer replicas, at most G GB per holding host (the runtime's "
                               "flag): the save at a notice commits in a peer's memory first, and a lost node's pieces "
                               "come from a peer's memory at the network's rate (default 0: off; docs/simulator.md)"),
+        {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
+         "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
+         "default: the handover, docs/simulator.md)", false},
         {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o.snapshot_gb_s, "G",
          "with --replica-memory-gb: a device's copy of its checkpoint into its host's memory, GB/s per device "
          "(default: the runtime's, measured; docs/simulator.md)", false},
@@ -394,6 +399,7 @@ int ah_cli_simulate(int argc, char **argv) {
                            flags, n_flags, n_rest, rest, &rc);
     free(rest);
     if (!go) return rc;
+    o.handover = !no_handover;
     ah_planner_opts_t po;
     ah_planner_opts_default(&po);
     bool auto_precision = false;

@@ -13,6 +13,12 @@
  * bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
+ * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c, ckpt/handover.h;
+ * priced in sim.c, begin_recovery): the next plan is known while every device is alive, so the save is
+ * the snapshot, then each device of the next plan receives what it reads and its own device did not
+ * hold (at inter_node_gb_s per device); committed in memory, no disk before the relaunch, which then
+ * reads every byte on its own host (transfer 0) and rolls nothing back.
+ *
  * Pure: no I/O. Ownership: out-arrays are the caller's.
  */
 #include <stdlib.h>
@@ -56,19 +62,32 @@ bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, cons
     return ok;
 }
 
-double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                            const ah_sim_opts_t *o) {
-    double *node = calloc((size_t)pl->n_nodes + 1, sizeof *node), snap = 0, send = 0;
-    if (!node) return -1;
+double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o) {
+    double snap = 0;
     for (int r = 0; r < pl->n_ranks; r++) {
         const double s = (double)ckpt_bytes[r] / (o->snapshot_gb_s * 1e9); /* each rank its own, in parallel */
         if (s > snap) snap = s;
-        node[pl->ranks[r].node] += (double)ckpt_bytes[r];
     }
+    return snap;
+}
+
+double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                            const ah_sim_opts_t *o) {
+    double *node = calloc((size_t)pl->n_nodes + 1, sizeof *node), snap = ah_sim_memory_snapshot_s(pl, ckpt_bytes, o),
+           send = 0;
+    if (!node) return -1;
+    for (int r = 0; r < pl->n_ranks; r++) node[pl->ranks[r].node] += (double)ckpt_bytes[r];
     for (int y = 0; y < pl->n_nodes; y++) {
         const double n = node[y] / (c->net.inter_node_gb_s * 1e9 * (c->nodes[y].count > 0 ? c->nodes[y].count : 1));
         if (n > send) send = n;
     }
     free(node);
     return snap + send;
+}
+
+void ah_sim_handed_over(ah_sim_recovery_t *v) {
+    v->bytes[AH_TIER_MEMORY] += v->bytes[AH_TIER_PEER] + v->bytes[AH_TIER_CLOUD];
+    v->bytes[AH_TIER_PEER] = v->bytes[AH_TIER_CLOUD] = 0;
+    for (int t = 0; t < AH_TIER_COUNT; t++) v->tier_s[t] = 0;
+    v->transfer_s = 0;
 }

@@ -70,10 +70,10 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
     json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stop_s", v->wait_s + v->save_s, "wait_s", v->wait_s,
                            "save_s", v->save_s, "replan_s", v->replan_s, "startup_s", v->restart_s, "transfer_s",
                            v->transfer_s, "first_step_s", v->first_step_s);
-    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:b, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
+    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:b, s:b, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
                      v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
-                     tiers_json(NULL, v->tier_s), "saved", v->saved, "tokens_lost", v->tokens_lost, "interrupted",
-                     v->interrupted);
+                     tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
+                     v->tokens_lost, "interrupted", v->interrupted);
 }
 
 static const char *phase_name(ah_sim_phase_t p) {
@@ -99,6 +99,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_t *opts = json_object_get(doc, "options");
     json_object_set_new(opts, "replica_memory_gb", json_real(o->replica_memory_gb));
     json_object_set_new(opts, "snapshot_gb_s", json_real(o->snapshot_gb_s));
+    json_object_set_new(opts, "handover", json_boolean(o->handover && o->replica_memory_gb > 0));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];

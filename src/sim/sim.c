@@ -29,6 +29,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->train = (ah_train_t){.global_batch = 512, .seq_len = 2048, .precision = AH_PREC_BF16};
     o->ckpt_every_s = 1800;
     o->restart_s = 60;
+    o->handover = true;
     o->replan_s = -1;
     o->on_demand_factor = 2.5;
     o->disk_gb_s = 8; /* an 8-GPU cloud node's local NVMe SSDs (p4d: 8 x 1 TB), about 1 GB/s each */
@@ -437,13 +438,38 @@ static double transfer_s(run_t *x, const entry_t *to, ah_sim_recovery_t *v, bool
     return cloud_max + peer_max + mem_max;
 }
 
+/* The handover at a notice (memory.c's header; the runtime's ckpt/handover.h): every device of the state
+ * plan is alive, so each device of the next plan e receives what it reads and its own device did not
+ * hold, at inter_node_gb_s per device, the slowest bounding it. */
+static double handover_s(const run_t *x, const entry_t *e) {
+    const int L = (int)x->model->n_layer;
+    const ah_placement_t *was = &x->state->place;
+    double worst = 0;
+    for (int i = 0; i < e->place.n_ranks; i++) {
+        const ah_shard_holder_t *d = &e->place.ranks[i];
+        int64_t moved = e->ckpt_bytes[i];
+        for (int l = 0; e->tp == was->tp && l <= L + 1; l++) {
+            const ah_shard_group_t g = layer_group(l, L);
+            if (!ah_placement_holds(&e->place, i, g, d->tp_index)) continue;
+            bool local = false;
+            for (int j = 0; !local && j < was->n_ranks; j++)
+                local = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
+                        ah_placement_holds(was, j, g, d->tp_index);
+            if (local) moved -= ah_layer_params(x->model, layer_kind(l, L), e->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+        }
+        const double t = (double)(moved > 0 ? moved : 0) / (x->c->net.inter_node_gb_s * 1e9);
+        if (t > worst) worst = t;
+    }
+    return worst;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
     if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
-    bool unsaved = false;
+    bool unsaved = false, handover = false;
     if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
         /* autohet reacts to the notice like the runtime: the step in progress finishes, then
          * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
@@ -458,20 +484,35 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
          * the snapshot and the replication; the disks follow until the job ends, at the removal at
          * the latest */
         notice.memory = x->run->holder != NULL;
-        notice.memory_s = notice.memory ? x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place,
-                                                                                 x->run->ckpt_bytes, x->o)
-                                        : -1;
+        /* the handover (the runtime's default with replicas, not for a join): the next plan known at the
+         * notice, each device's pieces into the memory of the host that reads them; committed there, so
+         * the disks follow after the relaunch */
+        handover = notice.memory && x->o->handover && !join && x->state;
+        notice.memory_s = !notice.memory ? -1
+                          : handover     ? x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes,
+                                                                                       x->o) + handover_s(x, e)
+                                         : x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place,
+                                                                                  x->run->ckpt_bytes, x->o);
         v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv : 0;
-        if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
+        handover = handover && v->saved;
+        if (handover) {
+            v->save_s = notice.memory_s;
+            x->at_mem = x->now;
+        } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
             v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
             x->at_mem = x->now;
         }
-        if (v->saved) x->at_disk = x->now;
+        if (v->saved && !handover) x->at_disk = x->now;
         unsaved = !v->saved;
     }
     bool cloud_rollback;
     v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
+    v->handover = handover;
+    if (handover) {
+        ah_sim_handed_over(v);
+        cloud_rollback = false;
+    }
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
     /* a lost node's pieces from a peer's memory: back to the state it holds */

@@ -77,6 +77,11 @@
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
  *       (after the peer phase), and the run goes back to the state the memory holds, not to the
  *       cloud's periodic checkpoint.
+ *     - The handover at a notice (with the memory tier and opts.handover, the runtime's default; not
+ *       for a join, nor for a removal during a recovery): the save is the snapshot plus, for each
+ *       device of the next plan, what it reads and its own device did not hold at inter_node_gb_s
+ *       (memory.c); committed in memory, the disks not written before the relaunch; the relaunch's
+ *       transfer is then 0 (every byte on its own host, counted as memory) and nothing rolls back.
  */
 #ifndef AH_SIM_SIM_H
 #define AH_SIM_SIM_H
@@ -170,6 +175,8 @@ typedef struct ah_sim_opts {
                                   GB each holding host keeps; 0: off (sim/memory.c) */
     double snapshot_gb_s;      /* a device's copy of its checkpoint into its host's memory, GB/s per
                                   device (AH_SIM_SNAPSHOT_GB_S) */
+    bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
+                                  default, `run --no-handover` and `simulate --no-handover` turn it off) */
 } ah_sim_opts_t;
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
@@ -211,6 +218,7 @@ typedef struct ah_sim_recovery {
     char event[96];            /* "start", "preempt slow-1", "join at checkpoint", "nodes up" */
     double wait_s, save_s;     /* stop_s = wait_s + save_s */
     bool saved;                /* autohet saved at the notice (it fitted the grace period) */
+    bool handover;             /* that save was the handover (committed in the next plan's hosts' memory) */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
     double tier_s[AH_TIER_COUNT];
@@ -257,6 +265,11 @@ double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts
  * partner, when y's bytes fit its budget), -1 none. false only without host memory. */
 bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                            double budget_gb, int *holder);
+/* After a committed handover the relaunch reads every byte on its own host: what the restore would have
+ * moved (peer, cloud; memory) was handed over into memory before the exit: all memory, no time. */
+void ah_sim_handed_over(ah_sim_recovery_t *v);
+/* The snapshot alone: max over devices of bytes / o->snapshot_gb_s. */
+double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
  * max over nodes of bytes / (inter_node_gb_s x the node's GPUs). -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
