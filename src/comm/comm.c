@@ -345,6 +345,19 @@ ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int t
     return keep_request(req, r);
 }
 
+ah_status_t ah_comm_test(ah_comm_req_t *req, int *done, ah_error_t *err) {
+    int flag = !req->active;
+    if (req->active) {
+        MPI_Request r;
+        memcpy(&r, &req->h, sizeof r);
+        MPI_TRY(MPI_Test(&r, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        memcpy(&req->h, &r, sizeof r);
+        if (flag) req->active = 0;
+    }
+    if (done) *done = flag;
+    return AH_OK;
+}
+
 ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err) {
     if (!req->active) return AH_OK;
     MPI_Request r;

@@ -107,6 +107,9 @@ ah_status_t ah_comm_irecv_f32(ah_comm_t *c, float *buf, size_t n, int src, int t
                               ah_comm_req_t *req, ah_error_t *err);
 /* Waits for req (no-op when it is not active). */
 ah_status_t ah_comm_wait(ah_comm_req_t *req, ah_error_t *err);
+/* Whether req is done (*done; then it is inactive, as after ah_comm_wait); not waiting. Like any
+ * call into the backend it also progresses the process's other transfers. */
+ah_status_t ah_comm_test(ah_comm_req_t *req, int *done, ah_error_t *err);
 
 /* Collective: every rank passes its own status and error. If any rank failed, every rank gets
  * the error of the lowest failing rank (message prefixed with "rank R: ", R its world rank,

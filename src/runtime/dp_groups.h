@@ -41,9 +41,12 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
  * per block (split at 2^30 floats), per first-stage, last-stage and tied group one, in the order
  * the backward finishes them: the head's part, the blocks from the last down, then the embedding's.
  * A sharded group's bucket reduce-scatters each member's part of the bucket. With overlap, installs
- * ah_dp_on_grads as the stage's on_grads hook and the emulator's progress. */
+ * ah_dp_on_grads as the stage's on_grads hook. */
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err);
 void ah_dp_free_buckets(ah_trainer_t *tr);
+/* Tests the started buckets, so their collectives move on (device emulation's sleeps call it, as a
+ * device's copy engine would move them: trainer.c). */
+void ah_dp_progress(ah_trainer_t *tr);
 /* gpt.h's on_grads hook with overlap: device emulation stretches the compute so far (the device
  * reaches this point now); in the last backward, starts the buckets final at `event` (non-blocking)
  * and progresses the started ones. */

@@ -62,9 +62,7 @@ static int by_event(const void *a, const void *b) {
     return x->off > y->off ? -1 : x->off < y->off; /* a split block: its chunks in one order */
 }
 
-/* Device emulation's sleeps progress the started buckets, as a device's copy engine would. */
-static void progress(void *ctx) {
-    ah_trainer_t *tr = ctx;
+void ah_dp_progress(ah_trainer_t *tr) {
     for (int i = 0; i < tr->n_buckets; i++)
         if (tr->buckets[i].started) ah_comm_coll_test(&tr->buckets[i].coll, NULL, NULL);
 }
@@ -90,8 +88,6 @@ ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
     if (tr->overlap) {
         tr->stage.on_grads = ah_dp_on_grads;
         tr->stage.on_grads_ctx = tr;
-        tr->emu.progress = progress;
-        tr->emu.progress_ctx = tr;
     }
     return AH_OK;
 }

@@ -71,9 +71,9 @@ typedef struct ah_emulator {
     int segment;
     ah_emulate_mark_t phase_start, segment_start;
     double compute; /* compute seconds of its segments so far */
-    /* Called every PROGRESS_S of a stretch's sleep when set (the trainer's overlapped gradient
-     * sync: Open MPI moves a non-blocking collective only inside MPI calls, and an emulated
-     * device's communication runs while it computes). */
+    /* Called every PROGRESS_S of a stretch's sleep when set (the trainer's p2p transfers and
+     * overlapped gradient sync: Open MPI moves a non-blocking transfer or collective only inside
+     * MPI calls, and an emulated device's communication runs while it computes). */
     void (*progress)(void *ctx);
     void *progress_ctx;
 } ah_emulator_t;

@@ -78,6 +78,19 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
     return AH_OK;
 }
 
+/* Device emulation's sleeps move the p2p transfers in flight and the DP sync's started buckets on,
+ * as a device's copy engines would while it computes: Open MPI moves a transfer of rendezvous size
+ * only while both ranks are inside MPI. */
+static void progress(void *ctx) {
+    ah_trainer_t *tr = ctx;
+    for (int c = 0; c < tr->n_chunks; c++) {
+        ah_p2p_chunk_t *x = &tr->chunks[c];
+        ah_comm_req_t *const reqs[4] = {&x->r_act, &x->r_grad, &x->s_act, &x->s_grad};
+        for (int i = 0; i < 4; i++) ah_comm_test(reqs[i], NULL, NULL);
+    }
+    ah_dp_progress(tr);
+}
+
 /* The schedule of this rank's device and its chunks' stages and slots: tr->ops, tr->chunks and the
  * stage config's chunks (blocks, slots, embedding, head, recomputation). */
 static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_t *err) {
@@ -177,6 +190,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
                                   (opts->no_overlap_grad_sync ? 0 : tr->stage.n_blocks + 2), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
+    tr->emu.progress = progress;
+    tr->emu.progress_ctx = tr;
     if ((s = ah_dp_plan_buckets(tr, err)) != AH_OK) goto fail;
     if ((s = alloc_p2p(tr, err)) != AH_OK) goto fail;
     if (!opts->defer_init && (s = ah_gpt_init_params(&tr->stage, opts->seed, err)) != AH_OK) goto fail;
