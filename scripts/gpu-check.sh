@@ -105,7 +105,8 @@ train() {
 # the CPU equivalence tests' tolerance (AdamW amplifies the last bits of near-zero gradients, as a
 # different reduction order does between plans). Also LLaMA (GQA, untied head) on TP 2 x PP 2,
 # whose every loss must be within 1e-5 (issue 37), and with the optimizer sharded over its
-# data-parallel groups.
+# data-parallel groups, under zero-bubble, and interleaved (llama-il-tp2: 2 stages per TP group,
+# recomputation).
 equivalence() { # name [plan file] [loss tolerance over the steps, default 1e-4]
     local p=$1 plan=${2:-$PLANS/train-$1.json} tol=${3:-1e-4}
     echo "== $p on the CPU"
@@ -319,7 +320,7 @@ d = json.load(open(sys.argv[1]))
 d["pipelines"][0]["schedule"] = "zero-bubble"
 json.dump(d, open(sys.argv[2], "w"))
 PY
-for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded llama-zb; do
+for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded llama-zb llama-il-tp2; do
     plan=$PLANS/train-$p.json
     [[ $p == llama-sharded || $p == llama-zb ]] && plan=$WORK/train-$p.json
     tol=1e-4
