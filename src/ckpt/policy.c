@@ -12,9 +12,16 @@ bool ah_ckpt_notice_memory_first(const ah_ckpt_notice_t *n) {
     return n->memory && (n->memory_s < 0 || n->save_s < 0 || n->memory_s < n->save_s);
 }
 
+bool ah_ckpt_notice_handover(const ah_ckpt_notice_t *n) {
+    return n->memory && n->handover &&
+           (n->memory_s < 0 || n->save_s < 0 || n->memory_s < n->save_s + (n->fetch_s > 0 ? n->fetch_s : 0));
+}
+
 bool ah_ckpt_save_at_notice(const ah_ckpt_notice_t *n) {
-    /* what commits the step: the memory tier's snapshot + replication, else the save to the disks */
-    const double d = ah_ckpt_notice_memory_first(n) && n->memory_s >= 0 ? n->memory_s : n->save_s;
+    /* what commits the step: the memory tier's snapshot + replication (or handover), else the save to
+     * the disks */
+    const bool memory = ah_ckpt_notice_memory_first(n) || ah_ckpt_notice_handover(n);
+    const double d = memory && n->memory_s >= 0 ? n->memory_s : n->save_s;
     const double need = 1.5 * (d >= 0 ? d : 1.0) + 0.5;
     if (n->elapsed_s + need > n->grace_s) return false;
     if (n->every_node || d < 0 || n->redo_s < 0) return true;

@@ -43,7 +43,15 @@ typedef struct ah_ckpt_notice {
     bool every_node;   /* every node got the notice (a restart for a join) */
     bool memory;       /* the memory tier commits the step: snapshot + replication (memory_s) */
     double memory_s;   /* their expected duration; < 0: unknown (save_s is used) */
+    bool handover;     /* the next plan is known: the replication is the handover (memory_s its duration) */
+    double fetch_s;    /* what the relaunch would move without it (the restore's transfer); < 0: unknown */
 } ah_ckpt_notice_t;
+
+/* Whether the save at this notice is the handover (docs/checkpoints.md "The handover at a notice"):
+ * the memory tier is there, the next plan known, and the handover commits sooner than the disks plus
+ * what the relaunch would then fetch (memory_s < save_s + fetch_s, an unknown fetch counting 0), or
+ * memory_s or save_s is not known yet. */
+bool ah_ckpt_notice_handover(const ah_ckpt_notice_t *n);
 
 /* Whether the save at this notice goes to the peers' memory first: the memory tier is there and
  * commits sooner than the disks (memory_s < save_s), or one of the two is not known yet. */

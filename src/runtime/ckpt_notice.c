@@ -115,8 +115,11 @@ ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elaps
         notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
     }
     *save = ah_ckpt_save_at_notice(&notice);
-    /* the handover is what the relaunch reads: taken whenever the rule saves and the memory is there */
-    s->notice_memory_first = notice.memory && (handover || ah_ckpt_notice_memory_first(&notice));
+    /* the handover (ckpt/policy.h): its duration bounded by the last replication's, which moved every
+     * file; what the relaunch would fetch without it is not known here (counts 0) */
+    notice.handover = handover;
+    s->notice_handover = ah_ckpt_notice_handover(&notice);
+    s->notice_memory_first = s->notice_handover || ah_ckpt_notice_memory_first(&notice);
     return AH_OK;
 }
 
@@ -184,7 +187,7 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     const double snapshot_s = ah_now_s() - t0;
     if (snap_ok) ah_test_hook("notice-snapshot", step, node); /* test-only: in this host's memory only */
     ah_ckpt_replica_stats_t rep = {0};
-    const bool handover = s->handover.n_nodes > 0;
+    const bool handover = s->notice_handover;
     if (snap_ok)
         st = handover ? ah_ckpt_hand_over(s, self, step, &rep, err) : ah_ckpt_replicate(s, self, step, true, &rep, err);
     if (st != AH_OK) {

@@ -67,6 +67,7 @@ struct ah_ckpt_session {
     double last_snapshot_s, last_replicate_s;
     bool last_rep_complete;
     bool notice_memory_first; /* the notice's rule chose memory first (ah_ckpt_notice_rule) */
+    bool notice_handover;     /* ...and the handover (ckpt/policy.h ah_ckpt_notice_handover) */
     /* The handover at a notice (ckpt_notice.c, ckpt/handover.h): what each node reads under the next
      * plan the agent wrote into the run directory (n_nodes 0: none known). */
     ah_handover_needs_t handover;

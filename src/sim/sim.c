@@ -484,15 +484,22 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
          * the snapshot and the replication; the disks follow until the job ends, at the removal at
          * the latest */
         notice.memory = x->run->holder != NULL;
-        /* the handover (the runtime's default with replicas, not for a join): the next plan known at the
+        notice.memory_s = -1;
+        /* the handover (with replicas, not for a join: ckpt/policy.h's rule): the next plan known at the
          * notice, each device's pieces into the memory of the host that reads them; committed there, so
          * the disks follow after the relaunch */
-        handover = notice.memory && x->o->handover && !join && x->state;
-        notice.memory_s = !notice.memory ? -1
-                          : handover     ? x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes,
-                                                                                       x->o) + handover_s(x, e)
-                                         : x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place,
-                                                                                  x->run->ckpt_bytes, x->o);
+        notice.handover = notice.memory && x->o->handover && !join && x->state;
+        if (notice.handover) { /* against the disks plus what the relaunch would fetch without it */
+            ah_sim_recovery_t without = {0};
+            bool rolls_back;
+            notice.fetch_s = transfer_s(x, e, &without, &rolls_back);
+            notice.memory_s = x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) +
+                              handover_s(x, e);
+            notice.handover = ah_ckpt_notice_handover(&notice);
+        }
+        if (notice.memory && !notice.handover)
+            notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o);
+        handover = notice.handover;
         v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv : 0;
         handover = handover && v->saved;
