@@ -3,7 +3,8 @@
 # interleaved and pipeline 1 plain 1F1B (il-mixed), the same job with pipeline 1 zero-bubble
 # (il-mixed+zero-bubble/1), il-mixed with the optimizer sharded unevenly over each data-parallel
 # group (il-mixed:uneven: an interleaved device is in several blocks groups), P = 3 devices with 2
-# stages each beside a one-device 1F1B pipeline (il-p3, a 6-block tiny-gpt2), 3 stages per device on a 6-block tiny-gpt2
+# stages each, one of them recomputing, beside a one-device 1F1B pipeline (il-p3, a 6-block
+# tiny-gpt2), 3 stages per device on a 6-block tiny-gpt2
 # (il3, against its one-process run single6), and LLaMA (GQA) at TP 2 with recomputation and the
 # vocabulary-parallel head, 2 stages per TP group (llama-il-tp2, against llama-single).
 # Every p2p message is sent by rendezvous (Open MPI's shared-memory eager limit at 256 bytes), so a

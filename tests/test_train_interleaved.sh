@@ -1,7 +1,8 @@
 # The interleaved 1F1B schedule (issue 35) beyond equivalence:
 # - memory: each rank's high-water mark equals the cost model's prediction to the byte (each chunk
 #   keeps its own activation slots and p2p buffers; one copy of the tied matrix on a device that
-#   holds both the embedding and the head; il-mixed with its optimizer sharded);
+#   holds both the embedding and the head; il-mixed with its optimizer sharded; il-p3, whose
+#   devices recompute one of their two stages);
 # - resume across schedules: a 1F1B checkpoint resumes under interleaved and an interleaved one
 #   under 1F1B; bit-exact where the layers' placement is unchanged (single, one device with every
 #   layer, resumed as il-1dev, its 4 stages interleaved on that device), within 1e-4 relative
@@ -10,7 +11,7 @@
 # the bit-exact resume.
 . "$(dirname "$0")/train_common.sh"
 SHORT=${AH_CLUSTER_SHORT:-0}
-MEMORY_PLANS=(il2 il3 llama-il-tp2 il-1dev)
+MEMORY_PLANS=(il2 il3 llama-il-tp2 il-1dev il-p3)
 [ "$SHORT" = 1 ] && MEMORY_PLANS=(il3)
 for plan in "${MEMORY_PLANS[@]}"; do check_memory "$PLANS/train-$plan.json"; done
 "$AUTOHET" evaluate --plan "$PLANS/train-il-mixed.json" --shard-optimizer even -o "$WORK/il-mixed-sharded.json" >/dev/null ||

@@ -148,6 +148,8 @@ static ah_status_t check_config(const ah_gpt_config_t *cfg, ah_error_t *err) {
         if (x->last <= x->first || (c > 0 && x->first < cfg->chunks[c - 1].last))
             return ah_error_set(err, AH_ERR_INVALID, "chunk %d of a stage must hold at least one block, after "
                                 "the chunk before it; got [%d, %d)", c, x->first, x->last);
+        if (x->recompute && !cfg->recompute)
+            return ah_error_set(err, AH_ERR_INTERNAL, "chunk %d recomputes but the stage has no recompute buffer", c);
     }
     if (cfg->seq_len > m->max_pos)
         return ah_error_set(err, AH_ERR_INVALID, "train.seq_len %lld exceeds the model's %lld "
@@ -286,7 +288,7 @@ static ah_status_t alloc_slots(ah_gpt_stage_t *st, ah_error_t *err) {
             ah_block_act_t *a = &st->act[st->slot_act[sl] + b];
             snprintf(name, sizeof name, "activations of block %lld, micro-batch slot %lld",
                      (long long)(x->first + b), (long long)sl);
-            if (cfg->recompute) { /* only the input; the rest is redone in the backward */
+            if (x->recompute) { /* only the input; the rest is redone in the backward */
                 TRY(ah_arena_floats(&st->a_act, N * C, name, &a->at[0], err));
             } else {
                 float *base;
@@ -526,7 +528,7 @@ ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *er
  * slot's kept input. */
 static ah_block_act_t *block_view(ah_gpt_stage_t *st, int64_t slot, int l) {
     ah_block_act_t *a = &st->act[st->slot_act[slot] + (l - st->cfg.chunks[st->slot_chunk[slot]].first)];
-    if (!st->cfg.recompute) return a;
+    if (!st->cfg.chunks[st->slot_chunk[slot]].recompute) return a;
     st->recomp->at[0] = a->at[0];
     return st->recomp;
 }
@@ -633,7 +635,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     if (head && on_grads && (s = on_grads(st->on_grads_ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
-        if (cfg->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
+        if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
         if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : ah_gpt_keep(st, wset, l), err)) != AH_OK) return s;
         if (on_grads && (s = on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }

@@ -77,6 +77,7 @@ typedef struct ah_gpt_run {
 typedef struct ah_gpt_chunk {
     int first, last;         /* blocks [first, last), at least one */
     int64_t slots;           /* its micro-batches in flight (runtime/schedule.h's slots) */
+    bool recompute;          /* its blocks keep only their input and redo the forward in the backward */
 } ah_gpt_chunk_t;
 
 #define AH_GPT_MAX_CHUNKS 16
@@ -87,7 +88,7 @@ typedef struct ah_gpt_config {
     int n_chunks;            /* 1 .. AH_GPT_MAX_CHUNKS */
     ah_gpt_chunk_t chunks[AH_GPT_MAX_CHUNKS]; /* ascending, disjoint */
     bool has_embed, has_head;/* before chunk 0's blocks; after the last chunk's */
-    bool recompute;
+    bool recompute;          /* some chunk recomputes (the stage has the recompute buffer) */
     int t, tp_rank;
     int64_t micro_batch, seq_len;
     int64_t wsets;           /* a split backward's W sets (schedule.h; 0: the backward is whole) */

@@ -112,16 +112,12 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
     for (int c = 0; c < v; c++) {
         const int q = r.stage + c * r.stride;
         const ah_stage_t *st = &pl->stages[q];
-        if (st->recompute != pl->stages[r.stage].recompute)
-            return ah_error_set(err, AH_ERR_USAGE, "[schedule] pipelines[%d].stages[%d]: recompute %s, but stage %d "
-                                "on the same device %s it; the runtime recomputes all of a device's stages or none",
-                                r.pipeline, q, st->recompute ? "on" : "off", r.stage, st->recompute ? "does not" : "does");
-        cfg->chunks[c] = (ah_gpt_chunk_t){st->first, st->last, slots[c]};
+        cfg->chunks[c] = (ah_gpt_chunk_t){st->first, st->last, slots[c], st->recompute};
+        cfg->recompute = cfg->recompute || st->recompute;
         tr->chunks[c] = (ah_p2p_chunk_t){.stage = q, .prev = -1, .next = -1};
     }
     cfg->has_embed = r.stage == 0;
     cfg->has_head = r.stage + (v - 1) * r.stride == tr->S - 1;
-    cfg->recompute = pl->stages[r.stage].recompute;
     return AH_OK;
 }
 
