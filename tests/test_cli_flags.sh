@@ -69,7 +69,7 @@ refused "ckpt verify --step 2^40" "^autohet ckpt verify: --step: expected 0 .. 1
 # plan, run and simulate show the same line for each shared flag (simulate took --micro-batch 0 and
 # refused auto, plan the other way round; simulate defaulted to bf16 and refused auto; run took no
 # --objective or --budget)
-for f in --micro-batch --precision --objective --budget; do
+for f in --micro-batch --precision --objective --budget --schedule; do
     want=$("$AUTOHET" plan --help | grep -- "^  $f ")
     [ -n "$want" ] || fail "plan --help has no $f line"
     for v in run simulate; do
@@ -107,7 +107,26 @@ for v in plan simulate run; do
         "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --objective money
     refused "$v --budget 0" "^autohet $v: --budget: expected > 0, got 0" \
         "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --budget 0
+    refused "$v --schedule gpipe" "^autohet $v: --schedule: expected auto, 1f1b, interleaved or zero-bubble, got \"gpipe\"" \
+        "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --schedule gpipe
 done
+# --schedule (issue 35): plan takes every schedule it prices; run and simulate, whose plans train,
+# refuse one the runtime does not run yet, naming it (and plan with auto says when it picked one)
+"$AUTOHET" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 32 --schedule zero-bubble \
+    >"$WORK/out" 2>&1 || fail "plan --schedule zero-bubble: $(head -c 400 "$WORK/out")"
+grep -q "^schedules: .*zero-bubble" "$WORK/out" || fail "plan --schedule zero-bubble says no zero-bubble pipeline"
+# while the runtime does not run zero-bubble (ah_schedule_runtime_runs), plan says so and run and
+# simulate refuse it: both follow the one predicate
+if grep -q "autohet train does not run zero-bubble pipelines yet" "$WORK/out"; then
+    for v in run simulate; do
+        data=()
+        [ $v = run ] && data=(--data "$WORK/text.bin")
+        timeout 60 "$AUTOHET" $v --model tiny-gpt2 --cluster cpu-hetero "${data[@]}" --global-batch 8 --seq-len 32 \
+            --schedule zero-bubble >"$WORK/out" 2>"$WORK/err" && fail "$v --schedule zero-bubble ran"
+        grep -q -- "--schedule zero-bubble: the runtime does not run that schedule yet" "$WORK/err" ||
+            fail "$v --schedule zero-bubble: not refused by name: $(head -c 400 "$WORK/err")"
+    done
+fi
 # and the values the rule allows are taken by each verb (simulate: auto micro-batch and precision)
 timeout 60 "$AUTOHET" simulate --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --hours 1 \
     --micro-batch auto --precision auto --objective cost --budget 10 --policy autohet >"$WORK/out" 2>"$WORK/err" ||

@@ -9,7 +9,12 @@
  * stages each), listed once per set; micro-batch size (divisors of the global batch up to 8, as
  * the planner's auto); every split of the micro-batches (>= 1 per pipeline); every layer split
  * (>= 1 block per stage) and recompute flag per stage. Instance sizes are drawn and then shrunk
- * (fewer layers) until the brute force's plan count fits a budget, so the test stays short. */
+ * (fewer layers) until the brute force's plan count fits a budget, so the test stays short.
+ *
+ * Schedules (issue 35): on each instance's plan, ah_planner_choose_schedules gives the least
+ * iteration (the overlapped DP sync) over every combination of schedule, virtual-stage count and
+ * recomputation of its pipelines, each combination a plan evaluated; the bound over any schedule
+ * with the overlapped sync is below it. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +261,113 @@ static double brute_force(const ah_model_t *m, const ah_cluster_t *c, const ah_t
     return b.best;
 }
 
+/* ---- schedules: the choice on the search's plan against every combination ---- */
+
+/* Pipeline `base` (1F1B) under schedule sched with v stages per device (interleaved: each
+ * device's blocks in v chunks, the first ones one more), recomputation everywhere with rc. */
+static bool rebuild(const ah_pipeline_t *base, ah_schedule_t sched, int v, bool rc, ah_pipeline_t *out) {
+    const int P = base->n_stages;
+    out->stages = calloc((size_t)(P * v), sizeof *out->stages);
+    if (!out->stages) return false;
+    out->n_stages = P * v;
+    out->micro_batches = base->micro_batches;
+    out->schedule = sched;
+    for (int q = 0, first = 0; q < P * v; q++) {
+        const ah_stage_t *b = &base->stages[q % P];
+        const int nb = b->last - b->first, k = nb / v + (q / P < nb % v ? 1 : 0);
+        out->stages[q] = *b;
+        out->stages[q].first = first;
+        out->stages[q].last = first += k;
+        out->stages[q].recompute = b->recompute || rc;
+    }
+    return true;
+}
+
+typedef struct {
+    ah_schedule_t sched;
+    int v;
+    bool rc;
+} sopt_t;
+
+/* Every schedule a 1F1B pipeline may run, each with its own recomputation and everywhere. */
+static int schedule_options(const ah_pipeline_t *pl, sopt_t *out) {
+    int n = 0, least = 1 << 30;
+    for (int s = 0; s < pl->n_stages; s++) least = pl->stages[s].last - pl->stages[s].first < least ? pl->stages[s].last - pl->stages[s].first : least;
+    for (int rc = 0; rc < 2; rc++) {
+        out[n++] = (sopt_t){AH_SCHED_1F1B, 1, rc};
+        if (pl->n_stages < 2) continue;
+        out[n++] = (sopt_t){AH_SCHED_ZERO_BUBBLE, 1, rc};
+        for (int v = 2; v <= least && pl->micro_batches % pl->n_stages == 0; v++)
+            out[n++] = (sopt_t){AH_SCHED_INTERLEAVED, v, rc};
+    }
+    return n;
+}
+
+/* The least iteration (overlapped sync) over every combination of schedules of base's 1F1B
+ * pipelines (others kept), each combination a plan evaluated; +inf when none fits. *count: the
+ * combinations. Only when they number at most cap (else NAN). */
+static double best_schedules(const ah_plan_t *base, double cap, double *count) {
+    const int NP = base->n_pipelines;
+    sopt_t opts[8][64];
+    int n[8], at[8] = {0};
+    *count = 1;
+    for (int i = 0; i < NP; i++) {
+        n[i] = base->pipelines[i].schedule == AH_SCHED_1F1B ? schedule_options(&base->pipelines[i], opts[i]) : 1;
+        if (base->pipelines[i].schedule != AH_SCHED_1F1B) opts[i][0] = (sopt_t){base->pipelines[i].schedule, 0, false};
+        *count *= n[i];
+    }
+    if (NP > 8 || *count > cap) return NAN;
+    double best = INFINITY;
+    for (;;) {
+        ah_plan_t q;
+        ah_error_t e;
+        CHECK(ah_plan_copy(base, &q, &e) == AH_OK, "%s", e.msg);
+        bool ok = true;
+        for (int i = 0; i < NP; i++) {
+            if (opts[i][at[i]].v == 0) continue; /* not 1F1B: as it is */
+            free(q.pipelines[i].stages);
+            ok = ok && rebuild(&base->pipelines[i], opts[i][at[i]].sched, opts[i][at[i]].v, opts[i][at[i]].rc,
+                               &q.pipelines[i]);
+        }
+        ah_eval_t ev;
+        if (ok && ah_plan_validate(&q, &e) == AH_OK && ah_evaluate(&q, NULL, &ev, &e) == AH_OK) {
+            if (ev.feasible && ev.iteration_overlap_s < best) best = ev.iteration_overlap_s;
+            ah_eval_free(&ev);
+        }
+        ah_plan_free(&q);
+        int k = 0;
+        while (k < NP && ++at[k] == n[k]) at[k++] = 0;
+        if (k == NP) break;
+    }
+    return best;
+}
+
+/* The schedules chosen on the search's plan (ah_planner_choose_schedules) against every
+ * combination (when few enough): the same least iteration (1e-12), and the bound over any
+ * schedule with the overlapped sync (ah_planner_space of the default options) below it. Returns
+ * whether the combinations were enumerated. */
+static int not_1f1b; /* plans whose best schedules are not all 1F1B */
+
+static bool check_schedules(int i, const ah_planner_opts_t *o, const ah_plan_result_t *r, double *combos) {
+    const double want = best_schedules(&r->plan, 3000, combos);
+    if (isnan(want)) return false;
+    ah_plan_result_t c = {0};
+    ah_error_t e;
+    CHECK(ah_plan_copy(&r->plan, &c.plan, &e) == AH_OK, "%s", e.msg);
+    CHECK(ah_evaluate(&c.plan, NULL, &c.eval, &e) == AH_OK, "%s", e.msg);
+    CHECK(ah_planner_choose_schedules(o, &c, &e) == AH_OK, "%s", e.msg);
+    const double got = ah_planner_time_s(o, &c.eval);
+    CHECK(fabs(got - want) <= 1e-12 * want, "instance %d: schedules chosen give %.17g, the best combination %.17g (%s)", i,
+          got, want, c.schedule_why);
+    CHECK(c.eval.feasible, "instance %d: the chosen schedules do not fit", i);
+    for (int k = 0, any = 0; k < c.plan.n_pipelines && !any; k++)
+        if ((any = c.plan.pipelines[k].schedule != AH_SCHED_1F1B)) not_1f1b++;
+    CHECK(r->lower_bound_s <= want * (1 + 1e-12), "instance %d: the bound %.17g over any schedule is above %.17g", i,
+          r->lower_bound_s, want);
+    ah_plan_result_free(&c);
+    return true;
+}
+
 /* ---- instances ---- */
 
 static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
@@ -355,8 +467,8 @@ static int check_bounds(int i, const ah_model_t *m, const ah_cluster_t *c, const
 }
 
 int main(void) {
-    int solved = 0, feasible = 0, at_limit_gpus = 0, at_limit_layers = 0, bounds_checked = 0;
-    double total_plans = 0;
+    int solved = 0, feasible = 0, at_limit_gpus = 0, at_limit_layers = 0, bounds_checked = 0, sched_checked = 0;
+    double total_plans = 0, total_combos = 0;
     const char *only = getenv("AH_TEST_ONLY");
     for (int i = 0; i < INSTANCES; i++) {
         if (only && atoi(only) != i) continue;
@@ -409,6 +521,8 @@ int main(void) {
                 ah_error_t e2;
                 CHECK(ah_plan_check(&r.plan, NULL, &e2) == AH_OK, "instance %d: plan does not check: %s", i,
                       e2.msg);
+                double combos = 0;
+                if (check_schedules(i, &o, &r, &combos)) sched_checked++, total_combos += combos;
                 if (only) {
                     json_t *j = ah_plan_to_json(&r.plan);
                     char *txt = json_dumps(j, JSON_COMPACT);
@@ -431,6 +545,11 @@ int main(void) {
     static const char *what[B_COUNT] = {"the groups' rate", "the head", "the best one pipeline",
                                         "the pooled pipelines", "the two pipelines' split", "the compute term", "the group fill", "intra-node", "inter-node",
                                         "inter-zone", "the embedding's sync", "the fill's p2p", "the hops' pace"};
+    printf("schedules: the choice on %d plans equals the best of every combination of schedules, virtual-stage "
+           "counts and recomputation (%.0f combinations evaluated; %d plans not all 1F1B)\n", sched_checked, total_combos,
+           not_1f1b);
+    CHECK(sched_checked >= 20, "schedules checked on only %d plans", sched_checked);
+    CHECK(not_1f1b >= 5, "only %d plans choose a schedule other than 1F1B: the choice is barely tested", not_1f1b);
     printf("what bound them (each checked against its brute-force optimum above):");
     for (int k = 0; k < B_COUNT; k++) {
         printf(" %s %d%s", what[k], binds[k], k + 1 < B_COUNT ? "," : "\n");

@@ -37,8 +37,9 @@ static shape_t shape_of(const ah_plan_t *p) {
                  .min_n = INT64_MAX, .used = ah_plan_device_count(p)};
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
-        h.min_s = pl->n_stages < h.min_s ? pl->n_stages : h.min_s;
-        h.max_s = pl->n_stages > h.max_s ? pl->n_stages : h.max_s;
+        const int S = ah_pipeline_groups(pl); /* its devices: an interleaved one's stages are more */
+        h.min_s = S < h.min_s ? S : h.min_s;
+        h.max_s = S > h.max_s ? S : h.max_s;
         h.min_n = pl->micro_batches < h.min_n ? pl->micro_batches : h.min_n;
         h.max_n = pl->micro_batches > h.max_n ? pl->micro_batches : h.max_n;
         for (int s = 0; s < pl->n_stages; s++) {
@@ -159,7 +160,10 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
 
 /* Under the cost objective the plan is compared with each baseline in $ per token (a plan slower
  * than a baseline may be its cheaper one), under the time objective in iteration time. */
-static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen, bool cost) {
+static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen,
+                         const ah_planner_opts_t *o) {
+    const bool cost = o->objective == AH_OBJECTIVE_COST;
+    const ah_bound_space_t space = ah_planner_space(o);
     const ah_plan_t *p = &r->plan;
     const ah_eval_t *e = &r->eval;
     const ah_breakdown_t *b = &e->pred.breakdown;
@@ -168,11 +172,25 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
            p->n_pipelines, p->n_pipelines == 1 ? "" : "s", ah_plan_device_count(p), ah_precision_name(p->train.precision));
     if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
     if (r->idle_why[0]) printf("idle: %s\n\n", r->idle_why);
+    if (r->schedule_why[0]) printf("schedules: %s\n", r->schedule_why);
+    if (r->untrainable) {
+        bool seen[3] = {0};
+        for (int i = 0; i < p->n_pipelines; i++)
+            seen[p->pipelines[i].schedule] |= !ah_schedule_runtime_runs(p->pipelines[i].schedule);
+        printf("schedules: autohet train does not run %s%s%s pipelines yet (issue 35): `autohet run` plans only the "
+               "schedules it runs; to train this plan now, plan with --schedule 1f1b\n",
+               seen[AH_SCHED_INTERLEAVED] ? "interleaved" : "", seen[1] && seen[2] ? " or " : "",
+               seen[AH_SCHED_ZERO_BUBBLE] ? "zero-bubble" : "");
+    }
+    if (r->schedule_why[0] || r->untrainable) printf("\n");
     print_table(p, e);
     char price[400];
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
            ah_plan_price_str(&pr, price, sizeof price));
+    printf("with the DP sync overlapped with the backward (train's default): %.4f s per iteration, %.4f s of the "
+           "%.4f s sync exposed%s\n", e->iteration_overlap_s, e->dp_sync_exposed_s, b->dp_sync_s,
+           o->no_overlap_grad_sync ? " (not what the planner compared: --no-overlap-grad-sync)" : "");
     printf("breakdown: compute %.4f + TP comm %.4f + bubble %.4f + p2p %.4f + DP sync %.4f + optimizer %.4f s\n",
            b->compute_s, b->tp_comm_s, b->bubble_s, b->p2p_s, b->dp_sync_s, b->optimizer_s);
     const ah_stage_t *bs = &p->pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
@@ -185,12 +203,20 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         printf("lower bound on time: %.4f s (compute, bubble, DP sync; docs/planner.md), not on $ per token, which this "
                "plan minimises; search %s\n", r->lower_bound_s,
                r->exact ? "exact (proven optimal)" : "template (not proven optimal)");
-    else if (r->lower_bound_s > 0)
+    else if (r->lower_bound_s > 0 && !space.any_schedule && !space.overlap)
         printf("lower bound: %.4f s on the search's closed form of the iteration, which is %.4f s for this plan "
                "(the prediction above replays its schedule; compute, bubble, hops, DP sync; docs/planner.md); gap "
                "%.1f%%; search %s\n", r->lower_bound_s, r->search_value_s,
                100.0 * (r->search_value_s / r->lower_bound_s - 1),
                r->exact ? "exact (proven optimal under the closed form)" : "template (not proven optimal)");
+    else if (r->lower_bound_s > 0)
+        printf("lower bound: %.4f s on every plan's iteration%s%s, which is %.4f s for this plan (compute, bubble, "
+               "DP sync; docs/planner.md \"Schedules\"); gap %.1f%%; search %s\n", r->lower_bound_s,
+               space.any_schedule ? " under any schedule" : " under 1F1B",
+               space.overlap ? " with the DP sync overlapped" : "", ah_planner_time_s(o, e),
+               100.0 * (ah_planner_time_s(o, e) / r->lower_bound_s - 1),
+               r->exact ? "exact over 1F1B pipeline sets, schedules chosen per pipeline on its plan"
+                        : "template (not proven optimal)");
     if (!r->exact) printf("template mode: %s\n", r->template_why);
     if (r->from_baseline >= 0)
         printf("search: nothing it scored beat the %s baseline's own plan, which is the plan\n",
@@ -209,21 +235,23 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
             printf("saving over  %-15s n/a: the plan costs $0 ($%.4f per million tokens, %.4f s per iteration)\n",
                    name, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
         else if (bl[k].ok)
-            printf("speedup over %-15s %.2fx (%.4f s per iteration)\n", name,
-                   bl[k].r.eval.pred.iteration_s / e->pred.iteration_s, bl[k].r.eval.pred.iteration_s);
+            printf("speedup over %-15s %.2fx (%.4f s per iteration%s)\n", name,
+                   ah_planner_time_s(o, &bl[k].r.eval) / ah_planner_time_s(o, e), ah_planner_time_s(o, &bl[k].r.eval),
+                   o->no_overlap_grad_sync ? "" : ", both with the DP sync overlapped");
         else
             printf("%s %-15s n/a: %s\n", what, name, bl[k].err.msg);
     }
     print_why(r, bl);
 }
 
-static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen) {
+static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen, const ah_planner_opts_t *po) {
     const ah_plan_price_t pr = ah_plan_price(&r->plan, r->eval.pred.tokens_per_s);
     json_t *bj = json_object();
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_plan_result_t *b = &bl[k].r;
-        json_t *o = bl[k].ok ? json_pack("{s:f, s:f}", "iteration_s", b->eval.pred.iteration_s, "speedup",
-                                         b->eval.pred.iteration_s / r->eval.pred.iteration_s)
+        json_t *o = bl[k].ok ? json_pack("{s:f, s:f, s:f}", "iteration_s", b->eval.pred.iteration_s,
+                                         "iteration_overlap_s", b->eval.iteration_overlap_s, "speedup",
+                                         ah_planner_time_s(po, &b->eval) / ah_planner_time_s(po, &r->eval))
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
         if (bl[k].ok) { /* $ figures: null where unpriced, saving null where the plan costs $0 */
             const ah_plan_price_t bp = ah_plan_price(&b->plan, b->eval.pred.tokens_per_s);
@@ -238,6 +266,9 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                             r->eval.pred.iteration_s, "tokens_per_s", r->eval.pred.tokens_per_s, "search_value_s",
                             r->search_value_s, "lower_bound_s", r->lower_bound_s, "exact", r->exact);
     ah_plan_price_json(&pr, doc);
+    json_object_set_new(doc, "iteration_overlap_s", json_real(r->eval.iteration_overlap_s));
+    json_object_set_new(doc, "schedules", r->schedule_why[0] ? json_string(r->schedule_why) : json_null());
+    json_object_set_new(doc, "untrainable", json_boolean(r->untrainable));
     json_object_set_new(doc, "planning_s", json_real(r->seconds));
     json_object_set_new(doc, "candidates", json_integer((json_int_t)r->candidates));
     json_object_set_new(doc, "baselines", bj);
@@ -311,9 +342,9 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     if (rc == 0 && o->profile) ah_cli_profile_note(VERB, profile_arg, o->profile, &emit->plan);
     if (rc == 0) ah_cli_precision_note(VERB, &emit->plan);
     if (rc == 0 && json) {
-        rc = print_json(emit, bl, chosen);
+        rc = print_json(emit, bl, chosen, o);
     } else if (rc == 0) {
-        print_report(emit, bl, chosen, o->objective == AH_OBJECTIVE_COST);
+        print_report(emit, bl, chosen, o);
         if (out_path) printf("\nplan written to %s\n", out_path);
         if (svg_path) printf("picture written to %s\n", svg_path);
         if (rank_path) printf("rankfile written to %s (mpirun --hostfile %s --map-by seq --bind-to none)\n", rank_path, rank_path);
@@ -328,7 +359,7 @@ int ah_cli_plan(int argc, char **argv) {
     ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double min_tps = 0;
-    bool json = false;
+    bool json = false, no_overlap = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster_arg, "C", "cluster JSON or built-in name, e.g. mixed-32 (required)", false},
@@ -338,6 +369,10 @@ int ah_cli_plan(int argc, char **argv) {
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         ah_cli_shared_flag("--profile", &profile_arg),
         ah_cli_shared_flag("--shard-optimizer", &pf.shard),
+        ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap,
+                              "compare plans with the whole data-parallel gradient sync after the backward, as train "
+                              "--no-overlap-grad-sync runs it (default: the part the overlapped sync leaves exposed; "
+                              "docs/cost-model.md)"),
         {"--baseline", AH_FLAG_STR, &baseline_arg, "uniform|batch-balanced|megatron-best",
          "emit that baseline's plan instead of the planner's", false},
         {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan", false},
@@ -367,6 +402,7 @@ int ah_cli_plan(int argc, char **argv) {
     o.train.seq_len = seq_len;
     o.min_tokens_per_s = min_tps;
     o.exact_max_groups = (int)exact_groups;
+    o.no_overlap_grad_sync = no_overlap;
     bool auto_precision = false;
     ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
     if (!ah_cli_plan_flags(VERB, &pf, &o, &auto_precision)) return 2;

@@ -175,6 +175,7 @@ static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool
                          const char *recovery, const char *cloud, const char *endpoint) {
     int rc;
     if (!ah_cli_plan_flags(VERB, pf, &o->planner, auto_precision)) return 2;
+    o->planner.schedule_trainable_only = true; /* a plan run makes is never refused by train */
     /* the trainer's checkpoint rule: without a cloud, a sharded group spans two nodes */
     o->planner.shard_spread_only = !cloud;
     if (!*auto_precision && o->planner.train.precision != AH_PREC_FP32 && o->cluster && (rc = check_precision(o)) != 0)
@@ -501,6 +502,7 @@ int ah_cli_run(int argc, char **argv) {
     a.o.max_restarts = (int)a.max_restarts;
     bool auto_precision = false;
     if ((rc = check_choices(&a.o, &a.pf, &auto_precision, a.recovery, a.cloud, a.endpoint)) != 0) return rc;
+    a.o.planner.no_overlap_grad_sync = a.no_overlap; /* its plans priced as the trainer will sync */
     /* the ranks run this very program */
     static char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -417,6 +417,8 @@ int ah_cli_simulate(int argc, char **argv) {
     o.train.precision = po.train.precision; /* auto: resolved by prepare */
     o.shard = po.shard;
     o.objective = po.objective;
+    o.schedule = po.schedule;
+    po.schedule_trainable_only = true; /* its policies train: the precision's plans likewise */
     o.budget_usd_per_hour = po.budget_usd_per_hour;
     ah_profile_t *profile = NULL;
     if (profile_s && ah_profile_load(profile_s, &profile, &err) != AH_OK) return ah_cli_fail("simulate", &err);

@@ -219,6 +219,11 @@ static const ah_flag_t SHARED[] = {
     {"--shard-optimizer", AH_FLAG_STR, NULL, "none|even|memory|auto",
      "split AdamW's state over each data-parallel group of the plan: evenly, by each device's free memory, or "
      "auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
+    {"--schedule", AH_FLAG_STR, NULL, "auto|1f1b|interleaved|zero-bubble",
+     "each pipeline's schedule: auto, the fastest per pipeline of 1F1B, zero-bubble (ZB-H1) and interleaved 1F1B "
+     "with its best count of stages per device, priced from each schedule's own replay and memory; or one for every "
+     "pipeline that can run it (default auto; the verbs that train, run and simulate, take only the schedules the "
+     "runtime runs; docs/planner.md \"Schedules\")", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
     {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
@@ -295,17 +300,25 @@ bool ah_cli_shard_mode(const char *verb, const char *arg, ah_shard_mode_t *out) 
     return false;
 }
 
+bool ah_cli_schedule_mode(const char *verb, const char *arg, ah_schedule_mode_t *out) {
+    if (ah_schedule_mode_parse(arg, out)) return true;
+    complain("autohet %s: --schedule: expected auto, 1f1b, interleaved or zero-bubble, got \"%s\"\n", verb, arg);
+    return false;
+}
+
 bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planner_opts_t *o, bool *auto_precision) {
     /* the rule's defaults, for what was left out */
     *auto_precision = !f->precision;
     o->train.micro_batch = 0;
     o->objective = AH_OBJECTIVE_TIME;
     o->shard = AH_SHARD_NONE;
+    o->schedule = AH_SCHEDULE_AUTO;
     o->budget_usd_per_hour = f->budget;
     return (!f->micro_batch || ah_cli_micro_batch(verb, f->micro_batch, &o->train.micro_batch)) &&
            (!f->precision || ah_cli_precision(verb, f->precision, &o->train.precision, auto_precision)) &&
            (!f->objective || ah_cli_objective(verb, f->objective, &o->objective)) &&
-           (!f->shard || ah_cli_shard_mode(verb, f->shard, &o->shard));
+           (!f->shard || ah_cli_shard_mode(verb, f->shard, &o->shard)) &&
+           (!f->schedule || ah_cli_schedule_mode(verb, f->schedule, &o->schedule));
 }
 
 bool ah_cli_all_cpu(const ah_cluster_t *c) {

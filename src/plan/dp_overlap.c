@@ -21,8 +21,9 @@ double ah_dp_exposed_s(const ah_sync_stage_t *st, int n, int n_layer, double *wo
         if (st[i].head) work[n_layer] = fmin(work[n_layer], (st[i].last - st[i].first) * st[i].blk_bwd_s);
     }
     double exposed = 0;
+    double t = -INFINITY;
     for (int i = 0; i < n; i++) {
-        double t = -INFINITY;
+        if (!st[i].chain) t = -INFINITY;
         const int nb = st[i].last - st[i].first;
         if (st[i].head) queue(&t, work[n_layer], st[i].head_s);
         for (int l = st[i].last - 1; l >= st[i].first; l--) queue(&t, work[l], st[i].blocks_s / nb);

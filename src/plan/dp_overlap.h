@@ -18,10 +18,12 @@ typedef struct ah_sync_stage {
     double head_s;       /* the final norm's (and an untied head's) collectives: final after the head */
     double blocks_s;     /* its blocks' collectives (one share per block) */
     double end_s;        /* the embedding's and the tied matrix's: final at the end of the backward */
+    bool chain;          /* the same device as the entry before, whose queue it continues (an
+                          * interleaved device's next chunk down: plan/evaluate.c) */
 } ah_sync_stage_t;
 
 /* The part of the DP sync left after the end of the pipelines' backward (t_end, the slowest
- * pipeline's replay), the most over the stages of st (n of them, n_layer the model's blocks);
+ * pipeline's replay), the most over the devices' queues (an entry and the chain after it) of st (n of them, n_layer the model's blocks);
  * work: room for n_layer + 1 doubles. Never more than the largest stage's head_s + blocks_s + end_s. */
 double ah_dp_exposed_s(const ah_sync_stage_t *st, int n, int n_layer, double *work);
 

@@ -269,7 +269,8 @@ typedef struct {
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
     ah_sync_stage_t *sync_st; /* per stage of the plan, the overlapped sync's parts (plan/dp_overlap.h) */
     int n_sync;
-    bool overlap;             /* every pipeline 1F1B: the overlap is priced (else the sync is all exposed) */
+    bool overlap;             /* no zero-bubble pipeline: the overlap is priced (else the sync is all
+                               * exposed: its W passes make gradients final later than the model says) */
     void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
     size_t scratch_cap;
 } eval_run_t;
@@ -316,7 +317,11 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         *sum_p2p += se->p2p_s;
         gs->fb += sc.fwd_s + sc.bwd_s;
         gs->tp += sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
-        ah_sync_stage_t *ss = &r->sync_st[r->n_sync++];
+        /* the overlapped sync's queue per device: its chunks from the last down (each chunk's
+         * backward ends before the one below it), so an interleaved device's stages chain */
+        const int v = S / P, c = s / P;
+        ah_sync_stage_t *ss = &r->sync_st[r->n_sync + (s % P) * v + (v - 1 - c)];
+        ss->chain = c < v - 1;
         gs->sync += stage_sync(p, &r->dp, sg, embed, head, ss);
         if (sg->last > sg->first) { /* one block's backward: all blocks are alike */
             const ah_stage_t one = {.first = sg->first, .last = sg->first + 1, .type = sg->type, .recompute = sg->recompute};
@@ -332,6 +337,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         gs->own_bytes += sc.state_bytes + sc.fixed_bytes - sc.shared_bytes;
         if (sc.shared_bytes > gs->shared_bytes) gs->shared_bytes = sc.shared_bytes;
     }
+    r->n_sync += S;
 }
 
 /* Pipeline i: its stages, its devices' memory (out->devices from r->rank on), the DP sync and
@@ -417,7 +423,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         r->overlap = true;
         for (int i = 0; i < p->n_pipelines; i++) {
             n_stages += p->pipelines[i].n_stages;
-            r->overlap = r->overlap && p->pipelines[i].schedule == AH_SCHED_1F1B;
+            r->overlap = r->overlap && p->pipelines[i].schedule != AH_SCHED_ZERO_BUBBLE;
         }
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
         if (!r->sync_st) {

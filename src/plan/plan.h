@@ -184,5 +184,10 @@ int ah_pipeline_groups(const ah_pipeline_t *pl);
 int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);
 /* The rank of TP rank r of the device group holding stage s of pipeline i. */
 int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
+/* Whether the runtime (autohet train) runs a pipeline of this schedule: the one predicate the
+ * planner restricts --schedule to for the verbs that train (run, the agent's re-plans, simulate),
+ * so a plan they make is never refused by train. Every schedule of ah_schedule_t runs now (issue
+ * 35); a schedule added to the enum before the runtime runs it is false here. */
+bool ah_schedule_runtime_runs(ah_schedule_t s);
 
 #endif

@@ -282,6 +282,10 @@ static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err
     return AH_OK;
 }
 
+bool ah_schedule_runtime_runs(ah_schedule_t s) {
+    return s == AH_SCHED_1F1B || s == AH_SCHED_INTERLEAVED || s == AH_SCHED_ZERO_BUBBLE;
+}
+
 static ah_status_t check_batch(const ah_plan_t *p, ah_error_t *err) {
     int64_t sum = 0;
     char terms[256];

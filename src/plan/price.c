@@ -12,8 +12,8 @@
 
 double ah_plan_usd_per_hour(const ah_plan_t *p) {
     double usd = 0;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int k = 0; k < p->pipelines[i].n_stages; k++)
+    for (int i = 0; i < p->n_pipelines; i++) /* each device once: an interleaved one holds several stages */
+        for (int k = 0, P = ah_pipeline_groups(&p->pipelines[i]); k < P; k++)
             usd += p->tp * p->cluster.nodes[p->pipelines[i].stages[k].devices[0].node].usd_per_gpu_hour;
     return usd;
 }

@@ -7,11 +7,15 @@
  *  batch-balanced (Whale-like): the same symmetric structure, but each pipeline's micro-batches
  *    are in proportion to its speed (1 / its bottleneck stage time; largest remainders, >= 1 each),
  *    and memory must fit each device's own capacity.
- *  megatron-best (what a Megatron-LM user would run): the best symmetric plan (one TP degree, P
+ *  megatron-best (what a Megatron-Core user would run): the best symmetric plan (one TP degree, P
  *    identical pipelines of S stages, equal layers, equal micro-batches, P dividing
  *    global_batch / m, one recompute flag) on the TP groups of any one GPU type, or on all of them
  *    (cluster order); memory must fit each device's own capacity. Megatron users drop the slow
- *    GPUs rather than pace on them.
+ *    GPUs rather than pace on them. Its FINALISTS fastest 1F1B structures then also run Megatron-Core's
+ *    interleaved 1F1B with the best virtual-stage count each (interleave_finalists; unless the
+ *    plan is to train and the runtime does not run interleaved yet), and it is compared as
+ *    Megatron-Core runs with --overlap-grad-reduce: by ah_planner_time_s, the DP sync overlapped
+ *    with the backward.
  *
  * Each tries every TP degree, micro-batch size (as the planner), stage count S, pipeline count
  * (uniform: the largest that divides the micro-batch count; batch-balanced: all groups used;
@@ -58,7 +62,31 @@ typedef struct {
     double *bott, *sum, *rem; /* scratch, one per group: per pipeline bottleneck and summed stage */
     int64_t *n;               /* times, the batch-balanced split */
     int *order;
+    struct finalists *fin;    /* megatron-best where interleaved may run: its best 1F1B structures */
+    int part;                 /* the groups': a GPU type, or -1 for all */
 } bctx_t;
+
+/* megatron-best's best 1F1B structures, which it then runs interleaved (interleave_finalists). */
+#define FINALISTS 3
+typedef struct {
+    double time;
+    int t, part, P, S;
+    int64_t mb;
+    bool rc;
+} finalist_t;
+struct finalists {
+    int n;
+    finalist_t f[FINALISTS];
+};
+
+/* Keeps structure (P, S, rc) of b, whose plan takes `time`, among the fastest FINALISTS. */
+static void note_finalist(const bctx_t *b, int P, int S, bool rc, double time) {
+    struct finalists *f = b->fin;
+    if (f->n == FINALISTS && f->f[FINALISTS - 1].time <= time) return;
+    int k = f->n < FINALISTS ? f->n++ : FINALISTS - 1;
+    for (; k > 0 && f->f[k - 1].time > time; k--) f->f[k] = f->f[k - 1];
+    f->f[k] = (finalist_t){time, b->t, b->part, P, S, b->tr.micro_batch, rc};
+}
 
 /* Micro-batches in proportion to speed (1 / bottleneck stage time c[i]), >= 1 each, largest
  * remainders (ties to the earlier pipeline) for what is left, into n; rem and order are scratch
@@ -171,6 +199,94 @@ static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N, const bctx_t *b
     for (int i = 0; i < p->n_pipelines; i++) p->pipelines[i].micro_batches = b->n[i];
 }
 
+/* megatron-best's interleaved 1F1B (Megatron-Core's --num-layers-per-virtual-pipeline-stage):
+ * p's pipelines of S stages as S v virtual stages of equal layers (the remainder to the first),
+ * device d on stages d, d + S, ...; every v from 2 while each virtual stage holds a block and the
+ * micro-batches per pipeline are a multiple of S. When one fits and beats *e under the planner's
+ * time (ah_planner_time_s: the overlapped sync, as Megatron-Core's --overlap-grad-reduce), p and *e
+ * become it. */
+static ah_status_t interleave_best(const bctx_t *b, ah_plan_t *p, ah_eval_t *e, ah_error_t *err) {
+    const int S = p->pipelines[0].n_stages, L = (int)p->model.n_layer;
+    if (S < 2 || p->pipelines[0].micro_batches % S) return AH_OK;
+    ah_status_t st = AH_OK;
+    for (int v = 2; S * v <= L && st == AH_OK; v++) {
+        ah_plan_t q;
+        if ((st = ah_plan_copy(p, &q, err)) != AH_OK) break;
+        const int base = L / (S * v), extra = L % (S * v);
+        for (int i = 0; i < q.n_pipelines && st == AH_OK; i++) {
+            ah_pipeline_t *pl = &q.pipelines[i];
+            if ((st = ah_pipeline_alloc(pl, S * v, err)) != AH_OK) break;
+            pl->schedule = AH_SCHED_INTERLEAVED;
+            for (int k = 0, first = 0; k < S * v; k++) {
+                pl->stages[k] = p->pipelines[i].stages[k % S];
+                pl->stages[k].first = first;
+                pl->stages[k].last = first += base + (k < extra ? 1 : 0);
+            }
+        }
+        ah_eval_t f;
+        const bool scored = st == AH_OK && (st = ah_evaluate(&q, b->o->profile, &f, err)) == AH_OK;
+        if (scored && f.feasible && ah_planner_time_s(b->o, &f) < ah_planner_time_s(b->o, e)) {
+            ah_plan_free(p);
+            ah_eval_free(e);
+            *p = q;
+            *e = f;
+            continue;
+        }
+        if (scored) ah_eval_free(&f);
+        ah_plan_free(&q);
+    }
+    return st;
+}
+
+/* p and e (taken) become *best. */
+static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
+    ah_plan_result_free(best);
+    best->plan = *p;
+    best->eval = *e;
+    best->plan.has_predicted = true;
+    best->plan.predicted = e->pred;
+    best->search_value_s = e->search_estimate_s;
+    best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
+    best->usd_per_hour = ah_plan_usd_per_hour(&best->plan);
+    best->usd_per_mtoken = best->usd_per_hour / 3600.0 / e->pred.tokens_per_s * 1e6;
+}
+
+/* megatron-best's finalists (its fastest 1F1B structures, b->fin) run as Megatron-Core's
+ * interleaved 1F1B with the best v each (interleave_best); the fastest that fits and beats *out
+ * replaces it. g: room for the cluster's groups (b->g). Finalists, not every structure: interleaving every structure the 1F1B search weighs
+ * would cost the planner its second (docs/planner.md "Schedules"). */
+static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t prec, bgroup_t *g);
+
+static ah_status_t interleave_finalists(bctx_t *b, bgroup_t *g, ah_plan_result_t *out, ah_error_t *err) {
+    ah_status_t st = AH_OK;
+    const struct finalists fin = *b->fin;
+    for (int k = 0; k < fin.n && st == AH_OK; k++) {
+        const finalist_t *f = &fin.f[k];
+        b->t = f->t;
+        b->tr.micro_batch = f->mb;
+        b->G = collect_groups(b->cluster, f->t, f->part, b->tr.precision, g);
+        ah_plan_t p;
+        ah_eval_t e;
+        st = ah_plan_init(&p, b->model, &b->tr, f->t, b->cluster, f->P, err);
+        for (int i = 0; i < f->P && st == AH_OK; i++) {
+            st = ah_pipeline_alloc(&p.pipelines[i], f->S, err);
+            p.pipelines[i].micro_batches = b->tr.global_batch / f->mb / f->P;
+        }
+        if (st == AH_OK) fill_structure(&p, b->g, f->S, f->rc);
+        if (st == AH_OK && (st = ah_evaluate(&p, b->o->profile, &e, err)) == AH_OK) {
+            st = interleave_best(b, &p, &e, err);
+            if (st == AH_OK && e.feasible && p.pipelines[0].schedule == AH_SCHED_INTERLEAVED &&
+                ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &out->eval)) {
+                keep(out, &p, &e);
+                continue;
+            }
+            ah_eval_free(&e);
+        }
+        ah_plan_free(&p);
+    }
+    return st;
+}
+
 static int plan_used(const ah_plan_result_t *r) {
     return r->plan.pipelines ? r->plan.n_pipelines * r->plan.pipelines[0].n_stages * r->plan.tp : 0;
 }
@@ -187,7 +303,7 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     const bool by_used = b->kind == AH_BASELINE_UNIFORM && best->plan.pipelines && used != best_used;
     if (by_used && used < best_used) return AH_OK;
     const double lb = structure_lb(b, P, S, recompute);
-    if (!isfinite(lb) || (best->plan.pipelines && !by_used && lb >= best->eval.pred.iteration_s)) return AH_OK;
+    if (!isfinite(lb) || (best->plan.pipelines && !by_used && lb >= ah_planner_time_s(b->o, &best->eval))) return AH_OK;
     ah_plan_t p;
     ah_status_t st = ah_plan_init(&p, b->model, &b->tr, b->t, b->cluster, P, err);
     for (int i = 0; i < P && st == AH_OK; i++) {
@@ -217,20 +333,10 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
             if (e.devices[r].capacity_bytes < smallest) smallest = e.devices[r].capacity_bytes;
         for (int r = 0; r < e.n_devices; r++) fits &= e.devices[r].memory_bytes <= smallest;
     }
+    if (fits && b->fin) note_finalist(b, P, S, recompute, ah_planner_time_s(b->o, &e));
     const bool better = !best->plan.pipelines || (by_used ? used > best_used
-                                                          : e.pred.iteration_s < best->eval.pred.iteration_s);
-    if (fits && better) {
-        ah_plan_result_free(best);
-        best->plan = p;
-        best->eval = e;
-        best->plan.has_predicted = true;
-        best->plan.predicted = e.pred;
-        best->search_value_s = e.search_estimate_s;
-        best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
-        best->usd_per_hour = ah_plan_usd_per_hour(&best->plan);
-        best->usd_per_mtoken = best->usd_per_hour / 3600.0 / e.pred.tokens_per_s * 1e6;
-        return AH_OK;
-    }
+                                                          : ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &best->eval));
+    if (fits && better) return keep(best, &p, &e), AH_OK;
     ah_eval_free(&e);
     ah_plan_free(&p);
     return AH_OK;
@@ -292,6 +398,9 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
                                                          : (opts->max_auto_mb > 0 ? opts->max_auto_mb : 8);
     /* the part of the cluster: every type (-1); megatron-best also each type on its own */
     const int last_part = kind == AH_BASELINE_MEGATRON_BEST ? cluster->n_types - 1 : -1;
+    struct finalists fin = {0};
+    const bool interleave = kind == AH_BASELINE_MEGATRON_BEST &&
+                            (!opts->schedule_trainable_only || ah_schedule_runtime_runs(AH_SCHED_INTERLEAVED));
     for (int t = 1; t <= AH_MAX_TP && st == AH_OK; t++) {
         ah_error_t e;
         if (ah_model_check_tp(model, t, &e) != AH_OK) continue;
@@ -300,15 +409,21 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
              mb++) {
             if (opts->train.global_batch % mb) continue;
             bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc, scratch, scratch + n_g,
-                        scratch + 2 * n_g, split, order};
+                        scratch + 2 * n_g, split, order, interleave ? &fin : NULL, -1};
             b.tr.micro_batch = mb;
             for (size_t i = 0; i < n_sc; i++) sc[i].fwd_s = NAN;
             for (int part = -1; part <= last_part && st == AH_OK; part++) {
+                b.part = part;
                 b.G = collect_groups(cluster, t, part, opts->train.precision, g);
                 if (part >= 0 && (b.G == 0 || b.G == all)) continue; /* no groups, or the whole cluster again */
                 st = try_structures(&b, out, err);
             }
         }
+    }
+    if (st == AH_OK && out->plan.pipelines && fin.n > 0) {
+        bctx_t b = {model, cluster, opts, kind, opts->train, 0, 0, L, g, sc, scratch, scratch + n_g,
+                    scratch + 2 * n_g, split, order, &fin, -1};
+        st = interleave_finalists(&b, g, out, err);
     }
     const bool none_runs = st == AH_OK && !out->plan.pipelines && collect_groups(cluster, 1, -1, opts->train.precision, g) == 0;
     free(g);

@@ -42,6 +42,17 @@ typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1, AH_OBJECTIVE_PRICE 
  * ah_planner_choose_shards. */
 typedef enum { AH_SHARD_NONE = 0, AH_SHARD_EVEN, AH_SHARD_MEMORY, AH_SHARD_AUTO } ah_shard_mode_t;
 
+/* --schedule (schedule_choice.c): auto, the best of the schedules per pipeline; or one schedule
+ * for every pipeline that can run it (the others keep 1f1b, said under "why"). */
+typedef enum {
+    AH_SCHEDULE_AUTO = 0,
+    AH_SCHEDULE_ONLY_1F1B,
+    AH_SCHEDULE_ONLY_INTERLEAVED,
+    AH_SCHEDULE_ONLY_ZERO_BUBBLE
+} ah_schedule_mode_t;
+/* "auto", "1f1b", "interleaved", "zero-bubble"; false otherwise. */
+bool ah_schedule_mode_parse(const char *s, ah_schedule_mode_t *out);
+
 typedef struct ah_planner_opts {
     ah_train_t train;          /* micro_batch 0 = auto (divisors of global_batch up to max_auto_mb) */
     ah_objective_t objective;
@@ -56,6 +67,12 @@ typedef struct ah_planner_opts {
     bool explain_idle;          /* fill the result's idle_why (the search keeps the best candidate
                                  * per GPU type and number of its GPUs; the note builds and
                                  * evaluates one plan per type with idle GPUs) */
+    ah_schedule_mode_t schedule; /* --schedule (default auto) */
+    bool schedule_trainable_only; /* the verbs that train (run, the agent, simulate): auto takes only the
+                                   * schedules the runtime runs (ah_schedule_runtime_runs), and another
+                                   * --schedule is refused */
+    bool no_overlap_grad_sync;  /* price the whole DP sync (train --no-overlap-grad-sync); else the
+                                 * planner compares plans by ah_eval_t.iteration_overlap_s */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -93,6 +110,10 @@ typedef struct ah_plan_result {
                                    * (they are candidates of the search); NULL from ah_baseline_run */
     int from_baseline;         /* the baseline whose own plan is emitted because nothing the search
                                 * scored beat it (the plan is then a copy of it); -1 when none */
+    char schedule_why[1024];   /* what each pipeline's schedule bought over 1F1B (schedule_choice.c),
+                                * or why it kept 1F1B; "" when nothing but 1F1B was weighed */
+    bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
+                                * (ah_schedule_runtime_runs): autohet train refuses the plan */
     bool cheapest;             /* nothing the search scored met --budget, and the cheapest plan a search
                                 * for the least $/h found (search_budget.c), which meets it, is the plan */
 } ah_plan_result_t;
@@ -107,11 +128,29 @@ struct ah_baseline_out {
 /* ah_planner_run (auto_half: ah_planner_run_auto), then, unless o->shard is none, sharded plans
  * (shard_choice.c): the result's plan is sharded when o->shard asks for it (auto: when faster),
  * including plans that fit only sharded; a sharded result's lower_bound_s is 0 (the bound prices
- * the optimizer step unsharded). */
+ * the optimizer step unsharded); last, each pipeline's schedule (ah_planner_choose_schedules). The
+ * entry every verb plans through (plan, run and the agent, simulate). */
 ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                    bool auto_half, ah_plan_result_t *out, ah_error_t *err);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
+
+/* The schedule of each pipeline of out's plan (schedule_choice.c; ah_planner_run_sharded calls it
+ * last): the search builds 1F1B pipelines (its closed form); each group of alike pipelines (the
+ * same stages, blocks, recomputation, hops and micro-batches) is then priced under every schedule
+ * o->schedule allows — 1F1B, zero-bubble (ZB-H1) and interleaved with v = 2 .. the fewest blocks of
+ * its devices stages per device (each device's blocks cut into v chunks in order; micro-batches a
+ * multiple of its devices) — by evaluating the whole plan (each schedule's own replay and in-flight
+ * memory), recomputation turned on where an option does not fit without it; the option with the
+ * least ah_planner_time_s (ties: the group's own pipeline time) that fits is kept. Fills
+ * out->schedule_why and out->untrainable and re-evaluates out. A sharded plan keeps 1F1B (said).
+ * AH_ERR_OOM only. */
+ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
+
+/* The figure the planner compares plans by: the iteration with the DP sync overlapped with the
+ * backward (ah_eval_t.iteration_overlap_s; train's default), or the whole sync after it
+ * (pred.iteration_s) with o->no_overlap_grad_sync. */
+double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e);
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);
@@ -161,9 +200,34 @@ void ah_planner_left_out(const ah_cluster_t *c, ah_precision_t p, char *buf, siz
  * stage time): the rate, P / (a block and the head), P / the best one pipeline in whole blocks and
  * memory, the pooled capacity of the first j pipelines and, for P = 2, the best split of the
  * groups between two pipelines; minimised over the classes. The
- * compute bound alone when nothing fits; +inf when no group exists. */
-double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
-                              const ah_train_t *train, int t, const ah_profile_t *profile);
+ * compute bound alone when nothing fits; +inf when no group exists.
+ *
+ * The space it holds for (ah_bound_space_t). Default (all false): 1F1B plans priced with the whole
+ * DP sync (ah_planner_lower_bound, the search's own space). any_schedule: every pipeline may also
+ * run interleaved (any virtual-stage count) or zero-bubble; the pipeline part is then
+ * max(N W / R_U, N / Q, R) — a device runs its pipeline's n_p micro-batches of its own work whatever
+ * the order, so n_p M_p <= T, M_p now the busiest device's work per micro-batch (its blocks over
+ * all its stages, X the most blocks of a device), which every limit on Q still bounds (memory with
+ * one micro-batch of its blocks in flight, whole blocks, the head); R a micro-batch's round trip:
+ * every block's forward and input-gradient pass at the fastest rate and ceil(L / X) - 1 hops each
+ * way; the 1F1B fill, the hops' pace and the group fill are dropped. overlap: the DP sync as the
+ * overlapped sync leaves it (ah_eval_t.iteration_overlap_s): at least the embedding rows'
+ * all-reduce, final only at the backward's end, and the X blocks' all-reduce less X slowest block
+ * backwards (a device's queue starts at most that long before the end). */
+typedef struct ah_bound_space {
+    bool any_schedule, overlap;
+} ah_bound_space_t;
+/* The lower bound (above) over a space. */
+double ah_planner_lower_bound_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                                 const ah_profile_t *profile, ah_bound_space_t space);
+/* Over the search's own space: 1F1B plans, the whole sync. */
+static inline double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
+                                            const ah_train_t *train, int t, const ah_profile_t *profile) {
+    return ah_planner_lower_bound_in(model, cluster, train, t, profile, (ah_bound_space_t){0});
+}
+/* The space o's plans are compared in: any_schedule unless --schedule 1f1b (or the runtime runs
+ * no other schedule and o plans to train), overlap unless --no-overlap-grad-sync. */
+ah_bound_space_t ah_planner_space(const ah_planner_opts_t *o);
 
 /* ---- baselines (baselines.c), scored with ah_evaluate ---- */
 

@@ -47,6 +47,14 @@ ah_status_t ah_planner_check_inputs(const ah_model_t *m, const ah_cluster_t *c, 
                             "the cluster has no GPUs (%d nodes, 0 devices); add nodes with \"count\" >= 1",
                             c->n_nodes);
     if ((st = ah_planner_require_prices(c, o, "the cluster", err)) != AH_OK) return st; /* spec/cluster.h "Prices" */
+    const ah_schedule_t asked = o->schedule == AH_SCHEDULE_ONLY_INTERLEAVED    ? AH_SCHED_INTERLEAVED
+                                : o->schedule == AH_SCHEDULE_ONLY_ZERO_BUBBLE ? AH_SCHED_ZERO_BUBBLE
+                                                                              : AH_SCHED_1F1B;
+    if (o->schedule_trainable_only && !ah_schedule_runtime_runs(asked))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "--schedule %s: the runtime does not run that schedule yet (issue 35), so a plan made to "
+                            "train cannot use it; use --schedule auto or 1f1b (autohet plan prices it)",
+                            ah_schedule_name(asked));
     const ah_train_t *tr = &o->train;
     int runs = 0;
     for (int i = 0; i < c->n_nodes; i++) runs += ah_node_groups(c, i, 1, tr->precision);
@@ -283,9 +291,10 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
         ah_cand_t c = {0};
         int nodes[AH_MAX_STAGES];
         bool ok = true;
-        for (int i = 0; i < bp->n_pipelines && ok; i++) {
-            for (int j = 0; j < bp->pipelines[i].n_stages; j++) nodes[j] = bp->pipelines[i].stages[j].devices[0].node;
-            ok = ah_cand_push(&c, bp->pipelines[i].n_stages, nodes);
+        for (int i = 0; i < bp->n_pipelines && ok; i++) { /* its devices: an interleaved one's first P stages */
+            const int P = ah_pipeline_groups(&bp->pipelines[i]);
+            for (int j = 0; j < P; j++) nodes[j] = bp->pipelines[i].stages[j].devices[0].node;
+            ok = ah_cand_push(&c, P, nodes);
         }
         const double value = ok ? ah_cand_score(&x, &c) : NAN;
         if (isnan(value)) st = ah_error_set(err, AH_ERR_OOM, "out of host memory scoring the %s baseline's pipelines",
@@ -299,15 +308,32 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
 
 /* When a baseline's own plan is still better under the objective than the built one (the search
  * re-splits the baselines' pipelines, which can lose on DP sync: it minimises the pipeline part
- * first), emit a copy of the best such baseline instead. */
+ * first; and megatron-best may run interleaved), emit a copy of the best such baseline instead.
+ * Times are ah_planner_time_s (the overlapped sync unless --no-overlap-grad-sync). */
+/* Whether every pipeline of bp runs a schedule o allows (1F1B always; another under --schedule auto
+ * or its name, and for a plan to train only one the runtime runs). */
+static bool schedules_allowed(const ah_planner_opts_t *o, const ah_plan_t *bp) {
+    for (int i = 0; i < bp->n_pipelines; i++) {
+        const ah_schedule_t s = bp->pipelines[i].schedule;
+        const bool named = (s == AH_SCHED_INTERLEAVED && o->schedule == AH_SCHEDULE_ONLY_INTERLEAVED) ||
+                           (s == AH_SCHED_ZERO_BUBBLE && o->schedule == AH_SCHEDULE_ONLY_ZERO_BUBBLE);
+        if (s != AH_SCHED_1F1B && (!(named || o->schedule == AH_SCHEDULE_AUTO) ||
+                                   (o->schedule_trainable_only && !ah_schedule_runtime_runs(s))))
+            return false;
+    }
+    return true;
+}
+
 static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                   bool profiled_only, ah_plan_result_t *out, ah_error_t *err) {
     int pick = -1;
-    double best = ah_search_key_of(s, out->usd_per_hour, out->eval.pred.iteration_s), best_s = out->eval.pred.iteration_s;
+    const double own = ah_planner_time_s(o, &out->eval);
+    double best = ah_search_key_of(s, out->usd_per_hour, own), best_s = own;
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_baseline_out_t *b = &out->baselines[k];
-        if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan)) continue;
-        const double t = b->r.eval.pred.iteration_s, key = ah_search_key_of(s, ah_plan_usd_per_hour(&b->r.plan), t);
+        if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan) || !schedules_allowed(o, &b->r.plan))
+            continue;
+        const double t = ah_planner_time_s(o, &b->r.eval), key = ah_search_key_of(s, ah_plan_usd_per_hour(&b->r.plan), t);
         if (key < best || (key == best && t < best_s)) { /* equal keys: the faster */
             best = key;
             best_s = t;
@@ -377,7 +403,8 @@ typedef struct {
     double lb;
 } pair_t;
 
-/* The pairs to search, into pairs (sorted by bound); *lower_bound: the least bound of them all.
+/* The pairs to search, into pairs (sorted by the search's own bound: 1F1B, the whole sync);
+ * *lower_bound: the least bound of them all over the space plans are compared in (ah_planner_space).
  * With a profile, only the (t, m) settings it measured, when it measured any: a setting timed by
  * the roofline is not comparable with a measured one (either may come out faster). */
 static bool profiled_only_of(const ah_cluster_t *cluster, const ah_planner_opts_t *opts, const int *tps, int n_tp,
@@ -402,7 +429,12 @@ static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, con
             tr.micro_batch = mbs[j];
             if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
             double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
-            if (lb < *lower_bound) *lower_bound = lb;
+            /* the reported bound: over the space the plans are compared in (schedules, overlap) */
+            const ah_bound_space_t space = ah_planner_space(opts);
+            const double reported = space.any_schedule || space.overlap
+                                        ? ah_planner_lower_bound_in(model, cluster, &tr, tps[i], opts->profile, space)
+                                        : lb;
+            if (reported < *lower_bound) *lower_bound = reported;
             if (!isfinite(lb)) continue; /* no group of this size */
             int k = n_pairs++;
             while (k > 0 && pairs[k - 1].lb > lb) {

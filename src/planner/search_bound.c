@@ -24,6 +24,10 @@
 typedef struct {
     double b;    /* f + b of one block (its TP all-reduces included) */
     double b_rc; /* the same with recomputation */
+    double bwd_slow; /* a block's backward with recomputation: the most a block's backward covers of
+                      * the overlapped sync */
+    double path; /* a block's forward and input-gradient pass: what a micro-batch's round trip
+                  * waits for under any schedule (zero-bubble defers the weight gradient) */
     double h;    /* what the head adds to a last stage (alone, or with the embedding when S = 1) */
     double opt;  /* optimizer seconds of one block */
     int u[2];      /* most blocks of a stage without the head (a middle or first stage) with one
@@ -62,6 +66,11 @@ static void type_costs(const ah_cost_ctx_t *ctx, type_cost_t *tc) {
         type_cost_t *t = &tc[ty];
         t->b = stage_fb(ctx, ty, 1, 0, false);
         t->b_rc = stage_fb(ctx, ty, 1, 0, true);
+        ah_stage_cost_t one;
+        ah_stage_cost(ctx, ty, 0, 1, false, false, false, &one);
+        t->path = one.fwd_s + one.bwd_s - one.wgrad_s;
+        ah_stage_cost(ctx, ty, 0, 1, false, false, true, &one);
+        t->bwd_slow = one.bwd_s;
         t->h = fmin(stage_fb(ctx, ty, 1, 2, false), stage_fb(ctx, ty, 1, 3, false)) - t->b;
         t->opt = ah_optimizer_seconds(ctx, ty, p_block);
         /* kinds: 0 middle, 1 first, 2 last, 3 both (S = 1); an end stage has fewer p2p buffers
@@ -94,6 +103,8 @@ typedef struct {
     tgroups_t *ty;    /* [n] the scope's types, by decreasing rate (increasing b) */
     double m_one;     /* the least largest-stage time of one pipeline (memory, whole blocks, head) */
     double b_min;     /* the fastest block */
+    double path_min;  /* the fastest block's forward and input-gradient pass (type_cost_t.path) */
+    double bwd_max;   /* the slowest block backward (type_cost_t.bwd_slow) */
     double h_min;     /* the least time the head adds */
     double kappa;     /* the least head time in blocks of its own group: min h / b */
     double h1;        /* the least time of a last stage: one block and the head */
@@ -111,6 +122,7 @@ typedef struct {
     double embed_blocks; /* the embedding's parameters, in blocks */
     const double *cand; /* the scope's stage_times, n_cand of them */
     int n_cand;
+    ah_bound_space_t space; /* which plans it bounds (planner.h) */
 } bound_in_t;
 
 /* Blocks per second of the U fastest groups. */
@@ -295,7 +307,8 @@ static double least_stage_time(const bound_in_t *in, const double *cand, int n) 
 static void scope_inputs(const type_cost_t *tc, const int *count, int nt, bound_in_t *in, double *cand) {
     in->n = 0;
     in->G = 0;
-    in->b_min = in->h_min = in->kappa = in->h1 = in->opt_block = INFINITY;
+    in->b_min = in->path_min = in->h_min = in->kappa = in->h1 = in->opt_block = INFINITY;
+    in->bwd_max = 0;
     for (int ty = 0; ty < nt; ty++) {
         if (count[ty] == 0) continue;
         const type_cost_t *c = &tc[ty];
@@ -304,6 +317,8 @@ static void scope_inputs(const type_cost_t *tc, const int *count, int nt, bound_
         in->ty[j] = (tgroups_t){c, count[ty]};
         in->G += count[ty];
         in->b_min = fmin(in->b_min, c->b);
+        in->path_min = fmin(in->path_min, c->path);
+        in->bwd_max = fmax(in->bwd_max, c->bwd_slow);
         in->h_min = fmin(in->h_min, c->h);
         in->kappa = fmin(in->kappa, c->h / c->b);
         in->h1 = fmin(in->h1, c->b + c->h);
@@ -343,6 +358,14 @@ static bool memory_allows(const bound_in_t *in, int64_t P) {
 static double sync_bound(const bound_in_t *in, int64_t P, double bw, double lat, int X, bool *by_embedding) {
     *by_embedding = false;
     if (P < 2) return 0;
+    if (in->space.overlap) { /* the embedding's all-reduce is final at the backward's end: always
+                              * exposed; and a device's queue starts at most its blocks' backward
+                              * (X of them, at most bwd_max each) before that end */
+        const double embed = ah_allreduce_seconds(in->grad_vc, (int)P, bw, lat);
+        const double blocks = ah_allreduce_seconds(X * in->grad_block, (int)P, bw, lat) - X * in->bwd_max;
+        *by_embedding = embed >= blocks;
+        return fmax(embed, blocks);
+    }
     const double largest = ah_allreduce_seconds(X * in->grad_block, (int)P, bw, lat);
     const double first = ah_allreduce_seconds(in->grad_block, (int)P, bw, lat) +
                          ah_allreduce_seconds(in->grad_vc, (int)P, bw, lat);
@@ -410,6 +433,13 @@ static double pipe_rate(const bound_in_t *in, int S) {
  * *pace: what the hops' pace adds to the bubble term over C + (N - P) / Q. */
 static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, int S, double *pace) {
     const double W = in->L + in->kappa; /* one micro-batch, in blocks of the groups it runs on */
+    if (in->space.any_schedule) { /* a device runs n_p micro-batches of its work (n_p M_p <= T), and
+                                   * a micro-batch goes forward through every block and back by their
+                                   * input gradients, over at least S - 1 hops each way */
+        if (pace) *pace = 0;
+        const double round_trip = in->L * in->path_min + fill_hops(in, S);
+        return fmax(fmax((double)in->N * W / rate_of(in, U), (double)in->N / Q), round_trip);
+    }
     const double after = (double)(in->N - P);
     const double jensen = Q / (1 + pace_bound(in, S) * Q / (double)P);
     double most = 0;
@@ -514,7 +544,7 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
             }
         }
         if (pipe + sync + opt >= best) continue;
-        const double group_fill = group_fill_bound(in, P, X, S);
+        const double group_fill = in->space.any_schedule ? 0 : group_fill_bound(in, P, X, S);
         const bool by_group_fill = group_fill > pipe;
         pipe = fmax(pipe, group_fill);
         if (pipe + sync + opt >= best) continue;
@@ -586,21 +616,13 @@ static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
 }
 
 static void bound_mem_free(bound_mem_t *m) {
-    free(m->tc);
-    free(m->sc);
-    free(m->counts);
-    free(m->zone);
-    free(m->ty);
-    free(m->cand);
-    free(m->q);
-    free(m->q_top);
-    free(m->zone_rate);
-    free(m->block_s);
+    void *all[] = {m->tc, m->sc, m->counts, m->zone, m->ty, m->cand, m->q, m->q_top, m->zone_rate, m->block_s};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
-double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
-                              const ah_train_t *train, int t, const ah_profile_t *profile) {
-    return ah_planner_bound_terms(model, cluster, train, t, profile, NULL);
+double ah_planner_lower_bound_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                                 const ah_profile_t *profile, ah_bound_space_t space) {
+    return ah_planner_bound_terms_in(model, cluster, train, t, profile, space, NULL);
 }
 
 /* The figures every scope shares (S0 from the whole cluster's groups, already in in). */
@@ -618,8 +640,8 @@ static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
     in->embed_blocks = (double)ah_layer_params(ctx->model, AH_LAYER_EMBED, ctx->t) / (double)p_block;
 }
 
-double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
-                              const ah_profile_t *profile, ah_bound_terms_t *why) {
+double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                                 const ah_profile_t *profile, ah_bound_space_t space, ah_bound_terms_t *why) {
     const ah_cost_ctx_t ctx = {model, cluster, train, t, profile};
     const int nt = cluster->n_types, L = (int)model->n_layer;
     ah_bound_terms_t terms = {.total = INFINITY, .compute = INFINITY, .link = -1};
@@ -634,7 +656,7 @@ double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *clust
     }
     type_costs(&ctx, mem.tc);
     const int n = ah_bound_scopes(&ctx, mem.zone, mem.sc, mem.counts);
-    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty};
+    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty, .space = space};
     scope_inputs(mem.tc, mem.sc[0].count, nt, &in, mem.cand);
     if (in.G > 0) {
         /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */

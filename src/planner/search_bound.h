@@ -36,8 +36,15 @@ typedef struct ah_bound_terms {
     int q_limit;         /* ah_q_limit_t: what bounds Q in the bubble term */
 } ah_bound_terms_t;
 
-/* ah_planner_lower_bound, and (why not NULL) the terms of the plan class that binds. */
-double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
-                              const ah_profile_t *profile, ah_bound_terms_t *why);
+/* ah_planner_lower_bound_in over a space (planner.h ah_bound_space_t), and (why not NULL) the terms
+ * of the plan class that binds. */
+double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                                 const ah_profile_t *profile, ah_bound_space_t space, ah_bound_terms_t *why);
+/* The same over the search's own space (1F1B, the whole sync): ah_planner_lower_bound's terms. */
+static inline double ah_planner_bound_terms(const ah_model_t *model, const ah_cluster_t *cluster,
+                                            const ah_train_t *train, int t, const ah_profile_t *profile,
+                                            ah_bound_terms_t *why) {
+    return ah_planner_bound_terms_in(model, cluster, train, t, profile, (ah_bound_space_t){0}, why);
+}
 
 #endif

@@ -26,7 +26,7 @@ static double cents_up(double usd) {
 }
 
 /* The planner run without --budget and --min-tokens-per-s (obj: time for the fastest plan, or
- * price with min_tps kept), nothing explained or sharded. */
+ * price with min_tps kept), nothing explained or sharded, its schedules chosen. */
 static ah_status_t rerun(const ah_model_t *m, const ah_cluster_t *c, const ah_planner_opts_t *o, ah_objective_t obj,
                          ah_plan_result_t *out, ah_error_t *err) {
     ah_planner_opts_t r = *o;
@@ -35,7 +35,9 @@ static ah_status_t rerun(const ah_model_t *m, const ah_cluster_t *c, const ah_pl
     if (obj == AH_OBJECTIVE_TIME) r.min_tokens_per_s = 0;
     r.explain_idle = false;
     r.shard = AH_SHARD_NONE;
-    return ah_planner_run(m, c, &r, out, err);
+    ah_status_t st = ah_planner_run(m, c, &r, out, err);
+    if (st == AH_OK && (st = ah_planner_choose_schedules(&r, out, err)) != AH_OK) ah_plan_result_free(out);
+    return st; /* the schedules as autohet plan chooses them, so its figures are that plan's */
 }
 
 /* "no plan meets the constraints: ..." into err: the fastest plan, and with cheap (the least-$/h

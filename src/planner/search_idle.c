@@ -101,7 +101,8 @@ void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const
         const int total = ah_cluster_type_gpus(cluster, k);
         int used = 0;
         for (int i = 0; i < p->n_pipelines; i++)
-            for (int j = 0; j < p->pipelines[i].n_stages; j++) used += p->pipelines[i].stages[j].type == k ? p->tp : 0;
+            for (int j = 0, P = ah_pipeline_groups(&p->pipelines[i]); j < P; j++) /* devices, once each */
+                used += p->pipelines[i].stages[j].type == k ? p->tp : 0;
         if (used >= total) continue;
         int pick = 0; /* the best kept candidate using more of the type than the chosen plan */
         for (int g = used + 1; g <= total; g++) {

@@ -120,6 +120,7 @@ static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster,
     ah_planner_opts_t o2 = *o;
     o2.shard = o->shard == AH_SHARD_NONE ? AH_SHARD_AUTO : o->shard;
     o2.train.opt_shard_over = over;
+    o2.schedule = AH_SCHEDULE_ONLY_1F1B; /* sharded plans are 1F1B (ah_planner_choose_schedules) */
     ah_error_t e;
     if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, &o2, r, &e) != AH_OK) return false;
     /* the plan's own pricing: unsharded (then its shares) */
@@ -134,8 +135,9 @@ static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster,
     return true;
 }
 
-ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                                   bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
+/* ah_planner_run_sharded before the schedules are chosen. */
+static ah_status_t run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                               bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
     const double t0 = ah_now_s();
     ah_status_t s = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
     if (o->shard == AH_SHARD_NONE || (s != AH_OK && s != AH_ERR_INFEASIBLE)) return s;
@@ -165,6 +167,15 @@ ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *
     if (!have) *err = unsharded_err;
     else out->seconds = ah_now_s() - t0; /* every search, baselines included */
     return have ? AH_OK : AH_ERR_INFEASIBLE;
+}
+
+ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                   bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
+    const double t0 = ah_now_s();
+    ah_status_t s = run_sharded(model, cluster, o, auto_half, out, err);
+    if (s == AH_OK && (s = ah_planner_choose_schedules(o, out, err)) != AH_OK) ah_plan_result_free(out);
+    if (s == AH_OK) out->seconds = ah_now_s() - t0;
+    return s;
 }
 
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out) {

@@ -169,6 +169,8 @@ typedef struct ah_sim_opts {
     ah_shard_mode_t shard;     /* the sharded optimizer of autohet's plans (planner.h); a save then
                                   first all-gathers each device's moments (docs/checkpoints.md) */
     ah_objective_t objective;  /* autohet's and on-demand's plans: time or $ per token (planner.h) */
+    ah_schedule_mode_t schedule; /* --schedule of every policy's plans, restricted as a training run's
+                                  are to the schedules the runtime runs (planner.h) */
     double budget_usd_per_hour;/* > 0: their plans' GPUs cost at most this per hour (on-demand's at
                                   on-demand prices) */
     double replica_memory_gb;  /* autohet's in-memory peer replicas (the runtime's --replica-memory-gb):
