@@ -50,8 +50,7 @@ echo "(load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "== calibration: autohet profile --model $MODEL --cluster $CLUSTER --micro-batch 1,2,4,8 --seq-len $T"
 "$AH" profile --model "$MODEL" --cluster "$CLUSTER" --tp 1,2 --micro-batch 1,2,4,8 --seq-len "$T" \
     --steps 5 --rounds 6 -o "$WORK/profile.json" | sed 's/^/   /'
-# --schedule 1f1b: its plans are trained, and the runtime runs 1f1b only so far (issue 35)
-COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T" --precision fp32 --profile "$WORK/profile.json" --schedule 1f1b)
+COMMON=(--model "$MODEL" --cluster "$CLUSTER" --global-batch "$B" --seq-len "$T" --precision fp32 --profile "$WORK/profile.json")
 "$AH" plan "${COMMON[@]}" -o "$WORK/planner.json" >"$WORK/plan.txt"
 "$AH" plan "${COMMON[@]}" --baseline uniform -o "$WORK/uniform.json" >/dev/null
 grep -E "^(iteration|speedup)" "$WORK/plan.txt" | sed 's/^/   /' || true

@@ -40,7 +40,7 @@ cat >"$WORK/cluster.json" <<'JSON'
 JSON
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
 "$AUTOHET" plan --model "$WORK/model.json" --cluster "$WORK/cluster.json" --global-batch 2 --seq-len 16 \
-    --schedule 1f1b -o "$WORK/plan.json" >/dev/null 2>&1
+    -o "$WORK/plan.json" >/dev/null 2>&1
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() { # NAME [flags]: the job, SIGTERM to spot-0's rank after 3 steps

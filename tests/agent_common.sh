@@ -209,7 +209,7 @@ for n, h in zip(d["nodes"], ["h0", "h1", "h2"]):
 json.dump(d, open(sys.argv[2], "w"))
 PY
     CLUSTER=$WORK/c3.json
-    "$AUTOHET" plan --model tiny-gpt2 --cluster "$CLUSTER" --global-batch $GB --seq-len $SEQ --schedule 1f1b -o "$WORK/plan.json" \
+    "$AUTOHET" plan --model tiny-gpt2 --cluster "$CLUSTER" --global-batch $GB --seq-len $SEQ -o "$WORK/plan.json" \
         >/dev/null || fail "plan of the 3 MiB cluster"
     python3 - "$WORK/plan.json" <<'PY' || fail "the plan no longer puts a block on h2 alone"
 import json, sys

@@ -72,8 +72,7 @@ n["count"] = 2
 c["nodes"] = [dict(n, name="h%d" % i) for i in range(3)]
 json.dump(c, open(sys.argv[2], "w"))
 PY
-# --schedule 1f1b: the plan is trained, and the runtime runs 1f1b only so far (issue 35)
-"$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/c3.json" --global-batch 8 --seq-len 32 --micro-batch 1 --schedule 1f1b \
+"$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/c3.json" --global-batch 8 --seq-len 32 --micro-batch 1 \
     -o "$WORK/p3.json" --rankfile "$WORK/p3.ranks" >/dev/null 2>"$WORK/p3.err" || { cat "$WORK/p3.err" >&2; fail "autohet plan"; }
 n=$(plan_ranks "$WORK/p3.json")
 cluster_head timeout 180 "${CMPI[@]}" -np "$n" --hostfile "$WORK/p3.ranks" "$AUTOHET" train --plan "$WORK/p3.json" \
