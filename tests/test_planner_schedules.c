@@ -3,7 +3,7 @@
  * what each choice bought; a plan made to train (run, the agent, simulate) has only schedules the
  * runtime runs; --schedule interleaved / zero-bubble put every pipeline that can run it on it;
  * megatron-best runs Megatron-Core's interleaved 1F1B (one virtual-stage count for all) where it
- * is faster, and 1F1B when the plan is to train; the reported bound is over the larger space and
+ * is faster, and 1F1B under --schedule 1f1b; the reported bound is over the larger space and
  * below the plan; --no-overlap-grad-sync compares by the whole sync. The exactness of the choice
  * against every combination is in test_planner_exact.c. */
 #include <math.h>
@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "planner/planner.h"
+#include "runtime/gpt.h"
 
 static ah_model_t model;
 static ah_cluster_t cluster;
@@ -60,12 +61,12 @@ static void check_forced(const ah_planner_opts_t *base, ah_schedule_mode_t mode,
 }
 
 /* megatron-best: one schedule and one virtual-stage count for every pipeline; interleaved when
- * the plan may run it and that is faster; 1F1B when the plan is to train. */
+ * --schedule allows it and that is faster; 1F1B under --schedule 1f1b. */
 static void check_megatron(const ah_planner_opts_t *o) {
     ah_plan_result_t up, train;
     ah_error_t err;
     ah_planner_opts_t t = *o;
-    t.schedule_trainable_only = true;
+    t.schedule = AH_SCHEDULE_ONLY_1F1B;
     const bool ok = ah_baseline_run(&model, &cluster, o, AH_BASELINE_MEGATRON_BEST, &up, &err) == AH_OK;
     CHECK(ok, "%s", err.msg);
     if (!ok) return;
@@ -82,7 +83,7 @@ static void check_megatron(const ah_planner_opts_t *o) {
           "megatron-best does not run interleaved here (%s, %d stages on %d devices)", ah_schedule_name(p0->schedule),
           p0->n_stages, ah_pipeline_groups(p0));
     CHECK(count_schedule(&train.plan, AH_SCHED_1F1B) == train.plan.n_pipelines,
-          "megatron-best for a plan to train runs a schedule the runtime does not");
+          "megatron-best under --schedule 1f1b runs another schedule");
     CHECK(ah_planner_time_s(o, &up.eval) < ah_planner_time_s(o, &train.eval), "interleaved megatron-best %.6f s is not "
           "faster than its 1F1B %.6f s", ah_planner_time_s(o, &up.eval), ah_planner_time_s(o, &train.eval));
     printf("megatron-best: interleaved, %d stages per device, %.4f s (1F1B: %.4f s)\n",
@@ -100,6 +101,8 @@ int main(void) {
     o.train.global_batch = 32;
     o.train.seq_len = 2048;
 
+    CHECK(AH_PLAN_MAX_VIRTUAL == AH_GPT_MAX_CHUNKS, "the planner offers %d stages per device, the runtime runs %d",
+          AH_PLAN_MAX_VIRTUAL, AH_GPT_MAX_CHUNKS);
     ah_schedule_mode_t mode;
     CHECK(ah_schedule_mode_parse("zero-bubble", &mode) && mode == AH_SCHEDULE_ONLY_ZERO_BUBBLE, "parse zero-bubble");
     CHECK(!ah_schedule_mode_parse("gpipe", &mode), "gpipe parsed");

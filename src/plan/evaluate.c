@@ -269,8 +269,6 @@ typedef struct {
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
     ah_sync_stage_t *sync_st; /* per stage of the plan, the overlapped sync's parts (plan/dp_overlap.h) */
     int n_sync;
-    bool overlap;             /* no zero-bubble pipeline: the overlap is priced (else the sync is all
-                               * exposed: its W passes make gradients final later than the model says) */
     void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
     size_t scratch_cap;
 } eval_run_t;
@@ -327,7 +325,8 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
             const ah_stage_t one = {.first = sg->first, .last = sg->first + 1, .type = sg->type, .recompute = sg->recompute};
             ah_stage_cost_t b1;
             stage_cost_cached(r->ctx, r->memo, &r->n_memo, &one, false, false, &b1);
-            ss->blk_bwd_s = b1.bwd_s;
+            /* zero-bubble: the stage's last op is a W, whose blocks' gradients come final one by one */
+            ss->blk_bwd_s = pl->schedule == AH_SCHED_ZERO_BUBBLE ? b1.wgrad_s : b1.bwd_s;
         }
         ss->first = sg->first;
         ss->last = sg->last;
@@ -420,11 +419,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
                           .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
         dp_setup(p, &r->dp);
         int n_stages = 0;
-        r->overlap = true;
-        for (int i = 0; i < p->n_pipelines; i++) {
-            n_stages += p->pipelines[i].n_stages;
-            r->overlap = r->overlap && p->pipelines[i].schedule != AH_SCHED_ZERO_BUBBLE;
-        }
+        for (int i = 0; i < p->n_pipelines; i++) n_stages += p->pipelines[i].n_stages;
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
         if (!r->sync_st) {
             free(r);
@@ -445,9 +440,8 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     }
     out->feasible = r->worst_over <= 0;
     /* the overlapped sync: what is left of it after the backward (the runtime's default) */
-    const double exposed = r->overlap ? fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer,
-                                                                        (double *)(r->sync_st + r->n_sync)))
-                                      : r->dp_sync;
+    const double exposed =
+        fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer, (double *)(r->sync_st + r->n_sync)));
     out->dp_sync_exposed_s = exposed;
     out->iteration_overlap_s = r->worst_pipe + exposed + r->optimizer;
     out->pred.breakdown.dp_sync_s = r->dp_sync;

@@ -36,8 +36,9 @@ typedef struct ah_eval {
     double search_estimate_s; /* iteration_s with each pipeline's closed form instead of its
                                * replay: what the planner's search minimises (plan/replay.h) */
     /* The overlapped DP sync (docs/cost-model.md "Overlapped DP sync"): the part of the sync left
-     * after the pipelines' backward, and the iteration with it (1F1B and interleaved pipelines; a
-     * plan with a zero-bubble pipeline has it all exposed). pred.iteration_s and its breakdown keep
+     * after the pipelines' backward, and the iteration with it (every schedule: an interleaved
+     * device's chunks queue one after another, a zero-bubble stage's blocks come final in its last
+     * W). pred.iteration_s and its breakdown keep
      * the whole sync (train --no-overlap-grad-sync's figure): the planner's search minimises that
      * closed form; the planner compares finished plans by iteration_overlap_s unless told
      * --no-overlap-grad-sync (planner.h ah_planner_time_s). */

@@ -189,5 +189,8 @@ int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
  * so a plan they make is never refused by train. Every schedule of ah_schedule_t runs now (issue
  * 35); a schedule added to the enum before the runtime runs it is false here. */
 bool ah_schedule_runtime_runs(ah_schedule_t s);
+/* The most stages per device of an interleaved pipeline the runtime runs (its AH_GPT_MAX_CHUNKS,
+ * runtime/gpt.h; tests/test_planner_schedules.c checks they agree): the planner offers no more. */
+#define AH_PLAN_MAX_VIRTUAL 16
 
 #endif

@@ -12,8 +12,8 @@
  *    global_batch / m, one recompute flag) on the TP groups of any one GPU type, or on all of them
  *    (cluster order); memory must fit each device's own capacity. Megatron users drop the slow
  *    GPUs rather than pace on them. Its FINALISTS fastest 1F1B structures then also run Megatron-Core's
- *    interleaved 1F1B with the best virtual-stage count each (interleave_finalists; unless the
- *    plan is to train and the runtime does not run interleaved yet), and it is compared as
+ *    interleaved 1F1B with the best virtual-stage count each (interleave_finalists; when
+ *    --schedule allows interleaved, and for a plan to train when the runtime runs it), and it is compared as
  *    Megatron-Core runs with --overlap-grad-reduce: by ah_planner_time_s, the DP sync overlapped
  *    with the backward.
  *
@@ -201,7 +201,8 @@ static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N, const bctx_t *b
 
 /* megatron-best's interleaved 1F1B (Megatron-Core's --num-layers-per-virtual-pipeline-stage):
  * p's pipelines of S stages as S v virtual stages of equal layers (the remainder to the first),
- * device d on stages d, d + S, ...; every v from 2 while each virtual stage holds a block and the
+ * device d on stages d, d + S, ...; every v from 2 (at most AH_PLAN_MAX_VIRTUAL, what the runtime
+ * runs) while each virtual stage holds a block and the
  * micro-batches per pipeline are a multiple of S. When one fits and beats *e under the planner's
  * time (ah_planner_time_s: the overlapped sync, as Megatron-Core's --overlap-grad-reduce), p and *e
  * become it. */
@@ -209,7 +210,7 @@ static ah_status_t interleave_best(const bctx_t *b, ah_plan_t *p, ah_eval_t *e, 
     const int S = p->pipelines[0].n_stages, L = (int)p->model.n_layer;
     if (S < 2 || p->pipelines[0].micro_batches % S) return AH_OK;
     ah_status_t st = AH_OK;
-    for (int v = 2; S * v <= L && st == AH_OK; v++) {
+    for (int v = 2; S * v <= L && v <= AH_PLAN_MAX_VIRTUAL && st == AH_OK; v++) {
         ah_plan_t q;
         if ((st = ah_plan_copy(p, &q, err)) != AH_OK) break;
         const int base = L / (S * v), extra = L % (S * v);
@@ -400,6 +401,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     const int last_part = kind == AH_BASELINE_MEGATRON_BEST ? cluster->n_types - 1 : -1;
     struct finalists fin = {0};
     const bool interleave = kind == AH_BASELINE_MEGATRON_BEST &&
+                            (opts->schedule == AH_SCHEDULE_AUTO || opts->schedule == AH_SCHEDULE_ONLY_INTERLEAVED) &&
                             (!opts->schedule_trainable_only || ah_schedule_runtime_runs(AH_SCHED_INTERLEAVED));
     for (int t = 1; t <= AH_MAX_TP && st == AH_OK; t++) {
         ah_error_t e;

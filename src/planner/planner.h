@@ -138,9 +138,9 @@ bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
 /* The schedule of each pipeline of out's plan (schedule_choice.c; ah_planner_run_sharded calls it
  * last): the search builds 1F1B pipelines (its closed form); each group of alike pipelines (the
  * same stages, blocks, recomputation, hops and micro-batches) is then priced under every schedule
- * o->schedule allows — 1F1B, zero-bubble (ZB-H1) and interleaved with v = 2 .. the fewest blocks of
- * its devices stages per device (each device's blocks cut into v chunks in order; micro-batches a
- * multiple of its devices) — by evaluating the whole plan (each schedule's own replay and in-flight
+ * o->schedule allows — 1F1B, zero-bubble (ZB-H1) and interleaved with v = 2 .. min(the fewest
+ * blocks of its devices, AH_PLAN_MAX_VIRTUAL) stages per device (each device's blocks cut into v
+ * chunks in order; micro-batches a multiple of its devices) — by evaluating the whole plan (each schedule's own replay and in-flight
  * memory), recomputation turned on where an option does not fit without it; the option with the
  * least ah_planner_time_s (ties: the group's own pipeline time) that fits is kept. Fills
  * out->schedule_why and out->untrainable and re-evaluates out. A sharded plan keeps 1F1B (said).

@@ -103,7 +103,7 @@ static int options(const ah_planner_opts_t *o, int v_max, option_t *out) {
         out[n++] = (option_t){AH_SCHED_ZERO_BUBBLE, 1};
     if ((any || o->schedule == AH_SCHEDULE_ONLY_INTERLEAVED) &&
         (!o->schedule_trainable_only || ah_schedule_runtime_runs(AH_SCHED_INTERLEAVED)))
-        for (int v = 2; v <= v_max; v++) out[n++] = (option_t){AH_SCHED_INTERLEAVED, v};
+        for (int v = 2; v <= v_max && v <= AH_PLAN_MAX_VIRTUAL; v++) out[n++] = (option_t){AH_SCHED_INTERLEAVED, v};
     return n;
 }
 
