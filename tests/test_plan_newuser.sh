@@ -146,7 +146,8 @@ st=$?; check "--exact-max-groups 1000 names the sequence cap: $(cat "$TMP/why.tx
 "$AH" "${BASE[@]}" --global-batch 32 --exact-max-groups 10 --json >"$TMP/t.json"
 $PY -c 'import json,sys; sys.exit("more than --exact-max-groups 10" not in json.load(open(sys.argv[1]))["template_why"])' "$TMP/t.json"
 check "--json carries template_why" $?
-expect 0 "search exact (proven optimal under the closed form)" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
+expect 0 "search exact (proven optimal under the closed form)" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64 --schedule 1f1b --no-overlap-grad-sync
+expect 0 "search exact over 1F1B pipeline sets, schedules chosen per pipeline on its plan" plan --model tiny-gpt2 --cluster cpu-hetero --global-batch 8 --seq-len 64
 ! grep -q "template mode" "$TMP/out"
 check "an exact search prints no template note" $?
 

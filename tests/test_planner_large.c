@@ -57,6 +57,10 @@ static void one_case(const ah_cluster_t *full, int every, const char *model_name
     ah_planner_opts_default(&o);
     o.train.global_batch = global_batch;
     o.train.seq_len = 2048;
+    /* the search's own space (1F1B, the whole sync), whose closed form and bound this test checks;
+     * the schedules and the overlapped sync: test_planner_schedules.c, test_planner_exact.c */
+    o.schedule = AH_SCHEDULE_ONLY_1F1B;
+    o.no_overlap_grad_sync = true;
     ah_plan_result_t r;
     if (ah_planner_run(&m, &c, &o, &r, &err) != AH_OK) {
         CHECK(false, "%s on %d GPUs: %s", model_name, ah_cluster_gpu_count(&c), err.msg);

@@ -144,11 +144,6 @@ int main(void) {
     ah_error_t e2;
     if (tr.plan.pipelines) CHECK(ah_plan_check(&tr.plan, NULL, &e2) == AH_OK, "train refuses run's plan: %s", e2.msg);
     ah_plan_result_free(&tr);
-    t.schedule = ah_schedule_runtime_runs(AH_SCHED_ZERO_BUBBLE) ? AH_SCHEDULE_AUTO : AH_SCHEDULE_ONLY_ZERO_BUBBLE;
-    if (t.schedule != AH_SCHEDULE_AUTO)
-        CHECK(ah_planner_run_sharded(&model, &cluster, &t, false, &tr, &e2) == AH_ERR_INVALID &&
-                  strstr(e2.msg, "--schedule zero-bubble: the runtime does not run that schedule yet"),
-              "a plan to train under --schedule zero-bubble is not refused by name");
 
     /* 72: a micro-batch split the pipelines' devices divide (interleaved needs it) */
     check_forced(&o, AH_SCHEDULE_ONLY_INTERLEAVED, AH_SCHED_INTERLEAVED, 72);

@@ -85,6 +85,7 @@ static ah_status_t build(const ah_pipeline_t *base, option_t o, bool rc_all, ah_
 /* Why option o cannot run on base (NULL when it can). */
 static const char *cannot(const ah_pipeline_t *base, option_t o) {
     const int P = base->n_stages;
+    if (o.sched == AH_SCHED_1F1B) return NULL;
     if (P < 2) return "needs two stages or more";
     if (o.sched != AH_SCHED_INTERLEAVED) return NULL;
     if (base->micro_batches % P) return "needs micro-batches in multiples of its devices";
@@ -121,6 +122,7 @@ typedef struct {
     ah_eval_t best_eval;
     double f1b_group_s;    /* the group's pipeline time under 1F1B */
     const char *why_not;   /* why the schedule asked for cannot run here (NULL: it does not fit) */
+    int tried;             /* options other than 1F1B priced */
 } group_t;
 
 static bool key_less(const double *a, const double *b) {
@@ -183,15 +185,17 @@ static ah_status_t try_option(group_t *g, option_t opt, bool rc_all, bool *fits,
 /* One clause of the note for the group: its choice and what it bought against 1F1B. */
 static void say_choice(const group_t *g, const ah_pipeline_t *first, ah_str_t *why) {
     const int i = g->members[0];
+    const double own = g->best_key[2];
+    if (g->best.sched == AH_SCHED_1F1B && !g->forced && g->tried == 0) return; /* nothing else could run */
     ah_str_appendf(why, "%spipeline %d", why->len ? "; " : "", i);
     if (g->n_members > 1) ah_str_appendf(why, " (and %d alike)", g->n_members - 1);
-    ah_str_appendf(why, " (%d stages, %lld micro-batches): ", first->n_stages, (long long)first->micro_batches);
-    const double own = g->best_key[2];
+    ah_str_appendf(why, " (%d stage%s, %lld micro-batches): ", first->n_stages, first->n_stages == 1 ? "" : "s",
+                   (long long)first->micro_batches);
     if (g->best.sched == AH_SCHED_1F1B) {
         if (g->forced)
             ah_str_appendf(why, "1f1b (the schedule asked for %s), %.4f s",
                            g->why_not ? g->why_not : "does not fit, even with recomputation everywhere", own);
-        else ah_str_appendf(why, "1f1b, %.4f s", own);
+        else ah_str_appendf(why, "1f1b, %.4f s (no other schedule beats it or fits)", own);
         return;
     }
     ah_str_appendf(why, "%s", ah_schedule_name(g->best.sched));
@@ -221,6 +225,7 @@ static ah_status_t choose_group(group_t *g, ah_str_t *why, ah_error_t *err) {
             continue;
         }
         bool fits;
+        g->tried += opts[k].sched != AH_SCHED_1F1B;
         st = try_option(g, opts[k], false, &fits, err);
         if (st == AH_OK && !fits && !rc_everywhere) st = try_option(g, opts[k], true, &fits, err);
     }
