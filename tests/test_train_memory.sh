@@ -4,7 +4,8 @@
 # recomputation, TP 1, 2 and 4 (the vocabulary-parallel embedding and head), asymmetric pipelines,
 # a larger micro-batch, LLaMA, and an untied GPT-2 head; and zero-bubble pipelines (their W inputs
 # kept from B to W, and min(S, n) activation slots per stage): TP 2 with a recomputing stage
-# (W keeps the linear layers' inputs too), and LLaMA with recomputation.
+# (W keeps the linear layers' inputs too), LLaMA with recomputation, and LLaMA TP 2 on asymmetric
+# pipelines (the qkv and gate/up gradients kept in the slot's dead tensors).
 . "$(dirname "$0")/train_common.sh"
 # A variant with micro-batch 2 and sequence length 64 (micro-batches 2 + 1 + 1 = 8 / 2).
 python3 - "$PLANS/train-asym.json" "$WORK/asym-mb2.json" <<'PY'
@@ -37,10 +38,11 @@ for src, out, model, rc in [("train-tp2-asym", "llama-tp2", "tiny-llama", False)
 PY
 with_schedule "$PLANS/train-tp2-asym.json" zero-bubble "$WORK/zb-tp2-asym.json"
 with_schedule "$WORK/llama-pp2-recompute.json" zero-bubble "$WORK/zb-llama-pp2-recompute.json"
+with_schedule "$WORK/llama-tp2.json" zero-bubble "$WORK/zb-llama-tp2.json"
 for plan in "$PLANS/train-tp2-asym.json" "$PLANS/train-asym.json" "$PLANS/train-pp2-recompute.json" \
             "$PLANS/train-tp4.json" "$WORK/asym-mb2.json" "$WORK/llama-tp2.json" "$WORK/llama-tp4.json" \
             "$WORK/llama-pp2-recompute.json" "$WORK/untied-tp2.json" "$WORK/untied-tp4.json" \
-            "$WORK/zb-tp2-asym.json" "$WORK/zb-llama-pp2-recompute.json"; do
+            "$WORK/zb-tp2-asym.json" "$WORK/zb-llama-pp2-recompute.json" "$WORK/zb-llama-tp2.json"; do
     check_memory "$plan"
 done
 echo "PASS"

@@ -117,7 +117,8 @@ int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t
                                   bool recompute) {
     const int64_t C = m->d_model, hd = m->d_model / m->n_head, F = m->d_ff / t;
     const int64_t mlp_in = (m->arch == AH_ARCH_LLAMA ? 2 : 1) * F; /* SwiGLU's gate and up */
-    const int64_t out = (m->n_head + 2 * m->n_kv_head) / t * hd + C + mlp_in + C;
+    /* without recompute the qkv and MLP-in gradients go into the slot's dead qkv and pre-activation */
+    const int64_t out = recompute ? (m->n_head + 2 * m->n_kv_head) / t * hd + C + mlp_in + C : C + C;
     const int64_t in = recompute ? C + C / t + C + F : 0;
     return b * T * (out + in) * ah_precision_elt_bytes(p);
 }

@@ -70,11 +70,12 @@ double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, in
  * bf16, fp16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute);
-/* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank: each
- * linear layer's output gradient (qkv, attention output, MLP in, MLP out: (H + 2 KV) hd / t + C +
- * F/t (GPT-2) or 2 F/t (LLaMA's gate and up) + C per token), and with recompute also its input
- * (C + C/t + C + F/t per token; the recomputed activations do not live until W). The runtime's
- * runtime/gpt_split.c. */
+/* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank, besides
+ * its activation slot: the attention output's and the MLP output's output gradients (C + C per
+ * token; the qkv and MLP-in gradients go into the slot's qkv and pre-activation, which B no longer
+ * reads); with recompute, whose slot is only the block's input, every linear layer's output
+ * gradient ((H + 2 KV) hd / t + C + F/t (GPT-2) or 2 F/t (LLaMA's gate and up) + C per token) and
+ * its input (C + C/t + C + F/t). The runtime's runtime/gpt_split.c. */
 int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,
                                   bool recompute);
 /* Bytes per parameter for weight + gradient + optimizer state (AdamW m, v; bf16 and fp16 add fp32

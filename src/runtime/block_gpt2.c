@@ -89,12 +89,12 @@ static void head_norm_bwd(ah_gpt_stage_t *st, float *dinp, const float *dout, co
 }
 
 /* The saved activations that are the linear layers' inputs (positions in ACTS). */
-enum { A_LN1 = 1, A_ATTY = 6, A_LN2 = 8, A_FCHG = 12 };
+enum { A_LN1 = 1, A_QKV = 4, A_ATTY = 6, A_LN2 = 8, A_FCH = 11, A_FCHG = 12 };
 
 const ah_block_ops_t ah_block_gpt2 = {
     TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 1, fwd, bwd,
-    {[L_QKV] = {P_QKV_W, P_QKV_B, A_LN1, AH_BD_C, AH_BD_QKVL},
-     [L_PROJ] = {P_PROJ_W, P_PROJ_B, A_ATTY, AH_BD_CL, AH_BD_C},
-     [L_FC] = {P_FC_W, P_FC_B, A_LN2, AH_BD_C, AH_BD_MLP_IN},
-     [L_FCPROJ] = {P_FCPROJ_W, P_FCPROJ_B, A_FCHG, AH_BD_FL, AH_BD_C}},
+    {[L_QKV] = {P_QKV_W, P_QKV_B, A_LN1, AH_BD_C, AH_BD_QKVL, A_QKV},
+     [L_PROJ] = {P_PROJ_W, P_PROJ_B, A_ATTY, AH_BD_CL, AH_BD_C, -1},
+     [L_FC] = {P_FC_W, P_FC_B, A_LN2, AH_BD_C, AH_BD_MLP_IN, A_FCH},
+     [L_FCPROJ] = {P_FCPROJ_W, P_FCPROJ_B, A_FCHG, AH_BD_FL, AH_BD_C, -1}},
     head_norm_fwd, head_norm_bwd};

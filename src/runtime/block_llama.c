@@ -97,12 +97,12 @@ static void head_norm_bwd(ah_gpt_stage_t *st, float *dinp, const float *dout, co
 }
 
 /* The saved activations that are the linear layers' inputs (positions in ACTS). */
-enum { A_RMS1 = 1, A_ATTY = 5, A_RMS2 = 7, A_ACT = 10 };
+enum { A_RMS1 = 1, A_QKV = 3, A_ATTY = 5, A_RMS2 = 7, A_GU = 9, A_ACT = 10 };
 
 const ah_block_ops_t ah_block_llama = {
     TENSORS, P_PER_BLOCK, ACTS, (int)(sizeof ACTS / sizeof ACTS[0]), 2, fwd, bwd,
-    {[L_QKV] = {P_Q, -1, A_RMS1, AH_BD_C, AH_BD_QKVL}, /* q, k, v: one (QKVl, C) matrix */
-     [L_O] = {P_O, -1, A_ATTY, AH_BD_CL, AH_BD_C},
-     [L_GATE_UP] = {P_GATE, -1, A_RMS2, AH_BD_C, AH_BD_MLP_IN}, /* gate, up: one (2 Fl, C) matrix */
-     [L_DOWN] = {P_DOWN, -1, A_ACT, AH_BD_FL, AH_BD_C}},
+    {[L_QKV] = {P_Q, -1, A_RMS1, AH_BD_C, AH_BD_QKVL, A_QKV}, /* q, k, v: one (QKVl, C) matrix */
+     [L_O] = {P_O, -1, A_ATTY, AH_BD_CL, AH_BD_C, -1},
+     [L_GATE_UP] = {P_GATE, -1, A_RMS2, AH_BD_C, AH_BD_MLP_IN, A_GU}, /* gate, up: one (2 Fl, C) matrix */
+     [L_DOWN] = {P_DOWN, -1, A_ACT, AH_BD_FL, AH_BD_C, -1}},
     head_norm_fwd, head_norm_bwd};

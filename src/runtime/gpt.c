@@ -636,7 +636,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     for (int l = c->last - 1; l >= c->first; l--) {
         ah_block_act_t *a = block_view(st, slot, l);
         if (c->recompute && (s = st->ops->fwd(st, l, a, NULL, &w, err)) != AH_OK) return s;
-        if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : ah_gpt_keep(st, wset, l), err)) != AH_OK) return s;
+        if ((s = st->ops->bwd(st, l, a, &w, wset < 0 ? NULL : ah_gpt_keep_for_b(st, wset, l, a), err)) != AH_OK) return s;
         if (on_grads && (s = on_grads(st->on_grads_ctx, l, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);

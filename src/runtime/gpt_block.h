@@ -70,16 +70,23 @@ typedef struct ah_block_work {
 typedef enum { AH_BD_C, AH_BD_CL, AH_BD_FL, AH_BD_QKVL, AH_BD_MLP_IN } ah_block_dim_t;
 
 /* One of a block's linear layers: its weight's (and bias's, -1: none) table position, the saved
- * activation that is its input (index into the block's acts), its input and output widths. */
+ * activation that is its input (index into the block's acts), its input and output widths, and
+ * `spare`: a saved activation of the output's width that the block's backward no longer reads
+ * once this layer's backward runs (-1: none), where a split backward on a stage that does not
+ * recompute keeps the output gradient for W instead of in its W set (the attention's qkv, the
+ * MLP's pre-activation). */
 typedef struct {
     int weight, bias, input;
     ah_block_dim_t in, out;
+    int spare;
 } ah_block_linear_t;
 
 #define AH_BLOCK_LINEARS 4 /* both architectures: qkv, attention output, MLP in, MLP out */
 
-/* A split backward's W inputs for one block and micro-batch: each linear's output gradient (N, out)
- * and, on a recomputing stage, its input (N, in) (NULL otherwise: the saved activation). */
+/* A split backward's W inputs for one block and micro-batch: each linear's output gradient (N, out;
+ * a spare activation of the micro-batch's slot for the linears that have one, on a stage that does
+ * not recompute: ah_gpt_keep_for_b) and, on a recomputing stage, its input (N, in) (NULL
+ * otherwise: the saved activation). */
 typedef struct ah_block_keep {
     float *dy[AH_BLOCK_LINEARS], *x[AH_BLOCK_LINEARS];
 } ah_block_keep_t;
@@ -129,6 +136,9 @@ int64_t ah_gpt_block_dim(const ah_gpt_stage_t *st, ah_block_dim_t d);
  * (keep NULL), or dout (and, on a recomputing stage, inp) is copied into keep for W. */
 void ah_gpt_linear_bwd(ah_gpt_stage_t *st, int l, int i, const ah_block_keep_t *keep, float *dinp,
                        const float *dout, const float *inp);
+/* W set wset's inputs of block l for a B whose activations are a: the spare activations (above)
+ * of a's slot take the output gradients that have one, on a stage that does not recompute. */
+ah_block_keep_t *ah_gpt_keep_for_b(const ah_gpt_stage_t *st, int64_t wset, int l, const ah_block_act_t *a);
 /* Allocates st->keep's W sets (cfg.wsets; nothing when 0) from the stage's arena a_keep. */
 ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err);
 /* The clock a stage's parts are timed by (gpt.c). */

@@ -40,10 +40,12 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
     if (sets == 0) return AH_OK;
     if (!(st->keep = calloc((size_t)(sets * nb), sizeof *st->keep)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the weight-gradient input views");
+    const bool rc = st->cfg.recompute;
     int64_t floats = 0;
-    for (int i = 0; i < AH_BLOCK_LINEARS; i++)
-        floats += st->N * (ah_gpt_block_dim(st, st->ops->linears[i].out) +
-                           (st->cfg.recompute ? ah_gpt_block_dim(st, st->ops->linears[i].in) : 0));
+    for (int i = 0; i < AH_BLOCK_LINEARS; i++) {
+        const ah_block_linear_t *x = &st->ops->linears[i];
+        floats += st->N * ((rc || x->spare < 0 ? ah_gpt_block_dim(st, x->out) : 0) + (rc ? ah_gpt_block_dim(st, x->in) : 0));
+    }
     char name[96];
     for (int64_t k = 0; k < sets * nb; k++) {
         float *p;
@@ -52,6 +54,7 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
         ah_status_t s = ah_arena_floats(&st->a_keep, floats, name, &p, err);
         if (s != AH_OK) return s;
         for (int i = 0; i < AH_BLOCK_LINEARS; i++) {
+            if (!rc && st->ops->linears[i].spare >= 0) continue; /* in the slot: ah_gpt_keep_for_b */
             st->keep[k].dy[i] = p;
             p += st->N * ah_gpt_block_dim(st, st->ops->linears[i].out);
         }
@@ -61,6 +64,13 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err) {
         }
     }
     return AH_OK;
+}
+
+ah_block_keep_t *ah_gpt_keep_for_b(const ah_gpt_stage_t *st, int64_t wset, int l, const ah_block_act_t *a) {
+    ah_block_keep_t *keep = ah_gpt_keep(st, wset, l);
+    for (int i = 0; !st->cfg.recompute && i < AH_BLOCK_LINEARS; i++)
+        if (st->ops->linears[i].spare >= 0) keep->dy[i] = a->at[st->ops->linears[i].spare];
+    return keep;
 }
 
 ah_status_t ah_gpt_backward_weights(ah_gpt_stage_t *st, int64_t slot, int64_t wset, ah_error_t *err) {
