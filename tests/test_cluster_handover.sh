@@ -8,7 +8,8 @@
 # plan made at the notice, reads every file on its own host: the notice's save writes no disk (the
 # step is committed in the next plan's hosts' memory), the recover event takes files from the
 # memory (each host's own snapshot and what was handed to it), none from a peer's disk or the cloud
-# (there is no cloud), and every loss
+# (there is no cloud), the relaunched job writes that step to its disks at once, in the background,
+# and every loss
 # equals the uninterrupted run's (bit-exact while the plan is the reference's, 1e-4 after).
 # Short enough for the sanitizer stage as it is (one run of 12 steps and its reference).
 # Needs root and openssh-server; skipped (77) without them.
@@ -64,6 +65,9 @@ assert len(rec) == 1 and rec[0]["step"] == n, rec
 b, f = rec[0]["bytes"], rec[0]["files"]
 # every file read on its own host: the survivors' disks and what was handed over into their memory
 assert f["memory"] > 0 and f["peer"] == 0 and f["cloud"] == 0, rec[0]
+# and written to the disks right after the relaunch, in the background
+after = ev[ev.index(rec[0]):]
+assert any(x.get("event") == "checkpoint" and x["step"] == n and x["bytes"]["local"] > 0 for x in after), after
 print(f"handover of step {n}: {ck[0]['bytes']['memory']} bytes into the next plan's hosts' memory in "
       f"{ck[0]['memory_commit_seconds']:.3f} s; recovery: bytes {b}, files {f}, breakdown {rec[0]['breakdown']}")
 PY

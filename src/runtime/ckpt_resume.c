@@ -432,6 +432,18 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     return AH_OK;
 }
 
+/* A step resumed partly from the hosts' memory (a handover's at a notice, whose disks were not written;
+ * a lost host's replicas) is written to the disks at once, in the background with asynchronous saves,
+ * so that it does not live in memory alone until the next checkpoint; its event comes with a later
+ * step's. Collective. */
+static ah_status_t write_behind(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_restore_stats_t *stats,
+                                ah_error_t *err) {
+    int64_t from_memory = stats->bytes[AH_TIER_MEMORY] > 0;
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &from_memory, 1, err);
+    if (st != AH_OK || !from_memory || !s->writer) return st;
+    return ah_ckpt_save_begin(s, step, NULL, err);
+}
+
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,
                                    ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
@@ -512,6 +524,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK) goto done;
     }
     st = recover_event(s, t0, &stats, *found, step, T, &meta, why, skipped, event, err);
+    if (st == AH_OK && *found) st = write_behind(s, step, &stats, err);
 done:
     if (*found) remove_staging(staging, step);
     json_decref(skipped);

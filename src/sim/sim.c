@@ -512,7 +512,7 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
             v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
             x->at_mem = x->now;
         }
-        if (v->saved && !handover) x->at_disk = x->now;
+        if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
         unsaved = !v->saved;
     }
     bool cloud_rollback;
