@@ -94,7 +94,7 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
  * value is not a plain number, ONE parser below, so every verb that takes it reads it alike and
  * prints the same --help line. A verb takes a shared flag with ah_cli_shared_flag; it may give it
  * another default only with ah_cli_shared_flag_as, whose help line says the default and why. A new
- * shared flag (schedules, context parallelism, regions) is a row in the table and, for a value
+ * shared flag (context parallelism, regions) is a row in the table and, for a value
  * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
  * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
  * --shard-optimizer none|even|memory|auto, --schedule auto|1f1b|interleaved|zero-bubble (plan, run,
