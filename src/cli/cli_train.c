@@ -138,6 +138,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if (s != AH_OK) return s;
     *have = true;
     if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
+    if ((s = ah_trainer_check_plan(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
     char why[160];
     if (!ah_loss_scale_check(a->loss_scale, a->loss_scale_window, why, sizeof why))
         return ah_error_set(err, AH_ERR_USAGE, "--loss-scale / --loss-scale-window: %s", why);

@@ -401,6 +401,12 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
     memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->n_pipelines; i++)
+        if (ah_pipeline_cp(&p->pipelines[i]) > 1)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[cp] pipelines[%d].cp: %d; the cost model does not price context parallelism "
+                                "yet (issue 38), so it cannot evaluate this plan", i,
+                                ah_pipeline_cp(&p->pipelines[i]));
     ah_status_t st = profile ? ah_profile_check(profile, &p->model, &p->cluster, err) : AH_OK;
     if (st != AH_OK) return st;
     st = alloc_eval(p, out, err);

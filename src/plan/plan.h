@@ -1,11 +1,12 @@
 /* The plan (plan.json, version 1): the data type, reading, writing and validation.
  *
  * A plan is one document, enough to run: the model and training settings, the TP degree, the
- * pipelines with their micro-batch counts and stages, each stage's layer range [first, last),
- * GPU type, recomputation flag and TP-group devices (node + local GPU index, in TP-rank order).
+ * pipelines with their micro-batch counts, context-parallel degree ("cp", absent = 1) and stages,
+ * each stage's layer range [first, last), GPU type, recomputation flag and devices (node + local
+ * GPU index): tp x cp of them, cp-major (device k is CP rank k / tp, TP rank k mod tp).
  * It also carries the cluster it was made for (field "cluster"), so evaluate and train need no
  * second file; a --cluster given on the command line replaces it.
- * MPI rank order is the order of devices in the file: pipeline, stage, TP rank.
+ * MPI rank order is the order of devices in the file: pipeline, stage, CP rank, TP rank.
  *
  * Ownership: ah_plan_t owns its pipelines, stages and cluster; free with ah_plan_free.
  */
@@ -22,6 +23,8 @@
 
 #define AH_PLAN_VERSION 1
 #define AH_MAX_TP 16
+#define AH_MAX_CP 8 /* context-parallel degree: a power of two, 1 .. AH_MAX_CP */
+#define AH_MAX_STAGE_DEVICES (AH_MAX_TP * AH_MAX_CP)
 
 typedef struct ah_device_ref {
     int node;  /* index into plan->cluster.nodes */
@@ -32,7 +35,9 @@ typedef struct ah_stage {
     int first, last;                   /* blocks [first, last) */
     int type;                          /* index into plan->cluster.types */
     bool recompute;
-    ah_device_ref_t devices[AH_MAX_TP];/* plan->tp entries, TP-rank order */
+    ah_device_ref_t devices[AH_MAX_STAGE_DEVICES]; /* plan->tp x the pipeline's cp entries,
+                                                     * cp-major: device k is CP rank k / tp,
+                                                     * TP rank k mod tp */
 } ah_stage_t;
 
 /* A pipeline's schedule ("schedule" in plan.json; absent: 1f1b). 1F1B: one stage per device (TP
@@ -53,7 +58,15 @@ typedef struct ah_pipeline {
     ah_stage_t *stages;          /* the model's layers in order; under "interleaved" a device (TP
                                   * group) holds several of them (virtual stages) */
     ah_schedule_t schedule;
+    int cp;                      /* context-parallel degree ("cp"): each micro-batch's sequence
+                                  * split over cp ranks; 0 (a builder that did not set it) reads
+                                  * as 1: use ah_pipeline_cp */
 } ah_pipeline_t;
+
+/* The pipeline's CP degree: pl->cp, or 1 where it is 0 (unset). */
+static inline int ah_pipeline_cp(const ah_pipeline_t *pl) { return pl->cp > 0 ? pl->cp : 1; }
+/* Devices per stage of pipeline pl: tp x its CP degree. */
+static inline int ah_stage_devices(const ah_pipeline_t *pl, int tp) { return tp * ah_pipeline_cp(pl); }
 
 typedef struct ah_breakdown {
     double compute_s;   /* critical pipeline: n x bottleneck-stage compute */
@@ -172,7 +185,8 @@ double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int
 ah_status_t ah_opt_elems_all(const ah_plan_t *p, int64_t *held, int64_t *unowned, ah_error_t *err);
 
 /* Total devices in the plan (= MPI ranks): distinct devices, not stage entries (an interleaved
- * pipeline's device holds several stages). Rank order is (pipeline, device group, tp rank), a
+ * pipeline's device holds several stages); a stage of a CP pipeline counts tp x cp. Rank order is
+ * (pipeline, device group, cp rank, tp rank), a
  * device group numbered by its first stage: for a valid plan the groups of pipeline i are its stages
  * 0 .. ah_pipeline_groups - 1. */
 int ah_plan_device_count(const ah_plan_t *p);
@@ -182,7 +196,8 @@ int ah_pipeline_groups(const ah_pipeline_t *pl);
 /* The group (0 .. ah_pipeline_groups - 1) that holds stage s: s mod the group count (for a valid
  * interleaved pipeline, device d holds stages d, d + P, ...; otherwise s). */
 int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);
-/* The rank of TP rank r of the device group holding stage s of pipeline i. */
+/* The rank of device k (CP rank k / tp, TP rank k mod tp; k < tp x cp) of the device group
+ * holding stage s of pipeline i. */
 int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
 /* Whether the runtime (autohet train) runs a pipeline of this schedule: the one predicate the
  * planner restricts --schedule to for the verbs that train (run, the agent's re-plans, simulate),

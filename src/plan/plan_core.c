@@ -30,6 +30,7 @@ ah_status_t ah_pipeline_alloc(ah_pipeline_t *pl, int n_stages, ah_error_t *err) 
     free(pl->stages);
     pl->stages = NULL;
     pl->n_stages = 0;
+    pl->cp = 1;
     if (n_stages <= 0) return ah_error_set(err, AH_ERR_INTERNAL, "a pipeline needs at least one stage");
     pl->stages = calloc((size_t)n_stages, sizeof *pl->stages);
     if (!pl->stages) return ah_error_set(err, AH_ERR_OOM, "out of host memory for %d stages", n_stages);
@@ -79,13 +80,13 @@ int ah_pipeline_group_of(const ah_pipeline_t *pl, int s) {
 
 int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r) {
     int base = 0;
-    for (int j = 0; j < i; j++) base += ah_pipeline_groups(&p->pipelines[j]) * p->tp;
-    return base + ah_pipeline_group_of(&p->pipelines[i], s) * p->tp + r;
+    for (int j = 0; j < i; j++) base += ah_pipeline_groups(&p->pipelines[j]) * ah_stage_devices(&p->pipelines[j], p->tp);
+    return base + ah_pipeline_group_of(&p->pipelines[i], s) * ah_stage_devices(&p->pipelines[i], p->tp) + r;
 }
 
 int ah_plan_device_count(const ah_plan_t *p) {
     int n = 0;
-    for (int i = 0; i < p->n_pipelines; i++) n += ah_pipeline_groups(&p->pipelines[i]) * p->tp;
+    for (int i = 0; i < p->n_pipelines; i++) n += ah_pipeline_groups(&p->pipelines[i]) * ah_stage_devices(&p->pipelines[i], p->tp);
     return n;
 }
 
@@ -96,6 +97,7 @@ ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
         if (st != AH_OK) break;
         out->pipelines[i].micro_batches = p->pipelines[i].micro_batches;
         out->pipelines[i].schedule = p->pipelines[i].schedule;
+        out->pipelines[i].cp = p->pipelines[i].cp;
         memcpy(out->pipelines[i].stages, p->pipelines[i].stages, sizeof(ah_stage_t) * (size_t)p->pipelines[i].n_stages);
     }
     if (st == AH_OK && p->n_opt_groups > 0) st = ah_plan_copy_shards(p, out, err);

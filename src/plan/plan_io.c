@@ -4,8 +4,8 @@
  * structural rules that a planner-built plan could also break (layer coverage, batch sums, TP
  * groups, duplicate devices) are left to ah_plan_validate, so one code path checks them for
  * every plan. Two rules are checked here because the in-memory form cannot even hold a plan
- * breaking them: the version (ah_plan_t has no version field) and "every stage has exactly tp
- * devices" (a stage stores exactly plan->tp devices). Integers are read with loose ranges so
+ * breaking them: the version (ah_plan_t has no version field) and "every stage has exactly tp x cp
+ * devices" (a stage stores exactly that many, cp within 1 .. AH_MAX_CP). Integers are read with loose ranges so
  * that the validator, not the reader, reports e.g. "micro_batches": 0 under its rule name.
  * "cluster" is the cluster object (ah_cluster_to_json's form, or the compact form with catalog
  * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). "model" is the
@@ -13,10 +13,11 @@
  * the plan file's directory); the writer always writes the object. Optional
  * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
  * was there; its "profile" names the autohet profile file it timed layers with, absent for the
- * roofline) and a pipeline's "schedule" (1f1b, interleaved, zero-bubble; absent means 1f1b); the
- * writer always writes "recompute", "schedule" only when it is not 1f1b, and "predicted" when the
- * plan has one, so save -> load -> save is byte-identical (and plans written before schedules
- * existed are written back as they were).
+ * roofline), a pipeline's "schedule" (1f1b, interleaved, zero-bubble; absent means 1f1b) and its
+ * "cp" (context-parallel degree, absent means 1); the writer always writes "recompute", "schedule"
+ * only when it is not 1f1b, "cp" only when it is not 1, and "predicted" when the plan has one, so
+ * save -> load -> save is byte-identical (and plans written before schedules or CP existed are
+ * written back as they were).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +87,7 @@ static ah_status_t read_device(const json_t *d, const char *w, const ah_cluster_
     return AH_OK;
 }
 
-static ah_status_t read_stage(const json_t *st, const char *w, int tp, const ah_cluster_t *c,
+static ah_status_t read_stage(const json_t *st, const char *w, int tp, int cp, const ah_cluster_t *c,
                               ah_stage_t *s, ah_error_t *err) {
     if (!json_is_object(st))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a stage object, got %s", w,
@@ -124,12 +125,18 @@ static ah_status_t read_stage(const json_t *st, const char *w, int tp, const ah_
 
     json_t *devs = NULL;
     TRY(ah_json_get_typed(st, w, "devices", JSON_ARRAY, true, &devs, err));
-    if (json_array_size(devs) != (size_t)tp)
+    if (cp > 1 && json_array_size(devs) != (size_t)(tp * cp))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "[cp] %s.devices: %zu devices, but the plan's tp is %d and the pipeline's cp %d; "
+                            "every stage lists tp x cp = %d devices, cp-major (device k is CP rank k / tp, "
+                            "TP rank k mod tp)",
+                            w, json_array_size(devs), tp, cp, tp * cp);
+    if (cp == 1 && json_array_size(devs) != (size_t)tp)
         return ah_error_set(err, AH_ERR_INVALID,
                             "[tp] %s.devices: %zu devices, but the plan's tp is %d; every stage's TP "
                             "group has exactly tp devices",
                             w, json_array_size(devs), tp);
-    for (int r = 0; r < tp; r++) {
+    for (int r = 0; r < tp * cp; r++) {
         char dw[600];
         snprintf(dw, sizeof dw, "%s.devices[%d]", w, r);
         TRY(read_device(json_array_get(devs, (size_t)r), dw, c, &s->devices[r], err));
@@ -155,7 +162,7 @@ static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_
             return ah_error_set(err, AH_ERR_INVALID,
                                 "%s: expected an object {\"micro_batches\", \"stages\"}, got %s", w,
                                 ah_json_type_name(pj));
-        static const char *const keys[] = {"micro_batches", "schedule", "stages", NULL};
+        static const char *const keys[] = {"micro_batches", "schedule", "cp", "stages", NULL};
         TRY(ah_json_check_keys(pj, w, keys, err));
         ah_pipeline_t *pl = &p->pipelines[i];
         TRY(ah_json_get_int(pj, w, "micro_batches", true, -LOOSE_MAX, LOOSE_MAX, &pl->micro_batches, err));
@@ -164,6 +171,11 @@ static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_
         if (!ah_schedule_parse(sched, &pl->schedule))
             return ah_error_set(err, AH_ERR_INVALID, "[schedule] %s.schedule: unknown schedule \"%s\" (allowed: "
                                 AH_SCHEDULE_VALUES "; absent means 1f1b)", w, sched);
+        int64_t cp = 1;
+        TRY(ah_json_get_int(pj, w, "cp", false, -LOOSE_MAX, LOOSE_MAX, &cp, err));
+        if (cp < 1 || cp > AH_MAX_CP)
+            return ah_error_set(err, AH_ERR_INVALID, "[cp] %s.cp: expected a context-parallel degree, a power of "
+                                "two in [1, %d], got %lld (absent means 1)", w, AH_MAX_CP, (long long)cp);
         json_t *stages = NULL;
         TRY(ah_json_get_typed(pj, w, "stages", JSON_ARRAY, true, &stages, err));
         if (json_array_size(stages) == 0)
@@ -172,10 +184,11 @@ static ah_status_t read_pipelines(const json_t *doc, const char *where, ah_plan_
                                 "holding all %lld layers",
                                 w, (long long)p->model.n_layer);
         TRY(ah_pipeline_alloc(pl, (int)json_array_size(stages), err));
+        pl->cp = (int)cp;
         for (int s = 0; s < pl->n_stages; s++) {
             char sw[560];
             snprintf(sw, sizeof sw, "%s.stages[%d]", w, s);
-            TRY(read_stage(json_array_get(stages, (size_t)s), sw, p->tp, &p->cluster, &pl->stages[s], err));
+            TRY(read_stage(json_array_get(stages, (size_t)s), sw, p->tp, pl->cp, &p->cluster, &pl->stages[s], err));
         }
     }
     return AH_OK;
@@ -411,9 +424,9 @@ ah_status_t ah_plan_load(const char *path, const ah_cluster_t *cluster_override,
     return s;
 }
 
-static json_t *stage_to_json(const ah_plan_t *p, const ah_stage_t *s) {
+static json_t *stage_to_json(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_stage_t *s) {
     json_t *devs = json_array();
-    for (int r = 0; r < p->tp; r++) {
+    for (int r = 0; r < ah_stage_devices(pl, p->tp); r++) {
         const ah_device_ref_t *d = &s->devices[r];
         json_array_append_new(devs, json_pack("{s:s, s:i}", "node", p->cluster.nodes[d->node].name,
                                               "index", d->index));
@@ -426,13 +439,15 @@ static json_t *stage_to_json(const ah_plan_t *p, const ah_stage_t *s) {
  * cluster cannot be written: NULL then (ah_plan_save reports it). */
 static bool indices_in_range(const ah_plan_t *p) {
     if (p->tp < 1 || p->tp > AH_MAX_TP) return false;
-    for (int i = 0; i < p->n_pipelines; i++)
+    for (int i = 0; i < p->n_pipelines; i++) {
+        if (ah_pipeline_cp(&p->pipelines[i]) > AH_MAX_CP) return false;
         for (int s = 0; s < p->pipelines[i].n_stages; s++) {
             const ah_stage_t *st = &p->pipelines[i].stages[s];
             if (st->type < 0 || st->type >= p->cluster.n_types) return false;
-            for (int r = 0; r < p->tp; r++)
+            for (int r = 0; r < ah_stage_devices(&p->pipelines[i], p->tp); r++)
                 if (st->devices[r].node < 0 || st->devices[r].node >= p->cluster.n_nodes) return false;
         }
+    }
     return true;
 }
 
@@ -451,9 +466,10 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         json_t *stages = json_array();
-        for (int s = 0; s < pl->n_stages; s++) json_array_append_new(stages, stage_to_json(p, &pl->stages[s]));
+        for (int s = 0; s < pl->n_stages; s++) json_array_append_new(stages, stage_to_json(p, pl, &pl->stages[s]));
         json_t *pj = json_pack("{s:I}", "micro_batches", (json_int_t)pl->micro_batches);
         if (pl->schedule != AH_SCHED_1F1B) json_object_set_new(pj, "schedule", json_string(ah_schedule_name(pl->schedule)));
+        if (ah_pipeline_cp(pl) != 1) json_object_set_new(pj, "cp", json_integer(ah_pipeline_cp(pl)));
         json_object_set_new(pj, "stages", stages);
         json_array_append_new(pls, pj);
     }

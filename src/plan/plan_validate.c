@@ -5,10 +5,14 @@
  *   [train]     sizes >= 1, seq_len <= the model's context, a known precision;
  *   [tp]        1 <= tp <= AH_MAX_TP and the model splits tp ways (a stage holding exactly tp
  *               devices is guaranteed by the representation and checked by the reader);
+ *   [cp]        a pipeline's cp is a power of two in [1, AH_MAX_CP] and seq_len is a multiple of
+ *               2 cp (the causal load balance cuts each sequence into 2 cp equal chunks; a stage
+ *               holding exactly tp x cp devices is the reader's check);
  *   [layers]    each pipeline's stages cover blocks 0 .. n_layer-1 once, in order, none empty;
  *   [device]    a device names a node of the cluster and an index below its GPU count, and no
  *               device appears twice in the plan;
- *   [tp-group]  a stage's devices are in one node whose GPU type is the stage's "gpu";
+ *   [tp-group]  each TP group of a stage (its tp consecutive devices, one per CP rank) is in one
+ *               node, and every device of the stage is on a node whose GPU type is the stage's "gpu";
  *   [precision] a stage's GPU type runs the plan's precision (the cluster gives its TFLOP/s);
  *   [batch]     micro_batches >= 1 and sum(micro_batches) x micro_batch == global_batch;
  *   [schedule]  a device on several stages only within one interleaved pipeline, with the same TP
@@ -70,6 +74,21 @@ static ah_status_t check_tp(const ah_plan_t *p, ah_error_t *err) {
     ah_status_t s = ah_model_check_tp(&p->model, p->tp, err);
     if (s != AH_OK) ah_error_prefix(err, "[tp] tp: %d", p->tp);
     return s;
+}
+
+static ah_status_t check_cp(const ah_plan_t *p, int pi, ah_error_t *err) {
+    const int c = ah_pipeline_cp(&p->pipelines[pi]);
+    if (c > AH_MAX_CP || (c & (c - 1)) != 0)
+        return ah_error_set(err, AH_ERR_INVALID, "[cp] pipelines[%d].cp: %d; a context-parallel degree is a power "
+                            "of two in [1, %d] (1, 2, 4, 8)", pi, c, AH_MAX_CP);
+    if (p->train.seq_len % (2 * c) != 0)
+        return ah_error_set(err, AH_ERR_INVALID, "[cp] pipelines[%d].cp: %d, but train.seq_len %lld is not a "
+                            "multiple of 2 x cp = %d; the causal load balance cuts each sequence into 2 cp equal "
+                            "chunks (CP rank i holds chunks i and 2cp-1-i): use a seq_len of %lld or %lld, or a "
+                            "smaller cp", pi, c, (long long)p->train.seq_len, 2 * c,
+                            (long long)(p->train.seq_len / (2 * c) * (2 * c)),
+                            (long long)((p->train.seq_len / (2 * c) + 1) * (2 * c)));
+    return AH_OK;
 }
 
 /* "layer 5 is" / "layers 5 .. 7 are" for blocks [a, b). */
@@ -160,7 +179,8 @@ static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const 
                                        place_t *slots, ah_error_t *err) {
     const ah_cluster_t *c = &p->cluster;
     const ah_stage_t *st = &p->pipelines[pi].stages[s];
-    for (int r = 0; r < p->tp; r++) {
+    const int n_dev = ah_stage_devices(&p->pipelines[pi], p->tp);
+    for (int r = 0; r < n_dev; r++) {
         const ah_device_ref_t *d = &st->devices[r];
         if (d->node < 0 || d->node >= c->n_nodes)
             return ah_error_set(err, AH_ERR_INVALID,
@@ -188,19 +208,23 @@ static ah_status_t check_stage_devices(const ah_plan_t *p, int pi, int s, const 
                             "[tp-group] pipelines[%d].stages[%d].gpu: type number %d is not in the "
                             "cluster (it has %d types)",
                             pi, s, st->type, c->n_types);
-    const ah_node_t *n0 = &c->nodes[st->devices[0].node];
-    for (int r = 1; r < p->tp; r++)
-        if (st->devices[r].node != st->devices[0].node)
+    for (int r = 0; r < n_dev; r++) {
+        const int lead = r - r % p->tp; /* device 0 of r's TP group (its CP rank's) */
+        const ah_node_t *n0 = &c->nodes[st->devices[lead].node];
+        if (st->devices[r].node != st->devices[lead].node)
             return ah_error_set(err, AH_ERR_INVALID,
-                                "[tp-group] pipelines[%d].stages[%d].devices: device 0 is on node %s but "
+                                "[tp-group] pipelines[%d].stages[%d].devices: device %d is on node %s but "
                                 "device %d is on node %s; a TP group must be inside one node",
-                                pi, s, n0->name, r, c->nodes[st->devices[r].node].name);
-    if (n0->type != st->type)
-        return ah_error_set(err, AH_ERR_INVALID,
-                            "[tp-group] pipelines[%d].stages[%d].gpu: the stage says \"%s\" but node %s "
-                            "has %s GPUs; set \"gpu\" to \"%s\" or use devices of a %s node",
-                            pi, s, c->types[st->type].name, n0->name, c->types[n0->type].name,
-                            c->types[n0->type].name, c->types[st->type].name);
+                                pi, s, lead, n0->name, r, c->nodes[st->devices[r].node].name);
+        char which[32] = ""; /* which CP rank's group, when there are several */
+        if (n_dev > p->tp) snprintf(which, sizeof which, " (device %d)", r);
+        if (n0->type != st->type)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[tp-group] pipelines[%d].stages[%d].gpu: the stage says \"%s\" but node %s%s "
+                                "has %s GPUs; set \"gpu\" to \"%s\" or use devices of a %s node",
+                                pi, s, c->types[st->type].name, n0->name, which, c->types[n0->type].name,
+                                c->types[n0->type].name, c->types[st->type].name);
+    }
     if (!ah_gpu_runs(&c->types[st->type], p->train.precision))
         return ah_error_set(err, AH_ERR_INVALID,
                             "[precision] pipelines[%d].stages[%d].gpu: GPU type %s has no %s rate "
@@ -232,8 +256,8 @@ static ah_status_t check_devices(const ah_plan_t *p, ah_error_t *err) {
     return s;
 }
 
-static bool same_group(const ah_plan_t *p, const ah_stage_t *a, const ah_stage_t *b) {
-    for (int r = 0; r < p->tp; r++)
+static bool same_group(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_stage_t *a, const ah_stage_t *b) {
+    for (int r = 0; r < ah_stage_devices(pl, p->tp); r++)
         if (a->devices[r].node != b->devices[r].node || a->devices[r].index != b->devices[r].index) return false;
     return true;
 }
@@ -248,14 +272,14 @@ static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err
     for (int k = 0; k < S; k++) {
         const ah_device_ref_t *d = &pl->stages[k].devices[0];
         for (int t = 0; k < P && t < k; t++)
-            if (same_group(p, &pl->stages[t], &pl->stages[k]) || (pl->stages[t].devices[0].node == d->node &&
+            if (same_group(p, pl, &pl->stages[t], &pl->stages[k]) || (pl->stages[t].devices[0].node == d->node &&
                                                                   pl->stages[t].devices[0].index == d->index))
                 return ah_error_set(err, AH_ERR_INVALID,
                                     "[schedule] pipelines[%d].stages[%d]: %s GPU %d holds stages %d and %d, %d apart; "
                                     "an interleaved pipeline of %d devices puts device d on stages d, d+%d, d+%d, ... "
                                     "(evenly spaced), so its first %d stages are on %d different devices",
                                     pi, k, c->nodes[d->node].name, d->index, t, k, k - t, P, P, 2 * P, P, P);
-        if (k >= P && !same_group(p, &pl->stages[k], &pl->stages[k - P])) {
+        if (k >= P && !same_group(p, pl, &pl->stages[k], &pl->stages[k - P])) {
             const ah_device_ref_t *e = &pl->stages[k - P].devices[0];
             return ah_error_set(err, AH_ERR_INVALID,
                                 "[schedule] pipelines[%d].stages[%d]: on %s GPU %d, but an interleaved pipeline of "
@@ -321,6 +345,7 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
                             "[pipelines] pipelines: the plan has none; it needs at least one pipeline");
     TRY(ah_plan_check_train(&p->model, &p->train, err));
     TRY(check_tp(p, err));
+    for (int i = 0; i < p->n_pipelines; i++) TRY(check_cp(p, i, err));
     for (int i = 0; i < p->n_pipelines; i++) TRY(check_layers(p, i, err));
     TRY(check_devices(p, err));
     TRY(check_batch(p, err));

@@ -24,9 +24,11 @@ static bool same_host(const char *a, const char *b) {
 
 /* Rank r's device, in the plan's device order. */
 static const ah_device_ref_t *device_of(const ah_plan_t *p, int r) {
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++, r -= p->tp)
-            if (r < p->tp) return &p->pipelines[i].stages[s].devices[r];
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const int n_dev = ah_stage_devices(&p->pipelines[i], p->tp);
+        for (int s = 0; s < p->pipelines[i].n_stages; s++, r -= n_dev)
+            if (r < n_dev) return &p->pipelines[i].stages[s].devices[r];
+    }
     return NULL;
 }
 

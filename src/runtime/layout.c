@@ -24,7 +24,8 @@ ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err)
         l->stage_base[i] = base;
         const int groups = ah_pipeline_groups(pl);
         for (int d = 0; d < groups; d++)
-            for (int k = 0; k < p->tp; k++) l->roles[rank++] = (ah_role_t){i, d, k, pl->n_stages / groups, groups};
+            for (int k = 0; k < ah_stage_devices(pl, p->tp); k++)
+                l->roles[rank++] = (ah_role_t){i, d, k % p->tp, pl->n_stages / groups, groups, k / p->tp};
         for (int s = 0; s < pl->n_stages; s++) {
             l->stage_rank0[base + s] = ah_plan_rank_of(p, i, s, 0);
             cut[pl->stages[s].first] = 1;
@@ -67,8 +68,8 @@ void ah_layout_free(ah_layout_t *l) {
     memset(l, 0, sizeof *l);
 }
 
-int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int tp_rank) {
-    return l->stage_rank0[l->stage_base[pipeline] + stage] + tp_rank;
+int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int device) {
+    return l->stage_rank0[l->stage_base[pipeline] + stage] + device;
 }
 
 int ah_role_chunk(const ah_role_t *r, int s) {

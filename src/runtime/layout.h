@@ -1,6 +1,7 @@
-/* Who does what in a plan, as pure data: each MPI rank's pipeline, stages and TP rank, and the
- * layer-wise data-parallel segments. Rank order is the plan's device order (pipeline, device
- * group, TP rank: plan.h ah_plan_rank_of). A rank of an interleaved pipeline of P device groups
+/* Who does what in a plan, as pure data: each MPI rank's pipeline, stages, CP rank and TP rank,
+ * and the layer-wise data-parallel segments. Rank order is the plan's device order (pipeline,
+ * device group, CP rank, TP rank: plan.h ah_plan_rank_of); a CP pipeline's stage has tp x cp
+ * ranks. A rank of an interleaved pipeline of P device groups
  * holds v = S / P stages (chunks): stage, stage + P, ..., stage + (v - 1) P; elsewhere one.
  *
  * Segments: cut the layer axis at every stage boundary of every pipeline; each segment
@@ -15,6 +16,7 @@
 typedef struct ah_role {
     int pipeline, stage, tp_rank; /* stage: the rank's first stage (its device group's index) */
     int chunks, stride;           /* its stages: stage + c stride, c = 0 .. chunks - 1 */
+    int cp_rank;                  /* its place in the stage's CP group (0 when cp is 1) */
 } ah_role_t;
 
 typedef struct ah_segment {
@@ -33,7 +35,8 @@ typedef struct ah_layout {
 
 ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err);
 void ah_layout_free(ah_layout_t *l);
-int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int tp_rank);
+/* The rank of device k of (pipeline, stage): k = cp_rank x tp + tp_rank (the TP rank when cp is 1). */
+int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int device);
 /* Whether role r holds stage s of its pipeline, and which of its chunks it is (-1: none). */
 int ah_role_chunk(const ah_role_t *r, int s);
 

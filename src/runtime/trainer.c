@@ -121,15 +121,26 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
     return AH_OK;
 }
 
+ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
+    for (int i = 0; i < plan->n_pipelines; i++)
+        if (ah_pipeline_cp(&plan->pipelines[i]) > 1)
+            return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
+                                "parallelism yet (issue 38): train this plan with cp 1 (drop \"cp\" and list tp "
+                                "devices per stage)", i, ah_pipeline_cp(&plan->pipelines[i]));
+    return AH_OK;
+}
+
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err) {
     memset(tr, 0, sizeof *tr);
+    ah_status_t s = ah_trainer_check_plan(plan, err); /* before any collective: every rank alike */
+    if (s != AH_OK) return s;
     tr->plan = plan;
     tr->data = data;
     tr->opts = *opts;
     tr->rank = ah_comm_rank(ah_comm_world());
     tr->n_ranks = ah_comm_size(ah_comm_world());
-    ah_status_t s = ah_layout_build(plan, &tr->layout, err);
+    s = ah_layout_build(plan, &tr->layout, err);
     if (s != AH_OK) return s;
     if (tr->layout.n_ranks != tr->n_ranks) {
         ah_trainer_free(tr);
