@@ -102,6 +102,22 @@ grep -q "node n1: .* need $need1 bytes" "$WORK/small.out" || { cat "$WORK/small.
 run "$WORK/small.json" smallsync 8 --ckpt-sync --ckpt-every 4 --local-root "$WORK/cksmall" \
     || { cat "$WORK/smallsync.out" >&2; fail "--ckpt-sync keeps no snapshot: the plan trains"; }
 echo "  host memory one byte short on n1: refused by evaluate and train, naming n1 and $need1 bytes; --ckpt-sync trains"
+# with in-memory replicas the same check counts what a node keeps in its tmpfs: n1 holds its snapshots
+# and nothing more, so with --replica-memory-gb (n0's step in n1's memory, and n1's own notice copy) it is refused
+python3 - "$TP" "$WORK/eval.json" "$WORK/exact.json" <<'PY'
+import json, sys
+d, hm = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["host_memory"]
+need = {n["node"]: n["snapshot_bytes"] for n in hm}
+for n in d["cluster"]["nodes"]:
+    n["host_memory_gib"] = 64 if n["name"] == "n0" else need["n1"] / 2**30
+json.dump(d, open(sys.argv[3], "w"))
+PY
+"$AUTOHET" evaluate --plan "$WORK/exact.json" >/dev/null 2>&1 || fail "evaluate refused a node that holds its snapshots"
+run "$WORK/exact.json" exactrep 8 --ckpt-every 4 --local-root "$WORK/ckexact" --replica-memory-gb 1 \
+    && fail "train took replicas a node's host memory cannot hold"
+grep -q "node n1: its asynchronous checkpoint snapshots ($need1 bytes) and in-memory replicas" "$WORK/exactrep.out" ||
+    { cat "$WORK/exactrep.out" >&2; fail "the replicas' refusal names neither n1 nor its parts"; }
+echo "  n1 holding its snapshots exactly: --replica-memory-gb 1 refused, naming n1, its snapshots and replicas"
 
 # ---- 2. a rank killed while its snapshot is being written -------------------------------------
 STEPS=16

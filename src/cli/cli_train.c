@@ -158,9 +158,11 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     /* The directory's config first, on every rank alone: a mismatch is said before any set-up. */
     if (a->init_from && (s = ah_hf_import_check_config(a->init_from, &plan->model, err)) != AH_OK)
         return ah_error_prefix(err, "--init-from");
-    /* asynchronous checkpoints keep a snapshot in host memory: a node that gives its host memory
-     * must hold it (ckpt/host_memory.h) */
-    if (a->local_root && a->ckpt_every > 0 && !a->ckpt_sync && (s = ah_snapshot_check_host(plan, NULL, err)) != AH_OK)
+    /* asynchronous checkpoints keep a snapshot in host memory, in-memory replicas their tmpfs copies: a
+     * node that gives its host memory must hold them (ckpt/host_memory.h) */
+    const bool snapshots = a->local_root && a->ckpt_every > 0 && !a->ckpt_sync;
+    const double replicas = a->local_root && a->ckpt_every > 0 ? a->replica_gb : 0;
+    if ((snapshots || replicas > 0) && (s = ah_host_memory_check(plan, snapshots, replicas, NULL, err)) != AH_OK)
         return ah_error_prefix(err, "%s", a->plan);
     const int need = ah_plan_device_count(plan);
     if (need != ranks)
