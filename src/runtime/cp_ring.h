@@ -1,0 +1,47 @@
+/* Ring attention over a context-parallel group (issue 38; docs/runtime.md "Context
+ * parallelism"), on the CPU backend: each of the group's c ranks holds T / c tokens of every
+ * sequence of the micro-batch, by the causal load balance (kernels/cpu/ring_attention.h
+ * ah_cp_positions: rank i has chunks i and 2c - 1 - i), as a qkv (B, T/c, (Hl + 2 KVl) hd).
+ *
+ * Forward: the rank's key/value heads only (GQA: KVl of them) go around the ring; at each of the
+ * c steps the next block's transfer (isend to rank + 1, irecv from rank - 1) is started before
+ * the current block's attention is computed, so the exchange overlaps the compute. It keeps for
+ * the backward the output and one logsumexp per query row (B, Hl, T/c): the backward recomputes
+ * each block's probabilities (no T x T matrix is kept). Backward: the key/value blocks go around
+ * again with their gradient accumulators (dk, dv), each rank adding its queries' part before
+ * passing them on; after c passes each accumulator is back at its owner, which adds it to its
+ * dqkv. Transfers are point-to-point in the group (tags AH_CP_TAG..), one step at a time.
+ *
+ * Ownership: the ring owns its buffers (4 key/value blocks, the online softmax's accumulator
+ * and statistics, the scratch), allocated by ah_cp_ring_init on the host; not the group.
+ * Collectives: none; fwd and bwd are called by every rank of the group in the same order.
+ * Errors: AH_ERR_COMM from a transfer, AH_ERR_OOM at init. */
+#ifndef AH_RUNTIME_CP_RING_H
+#define AH_RUNTIME_CP_RING_H
+
+#include "comm/comm.h"
+#include "core/status.h"
+
+#define AH_CP_TAG 7300
+
+typedef struct ah_cp_ring {
+    ah_comm_t *group;       /* the CP group (not owned); rank order = CP rank */
+    int c, rank;
+    int B, Tl, Hl, KVl, hd; /* Tl = T / c tokens per sequence here */
+    int *pos;               /* (c, Tl): every CP rank's positions */
+    float *kv[2], *dkv[2];  /* (B, Tl, 2 KVl hd) each: blocks in flight and their gradients */
+    float *acc, *stats, *scratch;
+} ah_cp_ring_t;
+
+/* T a multiple of 2 c; the group's size is c. */
+ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, int B, int T, int Hl, int KVl, int hd,
+                            ah_error_t *err);
+void ah_cp_ring_free(ah_cp_ring_t *r);
+/* out (B, Tl, Hl hd), lse (B, Hl, Tl) from this rank's qkv. */
+ah_status_t ah_cp_attention_fwd(ah_cp_ring_t *r, float *out, float *lse, const float *qkv, ah_error_t *err);
+/* dqkv += the gradient of this rank's qkv (queries from its own rows, keys and values from every
+ * rank's queries). out and lse are the forward's. */
+ah_status_t ah_cp_attention_bwd(ah_cp_ring_t *r, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, ah_error_t *err);
+
+#endif

@@ -1,0 +1,101 @@
+/* Ring attention over real MPI ranks (runtime/cp_ring.h): 4 ranks run a CP group of 4 and two CP
+ * groups of 2 (ranks 0, 1 and 2, 3), plain and grouped-query attention; each rank compares its
+ * output rows and its qkv gradient (queries, keys, values) with one process's attention kernel
+ * on the whole sequence: within 1e-6 (dk, dv: 2e-6), relative to the tensor's largest entry.
+ * Run alone (as CTest does), it starts itself under `mpirun -np 4`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "elastic/launcher.h"
+#include "harness.h"
+#include "kernels/cpu/ring_attention.h"
+#include "kernels/kernels.h"
+#include "runtime/cp_ring.h"
+
+static float *fill(size_t n, unsigned s) {
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n && x; i++) s = s * 1103515245u + 12345u, x[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    return x;
+}
+
+/* max |loc - full at pos| over full's columns [off, off + w) (loc's [0, w)), relative to full's
+ * largest entry there (at least 1) */
+static double diff(const float *loc, int ldl, const float *full, int ldf, const int *pos, int B, int T, int Tl,
+                   int off, int w) {
+    double d = 0, big = 1;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            for (int k = 0; k < w; k++) {
+                const double f = full[((size_t)b * T + pos[t]) * ldf + off + k];
+                d = fmax(d, fabs(loc[((size_t)b * Tl + t) * ldl + k] - f));
+                big = fmax(big, fabs(f));
+            }
+    return d / big;
+}
+
+static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
+    const ah_kernels_t *K = ah_kernels_cpu();
+    const int c = ah_comm_size(g), me = ah_comm_rank(g), ld = (Hl + 2 * KVl) * hd, Cl = Hl * hd, Tl = T / c;
+    float *qkv = fill((size_t)B * T * ld, 3u + (unsigned)KVl), *dout = fill((size_t)B * T * Cl, 5u);
+    float *out = calloc((size_t)B * T * Cl, sizeof *out), *dqkv = calloc((size_t)B * T * ld, sizeof *dqkv);
+    float *probs = calloc(K->attention_state_floats(B, T, Hl, hd), sizeof *probs);
+    float *scr = calloc(K->attention_scratch_floats(B, T, Hl, KVl, hd), sizeof *scr);
+    K->attention_fwd(out, probs, scr, qkv, B, T, Hl, KVl, hd);
+    K->attention_bwd(dqkv, scr, dout, qkv, out, probs, B, T, Hl, KVl, hd);
+    int *pos = malloc((size_t)Tl * sizeof *pos);
+    ah_cp_positions(pos, T, c, me);
+    float *lq = malloc((size_t)B * Tl * ld * sizeof *lq), *ldo = malloc((size_t)B * Tl * Cl * sizeof *ldo);
+    float *lo = malloc((size_t)B * Tl * Cl * sizeof *lo), *lse = malloc((size_t)B * Hl * Tl * sizeof *lse);
+    float *ldq = calloc((size_t)B * Tl * ld, sizeof *ldq);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++) {
+            memcpy(lq + ((size_t)b * Tl + t) * ld, qkv + ((size_t)b * T + pos[t]) * ld, (size_t)ld * sizeof *lq);
+            memcpy(ldo + ((size_t)b * Tl + t) * Cl, dout + ((size_t)b * T + pos[t]) * Cl, (size_t)Cl * sizeof *ldo);
+        }
+    ah_cp_ring_t r;
+    ah_error_t err = {0};
+    CHECK(ah_cp_ring_init(&r, g, B, T, Hl, KVl, hd, &err) == AH_OK, "init: %s", err.msg);
+    CHECK(ah_cp_attention_fwd(&r, lo, lse, lq, &err) == AH_OK, "fwd: %s", err.msg);
+    CHECK(ah_cp_attention_bwd(&r, ldq, ldo, lq, lo, lse, &err) == AH_OK, "bwd: %s", err.msg);
+    const double e_out = diff(lo, Cl, out, Cl, pos, B, T, Tl, 0, Cl), e_q = diff(ldq, ld, dqkv, ld, pos, B, T, Tl, 0, Cl),
+                 e_kv = diff(ldq + Cl, ld, dqkv, ld, pos, B, T, Tl, Cl, 2 * KVl * hd);
+    printf("cp %d rank %d, Hl %d KVl %d: out %.2e, dq %.2e, dk/dv %.2e\n", c, me, Hl, KVl, e_out, e_q, e_kv);
+    CHECK(e_out <= 1e-6 && e_q <= 1e-6 && e_kv <= 2e-6, "cp %d rank %d KVl %d: out %.2e, dq %.2e, dk/dv %.2e", c, me,
+          KVl, e_out, e_q, e_kv);
+    ah_cp_ring_free(&r);
+    free(qkv), free(dout), free(out), free(dqkv), free(probs), free(scr), free(pos), free(lq), free(ldo), free(lo);
+    free(lse), free(ldq);
+}
+
+int main(int argc, char **argv) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) { /* not under mpirun: start 4 ranks of this program */
+        char self[1024], cmd[1400];
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        CHECK(n > 0, "find this program");
+        self[n > 0 ? n : 0] = '\0';
+        snprintf(cmd, sizeof cmd, "mpirun %s %s-x OPENBLAS_NUM_THREADS=1 -np 4 %s", AH_MPIRUN_ONE_MACHINE,
+                 geteuid() == 0 ? "--allow-run-as-root " : "", self);
+        const int st = system(cmd);
+        CHECK(st == 0, "`%s` exited with %d", cmd, st);
+        return ah_test_finish();
+    }
+    ah_error_t err;
+    if (ah_comm_init(&argc, &argv, &err) != AH_OK) {
+        fprintf(stderr, "test_cp_ring: %s\n", err.msg);
+        return 1;
+    }
+    ah_comm_t *world = ah_comm_world(), *half = NULL;
+    const int me = ah_comm_rank(world);
+    run_group(world, 2, 32, 4, 4, 8);
+    run_group(world, 1, 64, 4, 2, 8);
+    CHECK(ah_comm_split(world, me / 2, me, &half, &err) == AH_OK, "split: %s", err.msg);
+    if (half) run_group(half, 2, 32, 4, 1, 8);
+    ah_comm_free(&half);
+    const int rc = ah_test_finish();
+    ah_comm_finalize();
+    return rc;
+}
