@@ -334,6 +334,19 @@ static ah_status_t prepare(const char *model_s, const char *cluster_s, bool seq_
     return AH_OK;
 }
 
+/* The plan flags' settings into the simulation's options; sizes from --global-batch and --seq-len. */
+static void take_plan_flags(ah_sim_opts_t *o, ah_planner_opts_t *po, int64_t gb, int64_t sl) {
+    o->train.global_batch = gb;
+    o->train.seq_len = sl;
+    o->train.micro_batch = po->train.micro_batch;
+    o->train.precision = po->train.precision; /* auto: resolved by prepare */
+    o->shard = po->shard;
+    o->objective = po->objective;
+    o->schedule = po->schedule;
+    po->schedule_trainable_only = true; /* its policies train: the precision's plans likewise */
+    o->budget_usd_per_hour = po->budget_usd_per_hour;
+}
+
 int ah_cli_simulate(int argc, char **argv) {
     const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
     const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *profile_s = NULL;
@@ -411,15 +424,7 @@ int ah_cli_simulate(int argc, char **argv) {
     else
         parse_policies(policies_s, want, &err);
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
-    o.train.global_batch = gb;
-    o.train.seq_len = sl;
-    o.train.micro_batch = po.train.micro_batch;
-    o.train.precision = po.train.precision; /* auto: resolved by prepare */
-    o.shard = po.shard;
-    o.objective = po.objective;
-    o.schedule = po.schedule;
-    po.schedule_trainable_only = true; /* its policies train: the precision's plans likewise */
-    o.budget_usd_per_hour = po.budget_usd_per_hour;
+    take_plan_flags(&o, &po, gb, sl);
     ah_profile_t *profile = NULL;
     if (profile_s && ah_profile_load(profile_s, &profile, &err) != AH_OK) return ah_cli_fail("simulate", &err);
     o.profile = po.profile = profile;

@@ -487,9 +487,8 @@ static void begin_recovery(run_t *x, entry_t *e, bool join, const char *label, c
          * the latest */
         notice.memory = x->run->holder != NULL;
         notice.memory_s = -1;
-        /* the handover (with replicas, not for a join: ckpt/policy.h's rule): the next plan known at the
-         * notice, each device's pieces into the memory of the host that reads them; committed there, so
-         * the disks follow after the relaunch */
+        /* the handover (memory.c; not for a join): each device's pieces into the memory of the host
+         * that reads them under e, when ckpt/policy.h's rule takes it */
         notice.handover = notice.memory && x->o->handover && !join && x->state;
         if (notice.handover) { /* against the disks plus what the relaunch would fetch without it */
             ah_sim_recovery_t without = {0};
