@@ -110,8 +110,63 @@ static void run_case(const ah_kernels_t *K, ring_case_t k) {
     free(ldo), free(lo), free(lse), free(st), free(ldq), free(ldkv_), free(rs);
 }
 
+static bool rows_equal(const float *loc, const float *full, const int *pos, int B, int T, int Tl, int w) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            if (memcmp(loc + ((size_t)b * Tl + t) * w, full + ((size_t)b * T + pos[t]) * w, (size_t)w * sizeof *loc))
+                return false;
+    return true;
+}
+
+static void test_positions(const ah_kernels_t *K, int c) {
+    const int B = 2, T = 32, Tl = T / c, H = 3, hd = 8, stride = 4 * hd, C = 16, V = 11;
+    const ah_rope_t rope = {10000.0f, 8.0f, 1.0f, 4.0f, 16.0f};
+    float *x = fill((size_t)B * T * stride, 3u), *full = malloc((size_t)B * T * stride * sizeof *full);
+    float *loc = malloc((size_t)B * Tl * stride * sizeof *loc);
+    float *wte = fill((size_t)V * C, 4u), *wpe = fill((size_t)T * C, 5u), *dout = fill((size_t)B * T * C, 6u);
+    float *emb = malloc((size_t)B * T * C * sizeof *emb), *lemb = malloc((size_t)B * Tl * C * sizeof *lemb);
+    float *dwte = calloc((size_t)V * C, sizeof *dwte), *dwpe = calloc((size_t)T * C, sizeof *dwpe);
+    float *ldwte = calloc((size_t)V * C, sizeof *ldwte), *ldwpe = calloc((size_t)T * C, sizeof *ldwpe);
+    float *ldout = malloc((size_t)B * Tl * C * sizeof *ldout);
+    int32_t tokens[2 * 32], ltok[2 * 32];
+    int pos[32];
+    for (int i = 0; i < B * T; i++) tokens[i] = (i * 7) % V;
+    K->embedding_fwd(emb, tokens, wte, wpe, B, T, C, 0, V);
+    K->embedding_bwd(dwte, dwpe, dout, tokens, B, T, C, 0, V);
+    bool rope_ok = true, emb_ok = true;
+    for (int dir = 0; dir < 2; dir++) {
+        memcpy(full, x, (size_t)B * T * stride * sizeof *full);
+        (dir ? K->rope_bwd : K->rope_fwd)(full, B, T, H, hd, stride, rope);
+        for (int r = 0; r < c; r++) {
+            ah_cp_positions(pos, T, c, r);
+            take_rows(loc, x, pos, B, T, Tl, stride);
+            (dir ? ah_cpu_rope_bwd_at : ah_cpu_rope_fwd_at)(loc, pos, B, Tl, H, hd, stride, rope);
+            rope_ok = rope_ok && rows_equal(loc, full, pos, B, T, Tl, stride);
+        }
+    }
+    for (int r = 0; r < c; r++) {
+        ah_cp_positions(pos, T, c, r);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) ltok[b * Tl + t] = tokens[b * T + pos[t]];
+        take_rows(ldout, dout, pos, B, T, Tl, C);
+        ah_cpu_embedding_fwd_at(lemb, ltok, wte, wpe, pos, B, Tl, C, 0, V);
+        emb_ok = emb_ok && rows_equal(lemb, emb, pos, B, T, Tl, C);
+        ah_cpu_embedding_bwd_at(ldwte, ldwpe, ldout, ltok, pos, B, Tl, C, 0, V);
+    }
+    double dte = 0;
+    for (int i = 0; i < V * C; i++) dte = fmax(dte, fabs(ldwte[i] - dwte[i]) / fmax(1.0, fabs(dwte[i])));
+    CHECK(rope_ok, "cp %d: rotary angles by position equal the one-process rows, forward and backward", c);
+    CHECK(emb_ok, "cp %d: the embedding by position equals the one-process rows", c);
+    CHECK(memcmp(ldwpe, dwpe, (size_t)T * C * sizeof *dwpe) == 0, "cp %d: the position rows' gradient, bit for bit", c);
+    CHECK(dte <= 1e-6, "cp %d: the token table's gradient summed over the ranks within 1e-6 (%.2e)", c, dte);
+    free(x), free(full), free(loc), free(wte), free(wpe), free(dout), free(emb), free(lemb);
+    free(dwte), free(dwpe), free(ldwte), free(ldwpe), free(ldout);
+}
+
 int main(void) {
     const ah_kernels_t *K = ah_kernels_cpu();
+    test_positions(K, 2);
+    test_positions(K, 4);
     const ring_case_t cases[] = {
         {2, 32, 4, 4, 8, 2}, {2, 32, 4, 4, 8, 4}, {1, 64, 4, 2, 16, 2}, {2, 48, 4, 1, 8, 4}, {1, 16, 2, 2, 8, 8}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(K, cases[i]);

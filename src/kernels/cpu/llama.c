@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/ring_attention.h"
 #include "kernels/rope_freq.h"
 
 AH_CPU_CLONES void ah_cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight,
@@ -57,8 +58,8 @@ AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *
  * ROPE_CHUNK; cos and sin depend on (t, i) only: for each position they are computed once per
  * frequency and applied to every sequence of the batch and every head, in loops over i that
  * vectorise. */
-AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope,
-                                      float sign) {
+AH_CPU_CLONES static void rope_rotate(float *x, const int *pos, int B, int T, int n_heads, int hd, int stride,
+                                      ah_rope_t rope, float sign) {
     const int half = hd / 2;
     float inv_freq[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
     for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
@@ -66,7 +67,7 @@ AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int h
         for (int k = 0; k < n; k++) inv_freq[k] = ah_rope_inv_freq(rope, i0 + k, hd);
         for (int t = 0; t < T; t++) {
             for (int k = 0; k < n; k++) {
-                const float angle = (float)t * inv_freq[k];
+                const float angle = (float)(pos ? pos[t] : t) * inv_freq[k];
                 cs[k] = (float)cos((double)angle);
                 sn[k] = sign * (float)sin((double)angle);
             }
@@ -86,11 +87,19 @@ AH_CPU_CLONES static void rope_rotate(float *x, int B, int T, int n_heads, int h
 }
 
 void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(x, B, T, n_heads, hd, stride, rope, 1.0f);
+    rope_rotate(x, NULL, B, T, n_heads, hd, stride, rope, 1.0f);
 }
 
 void ah_cpu_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(dx, B, T, n_heads, hd, stride, rope, -1.0f);
+    rope_rotate(dx, NULL, B, T, n_heads, hd, stride, rope, -1.0f);
+}
+
+void ah_cpu_rope_fwd_at(float *x, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(x, pos, B, T, n_heads, hd, stride, rope, 1.0f);
+}
+
+void ah_cpu_rope_bwd_at(float *dx, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(dx, pos, B, T, n_heads, hd, stride, rope, -1.0f);
 }
 
 AH_CPU_CLONES void ah_cpu_swiglu_fwd(float *out, const float *gu, int N, int F) {

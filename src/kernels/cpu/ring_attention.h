@@ -1,5 +1,5 @@
-/* Ring attention's pieces on the CPU (context parallelism, issue 38; docs/runtime.md "Context
- * parallelism"): causal attention of a CP rank's query rows against one key/value block at a
+/* Context parallelism's CPU pieces (issue 38; docs/runtime.md "Context parallelism"): the
+ * kernels by position (rotary angles, position rows) and ring attention's: causal attention of a CP rank's query rows against one key/value block at a
  * time, the blocks arriving in any order (the ring), merged by the online softmax, and the
  * backward by block, recomputing the probabilities from the forward's per-row logsumexp.
  *
@@ -21,6 +21,9 @@
 #define AH_KERNELS_CPU_RING_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
 
 size_t ah_cpu_ring_attn_scratch_floats(int Tq, int Tk);
 /* acc (B, Tq, Hl hd) = 0; stats (B, Hl, Tq, 2): running maximum -inf, running sum 0. */
@@ -38,6 +41,15 @@ void ah_cpu_ring_attn_bwd_block(float *dqkv, float *dkv, float *scratch, const f
  * of 2c); CP rank i of c holds chunks i and 2c - 1 - i, so every rank does the same attention
  * work. pos (T / c) = the global positions of rank i's tokens, in its local order. */
 void ah_cp_positions(int *pos, int T, int c, int i);
+/* The one-process kernels (kernels/kernels.h) with row t of each sequence at position pos[t]
+ * (pos: T entries) instead of t: a CP rank's rotary angles and GPT-2 position rows. pos NULL or
+ * 0 .. T-1 is the one-process kernel, bit for bit (it is the same code). */
+void ah_cpu_rope_fwd_at(float *x, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope);
+void ah_cpu_rope_bwd_at(float *dx, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope);
+void ah_cpu_embedding_fwd_at(float *out, const int32_t *tokens, const float *wte, const float *wpe, const int *pos,
+                             int B, int T, int C, int v0, int Vl);
+void ah_cpu_embedding_bwd_at(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, const int *pos,
+                             int B, int T, int C, int v0, int Vl);
 /* kv (B, T, 2 KVl hd) = the key and value heads of qkv (B, T, (Hl + 2 KVl) hd). */
 void ah_cpu_ring_kv_pack(float *kv, const float *qkv, int B, int T, int Hl, int KVl, int hd);
 
