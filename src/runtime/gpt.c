@@ -377,18 +377,10 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
         ah_arena_free(&st->a_work);
         ah_arena_free(&st->a_keep);
     }
-    free(st->params);
-    free(st->opt_runs);
-    free(st->act);
-    free(st->slot_chunk);
-    free(st->slot_act);
-    free(st->ids);
-    free(st->head_in);
-    free(st->head_out);
-    free(st->head_stats);
-    free(st->logits);
-    free(st->recomp);
-    free(st->keep);
+    /* the host tables the stage owns (views and lists; the tensors are the arenas') */
+    void *const tables[] = {st->params,   st->opt_runs, st->act,        st->slot_chunk, st->slot_act, st->ids,
+                            st->head_in,  st->head_out, st->head_stats, st->logits,     st->recomp,   st->keep};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) free(tables[i]);
     memset(st, 0, sizeof *st);
 }
 
