@@ -219,11 +219,10 @@ static const ah_flag_t SHARED[] = {
     {"--shard-optimizer", AH_FLAG_STR, NULL, "none|even|memory|auto",
      "split AdamW's state over each data-parallel group of the plan: evenly, by each device's free memory, or "
      "auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},
-    {"--schedule", AH_FLAG_STR, NULL, "auto|1f1b|interleaved|zero-bubble",
-     "each pipeline's schedule: auto, the fastest per pipeline of 1F1B, zero-bubble (ZB-H1) and interleaved 1F1B "
-     "with its best count of stages per device, priced from each schedule's own replay and memory; or one for every "
-     "pipeline that can run it (default auto; the verbs that train, run and simulate, take only the schedules the "
-     "runtime runs; docs/planner.md \"Schedules\")", false},
+    {"--schedule", AH_FLAG_STR, NULL, "auto|1f1b|interleaved|zero-bubble", "each pipeline's schedule: auto, the "
+     "fastest per pipeline of 1F1B, zero-bubble (ZB-H1) and interleaved 1F1B with its best count of stages per device, "
+     "each priced by its own replay and memory; or one for every pipeline that can run it (default auto; run and "
+     "simulate take only what the runtime runs; docs/planner.md \"Schedules\")", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
     {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
