@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "core/json.h"
+
 static int passed, failed;
 
 void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...) {
@@ -38,4 +42,13 @@ const char *ah_test_src_path(const char *rel) {
     const char *root = getenv("AH_SOURCE_DIR");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : ".", rel);
     return buf;
+}
+
+ah_status_t ah_test_parse_cluster(const char *text, ah_cluster_t *c, ah_error_t *err) {
+    json_t *doc = NULL;
+    ah_status_t s = ah_json_load_string(text, strlen(text), "c.json", &doc, err);
+    if (s) return s;
+    s = ah_cluster_from_json(doc, "c.json", c, err);
+    json_decref(doc);
+    return s;
 }

@@ -11,6 +11,9 @@ void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...)
 int ah_test_finish(void);
 /* Path of a file under the source tree (AH_SOURCE_DIR, or the current directory). */
 const char *ah_test_src_path(const char *rel);
+/* A cluster from JSON text, named "c.json" in messages (spec/cluster.h ah_cluster_from_json). */
+#include "spec/cluster.h"
+ah_status_t ah_test_parse_cluster(const char *text, ah_cluster_t *c, ah_error_t *err);
 
 #define CHECK(cond, ...) ah_test_check((cond), __FILE__, __LINE__, __VA_ARGS__)
 #define CHECK_EQ_I64(a, b)                                                                     \

@@ -189,15 +189,6 @@ static void test_builtins(void) {
     CHECK_ERR(ah_cluster_builtin("big", &c, &err), AH_ERR_INVALID, err, "\"big\"");
 }
 
-static ah_status_t parse(const char *text, ah_cluster_t *c, ah_error_t *err) {
-    json_t *doc = NULL;
-    ah_status_t s = ah_json_load_string(text, strlen(text), "c.json", &doc, err);
-    if (s) return s;
-    s = ah_cluster_from_json(doc, "c.json", c, err);
-    json_decref(doc);
-    return s;
-}
-
 static void test_overrides(void) {
     const char *text =
         "{\"gpu_types\": {"
@@ -217,7 +208,7 @@ static void test_overrides(void) {
         " \"network\": {\"inter_zone_gb_s\": 1.5}}";
     ah_cluster_t c;
     ah_error_t err = {0};
-    CHECK(parse(text, &c, &err) == AH_OK, "overrides: %s", err.msg);
+    CHECK(ah_test_parse_cluster(text, &c, &err) == AH_OK, "overrides: %s", err.msg);
     if (err.msg[0]) return;
     CHECK_EQ_I64(c.n_types, 5);
     const ah_gpu_type_t *h20 = &c.types[c.nodes[0].type], *cat = ah_gpu_catalog_find("H20");
@@ -261,7 +252,7 @@ static void expect_error(const char *text, ah_status_t want, const char *n1, con
                          const char *n3) {
     ah_cluster_t c;
     ah_error_t err = {0};
-    ah_status_t s = parse(text, &c, &err);
+    ah_status_t s = ah_test_parse_cluster(text, &c, &err);
     CHECK_ERR(s, want, err, n1);
     if (n2) CHECK_ERR(s, want, err, n2);
     if (n3) CHECK_ERR(s, want, err, n3);
@@ -319,7 +310,7 @@ static void test_errors(void) {
     }
     ah_cluster_t ok;
     ah_error_t ok_err = {0};
-    CHECK(parse("{\"nodes\": [{\"name\": \"9.x_y-Z\", \"gpu\": \"T4\", \"count\": 1}]}", &ok, &ok_err) ==
+    CHECK(ah_test_parse_cluster("{\"nodes\": [{\"name\": \"9.x_y-Z\", \"gpu\": \"T4\", \"count\": 1}]}", &ok, &ok_err) ==
               AH_OK, "9.x_y-Z is a valid node name: %s", ok_err.msg);
     ah_cluster_free(&ok);
     expect_error("{\"nodes\": [{\"gpu\": \"T4\", \"count\": 1}]}", AH_ERR_INVALID, "nodes[0]",
@@ -357,7 +348,7 @@ static void test_errors(void) {
                                 " \"mem_bw_gb_s\": 1, \"intra_node_gb_s\": 16}, \"V100-16G\": {\"tflops\": "
                                 "{\"bf16\": null}}}, \"nodes\": [{\"name\": \"n0\", \"gpu\": \"X\", \"count\": 1},"
                                 " {\"name\": \"v0\", \"gpu\": \"V100-16G\", \"count\": 1}]}";
-        CHECK(parse(fp32_only, &c, &err) == AH_OK, "an fp32-only type loads: %s", err.msg);
+        CHECK(ah_test_parse_cluster(fp32_only, &c, &err) == AH_OK, "an fp32-only type loads: %s", err.msg);
         if (err.msg[0] == 0) {
             const ah_gpu_type_t *x = &c.types[ah_cluster_find_type(&c, "X")];
             const ah_gpu_type_t *v = &c.types[ah_cluster_find_type(&c, "V100-16G")];

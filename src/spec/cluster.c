@@ -11,23 +11,6 @@
 #include "core/names.h"
 #include "core/str.h"
 
-/* Network defaults, used for every field a cluster file leaves out:
- *  inter_node_gb_s 25:     one 200 Gb/s InfiniBand HDR / RoCE NIC per GPU (DGX A100/H100 layout).
- *  inter_zone_gb_s 3:      ~25 Gb/s per GPU across a zone boundary, where many nodes share the
- *                          data-centre interconnect.
- *  latency_us 10:          IB/RoCE message latency (~2-5 us) plus NCCL/MPI launch overhead.
- *  inter_zone_latency_us 500: a few hundred metres to kilometres of fibre plus switching hops.
- *  intra_latency_us 5:     NVLink/PCIe hop plus kernel launch.
- *  cloud_gb_s 1:           S3-style object storage with parallel streams, per node (~8 Gb/s). */
-static const ah_network_t DEFAULT_NET = {
-    .inter_node_gb_s = 25,
-    .inter_zone_gb_s = 3,
-    .latency_us = 10,
-    .inter_zone_latency_us = 500,
-    .intra_latency_us = 5,
-    .cloud_gb_s = 1,
-};
-
 /* Defaults of a type given in full (not based on a catalog entry). An emulated CPU device has
  * no CUDA context, and its allocator cap is exactly what the runtime may use, so it reserves
  * nothing; other full types reserve what the catalog does (see catalog.c). */
@@ -47,12 +30,8 @@ static const char *const TYPE_KEYS[] = {"base", "memory_gib", "tflops", "mem_bw_
                                         "attention", "reserved_gib", "emulate", NULL};
 static const char *const TFLOPS_KEYS[] = {"bf16", "fp16", "fp32", NULL};
 static const char *const EMULATE_KEYS[] = {"slowdown", "memory_mib", NULL};
-static const char *const NODE_KEYS[] = {"name", "gpu", "count", "zone", "spot",
+static const char *const NODE_KEYS[] = {"name", "gpu", "count", "zone", "region", "spot",
                                         "usd_per_gpu_hour", "host_memory_gib", NULL};
-static const char *const NET_KEYS[] = {"inter_node_gb_s", "inter_zone_gb_s", "latency_us",
-                                       "inter_zone_latency_us", "intra_latency_us", "cloud_gb_s",
-                                       NULL};
-
 /* Catalog names for messages: "A100-40G, A100-80G, ..., H100 (= H100-SXM)", into buf, which it
  * returns. */
 static const char *catalog_names(char *buf, size_t cap) {
@@ -240,6 +219,7 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
         (s = ah_json_get_str(v, where, "gpu", true, gpu, sizeof gpu, err)) ||
         (s = ah_json_get_int(v, where, "count", true, 1, MAX_GPUS_PER_NODE, &count, err)) ||
         (s = ah_json_get_str(v, where, "zone", false, n->zone, sizeof n->zone, err)) ||
+        (s = ah_json_get_str(v, where, "region", false, n->region, sizeof n->region, err)) ||
         (s = ah_json_get_bool(v, where, "spot", false, &n->spot, err)) ||
         (s = ah_json_get_num(v, where, "usd_per_gpu_hour", false, 0, BIG, &n->usd_per_gpu_hour,
                              err)) ||
@@ -253,6 +233,10 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
     if (!n->zone[0])
         return ah_error_set(err, AH_ERR_INVALID,
                             "%s.zone: empty zone name; leave the field out for \"default\"", where);
+    if (json_object_get(v, "region") && !n->region[0])
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.region: empty region name; leave the field out for the zone's region "
+                            "(\"default\" when no node of the zone names one)", where);
     for (int j = 0; j < i; j++)
         if (strcmp(c->nodes[j].name, n->name) == 0)
             return ah_error_set(err, AH_ERR_INVALID,
@@ -262,28 +246,6 @@ static ah_status_t parse_node(const json_t *v, const char *doc, int i, ah_cluste
     n->count = (int)count;
     n->no_price = !json_object_get(v, "usd_per_gpu_hour"); /* unknown, not $0: cluster.h "Prices" */
     return resolve_type(c, gpu, where, &n->type, err);
-}
-
-static ah_status_t parse_network(const json_t *v, const char *doc, ah_network_t *net,
-                                 ah_error_t *err) {
-    char where[256];
-    snprintf(where, sizeof where, "%s: network", doc);
-    *net = DEFAULT_NET;
-    if (!v) return AH_OK;
-    ah_status_t s;
-    if ((s = ah_json_check_keys(v, where, NET_KEYS, err)) ||
-        (s = ah_json_get_num(v, where, "inter_node_gb_s", false, POS_MIN, BIG, &net->inter_node_gb_s,
-                             err)) ||
-        (s = ah_json_get_num(v, where, "inter_zone_gb_s", false, POS_MIN, BIG, &net->inter_zone_gb_s,
-                             err)) ||
-        (s = ah_json_get_num(v, where, "latency_us", false, 0, BIG, &net->latency_us, err)) ||
-        (s = ah_json_get_num(v, where, "inter_zone_latency_us", false, 0, BIG,
-                             &net->inter_zone_latency_us, err)) ||
-        (s = ah_json_get_num(v, where, "intra_latency_us", false, 0, BIG, &net->intra_latency_us,
-                             err)) ||
-        (s = ah_json_get_num(v, where, "cloud_gb_s", false, POS_MIN, BIG, &net->cloud_gb_s, err)))
-        return s;
-    return AH_OK;
 }
 
 ah_status_t ah_cluster_from_json(const json_t *doc, const char *where, ah_cluster_t *c,
@@ -335,7 +297,7 @@ ah_status_t ah_cluster_from_json(const json_t *doc, const char *where, ah_cluste
         if ((s = parse_node(json_array_get(nodes, i), where, (int)i, c, err))) goto fail;
         c->n_nodes++;
     }
-    if ((s = parse_network(net, where, &c->net, err))) goto fail;
+    if ((s = ah_cluster_parse_network(net, where, c, err))) goto fail;
     return AH_OK;
 fail:
     ah_cluster_free(c);
@@ -389,13 +351,10 @@ json_t *ah_cluster_to_json(const ah_cluster_t *c) {
                               n->spot);
         if (!n->no_price) json_object_set_new(o, "usd_per_gpu_hour", json_real(n->usd_per_gpu_hour));
         if (n->host_memory_gib > 0) json_object_set_new(o, "host_memory_gib", json_real(n->host_memory_gib));
+        if (strcmp(n->region, "default") != 0) json_object_set_new(o, "region", json_string(n->region));
         json_array_append_new(nodes, o);
     }
-    const ah_network_t *w = &c->net;
-    json_t *net = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "inter_node_gb_s", w->inter_node_gb_s,
-                            "inter_zone_gb_s", w->inter_zone_gb_s, "latency_us", w->latency_us,
-                            "inter_zone_latency_us", w->inter_zone_latency_us, "intra_latency_us",
-                            w->intra_latency_us, "cloud_gb_s", w->cloud_gb_s);
+    json_t *net = ah_network_to_json(c);
     return json_pack("{s:o, s:o, s:o}", "gpu_types", types, "nodes", nodes, "network", net);
 }
 

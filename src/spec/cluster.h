@@ -5,8 +5,16 @@
  *                         "intra_node_gb_s", "efficiency", "sm_count",
  *                         "attention": "fused" | "unfused", "base": CATALOG_NAME,
  *                         "emulate": {"slowdown", "memory_mib"}}},
- *    "nodes": [{"name", "gpu", "count", "zone", "spot", "usd_per_gpu_hour", "host_memory_gib"}],
- *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s", ...}}
+ *    "nodes": [{"name", "gpu", "count", "zone", "region", "spot", "usd_per_gpu_hour",
+ *               "host_memory_gib"}],
+ *    "network": {"inter_node_gb_s", "inter_zone_gb_s", "latency_us", "cloud_gb_s",
+ *                "inter_region_gb_s", "inter_region_latency_us",
+ *                "egress_usd_per_gb": {"inter_zone", "inter_region"},
+ *                "links": [{"between": [A, B], "gb_s", "latency_us", "usd_per_gb", "private",
+ *                           "total_gb_s"}], ...}}
+ * Zones belong to regions: a node without "region" is in its zone's region (that of another node
+ * of the zone that names one, else "default"); a zone named in two regions is refused. A link
+ * names two zones or two regions (docs/cost-model.md "Links").
  * A type needs the rates ("tflops") only of the precisions it runs: one left out, or null
  * (which removes a catalog type's), is 0 here and means the type cannot run that precision (the
  * planner leaves it out, plan validation refuses it). Bandwidths are GB/s (10^9 bytes), memory GiB. A node's "gpu" may name a catalog type without
@@ -50,6 +58,7 @@ typedef struct ah_node {
     int type;               /* index into ah_cluster_t.types */
     int count;              /* GPUs in the node */
     char zone[AH_NAME_MAX];
+    char region[AH_NAME_MAX]; /* "default" unless given (or given to another node of the zone) */
     bool spot;
     double usd_per_gpu_hour; /* 0 when no_price */
     bool no_price;          /* the file leaves "usd_per_gpu_hour" out: the price is unknown, not $0
@@ -58,6 +67,20 @@ typedef struct ah_node {
                                holds the asynchronous checkpoints' snapshots (ckpt/host_memory.h) */
 } ah_node_t;
 
+/* A per-pair override of the network ("links"): A and B are two zones, or two regions. A field
+ * the file leaves out is negative here and means the class's figure (the pair's inter-zone or
+ * inter-region bandwidth, latency, egress price). */
+#define AH_MAX_NET_LINKS 64
+typedef struct ah_net_link {
+    char a[AH_NAME_MAX], b[AH_NAME_MAX];
+    bool regions;        /* a and b name regions (else zones) */
+    double gb_s;         /* per GPU; < 0: the class's */
+    double latency_us;   /* < 0: the class's */
+    double usd_per_gb;   /* < 0: the class's egress price */
+    double total_gb_s;   /* the pair's whole capacity, shared by the flows crossing it; 0: none */
+    bool private_link;   /* a VPN or cloud peering: traffic on it is not on the open internet */
+} ah_net_link_t;
+
 typedef struct ah_network {
     double inter_node_gb_s;  /* per-GPU bandwidth between nodes of one zone */
     double inter_zone_gb_s;  /* per-GPU bandwidth between zones */
@@ -65,6 +88,13 @@ typedef struct ah_network {
     double inter_zone_latency_us;
     double intra_latency_us; /* per message inside a node */
     double cloud_gb_s;       /* object storage bandwidth, per node */
+    double inter_region_gb_s; /* per-GPU bandwidth between regions */
+    double inter_region_latency_us;
+    bool egress_priced;      /* "egress_usd_per_gb" given; false: egress is unpriced ($0, said) */
+    double egress_inter_zone_usd_per_gb;
+    double egress_inter_region_usd_per_gb;
+    int n_links;
+    ah_net_link_t links[AH_MAX_NET_LINKS];
 } ah_network_t;
 
 typedef struct ah_cluster {
@@ -74,6 +104,17 @@ typedef struct ah_cluster {
     int n_nodes;
     ah_network_t net;
 } ah_cluster_t;
+
+/* The network part of the document (spec/cluster_net.c): parses "network" (NULL: defaults) for
+ * the nodes already in c, resolves nodes' regions and refuses a zone in two regions; and writes
+ * it back (fields added for regions only where they mean something, so clusters without them
+ * write what they wrote before). */
+struct json_t;
+ah_status_t ah_cluster_parse_network(const struct json_t *net, const char *doc, ah_cluster_t *c,
+                                     ah_error_t *err);
+struct json_t *ah_network_to_json(const ah_cluster_t *c);
+/* How many distinct regions the nodes are in. */
+int ah_cluster_region_count(const ah_cluster_t *c);
 
 /* The built-in catalog (figures and their sources in catalog.c). */
 int ah_gpu_catalog_count(void);

@@ -1,0 +1,126 @@
+/* Cluster spec, regions and links (issue 39): nodes' regions, the network's inter-region figures,
+ * egress prices and per-pair links: defaults, the example file, round trip, refusals (named), and
+ * clusters without them written as before. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "harness.h"
+#include "spec/cluster.h"
+
+static void expect_error(const char *text, const char *n1, const char *n2) {
+    ah_cluster_t c;
+    ah_error_t err = {0};
+    ah_status_t s = ah_test_parse_cluster(text, &c, &err);
+    CHECK_ERR(s, AH_ERR_INVALID, err, n1);
+    if (n2) CHECK_ERR(s, AH_ERR_INVALID, err, n2);
+    if (s == AH_OK) ah_cluster_free(&c);
+}
+
+/* Two nodes, zones za (region ra) and zb (region rb), then NET as the network's members. */
+#define TWO(NET)                                                                                    \
+    "{\"nodes\": [{\"name\": \"n0\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"za\", \"region\": "  \
+    "\"ra\"}, {\"name\": \"n1\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"zb\", \"region\": "       \
+    "\"rb\"}], \"network\": {" NET "}}"
+
+static void test_example(void) {
+    ah_cluster_t c;
+    ah_error_t err = {0};
+    CHECK(ah_cluster_load(ah_test_src_path("examples/clusters/two-region.json"), &c, &err) == AH_OK,
+          "two-region.json: %s", err.msg);
+    CHECK_EQ_I64(ah_cluster_region_count(&c), 2);
+    CHECK(strcmp(c.nodes[1].region, "us-east-1") == 0 && strcmp(c.nodes[3].region, "eu-west-1") == 0,
+          "regions %s %s", c.nodes[1].region, c.nodes[3].region);
+    CHECK(c.net.egress_priced, "egress priced");
+    CHECK_NEAR(c.net.egress_inter_region_usd_per_gb, 0.02, 1e-12);
+    CHECK_EQ_I64(c.net.n_links, 1);
+    CHECK(c.net.links[0].regions && c.net.links[0].private_link, "the link joins regions, private");
+    CHECK_NEAR(c.net.links[0].total_gb_s, 5, 1e-12);
+    /* round trip, byte for byte */
+    json_t *j1 = ah_cluster_to_json(&c);
+    char *t1 = json_dumps(j1, JSON_REAL_PRECISION(17));
+    ah_cluster_t c2;
+    CHECK(ah_test_parse_cluster(t1, &c2, &err) == AH_OK, "reparse: %s", err.msg);
+    json_t *j2 = ah_cluster_to_json(&c2);
+    char *t2 = json_dumps(j2, JSON_REAL_PRECISION(17));
+    CHECK(strcmp(t1, t2) == 0, "round trip:\n%s\n%s", t1, t2);
+    free(t1);
+    free(t2);
+    json_decref(j1);
+    json_decref(j2);
+    ah_cluster_free(&c2);
+    ah_cluster_free(&c);
+}
+
+/* A node without "region" takes its zone's; without any, "default"; the public-cloud defaults. */
+static void test_defaults(void) {
+    ah_cluster_t c;
+    ah_error_t err = {0};
+    CHECK(ah_test_parse_cluster("{\"nodes\": [{\"name\": \"n0\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"z\"},"
+                " {\"name\": \"n1\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"z\", \"region\": \"r\"},"
+                " {\"name\": \"n2\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"y\"}]}",
+                &c, &err) == AH_OK,
+          "%s", err.msg);
+    CHECK(strcmp(c.nodes[0].region, "r") == 0 && strcmp(c.nodes[2].region, "default") == 0,
+          "inherited %s, default %s", c.nodes[0].region, c.nodes[2].region);
+    CHECK(!c.net.egress_priced && c.net.n_links == 0, "egress unpriced, no links");
+    CHECK_NEAR(c.net.inter_region_gb_s, 0.6, 1e-12);
+    CHECK_NEAR(c.net.inter_region_latency_us, 35000, 1e-12);
+    ah_cluster_free(&c);
+}
+
+/* A cluster without regions, egress or links writes the fields it wrote before, no more. */
+static void test_old_unchanged(void) {
+    static const char *const FILES[] = {"examples/clusters/mixed-32.json",
+                                        "examples/clusters/paper-64.json"};
+    static const char *const NEW[] = {"region", "inter_region", "egress", "links"};
+    for (size_t i = 0; i < 2; i++) {
+        ah_cluster_t c;
+        ah_error_t err = {0};
+        CHECK(ah_cluster_load(ah_test_src_path(FILES[i]), &c, &err) == AH_OK, "%s", err.msg);
+        json_t *j = ah_cluster_to_json(&c);
+        char *t = json_dumps(j, JSON_COMPACT);
+        for (size_t k = 0; k < 4; k++) CHECK(!strstr(t, NEW[k]), "%s writes \"%s\"", FILES[i], NEW[k]);
+        CHECK_EQ_I64(ah_cluster_region_count(&c), 1);
+        free(t);
+        json_decref(j);
+        ah_cluster_free(&c);
+    }
+}
+
+static void test_refusals(void) {
+    expect_error("{\"nodes\": [{\"name\": \"n0\", \"gpu\": \"T4\", \"count\": 1, \"zone\": \"z\", "
+                 "\"region\": \"r1\"}, {\"name\": \"n1\", \"gpu\": \"T4\", \"count\": 1, \"zone\": "
+                 "\"z\", \"region\": \"r2\"}]}",
+                 "c.json: nodes[1].region: zone \"z\" is in region \"r1\" (nodes[0] n0)", "\"r2\"");
+    expect_error(TWO("\"links\": [{\"between\": [\"ra\", \"mars\"], \"gb_s\": 1}]"),
+                 "c.json: network.links[0].between[1]: \"mars\" is neither a zone nor a region", NULL);
+    expect_error(TWO("\"links\": [{\"between\": [\"ra\", \"rb\"], \"bw\": 1}]"),
+                 "c.json: network.links[0]: unknown field \"bw\"", "total_gb_s");
+    expect_error(TWO("\"links\": [{\"between\": [\"za\", \"rb\"]}]"),
+                 "network.links[0].between: \"za\" and \"rb\" are a zone and a region", NULL);
+    expect_error(TWO("\"links\": [{\"between\": [\"ra\", \"rb\"]}, {\"between\": [\"rb\", \"ra\"]}]"),
+                 "network.links[1].between: rb and ra are joined already by links[0]", NULL);
+    expect_error(TWO("\"links\": [{\"between\": [\"ra\", \"ra\"]}]"), "\"ra\" twice", NULL);
+    expect_error(TWO("\"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0}]"),
+                 "network.links[0].gb_s", NULL);
+    expect_error(TWO("\"egress_usd_per_gb\": {\"inter_zone\": 0.01}"),
+                 "c.json: network.egress_usd_per_gb", "\"inter_region\"");
+    expect_error(TWO("\"egress_usd_per_gb\": {\"inter_zone\": 0.01, \"inter_region\": 0.02, "
+                     "\"internet\": 0.09}"),
+                 "c.json: network.egress_usd_per_gb: unknown field \"internet\"", NULL);
+    expect_error(TWO("\"inter_region_gbs\": 1"), "c.json: network: unknown field \"inter_region_gbs\"",
+                 NULL);
+    expect_error("{\"nodes\": [{\"name\": \"n0\", \"gpu\": \"T4\", \"count\": 1, \"region\": \"\"}]}",
+                 "c.json: nodes[0].region: empty region name", NULL);
+}
+
+int main(void) {
+    test_example();
+    test_defaults();
+    test_old_unchanged();
+    test_refusals();
+    return ah_test_finish();
+}
