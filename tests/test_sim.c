@@ -184,16 +184,18 @@ static void test_mapping(void) {
     ah_cluster_free(&c);
 }
 
-/* Tokens/s and devices of the plan a policy makes on `c`, straight from the planner. */
+/* Tokens/s and devices of the plan a policy makes on `c`, straight from the planner, as the simulator
+ * asks it (autohet: ah_planner_run_sharded, which also chooses each pipeline's schedule). */
 static double rate_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr, bool baseline, int *pipes,
                       int *stages, int *devices) {
     ah_planner_opts_t o;
     ah_planner_opts_default(&o);
     o.train = *tr;
+    o.schedule_trainable_only = true;
     ah_plan_result_t r;
     ah_error_t err;
     ah_status_t st = baseline ? ah_baseline_run(m, c, &o, AH_BASELINE_UNIFORM, &r, &err)
-                              : ah_planner_run(m, c, &o, &r, &err);
+                              : ah_planner_run_sharded(m, c, &o, false, &r, &err);
     CHECK(st == AH_OK, "%s", err.msg);
     if (st != AH_OK) return 0;
     const double v = r.eval.pred.tokens_per_s;
@@ -374,7 +376,8 @@ static void test_partial_loss(void) {
     ah_planner_opts_default(&po);
     po.train = o.train;
     ah_plan_result_t p2;
-    CHECK(ah_planner_run(&m, &c2, &po, &p2, &err) == AH_OK, "%s", err.msg);
+    po.schedule_trainable_only = true; /* as the simulator plans (sim.c) */
+    CHECK(ah_planner_run_sharded(&m, &c2, &po, false, &p2, &err) == AH_OK, "%s", err.msg);
     const ah_pipeline_t *pl = &p2.plan.pipelines[0];
     CHECK(p2.plan.n_pipelines == 1 && pl->n_stages == 2 && p2.plan.tp == 1, "one pipeline of 2 stages");
     if (p2.plan.n_pipelines != 1 || pl->n_stages != 2) {
@@ -438,6 +441,7 @@ static void test_partial_loss(void) {
      * snapshot, the replication (the node's bytes over its link), then the disks; nothing is lost. */
     o.snapshot_gb_s = 100;
     o.disk_gb_s = 0.5;
+    o.handover = false; /* the partner's save; the handover below */
     const double big = s0 > s1 ? s0 : s1, slow = big / 0.5e9;
     const double mem_s = big / 100e9 + big / 2e9, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
     CHECK(mem_s < slow, "memory first: %g s < the disks' %g s", mem_s, slow);
@@ -446,6 +450,17 @@ static void test_partial_loss(void) {
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
     CHECK_NEAR(r.recovery_s, 35 + it2 + recf, 1e-9);
     CHECK_NEAR(r.tokens, R2 * (3600 - 35 + it2 / 2) + R1 * (7200 - 3600 - recf + it1), 1e-9);
+    ah_sim_result_free(&r);
+    /* The handover (the default): od-0 alone runs the next plan, so the save is the snapshot plus
+     * what od-0 reads and did not hold (sp-0's stage) over the link into its memory; the disks wait
+     * for the relaunch, which reads every byte on its own host: no transfer, nothing lost. */
+    o.handover = true;
+    const double hand = big / 100e9 + cloud / 2e9, rech = it2 / 2 + hand + 35 + it1;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.n_recs == 2 && r.recs[1].handover, "the notice's save was the handover");
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK_NEAR(r.recovery_s, 35 + it2 + rech, 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (3600 - 35 + it2 / 2) + R1 * (7200 - 3600 - rech + it1), 1e-9);
     ah_sim_result_free(&r);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);
