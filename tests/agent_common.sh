@@ -194,21 +194,26 @@ cluster_reference() {
 -x OPENBLAS_NUM_THREADS=1 --mca coll_libnbc_iallreduce_algorithm 1" || { cat "$1.log"; fail "reference run"; }
 }
 
+# hosts_cluster: small_cluster's nodes named h0, h1, h2, as the test cluster's hosts (fast-0, slow-0,
+# slow-1 in that order). Sets CLUSTER.
+hosts_cluster() {
+    small_cluster
+    sed -e 's/fast-0/h0/; s/slow-0/h1/; s/slow-1/h2/' "$CLUSTER" >"$WORK/c3.json"
+    CLUSTER=$WORK/c3.json
+}
+
 # h2_alone_cluster: small_cluster's nodes named h0, h1, h2, with devices of 3 MiB: the plan is one
 # pipeline h1 > h2 > h0 and a block (1) is on h2 alone (checked), so a recovery without h2 needs
 # the cloud for that block. Sets CLUSTER.
 h2_alone_cluster() {
-    small_cluster
-    python3 - "$CLUSTER" "$WORK/c3.json" <<'PY'
+    hosts_cluster
+    python3 - "$CLUSTER" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for t in d["gpu_types"].values():
     t["emulate"]["memory_mib"] = 3
-for n, h in zip(d["nodes"], ["h0", "h1", "h2"]):
-    n["name"] = h
-json.dump(d, open(sys.argv[2], "w"))
+json.dump(d, open(sys.argv[1], "w"))
 PY
-    CLUSTER=$WORK/c3.json
     "$AUTOHET" plan --model tiny-gpt2 --cluster "$CLUSTER" --global-batch $GB --seq-len $SEQ -o "$WORK/plan.json" \
         >/dev/null || fail "plan of the 3 MiB cluster"
     python3 - "$WORK/plan.json" <<'PY' || fail "the plan no longer puts a block on h2 alone"
@@ -221,6 +226,42 @@ for pl in p["pipelines"]:
             on.setdefault(b, set()).update(d["node"] for d in s["devices"])
 assert any(v == {"h2"} for v in on.values()), on
 PY
+}
+
+# cluster_mpi_args [VAR...]: sets MPI_ARGS, the mpirun flags of a job across the test cluster:
+# Open MPI's TCP and out-of-band traffic on the cluster's interface, idle ranks yielding, one BLAS
+# thread, no leak check in the ranks (Open MPI's own at-exit leaks) and each VAR passed on to them.
+cluster_mpi_args() {
+    MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1"
+    MPI_ARGS+=" -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"
+    local v
+    for v in "$@"; do MPI_ARGS+=" -x $v"; done
+}
+
+# cluster_with_cloud [VAR...]: three emulated hosts at 1 Gbit/s, moto on the head node (cloud_up),
+# and MPI_ARGS passing the cloud's credentials and each VAR on to the ranks.
+cluster_with_cloud() {
+    cluster_up 3 1000 || fail "cannot make the test cluster"
+    cloud_up
+    cluster_mpi_args AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION "$@"
+}
+
+# ssh_agent NAME [autohet run flags...]: autohet run --launcher ssh on the head node, in the
+# background: tiny-gpt2 on $CLUSTER for $STEPS steps, a save every $CKPT_EVERY, work directory
+# $CL_DISK/work-NAME, checkpoints in $CL_DISK/ck-NAME (each host's own disk) and, once cloud_up ran,
+# s3://ckpt/NAME; ssh through $RSH (default: the cluster's). The agent (no MPI in it) keeps ASan's
+# leak checks, its ranks do not (MPI_ARGS). Sets agent, agent_log ($WORK/NAME.log) and WD.
+ssh_agent() {
+    local name=$1
+    shift
+    WD=$CL_DISK/work-$name
+    agent_log=$WORK/$name.log
+    cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
+        --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps "$STEPS" \
+        --ckpt-every "$CKPT_EVERY" --work-dir "$WD" --quiet --launcher ssh --rsh-agent "${RSH:-$CL_RSH}" \
+        --local-root "$CL_DISK/ck-$name" --mpirun-args "$(echo $MPI_ARGS)" \
+        ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} "$@" >"$agent_log" 2>&1 &
+    agent=$!
 }
 
 # cloud_up: moto on the head node at EP (its address inside the cluster), bucket "ckpt"; the

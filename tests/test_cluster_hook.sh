@@ -29,26 +29,15 @@ AH_TEST_HOOK="phase=bogus,step=0,file=$WORK/marker" run_agent "$WORK/bad" &&
     fail "a malformed AH_TEST_HOOK was accepted"
 grep -q 'AH_TEST_HOOK="phase=bogus,step=0,file=.*": unknown phase' "$WORK/bad.log" ||
     { cat "$WORK/bad.log"; fail "the malformed AH_TEST_HOOK is not named"; }
-cluster_up 3 1000 || fail "cannot make the test cluster"
-cloud_up
-MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
- -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID
- -x AWS_SECRET_ACCESS_KEY -x AWS_REGION -x AH_TEST_HOOK"
+cluster_with_cloud AH_TEST_HOOK
 
 # lost_at CASE PHASE STEP: a run where h2 stops at PHASE of STEP and is killed there. Resumes
 # from step 4 with bytes from the cloud and (but for (u), where the survivors may have removed
 # step 4 from their disks once 8 and 12 were committed: they keep 2) from the survivors' disks.
 lost_at() {
     case=$1
-    local wd=$CL_DISK/work-$1 marker=$CL_DIR/disks/h2/hook-$1
-    cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
-        AH_TEST_HOOK="phase=$2,step=$3,node=h2,file=$CL_DISK/hook-$1" "$AUTOHET" run --model tiny-gpt2 \
-        --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
-        --ckpt-every $CKPT_EVERY --work-dir "$wd" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
-        --local-root "$CL_DISK/ck-$1" --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/$1" \
-        --s3-endpoint "$EP" >"$WORK/$1.log" 2>&1 &
-    agent=$!
-    agent_log=$WORK/$1.log
+    local marker=$CL_DIR/disks/h2/hook-$1
+    AH_TEST_HOOK="phase=$2,step=$3,node=h2,file=$CL_DISK/hook-$1" ssh_agent "$1"
     wait_for "hook marker on h2" test -e "$marker"
     read -r phase step node _ <"$marker"
     [ "$phase $step $node" = "$2 $3 h2" ] || fail "$1: the marker says '$phase $step $node'"
@@ -61,14 +50,14 @@ lost_at() {
             fail "u: h2's step 8 should be in the cloud without its manifest"
     fi
     cluster_kill_host h2
-    wait $agent || { cat "$WORK/$1.log"; fail "$1: autohet run after h2 vanished"; }
-    out=$(check_metrics "$wd" "$WORK/ref") || { cat "$WORK/$1.log"; fail "$1: metrics"; }
+    wait $agent || { cat "$agent_log"; fail "$1: autohet run after h2 vanished"; }
+    out=$(check_metrics "$WD" "$WORK/ref") || { cat "$agent_log"; fail "$1: metrics"; }
     echo "$1 (h2 lost at $2 of step $3): $out"
-    grep -q "host lost without notice: host h2" "$WORK/$1.log" || { cat "$WORK/$1.log"; fail "$1: h2's loss not reported"; }
+    grep -q "host lost without notice: host h2" "$agent_log" || { cat "$agent_log"; fail "$1: h2's loss not reported"; }
     local from=yes
     [ "$1" = u ] && from=only
-    h2_lost_and_recovered "$wd/metrics.jsonl" step=4 cloud=$from | sed "s/^/$1: /"
-    [ "${PIPESTATUS[0]}" = 0 ] || { cat "$WORK/$1.log"; fail "$1: the recovery after h2 vanished"; }
+    h2_lost_and_recovered "$WD/metrics.jsonl" step=4 cloud=$from | sed "s/^/$1: /"
+    [ "${PIPESTATUS[0]}" = 0 ] || { cat "$agent_log"; fail "$1: the recovery after h2 vanished"; }
 }
 
 if cluster_short; then

@@ -17,24 +17,13 @@
 # a fast relaunch had finished them once before the join could restart it)
 STEPS=100
 cluster_short && STEPS=40
-small_cluster
-sed -e 's/fast-0/h0/; s/slow-0/h1/; s/slow-1/h2/' "$CLUSTER" >"$WORK/c3.json"
-CLUSTER=$WORK/c3.json
+hosts_cluster
 cluster_reference "$WORK/ref"
 
-cluster_up 3 1000 || fail "cannot make the test cluster"
-cloud_up
-MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
- -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID -x AWS_SECRET_ACCESS_KEY -x AWS_REGION"
-WD=$CL_DISK/work
+cluster_with_cloud
 printf '0,add,h2\n' >"$WORK/events.csv"
 t_start=$(date +%s.%N)
-# the agent itself (no MPI in it) with leak checks under ASan; its ranks without (Open MPI's own)
-cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
-    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --launcher ssh \
-    --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --cloud s3://ckpt/run \
-    --s3-endpoint "$EP" --events "$WORK/events.csv" >"$WORK/lost.log" 2>&1 &
-agent=$!
+ssh_agent lost --events "$WORK/events.csv"
 for _ in $(seq 1200); do
     grep -q '"step":6,' "$WD/metrics.jsonl" 2>/dev/null && break
     kill -0 $agent 2>/dev/null || break
@@ -54,10 +43,10 @@ if ! cluster_short; then
     printf '1,add,h2\n' >>"$WORK/events.csv"
     back=1
 fi
-wait $agent || { cat "$WORK/lost.log"; fail "autohet run after h2 vanished"; }
-out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/lost.log"; fail "h2 lost: metrics"; }
+wait $agent || { cat "$agent_log"; fail "autohet run after h2 vanished"; }
+out=$(check_metrics "$WD" "$WORK/ref") || { cat "$agent_log"; fail "h2 lost: metrics"; }
 echo "h2 lost without notice: $out"
-grep -q "host lost without notice: host h2" "$WORK/lost.log" || { cat "$WORK/lost.log"; fail "h2's loss not reported"; }
+grep -q "host lost without notice: host h2" "$agent_log" || { cat "$agent_log"; fail "h2's loss not reported"; }
 h2_lost_and_recovered "$WD/metrics.jsonl" t_lost="$t_kill" ${back:+back=add} ||
-    { cat "$WORK/lost.log"; fail "the recovery after h2 vanished"; }
+    { cat "$agent_log"; fail "the recovery after h2 vanished"; }
 echo PASS

@@ -21,33 +21,20 @@ STEPS=16
 CKPT_EVERY=4
 h2_alone_cluster
 cluster_reference "$WORK/ref"
-cluster_up 3 1000 || fail "cannot make the test cluster"
-cloud_up
-MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
- -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID
- -x AWS_SECRET_ACCESS_KEY -x AWS_REGION -x AH_TEST_HOOK"
-WD=$CL_DISK/work
-marker=$CL_DIR/disks/h2/hook
-cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
-    AH_TEST_HOOK="phase=step,step=6,node=h2,file=$CL_DISK/hook" "$AUTOHET" run --model tiny-gpt2 \
-    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
-    --ckpt-every $CKPT_EVERY --ckpt-sync --work-dir "$WD" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
-    --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --cloud s3://ckpt/run --s3-endpoint "$EP" \
-    --replica-memory-gb 0.5 >"$WORK/run.log" 2>&1 &
-agent=$!
-agent_log=$WORK/run.log
-wait_for "hook marker on h2" test -e "$marker"
+cluster_with_cloud AH_TEST_HOOK
+AH_TEST_HOOK="phase=step,step=6,node=h2,file=$CL_DISK/hook" ssh_agent run --ckpt-sync --replica-memory-gb 0.5
+wait_for "hook marker on h2" test -e "$CL_DIR/disks/h2/hook"
 # h2's step 4 is in h0's memory, on h0 alone
 held=$(cluster_on h0 sh -c 'echo /dev/shm/autohet/*/h0/from-h2/step-00000004/block-001.tp1-0.safetensors')
-cluster_on h0 test -s "$held" || { cat "$WORK/run.log"; fail "h0's memory lacks h2's step 4 ($held)"; }
+cluster_on h0 test -s "$held" || { cat "$agent_log"; fail "h0's memory lacks h2's step 4 ($held)"; }
 cluster_on h1 sh -c 'ls -d /dev/shm/autohet/*/h0 2>/dev/null' | grep -q . && fail "h1 sees h0's memory"
 ls -d /dev/shm/autohet/*/h0/from-h2 2>/dev/null | grep -q . && fail "this machine's /dev/shm holds h0's replicas"
 cluster_kill_host h2
-wait $agent || { cat "$WORK/run.log"; fail "autohet run after h2 vanished"; }
-out=$(check_metrics "$WD" "$WORK/ref") || { cat "$WORK/run.log"; fail "metrics"; }
+wait $agent || { cat "$agent_log"; fail "autohet run after h2 vanished"; }
+out=$(check_metrics "$WD" "$WORK/ref") || { cat "$agent_log"; fail "metrics"; }
 echo "h2 lost mid-step 6: $out"
-grep -q "host lost without notice: host h2" "$WORK/run.log" || { cat "$WORK/run.log"; fail "h2's loss not reported"; }
-python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$WORK/run.log"; fail "the recovery from memory"; }
+grep -q "host lost without notice: host h2" "$agent_log" || { cat "$agent_log"; fail "h2's loss not reported"; }
+python3 - "$WD/metrics.jsonl" <<'PY' || { cat "$agent_log"; fail "the recovery from memory"; }
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 ck = [x for x in ev if x.get("event") == "checkpoint" and x["step"] == 4]

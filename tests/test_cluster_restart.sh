@@ -16,19 +16,7 @@ STEPS=80
 CKPT_EVERY=4
 h2_alone_cluster
 cluster_reference "$WORK/ref"
-cluster_up 3 1000 || fail "cannot make the test cluster"
-cloud_up
-MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
- -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 -x AWS_ACCESS_KEY_ID
- -x AWS_SECRET_ACCESS_KEY -x AWS_REGION"
-
-wd=$CL_DISK/work-r
-cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
-    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
-    --ckpt-every $CKPT_EVERY --work-dir "$wd" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
-    --local-root "$CL_DISK/ck-r" --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/r" \
-    --s3-endpoint "$EP" >"$WORK/r.log" 2>&1 &
-agent=$!
-agent_log=$WORK/r.log
-h2_dies_and_restarts "$wd" "sshd|unshare"
+cluster_with_cloud
+ssh_agent r
+h2_dies_and_restarts "$WD" "sshd|unshare"
 echo PASS
