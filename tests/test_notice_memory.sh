@@ -57,21 +57,7 @@ resume() {
     rm -rf "$WORK/$name.ck/n1" "$WORK/$name.mem/n1"
     train "$name-resume" --ckpt-every 4 --ckpt-sync --local-root "$WORK/$name.ck" --resume --replica-memory-gb 1 \
         --replica-root "$WORK/$name.mem" || { cat "$WORK/$name-resume.err" >&2; fail "$name: the resume"; }
-    python3 - "$WORK/full.jsonl" "$WORK/$name-resume.jsonl" "$step" "$expect" <<'PY' || fail "$name: the resume"
-import json, sys
-ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
-lines = [json.loads(l) for l in open(sys.argv[2])]
-n = int(sys.argv[3])
-r = [o for o in lines if o.get("event") == "recover"]
-assert len(r) == 1 and r[0]["found"] and r[0]["step"] == n, (r, n)
-r = r[0]
-got = [o for o in lines if "event" not in o]
-assert [o["step"] for o in got] == list(range(n, 40)), [o["step"] for o in got]
-for o in got:
-    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-assert eval(sys.argv[4]), f"recover event {r} fails: {sys.argv[4]}"
-print(f"  resumed at step {n}, bit-exact; files {r['files']}, bytes {r['bytes']}")
-PY
+    resumed_exactly full "$name-resume" "$step" "$expect"
 }
 
 # A. killed once the step is committed in memory

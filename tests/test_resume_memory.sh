@@ -16,16 +16,10 @@
 . "$(dirname "$0")/train_common.sh"
 STEPS=12
 dp2_plan "$WORK/dp2.json"
-run() { # out-name [flags...]: may fail (the killed run); the caller checks
-    local out=$1
-    shift
-    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps $STEPS \
-        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
-}
-ok() { run "$@" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: autohet train failed"; }; }
+ok() { dp2_train "$@" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: autohet train failed"; }; }
 REP=(--replica-memory-gb 1 --replica-root "$WORK/mem")
 ok full
-AH_TEST_HOOK="phase=step,step=10,node=n1,action=kill" run died --ckpt-every 4 --ckpt-sync --local-root "$WORK/ck" \
+AH_TEST_HOOK="phase=step,step=10,node=n1,action=kill" dp2_train died --ckpt-every 4 --ckpt-sync --local-root "$WORK/ck" \
     "${REP[@]}" && fail "the run with n1 killed at step 10 exited 0"
 python3 - "$WORK/died.jsonl" <<'PY' || fail "checkpoint events with replicas"
 import json, sys
@@ -41,42 +35,21 @@ PY
 "$AUTOHET" ckpt ls --replica-root "$WORK/mem" >"$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls --replica-root"; }
 grep -q "memory:n0<-n1 .*8 .*committed" "$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls: the memory tier"; }
 
-# check OUT EXPECT: the resume from step 8 is bit-exact and its recover event satisfies EXPECT
-check() {
-    python3 - "$WORK/full.jsonl" "$WORK/$1.jsonl" "$2" <<'PY' || fail "$1"
-import json, sys
-ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
-lines = [json.loads(l) for l in open(sys.argv[2])]
-r = [o for o in lines if o.get("event") == "recover"]
-assert len(r) == 1 and r[0]["found"] and r[0]["step"] == 8, r
-r = r[0]
-got = [o for o in lines if "event" not in o]
-assert [o["step"] for o in got] == list(range(8, 12)), got
-for o in got:
-    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-try:
-    good = eval(sys.argv[3])
-except KeyError:
-    good = False
-assert good, f"recover event {r} fails: {sys.argv[3]}"
-print(f"  {sys.argv[2].split('/')[-1]}: bit-exact; bytes {r['bytes']}, files {r['files']}, "
-      f"seconds {r['tier_seconds']}, fallbacks {r['fallbacks']}")
-PY
-}
+# check OUT EXPECT: OUT resumed from step 8, bit-exact, its recover event satisfying EXPECT
+check() { resumed_exactly full "$1" 8 "$2"; }
 # fresh: the state at n1's loss: step 12 never saved; n1's disk and memory gone
 fresh() {
     rm -rf "$WORK/ck8" "$WORK/mem8"
     cp -r "$WORK/ck" "$WORK/ck8" && cp -r "$WORK/mem" "$WORK/mem8" && rm -rf "$WORK/ck8/n1" "$WORK/mem8/n1"
 }
 R8=(--local-root "$WORK/ck8" --resume --replica-memory-gb 1 --replica-root "$WORK/mem8")
-corrupt() { python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"; }
 fresh
 ok memory "${R8[@]}" --ckpt-every 4
 check memory 'r["files"] == {"local": 6, "memory": 6, "peer": 0, "cloud": 0} and r["bytes"]["memory"] > 0 and r["fallbacks"] == 0'
 # a run whose last step is saved on the disks frees its replicas
 [ ! -e "$WORK/mem8/n0" ] && [ ! -e "$WORK/mem8/n1" ] || fail "a run that finished keeps its replicas: $(ls -R "$WORK/mem8")"
 fresh
-corrupt "$WORK/mem8/n0/from-n1/step-00000008/block-001.tp1-0.safetensors"
+flip_byte "$WORK/mem8/n0/from-n1/step-00000008/block-001.tp1-0.safetensors"
 ok corrupt "${R8[@]}"
 check corrupt 'r["files"] == {"local": 6, "memory": 5, "peer": 1, "cloud": 0} and r["fallbacks"] == 1 and any("block-001" in x and "(memory: " in x and "corrupt" in x and "the peer tier" in x for x in r["repaired"])'
 fresh
@@ -100,6 +73,6 @@ grep -q "note: --replica-memory-gb 1e-06 holds 0 bytes of step 4 in the hosts' m
     "$WORK/tiny.err" || { cat "$WORK/tiny.err"; fail "the budget's note"; }
 [ "$(grep -c "do not fit" "$WORK/tiny.err")" = 1 ] || fail "the budget's note said more than once"
 # flags without what they act on
-run lone --replica-memory-gb 1 && fail "--replica-memory-gb without --local-root accepted"
+dp2_train lone --replica-memory-gb 1 && fail "--replica-memory-gb without --local-root accepted"
 grep -q -- "--replica-memory-gb and --replica-root need --local-root" "$WORK/lone.err" || { cat "$WORK/lone.err"; fail "lone flag"; }
 echo PASS

@@ -18,36 +18,12 @@
 CASE=${3:-peer}
 STEPS=12
 dp2_plan "$WORK/dp2.json"
-run() { # out-name [flags...]
-    local out=$1
-    shift
-    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps $STEPS \
-        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err" \
-        || { cat "$WORK/$out.out" "$WORK/$out.err" >&2; fail "$out: autohet train failed"; }
+run() { # out-name [flags...]: dp2_train, which must succeed
+    dp2_train "$@" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: autohet train failed"; }
 }
-# check OUT EXPECT: the resume from step 8 is bit-exact and its recover event satisfies EXPECT
-# (a Python expression over r, the event).
-check() {
-    python3 - "$WORK/full.jsonl" "$WORK/$1.jsonl" "$2" <<'PY' || fail "$1"
-import json, sys
-ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
-lines = [json.loads(l) for l in open(sys.argv[2])]
-r = [o for o in lines if o.get("event") == "recover"]
-assert len(r) == 1 and r[0]["found"] and r[0]["step"] == 8, r
-r = r[0]
-got = [o for o in lines if "event" not in o]
-assert [o["step"] for o in got] == list(range(8, 12)), got
-for o in got:
-    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-assert eval(sys.argv[3]), f"recover event {r} fails: {sys.argv[3]}"
-print(f"  {sys.argv[2].split('/')[-1]}: bit-exact; bytes {r['bytes']}, files {r['files']}, "
-      f"seconds {r['tier_seconds']}, fallbacks {r['fallbacks']}")
-PY
-}
+# check OUT EXPECT: OUT resumed from step 8, bit-exact, its recover event satisfying EXPECT
+check() { resumed_exactly full "$1" 8 "$2"; }
 fresh() { rm -rf "$WORK/ck8"; cp -r "$WORK/ck" "$WORK/ck8" && rm -rf "$WORK"/ck8/*/step-00000012; }
-corrupt() { # flips one byte in the middle of a file
-    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"
-}
 S8=step-00000008
 case $CASE in
 peer)
@@ -57,7 +33,7 @@ peer)
     run peer --local-root "$WORK/ck8" --resume
     check peer 'r["files"] == {"local": 6, "peer": 6, "cloud": 0, "memory": 0} and r["bytes"]["peer"] > 0 and r["fallbacks"] == 0'
     fresh
-    corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
+    flip_byte "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
     run corrupt --local-root "$WORK/ck8" --resume
     check corrupt 'r["files"] == {"local": 11, "peer": 1, "cloud": 0, "memory": 0} and r["fallbacks"] == 1 and "block-001" in r["last_fallback"]'
     ;;
@@ -85,7 +61,7 @@ PY
     # other shards come from n0's disk, locally or over MPI.
     fresh
     rm -rf "$WORK/ck8/n1"
-    corrupt "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
+    flip_byte "$WORK/ck8/n0/$S8/block-001.tp1-0.safetensors"
     run mixed --local-root "$WORK/ck8" --resume "${CLOUD[@]}"
     check mixed 'r["files"] == {"local": 5, "peer": 5, "cloud": 2, "memory": 0} and r["fallbacks"] == 2'
     # An unreachable endpoint: training finishes; the failed upload is reported, not fatal.

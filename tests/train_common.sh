@@ -38,6 +38,48 @@ json.dump(d, open(sys.argv[2], "w"))
 PY
 }
 
+# dp2_train OUT [flags...]: autohet train on $WORK/dp2.json (dp2_plan), 2 ranks, $STEPS steps,
+# metrics in $WORK/OUT.jsonl, stdout and stderr in $WORK/OUT.out and OUT.err; its exit status (the
+# caller checks: some runs are meant to fail).
+dp2_train() {
+    local out=$1
+    shift
+    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps "$STEPS" \
+        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+
+# resumed_exactly REF OUT STEP EXPECT: the run $WORK/OUT.jsonl resumed from STEP (one recover event,
+# found, at STEP) and trained steps STEP..STEPS-1 with $WORK/REF.jsonl's losses to the bit; EXPECT,
+# a Python expression over r (the recover event; a key it lacks counts as false), holds. Prints
+# the event's bytes, files, seconds by tier and fallbacks.
+resumed_exactly() {
+    python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" "$3" "$STEPS" "$4" <<'PY' || fail "$2: the resume from step $3"
+import json, sys
+ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
+lines = [json.loads(l) for l in open(sys.argv[2])]
+n, steps = int(sys.argv[3]), int(sys.argv[4])
+r = [o for o in lines if o.get("event") == "recover"]
+assert len(r) == 1 and r[0]["found"] and r[0]["step"] == n, (r, n)
+r = r[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(n, steps)), [o["step"] for o in got]
+for o in got:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+try:
+    good = eval(sys.argv[5])
+except KeyError:
+    good = False
+assert good, f"recover event {r} fails: {sys.argv[5]}"
+print(f"  {sys.argv[2].split('/')[-1]}: resumed at step {n}, bit-exact; bytes {r['bytes']}, files {r['files']}, "
+      f"seconds {r.get('tier_seconds')}, fallbacks {r.get('fallbacks')}")
+PY
+}
+
+# flip_byte FILE: one byte in the middle of FILE inverted (a corrupt checkpoint file).
+flip_byte() {
+    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"
+}
+
 # check_memory PLAN: trains PLAN one step and checks each rank's allocator high-water mark
 # (metrics "memory_high_bytes") against autohet evaluate's per-device prediction, minus the type's
 # reserved constant that the runtime does not allocate, to the byte. Leaves the marks, one per
@@ -98,6 +140,34 @@ for g in d["optimizer_shards"]:
 json.dump(d, open(sys.argv[1], "w"), indent=1)
 PY
     [ $? = 0 ] || fail "shard_uneven $1: the plan's optimizer_shards could not be redrawn"
+}
+
+# spec_plan SPEC: the plan a test's SPEC names, NAME[:even|:uneven]: examples/plans/train-NAME.json;
+# with :even or :uneven, that plan with its optimizer sharded over every data-parallel group
+# (autohet evaluate --shard-optimizer even; uneven: shard_uneven), written to $WORK/NAME.plan.json.
+# Sets SPEC_PLAN (the file) and SPEC_NAME (NAME, or NAME-even / NAME-uneven).
+spec_plan() {
+    local name=${1%%:*} shard=
+    [ "$1" = "$name" ] || shard=${1#*:}
+    SPEC_PLAN=$PLANS/train-$name.json SPEC_NAME=$name
+    [ -r "$SPEC_PLAN" ] || fail "no plan $SPEC_PLAN"
+    [ -n "$shard" ] || return 0
+    "$AUTOHET" evaluate --plan "$SPEC_PLAN" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
+        fail "$name: autohet evaluate --shard-optimizer even"
+    [ "$shard" = even ] || shard_uneven "$WORK/$name.plan.json"
+    SPEC_PLAN=$WORK/$name.plan.json SPEC_NAME=$name-$shard
+}
+
+# emulated_cluster PLAN K OUT: PLAN's cluster with every GPU type emulating a K x slower device
+# (for --cluster OUT): emulation must change the time, never the math.
+emulated_cluster() {
+    python3 - "$1" "$2" "$3" <<'PY' || fail "emulated_cluster $1"
+import json, sys
+c = json.load(open(sys.argv[1]))["cluster"]
+for t in c["gpu_types"].values():
+    t.setdefault("emulate", {})["slowdown"] = float(sys.argv[2])
+json.dump(c, open(sys.argv[3], "w"))
+PY
 }
 
 # start_moto: an S3 server on a free loopback port (stopped at exit), a bucket "ckpt", the AWS
