@@ -26,12 +26,7 @@ STEPS=20
 # emulating a k x slower device: emulation must change the time, never the math, nor hang.
 EXTRA=()
 if [ -n "${EMULATE_SLOWDOWN:-}" ]; then
-    python3 - "$PLANS/train-$REF.json" "$EMULATE_SLOWDOWN" "$WORK/cluster.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))["cluster"]
-c["gpu_types"]["cpu"]["emulate"]["slowdown"] = float(sys.argv[2])
-json.dump(c, open(sys.argv[3], "w"))
-PY
+    emulated_cluster "$PLANS/train-$REF.json" "$EMULATE_SLOWDOWN" "$WORK/cluster.json"
     EXTRA=(--cluster "$WORK/cluster.json")
 fi
 run() { # name ranks [plan file]
@@ -49,25 +44,10 @@ l = [json.loads(x)["loss"] for x in open(f"{sys.argv[1]}/{sys.argv[2]}.jsonl")]
 assert l[-1] < l[0] - 0.5, l
 PY
 for spec in "${PLAN_NAMES[@]}"; do
-    name=${spec%%:*} shard= sched=
-    [ "$spec" = "$name" ] || shard=${spec#*:}
-    [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
-    plan=$PLANS/train-$name.json
-    [ -r "$plan" ] || fail "no plan $plan"
-    if [ -n "$sched" ]; then
-        with_schedule "$plan" "$sched" "$WORK/$name.sched.json"
-        plan=$WORK/$name.sched.json
-        name=$name-${sched//[\/,]/-}
-    fi
+    spec_plan "$spec"
     python3 -c 'import json,sys; a, b = (json.load(open(f))["model"] for f in sys.argv[1:]); assert a == b, (a, b)' \
-        "$PLANS/train-$REF.json" "$plan" || fail "$name is not for the model of train-$REF.json"
-    if [ -n "$shard" ]; then
-        "$AUTOHET" evaluate --plan "$plan" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
-            fail "$name: autohet evaluate --shard-optimizer even"
-        [ "$shard" = even ] || shard_uneven "$WORK/$name.plan.json"
-        plan=$WORK/$name.plan.json
-        name=$name-$shard
-    fi
+        "$PLANS/train-$REF.json" "$PLANS/train-$SPEC_BASE.json" || fail "$spec is not for the model of train-$REF.json"
+    plan=$SPEC_PLAN name=$SPEC_NAME
     n=$(plan_ranks "$plan")
     start=$(date +%s.%N)
     run "$name" "$n" "$plan"

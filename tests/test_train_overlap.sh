@@ -23,32 +23,11 @@ run() { # name ranks plan flags...
 for spec in "${SPECS[@]}"; do
     slow=
     [ "${spec%@*}" = "$spec" ] || { slow=${spec#*@}; spec=${spec%@*}; }
-    name=${spec%%:*} shard= sched=
-    [ "$spec" = "$name" ] || shard=${spec#*:}
-    [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
-    plan=$PLANS/train-$name.json
-    [ -r "$plan" ] || fail "no plan $plan"
+    spec_plan "$spec"
+    plan=$SPEC_PLAN name=$SPEC_NAME
     extra=()
-    if [ -n "$sched" ]; then
-        with_schedule "$plan" "$sched" "$WORK/$name.sched.json"
-        plan=$WORK/$name.sched.json
-        name=$name-${sched//[\/,]/-}
-    fi
-    if [ -n "$shard" ]; then
-        "$AUTOHET" evaluate --plan "$plan" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
-            fail "$name: autohet evaluate --shard-optimizer even"
-        [ "$shard" = even ] || shard_uneven "$WORK/$name.plan.json"
-        plan=$WORK/$name.plan.json
-        name=$name-$shard
-    fi
     if [ -n "$slow" ]; then
-        python3 - "$plan" "$slow" "$WORK/$name-cluster.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))["cluster"]
-for t in c["gpu_types"].values():
-    t.setdefault("emulate", {})["slowdown"] = float(sys.argv[2])
-json.dump(c, open(sys.argv[3], "w"))
-PY
+        emulated_cluster "$plan" "$slow" "$WORK/$name-cluster.json"
         extra=(--cluster "$WORK/$name-cluster.json")
         name=$name-x$slow
     fi

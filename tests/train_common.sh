@@ -142,15 +142,24 @@ PY
     [ $? = 0 ] || fail "shard_uneven $1: the plan's optimizer_shards could not be redrawn"
 }
 
-# spec_plan SPEC: the plan a test's SPEC names, NAME[:even|:uneven]: examples/plans/train-NAME.json;
-# with :even or :uneven, that plan with its optimizer sharded over every data-parallel group
-# (autohet evaluate --shard-optimizer even; uneven: shard_uneven), written to $WORK/NAME.plan.json.
-# Sets SPEC_PLAN (the file) and SPEC_NAME (NAME, or NAME-even / NAME-uneven).
+# spec_plan SPEC: the plan a test's SPEC names, NAME[+SCHEDULE[/I,J]][:even|:uneven]:
+# examples/plans/train-NAME.json; with +SCHEDULE, under that schedule (with_schedule, written to
+# $WORK/NAME.sched.json; the name becomes NAME-SCHEDULE[-I-J]); with :even or :uneven, with its
+# optimizer sharded over every data-parallel group (autohet evaluate --shard-optimizer even; uneven:
+# shard_uneven), written to $WORK/<name so far>.plan.json, the name suffixed -even / -uneven.
+# Sets SPEC_PLAN (the file), SPEC_NAME and SPEC_BASE (NAME).
 spec_plan() {
-    local name=${1%%:*} shard=
+    local name=${1%%:*} shard= sched=
     [ "$1" = "$name" ] || shard=${1#*:}
-    SPEC_PLAN=$PLANS/train-$name.json SPEC_NAME=$name
+    [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
+    SPEC_BASE=$name SPEC_PLAN=$PLANS/train-$name.json
     [ -r "$SPEC_PLAN" ] || fail "no plan $SPEC_PLAN"
+    if [ -n "$sched" ]; then
+        with_schedule "$SPEC_PLAN" "$sched" "$WORK/$name.sched.json"
+        SPEC_PLAN=$WORK/$name.sched.json
+        name=$name-${sched//[\/,]/-}
+    fi
+    SPEC_NAME=$name
     [ -n "$shard" ] || return 0
     "$AUTOHET" evaluate --plan "$SPEC_PLAN" --shard-optimizer even -o "$WORK/$name.plan.json" >/dev/null ||
         fail "$name: autohet evaluate --shard-optimizer even"
