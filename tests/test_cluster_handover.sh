@@ -13,10 +13,23 @@
 # equals the uninterrupted run's (bit-exact while the plan is the reference's, 1e-4 after).
 # Short enough for the sanitizer stage as it is (one run of 12 steps and its reference).
 # Needs root and openssh-server; skipped (77) without them.
+# With HANDOVER_SLURM=1 (tests/test_cluster_slurm_handover.sh) the same under a real Slurm: --launcher
+# slurm inside `salloc -N3`, the next plan written to the hosts through srun.
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
 . "$SRC/tests/cluster/cluster.sh"
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || { echo "SKIP: needs root and openssh-server"; exit 77; }
+SLURM=${HANDOVER_SLURM:-0}
+if [ "$SLURM" = 1 ]; then
+    . "$SRC/tests/cluster/slurm.sh"
+    command -v slurmctld >/dev/null && command -v munged >/dev/null ||
+        { echo "SKIP: needs slurm-wlm and munge"; exit 77; }
+    LAUNCH=(salloc -N3 --ntasks-per-node=2 --no-kill)
+    LAUNCHER=(--launcher slurm)
+else
+    LAUNCH=()
+    LAUNCHER=() # --launcher ssh once cluster_up has made CL_RSH
+fi
 STEPS=12
 CKPT_EVERY=4
 h2_alone_cluster
@@ -30,14 +43,16 @@ json.dump(d, open(sys.argv[1], "w"))
 PY
 cluster_reference "$WORK/ref"
 cluster_up 3 1000 || fail "cannot make the test cluster"
+[ "$SLURM" = 1 ] && { CL_SLURM_MSG_TIMEOUT=3 CL_SLURMD_TIMEOUT=120 slurm_up || fail "cannot start Slurm on the test cluster"; }
+[ "$SLURM" = 1 ] || LAUNCHER=(--launcher ssh --rsh-agent "$CL_RSH") # CL_RSH is set by cluster_up
 MPI_ARGS="--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1
  -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"
 WD=$CL_DISK/work
 # the events file is read again when it grows: h2's preemption is written once 6 steps are done
 printf '99999,remove,h0\n' >"$WORK/events.csv"
-cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
-    --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
-    --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --launcher ssh --rsh-agent "$CL_RSH" \
+cluster_head "${LAUNCH[@]}" env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run \
+    --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
+    --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet "${LAUNCHER[@]}" \
     --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --events "$WORK/events.csv" --grace-s 60 \
     --replica-memory-gb 0.5 >"$WORK/run.log" 2>&1 &
 agent=$!
