@@ -2,7 +2,7 @@
  * not written when 1, so old plans round-trip byte-identical), each stage's tp x cp devices
  * cp-major, the [cp] rule (a power of two, seq_len a multiple of 2 cp, the device count), the TP
  * groups inside one node per CP rank, rank counting (plan and runtime layout), and the refusals
- * of what is not built yet: the cost model's and the runtime's. */
+ * of what is not built yet: the cost model's and the runtime's (CP with zero-bubble, on a GPU). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +159,8 @@ static void test_ranks(void) {
     ah_plan_free(&p);
 }
 
-/* What is not built yet says so, naming the pipeline: the cost model and the runtime. */
+/* What is not built yet says so, naming the pipeline: the cost model, and the runtime beside
+ * another schedule or on a GPU type. */
 static void test_refusals(void) {
     ah_plan_t p;
     if (!load(cp_base(), &p)) return;
@@ -168,11 +169,17 @@ static void test_refusals(void) {
     CHECK(ah_evaluate(&p, NULL, &e, &err) == AH_ERR_INVALID &&
           strstr(err.msg, "[cp] pipelines[0].cp: 2; the cost model does not price context parallelism"),
           "evaluate refuses: %s", err.msg);
+    CHECK(ah_trainer_check_plan(&p, &err) == AH_OK, "a 1f1b CP pipeline of CPU devices runs: %s", err.msg);
+    p.pipelines[0].schedule = AH_SCHED_ZERO_BUBBLE;
     CHECK(ah_trainer_check_plan(&p, &err) == AH_ERR_USAGE &&
-          strstr(err.msg, "[cp] pipelines[0].cp: 2; the runtime does not run context parallelism"),
-          "the runtime refuses: %s", err.msg);
-    p.pipelines[0].cp = 1; /* a cp 1 plan passes both (CP rank 1's devices are ignored) */
-    CHECK(ah_trainer_check_plan(&p, &err) == AH_OK, "cp 1 runs: %s", err.msg);
+          strstr(err.msg, "[cp] pipelines[0].cp: 2; the runtime does not run context parallelism with another "
+                          "schedule than 1f1b"), "the runtime refuses zero-bubble: %s", err.msg);
+    p.pipelines[0].schedule = AH_SCHED_1F1B;
+    ah_gpu_type_t *gt = &p.cluster.types[p.pipelines[0].stages[0].type];
+    snprintf(gt->name, sizeof gt->name, "h100");
+    gt->emulate_slowdown = 0;
+    CHECK(ah_trainer_check_plan(&p, &err) == AH_ERR_USAGE && strstr(err.msg, "on a GPU (the CUDA backend)"),
+          "the runtime refuses a GPU type: %s", err.msg);
     ah_plan_free(&p);
 }
 

@@ -26,8 +26,7 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     ah_status_t s;
     k->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(P_LN1_W), W(P_LN1_B), N, C, eps);
     k->matmul_fwd(a->qkv, a->ln1, W(P_QKV_W), W(P_QKV_B), N, C, 3 * Cl);
-    k->attention_fwd(a->atty, a->probs, w->scratch, a->qkv, (int)st->cfg.micro_batch, (int)st->cfg.seq_len,
-                     (int)st->Hl, (int)st->KVl, (int)st->hd);
+    if ((s = ah_gpt_attention_fwd(st, a->atty, a->probs, w->scratch, a->qkv, err)) != AH_OK) return s;
     k->matmul_fwd(tmp, a->atty, W(P_PROJ_W), bias_here ? W(P_PROJ_B) : NULL, N, Cl, C);
     if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
     k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
@@ -64,8 +63,8 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     k->zero(w->datty, (size_t)N * Cl);
     ah_gpt_linear_bwd(st, l, L_PROJ, keep, w->datty, w->dres, a->atty);
     k->zero(w->dqkv, (size_t)N * 3 * Cl);
-    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, (int)st->cfg.micro_batch,
-                     (int)st->cfg.seq_len, (int)st->Hl, (int)st->KVl, (int)st->hd);
+    if ((s = ah_gpt_attention_bwd(st, w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, err)) != AH_OK)
+        return s;
     k->zero(w->tmp, NC);
     ah_gpt_linear_bwd(st, l, L_QKV, keep, w->tmp, w->dqkv, a->ln1);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;

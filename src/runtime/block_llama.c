@@ -4,6 +4,8 @@
  * key/value heads: t divides KV, ah_model_check_tp), o and down row-parallel. */
 #include "runtime/gpt_block.h"
 
+#include "kernels/cpu/ring_attention.h"
+
 /* The block's tensors, in LLaMA's table order (spec/arch_llama.c); q, k, v adjacent, and gate, up. */
 enum { P_RMS1, P_Q, P_K, P_V, P_O, P_RMS2, P_GATE, P_UP, P_DOWN, P_PER_BLOCK };
 static const char *const TENSORS[P_PER_BLOCK] = {
@@ -19,6 +21,17 @@ static ah_rope_t rope_of(const ah_model_t *m) {
                        (float)r->original_max_pos};
 }
 
+/* The q and k heads of qkv (N rows) turned by their positions (backward: the gradient, back):
+ * rows at t, or at the rank's positions under context parallelism. */
+static void rope(ah_gpt_stage_t *st, float *qkv, bool backward) {
+    const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, heads = (int)(st->Hl + st->KVl),
+              hd = (int)st->hd, QKVl = (int)st->QKVl;
+    const ah_rope_t r = rope_of(st->cfg.model);
+    const int *pos = ah_gpt_positions(st);
+    if (pos) (backward ? ah_cpu_rope_bwd_at : ah_cpu_rope_fwd_at)(qkv, pos, B, T, heads, hd, QKVl, r);
+    else (backward ? st->k->rope_bwd : st->k->rope_fwd)(qkv, B, T, heads, hd, QKVl, r);
+}
+
 #define W(which) ah_gpt_block_w(st, l, which)
 #define G(which) ah_gpt_block_g(st, l, which)
 
@@ -27,16 +40,13 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     const ah_kernels_t *k = st->k;
     float *tmp = w->tmp;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
-    const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
-              KVl = (int)st->KVl, hd = (int)st->hd;
     const float eps = (float)st->cfg.model->norm_eps;
-    const ah_rope_t rope = rope_of(st->cfg.model);
     ah_block_act_llama_t *a = &act->l;
     ah_status_t s;
     k->rmsnorm_fwd(a->rms1, a->rms1_rstd, a->x_in, W(P_RMS1), N, C, eps);
     k->matmul_fwd(a->qkv, a->rms1, W(P_Q), NULL, N, C, QKVl); /* q, k, v: one (QKVl, C) matrix */
-    k->rope_fwd(a->qkv, B, T, Hl + KVl, hd, QKVl, rope);      /* the q and k heads */
-    k->attention_fwd(a->atty, a->probs, w->scratch, a->qkv, B, T, Hl, KVl, hd);
+    rope(st, a->qkv, false); /* the q and k heads */
+    if ((s = ah_gpt_attention_fwd(st, a->atty, a->probs, w->scratch, a->qkv, err)) != AH_OK) return s;
     k->matmul_fwd(tmp, a->atty, W(P_O), NULL, N, Cl, C);
     if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
     k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
@@ -57,9 +67,6 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
                        const ah_block_keep_t *keep, ah_error_t *err) {
     const ah_kernels_t *k = st->k;
     const int N = (int)st->N, C = (int)st->C, Cl = (int)st->Cl, Fl = (int)st->Fl, QKVl = (int)st->QKVl;
-    const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, Hl = (int)st->Hl,
-              KVl = (int)st->KVl, hd = (int)st->hd;
-    const ah_rope_t rope = rope_of(st->cfg.model);
     const size_t NC = (size_t)N * C, NF = (size_t)N * Fl;
     const ah_block_act_llama_t *a = &act->l;
     ah_status_t s;
@@ -75,8 +82,9 @@ static ah_status_t bwd(ah_gpt_stage_t *st, int l, const ah_block_act_t *act, con
     k->zero(w->datty, (size_t)N * Cl);
     ah_gpt_linear_bwd(st, l, L_O, keep, w->datty, w->dres, a->atty);
     k->zero(w->dqkv, (size_t)N * QKVl);
-    k->attention_bwd(w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, B, T, Hl, KVl, hd);
-    k->rope_bwd(w->dqkv, B, T, Hl + KVl, hd, QKVl, rope);
+    if ((s = ah_gpt_attention_bwd(st, w->dqkv, w->scratch, w->datty, a->qkv, a->atty, a->probs, err)) != AH_OK)
+        return s;
+    rope(st, w->dqkv, true);
     k->zero(w->tmp, NC);
     ah_gpt_linear_bwd(st, l, L_QKV, keep, w->tmp, w->dqkv, a->rms1);
     if ((s = ah_gpt_tp_sum(st, w->tmp, NC, err)) != AH_OK) return s;

@@ -174,8 +174,18 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     /* Communicators, in one order on every rank (each split is collective over the world). A
      * setup failure on one rank must not leave the others waiting in a split, so the splits run
      * before anything that can fail on one rank alone. */
-    if (tr->plan->tp > 1 && (s = split(tr->layout.stage_base[r.pipeline] + r.stage, r.tp_rank, &tr->tp.c, err)) != AH_OK)
+    const int t = tr->plan->tp, cp = ah_pipeline_cp(&tr->plan->pipelines[r.pipeline]);
+    /* a TP group: one CP rank's tp ranks of the stage, named by its TP rank 0's rank; a CP group:
+     * the stage's CP ranks of one TP rank, named by its CP rank 0's rank */
+    if (t > 1 && (s = split(ah_layout_rank(&tr->layout, r.pipeline, r.stage, r.cp_rank * t), r.tp_rank, &tr->tp.c,
+                            err)) != AH_OK)
         return s;
+    bool any_cp = false; /* the CP split is collective over the world: every rank joins it then */
+    for (int i = 0; i < tr->plan->n_pipelines; i++) any_cp = any_cp || ah_pipeline_cp(&tr->plan->pipelines[i]) > 1;
+    if (any_cp) {
+        const int color = cp > 1 ? ah_layout_rank(&tr->layout, r.pipeline, r.stage, r.tp_rank) : -1;
+        if ((s = split(color, r.cp_rank, &tr->cp_comm, err)) != AH_OK) return s;
+    }
     for (int g = 0; g < tr->layout.n_segments; g++) {
         const bool holds = holds_stage(tr, tr->layout.segments[g].stage_of[r.pipeline]);
         if ((s = split(holds ? r.tp_rank : -1, KEY(g, r.pipeline), &tr->seg[g].c, err)) != AH_OK) return s;
@@ -200,8 +210,9 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         return s;
     for (int c = 0; c < tr->n_chunks; c++) {
         ah_p2p_chunk_t *x = &tr->chunks[c];
-        if (x->stage > 0) x->prev = ah_layout_rank(&tr->layout, r.pipeline, x->stage - 1, r.tp_rank);
-        if (x->stage < tr->S - 1) x->next = ah_layout_rank(&tr->layout, r.pipeline, x->stage + 1, r.tp_rank);
+        const int k = r.cp_rank * tr->plan->tp + r.tp_rank; /* the same CP and TP rank there */
+        if (x->stage > 0) x->prev = ah_layout_rank(&tr->layout, r.pipeline, x->stage - 1, k);
+        if (x->stage < tr->S - 1) x->next = ah_layout_rank(&tr->layout, r.pipeline, x->stage + 1, k);
     }
     return AH_OK;
 }

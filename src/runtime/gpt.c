@@ -540,9 +540,7 @@ static ah_status_t embed_fwd(ah_gpt_stage_t *st, int64_t slot, ah_error_t *err) 
     const ah_gpt_config_t *c = &st->cfg;
     const ah_gpt_param_t *wpe = ah_gpt_find(st, "wpe");
     float *x = ah_gpt_input(st, slot);
-    st->k->embedding_fwd(x, st->ids[slot], ah_gpt_named_w(st, "wte"),
-                         wpe && c->tp_rank == 0 ? st->w + wpe->offset : NULL, (int)c->micro_batch,
-                         (int)c->seq_len, (int)st->C, (int)st->v0, (int)st->Vl);
+    ah_gpt_embedding_fwd(st, x, st->ids[slot], ah_gpt_named_w(st, "wte"), wpe && c->tp_rank == 0 ? st->w + wpe->offset : NULL);
     return ah_gpt_tp_sum(st, x, (size_t)(st->N * st->C), err);
 }
 
@@ -634,8 +632,7 @@ ah_status_t ah_gpt_backward(ah_gpt_stage_t *st, int64_t slot, const float *dout,
     charge(st, AH_GPT_PART_BLOCKS, 1, &t);
     if (embed) {
         const ah_gpt_param_t *wpe = ah_gpt_find(st, "wpe");
-        k->embedding_bwd(ah_gpt_named_g(st, "wte"), wpe ? st->g + wpe->offset : NULL, w.dres,
-                         st->ids[slot], (int)cfg->micro_batch, (int)cfg->seq_len, C, (int)st->v0, (int)st->Vl);
+        ah_gpt_embedding_bwd(st, ah_gpt_named_g(st, "wte"), wpe ? st->g + wpe->offset : NULL, w.dres, st->ids[slot]);
     } else {
         k->zero(dinp, NC);
         k->residual_bwd(dinp, NULL, w.dres, NC); /* dinp = dres */

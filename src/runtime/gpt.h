@@ -90,7 +90,9 @@ typedef struct ah_gpt_config {
     bool has_embed, has_head;/* before chunk 0's blocks; after the last chunk's */
     bool recompute;          /* some chunk recomputes (the stage has the recompute buffer) */
     int t, tp_rank;
-    int64_t micro_batch, seq_len;
+    int64_t micro_batch, seq_len; /* seq_len: the tokens of a sequence this rank holds (T / cp) */
+    struct ah_cp_ring *cp_ring;   /* context parallelism (runtime/cp_ring.h): attention over the CP
+                                   * group, this rank's rows at ah_gpt_positions; NULL: none */
     int64_t wsets;           /* a split backward's W sets (schedule.h; 0: the backward is whole) */
     /* The sharded optimizer: the flat ranges whose AdamW state this stage keeps and updates,
      * sorted and disjoint (mv ignored); NULL: all of them. Copied at create. */

@@ -26,6 +26,19 @@
 
 #define AH_MAX_BLOCK_ACTS 13
 
+/* A block's attention: the kernel's, or under context parallelism (cfg.cp_ring) ring attention
+ * over the CP group (its state: a logsumexp per query row). */
+/* The embedding's forward (x = the rank's token rows + GPT-2's position rows when wpe) and its
+ * backward, at the rank's positions under context parallelism. */
+void ah_gpt_embedding_fwd(ah_gpt_stage_t *st, float *x, const int32_t *ids, const float *wte, const float *wpe);
+void ah_gpt_embedding_bwd(ah_gpt_stage_t *st, float *dwte, float *dwpe, const float *dx, const int32_t *ids);
+/* This rank's positions under context parallelism (seq_len of them), or NULL. */
+const int *ah_gpt_positions(const ah_gpt_stage_t *st);
+ah_status_t ah_gpt_attention_fwd(ah_gpt_stage_t *st, float *out, float *state, float *scratch, const float *qkv,
+                                 ah_error_t *err);
+ah_status_t ah_gpt_attention_bwd(ah_gpt_stage_t *st, float *dqkv, float *scratch, const float *dout,
+                                 const float *qkv, const float *out, const float *state, ah_error_t *err);
+
 /* One block's tensors kept from forward to backward, in the table's order (at[0] is the block's
  * input in both architectures), viewed field by field per architecture. */
 typedef struct {                       /* GPT-2 (spec/arch_gpt2.c) */

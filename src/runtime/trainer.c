@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "ckpt/test_hook.h"
+#include "runtime/gpt_block.h"
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/dp_groups.h"
@@ -122,11 +123,21 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
 }
 
 ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
-    for (int i = 0; i < plan->n_pipelines; i++)
-        if (ah_pipeline_cp(&plan->pipelines[i]) > 1)
+    for (int i = 0; i < plan->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &plan->pipelines[i];
+        const int c = ah_pipeline_cp(pl);
+        if (c == 1) continue;
+        const char *why = pl->schedule != AH_SCHED_1F1B           ? "with another schedule than 1f1b"
+                          : plan->n_opt_groups > 0               ? "with the sharded optimizer (\"optimizer_shards\")"
+                          : plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
+                                                                 : NULL;
+        for (int s = 0; !why && s < pl->n_stages; s++)
+            if (!ah_device_type_is_cpu(&plan->cluster.types[pl->stages[s].type])) why = "on a GPU (the CUDA backend)";
+        if (why)
             return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
-                                "parallelism yet (issue 38): train this plan with cp 1 (drop \"cp\" and list tp "
-                                "devices per stage)", i, ah_pipeline_cp(&plan->pipelines[i]));
+                                "parallelism %s yet (issue 38): use cp 1 there, or a 1f1b fp32 pipeline of CPU "
+                                "devices without optimizer_shards", i, c, why);
+    }
     return AH_OK;
 }
 
@@ -161,7 +172,14 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
      * left waiting in a split below. */
     const ah_backend_t *backend = NULL;
-    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK) {
+    int cp_pipeline = -1; /* a CP pipeline: the GPU backend, forced on every rank alike, refuses it */
+    for (int i = 0; i < plan->n_pipelines && cp_pipeline < 0; i++)
+        if (ah_pipeline_cp(&plan->pipelines[i]) > 1) cp_pipeline = i;
+    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK ||
+        (backend->gpu && cp_pipeline >= 0 &&
+         (s = ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the %s does not run context parallelism "
+                           "yet (issue 38): ring attention is the CPU's (unset AH_BACKEND)", cp_pipeline,
+                           ah_pipeline_cp(&plan->pipelines[cp_pipeline]), backend->title)) != AH_OK)) {
         ah_trainer_free(tr);
         return s;
     }
@@ -177,9 +195,10 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         ah_trainer_free(tr);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     }
-    const int t = plan->tp;
+    const int t = plan->tp, cp = ah_pipeline_cp(pl);
     ah_gpt_config_t cfg = {.model = &plan->model, .t = t, .tp_rank = r.tp_rank,
-                           .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len};
+                           .micro_batch = plan->train.micro_batch, .seq_len = plan->train.seq_len / cp,
+                           .cp_ring = cp > 1 ? &tr->cp_ring : NULL};
     ah_gpt_run_t *runs = NULL;
     int *keys = malloc((size_t)ah_dp_group_count(tr) * sizeof *keys);
     s = keys ? plan_chunks(tr, &cfg, err) : ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
@@ -191,6 +210,12 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     if (s == AH_OK)
         s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err);
     free(runs);
+    if (s == AH_OK && cp > 1)
+        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, (int)plan->train.micro_batch, (int)plan->train.seq_len,
+                            (int)tr->stage.Hl, (int)tr->stage.KVl, (int)tr->stage.hd, err);
+    if (s == AH_OK && cp > 1 && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
+        !(tr->cp_tokens = malloc((size_t)(plan->train.micro_batch * plan->train.seq_len) * sizeof *tr->cp_tokens)))
+        s = ah_error_set(err, AH_ERR_OOM, "no host memory for a micro-batch's sequences");
     if (s != AH_OK) goto fail;
     if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c,
                               ah_gpt_phase_segments(&tr->stage) +
@@ -225,6 +250,9 @@ void ah_trainer_free(ah_trainer_t *tr) {
     }
     free(tr->chunks);
     free(tr->h_tokens);
+    free(tr->cp_tokens);
+    ah_cp_ring_free(&tr->cp_ring);
+    ah_comm_free(&tr->cp_comm);
     if (tr->a_p2p.mem) ah_arena_free(&tr->a_p2p);
     ah_group_free(&tr->tp);
     for (int g = 0; tr->seg && g < tr->layout.n_segments; g++) ah_group_free(&tr->seg[g]);
@@ -253,9 +281,15 @@ static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) 
  * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
 static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_t first_sample, int32_t *dst,
                               bool targets, ah_error_t *err) {
-    const int64_t m = tr->plan->train.micro_batch, T = tr->plan->train.seq_len;
-    int32_t *h = tr->h_tokens ? tr->h_tokens : dst;
-    TRY(ah_dataset_batch(data, first_sample, m, targets ? NULL : h, targets ? h : NULL, err));
+    const int64_t m = tr->plan->train.micro_batch, T = tr->stage.cfg.seq_len;
+    int32_t *h = tr->h_tokens ? tr->h_tokens : dst, *whole = tr->cp_tokens ? tr->cp_tokens : h;
+    TRY(ah_dataset_batch(data, first_sample, m, targets ? NULL : whole, targets ? whole : NULL, err));
+    if (tr->cp_tokens) { /* context parallelism: this rank's positions of each sequence */
+        const int *pos = ah_gpt_positions(&tr->stage);
+        const int64_t full = tr->plan->train.seq_len;
+        for (int64_t b = 0; b < m; b++)
+            for (int64_t k = 0; k < T; k++) h[b * T + k] = whole[b * full + pos[k]];
+    }
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
@@ -395,7 +429,7 @@ static void counted_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *h
     ah_dp_valid_range(tr, i, lo, hi);
     bool counted = x->def.spec->split != AH_SPLIT_REPL || tr->role.tp_rank == 0;
     if (!ah_dp_shard(tr, ah_dp_group_id(tr, &x->def))->counts)
-        counted = counted && tr->role.pipeline == 0 && (!ah_tensor_tied(&x->def, &tr->plan->model) || tr->stage.cfg.has_embed);
+        counted = counted && tr->role.pipeline == 0 && tr->role.cp_rank == 0 && (!ah_tensor_tied(&x->def, &tr->plan->model) || tr->stage.cfg.has_embed);
     if (!counted) *hi = *lo;
 }
 

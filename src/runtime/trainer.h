@@ -35,6 +35,7 @@
 
 #include "comm/comm.h"
 #include "plan/plan.h"
+#include "runtime/cp_ring.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
 #include "runtime/emulate.h"
@@ -143,6 +144,10 @@ typedef struct ah_trainer {
     ah_p2p_chunk_t *chunks; /* per chunk */
     ah_arena_t a_p2p;
     int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
+    int32_t *cp_tokens;     /* context parallelism: one micro-batch's whole sequences (B x T), from
+                             * which the rank takes its positions' ids or targets; else NULL */
+    ah_comm_t *cp_comm;     /* the rank's CP group (the stage's CP ranks of its TP rank); NULL at cp 1 */
+    ah_cp_ring_t cp_ring;   /* ring attention over cp_comm (runtime/cp_ring.h) */
     ah_group_t tp;
     ah_group_t *seg;        /* per DP segment; .c NULL where this rank does not hold it */
     ah_group_t first_group, last_group, wte_group;
@@ -163,8 +168,8 @@ typedef struct ah_trainer {
 } ah_trainer_t;
 
 /* On any rank alone, from the plan alone: what a valid plan asks that the runtime does not run
- * (context parallelism, cp > 1, for now: issue 38); the message names the rule and the pipeline.
- * ah_trainer_setup starts with it. */
+ * (context parallelism beside another schedule than 1f1b, the sharded optimizer or a GPU type:
+ * issue 38); the message names the rule and the pipeline. ah_trainer_setup starts with it. */
 ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err);
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
