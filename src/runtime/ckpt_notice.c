@@ -26,8 +26,9 @@
  * With the next plan known (the handover: ckpt/handover.h, s->handover), step 2 sends each file that a
  * node of that plan reads, and its own step lacks, into that node's memory (ah_ckpt_hand_over) instead
  * of the partners'; committed when every node of the next plan then has every file it reads on its own
- * host; step 4 is then skipped: the relaunch reads step N from memory, and the disks get the relaunched
- * job's next checkpoint (a host of the next plan lost before that rolls back to the disks' older step).
+ * host; step 4 is then skipped: the relaunch reads step N from memory and writes it to its disks at once,
+ * in the background (ckpt_resume.c write_behind; a host of the next plan lost before that commits rolls
+ * back to the disks' older step).
  *
  * What "committed" means per tier (a resume takes the newest step whose every piece some tier has
  * committed, restore.h): local, the node's manifest.json on its disk (the run's step once every
@@ -114,10 +115,10 @@ ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elaps
         if (st != AH_OK) return st;
         notice.redo_s = (double)(done - s->last_saved) * (double)us * 1e-6;
     }
-    *save = ah_ckpt_save_at_notice(&notice);
     /* the handover (ckpt/policy.h): its duration bounded by the last replication's, which moved every
      * file; what the relaunch would fetch without it is not known here (counts 0) */
     notice.handover = handover;
+    *save = ah_ckpt_save_at_notice(&notice);
     s->notice_handover = ah_ckpt_notice_handover(&notice);
     s->notice_memory_first = s->notice_handover || ah_ckpt_notice_memory_first(&notice);
     return AH_OK;
