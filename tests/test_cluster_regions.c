@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "cost/cost.h"
 #include "harness.h"
 #include "spec/cluster.h"
 
@@ -117,8 +118,32 @@ static void test_refusals(void) {
                  "c.json: nodes[0].region: empty region name", NULL);
 }
 
+/* The link between two nodes: class by node, zone and region; the "links" override's figures. */
+static void test_links(void) {
+    ah_cluster_t c;
+    ah_error_t err = {0};
+    CHECK(ah_cluster_load(ah_test_src_path("examples/clusters/two-region.json"), &c, &err) == AH_OK, "%s", err.msg);
+    const int t = c.nodes[0].type;
+    ah_link_info_t l = ah_link_of(&c, 0, 0, t, t);
+    CHECK(l.cls == AH_LINK_INTRA && l.usd_per_gb == 0 && l.private_link, "intra-node");
+    l = ah_link_of(&c, 0, 1, t, t); /* us-east-1a - us-east-1b */
+    CHECK(l.cls == AH_LINK_INTER_ZONE && l.override == -1, "inter-zone: class %d", l.cls);
+    CHECK_NEAR(l.bw, c.net.inter_zone_gb_s * 1e9, 1e-9);
+    CHECK_NEAR(l.usd_per_gb, 0.01, 1e-12);
+    l = ah_link_of(&c, 1, 3, t, c.nodes[3].type); /* us-east-1 - eu-west-1: the override */
+    CHECK(l.cls == AH_LINK_INTER_REGION && l.override == 0 && l.private_link, "inter-region override");
+    CHECK_NEAR(l.latency_s, 0.035, 1e-12);
+    CHECK_NEAR(ah_link_shared_bw(&l, 1), 0.6e9, 1e-3);
+    CHECK_NEAR(ah_link_shared_bw(&l, 16), 5e9 / 16, 1e-3); /* total_gb_s 5 shared by 16 flows */
+    l = ah_link_of(&c, 2, 3, c.nodes[2].type, c.nodes[3].type); /* one zone */
+    CHECK(l.cls == AH_LINK_INTER_NODE && l.usd_per_gb == 0, "inter-node");
+    CHECK(strcmp(ah_link_class_name(AH_LINK_INTER_REGION), "inter-region") == 0, "class name");
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     test_example();
+    test_links();
     test_defaults();
     test_old_unchanged();
     test_refusals();

@@ -146,6 +146,7 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     char price[400];
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
+    printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
     bottleneck_t bn;
     find_bottleneck(p, e, &bn);
     printf("bottleneck: pipeline %d, stage %d (%s): %s\n", bn.pipeline, bn.stage, bn.gpu, bn.reason);

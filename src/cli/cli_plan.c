@@ -188,6 +188,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
            ah_plan_price_str(&pr, price, sizeof price));
+    printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
     printf("with the DP sync overlapped with the backward (train's default): %.4f s per iteration, %.4f s of the "
            "%.4f s sync exposed%s\n", e->iteration_overlap_s, e->dp_sync_exposed_s, b->dp_sync_s,
            o->no_overlap_grad_sync ? " (not what the planner compared: --no-overlap-grad-sync)" : "");

@@ -134,11 +134,38 @@ int64_t ah_stage_memory_bytes(const ah_stage_cost_t *c, int64_t inflight);
 
 /* ---- links ---- */
 
-typedef enum { AH_LINK_INTRA = 0, AH_LINK_INTER_NODE = 1, AH_LINK_INTER_ZONE = 2 } ah_link_t;
+/* The link classes, slowest last (cost/links.c; docs/cost-model.md "Links"). A class is a kind;
+ * the link between two given nodes (ah_link_of) is the class's figures or a "links" override. */
+typedef enum {
+    AH_LINK_INTRA = 0,
+    AH_LINK_INTER_NODE = 1,
+    AH_LINK_INTER_ZONE = 2,
+    AH_LINK_INTER_REGION = 3
+} ah_link_t;
+#define AH_N_LINK_CLASSES 4
+const char *ah_link_class_name(ah_link_t link); /* "intra-node", ..., "inter-region" */
+
+/* The link between node a (of GPU type type_a) and node b: what every transfer is priced on. */
+typedef struct ah_link_info {
+    ah_link_t cls;
+    double bw;          /* bytes/s per GPU */
+    double latency_s;   /* per message */
+    double usd_per_gb;  /* egress $ per 10^9 bytes crossing it; 0 inside a zone or when unpriced */
+    double total_bw;    /* bytes/s the pair's flows share at once (total_gb_s); 0: no such cap */
+    bool private_link;  /* marked "private" (a VPN or peering); intra-zone links count as private */
+    int override;       /* index into cluster->net.links, or -1: the class's figures */
+} ah_link_info_t;
+ah_link_info_t ah_link_of(const ah_cluster_t *c, int node_a, int node_b, int type_a, int type_b);
+/* The class only (ah_link_of(...).cls). */
 ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b);
-/* Bandwidth (bytes/s) and latency (s) of a link kind; intra uses the slower type's link. */
+/* Bandwidth (bytes/s) and latency (s) of a class's own figures (no override); intra uses the
+ * slower type's link. */
 double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b);
 double ah_link_latency(const ah_cluster_t *c, ah_link_t link);
+/* Per-GPU bandwidth of l when `flows` flows cross it at once: min(bw, total_bw / flows). */
+double ah_link_shared_bw(const ah_link_info_t *l, int flows);
+/* Seconds to send one micro-batch's boundary activation over the link l. */
+double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l);
 /* Seconds to send one micro-batch's boundary activation (b x T x C) over the link. */
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b);
 /* Ring all-reduce of `bytes` over `n` members on a link of bandwidth bw (bytes/s), latency lat. */

@@ -1,5 +1,6 @@
 /* Stage cost (time per micro-batch, bytes per device), links and collectives.
- * Formulas: docs/cost-model.md ("Stage time", "Memory", "Links"); keep them in step. */
+ * Formulas: docs/cost-model.md ("Stage time", "Memory", "Links"); keep them in step. The links
+ * themselves: cost/links.c. */
 #include <math.h>
 #include <string.h>
 
@@ -10,33 +11,6 @@
 #define GIB 1073741824.0
 
 /* ---- links and collectives ---- */
-
-ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b) {
-    if (node_a == node_b) return AH_LINK_INTRA;
-    if (strcmp(c->nodes[node_a].zone, c->nodes[node_b].zone) == 0) return AH_LINK_INTER_NODE;
-    return AH_LINK_INTER_ZONE;
-}
-
-double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b) {
-    switch (link) {
-    case AH_LINK_INTRA:
-        return fmin(c->types[type_a].intra_node_gb_s, c->types[type_b].intra_node_gb_s) * 1e9;
-    case AH_LINK_INTER_NODE:
-        return c->net.inter_node_gb_s * 1e9;
-    case AH_LINK_INTER_ZONE:
-        return c->net.inter_zone_gb_s * 1e9;
-    }
-    return 0;
-}
-
-double ah_link_latency(const ah_cluster_t *c, ah_link_t link) {
-    switch (link) {
-    case AH_LINK_INTRA: return c->net.intra_latency_us * 1e-6;
-    case AH_LINK_INTER_NODE: return c->net.latency_us * 1e-6;
-    case AH_LINK_INTER_ZONE: return c->net.inter_zone_latency_us * 1e-6;
-    }
-    return 0;
-}
 
 double ah_allreduce_seconds(double bytes, int n, double bw, double lat) {
     if (n <= 1) return 0;
@@ -52,6 +26,10 @@ static double boundary_bytes(const ah_cost_ctx_t *ctx) {
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b) {
     const ah_cluster_t *c = ctx->cluster;
     return boundary_bytes(ctx) / ah_link_bw(c, link, type_a, type_b) + ah_link_latency(c, link);
+}
+
+double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l) {
+    return boundary_bytes(ctx) / l->bw + l->latency_s;
 }
 
 /* The profile's entry for this type under ctx's TP degree, micro-batch, T and precision. */

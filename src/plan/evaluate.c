@@ -48,6 +48,31 @@ static void stage_cost_cached(const ah_cost_ctx_t *ctx, stage_memo_t *memo, int 
     *k = (stage_memo_t){sg->type, sg->last - sg->first, embed, head, sg->recompute, *out};
 }
 
+/* With per-pair "links": the slowest link between two nodes of the plan (an override may be faster
+ * or slower than its class), its bandwidth shared by the devices of a pipeline, one DP ring each
+ * (docs/cost-model.md "Links"), and the longest latency. Unchanged when the plan is on one node. */
+static void dp_link_overrides(const ah_plan_t *p, int slow_type, double *bw, double *lat) {
+    const ah_cluster_t *c = &p->cluster;
+    bool *used = calloc((size_t)c->n_nodes, sizeof *used);
+    if (!used) return; /* the class's figures stand */
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++) used[p->pipelines[i].stages[s].devices[0].node] = true;
+    const int flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
+    double least = INFINITY, longest = 0;
+    for (int a = 0; a < c->n_nodes; a++)
+        for (int b = a + 1; b < c->n_nodes && used[a]; b++) {
+            if (!used[b]) continue;
+            const ah_link_info_t l = ah_link_of(c, a, b, slow_type, slow_type);
+            least = fmin(least, ah_link_shared_bw(&l, flows));
+            longest = fmax(longest, l.latency_s);
+        }
+    free(used);
+    if (isfinite(least)) {
+        *bw = least;
+        *lat = longest;
+    }
+}
+
 /* The one link every DP collective is priced on: the worst kind among all devices of the plan
  * (intra-node if all in one node, inter-node if all in one zone, else inter-zone); intra uses the
  * slowest intra-node link of the types in the plan. */
@@ -73,6 +98,7 @@ static void dp_link(const ah_plan_t *p, double *bw, double *lat) {
      * the maximum over d0-pairs is the maximum over all pairs. */
     *bw = ah_link_bw(c, worst, slow_type, slow_type);
     *lat = ah_link_latency(c, worst);
+    if (c->net.n_links > 0) dp_link_overrides(p, slow_type, bw, lat);
 }
 
 static ah_status_t alloc_eval(const ah_plan_t *p, ah_eval_t *out, ah_error_t *err) {
@@ -307,8 +333,9 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         se->p2p_s = 0;
         if (s + 1 < S && (s + 1) % P != s % P) {
             const ah_stage_t *next = &pl->stages[s + 1];
-            ah_link_t l = ah_link_between(&p->cluster, sg->devices[0].node, next->devices[0].node);
-            se->p2p_s = ah_p2p_seconds(r->ctx, l, sg->type, next->type);
+            ah_link_info_t l = ah_link_of(&p->cluster, sg->devices[0].node, next->devices[0].node, sg->type, next->type);
+            l.bw = ah_link_shared_bw(&l, p->tp * p->n_pipelines); /* docs/cost-model.md "Links" */
+            se->p2p_s = ah_p2p_seconds_on(r->ctx, &l);
         }
         act[s] = sc.act_bytes_per_mb;
         *sum_fb += sc.fwd_s + sc.bwd_s;

@@ -24,11 +24,24 @@ ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_erro
 /* $ per hour of the GPUs a plan uses (price.c; an unpriced node counts $0: ah_plan_price says). */
 double ah_plan_usd_per_hour(const ah_plan_t *p);
 
+/* What a plan sends per iteration by link class (plan_links.c; docs/cost-model.md "Traffic and
+ * egress"), and what crossing zones and regions costs. */
+typedef struct ah_plan_traffic {
+    double bytes[AH_N_LINK_CLASSES]; /* per iteration, by ah_link_t */
+    double egress_usd;               /* per iteration: priced bytes across zones and regions x $/GB */
+    double unpriced_bytes;           /* bytes across zones or regions on links without a price */
+    double public_bytes;             /* bytes across regions on links not marked private */
+} ah_plan_traffic_t;
+void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out);
+
 /* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
  * 0 and the unpriced nodes it uses named in unpriced, when a node it uses has no price. */
 typedef struct ah_plan_price {
     bool priced;
-    double usd_per_hour;   /* the GPUs the plan uses */
+    double usd_per_hour;   /* the GPUs the plan uses, and its egress */
+    double egress_usd_per_hour; /* the part of usd_per_hour its egress is */
+    bool egress_unpriced;  /* bytes cross zones or regions on a link with no price ($0 counted) */
+    ah_plan_traffic_t traffic;
     double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
     char unpriced[256];    /* "h20-0, h20-1": list of the plan's unpriced nodes; "" when priced */
 } ah_plan_price_t;
@@ -36,8 +49,12 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
 /* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
  * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
 const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
-/* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced) and "unpriced" (the
- * nodes, or null) on the JSON object doc. */
+/* "traffic per iteration: intra-node 1.234 GB, inter-node ..., inter-region ... GB; egress $0.0012
+ * per iteration", with " (egress unpriced)" and a word on bytes crossing regions in the open. */
+const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap);
+/* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced), "unpriced" (the
+ * nodes, or null), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},
+ * "egress_usd_per_hour" (null when unpriced) and "egress_unpriced" on the JSON object doc. */
 void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
 
 #endif

@@ -1,6 +1,8 @@
 /* What a plan costs, by the price rule of spec/cluster.h ("Prices"; docs/planner.md "Prices"):
- * the $/h of the GPUs it uses and $ per million tokens at its rate, or "unpriced" when a node it
- * uses has no usd_per_gpu_hour. One wording for every verb that shows a plan's price (plan,
+ * the $/h of the GPUs it uses plus its egress (the bytes it sends across zones and regions each
+ * iteration, plan_links.c, at its rate) and $ per million tokens at its rate, or "unpriced" when a
+ * node it uses has no usd_per_gpu_hour; "egress unpriced" when bytes cross a zone or region
+ * boundary on a link the cluster gives no $/GB for (counted $0). One wording for every verb that shows a plan's price (plan,
  * evaluate). */
 #include <jansson.h>
 #include <stdio.h>
@@ -27,15 +29,37 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
             for (int d = 0; d < p->tp; d++) used[p->pipelines[i].stages[k].devices[d].node] = true;
     pr.priced = ah_cluster_unpriced(c, used, pr.unpriced, sizeof pr.unpriced) == 0;
     free(used);
+    ah_plan_traffic(p, &pr.traffic);
+    pr.egress_unpriced = pr.traffic.unpriced_bytes > 0;
     if (!pr.priced) return pr;
-    pr.usd_per_hour = ah_plan_usd_per_hour(p);
+    const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
+    if (tokens_per_s > 0) pr.egress_usd_per_hour = pr.traffic.egress_usd * 3600.0 * tokens_per_s / tokens_per_iteration;
+    pr.usd_per_hour = ah_plan_usd_per_hour(p) + pr.egress_usd_per_hour;
     pr.usd_per_mtoken = tokens_per_s > 0 ? pr.usd_per_hour / 3600.0 / tokens_per_s * 1e6 : 0;
     return pr;
 }
 
 const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap) {
-    if (pr->priced) snprintf(buf, cap, "$%.2f/h, $%.4f per million tokens", pr->usd_per_hour, pr->usd_per_mtoken);
-    else snprintf(buf, cap, "unpriced ($/h and $ per million tokens unknown: no usd_per_gpu_hour for %s)", pr->unpriced);
+    char egress[96] = "";
+    if (pr->priced && pr->egress_usd_per_hour > 0)
+        snprintf(egress, sizeof egress, " (egress $%.2f/h)", pr->egress_usd_per_hour);
+    if (pr->egress_unpriced)
+        snprintf(egress + strlen(egress), sizeof egress - strlen(egress), ", egress unpriced");
+    if (pr->priced)
+        snprintf(buf, cap, "$%.2f/h, $%.4f per million tokens%s", pr->usd_per_hour, pr->usd_per_mtoken, egress);
+    else
+        snprintf(buf, cap, "unpriced ($/h and $ per million tokens unknown: no usd_per_gpu_hour for %s)%s",
+                 pr->unpriced, egress);
+    return buf;
+}
+
+const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap) {
+    const ah_plan_traffic_t *t = &pr->traffic;
+    snprintf(buf, cap, "traffic per iteration: intra-node %.3f GB, inter-node %.3f GB, inter-zone %.3f GB, "
+             "inter-region %.3f GB; egress $%.4f per iteration%s%s", t->bytes[AH_LINK_INTRA] / 1e9,
+             t->bytes[AH_LINK_INTER_NODE] / 1e9, t->bytes[AH_LINK_INTER_ZONE] / 1e9,
+             t->bytes[AH_LINK_INTER_REGION] / 1e9, t->egress_usd, pr->egress_unpriced ? " (egress unpriced)" : "",
+             t->public_bytes > 0 ? " (bytes cross regions on links not marked private)" : "");
     return buf;
 }
 
@@ -43,5 +67,12 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "usd_per_hour", pr->priced ? json_real(pr->usd_per_hour) : json_null());
     json_object_set_new(doc, "usd_per_mtoken", pr->priced ? json_real(pr->usd_per_mtoken) : json_null());
     json_object_set_new(doc, "unpriced", pr->priced ? json_null() : json_string(pr->unpriced));
+    json_t *bytes = json_object();
+    for (int k = 0; k < AH_N_LINK_CLASSES; k++)
+        json_object_set_new(bytes, ah_link_class_name((ah_link_t)k), json_real(pr->traffic.bytes[k]));
+    json_object_set_new(doc, "bytes_per_iteration", bytes);
+    json_object_set_new(doc, "egress_usd_per_hour",
+                        pr->priced && !pr->egress_unpriced ? json_real(pr->egress_usd_per_hour) : json_null());
+    json_object_set_new(doc, "egress_unpriced", json_boolean(pr->egress_unpriced));
 }
 

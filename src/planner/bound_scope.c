@@ -14,7 +14,7 @@ double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
     double least = INFINITY;
     for (int a = 0; a < c->n_types; a++)
         for (int b = 0; b < c->n_types; b++)
-            for (int k = from; k <= AH_LINK_INTER_ZONE; k++)
+            for (int k = from; k <= AH_LINK_INTER_REGION; k++)
                 least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
     return least;
 }
@@ -24,7 +24,7 @@ static void zones_of(const ah_cluster_t *c, int *zone) {
     for (int i = 0; i < c->n_nodes; i++) {
         zone[i] = i;
         for (int j = 0; j < i && zone[i] == i; j++)
-            if (ah_link_between(c, i, j) != AH_LINK_INTER_ZONE) zone[i] = zone[j];
+            if (ah_link_between(c, i, j) < AH_LINK_INTER_ZONE) zone[i] = zone[j];
     }
 }
 

@@ -85,7 +85,11 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
             ah_link_t l = ah_link_between(cl, d0, nd[s]);
             if (l > worst) worst = l;
             if (cl->types[ty[s]].intra_node_gb_s < cl->types[slow].intra_node_gb_s) slow = ty[s];
-            if (s + 1 < S) p2p += hop[s] = ah_p2p_seconds(&ctx, ah_link_between(cl, nd[s], nd[s + 1]), ty[s], ty[s + 1]);
+            if (s + 1 < S) { /* as ah_evaluate prices the hop */
+                ah_link_info_t l = ah_link_of(cl, nd[s], nd[s + 1], ty[s], ty[s + 1]);
+                l.bw = ah_link_shared_bw(&l, x->t * P);
+                p2p += hop[s] = ah_p2p_seconds_on(&ctx, &l);
+            }
         }
         extra[p] = 2 * p2p;
         pace[p] = ah_p2p_pace(hop, S);

@@ -87,7 +87,7 @@ static void same_zone_first(const ah_cluster_t *c, int prev, int *nodes, int n) 
     int out[AH_MAX_STAGES], k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n; i++)
-            if ((ah_link_between(c, prev, nodes[i]) != AH_LINK_INTER_ZONE) == (pass == 0)) out[k++] = nodes[i];
+            if ((ah_link_between(c, prev, nodes[i]) < AH_LINK_INTER_ZONE) == (pass == 0)) out[k++] = nodes[i];
     memcpy(nodes, out, sizeof(int) * (size_t)n);
 }
 
@@ -343,7 +343,7 @@ static void run(tp_t *t, int zone_node) {
     t->nc = 0;
     for (int i = 0; i < c->n_nodes && !t->oom; i++) {
         const int g = ah_node_groups(c, i, x->t, x->train.precision);
-        if (g == 0 || (zone_node >= 0 && ah_link_between(c, zone_node, i) == AH_LINK_INTER_ZONE)) continue;
+        if (g == 0 || (zone_node >= 0 && ah_link_between(c, zone_node, i) >= AH_LINK_INTER_ZONE)) continue;
         int k = 0;
         while (k < t->nc && t->cls[k].type != c->nodes[i].type) k++;
         if (k == t->nc) t->cls[t->nc++] = (tclass_t){.type = c->nodes[i].type};
@@ -382,7 +382,7 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
     int nz = 0;
     for (int i = 0; i < c->n_nodes && !t.oom; i++) {
         int z = 0;
-        while (z < nz && ah_link_between(c, zone_rep[z], i) == AH_LINK_INTER_ZONE) z++;
+        while (z < nz && ah_link_between(c, zone_rep[z], i) >= AH_LINK_INTER_ZONE) z++;
         if (z == nz) zone_rep[nz++] = i;
     }
     if (nz > 1)

@@ -1,0 +1,85 @@
+/* Links: the one place that says what connects two nodes (class, bandwidth, latency, egress $,
+ * private), from the cluster's network and its per-pair "links" (spec/cluster.h). Formulas:
+ * docs/cost-model.md "Links"; keep them in step. */
+#include <math.h>
+#include <string.h>
+
+#include "cost/cost.h"
+
+const char *ah_link_class_name(ah_link_t link) {
+    static const char *const NAMES[AH_N_LINK_CLASSES] = {"intra-node", "inter-node", "inter-zone",
+                                                         "inter-region"};
+    return link >= 0 && link < AH_N_LINK_CLASSES ? NAMES[link] : "?";
+}
+
+static ah_link_t class_of(const ah_cluster_t *c, int a, int b) {
+    const ah_node_t *x = &c->nodes[a], *y = &c->nodes[b];
+    if (a == b) return AH_LINK_INTRA;
+    if (strcmp(x->zone, y->zone) == 0) return AH_LINK_INTER_NODE;
+    if (strcmp(x->region, y->region) == 0) return AH_LINK_INTER_ZONE;
+    return AH_LINK_INTER_REGION;
+}
+
+ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b) {
+    return class_of(c, node_a, node_b);
+}
+
+double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b) {
+    switch (link) {
+    case AH_LINK_INTRA:
+        return fmin(c->types[type_a].intra_node_gb_s, c->types[type_b].intra_node_gb_s) * 1e9;
+    case AH_LINK_INTER_NODE: return c->net.inter_node_gb_s * 1e9;
+    case AH_LINK_INTER_ZONE: return c->net.inter_zone_gb_s * 1e9;
+    case AH_LINK_INTER_REGION: return c->net.inter_region_gb_s * 1e9;
+    }
+    return 0;
+}
+
+double ah_link_latency(const ah_cluster_t *c, ah_link_t link) {
+    switch (link) {
+    case AH_LINK_INTRA: return c->net.intra_latency_us * 1e-6;
+    case AH_LINK_INTER_NODE: return c->net.latency_us * 1e-6;
+    case AH_LINK_INTER_ZONE: return c->net.inter_zone_latency_us * 1e-6;
+    case AH_LINK_INTER_REGION: return c->net.inter_region_latency_us * 1e-6;
+    }
+    return 0;
+}
+
+static bool joins(const ah_net_link_t *l, const char *x, const char *y) {
+    return (strcmp(l->a, x) == 0 && strcmp(l->b, y) == 0) || (strcmp(l->a, y) == 0 && strcmp(l->b, x) == 0);
+}
+
+/* The override for nodes in different zones: their zones' pair first, then their regions'. */
+static int find_override(const ah_cluster_t *c, const ah_node_t *x, const ah_node_t *y) {
+    for (int k = 0; k < c->net.n_links; k++)
+        if (!c->net.links[k].regions && joins(&c->net.links[k], x->zone, y->zone)) return k;
+    if (strcmp(x->region, y->region) == 0) return -1;
+    for (int k = 0; k < c->net.n_links; k++)
+        if (c->net.links[k].regions && joins(&c->net.links[k], x->region, y->region)) return k;
+    return -1;
+}
+
+ah_link_info_t ah_link_of(const ah_cluster_t *c, int node_a, int node_b, int type_a, int type_b) {
+    const ah_link_t cls = class_of(c, node_a, node_b);
+    const ah_network_t *w = &c->net;
+    ah_link_info_t l = {.cls = cls, .bw = ah_link_bw(c, cls, type_a, type_b),
+                        .latency_s = ah_link_latency(c, cls), .private_link = cls < AH_LINK_INTER_REGION,
+                        .override = -1};
+    if (w->egress_priced && cls == AH_LINK_INTER_ZONE) l.usd_per_gb = w->egress_inter_zone_usd_per_gb;
+    if (w->egress_priced && cls == AH_LINK_INTER_REGION) l.usd_per_gb = w->egress_inter_region_usd_per_gb;
+    if (cls < AH_LINK_INTER_ZONE) return l;
+    l.override = find_override(c, &c->nodes[node_a], &c->nodes[node_b]);
+    if (l.override < 0) return l;
+    const ah_net_link_t *o = &w->links[l.override];
+    if (o->gb_s >= 0) l.bw = o->gb_s * 1e9;
+    if (o->latency_us >= 0) l.latency_s = o->latency_us * 1e-6;
+    if (o->usd_per_gb >= 0) l.usd_per_gb = o->usd_per_gb;
+    l.total_bw = o->total_gb_s * 1e9;
+    l.private_link = o->private_link;
+    return l;
+}
+
+double ah_link_shared_bw(const ah_link_info_t *l, int flows) {
+    if (l->total_bw <= 0 || flows <= 0) return l->bw;
+    return fmin(l->bw, l->total_bw / flows);
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Regions in plan and evaluate (issue 39): on a cluster whose plan crosses two regions, the
+# egress $ is in plan's and evaluate's price and in evaluate --json with the bytes per iteration
+# by link class; without "egress_usd_per_gb" the price says "egress unpriced"; a slower "links"
+# override between the regions makes the same plan slower (every transfer is priced on the link
+# between its nodes); a one-zone cluster's price says nothing of egress. llama2-70b, planning only.
+# Usage: bash tests/test_plan_regions.sh BUILD_DIR SOURCE_DIR
+set -u
+AH="$1/autohet"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PY=/usr/bin/python3
+fails=0
+pass=0
+check() { # check NAME CONDITION-EXIT-STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
+}
+cluster() { # cluster FILE NETWORK-MEMBERS: one H100 node in us-east-1, one A100 node in eu-west-1
+    cat >"$1" <<JSON
+{"nodes": [
+ {"name": "us-0", "gpu": "H100", "count": 8, "zone": "us-east-1a", "region": "us-east-1", "usd_per_gpu_hour": 3.9},
+ {"name": "eu-0", "gpu": "A100-80G", "count": 8, "zone": "eu-west-1a", "region": "eu-west-1", "usd_per_gpu_hour": 1.6}],
+ "network": {$2}}
+JSON
+}
+cluster "$TMP/priced.json" '"egress_usd_per_gb": {"inter_zone": 0.01, "inter_region": 0.02}'
+cluster "$TMP/unpriced.json" ''
+cluster "$TMP/slow.json" '"egress_usd_per_gb": {"inter_zone": 0.01, "inter_region": 0.02}, "links": [{"between": ["us-east-1", "eu-west-1"], "gb_s": 0.01, "private": true}]'
+RUN=(--model llama2-70b --global-batch 32 --seq-len 1024)
+
+"$AH" plan "${RUN[@]}" --cluster "$TMP/priced.json" -o "$TMP/plan.json" >"$TMP/plan.txt" 2>&1
+check "plan on two regions: $(tail -3 "$TMP/plan.txt")" $?
+grep -q "^predicted: .*per million tokens (egress \$[0-9.]*/h)" "$TMP/plan.txt"
+check "plan's price has the egress: $(grep predicted "$TMP/plan.txt")" $?
+grep -q "traffic per iteration: .* inter-region [1-9][0-9.]* GB; egress \$[0-9.]* per iteration (bytes cross regions on links not marked private)" "$TMP/plan.txt"
+check "plan's traffic crosses regions, in the open: $(grep traffic "$TMP/plan.txt")" $?
+
+"$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/eval.json" 2>&1
+check "evaluate --json: $(head -c 300 "$TMP/eval.json")" $?
+$PY - "$TMP/eval.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["bytes_per_iteration"]
+assert b["inter-region"] > 0 and b["intra-node"] > 0, b
+assert d["egress_usd_per_hour"] > 0 and d["egress_unpriced"] is False, d
+# $/h = the GPUs' (16 x (3.9 + 1.6) / 2 ... as the plan uses them) + egress: egress is part of it
+assert d["usd_per_hour"] > d["egress_usd_per_hour"], d
+PYEOF
+check "evaluate --json has bytes by link class and egress \$/h" $?
+
+"$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/unpriced.json" >"$TMP/unpriced.txt" 2>&1
+grep -q "^price: .*per million tokens, egress unpriced" "$TMP/unpriced.txt"
+check "without egress prices the price says so: $(grep price "$TMP/unpriced.txt")" $?
+
+"$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/fast.json" 2>&1
+"$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/slow.json" --json >"$TMP/slow.json.out" 2>&1
+$PY - "$TMP/fast.json" "$TMP/slow.json.out" <<'PYEOF'
+import json, sys
+fast, slow = (json.load(open(p)) for p in sys.argv[1:3])
+assert slow["iteration_s"] > fast["iteration_s"] * 1.05, (fast["iteration_s"], slow["iteration_s"])
+PYEOF
+check "a slower link between the regions makes the plan slower" $?
+
+"$AH" plan --model llama2-7b --global-batch 64 --seq-len 1024 --cluster "$2/examples/clusters/paper-24.json" >"$TMP/one.txt" 2>&1
+grep "^predicted:" "$TMP/one.txt" | grep -qv egress
+check "a one-zone cluster's price says nothing of egress: $(grep predicted "$TMP/one.txt")" $?
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
