@@ -81,8 +81,9 @@ ah_status_t ah_gpt_init_params(ah_gpt_stage_t *st, uint64_t seed, ah_error_t *er
 /* ---- construction ---- */
 
 /* Floats of the attention state the backend keeps for the backward (the CPU's probabilities are
- * b * H/t * T * T, what ah_layer_act_bytes counts). */
+ * b * H/t * T * T, what ah_layer_act_bytes counts; ring attention's logsumexp b * H/t * T/cp). */
 static int64_t att_state_floats(const ah_gpt_stage_t *st) {
+    if (st->cfg.cp_ring) return st->cfg.micro_batch * st->Hl * st->cfg.seq_len;
     return (int64_t)st->k->attention_state_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
                                                   (int)st->Hl, (int)st->hd);
 }
