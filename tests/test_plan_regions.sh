@@ -32,7 +32,7 @@ RUN=(--model llama2-70b --global-batch 32 --seq-len 1024)
 check "plan on two regions: $(tail -3 "$TMP/plan.txt")" $?
 grep -q "^predicted: .*per million tokens (egress \$[0-9.]*/h)" "$TMP/plan.txt"
 check "plan's price has the egress: $(grep predicted "$TMP/plan.txt")" $?
-grep -q "traffic per iteration: .* inter-region [1-9][0-9.]* GB; egress \$[0-9.]* per iteration (bytes cross regions on links not marked private)" "$TMP/plan.txt"
+grep -q "traffic per iteration: .* inter-region [1-9][0-9.]* GB (\$[0-9.]*/h); egress \$[0-9.]* per iteration (bytes cross regions on links not marked private)" "$TMP/plan.txt"
 check "plan's traffic crosses regions, in the open: $(grep traffic "$TMP/plan.txt")" $?
 
 "$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/eval.json" 2>&1
@@ -45,6 +45,8 @@ assert b["inter-region"] > 0 and b["intra-node"] > 0, b
 assert d["egress_usd_per_hour"] > 0 and d["egress_unpriced"] is False, d
 # $/h = the GPUs' (16 x (3.9 + 1.6) / 2 ... as the plan uses them) + egress: egress is part of it
 assert d["usd_per_hour"] > d["egress_usd_per_hour"], d
+by = d["egress_usd_per_hour_by_link"]
+assert abs(by["inter-region"] + by["inter-zone"] - d["egress_usd_per_hour"]) < 1e-9 * d["egress_usd_per_hour"], by
 PYEOF
 check "evaluate --json has bytes by link class and egress \$/h" $?
 

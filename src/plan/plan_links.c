@@ -22,7 +22,10 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
     t->bytes[l.cls] += bytes;
     if (l.cls < AH_LINK_INTER_ZONE) return;
     const bool priced = c->net.egress_priced || (l.override >= 0 && c->net.links[l.override].usd_per_gb >= 0);
-    if (priced) t->egress_usd += bytes / 1e9 * l.usd_per_gb;
+    if (priced) {
+        t->egress_usd += bytes / 1e9 * l.usd_per_gb;
+        t->egress_usd_by[l.cls] += bytes / 1e9 * l.usd_per_gb;
+    }
     else t->unpriced_bytes += bytes;
     if (l.cls == AH_LINK_INTER_REGION && !l.private_link) t->public_bytes += bytes;
 }

@@ -29,6 +29,7 @@ double ah_plan_usd_per_hour(const ah_plan_t *p);
 typedef struct ah_plan_traffic {
     double bytes[AH_N_LINK_CLASSES]; /* per iteration, by ah_link_t */
     double egress_usd;               /* per iteration: priced bytes across zones and regions x $/GB */
+    double egress_usd_by[AH_N_LINK_CLASSES]; /* egress_usd by link class (inter-zone, inter-region) */
     double unpriced_bytes;           /* bytes across zones or regions on links without a price */
     double public_bytes;             /* bytes across regions on links not marked private */
 } ah_plan_traffic_t;
@@ -40,6 +41,7 @@ typedef struct ah_plan_price {
     bool priced;
     double usd_per_hour;   /* the GPUs the plan uses, and its egress */
     double egress_usd_per_hour; /* the part of usd_per_hour its egress is */
+    double iterations_per_hour; /* at tokens_per_s */
     bool egress_unpriced;  /* bytes cross zones or regions on a link with no price ($0 counted) */
     ah_plan_traffic_t traffic;
     double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
@@ -49,8 +51,9 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
 /* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
  * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
 const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
-/* "traffic per iteration: intra-node 1.234 GB, inter-node ..., inter-region ... GB; egress $0.0012
- * per iteration", with " (egress unpriced)" and a word on bytes crossing regions in the open. */
+/* "traffic per iteration: intra-node 1.234 GB, inter-node ..., inter-zone 0.5 GB ($1.80/h),
+ * inter-region ... GB ($...); egress $0.0012 per iteration", with " (egress unpriced)" and a word
+ * on bytes crossing regions in the open. */
 const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap);
 /* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced), "unpriced" (the
  * nodes, or null), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},

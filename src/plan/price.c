@@ -33,7 +33,8 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
     pr.egress_unpriced = pr.traffic.unpriced_bytes > 0;
     if (!pr.priced) return pr;
     const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
-    if (tokens_per_s > 0) pr.egress_usd_per_hour = pr.traffic.egress_usd * 3600.0 * tokens_per_s / tokens_per_iteration;
+    pr.iterations_per_hour = 3600.0 * tokens_per_s / tokens_per_iteration;
+    pr.egress_usd_per_hour = pr.traffic.egress_usd * pr.iterations_per_hour;
     pr.usd_per_hour = ah_plan_usd_per_hour(p) + pr.egress_usd_per_hour;
     pr.usd_per_mtoken = tokens_per_s > 0 ? pr.usd_per_hour / 3600.0 / tokens_per_s * 1e6 : 0;
     return pr;
@@ -55,10 +56,14 @@ const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap) 
 
 const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap) {
     const ah_plan_traffic_t *t = &pr->traffic;
-    snprintf(buf, cap, "traffic per iteration: intra-node %.3f GB, inter-node %.3f GB, inter-zone %.3f GB, "
-             "inter-region %.3f GB; egress $%.4f per iteration%s%s", t->bytes[AH_LINK_INTRA] / 1e9,
-             t->bytes[AH_LINK_INTER_NODE] / 1e9, t->bytes[AH_LINK_INTER_ZONE] / 1e9,
-             t->bytes[AH_LINK_INTER_REGION] / 1e9, t->egress_usd, pr->egress_unpriced ? " (egress unpriced)" : "",
+    char hourly[2][48] = {"", ""}; /* inter-zone's and inter-region's egress $/h, where known */
+    for (int k = 0; k < 2 && pr->priced; k++)
+        if (t->egress_usd_by[AH_LINK_INTER_ZONE + k] > 0)
+            snprintf(hourly[k], sizeof hourly[k], " ($%.2f/h)", t->egress_usd_by[AH_LINK_INTER_ZONE + k] * pr->iterations_per_hour);
+    snprintf(buf, cap, "traffic per iteration: intra-node %.3f GB, inter-node %.3f GB, inter-zone %.3f GB%s, "
+             "inter-region %.3f GB%s; egress $%.4f per iteration%s%s", t->bytes[AH_LINK_INTRA] / 1e9,
+             t->bytes[AH_LINK_INTER_NODE] / 1e9, t->bytes[AH_LINK_INTER_ZONE] / 1e9, hourly[0],
+             t->bytes[AH_LINK_INTER_REGION] / 1e9, hourly[1], t->egress_usd, pr->egress_unpriced ? " (egress unpriced)" : "",
              t->public_bytes > 0 ? " (bytes cross regions on links not marked private)" : "");
     return buf;
 }
@@ -71,6 +76,12 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     for (int k = 0; k < AH_N_LINK_CLASSES; k++)
         json_object_set_new(bytes, ah_link_class_name((ah_link_t)k), json_real(pr->traffic.bytes[k]));
     json_object_set_new(doc, "bytes_per_iteration", bytes);
+    json_t *hourly = json_object(); /* egress $/h by the classes that cross a boundary */
+    for (int k = AH_LINK_INTER_ZONE; k < AH_N_LINK_CLASSES; k++)
+        json_object_set_new(hourly, ah_link_class_name((ah_link_t)k),
+                            pr->priced && !pr->egress_unpriced
+                                ? json_real(pr->traffic.egress_usd_by[k] * pr->iterations_per_hour) : json_null());
+    json_object_set_new(doc, "egress_usd_per_hour_by_link", hourly);
     json_object_set_new(doc, "egress_usd_per_hour",
                         pr->priced && !pr->egress_unpriced ? json_real(pr->egress_usd_per_hour) : json_null());
     json_object_set_new(doc, "egress_unpriced", json_boolean(pr->egress_unpriced));
