@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "plan_check.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
+#include "plan/plan_out.h"
 #include "plan/replay.h"
 
 static ah_stage_eval_t stage(double f, double b, double w) {
@@ -229,6 +231,25 @@ static void test_plan_file(void) {
     CHECK_EQ_I64(ah_pipeline_groups(&p.pipelines[0]), 2);
     CHECK_EQ_I64(ah_plan_rank_of(&p, 0, 3, 0), 1);
     CHECK_EQ_I64(ah_plan_rank_of(&p, 1, 1, 0), 3);
+    /* rank -> device inverts ah_plan_rank_of for every stage entry; the rankfile has one host line a
+     * device (it wrote one a stage entry: 6 lines, pipeline 1's ranks on pipeline 0's hosts) */
+    for (int i = 0; i < p.n_pipelines; i++)
+        for (int s = 0; s < p.pipelines[i].n_stages; s++) {
+            const ah_device_ref_t *dv = ah_plan_rank_device(&p, ah_plan_rank_of(&p, i, s, 0));
+            CHECK(dv && dv->node == p.pipelines[i].stages[s].devices[0].node &&
+                      dv->index == p.pipelines[i].stages[s].devices[0].index, "pipeline %d stage %d's device", i, s);
+        }
+    CHECK(ah_plan_rank_device(&p, 4) == NULL, "no rank 4");
+    char rf[] = "/tmp/ah-test-rankfile-XXXXXX";
+    const int fd = mkstemp(rf);
+    CHECK(fd >= 0 && ah_plan_rankfile_write(&p, rf, &err) == AH_OK, "%s", err.msg);
+    FILE *f = fopen(rf, "r");
+    char line[256];
+    int hosts = 0;
+    while (f && fgets(line, sizeof line, f)) hosts += line[0] != '#';
+    if (f) fclose(f);
+    CHECK_EQ_I64(hosts, 4);
+    if (fd >= 0) close(fd), unlink(rf);
     json_t *a = ah_plan_to_json(&p);
     CHECK(ah_plan_from_json(a, "again", NULL, &q, &err) == AH_OK, "%s", err.msg);
     json_t *b = ah_plan_to_json(&q);

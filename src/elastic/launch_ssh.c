@@ -290,12 +290,10 @@ static ah_status_t take_job(ssh_t *l, const ah_launch_job_t *job, ah_error_t *er
     l->notice_t = l->metrics_t = l->report_t = 0;
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
-    int r = 0;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int st = 0; st < p->pipelines[i].n_stages; st++)
-            for (int t = 0; t < p->tp; t++, r++)
-                snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s",
-                         p->cluster.nodes[p->pipelines[i].stages[st].devices[t].node].name);
+    for (int r = 0; r < n_ranks; r++) {
+        const ah_device_ref_t *d = ah_plan_rank_device(p, r);
+        snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s", d ? p->cluster.nodes[d->node].name : "?");
+    }
     return AH_OK;
 }
 

@@ -199,6 +199,11 @@ int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);
 /* The rank of device k (CP rank k / tp, TP rank k mod tp; k < tp x cp) of the device group
  * holding stage s of pipeline i. */
 int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r);
+/* Rank r's device (the inverse of ah_plan_rank_of, in the order above: a device group's devices
+ * are those of its first stage); NULL when r is not below ah_plan_device_count. Whoever maps
+ * ranks to hosts or GPUs (rankfile, host check, launchers) goes through this, so an interleaved
+ * pipeline's device is counted once. */
+const ah_device_ref_t *ah_plan_rank_device(const ah_plan_t *p, int r);
 /* Whether the runtime (autohet train) runs a pipeline of this schedule: the one predicate the
  * planner restricts --schedule to for the verbs that train (run, the agent's re-plans, simulate),
  * so a plan they make is never refused by train. Every schedule of ah_schedule_t runs now (issue

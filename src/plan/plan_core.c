@@ -84,6 +84,16 @@ int ah_plan_rank_of(const ah_plan_t *p, int i, int s, int r) {
     return base + ah_pipeline_group_of(&p->pipelines[i], s) * ah_stage_devices(&p->pipelines[i], p->tp) + r;
 }
 
+const ah_device_ref_t *ah_plan_rank_device(const ah_plan_t *p, int r) {
+    for (int i = 0; i < p->n_pipelines && r >= 0; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const int devs = ah_stage_devices(pl, p->tp), groups = ah_pipeline_groups(pl);
+        if (r < groups * devs) return &pl->stages[r / devs].devices[r % devs];
+        r -= groups * devs;
+    }
+    return NULL;
+}
+
 int ah_plan_device_count(const ah_plan_t *p) {
     int n = 0;
     for (int i = 0; i < p->n_pipelines; i++) n += ah_pipeline_groups(&p->pipelines[i]) * ah_stage_devices(&p->pipelines[i], p->tp);

@@ -1,5 +1,6 @@
 /* The placement file of a plan for Open MPI's sequential mapper (mpirun --hostfile F --map-by seq):
- * one host line per rank, in the plan's device order (pipeline, stage, CP rank, TP rank), the order
+ * one host line per rank, in the plan's device order (pipeline, device group, CP rank, TP rank: ah_plan_rank_device; an
+ * interleaved pipeline's device once), the order
  * autohet train reads it in, each after a comment line "# rank R: gpu=I" with the GPU index the
  * rank opens on that host (the plan's; the trainer opens it from the plan, not from this file).
  * A rankfile's "slot=N" would bind the rank to CPU core N (Open MPI reads slots as cores, and
@@ -21,13 +22,10 @@ ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_erro
     fprintf(f, "# autohet plan for %s: %d ranks; rank R runs on the R-th host line, on its GPU gpu=I.\n"
                "# mpirun -np %d --hostfile THIS_FILE --map-by seq --bind-to none autohet train --plan PLAN ...\n",
             p->model.name, n, n);
-    int rank = 0;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++)
-            for (int r = 0; r < ah_stage_devices(&p->pipelines[i], p->tp); r++, rank++) {
-                const ah_device_ref_t *d = &p->pipelines[i].stages[s].devices[r];
-                fprintf(f, "# rank %d: gpu=%d\n%s\n", rank, d->index, c->nodes[d->node].name);
-            }
+    for (int rank = 0; rank < n; rank++) {
+        const ah_device_ref_t *d = ah_plan_rank_device(p, rank);
+        fprintf(f, "# rank %d: gpu=%d\n%s\n", rank, d->index, c->nodes[d->node].name);
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         remove(tmp);
         return ah_error_set(err, AH_ERR_IO, "cannot write %s: disk full or directory not writable", path);

@@ -22,18 +22,8 @@ static bool same_host(const char *a, const char *b) {
     return strlen(da ? b : a) == n && strncmp(a, b, n) == 0;
 }
 
-/* Rank r's device, in the plan's device order. */
-static const ah_device_ref_t *device_of(const ah_plan_t *p, int r) {
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const int n_dev = ah_stage_devices(&p->pipelines[i], p->tp);
-        for (int s = 0; s < p->pipelines[i].n_stages; s++, r -= n_dev)
-            if (r < n_dev) return &p->pipelines[i].stages[s].devices[r];
-    }
-    return NULL;
-}
-
 ah_status_t ah_host_check(const ah_plan_t *plan, int rank, bool strict, ah_error_t *err) {
-    const ah_device_ref_t *d = device_of(plan, rank);
+    const ah_device_ref_t *d = ah_plan_rank_device(plan, rank);
     if (!d) return AH_OK; /* more ranks than devices: the trainer says so */
     const ah_cluster_t *c = &plan->cluster;
     const char *want = c->nodes[d->node].name;
