@@ -3,7 +3,8 @@
 # egress $ is in plan's and evaluate's price and in evaluate --json with the bytes per iteration
 # by link class; without "egress_usd_per_gb" the price says "egress unpriced"; a slower "links"
 # override between the regions makes the same plan slower (every transfer is priced on the link
-# between its nodes); a one-zone cluster's price says nothing of egress. llama2-70b, planning only.
+# between its nodes); a link faster than its class keeps the planner's lower bound below its plan;
+# a one-zone cluster's price says nothing of egress. llama2-70b, planning only.
 # Usage: bash tests/test_plan_regions.sh BUILD_DIR SOURCE_DIR
 set -u
 AH="$1/autohet"
@@ -62,6 +63,16 @@ fast, slow = (json.load(open(p)) for p in sys.argv[1:3])
 assert slow["iteration_s"] > fast["iteration_s"] * 1.05, (fast["iteration_s"], slow["iteration_s"])
 PYEOF
 check "a slower link between the regions makes the plan slower" $?
+
+# a link faster than its class: the planner's lower bound stays below the plan it finds
+cluster "$TMP/fast.json" '"links": [{"between": ["us-east-1", "eu-west-1"], "gb_s": 50, "latency_us": 5}]'
+"$AH" plan "${RUN[@]}" --cluster "$TMP/fast.json" --json >"$TMP/fast_plan.json" 2>"$TMP/fast_plan.err"
+$PY - "$TMP/fast_plan.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["lower_bound_s"] <= d["iteration_overlap_s"] * (1 + 1e-9), (d["lower_bound_s"], d["iteration_overlap_s"])
+PYEOF
+check "lower bound with a fast link: $(head -c 300 "$TMP/fast_plan.err")" $?
 
 "$AH" plan --model llama2-7b --global-batch 64 --seq-len 1024 --cluster "$2/examples/clusters/paper-24.json" >"$TMP/one.txt" 2>&1
 grep "^predicted:" "$TMP/one.txt" | grep -qv egress

@@ -162,6 +162,10 @@ ah_link_t ah_link_between(const ah_cluster_t *c, int node_a, int node_b);
  * slower type's link. */
 double ah_link_bw(const ah_cluster_t *c, ah_link_t link, int type_a, int type_b);
 double ah_link_latency(const ah_cluster_t *c, ah_link_t link);
+/* The fastest a link between two zones can be: the best bandwidth and the least latency among the
+ * inter-zone class, the inter-region one where the nodes are in two regions or more, and every
+ * "links" override (for lower bounds). */
+ah_link_info_t ah_link_best_across_zones(const ah_cluster_t *c, int type_a, int type_b);
 /* Per-GPU bandwidth of l when `flows` flows cross it at once: min(bw, total_bw / flows). */
 double ah_link_shared_bw(const ah_link_info_t *l, int flows);
 /* Seconds to send one micro-batch's boundary activation over the link l. */

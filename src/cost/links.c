@@ -83,3 +83,18 @@ double ah_link_shared_bw(const ah_link_info_t *l, int flows) {
     if (l->total_bw <= 0 || flows <= 0) return l->bw;
     return fmin(l->bw, l->total_bw / flows);
 }
+
+ah_link_info_t ah_link_best_across_zones(const ah_cluster_t *c, int type_a, int type_b) {
+    ah_link_info_t l = {.cls = AH_LINK_INTER_ZONE, .override = -1, .bw = ah_link_bw(c, AH_LINK_INTER_ZONE, type_a, type_b),
+                        .latency_s = ah_link_latency(c, AH_LINK_INTER_ZONE)};
+    if (ah_cluster_region_count(c) > 1) { /* one region: no inter-region link exists */
+        l.bw = fmax(l.bw, ah_link_bw(c, AH_LINK_INTER_REGION, type_a, type_b));
+        l.latency_s = fmin(l.latency_s, ah_link_latency(c, AH_LINK_INTER_REGION));
+    }
+    for (int k = 0; k < c->net.n_links; k++) {
+        const ah_net_link_t *o = &c->net.links[k];
+        if (o->gb_s >= 0) l.bw = fmax(l.bw, o->gb_s * 1e9);
+        if (o->latency_us >= 0) l.latency_s = fmin(l.latency_s, o->latency_us * 1e-6);
+    }
+    return l;
+}

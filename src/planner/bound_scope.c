@@ -14,8 +14,11 @@ double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
     double least = INFINITY;
     for (int a = 0; a < c->n_types; a++)
         for (int b = 0; b < c->n_types; b++)
-            for (int k = from; k <= AH_LINK_INTER_REGION; k++)
-                least = fmin(least, ah_p2p_seconds(ctx, (ah_link_t)k, a, b));
+            for (int k = from; k <= AH_LINK_INTER_ZONE; k++) {
+                ah_link_info_t l = {.bw = ah_link_bw(c, (ah_link_t)k, a, b), .latency_s = ah_link_latency(c, (ah_link_t)k)};
+                if (k == AH_LINK_INTER_ZONE) l = ah_link_best_across_zones(c, a, b); /* regions, links */
+                least = fmin(least, ah_p2p_seconds_on(ctx, &l));
+            }
     return least;
 }
 
@@ -63,6 +66,13 @@ void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, doubl
     for (int ty = 0; ty < c->n_types; ty++)
         if (s->count[ty] > 0) *bw = fmax(*bw, ah_link_bw(c, (ah_link_t)s->k, ty, ty));
     *lat = ah_link_latency(c, (ah_link_t)s->k);
+    if (s->k != AH_LINK_INTER_ZONE) return;
+    for (int ty = 0; ty < c->n_types; ty++) /* across zones: regions and links may be faster */
+        if (s->count[ty] > 0) {
+            const ah_link_info_t l = ah_link_best_across_zones(c, ty, ty);
+            *bw = fmax(*bw, l.bw);
+            *lat = fmin(*lat, l.latency_s);
+        }
 }
 
 int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *counts) {
