@@ -134,6 +134,33 @@ static ah_status_t schedule_from_json(const json_t *doc, const char *where, ah_c
     return AH_OK;
 }
 
+/* One entry of a manifest's "files" (fw: its place, for errors). */
+static ah_status_t file_from_json(const json_t *f, const char *fw, ah_ckpt_file_t *e, ah_error_t *err) {
+    static const char *const FKEYS[] = {"name", "bytes", "crc32c", NULL};
+    char crc[16];
+    int64_t bytes;
+    if (ah_json_expect_object(f, fw, err) != AH_OK || ah_json_check_keys(f, fw, FKEYS, err) ||
+        ah_json_get_str(f, fw, "name", true, e->name, sizeof e->name, err) ||
+        ah_json_get_int(f, fw, "bytes", true, 0, INT64_MAX, &bytes, err) ||
+        ah_json_get_str(f, fw, "crc32c", true, crc, sizeof crc, err))
+        return err->code;
+    if (!ah_ckpt_name_ok(e->name))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s.name: \"%s\" is not a valid file name ([A-Za-z0-9._-], not starting with '.')", fw,
+                            e->name);
+    uint32_t c = 0;
+    bool ok = strlen(crc) == 8;
+    for (int k = 0; ok && k < 8; k++) {
+        int h = hexval(crc[k]);
+        ok = h >= 0;
+        c = c << 4 | (uint32_t)(h < 0 ? 0 : h);
+    }
+    if (!ok) return ah_error_set(err, AH_ERR_INVALID, "%s.crc32c: expected 8 hex digits, got \"%s\"", fw, crc);
+    e->bytes = (uint64_t)bytes;
+    e->crc32c = c;
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_ckpt_manifest_t *out,
                                        ah_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -193,38 +220,10 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
     size_t n = json_array_size(files);
     out->files = calloc(n ? n : 1, sizeof *out->files);
     if (!out->files) return ah_error_set(err, AH_ERR_OOM, "%s: out of memory for %zu files", where, n);
-    static const char *const FKEYS[] = {"name", "bytes", "crc32c", NULL};
     for (size_t i = 0; i < n; i++) {
-        char fw[600], crc[16];
+        char fw[600];
         snprintf(fw, sizeof fw, "%s.files[%zu]", where, i);
-        json_t *f = json_array_get(files, i);
-        ah_ckpt_file_t *e = &out->files[i];
-        int64_t bytes;
-        if (ah_json_expect_object(f, fw, err) != AH_OK) goto fail;
-        if (ah_json_check_keys(f, fw, FKEYS, err) ||
-            ah_json_get_str(f, fw, "name", true, e->name, sizeof e->name, err) ||
-            ah_json_get_int(f, fw, "bytes", true, 0, INT64_MAX, &bytes, err) ||
-            ah_json_get_str(f, fw, "crc32c", true, crc, sizeof crc, err))
-            goto fail;
-        if (!ah_ckpt_name_ok(e->name)) {
-            ah_error_set(err, AH_ERR_INVALID,
-                         "%s.name: \"%s\" is not a valid file name ([A-Za-z0-9._-], not starting with '.')",
-                         fw, e->name);
-            goto fail;
-        }
-        uint32_t c = 0;
-        bool ok = strlen(crc) == 8;
-        for (int k = 0; ok && k < 8; k++) {
-            int h = hexval(crc[k]);
-            ok = h >= 0;
-            c = c << 4 | (uint32_t)(h < 0 ? 0 : h);
-        }
-        if (!ok) {
-            ah_error_set(err, AH_ERR_INVALID, "%s.crc32c: expected 8 hex digits, got \"%s\"", fw, crc);
-            goto fail;
-        }
-        e->bytes = (uint64_t)bytes;
-        e->crc32c = c;
+        if (file_from_json(json_array_get(files, i), fw, &out->files[i], err) != AH_OK) goto fail;
         out->n_files++;
     }
     if (out->n_files > 1) qsort(out->files, (size_t)out->n_files, sizeof *out->files, cmp_file);
