@@ -182,6 +182,11 @@ for f in --model --seq-len --micro-batch --tp --precision --json; do has "model 
 # ---- evaluate: the examples, for people and as JSON ----
 for plan in "$PLANS"/*.json; do
     name=$(basename "$plan")
+    if grep -q '"cp":' "$plan"; then # the cost model does not price context parallelism yet (issue 38)
+        run "evaluate $name (context parallel)" 1 "$AH" evaluate --plan "$plan"
+        has "evaluate $name: refused by name" err "the cost model does not price context parallelism yet"
+        continue
+    fi
     run "evaluate $name" 0 "$AH" evaluate --plan "$plan"
     has "evaluate $name: iteration" out "iteration"
     has "evaluate $name: bottleneck" out "bottleneck: pipeline"

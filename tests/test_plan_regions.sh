@@ -30,14 +30,14 @@ cluster "$TMP/slow.json" '"egress_usd_per_gb": {"inter_zone": 0.01, "inter_regio
 RUN=(--model llama2-70b --global-batch 32 --seq-len 1024)
 
 "$AH" plan "${RUN[@]}" --cluster "$TMP/priced.json" -o "$TMP/plan.json" >"$TMP/plan.txt" 2>&1
-check "plan on two regions: $(tail -3 "$TMP/plan.txt")" $?
+st=$?; check "plan on two regions: $(tail -3 "$TMP/plan.txt")" "$st"
 grep -q "^predicted: .*per million tokens (egress \$[0-9.]*/h)" "$TMP/plan.txt"
-check "plan's price has the egress: $(grep predicted "$TMP/plan.txt")" $?
+st=$?; check "plan's price has the egress: $(grep predicted "$TMP/plan.txt")" "$st"
 grep -q "traffic per iteration: .* inter-region [1-9][0-9.]* GB (\$[0-9.]*/h); egress \$[0-9.]* per iteration (bytes cross regions on links not marked private)" "$TMP/plan.txt"
-check "plan's traffic crosses regions, in the open: $(grep traffic "$TMP/plan.txt")" $?
+st=$?; check "plan's traffic crosses regions, in the open: $(grep traffic "$TMP/plan.txt")" "$st"
 
 "$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/eval.json" 2>&1
-check "evaluate --json: $(head -c 300 "$TMP/eval.json")" $?
+st=$?; check "evaluate --json: $(head -c 300 "$TMP/eval.json")" "$st"
 $PY - "$TMP/eval.json" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -53,7 +53,7 @@ check "evaluate --json has bytes by link class and egress \$/h" $?
 
 "$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/unpriced.json" >"$TMP/unpriced.txt" 2>&1
 grep -q "^price: .*per million tokens, egress unpriced" "$TMP/unpriced.txt"
-check "without egress prices the price says so: $(grep price "$TMP/unpriced.txt")" $?
+st=$?; check "without egress prices the price says so: $(grep price "$TMP/unpriced.txt")" "$st"
 
 "$AH" evaluate --plan "$TMP/plan.json" --json >"$TMP/fast.json" 2>&1
 "$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/slow.json" --json >"$TMP/slow.json.out" 2>&1
@@ -72,11 +72,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["lower_bound_s"] <= d["iteration_overlap_s"] * (1 + 1e-9), (d["lower_bound_s"], d["iteration_overlap_s"])
 PYEOF
-check "lower bound with a fast link: $(head -c 300 "$TMP/fast_plan.err")" $?
+st=$?; check "lower bound with a fast link: $(head -c 300 "$TMP/fast_plan.err")" "$st"
 
 "$AH" plan --model llama2-7b --global-batch 64 --seq-len 1024 --cluster "$2/examples/clusters/paper-24.json" >"$TMP/one.txt" 2>&1
 grep "^predicted:" "$TMP/one.txt" | grep -qv egress
-check "a one-zone cluster's price says nothing of egress: $(grep predicted "$TMP/one.txt")" $?
+st=$?; check "a one-zone cluster's price says nothing of egress: $(grep predicted "$TMP/one.txt")" "$st"
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -7,6 +7,10 @@
 ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_nodes, ah_placement_t *out,
                                ah_error_t *err) {
     memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->n_pipelines; i++) /* a stage's devices are tp here, tp x cp there */
+        if (ah_pipeline_cp(&p->pipelines[i]) > 1)
+            return ah_error_set(err, AH_ERR_INVALID, "[cp] pipelines[%d].cp: %d; checkpoints of a context-parallel "
+                                "plan are not placed yet (issue 38)", i, ah_pipeline_cp(&p->pipelines[i]));
     out->n_ranks = ah_plan_device_count(p);
     out->n_nodes = node_map ? n_nodes : p->cluster.n_nodes;
     out->tp = p->tp;

@@ -315,9 +315,9 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
     }
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
     ah_cli_precision_note("evaluate", &plan);
-    if ((rc = ah_cli_host_memory("evaluate", &plan, false)) != 0) goto done;
-    if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail;
+    if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail; /* what it cannot price, first */
     have_eval = true;
+    if ((rc = ah_cli_host_memory("evaluate", &plan, false)) != 0) goto done;
     rc = json ? print_json(&plan, &ev) : (print_human(plan_path, profile_path, &plan, &ev), 0);
     if (out_path) {
         plan.has_predicted = true;
