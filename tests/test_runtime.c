@@ -129,7 +129,7 @@ static ah_model_t small_model(void) {
 
 static ah_status_t make_stage(ah_gpt_stage_t *st, ah_mem_t *mem, const ah_model_t *m, int t, int k,
                               ah_error_t *err) {
-    ah_gpt_config_t c = {.model = m, .n_chunks = 1, .chunks = {{0, (int)m->n_layer, 1}}, .has_embed = true,
+    ah_gpt_config_t c = {.model = m, .n_chunks = 1, .chunks = {{0, (int)m->n_layer, 1, false}}, .has_embed = true,
                          .has_head = true, .recompute = false, .t = t, .tp_rank = k,
                          .micro_batch = 2, .seq_len = 8};
     ah_mem_init(mem, 0, "test");

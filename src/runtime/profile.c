@@ -77,7 +77,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     snprintf(device, sizeof device, "profiled device (%.60s)", req->gpu);
     ah_mem_init(&mem, req->mem_cap_bytes, device);
     ah_comm_t *group = req->tp > 1 ? req->tp_group : NULL;
-    ah_gpt_config_t cfg = {.model = req->model, .n_chunks = 1, .chunks = {{0, nb, slots}}, .has_embed = true,
+    ah_gpt_config_t cfg = {.model = req->model, .n_chunks = 1, .chunks = {{0, nb, slots, false}}, .has_embed = true,
                            .has_head = true, .recompute = false, .t = req->tp,
                            .tp_rank = group ? ah_comm_rank(group) : 0,
                            .micro_batch = req->micro_batch, .seq_len = req->seq_len, .wsets = 1};
