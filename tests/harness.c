@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "core/json.h"
+#include "elastic/launcher.h"
 
 static int passed, failed;
 
@@ -51,4 +53,17 @@ ah_status_t ah_test_parse_cluster(const char *text, ah_cluster_t *c, ah_error_t 
     s = ah_cluster_from_json(doc, "c.json", c, err);
     json_decref(doc);
     return s;
+}
+
+bool ah_test_mpirun_self(int np, const char *extra) {
+    if (getenv("OMPI_COMM_WORLD_SIZE")) return false;
+    char self[1024], cmd[1400];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "find this program");
+    self[n > 0 ? n : 0] = '\0';
+    snprintf(cmd, sizeof cmd, "mpirun %s %s%s-np %d %s", AH_MPIRUN_ONE_MACHINE,
+             geteuid() == 0 ? "--allow-run-as-root " : "", extra, np, self);
+    const int st = system(cmd);
+    CHECK(st == 0, "`%s` exited with %d", cmd, st);
+    return true;
 }

@@ -9,6 +9,10 @@
 void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int ah_test_finish(void);
+/* An MPI test's start: not under mpirun, runs this program as np ranks of `mpirun EXTRA -np NP`
+ * on this machine, records whether they succeeded and returns true (main then returns
+ * ah_test_finish()); under mpirun returns false (the caller is one of the ranks). */
+bool ah_test_mpirun_self(int np, const char *extra);
 /* Path of a file under the source tree (AH_SOURCE_DIR, or the current directory). */
 const char *ah_test_src_path(const char *rel);
 /* A cluster from JSON text, named "c.json" in messages (spec/cluster.h ah_cluster_from_json). */

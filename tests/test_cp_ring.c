@@ -72,17 +72,7 @@ static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
 }
 
 int main(int argc, char **argv) {
-    if (!getenv("OMPI_COMM_WORLD_SIZE")) { /* not under mpirun: start 4 ranks of this program */
-        char self[1024], cmd[1400];
-        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        CHECK(n > 0, "find this program");
-        self[n > 0 ? n : 0] = '\0';
-        snprintf(cmd, sizeof cmd, "mpirun %s %s-x OPENBLAS_NUM_THREADS=1 -np 4 %s", AH_MPIRUN_ONE_MACHINE,
-                 geteuid() == 0 ? "--allow-run-as-root " : "", self);
-        const int st = system(cmd);
-        CHECK(st == 0, "`%s` exited with %d", cmd, st);
-        return ah_test_finish();
-    }
+    if (ah_test_mpirun_self(4, "-x OPENBLAS_NUM_THREADS=1 ")) return ah_test_finish(); /* not under mpirun */
     ah_error_t err;
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) {
         fprintf(stderr, "test_cp_ring: %s\n", err.msg);
