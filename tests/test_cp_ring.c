@@ -1,7 +1,8 @@
 /* Ring attention over real MPI ranks (runtime/cp_ring.h): 4 ranks run a CP group of 4 and two CP
  * groups of 2 (ranks 0, 1 and 2, 3), plain and grouped-query attention; each rank compares its
  * output rows and its qkv gradient (queries, keys, values) with one process's attention kernel
- * on the whole sequence: within 1e-6 (dk, dv: 2e-6), relative to the tensor's largest entry.
+ * on the whole sequence: within 1e-6 (dk, dv: 2e-6), relative to the tensor's largest entry; the ring's
+ * buffers are in the rank's budget, ah_cp_ring_bytes to the byte, and freed.
  * Run alone (as CTest does), it starts itself under `mpirun -np 4`. */
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "cost/cost.h"
 #include "elastic/launcher.h"
 #include "harness.h"
 #include "kernels/cpu/ring_attention.h"
@@ -58,7 +60,14 @@ static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
         }
     ah_cp_ring_t r;
     ah_error_t err = {0};
-    CHECK(ah_cp_ring_init(&r, g, B, T, Hl, KVl, hd, &err) == AH_OK, "init: %s", err.msg);
+    ah_mem_t mem;
+    ah_mem_init(&mem, 0, "ring test");
+    CHECK(ah_cp_ring_init(&r, g, &mem, B, T, Hl, KVl, hd, &err) == AH_OK, "init: %s", err.msg);
+    /* the ring's buffers are in the budget, exactly what the memory model counts */
+    const ah_model_t shape = {.d_model = Hl * hd, .n_head = Hl, .n_kv_head = KVl};
+    const int64_t want = ah_cp_ring_bytes(&shape, 1, B, T, c, AH_PREC_FP32);
+    CHECK(mem.high == want, "cp %d KVl %d: ring buffers %lld bytes, the model's %lld", c, KVl, (long long)mem.high,
+          (long long)want);
     CHECK(ah_cp_attention_fwd(&r, lo, lse, lq, &err) == AH_OK, "fwd: %s", err.msg);
     CHECK(ah_cp_attention_bwd(&r, ldq, ldo, lq, lo, lse, &err) == AH_OK, "bwd: %s", err.msg);
     const double e_out = diff(lo, Cl, out, Cl, pos, B, T, Tl, 0, Cl), e_q = diff(ldq, ld, dqkv, ld, pos, B, T, Tl, 0, Cl),
@@ -67,6 +76,7 @@ static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
     CHECK(e_out <= 1e-6 && e_q <= 1e-6 && e_kv <= 2e-6, "cp %d rank %d KVl %d: out %.2e, dq %.2e, dk/dv %.2e", c, me,
           KVl, e_out, e_q, e_kv);
     ah_cp_ring_free(&r);
+    CHECK(mem.live == 0, "cp %d: %lld bytes of the ring left allocated", c, (long long)mem.live);
     free(qkv), free(dout), free(out), free(dqkv), free(probs), free(scr), free(pos), free(lq), free(ldo), free(lo);
     free(lse), free(ldq);
 }

@@ -74,8 +74,10 @@ double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, in
     return 0;
 }
 
-/* Bytes of one block activation of the table (spec/arch.h) per TP rank. */
-static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int64_t b, int64_t T, ah_precision_t p) {
+/* Bytes of one block activation of the table (spec/arch.h) per TP rank, for b sequences of which
+ * this rank holds T tokens each (T / cp under context parallelism); ring: ring attention's. */
+static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int64_t b, int64_t T, ah_precision_t p,
+                         bool ring) {
     const int64_t N = b * T, elt = ah_precision_elt_bytes(p);
     switch (a->kind) {
     case AH_ACT_TENSOR:
@@ -84,9 +86,10 @@ static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int
         return N * 4; /* norm statistics are fp32 in every precision */
     case AH_ACT_ATTN: {
         /* fp32: the T x T attention probabilities (the CPU runtime's layout); bf16, fp16: a fused
-         * attention kernel keeps only fp32 softmax statistics (one per query row per head). */
+         * attention kernel keeps only fp32 softmax statistics (one per query row per head), and
+         * so does ring attention in every precision (a logsumexp per row of the rank's T / cp). */
         const int64_t heads = m->n_head / t;
-        return p != AH_PREC_FP32 ? b * heads * T * 4 : b * heads * T * T * 4;
+        return p != AH_PREC_FP32 || ring ? b * heads * T * 4 : b * heads * T * T * 4;
     }
     }
     return 0;
@@ -94,8 +97,14 @@ static int64_t act_bytes(const ah_model_t *m, const ah_act_spec_t *a, int t, int
 
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute) {
+    return ah_layer_act_bytes_cp(m, kind, t, b, T, 1, p, recompute);
+}
+
+int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T, int cp,
+                              ah_precision_t p, bool recompute) {
     const ah_arch_spec_t *arch = ah_arch_spec(m->arch);
-    const int64_t N = b * T, C = m->d_model, Vl = ah_vocab_padded(m, t) / t;
+    const int64_t Tl = cp > 1 ? T / cp : T;
+    const int64_t N = b * Tl, C = m->d_model, Vl = ah_vocab_padded(m, t) / t;
     const int64_t elt = ah_precision_elt_bytes(p);
     switch (kind) {
     case AH_LAYER_EMBED:
@@ -109,8 +118,19 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
     }
     if (recompute) return N * C * elt; /* only the block input; the rest is recomputed */
     int64_t bytes = 0;
-    for (int i = 0; i < arch->n_block_acts; i++) bytes += act_bytes(m, &arch->block_acts[i], t, b, T, p);
+    for (int i = 0; i < arch->n_block_acts; i++) bytes += act_bytes(m, &arch->block_acts[i], t, b, Tl, p, cp > 1);
     return bytes;
+}
+
+int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p) {
+    if (cp <= 1) return 0;
+    const int64_t Tl = T / cp, hd = m->d_model / m->n_head, Hl = m->n_head / t, KVl = m->n_kv_head / t;
+    const int64_t block = b * Tl * 2 * KVl * hd * ah_precision_elt_bytes(p); /* the rank's K and V heads */
+    const int64_t rows = b * Hl * Tl;
+    /* fp32 (the CPU's ring): scores and probabilities of one (sequence, head) block, Tl x Tl each;
+     * a fused GPU kernel keeps them on chip */
+    const int64_t scratch = p == AH_PREC_FP32 ? 2 * Tl * Tl * 4 : 0;
+    return 4 * block + rows * hd * 4 + rows * 2 * 4 + scratch;
 }
 
 int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,

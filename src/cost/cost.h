@@ -70,6 +70,18 @@ double ah_layer_wgrad_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, in
  * bf16, fp16 = a GPU with a fused attention kernel (softmax statistics instead of the T x T matrix). */
 int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T,
                            ah_precision_t p, bool recompute);
+/* The same per CP rank of a context-parallel group of cp (cp <= 1: ah_layer_act_bytes): the rank
+ * holds T / cp tokens of each sequence (the causal load balance's two chunks), so every tensor is
+ * 1/cp of the unsplit one, and attention keeps ring attention's logsumexp per query row
+ * (b x H/t x T/cp fp32) instead of the probabilities. */
+int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T, int cp,
+                              ah_precision_t p, bool recompute);
+/* Ring attention's buffers on one CP rank (runtime/cp_ring.h), held once per device whatever its
+ * layers: the key/value block in use and the one arriving, and their two gradient accumulators
+ * (4 x b x T/cp x 2 KV/t x hd elements), the online softmax's accumulator (b x H/t x T/cp x hd
+ * fp32) and statistics (2 fp32 per row), and in fp32 the CPU kernel's scratch (2 (T/cp)^2 fp32).
+ * 0 for cp <= 1. */
+int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p);
 /* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank, besides
  * its activation slot: the attention output's and the MLP output's output gradients (C + C per
  * token; the qkv and MLP-in gradients go into the slot's qkv and pre-activation, which B no longer
@@ -95,7 +107,11 @@ typedef struct ah_cost_ctx {
     const ah_train_t *train;
     int t;                        /* TP degree */
     const ah_profile_t *profile;  /* may be NULL */
+    int cp;                       /* the pipeline's context-parallel degree; 0 or 1: none */
 } ah_cost_ctx_t;
+
+/* ctx's CP degree, at least 1. */
+static inline int ah_cost_cp(const ah_cost_ctx_t *ctx) { return ctx->cp > 1 ? ctx->cp : 1; }
 
 typedef struct ah_stage_cost {
     double fwd_s;            /* one micro-batch forward, compute + TP all-reduces (the blocks';

@@ -211,9 +211,9 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     const ah_model_t *m = ctx->model;
     const ah_train_t *tr = ctx->train;
     const ah_gpu_type_t *g = &ctx->cluster->types[type];
-    const int t = ctx->t;
+    const int t = ctx->t, cp = ah_cost_cp(ctx);
     const int64_t n_blocks = last > first ? last - first : 0;
-    const int64_t N = tr->micro_batch * tr->seq_len;
+    const int64_t N = tr->micro_batch * (tr->seq_len / cp); /* this rank's tokens */
     const int64_t elt = ah_precision_elt_bytes(tr->precision);
     const ah_profile_entry_t *prof = profile_entry(ctx, type);
 
@@ -277,25 +277,19 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
     out->fwd_s = fwd + out->tp_comm_fwd_s;
     out->bwd_s = bwd + out->tp_comm_bwd_s;
 
-    /* Memory. */
-    const int64_t act_full = ah_layer_act_bytes(m, AH_LAYER_BLOCK, t, tr->micro_batch, tr->seq_len,
-                                                tr->precision, false);
-    out->act_bytes_per_mb =
-        n_blocks * ah_layer_act_bytes(m, AH_LAYER_BLOCK, t, tr->micro_batch, tr->seq_len,
-                                      tr->precision, recompute) +
-        (has_embed ? ah_layer_act_bytes(m, AH_LAYER_EMBED, t, tr->micro_batch, tr->seq_len,
-                                        tr->precision, false)
-                   : 0) +
-        (has_head ? ah_layer_act_bytes(m, AH_LAYER_HEAD, t, tr->micro_batch, tr->seq_len,
-                                       tr->precision, false)
-                  : 0);
-    out->wgrad_keep_bytes = n_blocks * ah_layer_wgrad_keep_bytes(m, t, tr->micro_batch, tr->seq_len, tr->precision,
-                                                                 recompute);
+    /* Memory, per CP rank under context parallelism (its T / cp tokens of each sequence). */
+    const int64_t b = tr->micro_batch, T = tr->seq_len;
+    const int64_t act_full = ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, false);
+    out->act_bytes_per_mb = n_blocks * ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, recompute) +
+                            (has_embed ? ah_layer_act_bytes_cp(m, AH_LAYER_EMBED, t, b, T, cp, tr->precision, false) : 0) +
+                            (has_head ? ah_layer_act_bytes_cp(m, AH_LAYER_HEAD, t, b, T, cp, tr->precision, false) : 0);
+    out->wgrad_keep_bytes = n_blocks * ah_layer_wgrad_keep_bytes(m, t, b, T / cp, tr->precision, recompute);
     /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
      * it unless it has the embedding, and one after it unless it has the head. */
     const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);
     out->shared_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
                         + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
+                        + (n_blocks > 0 ? ah_cp_ring_bytes(m, t, b, T, cp, tr->precision) : 0) /* the ring's */
                         + (int64_t)llround(g->reserved_gib * GIB);
     out->fixed_bytes = out->shared_bytes + neighbours * 2 * N * m->d_model * elt; /* p2p send + receive */
 }

@@ -445,7 +445,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         ah_eval_free(out);
         return st;
     }
-    const ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, profile};
+    const ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, profile, 1};
     eval_run_t *r = malloc(sizeof *r);
     if (r) {
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,

@@ -8,7 +8,7 @@
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
 
-ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, int B, int T, int Hl, int KVl, int hd,
+ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, ah_mem_t *mem, int B, int T, int Hl, int KVl, int hd,
                             ah_error_t *err) {
     memset(r, 0, sizeof *r);
     const int c = ah_comm_size(group);
@@ -17,16 +17,24 @@ ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, int B, int T, int
                             "needed), %d query heads over %d key/value heads", T, c, 2 * c, Hl, KVl);
     *r = (ah_cp_ring_t){.group = group, .c = c, .rank = ah_comm_rank(group), .B = B, .Tl = T / c, .Hl = Hl,
                         .KVl = KVl, .hd = hd};
-    const size_t kv = (size_t)B * r->Tl * 2 * KVl * hd, rows = (size_t)B * Hl * r->Tl;
-    r->pos = malloc((size_t)c * r->Tl * sizeof *r->pos);
-    for (int k = 0; k < 2; k++) r->kv[k] = malloc(kv * sizeof(float)), r->dkv[k] = malloc(kv * sizeof(float));
-    r->acc = malloc(rows * hd * sizeof(float));
-    r->stats = malloc(rows * 2 * sizeof(float));
-    r->scratch = malloc(ah_cpu_ring_attn_scratch_floats(r->Tl, r->Tl) * sizeof(float));
-    if (!r->pos || !r->kv[0] || !r->kv[1] || !r->dkv[0] || !r->dkv[1] || !r->acc || !r->stats || !r->scratch) {
+    ah_arena_init(&r->arena, mem, "ring attention");
+    const int64_t kv = (int64_t)B * r->Tl * 2 * KVl * hd, rows = (int64_t)B * Hl * r->Tl;
+    ah_status_t s = AH_OK;
+    if (!(r->pos = malloc((size_t)c * r->Tl * sizeof *r->pos)))
+        s = ah_error_set(err, AH_ERR_OOM, "no host memory for ring attention's positions (%d ints)", T);
+    static const char *const KV_NAMES[2] = {"ring key/value block 0", "ring key/value block 1"};
+    static const char *const DKV_NAMES[2] = {"ring key/value gradient 0", "ring key/value gradient 1"};
+    for (int k = 0; k < 2 && s == AH_OK; k++)
+        if ((s = ah_arena_floats(&r->arena, kv, KV_NAMES[k], &r->kv[k], err)) == AH_OK)
+            s = ah_arena_floats(&r->arena, kv, DKV_NAMES[k], &r->dkv[k], err);
+    if (s == AH_OK) s = ah_arena_floats(&r->arena, rows * hd, "ring attention accumulator", &r->acc, err);
+    if (s == AH_OK) s = ah_arena_floats(&r->arena, rows * 2, "ring attention softmax statistics", &r->stats, err);
+    if (s == AH_OK)
+        s = ah_arena_floats(&r->arena, (int64_t)ah_cpu_ring_attn_scratch_floats(r->Tl, r->Tl),
+                            "ring attention scratch", &r->scratch, err);
+    if (s != AH_OK) {
         ah_cp_ring_free(r);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for ring attention's buffers (%zu bytes per block)",
-                            kv * sizeof(float));
+        return s;
     }
     for (int i = 0; i < c; i++) ah_cp_positions(r->pos + (size_t)i * r->Tl, T, c, i);
     return AH_OK;
@@ -34,10 +42,7 @@ ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, int B, int T, int
 
 void ah_cp_ring_free(ah_cp_ring_t *r) {
     free(r->pos);
-    for (int k = 0; k < 2; k++) free(r->kv[k]), free(r->dkv[k]);
-    free(r->acc);
-    free(r->stats);
-    free(r->scratch);
+    if (r->arena.mem) ah_arena_free(&r->arena);
     memset(r, 0, sizeof *r);
 }
 

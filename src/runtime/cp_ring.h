@@ -13,7 +13,10 @@
  * dqkv. Transfers are point-to-point in the group (tags AH_CP_TAG..), one step at a time.
  *
  * Ownership: the ring owns its buffers (4 key/value blocks, the online softmax's accumulator
- * and statistics, the scratch), allocated by ah_cp_ring_init on the host; not the group.
+ * and statistics, the scratch), allocated by ah_cp_ring_init from the rank's device budget (an
+ * arena "ring attention" of the given ah_mem_t, so they count in its high-water mark: exactly
+ * ah_cp_ring_bytes, cost/cost.h), and the positions table (c x T / c int32) on the host, as the
+ * stage's other host tables; not the group.
  * Collectives: none; fwd and bwd are called by every rank of the group in the same order.
  * Errors: AH_ERR_COMM from a transfer, AH_ERR_OOM at init. */
 #ifndef AH_RUNTIME_CP_RING_H
@@ -21,6 +24,7 @@
 
 #include "comm/comm.h"
 #include "core/status.h"
+#include "runtime/mem.h"
 
 #define AH_CP_TAG 7300
 
@@ -31,10 +35,12 @@ typedef struct ah_cp_ring {
     int *pos;               /* (c, Tl): every CP rank's positions */
     float *kv[2], *dkv[2];  /* (B, Tl, 2 KVl hd) each: blocks in flight and their gradients */
     float *acc, *stats, *scratch;
+    ah_arena_t arena;       /* kv, dkv, acc, stats and scratch, in the device budget */
 } ah_cp_ring_t;
 
-/* T a multiple of 2 c; the group's size is c. */
-ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, int B, int T, int Hl, int KVl, int hd,
+/* T a multiple of 2 c; the group's size is c. The buffers come from mem (AH_ERR_OOM past its cap,
+ * naming the buffer). */
+ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, ah_mem_t *mem, int B, int T, int Hl, int KVl, int hd,
                             ah_error_t *err);
 void ah_cp_ring_free(ah_cp_ring_t *r);
 /* out (B, Tl, Hl hd), lse (B, Hl, Tl) from this rank's qkv. */

@@ -129,8 +129,9 @@ static int64_t carve_work(const ah_gpt_stage_t *st, ah_block_work_t *w) {
     w->dmlp_in = p, p += N * st->Fl * st->ops->mlp_in_mult;
     w->dmlp_act = p, p += N * st->Fl;
     w->scratch = p;
-    p += st->k->attention_scratch_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
-                                         (int)st->Hl, (int)st->KVl, (int)st->hd);
+    if (!st->cfg.cp_ring) /* ring attention has its own (runtime/cp_ring.h) */
+        p += st->k->attention_scratch_floats((int)st->cfg.micro_batch, (int)st->cfg.seq_len,
+                                             (int)st->Hl, (int)st->KVl, (int)st->hd);
     return p - st->work;
 }
 

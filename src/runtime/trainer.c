@@ -211,7 +211,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err);
     free(runs);
     if (s == AH_OK && cp > 1)
-        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, (int)plan->train.micro_batch, (int)plan->train.seq_len,
+        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, &tr->mem, (int)plan->train.micro_batch, (int)plan->train.seq_len,
                             (int)tr->stage.Hl, (int)tr->stage.KVl, (int)tr->stage.hd, err);
     if (s == AH_OK && cp > 1 && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
         !(tr->cp_tokens = malloc((size_t)(plan->train.micro_batch * plan->train.seq_len) * sizeof *tr->cp_tokens)))
