@@ -33,12 +33,14 @@ fi
 STEPS=12
 CKPT_EVERY=4
 h2_alone_cluster
-# steps of ~0.3 s (the emulation's slowdown; the losses do not change), so that the notice comes mid-run
+# steps of ~0.7 s (the emulation's slowdown; the losses do not change), so that the notice comes mid-run:
+# after step 5 the agent needs ~1.5 s under load (the events file's poll, the next plan written to the
+# hosts through srun) before its notice, and at ~0.3 s a step a loaded CI finished all 12 steps first
 python3 - "$CLUSTER" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for t in d["gpu_types"].values():
-    t["emulate"]["slowdown"] *= 10
+    t["emulate"]["slowdown"] *= 25
 json.dump(d, open(sys.argv[1], "w"))
 PY
 cluster_reference "$WORK/ref"
