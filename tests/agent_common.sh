@@ -372,8 +372,11 @@ rs = [x for x in ev if x.get("event") == "restart"]
 assert len(rs) == 1 and len(pre) == 1 and pre[0]["cause"] == "job failed" and pre[0]["nodes"] == [], (rs, pre)
 assert len(rec) == 1 and rec[0]["cause"] == "job failed", rec
 b = rec[0]["bytes"]
-# block 1 lived on h2 alone and h2's disk is empty: the cloud serves it; the survivors' disks the rest
-assert b["cloud"] > 0 and b["local"] > 0, b
+# block 1 lived on h2 alone and h2's disk is empty: the cloud serves it; the survivors' disks the rest,
+# unless a loaded machine's cloud tier fell so far behind that the newest step it holds whole is one
+# the survivors' retention (--keep) had already removed: then the cloud serves every file
+assert b["cloud"] > 0, b
+assert b["local"] > 0 or rec[0]["files"]["cloud"] == sum(rec[0]["files"].values()), rec[0]
 print(f"restart at step {rs[0]['step']} ({rs[0]['cause'][:60]}); resumed at step {rec[0]['step']}: "
       f"local {b['local']} B, peer {b['peer']} B, cloud {b['cloud']} B")
 PY
