@@ -1,5 +1,5 @@
 /* Shard placement (who holds which shard, the lowest holder per node and in the job, survival)
- * on a hand-built plan, and the save-at-notice rule at its boundaries (ckpt/placement.h,
+ * on hand-built plans (one with context parallelism), and the save-at-notice rule at its boundaries (ckpt/placement.h,
  * ckpt/policy.h). Pure: no MPI, no files. */
 #include <string.h>
 
@@ -67,6 +67,38 @@ static void test_placement(void) {
     CHECK(strcmp(names[10], "head.tp2-0.safetensors") == 0, "%s", names[10]);
 }
 
+/* Context parallelism: TP 2, 2 blocks. Pipeline 0 at CP 2, one stage on node 0's GPUs 0-3 (ranks
+ * 0-3: CP rank 0 is TP ranks 0, 1; CP rank 1 is TP ranks 0, 1); pipeline 1 at CP 2 split over nodes
+ * 0 (GPUs 4-5, CP rank 0) and 1 (GPUs 0-1, CP rank 1): ranks 4-7. Every CP rank holds the stage's
+ * weights at its TP index; the lowest holder writes, so CP rank 0's ranks on node 0, and on node 1
+ * pipeline 1's CP rank 1 (its node's only holder). */
+static void test_placement_cp(void) {
+    ah_stage_t p0[1] = {{.first = 0, .last = 2, .devices = {{0, 0}, {0, 1}, {0, 2}, {0, 3}}}};
+    ah_stage_t p1[1] = {{.first = 0, .last = 2, .devices = {{0, 4}, {0, 5}, {1, 0}, {1, 1}}}};
+    ah_pipeline_t pls[2] = {{.n_stages = 1, .cp = 2, .stages = p0}, {.n_stages = 1, .cp = 2, .stages = p1}};
+    ah_plan_t plan = {.tp = 2, .n_pipelines = 2, .pipelines = pls};
+    plan.model.n_layer = 2;
+    plan.cluster.n_nodes = 2;
+    ah_placement_t pl;
+    ah_error_t err;
+    CHECK(ah_placement_build(&plan, NULL, 0, &pl, &err) == AH_OK, "%s", err.msg);
+    CHECK(pl.n_ranks == 8 && pl.node_leader[0] == 0 && pl.node_leader[1] == 6, "8 ranks; leaders %d, %d",
+          pl.node_leader[0], pl.node_leader[1]);
+    CHECK(pl.ranks[3].node == 0 && pl.ranks[3].index == 3 && pl.ranks[3].tp_index == 1 && pl.ranks[3].head,
+          "rank 3 (CP rank 1, TP rank 1): node 0 GPU 3, TP index 1, the last stage");
+    CHECK(pl.ranks[6].node == 1 && pl.ranks[6].index == 0 && pl.ranks[6].tp_index == 0, "rank 6: node 1 GPU 0");
+    const ah_shard_group_t b1 = {AH_SHARD_BLOCK, 1};
+    ah_shard_group_t g[4];
+    CHECK_EQ_I64(ah_placement_groups(&pl, 2, false, g), 4); /* a CP rank holds the stage's groups too */
+    CHECK(ah_placement_holds(&pl, 2, b1, 0) && ah_placement_holds(&pl, 3, b1, 1) && !ah_placement_holds(&pl, 3, b1, 0),
+          "CP rank 1 holds block 1 at its TP index");
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, b1, 1, 0), 1); /* CP rank 0 writes on node 0 */
+    CHECK_EQ_I64(ah_placement_lowest_holder(&pl, b1, 1, 1), 7); /* node 1's copy */
+    const bool only1[2] = {false, true};
+    CHECK(ah_placement_survives(&pl, b1, 0, only1), "block 1 survives on node 1 (pipeline 1's CP rank 1)");
+    ah_placement_free(&pl);
+}
+
 static void test_notice_rule(void) {
     /* Fits: elapsed + 1.5 x save + 0.5 <= grace. */
     CHECK(ah_ckpt_save_at_notice(&(ah_ckpt_notice_t){.elapsed_s = 5, .grace_s = 20.5, .save_s = 10, .redo_s = -1}),
@@ -117,6 +149,7 @@ static void test_notice_rule(void) {
 
 int main(void) {
     test_placement();
+    test_placement_cp();
     test_notice_rule();
     return ah_test_finish();
 }

@@ -75,6 +75,36 @@ print(f"  {sys.argv[2].split('/')[-1]}: resumed at step {n}, bit-exact; bytes {r
 PY
 }
 
+# resumed_within REF GOT FROM TOL: the run $WORK/GOT.jsonl resumed at step FROM (one recover event,
+# found, its data position FROM x 8, the example plans' global batch) and its steps FROM..STEPS-1
+# match $WORK/REF.jsonl's: every loss bit-identical (TOL 0), within TOL relative, or (TOL < 0) step
+# FROM's bit-identical and the rest within -TOL. Prints the worst and the bytes read.
+resumed_within() {
+    python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" "$3" "$4" "$STEPS" <<'PY' || fail "$2 does not continue $1"
+import json, sys
+ref_p, got_p, start, tol, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+ref = {o["step"]: o for o in map(json.loads, open(ref_p)) if "event" not in o}
+lines = [json.loads(l) for l in open(got_p)]
+rec = [o for o in lines if o.get("event") == "recover"]
+assert len(rec) == 1 and rec[0]["found"] and rec[0]["step"] == start, rec
+B = 8  # global batch of the example plans
+assert rec[0]["data_position"] == start * B, rec[0]
+got = [o for o in lines if "event" not in o]
+assert [o["step"] for o in got] == list(range(start, steps)), [o["step"] for o in got]
+worst = 0.0
+for o in got:
+    a, b = ref[o["step"]]["loss"], o["loss"]
+    rel = abs(a - b) / abs(a)
+    worst = max(worst, rel)
+    if tol == 0 or (tol < 0 and o["step"] == start):
+        assert a == b, f"step {o['step']}: {b!r} vs {a!r}: not bit-identical"
+    else:
+        assert rel <= abs(tol), f"step {o['step']}: {b} vs {a} (rel {rel:.2e})"
+r = rec[0]
+print(f"  {got_p.split('/')[-1]}: from step {start} (tp {r['tp_from']} -> {r['tp_to']}), {len(got)} losses "
+      f"within {worst:.1e}; local {r['bytes']['local']} B in {r['files']['local']} files")
+PY
+}
 # flip_byte FILE: one byte in the middle of FILE inverted (a corrupt checkpoint file).
 flip_byte() {
     python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "$1"

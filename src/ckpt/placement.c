@@ -7,10 +7,6 @@
 ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_nodes, ah_placement_t *out,
                                ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < p->n_pipelines; i++) /* a stage's devices are tp here, tp x cp there */
-        if (ah_pipeline_cp(&p->pipelines[i]) > 1)
-            return ah_error_set(err, AH_ERR_INVALID, "[cp] pipelines[%d].cp: %d; checkpoints of a context-parallel "
-                                "plan are not placed yet (issue 38)", i, ah_pipeline_cp(&p->pipelines[i]));
     out->n_ranks = ah_plan_device_count(p);
     out->n_nodes = node_map ? n_nodes : p->cluster.n_nodes;
     out->tp = p->tp;
@@ -27,15 +23,16 @@ ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_no
     int base = 0; /* the pipeline's first rank */
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
+        const int per_stage = ah_stage_devices(pl, p->tp); /* tp x cp, cp-major */
         for (int s = 0; s < pl->n_stages; s++) { /* a device is placed by its first stage */
             const ah_stage_t *st = &pl->stages[s];
-            const int r0 = base + ah_pipeline_group_of(pl, s) * p->tp;
-            for (int k = 0; k < p->tp; k++) {
+            const int r0 = base + ah_pipeline_group_of(pl, s) * per_stage;
+            for (int k = 0; k < per_stage; k++) {
                 ah_shard_holder_t *h = &out->ranks[r0 + k];
                 bool *blocks = out->blocks + (size_t)(r0 + k) * (size_t)L;
                 if (ah_pipeline_group_of(pl, s) == s) {
                     const int node = node_map ? node_map[st->devices[k].node] : st->devices[k].node;
-                    *h = (ah_shard_holder_t){node, st->devices[k].index, k, blocks, false, false};
+                    *h = (ah_shard_holder_t){node, st->devices[k].index, k % p->tp, blocks, false, false};
                     if (out->node_leader[node] < 0) out->node_leader[node] = r0 + k;
                 }
                 for (int l = st->first; l < st->last; l++) blocks[l] = true;
@@ -43,7 +40,7 @@ ah_status_t ah_placement_build(const ah_plan_t *p, const int *node_map, int n_no
                 h->head = h->head || s == pl->n_stages - 1;
             }
         }
-        base += ah_pipeline_groups(pl) * p->tp;
+        base += ah_pipeline_groups(pl) * per_stage;
     }
     return AH_OK;
 }

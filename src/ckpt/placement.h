@@ -2,15 +2,17 @@
  * each, per node or in the whole job. Pure: the plan and a node numbering in, no MPI, no files,
  * no trainer; the runtime's save and resume and the simulator's shard survival all ask it.
  *
- * Ranks are the plan's devices in plan order (pipeline, device group, TP rank), as runtime/layout.h
- * numbers the MPI ranks. A shard group is a set of tensors saved together: the embedding (wte,
+ * Ranks are the plan's devices in plan order (pipeline, device group, CP rank, TP rank), as
+ * runtime/layout.h numbers the MPI ranks. A shard group is a set of tensors saved together: the embedding (wte,
  * wpe), one block, or the head (ln_f); saved at TP degree T, group g has T shards named by
  * ah_shard_group_name (ckpt.h's names). A rank holds, at its own TP index, the blocks of its
  * stages (several under an interleaved schedule: device d of P holds stages d, d + P, ...), the
  * embedding when it holds the first stage of its pipeline and the head when it holds the last. To load, a
  * last stage also needs the embedding (its tied head matrix is wte). Data-parallel replicas
- * hold the same shards; the lowest rank holding a shard is the one that writes (per node) or
- * uploads (per job) it.
+ * hold the same shards, and so do the CP ranks of a context-parallel stage (tp x cp devices, each
+ * holding the stage's weights whole at its TP index: a holder's tp_index is its device's TP rank);
+ * the lowest rank holding a shard is the one that writes (per node) or uploads (per job) it, so CP
+ * ranks on one node write one copy (CP rank 0's), as replicas do.
  *
  * Ownership: ah_placement_build allocates; ah_placement_free frees (a zeroed one is fine).
  */

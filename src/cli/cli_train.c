@@ -139,11 +139,6 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     *have = true;
     if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
     if ((s = ah_trainer_check_plan(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
-    for (int i = 0; i < plan->n_pipelines && (a->local_root || a->init_from); i++)
-        if (ah_pipeline_cp(&plan->pipelines[i]) > 1)
-            return ah_error_set(err, AH_ERR_USAGE, "%s: [cp] pipelines[%d].cp: %d; checkpoints (--local-root) and "
-                                "--init-from do not run with context parallelism yet (issue 38)", a->plan, i,
-                                ah_pipeline_cp(&plan->pipelines[i]));
     char why[160];
     if (!ah_loss_scale_check(a->loss_scale, a->loss_scale_window, why, sizeof why))
         return ah_error_set(err, AH_ERR_USAGE, "--loss-scale / --loss-scale-window: %s", why);

@@ -200,7 +200,7 @@ bool ah_agent_join_restarts(double running_iteration_s, double joined_iteration_
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node) {
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++)
-            for (int k = 0; k < p->tp; k++)
+            for (int k = 0; k < ah_stage_devices(&p->pipelines[i], p->tp); k++)
                 if (strcmp(p->cluster.nodes[p->pipelines[i].stages[s].devices[k].node].name, node) == 0) return true;
     return false;
 }

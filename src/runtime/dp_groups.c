@@ -88,7 +88,7 @@ static ah_status_t shard_parts(const ah_trainer_t *tr, const ah_opt_group_t *g, 
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the optimizer's shards");
     }
     const int64_t elems = ah_opt_group_elems(p, g);
-    const ah_device_ref_t me = p->pipelines[tr->role.pipeline].stages[tr->role.stage].devices[tr->role.tp_rank];
+    const ah_device_ref_t me = ah_role_device(p, &tr->role);
     int mine = -1;
     for (int m = 0; m < n; m++) {
         parts[m] = (part_t){elems, elems, m};

@@ -76,3 +76,7 @@ int ah_role_chunk(const ah_role_t *r, int s) {
     const int c = (s - r->stage) / r->stride;
     return s >= r->stage && (s - r->stage) % r->stride == 0 && c < r->chunks ? c : -1;
 }
+
+ah_device_ref_t ah_role_device(const ah_plan_t *p, const ah_role_t *r) {
+    return p->pipelines[r->pipeline].stages[r->stage].devices[r->cp_rank * p->tp + r->tp_rank];
+}

@@ -37,6 +37,8 @@ ah_status_t ah_layout_build(const ah_plan_t *p, ah_layout_t *l, ah_error_t *err)
 void ah_layout_free(ah_layout_t *l);
 /* The rank of device k of (pipeline, stage): k = cp_rank x tp + tp_rank (the TP rank when cp is 1). */
 int ah_layout_rank(const ah_layout_t *l, int pipeline, int stage, int device);
+/* The device of role r in plan p: its stage's device cp_rank x tp + tp_rank. */
+ah_device_ref_t ah_role_device(const ah_plan_t *p, const ah_role_t *r);
 /* Whether role r holds stage s of its pipeline, and which of its chunks it is (-1: none). */
 int ah_role_chunk(const ah_role_t *r, int s);
 

@@ -168,7 +168,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     for (int q = 0; q < r.pipeline; q++)
         tr->sample_base += plan->pipelines[q].micro_batches * plan->train.micro_batch;
     const ah_gpu_type_t *gt = &plan->cluster.types[st->type];
-    const ah_device_ref_t dev = st->devices[r.tp_rank];
+    const ah_device_ref_t dev = ah_role_device(plan, &r);
     /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
      * left waiting in a split below. */
     const ah_backend_t *backend = NULL;
@@ -473,7 +473,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     ah_gpt_zero_grads(st);
     double loss_sum = 0;
     TRY(run_schedule(tr, step, &loss_sum, err));
-    const ah_device_ref_t me = p->pipelines[tr->role.pipeline].stages[tr->role.stage].devices[tr->role.tp_rank];
+    const ah_device_ref_t me = ah_role_device(p, &tr->role);
     ah_test_hook("step", step, p->cluster.nodes[me.node].name); /* test-only: mid-step */
     TRY(ah_dp_sync(tr, err));
     /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
