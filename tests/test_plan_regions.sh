@@ -4,7 +4,11 @@
 # by link class; without "egress_usd_per_gb" the price says "egress unpriced"; a slower "links"
 # override between the regions makes the same plan slower (every transfer is priced on the link
 # between its nodes); a link faster than its class keeps the planner's lower bound below its plan;
-# a one-zone cluster's price says nothing of egress. llama2-70b, planning only.
+# a one-zone cluster's price says nothing of egress. Egress in the search: on
+# examples/clusters/two-region.json, --objective cost with the egress priced chooses a plan that
+# sends fewer bytes across zones and regions, and costs less per token (egress counted), than the
+# plan it chooses with the egress unpriced; --budget caps the GPUs' and the egress's $/h together;
+# simulate counts the egress in its $. llama2-70b, planning only.
 # Usage: bash tests/test_plan_regions.sh BUILD_DIR SOURCE_DIR
 set -u
 AH="$1/autohet"
@@ -77,6 +81,61 @@ st=$?; check "lower bound with a fast link: $(head -c 300 "$TMP/fast_plan.err")"
 "$AH" plan --model llama2-7b --global-batch 64 --seq-len 1024 --cluster "$2/examples/clusters/paper-24.json" >"$TMP/one.txt" 2>&1
 grep "^predicted:" "$TMP/one.txt" | grep -qv egress
 st=$?; check "a one-zone cluster's price says nothing of egress: $(grep predicted "$TMP/one.txt")" "$st"
+
+# --objective cost weighs the egress: the example with its prices, and with them taken out
+TWO="$2/examples/clusters/two-region.json"
+$PY - "$TWO" "$TMP/two-unpriced.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["network"]["egress_usd_per_gb"]
+for l in c["network"]["links"]:
+    l.pop("usd_per_gb", None)
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+"$AH" plan "${RUN[@]}" --cluster "$TWO" --objective cost -o "$TMP/cost.json" >"$TMP/cost.txt" 2>&1
+st=$?; check "plan --objective cost, egress priced: $(tail -3 "$TMP/cost.txt")" "$st"
+"$AH" plan "${RUN[@]}" --cluster "$TMP/two-unpriced.json" --objective cost -o "$TMP/cost0.json" >"$TMP/cost0.txt" 2>&1
+st=$?; check "plan --objective cost, egress unpriced: $(tail -3 "$TMP/cost0.txt")" "$st"
+"$AH" evaluate --plan "$TMP/cost.json" --json >"$TMP/cost.eval" 2>&1
+"$AH" evaluate --plan "$TMP/cost0.json" --cluster "$TWO" --json >"$TMP/cost0.eval" 2>&1 # at the egress prices
+$PY - "$TMP/cost.eval" "$TMP/cost0.eval" <<'PYEOF'
+import json, sys
+priced, blind = (json.load(open(p)) for p in sys.argv[1:3])
+cross = lambda d: d["bytes_per_iteration"]["inter-zone"] + d["bytes_per_iteration"]["inter-region"]
+print(f"  bytes across zones and regions per iteration: {cross(priced) / 1e9:.3f} GB egress priced, "
+      f"{cross(blind) / 1e9:.3f} GB unpriced; $ per million tokens with egress {priced['usd_per_mtoken']:.4f} "
+      f"vs {blind['usd_per_mtoken']:.4f}")
+assert cross(priced) < cross(blind), (cross(priced), cross(blind))
+assert priced["usd_per_mtoken"] < blind["usd_per_mtoken"], (priced["usd_per_mtoken"], blind["usd_per_mtoken"])
+PYEOF
+check "egress priced: fewer bytes across zones and regions, cheaper per token" $?
+
+# --budget caps the GPUs' $/h and the egress's: the fastest plan's egress alone is over it
+"$AH" plan "${RUN[@]}" --cluster "$TWO" --budget 100 -o "$TMP/budget.json" >"$TMP/budget.txt" 2>&1
+st=$?; check "plan --budget 100: $(tail -3 "$TMP/budget.txt")" "$st"
+"$AH" evaluate --plan "$TMP/budget.json" --json >"$TMP/budget.eval" 2>&1
+$PY - "$TMP/budget.eval" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["egress_usd_per_hour"] > 0 and d["usd_per_hour"] <= 100 * (1 + 1e-9), (d["usd_per_hour"], d["egress_usd_per_hour"])
+PYEOF
+check "--budget 100: the plan's \$/h with its egress is within it" $?
+
+# simulate counts the egress in its $ (while training), and none where egress is unpriced
+for c in priced unpriced; do
+    "$AH" simulate "${RUN[@]}" --cluster "$TMP/$c.json" --policy autohet --hours 1 --json "$TMP/sim-$c.json" \
+        >"$TMP/sim-$c.txt" 2>&1
+    st=$?; check "simulate on $c: $(tail -3 "$TMP/sim-$c.txt")" "$st"
+done
+grep -q '^autohet: .*; egress \$[1-9][0-9.]* of the \$$' "$TMP/sim-priced.txt"
+st=$?; check "simulate says the egress: $(grep '^autohet:' "$TMP/sim-priced.txt")" "$st"
+$PY - "$TMP/sim-priced.json" "$TMP/sim-unpriced.json" <<'PYEOF'
+import json, sys
+priced, unpriced = (json.load(open(p))["policies"][0] for p in sys.argv[1:3])
+assert 0 < priced["egress_usd"] < priced["usd"], priced
+assert unpriced["egress_usd"] == 0 and abs(priced["usd"] - priced["egress_usd"] - unpriced["usd"]) < 1e-6 * unpriced["usd"], (priced, unpriced)
+PYEOF
+check "simulate's \$ has the egress, and only it differs without prices" $?
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

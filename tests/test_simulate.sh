@@ -199,7 +199,7 @@ P2=("${COMMON[@]}" --hours 2 --policy autohet,on-demand)
 exits 0 "$W/ct.txt" "--objective time" "$AH" simulate "${P2[@]}" --json "$W/ct.json"
 exits 0 "$W/cc.txt" "--objective cost" "$AH" simulate "${P2[@]}" --objective cost --json "$W/cc.json"
 exits 0 "$W/cb.txt" "--budget 1.2" "$AH" simulate "${P2[@]}" --budget 1.2 --json "$W/cb.json"
-has "$W/cb.txt" 'autohet and on-demand plan for the least time, at most $1.2 per hour of GPUs' "the budget said"
+has "$W/cb.txt" 'autohet and on-demand plan for the least time, at most $1.2 per hour of GPUs and egress' "the budget said"
 "$PY" - "$W/ct.json" "$W/cc.json" "$W/cb.json" <<'EOF' && pass "cost and budget: cheaper, within the budget" ||
 import json, sys
 t, c, b = ({p["policy"]: p for p in json.load(open(f))["policies"]} for f in sys.argv[1:])

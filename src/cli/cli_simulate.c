@@ -125,9 +125,9 @@ static void print_results(const ah_sim_result_t *r, int n) {
                r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
     for (int i = 0; i < n; i++) {
         printf("%s: %.3f B tokens lost to rollbacks; recovery bytes local %.1f GB, memory %.1f GB, peer %.1f GB, "
-               "cloud %.1f GB; first plan %.3f s\n",
+               "cloud %.1f GB; first plan %.3f s; egress $%.2f of the $\n",
                ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_memory / 1e9,
-               r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s);
+               r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s, r[i].egress_usd);
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
         for (int k = 0; k < r[i].n_recs && k < RECOVERY_LINES; k++) {
             const ah_sim_recovery_t *v = &r[i].recs[k];
@@ -222,7 +222,7 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
     if (o->objective == AH_OBJECTIVE_COST || o->budget_usd_per_hour > 0) {
         printf("autohet and on-demand plan for %s", o->objective == AH_OBJECTIVE_COST ? "the least $ per token"
                                                                                         : "the least time");
-        if (o->budget_usd_per_hour > 0) printf(", at most $%g per hour of GPUs", o->budget_usd_per_hour);
+        if (o->budget_usd_per_hour > 0) printf(", at most $%g per hour of GPUs and egress", o->budget_usd_per_hour);
         printf(" (--objective, --budget; the baselines' plans are their own)\n");
     }
     printf("horizon %.2f h (%s); checkpoint every %g s; restart %g s; disk %g GB/s; grace %g s; re-plan ",

@@ -215,7 +215,7 @@ static const ah_flag_t SHARED[] = {
      "\"left out\")", false},
     {"--objective", AH_FLAG_STR, NULL, "time|cost", "minimise iteration time or $ per token (default time)", false},
     {"--budget", AH_FLAG_NUM_ABOVE(0), NULL, "USD_PER_HOUR",
-     "only plans whose GPUs cost at most this per hour, under either objective (default: no cap)", false},
+     "only plans whose GPUs and egress (bytes across zones and regions, at the plan's rate) cost at most this per hour, under either objective (default: no cap)", false},
     {"--shard-optimizer", AH_FLAG_STR, NULL, "none|even|memory|auto",
      "split AdamW's state over each data-parallel group of the plan: evenly, by each device's free memory, or "
      "auto: whichever of unsharded, even and memory is fastest (default none; docs/runtime.md)", false},

@@ -34,6 +34,11 @@ typedef struct ah_plan_traffic {
     double public_bytes;             /* bytes across regions on links not marked private */
 } ah_plan_traffic_t;
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out);
+/* $ per hour of the GPUs a plan uses (an unpriced node counts $0) plus its egress (t, of p) at
+ * tokens_per_s, the part that is egress in *egress_usd_per_hour (may be NULL): the price the
+ * planner's --objective cost and --budget weigh, and ah_plan_price shows. */
+double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double tokens_per_s,
+                               double *egress_usd_per_hour);
 
 /* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
  * 0 and the unpriced nodes it uses named in unpriced, when a node it uses has no price. */

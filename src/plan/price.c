@@ -20,6 +20,14 @@ double ah_plan_usd_per_hour(const ah_plan_t *p) {
     return usd;
 }
 
+double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double tokens_per_s,
+                               double *egress_usd_per_hour) {
+    const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
+    const double egress = t->egress_usd * 3600.0 * tokens_per_s / tokens_per_iteration;
+    if (egress_usd_per_hour) *egress_usd_per_hour = egress;
+    return ah_plan_usd_per_hour(p) + egress;
+}
+
 ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
     ah_plan_price_t pr = {0};
     const ah_cluster_t *c = &p->cluster;
@@ -34,8 +42,7 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
     if (!pr.priced) return pr;
     const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
     pr.iterations_per_hour = 3600.0 * tokens_per_s / tokens_per_iteration;
-    pr.egress_usd_per_hour = pr.traffic.egress_usd * pr.iterations_per_hour;
-    pr.usd_per_hour = ah_plan_usd_per_hour(p) + pr.egress_usd_per_hour;
+    pr.usd_per_hour = ah_plan_usd_per_hour_at(p, &pr.traffic, tokens_per_s, &pr.egress_usd_per_hour);
     pr.usd_per_mtoken = tokens_per_s > 0 ? pr.usd_per_hour / 3600.0 / tokens_per_s * 1e6 : 0;
     return pr;
 }

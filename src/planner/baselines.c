@@ -248,8 +248,7 @@ static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
     best->plan.predicted = e->pred;
     best->search_value_s = e->search_estimate_s;
     best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
-    best->usd_per_hour = ah_plan_usd_per_hour(&best->plan);
-    best->usd_per_mtoken = best->usd_per_hour / 3600.0 / e->pred.tokens_per_s * 1e6;
+    ah_result_price(best);
 }
 
 /* megatron-best's finalists (its fastest 1F1B structures, b->fin) run as Megatron-Core's

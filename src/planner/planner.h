@@ -33,7 +33,9 @@
 #include "plan/plan_out.h"
 
 /* time: the least iteration time; cost: the least $ per token; price (search_budget.c, for
- * --budget's message): the least $/h of the GPUs used, no verb's flag. */
+ * --budget's message): the least $/h of the GPUs used, no verb's flag. $ is the GPUs' and the
+ * egress's (the bytes a plan sends across zones and regions each iteration, at its rate;
+ * plan/price.c), for --budget too. */
 typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1, AH_OBJECTIVE_PRICE = 2 } ah_objective_t;
 
 /* The sharded optimizer (shard_choice.c): none (default), every DP group split evenly, in
@@ -56,7 +58,7 @@ bool ah_schedule_mode_parse(const char *s, ah_schedule_mode_t *out);
 typedef struct ah_planner_opts {
     ah_train_t train;          /* micro_batch 0 = auto (divisors of global_batch up to max_auto_mb) */
     ah_objective_t objective;
-    double budget_usd_per_hour; /* cost objective: > 0 caps the $/h of the GPUs used */
+    double budget_usd_per_hour; /* > 0 caps the $/h of the GPUs used and the egress */
     double min_tokens_per_s;    /* > 0: plans slower than this are not eligible */
     const ah_profile_t *profile;/* may be NULL: roofline */
     int exact_max_groups;       /* exact mode when the TP groups number at most this; 0 = 8 */
@@ -101,7 +103,8 @@ typedef struct ah_plan_result {
                                 * when a sharded optimizer replaced the plan (shard_choice.c) */
     char template_why[256];    /* !exact: which (t, m) settings used template mode, and the cap
                                 * that applied to the first of them (ah_search_exact's reason) */
-    double usd_per_hour;       /* price of the GPUs the plan uses */
+    double usd_per_hour;       /* price of the GPUs the plan uses and its egress at the predicted rate */
+    double egress_usd_per_hour; /* the part of usd_per_hour that is egress (plan/price.c) */
     double usd_per_mtoken;     /* $ per million tokens at the predicted rate */
     int64_t candidates;        /* pipeline sets / template combinations scored */
     double seconds;            /* planning wall time */
@@ -151,6 +154,14 @@ ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_resu
  * backward (ah_eval_t.iteration_overlap_s; train's default), or the whole sync after it
  * (pred.iteration_s) with o->no_overlap_grad_sync. */
 double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e);
+
+/* The objective value of plan p evaluated as e (search_state.c): ah_planner_time_s, or for a $
+ * objective the $/h of its GPUs and its egress at that time (x that time for cost); +inf when it
+ * breaks --budget or --min-tokens-per-s. */
+double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e);
+/* r's usd_per_hour, egress_usd_per_hour and usd_per_mtoken from its plan and evaluation
+ * (plan/price.c's ah_plan_usd_per_hour_at at the predicted tokens/s; search_state.c). */
+void ah_result_price(ah_plan_result_t *r);
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);
@@ -356,17 +367,27 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c);
 ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int t,
                          int64_t m, ah_cand_t *c, double *value, ah_plan_t *out, ah_error_t *err);
 
+/* The egress $ per iteration of candidate c, scored (c->n set), as plan/plan_links.c prices the plan
+ * it builds into; 0 when its nodes share a zone. NAN when out of host memory. */
+double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c);
+/* Whether the search weighs egress (search_state.c): o asks for a $ objective or --budget, and c
+ * prices some crossing of a zone or region boundary above $0. */
+bool ah_planner_weighs_egress(const ah_planner_opts_t *o, const ah_cluster_t *c);
+
 /* The searches (search_exact.c, search_template.c) report candidates through this callback,
  * which keeps the best under the objective. */
 typedef struct ah_search ah_search_t;
 void ah_search_offer(ah_search_t *s, ah_sctx_t *x, ah_cand_t *c, double value);
 /* The iteration time candidates on c's devices must beat to matter (given the best so far, the
- * objective and the constraints), for pruning; -inf when c's devices are over the budget. */
+ * objective and the constraints), for pruning; -inf when c's devices are over the budget. It
+ * weighs c's GPUs' $/h alone: egress, unknown before a split, is >= 0, so leaving it out (adding
+ * 0) keeps the figure a bound under --objective cost and --budget. */
 double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c);
 ah_objective_t ah_search_objective(const ah_search_t *s);
-/* The objective value of a scored candidate (iteration_s, or $/h x iteration_s); +inf when it
- * is infeasible or breaks --budget / --min-tokens-per-s. */
-double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value);
+/* The objective value of a scored candidate (iteration_s, or $/h x iteration_s with $/h the GPUs'
+ * and the egress's, ah_cand_egress_usd); +inf when it is infeasible or breaks --budget /
+ * --min-tokens-per-s. */
+double ah_search_key(const ah_search_t *s, ah_sctx_t *x, const ah_cand_t *c, double value);
 /* When the search scored no plan that meets --budget / --min-tokens-per-s although plans fit
  * (search_budget.c). With --budget, the planner runs for the least $/h (AH_OBJECTIVE_PRICE,
  * --min-tokens-per-s kept): when that plan meets --budget it replaces *out (freed first;

@@ -116,7 +116,9 @@ typedef struct {
     const int *members;
     int n_members;
     bool forced;           /* --schedule names one: it wins wherever it fits */
-    double best_key[3];    /* (1F1B under a forced schedule, time, the group's own pipeline time) */
+    double best_key[3];    /* (1F1B under a forced schedule, the objective's value (ah_planner_key:
+                            * time, or $ with the egress the schedule's hops send), the group's own
+                            * pipeline time) */
     option_t best;
     bool best_rc;
     ah_eval_t best_eval;
@@ -161,7 +163,7 @@ static ah_status_t try_option(group_t *g, option_t opt, bool rc_all, bool *fits,
         double group_s = 0;
         for (int k = 0; k < g->n_members; k++) group_s = fmax(group_s, e.pipelines[g->members[k]].time_s);
         if (opt.sched == AH_SCHED_1F1B && !rc_all) g->f1b_group_s = group_s;
-        const double key[3] = {g->forced && opt.sched == AH_SCHED_1F1B ? 1 : 0, ah_planner_time_s(g->o, &e), group_s};
+        const double key[3] = {g->forced && opt.sched == AH_SCHED_1F1B ? 1 : 0, ah_planner_key(g->o, p, &e), group_s};
         *fits = true;
         if (!g->best_eval.pipelines || key_less(key, g->best_key)) {
             memcpy(g->best_key, key, sizeof key);
@@ -281,7 +283,6 @@ ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_resu
     p->has_predicted = true;
     p->predicted = out->eval.pred;
     out->search_value_s = out->eval.search_estimate_s;
-    out->usd_per_hour = ah_plan_usd_per_hour(p);
-    out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
+    ah_result_price(out);
     return AH_OK;
 }

@@ -324,16 +324,16 @@ static bool schedules_allowed(const ah_planner_opts_t *o, const ah_plan_t *bp) {
     return true;
 }
 
-static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                                  bool profiled_only, ah_plan_result_t *out, ah_error_t *err) {
+static ah_status_t keep_baselines(const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool profiled_only,
+                                  ah_plan_result_t *out, ah_error_t *err) {
     int pick = -1;
     const double own = ah_planner_time_s(o, &out->eval);
-    double best = ah_search_key_of(s, out->usd_per_hour, own), best_s = own;
+    double best = ah_planner_key(o, &out->plan, &out->eval), best_s = own;
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_baseline_out_t *b = &out->baselines[k];
         if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan) || !schedules_allowed(o, &b->r.plan))
             continue;
-        const double t = ah_planner_time_s(o, &b->r.eval), key = ah_search_key_of(s, ah_plan_usd_per_hour(&b->r.plan), t);
+        const double t = ah_planner_time_s(o, &b->r.eval), key = ah_planner_key(o, &b->r.plan, &b->r.eval);
         if (key < best || (key == best && t < best_s)) { /* equal keys: the faster */
             best = key;
             best_s = t;
@@ -351,8 +351,7 @@ static ah_status_t keep_baselines(const ah_search_t *s, const ah_cluster_t *clus
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_value_s = out->eval.search_estimate_s;
-    out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
-    out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
+    ah_result_price(out);
     return AH_OK;
 }
 
@@ -373,8 +372,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_best_s = out->search_value_s;
-    out->usd_per_hour = ah_plan_usd_per_hour(&out->plan);
-    out->usd_per_mtoken = out->usd_per_hour / 3600.0 / out->eval.pred.tokens_per_s * 1e6;
+    ah_result_price(out);
     return AH_OK;
 }
 
@@ -526,7 +524,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
         st = infeasible_error(model, cluster, &closest, err);
     }
     if (st == AH_OK && !replaced) st = finish(model, cluster, opts, &s, out, err);
-    if (st == AH_OK && !replaced) st = keep_baselines(&s, cluster, opts, profiled_only, out, err);
+    if (st == AH_OK && !replaced) st = keep_baselines(cluster, opts, profiled_only, out, err);
     if (st == AH_OK && !replaced && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, s.type_base, out);
     if (replaced) out->candidates += s.candidates;
     for (int i = 0; s.by_type && i < n_by_type; i++) ah_cand_free(&s.by_type[i].cand);

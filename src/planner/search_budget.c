@@ -1,13 +1,15 @@
 /* When the search scored no plan that meets --budget or --min-tokens-per-s although plans fit.
  * With --budget, the planner runs again for the least $/h of a plan that meets
- * --min-tokens-per-s (AH_OBJECTIVE_PRICE: the same search, minimising the $/h of the GPUs used;
+ * --min-tokens-per-s (AH_OBJECTIVE_PRICE: the same search, minimising the $/h of the GPUs used
+ * and the egress at the plan's rate;
  * a search under a budget skips what breaks it, and its template mode, whose every move starts
  * over the budget, can find nothing although a plan fits): when that plan meets --budget, it is
  * the plan. Otherwise the error says what would: the true fastest plan (the planner run without
  * the constraints: the fastest the constrained search scored is not the fastest there is), and
  * the least $/h found, which --budget then admits by the rule above. That figure is proven the
- * least when every (TP, micro-batch) setting was searched exactly (every pipeline set scored); in
- * template mode it is the least the search found, and the message says which. */
+ * least when every (TP, micro-batch) setting was searched exactly (every pipeline set scored) and
+ * no egress is weighed (the search splits each set for time, not for its egress); else it is the
+ * least the search found, and the message says which. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdio.h>
@@ -44,7 +46,7 @@ static ah_status_t rerun(const ah_model_t *m, const ah_cluster_t *c, const ah_pl
  * run's result, over the budget; NULL without --budget) the least budget that admits a plan. */
 static ah_status_t unmet_error(const ah_planner_opts_t *o, const ah_plan_result_t *fast, const ah_plan_result_t *cheap,
                                ah_error_t *err) {
-    const double tps = fast->eval.pred.tokens_per_s, usd = ah_plan_usd_per_hour(&fast->plan);
+    const double tps = fast->eval.pred.tokens_per_s, usd = fast->usd_per_hour;
     char fastest[256];
     snprintf(fastest, sizeof fastest, "the fastest plan (the planner's plan without --budget and --min-tokens-per-s) "
              "runs %.0f tokens/s (%.4f s per iteration) at $%.2f/h", tps, fast->eval.pred.iteration_s, usd);
@@ -52,18 +54,19 @@ static ah_status_t unmet_error(const ah_planner_opts_t *o, const ah_plan_result_
         return ah_error_set(err, AH_ERR_INFEASIBLE, "no plan meets the constraints: no plan reaches --min-tokens-per-s "
                             "%.0f: %s; lower --min-tokens-per-s", o->min_tokens_per_s, fastest);
     /* the fastest plan meets --min-tokens-per-s here (else cheap is NULL), so it bounds the least $/h too */
-    const ah_plan_result_t *least = ah_plan_usd_per_hour(&cheap->plan) <= usd ? cheap : fast;
-    const double price = ah_plan_usd_per_hour(&least->plan);
+    const ah_plan_result_t *least = cheap->usd_per_hour <= usd ? cheap : fast;
+    const double price = least->usd_per_hour;
     char speed[96] = "";
     if (o->min_tokens_per_s > 0) snprintf(speed, sizeof speed, " that reaches --min-tokens-per-s %.0f", o->min_tokens_per_s);
-    const bool proven = least == cheap && cheap->exact;
+    /* the search splits for time: with egress weighed, a split it did not score may cost less per hour */
+    const bool proven = least == cheap && cheap->exact && !ah_planner_weighs_egress(o, &cheap->plan.cluster);
     return ah_error_set(err, AH_ERR_INFEASIBLE,
                         "no plan meets the constraints: every plan%s costs more than --budget $%.2f/h; %s; the "
                         "cheapest plan%s %s costs $%.2f/h (%.0f tokens/s, %.4f s per iteration, %d GPU%s), so "
                         "--budget %.2f %s",
                         speed, o->budget_usd_per_hour, fastest, speed,
                         proven ? "(the search was exact for every (TP, micro-batch) setting: no cheaper plan fits)"
-                               : "that the search found (its template mode does not prove that no cheaper plan fits)",
+                               : "that the search found (its template mode, or the egress its splits weigh, leaves a cheaper plan possible)",
                         price, least->eval.pred.tokens_per_s, least->eval.pred.iteration_s,
                         ah_plan_device_count(&least->plan), ah_plan_device_count(&least->plan) == 1 ? "" : "s", cents_up(price),
                         proven ? "is the least budget that admits a plan" : "admits a plan; a lower one may too");
@@ -77,7 +80,7 @@ ah_status_t ah_search_unmet(const ah_model_t *model, const ah_cluster_t *cluster
     bool have_cheap = by_price && st == AH_OK;
     if (st == AH_ERR_INFEASIBLE) st = AH_OK; /* no plan reaches --min-tokens-per-s: said below */
     if (st != AH_OK) return st;
-    if (have_cheap && !ah_search_over_budget(o, ah_plan_usd_per_hour(&cheap.plan))) {
+    if (have_cheap && !ah_search_over_budget(o, cheap.usd_per_hour)) {
         ah_plan_result_free(out); /* the search's own baselines: the rerun ran them again */
         *out = cheap;
         out->cheapest = true;

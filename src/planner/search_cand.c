@@ -128,33 +128,29 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     return result;
 }
 
-/* The plan of a scored candidate (devices: the next free TP group of each node). */
-static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
-    const ah_cluster_t *cl = x->cluster;
-    ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, cl, c->P, err);
-    if (st != AH_OK) return st;
-    int *used = calloc((size_t)cl->n_nodes, sizeof *used);
-    if (!used) {
-        ah_plan_free(out);
-        return ah_error_set(err, AH_ERR_OOM, "out of host memory building a plan");
-    }
+/* The pipelines of a scored candidate into p's (allocated, c->P of them; devices: the next free TP
+ * group of each node). */
+static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_error_t *err) {
+    int *used = calloc((size_t)x->cluster->n_nodes, sizeof *used);
+    if (!used) return ah_error_set(err, AH_ERR_OOM, "out of host memory building a plan");
+    ah_status_t st = AH_OK;
     int ty[AH_MAX_STAGES];
-    for (int p = 0; p < c->P && st == AH_OK; p++) {
-        ah_pipeline_t *pl = &out->pipelines[p];
-        const int S = c->S[p];
+    for (int i = 0; i < c->P && st == AH_OK; i++) {
+        ah_pipeline_t *pl = &p->pipelines[i];
+        const int S = c->S[i];
         st = ah_pipeline_alloc(pl, S, err);
         if (st != AH_OK) break;
-        pl->micro_batches = c->n[p];
-        cand_types(x, c, p, ty);
+        pl->micro_batches = c->n[i];
+        cand_types(x, c, i, ty);
         ah_split_t sp;
         ah_pentry_t *e = ah_pipe_get(x, S, ty, c->caps);
-        if (!e || !ah_pipe_split(x, e, c->n[p], &sp)) {
-            st = ah_error_set(err, AH_ERR_INTERNAL, "planner: pipeline %d of the chosen plan has no split", p);
+        if (!e || !ah_pipe_split(x, e, c->n[i], &sp)) {
+            st = ah_error_set(err, AH_ERR_INTERNAL, "planner: pipeline %d of the chosen plan has no split", i);
             break;
         }
         for (int s = 0, first = 0; s < S; s++) {
             ah_stage_t *sg = &pl->stages[s];
-            const int node = c->node[c->off[p] + s], g = used[node]++;
+            const int node = c->node[c->off[i] + s], g = used[node]++;
             sg->first = first;
             sg->last = first + sp.nb[s];
             first = sg->last;
@@ -164,8 +160,36 @@ static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, 
         }
     }
     free(used);
+    return st;
+}
+
+/* The plan of a scored candidate. */
+static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
+    ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, x->cluster, c->P, err);
+    if (st == AH_OK) st = cand_pipelines(x, c, out, err);
     if (st != AH_OK) ah_plan_free(out);
     return st;
+}
+
+double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c) {
+    const ah_cluster_t *cl = x->cluster;
+    bool crosses = false;
+    for (int i = 1; i < c->n_stages && !crosses; i++)
+        crosses = strcmp(cl->nodes[c->node[i]].zone, cl->nodes[c->node[0]].zone) != 0;
+    if (!crosses) return 0;
+    /* a view of the plan c builds into: the search's model, training and cluster, not copies */
+    ah_plan_t view = {.model = *x->model, .train = x->train, .tp = x->t, .cluster = *cl, .n_pipelines = c->P};
+    view.pipelines = calloc((size_t)c->P, sizeof *view.pipelines);
+    ah_error_t err = {0};
+    double usd = NAN;
+    if (view.pipelines && cand_pipelines(x, c, &view, &err) == AH_OK) {
+        ah_plan_traffic_t t;
+        ah_plan_traffic(&view, &t);
+        usd = t.egress_usd;
+    }
+    for (int i = 0; view.pipelines && i < c->P; i++) free(view.pipelines[i].stages);
+    free(view.pipelines);
+    return usd;
 }
 
 ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int t,

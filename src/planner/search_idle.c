@@ -76,11 +76,14 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
         ah_str_appendf(s, "TP %d, micro-batch %lld, %d pipeline%s) ", plan.tp, (long long)plan.train.micro_batch,
                        plan.n_pipelines, plan.n_pipelines == 1 ? "" : "s");
         if (o->objective == AH_OBJECTIVE_COST) {
-            const double usd = ah_plan_usd_per_hour(&plan) / 3600.0 / ev.pred.tokens_per_s * 1e6;
+            ah_plan_traffic_t traffic;
+            ah_plan_traffic(&plan, &traffic);
+            const double usd_h = ah_plan_usd_per_hour_at(&plan, &traffic, ev.pred.tokens_per_s, NULL);
+            const double usd = usd_h / 3600.0 / ev.pred.tokens_per_s * 1e6;
             ah_str_appendf(s, "costs $%.4f per million tokens", usd);
             if (out->usd_per_mtoken > 0) /* a plan of $0 GPUs has no ratio */
                 ah_str_appendf(s, ", %+.1f %% on the chosen plan's", 100.0 * (usd / out->usd_per_mtoken - 1));
-            ah_str_appendf(s, ": $%.2f/h for %.4f s per iteration (chosen $%.2f/h for %.4f s)", ah_plan_usd_per_hour(&plan),
+            ah_str_appendf(s, ": $%.2f/h for %.4f s per iteration (chosen $%.2f/h for %.4f s)", usd_h,
                            it, out->usd_per_hour, chosen);
         } else {
             ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it,

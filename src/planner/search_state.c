@@ -11,15 +11,46 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     return usd;
 }
 
-double ah_search_key_of(const ah_search_t *s, double price, double value) {
+/* The objective value of a plan of that price (its GPUs' $/h), egress ($ per iteration) and
+ * iteration time: the $/h weighed is price + egress x iterations per hour; +inf when it breaks the
+ * constraints (--min-tokens-per-s, --budget). */
+static double key_of(const ah_planner_opts_t *o, double tokens_per_iter, double price, double egress_usd,
+                     double value) {
     if (!isfinite(value)) return INFINITY;
-    if (s->o->min_tokens_per_s > 0 && s->tokens_per_iter / value < s->o->min_tokens_per_s) return INFINITY;
-    if (ah_search_over_budget(s->o, price)) return INFINITY;
-    return s->o->objective == AH_OBJECTIVE_COST ? price * value : s->o->objective == AH_OBJECTIVE_PRICE ? price : value;
+    if (o->min_tokens_per_s > 0 && tokens_per_iter / value < o->min_tokens_per_s) return INFINITY;
+    const double usd_per_hour = price + egress_usd * 3600.0 / value;
+    if (ah_search_over_budget(o, usd_per_hour)) return INFINITY;
+    return o->objective == AH_OBJECTIVE_COST ? usd_per_hour * value
+           : o->objective == AH_OBJECTIVE_PRICE ? usd_per_hour : value;
 }
 
-double ah_search_key(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double value) {
-    return isfinite(value) ? ah_search_key_of(s, cand_price(x, c), value) : INFINITY;
+double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e) {
+    ah_plan_traffic_t t;
+    ah_plan_traffic(p, &t);
+    return key_of(o, (double)p->train.global_batch * (double)p->train.seq_len, ah_plan_usd_per_hour(p), t.egress_usd,
+                  ah_planner_time_s(o, e));
+}
+
+bool ah_planner_weighs_egress(const ah_planner_opts_t *o, const ah_cluster_t *c) {
+    if (o->objective == AH_OBJECTIVE_TIME && o->budget_usd_per_hour <= 0) return false;
+    const ah_network_t *w = &c->net;
+    bool priced = w->egress_priced && (w->egress_inter_zone_usd_per_gb > 0 || w->egress_inter_region_usd_per_gb > 0);
+    for (int k = 0; k < w->n_links && !priced; k++) priced = w->links[k].usd_per_gb > 0;
+    return priced;
+}
+
+double ah_search_key(const ah_search_t *s, ah_sctx_t *x, const ah_cand_t *c, double value) {
+    if (!isfinite(value)) return INFINITY;
+    const double egress = ah_planner_weighs_egress(s->o, s->cluster) ? ah_cand_egress_usd(x, c) : 0;
+    return isnan(egress) ? INFINITY : key_of(s->o, s->tokens_per_iter, cand_price(x, c), egress, value);
+}
+
+void ah_result_price(ah_plan_result_t *r) {
+    ah_plan_traffic_t t;
+    ah_plan_traffic(&r->plan, &t);
+    const double tps = r->eval.pred.tokens_per_s;
+    r->usd_per_hour = ah_plan_usd_per_hour_at(&r->plan, &t, tps, &r->egress_usd_per_hour);
+    r->usd_per_mtoken = r->usd_per_hour / 3600.0 / tps * 1e6;
 }
 
 /* *dst = a copy of c; false (dst untouched) when out of host memory. */

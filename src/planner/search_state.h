@@ -13,7 +13,8 @@ struct ah_search {
     const ah_cluster_t *cluster;
     double tokens_per_iter; /* global_batch x seq_len */
     bool have;
-    double best_key;        /* iteration_s (time) or usd_per_hour x iteration_s (cost) */
+    double best_key;        /* iteration_s (time), usd_per_hour x iteration_s (cost) or usd_per_hour
+                             * (price); usd_per_hour with the egress */
     double best_value;
     int best_t;
     int64_t best_m;
@@ -26,9 +27,5 @@ struct ah_search {
                               * the report's "idle:" line (search_idle.c); NULL: not kept */
     int *type_base;          /* [n_types] */
 };
-
-/* The objective value of a plan of that price ($/h) and iteration time; +inf when it breaks the
- * constraints (--min-tokens-per-s, --budget). */
-double ah_search_key_of(const ah_search_t *s, double price, double value);
 
 #endif

@@ -1,4 +1,4 @@
-/* Simulator output: the JSON document and the SVG timeline (layout in sim.h). */
+/* Simulator output: the policies' names, the JSON document and the SVG timeline (layout in sim.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -7,7 +7,19 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/str.h"
 #include "sim/sim.h"
+
+static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand",
+                                                               "megatron-best"};
+
+const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
+
+bool ah_policy_parse(const char *s, ah_policy_t *out) {
+    const int p = ah_str_index(s, POLICY_NAMES, AH_POLICY_COUNT);
+    if (p >= 0) *out = (ah_policy_t)p;
+    return p >= 0;
+}
 
 /* Available GPUs by type as a step function: n steps, step i from t[i] to t[i+1] (the last to
  * the horizon), gpus[i * n_types + ty]. */
@@ -162,6 +174,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
             "plans_computed", r->plans_computed, "first_plan_s", r->first_plan_s, "simulate_s", r->sim_wall_s,
             "timeline", tl, "markers", mk);
         json_object_set_new(json_object_get(e, "bytes"), "memory", json_integer((json_int_t)r->bytes_memory));
+        json_object_set_new(e, "egress_usd", json_real(r->egress_usd));
         json_object_set_new(e, "recoveries", rc);
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
         json_array_append_new(jr, e);

@@ -8,21 +8,9 @@
 #include <time.h>
 
 #include "ckpt/placement.h"
-#include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
 #include "planner/planner.h"
-
-static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand",
-                                                               "megatron-best"};
-
-const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
-
-bool ah_policy_parse(const char *s, ah_policy_t *out) {
-    const int p = ah_str_index(s, POLICY_NAMES, AH_POLICY_COUNT);
-    if (p >= 0) *out = (ah_policy_t)p;
-    return p >= 0;
-}
 
 void ah_sim_opts_default(ah_sim_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -72,7 +60,7 @@ typedef struct {
     char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
     bool ok;
     char why[384];        /* when !ok: the planner's message */
-    double tokens_per_s, iteration_s, plan_s, usd_per_s;
+    double tokens_per_s, iteration_s, plan_s, usd_per_s, egress_usd_per_s; /* egress: while training */
     int tp;
     bool *uses;           /* [n_nodes] nodes the plan uses */
     int *gpus;            /* [n_types] GPUs of those nodes */
@@ -159,6 +147,7 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     const ah_cluster_t *c = x->c;
     e->tokens_per_s = res->eval.pred.tokens_per_s;
     e->iteration_s = res->eval.pred.iteration_s;
+    e->egress_usd_per_s = res->egress_usd_per_hour / 3600.0;
     e->tp = p->tp;
     ah_error_t err;
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
@@ -326,6 +315,8 @@ static void mark(run_t *x, bool replan) {
 static void train(run_t *x, double dt) {
     x->now.tokens += x->run->tokens_per_s * dt;
     x->now.train_s += dt;
+    x->r->egress_usd += x->run->egress_usd_per_s * dt; /* also in usd */
+    x->r->usd += x->run->egress_usd_per_s * dt;
 }
 
 /* Layer l of 0 .. L + 1 (the embedding, blocks 0 .. L - 1, the head) as a shard group. */

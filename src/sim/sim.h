@@ -25,6 +25,9 @@
  *    The rules (docs/simulator.md says the same, keep them in step):
  *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
  *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
+ *       While it trains it pays its plan's egress too (the bytes the plan sends across zones and
+ *       regions per iteration at the cluster's $/GB, at its rate: plan/price.c), counted in usd
+ *       and shown apart as egress_usd.
  *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
  *       every K steps: a restart without rollback keeps the schedule, a rollback goes back to a
  *       point of it) and cost no time (asynchronous, to the disks and the cloud); a rollback
@@ -171,8 +174,8 @@ typedef struct ah_sim_opts {
     ah_objective_t objective;  /* autohet's and on-demand's plans: time or $ per token (planner.h) */
     ah_schedule_mode_t schedule; /* --schedule of every policy's plans, restricted as a training run's
                                   are to the schedules the runtime runs (planner.h) */
-    double budget_usd_per_hour;/* > 0: their plans' GPUs cost at most this per hour (on-demand's at
-                                  on-demand prices) */
+    double budget_usd_per_hour;/* > 0: their plans' GPUs and egress cost at most this per hour
+                                  (on-demand's GPUs at on-demand prices) */
     double replica_memory_gb;  /* autohet's in-memory peer replicas (the runtime's --replica-memory-gb):
                                   GB each holding host keeps; 0: off (sim/memory.c) */
     double snapshot_gb_s;      /* a device's copy of its checkpoint into its host's memory, GB/s per
@@ -235,7 +238,9 @@ typedef struct ah_sim_result {
     double tokens_lost;        /* rolled back */
     double wall_s;
     double gpu_hours;
-    double usd;
+    double usd;                /* GPUs and egress */
+    double egress_usd;         /* the part of usd that is egress (the plans' bytes across zones and
+                                * regions while they train, plan/price.c) */
     double recovery_s;         /* time in (re)starts (notice to first finished step), the first
                                   start included */
     int replans;               /* (re)starts after the first */
