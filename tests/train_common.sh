@@ -172,15 +172,40 @@ PY
     [ $? = 0 ] || fail "shard_uneven $1: the plan's optimizer_shards could not be redrawn"
 }
 
-# spec_plan SPEC: the plan a test's SPEC names, NAME[+SCHEDULE[/I,J]][:even|:uneven]:
+# two_regions PLAN OUT: PLAN over two regions with the hierarchical DP sync ("dp_sync":
+# "hierarchical"): pipeline p's devices, in order, on a node of its own, p{p}, in region east (p
+# even) or west (p odd), so every DP group of two pipelines or more spans both regions, unevenly
+# when the pipelines are odd in number.
+two_regions() {
+    python3 - "$1" "$2" <<'PY' || fail "two_regions $1"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c, nodes = d["cluster"], []
+for p, pl in enumerate(d["pipelines"]):
+    region = "east" if p % 2 == 0 else "west"
+    k = 0
+    for st in pl["stages"]:
+        for dev in st["devices"]:
+            dev["node"], dev["index"] = f"p{p}", k
+            k += 1
+    nodes.append(dict(c["nodes"][0], name=f"p{p}", count=k, zone=f"{region}-a", region=region))
+c["nodes"] = nodes
+d["dp_sync"] = "hierarchical"
+json.dump(d, open(sys.argv[2], "w"), indent=1)
+PY
+}
+
+# spec_plan SPEC: the plan a test's SPEC names, NAME[+SCHEDULE[/I,J]][@hier][:even|:uneven]:
 # examples/plans/train-NAME.json; with +SCHEDULE, under that schedule (with_schedule, written to
-# $WORK/NAME.sched.json; the name becomes NAME-SCHEDULE[-I-J]); with :even or :uneven, with its
+# $WORK/NAME.sched.json; the name becomes NAME-SCHEDULE[-I-J]); with @hier, over two regions with
+# the hierarchical DP sync (two_regions, the name suffixed -hier); with :even or :uneven, with its
 # optimizer sharded over every data-parallel group (autohet evaluate --shard-optimizer even; uneven:
 # shard_uneven), written to $WORK/<name so far>.plan.json, the name suffixed -even / -uneven.
 # Sets SPEC_PLAN (the file), SPEC_NAME and SPEC_BASE (NAME).
 spec_plan() {
-    local name=${1%%:*} shard= sched=
+    local name=${1%%:*} shard= sched= hier=
     [ "$1" = "$name" ] || shard=${1#*:}
+    [ "${name%@hier}" = "$name" ] || hier=1 name=${name%@hier}
     [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
     SPEC_BASE=$name SPEC_PLAN=$PLANS/train-$name.json
     [ -r "$SPEC_PLAN" ] || fail "no plan $SPEC_PLAN"
@@ -188,6 +213,11 @@ spec_plan() {
         with_schedule "$SPEC_PLAN" "$sched" "$WORK/$name.sched.json"
         SPEC_PLAN=$WORK/$name.sched.json
         name=$name-${sched//[\/,]/-}
+    fi
+    if [ -n "$hier" ]; then
+        two_regions "$SPEC_PLAN" "$WORK/$name.hier.json"
+        SPEC_PLAN=$WORK/$name.hier.json
+        name=$name-hier
     fi
     SPEC_NAME=$name
     [ -n "$shard" ] || return 0

@@ -25,6 +25,7 @@
 #include "runtime/preempt.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
+#include "runtime/dp_hier.h"
 #include "runtime/trainer.h"
 
 typedef struct {
@@ -207,6 +208,9 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     bool init_hf = a->init_from != NULL; /* cleared when --resume finds a checkpoint */
     ah_status_t s = ah_comm_agree(world, ah_trainer_setup(tr, plan, data, &o, err), err);
     *have_tr = s == AH_OK;
+    char hier[256];
+    if (s == AH_OK && tr->rank == 0 && !a->quiet && ah_dp_hier_describe(tr, hier, sizeof hier))
+        printf("autohet train: DP sync: %s\n", hier);
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,

@@ -199,18 +199,29 @@ static int *int_counts(ah_comm_t *c, int **store, const int64_t *counts, int **d
     return cnt;
 }
 
-ah_status_t ah_comm_ireduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
-                                        ah_error_t *err) {
+/* A non-blocking uneven collective's start: coll idle, and its MPI counts and displacements in
+ * coll's storage (remade when made for a group of another size); *cnt NULL, and nothing to do, in a
+ * group of one. */
+static ah_status_t coll_begin(ah_comm_t *c, ah_comm_coll_t *coll, const int64_t *counts, int **cnt, int **displs,
+                              ah_error_t *err) {
     coll->req.active = 0;
     coll->move_n = 0;
+    *cnt = NULL;
     if (ah_comm_size(c) == 1) return AH_OK;
-    if (coll->counts && coll->counts_n != ah_comm_size(c)) { /* made for another group */
+    if (coll->counts && coll->counts_n != ah_comm_size(c)) {
         free(coll->counts);
         coll->counts = NULL;
     }
-    int *displs, *cnt = int_counts(c, &coll->counts, counts, &displs, err);
-    if (!cnt) return err->code;
     coll->counts_n = ah_comm_size(c);
+    *cnt = int_counts(c, &coll->counts, counts, displs, err);
+    return *cnt ? AH_OK : err->code;
+}
+
+ah_status_t ah_comm_ireduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
+                                        ah_error_t *err) {
+    int *displs, *cnt;
+    const ah_status_t begun = coll_begin(c, coll, counts, &cnt, &displs, err);
+    if (begun != AH_OK || !cnt) return begun;
     const int me = ah_comm_rank(c);
     MPI_Request r;
     /* In place, MPI leaves this rank's part at the front of buf; it goes to its own place at the
@@ -232,6 +243,19 @@ ah_status_t ah_comm_iallreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_comm_c
         return ah_error_set(err, AH_ERR_INTERNAL, "a non-blocking sum of %zu floats exceeds MPI's int count", n);
     MPI_Request r;
     MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->c, &r), "MPI_Iallreduce");
+    memcpy(&coll->req.h, &r, sizeof r);
+    coll->req.active = 1;
+    return AH_OK;
+}
+
+ah_status_t ah_comm_iallgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
+                                   ah_error_t *err) {
+    int *displs, *cnt;
+    const ah_status_t begun = coll_begin(c, coll, counts, &cnt, &displs, err);
+    if (begun != AH_OK || !cnt) return begun;
+    MPI_Request r;
+    MPI_TRY(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displs, MPI_FLOAT, c->c, &r),
+            "MPI_Iallgatherv");
     memcpy(&coll->req.h, &r, sizeof r);
     coll->req.active = 1;
     return AH_OK;

@@ -90,6 +90,9 @@ typedef struct ah_comm_coll {
 ah_status_t ah_comm_iallreduce_f32(ah_comm_t *c, float *buf, size_t n, ah_comm_coll_t *coll, ah_error_t *err);
 ah_status_t ah_comm_ireduce_scatter_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
                                         ah_error_t *err);
+/* The uneven all-gather's non-blocking form (the hierarchical sync's last phase, runtime/dp_hier.h). */
+ah_status_t ah_comm_iallgather_f32(ah_comm_t *c, float *buf, const int64_t *counts, ah_comm_coll_t *coll,
+                                   ah_error_t *err);
 /* Progresses coll (and every other pending MPI operation); *done (may be NULL) when it is complete. */
 ah_status_t ah_comm_coll_test(ah_comm_coll_t *coll, int *done, ah_error_t *err);
 /* Waits for coll (no-op when none is pending). */

@@ -110,10 +110,18 @@ typedef struct ah_opt_group {
     ah_opt_share_t *shares;
 } ah_opt_group_t;
 
+/* How the DP groups sum their gradients ("dp_sync" in plan.json; absent: ring). HIERARCHICAL: a
+ * group whose members span regions (or, in one region, zones: ah_cluster_domains) reduce-scatters
+ * inside each, all-reduces the shards across them and all-gathers inside (runtime/dp_hier.h); a
+ * group inside one zone keeps the ring (harmless, not refused). */
+typedef enum { AH_DP_SYNC_RING = 0, AH_DP_SYNC_HIERARCHICAL = 1 } ah_dp_sync_t;
+#define AH_DP_SYNC_VALUES "ring or hierarchical" /* for messages */
+
 typedef struct ah_plan {
     ah_model_t model;
     ah_train_t train;
     int tp;
+    ah_dp_sync_t dp_sync;
     int n_pipelines;
     ah_pipeline_t *pipelines;
     ah_cluster_t cluster;

@@ -372,7 +372,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
     if (!json_is_object(doc))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a plan object, got %s", where,
                             ah_json_type_name(doc));
-    static const char *const keys[] = {"version", "model", "train", "tp", "pipelines",
+    static const char *const keys[] = {"version", "model", "train", "tp", "dp_sync", "pipelines",
                                        "optimizer_shards", "predicted", "cluster", NULL};
     TRY(ah_json_check_keys(doc, where, keys, err));
     int64_t version;
@@ -398,6 +398,13 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
                             "[tp] %s: tp: expected a tensor-parallel degree in [1, %d], got %lld", where,
                             AH_MAX_TP, (long long)tp);
     p->tp = (int)tp;
+    char dp_sync[32] = "ring";
+    TRY(ah_json_get_str(doc, where, "dp_sync", false, dp_sync, sizeof dp_sync, err));
+    if (strcmp(dp_sync, "ring") == 0) p->dp_sync = AH_DP_SYNC_RING;
+    else if (strcmp(dp_sync, "hierarchical") == 0) p->dp_sync = AH_DP_SYNC_HIERARCHICAL;
+    else
+        return ah_error_set(err, AH_ERR_INVALID, "[dp_sync] %s: dp_sync: unknown gradient sync \"%s\" (allowed: "
+                            AH_DP_SYNC_VALUES "; absent means ring)", where, dp_sync);
     /* The cluster first: device and type names resolve against it. */
     TRY(read_cluster(doc, where, cluster_override, p, err));
     TRY(read_pipelines(doc, where, p, err));
@@ -462,6 +469,7 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
                                   (json_int_t)p->train.micro_batch, "precision",
                                   ah_precision_name(p->train.precision)));
     json_object_set_new(doc, "tp", json_integer(p->tp));
+    if (p->dp_sync == AH_DP_SYNC_HIERARCHICAL) json_object_set_new(doc, "dp_sync", json_string("hierarchical"));
     json_t *pls = json_array();
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];

@@ -1,5 +1,6 @@
 /* The trainer's communicators and data-parallel groups, their spans and shards: dp_groups.h. */
 #include "runtime/dp_groups.h"
+#include "runtime/dp_hier.h"
 
 #include <stdlib.h>
 
@@ -196,6 +197,9 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     if ((s = split(first || last ? r.tp_rank : -1, KEY(G + GROUP_TIED, tr->rank), &tr->wte_group.c, err)) != AH_OK)
         return s;
 #undef KEY
+    if (tr->plan->dp_sync == AH_DP_SYNC_HIERARCHICAL) /* collective over each group, in the global order */
+        for (int id = 0; id < ah_dp_group_count(tr); id++)
+            if (ah_dp_group(tr, id)->c && (s = ah_dp_hier_open(tr, id, &tr->hier[id], err)) != AH_OK) return s;
     /* Starting the backend can fail on one rank alone (no usable GPU): agreed on before the
      * device communicators, which are collective over their groups, in the same order. */
     if ((s = ah_comm_agree(ah_comm_world(), ah_device_open(&tr->dev, tr->plan, backend, dev_index, err), err)) != AH_OK)

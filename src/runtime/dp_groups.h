@@ -32,7 +32,7 @@ ah_status_t ah_dp_plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int 
                               int *n_runs, ah_error_t *err);
 
 /* Collective over the world: the TP group, every DP group (sharded ones with their ranks in part
- * order, from keys), then the backend on device dev_index and the device communicators of each
+ * order, from keys), each one's hierarchical sync (plan "dp_sync": hierarchical), then the backend on device dev_index and the device communicators of each
  * group; each chunk's pipeline neighbours (tr->chunks[c].prev, .next). */
 ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
                               ah_error_t *err);

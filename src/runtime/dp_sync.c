@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "runtime/dp_groups.h"
+#include "runtime/dp_hier.h"
+#include "core/timing.h"
 
 #define TRY(call)                   \
     do {                            \
@@ -23,6 +25,10 @@ static ah_status_t add_bucket(ah_trainer_t *tr, int id, int event, int64_t off, 
         ah_dp_bucket_t *b = &tr->buckets[tr->n_buckets++];
         const int64_t len = off + n - at < BUCKET_MAX ? off + n - at : BUCKET_MAX;
         *b = (ah_dp_bucket_t){.group = id, .event = event, .off = at, .n = len};
+        if (tr->hier[id]) { /* summed whole, hierarchically (a sharded member keeps its part) */
+            TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
+            continue;
+        }
         if (!sh->counts) continue;
         if (!(b->counts = malloc((size_t)members * sizeof *b->counts)))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for the gradient sync's buckets");
@@ -62,9 +68,25 @@ static int by_event(const void *a, const void *b) {
     return x->off > y->off ? -1 : x->off < y->off; /* a split block: its chunks in one order */
 }
 
+/* Tests the started buckets so their collectives move on; a hierarchical one issues its next phase
+ * when its collectives are done and no bucket before it lags behind that phase (dp_hier.h). */
+static ah_status_t progress(ah_trainer_t *tr, ah_error_t *err) {
+    int cap = 4; /* the lowest phase of the hierarchical buckets so far */
+    for (int i = 0; i < tr->n_buckets; i++) {
+        ah_dp_bucket_t *b = &tr->buckets[i];
+        if (!b->hier) {
+            if (b->started) TRY(ah_comm_coll_test(&b->coll, NULL, err));
+            continue;
+        }
+        if (b->started) TRY(ah_dp_hier_advance(b, tr->stage.g, cap, false, err));
+        if (b->phase < cap) cap = b->phase;
+    }
+    return AH_OK;
+}
+
 void ah_dp_progress(ah_trainer_t *tr) {
-    for (int i = 0; i < tr->n_buckets; i++)
-        if (tr->buckets[i].started) ah_comm_coll_test(&tr->buckets[i].coll, NULL, NULL);
+    ah_error_t ignored = {0};
+    (void)progress(tr, &ignored); /* a failure shows again in the sync's waits */
 }
 
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
@@ -94,6 +116,7 @@ ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
 
 void ah_dp_free_buckets(ah_trainer_t *tr) {
     for (int i = 0; tr->buckets && i < tr->n_buckets; i++) {
+        if (tr->buckets[i].hier) ah_dp_hier_bucket_free(&tr->buckets[i]);
         free(tr->buckets[i].counts);
         ah_comm_coll_free(&tr->buckets[i].coll);
     }
@@ -106,6 +129,7 @@ static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
     ah_comm_t *c = ah_dp_group(tr, b->group)->c;
     float *g = tr->stage.g + b->off;
     b->started = true;
+    if (b->hier) return ah_dp_hier_start(b, tr->stage.g, err);
     return b->counts ? ah_comm_ireduce_scatter_f32(c, g, b->counts, &b->coll, err)
                      : ah_comm_iallreduce_f32(c, g, (size_t)b->n, &b->coll, err);
 }
@@ -117,8 +141,32 @@ ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err) {
     for (int i = 0; i < tr->n_buckets; i++) {
         ah_dp_bucket_t *b = &tr->buckets[i];
         if (b->event == event && !b->started) TRY(start(tr, b, err));
-        else if (b->started) TRY(ah_comm_coll_test(&b->coll, NULL, err));
     }
+    return progress(tr, err);
+}
+
+/* Moves every started hierarchical bucket on until all are complete. Not bucket by bucket, blocking:
+ * a group's place in the list differs between its members (the tied group's bucket is at the
+ * head's event on a last stage, at the end on a first one), so a member waiting in one bucket's
+ * phase could hold back a phase the others wait for in another; polled, each phase is issued as
+ * soon as the list order allows (ah_dp_hier_advance's cap), and every one completes. */
+static ah_status_t finish_hier(ah_trainer_t *tr, ah_error_t *err) {
+    for (;;) {
+        TRY(progress(tr, err));
+        bool pending = false;
+        for (int i = 0; i < tr->n_buckets && !pending; i++)
+            pending = tr->buckets[i].hier && tr->buckets[i].started && tr->buckets[i].phase < 4;
+        if (!pending) return AH_OK;
+        ah_sleep_s(20e-6);
+    }
+}
+
+/* Waits for bucket b to complete (a hierarchical one alone in flight: its remaining phases, each
+ * waited for). */
+static ah_status_t finish(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
+    if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
+    else TRY(ah_comm_coll_wait(&b->coll, err));
+    b->started = false;
     return AH_OK;
 }
 
@@ -141,17 +189,18 @@ ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     if (tr->overlap) { /* what the backward did not start (none, in 1F1B), then the waits */
         for (int i = 0; i < tr->n_buckets; i++)
             if (!tr->buckets[i].started) TRY(start(tr, &tr->buckets[i], err));
+        TRY(finish_hier(tr, err));
     } else { /* one group at a time, in the global order, so no two ranks wait in different ones */
         for (int id = 0; id < ah_dp_group_count(tr); id++)
             for (int i = 0; i < tr->n_buckets; i++)
                 if (tr->buckets[i].group == id) {
                     TRY(start(tr, &tr->buckets[i], err));
-                    TRY(ah_comm_coll_wait(&tr->buckets[i].coll, err));
+                    TRY(finish(tr, &tr->buckets[i], err));
                 }
     }
     for (int i = 0; i < tr->n_buckets; i++) {
-        TRY(ah_comm_coll_wait(&tr->buckets[i].coll, err));
-        tr->buckets[i].started = false;
+        if (tr->buckets[i].started) TRY(finish(tr, &tr->buckets[i], err));
+        tr->buckets[i].phase = 0; /* not started: it holds back the phases of the buckets after it */
     }
     return AH_OK;
 }

@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/timing.h"
 #include "runtime/dp_groups.h"
+#include "runtime/dp_hier.h"
 #include "runtime/emulate.h"
 
 /* A message's tag: 2 x the stage receiving it + its kind, so the chunks' messages between two
@@ -122,17 +123,28 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
     return AH_OK;
 }
 
+/* The first stage of pipeline i on a GPU type (the CUDA backend), or -1. */
+static int gpu_stage(const ah_plan_t *plan, int i) {
+    for (int s = 0; s < plan->pipelines[i].n_stages; s++)
+        if (!ah_device_type_is_cpu(&plan->cluster.types[plan->pipelines[i].stages[s].type])) return s;
+    return -1;
+}
+
 ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
     for (int i = 0; i < plan->n_pipelines; i++) {
+        if (plan->dp_sync == AH_DP_SYNC_HIERARCHICAL && gpu_stage(plan, i) >= 0)
+            return ah_error_set(err, AH_ERR_USAGE, "[dp_sync] dp_sync: hierarchical; pipelines[%d].stages[%d] is on a "
+                                "GPU, and the runtime runs the hierarchical sync on CPU devices only (MPI "
+                                "communicators per region; NCCL's are to come, issue 39): use \"dp_sync\": \"ring\"",
+                                i, gpu_stage(plan, i));
         const ah_pipeline_t *pl = &plan->pipelines[i];
         const int c = ah_pipeline_cp(pl);
         if (c == 1) continue;
         const char *why = pl->schedule != AH_SCHED_1F1B           ? "with another schedule than 1f1b"
                           : plan->n_opt_groups > 0               ? "with the sharded optimizer (\"optimizer_shards\")"
                           : plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
+                          : gpu_stage(plan, i) >= 0              ? "on a GPU (the CUDA backend)"
                                                                  : NULL;
-        for (int s = 0; !why && s < pl->n_stages; s++)
-            if (!ah_device_type_is_cpu(&plan->cluster.types[pl->stages[s].type])) why = "on a GPU (the CUDA backend)";
         if (why)
             return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
                                 "parallelism %s yet (issue 38): use cp 1 there, or a 1f1b fp32 pipeline of CPU "
@@ -191,7 +203,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     tr->memory_high = calloc((size_t)tr->n_ranks, sizeof *tr->memory_high);
     tr->seg = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg);
     tr->seg_shard = calloc((size_t)tr->layout.n_segments, sizeof *tr->seg_shard);
-    if (!tr->memory_high || !tr->seg || !tr->seg_shard) {
+    tr->hier = calloc((size_t)ah_dp_group_count(tr), sizeof *tr->hier);
+    if (!tr->memory_high || !tr->seg || !tr->seg_shard || !tr->hier) {
         ah_trainer_free(tr);
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     }
@@ -259,6 +272,8 @@ void ah_trainer_free(ah_trainer_t *tr) {
     free(tr->seg);
     for (int g = 0; tr->seg_shard && g < tr->layout.n_segments; g++) free(tr->seg_shard[g].counts);
     free(tr->seg_shard);
+    for (int id = 0; tr->hier && id < ah_dp_group_count(tr); id++) ah_dp_hier_close(&tr->hier[id]);
+    free(tr->hier);
     free(tr->first_shard.counts);
     free(tr->last_shard.counts);
     free(tr->wte_shard.counts);

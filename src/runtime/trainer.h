@@ -99,13 +99,18 @@ typedef struct ah_dp_shard {
 /* One collective of the DP sync: a block's gradients in its segment's group, or a whole first-stage,
  * last-stage or tied group (runtime/dp_groups.h). The sync is the same list of buckets with or
  * without overlap, so the sums are the same bits. */
+typedef struct ah_dp_hier ah_dp_hier_t; /* runtime/dp_hier.h */
 typedef struct ah_dp_bucket {
     int group;          /* DP group id */
     int event;          /* final after this ah_gpt_backward event (gpt.h on_grads) of the last micro-batch */
     int64_t off, n;     /* the stage's flat buffers [off, off + n) */
-    int64_t *counts;    /* a sharded group: per group rank (part order) its part of the bucket; NULL: a sum */
+    int64_t *counts;    /* a sharded group: per group rank (part order) its part of the bucket; a
+                         * hierarchical one: per member of this rank's domain its pieces; NULL: a sum */
     ah_comm_coll_t coll;
     bool started;
+    const ah_dp_hier_t *hier; /* the group's hierarchical sync (dp_hier.h), or NULL: the ring */
+    ah_comm_coll_t *cross;    /* hierarchical: the cross-domain all-reduce of each piece this rank holds */
+    int phase;                /* hierarchical: the phase issued last (dp_hier.h ah_dp_hier_advance) */
 } ah_dp_bucket_t;
 
 /* One chunk's pipeline neighbours and p2p buffers (one chunk unless interleaved). Messages are
@@ -153,6 +158,8 @@ typedef struct ah_trainer {
     ah_group_t first_group, last_group, wte_group;
     ah_dp_shard_t *seg_shard; /* per DP segment, beside seg */
     ah_dp_shard_t first_shard, last_shard, wte_shard;
+    ah_dp_hier_t **hier;    /* per DP group id (ah_dp_group_count): its hierarchical sync, or NULL
+                             * (the ring; plan "dp_sync", runtime/dp_hier.h) */
     ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (CPU backend; NULL on a GPU,
                               * whose device communicators sum each group at once, blocking) */
     int n_buckets;

@@ -115,6 +115,10 @@ ah_status_t ah_cluster_parse_network(const struct json_t *net, const char *doc, 
 struct json_t *ah_network_to_json(const ah_cluster_t *c);
 /* How many distinct regions the nodes are in. */
 int ah_cluster_region_count(const ah_cluster_t *c);
+/* The domains of a hierarchical sync over the n nodes nodes[] (indices into c->nodes, repeats
+ * allowed): their regions when they span two or more, else their zones; domain[m] (0 .. k-1, in
+ * the order of first appearance) for each, and k, the count (1: one zone, no hierarchy). */
+int ah_cluster_domains(const ah_cluster_t *c, const int *nodes, int n, int *domain);
 
 /* The built-in catalog (figures and their sources in catalog.c). */
 int ah_gpu_catalog_count(void);

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/json.h"
@@ -223,6 +224,23 @@ int ah_cluster_region_count(const ah_cluster_t *c) {
         n += j == i;
     }
     return n;
+}
+
+/* Numbers nodes[] by the name at field offset `off` of their ah_node_t (region or zone). */
+static int number_by(const ah_cluster_t *c, const int *nodes, int n, size_t off, int *domain) {
+    int k = 0;
+    for (int m = 0; m < n; m++) {
+        const char *name = (const char *)&c->nodes[nodes[m]] + off;
+        int j = 0;
+        while (j < m && strcmp((const char *)&c->nodes[nodes[j]] + off, name) != 0) j++;
+        domain[m] = j < m ? domain[j] : k++;
+    }
+    return k;
+}
+
+int ah_cluster_domains(const ah_cluster_t *c, const int *nodes, int n, int *domain) {
+    const int k = number_by(c, nodes, n, offsetof(ah_node_t, region), domain);
+    return k > 1 ? k : number_by(c, nodes, n, offsetof(ah_node_t, zone), domain);
 }
 
 static json_t *link_to_json(const ah_net_link_t *l) {
