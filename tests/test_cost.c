@@ -211,7 +211,7 @@ static void test_links(void) {
 
     ah_model_t g = tiny_gpt2();
     ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
-    ah_cost_ctx_t ctx = {&g, &c, &tr, 1, NULL, 1};
+    ah_cost_ctx_t ctx = {.model = &g, .cluster = &c, .train = &tr, .t = 1, .profile = NULL, .cp = 1};
     /* boundary activation N*C*4 = 6*8*4 = 192 bytes over 2 GB/s + 10 us */
     CHECK_NEAR(ah_p2p_seconds(&ctx, AH_LINK_INTER_NODE, 0, 1), 192 / 2e9 + 10e-6, 1e-12);
     /* optimizer fp32: read w,g,m,v 16 + write w,m,v 12 = 28 bytes/param at 100 GB/s */
@@ -225,7 +225,7 @@ static void test_stage(void) {
     ah_model_t g = tiny_gpt2();
     /* micro-batch b=2, T=3: N=6; fp32; t=2 on "fast" (1e9 FLOP/s effective, 100 GB/s). */
     ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
-    ah_cost_ctx_t ctx = {&g, &c, &tr, 2, NULL, 1};
+    ah_cost_ctx_t ctx = {.model = &g, .cluster = &c, .train = &tr, .t = 2, .profile = NULL, .cp = 1};
     ah_stage_cost_t sc;
 
     /* Middle stage: blocks [0, 2), no embedding, no head, no recompute. Per block: compute
@@ -346,7 +346,7 @@ static void test_profile(void) {
     ah_cluster_t c = cluster();
     ah_model_t g = tiny_gpt2();
     ah_train_t tr = {.global_batch = 4, .seq_len = 3, .micro_batch = 2, .precision = AH_PREC_FP32};
-    ah_cost_ctx_t ctx = {&g, &c, &tr, 2, p, 1};
+    ah_cost_ctx_t ctx = {.model = &g, .cluster = &c, .train = &tr, .t = 2, .profile = p, .cp = 1};
     ah_stage_cost_t sc;
     const double ar = 192 / 10e9 + 2e-6;
     /* the head (roofline at t=2: 2 N C Vp/2 = 12288 FLOPs at 1e9) keeps its modelled all-reduces:

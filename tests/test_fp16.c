@@ -40,7 +40,7 @@ static void test_pricing(void) {
     CHECK(ah_gpu_runs(v, AH_PREC_FP16) && !ah_gpu_runs(v, AH_PREC_BF16) && ah_gpu_runs(v, AH_PREC_FP32),
           "V100: fp16 and fp32, no bf16");
     ah_train_t tr = {.global_batch = 8, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_FP16};
-    const ah_cost_ctx_t ctx = {&m, &c, &tr, 1, NULL, 1};
+    const ah_cost_ctx_t ctx = {.model = &m, .cluster = &c, .train = &tr, .t = 1, .profile = NULL, .cp = 1};
     ah_stage_cost_t h, f;
     ah_stage_cost(&ctx, 0, 0, 1, false, false, false, &h);
     const double flops = ah_layer_fwd_flops(&m, AH_LAYER_BLOCK, 1, 4, 1024);

@@ -26,14 +26,17 @@ static const char ABOUT[] = "Scores a plan under the cost model: per-stage time 
                             "does not fit in memory (the table is still printed then).";
 
 /* "a100-0:0-3" or "h20-0:1,4": the stage's node and its GPU indices, runs compressed. */
-static void devices_str(const ah_plan_t *p, const ah_stage_t *st, char *buf, size_t cap) {
+static void devices_str(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_stage_t *st, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
-    ah_str_appendf(&s, "%s:", p->cluster.nodes[st->devices[0].node].name);
-    for (int r = 0; r < p->tp; r++) {
-        int a = st->devices[r].index, e = r;
-        while (e + 1 < p->tp && st->devices[e + 1].index == st->devices[e].index + 1) e++;
-        if (e > r) ah_str_appendf(&s, "%s%d-%d", r ? "," : "", a, st->devices[e].index);
-        else ah_str_appendf(&s, "%s%d", r ? "," : "", a);
+    const int n = ah_stage_devices(pl, p->tp); /* every CP rank's too, a node's name once per run */
+    for (int r = 0; r < n; r++) {
+        const ah_device_ref_t *d = st->devices;
+        const bool new_node = r == 0 || d[r].node != d[r - 1].node;
+        if (new_node) ah_str_appendf(&s, "%s%s:", r ? " " : "", p->cluster.nodes[d[r].node].name);
+        int e = r;
+        while (e + 1 < n && d[e + 1].node == d[e].node && d[e + 1].index == d[e].index + 1) e++;
+        if (e > r) ah_str_appendf(&s, "%s%d-%d", new_node ? "" : ",", d[r].index, d[e].index);
+        else ah_str_appendf(&s, "%s%d", new_node ? "" : ",", d[r].index);
         r = e;
     }
 }
@@ -105,15 +108,17 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
         if (pl->schedule == AH_SCHED_INTERLEAVED)
             snprintf(sched, sizeof sched, "on %d devices, interleaved 1F1B (%d per device)", groups, pl->n_stages / groups);
         if (pl->schedule == AH_SCHED_ZERO_BUBBLE) snprintf(sched, sizeof sched, "zero-bubble ZB-H1");
-        printf("pipeline %d: %lld micro-batch%s, %d stage%s, %s %.4f s%s\n", i,
+        char cp[48] = "";
+        if (ah_pipeline_cp(pl) > 1) snprintf(cp, sizeof cp, "context parallel %d, ", ah_pipeline_cp(pl));
+        printf("pipeline %d: %lld micro-batch%s, %d stage%s, %s%s %.4f s%s\n", i,
                (long long)pl->micro_batches, pl->micro_batches == 1 ? "" : "es", pl->n_stages,
-               pl->n_stages == 1 ? "" : "s", sched, pe->time_s,
+               pl->n_stages == 1 ? "" : "s", cp, sched, pe->time_s,
                i == e->critical_pipeline ? "  (critical)" : "");
         for (int s = 0; s < pl->n_stages; s++) {
             const ah_stage_t *st = &pl->stages[s];
             const ah_stage_eval_t *se = &pe->stages[s];
             char devs[128], layers[32], mem[64];
-            devices_str(p, st, devs, sizeof devs);
+            devices_str(p, pl, st, devs, sizeof devs);
             snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
             int64_t cap = ah_gpu_capacity_bytes(&p->cluster.types[st->type]);
             /* MiB for small (emulated) devices, where GiB would print 0.00 */
@@ -133,12 +138,16 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     double it = e->pred.iteration_s;
     struct { const char *name; double v; } terms[] = {
         {"compute", b->compute_s}, {"bubble", b->bubble_s}, {"p2p", b->p2p_s},
-        {"TP comm", b->tp_comm_s}, {"DP sync", b->dp_sync_s}, {"optimizer", b->optimizer_s}};
+        {"TP comm", b->tp_comm_s}, {"CP ring", b->cp_comm_s}, {"DP sync", b->dp_sync_s},
+        {"optimizer", b->optimizer_s}};
     double peak = (double)e->pred.memory_bytes;
     printf("\niteration %.6f s, %.1f tokens/s, peak device memory %.2f %s\n", it, e->pred.tokens_per_s,
            peak < 4 * GIB ? peak / (1024.0 * 1024.0) : peak / GIB, peak < 4 * GIB ? "MiB" : "GiB");
+    bool cp = false; /* the ring's row only for a plan with context parallelism */
+    for (int i = 0; i < p->n_pipelines; i++) cp = cp || ah_pipeline_cp(&p->pipelines[i]) > 1;
     for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
-        printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
+        if (cp || strcmp(terms[k].name, "CP ring") != 0)
+            printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
     if (b->dp_sync_s > 0)
         printf("DP sync overlapped with the backward (train's default): %.6f s exposed of %.6f s (%.0f%% hidden), "
                "%.6f s per iteration (the figures above: without overlap, --no-overlap-grad-sync)\n",
@@ -189,10 +198,10 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
     json_t *devs = json_array();
     for (int i = 0; i < e->n_devices; i++) {
         const ah_device_eval_t *d = &e->devices[i];
-        json_array_append_new(devs, json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I}", "node",
+        json_array_append_new(devs, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I}", "node",
                                               p->cluster.nodes[d->node].name, "index", d->index,
                                               "pipeline", d->pipeline, "stage", d->stage, "tp_rank",
-                                              d->tp_rank, "memory_bytes", (json_int_t)d->memory_bytes,
+                                              d->tp_rank, "cp_rank", d->cp_rank, "memory_bytes", (json_int_t)d->memory_bytes,
                                               "capacity_bytes", (json_int_t)d->capacity_bytes));
     }
     json_t *pls = json_array();
@@ -223,6 +232,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     ah_plan_price_json(&pr, doc);
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
+    json_object_set_new(json_object_get(doc, "breakdown"), "cp_comm_s", json_real(b->cp_comm_s));
     json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));
     json_object_set_new(doc, "host_memory", host_memory_json(p));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

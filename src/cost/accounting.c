@@ -38,8 +38,13 @@ int64_t ah_model_params_total(const ah_model_t *m) {
            ah_layer_content_params(m, AH_LAYER_HEAD);
 }
 
+double ah_attention_fwd_flops(const ah_model_t *m, int t, int64_t b, int64_t T) {
+    /* QK^T and AV, each 2*N*T*C, full T x T (not halved for causality) */
+    return 4 * (double)b * (double)T * (double)T * (double)m->d_model / t;
+}
+
 double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T) {
-    const double N = (double)b * (double)T, C = (double)m->d_model;
+    const double N = (double)b * (double)T;
     switch (kind) {
     case AH_LAYER_EMBED:
         return 0; /* a gather, no matmul */
@@ -47,8 +52,7 @@ double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int6
         /* weight matmuls: 2 FLOPs per multiply-add per token, one multiply-add per element of
          * the block's matmul weights (spec/arch.h) */
         const double weights = (double)ah_block_matmul_elems(m, 1);
-        /* attention: QK^T and AV, each 2*N*T*C, full T x T (not halved for causality) */
-        return (2 * N * weights + 4 * N * (double)T * C) / t;
+        return 2 * N * weights / t + ah_attention_fwd_flops(m, t, b, T);
     }
     case AH_LAYER_HEAD:
         /* logits (N, Vp/t): the rank's rows of the head matrix, padding included */
@@ -122,15 +126,18 @@ int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, 
     return bytes;
 }
 
+int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p) {
+    const int64_t hd = m->d_model / m->n_head;
+    return cp > 1 ? b * (T / cp) * 2 * (m->n_kv_head / t) * hd * ah_precision_elt_bytes(p) : 0;
+}
+
 int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p) {
     if (cp <= 1) return 0;
-    const int64_t Tl = T / cp, hd = m->d_model / m->n_head, Hl = m->n_head / t, KVl = m->n_kv_head / t;
-    const int64_t block = b * Tl * 2 * KVl * hd * ah_precision_elt_bytes(p); /* the rank's K and V heads */
-    const int64_t rows = b * Hl * Tl;
+    const int64_t Tl = T / cp, hd = m->d_model / m->n_head, rows = b * (m->n_head / t) * Tl;
     /* fp32 (the CPU's ring): scores and probabilities of one (sequence, head) block, Tl x Tl each;
      * a fused GPU kernel keeps them on chip */
     const int64_t scratch = p == AH_PREC_FP32 ? 2 * Tl * Tl * 4 : 0;
-    return 4 * block + rows * hd * 4 + rows * 2 * 4 + scratch;
+    return 4 * ah_cp_ring_block_bytes(m, t, b, T, cp, p) + rows * hd * 4 + rows * 2 * 4 + scratch;
 }
 
 int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,

@@ -60,6 +60,8 @@ int64_t ah_model_params_total(const ah_model_t *m);
 /* Matmul FLOPs of one micro-batch of b sequences of T tokens, per TP rank (the head: 2 N C Vp/t,
  * padded rows included). Backward = 2 x forward (input and weight gradients). */
 double ah_layer_fwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
+/* Its attention part (a block's QK^T and AV over the full T x T square): 4 b T^2 C / t. */
+double ah_attention_fwd_flops(const ah_model_t *m, int t, int64_t b, int64_t T);
 double ah_layer_bwd_flops(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T);
 /* The weight-gradient GEMMs' part of ah_layer_bwd_flops (dW = X^T dY of every weight matmul, the
  * forward's weight-matmul FLOPs again; attention's score matmuls have no weights, so all of their
@@ -82,6 +84,9 @@ int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, 
  * fp32) and statistics (2 fp32 per row), and in fp32 the CPU kernel's scratch (2 (T/cp)^2 fp32).
  * 0 for cp <= 1. */
 int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p);
+/* One key/value block, what a ring step sends to the next CP rank: b x T/cp x 2 KV/t x hd
+ * elements (only the KV heads under GQA). 0 for cp <= 1. */
+int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p);
 /* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank, besides
  * its activation slot: the attention output's and the MLP output's output gradients (C + C per
  * token; the qkv and MLP-in gradients go into the slot's qkv and pre-activation, which B no longer
@@ -108,6 +113,8 @@ typedef struct ah_cost_ctx {
     int t;                        /* TP degree */
     const ah_profile_t *profile;  /* may be NULL */
     int cp;                       /* the pipeline's context-parallel degree; 0 or 1: none */
+    double cp_bw, cp_latency_s;   /* the ring's slowest hop between the stage's CP ranks (bytes/s
+                                     per flow, s); cp_bw 0: the type's intra-node link */
 } ah_cost_ctx_t;
 
 /* ctx's CP degree, at least 1. */
@@ -121,6 +128,9 @@ typedef struct ah_stage_cost {
                                 (the blocks'; the head's input gradient on the last stage) */
     double tp_comm_fwd_s;    /* the TP all-reduce part of fwd_s */
     double tp_comm_bwd_s;    /* the TP all-reduce part of bwd_s */
+    double cp_comm_fwd_s;    /* context parallelism: the ring's transfers not hidden behind the
+                                attention compute, part of fwd_s */
+    double cp_comm_bwd_s;    /* the same in bwd_s (the recomputed forward's ring included) */
     int64_t params;          /* parameters held by one device of the group */
     int64_t state_bytes;     /* params x ah_param_state_bytes */
     int64_t act_bytes_per_mb;/* activations per in-flight micro-batch */

@@ -17,9 +17,9 @@ double ah_allreduce_seconds(double bytes, int n, double bw, double lat) {
     return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * lat;
 }
 
-/* Boundary activation of one micro-batch: N x C in the activation precision. */
+/* Boundary activation of one micro-batch: N x C in the activation precision (a CP rank's N). */
 static double boundary_bytes(const ah_cost_ctx_t *ctx) {
-    return (double)(ctx->train->micro_batch * ctx->train->seq_len * ctx->model->d_model *
+    return (double)(ctx->train->micro_batch * (ctx->train->seq_len / ah_cost_cp(ctx)) * ctx->model->d_model *
                     ah_precision_elt_bytes(ctx->train->precision));
 }
 
@@ -67,15 +67,17 @@ typedef struct {
 } layer_time_t;
 
 /* Flat roofline: each pass is bound by compute at one efficiency for every matmul or by the bytes
- * it moves (its parameters plus the activations it writes), whichever is slower. */
+ * it moves (its parameters plus the activations it writes), whichever is slower; per CP rank. */
 static layer_time_t roofline(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, ah_layer_kind_t kind,
                              int64_t param_elems) {
     const ah_model_t *m = ctx->model;
     const ah_train_t *tr = ctx->train;
-    const double flops_s = ah_gpu_peak_flops(g, (int)tr->precision) * g->efficiency;
+    const int cp = ah_cost_cp(ctx);
+    /* a CP rank does 1/cp of every layer's FLOPs (its T/cp tokens; attention's causal balance) */
+    const double flops_s = ah_gpu_peak_flops(g, (int)tr->precision) * g->efficiency * cp;
     const double bytes = (double)(param_elems * ah_precision_elt_bytes(tr->precision) +
-                                  ah_layer_act_bytes(m, kind, ctx->t, tr->micro_batch, tr->seq_len,
-                                                     tr->precision, false));
+                                  ah_layer_act_bytes_cp(m, kind, ctx->t, tr->micro_batch, tr->seq_len, cp,
+                                                        tr->precision, false));
     const double mem_s = bytes / (g->mem_bw_gb_s * 1e9);
     layer_time_t lt;
     lt.fwd = fmax(ah_layer_fwd_flops(m, kind, ctx->t, tr->micro_batch, tr->seq_len) / flops_s, mem_s);
@@ -109,7 +111,9 @@ static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_typ
     const int t = ctx->t;
     const double peak = ah_gpu_peak_flops(g, (int)ctx->train->precision);
     const double elt = (double)ah_precision_elt_bytes(ctx->train->precision);
-    const double b = (double)ctx->train->micro_batch, T = (double)ctx->train->seq_len, N = b * T;
+    /* a CP rank's N = b T/cp tokens; its attention is 1/cp of the whole sequence's (the balance) */
+    const double cp = ah_cost_cp(ctx);
+    const double b = (double)ctx->train->micro_batch, T = (double)ctx->train->seq_len, N = b * T / cp;
     const double C = (double)m->d_model;
     layer_time_t lt = {0, 0};
     if (kind == AH_LAYER_EMBED) {
@@ -138,8 +142,8 @@ static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_typ
         lt.bwd += ah_gemm_bwd_seconds(g, peak, elt, N, out, in);
     }
     const double heads = (double)(m->n_head / t), hd = C / m->n_head;
-    lt.fwd += ah_attention_fwd_seconds(g, peak, elt, b, T, heads, hd);
-    lt.bwd += ah_attention_bwd_seconds(g, peak, elt, b, T, heads, hd);
+    lt.fwd += ah_attention_fwd_seconds(g, peak, elt, b, T, heads, hd) / cp;
+    lt.bwd += ah_attention_bwd_seconds(g, peak, elt, b, T, heads, hd) / cp;
     const double ew = block_elementwise_bytes(m, t, N, elt);
     lt.fwd += ah_mem_seconds(g, ew);
     lt.bwd += ah_mem_seconds(g, ELEMENTWISE_BWD * ew);
@@ -152,7 +156,7 @@ static layer_time_t kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_gpu_typ
 typedef struct {
     ah_arch_t arch;
     int64_t C, H, KV, F, V, b, T;
-    int t, kind, precision, sms;
+    int t, cp, kind, precision, sms;
     bool tied, unfused;
     double peak_bf16, peak_fp32, efficiency, mem_bw;
 } kernel_key_t;
@@ -171,6 +175,7 @@ static layer_time_t cached_kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_
     memset(&k, 0, sizeof k); /* padding too, for memcmp */
     k.arch = m->arch, k.C = m->d_model, k.H = m->n_head, k.KV = m->n_kv_head, k.F = m->d_ff;
     k.V = m->vocab, k.b = ctx->train->micro_batch, k.T = ctx->train->seq_len, k.t = ctx->t;
+    k.cp = ah_cost_cp(ctx);
     k.kind = kind, k.precision = ctx->train->precision, k.sms = g->sm_count, k.tied = m->tied;
     k.unfused = g->attention_unfused, k.peak_bf16 = g->tflops_bf16, k.peak_fp32 = g->tflops_fp32;
     k.efficiency = g->efficiency, k.mem_bw = g->mem_bw_gb_s;
@@ -189,10 +194,50 @@ static layer_time_t cached_kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_
  * roofline. */
 static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof,
                                const ah_gpu_type_t *g, ah_layer_kind_t kind, int64_t param_elems) {
-    if (prof && prof->layer[kind].present)
-        return (layer_time_t){prof->layer[kind].fwd_s, prof->layer[kind].bwd_s};
+    if (prof && prof->layer[kind].present) { /* measured on one process: a CP rank does 1/cp of it */
+        const double cp = ah_cost_cp(ctx);
+        return (layer_time_t){prof->layer[kind].fwd_s / cp, prof->layer[kind].bwd_s / cp};
+    }
     if (g->sm_count > 0 && g->emulate_slowdown <= 0) return cached_kernel_layer_time(ctx, g, kind);
     return roofline(ctx, g, kind, param_elems);
+}
+
+/* One block's attention seconds on a rank: the kernel's where the block is priced kernel by kernel,
+ * else the score matmuls' share of the block's FLOPs (ah_attention_fwd_flops) of its time. */
+static layer_time_t attention_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof, const ah_gpu_type_t *g,
+                                   layer_time_t blk) {
+    const ah_model_t *m = ctx->model;
+    const ah_train_t *tr = ctx->train;
+    const double cp = ah_cost_cp(ctx), b = (double)tr->micro_batch, T = (double)tr->seq_len;
+    if (!(prof && prof->layer[AH_LAYER_BLOCK].present) && g->sm_count > 0 && g->emulate_slowdown <= 0) {
+        const double peak = ah_gpu_peak_flops(g, (int)tr->precision), elt = (double)ah_precision_elt_bytes(tr->precision);
+        const double heads = (double)(m->n_head / ctx->t), hd = (double)m->d_model / (double)m->n_head;
+        return (layer_time_t){ah_attention_fwd_seconds(g, peak, elt, b, T, heads, hd) / cp,
+                              ah_attention_bwd_seconds(g, peak, elt, b, T, heads, hd) / cp};
+    }
+    const double share = ah_attention_fwd_flops(m, ctx->t, tr->micro_batch, tr->seq_len) /
+                         ah_layer_fwd_flops(m, AH_LAYER_BLOCK, ctx->t, tr->micro_batch, tr->seq_len);
+    return (layer_time_t){blk.fwd * share, blk.bwd * share};
+}
+
+/* The ring's seconds per block on a CP rank beyond its attention compute (docs/cost-model.md
+ * "Context parallelism"). A step sends one key/value block to the next CP rank (x seconds on the
+ * ring's slowest hop) while the rank computes attention against the block it holds (attention /
+ * cp): the forward's cp - 1 transfers each cost max(0, x - attention / cp) more; the backward's
+ * key/value blocks the same, and each of its cp steps then sends the gradient accumulator after
+ * its compute, unhidden (runtime/cp_ring.c's order): cp x more. */
+static layer_time_t ring_exposed(const ah_cost_ctx_t *ctx, int type, layer_time_t attn) {
+    const int cp = ah_cost_cp(ctx);
+    if (cp <= 1) return (layer_time_t){0, 0};
+    const ah_train_t *tr = ctx->train;
+    double bw = ctx->cp_bw, lat = ctx->cp_latency_s;
+    if (bw <= 0) {
+        bw = ah_link_bw(ctx->cluster, AH_LINK_INTRA, type, type);
+        lat = ah_link_latency(ctx->cluster, AH_LINK_INTRA);
+    }
+    const double x = (double)ah_cp_ring_block_bytes(ctx->model, ctx->t, tr->micro_batch, tr->seq_len, cp,
+                                                    tr->precision) / bw + lat;
+    return (layer_time_t){(cp - 1) * fmax(0, x - attn.fwd / cp), (cp - 1) * fmax(0, x - attn.bwd / cp) + cp * x};
 }
 
 /* The weight-gradient pass's share of a layer kind's backward, by matmul FLOPs (0 without any). */
@@ -204,6 +249,30 @@ static double wgrad_share(const ah_model_t *m, ah_layer_kind_t kind, int t, cons
 /* Whether the profile measured this layer kind with its TP all-reduces inside its times. */
 static bool measured_with_tp(const ah_profile_entry_t *prof, ah_layer_kind_t kind) {
     return prof && prof->layer[kind].present && prof->includes_tp_comm;
+}
+
+/* A stage's bytes (ah_stage_cost's memory fields), per CP rank under context parallelism (its
+ * T / cp tokens of each sequence, the ring's buffers). */
+static void stage_memory(const ah_cost_ctx_t *ctx, const ah_gpu_type_t *g, int64_t n_blocks, bool has_embed,
+                         bool has_head, bool recompute, ah_stage_cost_t *out) {
+    const ah_model_t *m = ctx->model;
+    const ah_train_t *tr = ctx->train;
+    const int t = ctx->t, cp = ah_cost_cp(ctx);
+    const int64_t elt = ah_precision_elt_bytes(tr->precision), N = tr->micro_batch * (tr->seq_len / cp);
+    const int64_t b = tr->micro_batch, T = tr->seq_len;
+    const int64_t act_full = ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, false);
+    out->act_bytes_per_mb = n_blocks * ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, recompute) +
+                            (has_embed ? ah_layer_act_bytes_cp(m, AH_LAYER_EMBED, t, b, T, cp, tr->precision, false) : 0) +
+                            (has_head ? ah_layer_act_bytes_cp(m, AH_LAYER_HEAD, t, b, T, cp, tr->precision, false) : 0);
+    out->wgrad_keep_bytes = n_blocks * ah_layer_wgrad_keep_bytes(m, t, b, T / cp, tr->precision, recompute);
+    /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
+     * it unless it has the embedding, and one after it unless it has the head. */
+    const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);
+    out->shared_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
+                        + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
+                        + (n_blocks > 0 ? ah_cp_ring_bytes(m, t, b, T, cp, tr->precision) : 0) /* the ring's */
+                        + (int64_t)llround(g->reserved_gib * GIB);
+    out->fixed_bytes = out->shared_bytes + neighbours * 2 * N * m->d_model * elt; /* p2p send + receive */
 }
 
 void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool has_embed,
@@ -274,22 +343,11 @@ void ah_stage_cost(const ah_cost_ctx_t *ctx, int type, int first, int last, bool
                               ah_allreduce_seconds((double)(2 * N * 4), t, bw, lat);
         out->tp_comm_bwd_s += ar_nc;
     }
-    out->fwd_s = fwd + out->tp_comm_fwd_s;
-    out->bwd_s = bwd + out->tp_comm_bwd_s;
+    const layer_time_t ring = ring_exposed(ctx, type, attention_time(ctx, prof, g, blk));
+    out->cp_comm_fwd_s = (double)n_blocks * ring.fwd;
+    out->cp_comm_bwd_s = (double)n_blocks * (ring.bwd + (recompute ? ring.fwd : 0));
+    out->fwd_s = fwd + out->tp_comm_fwd_s + out->cp_comm_fwd_s;
+    out->bwd_s = bwd + out->tp_comm_bwd_s + out->cp_comm_bwd_s;
 
-    /* Memory, per CP rank under context parallelism (its T / cp tokens of each sequence). */
-    const int64_t b = tr->micro_batch, T = tr->seq_len;
-    const int64_t act_full = ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, false);
-    out->act_bytes_per_mb = n_blocks * ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, recompute) +
-                            (has_embed ? ah_layer_act_bytes_cp(m, AH_LAYER_EMBED, t, b, T, cp, tr->precision, false) : 0) +
-                            (has_head ? ah_layer_act_bytes_cp(m, AH_LAYER_HEAD, t, b, T, cp, tr->precision, false) : 0);
-    out->wgrad_keep_bytes = n_blocks * ah_layer_wgrad_keep_bytes(m, t, b, T / cp, tr->precision, recompute);
-    /* Stage 0 holds the embedding and the last stage the head, so a stage has a neighbour before
-     * it unless it has the embedding, and one after it unless it has the head. */
-    const int64_t neighbours = (has_embed ? 0 : 1) + (has_head ? 0 : 1);
-    out->shared_bytes = (n_blocks > 0 ? act_full : 0)                /* backward workspace */
-                        + (n_blocks > 0 && recompute ? act_full : 0) /* recompute buffer */
-                        + (n_blocks > 0 ? ah_cp_ring_bytes(m, t, b, T, cp, tr->precision) : 0) /* the ring's */
-                        + (int64_t)llround(g->reserved_gib * GIB);
-    out->fixed_bytes = out->shared_bytes + neighbours * 2 * N * m->d_model * elt; /* p2p send + receive */
+    stage_memory(ctx, g, n_blocks, has_embed, has_head, recompute, out);
 }

@@ -28,8 +28,9 @@ void ah_eval_free(ah_eval_t *e) {
  * dominates the evaluation's time. */
 #define STAGE_CACHE 64
 typedef struct {
-    int type, nb;
+    int type, nb, cp;
     bool embed, head, recompute;
+    double cp_bw, cp_lat; /* the ring's hop */
     ah_stage_cost_t sc;
 } stage_memo_t;
 
@@ -38,14 +39,16 @@ static void stage_cost_cached(const ah_cost_ctx_t *ctx, stage_memo_t *memo, int 
     for (int i = 0; i < *n_memo; i++) {
         const stage_memo_t *k = &memo[i];
         if (k->type == sg->type && k->nb == sg->last - sg->first && k->embed == embed &&
-            k->head == head && k->recompute == sg->recompute) {
+            k->head == head && k->recompute == sg->recompute && k->cp == ctx->cp && k->cp_bw == ctx->cp_bw &&
+            k->cp_lat == ctx->cp_latency_s) {
             *out = k->sc;
             return;
         }
     }
     ah_stage_cost(ctx, sg->type, sg->first, sg->last, embed, head, sg->recompute, out);
     stage_memo_t *k = &memo[*n_memo < STAGE_CACHE ? (*n_memo)++ : (sg->first + sg->last) % STAGE_CACHE];
-    *k = (stage_memo_t){sg->type, sg->last - sg->first, embed, head, sg->recompute, *out};
+    *k = (stage_memo_t){sg->type, sg->last - sg->first, ctx->cp, embed, head, sg->recompute, ctx->cp_bw,
+                        ctx->cp_latency_s, *out};
 }
 
 /* With per-pair "links": the slowest link between two nodes of the plan (an override may be faster
@@ -57,7 +60,7 @@ static void dp_link_overrides(const ah_plan_t *p, int slow_type, double *bw, dou
     if (!used) return; /* the class's figures stand */
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++) used[p->pipelines[i].stages[s].devices[0].node] = true;
-    const int flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
+    const int flows = ah_pipeline_groups(&p->pipelines[0]) * ah_stage_devices(&p->pipelines[0], p->tp);
     double least = INFINITY, longest = 0;
     for (int a = 0; a < c->n_nodes; a++)
         for (int b = a + 1; b < c->n_nodes && used[a]; b++) {
@@ -87,7 +90,7 @@ static void dp_link(const ah_plan_t *p, double *bw, double *lat) {
             const ah_stage_t *st = &pl->stages[s];
             if (c->types[st->type].intra_node_gb_s < c->types[slow_type].intra_node_gb_s)
                 slow_type = st->type;
-            for (int r = 0; r < p->tp; r++) {
+            for (int r = 0; r < ah_stage_devices(pl, p->tp); r++) {
                 ah_link_t l = ah_link_between(c, d0->node, st->devices[r].node);
                 if (l > worst) worst = l;
             }
@@ -118,7 +121,7 @@ static ah_status_t alloc_eval(const ah_plan_t *p, ah_eval_t *out, ah_error_t *er
                         ah_plan_device_count(p));
 }
 
-/* Device `rank`, TP rank r of stage s of pipeline i, holding memory_bytes: its entry in out, and
+/* Device `rank`, device r of stage s of pipeline i (CP rank r / tp, TP rank r mod tp), holding memory_bytes: its entry in out, and
  * out's worst device (the most over its capacity, *worst_over bytes) and peak memory so far. */
 static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_bytes, int rank, double *worst_over,
                         ah_eval_t *out) {
@@ -126,7 +129,8 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     ah_device_eval_t *d = &out->devices[rank];
     d->pipeline = i;
     d->stage = s;
-    d->tp_rank = r;
+    d->tp_rank = r % p->tp;
+    d->cp_rank = r / p->tp;
     d->node = sg->devices[r].node;
     d->index = sg->devices[r].index;
     d->memory_bytes = memory_bytes;
@@ -142,10 +146,10 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
 /* A stage's DP sync when the plan shards the optimizer, at the granularity of the unsharded one
  * (its blocks as one collective): each reduce-scatter + all-gather is priced as the all-reduce of
  * the same bytes stretched by the group's largest part (ah_opt_sync_factor; the worst of the
- * stage's DP segments), then the embedding / head groups'. block_bytes: one block's gradient
+ * stage's DP segments), then the embedding / head groups'; members: a layer's DP group's. block_bytes: one block's gradient
  * bytes; norm_bytes: the head's final norm; embed_sync, head_sync: the matrices' all-reduces. */
 static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
-                           double norm_bytes, double embed_sync, double head_sync, double bw, double lat,
+                           double norm_bytes, double embed_sync, double head_sync, int members, double bw, double lat,
                            ah_sync_stage_t *parts) {
     const int P = p->n_pipelines;
     double factor = 1;
@@ -159,9 +163,9 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
         factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
         a = b;
     }
-    double t = parts->blocks_s = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, P, bw, lat);
+    double t = parts->blocks_s = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, members, bw, lat);
     parts->head_s = parts->end_s = 0;
-    if (head) t += parts->head_s = ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), P, bw, lat);
+    if (head) t += parts->head_s = ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), members, bw, lat);
     if (embed || (head && p->model.tied))
         t += parts->end_s = embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
     if (head) {
@@ -174,7 +178,7 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
 
 /* The DP sync's figures every stage shares. */
 typedef struct {
-    int P;
+    int P; /* members of a layer's DP group: the pipelines' CP degrees summed */
     double grad_elt, bw, lat;
     int64_t block_params, head_norm;
     double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
@@ -182,7 +186,9 @@ typedef struct {
 
 static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     const ah_model_t *m = &p->model;
-    d->P = p->n_pipelines;
+    /* a layer's DP group: every replica's CP ranks (docs/runtime.md "Context parallelism") */
+    d->P = 0;
+    for (int i = 0; i < p->n_pipelines; i++) d->P += ah_pipeline_cp(&p->pipelines[i]);
     d->grad_elt = (double)ah_precision_elt_bytes(p->train.precision);
     /* One TP rank's rows of the embedding (and of an untied head) matrix: each rank syncs its own
      * shard with its peers, all ranks at once. */
@@ -194,7 +200,8 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
      * last stage's copy. */
     int holders = 0;
-    for (int i = 0; i < d->P; i++) holders += (m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1;
+    for (int i = 0; i < p->n_pipelines; i++)
+        holders += ((m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1) * ah_pipeline_cp(&p->pipelines[i]);
     d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
 }
@@ -206,7 +213,7 @@ static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage
                          ah_sync_stage_t *parts) {
     if (p->n_opt_groups > 0)
         return sharded_sync(p, sg, embed, head, (double)d->block_params * d->grad_elt,
-                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->bw, d->lat, parts);
+                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->P, d->bw, d->lat, parts);
     const int64_t sync_params = (int64_t)(sg->last - sg->first) * d->block_params + (head ? d->head_norm : 0);
     const double sync = ah_allreduce_seconds((double)sync_params * d->grad_elt, d->P, d->bw, d->lat);
     /* the blocks' and the final norm's bytes are one all-reduce here: shared out by bytes */
@@ -234,14 +241,15 @@ static ah_status_t unowned_state(const ah_plan_t *p, int n_devices, int64_t **un
     return st;
 }
 
-/* Pipeline i (n micro-batches; bottleneck device's f + b max_fb, its TP part tp_k) is the slowest
- * so far: the breakdown is its. no_p2p: its replay with free hops. */
-static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double no_p2p) {
+/* Pipeline i (n micro-batches; bottleneck device's f + b max_fb, its TP part tp_k, its ring's
+ * part cp_k) is the slowest so far: the breakdown is its. no_p2p: its replay with free hops. */
+static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double cp_k, double no_p2p) {
     out->critical_pipeline = i;
     out->bottleneck_stage = out->pipelines[i].bottleneck_stage;
     ah_breakdown_t *b = &out->pred.breakdown;
-    b->compute_s = (double)n * (max_fb - tp_k);
+    b->compute_s = (double)n * (max_fb - tp_k - cp_k);
     b->tp_comm_s = (double)n * tp_k;
+    b->cp_comm_s = (double)n * cp_k;
     b->bubble_s = fmax(0, no_p2p - (double)n * max_fb);
     b->p2p_s = out->pipelines[i].time_s - no_p2p;
 }
@@ -301,11 +309,39 @@ typedef struct {
 
 /* What the stages of one device group (stages d, d + P, ... of its pipeline) add up to. */
 typedef struct {
-    double fb, tp, sync;
+    double fb, tp, cp, sync;
     int64_t params, own_bytes, shared_bytes; /* own: state + each stage's p2p buffers; shared: the
                                               * largest stage's workspace and reserved constant */
     int64_t wgrad_keep;                      /* zero-bubble: one micro-batch's W inputs */
 } group_sum_t;
+
+/* The ring's slowest hop on stage sg of a pipeline of CP degree cp (cost/cost.h ah_cost_ctx_t's
+ * cp_bw, cp_latency_s): CP rank j's device of each TP rank sends to CP rank j + 1's (mod cp), on
+ * the link ah_link_of gives, whose bandwidth the stage's TP ranks' flows share. 0: no ring. */
+static void ring_link(const ah_plan_t *p, const ah_stage_t *sg, int cp, double *bw, double *lat) {
+    *bw = *lat = 0;
+    for (int j = 0; cp > 1 && j < cp; j++)
+        for (int k = 0; k < p->tp; k++) {
+            const ah_device_ref_t *a = &sg->devices[j * p->tp + k], *b = &sg->devices[(j + 1) % cp * p->tp + k];
+            const ah_link_info_t l = ah_link_of(&p->cluster, a->node, b->node, sg->type, sg->type);
+            const double flow_bw = ah_link_shared_bw(&l, p->tp);
+            if (*bw == 0 || flow_bw < *bw) *bw = flow_bw;
+            *lat = fmax(*lat, l.latency_s);
+        }
+}
+
+/* Seconds of the hop from stage sg to next (one micro-batch's boundary activation): the slowest
+ * of its CP ranks' (each sends to the same CP rank there). */
+static double hop_seconds(const ah_plan_t *p, const ah_cost_ctx_t *ctx, const ah_stage_t *sg, const ah_stage_t *next) {
+    double most = 0;
+    for (int j = 0; j < ah_cost_cp(ctx); j++) {
+        const ah_device_ref_t *a = &sg->devices[j * p->tp], *b = &next->devices[j * p->tp];
+        ah_link_info_t l = ah_link_of(&p->cluster, a->node, b->node, sg->type, next->type);
+        l.bw = ah_link_shared_bw(&l, p->tp * p->n_pipelines); /* docs/cost-model.md "Links" */
+        most = fmax(most, ah_p2p_seconds_on(ctx, &l));
+    }
+    return most;
+}
 
 /* Pipeline i's stages into pe (times, hops) and their groups' sums into g[P]; act[s]: stage s's
  * activation bytes per micro-batch; *sum_fb and *sum_p2p over the stages. */
@@ -314,6 +350,8 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
     const ah_plan_t *p = r->p;
     const ah_pipeline_t *pl = &p->pipelines[i];
     const int S = pl->n_stages;
+    ah_cost_ctx_t ctx = *r->ctx; /* the pipeline's CP degree, each stage's ring */
+    ctx.cp = ah_pipeline_cp(pl);
     for (int d = 0; d < P; d++) g[d] = (group_sum_t){0};
     for (int s = 0; s < S; s++) {
         const ah_stage_t *sg = &pl->stages[s];
@@ -321,7 +359,8 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         group_sum_t *gs = &g[s % P];
         const bool embed = s == 0, head = s == S - 1;
         ah_stage_cost_t sc;
-        stage_cost_cached(r->ctx, r->memo, &r->n_memo, sg, embed, head, &sc);
+        ring_link(p, sg, ctx.cp, &ctx.cp_bw, &ctx.cp_latency_s);
+        stage_cost_cached(&ctx, r->memo, &r->n_memo, sg, embed, head, &sc);
         if (head && !embed && s % P == 0 && p->model.tied) { /* on the embedding's device: its one copy */
             const int64_t copy = ah_tied_params(&p->model, p->tp);
             sc.params -= copy;
@@ -331,17 +370,13 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         se->bwd_s = sc.bwd_s;
         se->wgrad_s = sc.wgrad_s;
         se->p2p_s = 0;
-        if (s + 1 < S && (s + 1) % P != s % P) {
-            const ah_stage_t *next = &pl->stages[s + 1];
-            ah_link_info_t l = ah_link_of(&p->cluster, sg->devices[0].node, next->devices[0].node, sg->type, next->type);
-            l.bw = ah_link_shared_bw(&l, p->tp * p->n_pipelines); /* docs/cost-model.md "Links" */
-            se->p2p_s = ah_p2p_seconds_on(r->ctx, &l);
-        }
+        if (s + 1 < S && (s + 1) % P != s % P) se->p2p_s = hop_seconds(p, &ctx, sg, &pl->stages[s + 1]);
         act[s] = sc.act_bytes_per_mb;
         *sum_fb += sc.fwd_s + sc.bwd_s;
         *sum_p2p += se->p2p_s;
         gs->fb += sc.fwd_s + sc.bwd_s;
         gs->tp += sc.tp_comm_fwd_s + sc.tp_comm_bwd_s;
+        gs->cp += sc.cp_comm_fwd_s + sc.cp_comm_bwd_s;
         /* the overlapped sync's queue per device: its chunks from the last down (each chunk's
          * backward ends before the one below it), so an interleaved device's stages chain */
         const int v = S / P, c = s / P;
@@ -351,7 +386,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         if (sg->last > sg->first) { /* one block's backward: all blocks are alike */
             const ah_stage_t one = {.first = sg->first, .last = sg->first + 1, .type = sg->type, .recompute = sg->recompute};
             ah_stage_cost_t b1;
-            stage_cost_cached(r->ctx, r->memo, &r->n_memo, &one, false, false, &b1);
+            stage_cost_cached(&ctx, r->memo, &r->n_memo, &one, false, false, &b1);
             /* zero-bubble: the stage's last op is a W, whose blocks' gradients come final one by one */
             ss->blk_bwd_s = pl->schedule == AH_SCHED_ZERO_BUBBLE ? b1.wgrad_s : b1.bwd_s;
         }
@@ -383,7 +418,8 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     }
     group_sum_t *g = r->scratch;
     int64_t *act = (int64_t *)(g + P), *live = act + S;
-    double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0;
+    double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0, cp_k = 0;
+    const int devs = ah_stage_devices(pl, p->tp);
     cost_stages(r, i, P, pe, g, act, &sum_fb, &sum_p2p);
     bool ok = true;
     for (int d = 0; d < P; d++) {
@@ -391,11 +427,12 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
             max_fb = g[d].fb;
             pe->bottleneck_stage = d;
             tp_k = g[d].tp;
+            cp_k = g[d].cp;
         }
         r->dp_sync = fmax(r->dp_sync, g[d].sync);
         /* the optimizer steps the parameters the group's slowest TP rank keeps state for */
         int64_t opt_params = g[d].params;
-        for (int k = 0; r->unowned && k < p->tp; k++) {
+        for (int k = 0; r->unowned && k < devs; k++) {
             const int64_t own = g[d].params - r->unowned[r->rank + k];
             if (k == 0 || own > opt_params) opt_params = own;
         }
@@ -408,7 +445,7 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
             pe->stages[s].memory_bytes = mem;
             pe->stages[s].inflight = live[s];
         }
-        for (int k = 0; k < p->tp; k++, r->rank++)
+        for (int k = 0; k < devs; k++, r->rank++)
             device_eval(p, i, d, k, mem - (r->unowned ? r->unowned[r->rank] * r->opt_bytes : 0), r->rank,
                         &r->worst_over, out);
     }
@@ -420,7 +457,7 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     if (pe->estimate_s > r->worst_estimate) r->worst_estimate = pe->estimate_s;
     if (pe->time_s > r->worst_pipe) {
         r->worst_pipe = pe->time_s;
-        take_critical(out, i, n, max_fb, tp_k, no_p2p);
+        take_critical(out, i, n, max_fb, tp_k, cp_k, no_p2p);
     }
     return true;
 }
@@ -428,12 +465,6 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err) {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < p->n_pipelines; i++)
-        if (ah_pipeline_cp(&p->pipelines[i]) > 1)
-            return ah_error_set(err, AH_ERR_INVALID,
-                                "[cp] pipelines[%d].cp: %d; the cost model does not price context parallelism "
-                                "yet (issue 38), so it cannot evaluate this plan", i,
-                                ah_pipeline_cp(&p->pipelines[i]));
     ah_status_t st = profile ? ah_profile_check(profile, &p->model, &p->cluster, err) : AH_OK;
     if (st != AH_OK) return st;
     st = alloc_eval(p, out, err);
@@ -445,7 +476,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         ah_eval_free(out);
         return st;
     }
-    const ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, profile, 1};
+    const ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = profile, .cp = 1};
     eval_run_t *r = malloc(sizeof *r);
     if (r) {
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,

@@ -10,7 +10,7 @@
 #include "plan/plan.h"
 
 typedef struct ah_device_eval {
-    int pipeline, stage, tp_rank;
+    int pipeline, stage, tp_rank, cp_rank;
     int node, index;          /* as in the plan */
     int64_t memory_bytes;     /* predicted peak */
     int64_t capacity_bytes;

@@ -73,6 +73,8 @@ typedef struct ah_breakdown {
     double bubble_s;    /* critical pipeline: fill and drain */
     double p2p_s;       /* critical pipeline: activation sends between stages */
     double tp_comm_s;   /* critical pipeline: n x bottleneck-stage TP all-reduces */
+    double cp_comm_s;   /* critical pipeline: n x bottleneck-stage ring transfers (context
+                           parallelism) not hidden behind attention */
     double dp_sync_s;   /* layer-wise gradient sync across pipelines */
     double optimizer_s; /* AdamW step */
 } ah_breakdown_t;

@@ -308,12 +308,13 @@ static ah_status_t read_predicted(const json_t *doc, const char *where, ah_plan_
     TRY(ah_json_get_typed(o, w, "breakdown", JSON_OBJECT, true, &b, err));
     snprintf(bw, sizeof bw, "%s.breakdown", w);
     static const char *const bkeys[] = {"compute_s", "bubble_s", "p2p_s", "tp_comm_s",
-                                        "dp_sync_s", "optimizer_s", NULL};
+                                        "dp_sync_s", "optimizer_s", "cp_comm_s", NULL};
     TRY(ah_json_check_keys(b, bw, bkeys, err));
     double *fields[] = {&pr->breakdown.compute_s, &pr->breakdown.bubble_s, &pr->breakdown.p2p_s,
-                        &pr->breakdown.tp_comm_s, &pr->breakdown.dp_sync_s, &pr->breakdown.optimizer_s};
-    for (int k = 0; bkeys[k]; k++)
-        TRY(ah_json_get_num(b, bw, bkeys[k], true, 0, 1e300, fields[k], err));
+                        &pr->breakdown.tp_comm_s, &pr->breakdown.dp_sync_s, &pr->breakdown.optimizer_s,
+                        &pr->breakdown.cp_comm_s};
+    for (int k = 0; bkeys[k]; k++) /* cp_comm_s: only in plans with context parallelism */
+        TRY(ah_json_get_num(b, bw, bkeys[k], fields[k] != &pr->breakdown.cp_comm_s, 0, 1e300, fields[k], err));
     p->has_predicted = true;
     return AH_OK;
 }
@@ -495,6 +496,9 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
                       b->optimizer_s));
         if (p->predicted_profile[0])
             json_object_set_new(json_object_get(doc, "predicted"), "profile", json_string(p->predicted_profile));
+        if (b->cp_comm_s > 0)
+            json_object_set_new(json_object_get(json_object_get(doc, "predicted"), "breakdown"), "cp_comm_s",
+                                json_real(b->cp_comm_s));
     }
     json_object_set_new(doc, "cluster", ah_cluster_to_json(&p->cluster));
     return doc;

@@ -30,6 +30,21 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
     if (l.cls == AH_LINK_INTER_REGION && !l.private_link) t->public_bytes += bytes;
 }
 
+/* Context parallelism's ring on stage a of pipeline pl (mb micro-batches): per micro-batch and
+ * block, c - 1 key/value blocks forward (again when recomputing), c - 1 more and c gradient
+ * accumulators backward, from each CP rank's device of each TP rank to the next CP rank's. */
+static void ring_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_stage_t *a, double mb,
+                         ah_plan_traffic_t *t) {
+    const int c = ah_pipeline_cp(pl);
+    const double block = (double)ah_cp_ring_block_bytes(&p->model, p->tp, p->train.micro_batch, p->train.seq_len, c,
+                                                        p->train.precision);
+    const double steps = (a->recompute ? 2 : 1) * (c - 1) + (c - 1) + c;
+    for (int j = 0; c > 1 && j < c; j++)
+        for (int k = 0; k < p->tp; k++)
+            add(p, a->devices[j * p->tp + k].node, a->devices[(j + 1) % c * p->tp + k].node, a->type, a->type,
+                mb * (a->last - a->first) * steps * block, t);
+}
+
 /* Pipeline p2p (activations forward, their gradients back; each TP rank sends its copy) and the
  * TP all-reduces inside each stage's node (the blocks': 2 forward, 2 backward, 2 more when
  * recomputing, of N x C each; a ring moves 2 (t-1) x the bytes over the group). */
@@ -41,6 +56,7 @@ static void pipeline_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, ah_pla
         const ah_stage_t *a = &pl->stages[s];
         const double ar = (a->recompute ? 6 : 4) * (double)(a->last - a->first);
         add(p, a->devices[0].node, a->devices[0].node, a->type, a->type, mb * ar * 2.0 * (p->tp - 1) * nc, t);
+        ring_traffic(p, pl, a, mb, t);
         if (s + 1 == pl->n_stages) break;
         const ah_stage_t *b = &pl->stages[s + 1];
         if (memcmp(&a->devices[0], &b->devices[0], sizeof a->devices[0]) == 0) continue;

@@ -126,7 +126,7 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
     ah_stage_cost_t *sc = &b->sc[(((size_t)type * AH_KINDS + (size_t)kind) * (size_t)(b->L + 1) + (size_t)nb) * 2 +
                                  (size_t)rc];
     if (isnan(sc->fwd_s)) {
-        const ah_cost_ctx_t ctx = {b->model, b->cluster, &b->tr, b->t, b->o->profile, 1};
+        const ah_cost_ctx_t ctx = {.model = b->model, .cluster = b->cluster, .train = &b->tr, .t = b->t, .profile = b->o->profile, .cp = 1};
         ah_stage_cost(&ctx, type, 0, nb, kind & 1, (kind & 2) != 0, rc, sc);
     }
     return sc;

@@ -642,7 +642,7 @@ static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
 
 double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
                                  const ah_profile_t *profile, ah_bound_space_t space, ah_bound_terms_t *why) {
-    const ah_cost_ctx_t ctx = {model, cluster, train, t, profile, 1};
+    const ah_cost_ctx_t ctx = {.model = model, .cluster = cluster, .train = train, .t = t, .profile = profile, .cp = 1};
     const int nt = cluster->n_types, L = (int)model->n_layer;
     ah_bound_terms_t terms = {.total = INFINITY, .compute = INFINITY, .link = -1};
     int64_t G = 0;

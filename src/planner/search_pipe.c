@@ -54,7 +54,7 @@ struct ah_pentry {
 /* ---- context ---- */
 
 ah_cost_ctx_t ah_sctx_cost(const ah_sctx_t *x) {
-    ah_cost_ctx_t c = {x->model, x->cluster, &x->train, x->t, x->profile, 1};
+    ah_cost_ctx_t c = {.model = x->model, .cluster = x->cluster, .train = &x->train, .t = x->t, .profile = x->profile, .cp = 1};
     return c;
 }
 

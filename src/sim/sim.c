@@ -153,7 +153,7 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
     e->ckpt_bytes = malloc(sizeof *e->ckpt_bytes * (size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1));
     if (!e->ckpt_bytes) return false;
-    ah_cost_ctx_t ctx = {&p->model, &p->cluster, &p->train, p->tp, x->o->profile, 1};
+    ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = x->o->profile, .cp = 1};
     int d = 0;
     /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
      * groups, over the inter-node link (the worst device bounds it). */
