@@ -1,6 +1,13 @@
 /* The background checkpoint writer (ckpt/async.h): a snapshot written on its thread while the
  * caller goes on, one in flight at a time, the write's failure returned by wait with its message,
- * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop. */
+ * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop.
+ * The thread runs at SCHED_IDLE; when it cannot get a core (one core, a busy thread of normal
+ * priority on it), the caller waiting for the snapshot writes its pieces itself. */
+#define _GNU_SOURCE /* sched_setaffinity, SCHED_IDLE */
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,24 +16,80 @@
 #include "ckpt/async.h"
 #include "harness.h"
 
+enum { BIG = 1 << 18 }; /* floats a piece of the starved writer's snapshot */
 static float data[2][6] = {{1, 2, 3, 4, 5, 6}, {-1, -2, -3, -4, -5, -6}};
+static float *big;
 
-/* A snapshot of two pieces (one tensor each) for step of ROOT, part 0. */
-static ah_ckpt_snap_t *snapshot(const char *root, int64_t step) {
-    ah_ckpt_snap_t *s = ah_ckpt_snap_new(root, step, 0, "n0", 2);
-    for (int i = 0; i < 2; i++) {
+/* A snapshot of n pieces (one tensor each, 2x3 floats, or 1 x BIG of big) for step of ROOT, part 0. */
+static ah_ckpt_snap_t *snapshot_of(const char *root, int64_t step, int n) {
+    ah_ckpt_snap_t *s = ah_ckpt_snap_new(root, step, 0, "n0", n);
+    for (int i = 0; i < n; i++) {
         ah_ckpt_piece_t *p = &s->pieces[i];
         snprintf(p->name, sizeof p->name, "block-%03d.tp1-0.safetensors", i);
         p->ts = calloc(1, sizeof *p->ts);
         p->names = calloc(1, sizeof *p->names);
         snprintf(p->names[0], sizeof p->names[0], "w%d", i);
-        p->ts[0] = (ah_st_tensor_t){.name = p->names[0], .dtype = AH_DTYPE_F32, .ndim = 2, .shape = {2, 3},
-                                    .data = data[i]};
+        p->ts[0] = n == 2 ? (ah_st_tensor_t){.name = p->names[0], .dtype = AH_DTYPE_F32, .ndim = 2, .shape = {2, 3},
+                                             .data = data[i]}
+                          : (ah_st_tensor_t){.name = p->names[0], .dtype = AH_DTYPE_F32, .ndim = 2, .shape = {1, BIG},
+                                             .data = big};
         p->n = 1;
         p->meta = json_pack("{s:s}", "format", "autohet-shard");
         s->n_pieces++;
     }
     return s;
+}
+
+static ah_ckpt_snap_t *snapshot(const char *root, int64_t step) { return snapshot_of(root, step, 2); }
+
+/* The scheduling policy of this process's thread named "ah-ckpt-writer"; -1 if there is none. */
+static int writer_policy(void) {
+    DIR *d = opendir("/proc/self/task");
+    int policy = -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof comm, f) && strcmp(comm, "ah-ckpt-writer\n") == 0)
+            policy = sched_getscheduler(atoi(e->d_name));
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return policy;
+}
+
+static atomic_bool spin_stop;
+static void *spin(void *arg) {
+    (void)arg;
+    while (!atomic_load(&spin_stop)) {
+    }
+    return NULL;
+}
+
+/* One core, a thread of normal priority spinning on it: the SCHED_IDLE writer gets almost nothing,
+ * and the caller's wait writes the snapshot's pieces itself. */
+static void starved_writer(const char *root) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "pinned to one core");
+    big = calloc(BIG, sizeof(float));
+    ah_error_t err;
+    ah_ckpt_async_t *a = NULL;
+    CHECK(ah_ckpt_async_start(&a, &err) == AH_OK, "start: %s", err.msg);
+    pthread_t spinner;
+    pthread_create(&spinner, NULL, spin, NULL);
+    ah_ckpt_snap_t *s = snapshot_of(root, 16, 8), *back = NULL;
+    CHECK(ah_ckpt_async_submit(a, s, &err) == AH_OK, "submit: %s", err.msg);
+    CHECK(ah_ckpt_async_wait(a, &back, &err) == AH_OK && back == s, "wait: %s", err.msg);
+    atomic_store(&spin_stop, true);
+    pthread_join(spinner, NULL);
+    CHECK(back->files == 8, "every piece written (%d)", back->files);
+    CHECK(back->waiter_files > 0, "the waiting caller wrote pieces itself (%d of 8)", back->waiter_files);
+    printf("  starved writer: the waiting caller wrote %d of 8 pieces\n", back->waiter_files);
+    ah_ckpt_snap_free(back);
+    ah_ckpt_async_stop(a, false);
+    free(big);
 }
 
 int main(void) {
@@ -36,6 +99,8 @@ int main(void) {
     ah_error_t err;
     ah_ckpt_async_t *a = NULL;
     CHECK(ah_ckpt_async_start(&a, &err) == AH_OK, "start: %s", err.msg);
+    for (int i = 0; i < 100 && writer_policy() < 0; i++) usleep(10000); /* the thread names itself */
+    CHECK_EQ_I64(writer_policy(), SCHED_IDLE);
 
     /* a write, collected; a second submit while one is in flight is refused */
     ah_ckpt_snap_t *s1 = snapshot(root, 4), *s2 = snapshot(root, 8), *back = NULL;
@@ -69,6 +134,7 @@ int main(void) {
     /* stop with a snapshot never collected: written, then freed (ASan's leak check) */
     CHECK(ah_ckpt_async_submit(a, snapshot(root, 12), &err) == AH_OK, "submit: %s", err.msg);
     ah_ckpt_async_stop(a, false);
+    starved_writer(root);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0, "clean up");

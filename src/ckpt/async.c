@@ -1,10 +1,15 @@
 /* Snapshots and the background writer (async.h). */
+#define _GNU_SOURCE /* SCHED_IDLE, pthread_setname_np, syscall(SYS_gettid) */
 #include "ckpt/async.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ckpt/test_hook.h"
 #include "core/timing.h"
@@ -40,30 +45,40 @@ void ah_ckpt_snap_free(ah_ckpt_snap_t *s) {
     free(s);
 }
 
+/* One piece of s into w's step; the test hook "ckpt-piece" after the first. */
+static ah_status_t write_piece(ah_ckpt_snap_t *s, ah_ckpt_writer_t *w, int i, ah_error_t *err) {
+    const ah_ckpt_piece_t *p = &s->pieces[i];
+    const ah_status_t st = ah_ckpt_write_shard(w, p->name, p->ts, p->n, p->meta, err);
+    if (i == 0) ah_test_hook("ckpt-piece", s->step, s->node[0] ? s->node : NULL); /* test-only: one piece on disk */
+    return st;
+}
+
+static ah_status_t cut_short(const ah_ckpt_snap_t *s, ah_error_t *err) {
+    return ah_error_set(err, AH_ERR_IO, "the checkpoint of step %lld was cut short (the run stopped)", (long long)s->step);
+}
+
+/* The part file after the pieces (st: theirs), the writer freed, the test hook "ckpt-write". */
+static ah_status_t finish_snap(ah_ckpt_snap_t *s, ah_ckpt_writer_t *w, ah_status_t st, double t0, ah_error_t *err) {
+    if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->part, err);
+    if (st == AH_OK) s->bytes = ah_ckpt_writer_bytes(w); /* the sizes the part lists */
+    ah_ckpt_writer_free(w);
+    ah_test_hook("ckpt-write", s->step, s->node[0] ? s->node : NULL); /* test-only: the part written, nothing committed */
+    s->write_s = ah_now_s() - t0;
+    return st;
+}
+
 ah_status_t ah_ckpt_snap_write(ah_ckpt_snap_t *s, const volatile bool *cancel, ah_error_t *err) {
     const double t0 = ah_now_s();
-    const char *node = s->node[0] ? s->node : NULL;
     s->bytes = 0;
     s->files = 0;
     ah_ckpt_writer_t *w;
     ah_status_t st = ah_ckpt_writer_begin(s->root, s->step, &w, err);
     if (st != AH_OK) return st;
     for (int i = 0; i < s->n_pieces && st == AH_OK; i++) {
-        if (cancel && *cancel) {
-            st = ah_error_set(err, AH_ERR_IO, "the checkpoint of step %lld was cut short (the run stopped)",
-                              (long long)s->step);
-            break;
-        }
-        const ah_ckpt_piece_t *p = &s->pieces[i];
-        if ((st = ah_ckpt_write_shard(w, p->name, p->ts, p->n, p->meta, err)) == AH_OK) s->files++;
-        if (i == 0) ah_test_hook("ckpt-piece", s->step, node); /* test-only: one piece on disk */
+        if (cancel && *cancel) st = cut_short(s, err);
+        else if ((st = write_piece(s, w, i, err)) == AH_OK) s->files++;
     }
-    if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, s->part, err);
-    if (st == AH_OK) s->bytes = ah_ckpt_writer_bytes(w); /* the sizes the part lists */
-    ah_ckpt_writer_free(w);
-    ah_test_hook("ckpt-write", s->step, node); /* test-only: the part written, nothing committed */
-    s->write_s = ah_now_s() - t0;
-    return st;
+    return finish_snap(s, w, st, t0, err);
 }
 
 /* ---- the writer's thread ------------------------------------------------------------------- */
@@ -74,8 +89,14 @@ struct ah_ckpt_async {
     pthread_cond_t cv;
     ah_ckpt_snap_t *job; /* in flight: submitted, not collected */
     bool written;        /* job's write is over; st and err hold its outcome */
-    ah_status_t st;
+    ah_status_t st;      /* the job's outcome so far (its first failure) */
     ah_error_t err;
+    /* the job's write, shared by the writer's thread and a caller waiting in ah_ckpt_async_wait */
+    ah_ckpt_writer_t *w; /* begun (NULL before, and again once finished) */
+    bool busy_alone;     /* begin or finish running: nobody else may take a step of this job */
+    int next;            /* the next piece nobody has taken */
+    int active;          /* pieces being written now */
+    double t0;           /* the write's start */
     bool quit;
     volatile bool cancel;
 };
@@ -89,18 +110,84 @@ static void post(ah_ckpt_async_t *a, ah_ckpt_snap_t *job, bool written, ah_statu
     pthread_cond_broadcast(&a->cv);
 }
 
+/* Under the lock: a failure of the job in flight (its first one is kept); nothing more is taken. */
+static void fail(ah_ckpt_async_t *a, ah_status_t st, const ah_error_t *e) {
+    if (st != AH_OK && a->st == AH_OK) {
+        a->st = st;
+        a->err = *e;
+    }
+}
+
+/* Under the lock (released around the I/O): takes and does the job's next steps (begin, a piece,
+ * or, once every piece is done, the part file) until it is written or the rest is in another
+ * thread's hands. Either thread calls it: the writer's, and a caller that must wait, which so does
+ * the work itself at its own priority instead of waiting on a writer the scheduler holds back. */
+static void work(ah_ckpt_async_t *a, bool waiter) {
+    ah_ckpt_snap_t *s;
+    while ((s = a->job) && !a->written && !a->busy_alone) {
+        ah_error_t e = {0};
+        ah_ckpt_writer_t *w = a->w;
+        if (!w) { /* begin */
+            a->busy_alone = true;
+            a->t0 = ah_now_s();
+            pthread_mutex_unlock(&a->mu);
+            const ah_status_t st = ah_ckpt_writer_begin(s->root, s->step, &w, &e);
+            pthread_mutex_lock(&a->mu);
+            a->busy_alone = false;
+            a->w = w;
+            if (st != AH_OK) post(a, s, true, st, &e);
+            pthread_cond_broadcast(&a->cv);
+        } else if (a->next < s->n_pieces && a->st == AH_OK && !a->cancel) { /* a piece */
+            const int i = a->next++;
+            a->active++;
+            pthread_mutex_unlock(&a->mu);
+            const ah_status_t st = write_piece(s, w, i, &e);
+            pthread_mutex_lock(&a->mu);
+            a->active--;
+            if (st == AH_OK) {
+                s->files++;
+                s->waiter_files += waiter;
+            }
+            fail(a, st, &e);
+            pthread_cond_broadcast(&a->cv);
+        } else if (a->active == 0) { /* every piece written (or the write failed or was cut): the part */
+            ah_status_t st = a->st;
+            if (st == AH_OK && a->next < s->n_pieces) st = cut_short(s, &e);
+            else if (st != AH_OK) e = a->err;
+            a->busy_alone = true;
+            pthread_mutex_unlock(&a->mu);
+            st = finish_snap(s, w, st, a->t0, &e);
+            pthread_mutex_lock(&a->mu);
+            a->busy_alone = false;
+            a->w = NULL;
+            post(a, s, true, st, &e);
+        } else {
+            return; /* the last pieces are being written by the other thread */
+        }
+    }
+}
+
+/* The writer's thread yields the CPU to the trainer: SCHED_IDLE (Linux; it runs only on a core
+ * nothing else wants), else the lowest nice. Lowering a thread's own priority needs no privilege.
+ * A caller that must wait for it does the rest of the write itself (work), so a writer held back
+ * by busy ranks never stalls training longer than a synchronous save. */
+static void yield_cpu_to_trainer(void) {
+#ifdef SCHED_IDLE
+    const struct sched_param none = {.sched_priority = 0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &none) == 0) return;
+#endif
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+}
+
 static void *writer_main(void *arg) {
     ah_ckpt_async_t *a = arg;
+    (void)pthread_setname_np(pthread_self(), "ah-ckpt-writer");
+    yield_cpu_to_trainer();
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        while (!a->quit && !(a->job && !a->written)) pthread_cond_wait(&a->cv, &a->mu);
-        if (!(a->job && !a->written)) break; /* quit with nothing to write */
-        ah_ckpt_snap_t *job = a->job;
-        pthread_mutex_unlock(&a->mu);
-        ah_error_t e = {0};
-        ah_status_t st = ah_ckpt_snap_write(job, &a->cancel, &e);
-        pthread_mutex_lock(&a->mu);
-        post(a, job, true, st, &e);
+        work(a, false);
+        if (a->quit && !(a->job && !a->written)) break; /* nothing (more) to write */
+        pthread_cond_wait(&a->cv, &a->mu);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -130,6 +217,9 @@ ah_status_t ah_ckpt_async_submit(ah_ckpt_async_t *a, ah_ckpt_snap_t *s, ah_error
         return ah_error_set(err, AH_ERR_INVALID, "the checkpoint of step %lld is still in flight: wait for it before "
                             "submitting step %lld (one snapshot at a time)", busy, (long long)s->step);
     }
+    s->bytes = 0;
+    s->files = s->waiter_files = 0;
+    a->next = 0;
     post(a, s, false, AH_OK, NULL);
     pthread_mutex_unlock(&a->mu);
     return AH_OK;
@@ -151,7 +241,7 @@ bool ah_ckpt_async_done(ah_ckpt_async_t *a) {
 
 ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_error_t *err) {
     pthread_mutex_lock(&a->mu);
-    while (a->job && !a->written) pthread_cond_wait(&a->cv, &a->mu);
+    for (work(a, true); a->job && !a->written; work(a, true)) pthread_cond_wait(&a->cv, &a->mu);
     *out = a->job;
     const ah_status_t st = a->job ? a->st : AH_OK;
     if (a->job && st != AH_OK && err) *err = a->err;

@@ -17,9 +17,15 @@
  *                         A second submit before the wait is refused (AH_ERR_INVALID): the caller
  *                         waits first (the session then counts that wait).
  *   ah_ckpt_async_done    without blocking: whether the snapshot in flight is written (or failed).
- *   ah_ckpt_async_wait    blocks until it is, gives the snapshot back with the write's outcome.
+ *   ah_ckpt_async_wait    blocks until it is, gives the snapshot back with the write's outcome. The
+ *                         waiting caller writes the pieces nobody has taken yet itself (and the part
+ *                         file, when the last is its own), so the wait is never longer than a
+ *                         synchronous write of what is left, whatever the thread's priority.
  *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight and
  *                         joins the thread; a snapshot not collected is freed with its pieces.
+ * Priority: the background thread runs at the lowest CPU priority (SCHED_IDLE on Linux, else nice
+ * 19): it takes cores the trainer leaves idle (a GPU host's CPUs while its GPUs compute; an emulated
+ * device's sleep), and training's threads win a busy core.
  * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync) and, in
  * tests, stops at AH_TEST_HOOK's points; no MPI, no trainer, no jansson object another thread
  * touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
@@ -64,6 +70,7 @@ typedef struct ah_ckpt_snap {
     /* the write's outcome */
     uint64_t bytes;              /* of the pieces written (what the part lists) */
     int files;
+    int waiter_files;            /* of them, written by a caller waiting in ah_ckpt_async_wait */
     double write_s;              /* the write's duration on its thread */
 } ah_ckpt_snap_t;
 

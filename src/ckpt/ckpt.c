@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,7 @@ void ah_ckpt_manifest_free(ah_ckpt_manifest_t *m) {
 struct ah_ckpt_writer {
     char dir[AH_CKPT_PATH_MAX];
     int64_t step;
+    pthread_mutex_t mu; /* guards n, cap, files: shards may be written from several threads */
     int n, cap;
     ah_ckpt_file_t *files;
 };
@@ -296,6 +298,7 @@ ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_
     ah_ckpt_writer_t *w = calloc(1, sizeof *w);
     if (!w) return ah_error_set(err, AH_ERR_OOM, "out of memory for a checkpoint writer");
     w->step = step;
+    pthread_mutex_init(&w->mu, NULL);
     char man[AH_CKPT_PATH_MAX];
     if (ah_ckpt_step_dir(w->dir, sizeof w->dir, root, step) < 0 ||
         snprintf(man, sizeof man, "%s/%s", w->dir, AH_CKPT_MANIFEST) >= (int)sizeof man) {
@@ -319,6 +322,25 @@ ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_
     return AH_OK;
 }
 
+/* Under w->mu: NAME's size and CRC in the writer's list (replacing an earlier write of it). */
+static ah_status_t record_file(ah_ckpt_writer_t *w, const char *name, uint64_t bytes, uint32_t crc, ah_error_t *err) {
+    ah_ckpt_file_t *e = NULL;
+    for (int i = 0; i < w->n && !e; i++)
+        if (strcmp(w->files[i].name, name) == 0) e = &w->files[i];
+    if (!e && w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        ah_ckpt_file_t *g = realloc(w->files, (size_t)cap * sizeof *g);
+        if (!g) return ah_error_set(err, AH_ERR_OOM, "out of memory for the shard list");
+        w->files = g;
+        w->cap = cap;
+    }
+    if (!e) e = &w->files[w->n++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->bytes = bytes;
+    e->crc32c = crc;
+    return AH_OK;
+}
+
 ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_st_tensor_t *tensors,
                                 int n, const json_t *metadata, ah_error_t *err) {
     if (!ah_ckpt_name_ok(name) || strcmp(name, AH_CKPT_MANIFEST) == 0 || strncmp(name, "part-", 5) == 0)
@@ -335,28 +357,12 @@ ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_
         ah_afile_abort(&f);
         return err->code;
     }
-    uint64_t bytes = f.bytes;
-    uint32_t crc = f.crc;
     /* The directory is synced once per part (finish_part), not per shard. */
     if (ah_afile_commit(&f, false, err) != AH_OK) return err->code;
-    for (int i = 0; i < w->n; i++)
-        if (strcmp(w->files[i].name, name) == 0) {
-            w->files[i].bytes = bytes;
-            w->files[i].crc32c = crc;
-            return AH_OK;
-        }
-    if (w->n == w->cap) {
-        int cap = w->cap ? 2 * w->cap : 16;
-        ah_ckpt_file_t *g = realloc(w->files, (size_t)cap * sizeof *g);
-        if (!g) return ah_error_set(err, AH_ERR_OOM, "out of memory for the shard list");
-        w->files = g;
-        w->cap = cap;
-    }
-    ah_ckpt_file_t *e = &w->files[w->n++];
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->bytes = bytes;
-    e->crc32c = crc;
-    return AH_OK;
+    pthread_mutex_lock(&w->mu);
+    ah_status_t st = record_file(w, name, f.bytes, f.crc, err);
+    pthread_mutex_unlock(&w->mu);
+    return st;
 }
 
 static int part_path(char *buf, size_t cap, const char *dir, int part) {
@@ -383,6 +389,7 @@ uint64_t ah_ckpt_writer_bytes(const ah_ckpt_writer_t *w) {
 
 void ah_ckpt_writer_free(ah_ckpt_writer_t *w) {
     if (!w) return;
+    pthread_mutex_destroy(&w->mu);
     free(w->files);
     free(w);
 }

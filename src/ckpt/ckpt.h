@@ -105,7 +105,8 @@ typedef struct ah_ckpt_writer ah_ckpt_writer_t;
 /* Creates ROOT and ROOT/step-N as needed. Fails if step N is already committed there. */
 ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_t **out,
                                  ah_error_t *err);
-/* Writes one safetensors shard atomically and records its size and CRC-32C. */
+/* Writes one safetensors shard atomically and records its size and CRC-32C. Several threads may
+ * write a writer's shards at once (different names); begin, finish_part and free are one thread's. */
 ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_st_tensor_t *tensors,
                                 int n, const json_t *metadata, ah_error_t *err);
 /* Makes this writer's files durable and lists them in part-<part>.json for the committer. */
