@@ -103,8 +103,10 @@ e = {x["gpu"]: x for x in json.load(open(f"{sys.argv[1]}/h.json"))["entries"]}
 assert sorted(e) == ["cpu-fast", "cpu-slow"], sorted(e)
 t = {g: x["block"]["fwd_s"] + x["block"]["bwd_s"] for g, x in e.items()}
 r = t["cpu-slow"] / t["cpu-fast"]
-# 3x by construction, but the two are separate measurements on a shared machine: a loose band.
-assert 1.8 < r < 5.0, f"cpu-slow / cpu-fast block time {r:.2f}, expected about 3"
+# 3x by construction, but the two are separate measurements on a shared machine: a loose band (the
+# slow type's segment lasts 3x its own typical compute, so a busy spell there counts three times: 6.6 at
+# load 11 in a CI run); a broken emulation gives about 1.
+assert 1.8 < r < 9.0, f"cpu-slow / cpu-fast block time {r:.2f}, expected about 3"
 print(f"emulation: cpu-slow / cpu-fast = {r:.2f}")
 PY
 # ... and the planner takes the profile for that cluster.
