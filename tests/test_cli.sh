@@ -51,6 +51,7 @@ has "help of no verb named" err "autohet help: unknown verb \"planner\""
 run "model gpt2-124m" 0 "$AH" model --model gpt2-124m --seq-len 1024 --micro-batch 4 --tp 2
 has "model: total params" out "124439808"
 has "model: block row" out "block"
+has "model: the CP table" out "per CP rank (context parallelism"
 has "model: head row" out "head"
 run "model --json" 0 "$AH" model --model gpt2-124m --seq-len 1024 --json
 py "model --json fields" "
@@ -69,6 +70,17 @@ assert blk['act_bytes_per_mb_recompute'] < blk['act_bytes_per_mb']
 assert d['state_bytes_per_param'] == 16
 tot = sum(l['count']*(l['fwd_flops_per_mb'] + l['bwd_flops_per_mb']) for l in d['layers'])
 assert abs(d['flops_per_token'] - tot/N) <= 1e-9*tot/N
+# activation bytes per CP degree: cp 1 is the layers' own; bf16 (no T x T matrix): a CP rank
+# keeps 1/cp of the block's bytes and the ring's buffers once
+cp = {r['cp']: r for r in d['cp']}
+assert sorted(cp) == [1, 2, 4, 8], sorted(cp)
+assert cp[1]['block_act_bytes_per_mb'] == blk['act_bytes_per_mb'] and cp[1]['ring_bytes'] == 0
+assert cp[1]['model_act_bytes_per_mb'] == sum(l['count']*l['act_bytes_per_mb'] for l in d['layers'])
+for c in (2, 4, 8):
+    assert cp[c]['tokens_per_rank'] == 1024 // c
+    assert cp[c]['block_act_bytes_per_mb'] * c == cp[1]['block_act_bytes_per_mb'], (c, cp[c])
+    assert cp[c]['model_act_bytes_per_mb_recompute'] * c == cp[1]['model_act_bytes_per_mb_recompute'], (c, cp[c])
+    assert cp[c]['ring_bytes'] > 0 and (c == 2 or 2 * cp[c]['ring_bytes'] == cp[c // 2]['ring_bytes']), (c, cp[c])
 "
 # per-rank params include the vocabulary padding (50257 -> 50432 at t = 2), the total does not
 run "model gpt2-124m tp 2" 0 "$AH" model --model gpt2-124m --tp 2

@@ -1,5 +1,6 @@
 /* autohet model: what a model costs, layer kind by layer kind, under the cost model's accounting
- * (parameters per TP rank, matmul FLOPs, activation bytes kept for backward). */
+ * (parameters per TP rank, matmul FLOPs, activation bytes kept for backward), and a CP rank's
+ * activation bytes per context-parallel degree. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,35 @@ typedef struct {
     double fwd, bwd;   /* FLOPs per micro-batch per TP rank */
     int64_t act, act_recompute;
 } row_t;
+
+/* Activation bytes of one CP rank per CP degree (context parallelism: T/cp tokens of each sequence;
+ * ah_layer_act_bytes_cp, ah_cp_ring_bytes): the degrees 1, 2, 4, 8 that split seq_len evenly
+ * into 2 cp chunks (the causal load balance). */
+#define CP_DEGREES 4
+typedef struct {
+    int cp;
+    int64_t block, block_rc; /* one block's, without and with recomputation */
+    int64_t model, model_rc; /* every block, the embedding and the head */
+    int64_t ring;            /* ring attention's buffers, once per device */
+} cp_row_t;
+
+static int fill_cp_rows(const ah_model_t *m, const ah_train_t *tr, int t, cp_row_t out[CP_DEGREES]) {
+    int n = 0;
+    for (int cp = 1; cp <= 8; cp *= 2) {
+        if (tr->seq_len % (2 * cp) != 0 && cp > 1) continue;
+        cp_row_t *r = &out[n++];
+        const int64_t b = tr->micro_batch, T = tr->seq_len;
+        r->cp = cp;
+        r->block = ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, false);
+        r->block_rc = ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, t, b, T, cp, tr->precision, true);
+        const int64_t ends = ah_layer_act_bytes_cp(m, AH_LAYER_EMBED, t, b, T, cp, tr->precision, false) +
+                             ah_layer_act_bytes_cp(m, AH_LAYER_HEAD, t, b, T, cp, tr->precision, false);
+        r->model = m->n_layer * r->block + ends;
+        r->model_rc = m->n_layer * r->block_rc + ends;
+        r->ring = ah_cp_ring_bytes(m, t, b, T, cp, tr->precision);
+    }
+    return n;
+}
 
 static void fill_rows(const ah_model_t *m, const ah_train_t *tr, int t, row_t rows[3]) {
     static const struct { const char *name; ah_layer_kind_t k; } kinds[3] = {
@@ -101,6 +131,19 @@ static void print_human(const ah_model_t *m, const ah_train_t *tr, int t, const 
            m->tied ? "" : " and of the LM head");
     printf("act/mb: activation bytes kept from forward to backward per micro-batch; rc: with "
            "recomputation.\nFLOP/token: (fwd + bwd) per micro-batch / tokens per micro-batch.\n");
+    cp_row_t cps[CP_DEGREES];
+    const int n_cp = fill_cp_rows(m, tr, t, cps);
+    printf("\nper CP rank (context parallelism: seq-len / cp tokens of each sequence), per micro-batch:\n");
+    printf("%-4s %12s %12s %12s %12s %12s %12s\n", "cp", "tokens/rank", "block act", "block rc", "model act",
+           "model rc", "ring");
+    for (int i = 0; i < n_cp; i++)
+        printf("%-4d %12lld %12s %12s %12s %12s %12s\n", cps[i].cp, (long long)(N / cps[i].cp),
+               bytes_str((double)cps[i].block, a, sizeof a), bytes_str((double)cps[i].block_rc, b, sizeof b),
+               bytes_str((double)cps[i].model, c, sizeof c), bytes_str((double)cps[i].model_rc, d, sizeof d),
+               bytes_str((double)cps[i].ring, e, sizeof e));
+    printf("model: every block, the embedding and the head; a CP rank's attention keeps ring attention's "
+           "logsumexp,\nnot the probabilities; ring: its key/value blocks, their gradients, the softmax's "
+           "accumulator\n(once per device). Degrees that split seq-len into 2 cp chunks only.\n");
 }
 
 static int print_json(const ah_model_t *m, const ah_train_t *tr, int t, const row_t rows[3],
@@ -119,13 +162,23 @@ static int print_json(const ah_model_t *m, const ah_train_t *tr, int t, const ro
                               (json_int_t)r->act, "act_bytes_per_mb_recompute",
                               (json_int_t)r->act_recompute));
     }
-    json_t *doc = json_pack("{s:o, s:I, s:f, s:I, s:i, s:I, s:I, s:I, s:s, s:o}", "model", ah_model_to_json(m),
+    cp_row_t cps[CP_DEGREES];
+    const int n_cp = fill_cp_rows(m, tr, t, cps);
+    json_t *cpj = json_array();
+    for (int i = 0; i < n_cp; i++)
+        json_array_append_new(
+            cpj, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "cp", cps[i].cp, "tokens_per_rank",
+                           (json_int_t)(tr->micro_batch * tr->seq_len / cps[i].cp), "block_act_bytes_per_mb",
+                           (json_int_t)cps[i].block, "block_act_bytes_per_mb_recompute", (json_int_t)cps[i].block_rc,
+                           "model_act_bytes_per_mb", (json_int_t)cps[i].model, "model_act_bytes_per_mb_recompute",
+                           (json_int_t)cps[i].model_rc, "ring_bytes", (json_int_t)cps[i].ring));
+    json_t *doc = json_pack("{s:o, s:I, s:f, s:I, s:i, s:I, s:I, s:I, s:s, s:o, s:o}", "model", ah_model_to_json(m),
                             "params_total", (json_int_t)total, "flops_per_token", flops_per_token,
                             "state_bytes_per_param", (json_int_t)ah_param_state_bytes(tr->precision),
                             "tp", t, "vocab_padded", (json_int_t)ah_vocab_padded(m, t), "seq_len",
                             (json_int_t)tr->seq_len, "micro_batch",
                             (json_int_t)tr->micro_batch, "precision", ah_precision_name(tr->precision),
-                            "layers", layers);
+                            "layers", layers, "cp", cpj);
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
