@@ -1,8 +1,9 @@
 /* Context parallelism in the plan file (issue 38): a pipeline's "cp" read and written (absent = 1,
  * not written when 1, so old plans round-trip byte-identical), each stage's tp x cp devices
  * cp-major, the [cp] rule (a power of two, seq_len a multiple of 2 cp, the device count), the TP
- * groups inside one node per CP rank, rank counting (plan and runtime layout), and the refusals
- * of what is not built yet: the runtime's (CP with zero-bubble, on a GPU). */
+ * groups inside one node per CP rank, rank counting (plan and runtime layout), the sharded
+ * optimizer's groups over every CP rank, and the refusals of what is not built yet: the
+ * runtime's (CP with zero-bubble, on a GPU). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,34 @@ static void test_ranks(void) {
     ah_plan_free(&p);
 }
 
+/* The sharded optimizer's groups take every CP rank: blocks [0, 4) at TP rank 1 has pipeline 0's
+ * two CP ranks (slow-0:1, slow-1:1; ranks 1, 3) and pipeline 1's fast-0:1 (rank 5); the even split
+ * is valid, each member holds the group and owns a third; the runtime runs it. */
+static void test_shards(void) {
+    ah_plan_t p;
+    if (!load(cp_base(), &p)) return;
+    ah_error_t err = {0};
+    CHECK(ah_opt_group_room(&p) == 7, "room for 2 x (2 + 1) + 1 members, got %d", ah_opt_group_room(&p));
+    CHECK(ah_plan_shard_all(&p, NULL, NULL, &err) == AH_OK && ah_plan_check_shards(&p, &err) == AH_OK, "even: %s",
+          err.msg);
+    const ah_opt_group_t g = {.kind = AH_OPT_BLOCKS, .first = 0, .last = 4, .tp_rank = 1};
+    ah_device_ref_t devs[7];
+    const int n = ah_opt_group_members(&p, &g, devs);
+    CHECK(n == 3 && devs[0].index == 1 && devs[1].index == 1 && devs[2].index == 1 &&
+              strcmp(p.cluster.nodes[devs[0].node].name, "slow-0") == 0 &&
+              strcmp(p.cluster.nodes[devs[1].node].name, "slow-1") == 0 &&
+              strcmp(p.cluster.nodes[devs[2].node].name, "fast-0") == 0,
+          "members: both CP ranks of pipeline 0, then pipeline 1 (%d)", n);
+    int64_t held[6], unowned[6];
+    const int64_t elems = ah_opt_group_elems(&p, &g);
+    CHECK(ah_opt_elems_all(&p, held, unowned, &err) == AH_OK, "%s", err.msg);
+    CHECK(held[3] == held[1] && held[3] >= elems && unowned[1] > 0 && unowned[3] > 0,
+          "CP rank 1 holds what CP rank 0 does, and owns a part of it: held %lld / %lld, not owned %lld / %lld",
+          (long long)held[1], (long long)held[3], (long long)unowned[1], (long long)unowned[3]);
+    CHECK(ah_trainer_check_plan(&p, &err) == AH_OK, "the runtime runs CP with the sharded optimizer: %s", err.msg);
+    ah_plan_free(&p);
+}
+
 /* What is not built yet says so, naming the pipeline: the runtime beside another schedule or on a
  * GPU type (the cost model prices CP plans). */
 static void test_refusals(void) {
@@ -186,6 +215,7 @@ int main(void) {
     test_rules();
     test_round_trip();
     test_ranks();
+    test_shards();
     test_refusals();
     return ah_test_finish();
 }

@@ -16,8 +16,9 @@
 #                         cp4 (CP 2 -> 4), within 1e-4 (the CP split changes the attention's
 #                         summation order); then single saves, its files and bytes the cp2 run's,
 #                         and cp2 resumes it (CP 1 -> 2, within 1e-4); a CP 2 pair on nodes n0 and n1
-#                         writes a whole copy on each node; --init-from the cp2 run's export of
-#                         step 8 at CP 4 (its first loss step 8's, within 1e-4).
+#                         writes a whole copy on each node; cp2-pp2-sharded (the optimizer
+#                         sharded over the CP ranks) on two nodes resumes bit-exact; --init-from
+#                         the cp2 run's export of step 8 at CP 4 (its first loss step 8's, within 1e-4).
 #                         AH_CLUSTER_SHORT=1 (the sanitizer stage): resume cp4 only, no extras.
 . "$(dirname "$0")/train_common.sh"
 CASE=${3:-plans}
@@ -127,6 +128,22 @@ PY
             [ "$(find "$WORK/ck2n/$node/step-00000004" -name '*.safetensors' | wc -l)" = 6 ] ||
             fail "two-nodes: node $node's disk does not hold a whole copy of step 4 (6 shards)"
     done
+    # The sharded optimizer over CP ranks (cp2-pp2-sharded, CP rank 1 moved to node n1 so that each
+    # group's state is on two disks): its save gathers each stage's moments from both CP ranks, its
+    # resume scatters them back, bit-exact.
+    python3 - "$PLANS/train-cp2-pp2-sharded.json" "$WORK/sharded-2nodes.json" <<'PY' || fail "sharded-2nodes plan"
+import json, sys
+d = json.load(open(sys.argv[1]))
+moved = {("n0", 1): ("n1", 0), ("n0", 3): ("n1", 1)}
+devs = [x for st in d["pipelines"][0]["stages"] for x in st["devices"]]
+for x in devs + [x for g in d["optimizer_shards"] for x in g["shares"]]:
+    x["node"], x["index"] = moved.get((x["node"], x["index"]), (x["node"], x["index"]))
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    run sharded-2nodes sharded --ckpt-every 4 --local-root "$WORK/cksh"
+    at_step8 cksh
+    run sharded-2nodes resume-sharded --local-root "$WORK/ck8" --resume
+    resumed_within sharded resume-sharded 8 0
     # --init-from at CP 4: step 8 of the CP 2 run, exported; on the data from step 8's batch on, its
     # first loss is step 8's.
     "$AUTOHET" ckpt export --local-root "$WORK/ck/n0" --step 8 -o "$WORK/x8" >/dev/null || fail "export step 8"

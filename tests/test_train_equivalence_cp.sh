@@ -2,9 +2,12 @@
 # pipeline whose sequences are split over CP 2 and CP 4 ranks (ring attention, the causal load
 # balance), CP 2 with TP 2 (4 ranks), CP 2 with PP 2 and a recomputing first stage (4 ranks:
 # p2p between matching CP ranks), three pipelines of CP 2, CP 4 and CP 1 in one job (7 ranks: the
-# DP groups take every replica's CP ranks); then tiny-llama (grouped-query attention: the 2 key/value heads
+# DP groups take every replica's CP ranks), CP 2 with PP 2 and the optimizer sharded over each stage's
+# two CP ranks in uneven parts (cp2-pp2-sharded: the sharded groups are every replica's CP ranks,
+# as Megatron's distributed optimizer shards over DP x CP); then tiny-llama (grouped-query attention: the 2 key/value heads
 # go around the ring, rotary angles by position) at CP 2 against its own one-process run.
-# AH_CLUSTER_SHORT=1 (CI's sanitizer stage): CP 2 x PP 2 with recomputation and the LLaMA run only.
+# AH_CLUSTER_SHORT=1 (CI's sanitizer stage): CP 2 x PP 2 with recomputation and the sharded
+# optimizer, and the LLaMA run, only.
 # First, what is refused by name: a CP pipeline under zero-bubble. (Checkpoints of CP plans:
 # test_resume_cp.sh.)
 set -e
@@ -21,7 +24,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["pipelines"][0]["
     "$PLANS_DIR/train-cp2-pp2.json" "$W/zb.json"
 refused "[cp] pipelines[0].cp: 2; the runtime does not run context parallelism with another schedule than 1f1b" \
     --plan "$W/zb.json" --data "$W/t.bin"
-PLANS=(cp2 cp4 cp2-tp2 cp2-pp2 cp-mixed)
-[ "${AH_CLUSTER_SHORT:-0}" = 1 ] && PLANS=(cp2-pp2)
+PLANS=(cp2 cp4 cp2-tp2 cp2-pp2 cp-mixed cp2-pp2-sharded)
+[ "${AH_CLUSTER_SHORT:-0}" = 1 ] && PLANS=(cp2-pp2-sharded)
 bash "$(dirname "$0")/test_train_equivalence.sh" "$1" "$2" "${PLANS[@]}"
 REF=llama-single exec bash "$(dirname "$0")/test_train_equivalence.sh" "$1" "$2" llama-cp2

@@ -93,10 +93,10 @@ typedef struct ah_prediction {
  *   EMBED: the embedding's tensors whose gradient the first stages sum (all but a tied matrix);
  *   HEAD:  the head's tensors whose gradient the last stages sum (all but a tied matrix);
  *   TIED:  the tied embedding / LM-head matrix, over every first and last stage.
- * Each member device (one per pipeline; for TIED every first and last stage) owns the elements
- * [begin, end) of that space: it keeps AdamW's state for them, receives their summed gradient
- * (a reduce-scatter in place of the all-reduce), updates them and sends them to the others (an
- * all-gather). A group not listed is not sharded. */
+ * Each member device (one per pipeline and CP rank; for TIED every first and last stage's) owns
+ * the elements [begin, end) of that space: it keeps AdamW's state for them, receives their summed
+ * gradient (a reduce-scatter in place of the all-reduce), updates them and sends them to the
+ * others (an all-gather). A group not listed is not sharded. */
 typedef enum { AH_OPT_BLOCKS = 0, AH_OPT_EMBED, AH_OPT_HEAD, AH_OPT_TIED } ah_opt_kind_t;
 
 typedef struct ah_opt_share {
@@ -163,10 +163,13 @@ void ah_plan_free(ah_plan_t *p);
 ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err);
 
 /* Sharded-optimizer groups (plan_shards.c). A group's members, in the order of their MPI ranks
- * (devs: room for 2 * n_pipelines), and the size of its element space; -1 when the group does not
- * exist in this plan (a BLOCKS range that is not one DP segment, a tp_rank >= tp, TIED in an
- * untied model). */
+ * (devs: room for ah_opt_group_room(p)): per pipeline, every CP rank of the stage(s) holding the
+ * group (the data-parallel group is every replica's CP ranks); and the size of its element space;
+ * -1 when the group does not exist in this plan (a BLOCKS range that is not one DP segment, a
+ * tp_rank >= tp, TIED in an untied model). */
 int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t *devs);
+/* The most members a group of p can have: two stages' CP ranks per pipeline, and one more. */
+int ah_opt_group_room(const ah_plan_t *p);
 int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g);
 /* The node all of the group's members are on, or -1 when they span two nodes or more (or there
  * are none). */

@@ -30,7 +30,7 @@ static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t 
     int n = 0, base = 0; /* the rank of pipeline i's first device */
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
-        const int S = pl->n_stages;
+        const int S = pl->n_stages, per_stage = ah_stage_devices(pl, p->tp);
         for (int s = 0; s < S; s++) {
             const ah_stage_t *st = &pl->stages[s];
             bool member = false;
@@ -42,11 +42,21 @@ static int members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_ref_t 
                 member = s == 0 || (s == S - 1 && ah_pipeline_group_of(pl, s) != ah_pipeline_group_of(pl, 0));
                 break;
             }
-            if (member && ranks) ranks[n] = base + ah_pipeline_group_of(pl, s) * p->tp + g->tp_rank;
-            if (member) devs[n++] = st->devices[g->tp_rank];
+            /* every CP rank of the stage holds the group's tensors at that TP rank */
+            for (int c = 0; member && c < ah_pipeline_cp(pl); c++) {
+                const int k = c * p->tp + g->tp_rank;
+                if (ranks) ranks[n] = base + ah_pipeline_group_of(pl, s) * per_stage + k;
+                devs[n++] = st->devices[k];
+            }
         }
-        base += ah_pipeline_groups(pl) * p->tp;
+        base += ah_pipeline_groups(pl) * per_stage;
     }
+    return n;
+}
+
+int ah_opt_group_room(const ah_plan_t *p) {
+    int n = 1;
+    for (int i = 0; i < p->n_pipelines; i++) n += 2 * ah_pipeline_cp(&p->pipelines[i]);
     return n;
 }
 
@@ -55,7 +65,7 @@ int ah_opt_group_members(const ah_plan_t *p, const ah_opt_group_t *g, ah_device_
 }
 
 int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g) {
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+    ah_device_ref_t *devs = malloc((size_t)ah_opt_group_room(p) * sizeof *devs);
     const int n = devs ? members(p, g, devs, NULL) : 0;
     int node = n > 0 ? devs[0].node : -1;
     for (int i = 1; i < n; i++)
@@ -126,7 +136,7 @@ static ah_status_t check_group(const ah_plan_t *p, int k, ah_device_ref_t *devs,
         if (!member)
             s = ah_error_set(err, AH_ERR_INVALID,
                              "[shards] optimizer_shards[%d] (%s).shares[%d]: device %s:%d is not in the group (its members "
-                             "hold the group's tensors at that TP rank: one stage per pipeline)",
+                             "hold the group's tensors at that TP rank: one stage per pipeline, each of its CP ranks)",
                              k, name, i, node, sh->dev.index);
         else if (sh->begin < 0 || sh->end < sh->begin)
             s = ah_error_set(err, AH_ERR_INVALID,
@@ -166,7 +176,7 @@ static ah_status_t check_group(const ah_plan_t *p, int k, ah_device_ref_t *devs,
 
 ah_status_t ah_plan_check_shards(const ah_plan_t *p, ah_error_t *err) {
     if (p->n_opt_groups == 0) return AH_OK;
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+    ah_device_ref_t *devs = malloc((size_t)ah_opt_group_room(p) * sizeof *devs);
     if (!devs) return ah_error_set(err, AH_ERR_OOM, "out of host memory checking optimizer shards");
     ah_status_t s = AH_OK;
     for (int k = 0; k < p->n_opt_groups && s == AH_OK; k++) s = check_group(p, k, devs, err);
@@ -233,11 +243,11 @@ static ah_status_t add_group(ah_plan_t *p, ah_opt_group_t g, ah_device_ref_t *de
     return AH_OK;
 }
 
-/* Room for one group's members (at most two per pipeline and one more): *devs and *ranks, both
+/* Room for one group's members (ah_opt_group_room): *devs and *ranks, both
  * freed by the caller; false (nothing to free) when out of host memory. */
 static bool alloc_members(const ah_plan_t *p, ah_device_ref_t **devs, int **ranks) {
-    *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof **devs);
-    *ranks = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof **ranks);
+    *devs = malloc((size_t)ah_opt_group_room(p) * sizeof **devs);
+    *ranks = malloc((size_t)ah_opt_group_room(p) * sizeof **ranks);
     if (*devs && *ranks) return true;
     free(*devs);
     free(*ranks);
@@ -297,7 +307,7 @@ double ah_opt_sync_factor(const ah_plan_t *p, ah_opt_kind_t kind, int first, int
     for (int k = 0; k < p->n_opt_groups; k++) {
         const ah_opt_group_t *g = &p->opt_groups[k];
         if (g->kind != kind || (kind == AH_OPT_BLOCKS && (g->first != first || g->last != last))) continue;
-        ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
+        ah_device_ref_t *devs = malloc((size_t)ah_opt_group_room(p) * sizeof *devs);
         const int n = devs ? ah_opt_group_members(p, g, devs) : 0;
         free(devs);
         const int64_t elems = ah_opt_group_elems(p, g);

@@ -79,8 +79,8 @@ static int by_part(const void *a, const void *b) {
 static ah_status_t shard_parts(const ah_trainer_t *tr, const ah_opt_group_t *g, ah_dp_shard_t *sh, int *key,
                                ah_error_t *err) {
     const ah_plan_t *p = tr->plan;
-    ah_device_ref_t *devs = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *devs);
-    part_t *parts = malloc((size_t)(2 * p->n_pipelines + 1) * sizeof *parts);
+    ah_device_ref_t *devs = malloc((size_t)ah_opt_group_room(p) * sizeof *devs);
+    part_t *parts = malloc((size_t)ah_opt_group_room(p) * sizeof *parts);
     const int n = devs && parts ? ah_opt_group_members(p, g, devs) : -1;
     sh->counts = n > 0 ? malloc((size_t)n * sizeof *sh->counts) : NULL;
     if (!sh->counts) {

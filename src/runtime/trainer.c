@@ -141,14 +141,13 @@ ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
         const int c = ah_pipeline_cp(pl);
         if (c == 1) continue;
         const char *why = pl->schedule != AH_SCHED_1F1B           ? "with another schedule than 1f1b"
-                          : plan->n_opt_groups > 0               ? "with the sharded optimizer (\"optimizer_shards\")"
                           : plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
                           : gpu_stage(plan, i) >= 0              ? "on a GPU (the CUDA backend)"
                                                                  : NULL;
         if (why)
             return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
                                 "parallelism %s yet (issue 38): use cp 1 there, or a 1f1b fp32 pipeline of CPU "
-                                "devices without optimizer_shards", i, c, why);
+                                "devices", i, c, why);
     }
     return AH_OK;
 }
