@@ -263,19 +263,65 @@ static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t 
     return true;
 }
 
+/* The pipelines timed so far in one evaluation, by the hash of what their timeline depends on
+ * (stage count, micro-batches, schedule, device groups, each stage's times and hop): a pipeline
+ * whose timeline an earlier one already has takes its figures instead of a replay. A plan's
+ * pipelines are often copies, and not only of the one before (the batch-balanced baseline
+ * alternates micro-batch counts over pipelines of one type). Open addressing, -1 = empty. */
+typedef struct {
+    int *slot;    /* cap entries: a pipeline index, or -1 */
+    int cap;      /* a power of two above twice the pipeline count */
+} timeline_memo_t;
+
+static uint64_t mix_word(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t mix_double(uint64_t h, double x) {
+    uint64_t w;
+    memcpy(&w, &x, sizeof w);
+    return mix_word(h, w);
+}
+
+static uint64_t timeline_hash(const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *pe) {
+    uint64_t h = mix_word(mix_word(mix_word((uint64_t)pl->n_stages, (uint64_t)pl->micro_batches), (uint64_t)pl->schedule),
+                          (uint64_t)P);
+    for (int s = 0; s < pl->n_stages; s++) {
+        const ah_stage_eval_t *st = &pe->stages[s];
+        h = mix_double(mix_double(mix_double(mix_double(h, st->fwd_s), st->bwd_s), st->p2p_s), st->wgrad_s);
+    }
+    return h;
+}
+
+/* Pipeline i's slot in the memo: the earlier pipeline with its timeline (*found true), or the
+ * empty slot where i goes. */
+static int *memo_find(const timeline_memo_t *m, const ah_plan_t *p, const ah_eval_t *out, int i, int P, bool *found) {
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    const ah_pipeline_eval_t *pe = &out->pipelines[i];
+    *found = false;
+    for (uint64_t k = timeline_hash(pl, P, pe);; k++) {
+        int *slot = &m->slot[k & (uint64_t)(m->cap - 1)];
+        if (*slot < 0) return slot;
+        const ah_pipeline_t *ql = &p->pipelines[*slot];
+        if (ql->n_stages == pl->n_stages && ql->micro_batches == pl->micro_batches && ql->schedule == pl->schedule &&
+            ah_pipeline_groups(ql) == P && same_schedule(pe, &out->pipelines[*slot], pl->n_stages))
+            return *found = true, slot;
+    }
+}
+
 /* Pipeline pl's time: its schedule replayed (time_s), and the search's closed form of it
  * (estimate_s; plan/replay.h; the 1F1B one: for the other schedules, which the search does not
- * weigh yet, the replay itself); prev / prev_pl (NULL for the first) is the pipeline before, whose
- * figures are taken when its timeline is the same (a plan's pipelines often are). P: pl's device
+ * weigh yet, the replay itself); same (NULL for none) is an earlier pipeline with the same
+ * timeline, whose figures are taken (a plan's pipelines often are copies). P: pl's device
  * groups. false when out of host memory. */
-static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *prev,
-                          const ah_pipeline_t *prev_pl, double sum_fb, double max_fb, double sum_p2p) {
+static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *same,
+                          double sum_fb, double max_fb, double sum_p2p) {
     const int S = pl->n_stages;
     const int64_t n = pl->micro_batches;
-    if (prev && prev_pl->n_stages == S && prev_pl->micro_batches == n && prev_pl->schedule == pl->schedule &&
-        ah_pipeline_groups(prev_pl) == P && same_schedule(pe, prev, S)) {
-        pe->time_s = prev->time_s;
-        pe->estimate_s = prev->estimate_s;
+    if (same) {
+        pe->time_s = same->time_s;
+        pe->estimate_s = same->estimate_s;
         return true;
     }
     if (pl->schedule != AH_SCHED_1F1B) {
@@ -303,6 +349,7 @@ typedef struct {
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
     ah_sync_stage_t *sync_st; /* per stage of the plan, the overlapped sync's parts (plan/dp_overlap.h) */
     int n_sync;
+    timeline_memo_t timelines;
     void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
     size_t scratch_cap;
 } eval_run_t;
@@ -449,11 +496,13 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
             device_eval(p, i, d, k, mem - (r->unowned ? r->unowned[r->rank] * r->opt_bytes : 0), r->rank,
                         &r->worst_over, out);
     }
-    const ah_pipeline_t *before = i > 0 ? &p->pipelines[i - 1] : NULL;
+    bool seen;
+    int *slot = memo_find(&r->timelines, p, out, i, P, &seen);
     double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
-    if (!ok || !time_pipeline(pe, pl, P, before ? &out->pipelines[i - 1] : NULL, before, sum_fb, max_fb, sum_p2p) ||
+    if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, sum_fb, max_fb, sum_p2p) ||
         (pe->time_s > r->worst_pipe && isnan(no_p2p = ah_sched_replay(pl->schedule, pe->stages, S, P, n, false, NULL))))
         return false;
+    if (!seen) *slot = i;
     if (pe->estimate_s > r->worst_estimate) r->worst_estimate = pe->estimate_s;
     if (pe->time_s > r->worst_pipe) {
         r->worst_pipe = pe->time_s;
@@ -485,7 +534,12 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         int n_stages = 0;
         for (int i = 0; i < p->n_pipelines; i++) n_stages += p->pipelines[i].n_stages;
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
-        if (!r->sync_st) {
+        for (r->timelines.cap = 4; r->timelines.cap < 2 * p->n_pipelines;) r->timelines.cap *= 2;
+        r->timelines.slot = malloc(sizeof(int) * (size_t)r->timelines.cap);
+        for (int k = 0; r->timelines.slot && k < r->timelines.cap; k++) r->timelines.slot[k] = -1;
+        if (!r->sync_st || !r->timelines.slot) {
+            free(r->sync_st);
+            free(r->timelines.slot);
             free(r);
             r = NULL;
         }
@@ -495,7 +549,10 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
             st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
     free(unowned);
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
-    if (r) free(r->scratch);
+    if (r) {
+        free(r->scratch);
+        free(r->timelines.slot);
+    }
     if (st != AH_OK) {
         if (r) free(r->sync_st);
         free(r);

@@ -18,60 +18,49 @@ static bool op_of(int S, int s, int64_t n, int64_t k, int64_t *i) {
     return false;
 }
 
-/* Runs stage s's next ops while their inputs are there; returns how many ran. fwd_end and
- * bwd_end are [S][n], NAN until the op ran. */
-static int64_t run_stage(const ah_stage_eval_t *st, int S, int s, int64_t n, bool with_p2p, double *fwd_end,
-                         double *bwd_end, int64_t *next, double *free_at, ah_op_t *ops) {
-    int64_t ran = 0, i;
-    const size_t row = (size_t)s * (size_t)n;
-    const double hop_in = s > 0 && with_p2p ? st[s - 1].p2p_s : 0, hop_out = with_p2p ? st[s].p2p_s : 0;
-    while (next[s] < 2 * n) {
-        const bool fwd = op_of(S, s, n, next[s], &i);
-        double ready;
-        if (fwd) {
-            ready = s > 0 ? fwd_end[row - (size_t)n + (size_t)i] + hop_in : 0;
-        } else if (s < S - 1) {
-            ready = bwd_end[row + (size_t)n + (size_t)i] + hop_out;
-        } else {
-            ready = fwd_end[row + (size_t)i]; /* its own forward ran before it */
-        }
-        if (isnan(ready)) break; /* its input has not arrived yet */
-        const double t0 = ready > free_at[s] ? ready : free_at[s];
-        const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);
-        (fwd ? fwd_end : bwd_end)[row + (size_t)i] = t1;
-        if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)next[s]] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
-        free_at[s] = t1;
-        next[s]++;
-        ran++;
-    }
-    return ran;
+/* Stage s's op at position k (op_of): its start after what it waits for (ready) and its stage,
+ * written to fwd_end or bwd_end ([S][n]) and ops. */
+static void run_op(const ah_stage_eval_t *st, int s, int64_t n, int64_t k, bool fwd, int64_t i, double ready,
+                   double *ends, double *free_at, ah_op_t *ops) {
+    const double t0 = ready > free_at[s] ? ready : free_at[s];
+    const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);
+    ends[(size_t)s * (size_t)n + (size_t)i] = t1;
+    if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)k] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
+    free_at[s] = t1;
 }
 
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops) {
     if (S < 1 || n < 1) return 0;
+    for (int s = 0; s < S; s++)
+        if (isnan(st[s].fwd_s) || isnan(st[s].bwd_s) || (with_p2p && isnan(st[s].p2p_s))) return NAN;
     const size_t cells = (size_t)S * (size_t)n;
     double *ends = malloc(sizeof(double) * (2 * cells + (size_t)S)); /* fwd_end, bwd_end, free_at */
-    int64_t *next = calloc((size_t)S, sizeof(int64_t));
-    double span = NAN;
-    if (!ends || !next) goto out;
+    if (!ends) return NAN;
     double *fwd_end = ends, *bwd_end = ends + cells, *free_at = ends + 2 * cells;
-    for (size_t k = 0; k < 2 * cells; k++) ends[k] = NAN;
     for (int s = 0; s < S; s++) free_at[s] = 0;
-    /* forwards flow down and backwards up, so sweep down then up until every op ran; each sweep
-     * pair moves some stage on (1F1B cannot deadlock) */
-    for (int64_t done = 0, total = 2 * (int64_t)cells; done < total;) {
-        int64_t ran = 0;
-        for (int s = 0; s < S; s++) ran += run_stage(st, S, s, n, with_p2p, fwd_end, bwd_end, next, free_at, ops);
-        for (int s = S - 1; s >= 0; s--) ran += run_stage(st, S, s, n, with_p2p, fwd_end, bwd_end, next, free_at, ops);
-        if (ran == 0) goto out; /* cannot happen for 1F1B's order; never loop forever */
-        done += ran;
+    /* Position-major: stage s's op at position k waits only for ops at positions <= k of its
+     * neighbours (forward i of stage s - 1 sits at or before forward i's position on s, since s - 1
+     * warms up one more; backward i of stage s + 1 at or before backward i's on s) and for its own
+     * stage's op at k - 1. So for each k, the forwards run down the stages and then the backwards
+     * up, each op once, every input already there: the times the runtime's order gives. */
+    int64_t i;
+    for (int64_t k = 0; k < 2 * n; k++) {
+        for (int s = 0; s < S; s++)
+            if (op_of(S, s, n, k, &i))
+                run_op(st, s, n, k, true, i,
+                       s > 0 ? fwd_end[(size_t)(s - 1) * (size_t)n + (size_t)i] + (with_p2p ? st[s - 1].p2p_s : 0) : 0,
+                       fwd_end, free_at, ops);
+        for (int s = S - 1; s >= 0; s--)
+            if (!op_of(S, s, n, k, &i))
+                run_op(st, s, n, k, false, i,
+                       s < S - 1 ? bwd_end[(size_t)(s + 1) * (size_t)n + (size_t)i] + (with_p2p ? st[s].p2p_s : 0)
+                                 : fwd_end[(size_t)s * (size_t)n + (size_t)i], /* its own forward ran before it */
+                       bwd_end, free_at, ops);
     }
-    span = 0;
+    double span = 0;
     for (int s = 0; s < S; s++)
         if (free_at[s] > span) span = free_at[s];
-out:
     free(ends);
-    free(next);
     return span;
 }
 
