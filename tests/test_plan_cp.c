@@ -3,7 +3,7 @@
  * cp-major, the [cp] rule (a power of two, seq_len a multiple of 2 cp, the device count), the TP
  * groups inside one node per CP rank, rank counting (plan and runtime layout), the sharded
  * optimizer's groups over every CP rank, and the refusals of what is not built yet: the
- * runtime's (CP with zero-bubble, on a GPU). */
+ * runtime's (CP in bf16 / fp16, on a GPU). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,8 +188,8 @@ static void test_shards(void) {
     ah_plan_free(&p);
 }
 
-/* What is not built yet says so, naming the pipeline: the runtime beside another schedule or on a
- * GPU type (the cost model prices CP plans). */
+/* What is not built yet says so, naming the pipeline: the runtime in bf16 / fp16 or on a GPU type
+ * (the cost model prices CP plans; the runtime runs them under zero-bubble too). */
 static void test_refusals(void) {
     ah_plan_t p;
     if (!load(cp_base(), &p)) return;
@@ -199,10 +199,13 @@ static void test_refusals(void) {
     ah_eval_free(&e);
     CHECK(ah_trainer_check_plan(&p, &err) == AH_OK, "a 1f1b CP pipeline of CPU devices runs: %s", err.msg);
     p.pipelines[0].schedule = AH_SCHED_ZERO_BUBBLE;
-    CHECK(ah_trainer_check_plan(&p, &err) == AH_ERR_USAGE &&
-          strstr(err.msg, "[cp] pipelines[0].cp: 2; the runtime does not run context parallelism with another "
-                          "schedule than 1f1b"), "the runtime refuses zero-bubble: %s", err.msg);
+    CHECK(ah_trainer_check_plan(&p, &err) == AH_OK, "the runtime runs CP under zero-bubble: %s", err.msg);
     p.pipelines[0].schedule = AH_SCHED_1F1B;
+    p.train.precision = AH_PREC_BF16;
+    CHECK(ah_trainer_check_plan(&p, &err) == AH_ERR_USAGE &&
+          strstr(err.msg, "[cp] pipelines[0].cp: 2; the runtime does not run context parallelism in bf16 or fp16"),
+          "the runtime refuses bf16: %s", err.msg);
+    p.train.precision = AH_PREC_FP32;
     ah_gpu_type_t *gt = &p.cluster.types[p.pipelines[0].stages[0].type];
     snprintf(gt->name, sizeof gt->name, "h100");
     gt->emulate_slowdown = 0;

@@ -140,13 +140,12 @@ ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
         const ah_pipeline_t *pl = &plan->pipelines[i];
         const int c = ah_pipeline_cp(pl);
         if (c == 1) continue;
-        const char *why = pl->schedule != AH_SCHED_1F1B           ? "with another schedule than 1f1b"
-                          : plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
-                          : gpu_stage(plan, i) >= 0              ? "on a GPU (the CUDA backend)"
-                                                                 : NULL;
+        const char *why = plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
+                          : gpu_stage(plan, i) >= 0                ? "on a GPU (the CUDA backend)"
+                                                                   : NULL;
         if (why)
             return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
-                                "parallelism %s yet (issue 38): use cp 1 there, or a 1f1b fp32 pipeline of CPU "
+                                "parallelism %s yet (issue 38): use cp 1 there, or an fp32 pipeline of CPU "
                                 "devices", i, c, why);
     }
     return AH_OK;
