@@ -1,0 +1,79 @@
+# Context parallelism (issue 38), measured against the cost model: one pipeline of one stage
+# (demo-gpt2's shape, 6 blocks, its context stretched to T as a config.json) at CP 1, 2 and 4 on
+# the emulated CPU cluster, every CP rank a device of
+# one emulated type on one node. Each trains in alternation in one run, against `autohet
+# evaluate`'s prediction calibrated by `autohet profile` (one process at the whole sequence, through
+# the same emulation; the cost model gives a CP rank 1/cp of it, plus the ring's exposed transfers
+# and the DP sync over the CP ranks). Prints the ratios; never fails on a timing.
+# Usage: bash bench/bench_cp.sh BUILD_DIR   [N=4 T=128 SLOW=4 STEPS=6 WARMUP=2 ROUNDS=2 CPS="1 2 4" KEEP=1]
+set -euo pipefail
+BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+AH=$BUILD/autohet
+N=${N:-4} T=${T:-128} SLOW=${SLOW:-4}
+STEPS=${STEPS:-6} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-2}
+read -r -a CPS <<<"${CPS:-1 2 4}"
+WORK=$(mktemp -d)
+[ -n "${KEEP:-}" ] && echo "(work files kept in $WORK)" || trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
+echo "(cores: $(nproc), load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
+cat >"$WORK/cluster.json" <<JSON
+{"gpu_types": {"cpu-emu": {"tflops": {"bf16": 0.0125, "fp16": 0.0125, "fp32": 0.0125}, "mem_bw_gb_s": 2.5,
+               "intra_node_gb_s": 5, "emulate": {"slowdown": $SLOW, "memory_mib": 512}}},
+ "nodes": [{"name": "n0", "gpu": "cpu-emu", "count": 4, "usd_per_gpu_hour": 0.3}],
+ "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
+JSON
+"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+"$AH" model --model demo-gpt2 --json >"$WORK/demo.json"
+python3 - "$WORK/demo.json" "$T" "$WORK/model.config.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+json.dump({"model_type": "gpt2", "n_layer": m["n_layer"], "n_embd": m["d_model"], "n_head": m["n_head"],
+           "n_inner": m["d_ff"], "vocab_size": m["vocab"], "n_positions": max(m["max_pos"], int(sys.argv[2])),
+           "tie_word_embeddings": m["tied"]}, open(sys.argv[3], "w"))
+PY
+"$AH" model --model "$WORK/model.config.json" --json >"$WORK/model.json"
+for cp in "${CPS[@]}"; do
+    python3 - "$WORK/cp$cp.json" "$cp" "$N" "$T" "$WORK/cluster.json" "$WORK/model.json" <<'PY'
+import json, sys
+out, cp, n, T, cluster = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+model = json.load(open(sys.argv[6]))["model"]
+stage = {"layers": [0, 6], "gpu": "cpu-emu", "recompute": False,
+         "devices": [{"node": "n0", "index": k} for k in range(cp)]}
+plan = {"version": 1, "model": model, "train": {"global_batch": n, "seq_len": T, "micro_batch": 1, "precision": "fp32"},
+        "tp": 1, "cluster": json.load(open(cluster)), "pipelines": [{"micro_batches": n, "cp": cp, "stages": [stage]}]}
+json.dump(plan, open(out, "w"))
+PY
+done
+echo "== calibration: autohet profile --model demo-gpt2 at context $T --micro-batch 1 --seq-len $T (through the emulation)"
+"$AH" profile --model "$WORK/model.config.json" --cluster "$WORK/cluster.json" --tp 1 --micro-batch 1 --seq-len "$T" --steps 5 --rounds 4 \
+    -o "$WORK/profile.json" >/dev/null
+for cp in "${CPS[@]}"; do
+    "$AH" evaluate --plan "$WORK/cp$cp.json" --profile "$WORK/profile.json" --json >"$WORK/cp$cp.eval.json"
+done
+train() { # CP degree, tag -> median step seconds after the warm-up
+    $MPIRUN -np "$1" "$AH" train --plan "$WORK/cp$1.json" --data "$WORK/text.bin" --steps $((WARMUP + STEPS)) --quiet \
+        --metrics "$WORK/$2.jsonl" 2>"$WORK/$2.err" || { cat "$WORK/$2.err" >&2; exit 1; }
+    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1]) if "\"loss\"" in l][int(sys.argv[2]):]))' "$WORK/$2.jsonl" "$WARMUP"
+}
+for k in $(seq "$ROUNDS"); do
+    for cp in "${CPS[@]}"; do echo "$(train "$cp" "cp$cp-$k")" >>"$WORK/cp$cp.steps"; done
+done
+python3 - "$WORK" "$STEPS" "$WARMUP" "${CPS[@]}" <<'PY'
+import json, statistics, sys
+work, steps, warmup, cps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rounds = {c: [float(x) for x in open(f"{work}/cp{c}.steps")] for c in cps}
+meas = {c: statistics.median(r) for c, r in rounds.items()}
+ev = {c: json.load(open(f"{work}/cp{c}.eval.json")) for c in cps}
+pred = {c: ev[c]["iteration_s"] for c in cps}
+base = cps[0]
+print(f"== measured vs predicted (median step of {steps} after {warmup} warm-up, median over rounds)")
+print(f"   {'cp':<4} {'predicted s':>12} {'measured s':>12} {'meas/pred':>10} {'vs cp ' + base + ' meas':>13} "
+      f"{'vs cp ' + base + ' pred':>13} {'ring s':>9} {'DP sync s':>10}  rounds")
+for c in cps:
+    b = ev[c]["breakdown"]
+    print(f"   {c:<4} {pred[c]:12.4f} {meas[c]:12.4f} {meas[c] / pred[c]:10.3f} {meas[c] / meas[base]:13.3f} "
+          f"{pred[c] / pred[base]:13.3f} {b['cp_comm_s']:9.4f} {b['dp_sync_s']:10.4f}  {' '.join(f'{x:.4f}' for x in rounds[c])}")
+print("   peak device memory predicted (MiB): " + ", ".join(f"cp {c} {ev[c]['memory_bytes'] / 2**20:.2f}" for c in cps))
+PY
+echo "(load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
