@@ -10,14 +10,16 @@ set -euo pipefail
 # tests: python3-torch + numpy are the PyTorch oracle (run with /usr/bin/python3, not a pyenv
 # python); git for the fresh-clone checks; iproute2 (ip netns, tc) and openssh-server (an sshd
 # per emulated host) for the many-hosts test cluster (tests/cluster/); slurm-wlm and munge for
-# its Slurm cluster (tests/cluster/slurm.sh: the daemons it starts are its own, on its own ports).
+# its Slurm cluster (tests/cluster/slurm.sh: the daemons it starts are its own, on its own ports);
+# wireguard-go and wireguard-tools for a tunnel between two emulated regions
+# (tests/test_wan_wireguard.sh: userspace WireGuard, as this kernel has no WireGuard module).
 packages=(
     build-essential cmake pkg-config git
     clang libclang-rt-14-dev
     libjansson-dev libopenblas-dev openmpi-bin libopenmpi-dev libcurl4-openssl-dev
     libglpk-dev glpk-utils
     python3 python3-numpy python3-torch
-    iproute2 openssh-server slurm-wlm munge
+    iproute2 openssh-server slurm-wlm munge wireguard-go wireguard-tools
 )
 
 missing=()

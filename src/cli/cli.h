@@ -98,8 +98,8 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
  * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
  * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
  * --shard-optimizer none|even|memory|auto, --schedule auto|1f1b|interleaved|zero-bubble (plan, run,
- * simulate), --profile FILE; and the trainer's --ckpt-sync and
- * --no-overlap-grad-sync (train, run). */
+ * simulate), --profile FILE; and the trainer's --ckpt-sync,
+ * --no-overlap-grad-sync and --allow-unencrypted-wan (train, run). */
 ah_flag_t ah_cli_shared_flag(const char *name, void *target);
 /* The same with the verb's own help line: what the flag does in that verb, with the rule's default
  * or, where the verb's differs, its default and why (run's batch, sized for the CPU trainer). */

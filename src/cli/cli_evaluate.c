@@ -156,6 +156,8 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
+    char crossings[1024];
+    if (ah_plan_crossings_str(p, &pr.traffic, false, crossings, sizeof crossings)[0]) printf("%s\n", crossings);
     bottleneck_t bn;
     find_bottleneck(p, e, &bn);
     printf("bottleneck: pipeline %d, stage %d (%s): %s\n", bn.pipeline, bn.stage, bn.gpu, bn.reason);
@@ -231,6 +233,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
         "pipelines", pls);
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     ah_plan_price_json(&pr, doc);
+    ah_plan_crossings_json(p, &pr.traffic, doc);
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
     json_object_set_new(json_object_get(doc, "breakdown"), "cp_comm_s", json_real(b->cp_comm_s));
     json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));

@@ -189,6 +189,8 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
            ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
+    char crossings[1024];
+    if (ah_plan_crossings_str(p, &pr.traffic, false, crossings, sizeof crossings)[0]) printf("%s\n", crossings);
     printf("with the DP sync overlapped with the backward (train's default): %.4f s per iteration, %.4f s of the "
            "%.4f s sync exposed%s\n", e->iteration_overlap_s, e->dp_sync_exposed_s, b->dp_sync_s,
            o->no_overlap_grad_sync ? " (not what the planner compared: --no-overlap-grad-sync)" : "");
@@ -267,6 +269,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                             r->eval.pred.iteration_s, "tokens_per_s", r->eval.pred.tokens_per_s, "search_value_s",
                             r->search_value_s, "lower_bound_s", r->lower_bound_s, "exact", r->exact);
     ah_plan_price_json(&pr, doc);
+    ah_plan_crossings_json(&r->plan, &pr.traffic, doc);
     json_object_set_new(doc, "iteration_overlap_s", json_real(r->eval.iteration_overlap_s));
     json_object_set_new(doc, "schedules", r->schedule_why[0] ? json_string(r->schedule_why) : json_null());
     json_object_set_new(doc, "untrainable", json_boolean(r->untrainable));

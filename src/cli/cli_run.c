@@ -327,6 +327,7 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
     if (ah_cli_flag_seen(flags, n_flags, "--reschedule")) pass[np++] = "--reschedule";
     if (ah_cli_flag_seen(flags, n_flags, "--ckpt-sync")) pass[np++] = "--ckpt-sync";
     if (ah_cli_flag_seen(flags, n_flags, "--no-overlap-grad-sync")) pass[np++] = "--no-overlap-grad-sync";
+    if (ah_cli_flag_seen(flags, n_flags, "--allow-unencrypted-wan")) pass[np++] = "--allow-unencrypted-wan";
     o->train_args = pass;
     o->n_train_args = np;
 }
@@ -439,6 +440,7 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
                               "(default: asynchronous, a host-memory snapshot written in the background)"),
         ah_cli_shared_flag_as("--no-overlap-grad-sync", &a->no_overlap, "trainer: run the data-parallel gradient sync "
                               "after the whole backward (default: overlapped with it; docs/runtime.md)"),
+        ah_cli_shared_flag("--allow-unencrypted-wan", &a->o.allow_unencrypted_wan),
         ah_cli_shared_flag_as("--replica-memory-gb", &a->replica_gb, "trainer: in-memory peer replicas of each committed "
                               "step, at most G GB per host (default 0: off; docs/checkpoints.md)"),
         ah_cli_shared_flag_as("--replica-root", &a->replica_root, "trainer: each host keeps its replicas in DIR/NODE/ "

@@ -52,6 +52,7 @@ typedef struct {
     bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
     bool ckpt_sync;  /* --ckpt-sync: saves block the step (ckpt_io.h) */
     bool no_overlap; /* --no-overlap-grad-sync (trainer.h) */
+    bool allow_wan;  /* --allow-unencrypted-wan (plan_out.h ah_plan_wan_check) */
     double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
     const char *replica_root;
 } args_t;
@@ -140,6 +141,7 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     *have = true;
     if ((s = ah_plan_validate(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
     if ((s = ah_trainer_check_plan(plan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
+    if ((s = ah_plan_wan_check(plan, a->allow_wan, err)) != AH_OK) return ah_error_prefix(err, "%s", a->plan);
     char why[160];
     if (!ah_loss_scale_check(a->loss_scale, a->loss_scale_window, why, sizeof why))
         return ah_error_set(err, AH_ERR_USAGE, "--loss-scale / --loss-scale-window: %s", why);
@@ -418,6 +420,7 @@ static int train_flags(args_t *a, ah_flag_t *flags) {
         {"--local-root", AH_FLAG_STR, &a->local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         ah_cli_shared_flag("--ckpt-sync", &a->ckpt_sync),
         ah_cli_shared_flag("--no-overlap-grad-sync", &a->no_overlap),
+        ah_cli_shared_flag("--allow-unencrypted-wan", &a->allow_wan),
         ah_cli_shared_flag("--replica-memory-gb", &a->replica_gb),
         ah_cli_shared_flag("--replica-root", &a->replica_root),
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a->keep, "N", "committed checkpoint steps kept on each node's "

@@ -239,6 +239,11 @@ static const ah_flag_t SHARED[] = {
      "node, another zone's when there is one, at most G GB (1e9 bytes) per host; what does not fit stays on the "
      "disks, said in the checkpoint event; a host lost without notice is restored from them before the disks "
      "(default 0: off; docs/checkpoints.md)", false},
+    {"--allow-unencrypted-wan", AH_FLAG_BOOL, NULL, NULL,
+     "train a plan whose traffic crosses a region boundary on a link the cluster file does not mark \"private\" "
+     "(MPI's TCP and the peer tier are not encrypted: such traffic is in the open on the internet; default: "
+     "refused before any rank starts, naming the link and what crosses it; docs/multi-host.md \"Across regions\")",
+     false},
     {"--replica-root", AH_FLAG_STR, NULL, "DIR",
      "where each host keeps the replicas: DIR/NODE/ (default /dev/shm/autohet/<key of --local-root>; a tmpfs, so "
      "that they outlive the job's processes)", false},

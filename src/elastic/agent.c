@@ -90,8 +90,9 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
             "roofline times %s", L->roofline_types, a->cur.plan.tp, (long long)a->cur.plan.train.micro_batch,
             (long long)a->cur.plan.train.seq_len, ah_precision_name(a->cur.plan.train.precision),
             strchr(L->roofline_types, ',') ? "them" : "it");
-    ah_status_t s = ah_plan_save(&a->cur.plan, L->plan_path, err);
-    if (s != AH_OK) return s;
+    ah_status_t s = ah_plan_wan_check(&a->cur.plan, a->o->allow_unencrypted_wan, err);
+    if (s != AH_OK) return ah_error_prefix(err, "launch %d", k);
+    if ((s = ah_plan_save(&a->cur.plan, L->plan_path, err)) != AH_OK) return s;
 
     char run_dir[600];
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, k);

@@ -92,6 +92,9 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     bool no_handover;         /* at an events-file notice, no next plan before the stop (agent_handover.c) */
+    bool allow_unencrypted_wan; /* launch plans whose traffic crosses a region boundary on a link not
+                                 marked private (else each launch is refused before its ranks start:
+                                 plan_out.h ah_plan_wan_check; pass the flag to train in train_args too) */
     double poll_s;            /* watch period; 0: 0.01 s */
     int max_restarts;         /* a failure the agent cannot explain is relaunched at most this often within
                                  restart_window_s (agent_logic.h "the failure policy"); 0: never */

@@ -1,11 +1,44 @@
 /* What a plan sends over which link, per iteration (docs/cost-model.md "Traffic and egress"):
- * bytes by link class, the egress $ of the bytes that cross zone and region boundaries, and the
- * bytes no price covers. Every link is the one cost/links.c's ah_link_of gives. */
+ * bytes by link class, the egress $ of the bytes that cross zone and region boundaries, the bytes
+ * no price covers, and what crosses each region boundary on which link (the rule for the open
+ * internet, ah_plan_wan_check). Every link is the one cost/links.c's ah_link_of gives. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
 #include "cost/cost.h"
 #include "plan/plan_out.h"
+
+const char *ah_traffic_kind_name(ah_traffic_kind_t k) {
+    static const char *const NAMES[AH_N_TRAFFIC_KINDS] = {"pipeline p2p", "DP sync", "TP", "CP ring"};
+    return k >= 0 && k < AH_N_TRAFFIC_KINDS ? NAMES[k] : "?";
+}
+
+/* Whether crossing x is the link l joins between nodes a and b: the same override, or the same
+ * pair of regions for the class. */
+static bool same_link(const ah_cluster_t *c, const ah_plan_crossing_t *x, const ah_link_info_t *l, int a, int b) {
+    if (x->override != l->override) return false;
+    if (x->override >= 0) return true;
+    const char *xa = c->nodes[x->node_a].region, *xb = c->nodes[x->node_b].region;
+    const char *ra = c->nodes[a].region, *rb = c->nodes[b].region;
+    return (strcmp(xa, ra) == 0 && strcmp(xb, rb) == 0) || (strcmp(xa, rb) == 0 && strcmp(xb, ra) == 0);
+}
+
+static void note_crossing(const ah_cluster_t *c, const ah_link_info_t *l, int a, int b, ah_traffic_kind_t kind,
+                          double bytes, ah_plan_traffic_t *t) {
+    int k = 0;
+    while (k < t->n_crossings && !same_link(c, &t->crossings[k], l, a, b)) k++;
+    if (k == t->n_crossings) {
+        if (k == AH_MAX_CROSSINGS) {
+            t->crossings_unlisted++;
+            return;
+        }
+        t->crossings[t->n_crossings++] = (ah_plan_crossing_t){.node_a = a, .node_b = b, .override = l->override,
+                                                              .private_link = l->private_link};
+    }
+    t->crossings[k].bytes[kind] += bytes;
+}
 
 /* The node of the stage of pipeline pl that holds block `layer`. */
 static int node_of_layer(const ah_pipeline_t *pl, int layer) {
@@ -14,8 +47,8 @@ static int node_of_layer(const ah_pipeline_t *pl, int layer) {
     return pl->stages[pl->n_stages - 1].devices[0].node;
 }
 
-static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type_b, double bytes,
-                ah_plan_traffic_t *t) {
+static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type_b, ah_traffic_kind_t kind,
+                double bytes, ah_plan_traffic_t *t) {
     if (bytes <= 0) return;
     const ah_cluster_t *c = &p->cluster;
     const ah_link_info_t l = ah_link_of(c, node_a, node_b, type_a, type_b);
@@ -27,7 +60,9 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
         t->egress_usd_by[l.cls] += bytes / 1e9 * l.usd_per_gb;
     }
     else t->unpriced_bytes += bytes;
-    if (l.cls == AH_LINK_INTER_REGION && !l.private_link) t->public_bytes += bytes;
+    if (l.cls < AH_LINK_INTER_REGION) return;
+    if (!l.private_link) t->public_bytes += bytes;
+    note_crossing(c, &l, node_a, node_b, kind, bytes, t);
 }
 
 /* Context parallelism's ring on stage a of pipeline pl (mb micro-batches): per micro-batch and
@@ -42,7 +77,7 @@ static void ring_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_s
     for (int j = 0; c > 1 && j < c; j++)
         for (int k = 0; k < p->tp; k++)
             add(p, a->devices[j * p->tp + k].node, a->devices[(j + 1) % c * p->tp + k].node, a->type, a->type,
-                mb * (a->last - a->first) * steps * block, t);
+                AH_TRAFFIC_CP_RING, mb * (a->last - a->first) * steps * block, t);
 }
 
 /* Pipeline p2p (activations forward, their gradients back; each TP rank sends its copy) and the
@@ -55,12 +90,12 @@ static void pipeline_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, ah_pla
     for (int s = 0; s < pl->n_stages; s++) {
         const ah_stage_t *a = &pl->stages[s];
         const double ar = (a->recompute ? 6 : 4) * (double)(a->last - a->first);
-        add(p, a->devices[0].node, a->devices[0].node, a->type, a->type, mb * ar * 2.0 * (p->tp - 1) * nc, t);
+        add(p, a->devices[0].node, a->devices[0].node, a->type, a->type, AH_TRAFFIC_TP, mb * ar * 2.0 * (p->tp - 1) * nc, t);
         ring_traffic(p, pl, a, mb, t);
         if (s + 1 == pl->n_stages) break;
         const ah_stage_t *b = &pl->stages[s + 1];
         if (memcmp(&a->devices[0], &b->devices[0], sizeof a->devices[0]) == 0) continue;
-        add(p, a->devices[0].node, b->devices[0].node, a->type, b->type, 2.0 * mb * p->tp * nc, t);
+        add(p, a->devices[0].node, b->devices[0].node, a->type, b->type, AH_TRAFFIC_P2P, 2.0 * mb * p->tp * nc, t);
     }
 }
 
@@ -79,9 +114,9 @@ static void dp_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     for (int i = 0; P > 1 && i < P; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i], *nx = &p->pipelines[(i + 1) % P];
         for (int l = 0; l < (int)m->n_layer; l++)
-            add(p, node_of_layer(pl, l), node_of_layer(nx, l), ty, ty, share * block, t);
+            add(p, node_of_layer(pl, l), node_of_layer(nx, l), ty, ty, AH_TRAFFIC_DP_SYNC, share * block, t);
         add(p, pl->stages[pl->n_stages - 1].devices[0].node, nx->stages[nx->n_stages - 1].devices[0].node, ty, ty,
-            share * last, t);
+            AH_TRAFFIC_DP_SYNC, share * last, t);
     }
     int *holders = malloc(sizeof *holders * 2 * (size_t)P), h = 0;
     for (int i = 0; i < P && holders; i++) {
@@ -90,7 +125,7 @@ static void dp_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
         if (m->tied && pl->n_stages > 1) holders[h++] = pl->stages[pl->n_stages - 1].devices[0].node;
     }
     for (int k = 0; h > 1 && k < h; k++)
-        add(p, holders[k], holders[(k + 1) % h], ty, ty, 2.0 * (h - 1) / h * matrix, t);
+        add(p, holders[k], holders[(k + 1) % h], ty, ty, AH_TRAFFIC_DP_SYNC, 2.0 * (h - 1) / h * matrix, t);
     free(holders);
 }
 
@@ -98,4 +133,42 @@ void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < p->n_pipelines; i++) pipeline_traffic(p, &p->pipelines[i], out);
     dp_traffic(p, out);
+}
+
+const char *ah_plan_crossings_str(const ah_plan_t *p, const ah_plan_traffic_t *t, bool open_only, char *buf,
+                                  size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    const ah_cluster_t *c = &p->cluster;
+    for (int k = 0; k < t->n_crossings; k++) {
+        const ah_plan_crossing_t *x = &t->crossings[k];
+        if (open_only && x->private_link) continue;
+        const ah_net_link_t *o = x->override >= 0 ? &c->net.links[x->override] : NULL;
+        ah_str_appendf(&s, "%s%s <-> %s (%s%s): ", s.len ? "; " : "across regions: ",
+                       o ? o->a : c->nodes[x->node_a].region, o ? o->b : c->nodes[x->node_b].region,
+                       o ? "its network.links entry, " : "", x->private_link ? "private" : "not marked private");
+        for (int kind = 0, n = 0; kind < AH_N_TRAFFIC_KINDS; kind++)
+            if (x->bytes[kind] > 0)
+                ah_str_appendf(&s, "%s%s %.3f GB", n++ ? ", " : "", ah_traffic_kind_name((ah_traffic_kind_t)kind),
+                               x->bytes[kind] / 1e9);
+        ah_str_appendf(&s, " per iteration");
+    }
+    if (t->crossings_unlisted > 0 && s.len)
+        ah_str_appendf(&s, "; and %d more crossings of region pairs", t->crossings_unlisted);
+    if (!open_only && t->public_bytes > 0)
+        ah_str_appendf(&s, " (train and run refuse traffic on a link not marked private without "
+                           "--allow-unencrypted-wan)");
+    return buf;
+}
+
+ah_status_t ah_plan_wan_check(const ah_plan_t *p, bool allowed, ah_error_t *err) {
+    if (allowed) return AH_OK;
+    ah_plan_traffic_t t;
+    ah_plan_traffic(p, &t);
+    if (t.public_bytes <= 0) return AH_OK;
+    char links[1024];
+    ah_plan_crossings_str(p, &t, true, links, sizeof links);
+    return ah_error_set(err, AH_ERR_USAGE, "the plan's traffic crosses a region boundary in the open, unencrypted "
+                        "(MPI's TCP and the peer tier are not encrypted): %s; run it over a VPN such as WireGuard "
+                        "or cloud peering and mark the link \"private\": true in the cluster's network.links "
+                        "(docs/multi-host.md \"Across regions\"), or pass --allow-unencrypted-wan", links);
 }

@@ -25,15 +25,40 @@ ah_status_t ah_plan_rankfile_write(const ah_plan_t *p, const char *path, ah_erro
 double ah_plan_usd_per_hour(const ah_plan_t *p);
 
 /* What a plan sends per iteration by link class (plan_links.c; docs/cost-model.md "Traffic and
- * egress"), and what crossing zones and regions costs. */
+ * egress"), what crossing zones and regions costs, and what crosses each region boundary. */
+typedef enum { AH_TRAFFIC_P2P = 0, AH_TRAFFIC_DP_SYNC, AH_TRAFFIC_TP, AH_TRAFFIC_CP_RING, AH_N_TRAFFIC_KINDS } ah_traffic_kind_t;
+/* "pipeline p2p", "DP sync", "TP", "CP ring" (context parallelism's key/value ring). */
+const char *ah_traffic_kind_name(ah_traffic_kind_t k);
+/* One link between two regions that some of the plan's traffic crosses: a "links" override
+ * (p->cluster.net.links[override]) or the inter-region class between two regions. */
+#define AH_MAX_CROSSINGS 16
+typedef struct ah_plan_crossing {
+    int node_a, node_b;  /* a pair of nodes it joins (their regions, or the override, name it) */
+    int override;        /* its "links" entry, -1 for the class */
+    bool private_link;
+    double bytes[AH_N_TRAFFIC_KINDS]; /* per iteration */
+} ah_plan_crossing_t;
 typedef struct ah_plan_traffic {
     double bytes[AH_N_LINK_CLASSES]; /* per iteration, by ah_link_t */
     double egress_usd;               /* per iteration: priced bytes across zones and regions x $/GB */
     double egress_usd_by[AH_N_LINK_CLASSES]; /* egress_usd by link class (inter-zone, inter-region) */
     double unpriced_bytes;           /* bytes across zones or regions on links without a price */
     double public_bytes;             /* bytes across regions on links not marked private */
+    ah_plan_crossing_t crossings[AH_MAX_CROSSINGS]; /* the links across regions, in order met */
+    int n_crossings;
+    int crossings_unlisted;          /* links across regions past AH_MAX_CROSSINGS (their bytes counted above) */
 } ah_plan_traffic_t;
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out);
+/* "across regions: us-east-1 <-> eu-west-1 (private): pipeline p2p 4.295 GB, DP sync 1.1 GB per
+ * iteration; ..." into buf, every link across regions (open_only: those not marked private) with
+ * what crosses it, and without open_only a word on the rule when one is not private; "" when
+ * none. Returns buf. */
+const char *ah_plan_crossings_str(const ah_plan_t *p, const ah_plan_traffic_t *t, bool open_only, char *buf,
+                                  size_t cap);
+/* The rule for traffic across regions in the open (docs/multi-host.md "Across regions"): AH_OK when
+ * allowed (--allow-unencrypted-wan) or when nothing of p crosses a region boundary on a link not
+ * marked private; else AH_ERR_USAGE naming each such link, what crosses it, and the ways out. */
+ah_status_t ah_plan_wan_check(const ah_plan_t *p, bool allowed, ah_error_t *err);
 /* $ per hour of the GPUs a plan uses (an unpriced node counts $0) plus its egress (t, of p) at
  * tokens_per_s, the part that is egress in *egress_usd_per_hour (may be NULL): the price the
  * planner's --objective cost and --budget weigh, and ah_plan_price shows. */
@@ -64,5 +89,8 @@ const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap
  * nodes, or null), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},
  * "egress_usd_per_hour" (null when unpriced) and "egress_unpriced" on the JSON object doc. */
 void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
+/* Sets "region_crossings": [{"between": [A, B], "private", "bytes_per_iteration": {"pipeline p2p",
+ * "DP sync", "TP", "CP ring"}}] (t of p; ah_plan_crossings_str's links) on doc. */
+void ah_plan_crossings_json(const ah_plan_t *p, const ah_plan_traffic_t *t, struct json_t *doc);
 
 #endif

@@ -94,3 +94,19 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "egress_unpriced", json_boolean(pr->egress_unpriced));
 }
 
+void ah_plan_crossings_json(const ah_plan_t *p, const ah_plan_traffic_t *t, json_t *doc) {
+    json_t *list = json_array();
+    for (int k = 0; k < t->n_crossings; k++) {
+        const ah_plan_crossing_t *x = &t->crossings[k];
+        const ah_net_link_t *o = x->override >= 0 ? &p->cluster.net.links[x->override] : NULL;
+        json_t *bytes = json_object();
+        for (int kind = 0; kind < AH_N_TRAFFIC_KINDS; kind++)
+            json_object_set_new(bytes, ah_traffic_kind_name((ah_traffic_kind_t)kind), json_real(x->bytes[kind]));
+        json_array_append_new(list, json_pack("{s:[s, s], s:b, s:o}", "between",
+                                              o ? o->a : p->cluster.nodes[x->node_a].region,
+                                              o ? o->b : p->cluster.nodes[x->node_b].region, "private",
+                                              x->private_link, "bytes_per_iteration", bytes));
+    }
+    json_object_set_new(doc, "region_crossings", list);
+}
+
