@@ -19,7 +19,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static const char USAGE[] = "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [-o plan.json] [--svg FILE] [--json]";
+static const char USAGE[] = "--plan FILE [--cluster C] [--profile FILE] [--shard-optimizer none|even] [--dp-sync ring|hierarchical] [-o plan.json] [--svg FILE] [--json]";
 static const char ABOUT[] = "Scores a plan under the cost model: per-stage time and memory, iteration time with its breakdown, "
                             "tokens/s, $/h and $ per million tokens (as plan prints them: \"unpriced\" where a node the "
                             "plan uses has no usd_per_gpu_hour) and the bottleneck. Exits 1 when the plan is invalid or "
@@ -294,7 +294,7 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, bool note) {
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
-                    const char *shard, const char *out_path, const char *svg_path) {
+                    const char *shard, const char *dp_sync, const char *out_path, const char *svg_path) {
     ah_error_t err;
     ah_cluster_t override;
     ah_profile_t *profile = NULL;
@@ -324,6 +324,12 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         plan.n_opt_groups = 0;
     } else if (shard && (strcmp(shard, "even") != 0 || ah_plan_shard_all(&plan, NULL, NULL, &err) != AH_OK)) {
         if (strcmp(shard, "even") != 0) ah_error_set(&err, AH_ERR_USAGE, "--shard-optimizer: none or even, not \"%s\"", shard);
+        goto fail;
+    }
+    if (dp_sync && strcmp(dp_sync, "ring") == 0) plan.dp_sync = AH_DP_SYNC_RING;
+    else if (dp_sync && strcmp(dp_sync, "hierarchical") == 0) plan.dp_sync = AH_DP_SYNC_HIERARCHICAL;
+    else if (dp_sync) {
+        ah_error_set(&err, AH_ERR_USAGE, "--dp-sync: ring or hierarchical, not \"%s\"", dp_sync);
         goto fail;
     }
     if (profile) ah_cli_profile_note("evaluate", profile_path, profile, &plan);
@@ -358,7 +364,8 @@ done:
 }
 
 int ah_cli_evaluate(int argc, char **argv) {
-    const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *out_path = NULL, *svg = NULL;
+    const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *dp_sync = NULL, *out_path = NULL,
+               *svg = NULL;
     bool json = false;
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
@@ -367,7 +374,9 @@ int ah_cli_evaluate(int argc, char **argv) {
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
-        {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards and prediction)", false},
+        {"--dp-sync", AH_FLAG_STR, &dp_sync, "ring|hierarchical",
+         "score the plan with the flat ring or the hierarchical DP sync (plan.json \"dp_sync\") instead of its own", false},
+        {"-o", AH_FLAG_STR, &out_path, "plan.json", "write the plan as scored (its shards, DP sync and prediction)", false},
         {"--svg", AH_FLAG_STR, &svg, "FILE", "draw the plan and one iteration of each pipeline's schedule (as plan --svg)", false},
     };
     int rc;
@@ -378,5 +387,5 @@ int ah_cli_evaluate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
         return ah_cli_fail("evaluate", &err);
     }
-    return evaluate(plan_path, cluster, profile, json, shard, out_path, svg);
+    return evaluate(plan_path, cluster, profile, json, shard, dp_sync, out_path, svg);
 }

@@ -106,6 +106,7 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
     const ah_plan_t *p = &r->plan;
     json_t *o = json_object();
     if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
+    if (r->dp_sync_why[0]) json_object_set_new(o, "dp_sync", json_string(r->dp_sync_why));
     for (int k = 0; k < AH_BASELINE_COUNT; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
                             why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
@@ -115,6 +116,9 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
 static void print_why(const ah_plan_result_t *r, const baseline_t *bl) {
     json_t *why = why_json(r, bl);
     if (r->precision_why[0]) printf("why %s: %s\n", ah_precision_name(r->plan.train.precision), r->precision_why);
+    if (r->dp_sync_why[0])
+        printf("why %s DP sync: %s\n", r->plan.dp_sync == AH_DP_SYNC_HIERARCHICAL ? "hierarchical" : "ring",
+               r->dp_sync_why);
     printf("why: what differs from each baseline\n");
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);

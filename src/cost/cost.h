@@ -200,6 +200,23 @@ double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l);
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b);
 /* Ring all-reduce of `bytes` over `n` members on a link of bandwidth bw (bytes/s), latency lat. */
 double ah_allreduce_seconds(double bytes, int n, double bw, double lat);
+/* A DP group's links for its hierarchical sum (plan "dp_sync": hierarchical; docs/cost-model.md
+ * "Hierarchical DP sync"): its members' domains (regions, else zones: ah_cluster_domains), the
+ * slowest link between two members of one domain and between two domains, each shared
+ * (ah_link_shared_bw) by `flows` groups summing at once, times a domain's members across. */
+typedef struct ah_dp_links {
+    int domains;          /* k; below 2 the members share one zone: no hierarchy */
+    int r_min, r_max;     /* the fewest and the most members a domain has */
+    double in_bw, in_lat; /* inside a domain (bw 0: every domain has one member) */
+    double x_bw, x_lat;   /* across two domains */
+} ah_dp_links_t;
+/* The links of the group whose members are on nodes[0 .. n) (indices into c->nodes). */
+void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out);
+/* Seconds of the hierarchical sum of `bytes` over l: the largest domain's ring reduce-scatter and
+ * all-gather inside (an all-reduce's bytes), then the all-reduce across the k domains of the pieces
+ * a member of the smallest domain holds: bytes / r_min in P / r_min pieces (P = r_max), each its
+ * own all-reduce (its latency each). */
+double ah_dp_hier_seconds(const ah_dp_links_t *l, double bytes);
 /* Optimizer step seconds for `params` parameters on a device of that type (memory-bound). */
 double ah_optimizer_seconds(const ah_cost_ctx_t *ctx, int type, int64_t params);
 

@@ -2,6 +2,7 @@
  * private), from the cluster's network and its per-pair "links" (spec/cluster.h). Formulas:
  * docs/cost-model.md "Links"; keep them in step. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost/cost.h"
@@ -97,4 +98,42 @@ ah_link_info_t ah_link_best_across_zones(const ah_cluster_t *c, int type_a, int 
         if (o->latency_us >= 0) l.latency_s = fmin(l.latency_s, o->latency_us * 1e-6);
     }
     return l;
+}
+
+void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out) {
+    *out = (ah_dp_links_t){.domains = 1, .x_bw = INFINITY, .in_bw = INFINITY};
+    int *domain = malloc((size_t)(n > 0 ? n : 1) * sizeof *domain), *members = calloc((size_t)(n > 0 ? n : 1), sizeof *members);
+    if (!domain || !members || n < 2) {
+        free(domain);
+        free(members);
+        return; /* no group to split (or no memory): priced as the ring */
+    }
+    out->domains = ah_cluster_domains(c, nodes, n, domain);
+    for (int m = 0; m < n; m++) members[domain[m]]++;
+    out->r_min = n;
+    for (int d = 0; d < out->domains; d++) {
+        out->r_min = members[d] < out->r_min ? members[d] : out->r_min;
+        out->r_max = members[d] > out->r_max ? members[d] : out->r_max;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            const int na = nodes[a], nb = nodes[b];
+            const ah_link_info_t l = ah_link_of(c, na, nb, c->nodes[na].type, c->nodes[nb].type);
+            const bool across = domain[a] != domain[b];
+            const double bw = ah_link_shared_bw(&l, flows * (across ? out->r_min : 1));
+            double *least = across ? &out->x_bw : &out->in_bw, *longest = across ? &out->x_lat : &out->in_lat;
+            *least = fmin(*least, bw);
+            *longest = fmax(*longest, l.latency_s);
+        }
+    if (!isfinite(out->in_bw)) out->in_bw = 0;
+    free(domain);
+    free(members);
+}
+
+double ah_dp_hier_seconds(const ah_dp_links_t *l, double bytes) {
+    if (l->domains < 2) return 0;
+    const double inside = l->r_max > 1 ? ah_allreduce_seconds(bytes, l->r_max, l->in_bw, l->in_lat) : 0;
+    const int pieces = (l->r_max + l->r_min - 1) / l->r_min; /* a smallest domain's member's */
+    const int k = l->domains;
+    return inside + 2.0 * (k - 1) / k * (bytes / l->r_min) / l->x_bw + pieces * 2.0 * (k - 1) * l->x_lat;
 }

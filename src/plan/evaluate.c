@@ -143,6 +143,23 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
     if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
 }
 
+/* The sharded optimizer's stretch of stage sg's blocks' sync: the worst of its DP segments'
+ * (ah_opt_sync_factor). */
+static double blocks_factor(const ah_plan_t *p, const ah_stage_t *sg) {
+    double factor = 1;
+    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
+        int b = sg->last;
+        for (int i = 0; i < p->n_pipelines; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages; s++) {
+                const int c = p->pipelines[i].stages[s].first;
+                if (c > a && c < b) b = c;
+            }
+        factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
+        a = b;
+    }
+    return factor;
+}
+
 /* A stage's DP sync when the plan shards the optimizer, at the granularity of the unsharded one
  * (its blocks as one collective): each reduce-scatter + all-gather is priced as the all-reduce of
  * the same bytes stretched by the group's largest part (ah_opt_sync_factor; the worst of the
@@ -151,18 +168,7 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
 static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
                            double norm_bytes, double embed_sync, double head_sync, int members, double bw, double lat,
                            ah_sync_stage_t *parts) {
-    const int P = p->n_pipelines;
-    double factor = 1;
-    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
-        int b = sg->last;
-        for (int i = 0; i < P; i++)
-            for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-                const int c = p->pipelines[i].stages[s].first;
-                if (c > a && c < b) b = c;
-            }
-        factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
-        a = b;
-    }
+    const double factor = blocks_factor(p, sg);
     double t = parts->blocks_s = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, members, bw, lat);
     parts->head_s = parts->end_s = 0;
     if (head) t += parts->head_s = ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), members, bw, lat);
@@ -182,6 +188,8 @@ typedef struct {
     double grad_elt, bw, lat;
     int64_t block_params, head_norm;
     double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
+    double matrix_bytes;          /* one TP rank's rows of the embedding (and untied head) matrix */
+    int holders, flows;           /* the embedding's holders; the groups that sum at once */
 } dp_terms_t;
 
 static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
@@ -202,8 +210,45 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     int holders = 0;
     for (int i = 0; i < p->n_pipelines; i++)
         holders += ((m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1) * ah_pipeline_cp(&p->pipelines[i]);
+    d->matrix_bytes = VC_grad;
+    d->holders = holders;
+    d->flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
     d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
+}
+
+/* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)
+ * of n members on its own links (ah_dp_hier_seconds), or, inside one zone, the ring on the plan's
+ * DP link; a sharded group (factor: its stretch) also all-gathers its updated weights flat, as
+ * the runtime does (half an all-reduce of the stretched bytes). */
+static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor) {
+    int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
+    ah_dp_links_t l = {.domains = 1};
+    if (nodes) ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, &l);
+    free(nodes); /* without memory to find them, the group is priced as the ring */
+    const double ring = ah_allreduce_seconds(bytes * factor, n, d->bw, d->lat);
+    if (l.domains < 2) return ring;
+    return ah_dp_hier_seconds(&l, bytes) + (p->n_opt_groups > 0 ? ring / 2 : 0);
+}
+
+/* stage_sync under "dp_sync": hierarchical: each group on its own links (group_sync; the blocks'
+ * as the group of the stage's first block), the final norm apart from the blocks, as the runtime
+ * sums them. */
+static double hier_stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
+                              ah_sync_stage_t *parts) {
+    const bool sharded = p->n_opt_groups > 0;
+    const double head_factor = sharded ? ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0) : 1;
+    parts->blocks_s = group_sync(p, d, sg->first, d->P, (double)(sg->last - sg->first) * d->block_params * d->grad_elt,
+                                 sharded ? blocks_factor(p, sg) : 1);
+    parts->head_s = parts->end_s = 0;
+    if (head) {
+        parts->head_s = group_sync(p, d, AH_DP_HEAD, d->P, (double)d->head_norm * d->grad_elt, head_factor);
+        if (!p->model.tied) parts->head_s += group_sync(p, d, AH_DP_HEAD, d->P, d->matrix_bytes, head_factor);
+    }
+    if (embed || (head && p->model.tied))
+        parts->end_s = group_sync(p, d, AH_DP_EMBED, d->holders, d->matrix_bytes,
+                                  sharded ? ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0) : 1);
+    return parts->blocks_s + parts->head_s + parts->end_s;
 }
 
 /* The DP sync of stage sg (embed: it holds the embedding; head: it is a last stage), and its parts
@@ -211,6 +256,7 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
  * caller's). */
 static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
                          ah_sync_stage_t *parts) {
+    if (p->dp_sync == AH_DP_SYNC_HIERARCHICAL) return hier_stage_sync(p, d, sg, embed, head, parts);
     if (p->n_opt_groups > 0)
         return sharded_sync(p, sg, embed, head, (double)d->block_params * d->grad_elt,
                             (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->P, d->bw, d->lat, parts);

@@ -174,6 +174,11 @@ int64_t ah_opt_group_elems(const ah_plan_t *p, const ah_opt_group_t *g);
 /* The node all of the group's members are on, or -1 when they span two nodes or more (or there
  * are none). */
 int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g);
+/* The nodes of a DP group's members (room for 2 x n_pipelines), pipeline by pipeline: which >= 0,
+ * the stage holding block `which`; AH_DP_HEAD, the last stages; AH_DP_EMBED, the embedding
+ * matrix's holders (stage 0, and with a tied head a separate last stage too). Returns how many. */
+enum { AH_DP_EMBED = -1, AH_DP_HEAD = -2 };
+int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes);
 /* The group's name for messages: "blocks [0, 2) tp 0", "embedding tp 1". */
 const char *ah_opt_group_name(const ah_opt_group_t *g, char *buf, size_t cap);
 /* Sets p's sharded groups to every DP group of the plan with more than one member, shares in

@@ -40,11 +40,22 @@ static void note_crossing(const ah_cluster_t *c, const ah_link_info_t *l, int a,
     t->crossings[k].bytes[kind] += bytes;
 }
 
-/* The node of the stage of pipeline pl that holds block `layer`. */
-static int node_of_layer(const ah_pipeline_t *pl, int layer) {
-    for (int s = 0; s < pl->n_stages; s++)
-        if (layer >= pl->stages[s].first && layer < pl->stages[s].last) return pl->stages[s].devices[0].node;
-    return pl->stages[pl->n_stages - 1].devices[0].node;
+int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
+    int n = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const int last = pl->stages[pl->n_stages - 1].devices[0].node;
+        if (which == AH_DP_HEAD) nodes[n++] = last;
+        else if (which == AH_DP_EMBED) {
+            nodes[n++] = pl->stages[0].devices[0].node;
+            if (p->model.tied && pl->n_stages > 1) nodes[n++] = last;
+        } else {
+            int s = 0;
+            while (s + 1 < pl->n_stages && which >= pl->stages[s].last) s++;
+            nodes[n++] = pl->stages[s].devices[0].node;
+        }
+    }
+    return n;
 }
 
 static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type_b, ah_traffic_kind_t kind,
@@ -99,34 +110,59 @@ static void pipeline_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, ah_pla
     }
 }
 
-/* The DP sync as rings over the pipelines in order (each member sends 2 (P-1)/P of its gradient
- * bytes to the next; every TP rank its shard): each block's ring, the last stages' final norm
- * (and untied head), and the embedding's holders (stage 0 of each pipeline, and a tied head's
- * separate last stage). A sharded optimizer's reduce-scatter and all-gather move the same bytes. */
+/* One DP group's sum of `bytes` (each member's) over its members on nodes[0 .. n): a ring in member
+ * order (each member sends 2 (n-1)/n of the bytes to the next), or with "dp_sync": hierarchical
+ * over two domains or more (runtime/dp_hier.h) a ring inside each domain (its reduce-scatter and
+ * all-gather) and, per piece (P of them, P the largest domain's members), a ring of its holders
+ * across the domains. */
+static void group_traffic(const ah_plan_t *p, const int *nodes, int n, int *domain, double bytes, int ty,
+                          ah_plan_traffic_t *t) {
+    const int k = p->dp_sync == AH_DP_SYNC_HIERARCHICAL ? ah_cluster_domains(&p->cluster, nodes, n, domain) : 1;
+    if (k < 2) {
+        for (int m = 0; n > 1 && m < n; m++) add(p, nodes[m], nodes[(m + 1) % n], ty, ty, AH_TRAFFIC_DP_SYNC, 2.0 * (n - 1) / n * bytes, t);
+        return;
+    }
+    int pieces = 0, *of = domain + n; /* of: a domain's members, in member order */
+    for (int d = 0; d < k; d++) {
+        int r = 0;
+        for (int m = 0; m < n; m++)
+            if (domain[m] == d) of[r++] = nodes[m];
+        pieces = r > pieces ? r : pieces;
+        for (int j = 0; r > 1 && j < r; j++) add(p, of[j], of[(j + 1) % r], ty, ty, AH_TRAFFIC_DP_SYNC, 2.0 * (r - 1) / r * bytes, t);
+    }
+    for (int q = 0; q < pieces; q++) { /* piece q's holder in each domain, then their ring */
+        for (int d = 0; d < k; d++) {
+            int r = 0, at = 0;
+            for (int m = 0; m < n; m++) r += domain[m] == d;
+            int j = 0; /* the member whose pieces [j P / r, (j + 1) P / r) hold q */
+            while ((j + 1) * pieces / r <= q) j++;
+            for (int m = 0, seen = 0; m < n; m++)
+                if (domain[m] == d && seen++ == j) at = nodes[m];
+            of[d] = at;
+        }
+        for (int d = 0; d < k; d++) add(p, of[d], of[(d + 1) % k], ty, ty, AH_TRAFFIC_DP_SYNC, 2.0 * (k - 1) / k * bytes / pieces, t);
+    }
+}
+
+/* The DP sync: each block's group, the last stages' (final norm, and untied head) and the
+ * embedding's holders'; every TP rank its shard. A sharded optimizer's reduce-scatter and all-gather
+ * move the same bytes. */
 static void dp_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
-    const int P = p->n_pipelines;
     const ah_model_t *m = &p->model;
-    const double elt = (double)ah_precision_elt_bytes(p->train.precision), share = 2.0 * (P - 1) / P;
+    const double elt = (double)ah_precision_elt_bytes(p->train.precision);
     const double block = (double)ah_layer_params(m, AH_LAYER_BLOCK, p->tp) * elt * p->tp;
     const double matrix = (double)ah_head_matrix_params(m, p->tp) * elt * p->tp;
     const double last = (double)ah_head_norm_params(m, p->tp) * elt * p->tp + (m->tied ? 0 : matrix);
-    const int ty = p->pipelines[0].stages[0].type;
-    for (int i = 0; P > 1 && i < P; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i], *nx = &p->pipelines[(i + 1) % P];
-        for (int l = 0; l < (int)m->n_layer; l++)
-            add(p, node_of_layer(pl, l), node_of_layer(nx, l), ty, ty, AH_TRAFFIC_DP_SYNC, share * block, t);
-        add(p, pl->stages[pl->n_stages - 1].devices[0].node, nx->stages[nx->n_stages - 1].devices[0].node, ty, ty,
-            AH_TRAFFIC_DP_SYNC, share * last, t);
+    const int ty = p->pipelines[0].stages[0].type, cap = 2 * p->n_pipelines;
+    int *nodes = malloc(sizeof *nodes * (size_t)cap), *domain = malloc(sizeof *domain * 2 * (size_t)cap);
+    for (int l = 0; nodes && domain && l < (int)m->n_layer; l++)
+        group_traffic(p, nodes, ah_dp_group_nodes(p, l, nodes), domain, block, ty, t);
+    if (nodes && domain) {
+        group_traffic(p, nodes, ah_dp_group_nodes(p, AH_DP_HEAD, nodes), domain, last, ty, t);
+        group_traffic(p, nodes, ah_dp_group_nodes(p, AH_DP_EMBED, nodes), domain, matrix, ty, t);
     }
-    int *holders = malloc(sizeof *holders * 2 * (size_t)P), h = 0;
-    for (int i = 0; i < P && holders; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        holders[h++] = pl->stages[0].devices[0].node;
-        if (m->tied && pl->n_stages > 1) holders[h++] = pl->stages[pl->n_stages - 1].devices[0].node;
-    }
-    for (int k = 0; h > 1 && k < h; k++)
-        add(p, holders[k], holders[(k + 1) % h], ty, ty, AH_TRAFFIC_DP_SYNC, 2.0 * (h - 1) / h * matrix, t);
-    free(holders);
+    free(nodes);
+    free(domain);
 }
 
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out) {

@@ -115,6 +115,8 @@ typedef struct ah_plan_result {
                                 * scored beat it (the plan is then a copy of it); -1 when none */
     char schedule_why[1024];   /* what each pipeline's schedule bought over 1F1B (schedule_choice.c),
                                 * or why it kept 1F1B; "" when nothing but 1F1B was weighed */
+    char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
+                                * regions or zones, with both syncs' predicted seconds; "" when none does */
     bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
                                 * (ah_schedule_runtime_runs): autohet train refuses the plan */
     bool cheapest;             /* nothing the search scored met --budget, and the cheapest plan a search
@@ -147,8 +149,14 @@ bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
  * memory), recomputation turned on where an option does not fit without it; the option with the
  * least ah_planner_time_s (ties: the group's own pipeline time) that fits is kept. Fills
  * out->schedule_why and out->untrainable and re-evaluates out. A sharded plan keeps 1F1B (said).
- * AH_ERR_OOM only. */
+ * Then the DP sync (ah_planner_choose_dp_sync). AH_ERR_OOM only. */
 ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
+/* The DP sync of out's plan (dp_sync_choice.c; ah_planner_choose_schedules calls it last): when a DP
+ * group of it spans two regions or more (else zones), the plan is evaluated with "dp_sync":
+ * "hierarchical" too (docs/cost-model.md "Hierarchical DP sync") and keeps whichever has the lower
+ * ah_planner_key; out->dp_sync_why says which and both predicted syncs. The search itself prices
+ * the ring. AH_ERR_OOM only. */
+ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
 
 /* The figure the planner compares plans by: the iteration with the DP sync overlapped with the
  * backward (ah_eval_t.iteration_overlap_s; train's default), or the whole sync after it

@@ -249,7 +249,7 @@ static ah_status_t choose_group(group_t *g, ah_str_t *why, ah_error_t *err) {
     return st;
 }
 
-ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err) {
+static ah_status_t choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err) {
     ah_str_t why = ah_str_fixed(out->schedule_why, sizeof out->schedule_why);
     option_t probe[3];
     if (options(o, 2, probe) == 1) return AH_OK; /* 1F1B alone */
@@ -285,4 +285,9 @@ ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_resu
     out->search_value_s = out->eval.search_estimate_s;
     ah_result_price(out);
     return AH_OK;
+}
+
+ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err) {
+    const ah_status_t st = choose_schedules(o, out, err);
+    return st == AH_OK ? ah_planner_choose_dp_sync(o, out, err) : st;
 }
