@@ -12,16 +12,21 @@
 #include "elastic/launcher.h"
 
 static int passed, failed;
+static int held; /* failures of an attempt ah_test_retry may repeat: said, not counted */
+static bool holding;
 
 void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...) {
     if (ok) {
         passed++;
         return;
     }
-    failed++;
+    if (holding)
+        held++;
+    else
+        failed++;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    fprintf(stderr, "%s %s:%d: ", holding ? "missed (an attempt that is repeated)" : "FAIL", file, line);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -32,6 +37,18 @@ void ah_test_check_err(int status, int want, const char *msg, const char *needle
     ah_test_check(status == want && strstr(msg, needle) != NULL, file, line,
                   "want status %d with message containing \"%s\", got status %d: %s", want, needle,
                   status, msg);
+}
+
+void ah_test_retry(void (*test)(void), int tries, const char *what) {
+    for (int k = 1; k <= tries; k++) {
+        holding = k < tries;
+        held = 0;
+        test();
+        holding = false;
+        if (!held) return;
+        fprintf(stderr, "%s: attempt %d of %d missed %d check%s (a loaded machine's timing?): again\n", what, k,
+                tries, held, held == 1 ? "" : "s");
+    }
 }
 
 int ah_test_finish(void) {

@@ -9,6 +9,10 @@
 void ah_test_check(bool ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int ah_test_finish(void);
+/* Runs a test of wall-clock timing up to `tries` times: the checks that fail in an attempt before
+ * the last are printed, not counted, and the test runs again; the last attempt counts as usual.
+ * For timings a loaded machine can miss now and then; a broken mechanism misses every attempt. */
+void ah_test_retry(void (*test)(void), int tries, const char *what);
 /* An MPI test's start: not under mpirun, runs this program as np ranks of `mpirun EXTRA -np NP`
  * on this machine, records whether they succeeded and returns true (main then returns
  * ah_test_finish()); under mpirun returns false (the caller is one of the ranks). */
