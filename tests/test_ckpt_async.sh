@@ -3,7 +3,8 @@
 #     --ckpt-sync and with asynchronous saves every 4 steps are bit-identical; steps 4 and 8 were
 #     written in the background ("async": true), the last one synchronously; every file of the
 #     async steps has the size and CRC-32C of the --ckpt-sync run's; every committed step verifies;
-#     a resume from step 8 (async-written) continues bit-identically.
+#     a resume from step 8 (async-written) continues bit-identically. Host memory: a node short of
+#     its snapshots (and replicas) refused by plan, evaluate and train alike.
 #  2. dp2 (n0, n1), a rank of n1 killed (SIGKILL) while its snapshot of step 8 is being written: after
 #     its first shard file, after its part file, and with the writer stopped there while the rank
 #     trains on (then kill -9 from outside). Each time step 8 is committed on no node, step 4
@@ -118,6 +119,34 @@ run "$WORK/exact.json" exactrep 8 --ckpt-every 4 --local-root "$WORK/ckexact" --
 grep -q "node n1: its asynchronous checkpoint snapshots ($need1 bytes) and in-memory replicas" "$WORK/exactrep.out" ||
     { cat "$WORK/exactrep.out" >&2; fail "the replicas' refusal names neither n1 nor its parts"; }
 echo "  n1 holding its snapshots exactly: --replica-memory-gb 1 refused, naming n1, its snapshots and replicas"
+# evaluate and plan take --replica-memory-gb with train's rule (ah_host_memory_check) and message
+rep1=$(sed -n 's/.*in-memory replicas (\([0-9]*\) bytes.*/\1/p' "$WORK/exactrep.out" | head -1)
+"$AUTOHET" evaluate --plan "$WORK/exact.json" --replica-memory-gb 1 >/dev/null 2>"$WORK/evalrep.err" \
+    && fail "evaluate took replicas a node's host memory cannot hold"
+grep -q "node n1: its asynchronous checkpoint snapshots ($need1 bytes) and in-memory replicas ($rep1 bytes" "$WORK/evalrep.err" ||
+    { cat "$WORK/evalrep.err" >&2; fail "evaluate's refusal is not train's (n1, $need1 and $rep1 bytes)"; }
+"$AUTOHET" evaluate --json --plan "$TP" --replica-memory-gb 1 >"$WORK/evalrep.json" || fail "evaluate --replica-memory-gb 1 $TP"
+python3 -c 'import json,sys; hm = {n["node"]: n for n in json.load(open(sys.argv[1]))["host_memory"]}
+assert hm["n1"]["replica_bytes"] == int(sys.argv[2]), hm' "$WORK/evalrep.json" "$rep1" || fail "evaluate --json: n1's replica_bytes is not $rep1"
+python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["cluster"], open(sys.argv[2], "w"))' "$TP" "$WORK/c-open.json"
+"$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/c-open.json" --global-batch 8 --seq-len 32 -o "$WORK/p-open.json" \
+    >/dev/null 2>"$WORK/p-open.err" || { cat "$WORK/p-open.err" >&2; fail "plan on $TP's cluster"; }
+"$AUTOHET" evaluate --json --plan "$WORK/p-open.json" >"$WORK/p-open-eval.json" || fail "evaluate the plan"
+python3 - "$WORK/c-open.json" "$WORK/p-open-eval.json" "$WORK/c-exact.json" <<'PY'
+import json, sys
+c, hm = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["host_memory"]
+need = {n["node"]: n["snapshot_bytes"] for n in hm}
+for n in c["nodes"]:
+    n["host_memory_gib"] = need.get(n["name"], 64 * 2**30) / 2**30
+json.dump(c, open(sys.argv[3], "w"))
+PY
+"$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/c-exact.json" --global-batch 8 --seq-len 32 >/dev/null 2>"$WORK/p-exact.err" ||
+    { cat "$WORK/p-exact.err" >&2; fail "plan refused nodes that hold their snapshots exactly"; }
+"$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/c-exact.json" --global-batch 8 --seq-len 32 --replica-memory-gb 1 \
+    >/dev/null 2>"$WORK/p-rep.err" && fail "plan took replicas no node's host memory can hold"
+grep -q "node n[0-9]: its asynchronous checkpoint snapshots ([0-9]* bytes) and in-memory replicas" "$WORK/p-rep.err" ||
+    { cat "$WORK/p-rep.err" >&2; fail "plan's refusal names no node and its replicas"; }
+echo "  evaluate and plan --replica-memory-gb 1: refused as train is, naming the node ($rep1 bytes of replicas on n1)"
 
 # ---- 2. a rank killed while its snapshot is being written -------------------------------------
 STEPS=16

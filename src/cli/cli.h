@@ -163,10 +163,12 @@ void ah_cli_profile_note(const char *verb, const char *path, const struct ah_pro
 /* A plan at bf16 or fp16 with a stage on a device type that runs on the CPU backend (fp32 only):
  * says on stderr that autohet train will refuse it, naming the type. In cli_evaluate.c. */
 void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
-/* The host-memory rule of asynchronous checkpoints (ckpt/host_memory.h): 0, or 1 with the message
- * naming the node and the bytes said. With note, nodes that give no host_memory_gib are said once,
- * in one line (not checked). */
-int ah_cli_host_memory(const char *verb, const struct ah_plan *plan, bool note);
+/* The host-memory rule of asynchronous checkpoints and in-memory replicas of replica_gb GB a host
+ * (--replica-memory-gb; 0: none), train's (ckpt/host_memory.h: ah_host_memory_check), for a plan
+ * trained the default way (asynchronous saves): 0, or 1 with the message naming the node and the
+ * bytes said. With note, nodes that give no host_memory_gib are said once, in one line (not
+ * checked). */
+int ah_cli_host_memory(const char *verb, const struct ah_plan *plan, double replica_gb, bool note);
 
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */

@@ -174,28 +174,28 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     printf("memory: %s\n", e->feasible ? "every device fits" : "some devices are over capacity (see OVER CAPACITY)");
 }
 
-/* Per node with ranks: the asynchronous checkpoints' snapshot bytes (ckpt/host_memory.h) and its
- * host memory (null: not given, not checked). */
-static json_t *host_memory_json(const ah_plan_t *p) {
+/* Per node with ranks: the asynchronous checkpoints' snapshot bytes and the in-memory replicas'
+ * (replica_gb a host; 0 without them) (ckpt/host_memory.h), and its host memory (null: not given,
+ * not checked). */
+static json_t *host_memory_json(const ah_plan_t *p, double replica_gb) {
     json_t *arr = json_array();
-    int64_t *bytes = calloc((size_t)p->cluster.n_nodes, sizeof *bytes);
+    int64_t *bytes = calloc((size_t)p->cluster.n_nodes + 1, sizeof *bytes), *rep = calloc((size_t)p->cluster.n_nodes + 1, sizeof *rep);
     ah_error_t err;
-    if (!bytes || ah_snapshot_node_bytes(p, bytes, &err) != AH_OK) {
-        free(bytes);
-        return arr;
-    }
-    for (int n = 0; n < p->cluster.n_nodes; n++) {
-        const double gib = p->cluster.nodes[n].host_memory_gib;
-        if (bytes[n] == 0) continue;
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:o}", "node", p->cluster.nodes[n].name, "snapshot_bytes",
-                                             (json_int_t)bytes[n], "capacity_bytes",
-                                             gib > 0 ? json_integer((json_int_t)(gib * 1073741824.0)) : json_null()));
-    }
+    if (bytes && rep && ah_snapshot_node_bytes(p, bytes, &err) == AH_OK &&
+        (replica_gb <= 0 || ah_replica_node_bytes(p, replica_gb, rep, &err) == AH_OK))
+        for (int n = 0; n < p->cluster.n_nodes; n++) {
+            const double gib = p->cluster.nodes[n].host_memory_gib;
+            if (bytes[n] == 0) continue;
+            json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:o}", "node", p->cluster.nodes[n].name, "snapshot_bytes",
+                                                 (json_int_t)bytes[n], "replica_bytes", (json_int_t)rep[n], "capacity_bytes",
+                                                 gib > 0 ? json_integer((json_int_t)(gib * 1073741824.0)) : json_null()));
+        }
     free(bytes);
+    free(rep);
     return arr;
 }
 
-static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
+static int print_json(const ah_plan_t *p, const ah_eval_t *e, double replica_gb) {
     const ah_breakdown_t *b = &e->pred.breakdown;
     json_t *devs = json_array();
     for (int i = 0; i < e->n_devices; i++) {
@@ -237,7 +237,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e) {
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
     json_object_set_new(json_object_get(doc, "breakdown"), "cp_comm_s", json_real(b->cp_comm_s));
     json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));
-    json_object_set_new(doc, "host_memory", host_memory_json(p));
+    json_object_set_new(doc, "host_memory", host_memory_json(p, replica_gb));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);
@@ -267,15 +267,28 @@ void ah_cli_precision_note(const char *verb, const ah_plan_t *plan) {
         }
 }
 
-int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, bool note) {
+/* bytes[n]: what node n keeps in host memory with asynchronous saves and replica_gb of replicas
+ * (ckpt/host_memory.h); all 0 when it cannot be sized. */
+static void host_memory_node_bytes(const ah_plan_t *plan, double replica_gb, int64_t *bytes) {
+    const int n_nodes = plan->cluster.n_nodes;
+    int64_t *rep = calloc((size_t)n_nodes + 1, sizeof *rep);
+    ah_error_t err;
+    if (!rep || ah_snapshot_node_bytes(plan, bytes, &err) != AH_OK ||
+        (replica_gb > 0 && ah_replica_node_bytes(plan, replica_gb, rep, &err) != AH_OK))
+        memset(bytes, 0, (size_t)n_nodes * sizeof *bytes);
+    for (int n = 0; rep && n < n_nodes; n++) bytes[n] += rep[n];
+    free(rep);
+}
+
+int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, double replica_gb, bool note) {
     ah_error_t err;
     int unchecked = 0;
-    if (ah_snapshot_check_host(plan, &unchecked, &err) != AH_OK) return ah_cli_fail(verb, &err);
+    if (ah_host_memory_check(plan, true, replica_gb, &unchecked, &err) != AH_OK) return ah_cli_fail(verb, &err);
     if (note && unchecked > 0) {
         char names[512] = "";
         size_t at = 0;
-        int64_t *bytes = calloc((size_t)plan->cluster.n_nodes, sizeof *bytes), most = 0;
-        if (bytes && ah_snapshot_node_bytes(plan, bytes, &err) != AH_OK) memset(bytes, 0, (size_t)plan->cluster.n_nodes * sizeof *bytes);
+        int64_t *bytes = calloc((size_t)plan->cluster.n_nodes + 1, sizeof *bytes), most = 0;
+        if (bytes) host_memory_node_bytes(plan, replica_gb, bytes);
         for (int n = 0; bytes && n < plan->cluster.n_nodes; n++) {
             if (bytes[n] == 0 || plan->cluster.nodes[n].host_memory_gib > 0) continue;
             if (bytes[n] > most) most = bytes[n];
@@ -284,16 +297,17 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, bool note) {
         }
         free(bytes);
         fprintf(stderr, "autohet %s: note: host memory not checked on %d node%s (%s%s): the cluster file gives no "
-                "\"host_memory_gib\"; asynchronous checkpoints keep up to %.3f GiB of snapshots on one of them "
-                "(train --ckpt-sync keeps none)\n", verb, unchecked, unchecked == 1 ? "" : "s", names,
-                at >= sizeof names - 1 ? ", ..." : "", (double)most / 1073741824.0);
+                "\"host_memory_gib\"; asynchronous checkpoints%s keep up to %.3f GiB on one of them "
+                "(train --ckpt-sync keeps no snapshot)\n", verb, unchecked, unchecked == 1 ? "" : "s", names,
+                at >= sizeof names - 1 ? ", ..." : "", replica_gb > 0 ? " and in-memory replicas" : "",
+                (double)most / 1073741824.0);
     }
     return 0;
 }
 
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
-static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
+static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json, double replica_gb,
                     const char *shard, const char *dp_sync, const char *out_path, const char *svg_path) {
     ah_error_t err;
     ah_cluster_t override;
@@ -336,8 +350,8 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
     ah_cli_precision_note("evaluate", &plan);
     if (ah_evaluate(&plan, profile, &ev, &err) != AH_OK) goto fail; /* what it cannot price, first */
     have_eval = true;
-    if ((rc = ah_cli_host_memory("evaluate", &plan, false)) != 0) goto done;
-    rc = json ? print_json(&plan, &ev) : (print_human(plan_path, profile_path, &plan, &ev), 0);
+    if ((rc = ah_cli_host_memory("evaluate", &plan, replica_gb, false)) != 0) goto done;
+    rc = json ? print_json(&plan, &ev, replica_gb) : (print_human(plan_path, profile_path, &plan, &ev), 0);
     if (out_path) {
         plan.has_predicted = true;
         plan.predicted = ev.pred;
@@ -367,10 +381,15 @@ int ah_cli_evaluate(int argc, char **argv) {
     const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *dp_sync = NULL, *out_path = NULL,
                *svg = NULL;
     bool json = false;
+    double replica_gb = 0;
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
         ah_cli_shared_flag("--profile", &profile),
+        ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb,
+                              "check each node's host_memory_gib against its asynchronous snapshots plus in-memory "
+                              "replicas of at most G GB a host, as train --replica-memory-gb G does (default 0: "
+                              "snapshots only; docs/checkpoints.md)"),
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
@@ -387,5 +406,5 @@ int ah_cli_evaluate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
         return ah_cli_fail("evaluate", &err);
     }
-    return evaluate(plan_path, cluster, profile, json, shard, dp_sync, out_path, svg);
+    return evaluate(plan_path, cluster, profile, json, replica_gb, shard, dp_sync, out_path, svg);
 }

@@ -330,7 +330,7 @@ static ah_status_t write_files(const ah_plan_result_t *emit, const char *out_pat
 static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *opts,
                            bool auto_half, const char *baseline_arg, ah_baseline_t chosen_baseline,
                            const char *profile_arg, const char *out_path, const char *svg_path, const char *rank_path,
-                           bool json) {
+                           double replica_gb, bool json) {
     ah_error_t err = {0};
     ah_plan_result_t planned;
     if (ah_planner_run_sharded(model, cluster, opts, auto_half, &planned, &err) != AH_OK) return ah_cli_fail(VERB, &err);
@@ -345,7 +345,7 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     if (o->profile) snprintf(emit->plan.predicted_profile, sizeof emit->plan.predicted_profile, "%s", profile_arg);
     /* the snapshots' host memory; the note on unchecked nodes in the text report only (--json is
      * read by programs, which often take stderr with it) */
-    if (rc == 0) rc = ah_cli_host_memory(VERB, &emit->plan, !json);
+    if (rc == 0) rc = ah_cli_host_memory(VERB, &emit->plan, replica_gb, !json);
     if (rc == 0 && write_files(emit, out_path, svg_path, rank_path, &err) != AH_OK) rc = ah_cli_fail(VERB, &err);
     if (rc == 0 && o->profile) ah_cli_profile_note(VERB, profile_arg, o->profile, &emit->plan);
     if (rc == 0) ah_cli_precision_note(VERB, &emit->plan);
@@ -366,7 +366,7 @@ int ah_cli_plan(int argc, char **argv) {
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
     ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
-    double min_tps = 0;
+    double min_tps = 0, replica_gb = 0;
     bool json = false, no_overlap = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
@@ -376,6 +376,10 @@ int ah_cli_plan(int argc, char **argv) {
         AH_CLI_PLAN_FLAGS(&pf),
         {"--min-tokens-per-s", AH_FLAG_NUM_MIN(0), &min_tps, "X", "only plans at least this fast", false},
         ah_cli_shared_flag("--profile", &profile_arg),
+        ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb,
+                              "refuse the plan when a node's host_memory_gib cannot hold its asynchronous snapshots plus "
+                              "in-memory replicas of at most G GB a host, as train --replica-memory-gb G does (default 0: "
+                              "snapshots only; docs/checkpoints.md)"),
         ah_cli_shared_flag("--shard-optimizer", &pf.shard),
         ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap,
                               "compare plans with the whole data-parallel gradient sync after the backward, as train "
@@ -443,7 +447,7 @@ int ah_cli_plan(int argc, char **argv) {
     }
     o.profile = profile;
     rc = plan_and_report(&model, &cluster, &o, auto_half, baseline_arg, chosen_baseline, profile_arg, out_path, svg_path,
-                         rank_path, json);
+                         rank_path, replica_gb, json);
     ah_profile_free(profile);
     ah_cluster_free(&cluster);
     return rc;
