@@ -29,22 +29,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 fail() { echo "bench_hier_sync: $*" >&2; exit 1; }
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null || fail "tokenize"
 cluster_up 4 0 || fail "cannot make the test cluster"
-# region_shape HOST REGION: HOST's egress at FAST, SLOW to the other region's hosts
-addr() { awk -v h="$1" '$2 == h {print $1}' "$CL_DIR/hosts"; }
-region_shape() {
-    local ns dev=$CL_IFACE other
-    ns=$(cl_ns "$1")
-    ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null
-    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: htb default 10 r2q 1000 || return 1
-    ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:10 htb rate "${FAST}mbit" || return 1
-    ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:20 htb rate "${SLOW}mbit" || return 1
-    for other in $2; do
-        ip netns exec "$ns" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
-            match ip dst "$(addr "$other")/32" flowid 1:20 || return 1
-    done
-}
-region_shape h0 "h2 h3" && region_shape h1 "h2 h3" && region_shape h2 "h0 h1" && region_shape h3 "h0 h1" ||
-    fail "tc htb between the regions"
+cluster_regions "$FAST" "$SLOW" "h0 h1" "h2 h3" || fail "tc htb between the regions"
 CMPI=(mpirun --mca plm_rsh_agent "$CL_RSH" --mca btl_tcp_if_include "$CL_IFACE" --mca oob_tcp_if_include "$CL_IFACE"
       --map-by seq --bind-to none --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1
       --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304

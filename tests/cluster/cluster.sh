@@ -11,6 +11,8 @@
 #   cluster_thaw_host HOST  every process on HOST continued (SIGCONT): the host answers again
 #   cluster_revive_host HOST  HOST back as a new machine: an empty disk, a fresh sshd
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
+#   cluster_regions FAST SLOW "H..." "H..."  two regions of hosts: each host's egress (tc htb) at
+#                           FAST Mbit/s to a host of its own region, SLOW to one of the other
 #   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
 #                           then runs its short subset (each test's header says which)
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
@@ -229,6 +231,29 @@ cluster_thaw_host() {
     local pids
     pids=$(cl_pids_in "$1")
     [ -n "$pids" ] && kill -CONT $pids
+}
+
+# cl_addr HOST: HOST's address on the switch.
+cl_addr() { awk -v h="$1" '$2 == h {print $1}' "$CL_DIR/hosts"; }
+
+# cl_region_shape HOST FAST SLOW "OTHER...": HOST's egress at FAST Mbit/s, SLOW to the OTHER hosts.
+cl_region_shape() {
+    local ns other
+    ns=$(cl_ns "$1")
+    ip netns exec "$ns" tc qdisc del dev "$CL_IFACE" root 2>/dev/null
+    ip netns exec "$ns" tc qdisc add dev "$CL_IFACE" root handle 1: htb default 10 r2q 1000 || return 1
+    ip netns exec "$ns" tc class add dev "$CL_IFACE" parent 1: classid 1:10 htb rate "${2}mbit" || return 1
+    ip netns exec "$ns" tc class add dev "$CL_IFACE" parent 1: classid 1:20 htb rate "${3}mbit" || return 1
+    for other in $4; do
+        ip netns exec "$ns" tc filter add dev "$CL_IFACE" parent 1: protocol ip prio 1 u32 \
+            match ip dst "$(cl_addr "$other")/32" flowid 1:20 || return 1
+    done
+}
+
+cluster_regions() {
+    local h
+    for h in $3; do cl_region_shape "$h" "$1" "$2" "$4" || return 1; done
+    for h in $4; do cl_region_shape "$h" "$1" "$2" "$3" || return 1; done
 }
 
 cluster_shape() {
