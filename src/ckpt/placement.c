@@ -96,7 +96,8 @@ bool ah_placement_holds(const ah_placement_t *pl, int rank, ah_shard_group_t g, 
 }
 
 int ah_placement_lowest_holder(const ah_placement_t *pl, ah_shard_group_t g, int tp_index, int node) {
-    for (int r = 0; r < pl->n_ranks; r++)
+    /* a node's ranks start at its leader, the lowest of them */
+    for (int r = node >= 0 ? pl->node_leader[node] : 0; r >= 0 && r < pl->n_ranks; r++)
         if ((node < 0 || pl->ranks[r].node == node) && ah_placement_holds(pl, r, g, tp_index)) return r;
     return -1;
 }

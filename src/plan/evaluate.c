@@ -91,6 +91,7 @@ static void dp_link(const ah_plan_t *p, double *bw, double *lat) {
             if (c->types[st->type].intra_node_gb_s < c->types[slow_type].intra_node_gb_s)
                 slow_type = st->type;
             for (int r = 0; r < ah_stage_devices(pl, p->tp); r++) {
+                if (r > 0 && st->devices[r].node == st->devices[r - 1].node) continue; /* that node's link is in */
                 ah_link_t l = ah_link_between(c, d0->node, st->devices[r].node);
                 if (l > worst) worst = l;
             }

@@ -20,7 +20,7 @@ static bool op_of(int S, int s, int64_t n, int64_t k, int64_t *i) {
 
 /* Stage s's op at position k (op_of): its start after what it waits for (ready) and its stage,
  * written to fwd_end or bwd_end ([S][n]) and ops. */
-static void run_op(const ah_stage_eval_t *st, int s, int64_t n, int64_t k, bool fwd, int64_t i, double ready,
+static inline void run_op(const ah_stage_eval_t *st, int s, int64_t n, int64_t k, bool fwd, int64_t i, double ready,
                    double *ends, double *free_at, ah_op_t *ops) {
     const double t0 = ready > free_at[s] ? ready : free_at[s];
     const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);

@@ -22,12 +22,13 @@ double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
     return least;
 }
 
-/* Zone of each node: the index of the first node in its zone. */
+/* Zone of each node: the index of the first node in its zone (each node is compared with the
+ * first nodes of the zones before it, not with every node before it). */
 static void zones_of(const ah_cluster_t *c, int *zone) {
     for (int i = 0; i < c->n_nodes; i++) {
         zone[i] = i;
         for (int j = 0; j < i && zone[i] == i; j++)
-            if (ah_link_between(c, i, j) < AH_LINK_INTER_ZONE) zone[i] = zone[j];
+            if (zone[j] == j && ah_link_between(c, i, j) < AH_LINK_INTER_ZONE) zone[i] = j;
     }
 }
 

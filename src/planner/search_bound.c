@@ -122,6 +122,7 @@ typedef struct {
     double embed_blocks; /* the embedding's parameters, in blocks */
     const double *cand; /* the scope's stage_times, n_cand of them */
     int n_cand;
+    double *rate_at;    /* [L + 1]: pipe_rate per stage count, NAN until asked (a scope's figure) */
     ah_bound_space_t space; /* which plans it bounds (planner.h) */
 } bound_in_t;
 
@@ -444,7 +445,8 @@ static double pipe_bound(const bound_in_t *in, int64_t P, int64_t U, double Q, i
     const double jensen = Q / (1 + pace_bound(in, S) * Q / (double)P);
     double most = 0;
     const int64_t top = U - (P - 1) * S < in->L ? U - (P - 1) * S : in->L;
-    for (int64_t s = S; s <= top; s++) most = fmax(most, pipe_rate(in, (int)s));
+    for (int64_t s = S; s <= top; s++)
+        most = fmax(most, isnan(in->rate_at[s]) ? (in->rate_at[s] = pipe_rate(in, (int)s)) : in->rate_at[s]);
     const double q = most > 0 ? fmin(jensen, (double)P * most) : jensen;
     const double bubble = fill_bound(in, S) + after / q;
     if (pace) *pace = after / q - after / Q;
@@ -596,7 +598,7 @@ typedef struct {
     ah_scope_t *sc;
     int *counts, *zone;
     tgroups_t *ty;
-    double *cand, *q, *q_top, *zone_rate, *block_s;
+    double *cand, *q, *q_top, *zone_rate, *block_s, *rate_at;
 } bound_mem_t;
 
 static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
@@ -611,12 +613,13 @@ static bool bound_mem_alloc(bound_mem_t *m, int nt, int nn, int L, int64_t G) {
     m->q_top = malloc(sizeof(double) * (size_t)(G + 1));
     m->zone_rate = malloc(sizeof(double) * (size_t)(L + 1));
     m->block_s = malloc(sizeof(double) * t);
+    m->rate_at = malloc(sizeof(double) * (size_t)(L + 1));
     return m->tc && m->sc && m->counts && m->zone && m->ty && m->cand && m->q && m->q_top && m->zone_rate &&
-           m->block_s;
+           m->block_s && m->rate_at;
 }
 
 static void bound_mem_free(bound_mem_t *m) {
-    void *all[] = {m->tc, m->sc, m->counts, m->zone, m->ty, m->cand, m->q, m->q_top, m->zone_rate, m->block_s};
+    void *all[] = {m->tc, m->sc, m->counts, m->zone, m->ty, m->cand, m->q, m->q_top, m->zone_rate, m->block_s, m->rate_at};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
@@ -656,7 +659,7 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
     }
     type_costs(&ctx, mem.tc);
     const int n = ah_bound_scopes(&ctx, mem.zone, mem.sc, mem.counts);
-    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty, .space = space};
+    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty, .space = space, .rate_at = mem.rate_at};
     scope_inputs(mem.tc, mem.sc[0].count, nt, &in, mem.cand);
     if (in.G > 0) {
         /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
@@ -673,6 +676,7 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
             in.per_node = mem.sc[s].per_node;
             in.per_zone = mem.sc[s].per_zone;
             in.hop_min = in.per_node <= 1 ? in.p2p_between : fmin(in.p2p_min, in.p2p_between);
+            for (int k = 0; k <= L; k++) in.rate_at[k] = NAN;
             double bw, lat;
             ah_scope_link(cluster, &mem.sc[s], &bw, &lat);
             /* one pipeline has no DP sync, and the whole cluster holds every one */
