@@ -3,11 +3,14 @@
  * softmax's update of the running maximum and sum per row, the accumulator rescaled by
  * exp(old max - new max) before P V is added. The backward recomputes P = exp(S - lse) from the
  * finished forward's logsumexp (nothing per block is kept), D = rowsum(dO * O), and adds
- * dQ = dS K, dK = dS^T Q, dV = P^T dO with dS = P (dO V^T - D) scale. */
+ * dQ = dS K, dK = dS^T Q, dV = P^T dO with dS = P (dO V^T - D) scale. Every product is taken
+ * per pair of runs of consecutive positions (a query run, a key run) and a pair whose keys all
+ * come after its queries is skipped: under the causal balance about half of a block. */
 #include "kernels/cpu/ring_attention.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
@@ -28,11 +31,37 @@ static float masked_max(const float *row, const int *k_pos, int Tk, int q_pos) {
     return mx;
 }
 
+/* Runs of consecutive positions: a block's rows by the causal balance are two chunks, each in
+ * order. At most MAX_RUNS; more (no such layout here) are taken as one run, never skipped. */
+#define MAX_RUNS 4
+typedef struct {
+    int n, at[MAX_RUNS + 1]; /* run r: rows [at[r], at[r + 1]) */
+} runs_t;
+
+static runs_t runs_of(const int *pos, int n) {
+    runs_t r = {.n = 1, .at = {0}};
+    for (int i = 1; i < n; i++)
+        if (pos[i] != pos[i - 1] + 1) {
+            if (r.n == MAX_RUNS) return (runs_t){.n = 1, .at = {0, n}};
+            r.at[r.n++] = i;
+        }
+    r.at[r.n] = n;
+    return r;
+}
+
+/* Whether query run a sees none of key run b: b's first key is after a's last query. Such a pair
+ * of a block is skipped whole (about half of them under the causal balance); its scores are never
+ * read (every row reads only the keys it may see). */
+static bool all_masked(const runs_t *q, int a, const int *q_pos, const runs_t *k, int b, const int *k_pos) {
+    return k_pos[k->at[b]] > q_pos[q->at[a + 1] - 1];
+}
+
 AH_CPU_CLONES void ah_cpu_ring_attn_fwd_block(float *acc, float *stats, float *scratch, const float *qkv,
                                               const int *q_pos, const float *kv, const int *k_pos, int B, int Tq,
                                               int Tk, int Hl, int KVl, int hd) {
     const int ld = (Hl + 2 * KVl) * hd, ldkv = 2 * KVl * hd, Cl = Hl * hd, g = Hl / KVl;
     const float scale = 1.0f / sqrtf((float)hd);
+    const runs_t qr = runs_of(q_pos, Tq), kr = runs_of(k_pos, Tk);
     float *S = scratch;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hl; h++) {
@@ -42,7 +71,14 @@ AH_CPU_CLONES void ah_cpu_ring_attn_fwd_block(float *acc, float *stats, float *s
             const float *v = kv + (size_t)b * Tk * ldkv + (size_t)(KVl + kh) * hd;
             float *a = acc + (size_t)b * Tq * Cl + (size_t)h * hd;
             float *st = stats + ((size_t)b * Hl + h) * Tq * 2;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, scale, q, ld, k, ldkv, 0.0f, S, Tk);
+            for (int x = 0; x < qr.n; x++)
+                for (int y = 0; y < kr.n; y++) {
+                    if (all_masked(&qr, x, q_pos, &kr, y, k_pos)) continue;
+                    const int i0 = qr.at[x], j0 = kr.at[y];
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qr.at[x + 1] - i0, kr.at[y + 1] - j0, hd,
+                                scale, q + (size_t)i0 * ld, ld, k + (size_t)j0 * ldkv, ldkv, 0.0f,
+                                S + (size_t)i0 * Tk + j0, Tk);
+                }
             for (int i = 0; i < Tq; i++) {
                 float *row = S + (size_t)i * Tk;
                 const float bm = masked_max(row, k_pos, Tk, q_pos[i]);
@@ -62,7 +98,14 @@ AH_CPU_CLONES void ah_cpu_ring_attn_fwd_block(float *acc, float *stats, float *s
                 float *ar = a + (size_t)i * Cl;
                 for (int c = 0; c < hd; c++) ar[c] *= alpha;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hd, Tk, 1.0f, S, Tk, v, ldkv, 1.0f, a, Cl);
+            for (int x = 0; x < qr.n; x++)
+                for (int y = 0; y < kr.n; y++) {
+                    if (all_masked(&qr, x, q_pos, &kr, y, k_pos)) continue;
+                    const int i0 = qr.at[x], j0 = kr.at[y];
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qr.at[x + 1] - i0, hd, kr.at[y + 1] - j0,
+                                1.0f, S + (size_t)i0 * Tk + j0, Tk, v + (size_t)j0 * ldkv, ldkv, 1.0f,
+                                a + (size_t)i0 * Cl, Cl);
+                }
         }
 }
 
@@ -86,6 +129,7 @@ AH_CPU_CLONES void ah_cpu_ring_attn_bwd_block(float *dqkv, float *dkv, float *sc
                                               int Tk, int Hl, int KVl, int hd) {
     const int ld = (Hl + 2 * KVl) * hd, ldkv = 2 * KVl * hd, Cl = Hl * hd, g = Hl / KVl;
     const float scale = 1.0f / sqrtf((float)hd);
+    const runs_t qr = runs_of(q_pos, Tq), kr = runs_of(k_pos, Tk);
     float *P = scratch, *dS = scratch + (size_t)Tq * Tk;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hl; h++) {
@@ -94,24 +138,36 @@ AH_CPU_CLONES void ah_cpu_ring_attn_bwd_block(float *dqkv, float *dkv, float *sc
             const size_t ko = (size_t)b * Tk * ldkv + (size_t)kh * hd, vo = ko + (size_t)KVl * hd;
             const float *q = qkv + qo, *dO = dout + oo, *O = out + oo;
             const float *L = lse + ((size_t)b * Hl + h) * Tq;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, scale, q, ld, kv + ko, ldkv, 0.0f, P,
-                        Tk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, 1.0f, dO, Cl, kv + vo, ldkv, 0.0f, dS,
-                        Tk);
+            for (int x = 0; x < qr.n; x++)
+                for (int y = 0; y < kr.n; y++) {
+                    if (all_masked(&qr, x, q_pos, &kr, y, k_pos)) continue;
+                    const int i0 = qr.at[x], j0 = kr.at[y], m = qr.at[x + 1] - i0, n = kr.at[y + 1] - j0;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, scale, q + (size_t)i0 * ld, ld,
+                                kv + ko + (size_t)j0 * ldkv, ldkv, 0.0f, P + (size_t)i0 * Tk + j0, Tk);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, 1.0f, dO + (size_t)i0 * Cl, Cl,
+                                kv + vo + (size_t)j0 * ldkv, ldkv, 0.0f, dS + (size_t)i0 * Tk + j0, Tk);
+                }
             for (int i = 0; i < Tq; i++) {
                 float *prow = P + (size_t)i * Tk, *drow = dS + (size_t)i * Tk;
                 const float D = ah_cpu_dot(dO + (size_t)i * Cl, O + (size_t)i * Cl, hd);
                 for (int j = 0; j < Tk; j++) {
-                    prow[j] = k_pos[j] <= q_pos[i] ? ah_cpu_expf(prow[j] - L[i]) : 0.0f;
-                    drow[j] = prow[j] * (drow[j] - D) * scale;
+                    const bool seen = k_pos[j] <= q_pos[i]; /* a skipped pair's entries are unset */
+                    prow[j] = seen ? ah_cpu_expf(prow[j] - L[i]) : 0.0f;
+                    drow[j] = seen ? prow[j] * (drow[j] - D) * scale : 0.0f;
                 }
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hd, Tk, 1.0f, dS, Tk, kv + ko, ldkv, 1.0f,
-                        dqkv + qo, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, Tq, 1.0f, dS, Tk, q, ld, 1.0f, dkv + ko,
-                        ldkv);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, Tq, 1.0f, P, Tk, dO, Cl, 1.0f, dkv + vo,
-                        ldkv);
+            for (int x = 0; x < qr.n; x++)
+                for (int y = 0; y < kr.n; y++) {
+                    if (all_masked(&qr, x, q_pos, &kr, y, k_pos)) continue;
+                    const int i0 = qr.at[x], j0 = kr.at[y], m = qr.at[x + 1] - i0, n = kr.at[y + 1] - j0;
+                    const float *dSb = dS + (size_t)i0 * Tk + j0, *Pb = P + (size_t)i0 * Tk + j0;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, n, 1.0f, dSb, Tk,
+                                kv + ko + (size_t)j0 * ldkv, ldkv, 1.0f, dqkv + qo + (size_t)i0 * ld, ld);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, dSb, Tk, q + (size_t)i0 * ld,
+                                ld, 1.0f, dkv + ko + (size_t)j0 * ldkv, ldkv);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, Pb, Tk, dO + (size_t)i0 * Cl,
+                                Cl, 1.0f, dkv + vo + (size_t)j0 * ldkv, ldkv);
+                }
         }
 }
 
