@@ -34,21 +34,26 @@ def stage_bounds(layers, p):
 
 
 def plan_for(r):
-    t, p, n = r["t"], r["p"], r["gpus"]
+    """The run's plan. A row with "virtual_stages" v ran Megatron's interleaved 1F1B: p v stages of
+    even layers, device group g on stages g, g + p, ... (--num-layers-per-virtual-pipeline-stage)."""
+    t, p, n, v = r["t"], r["p"], r["gpus"], r.get("virtual_stages", 1)
     d = n // (t * p)
     assert d * t * p == n and r["batch"] % (d * r["micro_batch"]) == 0, r["name"]
-    bounds = stage_bounds(r["layers"], p)
+    assert v == 1 or r["layers"] % (p * v) == 0, r["name"]
+    bounds = stage_bounds(r["layers"], p * v)
     pipelines = []
     for dp in range(d):
         stages = []
-        for s in range(p):
+        for s in range(p * v):
             devs = []
             for k in range(t):
-                rank = (s * d + dp) * t + k  # TP fastest, then DP, then PP
+                rank = (s % p * d + dp) * t + k  # TP fastest, then DP, then PP
                 devs.append({"node": f"n{rank // 8}", "index": rank % 8})
             stages.append({"layers": [bounds[s], bounds[s + 1]], "gpu": r["gpu"],
                            "recompute": r["recompute"], "devices": devs})
         pipelines.append({"micro_batches": r["batch"] // (d * r["micro_batch"]), "stages": stages})
+        if v > 1:
+            pipelines[-1]["schedule"] = "interleaved"
     model = {"name": r["name"], "arch": "gpt2", "n_layer": r["layers"], "d_model": r["hidden"],
              "n_head": r["heads"], "n_kv_head": r["heads"], "d_ff": 4 * r["hidden"], "vocab": r["vocab"],
              "max_pos": r["seq"], "tied": True, "norm_eps": 1e-5}
@@ -80,7 +85,7 @@ def main():
     rows = json.load(open(args[1] if len(args) > 1 else
                           os.path.join(os.path.dirname(__file__), "published_runs.json")))
     bad = []
-    print(f"{'run':18} {'GPUs':>5} {'t':>2} {'p':>3} {'B':>5} {'b':>2} | {'published':>9} {'predicted':>9} {'pred/pub':>8} | bottleneck")
+    print(f"{'run':18} {'GPUs':>5} {'t':>2} {'p':>3} {'v':>2} {'B':>5} {'b':>2} | {'published':>9} {'predicted':>9} {'pred/pub':>8} | bottleneck")
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for r in rows["runs"]:
@@ -102,7 +107,7 @@ def main():
                 worst = max(worst, abs(ratio - 1))
                 if tol is not None and abs(ratio - 1) > tol:
                     bad.append(f"{r['name']} (predicted/published {ratio:.3f})")
-            print(f"{r['name']:18} {r['gpus']:5} {r['t']:2} {r['p']:3} {r['batch']:5} {r['micro_batch']:2} | "
+            print(f"{r['name']:18} {r['gpus']:5} {r['t']:2} {r['p']:3} {r.get('virtual_stages', 1):2} {r['batch']:5} {r['micro_batch']:2} | "
                   f"{r['tflops_per_gpu']:9.0f} {pred:9.1f} {ratio:8.2f} | {bottleneck(ev)}{note}")
     print(f"worst |predicted/published - 1| (rows not excluded): {worst:.1%}")
     if tol is not None and bad:
