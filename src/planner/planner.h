@@ -167,6 +167,11 @@ double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e);
  * objective the $/h of its GPUs and its egress at that time (x that time for cost); +inf when it
  * breaks --budget or --min-tokens-per-s. */
 double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e);
+/* The $/h --budget compares for plan p evaluated as e: its GPUs' and its egress at
+ * ah_planner_time_s, the time the planner compares (train's overlapped sync by default: at least
+ * the egress $/h of the predicted time that ah_result_price shows, so a plan within --budget by
+ * this shows a price within it). */
+double ah_planner_usd_per_hour(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e);
 /* r's usd_per_hour, egress_usd_per_hour and usd_per_mtoken from its plan and evaluation
  * (plan/price.c's ah_plan_usd_per_hour_at at the predicted tokens/s; search_state.c). */
 void ah_result_price(ah_plan_result_t *r);

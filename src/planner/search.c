@@ -334,6 +334,7 @@ static ah_status_t keep_baselines(const ah_cluster_t *cluster, const ah_planner_
         if (!b->ok || !baseline_comparable(cluster, o, profiled_only, &b->r.plan) || !schedules_allowed(o, &b->r.plan))
             continue;
         const double t = ah_planner_time_s(o, &b->r.eval), key = ah_planner_key(o, &b->r.plan, &b->r.eval);
+        if (!isfinite(key)) continue; /* it breaks --budget or --min-tokens-per-s */
         if (key < best || (key == best && t < best_s)) { /* equal keys: the faster */
             best = key;
             best_s = t;
@@ -525,6 +526,12 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     }
     if (st == AH_OK && !replaced) st = finish(model, cluster, opts, &s, out, err);
     if (st == AH_OK && !replaced) st = keep_baselines(cluster, opts, profiled_only, out, err);
+    /* the egress $/h depends on the time: a candidate within --budget at the search's time can be
+     * over it at the built plan's evaluated time; then the cheapest plan, as when none met it */
+    if (st == AH_OK && !replaced && ah_search_over_budget(opts, ah_planner_usd_per_hour(opts, &out->plan, &out->eval))) {
+        st = ah_search_unmet(model, cluster, opts, out, err);
+        replaced = st == AH_OK;
+    }
     if (st == AH_OK && !replaced && s.by_type) ah_idle_explain(model, cluster, opts, s.by_type, s.type_base, out);
     if (replaced) out->candidates += s.candidates;
     for (int i = 0; s.by_type && i < n_by_type; i++) ah_cand_free(&s.by_type[i].cand);

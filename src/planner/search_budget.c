@@ -46,7 +46,7 @@ static ah_status_t rerun(const ah_model_t *m, const ah_cluster_t *c, const ah_pl
  * run's result, over the budget; NULL without --budget) the least budget that admits a plan. */
 static ah_status_t unmet_error(const ah_planner_opts_t *o, const ah_plan_result_t *fast, const ah_plan_result_t *cheap,
                                ah_error_t *err) {
-    const double tps = fast->eval.pred.tokens_per_s, usd = fast->usd_per_hour;
+    const double tps = fast->eval.pred.tokens_per_s, usd = ah_planner_usd_per_hour(o, &fast->plan, &fast->eval);
     char fastest[256];
     snprintf(fastest, sizeof fastest, "the fastest plan (the planner's plan without --budget and --min-tokens-per-s) "
              "runs %.0f tokens/s (%.4f s per iteration) at $%.2f/h", tps, fast->eval.pred.iteration_s, usd);
@@ -54,8 +54,9 @@ static ah_status_t unmet_error(const ah_planner_opts_t *o, const ah_plan_result_
         return ah_error_set(err, AH_ERR_INFEASIBLE, "no plan meets the constraints: no plan reaches --min-tokens-per-s "
                             "%.0f: %s; lower --min-tokens-per-s", o->min_tokens_per_s, fastest);
     /* the fastest plan meets --min-tokens-per-s here (else cheap is NULL), so it bounds the least $/h too */
-    const ah_plan_result_t *least = cheap->usd_per_hour <= usd ? cheap : fast;
-    const double price = least->usd_per_hour;
+    const double cheap_usd = ah_planner_usd_per_hour(o, &cheap->plan, &cheap->eval);
+    const ah_plan_result_t *least = cheap_usd <= usd ? cheap : fast;
+    const double price = least == cheap ? cheap_usd : usd;
     char speed[96] = "";
     if (o->min_tokens_per_s > 0) snprintf(speed, sizeof speed, " that reaches --min-tokens-per-s %.0f", o->min_tokens_per_s);
     /* the search splits for time: with egress weighed, a split it did not score may cost less per hour */
@@ -80,7 +81,7 @@ ah_status_t ah_search_unmet(const ah_model_t *model, const ah_cluster_t *cluster
     bool have_cheap = by_price && st == AH_OK;
     if (st == AH_ERR_INFEASIBLE) st = AH_OK; /* no plan reaches --min-tokens-per-s: said below */
     if (st != AH_OK) return st;
-    if (have_cheap && !ah_search_over_budget(o, cheap.usd_per_hour)) {
+    if (have_cheap && !ah_search_over_budget(o, ah_planner_usd_per_hour(o, &cheap.plan, &cheap.eval))) {
         ah_plan_result_free(out); /* the search's own baselines: the rerun ran them again */
         *out = cheap;
         out->cheapest = true;

@@ -24,6 +24,12 @@ static double key_of(const ah_planner_opts_t *o, double tokens_per_iter, double 
            : o->objective == AH_OBJECTIVE_PRICE ? usd_per_hour : value;
 }
 
+double ah_planner_usd_per_hour(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e) {
+    ah_plan_traffic_t t;
+    ah_plan_traffic(p, &t);
+    return ah_plan_usd_per_hour(p) + t.egress_usd * 3600.0 / ah_planner_time_s(o, e);
+}
+
 double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e) {
     ah_plan_traffic_t t;
     ah_plan_traffic(p, &t);
