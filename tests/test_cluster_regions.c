@@ -1,6 +1,7 @@
 /* Cluster spec, regions and links (issue 39): nodes' regions, the network's inter-region figures,
  * egress prices and per-pair links: defaults, the example file, round trip, refusals (named), and
- * clusters without them written as before. */
+ * clusters without them written as before; what a plan sends across regions, and the rule for
+ * traffic in the open (ah_plan_wan_check). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "core/json.h"
 #include "cost/cost.h"
 #include "harness.h"
+#include "plan/plan_out.h"
 #include "spec/cluster.h"
 
 static void expect_error(const char *text, const char *n1, const char *n2) {
@@ -141,9 +143,44 @@ static void test_links(void) {
     ah_cluster_free(&c);
 }
 
+/* train-dp4 with pipelines 0-1 on n0 (us) and 2-3 on n1 (eu): the DP rings cross the regions
+ * twice (1 -> 2, 3 -> 0), both on one link, all of it DP sync; refused in the open, allowed with
+ * the flag, and not refused once the link is marked private. */
+static void test_wan_rule(void) {
+    ah_plan_t p;
+    ah_error_t err = {0};
+    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, &p, &err) == AH_OK, "%s", err.msg);
+    for (int i = 0; i < p.n_pipelines; i++) p.pipelines[i].stages[0].devices[0] = (ah_device_ref_t){i / 2, i % 2};
+    snprintf(p.cluster.nodes[0].region, sizeof p.cluster.nodes[0].region, "us");
+    snprintf(p.cluster.nodes[1].region, sizeof p.cluster.nodes[1].region, "eu");
+    snprintf(p.cluster.nodes[1].zone, sizeof p.cluster.nodes[1].zone, "eu-a");
+    ah_plan_traffic_t t;
+    ah_plan_traffic(&p, &t);
+    CHECK_EQ_I64(t.n_crossings, 1);
+    const ah_plan_crossing_t *x = &t.crossings[0];
+    CHECK(t.bytes[AH_LINK_INTER_REGION] > 0 && x->bytes[AH_TRAFFIC_DP_SYNC] == t.bytes[AH_LINK_INTER_REGION] &&
+          t.public_bytes == t.bytes[AH_LINK_INTER_REGION] && x->bytes[AH_TRAFFIC_P2P] == 0 && !x->private_link,
+          "the crossing: %g DP sync of %g across regions, %g in the open", x->bytes[AH_TRAFFIC_DP_SYNC],
+          t.bytes[AH_LINK_INTER_REGION], t.public_bytes);
+    CHECK_ERR(ah_plan_wan_check(&p, false, &err), AH_ERR_USAGE, err, "us <-> eu (not marked private): DP sync");
+    CHECK(strstr(err.msg, "--allow-unencrypted-wan") != NULL, "the flag named: %s", err.msg);
+    CHECK(ah_plan_wan_check(&p, true, &err) == AH_OK, "allowed");
+    p.cluster.net.links[0] = (ah_net_link_t){.a = "eu", .b = "us", .regions = true, .gb_s = -1, .latency_us = -1,
+                                             .usd_per_gb = -1, .private_link = true};
+    p.cluster.net.n_links = 1;
+    ah_plan_traffic(&p, &t);
+    CHECK(t.public_bytes == 0 && t.n_crossings == 1 && t.crossings[0].private_link && t.crossings[0].override == 0,
+          "private: %g in the open", t.public_bytes);
+    CHECK(ah_plan_wan_check(&p, false, &err) == AH_OK, "a private link needs no flag: %s", err.msg);
+    char buf[512];
+    CHECK(strcmp(ah_plan_crossings_str(&p, &t, true, buf, sizeof buf), "") == 0, "nothing in the open: %s", buf);
+    ah_plan_free(&p);
+}
+
 int main(void) {
     test_example();
     test_links();
+    test_wan_rule();
     test_defaults();
     test_old_unchanged();
     test_refusals();
