@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* O_DIRECT */
 #include "ckpt/afile.h"
 
 #include <errno.h>
@@ -34,6 +35,8 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
     f->fd = -1;
     f->bytes = 0;
     f->crc = 0;
+    f->direct = NULL;
+    f->direct_fill = 0;
     f->tmp[0] = '\0';
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
@@ -53,16 +56,83 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+/* Direct I/O's buffer: a multiple of every block size O_DIRECT asks for, and large enough that
+ * one write keeps the disk busy. */
+enum { DIRECT_ALIGN = 4096, DIRECT_BYTES = 4 << 20 };
+
+bool ah_afile_direct(ah_afile_t *f) {
+#ifdef O_DIRECT
+    const int fl = fcntl(f->fd, F_GETFL);
+    if (f->bytes != 0 || f->direct || fl < 0) return false;
+    void *buf = NULL;
+    if (posix_memalign(&buf, DIRECT_ALIGN, DIRECT_BYTES) != 0) return false;
+    if (fcntl(f->fd, F_SETFL, fl | O_DIRECT) != 0) {
+        free(buf);
+        return false;
+    }
+    f->direct = buf;
+    return true;
+#else
+    (void)f;
+    return false;
+#endif
+}
+
+/* Back to buffered writes (the file system refused an O_DIRECT write, or the tail is not a whole
+ * block): the fd loses O_DIRECT; the buffer stays for the bytes it holds. */
+static void direct_off(ah_afile_t *f) {
+#ifdef O_DIRECT
+    const int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(f->fd, F_SETFL, fl & ~O_DIRECT);
+#endif
+}
+
+static ah_status_t write_all(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
     const char *p = buf;
     size_t left = n;
     while (left > 0) {
         ssize_t w = write(f->fd, p, left);
         if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EINVAL && f->direct) { /* this file system's O_DIRECT refuses it */
+            direct_off(f);
+            w = write(f->fd, p, left);
+        }
         if (w < 0) return io_error(err, f->path, "cannot write", errno);
+        if ((size_t)w < left && f->direct) direct_off(f); /* the rest is no longer aligned */
         p += w;
         left -= (size_t)w;
     }
+    return AH_OK;
+}
+
+/* Direct I/O: the buffer's whole blocks written; with tail, the rest too (buffered). */
+static ah_status_t direct_flush(ah_afile_t *f, bool tail, ah_error_t *err) {
+    const size_t whole = f->direct_fill / DIRECT_ALIGN * DIRECT_ALIGN;
+    ah_status_t st = whole ? write_all(f, f->direct, whole, err) : AH_OK;
+    if (st == AH_OK && whole < f->direct_fill) {
+        if (!tail) return ah_error_set(err, AH_ERR_INTERNAL, "%s: direct write of a partial block", f->path);
+        direct_off(f);
+        st = write_all(f, f->direct + whole, f->direct_fill - whole, err);
+    }
+    f->direct_fill = 0;
+    return st;
+}
+
+ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+    const char *p = buf;
+    for (size_t left = n; f->direct && left > 0;) { /* through the aligned buffer */
+        const size_t take = left < DIRECT_BYTES - f->direct_fill ? left : DIRECT_BYTES - f->direct_fill;
+        memcpy(f->direct + f->direct_fill, p, take);
+        f->crc = ah_crc32c(f->crc, p, take);
+        f->direct_fill += take;
+        f->bytes += take;
+        p += take;
+        left -= take;
+        if (f->direct_fill == DIRECT_BYTES && direct_flush(f, false, err) != AH_OK) return err->code;
+    }
+    if (f->direct) return AH_OK;
+    ah_status_t st = write_all(f, buf, n, err);
+    if (st != AH_OK) return st;
     f->crc = ah_crc32c(f->crc, buf, n);
     f->bytes += n;
     return AH_OK;
@@ -71,6 +141,15 @@ ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t 
 ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
     /* Data must be on disk before the rename makes it visible under its final name, or a power
      * loss could leave a complete-looking name over missing blocks. */
+    if (f->direct) {
+        const ah_status_t st = direct_flush(f, true, err);
+        free(f->direct);
+        f->direct = NULL;
+        if (st != AH_OK) {
+            ah_afile_abort(f);
+            return st;
+        }
+    }
     if (fsync(f->fd) != 0) {
         int e = errno;
         ah_afile_abort(f);
@@ -98,6 +177,8 @@ ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
 }
 
 void ah_afile_abort(ah_afile_t *f) {
+    free(f->direct);
+    f->direct = NULL;
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
     if (f->tmp[0]) unlink(f->tmp);

@@ -6,6 +6,12 @@
  * the temp file over the target (atomic on POSIX file systems) and, if asked, fsyncs the
  * directory so that the rename itself survives a power loss. A crash at any point leaves either
  * the old file or the new one, plus at worst a stray temp file that garbage collection removes.
+ *
+ * Direct I/O (ah_afile_direct, for large files such as checkpoint shards): the bytes go to the disk
+ * through an aligned buffer of the file's own with O_DIRECT, not through the page cache, so the
+ * kernel neither copies them into cache pages (the bulk of a buffered write's CPU) nor writes them
+ * back later; the last partial block is written buffered. A file system that refuses O_DIRECT
+ * or its alignment gets buffered writes instead, silently: the file is the same.
  */
 #ifndef AH_CKPT_AFILE_H
 #define AH_CKPT_AFILE_H
@@ -24,9 +30,14 @@ typedef struct ah_afile {
     char tmp[AH_CKPT_PATH_MAX];  /* where the bytes go until commit */
     uint64_t bytes;              /* written so far */
     uint32_t crc;                /* CRC-32C of the bytes written so far */
+    char *direct;                /* with direct I/O: the aligned buffer (owned), else NULL */
+    size_t direct_fill;          /* bytes in it not yet written */
 } ah_afile_t;
 
 ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err);
+/* Turns direct I/O on for an open file with nothing written yet (see above); false if it stays
+ * buffered (no O_DIRECT here, or no memory for the buffer). */
+bool ah_afile_direct(ah_afile_t *f);
 ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err);
 /* fsync + close + rename (+ fsync of the directory when sync_dir). On failure the temp file is
  * removed and the target is left as it was. */

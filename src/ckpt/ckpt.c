@@ -353,6 +353,7 @@ ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_
         return ah_error_set(err, AH_ERR_IO, "%s/%s: path too long", w->dir, name);
     ah_afile_t f;
     if (ah_afile_open(&f, path, err) != AH_OK) return err->code;
+    ah_afile_direct(&f); /* shards are large: past the page cache (afile.h) */
     if (ah_st_write(&f, tensors, n, metadata, err) != AH_OK) {
         ah_afile_abort(&f);
         return err->code;
