@@ -313,6 +313,23 @@ fi
 : >"$OUT/train_equivalence.txt"
 "$AUTOHET" evaluate --plan "$PLANS/train-llama-tp2-asym.json" --shard-optimizer even \
     -o "$WORK/train-llama-sharded.json" >/dev/null || { summary "evaluate --shard-optimizer failed"; exit 1; }
+# the hierarchical DP sync (issue 39): train-asym's pipelines alternating between two regions, each DP
+# group reduce-scattered inside a region over its device communicators, all-reduced across, gathered
+python3 - "$PLANS/train-asym.json" "$WORK/train-asym-hier.json" <<'PY' || { summary "the hierarchical plan could not be written"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+used = {}
+for p, pl in enumerate(d["pipelines"]):  # pipelines 0 and 2 on n0 (east), 1 on n1 (west)
+    for s in pl["stages"]:
+        node = "n%d" % (p % 2)
+        s["devices"] = [{"node": node, "index": used.setdefault(node, 0)}]
+        used[node] += 1
+for n in d["cluster"]["nodes"][:2]:
+    n["zone"], n["region"] = ("east-a", "east") if n["name"] == "n0" else ("west-a", "west")
+d["cluster"].setdefault("network", {})["links"] = [{"between": ["east", "west"], "private": True}]
+d["dp_sync"] = "hierarchical"
+json.dump(d, open(sys.argv[2], "w"))
+PY
 # the split backward (zero-bubble: B, then W's weight-gradient GEMMs alone) on the LLaMA TP 2 x PP 2 plan
 python3 - "$PLANS/train-llama-tp2-pp2.json" "$WORK/train-llama-zb.json" <<'PY' || { summary "the zero-bubble plan could not be written"; exit 1; }
 import json, sys
@@ -320,9 +337,9 @@ d = json.load(open(sys.argv[1]))
 d["pipelines"][0]["schedule"] = "zero-bubble"
 json.dump(d, open(sys.argv[2], "w"))
 PY
-for p in single dp4 pp4 tp4 asym tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded llama-zb llama-il-tp2; do
+for p in single dp4 pp4 tp4 asym asym-hier tp2-asym pp2-recompute llama-tp2-pp2 llama-sharded llama-zb llama-il-tp2; do
     plan=$PLANS/train-$p.json
-    [[ $p == llama-sharded || $p == llama-zb ]] && plan=$WORK/train-$p.json
+    [[ $p == llama-sharded || $p == llama-zb || $p == asym-hier ]] && plan=$WORK/train-$p.json
     tol=1e-4
     [[ $p == llama-tp2-pp2 ]] && tol=1e-5
     stage "train_$p" 90 "${SELF[@]}" equivalence "$p" "$plan" "$tol"

@@ -212,6 +212,8 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         (s = ah_group_attach(&tr->dev, &tr->last_group, err)) != AH_OK ||
         (s = ah_group_attach(&tr->dev, &tr->wte_group, err)) != AH_OK)
         return s;
+    for (int id = 0; id < ah_dp_group_count(tr); id++) /* the hierarchical syncs', in the same order */
+        if (tr->hier[id] && (s = ah_dp_hier_attach(&tr->dev, tr->hier[id], err)) != AH_OK) return s;
     for (int c = 0; c < tr->n_chunks; c++) {
         ah_p2p_chunk_t *x = &tr->chunks[c];
         const int k = r.cp_rank * tr->plan->tp + r.tp_rank; /* the same CP and TP rank there */

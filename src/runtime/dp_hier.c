@@ -37,15 +37,15 @@ static ah_status_t member_domains(ah_trainer_t *tr, ah_comm_t *c, int *domain, i
 /* The domains' splits of the group c: the two domain communicators, then one per piece. */
 static ah_status_t split_domains(ah_comm_t *c, int my_domain, ah_dp_hier_t *h, ah_error_t *err) {
     const int me = ah_comm_rank(c);
-    TRY(ah_comm_split(c, my_domain, me, &h->rs, err));
-    TRY(ah_comm_split(c, my_domain, me, &h->ag, err));
+    TRY(ah_comm_split(c, my_domain, me, &h->rs.c, err));
+    TRY(ah_comm_split(c, my_domain, me, &h->ag.c, err));
     if (!(h->cross = calloc((size_t)(h->piece1 - h->piece0), sizeof *h->cross)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the hierarchical sync's %d pieces", h->pieces);
     for (int q = 0; q < h->pieces; q++) {
         const bool holds = q >= h->piece0 && q < h->piece1;
         ah_comm_t *piece = NULL;
         TRY(ah_comm_split(c, holds ? 0 : -1, my_domain, &piece, err));
-        if (holds) h->cross[q - h->piece0] = piece;
+        if (holds) h->cross[q - h->piece0].c = piece;
     }
     return AH_OK;
 }
@@ -89,9 +89,9 @@ ah_status_t ah_dp_hier_open(ah_trainer_t *tr, int id, ah_dp_hier_t **out, ah_err
 void ah_dp_hier_close(ah_dp_hier_t **hp) {
     ah_dp_hier_t *h = *hp;
     if (!h) return;
-    ah_comm_free(&h->rs);
-    ah_comm_free(&h->ag);
-    for (int q = 0; h->cross && q < h->piece1 - h->piece0; q++) ah_comm_free(&h->cross[q]);
+    ah_group_free(&h->rs);
+    ah_group_free(&h->ag);
+    for (int q = 0; h->cross && q < h->piece1 - h->piece0; q++) ah_group_free(&h->cross[q]);
     free(h->cross);
     free(h);
     *hp = NULL;
@@ -114,14 +114,40 @@ bool ah_dp_hier_describe(const ah_trainer_t *tr, char *buf, size_t cap) {
 /* Piece q's first float in a bucket of n. */
 static int64_t piece_at(const ah_dp_hier_t *h, int64_t n, int q) { return n * q / h->pieces; }
 
+/* Per member of this rank's domain, the length of its pieces of a span of n floats (counts: room
+ * for h->members), as one part of the domain's reduce-scatter. */
+static void member_counts(const ah_dp_hier_t *h, int64_t n, int64_t *counts) {
+    for (int j = 0; j < h->members; j++)
+        counts[j] = piece_at(h, n, (j + 1) * h->pieces / h->members) - piece_at(h, n, j * h->pieces / h->members);
+}
+
+ah_status_t ah_dp_hier_attach(const ah_device_t *d, ah_dp_hier_t *h, ah_error_t *err) {
+    TRY(ah_group_attach(d, &h->rs, err));
+    TRY(ah_group_attach(d, &h->ag, err));
+    for (int q = 0; q < h->piece1 - h->piece0; q++) TRY(ah_group_attach(d, &h->cross[q], err));
+    return AH_OK;
+}
+
+ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_error_t *err) {
+    int64_t *counts = malloc((size_t)h->members * sizeof *counts);
+    if (!counts) return ah_error_set(err, AH_ERR_OOM, "no host memory for the hierarchical sync's counts");
+    member_counts(h, n, counts);
+    ah_status_t s = ah_group_reduce_scatter(&h->rs, buf, counts, err);
+    for (int q = h->piece0; q < h->piece1 && s == AH_OK; q++)
+        s = ah_group_sum(&h->cross[q - h->piece0], buf + piece_at(h, n, q),
+                         (size_t)(piece_at(h, n, q + 1) - piece_at(h, n, q)), err);
+    if (s == AH_OK) s = ah_group_allgather(&h->ag, buf, counts, err);
+    free(counts);
+    return s;
+}
+
 ah_status_t ah_dp_hier_bucket(const ah_dp_hier_t *h, ah_dp_bucket_t *b, ah_error_t *err) {
     b->hier = h;
     b->counts = malloc((size_t)h->members * sizeof *b->counts);
     b->cross = calloc((size_t)(h->piece1 - h->piece0), sizeof *b->cross);
     if (!b->counts || !b->cross)
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the hierarchical sync's buckets");
-    for (int j = 0; j < h->members; j++) /* member j's pieces, as one part of the domain's reduce-scatter */
-        b->counts[j] = piece_at(h, b->n, (j + 1) * h->pieces / h->members) - piece_at(h, b->n, j * h->pieces / h->members);
+    member_counts(h, b->n, b->counts);
     return AH_OK;
 }
 
@@ -133,7 +159,7 @@ void ah_dp_hier_bucket_free(ah_dp_bucket_t *b) {
 
 ah_status_t ah_dp_hier_start(ah_dp_bucket_t *b, float *g, ah_error_t *err) {
     b->phase = PHASE_SCATTER;
-    return ah_comm_ireduce_scatter_f32(b->hier->rs, g + b->off, b->counts, &b->coll, err);
+    return ah_comm_ireduce_scatter_f32(b->hier->rs.c, g + b->off, b->counts, &b->coll, err);
 }
 
 /* Whether coll is complete (waited for when wait). */
@@ -151,7 +177,7 @@ ah_status_t ah_dp_hier_advance(ah_dp_bucket_t *b, float *g, int cap, bool wait, 
         if (!done || cap < PHASE_CROSS) return AH_OK;
         for (int q = h->piece0; q < h->piece1; q++) {
             const int64_t at = piece_at(h, b->n, q);
-            TRY(ah_comm_iallreduce_f32(h->cross[q - h->piece0], x + at, (size_t)(piece_at(h, b->n, q + 1) - at),
+            TRY(ah_comm_iallreduce_f32(h->cross[q - h->piece0].c, x + at, (size_t)(piece_at(h, b->n, q + 1) - at),
                                        &b->cross[q - h->piece0], err));
         }
         b->phase = PHASE_CROSS;
@@ -159,7 +185,7 @@ ah_status_t ah_dp_hier_advance(ah_dp_bucket_t *b, float *g, int cap, bool wait, 
     if (b->phase == PHASE_CROSS) {
         for (int q = 0; q < h->piece1 - h->piece0 && done; q++) TRY(complete(&b->cross[q], wait, &done, err));
         if (!done || cap < PHASE_GATHER) return AH_OK;
-        TRY(ah_comm_iallgather_f32(h->ag, x, b->counts, &b->coll, err));
+        TRY(ah_comm_iallgather_f32(h->ag.c, x, b->counts, &b->coll, err));
         b->phase = PHASE_GATHER;
     }
     if (b->phase == PHASE_GATHER) {

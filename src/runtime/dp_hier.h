@@ -10,7 +10,7 @@
  * Ownership: an ah_dp_hier_t (trainer.h, per DP group id) owns its communicators; a bucket's
  * counts and cross requests are the bucket's (dp_sync.c frees them). Errors: ah_error_t.
  * Collectives: ah_dp_hier_open is collective over the group (an all-gather of the members' nodes,
- * then 2 + P splits). A bucket's phases are non-blocking; on each of the domain's two
+ * then 2 + P splits), ah_dp_hier_attach and ah_dp_hier_sum over its members too. A bucket's phases are non-blocking; on each of the domain's two
  * communicators and each piece's one, the buckets' collectives are issued in the bucket list's
  * order (ah_dp_hier_advance's cap), the same on every member, so MPI matches them. */
 #ifndef AH_RUNTIME_DP_HIER_H
@@ -19,9 +19,9 @@
 #include "runtime/trainer.h"
 
 struct ah_dp_hier {
-    ah_comm_t *rs, *ag; /* the group's members in this rank's domain: phase 1's and phase 3's
+    ah_group_t rs, ag;  /* the group's members in this rank's domain: phase 1's and phase 3's
                          * communicators (two, so their collectives never interleave on one) */
-    ah_comm_t **cross;  /* per piece this rank holds, [piece1 - piece0]: its holders, one per domain */
+    ah_group_t *cross;  /* per piece this rank holds, [piece1 - piece0]: its holders, one per domain */
     int domains;        /* how many (>= 2) */
     int pieces;         /* P */
     int piece0, piece1; /* this rank's pieces */
@@ -32,6 +32,12 @@ struct ah_dp_hier {
  * when the group is inside one zone (the ring then). */
 ah_status_t ah_dp_hier_open(ah_trainer_t *tr, int id, ah_dp_hier_t **out, ah_error_t *err);
 void ah_dp_hier_close(ah_dp_hier_t **h);
+/* On a GPU rank, collective over the group's members: the device communicators (NCCL) of each
+ * domain and piece communicator, domain ones first, then the pieces in order. */
+ah_status_t ah_dp_hier_attach(const ah_device_t *d, ah_dp_hier_t *h, ah_error_t *err);
+/* The whole group span buf[0 .. n) (the backend's memory) summed hierarchically, blocking, through
+ * the device communicators (a GPU rank's sync: dp_sync.c). */
+ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_error_t *err);
 /* The start-up line's words for this rank's DP groups (tr set up): how many sum hierarchically and
  * over how many domains at most, into buf; false when none does. */
 bool ah_dp_hier_describe(const ah_trainer_t *tr, char *buf, size_t cap);

@@ -178,7 +178,8 @@ static ah_status_t sync_groups(ah_trainer_t *tr, ah_error_t *err) {
         ah_group_t *grp = ah_dp_group(tr, id);
         const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
         if (!grp->c || sh->n == 0) continue;
-        if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
+        if (tr->hier[id]) TRY(ah_dp_hier_sum(tr->hier[id], g + sh->off, sh->n, err)); /* a sharded member keeps its part */
+        else if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
         else TRY(ah_group_sum(grp, g + sh->off, (size_t)sh->n, err));
     }
     return AH_OK;

@@ -132,11 +132,6 @@ static int gpu_stage(const ah_plan_t *plan, int i) {
 
 ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
     for (int i = 0; i < plan->n_pipelines; i++) {
-        if (plan->dp_sync == AH_DP_SYNC_HIERARCHICAL && gpu_stage(plan, i) >= 0)
-            return ah_error_set(err, AH_ERR_USAGE, "[dp_sync] dp_sync: hierarchical; pipelines[%d].stages[%d] is on a "
-                                "GPU, and the runtime runs the hierarchical sync on CPU devices only (MPI "
-                                "communicators per region; NCCL's are to come, issue 39): use \"dp_sync\": \"ring\"",
-                                i, gpu_stage(plan, i));
         const ah_pipeline_t *pl = &plan->pipelines[i];
         const int c = ah_pipeline_cp(pl);
         if (c == 1) continue;
