@@ -44,15 +44,5 @@ cluster_head timeout 300 "${CMPI[@]}" -np 6 --hostfile "$WORK/hier.hosts" "$AUTO
 grep -q "DP sync: hierarchical in 6 of this rank.s 7 DP groups, across up to 2 regions" "$WORK/hier.out" ||
     fail "rank 0's DP groups did not sum hierarchically: $(head -5 "$WORK/hier.out")"
 grep "DP sync:" "$WORK/hier.out"
-python3 - "$WORK/single.jsonl" "$WORK/hier.jsonl" $STEPS <<'PY' || fail "losses across two regions differ from one process"
-import json, sys
-ref = [json.loads(l) for l in open(sys.argv[1])]
-got = [json.loads(l) for l in open(sys.argv[2]) if "event" not in json.loads(l)]
-n = int(sys.argv[3])
-assert len(ref) == len(got) == n, (len(ref), len(got))
-worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, got))
-assert worst <= 1e-4, worst
-assert ref[-1]["loss"] < ref[0]["loss"] - 0.3, "nothing was trained"
-print(f"across two regions, hierarchical DP sync: {n} losses within {worst:.2e} of one process")
-PY
+losses_as_one "$WORK/single.jsonl" "$WORK/hier.jsonl" $STEPS "across two regions, hierarchical DP sync" 0.3 || fail "losses across two regions differ from one process"
 echo PASS

@@ -81,16 +81,7 @@ cluster_head timeout 240 salloc -N3 --ntasks-per-node=2 mpirun --mca plm slurm -
     -np 6 --hostfile "$WORK/cross.hosts" "$AUTOHET" train --plan "$WORK/cross.json" --data "$WORK/text.bin" \
     --steps 8 --quiet --metrics "$WORK/cross.jsonl" --ckpt-every 4 --local-root "$CL_DISK" \
     --run-dir "$WORK/run" --check-host 2>"$WORK/cross.err" || { tail -n 30 "$WORK/cross.err" >&2; fail "training under Slurm"; }
-python3 - "$WORK/single.jsonl" "$WORK/cross.jsonl" 8 <<'PY' || fail "losses under Slurm differ from one process"
-import json, sys
-ref = [json.loads(l) for l in open(sys.argv[1])]
-got = [json.loads(l) for l in open(sys.argv[2]) if "event" not in json.loads(l)]
-n = int(sys.argv[3])
-assert len(ref) == len(got) == n, (len(ref), len(got))
-worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, got))
-assert worst <= 1e-4, worst
-print(f"under Slurm across 3 hosts: {n} losses within {worst:.2e} of one process")
-PY
+losses_as_one "$WORK/single.jsonl" "$WORK/cross.jsonl" 8 "under Slurm across 3 hosts" || fail "losses under Slurm differ from one process"
 # each host's own disk, read through Slurm (the sshds are gone): only its node's steps
 disks=$(cluster_head timeout 60 salloc -N3 srun sh -c 'echo $(hostname): $(ls '"$CL_DISK"') $(ls '"$CL_DISK"'/$(hostname))' 2>/dev/null | sort)
 for h in $CL_HOSTS; do

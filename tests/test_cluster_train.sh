@@ -44,17 +44,7 @@ timeout 120 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/tex
 cluster_head timeout 180 "${CMPI[@]}" -np 6 --hostfile "$WORK/cross.hosts" "$AUTOHET" train --plan "$WORK/cross.json" \
     --data "$WORK/text.bin" --steps $STEPS --quiet --metrics "$WORK/cross.jsonl" --ckpt-every 5 --local-root "$CL_DISK" \
     --run-dir "$WORK/run" --check-host 2>"$WORK/cross.err" || { cat "$WORK/cross.err" >&2; fail "training across 3 hosts"; }
-python3 - "$WORK/single.jsonl" "$WORK/cross.jsonl" $STEPS <<'PY' || fail "losses across hosts differ from one process"
-import json, sys
-ref = [json.loads(l) for l in open(sys.argv[1])]
-got = [json.loads(l) for l in open(sys.argv[2]) if "event" not in json.loads(l)]
-n = int(sys.argv[3])
-assert len(ref) == len(got) == n, (len(ref), len(got))
-worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, got))
-assert worst <= 1e-4, worst
-assert ref[-1]["loss"] < ref[0]["loss"] - 0.3, "nothing was trained"
-print(f"across 3 hosts: {n} losses within {worst:.2e} of one process")
-PY
+losses_as_one "$WORK/single.jsonl" "$WORK/cross.jsonl" $STEPS "across 3 hosts" 0.3 || fail "losses across hosts differ from one process"
 for h in $CL_HOSTS; do
     [ "$(cluster_on "$h" ls "$CL_DISK")" = "$h" ] || fail "host $h's disk holds $(cluster_on "$h" ls "$CL_DISK"), not only $h/"
     cluster_on "$h" ls "$CL_DISK/$h" | grep -qx 'step-0*10' || fail "host $h's disk has no step 10: $(cluster_on "$h" ls "$CL_DISK/$h")"

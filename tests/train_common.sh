@@ -172,6 +172,24 @@ PY
     [ $? = 0 ] || fail "shard_uneven $1: the plan's optimizer_shards could not be redrawn"
 }
 
+# losses_as_one REF GOT STEPS LABEL [MIN_DROP]: GOT's STEPS losses (its event lines left out) within
+# 1e-4 relative of one process's (REF), said with LABEL; with MIN_DROP, REF's last loss at least
+# that far below its first (something was trained).
+losses_as_one() {
+    python3 - "$@" <<'PY'
+import json, sys
+ref = [json.loads(l) for l in open(sys.argv[1])]
+got = [json.loads(l) for l in open(sys.argv[2]) if "event" not in json.loads(l)]
+n, label = int(sys.argv[3]), sys.argv[4]
+assert len(ref) == len(got) == n, (len(ref), len(got))
+worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(ref, got))
+assert worst <= 1e-4, worst
+if len(sys.argv) > 5:
+    assert ref[-1]["loss"] < ref[0]["loss"] - float(sys.argv[5]), "nothing was trained"
+print(f"{label}: {n} losses within {worst:.2e} of one process")
+PY
+}
+
 # two_regions PLAN OUT: PLAN over two regions with the hierarchical DP sync ("dp_sync":
 # "hierarchical"): pipeline p's devices, in order, on a node of its own, p{p}, in region east (p
 # even) or west (p odd), so every DP group of two pipelines or more spans both regions, unevenly
