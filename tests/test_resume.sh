@@ -16,7 +16,8 @@
 #                         cp4 (CP 2 -> 4), within 1e-4 (the CP split changes the attention's
 #                         summation order); then single saves, its files and bytes the cp2 run's,
 #                         and cp2 resumes it (CP 1 -> 2, within 1e-4); a CP 2 pair on nodes n0 and n1
-#                         writes a whole copy on each node; cp2-pp2-sharded (the optimizer
+#                         writes a whole copy on each node, and without n1's disk resumes
+#                         bit-exact, n1's rank reading from n0 (the peer tier); cp2-pp2-sharded (the optimizer
 #                         sharded over the CP ranks) on two nodes resumes bit-exact; --init-from
 #                         the cp2 run's export of step 8 at CP 4 (its first loss step 8's, within 1e-4).
 #                         AH_CLUSTER_SHORT=1 (the sanitizer stage): resume cp4 only, no extras.
@@ -122,12 +123,19 @@ d = json.load(open(sys.argv[1]))
 d["pipelines"][0]["stages"][0]["devices"][1] = {"node": "n1", "index": 0}
 json.dump(d, open(sys.argv[2], "w"))
 PY
-    STEPS=4 run cp2-2nodes two-nodes --ckpt-every 4 --local-root "$WORK/ck2n"
+    run cp2-2nodes two-nodes --ckpt-every 4 --local-root "$WORK/ck2n"
     for node in n0 n1; do
-        "$AUTOHET" ckpt verify --local-root "$WORK/ck2n/$node" --step 4 >/dev/null &&
-            [ "$(find "$WORK/ck2n/$node/step-00000004" -name '*.safetensors' | wc -l)" = 6 ] ||
-            fail "two-nodes: node $node's disk does not hold a whole copy of step 4 (6 shards)"
+        "$AUTOHET" ckpt verify --local-root "$WORK/ck2n/$node" --step 8 >/dev/null &&
+            [ "$(find "$WORK/ck2n/$node/step-00000008" -name '*.safetensors' | wc -l)" = 6 ] ||
+            fail "two-nodes: node $node's disk does not hold a whole copy of step 8 (6 shards)"
     done
+    # n1's disk lost: its CP rank reads every shard from n0 (the peer tier), the same run's losses
+    at_step8 ck2n
+    rm -rf "$WORK/ck8/n1"
+    run cp2-2nodes resume-two-nodes --local-root "$WORK/ck8" --resume
+    resumed_within full resume-two-nodes 8 0
+    python3 -c 'import json,sys; r=[o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "recover"][0]; assert r["files"]["local"] == 6 and r["files"]["peer"] == 6, r' \
+        "$WORK/resume-two-nodes.jsonl" || fail "resume-two-nodes: expected 6 files local and 6 from the peer"
     # The sharded optimizer over CP ranks (cp2-pp2-sharded, CP rank 1 moved to node n1 so that each
     # group's state is on two disks): its save gathers each stage's moments from both CP ranks, its
     # resume scatters them back, bit-exact.
