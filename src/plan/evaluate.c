@@ -318,6 +318,9 @@ static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t 
 typedef struct {
     int *slot;    /* cap entries: a pipeline index, or -1 */
     int cap;      /* a power of two above twice the pipeline count */
+    double *hop;  /* the last 1F1B pipeline's hops (hop_n of them; room for the most stages), */
+    int hop_n;    /* and their pace (ah_p2p_pace): copies often differ in times, not hops */
+    double pace;
 } timeline_memo_t;
 
 static uint64_t mix_word(uint64_t h, uint64_t w) {
@@ -363,7 +366,7 @@ static int *memo_find(const timeline_memo_t *m, const ah_plan_t *p, const ah_eva
  * timeline, whose figures are taken (a plan's pipelines often are copies). P: pl's device
  * groups. false when out of host memory. */
 static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *same,
-                          double sum_fb, double max_fb, double sum_p2p) {
+                          timeline_memo_t *m, double sum_fb, double max_fb, double sum_p2p) {
     const int S = pl->n_stages;
     const int64_t n = pl->micro_batches;
     if (same) {
@@ -375,11 +378,14 @@ static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P
         pe->estimate_s = pe->time_s = ah_sched_replay(pl->schedule, pe->stages, S, P, n, true, NULL);
         return !isnan(pe->time_s);
     }
-    double *hop = malloc(sizeof(double) * (size_t)S);
-    if (!hop) return false;
-    for (int s = 0; s + 1 < S; s++) hop[s] = pe->stages[s].p2p_s;
-    pe->estimate_s = ah_1f1b_estimate(sum_fb, max_fb, sum_p2p, ah_p2p_pace(hop, S), n);
-    free(hop);
+    bool same_hops = m->hop_n == S - 1;
+    for (int s = 0; s + 1 < S; s++) {
+        same_hops = same_hops && m->hop[s] == pe->stages[s].p2p_s;
+        m->hop[s] = pe->stages[s].p2p_s;
+    }
+    if (!same_hops) m->pace = ah_p2p_pace(m->hop, S);
+    m->hop_n = S - 1;
+    pe->estimate_s = ah_1f1b_estimate(sum_fb, max_fb, sum_p2p, m->pace, n);
     pe->time_s = ah_1f1b_replay(pe->stages, S, n, true, NULL);
     return !isnan(pe->time_s);
 }
@@ -546,7 +552,7 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     bool seen;
     int *slot = memo_find(&r->timelines, p, out, i, P, &seen);
     double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
-    if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, sum_fb, max_fb, sum_p2p) ||
+    if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, &r->timelines, sum_fb, max_fb, sum_p2p) ||
         (pe->time_s > r->worst_pipe && isnan(no_p2p = ah_sched_replay(pl->schedule, pe->stages, S, P, n, false, NULL))))
         return false;
     if (!seen) *slot = i;
@@ -578,15 +584,19 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,
                           .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
         dp_setup(p, &r->dp);
-        int n_stages = 0;
+        int n_stages = 0, most = 1;
         for (int i = 0; i < p->n_pipelines; i++) n_stages += p->pipelines[i].n_stages;
+        for (int i = 0; i < p->n_pipelines; i++) most = p->pipelines[i].n_stages > most ? p->pipelines[i].n_stages : most;
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
         for (r->timelines.cap = 4; r->timelines.cap < 2 * p->n_pipelines;) r->timelines.cap *= 2;
         r->timelines.slot = malloc(sizeof(int) * (size_t)r->timelines.cap);
         for (int k = 0; r->timelines.slot && k < r->timelines.cap; k++) r->timelines.slot[k] = -1;
-        if (!r->sync_st || !r->timelines.slot) {
+        r->timelines.hop = malloc(sizeof(double) * (size_t)most);
+        r->timelines.hop_n = -1;
+        if (!r->sync_st || !r->timelines.slot || !r->timelines.hop) {
             free(r->sync_st);
             free(r->timelines.slot);
+            free(r->timelines.hop);
             free(r);
             r = NULL;
         }
@@ -599,6 +609,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     if (r) {
         free(r->scratch);
         free(r->timelines.slot);
+        free(r->timelines.hop);
     }
     if (st != AH_OK) {
         if (r) free(r->sync_st);
