@@ -97,7 +97,7 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
  * shared flag (context parallelism, regions) is a row in the table and, for a value
  * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
  * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
- * --shard-optimizer none|even|memory|auto, --schedule auto|1f1b|interleaved|zero-bubble (plan, run,
+ * --shard-optimizer none|even|memory|auto, --schedule auto|1f1b|interleaved|zero-bubble, --cp auto|1|2|4|8 (plan, run,
  * simulate), --profile FILE; and the trainer's --ckpt-sync,
  * --no-overlap-grad-sync and --allow-unencrypted-wan (train, run). */
 ah_flag_t ah_cli_shared_flag(const char *name, void *target);
@@ -119,9 +119,12 @@ bool ah_cli_shard_mode(const char *verb, const char *arg, ah_shard_mode_t *out);
 /* --schedule auto|1f1b|interleaved|zero-bubble. */
 bool ah_cli_schedule_mode(const char *verb, const char *arg, ah_schedule_mode_t *out);
 
+/* --cp auto|1|2|4|8 (0 for auto). */
+bool ah_cli_cp_mode(const char *verb, const char *arg, int *out);
+
 /* The shared planning flags' values as given (NULL: left out, the rule's default). */
 typedef struct ah_cli_plan_flags {
-    const char *micro_batch, *precision, *objective, *shard, *schedule;
+    const char *micro_batch, *precision, *objective, *shard, *schedule, *cp;
     double budget; /* 0: no cap */
 } ah_cli_plan_flags_t;
 /* The flag-table entries of the planning flags every planning verb takes, in one order, their
@@ -131,10 +134,10 @@ typedef struct ah_cli_plan_flags {
 #define AH_CLI_PLAN_FLAGS(pf)                                                                          \
     ah_cli_shared_flag("--micro-batch", &(pf)->micro_batch), ah_cli_shared_flag("--precision", &(pf)->precision), \
         ah_cli_shared_flag("--objective", &(pf)->objective), ah_cli_shared_flag("--budget", &(pf)->budget), \
-        ah_cli_shared_flag("--schedule", &(pf)->schedule)
+        ah_cli_shared_flag("--schedule", &(pf)->schedule), ah_cli_shared_flag("--cp", &(pf)->cp)
 /* Parses every shared planning flag into o (train.micro_batch, train.precision, objective,
- * budget_usd_per_hour, shard, schedule) with the parsers above, a flag left out taking the rule's
- * default (micro-batch auto, precision auto, objective time, no budget, shard none, schedule auto); *auto_precision for
+ * budget_usd_per_hour, shard, schedule, cp) with the parsers above, a flag left out taking the rule's
+ * default (micro-batch auto, precision auto, objective time, no budget, shard none, schedule auto, cp auto); *auto_precision for
  * --precision auto. False, the message printed (exit 2), on a bad value. */
 bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planner_opts_t *o, bool *auto_precision);
 

@@ -144,11 +144,13 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
         for (int s = 0; s < pl->n_stages; s++) {
             const ah_stage_t *st = &pl->stages[s];
             char dev[96], layers[32], mem[48];
-            const ah_device_ref_t *d0 = &st->devices[0];
-            if (p->tp == 1) snprintf(dev, sizeof dev, "%s:%d", c->nodes[d0->node].name, d0->index);
-            else snprintf(dev, sizeof dev, "%s:%d-%d", c->nodes[d0->node].name, d0->index, st->devices[p->tp - 1].index);
+            const int n = ah_stage_devices(pl, p->tp); /* tp x cp */
+            const ah_device_ref_t *d0 = &st->devices[0], *dn = &st->devices[n - 1];
+            if (n == 1) snprintf(dev, sizeof dev, "%s:%d", c->nodes[d0->node].name, d0->index);
+            else if (dn->node == d0->node) snprintf(dev, sizeof dev, "%s:%d-%d", c->nodes[d0->node].name, d0->index, dn->index);
+            else snprintf(dev, sizeof dev, "%s:%d-%s:%d", c->nodes[d0->node].name, d0->index, c->nodes[dn->node].name, dn->index);
             snprintf(layers, sizeof layers, "[%d, %d)", st->first, st->last);
-            const ah_device_eval_t *de = &e->devices[base + ah_pipeline_group_of(pl, s) * p->tp];
+            const ah_device_eval_t *de = &e->devices[base + ah_pipeline_group_of(pl, s) * n];
             snprintf(mem, sizeof mem, "%.2f / %.2f GiB", (double)de->memory_bytes / GIB,
                      (double)de->capacity_bytes / GIB);
             if (s == 0) printf("%-4d ", i);
@@ -158,7 +160,7 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
             else printf("%5s ", "");
             printf("%5s %-22s\n", st->recompute ? "yes" : "-", mem);
         }
-        base += ah_pipeline_groups(pl) * p->tp;
+        base += ah_pipeline_groups(pl) * ah_stage_devices(pl, p->tp);
     }
 }
 
@@ -176,6 +178,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
            p->n_pipelines, p->n_pipelines == 1 ? "" : "s", ah_plan_device_count(p), ah_precision_name(p->train.precision));
     if (r->left_out[0]) printf("left out: %s\n\n", r->left_out);
     if (r->idle_why[0]) printf("idle: %s\n\n", r->idle_why);
+    if (r->cp_why[0]) printf("context parallelism: %s\n", r->cp_why);
     if (r->schedule_why[0]) printf("schedules: %s\n", r->schedule_why);
     if (r->untrainable) {
         bool seen[3] = {0};
@@ -186,7 +189,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
                seen[AH_SCHED_INTERLEAVED] ? "interleaved" : "", seen[1] && seen[2] ? " or " : "",
                seen[AH_SCHED_ZERO_BUBBLE] ? "zero-bubble" : "");
     }
-    if (r->schedule_why[0] || r->untrainable) printf("\n");
+    if (r->schedule_why[0] || r->untrainable || r->cp_why[0]) printf("\n");
     print_table(p, e);
     char price[400];
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
@@ -276,6 +279,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
     ah_plan_crossings_json(&r->plan, &pr.traffic, doc);
     json_object_set_new(doc, "iteration_overlap_s", json_real(r->eval.iteration_overlap_s));
     json_object_set_new(doc, "schedules", r->schedule_why[0] ? json_string(r->schedule_why) : json_null());
+    json_object_set_new(doc, "context_parallel", r->cp_why[0] ? json_string(r->cp_why) : json_null());
     json_object_set_new(doc, "untrainable", json_boolean(r->untrainable));
     json_object_set_new(doc, "planning_s", json_real(r->seconds));
     json_object_set_new(doc, "candidates", json_integer((json_int_t)r->candidates));

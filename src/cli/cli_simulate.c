@@ -343,6 +343,7 @@ static void take_plan_flags(ah_sim_opts_t *o, ah_planner_opts_t *po, int64_t gb,
     o->shard = po->shard;
     o->objective = po->objective;
     o->schedule = po->schedule;
+    o->cp = po->cp;
     po->schedule_trainable_only = true; /* its policies train: the precision's plans likewise */
     o->budget_usd_per_hour = po->budget_usd_per_hour;
 }

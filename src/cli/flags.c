@@ -223,6 +223,10 @@ static const ah_flag_t SHARED[] = {
      "fastest per pipeline of 1F1B, zero-bubble (ZB-H1) and interleaved 1F1B with its best count of stages per device, "
      "each priced by its own replay and memory; or one for every pipeline that can run it (default auto; run and "
      "simulate take only what the runtime runs; docs/planner.md \"Schedules\")", false},
+    {"--cp", AH_FLAG_STR, NULL, "auto|1|2|4|8", "context parallelism: every pipeline's sequence split over this "
+     "many devices (one degree for all pipelines), or auto: the unsplit plan against CP 2, 4 and 8 where the "
+     "sequence has at least 4096 tokens or fits no device unsplit, by whole-plan evaluation; 1: never (default auto; "
+     "docs/planner.md \"Context parallelism\")", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
     {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
@@ -310,6 +314,12 @@ bool ah_cli_schedule_mode(const char *verb, const char *arg, ah_schedule_mode_t 
     return false;
 }
 
+bool ah_cli_cp_mode(const char *verb, const char *arg, int *out) {
+    if (ah_cp_mode_parse(arg, out)) return true;
+    complain("autohet %s: --cp: expected auto, 1, 2, 4 or 8, got \"%s\"\n", verb, arg);
+    return false;
+}
+
 bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planner_opts_t *o, bool *auto_precision) {
     /* the rule's defaults, for what was left out */
     *auto_precision = !f->precision;
@@ -317,12 +327,14 @@ bool ah_cli_plan_flags(const char *verb, const ah_cli_plan_flags_t *f, ah_planne
     o->objective = AH_OBJECTIVE_TIME;
     o->shard = AH_SHARD_NONE;
     o->schedule = AH_SCHEDULE_AUTO;
+    o->cp = 0;
     o->budget_usd_per_hour = f->budget;
     return (!f->micro_batch || ah_cli_micro_batch(verb, f->micro_batch, &o->train.micro_batch)) &&
            (!f->precision || ah_cli_precision(verb, f->precision, &o->train.precision, auto_precision)) &&
            (!f->objective || ah_cli_objective(verb, f->objective, &o->objective)) &&
            (!f->shard || ah_cli_shard_mode(verb, f->shard, &o->shard)) &&
-           (!f->schedule || ah_cli_schedule_mode(verb, f->schedule, &o->schedule));
+           (!f->schedule || ah_cli_schedule_mode(verb, f->schedule, &o->schedule)) &&
+           (!f->cp || ah_cli_cp_mode(verb, f->cp, &o->cp));
 }
 
 bool ah_cli_all_cpu(const ah_cluster_t *c) {

@@ -16,7 +16,8 @@ double ah_plan_usd_per_hour(const ah_plan_t *p) {
     double usd = 0;
     for (int i = 0; i < p->n_pipelines; i++) /* each device once: an interleaved one holds several stages */
         for (int k = 0, P = ah_pipeline_groups(&p->pipelines[i]); k < P; k++)
-            usd += p->tp * p->cluster.nodes[p->pipelines[i].stages[k].devices[0].node].usd_per_gpu_hour;
+            for (int d = 0, n = ah_stage_devices(&p->pipelines[i], p->tp); d < n; d++) /* a CP group's nodes */
+                usd += p->cluster.nodes[p->pipelines[i].stages[k].devices[d].node].usd_per_gpu_hour;
     return usd;
 }
 
@@ -34,7 +35,8 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
     bool *used = calloc((size_t)(c->n_nodes > 0 ? c->n_nodes : 1), sizeof *used); /* NULL: every node counts */
     for (int i = 0; i < p->n_pipelines && used; i++)
         for (int k = 0; k < p->pipelines[i].n_stages; k++)
-            for (int d = 0; d < p->tp; d++) used[p->pipelines[i].stages[k].devices[d].node] = true;
+            for (int d = 0, n = ah_stage_devices(&p->pipelines[i], p->tp); d < n; d++)
+                used[p->pipelines[i].stages[k].devices[d].node] = true;
     pr.priced = ah_cluster_unpriced(c, used, pr.unpriced, sizeof pr.unpriced) == 0;
     free(used);
     ah_plan_traffic(p, &pr.traffic);

@@ -75,6 +75,8 @@ typedef struct ah_planner_opts {
                                    * --schedule is refused */
     bool no_overlap_grad_sync;  /* price the whole DP sync (train --no-overlap-grad-sync); else the
                                  * planner compares plans by ah_eval_t.iteration_overlap_s */
+    int cp;                     /* --cp (cp_choice.c): 0 auto, else the one context-parallel degree of
+                                 * every pipeline (1: never CP; 2, 4, 8) */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -115,6 +117,8 @@ typedef struct ah_plan_result {
                                 * scored beat it (the plan is then a copy of it); -1 when none */
     char schedule_why[1024];   /* what each pipeline's schedule bought over 1F1B (schedule_choice.c),
                                 * or why it kept 1F1B; "" when nothing but 1F1B was weighed */
+    char cp_why[256];          /* ah_planner_run_cp: the CP degree the pipelines take and what it bought
+                                * (or that none beat the unsplit plan); "" when CP was not weighed */
     char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
                                 * regions or zones, with both syncs' predicted seconds; "" when none does */
     bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
@@ -130,13 +134,29 @@ struct ah_baseline_out {
     ah_error_t err;
 };
 
-/* ah_planner_run (auto_half: ah_planner_run_auto), then, unless o->shard is none, sharded plans
+/* ah_planner_run_cp (the plain search, auto_half: ah_planner_run_auto, with --cp), then, unless o->shard is none, sharded plans
  * (shard_choice.c): the result's plan is sharded when o->shard asks for it (auto: when faster),
  * including plans that fit only sharded; a sharded result's lower_bound_s is 0 (the bound prices
  * the optimizer step unsharded); last, each pipeline's schedule (ah_planner_choose_schedules). The
  * entry every verb plans through (plan, run and the agent, simulate). */
 ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                    bool auto_half, ah_plan_result_t *out, ah_error_t *err);
+/* --cp auto: CP degrees 2, 4, 8 are weighed from this many tokens per sequence up, or where
+ * nothing fits unsplit (shorter sequences: the ring's transfers and the smaller GEMMs cost more than
+ * CP saves; the searches it would add are left out). */
+#define AH_CP_AUTO_MIN_SEQ 4096
+/* The plain search (auto_half: ah_planner_run_auto) with the context-parallel degree o->cp asks
+ * (cp_choice.c): one degree c for every pipeline, found by the search run on one CP rank's view
+ * (every node's devices / c, the sequence / c) and expanded to CP groups of tp x c devices of a
+ * node, evaluated whole (recomputing everywhere where it does not fit otherwise). auto: the plain
+ * plan against c = 2, 4, 8 (from AH_CP_AUTO_MIN_SEQ tokens, or where the plain search fits
+ * nothing) by ah_planner_key; --cp N: N alone, AH_ERR_INVALID naming why N cannot be (the sequence
+ * not a multiple of 2N, no node with N devices, a plan to train not in fp32). Fills out->cp_why. A
+ * CP result's lower_bound_s is 0 and its baselines are the plain search's (NULL without one). */
+ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                              bool auto_half, ah_plan_result_t *out, ah_error_t *err);
+/* "auto" (0), "1", "2", "4", "8"; false otherwise. */
+bool ah_cp_mode_parse(const char *s, int *out);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
 

@@ -44,10 +44,12 @@ ah_bound_space_t ah_planner_space(const ah_planner_opts_t *o) {
 }
 
 /* Whether pipelines a and b of p are alike: the same stages (layers, type, recomputation), hops on
- * the same kind of link, micro-batches and schedule, so every option prices them alike. */
+ * the same kind of link, micro-batches, schedule and CP degree, so every option prices them alike. */
 static bool alike(const ah_plan_t *p, int a, int b) {
     const ah_pipeline_t *x = &p->pipelines[a], *y = &p->pipelines[b];
-    if (x->n_stages != y->n_stages || x->micro_batches != y->micro_batches || x->schedule != y->schedule) return false;
+    if (x->n_stages != y->n_stages || x->micro_batches != y->micro_batches || x->schedule != y->schedule ||
+        ah_pipeline_cp(x) != ah_pipeline_cp(y))
+        return false;
     for (int s = 0; s < x->n_stages; s++) {
         const ah_stage_t *u = &x->stages[s], *w = &y->stages[s];
         if (u->first != w->first || u->last != w->last || u->type != w->type || u->recompute != w->recompute)
@@ -69,6 +71,7 @@ static ah_status_t build(const ah_pipeline_t *base, option_t o, bool rc_all, ah_
     if (st != AH_OK) return st;
     out->micro_batches = base->micro_batches;
     out->schedule = o.sched;
+    out->cp = base->cp;
     int first = base->stages[0].first;
     for (int q = 0; q < S; q++) {
         const int c = q / P, d = q % P;

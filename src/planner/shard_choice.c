@@ -139,13 +139,14 @@ static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster,
 static ah_status_t run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
     const double t0 = ah_now_s();
-    ah_status_t s = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
+    ah_status_t s = ah_planner_run_cp(model, cluster, o, auto_half, out, err);
     if (o->shard == AH_SHARD_NONE || (s != AH_OK && s != AH_ERR_INFEASIBLE)) return s;
     bool have = s == AH_OK, taken;
     const ah_error_t unsharded_err = *err;
     if (have) TRY(shard_result(out, o, false, &taken, err));
     const int64_t gpus = ah_cluster_gpu_count(cluster);
-    for (size_t i = 0; i < sizeof SHARD_OVER / sizeof SHARD_OVER[0] && SHARD_OVER[i] <= gpus; i++) {
+    /* the searches assuming sharded state plan unsplit sequences: not under --cp N */
+    for (size_t i = 0; o->cp <= 1 && i < sizeof SHARD_OVER / sizeof SHARD_OVER[0] && SHARD_OVER[i] <= gpus; i++) {
         ah_plan_result_t r;
         ah_planner_opts_t o2 = *o;
         if (have) o2.train.precision = out->plan.train.precision;

@@ -235,6 +235,7 @@ static entry_t *plan_for(run_t *x) {
         po.objective = x->o->objective;
         po.budget_usd_per_hour = x->o->budget_usd_per_hour;
         po.schedule = x->o->schedule;
+        po.cp = x->o->cp;
         po.schedule_trainable_only = true; /* the policies train */
         ah_plan_result_t res;
         ah_status_t st;

@@ -174,6 +174,7 @@ typedef struct ah_sim_opts {
     ah_objective_t objective;  /* autohet's and on-demand's plans: time or $ per token (planner.h) */
     ah_schedule_mode_t schedule; /* --schedule of every policy's plans, restricted as a training run's
                                   are to the schedules the runtime runs (planner.h) */
+    int cp;                    /* --cp of every policy's plans (planner.h ah_planner_opts_t.cp) */
     double budget_usd_per_hour;/* > 0: their plans' GPUs and egress cost at most this per hour
                                   (on-demand's GPUs at on-demand prices) */
     double replica_memory_gb;  /* autohet's in-memory peer replicas (the runtime's --replica-memory-gb):

@@ -1,0 +1,223 @@
+/* Context parallelism in the planner (planner.h ah_planner_opts_t.cp, --cp auto|1|2|4|8; issue 38).
+ * One CP degree c for every pipeline of a plan, as Megatron-Core sets it; per-pipeline degrees are
+ * not searched yet (docs/planner.md "Context parallelism").
+ *
+ * A CP c plan is found by the search itself, run on one CP rank's view of the problem: the cluster
+ * with every node holding count / c devices (a device of the view stands for the c devices of its
+ * CP group, node-local) and the sequence T / c tokens (what each CP rank holds). The view's plan is
+ * then expanded on the real cluster: a stage on TP group g of a node becomes the node's devices
+ * g tp c .. (g + 1) tp c - 1, cp-major, the pipeline's "cp" c, the sequence T again; and that plan
+ * is checked and evaluated whole (ah_evaluate prices CP: per CP rank T / c tokens, the ring's
+ * transfers, memory per CP rank to the byte). Where it does not fit, it is tried again with every
+ * stage recomputing. The view is a proxy: its attention is (T / c)^2 where a CP rank's is 1 / c of
+ * T^2, and it has no ring; the choice between degrees is by the whole-plan evaluation only.
+ *
+ * auto: the plain search (c = 1) and, from AH_CP_AUTO_MIN_SEQ tokens up or where the plain search
+ * fits nothing, c = 2, 4, 8 (each where 2c divides T and the view has a device); the plan with the
+ * least ah_planner_key wins, ties to the smaller degree. --cp N: N alone (1: never CP). A plan made
+ * to train (o->schedule_trainable_only) takes CP only in fp32, what the runtime runs.
+ *
+ * The result's lower_bound_s is 0 for a CP plan: the relaxation's memory and group terms assume
+ * whole sequences on a TP group (CP does not reduce the FLOPs, but it does reduce the memory a
+ * stage needs, which those terms bound). Baselines are the plain search's (none without it).
+ * Errors: AH_ERR_INFEASIBLE when no degree plans (the message the asked degree's search gave),
+ * AH_ERR_INVALID for a degree the sequence or cluster cannot take, AH_ERR_OOM. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/str.h"
+#include "plan/evaluate.h"
+#include "planner/planner.h"
+
+static const int DEGREES[] = {2, 4, 8};
+
+bool ah_cp_mode_parse(const char *s, int *out) {
+    static const char *const names[] = {"auto", "1", "2", "4", "8"};
+    static const int values[] = {0, 1, 2, 4, 8};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = values[i];
+            return true;
+        }
+    return false;
+}
+
+/* Why degree c cannot be planned at all ("" when it can), into why. */
+static void cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char *why, size_t cap) {
+    int devices = 0;
+    for (int i = 0; i < c->n_nodes; i++) devices += c->nodes[i].count / cp;
+    why[0] = '\0';
+    if (o->train.seq_len % (2 * cp) != 0)
+        snprintf(why, cap, "--seq-len %lld is not a multiple of 2 x %d (the causal load balance's chunks)",
+                 (long long)o->train.seq_len, cp);
+    else if (devices == 0)
+        snprintf(why, cap, "no node of the cluster has %d devices for a CP group", cp);
+    else if (o->schedule_trainable_only && o->train.precision != AH_PREC_FP32)
+        snprintf(why, cap, "the runtime runs context parallelism in fp32 only, and the plan trains in %s",
+                 ah_precision_name(o->train.precision));
+}
+
+/* The plan of the view (r, on the cluster of count / cp devices a node, T / cp tokens) on the
+ * real cluster at T tokens: each stage's TP group g becomes g's CP group of tp x cp devices. */
+static ah_status_t expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
+                          bool recompute_all, ah_plan_t *out, ah_error_t *err) {
+    ah_train_t tr = v->train;
+    tr.seq_len = train->seq_len;
+    ah_status_t st = ah_plan_init(out, &v->model, &tr, v->tp, cluster, v->n_pipelines, err);
+    for (int i = 0; i < v->n_pipelines && st == AH_OK; i++) {
+        const ah_pipeline_t *vp = &v->pipelines[i];
+        ah_pipeline_t *pl = &out->pipelines[i];
+        if ((st = ah_pipeline_alloc(pl, vp->n_stages, err)) != AH_OK) break;
+        pl->micro_batches = vp->micro_batches;
+        pl->schedule = vp->schedule;
+        pl->cp = cp;
+        for (int s = 0; s < vp->n_stages; s++) {
+            const ah_stage_t *vs = &vp->stages[s];
+            ah_stage_t *sg = &pl->stages[s];
+            sg->first = vs->first;
+            sg->last = vs->last;
+            sg->type = vs->type;
+            sg->recompute = vs->recompute || recompute_all;
+            const int g = vs->devices[0].index / v->tp, node = vs->devices[0].node;
+            for (int k = 0; k < v->tp * cp; k++) sg->devices[k] = (ah_device_ref_t){node, g * v->tp * cp + k};
+        }
+    }
+    if (st != AH_OK) ah_plan_free(out);
+    return st;
+}
+
+/* The plan of CP degree cp into *out (fits, evaluated), or false with why. */
+static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool auto_half,
+                    int cp, ah_plan_result_t *out, ah_error_t *why) {
+    ah_cluster_t view = *cluster;
+    view.nodes = malloc(sizeof *view.nodes * (size_t)cluster->n_nodes);
+    if (!view.nodes) return ah_error_set(why, AH_ERR_OOM, "out of host memory for the CP view"), false;
+    for (int i = 0; i < cluster->n_nodes; i++) {
+        view.nodes[i] = cluster->nodes[i];
+        view.nodes[i].count = cluster->nodes[i].count / cp;
+    }
+    ah_planner_opts_t vo = *o;
+    vo.train.seq_len = o->train.seq_len / cp;
+    ah_plan_result_t r;
+    bool ok = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) == AH_OK;
+    free(view.nodes);
+    if (!ok) return false;
+    memset(out, 0, sizeof *out);
+    ah_status_t st = AH_OK;
+    bool fits = false;
+    for (int rc = 0; rc < 2 && st == AH_OK && !fits; rc++) {
+        ah_plan_free(&out->plan);
+        ah_eval_free(&out->eval);
+        st = expand(&r.plan, cluster, &o->train, cp, rc == 1, &out->plan, why);
+        if (st == AH_OK) st = ah_plan_validate(&out->plan, why);
+        if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, why);
+        fits = st == AH_OK && out->eval.feasible;
+    }
+    if (st == AH_OK && !fits)
+        ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan of the search's view does not fit, recomputing or not", cp);
+    out->exact = r.exact;
+    out->candidates = r.candidates;
+    memcpy(out->precision_why, r.precision_why, sizeof out->precision_why);
+    memcpy(out->left_out, r.left_out, sizeof out->left_out);
+    out->from_baseline = -1;
+    ah_plan_result_free(&r);
+    if (!fits) {
+        ah_plan_result_free(out);
+        return false;
+    }
+    out->plan.has_predicted = true;
+    out->plan.predicted = out->eval.pred;
+    out->search_value_s = out->search_best_s = out->eval.search_estimate_s;
+    out->lower_bound_s = 0;
+    ah_result_price(out);
+    return true;
+}
+
+/* Replaces best by cand (keeping best's baselines) when cand's key is lower. */
+static bool take_if_better(const ah_planner_opts_t *o, bool *have, ah_plan_result_t *best, ah_plan_result_t *cand) {
+    const bool better = !*have || ah_planner_key(o, &cand->plan, &cand->eval) < ah_planner_key(o, &best->plan, &best->eval);
+    if (!better) {
+        ah_plan_result_free(cand);
+        return false;
+    }
+    if (*have) {
+        cand->baselines = best->baselines;
+        best->baselines = NULL;
+        ah_plan_result_free(best);
+    }
+    *best = *cand;
+    *have = true;
+    return true;
+}
+
+/* The baselines on the real cluster at r's precision, for a CP result without the plain search's:
+ * the verbs report them beside every plan (each one's plan, or why it has none). */
+static ah_status_t run_baselines(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                 ah_plan_result_t *r, ah_error_t *err) {
+    r->baselines = calloc(AH_BASELINE_COUNT, sizeof *r->baselines);
+    if (!r->baselines) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines");
+    ah_planner_opts_t ob = *o;
+    ob.train.precision = r->plan.train.precision;
+    for (int k = 0; k < AH_BASELINE_COUNT; k++) {
+        ah_baseline_out_t *b = &r->baselines[k];
+        b->ok = ah_baseline_run(model, cluster, &ob, (ah_baseline_t)k, &b->r, &b->err) == AH_OK;
+        if (!b->ok && b->err.code == AH_ERR_OOM) return ah_error_set(err, AH_ERR_OOM, "%s", b->err.msg);
+    }
+    return AH_OK;
+}
+
+static double time_of(const ah_planner_opts_t *o, const ah_plan_result_t *r) { return ah_planner_time_s(o, &r->eval); }
+
+ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                              bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
+    char unfit[160];
+    if (o->cp > 1) { /* --cp N */
+        cp_unfit(cluster, o, o->cp, unfit, sizeof unfit);
+        if (unfit[0]) return ah_error_set(err, AH_ERR_INVALID, "--cp %d: %s; use --cp 1 or auto", o->cp, unfit);
+        if (!plan_cp(model, cluster, o, auto_half, o->cp, out, err)) {
+            ah_error_prefix(err, "--cp %d", o->cp);
+            return err->code == AH_OK ? AH_ERR_INFEASIBLE : err->code;
+        }
+        snprintf(out->cp_why, sizeof out->cp_why, "every pipeline splits the sequence %d ways (--cp %d): %.4f s",
+                 o->cp, o->cp, time_of(o, out));
+        return run_baselines(model, cluster, o, out, err);
+    }
+    ah_status_t st = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
+    if (o->cp == 1 || (st != AH_OK && st != AH_ERR_INFEASIBLE)) return st;
+    bool have = st == AH_OK;
+    if (have && o->train.seq_len < AH_CP_AUTO_MIN_SEQ) return AH_OK;
+    const double plain_s = have ? time_of(o, out) : INFINITY;
+    const ah_error_t plain_err = *err;
+    int chosen = 1;
+    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0]; i++) {
+        ah_planner_opts_t oc = *o;
+        if (have) oc.train.precision = out->plan.train.precision;
+        cp_unfit(cluster, &oc, DEGREES[i], unfit, sizeof unfit);
+        ah_plan_result_t r;
+        ah_error_t why = {0};
+        if (unfit[0] || !plan_cp(model, cluster, &oc, auto_half && !have, DEGREES[i], &r, &why)) {
+            if (why.code == AH_ERR_OOM) return ah_error_set(err, AH_ERR_OOM, "%s", why.msg);
+            continue;
+        }
+        if (take_if_better(o, &have, out, &r)) chosen = DEGREES[i];
+    }
+    if (!have) {
+        *err = plain_err;
+        return st;
+    }
+    if (!out->baselines && run_baselines(model, cluster, o, out, err) != AH_OK) return AH_ERR_OOM;
+    if (chosen > 1 && isfinite(plain_s))
+        snprintf(out->cp_why, sizeof out->cp_why,
+                 "every pipeline splits the sequence %d ways: %.4f s against %.4f s unsplit",
+                 chosen, time_of(o, out), plain_s);
+    else if (chosen > 1)
+        snprintf(out->cp_why, sizeof out->cp_why,
+                 "every pipeline splits the sequence %d ways: %.4f s; nothing fits unsplit",
+                 chosen, time_of(o, out));
+    else
+        snprintf(out->cp_why, sizeof out->cp_why, "no pipeline splits the sequence: no CP degree (2, 4, 8) beat %.4f s",
+                 plain_s);
+    return AH_OK;
+}

@@ -1,0 +1,77 @@
+# The planner's context-parallel degree (--cp auto|1|2|4|8; planner/cp_choice.c, docs/planner.md
+# "Context parallelism"), end to end on an emulated CPU cluster of one node of 4 devices:
+#  - plan --cp 2 (tiny-gpt2, 64 tokens): every pipeline "cp": 2 with 2 x tp devices a stage, the
+#    plan evaluates and checks (autohet evaluate), says "context parallelism: ... 2 ways (--cp 2)",
+#    and trains 2 steps;
+#  - --cp 1 and the default (auto) at 64 tokens: no pipeline has "cp" (auto weighs CP from 4096
+#    tokens, or where nothing fits unsplit);
+#  - a 2-layer LLaMA at 1024 tokens on 4 MiB devices: --cp 1 fits nothing (the attention's
+#    probabilities alone are 8 MiB a layer unsplit, 4 MiB at TP 2); auto plans CP > 1, says so
+#    ("nothing fits unsplit"), and that plan trains 2 steps within the emulated 4 MiB;
+#  - refusals by name: --cp 3, and --cp 2 at 62 tokens (not a multiple of 2 x 2).
+. "$(dirname "$0")/train_common.sh"
+cat >"$WORK/c8.json" <<'EOF'
+{"gpu_types": {"cpu": {"tflops": {"fp32": 0.05}, "mem_bw_gb_s": 10, "intra_node_gb_s": 5,
+                       "emulate": {"slowdown": 1, "memory_mib": 8}}},
+ "nodes": [{"name": "n0", "gpu": "cpu", "count": 4}]}
+EOF
+sed 's/"memory_mib": 8/"memory_mib": 4/' "$WORK/c8.json" >"$WORK/c4.json"
+cat >"$WORK/lm.json" <<'EOF'
+{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2,
+ "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 1024,
+ "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false}
+EOF
+# cp_of PLAN: the pipelines' CP degrees, space-separated, after checking each stage lists tp x cp devices
+cp_of() {
+    python3 - "$1" <<'PY' || fail "$1: a stage's device count is not tp x cp"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["pipelines"]:
+    for s in p["stages"]:
+        assert len(s["devices"]) == d["tp"] * p.get("cp", 1), (s["devices"], d["tp"], p.get("cp"))
+print(" ".join(str(p.get("cp", 1)) for p in d["pipelines"]))
+PY
+}
+train2() { # PLAN NAME: 2 steps, every rank of the plan
+    timeout 240 $MPIRUN -np "$(plan_ranks "$1")" "$AUTOHET" train --plan "$1" --data "$WORK/text.bin" --steps 2 \
+        --quiet --metrics "$WORK/$2.jsonl" >"$WORK/$2.out" 2>&1 || { cat "$WORK/$2.out"; fail "$2 does not train"; }
+    [ "$(grep -c '"loss"' "$WORK/$2.jsonl")" = 2 ] || fail "$2: not 2 steps"
+}
+PLAN="$AUTOHET plan --model tiny-gpt2 --cluster $WORK/c8.json --global-batch 8 --seq-len 64"
+
+$PLAN --cp 2 -o "$WORK/cp2.json" >"$WORK/cp2.out" 2>&1 || { cat "$WORK/cp2.out"; fail "plan --cp 2"; }
+grep -q "^context parallelism: every pipeline splits the sequence 2 ways (--cp 2)" "$WORK/cp2.out" ||
+    fail "plan --cp 2 does not say so: $(cat "$WORK/cp2.out")"
+case " $(cp_of "$WORK/cp2.json") " in *" 1 "*) fail "--cp 2 left a pipeline unsplit" ;; esac
+"$AUTOHET" evaluate --plan "$WORK/cp2.json" >"$WORK/cp2.eval" 2>&1 || { cat "$WORK/cp2.eval"; fail "evaluate the --cp 2 plan"; }
+train2 "$WORK/cp2.json" cp2
+echo "  --cp 2: pipelines at cp $(cp_of "$WORK/cp2.json"), evaluated, trained"
+
+for mode in 1 auto; do
+    $PLAN --cp $mode -o "$WORK/cp-$mode.json" >"$WORK/cp-$mode.out" 2>&1 || fail "plan --cp $mode"
+    [ "$(cp_of "$WORK/cp-$mode.json" | tr -d ' 1')" = "" ] || fail "--cp $mode at 64 tokens split a sequence"
+    ! grep -q "^context parallelism" "$WORK/cp-$mode.out" || fail "--cp $mode at 64 tokens weighed CP"
+done
+echo "  --cp 1 and auto at 64 tokens: no CP"
+
+LONG="$AUTOHET plan --model $WORK/lm.json --cluster $WORK/c4.json --global-batch 4 --seq-len 1024"
+if $LONG --cp 1 -o "$WORK/long1.json" >"$WORK/long1.out" 2>&1; then fail "1024 tokens fit 4 MiB unsplit"; fi
+grep -q "infeasible" "$WORK/long1.out" || fail "--cp 1 at 1024 tokens: $(cat "$WORK/long1.out")"
+$LONG -o "$WORK/long.json" >"$WORK/long.out" 2>&1 || { cat "$WORK/long.out"; fail "plan --cp auto at 1024 tokens"; }
+grep -q "^context parallelism: every pipeline splits the sequence [248] ways: .* nothing fits unsplit" "$WORK/long.out" ||
+    fail "auto does not say why it split: $(cat "$WORK/long.out")"
+case " $(cp_of "$WORK/long.json") " in *" 1 "*) fail "auto left a pipeline unsplit at 1024 tokens" ;; esac
+train2 "$WORK/long.json" long
+python3 - "$WORK/long.jsonl" <<'PY' || fail "the CP plan's ranks went over 4 MiB"
+import json, sys
+peak = max(max(o["memory_high_bytes"]) for o in map(json.loads, open(sys.argv[1])) if "loss" in o)
+assert peak <= 4 << 20, peak
+print(f"  auto at 1024 tokens on 4 MiB devices: trained, peak {peak} bytes")
+PY
+
+$PLAN --cp 3 >"$WORK/bad.out" 2>&1 && fail "--cp 3 accepted"
+grep -q -- "--cp: expected auto, 1, 2, 4 or 8, got \"3\"" "$WORK/bad.out" || fail "--cp 3: $(cat "$WORK/bad.out")"
+$AUTOHET plan --model tiny-gpt2 --cluster "$WORK/c8.json" --global-batch 8 --seq-len 62 --cp 2 >"$WORK/odd.out" 2>&1 &&
+    fail "--cp 2 at 62 tokens accepted"
+grep -q -- "--cp 2: --seq-len 62 is not a multiple of 2 x 2" "$WORK/odd.out" || fail "--cp 2 at 62: $(cat "$WORK/odd.out")"
+echo "PASS"
