@@ -288,17 +288,28 @@ static ah_status_t unowned_state(const ah_plan_t *p, int n_devices, int64_t **un
     return st;
 }
 
-/* Pipeline i (n micro-batches; bottleneck device's f + b max_fb, its TP part tp_k, its ring's
- * part cp_k) is the slowest so far: the breakdown is its. no_p2p: its replay with free hops. */
-static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double cp_k, double no_p2p) {
+/* Pipeline i (n micro-batches; bottleneck device's f + b max_fb, its TP part tp_k, its ring's part cp_k)
+ * is the slowest so far: the breakdown is its (bubble and p2p: critical_bubble, at the end). */
+static void take_critical(ah_eval_t *out, int i, int64_t n, double max_fb, double tp_k, double cp_k) {
     out->critical_pipeline = i;
     out->bottleneck_stage = out->pipelines[i].bottleneck_stage;
     ah_breakdown_t *b = &out->pred.breakdown;
     b->compute_s = (double)n * (max_fb - tp_k - cp_k);
     b->tp_comm_s = (double)n * tp_k;
     b->cp_comm_s = (double)n * cp_k;
-    b->bubble_s = fmax(0, no_p2p - (double)n * max_fb);
-    b->p2p_s = out->pipelines[i].time_s - no_p2p;
+    b->bubble_s = (double)n * max_fb; /* less the replay with free hops, in critical_bubble */
+}
+
+/* The critical pipeline's bubble and p2p terms, from its replay with free hops; false: out of memory. */
+static bool critical_bubble(const ah_plan_t *p, ah_eval_t *out) {
+    const ah_pipeline_t *pl = &p->pipelines[out->critical_pipeline];
+    const ah_pipeline_eval_t *pe = &out->pipelines[out->critical_pipeline];
+    const double no_p2p = ah_sched_replay(pl->schedule, pe->stages, pl->n_stages, ah_pipeline_groups(pl),
+                                          pl->micro_batches, false, NULL);
+    ah_breakdown_t *b = &out->pred.breakdown;
+    b->bubble_s = fmax(0, no_p2p - b->bubble_s);
+    b->p2p_s = pe->time_s - no_p2p;
+    return !isnan(no_p2p);
 }
 
 /* Whether pipelines a and b have the same stage times and hops (so the same timeline). */
@@ -316,8 +327,7 @@ static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t 
  * pipelines are often copies, and not only of the one before (the batch-balanced baseline
  * alternates micro-batch counts over pipelines of one type). Open addressing, -1 = empty. */
 typedef struct {
-    int *slot;    /* cap entries: a pipeline index, or -1 */
-    int cap;      /* a power of two above twice the pipeline count */
+    int *slot, cap; /* cap (a power of two above twice the pipelines) entries: a pipeline, or -1 */
     double *hop;  /* the last 1F1B pipeline's hops (hop_n of them; room for the most stages), */
     int hop_n;    /* and their pace (ah_p2p_pace): copies often differ in times, not hops */
     double pace;
@@ -551,15 +561,13 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     }
     bool seen;
     int *slot = memo_find(&r->timelines, p, out, i, P, &seen);
-    double no_p2p = 0; /* the critical pipeline's replay with free hops, for the breakdown */
-    if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, &r->timelines, sum_fb, max_fb, sum_p2p) ||
-        (pe->time_s > r->worst_pipe && isnan(no_p2p = ah_sched_replay(pl->schedule, pe->stages, S, P, n, false, NULL))))
+    if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, &r->timelines, sum_fb, max_fb, sum_p2p))
         return false;
     if (!seen) *slot = i;
     if (pe->estimate_s > r->worst_estimate) r->worst_estimate = pe->estimate_s;
     if (pe->time_s > r->worst_pipe) {
         r->worst_pipe = pe->time_s;
-        take_critical(out, i, n, max_fb, tp_k, cp_k, no_p2p);
+        take_critical(out, i, n, max_fb, tp_k, cp_k);
     }
     return true;
 }
@@ -604,6 +612,9 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     for (int i = 0; r && i < p->n_pipelines && st == AH_OK; i++)
         if (!eval_pipeline(r, i, out))
             st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule", i);
+    if (r && st == AH_OK && !critical_bubble(p, out))
+        st = ah_error_set(err, AH_ERR_OOM, "out of host memory replaying pipeline %d's schedule with free hops",
+                          out->critical_pipeline);
     free(unowned);
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (r) {
