@@ -10,6 +10,7 @@
 #include "plan/dp_overlap.h"
 #include "plan/evaluate.h"
 #include "plan/replay.h"
+#include "plan/timeline_memo.h"
 
 #define GIB 1073741824.0
 
@@ -312,71 +313,13 @@ static bool critical_bubble(const ah_plan_t *p, ah_eval_t *out) {
     return !isnan(no_p2p);
 }
 
-/* Whether pipelines a and b have the same stage times and hops (so the same timeline). */
-static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t *b, int S) {
-    for (int s = 0; s < S; s++)
-        if (a->stages[s].fwd_s != b->stages[s].fwd_s || a->stages[s].bwd_s != b->stages[s].bwd_s ||
-            a->stages[s].p2p_s != b->stages[s].p2p_s || a->stages[s].wgrad_s != b->stages[s].wgrad_s)
-            return false;
-    return true;
-}
-
-/* The pipelines timed so far in one evaluation, by the hash of what their timeline depends on
- * (stage count, micro-batches, schedule, device groups, each stage's times and hop): a pipeline
- * whose timeline an earlier one already has takes its figures instead of a replay. A plan's
- * pipelines are often copies, and not only of the one before (the batch-balanced baseline
- * alternates micro-batch counts over pipelines of one type). Open addressing, -1 = empty. */
-typedef struct {
-    int *slot, cap; /* cap (a power of two above twice the pipelines) entries: a pipeline, or -1 */
-    double *hop;  /* the last 1F1B pipeline's hops (hop_n of them; room for the most stages), */
-    int hop_n;    /* and their pace (ah_p2p_pace): copies often differ in times, not hops */
-    double pace;
-} timeline_memo_t;
-
-static uint64_t mix_word(uint64_t h, uint64_t w) {
-    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
-}
-
-static uint64_t mix_double(uint64_t h, double x) {
-    uint64_t w;
-    memcpy(&w, &x, sizeof w);
-    return mix_word(h, w);
-}
-
-static uint64_t timeline_hash(const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *pe) {
-    uint64_t h = mix_word(mix_word(mix_word((uint64_t)pl->n_stages, (uint64_t)pl->micro_batches), (uint64_t)pl->schedule),
-                          (uint64_t)P);
-    for (int s = 0; s < pl->n_stages; s++) {
-        const ah_stage_eval_t *st = &pe->stages[s];
-        h = mix_double(mix_double(mix_double(mix_double(h, st->fwd_s), st->bwd_s), st->p2p_s), st->wgrad_s);
-    }
-    return h;
-}
-
-/* Pipeline i's slot in the memo: the earlier pipeline with its timeline (*found true), or the
- * empty slot where i goes. */
-static int *memo_find(const timeline_memo_t *m, const ah_plan_t *p, const ah_eval_t *out, int i, int P, bool *found) {
-    const ah_pipeline_t *pl = &p->pipelines[i];
-    const ah_pipeline_eval_t *pe = &out->pipelines[i];
-    *found = false;
-    for (uint64_t k = timeline_hash(pl, P, pe);; k++) {
-        int *slot = &m->slot[k & (uint64_t)(m->cap - 1)];
-        if (*slot < 0) return slot;
-        const ah_pipeline_t *ql = &p->pipelines[*slot];
-        if (ql->n_stages == pl->n_stages && ql->micro_batches == pl->micro_batches && ql->schedule == pl->schedule &&
-            ah_pipeline_groups(ql) == P && same_schedule(pe, &out->pipelines[*slot], pl->n_stages))
-            return *found = true, slot;
-    }
-}
-
 /* Pipeline pl's time: its schedule replayed (time_s), and the search's closed form of it
  * (estimate_s; plan/replay.h; the 1F1B one: for the other schedules, which the search does not
  * weigh yet, the replay itself); same (NULL for none) is an earlier pipeline with the same
  * timeline, whose figures are taken (a plan's pipelines often are copies). P: pl's device
  * groups. false when out of host memory. */
 static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P, const ah_pipeline_eval_t *same,
-                          timeline_memo_t *m, double sum_fb, double max_fb, double sum_p2p) {
+                          ah_timeline_memo_t *m, double sum_fb, double max_fb, double sum_p2p) {
     const int S = pl->n_stages;
     const int64_t n = pl->micro_batches;
     if (same) {
@@ -388,14 +331,7 @@ static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P
         pe->estimate_s = pe->time_s = ah_sched_replay(pl->schedule, pe->stages, S, P, n, true, NULL);
         return !isnan(pe->time_s);
     }
-    bool same_hops = m->hop_n == S - 1;
-    for (int s = 0; s + 1 < S; s++) {
-        same_hops = same_hops && m->hop[s] == pe->stages[s].p2p_s;
-        m->hop[s] = pe->stages[s].p2p_s;
-    }
-    if (!same_hops) m->pace = ah_p2p_pace(m->hop, S);
-    m->hop_n = S - 1;
-    pe->estimate_s = ah_1f1b_estimate(sum_fb, max_fb, sum_p2p, m->pace, n);
+    pe->estimate_s = ah_1f1b_estimate(sum_fb, max_fb, sum_p2p, ah_timeline_memo_pace(m, pe->stages, S), n);
     pe->time_s = ah_1f1b_replay(pe->stages, S, n, true, NULL);
     return !isnan(pe->time_s);
 }
@@ -412,7 +348,7 @@ typedef struct {
     double worst_over, dp_sync, optimizer, worst_pipe, worst_estimate;
     ah_sync_stage_t *sync_st; /* per stage of the plan, the overlapped sync's parts (plan/dp_overlap.h) */
     int n_sync;
-    timeline_memo_t timelines;
+    ah_timeline_memo_t timelines; /* the timelines replayed so far (plan/timeline_memo.h) */
     void *scratch;          /* a pipeline's group sums and per-stage bytes, grown as needed */
     size_t scratch_cap;
 } eval_run_t;
@@ -560,7 +496,7 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
                         &r->worst_over, out);
     }
     bool seen;
-    int *slot = memo_find(&r->timelines, p, out, i, P, &seen);
+    int *slot = ah_timeline_memo_find(&r->timelines, p, out, i, P, &seen);
     if (!ok || !time_pipeline(pe, pl, P, seen ? &out->pipelines[*slot] : NULL, &r->timelines, sum_fb, max_fb, sum_p2p))
         return false;
     if (!seen) *slot = i;
@@ -592,19 +528,13 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,
                           .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
         dp_setup(p, &r->dp);
-        int n_stages = 0, most = 1;
+        int n_stages = 0;
         for (int i = 0; i < p->n_pipelines; i++) n_stages += p->pipelines[i].n_stages;
-        for (int i = 0; i < p->n_pipelines; i++) most = p->pipelines[i].n_stages > most ? p->pipelines[i].n_stages : most;
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
-        for (r->timelines.cap = 4; r->timelines.cap < 2 * p->n_pipelines;) r->timelines.cap *= 2;
-        r->timelines.slot = malloc(sizeof(int) * (size_t)r->timelines.cap);
-        for (int k = 0; r->timelines.slot && k < r->timelines.cap; k++) r->timelines.slot[k] = -1;
-        r->timelines.hop = malloc(sizeof(double) * (size_t)most);
-        r->timelines.hop_n = -1;
-        if (!r->sync_st || !r->timelines.slot || !r->timelines.hop) {
+        const bool memo = ah_timeline_memo_init(&r->timelines, p);
+        if (!r->sync_st || !memo) {
             free(r->sync_st);
-            free(r->timelines.slot);
-            free(r->timelines.hop);
+            if (memo) ah_timeline_memo_free(&r->timelines);
             free(r);
             r = NULL;
         }
@@ -619,8 +549,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (r) {
         free(r->scratch);
-        free(r->timelines.slot);
-        free(r->timelines.hop);
+        ah_timeline_memo_free(&r->timelines);
     }
     if (st != AH_OK) {
         if (r) free(r->sync_st);
