@@ -8,6 +8,8 @@
 #  - a 2-layer LLaMA at 1024 tokens on 4 MiB devices: --cp 1 fits nothing (the attention's
 #    probabilities alone are 8 MiB a layer unsplit, 4 MiB at TP 2); auto plans CP > 1, says so
 #    ("nothing fits unsplit"), and that plan trains 2 steps within the emulated 4 MiB;
+#  - per pipeline, at 4096 tokens on 4 memory-poor and 2 rich devices: auto's CP plan keeps CP on
+#    the poor type's pipeline and halves the rich ones' to 1 (CP degrees 2, 1, 1), and it trains;
 #  - refusals by name: --cp 3, and --cp 2 at 62 tokens (not a multiple of 2 x 2).
 . "$(dirname "$0")/train_common.sh"
 cat >"$WORK/c8.json" <<'EOF'
@@ -58,7 +60,7 @@ LONG="$AUTOHET plan --model $WORK/lm.json --cluster $WORK/c4.json --global-batch
 if $LONG --cp 1 -o "$WORK/long1.json" >"$WORK/long1.out" 2>&1; then fail "1024 tokens fit 4 MiB unsplit"; fi
 grep -q "infeasible" "$WORK/long1.out" || fail "--cp 1 at 1024 tokens: $(cat "$WORK/long1.out")"
 $LONG -o "$WORK/long.json" >"$WORK/long.out" 2>&1 || { cat "$WORK/long.out"; fail "plan --cp auto at 1024 tokens"; }
-grep -q "^context parallelism: every pipeline splits the sequence [248] ways: .* nothing fits unsplit" "$WORK/long.out" ||
+grep -Eq "^context parallelism: (every pipeline splits|pipelines split) the sequence [248] ways.*: .* nothing fits unsplit" "$WORK/long.out" ||
     fail "auto does not say why it split: $(cat "$WORK/long.out")"
 case " $(cp_of "$WORK/long.json") " in *" 1 "*) fail "auto left a pipeline unsplit at 1024 tokens" ;; esac
 train2 "$WORK/long.json" long
@@ -68,6 +70,34 @@ peak = max(max(o["memory_high_bytes"]) for o in map(json.loads, open(sys.argv[1]
 assert peak <= 4 << 20, peak
 print(f"  auto at 1024 tokens on 4 MiB devices: trained, peak {peak} bytes")
 PY
+
+# Per pipeline: the same LLaMA at 4096 tokens on 4 memory-poor devices (96 MiB) and 2 rich ones
+# (1 GiB): --cp 1 leaves the poor ones idle; auto splits the sequence on the poor type's
+# pipelines only (halving the rich pipelines' CP degree to 1 was faster), says the degrees, and
+# the plan of mixed degrees trains (6 ranks; not under AH_CLUSTER_SHORT=1, the ASan stage).
+sed 's/"max_position_embeddings": 1024/"max_position_embeddings": 4096/' "$WORK/lm.json" >"$WORK/lm4.json"
+cat >"$WORK/mix.json" <<'EOF'
+{"gpu_types": {"poor": {"tflops": {"fp32": 0.05}, "mem_bw_gb_s": 10, "intra_node_gb_s": 5,
+                        "emulate": {"slowdown": 1, "memory_mib": 96}},
+               "rich": {"tflops": {"fp32": 0.05}, "mem_bw_gb_s": 10, "intra_node_gb_s": 5,
+                        "emulate": {"slowdown": 1, "memory_mib": 1024}}},
+ "nodes": [{"name": "p0", "gpu": "poor", "count": 4}, {"name": "r0", "gpu": "rich", "count": 2}]}
+EOF
+MIX="$AUTOHET plan --model $WORK/lm4.json --cluster $WORK/mix.json --global-batch 4 --seq-len 4096"
+$MIX --cp 1 -o "$WORK/mix1.json" >"$WORK/mix1.out" 2>&1 || fail "--cp 1 at 4096 tokens: $(cat "$WORK/mix1.out")"
+grep -q "^plan for .* 2 GPUs used" "$WORK/mix1.out" || fail "--cp 1 at 4096 tokens uses the poor GPUs: $(cat "$WORK/mix1.out")"
+$MIX -o "$WORK/mix.plan.json" >"$WORK/mix.out" 2>&1 || fail "auto at 4096 tokens: $(cat "$WORK/mix.out")"
+grep -q "^context parallelism: pipelines split the sequence 2 ways or fewer (CP degrees 2, 1, 1; all at 2: " "$WORK/mix.out" ||
+    fail "auto's per-pipeline degrees: $(cat "$WORK/mix.out")"
+python3 - "$WORK/mix.plan.json" <<'PY' || fail "the CP degrees do not follow the types' memory"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["pipelines"]:
+    poor = any(s["gpu"] == "poor" for s in p["stages"])
+    assert (p.get("cp", 1) > 1) == poor, (p.get("cp"), [s["gpu"] for s in p["stages"]])
+PY
+[ "${AH_CLUSTER_SHORT:-0}" = 1 ] || train2 "$WORK/mix.plan.json" mix
+echo "  auto at 4096 tokens on poor + rich devices: CP degrees $(cp_of "$WORK/mix.plan.json"), trained"
 
 $PLAN --cp 3 >"$WORK/bad.out" 2>&1 && fail "--cp 3 accepted"
 grep -q -- "--cp: expected auto, 1, 2, 4 or 8, got \"3\"" "$WORK/bad.out" || fail "--cp 3: $(cat "$WORK/bad.out")"

@@ -224,8 +224,9 @@ static const ah_flag_t SHARED[] = {
      "each priced by its own replay and memory; or one for every pipeline that can run it (default auto; run and "
      "simulate take only what the runtime runs; docs/planner.md \"Schedules\")", false},
     {"--cp", AH_FLAG_STR, NULL, "auto|1|2|4|8", "context parallelism: every pipeline's sequence split over this "
-     "many devices (one degree for all pipelines), or auto: the unsplit plan against CP 2, 4 and 8 where the "
-     "sequence has at least 4096 tokens or fits no device unsplit, by whole-plan evaluation; 1: never (default auto; "
+     "many devices on every pipeline, or auto: the unsplit plan against CP 2, 4 and 8 where the sequence has at "
+     "least 4096 tokens or fits no device unsplit, by whole-plan evaluation, the degree then halved pipeline by "
+     "pipeline where that is faster; 1: never (default auto; "
      "docs/planner.md \"Context parallelism\")", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},

@@ -1,6 +1,7 @@
 /* Context parallelism in the planner (planner.h ah_planner_opts_t.cp, --cp auto|1|2|4|8; issue 38).
- * One CP degree c for every pipeline of a plan, as Megatron-Core sets it; per-pipeline degrees are
- * not searched yet (docs/planner.md "Context parallelism").
+ * The search finds a plan with one CP degree c for every pipeline, as Megatron-Core sets it; auto
+ * then lowers it per pipeline by halving (refine_per_pipeline), the only per-pipeline choice made
+ * (docs/planner.md "Context parallelism").
  *
  * A CP c plan is found by the search itself, run on one CP rank's view of the problem: the cluster
  * with every node holding count / c devices (a device of the view stands for the c devices of its
@@ -14,7 +15,11 @@
  *
  * auto: the plain search (c = 1) and, from AH_CP_AUTO_MIN_SEQ tokens up or where the plain search
  * fits nothing, c = 2, 4, 8 (each where 2c divides T and the view has a device); the plan with the
- * least ah_planner_key wins, ties to the smaller degree. --cp N: N alone (1: never CP). A plan made
+ * least ah_planner_key wins, ties to the smaller degree; then, per pipeline, a pipeline of CP c >= 2
+ * is split into two of c / 2 (its CP ranks halved, the micro-batches shared) while that lowers the
+ * whole plan's key and fits, so memory-rich pipelines drop the split the poor ones need. Greedy: the
+ * first improving pipeline each round; the other pipelines' micro-batches are not re-balanced.
+ * --cp N: N alone on every pipeline (1: never CP). A plan made
  * to train (o->schedule_trainable_only) takes CP only in fp32, what the runtime runs.
  *
  * The result's lower_bound_s is 0 for a CP plan: the relaxation's memory and group terms assume
@@ -135,6 +140,76 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
     return true;
 }
 
+/* p with pipeline i's CP groups halved (cp c -> c / 2): CP ranks 0 .. c/2 - 1 stay pipeline i,
+ * the others become a new last pipeline of the same stages; i's micro-batches split ceil / floor. */
+static ah_status_t halve_pipeline(const ah_plan_t *p, int i, ah_plan_t *out, ah_error_t *err) {
+    ah_status_t st = ah_plan_init(out, &p->model, &p->train, p->tp, &p->cluster, p->n_pipelines + 1, err);
+    for (int q = 0; q <= p->n_pipelines && st == AH_OK; q++) {
+        const ah_pipeline_t *src = &p->pipelines[q < p->n_pipelines ? q : i];
+        ah_pipeline_t *pl = &out->pipelines[q];
+        if ((st = ah_pipeline_alloc(pl, src->n_stages, err)) != AH_OK) break;
+        const bool halved = q == i || q == p->n_pipelines, upper = q == p->n_pipelines;
+        const int half = p->tp * ah_pipeline_cp(src) / 2;
+        pl->schedule = src->schedule;
+        pl->cp = halved ? ah_pipeline_cp(src) / 2 : src->cp;
+        pl->micro_batches = !halved ? src->micro_batches
+                            : upper ? src->micro_batches / 2
+                                    : src->micro_batches - src->micro_batches / 2;
+        for (int s = 0; s < src->n_stages; s++) {
+            pl->stages[s] = src->stages[s];
+            if (upper) memmove(pl->stages[s].devices, src->stages[s].devices + half, sizeof(ah_device_ref_t) * (size_t)half);
+        }
+    }
+    if (st != AH_OK) ah_plan_free(out);
+    return st;
+}
+
+/* Per pipeline (auto): while halving some pipeline's CP degree (its CP ranks then two pipelines,
+ * each at half the degree, the micro-batches shared) lowers the whole plan's key and fits, do it,
+ * the first such pipeline in plan order each round; so pipelines whose devices hold the sequence
+ * at a lower degree (memory-rich types) drop CP while the others keep it. The count of halvings
+ * into *halved. AH_ERR_OOM only. */
+static ah_status_t refine_per_pipeline(const ah_planner_opts_t *o, ah_plan_result_t *out, int *halved, ah_error_t *err) {
+    *halved = 0;
+    for (bool again = true; again;) {
+        again = false;
+        for (int i = 0; i < out->plan.n_pipelines && !again; i++) {
+            const ah_pipeline_t *pl = &out->plan.pipelines[i];
+            if (ah_pipeline_cp(pl) < 2 || pl->micro_batches < 2) continue;
+            ah_plan_t h;
+            ah_eval_t e;
+            if (halve_pipeline(&out->plan, i, &h, err) != AH_OK) return AH_ERR_OOM;
+            ah_error_t why = {0};
+            if (ah_plan_validate(&h, &why) != AH_OK || ah_evaluate(&h, o->profile, &e, &why) != AH_OK) {
+                ah_plan_free(&h);
+                if (why.code == AH_ERR_OOM) return ah_error_set(err, AH_ERR_OOM, "%s", why.msg);
+                continue;
+            }
+            again = e.feasible && ah_planner_key(o, &h, &e) < ah_planner_key(o, &out->plan, &out->eval);
+            ah_plan_t *drop_p = again ? &out->plan : &h;
+            ah_eval_t *drop_e = again ? &out->eval : &e;
+            ah_plan_free(drop_p);
+            ah_eval_free(drop_e);
+            if (again) {
+                out->plan = h;
+                out->eval = e;
+                ++*halved;
+            }
+        }
+    }
+    out->plan.has_predicted = true;
+    out->plan.predicted = out->eval.pred;
+    out->search_value_s = out->search_best_s = out->eval.search_estimate_s;
+    ah_result_price(out);
+    return AH_OK;
+}
+
+/* "4, 2, 2" : the pipelines' CP degrees, into buf. */
+static void degrees_str(const ah_plan_t *p, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < p->n_pipelines; i++) ah_str_appendf(&s, "%s%d", i ? ", " : "", ah_pipeline_cp(&p->pipelines[i]));
+}
+
 /* Replaces best by cand (keeping best's baselines) when cand's key is lower. */
 static bool take_if_better(const ah_planner_opts_t *o, bool *have, ah_plan_result_t *best, ah_plan_result_t *cand) {
     const bool better = !*have || ah_planner_key(o, &cand->plan, &cand->eval) < ah_planner_key(o, &best->plan, &best->eval);
@@ -208,14 +283,18 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
         return st;
     }
     if (!out->baselines && run_baselines(model, cluster, o, out, err) != AH_OK) return AH_ERR_OOM;
+    int halved = 0;
+    const double all_s = time_of(o, out);
+    if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return AH_ERR_OOM;
+    char per[96] = "", deg[64];
+    degrees_str(&out->plan, deg, sizeof deg);
+    if (halved) snprintf(per, sizeof per, " or fewer (CP degrees %s; all at %d: %.4f s)", deg, chosen, all_s);
     if (chosen > 1 && isfinite(plain_s))
-        snprintf(out->cp_why, sizeof out->cp_why,
-                 "every pipeline splits the sequence %d ways: %.4f s against %.4f s unsplit",
-                 chosen, time_of(o, out), plain_s);
+        snprintf(out->cp_why, sizeof out->cp_why, "%s the sequence %d ways%s: %.4f s against %.4f s unsplit",
+                 halved ? "pipelines split" : "every pipeline splits", chosen, per, time_of(o, out), plain_s);
     else if (chosen > 1)
-        snprintf(out->cp_why, sizeof out->cp_why,
-                 "every pipeline splits the sequence %d ways: %.4f s; nothing fits unsplit",
-                 chosen, time_of(o, out));
+        snprintf(out->cp_why, sizeof out->cp_why, "%s the sequence %d ways%s: %.4f s; nothing fits unsplit",
+                 halved ? "pipelines split" : "every pipeline splits", chosen, per, time_of(o, out));
     else
         snprintf(out->cp_why, sizeof out->cp_why, "no pipeline splits the sequence: no CP degree (2, 4, 8) beat %.4f s",
                  plain_s);

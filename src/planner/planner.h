@@ -149,8 +149,8 @@ ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *
  * (cp_choice.c): one degree c for every pipeline, found by the search run on one CP rank's view
  * (every node's devices / c, the sequence / c) and expanded to CP groups of tp x c devices of a
  * node, evaluated whole (recomputing everywhere where it does not fit otherwise). auto: the plain
- * plan against c = 2, 4, 8 (from AH_CP_AUTO_MIN_SEQ tokens, or where the plain search fits
- * nothing) by ah_planner_key; --cp N: N alone, AH_ERR_INVALID naming why N cannot be (the sequence
+ * nothing) by ah_planner_key, then per pipeline: a pipeline's CP degree halved (two pipelines of
+ * its CP ranks) while the whole plan's key drops; --cp N: N alone, AH_ERR_INVALID naming why N cannot be (the sequence
  * not a multiple of 2N, no node with N devices, a plan to train not in fp32). Fills out->cp_why. A
  * CP result's lower_bound_s is 0 and its baselines are the plain search's (NULL without one). */
 ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
