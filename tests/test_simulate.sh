@@ -255,5 +255,12 @@ print("  handover:", [round(r["seconds"], 2) for r in ho], "without:",
 EOF
     fail "the handover"
 
+# --cp 2 (issue 38): every policy's plans split the sequence over 2 GPUs of a node (nodes of 2
+# here); the replay's per-device tables take a CP stage's tp x cp devices (its checkpoint bytes
+# per device overflowed their array before: simulate aborted)
+sed 's/"count": 1/"count": 2/' "$W/cluster.json" >"$W/cluster2.json"
+"$AH" simulate "${COMMON[@]/#$W\/cluster.json/$W/cluster2.json}" --precision fp32 --cp 2 --replica-memory-gb 10 \
+    --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" --hours 2 >"$W/cp.txt" 2>&1
+[ $? -eq 0 ] && grep -q "^autohet " "$W/cp.txt" && pass "simulate --cp 2 runs" || { fail "simulate --cp 2"; cat "$W/cp.txt"; }
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -151,20 +151,19 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
     e->tp = p->tp;
     ah_error_t err;
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
-    e->ckpt_bytes = malloc(sizeof *e->ckpt_bytes * (size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1));
+    e->ckpt_bytes = calloc((size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1), sizeof *e->ckpt_bytes);
     if (!e->ckpt_bytes) return false;
     ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = x->o->profile, .cp = 1};
-    int d = 0;
     /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
      * groups, over the inter-node link (the worst device bounds it). */
     e->gather_s = 0;
     const int n_dev = ah_plan_device_count(p);
     int64_t *held = p->n_opt_groups > 0 ? malloc(2 * (size_t)n_dev * sizeof *held) : NULL;
     if (held && ah_opt_elems_all(p, held, held + n_dev, &err) == AH_OK)
-        for (int i = 0, r = 0; i < p->n_pipelines; i++)
+        for (int i = 0; i < p->n_pipelines; i++)
             for (int s = 0; s < p->pipelines[i].n_stages; s++)
-                for (int k = 0; k < p->tp; k++, r++) {
-                    const int ty = p->pipelines[i].stages[s].type;
+                for (int k = 0; k < ah_stage_devices(&p->pipelines[i], p->tp); k++) {
+                    const int ty = p->pipelines[i].stages[s].type, r = ah_plan_rank_of(p, i, s, k);
                     const double bytes = (double)held[n_dev + r] * (double)ah_optimizer_state_bytes(p->train.precision);
                     const double t = bytes / ah_link_bw(&p->cluster, AH_LINK_INTER_NODE, ty, ty);
                     if (t > e->gather_s) e->gather_s = t;
@@ -176,9 +175,10 @@ static bool entry_fill(run_t *x, entry_t *e, const ah_plan_result_t *res, const 
             const ah_stage_t *st = &pl->stages[s];
             ah_stage_cost_t sc;
             ah_stage_cost(&ctx, st->type, st->first, st->last, s == 0, s == pl->n_stages - 1, st->recompute, &sc);
-            for (int k = 0; k < p->tp; k++) {
+            /* every CP rank holds the stage; a device of an interleaved pipeline, several */
+            for (int k = 0; k < ah_stage_devices(pl, p->tp); k++) {
                 const int node = map[st->devices[k].node];
-                e->ckpt_bytes[d++] = sc.params * AH_SIM_CKPT_BYTES_PER_PARAM;
+                e->ckpt_bytes[ah_plan_rank_of(p, i, s, k)] += sc.params * AH_SIM_CKPT_BYTES_PER_PARAM;
                 if (!e->uses[node]) {
                     e->uses[node] = true;
                     e->gpus[c->nodes[node].type] += c->nodes[node].count;
