@@ -5,7 +5,11 @@
 # written before the next step); "async", saving after every step the default way (a host-memory
 # snapshot written in the background, committed at a later step boundary). Prints each round's
 # wall and step times, the medians and the ratios to "none" (issue 36's target for async: at most
-# 1.10x), and what the async runs waited for a snapshot still being written.
+# 1.10x), and what the async runs waited for a snapshot still being written; beside the wall time,
+# the CPU seconds the job used (user + system of autohet run and every rank it waited for,
+# /usr/bin/time), which a machine shared with other work changes far less than the wall time, and
+# the cores the machine left idle during each run (/proc/stat), the CPU a background writer at
+# SCHED_IDLE can take without slowing anything.
 #
 #   bash bench/bench_ckpt_overhead.sh [BUILD_DIR]       (default build)
 #   ROUNDS=5 STEPS=40 bash bench/bench_ckpt_overhead.sh B
@@ -36,9 +40,13 @@ echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 run() { # NAME CKPT_EVERY [FLAGS...]
     local name=$1 every=$2
     shift 2
-    "$AUTOHET" run --model "$WORK/model.json" --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 8 \
+    local stat0
+    stat0=$(head -1 /proc/stat)
+    /usr/bin/time -f "%U %S" -o "$WORK/$name.cpu" "$AUTOHET" run --model "$WORK/model.json" --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 8 \
         --seq-len 64 --steps "$STEPS" --ckpt-every "$every" --work-dir "$WORK/$name" --quiet "$@" >"$WORK/$name.log" 2>&1 ||
         { cat "$WORK/$name.log" >&2; echo "bench_ckpt_overhead: run $name failed" >&2; exit 1; }
+    echo "$stat0" >"$WORK/$name.stat"
+    head -1 /proc/stat >>"$WORK/$name.stat"
 }
 for r in $(seq "$ROUNDS"); do
     run "none-$r" "$STEPS"
@@ -58,7 +66,10 @@ def figures(name):
     state = max((e.get("bytes", {}).get("local", 0) for e in saves), default=0)
     wait = sum(e.get("wait_seconds", 0) for e in saves)
     n_async = sum(1 for e in saves if e.get("async"))
-    return done["wall_s"], statistics.median(step_s), len(saves), state, wait, n_async
+    user, sys_ = map(float, open(os.path.join(work, name + ".cpu")).read().split()[-2:])
+    a, b = ([int(x) for x in l.split()[1:]] for l in open(os.path.join(work, name + ".stat")))
+    idle = (b[3] + b[4] - a[3] - a[4]) / max(1, sum(b) - sum(a)) * os.cpu_count()
+    return done["wall_s"], statistics.median(step_s), len(saves), state, wait, n_async, user + sys_, idle
 modes = ("none", "sync", "async")
 rows = {k: [figures(f"{k}-{r}") for r in range(1, rounds + 1)] for k in modes}
 print(f"{'round':>5} {'none':>9} {'sync':>9} {'async':>9} {'sync/none':>10} {'async/none':>11}   step s (median) none / sync / async")
@@ -66,6 +77,8 @@ for r in range(rounds):
     a, b, c = (rows[k][r] for k in modes)
     print(f"{r + 1:>5} {a[0]:>7.2f} s {b[0]:>7.2f} s {c[0]:>7.2f} s {b[0] / a[0]:>10.2f} {c[0] / a[0]:>11.2f}   "
           f"{a[1]:.4f} / {b[1]:.4f} / {c[1]:.4f}")
+    print(f"{'':>5} CPU {a[6]:.1f} / {b[6]:.1f} / {c[6]:.1f} s (sync +{(b[6] - a[6]) / steps:.3f}, async "
+          f"+{(c[6] - a[6]) / steps:.3f} CPU-s a step); idle cores {a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
 med = {k: statistics.median(x[0] for x in rows[k]) for k in modes}
 saves, state = rows["sync"][0][2], rows["sync"][0][3]
 waits = [x[4] for x in rows["async"]]
