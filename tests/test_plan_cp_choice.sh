@@ -86,7 +86,9 @@ EOF
 MIX="$AUTOHET plan --model $WORK/lm4.json --cluster $WORK/mix.json --global-batch 4 --seq-len 4096"
 $MIX --cp 1 -o "$WORK/mix1.json" >"$WORK/mix1.out" 2>&1 || fail "--cp 1 at 4096 tokens: $(cat "$WORK/mix1.out")"
 grep -q "^plan for .* 2 GPUs used" "$WORK/mix1.out" || fail "--cp 1 at 4096 tokens uses the poor GPUs: $(cat "$WORK/mix1.out")"
-$MIX -o "$WORK/mix.plan.json" >"$WORK/mix.out" 2>&1 || fail "auto at 4096 tokens: $(cat "$WORK/mix.out")"
+$MIX -o "$WORK/mix.plan.json" --svg "$WORK/mix.svg" >"$WORK/mix.out" 2>&1 || fail "auto at 4096 tokens: $(cat "$WORK/mix.out")"
+grep -q "^plan for .* 6 GPUs used" "$WORK/mix.out" || fail "auto at 4096 tokens leaves GPUs idle: $(cat "$WORK/mix.out")"
+! grep -q "in no pipeline" "$WORK/mix.svg" || fail "the picture counts a CP rank's devices idle"
 grep -q "^context parallelism: pipelines split the sequence 2 ways or fewer (CP degrees 2, 1, 1; all at 2: " "$WORK/mix.out" ||
     fail "auto's per-pipeline degrees: $(cat "$WORK/mix.out")"
 python3 - "$WORK/mix.plan.json" <<'PY' || fail "the CP degrees do not follow the types' memory"

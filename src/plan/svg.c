@@ -66,8 +66,9 @@ static void draw_title(FILE *f, const ah_plan_t *p, const ah_eval_t *e) {
                "short to draw apart; hatched border: recomputation</text>\n", lx + 10);
 }
 
-/* A stage as a box at (x, y): its type, layers, first device and one square per TP rank. */
-static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, double x, double y, double box_w,
+/* A stage as a box at (x, y): its type, layers, first device and one square per device (tp x the
+ * pipeline's cp: n). */
+static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, int n, double x, double y, double box_w,
                        double row_h) {
     const ah_cluster_t *c = &p->cluster;
     const char *col = PALETTE[st->type % (int)N_PALETTE];
@@ -80,12 +81,12 @@ static void draw_stage(FILE *f, const ah_plan_t *p, const ah_stage_t *st, double
     const ah_node_t *nd = &c->nodes[st->devices[0].node];
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">", x + 6, y + 28);
     xml_text(f, nd->name);
-    fprintf(f, ":%d%s</text>\n", st->devices[0].index, p->tp > 1 ? "+" : "");
-    const double sq = fmin(12, (box_w - 12) / p->tp - 2);
-    for (int r = 0; r < p->tp; r++) {
+    fprintf(f, ":%d%s</text>\n", st->devices[0].index, n > 1 ? "+" : "");
+    const double sq = fmin(12, (box_w - 12) / n - 2);
+    for (int r = 0; r < n; r++) {
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
                 x + 6 + r * (sq + 2), y + 38, sq > 1 ? sq : 1, sq > 1 ? sq : 1, col);
-        xml_text(f, nd->name);
+        xml_text(f, c->nodes[st->devices[r].node].name); /* a CP rank may be on another node */
         fprintf(f, ":%d</title></rect>\n", st->devices[r].index);
     }
 }
@@ -146,7 +147,8 @@ static int count_idle(const ah_plan_t *p, int *idle) {
     for (int n = 0; n < c->n_nodes; n++) idle[n] = c->nodes[n].count;
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++)
-            for (int r = 0; r < p->tp; r++) idle[p->pipelines[i].stages[s].devices[r].node]--;
+            for (int r = 0, n = ah_stage_devices(&p->pipelines[i], p->tp); r < n; r++)
+                idle[p->pipelines[i].stages[s].devices[r].node]--;
     int types = 0;
     for (int k = 0; k < c->n_types; k++) {
         bool any = false;
@@ -221,7 +223,7 @@ ah_status_t ah_plan_svg_write(const ah_plan_t *p, const ah_eval_t *e, const char
         const double y = 60 + i * (row_h + 10);
         fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">pipeline %d</text>", y + 24, i);
         fprintf(f, "<text x=\"10\" y=\"%.1f\">%lld micro-batches</text>\n", y + 40, (long long)pl->micro_batches);
-        for (int s = 0; s < pl->n_stages; s++) draw_stage(f, p, &pl->stages[s], LEFT + s * box_w, y, box_w, row_h);
+        for (int s = 0; s < pl->n_stages; s++) draw_stage(f, p, &pl->stages[s], ah_stage_devices(pl, p->tp), LEFT + s * box_w, y, box_w, row_h);
     }
     if (p->n_pipelines > P)
         fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\">... and %d more pipelines (not drawn)</text>\n", rows_h - 4,
