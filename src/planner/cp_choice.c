@@ -103,8 +103,10 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
         view.nodes[i] = cluster->nodes[i];
         view.nodes[i].count = cluster->nodes[i].count / cp;
     }
-    ah_planner_opts_t vo = *o;
+    ah_planner_opts_t vo = *o; /* the view holds 1 / cp of the GPUs and of the tokens per iteration */
     vo.train.seq_len = o->train.seq_len / cp;
+    vo.budget_usd_per_hour = o->budget_usd_per_hour / cp;
+    vo.min_tokens_per_s = o->min_tokens_per_s / cp;
     ah_plan_result_t r;
     bool ok = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) == AH_OK;
     free(view.nodes);
@@ -122,6 +124,10 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
     }
     if (st == AH_OK && !fits)
         ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan of the search's view does not fit, recomputing or not", cp);
+    else if (fits && !isfinite(ah_planner_key(o, &out->plan, &out->eval))) {
+        fits = false;
+        ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan breaks --budget or --min-tokens-per-s (its egress or rate)", cp);
+    }
     out->exact = r.exact;
     out->candidates = r.candidates;
     memcpy(out->precision_why, r.precision_why, sizeof out->precision_why);
@@ -243,6 +249,12 @@ static ah_status_t run_baselines(const ah_model_t *model, const ah_cluster_t *cl
     return AH_OK;
 }
 
+/* st, with out freed when it is not AH_OK (the planner's results are freed on every error). */
+static ah_status_t out_of_memory(ah_plan_result_t *out, ah_status_t st) {
+    if (st != AH_OK) ah_plan_result_free(out);
+    return st;
+}
+
 static double time_of(const ah_planner_opts_t *o, const ah_plan_result_t *r) { return ah_planner_time_s(o, &r->eval); }
 
 ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
@@ -257,7 +269,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
         }
         snprintf(out->cp_why, sizeof out->cp_why, "every pipeline splits the sequence %d ways (--cp %d): %.4f s",
                  o->cp, o->cp, time_of(o, out));
-        return run_baselines(model, cluster, o, out, err);
+        return out_of_memory(out, run_baselines(model, cluster, o, out, err));
     }
     ah_status_t st = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
     if (o->cp == 1 || (st != AH_OK && st != AH_ERR_INFEASIBLE)) return st;
@@ -273,7 +285,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
         ah_plan_result_t r;
         ah_error_t why = {0};
         if (unfit[0] || !plan_cp(model, cluster, &oc, auto_half && !have, DEGREES[i], &r, &why)) {
-            if (why.code == AH_ERR_OOM) return ah_error_set(err, AH_ERR_OOM, "%s", why.msg);
+            if (why.code == AH_ERR_OOM) return out_of_memory(out, ah_error_set(err, AH_ERR_OOM, "%s", why.msg));
             continue;
         }
         if (take_if_better(o, &have, out, &r)) chosen = DEGREES[i];
@@ -282,10 +294,10 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
         *err = plain_err;
         return st;
     }
-    if (!out->baselines && run_baselines(model, cluster, o, out, err) != AH_OK) return AH_ERR_OOM;
+    if (!out->baselines && run_baselines(model, cluster, o, out, err) != AH_OK) return out_of_memory(out, AH_ERR_OOM);
     int halved = 0;
     const double all_s = time_of(o, out);
-    if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return AH_ERR_OOM;
+    if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return out_of_memory(out, AH_ERR_OOM);
     char per[96] = "", deg[64];
     degrees_str(&out->plan, deg, sizeof deg);
     if (halved) snprintf(per, sizeof per, " or fewer (CP degrees %s; all at %d: %.4f s)", deg, chosen, all_s);
