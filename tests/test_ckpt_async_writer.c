@@ -1,9 +1,9 @@
 /* The background checkpoint writer (ckpt/async.h): a snapshot written on its thread while the
  * caller goes on, one in flight at a time, the write's failure returned by wait with its message,
  * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop.
- * The thread runs at SCHED_IDLE; when it cannot get a core (one core, a busy thread of normal
- * priority on it), the caller waiting for the snapshot writes its pieces itself. */
-#define _GNU_SOURCE /* sched_setaffinity, SCHED_IDLE */
+ * The thread runs at nice AH_CKPT_WRITER_NICE; when it gets little of a core (one core, a busy
+ * thread of normal priority on it), the caller waiting for the snapshot writes its pieces itself. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ckpt/async.h"
@@ -42,20 +43,22 @@ static ah_ckpt_snap_t *snapshot_of(const char *root, int64_t step, int n) {
 
 static ah_ckpt_snap_t *snapshot(const char *root, int64_t step) { return snapshot_of(root, step, 2); }
 
-/* The scheduling policy of this process's thread named "ah-ckpt-writer"; -1 if there is none. */
-static int writer_policy(void) {
+/* The writer thread's nice value under SCHED_OTHER, or -100 before it has named itself (or under
+ * another policy). */
+static int writer_nice(void) {
     DIR *d = opendir("/proc/self/task");
-    int policy = -1;
+    int nice = -100;
     for (struct dirent *e; d && (e = readdir(d));) {
         char path[300], comm[32] = "";
         snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
         FILE *f = fopen(path, "r");
         if (f && fgets(comm, sizeof comm, f) && strcmp(comm, "ah-ckpt-writer\n") == 0)
-            policy = sched_getscheduler(atoi(e->d_name));
+            if (sched_getscheduler(atoi(e->d_name)) == SCHED_OTHER)
+                nice = getpriority(PRIO_PROCESS, (id_t)atoi(e->d_name));
         if (f) fclose(f);
     }
     if (d) closedir(d);
-    return policy;
+    return nice;
 }
 
 static atomic_bool spin_stop;
@@ -66,7 +69,7 @@ static void *spin(void *arg) {
     return NULL;
 }
 
-/* One core, a thread of normal priority spinning on it: the SCHED_IDLE writer gets almost nothing,
+/* One core, a thread of normal priority spinning on it: the niced writer gets about a tenth of it,
  * and the caller's wait writes the snapshot's pieces itself. */
 static void starved_writer(const char *root) {
     cpu_set_t one;
@@ -99,8 +102,8 @@ int main(void) {
     ah_error_t err;
     ah_ckpt_async_t *a = NULL;
     CHECK(ah_ckpt_async_start(&a, &err) == AH_OK, "start: %s", err.msg);
-    for (int i = 0; i < 100 && writer_policy() < 0; i++) usleep(10000); /* the thread names itself */
-    CHECK_EQ_I64(writer_policy(), SCHED_IDLE);
+    for (int i = 0; i < 100 && writer_nice() != AH_CKPT_WRITER_NICE; i++) usleep(10000); /* it names itself */
+    CHECK_EQ_I64(writer_nice(), AH_CKPT_WRITER_NICE);
 
     /* a write, collected; a second submit while one is in flight is refused */
     ah_ckpt_snap_t *s1 = snapshot(root, 4), *s2 = snapshot(root, 8), *back = NULL;

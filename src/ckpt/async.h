@@ -23,9 +23,10 @@
  *                         synchronous write of what is left, whatever the thread's priority.
  *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight and
  *                         joins the thread; a snapshot not collected is freed with its pieces.
- * Priority: the background thread runs at the lowest CPU priority (SCHED_IDLE on Linux, else nice
- * 19): it takes cores the trainer leaves idle (a GPU host's CPUs while its GPUs compute; an emulated
- * device's sleep), and training's threads win a busy core.
+ * Priority: the background thread runs at nice AH_CKPT_WRITER_NICE: it takes the cores the trainer
+ * leaves idle (a GPU host's CPUs while its GPUs compute; an emulated device's sleep) and about a
+ * tenth of a core it shares with a busy training thread, so a step's save still commits within a
+ * bounded time while ranks compute or poll (SCHED_IDLE did not: async.c says why).
  * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync) and, in
  * tests, stops at AH_TEST_HOOK's points; no MPI, no trainer, no jansson object another thread
  * touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
@@ -47,6 +48,9 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/status.h"
+
+/* The background writer's nice value (see "Priority" above). */
+#define AH_CKPT_WRITER_NICE 10
 
 /* One shard file of a snapshot. ts[i].name points into names; ts[i].data into memory the piece does
  * not own. */
