@@ -1,5 +1,5 @@
 /* Snapshots and the background writer (async.h). */
-#define _GNU_SOURCE /* pthread_setname_np, syscall(SYS_gettid) */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "ckpt/async.h"
 
 #include <pthread.h>
@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ckpt/test_hook.h"
@@ -167,22 +165,9 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
     }
 }
 
-/* The writer's thread yields most of a busy core to the trainer: nice AH_CKPT_WRITER_NICE (a CFS
- * weight of 110 against a training thread's 1024, so about a tenth of a core it shares with one).
- * Not SCHED_IDLE: that weight (3) let ranks busy in their steps or polling MPI starve the writer
- * for a whole checkpoint interval, so a step was committed only when the next save waited for it,
- * and a host lost in between lost two intervals (CI's test_cluster_hook/hang/slurm_lost waited
- * in vain for step 4). Lowering a thread's own priority needs no privilege. A caller that must
- * wait for it does the rest of the write itself (work), so the writer never stalls training
- * longer than a synchronous save. */
-static void yield_cpu_to_trainer(void) {
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AH_CKPT_WRITER_NICE);
-}
-
 static void *writer_main(void *arg) {
     ah_ckpt_async_t *a = arg;
     (void)pthread_setname_np(pthread_self(), "ah-ckpt-writer");
-    yield_cpu_to_trainer();
     pthread_mutex_lock(&a->mu);
     for (;;) {
         work(a, false);

@@ -23,10 +23,10 @@
  *                         synchronous write of what is left, whatever the thread's priority.
  *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight and
  *                         joins the thread; a snapshot not collected is freed with its pieces.
- * Priority: the background thread runs at nice AH_CKPT_WRITER_NICE: it takes the cores the trainer
- * leaves idle (a GPU host's CPUs while its GPUs compute; an emulated device's sleep) and about a
- * tenth of a core it shares with a busy training thread, so a step's save still commits within a
- * bounded time while ranks compute or poll (SCHED_IDLE did not: async.c says why).
+ * Priority: the background thread runs at the trainer's priority. Not lower: at SCHED_IDLE (tried)
+ * ranks busy computing or polling MPI starved it for a whole interval, and at nice 10 a rank that
+ * stopped two steps after a save (a test hook, a hang) could hold that step uncommitted: a save
+ * must commit within a step or two, so the writer competes for the CPU as an equal.
  * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync) and, in
  * tests, stops at AH_TEST_HOOK's points; no MPI, no trainer, no jansson object another thread
  * touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
@@ -48,9 +48,6 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/status.h"
-
-/* The background writer's nice value (see "Priority" above). */
-#define AH_CKPT_WRITER_NICE 10
 
 /* One shard file of a snapshot. ts[i].name points into names; ts[i].data into memory the piece does
  * not own. */
