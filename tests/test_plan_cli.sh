@@ -4,19 +4,7 @@
 # its hostfile follow the plan's rank order; --svg is well-formed XML; --baseline and
 # --objective cost produce valid plans.
 # Usage: bash tests/test_plan_cli.sh BUILD_DIR SOURCE_DIR
-set -u
-BUILD=$1
-SRC=$2
-AH="$BUILD/autohet"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-PY=/usr/bin/python3
-fails=0
-pass=0
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/check_common.sh"
 
 # run EXPECTED_RC NEEDLE ARGS...: exit code and a message containing NEEDLE (stderr + stdout)
 expect() {
@@ -217,5 +205,4 @@ check "--shard-optimizer even: a sharded plan, no idle note" $?
 $PY -c "import json,sys; d=json.load(open('$TMP/all.json')); sys.exit(d['idle'] is not None or len({s['gpu'] for p in d['plan']['pipelines'] for s in p['stages']}) < 2)"
 check "a plan on every GPU type has no idle note" $?
 
-echo "$pass passed, $fails failed"
-[ "$fails" -eq 0 ]
+checks_done

@@ -9,17 +9,7 @@
 # DP group has one member per region (the planner's own plan on two-region.json), the ring stays,
 # said; an unknown "dp_sync" is refused by name. llama2-7b / 13b, planning only.
 # Usage: bash tests/test_plan_hier_sync.sh BUILD_DIR SOURCE_DIR
-set -u
-AH="$1/autohet"
-SRC=$2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-PY=/usr/bin/python3
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/check_common.sh"
 TWO=$SRC/examples/clusters/two-region.json
 $PY - "$TWO" "$TMP/fast.json" <<'PYEOF'
 import json, sys
@@ -80,6 +70,5 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); d["dp_sync"]="tree"; js
 [ $? -ne 0 ] && grep -q '\[dp_sync\] .*dp_sync: unknown gradient sync "tree" (allowed: ring or hierarchical' "$TMP/bad.txt"
 st=$?; check "an unknown dp_sync is refused by name: $(cat "$TMP/bad.txt")" "$st"
 
-echo "$pass passed, $fails failed"
-[ "$fails" -eq 0 ] && echo PASS
-[ "$fails" -eq 0 ]
+checks_done || exit 1
+echo PASS

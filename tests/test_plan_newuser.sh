@@ -6,19 +6,7 @@
 # and draws idle devices; a type with only fp32 TFLOP/s plans fp32; a hand-written plan's
 # "model" may be a config.json; long lists of node names are summarised as runs.
 # Usage: bash tests/test_plan_newuser.sh BUILD_DIR SOURCE_DIR
-set -u
-BUILD=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-AH="$BUILD/autohet"
-TMP=$(mktemp -d)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT; [ -n "${KEEP:-}" ] && echo "TMP=$TMP"
-PY=/usr/bin/python3
-fails=0
-pass=0
-
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/check_common.sh"
 
 # run EXPECTED_RC NEEDLE VERB ARGS...: exit code and a message containing NEEDLE (stderr + stdout)
 expect() {
@@ -316,5 +304,4 @@ a=$(grep '^predicted:' "$TMP/free.out" | cut -d' ' -f2) b=$(grep '^predicted:' "
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "cost objective on free GPUs takes the fastest \$0 plan ($a s; the free nodes' fastest: $b s)" $?
 
-echo "test_plan_newuser: $pass passed, $fails failed"
-[ "$fails" -eq 0 ]
+checks_done test_plan_newuser

@@ -10,16 +10,7 @@
 # plan it chooses with the egress unpriced; --budget caps the GPUs' and the egress's $/h together;
 # simulate counts the egress in its $. llama2-70b, planning only.
 # Usage: bash tests/test_plan_regions.sh BUILD_DIR SOURCE_DIR
-set -u
-AH="$1/autohet"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-PY=/usr/bin/python3
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fails=$((fails + 1)); echo "FAIL: $1"; fi
-}
+. "$(dirname "$0")/check_common.sh"
 cluster() { # cluster FILE NETWORK-MEMBERS: one H100 node in us-east-1, one A100 node in eu-west-1
     cat >"$1" <<JSON
 {"nodes": [
@@ -154,5 +145,4 @@ assert unpriced["egress_usd"] == 0 and abs(priced["usd"] - priced["egress_usd"] 
 PYEOF
 check "simulate's \$ has the egress, and only it differs without prices" $?
 
-echo "$pass passed, $fails failed"
-[ "$fails" -eq 0 ]
+checks_done
