@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "runtime/dp_groups.h"
+#include "runtime/layout.h"
 
 #define TRY(call)                   \
     do {                            \
@@ -14,18 +15,12 @@
 
 enum { PHASE_SCATTER = 1, PHASE_CROSS = 2, PHASE_GATHER = 3, PHASE_DONE = 4 };
 
-/* This rank's node (its device's). */
-static int my_node(const ah_trainer_t *tr) {
-    const ah_role_t r = tr->role;
-    return tr->plan->pipelines[r.pipeline].stages[r.stage].devices[r.cp_rank * tr->plan->tp + r.tp_rank].node;
-}
-
 /* Each member's domain (group rank order) from the members' nodes: k, the count. */
 static ah_status_t member_domains(ah_trainer_t *tr, ah_comm_t *c, int *domain, int *k, ah_error_t *err) {
     const int n = ah_comm_size(c);
     int64_t *nodes64 = malloc((size_t)n * sizeof *nodes64);
     int *nodes = malloc((size_t)n * sizeof *nodes);
-    ah_status_t s = nodes64 && nodes ? ah_comm_allgather_i64(c, my_node(tr), nodes64, err)
+    ah_status_t s = nodes64 && nodes ? ah_comm_allgather_i64(c, ah_role_device(tr->plan, &tr->role).node, nodes64, err)
                                      : ah_error_set(err, AH_ERR_OOM, "no host memory for a DP group's %d nodes", n);
     for (int m = 0; s == AH_OK && m < n; m++) nodes[m] = (int)nodes64[m];
     if (s == AH_OK) *k = ah_cluster_domains(&tr->plan->cluster, nodes, n, domain);
