@@ -16,7 +16,10 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kernels/cpu/ring_attention.h"
 #include "kernels/kernels.h"
+#include "runtime/gpt_block.h"
+#include "spec/model.h"
 
 static const ah_kernels_t *K;
 
@@ -437,6 +440,48 @@ static void test_rope(void) {
     }
     CHECK(region[0] == 1 && region[1] == 2 && region[2] == 5, "the scaled case covers every region");
     test_rope_case(2, 16, 2 * 16, scaled);
+}
+
+/* The LLaMA 3.1 presets' rotary scaling reaches the kernels as the runtime forms it
+ * (runtime/block_llama.c ah_llama_rope): head dim 128 and theta 5e5 put pairs in all three of the
+ * published formula's regions (wavelength under 8192 / 4 kept, over 8192 divided by 8, between
+ * blended), and at positions 8191 and 131071 (the context's last) the rotation is the formula's,
+ * far from the unscaled one's. */
+static void test_rope_llama31_presets(void) {
+    static const char *const names[] = {"llama3.1-8b", "llama3.1-70b"};
+    for (int k = 0; k < 2; k++) {
+        ah_model_t m;
+        ah_error_t err;
+        CHECK(ah_model_preset(names[k], &m, &err) == AH_OK, "%s: %s", names[k], err.msg);
+        const ah_rope_t r = ah_llama_rope(&m), plain = {.theta = r.theta};
+        CHECK(r.theta == 500000.0f && r.factor == 8.0f && r.low_freq_factor == 1.0f && r.high_freq_factor == 4.0f &&
+                  r.original_max_pos == 8192.0f,
+              "%s: theta %g, factor %g, low %g, high %g, from %g", names[k], r.theta, r.factor, r.low_freq_factor,
+              r.high_freq_factor, r.original_max_pos);
+        const int hd = (int)(m.d_model / m.n_head), half = hd / 2, pos[2] = {8191, 131071};
+        int region[3] = {0};
+        for (int i = 0; i < half; i++) {
+            const float base = hf_inv_freq(plain, i, hd), got = hf_inv_freq(r, i, hd);
+            region[got == base ? 0 : got == base / 8.0f ? 2 : 1]++;
+        }
+        CHECK(hd == 128 && region[0] > 0 && region[1] > 0 && region[2] > 0, "%s: pairs kept %d, blended %d, divided %d",
+              names[k], region[0], region[1], region[2]);
+        float *x = rand_buf(2 * (size_t)hd, 1), *out = copy_buf(x, 2 * (size_t)hd), *unscaled = copy_buf(x, 2 * (size_t)hd);
+        double want[2 * 128], apart = 0;
+        ah_cpu_rope_fwd_at(out, pos, 1, 2, 1, hd, hd, r);
+        ah_cpu_rope_fwd_at(unscaled, pos, 1, 2, 1, hd, hd, plain);
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < half; i++) {
+                const double a = (double)((float)pos[t] * hf_inv_freq(r, i, hd));
+                const float *xr = x + t * hd;
+                want[t * hd + i] = xr[i] * cos(a) - xr[i + half] * sin(a);
+                want[t * hd + i + half] = xr[i + half] * cos(a) + xr[i] * sin(a);
+            }
+        for (int e = 0; e < 2 * hd; e++) apart = fmax(apart, fabs((double)out[e] - unscaled[e]));
+        CHECK_REL_D(out, want, 2 * (size_t)hd, 1e-6, "rope of the LLaMA 3.1 preset at positions 8191 and 131071");
+        CHECK(apart > 0.1, "%s: the scaled rotation differs from the unscaled one (by %g at most)", names[k], apart);
+        free(x), free(out), free(unscaled);
+    }
 }
 
 /* ---- SwiGLU ---- */
@@ -1315,6 +1360,7 @@ int main(int argc, char **argv) {
     test_layernorm();
     test_rmsnorm();
     test_rope();
+    test_rope_llama31_presets();
     test_swiglu();
     test_gelu();
     test_attention();

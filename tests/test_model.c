@@ -344,6 +344,45 @@ static void test_token_ids(void) {
           "the tiny presets have none");
 }
 
+/* The LLaMA 3.1 presets are meta-llama/Llama-3.1-8B's and -70B's published config.json, field for
+ * field (rope_scaling included), with their token ids and published parameter counts. */
+static void test_llama31_presets(void) {
+    static const struct {
+        const char *name, *shape;
+        int64_t params;
+    } cases[] = {
+        {"llama3.1-8b", "\"num_hidden_layers\":32,\"hidden_size\":4096,\"num_attention_heads\":32,"
+                        "\"intermediate_size\":14336,", 8030261248LL},
+        {"llama3.1-70b", "\"num_hidden_layers\":80,\"hidden_size\":8192,\"num_attention_heads\":64,"
+                         "\"intermediate_size\":28672,", 70553706496LL},
+    };
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"attention_bias\":false,"
+                 "\"bos_token_id\":128000,\"eos_token_id\":128001,\"hidden_act\":\"silu\",%s"
+                 "\"max_position_embeddings\":131072,\"mlp_bias\":false,\"num_key_value_heads\":8,"
+                 "\"rms_norm_eps\":1e-05,\"rope_theta\":500000.0,\"tie_word_embeddings\":false,"
+                 "\"vocab_size\":128256," LLAMA31 "}}",
+                 cases[k].shape);
+        json_t *j = json_loads(text, 0, NULL);
+        ah_model_t hf, preset;
+        ah_error_t err = {0};
+        ah_model_diff_t d;
+        memset(&d, 0, sizeof d);
+        CHECK(j && ah_model_from_hf_json(j, "config.json", &hf, &err) == AH_OK, "%s config: %s", cases[k].name, err.msg);
+        json_decref(j);
+        CHECK(ah_model_preset(cases[k].name, &preset, &err) == AH_OK, "%s: %s", cases[k].name, err.msg);
+        CHECK(!ah_model_diff(&preset, &hf, true, &d), "%s: preset and config.json differ in %s (%s vs %s)",
+              cases[k].name, d.field, d.a, d.b);
+        CHECK(preset.rope_scaling.factor == 8 && preset.rope_scaling.original_max_pos == 8192 && preset.max_pos == 131072,
+              "%s carries LLaMA 3.1's rotary scaling and context", cases[k].name);
+        CHECK(preset.tokens.bos == hf.tokens.bos && preset.tokens.n_eos == 1 && preset.tokens.eos[0] == hf.tokens.eos[0],
+              "%s: the published token ids", cases[k].name);
+        CHECK_EQ_I64(ah_model_params_total(&preset), cases[k].params);
+    }
+}
+
 static void test_tp_split(void) {
     ah_model_t m;
     ah_error_t err;
@@ -415,6 +454,7 @@ int main(void) {
     test_rope_scaling();
     test_token_ids();
     test_model_diff();
+    test_llama31_presets();
     test_tp_split();
     test_initializer_range();
     return ah_test_finish();

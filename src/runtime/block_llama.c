@@ -14,8 +14,7 @@ static const char *const TENSORS[P_PER_BLOCK] = {
 static const char *const ACTS[] = {"x_in", "rms1", "rms1_rstd", "qkv", "attn_state", "atty",
                                    "x_mid", "rms2", "rms2_rstd", "gu", "act"};
 
-/* The model's rotary frequencies as the kernels take them. */
-static ah_rope_t rope_of(const ah_model_t *m) {
+ah_rope_t ah_llama_rope(const ah_model_t *m) {
     const ah_rope_scaling_t *r = &m->rope_scaling;
     return (ah_rope_t){(float)m->rope_theta, (float)r->factor, (float)r->low_freq_factor, (float)r->high_freq_factor,
                        (float)r->original_max_pos};
@@ -26,7 +25,7 @@ static ah_rope_t rope_of(const ah_model_t *m) {
 static void rope(ah_gpt_stage_t *st, float *qkv, bool backward) {
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, heads = (int)(st->Hl + st->KVl),
               hd = (int)st->hd, QKVl = (int)st->QKVl;
-    const ah_rope_t r = rope_of(st->cfg.model);
+    const ah_rope_t r = ah_llama_rope(st->cfg.model);
     const int *pos = ah_gpt_positions(st);
     if (pos) (backward ? ah_cpu_rope_bwd_at : ah_cpu_rope_fwd_at)(qkv, pos, B, T, heads, hd, QKVl, r);
     else (backward ? st->k->rope_bwd : st->k->rope_fwd)(qkv, B, T, heads, hd, QKVl, r);

@@ -32,6 +32,8 @@
  * backward, at the rank's positions under context parallelism. */
 void ah_gpt_embedding_fwd(ah_gpt_stage_t *st, float *x, const int32_t *ids, const float *wte, const float *wpe);
 void ah_gpt_embedding_bwd(ah_gpt_stage_t *st, float *dwte, float *dwpe, const float *dx, const int32_t *ids);
+/* Model m's rotary frequencies as the kernels take them: rope_theta and its LLaMA 3.1 scaling. */
+ah_rope_t ah_llama_rope(const ah_model_t *m);
 /* This rank's positions under context parallelism (seq_len of them), or NULL. */
 const int *ah_gpt_positions(const ah_gpt_stage_t *st);
 ah_status_t ah_gpt_attention_fwd(ah_gpt_stage_t *st, float *out, float *state, float *scratch, const float *qkv,

@@ -16,29 +16,39 @@ typedef struct {
     bool tied;
     double eps, theta;
     int64_t bos, eos; /* special token ids; -1: none (the tiny models) */
+    const ah_rope_scaling_t *scaling; /* LLaMA 3.1's rotary scaling; NULL: none */
 } preset_t;
 
+/* LLaMA 3.1's rope_scaling, as meta-llama/Llama-3.1-8B's and -70B's config.json give it. */
+static const ah_rope_scaling_t LLAMA31_SCALING = {.factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                                                  .original_max_pos = 8192};
+
 /* Shapes from each model's published Hugging Face config.json (openai-community/gpt2*,
- * meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-8B) and, for GPT-3 175B, Table 2.1 of
- * Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2 vocabulary), with
- * their bos and eos token ids (GPT-3's are GPT-2's tokenizer's). The tiny ones are ours, for tests
- * and the CPU demo. */
+ * meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-8B, meta-llama/Llama-3.1-8B and -70B: their
+ * context 131072 tokens with LLAMA31_SCALING, rope_theta 500000, bos 128000, eos 128001) and, for
+ * GPT-3 175B, Table 2.1 of Brown et al. 2020 (96 layers, d_model 12288, 96 heads, n_ctx 2048, GPT-2
+ * vocabulary), with their bos and eos token ids (GPT-3's are GPT-2's tokenizer's). The tiny ones
+ * are ours, for tests and the CPU demo. */
 static const preset_t PRESETS[] = {
-    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5, 0, 50256, 50256},
-    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5, 0, 50256, 50256},
-    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5, 0, 50256, 50256},
-    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5, 0, 50256, 50256},
-    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5, 0, 50256, 50256},
-    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5, 10000, 1, 2},
-    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5, 10000, 1, 2},
-    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5, 10000, 1, 2},
-    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000, 128000, 128001},
+    {"gpt2-124m", AH_ARCH_GPT2, 12, 768, 12, 12, 3072, 50257, 1024, true, 1e-5, 0, 50256, 50256, NULL},
+    {"gpt2-350m", AH_ARCH_GPT2, 24, 1024, 16, 16, 4096, 50257, 1024, true, 1e-5, 0, 50256, 50256, NULL},
+    {"gpt2-774m", AH_ARCH_GPT2, 36, 1280, 20, 20, 5120, 50257, 1024, true, 1e-5, 0, 50256, 50256, NULL},
+    {"gpt2-1.5b", AH_ARCH_GPT2, 48, 1600, 25, 25, 6400, 50257, 1024, true, 1e-5, 0, 50256, 50256, NULL},
+    {"gpt3-175b", AH_ARCH_GPT2, 96, 12288, 96, 96, 49152, 50257, 2048, true, 1e-5, 0, 50256, 50256, NULL},
+    {"llama2-7b", AH_ARCH_LLAMA, 32, 4096, 32, 32, 11008, 32000, 4096, false, 1e-5, 10000, 1, 2, NULL},
+    {"llama2-13b", AH_ARCH_LLAMA, 40, 5120, 40, 40, 13824, 32000, 4096, false, 1e-5, 10000, 1, 2, NULL},
+    {"llama2-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 32000, 4096, false, 1e-5, 10000, 1, 2, NULL},
+    {"llama3-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000, 128000, 128001, NULL},
+    {"llama3.1-8b", AH_ARCH_LLAMA, 32, 4096, 32, 8, 14336, 128256, 131072, false, 1e-5, 500000, 128000, 128001,
+     &LLAMA31_SCALING},
+    {"llama3.1-70b", AH_ARCH_LLAMA, 80, 8192, 64, 8, 28672, 128256, 131072, false, 1e-5, 500000, 128000, 128001,
+     &LLAMA31_SCALING},
     /* tiny models for tests and the CPU demo; tiny-llama-tp4 has the 4 key/value heads TP 4
      * needs (tiny-llama's 2 allow TP 2) */
-    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5, 0, -1, -1},
-    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000, -1, -1},
-    {"tiny-llama-tp4", AH_ARCH_LLAMA, 4, 64, 8, 4, 192, 256, 64, false, 1e-5, 10000, -1, -1},
-    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5, 0, -1, -1},
+    {"tiny-gpt2", AH_ARCH_GPT2, 4, 64, 4, 4, 256, 256, 64, true, 1e-5, 0, -1, -1, NULL},
+    {"tiny-llama", AH_ARCH_LLAMA, 4, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000, -1, -1, NULL},
+    {"tiny-llama-tp4", AH_ARCH_LLAMA, 4, 64, 8, 4, 192, 256, 64, false, 1e-5, 10000, -1, -1, NULL},
+    {"demo-gpt2", AH_ARCH_GPT2, 6, 128, 4, 4, 512, 256, 128, true, 1e-5, 0, -1, -1, NULL},
 };
 #define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -68,6 +78,7 @@ ah_status_t ah_model_preset(const char *name, ah_model_t *m, ah_error_t *err) {
         m->tied = p->tied;
         m->norm_eps = p->eps;
         m->rope_theta = p->theta;
+        if (p->scaling) m->rope_scaling = *p->scaling;
         if (p->bos >= 0) m->tokens = (ah_token_ids_t){.has_bos = true, .bos = p->bos, .n_eos = 1, .eos = {p->eos}};
         return AH_OK;
     }
