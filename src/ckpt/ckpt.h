@@ -1,5 +1,5 @@
 /* Checkpoints on a node-local disk: step directories, manifests, atomic commit, lookup,
- * verification and garbage collection.
+ * verification and garbage collection (ckpt.c; the manifest's JSON form, load and save in manifest.c).
  *
  * Layout of a node's checkpoint root (one root per node; see docs/checkpoints.md):
  *   ROOT/step-00000200/block-003.tp2-0.safetensors   weights + AdamW m, v of block 3, TP 2 rank 0
@@ -95,6 +95,8 @@ ah_status_t ah_ckpt_manifest_from_json(const json_t *doc, const char *where, ah_
 ah_status_t ah_ckpt_manifest_load(const char *path, ah_ckpt_manifest_t *out, ah_error_t *err);
 /* Serialises and writes atomically (temp, fsync, rename, fsync dir). */
 ah_status_t ah_ckpt_manifest_save(const ah_ckpt_manifest_t *m, const char *path, ah_error_t *err);
+/* Sorts m's files by name, the order ah_ckpt_manifest_find and manifest.json keep. */
+void ah_ckpt_manifest_sort(ah_ckpt_manifest_t *m);
 const ah_ckpt_file_t *ah_ckpt_manifest_find(const ah_ckpt_manifest_t *m, const char *name);
 void ah_ckpt_manifest_free(ah_ckpt_manifest_t *m);
 
