@@ -376,7 +376,7 @@ static void test_partial_loss(void) {
     ah_planner_opts_default(&po);
     po.train = o.train;
     ah_plan_result_t p2;
-    po.schedule_trainable_only = true; /* as the simulator plans (sim.c) */
+    po.schedule_trainable_only = true; /* as the simulator plans (plans.c) */
     CHECK(ah_planner_run_sharded(&m, &c2, &po, false, &p2, &err) == AH_OK, "%s", err.msg);
     const ah_pipeline_t *pl = &p2.plan.pipelines[0];
     CHECK(p2.plan.n_pipelines == 1 && pl->n_stages == 2 && p2.plan.tp == 1, "one pipeline of 2 stages");

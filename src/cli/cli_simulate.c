@@ -348,63 +348,76 @@ static void take_plan_flags(ah_sim_opts_t *o, ah_planner_opts_t *po, int64_t gb,
     o->budget_usd_per_hour = po->budget_usd_per_hour;
 }
 
-int ah_cli_simulate(int argc, char **argv) {
-    const char *model_s = NULL, *cluster_s = NULL, *policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
-    const char *json_path = NULL, *svg_path = NULL, *trace_help = NULL, *profile_s = NULL;
+/* What the command line asks for. */
+typedef struct {
+    const char *model_s, *cluster_s, *policies_s, *json_path, *svg_path, *profile_s;
+    const char *specs[MAX_TRACES]; /* --trace POOL=FILE, in order */
+    int n_specs;
+    bool seq_given;                /* --seq-len given (else the model's context caps the default) */
+    int64_t seed;
+    ah_sim_opts_t o;               /* the simulation's flags; the plan flags taken by take_plan_flags */
+    ah_planner_opts_t po;
+    bool auto_precision;
+    bool want[AH_POLICY_COUNT];
+} sim_args_t;
+
+/* Parses argv into *a. Returns -1 to go on, else the exit status (help, or a usage error printed). */
+static int parse_args(int argc, char **argv, sim_args_t *a) {
+    a->policies_s = "autohet,uniform,varuna,on-demand,megatron-best";
     ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
-    ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    int64_t gb = o.train.global_batch, sl = o.train.seq_len, seed = 0;
+    ah_sim_opts_t *o = &a->o;
+    ah_sim_opts_default(o);
+    int64_t gb = o->train.global_batch, sl = o->train.seq_len;
+    const char *trace_help = NULL;
     bool no_handover = false;
     ah_flag_t flags[] = {
-        {"--model", AH_FLAG_STR, &model_s, "M", "preset name or HF config.json (required)", false},
-        {"--cluster", AH_FLAG_STR, &cluster_s, "C", "cluster JSON or built-in name (required)", false},
+        {"--model", AH_FLAG_STR, &a->model_s, "M", "preset name or HF config.json (required)", false},
+        {"--cluster", AH_FLAG_STR, &a->cluster_s, "C", "cluster JSON or built-in name (required)", false},
         {"--trace", AH_FLAG_STR, &trace_help, "POOL=FILE[,unit=s|h|ms]",
          "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
-        {"--policy", AH_FLAG_STR, &policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand,megatron-best (default all)",
+        {"--policy", AH_FLAG_STR, &a->policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand,megatron-best (default all)",
          false},
         {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
-         &o.hours, "H", "simulated wall time (default: the latest trace end)", false},
-        {"--ckpt-every-s", AH_FLAG_NUM_ABOVE(0), &o.ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
+         &o->hours, "H", "simulated wall time (default: the latest trace end)", false},
+        {"--ckpt-every-s", AH_FLAG_NUM_ABOVE(0), &o->ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
          false},
-        {"--restart-s", AH_FLAG_NUM_MIN(0), &o.restart_s, "S",
+        {"--restart-s", AH_FLAG_NUM_MIN(0), &o->restart_s, "S",
          "fixed relaunch overhead per (re)start: old job's exit, launch, start-up, warm-up (default 60)", false},
-        {"--disk-gb-s", AH_FLAG_NUM_ABOVE(0), &o.disk_gb_s, "G",
+        {"--disk-gb-s", AH_FLAG_NUM_ABOVE(0), &o->disk_gb_s, "G",
          "local disk write bandwidth per node, GB/s, for the save at a notice (default 8)", false},
-        {"--grace-s", AH_FLAG_NUM_MIN(0), &o.grace_s, "S",
+        {"--grace-s", AH_FLAG_NUM_MIN(0), &o->grace_s, "S",
          "notice to removal; autohet saves at a notice only if that fits (default 120)", false},
-        ah_cli_shared_flag_as("--replica-memory-gb", &o.replica_memory_gb,
+        ah_cli_shared_flag_as("--replica-memory-gb", &o->replica_memory_gb,
                               "autohet keeps in-memory peer replicas, at most G GB per holding host (the runtime's "
                               "flag): the save at a notice commits in a peer's memory first, and a lost node's pieces "
                               "come from a peer's memory at the network's rate (default 0: off; docs/simulator.md)"),
         {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},
-        {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o.snapshot_gb_s, "G",
+        {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o->snapshot_gb_s, "G",
          "with --replica-memory-gb: a device's copy of its checkpoint into its host's memory, GB/s per device "
          "(default: the runtime's, measured; docs/simulator.md)", false},
         {"--replan-s", AH_FLAG_NUM_MIN(0, .value_first = true, .note = "leave it out to charge the measured time"),
-         &o.replan_s, "S", "charge this per re-plan instead of the measured planner time", false},
-        {"--on-demand-factor", AH_FLAG_NUM_ABOVE(0), &o.on_demand_factor, "F",
+         &o->replan_s, "S", "charge this per re-plan instead of the measured planner time", false},
+        {"--on-demand-factor", AH_FLAG_NUM_ABOVE(0), &o->on_demand_factor, "F",
          "on-demand price = spot x F when the cluster has no on-demand node of the type (default 2.5)", false},
         {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX, .value_first = true, .note = "0: newest-first; else the seed of random picks"),
-         &seed, "N", "count traces: random node picks with this seed (default 0: newest-first)", false},
+         &a->seed, "N", "count traces: random node picks with this seed (default 0: newest-first)", false},
         ah_cli_shared_flag("--global-batch", &gb),
         ah_cli_shared_flag("--seq-len", &sl),
         AH_CLI_PLAN_FLAGS(&pf),
         ah_cli_shared_flag_as("--shard-optimizer", &pf.shard,
                               "autohet's and on-demand's plans with the optimizer sharded (autohet plan's flag); a save "
                               "then all-gathers the moments first (default none)"),
-        ah_cli_shared_flag("--profile", &profile_s),
-        {"--json", AH_FLAG_STR, &json_path, "FILE", "write totals, mapping and timelines as JSON", false},
-        {"--svg", AH_FLAG_STR, &svg_path, "FILE", "write the timeline picture", false},
+        ah_cli_shared_flag("--profile", &a->profile_s),
+        {"--json", AH_FLAG_STR, &a->json_path, "FILE", "write totals, mapping and timelines as JSON", false},
+        {"--svg", AH_FLAG_STR, &a->svg_path, "FILE", "write the timeline picture", false},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
-    const char *specs[MAX_TRACES];
-    int n_specs = 0, n_rest = 0, rc = 0;
+    int n_rest = 0, rc = 0;
     if (!rest) return 1;
-    bool go = (rc = take_traces(argc, argv, rest, &n_rest, specs, &n_specs)) == 0 &&
+    bool go = (rc = take_traces(argc, argv, rest, &n_rest, a->specs, &a->n_specs)) == 0 &&
               ah_cli_parse("simulate", "--model M --cluster C --trace POOL=FILE ... [flags]",
                            "Replays spot-availability traces on a cluster and compares policies side by side: "
                            "tokens, GPU-hours, dollars, time in recovery. The model is in docs/simulator.md.\n"
@@ -413,22 +426,28 @@ int ah_cli_simulate(int argc, char **argv) {
                            flags, n_flags, n_rest, rest, &rc);
     free(rest);
     if (!go) return rc;
-    o.handover = !no_handover;
-    ah_planner_opts_t po;
-    ah_planner_opts_default(&po);
-    bool auto_precision = false;
-    if (!ah_cli_plan_flags("simulate", &pf, &po, &auto_precision)) return 2;
+    a->seq_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
+    o->handover = !no_handover;
+    ah_planner_opts_default(&a->po);
+    if (!ah_cli_plan_flags("simulate", &pf, &a->po, &a->auto_precision)) return 2;
     ah_error_t err = {0};
-    bool want[AH_POLICY_COUNT] = {0};
-    if (!model_s || !cluster_s)
+    if (!a->model_s || !a->cluster_s)
         ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
     else
-        parse_policies(policies_s, want, &err);
+        parse_policies(a->policies_s, a->want, &err);
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
-    take_plan_flags(&o, &po, gb, sl);
+    take_plan_flags(o, &a->po, gb, sl);
+    return -1;
+}
+
+int ah_cli_simulate(int argc, char **argv) {
+    sim_args_t a = {0};
+    const int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    ah_error_t err = {0};
     ah_profile_t *profile = NULL;
-    if (profile_s && ah_profile_load(profile_s, &profile, &err) != AH_OK) return ah_cli_fail("simulate", &err);
-    o.profile = po.profile = profile;
+    if (a.profile_s && ah_profile_load(a.profile_s, &profile, &err) != AH_OK) return ah_cli_fail("simulate", &err);
+    a.o.profile = a.po.profile = profile;
 
     ah_model_t model;
     ah_cluster_t cluster = {0};
@@ -438,11 +457,11 @@ int ah_cli_simulate(int argc, char **argv) {
     memset(pools, 0, sizeof pools);
     ah_sim_avail_t avail = {0};
     int n_pools = 0;
-    ah_status_t st = prepare(model_s, cluster_s, ah_cli_flag_seen(flags, n_flags, "--seq-len"), auto_precision, specs,
-                             n_specs, &o, &po, &model, &cluster, &g, why, left_out, &err);
-    if (st == AH_OK) st = load_pools(&cluster, specs, n_specs, pools, &n_pools, &err);
-    if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)seed, &avail, &err);
-    if (st == AH_OK) st = simulate(&g, &avail, pools, n_pools, &o, want, json_path, svg_path, &err);
+    ah_status_t st = prepare(a.model_s, a.cluster_s, a.seq_given, a.auto_precision, a.specs, a.n_specs, &a.o, &a.po,
+                             &model, &cluster, &g, why, left_out, &err);
+    if (st == AH_OK) st = load_pools(&cluster, a.specs, a.n_specs, pools, &n_pools, &err);
+    if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)a.seed, &avail, &err);
+    if (st == AH_OK) st = simulate(&g, &avail, pools, n_pools, &a.o, a.want, a.json_path, a.svg_path, &err);
     ah_sim_avail_free(&avail);
     for (int i = 0; i < n_pools; i++) ah_sim_pool_free(&pools[i]);
     ah_cluster_free(&cluster);

@@ -13,9 +13,9 @@
  * bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
- * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c, ckpt/handover.h;
- * priced in sim.c, begin_recovery): the next plan is known while every device is alive, so the save is
- * the snapshot, then each device of the next plan receives what it reads and its own device did not
+ * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
+ * ckpt/handover.h; priced in recovery.c, ah_sim_begin_recovery): the next plan is known while every
+ * device is alive, so the save is the snapshot, then each device of the next plan receives what it reads and its own device did not
  * hold (at inter_node_gb_s per device); committed in memory, no disk before the relaunch, which then
  * reads every byte on its own host (transfer 0) and rolls nothing back.
  *

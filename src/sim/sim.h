@@ -11,7 +11,7 @@
  *       free / alive nodes are picked instead (a fixed xorshift generator, same seed same run).
  *    On-demand nodes and spot nodes of pools without a trace are up all the time. Changes at t = 0
  *    are the initial state. Every assignment is recorded so the caller can print the mapping.
- * 2. Policies (sim.c), each replaying the same availability for the same wall time:
+ * 2. Policies (sim.c, plans.c, recovery.c), each replaying the same availability for the same wall time:
  *     - autohet: ah_planner_run on the nodes up; local-first recovery.
  *     - uniform: the Megatron-style baseline (ah_baseline_run uniform) on the nodes up; restarts
  *       from the last cloud checkpoint.

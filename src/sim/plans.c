@@ -1,0 +1,180 @@
+/* The plans of a replay (sim/replay.h): the nodes a policy plans on given what is up, and the plan
+ * of that set, made once per set by the policy's planner (autohet and on-demand: ah_planner_run_sharded;
+ * the baselines: ah_baseline_run) on the sub-cluster, and priced for the replay: tokens/s, iteration,
+ * $ per second of the nodes it uses (on-demand at on-demand prices), egress while it trains, each
+ * device's checkpoint bytes and shard placement, a sharded save's all-gather, the memory tier's
+ * holders. Errors: out of host memory returns NULL/false; a set with no plan is an entry with the
+ * planner's message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timing.h"
+#include "core/vec.h"
+#include "planner/planner.h"
+#include "sim/replay.h"
+
+void ah_sim_entry_free(ah_sim_entry_t *e) {
+    if (!e) return;
+    free(e->key);
+    free(e->uses);
+    free(e->gpus);
+    ah_placement_free(&e->place);
+    free(e->ckpt_bytes);
+    free(e->holder);
+    free(e);
+}
+
+/* The nodes a policy plans on, given what is up: varuna keeps the type with the most GPUs up
+ * among the types that run the precision. */
+static void policy_mask(const ah_sim_replay_t *x, char *key) {
+    const ah_cluster_t *c = x->c;
+    int keep_type = -1;
+    if (x->pol == AH_POLICY_VARUNA) {
+        int best = 0;
+        for (int ty = 0; ty < c->n_types; ty++) {
+            if (!ah_gpu_runs(&c->types[ty], x->o->train.precision)) continue;
+            int n = 0;
+            for (int i = 0; i < c->n_nodes; i++)
+                if (x->up[i] && c->nodes[i].type == ty) n += c->nodes[i].count;
+            if (n > best) {
+                best = n;
+                keep_type = ty;
+            }
+        }
+    }
+    for (int i = 0; i < c->n_nodes; i++) {
+        bool in = x->pol == AH_POLICY_ON_DEMAND || x->up[i];
+        if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
+        key[i] = in ? '1' : '0';
+    }
+    key[c->n_nodes] = 0;
+}
+
+/* Fills e from a planner result on a sub-cluster whose node i is full-cluster node map[i]. */
+static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_result_t *res, const int *map) {
+    const ah_plan_t *p = &res->plan;
+    const ah_cluster_t *c = x->c;
+    e->tokens_per_s = res->eval.pred.tokens_per_s;
+    e->iteration_s = res->eval.pred.iteration_s;
+    e->egress_usd_per_s = res->egress_usd_per_hour / 3600.0;
+    e->tp = p->tp;
+    ah_error_t err;
+    if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
+    e->ckpt_bytes = calloc((size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1), sizeof *e->ckpt_bytes);
+    if (!e->ckpt_bytes) return false;
+    ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = x->o->profile, .cp = 1};
+    /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
+     * groups, over the inter-node link (the worst device bounds it). */
+    e->gather_s = 0;
+    const int n_dev = ah_plan_device_count(p);
+    int64_t *held = p->n_opt_groups > 0 ? malloc(2 * (size_t)n_dev * sizeof *held) : NULL;
+    if (held && ah_opt_elems_all(p, held, held + n_dev, &err) == AH_OK)
+        for (int i = 0; i < p->n_pipelines; i++)
+            for (int s = 0; s < p->pipelines[i].n_stages; s++)
+                for (int k = 0; k < ah_stage_devices(&p->pipelines[i], p->tp); k++) {
+                    const int ty = p->pipelines[i].stages[s].type, r = ah_plan_rank_of(p, i, s, k);
+                    const double bytes = (double)held[n_dev + r] * (double)ah_optimizer_state_bytes(p->train.precision);
+                    const double t = bytes / ah_link_bw(&p->cluster, AH_LINK_INTER_NODE, ty, ty);
+                    if (t > e->gather_s) e->gather_s = t;
+                }
+    free(held);
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        for (int s = 0; s < pl->n_stages; s++) {
+            const ah_stage_t *st = &pl->stages[s];
+            ah_stage_cost_t sc;
+            ah_stage_cost(&ctx, st->type, st->first, st->last, s == 0, s == pl->n_stages - 1, st->recompute, &sc);
+            /* every CP rank holds the stage; a device of an interleaved pipeline, several */
+            for (int k = 0; k < ah_stage_devices(pl, p->tp); k++) {
+                const int node = map[st->devices[k].node];
+                e->ckpt_bytes[ah_plan_rank_of(p, i, s, k)] += sc.params * AH_SIM_CKPT_BYTES_PER_PARAM;
+                if (!e->uses[node]) {
+                    e->uses[node] = true;
+                    e->gpus[c->nodes[node].type] += c->nodes[node].count;
+                    const double price = x->pol == AH_POLICY_ON_DEMAND ? ah_sim_on_demand_price(c, node, x->o)
+                                                                       : c->nodes[node].usd_per_gpu_hour;
+                    e->usd_per_s += price * c->nodes[node].count / 3600.0;
+                }
+            }
+        }
+    }
+    if (x->pol != AH_POLICY_AUTOHET || x->o->replica_memory_gb <= 0) return true;
+    e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
+    return e->holder && ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder);
+}
+
+/* Plans the set in key (cached). NULL only when out of host memory. */
+ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
+    const ah_cluster_t *c = x->c;
+    char *key = malloc((size_t)c->n_nodes + 1);
+    if (!key) return NULL;
+    policy_mask(x, key);
+    for (int i = 0; i < x->n_cache; i++)
+        if (strcmp(x->cache[i]->key, key) == 0) {
+            free(key);
+            return x->cache[i];
+        }
+    ah_sim_entry_t *e = calloc(1, sizeof *e);
+    int *map = malloc(sizeof(int) * (size_t)(c->n_nodes + 1));
+    ah_cluster_t sub = {0};
+    ah_error_t err = {0};
+    bool mem_ok = e && map;
+    if (mem_ok) {
+        e->key = key;
+        key = NULL;
+        e->uses = calloc((size_t)c->n_nodes + 1, sizeof(bool));
+        e->gpus = calloc((size_t)c->n_types + 1, sizeof(int));
+        mem_ok = e->uses && e->gpus && ah_cluster_copy(c, &sub, &err) == AH_OK;
+    }
+    if (mem_ok) {
+        int n = 0;
+        for (int i = 0; i < c->n_nodes; i++)
+            if (e->key[i] == '1') {
+                sub.nodes[n] = c->nodes[i];
+                if (x->pol == AH_POLICY_ON_DEMAND) /* its objective and budget at the prices it pays */
+                    sub.nodes[n].usd_per_gpu_hour = ah_sim_on_demand_price(c, i, x->o);
+                map[n++] = i;
+            }
+        sub.n_nodes = n;
+        ah_planner_opts_t po;
+        ah_planner_opts_default(&po);
+        po.train = x->o->train;
+        po.profile = x->o->profile;
+        po.shard = x->o->shard;
+        po.objective = x->o->objective;
+        po.budget_usd_per_hour = x->o->budget_usd_per_hour;
+        po.schedule = x->o->schedule;
+        po.cp = x->o->cp;
+        po.schedule_trainable_only = true; /* the policies train */
+        ah_plan_result_t res;
+        ah_status_t st;
+        const double t0 = ah_now_s();
+        if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
+        else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND) {
+            st = ah_planner_run_sharded(x->model, &sub, &po, false, &res, &err);
+        } else
+            st = ah_baseline_run(x->model, &sub, &po,
+                                 x->pol == AH_POLICY_MEGATRON_BEST ? AH_BASELINE_MEGATRON_BEST : AH_BASELINE_UNIFORM,
+                                 &res, &err);
+        e->plan_s = ah_now_s() - t0;
+        if (st == AH_OK) {
+            e->ok = true;
+            mem_ok = entry_fill(x, e, &res, map);
+            ah_plan_result_free(&res);
+        } else
+            snprintf(e->why, sizeof e->why, "%s", err.msg);
+        x->r->planner_s += e->plan_s;
+        if (x->r->plans_computed++ == 0) x->r->first_plan_s = e->plan_s;
+    }
+    ah_cluster_free(&sub);
+    free(map);
+    free(key);
+    mem_ok = mem_ok && ah_grow(&x->cache, &x->cap_cache, x->n_cache + 1, sizeof *x->cache);
+    if (!mem_ok) {
+        ah_sim_entry_free(e);
+        return NULL;
+    }
+    x->cache[x->n_cache++] = e;
+    return e;
+}

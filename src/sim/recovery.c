@@ -1,0 +1,238 @@
+/* What a (re)start costs in a replay (sim/replay.h; the rules in sim.h and docs/simulator.md): the
+ * stop at a notice (the step finishing, the save to the disks or memory first, the handover), the
+ * transfer of the state onto the next plan by tier (local, peer, memory, cloud: who held what is the
+ * runtime's shard placement, ckpt/placement.h), and how far the run rolls back. Errors: out of host
+ * memory sets x->oom. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/placement.h"
+#include "core/vec.h"
+#include "sim/replay.h"
+
+/* Layer l of 0 .. L + 1 (the embedding, blocks 0 .. L - 1, the head) as a shard group. */
+static ah_shard_group_t layer_group(int layer, int L) {
+    return layer == 0 ? (ah_shard_group_t){AH_SHARD_EMBED, -1}
+           : layer == L + 1 ? (ah_shard_group_t){AH_SHARD_HEAD, -1} : (ah_shard_group_t){AH_SHARD_BLOCK, layer - 1};
+}
+
+static ah_layer_kind_t layer_kind(int layer, int L) {
+    return layer == 0 ? AH_LAYER_EMBED : layer == L + 1 ? AH_LAYER_HEAD : AH_LAYER_BLOCK;
+}
+
+/* Appends an empty record at x->t; NULL when out of host memory. */
+static ah_sim_recovery_t *rec_push(ah_sim_replay_t *x, const char *label, const char *arg) {
+    ah_sim_result_t *r = x->r;
+    if (!ah_grow(&r->recs, &x->cap_recs, r->n_recs + 1, sizeof *r->recs)) {
+        x->oom = true;
+        return NULL;
+    }
+    ah_sim_recovery_t *v = &r->recs[r->n_recs++];
+    memset(v, 0, sizeof *v);
+    v->t_s = x->t;
+    snprintf(v->event, sizeof v->event, label, arg);
+    return v;
+}
+
+/* The save at the notice: a sharded plan's all-gather of the moments, then every node writes its
+ * devices' checkpoints to its own disk, in parallel. */
+static double save_s(ah_sim_replay_t *x, const ah_sim_entry_t *from) {
+    double *node = calloc((size_t)x->c->n_nodes + 1, sizeof(double)), worst = 0;
+    if (!node) {
+        x->oom = true;
+        return 0;
+    }
+    for (int i = 0; i < from->place.n_ranks; i++) node[from->place.ranks[i].node] += (double)from->ckpt_bytes[i];
+    for (int n = 0; n < x->c->n_nodes; n++)
+        if (node[n] > worst) worst = node[n];
+    free(node);
+    return from->gather_s + worst / (x->o->disk_gb_s * 1e9);
+}
+
+/* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether
+ * some of it comes from the cloud, i.e. the run rolls back to the last periodic checkpoint. */
+static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_recovery_t *v, bool *rollback) {
+    *rollback = !x->fresh;
+    if (x->fresh) return 0;
+    const ah_cluster_t *c = x->c;
+    const int L = (int)x->model->n_layer;
+    const bool local_first = x->pol == AH_POLICY_AUTOHET && x->state;
+    double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
+    if (!cloud) {
+        x->oom = true;
+        return 0;
+    }
+    double peer_max = 0, mem_max = 0;
+    bool lost = false;
+    const ah_placement_t *was = local_first ? &x->state->place : NULL;
+    /* the memory tier: a node's pieces survive in memory while the node holding its replica holds */
+    bool *in_mem = local_first && x->state->holder ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem) : NULL;
+    for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
+    for (int i = 0; i < to->place.n_ranks; i++) {
+        const ah_shard_holder_t *d = &to->place.ranks[i];
+        int64_t b_cloud = 0, b_local = 0, b_mem = 0;
+        if (!local_first) b_cloud = to->ckpt_bytes[i];
+        else
+            for (int l = 0; l <= L + 1; l++) {
+                const ah_shard_group_t g = layer_group(l, L);
+                if (!ah_placement_holds(&to->place, i, g, d->tp_index)) continue;
+                const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+                /* on a surviving device of the state; resharding needs every old shard somewhere */
+                const bool same_tp = to->tp == was->tp;
+                bool avail = !same_tp || ah_placement_survives(was, g, d->tp_index, x->holds);
+                for (int k = 0; !same_tp && avail && k < was->tp; k++) avail = ah_placement_survives(was, g, k, x->holds);
+                bool local = false;
+                for (int j = 0; same_tp && !local && j < was->n_ranks; j++) {
+                    const ah_shard_holder_t *o = &was->ranks[j];
+                    local = o->node == d->node && o->index == d->index && x->holds[o->node] &&
+                            ah_placement_holds(was, j, g, d->tp_index);
+                }
+                bool mem = !local && !avail && in_mem;
+                for (int k = 0; mem && k < (same_tp ? 1 : was->tp); k++)
+                    mem = ah_placement_survives(was, g, same_tp ? d->tp_index : k, in_mem);
+                if (local) b_local += lb;
+                else if (mem) b_mem += lb;
+                else if (!avail) {
+                    b_cloud += lb;
+                    lost = true;
+                }
+            }
+        int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local - b_mem;
+        if (b_peer < 0) b_peer = 0;
+        v->bytes[AH_TIER_LOCAL] += b_local;
+        v->bytes[AH_TIER_PEER] += b_peer;
+        v->bytes[AH_TIER_CLOUD] += b_cloud;
+        v->bytes[AH_TIER_MEMORY] += b_mem;
+        cloud[d->node] += (double)b_cloud;
+        const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9), ms = (double)b_mem / (c->net.inter_node_gb_s * 1e9);
+        if (ps > peer_max) peer_max = ps;
+        if (ms > mem_max) mem_max = ms;
+    }
+    free(in_mem);
+    double cloud_max = 0;
+    for (int n = 0; n < c->n_nodes; n++) {
+        const double cs = cloud[n] / (c->net.cloud_gb_s * 1e9);
+        if (cs > cloud_max) cloud_max = cs;
+    }
+    free(cloud);
+    v->tier_s[AH_TIER_PEER] = peer_max;
+    v->tier_s[AH_TIER_CLOUD] = cloud_max;
+    v->tier_s[AH_TIER_MEMORY] = mem_max;
+    *rollback = !local_first || lost;
+    return cloud_max + peer_max + mem_max;
+}
+
+/* The handover at a notice (memory.c's header; the runtime's ckpt/handover.h): every device of the state
+ * plan is alive, so each device of the next plan e receives what it reads and its own device did not
+ * hold, at inter_node_gb_s per device, the slowest bounding it. */
+static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    const int L = (int)x->model->n_layer;
+    const ah_placement_t *was = &x->state->place;
+    double worst = 0;
+    for (int i = 0; i < e->place.n_ranks; i++) {
+        const ah_shard_holder_t *d = &e->place.ranks[i];
+        int64_t moved = e->ckpt_bytes[i];
+        for (int l = 0; e->tp == was->tp && l <= L + 1; l++) {
+            const ah_shard_group_t g = layer_group(l, L);
+            if (!ah_placement_holds(&e->place, i, g, d->tp_index)) continue;
+            bool local = false;
+            for (int j = 0; !local && j < was->n_ranks; j++)
+                local = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
+                        ah_placement_holds(was, j, g, d->tp_index);
+            if (local) moved -= ah_layer_params(x->model, layer_kind(l, L), e->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+        }
+        const double t = (double)(moved > 0 ? moved : 0) / (x->c->net.inter_node_gb_s * 1e9);
+        if (t > worst) worst = t;
+    }
+    return worst;
+}
+
+/* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
+void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
+    ah_sim_result_t *r = x->r;
+    if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
+    ah_sim_recovery_t *v = rec_push(x, label, arg);
+    if (!v) return;
+    bool unsaved = false, handover = false;
+    if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
+        /* autohet reacts to the notice like the runtime: the step in progress finishes, then
+         * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
+         * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
+         * what they held */
+        v->wait_s = x->run->iteration_s / 2;
+        ah_sim_train(x, v->wait_s);
+        const double sv = save_s(x, x->run);
+        ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
+                                   .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+        /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
+         * the snapshot and the replication; the disks follow until the job ends, at the removal at
+         * the latest */
+        notice.memory = x->run->holder != NULL;
+        notice.memory_s = -1;
+        /* the handover (memory.c; not for a join): each device's pieces into the memory of the host
+         * that reads them under e, when ckpt/policy.h's rule takes it */
+        notice.handover = notice.memory && x->o->handover && !join && x->state;
+        if (notice.handover) { /* against the disks plus what the relaunch would fetch without it */
+            ah_sim_recovery_t without = {0};
+            bool rolls_back;
+            notice.fetch_s = transfer_s(x, e, &without, &rolls_back);
+            notice.memory_s = x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) +
+                              handover_s(x, e);
+            notice.handover = ah_ckpt_notice_handover(&notice);
+        }
+        if (notice.memory && !notice.handover)
+            notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o);
+        handover = notice.handover;
+        v->saved = ah_ckpt_save_at_notice(&notice);
+        v->save_s = v->saved ? sv : 0;
+        handover = handover && v->saved;
+        if (handover) {
+            v->save_s = notice.memory_s;
+            x->at_mem = x->now;
+        } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
+            v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
+            x->at_mem = x->now;
+        }
+        if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
+        unsaved = !v->saved;
+    }
+    bool cloud_rollback;
+    v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
+    v->handover = handover;
+    if (handover) {
+        ah_sim_handed_over(v);
+        cloud_rollback = false;
+    }
+    /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
+     * the notice: back to the newest state on the disks */
+    /* a lost node's pieces from a peer's memory: back to the state it holds */
+    const ah_sim_progress_t back_to = cloud_rollback                   ? x->at_ckpt
+                               : v->bytes[AH_TIER_MEMORY] > 0 ? x->at_mem
+                               : unsaved                        ? x->at_disk
+                                                                : x->now;
+    v->tokens_lost = x->now.tokens - back_to.tokens;
+    r->tokens_lost += v->tokens_lost;
+    x->now = back_to;
+    /* nothing newer than the state resumed from is on the disks or in memory any more */
+    if (x->at_disk.tokens > x->now.tokens) x->at_disk = x->now;
+    if (x->at_mem.tokens > x->now.tokens) x->at_mem = x->now;
+    r->bytes_local += v->bytes[AH_TIER_LOCAL];
+    r->bytes_peer += v->bytes[AH_TIER_PEER];
+    r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
+    r->bytes_memory += v->bytes[AH_TIER_MEMORY];
+    v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
+    v->restart_s = x->o->restart_s;
+    v->first_step_s = e->iteration_s;
+    v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
+    if (x->started) {
+        r->replans++;
+        ah_sim_mark(x, true);
+    }
+    x->started = true;
+    x->run = e;
+    x->phase = AH_PHASE_RECOVER;
+    x->recover_end = x->t + v->seconds;
+    ah_sim_seg_open(x, AH_PHASE_RECOVER, label, arg);
+}

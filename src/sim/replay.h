@@ -1,0 +1,88 @@
+/* The replay's parts, shared by the files of sim/ only (not for other modules): the state of one
+ * policy's replay and the plan of one availability set, and the functions each file gives the others.
+ *
+ * - sim.c: the replay loop (ah_sim_run), its events (removals, additions, checkpoints, a recovery's
+ *   end), the timeline segments and markers, training time and its tokens and egress.
+ * - plans.c: the nodes a policy plans on given what is up, and that set's plan (planned once, cached
+ *   by the set): speed, price, egress, the devices' checkpoint bytes and placement, the memory tier.
+ * - recovery.c: what a (re)start costs, the rules of sim.h: the stop at a notice (the save, the
+ *   handover), the transfer by tier (local, peer, memory, cloud) and the rollback.
+ *
+ * Ownership: the replay owns its cache of plans (ah_sim_entry_free each); a plan points into no
+ * planner result. Errors: out of host memory sets x->oom (the replay then fails, naming the policy).
+ * One thread. */
+#ifndef AH_SIM_REPLAY_H
+#define AH_SIM_REPLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt/placement.h"
+#include "sim/sim.h"
+
+/* One availability set's plan under the policy, as the replay prices it. */
+typedef struct {
+    char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
+    bool ok;
+    char why[384];        /* when !ok: the planner's message */
+    double tokens_per_s, iteration_s, plan_s, usd_per_s, egress_usd_per_s; /* egress: while training */
+    int tp;
+    bool *uses;           /* [n_nodes] nodes the plan uses */
+    int *gpus;            /* [n_types] GPUs of those nodes */
+    ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
+    int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
+    double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
+    int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
+                             checkpoint, -1 none; NULL: no memory tier (memory.c) */
+} ah_sim_entry_t;
+
+/* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
+ * like the runtime's every-K-steps schedule counts steps). */
+typedef struct {
+    double tokens, train_s;
+} ah_sim_progress_t;
+
+/* One policy's replay: its inputs, the plans made so far, and the state at time t. */
+typedef struct {
+    const ah_model_t *model;
+    const ah_cluster_t *c;
+    const ah_sim_opts_t *o;
+    ah_policy_t pol;
+    ah_sim_result_t *r;
+    ah_sim_entry_t **cache;
+    int n_cache, cap_cache;
+    /* replay state */
+    bool *up;             /* [n_nodes] up now */
+    bool *holds;          /* [n_nodes] the node still holds its part of the state plan */
+    double t, recover_end, ckpt_due;
+    ah_sim_progress_t now;
+    ah_sim_progress_t at_ckpt; /* the last periodic checkpoint: on the disks and in the cloud */
+    ah_sim_progress_t at_disk; /* the newest state on the disks: that, or a save at a notice since */
+    ah_sim_progress_t at_mem;  /* the state the memory tier holds: the last periodic checkpoint, or a
+                                  memory-first save at a notice since (memory.c) */
+    ah_sim_phase_t phase;
+    ah_sim_entry_t *run;   /* the plan training, or being recovered to; NULL when stalled */
+    ah_sim_entry_t *state; /* the plan whose devices hold the latest state; NULL when none */
+    bool fresh;           /* nothing trained yet: a start has nothing to transfer */
+    bool started;         /* the first (re)start happened */
+    bool pending_join;
+    int cap_segs, cap_markers, cap_recs;
+    bool oom;
+} ah_sim_replay_t;
+
+/* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
+ * host memory (a set with no plan gives an entry with ok false and the planner's message). */
+ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
+void ah_sim_entry_free(ah_sim_entry_t *e);
+
+/* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
+ * recovering to e. join: every node got the notice (a restart to take in joined nodes). */
+void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg);
+
+/* sim.c: a new timeline segment from x->t (closing the one before); a marker at x->t; dt seconds
+ * of training on the running plan. */
+void ah_sim_seg_open(ah_sim_replay_t *x, ah_sim_phase_t phase, const char *fmt, const char *arg);
+void ah_sim_mark(ah_sim_replay_t *x, bool replan);
+void ah_sim_train(ah_sim_replay_t *x, double dt);
+
+#endif
