@@ -194,11 +194,77 @@ static void tp_follows_kv_heads(void) {
     ah_cluster_free(&c);
 }
 
+/* megatron-best with context parallelism (planner/baseline_cp.c): LLaMA 3.1-8B at 16k tokens on
+ * paper-24. --cp auto: one CP degree for every pipeline, each stage tp x cp devices of a node, the plan
+ * checked and feasible, no slower than megatron-best at any forced degree (1, 2, 4, 8: it is the
+ * best of them) and, here, splitting (CP 2 or more beats CP 1); --cp 1 never splits; the planner
+ * with CP is no slower than it; a degree the sequence cannot balance is refused, named. */
+static void megatron_best_cp(void) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_error_t err;
+    CHECK(ah_model_load("llama3.1-8b", &m, &err) == AH_OK, "%s", err.msg);
+    if (ah_cluster_open(ah_test_src_path("examples/clusters/paper-24.json"), &c, &err) != AH_OK) {
+        CHECK(false, "%s", err.msg);
+        return;
+    }
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = 16;
+    o.train.seq_len = 16384;
+    ah_plan_result_t best, forced;
+    CHECK(ah_baseline_run(&m, &c, &o, AH_BASELINE_MEGATRON_BEST, &best, &err) == AH_OK, "auto: %s", err.msg);
+    const int cp = ah_pipeline_cp(&best.plan.pipelines[0]);
+    for (int i = 0; i < best.plan.n_pipelines; i++) {
+        const ah_pipeline_t *pl = &best.plan.pipelines[i];
+        CHECK(ah_pipeline_cp(pl) == cp, "pipeline %d at CP %d, pipeline 0 at %d", i, ah_pipeline_cp(pl), cp);
+        for (int s = 0; s < pl->n_stages; s++) /* a CP group: tp x cp devices of one node */
+            for (int k = 0; k < ah_stage_devices(pl, best.plan.tp); k++)
+                CHECK(pl->stages[s].devices[k].node == pl->stages[s].devices[0].node &&
+                          pl->stages[s].devices[k].index == pl->stages[s].devices[0].index + k,
+                      "stage %d of pipeline %d: device %d is not its CP group's", s, i, k);
+    }
+    CHECK(cp > 1, "megatron-best splits a 16k sequence on paper-24 (CP %d)", cp);
+    CHECK(best.eval.feasible && ah_plan_check(&best.plan, NULL, &err) == AH_OK, "its plan: %s", err.msg);
+    const double t = ah_planner_time_s(&o, &best.eval);
+    static const int degrees[] = {1, 2, 4, 8};
+    for (int k = 0; k < 4; k++) {
+        o.cp = degrees[k];
+        if (ah_baseline_run(&m, &c, &o, AH_BASELINE_MEGATRON_BEST, &forced, &err) != AH_OK) continue;
+        CHECK(ah_pipeline_cp(&forced.plan.pipelines[0]) == degrees[k], "--cp %d gives CP %d", degrees[k],
+              ah_pipeline_cp(&forced.plan.pipelines[0]));
+        CHECK(t <= ah_planner_time_s(&o, &forced.eval), "auto's CP %d (%.4f s) slower than --cp %d's %.4f s", cp, t,
+              degrees[k], ah_planner_time_s(&o, &forced.eval));
+        if (degrees[k] == 1)
+            CHECK(t < ah_planner_time_s(&o, &forced.eval), "CP %d beats CP 1: %.4f s vs %.4f s", cp, t,
+                  ah_planner_time_s(&o, &forced.eval));
+        ah_plan_result_free(&forced);
+    }
+    o.cp = 0;
+    ah_plan_result_t plan;
+    CHECK(ah_planner_run_cp(&m, &c, &o, false, &plan, &err) == AH_OK, "planner: %s", err.msg);
+    CHECK(plan.baselines && plan.baselines[AH_BASELINE_MEGATRON_BEST].ok &&
+              plan.baselines[AH_BASELINE_MEGATRON_BEST].r.eval.pred.iteration_s == best.eval.pred.iteration_s,
+          "the planner reports megatron-best with CP");
+    CHECK(ah_planner_time_s(&o, &plan.eval) <= t, "planner %.4f s slower than megatron-best with CP %.4f s",
+          ah_planner_time_s(&o, &plan.eval), t);
+    printf("llama3.1-8b at 16384 tokens on paper-24: megatron-best CP %d %.4f s, planner %.4f s\n", cp, t,
+           ah_planner_time_s(&o, &plan.eval));
+    ah_plan_result_free(&plan);
+    ah_plan_result_free(&best);
+    o.cp = 8;
+    o.train.seq_len = 16376;
+    CHECK_ERR(ah_baseline_run(&m, &c, &o, AH_BASELINE_MEGATRON_BEST, &forced, &err), AH_ERR_INVALID, err,
+              "the megatron-best baseline at --cp 8: --seq-len 16376 is not a multiple of 2 x 8");
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     one_case("tiny-gpt2", "examples/clusters/cpu-hetero.json", 8, 64);
     one_case("llama2-7b", "mixed-32", 64, 2048);
     one_case("llama2-13b", "mixed-32", 32, 2048);
     bad_inputs();
     tp_follows_kv_heads();
+    megatron_best_cp();
     return ah_test_finish();
 }

@@ -164,6 +164,14 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
     }
 }
 
+/* ", CP 4" for a baseline whose pipelines split the sequence (megatron-best's one degree), else "",
+ * into buf. */
+static const char *cp_note(const ah_plan_t *p, char *buf, size_t cap) {
+    const int cp = p->n_pipelines ? ah_pipeline_cp(&p->pipelines[0]) : 1;
+    snprintf(buf, cap, cp > 1 ? ", CP %d" : "", cp);
+    return buf;
+}
+
 /* Under the cost objective the plan is compared with each baseline in $ per token (a plan slower
  * than a baseline may be its cheaper one), under the time objective in iteration time. */
 static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen,
@@ -238,6 +246,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);
         const char *what = cost ? "saving over " : "speedup over";
+        char note[32];
         if (bl[k].ok && cost && r->usd_per_mtoken > 0)
             printf("saving over  %-15s %.2fx ($%.4f per million tokens, %.4f s per iteration)\n", name,
                    bl[k].r.usd_per_mtoken / r->usd_per_mtoken, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
@@ -245,9 +254,10 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
             printf("saving over  %-15s n/a: the plan costs $0 ($%.4f per million tokens, %.4f s per iteration)\n",
                    name, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
         else if (bl[k].ok)
-            printf("speedup over %-15s %.2fx (%.4f s per iteration%s)\n", name,
+            printf("speedup over %-15s %.2fx (%.4f s per iteration%s%s)\n", name,
                    ah_planner_time_s(o, &bl[k].r.eval) / ah_planner_time_s(o, e), ah_planner_time_s(o, &bl[k].r.eval),
-                   o->no_overlap_grad_sync ? "" : ", both with the DP sync overlapped");
+                   o->no_overlap_grad_sync ? "" : ", both with the DP sync overlapped",
+                   cp_note(&bl[k].r.plan, note, sizeof note));
         else
             printf("%s %-15s n/a: %s\n", what, name, bl[k].err.msg);
     }
@@ -263,7 +273,9 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                                          "iteration_overlap_s", b->eval.iteration_overlap_s, "speedup",
                                          ah_planner_time_s(po, &b->eval) / ah_planner_time_s(po, &r->eval))
                              : json_pack("{s:n, s:s}", "iteration_s", "error", bl[k].err.msg);
-        if (bl[k].ok) { /* $ figures: null where unpriced, saving null where the plan costs $0 */
+        if (bl[k].ok) { /* its CP degree (megatron-best's, one for all pipelines); $ figures: null where
+                         * unpriced, saving null where the plan costs $0 */
+            json_object_set_new(o, "cp", json_integer(ah_pipeline_cp(&b->plan.pipelines[0])));
             const ah_plan_price_t bp = ah_plan_price(&b->plan, b->eval.pred.tokens_per_s);
             json_object_set_new(o, "usd_per_mtoken", bp.priced ? json_real(bp.usd_per_mtoken) : json_null());
             json_object_set_new(o, "saving", bp.priced && pr.priced && pr.usd_per_mtoken > 0

@@ -15,7 +15,8 @@
  *    interleaved 1F1B with the best virtual-stage count each (interleave_finalists; when
  *    --schedule allows interleaved, and for a plan to train when the runtime runs it), and it is compared as
  *    Megatron-Core runs with --overlap-grad-reduce: by ah_planner_time_s, the DP sync overlapped
- *    with the backward.
+ *    with the backward. Unless --cp is 1 it also weighs context parallelism as Megatron-Core sets
+ *    it, one degree for every pipeline (baseline_cp.c).
  *
  * Each tries every TP degree, micro-batch size (as the planner), stage count S, pipeline count
  * (uniform: the largest that divides the micro-batch count; batch-balanced: all groups used;
@@ -374,6 +375,7 @@ static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t
 ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster,
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err) {
+    if (kind == AH_BASELINE_MEGATRON_BEST && opts->cp != 1) return ah_megatron_best_cp(model, cluster, opts, out, err);
     memset(out, 0, sizeof *out);
     out->from_baseline = -1;
     const ah_status_t checked = opts->profile ? ah_profile_check(opts->profile, model, cluster, err) : AH_OK;

@@ -49,8 +49,7 @@ bool ah_cp_mode_parse(const char *s, int *out) {
     return false;
 }
 
-/* Why degree c cannot be planned at all ("" when it can), into why. */
-static void cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char *why, size_t cap) {
+void ah_cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char *why, size_t cap) {
     int devices = 0;
     for (int i = 0; i < c->n_nodes; i++) devices += c->nodes[i].count / cp;
     why[0] = '\0';
@@ -64,10 +63,8 @@ static void cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, 
                  ah_precision_name(o->train.precision));
 }
 
-/* The plan of the view (r, on the cluster of count / cp devices a node, T / cp tokens) on the
- * real cluster at T tokens: each stage's TP group g becomes g's CP group of tp x cp devices. */
-static ah_status_t expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
-                          bool recompute_all, ah_plan_t *out, ah_error_t *err) {
+ah_status_t ah_cp_expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
+                         bool recompute_all, ah_plan_t *out, ah_error_t *err) {
     ah_train_t tr = v->train;
     tr.seq_len = train->seq_len;
     ah_status_t st = ah_plan_init(out, &v->model, &tr, v->tp, cluster, v->n_pipelines, err);
@@ -93,35 +90,51 @@ static ah_status_t expand(const ah_plan_t *v, const ah_cluster_t *cluster, const
     return st;
 }
 
+ah_status_t ah_cp_expand_fit(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp,
+                             ah_plan_t *plan, ah_eval_t *eval, bool *fits, ah_error_t *err) {
+    ah_status_t st = AH_OK;
+    *fits = false;
+    for (int rc = 0; rc < 2 && st == AH_OK && !*fits; rc++) {
+        ah_plan_free(plan);
+        ah_eval_free(eval);
+        st = ah_cp_expand(v, cluster, &o->train, cp, rc == 1, plan, err);
+        if (st == AH_OK) st = ah_plan_validate(plan, err);
+        if (st == AH_OK) st = ah_evaluate(plan, o->profile, eval, err);
+        *fits = st == AH_OK && eval->feasible;
+    }
+    return st;
+}
+
+ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp, ah_cluster_t *view,
+                       ah_planner_opts_t *vo, ah_error_t *err) {
+    *view = *cluster;
+    view->nodes = malloc(sizeof *view->nodes * (size_t)cluster->n_nodes);
+    if (!view->nodes) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the CP view");
+    for (int i = 0; i < cluster->n_nodes; i++) {
+        view->nodes[i] = cluster->nodes[i];
+        view->nodes[i].count = cluster->nodes[i].count / cp;
+    }
+    *vo = *o; /* the view holds 1 / cp of the GPUs and of the tokens per iteration */
+    vo->train.seq_len = o->train.seq_len / cp;
+    vo->budget_usd_per_hour = o->budget_usd_per_hour / cp;
+    vo->min_tokens_per_s = o->min_tokens_per_s / cp;
+    vo->cp = 1; /* a CP rank's view is planned whole (its baselines too) */
+    return AH_OK;
+}
+
 /* The plan of CP degree cp into *out (fits, evaluated), or false with why. */
 static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool auto_half,
                     int cp, ah_plan_result_t *out, ah_error_t *why) {
-    ah_cluster_t view = *cluster;
-    view.nodes = malloc(sizeof *view.nodes * (size_t)cluster->n_nodes);
-    if (!view.nodes) return ah_error_set(why, AH_ERR_OOM, "out of host memory for the CP view"), false;
-    for (int i = 0; i < cluster->n_nodes; i++) {
-        view.nodes[i] = cluster->nodes[i];
-        view.nodes[i].count = cluster->nodes[i].count / cp;
-    }
-    ah_planner_opts_t vo = *o; /* the view holds 1 / cp of the GPUs and of the tokens per iteration */
-    vo.train.seq_len = o->train.seq_len / cp;
-    vo.budget_usd_per_hour = o->budget_usd_per_hour / cp;
-    vo.min_tokens_per_s = o->min_tokens_per_s / cp;
+    ah_cluster_t view;
+    ah_planner_opts_t vo;
+    if (ah_cp_view(cluster, o, cp, &view, &vo, why) != AH_OK) return false;
     ah_plan_result_t r;
     bool ok = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) == AH_OK;
     free(view.nodes);
     if (!ok) return false;
     memset(out, 0, sizeof *out);
-    ah_status_t st = AH_OK;
     bool fits = false;
-    for (int rc = 0; rc < 2 && st == AH_OK && !fits; rc++) {
-        ah_plan_free(&out->plan);
-        ah_eval_free(&out->eval);
-        st = expand(&r.plan, cluster, &o->train, cp, rc == 1, &out->plan, why);
-        if (st == AH_OK) st = ah_plan_validate(&out->plan, why);
-        if (st == AH_OK) st = ah_evaluate(&out->plan, o->profile, &out->eval, why);
-        fits = st == AH_OK && out->eval.feasible;
-    }
+    ah_status_t st = ah_cp_expand_fit(&r.plan, cluster, o, cp, &out->plan, &out->eval, &fits, why);
     if (st == AH_OK && !fits)
         ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan of the search's view does not fit, recomputing or not", cp);
     else if (fits && !isfinite(ah_planner_key(o, &out->plan, &out->eval))) {
@@ -261,7 +274,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
                               bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
     char unfit[160];
     if (o->cp > 1) { /* --cp N */
-        cp_unfit(cluster, o, o->cp, unfit, sizeof unfit);
+        ah_cp_unfit(cluster, o, o->cp, unfit, sizeof unfit);
         if (unfit[0]) return ah_error_set(err, AH_ERR_INVALID, "--cp %d: %s; use --cp 1 or auto", o->cp, unfit);
         if (!plan_cp(model, cluster, o, auto_half, o->cp, out, err)) {
             ah_error_prefix(err, "--cp %d", o->cp);
@@ -281,7 +294,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0]; i++) {
         ah_planner_opts_t oc = *o;
         if (have) oc.train.precision = out->plan.train.precision;
-        cp_unfit(cluster, &oc, DEGREES[i], unfit, sizeof unfit);
+        ah_cp_unfit(cluster, &oc, DEGREES[i], unfit, sizeof unfit);
         ah_plan_result_t r;
         ah_error_t why = {0};
         if (unfit[0] || !plan_cp(model, cluster, &oc, auto_half && !have, DEGREES[i], &r, &why)) {

@@ -261,9 +261,13 @@ void ah_plan_result_free(ah_plan_result_t *r) {
 
 /* Whether a baseline's plan may be a candidate: with a profile that restricts the search to the
  * settings it measured (profiled_only), only a baseline at such a setting (a setting timed by the
- * roofline is not comparable with a measured one); it is still reported as a baseline. */
+ * roofline is not comparable with a measured one); and not megatron-best's plan with context
+ * parallelism (baseline_cp.c): this search plans whole sequences, the CP searches weigh CP
+ * (cp_choice.c). Either is still reported as a baseline. */
 static bool baseline_comparable(const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool profiled_only,
                                 const ah_plan_t *bp) {
+    for (int i = 0; i < bp->n_pipelines; i++)
+        if (ah_pipeline_cp(&bp->pipelines[i]) > 1) return false;
     return !profiled_only || profile_covers(o->profile, cluster, &bp->train, bp->tp);
 }
 
