@@ -116,10 +116,13 @@ static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah
 }
 
 static void print_results(const ah_sim_result_t *r, int n) {
-    printf("\n%-13s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", "policy", "tokens (B)", "wall h", "GPU-h", "$",
+    int w = 13; /* the names' column */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(ah_policy_name(r[i].policy)) > w) w = (int)strlen(ah_policy_name(r[i].policy));
+    printf("\n%-*s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", w, "policy", "tokens (B)", "wall h", "GPU-h", "$",
            "$/Mtok", "recov h", "replans", "preempt", "sets", "planner s", "sim s");
     for (int i = 0; i < n; i++)
-        printf("%-13s %12.3f %7.2f %9.1f %10.*f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", ah_policy_name(r[i].policy),
+        printf("%-*s %12.3f %7.2f %9.1f %10.*f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", w, ah_policy_name(r[i].policy),
                r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd < 100 ? 2 : 0, r[i].usd, /* cents when small */
                r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
                r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
@@ -128,6 +131,11 @@ static void print_results(const ah_sim_result_t *r, int n) {
                "cloud %.1f GB; first plan %.3f s; egress $%.2f of the $\n",
                ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_memory / 1e9,
                r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s, r[i].egress_usd);
+        if (r[i].ckpt_egress_usd > 0 || r[i].ckpt_bytes_across_regions > 0)
+            printf("  egress: $%.2f of it the memory tier's replication of checkpoints (%.1f GB across regions)\n",
+                   r[i].ckpt_egress_usd, r[i].ckpt_bytes_across_regions / 1e9);
+        if (r[i].region[0]) printf("  plans in region %s alone (--region; default the least mean $ per GPU-hour)\n",
+                                   r[i].region);
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
         for (int k = 0; k < r[i].n_recs && k < RECOVERY_LINES; k++) {
             const ah_sim_recovery_t *v = &r[i].recs[k];
@@ -174,13 +182,14 @@ static ah_status_t parse_policies(const char *list, bool want[AH_POLICY_COUNT], 
         ah_policy_t p;
         if (!ah_policy_parse(tok, &p))
             return ah_error_set(err, AH_ERR_USAGE,
-                                "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand, megatron-best",
+                                "--policy: \"%s\" is not one of autohet, uniform, varuna, on-demand, megatron-best, "
+                                "autohet-region",
                                 tok);
         want[p] = any = true;
     }
     if (!any)
         return ah_error_set(err, AH_ERR_USAGE, "--policy \"%s\": name at least one of autohet, uniform, varuna, "
-                            "on-demand, megatron-best", list);
+                            "on-demand, megatron-best, autohet-region", list);
     return AH_OK;
 }
 
@@ -368,15 +377,18 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     ah_sim_opts_t *o = &a->o;
     ah_sim_opts_default(o);
     int64_t gb = o->train.global_batch, sl = o->train.seq_len;
-    const char *trace_help = NULL;
+    const char *trace_help = NULL, *region = NULL;
     bool no_handover = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &a->model_s, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &a->cluster_s, "C", "cluster JSON or built-in name (required)", false},
         {"--trace", AH_FLAG_STR, &trace_help, "POOL=FILE[,unit=s|h|ms]",
-         "a trace for the spot nodes of POOL (TYPE or TYPE@ZONE); repeat per pool", false},
-        {"--policy", AH_FLAG_STR, &a->policies_s, "LIST", "comma list of autohet,uniform,varuna,on-demand,megatron-best (default all)",
+         "a trace for the spot nodes of POOL (TYPE, TYPE@ZONE or TYPE@REGION); repeat per pool", false},
+        {"--policy", AH_FLAG_STR, &a->policies_s, "LIST",
+         "comma list of autohet,uniform,varuna,on-demand,megatron-best,autohet-region (default all but autohet-region)",
          false},
+        {"--region", AH_FLAG_STR, &region, "R",
+         "autohet-region plans in region R's nodes alone (default: the region of the least mean $ per GPU-hour)", false},
         {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
          &o->hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM_ABOVE(0), &o->ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
@@ -428,6 +440,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     if (!go) return rc;
     a->seq_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
     o->handover = !no_handover;
+    if (region) snprintf(o->region, sizeof o->region, "%s", region);
     ah_planner_opts_default(&a->po);
     if (!ah_cli_plan_flags("simulate", &pf, &a->po, &a->auto_precision)) return 2;
     ah_error_t err = {0};

@@ -23,14 +23,26 @@ void ah_sim_avail_free(ah_sim_avail_t *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* The spot nodes of pool->type in scope ("": every zone; a zone; else a region) into pool->nodes. */
+static void pool_take(const ah_cluster_t *c, const char *scope, ah_sim_pool_t *pool) {
+    bool is_zone = false;
+    for (int i = 0; *scope && i < c->n_nodes && !is_zone; i++) is_zone = strcmp(c->nodes[i].zone, scope) == 0;
+    pool->n_nodes = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const ah_node_t *n = &c->nodes[i];
+        const bool in = !*scope || strcmp(is_zone ? n->zone : n->region, scope) == 0;
+        if (n->spot && n->type == pool->type && in) pool->nodes[pool->n_nodes++] = i;
+    }
+}
+
 ah_status_t ah_sim_pool_resolve(const ah_cluster_t *c, const char *name, ah_sim_pool_t *pool,
                                 ah_error_t *err) {
     char type[AH_NAME_MAX] = "", zone[AH_NAME_MAX] = "";
     const char *at = strchr(name, '@');
     size_t tl = at ? (size_t)(at - name) : strlen(name);
     if (tl == 0 || tl >= sizeof type || (at && (strlen(at + 1) == 0 || strlen(at + 1) >= sizeof zone)))
-        return ah_error_set(err, AH_ERR_USAGE, "--trace: pool \"%s\" should be TYPE or TYPE@ZONE, e.g. H800 or H800@b",
-                            name);
+        return ah_error_set(err, AH_ERR_USAGE, "--trace: pool \"%s\" should be TYPE, TYPE@ZONE or TYPE@REGION, e.g. "
+                            "H800 or H800@b", name);
     memcpy(type, name, tl);
     if (at) snprintf(zone, sizeof zone, "%s", at + 1);
     pool->type = ah_cluster_find_type(c, type);
@@ -39,18 +51,20 @@ ah_status_t ah_sim_pool_resolve(const ah_cluster_t *c, const char *name, ah_sim_
     pool->nodes = malloc(sizeof(int) * (size_t)(c->n_nodes > 0 ? c->n_nodes : 1));
     pool->n_nodes = 0;
     if (!pool->nodes) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
-    for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].spot && c->nodes[i].type == pool->type && (!*zone || strcmp(c->nodes[i].zone, zone) == 0))
-            pool->nodes[pool->n_nodes++] = i;
+    pool_take(c, zone, pool);
     if (pool->n_nodes > 0) return AH_OK;
-    /* Say which pools there are. */
+    /* Say which pools there are: by zone, and by region where the cluster has several. */
     char have[1024];
     ah_str_t s = ah_str_fixed(have, sizeof have);
+    const bool regions = ah_cluster_region_count(c) > 1;
     for (int i = 0; i < c->n_nodes; i++) {
         if (!c->nodes[i].spot) continue;
-        char item[2 * AH_NAME_MAX + 4];
-        snprintf(item, sizeof item, "%s@%s", c->types[c->nodes[i].type].name, c->nodes[i].zone);
-        if (!strstr(have, item)) ah_str_appendf(&s, "%s%s", s.len ? ", " : "", item);
+        for (int by_region = 0; by_region <= (regions ? 1 : 0); by_region++) {
+            char item[2 * AH_NAME_MAX + 4];
+            snprintf(item, sizeof item, "%s@%s", c->types[c->nodes[i].type].name,
+                     by_region ? c->nodes[i].region : c->nodes[i].zone);
+            if (!strstr(have, item)) ah_str_appendf(&s, "%s%s", s.len ? ", " : "", item);
+        }
     }
     free(pool->nodes);
     pool->nodes = NULL;

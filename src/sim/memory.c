@@ -19,11 +19,16 @@
  * hold (at inter_node_gb_s per device); committed in memory, no disk before the relaunch, which then
  * reads every byte on its own host (transfer 0) and rolls nothing back.
  *
+ * Egress: every replication sends each node's checkpoint to its holder; where the two are in two
+ * zones or regions, the bytes cross that link and are billed at its $/GB (cost/cost.h ah_link_of),
+ * the partner rule's "another zone first" sending them across a region when the plan spans two.
+ *
  * Pure: no I/O. Ownership: out-arrays are the caller's.
  */
 #include <stdlib.h>
 
 #include "ckpt/replica.h"
+#include "cost/cost.h"
 #include "sim/sim.h"
 
 bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
@@ -90,4 +95,21 @@ void ah_sim_handed_over(ah_sim_recovery_t *v) {
     v->bytes[AH_TIER_PEER] = v->bytes[AH_TIER_CLOUD] = 0;
     for (int t = 0; t < AH_TIER_COUNT; t++) v->tier_s[t] = 0;
     v->transfer_s = 0;
+}
+
+double ah_sim_memory_replication_egress(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                                        const int *holder, double *bytes_across_regions) {
+    double usd = 0;
+    *bytes_across_regions = 0;
+    for (int y = 0; y < pl->n_nodes; y++) {
+        if (holder[y] < 0) continue;
+        double bytes = 0;
+        for (int r = 0; r < pl->n_ranks; r++)
+            if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
+        const int h = holder[y];
+        const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
+        usd += bytes / 1e9 * l.usd_per_gb;
+        if (l.cls == AH_LINK_INTER_REGION) *bytes_across_regions += bytes;
+    }
+    return usd;
 }

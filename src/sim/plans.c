@@ -26,7 +26,7 @@ void ah_sim_entry_free(ah_sim_entry_t *e) {
 }
 
 /* The nodes a policy plans on, given what is up: varuna keeps the type with the most GPUs up
- * among the types that run the precision. */
+ * among the types that run the precision; autohet-region, its region's. */
 static void policy_mask(const ah_sim_replay_t *x, char *key) {
     const ah_cluster_t *c = x->c;
     int keep_type = -1;
@@ -46,6 +46,7 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
     for (int i = 0; i < c->n_nodes; i++) {
         bool in = x->pol == AH_POLICY_ON_DEMAND || x->up[i];
         if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
+        if (x->region) in = in && strcmp(c->nodes[i].region, x->region) == 0;
         key[i] = in ? '1' : '0';
     }
     key[c->n_nodes] = 0;
@@ -99,9 +100,12 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
             }
         }
     }
-    if (x->pol != AH_POLICY_AUTOHET || x->o->replica_memory_gb <= 0) return true;
+    if (!ah_sim_agent_policy(x->pol) || x->o->replica_memory_gb <= 0) return true;
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
-    return e->holder && ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder);
+    if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))
+        return false;
+    e->replicate_usd = ah_sim_memory_replication_egress(c, &e->place, e->ckpt_bytes, e->holder, &e->replicate_wan_bytes);
+    return true;
 }
 
 /* Plans the set in key (cached). NULL only when out of host memory. */
@@ -151,7 +155,7 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
         ah_status_t st;
         const double t0 = ah_now_s();
         if (n == 0) st = ah_error_set(&err, AH_ERR_INFEASIBLE, "no nodes are up");
-        else if (x->pol == AH_POLICY_AUTOHET || x->pol == AH_POLICY_ON_DEMAND) {
+        else if (ah_sim_agent_policy(x->pol) || x->pol == AH_POLICY_ON_DEMAND) {
             st = ah_planner_run_sharded(x->model, &sub, &po, false, &res, &err);
         } else
             st = ah_baseline_run(x->model, &sub, &po,

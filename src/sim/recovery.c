@@ -58,7 +58,7 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     if (x->fresh) return 0;
     const ah_cluster_t *c = x->c;
     const int L = (int)x->model->n_layer;
-    const bool local_first = x->pol == AH_POLICY_AUTOHET && x->state;
+    const bool local_first = ah_sim_agent_policy(x->pol) && x->state;
     double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
     if (!cloud) {
         x->oom = true;
@@ -156,7 +156,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
     bool unsaved = false, handover = false;
-    if (x->phase == AH_PHASE_TRAIN && x->pol == AH_POLICY_AUTOHET) {
+    if (x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol)) {
         /* autohet reacts to the notice like the runtime: the step in progress finishes, then
          * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
          * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
@@ -194,6 +194,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
             v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
             x->at_mem = x->now;
+            ah_sim_replicated(x); /* to the holders, as a periodic checkpoint is */
         }
         if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
         unsaved = !v->saved;

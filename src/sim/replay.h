@@ -34,6 +34,8 @@ typedef struct {
     double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
     int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
+    double replicate_usd, replicate_wan_bytes; /* one replication to the holders: its egress $ and
+                             the bytes it sends across a region (memory.c) */
 } ah_sim_entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -48,6 +50,7 @@ typedef struct {
     const ah_cluster_t *c;
     const ah_sim_opts_t *o;
     ah_policy_t pol;
+    const char *region;   /* autohet-region: the region it plans in (ah_sim_confined_region); else NULL */
     ah_sim_result_t *r;
     ah_sim_entry_t **cache;
     int n_cache, cap_cache;
@@ -70,6 +73,12 @@ typedef struct {
     bool oom;
 } ah_sim_replay_t;
 
+/* autohet and autohet-region: the agent's rules (local-first recovery, the save at a notice, the
+ * memory tier, the planner's search), the latter on one region's nodes. */
+static inline bool ah_sim_agent_policy(ah_policy_t p) {
+    return p == AH_POLICY_AUTOHET || p == AH_POLICY_AUTOHET_REGION;
+}
+
 /* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
@@ -84,5 +93,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
 void ah_sim_seg_open(ah_sim_replay_t *x, ah_sim_phase_t phase, const char *fmt, const char *arg);
 void ah_sim_mark(ah_sim_replay_t *x, bool replan);
 void ah_sim_train(ah_sim_replay_t *x, double dt);
+/* The memory tier replicates the running plan's checkpoint to its holders (a commit): its egress paid. */
+void ah_sim_replicated(ah_sim_replay_t *x);
 
 #endif

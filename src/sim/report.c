@@ -11,7 +11,7 @@
 #include "sim/sim.h"
 
 static const char *const POLICY_NAMES[AH_POLICY_COUNT] = {"autohet", "uniform", "varuna", "on-demand",
-                                                               "megatron-best"};
+                                                               "megatron-best", "autohet-region"};
 
 const char *ah_policy_name(ah_policy_t p) { return p >= 0 && p < AH_POLICY_COUNT ? POLICY_NAMES[p] : "?"; }
 
@@ -175,8 +175,11 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
             "timeline", tl, "markers", mk);
         json_object_set_new(json_object_get(e, "bytes"), "memory", json_integer((json_int_t)r->bytes_memory));
         json_object_set_new(e, "egress_usd", json_real(r->egress_usd));
+        json_object_set_new(e, "ckpt_egress_usd", json_real(r->ckpt_egress_usd));
+        json_object_set_new(e, "ckpt_bytes_across_regions", json_real(r->ckpt_bytes_across_regions));
         json_object_set_new(e, "recoveries", rc);
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
+        if (r->region[0]) json_object_set_new(e, "region", json_string(r->region));
         json_array_append_new(jr, e);
     }
     json_object_set_new(doc, "policies", jr);
@@ -186,7 +189,8 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
 /* ---- SVG ---- */
 
 static const char *const TYPE_COLORS[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
-static const char *const POLICY_COLORS[] = {"#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e"};
+static const char *const POLICY_COLORS[AH_POLICY_COUNT] = {"#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e",
+                                                            "#8c564b"};
 
 #define W 1100
 #define ML 80   /* left margin */
@@ -260,7 +264,7 @@ static int draw_availability(FILE *f, const ah_cluster_t *c, const steps_t *s, d
 /* One policy's panel at y0: its totals, recovery and stalled spans, throughput on a scale up to
  * rtop tokens/s, preemption and re-plan markers. */
 static void draw_policy(FILE *f, const ah_sim_result_t *r, double horizon, double y0, double rtop) {
-    const char *col = POLICY_COLORS[r->policy % 5];
+    const char *col = POLICY_COLORS[r->policy % AH_POLICY_COUNT];
     fprintf(f, "<text x='%d' y='%.1f' font-size='12' font-weight='bold' fill='%s'>%s</text>"
                "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, $%.2f per M tokens, %.2f h in "
                "recovery, %d re-plans</text>\n",

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
 #include "sim/replay.h"
@@ -28,9 +29,46 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
     const ah_node_t *n = &c->nodes[node];
     if (!n->spot) return n->usd_per_gpu_hour;
-    for (int i = 0; i < c->n_nodes; i++)
-        if (!c->nodes[i].spot && c->nodes[i].type == n->type) return c->nodes[i].usd_per_gpu_hour;
+    for (int any_region = 0; any_region < 2; any_region++) /* prices differ by region: its own first */
+        for (int i = 0; i < c->n_nodes; i++) {
+            const ah_node_t *d = &c->nodes[i];
+            if (!d->spot && d->type == n->type && (any_region || strcmp(d->region, n->region) == 0))
+                return d->usd_per_gpu_hour;
+        }
     return n->usd_per_gpu_hour * o->on_demand_factor;
+}
+
+ah_status_t ah_sim_confined_region(const ah_cluster_t *c, const ah_sim_opts_t *o, char *region, ah_error_t *err) {
+    double best = INFINITY;
+    char have[512];
+    ah_str_t s = ah_str_fixed(have, sizeof have);
+    for (int i = 0; i < c->n_nodes; i++) {
+        const char *r = c->nodes[i].region;
+        bool first = true;
+        for (int j = 0; j < i && first; j++) first = strcmp(c->nodes[j].region, r) != 0;
+        if (!first) continue;
+        ah_str_appendf(&s, "%s%s", s.len ? ", " : "", r);
+        if (o->region[0]) {
+            if (strcmp(r, o->region) == 0) {
+                snprintf(region, AH_NAME_MAX, "%s", r);
+                return AH_OK;
+            }
+            continue;
+        }
+        double usd = 0, gpus = 0;
+        for (int j = i; j < c->n_nodes; j++)
+            if (strcmp(c->nodes[j].region, r) == 0) {
+                usd += c->nodes[j].usd_per_gpu_hour * c->nodes[j].count;
+                gpus += c->nodes[j].count;
+            }
+        if (gpus > 0 && usd / gpus < best) {
+            best = usd / gpus;
+            snprintf(region, AH_NAME_MAX, "%s", r);
+        }
+    }
+    if (!o->region[0] && best < INFINITY) return AH_OK;
+    return ah_error_set(err, AH_ERR_USAGE, "--region \"%s\": no node of the cluster is in it; its regions are %s",
+                        o->region, s.len ? have : "none");
 }
 
 double ah_sim_horizon_s(const ah_sim_avail_t *a, const ah_sim_opts_t *o) {
@@ -103,6 +141,14 @@ void ah_sim_train(ah_sim_replay_t *x, double dt) {
     x->r->usd += x->run->egress_usd_per_s * dt;
 }
 
+void ah_sim_replicated(ah_sim_replay_t *x) {
+    if (!x->run || !x->run->holder) return;
+    x->r->ckpt_egress_usd += x->run->replicate_usd;
+    x->r->egress_usd += x->run->replicate_usd; /* also in usd */
+    x->r->usd += x->run->replicate_usd;
+    x->r->ckpt_bytes_across_regions += x->run->replicate_wan_bytes;
+}
+
 /* (Re)starts on what is up now; stalls when no plan fits. */
 static void try_start(ah_sim_replay_t *x, const char *label, const char *arg) {
     ah_sim_entry_t *e = ah_sim_plan_for(x);
@@ -147,6 +193,7 @@ static void on_internal(ah_sim_replay_t *x) {
     }
     /* a checkpoint */
     x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
+    ah_sim_replicated(x);
     x->ckpt_due = x->t + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;
@@ -207,6 +254,10 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     const ah_cluster_t *c = a->cluster;
     ah_sim_replay_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};
     out->policy = policy;
+    if (policy == AH_POLICY_AUTOHET_REGION) {
+        if ((hs = ah_sim_confined_region(c, o, out->region, err)) != AH_OK) return hs;
+        x.region = out->region;
+    }
     x.up = malloc(sizeof(bool) * (size_t)(c->n_nodes + 1));
     x.holds = calloc((size_t)c->n_nodes + 1, sizeof(bool));
     if (!x.up || !x.holds) x.oom = true;

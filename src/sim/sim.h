@@ -1,7 +1,8 @@
 /* The spot simulator: replays availability traces on a cluster file and compares policies.
  *
  * 1. Availability (avail.c). One trace per pool; a pool is the spot nodes of one GPU type, or of
- *    one type in one zone ("H800" or "H800@b"), in cluster-file order. Mapping of a trace onto
+ *    one type in one zone or one region ("H800", "H800@b", "H800@eu-west-1": a zone's name first,
+ *    else a region's), in cluster-file order. Mapping of a trace onto
  *    the pool's nodes:
  *     - event traces: at "add nodeN" the id takes the first free node of the pool (cluster order)
  *       and keeps it until "remove nodeN"; an add when every node is taken is ignored (counted as
@@ -22,12 +23,19 @@
  *    --objective and --budget); the baselines' plans are theirs whatever the objective, as in plan.
  *     - megatron-best: the megatron-best baseline (the best symmetric plan on one GPU type or on
  *       all of them) on the nodes up; restarts from the last cloud checkpoint, like uniform.
+ *     - autohet-region: autohet confined to the nodes of one region (opts.region, or the region
+ *       whose nodes cost the least per GPU-hour on average: ah_sim_confined_region), every rule of
+ *       autohet's its own; on a cluster of one region it is autohet.
  *    The rules (docs/simulator.md says the same, keep them in step):
  *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
  *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
  *       While it trains it pays its plan's egress too (the bytes the plan sends across zones and
  *       regions per iteration at the cluster's $/GB, at its rate: plan/price.c), counted in usd
- *       and shown apart as egress_usd.
+ *       and shown apart as egress_usd; and with the memory tier, each replication of the
+ *       checkpoints to their holders (a periodic checkpoint, a memory-first save at a notice) pays
+ *       the bytes that cross a zone or region at that link's $/GB (ckpt_egress_usd, part of it).
+ *       The plans are the planner's on the nodes up in every region at once (autohet-region: in
+ *       its one region), so a re-plan may move pipelines between regions, priced on the WAN.
  *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
  *       every K steps: a restart without rollback keeps the schedule, a rollback goes back to a
  *       point of it) and cost no time (asynchronous, to the disks and the cloud); a rollback
@@ -105,7 +113,7 @@
 typedef struct ah_sim_pool {
     char name[2 * AH_NAME_MAX + 2]; /* as given: "H800" or "H800@b" */
     int type;                       /* cluster type index */
-    char zone[AH_NAME_MAX];         /* "" = any zone */
+    char zone[AH_NAME_MAX];         /* the zone or region after '@'; "" = any */
     int *nodes;                     /* cluster node indices, cluster order */
     int n_nodes;
     ah_trace_t trace;
@@ -133,8 +141,8 @@ typedef struct ah_sim_avail {
     uint64_t seed;           /* count traces: 0 newest-first, else random picks with it */
 } ah_sim_avail_t;
 
-/* Resolves "TYPE" or "TYPE@ZONE" to the pool's spot nodes. The message lists the spot types
- * and zones there are when nothing matches. */
+/* Resolves "TYPE", "TYPE@ZONE" or "TYPE@REGION" to the pool's spot nodes. The message lists the
+ * spot types and zones (and regions, where there are several) there are when nothing matches. */
 ah_status_t ah_sim_pool_resolve(const ah_cluster_t *c, const char *name, ah_sim_pool_t *pool,
                                 ah_error_t *err);
 /* seed 0: newest-first for count traces; else random picks with that seed. Pools must not
@@ -152,6 +160,7 @@ typedef enum {
     AH_POLICY_VARUNA = 2,
     AH_POLICY_ON_DEMAND = 3,
     AH_POLICY_MEGATRON_BEST = 4,
+    AH_POLICY_AUTOHET_REGION = 5,
     AH_POLICY_COUNT
 } ah_policy_t;
 
@@ -166,7 +175,8 @@ typedef struct ah_sim_opts {
     double restart_s;          /* relaunch overhead per (re)start */
     double replan_s;           /* < 0: charge the measured planner time */
     double on_demand_factor;   /* on-demand price = spot price x this, unless the cluster has an
-                                  on-demand node of the same type (then its price) */
+                                  on-demand node of the same type (then its price: one in the
+                                  node's region first) */
     double disk_gb_s;          /* local disk write bandwidth per node (the save at the notice) */
     double grace_s;            /* notice to removal: autohet saves at the notice only if it fits */
     ah_shard_mode_t shard;     /* the sharded optimizer of autohet's plans (planner.h); a save then
@@ -183,6 +193,7 @@ typedef struct ah_sim_opts {
                                   device (AH_SIM_SNAPSHOT_GB_S) */
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
+    char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
 } ah_sim_opts_t;
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
@@ -241,7 +252,10 @@ typedef struct ah_sim_result {
     double gpu_hours;
     double usd;                /* GPUs and egress */
     double egress_usd;         /* the part of usd that is egress (the plans' bytes across zones and
-                                * regions while they train, plan/price.c) */
+                                * regions while they train, plan/price.c; and ckpt_egress_usd) */
+    double ckpt_egress_usd;    /* the part of egress_usd that is the checkpoints' (the memory tier's
+                                  replication to a holder in another zone or region, memory.c) */
+    double ckpt_bytes_across_regions; /* the checkpoint bytes those replications sent across a region */
     double recovery_s;         /* time in (re)starts (notice to first finished step), the first
                                   start included */
     int replans;               /* (re)starts after the first */
@@ -252,6 +266,7 @@ typedef struct ah_sim_result {
     double first_plan_s;       /* measured time of the first plan (set seen first) */
     double sim_wall_s;         /* wall time of this policy's replay */
     char note[256];            /* e.g. why nothing ran ("no plan fits on ...") */
+    char region[AH_NAME_MAX];  /* autohet-region: the region it is confined to; "" for the others */
     ah_sim_segment_t *segs;
     int n_segs;
     ah_sim_marker_t *markers;
@@ -263,6 +278,12 @@ typedef struct ah_sim_result {
 ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *avail, const ah_sim_opts_t *opts,
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err);
 void ah_sim_result_free(ah_sim_result_t *r);
+
+/* The region autohet-region is confined to: opts->region (refused, naming the regions there are,
+ * when no node is in it), else the region whose nodes' mean $ per GPU-hour is the least (ties: the
+ * first in cluster order). */
+ah_status_t ah_sim_confined_region(const ah_cluster_t *c, const ah_sim_opts_t *opts, char *region,
+                                   ah_error_t *err);
 
 /* On-demand $/GPU-hour of a node under opts (see ah_sim_opts_t.on_demand_factor). */
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *opts);
@@ -278,6 +299,11 @@ bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, cons
 void ah_sim_handed_over(ah_sim_recovery_t *v);
 /* The snapshot alone: max over devices of bytes / o->snapshot_gb_s. */
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
+/* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): the
+ * egress $ of the bytes that cross a zone or region (at the link's $/GB), and in *bytes_across_regions
+ * the bytes that cross a region. */
+double ah_sim_memory_replication_egress(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                                        const int *holder, double *bytes_across_regions);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
  * max over nodes of bytes / (inter_node_gb_s x the node's GPUs). -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,

@@ -1,0 +1,55 @@
+#!/bin/bash
+# simulate over two regions (issue 39): a pool named by region (TYPE@REGION), the autohet-region
+# policy (autohet confined to one region: the cheapest by mean $ per GPU-hour, or --region), and
+# the egress the replay pays: the plans' bytes across zones/regions and the memory tier's
+# replication of checkpoints to a holder in the other region. Tiny model, 4 one-GPU nodes, 2 h.
+# Usage: test_sim_regions.sh BUILD SRC
+. "$(dirname "$0")/check_common.sh"
+T="$SRC/tests/data/traces"
+cat >"$TMP/c.json" <<'J'
+{"nodes": [
+  {"name": "ra-0", "gpu": "A100-80G", "count": 1, "zone": "ra-1", "region": "ra", "spot": true, "usd_per_gpu_hour": 2},
+  {"name": "ra-1", "gpu": "A100-80G", "count": 1, "zone": "ra-1", "region": "ra", "spot": true, "usd_per_gpu_hour": 2},
+  {"name": "rb-0", "gpu": "A100-80G", "count": 1, "zone": "rb-1", "region": "rb", "spot": true, "usd_per_gpu_hour": 1},
+  {"name": "rb-1", "gpu": "A100-80G", "count": 1, "zone": "rb-1", "region": "rb", "spot": true, "usd_per_gpu_hour": 1}],
+ "network": {"inter_node_gb_s": 100, "cloud_gb_s": 0.5, "inter_region_gb_s": 100,
+             "egress_usd_per_gb": {"inter_zone": 0.01, "inter_region": 0.02}}}
+J
+COMMON=(--model gpt2-124m --cluster "$TMP/c.json" --global-batch 256 --seq-len 1024 --micro-batch 4
+        --ckpt-every-s 600 --restart-s 30 --replan-s 5 --hours 2 --replica-memory-gb 64)
+# region ra's nodes are always up (no trace): the other region's capacity only adds to rb's
+"$AH" simulate "${COMMON[@]}" --policy autohet,autohet-region,on-demand --trace "A100-80G@rb=$T/counts-hours.csv" \
+    --json "$TMP/s.json" >"$TMP/s.txt" 2>&1
+check "three policies run over two regions: $(tail -3 "$TMP/s.txt")" $?
+grep -q "pool A100-80G@rb: 2 spot nodes" "$TMP/s.txt"
+check "a pool named by its region takes that region's spot nodes of the type" $?
+$PY - "$TMP/s.json" <<'P'
+import json, sys
+r = {p["policy"]: p for p in json.load(open(sys.argv[1]))["policies"]}
+a, c, od = r["autohet"], r["autohet-region"], r["on-demand"]
+def need(ok, what):
+    if not ok:
+        print("FAIL:", what); sys.exit(1)
+need(c["region"] == "rb", "autohet-region is confined to the cheapest region rb, not %r" % c.get("region"))
+need(a["tokens"] >= c["tokens"] > 0, "across regions %g tokens >= confined %g > 0" % (a["tokens"], c["tokens"]))
+need(od["tokens"] > 0 and od["egress_usd"] > 0, "on-demand trains on both regions and pays their egress")
+need(a["ckpt_bytes_across_regions"] > 0 and a["ckpt_egress_usd"] > 0,
+     "autohet's replicas cross the regions and pay egress: %g bytes $%g" % (a["ckpt_bytes_across_regions"], a["ckpt_egress_usd"]))
+need(c["ckpt_bytes_across_regions"] == 0, "the confined policy sends no checkpoint across regions")
+for p in (a, c, od):
+    need(p["egress_usd"] >= p["ckpt_egress_usd"] >= 0 and p["usd"] > p["egress_usd"],
+         "%s: egress within $ and checkpoints' within egress" % p["policy"])
+# one zone per region: every replica that leaves its zone crosses the region at $0.02/GB
+need(abs(a["ckpt_egress_usd"] - a["ckpt_bytes_across_regions"] / 1e9 * 0.02) < 1e-6 * a["ckpt_egress_usd"],
+     "checkpoint egress $%g is the bytes across at $0.02/GB" % a["ckpt_egress_usd"])
+P
+check "across >= confined tokens, egress counted where it crosses" $?
+"$AH" simulate "${COMMON[@]}" --region ra --policy autohet-region --trace "A100-80G@rb=$T/counts-hours.csv" \
+    --json "$TMP/r.json" >"$TMP/r.txt" 2>&1
+check "--region ra runs" $?
+$PY -c "import json,sys; p=json.load(open('$TMP/r.json'))['policies'][0]; sys.exit(0 if p['region']=='ra' and p['tokens']>0 else 1)"
+check "--region picks the confined region" $?
+"$AH" simulate "${COMMON[@]}" --policy autohet-region --region nowhere >"$TMP/e.txt" 2>&1
+[ $? -ne 0 ] && grep -q 'region "nowhere": no node of the cluster is in it; its regions are ra, rb' "$TMP/e.txt"
+check "an unknown --region is refused naming the regions: $(cat "$TMP/e.txt")" $?
+checks_done test_sim_regions
