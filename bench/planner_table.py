@@ -1,56 +1,123 @@
 #!/usr/bin/env python3
-"""The paper-like clusters table of docs/planner.md: `autohet plan --json` for each cluster and model
-at global batch 128 x 2048 tokens, bf16, micro-batch auto, with --schedule auto (the default) and
-with --schedule 1f1b; one markdown row each: the iteration with the DP sync overlapped (what the
-planner compares: iteration_overlap_s), the 1F1B-only plan's and the ratio, the speedup over every
-baseline (megatron-best: the best symmetric plan, interleaved 1F1B with its best virtual-stage count
-where faster, Megatron-Core's --overlap-grad-reduce), the schedules chosen, the lower bound over any
+"""The planner tables of the docs, from `autohet plan --json`.
+
+Default: the paper-like clusters table of docs/planner.md: each cluster and model at global batch
+128 x 2048 tokens, bf16, micro-batch auto, with --schedule auto (the default) and with --schedule
+1f1b; one markdown row each: the iteration with the DP sync overlapped (what the planner compares:
+iteration_overlap_s), the 1F1B-only plan's and the ratio, the speedup over every baseline
+(megatron-best: the best symmetric plan, interleaved 1F1B with its best virtual-stage count where
+faster, Megatron-Core's --overlap-grad-reduce), the schedules chosen, the lower bound over any
 schedule and the gap of the plan to it.
 
-Usage: bench/planner_table.py [BUILD_DIR]   (default build; run from the repository root)
+--long-context: the long-sequence table of docs/long-context.md (issue 38): LLaMA-3.1 8B and 70B at
+8k, 32k and 128k tokens (2^20 tokens an iteration: global batch 128, 32, 8) on the paper-like
+clusters and h100-l40s-a10g-32; one row each: the plan with context parallelism (--cp auto, the
+default) and its per-pipeline CP degrees, the plan without (--cp 1) or, where none fits, the device
+and bytes the planner names, megatron-best (with CP, one degree for all) and the planning times.
+
+Usage: bench/planner_table.py [BUILD_DIR] [--long-context]   (default build; from the repository root)
 """
 import json
+import re
 import subprocess
 import sys
 
-AH = (sys.argv[1] if len(sys.argv) > 1 else "build") + "/autohet"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+AH = (ARGS[0] if ARGS else "build") + "/autohet"
 CLUSTERS = ["paper-24", "mixed-32", "paper-64"]
 MODELS = ["llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b"]
 BASELINES = ["uniform", "batch-balanced", "megatron-best"]
 
 
-def plan(model, path, *extra):
-    r = subprocess.run([AH, "plan", "--model", model, "--cluster", path, "--global-batch", "128",
-                        "--seq-len", "2048", "--json", *extra], capture_output=True, text=True)
+def plan(model, path, *extra, batch=128, seq=2048):
+    r = subprocess.run([AH, "plan", "--model", model, "--cluster", path, "--global-batch", str(batch),
+                        "--seq-len", str(seq), "--json", *extra], capture_output=True, text=True)
     return (json.loads(r.stdout), None) if r.returncode == 0 else (None, r.stderr.strip())
 
 
-print("| cluster | model | iteration s | 1F1B only s | x | " + " | ".join("vs " + b for b in BASELINES) +
-      " | schedules | megatron-best | lower bound s | gap | search | planning s |")
-print("|---" * (11 + len(BASELINES)) + "|")
-for c in CLUSTERS:
-    path = "examples/clusters/%s.json" % c
-    for m in MODELS:
-        d, err = plan(m, path)
-        if d is None:
-            print("| %s | %s | no plan: %s |" % (c, m, err.split(". Closest")[0][:90]))
-            continue
-        only, _ = plan(m, path, "--schedule", "1f1b")
-        p = d["plan"]
-        kinds = {}
-        for pl in p["pipelines"]:
-            devs = len({(st["devices"][0]["node"], st["devices"][0]["index"]) for st in pl["stages"]})
-            k = pl.get("schedule", "1f1b")
-            if k == "interleaved":
-                k += " v%d" % (len(pl["stages"]) // devs)
-            kinds[k] = kinds.get(k, 0) + 1
-        sched = ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
-        mb = d["baselines"]["megatron-best"]
-        sp = ["%.2fx" % d["baselines"][b]["speedup"] if d["baselines"][b].get("speedup") else "n/a"
-              for b in BASELINES]
-        it, lb = d["iteration_overlap_s"], d["lower_bound_s"]
-        it1 = only["iteration_overlap_s"] if only else float("nan")
-        print("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s | %.3f | %.1f%% | %s | %.2f |" % (
-            c, m, it, it1, it1 / it, " | ".join(sp), sched,
-            "%.3f s" % mb["iteration_overlap_s"] if mb.get("iteration_overlap_s") else "n/a", lb,
-            100 * (it / lb - 1), "exact" if d["exact"] else "template", d["planning_s"]))
+def paper_table():
+    print("| cluster | model | iteration s | 1F1B only s | x | " + " | ".join("vs " + b for b in BASELINES) +
+          " | schedules | megatron-best | lower bound s | gap | search | planning s |")
+    print("|---" * (11 + len(BASELINES)) + "|")
+    for c in CLUSTERS:
+        path = "examples/clusters/%s.json" % c
+        for m in MODELS:
+            d, err = plan(m, path)
+            if d is None:
+                print("| %s | %s | no plan: %s |" % (c, m, err.split(". Closest")[0][:90]))
+                continue
+            only, _ = plan(m, path, "--schedule", "1f1b")
+            p = d["plan"]
+            kinds = {}
+            for pl in p["pipelines"]:
+                devs = len({(st["devices"][0]["node"], st["devices"][0]["index"]) for st in pl["stages"]})
+                k = pl.get("schedule", "1f1b")
+                if k == "interleaved":
+                    k += " v%d" % (len(pl["stages"]) // devs)
+                kinds[k] = kinds.get(k, 0) + 1
+            sched = ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
+            mb = d["baselines"]["megatron-best"]
+            sp = ["%.2fx" % d["baselines"][b]["speedup"] if d["baselines"][b].get("speedup") else "n/a"
+                  for b in BASELINES]
+            it, lb = d["iteration_overlap_s"], d["lower_bound_s"]
+            it1 = only["iteration_overlap_s"] if only else float("nan")
+            print("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s | %.3f | %.1f%% | %s | %.2f |" % (
+                c, m, it, it1, it1 / it, " | ".join(sp), sched,
+                "%.3f s" % mb["iteration_overlap_s"] if mb.get("iteration_overlap_s") else "n/a", lb,
+                100 * (it / lb - 1), "exact" if d["exact"] else "template", d["planning_s"]))
+
+
+LONG_CLUSTERS = ["paper-24", "mixed-32", "paper-64", "h100-l40s-a10g-32"]
+LONG_MODELS = ["llama3.1-8b", "llama3.1-70b"]
+LONG_SEQS = [8192, 32768, 131072]
+
+
+def degrees(d):
+    """The plan's per-pipeline CP degrees, as "2, 2, 1" (TP t and pipelines x stages beside)."""
+    p = d["plan"]
+    cps = [pl.get("cp", 1) for pl in p["pipelines"]]
+    shape = "TP %d, %d pipeline%s" % (p["tp"], len(cps), "s" if len(cps) > 1 else "")
+    return ", ".join(str(c) for c in cps), shape
+
+
+def short_of(err):
+    """What the planner names for a plan that does not fit: the device, its type and the bytes."""
+    m = re.search(r"on (\S+) \(([^)]+)\), needs (\d+) bytes of its (\d+)", err or "")
+    if not m:
+        return "no plan: " + (err or "").split(". Closest")[0][:120]
+    need, have = int(m.group(3)), int(m.group(4))
+    return "does not fit: %s (%s) needs %d bytes of its %d (%.1f of %.1f GiB)" % (
+        m.group(1), m.group(2), need, have, need / 2**30, have / 2**30)
+
+
+def long_context_table():
+    print("| model | tokens | cluster | `--cp auto` s | CP per pipeline | plan | `--cp 1` s | CP gain | "
+          "megatron-best s (CP) | vs megatron-best | planning s auto / cp 1 |")
+    print("|---" * 11 + "|")
+    for m in LONG_MODELS:
+        for seq in LONG_SEQS:
+            for c in LONG_CLUSTERS:
+                path = "examples/clusters/%s.json" % c
+                batch = 2**20 // seq
+                d, err = plan(m, path, batch=batch, seq=seq)
+                one, err1 = plan(m, path, "--cp", "1", batch=batch, seq=seq)
+                t1 = "%.3f" % one["iteration_overlap_s"] if one else short_of(err1)
+                p1 = "%.2f" % one["planning_s"] if one else "-"
+                if d is None:
+                    print("| %s | %d | %s | %s | - | - | %s | - | - | - | - / %s |" % (m, seq, c, short_of(err), t1, p1))
+                    continue
+                t = d["iteration_overlap_s"]
+                cps, shape = degrees(d)
+                gain = "%.3fx" % (one["iteration_overlap_s"] / t) if one else "only with CP"
+                mb = d["baselines"]["megatron-best"]
+                mbs = ("%.3f (CP %d)" % (mb["iteration_overlap_s"], mb.get("cp", 1)) if mb.get("iteration_overlap_s")
+                       else short_of(mb.get("error")))
+                sp = "%.2fx" % mb["speedup"] if mb.get("speedup") else "n/a"
+                print("| %s | %d | %s | %.3f | %s | %s | %s | %s | %s | %s | %.2f / %s |" % (
+                    m, seq, c, t, cps, shape, t1, gain, mbs, sp, d["planning_s"], p1))
+
+
+if "--long-context" in sys.argv[1:]:
+    long_context_table()
+else:
+    paper_table()

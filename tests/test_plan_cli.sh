@@ -205,4 +205,18 @@ check "--shard-optimizer even: a sharded plan, no idle note" $?
 $PY -c "import json,sys; d=json.load(open('$TMP/all.json')); sys.exit(d['idle'] is not None or len({s['gpu'] for p in d['plan']['pipelines'] for s in p['stages']}) < 2)"
 check "a plan on every GPU type has no idle note" $?
 
+# megatron-best with context parallelism (one degree for all): its degree in --json and "why"
+# naming the CP difference (llama3.1-8b at 16k on paper-24: the plan unsplit, megatron-best CP 4)
+"$AH" plan --model llama3.1-8b --cluster "$SRC/examples/clusters/paper-24.json" --global-batch 16 --seq-len 16384 \
+    --json >"$TMP/cp.json" 2>/dev/null
+$PY - "$TMP/cp.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+mb = d["baselines"]["megatron-best"]
+assert mb["cp"] == 4, mb
+assert "CP 1 (baseline 4)" in d["why"]["megatron-best"], d["why"]["megatron-best"]
+assert all(b["cp"] == 1 for k, b in d["baselines"].items() if k != "megatron-best"), d["baselines"]
+EOF
+check "megatron-best's CP degree in --json and why" $?
+
 checks_done

@@ -27,16 +27,18 @@ typedef ah_baseline_out_t baseline_t; /* the planner's run of each baseline */
 
 /* A plan's shape as "why" compares it: ranges over pipelines and stages. */
 typedef struct {
-    int tp, pipelines, min_s, max_s, min_l, max_l, recompute, stages, used;
+    int tp, pipelines, min_s, max_s, min_l, max_l, recompute, stages, used, min_cp, max_cp;
     int64_t mb, min_n, max_n;
     bool mixed; /* some pipeline has stages of two GPU types */
 } shape_t;
 
 static shape_t shape_of(const ah_plan_t *p) {
     shape_t h = {.tp = p->tp, .pipelines = p->n_pipelines, .min_s = 1 << 30, .min_l = 1 << 30, .mb = p->train.micro_batch,
-                 .min_n = INT64_MAX, .used = ah_plan_device_count(p)};
+                 .min_n = INT64_MAX, .used = ah_plan_device_count(p), .min_cp = 1 << 30};
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
+        h.min_cp = ah_pipeline_cp(pl) < h.min_cp ? ah_pipeline_cp(pl) : h.min_cp;
+        h.max_cp = ah_pipeline_cp(pl) > h.max_cp ? ah_pipeline_cp(pl) : h.max_cp;
         const int S = ah_pipeline_groups(pl); /* its devices: an interleaved one's stages are more */
         h.min_s = S < h.min_s ? S : h.min_s;
         h.max_s = S > h.max_s ? S : h.max_s;
@@ -73,6 +75,9 @@ static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *bas
     const int total = ah_cluster_gpu_count(&p->cluster);
     char r1[48], r2[48];
     if (a.tp != b.tp) json_array_append_new(why, json_sprintf("TP %d (baseline %d)", a.tp, b.tp));
+    if (a.min_cp != b.min_cp || a.max_cp != b.max_cp)
+        json_array_append_new(why, json_sprintf("CP %s (baseline %s)", range(r1, sizeof r1, a.min_cp, a.max_cp),
+                                                range(r2, sizeof r2, b.min_cp, b.max_cp)));
     if (a.mb != b.mb)
         json_array_append_new(why, json_sprintf("micro-batch %lld (baseline %lld)", (long long)a.mb, (long long)b.mb));
     if (a.pipelines != b.pipelines || a.min_s != b.min_s || a.max_s != b.max_s)
