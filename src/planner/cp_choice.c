@@ -1,30 +1,36 @@
-/* Context parallelism in the planner (planner.h ah_planner_opts_t.cp, --cp auto|1|2|4|8; issue 38).
- * The search finds a plan with one CP degree c for every pipeline, as Megatron-Core sets it; auto
- * then lowers it per pipeline by halving (refine_per_pipeline), the only per-pipeline choice made
- * (docs/planner.md "Context parallelism").
+/* Context parallelism in the planner (planner.h ah_planner_opts_t.cp, --cp auto|1|2|4|8; issue 38;
+ * docs/planner.md "Context parallelism").
  *
- * A CP c plan is found by the search itself, run on one CP rank's view of the problem: the cluster
- * with every node holding count / c devices (a device of the view stands for the c devices of its
- * CP group, node-local) and the sequence T / c tokens (what each CP rank holds). The view's plan is
- * then expanded on the real cluster: a stage on TP group g of a node becomes the node's devices
- * g tp c .. (g + 1) tp c - 1, cp-major, the pipeline's "cp" c, the sequence T again; and that plan
- * is checked and evaluated whole (ah_evaluate prices CP: per CP rank T / c tokens, the ring's
- * transfers, memory per CP rank to the byte). Where it does not fit, it is tried again with every
- * stage recomputing. The view is a proxy: its attention is (T / c)^2 where a CP rank's is 1 / c of
- * T^2, and it has no ring; the choice between degrees is by the whole-plan evaluation only.
+ * auto, per pipeline and exactly where the exact search covers the instance: the search itself
+ * runs with every CP degree open (ah_planner_opts_t.cp_per_pipeline): its stage tables per degree
+ * c price a stage as a CP group of c TP groups of one node (per CP rank T / c tokens, 1 / c of the
+ * causal attention, the ring on the node's link, memory per CP rank; the same cost functions
+ * ah_evaluate uses), and the exact search (search_exact.c) lists pipelines of every degree, each
+ * its own, so the result is the optimum of its closed form over every per-pipeline assignment of
+ * degrees 1, 2, 4, 8 x the search space (tests/test_planner_exact_cp.c checks it against a brute
+ * force). That search is run where the cluster has at most exact_max_groups GPUs (else TP 1 alone
+ * would leave the exact search) and is kept when every (t, m) was searched exactly.
  *
- * auto: the plain search (c = 1) and, from AH_CP_AUTO_MIN_SEQ tokens up or where the plain search
- * fits nothing, c = 2, 4, 8 (each where 2c divides T and the view has a device); the plan with the
- * least ah_planner_key wins, ties to the smaller degree; then, per pipeline, a pipeline of CP c >= 2
- * is split into two of c / 2 (its CP ranks halved, the micro-batches shared) while that lowers the
- * whole plan's key and fits, so memory-rich pipelines drop the split the poor ones need. Greedy: the
- * first improving pipeline each round; the other pipelines' micro-batches are not re-balanced.
- * --cp N: N alone on every pipeline (1: never CP). A plan made
- * to train (o->schedule_trainable_only) takes CP only in fp32, what the runtime runs.
+ * Elsewhere (larger clusters, template mode), one degree c for every pipeline, as Megatron-Core
+ * sets it, found by the search run on one CP rank's view of the problem: the cluster with every
+ * node holding count / c devices (a device of the view stands for the c devices of its CP group,
+ * node-local) and the sequence T / c tokens. The view's plan is expanded on the real cluster: a
+ * stage on TP group g of a node becomes the node's devices g tp c .. (g + 1) tp c - 1, cp-major, the
+ * pipeline's "cp" c, the sequence T again; and that plan is checked and evaluated whole. Where it
+ * does not fit, it is tried again with every stage recomputing. The view is a proxy: its attention
+ * is (T / c)^2 where a CP rank's is 1 / c of T^2, and it has no ring; the choice between degrees is
+ * by the whole-plan evaluation only. Then, per pipeline (refine_per_pipeline), a pipeline of CP
+ * c >= 2 is split into two of c / 2 (its CP ranks halved, the micro-batches shared) while that
+ * lowers the whole plan's key and fits: greedy, the first improving pipeline each round.
  *
- * The result's lower_bound_s is 0 for a CP plan: the relaxation's memory and group terms assume
- * whole sequences on a TP group (CP does not reduce the FLOPs, but it does reduce the memory a
- * stage needs, which those terms bound). Baselines are the plain search's (none without it).
+ * auto weighs CP from AH_CP_AUTO_MIN_SEQ tokens up or where the plain search fits nothing; the plan
+ * with the least ah_planner_key wins (the plain one on ties). --cp N: N alone on every pipeline (1:
+ * never CP), by the view. A plan made to train (o->schedule_trainable_only) takes CP only in fp32,
+ * what the runtime runs.
+ *
+ * The lower_bound_s of a result of a search with CP is 0: the relaxation's memory and group terms
+ * assume whole sequences on a TP group (CP does not reduce the FLOPs, but it does reduce the memory
+ * a stage needs, which those terms bound). Baselines are the plain search's (none without it).
  * Errors: AH_ERR_INFEASIBLE when no degree plans (the message the asked degree's search gave),
  * AH_ERR_INVALID for a degree the sequence or cluster cannot take, AH_ERR_OOM. */
 #include <math.h>
@@ -37,6 +43,7 @@
 #include "planner/planner.h"
 
 static const int DEGREES[] = {2, 4, 8};
+#define ALL_DEGREES 0xEu /* cp_per_pipeline bits of 2, 4 and 8 */
 
 bool ah_cp_mode_parse(const char *s, int *out) {
     static const char *const names[] = {"auto", "1", "2", "4", "8"};
@@ -61,6 +68,18 @@ void ah_cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char
     else if (o->schedule_trainable_only && o->train.precision != AH_PREC_FP32)
         snprintf(why, cap, "the runtime runs context parallelism in fp32 only, and the plan trains in %s",
                  ah_precision_name(o->train.precision));
+}
+
+unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o) {
+    unsigned mask = 0;
+    char why[160];
+    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0]; i++) {
+        const unsigned bit = 1u << __builtin_ctz((unsigned)DEGREES[i]);
+        if (!(o->cp_per_pipeline & bit)) continue;
+        ah_cp_unfit(c, o, DEGREES[i], why, sizeof why);
+        if (!why[0]) mask |= bit;
+    }
+    return mask;
 }
 
 ah_status_t ah_cp_expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
@@ -119,6 +138,7 @@ ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, 
     vo->budget_usd_per_hour = o->budget_usd_per_hour / cp;
     vo->min_tokens_per_s = o->min_tokens_per_s / cp;
     vo->cp = 1; /* a CP rank's view is planned whole (its baselines too) */
+    vo->cp_per_pipeline = 0;
     return AH_OK;
 }
 
@@ -229,6 +249,39 @@ static void degrees_str(const ah_plan_t *p, char *buf, size_t cap) {
     for (int i = 0; i < p->n_pipelines; i++) ah_str_appendf(&s, "%s%d", i ? ", " : "", ah_pipeline_cp(&p->pipelines[i]));
 }
 
+/* The GPU types of pipeline i's stages, "A10G+H100" (each once, in stage order), into buf. */
+static void types_str(const ah_plan_t *p, int i, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    for (int k = 0; k < pl->n_stages; k++) {
+        bool seen = false;
+        for (int j = 0; j < k && !seen; j++) seen = pl->stages[j].type == pl->stages[k].type;
+        if (!seen) ah_str_appendf(&s, "%s%s", k ? "+" : "", p->cluster.types[pl->stages[k].type].name);
+    }
+}
+
+/* Which pipelines split the sequence, runs of alike pipelines together: "pipelines 0-1 (A10G)
+ * split it 2 ways, pipeline 2 (H100) does not", into buf. */
+static void pipelines_str(const ah_plan_t *p, char *buf, size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    for (int i = 0; i < p->n_pipelines;) {
+        char ty[96], ty2[96];
+        types_str(p, i, ty, sizeof ty);
+        const int c = ah_pipeline_cp(&p->pipelines[i]);
+        int j = i + 1;
+        for (; j < p->n_pipelines && ah_pipeline_cp(&p->pipelines[j]) == c; j++) {
+            types_str(p, j, ty2, sizeof ty2);
+            if (strcmp(ty, ty2) != 0) break;
+        }
+        ah_str_appendf(&s, "%s", i ? ", " : "");
+        if (j - i > 1) ah_str_appendf(&s, "pipelines %d-%d (%s) ", i, j - 1, ty);
+        else ah_str_appendf(&s, "pipeline %d (%s) ", i, ty);
+        if (c > 1) ah_str_appendf(&s, "split%s the sequence %d ways", j - i > 1 ? "" : "s", c);
+        else ah_str_appendf(&s, "do%s not", j - i > 1 ? "" : "es");
+        i = j;
+    }
+}
+
 /* Replaces best by cand (keeping best's baselines) when cand's key is lower. */
 static bool take_if_better(const ah_planner_opts_t *o, bool *have, ah_plan_result_t *best, ah_plan_result_t *cand) {
     const bool better = !*have || ah_planner_key(o, &cand->plan, &cand->eval) < ah_planner_key(o, &best->plan, &best->eval);
@@ -290,8 +343,26 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     if (have && o->train.seq_len < AH_CP_AUTO_MIN_SEQ) return AH_OK;
     const double plain_s = have ? time_of(o, out) : INFINITY;
     const ah_error_t plain_err = *err;
-    int chosen = 1;
-    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0]; i++) {
+    /* every pipeline its own degree, where the exact search covers the instance */
+    ah_planner_opts_t op = *o;
+    if (have) op.train.precision = out->plan.train.precision;
+    op.cp_per_pipeline = ALL_DEGREES;
+    bool exact = false;
+    /* (auto_half without a plan: the precision is the one ah_planner_run_auto picks); not where TP 1
+     * already has more groups than the exact search takes (the search would not be exact) */
+    const int max_groups = o->exact_max_groups > 0 ? o->exact_max_groups : 8;
+    if (ah_cluster_gpu_count(cluster) <= max_groups && ((auto_half && !have) || ah_cp_degrees_allowed(cluster, &op))) {
+        ah_plan_result_t r;
+        ah_error_t why = {0};
+        if ((auto_half && !have ? ah_planner_run_auto : ah_planner_run)(model, cluster, &op, &r, &why) == AH_OK) {
+            exact = r.exact;
+            take_if_better(o, &have, out, &r);
+        } else if (why.code == AH_ERR_OOM) {
+            return out_of_memory(out, ah_error_set(err, AH_ERR_OOM, "%s", why.msg));
+        }
+    }
+    int chosen = 1; /* the one degree of the view's search (not exact) */
+    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0] && !exact; i++) {
         ah_planner_opts_t oc = *o;
         if (have) oc.train.precision = out->plan.train.precision;
         ah_cp_unfit(cluster, &oc, DEGREES[i], unfit, sizeof unfit);
@@ -311,15 +382,21 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     int halved = 0;
     const double all_s = time_of(o, out);
     if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return out_of_memory(out, AH_ERR_OOM);
-    char per[96] = "", deg[64];
+    char how[160], which[384], deg[64];
     degrees_str(&out->plan, deg, sizeof deg);
-    if (halved) snprintf(per, sizeof per, " or fewer (CP degrees %s; all at %d: %.4f s)", deg, chosen, all_s);
-    if (chosen > 1 && isfinite(plain_s))
-        snprintf(out->cp_why, sizeof out->cp_why, "%s the sequence %d ways%s: %.4f s against %.4f s unsplit",
-                 halved ? "pipelines split" : "every pipeline splits", chosen, per, time_of(o, out), plain_s);
-    else if (chosen > 1)
-        snprintf(out->cp_why, sizeof out->cp_why, "%s the sequence %d ways%s: %.4f s; nothing fits unsplit",
-                 halved ? "pipelines split" : "every pipeline splits", chosen, per, time_of(o, out));
+    if (exact)
+        snprintf(how, sizeof how, "each pipeline's degree searched exactly");
+    else if (halved)
+        snprintf(how, sizeof how, "CP %d for all searched, then halved per pipeline: %.4f s at %d", chosen, all_s, chosen);
+    else
+        snprintf(how, sizeof how, "one CP degree for all searched");
+    pipelines_str(&out->plan, which, sizeof which);
+    const bool split = strspn(deg, "1, ") != strlen(deg);
+    if (split && isfinite(plain_s))
+        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s against %.4f s unsplit", which, how,
+                 time_of(o, out), plain_s);
+    else if (split)
+        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s; nothing fits unsplit", which, how, time_of(o, out));
     else
         snprintf(out->cp_why, sizeof out->cp_why, "no pipeline splits the sequence: no CP degree (2, 4, 8) beat %.4f s",
                  plain_s);

@@ -77,6 +77,9 @@ typedef struct ah_planner_opts {
                                  * planner compares plans by ah_eval_t.iteration_overlap_s */
     int cp;                     /* --cp (cp_choice.c): 0 auto, else the one context-parallel degree of
                                  * every pipeline (1: never CP; 2, 4, 8) */
+    unsigned cp_per_pipeline;   /* set by ah_planner_run_cp (auto) only: bit k lets the exact search give
+                                 * any pipeline CP degree 2^k (k = 1..3), each pipeline its own; the
+                                 * degrees ah_cp_degrees_allowed drops are not searched. 0: CP 1 */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -117,7 +120,7 @@ typedef struct ah_plan_result {
                                 * scored beat it (the plan is then a copy of it); -1 when none */
     char schedule_why[1024];   /* what each pipeline's schedule bought over 1F1B (schedule_choice.c),
                                 * or why it kept 1F1B; "" when nothing but 1F1B was weighed */
-    char cp_why[256];          /* ah_planner_run_cp: the CP degree the pipelines take and what it bought
+    char cp_why[512];          /* ah_planner_run_cp: the CP degree the pipelines take and what it bought
                                 * (or that none beat the unsplit plan); "" when CP was not weighed */
     char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
                                 * regions or zones, with both syncs' predicted seconds; "" when none does */
@@ -145,18 +148,26 @@ ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *
  * nothing fits unsplit (shorter sequences: the ring's transfers and the smaller GEMMs cost more than
  * CP saves; the searches it would add are left out). */
 #define AH_CP_AUTO_MIN_SEQ 4096
-/* The plain search (auto_half: ah_planner_run_auto) with the context-parallel degree o->cp asks
- * (cp_choice.c): one degree c for every pipeline, found by the search run on one CP rank's view
- * (every node's devices / c, the sequence / c) and expanded to CP groups of tp x c devices of a
- * node, evaluated whole (recomputing everywhere where it does not fit otherwise). auto: the plain
- * nothing) by ah_planner_key, then per pipeline: a pipeline's CP degree halved (two pipelines of
- * its CP ranks) while the whole plan's key drops; --cp N: N alone, AH_ERR_INVALID naming why N cannot be (the sequence
- * not a multiple of 2N, no node with N devices, a plan to train not in fp32). Fills out->cp_why. A
- * CP result's lower_bound_s is 0 and its baselines are the plain search's (NULL without one). */
+/* The plain search (auto_half: ah_planner_run_auto) with the context-parallel degrees o->cp asks
+ * (cp_choice.c). auto (from AH_CP_AUTO_MIN_SEQ tokens, or where the plain search fits nothing): on a
+ * cluster of at most exact_max_groups GPUs, the search with every pipeline's degree 1, 2, 4 or 8 its
+ * own (cp_per_pipeline), kept when searched exactly; else one degree c for every pipeline from the
+ * search run on one CP rank's view (every node's devices / c, the sequence / c) expanded to CP
+ * groups of tp x c devices of a node, evaluated whole (recomputing everywhere where it does not fit
+ * otherwise), then a pipeline's degree halved (two pipelines of its CP ranks) while the whole plan's
+ * key drops; the plain plan against those by ah_planner_key. --cp N: N alone, by the view,
+ * AH_ERR_INVALID naming why N cannot be (the sequence not a multiple of 2N, no node with N devices,
+ * a plan to train not in fp32). Fills out->cp_why (which pipelines split the sequence, how many
+ * ways, on which types, and the time against the unsplit plan's). A result of a search with CP
+ * has lower_bound_s 0 (the plain search's keeps its bound, over non-CP plans); its baselines are the
+ * plain search's (run on the real cluster without one). */
 ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                               bool auto_half, ah_plan_result_t *out, ah_error_t *err);
 /* "auto" (0), "1", "2", "4", "8"; false otherwise. */
 bool ah_cp_mode_parse(const char *s, int *out);
+/* The bits of o->cp_per_pipeline whose degree the cluster, sequence and precision of o take (see
+ * cp_choice.c cp_unfit: 2c divides the sequence, a node has c devices, fp32 for a plan to train). */
+unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
 
@@ -327,7 +338,12 @@ typedef struct ah_sctx {
      * stage s), so one class serves every n. Splits stay feasible (the real in-flight count is
      * never more) and exactly scored, but for n < S they may be worse than the exact optimum. */
     bool coarse_memory;
+    int cp;                   /* this table's CP degree: a stage is a CP group of cp TP groups of
+                               * one node, its costs per CP rank (the ring on the node's link) */
+    struct ah_sctx *by_cp[4]; /* the CP-1 table's own tables of CP degree 2^k (k >= 1; NULL: not
+                               * searched), owned; the exact search's pipelines may take any */
 } ah_sctx_t;
+#define AH_CP_LEVELS 4 /* CP degrees 1, 2, 4, 8 */
 
 /* A split of one pipeline: blocks and recompute per stage. */
 #define AH_MAX_STAGES 128
@@ -339,6 +355,11 @@ typedef struct ah_split {
 ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c,
                          const ah_train_t *train, int t, const ah_profile_t *profile,
                          ah_error_t *err);
+/* The same with a table for every CP degree 2^k whose bit k cp_mask sets (k = 1..3). */
+ah_status_t ah_sctx_init_cp(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *train, int t,
+                            const ah_profile_t *profile, unsigned cp_mask, ah_error_t *err);
+/* x's table of CP degree cp (x itself for 1); NULL when x has none. */
+ah_sctx_t *ah_sctx_of_cp(ah_sctx_t *x, int cp);
 void ah_sctx_free(ah_sctx_t *x);
 /* The cost context for ah_* cost functions (points into x). */
 ah_cost_ctx_t ah_sctx_cost(const ah_sctx_t *x);
@@ -360,7 +381,7 @@ bool ah_pipe_split(ah_sctx_t *x, ah_pentry_t *e, int64_t n, ah_split_t *out);
  * n_p >= 1 and sum n_p = N: greedy (each next micro-batch to the pipeline that is fastest after
  * taking it), which is optimal because every time_p is nondecreasing in n and pace_p >= 0.
  * Returns the max, +inf if infeasible (then n is undefined). */
-double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra, const double *pace,
+double ah_greedy_split(int P, ah_pentry_t *const *e, const double *extra, const double *pace,
                        int64_t N, int64_t *n);
 
 /* DP-sync and optimizer seconds of a stage, exactly as ah_evaluate computes them, given the
@@ -370,24 +391,28 @@ double ah_stage_sync_s(const ah_sctx_t *x, int nb, int kind, int P, int holders,
 double ah_stage_opt_s(const ah_sctx_t *x, int type, int kind, int nb);
 
 /* A candidate plan as the search holds it: pipelines as sequences of nodes (one TP group of that
- * node per stage; which group of the node does not matter to the cost model), micro-batches per
- * pipeline, and the block caps its splits were made under. */
+ * node per stage, or with CP c one CP group of c TP groups of that node; which groups of the node
+ * does not matter to the cost model), micro-batches per pipeline, and the block caps its splits
+ * were made under. */
 typedef struct ah_cand {
     int P;
     int *S;       /* [P] stages */
+    int *cp;      /* [P] CP degree (1: none) */
     int *off;     /* [P] offset of pipeline p's stages in node[] */
     int *node;    /* stage nodes */
     int64_t *n;   /* [P] micro-batches */
     int *caps;    /* [n_types * AH_KINDS] block caps, or NULL */
     int n_stages, cap_P, cap_stages;
-    /* set by ah_cand_score: the pipeline part (max_p T_p) and the DP link it priced sync on */
+    /* set by ah_cand_score: the pipeline part (max_p T_p) and the DP link it priced sync on, the
+     * embedding's holders and a layer's DP group (every pipeline's CP ranks) */
     double pipe_s, dp_bw, dp_lat;
-    int holders;
+    int holders, dp_ranks;
 } ah_cand_t;
 
 void ah_cand_free(ah_cand_t *c);
-/* Appends a pipeline of S stages on nodes[]; false when out of host memory. */
-bool ah_cand_push(ah_cand_t *c, int S, const int *nodes);
+/* Appends a pipeline of S stages on nodes[] (CP degree cp); false when out of host memory. */
+bool ah_cand_push_cp(ah_cand_t *c, int S, const int *nodes, int cp);
+static inline bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) { return ah_cand_push_cp(c, S, nodes, 1); }
 bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len);
 
 /* The search's iteration time of c (filling c->n): greedy micro-batch split over the exact

@@ -489,12 +489,16 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
     const bool profiled_only = profiled_only_of(cluster, opts, tps, n_tp, mbs, n_mb);
     st = offer_baselines(model, cluster, opts, profiled_only, &s, out, err);
     int n_template = 0, n_searched = 0;
+    /* pipelines of their own CP degrees (cp_choice.c): the bounds price whole sequences, which CP
+     * undercuts in memory, so they neither prune nor bound the result */
+    const unsigned cp_mask = ah_cp_degrees_allowed(cluster, opts);
+    if (cp_mask) out->lower_bound_s = 0;
     for (int i = 0; i < n_pairs && st == AH_OK; i++) {
-        if (opts->objective == AH_OBJECTIVE_TIME && s.have && pairs[i].lb >= s.best_value) break;
+        if (opts->objective == AH_OBJECTIVE_TIME && s.have && !cp_mask && pairs[i].lb >= s.best_value) break;
         ah_train_t tr = opts->train;
         tr.micro_batch = pairs[i].m;
         ah_sctx_t x;
-        st = ah_sctx_init(&x, model, cluster, &tr, pairs[i].t, opts->profile, err);
+        st = ah_sctx_init_cp(&x, model, cluster, &tr, pairs[i].t, opts->profile, cp_mask, err);
         if (st != AH_OK) break;
         bool searched = false;
         char why[200];

@@ -13,6 +13,7 @@
 
 void ah_cand_free(ah_cand_t *c) {
     free(c->S);
+    free(c->cp);
     free(c->off);
     free(c->node);
     free(c->n);
@@ -20,15 +21,16 @@ void ah_cand_free(ah_cand_t *c) {
     memset(c, 0, sizeof *c);
 }
 
-bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) {
-    /* S, off and n share cap_P: each grows from it to the same capacity */
-    int cap_s = c->cap_P, cap_off = c->cap_P, cap_n = c->cap_P;
-    if (!ah_grow(&c->S, &cap_s, c->P + 1, sizeof *c->S) || !ah_grow(&c->off, &cap_off, c->P + 1, sizeof *c->off) ||
-        !ah_grow(&c->n, &cap_n, c->P + 1, sizeof *c->n))
+bool ah_cand_push_cp(ah_cand_t *c, int S, const int *nodes, int cp) {
+    /* S, cp, off and n share cap_P: each grows from it to the same capacity */
+    int cap_s = c->cap_P, cap_cp = c->cap_P, cap_off = c->cap_P, cap_n = c->cap_P;
+    if (!ah_grow(&c->S, &cap_s, c->P + 1, sizeof *c->S) || !ah_grow(&c->cp, &cap_cp, c->P + 1, sizeof *c->cp) ||
+        !ah_grow(&c->off, &cap_off, c->P + 1, sizeof *c->off) || !ah_grow(&c->n, &cap_n, c->P + 1, sizeof *c->n))
         return false;
     c->cap_P = cap_s;
     if (!ah_grow(&c->node, &c->cap_stages, c->n_stages + S, sizeof *c->node)) return false;
     c->S[c->P] = S;
+    c->cp[c->P] = cp;
     c->off[c->P] = c->n_stages;
     c->n[c->P] = 0;
     memcpy(c->node + c->n_stages, nodes, sizeof(int) * (size_t)S);
@@ -40,7 +42,7 @@ bool ah_cand_push(ah_cand_t *c, int S, const int *nodes) {
 bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len) {
     ah_cand_free(dst);
     for (int p = 0; p < src->P; p++)
-        if (!ah_cand_push(dst, src->S[p], src->node + src->off[p])) return false;
+        if (!ah_cand_push_cp(dst, src->S[p], src->node + src->off[p], src->cp[p])) return false;
     memcpy(dst->n, src->n, sizeof(int64_t) * (size_t)src->P);
     if (src->caps) {
         dst->caps = malloc(sizeof(int) * (size_t)caps_len);
@@ -61,7 +63,6 @@ static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
 
 double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     const ah_cluster_t *cl = x->cluster;
-    const ah_cost_ctx_t ctx = ah_sctx_cost(x);
     const int P = c->P;
     ah_pentry_t **ent = malloc(sizeof *ent * (size_t)P);
     double *extra = malloc(sizeof *extra * (size_t)P), *pace = malloc(sizeof *pace * (size_t)P);
@@ -74,11 +75,17 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     /* the plan-wide DP link, as ah_evaluate finds it */
     const int d0 = c->node[0];
     ah_link_t worst = AH_LINK_INTRA;
-    int slow = cl->nodes[d0].type, holders = 0;
+    int slow = cl->nodes[d0].type, holders = 0, dp_ranks = 0;
     double result = 0;
     int ty[AH_MAX_STAGES];
     for (int p = 0; p < P && !isnan(result); p++) {
         const int S = c->S[p], *nd = c->node + c->off[p];
+        ah_sctx_t *xp = ah_sctx_of_cp(x, c->cp[p]); /* NULL: a degree x has no table for */
+        if (!xp) {
+            result = NAN;
+            break;
+        }
+        const ah_cost_ctx_t ctx = ah_sctx_cost(xp); /* a hop carries a CP rank's T / cp tokens */
         cand_types(x, c, p, ty);
         double p2p = 0, hop[AH_MAX_STAGES];
         for (int s = 0; s < S; s++) {
@@ -93,28 +100,31 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
         }
         extra[p] = 2 * p2p;
         pace[p] = ah_p2p_pace(hop, S);
-        holders += (x->model->tied && S > 1) ? 2 : 1;
-        ent[p] = ah_pipe_get(x, S, ty, c->caps);
+        /* a layer's DP group: every pipeline's CP ranks, as ah_evaluate sums them */
+        holders += ((x->model->tied && S > 1) ? 2 : 1) * c->cp[p];
+        dp_ranks += c->cp[p];
+        ent[p] = ah_pipe_get(xp, S, ty, c->caps);
         if (!ent[p]) result = NAN;
     }
-    if (!isnan(result)) result = ah_greedy_split(x, P, ent, extra, pace, x->N, c->n);
+    if (!isnan(result)) result = ah_greedy_split(P, ent, extra, pace, x->N, c->n);
     const double bw = ah_link_bw(cl, worst, slow, slow), lat = ah_link_latency(cl, worst);
     c->pipe_s = result;
     c->dp_bw = bw;
     c->dp_lat = lat;
     c->holders = holders;
+    c->dp_ranks = dp_ranks;
     if (isfinite(result)) {
         double sync = 0, opt = 0;
         ah_split_t sp;
         for (int p = 0; p < P && isfinite(result); p++) {
             /* identical neighbours (templates) have the same split, so the same sync and opt */
             if (p > 0 && ent[p] == ent[p - 1] && c->n[p] == c->n[p - 1]) continue;
-            if (!ah_pipe_split(x, ent[p], c->n[p], &sp)) result = NAN;
+            if (!ah_pipe_split(ah_sctx_of_cp(x, c->cp[p]), ent[p], c->n[p], &sp)) result = NAN;
             const int S = c->S[p];
             cand_types(x, c, p, ty);
             for (int s = 0; s < S; s++) {
                 const int kind = ah_stage_kind(s, S);
-                double v = ah_stage_sync_s(x, sp.nb[s], kind, P, holders, bw, lat);
+                double v = ah_stage_sync_s(x, sp.nb[s], kind, dp_ranks, holders, bw, lat);
                 if (v > sync) sync = v;
                 v = ah_stage_opt_s(x, ty[s], kind, sp.nb[s]);
                 if (v > opt) opt = v;
@@ -141,22 +151,25 @@ static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p
         st = ah_pipeline_alloc(pl, S, err);
         if (st != AH_OK) break;
         pl->micro_batches = c->n[i];
+        if (c->cp[i] > 1) pl->cp = c->cp[i];
         cand_types(x, c, i, ty);
         ah_split_t sp;
-        ah_pentry_t *e = ah_pipe_get(x, S, ty, c->caps);
-        if (!e || !ah_pipe_split(x, e, c->n[i], &sp)) {
+        ah_sctx_t *xi = ah_sctx_of_cp(x, c->cp[i]);
+        ah_pentry_t *e = xi ? ah_pipe_get(xi, S, ty, c->caps) : NULL;
+        if (!e || !ah_pipe_split(xi, e, c->n[i], &sp)) {
             st = ah_error_set(err, AH_ERR_INTERNAL, "planner: pipeline %d of the chosen plan has no split", i);
             break;
         }
         for (int s = 0, first = 0; s < S; s++) {
             ah_stage_t *sg = &pl->stages[s];
-            const int node = c->node[c->off[i] + s], g = used[node]++;
+            const int node = c->node[c->off[i] + s], g = used[node]; /* CP: c->cp[i] TP groups in a row */
+            used[node] += c->cp[i];
             sg->first = first;
             sg->last = first + sp.nb[s];
             first = sg->last;
             sg->type = ty[s];
             sg->recompute = sp.rc[s];
-            for (int r = 0; r < x->t; r++) sg->devices[r] = (ah_device_ref_t){node, g * x->t + r};
+            for (int r = 0; r < x->t * c->cp[i]; r++) sg->devices[r] = (ah_device_ref_t){node, g * x->t + r};
         }
     }
     free(used);
@@ -196,8 +209,10 @@ ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, c
                          int64_t m, ah_cand_t *c, double *value, ah_plan_t *out, ah_error_t *err) {
     ah_train_t tr = o->train;
     tr.micro_batch = m;
+    unsigned cp_mask = 0; /* the CP degrees c takes */
+    for (int p = 0; p < c->P; p++) cp_mask |= c->cp[p] > 1 ? 1u << __builtin_ctz((unsigned)c->cp[p]) : 0;
     ah_sctx_t x;
-    ah_status_t st = ah_sctx_init(&x, model, cluster, &tr, t, o->profile, err);
+    ah_status_t st = ah_sctx_init_cp(&x, model, cluster, &tr, t, o->profile, cp_mask, err);
     if (st != AH_OK) return st;
     *value = ah_cand_score(&x, c); /* fills the memo the split needs; the value as offered */
     st = cand_build(&x, c, out, err);

@@ -1,7 +1,10 @@
 /* Exact search for small clusters: every set of disjoint pipelines, each an ordered sequence of
  * TP groups. Groups of one node are interchangeable (the cost model sees a group only through its
  * node and type), so a pipeline is a sequence of nodes and a set is a multiset of such sequences
- * within each node's group count; everything else is solved exactly per set:
+ * within each node's group count. With CP degrees to search (x->by_cp, from
+ * ah_planner_opts_t.cp_per_pipeline) a pipeline is a CP degree c and a sequence of nodes, each
+ * stage c TP groups of its node (a CP group on one node, its ring on the node's link), so every
+ * pipeline has its own degree; everything else is solved exactly per set:
  *  - layer split + recompute per pipeline and micro-batch count: search_pipe.c (exact DP);
  *  - micro-batches over pipelines: greedy, optimal for nondecreasing pipeline times;
  *  - the DP sync and optimizer terms, which couple the pipelines through max_{p,s} of per-stage
@@ -36,6 +39,7 @@ typedef struct {
     int *avail;      /* [nU] groups left */
     int nseq;
     int *seq_off, *seq_len, *seq_nodes; /* seq_nodes: node ids */
+    int *seq_cp;     /* [nseq] CP degree */
     int *seq_use;    /* [nseq][nU] groups used */
     int seq_cap, nodes_cap; /* allocated entries: arrays grow by doubling */
     int *sel;        /* selected sequences */
@@ -85,36 +89,39 @@ static bool exact_fits(const ah_sctx_t *x, int max_groups, char *why, size_t cap
     return false;
 }
 
-static bool add_seq(ex_t *e, const int *letters, int len) {
+static bool add_seq(ex_t *e, const int *letters, int len, int cp) {
     int n = e->nseq;
     int base = n ? e->seq_off[n - 1] + e->seq_len[n - 1] : 0;
-    int cap = e->seq_cap, cap2 = e->seq_cap, cap3 = e->seq_cap;
-    /* seq_off, seq_len and seq_use share one capacity: grow all three before committing it */
+    int cap = e->seq_cap, cap2 = e->seq_cap, cap3 = e->seq_cap, cap4 = e->seq_cap;
+    /* seq_off, seq_len, seq_cp and seq_use share one capacity: grow them all before committing it */
     if (!ah_grow(&e->seq_off, &cap, n + 1, sizeof(int)) || !ah_grow(&e->seq_len, &cap2, n + 1, sizeof(int)) ||
+        !ah_grow(&e->seq_cp, &cap4, n + 1, sizeof(int)) ||
         !ah_grow(&e->seq_use, &cap3, n + 1, sizeof(int) * (size_t)e->nU))
         return false;
     e->seq_cap = cap;
     if (!ah_grow(&e->seq_nodes, &e->nodes_cap, base + len, sizeof(int))) return false;
     e->seq_off[n] = base;
     e->seq_len[n] = len;
+    e->seq_cp[n] = cp;
     memset(e->seq_use + (size_t)n * e->nU, 0, sizeof(int) * (size_t)e->nU);
     for (int i = 0; i < len; i++) {
         e->seq_nodes[base + i] = e->unode[letters[i]];
-        e->seq_use[(size_t)n * e->nU + letters[i]]++;
+        e->seq_use[(size_t)n * e->nU + letters[i]] += cp;
     }
     e->nseq++;
     return true;
 }
 
-static bool gen_seqs(ex_t *e, int *letters, int len, int *used, int maxlen) {
-    if (len > 0 && !add_seq(e, letters, len)) return false;
+/* Every sequence of CP degree cp (its stages cp groups each), extending letters[0..len). */
+static bool gen_seqs(ex_t *e, int *letters, int len, int *used, int maxlen, int cp) {
+    if (len > 0 && !add_seq(e, letters, len, cp)) return false;
     if (len == maxlen) return true;
     for (int u = 0; u < e->nU; u++)
-        if (used[u] < e->avail[u]) {
-            used[u]++;
+        if (used[u] + cp <= e->avail[u]) {
+            used[u] += cp;
             letters[len] = u;
-            if (!gen_seqs(e, letters, len + 1, used, maxlen)) return false;
-            used[u]--;
+            if (!gen_seqs(e, letters, len + 1, used, maxlen, cp)) return false;
+            used[u] -= cp;
         }
     return true;
 }
@@ -140,7 +147,7 @@ static void score_set(ex_t *e, int P) {
     c->n_stages = 0;
     c->caps = NULL;
     for (int p = 0; p < P; p++)
-        if (!ah_cand_push(c, e->seq_len[e->sel[p]], e->seq_nodes + e->seq_off[e->sel[p]])) {
+        if (!ah_cand_push_cp(c, e->seq_len[e->sel[p]], e->seq_nodes + e->seq_off[e->sel[p]], e->seq_cp[e->sel[p]])) {
             e->oom = true;
             return;
         }
@@ -166,7 +173,7 @@ static void score_set(ex_t *e, int P) {
     for (int k = 0; k < AH_KINDS; k++)
         if (kind_present[k])
             for (int nb = 1; nb <= L; nb++)
-                e->xs[nx++] = ah_stage_sync_s(x, nb, k, P, c->holders, c->dp_bw, c->dp_lat);
+                e->xs[nx++] = ah_stage_sync_s(x, nb, k, c->dp_ranks, c->holders, c->dp_bw, c->dp_lat);
     for (int i = 0; i < nk; i++)
         if (present[i])
             for (int nb = 1; nb <= L; nb++) e->ys[ny++] = ah_stage_opt_s(x, i / AH_KINDS, i % AH_KINDS, nb);
@@ -184,7 +191,7 @@ static void score_set(ex_t *e, int P) {
                 int cap = 0;
                 if (present[i])
                     while (cap < L &&
-                           ah_stage_sync_s(x, cap + 1, i % AH_KINDS, P, c->holders, c->dp_bw, c->dp_lat) <= X &&
+                           ah_stage_sync_s(x, cap + 1, i % AH_KINDS, c->dp_ranks, c->holders, c->dp_bw, c->dp_lat) <= X &&
                            ah_stage_opt_s(x, i / AH_KINDS, i % AH_KINDS, cap + 1) <= Y)
                         cap++;
                 else
@@ -269,7 +276,8 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
         }
         int maxlen = G < x->L ? G : x->L;
         if (maxlen > AH_MAX_STAGES) maxlen = AH_MAX_STAGES;
-        e.oom = !gen_seqs(&e, letters, 0, used, maxlen);
+        for (int k = 0; k < AH_CP_LEVELS && !e.oom; k++)
+            if (k == 0 || x->by_cp[k]) e.oom = !gen_seqs(&e, letters, 0, used, maxlen, 1 << k);
     }
     double sets = 0, work = 0;
     if (!e.oom) count_sets(&e, 0, 0, &sets, &work);
@@ -294,6 +302,7 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
     free(e.prev_caps);
     free(e.seq_off);
     free(e.seq_len);
+    free(e.seq_cp);
     free(e.seq_nodes);
     free(e.seq_use);
     ah_cand_free(&e.cand);

@@ -105,7 +105,7 @@ void ah_idle_explain(const ah_model_t *model, const ah_cluster_t *cluster, const
         int used = 0;
         for (int i = 0; i < p->n_pipelines; i++)
             for (int j = 0, P = ah_pipeline_groups(&p->pipelines[i]); j < P; j++) /* devices, once each */
-                used += p->pipelines[i].stages[j].type == k ? p->tp : 0;
+                used += p->pipelines[i].stages[j].type == k ? ah_stage_devices(&p->pipelines[i], p->tp) : 0;
         if (used >= total) continue;
         int pick = 0; /* the best kept candidate using more of the type than the chosen plan */
         for (int g = used + 1; g <= total; g++) {

@@ -42,6 +42,7 @@ typedef struct pclass {
 
 /* A pipeline shape: stage types and per-stage block caps; its classes are made on demand. */
 struct ah_pentry {
+    ah_sctx_t *owner; /* the stage table it was made from (its CP degree's) */
     uint64_t hash;
     int keylen;
     int *key;        /* S, ty[S], cap[S] */
@@ -54,14 +55,18 @@ struct ah_pentry {
 /* ---- context ---- */
 
 ah_cost_ctx_t ah_sctx_cost(const ah_sctx_t *x) {
-    ah_cost_ctx_t c = {.model = x->model, .cluster = x->cluster, .train = &x->train, .t = x->t, .profile = x->profile, .cp = 1};
+    /* a CP group's ring on the stage's node: the type's intra-node link (cp_bw 0), as ah_evaluate
+     * finds it for a group of one node */
+    ah_cost_ctx_t c = {.model = x->model, .cluster = x->cluster, .train = &x->train, .t = x->t, .profile = x->profile,
+                       .cp = x->cp};
     return c;
 }
 
-ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c,
-                         const ah_train_t *train, int t, const ah_profile_t *profile,
-                         ah_error_t *err) {
+/* The stage table of CP degree cp (1: none). */
+static ah_status_t sctx_init_one(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *train,
+                                 int t, int cp, const ah_profile_t *profile, ah_error_t *err) {
     memset(x, 0, sizeof *x);
+    x->cp = cp;
     x->model = m;
     x->cluster = c;
     x->train = *train;
@@ -98,6 +103,34 @@ ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *
     return AH_OK;
 }
 
+ah_status_t ah_sctx_init_cp(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *train, int t,
+                            const ah_profile_t *profile, unsigned cp_mask, ah_error_t *err) {
+    ah_status_t st = sctx_init_one(x, m, c, train, t, 1, profile, err);
+    for (int k = 1; k < AH_CP_LEVELS && st == AH_OK; k++) {
+        if (!(cp_mask & (1u << k))) continue;
+        if (!(x->by_cp[k] = malloc(sizeof *x->by_cp[k]))) {
+            st = ah_error_set(err, AH_ERR_OOM, "out of host memory for the planner's CP %d stage table", 1 << k);
+        } else if ((st = sctx_init_one(x->by_cp[k], m, c, train, t, 1 << k, profile, err)) != AH_OK) {
+            free(x->by_cp[k]);
+            x->by_cp[k] = NULL;
+        }
+    }
+    if (st != AH_OK) ah_sctx_free(x);
+    return st;
+}
+
+ah_status_t ah_sctx_init(ah_sctx_t *x, const ah_model_t *m, const ah_cluster_t *c,
+                         const ah_train_t *train, int t, const ah_profile_t *profile,
+                         ah_error_t *err) {
+    return ah_sctx_init_cp(x, m, c, train, t, profile, 0, err);
+}
+
+ah_sctx_t *ah_sctx_of_cp(ah_sctx_t *x, int cp) {
+    if (cp <= 1) return x;
+    const int k = __builtin_ctz((unsigned)cp);
+    return k < AH_CP_LEVELS ? x->by_cp[k] : NULL;
+}
+
 static void pclass_free(pclass_t *c) {
     if (!c) return;
     for (int64_t i = 0; c->split && i < c->T_len; i++) free(c->split[i]);
@@ -119,6 +152,11 @@ static void pentry_free(ah_pentry_t *e) {
 }
 
 void ah_sctx_free(ah_sctx_t *x) {
+    for (int k = 1; k < AH_CP_LEVELS; k++)
+        if (x->by_cp[k]) {
+            ah_sctx_free(x->by_cp[k]);
+            free(x->by_cp[k]);
+        }
     if (x->memo)
         for (size_t i = 0; i < x->memo_cap; i++) pentry_free(x->memo[i]);
     free(x->memo);
@@ -351,6 +389,7 @@ ah_pentry_t *ah_pipe_get(ah_sctx_t *x, int S, const int *ty, const int *caps) {
     memcpy(e->key, key, sizeof(int) * (size_t)keylen);
     e->keylen = keylen;
     e->hash = h;
+    e->owner = x;
     e->S = S;
     e->ty = e->key + 1;
     e->cap = e->key + 1 + S;
@@ -490,7 +529,7 @@ static int cmp_ref(const void *a, const void *b) {
     return x->p - y->p;
 }
 
-double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double *extra, const double *pace,
+double ah_greedy_split(int P, ah_pentry_t *const *e, const double *extra, const double *pace,
                        int64_t N, int64_t *n) {
     if (P < 1 || N < P) return INFINITY;
     pipe_ref_t *ref = malloc(sizeof *ref * (size_t)P);
@@ -511,13 +550,13 @@ double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double 
         kind_of[ref[i].p] = nk - 1;
     }
     for (int i = 0; i < nk; i++) {
-        double t1 = ah_pipe_time(x, k[i].e, 1);
+        double t1 = ah_pipe_time(k[i].e->owner, k[i].e, 1);
         if (!isfinite(t1)) {
             worst = t1;
             goto out;
         }
         if (t1 + k[i].extra > worst) worst = t1 + k[i].extra;
-        k[i].key = ah_pipe_time(x, k[i].e, 2) + k[i].extra + k[i].pace;
+        k[i].key = ah_pipe_time(k[i].e->owner, k[i].e, 2) + k[i].extra + k[i].pace;
         heap[i] = i;
     }
     for (int i = nk / 2 - 1; i >= 0; i--) sift_down(k, heap, nk, i);
@@ -536,7 +575,7 @@ double ah_greedy_split(ah_sctx_t *x, int P, ah_pentry_t *const *e, const double 
         if (kk->r == kk->count) {
             kk->n++;
             kk->r = 0;
-            kk->key = ah_pipe_time(x, kk->e, kk->n + 1) + kk->extra + (double)kk->n * kk->pace;
+            kk->key = ah_pipe_time(kk->e->owner, kk->e, kk->n + 1) + kk->extra + (double)kk->n * kk->pace;
             sift_down(k, heap, nk, 0);
         }
     }

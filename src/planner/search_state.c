@@ -7,7 +7,9 @@
 
 static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
     double usd = 0;
-    for (int i = 0; i < c->n_stages; i++) usd += x->t * x->cluster->nodes[c->node[i]].usd_per_gpu_hour;
+    for (int p = 0; p < c->P; p++)
+        for (int s = 0; s < c->S[p]; s++)
+            usd += x->t * c->cp[p] * x->cluster->nodes[c->node[c->off[p] + s]].usd_per_gpu_hour;
     return usd;
 }
 
@@ -72,11 +74,14 @@ static bool replace_cand(ah_cand_t *dst, const ah_sctx_t *x, const ah_cand_t *c)
 }
 
 /* Keeps c as the best candidate using its number of GPUs of each type, where it beats the best
- * kept for that type and number (a stage is a TP group of t GPUs of its node's type). */
+ * kept for that type and number (a stage is a TP group of t GPUs of its node's type, x its CP
+ * degree). */
 static void note_types(ah_search_t *s, const ah_sctx_t *x, const ah_cand_t *c, double key) {
     for (int k = 0; k < x->n_types; k++) {
         int gpus = 0;
-        for (int i = 0; i < c->n_stages; i++) gpus += x->cluster->nodes[c->node[i]].type == k ? x->t : 0;
+        for (int p = 0; p < c->P; p++)
+            for (int s = 0; s < c->S[p]; s++)
+                gpus += x->cluster->nodes[c->node[c->off[p] + s]].type == k ? x->t * c->cp[p] : 0;
         if (gpus == 0) continue;
         ah_type_best_t *b = &s->by_type[s->type_base[k] + gpus];
         if ((b->have && key >= b->key) || !replace_cand(&b->cand, x, c)) continue;
