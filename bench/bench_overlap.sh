@@ -4,7 +4,10 @@
 # run, each against `autohet evaluate`'s prediction (iteration_overlap_s with overlap, iteration_s
 # without), calibrated by `autohet profile` through the same emulation.
 # Prints the ratios; never fails on a timing.
-# Usage: bash bench/bench_overlap.sh BUILD_DIR   [MODEL=demo-gpt2 R=4 B=16 T=128 SLOW=4 STEPS=8 WARMUP=3 ROUNDS=2]
+# SHARD=even (or memory) shards the optimizer over the replicas: the sync is then reduce-scatters
+# in the backward and the updated weights' all-gathers overlapped with the next step's forward
+# (docs/runtime.md "Overlapped gradient sync").
+# Usage: bash bench/bench_overlap.sh BUILD_DIR   [MODEL=demo-gpt2 R=4 B=16 T=128 SLOW=4 STEPS=8 WARMUP=3 ROUNDS=2 SHARD=]
 set -euo pipefail
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 AH=$BUILD/autohet
@@ -32,11 +35,16 @@ plan = {"version": 1, "model": model, "train": {"global_batch": B, "seq_len": T,
                                                            "devices": [{"node": "n0", "index": r}]}]} for r in range(R)]}
 json.dump(plan, open(out, "w"))
 PY
+if [ -n "${SHARD:-}" ]; then
+    "$AH" evaluate --plan "$WORK/plan.json" --shard-optimizer "$SHARD" -o "$WORK/sharded.json" >/dev/null
+    mv "$WORK/sharded.json" "$WORK/plan.json"
+    echo "(the optimizer sharded $SHARD over the $R replicas)"
+fi
 echo "== calibration: autohet profile --model $MODEL --micro-batch 1 --seq-len $T (through the emulation)"
 "$AH" profile --model "$MODEL" --cluster "$WORK/cluster.json" --tp 1 --micro-batch 1 --seq-len "$T" --steps 5 --rounds 4 \
     -o "$WORK/profile.json" >/dev/null
 "$AH" evaluate --plan "$WORK/plan.json" --profile "$WORK/profile.json" --json >"$WORK/eval.json"
-"$AH" evaluate --plan "$WORK/plan.json" --profile "$WORK/profile.json" | grep "^DP sync overlapped" | sed 's/^/   /'
+"$AH" evaluate --plan "$WORK/plan.json" --profile "$WORK/profile.json" | grep -A1 "^DP sync overlapped" | sed 's/^/   /'
 train() { # tag flags... -> median step seconds after the warm-up
     local tag=$1
     shift

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "plan/dp_overlap.h"
 #include "plan/evaluate.h"
 
 /* Two types with round figures. "fast": 0.001 TFLOP/s fp32 x efficiency 0.5 = 5e8 FLOP/s,
@@ -291,7 +292,34 @@ static void test_infeasible(void) {
     ah_plan_free(&p);
 }
 
+/* The sharded all-gather overlapped with the next forward (plan/dp_overlap.h), by hand: device A
+ * (blocks 0-1 and the embedding, forward from 0, 1 s a block) queues the embedding's 0.5 s and each
+ * block's 1 s: the embedding ready at 0.5 (needed at 0), block 0 at 1.5 (0), block 1 at 2.5 (1):
+ * 1.5 s late. B (blocks 2-3 and the head, from 5 s) is never late. C, an interleaved device
+ * (chunk 0: block 0 and the embedding from 0; chunk 1: block 4 from 3 s; listed chunk 1 first, as
+ * evaluate does), waits 1 s for the embedding, then 2 s for block 0 (ready at 2, needed at 0 + 0);
+ * block 4 ready at 5, needed at 3 + its delay 2: on time. The most: 2 s. Then the reduce-scatter's
+ * queue after the backward counts only what is not the all-gather. */
+static void test_gather_overlap(void) {
+    ah_sync_stage_t st[4] = {
+        {.first = 0, .last = 2, .blk_fwd_s = 1, .end_s = 1, .end_ag_s = 0.5, .blocks_s = 4, .blocks_ag_s = 2},
+        {.first = 2, .last = 4, .head = true, .blk_fwd_s = 1, .fwd_start_s = 5, .blocks_s = 4, .blocks_ag_s = 2,
+         .head_s = 0.5, .head_ag_s = 0.25, .end_s = 1, .end_ag_s = 0.5},
+        {.first = 4, .last = 5, .blk_fwd_s = 1, .fwd_start_s = 3, .blocks_s = 6, .blocks_ag_s = 3},
+        {.first = 0, .last = 1, .chain = true, .blk_fwd_s = 1, .end_s = 2, .end_ag_s = 1, .blocks_s = 2, .blocks_ag_s = 1},
+    };
+    CHECK_NEAR(ah_dp_gather_exposed_s(st, 2), 1.5, 1e-15);
+    CHECK_NEAR(ah_dp_gather_exposed_s(st + 1, 1), 0, 0);
+    CHECK_NEAR(ah_dp_gather_exposed_s(st + 2, 2), 2, 1e-15);
+    CHECK_NEAR(ah_dp_gather_exposed_s(st, 4), 2, 1e-15);
+    /* A alone, its blocks' gradients final at once (no backward left below them): its reduce-scatter
+     * queue is 2 s of blocks then the embedding's 0.5 s, all after the end. */
+    double work[8];
+    CHECK_NEAR(ah_dp_exposed_s(st, 1, 5, work), 2.5, 1e-15);
+}
+
 int main(void) {
+    test_gather_overlap();
     test_two_pipelines();
     test_dp_link_kinds();
     test_infeasible();

@@ -4,17 +4,19 @@
 # either way, docs/runtime.md "Overlapped gradient sync"). Plans: pure DP, asymmetric pipelines
 # with DP and a recomputing stage, TP 2 x asymmetric PP x DP, LLaMA (GQA) asymmetric, the sharded
 # optimizer (even over 4 replicas; uneven over asymmetric pipelines, the tied group included), and
-# pure DP on an emulated 3x slower device (the emulator's splits and its sleeps' progress), and
-# asymmetric pipelines two of which run zero-bubble (its buckets start in the last W pass), sharded
-# unevenly; then memory to the byte with and without overlap (the zero-bubble plan included).
+# pure DP on an emulated 3x slower device (the emulator's splits and its sleeps' progress), the
+# same sharded (the updated weights' all-gather overlapped with the next forward, the emulator
+# catching up before its waits), and asymmetric pipelines two of which run zero-bubble (its
+# buckets start in the last W pass), sharded unevenly; then memory to the byte with and without
+# overlap (the zero-bubble plan included: sharded, so with the all-gathers in flight).
 # Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]
 # (PLAN[+SCHEDULE[/I,J]][:even|:uneven][@k]; +SCHEDULE as in test_train_equivalence.sh)
 . "$(dirname "$0")/train_common.sh"
 shift 2
 SPECS=("$@")
-[ ${#SPECS[@]} -gt 0 ] || SPECS=(dp4 asym tp2-asym llama-asym dp4:even asym:uneven dp4@3 asym+zero-bubble/1,2:uneven)
+[ ${#SPECS[@]} -gt 0 ] || SPECS=(dp4 asym tp2-asym llama-asym dp4:even asym:uneven dp4@3 dp4:even@3 asym+zero-bubble/1,2:uneven)
 # Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): TP, the sharded optimizer (even), the emulated
-# device and zero-bubble sharded unevenly, 4 of the 8 plans (and the memory checks, which need the
+# device and zero-bubble sharded unevenly, 4 of the 9 plans (and the memory checks, which need the
 # second and fourth); every plan is bit-checked in CI's first stage.
 [ $# -gt 0 ] || [ "${AH_CLUSTER_SHORT:-0}" != 1 ] || SPECS=(tp2-asym dp4:even dp4@3 asym+zero-bubble/1,2:uneven)
 run() { # name ranks plan flags...

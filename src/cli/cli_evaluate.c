@@ -152,6 +152,9 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
         printf("DP sync overlapped with the backward (train's default): %.6f s exposed of %.6f s (%.0f%% hidden), "
                "%.6f s per iteration (the figures above: without overlap, --no-overlap-grad-sync)\n",
                e->dp_sync_exposed_s, b->dp_sync_s, 100 * (1 - e->dp_sync_exposed_s / b->dp_sync_s), e->iteration_overlap_s);
+    if (p->n_opt_groups > 0 && b->dp_sync_s > 0)
+        printf("  of which the sharded optimizer's all-gather, overlapped with the next forward: %.6f s exposed\n",
+               e->dp_gather_exposed_s);
     char price[400];
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
@@ -235,6 +238,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e, double replica_gb)
     ah_plan_price_json(&pr, doc);
     ah_plan_crossings_json(p, &pr.traffic, doc);
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
+    json_object_set_new(doc, "dp_gather_exposed_s", json_real(e->dp_gather_exposed_s));
     json_object_set_new(json_object_get(doc, "breakdown"), "cp_comm_s", json_real(b->cp_comm_s));
     json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));
     json_object_set_new(doc, "host_memory", host_memory_json(p, replica_gb));

@@ -181,6 +181,8 @@ static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed,
         t += h;
         parts->head_s += h;
     }
+    /* a ring's all-gather: half of the all-reduce */
+    parts->head_ag_s = parts->head_s / 2, parts->blocks_ag_s = parts->blocks_s / 2, parts->end_ag_s = parts->end_s / 2;
     return t;
 }
 
@@ -223,14 +225,16 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
  * of n members on its own links (ah_dp_hier_seconds), or, inside one zone, the ring on the plan's
  * DP link; a sharded group (factor: its stretch) also all-gathers its updated weights flat, as
  * the runtime does (half an all-reduce of the stretched bytes). */
-static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor) {
+static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor,
+                         double *ag) {
     int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
     ah_dp_links_t l = {.domains = 1};
     if (nodes) ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, &l);
     free(nodes); /* without memory to find them, the group is priced as the ring */
     const double ring = ah_allreduce_seconds(bytes * factor, n, d->bw, d->lat);
+    *ag = p->n_opt_groups > 0 ? ring / 2 : 0; /* the all-gather after the optimizer */
     if (l.domains < 2) return ring;
-    return ah_dp_hier_seconds(&l, bytes) + (p->n_opt_groups > 0 ? ring / 2 : 0);
+    return ah_dp_hier_seconds(&l, bytes) + *ag;
 }
 
 /* stage_sync under "dp_sync": hierarchical: each group on its own links (group_sync; the blocks'
@@ -240,16 +244,19 @@ static double hier_stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_
                               ah_sync_stage_t *parts) {
     const bool sharded = p->n_opt_groups > 0;
     const double head_factor = sharded ? ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0) : 1;
+    double ag;
     parts->blocks_s = group_sync(p, d, sg->first, d->P, (double)(sg->last - sg->first) * d->block_params * d->grad_elt,
-                                 sharded ? blocks_factor(p, sg) : 1);
-    parts->head_s = parts->end_s = 0;
+                                 sharded ? blocks_factor(p, sg) : 1, &parts->blocks_ag_s);
+    parts->head_s = parts->end_s = parts->head_ag_s = parts->end_ag_s = 0;
     if (head) {
-        parts->head_s = group_sync(p, d, AH_DP_HEAD, d->P, (double)d->head_norm * d->grad_elt, head_factor);
-        if (!p->model.tied) parts->head_s += group_sync(p, d, AH_DP_HEAD, d->P, d->matrix_bytes, head_factor);
+        parts->head_s = group_sync(p, d, AH_DP_HEAD, d->P, (double)d->head_norm * d->grad_elt, head_factor, &parts->head_ag_s);
+        if (!p->model.tied) parts->head_s += group_sync(p, d, AH_DP_HEAD, d->P, d->matrix_bytes, head_factor, &ag);
+        if (!p->model.tied) parts->head_ag_s += ag;
     }
     if (embed || (head && p->model.tied))
         parts->end_s = group_sync(p, d, AH_DP_EMBED, d->holders, d->matrix_bytes,
-                                  sharded ? ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0) : 1);
+                                  sharded ? ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0) : 1,
+                                  &parts->end_ag_s);
     return parts->blocks_s + parts->head_s + parts->end_s;
 }
 
@@ -269,6 +276,7 @@ static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage
     parts->head_s = sync * norm_share + (head ? d->head_sync : 0);
     parts->blocks_s = sync * (1 - norm_share);
     parts->end_s = embed || (head && p->model.tied) ? d->embed_sync : 0;
+    parts->head_ag_s = parts->blocks_ag_s = parts->end_ag_s = 0; /* not sharded: no all-gather */
     return sync + parts->end_s + (head ? d->head_sync : 0);
 }
 
@@ -399,6 +407,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
     ah_cost_ctx_t ctx = *r->ctx; /* the pipeline's CP degree, each stage's ring */
     ctx.cp = ah_pipeline_cp(pl);
     for (int d = 0; d < P; d++) g[d] = (group_sum_t){0};
+    double fwd_start = 0;
     for (int s = 0; s < S; s++) {
         const ah_stage_t *sg = &pl->stages[s];
         ah_stage_eval_t *se = &pe->stages[s];
@@ -435,7 +444,10 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
             stage_cost_cached(&ctx, r->memo, &r->n_memo, &one, false, false, &b1);
             /* zero-bubble: the stage's last op is a W, whose blocks' gradients come final one by one */
             ss->blk_bwd_s = pl->schedule == AH_SCHED_ZERO_BUBBLE ? b1.wgrad_s : b1.bwd_s;
+            ss->blk_fwd_s = b1.fwd_s;
         }
+        ss->fwd_start_s = fwd_start; /* the first micro-batch's forward reaches it then, at the least */
+        fwd_start += sc.fwd_s + se->p2p_s;
         ss->first = sg->first;
         ss->last = sg->last;
         ss->head = head;
@@ -560,7 +572,8 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     out->feasible = r->worst_over <= 0;
     /* the overlapped sync: what is left of it after the backward (the runtime's default) */
     const double exposed =
-        fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer, (double *)(r->sync_st + r->n_sync)));
+        fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer, (double *)(r->sync_st + r->n_sync)) +
+                             (out->dp_gather_exposed_s = ah_dp_gather_exposed_s(r->sync_st, r->n_sync)));
     out->dp_sync_exposed_s = exposed;
     out->iteration_overlap_s = r->worst_pipe + exposed + r->optimizer;
     out->pred.breakdown.dp_sync_s = r->dp_sync;

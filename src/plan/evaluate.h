@@ -41,8 +41,10 @@ typedef struct ah_eval {
      * W). pred.iteration_s and its breakdown keep
      * the whole sync (train --no-overlap-grad-sync's figure): the planner's search minimises that
      * closed form; the planner compares finished plans by iteration_overlap_s unless told
-     * --no-overlap-grad-sync (planner.h ah_planner_time_s). */
-    double dp_sync_exposed_s, iteration_overlap_s;
+     * --no-overlap-grad-sync (planner.h ah_planner_time_s). A sharded plan's all-gather of the
+     * updated weights overlaps the next step's forward instead: dp_gather_exposed_s, what it
+     * delays that forward (plan/dp_overlap.h), is part of dp_sync_exposed_s. */
+    double dp_sync_exposed_s, iteration_overlap_s, dp_gather_exposed_s;
     bool feasible;            /* every device fits */
     int n_devices;
     ah_device_eval_t *devices;   /* rank order */

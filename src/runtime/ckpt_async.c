@@ -11,6 +11,7 @@
 
 #include "core/timing.h"
 #include "runtime/ckpt_session.h"
+#include "runtime/dp_groups.h"
 
 void ah_ckpt_views_release(ah_ckpt_session_t *s) {
     const bool moments = s->view_moments[0] != NULL;
@@ -31,12 +32,13 @@ void ah_ckpt_views_release(ah_ckpt_session_t *s) {
 static ah_status_t take_views(ah_ckpt_session_t *s, ah_status_t *local, ah_error_t *lerr, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     *local = AH_OK;
-    if (tr->plan->n_opt_groups > 0) {
+    if (tr->plan->n_opt_groups > 0) { /* sharded: the updated weights whole first (dp_groups.h) */
         const size_t n = (size_t)tr->stage.n_elems;
         s->view_moments[0] = malloc(n * sizeof(float));
         s->view_moments[1] = malloc(n * sizeof(float));
-        ah_status_t ms = s->view_moments[0] && s->view_moments[1] ? AH_OK
-                         : ah_error_set(err, AH_ERR_OOM, "no host memory to assemble %zu AdamW moments for a checkpoint", 2 * n);
+        ah_status_t ms = ah_dp_gather_wait(tr, err);
+        if (ms == AH_OK && !(s->view_moments[0] && s->view_moments[1]))
+            ms = ah_error_set(err, AH_ERR_OOM, "no host memory to assemble %zu AdamW moments for a checkpoint", 2 * n);
         if ((ms = ah_comm_agree(ah_comm_world(), ms, err)) == AH_OK)
             ms = ah_trainer_gather_moments(tr, s->view_moments[0], s->view_moments[1], err);
         if (ms != AH_OK) {

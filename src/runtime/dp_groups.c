@@ -223,8 +223,9 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     return AH_OK;
 }
 
-/* In ah_dp_sync's order. */
+/* In ah_dp_sync's order, after the overlapped weight all-gathers on the same communicators. */
 ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err) {
+    TRY(ah_dp_gather_wait(tr, err));
     for (int id = 0; id < ah_dp_group_count(tr); id++) {
         ah_group_t *grp = ah_dp_group(tr, id);
         const ah_dp_shard_t *sh = ah_dp_shard(tr, id);

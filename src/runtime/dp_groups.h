@@ -58,8 +58,22 @@ ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err);
  * device communicator, blocking (docs/gpu.md). */
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err);
 /* The sharded groups' all-gather of buf (laid out like the weights): a buffer of the backend (the
- * updated weights), or a host array (host: a checkpoint's moments). */
+ * updated weights), or a host array (host: a checkpoint's moments). Blocking, group by group, after
+ * waiting for the overlapped weight all-gathers in flight. */
 ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_error_t *err);
+/* After the optimizer: the sharded groups' all-gather of the updated weights. With overlap, one
+ * non-blocking all-gather per sharded bucket (each member's part of it), started in the forward's
+ * order and waited for by ah_dp_on_weights just before the bucket's first forward use in the next
+ * step, so it runs while the forwards before that use compute; without (or on a GPU),
+ * ah_dp_gather_shards at once. Same bits either way (a copy). Until the wait, st->w's other parts
+ * are not to be read: whatever reads the weights outside a forward (dump, checkpoint, the next
+ * sync) calls ah_dp_gather_wait first. */
+ah_status_t ah_dp_gather_weights(ah_trainer_t *tr, ah_error_t *err);
+/* gpt.h's on_weights hook with overlap: waits for the weight all-gathers of the buckets used at
+ * `event` (device emulation catching up to this point first) and progresses the rest. */
+ah_status_t ah_dp_on_weights(void *ctx, int event, ah_error_t *err);
+/* Waits for every weight all-gather still in flight (none: returns at once). */
+ah_status_t ah_dp_gather_wait(ah_trainer_t *tr, ah_error_t *err);
 /* Elements [*lo, *hi) of the stage's parameter i whose summed gradient this rank holds after
  * ah_dp_sync: all of it, or its part of a sharded group. */
 void ah_dp_valid_range(const ah_trainer_t *tr, int i, int64_t *lo, int64_t *hi);

@@ -1,6 +1,8 @@
-/* The layer-wise DP gradient sync of a rank, in buckets, overlapped with the backward or not:
- * runtime/dp_groups.h (ah_dp_plan_buckets, ah_dp_on_grads, ah_dp_sync); docs/runtime.md
- * "Overlapped gradient sync". */
+/* The layer-wise DP gradient sync of a rank, in buckets, overlapped with the backward or not, and a
+ * sharded optimizer's all-gather of the updated weights in the same buckets, overlapped with the
+ * next step's forward or not: runtime/dp_groups.h (ah_dp_plan_buckets, ah_dp_on_grads, ah_dp_sync,
+ * ah_dp_gather_weights, ah_dp_on_weights, ah_dp_gather_wait); docs/runtime.md "Overlapped gradient
+ * sync". */
 #include <stdlib.h>
 
 #include "runtime/dp_groups.h"
@@ -25,17 +27,15 @@ static ah_status_t add_bucket(ah_trainer_t *tr, int id, int event, int64_t off, 
         ah_dp_bucket_t *b = &tr->buckets[tr->n_buckets++];
         const int64_t len = off + n - at < BUCKET_MAX ? off + n - at : BUCKET_MAX;
         *b = (ah_dp_bucket_t){.group = id, .event = event, .off = at, .n = len};
-        if (tr->hier[id]) { /* summed whole, hierarchically (a sharded member keeps its part) */
-            TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
-            continue;
-        }
+        /* summed whole, hierarchically (a sharded member keeps its part) */
+        if (tr->hier[id]) TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
         if (!sh->counts) continue;
-        if (!(b->counts = malloc((size_t)members * sizeof *b->counts)))
+        if (!(b->parts = malloc((size_t)members * sizeof *b->parts)))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for the gradient sync's buckets");
         int64_t part = sh->off; /* parts are contiguous, in part order, from the group's start */
         for (int k = 0; k < members; k++) {
             const int64_t lo = part > at ? part : at, hi = part + sh->counts[k] < at + len ? part + sh->counts[k] : at + len;
-            b->counts[k] = hi > lo ? hi - lo : 0;
+            b->parts[k] = hi > lo ? hi - lo : 0;
             part += sh->counts[k];
         }
     }
@@ -81,6 +81,8 @@ static ah_status_t progress(ah_trainer_t *tr, ah_error_t *err) {
         if (b->started) TRY(ah_dp_hier_advance(b, tr->stage.g, cap, false, err));
         if (b->phase < cap) cap = b->phase;
     }
+    for (int i = 0; i < tr->n_buckets; i++)
+        if (tr->buckets[i].gathering) TRY(ah_comm_coll_test(&tr->buckets[i].gather, NULL, err));
     return AH_OK;
 }
 
@@ -109,6 +111,7 @@ ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
     tr->overlap = !tr->opts.no_overlap_grad_sync && tr->n_buckets > 0;
     if (tr->overlap) {
         tr->stage.on_grads = ah_dp_on_grads;
+        tr->stage.on_weights = ah_dp_on_weights;
         tr->stage.on_grads_ctx = tr;
     }
     return AH_OK;
@@ -118,7 +121,9 @@ void ah_dp_free_buckets(ah_trainer_t *tr) {
     for (int i = 0; tr->buckets && i < tr->n_buckets; i++) {
         if (tr->buckets[i].hier) ah_dp_hier_bucket_free(&tr->buckets[i]);
         free(tr->buckets[i].counts);
+        free(tr->buckets[i].parts);
         ah_comm_coll_free(&tr->buckets[i].coll);
+        ah_comm_coll_free(&tr->buckets[i].gather);
     }
     free(tr->buckets);
     tr->buckets = NULL;
@@ -130,7 +135,7 @@ static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
     float *g = tr->stage.g + b->off;
     b->started = true;
     if (b->hier) return ah_dp_hier_start(b, tr->stage.g, err);
-    return b->counts ? ah_comm_ireduce_scatter_f32(c, g, b->counts, &b->coll, err)
+    return b->parts ? ah_comm_ireduce_scatter_f32(c, g, b->parts, &b->coll, err)
                      : ah_comm_iallreduce_f32(c, g, (size_t)b->n, &b->coll, err);
 }
 
@@ -187,6 +192,7 @@ static ah_status_t sync_groups(ah_trainer_t *tr, ah_error_t *err) {
 
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
     if (!tr->buckets) return sync_groups(tr, err);
+    TRY(ah_dp_gather_wait(tr, err)); /* none left after a step's forwards, unless a stage had none */
     if (tr->overlap) { /* what the backward did not start (none, in 1F1B), then the waits */
         for (int i = 0; i < tr->n_buckets; i++)
             if (!tr->buckets[i].started) TRY(start(tr, &tr->buckets[i], err));
@@ -203,5 +209,44 @@ ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
         if (tr->buckets[i].started) TRY(finish(tr, &tr->buckets[i], err));
         tr->buckets[i].phase = 0; /* not started: it holds back the phases of the buckets after it */
     }
+    return AH_OK;
+}
+
+/* Waits for bucket b's weight all-gather. In a forward (in_phase) the device reaches the wait only
+ * when its compute before it is done: device emulation catches up first. */
+static ah_status_t gather_done(ah_trainer_t *tr, ah_dp_bucket_t *b, bool in_phase, ah_error_t *err) {
+    int done;
+    TRY(ah_comm_coll_test(&b->gather, &done, err));
+    if (!done) {
+        if (in_phase) ah_emulator_catch_up(&tr->emu);
+        TRY(ah_comm_coll_wait(&b->gather, err));
+    }
+    b->gathering = false;
+    return AH_OK;
+}
+
+ah_status_t ah_dp_gather_weights(ah_trainer_t *tr, ah_error_t *err) {
+    if (!tr->overlap) return ah_dp_gather_shards(tr, tr->stage.w, false, err);
+    for (int i = tr->n_buckets - 1; i >= 0; i--) { /* in the forward's order: the embedding first */
+        ah_dp_bucket_t *b = &tr->buckets[i];
+        if (!b->parts) continue;
+        TRY(ah_comm_iallgather_f32(ah_dp_group(tr, b->group)->c, tr->stage.w + b->off, b->parts, &b->gather, err));
+        b->gathering = true;
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_dp_on_weights(void *ctx, int event, ah_error_t *err) {
+    ah_trainer_t *tr = ctx;
+    for (int i = 0; i < tr->n_buckets; i++) {
+        ah_dp_bucket_t *b = &tr->buckets[i];
+        if (b->gathering && b->event == event) TRY(gather_done(tr, b, true, err));
+    }
+    return progress(tr, err);
+}
+
+ah_status_t ah_dp_gather_wait(ah_trainer_t *tr, ah_error_t *err) {
+    for (int i = 0; i < tr->n_buckets; i++)
+        if (tr->buckets[i].gathering) TRY(gather_done(tr, &tr->buckets[i], false, err));
     return AH_OK;
 }

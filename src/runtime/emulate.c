@@ -54,16 +54,23 @@ void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind) {
     e->segment_start = e->phase_start;
 }
 
+/* The current segment's compute seconds so far (CPU outside communication, capped by the wall),
+ * its wall seconds outside communication in *wall. */
+static double segment_so_far(const ah_emulator_t *e, double *wall) {
+    ah_emulate_mark_t now;
+    mark(&now);
+    const ah_emulate_mark_t *s = &e->segment_start;
+    *wall = (now.wall - s->wall) - (now.comm_wall - s->comm_wall);
+    const double cpu = (now.cpu - s->cpu) - (now.comm_cpu - s->comm_cpu);
+    return fmax(0.0, fmin(*wall, cpu));
+}
+
 /* Ends the current segment: adds its compute seconds to the phase's and, emulated, gives its
  * typical compute seconds and its wall seconds outside communication in typical_wall (left as it
  * is otherwise). */
 static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
-    ah_emulate_mark_t now;
-    mark(&now);
-    const ah_emulate_mark_t *s = &e->segment_start;
-    const double wall = (now.wall - s->wall) - (now.comm_wall - s->comm_wall);
-    const double cpu = (now.cpu - s->cpu) - (now.comm_cpu - s->comm_cpu);
-    const double compute = fmax(0.0, fmin(wall, cpu));
+    double wall;
+    const double compute = segment_so_far(e, &wall);
     e->compute += compute;
     if (e->slowdown <= 1.0) return;
     const int seg = e->segment < e->max_segments ? e->segment : e->max_segments - 1;
@@ -71,10 +78,8 @@ static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
     typical_wall[1] = wall;
 }
 
-/* Sleeps for the rest of slowdown x the typical seconds, less the wall seconds the segment
- * already spent, then starts the next segment. */
-static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
-    const double rest = e->slowdown * typical_wall[0] - typical_wall[1];
+/* Sleeps rest seconds, progressing the transfers in flight (e->progress) every 100 us. */
+static void sleep_progressing(ah_emulator_t *e, double rest) {
     if (rest > 0) {
         const double t = ah_now_s();
         if (e->progress) /* 100 us slices: a collective's round waits at most that for this rank */
@@ -85,8 +90,21 @@ static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
         ah_sleep_until(t + rest);
         e->slept += ah_now_s() - t;
     }
+}
+
+/* Sleeps for the rest of slowdown x the typical seconds, less the wall seconds the segment
+ * already spent, then starts the next segment. */
+static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
+    sleep_progressing(e, e->slowdown * typical_wall[0] - typical_wall[1]);
     e->segment++;
     mark(&e->segment_start);
+}
+
+void ah_emulator_catch_up(ah_emulator_t *e) {
+    if (e->slowdown <= 1.0) return;
+    double wall;
+    const double compute = segment_so_far(e, &wall);
+    sleep_progressing(e, e->slowdown * compute - wall);
 }
 
 void ah_emulator_split(ah_emulator_t *e) {

@@ -89,6 +89,12 @@ void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind);
 /* Ends the phase's current segment, before a collective inside the phase: sleeps until the
  * segment's time reaches slowdown x its typical compute seconds, then starts the next one. */
 void ah_emulator_split(ah_emulator_t *e);
+/* Sleeps until the current segment's wall seconds outside communication reach slowdown x its
+ * compute seconds so far, without ending it (no history: the segment's end stretches it whole
+ * from its typical seconds, less what it already spent): before a wait inside the phase that the
+ * device would reach only then (the overlapped weight all-gather, runtime/dp_groups.h). Not
+ * emulated: nothing. */
+void ah_emulator_catch_up(ah_emulator_t *e);
 /* Ends the phase: stretches its last segment (collective over the group, which agrees on it) and
  * gives in *compute the phase's own compute seconds (all its segments, unstretched). Fails only
  * when the group's all-reduce does. */

@@ -577,8 +577,11 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
     ah_block_work_t w;
     carve_work(st, &w);
     ah_status_t s;
+    ah_status_t (*const ready)(void *, int, ah_error_t *) = st->on_weights;
+    void *const ctx = st->on_grads_ctx;
     double t = ah_gpt_part_clock(st);
     if (embed) {
+        if (ready && (s = ready(ctx, AH_GPT_GRADS_END, err)) != AH_OK) return s;
         if ((s = embed_fwd(st, slot, err)) != AH_OK) return s;
         charge(st, AH_GPT_PART_EMBED, 0, &t);
     }
@@ -586,10 +589,12 @@ ah_status_t ah_gpt_forward(ah_gpt_stage_t *st, int64_t slot, float *out, float l
         float *dst = l + 1 < c->last ? st->act[st->slot_act[slot] + (l + 1 - c->first)].at[0]
                      : head          ? st->head_in[slot]
                                      : out;
+        if (ready && (s = ready(ctx, l, err)) != AH_OK) return s;
         if ((s = st->ops->fwd(st, l, block_view(st, slot, l), dst, &w, err)) != AH_OK) return s;
     }
     charge(st, AH_GPT_PART_BLOCKS, 0, &t);
     if (!head) return AH_OK;
+    if (ready && (s = ready(ctx, AH_GPT_GRADS_HEAD, err)) != AH_OK) return s;
     s = head_fwd(st, slot, loss_scale, loss_sum, err);
     charge(st, AH_GPT_PART_HEAD, 0, &t);
     return s;

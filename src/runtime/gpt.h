@@ -151,6 +151,11 @@ typedef struct ah_gpt_stage {
      * The overlapped gradient sync (runtime/dp_groups.h) starts a bucket's collective there. */
     ah_status_t (*on_grads)(void *ctx, int event, ah_error_t *err);
     void *on_grads_ctx;
+    /* Called by ah_gpt_forward before it reads a part of the weights (NULL: none), with on_grads'
+     * events and context: AH_GPT_GRADS_END before the embedding, the block's index before each
+     * block, AH_GPT_GRADS_HEAD before the head. The overlapped all-gather of a sharded optimizer's
+     * updated weights (runtime/dp_groups.h) waits there for the part's bucket. */
+    ah_status_t (*on_weights)(void *ctx, int event, ah_error_t *err);
 } ah_gpt_stage_t;
 
 enum { AH_GPT_GRADS_HEAD = -1, AH_GPT_GRADS_END = -2 };

@@ -244,6 +244,8 @@ ah_status_t ah_trainer_init_params(ah_trainer_t *tr, ah_error_t *err) {
 }
 
 void ah_trainer_free(ah_trainer_t *tr) {
+    ah_error_t ignored = {0};
+    (void)ah_dp_gather_wait(tr, &ignored); /* MPI writes into the weights until then */
     ah_dp_free_buckets(tr);
     if (tr->stage.params) ah_gpt_stage_free(&tr->stage);
     ah_emulator_free(&tr->emu);
@@ -513,7 +515,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
     if (!out->nonfinite && !out->overflow) {
         ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
-        TRY(ah_dp_gather_shards(tr, st->w, false, err));
+        TRY(ah_dp_gather_weights(tr, err));
     }
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
     TRY(ah_device_check(&tr->dev, err));
@@ -557,6 +559,7 @@ ah_status_t ah_trainer_dump(ah_trainer_t *tr, const char *dir, bool grads, ah_er
     float *const buf = grads ? st->g : st->w;
     const char *stem = grads ? "grads" : "params";
     float *src; /* host copy of buf (buf itself on the CPU) */
+    if ((s = ah_dp_gather_wait(tr, err)) != AH_OK) goto done;
     if ((s = ah_gpt_host_view(st, buf, true, &src, err)) != AH_OK) goto done;
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];

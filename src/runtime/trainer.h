@@ -58,7 +58,8 @@ typedef struct ah_train_opts {
     bool defer_init;
     /* --no-overlap-grad-sync: the DP sync's collectives run after the whole backward, one after
      * another in the global group order (for comparison). Default (false): each bucket's starts
-     * non-blocking as soon as its gradients are final (runtime/dp_groups.h). Same bits either way. */
+     * non-blocking as soon as its gradients are final, and a sharded group's all-gather of the
+     * updated weights overlaps the next step's forward (runtime/dp_groups.h). Same bits either way. */
     bool no_overlap_grad_sync;
 } ah_train_opts_t;
 
@@ -104,10 +105,15 @@ typedef struct ah_dp_bucket {
     int group;          /* DP group id */
     int event;          /* final after this ah_gpt_backward event (gpt.h on_grads) of the last micro-batch */
     int64_t off, n;     /* the stage's flat buffers [off, off + n) */
-    int64_t *counts;    /* a sharded group: per group rank (part order) its part of the bucket; a
-                         * hierarchical one: per member of this rank's domain its pieces; NULL: a sum */
+    int64_t *parts;     /* a sharded group (ring or hierarchical): per group rank (part order) its
+                         * part of the bucket; NULL: not sharded */
+    int64_t *counts;    /* a hierarchical group: per member of this rank's domain its pieces */
     ah_comm_coll_t coll;
     bool started;
+    /* A sharded bucket's all-gather of the updated weights, with overlap in flight from the
+     * optimizer until the bucket's first forward use in the next step (dp_groups.h). */
+    ah_comm_coll_t gather;
+    bool gathering;
     const ah_dp_hier_t *hier; /* the group's hierarchical sync (dp_hier.h), or NULL: the ring */
     ah_comm_coll_t *cross;    /* hierarchical: the cross-domain all-reduce of each piece this rank holds */
     int phase;                /* hierarchical: the phase issued last (dp_hier.h ah_dp_hier_advance) */
