@@ -6,7 +6,8 @@
 # and evaluate say which link carries what. Two one-device replicas of tiny-gpt2 (dp2_plan) on
 # nodes n0 (region us-east-1) and n1 (region eu-west-1), 2 steps each; the regions are emulated
 # (both ranks run here: the rule reads the plan's cluster, not the network). autohet run: refused
-# before launch 0 without the flag, one step with it (3 ranks).
+# before launch 0 without the flag, one step with it (3 ranks); a re-plan that would cross in the
+# open (a join) planned in the fastest region alone instead (agent_plan.c).
 # Usage: bash tests/test_train_wan.sh BUILD_DIR SOURCE_DIR
 source "$(dirname "$0")/train_common.sh"
 STEPS=2
@@ -61,14 +62,33 @@ c = {"gpu_types": {"cpu-fast": {"memory_gib": 1, "tflops": t, "mem_bw_gb_s": 10,
 json.dump(c, open(sys.argv[1], "w"))
 PY
 RUN=("$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/run-cluster.json" --data "$WORK/text.bin" --global-batch 8
-     --seq-len 64 --steps 1 --quiet)
-timeout 60 "${RUN[@]}" --work-dir "$WORK/run-open" >"$WORK/run-open.log" 2>&1 && fail "run across regions in the open ran"
+     --seq-len 64 --quiet)
+timeout 60 "${RUN[@]}" --steps 1 --work-dir "$WORK/run-open" >"$WORK/run-open.log" 2>&1 && fail "run across regions in the open ran"
 grep -q "^autohet run: usage error: launch 0: the plan's traffic crosses a region boundary in the open.*DP sync.*--allow-unencrypted-wan" "$WORK/run-open.log" ||
     fail "run's refusal: $(cat "$WORK/run-open.log")"
 [ -e "$WORK/run-open/launch-0" ] && fail "run launched although it refused"
-timeout 120 "${RUN[@]}" --work-dir "$WORK/run-allowed" --allow-unencrypted-wan >"$WORK/run-allowed.log" 2>&1 ||
+timeout 120 "${RUN[@]}" --steps 1 --work-dir "$WORK/run-allowed" --allow-unencrypted-wan >"$WORK/run-allowed.log" 2>&1 ||
     fail "run --allow-unencrypted-wan: $(tail -5 "$WORK/run-allowed.log")"
 grep -q "^trained 1 of 1 steps" "$WORK/run-allowed.log" || fail "run --allow-unencrypted-wan trained: $(tail -5 "$WORK/run-allowed.log")"
+# a re-plan is not refused: fast-0 (us-east-1) is down at the start, so the run starts in eu-west-1
+# (fast-1, slow-0); fast-0 joins 300 ms in; at the next checkpoint the plan over all three would
+# cross in the open, so the agent plans over each region alone and takes the fastest (eu-west-1,
+# the running plan: no restart), says so and trains on (agent_plan.c)
+python3 - "$WORK/run-cluster.json" "$WORK/run-cluster-2.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["nodes"] = [{"name": "fast-0", "gpu": "cpu-fast", "count": 1, "zone": "us-east-1a", "region": "us-east-1"},
+              {"name": "fast-1", "gpu": "cpu-fast", "count": 1, "zone": "eu-west-1a", "region": "eu-west-1"},
+              {"name": "slow-0", "gpu": "cpu-slow", "count": 1, "zone": "eu-west-1a", "region": "eu-west-1"}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+printf '0,remove,fast-0\n300,add,fast-0\n' >"$WORK/join-east.csv"
+timeout 120 "$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/run-cluster-2.json" --data "$WORK/text.bin" --global-batch 8 \
+    --seq-len 64 --quiet --steps 6 --ckpt-every 1 --events "$WORK/join-east.csv" --work-dir "$WORK/run-join" >"$WORK/run-join.log" 2>&1 || fail "run with a join that would cross regions: $(tail -5 "$WORK/run-join.log")"
+grep -q "crosses a region boundary in the open; without --allow-unencrypted-wan (or a link marked \"private\") the agent plans in region eu-west-1 alone" \
+    "$WORK/run-join.log" || fail "the re-plan in one region is said: $(cat "$WORK/run-join.log")"
+grep -q '"event":"confined","region":"eu-west-1"' "$WORK/run-join/metrics.jsonl" || fail "a confined event in the metrics"
+grep -q "^trained 6 of 6 steps" "$WORK/run-join.log" || fail "the confined run trained: $(tail -5 "$WORK/run-join.log")"
 [ "$("$AUTOHET" train --help | grep -- "^  --allow-unencrypted-wan ")" = "$("$AUTOHET" run --help | grep -- "^  --allow-unencrypted-wan ")" ] ||
     fail "train's and run's --allow-unencrypted-wan lines differ"
-echo "ok: refused in the open, trained with --allow-unencrypted-wan and over a private link (losses equal); run likewise"
+echo "ok: refused in the open, trained with --allow-unencrypted-wan and over a private link (losses equal); run likewise, and a re-plan confined to one region"

@@ -20,8 +20,9 @@
  *
  * Metrics (merged JSONL at opts.metrics): every step line and trainer event of every launch but
  * preempt and recover (checkpoint, nonfinite, overflow), with "launch": K added, plus the agent's
- * events: plan, replan, preempt, recover (recovery seconds = from the preemption notice to the
- * first finished step after it, split into stop, replan, start-up, transfer and first step; bytes,
+ * events: plan, replan, confined (a re-plan kept in one region, agent_plan.c), preempt, recover
+ * (recovery seconds = from the preemption notice to the first finished step after it, split into
+ * stop, replan, start-up, transfer and first step; bytes,
  * files and seconds per tier from the trainer), join, unreachable, done; and the trainer's own
  * recover event as "restore" (what its restore read, the copies another tier replaced). The file
  * is appended to: a rerun in the same work directory resumes from its checkpoints, and its lines

@@ -16,21 +16,6 @@
 #include "elastic/agent_state.h"
 #include "runtime/protocol.h"
 
-/* Plans on the nodes that are up (agent_state.h). */
-ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
-    ah_cluster_t c;
-    ah_status_t s = ah_cluster_copy(&a->cluster, &c, err);
-    if (s != AH_OK) return s;
-    int n = 0;
-    for (int i = 0; i < a->cluster.n_nodes; i++)
-        if (a->up[i]) c.nodes[n++] = a->cluster.nodes[i];
-    c.n_nodes = n;
-    if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
-    else s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
-    ah_cluster_free(&c);
-    return s;
-}
-
 void ah_agent_next_plan_free(agent_t *a) {
     if (a->have_next) ah_plan_result_free(&a->next);
     a->have_next = false;

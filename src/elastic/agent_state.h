@@ -138,7 +138,8 @@ bool ah_agent_check_disks(agent_t *a, json_t *interrupted);
 /* The step timeout expired (see the watchdog, agent_logic.h). */
 void ah_agent_on_hang(agent_t *a);
 
-/* agent.c: plans on the nodes that are up (no host asked). */
+/* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
+ * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
 /* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
  * directory of every host of the job; said and skipped when that fails. */
