@@ -5,6 +5,7 @@
  * autohet waits for the step in progress (half an iteration) and saves at the notice; every
  * (re)start ends with one iteration of the new plan, whose tokens count. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +222,7 @@ static bool replay_setup(const char *cluster, ah_cluster_t *c2, ah_cluster_t *c1
     o->restart_s = 30;
     o->replan_s = 5;
     o->disk_gb_s = 2;
+    o->ckpt_snapshot_gb_s = INFINITY; /* periodic checkpoints hold nothing but the replication (own check) */
     return true;
 }
 
@@ -345,6 +347,17 @@ static void test_one_preemption(void) {
     CHECK_NEAR(r.gpu_hours, 4, 1e-9);
     CHECK_EQ_I64(r.replans, 0);
     ah_sim_result_free(&r);
+    /* The asynchronous snapshot holds training: at 1 GB/s per device each of the seven checkpoints
+     * (every 1000 s of training) costs each device's full replica / 1 GB/s. */
+    o.ckpt_snapshot_gb_s = 1;
+    {
+        const double cp = state / 1e9;
+        CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_ON_DEMAND, &r, &err) == AH_OK, "%s", err.msg);
+        CHECK_NEAR(r.ckpt_stall_s, 7 * cp, 1e-9);
+        CHECK_NEAR(r.tokens, R2 * (T - 35 - 7 * cp), 1e-9);
+        ah_sim_result_free(&r);
+    }
+    o.ckpt_snapshot_gb_s = INFINITY;
 
     /* A checkpoint interval that divides the training time before the preemption exactly: the
      * rollback loses nothing (up to rounding in the checkpoint clock). */
@@ -429,12 +442,16 @@ static void test_partial_loss(void) {
      * first; the memory holds the periodic checkpoint: sp-0's stage comes from od-0's memory at the
      * network's rate (2 GB/s) instead of the cloud's, and the run still goes back to it. */
     o.replica_memory_gb = 1000;
+    /* each periodic checkpoint now holds training for its replication (the commit runs it on the
+     * trainer's thread): the larger node's checkpoint over its 2 GB/s link; three before the notice */
+    const double big = s0 > s1 ? s0 : s1, st = big / 2e9;
     const double xm = cloud / 2e9, recm = it2 / 2 + save + 35 + xm + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
     CHECK_EQ_I64(r.bytes_cloud, 0);
     CHECK_NEAR(r.recovery_s, 35 + it2 + recm, 1e-9);
-    CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt), 1e-9);
+    CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt - 3 * st), 1e-9);
+    CHECK_NEAR(r.ckpt_stall_s, 3 * st, 1e-9); /* od-0 alone after it: no partner, nothing held */
     CHECK(r.n_recs == 2 && r.recs[1].saved, "saved at the notice, to the disks first");
     ah_sim_result_free(&r);
     /* A fast snapshot and slower disks (0.5 GB/s), so that the memory commits first: the save is the
@@ -442,14 +459,14 @@ static void test_partial_loss(void) {
     o.snapshot_gb_s = 100;
     o.disk_gb_s = 0.5;
     o.handover = false; /* the partner's save; the handover below */
-    const double big = s0 > s1 ? s0 : s1, slow = big / 0.5e9;
+    const double slow = big / 0.5e9;
     const double mem_s = big / 100e9 + big / 2e9, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
     CHECK(mem_s < slow, "memory first: %g s < the disks' %g s", mem_s, slow);
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
     CHECK_NEAR(r.recovery_s, 35 + it2 + recf, 1e-9);
-    CHECK_NEAR(r.tokens, R2 * (3600 - 35 + it2 / 2) + R1 * (7200 - 3600 - recf + it1), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (3600 - 35 - 3 * st + it2 / 2) + R1 * (7200 - 3600 - recf + it1), 1e-9);
     ah_sim_result_free(&r);
     /* The handover (the default): od-0 alone runs the next plan, so the save is the snapshot plus
      * what od-0 reads and did not hold (sp-0's stage) over the link into its memory; the disks wait
@@ -460,7 +477,7 @@ static void test_partial_loss(void) {
     CHECK(r.n_recs == 2 && r.recs[1].handover, "the notice's save was the handover");
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);
     CHECK_NEAR(r.recovery_s, 35 + it2 + rech, 1e-9);
-    CHECK_NEAR(r.tokens, R2 * (3600 - 35 + it2 / 2) + R1 * (7200 - 3600 - rech + it1), 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (3600 - 35 - 3 * st + it2 / 2) + R1 * (7200 - 3600 - rech + it1), 1e-9);
     ah_sim_result_free(&r);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);

@@ -69,6 +69,7 @@ typedef struct {
     bool fresh;           /* nothing trained yet: a start has nothing to transfer */
     bool started;         /* the first (re)start happened */
     bool pending_join;
+    double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
     int cap_segs, cap_markers, cap_recs;
     bool oom;
 } ah_sim_replay_t;

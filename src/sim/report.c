@@ -111,6 +111,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_t *opts = json_object_get(doc, "options");
     json_object_set_new(opts, "replica_memory_gb", json_real(o->replica_memory_gb));
     json_object_set_new(opts, "snapshot_gb_s", json_real(o->snapshot_gb_s));
+    json_object_set_new(opts, "ckpt_snapshot_gb_s", json_real(o->ckpt_snapshot_gb_s));
     json_object_set_new(opts, "handover", json_boolean(o->handover && o->replica_memory_gb > 0));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
@@ -177,6 +178,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
         json_object_set_new(e, "egress_usd", json_real(r->egress_usd));
         json_object_set_new(e, "ckpt_egress_usd", json_real(r->ckpt_egress_usd));
         json_object_set_new(e, "ckpt_bytes_across_regions", json_real(r->ckpt_bytes_across_regions));
+        json_object_set_new(e, "checkpoint_hours", json_real(r->ckpt_stall_s / 3600));
         json_object_set_new(e, "recoveries", rc);
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
         if (r->region[0]) json_object_set_new(e, "region", json_string(r->region));

@@ -24,6 +24,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->disk_gb_s = 8; /* an 8-GPU cloud node's local NVMe SSDs (p4d: 8 x 1 TB), about 1 GB/s each */
     o->grace_s = 120;
     o->snapshot_gb_s = AH_SIM_SNAPSHOT_GB_S;
+    o->ckpt_snapshot_gb_s = AH_SIM_CKPT_SNAPSHOT_GB_S;
 }
 
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
@@ -169,7 +170,11 @@ static void try_start(ah_sim_replay_t *x, const char *label, const char *arg) {
 static void advance(ah_sim_replay_t *x, double tn) {
     const double dt = tn - x->t;
     if (dt > 0 && x->phase != AH_PHASE_STALLED && x->run) {
-        if (x->phase == AH_PHASE_TRAIN) ah_sim_train(x, dt);
+        if (x->phase == AH_PHASE_TRAIN) { /* not while a periodic checkpoint holds it */
+            const double held = fmin(tn, x->stall_until) - x->t;
+            ah_sim_train(x, held > 0 ? dt - held : dt);
+            if (held > 0) x->r->ckpt_stall_s += held;
+        }
         x->r->usd += x->run->usd_per_s * dt;
         int gpus = 0;
         for (int ty = 0; ty < x->c->n_types; ty++) gpus += x->run->gpus[ty];
@@ -177,6 +182,27 @@ static void advance(ah_sim_replay_t *x, double tn) {
     }
     if (dt > 0 && x->phase == AH_PHASE_RECOVER) x->r->recovery_s += dt;
     x->t = tn;
+}
+
+/* What a periodic checkpoint holds training for, as the runtime's asynchronous save does
+ * (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's all-gather of the moments, each device's copy of
+ * its checkpoint into host memory (o->ckpt_snapshot_gb_s per device, in parallel), and with the memory
+ * tier the replication of each held node's checkpoint to its partner (its bytes over the node's
+ * inter-node link), which the commit runs on the trainer's thread; the disks and the upload go on in
+ * the background. */
+static double ckpt_stall_s(const ah_sim_replay_t *x) {
+    const ah_sim_entry_t *e = x->run;
+    double copy = 0, send = 0;
+    for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
+    for (int y = 0; e->holder && y < e->place.n_nodes; y++) {
+        if (e->holder[y] < 0) continue;
+        double bytes = 0;
+        for (int r = 0; r < e->place.n_ranks; r++)
+            if (e->place.ranks[r].node == y) bytes += (double)e->ckpt_bytes[r];
+        const int gpus = x->c->nodes[y].count > 0 ? x->c->nodes[y].count : 1;
+        send = fmax(send, bytes / (x->c->net.inter_node_gb_s * 1e9 * gpus));
+    }
+    return e->gather_s + copy + send;
 }
 
 static void on_internal(ah_sim_replay_t *x) {
@@ -194,7 +220,8 @@ static void on_internal(ah_sim_replay_t *x) {
     /* a checkpoint */
     x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
     ah_sim_replicated(x);
-    x->ckpt_due = x->t + x->o->ckpt_every_s;
+    x->stall_until = x->t + ckpt_stall_s(x);
+    x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;
     ah_sim_entry_t *e = ah_sim_plan_for(x);
@@ -242,12 +269,13 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0 || o->grace_s < 0 ||
-        o->replica_memory_gb < 0 || o->snapshot_gb_s <= 0)
+        o->replica_memory_gb < 0 || o->snapshot_gb_s <= 0 || !(o->ckpt_snapshot_gb_s > 0))
         return ah_error_set(err, AH_ERR_USAGE,
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
-                            "--disk-gb-s %g > 0, --grace-s %g >= 0, --replica-memory-gb %g >= 0, --snapshot-gb-s %g > 0",
+                            "--disk-gb-s %g > 0, --grace-s %g >= 0, --replica-memory-gb %g >= 0, --snapshot-gb-s %g > 0, "
+                            "the checkpoint snapshot's %g GB/s > 0",
                             o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s,
-                            o->replica_memory_gb, o->snapshot_gb_s);
+                            o->replica_memory_gb, o->snapshot_gb_s, o->ckpt_snapshot_gb_s);
     ah_status_t hs = ah_sim_check_horizon(a, o, err);
     if (hs != AH_OK) return hs;
     const double t_start = ah_now_s();

@@ -38,8 +38,12 @@
  *       its one region), so a re-plan may move pipelines between regions, priced on the WAN.
  *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
  *       every K steps: a restart without rollback keeps the schedule, a rollback goes back to a
- *       point of it) and cost no time (asynchronous, to the disks and the cloud); a rollback
- *       returns tokens to the last one (or, for autohet, to the newest state on the disks).
+ *       point of it) and hold training as the runtime's asynchronous save does: a sharded plan's
+ *       all-gather, each device's copy into host memory (ckpt_snapshot_gb_s) and, with the memory
+ *       tier, the replication to the partners at the network's rate (the commit runs it on the
+ *       trainer's thread); the disks and the cloud are written in the background. Every policy is
+ *       priced so (the baselines as if their saves were as asynchronous). A rollback returns
+ *       tokens to the last one (or, for autohet, to the newest state on the disks).
  *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of
  *       the plan whose devices hold the state) triggers a (re)start; others are ignored (the plan
  *       still runs, and a plan optimal on a larger set stays optimal on the subset).
@@ -191,6 +195,8 @@ typedef struct ah_sim_opts {
                                   GB each holding host keeps; 0: off (sim/memory.c) */
     double snapshot_gb_s;      /* a device's copy of its checkpoint into its host's memory, GB/s per
                                   device (AH_SIM_SNAPSHOT_GB_S) */
+    double ckpt_snapshot_gb_s; /* a periodic checkpoint's copy into host memory (the runtime's asynchronous
+                                  snapshot, which holds training), GB/s per device (AH_SIM_CKPT_SNAPSHOT_GB_S) */
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
@@ -211,6 +217,17 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
  * safetensors with CRC-32C into a tmpfs on the shared 2-core machine at load 3-4, so a lower bound
  * for a GPU host, whose copy is a device-to-host transfer and one core per rank. */
 #define AH_SIM_SNAPSHOT_GB_S 0.56
+
+/* A periodic checkpoint's copy into host memory, GB/s per device: the runtime's asynchronous snapshot
+ * (runtime/ckpt_async.c: every rank copies the shards it writes into its snapshot buffer, on the
+ * trainer's thread, before the next step), measured: `autohet train` of bench_notice_save.sh's model
+ * and plan (GPT-2 small's shape, two data-parallel ranks, 0.512 GB of snapshot per rank), --steps 9
+ * --ckpt-every 2, with and without --replica-memory-gb 4: the checkpoint events' snapshot_seconds (the
+ * slowest rank's) of steps 4, 6, 8 were 1.11, 1.58, 1.92 s and 0.98, 0.50, 0.62 s (step 2 allocates the
+ * buffer: 7.0 and 8.7 s, left out), median 1.05 s: 0.49 GB/s, at load 15-18 on the shared 2-core
+ * machine (2026-12-06). A memcpy here; a GPU host's is a device-to-host copy (the runtime's CUDA
+ * snapshot is not pinned yet: docs/checkpoints.md). */
+#define AH_SIM_CKPT_SNAPSHOT_GB_S 0.49
 
 /* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
@@ -256,6 +273,7 @@ typedef struct ah_sim_result {
     double ckpt_egress_usd;    /* the part of egress_usd that is the checkpoints' (the memory tier's
                                   replication to a holder in another zone or region, memory.c) */
     double ckpt_bytes_across_regions; /* the checkpoint bytes those replications sent across a region */
+    double ckpt_stall_s;       /* training time the periodic checkpoints held (snapshot, replication) */
     double recovery_s;         /* time in (re)starts (notice to first finished step), the first
                                   start included */
     int replans;               /* (re)starts after the first */
