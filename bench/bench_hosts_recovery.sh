@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Recovery across hosts from a host lost WITHOUT notice, local-first vs cloud-only (Varuna-like) at
-# the same cloud bandwidth, one run after the other on the same set-up (issue #17, "Measure").
+# the same cloud bandwidth, one run after the other on the same set-up (issue #17, "Measure"); and
+# with SET=tiers, recovery after a notice and after a host lost without notice, with and without the
+# in-memory replicas and the handover at a notice (issue #36, "Measure"; see the end of this comment).
 #
 #   bash bench/bench_hosts_recovery.sh [BUILD_DIR]        (default build; root: emulated hosts)
+#   SET=tiers bash bench/bench_hosts_recovery.sh B        (the five runs of issue #36 below)
 #   CLOUD_GB_S=0.05 bash bench/bench_hosts_recovery.sh B   (the cloud cap per node; default 0.025, see below)
 #   MBIT=1000 bash bench/bench_hosts_recovery.sh B         (links between hosts shaped; default 0: unshaped)
 #   CKPT_EVERY=K (default 4), KEEP=DIR (keep the runs' metrics, logs and stamps in DIR)
@@ -45,14 +48,34 @@
 # together, and per node). Then the ratios cloud-only / local-first: the headline (kill ->
 # first step), from mpirun's exit (the agent's own recover event), without the first step, and
 # the state restore alone; and the steps each policy must redo (not timed).
+# SET=tiers: bench_handover.sh's set-up (GPT-2 6 x 512, byte vocabulary, 231 MB of state; one 200 MiB
+# CPU device a host, slowed down 4x, so one pipeline h0 [0,2) > h1 [2,4) > h2 [4,6): h2's blocks are on
+# h2's disk alone), the cloud as above (CLOUD_GB_S default 0.1 here), checkpoints every 8 steps. In
+# every run the event comes once the cloud holds a complete step (every host's manifest of one step)
+# and the metrics hold 11 steps or more, 3 past a checkpoint; five runs, each on a fresh cluster:
+#   lost-disk        h2 killed whole, no replicas: h2's blocks come from the cloud (its older step);
+#   lost-memory      h2 killed whole, --replica-memory-gb 1: h2's blocks from h0's memory (its partner);
+#   notice-disk      the events file removes h2 (grace 120 s), no replicas: the save at the notice to
+#                    the disks (h2's upload share with it), h2's blocks from the cloud;
+#   notice-memory    the same with --replica-memory-gb 1 --no-handover: the save memory first, h2's
+#                    blocks from h0's memory;
+#   notice-handover  replicas and the handover (the default with replicas): the agent plans first, the
+#                    save hands each file to the host that reads it next, the relaunch reads on its own
+#                    host.
+# Printed: one line per run (total = the kill or the notice -> first finished step; detect for a lost
+# host as above, 0 at a notice; stop = the notice's step end and save; re-plan; start-up; transfer by
+# tier; first step; bytes by tier; the step resumed and the steps to redo), then the ratios: memory /
+# disk for each event, handover / memory and handover / disk at a notice, notice / lost.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 AUTOHET=$BUILD/autohet
-CLOUD_GB_S=${CLOUD_GB_S:-0.025}
+SET=${SET:-cloud}
+[ "$SET" = cloud ] || [ "$SET" = tiers ] || { echo "bench_hosts_recovery: SET=$SET: cloud or tiers" >&2; exit 1; }
+CLOUD_GB_S=${CLOUD_GB_S:-$([ "$SET" = tiers ] && echo 0.1 || echo 0.025)}
 MBIT=${MBIT:-0}
-CKPT_EVERY=${CKPT_EVERY:-4}
+CKPT_EVERY=${CKPT_EVERY:-$([ "$SET" = tiers ] && echo 8 || echo 4)}
 WORK=${KEEP:-$(mktemp -d)}
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
@@ -69,12 +92,17 @@ cleanup() {
 }
 trap cleanup EXIT # cluster_up puts cluster_down before it
 
-cat >"$WORK/model.json" <<'JSON'
-{"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 256, "n_positions": 64}
+if [ "$SET" = tiers ]; then # bench_handover.sh's pipeline: h2's blocks on h2 alone
+    LAYERS=6 WIDTH=512 HEADS=8 MIB=200 SLOWDOWN=4
+else # three data-parallel replicas: every shard on every host
+    LAYERS=12 WIDTH=768 HEADS=12 MIB=4096 SLOWDOWN=1
+fi
+cat >"$WORK/model.json" <<JSON
+{"model_type": "gpt2", "n_layer": $LAYERS, "n_embd": $WIDTH, "n_head": $HEADS, "vocab_size": 256, "n_positions": 64}
 JSON
 cat >"$WORK/cluster.json" <<JSON
 {"gpu_types": {"cpu": {"tflops": {"bf16": 0.05, "fp16": 0.05, "fp32": 0.05}, "mem_bw_gb_s": 10,
-                       "intra_node_gb_s": 5, "emulate": {"slowdown": 1, "memory_mib": 4096}}},
+                       "intra_node_gb_s": 5, "emulate": {"slowdown": $SLOWDOWN, "memory_mib": $MIB}}},
  "nodes": [{"name": "h0", "gpu": "cpu", "count": 1, "usd_per_gpu_hour": 0.3},
            {"name": "h1", "gpu": "cpu", "count": 1, "spot": true, "usd_per_gpu_hour": 0.1},
            {"name": "h2", "gpu": "cpu", "count": 1, "spot": true, "usd_per_gpu_hour": 0.1}],
@@ -95,11 +123,22 @@ wait_for() {
     done
 }
 cloud_has_h0() { cluster_head curl -s "$EP/ckpt?list-type=2&prefix=$name/" | grep -q "/manifest-h0.json</Key>"; }
+# SET=tiers: a step whose every host's manifest the cloud lists (each host uploads its own blocks), and
+# at least 11 steps trained, 3 past a periodic checkpoint (so that every run's event falls at the same
+# point of the schedule, where a save at the notice pays: bench_handover.sh's choice)
+cloud_complete() {
+    local n
+    n=$(grep -c '"loss"' "$WD/metrics.jsonl" 2>/dev/null)
+    [ "${n:-0}" -ge 11 ] && [ $((n % CKPT_EVERY)) = 3 ] || return 1
+    cluster_head curl -s "$EP/ckpt?list-type=2&prefix=$name/" |
+        grep -o '/step-[0-9]*/manifest-h[0-9].json' | sed 's|/manifest.*||' | sort | uniq -c | grep -q '^ *3 '
+}
 recovered() { grep -q '"event":"recover"' "$WD/metrics.jsonl" 2>/dev/null; }
 
-run() { # NAME [flags]
+run() { # NAME lost|notice [flags]: h2 killed whole, or removed through the events file (a notice)
     name=$1
-    shift
+    local kind=$2
+    shift 2
     cluster_up 3 "$MBIT" || fail "cannot make the emulated cluster"
     local head
     head=$(awk '$2 == "head" {print $1}' "$CL_DIR/hosts")
@@ -110,17 +149,26 @@ run() { # NAME [flags]
     WD=$CL_DISK/$name # the agent's work dir (on the head: this machine's; on each host: its own)
     python3 "$SRC/bench/recovery_summary.py" stamp "$WD/metrics.jsonl" "$WORK/$name.stamps" &
     STAMPER=$!
+    printf '999999,remove,h0\n' >"$WORK/$name.events" # the file is there from the start; no event yet
     cluster_head "$AUTOHET" run --model "$WORK/model.json" --cluster "$WORK/cluster.json" --data "$WORK/text.bin" \
         --global-batch 3 --seq-len 16 --steps 100000 --ckpt-every "$CKPT_EVERY" --work-dir "$WD" --quiet \
         --launcher ssh --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --cloud "s3://ckpt/$name" --s3-endpoint "$EP" \
-        --mpirun-args "--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1 \
+        --events "$WORK/$name.events" --grace-s 120 --mpirun-args "--mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE --mca mpi_yield_when_idle 1 \
 -x OPENBLAS_NUM_THREADS=1 -x AWS_ACCESS_KEY_ID -x AWS_SECRET_ACCESS_KEY -x AWS_REGION" "$@" >"$WORK/$name.log" 2>&1 &
     AGENT=$!
-    # the kill once the cloud holds a complete step (h0 uploads every shard; its manifest commits them)
-    wait_for 1200 cloud_has_h0 || { cat "$WORK/$name.log" >&2; fail "$name: no complete step in the cloud"; }
-    cluster_kill_host h2
-    date +%s.%N >"$WORK/$name.kill"
-    echo "$name: h2 killed $(grep -c '"loss"' "$WD/metrics.jsonl") steps in; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    # the event once the cloud holds a complete step (SET=cloud: h0 uploads every shard; its manifest
+    # commits them)
+    local ready=cloud_has_h0
+    [ "$SET" = tiers ] && ready=cloud_complete
+    wait_for 1200 $ready || { cat "$WORK/$name.log" >&2; fail "$name: no complete step in the cloud"; }
+    if [ "$kind" = lost ]; then
+        cluster_kill_host h2
+        date +%s.%N >"$WORK/$name.kill"
+    else
+        printf '0,remove,h2\n999999,remove,h0\n' >"$WORK/$name.events"
+    fi
+    echo "$name: h2 $([ "$kind" = lost ] && echo killed || echo noticed) $(grep -c '"loss"' "$WD/metrics.jsonl") steps in;" \
+        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
     wait_for 900 recovered || { cat "$WORK/$name.log" >&2; fail "$name: the run did not recover"; }
     sleep 0.3 # the stamper's last lines
     kill "$STAMPER" 2>/dev/null
@@ -132,9 +180,18 @@ run() { # NAME [flags]
     wait "$AGENT" 2>/dev/null
     AGENT=
 }
-run local-first
-run cloud-only --recovery cloud-only
+if [ "$SET" = tiers ]; then
+    run lost-disk lost
+    run lost-memory lost --replica-memory-gb 1
+    run notice-disk notice
+    run notice-memory notice --replica-memory-gb 1 --no-handover
+    run notice-handover notice --replica-memory-gb 1
+else
+    run local-first lost
+    run cloud-only lost --recovery cloud-only
+fi
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # the table and the ratios: bench/recovery_summary.py (shared with bench_recovery.sh)
-python3 "$SRC/bench/recovery_summary.py" lost "$WORK" "$CLOUD_GB_S" || fail "summary"
+python3 "$SRC/bench/recovery_summary.py" "$([ "$SET" = tiers ] && echo tiers || echo lost)" "$WORK" "$CLOUD_GB_S" ||
+    fail "summary"

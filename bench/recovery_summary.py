@@ -4,6 +4,9 @@
   recovery_summary.py notice WORK CAP   bench/bench_recovery.sh's (one machine, a preemption notice)
   recovery_summary.py lost WORK CAP     bench/bench_hosts_recovery.sh's (emulated hosts, a host lost
                                         without notice)
+  recovery_summary.py tiers WORK CAP   bench_hosts_recovery.sh's SET=tiers (a notice and a host lost
+                                        without notice, with and without in-memory replicas and the
+                                        handover at a notice)
   recovery_summary.py stamp FILE OUT    appends each complete line of FILE (the agent's merged
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
                                         (polls every 20 ms; waits for FILE; runs until killed)
@@ -183,6 +186,56 @@ def lost(w, cap):
     redo_lines({n: v[0] for n, v in rows.items()})
 
 
+TIER_RUNS = ("lost-disk", "lost-memory", "notice-disk", "notice-memory", "notice-handover")
+
+
+def tiers_row(w, name):
+    """Run NAME's recovery by phase: a lost host's from the kill (detect as in lost_row), a notice's
+    from the notice (the recover event's seconds; detect 0)."""
+    if name.startswith("lost"):
+        r, _, ph, _ = lost_row(w, name)
+        detect, total = ph["detect"], ph["total"]
+    else:
+        r = rec(w, name)
+        detect, total = 0.0, r["seconds"]
+    b = r["breakdown"]
+    ck = notice_save(w, name) if name.startswith("notice") else None
+    return {"r": r, "total": total, "detect": detect, "stop": b["stop_s"], "replan": b["replan_s"],
+            "startup": b["startup_s"], "transfer": b["transfer_s"], "first": b["first_step_s"],
+            "redo": r["stopped_at"] - r["step"], "save": ck["seconds"] if ck else 0.0,
+            "commit": ck.get("memory_commit_seconds", ck["seconds"]) if ck else 0.0,
+            "handover": bool(ck and ck.get("handover"))}
+
+
+def tiers(w, cap):
+    rows = {n: tiers_row(w, n) for n in TIER_RUNS}
+    state = sum(rows["lost-disk"]["r"]["bytes"].values())
+    print(f"state restored by the survivors: {state / 1e6:.0f} MB; cloud link capped at {cap * 1e3:.0f} MB/s per node")
+    print(f"{'':16s} {'total':>7s} {'detect':>7s} {'stop':>6s} {'(save':>6s} {'commit)':>8s} {'replan':>7s} {'start-up':>8s}"
+          f" {'transfer':>9s} {'(local':>7s} {'memory':>7s} {'peer':>6s} {'cloud)':>7s} {'first':>6s}   stopped/resumed"
+          f"   MB local / memory / peer / cloud")
+    for n, x in rows.items():
+        r, ts, by = x["r"], x["r"]["tier_seconds"], x["r"]["bytes"]
+        print(f"{n:16s} {x['total']:6.2f}s {x['detect']:6.2f}s {x['stop']:5.2f}s {x['save']:5.2f}s {x['commit']:7.2f}s "
+              f"{x['replan']:6.3f}s {x['startup']:7.2f}s {x['transfer']:8.2f}s {ts['local']:6.2f}s "
+              f"{ts.get('memory', 0):6.2f}s {ts['peer']:5.2f}s {ts['cloud']:6.2f}s {x['first']:5.2f}s   "
+              f"{r['stopped_at']:>7d}/{r['step']:<7d}   {by['local'] / 1e6:.0f} / {by.get('memory', 0) / 1e6:.0f} / "
+              f"{by['peer'] / 1e6:.0f} / {by['cloud'] / 1e6:.0f}" + ("   (handover)" if x["handover"] else ""))
+    print("total: the kill (lost) or the notice -> the first finished step; stop: the notice -> the old job's exit,"
+          " with the save at the notice (its whole seconds, and when it committed: in memory for a memory-first save)")
+
+    def ratio(a, b, key):
+        x, y = rows[a][key], rows[b][key]
+        return f"{x / y:.2f}x ({x:.2f} s / {y:.2f} s)" if y > 0 else f"- ({x:.2f} s / {y:.2f} s)"
+    for a, b in (("lost-memory", "lost-disk"), ("notice-memory", "notice-disk"), ("notice-handover", "notice-disk"),
+                 ("notice-handover", "notice-memory"), ("notice-handover", "lost-memory")):
+        print(f"{a} / {b}: total {ratio(a, b, 'total')}; stop {ratio(a, b, 'stop')}; "
+              f"transfer {ratio(a, b, 'transfer')}")
+    for n, x in rows.items():
+        print(f"{n}: stopped after step {x['r']['stopped_at']}, resumed from step {x['r']['step']}: {x['redo']} step(s) "
+              f"to redo (not in the times above)")
+
+
 def stamp(path, out):
     buf, pos = b"", 0
     with open(out, "a") as o:
@@ -210,7 +263,9 @@ if __name__ == "__main__":
         notice(sys.argv[2], float(sys.argv[3]))
     elif mode == "lost":
         lost(sys.argv[2], float(sys.argv[3]))
+    elif mode == "tiers":
+        tiers(sys.argv[2], float(sys.argv[3]))
     elif mode == "stamp":
         stamp(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost or stamp)")
+        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers or stamp)")
