@@ -219,4 +219,24 @@ assert all(b["cp"] == 1 for k, b in d["baselines"].items() if k != "megatron-bes
 EOF
 check "megatron-best's CP degree in --json and why" $?
 
+# Where nothing fits unsplit nor with the optimizer sharded alone, --shard-optimizer auto tries CP
+# with the optimizer sharded over the CP ranks (Megatron-Core's distributed optimizer over DP x CP):
+# llama3.1-70b at 32k on h100-l40s-a10g-32 fits only that way
+LC="$SRC/examples/clusters/h100-l40s-a10g-32.json"
+"$AH" plan --model llama3.1-70b --cluster "$LC" --global-batch 32 --seq-len 32768 --cp 1 --shard-optimizer auto \
+    >"$TMP/cp1.out" 2>&1
+[ $? -eq 1 ] && grep -q "does not fit" "$TMP/cp1.out"
+check "llama3.1-70b at 32k fits nothing unsplit, sharded or not: $(head -c 200 "$TMP/cp1.out")" $?
+"$AH" plan --model llama3.1-70b --cluster "$LC" --global-batch 32 --seq-len 32768 --shard-optimizer auto --json \
+    >"$TMP/cpshard.json" 2>/dev/null
+$PY - "$TMP/cpshard.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["plan"]
+assert all(pl.get("cp", 1) >= 2 for pl in p["pipelines"]), p["pipelines"]
+assert p["optimizer_shards"], "not sharded"
+assert "the optimizer sharded over its CP ranks" in d["context_parallel"], d["context_parallel"]
+EOF
+check "CP with the optimizer sharded over the CP ranks fits where neither alone does" $?
+
 checks_done

@@ -6,9 +6,14 @@
  *  - searches that assume every device keeps 1/n of its AdamW state (ah_train_t.opt_shard_over,
  *    n = 2, 3, 4, 6, 8 ... up to the cluster's GPUs), whose plans may need fewer stages or fit
  *    where nothing fits unsharded; each such plan is then sharded for real and kept only when
- *    its exact evaluation fits (a plan with fewer replicas than n does not).
+ *    its exact evaluation fits (a plan with fewer replicas than n does not);
+ *  - under --cp auto, where neither those nor the CP searches fit anything (a long sequence of a
+ *    large model): the same searches at CP degree 2, 4, 8 (sharded_cp), the optimizer groups then
+ *    holding every replica's CP ranks, as Megatron-Core's distributed optimizer over DP x CP.
  * Guarantee: the plan is never slower than the unsharded search's (auto), and fits; it is the
  * best of those candidates, not an optimum over every sharded plan. */
+#define AH_PLANNER_INTERNAL
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,15 +119,20 @@ static ah_status_t shard_result(ah_plan_result_t *r, const ah_planner_opts_t *o,
 static const int64_t SHARD_OVER[] = {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
 
 /* One search assuming the optimizer split `over` ways, its plan sharded for real; true (r filled)
- * when that plan fits. */
+ * when that plan fits. cp > 1: the search at that CP degree (ah_planner_run_cp, --cp cp), whose
+ * optimizer groups hold every replica's CP ranks (Megatron-Core's distributed optimizer over
+ * DP x CP). */
 static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                           bool auto_half, int64_t over, ah_plan_result_t *r) {
+                           bool auto_half, int cp, int64_t over, ah_plan_result_t *r) {
     ah_planner_opts_t o2 = *o;
     o2.shard = o->shard == AH_SHARD_NONE ? AH_SHARD_AUTO : o->shard;
     o2.train.opt_shard_over = over;
     o2.schedule = AH_SCHEDULE_ONLY_1F1B; /* sharded plans are 1F1B (ah_planner_choose_schedules) */
+    o2.cp = cp;
     ah_error_t e;
-    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, &o2, r, &e) != AH_OK) return false;
+    const ah_status_t st = cp > 1 ? ah_planner_run_cp(model, cluster, &o2, auto_half, r, &e)
+                                  : (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, &o2, r, &e);
+    if (st != AH_OK) return false;
     /* the plan's own pricing: unsharded (then its shares) */
     r->plan.train.opt_shard_over = 0;
     ah_eval_free(&r->eval);
@@ -133,6 +143,34 @@ static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster,
         return false;
     }
     return true;
+}
+
+/* --cp auto where nothing fits, split or sharded alone (a long sequence of a large model): CP c = 2,
+ * 4, 8 with the optimizer sharded over c, 2c, 4c ... devices (a CP plan's groups hold c CP ranks a
+ * replica), the fastest plan that fits into *out (*have; a search that fails, out of memory too, is
+ * skipped, as search_sharded's callers do). */
+static void sharded_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                       bool auto_half, ah_plan_result_t *out, bool *have) {
+    static const int DEGREES[] = {2, 4, 8};
+    const int64_t gpus = ah_cluster_gpu_count(cluster);
+    for (size_t d = 0; d < sizeof DEGREES / sizeof *DEGREES; d++) {
+        char unfit[160];
+        ah_cp_unfit(cluster, o, DEGREES[d], unfit, sizeof unfit);
+        for (int64_t over = DEGREES[d]; !unfit[0] && over <= gpus; over *= 2) {
+            ah_plan_result_t r;
+            if (!search_sharded(model, cluster, o, auto_half, DEGREES[d], over, &r)) continue;
+            if (*have && !(r.eval.pred.iteration_s < out->eval.pred.iteration_s)) {
+                ah_plan_result_free(&r);
+                continue;
+            }
+            if (*have) ah_plan_result_free(out);
+            *out = r;
+            *have = true;
+            snprintf(out->cp_why, sizeof out->cp_why,
+                     "every pipeline splits the sequence %d ways, the optimizer sharded over its CP ranks: %.4f s; "
+                     "nothing fits unsplit, nor unsharded", DEGREES[d], ah_planner_time_s(o, &out->eval));
+        }
+    }
 }
 
 /* ah_planner_run_sharded before the schedules are chosen. */
@@ -150,7 +188,7 @@ static ah_status_t run_sharded(const ah_model_t *model, const ah_cluster_t *clus
         ah_plan_result_t r;
         ah_planner_opts_t o2 = *o;
         if (have) o2.train.precision = out->plan.train.precision;
-        if (!search_sharded(model, cluster, &o2, auto_half && !have, SHARD_OVER[i], &r)) continue;
+        if (!search_sharded(model, cluster, &o2, auto_half && !have, 1, SHARD_OVER[i], &r)) continue;
         if (have && r.eval.pred.iteration_s >= out->eval.pred.iteration_s) {
             ah_plan_result_free(&r);
             continue;
@@ -165,6 +203,7 @@ static ah_status_t run_sharded(const ah_model_t *model, const ah_cluster_t *clus
         *out = r;
         have = true;
     }
+    if (!have && o->cp == 0) sharded_cp(model, cluster, o, auto_half, out, &have);
     if (!have) *err = unsharded_err;
     else out->seconds = ah_now_s() - t0; /* every search, baselines included */
     return have ? AH_OK : AH_ERR_INFEASIBLE;
