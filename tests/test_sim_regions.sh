@@ -1,8 +1,9 @@
 #!/bin/bash
 # simulate over two regions (issue 39): a pool named by region (TYPE@REGION), the autohet-region
 # policy (autohet confined to one region: the cheapest by mean $ per GPU-hour, or --region), and
-# the egress the replay pays: the plans' bytes across zones/regions and the memory tier's
-# replication of checkpoints to a holder in the other region. Tiny model, 4 one-GPU nodes, 2 h.
+# the egress the replay pays: the plans' bytes across zones/regions, the memory tier's replication
+# of checkpoints to a holder in the other region, and a recovery's peer reads from the other
+# region. Tiny model, 4 one-GPU nodes, 2 h.
 # Usage: test_sim_regions.sh BUILD SRC
 . "$(dirname "$0")/check_common.sh"
 T="$SRC/tests/data/traces"
@@ -44,6 +45,23 @@ need(abs(a["ckpt_egress_usd"] - a["ckpt_bytes_across_regions"] / 1e9 * 0.02) < 1
      "checkpoint egress $%g is the bytes across at $0.02/GB" % a["ckpt_egress_usd"])
 P
 check "across >= confined tokens, egress counted where it crosses" $?
+# region rb goes down (0.5 h) and comes back (1 h): the rejoined nodes read the state from region ra
+# (no holder left in rb), a peer read across regions, billed at $0.02/GB
+printf '0,2\n0.5,2\n0.5,0\n1,0\n1,2\n' >"$TMP/rb-down.csv"
+"$AH" simulate "${COMMON[@]}" --policy autohet --trace "A100-80G@rb=$TMP/rb-down.csv,unit=h" --json "$TMP/p.json" \
+    >"$TMP/p.txt" 2>&1
+check "rb down and back runs: $(tail -2 "$TMP/p.txt")" $?
+$PY - "$TMP/p.json" <<'P'
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"][0]
+wan = [v for v in p["recoveries"] if v.get("peer_bytes_across_regions", 0) > 0]
+assert wan and all(v["event"] == "join at checkpoint" for v in wan), [v["event"] for v in p["recoveries"]]
+for v in wan:
+    assert v["peer_bytes_across_regions"] <= v["bytes"]["peer"], v
+    assert abs(v["egress_usd"] - v["peer_bytes_across_regions"] / 1e9 * 0.02) < 1e-9, v
+assert p["ckpt_bytes_across_regions"] >= sum(v["peer_bytes_across_regions"] for v in wan), p["ckpt_bytes_across_regions"]
+P
+check "the join reads the state across regions, its egress at \$0.02/GB" $?
 "$AH" simulate "${COMMON[@]}" --region ra --policy autohet-region --trace "A100-80G@rb=$T/counts-hours.csv" \
     --json "$TMP/r.json" >"$TMP/r.txt" 2>&1
 check "--region ra runs" $?

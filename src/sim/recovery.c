@@ -51,6 +51,29 @@ static double save_s(ah_sim_replay_t *x, const ah_sim_entry_t *from) {
     return from->gather_s + worst / (x->o->disk_gb_s * 1e9);
 }
 
+/* A peer read, by a device on `node`, of shard group g at TP indices k0 .. k1 - 1 of the state plan
+ * `was` where no surviving holder of one of them is in node's region: true, with the link to one that
+ * holds it in *link (read over it). */
+static bool peer_across_regions(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0,
+                                int k1, int node, ah_link_info_t *link) {
+    const ah_cluster_t *c = x->c;
+    bool across = false;
+    for (int k = k0; k < k1; k++) {
+        int near = -1, far = -1;
+        for (int j = 0; j < was->n_ranks && near < 0; j++) {
+            const int n = was->ranks[j].node;
+            if (!x->holds[n] || !ah_placement_holds(was, j, g, k)) continue;
+            if (strcmp(c->nodes[n].region, c->nodes[node].region) == 0) near = n;
+            else if (far < 0) far = n;
+        }
+        if (near < 0 && far >= 0) {
+            *link = ah_link_of(c, node, far, c->nodes[node].type, c->nodes[far].type);
+            across = true;
+        }
+    }
+    return across;
+}
+
 /* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether
  * some of it comes from the cloud, i.e. the run rolls back to the last periodic checkpoint. */
 static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_recovery_t *v, bool *rollback) {
@@ -59,6 +82,7 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     const ah_cluster_t *c = x->c;
     const int L = (int)x->model->n_layer;
     const bool local_first = ah_sim_agent_policy(x->pol) && x->state;
+    const bool regions = ah_cluster_region_count(c) > 1;
     double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
     if (!cloud) {
         x->oom = true;
@@ -72,7 +96,8 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
     for (int i = 0; i < to->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &to->place.ranks[i];
-        int64_t b_cloud = 0, b_local = 0, b_mem = 0;
+        int64_t b_cloud = 0, b_local = 0, b_mem = 0, b_wan = 0; /* b_wan: the peer bytes read from another region */
+        ah_link_info_t wan = {0};
         if (!local_first) b_cloud = to->ckpt_bytes[i];
         else
             for (int l = 0; l <= L + 1; l++) {
@@ -97,7 +122,9 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
                 else if (!avail) {
                     b_cloud += lb;
                     lost = true;
-                }
+                } else if (regions && peer_across_regions(x, was, g, same_tp ? d->tp_index : 0,
+                                                          same_tp ? d->tp_index + 1 : was->tp, d->node, &wan))
+                    b_wan += lb;
             }
         int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local - b_mem;
         if (b_peer < 0) b_peer = 0;
@@ -106,7 +133,11 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
         v->bytes[AH_TIER_CLOUD] += b_cloud;
         v->bytes[AH_TIER_MEMORY] += b_mem;
         cloud[d->node] += (double)b_cloud;
-        const double ps = (double)b_peer / (c->net.inter_node_gb_s * 1e9), ms = (double)b_mem / (c->net.inter_node_gb_s * 1e9);
+        v->bytes_across_regions += b_wan;
+        v->egress_usd += (double)b_wan / 1e9 * wan.usd_per_gb;
+        const double ps = (double)(b_peer > b_wan ? b_peer - b_wan : 0) / (c->net.inter_node_gb_s * 1e9) +
+                          (b_wan > 0 ? (double)b_wan / wan.bw : 0),
+                     ms = (double)b_mem / (c->net.inter_node_gb_s * 1e9);
         if (ps > peer_max) peer_max = ps;
         if (ms > mem_max) mem_max = ms;
     }
@@ -205,7 +236,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     if (handover) {
         ah_sim_handed_over(v);
         cloud_rollback = false;
+        v->egress_usd = v->bytes_across_regions = 0; /* what moved was handed over (its egress not priced) */
     }
+    ah_sim_pay_ckpt_egress(x, v->egress_usd, (double)v->bytes_across_regions);
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
     /* a lost node's pieces from a peer's memory: back to the state it holds */

@@ -96,5 +96,7 @@ void ah_sim_mark(ah_sim_replay_t *x, bool replan);
 void ah_sim_train(ah_sim_replay_t *x, double dt);
 /* The memory tier replicates the running plan's checkpoint to its holders (a commit): its egress paid. */
 void ah_sim_replicated(ah_sim_replay_t *x);
+/* Checkpoint bytes that crossed zones or regions: usd paid (in egress and $), bytes_across_regions counted. */
+void ah_sim_pay_ckpt_egress(ah_sim_replay_t *x, double usd, double bytes_across_regions);
 
 #endif

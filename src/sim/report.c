@@ -82,10 +82,15 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
     json_t *bd = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "stop_s", v->wait_s + v->save_s, "wait_s", v->wait_s,
                            "save_s", v->save_s, "replan_s", v->replan_s, "startup_s", v->restart_s, "transfer_s",
                            v->transfer_s, "first_step_s", v->first_step_s);
-    return json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:b, s:b, s:f, s:b}", "t_s", v->t_s, "event", v->event, "seconds",
-                     v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
-                     tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
-                     v->tokens_lost, "interrupted", v->interrupted);
+    json_t *r = json_pack("{s:f, s:s, s:f, s:o, s:o, s:o, s:b, s:b, s:f, s:b}", "t_s", v->t_s, "event", v->event,
+                          "seconds", v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
+                          tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
+                          v->tokens_lost, "interrupted", v->interrupted);
+    if (v->bytes_across_regions > 0) { /* a peer read from another region */
+        json_object_set_new(r, "peer_bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
+        json_object_set_new(r, "egress_usd", json_real(v->egress_usd));
+    }
+    return r;
 }
 
 static const char *phase_name(ah_sim_phase_t p) {

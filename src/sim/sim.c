@@ -142,12 +142,15 @@ void ah_sim_train(ah_sim_replay_t *x, double dt) {
     x->r->usd += x->run->egress_usd_per_s * dt;
 }
 
+void ah_sim_pay_ckpt_egress(ah_sim_replay_t *x, double usd, double bytes_across_regions) {
+    x->r->ckpt_egress_usd += usd;
+    x->r->egress_usd += usd; /* also in usd */
+    x->r->usd += usd;
+    x->r->ckpt_bytes_across_regions += bytes_across_regions;
+}
+
 void ah_sim_replicated(ah_sim_replay_t *x) {
-    if (!x->run || !x->run->holder) return;
-    x->r->ckpt_egress_usd += x->run->replicate_usd;
-    x->r->egress_usd += x->run->replicate_usd; /* also in usd */
-    x->r->usd += x->run->replicate_usd;
-    x->r->ckpt_bytes_across_regions += x->run->replicate_wan_bytes;
+    if (x->run && x->run->holder) ah_sim_pay_ckpt_egress(x, x->run->replicate_usd, x->run->replicate_wan_bytes);
 }
 
 /* (Re)starts on what is up now; stalls when no plan fits. */

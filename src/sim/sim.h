@@ -33,7 +33,8 @@
  *       regions per iteration at the cluster's $/GB, at its rate: plan/price.c), counted in usd
  *       and shown apart as egress_usd; and with the memory tier, each replication of the
  *       checkpoints to their holders (a periodic checkpoint, a memory-first save at a notice) pays
- *       the bytes that cross a zone or region at that link's $/GB (ckpt_egress_usd, part of it).
+ *       the bytes that cross a zone or region at that link's $/GB (ckpt_egress_usd, part of it),
+ *       and so does a recovery's peer read from another region (transfer_s below).
  *       The plans are the planner's on the nodes up in every region at once (autohet-region: in
  *       its one region), so a re-plan may move pipelines between regions, priced on the WAN.
  *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
@@ -74,7 +75,9 @@
  *          runtime's shard placement (ckpt/placement.h).
  *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
  *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
- *          (they were just written and are read back from the page cache).
+ *          (they were just written and are read back from the page cache). Peer bytes that no
+ *          surviving device in the reader's region holds come from another region, over that link:
+ *          its per-GPU bandwidth, and its $/GB as egress.
  *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
  *       The first start has no stop and nothing to transfer.
  *     - autohet rolls back to the last periodic checkpoint when some needed (layer, shard) is
@@ -259,6 +262,9 @@ typedef struct ah_sim_recovery {
     int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
     bool interrupted;          /* another event restarted it before it finished */
+    int64_t bytes_across_regions; /* of the peer bytes, those read from a device in another region
+                                  (no surviving holder in the reader's region): over that link */
+    double egress_usd;         /* their egress at the link's $/GB */
 } ah_sim_recovery_t;
 
 typedef struct ah_sim_result {
