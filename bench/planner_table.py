@@ -13,7 +13,11 @@ schedule and the gap of the plan to it.
 8k, 32k and 128k tokens (2^20 tokens an iteration: global batch 128, 32, 8) on the paper-like
 clusters and h100-l40s-a10g-32; one row each: the plan with context parallelism (--cp auto, the
 default) and its per-pipeline CP degrees, the plan without (--cp 1) or, where none fits, the device
-and bytes the planner names, megatron-best (with CP, one degree for all) and the planning times.
+and bytes the planner names, megatron-best (with CP, one degree for all; and without, from the
+--cp 1 run) and the planning times.
+Where nothing fits with the default flags, the row is planned again with --shard-optimizer auto
+(marked "(sharded)"), which under --cp auto also tries CP with the optimizer sharded over the CP
+ranks.
 
 Usage: bench/planner_table.py [BUILD_DIR] [--long-context]   (default build; from the repository root)
 """
@@ -84,24 +88,34 @@ def short_of(err):
     """What the planner names for a plan that does not fit: the device, its type and the bytes."""
     m = re.search(r"on (\S+) \(([^)]+)\), needs (\d+) bytes of its (\d+)", err or "")
     if not m:
-        return "no plan: " + (err or "").split(". Closest")[0][:120]
+        return "no plan: " + (err or "").split(". Closest")[0].split(";")[0]
     need, have = int(m.group(3)), int(m.group(4))
     return "does not fit: %s (%s) needs %d bytes of its %d (%.1f of %.1f GiB)" % (
         m.group(1), m.group(2), need, have, need / 2**30, have / 2**30)
 
 
+def plan_or_sharded(m, path, batch, seq, *extra):
+    """The plan with the default flags or, where nothing fits, with --shard-optimizer auto (marked
+    " (sharded)"): (json, error, mark)."""
+    d, err = plan(m, path, *extra, batch=batch, seq=seq)
+    if d is not None:
+        return d, None, ""
+    d, err2 = plan(m, path, "--shard-optimizer", "auto", *extra, batch=batch, seq=seq)
+    return (d, None, " (sharded)") if d is not None else (None, err, "")
+
+
 def long_context_table():
     print("| model | tokens | cluster | `--cp auto` s | CP per pipeline | plan | `--cp 1` s | CP gain | "
-          "megatron-best s (CP) | vs megatron-best | planning s auto / cp 1 |")
+          "megatron-best s (CP) / at `--cp 1` | vs megatron-best | planning s auto / cp 1 |")
     print("|---" * 11 + "|")
     for m in LONG_MODELS:
         for seq in LONG_SEQS:
             for c in LONG_CLUSTERS:
                 path = "examples/clusters/%s.json" % c
                 batch = 2**20 // seq
-                d, err = plan(m, path, batch=batch, seq=seq)
-                one, err1 = plan(m, path, "--cp", "1", batch=batch, seq=seq)
-                t1 = "%.3f" % one["iteration_overlap_s"] if one else short_of(err1)
+                d, err, sharded = plan_or_sharded(m, path, batch, seq)
+                one, err1, sharded1 = plan_or_sharded(m, path, batch, seq, "--cp", "1")
+                t1 = "%.3f%s" % (one["iteration_overlap_s"], sharded1) if one else short_of(err1)
                 p1 = "%.2f" % one["planning_s"] if one else "-"
                 if d is None:
                     print("| %s | %d | %s | %s | - | - | %s | - | - | - | - / %s |" % (m, seq, c, short_of(err), t1, p1))
@@ -112,9 +126,11 @@ def long_context_table():
                 mb = d["baselines"]["megatron-best"]
                 mbs = ("%.3f (CP %d)" % (mb["iteration_overlap_s"], mb.get("cp", 1)) if mb.get("iteration_overlap_s")
                        else short_of(mb.get("error")))
+                mb1 = one["baselines"]["megatron-best"] if one else {}
+                mbs += " / " + ("%.3f" % mb1["iteration_overlap_s"] if mb1.get("iteration_overlap_s") else "none")
                 sp = "%.2fx" % mb["speedup"] if mb.get("speedup") else "n/a"
-                print("| %s | %d | %s | %.3f | %s | %s | %s | %s | %s | %s | %.2f / %s |" % (
-                    m, seq, c, t, cps, shape, t1, gain, mbs, sp, d["planning_s"], p1))
+                print("| %s | %d | %s | %.3f%s | %s | %s | %s | %s | %s | %s | %.2f / %s |" % (
+                    m, seq, c, t, sharded, cps, shape, t1, gain, mbs, sp, d["planning_s"], p1))
 
 
 if "--long-context" in sys.argv[1:]:
