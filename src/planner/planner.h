@@ -170,6 +170,12 @@ bool ah_cp_mode_parse(const char *s, int *out);
 unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
+/* p's optimizer shards redrawn for its pipelines as they are now (the schedule choice rebuilds
+ * them into virtual stages, which moves the DP groups' cuts) after those of `like`, the same plan
+ * before (the same devices, in the same order): every DP group of two members or more (spread_only:
+ * over two nodes at least) in proportion to how large a part like's groups gave each device (even
+ * stays even); like's own shards where p's stages are like's. AH_ERR_OOM only. */
+ah_status_t ah_planner_reshard_like(ah_plan_t *p, const ah_plan_t *like, bool spread_only, ah_error_t *err);
 
 /* The schedule of each pipeline of out's plan (schedule_choice.c; ah_planner_run_sharded calls it
  * last): the search builds 1F1B pipelines (its closed form); each group of alike pipelines (the
@@ -179,7 +185,8 @@ bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
  * chunks in order; micro-batches a multiple of its devices) — by evaluating the whole plan (each schedule's own replay and in-flight
  * memory), recomputation turned on where an option does not fit without it; the option with the
  * least ah_planner_time_s (ties: the group's own pipeline time) that fits is kept. Fills
- * out->schedule_why and out->untrainable and re-evaluates out. A sharded plan keeps 1F1B (said).
+ * out->schedule_why and out->untrainable and re-evaluates out. A sharded plan's options are priced
+ * with their shards redrawn (ah_planner_reshard_like), and the plan keeps the chosen option's.
  * Then the DP sync (ah_planner_choose_dp_sync). AH_ERR_OOM only. */
 ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
 /* The DP sync of out's plan (dp_sync_choice.c; ah_planner_choose_schedules calls it last): when a DP

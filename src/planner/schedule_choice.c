@@ -155,6 +155,7 @@ static ah_status_t try_option(group_t *g, option_t opt, bool rc_all, bool *fits,
         saved[built] = p->pipelines[i];
         p->pipelines[i] = next;
     }
+    if (st == AH_OK && g->base->n_opt_groups > 0) st = ah_planner_reshard_like(p, g->base, g->o->shard_spread_only, err);
     ah_error_t quiet;
     ah_eval_t e = {0};
     bool have = false;
@@ -184,6 +185,8 @@ static ah_status_t try_option(group_t *g, option_t opt, bool rc_all, bool *fits,
         p->pipelines[i] = saved[k];
     }
     free(saved);
+    /* the shards as the plan had them: redrawn alike for the pipelines it is back to */
+    if (st == AH_OK && g->base->n_opt_groups > 0) st = ah_planner_reshard_like(p, g->base, g->o->shard_spread_only, err);
     return st;
 }
 
@@ -245,6 +248,7 @@ static ah_status_t choose_group(group_t *g, ah_str_t *why, ah_error_t *err) {
         free(p->pipelines[i].stages);
         p->pipelines[i] = next;
     }
+    if (st == AH_OK && g->base->n_opt_groups > 0) st = ah_planner_reshard_like(p, g->base, g->o->shard_spread_only, err);
     ah_eval_free(&g->out->eval);
     g->out->eval = g->best_eval;
     g->best_eval = (ah_eval_t){0};
@@ -257,11 +261,6 @@ static ah_status_t choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t
     option_t probe[3];
     if (options(o, 2, probe) == 1) return AH_OK; /* 1F1B alone */
     ah_plan_t *p = &out->plan;
-    if (p->n_opt_groups > 0) {
-        ah_str_appendf(&why, "every pipeline 1f1b: the plan shards the optimizer, and the schedule search does "
-                             "not weigh sharded plans yet");
-        return AH_OK;
-    }
     ah_plan_t base;
     ah_status_t st = ah_plan_copy(p, &base, err);
     if (st != AH_OK) return st;

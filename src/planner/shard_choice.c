@@ -55,6 +55,56 @@ static void keep_spread(ah_plan_t *p) {
     p->n_opt_groups = kept;
 }
 
+/* Per rank of like (its device order), how large a part its groups gave it: the mean over its
+ * groups of its elements x members / the group's elements (1 for even shares). */
+static double share_weight(const ah_plan_t *p, int rank, void *ctx) {
+    (void)p;
+    return ((const double *)ctx)[rank];
+}
+
+/* Whether p's pipelines hold the same stages (blocks) as like's. */
+static bool same_stages(const ah_plan_t *p, const ah_plan_t *like) {
+    bool same = p->n_pipelines == like->n_pipelines;
+    for (int i = 0; same && i < p->n_pipelines; i++) {
+        const ah_pipeline_t *a = &p->pipelines[i], *b = &like->pipelines[i];
+        same = a->n_stages == b->n_stages;
+        for (int s = 0; same && s < a->n_stages; s++)
+            same = a->stages[s].first == b->stages[s].first && a->stages[s].last == b->stages[s].last;
+    }
+    return same;
+}
+
+ah_status_t ah_planner_reshard_like(ah_plan_t *p, const ah_plan_t *like, bool spread_only, ah_error_t *err) {
+    if (same_stages(p, like)) return ah_plan_copy_shards(like, p, err); /* like's own */
+    const int n = ah_plan_device_count(like), n_nodes = like->cluster.n_nodes;
+    double *w = calloc(2 * (size_t)n, sizeof *w); /* then the groups counted per rank */
+    int *node_base = malloc(((size_t)n_nodes + 1) * sizeof *node_base), *rank_at = NULL;
+    if (node_base) node_base[0] = 0;
+    for (int k = 0; node_base && k < n_nodes; k++) node_base[k + 1] = node_base[k] + like->cluster.nodes[k].count;
+    if (node_base) rank_at = malloc(((size_t)node_base[n_nodes] + 1) * sizeof *rank_at);
+    ah_status_t s = w && rank_at ? AH_OK : ah_error_set(err, AH_ERR_OOM, "out of host memory redrawing the optimizer shards");
+    for (int r = 0; s == AH_OK && r < n; r++) {
+        const ah_device_ref_t *d = ah_plan_rank_device(like, r);
+        rank_at[node_base[d->node] + d->index] = r;
+    }
+    for (int k = 0; s == AH_OK && k < like->n_opt_groups; k++) {
+        const ah_opt_group_t *g = &like->opt_groups[k];
+        const double elems = (double)ah_opt_group_elems(like, g);
+        for (int i = 0; i < g->n_shares && elems > 0; i++) {
+            const int r = rank_at[node_base[g->shares[i].dev.node] + g->shares[i].dev.index];
+            w[r] += (double)(g->shares[i].end - g->shares[i].begin) * g->n_shares / elems;
+            w[n + r] += 1;
+        }
+    }
+    for (int r = 0; r < n && s == AH_OK; r++) w[r] = w[n + r] > 0 ? w[r] / w[n + r] : 0;
+    if (s == AH_OK) s = ah_plan_shard_all(p, share_weight, w, err);
+    if (s == AH_OK && spread_only) keep_spread(p);
+    free(w);
+    free(node_base);
+    free(rank_at);
+    return s;
+}
+
 /* out = p with shares (weight NULL: even; spread_only: over two nodes at least), evaluated. */
 static ah_status_t shard_one(const ah_plan_t *p, const ah_profile_t *profile, bool spread_only,
                              double (*weight)(const ah_plan_t *, int, void *), void *ctx, ah_plan_t *out,
@@ -127,7 +177,7 @@ static bool search_sharded(const ah_model_t *model, const ah_cluster_t *cluster,
     ah_planner_opts_t o2 = *o;
     o2.shard = o->shard == AH_SHARD_NONE ? AH_SHARD_AUTO : o->shard;
     o2.train.opt_shard_over = over;
-    o2.schedule = AH_SCHEDULE_ONLY_1F1B; /* sharded plans are 1F1B (ah_planner_choose_schedules) */
+    o2.schedule = AH_SCHEDULE_ONLY_1F1B; /* the schedules come last, on the plan kept (ah_planner_choose_schedules) */
     o2.cp = cp;
     ah_error_t e;
     const ah_status_t st = cp > 1 ? ah_planner_run_cp(model, cluster, &o2, auto_half, r, &e)
