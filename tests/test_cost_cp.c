@@ -3,11 +3,17 @@
  * logsumexp), the ring's buffers and step, the ring's time against the link (more time on a
  * slower link; hidden behind the attention on a fast one; the transfers' own seconds on a very
  * slow one), and ah_evaluate on the example CP plans: a time, memory per CP rank, and a DP group
- * of every replica's CP ranks. */
+ * of every replica's CP ranks; a profile's ring attention (cost/profile.h "ring_attention"): a CP
+ * rank's block priced as block / c + ring - attention / c, the file's form read back, a bad degree
+ * refused. */
 #include <math.h>
 #include <stdio.h>
 
+#include <jansson.h>
+#include <string.h>
+
 #include "cost/cost.h"
+#include "cost/profile.h"
 #include "harness.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
@@ -97,6 +103,47 @@ static void test_ring_time(const ah_plan_t *p) {
     CHECK(none.cp_comm_fwd_s == 0 && none.cp_comm_bwd_s == 0, "no ring at cp 1");
 }
 
+/* A profile that measured the attention kernel and the ring's at CP 2: p's 4-block stage (no
+ * embedding, head or recomputation) at CP 2 on a fast ring computes 4 x (block / 2 + ring -
+ * attention / 2); CP 4, not measured, 4 x block / 4. */
+static void test_profile_ring(const ah_plan_t *p) {
+    ah_profile_t *prof = ah_profile_create("test", &p->model);
+    ah_profile_entry_t e = {.tp = 1, .micro_batch = p->train.micro_batch, .seq_len = p->train.seq_len,
+                            .precision = AH_PREC_FP32, .emulate_slowdown = 1};
+    snprintf(e.gpu, sizeof e.gpu, "%s", p->cluster.types[p->pipelines[0].stages[0].type].name);
+    e.layer[AH_LAYER_BLOCK] = (ah_profile_layer_t){.present = true, .fwd_s = 1e-3, .bwd_s = 2e-3};
+    e.attention = (ah_profile_layer_t){.present = true, .fwd_s = 4e-4, .bwd_s = 8e-4};
+    e.ring[1] = (ah_profile_layer_t){.present = true, .fwd_s = 5e-4, .bwd_s = 1.4e-3};
+    ah_error_t err = {0};
+    CHECK(prof && ah_profile_add(prof, &e, &err) == AH_OK, "profile: %s", err.msg);
+    for (int cp = 2; cp <= 4 && prof; cp *= 2) {
+        ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = 1, .profile = prof,
+                             .cp = cp, .cp_bw = 1e15, .cp_latency_s = 0};
+        ah_stage_cost_t sc;
+        ah_stage_cost(&ctx, p->pipelines[0].stages[0].type, 0, 4, false, false, false, &sc);
+        CHECK_NEAR(sc.fwd_s - sc.cp_comm_fwd_s, cp == 2 ? 4 * (5e-4 + 5e-4 - 2e-4) : 1e-3, 1e-12);
+        CHECK_NEAR(sc.bwd_s - sc.cp_comm_bwd_s, cp == 2 ? 4 * (1e-3 + 1.4e-3 - 4e-4) : 2e-3, 1e-12);
+    }
+    json_t *doc = prof ? ah_profile_to_json(prof) : NULL;
+    ah_profile_t *back = NULL;
+    CHECK(doc && ah_profile_from_json(doc, "p.json", &back, &err) == AH_OK, "read back: %s", err.msg);
+    if (back) {
+        const ah_profile_entry_t *b = ah_profile_get(back, 0);
+        CHECK(b->attention.present && b->ring[1].present && !b->ring[2].present && b->ring[1].bwd_s == 1.4e-3,
+              "the attention figures read back");
+        ah_profile_free(back);
+    }
+    json_t *ring = doc ? json_object_get(json_array_get(json_object_get(doc, "entries"), 0), "ring_attention") : NULL;
+    if (ring) {
+        json_object_set_new(json_array_get(ring, 0), "cp", json_integer(3));
+        CHECK(ah_profile_from_json(doc, "p.json", &back, &err) == AH_ERR_INVALID &&
+                  strstr(err.msg, "p.json: entries[0].ring_attention[0].cp: 3 is not 2, 4 or 8"),
+              "cp 3: %s", err.msg);
+    }
+    json_decref(doc);
+    ah_profile_free(prof);
+}
+
 static void test_evaluate(void) {
     static const char *const plans[] = {"train-cp2", "train-cp4", "train-cp2-tp2", "train-cp2-pp2", "train-llama-cp2",
                                         "train-cp-mixed"};
@@ -123,6 +170,7 @@ static void test_evaluate(void) {
             ah_eval_free(&e);
         }
         if (k == 0 && ok) test_ring_time(&p);
+        if (k == 0 && ok) test_profile_ring(&p);
         ah_plan_free(&p);
     }
 }

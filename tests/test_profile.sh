@@ -19,7 +19,8 @@ trap 'rm -rf "$TMP"' EXIT
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# 1. Entries and activation bytes, TP 1 and 2, micro-batch 1 and 2.
+# 1. Entries and activation bytes, TP 1 and 2, micro-batch 1 and 2; the attention kernel's and the
+#    ring kernels' seconds (cost/profile.h "attention", "ring_attention").
 "$AH" profile --model tiny-gpt2 --tp 1,2 --micro-batch 1,2 --seq-len 32 --steps 5 -o "$TMP/p.json" \
     >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "profile"; }
 for tp in 1 2; do
@@ -50,6 +51,10 @@ for (gpu, tp, mb), x in e.items():
     assert 0 < x["block"]["wgrad_s"] < x["block"]["bwd_s"], x["block"]
     assert all(x[k][d] >= 0 for k in ("embed", "head") for d in ("fwd_s", "bwd_s")), x
     assert x["optimizer_s_per_param"] > 0, x
+    # the attention kernel alone and one CP rank's ring kernels at CP 2, 4, 8 (2c divides 32)
+    assert x["attention"]["fwd_s"] > 0 and x["attention"]["bwd_s"] > 0, x["attention"]
+    assert [r["cp"] for r in x["ring_attention"]] == [2, 4, 8], x["ring_attention"]
+    assert all(r["fwd_s"] > 0 and r["bwd_s"] > 0 for r in x["ring_attention"]), x["ring_attention"]
 # More work takes longer: a block of 2 sequences vs 1 (means of 3 rounds of 5, far apart). TP 1
 # only: its figures are CPU seconds, which a loaded machine leaves alone; TP 2's include the wall
 # seconds of its all-reduces, which on a loaded machine wait for the peer to get a core.

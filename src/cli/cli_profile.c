@@ -122,6 +122,14 @@ static ah_profile_entry_t job_entry(const job_t *j) {
         e.layer[l].bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, layer[l].bwd_s));
     }
     e.optimizer_s_per_param = median_over_rounds(j, offsetof(ah_profile_entry_t, optimizer_s_per_param));
+    e.attention.fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, attention.fwd_s));
+    e.attention.bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, attention.bwd_s));
+    for (int k = 1; k < 4; k++) { /* the ring kernels at CP 2^k */
+        e.ring[k].fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, ring) + k * sizeof e.ring[0] +
+                                                    offsetof(ah_profile_layer_t, fwd_s));
+        e.ring[k].bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, ring) + k * sizeof e.ring[0] +
+                                                    offsetof(ah_profile_layer_t, bwd_s));
+    }
     return e;
 }
 

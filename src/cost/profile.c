@@ -134,11 +134,52 @@ static ah_status_t layer_from_json(const json_t *obj, const char *where, ah_prof
     return s;
 }
 
+/* {"fwd_s", "bwd_s"} (and "cp" in a ring entry, into *cp) into l. */
+static ah_status_t seconds_from_json(const json_t *obj, const char *where, ah_profile_layer_t *l, int64_t *cp,
+                                     ah_error_t *err) {
+    static const char *const keys[] = {"fwd_s", "bwd_s", NULL}, *const ring_keys[] = {"cp", "fwd_s", "bwd_s", NULL};
+    ah_status_t s = ah_json_expect_object(obj, where, err);
+    if (s == AH_OK) s = ah_json_check_keys(obj, where, cp ? ring_keys : keys, err);
+    if (s == AH_OK && cp) s = ah_json_get_int(obj, where, "cp", true, 2, 8, cp, err);
+    if (s == AH_OK && cp && (*cp & (*cp - 1)))
+        s = ah_error_set(err, AH_ERR_INVALID, "%s.cp: %lld is not 2, 4 or 8", where, (long long)*cp);
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "fwd_s", true, 0, 1e6, &l->fwd_s, err);
+    if (s == AH_OK) s = ah_json_get_num(obj, where, "bwd_s", true, 0, 1e6, &l->bwd_s, err);
+    l->present = s == AH_OK;
+    return s;
+}
+
+/* The entry's "attention" and "ring_attention" (both optional). */
+static ah_status_t attention_from_json(const json_t *obj, const char *where, ah_profile_entry_t *e, ah_error_t *err) {
+    json_t *a = NULL, *ring = NULL;
+    char w[600];
+    ah_status_t s = ah_json_get_typed(obj, where, "attention", JSON_OBJECT, false, &a, err);
+    if (s == AH_OK && a) {
+        snprintf(w, sizeof w, "%s.attention", where);
+        s = seconds_from_json(a, w, &e->attention, NULL, err);
+    }
+    if (s == AH_OK) s = ah_json_get_typed(obj, where, "ring_attention", JSON_ARRAY, false, &ring, err);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ring, i, v) {
+        if (s != AH_OK) break;
+        snprintf(w, sizeof w, "%s.ring_attention[%zu]", where, i);
+        ah_profile_layer_t l = {0};
+        int64_t cp = 0;
+        s = seconds_from_json(v, w, &l, &cp, err);
+        if (s == AH_OK && e->ring[__builtin_ctzll((unsigned long long)cp)].present)
+            s = ah_error_set(err, AH_ERR_INVALID, "%s: cp %lld given twice", w, (long long)cp);
+        if (s == AH_OK) e->ring[__builtin_ctzll((unsigned long long)cp)] = l;
+    }
+    return s;
+}
+
 static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_profile_entry_t *e,
                                    ah_error_t *err) {
     static const char *const keys[] = {"gpu", "tp", "micro_batch", "seq_len", "precision",
                                        "includes_tp_comm", "block", "embed", "head",
-                                       "optimizer_s_per_param", "emulate_slowdown", NULL};
+                                       "optimizer_s_per_param", "emulate_slowdown", "attention",
+                                       "ring_attention", NULL};
     memset(e, 0, sizeof *e);
     ah_status_t s = ah_json_expect_object(obj, where, err);
     if (s == AH_OK) s = ah_json_check_keys(obj, where, keys, err);
@@ -166,6 +207,7 @@ static ah_status_t entry_from_json(const json_t *obj, const char *where, ah_prof
         snprintf(lw, sizeof lw, "%s.%s", where, LAYER_KEYS[k]);
         s = layer_from_json(l, lw, &e->layer[k], err);
     }
+    if (s == AH_OK) s = attention_from_json(obj, where, e, err);
     if (s == AH_OK && !e->layer[0].present && !e->layer[1].present && !e->layer[2].present)
         s = ah_error_set(err, AH_ERR_INVALID,
                          "%s: no timings: give at least one of \"block\", \"embed\", \"head\"", where);
@@ -254,6 +296,16 @@ json_t *ah_profile_to_json(const ah_profile_t *p) {
         if (e->optimizer_s_per_param > 0)
             json_object_set_new(o, "optimizer_s_per_param", json_real(e->optimizer_s_per_param));
         json_object_set_new(o, "emulate_slowdown", json_real(slowdown_of(e->emulate_slowdown)));
+        if (e->attention.present)
+            json_object_set_new(o, "attention",
+                                json_pack("{s:f, s:f}", "fwd_s", e->attention.fwd_s, "bwd_s", e->attention.bwd_s));
+        json_t *ring = json_array();
+        for (int k = 1; k < 4; k++)
+            if (e->ring[k].present)
+                json_array_append_new(ring, json_pack("{s:i, s:f, s:f}", "cp", 1 << k, "fwd_s", e->ring[k].fwd_s,
+                                                      "bwd_s", e->ring[k].bwd_s));
+        if (json_array_size(ring)) json_object_set_new(o, "ring_attention", ring);
+        else json_decref(ring);
         json_array_append_new(entries, o);
     }
     return json_pack("{s:i, s:s, s:o, s:o}", "version", AH_PROFILE_VERSION, "host", p->host, "model",

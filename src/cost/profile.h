@@ -8,7 +8,9 @@
  *                 "block": {"fwd_s", "bwd_s", "wgrad_s", "act_bytes"},
  *                 "embed": {"fwd_s", "bwd_s", "act_bytes"},
  *                 "head":  {"fwd_s", "bwd_s", "act_bytes"},
- *                 "optimizer_s_per_param": x}]}
+ *                 "optimizer_s_per_param": x,
+ *                 "attention": {"fwd_s", "bwd_s"},
+ *                 "ring_attention": [{"cp": c, "fwd_s", "bwd_s"}]}]}
  * Seconds are per micro-batch, per TP rank; "block" is one transformer block. An entry is keyed by
  * (gpu, tp, micro_batch, seq_len, precision); two entries with one key are an error. Each of
  * block/embed/head may be missing; ah_stage_cost then uses the roofline for that layer kind.
@@ -18,6 +20,13 @@
  * split backward's W, the weight-gradient GEMMs (runtime/gpt.h ah_gpt_backward_weights), measured
  * apart from its B; zero-bubble's B and W are priced from it (cost.h wgrad_s), and without it by
  * the weight GEMMs' share of the backward's FLOPs. A file without it reads as before.
+ * attention and ring_attention (optional; the profiler writes them on the CPU backend): the causal
+ * attention kernel alone of one block at T (one process), and one CP rank's ring attention kernels
+ * at CP c (c = 2, 4, 8 where 2c divides T: its c key/value blocks, forward from init to finish,
+ * backward), per micro-batch, per TP rank, without the ring's transfers. The cost model prices a
+ * CP c rank's block as block / c + ring(c) - attention / c where both are present (the ring
+ * kernels cost more than 1/c of the one-process kernel), else block / c (docs/cost-model.md
+ * "Context parallelism").
  * includes_tp_comm says whether the block timings already contain the TP all-reduces (measured
  * on a real TP group); when false the cost model adds them from the link model. act_bytes is what
  * the profiler measured; the memory model does not use it (memory always comes from the model,
@@ -66,6 +75,8 @@ typedef struct ah_profile_entry {
     ah_profile_layer_t layer[3]; /* indexed by ah_layer_kind_t */
     double optimizer_s_per_param; /* AdamW seconds per parameter; 0: not measured */
     double emulate_slowdown;      /* the emulation it was measured through; 1: none */
+    ah_profile_layer_t attention; /* one block's attention kernel at T (fwd_s, bwd_s); present: measured */
+    ah_profile_layer_t ring[4];   /* [k]: one CP rank's ring attention at CP 2^k (k = 1..3) */
 } ah_profile_entry_t;
 
 /* An empty profile of model m (for the profiler, which adds entries). NULL when out of host

@@ -189,26 +189,44 @@ static layer_time_t cached_kernel_layer_time(const ah_cost_ctx_t *ctx, const ah_
     return lt;
 }
 
+/* The profile's ring attention of one CP rank at cp for a block, when it measured both it and the
+ * one-process attention kernel (cost/profile.h); NULL otherwise (cp 1 too). */
+static const ah_profile_layer_t *ring_measured(const ah_profile_entry_t *prof, ah_layer_kind_t kind, int cp) {
+    if (!prof || kind != AH_LAYER_BLOCK || cp < 2 || cp > 8 || !prof->attention.present) return NULL;
+    const ah_profile_layer_t *ring = &prof->ring[__builtin_ctz((unsigned)cp)];
+    return ring->present ? ring : NULL;
+}
+
 /* Measured seconds when the profile has this layer kind; else kernel by kernel for a GPU type
  * with a known SM count; else (CPU-emulated types, types given without sm_count) the flat
  * roofline. */
 static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof,
                                const ah_gpu_type_t *g, ah_layer_kind_t kind, int64_t param_elems) {
     if (prof && prof->layer[kind].present) { /* measured on one process: a CP rank does 1/cp of it */
-        const double cp = ah_cost_cp(ctx);
-        return (layer_time_t){prof->layer[kind].fwd_s / cp, prof->layer[kind].bwd_s / cp};
+        const int cp = ah_cost_cp(ctx);
+        layer_time_t lt = {prof->layer[kind].fwd_s / cp, prof->layer[kind].bwd_s / cp};
+        const ah_profile_layer_t *ring = ring_measured(prof, kind, cp);
+        if (ring) { /* attention by the ring kernels' measured seconds, not 1/cp of the kernel's */
+            lt.fwd += ring->fwd_s - prof->attention.fwd_s / cp;
+            lt.bwd += ring->bwd_s - prof->attention.bwd_s / cp;
+        }
+        return lt;
     }
     if (g->sm_count > 0 && g->emulate_slowdown <= 0) return cached_kernel_layer_time(ctx, g, kind);
     return roofline(ctx, g, kind, param_elems);
 }
 
-/* One block's attention seconds on a rank: the kernel's where the block is priced kernel by kernel,
- * else the score matmuls' share of the block's FLOPs (ah_attention_fwd_flops) of its time. */
+/* One block's attention seconds on a rank: a profile's ring kernels at the rank's CP degree where it
+ * measured them; the kernel's where the block is priced kernel by kernel; else the score matmuls'
+ * share of the block's FLOPs (ah_attention_fwd_flops) of its time. */
 static layer_time_t attention_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof, const ah_gpu_type_t *g,
                                    layer_time_t blk) {
     const ah_model_t *m = ctx->model;
     const ah_train_t *tr = ctx->train;
     const double cp = ah_cost_cp(ctx), b = (double)tr->micro_batch, T = (double)tr->seq_len;
+    const ah_profile_layer_t *ring = prof && prof->layer[AH_LAYER_BLOCK].present
+                                         ? ring_measured(prof, AH_LAYER_BLOCK, ah_cost_cp(ctx)) : NULL;
+    if (ring) return (layer_time_t){ring->fwd_s, ring->bwd_s};
     if (!(prof && prof->layer[AH_LAYER_BLOCK].present) && g->sm_count > 0 && g->emulate_slowdown <= 0) {
         const double peak = ah_gpu_peak_flops(g, (int)tr->precision), elt = (double)ah_precision_elt_bytes(tr->precision);
         const double heads = (double)(m->n_head / ctx->t), hd = (double)m->d_model / (double)m->n_head;

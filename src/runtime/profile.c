@@ -223,5 +223,6 @@ ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *
     e->layer[AH_LAYER_HEAD] = layer_of(&fig, AH_GPT_PART_HEAD, nb);
     e->optimizer_s_per_param = fig.opt_s_per_param;
     e->emulate_slowdown = req->slowdown > 1 ? req->slowdown : 1;
+    if (k == ah_kernels_cpu()) ah_profile_measure_attention(req, k, e);
     return AH_OK;
 }

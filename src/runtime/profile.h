@@ -33,6 +33,9 @@
  * among the parts as their own seconds were (the part clocks leave the sleeps out); mem_cap_bytes caps the shards' allocator like the trainer's (an emulated
  * device too small for a shard fails with the trainer's out-of-memory message).
  *
+ * Attention (CPU backend): the attention kernel alone and one CP rank's ring attention kernels
+ * (ah_profile_measure_attention), so CP plans are priced from the ring kernels' measured seconds.
+ *
  * Host memory: the shards are built and freed per (tp, micro-batch); nothing outlives the call but
  * the entries added to `out`.
  */
@@ -64,5 +67,11 @@ typedef struct ah_profile_req {
  * collective over it. */
 ah_status_t ah_profile_measure(const ah_profile_req_t *req, const ah_kernels_t *k,
                                ah_profile_entry_t *out, ah_error_t *err);
+/* e's "attention" and "ring_attention" (cost/profile.h) with the CPU kernels k (profile_ring.c):
+ * the causal attention kernel alone at T and one CP rank's ring attention kernels at CP 2, 4, 8
+ * where 2c divides T, the least CPU seconds of `reps` calls (after an untimed one) x the slowdown.
+ * ah_profile_measure calls it on the CPU backend (the ring kernels are the CPU's). Left absent when
+ * out of host memory. */
+void ah_profile_measure_attention(const ah_profile_req_t *req, const ah_kernels_t *k, ah_profile_entry_t *e);
 
 #endif
