@@ -132,7 +132,8 @@ static void print_results(const ah_sim_result_t *r, int n) {
                ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_memory / 1e9,
                r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s, r[i].egress_usd);
         if (r[i].ckpt_egress_usd > 0 || r[i].ckpt_bytes_across_regions > 0)
-            printf("  egress: $%.2f of it the memory tier's replication of checkpoints (%.1f GB across regions)\n",
+            printf("  egress: $%.2f of it the checkpoints' (the memory tier's replication, recoveries' peer reads from "
+                   "another region; %.1f GB across regions)\n",
                    r[i].ckpt_egress_usd, r[i].ckpt_bytes_across_regions / 1e9);
         if (r[i].region[0]) printf("  plans in region %s alone (--region; default the least mean $ per GPU-hour)\n",
                                    r[i].region);

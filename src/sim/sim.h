@@ -277,8 +277,9 @@ typedef struct ah_sim_result {
     double egress_usd;         /* the part of usd that is egress (the plans' bytes across zones and
                                 * regions while they train, plan/price.c; and ckpt_egress_usd) */
     double ckpt_egress_usd;    /* the part of egress_usd that is the checkpoints' (the memory tier's
-                                  replication to a holder in another zone or region, memory.c) */
-    double ckpt_bytes_across_regions; /* the checkpoint bytes those replications sent across a region */
+                                  replication to a holder in another zone or region, memory.c; a
+                                  recovery's peer reads from another region, recovery.c) */
+    double ckpt_bytes_across_regions; /* the checkpoint bytes those sent across a region */
     double ckpt_stall_s;       /* training time the periodic checkpoints held (snapshot, replication) */
     double recovery_s;         /* time in (re)starts (notice to first finished step), the first
                                   start included */
