@@ -51,18 +51,19 @@ static double save_s(ah_sim_replay_t *x, const ah_sim_entry_t *from) {
     return from->gather_s + worst / (x->o->disk_gb_s * 1e9);
 }
 
-/* A peer read, by a device on `node`, of shard group g at TP indices k0 .. k1 - 1 of the state plan
- * `was` where no surviving holder of one of them is in node's region: true, with the link to one that
- * holds it in *link (read over it). */
-static bool peer_across_regions(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0,
-                                int k1, int node, ah_link_info_t *link) {
+/* A read, by a device on `node`, of shard group g at TP indices k0 .. k1 - 1 of the state plan `was`
+ * from the nodes whose `alive` is set (a peer read: the state plan's nodes that still hold it, holder
+ * NULL; a memory read: the nodes whose pieces a surviving host's memory holds, holder[n] that host),
+ * where no source of one of them is in node's region: true, with the link to one source in *link. */
+static bool read_across_regions(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0,
+                                int k1, int node, const bool *alive, const int *holder, ah_link_info_t *link) {
     const ah_cluster_t *c = x->c;
     bool across = false;
     for (int k = k0; k < k1; k++) {
         int near = -1, far = -1;
         for (int j = 0; j < was->n_ranks && near < 0; j++) {
-            const int n = was->ranks[j].node;
-            if (!x->holds[n] || !ah_placement_holds(was, j, g, k)) continue;
+            const int o = was->ranks[j].node, n = holder ? holder[o] : o;
+            if (!alive[o] || !ah_placement_holds(was, j, g, k)) continue;
             if (strcmp(c->nodes[n].region, c->nodes[node].region) == 0) near = n;
             else if (far < 0) far = n;
         }
@@ -96,8 +97,8 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
     for (int i = 0; i < to->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &to->place.ranks[i];
-        int64_t b_cloud = 0, b_local = 0, b_mem = 0, b_wan = 0; /* b_wan: the peer bytes read from another region */
-        ah_link_info_t wan = {0};
+        int64_t b_cloud = 0, b_local = 0, b_mem = 0, b_wan = 0, b_mem_wan = 0; /* *_wan: read from another region */
+        ah_link_info_t wan = {0}, mem_wan = {0};
         if (!local_first) b_cloud = to->ckpt_bytes[i];
         else
             for (int l = 0; l <= L + 1; l++) {
@@ -117,13 +118,16 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
                 bool mem = !local && !avail && in_mem;
                 for (int k = 0; mem && k < (same_tp ? 1 : was->tp); k++)
                     mem = ah_placement_survives(was, g, same_tp ? d->tp_index : k, in_mem);
+                const int k0 = same_tp ? d->tp_index : 0, k1 = same_tp ? d->tp_index + 1 : was->tp;
                 if (local) b_local += lb;
-                else if (mem) b_mem += lb;
-                else if (!avail) {
+                else if (mem) {
+                    b_mem += lb;
+                    if (regions && read_across_regions(x, was, g, k0, k1, d->node, in_mem, x->state->holder, &mem_wan))
+                        b_mem_wan += lb;
+                } else if (!avail) {
                     b_cloud += lb;
                     lost = true;
-                } else if (regions && peer_across_regions(x, was, g, same_tp ? d->tp_index : 0,
-                                                          same_tp ? d->tp_index + 1 : was->tp, d->node, &wan))
+                } else if (regions && read_across_regions(x, was, g, k0, k1, d->node, x->holds, NULL, &wan))
                     b_wan += lb;
             }
         int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local - b_mem;
@@ -133,11 +137,12 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
         v->bytes[AH_TIER_CLOUD] += b_cloud;
         v->bytes[AH_TIER_MEMORY] += b_mem;
         cloud[d->node] += (double)b_cloud;
-        v->bytes_across_regions += b_wan;
-        v->egress_usd += (double)b_wan / 1e9 * wan.usd_per_gb;
+        v->bytes_across_regions += b_wan + b_mem_wan;
+        v->egress_usd += (double)b_wan / 1e9 * wan.usd_per_gb + (double)b_mem_wan / 1e9 * mem_wan.usd_per_gb;
         const double ps = (double)(b_peer > b_wan ? b_peer - b_wan : 0) / (c->net.inter_node_gb_s * 1e9) +
                           (b_wan > 0 ? (double)b_wan / wan.bw : 0),
-                     ms = (double)b_mem / (c->net.inter_node_gb_s * 1e9);
+                     ms = (double)(b_mem - b_mem_wan) / (c->net.inter_node_gb_s * 1e9) +
+                          (b_mem_wan > 0 ? (double)b_mem_wan / mem_wan.bw : 0);
         if (ps > peer_max) peer_max = ps;
         if (ms > mem_max) mem_max = ms;
     }

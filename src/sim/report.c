@@ -86,8 +86,8 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
                           "seconds", v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
                           tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
                           v->tokens_lost, "interrupted", v->interrupted);
-    if (v->bytes_across_regions > 0) { /* a peer read from another region */
-        json_object_set_new(r, "peer_bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
+    if (v->bytes_across_regions > 0) { /* a peer or memory read from another region */
+        json_object_set_new(r, "bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
         json_object_set_new(r, "egress_usd", json_real(v->egress_usd));
     }
     return r;

@@ -75,9 +75,9 @@
  *          runtime's shard placement (ckpt/placement.h).
  *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
  *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
- *          (they were just written and are read back from the page cache). Peer bytes that no
- *          surviving device in the reader's region holds come from another region, over that link:
- *          its per-GPU bandwidth, and its $/GB as egress.
+ *          (they were just written and are read back from the page cache). Peer (and memory)
+ *          bytes that no surviving device (host memory) in the reader's region holds come from
+ *          another region, over that link: its per-GPU bandwidth, and its $/GB as egress.
  *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
  *       The first start has no stop and nothing to transfer.
  *     - autohet rolls back to the last periodic checkpoint when some needed (layer, shard) is
@@ -262,8 +262,8 @@ typedef struct ah_sim_recovery {
     int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
     bool interrupted;          /* another event restarted it before it finished */
-    int64_t bytes_across_regions; /* of the peer bytes, those read from a device in another region
-                                  (no surviving holder in the reader's region): over that link */
+    int64_t bytes_across_regions; /* of the peer and memory bytes, those read from another region
+                                  (no source in the reader's region): over that link */
     double egress_usd;         /* their egress at the link's $/GB */
 } ah_sim_recovery_t;
 
