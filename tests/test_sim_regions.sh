@@ -87,4 +87,7 @@ check "--region picks the confined region" $?
 "$AH" simulate "${COMMON[@]}" --policy autohet-region --region nowhere >"$TMP/e.txt" 2>&1
 [ $? -ne 0 ] && grep -q 'region "nowhere": no node of the cluster is in it; its regions are ra, rb' "$TMP/e.txt"
 check "an unknown --region is refused naming the regions: $(cat "$TMP/e.txt")" $?
+"$AH" simulate "${COMMON[@]}" --policy autohet --region ra >"$TMP/e2.txt" 2>&1
+[ $? -eq 2 ] && grep -q "region is the autohet-region policy's region; add autohet-region to --policy" "$TMP/e2.txt"
+check "--region without autohet-region is refused: $(cat "$TMP/e2.txt")" $?
 checks_done test_sim_regions

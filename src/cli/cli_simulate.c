@@ -447,8 +447,8 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     ah_error_t err = {0};
     if (!a->model_s || !a->cluster_s)
         ah_error_set(&err, AH_ERR_USAGE, "--model and --cluster are required (autohet simulate --help)");
-    else
-        parse_policies(a->policies_s, a->want, &err);
+    else if (parse_policies(a->policies_s, a->want, &err) == AH_OK && region && !a->want[AH_POLICY_AUTOHET_REGION])
+        ah_error_set(&err, AH_ERR_USAGE, "--region is the autohet-region policy's region; add autohet-region to --policy");
     if (err.code != AH_OK) return ah_cli_fail("simulate", &err);
     take_plan_flags(o, &a->po, gb, sl);
     return -1;
