@@ -105,6 +105,16 @@ emb, blk, head = d['layers']
 assert emb['params_per_rank'] == 129024 // 8 * 4096 and emb['params_content'] == 128256 * 4096
 assert head['params_per_rank'] == 4096 + 129024 // 8 * 4096
 "
+# the LLaMA 3.1 presets carry their context and "llama3" rotary scaling (text and JSON)
+run "model llama3.1-8b" 0 "$AH" model --model llama3.1-8b --seq-len 8192
+has "model llama3.1-8b scaling" out "context 131072 (rotary scaled x8 from 8192, llama3)"
+run "model llama3.1-70b --json" 0 "$AH" model --model llama3.1-70b --seq-len 8192 --json
+py "model llama3.1-70b" "
+m = d['model']
+assert d['params_total'] == 70553706496 and m['max_pos'] == 131072 and m['rope_theta'] == 500000
+assert m['rope_scaling'] == {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
+                             'original_max_position_embeddings': 8192}, m['rope_scaling']
+"
 run "model llama2-7b tp 4" 0 "$AH" model --model llama2-7b --tp 4 --precision fp32 --json
 py "model llama2-7b" "assert d['params_total'] == 6738415616 and d['tp'] == 4 and d['precision'] == 'fp32'"
 run "model tp 3 does not split" 1 "$AH" model --model llama2-7b --tp 3
