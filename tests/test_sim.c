@@ -185,6 +185,12 @@ static void test_mapping(void) {
     ah_cluster_free(&c);
 }
 
+/* Tokens/s of a planner result as the simulator prices it: the iteration with the DP sync
+ * overlapped, train's default (ah_eval_t.iteration_overlap_s). */
+static double overlap_rate(const ah_plan_result_t *r) {
+    return (double)(r->plan.train.global_batch * r->plan.train.seq_len) / r->eval.iteration_overlap_s;
+}
+
 /* Tokens/s and devices of the plan a policy makes on `c`, straight from the planner, as the simulator
  * asks it (autohet: ah_planner_run_sharded, which also chooses each pipeline's schedule). */
 static double rate_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr, bool baseline, int *pipes,
@@ -199,7 +205,7 @@ static double rate_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train
                               : ah_planner_run_sharded(m, c, &o, false, &r, &err);
     CHECK(st == AH_OK, "%s", err.msg);
     if (st != AH_OK) return 0;
-    const double v = r.eval.pred.tokens_per_s;
+    const double v = overlap_rate(&r);
     *pipes = r.plan.n_pipelines;
     *stages = r.plan.pipelines[0].n_stages;
     *devices = ah_plan_device_count(&r.plan);
@@ -411,7 +417,7 @@ static void test_partial_loss(void) {
     const double s0 = blk * (pl->stages[0].last - pl->stages[0].first) + emb;
     const double s1 = blk * (pl->stages[1].last - pl->stages[1].first) + head + (double)m.vocab * m.d_model * 12;
     const double save = (s0 > s1 ? s0 : s1) / 2e9;
-    const double R2 = p2.eval.pred.tokens_per_s, it2 = 64.0 * 1024 / R2;
+    const double R2 = overlap_rate(&p2), it2 = 64.0 * 1024 / R2;
     ah_plan_result_free(&p2);
     int P, S, D;
     const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D), it1 = 64.0 * 1024 / R1;

@@ -56,8 +56,10 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
 static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_result_t *res, const int *map) {
     const ah_plan_t *p = &res->plan;
     const ah_cluster_t *c = x->c;
-    e->tokens_per_s = res->eval.pred.tokens_per_s;
-    e->iteration_s = res->eval.pred.iteration_s;
+    /* the iteration as train runs it by default: the DP sync overlapped (ah_eval_t.iteration_overlap_s;
+     * the planner and every baseline compare plans by it, planner.h ah_planner_time_s) */
+    e->iteration_s = res->eval.iteration_overlap_s;
+    e->tokens_per_s = (double)(p->train.global_batch * p->train.seq_len) / e->iteration_s;
     e->egress_usd_per_s = res->egress_usd_per_hour / 3600.0;
     e->tp = p->tp;
     ah_error_t err;
