@@ -445,20 +445,23 @@ static void test_partial_loss(void) {
 
     /* The memory tier (--replica-memory-gb): od-0 holds sp-0's checkpoint in its memory. With the
      * measured snapshot rate the disks (2 GB/s) commit sooner, so the notice saves to the disks
-     * first; the memory holds the periodic checkpoint: sp-0's stage comes from od-0's memory at the
-     * network's rate (2 GB/s) instead of the cloud's, and the run still goes back to it. */
+     * first and then, as the runtime's synchronous save does, replicates the step to the partners
+     * (the larger node's bytes over its 2 GB/s link) before the job exits: sp-0's stage comes from
+     * od-0's memory at the network's rate (2 GB/s) instead of the cloud's, at the notice's state:
+     * nothing is lost. Each periodic checkpoint holds training for its replication too (three before
+     * the notice). */
     o.replica_memory_gb = 1000;
-    /* each periodic checkpoint now holds training for its replication (the commit runs it on the
-     * trainer's thread): the larger node's checkpoint over its 2 GB/s link; three before the notice */
     const double big = s0 > s1 ? s0 : s1, st = big / 2e9;
-    const double xm = cloud / 2e9, recm = it2 / 2 + save + 35 + xm + it1;
+    const double xm = cloud / 2e9, recm = it2 / 2 + save + st + 35 + xm + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
     CHECK_EQ_I64(r.bytes_cloud, 0);
     CHECK_NEAR(r.recovery_s, 35 + it2 + recm, 1e-9);
-    CHECK_NEAR(r.tokens_lost, R2 * (3600 + it2 / 2 - ckpt - 3 * st), 1e-9);
+    CHECK_NEAR(r.tokens_lost, 0, 1e-9);
+    CHECK_NEAR(r.tokens, R2 * (3600 - 35 - 3 * st + it2 / 2) + R1 * (7200 - 3600 - recm + it1), 1e-9);
     CHECK_NEAR(r.ckpt_stall_s, 3 * st, 1e-9); /* od-0 alone after it: no partner, nothing held */
-    CHECK(r.n_recs == 2 && r.recs[1].saved, "saved at the notice, to the disks first");
+    CHECK(r.n_recs == 2 && r.recs[1].saved && !r.recs[1].handover, "saved at the notice, to the disks first");
+    if (r.n_recs == 2) CHECK_NEAR(r.recs[1].save_s, save + st, 1e-12);
     ah_sim_result_free(&r);
     /* A fast snapshot and slower disks (0.5 GB/s), so that the memory commits first: the save is the
      * snapshot, the replication (the node's bytes over its link), then the disks; nothing is lost. */

@@ -200,7 +200,13 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         v->wait_s = x->run->iteration_s / 2;
         ah_sim_train(x, v->wait_s);
         const double sv = save_s(x, x->run);
-        ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv,
+        /* with the memory tier the runtime's save to the disks replicates the step to the partners
+         * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
+         * rule takes, include that */
+        const double rep = x->run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o) -
+                                                        ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o))
+                                          : 0;
+        ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
                                    .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
         /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
          * the snapshot and the replication; the disks follow until the job ends, at the removal at
@@ -222,7 +228,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
             notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o);
         handover = notice.handover;
         v->saved = ah_ckpt_save_at_notice(&notice);
-        v->save_s = v->saved ? sv : 0;
+        v->save_s = v->saved ? sv + rep : 0;
         handover = handover && v->saved;
         if (handover) {
             v->save_s = notice.memory_s;
@@ -231,6 +237,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
             v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
             x->at_mem = x->now;
             ah_sim_replicated(x); /* to the holders, as a periodic checkpoint is */
+        } else if (v->saved && notice.memory) { /* the disks first, then the replication */
+            x->at_mem = x->now;
+            ah_sim_replicated(x);
         }
         if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
         unsaved = !v->saved;

@@ -88,10 +88,11 @@
  *       of the nodes involved.
  *     - The memory tier (autohet with opts.replica_memory_gb > 0; memory.c): each node's checkpoint
  *       is also in the host memory of its partner (the runtime's rule, ckpt/replica.h) when it fits
- *       the budget; it holds the last periodic checkpoint, or the notice's state when the save at
- *       the notice went to memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
+ *       the budget; it holds the last periodic checkpoint, or the notice's state after a save at
+ *       the notice: memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
  *       device + replication over the node's inter-node link, sooner than the disks; the disks
- *       follow, the stop capped at the grace period). A (layer, shard) no surviving device holds
+ *       follow, the stop capped at the grace period), or the disks first and then the replication
+ *       (the runtime's synchronous save; its seconds, which the rule takes, include it). A (layer, shard) no surviving device holds
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
  *       (after the peer phase), and the run goes back to the state the memory holds, not to the
  *       cloud's periodic checkpoint.
