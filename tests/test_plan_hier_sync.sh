@@ -6,8 +6,8 @@
 # syncs, and the hierarchical one is the lower; that plan on two-region.json as it is (0.6 GB/s
 # between the regions), evaluated with --dp-sync ring and hierarchical: the hierarchical sync is
 # predicted faster and sends fewer bytes across the regions, the intra-region bytes more; where a
-# DP group has one member per region (the planner's own plan on two-region.json), the ring stays,
-# said; an unknown "dp_sync" is refused by name. llama2-7b / 13b, planning only.
+# DP group has one member per region (the planner's own plan for llama2-13b at 4096 tokens on
+# two-region.json), the ring stays, said; an unknown "dp_sync" is refused by name. llama2-7b / 13b, planning only.
 # Usage: bash tests/test_plan_hier_sync.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/check_common.sh"
 TWO=$SRC/examples/clusters/two-region.json
@@ -58,7 +58,7 @@ print(f"two-region.json: DP sync {hs:.4f} s hierarchical vs {rs:.4f} s ring (x{h
 PYEOF
 check "on two-region.json the hierarchical sync is predicted faster and sends fewer bytes across" $?
 
-"$AH" plan --model llama2-13b --global-batch 512 --seq-len 2048 --cluster "$TWO" -o "$TMP/one.json" >"$TMP/one.txt" 2>&1
+"$AH" plan --model llama2-13b --global-batch 512 --seq-len 4096 --cluster "$TWO" -o "$TMP/one.json" >"$TMP/one.txt" 2>&1
 st=$?; check "plan on two-region.json: $(tail -3 "$TMP/one.txt")" "$st"
 grep -q '^why ring DP sync: DP groups span 2 regions or zones: the flat ring, [0-9.]* s per iteration predicted, vs [0-9.]* s for the hierarchical sync' "$TMP/one.txt" &&
     ! grep -q '"dp_sync"' "$TMP/one.json"

@@ -1,4 +1,5 @@
 #include "core/timing.h"
+#include "core/vec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -33,12 +34,7 @@ void ah_sleep_until(double deadline) {
     while (ah_now_s() < deadline) {}
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double ah_median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    qsort(x, (size_t)n, sizeof *x, ah_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }

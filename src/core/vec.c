@@ -13,3 +13,8 @@ bool ah_grow(void *arr, int *cap, int need, size_t elem) {
     *cap = grown_cap;
     return true;
 }
+
+int ah_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}

@@ -194,6 +194,9 @@ typedef struct {
     double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
     double matrix_bytes;          /* one TP rank's rows of the embedding (and untied head) matrix */
     int holders, flows;           /* the embedding's holders; the groups that sum at once */
+    ah_dp_links_t *links;         /* "dp_sync": hierarchical: each DP group's links once found (group_sync;
+                                   * block b at [b], the embedding's at [L], the head's at [L + 1];
+                                   * domains 0: not yet); NULL: found each time. Freed by the caller */
 } dp_terms_t;
 
 static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
@@ -219,6 +222,7 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     d->flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
     d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
+    d->links = p->dp_sync == AH_DP_SYNC_HIERARCHICAL ? calloc((size_t)m->n_layer + 2, sizeof *d->links) : NULL;
 }
 
 /* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)
@@ -227,10 +231,15 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
  * the runtime does (half an all-reduce of the stretched bytes). */
 static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor,
                          double *ag) {
-    int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
-    ah_dp_links_t l = {.domains = 1};
-    if (nodes) ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, &l);
-    free(nodes); /* without memory to find them, the group is priced as the ring */
+    const int at = which >= 0 ? which : (int)p->model.n_layer - 1 - which; /* d->links' index */
+    ah_dp_links_t l = {.domains = 1}, *memo = d->links ? &d->links[at] : NULL;
+    if (memo && memo->domains > 0) l = *memo;
+    else {
+        int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
+        if (nodes) ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, &l);
+        if (nodes && memo) *memo = l;
+        free(nodes); /* without memory to find them, the group is priced as the ring */
+    }
     const double ring = ah_allreduce_seconds(bytes * factor, n, d->bw, d->lat);
     *ag = p->n_opt_groups > 0 ? ring / 2 : 0; /* the all-gather after the optimizer */
     if (l.domains < 2) return ring;
@@ -278,6 +287,26 @@ static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage
     parts->end_s = embed || (head && p->model.tied) ? d->embed_sync : 0;
     parts->head_ag_s = parts->blocks_ag_s = parts->end_ag_s = 0; /* not sharded: no all-gather */
     return sync + parts->end_s + (head ? d->head_sync : 0);
+}
+
+double ah_plan_dp_sync_s(const ah_plan_t *p) {
+    dp_terms_t d;
+    dp_setup(p, &d);
+    double most = 0;
+    for (int i = 0; i < p->n_pipelines; i++) {
+        const ah_pipeline_t *pl = &p->pipelines[i];
+        const int S = pl->n_stages, P = ah_pipeline_groups(pl);
+        for (int g = 0; g < P; g++) { /* device g's stages g, g + P, ... as cost_stages sums them */
+            double sum = 0;
+            for (int s = g; s < S; s += P) {
+                ah_sync_stage_t parts = {0};
+                sum += stage_sync(p, &d, &pl->stages[s], s == 0, s == S - 1, &parts);
+            }
+            most = fmax(most, sum);
+        }
+    }
+    free(d.links);
+    return most;
 }
 
 /* A sharded optimizer's per-device state kept by its groups' other members (*unowned, NULL for
@@ -545,6 +574,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
         const bool memo = ah_timeline_memo_init(&r->timelines, p);
         if (!r->sync_st || !memo) {
+            free(r->dp.links);
             free(r->sync_st);
             if (memo) ah_timeline_memo_free(&r->timelines);
             free(r);
@@ -560,6 +590,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     free(unowned);
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (r) {
+        free(r->dp.links);
         free(r->scratch);
         ah_timeline_memo_free(&r->timelines);
     }

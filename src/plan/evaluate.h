@@ -59,6 +59,11 @@ typedef struct ah_eval {
 ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval_t *out,
                         ah_error_t *err);
 void ah_eval_free(ah_eval_t *e);
+/* The whole DP sync of p (ah_eval_t pred.breakdown.dp_sync_s: each device's stages' syncs summed,
+ * the most of any device), priced as ah_evaluate prices it under p's "dp_sync", without the rest
+ * of the evaluation: the planner's search weighs the hierarchical sync with it (planner.h). p
+ * need not be validated beyond its stages' nodes, blocks and types. */
+double ah_plan_dp_sync_s(const ah_plan_t *p);
 
 /* The GPU types of p's stages that profile has no entry for at p's TP degree, micro-batch,
  * sequence length and precision, so that their times come from the roofline: their names, comma

@@ -76,6 +76,11 @@ void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, doubl
         }
 }
 
+double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, bool across) {
+    const double ring = ah_allreduce_seconds(bytes, (int)n_lo, bw, lat);
+    return across && n_lo >= 2 ? fmin(ring, 2 * bytes / ((double)n_hi * bw) + 2 * lat) : ring;
+}
+
 int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *counts) {
     zones_of(ctx->cluster, zone);
     int n = add_scope(ctx, zone, AH_LINK_INTER_ZONE, -1, -1, sc, 0, counts);

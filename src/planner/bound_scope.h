@@ -29,6 +29,13 @@ int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *co
  * plan's one node, whose type sets it). */
 void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, double *lat);
 
+/* The least seconds of a DP sum of `bytes` per member over n_lo .. n_hi members on a scope's link
+ * (bw, lat: ah_scope_link): the flat ring on it (n_lo members), or, where the scope spans zones of
+ * two regions or more (across: the search weighs the hierarchical sync there), the lesser of that and the hierarchical sync's least (cost/links.c ah_dp_hier_seconds
+ * over k >= 2 domains: no inside part, 2 (k - 1) / k x bytes / r_min >= 2 bytes / n_hi across on
+ * the fastest link between zones, and 2 (k - 1) >= 2 latencies). */
+double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, bool across);
+
 /* zone_rate[S] for S = 1 .. L: the most blocks per second S groups of one zone run, each zone's
  * fastest groups first (0 past the largest zone's groups); block_s[type] is a block's seconds on
  * a group of that type. zone as ah_bound_scopes fills it. */

@@ -80,6 +80,10 @@ typedef struct ah_planner_opts {
     unsigned cp_per_pipeline;   /* set by ah_planner_run_cp (auto) only: bit k lets the exact search give
                                  * any pipeline CP degree 2^k (k = 1..3), each pipeline its own; the
                                  * degrees ah_cp_degrees_allowed drops are not searched. 0: CP 1 */
+    bool search_ring_only;      /* the search prices every candidate's DP sync as the flat ring (the
+                                 * planner before it weighed the hierarchical sync per candidate; the
+                                 * chosen plan still gets ah_planner_choose_dp_sync): no verb's flag,
+                                 * for tests and bench/region_table.py to compare with */
 } ah_planner_opts_t;
 
 typedef enum {
@@ -349,6 +353,7 @@ typedef struct ah_sctx {
                                * one node, its costs per CP rank (the ring on the node's link) */
     struct ah_sctx *by_cp[4]; /* the CP-1 table's own tables of CP degree 2^k (k >= 1; NULL: not
                                * searched), owned; the exact search's pipelines may take any */
+    bool ring_only; /* ah_planner_opts_t.search_ring_only */
 } ah_sctx_t;
 #define AH_CP_LEVELS 4 /* CP degrees 1, 2, 4, 8 */
 
@@ -410,10 +415,12 @@ typedef struct ah_cand {
     int64_t *n;   /* [P] micro-batches */
     int *caps;    /* [n_types * AH_KINDS] block caps, or NULL */
     int n_stages, cap_P, cap_stages;
-    /* set by ah_cand_score: the pipeline part (max_p T_p) and the DP link it priced sync on, the
-     * embedding's holders and a layer's DP group (every pipeline's CP ranks) */
+    /* set by ah_cand_score: the pipeline part (max_p T_p) and the DP link it priced the ring on, the
+     * embedding's holders and a layer's DP group (every pipeline's CP ranks); hier: the
+     * hierarchical sync priced lower than the ring, so the value and the plan take it */
     double pipe_s, dp_bw, dp_lat;
     int holders, dp_ranks;
+    bool hier;
 } ah_cand_t;
 
 void ah_cand_free(ah_cand_t *c);
@@ -424,7 +431,9 @@ bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len);
 
 /* The search's iteration time of c (filling c->n): greedy micro-batch split over the exact
  * per-pipeline optimum, then the DP sync and optimizer of the resulting splits exactly as
- * ah_evaluate prices them. +inf when no split fits; NAN when out of host memory. */
+ * ah_evaluate prices them: the flat ring, or, when c's stages span two zones or more and
+ * x->ring_only is not set, the lower of the ring and the hierarchical sync (c->hier; the plan
+ * ah_cand_plan builds has that "dp_sync"). +inf when no split fits; NAN when out of host memory. */
 double ah_cand_score(ah_sctx_t *x, ah_cand_t *c);
 /* The plan of candidate c, searched at TP degree t and micro-batch m (devices: the next free TP
  * group of each node), with its search value in *value: a stage table of its own, c scored again

@@ -292,6 +292,7 @@ static ah_status_t offer_baselines(const ah_model_t *model, const ah_cluster_t *
         ah_sctx_t x;
         st = ah_sctx_init(&x, model, cluster, &bp->train, bp->tp, o->profile, err);
         if (st != AH_OK) break;
+        x.ring_only = o->search_ring_only;
         ah_cand_t c = {0};
         int nodes[AH_MAX_STAGES];
         bool ok = true;
@@ -500,6 +501,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
         ah_sctx_t x;
         st = ah_sctx_init_cp(&x, model, cluster, &tr, pairs[i].t, opts->profile, cp_mask, err);
         if (st != AH_OK) break;
+        x.ring_only = opts->search_ring_only;
         bool searched = false;
         char why[200];
         st = ah_search_exact(&s, &x, max_groups, &searched, why, sizeof why, err);

@@ -19,6 +19,8 @@
 #include "planner/bound_scope.h"
 #include "planner/search_bound.h"
 
+#include "core/vec.h"
+
 /* ---- what one group of each type costs ---- */
 
 typedef struct {
@@ -117,6 +119,7 @@ typedef struct {
     int per_zone;     /* the most groups one zone of the scope holds: past it, a pipeline leaves a zone */
     double p2p_zones; /* the least p2p between zones */
     const double *zone_rate; /* a scope across zones: ah_zone_rates (per S, one zone's best); else NULL */
+    bool regions;       /* a scope across regions: the search weighs the hierarchical sync (search_cand.c) */
     double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
     double opt_block;   /* the least optimizer seconds of one block */
     double embed_blocks; /* the embedding's parameters, in blocks */
@@ -267,11 +270,6 @@ static double pair_q(const bound_in_t *in, int X) {
     return best;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Every M at which some stage's time can end: whole numbers of a type's block time (with and
  * without recomputation), plus its head time for a last stage; sorted, into cand (room for 4 L n
  * values). Returns how many. */
@@ -285,7 +283,7 @@ static int stage_times(const bound_in_t *in, double *cand) {
             cand[n++] = k * c->b + c->h;
             cand[n++] = k * c->b_rc + c->h;
         }
-    qsort(cand, (size_t)n, sizeof *cand, cmp_double);
+    qsort(cand, (size_t)n, sizeof *cand, ah_cmp_double);
     return n;
 }
 
@@ -354,22 +352,23 @@ static bool memory_allows(const bound_in_t *in, int64_t P) {
 }
 
 /* DP sync of a plan of P pipelines on a link (bw, lat) whose largest stage holds X blocks: that
- * stage's gradients, or the first stage's when larger (a block at least, and the embedding's rows:
- * *by_embedding). */
+ * stage's gradients, or the first stage's when larger (a block at least, and the embedding's rows
+ * over P to 2P holders: *by_embedding); across regions the least of the hierarchical sync too. */
 static double sync_bound(const bound_in_t *in, int64_t P, double bw, double lat, int X, bool *by_embedding) {
     *by_embedding = false;
     if (P < 2) return 0;
+    const bool across = in->regions; /* the hierarchical sync's least (ah_bound_dp_sum_s) */
     if (in->space.overlap) { /* the embedding's all-reduce is final at the backward's end: always
                               * exposed; and a device's queue starts at most its blocks' backward
                               * (X of them, at most bwd_max each) before that end */
-        const double embed = ah_allreduce_seconds(in->grad_vc, (int)P, bw, lat);
-        const double blocks = ah_allreduce_seconds(X * in->grad_block, (int)P, bw, lat) - X * in->bwd_max;
+        const double embed = ah_bound_dp_sum_s(in->grad_vc, P, 2 * P, bw, lat, across);
+        const double blocks = ah_bound_dp_sum_s(X * in->grad_block, P, P, bw, lat, across) - X * in->bwd_max;
         *by_embedding = embed >= blocks;
         return fmax(embed, blocks);
     }
-    const double largest = ah_allreduce_seconds(X * in->grad_block, (int)P, bw, lat);
-    const double first = ah_allreduce_seconds(in->grad_block, (int)P, bw, lat) +
-                         ah_allreduce_seconds(in->grad_vc, (int)P, bw, lat);
+    const double largest = ah_bound_dp_sum_s(X * in->grad_block, P, P, bw, lat, across);
+    const double first = ah_bound_dp_sum_s(in->grad_block, P, P, bw, lat, across) +
+                         ah_bound_dp_sum_s(in->grad_vc, P, 2 * P, bw, lat, across);
     *by_embedding = first > largest;
     return fmax(largest, first);
 }
@@ -672,6 +671,7 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
         for (int s = 0; s < n; s++) {
             scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
             in.zone_rate = zones && s == 0 ? mem.zone_rate : NULL;
+            in.regions = s == 0 && ah_cluster_region_count(cluster) > 1;
             if (in.G == 0) continue;
             in.per_node = mem.sc[s].per_node;
             in.per_zone = mem.sc[s].per_zone;

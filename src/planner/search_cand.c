@@ -44,6 +44,7 @@ bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len) {
     for (int p = 0; p < src->P; p++)
         if (!ah_cand_push_cp(dst, src->S[p], src->node + src->off[p], src->cp[p])) return false;
     memcpy(dst->n, src->n, sizeof(int64_t) * (size_t)src->P);
+    dst->hier = src->hier;
     if (src->caps) {
         dst->caps = malloc(sizeof(int) * (size_t)caps_len);
         if (!dst->caps) return false;
@@ -59,6 +60,42 @@ int ah_node_groups(const ah_cluster_t *c, int node, int t, ah_precision_t p) {
 /* Stage types of pipeline p. */
 static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
     for (int s = 0; s < c->S[p]; s++) ty[s] = x->cluster->nodes[c->node[c->off[p] + s]].type;
+}
+
+/* Whether c's stages are in two zones or more. */
+static bool spans_zones(const ah_cluster_t *cl, const ah_cand_t *c) {
+    for (int i = 1; i < c->n_stages; i++)
+        if (strcmp(cl->nodes[c->node[i]].zone, cl->nodes[c->node[0]].zone) != 0) return true;
+    return false;
+}
+
+static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_error_t *err);
+
+/* A view of the plan c (scored) builds into: the search's model, training and cluster, not copies;
+ * its pipelines its own (view_free). false when out of host memory. */
+static bool view_of(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *view) {
+    *view = (ah_plan_t){.model = *x->model, .train = x->train, .tp = x->t, .cluster = *x->cluster, .n_pipelines = c->P};
+    view->pipelines = calloc((size_t)c->P, sizeof *view->pipelines);
+    ah_error_t err = {0};
+    return view->pipelines && cand_pipelines(x, c, view, &err) == AH_OK;
+}
+
+static void view_free(ah_plan_t *view) {
+    for (int i = 0; view->pipelines && i < view->n_pipelines; i++) free(view->pipelines[i].stages);
+    free(view->pipelines);
+}
+
+/* The hierarchical DP sync of c (its split and micro-batches set), as ah_evaluate prices it; NAN
+ * when out of host memory. */
+static double hier_sync_s(ah_sctx_t *x, const ah_cand_t *c) {
+    ah_plan_t view;
+    double s = NAN;
+    if (view_of(x, c, &view)) {
+        view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
+        s = ah_plan_dp_sync_s(&view);
+    }
+    view_free(&view);
+    return s;
 }
 
 double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
@@ -109,6 +146,7 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
     if (!isnan(result)) result = ah_greedy_split(P, ent, extra, pace, x->N, c->n);
     const double bw = ah_link_bw(cl, worst, slow, slow), lat = ah_link_latency(cl, worst);
     c->pipe_s = result;
+    c->hier = false;
     c->dp_bw = bw;
     c->dp_lat = lat;
     c->holders = holders;
@@ -129,6 +167,11 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
                 v = ah_stage_opt_s(x, ty[s], kind, sp.nb[s]);
                 if (v > opt) opt = v;
             }
+        }
+        if (isfinite(result) && !x->ring_only && ah_cluster_region_count(cl) > 1 && spans_zones(cl, c)) {
+            const double hier = hier_sync_s(x, c);
+            c->hier = hier < sync; /* NAN (out of host memory): the ring */
+            if (c->hier) sync = hier;
         }
         result = result + sync + opt;
     }
@@ -185,23 +228,15 @@ static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, 
 }
 
 double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c) {
-    const ah_cluster_t *cl = x->cluster;
-    bool crosses = false;
-    for (int i = 1; i < c->n_stages && !crosses; i++)
-        crosses = strcmp(cl->nodes[c->node[i]].zone, cl->nodes[c->node[0]].zone) != 0;
-    if (!crosses) return 0;
-    /* a view of the plan c builds into: the search's model, training and cluster, not copies */
-    ah_plan_t view = {.model = *x->model, .train = x->train, .tp = x->t, .cluster = *cl, .n_pipelines = c->P};
-    view.pipelines = calloc((size_t)c->P, sizeof *view.pipelines);
-    ah_error_t err = {0};
+    if (!spans_zones(x->cluster, c)) return 0;
+    ah_plan_t view;
     double usd = NAN;
-    if (view.pipelines && cand_pipelines(x, c, &view, &err) == AH_OK) {
+    if (view_of(x, c, &view)) {
         ah_plan_traffic_t t;
         ah_plan_traffic(&view, &t);
         usd = t.egress_usd;
     }
-    for (int i = 0; view.pipelines && i < c->P; i++) free(view.pipelines[i].stages);
-    free(view.pipelines);
+    view_free(&view);
     return usd;
 }
 
@@ -214,8 +249,10 @@ ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, c
     ah_sctx_t x;
     ah_status_t st = ah_sctx_init_cp(&x, model, cluster, &tr, t, o->profile, cp_mask, err);
     if (st != AH_OK) return st;
+    x.ring_only = o->search_ring_only;
     *value = ah_cand_score(&x, c); /* fills the memo the split needs; the value as offered */
     st = cand_build(&x, c, out, err);
+    if (st == AH_OK) out->dp_sync = c->hier ? AH_DP_SYNC_HIERARCHICAL : AH_DP_SYNC_RING;
     ah_sctx_free(&x);
     return st;
 }

@@ -126,13 +126,8 @@ static bool gen_seqs(ex_t *e, int *letters, int len, int *used, int maxlen, int 
     return true;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int sort_unique(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, ah_cmp_double);
     int u = 0;
     for (int i = 0; i < n; i++)
         if (u == 0 || v[i] != v[u - 1]) v[u++] = v[i];

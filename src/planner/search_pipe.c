@@ -26,6 +26,7 @@
 #include "planner/planner.h"
 
 #include "core/hash.h"
+#include "core/vec.h"
 
 /* One in-flight class of a shape: n == nclass (nclass < S) or n >= S (nclass == S). */
 typedef struct pclass {
@@ -202,11 +203,6 @@ static double stage_cost(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_
     return INFINITY;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Feasible with every stage <= K iff each stage can hold one block and together they can hold L. */
 static bool feasible(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K) {
     int64_t total = 0;
@@ -306,7 +302,7 @@ static pclass_t *pclass_new(const ah_sctx_t *x, const ah_pentry_t *e, int64_t nc
                 if (ah_stage_memory_bytes(&x->sc[i], inflight) <= x->capacity[ty]) c->K[nK++] = x->fb[i];
             }
     }
-    qsort(c->K, (size_t)nK, sizeof(double), cmp_double);
+    qsort(c->K, (size_t)nK, sizeof(double), ah_cmp_double);
     int u = 0;
     for (int i = 0; i < nK; i++)
         if (u == 0 || c->K[i] != c->K[u - 1]) c->K[u++] = c->K[i];
