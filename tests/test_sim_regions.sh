@@ -64,21 +64,28 @@ P
 check "the join reads the state across regions, its egress at \$0.02/GB" $?
 # the memory tier across regions: LLaMA-2-13B in a pipeline over the four nodes, no save at the notice
 # (--grace-s 0); ra-1 leaves and its pieces come from its partner's memory in rb, over a WAN of 10
-# GB/s per GPU: the memory phase takes longer than all its bytes would at the 100 GB/s inside a region
+# GB/s per GPU: the memory phase takes longer than all its bytes would at the 100 GB/s inside a
+# region; and each periodic checkpoint's replication to the partners holds training longer
 sed 's/"inter_region_gb_s": 100/"inter_region_gb_s": 10/' "$TMP/c.json" >"$TMP/c10.json"
+cp "$TMP/c.json" "$TMP/c100.json"
 printf '0,2\n0.5,2\n0.5,1\n' >"$TMP/ra-one.csv"
-"$AH" simulate --model llama2-13b --cluster "$TMP/c10.json" --global-batch 64 --seq-len 1024 --ckpt-every-s 600 \
-    --restart-s 30 --replan-s 5 --hours 1 --replica-memory-gb 512 --grace-s 0 --policy autohet \
-    --trace "A100-80G@ra=$TMP/ra-one.csv,unit=h" --json "$TMP/m.json" >"$TMP/m.txt" 2>&1
-check "ra-1 leaves a 13B pipeline: $(tail -2 "$TMP/m.txt")" $?
-$PY - "$TMP/m.json" <<'P'
+for wan in 10 100; do
+    "$AH" simulate --model llama2-13b --cluster "$TMP/c$wan.json" --global-batch 64 --seq-len 1024 --ckpt-every-s 600 \
+        --restart-s 30 --replan-s 5 --hours 1 --replica-memory-gb 512 --grace-s 0 --policy autohet \
+        --trace "A100-80G@ra=$TMP/ra-one.csv,unit=h" --json "$TMP/m$wan.json" >"$TMP/m$wan.txt" 2>&1
+    check "ra-1 leaves a 13B pipeline, WAN $wan GB/s: $(tail -2 "$TMP/m$wan.txt")" $?
+done
+$PY - "$TMP/m10.json" "$TMP/m100.json" <<'P'
 import json, sys
-v = [v for v in json.load(open(sys.argv[1]))["policies"][0]["recoveries"] if v["event"] == "preempt ra-1"][0]
+slow, fast = (json.load(open(f))["policies"][0] for f in sys.argv[1:3])
+# the periodic checkpoints' replication to partners in the other region holds training longer on the slower WAN
+assert slow["checkpoint_hours"] > fast["checkpoint_hours"] > 0, (slow["checkpoint_hours"], fast["checkpoint_hours"])
+v = [v for v in slow["recoveries"] if v["event"] == "preempt ra-1"][0]
 assert v["bytes"]["memory"] > 0 and v["bytes_across_regions"] > 0, v
 assert v["tier_seconds"]["memory"] > v["bytes"]["memory"] / 100e9, v
 assert abs(v["egress_usd"] - v["bytes_across_regions"] / 1e9 * 0.02) < 1e-9, v
 P
-check "memory reads from the other region go over the WAN and pay its egress" $?
+check "memory reads and replication across regions go over the WAN, reads pay its egress" $?
 "$AH" simulate "${COMMON[@]}" --region ra --policy autohet-region --trace "A100-80G@rb=$T/counts-hours.csv" \
     --json "$TMP/r.json" >"$TMP/r.txt" 2>&1
 check "--region ra runs" $?

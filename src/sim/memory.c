@@ -8,9 +8,10 @@
  * checkpoint, a save at a notice) is replicated, so the memory holds the disks' newest state.
  *
  * The save at a notice, memory first: a snapshot of each device's checkpoint into its host's memory
- * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication to the partner over the network (its bytes /
- * the node's inter-node bandwidth, inter_node_gb_s per GPU x its GPUs), the slowest node of each
- * bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
+ * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication
+ * to the partner over the network (its bytes / the node's inter-node bandwidth, inter_node_gb_s per
+ * GPU x its GPUs; a partner in another region over that link: its per-GPU bandwidth x the GPUs, at
+ * most the pair's total_gb_s), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
@@ -25,7 +26,9 @@
  *
  * Pure: no I/O. Ownership: out-arrays are the caller's.
  */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ckpt/replica.h"
 #include "cost/cost.h"
@@ -76,16 +79,26 @@ double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_by
     return snap;
 }
 
+/* Seconds to send `bytes` of node y to host h (-1: unknown): over y's inter-node link (inter_node_gb_s
+ * per GPU x its GPUs), or, when h is in another region, over that link (its per-GPU bandwidth x the
+ * GPUs, at most the pair's total_gb_s). */
+static double send_s(const ah_cluster_t *c, int y, int h, double bytes) {
+    const int gpus = c->nodes[y].count > 0 ? c->nodes[y].count : 1;
+    double rate = c->net.inter_node_gb_s * 1e9 * gpus;
+    if (h >= 0 && strcmp(c->nodes[y].region, c->nodes[h].region) != 0) {
+        const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
+        rate = l.total_bw > 0 && l.total_bw < l.bw * gpus ? l.total_bw : l.bw * gpus;
+    }
+    return bytes / rate;
+}
+
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                            const ah_sim_opts_t *o) {
+                            const int *holder, const ah_sim_opts_t *o) {
     double *node = calloc((size_t)pl->n_nodes + 1, sizeof *node), snap = ah_sim_memory_snapshot_s(pl, ckpt_bytes, o),
            send = 0;
     if (!node) return -1;
     for (int r = 0; r < pl->n_ranks; r++) node[pl->ranks[r].node] += (double)ckpt_bytes[r];
-    for (int y = 0; y < pl->n_nodes; y++) {
-        const double n = node[y] / (c->net.inter_node_gb_s * 1e9 * (c->nodes[y].count > 0 ? c->nodes[y].count : 1));
-        if (n > send) send = n;
-    }
+    for (int y = 0; y < pl->n_nodes; y++) send = fmax(send, send_s(c, y, holder ? holder[y] : -1, node[y]));
     free(node);
     return snap + send;
 }
@@ -97,10 +110,10 @@ void ah_sim_handed_over(ah_sim_recovery_t *v) {
     v->transfer_s = 0;
 }
 
-double ah_sim_memory_replication_egress(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                                        const int *holder, double *bytes_across_regions) {
-    double usd = 0;
-    *bytes_across_regions = 0;
+double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                                 const int *holder, double *usd, double *bytes_across_regions) {
+    double seconds = 0;
+    *usd = *bytes_across_regions = 0;
     for (int y = 0; y < pl->n_nodes; y++) {
         if (holder[y] < 0) continue;
         double bytes = 0;
@@ -108,8 +121,9 @@ double ah_sim_memory_replication_egress(const ah_cluster_t *c, const ah_placemen
             if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
         const int h = holder[y];
         const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
-        usd += bytes / 1e9 * l.usd_per_gb;
+        *usd += bytes / 1e9 * l.usd_per_gb;
         if (l.cls == AH_LINK_INTER_REGION) *bytes_across_regions += bytes;
+        seconds = fmax(seconds, send_s(c, y, h, bytes));
     }
-    return usd;
+    return seconds;
 }

@@ -106,7 +106,8 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
     if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))
         return false;
-    e->replicate_usd = ah_sim_memory_replication_egress(c, &e->place, e->ckpt_bytes, e->holder, &e->replicate_wan_bytes);
+    e->replicate_s = ah_sim_memory_replication(c, &e->place, e->ckpt_bytes, e->holder, &e->replicate_usd,
+                                               &e->replicate_wan_bytes);
     return true;
 }
 

@@ -203,9 +203,11 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         /* with the memory tier the runtime's save to the disks replicates the step to the partners
          * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
          * rule takes, include that */
-        const double rep = x->run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o) -
-                                                        ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o))
-                                          : 0;
+        const ah_sim_entry_t *run = x->run;
+        const double rep = run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder,
+                                                                      x->o) -
+                                                     ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o))
+                                       : 0;
         ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
                                    .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
         /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
@@ -225,7 +227,8 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
             notice.handover = ah_ckpt_notice_handover(&notice);
         }
         if (notice.memory && !notice.handover)
-            notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->o);
+            notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->run->holder,
+                                                                         x->o);
         handover = notice.handover;
         v->saved = ah_ckpt_save_at_notice(&notice);
         v->save_s = v->saved ? sv + rep : 0;

@@ -34,8 +34,8 @@ typedef struct {
     double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
     int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
-    double replicate_usd, replicate_wan_bytes; /* one replication to the holders: its egress $ and
-                             the bytes it sends across a region (memory.c) */
+    double replicate_s, replicate_usd, replicate_wan_bytes; /* one replication to the holders: its
+                             seconds, its egress $ and the bytes it sends across a region (memory.c) */
 } ah_sim_entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,

@@ -191,21 +191,14 @@ static void advance(ah_sim_replay_t *x, double tn) {
  * (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's all-gather of the moments, each device's copy of
  * its checkpoint into host memory (o->ckpt_snapshot_gb_s per device, in parallel), and with the memory
  * tier the replication of each held node's checkpoint to its partner (its bytes over the node's
- * inter-node link), which the commit runs on the trainer's thread; the disks and the upload go on in
+ * inter-node link, or the link to a partner in another region: memory.c), which the commit runs on
+ * the trainer's thread; the disks and the upload go on in
  * the background. */
 static double ckpt_stall_s(const ah_sim_replay_t *x) {
     const ah_sim_entry_t *e = x->run;
-    double copy = 0, send = 0;
+    double copy = 0;
     for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
-    for (int y = 0; e->holder && y < e->place.n_nodes; y++) {
-        if (e->holder[y] < 0) continue;
-        double bytes = 0;
-        for (int r = 0; r < e->place.n_ranks; r++)
-            if (e->place.ranks[r].node == y) bytes += (double)e->ckpt_bytes[r];
-        const int gpus = x->c->nodes[y].count > 0 ? x->c->nodes[y].count : 1;
-        send = fmax(send, bytes / (x->c->net.inter_node_gb_s * 1e9 * gpus));
-    }
-    return e->gather_s + copy + send;
+    return e->gather_s + copy + (e->holder ? e->replicate_s : 0);
 }
 
 static void on_internal(ah_sim_replay_t *x) {

@@ -90,9 +90,10 @@
  *       is also in the host memory of its partner (the runtime's rule, ckpt/replica.h) when it fits
  *       the budget; it holds the last periodic checkpoint, or the notice's state after a save at
  *       the notice: memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
- *       device + replication over the node's inter-node link, sooner than the disks; the disks
- *       follow, the stop capped at the grace period), or the disks first and then the replication
- *       (the runtime's synchronous save; its seconds, which the rule takes, include it). A (layer, shard) no surviving device holds
+ *       device + replication over the node's inter-node link, or the link to a partner in another
+ *       region, sooner than the disks; the disks follow, the stop capped at the grace period), or
+ *       the disks first and then the replication (the runtime's synchronous save; its seconds,
+ *       which the rule takes, include it). A (layer, shard) no surviving device holds
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
  *       (after the peer phase), and the run goes back to the state the memory holds, not to the
  *       cloud's periodic checkpoint.
@@ -325,15 +326,17 @@ bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, cons
 void ah_sim_handed_over(ah_sim_recovery_t *v);
 /* The snapshot alone: max over devices of bytes / o->snapshot_gb_s. */
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
-/* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): the
- * egress $ of the bytes that cross a zone or region (at the link's $/GB), and in *bytes_across_regions
- * the bytes that cross a region. */
-double ah_sim_memory_replication_egress(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                                        const int *holder, double *bytes_across_regions);
+/* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): its
+ * seconds (max over nodes of bytes over the node's inter-node link, or the link to a holder in
+ * another region), in *usd the egress $ of the bytes that cross a zone or region (at the link's
+ * $/GB), and in *bytes_across_regions the bytes that cross a region. */
+double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                                 const int *holder, double *usd, double *bytes_across_regions);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
- * max over nodes of bytes / (inter_node_gb_s x the node's GPUs). -1 without host memory. */
+ * max over nodes of bytes / (inter_node_gb_s x the node's GPUs), over the link to holder[y] (NULL:
+ * none known) instead when that is in another region. -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                            const ah_sim_opts_t *o);
+                            const int *holder, const ah_sim_opts_t *o);
 
 /* ---- output (report.c) ---- */
 
