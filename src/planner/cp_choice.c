@@ -243,12 +243,6 @@ static ah_status_t refine_per_pipeline(const ah_planner_opts_t *o, ah_plan_resul
     return AH_OK;
 }
 
-/* "4, 2, 2" : the pipelines' CP degrees, into buf. */
-static void degrees_str(const ah_plan_t *p, char *buf, size_t cap) {
-    ah_str_t s = ah_str_fixed(buf, cap);
-    for (int i = 0; i < p->n_pipelines; i++) ah_str_appendf(&s, "%s%d", i ? ", " : "", ah_pipeline_cp(&p->pipelines[i]));
-}
-
 /* The GPU types of pipeline i's stages, "A10G+H100" (each once, in stage order), into buf. */
 static void types_str(const ah_plan_t *p, int i, char *buf, size_t cap) {
     ah_str_t s = ah_str_fixed(buf, cap);
@@ -382,8 +376,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     int halved = 0;
     const double all_s = time_of(o, out);
     if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return out_of_memory(out, AH_ERR_OOM);
-    char how[160], which[384], deg[64];
-    degrees_str(&out->plan, deg, sizeof deg);
+    char how[160], which[384];
     if (exact)
         snprintf(how, sizeof how, "each pipeline's degree searched exactly");
     else if (halved)
@@ -391,7 +384,8 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     else
         snprintf(how, sizeof how, "one CP degree for all searched");
     pipelines_str(&out->plan, which, sizeof which);
-    const bool split = strspn(deg, "1, ") != strlen(deg);
+    bool split = false;
+    for (int i = 0; i < out->plan.n_pipelines; i++) split |= ah_pipeline_cp(&out->plan.pipelines[i]) > 1;
     if (split && isfinite(plain_s))
         snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s against %.4f s unsplit", which, how,
                  time_of(o, out), plain_s);

@@ -124,8 +124,9 @@ typedef struct ah_plan_result {
                                 * scored beat it (the plan is then a copy of it); -1 when none */
     char schedule_why[1024];   /* what each pipeline's schedule bought over 1F1B (schedule_choice.c),
                                 * or why it kept 1F1B; "" when nothing but 1F1B was weighed */
-    char cp_why[512];          /* ah_planner_run_cp: the CP degree the pipelines take and what it bought
-                                * (or that none beat the unsplit plan); "" when CP was not weighed */
+    char cp_why[512];          /* ah_planner_run_cp: which pipelines split the sequence how many ways, on
+                                * which types, how the degrees were found and what they bought (or
+                                * that none beat the unsplit plan); "" when CP was not weighed */
     char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
                                 * regions or zones, with both syncs' predicted seconds; "" when none does */
     bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
