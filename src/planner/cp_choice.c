@@ -17,7 +17,8 @@
  * node-local) and the sequence T / c tokens. The view's plan is expanded on the real cluster: a
  * stage on TP group g of a node becomes the node's devices g tp c .. (g + 1) tp c - 1, cp-major, the
  * pipeline's "cp" c, the sequence T again; and that plan is checked and evaluated whole. Where it
- * does not fit, it is tried again with every stage recomputing. The view is a proxy: its attention
+ * does not fit, it is tried again with every stage recomputing, then the view searched once more
+ * with each type's reserve raised by its devices' overshoot (tighten_view). The view is a proxy: its attention
  * is (T / c)^2 where a CP rank's is 1 / c of T^2, and it has no ring; the choice between degrees is
  * by the whole-plan evaluation only. Then, per pipeline (refine_per_pipeline), a pipeline of CP
  * c >= 2 is split into two of c / 2 (its CP ranks halved, the micro-batches shared) while that
@@ -142,19 +143,55 @@ ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, 
     return AH_OK;
 }
 
-/* The plan of CP degree cp into *out (fits, evaluated), or false with why. */
+/* view with each GPU type's reserve raised by the most any of its devices exceeds its capacity in
+ * e (the expanded plan's evaluation): the view's plans then leave the room a CP rank needs beyond
+ * the view's estimate (the ring's buffers). view->types becomes an allocated copy. False when no
+ * device exceeds (nothing to tighten) or out of host memory. */
+static bool tighten_view(ah_cluster_t *view, const ah_eval_t *e) {
+    double *over = calloc((size_t)view->n_types, sizeof *over);
+    ah_gpu_type_t *types = malloc(sizeof *types * (size_t)view->n_types);
+    bool any = false;
+    for (int d = 0; over && types && d < e->n_devices; d++) {
+        const double x = (double)(e->devices[d].memory_bytes - e->devices[d].capacity_bytes);
+        const int t = view->nodes[e->devices[d].node].type;
+        if (x > over[t]) over[t] = x, any = true;
+    }
+    if (any) {
+        memcpy(types, view->types, sizeof *types * (size_t)view->n_types);
+        for (int t = 0; t < view->n_types; t++) types[t].reserved_gib += over[t] / (1024.0 * 1024 * 1024);
+        view->types = types;
+    } else
+        free(types);
+    free(over);
+    return any;
+}
+
+/* The plan of CP degree cp into *out (fits, evaluated), or false with why. Where the view's plan
+ * does not fit expanded, the view is searched once more with each type's reserve raised by its
+ * devices' overshoot (tighten_view). */
 static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool auto_half,
                     int cp, ah_plan_result_t *out, ah_error_t *why) {
     ah_cluster_t view;
     ah_planner_opts_t vo;
     if (ah_cp_view(cluster, o, cp, &view, &vo, why) != AH_OK) return false;
     ah_plan_result_t r;
-    bool ok = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) == AH_OK;
-    free(view.nodes);
-    if (!ok) return false;
+    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) != AH_OK) {
+        free(view.nodes);
+        return false;
+    }
     memset(out, 0, sizeof *out);
     bool fits = false;
     ah_status_t st = ah_cp_expand_fit(&r.plan, cluster, o, cp, &out->plan, &out->eval, &fits, why);
+    if (st == AH_OK && !fits && tighten_view(&view, &out->eval)) {
+        ah_plan_result_t again;
+        if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &again, why) == AH_OK) {
+            ah_plan_result_free(&r);
+            r = again;
+            st = ah_cp_expand_fit(&r.plan, cluster, o, cp, &out->plan, &out->eval, &fits, why);
+        }
+        free(view.types);
+    }
+    free(view.nodes);
     if (st == AH_OK && !fits)
         ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan of the search's view does not fit, recomputing or not", cp);
     else if (fits && !isfinite(ah_planner_key(o, &out->plan, &out->eval))) {
