@@ -50,6 +50,7 @@ void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind) {
     e->kind = kind;
     e->segment = 0;
     e->compute = 0;
+    e->late = 0;
     mark(&e->phase_start);
     e->segment_start = e->phase_start;
 }
@@ -78,8 +79,10 @@ static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
     typical_wall[1] = wall;
 }
 
-/* Sleeps rest seconds, progressing the transfers in flight (e->progress) every 100 us. */
-static void sleep_progressing(ah_emulator_t *e, double rest) {
+/* Sleeps rest seconds, progressing the transfers in flight (e->progress) every 100 us; returns the
+ * seconds slept. */
+static double sleep_progressing(ah_emulator_t *e, double rest) {
+    double slept = 0;
     if (rest > 0) {
         const double t = ah_now_s();
         if (e->progress) /* 100 us slices: a collective's round waits at most that for this rank */
@@ -88,14 +91,18 @@ static void sleep_progressing(ah_emulator_t *e, double rest) {
                 ah_sleep_until(now + 1e-4 < t + rest ? now + 1e-4 : t + rest);
             }
         ah_sleep_until(t + rest);
-        e->slept += ah_now_s() - t;
+        slept = ah_now_s() - t;
+        e->slept += slept;
     }
+    return slept;
 }
 
 /* Sleeps for the rest of slowdown x the typical seconds, less the wall seconds the segment
- * already spent, then starts the next segment. */
+ * already spent and what the phase is late, then starts the next segment. */
 static void stretch(ah_emulator_t *e, const double typical_wall[2]) {
-    sleep_progressing(e, e->slowdown * typical_wall[0] - typical_wall[1]);
+    const double length = e->slowdown * typical_wall[0]; /* 0 when not emulated */
+    const double slept = sleep_progressing(e, length - typical_wall[1] - e->late);
+    if (e->slowdown > 1.0) e->late = fmax(0.0, e->late + typical_wall[1] + slept - length);
     e->segment++;
     mark(&e->segment_start);
 }
@@ -104,7 +111,7 @@ void ah_emulator_catch_up(ah_emulator_t *e) {
     if (e->slowdown <= 1.0) return;
     double wall;
     const double compute = segment_so_far(e, &wall);
-    sleep_progressing(e, e->slowdown * compute - wall);
+    sleep_progressing(e, e->slowdown * compute - wall - e->late);
 }
 
 void ah_emulator_split(ah_emulator_t *e) {

@@ -71,6 +71,10 @@ typedef struct ah_emulator {
     int segment;
     ah_emulate_mark_t phase_start, segment_start;
     double compute; /* compute seconds of its segments so far */
+    double late;    /* how far its segments so far ended past their stretched length (a sleep's
+                     * wake-up late on a loaded host, a segment's host compute past it): taken
+                     * off the next segments' sleeps, so a phase cut into segments (a TP
+                     * all-reduce, an overlapped sync's hook) lasts what it would whole */
     /* Called every PROGRESS_S of a stretch's sleep when set (the trainer's p2p transfers and
      * overlapped gradient sync: Open MPI moves a non-blocking transfer or collective only inside
      * MPI calls, and an emulated device's communication runs while it computes). */
@@ -84,7 +88,7 @@ typedef struct ah_emulator {
 ah_status_t ah_emulator_init(ah_emulator_t *e, double slowdown, ah_comm_t *group, int max_segments,
                              ah_error_t *err);
 void ah_emulator_free(ah_emulator_t *e);
-/* Starts a phase of the given kind. */
+/* Starts a phase of the given kind (nothing late yet). */
 void ah_emulator_begin(ah_emulator_t *e, ah_emulate_kind_t kind);
 /* Ends the phase's current segment, before a collective inside the phase: sleeps until the
  * segment's time reaches slowdown x its typical compute seconds, then starts the next one. */
