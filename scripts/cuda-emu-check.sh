@@ -3,7 +3,8 @@
 # (src/cuda_emu; docs/gpu.md says what that proves and what only a GPU can):
 #   1. scripts/gpu-check.sh with AH_GPU_EMU=1 (build-gpu-emu/): the GPU tests (every kernel against
 #      the CPU backend; the device communicator on 1 and 2 ranks, NCCL and staged) and the training
-#      checks (10 plans against the CPU, one zero-bubble, bf16 curve, LLaMA bf16, fp16 with an injected overflow);
+#      checks (13 plans against the CPU, one zero-bubble, one at CP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
+#      bf16 and fp16, fp16 with an injected overflow);
 #   2. tests/test_cuda_emu.sh on that build: the emulation's protections;
 #   3. a ThreadSanitizer build (build-emu-tsan/, -DAH_CUDA_EMU_TSAN=ON): every kernel test again,
 #      with no race allowed, and a block sum without its __syncthreads, where TSan must report one.

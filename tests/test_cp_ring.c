@@ -62,7 +62,7 @@ static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
     ah_error_t err = {0};
     ah_mem_t mem;
     ah_mem_init(&mem, 0, "ring test");
-    CHECK(ah_cp_ring_init(&r, g, &mem, B, T, Hl, KVl, hd, &err) == AH_OK, "init: %s", err.msg);
+    CHECK(ah_cp_ring_init(&r, g, ah_kernels_cpu(), &mem, B, T, Hl, KVl, hd, &err) == AH_OK, "init: %s", err.msg);
     /* the ring's buffers are in the budget, exactly what the memory model counts */
     const ah_model_t shape = {.d_model = Hl * hd, .n_head = Hl, .n_kv_head = KVl};
     const int64_t want = ah_cp_ring_bytes(&shape, 1, B, T, c, AH_PREC_FP32);

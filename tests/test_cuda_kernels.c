@@ -1,6 +1,7 @@
 /* The CUDA backend against the CPU backend on random inputs, kernel by kernel: fp32 within 1e-5
  * and the bf16 table's matmuls within 1e-2, the fp16 table's within 2e-3 (max-norm relative error:
- * max |gpu - cpu| / max |cpu|), and fp16's overflow past 65504 reaching sum_squares as non-finite.
+ * max |gpu - cpu| / max |cpu|), and fp16's overflow past 65504 reaching sum_squares as non-finite;
+ * ring attention and the kernels by position (context parallelism) within 1e-5 in every table.
  * Gradient outputs start non-zero, so the "+=" contract is checked too. Also the tracked device
  * allocator (cap, high-water mark, out-of-memory message) and error reporting.
  *
@@ -280,6 +281,93 @@ static void test_attention(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int
     free(qkv), free(dout), free(dqkv), free(out), free(state), free(scratch);
 }
 
+/* Ring attention (kernels.h's context-parallel entries) of CP rank `rank` of c: its queries against
+ * the c key/value blocks in ring order (random blocks at the other ranks' positions), forward
+ * (out, lse) and backward (dqkv, each block's dkv, both starting non-zero), then the packing of the
+ * key/value heads and their gradients' return; and the kernels by position (rotary angles, the
+ * embedding's position rows). fp32 in every table (the blocks are fp32 activations; tol 1e-5). */
+static void test_ring(const ah_kernels_t *cpu, const ah_kernels_t *gpu, int c, int rank, int B, int Tl, int Hl,
+                      int KVl, int hd) {
+    char what[96];
+    const int ld = (Hl + 2 * KVl) * hd, w = 2 * KVl * hd, Cl = Hl * hd;
+    const size_t nq = (size_t)B * Tl * ld, nkv = (size_t)B * Tl * w, nout = (size_t)B * Tl * Cl;
+    const size_t rows = (size_t)B * Hl * Tl, nscr = cpu->ring_attn_scratch_floats(B, Tl, Tl, Hl, KVl, hd);
+    const ah_cp_at_t mine = ah_cp_at(Tl * c, c, rank);
+    float *qkv = host_rand(nq, 1.5f), *kv = host_rand(nkv * c, 1.5f), *dout = host_rand(nout, 1);
+    float *dqkv = host_rand(nq, 1), *dkv = host_rand(nkv * c, 1), *out = malloc(nout * sizeof *out);
+    float *acc = malloc(nout * sizeof *acc), *stats = malloc(2 * rows * sizeof *stats);
+    float *lse = malloc(rows * sizeof *lse), *scr = malloc(nscr * sizeof *scr), *pack = malloc(nkv * sizeof *pack);
+    float *d_qkv = dev(qkv, nq), *d_kv = dev(kv, nkv * c), *d_dout = dev(dout, nout), *d_dqkv = dev(dqkv, nq);
+    float *d_dkv = dev(dkv, nkv * c), *d_out = dev(NULL, nout), *d_acc = dev(NULL, nout);
+    float *d_stats = dev(NULL, 2 * rows), *d_lse = dev(NULL, rows), *d_pack = dev(NULL, nkv);
+    float *d_scr = dev(NULL, gpu->ring_attn_scratch_floats(B, Tl, Tl, Hl, KVl, hd));
+    cpu->ring_attn_init(acc, stats, B, Tl, Hl, hd);
+    gpu->ring_attn_init(d_acc, d_stats, B, Tl, Hl, hd);
+    for (int s = 0; s < c; s++) {
+        const int src = (rank - s + c) % c;
+        const ah_cp_at_t at = ah_cp_at(Tl * c, c, src);
+        cpu->ring_attn_fwd_block(acc, stats, scr, qkv, mine, kv + src * nkv, at, B, Tl, Tl, Hl, KVl, hd);
+        gpu->ring_attn_fwd_block(d_acc, d_stats, d_scr, d_qkv, mine, d_kv + src * nkv, at, B, Tl, Tl, Hl, KVl, hd);
+    }
+    snprintf(what, sizeof what, "ring fwd stats cp %d rank %d", c, rank);
+    expect_close(what, d_stats, stats, 2 * rows, 1e-5);
+    cpu->ring_attn_finish(out, lse, acc, stats, B, Tl, Hl, hd);
+    gpu->ring_attn_finish(d_out, d_lse, d_acc, d_stats, B, Tl, Hl, hd);
+    snprintf(what, sizeof what, "ring fwd out Tl=%d Hl=%d KVl=%d", Tl, Hl, KVl);
+    expect_close(what, d_out, out, nout, 1e-5);
+    expect_close("ring fwd lse", d_lse, lse, rows, 1e-5);
+    for (int s = 0; s < c; s++) {
+        const int src = (rank - s + c) % c;
+        const ah_cp_at_t at = ah_cp_at(Tl * c, c, src);
+        cpu->ring_attn_bwd_block(dqkv, dkv + src * nkv, scr, dout, qkv, out, lse, mine, kv + src * nkv, at, B, Tl,
+                                 Tl, Hl, KVl, hd);
+        gpu->ring_attn_bwd_block(d_dqkv, d_dkv + src * nkv, d_scr, d_dout, d_qkv, d_out, d_lse, mine,
+                                 d_kv + src * nkv, at, B, Tl, Tl, Hl, KVl, hd);
+    }
+    expect_close("ring bwd dkv (every block)", d_dkv, dkv, nkv * c, 1e-5);
+    cpu->ring_kv_pack(pack, qkv, B, Tl, Hl, KVl, hd);
+    gpu->ring_kv_pack(d_pack, d_qkv, B, Tl, Hl, KVl, hd);
+    expect_close("ring_kv_pack", d_pack, pack, nkv, 1e-5);
+    cpu->ring_kv_add(dqkv, dkv, B, Tl, Hl, KVl, hd);
+    gpu->ring_kv_add(d_dqkv, d_dkv, B, Tl, Hl, KVl, hd);
+    expect_close("ring bwd dqkv, ring_kv_add", d_dqkv, dqkv, nq, 1e-5);
+    const ah_rope_t rope = {.theta = 500000.0f, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                            .original_max_pos = 64.0f};
+    cpu->rope_fwd_at(qkv, mine, B, Tl, Hl + KVl, hd, ld, rope);
+    gpu->rope_fwd_at(d_qkv, mine, B, Tl, Hl + KVl, hd, ld, rope);
+    expect_close("rope_fwd_at", d_qkv, qkv, nq, 1e-5);
+    cpu->rope_bwd_at(qkv, ah_cp_at(Tl * c, c, (rank + 1) % c), B, Tl, Hl + KVl, hd, ld, rope);
+    gpu->rope_bwd_at(d_qkv, ah_cp_at(Tl * c, c, (rank + 1) % c), B, Tl, Hl + KVl, hd, ld, rope);
+    expect_close("rope_bwd_at", d_qkv, qkv, nq, 1e-5);
+    check_clean("ring attention");
+    free(qkv), free(kv), free(dout), free(dqkv), free(dkv), free(out), free(acc), free(stats), free(lse), free(scr);
+    free(pack);
+}
+
+/* The embedding at a CP rank's positions: its position rows and their gradient rows. */
+static void test_embedding_at(const ah_kernels_t *cpu, const ah_kernels_t *gpu) {
+    const int B = 2, c = 4, T = 16, C = 40, V = 30, P = T * c;
+    const ah_cp_at_t at = ah_cp_at(T * c, c, 1);
+    int32_t tok[2 * 16];
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)((urand() + 1.0f) * 0.5f * 11) % V;
+    float *wte = host_rand((size_t)V * C, 1), *wpe = host_rand((size_t)P * C, 1), *out = host_rand((size_t)B * T * C, 1);
+    float *dout = host_rand((size_t)B * T * C, 1), *dwte = host_rand((size_t)V * C, 1);
+    float *dwpe = host_rand((size_t)P * C, 1);
+    int32_t *d_tok = dev_bytes(tok, sizeof tok);
+    float *d_wte = dev(wte, (size_t)V * C), *d_wpe = dev(wpe, (size_t)P * C), *d_out = dev(NULL, (size_t)B * T * C);
+    float *d_dout = dev(dout, (size_t)B * T * C), *d_dwte = dev(dwte, (size_t)V * C);
+    float *d_dwpe = dev(dwpe, (size_t)P * C);
+    cpu->embedding_fwd_at(out, tok, wte, wpe, at, B, T, C, 0, V);
+    gpu->embedding_fwd_at(d_out, d_tok, d_wte, d_wpe, at, B, T, C, 0, V);
+    expect_close("embedding_fwd_at", d_out, out, (size_t)B * T * C, 1e-5);
+    cpu->embedding_bwd_at(dwte, dwpe, dout, tok, at, B, T, C, 0, V);
+    gpu->embedding_bwd_at(d_dwte, d_dwpe, d_dout, d_tok, at, B, T, C, 0, V);
+    expect_close("embedding_bwd_at dwte", d_dwte, dwte, (size_t)V * C, 1e-5);
+    expect_close("embedding_bwd_at dwpe", d_dwpe, dwpe, (size_t)P * C, 1e-5);
+    check_clean("embedding at positions");
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe);
+}
+
 /* The LM head of one TP rank as the runtime composes it, on both backends: logits = x @ w^T for
  * the rank's Vl = 301 rows [v0, v0 + Vl) of which nvalid are real, xent_max, xent_stats,
  * xent_grad, then dx and dw by matmul_bwd. With one rank the group reductions are nothing; the
@@ -419,14 +507,19 @@ int main(void) {
     test_attention(cpu, gpu, 1, 33, 1, 1, 128);
     test_attention(cpu, gpu, 2, 67, 4, 2, 64);  /* grouped-query: 2 query heads per kv head */
     test_attention(cpu, gpu, 1, 100, 6, 1, 16); /* one kv head for all (multi-query) */
+    test_ring(cpu, gpu, 2, 0, 2, 48, 4, 2, 16); /* GQA; a tile holding both runs of positions */
+    test_ring(cpu, gpu, 4, 2, 1, 40, 3, 3, 64);
+    test_embedding_at(cpu, gpu);
     test_head(cpu, gpu, 1e-5);
     test_optimizer(cpu, gpu);
     printf("bf16 table:\n");
     test_matmul(cpu, bf16, 1e-2);
     test_head(cpu, bf16, 1e-2);
+    test_ring(cpu, bf16, 2, 1, 1, 36, 2, 1, 32); /* the ring stays fp32 in the 16-bit tables */
     printf("fp16 table:\n");
     test_matmul(cpu, fp16, 2e-3);
     test_head(cpu, fp16, 2e-3);
+    test_ring(cpu, fp16, 2, 1, 1, 36, 2, 1, 32);
     test_fp16_overflow(fp16);
     test_memory();
     test_errors(gpu);

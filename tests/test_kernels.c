@@ -468,8 +468,9 @@ static void test_rope_llama31_presets(void) {
               names[k], region[0], region[1], region[2]);
         float *x = rand_buf(2 * (size_t)hd, 1), *out = copy_buf(x, 2 * (size_t)hd), *unscaled = copy_buf(x, 2 * (size_t)hd);
         double want[2 * 128], apart = 0;
-        ah_cpu_rope_fwd_at(out, pos, 1, 2, 1, hd, hd, r);
-        ah_cpu_rope_fwd_at(unscaled, pos, 1, 2, 1, hd, hd, plain);
+        const ah_cp_at_t at = {pos[0], pos[1]}; /* row 0 at pos[0], row 1 at pos[1] */
+        ah_cpu_rope_fwd_at(out, at, 1, 2, 1, hd, hd, r);
+        ah_cpu_rope_fwd_at(unscaled, at, 1, 2, 1, hd, hd, plain);
         for (int t = 0; t < 2; t++)
             for (int i = 0; i < half; i++) {
                 const double a = (double)((float)pos[t] * hf_inv_freq(r, i, hd));

@@ -68,32 +68,32 @@ static void run_case(const ah_kernels_t *K, ring_case_t k) {
     float *ldo = malloc((size_t)c * k.B * Tl * Cl * sizeof *ldo), *lo = malloc((size_t)c * k.B * Tl * Cl * sizeof *lo);
     float *lse = malloc((size_t)c * k.B * k.Hl * Tl * sizeof *lse), *st = malloc((size_t)k.B * k.Hl * Tl * 2 * sizeof *st);
     float *ldq = calloc((size_t)c * k.B * Tl * ld, sizeof *ldq), *ldkv_ = calloc((size_t)c * k.B * Tl * ldkv, sizeof *ldkv_);
-    float *rs = malloc(ah_cpu_ring_attn_scratch_floats(Tl, Tl) * sizeof *rs);
+    float *rs = malloc(K->ring_attn_scratch_floats(k.B, Tl, Tl, k.Hl, k.KVl, k.hd) * sizeof *rs);
 #define R_(buf, r, w) ((buf) + (size_t)(r) * k.B * Tl * (w))
     for (int r = 0; r < c; r++) {
         ah_cp_positions(pos + r * Tl, k.T, c, r);
         take_rows(R_(lq, r, ld), qkv, pos + r * Tl, k.B, k.T, Tl, ld);
         take_rows(R_(ldo, r, Cl), dout, pos + r * Tl, k.B, k.T, Tl, Cl);
-        ah_cpu_ring_kv_pack(R_(lkv, r, ldkv), R_(lq, r, ld), k.B, Tl, k.Hl, k.KVl, k.hd);
+        K->ring_kv_pack(R_(lkv, r, ldkv), R_(lq, r, ld), k.B, Tl, k.Hl, k.KVl, k.hd);
     }
     double dout_max = 0, dq_max = 0, dkv_max = 0;
     for (int r = 0; r < c; r++) {
-        ah_cpu_ring_attn_init(R_(lo, r, Cl), st, k.B, Tl, k.Hl, k.hd);
+        K->ring_attn_init(R_(lo, r, Cl), st, k.B, Tl, k.Hl, k.hd);
         for (int s = 0; s < c; s++) {
             const int src = (r - s + c) % c;
-            ah_cpu_ring_attn_fwd_block(R_(lo, r, Cl), st, rs, R_(lq, r, ld), pos + r * Tl, R_(lkv, src, ldkv),
-                                       pos + src * Tl, k.B, Tl, Tl, k.Hl, k.KVl, k.hd);
+            K->ring_attn_fwd_block(R_(lo, r, Cl), st, rs, R_(lq, r, ld), ah_cp_at(k.T, c, r), R_(lkv, src, ldkv),
+                                   ah_cp_at(k.T, c, src), k.B, Tl, Tl, k.Hl, k.KVl, k.hd);
         }
-        ah_cpu_ring_attn_finish(R_(lo, r, Cl), lse + (size_t)r * k.B * k.Hl * Tl, R_(lo, r, Cl), st, k.B, Tl, k.Hl, k.hd);
+        K->ring_attn_finish(R_(lo, r, Cl), lse + (size_t)r * k.B * k.Hl * Tl, R_(lo, r, Cl), st, k.B, Tl, k.Hl, k.hd);
         const double d = max_diff_rows(R_(lo, r, Cl), out, pos + r * Tl, k.B, k.T, Tl, Cl, 0, Cl, Cl);
         dout_max = d > dout_max ? d : dout_max;
     }
     for (int r = 0; r < c; r++)
         for (int s = 0; s < c; s++) {
             const int src = (r - s + c) % c;
-            ah_cpu_ring_attn_bwd_block(R_(ldq, r, ld), R_(ldkv_, src, ldkv), rs, R_(ldo, r, Cl), R_(lq, r, ld),
-                                       R_(lo, r, Cl), lse + (size_t)r * k.B * k.Hl * Tl, pos + r * Tl,
-                                       R_(lkv, src, ldkv), pos + src * Tl, k.B, Tl, Tl, k.Hl, k.KVl, k.hd);
+            K->ring_attn_bwd_block(R_(ldq, r, ld), R_(ldkv_, src, ldkv), rs, R_(ldo, r, Cl), R_(lq, r, ld),
+                                   R_(lo, r, Cl), lse + (size_t)r * k.B * k.Hl * Tl, ah_cp_at(k.T, c, r),
+                                   R_(lkv, src, ldkv), ah_cp_at(k.T, c, src), k.B, Tl, Tl, k.Hl, k.KVl, k.hd);
         }
     for (int r = 0; r < c; r++) {
         double d = max_diff_rows(R_(ldq, r, ld), dqkv, pos + r * Tl, k.B, k.T, Tl, Cl, 0, ld, ld);
@@ -140,7 +140,7 @@ static void test_positions(const ah_kernels_t *K, int c) {
         for (int r = 0; r < c; r++) {
             ah_cp_positions(pos, T, c, r);
             take_rows(loc, x, pos, B, T, Tl, stride);
-            (dir ? ah_cpu_rope_bwd_at : ah_cpu_rope_fwd_at)(loc, pos, B, Tl, H, hd, stride, rope);
+            (dir ? K->rope_bwd_at : K->rope_fwd_at)(loc, ah_cp_at(T, c, r), B, Tl, H, hd, stride, rope);
             rope_ok = rope_ok && rows_equal(loc, full, pos, B, T, Tl, stride);
         }
     }
@@ -149,9 +149,9 @@ static void test_positions(const ah_kernels_t *K, int c) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < Tl; t++) ltok[b * Tl + t] = tokens[b * T + pos[t]];
         take_rows(ldout, dout, pos, B, T, Tl, C);
-        ah_cpu_embedding_fwd_at(lemb, ltok, wte, wpe, pos, B, Tl, C, 0, V);
+        K->embedding_fwd_at(lemb, ltok, wte, wpe, ah_cp_at(T, c, r), B, Tl, C, 0, V);
         emb_ok = emb_ok && rows_equal(lemb, emb, pos, B, T, Tl, C);
-        ah_cpu_embedding_bwd_at(ldwte, ldwpe, ldout, ltok, pos, B, Tl, C, 0, V);
+        K->embedding_bwd_at(ldwte, ldwpe, ldout, ltok, ah_cp_at(T, c, r), B, Tl, C, 0, V);
     }
     double dte = 0;
     for (int i = 0; i < V * C; i++) dte = fmax(dte, fabs(ldwte[i] - dwte[i]) / fmax(1.0, fabs(dwte[i])));

@@ -258,6 +258,75 @@ typedef void ah_kernel_adamw_fn(float *param,      // (n)
 typedef double ah_kernel_sum_squares_fn(const float *x, // (n)
                                         size_t n);
 
+/* ---- context parallelism (runtime/cp_ring.h; docs/runtime.md "Context parallelism") ----
+ * A CP rank's T rows of a sequence sit at two runs of global positions (the causal load balance):
+ * row t < T/2 at first + t, row t >= T/2 at second + (t - T/2). ah_cp_at gives CP rank i of c's
+ * (chunks i and 2c - 1 - i of a sequence of T_seq tokens cut into 2c); {0, T/2} is 0 .. T-1, one
+ * process's rows. Passed by value, so a device kernel needs no table of positions. */
+typedef struct ah_cp_at {
+    int first, second;
+} ah_cp_at_t;
+static inline ah_cp_at_t ah_cp_at(int T_seq, int c, int i) {
+    const int chunk = T_seq / (2 * c);
+    const ah_cp_at_t at = {i * chunk, (2 * c - 1 - i) * chunk};
+    return at;
+}
+static inline ah_cp_at_t ah_cp_at_identity(int T) {
+    const ah_cp_at_t at = {0, T / 2};
+    return at;
+}
+static inline int ah_cp_pos(ah_cp_at_t at, int T, int t) { return t < T / 2 ? at.first + t : at.second + t - T / 2; }
+
+/* rope_fwd / rope_bwd and embedding_fwd / embedding_bwd with row t of each sequence at position
+ * ah_cp_pos(at, T, t) instead of t (the identity gives the plain kernels' results bit for bit). */
+typedef void ah_kernel_rope_fwd_at_fn(float *x, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride,
+                                      ah_rope_t rope);
+typedef void ah_kernel_rope_bwd_at_fn(float *dx, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride,
+                                      ah_rope_t rope);
+typedef void ah_kernel_embedding_fwd_at_fn(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                                           ah_cp_at_t at, int B, int T, int C, int v0, int Vl);
+/* dwpe's rows are the positions' (distinct within a sequence). */
+typedef void ah_kernel_embedding_bwd_at_fn(float *dwte, float *dwpe, const float *dout,
+                                           const int32_t *tokens, ah_cp_at_t at, int B, int T, int C, int v0,
+                                           int Vl);
+
+/* Ring attention: causal attention of a rank's Tq query rows against one key/value block of Tk
+ * rows at a time, the blocks arriving in any order, merged by the online softmax; the backward by
+ * block, recomputing the probabilities from the finished forward's logsumexp. qkv as attention's;
+ * a block kv is (B, Tk, 2 KVl hd): per token the KVl key heads, then the KVl value heads (the part
+ * of a qkv row after its query heads: ring_kv_pack). Query row i (position ah_cp_pos(q_at, Tq, i))
+ * sees key j iff ah_cp_pos(k_at, Tk, j) <= its position. Scale 1/sqrt(hd). Every row sees some key
+ * of the blocks together (its own), never necessarily of one block.
+ * Forward: ring_attn_init, ring_attn_fwd_block once per block (its own included), ring_attn_finish
+ * (out may be acc). Backward: ring_attn_bwd_block once per block: dq accumulates into dqkv's query
+ * part, dk and dv into dkv (the block owner's to sum: ring_kv_add). scratch holds
+ * ring_attn_scratch_floats(B, Tq, Tk, Hl, KVl, hd) floats, no initial value, shared by both. */
+typedef size_t ah_kernel_ring_attn_scratch_floats_fn(int B, int Tq, int Tk, int Hl, int KVl, int hd);
+/* acc = 0; stats (B, Hl, Tq, 2): running maximum -inf, running sum 0. */
+typedef void ah_kernel_ring_attn_init_fn(float *acc,   // (B, Tq, Hl*hd)
+                                         float *stats, // (B, Hl, Tq, 2)
+                                         int B, int Tq, int Hl, int hd);
+typedef void ah_kernel_ring_attn_fwd_block_fn(float *acc, float *stats, float *scratch,
+                                              const float *qkv, // (B, Tq, (Hl + 2*KVl)*hd)
+                                              ah_cp_at_t q_at,
+                                              const float *kv,  // (B, Tk, 2*KVl*hd)
+                                              ah_cp_at_t k_at, int B, int Tq, int Tk, int Hl, int KVl, int hd);
+/* out = acc / sum per row; lse (B, Hl, Tq) = max + log(sum). */
+typedef void ah_kernel_ring_attn_finish_fn(float *out, float *lse, const float *acc, const float *stats, int B,
+                                           int Tq, int Hl, int hd);
+typedef void ah_kernel_ring_attn_bwd_block_fn(float *dqkv,       // (B, Tq, (Hl + 2*KVl)*hd), query part +=
+                                              float *dkv,        // (B, Tk, 2*KVl*hd) +=
+                                              float *scratch,
+                                              const float *dout, // (B, Tq, Hl*hd)
+                                              const float *qkv, const float *out, // the forward's
+                                              const float *lse,                   // (B, Hl, Tq)
+                                              ah_cp_at_t q_at, const float *kv, ah_cp_at_t k_at, int B, int Tq,
+                                              int Tk, int Hl, int KVl, int hd);
+/* kv (B, T, 2 KVl hd) = the key and value heads of qkv; ring_kv_add: dqkv's key and value heads
+ * += dkv. */
+typedef void ah_kernel_ring_kv_pack_fn(float *kv, const float *qkv, int B, int T, int Hl, int KVl, int hd);
+typedef void ah_kernel_ring_kv_add_fn(float *dqkv, const float *dkv, int B, int T, int Hl, int KVl, int hd);
+
 /* ---- the table: one entry of each type above ---- */
 
 /* The table's entries in its order, X(p, entry) for each: the table's fields are made from it, and
@@ -269,7 +338,9 @@ typedef double ah_kernel_sum_squares_fn(const float *x, // (n)
     X(p, swiglu_fwd) X(p, swiglu_bwd) X(p, gelu_fwd) X(p, gelu_bwd) X(p, attention_fwd) \
     X(p, attention_bwd) X(p, attention_state_floats) X(p, attention_scratch_floats) \
     X(p, residual_fwd) X(p, residual_bwd) X(p, embedding_fwd) X(p, embedding_bwd) X(p, xent_max) \
-    X(p, xent_stats) X(p, xent_grad) X(p, adamw) X(p, sum_squares)
+    X(p, xent_stats) X(p, xent_grad) X(p, adamw) X(p, sum_squares) X(p, rope_fwd_at) X(p, rope_bwd_at) \
+    X(p, embedding_fwd_at) X(p, embedding_bwd_at) X(p, ring_attn_scratch_floats) X(p, ring_attn_init) \
+    X(p, ring_attn_fwd_block) X(p, ring_attn_finish) X(p, ring_attn_bwd_block) X(p, ring_kv_pack) X(p, ring_kv_add)
 #define AH_KERNEL_FIELD(p, entry) ah_kernel_##entry##_fn *entry;
 
 typedef struct ah_kernels {
@@ -279,6 +350,24 @@ typedef struct ah_kernels {
 
 #define AH_KERNEL_DECLARE(p, entry) ah_kernel_##entry##_fn p##_##entry;
 #define AH_KERNELS_DECLARE(prefix) AH_KERNEL_ENTRIES(AH_KERNEL_DECLARE, prefix)
+
+/* A backend's plain rope and embedding entries, defined as its _at entries at the identity
+ * positions: one definition for every backend (each expands it once, after AH_KERNELS_DECLARE). */
+#define AH_KERNELS_DEFINE_PLAIN(p)                                                                              \
+    void p##_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {               \
+        p##_rope_fwd_at(x, ah_cp_at_identity(T), B, T, n_heads, hd, stride, rope);                             \
+    }                                                                                                           \
+    void p##_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {              \
+        p##_rope_bwd_at(dx, ah_cp_at_identity(T), B, T, n_heads, hd, stride, rope);                            \
+    }                                                                                                           \
+    void p##_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, \
+                           int C, int v0, int Vl) {                                                             \
+        p##_embedding_fwd_at(out, tokens, wte, wpe, ah_cp_at_identity(T), B, T, C, v0, Vl);                   \
+    }                                                                                                           \
+    void p##_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,   \
+                           int C, int v0, int Vl) {                                                             \
+        p##_embedding_bwd_at(dwte, dwpe, dout, tokens, ah_cp_at_identity(T), B, T, C, v0, Vl);                \
+    }
 
 /* The CPU backend: fp32, OpenBLAS sgemm for matmuls, loops elsewhere. A static table. */
 const ah_kernels_t *ah_kernels_cpu(void);

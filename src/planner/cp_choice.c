@@ -26,8 +26,7 @@
  *
  * auto weighs CP from AH_CP_AUTO_MIN_SEQ tokens up or where the plain search fits nothing; the plan
  * with the least ah_planner_key wins (the plain one on ties). --cp N: N alone on every pipeline (1:
- * never CP), by the view. A plan made to train (o->schedule_trainable_only) takes CP only in fp32,
- * what the runtime runs.
+ * never CP), by the view.
  *
  * The lower_bound_s of a result of a search with CP is 0: the relaxation's memory and group terms
  * assume whole sequences on a TP group (CP does not reduce the FLOPs, but it does reduce the memory
@@ -66,9 +65,6 @@ void ah_cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char
                  (long long)o->train.seq_len, cp);
     else if (devices == 0)
         snprintf(why, cap, "no node of the cluster has %d devices for a CP group", cp);
-    else if (o->schedule_trainable_only && o->train.precision != AH_PREC_FP32)
-        snprintf(why, cap, "the runtime runs context parallelism in fp32 only, and the plan trains in %s",
-                 ah_precision_name(o->train.precision));
 }
 
 unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o) {

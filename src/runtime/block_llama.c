@@ -4,8 +4,6 @@
  * key/value heads: t divides KV, ah_model_check_tp), o and down row-parallel. */
 #include "runtime/gpt_block.h"
 
-#include "kernels/cpu/ring_attention.h"
-
 /* The block's tensors, in LLaMA's table order (spec/arch_llama.c); q, k, v adjacent, and gate, up. */
 enum { P_RMS1, P_Q, P_K, P_V, P_O, P_RMS2, P_GATE, P_UP, P_DOWN, P_PER_BLOCK };
 static const char *const TENSORS[P_PER_BLOCK] = {
@@ -26,9 +24,7 @@ static void rope(ah_gpt_stage_t *st, float *qkv, bool backward) {
     const int B = (int)st->cfg.micro_batch, T = (int)st->cfg.seq_len, heads = (int)(st->Hl + st->KVl),
               hd = (int)st->hd, QKVl = (int)st->QKVl;
     const ah_rope_t r = ah_llama_rope(st->cfg.model);
-    const int *pos = ah_gpt_positions(st);
-    if (pos) (backward ? ah_cpu_rope_bwd_at : ah_cpu_rope_fwd_at)(qkv, pos, B, T, heads, hd, QKVl, r);
-    else (backward ? st->k->rope_bwd : st->k->rope_fwd)(qkv, B, T, heads, hd, QKVl, r);
+    (backward ? st->k->rope_bwd_at : st->k->rope_fwd_at)(qkv, ah_gpt_cp_at(st), B, T, heads, hd, QKVl, r);
 }
 
 #define W(which) ah_gpt_block_w(st, l, which)

@@ -8,30 +8,42 @@
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
 
-ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, ah_mem_t *mem, int B, int T, int Hl, int KVl, int hd,
-                            ah_error_t *err) {
+static size_t kv_floats(const ah_cp_ring_t *r) { return (size_t)r->B * r->Tl * 2 * r->KVl * r->hd; }
+
+/* The ring's buffers from its arena, and their host staging. */
+static ah_status_t alloc_buffers(ah_cp_ring_t *r, ah_error_t *err) {
+    static const char *const KV_NAMES[2] = {"ring key/value block 0", "ring key/value block 1"};
+    static const char *const DKV_NAMES[2] = {"ring key/value gradient 0", "ring key/value gradient 1"};
+    const int64_t kv = (int64_t)kv_floats(r), rows = (int64_t)r->B * r->Hl * r->Tl;
+    for (int k = 0; k < 2; k++) {
+        TRY(ah_arena_floats(&r->arena, kv, KV_NAMES[k], &r->kv[k], err));
+        TRY(ah_arena_floats(&r->arena, kv, DKV_NAMES[k], &r->dkv[k], err));
+    }
+    TRY(ah_arena_floats(&r->arena, rows * r->hd, "ring attention accumulator", &r->acc, err));
+    TRY(ah_arena_floats(&r->arena, rows * 2, "ring attention softmax statistics", &r->stats, err));
+    TRY(ah_arena_floats(&r->arena, (int64_t)r->k->ring_attn_scratch_floats(r->B, r->Tl, r->Tl, r->Hl, r->KVl, r->hd),
+                        "ring attention scratch", &r->scratch, err));
+    for (int k = 0; k < 2; k++) {
+        TRY(ah_mem_host_view(r->mem, r->kv[k], (size_t)kv * sizeof(float), false, &r->h_kv[k], err));
+        TRY(ah_mem_host_view(r->mem, r->dkv[k], (size_t)kv * sizeof(float), false, &r->h_dkv[k], err));
+    }
+    return AH_OK;
+}
+
+ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, const ah_kernels_t *k, ah_mem_t *mem, int B, int T,
+                            int Hl, int KVl, int hd, ah_error_t *err) {
     memset(r, 0, sizeof *r);
     const int c = ah_comm_size(group);
     if (T % (2 * c) != 0 || Hl % KVl != 0)
         return ah_error_set(err, AH_ERR_INTERNAL, "ring attention: seq_len %d over %d CP ranks (a multiple of %d "
                             "needed), %d query heads over %d key/value heads", T, c, 2 * c, Hl, KVl);
-    *r = (ah_cp_ring_t){.group = group, .c = c, .rank = ah_comm_rank(group), .B = B, .Tl = T / c, .Hl = Hl,
-                        .KVl = KVl, .hd = hd};
+    *r = (ah_cp_ring_t){.group = group, .k = k, .c = c, .rank = ah_comm_rank(group), .B = B, .Tl = T / c,
+                        .Hl = Hl, .KVl = KVl, .hd = hd, .mem = mem};
     ah_arena_init(&r->arena, mem, "ring attention");
-    const int64_t kv = (int64_t)B * r->Tl * 2 * KVl * hd, rows = (int64_t)B * Hl * r->Tl;
     ah_status_t s = AH_OK;
     if (!(r->pos = malloc((size_t)c * r->Tl * sizeof *r->pos)))
         s = ah_error_set(err, AH_ERR_OOM, "no host memory for ring attention's positions (%d ints)", T);
-    static const char *const KV_NAMES[2] = {"ring key/value block 0", "ring key/value block 1"};
-    static const char *const DKV_NAMES[2] = {"ring key/value gradient 0", "ring key/value gradient 1"};
-    for (int k = 0; k < 2 && s == AH_OK; k++)
-        if ((s = ah_arena_floats(&r->arena, kv, KV_NAMES[k], &r->kv[k], err)) == AH_OK)
-            s = ah_arena_floats(&r->arena, kv, DKV_NAMES[k], &r->dkv[k], err);
-    if (s == AH_OK) s = ah_arena_floats(&r->arena, rows * hd, "ring attention accumulator", &r->acc, err);
-    if (s == AH_OK) s = ah_arena_floats(&r->arena, rows * 2, "ring attention softmax statistics", &r->stats, err);
-    if (s == AH_OK)
-        s = ah_arena_floats(&r->arena, (int64_t)ah_cpu_ring_attn_scratch_floats(r->Tl, r->Tl),
-                            "ring attention scratch", &r->scratch, err);
+    if (s == AH_OK) s = alloc_buffers(r, err);
     if (s != AH_OK) {
         ah_cp_ring_free(r);
         return s;
@@ -42,69 +54,78 @@ ah_status_t ah_cp_ring_init(ah_cp_ring_t *r, ah_comm_t *group, ah_mem_t *mem, in
 
 void ah_cp_ring_free(ah_cp_ring_t *r) {
     free(r->pos);
+    for (int k = 0; k < 2; k++) {
+        ah_mem_host_done(r->kv[k], r->h_kv[k]);
+        ah_mem_host_done(r->dkv[k], r->h_dkv[k]);
+    }
     if (r->arena.mem) ah_arena_free(&r->arena);
     memset(r, 0, sizeof *r);
 }
 
-static size_t kv_floats(const ah_cp_ring_t *r) { return (size_t)r->B * r->Tl * 2 * r->KVl * r->hd; }
+ah_cp_at_t ah_cp_ring_at(const ah_cp_ring_t *r, int rank) { return ah_cp_at(r->Tl * r->c, r->c, rank); }
 
-/* Starts moving buf (to rank + 1) and receiving into into (from rank - 1), tag AH_CP_TAG + k. */
-static ah_status_t ring_shift(const ah_cp_ring_t *r, const float *buf, float *into, int k, ah_comm_req_t req[2],
-                              ah_error_t *err) {
+/* A block (buf, staged in h_buf) on its way to rank + 1 while the next comes from rank - 1 into
+ * h_into (tag AH_CP_TAG + k): started by ring_start, its block landed in into by ring_finish. */
+typedef struct {
+    ah_comm_req_t req[2];
+    void *h_into;
+    float *into;
+} ring_step_t;
+
+static ah_status_t ring_start(const ah_cp_ring_t *r, const float *buf, void *h_buf, float *into, void *h_into, int k,
+                              ring_step_t *st, ah_error_t *err) {
     const int next = (r->rank + 1) % r->c, prev = (r->rank + r->c - 1) % r->c;
-    TRY(ah_comm_irecv_f32(r->group, into, kv_floats(r), prev, AH_CP_TAG + k, &req[0], err));
-    return ah_comm_isend_f32(r->group, buf, kv_floats(r), next, AH_CP_TAG + k, &req[1], err);
+    memset(st, 0, sizeof *st);
+    st->h_into = h_into, st->into = into;
+    TRY(ah_mem_download(r->mem, h_buf, buf, kv_floats(r) * sizeof(float), err));
+    TRY(ah_comm_irecv_f32(r->group, h_into, kv_floats(r), prev, AH_CP_TAG + k, &st->req[0], err));
+    return ah_comm_isend_f32(r->group, h_buf, kv_floats(r), next, AH_CP_TAG + k, &st->req[1], err);
 }
 
-static ah_status_t wait_both(ah_comm_req_t req[2], ah_error_t *err) {
-    TRY(ah_comm_wait(&req[0], err));
-    return ah_comm_wait(&req[1], err);
+static ah_status_t ring_finish(const ah_cp_ring_t *r, ring_step_t *st, ah_error_t *err) {
+    if (!st->into) return AH_OK; /* none started */
+    TRY(ah_comm_wait(&st->req[0], err));
+    TRY(ah_comm_wait(&st->req[1], err));
+    return ah_mem_upload(r->mem, st->into, st->h_into, kv_floats(r) * sizeof(float), err);
 }
 
 ah_status_t ah_cp_attention_fwd(ah_cp_ring_t *r, float *out, float *lse, const float *qkv, ah_error_t *err) {
-    const int *mine = r->pos + (size_t)r->rank * r->Tl;
-    ah_cpu_ring_kv_pack(r->kv[0], qkv, r->B, r->Tl, r->Hl, r->KVl, r->hd);
-    ah_cpu_ring_attn_init(r->acc, r->stats, r->B, r->Tl, r->Hl, r->hd);
+    const ah_kernels_t *k = r->k;
+    const ah_cp_at_t mine = ah_cp_ring_at(r, r->rank);
+    k->ring_kv_pack(r->kv[0], qkv, r->B, r->Tl, r->Hl, r->KVl, r->hd);
+    k->ring_attn_init(r->acc, r->stats, r->B, r->Tl, r->Hl, r->hd);
     for (int s = 0; s < r->c; s++) {
-        ah_comm_req_t req[2];
-        memset(req, 0, sizeof req);
-        const float *cur = r->kv[s % 2];
-        if (s + 1 < r->c) TRY(ring_shift(r, cur, r->kv[(s + 1) % 2], 0, req, err));
+        ring_step_t step = {0};
+        const int cur = s % 2;
+        if (s + 1 < r->c) TRY(ring_start(r, r->kv[cur], r->h_kv[cur], r->kv[1 - cur], r->h_kv[1 - cur], 0, &step, err));
         const int src = (r->rank - s + r->c) % r->c;
-        ah_cpu_ring_attn_fwd_block(r->acc, r->stats, r->scratch, qkv, mine, cur, r->pos + (size_t)src * r->Tl, r->B,
-                                   r->Tl, r->Tl, r->Hl, r->KVl, r->hd);
-        TRY(wait_both(req, err));
+        k->ring_attn_fwd_block(r->acc, r->stats, r->scratch, qkv, mine, r->kv[cur], ah_cp_ring_at(r, src), r->B,
+                               r->Tl, r->Tl, r->Hl, r->KVl, r->hd);
+        TRY(ring_finish(r, &step, err));
     }
-    ah_cpu_ring_attn_finish(out, lse, r->acc, r->stats, r->B, r->Tl, r->Hl, r->hd);
+    k->ring_attn_finish(out, lse, r->acc, r->stats, r->B, r->Tl, r->Hl, r->hd);
     return AH_OK;
 }
 
 ah_status_t ah_cp_attention_bwd(ah_cp_ring_t *r, float *dqkv, const float *dout, const float *qkv, const float *out,
                                 const float *lse, ah_error_t *err) {
-    const int *mine = r->pos + (size_t)r->rank * r->Tl;
-    const size_t n = kv_floats(r);
-    ah_cpu_ring_kv_pack(r->kv[0], qkv, r->B, r->Tl, r->Hl, r->KVl, r->hd);
-    memset(r->dkv[0], 0, n * sizeof(float));
+    const ah_kernels_t *k = r->k;
+    const ah_cp_at_t mine = ah_cp_ring_at(r, r->rank);
+    k->ring_kv_pack(r->kv[0], qkv, r->B, r->Tl, r->Hl, r->KVl, r->hd);
+    k->zero(r->dkv[0], kv_floats(r));
     for (int s = 0; s < r->c; s++) {
-        ah_comm_req_t req[2], dreq[2];
-        memset(req, 0, sizeof req);
-        memset(dreq, 0, sizeof dreq);
+        ring_step_t step = {0}, dstep = {0};
         const int cur = s % 2;
-        if (s + 1 < r->c) TRY(ring_shift(r, r->kv[cur], r->kv[1 - cur], 0, req, err));
+        if (s + 1 < r->c) TRY(ring_start(r, r->kv[cur], r->h_kv[cur], r->kv[1 - cur], r->h_kv[1 - cur], 0, &step, err));
         const int src = (r->rank - s + r->c) % r->c;
-        ah_cpu_ring_attn_bwd_block(dqkv, r->dkv[cur], r->scratch, dout, qkv, out, lse, mine, r->kv[cur],
-                                   r->pos + (size_t)src * r->Tl, r->B, r->Tl, r->Tl, r->Hl, r->KVl, r->hd);
-        if (r->c > 1) TRY(ring_shift(r, r->dkv[cur], r->dkv[1 - cur], 1, dreq, err));
-        TRY(wait_both(req, err));
-        TRY(wait_both(dreq, err));
+        k->ring_attn_bwd_block(dqkv, r->dkv[cur], r->scratch, dout, qkv, out, lse, mine, r->kv[cur],
+                               ah_cp_ring_at(r, src), r->B, r->Tl, r->Tl, r->Hl, r->KVl, r->hd);
+        if (r->c > 1)
+            TRY(ring_start(r, r->dkv[cur], r->h_dkv[cur], r->dkv[1 - cur], r->h_dkv[1 - cur], 1, &dstep, err));
+        TRY(ring_finish(r, &step, err));
+        TRY(ring_finish(r, &dstep, err));
     }
     /* after c passes (none at c = 1) the accumulator of this rank's own block is back here */
-    const float *mine_dkv = r->dkv[r->c > 1 ? r->c % 2 : 0];
-    const size_t ld = (size_t)(r->Hl + 2 * r->KVl) * r->hd, w = (size_t)2 * r->KVl * r->hd;
-    for (size_t t = 0; t < (size_t)r->B * r->Tl; t++) {
-        float *d = dqkv + t * ld + (size_t)r->Hl * r->hd;
-        const float *g = mine_dkv + t * w;
-        for (size_t k = 0; k < w; k++) d[k] += g[k];
-    }
+    k->ring_kv_add(dqkv, r->dkv[r->c > 1 ? r->c % 2 : 0], r->B, r->Tl, r->Hl, r->KVl, r->hd);
     return AH_OK;
 }

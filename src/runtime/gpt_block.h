@@ -34,8 +34,10 @@ void ah_gpt_embedding_fwd(ah_gpt_stage_t *st, float *x, const int32_t *ids, cons
 void ah_gpt_embedding_bwd(ah_gpt_stage_t *st, float *dwte, float *dwpe, const float *dx, const int32_t *ids);
 /* Model m's rotary frequencies as the kernels take them: rope_theta and its LLaMA 3.1 scaling. */
 ah_rope_t ah_llama_rope(const ah_model_t *m);
-/* This rank's positions under context parallelism (seq_len of them), or NULL. */
+/* This rank's positions under context parallelism (seq_len of them, a host table), or NULL. */
 const int *ah_gpt_positions(const ah_gpt_stage_t *st);
+/* The same as the kernels take them (the identity without context parallelism). */
+ah_cp_at_t ah_gpt_cp_at(const ah_gpt_stage_t *st);
 ah_status_t ah_gpt_attention_fwd(ah_gpt_stage_t *st, float *out, float *state, float *scratch, const float *qkv,
                                  ah_error_t *err);
 ah_status_t ah_gpt_attention_bwd(ah_gpt_stage_t *st, float *dqkv, float *scratch, const float *dout,

@@ -1,6 +1,6 @@
 /* The profiler's attention figures (runtime/profile.h ah_profile_measure_attention; cost/profile.h
  * "attention", "ring_attention"): the CPU backend's causal attention kernel alone at T, and one CP
- * rank's ring attention kernels (kernels/cpu/ring_attention.h) at CP 2, 4, 8 where 2c divides T:
+ * rank's ring attention kernels (the table's ring_* entries) at CP 2, 4, 8 where 2c divides T:
  * rank 0's forward (init, its c key/value blocks in ring order, finish) and backward (c blocks), the
  * transfers left out (the cost model prices them on the ring's links). Each is the least CPU
  * seconds of this thread over `reps` calls after an untimed one (a loaded host's waits for a core
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "kernels/cpu/ring_attention.h"
 #include "runtime/profile.h"
 
 static double thread_cpu_s(void) {
@@ -25,24 +24,25 @@ typedef struct {
     int B, T, Hl, KVl, hd, c, Tq;
     float *qkv, *out, *state, *scratch, *dout, *dqkv;               /* one process at T */
     float *kv, *acc, *stats, *lse, *rscratch, *dkv;                 /* CP rank 0 (its qkv: qkv's first rows) */
-    int *q_pos, *k_pos;                                             /* rank 0's positions; every rank's */
 } att_t;
 
 static void one_fwd(att_t *a) { a->k->attention_fwd(a->out, a->state, a->scratch, a->qkv, a->B, a->T, a->Hl, a->KVl, a->hd); }
 static void one_bwd(att_t *a) {
     a->k->attention_bwd(a->dqkv, a->scratch, a->dout, a->qkv, a->out, a->state, a->B, a->T, a->Hl, a->KVl, a->hd);
 }
+/* CP rank 0's queries against every rank's block (rank j's positions). */
 static void ring_fwd(att_t *a) {
-    ah_cpu_ring_attn_init(a->acc, a->stats, a->B, a->Tq, a->Hl, a->hd);
+    a->k->ring_attn_init(a->acc, a->stats, a->B, a->Tq, a->Hl, a->hd);
     for (int j = 0; j < a->c; j++)
-        ah_cpu_ring_attn_fwd_block(a->acc, a->stats, a->rscratch, a->qkv, a->q_pos, a->kv, a->k_pos + j * a->Tq, a->B,
-                                   a->Tq, a->Tq, a->Hl, a->KVl, a->hd);
-    ah_cpu_ring_attn_finish(a->out, a->lse, a->acc, a->stats, a->B, a->Tq, a->Hl, a->hd);
+        a->k->ring_attn_fwd_block(a->acc, a->stats, a->rscratch, a->qkv, ah_cp_at(a->T, a->c, 0), a->kv,
+                                  ah_cp_at(a->T, a->c, j), a->B, a->Tq, a->Tq, a->Hl, a->KVl, a->hd);
+    a->k->ring_attn_finish(a->out, a->lse, a->acc, a->stats, a->B, a->Tq, a->Hl, a->hd);
 }
 static void ring_bwd(att_t *a) {
     for (int j = 0; j < a->c; j++)
-        ah_cpu_ring_attn_bwd_block(a->dqkv, a->dkv, a->rscratch, a->dout, a->qkv, a->out, a->lse, a->q_pos, a->kv,
-                                   a->k_pos + j * a->Tq, a->B, a->Tq, a->Tq, a->Hl, a->KVl, a->hd);
+        a->k->ring_attn_bwd_block(a->dqkv, a->dkv, a->rscratch, a->dout, a->qkv, a->out, a->lse,
+                                  ah_cp_at(a->T, a->c, 0), a->kv, ah_cp_at(a->T, a->c, j), a->B, a->Tq, a->Tq, a->Hl,
+                                  a->KVl, a->hd);
 }
 
 /* Least CPU seconds of one call of f over reps calls after an untimed one. */
@@ -77,9 +77,8 @@ void ah_profile_measure_attention(const ah_profile_req_t *req, const ah_kernels_
     a.scratch = filled(k->attention_scratch_floats(a.B, a.T, a.Hl, a.KVl, a.hd));
     a.acc = filled(rows * q_width), a.stats = filled((size_t)a.B * (size_t)a.Hl * (size_t)a.T * 2);
     a.lse = filled((size_t)a.B * (size_t)a.Hl * (size_t)a.T);
-    a.k_pos = malloc(sizeof(int) * (size_t)a.T), a.q_pos = malloc(sizeof(int) * (size_t)a.T);
     bool ok = a.qkv && a.out && a.dout && a.dqkv && a.kv && a.dkv && a.state && a.scratch && a.acc && a.stats &&
-              a.lse && a.k_pos && a.q_pos;
+              a.lse;
     if (ok) {
         e->attention = (ah_profile_layer_t){.present = true, .fwd_s = scale * least_s(one_fwd, &a, req->reps),
                                             .bwd_s = scale * least_s(one_bwd, &a, req->reps)};
@@ -88,10 +87,8 @@ void ah_profile_measure_attention(const ah_profile_req_t *req, const ah_kernels_
         a.c = 1 << kk;
         if (a.T % (2 * a.c)) continue;
         a.Tq = a.T / a.c;
-        a.rscratch = filled(ah_cpu_ring_attn_scratch_floats(a.Tq, a.Tq));
+        a.rscratch = filled(k->ring_attn_scratch_floats(a.B, a.Tq, a.Tq, a.Hl, a.KVl, a.hd));
         if (!(ok = a.rscratch != NULL)) break;
-        ah_cp_positions(a.q_pos, a.T, a.c, 0);
-        for (int j = 0; j < a.c; j++) ah_cp_positions(a.k_pos + j * a.Tq, a.T, a.c, j);
         e->ring[kk] = (ah_profile_layer_t){.present = true, .fwd_s = scale * least_s(ring_fwd, &a, req->reps),
                                            .bwd_s = scale * least_s(ring_bwd, &a, req->reps)};
         free(a.rscratch);
@@ -101,5 +98,5 @@ void ah_profile_measure_attention(const ah_profile_req_t *req, const ah_kernels_
         for (int kk = 1; kk < 4; kk++) e->ring[kk].present = false;
     }
     free(a.qkv), free(a.out), free(a.dout), free(a.dqkv), free(a.kv), free(a.dkv), free(a.state), free(a.scratch);
-    free(a.acc), free(a.stats), free(a.lse), free(a.k_pos), free(a.q_pos);
+    free(a.acc), free(a.stats), free(a.lse);
 }

@@ -123,40 +123,15 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
     return AH_OK;
 }
 
-/* The first stage of pipeline i on a GPU type (the CUDA backend), or -1. */
-static int gpu_stage(const ah_plan_t *plan, int i) {
-    for (int s = 0; s < plan->pipelines[i].n_stages; s++)
-        if (!ah_device_type_is_cpu(&plan->cluster.types[plan->pipelines[i].stages[s].type])) return s;
-    return -1;
-}
-
-ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err) {
-    for (int i = 0; i < plan->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &plan->pipelines[i];
-        const int c = ah_pipeline_cp(pl);
-        if (c == 1) continue;
-        const char *why = plan->train.precision != AH_PREC_FP32 ? "in bf16 or fp16"
-                          : gpu_stage(plan, i) >= 0                ? "on a GPU (the CUDA backend)"
-                                                                   : NULL;
-        if (why)
-            return ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the runtime does not run context "
-                                "parallelism %s yet (issue 38): use cp 1 there, or an fp32 pipeline of CPU "
-                                "devices", i, c, why);
-    }
-    return AH_OK;
-}
-
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err) {
     memset(tr, 0, sizeof *tr);
-    ah_status_t s = ah_trainer_check_plan(plan, err); /* before any collective: every rank alike */
-    if (s != AH_OK) return s;
     tr->plan = plan;
     tr->data = data;
     tr->opts = *opts;
     tr->rank = ah_comm_rank(ah_comm_world());
     tr->n_ranks = ah_comm_size(ah_comm_world());
-    s = ah_layout_build(plan, &tr->layout, err);
+    ah_status_t s = ah_layout_build(plan, &tr->layout, err);
     if (s != AH_OK) return s;
     if (tr->layout.n_ranks != tr->n_ranks) {
         ah_trainer_free(tr);
@@ -177,14 +152,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
     /* The backend, decided from the plan alone: every rank reaches the same verdict, so none is
      * left waiting in a split below. */
     const ah_backend_t *backend = NULL;
-    int cp_pipeline = -1; /* a CP pipeline: the GPU backend, forced on every rank alike, refuses it */
-    for (int i = 0; i < plan->n_pipelines && cp_pipeline < 0; i++)
-        if (ah_pipeline_cp(&plan->pipelines[i]) > 1) cp_pipeline = i;
-    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK ||
-        (backend->gpu && cp_pipeline >= 0 &&
-         (s = ah_error_set(err, AH_ERR_USAGE, "[cp] pipelines[%d].cp: %d; the %s does not run context parallelism "
-                           "yet (issue 38): ring attention is the CPU's (unset AH_BACKEND)", cp_pipeline,
-                           ah_pipeline_cp(&plan->pipelines[cp_pipeline]), backend->title)) != AH_OK)) {
+    if ((s = ah_device_select(plan, st->type, &backend, err)) != AH_OK) {
         ah_trainer_free(tr);
         return s;
     }
@@ -217,8 +185,8 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err);
     free(runs);
     if (s == AH_OK && cp > 1)
-        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, &tr->mem, (int)plan->train.micro_batch, (int)plan->train.seq_len,
-                            (int)tr->stage.Hl, (int)tr->stage.KVl, (int)tr->stage.hd, err);
+        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, tr->dev.k, &tr->mem, (int)plan->train.micro_batch,
+                            (int)plan->train.seq_len, (int)tr->stage.Hl, (int)tr->stage.KVl, (int)tr->stage.hd, err);
     if (s == AH_OK && cp > 1 && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
         !(tr->cp_tokens = malloc((size_t)(plan->train.micro_batch * plan->train.seq_len) * sizeof *tr->cp_tokens)))
         s = ah_error_set(err, AH_ERR_OOM, "no host memory for a micro-batch's sequences");

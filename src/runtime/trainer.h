@@ -180,10 +180,6 @@ typedef struct ah_trainer {
                              * (runtime/loss_scale.h); 0 (setup's value): no loss scaling */
 } ah_trainer_t;
 
-/* On any rank alone, from the plan alone: what a valid plan asks that the runtime does not run
- * (context parallelism in bf16 / fp16 or on a GPU type: issue 38); the message names the rule
- * and the pipeline. ah_trainer_setup starts with it. */
-ah_status_t ah_trainer_check_plan(const ah_plan_t *plan, ah_error_t *err);
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
 ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_dataset_t *data,
                              const ah_train_opts_t *opts, ah_error_t *err);

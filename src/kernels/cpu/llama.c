@@ -58,7 +58,7 @@ AH_CPU_CLONES void ah_cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *
  * ROPE_CHUNK; cos and sin depend on (t, i) only: for each position they are computed once per
  * frequency and applied to every sequence of the batch and every head, in loops over i that
  * vectorise. */
-AH_CPU_CLONES static void rope_rotate(float *x, const int *pos, int B, int T, int n_heads, int hd, int stride,
+AH_CPU_CLONES static void rope_rotate(float *x, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride,
                                       ah_rope_t rope, float sign) {
     const int half = hd / 2;
     float inv_freq[ROPE_CHUNK], cs[ROPE_CHUNK], sn[ROPE_CHUNK];
@@ -67,7 +67,7 @@ AH_CPU_CLONES static void rope_rotate(float *x, const int *pos, int B, int T, in
         for (int k = 0; k < n; k++) inv_freq[k] = ah_rope_inv_freq(rope, i0 + k, hd);
         for (int t = 0; t < T; t++) {
             for (int k = 0; k < n; k++) {
-                const float angle = (float)(pos ? pos[t] : t) * inv_freq[k];
+                const float angle = (float)ah_cp_pos(at, T, t) * inv_freq[k];
                 cs[k] = (float)cos((double)angle);
                 sn[k] = sign * (float)sin((double)angle);
             }
@@ -86,20 +86,12 @@ AH_CPU_CLONES static void rope_rotate(float *x, const int *pos, int B, int T, in
     }
 }
 
-void ah_cpu_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(x, NULL, B, T, n_heads, hd, stride, rope, 1.0f);
+void ah_cpu_rope_fwd_at(float *x, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(x, at, B, T, n_heads, hd, stride, rope, 1.0f);
 }
 
-void ah_cpu_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(dx, NULL, B, T, n_heads, hd, stride, rope, -1.0f);
-}
-
-void ah_cpu_rope_fwd_at(float *x, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(x, pos, B, T, n_heads, hd, stride, rope, 1.0f);
-}
-
-void ah_cpu_rope_bwd_at(float *dx, const int *pos, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
-    rope_rotate(dx, pos, B, T, n_heads, hd, stride, rope, -1.0f);
+void ah_cpu_rope_bwd_at(float *dx, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride, ah_rope_t rope) {
+    rope_rotate(dx, at, B, T, n_heads, hd, stride, rope, -1.0f);
 }
 
 AH_CPU_CLONES void ah_cpu_swiglu_fwd(float *out, const float *gu, int N, int F) {

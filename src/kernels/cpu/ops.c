@@ -106,13 +106,13 @@ static const float *embedding_row(const float *wte, int32_t tok, int C, int v0, 
     return tok >= v0 && tok - v0 < Vl ? wte + (size_t)(tok - v0) * C : NULL;
 }
 
-void ah_cpu_embedding_fwd_at(float *out, const int32_t *tokens, const float *wte, const float *wpe, const int *pos,
+void ah_cpu_embedding_fwd_at(float *out, const int32_t *tokens, const float *wte, const float *wpe, ah_cp_at_t at,
                              int B, int T, int C, int v0, int Vl) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *y = out + ((size_t)b * T + t) * C;
             const float *e = embedding_row(wte, tokens[(size_t)b * T + t], C, v0, Vl);
-            const float *p = wpe ? wpe + (size_t)(pos ? pos[t] : t) * C : NULL;
+            const float *p = wpe ? wpe + (size_t)ah_cp_pos(at, T, t) * C : NULL;
             /* Each case written out, so that the ones with a single term copy it exactly. */
             if (e && p)
                 for (int i = 0; i < C; i++) y[i] = e[i] + p[i];
@@ -123,12 +123,7 @@ void ah_cpu_embedding_fwd_at(float *out, const int32_t *tokens, const float *wte
         }
 }
 
-void ah_cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                          int B, int T, int C, int v0, int Vl) {
-    ah_cpu_embedding_fwd_at(out, tokens, wte, wpe, NULL, B, T, C, v0, Vl);
-}
-
-void ah_cpu_embedding_bwd_at(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, const int *pos,
+void ah_cpu_embedding_bwd_at(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, ah_cp_at_t at,
                              int B, int T, int C, int v0, int Vl) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -139,13 +134,8 @@ void ah_cpu_embedding_bwd_at(float *dwte, float *dwpe, const float *dout, const 
                 for (int i = 0; i < C; i++) de[i] += dy[i];
             }
             if (dwpe) {
-                float *dp = dwpe + (size_t)(pos ? pos[t] : t) * C;
+                float *dp = dwpe + (size_t)ah_cp_pos(at, T, t) * C;
                 for (int i = 0; i < C; i++) dp[i] += dy[i];
             }
         }
-}
-
-void ah_cpu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                          int B, int T, int C, int v0, int Vl) {
-    ah_cpu_embedding_bwd_at(dwte, dwpe, dout, tokens, NULL, B, T, C, v0, Vl);
 }

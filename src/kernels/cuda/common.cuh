@@ -22,6 +22,10 @@
 #define AH_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
 #define AH_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
+// A grid-stride loop over i in [0, n).
+#define GRID_STRIDE(i, n)                                                                \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
+         i += (size_t)gridDim.x * blockDim.x)
 // A 1-D grid of AH_CUDA_THREADS-thread blocks covering n elements (grid-stride loops).
 #define AH_LAUNCH_1D(kernel, n) AH_LAUNCH(kernel, ah_cuda_blocks((n), AH_CUDA_THREADS), AH_CUDA_THREADS, 0, 0)
 
@@ -73,6 +77,11 @@ __device__ __forceinline__ double ah_warp_sum_d(double v) {
 __device__ __forceinline__ float ah_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// kernels.h's ah_cp_pos on the device: row t of T at its position under context parallelism.
+__device__ __forceinline__ int ah_cuda_cp_pos(ah_cp_at_t at, int T, int t) {
+    return t < T / 2 ? at.first + t : at.second + t - T / 2;
 }
 
 // Sum of one double per thread over a block of blockDim.x (a multiple of 32, <= 1024) threads,

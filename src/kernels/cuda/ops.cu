@@ -6,9 +6,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/rope_freq.h"
 
-#define GRID_STRIDE(i, n)                                                                \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);              \
-         i += (size_t)gridDim.x * blockDim.x)
 
 void ah_cuda_zero(float *x, size_t n) { AH_CUDA_CALL(cudaMemsetAsync(x, 0, n * sizeof *x, 0)); }
 
@@ -160,15 +157,16 @@ void ah_cuda_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const f
 
 // ---- rotary position embedding (Hugging Face's rotate-half): one thread per rotated pair ----
 
-// Pair i of every head of the B*T rows turns by sign * (t * inv_freq(i)); inv_freq, the angle
-// and cos, sin (in double, rounded) are formed as the contract says, as the CPU backend does.
-__global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, ah_rope_t rope,
+// Pair i of every head of the B*T rows turns by sign * (pos * inv_freq(i)), pos the row's
+// position; inv_freq, the angle and cos, sin (in double, rounded) are formed as the contract
+// says, as the CPU backend does.
+__global__ void rope_kernel(float *x, ah_cp_at_t at, int T, int n_heads, int hd, int stride, ah_rope_t rope,
                             float sign, size_t n) {
     const int half = hd / 2;
     GRID_STRIDE(e, n) {
         const size_t row = e / ((size_t)n_heads * half);
         const int rem = (int)(e % ((size_t)n_heads * half)), h = rem / half, i = rem % half;
-        const int t = (int)(row % T);
+        const int t = ah_cuda_cp_pos(at, T, (int)(row % T));
         const float angle = (float)t * ah_rope_inv_freq(rope, i, hd);
         const float c = (float)cos((double)angle), s = sign * (float)sin((double)angle);
         float *p = x + row * stride + (size_t)h * hd;
@@ -178,19 +176,20 @@ __global__ void rope_kernel(float *x, int T, int n_heads, int hd, int stride, ah
     }
 }
 
-static void rope(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t r, float sign) {
+static void rope(float *x, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride, ah_rope_t r,
+                 float sign) {
     const size_t n = (size_t)B * T * n_heads * (hd / 2);
     if (n == 0) return;
-    AH_LAUNCH_1D(rope_kernel, n)(x, T, n_heads, hd, stride, r, sign, n);
+    AH_LAUNCH_1D(rope_kernel, n)(x, at, T, n_heads, hd, stride, r, sign, n);
     AH_CUDA_LAUNCHED();
 }
 
-void ah_cuda_rope_fwd(float *x, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
-    rope(x, B, T, n_heads, hd, stride, r, 1.0f);
+void ah_cuda_rope_fwd_at(float *x, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
+    rope(x, at, B, T, n_heads, hd, stride, r, 1.0f);
 }
 
-void ah_cuda_rope_bwd(float *dx, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
-    rope(dx, B, T, n_heads, hd, stride, r, -1.0f);
+void ah_cuda_rope_bwd_at(float *dx, ah_cp_at_t at, int B, int T, int n_heads, int hd, int stride, ah_rope_t r) {
+    rope(dx, at, B, T, n_heads, hd, stride, r, -1.0f);
 }
 
 // ---- SwiGLU: out = silu(gate) * up, gu rows = F gate values then F up values ----
@@ -290,10 +289,10 @@ void ah_cuda_residual_bwd(float *da, float *db, const float *dout, size_t n) {
 
 // This rank's rows [v0, v0 + Vl) of wte; wpe may be NULL (kernels/kernels.h).
 __global__ void embedding_fwd_kernel(float *out, const int32_t *tokens, const float *wte,
-                                     const float *wpe, int T, int C, int v0, int Vl, size_t n) {
+                                     const float *wpe, ah_cp_at_t at, int T, int C, int v0, int Vl, size_t n) {
     GRID_STRIDE(i, n) {
         const size_t row = i / C;
-        const int c = (int)(i % C), t = (int)(row % T), tok = tokens[row];
+        const int c = (int)(i % C), t = ah_cuda_cp_pos(at, T, (int)(row % T)), tok = tokens[row];
         const bool here = tok >= v0 && tok - v0 < Vl;
         const float e = here ? wte[(size_t)(tok - v0) * C + c] : 0.0f;
         out[i] = wpe ? (here ? e + wpe[(size_t)t * C + c] : wpe[(size_t)t * C + c]) : e;
@@ -313,32 +312,36 @@ __global__ void embedding_bwd_wte_kernel(float *dwte, const float *dout, const i
     }
 }
 
-__global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
+// dwpe's row of row t's position += sum over the sequences of dout's row t (the positions of
+// a sequence's rows are distinct: one thread per element writes it).
+__global__ void embedding_bwd_wpe_kernel(float *dwpe, const float *dout, ah_cp_at_t at, int B, int T, int C) {
     GRID_STRIDE(i, (size_t)T * C) {
         float s = 0.0f;
         for (int b = 0; b < B; b++) s += dout[(size_t)b * T * C + i];
-        dwpe[i] += s;
+        dwpe[(size_t)ah_cuda_cp_pos(at, T, (int)(i / C)) * C + i % C] += s;
     }
 }
 
-void ah_cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                           int B, int T, int C, int v0, int Vl) {
+void ah_cuda_embedding_fwd_at(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                              ah_cp_at_t at, int B, int T, int C, int v0, int Vl) {
     const size_t n = (size_t)B * T * C;
-    AH_LAUNCH_1D(embedding_fwd_kernel, n)(out, tokens, wte, wpe, T, C, v0, Vl, n);
+    AH_LAUNCH_1D(embedding_fwd_kernel, n)(out, tokens, wte, wpe, at, T, C, v0, Vl, n);
     AH_CUDA_LAUNCHED();
 }
 
-void ah_cuda_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                           int B, int T, int C, int v0, int Vl) {
+void ah_cuda_embedding_bwd_at(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                              ah_cp_at_t at, int B, int T, int C, int v0, int Vl) {
     if (dwte) {
         AH_LAUNCH(embedding_bwd_wte_kernel, (C + 127) / 128, 128, 0, 0)(dwte, dout, tokens, B * T, C, v0, Vl);
         AH_CUDA_LAUNCHED();
     }
     if (dwpe) {
-        AH_LAUNCH_1D(embedding_bwd_wpe_kernel, (size_t)T * C)(dwpe, dout, B, T, C);
+        AH_LAUNCH_1D(embedding_bwd_wpe_kernel, (size_t)T * C)(dwpe, dout, at, B, T, C);
         AH_CUDA_LAUNCHED();
     }
 }
+
+AH_KERNELS_DEFINE_PLAIN(ah_cuda)
 
 // ---- AdamW (torch.optim.AdamW's order of operations, as the CPU backend) ----
 
