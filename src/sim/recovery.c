@@ -185,6 +185,66 @@ static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     return worst;
 }
 
+/* The stop at a notice, for the policies the agent runs (it reacts to the notice like the
+ * runtime): the step in progress finishes, then every node saves when ckpt/policy.h's rule says so;
+ * v's wait and save, what the disks and the memory then hold; *unsaved when nothing was saved (the
+ * disks hold what they held); *handover when the save was the handover to plan e. */
+static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_sim_recovery_t *v, bool *unsaved,
+                           bool *handover) {
+    /* autohet reacts to the notice like the runtime: the step in progress finishes, then
+     * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
+     * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
+     * what they held */
+    v->wait_s = x->run->iteration_s / 2;
+    ah_sim_train(x, v->wait_s);
+    const double sv = save_s(x, x->run);
+    /* with the memory tier the runtime's save to the disks replicates the step to the partners
+     * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
+     * rule takes, include that */
+    const ah_sim_entry_t *run = x->run;
+    const double rep = run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder,
+                                                                  x->o) -
+                                                 ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o))
+                                   : 0;
+    ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
+                               .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+    /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
+     * the snapshot and the replication; the disks follow until the job ends, at the removal at
+     * the latest */
+    notice.memory = x->run->holder != NULL;
+    notice.memory_s = -1;
+    /* the handover (memory.c; not for a join): each device's pieces into the memory of the host
+     * that reads them under e, when ckpt/policy.h's rule takes it */
+    notice.handover = notice.memory && x->o->handover && !join && x->state;
+    if (notice.handover) { /* against the disks plus what the relaunch would fetch without it */
+        ah_sim_recovery_t without = {0};
+        bool rolls_back;
+        notice.fetch_s = transfer_s(x, e, &without, &rolls_back);
+        notice.memory_s = x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) +
+                          handover_s(x, e);
+        notice.handover = ah_ckpt_notice_handover(&notice);
+    }
+    if (notice.memory && !notice.handover)
+        notice.memory_s =
+            run->gather_s + ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder, x->o);
+    v->saved = ah_ckpt_save_at_notice(&notice);
+    v->save_s = v->saved ? sv + rep : 0;
+    *handover = notice.handover && v->saved;
+    if (*handover) {
+        v->save_s = notice.memory_s;
+        x->at_mem = x->now;
+    } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
+        v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
+        x->at_mem = x->now;
+        ah_sim_replicated(x); /* to the holders, as a periodic checkpoint is */
+    } else if (v->saved && notice.memory) { /* the disks first, then the replication */
+        x->at_mem = x->now;
+        ah_sim_replicated(x);
+    }
+    if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
+    *unsaved = !v->saved;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
@@ -192,61 +252,8 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
     bool unsaved = false, handover = false;
-    if (x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol)) {
-        /* autohet reacts to the notice like the runtime: the step in progress finishes, then
-         * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
-         * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
-         * what they held */
-        v->wait_s = x->run->iteration_s / 2;
-        ah_sim_train(x, v->wait_s);
-        const double sv = save_s(x, x->run);
-        /* with the memory tier the runtime's save to the disks replicates the step to the partners
-         * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
-         * rule takes, include that */
-        const ah_sim_entry_t *run = x->run;
-        const double rep = run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder,
-                                                                      x->o) -
-                                                     ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o))
-                                       : 0;
-        ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
-                                   .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
-        /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
-         * the snapshot and the replication; the disks follow until the job ends, at the removal at
-         * the latest */
-        notice.memory = x->run->holder != NULL;
-        notice.memory_s = -1;
-        /* the handover (memory.c; not for a join): each device's pieces into the memory of the host
-         * that reads them under e, when ckpt/policy.h's rule takes it */
-        notice.handover = notice.memory && x->o->handover && !join && x->state;
-        if (notice.handover) { /* against the disks plus what the relaunch would fetch without it */
-            ah_sim_recovery_t without = {0};
-            bool rolls_back;
-            notice.fetch_s = transfer_s(x, e, &without, &rolls_back);
-            notice.memory_s = x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) +
-                              handover_s(x, e);
-            notice.handover = ah_ckpt_notice_handover(&notice);
-        }
-        if (notice.memory && !notice.handover)
-            notice.memory_s = x->run->gather_s + ah_sim_memory_save_s(x->c, &x->run->place, x->run->ckpt_bytes, x->run->holder,
-                                                                         x->o);
-        handover = notice.handover;
-        v->saved = ah_ckpt_save_at_notice(&notice);
-        v->save_s = v->saved ? sv + rep : 0;
-        handover = handover && v->saved;
-        if (handover) {
-            v->save_s = notice.memory_s;
-            x->at_mem = x->now;
-        } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
-            v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
-            x->at_mem = x->now;
-            ah_sim_replicated(x); /* to the holders, as a periodic checkpoint is */
-        } else if (v->saved && notice.memory) { /* the disks first, then the replication */
-            x->at_mem = x->now;
-            ah_sim_replicated(x);
-        }
-        if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
-        unsaved = !v->saved;
-    }
+    if (x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol))
+        stop_at_notice(x, e, join, v, &unsaved, &handover);
     bool cloud_rollback;
     v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
     v->handover = handover;
