@@ -82,9 +82,11 @@ run() { # NAME [flags]
     shift
     echo "0,add,fast-0" >"$WORK/$name.events" # fast-0 is up from the start: a no-op to begin the trace
     t0=$(date +%s%N)
+    # --schedule 1f1b: the two data-parallel replicas this bench compares (under auto the planner now
+    # takes one interleaved pipeline over fast-0 and spot-0, and each disk holds half the state)
     "$AUTOHET" run --model "$WORK/model.json" --cluster "$WORK/cluster.json" --data "$WORK/text.bin" \
         --global-batch 2 --seq-len 16 --steps 200 --ckpt-every 2 --grace-s 60 --events "$WORK/$name.events" \
-        --cloud "s3://ckpt/$name" --s3-endpoint "$EP" --work-dir "$WORK/$name" --quiet "$@" >"$WORK/$name.log" 2>&1 &
+        --schedule 1f1b --cloud "s3://ckpt/$name" --s3-endpoint "$EP" --work-dir "$WORK/$name" --quiet "$@" >"$WORK/$name.log" 2>&1 &
     AGENT=$!
     # The notice once a step is complete in the cloud (a manifest is its commit point).
     for i in $(seq 3000); do

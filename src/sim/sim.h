@@ -226,7 +226,8 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 /* A periodic checkpoint's copy into host memory, GB/s per device: the runtime's asynchronous snapshot
  * (runtime/ckpt_async.c: every rank copies the shards it writes into its snapshot buffer, on the
  * trainer's thread, before the next step), measured: `autohet train` of bench_notice_save.sh's model
- * and plan (GPT-2 small's shape, two data-parallel ranks, 0.512 GB of snapshot per rank), --steps 9
+ * and plan (GPT-2 small's shape on two one-device nodes: one interleaved pipeline under --schedule auto,
+ * 0.512 GB of snapshot per rank), --steps 9
  * --ckpt-every 2, with and without --replica-memory-gb 4: the checkpoint events' snapshot_seconds (the
  * slowest rank's) of steps 4, 6, 8 were 1.11, 1.58, 1.92 s and 0.98, 0.50, 0.62 s (step 2 allocates the
  * buffer: 7.0 and 8.7 s, left out), median 1.05 s: 0.49 GB/s, at load 15-18 on the shared 2-core
