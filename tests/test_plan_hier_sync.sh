@@ -7,7 +7,9 @@
 # between the regions), evaluated with --dp-sync ring and hierarchical: the hierarchical sync is
 # predicted faster and sends fewer bytes across the regions, the intra-region bytes more; where a
 # DP group has one member per region (the planner's own plan for llama2-13b at 4096 tokens on
-# two-region.json), the ring stays, said; an unknown "dp_sync" is refused by name. llama2-7b / 13b, planning only.
+# two-region.json), the ring stays, said; an unknown "dp_sync" is refused by name; "why across
+# regions" names the bytes crossing us-east-1 <-> eu-west-1, their seconds on the link and their
+# egress. llama2-7b / 13b, planning only.
 # Usage: bash tests/test_plan_hier_sync.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/check_common.sh"
 TWO=$SRC/examples/clusters/two-region.json
@@ -69,6 +71,22 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); d["dp_sync"]="tree"; js
 "$AH" evaluate --plan "$TMP/bad.json" >"$TMP/bad.txt" 2>&1
 [ $? -ne 0 ] && grep -q '\[dp_sync\] .*dp_sync: unknown gradient sync "tree" (allowed: ring or hierarchical' "$TMP/bad.txt"
 st=$?; check "an unknown dp_sync is refused by name: $(cat "$TMP/bad.txt")" "$st"
+
+# "why across regions": what crosses each region boundary, the seconds it holds the link and its egress
+"$AH" plan --model llama2-7b --global-batch 4096 --seq-len 2048 --cluster "$TWO" --json >"$TMP/across.json" 2>"$TMP/across.err"
+st=$?; check "plan llama2-7b at 4096 sequences on two-region.json: $(tail -2 "$TMP/across.err")" "$st"
+$PY - "$TMP/across.json" <<'PYEOF'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+why = d["why"]["regions"]
+m = re.match(r"us-east-1 <-> eu-west-1: ([0-9.]+) GB per iteration \(DP sync ([0-9.]+) GB\), ([0-9.]+) s of the link "
+             r"at 5\.000 GB/s \(its total_gb_s\), egress \$([0-9.]+) per iteration \(\$([0-9.]+)/h at", why)
+assert m, why
+gb, dp, s, usd, hourly = map(float, m.groups())
+assert gb == dp and abs(s - gb / 5) < 2e-3 and abs(usd - gb * 0.02) < 1e-4, why
+assert abs(hourly - d["egress_usd_per_hour_by_link"]["inter-region"]) < 0.01, (hourly, d["egress_usd_per_hour_by_link"])
+PYEOF
+check "why across regions: the bytes, the seconds at the link's 5 GB/s and the egress at \$0.02/GB" $?
 
 checks_done || exit 1
 echo PASS

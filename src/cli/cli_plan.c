@@ -112,6 +112,11 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
     json_t *o = json_object();
     if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
     if (r->dp_sync_why[0]) json_object_set_new(o, "dp_sync", json_string(r->dp_sync_why));
+    ah_plan_traffic_t t;
+    char regions[2048];
+    ah_plan_traffic(p, &t);
+    if (ah_plan_region_why(p, &t, r->eval.pred.iteration_s, regions, sizeof regions)[0])
+        json_object_set_new(o, "regions", json_string(regions));
     for (int k = 0; k < AH_BASELINE_COUNT; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
                             why_vs(p, bl[k].ok ? &bl[k].r.plan : NULL, bl[k].err.msg));
@@ -124,6 +129,8 @@ static void print_why(const ah_plan_result_t *r, const baseline_t *bl) {
     if (r->dp_sync_why[0])
         printf("why %s DP sync: %s\n", r->plan.dp_sync == AH_DP_SYNC_HIERARCHICAL ? "hierarchical" : "ring",
                r->dp_sync_why);
+    if (json_string_value(json_object_get(why, "regions")))
+        printf("why across regions: %s\n", json_string_value(json_object_get(why, "regions")));
     printf("why: what differs from each baseline\n");
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const char *name = ah_baseline_name((ah_baseline_t)k);

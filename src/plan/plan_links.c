@@ -26,7 +26,7 @@ static bool same_link(const ah_cluster_t *c, const ah_plan_crossing_t *x, const 
 }
 
 static void note_crossing(const ah_cluster_t *c, const ah_link_info_t *l, int a, int b, ah_traffic_kind_t kind,
-                          double bytes, ah_plan_traffic_t *t) {
+                          double bytes, double usd, ah_plan_traffic_t *t) {
     int k = 0;
     while (k < t->n_crossings && !same_link(c, &t->crossings[k], l, a, b)) k++;
     if (k == t->n_crossings) {
@@ -35,9 +35,11 @@ static void note_crossing(const ah_cluster_t *c, const ah_link_info_t *l, int a,
             return;
         }
         t->crossings[t->n_crossings++] = (ah_plan_crossing_t){.node_a = a, .node_b = b, .override = l->override,
-                                                              .private_link = l->private_link};
+                                                              .private_link = l->private_link,
+                                                              .bytes_per_s = l->total_bw > 0 ? l->total_bw : l->bw};
     }
     t->crossings[k].bytes[kind] += bytes;
+    t->crossings[k].usd += usd;
 }
 
 int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
@@ -66,6 +68,7 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
     t->bytes[l.cls] += bytes;
     if (l.cls < AH_LINK_INTER_ZONE) return;
     const bool priced = c->net.egress_priced || (l.override >= 0 && c->net.links[l.override].usd_per_gb >= 0);
+    const double usd = priced ? bytes / 1e9 * l.usd_per_gb : 0;
     if (priced) {
         t->egress_usd += bytes / 1e9 * l.usd_per_gb;
         t->egress_usd_by[l.cls] += bytes / 1e9 * l.usd_per_gb;
@@ -73,7 +76,7 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
     else t->unpriced_bytes += bytes;
     if (l.cls < AH_LINK_INTER_REGION) return;
     if (!l.private_link) t->public_bytes += bytes;
-    note_crossing(c, &l, node_a, node_b, kind, bytes, t);
+    note_crossing(c, &l, node_a, node_b, kind, bytes, usd, t);
 }
 
 /* Context parallelism's ring on stage a of pipeline pl (mb micro-batches): per micro-batch and
@@ -193,6 +196,32 @@ const char *ah_plan_crossings_str(const ah_plan_t *p, const ah_plan_traffic_t *t
     if (!open_only && t->public_bytes > 0)
         ah_str_appendf(&s, " (train and run refuse traffic on a link not marked private without "
                            "--allow-unencrypted-wan)");
+    return buf;
+}
+
+const char *ah_plan_region_why(const ah_plan_t *p, const ah_plan_traffic_t *t, double iteration_s, char *buf,
+                               size_t cap) {
+    ah_str_t s = ah_str_fixed(buf, cap);
+    const ah_cluster_t *c = &p->cluster;
+    if (ah_cluster_region_count(c) > 1 && t->n_crossings == 0)
+        ah_str_appendf(&s, "nothing crosses a region boundary: every transfer stays inside one region");
+    for (int k = 0; k < t->n_crossings; k++) {
+        const ah_plan_crossing_t *x = &t->crossings[k];
+        const ah_net_link_t *o = x->override >= 0 ? &c->net.links[x->override] : NULL;
+        double bytes = 0;
+        for (int kind = 0; kind < AH_N_TRAFFIC_KINDS; kind++) bytes += x->bytes[kind];
+        ah_str_appendf(&s, "%s%s <-> %s: %.3f GB per iteration (", k ? "; " : "", o ? o->a : c->nodes[x->node_a].region,
+                       o ? o->b : c->nodes[x->node_b].region, bytes / 1e9);
+        for (int kind = 0, n = 0; kind < AH_N_TRAFFIC_KINDS; kind++)
+            if (x->bytes[kind] > 0)
+                ah_str_appendf(&s, "%s%s %.3f GB", n++ ? ", " : "", ah_traffic_kind_name((ah_traffic_kind_t)kind),
+                               x->bytes[kind] / 1e9);
+        ah_str_appendf(&s, "), %.3f s of the link at %.3f GB/s%s, egress $%.4f per iteration ($%.2f/h at %.4f s per "
+                       "iteration)", bytes / x->bytes_per_s, x->bytes_per_s / 1e9,
+                       o && o->total_gb_s > 0 ? " (its total_gb_s)" : " (one GPU's flow)", x->usd,
+                       x->usd * 3600 / iteration_s, iteration_s);
+    }
+    if (t->crossings_unlisted > 0) ah_str_appendf(&s, "; and %d more crossings of region pairs", t->crossings_unlisted);
     return buf;
 }
 

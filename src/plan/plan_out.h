@@ -37,6 +37,8 @@ typedef struct ah_plan_crossing {
     int override;        /* its "links" entry, -1 for the class */
     bool private_link;
     double bytes[AH_N_TRAFFIC_KINDS]; /* per iteration */
+    double usd;          /* their egress $ per iteration (0 where the link has no price) */
+    double bytes_per_s;  /* the pair's total_gb_s, or one flow's gb_s where it gives none */
 } ah_plan_crossing_t;
 typedef struct ah_plan_traffic {
     double bytes[AH_N_LINK_CLASSES]; /* per iteration, by ah_link_t */
@@ -55,6 +57,12 @@ void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out);
  * none. Returns buf. */
 const char *ah_plan_crossings_str(const ah_plan_t *p, const ah_plan_traffic_t *t, bool open_only, char *buf,
                                   size_t cap);
+/* "why across regions:" for the planner's report: per link across regions, the bytes per iteration
+ * (by kind), the seconds they hold it at bytes_per_s, and their egress $ per iteration and per hour
+ * at iteration_s; "nothing crosses a region boundary" when the cluster has two regions or more and
+ * nothing does; "" on a cluster of one region. Returns buf. */
+const char *ah_plan_region_why(const ah_plan_t *p, const ah_plan_traffic_t *t, double iteration_s, char *buf,
+                               size_t cap);
 /* The rule for traffic across regions in the open (docs/multi-host.md "Across regions"): AH_OK when
  * allowed (--allow-unencrypted-wan) or when nothing of p crosses a region boundary on a link not
  * marked private; else AH_ERR_USAGE naming each such link, what crosses it, and the ways out. */
