@@ -19,7 +19,15 @@ Where nothing fits with the default flags, the row is planned again with --shard
 (marked "(sharded)"), which under --cp auto also tries CP with the optimizer sharded over the CP
 ranks.
 
-Usage: bench/planner_table.py [BUILD_DIR] [--long-context]   (default build; from the repository root)
+--regions: the across-regions table of docs/multi-host.md (issue 39): examples/clusters/two-region.json
+and three-region.json (H100 in us-east-1, A100 / L40S in eu-west-1 and ap-northeast-1), LLaMA-2-13B
+and 70B at 512 sequences of 4096 tokens; one row each: the planner's plan, the best plan confined
+to one region (the planner on that region's nodes alone, the fastest of the regions), and the
+region-blind plan (the planner on the cluster with every node in one zone and no links, then
+evaluated on the real cluster): tokens/s and $ per million tokens with egress (both at the
+predicted iteration, as `plan` prints them), and the bytes across regions per iteration.
+
+Usage: bench/planner_table.py [BUILD_DIR] [--long-context | --regions]   (default build; from the repository root)
 """
 import json
 import re
@@ -133,7 +141,77 @@ def long_context_table():
                     m, seq, c, t, sharded, cps, shape, t1, gain, mbs, sp, d["planning_s"], p1))
 
 
-if "--long-context" in sys.argv[1:]:
+def write_cluster(doc, path):
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def one_region(doc, region, tmp):
+    """doc's nodes in `region`, its links between what is left."""
+    c = json.loads(json.dumps(doc))
+    c["nodes"] = [n for n in c["nodes"] if n["region"] == region]
+    names = {n["region"] for n in c["nodes"]} | {n["zone"] for n in c["nodes"]}
+    c["network"]["links"] = [l for l in c["network"].get("links", []) if set(l["between"]) <= names]
+    return write_cluster(c, "%s/region-%s.json" % (tmp, region))
+
+
+def region_blind(doc, tmp):
+    """doc with every node in one zone of one region and no per-pair links."""
+    c = json.loads(json.dumps(doc))
+    for n in c["nodes"]:
+        n["zone"] = "one-zone"
+        n.pop("region", None)
+    for k in ("links", "inter_region_gb_s", "inter_region_latency_us"):
+        c["network"].pop(k, None)
+    return write_cluster(c, tmp + "/blind.json")
+
+
+def across(d):
+    return "%.1f" % (d["bytes_per_iteration"].get("inter-region", 0) / 1e9)
+
+
+def regions_table():
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="region-table-")
+    batch, seq = 512, 4096
+    print("| cluster | model | planner tokens/s | $/M tokens | GB across regions | one region: best | tokens/s | "
+          "$/M tokens | region-blind on the real WAN: tokens/s | $/M tokens | GB across regions | planner vs one "
+          "region | planner vs blind |")
+    print("|---" * 13 + "|")
+    for c in ["two-region", "three-region"]:
+        path = "examples/clusters/%s.json" % c
+        doc = json.load(open(path))
+        regions = sorted({n["region"] for n in doc["nodes"]})
+        for m in ["llama2-13b", "llama2-70b"]:
+            d, err = plan(m, path, batch=batch, seq=seq)
+            if d is None:
+                print("| %s | %s | no plan: %s |" % (c, m, err[:90]))
+                continue
+            best, where = None, "none fits"
+            for r in regions:
+                o, _ = plan(m, one_region(doc, r, tmp), batch=batch, seq=seq)
+                if o is not None and (best is None or o["tokens_per_s"] > best["tokens_per_s"]):
+                    best, where = o, r
+            b, err = plan(m, region_blind(doc, tmp), "-o", tmp + "/blind-plan.json", batch=batch, seq=seq)
+            real = None
+            if b is not None:
+                e = subprocess.run([AH, "evaluate", "--plan", tmp + "/blind-plan.json", "--cluster", path, "--json"],
+                                   capture_output=True, text=True)
+                real = json.loads(e.stdout) if e.returncode == 0 else None
+            one = ("%s | %.0f | %.4f" % (where, best["tokens_per_s"], best["usd_per_mtoken"]) if best
+                   else "none fits | - | -")
+            blind = ("%.0f | %.4f | %s" % (real["tokens_per_s"], real["usd_per_mtoken"], across(real)) if real
+                     else "- | - | -")
+            print("| %s | %s | %.0f | %.4f | %s | %s | %s | %s | %s |" % (
+                c, m, d["tokens_per_s"], d["usd_per_mtoken"], across(d), one, blind,
+                "%.2fx" % (d["tokens_per_s"] / best["tokens_per_s"]) if best else "-",
+                "%.2fx" % (d["tokens_per_s"] / real["tokens_per_s"]) if real else "-"))
+
+
+if "--regions" in sys.argv[1:]:
+    regions_table()
+elif "--long-context" in sys.argv[1:]:
     long_context_table()
 else:
     paper_table()
