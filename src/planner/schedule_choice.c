@@ -210,8 +210,9 @@ static void say_choice(const group_t *g, const ah_pipeline_t *first, ah_str_t *w
     if (g->best.sched == AH_SCHED_INTERLEAVED) ah_str_appendf(why, " with %d stages per device", g->best.v);
     if (g->best_rc) ah_str_appendf(why, " and recomputation everywhere (to fit its activations)");
     if (g->f1b_group_s > 0)
-        ah_str_appendf(why, ", %.4f s instead of 1f1b's %.4f s (%.4f s less)", own, g->f1b_group_s,
-                       g->f1b_group_s - own);
+        ah_str_appendf(why, ", %.4f s instead of 1f1b's %.4f s (%.4f s %s)", own, g->f1b_group_s,
+                       fabs(g->f1b_group_s - own),
+                       own <= g->f1b_group_s ? "less" : g->forced ? "more: asked for" : "more, the iteration shorter");
     else ah_str_appendf(why, ", %.4f s (1f1b does not fit)", own);
 }
 
