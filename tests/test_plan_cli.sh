@@ -227,7 +227,8 @@ P64="$SRC/examples/clusters/paper-64.json"
 "$AH" plan --model llama3.1-70b --cluster "$P64" --global-batch 8 --seq-len 131072 --cp 1 --shard-optimizer auto \
     >"$TMP/cp1.out" 2>&1
 [ $? -eq 1 ] && grep -q "needs 113270063104 bytes of its 85899345920" "$TMP/cp1.out"
-check "llama3.1-70b at 128k fits nothing unsplit, sharded or not: $(head -c 200 "$TMP/cp1.out")" $?
+st=$?
+check "llama3.1-70b at 128k fits nothing unsplit, sharded or not: $(head -c 200 "$TMP/cp1.out")" $st
 "$AH" plan --model llama3.1-70b --cluster "$P64" --global-batch 8 --seq-len 131072 --shard-optimizer auto --json \
     >"$TMP/cpshard.json" 2>/dev/null
 $PY - "$TMP/cpshard.json" <<'EOF'

@@ -21,7 +21,8 @@ COMMON=(--model gpt2-124m --cluster "$TMP/c.json" --global-batch 256 --seq-len 1
 # region ra's nodes are always up (no trace): the other region's capacity only adds to rb's
 "$AH" simulate "${COMMON[@]}" --policy autohet,autohet-region,on-demand --trace "A100-80G@rb=$T/counts-hours.csv" \
     --json "$TMP/s.json" >"$TMP/s.txt" 2>&1
-check "three policies run over two regions: $(tail -3 "$TMP/s.txt")" $?
+st=$?
+check "three policies run over two regions: $(tail -3 "$TMP/s.txt")" $st
 grep -q "pool A100-80G@rb: 2 spot nodes" "$TMP/s.txt"
 check "a pool named by its region takes that region's spot nodes of the type" $?
 $PY - "$TMP/s.json" <<'P'
@@ -50,7 +51,8 @@ check "across >= confined tokens, egress counted where it crosses" $?
 printf '0,2\n0.5,2\n0.5,0\n1,0\n1,2\n' >"$TMP/rb-down.csv"
 "$AH" simulate "${COMMON[@]}" --policy autohet --trace "A100-80G@rb=$TMP/rb-down.csv,unit=h" --json "$TMP/p.json" \
     >"$TMP/p.txt" 2>&1
-check "rb down and back runs: $(tail -2 "$TMP/p.txt")" $?
+st=$?
+check "rb down and back runs: $(tail -2 "$TMP/p.txt")" $st
 $PY - "$TMP/p.json" <<'P'
 import json, sys
 p = json.load(open(sys.argv[1]))["policies"][0]
@@ -73,7 +75,8 @@ for wan in 10 100; do
     "$AH" simulate --model llama2-13b --cluster "$TMP/c$wan.json" --global-batch 64 --seq-len 1024 --ckpt-every-s 600 \
         --restart-s 30 --replan-s 5 --hours 1 --replica-memory-gb 512 --grace-s 0 --policy autohet \
         --trace "A100-80G@ra=$TMP/ra-one.csv,unit=h" --json "$TMP/m$wan.json" >"$TMP/m$wan.txt" 2>&1
-    check "ra-1 leaves a 13B pipeline, WAN $wan GB/s: $(tail -2 "$TMP/m$wan.txt")" $?
+    st=$?
+    check "ra-1 leaves a 13B pipeline, WAN $wan GB/s: $(tail -2 "$TMP/m$wan.txt")" $st
 done
 $PY - "$TMP/m10.json" "$TMP/m100.json" <<'P'
 import json, sys
@@ -93,8 +96,10 @@ $PY -c "import json,sys; p=json.load(open('$TMP/r.json'))['policies'][0]; sys.ex
 check "--region picks the confined region" $?
 "$AH" simulate "${COMMON[@]}" --policy autohet-region --region nowhere >"$TMP/e.txt" 2>&1
 [ $? -ne 0 ] && grep -q 'region "nowhere": no node of the cluster is in it; its regions are ra, rb' "$TMP/e.txt"
-check "an unknown --region is refused naming the regions: $(cat "$TMP/e.txt")" $?
+st=$?
+check "an unknown --region is refused naming the regions: $(cat "$TMP/e.txt")" $st
 "$AH" simulate "${COMMON[@]}" --policy autohet --region ra >"$TMP/e2.txt" 2>&1
 [ $? -eq 2 ] && grep -q "region is the autohet-region policy's region; add autohet-region to --policy" "$TMP/e2.txt"
-check "--region without autohet-region is refused: $(cat "$TMP/e2.txt")" $?
+st=$?
+check "--region without autohet-region is refused: $(cat "$TMP/e2.txt")" $st
 checks_done test_sim_regions
