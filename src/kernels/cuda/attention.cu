@@ -177,6 +177,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, float *stats, attn_ops 
         m = m_new;
     }
     if (!row) return;
+    __syncwarp(); // every lane has read st (a row that saw no tile exchanged nothing) before lane 0 writes it
     const float inv = st ? 1.0f : 1.0f / l;
 #pragma unroll
     for (int r = 0; r < MAX_R; r++) {
