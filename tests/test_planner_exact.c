@@ -37,20 +37,11 @@
 #include "plan/evaluate.h"
 #include "planner/planner.h"
 #include "planner/search_bound.h"
+#include "rand_instance.h"
 
 #define BUDGET 150000.0 /* plans the brute force may score per instance */
 #define INSTANCES 60
 #define SHORT_STRIDE 5
-
-static uint64_t rng_state;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_num(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6; }
 
 /* ---- brute force ---- */
 
@@ -395,64 +386,22 @@ static bool check_schedules(int i, const ah_planner_opts_t *o, const ah_plan_res
 
 /* ---- instances ---- */
 
-static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
-    memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "rand-%d", idx);
-    m->arch = rnd() % 2 ? AH_ARCH_LLAMA : AH_ARCH_GPT2;
-    m->n_layer = L;
-    m->n_head = rnd() % 2 ? 4 : 8;
-    m->d_model = m->n_head * 16 * rnd_int(1, 4);
-    m->n_kv_head = m->arch == AH_ARCH_LLAMA ? (rnd() % 2 ? m->n_head : m->n_head / 2) : m->n_head;
-    m->d_ff = m->arch == AH_ARCH_GPT2 ? 4 * m->d_model : 8 * rnd_int(4, 16);
-    m->vocab = 128 * rnd_int(2, 8);
-    m->max_pos = 256;
-    m->tied = m->arch == AH_ARCH_GPT2 ? true : rnd() % 2;
-    m->norm_eps = 1e-5;
-    tr->global_batch = rnd_int(1, 8);
-    tr->seq_len = 64 * rnd_int(1, 4);
-    tr->micro_batch = rnd() % 3 ? 0 : 1; /* mostly auto */
-    tr->precision = rnd() % 2 ? AH_PREC_BF16 : AH_PREC_FP32;
+static const ah_test_model_range_t model_range = {.heads = 4, .width_max = 4, .vocab_lo = 2, .vocab_hi = 8,
+                                                  .max_pos = 256, .batch_lo = 1, .batch_hi = 8, .seq_unit = 64};
 
+static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
+    ah_test_rand_model(&model_range, "rand", idx, L, m, tr);
     memset(c, 0, sizeof *c);
-    c->n_types = rnd_int(2, 3);
+    c->n_types = ah_test_rnd_int(2, 3);
     c->types = calloc((size_t)c->n_types, sizeof *c->types);
     /* memory around the model's state so that memory binds: between a quarter and all of it */
     const double state_gib = (double)ah_model_params_total(m) * 16.0 / 1073741824.0;
     for (int k = 0; k < c->n_types; k++) {
-        ah_gpu_type_t *g = &c->types[k];
-        snprintf(g->name, sizeof g->name, "G%d", k);
-        g->memory_gib = state_gib * rnd_num(0.3, 1.5) + rnd_num(0.0, 0.002);
-        g->tflops_bf16 = rnd_num(20, 400);
-        g->tflops_fp16 = g->tflops_bf16;
-        g->tflops_fp32 = g->tflops_bf16 / rnd_num(2, 16);
-        g->mem_bw_gb_s = rnd_num(300, 3000);
-        g->intra_node_gb_s = rnd_num(30, 400);
-        g->efficiency = rnd_num(0.3, 0.9);
+        const double memory_gib = state_gib * ah_test_rnd_num(0.3, 1.5) + ah_test_rnd_num(0.0, 0.002);
+        ah_test_rand_gpu_type(&c->types[k], k, memory_gib, 20, 400, 30);
     }
-    c->n_nodes = rnd_int(1, 3);
-    c->nodes = calloc((size_t)c->n_nodes, sizeof *c->nodes);
-    int total = 0;
-    const int sizes[] = {1, 2, 4};
-    for (int i = 0; i < c->n_nodes; i++) {
-        ah_node_t *n = &c->nodes[i];
-        snprintf(n->name, sizeof n->name, "n%d", i);
-        n->type = rnd_int(0, c->n_types - 1);
-        n->count = sizes[rnd_int(0, 2)];
-        if (total + n->count > 8) n->count = 8 - total;
-        if (n->count == 0) { /* no room left: fewer nodes */
-            c->n_nodes = i;
-            break;
-        }
-        total += n->count;
-        snprintf(n->zone, sizeof n->zone, "%s", rnd() % 3 ? "a" : "b");
-        n->usd_per_gpu_hour = rnd_num(0.5, 3);
-    }
-    c->net.inter_node_gb_s = rnd_num(5, 50);
-    c->net.inter_zone_gb_s = rnd_num(1, 5);
-    c->net.latency_us = rnd_num(2, 20);
-    c->net.inter_zone_latency_us = rnd_num(20, 200);
-    c->net.intra_latency_us = rnd_num(1, 5);
-    c->net.cloud_gb_s = 1;
+    c->n_nodes = ah_test_rnd_int(1, 3);
+    ah_test_rand_nodes(c, (const int[]){1, 2, 4}, false, true);
 }
 
 /* What bound the pairs checked: [0, AH_Q_LIMITS) what bounds Q in the bubble term, then the
@@ -511,11 +460,11 @@ int main(void) {
         ah_cluster_t c;
         ah_train_t tr;
         double plans = 0;
-        rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1) * 0x2545f4914f6cdd1dull;
-        int L = rnd_int(1, 12);
-        uint64_t seed = rng_state;
+        ah_test_rnd_seed(0x9e3779b97f4a7c15ull, i);
+        int L = ah_test_rnd_int(1, 12);
+        const uint64_t seed = ah_test_rnd_state();
         for (;;) { /* same draw, fewer layers, until the brute force fits the budget */
-            rng_state = seed;
+            ah_test_rnd_restore(seed);
             make_instance(i, &m, &c, &tr, L);
             brute_force(&m, &c, &tr, true, &plans, NULL, NULL);
             if (plans <= BUDGET || L == 1) break;

@@ -29,21 +29,12 @@
 #include "harness.h"
 #include "plan/evaluate.h"
 #include "planner/planner.h"
+#include "rand_instance.h"
 
 #define INSTANCES 40
 #define BUDGET 40000.0 /* plans the brute force may score per instance */
 #define SHORT_STRIDE 4
 #define MAX_PIPES 64
-
-static uint64_t rng_state;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_num(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6; }
 
 /* A pipeline shape: its CP degree and nodes. */
 typedef struct {
@@ -233,66 +224,27 @@ static double brute_force(bf_t *b, const ah_model_t *m, const ah_cluster_t *c, c
     return b->best;
 }
 
-static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
-    memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "rand-cp-%d", idx);
-    m->arch = rnd() % 2 ? AH_ARCH_LLAMA : AH_ARCH_GPT2;
-    m->n_layer = L;
-    m->n_head = rnd() % 2 ? 2 : 4;
-    m->d_model = m->n_head * 16;
-    m->n_kv_head = m->arch == AH_ARCH_LLAMA ? (rnd() % 2 ? m->n_head : m->n_head / 2) : m->n_head;
-    m->d_ff = m->arch == AH_ARCH_GPT2 ? 4 * m->d_model : 8 * rnd_int(4, 16);
-    m->vocab = 128 * rnd_int(1, 4);
-    m->max_pos = 512;
-    m->tied = m->arch == AH_ARCH_GPT2 ? true : rnd() % 2;
-    m->norm_eps = 1e-5;
-    tr->global_batch = rnd_int(2, 4);
-    tr->seq_len = 128 * rnd_int(1, 4);
-    tr->micro_batch = rnd() % 3 ? 0 : 1;
-    tr->precision = rnd() % 2 ? AH_PREC_BF16 : AH_PREC_FP32;
+static const ah_test_model_range_t model_range = {.heads = 2, .width_max = 1, .vocab_lo = 1, .vocab_hi = 4,
+                                                  .max_pos = 512, .batch_lo = 2, .batch_hi = 4, .seq_unit = 128};
 
+static void make_instance(int idx, ah_model_t *m, ah_cluster_t *c, ah_train_t *tr, int L) {
+    ah_test_rand_model(&model_range, "rand-cp", idx, L, m, tr);
     memset(c, 0, sizeof *c);
-    c->n_types = rnd_int(1, 3) > 1 ? 2 : 1;
+    c->n_types = ah_test_rnd_int(1, 3) > 1 ? 2 : 1;
     c->types = calloc((size_t)c->n_types, sizeof *c->types);
     /* memory: the state and a share of one unsplit micro-batch's activations, so CP matters */
     const double state = (double)ah_model_params_total(m) * 16.0;
     const double act = (double)L * (double)ah_layer_act_bytes_cp(m, AH_LAYER_BLOCK, 1, 1, tr->seq_len, 1, tr->precision,
                                                                  false);
     for (int k = 0; k < c->n_types; k++) {
-        ah_gpu_type_t *g = &c->types[k];
-        snprintf(g->name, sizeof g->name, "G%d", k);
-        g->memory_gib = (state * rnd_num(0.4, 1.2) + act * (k ? rnd_num(0.5, 3) : rnd_num(0.05, 0.6))) / 1073741824.0;
-        g->tflops_bf16 = rnd_num(1, 20); /* compute well above the links' latency */
-        g->tflops_fp16 = g->tflops_bf16;
-        g->tflops_fp32 = g->tflops_bf16 / rnd_num(2, 16);
-        g->mem_bw_gb_s = rnd_num(300, 3000);
-        g->intra_node_gb_s = rnd_num(5, 400);
-        g->efficiency = rnd_num(0.3, 0.9);
+        const double bytes = state * ah_test_rnd_num(0.4, 1.2) +
+                             act * (k ? ah_test_rnd_num(0.5, 3) : ah_test_rnd_num(0.05, 0.6));
+        /* compute well above the links' latency */
+        ah_test_rand_gpu_type(&c->types[k], k, bytes / 1073741824.0, 1, 20, 5);
     }
-    c->n_nodes = c->n_types == 2 ? 2 : rnd_int(1, 2);
-    c->nodes = calloc((size_t)c->n_nodes, sizeof *c->nodes);
-    int total = 0;
-    const int sizes[] = {2, 4, 4};
-    for (int i = 0; i < c->n_nodes; i++) {
-        ah_node_t *n = &c->nodes[i];
-        snprintf(n->name, sizeof n->name, "n%d", i);
-        n->type = i % c->n_types; /* with two types, poor and rich nodes side by side */
-        n->count = sizes[rnd_int(0, 2)];
-        if (total + n->count > 8) n->count = 8 - total;
-        if (n->count == 0) {
-            c->n_nodes = i;
-            break;
-        }
-        total += n->count;
-        snprintf(n->zone, sizeof n->zone, "a");
-        n->usd_per_gpu_hour = rnd_num(0.5, 3);
-    }
-    c->net.inter_node_gb_s = rnd_num(5, 50);
-    c->net.inter_zone_gb_s = rnd_num(1, 5);
-    c->net.latency_us = rnd_num(2, 20);
-    c->net.inter_zone_latency_us = rnd_num(20, 200);
-    c->net.intra_latency_us = rnd_num(1, 5);
-    c->net.cloud_gb_s = 1;
+    c->n_nodes = c->n_types == 2 ? 2 : ah_test_rnd_int(1, 2);
+    /* with two types, poor and rich nodes side by side */
+    ah_test_rand_nodes(c, (const int[]){2, 4, 4}, true, false);
 }
 
 /* Instance INSTANCES (last): test_plan_cp_choice.sh's memory-poor and rich devices, where the
@@ -332,16 +284,16 @@ int main(void) {
         ah_model_t m;
         ah_cluster_t c;
         ah_train_t tr;
-        rng_state = 0x51ed270b27a3c9f1ull ^ (uint64_t)(i + 1) * 0x2545f4914f6cdd1dull;
-        int L = rnd_int(1, 4);
-        const uint64_t seed = rng_state;
+        ah_test_rnd_seed(0x51ed270b27a3c9f1ull, i);
+        int L = ah_test_rnd_int(1, 4);
+        const uint64_t seed = ah_test_rnd_state();
         for (bool fixed = i == INSTANCES; fixed; fixed = false) {
             fixed_instance(&m, &c, &tr);
             brute_force(&b, &m, &c, &tr, true);
             L = 2;
         }
         for (; i < INSTANCES;) { /* same draw, fewer layers, until the brute force fits the budget */
-            rng_state = seed;
+            ah_test_rnd_restore(seed);
             make_instance(i, &m, &c, &tr, L);
             brute_force(&b, &m, &c, &tr, true);
             if (b.plans <= BUDGET || L == 1) break;
