@@ -9,23 +9,11 @@
 # they were measured). Prints the ratios; never fails on a timing.
 # Usage: bash bench/bench_cp.sh BUILD_DIR   [N=4 T=128 SLOW=4 STEPS=6 WARMUP=2 ROUNDS=2 CPS="1 2 4" KEEP=1]
 set -euo pipefail
-BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-AH=$BUILD/autohet
 N=${N:-4} T=${T:-128} SLOW=${SLOW:-4}
 STEPS=${STEPS:-6} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-2}
 read -r -a CPS <<<"${CPS:-1 2 4}"
-WORK=$(mktemp -d)
-[ -n "${KEEP:-}" ] && echo "(work files kept in $WORK)" || trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
-echo "(cores: $(nproc), load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
-cat >"$WORK/cluster.json" <<JSON
-{"gpu_types": {"cpu-emu": {"tflops": {"bf16": 0.0125, "fp16": 0.0125, "fp32": 0.0125}, "mem_bw_gb_s": 2.5,
-               "intra_node_gb_s": 5, "emulate": {"slowdown": $SLOW, "memory_mib": 512}}},
- "nodes": [{"name": "n0", "gpu": "cpu-emu", "count": 4, "usd_per_gpu_hour": 0.3}],
- "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
-JSON
-"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+. "$(dirname "$0")/common.sh"
+emu_cluster "$WORK/cluster.json" 4
 "$AH" model --model demo-gpt2 --json >"$WORK/demo.json"
 python3 - "$WORK/demo.json" "$T" "$WORK/model.config.json" <<'PY'
 import json, sys
@@ -61,13 +49,8 @@ for cp in "${CPS[@]}"; do
     "$AH" evaluate --plan "$WORK/cp$cp.json" --profile "$WORK/profile.json" --json >"$WORK/cp$cp.eval.json"
     "$AH" evaluate --plan "$WORK/cp$cp.json" --profile "$WORK/profile-noring.json" --json >"$WORK/cp$cp.noring.json"
 done
-train() { # CP degree, tag -> median step seconds after the warm-up
-    $MPIRUN -np "$1" "$AH" train --plan "$WORK/cp$1.json" --data "$WORK/text.bin" --steps $((WARMUP + STEPS)) --quiet \
-        --metrics "$WORK/$2.jsonl" 2>"$WORK/$2.err" || { cat "$WORK/$2.err" >&2; exit 1; }
-    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1]) if "\"loss\"" in l][int(sys.argv[2]):]))' "$WORK/$2.jsonl" "$WARMUP"
-}
 for k in $(seq "$ROUNDS"); do
-    for cp in "${CPS[@]}"; do echo "$(train "$cp" "cp$cp-$k")" >>"$WORK/cp$cp.steps"; done
+    for cp in "${CPS[@]}"; do echo "$(train_median "$cp" "$WORK/cp$cp.json" "cp$cp-$k")" >>"$WORK/cp$cp.steps"; done
 done
 python3 - "$WORK" "$STEPS" "$WARMUP" "${CPS[@]}" <<'PY'
 import json, statistics, sys

@@ -8,23 +8,11 @@
 # Usage: bash bench/bench_interleaved.sh BUILD_DIR   [P=3 N=3 T=128 SLOW=4 STEPS=6 WARMUP=2 ROUNDS=2 KEEP=1]
 # (N, the micro-batches, a multiple of P; KEEP=1 keeps the work files and names their directory)
 set -euo pipefail
-BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-AH=$BUILD/autohet
 P=${P:-3} N=${N:-3} T=${T:-128} SLOW=${SLOW:-4}
 STEPS=${STEPS:-6} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-2}
 SCHEDS=(1f1b interleaved zero-bubble)
-WORK=$(mktemp -d)
-[ -n "${KEEP:-}" ] && echo "(work files kept in $WORK)" || trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
-echo "(cores: $(nproc), load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
-cat >"$WORK/cluster.json" <<JSON
-{"gpu_types": {"cpu-emu": {"tflops": {"bf16": 0.0125, "fp16": 0.0125, "fp32": 0.0125}, "mem_bw_gb_s": 2.5,
-               "intra_node_gb_s": 5, "emulate": {"slowdown": $SLOW, "memory_mib": 512}}},
- "nodes": [{"name": "n0", "gpu": "cpu-emu", "count": $P, "usd_per_gpu_hour": 0.3}],
- "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
-JSON
-"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+. "$(dirname "$0")/common.sh"
+emu_cluster "$WORK/cluster.json" "$P"
 for sched in "${SCHEDS[@]}"; do
     python3 - "$WORK/$sched.json" "$sched" "$P" "$N" "$T" "$WORK/cluster.json" <<'PY'
 import json, sys
@@ -45,13 +33,8 @@ echo "== calibration: autohet profile --model demo-gpt2 --micro-batch 1 --seq-le
 for sched in "${SCHEDS[@]}"; do
     "$AH" evaluate --plan "$WORK/$sched.json" --profile "$WORK/profile.json" --json >"$WORK/$sched.eval.json"
 done
-train() { # schedule tag -> median step seconds after the warm-up
-    $MPIRUN -np "$P" "$AH" train --plan "$WORK/$1.json" --data "$WORK/text.bin" --steps $((WARMUP + STEPS)) --quiet \
-        --metrics "$WORK/$2.jsonl" 2>"$WORK/$2.err" || { cat "$WORK/$2.err" >&2; exit 1; }
-    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1]) if "\"loss\"" in l][int(sys.argv[2]):]))' "$WORK/$2.jsonl" "$WARMUP"
-}
 for k in $(seq "$ROUNDS"); do
-    for sched in "${SCHEDS[@]}"; do echo "$(train "$sched" "$sched-$k")" >>"$WORK/$sched.steps"; done
+    for sched in "${SCHEDS[@]}"; do echo "$(train_median "$P" "$WORK/$sched.json" "$sched-$k")" >>"$WORK/$sched.steps"; done
 done
 python3 - "$WORK" "$STEPS" "$WARMUP" "${SCHEDS[@]}" <<'PY'
 import json, statistics, sys
