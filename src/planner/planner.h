@@ -83,7 +83,7 @@ typedef struct ah_planner_opts {
     bool search_ring_only;      /* the search prices every candidate's DP sync as the flat ring (the
                                  * planner before it weighed the hierarchical sync per candidate; the
                                  * chosen plan still gets ah_planner_choose_dp_sync): no verb's flag,
-                                 * for tests and bench/region_table.py to compare with */
+                                 * for tests/test_planner_regions.c to compare with */
 } ah_planner_opts_t;
 
 typedef enum {
