@@ -15,25 +15,14 @@
 # Usage: bash bench/bench_hier_sync.sh [BUILD_DIR] [MBIT_SLOW] [MBIT_FAST]   (default build, 20, 400)
 # STEPS (default 10), ROUNDS (default 2).
 set -u
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$(cd "${1:-$SRC/build}" && pwd)
 SLOW=${2:-20}
 FAST=${3:-400}
 STEPS=${STEPS:-10}
 ROUNDS=${ROUNDS:-2}
-AUTOHET=$BUILD/autohet
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-. "$SRC/tests/cluster/cluster.sh"
-fail() { echo "bench_hier_sync: $*" >&2; exit 1; }
-"$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null || fail "tokenize"
-cluster_up 4 0 || fail "cannot make the test cluster"
+HOSTS=4
+. "$(dirname "$0")/hosts_common.sh"
 cluster_regions "$FAST" "$SLOW" "h0 h1" "h2 h3" || fail "tc htb between the regions"
-CMPI=(mpirun --mca plm_rsh_agent "$CL_RSH" --mca btl_tcp_if_include "$CL_IFACE" --mca oob_tcp_if_include "$CL_IFACE"
-      --map-by seq --bind-to none --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1
-      --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304
-      --mca btl_tcp_rndv_eager_limit 4194304 --mca btl_tcp_max_send_size 4194304)
+CMPI+=("${AUTOHET_MPI[@]}")
 printf 'h0\nh1\nh2\nh3\n' >"$WORK/hosts"
 for sync in ring hierarchical; do
     python3 - "$SRC/examples/plans/train-dp4.json" "$WORK/plan-$sync.json" "$SLOW" "$FAST" "$sync" <<'PY'

@@ -23,26 +23,13 @@
 # STEPS: steps per run (default 12; the first two are not counted). ROUNDS: runs per plan, speed
 # and MPI setting, the speeds alternating (default 2). PLANS: "dp pp" (default).
 set -u
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$(cd "${1:-$SRC/build}" && pwd)
 SLOW=${2:-20}
 FAST=${3:-100}
 STEPS=${STEPS:-12}
 ROUNDS=${ROUNDS:-2}
 PLANS=${PLANS:-dp pp}
-AUTOHET=$BUILD/autohet
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-. "$SRC/tests/cluster/cluster.sh"
-fail() { echo "bench_hosts: $*" >&2; exit 1; }
-"$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null || fail "tokenize"
-cluster_up 6 0 || fail "cannot make the test cluster"
-CMPI=(mpirun --mca plm_rsh_agent "$CL_RSH" --mca btl_tcp_if_include "$CL_IFACE" --mca oob_tcp_if_include "$CL_IFACE"
-      --map-by seq --bind-to none --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1)
-# what autohet run --launcher ssh adds (keep equal to mpirun_argv in src/elastic/launch_ssh.c)
-AUTOHET_MPI=(--mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304
-             --mca btl_tcp_rndv_eager_limit 4194304 --mca btl_tcp_max_send_size 4194304)
+HOSTS=6
+. "$(dirname "$0")/hosts_common.sh"
 for mbit in "$SLOW" "$FAST"; do
     for plan in $PLANS; do
         python3 - "$SRC/examples/plans/train-dp4.json" "$WORK/plan-$plan-$mbit.json" "$mbit" "$plan" <<'PY'
