@@ -23,19 +23,12 @@ d["cluster"]["nodes"] = [dict(proto, name=f"h{i}", count=2, zone=r + "-a", regio
                          for i, r in enumerate(["east", "east", "west", "west"])]
 d["cluster"]["network"] = {"inter_node_gb_s": 0.05, "inter_region_gb_s": 0.005,
                            "links": [{"between": ["east", "west"], "private": True}]}
-place = [["h0"], ["h2", "h1"], ["h3", "h0", "h2"]]  # pipelines 1 and 2 cross the regions too
-used = {}
-for p, hosts in zip(d["pipelines"], place):
-    assert len(p["stages"]) == len(hosts)
-    for s, h in zip(p["stages"], hosts):
-        s["devices"] = [{"node": h, "index": used.setdefault(h, 0)}]
-        used[h] += 1
 d["dp_sync"] = "hierarchical"
 json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
 [ $? = 0 ] || fail "the plan across two regions"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(x["node"] for p in d["pipelines"] for s in p["stages"] for x in s["devices"]))' \
-    "$WORK/hier.json" >"$WORK/hier.hosts"
+# pipelines 1 and 2 cross the regions too
+cluster_place "$WORK/hier.json" h0 "h2 h1" "h3 h0 h2" || fail "the plan's placement across two regions"
 timeout 120 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
     --metrics "$WORK/single.jsonl" 2>"$WORK/single.err" || { cat "$WORK/single.err" >&2; fail "single-rank run"; }
 cluster_head timeout 300 "${CMPI[@]}" -np 6 --hostfile "$WORK/hier.hosts" "$AUTOHET" train --plan "$WORK/hier.json" \

@@ -56,16 +56,9 @@ python3 - "$PLANS/train-asym.json" "$WORK/cross.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["cluster"]["nodes"] = [dict(n, name="h%d" % i) for i, n in enumerate(d["cluster"]["nodes"][:3])]
-place = [["h0"], ["h1", "h2"], ["h2", "h0", "h1"]]
-used = {}
-for p, hosts in zip(d["pipelines"], place):
-    for s, h in zip(p["stages"], hosts):
-        s["devices"] = [{"node": h, "index": used.setdefault(h, 0)}]
-        used[h] += 1
 json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(x["node"] for p in d["pipelines"] for s in p["stages"] for x in s["devices"]))' \
-    "$WORK/cross.json" >"$WORK/cross.hosts"
+cluster_place "$WORK/cross.json" h0 "h1 h2" "h2 h0 h1" || fail "the plan's placement across 3 hosts"
 timeout 120 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 8 --quiet \
     --metrics "$WORK/single.jsonl" 2>"$WORK/single.err" || { cat "$WORK/single.err" >&2; fail "single-rank run"; }
 for h in $CL_HOSTS; do # every sshd of every host: the listener and the sessions it serves

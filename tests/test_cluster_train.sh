@@ -27,18 +27,10 @@ d = json.load(open(sys.argv[1]))
 for i, n in enumerate(d["cluster"]["nodes"][:3]):
     n["name"] = "h%d" % i
 d["cluster"]["nodes"] = d["cluster"]["nodes"][:3]
-place = [["h0"], ["h1", "h2"], ["h2", "h0", "h1"]]
-used = {}
-for p, hosts in zip(d["pipelines"], place):
-    assert len(p["stages"]) == len(hosts)
-    for s, h in zip(p["stages"], hosts):
-        s["devices"] = [{"node": h, "index": used.setdefault(h, 0)}]
-        used[h] += 1
 json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
-# its placement file: rank r's host on the r-th line (what autohet plan --rankfile writes)
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(x["node"] for p in d["pipelines"] for s in p["stages"] for x in s["devices"]))' \
-    "$WORK/cross.json" >"$WORK/cross.hosts"
+# and its placement file, cross.hosts
+cluster_place "$WORK/cross.json" h0 "h1 h2" "h2 h0 h1" || fail "the plan's placement across 3 hosts"
 timeout 120 "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
     --metrics "$WORK/single.jsonl" 2>"$WORK/single.err" || { cat "$WORK/single.err" >&2; fail "single-rank run"; }
 cluster_head timeout 180 "${CMPI[@]}" -np 6 --hostfile "$WORK/cross.hosts" "$AUTOHET" train --plan "$WORK/cross.json" \

@@ -13,6 +13,10 @@
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
 #   cluster_regions FAST SLOW "H..." "H..."  two regions of hosts: each host's egress (tc htb) at
 #                           FAST Mbit/s to a host of its own region, SLOW to one of the other
+#   cluster_place PLAN "H..." ...  one device a stage: pipeline p's stages on the hosts of the p-th
+#                           list, in order (each host's devices indexed 0, 1, ... as they come);
+#                           PLAN rewritten, and beside it PLAN's .json made .hosts, rank r's host
+#                           on line r (what autohet plan --rankfile writes, for mpirun --hostfile)
 #   cluster_short           true when AH_CLUSTER_SHORT=1 (.ci/run's sanitizer stage): a test
 #                           then runs its short subset (each test's header says which)
 #   cluster_down            removes everything cluster_up made (also run by the EXIT trap, on
@@ -248,6 +252,25 @@ cl_region_shape() {
         ip netns exec "$ns" tc filter add dev "$CL_IFACE" parent 1: protocol ip prio 1 u32 \
             match ip dst "$(cl_addr "$other")/32" flowid 1:20 || return 1
     done
+}
+
+cluster_place() {
+    local plan=$1
+    shift
+    python3 - "$plan" "$@" <<'PY' || return 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+place = [hosts.split() for hosts in sys.argv[2:]]
+used = {}
+for p, hosts in zip(d["pipelines"], place):
+    assert len(p["stages"]) == len(hosts)
+    for s, h in zip(p["stages"], hosts):
+        s["devices"] = [{"node": h, "index": used.setdefault(h, 0)}]
+        used[h] += 1
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(x["node"] for p in d["pipelines"] for s in p["stages"] for x in s["devices"]))' \
+        "$plan" >"${plan%.json}.hosts"
 }
 
 cluster_regions() {
