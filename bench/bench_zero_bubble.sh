@@ -11,15 +11,9 @@
 # Usage: bash bench/bench_zero_bubble.sh BUILD_DIR   [N=4 T=128 FAST=20 SLOW=40 STEPS=6 WARMUP=2 ROUNDS=3 KEEP=1]
 # (KEEP=1 keeps the plans, profile, evaluations and metrics and names their directory)
 set -euo pipefail
-BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
-AH=$BUILD/autohet
 N=${N:-4} T=${T:-128} FAST=${FAST:-20} SLOW=${SLOW:-40}
 STEPS=${STEPS:-6} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-3}
-WORK=$(mktemp -d)
-[ -n "${KEEP:-}" ] && echo "(work files kept in $WORK)" || trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS"
-echo "(cores: $(nproc), load average at the start: $(cut -d' ' -f1-3 /proc/loadavg))"
+. "$(dirname "$0")/common.sh"
 type_json() { # tflops of the fast type / ratio, slowdown
     echo "{\"tflops\": {\"bf16\": $1, \"fp16\": $1, \"fp32\": $1}, \"mem_bw_gb_s\": 2.5, \"intra_node_gb_s\": 5, \"emulate\": {\"slowdown\": $2, \"memory_mib\": 512}}"
 }
@@ -29,7 +23,6 @@ cat >"$WORK/cluster.json" <<JSON
            {"name": "s0", "gpu": "cpu-slow", "count": 2, "usd_per_gpu_hour": 0.1}],
  "network": {"inter_node_gb_s": 1, "cloud_gb_s": 0.1}}
 JSON
-"$AH" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
 for sched in 1f1b zero-bubble; do
     python3 - "$WORK/$sched.json" "$sched" "$N" "$T" "$WORK/cluster.json" <<'PY'
 import json, sys
@@ -49,11 +42,7 @@ echo "== calibration: autohet profile --model demo-gpt2 --micro-batch 1 --seq-le
 for sched in 1f1b zero-bubble; do
     "$AH" evaluate --plan "$WORK/$sched.json" --profile "$WORK/profile.json" --json >"$WORK/$sched.eval.json"
 done
-train() { # schedule tag -> median step seconds after the warm-up
-    $MPIRUN -np 4 "$AH" train --plan "$WORK/$1.json" --data "$WORK/text.bin" --steps $((WARMUP + STEPS)) --quiet \
-        --metrics "$WORK/$2.jsonl" 2>"$WORK/$2.err" || { cat "$WORK/$2.err" >&2; exit 1; }
-    python3 -c 'import json, statistics, sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1]) if "\"loss\"" in l][int(sys.argv[2]):]))' "$WORK/$2.jsonl" "$WARMUP"
-}
+train() { train_median 4 "$WORK/$1.json" "$2"; } # schedule tag -> median step seconds after the warm-up
 declare -a F1 ZB
 for k in $(seq "$ROUNDS"); do
     F1+=("$(train 1f1b f$k)")

@@ -1,8 +1,8 @@
-# The preamble of a bench on the emulated CPU cluster (bench_cp.sh, bench_interleaved.sh), sourced
-# with the bench's BUILD_DIR as $1 and SLOW, STEPS and WARMUP set: BUILD (absolute), AH (the
-# binary), WORK (removed at exit; kept and named with KEEP=1), WORK/text.bin (the GPL-3 tokenized),
-# MPIRUN (one machine, ranks yielding when idle), the MPI environment, and a line of the cores and
-# the load at the start; then
+# The preamble of a bench on the emulated CPU cluster (bench_cp.sh, bench_interleaved.sh,
+# bench_zero_bubble.sh), sourced with the bench's BUILD_DIR as $1 and STEPS, WARMUP (and SLOW for
+# emu_cluster) set: BUILD (absolute), AH (the binary), WORK (removed at exit; kept and named with
+# KEEP=1), WORK/text.bin (the GPL-3 tokenized), MPIRUN (one machine, ranks yielding when idle), the
+# MPI environment, and a line of the cores and the load at the start; then
 #   emu_cluster FILE COUNT        writes a cluster of one node n0 of COUNT devices of the emulated
 #                                 type cpu-emu (SLOW times slower than this CPU's roofline);
 #   train_median NP PLAN TAG      trains PLAN on NP ranks for WARMUP + STEPS steps (metrics and
