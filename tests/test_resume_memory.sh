@@ -46,6 +46,9 @@ R8=(--local-root "$WORK/ck8" --resume --replica-memory-gb 1 --replica-root "$WOR
 fresh
 ok memory "${R8[@]}" --ckpt-every 4
 check memory 'r["files"] == {"local": 6, "memory": 6, "peer": 0, "cloud": 0} and r["bytes"]["memory"] > 0 and r["fallbacks"] == 0'
+# the resumed step, read partly from memory, is written behind; n0's disk held it committed: it stays
+# there whether or not that write completes (a failed save takes back only what it wrote)
+[ -f "$WORK/ck8/n0/step-00000008/manifest.json" ] || fail "n0's committed step 8 gone after the write-behind: $(ls "$WORK/ck8/n0")"
 # a run whose last step is saved on the disks frees its replicas
 [ ! -e "$WORK/mem8/n0" ] && [ ! -e "$WORK/mem8/n1" ] || fail "a run that finished keeps its replicas: $(ls -R "$WORK/mem8")"
 fresh

@@ -97,7 +97,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_save_s = -1;
     s->cloud_disk_step = -1;
     s->cloud_base = -1;
-    s->pending = -1;
+    s->pending = s->behind_step = -1;
     s->replicated_step = s->memory_saved = -1;
     s->last_snapshot_s = s->last_replicate_s = -1;
     s->last_rep_complete = true;
@@ -344,8 +344,11 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
      * commits a step another node could not write. */
     ah_status_t ns = ah_comm_agree(s->node, w->st, &lerr);
     ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
-    bool data_kept = true;
-    if (s->node_rank == 0 && ns == AH_OK) ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
+    bool data_kept = true, committed_here = false;
+    if (s->node_rank == 0 && ns == AH_OK) {
+        ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
+        committed_here = ns == AH_OK;
+    }
     /* Whether every node committed. A step some node failed to write or commit is taken back on
      * every node (a node's commit alone would look restorable and is not the run's state); the
      * older steps go (--keep) only after a step committed everywhere, so a failed save never costs
@@ -358,7 +361,11 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     }
     if (s->node_rank == 0) {
         ah_error_t e2;
-        if (!ok) ah_ckpt_rollback(s->node_root, step, &e2); /* frees a full disk; the message is lerr's */
+        /* frees a full disk; the message is lerr's. The resumed step written behind stays where this
+         * node held it committed before (the run's state, which the resume read): only what this save
+         * wrote or committed is taken back. */
+        if (!ok && step == s->behind_step && !committed_here) ah_ckpt_abandon(s->node_root, step, &e2);
+        else if (!ok) ah_ckpt_rollback(s->node_root, step, &e2);
     }
     if (ok) s->last_saved = step;
     /* in-memory peer replicas (ckpt_replica.c): before the event, so the grace period covers them;

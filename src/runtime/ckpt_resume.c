@@ -441,6 +441,7 @@ static ah_status_t write_behind(ah_ckpt_session_t *s, int64_t step, const ah_ckp
     int64_t from_memory = stats->bytes[AH_TIER_MEMORY] > 0;
     ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &from_memory, 1, err);
     if (st != AH_OK || !from_memory || !s->writer) return st;
+    s->behind_step = step;
     return ah_ckpt_save_begin(s, step, NULL, err);
 }
 
