@@ -10,8 +10,8 @@
  * The save at a notice, memory first: a snapshot of each device's checkpoint into its host's memory
  * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication
  * to the partner over the network (its bytes / the node's inter-node bandwidth, inter_node_gb_s per
- * GPU x its GPUs; a partner in another region over that link: its per-GPU bandwidth x the GPUs, at
- * most the pair's total_gb_s), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
+ * GPU x its GPUs; a partner in another zone or region over that link: its per-GPU bandwidth x the
+ * GPUs, at most the pair's total_gb_s), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
@@ -80,14 +80,14 @@ double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_by
 }
 
 /* Seconds to send `bytes` of node y to host h (-1: unknown): over y's inter-node link (inter_node_gb_s
- * per GPU x its GPUs), or, when h is in another region, over that link (its per-GPU bandwidth x the
- * GPUs, at most the pair's total_gb_s). */
+ * per GPU x its GPUs), or, when h is in another zone or region, over that link (its per-GPU bandwidth
+ * x the GPUs, at most the pair's total_gb_s). */
 static double send_s(const ah_cluster_t *c, int y, int h, double bytes) {
     const int gpus = c->nodes[y].count > 0 ? c->nodes[y].count : 1;
     double rate = c->net.inter_node_gb_s * 1e9 * gpus;
-    if (h >= 0 && strcmp(c->nodes[y].region, c->nodes[h].region) != 0) {
+    if (h >= 0) {
         const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
-        rate = l.total_bw > 0 && l.total_bw < l.bw * gpus ? l.total_bw : l.bw * gpus;
+        if (l.cls >= AH_LINK_INTER_ZONE) rate = l.total_bw > 0 && l.total_bw < l.bw * gpus ? l.total_bw : l.bw * gpus;
     }
     return bytes / rate;
 }

@@ -11,6 +11,7 @@
 
 #include "core/timing.h"
 #include "core/vec.h"
+#include "plan/plan_out.h"
 #include "planner/planner.h"
 #include "sim/replay.h"
 
@@ -60,7 +61,12 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
      * the planner and every baseline compare plans by it, planner.h ah_planner_time_s) */
     e->iteration_s = res->eval.iteration_overlap_s;
     e->tokens_per_s = (double)(p->train.global_batch * p->train.seq_len) / e->iteration_s;
-    e->egress_usd_per_s = res->egress_usd_per_hour / 3600.0;
+    /* egress at the rate the plan trains at: its bytes across zones and regions per iteration over
+     * that overlapped iteration (res->egress_usd_per_hour is at the sync-after-backward rate,
+     * ah_eval_t.pred) */
+    ah_plan_traffic_t traffic;
+    ah_plan_traffic(p, &traffic);
+    e->egress_usd_per_s = traffic.egress_usd / e->iteration_s;
     e->tp = p->tp;
     ah_error_t err;
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;

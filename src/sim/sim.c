@@ -191,7 +191,7 @@ static void advance(ah_sim_replay_t *x, double tn) {
  * (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's all-gather of the moments, each device's copy of
  * its checkpoint into host memory (o->ckpt_snapshot_gb_s per device, in parallel), and with the memory
  * tier the replication of each held node's checkpoint to its partner (its bytes over the node's
- * inter-node link, or the link to a partner in another region: memory.c), which the commit runs on
+ * inter-node link, or the link to a partner in another zone or region: memory.c), which the commit runs on
  * the trainer's thread; the disks and the upload go on in
  * the background. */
 static double ckpt_stall_s(const ah_sim_replay_t *x) {

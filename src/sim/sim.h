@@ -90,7 +90,7 @@
  *       is also in the host memory of its partner (the runtime's rule, ckpt/replica.h) when it fits
  *       the budget; it holds the last periodic checkpoint, or the notice's state after a save at
  *       the notice: memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
- *       device + replication over the node's inter-node link, or the link to a partner in another
+ *       device + replication over the node's inter-node link, or the link to a partner in another zone or
  *       region, sooner than the disks; the disks follow, the stop capped at the grace period), or
  *       the disks first and then the replication (the runtime's synchronous save; its seconds,
  *       which the rule takes, include it). A (layer, shard) no surviving device holds
@@ -329,13 +329,13 @@ void ah_sim_handed_over(ah_sim_recovery_t *v);
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
 /* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): its
  * seconds (max over nodes of bytes over the node's inter-node link, or the link to a holder in
- * another region), in *usd the egress $ of the bytes that cross a zone or region (at the link's
+ * another zone or region), in *usd the egress $ of the bytes that cross a zone or region (at the link's
  * $/GB), and in *bytes_across_regions the bytes that cross a region. */
 double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                                  const int *holder, double *usd, double *bytes_across_regions);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
  * max over nodes of bytes / (inter_node_gb_s x the node's GPUs), over the link to holder[y] (NULL:
- * none known) instead when that is in another region. -1 without host memory. */
+ * none known) instead when that is in another zone or region. -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                             const int *holder, const ah_sim_opts_t *o);
 
