@@ -46,9 +46,18 @@ R8=(--local-root "$WORK/ck8" --resume --replica-memory-gb 1 --replica-root "$WOR
 fresh
 ok memory "${R8[@]}" --ckpt-every 4
 check memory 'r["files"] == {"local": 6, "memory": 6, "peer": 0, "cloud": 0} and r["bytes"]["memory"] > 0 and r["fallbacks"] == 0'
-# the resumed step, read partly from memory, is written behind; n0's disk held it committed: it stays
-# there whether or not that write completes (a failed save takes back only what it wrote)
-[ -f "$WORK/ck8/n0/step-00000008/manifest.json" ] || fail "n0's committed step 8 gone after the write-behind: $(ls "$WORK/ck8/n0")"
+# the resumed step, read partly from memory, is written behind; n0's disk held it committed (verified):
+# n0 writes nothing, n1 commits it at once, the event is ok and names n0; both disks then hold step 8
+python3 - "$WORK/memory.jsonl" <<'PY' || fail "the write-behind's checkpoint event"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint" and o.get("write_behind")]
+assert len(ev) == 1 and ev[0]["step"] == 8 and ev[0]["ok"] and ev[0]["held_nodes"] == ["n0"], ev
+assert ev[0]["files"] == 6 and ev[0]["bytes"]["local"] > 0, ev  # n1's rank's files only
+PY
+for nd in n0 n1; do
+    "$AUTOHET" ckpt verify --local-root "$WORK/ck8/$nd" --step 8 >"$WORK/verify.out" 2>&1 ||
+        { cat "$WORK/verify.out"; fail "$nd: step 8 not committed and verified after the write-behind"; }
+done
 # a run whose last step is saved on the disks frees its replicas
 [ ! -e "$WORK/mem8/n0" ] && [ ! -e "$WORK/mem8/n1" ] || fail "a run that finished keeps its replicas: $(ls -R "$WORK/mem8")"
 fresh

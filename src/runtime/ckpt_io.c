@@ -331,6 +331,57 @@ ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, in
     return ah_ckpt_commit(root, &meta, s->node_size, err);
 }
 
+/* The upload hand-off of a committed step (node leaders with a cloud): this node's share of it. */
+static void hand_off_upload(ah_ckpt_session_t *s, int64_t step) {
+    /* A node holds at most every group at every TP index. */
+    const int cap = ((int)s->tr->plan->model.n_layer + 2) * s->tr->plan->tp;
+    char (*names)[AH_CKPT_NAME_MAX] = calloc((size_t)cap, sizeof *names);
+    const char **ptrs = calloc((size_t)cap, sizeof *ptrs);
+    int n = names && ptrs ? cloud_share(s, names, cap) : 0;
+    for (int i = 0; i < n; i++) ptrs[i] = names[i];
+    ah_error_t e2;
+    /* A node with nothing to upload (every shard it holds is another node's share) submits
+     * nothing and does not count for the cloud's step (ckpt_cloud.c). */
+    s->cloud_share = n;
+    if (n > 0) ah_ckpt_uploader_submit(s->up, s->node_root, step, ptrs, n, &e2);
+    free(names);
+    free(ptrs);
+}
+
+/* Collective: a step committed on every node (ok) into the partners' memory (ckpt_replica.c), its
+ * figures into *rep; a notice's step was replicated before its disk write (ckpt_notice.c): its
+ * figures then. */
+static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool ok, ah_ckpt_replica_stats_t *rep,
+                                       ah_error_t *err) {
+    const bool replicated = s->replicated_step == step;
+    *rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
+    if (!ok || s->replica_budget == 0 || replicated) return AH_OK;
+    ah_status_t st = ah_ckpt_replicate(s, s->node_root, step, false, rep, err);
+    if (st == AH_OK) {
+        s->last_replicate_s = rep->seconds;
+        s->last_rep_complete = rep->complete;
+    }
+    return st;
+}
+
+/* Collective, for the resumed step written behind: the nodes whose disk held it committed already
+ * (s->behind_held: written nothing, committed nothing) as rank 0's list of their names (NULL on
+ * the other ranks, and when none). */
+static ah_status_t held_nodes(const ah_ckpt_session_t *s, json_t **out, ah_error_t *err) {
+    *out = NULL;
+    int64_t *held = calloc((size_t)s->n_nodes, sizeof *held);
+    if (!held) return ah_error_set(err, AH_ERR_OOM, "no host memory for the nodes' list");
+    held[s->my_node] = s->node_rank == 0 && s->behind_held;
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), held, (size_t)s->n_nodes, err);
+    for (int n = 0; st == AH_OK && s->tr->rank == 0 && n < s->n_nodes; n++)
+        if (held[n]) {
+            if (!*out) *out = json_array();
+            json_array_append_new(*out, json_string(s->tr->plan->cluster.nodes[n].name));
+        }
+    free(held);
+    return st;
+}
+
 /* The commit of a step every rank wrote its part of (or failed to: w->st), collective: the node and
  * world agreement, the node leaders' commits, a rollback everywhere when some node failed, the upload
  * hand-off, retention and the "checkpoint" event (rank 0). */
@@ -344,8 +395,10 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
      * commits a step another node could not write. */
     ah_status_t ns = ah_comm_agree(s->node, w->st, &lerr);
     ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
+    /* the resumed step written behind: a node that held it committed (ckpt_resume.c) commits nothing */
+    const bool held = step == s->behind_step && s->behind_held;
     bool data_kept = true, committed_here = false;
-    if (s->node_rank == 0 && ns == AH_OK) {
+    if (s->node_rank == 0 && ns == AH_OK && !held) {
         ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
         committed_here = ns == AH_OK;
     }
@@ -368,32 +421,15 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         else if (!ok) ah_ckpt_rollback(s->node_root, step, &e2);
     }
     if (ok) s->last_saved = step;
-    /* in-memory peer replicas (ckpt_replica.c): before the event, so the grace period covers them;
-     * a notice's step was replicated before its disk write (ckpt_notice.c) */
-    const bool replicated = s->replicated_step == step;
-    ah_ckpt_replica_stats_t rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
-    ah_status_t rps = ok && s->replica_budget > 0 && !replicated ? ah_ckpt_replicate(s, s->node_root, step, false, &rep, err)
-                                                                 : AH_OK;
-    if (rps != AH_OK) return rps;
-    if (ok && s->replica_budget > 0 && !replicated) {
-        s->last_replicate_s = rep.seconds;
-        s->last_rep_complete = rep.complete;
+    json_t *skipped = NULL;
+    if (step == s->behind_step && (ws = held_nodes(s, &skipped, err)) != AH_OK) return ws;
+    /* in-memory peer replicas: before the event, so the grace period covers them */
+    ah_ckpt_replica_stats_t rep;
+    if ((ws = replicate_committed(s, step, ok, &rep, err)) != AH_OK) {
+        json_decref(skipped);
+        return ws;
     }
-    if (ok && s->up) {
-        /* A node holds at most every group at every TP index. */
-        const int cap = ((int)tr->plan->model.n_layer + 2) * tr->plan->tp;
-        char (*names)[AH_CKPT_NAME_MAX] = calloc((size_t)cap, sizeof *names);
-        const char **ptrs = calloc((size_t)cap, sizeof *ptrs);
-        int n = names && ptrs ? cloud_share(s, names, cap) : 0;
-        for (int i = 0; i < n; i++) ptrs[i] = names[i];
-        ah_error_t e2;
-        /* A node with nothing to upload (every shard it holds is another node's share) submits
-         * nothing and does not count for the cloud's step (ckpt_cloud.c). */
-        s->cloud_share = n;
-        if (n > 0) ah_ckpt_uploader_submit(s->up, s->node_root, step, ptrs, n, &e2);
-        free(names);
-        free(ptrs);
-    }
+    if (ok && s->up) hand_off_upload(s, step);
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
      * under it. No snapshot is being written now (the caller collected it). */
@@ -412,7 +448,10 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     ah_ckpt_cloud_state_t cloud;
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
-    if (cs != AH_OK) return cs;
+    if (cs != AH_OK) {
+        json_decref(skipped);
+        return cs;
+    }
     s->last_save_s = (double)us_max[0] * 1e-6;
     if (w->async) s->last_snapshot_s = (double)us_max[1] * 1e-6; /* the copy into host memory */
     if (tr->rank == 0 && event) {
@@ -431,7 +470,13 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         if (*event && !ok) json_object_set_new(*event, "error", json_string(lerr.msg));
         /* a resume cannot check the shard list then (docs/runtime.md) */
         if (*event && !data_kept) json_object_set_new(*event, "data_kept", json_false());
+        /* the resumed step written behind: the nodes whose disk held it committed (verified) */
+        if (*event && step == s->behind_step) {
+            json_object_set_new(*event, "write_behind", json_true());
+            if (skipped) json_object_set(*event, "held_nodes", skipped);
+        }
     }
+    json_decref(skipped);
     return AH_OK;
 }
 

@@ -53,6 +53,8 @@ struct ah_ckpt_session {
     int64_t pending;         /* step whose snapshot is being written, not committed; -1 none */
     int64_t behind_step;     /* the resumed step written behind (ckpt_resume.c), -1 none: a node whose
                               * disk held it committed already keeps it when that write fails */
+    bool behind_held;        /* this node's disk holds behind_step committed, its files verified: its
+                              * ranks write nothing of it, its leader commits nothing (the event says) */
     double pending_snapshot_s; /* its copy into snap_buf */
     double wait_s;           /* the loop's waits for snapshots, in total */
     /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
