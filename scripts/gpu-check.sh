@@ -4,7 +4,7 @@
 # eager; writes everything to ${OUT:-out/gpu}/:
 #   env.txt          nvidia-smi, nvcc, cmake, torch versions
 #   build.log        configure + build (Release, -DAH_CUDA=ON, sm_90;75), only the targets used
-#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log
+#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log, test_cp_ring.log
 #   train/           metrics and dumps of every training run; train_<plan>.log per plan
 #   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
 #   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
@@ -316,7 +316,7 @@ SELF=(bash "$PWD/scripts/gpu-check.sh" --run)
 
 if ! stage build 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${CUDA_FLAGS[@]}" ||
     ! stage build_targets 300 cmake --build "$BUILD" -j "$JOBS" --target autohet test_cuda_kernels \
-        test_cuda_comm bench_gpu_gpt2; then
+        test_cuda_comm test_cp_ring bench_gpu_gpt2; then
     summary "build failed: see build.log and build_targets.log"
     exit 1
 fi
@@ -340,6 +340,8 @@ TEXT=/usr/share/common-licenses/GPL-3
 if [[ $GPU_BACKEND == cuda ]]; then
     stage test_cuda_comm 60 "$BUILD/test_cuda_comm" || status=1
     stage test_cuda_comm_np2 60 "${MPIRUN[@]}" -np 2 "$BUILD/test_cuda_comm" || status=1
+    # ring attention on 4 ranks; its buffers in bf16 and fp16 on the device: the memory model's bytes
+    stage test_cp_ring 90 "${MPIRUN[@]}" -np 4 "$BUILD/test_cp_ring" || status=1
 fi
 
 : >"$OUT/train_equivalence.txt"

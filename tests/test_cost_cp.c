@@ -59,9 +59,13 @@ static void test_act_bytes(void) {
      * 16 x 2 x 4 = 1024, scratch 2 x 16 x 16 x 4 = 2048 */
     const ah_model_t *l = &models[1];
     CHECK(l->d_model == 64 && l->n_head == 4 && l->n_kv_head == 2, "tiny-llama's shape changed: fix the hand count");
-    CHECK_EQ_I64(ah_cp_ring_block_bytes(l, 1, 2, 32, 2, AH_PREC_FP32), 8192);
+    CHECK_EQ_I64(ah_cp_ring_block_bytes(l, 1, 2, 32, 2), 8192);
     CHECK_EQ_I64(ah_cp_ring_bytes(l, 1, 2, 32, 2, AH_PREC_FP32), 4 * 8192 + 8192 + 1024 + 2048);
     CHECK_EQ_I64(ah_cp_ring_bytes(l, 1, 2, 32, 1, AH_PREC_FP32), 0);
+    /* bf16, fp16 (the CUDA backend's ring): the same fp32 blocks, accumulator and statistics; the
+     * scratch is the backward's D, one fp32 per row: 2 x 4 x 16 x 4 = 512 */
+    for (int p = AH_PREC_BF16; p <= AH_PREC_FP16; p++)
+        CHECK_EQ_I64(ah_cp_ring_bytes(l, 1, 2, 32, 2, (ah_precision_t)p), 4 * 8192 + 8192 + 1024 + 512);
 }
 
 /* The ring's time on stage [0, 4) (the embedding and the head too) of p's model on its first
@@ -91,7 +95,7 @@ static void test_ring_time(const ah_plan_t *p) {
     /* a very slow link: the transfers' own time dominates: per block, 1 forward step of x and 1 + 2
      * backward (x = one key/value block / 1e5 B/s; tiny-gpt2 (C 64, 4 heads), b 1, T 32: 1 x 16 x
      * 2 x 64 x 4 = 8192 bytes), the attention hidden behind it negligible */
-    CHECK_EQ_I64(ah_cp_ring_block_bytes(&p->model, 1, p->train.micro_batch, p->train.seq_len, 2, AH_PREC_FP32), 8192);
+    CHECK_EQ_I64(ah_cp_ring_block_bytes(&p->model, 1, p->train.micro_batch, p->train.seq_len, 2), 8192);
     const double x = 8192 / 1e5;
     CHECK_NEAR(slow.cp_comm_fwd_s, 4 * x, 1e-3);
     CHECK_NEAR(slow.cp_comm_bwd_s, 4 * 3 * x, 1e-3);

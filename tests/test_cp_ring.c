@@ -2,7 +2,10 @@
  * groups of 2 (ranks 0, 1 and 2, 3), plain and grouped-query attention; each rank compares its
  * output rows and its qkv gradient (queries, keys, values) with one process's attention kernel
  * on the whole sequence: within 1e-6 (dk, dv: 2e-6), relative to the tensor's largest entry; the ring's
- * buffers are in the rank's budget, ah_cp_ring_bytes to the byte, and freed.
+ * buffers are in the rank's budget, ah_cp_ring_bytes to the byte, and freed. In a build with the
+ * CUDA backend (a GPU's, or its CPU emulation: scripts/gpu-check.sh runs this test there) the ring
+ * is also set up with the CUDA backend's bf16 and fp16 tables on device memory: its buffers there
+ * are ah_cp_ring_bytes of that precision to the byte (the model prices fp32 as the CPU's layout).
  * Run alone (as CTest does), it starts itself under `mpirun -np 4`. */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +20,10 @@
 #include "kernels/cpu/ring_attention.h"
 #include "kernels/kernels.h"
 #include "runtime/cp_ring.h"
+#ifdef AH_HAVE_CUDA
+#include "backend/backend.h"
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 static float *fill(size_t n, unsigned s) {
     float *x = malloc(n * sizeof *x);
@@ -38,6 +45,28 @@ static double diff(const float *loc, int ldl, const float *full, int ldf, const 
             }
     return d / big;
 }
+
+#ifdef AH_HAVE_CUDA
+/* The ring set up with the 16-bit CUDA tables on device memory: exactly the model's bytes of that
+ * precision. */
+static void ring_memory_cuda(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
+    const ah_kernels_t *tables[3] = {NULL, ah_kernels_cuda_bf16(), ah_kernels_cuda_fp16()};
+    const ah_model_t shape = {.d_model = Hl * hd, .n_head = Hl, .n_kv_head = KVl};
+    for (int p = AH_PREC_BF16; p <= AH_PREC_FP16; p++) {
+        ah_cp_ring_t r;
+        ah_error_t err = {0};
+        ah_mem_t mem;
+        ah_mem_init(&mem, 0, "ring test (cuda)");
+        mem.space = ah_backend_find("cuda")->space;
+        CHECK(tables[p] && ah_cp_ring_init(&r, g, tables[p], &mem, B, T, Hl, KVl, hd, &err) == AH_OK,
+              "cuda init (%s): %s", ah_precision_name((ah_precision_t)p), err.msg);
+        const int64_t want = ah_cp_ring_bytes(&shape, 1, B, T, ah_comm_size(g), (ah_precision_t)p);
+        CHECK(mem.high == want, "cuda %s cp %d KVl %d: ring buffers %lld bytes, the model's %lld",
+              ah_precision_name((ah_precision_t)p), ah_comm_size(g), KVl, (long long)mem.high, (long long)want);
+        ah_cp_ring_free(&r);
+    }
+}
+#endif
 
 static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
     const ah_kernels_t *K = ah_kernels_cpu();
@@ -77,6 +106,9 @@ static void run_group(ah_comm_t *g, int B, int T, int Hl, int KVl, int hd) {
           KVl, e_out, e_q, e_kv);
     ah_cp_ring_free(&r);
     CHECK(mem.live == 0, "cp %d: %lld bytes of the ring left allocated", c, (long long)mem.live);
+#ifdef AH_HAVE_CUDA
+    ring_memory_cuda(g, B, T, Hl, KVl, hd);
+#endif
     free(qkv), free(dout), free(out), free(dqkv), free(probs), free(scr), free(pos), free(lq), free(ldo), free(lo);
     free(lse), free(ldq);
 }
@@ -89,6 +121,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     ah_comm_t *world = ah_comm_world(), *half = NULL;
+#ifdef AH_HAVE_CUDA
+    if (ah_cuda_init(-1, &err) != AH_OK) {
+        fprintf(stderr, "test_cp_ring: %s\n", err.msg);
+        return 1;
+    }
+#endif
     const int me = ah_comm_rank(world);
     run_group(world, 2, 32, 4, 4, 8);
     run_group(world, 1, 64, 4, 2, 8);

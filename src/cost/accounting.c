@@ -126,18 +126,18 @@ int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, 
     return bytes;
 }
 
-int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p) {
+int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp) {
     const int64_t hd = m->d_model / m->n_head;
-    return cp > 1 ? b * (T / cp) * 2 * (m->n_kv_head / t) * hd * ah_precision_elt_bytes(p) : 0;
+    return cp > 1 ? b * (T / cp) * 2 * (m->n_kv_head / t) * hd * 4 : 0;
 }
 
 int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p) {
     if (cp <= 1) return 0;
     const int64_t Tl = T / cp, hd = m->d_model / m->n_head, rows = b * (m->n_head / t) * Tl;
-    /* fp32 (the CPU's ring): scores and probabilities of one (sequence, head) block, Tl x Tl each;
-     * a fused GPU kernel keeps them on chip */
-    const int64_t scratch = p == AH_PREC_FP32 ? 2 * Tl * Tl * 4 : 0;
-    return 4 * ah_cp_ring_block_bytes(m, t, b, T, cp, p) + rows * hd * 4 + rows * 2 * 4 + scratch;
+    /* the kernels' scratch: fp32 (the CPU's ring): scores and probabilities of one (sequence, head)
+     * block, Tl x Tl each; bf16, fp16 (the CUDA backend's): the backward's D, one fp32 per row */
+    const int64_t scratch = p == AH_PREC_FP32 ? 2 * Tl * Tl * 4 : rows * 4;
+    return 4 * ah_cp_ring_block_bytes(m, t, b, T, cp) + rows * hd * 4 + rows * 2 * 4 + scratch;
 }
 
 int64_t ah_layer_wgrad_keep_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, ah_precision_t p,

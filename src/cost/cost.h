@@ -79,14 +79,16 @@ int64_t ah_layer_act_bytes(const ah_model_t *m, ah_layer_kind_t kind, int t, int
 int64_t ah_layer_act_bytes_cp(const ah_model_t *m, ah_layer_kind_t kind, int t, int64_t b, int64_t T, int cp,
                               ah_precision_t p, bool recompute);
 /* Ring attention's buffers on one CP rank (runtime/cp_ring.h), held once per device whatever its
- * layers: the key/value block in use and the one arriving, and their two gradient accumulators
- * (4 x b x T/cp x 2 KV/t x hd elements), the online softmax's accumulator (b x H/t x T/cp x hd
- * fp32) and statistics (2 fp32 per row), and in fp32 the CPU kernel's scratch (2 (T/cp)^2 fp32).
- * 0 for cp <= 1. */
+ * layers, fp32 in every precision (the runtime's ring keeps its blocks fp32, as the activations
+ * they are cut from: design-changes 57): the key/value block in use and the one arriving, and
+ * their two gradient accumulators (4 x b x T/cp x 2 KV/t x hd fp32), the online softmax's
+ * accumulator (b x H/t x T/cp x hd fp32) and statistics (2 fp32 per row), and the kernels'
+ * scratch: in fp32 the CPU kernel's (2 (T/cp)^2 fp32), in bf16 and fp16 (a CUDA backend's) the
+ * backward's D (one fp32 per row, b x H/t x T/cp). 0 for cp <= 1. */
 int64_t ah_cp_ring_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p);
-/* One key/value block, what a ring step sends to the next CP rank: b x T/cp x 2 KV/t x hd
- * elements (only the KV heads under GQA). 0 for cp <= 1. */
-int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp, ah_precision_t p);
+/* One key/value block, what a ring step sends to the next CP rank: b x T/cp x 2 KV/t x hd fp32
+ * in every precision (only the KV heads under GQA). 0 for cp <= 1. */
+int64_t ah_cp_ring_block_bytes(const ah_model_t *m, int t, int64_t b, int64_t T, int cp);
 /* Bytes one block keeps from a split backward's B to its W for one micro-batch, per TP rank, besides
  * its activation slot: the attention output's and the MLP output's output gradients (C + C per
  * token; the qkv and MLP-in gradients go into the slot's qkv and pre-activation, which B no longer

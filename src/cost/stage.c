@@ -253,8 +253,7 @@ static layer_time_t ring_exposed(const ah_cost_ctx_t *ctx, int type, layer_time_
         bw = ah_link_bw(ctx->cluster, AH_LINK_INTRA, type, type);
         lat = ah_link_latency(ctx->cluster, AH_LINK_INTRA);
     }
-    const double x = (double)ah_cp_ring_block_bytes(ctx->model, ctx->t, tr->micro_batch, tr->seq_len, cp,
-                                                    tr->precision) / bw + lat;
+    const double x = (double)ah_cp_ring_block_bytes(ctx->model, ctx->t, tr->micro_batch, tr->seq_len, cp) / bw + lat;
     return (layer_time_t){(cp - 1) * fmax(0, x - attn.fwd / cp), (cp - 1) * fmax(0, x - attn.bwd / cp) + cp * x};
 }
 

@@ -85,8 +85,7 @@ static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type
 static void ring_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_stage_t *a, double mb,
                          ah_plan_traffic_t *t) {
     const int c = ah_pipeline_cp(pl);
-    const double block = (double)ah_cp_ring_block_bytes(&p->model, p->tp, p->train.micro_batch, p->train.seq_len, c,
-                                                        p->train.precision);
+    const double block = (double)ah_cp_ring_block_bytes(&p->model, p->tp, p->train.micro_batch, p->train.seq_len, c);
     const double steps = (a->recompute ? 2 : 1) * (c - 1) + (c - 1) + c;
     for (int j = 0; c > 1 && j < c; j++)
         for (int k = 0; k < p->tp; k++)
