@@ -232,6 +232,8 @@ static void test_events_and_stops(void) {
     CHECK(ah_agent_join_restarts(1.0, 0.8), "faster");
     CHECK(!ah_agent_join_restarts(1.0, 1.0) && !ah_agent_join_restarts(1.0, 1.0 - 1e-12), "not faster");
     CHECK(!ah_agent_join_restarts(1.0, 1.2), "slower");
+    CHECK(!ah_agent_join_restarts(INFINITY, INFINITY) && ah_agent_join_restarts(INFINITY, 2.0),
+          "a running plan out of bounds (over --budget) gives way to one within");
 }
 
 static void test_watchdog(void) {
@@ -294,6 +296,24 @@ static void test_plan_uses(void) {
     const ah_stage_t *st = &r.plan.pipelines[0].stages[0];
     CHECK(ah_agent_plan_uses(&r.plan, r.plan.cluster.nodes[st->devices[0].node].name), "its first stage's node");
     CHECK(!ah_agent_plan_uses(&r.plan, "no-such-node"), "a node it does not have");
+    /* a plan over the cluster without that node leaves it out (or another node of the first plan) */
+    const char *first = r.plan.cluster.nodes[st->devices[0].node].name;
+    CHECK(ah_agent_plan_leaves_out(&r.plan, &r.plan) == NULL, "a plan leaves out none of its own nodes");
+    ah_cluster_t c2;
+    ah_plan_result_t r2;
+    if (ah_cluster_copy(&c, &c2, &err) == AH_OK) {
+        int n = 0;
+        for (int i = 0; i < c.n_nodes; i++)
+            if (strcmp(c.nodes[i].name, first) != 0) c2.nodes[n++] = c.nodes[i];
+        c2.n_nodes = n;
+        if (ah_planner_run(&m, &c2, &po, &r2, &err) == AH_OK) {
+            const char *left = ah_agent_plan_leaves_out(&r.plan, &r2.plan);
+            CHECK(left && ah_agent_plan_uses(&r.plan, left) && !ah_agent_plan_uses(&r2.plan, left),
+                  "the plan without %s leaves out a node of the first: %s", first, left ? left : "none");
+            ah_plan_result_free(&r2);
+        } else CHECK(false, "plan without %s: %s", first, err.msg);
+        ah_cluster_free(&c2);
+    }
     ah_plan_result_free(&r);
     ah_cluster_free(&c);
 }

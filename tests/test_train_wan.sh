@@ -7,7 +7,8 @@
 # nodes n0 (region us-east-1) and n1 (region eu-west-1), 2 steps each; the regions are emulated
 # (both ranks run here: the rule reads the plan's cluster, not the network). autohet run: refused
 # before launch 0 without the flag, one step with it (3 ranks); a re-plan that would cross in the
-# open (a join) planned in the fastest region alone instead (agent_plan.c).
+# open (a join) planned in the fastest region alone instead (agent_plan.c); a join under --objective cost
+# weighed by cost and not restarted onto nodes that cannot restore the saved step.
 # Usage: bash tests/test_train_wan.sh BUILD_DIR SOURCE_DIR
 source "$(dirname "$0")/train_common.sh"
 STEPS=2
@@ -89,6 +90,28 @@ grep -q "crosses a region boundary in the open; without --allow-unencrypted-wan 
     "$WORK/run-join.log" || fail "the re-plan in one region is said: $(cat "$WORK/run-join.log")"
 grep -q '"event":"confined","region":"eu-west-1"' "$WORK/run-join/metrics.jsonl" || fail "a confined event in the metrics"
 grep -q "^trained 6 of 6 steps" "$WORK/run-join.log" || fail "the confined run trained: $(tail -5 "$WORK/run-join.log")"
+# a join under --objective cost (fast-0 at $1/h, the eu-west-1 nodes at $10/h): the plan over the
+# nodes up is fast-0 alone, cheaper per token than the running fast-1 (agent_plan.c). It leaves out
+# fast-1, which alone holds the step saved at the stop, so no restart: fast-0's rank could not read
+# that step and would start over (the bug this checks, with and without in-memory replicas).
+python3 - "$WORK/run-cluster-2.json" "$WORK/run-cluster-3.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for n in c["nodes"]:
+    n["usd_per_gpu_hour"] = 1 if n["name"] == "fast-0" else 10
+json.dump(c, open(sys.argv[2], "w"))
+PY
+for replicas in 0 1; do
+    out="$WORK/run-cost-$replicas"
+    timeout 120 "$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/run-cluster-3.json" --data "$WORK/text.bin" --global-batch 8 \
+        --seq-len 64 --quiet --steps 6 --ckpt-every 1 --objective cost --replica-memory-gb $replicas --events "$WORK/join-east.csv" \
+        --work-dir "$out" >"$out.log" 2>&1 || fail "run --objective cost with a join (replicas $replicas): $(tail -5 "$out.log")"
+    grep -q "a plan with the joined nodes is better under --objective cost" "$out.log" || fail "the join is weighed by cost: $(cat "$out.log")"
+    grep -q "^trained 6 of 6 steps" "$out.log" || fail "trained (replicas $replicas): $(tail -5 "$out.log")"
+    grep -q "(0 steps redone after a rollback)" "$out.log" || fail "no step redone (replicas $replicas): $(cat "$out.log")"
+    grep -q "but it leaves out fast-1, which holds part of the step the restart would resume from.*: no restart" "$out.log" ||
+        fail "the join does not restart, said (replicas $replicas): $(cat "$out.log")"
+done
 [ "$("$AUTOHET" train --help | grep -- "^  --allow-unencrypted-wan ")" = "$("$AUTOHET" run --help | grep -- "^  --allow-unencrypted-wan ")" ] ||
     fail "train's and run's --allow-unencrypted-wan lines differ"
 echo "ok: refused in the open, trained with --allow-unencrypted-wan and over a private link (losses equal); run likewise, and a re-plan confined to one region"

@@ -195,16 +195,9 @@ static void on_checkpoint(agent_t *a) {
         say(a, "with the joined nodes: no plan (%s); going on with the current one", e.msg);
         return;
     }
-    const double now_s = a->cur.eval.pred.iteration_s, new_s = r.eval.pred.iteration_s;
+    const bool restart = ah_agent_join_restarts_now(a, &r);
     ah_plan_result_free(&r);
-    if (!ah_agent_join_restarts(now_s, new_s)) {
-        say(a, "checkpoint taken; a plan with the joined nodes is not faster (%.4f vs %.4f s/iteration): no restart",
-            new_s, now_s);
-        return;
-    }
-    say(a, "checkpoint taken; a plan with the joined nodes is faster (%.4f vs %.4f s/iteration): restarting", new_s,
-        now_s);
-    begin_stop(a, AH_CAUSE_JOIN, NULL);
+    if (restart) begin_stop(a, AH_CAUSE_JOIN, NULL);
 }
 
 static void on_line(void *ctx, json_t *line) {

@@ -193,8 +193,18 @@ ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, boo
     return AH_STOP_WAIT;
 }
 
-bool ah_agent_join_restarts(double running_iteration_s, double joined_iteration_s) {
-    return joined_iteration_s < running_iteration_s * (1 - 1e-9);
+bool ah_agent_join_restarts(double running_key, double joined_key) {
+    return joined_key < running_key * (1 - 1e-9);
+}
+
+const char *ah_agent_plan_leaves_out(const ah_plan_t *from, const ah_plan_t *to) {
+    for (int i = 0; i < from->n_pipelines; i++)
+        for (int s = 0; s < from->pipelines[i].n_stages; s++)
+            for (int k = 0; k < ah_stage_devices(&from->pipelines[i], from->tp); k++) {
+                const char *node = from->cluster.nodes[from->pipelines[i].stages[s].devices[k].node].name;
+                if (!ah_agent_plan_uses(to, node)) return node;
+            }
+    return NULL;
 }
 
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node) {

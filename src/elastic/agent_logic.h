@@ -128,11 +128,17 @@ typedef enum {
 
 ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, bool forced);
 
-/* A plan with the joined nodes is worth a restart only when it is predicted faster. */
-bool ah_agent_join_restarts(double running_iteration_s, double joined_iteration_s);
+/* A plan with the joined nodes is worth a restart only when it is predicted better under the run's
+ * objective: keys as ah_planner_key gives them (seconds per iteration, $ per iteration under
+ * --objective cost, $/h under a --budget; smaller is better, INFINITY for a plan out of bounds). */
+bool ah_agent_join_restarts(double running_key, double joined_key);
 
 /* Whether a device of plan p is on the node named `node`. */
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node);
+/* The first node that plan `from` uses and plan `to` does not (its name, borrowed from `from`), or
+ * NULL. A restart onto `to` reads the step saved at the stop from `to`'s nodes only (their disks,
+ * their memory, the cloud): what only that node holds is not restorable there. */
+const char *ah_agent_plan_leaves_out(const ah_plan_t *from, const ah_plan_t *to);
 
 /* ---- the hang watchdog ---- */
 

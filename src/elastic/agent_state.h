@@ -141,6 +141,12 @@ void ah_agent_on_hang(agent_t *a);
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
+/* At a checkpoint with nodes joined, r the plan over the nodes up: whether to restart onto it (said
+ * in the log either way): when it is better under the run's objective (ah_agent_join_restarts) and
+ * the step saved at the stop is restorable on its nodes: it uses every node of the running plan (a
+ * restore reads only the disks and memory of the job's own nodes; the handover is a notice's, and
+ * the save at a join's stop finds the step committed already). agent_plan.c. */
+bool ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r);
 /* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
  * directory of every host of the job; said and skipped when that fails. */
 void ah_agent_next_plan(agent_t *a);
