@@ -1,12 +1,16 @@
-/* The simulator's transfers on the links they cross (issue 39), by hand on two-node clusters:
+/* The simulator's transfers on the links they cross (issue 39), by hand on small clusters, GPT-2 124M:
  * - the memory tier's replication to a partner in another zone of one region runs at the inter-zone
  *   rate (per GPU x the node's GPUs), not the inter-node one, and pays the inter-zone $/GB;
  * - a plan's egress while it trains is paid at the rate the overlapped iteration runs (the same
- *   iteration its tokens are counted at): egress $ = iterations trained x egress $ per iteration.
- * GPT-2 124M, two nodes in zones a and b of one region. */
+ *   iteration its tokens are counted at): egress $ = iterations trained x egress $ per iteration;
+ * - the handover at a notice moves what the next plan's device reads over the link from its holder
+ *   in the other zone, bounded by the pair's shared total_gb_s, and pays its $/GB;
+ * - the cloud tier in another region: each periodic checkpoint's upload and a restart's download
+ *   cross the WAN, at the least of cloud_gb_s and the link's rate, billed at its $/GB. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "plan/plan_out.h"
@@ -98,6 +102,127 @@ static void test_egress_rate(const ah_model_t *m, const ah_cluster_t *c, const a
     ah_sim_avail_free(&a);
 }
 
+/* A pipeline of two stages over zones a and b (their link 2 GB/s per GPU, as slow as test_sim's partial
+ * loss makes the planner cut the model in two); sp-0 (zone b) leaves at 3600 s with a notice. With the
+ * memory tier, fast snapshots and slow disks the save is the handover: od-0 receives sp-0's stage from
+ * sp-0 over that link (not at the inter-node 100 GB/s) and pays its $0.01/GB. */
+static const char *HANDOVER =
+    "{\"nodes\": ["
+    "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"a\", \"spot\": false, \"usd_per_gpu_hour\": 2},"
+    "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"b\", \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+    " \"network\": {\"inter_node_gb_s\": 100, \"inter_zone_gb_s\": 2, \"cloud_gb_s\": 0.5,"
+    " \"links\": [{\"between\": [\"a\", \"b\"], \"gb_s\": 2, \"usd_per_gb\": 0.01}]}}";
+
+static void test_handover_across_zones(const ah_model_t *m, const ah_train_t *tr) {
+    ah_cluster_t c;
+    ah_error_t err;
+    const bool loaded = ah_test_parse_cluster(HANDOVER, &c, &err) == AH_OK;
+    CHECK(loaded, "%s", err.msg);
+    if (!loaded) return;
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = *tr;
+    o.hours = 2;
+    o.ckpt_every_s = 1000;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    o.disk_gb_s = 0.5;
+    o.replica_memory_gb = 1000;
+    o.snapshot_gb_s = 1e12; /* the snapshot ~0: the save is the handover's move */
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.n_recs == 2 && r.recs[1].handover, "the notice's save was the handover (%d recoveries)", r.n_recs);
+    if (r.n_recs == 2 && r.recs[1].handover) {
+        const ah_sim_recovery_t *v = &r.recs[1];
+        const double moved = (double)v->bytes[AH_TIER_MEMORY]; /* what od-0 did not hold: sp-0's stage */
+        CHECK(moved > 1e8 && v->bytes[AH_TIER_LOCAL] > 0, "od-0 keeps its stage (%g B) and receives %g B",
+              (double)v->bytes[AH_TIER_LOCAL], moved);
+        CHECK_NEAR(v->save_s, moved / 2e9, 1e-9);
+        CHECK_NEAR(v->egress_usd, moved / 1e9 * 0.01, 1e-12);
+        CHECK_EQ_I64(v->bytes_across_regions, 0);
+    }
+    ah_sim_result_free(&r);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+}
+
+/* The cloud tier in region ra (the first node's), the training in rb: three A100 nodes in rb and a V100
+ * in ra that runs no bf16, so varuna (cloud-only) trains on the A100s alone. The WAN: 0.5 GB/s per GPU,
+ * 0.5 GB/s for the pair in all, $0.02/GB; cloud_gb_s 1. rb-2 leaves at 2500 s: varuna restarts on rb-0 and
+ * rb-1, both downloading the state at once over the WAN, so the download takes their bytes over the
+ * pair's 0.5 GB/s (each alone would take its own over 0.5, and at cloud_gb_s 1 they took half that);
+ * each of the two periodic checkpoints before it uploaded one copy of the model across. */
+static const char *CLOUD =
+    "{\"nodes\": ["
+    "{\"name\": \"ra-0\", \"gpu\": \"V100-16G\", \"count\": 1, \"zone\": \"ra-1\", \"region\": \"ra\", \"spot\": false, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"rb-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"rb-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"rb-2\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+    " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 1,"
+    " \"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0.5, \"total_gb_s\": 0.5, \"usd_per_gb\": 0.02,"
+    " \"private\": true}]}}";
+
+static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr) {
+    ah_cluster_t c;
+    ah_error_t err;
+    const bool loaded = ah_test_parse_cluster(CLOUD, &c, &err) == AH_OK;
+    CHECK(loaded, "%s", err.msg);
+    if (!loaded) return;
+    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
+    const int fd = mkstemp(trace);
+    const char *rows = "0,3\n2500,2\n";
+    CHECK(fd >= 0 && write(fd, rows, strlen(rows)) == (ssize_t)strlen(rows), "write %s", trace);
+    if (fd >= 0) close(fd);
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(trace, AH_UNIT_AUTO, &pool.trace, &err) == AH_OK, "%s", err.msg);
+    unlink(trace);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = *tr;
+    o.hours = 3000 / 3600.0; /* checkpoints at ~1035 and ~2035 s; none after the restart */
+    o.ckpt_every_s = 1000;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
+    if (r.n_recs == 2) {
+        const ah_sim_recovery_t *v = &r.recs[1];
+        const double down = (double)v->bytes[AH_TIER_CLOUD];
+        const double model = (double)(ah_model_params_total(m) + (ah_vocab_padded(m, 1) - m->vocab) * m->d_model) * 12;
+        CHECK_NEAR(down, 2 * model, 1e-12); /* two data-parallel replicas, each the whole model */
+        CHECK_NEAR(v->tier_s[AH_TIER_CLOUD], down / 0.5e9, 1e-12);
+        CHECK_NEAR(v->egress_usd, down / 1e9 * 0.02, 1e-12);
+        CHECK_EQ_I64(v->bytes_across_regions, (int64_t)down);
+        CHECK_NEAR(r.ckpt_bytes_across_regions, down + 2 * model, 1e-12);
+        CHECK_NEAR(r.ckpt_egress_usd, (down + 2 * model) / 1e9 * 0.02, 1e-12);
+    }
+    ah_sim_result_free(&r);
+    /* the bucket in rb (--cloud-region rb): nothing crosses; in a region with no node: refused, named */
+    snprintf(o.cloud_region, sizeof o.cloud_region, "rb");
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(r.ckpt_egress_usd, 0, 0);
+    if (r.n_recs == 2) CHECK_NEAR(r.recs[1].tier_s[AH_TIER_CLOUD], (double)r.recs[1].bytes[AH_TIER_CLOUD] / 2 / 1e9, 1e-12);
+    ah_sim_result_free(&r);
+    snprintf(o.cloud_region, sizeof o.cloud_region, "nowhere");
+    CHECK_ERR(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err), AH_ERR_USAGE, err,
+              "--cloud-region \"nowhere\": no node of the cluster is in it; its regions are ra, rb");
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     ah_cluster_t c;
     ah_model_t m;
@@ -109,6 +234,8 @@ int main(void) {
     const ah_train_t tr = {.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
     test_replication_across_zones(&m, &c, &tr);
     test_egress_rate(&m, &c, &tr);
+    test_handover_across_zones(&m, &tr);
+    test_cloud_across_regions(&m, &tr);
     ah_cluster_free(&c);
     return ah_test_finish();
 }

@@ -2,8 +2,8 @@
 # simulate over two regions (issue 39): a pool named by region (TYPE@REGION), the autohet-region
 # policy (autohet confined to one region: the cheapest by mean $ per GPU-hour, or --region), and
 # the egress the replay pays: the plans' bytes across zones/regions, the memory tier's replication
-# of checkpoints to a holder in the other region, and a recovery's peer reads from the other
-# region. Tiny model, 4 one-GPU nodes, 2 h.
+# of checkpoints to a holder in the other region, a recovery's peer reads from the other region,
+# and the uploads to a cloud tier in another region (--cloud-region). Tiny model, 4 one-GPU nodes, 2 h.
 # Usage: test_sim_regions.sh BUILD SRC
 . "$(dirname "$0")/check_common.sh"
 T="$SRC/tests/data/traces"
@@ -37,7 +37,9 @@ need(a["tokens"] >= c["tokens"] > 0, "across regions %g tokens >= confined %g > 
 need(od["tokens"] > 0 and od["egress_usd"] > 0, "on-demand trains on both regions and pays their egress")
 need(a["ckpt_bytes_across_regions"] > 0 and a["ckpt_egress_usd"] > 0,
      "autohet's replicas cross the regions and pay egress: %g bytes $%g" % (a["ckpt_bytes_across_regions"], a["ckpt_egress_usd"]))
-need(c["ckpt_bytes_across_regions"] == 0, "the confined policy sends no checkpoint across regions")
+# the cloud tier is in ra (the first node's region): the confined policy's uploads from rb cross
+need(c["ckpt_bytes_across_regions"] > 0 and abs(c["ckpt_egress_usd"] - c["ckpt_bytes_across_regions"] / 1e9 * 0.02)
+     < 1e-6 * c["ckpt_egress_usd"], "the confined policy's uploads to the cloud in ra cross at $0.02/GB")
 for p in (a, c, od):
     need(p["egress_usd"] >= p["ckpt_egress_usd"] >= 0 and p["usd"] > p["egress_usd"],
          "%s: egress within $ and checkpoints' within egress" % p["policy"])
@@ -46,6 +48,12 @@ need(abs(a["ckpt_egress_usd"] - a["ckpt_bytes_across_regions"] / 1e9 * 0.02) < 1
      "checkpoint egress $%g is the bytes across at $0.02/GB" % a["ckpt_egress_usd"])
 P
 check "across >= confined tokens, egress counted where it crosses" $?
+grep -q "cloud tier in region ra (--cloud-region)" "$TMP/s.txt"
+check "the report names the cloud tier's region" $?
+"$AH" simulate "${COMMON[@]}" --cloud-region rb --policy autohet-region --trace "A100-80G@rb=$T/counts-hours.csv" \
+    --json "$TMP/cb.json" >"$TMP/cb.txt" 2>&1
+$PY -c "import json,sys; p=json.load(open('$TMP/cb.json'))['policies'][0]; sys.exit(0 if p['region']=='rb' and p['tokens']>0 and p['ckpt_bytes_across_regions']==0 else 1)"
+check "with the cloud tier in rb the confined policy sends no checkpoint across regions" $?
 # region rb goes down (0.5 h) and comes back (1 h): the rejoined nodes read the state from region ra
 # (no holder left in rb), a peer read across regions, billed at $0.02/GB
 printf '0,2\n0.5,2\n0.5,0\n1,0\n1,2\n' >"$TMP/rb-down.csv"

@@ -132,8 +132,8 @@ static void print_results(const ah_sim_result_t *r, int n) {
                ah_policy_name(r[i].policy), r[i].tokens_lost / 1e9, r[i].bytes_local / 1e9, r[i].bytes_memory / 1e9,
                r[i].bytes_peer / 1e9, r[i].bytes_cloud / 1e9, r[i].first_plan_s, r[i].egress_usd);
         if (r[i].ckpt_egress_usd > 0 || r[i].ckpt_bytes_across_regions > 0)
-            printf("  egress: $%.2f of it the checkpoints' (the memory tier's replication, recoveries' peer reads from "
-                   "another region; %.1f GB across regions)\n",
+            printf("  egress: $%.2f of it the checkpoints' (the memory tier's replication, recoveries' and handovers' "
+                   "moves across zones and regions, uploads to the cloud tier; %.1f GB across regions)\n",
                    r[i].ckpt_egress_usd, r[i].ckpt_bytes_across_regions / 1e9);
         if (r[i].region[0]) printf("  plans in region %s alone (--region; default the least mean $ per GPU-hour)\n",
                                    r[i].region);
@@ -241,9 +241,12 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
     if (o->replan_s >= 0) printf("%g s (given)", o->replan_s);
     else printf("time as measured");
     printf("; on-demand price: an on-demand node's of the same type, else spot x %g\n", o->on_demand_factor);
+    if (ah_cluster_region_count(g->cluster) > 1)
+        printf("cloud tier in region %s (--cloud-region): other regions' uploads and downloads cross their link\n",
+               o->cloud_region[0] ? o->cloud_region : g->cluster->nodes[0].region);
     if (o->replica_memory_gb > 0)
-        printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication at "
-               "the cluster's inter-node rate; %s\n", o->replica_memory_gb, o->snapshot_gb_s,
+        printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication on "
+               "each pair's link; %s\n", o->replica_memory_gb, o->snapshot_gb_s,
                o->handover ? "the handover at a notice (--no-handover: off)" : "no handover at a notice");
 }
 
@@ -378,7 +381,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     ah_sim_opts_t *o = &a->o;
     ah_sim_opts_default(o);
     int64_t gb = o->train.global_batch, sl = o->train.seq_len;
-    const char *trace_help = NULL, *region = NULL;
+    const char *trace_help = NULL, *region = NULL, *cloud_region = NULL;
     bool no_handover = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &a->model_s, "M", "preset name or HF config.json (required)", false},
@@ -390,6 +393,9 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
          false},
         {"--region", AH_FLAG_STR, &region, "R",
          "autohet-region plans in region R's nodes alone (default: the region of the least mean $ per GPU-hour)", false},
+        {"--cloud-region", AH_FLAG_STR, &cloud_region, "R",
+         "the cloud tier's bucket is in region R: uploads and downloads of nodes in other regions cross that link "
+         "(its rate, its $/GB; default: the first node's region)", false},
         {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
          &o->hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM_ABOVE(0), &o->ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",
@@ -442,6 +448,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     a->seq_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
     o->handover = !no_handover;
     if (region) snprintf(o->region, sizeof o->region, "%s", region);
+    if (cloud_region) snprintf(o->cloud_region, sizeof o->cloud_region, "%s", cloud_region);
     ah_planner_opts_default(&a->po);
     if (!ah_cli_plan_flags("simulate", &pf, &a->po, &a->auto_precision)) return 2;
     ah_error_t err = {0};

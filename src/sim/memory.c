@@ -17,7 +17,8 @@
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
  * ckpt/handover.h; priced in recovery.c, ah_sim_begin_recovery): the next plan is known while every
  * device is alive, so the save is the snapshot, then each device of the next plan receives what it reads and its own device did not
- * hold (at inter_node_gb_s per device); committed in memory, no disk before the relaunch, which then
+ * hold (at inter_node_gb_s per device, or over the link from a holder in another zone or region:
+ * transfer.c); committed in memory, no disk before the relaunch, which then
  * reads every byte on its own host (transfer 0) and rolls nothing back.
  *
  * Egress: every replication sends each node's checkpoint to its holder; where the two are in two

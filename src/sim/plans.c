@@ -2,8 +2,8 @@
  * of that set, made once per set by the policy's planner (autohet and on-demand: ah_planner_run_sharded;
  * the baselines: ah_baseline_run) on the sub-cluster, and priced for the replay: tokens/s, iteration,
  * $ per second of the nodes it uses (on-demand at on-demand prices), egress while it trains, each
- * device's checkpoint bytes and shard placement, a sharded save's all-gather, the memory tier's
- * holders. Errors: out of host memory returns NULL/false; a set with no plan is an entry with the
+ * device's checkpoint bytes and shard placement, a sharded save's all-gather, the egress of its
+ * uploads to the cloud tier, the memory tier's holders. Errors: out of host memory returns NULL/false; a set with no plan is an entry with the
  * planner's message. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +108,7 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
             }
         }
     }
+    ah_sim_upload_egress(c, x->model, &e->place, x->bucket, &e->upload_usd, &e->upload_wan_bytes);
     if (!ah_sim_agent_policy(x->pol) || x->o->replica_memory_gb <= 0) return true;
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
     if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))

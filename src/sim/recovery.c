@@ -12,12 +12,6 @@
 #include "core/vec.h"
 #include "sim/replay.h"
 
-/* Layer l of 0 .. L + 1 (the embedding, blocks 0 .. L - 1, the head) as a shard group. */
-static ah_shard_group_t layer_group(int layer, int L) {
-    return layer == 0 ? (ah_shard_group_t){AH_SHARD_EMBED, -1}
-           : layer == L + 1 ? (ah_shard_group_t){AH_SHARD_HEAD, -1} : (ah_shard_group_t){AH_SHARD_BLOCK, layer - 1};
-}
-
 static ah_layer_kind_t layer_kind(int layer, int L) {
     return layer == 0 ? AH_LAYER_EMBED : layer == L + 1 ? AH_LAYER_HEAD : AH_LAYER_BLOCK;
 }
@@ -51,58 +45,95 @@ static double save_s(ah_sim_replay_t *x, const ah_sim_entry_t *from) {
     return from->gather_s + worst / (x->o->disk_gb_s * 1e9);
 }
 
-/* A read, by a device on `node`, of shard group g at TP indices k0 .. k1 - 1 of the state plan `was`
- * from the nodes whose `alive` is set (a peer read: the state plan's nodes that still hold it, holder
- * NULL; a memory read: the nodes whose pieces a surviving host's memory holds, holder[n] that host),
- * where no source of one of them is in node's region: true, with the link to one source in *link. */
-static bool read_across_regions(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0,
-                                int k1, int node, const bool *alive, const int *holder, ah_link_info_t *link) {
-    const ah_cluster_t *c = x->c;
-    bool across = false;
+/* The node a device on `node` reads shard group g at TP indices k0 .. k1 - 1 of the state plan `was`
+ * from: for each index the source on the nearest link (its own node, its zone, its region, another)
+ * among the nodes whose `alive` is set (NULL: all; a peer read: the state plan's nodes that still
+ * hold it, holder NULL; a memory read: the nodes whose pieces a surviving host's memory holds,
+ * holder[n] that host), the farthest of those over the indices; -1 when none holds one. */
+static int nearest_source(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0, int k1,
+                          int node, const bool *alive, const int *holder) {
+    int from = -1;
+    ah_link_t from_cls = AH_LINK_INTRA;
     for (int k = k0; k < k1; k++) {
-        int near = -1, far = -1;
-        for (int j = 0; j < was->n_ranks && near < 0; j++) {
+        int best = -1;
+        ah_link_t best_cls = AH_LINK_INTER_REGION;
+        for (int j = 0; j < was->n_ranks; j++) {
             const int o = was->ranks[j].node, n = holder ? holder[o] : o;
-            if (!alive[o] || !ah_placement_holds(was, j, g, k)) continue;
-            if (strcmp(c->nodes[n].region, c->nodes[node].region) == 0) near = n;
-            else if (far < 0) far = n;
+            if ((alive && !alive[o]) || !ah_placement_holds(was, j, g, k)) continue;
+            const ah_link_t cls = ah_link_between(x->c, n, node);
+            if (best < 0 || cls < best_cls) {
+                best = n;
+                best_cls = cls;
+            }
+            if (best_cls == AH_LINK_INTRA) break;
         }
-        if (near < 0 && far >= 0) {
-            *link = ah_link_of(c, node, far, c->nodes[node].type, c->nodes[far].type);
-            across = true;
+        if (best < 0) return -1;
+        if (from < 0 || best_cls > from_cls) {
+            from = best;
+            from_cls = best_cls;
         }
     }
-    return across;
+    return from;
 }
 
-/* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v, and whether
- * some of it comes from the cloud, i.e. the run rolls back to the last periodic checkpoint. */
+/* Whether the cluster's nodes are in more than one zone (a read may then cross one). */
+static bool several_zones(const ah_cluster_t *c) {
+    for (int n = 1; n < c->n_nodes; n++)
+        if (strcmp(c->nodes[n].zone, c->nodes[0].zone) != 0 || strcmp(c->nodes[n].region, c->nodes[0].region) != 0)
+            return true;
+    return false;
+}
+
+/* One device's reads of a tier: the bytes moved on their links (ah_sim_flow) and their seconds. */
+typedef struct {
+    int64_t bytes;
+    double seconds;
+} reads_t;
+
+/* The piece lb of group g at TP indices k0 .. k1 - 1 read by a device on `node` from its nearest source
+ * (nearest_source), on the link between them, into *r; only where the cluster has several zones (else
+ * the remainder's inter-node rate prices it, as every byte inside a zone is). */
+static void read_piece(const ah_sim_replay_t *x, ah_sim_flows_t *f, reads_t *r, bool zones, const ah_placement_t *was,
+                       ah_shard_group_t g, int k0, int k1, int node, const bool *alive, const int *holder, int64_t lb) {
+    const int from = zones ? nearest_source(x, was, g, k0, k1, node, alive, holder) : -1;
+    if (from < 0) return;
+    r->seconds += ah_sim_flow(f, from, node, (double)lb);
+    r->bytes += lb;
+}
+
+/* A tier's seconds for one device: its reads on their links plus the rest of `total` at inter_node_gb_s. */
+static double tier_seconds(const ah_cluster_t *c, const reads_t *r, int64_t total) {
+    return r->seconds + (double)(total > r->bytes ? total - r->bytes : 0) / (c->net.inter_node_gb_s * 1e9);
+}
+
+/* Seconds to move the state onto plan `to`, with bytes and seconds per tier in v (and the egress of
+ * what crossed a zone or region), and whether some of it comes from the cloud, i.e. the run rolls
+ * back to the last periodic checkpoint. */
 static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_recovery_t *v, bool *rollback) {
     *rollback = !x->fresh;
     if (x->fresh) return 0;
     const ah_cluster_t *c = x->c;
     const int L = (int)x->model->n_layer;
     const bool local_first = ah_sim_agent_policy(x->pol) && x->state;
-    const bool regions = ah_cluster_region_count(c) > 1;
+    const bool zones = several_zones(c);
     double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
-    if (!cloud) {
-        x->oom = true;
-        return 0;
-    }
-    double peer_max = 0, mem_max = 0;
+    ah_sim_flows_t fp, fm, fc; /* peer, memory, cloud */
+    const bool flows = ah_sim_flows_init(&fp, c) & ah_sim_flows_init(&fm, c) & ah_sim_flows_init(&fc, c);
+    double peer_max = 0, mem_max = 0, cloud_max = 0;
     bool lost = false;
     const ah_placement_t *was = local_first ? &x->state->place : NULL;
     /* the memory tier: a node's pieces survive in memory while the node holding its replica holds */
     bool *in_mem = local_first && x->state->holder ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem) : NULL;
+    if (!cloud || !flows || (local_first && x->state->holder && !in_mem)) x->oom = true;
     for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
-    for (int i = 0; i < to->place.n_ranks; i++) {
+    for (int i = 0; !x->oom && i < to->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &to->place.ranks[i];
-        int64_t b_cloud = 0, b_local = 0, b_mem = 0, b_wan = 0, b_mem_wan = 0; /* *_wan: read from another region */
-        ah_link_info_t wan = {0}, mem_wan = {0};
+        int64_t b_cloud = 0, b_local = 0, b_mem = 0;
+        reads_t peer = {0}, mem = {0}; /* on their links */
         if (!local_first) b_cloud = to->ckpt_bytes[i];
         else
             for (int l = 0; l <= L + 1; l++) {
-                const ah_shard_group_t g = layer_group(l, L);
+                const ah_shard_group_t g = ah_sim_layer_group(l, L);
                 if (!ah_placement_holds(&to->place, i, g, d->tp_index)) continue;
                 const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), to->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
                 /* on a surviving device of the state; resharding needs every old shard somewhere */
@@ -115,20 +146,19 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
                     local = o->node == d->node && o->index == d->index && x->holds[o->node] &&
                             ah_placement_holds(was, j, g, d->tp_index);
                 }
-                bool mem = !local && !avail && in_mem;
-                for (int k = 0; mem && k < (same_tp ? 1 : was->tp); k++)
-                    mem = ah_placement_survives(was, g, same_tp ? d->tp_index : k, in_mem);
+                bool in_memory = !local && !avail && in_mem;
+                for (int k = 0; in_memory && k < (same_tp ? 1 : was->tp); k++)
+                    in_memory = ah_placement_survives(was, g, same_tp ? d->tp_index : k, in_mem);
                 const int k0 = same_tp ? d->tp_index : 0, k1 = same_tp ? d->tp_index + 1 : was->tp;
                 if (local) b_local += lb;
-                else if (mem) {
+                else if (in_memory) {
                     b_mem += lb;
-                    if (regions && read_across_regions(x, was, g, k0, k1, d->node, in_mem, x->state->holder, &mem_wan))
-                        b_mem_wan += lb;
+                    read_piece(x, &fm, &mem, zones, was, g, k0, k1, d->node, in_mem, x->state->holder, lb);
                 } else if (!avail) {
                     b_cloud += lb;
                     lost = true;
-                } else if (regions && read_across_regions(x, was, g, k0, k1, d->node, x->holds, NULL, &wan))
-                    b_wan += lb;
+                } else
+                    read_piece(x, &fp, &peer, zones, was, g, k0, k1, d->node, x->holds, NULL, lb);
             }
         int64_t b_peer = to->ckpt_bytes[i] - b_cloud - b_local - b_mem;
         if (b_peer < 0) b_peer = 0;
@@ -137,22 +167,22 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
         v->bytes[AH_TIER_CLOUD] += b_cloud;
         v->bytes[AH_TIER_MEMORY] += b_mem;
         cloud[d->node] += (double)b_cloud;
-        v->bytes_across_regions += b_wan + b_mem_wan;
-        v->egress_usd += (double)b_wan / 1e9 * wan.usd_per_gb + (double)b_mem_wan / 1e9 * mem_wan.usd_per_gb;
-        const double ps = (double)(b_peer > b_wan ? b_peer - b_wan : 0) / (c->net.inter_node_gb_s * 1e9) +
-                          (b_wan > 0 ? (double)b_wan / wan.bw : 0),
-                     ms = (double)(b_mem - b_mem_wan) / (c->net.inter_node_gb_s * 1e9) +
-                          (b_mem_wan > 0 ? (double)b_mem_wan / mem_wan.bw : 0);
-        if (ps > peer_max) peer_max = ps;
-        if (ms > mem_max) mem_max = ms;
+        peer_max = fmax(peer_max, tier_seconds(c, &peer, b_peer));
+        mem_max = fmax(mem_max, tier_seconds(c, &mem, b_mem));
     }
     free(in_mem);
-    double cloud_max = 0;
-    for (int n = 0; n < c->n_nodes; n++) {
-        const double cs = cloud[n] / (c->net.cloud_gb_s * 1e9);
-        if (cs > cloud_max) cloud_max = cs;
-    }
+    for (int n = 0; !x->oom && n < c->n_nodes; n++) cloud_max = fmax(cloud_max, ah_sim_cloud_flow(&fc, n, x->bucket, cloud[n]));
     free(cloud);
+    if (flows) { /* each phase at least its pairs' bytes over their shared capacity; its egress paid */
+        peer_max = fmax(peer_max, ah_sim_flows_shared_s(&fp));
+        mem_max = fmax(mem_max, ah_sim_flows_shared_s(&fm));
+        cloud_max = fmax(cloud_max, ah_sim_flows_shared_s(&fc));
+        v->egress_usd += fp.usd + fm.usd + fc.usd;
+        v->bytes_across_regions += (int64_t)(fp.bytes_across_regions + fm.bytes_across_regions + fc.bytes_across_regions);
+    }
+    ah_sim_flows_free(&fp);
+    ah_sim_flows_free(&fm);
+    ah_sim_flows_free(&fc);
     v->tier_s[AH_TIER_PEER] = peer_max;
     v->tier_s[AH_TIER_CLOUD] = cloud_max;
     v->tier_s[AH_TIER_MEMORY] = mem_max;
@@ -162,27 +192,36 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
 
 /* The handover at a notice (memory.c's header; the runtime's ckpt/handover.h): every device of the state
  * plan is alive, so each device of the next plan e receives what it reads and its own device did not
- * hold, at inter_node_gb_s per device, the slowest bounding it. */
-static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+ * hold, each piece from its nearest holder on the link between them (inside a zone at inter_node_gb_s
+ * per device; under a new TP degree an equal part of it from each old shard's), the slowest device,
+ * or a "links" pair's shared capacity, bounding it; f gets its egress. */
+static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
     const int L = (int)x->model->n_layer;
     const ah_placement_t *was = &x->state->place;
+    const bool zones = several_zones(x->c);
     double worst = 0;
     for (int i = 0; i < e->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &e->place.ranks[i];
-        int64_t moved = e->ckpt_bytes[i];
-        for (int l = 0; e->tp == was->tp && l <= L + 1; l++) {
-            const ah_shard_group_t g = layer_group(l, L);
+        int64_t local = 0;
+        reads_t moved = {0};
+        for (int l = 0; l <= L + 1; l++) {
+            const ah_shard_group_t g = ah_sim_layer_group(l, L);
             if (!ah_placement_holds(&e->place, i, g, d->tp_index)) continue;
-            bool local = false;
-            for (int j = 0; !local && j < was->n_ranks; j++)
-                local = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
-                        ah_placement_holds(was, j, g, d->tp_index);
-            if (local) moved -= ah_layer_params(x->model, layer_kind(l, L), e->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+            const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), e->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+            bool here = false;
+            for (int j = 0; e->tp == was->tp && !here && j < was->n_ranks; j++)
+                here = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
+                       ah_placement_holds(was, j, g, d->tp_index);
+            if (here) local += lb;
+            else if (e->tp == was->tp)
+                read_piece(x, f, &moved, zones, was, g, d->tp_index, d->tp_index + 1, d->node, NULL, NULL, lb);
+            else
+                for (int k = 0; k < was->tp; k++)
+                    read_piece(x, f, &moved, zones, was, g, k, k + 1, d->node, NULL, NULL, lb / was->tp);
         }
-        const double t = (double)(moved > 0 ? moved : 0) / (x->c->net.inter_node_gb_s * 1e9);
-        if (t > worst) worst = t;
+        worst = fmax(worst, tier_seconds(x->c, &moved, e->ckpt_bytes[i] - local));
     }
-    return worst;
+    return fmax(worst, ah_sim_flows_shared_s(f));
 }
 
 /* The stop at a notice, for the policies the agent runs (it reacts to the notice like the
@@ -220,9 +259,16 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
         ah_sim_recovery_t without = {0};
         bool rolls_back;
         notice.fetch_s = transfer_s(x, e, &without, &rolls_back);
-        notice.memory_s = x->run->gather_s + ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) +
-                          handover_s(x, e);
-        notice.handover = ah_ckpt_notice_handover(&notice);
+        ah_sim_flows_t f;
+        if (!ah_sim_flows_init(&f, x->c)) x->oom = true;
+        else {
+            notice.memory_s = x->run->gather_s +
+                              ah_sim_memory_snapshot_s(&x->run->place, x->run->ckpt_bytes, x->o) + handover_s(x, e, &f);
+            notice.handover = ah_ckpt_notice_handover(&notice);
+            v->egress_usd = f.usd; /* the handover's, kept if it is taken (ah_sim_begin_recovery) */
+            v->bytes_across_regions = (int64_t)f.bytes_across_regions;
+        }
+        ah_sim_flows_free(&f);
     }
     if (notice.memory && !notice.handover)
         notice.memory_s =
@@ -255,12 +301,16 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     if (x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol))
         stop_at_notice(x, e, join, v, &unsaved, &handover);
     bool cloud_rollback;
+    const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
+    const int64_t handover_across = v->bytes_across_regions;
+    v->egress_usd = v->bytes_across_regions = 0;
     v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
     v->handover = handover;
-    if (handover) {
+    if (handover) { /* what moved was handed over: its bytes and egress are the handover's */
         ah_sim_handed_over(v);
         cloud_rollback = false;
-        v->egress_usd = v->bytes_across_regions = 0; /* what moved was handed over (its egress not priced) */
+        v->egress_usd = handover_usd;
+        v->bytes_across_regions = handover_across;
     }
     ah_sim_pay_ckpt_egress(x, v->egress_usd, (double)v->bytes_across_regions);
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at

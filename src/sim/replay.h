@@ -7,6 +7,8 @@
  *   by the set): speed, price, egress, the devices' checkpoint bytes and placement, the memory tier.
  * - recovery.c: what a (re)start costs, the rules of sim.h: the stop at a notice (the save, the
  *   handover), the transfer by tier (local, peer, memory, cloud) and the rollback.
+ * - transfer.c: checkpoint bytes on the links they cross (between nodes, to and from the cloud tier):
+ *   their time, their pairs' shared capacity and their egress.
  *
  * Ownership: the replay owns its cache of plans (ah_sim_entry_free each); a plan points into no
  * planner result. Errors: out of host memory sets x->oom (the replay then fails, naming the policy).
@@ -36,6 +38,8 @@ typedef struct {
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
     double replicate_s, replicate_usd, replicate_wan_bytes; /* one replication to the holders: its
                              seconds, its egress $ and the bytes it sends across a region (memory.c) */
+    double upload_usd, upload_wan_bytes; /* a periodic checkpoint's upload to the cloud tier: its egress $
+                             and the bytes it sends across a region (transfer.c) */
 } ah_sim_entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -51,6 +55,7 @@ typedef struct {
     const ah_sim_opts_t *o;
     ah_policy_t pol;
     const char *region;   /* autohet-region: the region it plans in (ah_sim_confined_region); else NULL */
+    int bucket;           /* a node in the cloud tier's region (ah_sim_cloud_node); -1: one region */
     ah_sim_result_t *r;
     ah_sim_entry_t **cache;
     int n_cache, cap_cache;
@@ -79,6 +84,39 @@ typedef struct {
 static inline bool ah_sim_agent_policy(ah_policy_t p) {
     return p == AH_POLICY_AUTOHET || p == AH_POLICY_AUTOHET_REGION;
 }
+
+/* Layer l of 0 .. L + 1 (the embedding, blocks 0 .. L - 1, the head) as a shard group. */
+static inline ah_shard_group_t ah_sim_layer_group(int layer, int L) {
+    return layer == 0 ? (ah_shard_group_t){AH_SHARD_EMBED, -1}
+           : layer == L + 1 ? (ah_shard_group_t){AH_SHARD_HEAD, -1} : (ah_shard_group_t){AH_SHARD_BLOCK, layer - 1};
+}
+
+/* transfer.c: checkpoint bytes on the links they cross (its header has the rules). The flows of one
+ * phase: their egress $, the bytes across a region, and the bytes on each "links" pair that has a
+ * total_gb_s. */
+typedef struct {
+    const ah_cluster_t *c;
+    double *pair_bytes;   /* [c->net.n_links] */
+    double usd, bytes_across_regions;
+} ah_sim_flows_t;
+bool ah_sim_flows_init(ah_sim_flows_t *f, const ah_cluster_t *c); /* false: out of host memory */
+void ah_sim_flows_free(ah_sim_flows_t *f);
+/* bytes from node `from` to node `to` on one device's share: seconds (inside a zone at inter_node_gb_s,
+ * else the link's per-GPU bandwidth, recorded in f). */
+double ah_sim_flow(ah_sim_flows_t *f, int from, int to, double bytes);
+/* The least a phase of f's flows lasts: max over "links" pairs with a total_gb_s of their bytes / it. */
+double ah_sim_flows_shared_s(const ah_sim_flows_t *f);
+/* Seconds for `node` to move `bytes` to or from the cloud tier whose region holds node `bucket` (-1:
+ * one region): cloud_gb_s, or from another region the least of it and the link's per-GPU bandwidth x
+ * the node's GPUs, recorded in f. */
+double ah_sim_cloud_flow(ah_sim_flows_t *f, int node, int bucket, double bytes);
+/* The first node in o->cloud_region (else the first node's region) in *bucket, -1 on a cluster of one
+ * region; refused, naming the regions, when no node is in it. */
+ah_status_t ah_sim_cloud_node(const ah_cluster_t *c, const ah_sim_opts_t *o, int *bucket, ah_error_t *err);
+/* One periodic checkpoint's upload (each (layer, TP shard) once, from its lowest holder): the egress $
+ * and the bytes of the uploaders in another region than `bucket`'s. */
+void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *pl, int bucket,
+                          double *usd, double *bytes_across_regions);
 
 /* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */

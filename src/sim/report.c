@@ -86,7 +86,7 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
                           "seconds", v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
                           tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
                           v->tokens_lost, "interrupted", v->interrupted);
-    if (v->bytes_across_regions > 0) { /* a peer or memory read from another region */
+    if (v->bytes_across_regions > 0 || v->egress_usd > 0) { /* reads (or a handover) across zones or regions */
         json_object_set_new(r, "bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
         json_object_set_new(r, "egress_usd", json_real(v->egress_usd));
     }
@@ -118,6 +118,9 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_object_set_new(opts, "snapshot_gb_s", json_real(o->snapshot_gb_s));
     json_object_set_new(opts, "ckpt_snapshot_gb_s", json_real(o->ckpt_snapshot_gb_s));
     json_object_set_new(opts, "handover", json_boolean(o->handover && o->replica_memory_gb > 0));
+    json_object_set_new(opts, "cloud_region", ah_cluster_region_count(c) > 1
+                                                  ? json_string(o->cloud_region[0] ? o->cloud_region : c->nodes[0].region)
+                                                  : json_null());
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];

@@ -213,9 +213,10 @@ static void on_internal(ah_sim_replay_t *x) {
         ah_sim_seg_open(x, AH_PHASE_TRAIN, "training", "");
         return;
     }
-    /* a checkpoint */
+    /* a checkpoint, uploaded to the cloud tier in the background (its egress: transfer.c) */
     x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
     ah_sim_replicated(x);
+    ah_sim_pay_ckpt_egress(x, x->run->upload_usd, x->run->upload_wan_bytes);
     x->stall_until = x->t + ckpt_stall_s(x);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     if (!x->pending_join) return;
@@ -278,6 +279,7 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     const ah_cluster_t *c = a->cluster;
     ah_sim_replay_t x = {.model = model, .c = c, .o = o, .pol = policy, .r = out, .fresh = true};
     out->policy = policy;
+    if ((hs = ah_sim_cloud_node(c, o, &x.bucket, err)) != AH_OK) return hs;
     if (policy == AH_POLICY_AUTOHET_REGION) {
         if ((hs = ah_sim_confined_region(c, o, out->region, err)) != AH_OK) return hs;
         x.region = out->region;

@@ -34,7 +34,9 @@
  *       and shown apart as egress_usd; and with the memory tier, each replication of the
  *       checkpoints to their holders (a periodic checkpoint, a memory-first save at a notice) pays
  *       the bytes that cross a zone or region at that link's $/GB (ckpt_egress_usd, part of it),
- *       and so does a recovery's peer read from another region (transfer_s below).
+ *       and so do a recovery's reads and a handover's moves across zones and regions (transfer_s
+ *       below) and every policy's upload of each periodic checkpoint to a cloud tier in another
+ *       region (opts.cloud_region; in the background, holding nothing: transfer.c).
  *       The plans are the planner's on the nodes up in every region at once (autohet-region: in
  *       its one region), so a re-plan may move pipelines between regions, priced on the WAN.
  *     - Checkpoints are taken every ckpt_every_s of training time kept (like the runtime's
@@ -75,9 +77,11 @@
  *          runtime's shard placement (ckpt/placement.h).
  *          transfer_s = max over nodes (cloud bytes of its devices) / cloud_gb_s
  *                     + max over devices (peer bytes) / inter_node_gb_s; local bytes cost nothing
- *          (they were just written and are read back from the page cache). Peer (and memory)
- *          bytes that no surviving device (host memory) in the reader's region holds come from
- *          another region, over that link: its per-GPU bandwidth, and its $/GB as egress.
+ *          (they were just written and are read back from the page cache). A peer (and memory)
+ *          piece comes from its nearest holder; from another zone or region over that link (its
+ *          per-GPU bandwidth, its $/GB as egress), and a node's cloud bytes from a bucket in another
+ *          region at the least of cloud_gb_s and the link's rate x its GPUs, billed too; a phase
+ *          lasts at least its bytes on a "links" pair over the pair's total_gb_s (transfer.c).
  *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
  *       The first start has no stop and nothing to transfer.
  *     - autohet rolls back to the last periodic checkpoint when some needed (layer, shard) is
@@ -99,9 +103,10 @@
  *       cloud's periodic checkpoint.
  *     - The handover at a notice (with the memory tier and opts.handover, the runtime's default; not
  *       for a join, nor for a removal during a recovery): the save is the snapshot plus, for each
- *       device of the next plan, what it reads and its own device did not hold at inter_node_gb_s
- *       (memory.c); committed in memory, the disks not written before the relaunch; the relaunch's
- *       transfer is then 0 (every byte on its own host, counted as memory) and nothing rolls back.
+ *       device of the next plan, what it reads and its own device did not hold at inter_node_gb_s,
+ *       or over the link from a holder in another zone or region, billed (memory.c, transfer.c);
+ *       committed in memory, the disks not written before the relaunch; the relaunch's transfer is
+ *       then 0 (every byte on its own host, counted as memory) and nothing rolls back.
  */
 #ifndef AH_SIM_SIM_H
 #define AH_SIM_SIM_H
@@ -205,6 +210,7 @@ typedef struct ah_sim_opts {
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
+    char cloud_region[AH_NAME_MAX]; /* the cloud tier's bucket's region; "": the first node's (transfer.c) */
 } ah_sim_opts_t;
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
@@ -265,9 +271,9 @@ typedef struct ah_sim_recovery {
     int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
     bool interrupted;          /* another event restarted it before it finished */
-    int64_t bytes_across_regions; /* of the peer and memory bytes, those read from another region
-                                  (no source in the reader's region): over that link */
-    double egress_usd;         /* their egress at the link's $/GB */
+    int64_t bytes_across_regions; /* of the bytes moved (peer, memory and cloud reads; a handover's
+                                  moves), those that crossed a region: over that link */
+    double egress_usd;         /* the egress of what they moved across zones and regions, at each link's $/GB */
 } ah_sim_recovery_t;
 
 typedef struct ah_sim_result {
@@ -281,7 +287,8 @@ typedef struct ah_sim_result {
                                 * regions while they train, plan/price.c; and ckpt_egress_usd) */
     double ckpt_egress_usd;    /* the part of egress_usd that is the checkpoints' (the memory tier's
                                   replication to a holder in another zone or region, memory.c; a
-                                  recovery's peer reads from another region, recovery.c) */
+                                  recovery's reads and a handover's moves across zones and regions,
+                                  recovery.c; uploads to a cloud tier in another region, transfer.c) */
     double ckpt_bytes_across_regions; /* the checkpoint bytes those sent across a region */
     double ckpt_stall_s;       /* training time the periodic checkpoints held (snapshot, replication) */
     double recovery_s;         /* time in (re)starts (notice to first finished step), the first
