@@ -32,6 +32,30 @@ print(f"  saves: {[(e['step'], e['bytes']['memory'], round(e['memory_seconds'], 
 PY
 [ "$(cd "$WORK/mem" && echo */*/step-*)" = "n0/from-n1/step-00000008 n1/from-n0/step-00000008" ] ||
     fail "memory holds: $(cd "$WORK/mem" && echo */*/step-*)"
+# the window: n0 killed while it receives n1's step 8 (test hook replica: one file in, no manifest): it still
+# holds n1's step 4 committed (a holder frees its older step once the new one is complete everywhere,
+# when both fit its budget; until session 16 it freed it before the copy and held no complete step then)
+AH_TEST_HOOK="phase=replica,step=8,node=n0,action=kill" dp2_train window --ckpt-every 4 --ckpt-sync \
+    --local-root "$WORK/ck-window" --replica-memory-gb 1 --replica-root "$WORK/mem-window" &&
+    fail "the run with n0 killed mid-replication exited 0"
+[ -f "$WORK/mem-window/n0/from-n1/step-00000004/manifest.json" ] && [ ! -e "$WORK/mem-window/n0/from-n1/step-00000008/manifest.json" ] &&
+    [ -e "$WORK/mem-window/n0/from-n1/step-00000008" ] ||
+    fail "n0 killed mid-replication of step 8 holds: $(cd "$WORK/mem-window" && echo */*/step-*/manifest.json)"
+"$AUTOHET" ckpt verify --local-root "$WORK/mem-window/n0/from-n1" --step 4 >"$WORK/verify.out" 2>&1 ||
+    { cat "$WORK/verify.out"; fail "n1's step 4 in n0's memory does not verify after the kill mid-replication"; }
+python3 - "$WORK/died.jsonl" <<'PY' || fail "memory_freed_first"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
+assert all(e["memory_freed_first"] == 0 for e in ev), ev  # 1 GB holds two steps of this model
+PY
+# a budget for one step per holder, not two: the older step is freed before the copy, said
+GB=$(python3 -c 'import json,sys; e=[o for o in map(json.loads, open(sys.argv[1])) if o.get("event")=="checkpoint"][0]; print(e["bytes"]["memory"] * 0.75 / 1e9)' "$WORK/died.jsonl")
+ok tight --ckpt-every 4 --local-root "$WORK/ck-tight" --replica-memory-gb "$GB" --replica-root "$WORK/mem-tight"
+python3 - "$WORK/tight.jsonl" <<'PY' || fail "a budget for one step: memory_freed_first"
+import json, sys
+ev = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"]
+assert [(e["step"], e["memory_freed_first"], e["memory_left_files"]) for e in ev] == [(4, 0, 0), (8, 2, 0), (12, 2, 0)], ev
+PY
 "$AUTOHET" ckpt ls --replica-root "$WORK/mem" >"$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls --replica-root"; }
 grep -q "memory:n0<-n1 .*8 .*committed" "$WORK/ls.out" || { cat "$WORK/ls.out"; fail "ckpt ls: the memory tier"; }
 

@@ -132,3 +132,26 @@ void ah_replica_prune(const char *holder_root, int64_t step, const char *source)
     prune_t p = {.step = step, .source = source};
     each_source(holder_root, prune_one, &p);
 }
+
+typedef struct {
+    int64_t step;
+    uint64_t bytes;
+} held_t;
+
+static void held_one(void *ctx, const char *root, const char *source) {
+    held_t *h = ctx;
+    ah_ckpt_step_info_t *info;
+    int n;
+    ah_error_t e2;
+    (void)source;
+    if (ah_ckpt_list(root, &info, &n, &e2) != AH_OK) return;
+    for (int i = 0; i < n; i++)
+        if (info[i].step != h->step) h->bytes += info[i].bytes;
+    free(info);
+}
+
+uint64_t ah_replica_held_bytes(const char *holder_root, int64_t step) {
+    held_t h = {.step = step};
+    each_source(holder_root, held_one, &h);
+    return h.bytes;
+}

@@ -21,9 +21,11 @@
  * Budget (ah_replica_fit, pure): each holder keeps at most `budget` bytes; the sources' files are
  * taken in source order, each source's in its manifest's order, a file that does not fit is left
  * to the disks (said by the caller), a later smaller one may still fit.
- * Retention: a holder keeps one step, the newest replicated: ah_replica_prune removes every older
- * step of every source before the new one is written (so the budget is never exceeded; while the
- * new step is written the host holds none complete).
+ * Retention (the caller's, runtime/ckpt_replica.c): a holder keeps its older steps while a new one
+ * is written when they and the new step's files that fit (ah_replica_fit) are within its budget
+ * together (ah_replica_held_bytes), and removes them (ah_replica_prune) once the new step is complete
+ * on every holder; when they do not fit together it removes them first, so the budget is never
+ * exceeded (while the new step is written that host then holds none complete: the window).
  *
  * Ownership: out-arrays are malloc'ed, the caller frees them (manifests: ah_ckpt_manifests_free).
  */
@@ -60,5 +62,8 @@ ah_status_t ah_replica_load_committed(const char *holder_root, ah_ckpt_manifest_
 /* Removes every step older than `step` (committed or not) under holder_root's from-* roots, and
  * `step` itself of `source` (a replica of it being rewritten). Best effort. */
 void ah_replica_prune(const char *holder_root, int64_t step, const char *source);
+/* Bytes of every step but `step` under holder_root's from-* roots, committed or not (what a holder
+ * keeps besides the step it is about to write). */
+uint64_t ah_replica_held_bytes(const char *holder_root, int64_t step);
 
 #endif

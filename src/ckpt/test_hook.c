@@ -12,11 +12,12 @@
 
 #include "core/str.h"
 
-static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory"};
+static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory", "replica"};
 enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
-    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory,step=N|any"
+    fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
+            "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica,step=N|any"
             "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
     exit(2);
 }

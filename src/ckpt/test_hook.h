@@ -19,6 +19,9 @@
  *               peer's memory nor written to a disk;
  *   notice-memory    mid-notice-save: step N is committed in peers' memory, its disk write not
  *               started;
+ *   replica     mid-replication into peers' memory (runtime/ckpt_replica.c, periodic and notice saves
+ *               alike): the holder node's first file of step N is received, its manifest of step N
+ *               not written (node= names the holder);
  *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
  *               in the cloud, not its manifest (so the cloud copy of step N does not count yet).
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).

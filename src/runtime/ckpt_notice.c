@@ -13,7 +13,7 @@
  *      processes), and each node's leader commits the step there (test hook "notice-snapshot");
  *   2. replicate: each node's leader sends that step to its partner's memory (ckpt_replica.c), the
  *      holders keeping their older step until the new one is complete (so a kill during the copy
- *      leaves the last committed replica, unlike a periodic replication, which frees it first);
+ *      leaves the last committed replica; a periodic replication too, when both fit the budget);
  *   3. the step is committed in memory when every node the plan uses has every file of its step
  *      in its partner's memory (nothing over the budget, no write failed) and no leaving node's
  *      partner leaves too (a staying node also keeps its own copy of step 1): s->memory_saved,

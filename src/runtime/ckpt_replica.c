@@ -15,6 +15,7 @@
 #include "ckpt/afile.h"
 #include "ckpt/handover.h"
 #include "ckpt/replica.h"
+#include "ckpt/test_hook.h"
 #include "comm/transfer.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -136,6 +137,8 @@ static ah_status_t replicate_node(ah_ckpt_session_t *s, const char *src_root, in
         if ((st = receive_file(dir_ok ? dir : "/nonexistent-replica-dir", m->files[i].name, from, &ok, rs->error,
                                sizeof rs->error, err)) != AH_OK)
             break;
+        /* test-only: mid-replication, the holder's first file of the step received, its manifest not */
+        if (ok && held.n_files == 0) ah_test_hook("replica", step, s->tr->plan->cluster.nodes[holder].name);
         if (ok) {
             held.files[held.n_files++] = m->files[i];
             rs->bytes += m->files[i].bytes;
@@ -150,9 +153,11 @@ static ah_status_t replicate_node(ah_ckpt_session_t *s, const char *src_root, in
     return st;
 }
 
-/* What fits each holder, the same on every rank; the left-over is counted on rank 0. */
+/* What fits each holder, the same on every rank; the left-over is counted on rank 0; *mine: the bytes
+ * this rank's node then holds of the step. */
 static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have,
-                            const int *partner, bool **fits, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+                            const int *partner, bool **fits, ah_ckpt_replica_stats_t *rs, uint64_t *mine,
+                            ah_error_t *err) {
     const int nn = s->place.n_nodes;
     int *nf = calloc((size_t)nn, sizeof *nf);
     uint64_t **sizes = calloc((size_t)nn, sizeof *sizes), *held = calloc((size_t)nn, sizeof *held);
@@ -165,6 +170,7 @@ static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t
         for (int i = 0; st == AH_OK && i < nf[y]; i++) sizes[y][i] = ms[y].files[i].bytes;
     }
     if (st == AH_OK) ah_replica_fit(nn, partner, nf, sizes, s->replica_budget, nn, fits, held);
+    *mine = st == AH_OK ? held[s->my_node] : 0;
     for (int y = 0; st == AH_OK && s->tr->rank == 0 && y < nn; y++)
         for (int i = 0; partner[y] >= 0 && i < nf[y]; i++)
             if (!fits[y][i]) {
@@ -185,15 +191,16 @@ static ah_status_t replica_totals(ah_ckpt_session_t *s, int64_t step, double t0,
     if (rs->error[0]) /* said where it happened; rank 0's event says that some holder failed */
         fprintf(stderr, "autohet train: warning: node %s: the in-memory replica of step %lld is incomplete: %s; those "
                 "files stay on the disks only\n", s->tr->plan->cluster.nodes[s->my_node].name, (long long)step, rs->error);
-    double sums[5] = {(double)rs->bytes, (double)rs->files, (double)rs->left_bytes, (double)rs->left_files,
-                      rs->error[0] ? 1 : 0};
+    double sums[6] = {(double)rs->bytes, (double)rs->files, (double)rs->left_bytes, (double)rs->left_files,
+                      rs->error[0] ? 1 : 0, (double)rs->freed_first};
     int64_t us = (int64_t)((ah_now_s() - t0) * 1e6);
-    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 5, err);
+    ah_status_t st = ah_comm_allreduce_f64(ah_comm_world(), sums, 6, err);
     if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
     rs->bytes = (uint64_t)sums[0];
     rs->files = (int)sums[1];
     rs->left_bytes = (uint64_t)sums[2];
     rs->left_files = (int)sums[3];
+    rs->freed_first = (int)sums[5];
     rs->seconds = (double)us * 1e-6;
     rs->complete = rs->complete && rs->left_files == 0 && sums[4] == 0;
     if (st == AH_OK && s->tr->rank == 0 && rs->left_files > 0 && !s->replica_said) { /* once a run */
@@ -223,10 +230,19 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
     for (int y = 0; st == AH_OK && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
     if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
-    if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), plan_fit(s, ms, have, partner, fits, rs, err), err);
-    /* one step held per host: the older ones go before the new one is written (replica.h), or, with
-     * keep_old (a notice's), after it (ah_ckpt_replica_prune_older) */
-    if (st == AH_OK && s->node_rank == 0 && !keep_old) ah_replica_prune(s->replica_root, step, NULL);
+    uint64_t new_bytes = 0;
+    if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), plan_fit(s, ms, have, partner, fits, rs, &new_bytes, err), err);
+    /* Retention (replica.h): a holder keeps its older steps while the new one is written, so that a
+     * loss during the copy finds the last complete one, when they fit its budget together; they go
+     * once the new one is complete on every holder (below), or, with keep_old (a notice's), when the
+     * caller says (ah_ckpt_replica_prune_older). When they do not fit together they go first. */
+    bool freed_first = false;
+    if (st == AH_OK && s->node_rank == 0 && !keep_old &&
+        ah_replica_held_bytes(s->replica_root, step) + new_bytes > s->replica_budget) {
+        ah_replica_prune(s->replica_root, step, NULL);
+        freed_first = true;
+        rs->freed_first = 1;
+    }
     /* complete: every node the plan uses has its whole step in a partner's memory (ckpt_session.h) */
     rs->complete = st == AH_OK;
     for (int y = 0; st == AH_OK && y < nn; y++) {
@@ -235,6 +251,8 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
             st = replicate_node(s, src_root, step, y, partner[y], &ms[y], fits[y], rs, err);
     }
     if (st == AH_OK) st = replica_totals(s, step, t0, rs, err);
+    if (st == AH_OK && s->node_rank == 0 && !keep_old && !freed_first && rs->complete)
+        ah_replica_prune(s->replica_root, step, NULL);
     for (int y = 0; y < nn; y++) {
         if (ms && have && have[y]) ah_ckpt_manifest_free(&ms[y]);
         if (fits) free(fits[y]);
@@ -334,5 +352,7 @@ void ah_ckpt_replica_event(const ah_ckpt_replica_stats_t *rs, json_t *ev) {
     /* what did not fit --replica-memory-gb: on the disks (and the cloud) only */
     json_object_set_new(ev, "memory_left_bytes", json_integer((json_int_t)rs->left_bytes));
     json_object_set_new(ev, "memory_left_files", json_integer(rs->left_files));
+    /* holders that freed their older step before the copy (it and the new one over the budget) */
+    json_object_set_new(ev, "memory_freed_first", json_integer(rs->freed_first));
     if (rs->error[0]) json_object_set_new(ev, "memory_error", json_string(rs->error));
 }

@@ -20,6 +20,7 @@ typedef struct {
     double seconds;        /* the slowest rank's */
     char error[512];       /* a transfer or write that failed ("" none); the step stays on the disks */
     bool complete;         /* every node the plan uses has every file of its step held by its partner */
+    int freed_first;       /* holders that freed their older step before the copy (over the budget together) */
 } ah_ckpt_replica_stats_t;
 
 struct ah_ckpt_session {
@@ -129,8 +130,9 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
 /* Collective, replicas on: each node's leader sends the files of step, as committed in its node's
  * checkpoint root src_root (its disk after a commit; its own memory at a notice, ckpt_notice.c), to
  * its partner's leader (replica.h), which holds them in its replica root. Older steps there are
- * removed first, or with keep_old not at all (the caller prunes once the new one is complete:
- * ah_ckpt_replica_prune_older). Errors are communication failures; a write that fails is in rs. */
+ * removed once the new one is complete on every holder, or first when they and it do not fit the
+ * budget together (rs->freed_first); with keep_old not at all (the caller prunes once the new one is
+ * complete: ah_ckpt_replica_prune_older). Errors are communication failures; a failed write is in rs. */
 ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
                               ah_ckpt_replica_stats_t *rs, ah_error_t *err);
 /* Collective, the handover at a notice (s->handover known): each file of step (as committed in every
