@@ -114,22 +114,30 @@ static double median_over_rounds(const job_t *j, size_t at) {
     return ah_median(v, j->rounds);
 }
 
+/* The layer figures at `at` (an ah_profile_layer_t inside each entry): the first round's, with the
+ * forward and backward times the medians over the rounds; not present unless every round measured
+ * them (a round that could not, out of host memory, holds 0 s, which must not pull the median down). */
+static ah_profile_layer_t layer_over_rounds(const job_t *j, size_t at) {
+    ah_profile_layer_t l;
+    memcpy(&l, (const char *)&j->round[0] + at, sizeof l);
+    for (int r = 1; r < j->rounds && l.present; r++) {
+        ah_profile_layer_t other;
+        memcpy(&other, (const char *)&j->round[r] + at, sizeof other);
+        l.present = other.present;
+    }
+    l.fwd_s = median_over_rounds(j, at + offsetof(ah_profile_layer_t, fwd_s));
+    l.bwd_s = median_over_rounds(j, at + offsetof(ah_profile_layer_t, bwd_s));
+    return l;
+}
+
 /* The job's entry: the first round's, with each time the median over the rounds. */
 static ah_profile_entry_t job_entry(const job_t *j) {
     ah_profile_entry_t e = j->round[0];
-    for (int l = 0; l < 3; l++) {
-        e.layer[l].fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, layer[l].fwd_s));
-        e.layer[l].bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, layer[l].bwd_s));
-    }
+    for (int l = 0; l < 3; l++) e.layer[l] = layer_over_rounds(j, offsetof(ah_profile_entry_t, layer[l]));
     e.optimizer_s_per_param = median_over_rounds(j, offsetof(ah_profile_entry_t, optimizer_s_per_param));
-    e.attention.fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, attention.fwd_s));
-    e.attention.bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, attention.bwd_s));
-    for (int k = 1; k < 4; k++) { /* the ring kernels at CP 2^k */
-        e.ring[k].fwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, ring) + k * sizeof e.ring[0] +
-                                                    offsetof(ah_profile_layer_t, fwd_s));
-        e.ring[k].bwd_s = median_over_rounds(j, offsetof(ah_profile_entry_t, ring) + k * sizeof e.ring[0] +
-                                                    offsetof(ah_profile_layer_t, bwd_s));
-    }
+    e.attention = layer_over_rounds(j, offsetof(ah_profile_entry_t, attention));
+    for (int k = 1; k < 4; k++) /* the ring kernels at CP 2^k */
+        e.ring[k] = layer_over_rounds(j, offsetof(ah_profile_entry_t, ring) + k * sizeof e.ring[0]);
     return e;
 }
 
