@@ -110,4 +110,9 @@ check "an unknown --region is refused naming the regions: $(cat "$TMP/e.txt")" $
 [ $? -eq 2 ] && grep -q "region is the autohet-region policy's region; add autohet-region to --policy" "$TMP/e2.txt"
 st=$?
 check "--region without autohet-region is refused: $(cat "$TMP/e2.txt")" $st
+"$AH" simulate "${COMMON[@]}" --policy autohet --cloud-region nowhere >"$TMP/e3.txt" 2>&1
+[ $? -eq 2 ] && grep -q 'cloud-region "nowhere": no node of the cluster is in it; its regions are ra, rb' "$TMP/e3.txt" &&
+    ! grep -q "^horizon" "$TMP/e3.txt"
+st=$?
+check "an unknown --cloud-region is refused before the report, naming the regions: $(cat "$TMP/e3.txt")" $st
 checks_done test_sim_regions

@@ -267,6 +267,8 @@ static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, con
                             const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], const char *json_path,
                             const char *svg_path, ah_error_t *err) {
     ah_status_t st = ah_sim_check_horizon(avail, o, err);
+    int bucket;
+    if (st == AH_OK) st = ah_sim_cloud_node(g->cluster, o, &bucket, err); /* --cloud-region, before the report */
     if (st != AH_OK) return st;
     const double H = ah_sim_horizon_s(avail, o);
     const ah_model_t *model = g->model;

@@ -110,9 +110,6 @@ double ah_sim_flows_shared_s(const ah_sim_flows_t *f);
  * one region): cloud_gb_s, or from another region the least of it and the link's per-GPU bandwidth x
  * the node's GPUs, recorded in f. */
 double ah_sim_cloud_flow(ah_sim_flows_t *f, int node, int bucket, double bytes);
-/* The first node in o->cloud_region (else the first node's region) in *bucket, -1 on a cluster of one
- * region; refused, naming the regions, when no node is in it. */
-ah_status_t ah_sim_cloud_node(const ah_cluster_t *c, const ah_sim_opts_t *o, int *bucket, ah_error_t *err);
 /* One periodic checkpoint's upload (each (layer, TP shard) once, from its lowest holder): the egress $
  * and the bytes of the uploaders in another region than `bucket`'s. */
 void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *pl, int bucket,

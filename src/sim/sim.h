@@ -320,6 +320,11 @@ void ah_sim_result_free(ah_sim_result_t *r);
 ah_status_t ah_sim_confined_region(const ah_cluster_t *c, const ah_sim_opts_t *opts, char *region,
                                    ah_error_t *err);
 
+/* The cloud tier's bucket (transfer.c): the first node in opts->cloud_region (else the first node's
+ * region) in *bucket, -1 on a cluster of one region (nothing crosses); refused, naming the regions,
+ * when no node is in it. */
+ah_status_t ah_sim_cloud_node(const ah_cluster_t *c, const ah_sim_opts_t *o, int *bucket, ah_error_t *err);
+
 /* On-demand $/GPU-hour of a node under opts (see ah_sim_opts_t.on_demand_factor). */
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *opts);
 
