@@ -3,7 +3,8 @@
  * GPU-hours and recovery time (and each recovery's terms) from the rules in docs/simulator.md.
  * A recovery runs from the notice to the first finished step after it, as the agent times it:
  * autohet waits for the step in progress (half an iteration) and saves at the notice; every
- * (re)start ends with one iteration of the new plan, whose tokens count. */
+ * (re)start ends with one iteration of the new plan, whose tokens count. Then churn-aware plans
+ * (--churn-aware) and the breakdown of where a replay's time went, on a hand-checkable trace. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -539,12 +540,123 @@ static void test_schedule_across_restart(void) {
     ah_cluster_free(&c2);
 }
 
+/* Churn-aware plans (simulate --churn-aware, sim/replay.h ah_sim_plan_choose) and
+ * the breakdown of where a policy's time went (ah_sim_breakdown), on a hand-checkable trace.
+ *
+ * CHURN_CLUSTER: od-0, two A100s on demand; h-0, one H20 spot. The H20's trace: up at 0, removed at
+ * 2000 s, back at 2100 s for good. Every run starts on both nodes (nothing seen yet), is hit at
+ * 2000 s and recovers onto od-0; h-0 is back while it recovers, so it can join at a later
+ * checkpoint. With --churn-aware autohet takes it in only when the plan with it, its speed times
+ * the share of time its preemptions leave (1 - rate x recovery cost), beats od-0 alone: the rate
+ * seen at a check at time t is min(1 / (node-seconds up + 3600), 1 / (t + 3600)) = 1 / (t + 3600)
+ * (one removal; h-0 was up t - 100 s), the recovery cost the mean of the finished recoveries'
+ * seconds less their wait and first step. */
+static const char *CHURN_CLUSTER =
+    "{\"nodes\": ["
+    "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 2, \"spot\": false, \"usd_per_gpu_hour\": 2},"
+    "{\"name\": \"h-0\", \"gpu\": \"H20\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+    " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
+
+/* The H20 GPUs the run paid for after time t (its timeline). */
+static int h20_after(const ah_sim_result_t *r, double t, int h20) {
+    int n = 0;
+    for (int k = 0; k < r->n_segs; k++)
+        if (r->segs[k].end_s > t) n += r->segs[k].gpus[h20];
+    return n;
+}
+
+static void test_churn_aware(void) {
+    ah_cluster_t c, c1;
+    ah_model_t m;
+    ah_error_t err;
+    if (!load_cluster(CHURN_CLUSTER, &c) || !load_cluster(CHURN_CLUSTER, &c1)) return;
+    c1.n_nodes = 1; /* od-0 alone */
+    int P, S, D;
+    CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
+    o.hours = 2;
+    o.ckpt_every_s = 300;
+    o.replan_s = 5;
+    o.disk_gb_s = 2;
+    const double H = 2 * 3600.0, R2 = rate_of(&m, &c, &o.train, false, &P, &S, &D),
+                 R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D);
+    CHECK(R2 > R1, "the plan with the H20 is faster (%g vs %g tokens/s)", R2, R1);
+    const int h20 = ah_cluster_find_type(&c, "H20");
+
+    const char *path = write_tmp("0,add,n1\n2000,remove,n1\n2100,add,n2\n");
+    ah_sim_pool_t pool = {0};
+    CHECK(ah_sim_pool_resolve(&c, "H20", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(path, AH_UNIT_S, &pool.trace, &err) == AH_OK, "%s", err.msg);
+    ah_sim_avail_t a;
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+
+    /* A 1500 s restart: the recovery cost is at least 1505 s (re-plan 5 s), so at any check up to
+     * the horizon the H20's plan keeps at most 1 - 1505 / (H + 3600) of its speed: less than od-0's. */
+    o.restart_s = 1500;
+    CHECK(R2 * (1 - 1505 / (H + 3600)) < R1, "the set-up makes the H20 not pay: %g x %g vs %g", R2,
+          1 - 1505 / (H + 3600), R1);
+    ah_sim_result_t plain, aware;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &plain, &err) == AH_OK, "%s", err.msg);
+    o.churn_aware = true;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &aware, &err) == AH_OK, "%s", err.msg);
+    /* without: h-0 joins at a checkpoint after the recovery (faster); with: it is never taken again */
+    CHECK(plain.n_recs == 3 && strcmp(plain.recs[2].event, "join at checkpoint") == 0, "plain joins h-0 (%d)",
+          plain.n_recs);
+    CHECK(h20_after(&plain, 2100, h20) > 0, "plain trains on the H20 again");
+    CHECK(aware.n_recs == 2 && aware.preemptions == 1, "churn-aware: the start and the preemption only (%d)",
+          aware.n_recs);
+    CHECK(h20_after(&aware, 2100, h20) == 0, "churn-aware leaves the H20 out after its removal");
+    /* the same up to the join: the start and the preemption cost the same */
+    if (plain.n_recs >= 2 && aware.n_recs >= 2)
+        CHECK_NEAR(aware.recs[1].seconds, plain.recs[1].seconds, 1e-9);
+    CHECK_NEAR(aware.usd, 2 * 2 * H / 3600 + 1 * 2000 / 3600.0, 1e-9); /* od-0 all along, h-0 until its removal */
+
+    /* The breakdown of the plain run: the states add up to the horizon, the terms to the finished
+     * recoveries', the GPU-hours up are od-0's all the time and h-0's but for 100 s. */
+    ah_sim_breakdown_t b;
+    ah_sim_breakdown(&a, H, &plain, &b);
+    CHECK_NEAR(b.train_h + b.recover_h + b.stalled_h, 2, 1e-9);
+    CHECK_NEAR(b.recover_h * 3600, plain.recovery_s, 1e-6);
+    CHECK_NEAR(b.restart_h * 3600, 3 * 1500, 1e-6); /* the start, the preemption, the join */
+    CHECK_NEAR(b.interrupted_h, 0, 1e-9);
+    double terms = 0;
+    for (int k = 0; k < plain.n_recs; k++) terms += plain.recs[k].seconds;
+    CHECK_NEAR((b.wait_h + b.save_h + b.replan_h + b.restart_h + b.transfer_h + b.first_step_h) * 3600, terms, 1e-6);
+    CHECK_NEAR(b.gpu_hours_up, 2 * 2 + (H - 100) / 3600, 1e-9);
+    ah_sim_result_free(&plain);
+    ah_sim_result_free(&aware);
+
+    /* A 30 s restart: the recovery costs under a minute, the H20 keeps > 98 % of its speed, which
+     * beats od-0 alone: churn-aware makes the same replay as without. */
+    o.restart_s = 30;
+    o.churn_aware = false;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &plain, &err) == AH_OK, "%s", err.msg);
+    double cost = 0;
+    for (int k = 0; k < plain.n_recs; k++) cost = fmax(cost, plain.recs[k].seconds);
+    CHECK(R2 * (1 - cost / 3600) > R1, "the H20 pays at %g s a recovery", cost);
+    o.churn_aware = true;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &aware, &err) == AH_OK, "%s", err.msg);
+    CHECK(plain.n_recs == 3 && aware.n_recs == 3, "both join h-0 (%d, %d)", plain.n_recs, aware.n_recs);
+    CHECK_NEAR(aware.tokens, plain.tokens, 1e-9);
+    CHECK_NEAR(aware.usd, plain.usd, 1e-9);
+    ah_sim_result_free(&plain);
+    ah_sim_result_free(&aware);
+
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+    ah_cluster_free(&c1);
+}
+
 int main(void) {
     test_readers();
     test_mapping();
     test_one_preemption();
     test_partial_loss();
     test_schedule_across_restart();
+    test_churn_aware();
     for (int i = 0; i < n_tmp; i++) unlink(tmp_paths[i]);
     return ah_test_finish();
 }

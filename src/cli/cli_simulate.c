@@ -115,6 +115,31 @@ static void print_pools(const ah_cluster_t *c, const ah_sim_avail_t *a, const ah
     print_always_up(c, pools, n_pools);
 }
 
+/* Where each policy's time went (ah_sim_breakdown), and each against on-demand when it ran. */
+static void print_breakdown(const ah_sim_avail_t *a, double horizon_s, const ah_sim_result_t *r, int n) {
+    const ah_sim_result_t *od = NULL;
+    for (int i = 0; i < n; i++)
+        if (r[i].policy == AH_POLICY_ON_DEMAND) od = &r[i];
+    ah_sim_breakdown_t odb = {0};
+    if (od) ah_sim_breakdown(a, horizon_s, od, &odb);
+    printf("\nwhere the time went (h): training (checkpoint holds), recovering = wait + save + re-plan + restart + "
+           "transfer + first step + interrupted, stalled; mean tokens/s while training; GPU-h used of those up\n");
+    for (int i = 0; i < n; i++) {
+        ah_sim_breakdown_t b;
+        ah_sim_breakdown(a, horizon_s, &r[i], &b);
+        printf("%s: train %.2f (%.2f), recover %.2f = %.2f + %.2f + %.2f + %.2f + %.2f + %.2f + %.2f, stalled %.2f; "
+               "%.0f tokens/s; GPU-h %.0f of %.0f",
+               ah_policy_name(r[i].policy), b.train_h, b.ckpt_hold_h, b.recover_h, b.wait_h, b.save_h, b.replan_h,
+               b.restart_h, b.transfer_h, b.first_step_h, b.interrupted_h, b.stalled_h, b.train_tokens_per_s,
+               r[i].gpu_hours, b.gpu_hours_up);
+        if (od && &r[i] != od && od->tokens > 0 && r[i].tokens > 0 && odb.train_tokens_per_s > 0)
+            printf("; vs on-demand: tokens %.0f %%, $/token %.0f %%, tokens/s while training %.0f %%",
+                   100 * r[i].tokens / od->tokens, 100 * (r[i].usd / r[i].tokens) / (od->usd / od->tokens),
+                   100 * b.train_tokens_per_s / odb.train_tokens_per_s);
+        printf("\n");
+    }
+}
+
 static void print_results(const ah_sim_result_t *r, int n) {
     int w = 13; /* the names' column */
     for (int i = 0; i < n; i++)
@@ -248,6 +273,9 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
         printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication on "
                "each pair's link; %s\n", o->replica_memory_gb, o->snapshot_gb_s,
                o->handover ? "the handover at a notice (--no-handover: off)" : "no handover at a notice");
+    if (o->churn_aware)
+        printf("autohet: churn-aware plans (--churn-aware): spot types left out where their preemptions cost more "
+               "than they train\n");
 }
 
 /* A replay in which no policy trained a token because none had a plan that fits: refused, with
@@ -281,7 +309,10 @@ static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, con
     int n_res = 0;
     for (int p = 0; p < AH_POLICY_COUNT && st == AH_OK; p++)
         if (want[p] && (st = ah_sim_run(model, avail, o, (ah_policy_t)p, &results[n_res], err)) == AH_OK) n_res++;
-    if (st == AH_OK) print_results(results, n_res);
+    if (st == AH_OK) {
+        print_results(results, n_res);
+        print_breakdown(avail, H, results, n_res);
+    }
     if (st == AH_OK && json_path) {
         json_t *doc = ah_sim_to_json(avail, pools, n_pools, o, H, results, n_res);
         st = doc ? ah_json_save_file(doc, json_path, err)
@@ -415,6 +446,9 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},
+        {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
+         "preemptions, at the rate seen so far, cost more than they train, and takes in joined nodes only when that "
+         "pays (docs/simulator.md \"Churn-aware plans\"; the agent does not do this yet)", false},
         {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o->snapshot_gb_s, "G",
          "with --replica-memory-gb: a device's copy of its checkpoint into its host's memory, GB/s per device "
          "(default: the runtime's, measured; docs/simulator.md)", false},

@@ -5,6 +5,7 @@
  * device's checkpoint bytes and shard placement, a sharded save's all-gather, the egress of its
  * uploads to the cloud tier, the memory tier's holders. Errors: out of host memory returns NULL/false; a set with no plan is an entry with the
  * planner's message. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
         bool in = x->pol == AH_POLICY_ON_DEMAND || x->up[i];
         if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
         if (x->region) in = in && strcmp(c->nodes[i].region, x->region) == 0;
+        if (c->nodes[i].spot && (x->skip_types >> c->nodes[i].type & 1u)) in = false;
         key[i] = in ? '1' : '0';
     }
     key[c->n_nodes] = 0;
@@ -191,4 +193,60 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
     }
     x->cache[x->n_cache++] = e;
     return e;
+}
+
+double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    double rate = 0;
+    for (int ty = 0; ty < x->c->n_types; ty++) {
+        int nodes = 0;
+        for (int i = 0; i < x->c->n_nodes; i++) nodes += e->uses[i] && x->c->nodes[i].spot && x->c->nodes[i].type == ty;
+        if (nodes == 0) continue;
+        const double per_node = x->spot_removals[ty] / (x->spot_node_s[ty] + 3600.0),
+                     events = x->spot_removal_events[ty] / (x->t + 3600.0);
+        rate += fmin(nodes * per_node, events);
+    }
+    return rate;
+}
+
+double ah_sim_recovery_cost_s(const ah_sim_replay_t *x) {
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < x->r->n_recs; i++) {
+        const ah_sim_recovery_t *v = &x->r->recs[i];
+        if (v->interrupted || (i == x->r->n_recs - 1 && x->phase == AH_PHASE_RECOVER)) continue;
+        sum += v->seconds - v->wait_s - v->first_step_s;
+        n++;
+    }
+    return n > 0 ? sum / n : x->o->restart_s;
+}
+
+/* What plan e is expected to earn: tokens per second (objective time) or per $ (cost), its
+ * preemptions' recoveries taken off. */
+static double expected_score(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    if (!e->ok) return 0;
+    const double kept = fmax(0, 1 - ah_sim_hit_rate(x, e) * ah_sim_recovery_cost_s(x));
+    const double g = e->tokens_per_s * kept;
+    return x->o->objective == AH_OBJECTIVE_COST ? g / (e->usd_per_s + e->egress_usd_per_s) : g;
+}
+
+ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x) {
+    ah_sim_entry_t *best = ah_sim_plan_for(x);
+    if (!best || !ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return best;
+    const ah_cluster_t *c = x->c;
+    unsigned spot_up = 0; /* the spot types up that have churned */
+    for (int i = 0; i < c->n_nodes && c->n_types <= 8; i++)
+        if (x->up[i] && c->nodes[i].spot && x->spot_removals[c->nodes[i].type] > 0) spot_up |= 1u << c->nodes[i].type;
+    double best_score = expected_score(x, best);
+    for (unsigned skip = spot_up; skip > 0; skip = (skip - 1) & spot_up) {
+        x->skip_types = skip;
+        ah_sim_entry_t *e = ah_sim_plan_for(x);
+        x->skip_types = 0;
+        if (!e) return NULL;
+        const double s = expected_score(x, e);
+        if (s > best_score) {
+            best = e;
+            best_score = s;
+        }
+    }
+    return best;
 }

@@ -74,6 +74,11 @@ typedef struct {
     bool fresh;           /* nothing trained yet: a start has nothing to transfer */
     bool started;         /* the first (re)start happened */
     bool pending_join;
+    /* the churn the replay has seen so far (plans.c, ah_sim_plan_choose): per GPU type, the removals of its
+     * spot nodes, the changes that removed some (several may go at once) and the seconds its spot nodes
+     * were up, the seconds since the first change */
+    double *spot_removals, *spot_removal_events, *spot_node_s;
+    unsigned skip_types;  /* types left out of the set planned on (a candidate of ah_sim_plan_choose) */
     double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
     int cap_segs, cap_markers, cap_recs;
     bool oom;
@@ -119,6 +124,18 @@ void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_p
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
 void ah_sim_entry_free(ah_sim_entry_t *e);
+/* plans.c: the plan the policy starts on given x->up. autohet (with o->churn_aware): of the plans on
+ * the nodes up and on them less every subset of their spot types, the one of the most expected
+ * tokens per second (time) or tokens per $ (cost) once the recoveries the churn seen so far predicts
+ * are taken off (ah_sim_expected_rate); else ah_sim_plan_for. NULL only when out of host memory. */
+ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x);
+/* Preemptions per second that hit plan e at the churn seen so far: per spot type, its nodes in e
+ * times the type's removals per node-second up, at most the type's changes that removed some per
+ * second (nodes removed together hit once); one node-hour (hour) of no removal assumed first. */
+double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
+/* The seconds a preemption takes from training, expected from this replay's finished recoveries
+ * (their seconds less the wait and the first step, whose tokens count), o->restart_s before any. */
+double ah_sim_recovery_cost_s(const ah_sim_replay_t *x);
 
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
  * recovering to e. join: every node got the notice (a restart to take in joined nodes). */

@@ -62,6 +62,47 @@ static bool avail_steps(const ah_sim_avail_t *a, double horizon, steps_t *s) {
     return true;
 }
 
+void ah_sim_breakdown(const ah_sim_avail_t *a, double horizon, const ah_sim_result_t *r, ah_sim_breakdown_t *b) {
+    const ah_cluster_t *c = a->cluster;
+    memset(b, 0, sizeof *b);
+    double train_tokens = 0;
+    for (int k = 0; k < r->n_segs; k++) {
+        const ah_sim_segment_t *g = &r->segs[k];
+        const double h = (g->end_s - g->start_s) / 3600;
+        if (g->phase == AH_PHASE_TRAIN) {
+            b->train_h += h;
+            train_tokens += g->tokens_per_s * h * 3600;
+        } else if (g->phase == AH_PHASE_RECOVER) b->recover_h += h;
+        else b->stalled_h += h;
+    }
+    b->ckpt_hold_h = r->ckpt_stall_s / 3600;
+    b->train_tokens_per_s = b->train_h > 0 ? train_tokens / (b->train_h * 3600) : 0;
+    double finished = 0;
+    for (int k = 0; k < r->n_recs; k++) {
+        const ah_sim_recovery_t *v = &r->recs[k];
+        if (v->interrupted) continue;
+        b->wait_h += v->wait_s / 3600;
+        b->save_h += v->save_s / 3600;
+        b->replan_h += v->replan_s / 3600;
+        b->restart_h += v->restart_s / 3600;
+        b->transfer_h += v->transfer_s / 3600;
+        b->first_step_h += v->first_step_s / 3600;
+        finished += v->seconds / 3600;
+    }
+    b->interrupted_h = fmax(0, b->recover_h - finished); /* a recovery cut by the horizon counts here too */
+    if (r->policy == AH_POLICY_ON_DEMAND) {
+        for (int i = 0; i < c->n_nodes; i++) b->gpu_hours_up += c->nodes[i].count * horizon / 3600;
+        return;
+    }
+    steps_t st;
+    if (!avail_steps(a, horizon, &st)) return;
+    for (int i = 0; i < st.n; i++) {
+        const double h = ((i + 1 < st.n ? st.t[i + 1] : horizon) - st.t[i]) / 3600;
+        for (int ty = 0; ty < c->n_types; ty++) b->gpu_hours_up += st.gpus[(size_t)i * (size_t)c->n_types + ty] * h;
+    }
+    steps_free(&st);
+}
+
 static json_t *gpus_json(const ah_cluster_t *c, const int *g) {
     json_t *o = json_object();
     for (int ty = 0; ty < c->n_types; ty++)
@@ -97,6 +138,16 @@ static const char *phase_name(ah_sim_phase_t p) {
     return p == AH_PHASE_TRAIN ? "train" : p == AH_PHASE_RECOVER ? "recover" : "stalled";
 }
 
+static json_t *breakdown_json(const ah_sim_avail_t *a, double horizon, const ah_sim_result_t *r) {
+    ah_sim_breakdown_t b;
+    ah_sim_breakdown(a, horizon, r, &b);
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "train_h", b.train_h,
+                     "ckpt_hold_h", b.ckpt_hold_h, "recover_h", b.recover_h, "wait_h", b.wait_h, "save_h", b.save_h,
+                     "replan_h", b.replan_h, "restart_h", b.restart_h, "transfer_h", b.transfer_h, "first_step_h",
+                     b.first_step_h, "interrupted_h", b.interrupted_h, "stalled_h", b.stalled_h, "train_tokens_per_s",
+                     b.train_tokens_per_s, "gpu_hours_up", b.gpu_hours_up);
+}
+
 json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int n_pools,
                        const ah_sim_opts_t *o, double horizon, const ah_sim_result_t *res, int n_res) {
     const ah_cluster_t *c = a->cluster;
@@ -121,6 +172,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
     json_object_set_new(opts, "cloud_region", ah_cluster_region_count(c) > 1
                                                   ? json_string(o->cloud_region[0] ? o->cloud_region : c->nodes[0].region)
                                                   : json_null());
+    json_object_set_new(opts, "churn_aware", json_boolean(o->churn_aware));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];
@@ -188,6 +240,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
         json_object_set_new(e, "ckpt_bytes_across_regions", json_real(r->ckpt_bytes_across_regions));
         json_object_set_new(e, "checkpoint_hours", json_real(r->ckpt_stall_s / 3600));
         json_object_set_new(e, "recoveries", rc);
+        json_object_set_new(e, "breakdown", breakdown_json(a, horizon, r));
         if (r->note[0]) json_object_set_new(e, "note", json_string(r->note));
         if (r->region[0]) json_object_set_new(e, "region", json_string(r->region));
         json_array_append_new(jr, e);

@@ -155,7 +155,7 @@ void ah_sim_replicated(ah_sim_replay_t *x) {
 
 /* (Re)starts on what is up now; stalls when no plan fits. */
 static void try_start(ah_sim_replay_t *x, const char *label, const char *arg) {
-    ah_sim_entry_t *e = ah_sim_plan_for(x);
+    ah_sim_entry_t *e = ah_sim_plan_choose(x);
     if (!e) {
         x->oom = true;
         return;
@@ -184,6 +184,8 @@ static void advance(ah_sim_replay_t *x, double tn) {
         x->r->gpu_hours += gpus * dt / 3600.0;
     }
     if (dt > 0 && x->phase == AH_PHASE_RECOVER) x->r->recovery_s += dt;
+    for (int i = 0; dt > 0 && i < x->c->n_nodes; i++)
+        if (x->up[i] && x->c->nodes[i].spot) x->spot_node_s[x->c->nodes[i].type] += dt;
     x->t = tn;
 }
 
@@ -199,6 +201,14 @@ static double ckpt_stall_s(const ah_sim_replay_t *x) {
     double copy = 0;
     for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
     return e->gather_s + copy + (e->holder ? e->replicate_s : 0);
+}
+
+/* Whether restarting onto e (faster) to take in joined nodes pays: the nodes would join anyway at the
+ * next preemption of the running plan, expected in 1 / its hit rate; the restart costs a recovery. */
+static bool join_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    if (e->tokens_per_s <= x->run->tokens_per_s) return false;
+    if (!ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return true;
+    return e->tokens_per_s - x->run->tokens_per_s > e->tokens_per_s * ah_sim_hit_rate(x, x->run) * ah_sim_recovery_cost_s(x);
 }
 
 static void on_internal(ah_sim_replay_t *x) {
@@ -221,9 +231,9 @@ static void on_internal(ah_sim_replay_t *x) {
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     if (!x->pending_join) return;
     x->pending_join = false;
-    ah_sim_entry_t *e = ah_sim_plan_for(x);
+    ah_sim_entry_t *e = ah_sim_plan_choose(x);
     if (!e) x->oom = true;
-    else if (e->ok && e != x->run && e->tokens_per_s > x->run->tokens_per_s)
+    else if (e->ok && e != x->run && join_pays(x, e))
         ah_sim_begin_recovery(x, e, true, "join at checkpoint", "");
 }
 
@@ -232,9 +242,16 @@ static void on_changes(ah_sim_replay_t *x, const ah_sim_avail_t *a, int *ci) {
     const double t = a->changes[*ci].t_s;
     const char *hit_name = NULL;
     bool added = false;
+    unsigned removed_types = 0;
     for (; *ci < a->n_changes && a->changes[*ci].t_s == t; (*ci)++) {
         const ah_sim_change_t *ch = &a->changes[*ci];
         x->up[ch->node] = ch->up;
+        if (!ch->up && x->c->nodes[ch->node].spot) {
+            const int ty = x->c->nodes[ch->node].type;
+            if (!(removed_types >> ty & 1u)) x->spot_removal_events[ty]++;
+            removed_types |= 1u << ty;
+            x->spot_removals[ty]++;
+        }
         if (ch->up) {
             added = true;
             continue;
@@ -286,7 +303,10 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     }
     x.up = malloc(sizeof(bool) * (size_t)(c->n_nodes + 1));
     x.holds = calloc((size_t)c->n_nodes + 1, sizeof(bool));
-    if (!x.up || !x.holds) x.oom = true;
+    x.spot_removals = calloc((size_t)c->n_types + 1, sizeof(double));
+    x.spot_node_s = calloc((size_t)c->n_types + 1, sizeof(double));
+    x.spot_removal_events = calloc((size_t)c->n_types + 1, sizeof(double));
+    if (!x.up || !x.holds || !x.spot_removals || !x.spot_node_s || !x.spot_removal_events) x.oom = true;
     else memcpy(x.up, a->up0, sizeof(bool) * (size_t)c->n_nodes);
     const double H = ah_sim_horizon_s(a, o);
     const bool replay = policy != AH_POLICY_ON_DEMAND;
@@ -317,6 +337,9 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     free(x.cache);
     free(x.up);
     free(x.holds);
+    free(x.spot_removals);
+    free(x.spot_node_s);
+    free(x.spot_removal_events);
     out->sim_wall_s = ah_now_s() - t_start;
     if (x.oom) {
         ah_sim_result_free(out);

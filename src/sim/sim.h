@@ -53,6 +53,13 @@
  *     - Added nodes join at the next checkpoint: the policy plans on the larger set and restarts
  *       if the plan is faster (no work is lost: the checkpoint was just taken). With nothing
  *       running (no feasible plan), added nodes are used at once.
+ *     - Churn-aware plans (autohet with opts.churn_aware; replay.h ah_sim_plan_choose): at a (re)start
+ *       and a join autohet plans on the nodes up and on them less every subset of the spot types that
+ *       have lost a node so far, and takes the plan of the most expected tokens/s (tokens per $ under
+ *       the cost objective): its rate x (1 - hit rate x recovery cost), the hit rate from the
+ *       removals seen so far (ah_sim_hit_rate), the cost the mean finished recovery less its wait and
+ *       first step; a join restarts only when the faster plan gains more than the restart costs
+ *       before the running plan's next expected preemption (which would take the nodes in anyway).
  *     - A (re)start is timed as the agent times a recovery (docs/elastic.md): from the notice to
  *       the first finished step after it, recovery = stop_s + replan_s + restart_s + transfer_s
  *       + first_step_s, each term from inputs known before running:
@@ -209,6 +216,8 @@ typedef struct ah_sim_opts {
                                   snapshot, which holds training), GB/s per device (AH_SIM_CKPT_SNAPSHOT_GB_S) */
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
+    bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
+                                  (replay.h ah_sim_plan_choose) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
     char cloud_region[AH_NAME_MAX]; /* the cloud tier's bucket's region; "": the first node's (transfer.c) */
 } ah_sim_opts_t;
@@ -353,13 +362,30 @@ double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, con
 
 /* ---- output (report.c) ---- */
 
+/* Where a policy's wall time went (docs/simulator.md "Where the time goes"): hours by state, the
+ * recoveries' hours by term, its mean speed while training, the GPU-hours it used of those up. */
+typedef struct ah_sim_breakdown {
+    double train_h;            /* training, the periodic checkpoints' holds included */
+    double ckpt_hold_h;        /* of it, held by the periodic checkpoints */
+    double recover_h;          /* in (re)starts, the first start included */
+    /* of recover_h, by term over the (re)starts that finished: the step in progress, the save at the
+     * notice, re-plan, restart, transfer, the first step; and the time of (re)starts another event
+     * interrupted */
+    double wait_h, save_h, replan_h, restart_h, transfer_h, first_step_h, interrupted_h;
+    double stalled_h;          /* no plan fitted what was up */
+    double train_tokens_per_s; /* mean while training (the timeline's training segments) */
+    double gpu_hours_up;       /* GPU-hours of the nodes up (the policy's to use; on-demand: the cluster) */
+} ah_sim_breakdown_t;
+
+void ah_sim_breakdown(const ah_sim_avail_t *avail, double horizon_s, const ah_sim_result_t *r, ah_sim_breakdown_t *b);
+
 struct json_t;
 /* {"horizon_s", "options", "pools": [{pool, trace, format, unit, unit_how, nodes, mapping}],
  *  "availability": [{"start_s","end_s","gpus":{TYPE:n}}], "policies": [{totals...,
  *  "timeline": [{"start_s","end_s","phase","gpus":{TYPE:n},"tokens_per_s","event"}],
  *  "recoveries": [{"t_s","event","seconds","breakdown":{"stop_s","wait_s","save_s","replan_s",
  *  "startup_s","transfer_s","first_step_s"},"bytes":{tier:n},"tier_seconds":{tier:s},
- *  "tokens_lost","interrupted"}]}]} */
+ *  "tokens_lost","interrupted"}], "breakdown": {ah_sim_breakdown_t's fields}}]} */
 struct json_t *ah_sim_to_json(const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
                               const ah_sim_opts_t *opts, double horizon_s,
                               const ah_sim_result_t *results, int n_results);
