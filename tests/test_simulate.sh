@@ -66,7 +66,20 @@ assert pol["autohet"]["tokens"] >= pol["uniform"]["tokens"] > 0
 assert pol["megatron-best"]["tokens"] > 0
 assert d["pools"][1]["unit"] == "h" and d["pools"][0]["unit"] == "s"
 assert any(m["node"] == "sp-0" and m["change"] == "down" and m["t_s"] == 3600 for m in d["mapping"])
+# where the time went: the states add up to the horizon, the GPU-hours used are at most those up
+for p in pol.values():
+    b = p["breakdown"]
+    assert abs(b["train_h"] + b["recover_h"] + b["stalled_h"] - 2) < 1e-9, b
+    assert abs(b["recover_h"] - p["recovery_hours"]) < 1e-9 and p["gpu_hours"] <= b["gpu_hours_up"] + 1e-9, b
+assert pol["on-demand"]["breakdown"]["gpu_hours_up"] == 8 and d["options"]["churn_aware"] is False
 EOF
+has "$W/out.txt" "autohet: train " "where the time went printed"
+has "$W/out.txt" "vs on-demand: tokens " "each policy against on-demand"
+"$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" \
+    --hours 2 --policy autohet --churn-aware --json "$W/ca.json" >"$W/ca.txt" 2>&1
+[ $? -eq 0 ] && pass "simulate --churn-aware runs" || { fail "simulate --churn-aware exit code"; cat "$W/ca.txt"; }
+has "$W/ca.txt" "autohet: churn-aware plans (--churn-aware)" "--churn-aware said"
+grep -q '"churn_aware": true' "$W/ca.json" && pass "--churn-aware in the JSON options" || fail "--churn-aware in the JSON options"
 grep -q "<svg" "$W/out.svg" && grep -q "autohet" "$W/out.svg" && pass "SVG written" || fail "SVG written"
 
 # unit given by the user wins
