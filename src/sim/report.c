@@ -148,14 +148,9 @@ static json_t *breakdown_json(const ah_sim_avail_t *a, double horizon, const ah_
                      b.train_tokens_per_s, "gpu_hours_up", b.gpu_hours_up);
 }
 
-json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int n_pools,
-                       const ah_sim_opts_t *o, double horizon, const ah_sim_result_t *res, int n_res) {
-    const ah_cluster_t *c = a->cluster;
-    json_t *doc = json_object();
-    json_object_set_new(doc, "horizon_s", json_real(horizon));
-    json_object_set_new(doc, "horizon_h", json_real(horizon / 3600));
-    json_object_set_new(
-        doc, "options",
+/* The options the replay ran under. */
+static json_t *options_json(const ah_cluster_t *c, const ah_sim_opts_t *o) {
+    json_t *opts =
         json_pack("{s:I, s:I, s:I, s:s, s:f, s:f, s:o, s:f, s:f, s:f, s:s, s:o}", "global_batch",
                   (json_int_t)o->train.global_batch, "seq_len", (json_int_t)o->train.seq_len, "micro_batch",
                   (json_int_t)o->train.micro_batch, "precision", ah_precision_name(o->train.precision),
@@ -163,8 +158,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
                   "replan_s", o->replan_s >= 0 ? json_real(o->replan_s) : json_string("measured"),
                   "on_demand_factor", o->on_demand_factor, "disk_gb_s", o->disk_gb_s, "grace_s", o->grace_s,
                   "objective", o->objective == AH_OBJECTIVE_COST ? "cost" : "time", "budget_usd_per_hour",
-                  o->budget_usd_per_hour > 0 ? json_real(o->budget_usd_per_hour) : json_null()));
-    json_t *opts = json_object_get(doc, "options");
+                  o->budget_usd_per_hour > 0 ? json_real(o->budget_usd_per_hour) : json_null());
     json_object_set_new(opts, "replica_memory_gb", json_real(o->replica_memory_gb));
     json_object_set_new(opts, "snapshot_gb_s", json_real(o->snapshot_gb_s));
     json_object_set_new(opts, "ckpt_snapshot_gb_s", json_real(o->ckpt_snapshot_gb_s));
@@ -173,6 +167,16 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
                                                   ? json_string(o->cloud_region[0] ? o->cloud_region : c->nodes[0].region)
                                                   : json_null());
     json_object_set_new(opts, "churn_aware", json_boolean(o->churn_aware));
+    return opts;
+}
+
+json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int n_pools,
+                       const ah_sim_opts_t *o, double horizon, const ah_sim_result_t *res, int n_res) {
+    const ah_cluster_t *c = a->cluster;
+    json_t *doc = json_object();
+    json_object_set_new(doc, "horizon_s", json_real(horizon));
+    json_object_set_new(doc, "horizon_h", json_real(horizon / 3600));
+    json_object_set_new(doc, "options", options_json(c, o));
     json_t *jp = json_array();
     for (int i = 0; i < n_pools; i++) {
         const ah_sim_pool_t *p = &pools[i];
