@@ -1,5 +1,5 @@
 # The planner's context-parallel degree (--cp auto|1|2|4|8; planner/cp_choice.c, docs/planner.md
-# "Context parallelism"), end to end on an emulated CPU cluster of one node of 4 devices:
+# "Context parallelism"), end to end on emulated CPU clusters (mostly one node of 4 devices):
 #  - plan --cp 2 (tiny-gpt2, 64 tokens): every pipeline "cp": 2 with 2 x tp devices a stage, the
 #    plan evaluates and checks (autohet evaluate), says "context parallelism: ... 2 ways (--cp 2)",
 #    and trains 2 steps;
@@ -7,7 +7,8 @@
 #    tokens, or where nothing fits unsplit);
 #  - a 2-layer LLaMA at 1024 tokens on 4 MiB devices: --cp 1 fits nothing (the attention's
 #    probabilities alone are 8 MiB a layer unsplit, 4 MiB at TP 2); auto plans CP > 1, says so
-#    ("nothing fits unsplit"), and that plan trains 2 steps within the emulated 4 MiB;
+#    ("nothing fits unsplit"), and that plan trains 2 steps within the emulated 4 MiB; on two nodes
+#    of 2 such devices auto spans the CP 4 group over both nodes, and that plan trains too;
 #  - per pipeline, at 4096 tokens on 4 memory-poor and 2 rich devices: auto searches each
 #    pipeline's degree exactly (tests/test_planner_exact_cp.c checks it against a brute force):
 #    the poor type's pipeline splits the sequence 4 ways and the rich one's 2, "why" names each
@@ -72,6 +73,29 @@ peak = max(max(o["memory_high_bytes"]) for o in map(json.loads, open(sys.argv[1]
 assert peak <= 4 << 20, peak
 print(f"  auto at 1024 tokens on 4 MiB devices: trained, peak {peak} bytes")
 PY
+
+# A CP group across nodes: the same 1024 tokens on two nodes of 2 devices of 4 MiB: no node holds
+# the CP 4 group that fits, so auto spans it over both (CP ranks 0-1 on n0, 2-3 on n1; before CP
+# groups could span nodes this was infeasible), says so, prices the ring on the inter-node link
+# (more ring time than the one-node plan above), and the plan trains 2 steps within 4 MiB.
+sed 's/"nodes": \[{"name": "n0", "gpu": "cpu", "count": 4}\]/"nodes": [{"name": "n0", "gpu": "cpu", "count": 2}, {"name": "n1", "gpu": "cpu", "count": 2}]/' \
+    "$WORK/c4.json" >"$WORK/c22.json"
+grep -q '"n1"' "$WORK/c22.json" || fail "the two-node cluster was not written"
+$AUTOHET plan --model "$WORK/lm.json" --cluster "$WORK/c22.json" --global-batch 4 --seq-len 1024 -o "$WORK/span.json" \
+    >"$WORK/span.out" 2>&1 || fail "auto at 1024 tokens on 2 x 2 devices: $(cat "$WORK/span.out")"
+grep -Eq "^context parallelism: pipeline 0 \(cpu\) splits the sequence 4 ways across 2 nodes .* nothing fits unsplit" \
+    "$WORK/span.out" || fail "auto on 2 x 2 devices does not say it spans nodes: $(cat "$WORK/span.out")"
+for p in long span; do "$AUTOHET" evaluate --json --plan "$WORK/$p.json" >"$WORK/$p.eval.json" || fail "evaluate $p"; done
+python3 - "$WORK/span.json" "$WORK/span.eval.json" "$WORK/long.eval.json" <<'PY2' || fail "the spanning plan's layout or ring"
+import json, sys
+d, span, local = (json.load(open(f)) for f in sys.argv[1:])
+nodes = [dv["node"] for dv in d["pipelines"][0]["stages"][0]["devices"]]
+assert d["pipelines"][0]["cp"] == 4 and nodes == ["n0", "n0", "n1", "n1"], nodes
+ring = lambda e: e["breakdown"]["cp_comm_s"]
+assert ring(span) > ring(local) > 0, (ring(span), ring(local))
+print(f"  CP 4 across n0, n1: ring {ring(span):.6f} s a step (one node: {ring(local):.6f} s)")
+PY2
+train2 "$WORK/span.json" span
 
 # Per pipeline: the same LLaMA at 4096 tokens on 4 memory-poor devices (96 MiB) and 2 rich ones
 # (1 GiB): --cp 1 leaves the poor ones idle; auto gives the poor type's pipeline CP 4 and the rich

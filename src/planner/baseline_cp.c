@@ -1,8 +1,9 @@
 /* megatron-best with context parallelism (issue 38), as Megatron-Core runs it: one CP degree c for
- * every pipeline (--context-parallel-size), each CP group tp x c devices of one node with TP
- * innermost (Megatron-Core's default rank order tp-cp-dp-pp), the causal load balance of the
- * runtime. A degree's plan is megatron-best's own search (baselines.c) run on one CP rank's view of
- * the problem (cp_choice.c ah_cp_view: each node's devices / c, the sequence / c) and expanded to
+ * every pipeline (--context-parallel-size), each CP group tp x c devices, TP innermost
+ * (Megatron-Core's default rank order tp-cp-dp-pp), inside one node or across alike nodes (the
+ * faster of the two), the causal load balance of the runtime. A degree's plan is megatron-best's
+ * own search (baselines.c) run on one CP rank's view of the problem (cp_view.c ah_cp_view: the
+ * devices / c, the sequence / c) and expanded to
  * the real cluster (ah_cp_expand), then checked and evaluated whole (ah_evaluate prices CP: per CP
  * rank T / c tokens and 1 / c of the causal work, the ring's transfers, memory to the byte); where
  * it does not fit, with every stage recomputing (one flag for all, as Megatron's).
@@ -24,21 +25,24 @@
 #include "plan/evaluate.h"
 #include "planner/planner.h"
 
-/* megatron-best at CP degree cp into *out (fits, evaluated). */
-static ah_status_t megatron_best_at(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
-                                    int cp, ah_plan_result_t *out, ah_error_t *err) {
-    ah_cluster_t view;
-    ah_planner_opts_t vo;
+/* megatron-best at CP degree cp, its CP groups across `span` nodes (1: one node), into *out (fits,
+ * evaluated). */
+static ah_status_t megatron_best_span(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                      int cp, int span, ah_plan_result_t *out, ah_error_t *err) {
+    ah_cp_view_t view;
     ah_plan_result_t v;
     memset(out, 0, sizeof *out);
     out->from_baseline = -1;
-    ah_status_t st = ah_cp_view(cluster, o, cp, &view, &vo, err);
+    ah_status_t st = ah_cp_view(cluster, o, cp, span, &view, err);
     if (st != AH_OK) return st;
-    st = ah_baseline_run(model, &view, &vo, AH_BASELINE_MEGATRON_BEST, &v, err);
-    free(view.nodes);
-    if (st != AH_OK) return ah_error_prefix(err, "at CP %d, on one CP rank's view", cp), st;
+    st = ah_baseline_run(model, &view.cluster, &view.opts, AH_BASELINE_MEGATRON_BEST, &v, err);
+    if (st != AH_OK) {
+        ah_cp_view_free(&view);
+        return ah_error_prefix(err, "at CP %d, on one CP rank's view", cp), st;
+    }
     bool fits = false;
-    st = ah_cp_expand_fit(&v.plan, cluster, o, cp, &out->plan, &out->eval, &fits, err);
+    st = ah_cp_expand_fit(&view, &v.plan, cluster, o, &out->plan, &out->eval, &fits, err);
+    ah_cp_view_free(&view);
     ah_plan_result_free(&v);
     if (st == AH_OK && !fits)
         st = ah_error_set(err, AH_ERR_INFEASIBLE, "the megatron-best baseline at CP %d: its view's plan does not fit "
@@ -52,6 +56,39 @@ static ah_status_t megatron_best_at(const ah_model_t *model, const ah_cluster_t 
     out->search_value_s = out->eval.search_estimate_s;
     ah_result_price(out);
     return AH_OK;
+}
+
+/* megatron-best at CP degree cp into *out: the faster of its CP groups inside one node (where a
+ * node holds cp devices) and across the most alike nodes the cluster has (ah_cp_max_span). */
+static ah_status_t megatron_best_at(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                    int cp, ah_plan_result_t *out, ah_error_t *err) {
+    bool local = false, have = false;
+    for (int n = 0; n < cluster->n_nodes && !local; n++) local = cluster->nodes[n].count >= cp;
+    const int spans[2] = {1, ah_cp_max_span(cluster, cp)};
+    ah_status_t st = AH_ERR_INFEASIBLE;
+    for (int k = 0; k < 2; k++) {
+        if ((k == 0 && !local) || (k == 1 && spans[1] == 1)) continue;
+        ah_plan_result_t r;
+        ah_error_t why = {0};
+        const ah_status_t s = megatron_best_span(model, cluster, o, cp, spans[k], &r, &why);
+        if (s == AH_ERR_OOM) {
+            if (have) ah_plan_result_free(out);
+            return *err = why, s;
+        }
+        if (s != AH_OK) {
+            if (!have) *err = why, st = s;
+            continue;
+        }
+        if (have && !(ah_planner_time_s(o, &r.eval) < ah_planner_time_s(o, &out->eval))) {
+            ah_plan_result_free(&r);
+            continue;
+        }
+        if (have) ah_plan_result_free(out);
+        *out = r;
+        have = true;
+        st = AH_OK;
+    }
+    return st;
 }
 
 ah_status_t ah_megatron_best_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,

@@ -12,11 +12,14 @@
  * would leave the exact search) and is kept when every (t, m) was searched exactly.
  *
  * Elsewhere (larger clusters, template mode), one degree c for every pipeline, as Megatron-Core
- * sets it, found by the search run on one CP rank's view of the problem: the cluster with every
- * node holding count / c devices (a device of the view stands for the c devices of its CP group,
- * node-local) and the sequence T / c tokens. The view's plan is expanded on the real cluster: a
- * stage on TP group g of a node becomes the node's devices g tp c .. (g + 1) tp c - 1, cp-major, the
- * pipeline's "cp" c, the sequence T again; and that plan is checked and evaluated whole. Where it
+ * sets it, found by the search run on one CP rank's view of the problem (cp_view.c): the cluster
+ * with every node holding count / c devices (a device of the view stands for the c devices of its
+ * CP group, node-local) and the sequence T / c tokens. The view's plan is expanded on the real
+ * cluster: a stage on TP group g of a node becomes the node's devices g tp c .. (g + 1) tp c - 1,
+ * cp-major, the pipeline's "cp" c, the sequence T again; and that plan is checked and evaluated
+ * whole. Each degree is also planned with its CP groups across alike nodes (the view's span,
+ * ah_cp_max_span: TP inside each node, the ring over their link), on clusters of the exact search
+ * too, and the better plan kept (plan_cp_spans). Where it
  * does not fit, it is tried again with every stage recomputing, then the view searched once more
  * with each type's reserve raised by its devices' overshoot (tighten_view). The view is a proxy: its attention
  * is (T / c)^2 where a CP rank's is 1 / c of T^2, and it has no ring; the choice between degrees is
@@ -33,6 +36,7 @@
  * a stage needs, which those terms bound). Baselines are the plain search's (none without it).
  * Errors: AH_ERR_INFEASIBLE when no degree plans (the message the asked degree's search gave),
  * AH_ERR_INVALID for a degree the sequence or cluster cannot take, AH_ERR_OOM. */
+#define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,17 +60,6 @@ bool ah_cp_mode_parse(const char *s, int *out) {
     return false;
 }
 
-void ah_cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char *why, size_t cap) {
-    int devices = 0;
-    for (int i = 0; i < c->n_nodes; i++) devices += c->nodes[i].count / cp;
-    why[0] = '\0';
-    if (o->train.seq_len % (2 * cp) != 0)
-        snprintf(why, cap, "--seq-len %lld is not a multiple of 2 x %d (the causal load balance's chunks)",
-                 (long long)o->train.seq_len, cp);
-    else if (devices == 0)
-        snprintf(why, cap, "no node of the cluster has %d devices for a CP group", cp);
-}
-
 unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o) {
     unsigned mask = 0;
     char why[160];
@@ -74,82 +67,42 @@ unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o
         const unsigned bit = 1u << __builtin_ctz((unsigned)DEGREES[i]);
         if (!(o->cp_per_pipeline & bit)) continue;
         ah_cp_unfit(c, o, DEGREES[i], why, sizeof why);
-        if (!why[0]) mask |= bit;
+        bool local = false; /* the exact search's stages are CP groups of one node */
+        for (int n = 0; n < c->n_nodes && !local; n++) local = c->nodes[n].count >= DEGREES[i];
+        if (!why[0] && local) mask |= bit;
     }
     return mask;
 }
 
-ah_status_t ah_cp_expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
-                         bool recompute_all, ah_plan_t *out, ah_error_t *err) {
-    ah_train_t tr = v->train;
-    tr.seq_len = train->seq_len;
-    ah_status_t st = ah_plan_init(out, &v->model, &tr, v->tp, cluster, v->n_pipelines, err);
-    for (int i = 0; i < v->n_pipelines && st == AH_OK; i++) {
-        const ah_pipeline_t *vp = &v->pipelines[i];
-        ah_pipeline_t *pl = &out->pipelines[i];
-        if ((st = ah_pipeline_alloc(pl, vp->n_stages, err)) != AH_OK) break;
-        pl->micro_batches = vp->micro_batches;
-        pl->schedule = vp->schedule;
-        pl->cp = cp;
-        for (int s = 0; s < vp->n_stages; s++) {
-            const ah_stage_t *vs = &vp->stages[s];
-            ah_stage_t *sg = &pl->stages[s];
-            sg->first = vs->first;
-            sg->last = vs->last;
-            sg->type = vs->type;
-            sg->recompute = vs->recompute || recompute_all;
-            const int g = vs->devices[0].index / v->tp, node = vs->devices[0].node;
-            for (int k = 0; k < v->tp * cp; k++) sg->devices[k] = (ah_device_ref_t){node, g * v->tp * cp + k};
-        }
+/* Replaces best by cand (keeping best's baselines) when cand's key is lower. */
+static bool take_if_better(const ah_planner_opts_t *o, bool *have, ah_plan_result_t *best, ah_plan_result_t *cand) {
+    const bool better = !*have || ah_planner_key(o, &cand->plan, &cand->eval) < ah_planner_key(o, &best->plan, &best->eval);
+    if (!better) {
+        ah_plan_result_free(cand);
+        return false;
     }
-    if (st != AH_OK) ah_plan_free(out);
-    return st;
-}
-
-ah_status_t ah_cp_expand_fit(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp,
-                             ah_plan_t *plan, ah_eval_t *eval, bool *fits, ah_error_t *err) {
-    ah_status_t st = AH_OK;
-    *fits = false;
-    for (int rc = 0; rc < 2 && st == AH_OK && !*fits; rc++) {
-        ah_plan_free(plan);
-        ah_eval_free(eval);
-        st = ah_cp_expand(v, cluster, &o->train, cp, rc == 1, plan, err);
-        if (st == AH_OK) st = ah_plan_validate(plan, err);
-        if (st == AH_OK) st = ah_evaluate(plan, o->profile, eval, err);
-        *fits = st == AH_OK && eval->feasible;
+    if (*have) {
+        cand->baselines = best->baselines;
+        best->baselines = NULL;
+        ah_plan_result_free(best);
     }
-    return st;
-}
-
-ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp, ah_cluster_t *view,
-                       ah_planner_opts_t *vo, ah_error_t *err) {
-    *view = *cluster;
-    view->nodes = malloc(sizeof *view->nodes * (size_t)cluster->n_nodes);
-    if (!view->nodes) return ah_error_set(err, AH_ERR_OOM, "out of host memory for the CP view");
-    for (int i = 0; i < cluster->n_nodes; i++) {
-        view->nodes[i] = cluster->nodes[i];
-        view->nodes[i].count = cluster->nodes[i].count / cp;
-    }
-    *vo = *o; /* the view holds 1 / cp of the GPUs and of the tokens per iteration */
-    vo->train.seq_len = o->train.seq_len / cp;
-    vo->budget_usd_per_hour = o->budget_usd_per_hour / cp;
-    vo->min_tokens_per_s = o->min_tokens_per_s / cp;
-    vo->cp = 1; /* a CP rank's view is planned whole (its baselines too) */
-    vo->cp_per_pipeline = 0;
-    return AH_OK;
+    *best = *cand;
+    *have = true;
+    return true;
 }
 
 /* view with each GPU type's reserve raised by the most any of its devices exceeds its capacity in
- * e (the expanded plan's evaluation): the view's plans then leave the room a CP rank needs beyond
- * the view's estimate (the ring's buffers). view->types becomes an allocated copy. False when no
- * device exceeds (nothing to tighten) or out of host memory. */
-static bool tighten_view(ah_cluster_t *view, const ah_eval_t *e) {
+ * e (the expanded plan's evaluation on cluster, whose type table the view shares): the view's
+ * plans then leave the room a CP rank needs beyond the view's estimate (the ring's buffers).
+ * view->types becomes an allocated copy. False when no device exceeds (nothing to tighten) or out
+ * of host memory. */
+static bool tighten_view(ah_cluster_t *view, const ah_cluster_t *cluster, const ah_eval_t *e) {
     double *over = calloc((size_t)view->n_types, sizeof *over);
     ah_gpu_type_t *types = malloc(sizeof *types * (size_t)view->n_types);
     bool any = false;
     for (int d = 0; over && types && d < e->n_devices; d++) {
         const double x = (double)(e->devices[d].memory_bytes - e->devices[d].capacity_bytes);
-        const int t = view->nodes[e->devices[d].node].type;
+        const int t = cluster->nodes[e->devices[d].node].type;
         if (x > over[t]) over[t] = x, any = true;
     }
     if (any) {
@@ -162,32 +115,32 @@ static bool tighten_view(ah_cluster_t *view, const ah_eval_t *e) {
     return any;
 }
 
-/* The plan of CP degree cp into *out (fits, evaluated), or false with why. Where the view's plan
- * does not fit expanded, the view is searched once more with each type's reserve raised by its
- * devices' overshoot (tighten_view). */
+/* The plan of CP degree cp, its CP groups spanning `span` nodes where the view can (1: node-local),
+ * into *out (fits, evaluated), or false with why. Where the view's plan does not fit expanded, the
+ * view is searched once more with each type's reserve raised by its devices' overshoot
+ * (tighten_view). */
 static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o, bool auto_half,
-                    int cp, ah_plan_result_t *out, ah_error_t *why) {
-    ah_cluster_t view;
-    ah_planner_opts_t vo;
-    if (ah_cp_view(cluster, o, cp, &view, &vo, why) != AH_OK) return false;
+                    int cp, int span, ah_plan_result_t *out, ah_error_t *why) {
+    ah_cp_view_t view;
+    if (ah_cp_view(cluster, o, cp, span, &view, why) != AH_OK) return false;
     ah_plan_result_t r;
-    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &r, why) != AH_OK) {
-        free(view.nodes);
+    if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view.cluster, &view.opts, &r, why) != AH_OK) {
+        ah_cp_view_free(&view);
         return false;
     }
     memset(out, 0, sizeof *out);
     bool fits = false;
-    ah_status_t st = ah_cp_expand_fit(&r.plan, cluster, o, cp, &out->plan, &out->eval, &fits, why);
-    if (st == AH_OK && !fits && tighten_view(&view, &out->eval)) {
+    ah_status_t st = ah_cp_expand_fit(&view, &r.plan, cluster, o, &out->plan, &out->eval, &fits, why);
+    if (st == AH_OK && !fits && tighten_view(&view.cluster, cluster, &out->eval)) {
         ah_plan_result_t again;
-        if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view, &vo, &again, why) == AH_OK) {
+        if ((auto_half ? ah_planner_run_auto : ah_planner_run)(model, &view.cluster, &view.opts, &again, why) == AH_OK) {
             ah_plan_result_free(&r);
             r = again;
-            st = ah_cp_expand_fit(&r.plan, cluster, o, cp, &out->plan, &out->eval, &fits, why);
+            st = ah_cp_expand_fit(&view, &r.plan, cluster, o, &out->plan, &out->eval, &fits, why);
         }
-        free(view.types);
+        free(view.cluster.types);
     }
-    free(view.nodes);
+    ah_cp_view_free(&view);
     if (st == AH_OK && !fits)
         ah_error_set(why, AH_ERR_INFEASIBLE, "the CP %d plan of the search's view does not fit, recomputing or not", cp);
     else if (fits && !isfinite(ah_planner_key(o, &out->plan, &out->eval))) {
@@ -210,6 +163,28 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
     out->lower_bound_s = 0;
     ah_result_price(out);
     return true;
+}
+
+/* The best plan of CP degree cp over its spans (node-local where a node holds cp devices, and
+ * across the most alike nodes the cluster has: ah_cp_max_span), into *out; *span_out its span.
+ * exact_local: the exact search already covered the node-local plans (only spanning ones then). */
+static bool plan_cp_spans(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                          bool auto_half, int cp, bool exact_local, ah_plan_result_t *out, ah_error_t *why) {
+    bool have = false, local = false;
+    for (int n = 0; n < cluster->n_nodes && !local; n++) local = cluster->nodes[n].count >= cp;
+    const int spans[2] = {1, ah_cp_max_span(cluster, cp)};
+    for (int k = 0; k < 2; k++) {
+        if ((k == 0 && (!local || exact_local)) || (k == 1 && spans[1] == 1)) continue;
+        ah_plan_result_t r;
+        ah_error_t e = {0};
+        if (!plan_cp(model, cluster, o, auto_half, cp, spans[k], &r, &e)) {
+            if (e.code == AH_ERR_OOM || !have) *why = e;
+            if (e.code == AH_ERR_OOM) break;
+            continue;
+        }
+        take_if_better(o, &have, out, &r);
+    }
+    return have;
 }
 
 /* p with pipeline i's CP groups halved (cp c -> c / 2): CP ranks 0 .. c/2 - 1 stay pipeline i,
@@ -287,6 +262,18 @@ static void types_str(const ah_plan_t *p, int i, char *buf, size_t cap) {
     }
 }
 
+/* How many nodes pipeline i's first CP group spans (its TP rank 0's CP ranks). */
+static int cp_nodes(const ah_plan_t *p, int i) {
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    int n = 0;
+    for (int j = 0; j < ah_pipeline_cp(pl); j++) {
+        bool seen = false;
+        for (int k = 0; k < j && !seen; k++) seen = pl->stages[0].devices[k * p->tp].node == pl->stages[0].devices[j * p->tp].node;
+        n += !seen;
+    }
+    return n;
+}
+
 /* Which pipelines split the sequence, runs of alike pipelines together: "pipelines 0-1 (A10G)
  * split it 2 ways, pipeline 2 (H100) does not", into buf. */
 static void pipelines_str(const ah_plan_t *p, char *buf, size_t cap) {
@@ -303,27 +290,12 @@ static void pipelines_str(const ah_plan_t *p, char *buf, size_t cap) {
         ah_str_appendf(&s, "%s", i ? ", " : "");
         if (j - i > 1) ah_str_appendf(&s, "pipelines %d-%d (%s) ", i, j - 1, ty);
         else ah_str_appendf(&s, "pipeline %d (%s) ", i, ty);
-        if (c > 1) ah_str_appendf(&s, "split%s the sequence %d ways", j - i > 1 ? "" : "s", c);
+        const int nodes = cp_nodes(p, i);
+        if (c > 1 && nodes > 1) ah_str_appendf(&s, "split%s the sequence %d ways across %d nodes", j - i > 1 ? "" : "s", c, nodes);
+        else if (c > 1) ah_str_appendf(&s, "split%s the sequence %d ways", j - i > 1 ? "" : "s", c);
         else ah_str_appendf(&s, "do%s not", j - i > 1 ? "" : "es");
         i = j;
     }
-}
-
-/* Replaces best by cand (keeping best's baselines) when cand's key is lower. */
-static bool take_if_better(const ah_planner_opts_t *o, bool *have, ah_plan_result_t *best, ah_plan_result_t *cand) {
-    const bool better = !*have || ah_planner_key(o, &cand->plan, &cand->eval) < ah_planner_key(o, &best->plan, &best->eval);
-    if (!better) {
-        ah_plan_result_free(cand);
-        return false;
-    }
-    if (*have) {
-        cand->baselines = best->baselines;
-        best->baselines = NULL;
-        ah_plan_result_free(best);
-    }
-    *best = *cand;
-    *have = true;
-    return true;
 }
 
 /* The baselines on the real cluster at r's precision, for a CP result without the plain search's:
@@ -356,7 +328,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     if (o->cp > 1) { /* --cp N */
         ah_cp_unfit(cluster, o, o->cp, unfit, sizeof unfit);
         if (unfit[0]) return ah_error_set(err, AH_ERR_INVALID, "--cp %d: %s; use --cp 1 or auto", o->cp, unfit);
-        if (!plan_cp(model, cluster, o, auto_half, o->cp, out, err)) {
+        if (!plan_cp_spans(model, cluster, o, auto_half, o->cp, false, out, err)) {
             ah_error_prefix(err, "--cp %d", o->cp);
             return err->code == AH_OK ? AH_ERR_INFEASIBLE : err->code;
         }
@@ -388,14 +360,14 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
             return out_of_memory(out, ah_error_set(err, AH_ERR_OOM, "%s", why.msg));
         }
     }
-    int chosen = 1; /* the one degree of the view's search (not exact) */
-    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0] && !exact; i++) {
+    int chosen = 1; /* the one degree of the view's search (exact: CP groups spanning nodes only) */
+    for (size_t i = 0; i < sizeof DEGREES / sizeof DEGREES[0]; i++) {
         ah_planner_opts_t oc = *o;
         if (have) oc.train.precision = out->plan.train.precision;
         ah_cp_unfit(cluster, &oc, DEGREES[i], unfit, sizeof unfit);
         ah_plan_result_t r;
         ah_error_t why = {0};
-        if (unfit[0] || !plan_cp(model, cluster, &oc, auto_half && !have, DEGREES[i], &r, &why)) {
+        if (unfit[0] || !plan_cp_spans(model, cluster, &oc, auto_half && !have, DEGREES[i], exact, &r, &why)) {
             if (why.code == AH_ERR_OOM) return out_of_memory(out, ah_error_set(err, AH_ERR_OOM, "%s", why.msg));
             continue;
         }
@@ -410,7 +382,7 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     const double all_s = time_of(o, out);
     if (chosen > 1 && refine_per_pipeline(o, out, &halved, err) != AH_OK) return out_of_memory(out, AH_ERR_OOM);
     char how[160], which[384];
-    if (exact)
+    if (exact && chosen == 1)
         snprintf(how, sizeof how, "each pipeline's degree searched exactly");
     else if (halved)
         snprintf(how, sizeof how, "CP %d for all searched, then halved per pipeline: %.4f s at %d", chosen, all_s, chosen);

@@ -505,26 +505,38 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
                             ah_error_t *err);
 ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
 
-/* Context parallelism's view (cp_choice.c), shared by the CP search and megatron-best with CP
+/* Context parallelism's view (cp_view.c), shared by the CP search and megatron-best with CP
  * (baseline_cp.c). ah_cp_unfit: why degree cp cannot be planned at all on cluster c ("" when it
- * can: the sequence a multiple of 2 cp, a node of cp devices, fp32 for a plan to train), into why.
- * ah_cp_view: one CP rank's view of the problem: *view the cluster with every node's count / cp
- * devices (view->nodes allocated: the caller frees it; the rest shared with cluster), *vo the
- * options with seq_len, the budget and the rate / cp and cp 1; AH_ERR_OOM only.
- * ah_cp_expand: v, a plan of that view, on the real cluster at train's sequence: each stage's TP
- * group g becomes g's CP group of tp x cp devices of its node (cp-major: device k is CP rank
- * k / tp, TP rank k mod tp), every pipeline's cp = cp, every stage recomputing when recompute_all;
- * *out allocated (freed on error). ah_cp_expand_fit: v expanded, checked and evaluated into *plan
- * and *eval (both freed first: zero them before the first call), again with every stage
- * recomputing where it does not fit; *fits whether it then fits; errors: the check's or
- * evaluation's. */
+ * can: the sequence a multiple of 2 cp, a node of cp devices or alike nodes of one zone holding a
+ * CP group between them), into why. ah_cp_max_span: the most nodes a CP group of cp can span on c
+ * (a power of two <= cp: that many alike nodes next to each other in one zone, each with cp / span
+ * devices; 1: none). ah_cp_view: one CP rank's view of the problem, a CP group node-local (span 1)
+ * or across span alike nodes (the view's nodes, spans and members allocated: ah_cp_view_free; the
+ * rest shared with cluster), its options with seq_len, the budget and the rate / cp and cp 1;
+ * AH_ERR_OOM only. ah_cp_expand: v, a plan of that view, on the real cluster at train's sequence:
+ * each stage's TP group g becomes g's CP group of tp x cp devices (cp-major: device k is CP rank
+ * k / tp, TP rank k mod tp; CP ranks in node order across a spanning view node), every
+ * pipeline's cp = cp, every stage recomputing when recompute_all; *out allocated (freed on
+ * error). ah_cp_expand_fit: v expanded, checked and evaluated into *plan and *eval (both freed
+ * first: zero them before the first call), again with every stage recomputing where it does not
+ * fit; *fits whether it then fits; errors: the check's or evaluation's. */
+typedef struct ah_cp_view {
+    ah_cluster_t cluster;    /* the view: node table owned, types and network the real cluster's */
+    ah_planner_opts_t opts;  /* the view's options */
+    int cp;
+    int *span;               /* [cluster.n_nodes] real nodes view node v spans (1: node-local) */
+    int *members;            /* [cluster.n_nodes x cp]: view node v's real nodes, v cp + i for i < span[v] */
+} ah_cp_view_t;
 void ah_cp_unfit(const ah_cluster_t *c, const ah_planner_opts_t *o, int cp, char *why, size_t cap);
-ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp, ah_cluster_t *view,
-                       ah_planner_opts_t *vo, ah_error_t *err);
-ah_status_t ah_cp_expand(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_train_t *train, int cp,
-                         bool recompute_all, ah_plan_t *out, ah_error_t *err);
-ah_status_t ah_cp_expand_fit(const ah_plan_t *v, const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp,
-                             ah_plan_t *plan, ah_eval_t *eval, bool *fits, ah_error_t *err);
+int ah_cp_max_span(const ah_cluster_t *c, int cp);
+ah_status_t ah_cp_view(const ah_cluster_t *cluster, const ah_planner_opts_t *o, int cp, int span, ah_cp_view_t *v,
+                       ah_error_t *err);
+void ah_cp_view_free(ah_cp_view_t *v);
+ah_status_t ah_cp_expand(const ah_cp_view_t *view, const ah_plan_t *v, const ah_cluster_t *cluster,
+                         const ah_train_t *train, bool recompute_all, ah_plan_t *out, ah_error_t *err);
+ah_status_t ah_cp_expand_fit(const ah_cp_view_t *view, const ah_plan_t *v, const ah_cluster_t *cluster,
+                             const ah_planner_opts_t *o, ah_plan_t *plan, ah_eval_t *eval, bool *fits,
+                             ah_error_t *err);
 /* megatron-best with context parallelism (baseline_cp.c), for ah_baseline_run when opts->cp is
  * not 1: one CP degree for every pipeline, as Megatron-Core's --context-parallel-size. */
 ah_status_t ah_megatron_best_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
