@@ -1,6 +1,7 @@
 /* The simulator's transfers on the links they cross (issue 39), by hand on small clusters, GPT-2 124M:
  * - the memory tier's replication to a partner in another zone of one region runs at the inter-zone
- *   rate (per GPU x the node's GPUs), not the inter-node one, and pays the inter-zone $/GB;
+ *   rate (per GPU x the node's GPUs), not the inter-node one, and pays the inter-zone $/GB; the nodes
+ *   replicating across one pair at once share its total_gb_s;
  * - a plan's egress while it trains is paid at the rate the overlapped iteration runs (the same
  *   iteration its tokens are counted at): egress $ = iterations trained x egress $ per iteration;
  * - the handover at a notice moves what the next plan's device reads over the link from its holder
@@ -64,6 +65,25 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     ah_sim_opts_default(&o);
     o.snapshot_gb_s = 4; /* 1 GB a device: 0.25 s, then the replication */
     CHECK_NEAR(ah_sim_memory_save_s(c, &pl, bytes, holder, &o), 0.45, 1e-12);
+    /* the zones' pair limited to 4 GB/s in all: each node alone 2 GB over 4 GB/s (0.5 s), both at once
+     * 4 GB over the shared 4 GB/s: 1 s */
+    char text[1024];
+    snprintf(text, sizeof text, "%s", ZONES);
+    char *net = strstr(text, "\"inter_node_gb_s\"");
+    const char *links = "\"links\": [{\"between\": [\"a\", \"b\"], \"gb_s\": 5, \"total_gb_s\": 4}], ";
+    if (net) {
+        memmove(net + strlen(links), net, strlen(net) + 1);
+        memcpy(net, links, strlen(links));
+    }
+    ah_cluster_t shared;
+    const bool loaded = ah_test_parse_cluster(text, &shared, &err) == AH_OK;
+    CHECK(loaded, "%s", err.msg);
+    if (loaded) {
+        CHECK_NEAR(ah_sim_memory_replication(&shared, &pl, bytes, holder, &usd, &across), 1.0, 1e-12);
+        CHECK_NEAR(usd, 0.04, 1e-12);
+        CHECK_NEAR(ah_sim_memory_save_s(&shared, &pl, bytes, holder, &o), 1.25, 1e-12);
+        ah_cluster_free(&shared);
+    }
     ah_placement_free(&pl);
     ah_plan_result_free(&r);
 }

@@ -11,7 +11,7 @@
  * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication
  * to the partner over the network (its bytes / the node's inter-node bandwidth, inter_node_gb_s per
  * GPU x its GPUs; a partner in another zone or region over that link: its per-GPU bandwidth x the
- * GPUs, at most the pair's total_gb_s), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
+ * GPUs, at most the pair's total_gb_s, which the nodes replicating across that pair at once share), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
@@ -25,7 +25,8 @@
  * zones or regions, the bytes cross that link and are billed at its $/GB (cost/cost.h ah_link_of),
  * the partner rule's "another zone first" sending them across a region when the plan spans two.
  *
- * Pure: no I/O. Ownership: out-arrays are the caller's.
+ * Pure: no I/O. Ownership: out-arrays are the caller's. Errors: out of host memory returns -1
+ * (ah_sim_memory_save_s, ah_sim_memory_replication) or false (ah_sim_memory_holders).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@
 
 #include "ckpt/replica.h"
 #include "cost/cost.h"
-#include "sim/sim.h"
+#include "sim/replay.h"
 
 bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                            double budget_gb, int *holder) {
@@ -93,15 +94,30 @@ static double send_s(const ah_cluster_t *c, int y, int h, double bytes) {
     return bytes / rate;
 }
 
+/* Every node's bytes to its holder at once (holder NULL or -1: over its inter-node link; held_only: the
+ * nodes with a holder alone): the slowest node's seconds, or a "links" pair's bytes over its total_gb_s
+ * (the nodes crossing it share it) when longer; f gets the egress and the bytes across regions. */
+static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                          const int *holder, bool held_only, ah_sim_flows_t *f) {
+    double seconds = 0;
+    for (int y = 0; y < pl->n_nodes; y++) {
+        const int h = holder ? holder[y] : -1;
+        if (held_only && h < 0) continue;
+        double bytes = 0;
+        for (int r = 0; r < pl->n_ranks; r++)
+            if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
+        if (h >= 0) (void)ah_sim_flow(f, y, h, bytes); /* its egress and its pair's share */
+        seconds = fmax(seconds, send_s(c, y, h, bytes));
+    }
+    return fmax(seconds, ah_sim_flows_shared_s(f));
+}
+
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                             const int *holder, const ah_sim_opts_t *o) {
-    double *node = calloc((size_t)pl->n_nodes + 1, sizeof *node), snap = ah_sim_memory_snapshot_s(pl, ckpt_bytes, o),
-           send = 0;
-    if (!node) return -1;
-    for (int r = 0; r < pl->n_ranks; r++) node[pl->ranks[r].node] += (double)ckpt_bytes[r];
-    for (int y = 0; y < pl->n_nodes; y++) send = fmax(send, send_s(c, y, holder ? holder[y] : -1, node[y]));
-    free(node);
-    return snap + send;
+    ah_sim_flows_t f;
+    const double send = ah_sim_flows_init(&f, c) ? replicate_s(c, pl, ckpt_bytes, holder, false, &f) : -1;
+    ah_sim_flows_free(&f);
+    return send < 0 ? -1 : ah_sim_memory_snapshot_s(pl, ckpt_bytes, o) + send;
 }
 
 void ah_sim_handed_over(ah_sim_recovery_t *v) {
@@ -113,18 +129,10 @@ void ah_sim_handed_over(ah_sim_recovery_t *v) {
 
 double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                                  const int *holder, double *usd, double *bytes_across_regions) {
-    double seconds = 0;
-    *usd = *bytes_across_regions = 0;
-    for (int y = 0; y < pl->n_nodes; y++) {
-        if (holder[y] < 0) continue;
-        double bytes = 0;
-        for (int r = 0; r < pl->n_ranks; r++)
-            if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
-        const int h = holder[y];
-        const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
-        *usd += bytes / 1e9 * l.usd_per_gb;
-        if (l.cls == AH_LINK_INTER_REGION) *bytes_across_regions += bytes;
-        seconds = fmax(seconds, send_s(c, y, h, bytes));
-    }
+    ah_sim_flows_t f;
+    const double seconds = ah_sim_flows_init(&f, c) ? replicate_s(c, pl, ckpt_bytes, holder, true, &f) : -1;
+    *usd = f.usd;
+    *bytes_across_regions = f.bytes_across_regions;
+    ah_sim_flows_free(&f);
     return seconds;
 }

@@ -117,7 +117,7 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
         return false;
     e->replicate_s = ah_sim_memory_replication(c, &e->place, e->ckpt_bytes, e->holder, &e->replicate_usd,
                                                &e->replicate_wan_bytes);
-    return true;
+    return e->replicate_s >= 0;
 }
 
 /* Plans the set in key (cached). NULL only when out of host memory. */

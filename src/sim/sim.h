@@ -350,13 +350,15 @@ void ah_sim_handed_over(ah_sim_recovery_t *v);
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
 /* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): its
  * seconds (max over nodes of bytes over the node's inter-node link, or the link to a holder in
- * another zone or region), in *usd the egress $ of the bytes that cross a zone or region (at the link's
+ * another zone or region; at least a "links" pair's bytes over its total_gb_s; -1 when out of host
+ * memory), in *usd the egress $ of the bytes that cross a zone or region (at the link's
  * $/GB), and in *bytes_across_regions the bytes that cross a region. */
 double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                                  const int *holder, double *usd, double *bytes_across_regions);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
  * max over nodes of bytes / (inter_node_gb_s x the node's GPUs), over the link to holder[y] (NULL:
- * none known) instead when that is in another zone or region. -1 without host memory. */
+ * none known) instead when that is in another zone or region (at least a "links" pair's bytes over
+ * its total_gb_s). -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                             const int *holder, const ah_sim_opts_t *o);
 
