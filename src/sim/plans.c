@@ -231,6 +231,7 @@ static double expected_score(const ah_sim_replay_t *x, const ah_sim_entry_t *e) 
 
 ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x) {
     ah_sim_entry_t *best = ah_sim_plan_for(x);
+    x->choice_plan_s = best ? best->plan_s : 0;
     if (!best || !ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return best;
     const ah_cluster_t *c = x->c;
     unsigned spot_up = 0; /* the spot types up that have churned */
@@ -242,6 +243,7 @@ ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x) {
         ah_sim_entry_t *e = ah_sim_plan_for(x);
         x->skip_types = 0;
         if (!e) return NULL;
+        x->choice_plan_s += e->plan_s;
         const double s = expected_score(x, e);
         if (s > best_score) {
             best = e;

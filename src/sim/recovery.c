@@ -330,7 +330,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     r->bytes_peer += v->bytes[AH_TIER_PEER];
     r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
     r->bytes_memory += v->bytes[AH_TIER_MEMORY];
-    v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : e->plan_s;
+    v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
     v->restart_s = x->o->restart_s;
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;

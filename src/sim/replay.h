@@ -79,6 +79,7 @@ typedef struct {
      * were up, the seconds since the first change */
     double *spot_removals, *spot_removal_events, *spot_node_s;
     unsigned skip_types;  /* types left out of the set planned on (a candidate of ah_sim_plan_choose) */
+    double choice_plan_s; /* the last ah_sim_plan_choose's planning: every candidate's measured time */
     double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
     int cap_segs, cap_markers, cap_recs;
     bool oom;
@@ -125,9 +126,11 @@ void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_p
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
 void ah_sim_entry_free(ah_sim_entry_t *e);
 /* plans.c: the plan the policy starts on given x->up. autohet (with o->churn_aware): of the plans on
- * the nodes up and on them less every subset of their spot types, the one of the most expected
- * tokens per second (time) or tokens per $ (cost) once the recoveries the churn seen so far predicts
- * are taken off (ah_sim_expected_rate); else ah_sim_plan_for. NULL only when out of host memory. */
+ * the nodes up and on them less every subset of their spot types that lost a node, the one of the
+ * most expected tokens per second (time) or tokens per $ (cost) once the recoveries the churn seen so
+ * far predicts are taken off; else ah_sim_plan_for. x->choice_plan_s: the measured planning time of
+ * every candidate (a re-plan's, as the agent would plan them one after the other). NULL only when
+ * out of host memory. */
 ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x);
 /* Preemptions per second that hit plan e at the churn seen so far: per spot type, its nodes in e
  * times the type's removals per node-second up, at most the type's changes that removed some per

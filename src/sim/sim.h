@@ -73,7 +73,8 @@
  *          of the disks (the cloud keeps the last periodic one). Otherwise nothing is saved
  *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
  *          varuna are killed at the removal (stop_s = 0) and roll back.
- *        - replan_s: the measured planner time for that availability set, or opts.replan_s >= 0.
+ *        - replan_s: the measured planner time for that availability set (churn-aware: for every
+ *          candidate set it planned), or opts.replan_s >= 0.
  *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,
  *          mpirun and start-up, the restore's bookkeeping, the first step's warm-up).
  *        - transfer_s: each device of the new plan needs the checkpoint bytes of its layers
