@@ -13,6 +13,9 @@
 #   C. no kill: exit 75, the notice's checkpoint event says memory first and committed, with the
 #      seconds to the memory commit (what the grace period must cover) below the whole save's; the
 #      disks hold step N, the own-memory copies are freed, each host holds its partner's step N.
+#      With a cloud (an S3 server on loopback) at 200 KB/s, n1's upload is still pending at the
+#      notice: n0's memory holds n1's pieces, so n1 drops it instead of holding the exit for it, and
+#      the preempt event says so ("uploads_cancelled": n1, held in memory).
 . "$(dirname "$0")/train_common.sh"
 STEPS=40
 python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
@@ -20,6 +23,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n1", "index": 0}]
 d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lands mid-run
+d["cluster"]["network"]["cloud_gb_s"] = 2e-4  # uploads (C) still pending at the notice
 json.dump(d, open(sys.argv[2], "w"))
 PY
 train() { # out [flags...]
@@ -29,12 +33,13 @@ train() { # out [flags...]
         --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
 }
 train full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
-# notice NAME [hook]: the run with replicas, SIGTERM to n1's rank after 6 steps; sets RC
+# notice NAME [hook [flags...]]: the run with replicas, SIGTERM to n1's rank after 6 steps; sets RC
 notice() {
     local name=$1 hook=${2:-}
+    shift $(($# < 2 ? $# : 2))
     mkdir -p "$WORK/$name.run"
     AH_TEST_HOOK=$hook train "$name" --ckpt-every 4 --ckpt-sync --local-root "$WORK/$name.ck" --run-dir "$WORK/$name.run" \
-        --replica-memory-gb 1 --replica-root "$WORK/$name.mem" --grace-s 60 &
+        --replica-memory-gb 1 --replica-root "$WORK/$name.mem" --grace-s 60 "$@" &
     local job=$!
     for _ in $(seq 600); do
         [ -r "$WORK/$name.jsonl" ] && [ "$(grep -c '"loss"' "$WORK/$name.jsonl")" -ge 6 ] && break
@@ -43,10 +48,13 @@ notice() {
     local pid
     pid=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["node"]=="n1", d; print(d["pid"])' \
         "$WORK/$name.run/rank-1.json") || fail "$name: rank-1.json"
+    local t0
+    t0=$(date +%s.%N)
     kill -TERM "$pid"
     RC=0
     timeout 120 tail --pid=$job -f /dev/null || { kill $job; fail "$name: the job did not stop"; }
     wait $job || RC=$?
+    STOP_S=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }')
 }
 committed() { # ROOT: its committed steps, space-separated
     (cd "$1" 2>/dev/null && for m in step-*/manifest.json; do [ -e "$m" ] && echo "$((10#${m:5:8}))"; done | tr '\n' ' ')
@@ -85,9 +93,11 @@ P=${P% }
 resume snap "$P" 'r["files"]["local"] > 0 and r["files"]["memory"] > 0 and r["files"]["cloud"] == 0'
 echo "  B: the snapshot of step $N lost with n1; step $P, committed before, resumed"
 
-# C. the whole save at the notice
-notice save
+# C. the whole save at the notice, with a cloud
+start_moto
+notice save "" --cloud s3://ckpt/run --s3-endpoint "$EP"
 [ "$RC" = 75 ] || { cat "$WORK/save.err" >&2; fail "C: exit status $RC, expected 75"; }
+echo "  C: the notice to the job's exit: $STOP_S s"
 N=$(python3 - "$WORK/save.run/preempted.json" "$WORK/save.jsonl" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -96,6 +106,8 @@ ev = [o for o in map(json.loads, open(sys.argv[2])) if o.get("event") == "checkp
 e = ev[-1]
 assert e["step"] == p["step"] and e["ok"] and e["memory_first"] and e["memory_committed"], e
 assert 0 < e["memory_snapshot_seconds"] <= e["memory_commit_seconds"] < e["seconds"], e
+pre = [o for o in map(json.loads, open(sys.argv[2])) if o.get("event") == "preempt"][-1]
+assert [(u["node"], u["held_in"]) for u in pre.get("uploads_cancelled", [])] == [("n1", "memory")], pre
 assert e["bytes"]["memory"] == e["bytes"]["local"] > 0 and e["memory_left_files"] == 0, e
 print(e["step"])
 print(f"  C: notice step {e['step']}: committed in memory after {e['memory_commit_seconds']:.3f} s "

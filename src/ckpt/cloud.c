@@ -484,6 +484,13 @@ int64_t ah_ckpt_uploader_busy_step(ah_ckpt_uploader_t *u) {
     return step;
 }
 
+int64_t ah_ckpt_uploader_pending_step(ah_ckpt_uploader_t *u) {
+    pthread_mutex_lock(&u->mu);
+    const int64_t step = u->pending ? u->pending->step : u->busy_step;
+    pthread_mutex_unlock(&u->mu);
+    return step;
+}
+
 ah_ckpt_upload_stats_t ah_ckpt_uploader_stats(ah_ckpt_uploader_t *u) {
     pthread_mutex_lock(&u->mu);
     ah_ckpt_upload_stats_t s = u->stats;

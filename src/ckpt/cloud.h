@@ -80,6 +80,8 @@ void ah_ckpt_uploader_prune(ah_ckpt_uploader_t *u, const char *node, int64_t bel
 ah_status_t ah_ckpt_uploader_take_error(ah_ckpt_uploader_t *u, ah_error_t *err);
 /* The step being uploaded now (-1 when idle): garbage collection must not remove it. */
 int64_t ah_ckpt_uploader_busy_step(ah_ckpt_uploader_t *u);
+/* The newest step queued or being uploaded (-1 when none): what a cancel would drop. */
+int64_t ah_ckpt_uploader_pending_step(ah_ckpt_uploader_t *u);
 /* Finishes queued work, joins the thread, frees. */
 void ah_ckpt_uploader_stop(ah_ckpt_uploader_t *u);
 /* Drops the queued job and cuts the upload in flight (its step never gets this node's manifest, so

@@ -98,7 +98,7 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->cloud_disk_step = -1;
     s->cloud_base = -1;
     s->pending = s->behind_step = -1;
-    s->replicated_step = s->memory_saved = -1;
+    s->replicated_step = s->memory_saved = s->memory_complete_step = -1;
     s->last_snapshot_s = s->last_replicate_s = -1;
     s->last_rep_complete = true;
     s->n_nodes = tr->plan->cluster.n_nodes;
@@ -173,34 +173,14 @@ agree:
     return AH_OK;
 }
 
-/* Whether every shard a rank of this node writes is also on the disk of a node that stays after
- * the notice (a data-parallel replica holds the same layers at the same TP index). */
-static bool node_kept_elsewhere(const ah_ckpt_session_t *s) {
-    const ah_placement_t *pl = &s->place;
-    ah_shard_group_t *gs = groups_alloc(s);
-    bool *stays = malloc((size_t)s->n_nodes * sizeof *stays);
-    bool kept = gs && stays;
-    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = !s->hit[n];
-    for (int r = 0; kept && r < pl->n_ranks; r++) {
-        if (pl->ranks[r].node != s->my_node) continue;
-        const int n = ah_placement_groups(pl, r, false, gs);
-        for (int i = 0; kept && i < n; i++) kept = ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, stays);
-    }
-    free(stays);
-    free(gs);
-    return kept;
-}
-
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     ah_status_t st = AH_OK;
     if (!s) return AH_OK;
     /* After a notice, a node that stays keeps its steps on its disk for the relaunch: it does not
      * hold the job up for its uploads. A leaving node's disk goes with it, so it finishes its
-     * share within the grace period (the agent kills it when that ends) — unless a node that
-     * stays holds every shard it has (the relaunch takes them from that disk or as a peer's) and
-     * that disk is kept (not --cloud-only). */
-    if (s->up && s->noticed &&
-        (!s->hit[s->my_node] || (!s->o.cloud_only && node_kept_elsewhere(s)))) {
+     * share within the grace period (the agent kills it when that ends) — unless a staying node's
+     * kept disk or the memory tier holds its pieces (ah_ckpt_notice_uploads: s->drop_upload). */
+    if (s->up && s->noticed && s->drop_upload) {
         ah_ckpt_uploader_cancel(s->up);
     } else if (s->up) {
         ah_error_t e2;
@@ -360,6 +340,7 @@ static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool 
     if (st == AH_OK) {
         s->last_replicate_s = rep->seconds;
         s->last_rep_complete = rep->complete;
+        if (rep->complete) s->memory_complete_step = step;
     }
     return st;
 }
@@ -551,13 +532,20 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
             ah_error_t e2;
             ah_preempt_write_report(s->o.run_dir, done, saved, nodes, n, &e2);
         }
+        json_t *ev = NULL;
         if (arr) {
             json_t *nl = json_array();
             for (int i = 0; i < n; i++) json_array_append_new(nl, json_string(nodes[i]));
-            json_array_append_new(arr, json_pack("{s:s, s:I, s:f, s:b, s:o}", AH_PROTO_EVENT, AH_PROTO_EV_PREEMPT, AH_PROTO_STEP,
-                                                 (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl));
+            ev = json_pack("{s:s, s:I, s:f, s:b, s:o}", AH_PROTO_EVENT, AH_PROTO_EV_PREEMPT, AH_PROTO_STEP,
+                           (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl);
         }
         free(nodes);
+        st = s->cloud ? ah_ckpt_notice_uploads(s, ev, err) : AH_OK; /* which uploads the exit drops */
+        if (ev) json_array_append_new(arr, ev);
+        if (st != AH_OK) {
+            json_decref(arr);
+            return st;
+        }
         s->noticed = true;
         *stop = true;
     }

@@ -204,7 +204,7 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
         s->last_rep_complete = rep.complete;
     }
     if (committed) {
-        s->memory_saved = step;
+        s->memory_saved = s->memory_complete_step = step;
         ah_ckpt_replica_prune_older(s, step);
         ah_test_hook("notice-memory", step, node); /* test-only: committed in memory, not on a disk */
     }
@@ -235,4 +235,63 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     if (s->tr->rank == 0 && event) notice_event(*event, committed, commit_s, snapshot_s);
     if (s->tr->rank == 0 && event && *event) json_object_set_new(*event, "handover", json_boolean(handover));
     return AH_OK;
+}
+
+/* Whether every shard a rank of node writes is also on the disk of a node that stays after the notice
+ * (a data-parallel replica holds the same layers at the same TP index). */
+static bool kept_on_a_disk(const ah_ckpt_session_t *s, int node) {
+    const ah_placement_t *pl = &s->place;
+    ah_shard_group_t *gs = groups_alloc(s);
+    bool *stays = malloc((size_t)s->n_nodes * sizeof *stays);
+    bool kept = gs && stays;
+    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = !s->hit[n];
+    for (int r = 0; kept && r < pl->n_ranks; r++) {
+        if (pl->ranks[r].node != node) continue;
+        const int n = ah_placement_groups(pl, r, false, gs);
+        for (int i = 0; kept && i < n; i++) kept = ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, stays);
+    }
+    free(stays);
+    free(gs);
+    return kept;
+}
+
+/* Whether the memory tier holds node's pieces of the step a relaunch resumes (the newest committed,
+ * on the disks or in memory) in a host that stays: that step's replication was complete and node's
+ * partner got no notice, or it is a handover committed in the next plan's hosts. */
+static bool kept_in_memory(const ah_ckpt_session_t *s, const int *partner, int node) {
+    const int64_t resumed = s->last_saved > s->memory_saved ? s->last_saved : s->memory_saved;
+    if (s->replica_budget == 0 || resumed < 0 || s->memory_complete_step != resumed) return false;
+    if (s->notice_handover && s->memory_saved == resumed) return true;
+    return partner[node] >= 0 && !s->hit[partner[node]];
+}
+
+ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t *err) {
+    const int nn = s->n_nodes;
+    int64_t *pending = malloc((size_t)nn * sizeof *pending);
+    int *partner = calloc((size_t)nn, sizeof *partner);
+    const char **zones = calloc((size_t)nn, sizeof *zones);
+    ah_status_t st = pending && partner && zones ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory at the notice");
+    st = ah_comm_agree(ah_comm_world(), st, err);
+    for (int n = 0; st == AH_OK && n < nn; n++) {
+        pending[n] = -1;
+        zones[n] = s->tr->plan->cluster.nodes[n].zone;
+    }
+    if (st == AH_OK && s->up) pending[s->my_node] = ah_ckpt_uploader_pending_step(s->up);
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), pending, (size_t)nn, err);
+    if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
+    /* --cloud-only drops every disk and host at the stop: only the cloud is kept */
+    for (int n = 0; st == AH_OK && n < nn; n++) {
+        const bool disk = !s->o.cloud_only && kept_on_a_disk(s, n);
+        const bool memory = !s->o.cloud_only && !disk && kept_in_memory(s, partner, n);
+        if (n == s->my_node) s->drop_upload = !s->hit[n] || disk || memory;
+        if (!ev || !s->hit[n] || pending[n] < 0 || !(disk || memory)) continue;
+        json_t *list = json_object_get(ev, "uploads_cancelled");
+        if (!list) json_object_set_new(ev, "uploads_cancelled", list = json_array());
+        json_array_append_new(list, json_pack("{s:s, s:I, s:s}", "node", s->tr->plan->cluster.nodes[n].name, "step",
+                                              (json_int_t)pending[n], "held_in", disk ? "disk" : "memory"));
+    }
+    free(pending);
+    free(partner);
+    free(zones);
+    return st;
 }

@@ -68,6 +68,9 @@ struct ah_ckpt_session {
      * step committed in peers' memory at a notice (-1 none); the last snapshot's seconds (the copy
      * into host memory) and replication's, -1 unknown; whether the last replication was complete. */
     int64_t replicated_step, memory_saved;
+    int64_t memory_complete_step; /* the newest step whose replication was complete (-1 none) */
+    bool drop_upload;         /* at a notice: this leaving node's uploads are not waited for (a staying
+                               * disk or memory holds its pieces, ah_ckpt_notice_uploads) */
     ah_ckpt_replica_stats_t notice_rep;
     double last_snapshot_s, last_replicate_s;
     bool last_rep_complete;
@@ -103,6 +106,11 @@ ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, in
  * (snapshot into this host's memory, replication to the partners' memory, then the disks and the
  * commit); without, the synchronous save. *event: rank 0's "checkpoint" event. */
 ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err);
+/* Collective, at a notice after its save (ckpt_notice.c): whether this node's pending cloud uploads are
+ * dropped at the exit (s->drop_upload: it stays, or it leaves and a staying node's kept disk or the
+ * memory tier holds its pieces of the step the relaunch resumes); rank 0 lists the leaving nodes whose
+ * pending upload is dropped in ev (the preempt event, may be NULL) as "uploads_cancelled". */
+ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t *err);
 /* Collective: whether a notice saves step done (*save) by ckpt/policy.h's rule (ckpt_notice.c). */
 ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err);
 /* A synchronous save of step: this rank's pieces from the trainer's buffers, then the commit (ckpt_io.c). */
