@@ -85,11 +85,17 @@ LONG_SEQS = [8192, 32768, 131072]
 
 
 def degrees(d):
-    """The plan's per-pipeline CP degrees, as "2, 2, 1" (TP t and pipelines x stages beside)."""
+    """The plan's per-pipeline CP degrees, as "2, 2, 1", a CP group across nodes as "4 (2 nodes)"
+    (TP t and pipelines x stages beside)."""
     p = d["plan"]
     cps = [pl.get("cp", 1) for pl in p["pipelines"]]
     shape = "TP %d, %d pipeline%s" % (p["tp"], len(cps), "s" if len(cps) > 1 else "")
-    return ", ".join(str(c) for c in cps), shape
+
+    def nodes(pl):  # the nodes of the first stage's CP ranks (TP rank 0 of each)
+        dev = pl["stages"][0]["devices"]
+        return len({dev[j * p["tp"]]["node"] for j in range(pl.get("cp", 1))})
+    return ", ".join(str(c) + (" (%d nodes)" % nodes(pl) if nodes(pl) > 1 else "")
+                     for c, pl in zip(cps, p["pipelines"])), shape
 
 
 def short_of(err):
