@@ -100,34 +100,78 @@ ah_link_info_t ah_link_best_across_zones(const ah_cluster_t *c, int type_a, int 
     return l;
 }
 
+/* One kind of member of a DP group: its nodes share a type, a zone and a region, so a pair of
+ * them on two nodes, or with a member of another kind, is joined by the same link whichever
+ * members they are (ah_link_of reads only those and whether the nodes are one). */
+typedef struct {
+    int node, other; /* a node of the kind, and a second one (-1: none) */
+    bool shared;     /* some node holds two of the group's members */
+    int domain;
+} member_kind_t;
+
+/* The members' kinds into kind (room for n), each node's into of (room for c->n_nodes, -1 for a
+ * node not seen yet). Returns how many kinds. */
+static int member_kinds(const ah_cluster_t *c, const int *nodes, const int *domain, int n, int *of,
+                        member_kind_t *kind) {
+    int k = 0;
+    for (int m = 0; m < n; m++) {
+        const ah_node_t *x = &c->nodes[nodes[m]];
+        if (of[nodes[m]] >= 0) { /* a node seen before: its kind holds it twice */
+            kind[of[nodes[m]]].shared = true;
+            continue;
+        }
+        int j = 0;
+        for (; j < k; j++) {
+            const ah_node_t *y = &c->nodes[kind[j].node];
+            if (x->type == y->type && strcmp(x->zone, y->zone) == 0 && strcmp(x->region, y->region) == 0) break;
+        }
+        if (j == k) kind[k++] = (member_kind_t){.node = nodes[m], .other = -1, .domain = domain[m]};
+        else if (kind[j].other < 0) kind[j].other = nodes[m];
+        of[nodes[m]] = j;
+    }
+    return k;
+}
+
+/* Takes the link between nodes a and b into out's least bandwidth and longest latency, inside a
+ * domain or across two. */
+static void take_link(const ah_cluster_t *c, int a, int b, bool across, int flows, ah_dp_links_t *out) {
+    const ah_link_info_t l = ah_link_of(c, a, b, c->nodes[a].type, c->nodes[b].type);
+    const double bw = ah_link_shared_bw(&l, flows * (across ? out->r_min : 1));
+    double *least = across ? &out->x_bw : &out->in_bw, *longest = across ? &out->x_lat : &out->in_lat;
+    *least = fmin(*least, bw);
+    *longest = fmax(*longest, l.latency_s);
+}
+
 void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out) {
     *out = (ah_dp_links_t){.domains = 1, .x_bw = INFINITY, .in_bw = INFINITY};
-    int *domain = malloc((size_t)(n > 0 ? n : 1) * sizeof *domain), *members = calloc((size_t)(n > 0 ? n : 1), sizeof *members);
-    if (!domain || !members || n < 2) {
-        free(domain);
-        free(members);
-        return; /* no group to split (or no memory): priced as the ring */
-    }
-    out->domains = ah_cluster_domains(c, nodes, n, domain);
-    for (int m = 0; m < n; m++) members[domain[m]]++;
-    out->r_min = n;
-    for (int d = 0; d < out->domains; d++) {
-        out->r_min = members[d] < out->r_min ? members[d] : out->r_min;
-        out->r_max = members[d] > out->r_max ? members[d] : out->r_max;
-    }
-    for (int a = 0; a < n; a++)
-        for (int b = a + 1; b < n; b++) {
-            const int na = nodes[a], nb = nodes[b];
-            const ah_link_info_t l = ah_link_of(c, na, nb, c->nodes[na].type, c->nodes[nb].type);
-            const bool across = domain[a] != domain[b];
-            const double bw = ah_link_shared_bw(&l, flows * (across ? out->r_min : 1));
-            double *least = across ? &out->x_bw : &out->in_bw, *longest = across ? &out->x_lat : &out->in_lat;
-            *least = fmin(*least, bw);
-            *longest = fmax(*longest, l.latency_s);
+    const size_t room = (size_t)(n > 0 ? n : 1);
+    int *domain = malloc(room * sizeof *domain), *members = calloc(room, sizeof *members);
+    int *of = malloc((size_t)(c->n_nodes > 0 ? c->n_nodes : 1) * sizeof *of);
+    member_kind_t *kind = malloc(room * sizeof *kind);
+    if (domain && members && of && kind && n >= 2) {
+        out->domains = ah_cluster_domains(c, nodes, n, domain);
+        for (int m = 0; m < n; m++) members[domain[m]]++;
+        out->r_min = n;
+        for (int d = 0; d < out->domains; d++) {
+            out->r_min = members[d] < out->r_min ? members[d] : out->r_min;
+            out->r_max = members[d] > out->r_max ? members[d] : out->r_max;
         }
-    if (!isfinite(out->in_bw)) out->in_bw = 0;
+        /* every pair of members, by kind: one node's two members, two nodes of one kind, and
+         * each two kinds (the same links as every pair, each taken once) */
+        for (int i = 0; i < c->n_nodes; i++) of[i] = -1;
+        const int k = member_kinds(c, nodes, domain, n, of, kind);
+        for (int i = 0; i < k; i++) {
+            if (kind[i].shared) take_link(c, kind[i].node, kind[i].node, false, flows, out);
+            if (kind[i].other >= 0) take_link(c, kind[i].node, kind[i].other, false, flows, out);
+            for (int j = i + 1; j < k; j++)
+                take_link(c, kind[i].node, kind[j].node, kind[i].domain != kind[j].domain, flows, out);
+        }
+        if (!isfinite(out->in_bw)) out->in_bw = 0;
+    } /* else no group to split (or no memory): priced as the ring */
     free(domain);
     free(members);
+    free(of);
+    free(kind);
 }
 
 double ah_dp_hier_seconds(const ah_dp_links_t *l, double bytes) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "planner/planner.h"
+#include "planner/bound_scope.h"
 
 /* What one group of a type costs at the bound's (t, m). */
 typedef struct {
@@ -57,7 +58,7 @@ typedef struct {
     int per_zone;     /* the most groups one zone of the scope holds: past it, a pipeline leaves a zone */
     double p2p_zones; /* the least p2p between zones */
     const double *zone_rate; /* a scope across zones: ah_zone_rates (per S, one zone's best); else NULL */
-    bool regions;       /* a scope across regions: the search weighs the hierarchical sync (search_cand.c) */
+    const ah_hier_bound_t *hier; /* a scope across zones: the hierarchical sync's least (NULL: none) */
     double grad_block, grad_vc;  /* bytes one block's gradient and the embedding rows' sync */
     double opt_block;   /* the least optimizer seconds of one block */
     double embed_blocks; /* the embedding's parameters, in blocks */

@@ -76,9 +76,27 @@ void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, doubl
         }
 }
 
-double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, bool across) {
-    const double ring = ah_allreduce_seconds(bytes, (int)n_lo, bw, lat);
-    return across && n_lo >= 2 ? fmin(ring, 2 * bytes / ((double)n_hi * bw) + 2 * lat) : ring;
+void ah_hier_bound_of(const ah_cluster_t *c, const ah_scope_t *whole, int zones, ah_hier_bound_t *hb) {
+    *hb = (ah_hier_bound_t){.domains = zones, .per_node = whole->per_node};
+    for (int a = 0; a < c->n_types; a++)
+        for (int b = 0; b < c->n_types; b++) {
+            hb->near_bw = fmax(hb->near_bw, ah_link_bw(c, AH_LINK_INTRA, a, b));
+            hb->far_bw = fmax(hb->far_bw, fmax(ah_link_bw(c, AH_LINK_INTER_NODE, a, b), ah_link_best_across_zones(c, a, b).bw));
+        }
+    hb->near_bw = fmax(hb->near_bw, hb->far_bw);
+}
+
+double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, const ah_hier_bound_t *hier) {
+    double least = ah_allreduce_seconds(bytes, (int)n_lo, bw, lat);
+    if (!hier || n_lo < 2) return least;
+    for (int64_t k = 2; k <= hier->domains && k <= n_hi; k++) {
+        const int64_t r_max = (n_lo + k - 1) / k, r_min = n_hi / k;
+        const double near = r_max > hier->per_node ? hier->far_bw : hier->near_bw;
+        const double inside = r_max > 1 ? 2.0 * (double)(r_max - 1) / (double)r_max * bytes / near : 0;
+        const double across = 2.0 * (double)(k - 1) / (double)k * bytes / ((double)r_min * bw) + 2.0 * (double)(k - 1) * lat;
+        least = fmin(least, inside + across);
+    }
+    return least;
 }
 
 int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *counts) {

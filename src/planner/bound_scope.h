@@ -29,12 +29,27 @@ int ah_bound_scopes(const ah_cost_ctx_t *ctx, int *zone, ah_scope_t *sc, int *co
  * plan's one node, whose type sets it). */
 void ah_scope_link(const ah_cluster_t *c, const ah_scope_t *s, double *bw, double *lat);
 
+/* What the hierarchical DP sync can gain at least in a scope across zones (the search weighs it
+ * per candidate there, search_cand.c): how many domains (zones or regions) a DP group can span at
+ * most, the most TP groups one node of the scope holds, and the fastest link between two groups
+ * of one node (near_bw) and of two nodes anywhere (far_bw). */
+typedef struct ah_hier_bound {
+    int domains;
+    int per_node;
+    double near_bw, far_bw;
+} ah_hier_bound_t;
+
+/* hb's figures for the cluster's scope (domains: its zones; per_node as the scope's). */
+void ah_hier_bound_of(const ah_cluster_t *c, const ah_scope_t *whole, int zones, ah_hier_bound_t *hb);
+
 /* The least seconds of a DP sum of `bytes` per member over n_lo .. n_hi members on a scope's link
- * (bw, lat: ah_scope_link): the flat ring on it (n_lo members), or, where the scope spans zones of
- * two regions or more (across: the search weighs the hierarchical sync there), the lesser of that and the hierarchical sync's least (cost/links.c ah_dp_hier_seconds
- * over k >= 2 domains: no inside part, 2 (k - 1) / k x bytes / r_min >= 2 bytes / n_hi across on
- * the fastest link between zones, and 2 (k - 1) >= 2 latencies). */
-double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, bool across);
+ * (bw, lat: ah_scope_link): the flat ring on it (n_lo members), or, where hier is not NULL, the
+ * lesser of that and the hierarchical sync's least (cost/links.c ah_dp_hier_seconds) over k = 2 ..
+ * hier->domains domains: its largest domain has r_max >= ceil(n_lo / k) members, whose ring inside
+ * moves 2 (r_max - 1) / r_max x bytes at most near_bw (far_bw once r_max > per_node: two of them
+ * are on two nodes); its smallest has r_min <= floor(n_hi / k), and the all-reduce across moves
+ * 2 (k - 1) / k x bytes / r_min over a link no faster than bw, with 2 (k - 1) latencies >= lat. */
+double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, const ah_hier_bound_t *hier);
 
 /* zone_rate[S] for S = 1 .. L: the most blocks per second S groups of one zone run, each zone's
  * fastest groups first (0 past the largest zone's groups); block_s[type] is a block's seconds on

@@ -25,6 +25,7 @@
 #ifndef AH_PLANNER_PLANNER_H
 #define AH_PLANNER_PLANNER_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -434,8 +435,12 @@ bool ah_cand_copy(ah_cand_t *dst, const ah_cand_t *src, int caps_len);
  * per-pipeline optimum, then the DP sync and optimizer of the resulting splits exactly as
  * ah_evaluate prices them: the flat ring, or, when c's stages span two zones or more and
  * x->ring_only is not set, the lower of the ring and the hierarchical sync (c->hier; the plan
- * ah_cand_plan builds has that "dp_sync"). +inf when no split fits; NAN when out of host memory. */
-double ah_cand_score(ah_sctx_t *x, ah_cand_t *c);
+ * ah_cand_plan builds has that "dp_sync"). The hierarchical sync is weighed only where c without
+ * any DP sync is at most `beat` (ah_search_bound: above it c cannot be the best, and it is
+ * priced, correctly, as the ring plan). +inf when no split fits; NAN when out of host memory. */
+double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat);
+/* The same with the hierarchical sync always weighed. */
+static inline double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) { return ah_cand_score_below(x, c, INFINITY); }
 /* The plan of candidate c, searched at TP degree t and micro-batch m (devices: the next free TP
  * group of each node), with its search value in *value: a stage table of its own, c scored again
  * (filling c->n) and split. AH_ERR_INTERNAL when a pipeline has no split. */

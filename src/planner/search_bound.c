@@ -50,11 +50,11 @@ static double q_bound(const bound_in_t *in, int64_t P, int64_t U, int *limit) {
 
 /* DP sync of a plan of P pipelines on a link (bw, lat) whose largest stage holds X blocks: that
  * stage's gradients, or the first stage's when larger (a block at least, and the embedding's rows
- * over P to 2P holders: *by_embedding); across regions the least of the hierarchical sync too. */
+ * over P to 2P holders: *by_embedding); across zones the least of the hierarchical sync too. */
 static double sync_bound(const bound_in_t *in, int64_t P, double bw, double lat, int X, bool *by_embedding) {
     *by_embedding = false;
     if (P < 2) return 0;
-    const bool across = in->regions; /* the hierarchical sync's least (ah_bound_dp_sum_s) */
+    const ah_hier_bound_t *across = in->hier; /* the hierarchical sync's least (ah_bound_dp_sum_s) */
     if (in->space.overlap) { /* the embedding's all-reduce is final at the backward's end: always
                               * exposed; and a device's queue starts at most its blocks' backward
                               * (X of them, at most bwd_max each) before that end */
@@ -342,10 +342,14 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
         for (int i = 0; i < cluster->n_nodes; i++) zones |= mem.zone[i] != 0;
         for (int ty = 0; ty < nt; ty++) mem.block_s[ty] = mem.tc[ty].b;
         if (zones) ah_zone_rates(&ctx, mem.zone, mem.block_s, L, mem.zone_rate);
+        int n_zones = 0;
+        for (int i = 0; i < cluster->n_nodes; i++) n_zones += mem.zone[i] == i;
+        ah_hier_bound_t hier;
+        ah_hier_bound_of(cluster, &mem.sc[0], n_zones, &hier);
         for (int s = 0; s < n; s++) {
             ah_bound_scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
             in.zone_rate = zones && s == 0 ? mem.zone_rate : NULL;
-            in.regions = s == 0 && ah_cluster_region_count(cluster) > 1;
+            in.hier = s == 0 && zones ? &hier : NULL;
             if (in.G == 0) continue;
             in.per_node = mem.sc[s].per_node;
             in.per_zone = mem.sc[s].per_zone;

@@ -98,7 +98,7 @@ static double hier_sync_s(ah_sctx_t *x, const ah_cand_t *c) {
     return s;
 }
 
-double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
+double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
     const ah_cluster_t *cl = x->cluster;
     const int P = c->P;
     ah_pentry_t **ent = malloc(sizeof *ent * (size_t)P);
@@ -168,7 +168,8 @@ double ah_cand_score(ah_sctx_t *x, ah_cand_t *c) {
                 if (v > opt) opt = v;
             }
         }
-        if (isfinite(result) && !x->ring_only && ah_cluster_region_count(cl) > 1 && spans_zones(cl, c)) {
+        /* weighed where the candidate could still beat `beat` with no sync at all */
+        if (isfinite(result) && !x->ring_only && !(result + opt > beat) && spans_zones(cl, c)) {
             const double hier = hier_sync_s(x, c);
             c->hier = hier < sync; /* NAN (out of host memory): the ring */
             if (c->hier) sync = hier;

@@ -119,7 +119,7 @@ static double score_choice(tp_t *t) {
             if (!ah_cand_push(c, S, cl->gnode + p * S)) t->oom = true;
     }
     if (c->P == 0 || c->P > t->x->N || t->oom) return INFINITY;
-    double v = ah_cand_score(t->x, c);
+    double v = ah_cand_score_below(t->x, c, ah_search_bound(t->s, t->x, c));
     if (isnan(v)) {
         t->oom = true;
         return INFINITY;

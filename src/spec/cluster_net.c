@@ -226,14 +226,29 @@ int ah_cluster_region_count(const ah_cluster_t *c) {
     return n;
 }
 
-/* Numbers nodes[] by the name at field offset `off` of their ah_node_t (region or zone). */
+#define FIRST_KEPT 64 /* domains whose first member number_by keeps */
+
+/* Whether nodes a and b have the same name at field offset `off` of their ah_node_t. */
+static bool same_name(const ah_cluster_t *c, int a, int b, size_t off) {
+    return a == b || strcmp((const char *)&c->nodes[a] + off, (const char *)&c->nodes[b] + off) == 0;
+}
+
+/* Numbers nodes[] by the name at field offset `off` of their ah_node_t (region or zone), in the
+ * order the names first appear: each member is compared with the first member of each name so
+ * far (past FIRST_KEPT names, with the earlier members of the names not kept). */
 static int number_by(const ah_cluster_t *c, const int *nodes, int n, size_t off, int *domain) {
-    int k = 0;
+    int first[FIRST_KEPT], k = 0;
     for (int m = 0; m < n; m++) {
-        const char *name = (const char *)&c->nodes[nodes[m]] + off;
-        int j = 0;
-        while (j < m && strcmp((const char *)&c->nodes[nodes[j]] + off, name) != 0) j++;
-        domain[m] = j < m ? domain[j] : k++;
+        const int kept = k < FIRST_KEPT ? k : FIRST_KEPT;
+        int d = 0;
+        while (d < kept && !same_name(c, nodes[first[d]], nodes[m], off)) d++;
+        if (d == kept && k > kept) {
+            int j = 0;
+            while (j < m && (domain[j] < kept || !same_name(c, nodes[j], nodes[m], off))) j++;
+            d = j < m ? domain[j] : k;
+        }
+        if (d == k && k++ < FIRST_KEPT) first[d] = m;
+        domain[m] = d;
     }
     return k;
 }
