@@ -107,7 +107,8 @@
  *       the disks first and then the replication (the runtime's synchronous save; its seconds,
  *       which the rule takes, include it). A (layer, shard) no surviving device holds
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
- *       (after the peer phase), and the run goes back to the state the memory holds, not to the
+ *       (after the peer phase; from a holder in another zone or region over that link, as a peer
+ *       read), and the run goes back to the state the memory holds, not to the
  *       cloud's periodic checkpoint.
  *     - The handover at a notice (with the memory tier and opts.handover, the runtime's default; not
  *       for a join, nor for a removal during a recovery): the save is the snapshot plus, for each
