@@ -226,7 +226,7 @@ for dev in d['devices']:
     assert 0 < dev['memory_bytes'] <= dev['capacity_bytes']
 assert order == [(dv['node'], dv['index']) for dv in d['devices']]
 b = d['breakdown']
-keys = ['compute_s', 'bubble_s', 'p2p_s', 'tp_comm_s', 'cp_comm_s', 'dp_sync_s', 'optimizer_s']
+keys = ['compute_s', 'bubble_s', 'p2p_s', 'tp_comm_s', 'cp_comm_s', 'dp_sync_s', 'optimizer_s', 'ckpt_s']
 assert (b['cp_comm_s'] > 0) == any(p.get('cp', 1) > 1 for p in plan['pipelines']), b['cp_comm_s']
 assert sorted(b) == sorted(keys), sorted(b)
 assert abs(sum(b[k] for k in keys) - d['iteration_s']) <= 1e-9*d['iteration_s']

@@ -82,7 +82,7 @@ for f in --global-batch --seq-len --shard-optimizer --profile; do
 done
 # the optimizer flags run passes on to train: train's line with "trainer: " before it (run said
 # "trainer: peak learning rate (> 0)", no default, where train says 1e-3)
-for f in --lr --warmup --weight-decay --grad-clip --seed; do
+for f in --lr --warmup --weight-decay --grad-clip --seed --cloud; do
     want=$("$AUTOHET" train --help | grep -- "^  $f " | sed 's/^\(  [^ ]* [^ ]* *\)/\1trainer: /')
     got=$("$AUTOHET" run --help | grep -- "^  $f ")
     [ -n "$want" ] && [ "$got" = "$want" ] || fail "run --help's $f line is not train's: \"$got\" vs \"$want\""

@@ -1,8 +1,9 @@
 /* Cluster spec, regions and links (issue 39): nodes' regions, the network's inter-region figures,
  * egress prices and per-pair links: defaults, the example file, round trip, refusals (named), and
- * clusters without them written as before; what a plan sends across regions, and the rule for
- * traffic in the open (ah_plan_wan_check). */
+ * clusters without them written as before; what a plan sends across regions, its checkpoints' traffic,
+ * and the rule for traffic in the open (ah_plan_wan_check). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "core/json.h"
 #include "cost/cost.h"
 #include "harness.h"
+#include "plan/evaluate.h"
 #include "plan/plan_out.h"
 #include "spec/cluster.h"
 
@@ -177,7 +179,62 @@ static void test_wan_rule(void) {
     ah_plan_free(&p);
 }
 
+/* train-dp4 (tiny-gpt2, TP 1, four one-stage pipelines: 0-1 on n0 in region us, 2-3 on n1 in eu),
+ * a save every 10 iterations: each node's step is the whole model, S = 12 bytes a parameter (fp32
+ * weights, AdamW m and v; TP 1 pads no vocabulary row when V is a multiple of the padding). With
+ * in-memory replicas n0's step goes to n1 and n1's to n0: 2 S / 10 a iteration across regions, at
+ * $0.02/GB, blocking S / bw + ceil(S / 1 MiB) latencies a pair; the cloud upload (pipeline 0's
+ * node, n0, uploads all of it) stays in us when the bucket is there (S / 10 inter-node, $0), and
+ * crosses to eu at $0.02/GB when the bucket is there (over HTTPS: not traffic in the open). No
+ * interval: nothing counted. */
+static void test_ckpt_traffic(void) {
+    ah_plan_t p;
+    ah_error_t err = {0};
+    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, &p, &err) == AH_OK, "%s", err.msg);
+    for (int i = 0; i < p.n_pipelines; i++) p.pipelines[i].stages[0].devices[0] = (ah_device_ref_t){i / 2, i % 2};
+    snprintf(p.cluster.nodes[0].region, sizeof p.cluster.nodes[0].region, "us");
+    snprintf(p.cluster.nodes[1].region, sizeof p.cluster.nodes[1].region, "eu");
+    snprintf(p.cluster.nodes[1].zone, sizeof p.cluster.nodes[1].zone, "eu-a");
+    p.cluster.net.egress_priced = true;
+    p.cluster.net.egress_inter_region_usd_per_gb = 0.02;
+    CHECK_EQ_I64(ah_vocab_padded(&p.model, 1), p.model.vocab);
+    const double S = 12.0 * (double)ah_model_params_total(&p.model), per = S / 10;
+    ah_plan_traffic_t none, t;
+    ah_plan_traffic(&p, &none);
+    CHECK(none.ckpt_every == 0 && none.kind_bytes[AH_TRAFFIC_CKPT][AH_LINK_INTER_REGION] == 0, "no interval: not counted");
+    p.train.ckpt = (ah_ckpt_policy_t){.every = 10, .replica_gb = 1000, .cloud_region = "us"};
+    ah_plan_traffic(&p, &t);
+    CHECK_EQ_I64(t.ckpt_every, 10);
+    CHECK_NEAR(t.kind_bytes[AH_TRAFFIC_CKPT][AH_LINK_INTER_REGION], 2 * per, 1e-6);
+    CHECK_NEAR(t.kind_bytes[AH_TRAFFIC_CKPT][AH_LINK_INTER_NODE], per, 1e-6); /* the upload, in us */
+    CHECK_NEAR(t.bytes[AH_LINK_INTER_REGION] - none.bytes[AH_LINK_INTER_REGION], 2 * per, 1e-6);
+    CHECK_NEAR(t.kind_usd[AH_TRAFFIC_CKPT], 2 * per / 1e9 * 0.02, 1e-15);
+    CHECK_NEAR(t.egress_usd - none.egress_usd, 2 * per / 1e9 * 0.02, 1e-15);
+    CHECK_NEAR(t.crossings[0].bytes[AH_TRAFFIC_CKPT], 2 * per, 1e-6);
+    const double bw = p.cluster.net.inter_region_gb_s * 1e9, lat = p.cluster.net.inter_region_latency_us * 1e-6;
+    const double blocked = 2 * (S / bw + ceil(S / 1048576.0) * lat) / 10;
+    CHECK_NEAR(t.ckpt_blocked_s, blocked, 1e-12);
+    ah_eval_t e0, e1;
+    ah_train_t keep = p.train;
+    p.train.ckpt = (ah_ckpt_policy_t){0};
+    CHECK(ah_evaluate(&p, NULL, &e0, &err) == AH_OK, "%s", err.msg);
+    p.train = keep;
+    CHECK(ah_evaluate(&p, NULL, &e1, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(e1.pred.iteration_s - e0.pred.iteration_s, blocked, 1e-12);
+    CHECK_NEAR(e1.pred.breakdown.ckpt_s, blocked, 1e-15);
+    ah_eval_free(&e0);
+    ah_eval_free(&e1);
+    snprintf(p.train.ckpt.cloud_region, sizeof p.train.ckpt.cloud_region, "eu");
+    p.train.ckpt.replica_gb = 0;
+    ah_plan_traffic(&p, &t);
+    CHECK_NEAR(t.kind_bytes[AH_TRAFFIC_CKPT][AH_LINK_INTER_REGION], per, 1e-6);
+    CHECK_NEAR(t.kind_usd[AH_TRAFFIC_CKPT], per / 1e9 * 0.02, 1e-15);
+    CHECK(t.ckpt_blocked_s == 0 && t.public_bytes == none.public_bytes, "the upload blocks nothing, over HTTPS");
+    ah_plan_free(&p);
+}
+
 int main(void) {
+    test_ckpt_traffic();
     test_example();
     test_links();
     test_wan_rule();

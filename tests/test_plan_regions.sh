@@ -8,7 +8,8 @@
 # examples/clusters/two-region.json, --objective cost with the egress priced chooses a plan that
 # sends fewer bytes across zones and regions, and costs less per token (egress counted), than the
 # plan it chooses with the egress unpriced; --budget caps the GPUs' and the egress's $/h together;
-# simulate counts the egress in its $. llama2-70b, planning only.
+# simulate counts the egress in its $; checkpoint traffic counted with --ckpt-every (and said not
+# counted without). llama2-70b, planning only.
 # Usage: bash tests/test_plan_regions.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/check_common.sh"
 cluster() { # cluster FILE NETWORK-MEMBERS: one H100 node in us-east-1, one A100 node in eu-west-1
@@ -45,6 +46,34 @@ by = d["egress_usd_per_hour_by_link"]
 assert abs(by["inter-region"] + by["inter-zone"] - d["egress_usd_per_hour"]) < 1e-9 * d["egress_usd_per_hour"], by
 PYEOF
 check "evaluate --json has bytes by link class and egress \$/h" $?
+
+# checkpoint traffic (docs/cost-model.md "Checkpoint traffic"): not counted without --ckpt-every,
+# said; with a save every 10, replicas and the bucket in eu-west-1, the checkpoint bytes that leave
+# a region cross the one us <-> eu link (each node's partner is the other; us-0's upload to eu),
+# priced at its $0.02/GB (eu-0's upload stays in eu: inter-node, $0);
+# a bucket in none of the cluster's regions is refused, named
+"$AH" evaluate --plan "$TMP/plan.json" >"$TMP/nockpt.txt" 2>&1
+grep -q "^checkpoint traffic: not counted (no --ckpt-every" "$TMP/nockpt.txt"
+st=$?; check "without --ckpt-every: not counted, said: $(grep checkpoint "$TMP/nockpt.txt")" "$st"
+AWS_REGION=eu-west-1 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --replica-memory-gb 1000 \
+    --cloud s3://ckpt-bucket/run --json >"$TMP/ckpt.json" 2>"$TMP/ckpt.err"
+$PY - "$TMP/ckpt.json" "$TMP/eval.json" <<'PYEOF'
+import json, sys
+d, base = (json.load(open(p)) for p in sys.argv[1:3])
+k, c = d["bytes_per_iteration_by_kind"]["checkpoint"], d["checkpoint"]
+assert c["every"] == 10 and k["inter-region"] > 0 and k["inter-zone"] == 0, (k, c)  # inter-node: eu-0's upload
+assert abs(c["egress_usd_per_iteration"] - k["inter-region"] / 1e9 * 0.02) < 1e-12, (k, c)
+assert abs(d["bytes_per_iteration"]["inter-region"] - base["bytes_per_iteration"]["inter-region"] - k["inter-region"]) < 1, d
+assert c["blocked_s_per_iteration"] > 0 and abs(d["breakdown"]["ckpt_s"] - c["blocked_s_per_iteration"]) < 1e-12, c
+assert abs(d["iteration_s"] - base["iteration_s"] - d["breakdown"]["ckpt_s"]) < 1e-9, (d["iteration_s"], base["iteration_s"])
+x = d["region_crossings"][0]["bytes_per_iteration"]
+assert abs(x["checkpoint"] - k["inter-region"]) < 1, x
+PYEOF
+st=$?; check "evaluate --ckpt-every: checkpoint bytes across regions and their egress: $(head -c 300 "$TMP/ckpt.err")" "$st"
+AWS_REGION=ap-south-1 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --cloud s3://ckpt-bucket/run >"$TMP/far.txt" 2>&1
+st=$?
+[ "$st" = 2 ] && grep -q "the bucket's region ap-south-1 .* is none of the cluster's regions" "$TMP/far.txt"
+st=$?; check "a bucket in none of the cluster's regions is refused: $(head -c 300 "$TMP/far.txt")" "$st"
 
 "$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/unpriced.json" >"$TMP/unpriced.txt" 2>&1
 grep -q "^price: .*per million tokens, egress unpriced" "$TMP/unpriced.txt"

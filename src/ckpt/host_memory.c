@@ -6,38 +6,12 @@
 
 #include "ckpt/placement.h"
 #include "ckpt/replica.h"
+#include "plan/ckpt_traffic.h"
 
 #define GIB 1073741824.0
 
-/* Group g's slot in a table of the embedding, the blocks and the head (L + 2 entries). */
-static int group_slot(ah_shard_group_t g, int L) {
-    return g.kind == AH_SHARD_EMBED ? 0 : g.kind == AH_SHARD_HEAD ? L + 1 : g.layer + 1;
-}
-
 ah_status_t ah_snapshot_node_bytes(const ah_plan_t *p, int64_t *bytes, ah_error_t *err) {
-    memset(bytes, 0, (size_t)p->cluster.n_nodes * sizeof *bytes);
-    ah_placement_t pl;
-    ah_status_t st = ah_placement_build(p, NULL, 0, &pl, err);
-    if (st != AH_OK) return st;
-    const int nt = ah_model_tensor_count(&p->model), L = pl.max_groups - 2;
-    ah_tensor_t *ts = malloc((size_t)nt * sizeof *ts);
-    ah_shard_group_t *gs = malloc((size_t)pl.max_groups * sizeof *gs);
-    int64_t *group_bytes = calloc((size_t)pl.max_groups, sizeof *group_bytes); /* one TP rank's snapshot of each */
-    if (!ts || !gs || !group_bytes) st = ah_error_set(err, AH_ERR_OOM, "no host memory to size the checkpoint snapshots");
-    if (ts) ah_model_tensors(&p->model, ts);
-    for (int k = 0; st == AH_OK && k < nt; k++)
-        group_bytes[group_slot(ah_shard_group_of(&ts[k]), L)] += 3 * (int64_t)sizeof(float) * ah_tensor_shard_elems(&ts[k], pl.tp);
-    for (int r = 0; st == AH_OK && r < pl.n_ranks; r++) {
-        const int n = ah_placement_groups(&pl, r, false, gs), node = pl.ranks[r].node;
-        for (int i = 0; i < n; i++)
-            if (ah_placement_lowest_holder(&pl, gs[i], pl.ranks[r].tp_index, node) == r)
-                bytes[node] += group_bytes[group_slot(gs[i], L)];
-    }
-    free(group_bytes);
-    free(gs);
-    free(ts);
-    ah_placement_free(&pl);
-    return st;
+    return ah_ckpt_node_bytes(p, bytes, NULL, err); /* the snapshot holds what the node's ranks write */
 }
 
 ah_status_t ah_replica_node_bytes(const ah_plan_t *p, double replica_gb, int64_t *bytes, ah_error_t *err) {

@@ -12,6 +12,7 @@
 #include "ckpt/restore.h"
 #include "core/fs.h"
 #include "core/hash.h"
+#include "plan/ckpt_traffic.h"
 
 int ah_replica_default_base(char *buf, size_t cap, const char *local_root) {
     char abs[AH_CKPT_PATH_MAX], cwd[AH_CKPT_PATH_MAX];
@@ -31,18 +32,7 @@ int ah_replica_source_root(char *buf, size_t cap, const char *holder_root, const
 }
 
 void ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner) {
-    for (int y = 0; y < pl->n_nodes; y++) {
-        partner[y] = -1;
-        if (pl->node_leader[y] < 0) continue;
-        int same_zone = -1;
-        for (int k = 1; k < pl->n_nodes && partner[y] < 0; k++) {
-            const int p = (y + k) % pl->n_nodes;
-            if (pl->node_leader[p] < 0) continue;
-            if (zones && strcmp(zones[p], zones[y]) != 0) partner[y] = p;
-            else if (same_zone < 0) same_zone = p;
-        }
-        if (partner[y] < 0) partner[y] = same_zone;
-    }
+    ah_ckpt_partners(pl->n_nodes, pl->node_leader, zones, partner); /* the cost model's rule (plan/ckpt_traffic.h) */
 }
 
 void ah_replica_fit(int n_sources, const int *partner, const int *n_files, uint64_t *const *sizes, uint64_t budget,

@@ -27,14 +27,18 @@ static void copy_env(char *dst, size_t cap, const char *name, const char *fallba
     snprintf(dst, cap, "%s", v && *v ? v : fallback);
 }
 
+const char *ah_s3_env_region(void) {
+    const char *r = getenv("AWS_REGION");
+    if (!r || !*r) r = getenv("AWS_DEFAULT_REGION");
+    return r && *r ? r : "us-east-1";
+}
+
 ah_status_t ah_s3_config_from_env(ah_s3_config_t *cfg, const char *endpoint, ah_error_t *err) {
     memset(cfg, 0, sizeof *cfg);
     copy_env(cfg->access_key, sizeof cfg->access_key, "AWS_ACCESS_KEY_ID", "");
     copy_env(cfg->secret_key, sizeof cfg->secret_key, "AWS_SECRET_ACCESS_KEY", "");
     copy_env(cfg->session_token, sizeof cfg->session_token, "AWS_SESSION_TOKEN", "");
-    const char *r = getenv("AWS_REGION");
-    if (!r || !*r) r = getenv("AWS_DEFAULT_REGION");
-    snprintf(cfg->region, sizeof cfg->region, "%s", r && *r ? r : "us-east-1");
+    snprintf(cfg->region, sizeof cfg->region, "%s", ah_s3_env_region());
     if (endpoint && snprintf(cfg->endpoint, sizeof cfg->endpoint, "%s", endpoint) >= (int)sizeof cfg->endpoint)
         return ah_error_set(err, AH_ERR_USAGE, "--s3-endpoint is too long (at most %zu bytes)",
                             sizeof cfg->endpoint - 1);

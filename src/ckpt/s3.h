@@ -42,6 +42,9 @@ typedef struct ah_s3_config {
 
 /* Fills cfg from the environment; endpoint may be NULL or "" for AWS. */
 ah_status_t ah_s3_config_from_env(ah_s3_config_t *cfg, const char *endpoint, ah_error_t *err);
+/* The region requests are signed for: AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1" (what
+ * ah_s3_config_from_env takes; plan and evaluate take it as the bucket's region). */
+const char *ah_s3_env_region(void);
 
 typedef struct ah_s3_url {
     char bucket[64];

@@ -48,6 +48,9 @@ typedef struct ah_flag_type {
 #define AH_CLI_HELP_WD "AdamW decoupled decay of 2-D matrices (default 0.1)"
 #define AH_CLI_HELP_CLIP "global gradient-norm clip, 0 = off (default 1.0)"
 #define AH_CLI_HELP_SEED "initialisation seed (default 1337)"
+#define AH_CLI_HELP_CLOUD                                                                                   \
+    "also upload checkpoints here (AWS_* env; the bucket's region: AWS_REGION, else AWS_DEFAULT_REGION, else " \
+    "us-east-1; docs/checkpoints.md \"Cloud tier\")"
 #define AH_CLI_SEED_MAX 4294967295.0    /* --seed */
 #define AH_CLI_INT_MAX 1000000000       /* AH_FLAG_INT_MIN's bound: a count whose cost grows with it
                                            gives its own, smaller one with AH_FLAG_INT_IN */
@@ -98,7 +101,8 @@ bool ah_cli_flag_seen(const ah_flag_t *flags, int n_flags, const char *name);
  * that is a word, a parser here. Shared now: --global-batch, --seq-len, --micro-batch N|auto,
  * --precision fp32|bf16|fp16|auto, --objective time|cost, --budget USD_PER_HOUR,
  * --shard-optimizer none|even|memory|auto, --schedule auto|1f1b|interleaved|zero-bubble, --cp auto|1|2|4|8 (plan, run,
- * simulate), --profile FILE; and the trainer's --ckpt-sync,
+ * simulate), --profile FILE; the checkpoint policy's --ckpt-every K and --cloud URL (train, run; plan and
+ * evaluate count their traffic) and --replica-memory-gb G; and the trainer's --ckpt-sync,
  * --no-overlap-grad-sync and --allow-unencrypted-wan (train, run). */
 ah_flag_t ah_cli_shared_flag(const char *name, void *target);
 /* The same with the verb's own help line: what the flag does in that verb, with the rule's default
@@ -172,6 +176,13 @@ void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
  * bytes said. With note, nodes that give no host_memory_gib are said once, in one line (not
  * checked). */
 int ah_cli_host_memory(const char *verb, const struct ah_plan *plan, double replica_gb, bool note);
+/* The checkpoint policy whose traffic plan and evaluate count (cost.h's ah_ckpt_policy_t; docs/cost-model.md
+ * "Checkpoint traffic"): train's --ckpt-every K, --replica-memory-gb G and --cloud URL into *out. The bucket's
+ * region is the one train signs its requests for (ckpt/s3.h: AWS_REGION, else AWS_DEFAULT_REGION, else
+ * us-east-1), taken as the cluster's own on a cluster of one region. Exit 2, said, when URL is not
+ * s3://BUCKET/PREFIX or a cluster of several regions has none of that name; else 0. In cli_evaluate.c. */
+int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, double replica_gb, const char *cloud,
+                       ah_ckpt_policy_t *out);
 
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "ckpt/host_memory.h"
+#include "ckpt/s3.h"
 #include "cli/cli.h"
 #include "core/str.h"
 #include "cost/profile.h"
@@ -139,14 +140,14 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     struct { const char *name; double v; } terms[] = {
         {"compute", b->compute_s}, {"bubble", b->bubble_s}, {"p2p", b->p2p_s},
         {"TP comm", b->tp_comm_s}, {"CP ring", b->cp_comm_s}, {"DP sync", b->dp_sync_s},
-        {"optimizer", b->optimizer_s}};
+        {"optimizer", b->optimizer_s}, {"checkpoint", b->ckpt_s}};
     double peak = (double)e->pred.memory_bytes;
     printf("\niteration %.6f s, %.1f tokens/s, peak device memory %.2f %s\n", it, e->pred.tokens_per_s,
            peak < 4 * GIB ? peak / (1024.0 * 1024.0) : peak / GIB, peak < 4 * GIB ? "MiB" : "GiB");
     bool cp = false; /* the ring's row only for a plan with context parallelism */
     for (int i = 0; i < p->n_pipelines; i++) cp = cp || ah_pipeline_cp(&p->pipelines[i]) > 1;
     for (size_t k = 0; k < sizeof terms / sizeof terms[0]; k++)
-        if (cp || strcmp(terms[k].name, "CP ring") != 0)
+        if ((cp || strcmp(terms[k].name, "CP ring") != 0) && (b->ckpt_s > 0 || strcmp(terms[k].name, "checkpoint") != 0))
             printf("  %-10s %12.6f s %6.1f%%\n", terms[k].name, terms[k].v, it > 0 ? 100 * terms[k].v / it : 0);
     if (b->dp_sync_s > 0)
         printf("DP sync overlapped with the backward (train's default): %.6f s exposed of %.6f s (%.0f%% hidden), "
@@ -159,6 +160,7 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
     const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
+    printf("%s\n", ah_plan_ckpt_str(&pr, price, sizeof price));
     char crossings[1024];
     if (ah_plan_crossings_str(p, &pr.traffic, false, crossings, sizeof crossings)[0]) printf("%s\n", crossings);
     bottleneck_t bn;
@@ -240,6 +242,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e, double replica_gb)
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));
     json_object_set_new(doc, "dp_gather_exposed_s", json_real(e->dp_gather_exposed_s));
     json_object_set_new(json_object_get(doc, "breakdown"), "cp_comm_s", json_real(b->cp_comm_s));
+    json_object_set_new(json_object_get(doc, "breakdown"), "ckpt_s", json_real(b->ckpt_s));
     json_object_set_new(doc, "iteration_overlap_s", json_real(e->iteration_overlap_s));
     json_object_set_new(doc, "host_memory", host_memory_json(p, replica_gb));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
@@ -309,10 +312,43 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, double replica_g
     return 0;
 }
 
+int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, double replica_gb, const char *cloud,
+                       ah_ckpt_policy_t *out) {
+    *out = (ah_ckpt_policy_t){.every = every, .replica_gb = replica_gb};
+    if (!cloud) return 0;
+    ah_s3_url_t url;
+    ah_error_t err = {0};
+    if (ah_s3_url_parse(cloud, &url, &err) != AH_OK) {
+        fprintf(stderr, "autohet %s: --cloud: %s\n", verb, err.msg);
+        return 2;
+    }
+    const char *region = ah_s3_env_region();
+    int named = -1;
+    for (int n = 0; n < c->n_nodes && named < 0; n++)
+        if (strcmp(c->nodes[n].region, region) == 0) named = n;
+    if (named < 0 && ah_cluster_region_count(c) > 1) {
+        fprintf(stderr, "autohet %s: --cloud %s: the bucket's region %s (AWS_REGION, else AWS_DEFAULT_REGION, else "
+                "us-east-1, as train signs its requests) is none of the cluster's regions; set AWS_REGION to the "
+                "bucket's region, one of the cluster's (its nodes' \"region\")\n", verb, cloud, region);
+        return 2;
+    }
+    snprintf(out->cloud_region, sizeof out->cloud_region, "%s", c->nodes[named < 0 ? 0 : named].region);
+    return 0;
+}
+
 /* Loads, validates and scores; the table is printed even for an infeasible plan so the user
  * sees which device is over, then the memory rule's message and a non-zero exit. */
-static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json, double replica_gb,
-                    const char *shard, const char *dp_sync, const char *out_path, const char *svg_path) {
+/* The checkpoint flags as given (ah_cli_ckpt_policy). */
+typedef struct ckpt_flags {
+    int64_t every;
+    double replica_gb;
+    const char *cloud;
+} ckpt_flags_t;
+
+static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
+                    const ckpt_flags_t *ck, const char *shard, const char *dp_sync, const char *out_path,
+                    const char *svg_path) {
+    const double replica_gb = ck->replica_gb;
     ah_error_t err;
     ah_cluster_t override;
     ah_profile_t *profile = NULL;
@@ -333,6 +369,8 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         ah_error_prefix(&err, "%s", plan_path);
         goto fail;
     }
+    if ((rc = ah_cli_ckpt_policy("evaluate", &plan.cluster, ck->every, ck->replica_gb, ck->cloud, &plan.train.ckpt)))
+        goto done;
     /* --shard-optimizer: none drops the plan's shards; even splits every group with more than one
      * member in equal parts (a valid plan stays valid) */
     if (shard && strcmp(shard, "none") == 0) {
@@ -385,15 +423,23 @@ int ah_cli_evaluate(int argc, char **argv) {
     const char *plan_path = NULL, *cluster = NULL, *profile = NULL, *shard = NULL, *dp_sync = NULL, *out_path = NULL,
                *svg = NULL;
     bool json = false;
-    double replica_gb = 0;
+    ckpt_flags_t ck = {0};
     ah_flag_t flags[] = {
         {"--plan", AH_FLAG_STR, &plan_path, "FILE", "plan.json to score (required)", false},
         {"--cluster", AH_FLAG_STR, &cluster, "C", "cluster JSON or built-in name; replaces the plan's own (default: the plan's)", false},
         ah_cli_shared_flag("--profile", &profile),
-        ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb,
+        ah_cli_shared_flag_as("--replica-memory-gb", &ck.replica_gb,
                               "check each node's host_memory_gib against its asynchronous snapshots plus in-memory "
-                              "replicas of at most G GB a host, as train --replica-memory-gb G does (default 0: "
-                              "snapshots only; docs/checkpoints.md)"),
+                              "replicas of at most G GB a host, as train --replica-memory-gb G does, and with "
+                              "--ckpt-every count their replication to the partners (default 0: snapshots only; "
+                              "docs/checkpoints.md)"),
+        ah_cli_shared_flag_as("--ckpt-every", &ck.every,
+                              "count the checkpoints' traffic and egress of a save every K steps, as train "
+                              "--ckpt-every K saves (default 0: not counted, said; docs/cost-model.md \"Checkpoint "
+                              "traffic\")"),
+        ah_cli_shared_flag_as("--cloud", &ck.cloud,
+                              "with --ckpt-every, count each save's upload to this bucket, as train --cloud uploads "
+                              "(the bucket's region: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},
@@ -410,5 +456,5 @@ int ah_cli_evaluate(int argc, char **argv) {
         ah_error_set(&err, AH_ERR_USAGE, "--plan FILE is required (autohet evaluate --help)");
         return ah_cli_fail("evaluate", &err);
     }
-    return evaluate(plan_path, cluster, profile, json, replica_gb, shard, dp_sync, out_path, svg);
+    return evaluate(plan_path, cluster, profile, json, &ck, shard, dp_sync, out_path, svg);
 }

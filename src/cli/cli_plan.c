@@ -216,13 +216,16 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
            ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
+    printf("%s\n", ah_plan_ckpt_str(&pr, price, sizeof price));
     char crossings[1024];
     if (ah_plan_crossings_str(p, &pr.traffic, false, crossings, sizeof crossings)[0]) printf("%s\n", crossings);
     printf("with the DP sync overlapped with the backward (train's default): %.4f s per iteration, %.4f s of the "
            "%.4f s sync exposed%s\n", e->iteration_overlap_s, e->dp_sync_exposed_s, b->dp_sync_s,
            o->no_overlap_grad_sync ? " (not what the planner compared: --no-overlap-grad-sync)" : "");
-    printf("breakdown: compute %.4f + TP comm %.4f + bubble %.4f + p2p %.4f + DP sync %.4f + optimizer %.4f s\n",
+    printf("breakdown: compute %.4f + TP comm %.4f + bubble %.4f + p2p %.4f + DP sync %.4f + optimizer %.4f",
            b->compute_s, b->tp_comm_s, b->bubble_s, b->p2p_s, b->dp_sync_s, b->optimizer_s);
+    if (b->ckpt_s > 0) printf(" + checkpoint replication %.4f", b->ckpt_s);
+    printf(" s\n");
     const ah_stage_t *bs = &p->pipelines[e->critical_pipeline].stages[e->bottleneck_stage];
     printf("bottleneck: pipeline %d, stage %d (%s, layers [%d, %d))\n", e->critical_pipeline, e->bottleneck_stage,
            p->cluster.types[bs->type].name, bs->first, bs->last);
@@ -395,6 +398,8 @@ int ah_cli_plan(int argc, char **argv) {
     ah_cli_plan_flags_t pf = {0}; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double min_tps = 0, replica_gb = 0;
+    int64_t ckpt_every = 0;
+    const char *cloud = NULL;
     bool json = false, no_overlap = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
@@ -406,8 +411,16 @@ int ah_cli_plan(int argc, char **argv) {
         ah_cli_shared_flag("--profile", &profile_arg),
         ah_cli_shared_flag_as("--replica-memory-gb", &replica_gb,
                               "refuse the plan when a node's host_memory_gib cannot hold its asynchronous snapshots plus "
-                              "in-memory replicas of at most G GB a host, as train --replica-memory-gb G does (default 0: "
-                              "snapshots only; docs/checkpoints.md)"),
+                              "in-memory replicas of at most G GB a host, as train --replica-memory-gb G does, and with "
+                              "--ckpt-every count their replication to the partners (default 0: snapshots only; "
+                              "docs/checkpoints.md)"),
+        ah_cli_shared_flag_as("--ckpt-every", &ckpt_every,
+                              "count the checkpoints' traffic, egress and blocking replication of a save every K steps, "
+                              "as train --ckpt-every K saves, in the price --objective cost and --budget weigh (default 0: "
+                              "not counted, said; docs/cost-model.md \"Checkpoint traffic\")"),
+        ah_cli_shared_flag_as("--cloud", &cloud,
+                              "with --ckpt-every, count each save's upload to this bucket, as train --cloud uploads "
+                              "(the bucket's region: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
         ah_cli_shared_flag("--shard-optimizer", &pf.shard),
         ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap,
                               "compare plans with the whole data-parallel gradient sync after the backward, as train "
@@ -466,6 +479,10 @@ int ah_cli_plan(int argc, char **argv) {
     if (ah_planner_require_prices(&cluster, &o, cluster_arg, &err) != AH_OK) { /* spec/cluster.h "Prices" */
         ah_cluster_free(&cluster);
         return ah_cli_fail(VERB, &err);
+    }
+    if ((rc = ah_cli_ckpt_policy(VERB, &cluster, ckpt_every, replica_gb, cloud, &o.train.ckpt)) != 0) {
+        ah_cluster_free(&cluster);
+        return rc;
     }
     const bool auto_half = auto_precision && !ah_cli_all_cpu(&cluster);
     if (auto_precision && !auto_half) o.train.precision = AH_PREC_FP32;

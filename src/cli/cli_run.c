@@ -169,12 +169,17 @@ static int check_precision(const ah_agent_opts_t *o) {
     return cpu ? 2 : 0;
 }
 
-/* The flags that take a word (the shared planning flags, --recovery) and the cloud flags' needs.
+/* The flags that take a word (the shared planning flags, --recovery), --ckpt-every's least (1) and the cloud flags' needs.
  * Returns an exit code, 0 when fine. */
 static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool *auto_precision,
                          const char *recovery, const char *cloud, const char *endpoint) {
     int rc;
     if (!ah_cli_plan_flags(VERB, pf, &o->planner, auto_precision)) return 2;
+    if (o->ckpt_every < 1) { /* the shared row takes train's 0 (no periodic save) */
+        fprintf(stderr, "autohet run: --ckpt-every 0: expected 1 .. %d (the agent recovers from checkpoints)\n",
+                AH_CLI_STEPS_MAX);
+        return 2;
+    }
     o->planner.schedule_trainable_only = true; /* a plan run makes is never refused by train */
     /* the trainer's checkpoint rule: without a cloud, a sharded group spans two nodes */
     o->planner.shard_spread_only = !cloud;
@@ -401,7 +406,8 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
          "launcher (default autohet-run; ssh: the same path on every host)", false},
         {"--metrics", AH_FLAG_STR, &a->o.metrics, "FILE", "merged JSONL of steps and events (default DIR/metrics.jsonl)", false},
         {"--steps", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.steps, "N", "iterations (default 20)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(1, AH_CLI_STEPS_MAX), &a->o.ckpt_every, "K", "checkpoint every K steps and after the last (default 5, where train saves only when given one: the agent recovers from checkpoints)", false},
+        ah_cli_shared_flag_as("--ckpt-every", &a->o.ckpt_every, "checkpoint every K steps and after the last (default 5, "
+                              "where train saves only when given one: the agent recovers from checkpoints; 0 refused)"),
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a->o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--no-handover", AH_FLAG_BOOL, &a->o.no_handover, NULL, "at a notice from --events, relaunch and plan after "
          "the stop (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
@@ -426,7 +432,7 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
         {"--weight-decay", AH_FLAG_NUM, &a->wd, "X", "trainer: " AH_CLI_HELP_WD, false},
         {"--grad-clip", AH_FLAG_NUM, &a->clip, "X", "trainer: " AH_CLI_HELP_CLIP, false},
         {"--seed", AH_FLAG_INT_IN(0, AH_CLI_SEED_MAX), &a->seed, "N", "trainer: " AH_CLI_HELP_SEED, false},
-        {"--cloud", AH_FLAG_STR, &a->cloud, "s3://B/P", "trainer: cloud checkpoint tier", false},
+        ah_cli_shared_flag_as("--cloud", &a->cloud, "trainer: " AH_CLI_HELP_CLOUD),
         {"--s3-endpoint", AH_FLAG_STR, &a->endpoint, "URL", "trainer: S3 endpoint of --cloud", false},
         {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a->patience[0], "S", "trainer: an S3 request with no progress for S "
          "seconds fails (default 30)", false},

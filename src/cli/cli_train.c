@@ -415,7 +415,7 @@ static int train_flags(args_t *a, ah_flag_t *flags) {
         {"--quiet", AH_FLAG_BOOL, &a->quiet, NULL, "no per-step progress line", false},
         {"--check-host", AH_FLAG_BOOL, &a->check_host, NULL, "refuse to start unless this host's name is the node the "
          "plan gives this rank (without it, only a rank on another node of the plan is refused)", false},
-        {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), &a->ckpt_every, "K", "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
+        ah_cli_shared_flag("--ckpt-every", &a->ckpt_every),
         {"--local-root", AH_FLAG_STR, &a->local_root, "DIR", "checkpoints: node X's disk is DIR/X/", false},
         ah_cli_shared_flag("--ckpt-sync", &a->ckpt_sync),
         ah_cli_shared_flag("--no-overlap-grad-sync", &a->no_overlap),
@@ -424,7 +424,7 @@ static int train_flags(args_t *a, ah_flag_t *flags) {
         ah_cli_shared_flag("--replica-root", &a->replica_root),
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a->keep, "N", "committed checkpoint steps kept on each node's "
          "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
-        {"--cloud", AH_FLAG_STR, &a->cloud, "s3://BUCKET/PREFIX", "also upload checkpoints here (AWS_* env)", false},
+        ah_cli_shared_flag("--cloud", &a->cloud),
         {"--s3-endpoint", AH_FLAG_STR, &a->s3_endpoint, "URL", "S3-compatible endpoint (default: AWS)", false},
         {"--cloud-timeout", AH_FLAG_INT_IN(1, 3600), &a->cloud_timeout, "S", "an S3 request with no progress for S "
          "seconds fails (default 30)", false},

@@ -230,6 +230,9 @@ static const ah_flag_t SHARED[] = {
      "docs/planner.md \"Context parallelism\")", false},
     {"--profile", AH_FLAG_STR, NULL, "FILE",
      "measured per-layer times from autohet profile (default: the roofline, uncalibrated)", false},
+    {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), NULL, "K",
+     "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
+    {"--cloud", AH_FLAG_STR, NULL, "s3://BUCKET/PREFIX", AH_CLI_HELP_CLOUD, false},
     {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
      "write each checkpoint before the next step starts (default: asynchronous: each rank copies its state into "
      "host memory and a background thread writes it while training goes on; a checkpoint due before the last "

@@ -67,7 +67,7 @@ ah_status_t ah_comm_allgather_bytes(ah_comm_t *c, const void *buf, size_t len, c
 /* Header of a file transfer: size >= 0, or -1 followed by a message of AH_ERROR_MSG_MAX bytes.
  * Pieces go through one static buffer: transfers happen on the main thread only, and a static
  * buffer cannot fail to allocate half way through a stream the other side is waiting on. */
-#define PIECE ((size_t)1 << 20)
+#define PIECE ((size_t)AH_COMM_FILE_PIECE)
 static char g_piece[PIECE];
 
 ah_status_t ah_comm_send_refusal(ah_comm_t *c, int dst, int tag, const char *msg, ah_error_t *err) {

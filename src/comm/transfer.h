@@ -17,6 +17,10 @@
 
 #include "comm/comm.h"
 
+/* The piece a file goes in: one blocking send each (the cost model prices a latency a piece:
+ * plan/plan_links.c's checkpoint replication). */
+#define AH_COMM_FILE_PIECE (1 << 20)
+
 /* Collective: each rank gives len bytes; every rank gets all of them, rank after rank, in a
  * malloc'ed buffer *out (NUL-terminated for convenience) with lens[r] bytes from rank r (lens has
  * ah_comm_size(c) entries, allocated by the caller). */

@@ -37,6 +37,16 @@ int64_t ah_precision_elt_bytes(ah_precision_t p);
  * rates of the precisions it is used with; one left out means it cannot run that precision). */
 bool ah_gpu_runs(const ah_gpu_type_t *g, ah_precision_t p);
 
+/* The checkpoint policy the traffic counts (plan/ckpt_traffic.h; docs/cost-model.md "Checkpoint
+ * traffic"): what train and run take as --ckpt-every, --replica-memory-gb and --cloud, given to plan
+ * and evaluate. Never in the plan file (a run's flags, not the plan's shape); zeroed: not given, and
+ * checkpoint traffic is not counted (the verbs say so). */
+typedef struct ah_ckpt_policy {
+    int64_t every;                   /* a save every `every` iterations; 0: no interval given */
+    double replica_gb;               /* in-memory replicas to partners, at most this many GB a host; 0: none */
+    char cloud_region[AH_NAME_MAX];  /* the cloud tier's bucket's region; "": no cloud tier */
+} ah_ckpt_policy_t;
+
 typedef struct ah_train {
     int64_t global_batch; /* B: sequences per iteration */
     int64_t seq_len;      /* T */
@@ -47,6 +57,7 @@ typedef struct ah_train {
      * per data-parallel group (ah_stage_cost's state_bytes). 0 or 1: not sharded (plans, the
      * runtime and ah_evaluate price the plan's own optimizer_shards instead). */
     int64_t opt_shard_over;
+    ah_ckpt_policy_t ckpt; /* what checkpoint traffic to count (not in the plan file) */
 } ah_train_t;
 
 /* ---- 1. accounting (per TP rank of a group of t) ---- */

@@ -9,6 +9,7 @@
 #include "cost/profile.h"
 #include "plan/dp_overlap.h"
 #include "plan/evaluate.h"
+#include "plan/plan_out.h"
 #include "plan/replay.h"
 #include "plan/timeline_memo.h"
 
@@ -606,10 +607,11 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         fmin(r->dp_sync, ah_dp_exposed_s(r->sync_st, r->n_sync, (int)p->model.n_layer, (double *)(r->sync_st + r->n_sync)) +
                              (out->dp_gather_exposed_s = ah_dp_gather_exposed_s(r->sync_st, r->n_sync)));
     out->dp_sync_exposed_s = exposed;
-    out->iteration_overlap_s = r->worst_pipe + exposed + r->optimizer;
+    const double ckpt = out->pred.breakdown.ckpt_s = ah_plan_ckpt_blocked_s(p);
+    out->iteration_overlap_s = r->worst_pipe + exposed + r->optimizer + ckpt;
     out->pred.breakdown.dp_sync_s = r->dp_sync;
     out->pred.breakdown.optimizer_s = r->optimizer;
-    out->pred.iteration_s = r->worst_pipe + r->dp_sync + r->optimizer;
+    out->pred.iteration_s = r->worst_pipe + r->dp_sync + r->optimizer + ckpt;
     out->search_estimate_s = r->worst_estimate + r->dp_sync + r->optimizer;
     out->pred.tokens_per_s =
         (double)(p->train.global_batch * p->train.seq_len) / out->pred.iteration_s;

@@ -77,6 +77,8 @@ typedef struct ah_breakdown {
                            parallelism) not hidden behind attention */
     double dp_sync_s;   /* layer-wise gradient sync across pipelines */
     double optimizer_s; /* AdamW step */
+    double ckpt_s;      /* the checkpoints' replication to the partners, which blocks every rank, per
+                           iteration (under train.ckpt; plan/plan_out.h's ah_plan_ckpt_blocked_s) */
 } ah_breakdown_t;
 
 typedef struct ah_prediction {

@@ -2,16 +2,19 @@
  * bytes by link class, the egress $ of the bytes that cross zone and region boundaries, the bytes
  * no price covers, and what crosses each region boundary on which link (the rule for the open
  * internet, ah_plan_wan_check). Every link is the one cost/links.c's ah_link_of gives. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/str.h"
+#include "comm/transfer.h"
 #include "cost/cost.h"
+#include "plan/ckpt_traffic.h"
 #include "plan/plan_out.h"
 
 const char *ah_traffic_kind_name(ah_traffic_kind_t k) {
-    static const char *const NAMES[AH_N_TRAFFIC_KINDS] = {"pipeline p2p", "DP sync", "TP", "CP ring"};
+    static const char *const NAMES[AH_N_TRAFFIC_KINDS] = {"pipeline p2p", "DP sync", "TP", "CP ring", "checkpoint"};
     return k >= 0 && k < AH_N_TRAFFIC_KINDS ? NAMES[k] : "?";
 }
 
@@ -60,23 +63,33 @@ int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
     return n;
 }
 
+/* bytes of kind over link l from node a to node b (b < 0: out of the cluster, listed under no
+ * crossing); in_open: they count as crossing regions in the open where l is not private (a cloud
+ * upload goes over HTTPS: not). */
+static void add_on(const ah_plan_t *p, const ah_link_info_t *l, int node_a, int node_b, ah_traffic_kind_t kind,
+                   double bytes, bool in_open, ah_plan_traffic_t *t) {
+    const ah_cluster_t *c = &p->cluster;
+    t->bytes[l->cls] += bytes;
+    t->kind_bytes[kind][l->cls] += bytes;
+    if (l->cls < AH_LINK_INTER_ZONE) return;
+    const bool priced = c->net.egress_priced || (l->override >= 0 && c->net.links[l->override].usd_per_gb >= 0);
+    const double usd = priced ? bytes / 1e9 * l->usd_per_gb : 0;
+    if (priced) {
+        t->egress_usd += usd;
+        t->egress_usd_by[l->cls] += usd;
+        t->kind_usd[kind] += usd;
+    }
+    else t->unpriced_bytes += bytes;
+    if (l->cls < AH_LINK_INTER_REGION) return;
+    if (in_open && !l->private_link) t->public_bytes += bytes;
+    if (node_b >= 0) note_crossing(c, l, node_a, node_b, kind, bytes, usd, t);
+}
+
 static void add(const ah_plan_t *p, int node_a, int node_b, int type_a, int type_b, ah_traffic_kind_t kind,
                 double bytes, ah_plan_traffic_t *t) {
     if (bytes <= 0) return;
-    const ah_cluster_t *c = &p->cluster;
-    const ah_link_info_t l = ah_link_of(c, node_a, node_b, type_a, type_b);
-    t->bytes[l.cls] += bytes;
-    if (l.cls < AH_LINK_INTER_ZONE) return;
-    const bool priced = c->net.egress_priced || (l.override >= 0 && c->net.links[l.override].usd_per_gb >= 0);
-    const double usd = priced ? bytes / 1e9 * l.usd_per_gb : 0;
-    if (priced) {
-        t->egress_usd += bytes / 1e9 * l.usd_per_gb;
-        t->egress_usd_by[l.cls] += bytes / 1e9 * l.usd_per_gb;
-    }
-    else t->unpriced_bytes += bytes;
-    if (l.cls < AH_LINK_INTER_REGION) return;
-    if (!l.private_link) t->public_bytes += bytes;
-    note_crossing(c, &l, node_a, node_b, kind, bytes, usd, t);
+    const ah_link_info_t l = ah_link_of(&p->cluster, node_a, node_b, type_a, type_b);
+    add_on(p, &l, node_a, node_b, kind, bytes, true, t);
 }
 
 /* Context parallelism's ring on stage a of pipeline pl (mb micro-batches): per micro-batch and
@@ -167,10 +180,82 @@ static void dp_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     free(domain);
 }
 
+/* A node's cloud upload (bytes per iteration) to the bucket, in the region of node `bucket` (-1:
+ * a region of none of the cluster's nodes): inside its region it leaves the node for the region's
+ * object store (inter-node, no egress: clouds do not bill a transfer to their object storage in
+ * the same region); from another region it crosses that region pair's link at its egress price. */
+static void cloud_upload(const ah_plan_t *p, int node, int bucket, double bytes, ah_plan_traffic_t *t) {
+    const ah_cluster_t *c = &p->cluster;
+    const int ty = c->nodes[node].type;
+    ah_link_info_t l;
+    if (bucket >= 0 && strcmp(c->nodes[node].region, c->nodes[bucket].region) == 0)
+        l = (ah_link_info_t){.cls = AH_LINK_INTER_NODE, .override = -1};
+    else if (bucket >= 0)
+        l = ah_link_of(c, node, bucket, ty, c->nodes[bucket].type);
+    else
+        l = (ah_link_info_t){.cls = AH_LINK_INTER_REGION, .usd_per_gb = c->net.egress_inter_region_usd_per_gb, .override = -1};
+    add_on(p, &l, node, bucket, AH_TRAFFIC_CKPT, bytes, false, t);
+}
+
+/* The checkpoints under the plan's policy (p->train.ckpt), per iteration: each save's replication
+ * to the partners (--replica-memory-gb: each node's step to its partner, while the partner's budget
+ * lasts, sources in node order as ah_replica_fit takes them, counted by bytes, not by whole file)
+ * and its cloud upload, over the save interval; the replication's seconds (blocking, one pair after
+ * another, one latency a 1 MiB piece: runtime/ckpt_replica.c, comm/transfer.c) into ckpt_blocked_s. */
+static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
+    const ah_ckpt_policy_t *pol = &p->train.ckpt;
+    t->ckpt_every = pol->every > 0 ? pol->every : 0;
+    if (!t->ckpt_every || (pol->replica_gb <= 0 && !pol->cloud_region[0])) return;
+    const ah_cluster_t *c = &p->cluster;
+    const int nn = c->n_nodes;
+    int64_t *own = calloc((size_t)nn + 1, sizeof *own), *cloud = calloc((size_t)nn + 1, sizeof *cloud);
+    int *partner = calloc((size_t)nn + 1, sizeof *partner), *leader = calloc((size_t)nn + 1, sizeof *leader);
+    const char **zones = calloc((size_t)nn + 1, sizeof *zones);
+    double *held = calloc((size_t)nn + 1, sizeof *held);
+    if (own && cloud && partner && leader && zones && held && ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK) {
+        for (int n = 0; n < nn; n++) {
+            zones[n] = c->nodes[n].zone;
+            leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */
+        }
+        ah_ckpt_partners(nn, leader, zones, partner);
+        const double every = (double)pol->every, budget = pol->replica_gb * 1e9;
+        for (int y = 0; pol->replica_gb > 0 && y < nn; y++) {
+            const int h = partner[y];
+            if (h < 0) continue;
+            const double sent = fmin((double)own[y], budget - held[h]);
+            held[h] += sent;
+            const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
+            if (sent > 0) add_on(p, &l, y, h, AH_TRAFFIC_CKPT, sent / every, true, t);
+            if (sent > 0) /* one pair at a time: one flow on the link */
+                t->ckpt_blocked_s += (sent / ah_link_shared_bw(&l, 1) + ceil(sent / AH_COMM_FILE_PIECE) * l.latency_s) / every;
+        }
+        int bucket = -1;
+        for (int n = 0; pol->cloud_region[0] && n < nn && bucket < 0; n++)
+            if (strcmp(c->nodes[n].region, pol->cloud_region) == 0) bucket = n;
+        for (int n = 0; pol->cloud_region[0] && n < nn; n++)
+            if (cloud[n] > 0) cloud_upload(p, n, bucket, (double)cloud[n] / every, t);
+    } else
+        t->ckpt_every = 0; /* no host memory to size them: said as not counted */
+    free(own);
+    free(cloud);
+    free(partner);
+    free(leader);
+    free(zones);
+    free(held);
+}
+
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < p->n_pipelines; i++) pipeline_traffic(p, &p->pipelines[i], out);
     dp_traffic(p, out);
+    ckpt_traffic(p, out);
+}
+
+double ah_plan_ckpt_blocked_s(const ah_plan_t *p) {
+    if (p->train.ckpt.every <= 0 || p->train.ckpt.replica_gb <= 0) return 0;
+    ah_plan_traffic_t t;
+    ah_plan_traffic(p, &t);
+    return t.ckpt_blocked_s;
 }
 
 const char *ah_plan_crossings_str(const ah_plan_t *p, const ah_plan_traffic_t *t, bool open_only, char *buf,

@@ -26,8 +26,9 @@ double ah_plan_usd_per_hour(const ah_plan_t *p);
 
 /* What a plan sends per iteration by link class (plan_links.c; docs/cost-model.md "Traffic and
  * egress"), what crossing zones and regions costs, and what crosses each region boundary. */
-typedef enum { AH_TRAFFIC_P2P = 0, AH_TRAFFIC_DP_SYNC, AH_TRAFFIC_TP, AH_TRAFFIC_CP_RING, AH_N_TRAFFIC_KINDS } ah_traffic_kind_t;
-/* "pipeline p2p", "DP sync", "TP", "CP ring" (context parallelism's key/value ring). */
+typedef enum { AH_TRAFFIC_P2P = 0, AH_TRAFFIC_DP_SYNC, AH_TRAFFIC_TP, AH_TRAFFIC_CP_RING, AH_TRAFFIC_CKPT, AH_N_TRAFFIC_KINDS } ah_traffic_kind_t;
+/* "pipeline p2p", "DP sync", "TP", "CP ring" (context parallelism's key/value ring), "checkpoint"
+ * (replication to the partners and the cloud upload, under the plan's checkpoint policy). */
 const char *ah_traffic_kind_name(ah_traffic_kind_t k);
 /* One link between two regions that some of the plan's traffic crosses: a "links" override
  * (p->cluster.net.links[override]) or the inter-region class between two regions. */
@@ -49,8 +50,15 @@ typedef struct ah_plan_traffic {
     ah_plan_crossing_t crossings[AH_MAX_CROSSINGS]; /* the links across regions, in order met */
     int n_crossings;
     int crossings_unlisted;          /* links across regions past AH_MAX_CROSSINGS (their bytes counted above) */
+    double kind_bytes[AH_N_TRAFFIC_KINDS][AH_N_LINK_CLASSES]; /* bytes by kind and link class */
+    double kind_usd[AH_N_TRAFFIC_KINDS];                      /* egress_usd by kind */
+    int64_t ckpt_every;              /* the plan's checkpoint interval (train.ckpt.every); 0: checkpoints not counted */
+    double ckpt_blocked_s;           /* per iteration: the replication to the partners, which blocks training */
 } ah_plan_traffic_t;
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out);
+/* Its ckpt_blocked_s alone: 0 without an interval or in-memory replicas (train.ckpt). ah_evaluate
+ * adds it to the iteration (breakdown.ckpt_s). */
+double ah_plan_ckpt_blocked_s(const ah_plan_t *p);
 /* "across regions: us-east-1 <-> eu-west-1 (private): pipeline p2p 4.295 GB, DP sync 1.1 GB per
  * iteration; ..." into buf, every link across regions (open_only: those not marked private) with
  * what crosses it, and without open_only a word on the rule when one is not private; "" when
@@ -93,9 +101,16 @@ const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
  * inter-region ... GB ($...); egress $0.0012 per iteration", with " (egress unpriced)" and a word
  * on bytes crossing regions in the open. */
 const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap);
+/* "checkpoint traffic per iteration (a save every K, counted above): inter-node ... GB, inter-zone
+ * ..., inter-region ...; egress $... per iteration ($.../h); the replication to the partners blocks
+ * training ... s per iteration", "... none (...)" when the policy moves nothing, or "checkpoint
+ * traffic: not counted (no --ckpt-every ...)" without an interval; into buf, which it returns. */
+const char *ah_plan_ckpt_str(const ah_plan_price_t *pr, char *buf, size_t cap);
 /* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced), "unpriced" (the
  * nodes, or null), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},
- * "egress_usd_per_hour" (null when unpriced) and "egress_unpriced" on the JSON object doc. */
+ * "egress_usd_per_hour" (null when unpriced), "egress_unpriced", "bytes_per_iteration_by_kind" {kind:
+ * {link class: bytes}} and "checkpoint" {"every" (null: not counted), "egress_usd_per_iteration",
+ * "egress_usd_per_hour" (null when unpriced), "blocked_s_per_iteration"} on the JSON object doc. */
 void ah_plan_price_json(const ah_plan_price_t *pr, struct json_t *doc);
 /* Sets "region_crossings": [{"between": [A, B], "private", "bytes_per_iteration": {"pipeline p2p",
  * "DP sync", "TP", "CP ring"}}] (t of p; ah_plan_crossings_str's links) on doc. */

@@ -77,6 +77,28 @@ const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap
     return buf;
 }
 
+const char *ah_plan_ckpt_str(const ah_plan_price_t *pr, char *buf, size_t cap) {
+    const ah_plan_traffic_t *t = &pr->traffic;
+    const double *b = t->kind_bytes[AH_TRAFFIC_CKPT];
+    if (t->ckpt_every <= 0)
+        snprintf(buf, cap, "checkpoint traffic: not counted (no --ckpt-every: give train's --ckpt-every K, and its "
+                 "--replica-memory-gb G and --cloud URL where the run takes them)");
+    else if (b[AH_LINK_INTER_NODE] + b[AH_LINK_INTER_ZONE] + b[AH_LINK_INTER_REGION] <= 0)
+        snprintf(buf, cap, "checkpoint traffic per iteration (a save every %lld): none (no --replica-memory-gb, no "
+                 "--cloud: each node writes its own disk)", (long long)t->ckpt_every);
+    else {
+        char hourly[48] = "";
+        if (pr->priced && t->kind_usd[AH_TRAFFIC_CKPT] > 0)
+            snprintf(hourly, sizeof hourly, " ($%.2f/h)", t->kind_usd[AH_TRAFFIC_CKPT] * pr->iterations_per_hour);
+        snprintf(buf, cap, "checkpoint traffic per iteration (a save every %lld, counted above): inter-node %.3f GB, "
+                 "inter-zone %.3f GB, inter-region %.3f GB; egress $%.4f per iteration%s; the replication to the "
+                 "partners blocks training %.4f s per iteration (in the iteration time)", (long long)t->ckpt_every, b[AH_LINK_INTER_NODE] / 1e9,
+                 b[AH_LINK_INTER_ZONE] / 1e9, b[AH_LINK_INTER_REGION] / 1e9, t->kind_usd[AH_TRAFFIC_CKPT], hourly,
+                 t->ckpt_blocked_s);
+    }
+    return buf;
+}
+
 void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "usd_per_hour", pr->priced ? json_real(pr->usd_per_hour) : json_null());
     json_object_set_new(doc, "usd_per_mtoken", pr->priced ? json_real(pr->usd_per_mtoken) : json_null());
@@ -94,6 +116,21 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "egress_usd_per_hour",
                         pr->priced && !pr->egress_unpriced ? json_real(pr->egress_usd_per_hour) : json_null());
     json_object_set_new(doc, "egress_unpriced", json_boolean(pr->egress_unpriced));
+    json_t *kinds = json_object();
+    for (int kind = 0; kind < AH_N_TRAFFIC_KINDS; kind++) {
+        json_t *by = json_object();
+        for (int k = 0; k < AH_N_LINK_CLASSES; k++)
+            json_object_set_new(by, ah_link_class_name((ah_link_t)k), json_real(pr->traffic.kind_bytes[kind][k]));
+        json_object_set_new(kinds, ah_traffic_kind_name((ah_traffic_kind_t)kind), by);
+    }
+    json_object_set_new(doc, "bytes_per_iteration_by_kind", kinds);
+    const ah_plan_traffic_t *t = &pr->traffic;
+    const double usd = t->kind_usd[AH_TRAFFIC_CKPT];
+    json_object_set_new(doc, "checkpoint", json_pack("{s:o, s:f, s:o, s:f}", "every",
+                                                     t->ckpt_every > 0 ? json_integer(t->ckpt_every) : json_null(),
+                                                     "egress_usd_per_iteration", usd, "egress_usd_per_hour",
+                                                     pr->priced ? json_real(usd * pr->iterations_per_hour) : json_null(),
+                                                     "blocked_s_per_iteration", t->ckpt_blocked_s));
 }
 
 void ah_plan_crossings_json(const ah_plan_t *p, const ah_plan_traffic_t *t, json_t *doc) {

@@ -448,7 +448,8 @@ ah_status_t ah_cand_plan(const ah_model_t *model, const ah_cluster_t *cluster, c
                          int64_t m, ah_cand_t *c, double *value, ah_plan_t *out, ah_error_t *err);
 
 /* The egress $ per iteration of candidate c, scored (c->n set), as plan/plan_links.c prices the plan
- * it builds into; 0 when its nodes share a zone. NAN when out of host memory. */
+ * it builds into (its checkpoints' too, under train.ckpt); 0 when its nodes share a zone and no
+ * checkpoint goes to the cloud. NAN when out of host memory. */
 double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c);
 /* Whether the search weighs egress (search_state.c): o asks for a $ objective or --budget, and c
  * prices some crossing of a zone or region boundary above $0. */

@@ -229,7 +229,8 @@ static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, 
 }
 
 double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c) {
-    if (!spans_zones(x->cluster, c)) return 0;
+    const bool uploads = x->train.ckpt.every > 0 && x->train.ckpt.cloud_region[0]; /* maybe from another region */
+    if (!spans_zones(x->cluster, c) && !uploads) return 0;
     ah_plan_t view;
     double usd = NAN;
     if (view_of(x, c, &view)) {

@@ -1,0 +1,33 @@
+/* What a plan's checkpoints move over the network, per save: the bytes each node writes (its disk's
+ * step), each node's share of the cloud tier's upload, and the node that holds each node's
+ * in-memory replica. Pure: the plan in, no MPI, no files. The runtime's checkpoint code (ckpt/,
+ * runtime/ckpt_*.c) asks the same functions (ckpt/host_memory.c's snapshot bytes, ckpt/replica.c's
+ * partners), so the cost model counts what the runtime moves; plan_links.c prices it per iteration
+ * under the plan's checkpoint policy (cost.h's ah_ckpt_policy_t; docs/cost-model.md "Checkpoint
+ * traffic").
+ *
+ * A node's step: every rank writes the shards it is the node's lowest holder of (each (group, TP
+ * index) its ranks hold, once a node: ckpt/placement.h), weights and AdamW m and v in fp32, the TP
+ * piece of each tensor: 12 bytes a parameter (safetensors headers and the manifest not counted).
+ * The cloud share: each piece once in the job, uploaded by the node of its lowest holder in plan
+ * order (pipeline 0's device of that TP index, CP rank 0: runtime/ckpt_io.c's cloud_share).
+ */
+#ifndef AH_PLAN_CKPT_TRAFFIC_H
+#define AH_PLAN_CKPT_TRAFFIC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+
+/* own[n] (the plan's cluster's nodes; 0 for a node without ranks): the bytes of node n's step;
+ * cloud[n] (may be NULL): the bytes node n uploads to the cloud tier. AH_ERR_OOM only. */
+ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, ah_error_t *err);
+
+/* partner[y] for each of n_nodes nodes: the node holding y's in-memory replica, the next node
+ * after y (cyclically) among the used ones in another zone when there is one (zones[n]: node n's
+ * zone; NULL: one zone), else the next used node; -1 for an unused node or when no other is used.
+ * leader[n] >= 0 for a node the plan uses (ckpt/placement.h's node_leader), < 0 for one it does not. */
+void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner);
+
+#endif
