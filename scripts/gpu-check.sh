@@ -7,6 +7,7 @@
 #   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log, test_cp_ring.log
 #   train/           metrics and dumps of every training run; train_<plan>.log per plan
 #   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
+#   train_overlap.log  the overlapped DP sync (NCCL on a communication stream) against the blocking one
 #   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
 #   llama_bf16.txt   LLaMA TP 2 x PP 2 in bf16 vs fp32 on the CPU
 #   cp_half.txt      LLaMA at CP 2 in bf16 and fp16 vs the same model without CP, same precision
@@ -384,6 +385,20 @@ for p in single dp4 pp4 tp4 asym asym-hier tp2-asym pp2-recompute llama-tp2-pp2 
     echo "$p: $(outcome "train_$p" $rc)" >>"$OUT/train_equivalence.txt"
 done
 summary "$(sed 's/^/  /' "$OUT/train_equivalence.txt")"
+
+# (a2) The overlapped gradient sync on the device (issue 35; the equivalence plans above run it, it
+# is the default): each plan with the buckets' all-reduces / reduce-scatters on the communication
+# stream during the backward and the sharded weights' all-gathers before their first forward use,
+# against --no-overlap-grad-sync (each group summed after the backward on the compute stream):
+# every loss and gradient norm and the weights after step 3 the same bits (tests/test_train_overlap.sh
+# on this backend). Plain DP (dp4) and the optimizer sharded unevenly over asymmetric pipelines
+# (asym:uneven: the tied group, which first and last stages finish at different points); on a GPU
+# also sharded evenly and TP 2 beside the DP buckets.
+OVERLAP_PLANS=(dp4 asym:uneven)
+[[ $EMU == 1 ]] || OVERLAP_PLANS+=(dp4:even tp2-asym)
+stage train_overlap 240 env AH_BACKEND="$GPU_BACKEND" OVERLAP_STEPS="$((EQ_STEPS > 4 ? EQ_STEPS : 4))" \
+    bash tests/test_train_overlap.sh "$BUILD" . "${OVERLAP_PLANS[@]}" || status=1
+summary "  $(grep -h "identical" "$OUT/train_overlap.log" | tr '\n' ';')"
 
 for check in bf16_curve llama_bf16 cp_half fp16_overflow memory; do
     if $NO_GPU; then # bf16, fp16 and the device's memory figure need a CUDA device

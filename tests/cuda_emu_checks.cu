@@ -11,8 +11,16 @@
 //   diverged  a full-warp shuffle reached by half the warp: the launch fails (sticky), naming
 //             the kernel, block and thread
 //   past_end  a kernel writing 4 KiB past an allocation: dies naming the kernel
+//   nccl_unordered  an NCCL all-reduce on a non-blocking stream (as comm/nccl.c's overlapped
+//             collectives) without events: it reduces its input as it was before the kernel queued
+//             to write it, and a copy on the legacy stream reads its output as before the
+//             all-reduce: both stale, exits 1
+//   nccl_ordered    the same with the events (the stream waits for the kernel's, the legacy
+//             stream for the all-reduce's): both see the writes, exits 0
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,8 +133,49 @@ static int past_end(void) {
     return 0;
 }
 
+// One rank's NCCL communicator; an all-reduce of in (written by a kernel on the legacy stream
+// just before) into out on a non-blocking stream, then out read back on the legacy stream, with
+// or without the events that order the two streams.
+static int nccl_order(int argc, char **argv, bool with_events) {
+    MPI_Init(&argc, &argv);
+    ncclUniqueId id;
+    ncclComm_t comm;
+    cudaStream_t comm_stream;
+    cudaEvent_t written, reduced;
+    int *in = nullptr, *out = nullptr, seen_in = -1, seen_out = -1;
+    cudaMalloc(&in, sizeof(int));
+    cudaMalloc(&out, sizeof(int));
+    cudaMemset(in, 0, sizeof(int));
+    cudaMemset(out, 0, sizeof(int));
+    cudaDeviceSynchronize();
+    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return 2;
+    cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&written, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming);
+    AH_LAUNCH(write_value, 1, 1, 0, 0)(in, 42);
+    if (with_events) {
+        cudaEventRecord(written, 0);
+        cudaStreamWaitEvent(comm_stream, written, 0);
+    }
+    ncclAllReduce(in, out, 1, ncclInt32, ncclSum, comm, comm_stream);
+    if (with_events) {
+        cudaEventRecord(reduced, comm_stream);
+        cudaStreamWaitEvent(0, reduced, 0);
+    }
+    cudaMemcpy(&seen_out, out, sizeof(int), cudaMemcpyDeviceToHost); // the legacy stream
+    cudaDeviceSynchronize();
+    cudaMemcpy(&seen_in, out, sizeof(int), cudaMemcpyDeviceToHost); // what was reduced, once done
+    printf("all-reduce %s events: reduced %d (the kernel wrote 42); the legacy stream read %d before the device synchronisation\n",
+           with_events ? "with" : "without", seen_in, seen_out);
+    ncclCommDestroy(comm);
+    MPI_Finalize();
+    return seen_in == 42 && seen_out == 42 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
+    if (!strcmp(c, "nccl_unordered")) return nccl_order(argc, argv, false);
+    if (!strcmp(c, "nccl_ordered")) return nccl_order(argc, argv, true);
     if (!strcmp(c, "race")) return block_sum_check(false);
     if (!strcmp(c, "barrier")) return block_sum_check(true);
     if (!strcmp(c, "stale")) return stale_check(false);

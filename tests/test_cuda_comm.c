@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         /* Small integers: the sum is exact in any order. */
         for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 17);
         ah_cuda_upload(d, host, N * sizeof *host, &err);
-        CHECK(ah_dcomm_allreduce_f32(dc, d, N, &err) == AH_OK, "allreduce: %s", err.msg);
+        CHECK(ah_dcomm_allreduce_f32(dc, d, N, NULL, &err) == AH_OK, "allreduce: %s", err.msg);
         ah_cuda_download(host, d, N * sizeof *host, &err);
         const float ranks_sum = (float)size * (float)(size + 1) / 2.0f;
         int bad = 0;
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 13);
         ah_cuda_upload(d, host, N * sizeof *host, &err);
-        CHECK(ah_dcomm_reduce_scatter_f32(dc, d, counts, &err) == AH_OK, "reduce-scatter: %s", err.msg);
+        CHECK(ah_dcomm_reduce_scatter_f32(dc, d, counts, NULL, &err) == AH_OK, "reduce-scatter: %s", err.msg);
         ah_cuda_download(host, d, N * sizeof *host, &err);
         bad = 0;
         for (int64_t i = mine; i < mine + counts[rank]; i++) bad += host[i] != ranks_sum * (float)(i % 13);
@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < N; i++) /* every part but its own garbage: the gather must overwrite it */
             if (i < mine || i >= mine + counts[rank]) host[i] = -1.0f;
         ah_cuda_upload(d, host, N * sizeof *host, &err);
-        CHECK(ah_dcomm_allgather_f32(dc, d, counts, &err) == AH_OK, "all-gather: %s", err.msg);
+        CHECK(ah_dcomm_allgather_f32(dc, d, counts, NULL, &err) == AH_OK, "all-gather: %s", err.msg);
         ah_cuda_download(host, d, N * sizeof *host, &err);
         bad = 0;
         for (int i = 0; i < N; i++) bad += host[i] != ranks_sum * (float)(i % 13);

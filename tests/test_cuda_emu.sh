@@ -5,7 +5,9 @@
 # stale data; a host dereference of a device pointer dies naming the allocation; a cuBLAS call with
 # a bad leading dimension fails naming the argument; bad launch configurations give CUDA's errors;
 # a diverged full-warp shuffle fails the launch, sticky, naming kernel, block and thread; a kernel
-# writing past an allocation dies naming the kernel. Needs a -DAH_CUDA_EMU=ON build ($1); skips
+# writing past an allocation dies naming the kernel; an NCCL all-reduce on a non-blocking stream
+# without the events that order it after the kernel writing its input and before the legacy
+# stream's read of its output (the overlapped DP sync's, comm/nccl.h) sees neither write. Needs a -DAH_CUDA_EMU=ON build ($1); skips
 # (77) in any other.
 set -uo pipefail
 BUILD=$1
@@ -39,5 +41,7 @@ check diverged 1 "kernel half_warp_shuffle, block (0,0,0), thread (0,0,0) waits 
 check diverged 1 "a later cudaMalloc: cudaErrorLaunchFailure"
 check past_end 134 "kernel write_past, block (0,0,0), thread (0,0,0) touched byte 4496 of the device allocation of 400 bytes"
 AH_CUDA_EMU_NO_PKEYS=1 check host_read 134 "host code touched device memory"
+check nccl_unordered 1 "all-reduce without events: reduced 0 (the kernel wrote 42); the legacy stream read 0 before"
+check nccl_ordered 0 "all-reduce with events: reduced 42 (the kernel wrote 42); the legacy stream read 42 before"
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -11,6 +11,8 @@
 # overlap (the zero-bubble plan included: sharded, so with the all-gathers in flight).
 # Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]
 # (PLAN[+SCHEDULE[/I,J]][:even|:uneven][@k]; +SCHEDULE as in test_train_equivalence.sh)
+# OVERLAP_STEPS (default 8, at least 4) steps; AH_BACKEND=cuda runs it on the CUDA backend
+# (scripts/gpu-check.sh: the buckets on the communication stream against the blocking sync).
 . "$(dirname "$0")/train_common.sh"
 shift 2
 SPECS=("$@")
@@ -19,10 +21,11 @@ SPECS=("$@")
 # device and zero-bubble sharded unevenly, 4 of the 9 plans (and the memory checks, which need the
 # second and fourth); every plan is bit-checked in CI's first stage.
 [ $# -gt 0 ] || [ "${AH_CLUSTER_SHORT:-0}" != 1 ] || SPECS=(tp2-asym dp4:even dp4@3 asym+zero-bubble/1,2:uneven)
+STEPS=${OVERLAP_STEPS:-8}
 run() { # name ranks plan flags...
     local name=$1 n=$2 plan=$3
     shift 3
-    timeout 120 $MPIRUN -np "$n" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps 8 --quiet \
+    timeout 120 $MPIRUN -np "$n" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps "$STEPS" --quiet \
         --metrics "$WORK/$name.jsonl" --dump-params "$WORK/$name.params" --dump-step 3 "$@" 2>"$WORK/$name.err" \
         || { cat "$WORK/$name.err" >&2; fail "$name: autohet train failed"; }
 }
@@ -40,18 +43,18 @@ for spec in "${SPECS[@]}"; do
     n=$(plan_ranks "$plan")
     run "$name-on" "$n" "$plan" "${extra[@]}"
     run "$name-off" "$n" "$plan" "${extra[@]}" --no-overlap-grad-sync
-    python3 - "$WORK" "$name" <<'PY' || fail "$name: overlap on and off differ"
+    python3 - "$WORK" "$name" "$STEPS" <<'PY' || fail "$name: overlap on and off differ"
 import json, sys
-work, name = sys.argv[1], sys.argv[2]
+work, name, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 on = [json.loads(l) for l in open(f"{work}/{name}-on.jsonl") if '"loss"' in l]
 off = [json.loads(l) for l in open(f"{work}/{name}-off.jsonl") if '"loss"' in l]
-assert len(on) == len(off) == 8, (len(on), len(off))
+assert len(on) == len(off) == steps, (len(on), len(off))
 for a, b in zip(on, off):
     assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"], (a["step"], a["loss"], b["loss"], a["grad_norm"], b["grad_norm"])
 p, q = (open(f"{work}/{name}-{k}.params/params.bin", "rb").read() for k in ("on", "off"))
 assert len(p) > 0 and p == q, "weights after step 3 differ"
 assert on[-1]["loss"] < on[0]["loss"], "the loss did not move"
-print(f"{name}: 8 losses and grad norms identical, {len(p) // 4} weights identical after step 3")
+print(f"{name}: {steps} losses and grad norms identical, {len(p) // 4} weights identical after step 3")
 PY
 done
 # Memory: the overlap needs no buffer (each bucket is summed in place in the gradients): the

@@ -23,8 +23,10 @@
 #include "core/status.h"
 #include "kernels/kernels.h"
 
-/* A backend's communicator over buffers of its memory, built over a group of comm.h. */
+/* A backend's communicator over buffers of its memory, built over a group of comm.h, and the
+ * event that marks an overlapped collective of it (comm/nccl.h "Overlap"). */
 typedef struct ah_dcomm ah_dcomm_t;
+typedef struct ah_dcomm_event ah_dcomm_event_t;
 
 typedef struct ah_backend {
     const char *name;  /* "cpu", "cuda" */
@@ -48,12 +50,21 @@ typedef struct ah_backend {
      * dcomm_create is collective over `group`; `device` is what open gave. dcomm_sum and
      * dcomm_max are an in-place sum and maximum of n floats of the space over the group. */
     ah_status_t (*dcomm_create)(ah_comm_t *group, int device, ah_dcomm_t **out, ah_error_t *err);
-    ah_status_t (*dcomm_sum)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
+    ah_status_t (*dcomm_sum)(ah_dcomm_t *dc, float *buf, size_t n, ah_dcomm_event_t *done, ah_error_t *err);
     ah_status_t (*dcomm_max)(ah_dcomm_t *dc, float *buf, size_t n, ah_error_t *err);
     /* The sharded optimizer's in-place uneven reduce-scatter and all-gather (comm.h's contract). */
-    ah_status_t (*dcomm_reduce_scatter)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_error_t *err);
-    ah_status_t (*dcomm_allgather)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_error_t *err);
+    ah_status_t (*dcomm_reduce_scatter)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                        ah_error_t *err);
+    ah_status_t (*dcomm_allgather)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                   ah_error_t *err);
     void (*dcomm_free)(ah_dcomm_t **dc);
+    /* Overlap: dcomm_sum, dcomm_reduce_scatter and dcomm_allgather with a `done` event run on a
+     * communication stream after the compute issued so far and return at once (done NULL: in
+     * order on the compute stream); dcomm_event_wait orders the compute after the collective
+     * recorded in the event. Events are made and freed here (free: NULL-safe). */
+    ah_status_t (*dcomm_event_create)(ah_dcomm_event_t **out, ah_error_t *err);
+    ah_status_t (*dcomm_event_wait)(ah_dcomm_event_t *ev, ah_error_t *err);
+    void (*dcomm_event_free)(ah_dcomm_event_t **ev);
 } ah_backend_t;
 
 /* The registry, CPU first: backends 0 .. ah_backend_count() - 1. */

@@ -38,4 +38,7 @@ const ah_backend_t ah_backend_cuda = {
     .dcomm_reduce_scatter = ah_dcomm_reduce_scatter_f32,
     .dcomm_allgather = ah_dcomm_allgather_f32,
     .dcomm_free = ah_dcomm_free,
+    .dcomm_event_create = ah_dcomm_event_create,
+    .dcomm_event_wait = ah_dcomm_event_wait,
+    .dcomm_event_free = ah_dcomm_event_free,
 };

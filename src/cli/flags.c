@@ -241,7 +241,7 @@ static const ah_flag_t SHARED[] = {
      "run the data-parallel gradient sync after the whole backward, one collective after another (default: each "
      "layer's all-reduce, or reduce-scatter with a sharded optimizer, starts non-blocking as soon as the last "
      "micro-batch's backward has passed that layer, and runs while the rest of the backward computes; same losses "
-     "bit for bit; the CUDA backend's sync is blocking either way; docs/runtime.md)", false},
+     "bit for bit; on the CUDA backend the buckets go on a communication stream (NCCL), waited for by events; docs/runtime.md)", false},
     {"--replica-memory-gb", AH_FLAG_NUM_IN(0, 1e6), NULL, "G",
      "in-memory peer replicas: each committed step's pieces also held in the host memory (a tmpfs) of another "
      "node, another zone's when there is one, at most G GB (1e9 bytes) per host; what does not fit stays on the "

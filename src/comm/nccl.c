@@ -19,6 +19,16 @@ struct ah_dcomm {
     size_t host_n;
 };
 
+struct ah_dcomm_event {
+    cudaEvent_t ev;
+};
+
+/* The process's communication stream (non-blocking: nothing orders it against the compute stream
+ * but the events below) and the event that marks the compute stream's work so far; made on first
+ * use and kept until the process exits, as the backend's other device state. */
+static cudaStream_t comm_stream;
+static cudaEvent_t compute_mark;
+
 /* FNV-1a of the host name: ranks with equal (host, device) share a GPU. */
 static int64_t host_hash(void) {
     char name[256] = {0};
@@ -95,6 +105,56 @@ void ah_dcomm_free(ah_dcomm_t **dc) {
 
 const char *ah_dcomm_kind(const ah_dcomm_t *dc) { return dc->nccl ? "nccl" : "mpi-staged"; }
 
+/* The communication stream, after the compute (legacy default) stream's work issued so far. */
+static ah_status_t comm_stream_after_compute(ah_error_t *err) {
+    cudaError_t e = cudaSuccess;
+    if (!comm_stream) e = cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess && !compute_mark) e = cudaEventCreateWithFlags(&compute_mark, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(compute_mark, 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(comm_stream, compute_mark, 0);
+    return e == cudaSuccess ? AH_OK : cuda_err(err, e, "the communication stream");
+}
+
+ah_status_t ah_dcomm_event_create(ah_dcomm_event_t **out, ah_error_t *err) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return ah_error_set(err, AH_ERR_OOM, "no host memory for a communication event");
+    const cudaError_t e = cudaEventCreateWithFlags(&(*out)->ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) return AH_OK;
+    free(*out);
+    *out = NULL;
+    return cuda_err(err, e, "cudaEventCreate (communication event)");
+}
+
+void ah_dcomm_event_free(ah_dcomm_event_t **ev) {
+    if (!*ev) return;
+    cudaEventDestroy((*ev)->ev);
+    free(*ev);
+    *ev = NULL;
+}
+
+ah_status_t ah_dcomm_event_wait(ah_dcomm_event_t *ev, ah_error_t *err) {
+    const cudaError_t e = cudaStreamWaitEvent(0, ev->ev, 0);
+    return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaStreamWaitEvent (communication event)");
+}
+
+/* The stream a collective is issued on: the compute stream (done NULL, or the staged mode, which
+ * is synchronous), else the communication stream after the compute so far. */
+static ah_status_t issue_stream(const ah_dcomm_t *dc, const ah_dcomm_event_t *done, cudaStream_t *st,
+                                ah_error_t *err) {
+    *st = 0;
+    if (!done || !dc->nccl) return AH_OK;
+    ah_status_t s = comm_stream_after_compute(err);
+    if (s == AH_OK) *st = comm_stream;
+    return s;
+}
+
+/* Records done (if any) after a collective issued on st. */
+static ah_status_t record(ah_status_t s, ah_dcomm_event_t *done, cudaStream_t st, ah_error_t *err) {
+    if (s != AH_OK || !done) return s;
+    const cudaError_t e = cudaEventRecord(done->ev, st);
+    return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaEventRecord (communication event)");
+}
+
 /* The pinned staging buffer for n floats. */
 static ah_status_t staging(ah_dcomm_t *dc, size_t n, ah_error_t *err) {
     if (n <= dc->host_n) return AH_OK;
@@ -113,11 +173,12 @@ static ah_status_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
     return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaMemcpy (staging)");
 }
 
-/* An in-place all-reduce by NCCL's op, or by the group's MPI call with host staging. */
-static ah_status_t allreduce(ah_dcomm_t *dc, float *dev_buf, size_t n, ncclRedOp_t op, ah_error_t *err) {
+/* An in-place all-reduce by NCCL's op on stream st, or by the group's MPI call with host staging. */
+static ah_status_t allreduce(ah_dcomm_t *dc, float *dev_buf, size_t n, ncclRedOp_t op, cudaStream_t st,
+                             ah_error_t *err) {
     if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
     if (dc->nccl)
-        return nccl_status(err, ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, op, dc->nccl, 0),
+        return nccl_status(err, ncclAllReduce(dev_buf, dev_buf, n, ncclFloat32, op, dc->nccl, st),
                            "ncclAllReduce");
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
@@ -128,22 +189,27 @@ static ah_status_t allreduce(ah_dcomm_t *dc, float *dev_buf, size_t n, ncclRedOp
     return s;
 }
 
-ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
-    return allreduce(dc, dev_buf, n, ncclSum, err);
+ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_dcomm_event_t *done,
+                                   ah_error_t *err) {
+    cudaStream_t st;
+    ah_status_t s = issue_stream(dc, done, &st, err);
+    if (s == AH_OK) s = allreduce(dc, dev_buf, n, ncclSum, st, err);
+    return record(s, done, st, err);
 }
 
 ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err) {
-    return allreduce(dc, dev_buf, n, ncclMax, err);
+    return allreduce(dc, dev_buf, n, ncclMax, 0, err);
 }
 
 /* Parts of a sharded collective: their total, one part at a time as a reduce to (or a broadcast
  * from) its owner, in one NCCL group call. */
-static ah_status_t by_parts(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, ah_error_t *err) {
+static ah_status_t by_parts(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, cudaStream_t st,
+                           ah_error_t *err) {
     ncclResult_t r = ncclGroupStart();
     size_t off = 0;
     for (int k = 0; r == ncclSuccess && k < ah_comm_size(dc->group); off += (size_t)counts[k], k++)
-        r = reduce ? ncclReduce(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, ncclSum, k, dc->nccl, 0)
-                   : ncclBroadcast(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, k, dc->nccl, 0);
+        r = reduce ? ncclReduce(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, ncclSum, k, dc->nccl, st)
+                   : ncclBroadcast(dev_buf + off, dev_buf + off, (size_t)counts[k], ncclFloat32, k, dc->nccl, st);
     const ncclResult_t end = ncclGroupEnd();
     return nccl_status(err, r != ncclSuccess ? r : end, reduce ? "ncclReduce (reduce-scatter)" : "ncclBroadcast (all-gather)");
 }
@@ -154,11 +220,13 @@ static size_t total_of(const ah_dcomm_t *dc, const int64_t *counts) {
     return n;
 }
 
-/* The reduce-scatter (reduce) or all-gather: NCCL by parts, or the whole buffer through the host. */
-static ah_status_t sharded(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, ah_error_t *err) {
+/* The reduce-scatter (reduce) or all-gather: NCCL by parts on stream st, or the whole buffer
+ * through the host. */
+static ah_status_t sharded(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce, cudaStream_t st,
+                           ah_error_t *err) {
     const size_t n = total_of(dc, counts);
     if (ah_comm_size(dc->group) == 1 || n == 0) return AH_OK;
-    if (dc->nccl) return by_parts(dc, dev_buf, counts, reduce, err);
+    if (dc->nccl) return by_parts(dc, dev_buf, counts, reduce, st, err);
     ah_status_t s = staging(dc, n, err);
     if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
     if (s == AH_OK)
@@ -168,12 +236,23 @@ static ah_status_t sharded(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts
     return s;
 }
 
-ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
-    return sharded(dc, dev_buf, counts, 1, err);
+/* A sharded collective (reduce: the reduce-scatter), on the stream `done` asks for. */
+static ah_status_t sharded_on(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, int reduce,
+                              ah_dcomm_event_t *done, ah_error_t *err) {
+    cudaStream_t st;
+    ah_status_t s = issue_stream(dc, done, &st, err);
+    if (s == AH_OK) s = sharded(dc, dev_buf, counts, reduce, st, err);
+    return record(s, done, st, err);
 }
 
-ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err) {
-    return sharded(dc, dev_buf, counts, 0, err);
+ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts,
+                                        ah_dcomm_event_t *done, ah_error_t *err) {
+    return sharded_on(dc, dev_buf, counts, 1, done, err);
+}
+
+ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                   ah_error_t *err) {
+    return sharded_on(dc, dev_buf, counts, 0, done, err);
 }
 
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,

@@ -8,9 +8,21 @@
  * calls with host staging: device -> host buffer -> MPI -> host buffer -> device. Both modes do
  * the same arithmetic contract (in-place sum), so every parallel test also runs on one GPU.
  *
- * Ordering: NCCL work is enqueued on the legacy default stream, after the kernels before it and
- * before the ones after it; the staged mode is synchronous. Send/recv are blocking pairs; the
- * 1F1B schedule's non-blocking p2p needs ncclGroupStart/End batching (docs/gpu.md).
+ * Ordering: NCCL work is enqueued on the legacy default stream (the compute stream), after the
+ * kernels before it and before the ones after it; the staged mode is synchronous. Send/recv are
+ * blocking pairs; the 1F1B schedule's non-blocking p2p needs ncclGroupStart/End batching
+ * (docs/gpu.md).
+ *
+ * Overlap: the sum, reduce-scatter and all-gather given a `done` event (ah_dcomm_event_create) go
+ * on the process's communication stream instead (one non-blocking stream for every communicator,
+ * so the collectives run in the order they are issued), after an event recorded on the compute
+ * stream (they read what the kernels issued before them wrote), and return at once; `done` is
+ * recorded after the collective, and ah_dcomm_event_wait makes the compute stream's later work
+ * wait for it (nothing else orders the two streams: the caller waits before it reads or writes the
+ * buffer again, or before a blocking call on the same communicator). Because one stream serves
+ * every communicator, every member must issue them in the same order (a rank's collectives on two
+ * communicators in crossed orders would deadlock, each GPU waiting in the other's first). The
+ * staged mode runs them synchronously and records `done` on the compute stream.
  */
 #ifndef AH_COMM_NCCL_H
 #define AH_COMM_NCCL_H
@@ -22,6 +34,7 @@
 #include "core/status.h"
 
 typedef struct ah_dcomm ah_dcomm_t;
+typedef struct ah_dcomm_event ah_dcomm_event_t;
 
 /* Collective over `group`; `device` is this rank's CUDA device. force_staged != 0 takes the
  * host-staged path even when NCCL would work (tests). */
@@ -31,15 +44,25 @@ void ah_dcomm_free(ah_dcomm_t **dc);
 /* "nccl" or "mpi-staged". */
 const char *ah_dcomm_kind(const ah_dcomm_t *dc);
 
-/* In-place sum / maximum of n floats of a device buffer over the group. */
-ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
+/* In-place sum / maximum of n floats of a device buffer over the group; the sum on the
+ * communication stream when done is not NULL (above). */
+ah_status_t ah_dcomm_allreduce_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_dcomm_event_t *done,
+                                   ah_error_t *err);
 ah_status_t ah_dcomm_allreduce_max_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, ah_error_t *err);
 /* Uneven reduce-scatter and all-gather of a device buffer, in place, as comm.h's
  * ah_comm_reduce_scatter_f32 / ah_comm_allgather_f32 (counts per group rank, parts in rank
  * order): NCCL as one group call of a reduce to (a broadcast from) each part's owner; staged, the
- * whole buffer through the host and the group's MPI call. */
-ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err);
-ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_error_t *err);
+ * whole buffer through the host and the group's MPI call. On the communication stream when done
+ * is not NULL. */
+ah_status_t ah_dcomm_reduce_scatter_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts,
+                                        ah_dcomm_event_t *done, ah_error_t *err);
+ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                   ah_error_t *err);
+/* An event for the overlapped collectives (a CUDA event without timing); free: NULL-safe. */
+ah_status_t ah_dcomm_event_create(ah_dcomm_event_t **out, ah_error_t *err);
+void ah_dcomm_event_free(ah_dcomm_event_t **ev);
+/* The compute stream's later work waits for the collective recorded in ev (no host wait). */
+ah_status_t ah_dcomm_event_wait(ah_dcomm_event_t *ev, ah_error_t *err);
 /* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err);

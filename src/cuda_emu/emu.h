@@ -32,8 +32,12 @@
  *   (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize or a query that finds it,
  *   a blocking cudaMemcpy, an asynchronous copy to pageable memory, which CUDA makes synchronous),
  *   so a host read of a result before its synchronisation sees stale data. Waiting for a stream
- *   runs every operation queued before that stream's last one, on any stream (more ordering than
- *   CUDA promises: a missing cross-stream dependency is not seen).
+ *   (or an event) runs only what its last operation depends on: the stream's earlier work, the
+ *   work recorded in the events it waits for (cudaStreamWaitEvent), and CUDA's legacy default
+ *   stream rules (the legacy stream and the streams made without cudaStreamNonBlocking wait for
+ *   each other's earlier work); the rest stays queued. So a missing cross-stream dependency is
+ *   seen: work on a non-blocking stream that does not wait for a kernel's event reads the buffer
+ *   as it was before the kernel (cudaDeviceSynchronize and the blocking calls still run all).
  * - cuBLAS (cublasSgemm, cublasGemmEx with fp32, bf16 or fp16 inputs and fp32 compute): column-
  *   major, served by OpenBLAS's sgemm after rounding 16-bit inputs (and fp32 inputs under
  *   CUBLAS_TF32_TENSOR_OP_MATH to TF32); the arguments are checked as cuBLAS checks them, and a bad
@@ -42,12 +46,14 @@
  * - NCCL (cuda_emu/nccl.cpp): communicators of MPI processes, all-reduce, reduce, broadcast,
  *   all-gather, reduce-scatter, send/recv and group calls, queued on the stream like kernels,
  *   served by MPI with NCCL's in-place rules; two ranks on one emulated device are refused as
- *   NCCL refuses them. An NCCL call is queued like the rest and then run at once with the work
- *   queued before it on its stream (nccl.cpp says why), so the stale-read protection above does
- *   not cover what an NCCL call has made run. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
+ *   NCCL refuses them. An NCCL call is queued like the rest and then run at once with the work it
+ *   depends on (above; nccl.cpp says why), so the stale-read protection above does not cover what
+ *   an NCCL call has made run, and an NCCL call on a stream that did not wait for the kernels
+ *   writing its buffer reduces the buffer as it was before them. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
  *
  * What it does not model: speed (nothing here says how fast a GPU is), the real allocator's
- * fragmentation and memory use beyond the bytes asked for, concurrency between streams and
+ * fragmentation and memory use beyond the bytes asked for, concurrency between streams (an NCCL
+ * call blocks its host until its peers reach it, where a GPU's host goes on) and
  * between blocks, warp divergence inside an exchange's lanes (they run as independent threads),
  * the memory model's weaker orderings (atomics are sequentially consistent), fast-math
  * intrinsics' error (__expf is expf), tensor-core accumulation order, NVLink or InfiniBand.

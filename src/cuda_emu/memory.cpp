@@ -221,7 +221,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
     api_lock l;
     if (!bytes) return cudaSuccess;
     if (!copy_ok(dst, src, bytes, &kind)) return set_error(cudaErrorInvalidValue);
-    const cudaError_t e = drain(nullptr, true); // the legacy stream waits for all earlier work
+    // On the legacy stream: after its earlier work and the blocking streams' (not after a
+    // non-blocking stream's, which an event must order).
+    enqueue(nullptr, []() { return cudaSuccess; });
+    const cudaError_t e = drain(nullptr, false);
     if (e != cudaSuccess) return e;
     with_device_access([&] { memmove(dst, src, bytes); });
     return cudaSuccess;

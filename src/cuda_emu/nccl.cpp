@@ -3,12 +3,14 @@
 // MPI_COMM_WORLD rank: the members tell the root their ranks, the root answers with the member
 // list, and MPI_Comm_create_group makes the communicator). Every call checks its arguments as
 // NCCL does (device buffers of the right size, root and peer in range, NCCL's in-place layouts)
-// and is queued on its stream like a kernel, and then, unlike the rest of the emulation's work,
-// run at once with everything queued before it: on GPUs the ranks' collectives meet in program
-// order because each GPU runs independently of its host, and a lazily run collective would wait
-// for a peer whose host is busy in a host-side MPI call (a deadlock no GPU has). Calls between
-// ncclGroupStart and ncclGroupEnd run as one operation at ncclGroupEnd, point-to-point ones
-// posted first and waited for last. 16-bit reductions widen to fp32, reduce, and round once (NCCL rounds
+// and its exchange, unlike the rest of the emulation's work, runs at once with the work it depends
+// on (its stream's, emu.h): on GPUs the ranks' collectives meet in program order because each GPU
+// runs independently of its host, and a lazily run exchange would wait for a peer whose host is
+// busy in a host-side MPI call (a deadlock no GPU has). What it writes, though, lands in device
+// memory only when the write, queued on its stream, runs: until then the buffers hold what they
+// held before the call, so work that does not wait for the call's stream (an event) reads the
+// buffer unreduced, as it could on a GPU. Calls between ncclGroupStart and ncclGroupEnd run as
+// one operation at ncclGroupEnd, point-to-point ones posted first and waited for last. 16-bit reductions widen to fp32, reduce, and round once (NCCL rounds
 // at each step of its ring: a difference within the half types' rounding). Requires MPI to be
 // initialised, as the program does before it creates a communicator.
 #include <mpi.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "cuda_emu/emu.h"
@@ -36,8 +40,13 @@ struct id_body {
     int root_world;
     unsigned nonce;
 };
+// One call: the device bytes it writes, and its exchange (MPI; non-blocking requests appended).
+struct call {
+    std::vector<std::pair<void *, size_t>> writes;
+    std::function<void(std::vector<MPI_Request> &)> run;
+};
 int group_depth = 0;
-std::vector<std::function<void(std::vector<MPI_Request> &)>> group_ops;
+std::vector<call> group_ops;
 cudaStream_t group_stream = nullptr;
 
 size_t type_size(ncclDataType_t t) {
@@ -124,21 +133,40 @@ void reduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t o
             ((uint16_t *)out)[i] = t == ncclBfloat16 ? ah_emu_float_to_bf16_bits(wide[i]) : ah_emu_float_to_half_bits(wide[i]);
 }
 
-// Queues one operation, or adds it to the open group.
-ncclResult_t submit(cudaStream_t stream, std::function<void(std::vector<MPI_Request> &)> run) {
+// Runs the calls' exchanges now, after the work they depend on on `stream`, and queues on the
+// stream the write of their results into device memory (restored to its old bytes meanwhile).
+ncclResult_t issue(cudaStream_t stream, const std::vector<call> &calls) {
+    ah_emu::enqueue(stream, []() { return cudaSuccess; }); // the call's place and dependencies
+    if (ah_emu::drain(stream, false) != cudaSuccess) return ncclUnhandledCudaError;
+    std::vector<std::pair<void *, size_t>> writes;
+    for (const call &c : calls) writes.insert(writes.end(), c.writes.begin(), c.writes.end());
+    auto results = std::make_shared<std::vector<std::vector<char>>>();
+    ah_emu::with_device_access([&] {
+        std::vector<std::vector<char>> before;
+        for (const auto &w : writes) before.emplace_back((char *)w.first, (char *)w.first + w.second);
+        std::vector<MPI_Request> reqs;
+        for (const call &c : calls) c.run(reqs); // collectives in call order, p2p posted
+        MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
+        for (const auto &w : writes) results->emplace_back((char *)w.first, (char *)w.first + w.second);
+        for (size_t i = writes.size(); i-- > 0;) memcpy(writes[i].first, before[i].data(), writes[i].second);
+    });
+    ah_emu::enqueue(stream, [writes, results]() {
+        for (size_t i = 0; i < writes.size(); i++) memcpy(writes[i].first, (*results)[i].data(), writes[i].second);
+        return cudaSuccess;
+    });
+    return ah_emu::sticky() == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+// Issues one call, or adds it to the open group. `writes`: the device bytes it writes.
+ncclResult_t submit(cudaStream_t stream, std::vector<std::pair<void *, size_t>> writes,
+                    std::function<void(std::vector<MPI_Request> &)> run) {
     if (ah_emu::sticky() != cudaSuccess) return ncclUnhandledCudaError;
     if (group_depth > 0) {
         if (group_ops.empty()) group_stream = stream;
-        group_ops.push_back(std::move(run));
+        group_ops.push_back(call{std::move(writes), std::move(run)});
         return ncclSuccess;
     }
-    ah_emu::enqueue(stream, [run]() {
-        std::vector<MPI_Request> reqs;
-        run(reqs);
-        MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
-        return cudaSuccess;
-    });
-    return ah_emu::drain(stream, false) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    return issue(stream, {call{std::move(writes), std::move(run)}});
 }
 
 int handshake_tag(const id_body &b) { return 17000 + (int)(b.nonce % 8000u); }
@@ -255,7 +283,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_
     if (r != ncclSuccess) return r;
     if (send != recv && (const char *)send < (char *)recv + n * type_size(t) && (const char *)recv < (const char *)send + n * type_size(t))
         return bad("ncclAllReduce", "send and receive buffers overlap without being the same (in place)");
-    return submit(s, [=](std::vector<MPI_Request> &) { reduce(send, recv, n, t, op, -1, c); });
+    return submit(s, {{recv, n * type_size(t)}}, [=](std::vector<MPI_Request> &) { reduce(send, recv, n, t, op, -1, c); });
 }
 
 ncclResult_t ncclReduce(const void *send, void *recv, size_t n, ncclDataType_t t, ncclRedOp_t op, int root,
@@ -264,7 +292,9 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t n, ncclDataType_t t
     if (c && (root < 0 || root >= c->size)) return bad("ncclReduce", "root out of range");
     ncclResult_t r = check("ncclReduce", c, t, send, n, c && c->rank == root ? recv : nullptr, n);
     if (r != ncclSuccess) return r;
-    return submit(s, [=](std::vector<MPI_Request> &) { reduce(send, recv, n, t, op, root, c); });
+    std::vector<std::pair<void *, size_t>> writes;
+    if (c->rank == root) writes.push_back({recv, n * type_size(t)});
+    return submit(s, writes, [=](std::vector<MPI_Request> &) { reduce(send, recv, n, t, op, root, c); });
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDataType_t t, int root, ncclComm_t c,
@@ -273,7 +303,7 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDataType_
     if (c && (root < 0 || root >= c->size)) return bad("ncclBroadcast", "root out of range");
     ncclResult_t r = check("ncclBroadcast", c, t, c && c->rank == root ? send : nullptr, n, recv, n);
     if (r != ncclSuccess) return r;
-    return submit(s, [=](std::vector<MPI_Request> &) {
+    return submit(s, {{recv, n * type_size(t)}}, [=](std::vector<MPI_Request> &) {
         if (c->rank == root && send != recv) memmove(recv, send, n * type_size(t));
         MPI_Bcast(recv, (int)n, mpi_type(t), root, c->comm);
     });
@@ -284,7 +314,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, ncclDataType_
     ncclResult_t r = check("ncclAllGather", c, t, send, n, recv, c ? n * (size_t)c->size : 0);
     if (r != ncclSuccess) return r;
     const bool in_place = (const char *)send == (const char *)recv + (size_t)c->rank * n * type_size(t);
-    return submit(s, [=](std::vector<MPI_Request> &) {
+    return submit(s, {{recv, n * (size_t)c->size * type_size(t)}}, [=](std::vector<MPI_Request> &) {
         MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), c->comm);
     });
 }
@@ -294,7 +324,7 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, ncclDataT
     api_lock l;
     ncclResult_t r = check("ncclReduceScatter", c, t, send, c ? n * (size_t)c->size : 0, recv, n);
     if (r != ncclSuccess) return r;
-    return submit(s, [=](std::vector<MPI_Request> &) {
+    return submit(s, {{recv, n * type_size(t)}}, [=](std::vector<MPI_Request> &) {
         // Reduce the whole buffer, keep this rank's part (the same sums, in MPI's order).
         std::vector<char> full((const char *)send, (const char *)send + n * (size_t)c->size * type_size(t));
         reduce(full.data(), full.data(), n * (size_t)c->size, t, op, -1, c);
@@ -307,7 +337,7 @@ ncclResult_t ncclSend(const void *send, size_t n, ncclDataType_t t, int peer, nc
     if (c && (peer < 0 || peer >= c->size)) return bad("ncclSend", "peer out of range");
     ncclResult_t r = check("ncclSend", c, t, send, n, nullptr, 0);
     if (r != ncclSuccess) return r;
-    return submit(s, [=](std::vector<MPI_Request> &reqs) {
+    return submit(s, {}, [=](std::vector<MPI_Request> &reqs) {
         reqs.emplace_back();
         MPI_Isend(send, (int)n, mpi_type(t), peer, 0, c->comm, &reqs.back());
     });
@@ -318,7 +348,7 @@ ncclResult_t ncclRecv(void *recv, size_t n, ncclDataType_t t, int peer, ncclComm
     if (c && (peer < 0 || peer >= c->size)) return bad("ncclRecv", "peer out of range");
     ncclResult_t r = check("ncclRecv", c, t, nullptr, 0, recv, n);
     if (r != ncclSuccess) return r;
-    return submit(s, [=](std::vector<MPI_Request> &reqs) {
+    return submit(s, {{recv, n * type_size(t)}}, [=](std::vector<MPI_Request> &reqs) {
         reqs.emplace_back();
         MPI_Irecv(recv, (int)n, mpi_type(t), peer, 0, c->comm, &reqs.back());
     });
@@ -336,13 +366,7 @@ ncclResult_t ncclGroupEnd(void) {
     if (--group_depth > 0 || group_ops.empty()) return ncclSuccess;
     auto ops = std::move(group_ops);
     group_ops.clear();
-    ah_emu::enqueue(group_stream, [ops]() {
-        std::vector<MPI_Request> reqs;
-        for (const auto &op : ops) op(reqs); // collectives run in call order, p2p posted
-        MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
-        return cudaSuccess;
-    });
-    return ah_emu::drain(group_stream, false) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+    return issue(group_stream, ops);
 }
 
 } // extern "C"

@@ -1,5 +1,7 @@
 // The CUDA emulation's runtime (emu.h): errors, devices, the work queue that streams and events
-// share, and launches. Work runs lazily: nothing queued runs until the host waits for it.
+// share, and launches. Work runs lazily: nothing queued runs until the host waits for it, and then
+// only what the awaited operation depends on (its stream's earlier work, the events its stream
+// waits for, the legacy default stream's implicit synchronisation with blocking streams).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cuda_emu/emu.h"
 
@@ -27,14 +31,15 @@ namespace ah_emu {
 namespace {
 
 struct op {
-    uint64_t seq;
+    std::vector<uint64_t> deps; // operations that must run before it (smaller sequence numbers)
     std::function<cudaError_t()> work;
 };
 
 std::recursive_mutex lock;
-std::deque<op> queue;
+std::map<uint64_t, op> queue; // queued, not yet run, by sequence number
 uint64_t next_seq = 1;
 ah_emu_stream legacy;
+std::set<ah_emu_stream *> blocking_streams; // created without cudaStreamNonBlocking, alive
 cudaError_t sticky_error = cudaSuccess;
 thread_local cudaError_t last_error = cudaSuccess;
 int current_device = 0;
@@ -47,15 +52,37 @@ int device_count() { return env_int("AH_CUDA_EMU_DEVICES", 8); }
 
 ah_emu_stream *stream_of(cudaStream_t s) { return s ? s : &legacy; }
 
-// Runs the queue's operations with sequence numbers up to `seq`.
+void run_op(op &o) {
+    if (sticky_error != cudaSuccess) return; // a failed context runs nothing more
+    cudaError_t e = cudaSuccess;
+    with_device_access([&] { e = o.work(); });
+    if (e != cudaSuccess) sticky_error = e;
+}
+
+// Runs operation `seq` (if still queued) and every queued operation it depends on, transitively,
+// in sequence order; work it does not depend on stays queued.
 cudaError_t drain_to(uint64_t seq) {
-    while (!queue.empty() && queue.front().seq <= seq) {
-        op o = std::move(queue.front());
-        queue.pop_front();
-        if (sticky_error != cudaSuccess) continue; // a failed context runs nothing more
-        cudaError_t e = cudaSuccess;
-        with_device_access([&] { e = o.work(); });
-        if (e != cudaSuccess) sticky_error = e;
+    std::set<uint64_t> need{seq};
+    for (auto it = queue.upper_bound(seq); it != queue.begin();) { // newest first: deps are older
+        --it;
+        if (need.count(it->first))
+            for (uint64_t d : it->second.deps) need.insert(d);
+    }
+    for (uint64_t n : need) { // ascending: every dependency before its dependant
+        auto it = queue.find(n);
+        if (it == queue.end()) continue; // already run
+        op o = std::move(it->second);
+        queue.erase(it);
+        run_op(o);
+    }
+    return sticky_error;
+}
+
+cudaError_t drain_all() {
+    while (!queue.empty()) {
+        op o = std::move(queue.begin()->second);
+        queue.erase(queue.begin());
+        run_op(o);
     }
     return sticky_error;
 }
@@ -101,14 +128,34 @@ cudaError_t set_error(cudaError_t e) {
     return e;
 }
 
-void enqueue(cudaStream_t stream, std::function<cudaError_t()> work) {
-    const uint64_t seq = next_seq++;
-    stream_of(stream)->last = seq;
-    queue.push_back(op{seq, std::move(work)});
+// An operation's implicit dependencies: its stream's last one; on the legacy stream, the last of
+// every blocking stream; on a blocking stream, the legacy stream's last (CUDA's legacy default
+// stream semantics). A non-blocking stream orders only against events it waits for.
+static std::vector<uint64_t> implicit_deps(ah_emu_stream *s) {
+    std::vector<uint64_t> deps;
+    if (s->last) deps.push_back(s->last);
+    if (s == &legacy) {
+        for (ah_emu_stream *b : blocking_streams)
+            if (b->last) deps.push_back(b->last);
+    } else if (!(s->flags & cudaStreamNonBlocking) && legacy.last) {
+        deps.push_back(legacy.last);
+    }
+    return deps;
 }
 
+static void enqueue_after(cudaStream_t stream, std::vector<uint64_t> extra, std::function<cudaError_t()> work) {
+    ah_emu_stream *s = stream_of(stream);
+    std::vector<uint64_t> deps = implicit_deps(s);
+    deps.insert(deps.end(), extra.begin(), extra.end());
+    const uint64_t seq = next_seq++;
+    s->last = seq;
+    queue.emplace(seq, op{std::move(deps), std::move(work)});
+}
+
+void enqueue(cudaStream_t stream, std::function<cudaError_t()> work) { enqueue_after(stream, {}, std::move(work)); }
+
 cudaError_t drain(cudaStream_t stream, bool all) {
-    return drain_to(all ? next_seq - 1 : stream_of(stream)->last);
+    return all ? drain_all() : drain_to(stream_of(stream)->last);
 }
 
 void launch(const launch_config &cfg, std::function<void()> body) {
@@ -238,6 +285,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     api_lock l;
     *s = new ah_emu_stream;
     (*s)->flags = flags;
+    if (!(flags & cudaStreamNonBlocking)) blocking_streams.insert(*s);
     return cudaSuccess;
 }
 
@@ -245,6 +293,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     api_lock l;
     if (!s) return set_error(cudaErrorInvalidResourceHandle);
     drain(s, false); // its queued work still runs, as CUDA lets it finish
+    blocking_streams.erase(s);
     delete s;
     return cudaSuccess;
 }
@@ -260,9 +309,13 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    (void)s, (void)flags;
-    // The queue runs in issue order, so later work on s already follows e's record.
-    return e ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+    (void)flags;
+    api_lock l;
+    if (!e) return set_error(cudaErrorInvalidResourceHandle);
+    // A no-op on s after e's record as it stands now (a later record does not move it), so that
+    // s's later work, and a wait for s, run the recorded work first. Never recorded: no wait.
+    enqueue_after(s, e->seq ? std::vector<uint64_t>{e->seq} : std::vector<uint64_t>{}, []() { return cudaSuccess; });
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }

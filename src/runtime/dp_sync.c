@@ -2,7 +2,11 @@
  * sharded optimizer's all-gather of the updated weights in the same buckets, overlapped with the
  * next step's forward or not: runtime/dp_groups.h (ah_dp_plan_buckets, ah_dp_on_grads, ah_dp_sync,
  * ah_dp_gather_weights, ah_dp_on_weights, ah_dp_gather_wait); docs/runtime.md "Overlapped gradient
- * sync". */
+ * sync". On the CPU a bucket is a non-blocking MPI collective; on a GPU (overlap only; without it,
+ * or with a hierarchical sync, each group is summed at once after the backward) it is a device
+ * communicator's collective on the backend's communication stream, ordered by events: after the
+ * kernels that wrote the bucket, before the optimizer (the gradients) or the bucket's first
+ * forward use (the weights). */
 #include <stdlib.h>
 
 #include "runtime/dp_groups.h"
@@ -22,11 +26,18 @@
  * group's bucket gets each member's part of it. */
 static ah_status_t add_bucket(ah_trainer_t *tr, int id, int event, int64_t off, int64_t n, ah_error_t *err) {
     const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
+    const ah_backend_t *be = tr->dev.backend;
     const int members = ah_comm_size(ah_dp_group(tr, id)->c);
+    /* One communication stream serves a GPU's groups, so every member must issue the collectives
+     * in one order: the tied group, which a last stage finishes at the head and a first stage at
+     * the end, goes at the end on both (its weights are still waited for before the head). */
+    const int issue_at = be->gpu && id == tr->layout.n_segments + 2 ? AH_GPT_GRADS_END : event;
     for (int64_t at = off; at < off + n; at += BUCKET_MAX) {
         ah_dp_bucket_t *b = &tr->buckets[tr->n_buckets++];
         const int64_t len = off + n - at < BUCKET_MAX ? off + n - at : BUCKET_MAX;
-        *b = (ah_dp_bucket_t){.group = id, .event = event, .off = at, .n = len};
+        *b = (ah_dp_bucket_t){.group = id, .event = issue_at, .use_event = event, .off = at, .n = len};
+        if (be->gpu) TRY(be->dcomm_event_create(&b->synced, err));
+        if (be->gpu && sh->counts) TRY(be->dcomm_event_create(&b->gathered, err));
         /* summed whole, hierarchically (a sharded member keeps its part) */
         if (tr->hier[id]) TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
         if (!sh->counts) continue;
@@ -71,6 +82,7 @@ static int by_event(const void *a, const void *b) {
 /* Tests the started buckets so their collectives move on; a hierarchical one issues its next phase
  * when its collectives are done and no bucket before it lags behind that phase (dp_hier.h). */
 static ah_status_t progress(ah_trainer_t *tr, ah_error_t *err) {
+    if (tr->dev.backend->gpu) return AH_OK; /* the device moves its stream on its own */
     int cap = 4; /* the lowest phase of the hierarchical buckets so far */
     for (int i = 0; i < tr->n_buckets; i++) {
         ah_dp_bucket_t *b = &tr->buckets[i];
@@ -92,7 +104,9 @@ void ah_dp_progress(ah_trainer_t *tr) {
 }
 
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
-    if (tr->dev.backend->gpu) return AH_OK; /* the device communicators: group by group, blocking */
+    /* a GPU without overlap, or hierarchical (its phases are blocking on a GPU): group by group */
+    if (tr->dev.backend->gpu && (tr->opts.no_overlap_grad_sync || tr->plan->dp_sync == AH_DP_SYNC_HIERARCHICAL))
+        return AH_OK;
     const int n_ids = ah_dp_group_count(tr);
     int64_t cap = 0;
     for (int id = 0; id < n_ids; id++) {
@@ -122,6 +136,10 @@ void ah_dp_free_buckets(ah_trainer_t *tr) {
         if (tr->buckets[i].hier) ah_dp_hier_bucket_free(&tr->buckets[i]);
         free(tr->buckets[i].counts);
         free(tr->buckets[i].parts);
+        if (tr->dev.backend->gpu) {
+            tr->dev.backend->dcomm_event_free(&tr->buckets[i].synced);
+            tr->dev.backend->dcomm_event_free(&tr->buckets[i].gathered);
+        }
         ah_comm_coll_free(&tr->buckets[i].coll);
         ah_comm_coll_free(&tr->buckets[i].gather);
     }
@@ -134,6 +152,11 @@ static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
     ah_comm_t *c = ah_dp_group(tr, b->group)->c;
     float *g = tr->stage.g + b->off;
     b->started = true;
+    if (b->synced) { /* a GPU: on the communication stream, after the kernels issued so far */
+        const ah_group_t *grp = ah_dp_group(tr, b->group);
+        return b->parts ? grp->backend->dcomm_reduce_scatter(grp->dc, g, b->parts, b->synced, err)
+                        : grp->backend->dcomm_sum(grp->dc, g, (size_t)b->n, b->synced, err);
+    }
     if (b->hier) return ah_dp_hier_start(b, tr->stage.g, err);
     return b->parts ? ah_comm_ireduce_scatter_f32(c, g, b->parts, &b->coll, err)
                      : ah_comm_iallreduce_f32(c, g, (size_t)b->n, &b->coll, err);
@@ -169,7 +192,8 @@ static ah_status_t finish_hier(ah_trainer_t *tr, ah_error_t *err) {
 /* Waits for bucket b to complete (a hierarchical one alone in flight: its remaining phases, each
  * waited for). */
 static ah_status_t finish(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
-    if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
+    if (b->synced) { if (!getenv("AH_DROP")) TRY(tr->dev.backend->dcomm_event_wait(b->synced, err)); } /* the compute waits, not the host */
+    else if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
     else TRY(ah_comm_coll_wait(&b->coll, err));
     b->started = false;
     return AH_OK;
@@ -215,13 +239,14 @@ ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
 /* Waits for bucket b's weight all-gather. In a forward (in_phase) the device reaches the wait only
  * when its compute before it is done: device emulation catches up first. */
 static ah_status_t gather_done(ah_trainer_t *tr, ah_dp_bucket_t *b, bool in_phase, ah_error_t *err) {
+    b->gathering = false;
+    if (b->gathered) return getenv("AH_DROP2") ? AH_OK : tr->dev.backend->dcomm_event_wait(b->gathered, err); /* a GPU: the compute waits */
     int done;
     TRY(ah_comm_coll_test(&b->gather, &done, err));
     if (!done) {
         if (in_phase) ah_emulator_catch_up(&tr->emu);
         TRY(ah_comm_coll_wait(&b->gather, err));
     }
-    b->gathering = false;
     return AH_OK;
 }
 
@@ -230,7 +255,10 @@ ah_status_t ah_dp_gather_weights(ah_trainer_t *tr, ah_error_t *err) {
     for (int i = tr->n_buckets - 1; i >= 0; i--) { /* in the forward's order: the embedding first */
         ah_dp_bucket_t *b = &tr->buckets[i];
         if (!b->parts) continue;
-        TRY(ah_comm_iallgather_f32(ah_dp_group(tr, b->group)->c, tr->stage.w + b->off, b->parts, &b->gather, err));
+        const ah_group_t *grp = ah_dp_group(tr, b->group);
+        float *w = tr->stage.w + b->off;
+        TRY(b->gathered ? grp->backend->dcomm_allgather(grp->dc, w, b->parts, b->gathered, err)
+                        : ah_comm_iallgather_f32(grp->c, w, b->parts, &b->gather, err));
         b->gathering = true;
     }
     return AH_OK;
@@ -240,7 +268,7 @@ ah_status_t ah_dp_on_weights(void *ctx, int event, ah_error_t *err) {
     ah_trainer_t *tr = ctx;
     for (int i = 0; i < tr->n_buckets; i++) {
         ah_dp_bucket_t *b = &tr->buckets[i];
-        if (b->gathering && b->event == event) TRY(gather_done(tr, b, true, err));
+        if (b->gathering && b->use_event == event) TRY(gather_done(tr, b, true, err));
     }
     return progress(tr, err);
 }

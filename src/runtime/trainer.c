@@ -481,12 +481,12 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
-    if (!out->nonfinite && !out->overflow) {
-        ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
-        TRY(ah_dp_gather_weights(tr, err));
-    }
-    /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch). */
+    if (!out->nonfinite && !out->overflow) ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
+    /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch): it waits
+     * for the device, so before the weights' all-gather, which overlaps the next step's forward
+     * (its own errors show in the next step's check). */
     TRY(ah_device_check(&tr->dev, err));
+    if (!out->nonfinite && !out->overflow) TRY(ah_dp_gather_weights(tr, err));
     double compute;
     TRY(ah_emulator_end(&tr->emu, &compute, err));
     tr->compute_s += compute;

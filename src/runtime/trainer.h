@@ -103,7 +103,9 @@ typedef struct ah_dp_shard {
 typedef struct ah_dp_hier ah_dp_hier_t; /* runtime/dp_hier.h */
 typedef struct ah_dp_bucket {
     int group;          /* DP group id */
-    int event;          /* final after this ah_gpt_backward event (gpt.h on_grads) of the last micro-batch */
+    int event;          /* final after this ah_gpt_backward event (gpt.h on_grads) of the last micro-batch
+                         * (a GPU's tied group: AH_GPT_GRADS_END on every member, dp_sync.c says why) */
+    int use_event;      /* its weights' first use in a forward (gpt.h on_weights): the event it is final at */
     int64_t off, n;     /* the stage's flat buffers [off, off + n) */
     int64_t *parts;     /* a sharded group (ring or hierarchical): per group rank (part order) its
                          * part of the bucket; NULL: not sharded */
@@ -117,6 +119,9 @@ typedef struct ah_dp_bucket {
     const ah_dp_hier_t *hier; /* the group's hierarchical sync (dp_hier.h), or NULL: the ring */
     ah_comm_coll_t *cross;    /* hierarchical: the cross-domain all-reduce of each piece this rank holds */
     int phase;                /* hierarchical: the phase issued last (dp_hier.h ah_dp_hier_advance) */
+    /* A GPU's overlapped collectives (backend.h dcomm_event_*): the gradient sum's and the weight
+     * all-gather's events on the communication stream (NULL on the CPU) */
+    ah_dcomm_event_t *synced, *gathered;
 } ah_dp_bucket_t;
 
 /* One chunk's pipeline neighbours and p2p buffers (one chunk unless interleaved). Messages are
@@ -166,7 +171,7 @@ typedef struct ah_trainer {
     ah_dp_shard_t first_shard, last_shard, wte_shard;
     ah_dp_hier_t **hier;    /* per DP group id (ah_dp_group_count): its hierarchical sync, or NULL
                              * (the ring; plan "dp_sync", runtime/dp_hier.h) */
-    ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (CPU backend; NULL on a GPU,
+    ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (NULL on a GPU without overlap,
                               * whose device communicators sum each group at once, blocking) */
     int n_buckets;
     bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
