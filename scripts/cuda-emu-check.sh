@@ -5,8 +5,10 @@
 #      the CPU backend; the device communicator on 1 and 2 ranks, NCCL and staged; the ring's buffers
 #      in bf16 and fp16 against the memory model, test_cp_ring on 4 ranks) and the training
 #      checks (13 plans against the CPU, one zero-bubble, one at CP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
-#      bf16 and fp16, fp16 with an injected overflow);
-#   2. tests/test_cuda_emu.sh on that build: the emulation's protections;
+#      bf16 and fp16, fp16 with an injected overflow; the overlapped DP sync on the communication
+#      stream against the blocking one, plain and sharded);
+#   2. tests/test_cuda_emu.sh on that build: the emulation's protections (an NCCL call on a
+#      non-blocking stream without its events sees stale data among them);
 #   3. a ThreadSanitizer build (build-emu-tsan/, -DAH_CUDA_EMU_TSAN=ON): every kernel test again,
 #      with no race allowed, and a block sum without its __syncthreads, where TSan must report one.
 # Prints "cuda-emu: P passed, F failed" (one per gpu-check stage, protection and TSan check).
