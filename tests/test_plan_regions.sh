@@ -130,6 +130,29 @@ assert priced["usd_per_mtoken"] < blind["usd_per_mtoken"], (priced["usd_per_mtok
 PYEOF
 check "egress priced: fewer bytes across zones and regions, cheaper per token" $?
 
+# --objective cost weighs the checkpoints' egress: llama2-13b's cheapest plan trains on eu-west-1's
+# L40S; with a save every 10 to a bucket in us-east-1 its upload (12 bytes x 13.0 B parameters / 10
+# = 15.6 GB an iteration) would cross to us-east-1 at $0.02/GB, and the plan moves to us-east-1:
+# no checkpoint egress, cheaper per token than the first plan with that upload priced
+C13=(--model llama2-13b --global-batch 512 --seq-len 2048 --cluster "$TWO" --objective cost)
+CK=(--ckpt-every 10 --cloud s3://ckpt-bucket/run)
+"$AH" plan "${C13[@]}" -o "$TMP/c13.json" >"$TMP/c13.txt" 2>&1
+st=$?; check "plan llama2-13b --objective cost: $(tail -3 "$TMP/c13.txt")" "$st"
+AWS_REGION=us-east-1 "$AH" plan "${C13[@]}" "${CK[@]}" -o "$TMP/c13ck.json" >"$TMP/c13ck.txt" 2>&1
+st=$?; check "plan llama2-13b --objective cost with checkpoints: $(tail -3 "$TMP/c13ck.txt")" "$st"
+AWS_REGION=us-east-1 "$AH" evaluate --plan "$TMP/c13.json" "${CK[@]}" --json >"$TMP/c13.eval" 2>&1
+AWS_REGION=us-east-1 "$AH" evaluate --plan "$TMP/c13ck.json" "${CK[@]}" --json >"$TMP/c13ck.eval" 2>&1
+$PY - "$TMP/c13.eval" "$TMP/c13ck.eval" <<'PYEOF'
+import json, sys
+blind, aware = (json.load(open(p)) for p in sys.argv[1:3])
+up = 12 * 13015864320 / 10  # llama2-13b's parameters (published count)
+kb, ka = blind["bytes_per_iteration_by_kind"]["checkpoint"], aware["bytes_per_iteration_by_kind"]["checkpoint"]
+assert abs(kb["inter-region"] - up) < 1 and abs(blind["checkpoint"]["egress_usd_per_iteration"] - up / 1e9 * 0.02) < 1e-9, blind
+assert ka["inter-region"] == 0 and aware["checkpoint"]["egress_usd_per_iteration"] == 0, aware
+assert aware["usd_per_mtoken"] < blind["usd_per_mtoken"], (aware["usd_per_mtoken"], blind["usd_per_mtoken"])
+PYEOF
+check "--objective cost moves the plan to the bucket's region: no checkpoint egress, cheaper per token" $?
+
 # --budget caps the GPUs' $/h and the egress's: the fastest plan's egress alone is over it
 "$AH" plan "${RUN[@]}" --cluster "$TWO" --budget 100 -o "$TMP/budget.json" >"$TMP/budget.txt" 2>&1
 st=$?; check "plan --budget 100: $(tail -3 "$TMP/budget.txt")" "$st"
