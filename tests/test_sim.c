@@ -307,6 +307,7 @@ static void test_one_preemption(void) {
         CHECK_NEAR(r.tokens, R2 * (ckpt - 35) + R1 * (T - pre - rec0 + it1), 1e-9);
         CHECK_NEAR(r.recovery_s, 35 + it2 + rec0, 1e-9);
         CHECK(r.n_recs == 2 && !r.recs[1].saved && r.recs[1].save_s == 0, "no save at the notice");
+        if (r.n_recs == 2) CHECK_NEAR(r.recs[1].rollback_s * R2, r.recs[1].tokens_lost, 1e-9); /* undone at R2 */
         ah_sim_result_free(&r);
     }
     o.grace_s = 120;

@@ -214,7 +214,7 @@ double ah_sim_recovery_cost_s(const ah_sim_replay_t *x) {
     for (int i = 0; i < x->r->n_recs; i++) {
         const ah_sim_recovery_t *v = &x->r->recs[i];
         if (v->interrupted || (i == x->r->n_recs - 1 && x->phase == AH_PHASE_RECOVER)) continue;
-        sum += v->seconds - v->wait_s - v->first_step_s;
+        sum += v->seconds - v->wait_s - v->first_step_s + v->rollback_s;
         n++;
     }
     return n > 0 ? sum / n : x->o->restart_s;

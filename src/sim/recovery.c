@@ -321,6 +321,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
                                : unsaved                        ? x->at_disk
                                                                 : x->now;
     v->tokens_lost = x->now.tokens - back_to.tokens;
+    v->rollback_s = x->now.train_s - back_to.train_s;
     r->tokens_lost += v->tokens_lost;
     x->now = back_to;
     /* nothing newer than the state resumed from is on the disks or in memory any more */

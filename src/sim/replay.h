@@ -137,7 +137,8 @@ ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x);
  * second (nodes removed together hit once); one node-hour (hour) of no removal assumed first. */
 double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
 /* The seconds a preemption takes from training, expected from this replay's finished recoveries
- * (their seconds less the wait and the first step, whose tokens count), o->restart_s before any. */
+ * (their seconds less the wait and the first step, whose tokens count, plus the training their
+ * rollback undid), o->restart_s before any. */
 double ah_sim_recovery_cost_s(const ah_sim_replay_t *x);
 
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then

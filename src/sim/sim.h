@@ -58,7 +58,7 @@
  *       have lost a node so far, and takes the plan of the most expected tokens/s (tokens per $ under
  *       the cost objective): its rate x (1 - hit rate x recovery cost), the hit rate from the
  *       removals seen so far (ah_sim_hit_rate), the cost the mean finished recovery less its wait and
- *       first step; a join restarts only when the faster plan gains more than the restart costs
+ *       first step, plus the training time its rollback undid; a join restarts only when the faster plan gains more than the restart costs
  *       before the running plan's next expected preemption (which would take the nodes in anyway).
  *     - A (re)start is timed as the agent times a recovery (docs/elastic.md): from the notice to
  *       the first finished step after it, recovery = stop_s + replan_s + restart_s + transfer_s
@@ -281,6 +281,7 @@ typedef struct ah_sim_recovery {
     double tier_s[AH_TIER_COUNT];
     int64_t bytes[AH_TIER_COUNT];
     double tokens_lost;        /* rolled back by this restart */
+    double rollback_s;         /* the training time those tokens took (undone) */
     bool interrupted;          /* another event restarted it before it finished */
     int64_t bytes_across_regions; /* of the bytes moved (peer, memory and cloud reads; a handover's
                                   moves), those that crossed a region: over that link */
