@@ -7,7 +7,8 @@
  * - the handover at a notice moves what the next plan's device reads over the link from its holder
  *   in the other zone, bounded by the pair's shared total_gb_s, and pays its $/GB;
  * - the cloud tier in another region: each periodic checkpoint's upload and a restart's download
- *   cross the WAN, at the least of cloud_gb_s and the link's rate, billed at its $/GB. */
+ *   cross the WAN, at the least of cloud_gb_s and the link's rate, billed at its $/GB; the cloud holds
+ *   a checkpoint only once its upload has ended. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -212,6 +213,7 @@ static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr)
     o.train = *tr;
     o.hours = 3000 / 3600.0; /* checkpoints at ~1035 and ~2035 s; none after the restart */
     o.ckpt_every_s = 1000;
+    o.ckpt_snapshot_gb_s = INFINITY; /* the checkpoints hold no training */
     o.restart_s = 30;
     o.replan_s = 5;
     ah_sim_result_t r;
@@ -239,8 +241,33 @@ static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr)
     CHECK_ERR(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err), AH_ERR_USAGE, err,
               "--cloud-region \"nowhere\": no node of the cluster is in it; its regions are ra, rb");
     ah_sim_avail_free(&a);
-    ah_sim_pool_free(&pool);
     ah_cluster_free(&c);
+    /* the WAN at 0.2 MB/s: the first checkpoint's upload (1.49 GB from the lowest holders, at least a
+     * third of it from one node: 2490 s or more) has not ended at the removal (2500 s, 1465 s after
+     * it), so the cloud holds no checkpoint yet and varuna rolls back to the start: every token
+     * trained since 35 s is lost */
+    char slow[2048];
+    snprintf(slow, sizeof slow, "%s", CLOUD);
+    char *bw = strstr(slow, "\"gb_s\": 0.5, \"total_gb_s\": 0.5");
+    const char *to = "\"gb_s\": 0.0002                "; /* as long as what it replaces */
+    if (bw) memcpy(bw, to, strlen(to));
+    const bool slow_loaded = ah_test_parse_cluster(slow, &c, &err) == AH_OK;
+    CHECK(slow_loaded, "%s", err.msg);
+    if (slow_loaded) {
+        CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+        o.cloud_region[0] = 0;
+        CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
+        if (r.n_recs == 2 && r.n_segs > 2) {
+            const double rate = r.segs[1].tokens_per_s; /* the three nodes' */
+            CHECK(r.segs[1].phase == AH_PHASE_TRAIN && rate > 0, "trains on three nodes after the start");
+            CHECK_NEAR(r.recs[1].tokens_lost, rate * (2500 - 35), 1e-9);
+        } else
+            CHECK(false, "%d recoveries, %d segments", r.n_recs, r.n_segs);
+        ah_sim_result_free(&r);
+        ah_sim_avail_free(&a);
+        ah_cluster_free(&c);
+    }
+    ah_sim_pool_free(&pool);
 }
 
 int main(void) {

@@ -110,7 +110,7 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
             }
         }
     }
-    ah_sim_upload_egress(c, x->model, &e->place, x->bucket, &e->upload_usd, &e->upload_wan_bytes);
+    if (!ah_sim_upload(c, x->model, x->bucket, e)) return false;
     if (!ah_sim_agent_policy(x->pol) || x->o->replica_memory_gb <= 0) return true;
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
     if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))

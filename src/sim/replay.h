@@ -38,8 +38,8 @@ typedef struct {
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
     double replicate_s, replicate_usd, replicate_wan_bytes; /* one replication to the holders: its
                              seconds, its egress $ and the bytes it sends across a region (memory.c) */
-    double upload_usd, upload_wan_bytes; /* a periodic checkpoint's upload to the cloud tier: its egress $
-                             and the bytes it sends across a region (transfer.c) */
+    double upload_s, upload_usd, upload_wan_bytes; /* a periodic checkpoint's upload to the cloud tier:
+                             its seconds, its egress $ and the bytes it sends across a region (transfer.c) */
 } ah_sim_entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -64,7 +64,12 @@ typedef struct {
     bool *holds;          /* [n_nodes] the node still holds its part of the state plan */
     double t, recover_end, ckpt_due;
     ah_sim_progress_t now;
-    ah_sim_progress_t at_ckpt; /* the last periodic checkpoint: on the disks and in the cloud */
+    ah_sim_progress_t at_ckpt; /* the last periodic checkpoint: on the disks, uploaded in the background */
+    ah_sim_progress_t at_cloud; /* the newest checkpoint whose upload has ended: what the cloud holds */
+    ah_sim_progress_t uploading, upload_next; /* the checkpoint being uploaded (until upload_end), and the
+                                  newest one waiting for it (upload_next_s its upload's seconds) */
+    bool has_uploading, has_upload_next;
+    double upload_end, upload_next_s;
     ah_sim_progress_t at_disk; /* the newest state on the disks: that, or a save at a notice since */
     ah_sim_progress_t at_mem;  /* the state the memory tier holds: the last periodic checkpoint, or a
                                   memory-first save at a notice since (memory.c) */
@@ -116,10 +121,14 @@ double ah_sim_flows_shared_s(const ah_sim_flows_t *f);
  * one region): cloud_gb_s, or from another region the least of it and the link's per-GPU bandwidth x
  * the node's GPUs, recorded in f. */
 double ah_sim_cloud_flow(ah_sim_flows_t *f, int node, int bucket, double bytes);
-/* One periodic checkpoint's upload (each (layer, TP shard) once, from its lowest holder): the egress $
- * and the bytes of the uploaders in another region than `bucket`'s. */
-void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *pl, int bucket,
-                          double *usd, double *bytes_across_regions);
+/* One periodic checkpoint's upload (each (layer, TP shard) once, from its lowest holder, every node its
+ * own at once): into e its seconds (the slowest node's at ah_sim_cloud_flow's rate, at least a "links"
+ * pair's bytes over its total_gb_s), the egress $ and the bytes of the uploaders in another region than
+ * `bucket`'s. false when out of host memory. */
+bool ah_sim_upload(const ah_cluster_t *c, const ah_model_t *m, int bucket, ah_sim_entry_t *e);
+/* sim.c: the cloud tier's uploads up to x->t (at_cloud the newest ended; the newest waiting one starts
+ * when the one in flight ends, those between skipped, as the runtime's uploader does). */
+void ah_sim_uploads_settle(ah_sim_replay_t *x);
 
 /* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */

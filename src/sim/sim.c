@@ -149,6 +149,16 @@ void ah_sim_pay_ckpt_egress(ah_sim_replay_t *x, double usd, double bytes_across_
     x->r->ckpt_bytes_across_regions += bytes_across_regions;
 }
 
+void ah_sim_uploads_settle(ah_sim_replay_t *x) {
+    while (x->has_uploading && x->t >= x->upload_end) {
+        x->at_cloud = x->uploading;
+        x->has_uploading = x->has_upload_next;
+        x->uploading = x->upload_next;
+        x->upload_end += x->upload_next_s;
+        x->has_upload_next = false;
+    }
+}
+
 void ah_sim_replicated(ah_sim_replay_t *x) {
     if (x->run && x->run->holder) ah_sim_pay_ckpt_egress(x, x->run->replicate_usd, x->run->replicate_wan_bytes);
 }
@@ -223,10 +233,20 @@ static void on_internal(ah_sim_replay_t *x) {
         ah_sim_seg_open(x, AH_PHASE_TRAIN, "training", "");
         return;
     }
-    /* a checkpoint, uploaded to the cloud tier in the background (its egress: transfer.c) */
+    /* a checkpoint, uploaded to the cloud tier in the background (its time and egress: transfer.c) */
     x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
     ah_sim_replicated(x);
     ah_sim_pay_ckpt_egress(x, x->run->upload_usd, x->run->upload_wan_bytes);
+    ah_sim_uploads_settle(x);
+    if (x->has_uploading) { /* waits for the one in flight; one waiting before it is skipped */
+        x->upload_next = x->now;
+        x->upload_next_s = x->run->upload_s;
+        x->has_upload_next = true;
+    } else {
+        x->uploading = x->now;
+        x->upload_end = x->t + x->run->upload_s;
+        x->has_uploading = true;
+    }
     x->stall_until = x->t + ckpt_stall_s(x);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     if (!x->pending_join) return;

@@ -45,8 +45,10 @@
  *       all-gather, each device's copy into host memory (ckpt_snapshot_gb_s) and, with the memory
  *       tier, the replication to the partners at the network's rate (the commit runs it on the
  *       trainer's thread); the disks and the cloud are written in the background. Every policy is
- *       priced so (the baselines as if their saves were as asynchronous). A rollback returns
- *       tokens to the last one (or, for autohet, to the newest state on the disks).
+ *       priced so (the baselines as if their saves were as asynchronous). The cloud holds a
+ *       checkpoint once its upload ends (transfer.c; one at a time, the newest next). A rollback to
+ *       the cloud returns tokens to the newest it holds (or, for autohet, to the newest state on
+ *       the disks or in memory).
  *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of
  *       the plan whose devices hold the state) triggers a (re)start; others are ignored (the plan
  *       still runs, and a plan optimal on a larger set stays optimal on the subset).
@@ -92,8 +94,8 @@
  *          lasts at least its bytes on a "links" pair over the pair's total_gb_s (transfer.c).
  *        - first_step_s: the new plan's predicted iteration; its tokens count at its end.
  *       The first start has no stop and nothing to transfer.
- *     - autohet rolls back to the last periodic checkpoint when some needed (layer, shard) is
- *       cloud (its latest state is gone); survivors then serve the checkpoint version of what
+ *     - autohet rolls back to the newest periodic checkpoint in the cloud when some needed (layer,
+ *       shard) is cloud (its latest state is gone); survivors then serve the checkpoint version of what
  *       they hold (assumes a device's local checkpoint holds its current layers). uniform and
  *       varuna always roll back and fetch everything from the cloud.
  *     - An event during a recovery restarts it (the time spent so far is lost) when it hits one

@@ -14,9 +14,10 @@
  *   GPUs), billed at that link's $/GB. Object storage is regional: moving between zones of its region
  *   is neither slowed nor billed here (S3's pricing).
  * - Uploads: every periodic checkpoint puts each (layer, TP shard) once, from its lowest holder in
- *   the job (ckpt/placement.h, the runtime's uploader); the bytes a holder in another region sends
- *   pay the link's $/GB (ah_sim_upload_egress). They run in the background: their time holds
- *   nothing, and the cloud is taken to hold the checkpoint when it is taken, as before.
+ *   the job (ckpt/placement.h, the runtime's uploader), every node its own at once at the cloud rate
+ *   above; the bytes a holder in another region sends pay the link's $/GB (ah_sim_upload). They run
+ *   in the background and hold no training, but the cloud holds the checkpoint only when its upload
+ *   ends (sim.c ah_sim_uploads_settle): one upload at a time, the newest checkpoint next.
  *
  * Pure: no I/O. Errors: ah_sim_flows_init returns false when out of host memory; an unknown
  * cloud region is refused naming the regions.
@@ -94,22 +95,28 @@ ah_status_t ah_sim_cloud_node(const ah_cluster_t *c, const ah_sim_opts_t *o, int
                         want, have);
 }
 
-void ah_sim_upload_egress(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *pl, int bucket,
-                          double *usd, double *bytes_across_regions) {
-    *usd = *bytes_across_regions = 0;
-    if (bucket < 0) return;
+bool ah_sim_upload(const ah_cluster_t *c, const ah_model_t *m, int bucket, ah_sim_entry_t *e) {
+    const ah_placement_t *pl = &e->place;
+    double *node = calloc((size_t)c->n_nodes + 1, sizeof *node);
+    ah_sim_flows_t f;
+    const bool ok = ah_sim_flows_init(&f, c) && node;
     const int L = (int)m->n_layer;
-    for (int l = 0; l <= L + 1; l++) {
+    for (int l = 0; ok && l <= L + 1; l++) {
         const ah_shard_group_t g = ah_sim_layer_group(l, L);
         const double lb = (double)ah_layer_params(m, ah_shard_group_layer(g), pl->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
         for (int k = 0; k < pl->tp; k++) {
             const int r = ah_placement_lowest_holder(pl, g, k, -1);
-            if (r < 0) continue;
-            const int node = pl->ranks[r].node;
-            const ah_link_info_t link = ah_link_of(c, node, bucket, c->nodes[node].type, c->nodes[bucket].type);
-            if (link.cls != AH_LINK_INTER_REGION) continue;
-            *usd += lb / 1e9 * link.usd_per_gb;
-            *bytes_across_regions += lb;
+            if (r >= 0) node[pl->ranks[r].node] += lb;
         }
     }
+    e->upload_s = 0;
+    for (int n = 0; ok && n < c->n_nodes; n++) e->upload_s = fmax(e->upload_s, ah_sim_cloud_flow(&f, n, bucket, node[n]));
+    if (ok) {
+        e->upload_s = fmax(e->upload_s, ah_sim_flows_shared_s(&f));
+        e->upload_usd = f.usd;
+        e->upload_wan_bytes = f.bytes_across_regions;
+    }
+    ah_sim_flows_free(&f);
+    free(node);
+    return ok;
 }
