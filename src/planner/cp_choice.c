@@ -166,8 +166,9 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
 }
 
 /* The best plan of CP degree cp over its spans (node-local where a node holds cp devices, and
- * across the most alike nodes the cluster has: ah_cp_max_span), into *out; *span_out its span.
- * exact_local: the exact search already covered the node-local plans (only spanning ones then). */
+ * across the most alike nodes the cluster has: ah_cp_max_span), into *out; false with why when
+ * neither fits. exact_local: the exact search already covered the node-local plans (only
+ * spanning ones then). */
 static bool plan_cp_spans(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                           bool auto_half, int cp, bool exact_local, ah_plan_result_t *out, ah_error_t *why) {
     bool have = false, local = false;
