@@ -56,6 +56,19 @@ notice() {
     wait $job || RC=$?
     STOP_S=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }')
 }
+# notice_hooked NAME HOOK: notice with a test hook in the notice's memory-first save. The rule may answer
+# a notice without that save (redoing the one step since a periodic save judged cheaper than the
+# replication on a loaded machine; or the notice at the step just saved): then the hook is never
+# reached, legitimately; the run is tried again, 3 times at most.
+notice_hooked() {
+    for try in 1 2 3; do
+        rm -rf "$WORK/$1".*
+        notice "$1" "$2"
+        [ "$RC" = 75 ] && ! grep -q '"memory_first"' "$WORK/$1.jsonl" || return 0
+        echo "  $1: the notice at step $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' \
+            "$WORK/$1.run/preempted.json" 2>/dev/null) was answered without a memory-first save (try $try)"
+    done
+}
 committed() { # ROOT: its committed steps, space-separated
     (cd "$1" 2>/dev/null && for m in step-*/manifest.json; do [ -e "$m" ] && echo "$((10#${m:5:8}))"; done | tr '\n' ' ')
 }
@@ -69,7 +82,7 @@ resume() {
 }
 
 # A. killed once the step is committed in memory
-notice mem "phase=notice-memory,step=any,node=n1,action=kill"
+notice_hooked mem "phase=notice-memory,step=any,node=n1,action=kill"
 [ "$RC" != 0 ] && [ "$RC" != 75 ] || fail "A: exit status $RC: n1 was not killed at the memory commit"
 N=$(committed "$WORK/mem.mem/n0/from-n1")
 N=${N% }
@@ -83,7 +96,7 @@ echo "  A: notice step $N committed in memory only (disks: n0 $(committed "$WORK
 resume mem "$N" 'r["files"]["local"] == 0 and r["files"]["peer"] == 0 and r["files"]["cloud"] == 0 and r["files"]["memory"] > 0'
 
 # B. killed after the snapshot in n1's own memory, before the replication
-notice snap "phase=notice-snapshot,step=any,node=n1,action=kill"
+notice_hooked snap "phase=notice-snapshot,step=any,node=n1,action=kill"
 [ "$RC" != 0 ] && [ "$RC" != 75 ] || fail "B: exit status $RC: n1 was not killed at its snapshot"
 N=$(committed "$WORK/snap.mem/n1/from-n1")
 N=${N% }
