@@ -1,4 +1,5 @@
-/* Device-buffer communication (src/comm/nccl.c): all-reduce, the sharded optimizer's uneven
+/* Device-buffer communication (src/comm/nccl.c): all-reduce (also overlapped: on the communication
+ * stream, ordered by events after a kernel and before a download), the sharded optimizer's uneven
  * reduce-scatter and all-gather, and send/recv of device buffers over the world group, each in
  * NCCL's mode (where every rank has a device of its own) and in the host-staged MPI mode. Under
  * ctest it is one rank; scripts/gpu-check.sh also runs it with `mpirun -np 2`, where on one GPU
@@ -65,6 +66,22 @@ int main(int argc, char **argv) {
         int bad = 0;
         for (int i = 0; i < N; i++) bad += host[i] != ranks_sum * (float)(i % 17);
         CHECK(bad == 0, "all-reduce (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
+        /* Overlapped (the DP sync's form): a kernel zeroes the first half on the compute stream, the
+         * sum goes on the communication stream with an event, the compute stream waits for it: the
+         * first half sums the zeros (the collective came after the kernel), the second the values
+         * (the download came after the collective). */
+        for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 17);
+        ah_cuda_upload(d, host, N * sizeof *host, &err);
+        ah_dcomm_event_t *done = NULL;
+        CHECK(ah_dcomm_event_create(&done, &err) == AH_OK, "event: %s", err.msg);
+        ah_kernels_cuda()->zero(d, N / 2);
+        CHECK(ah_dcomm_allreduce_f32(dc, d, N, done, &err) == AH_OK, "overlapped allreduce: %s", err.msg);
+        CHECK(ah_dcomm_event_wait(done, &err) == AH_OK, "event wait: %s", err.msg);
+        ah_cuda_download(host, d, N * sizeof *host, &err);
+        bad = 0;
+        for (int i = 0; i < N; i++) bad += host[i] != (i < N / 2 ? 0.0f : ranks_sum * (float)(i % 17));
+        CHECK(bad == 0, "overlapped all-reduce (%s): %d of %d wrong", ah_dcomm_kind(dc), bad, N);
+        ah_dcomm_event_free(&done);
         /* Uneven parts (rank k owns a part in proportion to k + 1, the last takes the rest):
          * reduce-scatter leaves each rank's part summed; all-gather then gives every rank all. */
         int64_t counts[64];

@@ -12,7 +12,8 @@
 # Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]
 # (PLAN[+SCHEDULE[/I,J]][:even|:uneven][@k]; +SCHEDULE as in test_train_equivalence.sh)
 # OVERLAP_STEPS (default 8, at least 4) steps; AH_BACKEND=cuda runs it on the CUDA backend
-# (scripts/gpu-check.sh: the buckets on the communication stream against the blocking sync).
+# (scripts/gpu-check.sh: the buckets on the communication stream against the blocking sync). Every
+# plan's memory high-water marks must be equal on and off too (the overlap allocates nothing).
 . "$(dirname "$0")/train_common.sh"
 shift 2
 SPECS=("$@")
@@ -54,7 +55,9 @@ for a, b in zip(on, off):
 p, q = (open(f"{work}/{name}-{k}.params/params.bin", "rb").read() for k in ("on", "off"))
 assert len(p) > 0 and p == q, "weights after step 3 differ"
 assert on[-1]["loss"] < on[0]["loss"], "the loss did not move"
-print(f"{name}: {steps} losses and grad norms identical, {len(p) // 4} weights identical after step 3")
+assert on[0]["memory_high_bytes"] == off[0]["memory_high_bytes"], (on[0]["memory_high_bytes"], off[0]["memory_high_bytes"])
+print(f"{name}: {steps} losses and grad norms identical, {len(p) // 4} weights identical after step 3, "
+      f"memory high-water marks equal ({on[0]['memory_high_bytes'][0]} bytes on rank 0)")
 PY
 done
 # Memory: the overlap needs no buffer (each bucket is summed in place in the gradients): the
