@@ -47,15 +47,14 @@ static ah_status_t megatron_best_span(const ah_model_t *model, const ah_cluster_
     if (st == AH_OK && !fits)
         st = ah_error_set(err, AH_ERR_INFEASIBLE, "the megatron-best baseline at CP %d: its view's plan does not fit "
                           "on the cluster, recomputing or not", cp);
-    if (st != AH_OK) {
+    if (st == AH_OK) { /* the plan carries its evaluation, as every result */
+        out->plan.has_predicted = true;
+        out->plan.predicted = out->eval.pred;
+        out->search_value_s = out->eval.search_estimate_s;
+        ah_result_price(out);
+    } else
         ah_plan_result_free(out);
-        return st;
-    }
-    out->plan.has_predicted = true;
-    out->plan.predicted = out->eval.pred;
-    out->search_value_s = out->eval.search_estimate_s;
-    ah_result_price(out);
-    return AH_OK;
+    return st;
 }
 
 /* megatron-best at CP degree cp into *out: the faster of its CP groups inside one node (where a
