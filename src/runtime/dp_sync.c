@@ -192,7 +192,7 @@ static ah_status_t finish_hier(ah_trainer_t *tr, ah_error_t *err) {
 /* Waits for bucket b to complete (a hierarchical one alone in flight: its remaining phases, each
  * waited for). */
 static ah_status_t finish(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
-    if (b->synced) { if (!getenv("AH_DROP")) TRY(tr->dev.backend->dcomm_event_wait(b->synced, err)); } /* the compute waits, not the host */
+    if (b->synced) TRY(tr->dev.backend->dcomm_event_wait(b->synced, err)); /* the compute waits, not the host */
     else if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
     else TRY(ah_comm_coll_wait(&b->coll, err));
     b->started = false;
@@ -240,7 +240,7 @@ ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
  * when its compute before it is done: device emulation catches up first. */
 static ah_status_t gather_done(ah_trainer_t *tr, ah_dp_bucket_t *b, bool in_phase, ah_error_t *err) {
     b->gathering = false;
-    if (b->gathered) return getenv("AH_DROP2") ? AH_OK : tr->dev.backend->dcomm_event_wait(b->gathered, err); /* a GPU: the compute waits */
+    if (b->gathered) return tr->dev.backend->dcomm_event_wait(b->gathered, err); /* a GPU: the compute waits */
     int done;
     TRY(ah_comm_coll_test(&b->gather, &done, err));
     if (!done) {
