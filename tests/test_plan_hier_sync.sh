@@ -60,7 +60,7 @@ print(f"two-region.json: DP sync {hs:.4f} s hierarchical vs {rs:.4f} s ring (x{h
 PYEOF
 check "on two-region.json the hierarchical sync is predicted faster and sends fewer bytes across" $?
 
-"$AH" plan --model llama2-13b --global-batch 512 --seq-len 4096 --cluster "$TWO" -o "$TMP/one.json" >"$TMP/one.txt" 2>&1
+"$AH" plan --model llama2-13b --global-batch 128 --seq-len 4096 --cluster "$TWO" -o "$TMP/one.json" >"$TMP/one.txt" 2>&1
 st=$?; check "plan on two-region.json: $(tail -3 "$TMP/one.txt")" "$st"
 grep -q '^why ring DP sync: DP groups span 2 regions or zones: the flat ring, [0-9.]* s per iteration predicted, vs [0-9.]* s for the hierarchical sync' "$TMP/one.txt" &&
     ! grep -q '"dp_sync"' "$TMP/one.json"

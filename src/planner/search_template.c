@@ -4,8 +4,9 @@
  * A template is S stages of one type; the type's groups are laid out node by node and cut into
  * k = floor(G / S) pipelines of consecutive groups (so stages of a pipeline share a node where
  * they can and p2p stays on the fastest link). The DP sync is priced on the worst link of the
- * whole plan, so the search runs once per zone (DP sync on the inter-node link) and once over all
- * zones (inter-zone link, types merged across zones). In each run every type has the options
+ * whole plan, so the search runs once per zone (DP sync on the inter-node link), on clusters of
+ * two regions or more once per region of two zones or more (its inter-zone links, no WAN), and
+ * once over all zones (types merged across zones). In each run every type has the options
  * "idle", S = S_min .. S_min + WINDOW (S_min: the shortest pipeline that fits memory) and, past
  * the window, the NEAR shortest pipelines whose stages hold at most X blocks, for every X (less DP
  * sync; a stage more lets the last stage hold fewer blocks beside the head); for the cost
@@ -336,14 +337,15 @@ static void type_options(tp_t *t, tclass_t *cl) {
     }
 }
 
-/* One run over the nodes whose zone matches zone_node's (zone_node < 0: every node). */
-static void run(tp_t *t, int zone_node) {
+/* One run over the nodes joined to node `within` by a link below `apart` (AH_LINK_INTER_ZONE: its
+ * zone; AH_LINK_INTER_REGION: its region; within < 0: every node). */
+static void run(tp_t *t, int within, ah_link_t apart) {
     const ah_cluster_t *c = t->x->cluster;
     ah_sctx_t *x = t->x;
     t->nc = 0;
     for (int i = 0; i < c->n_nodes && !t->oom; i++) {
         const int g = ah_node_groups(c, i, x->t, x->train.precision);
-        if (g == 0 || (zone_node >= 0 && ah_link_between(c, zone_node, i) >= AH_LINK_INTER_ZONE)) continue;
+        if (g == 0 || (within >= 0 && ah_link_between(c, within, i) >= apart)) continue;
         int k = 0;
         while (k < t->nc && t->cls[k].type != c->nodes[i].type) k++;
         if (k == t->nc) t->cls[t->nc++] = (tclass_t){.type = c->nodes[i].type};
@@ -386,8 +388,21 @@ ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err) {
         if (z == nz) zone_rep[nz++] = i;
     }
     if (nz > 1)
-        for (int z = 0; z < nz && !t.oom; z++) run(&t, zone_rep[z]);
-    if (!t.oom) run(&t, -1);
+        for (int z = 0; z < nz && !t.oom; z++) run(&t, zone_rep[z], AH_LINK_INTER_ZONE);
+    /* across regions, each region of two zones or more too: its zones' DP sync and hops on their
+     * own links, none on the WAN */
+    bool regions = false;
+    for (int z = 1; z < nz; z++) regions |= ah_link_between(c, zone_rep[0], zone_rep[z]) == AH_LINK_INTER_REGION;
+    for (int z = 0; regions && z < nz && !t.oom; z++) {
+        bool first = true, more = false; /* zone z is its region's first zone; the region has another */
+        for (int y = 0; y < nz; y++)
+            if (y != z && ah_link_between(c, zone_rep[z], zone_rep[y]) < AH_LINK_INTER_REGION) {
+                first &= y > z;
+                more = true;
+            }
+        if (first && more) run(&t, zone_rep[z], AH_LINK_INTER_REGION);
+    }
+    if (!t.oom) run(&t, -1, AH_LINK_INTER_ZONE);
     free(zone_rep);
     free(t.cls);
     free(t.choice);
