@@ -333,8 +333,9 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
             ah_error_prefix(err, "--cp %d", o->cp);
             return err->code == AH_OK ? AH_ERR_INFEASIBLE : err->code;
         }
-        snprintf(out->cp_why, sizeof out->cp_why, "every pipeline splits the sequence %d ways (--cp %d): %.4f s",
-                 o->cp, o->cp, time_of(o, out));
+        snprintf(out->cp_why, sizeof out->cp_why,
+                 "every pipeline splits the sequence %d ways (--cp %d): %.4f s before the schedule choice", o->cp, o->cp,
+                 time_of(o, out));
         return out_of_memory(out, run_baselines(model, cluster, o, out, err));
     }
     ah_status_t st = (auto_half ? ah_planner_run_auto : ah_planner_run)(model, cluster, o, out, err);
@@ -393,12 +394,13 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
     bool split = false;
     for (int i = 0; i < out->plan.n_pipelines; i++) split |= ah_pipeline_cp(&out->plan.pipelines[i]) > 1;
     if (split && isfinite(plain_s))
-        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s against %.4f s unsplit", which, how,
-                 time_of(o, out), plain_s);
+        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s against %.4f s unsplit (before the schedule choice)",
+                 which, how, time_of(o, out), plain_s);
     else if (split)
-        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s; nothing fits unsplit", which, how, time_of(o, out));
+        snprintf(out->cp_why, sizeof out->cp_why, "%s (%s): %.4f s before the schedule choice; nothing fits unsplit", which,
+                 how, time_of(o, out));
     else
-        snprintf(out->cp_why, sizeof out->cp_why, "no pipeline splits the sequence: no CP degree (2, 4, 8) beat %.4f s",
-                 plain_s);
+        snprintf(out->cp_why, sizeof out->cp_why,
+                 "no pipeline splits the sequence: no CP degree (2, 4, 8) beat %.4f s (before the schedule choice)", plain_s);
     return AH_OK;
 }
