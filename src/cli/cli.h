@@ -178,11 +178,13 @@ void ah_cli_precision_note(const char *verb, const struct ah_plan *plan);
 int ah_cli_host_memory(const char *verb, const struct ah_plan *plan, double replica_gb, bool note);
 /* The checkpoint policy whose traffic plan and evaluate count (cost.h's ah_ckpt_policy_t; docs/cost-model.md
  * "Checkpoint traffic"): train's --ckpt-every K, --replica-memory-gb G and --cloud URL into *out. The bucket's
- * region is the one train signs its requests for (ckpt/s3.h: AWS_REGION, else AWS_DEFAULT_REGION, else
- * us-east-1), taken as the cluster's own on a cluster of one region. Exit 2, said, when URL is not
- * s3://BUCKET/PREFIX or a cluster of several regions has none of that name; else 0. In cli_evaluate.c. */
+ * region is cloud_region (--cloud-region R, simulate's flag; NULL: not given), else the one train signs its
+ * requests for (ckpt/s3.h: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1), taken as the cluster's own on a
+ * cluster of one region. Exit 2, said, when URL is not s3://BUCKET/PREFIX, --cloud-region comes without --cloud
+ * or names none of the cluster's regions, or a cluster of several regions has none of the signing region's
+ * name; else 0. In cli_evaluate.c. */
 int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, double replica_gb, const char *cloud,
-                       ah_ckpt_policy_t *out);
+                       const char *cloud_region, ah_ckpt_policy_t *out);
 
 /* The trainer's rule for --lr, --warmup, --weight-decay, --grad-clip (autohet train and run). In
  * cli_train.c. */

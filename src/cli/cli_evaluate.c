@@ -313,8 +313,13 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, double replica_g
 }
 
 int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, double replica_gb, const char *cloud,
-                       ah_ckpt_policy_t *out) {
+                       const char *cloud_region, ah_ckpt_policy_t *out) {
     *out = (ah_ckpt_policy_t){.every = every, .replica_gb = replica_gb};
+    if (cloud_region && !cloud) {
+        fprintf(stderr, "autohet %s: --cloud-region needs --cloud s3://BUCKET/PREFIX (the tier whose bucket it places)\n",
+                verb);
+        return 2;
+    }
     if (!cloud) return 0;
     ah_s3_url_t url;
     ah_error_t err = {0};
@@ -322,14 +327,25 @@ int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, d
         fprintf(stderr, "autohet %s: --cloud: %s\n", verb, err.msg);
         return 2;
     }
-    const char *region = ah_s3_env_region();
+    const char *region = cloud_region ? cloud_region : ah_s3_env_region();
     int named = -1;
     for (int n = 0; n < c->n_nodes && named < 0; n++)
         if (strcmp(c->nodes[n].region, region) == 0) named = n;
+    if (named < 0 && cloud_region) {
+        char regions[512] = "";
+        ah_str_t list = ah_str_fixed(regions, sizeof regions);
+        for (int n = 0; n < c->n_nodes; n++) { /* each region once, at its first node */
+            int k = 0;
+            while (k < n && strcmp(c->nodes[k].region, c->nodes[n].region) != 0) k++;
+            if (k == n) ah_str_appendf(&list, "%s%s", list.len ? ", " : "", c->nodes[n].region);
+        }
+        fprintf(stderr, "autohet %s: --cloud-region %s: none of the cluster's regions (%s)\n", verb, cloud_region, regions);
+        return 2;
+    }
     if (named < 0 && ah_cluster_region_count(c) > 1) {
         fprintf(stderr, "autohet %s: --cloud %s: the bucket's region %s (AWS_REGION, else AWS_DEFAULT_REGION, else "
-                "us-east-1, as train signs its requests) is none of the cluster's regions; set AWS_REGION to the "
-                "bucket's region, one of the cluster's (its nodes' \"region\")\n", verb, cloud, region);
+                "us-east-1, as train signs its requests) is none of the cluster's regions; give the bucket's region, one "
+                "of the cluster's (its nodes' \"region\"), with --cloud-region R or AWS_REGION\n", verb, cloud, region);
         return 2;
     }
     snprintf(out->cloud_region, sizeof out->cloud_region, "%s", c->nodes[named < 0 ? 0 : named].region);
@@ -342,7 +358,7 @@ int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, d
 typedef struct ckpt_flags {
     int64_t every;
     double replica_gb;
-    const char *cloud;
+    const char *cloud, *cloud_region;
 } ckpt_flags_t;
 
 static int evaluate(const char *plan_path, const char *cluster_arg, const char *profile_path, bool json,
@@ -369,7 +385,8 @@ static int evaluate(const char *plan_path, const char *cluster_arg, const char *
         ah_error_prefix(&err, "%s", plan_path);
         goto fail;
     }
-    if ((rc = ah_cli_ckpt_policy("evaluate", &plan.cluster, ck->every, ck->replica_gb, ck->cloud, &plan.train.ckpt)))
+    if ((rc = ah_cli_ckpt_policy("evaluate", &plan.cluster, ck->every, ck->replica_gb, ck->cloud, ck->cloud_region,
+                                 &plan.train.ckpt)))
         goto done;
     /* --shard-optimizer: none drops the plan's shards; even splits every group with more than one
      * member in equal parts (a valid plan stays valid) */
@@ -439,7 +456,8 @@ int ah_cli_evaluate(int argc, char **argv) {
                               "traffic\")"),
         ah_cli_shared_flag_as("--cloud", &ck.cloud,
                               "with --ckpt-every, count each save's upload to this bucket, as train --cloud uploads "
-                              "(the bucket's region: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
+                              "(the bucket's region: --cloud-region, else AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
+        ah_cli_shared_flag("--cloud-region", &ck.cloud_region),
         {"--json", AH_FLAG_BOOL, &json, NULL, "print JSON: {\"iteration_s\", \"tokens_per_s\", \"feasible\", \"usd_per_hour\", \"usd_per_mtoken\", \"unpriced\", \"devices\", \"breakdown\", \"bottleneck\", ...}", false},
         {"--shard-optimizer", AH_FLAG_STR, &shard, "none|even",
          "score the plan with its optimizer state unsharded (none) or split evenly over every data-parallel group (even) instead of its own optimizer_shards", false},

@@ -399,7 +399,7 @@ int ah_cli_plan(int argc, char **argv) {
     int64_t global_batch = 512, seq_len = 2048, exact_groups = 8;
     double min_tps = 0, replica_gb = 0;
     int64_t ckpt_every = 0;
-    const char *cloud = NULL;
+    const char *cloud = NULL, *cloud_region = NULL;
     bool json = false, no_overlap = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &model_arg, "M", "preset name or HF config.json (required)", false},
@@ -420,7 +420,8 @@ int ah_cli_plan(int argc, char **argv) {
                               "not counted, said; docs/cost-model.md \"Checkpoint traffic\")"),
         ah_cli_shared_flag_as("--cloud", &cloud,
                               "with --ckpt-every, count each save's upload to this bucket, as train --cloud uploads "
-                              "(the bucket's region: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
+                              "(the bucket's region: --cloud-region, else AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)"),
+        ah_cli_shared_flag("--cloud-region", &cloud_region),
         ah_cli_shared_flag("--shard-optimizer", &pf.shard),
         ah_cli_shared_flag_as("--no-overlap-grad-sync", &no_overlap,
                               "compare plans with the whole data-parallel gradient sync after the backward, as train "
@@ -480,7 +481,7 @@ int ah_cli_plan(int argc, char **argv) {
         ah_cluster_free(&cluster);
         return ah_cli_fail(VERB, &err);
     }
-    if ((rc = ah_cli_ckpt_policy(VERB, &cluster, ckpt_every, replica_gb, cloud, &o.train.ckpt)) != 0) {
+    if ((rc = ah_cli_ckpt_policy(VERB, &cluster, ckpt_every, replica_gb, cloud, cloud_region, &o.train.ckpt)) != 0) {
         ah_cluster_free(&cluster);
         return rc;
     }

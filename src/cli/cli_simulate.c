@@ -426,9 +426,9 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
          false},
         {"--region", AH_FLAG_STR, &region, "R",
          "autohet-region plans in region R's nodes alone (default: the region of the least mean $ per GPU-hour)", false},
-        {"--cloud-region", AH_FLAG_STR, &cloud_region, "R",
-         "the cloud tier's bucket is in region R: uploads and downloads of nodes in other regions cross that link "
-         "(its rate, its $/GB; default: the first node's region)", false},
+        ah_cli_shared_flag_as("--cloud-region", &cloud_region,
+                              "the cloud tier's bucket is in region R: uploads and downloads of nodes in other regions "
+                              "cross that link (its rate, its $/GB; default: the first node's region)"),
         {"--hours", AH_FLAG_NUM_ABOVE(0, .value_first = true, .note = "leave it out to run to the latest trace end"),
          &o->hours, "H", "simulated wall time (default: the latest trace end)", false},
         {"--ckpt-every-s", AH_FLAG_NUM_ABOVE(0), &o->ckpt_every_s, "S", "checkpoint interval in training seconds (default 1800)",

@@ -233,6 +233,9 @@ static const ah_flag_t SHARED[] = {
     {"--ckpt-every", AH_FLAG_INT_IN(0, AH_CLI_STEPS_MAX), NULL, "K",
      "save a checkpoint every K steps and after the last (default 0: on preemption only)", false},
     {"--cloud", AH_FLAG_STR, NULL, "s3://BUCKET/PREFIX", AH_CLI_HELP_CLOUD, false},
+    {"--cloud-region", AH_FLAG_STR, NULL, "R",
+     "the cloud tier's bucket is in region R: uploads of nodes in other regions cross that link (its $/GB; default: "
+     "the region train signs its requests for: AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1)", false},
     {"--ckpt-sync", AH_FLAG_BOOL, NULL, NULL,
      "write each checkpoint before the next step starts (default: asynchronous: each rank copies its state into "
      "host memory and a background thread writes it while training goes on; a checkpoint due before the last "
