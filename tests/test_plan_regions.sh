@@ -79,7 +79,7 @@ AWS_REGION=ap-south-1 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --r
     --cloud s3://ckpt-bucket/run --cloud-region eu-west-1 --json >"$TMP/ckpt-r.json" 2>&1
 $PY -c 'import json, sys; a, b = (json.load(open(p)) for p in sys.argv[1:3]); assert a["checkpoint"] == b["checkpoint"] and a["bytes_per_iteration_by_kind"] == b["bytes_per_iteration_by_kind"], (a["checkpoint"], b["checkpoint"])' \
     "$TMP/ckpt.json" "$TMP/ckpt-r.json"
-check "--cloud-region eu-west-1 counts as AWS_REGION=eu-west-1: $(head -c 200 "$TMP/ckpt-r.json")" $?
+st=$?; check "--cloud-region eu-west-1 counts as AWS_REGION=eu-west-1: $(head -c 200 "$TMP/ckpt-r.json")" "$st"
 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --cloud s3://ckpt-bucket/run --cloud-region mars >"$TMP/mars.txt" 2>&1
 st=$?
 [ "$st" = 2 ] && grep -q -- "--cloud-region mars: none of the cluster's regions (us-east-1, eu-west-1)" "$TMP/mars.txt"
