@@ -391,10 +391,12 @@ summary "$(sed 's/^/  /' "$OUT/train_equivalence.txt")"
 # stream during the backward and the sharded weights' all-gathers before their first forward use,
 # against --no-overlap-grad-sync (each group summed after the backward on the compute stream):
 # every loss and gradient norm and the weights after step 3 the same bits (tests/test_train_overlap.sh
-# on this backend). Plain DP (dp4) and the optimizer sharded unevenly over asymmetric pipelines
-# (asym:uneven: the tied group, which first and last stages finish at different points); on a GPU
-# also sharded evenly and TP 2 beside the DP buckets.
-OVERLAP_PLANS=(dp4 asym:uneven)
+# on this backend). Plain DP (dp4), the optimizer sharded unevenly over asymmetric pipelines
+# (asym:uneven: the tied group, which first and last stages finish at different points) and the
+# same over two regions (asym@hier:uneven: each bucket's three hierarchical phases in order on the
+# stream; on one machine the cross-node groups share a device number, so staged); on a GPU also
+# sharded evenly and TP 2 beside the DP buckets.
+OVERLAP_PLANS=(dp4 asym:uneven asym@hier:uneven)
 [[ $EMU == 1 ]] || OVERLAP_PLANS+=(dp4:even tp2-asym)
 stage train_overlap 240 env AH_BACKEND="$GPU_BACKEND" OVERLAP_STEPS="$((EQ_STEPS > 4 ? EQ_STEPS : 4))" \
     bash tests/test_train_overlap.sh "$BUILD" . "${OVERLAP_PLANS[@]}" || status=1

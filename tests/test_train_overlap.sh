@@ -10,7 +10,7 @@
 # buckets start in the last W pass), sharded unevenly; then memory to the byte with and without
 # overlap (the zero-bubble plan included: sharded, so with the all-gathers in flight).
 # Usage: bash tests/test_train_overlap.sh BUILD_DIR SOURCE_DIR [PLAN...]
-# (PLAN[+SCHEDULE[/I,J]][:even|:uneven][@k]; +SCHEDULE as in test_train_equivalence.sh)
+# (PLAN[+SCHEDULE[/I,J]][@hier][:even|:uneven][@k]; +SCHEDULE and @hier as in train_common.sh's spec_plan)
 # OVERLAP_STEPS (default 8, at least 4) steps; AH_BACKEND=cuda runs it on the CUDA backend
 # (scripts/gpu-check.sh: the buckets on the communication stream against the blocking sync). Every
 # plan's memory high-water marks must be equal on and off too (the overlap allocates nothing).
@@ -32,7 +32,7 @@ run() { # name ranks plan flags...
 }
 for spec in "${SPECS[@]}"; do
     slow=
-    [ "${spec%@*}" = "$spec" ] || { slow=${spec#*@}; spec=${spec%@*}; }
+    case ${spec##*@} in [0-9]*) slow=${spec##*@} spec=${spec%@*} ;; esac # @k; not PLAN@hier
     spec_plan "$spec"
     plan=$SPEC_PLAN name=$SPEC_NAME
     extra=()

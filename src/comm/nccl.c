@@ -138,11 +138,17 @@ ah_status_t ah_dcomm_event_wait(ah_dcomm_event_t *ev, ah_error_t *err) {
 }
 
 /* The stream a collective is issued on: the compute stream (done NULL, or the staged mode, which
- * is synchronous), else the communication stream after the compute so far. */
+ * is synchronous: it first waits for the communication stream's work, which may be an earlier
+ * phase on the same bytes, as a blocking copy does not), else the communication stream after the
+ * compute so far. */
 static ah_status_t issue_stream(const ah_dcomm_t *dc, const ah_dcomm_event_t *done, cudaStream_t *st,
                                 ah_error_t *err) {
     *st = 0;
-    if (!done || !dc->nccl) return AH_OK;
+    if (!done) return AH_OK;
+    if (!dc->nccl) {
+        const cudaError_t e = comm_stream ? cudaStreamSynchronize(comm_stream) : cudaSuccess;
+        return e == cudaSuccess ? AH_OK : cuda_err(err, e, "cudaStreamSynchronize (the communication stream)");
+    }
     ah_status_t s = comm_stream_after_compute(err);
     if (s == AH_OK) *st = comm_stream;
     return s;

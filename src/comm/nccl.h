@@ -22,7 +22,8 @@
  * buffer again, or before a blocking call on the same communicator). Because one stream serves
  * every communicator, every member must issue them in the same order (a rank's collectives on two
  * communicators in crossed orders would deadlock, each GPU waiting in the other's first). The
- * staged mode runs them synchronously and records `done` on the compute stream.
+ * staged mode runs them synchronously, after waiting for the communication stream (an earlier
+ * collective there may have written the same bytes), and records `done` on the compute stream.
  */
 #ifndef AH_COMM_NCCL_H
 #define AH_COMM_NCCL_H

@@ -79,8 +79,8 @@ ah_status_t ah_group_attach(const ah_device_t *d, ah_group_t *g, ah_error_t *err
     return d->backend->dcomm_create(g->c, d->index, &g->dc, err);
 }
 
-ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_error_t *err) {
-    if (g->dc) return g->backend->dcomm_sum(g->dc, buf, n, NULL, err);
+ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_dcomm_event_t *done, ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_sum(g->dc, buf, n, done, err);
     return ah_comm_allreduce_f32(g->c, buf, n, err);
 }
 
@@ -89,13 +89,15 @@ ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err) {
     return ah_comm_allreduce_max_f32(g->c, buf, n, err);
 }
 
-ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err) {
-    if (g->dc) return g->backend->dcomm_reduce_scatter(g->dc, buf, counts, NULL, err);
+ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                    ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_reduce_scatter(g->dc, buf, counts, done, err);
     return ah_comm_reduce_scatter_f32(g->c, buf, counts, err);
 }
 
-ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err) {
-    if (g->dc) return g->backend->dcomm_allgather(g->dc, buf, counts, NULL, err);
+ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                               ah_error_t *err) {
+    if (g->dc) return g->backend->dcomm_allgather(g->dc, buf, counts, done, err);
     return ah_comm_allgather_f32(g->c, buf, counts, err);
 }
 

@@ -62,13 +62,18 @@ typedef struct ah_group {
  * (CUDA: NCCL, or MPI with host staging where members share a GPU). Nothing on the CPU or for a
  * non-member. */
 ah_status_t ah_group_attach(const ah_device_t *d, ah_group_t *g, ah_error_t *err);
-/* In-place sum / maximum of n floats of the backend's memory over the group. */
-ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
+/* In-place sum / maximum of n floats of the backend's memory over the group. `done` (sum,
+ * reduce-scatter, all-gather; NULL: in order with the compute): on a GPU rank, the collective goes
+ * on the backend's communication stream and is recorded in done (backend.h dcomm_event_*); a
+ * group without a device communicator takes NULL only. */
+ah_status_t ah_group_sum(ah_group_t *g, float *buf, size_t n, ah_dcomm_event_t *done, ah_error_t *err);
 ah_status_t ah_group_max(ah_group_t *g, float *buf, size_t n, ah_error_t *err);
 /* The sharded optimizer's in-place uneven reduce-scatter and all-gather of buffers of the backend's
  * memory (comm.h's ah_comm_reduce_scatter_f32 / ah_comm_allgather_f32 contract). */
-ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err);
-ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_error_t *err);
+ah_status_t ah_group_reduce_scatter(ah_group_t *g, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                                    ah_error_t *err);
+ah_status_t ah_group_allgather(ah_group_t *g, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
+                               ah_error_t *err);
 void ah_group_free(ah_group_t *g);
 
 #endif

@@ -231,7 +231,7 @@ ah_status_t ah_dp_gather_shards(ah_trainer_t *tr, float *buf, bool host, ah_erro
         const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
         if (!grp->c || !sh->counts) continue;
         TRY(host ? ah_comm_allgather_f32(grp->c, buf + sh->off, sh->counts, err)
-                 : ah_group_allgather(grp, buf + sh->off, sh->counts, err));
+                 : ah_group_allgather(grp, buf + sh->off, sh->counts, NULL, err));
     }
     return AH_OK;
 }

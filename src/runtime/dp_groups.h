@@ -37,11 +37,12 @@ ah_status_t ah_dp_plan_shards(ah_trainer_t *tr, const ah_gpt_config_t *cfg, int 
 ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int dev_index, const int *keys,
                               ah_error_t *err);
 
-/* The DP sync's buckets (tr->buckets, CPU backend, after ah_dp_open_groups): per segment group one
+/* The DP sync's buckets (tr->buckets, after ah_dp_open_groups): per segment group one
  * per block (split at 2^30 floats), per first-stage, last-stage and tied group one, in the order
- * the backward finishes them: the head's part, the blocks from the last down, then the embedding's.
+ * the backward finishes them: the head's part, the blocks from the last down, then the embedding's
+ * (on a GPU the tied group's at the end on every member: one communication stream, one order).
  * A sharded group's bucket reduce-scatters each member's part of the bucket. With overlap, installs
- * ah_dp_on_grads as the stage's on_grads hook. */
+ * ah_dp_on_grads as the stage's on_grads hook (and on a GPU makes each bucket's events). */
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err);
 void ah_dp_free_buckets(ah_trainer_t *tr);
 /* Tests the started buckets, so their collectives move on (device emulation's sleeps call it, as a
@@ -54,8 +55,9 @@ ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err);
 
 /* Layer-wise DP sync of the stage's gradients: the buckets, each an all-reduce or (sharded) a
  * reduce-scatter; with overlap it waits for those started in the backward, otherwise it runs each
- * group's buckets in the global group order. A GPU rank sums each group at once through its
- * device communicator, blocking (docs/gpu.md). */
+ * group's buckets in the global group order. On a GPU rank the buckets are the device
+ * communicators' collectives: with overlap on the communication stream, the compute stream
+ * waiting for their events here; without, in order on the compute stream (docs/gpu.md). */
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err);
 /* The sharded groups' all-gather of buf (laid out like the weights): a buffer of the backend (the
  * updated weights), or a host array (host: a checkpoint's moments). Blocking, group by group, after

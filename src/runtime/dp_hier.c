@@ -123,15 +123,15 @@ ah_status_t ah_dp_hier_attach(const ah_device_t *d, ah_dp_hier_t *h, ah_error_t 
     return AH_OK;
 }
 
-ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_error_t *err) {
+ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_dcomm_event_t *done, ah_error_t *err) {
     int64_t *counts = malloc((size_t)h->members * sizeof *counts);
     if (!counts) return ah_error_set(err, AH_ERR_OOM, "no host memory for the hierarchical sync's counts");
     member_counts(h, n, counts);
-    ah_status_t s = ah_group_reduce_scatter(&h->rs, buf, counts, err);
+    ah_status_t s = ah_group_reduce_scatter(&h->rs, buf, counts, done, err);
     for (int q = h->piece0; q < h->piece1 && s == AH_OK; q++)
         s = ah_group_sum(&h->cross[q - h->piece0], buf + piece_at(h, n, q),
-                         (size_t)(piece_at(h, n, q + 1) - piece_at(h, n, q)), err);
-    if (s == AH_OK) s = ah_group_allgather(&h->ag, buf, counts, err);
+                         (size_t)(piece_at(h, n, q + 1) - piece_at(h, n, q)), done, err);
+    if (s == AH_OK) s = ah_group_allgather(&h->ag, buf, counts, done, err); /* done's last record */
     free(counts);
     return s;
 }

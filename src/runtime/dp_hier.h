@@ -35,9 +35,10 @@ void ah_dp_hier_close(ah_dp_hier_t **h);
 /* On a GPU rank, collective over the group's members: the device communicators (NCCL) of each
  * domain and piece communicator, domain ones first, then the pieces in order. */
 ah_status_t ah_dp_hier_attach(const ah_device_t *d, ah_dp_hier_t *h, ah_error_t *err);
-/* The whole group span buf[0 .. n) (the backend's memory) summed hierarchically, blocking, through
- * the device communicators (a GPU rank's sync: dp_sync.c). */
-ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_error_t *err);
+/* A GPU rank's bucket buf[0 .. n) (the backend's memory) summed hierarchically through the device
+ * communicators (dp_sync.c): the three phases in order on the compute stream (done NULL), or on the
+ * communication stream, done recorded after the last (device.h ah_group_sum). */
+ah_status_t ah_dp_hier_sum(ah_dp_hier_t *h, float *buf, int64_t n, ah_dcomm_event_t *done, ah_error_t *err);
 /* The start-up line's words for this rank's DP groups (tr set up): how many sum hierarchically and
  * over how many domains at most, into buf; false when none does. */
 bool ah_dp_hier_describe(const ah_trainer_t *tr, char *buf, size_t cap);

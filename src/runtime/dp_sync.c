@@ -2,11 +2,11 @@
  * sharded optimizer's all-gather of the updated weights in the same buckets, overlapped with the
  * next step's forward or not: runtime/dp_groups.h (ah_dp_plan_buckets, ah_dp_on_grads, ah_dp_sync,
  * ah_dp_gather_weights, ah_dp_on_weights, ah_dp_gather_wait); docs/runtime.md "Overlapped gradient
- * sync". On the CPU a bucket is a non-blocking MPI collective; on a GPU (overlap only; without it,
- * or with a hierarchical sync, each group is summed at once after the backward) it is a device
- * communicator's collective on the backend's communication stream, ordered by events: after the
- * kernels that wrote the bucket, before the optimizer (the gradients) or the bucket's first
- * forward use (the weights). */
+ * sync". On the CPU a bucket is a non-blocking MPI collective; on a GPU a device communicator's
+ * collective (hierarchical: its three phases in order), with overlap on the backend's
+ * communication stream, ordered by events: after the kernels that wrote the bucket, before the
+ * optimizer (the gradients) or the bucket's first forward use (the weights); without, in order on
+ * the compute stream. */
 #include <stdlib.h>
 
 #include "runtime/dp_groups.h"
@@ -36,10 +36,11 @@ static ah_status_t add_bucket(ah_trainer_t *tr, int id, int event, int64_t off, 
         ah_dp_bucket_t *b = &tr->buckets[tr->n_buckets++];
         const int64_t len = off + n - at < BUCKET_MAX ? off + n - at : BUCKET_MAX;
         *b = (ah_dp_bucket_t){.group = id, .event = issue_at, .use_event = event, .off = at, .n = len};
-        if (be->gpu) TRY(be->dcomm_event_create(&b->synced, err));
-        if (be->gpu && sh->counts) TRY(be->dcomm_event_create(&b->gathered, err));
-        /* summed whole, hierarchically (a sharded member keeps its part) */
-        if (tr->hier[id]) TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
+        const bool events = be->gpu && !tr->opts.no_overlap_grad_sync;
+        if (events) TRY(be->dcomm_event_create(&b->synced, err));
+        if (events && sh->counts) TRY(be->dcomm_event_create(&b->gathered, err));
+        /* summed whole, hierarchically (a sharded member keeps its part); a GPU's phases: start() */
+        if (tr->hier[id] && !be->gpu) TRY(ah_dp_hier_bucket(tr->hier[id], b, err));
         if (!sh->counts) continue;
         if (!(b->parts = malloc((size_t)members * sizeof *b->parts)))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for the gradient sync's buckets");
@@ -104,9 +105,6 @@ void ah_dp_progress(ah_trainer_t *tr) {
 }
 
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
-    /* a GPU without overlap, or hierarchical (its phases are blocking on a GPU): group by group */
-    if (tr->dev.backend->gpu && (tr->opts.no_overlap_grad_sync || tr->plan->dp_sync == AH_DP_SYNC_HIERARCHICAL))
-        return AH_OK;
     const int n_ids = ah_dp_group_count(tr);
     int64_t cap = 0;
     for (int id = 0; id < n_ids; id++) {
@@ -149,17 +147,17 @@ void ah_dp_free_buckets(ah_trainer_t *tr) {
 }
 
 static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
-    ah_comm_t *c = ah_dp_group(tr, b->group)->c;
+    ah_group_t *grp = ah_dp_group(tr, b->group);
     float *g = tr->stage.g + b->off;
     b->started = true;
-    if (b->synced) { /* a GPU: on the communication stream, after the kernels issued so far */
-        const ah_group_t *grp = ah_dp_group(tr, b->group);
-        return b->parts ? grp->backend->dcomm_reduce_scatter(grp->dc, g, b->parts, b->synced, err)
-                        : grp->backend->dcomm_sum(grp->dc, g, (size_t)b->n, b->synced, err);
+    if (tr->dev.backend->gpu) { /* with overlap (b->synced) on the communication stream, after the kernels so far */
+        if (tr->hier[b->group]) return ah_dp_hier_sum(tr->hier[b->group], g, b->n, b->synced, err);
+        return b->parts ? ah_group_reduce_scatter(grp, g, b->parts, b->synced, err)
+                        : ah_group_sum(grp, g, (size_t)b->n, b->synced, err);
     }
     if (b->hier) return ah_dp_hier_start(b, tr->stage.g, err);
-    return b->parts ? ah_comm_ireduce_scatter_f32(c, g, b->parts, &b->coll, err)
-                     : ah_comm_iallreduce_f32(c, g, (size_t)b->n, &b->coll, err);
+    return b->parts ? ah_comm_ireduce_scatter_f32(grp->c, g, b->parts, &b->coll, err)
+                     : ah_comm_iallreduce_f32(grp->c, g, (size_t)b->n, &b->coll, err);
 }
 
 ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err) {
@@ -192,30 +190,15 @@ static ah_status_t finish_hier(ah_trainer_t *tr, ah_error_t *err) {
 /* Waits for bucket b to complete (a hierarchical one alone in flight: its remaining phases, each
  * waited for). */
 static ah_status_t finish(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
-    if (b->synced) TRY(tr->dev.backend->dcomm_event_wait(b->synced, err)); /* the compute waits, not the host */
-    else if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
+    if (tr->dev.backend->gpu) { /* the compute stream waits, not the host; without overlap it ran in order */
+        if (b->synced) TRY(tr->dev.backend->dcomm_event_wait(b->synced, err));
+    } else if (b->hier) TRY(ah_dp_hier_advance(b, tr->stage.g, 4, true, err));
     else TRY(ah_comm_coll_wait(&b->coll, err));
     b->started = false;
     return AH_OK;
 }
 
-/* Without buckets (a GPU rank): each group at once through its device communicator, in the global
- * group order (segments by layer, then the first-stage, last-stage and tied groups). */
-static ah_status_t sync_groups(ah_trainer_t *tr, ah_error_t *err) {
-    float *g = tr->stage.g;
-    for (int id = 0; id < ah_dp_group_count(tr); id++) {
-        ah_group_t *grp = ah_dp_group(tr, id);
-        const ah_dp_shard_t *sh = ah_dp_shard(tr, id);
-        if (!grp->c || sh->n == 0) continue;
-        if (tr->hier[id]) TRY(ah_dp_hier_sum(tr->hier[id], g + sh->off, sh->n, err)); /* a sharded member keeps its part */
-        else if (sh->counts) TRY(ah_group_reduce_scatter(grp, g + sh->off, sh->counts, err));
-        else TRY(ah_group_sum(grp, g + sh->off, (size_t)sh->n, err));
-    }
-    return AH_OK;
-}
-
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
-    if (!tr->buckets) return sync_groups(tr, err);
     TRY(ah_dp_gather_wait(tr, err)); /* none left after a step's forwards, unless a stage had none */
     if (tr->overlap) { /* what the backward did not start (none, in 1F1B), then the waits */
         for (int i = 0; i < tr->n_buckets; i++)

@@ -511,7 +511,7 @@ int ah_gpt_phase_segments(const ah_gpt_stage_t *st) {
 static ah_status_t tp_reduce(ah_gpt_stage_t *st, float *x, size_t n, bool max, ah_error_t *err) {
     if (!st->tp) return AH_OK;
     if (st->emu) ah_emulator_split(st->emu);
-    return max ? ah_group_max(st->tp, x, n, err) : ah_group_sum(st->tp, x, n, err);
+    return max ? ah_group_max(st->tp, x, n, err) : ah_group_sum(st->tp, x, n, NULL, err);
 }
 
 ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *err) {

@@ -171,8 +171,7 @@ typedef struct ah_trainer {
     ah_dp_shard_t first_shard, last_shard, wte_shard;
     ah_dp_hier_t **hier;    /* per DP group id (ah_dp_group_count): its hierarchical sync, or NULL
                              * (the ring; plan "dp_sync", runtime/dp_hier.h) */
-    ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (NULL on a GPU without overlap,
-                              * whose device communicators sum each group at once, blocking) */
+    ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (dp_sync.c) */
     int n_buckets;
     bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
     bool last_bwd;           /* the schedule is running an op after which a chunk's gradients are
