@@ -179,7 +179,9 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     /* After a notice, a node that stays keeps its steps on its disk for the relaunch: it does not
      * hold the job up for its uploads. A leaving node's disk goes with it, so it finishes its
      * share within the grace period (the agent kills it when that ends) — unless a staying node's
-     * kept disk or the memory tier holds its pieces (ah_ckpt_notice_uploads: s->drop_upload). */
+     * kept disk or the memory tier holds its pieces; a staying node that the next plan leaves out
+     * is read by no one either, so it finishes its share too, with the same exception
+     * (ah_ckpt_notice_uploads: s->drop_upload). */
     if (s->up && s->noticed && s->drop_upload) {
         ah_ckpt_uploader_cancel(s->up);
     } else if (s->up) {

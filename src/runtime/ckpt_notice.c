@@ -237,14 +237,23 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     return AH_OK;
 }
 
-/* Whether every shard a rank of node writes is also on the disk of a node that stays after the notice
+/* Whether node n is read by the relaunch: it gets no notice and, when the agent wrote the next plan
+ * (s->handover known), that plan has ranks there. A restore reads only the disks and memory of the
+ * relaunched job's own nodes, so a copy on a node the next plan leaves out does not count. Without a
+ * next plan (a notice from outside, --no-handover) every node that stays counts: the agent's re-plan
+ * over the nodes up may still leave one out (docs/checkpoints.md, "not done"). */
+static bool read_by_relaunch(const ah_ckpt_session_t *s, int n) {
+    return !s->hit[n] && (s->handover.n_nodes == 0 || s->handover.in_next[n]);
+}
+
+/* Whether every shard a rank of node writes is also on the disk of a node the relaunch reads
  * (a data-parallel replica holds the same layers at the same TP index). */
 static bool kept_on_a_disk(const ah_ckpt_session_t *s, int node) {
     const ah_placement_t *pl = &s->place;
     ah_shard_group_t *gs = groups_alloc(s);
     bool *stays = malloc((size_t)s->n_nodes * sizeof *stays);
     bool kept = gs && stays;
-    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = !s->hit[n];
+    for (int n = 0; kept && n < s->n_nodes; n++) stays[n] = read_by_relaunch(s, n);
     for (int r = 0; kept && r < pl->n_ranks; r++) {
         if (pl->ranks[r].node != node) continue;
         const int n = ah_placement_groups(pl, r, false, gs);
@@ -256,13 +265,13 @@ static bool kept_on_a_disk(const ah_ckpt_session_t *s, int node) {
 }
 
 /* Whether the memory tier holds node's pieces of the step a relaunch resumes (the newest committed,
- * on the disks or in memory) in a host that stays: that step's replication was complete and node's
- * partner got no notice, or it is a handover committed in the next plan's hosts. */
+ * on the disks or in memory) in a host the relaunch reads: that step's replication was complete and
+ * node's partner is read by the relaunch, or it is a handover committed in the next plan's hosts. */
 static bool kept_in_memory(const ah_ckpt_session_t *s, const int *partner, int node) {
     const int64_t resumed = s->last_saved > s->memory_saved ? s->last_saved : s->memory_saved;
     if (s->replica_budget == 0 || resumed < 0 || s->memory_complete_step != resumed) return false;
     if (s->notice_handover && s->memory_saved == resumed) return true;
-    return partner[node] >= 0 && !s->hit[partner[node]];
+    return partner[node] >= 0 && read_by_relaunch(s, partner[node]);
 }
 
 ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t *err) {
@@ -272,6 +281,7 @@ ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t 
     const char **zones = calloc((size_t)nn, sizeof *zones);
     ah_status_t st = pending && partner && zones ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory at the notice");
     st = ah_comm_agree(ah_comm_world(), st, err);
+    if (st == AH_OK) st = load_next_plan(s, err); /* which nodes the relaunch reads (read_by_relaunch) */
     for (int n = 0; st == AH_OK && n < nn; n++) {
         pending[n] = -1;
         zones[n] = s->tr->plan->cluster.nodes[n].zone;
@@ -283,7 +293,7 @@ ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t 
     for (int n = 0; st == AH_OK && n < nn; n++) {
         const bool disk = !s->o.cloud_only && kept_on_a_disk(s, n);
         const bool memory = !s->o.cloud_only && !disk && kept_in_memory(s, partner, n);
-        if (n == s->my_node) s->drop_upload = !s->hit[n] || disk || memory;
+        if (n == s->my_node) s->drop_upload = read_by_relaunch(s, n) || disk || memory;
         if (!ev || !s->hit[n] || pending[n] < 0 || !(disk || memory)) continue;
         json_t *list = json_object_get(ev, "uploads_cancelled");
         if (!list) json_object_set_new(ev, "uploads_cancelled", list = json_array());
