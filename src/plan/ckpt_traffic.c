@@ -14,43 +14,63 @@ static int group_slot(const ah_tensor_t *x, int L) {
     return 0;
 }
 
-/* Whether stage s of pl holds save group slot g (L blocks): the embedding on the first stage, its
- * blocks, the head on the last (ckpt/placement.h). */
-static bool stage_holds(const ah_pipeline_t *pl, int s, int g, int L) {
-    if (g == 0) return s == 0;
-    if (g == L + 1) return s == pl->n_stages - 1;
-    return g - 1 >= pl->stages[s].first && g - 1 < pl->stages[s].last;
+/* The save group slots stage s of pl holds, [*lo, *hi): the embedding on the first stage (slot 0),
+ * its blocks (slots first + 1 .. last), the head on the last (slot L + 1) (ckpt/placement.h). */
+static void stage_slots(const ah_pipeline_t *pl, int s, int L, int *lo, int *hi) {
+    *lo = s == 0 ? 0 : pl->stages[s].first + 1;
+    *hi = s == pl->n_stages - 1 ? L + 2 : pl->stages[s].last + 1;
+}
+
+typedef struct holder {
+    int node, pipeline, stage, tp_index;
+} holder_t;
+
+static int by_node(const void *a, const void *b) {
+    const holder_t *x = a, *y = b;
+    return (x->node > y->node) - (x->node < y->node);
 }
 
 ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, ah_error_t *err) {
     const int nn = p->cluster.n_nodes, L = (int)p->model.n_layer, tp = p->tp, slots = L + 2;
     memset(own, 0, (size_t)nn * sizeof *own);
     if (cloud) memset(cloud, 0, (size_t)nn * sizeof *cloud);
+    int nh = 0;
+    for (int i = 0; i < p->n_pipelines; i++) nh += p->pipelines[i].n_stages * ah_stage_devices(&p->pipelines[i], tp);
     const int nt = ah_model_tensor_count(&p->model);
     ah_tensor_t *ts = malloc((size_t)nt * sizeof *ts);
     int64_t *group = calloc((size_t)slots, sizeof *group); /* one TP piece of each group, weights + m + v */
-    bool *held = calloc((size_t)nn * (size_t)slots * (size_t)tp, sizeof *held); /* [node][slot][TP index] */
-    ah_status_t st = ts && group && held ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to size the checkpoints");
+    holder_t *hs = malloc((size_t)(nh > 0 ? nh : 1) * sizeof *hs); /* every (stage, device) */
+    int *seen = malloc((size_t)slots * (size_t)tp * sizeof *seen); /* [slot][TP index]: the last node that counted it */
+    ah_status_t st = ts && group && hs && seen ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to size the checkpoints");
     if (st == AH_OK) ah_model_tensors(&p->model, ts);
     for (int k = 0; st == AH_OK && k < nt; k++)
         group[group_slot(&ts[k], L)] += 3 * (int64_t)sizeof(float) * ah_tensor_shard_elems(&ts[k], tp);
-    for (int i = 0; st == AH_OK && i < p->n_pipelines; i++) {
+    for (int i = 0, h = 0; st == AH_OK && i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
         for (int s = 0; s < pl->n_stages; s++)
             for (int k = 0, n = ah_stage_devices(pl, tp); k < n; k++) {
-                const int node = pl->stages[s].devices[k].node;
-                bool *mine = held + (size_t)node * (size_t)slots * (size_t)tp; /* [slot][TP index] */
-                for (int g = 0; g < slots; g++) {
-                    if (!stage_holds(pl, s, g, L)) continue;
-                    mine[g * tp + k % tp] = true;
-                    if (cloud && i == 0 && k < tp) cloud[node] += group[g]; /* the job's lowest holder: pipeline 0, CP rank 0 */
-                }
+                hs[h++] = (holder_t){pl->stages[s].devices[k].node, i, s, k % tp};
+                int lo, hi;
+                stage_slots(pl, s, L, &lo, &hi);
+                for (int g = lo; cloud && i == 0 && k < tp && g < hi; g++) /* the job's lowest holder: pipeline 0, CP rank 0 */
+                    cloud[pl->stages[s].devices[k].node] += group[g];
             }
     }
-    for (int n = 0; st == AH_OK && n < nn; n++)
-        for (int g = 0; g < slots; g++)
-            for (int ti = 0; ti < tp; ti++) own[n] += held[((size_t)n * (size_t)slots + (size_t)g) * (size_t)tp + (size_t)ti] ? group[g] : 0;
-    free(held);
+    if (st == AH_OK) { /* a node's own step: each (slot, TP index) its devices hold, once */
+        qsort(hs, (size_t)nh, sizeof *hs, by_node);
+        for (int k = 0; k < slots * tp; k++) seen[k] = -1;
+        for (int h = 0; h < nh; h++) {
+            int lo, hi;
+            stage_slots(&p->pipelines[hs[h].pipeline], hs[h].stage, L, &lo, &hi);
+            for (int g = lo; g < hi; g++)
+                if (seen[g * tp + hs[h].tp_index] != hs[h].node) {
+                    seen[g * tp + hs[h].tp_index] = hs[h].node;
+                    own[hs[h].node] += group[g];
+                }
+        }
+    }
+    free(seen);
+    free(hs);
     free(group);
     free(ts);
     return st;

@@ -254,7 +254,8 @@ void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out) {
 double ah_plan_ckpt_blocked_s(const ah_plan_t *p) {
     if (p->train.ckpt.every <= 0 || p->train.ckpt.replica_gb <= 0) return 0;
     ah_plan_traffic_t t;
-    ah_plan_traffic(p, &t);
+    memset(&t, 0, sizeof t);
+    ckpt_traffic(p, &t); /* the checkpoints alone: ah_evaluate asks it of every plan it prices */
     return t.ckpt_blocked_s;
 }
 
