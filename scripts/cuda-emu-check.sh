@@ -3,7 +3,8 @@
 # (src/cuda_emu; docs/gpu.md says what that proves and what only a GPU can):
 #   1. scripts/gpu-check.sh with AH_GPU_EMU=1 (build-gpu-emu/): the GPU tests (every kernel against
 #      the CPU backend; the device communicator on 1 and 2 ranks, NCCL and staged; the ring's buffers
-#      in bf16 and fp16 against the memory model, test_cp_ring on 4 ranks) and the training
+#      in bf16 and fp16 against the memory model, test_cp_ring on 4 ranks, its exchange over NCCL
+#      and staged against the CPU ring) and the training
 #      checks (13 plans against the CPU, one zero-bubble, one at CP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
 #      bf16 and fp16, fp16 with an injected overflow; the overlapped DP sync on the communication
 #      stream against the blocking one, plain and sharded);

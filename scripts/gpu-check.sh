@@ -64,7 +64,7 @@ summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 outcome() {
     local log=$OUT/$1.log msg=""
     if (($2 != 0)); then
-        msg=$(grep -v "memory high-water" "$log" 2>/dev/null | grep -m1 "^autohet train: ")
+        msg=$(grep -v "memory high-water\|: CP ring of" "$log" 2>/dev/null | grep -m1 "^autohet train: ")
     fi
     echo "${msg:+FAILED: }${msg:-$(tail -n 1 "$log" 2>/dev/null)}" | cut -c1-220
 }
@@ -92,11 +92,21 @@ stage() {
 # (bash gpu-check.sh --run FUNCTION ARGS) so that a stage's timeout ends it and its ranks. ----
 plan_ranks() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len({(x["node"], x["index"]) for p in d["pipelines"] for s in p["stages"] for x in s["devices"]}))' "$1"; }
 # train NAME BACKEND PLAN STEPS [flags...]: one training run, metrics in train/NAME.jsonl.
+# train NAME BACKEND PLAN STEPS [--loud] [flags]: --loud drops --quiet (the setup lines, the CP ring's
+# exchange among them, and a progress line per step)
 train() {
-    local name=$1 backend=$2 plan=$3 steps=$4
+    local name=$1 backend=$2 plan=$3 steps=$4 quiet=(--quiet)
     shift 4
+    [[ ${1:-} == --loud ]] && { quiet=(); shift; }
     AH_BACKEND=$backend "${MPIRUN[@]}" -np "$(plan_ranks "$plan")" "$AUTOHET" train --plan "$plan" \
-        --data "$WORK/text.bin" --steps "$steps" --quiet --metrics "$OUT/train/$name.jsonl" "$@"
+        --data "$WORK/text.bin" --steps "$steps" "${quiet[@]}" --metrics "$OUT/train/$name.jsonl" "$@"
+}
+# ring_exchange LOG: a --loud CP run's ring exchange lines; on the emulation (a device per rank) the
+# ring must have run over NCCL (send/recv on the communication stream), not host-staged MPI
+ring_exchange() {
+    grep "CP ring of" "$1" || { echo "no CP ring line in $1"; return 1; }
+    [[ $EMU != 1 || $GPU_BACKEND != cuda ]] || ! grep "CP ring of" "$1" | grep -qv "over nccl$" ||
+        { echo "the ring's exchange was not NCCL"; return 1; }
 }
 
 # (a) Plan equivalence: each plan of the CPU trainer's equivalence tests (tests/test_train_
@@ -109,13 +119,18 @@ train() {
 # whose every loss must be within 1e-5 (issue 37), and with the optimizer sharded over its
 # data-parallel groups, under zero-bubble, and interleaved (llama-il-tp2: 2 stages per TP group,
 # recomputation); and LLaMA at CP 2 (llama-cp2: ring attention, the key/value heads of its GQA
-# passed around the ring through host staging, rotary angles by position).
+# passed around the ring by the CP group's device communicator, rotary angles by position: on the
+# emulation its log must say the exchange was NCCL send/recv).
 equivalence() { # name [plan file] [loss tolerance over the steps, default 1e-4]
     local p=$1 plan=${2:-$PLANS/train-$1.json} tol=${3:-1e-4}
     echo "== $p on the CPU"
     train "$p-cpu" auto "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-cpu.grads" --dump-step 0 || return 1
     echo "== $p on backend $GPU_BACKEND"
-    train "$p-gpu" "$GPU_BACKEND" "$plan" "$EQ_STEPS" --dump-grads "$OUT/train/$p-gpu.grads" --dump-step 0 || return 1
+    local loud=()
+    grep -q '"cp"' "$plan" && loud=(--loud)
+    train "$p-gpu" "$GPU_BACKEND" "$plan" "$EQ_STEPS" "${loud[@]}" --dump-grads "$OUT/train/$p-gpu.grads" \
+        --dump-step 0 | tee "$OUT/train/$p-gpu.log" || return 1
+    ((${#loud[@]} == 0)) || ring_exchange "$OUT/train/$p-gpu.log" || return 1
     python3 - "$OUT/train" "$p" "$EQ_STEPS" "$tol" <<'PY'
 import array, json, sys
 d, p, n, tol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -216,14 +231,16 @@ PY
 # the same model without CP (llama-single), both in the precision on the CUDA backend, CP_HALF_STEPS
 # steps (2 emulated, 20 on a GPU): the ring's blocks stay fp32 (the activations they come from are),
 # so only the attention's merge order differs; every loss within 1e-3 relative (emulated, 3 steps:
-# 6.8e-6 bf16, 6e-7 fp16).
+# 6.8e-6 bf16, 6e-7 fp16); on the emulation the ring's exchange must be NCCL send/recv.
 cp_half() {
     local prec p fails=0
     for prec in bf16 fp16; do
         for p in llama-cp2 llama-single; do
             on_gpu_type "$PLANS/train-$p.json" "$WORK/$p-$prec.json" "$prec" &&
-                train "cp-$prec-$p" "$GPU_BACKEND" "$WORK/$p-$prec.json" "$CP_HALF_STEPS" || return 1
+                train "cp-$prec-$p" "$GPU_BACKEND" "$WORK/$p-$prec.json" "$CP_HALF_STEPS" --loud |
+                tee "$OUT/train/cp-$prec-$p.log" || return 1
         done
+        ring_exchange "$OUT/train/cp-$prec-llama-cp2.log" || return 1
         python3 - "$OUT/train" "$CP_HALF_STEPS" "$prec" <<'PY' || fails=$((fails + 1))
 import json, sys
 d, n, prec = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -58,6 +58,12 @@ typedef struct ah_backend {
     ah_status_t (*dcomm_allgather)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
                                    ah_error_t *err);
     void (*dcomm_free)(ah_dcomm_t **dc);
+    /* One step of a ring: n floats of `send` to group rank `to`, n from rank `from` into `recv`,
+     * `done` recorded after it (overlapped where the communicator can: comm/nccl.h's
+     * ah_dcomm_sendrecv_f32). dcomm_kind names how the communicator moves data ("nccl"). */
+    ah_status_t (*dcomm_sendrecv)(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n, int tag,
+                                  ah_dcomm_event_t *done, ah_error_t *err);
+    const char *(*dcomm_kind)(const ah_dcomm_t *dc);
     /* Overlap: dcomm_sum, dcomm_reduce_scatter and dcomm_allgather with a `done` event run on a
      * communication stream after the compute issued so far and return at once (done NULL: in
      * order on the compute stream); dcomm_event_wait orders the compute after the collective

@@ -212,6 +212,9 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     char hier[256];
     if (s == AH_OK && tr->rank == 0 && !a->quiet && ah_dp_hier_describe(tr, hier, sizeof hier))
         printf("autohet train: DP sync: %s\n", hier);
+    if (s == AH_OK && !a->quiet && tr->cp.c && ah_comm_rank(tr->cp.c) == 0) /* each CP group's first rank */
+        printf("autohet train: CP ring of rank %d's group (%d ranks): key/value blocks over %s\n", tr->rank,
+               ah_comm_size(tr->cp.c), ah_cp_ring_exchange(&tr->cp_ring));
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,

@@ -261,6 +261,38 @@ ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t
     return sharded_on(dc, dev_buf, counts, 0, done, err);
 }
 
+/* A ring step: NCCL's send and receive as one group call on stream st, or through the host (the
+ * staging buffer's first n floats out, its next n in) and the group's MPI calls. */
+static ah_status_t sendrecv(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n, int tag,
+                            cudaStream_t st, ah_error_t *err) {
+    if (dc->nccl) {
+        ncclResult_t r = ncclGroupStart();
+        if (r == ncclSuccess) r = ncclSend(send, n, ncclFloat32, to, dc->nccl, st);
+        if (r == ncclSuccess) r = ncclRecv(recv, n, ncclFloat32, from, dc->nccl, st);
+        const ncclResult_t end = ncclGroupEnd();
+        return nccl_status(err, r != ncclSuccess ? r : end, "ncclSend/ncclRecv (ring step)");
+    }
+    ah_comm_req_t req[2] = {0};
+    ah_status_t s = staging(dc, 2 * n, err);
+    if (s == AH_OK) s = copy(dc->host, send, n, cudaMemcpyDeviceToHost, err);
+    if (s == AH_OK) s = ah_comm_irecv_f32(dc->group, dc->host + n, n, from, tag, &req[0], err);
+    if (s == AH_OK) s = ah_comm_isend_f32(dc->group, dc->host, n, to, tag, &req[1], err);
+    for (int k = 0; k < 2; k++) { /* both, even after a failure: MPI still writes into the buffer until then */
+        const ah_status_t w = ah_comm_wait(&req[k], err);
+        if (s == AH_OK) s = w;
+    }
+    if (s == AH_OK) s = copy(recv, dc->host + n, n, cudaMemcpyHostToDevice, err);
+    return s;
+}
+
+ah_status_t ah_dcomm_sendrecv_f32(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n,
+                                  int tag, ah_dcomm_event_t *done, ah_error_t *err) {
+    cudaStream_t st;
+    ah_status_t s = issue_stream(dc, done, &st, err);
+    if (s == AH_OK) s = sendrecv(dc, send, to, recv, from, n, tag, st, err);
+    return record(s, done, st, err);
+}
+
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
     if (dc->nccl)

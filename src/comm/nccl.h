@@ -13,7 +13,7 @@
  * blocking pairs; the 1F1B schedule's non-blocking p2p needs ncclGroupStart/End batching
  * (docs/gpu.md).
  *
- * Overlap: the sum, reduce-scatter and all-gather given a `done` event (ah_dcomm_event_create) go
+ * Overlap: the sum, reduce-scatter, all-gather and ring step given a `done` event (ah_dcomm_event_create) go
  * on the process's communication stream instead (one non-blocking stream for every communicator,
  * so the collectives run in the order they are issued), after an event recorded on the compute
  * stream (they read what the kernels issued before them wrote), and return at once; `done` is
@@ -64,6 +64,15 @@ ah_status_t ah_dcomm_event_create(ah_dcomm_event_t **out, ah_error_t *err);
 void ah_dcomm_event_free(ah_dcomm_event_t **ev);
 /* The compute stream's later work waits for the collective recorded in ev (no host wait). */
 ah_status_t ah_dcomm_event_wait(ah_dcomm_event_t *ev, ah_error_t *err);
+/* One step of a ring (context parallelism's key/value exchange): n floats of `send` to group rank
+ * `to` and n floats from rank `from` into `recv` (distinct device buffers). NCCL: one group call
+ * (ncclGroupStart, ncclSend, ncclRecv, ncclGroupEnd) on the communication stream after the
+ * compute issued so far, `done` recorded after it, returning at once (the caller waits on `done`
+ * before the compute reads recv or writes send again); staged: send through the host and the
+ * group's MPI isend/irecv (tag), recv back up, synchronously, `done` recorded on the compute
+ * stream. done is required. */
+ah_status_t ah_dcomm_sendrecv_f32(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n,
+                                  int tag, ah_dcomm_event_t *done, ah_error_t *err);
 /* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err);

@@ -185,7 +185,7 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
     for (int i = 0; i < tr->plan->n_pipelines; i++) any_cp = any_cp || ah_pipeline_cp(&tr->plan->pipelines[i]) > 1;
     if (any_cp) {
         const int color = cp > 1 ? ah_layout_rank(&tr->layout, r.pipeline, r.stage, r.tp_rank) : -1;
-        if ((s = split(color, r.cp_rank, &tr->cp_comm, err)) != AH_OK) return s;
+        if ((s = split(color, r.cp_rank, &tr->cp.c, err)) != AH_OK) return s;
     }
     for (int g = 0; g < tr->layout.n_segments; g++) {
         const bool holds = holds_stage(tr, tr->layout.segments[g].stage_of[r.pipeline]);
@@ -214,6 +214,7 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         return s;
     for (int id = 0; id < ah_dp_group_count(tr); id++) /* the hierarchical syncs', in the same order */
         if (tr->hier[id] && (s = ah_dp_hier_attach(&tr->dev, tr->hier[id], err)) != AH_OK) return s;
+    if ((s = ah_group_attach(&tr->dev, &tr->cp, err)) != AH_OK) return s; /* the ring's (runtime/cp_ring.h) */
     for (int c = 0; c < tr->n_chunks; c++) {
         ah_p2p_chunk_t *x = &tr->chunks[c];
         const int k = r.cp_rank * tr->plan->tp + r.tp_rank; /* the same CP and TP rank there */

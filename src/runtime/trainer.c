@@ -185,7 +185,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         s = ah_gpt_stage_create(&tr->stage, &cfg, tr->dev.k, t > 1 ? &tr->tp : NULL, &tr->mem, err);
     free(runs);
     if (s == AH_OK && cp > 1)
-        s = ah_cp_ring_init(&tr->cp_ring, tr->cp_comm, tr->dev.k, &tr->mem, (int)plan->train.micro_batch,
+        s = ah_cp_ring_init(&tr->cp_ring, &tr->cp, tr->dev.k, &tr->mem, (int)plan->train.micro_batch,
                             (int)plan->train.seq_len, (int)tr->stage.Hl, (int)tr->stage.KVl, (int)tr->stage.hd, err);
     if (s == AH_OK && cp > 1 && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
         !(tr->cp_tokens = malloc((size_t)(plan->train.micro_batch * plan->train.seq_len) * sizeof *tr->cp_tokens)))
@@ -228,7 +228,7 @@ void ah_trainer_free(ah_trainer_t *tr) {
     free(tr->h_tokens);
     free(tr->cp_tokens);
     ah_cp_ring_free(&tr->cp_ring);
-    ah_comm_free(&tr->cp_comm);
+    ah_group_free(&tr->cp);
     if (tr->a_p2p.mem) ah_arena_free(&tr->a_p2p);
     ah_group_free(&tr->tp);
     for (int g = 0; tr->seg && g < tr->layout.n_segments; g++) ah_group_free(&tr->seg[g]);

@@ -162,8 +162,8 @@ typedef struct ah_trainer {
     int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
     int32_t *cp_tokens;     /* context parallelism: one micro-batch's whole sequences (B x T), from
                              * which the rank takes its positions' ids or targets; else NULL */
-    ah_comm_t *cp_comm;     /* the rank's CP group (the stage's CP ranks of its TP rank); NULL at cp 1 */
-    ah_cp_ring_t cp_ring;   /* ring attention over cp_comm (runtime/cp_ring.h) */
+    ah_group_t cp;          /* the rank's CP group (the stage's CP ranks of its TP rank); c NULL at cp 1 */
+    ah_cp_ring_t cp_ring;   /* ring attention over cp (runtime/cp_ring.h) */
     ah_group_t tp;
     ah_group_t *seg;        /* per DP segment; .c NULL where this rank does not hold it */
     ah_group_t first_group, last_group, wte_group;
