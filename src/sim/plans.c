@@ -234,8 +234,8 @@ ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x) {
     x->choice_plan_s = best ? best->plan_s : 0;
     if (!best || !ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return best;
     const ah_cluster_t *c = x->c;
-    unsigned spot_up = 0; /* the spot types up that have churned */
-    for (int i = 0; i < c->n_nodes && c->n_types <= 8; i++)
+    unsigned spot_up = 0; /* the spot types up that have churned; none past AH_SIM_CHURN_MAX_TYPES types */
+    for (int i = 0; i < c->n_nodes && c->n_types <= AH_SIM_CHURN_MAX_TYPES; i++)
         if (x->up[i] && c->nodes[i].spot && x->spot_removals[c->nodes[i].type] > 0) spot_up |= 1u << c->nodes[i].type;
     double best_score = expected_score(x, best);
     for (unsigned skip = spot_up; skip > 0; skip = (skip - 1) & spot_up) {

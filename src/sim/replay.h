@@ -141,6 +141,9 @@ void ah_sim_entry_free(ah_sim_entry_t *e);
  * every candidate (a re-plan's, as the agent would plan them one after the other). NULL only when
  * out of host memory. */
 ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x);
+/* The most GPU types ah_sim_plan_choose leaves out subsets of (2^8 - 1 candidate sets at most); on a
+ * cluster of more types it plans on every node up, as without churn-awareness. */
+#define AH_SIM_CHURN_MAX_TYPES 8
 /* Preemptions per second that hit plan e at the churn seen so far: per spot type, its nodes in e
  * times the type's removals per node-second up, at most the type's changes that removed some per
  * second (nodes removed together hit once); one node-hour (hour) of no removal assumed first. */
