@@ -68,9 +68,18 @@ timeout 60 "${RUN[@]}" --steps 1 --work-dir "$WORK/run-open" >"$WORK/run-open.lo
 grep -q "^autohet run: usage error: launch 0: the plan's traffic crosses a region boundary in the open.*DP sync.*--allow-unencrypted-wan" "$WORK/run-open.log" ||
     fail "run's refusal: $(cat "$WORK/run-open.log")"
 [ -e "$WORK/run-open/launch-0" ] && fail "run launched although it refused"
-timeout 120 "${RUN[@]}" --steps 1 --work-dir "$WORK/run-allowed" --allow-unencrypted-wan >"$WORK/run-allowed.log" 2>&1 ||
+timeout 120 "${RUN[@]}" --steps 1 --work-dir "$WORK/run-allowed" --allow-unencrypted-wan --replica-memory-gb 1 >"$WORK/run-allowed.log" 2>&1 ||
     fail "run --allow-unencrypted-wan: $(tail -5 "$WORK/run-allowed.log")"
 grep -q "^trained 1 of 1 steps" "$WORK/run-allowed.log" || fail "run --allow-unencrypted-wan trained: $(tail -5 "$WORK/run-allowed.log")"
+# run plans with the checkpoint policy its trainer follows (a save every 5 by default, replicas on):
+# its prediction is plan's with the same flags, which counts the replication (not plan's without them)
+predicted() { grep -Eo "predicted:? [0-9.]+ s" | head -1 | grep -Eo "[0-9.]+"; }
+run_s=$(grep "plan: 3 devices" "$WORK/run-allowed.log" | predicted)
+PLAN=("$AUTOHET" plan --model tiny-gpt2 --cluster "$WORK/run-cluster.json" --global-batch 8 --seq-len 64 --ckpt-every 5)
+with_s=$("${PLAN[@]}" --replica-memory-gb 1 2>/dev/null | predicted)
+without_s=$("${PLAN[@]}" 2>/dev/null | predicted)
+[ -n "$run_s" ] && [ "$run_s" = "$with_s" ] && [ "$with_s" != "$without_s" ] ||
+    fail "run's prediction ($run_s s) is plan's with its checkpoint policy ($with_s s; without: $without_s s)"
 # a re-plan is not refused: fast-0 (us-east-1) is down at the start, so the run starts in eu-west-1
 # (fast-1, slow-0); fast-0 joins 300 ms in; at the next checkpoint the plan over all three would
 # cross in the open, so the agent plans over each region alone and takes the fastest (eu-west-1,

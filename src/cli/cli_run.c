@@ -212,9 +212,12 @@ static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool
 /* The planning rule plan follows, once, on the whole cluster (README "Flags shared by verbs"):
  * --profile loaded into *profile (o->planner.profile; NULL without one), the prices --objective cost
  * and --budget use, --precision auto resolved (kept for every re-plan) and said with its why, the
- * types the precision leaves out said. Returns an exit code, 0 when fine (*profile is then the
- * caller's to free). */
-static int resolve_planning(ah_agent_opts_t *o, bool auto_precision, const char *profile_path, ah_profile_t **profile) {
+ * types the precision leaves out said, and the checkpoint policy the trainer will follow (--ckpt-every,
+ * --replica-memory-gb, --cloud: ah_cli_ckpt_policy into o->planner.train.ckpt), so that every plan and
+ * re-plan prices its replication and upload egress as `plan` does. Returns an exit code, 0 when fine
+ * (*profile is then the caller's to free). */
+static int resolve_planning(ah_agent_opts_t *o, bool auto_precision, const char *profile_path, const char *cloud,
+                            double replica_gb, ah_profile_t **profile) {
     ah_error_t err = {0};
     if (profile_path && ah_profile_load(profile_path, profile, &err) != AH_OK) return ah_cli_fail(VERB, &err);
     o->planner.profile = *profile;
@@ -225,6 +228,11 @@ static int resolve_planning(ah_agent_opts_t *o, bool auto_precision, const char 
     if (ah_model_load(o->model, &m, &err) != AH_OK || ah_cluster_open(o->cluster, &c, &err) != AH_OK) {
         ah_profile_free(*profile);
         return ah_cli_fail(VERB, &err);
+    }
+    if (ah_cli_ckpt_policy(VERB, &c, o->ckpt_every, replica_gb, cloud, NULL, &o->planner.train.ckpt) != 0) {
+        ah_cluster_free(&c);
+        ah_profile_free(*profile);
+        return 2;
     }
     ah_status_t s = AH_OK;
     if (o->planner.objective == AH_OBJECTIVE_COST) s = ah_cluster_require_prices(&c, "--objective cost", o->cluster, &err);
@@ -528,7 +536,7 @@ int ah_cli_run(int argc, char **argv) {
     pass_trainer_flags(&a.o, flags, n_flags, &given, a.cloud, a.endpoint, a.init_from, a.val_data, a.counts, a.replica_gb, a.replica_root);
     if ((rc = pass_cloud_flags(&a.o, flags, n_flags, a.cloud, a.patience)) != 0) return rc;
     ah_profile_t *profile = NULL;
-    if ((rc = resolve_planning(&a.o, auto_precision, a.profile_path, &profile)) != 0) return rc;
+    if ((rc = resolve_planning(&a.o, auto_precision, a.profile_path, a.cloud, a.replica_gb, &profile)) != 0) return rc;
     a.o.interrupt = &interrupted;
     a.o.log = log_line;
     struct sigaction sa;
