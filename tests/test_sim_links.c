@@ -8,12 +8,15 @@
  *   in the other zone, bounded by the pair's shared total_gb_s, and pays its $/GB;
  * - the cloud tier in another region: each periodic checkpoint's upload and a restart's download
  *   cross the WAN, at the least of cloud_gb_s and the link's rate, billed at its $/GB; the cloud holds
- *   a checkpoint only once its upload has ended. */
+ *   a checkpoint only once its upload has ended; an upload's egress is paid as it runs (one never
+ *   started is not paid, one cut at a restart pays what it sent);
+ * - and (not a link) a spot type at index 32 or more replays as any type. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/str.h"
 #include "harness.h"
 #include "plan/plan_out.h"
 #include "planner/planner.h"
@@ -270,6 +273,99 @@ static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr)
     ah_sim_pool_free(&pool);
 }
 
+/* Uploads billed as they run (cloud at 0.2 MB/s per GPU across the regions, bucket in ra): varuna on
+ * rb-0 and rb-1 (two data-parallel replicas: rb-0, the lowest holder of every shard, uploads the whole
+ * model, about 1.49 GB, 7450 s), checkpoints at 1035, 2035 and 3035 s; rb-1 leaves at 3500 s. The first
+ * upload is still in flight then: it is cut, having sent (3500 - 1035) s x 0.2 MB/s = 0.493 GB, $0.00986
+ * at $0.02/GB; the second, replaced by the third while it waited, never starts, and the third, waiting,
+ * ends with the job: neither is billed (before, each checkpoint paid a whole upload, 4.47 GB). */
+static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *tr) {
+    static const char *SLOW =
+        "{\"nodes\": ["
+        "{\"name\": \"ra-0\", \"gpu\": \"V100-16G\", \"count\": 1, \"zone\": \"ra-1\", \"region\": \"ra\", \"spot\": false, \"usd_per_gpu_hour\": 1},"
+        "{\"name\": \"rb-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+        "{\"name\": \"rb-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+        " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 1,"
+        " \"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0.0002, \"usd_per_gb\": 0.02, \"private\": true}]}}";
+    ah_cluster_t c;
+    ah_error_t err;
+    const bool loaded = ah_test_parse_cluster(SLOW, &c, &err) == AH_OK;
+    CHECK(loaded, "%s", err.msg);
+    if (!loaded) return;
+    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
+    const int fd = mkstemp(trace);
+    const char *rows = "0,2\n3500,1\n";
+    CHECK(fd >= 0 && write(fd, rows, strlen(rows)) == (ssize_t)strlen(rows), "write %s", trace);
+    if (fd >= 0) close(fd);
+    ah_sim_pool_t pool = {0};
+    ah_sim_avail_t a;
+    CHECK(ah_sim_pool_resolve(&c, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(trace, AH_UNIT_AUTO, &pool.trace, &err) == AH_OK, "%s", err.msg);
+    unlink(trace);
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = *tr;
+    o.hours = 4000 / 3600.0;
+    o.ckpt_every_s = 1000;
+    o.ckpt_snapshot_gb_s = INFINITY;
+    o.restart_s = 30;
+    o.replan_s = 5;
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
+    if (r.n_recs == 2) {
+        const double down = (double)r.recs[1].bytes_across_regions; /* the restart's, if any */
+        CHECK_NEAR(r.ckpt_bytes_across_regions - down, (3500 - 1035) * 0.2e6, 1e-9);
+        CHECK_NEAR(r.ckpt_egress_usd - r.recs[1].egress_usd, (3500 - 1035) * 0.2e6 / 1e9 * 0.02, 1e-9);
+    }
+    ah_sim_result_free(&r);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+}
+
+/* A spot type at index 32 (33 GPU types, the nodes of the last) replays as any type: sim.c and plans.c
+ * shifted 32-bit type masks by the type index, undefined from 32 on (the sanitizer build aborted). */
+static void test_many_types(const ah_model_t *m, const ah_train_t *tr) {
+    char text[4096];
+    ah_str_t s = ah_str_fixed(text, sizeof text);
+    ah_str_appendf(&s, "{\"gpu_types\": {");
+    for (int ty = 0; ty <= 32; ty++) ah_str_appendf(&s, "%s\"t%d\": {\"base\": \"A100-80G\"}", ty ? ", " : "", ty);
+    ah_str_appendf(&s, "}, \"nodes\": ["
+                       "{\"name\": \"n-0\", \"gpu\": \"t32\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+                       "{\"name\": \"n-1\", \"gpu\": \"t32\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+                       " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}");
+    ah_cluster_t c;
+    ah_error_t err;
+    const bool loaded = ah_test_parse_cluster(text, &c, &err) == AH_OK;
+    CHECK(loaded, "%s", err.msg);
+    if (!loaded) return;
+    CHECK(c.n_types == 33 && ah_cluster_find_type(&c, "t32") == 32, "t32 is type 32 of %d", c.n_types);
+    ah_sim_pool_t pool = {0};
+    ah_sim_avail_t a;
+    CHECK(ah_sim_pool_resolve(&c, "t32", &pool, &err) == AH_OK, "%s", err.msg);
+    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
+    const int fd = mkstemp(trace);
+    CHECK(fd >= 0 && write(fd, "0,2\n1000,1\n", 12) == 12, "write %s", trace);
+    if (fd >= 0) close(fd);
+    CHECK(ah_trace_load(trace, AH_UNIT_S, &pool.trace, &err) == AH_OK, "%s", err.msg);
+    unlink(trace);
+    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = *tr;
+    o.hours = 2000 / 3600.0;
+    o.ckpt_every_s = 300;
+    ah_sim_result_t r;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.preemptions == 1 && r.n_recs == 2, "one removal, one restart: %d %d", r.preemptions, r.n_recs);
+    ah_sim_result_free(&r);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     ah_cluster_t c;
     ah_model_t m;
@@ -283,6 +379,8 @@ int main(void) {
     test_egress_rate(&m, &c, &tr);
     test_handover_across_zones(&m, &tr);
     test_cloud_across_regions(&m, &tr);
+    test_uploads_billed_as_sent(&m, &tr);
+    test_many_types(&m, &tr);
     ah_cluster_free(&c);
     return ah_test_finish();
 }

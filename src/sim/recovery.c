@@ -316,11 +316,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
     /* a lost node's pieces from a peer's memory: back to the state it holds */
-    ah_sim_uploads_settle(x);
-    if (cloud_rollback) { /* back to what the cloud holds; the old job's uploads end with it */
-        x->at_ckpt = x->at_cloud;
-        x->has_uploading = x->has_upload_next = false;
-    }
+    /* the old job's uploads not ended by now end with it (docs/simulator.md "Uploads at a restart") */
+    ah_sim_uploads_cut(x);
+    if (cloud_rollback) x->at_ckpt = x->at_cloud; /* back to what the cloud holds */
     const ah_sim_progress_t back_to = cloud_rollback                   ? x->at_cloud
                                : v->bytes[AH_TIER_MEMORY] > 0 ? x->at_mem
                                : unsaved                        ? x->at_disk

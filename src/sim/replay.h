@@ -67,9 +67,11 @@ typedef struct {
     ah_sim_progress_t at_ckpt; /* the last periodic checkpoint: on the disks, uploaded in the background */
     ah_sim_progress_t at_cloud; /* the newest checkpoint whose upload has ended: what the cloud holds */
     ah_sim_progress_t uploading, upload_next; /* the checkpoint being uploaded (until upload_end), and the
-                                  newest one waiting for it (upload_next_s its upload's seconds) */
+                                  newest one waiting for it */
+    const ah_sim_entry_t *uploading_by, *upload_next_by; /* the plans that saved them: their upload's
+                                  seconds and egress */
     bool has_uploading, has_upload_next;
-    double upload_end, upload_next_s;
+    double upload_end;
     ah_sim_progress_t at_disk; /* the newest state on the disks: that, or a save at a notice since */
     ah_sim_progress_t at_mem;  /* the state the memory tier holds: the last periodic checkpoint, or a
                                   memory-first save at a notice since (memory.c) */
@@ -127,8 +129,16 @@ double ah_sim_cloud_flow(ah_sim_flows_t *f, int node, int bucket, double bytes);
  * `bucket`'s. false when out of host memory. */
 bool ah_sim_upload(const ah_cluster_t *c, const ah_model_t *m, int bucket, ah_sim_entry_t *e);
 /* sim.c: the cloud tier's uploads up to x->t (at_cloud the newest ended; the newest waiting one starts
- * when the one in flight ends, those between skipped, as the runtime's uploader does). */
+ * when the one in flight ends, those between skipped, as the runtime's uploader does). An upload's
+ * egress is paid when it starts. */
 void ah_sim_uploads_settle(ah_sim_replay_t *x);
+/* sim.c: a periodic checkpoint of x->run handed to the uploader at x->t: it starts, or waits for the one
+ * in flight (replacing one waiting before it, never started nor billed). */
+void ah_sim_upload_submit(ah_sim_replay_t *x);
+/* sim.c: at a restart, the uploads not ended by x->t are dropped (the one in flight cut, its egress
+ * paid for what it sent; the one waiting never starts): the rule and the runtime code it follows are
+ * in docs/simulator.md "Uploads at a restart". */
+void ah_sim_uploads_cut(ah_sim_replay_t *x);
 
 /* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */

@@ -149,14 +149,43 @@ void ah_sim_pay_ckpt_egress(ah_sim_replay_t *x, double usd, double bytes_across_
     x->r->ckpt_bytes_across_regions += bytes_across_regions;
 }
 
+/* The upload of checkpoint p saved by plan e starts at t: its egress is paid now. */
+static void upload_start(ah_sim_replay_t *x, ah_sim_progress_t p, const ah_sim_entry_t *e, double t) {
+    x->uploading = p;
+    x->uploading_by = e;
+    x->upload_end = t + e->upload_s;
+    x->has_uploading = true;
+    ah_sim_pay_ckpt_egress(x, e->upload_usd, e->upload_wan_bytes);
+}
+
 void ah_sim_uploads_settle(ah_sim_replay_t *x) {
     while (x->has_uploading && x->t >= x->upload_end) {
         x->at_cloud = x->uploading;
-        x->has_uploading = x->has_upload_next;
-        x->uploading = x->upload_next;
-        x->upload_end += x->upload_next_s;
+        x->has_uploading = false;
+        if (x->has_upload_next) upload_start(x, x->upload_next, x->upload_next_by, x->upload_end);
         x->has_upload_next = false;
     }
+}
+
+void ah_sim_upload_submit(ah_sim_replay_t *x) {
+    ah_sim_uploads_settle(x);
+    if (!x->has_uploading) {
+        upload_start(x, x->now, x->run, x->t);
+        return;
+    }
+    x->upload_next = x->now;
+    x->upload_next_by = x->run;
+    x->has_upload_next = true;
+}
+
+void ah_sim_uploads_cut(ah_sim_replay_t *x) {
+    ah_sim_uploads_settle(x);
+    if (x->has_uploading && x->uploading_by->upload_s > 0) { /* paid in full at its start: back what it did not send */
+        const ah_sim_entry_t *e = x->uploading_by;
+        const double unsent = fmin(1, (x->upload_end - x->t) / e->upload_s);
+        ah_sim_pay_ckpt_egress(x, -e->upload_usd * unsent, -e->upload_wan_bytes * unsent);
+    }
+    x->has_uploading = x->has_upload_next = false;
 }
 
 void ah_sim_replicated(ah_sim_replay_t *x) {
@@ -236,17 +265,7 @@ static void on_internal(ah_sim_replay_t *x) {
     /* a checkpoint, uploaded to the cloud tier in the background (its time and egress: transfer.c) */
     x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
     ah_sim_replicated(x);
-    ah_sim_pay_ckpt_egress(x, x->run->upload_usd, x->run->upload_wan_bytes);
-    ah_sim_uploads_settle(x);
-    if (x->has_uploading) { /* waits for the one in flight; one waiting before it is skipped */
-        x->upload_next = x->now;
-        x->upload_next_s = x->run->upload_s;
-        x->has_upload_next = true;
-    } else {
-        x->uploading = x->now;
-        x->upload_end = x->t + x->run->upload_s;
-        x->has_uploading = true;
-    }
+    ah_sim_upload_submit(x);
     x->stall_until = x->t + ckpt_stall_s(x);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     if (!x->pending_join) return;
@@ -257,19 +276,27 @@ static void on_internal(ah_sim_replay_t *x) {
         ah_sim_begin_recovery(x, e, true, "join at checkpoint", "");
 }
 
+/* Whether a change in changes[from, to) removes a spot node of type ty (any number of types). */
+static bool spot_type_removed(const ah_cluster_t *c, const ah_sim_avail_t *a, int from, int to, int ty) {
+    for (int k = from; k < to; k++) {
+        const ah_sim_change_t *ch = &a->changes[k];
+        if (!ch->up && c->nodes[ch->node].spot && c->nodes[ch->node].type == ty) return true;
+    }
+    return false;
+}
+
 /* Applies every change at time changes[*ci].t_s. */
 static void on_changes(ah_sim_replay_t *x, const ah_sim_avail_t *a, int *ci) {
     const double t = a->changes[*ci].t_s;
     const char *hit_name = NULL;
     bool added = false;
-    unsigned removed_types = 0;
+    const int first = *ci;
     for (; *ci < a->n_changes && a->changes[*ci].t_s == t; (*ci)++) {
         const ah_sim_change_t *ch = &a->changes[*ci];
         x->up[ch->node] = ch->up;
         if (!ch->up && x->c->nodes[ch->node].spot) {
             const int ty = x->c->nodes[ch->node].type;
-            if (!(removed_types >> ty & 1u)) x->spot_removal_events[ty]++;
-            removed_types |= 1u << ty;
+            if (!spot_type_removed(x->c, a, first, *ci, ty)) x->spot_removal_events[ty]++; /* one event a type */
             x->spot_removals[ty]++;
         }
         if (ch->up) {
