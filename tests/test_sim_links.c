@@ -194,31 +194,44 @@ static const char *CLOUD =
     " \"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0.5, \"total_gb_s\": 0.5, \"usd_per_gb\": 0.02,"
     " \"private\": true}]}}";
 
+/* pool: the nodes of gpu in c, up as the count trace rows says (a temporary file, removed); a: c's
+ * availability under it. */
+static bool trace_avail(const ah_cluster_t *c, const char *gpu, const char *rows, ah_sim_pool_t *pool, ah_sim_avail_t *a) {
+    ah_error_t err;
+    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
+    const int fd = mkstemp(trace);
+    bool ok = fd >= 0 && write(fd, rows, strlen(rows)) == (ssize_t)strlen(rows);
+    CHECK(ok, "write %s", trace);
+    if (fd >= 0) close(fd);
+    ok = ok && ah_sim_pool_resolve(c, gpu, pool, &err) == AH_OK && ah_trace_load(trace, AH_UNIT_AUTO, &pool->trace, &err) == AH_OK &&
+         ah_sim_avail_build(c, pool, 1, 0, a, &err) == AH_OK;
+    CHECK(ok, "%s", err.msg);
+    unlink(trace);
+    return ok;
+}
+
+/* A checkpoint every 1000 s that holds no training, restarts of 30 s + 5 s of re-planning, over seconds. */
+static void cloud_opts(ah_sim_opts_t *o, const ah_train_t *tr, double seconds) {
+    ah_sim_opts_default(o);
+    o->train = *tr;
+    o->hours = seconds / 3600.0;
+    o->ckpt_every_s = 1000;
+    o->ckpt_snapshot_gb_s = INFINITY;
+    o->restart_s = 30;
+    o->replan_s = 5;
+}
+
 static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr) {
     ah_cluster_t c;
     ah_error_t err;
     const bool loaded = ah_test_parse_cluster(CLOUD, &c, &err) == AH_OK;
     CHECK(loaded, "%s", err.msg);
     if (!loaded) return;
-    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
-    const int fd = mkstemp(trace);
-    const char *rows = "0,3\n2500,2\n";
-    CHECK(fd >= 0 && write(fd, rows, strlen(rows)) == (ssize_t)strlen(rows), "write %s", trace);
-    if (fd >= 0) close(fd);
     ah_sim_pool_t pool = {0};
-    CHECK(ah_sim_pool_resolve(&c, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
-    CHECK(ah_trace_load(trace, AH_UNIT_AUTO, &pool.trace, &err) == AH_OK, "%s", err.msg);
-    unlink(trace);
     ah_sim_avail_t a;
-    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    trace_avail(&c, "A100-80G", "0,3\n2500,2\n", &pool, &a);
     ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    o.train = *tr;
-    o.hours = 3000 / 3600.0; /* checkpoints at ~1035 and ~2035 s; none after the restart */
-    o.ckpt_every_s = 1000;
-    o.ckpt_snapshot_gb_s = INFINITY; /* the checkpoints hold no training */
-    o.restart_s = 30;
-    o.replan_s = 5;
+    cloud_opts(&o, tr, 3000); /* checkpoints at ~1035 and ~2035 s; none after the restart */
     ah_sim_result_t r;
     CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
     CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
@@ -292,25 +305,11 @@ static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *t
     const bool loaded = ah_test_parse_cluster(SLOW, &c, &err) == AH_OK;
     CHECK(loaded, "%s", err.msg);
     if (!loaded) return;
-    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
-    const int fd = mkstemp(trace);
-    const char *rows = "0,2\n3500,1\n";
-    CHECK(fd >= 0 && write(fd, rows, strlen(rows)) == (ssize_t)strlen(rows), "write %s", trace);
-    if (fd >= 0) close(fd);
     ah_sim_pool_t pool = {0};
     ah_sim_avail_t a;
-    CHECK(ah_sim_pool_resolve(&c, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
-    CHECK(ah_trace_load(trace, AH_UNIT_AUTO, &pool.trace, &err) == AH_OK, "%s", err.msg);
-    unlink(trace);
-    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    trace_avail(&c, "A100-80G", "0,2\n3500,1\n", &pool, &a);
     ah_sim_opts_t o;
-    ah_sim_opts_default(&o);
-    o.train = *tr;
-    o.hours = 4000 / 3600.0;
-    o.ckpt_every_s = 1000;
-    o.ckpt_snapshot_gb_s = INFINITY;
-    o.restart_s = 30;
-    o.replan_s = 5;
+    cloud_opts(&o, tr, 4000);
     ah_sim_result_t r;
     CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
     CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
@@ -344,14 +343,7 @@ static void test_many_types(const ah_model_t *m, const ah_train_t *tr) {
     CHECK(c.n_types == 33 && ah_cluster_find_type(&c, "t32") == 32, "t32 is type 32 of %d", c.n_types);
     ah_sim_pool_t pool = {0};
     ah_sim_avail_t a;
-    CHECK(ah_sim_pool_resolve(&c, "t32", &pool, &err) == AH_OK, "%s", err.msg);
-    char trace[] = "/tmp/ah_test_sim_links_XXXXXX";
-    const int fd = mkstemp(trace);
-    CHECK(fd >= 0 && write(fd, "0,2\n1000,1\n", 12) == 12, "write %s", trace);
-    if (fd >= 0) close(fd);
-    CHECK(ah_trace_load(trace, AH_UNIT_S, &pool.trace, &err) == AH_OK, "%s", err.msg);
-    unlink(trace);
-    CHECK(ah_sim_avail_build(&c, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    trace_avail(&c, "t32", "0,2\n1000,1\n", &pool, &a);
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
     o.train = *tr;
