@@ -9,7 +9,8 @@
  * - the cloud tier in another region: each periodic checkpoint's upload and a restart's download
  *   cross the WAN, at the least of cloud_gb_s and the link's rate, billed at its $/GB; the cloud holds
  *   a checkpoint only once its upload has ended; an upload's egress is paid as it runs (one never
- *   started is not paid, one cut at a restart pays what it sent);
+ *   started is not paid, one cut at a restart pays what it sent), and every restart ends the old
+ *   job's uploads, so a later rollback to the cloud goes to a checkpoint whose upload ended;
  * - and (not a link) a spot type at index 32 or more replays as any type. */
 #include <math.h>
 #include <stdio.h>
@@ -286,32 +287,44 @@ static void test_cloud_across_regions(const ah_model_t *m, const ah_train_t *tr)
     ah_sim_pool_free(&pool);
 }
 
-/* Uploads billed as they run (cloud at 0.2 MB/s per GPU across the regions, bucket in ra): varuna on
- * rb-0 and rb-1 (two data-parallel replicas: rb-0, the lowest holder of every shard, uploads the whole
- * model, about 1.49 GB, 7450 s), checkpoints at 1035, 2035 and 3035 s; rb-1 leaves at 3500 s. The first
- * upload is still in flight then: it is cut, having sent (3500 - 1035) s x 0.2 MB/s = 0.493 GB, $0.00986
- * at $0.02/GB; the second, replaced by the third while it waited, never starts, and the third, waiting,
- * ends with the job: neither is billed (before, each checkpoint paid a whole upload, 4.47 GB). */
-static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *tr) {
-    static const char *SLOW =
-        "{\"nodes\": ["
-        "{\"name\": \"ra-0\", \"gpu\": \"V100-16G\", \"count\": 1, \"zone\": \"ra-1\", \"region\": \"ra\", \"spot\": false, \"usd_per_gpu_hour\": 1},"
-        "{\"name\": \"rb-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
-        "{\"name\": \"rb-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1}],"
-        " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 1,"
-        " \"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0.0002, \"usd_per_gb\": 0.02, \"private\": true}]}}";
+/* ra-0 (a V100: no bf16, the bucket's region only) and two A100 spot nodes in rb, the WAN at 0.2 MB/s. */
+static const char *SLOW_WAN =
+    "{\"nodes\": ["
+    "{\"name\": \"ra-0\", \"gpu\": \"V100-16G\", \"count\": 1, \"zone\": \"ra-1\", \"region\": \"ra\", \"spot\": false, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"rb-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"rb-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"rb-1\", \"region\": \"rb\", \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+    " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 1,"
+    " \"links\": [{\"between\": [\"ra\", \"rb\"], \"gb_s\": 0.0002, \"usd_per_gb\": 0.02, \"private\": true}]}}";
+
+/* A run of pol on SLOW_WAN's A100s up as the count trace rows says, over seconds (cloud_opts). */
+static bool slow_wan_run(const ah_model_t *m, const ah_train_t *tr, const char *rows, double seconds, ah_policy_t pol,
+                         ah_sim_result_t *r) {
     ah_cluster_t c;
     ah_error_t err;
-    const bool loaded = ah_test_parse_cluster(SLOW, &c, &err) == AH_OK;
-    CHECK(loaded, "%s", err.msg);
-    if (!loaded) return;
+    bool ok = ah_test_parse_cluster(SLOW_WAN, &c, &err) == AH_OK;
+    CHECK(ok, "%s", err.msg);
+    if (!ok) return false;
     ah_sim_pool_t pool = {0};
-    ah_sim_avail_t a;
-    trace_avail(&c, "A100-80G", "0,2\n3500,1\n", &pool, &a);
+    ah_sim_avail_t a = {0};
     ah_sim_opts_t o;
-    cloud_opts(&o, tr, 4000);
+    cloud_opts(&o, tr, seconds);
+    ok = trace_avail(&c, "A100-80G", rows, &pool, &a) && ah_sim_run(m, &a, &o, pol, r, &err) == AH_OK;
+    CHECK(ok, "%s", err.msg);
+    ah_sim_avail_free(&a);
+    ah_sim_pool_free(&pool);
+    ah_cluster_free(&c);
+    return ok;
+}
+
+/* Uploads billed as they run (cloud at 0.2 MB/s per GPU across the regions, bucket in ra): varuna on
+ * rb-0 and rb-1 (two data-parallel replicas: rb-0, the lowest holder of every shard, uploads the whole
+ * model, 1.494 GB, 7469 s), checkpoints at 1035, 2035 and 3035 s; rb-1 leaves at 3500 s. The first
+ * upload is still in flight then: it is cut, having sent (3500 - 1035) s x 0.2 MB/s = 0.493 GB, $0.00986
+ * at $0.02/GB; the second, replaced by the third while it waited, never starts, and the third, waiting,
+ * ends with the job: neither is billed (before, each checkpoint paid a whole upload, 4.48 GB). */
+static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *tr) {
     ah_sim_result_t r;
-    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_VARUNA, &r, &err) == AH_OK, "%s", err.msg);
+    if (!slow_wan_run(m, tr, "0,2\n3500,1\n", 4000, AH_POLICY_VARUNA, &r)) return;
     CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
     if (r.n_recs == 2) {
         const double down = (double)r.recs[1].bytes_across_regions; /* the restart's, if any */
@@ -319,9 +332,28 @@ static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *t
         CHECK_NEAR(r.ckpt_egress_usd - r.recs[1].egress_usd, (3500 - 1035) * 0.2e6 / 1e9 * 0.02, 1e-9);
     }
     ah_sim_result_free(&r);
-    ah_sim_avail_free(&a);
-    ah_sim_pool_free(&pool);
-    ah_cluster_free(&c);
+}
+
+/* A restart that is not a rollback to the cloud ends the old job's uploads too (the runtime's staying
+ * nodes cancel theirs): autohet on rb-0 and rb-1 (as above, the WAN at 0.2 MB/s, an upload 7469 s);
+ * rb-1 leaves at 1500 s, autohet saves at the notice and goes on on rb-0 from its disk; the upload of
+ * the checkpoint at 1000 s of training (1035 s) is cut. The new job's first checkpoint, at 2000 s of
+ * training (~2070 s), uploads by ~9540 s; every node is gone at 10100 s and the restart at 10110 s
+ * reads the cloud: it rolls back to 2000 s of training. Before, the cut upload ran on to ~8500 s, the
+ * new job's waited behind it, and the rollback went to 1000 s: 1000 s more. */
+static void test_restart_cuts_uploads(const ah_model_t *m, const ah_train_t *tr) {
+    ah_sim_result_t r;
+    if (!slow_wan_run(m, tr, "0,2\n1500,1\n10100,0\n10110,1\n", 11000, AH_POLICY_AUTOHET, &r)) return;
+    CHECK(r.n_recs == 3 && r.recs[1].saved && r.recs[1].tokens_lost == 0 && r.recs[2].bytes[AH_TIER_CLOUD] > 0,
+          "the start, rb-1's notice (saved, nothing lost), the restart from the cloud: %d", r.n_recs);
+    if (r.n_recs == 3) {
+        const ah_sim_recovery_t *v0 = &r.recs[0], *v1 = &r.recs[1];
+        /* each recovery's first step trains, and so does the step in flight at the notice (its wait) */
+        const double trained = (1500 - (v0->seconds - v0->first_step_s)) + v1->wait_s +
+                               (10100 - 1500 - (v1->seconds - v1->first_step_s));
+        CHECK_NEAR(r.recs[2].rollback_s, trained - 2000, 1e-9);
+    }
+    ah_sim_result_free(&r);
 }
 
 /* A spot type at index 32 (33 GPU types, the nodes of the last) replays as any type: sim.c and plans.c
@@ -373,6 +405,7 @@ int main(void) {
     test_cloud_across_regions(&m, &tr);
     test_uploads_billed_as_sent(&m, &tr);
     test_many_types(&m, &tr);
+    test_restart_cuts_uploads(&m, &tr);
     ah_cluster_free(&c);
     return ah_test_finish();
 }
