@@ -46,7 +46,9 @@
  *       tier, the replication to the partners at the network's rate (the commit runs it on the
  *       trainer's thread); the disks and the cloud are written in the background. Every policy is
  *       priced so (the baselines as if their saves were as asynchronous). The cloud holds a
- *       checkpoint once its upload ends (transfer.c; one at a time, the newest next). A rollback to
+ *       checkpoint once its upload ends (transfer.c; one at a time, the newest next; its egress paid
+ *       as it starts; every restart ends the old job's uploads, one cut paying what it sent, as
+ *       the runtime's nodes the relaunch reads cancel theirs: docs/simulator.md rule 4). A rollback to
  *       the cloud returns tokens to the newest it holds (or, for autohet, to the newest state on
  *       the disks or in memory).
  *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of

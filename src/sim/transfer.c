@@ -17,7 +17,8 @@
  *   the job (ckpt/placement.h, the runtime's uploader), every node its own at once at the cloud rate
  *   above; the bytes a holder in another region sends pay the link's $/GB (ah_sim_upload). They run
  *   in the background and hold no training, but the cloud holds the checkpoint only when its upload
- *   ends (sim.c ah_sim_uploads_settle): one upload at a time, the newest checkpoint next.
+ *   ends (sim.c ah_sim_uploads_settle): one upload at a time, the newest checkpoint next; its
+ *   egress is paid when it starts, and a restart cuts it (ah_sim_uploads_cut: pays what it sent).
  *
  * Pure: no I/O. Errors: ah_sim_flows_init returns false when out of host memory; an unknown
  * cloud region is refused naming the regions.
