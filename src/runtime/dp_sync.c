@@ -238,9 +238,9 @@ ah_status_t ah_dp_gather_weights(ah_trainer_t *tr, ah_error_t *err) {
     for (int i = tr->n_buckets - 1; i >= 0; i--) { /* in the forward's order: the embedding first */
         ah_dp_bucket_t *b = &tr->buckets[i];
         if (!b->parts) continue;
-        const ah_group_t *grp = ah_dp_group(tr, b->group);
+        ah_group_t *grp = ah_dp_group(tr, b->group);
         float *w = tr->stage.w + b->off;
-        TRY(b->gathered ? grp->backend->dcomm_allgather(grp->dc, w, b->parts, b->gathered, err)
+        TRY(b->gathered ? ah_group_allgather(grp, w, b->parts, b->gathered, err)
                         : ah_comm_iallgather_f32(grp->c, w, b->parts, &b->gather, err));
         b->gathering = true;
     }
