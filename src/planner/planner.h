@@ -162,8 +162,8 @@ ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *
  * groups of tp x c devices of a node, evaluated whole (recomputing everywhere where it does not fit
  * otherwise), then a pipeline's degree halved (two pipelines of its CP ranks) while the whole plan's
  * key drops; the plain plan against those by ah_planner_key. --cp N: N alone, by the view,
- * AH_ERR_INVALID naming why N cannot be (the sequence not a multiple of 2N, no node with N devices,
- * a plan to train not in fp32). Fills out->cp_why (which pipelines split the sequence, how many
+ * AH_ERR_INVALID naming why N cannot be (the sequence not a multiple of 2N, no node with N devices
+ * nor alike nodes of one zone between them: cp_view.c ah_cp_unfit). Fills out->cp_why (which pipelines split the sequence, how many
  * ways, on which types, and the time against the unsplit plan's). A result of a search with CP
  * has lower_bound_s 0 (the plain search's keeps its bound, over non-CP plans); its baselines are the
  * plain search's (run on the real cluster without one). */
@@ -172,7 +172,8 @@ ah_status_t ah_planner_run_cp(const ah_model_t *model, const ah_cluster_t *clust
 /* "auto" (0), "1", "2", "4", "8"; false otherwise. */
 bool ah_cp_mode_parse(const char *s, int *out);
 /* The bits of o->cp_per_pipeline whose degree the cluster, sequence and precision of o take (see
- * cp_choice.c cp_unfit: 2c divides the sequence, a node has c devices, fp32 for a plan to train). */
+ * cp_view.c ah_cp_unfit: 2c divides the sequence; and a node with c devices, the exact search's
+ * stages being CP groups of one node; every precision). */
 unsigned ah_cp_degrees_allowed(const ah_cluster_t *c, const ah_planner_opts_t *o);
 /* Parses "none", "even", "memory", "auto"; false otherwise. */
 bool ah_shard_mode_parse(const char *s, ah_shard_mode_t *out);
