@@ -118,7 +118,8 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     const bool zones = several_zones(c);
     double *cloud = calloc((size_t)c->n_nodes + 1, sizeof(double));
     ah_sim_flows_t fp, fm, fc; /* peer, memory, cloud */
-    const bool flows = ah_sim_flows_init(&fp, c) & ah_sim_flows_init(&fm, c) & ah_sim_flows_init(&fc, c);
+    const bool got_p = ah_sim_flows_init(&fp, c), got_m = ah_sim_flows_init(&fm, c), got_c = ah_sim_flows_init(&fc, c);
+    const bool flows = got_p && got_m && got_c; /* each initialised, so each freed below */
     double peer_max = 0, mem_max = 0, cloud_max = 0;
     bool lost = false;
     const ah_placement_t *was = local_first ? &x->state->place : NULL;
