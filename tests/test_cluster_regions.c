@@ -145,17 +145,24 @@ static void test_links(void) {
     ah_cluster_free(&c);
 }
 
+/* train-dp4 (tiny-gpt2, TP 1, four one-stage pipelines) with pipelines 0-1 on n0 in region us and
+ * 2-3 on n1 in region eu (zone eu-a). */
+static void dp4_across_regions(ah_plan_t *p) {
+    ah_error_t err = {0};
+    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, p, &err) == AH_OK, "%s", err.msg);
+    for (int i = 0; i < p->n_pipelines; i++) p->pipelines[i].stages[0].devices[0] = (ah_device_ref_t){i / 2, i % 2};
+    snprintf(p->cluster.nodes[0].region, sizeof p->cluster.nodes[0].region, "us");
+    snprintf(p->cluster.nodes[1].region, sizeof p->cluster.nodes[1].region, "eu");
+    snprintf(p->cluster.nodes[1].zone, sizeof p->cluster.nodes[1].zone, "eu-a");
+}
+
 /* train-dp4 with pipelines 0-1 on n0 (us) and 2-3 on n1 (eu): the DP rings cross the regions
  * twice (1 -> 2, 3 -> 0), both on one link, all of it DP sync; refused in the open, allowed with
  * the flag, and not refused once the link is marked private. */
 static void test_wan_rule(void) {
     ah_plan_t p;
     ah_error_t err = {0};
-    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, &p, &err) == AH_OK, "%s", err.msg);
-    for (int i = 0; i < p.n_pipelines; i++) p.pipelines[i].stages[0].devices[0] = (ah_device_ref_t){i / 2, i % 2};
-    snprintf(p.cluster.nodes[0].region, sizeof p.cluster.nodes[0].region, "us");
-    snprintf(p.cluster.nodes[1].region, sizeof p.cluster.nodes[1].region, "eu");
-    snprintf(p.cluster.nodes[1].zone, sizeof p.cluster.nodes[1].zone, "eu-a");
+    dp4_across_regions(&p);
     ah_plan_traffic_t t;
     ah_plan_traffic(&p, &t);
     CHECK_EQ_I64(t.n_crossings, 1);
@@ -190,11 +197,7 @@ static void test_wan_rule(void) {
 static void test_ckpt_traffic(void) {
     ah_plan_t p;
     ah_error_t err = {0};
-    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, &p, &err) == AH_OK, "%s", err.msg);
-    for (int i = 0; i < p.n_pipelines; i++) p.pipelines[i].stages[0].devices[0] = (ah_device_ref_t){i / 2, i % 2};
-    snprintf(p.cluster.nodes[0].region, sizeof p.cluster.nodes[0].region, "us");
-    snprintf(p.cluster.nodes[1].region, sizeof p.cluster.nodes[1].region, "eu");
-    snprintf(p.cluster.nodes[1].zone, sizeof p.cluster.nodes[1].zone, "eu-a");
+    dp4_across_regions(&p);
     p.cluster.net.egress_priced = true;
     p.cluster.net.egress_inter_region_usd_per_gb = 0.02;
     CHECK_EQ_I64(ah_vocab_padded(&p.model, 1), p.model.vocab);
