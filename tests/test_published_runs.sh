@@ -5,7 +5,8 @@
 # (bench/bench_published_runs.py --check 0.10; the table is docs/cost-model.md's); the rows that ran
 # Megatron's interleaved 1F1B are priced with it, at their virtual-stage count. And the check
 # itself must bite: the same rows with one published figure raised by 15 % must fail it, naming
-# that row.
+# that row. bench/published_row_terms.py (the 76B row term by term) runs, and its replay of
+# Megatron-LM 2021's interleaved order gives Megatron's bubble.
 # Usage: bash tests/test_published_runs.sh BUILD_DIR SOURCE_DIR
 set -u
 BUILD=$1 SRC=$2
@@ -24,6 +25,13 @@ for rv in gpt-145.6b:2 gpt-310.1b:2 gpt-529.6b:3; do
     echo "$out" | awk -v n="${rv%:*}" -v v="${rv#*:}" '$1 == n && $5 == v { ok = 1 } END { exit !ok }' ||
         fail "${rv%:*} is not priced interleaved with v = ${rv#*:}"
 done
+# the term-by-term tool behind docs/cost-model.md's account of the 76B row: Megatron-LM 2021's
+# interleaved order, replayed with free exchanges, has Megatron's bubble, p - 1 chunk steps
+terms=$("$PY" "$SRC/bench/published_row_terms.py" "$BUILD/autohet" gpt-76.1b --v 3 2>&1) ||
+    fail "bench/published_row_terms.py failed: $terms"
+echo "$terms"
+echo "$terms" | grep -q "n 56: bubble 3.00 chunk steps (p - 1 = 3)" ||
+    fail "Megatron's interleaved order does not replay to its bubble: $terms"
 
 "$PY" - "$SRC/bench/published_runs.json" "$WORK/off.json" <<'PY'
 import json, sys
