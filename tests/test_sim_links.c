@@ -319,7 +319,8 @@ static bool slow_wan_run(const ah_model_t *m, const ah_train_t *tr, const char *
 /* Uploads billed as they run (cloud at 0.2 MB/s per GPU across the regions, bucket in ra): varuna on
  * rb-0 and rb-1 (two data-parallel replicas: rb-0, the lowest holder of every shard, uploads the whole
  * model, 1.494 GB, 7469 s), checkpoints at 1035, 2035 and 3035 s; rb-1 leaves at 3500 s. The first
- * upload is still in flight then: it is cut, having sent (3500 - 1035) s x 0.2 MB/s = 0.493 GB, $0.00986
+ * upload is still in flight then: varuna's job (cloud-only: no node drops its upload) waits for it the
+ * whole grace period (120 s), then it is cut, having sent (3620 - 1035) s x 0.2 MB/s = 0.517 GB, $0.0103
  * at $0.02/GB; the second, replaced by the third while it waited, never starts, and the third, waiting,
  * ends with the job: neither is billed (before, each checkpoint paid a whole upload, 4.48 GB). */
 static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *tr) {
@@ -328,8 +329,27 @@ static void test_uploads_billed_as_sent(const ah_model_t *m, const ah_train_t *t
     CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
     if (r.n_recs == 2) {
         const double down = (double)r.recs[1].bytes_across_regions; /* the restart's, if any */
-        CHECK_NEAR(r.ckpt_bytes_across_regions - down, (3500 - 1035) * 0.2e6, 1e-9);
-        CHECK_NEAR(r.ckpt_egress_usd - r.recs[1].egress_usd, (3500 - 1035) * 0.2e6 / 1e9 * 0.02, 1e-9);
+        CHECK_NEAR(r.recs[1].wait_s, 120, 1e-9);
+        CHECK_NEAR(r.ckpt_bytes_across_regions - down, (3620 - 1035) * 0.2e6, 1e-9);
+        CHECK_NEAR(r.ckpt_egress_usd - r.recs[1].egress_usd, (3620 - 1035) * 0.2e6 / 1e9 * 0.02, 1e-9);
+    }
+    ah_sim_result_free(&r);
+}
+
+/* varuna (the runtime's --recovery cloud-only drops every disk at a stop, so no node drops its upload:
+ * runtime/ckpt_notice.c) waits at a restart for an upload that ends within the grace period: on rb-0 and
+ * rb-1 as above, the first checkpoint's upload (1035 s, 7469 s long) ends ~54 s after rb-1 leaves at
+ * 8450 s; the job's exit waits for it, then for the newest (waiting since ~8035 s, started then, cut at the
+ * grace period's end: the stop lasts 120 s), and the restart rolls back to the first checkpoint (1000 s of
+ * training), not to the start (before, the upload was cut at the notice: every token since the start lost). */
+static void test_cloud_only_waits_for_uploads(const ah_model_t *m, const ah_train_t *tr) {
+    ah_sim_result_t r;
+    if (!slow_wan_run(m, tr, "0,2\n8450,1\n", 9000, AH_POLICY_VARUNA, &r)) return;
+    CHECK(r.n_recs == 2, "the start and the restart: %d", r.n_recs);
+    if (r.n_recs == 2) {
+        const ah_sim_recovery_t *v0 = &r.recs[0], *v1 = &r.recs[1];
+        CHECK_NEAR(v1->wait_s, 120, 1e-9);
+        CHECK_NEAR(v1->rollback_s, 8450 - (v0->seconds - v0->first_step_s) - 1000, 1e-9);
     }
     ah_sim_result_free(&r);
 }
@@ -404,6 +424,7 @@ int main(void) {
     test_handover_across_zones(&m, &tr);
     test_cloud_across_regions(&m, &tr);
     test_uploads_billed_as_sent(&m, &tr);
+    test_cloud_only_waits_for_uploads(&m, &tr);
     test_many_types(&m, &tr);
     test_restart_cuts_uploads(&m, &tr);
     ah_cluster_free(&c);

@@ -289,11 +289,12 @@ ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t 
     if (st == AH_OK && s->up) pending[s->my_node] = ah_ckpt_uploader_pending_step(s->up);
     if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), pending, (size_t)nn, err);
     if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
-    /* --cloud-only drops every disk and host at the stop: only the cloud is kept */
+    /* --cloud-only drops every disk and host at the stop: only the cloud is kept, so no node drops
+     * its upload (a staying node's disk is dropped too: its upload is the only copy that survives) */
     for (int n = 0; st == AH_OK && n < nn; n++) {
         const bool disk = !s->o.cloud_only && kept_on_a_disk(s, n);
         const bool memory = !s->o.cloud_only && !disk && kept_in_memory(s, partner, n);
-        if (n == s->my_node) s->drop_upload = read_by_relaunch(s, n) || disk || memory;
+        if (n == s->my_node) s->drop_upload = !s->o.cloud_only && (read_by_relaunch(s, n) || disk || memory);
         if (!ev || !s->hit[n] || pending[n] < 0 || !(disk || memory)) continue;
         json_t *list = json_object_get(ev, "uploads_cancelled");
         if (!list) json_object_set_new(ev, "uploads_cancelled", list = json_array());

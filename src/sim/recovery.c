@@ -317,7 +317,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     /* state from the cloud: back to the periodic checkpoint; all from the disks but not saved at
      * the notice: back to the newest state on the disks */
     /* a lost node's pieces from a peer's memory: back to the state it holds */
-    /* the old job's uploads not ended by now end with it (docs/simulator.md "Uploads at a restart") */
+    /* the old job's uploads not ended by now end with it (docs/simulator.md "Uploads at a restart"),
+     * but varuna's (cloud-only) job finishes them first, within the grace period */
+    if (x->pol == AH_POLICY_VARUNA) v->wait_s += ah_sim_uploads_drain(x, x->o->grace_s);
     ah_sim_uploads_cut(x);
     if (cloud_rollback) x->at_ckpt = x->at_cloud; /* back to what the cloud holds */
     const ah_sim_progress_t back_to = cloud_rollback                   ? x->at_cloud

@@ -139,6 +139,11 @@ void ah_sim_upload_submit(ah_sim_replay_t *x);
  * paid for what it sent; the one waiting never starts): the rule and the runtime code it follows are
  * in docs/simulator.md "Uploads at a restart". */
 void ah_sim_uploads_cut(ah_sim_replay_t *x);
+/* sim.c: at a restart of the varuna policy (the runtime's --recovery cloud-only: every disk is dropped,
+ * so no node drops its upload), the old job's exit waits for its uploads: those that end within
+ * limit_s of x->t complete (the cloud holds them), the rest are cut at limit_s (the agent's kill at the
+ * grace period's end). Returns the seconds waited; x->t is unchanged. */
+double ah_sim_uploads_drain(ah_sim_replay_t *x, double limit_s);
 
 /* plans.c: the plan of the set the policy plans on given x->up (cached); NULL only when out of
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */

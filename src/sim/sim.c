@@ -188,6 +188,20 @@ void ah_sim_uploads_cut(ah_sim_replay_t *x) {
     x->has_uploading = x->has_upload_next = false;
 }
 
+double ah_sim_uploads_drain(ah_sim_replay_t *x, double limit_s) {
+    const double t = x->t;
+    ah_sim_uploads_settle(x); /* those ended by now */
+    while (x->has_uploading && x->upload_end <= t + limit_s) { /* each that ends in time: the cloud holds it */
+        x->t = x->upload_end;
+        ah_sim_uploads_settle(x);
+    }
+    if (x->has_uploading) x->t = t + limit_s;
+    ah_sim_uploads_cut(x); /* the rest: killed at the grace period's end */
+    const double waited = x->t - t;
+    x->t = t;
+    return waited;
+}
+
 void ah_sim_replicated(ah_sim_replay_t *x) {
     if (x->run && x->run->holder) ah_sim_pay_ckpt_egress(x, x->run->replicate_usd, x->run->replicate_wan_bytes);
 }

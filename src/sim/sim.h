@@ -76,7 +76,9 @@
  *          training since the newest state on the disks; a join always saves): a checkpoint
  *          of the disks (the cloud keeps the last periodic one). Otherwise nothing is saved
  *          (save_s = 0) and autohet rolls back to the newest state on the disks. uniform and
- *          varuna are killed at the removal (stop_s = 0) and roll back.
+ *          varuna are killed at the removal (stop_s = 0) and roll back; varuna (the runtime's
+ *          --recovery cloud-only) first waits for its uploads, within the grace period
+ *          (ah_sim_uploads_drain: the wait is its stop_s).
  *        - replan_s: the measured planner time for that availability set (churn-aware: for every
  *          candidate set it planned), or opts.replan_s >= 0.
  *        - restart_s: opts.restart_s, the machine's fixed relaunch overhead (the old job's exit,

@@ -1,0 +1,64 @@
+# The cloud uploads pending when a job stops (runtime/ckpt_notice.c ah_ckpt_notice_uploads,
+# ckpt_io.c ah_ckpt_session_close; docs/checkpoints.md, the uploads at a preemption). A two-node pipeline
+# (stage 0 on n0, stage 1 on n1), a save every 4 steps (--ckpt-sync), a cloud (an S3 server on
+# loopback) at 300 KB/s so that an upload is still pending when the stop comes.
+#   A. --cloud-only (autohet run --recovery cloud-only drops every node's disk at the stop), the
+#      notice (SIGTERM) to n1: no node may drop its upload, the staying n0 included (its disk goes
+#      too): the newest step any node uploaded is complete in the cloud (every node's manifest).
+. "$(dirname "$0")/train_common.sh"
+python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n1", "index": 0}]
+d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lands mid-run
+d["cluster"]["network"]["cloud_gb_s"] = 3e-4  # an upload still pending at the stop
+json.dump(d, open(sys.argv[2], "w"))
+PY
+start_moto
+# stop NAME RANKS [flags...]: the run, SIGTERM to the ranks RANKS (e.g. "1" or "0 1") after 6 steps;
+# sets RC and STOP_S (the signal to the job's exit)
+stop() {
+    local name=$1 ranks=$2
+    shift 2
+    mkdir -p "$WORK/$name.run"
+    timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/pp2.json" --data "$WORK/text.bin" --steps 40 --quiet \
+        --metrics "$WORK/$name.jsonl" --ckpt-every 4 --ckpt-sync --local-root "$WORK/$name.ck" \
+        --run-dir "$WORK/$name.run" --grace-s 60 --cloud "s3://ckpt/$name" --s3-endpoint "$EP" "$@" \
+        >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    local job=$! pids="" t0
+    for _ in $(seq 600); do
+        [ -r "$WORK/$name.jsonl" ] && [ "$(grep -c '"loss"' "$WORK/$name.jsonl")" -ge 6 ] && break
+        sleep 0.1
+    done
+    for r in $ranks; do
+        pids="$pids $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$WORK/$name.run/rank-$r.json")" ||
+            fail "$name: rank-$r.json"
+    done
+    t0=$(date +%s.%N)
+    kill -TERM $pids
+    RC=0
+    wait $job || RC=$?
+    STOP_S=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }')
+    [ "$RC" = 75 ] || { cat "$WORK/$name.err" >&2; fail "$name: exit status $RC, expected 75"; }
+}
+# cloud_manifests PREFIX: "STEP NODE" per manifest object under s3://ckpt/PREFIX
+cloud_manifests() {
+    curl -s "$EP/ckpt?list-type=2&prefix=$1/" | grep -o 'step-[0-9]*/manifest-n[0-9]*\.json' |
+        sed 's#step-0*\([0-9][0-9]*\)/manifest-\(n[0-9]*\)\.json#\1 \2#'
+}
+
+# A. --cloud-only: every upload finished, the staying node's too
+stop only 1 --cloud-only
+echo "  A: the notice to the job's exit: $STOP_S s; cloud manifests: $(cloud_manifests only | tr '\n' ',')"
+cloud_manifests only | python3 -c '
+import sys
+by = {}
+for line in sys.stdin:
+    step, node = line.split()
+    by.setdefault(int(step), set()).add(node)
+assert by, "nothing reached the cloud"
+newest = max(by)
+assert by[newest] == {"n0", "n1"}, f"step {newest} in the cloud from {sorted(by[newest])} only: a node dropped its upload"
+' || fail "A: the cloud after a --cloud-only stop"
+! grep -q '"uploads_cancelled"' "$WORK/only.jsonl" || fail "A: an upload cancelled under --cloud-only"
+echo PASS
