@@ -1,9 +1,11 @@
 /* Runtime pieces without MPI: the 1F1B, interleaved and zero-bubble schedules, the learning-rate schedule, TP sharding and the
  * plan-independent initialisation, the stage's backward against finite differences, and device
- * emulation's stretch. */
+ * emulation's stretch (and that it sleeps off the core). */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/timing.h"
 #include "harness.h"
@@ -323,6 +325,43 @@ static void test_emulation_segments(void) {
     ah_emulator_free(&e);
 }
 
+/* The number of times e->progress was called (the test's transfers in flight). */
+static void count_progress(void *ctx) { (*(int *)ctx)++; }
+
+/* This thread's voluntary context switches so far: one per sleep that gave up the core. */
+static long voluntary_switches(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nvcsw : -1;
+}
+
+/* With transfers in flight (a progress callback, as training always has), the stretch still
+ * sleeps off the core: a 40 ms stretch gives the core up in many slices (each slice was a 100 us
+ * spin, no sleep at all: 0 voluntary switches, the core held throughout) and progresses the
+ * transfers between them. Counted in context switches, not CPU time, so a loaded machine (which
+ * would lend a spinning rank only a share of a core) cannot pass the spin. */
+static void test_emulation_sleeps_off_core(void) {
+    const double k = 9, usual = 0.005;
+    ah_error_t err;
+    ah_emulator_t e;
+    CHECK(ah_emulator_init(&e, k, NULL, 1, &err) == AH_OK, "emulator_init");
+    int calls = 0;
+    e.progress = count_progress;
+    e.progress_ctx = &calls;
+    double compute;
+    ah_emulator_begin(&e, AH_EMULATE_FWD);
+    burn_cpu(usual);
+    const long before = voluntary_switches();
+    const double slept_before = e.slept;
+    CHECK(ah_emulator_end(&e, &compute, &err) == AH_OK, "emulator_end");
+    const long switches = voluntary_switches() - before;
+    CHECK(e.slept - slept_before > 0.02, "the stretch slept %.1f ms; expected about %.1f", 1e3 * (e.slept - slept_before),
+          1e3 * (k - 1) * usual);
+    CHECK(before >= 0 && switches >= 10 && calls >= 10,
+          "a %.1f ms stretch gave the core up %ld times and progressed the transfers %d times (at least 10 "
+          "each expected: a sleep in slices, not a spin)", 1e3 * (e.slept - slept_before), switches, calls);
+    ah_emulator_free(&e);
+}
+
 /* The share of a core this process gets (CPU seconds over wall seconds of a 20 ms burn), waiting up
  * to `patience` seconds for it to reach one half. Below that the emulation's wall-clock checks cannot
  * tell a slow stretch from a machine that lends this process a tenth of a core (CI at load 17 on 2
@@ -348,6 +387,7 @@ int main(void) {
         ah_test_retry(test_emulation_typical, 3, "emulation's stretch");
         ah_test_retry(test_emulation_segments, 3, "emulation's segments");
     }
+    test_emulation_sleeps_off_core();
     test_schedule();
     test_lr();
     test_init_sharding();

@@ -6,6 +6,8 @@
 #include "comm/comm.h"
 #include "core/timing.h"
 
+#define PROGRESS_S 100e-6 /* the sleep's slices between two calls of e->progress */
+
 static void mark(ah_emulate_mark_t *m) {
     ah_comm_seconds(&m->comm_wall, &m->comm_cpu);
     m->wall = ah_now_s();
@@ -79,16 +81,21 @@ static void end_segment(ah_emulator_t *e, double typical_wall[2]) {
     typical_wall[1] = wall;
 }
 
-/* Sleeps rest seconds, progressing the transfers in flight (e->progress) every 100 us; returns the
- * seconds slept. */
+/* Sleeps rest seconds, progressing the transfers in flight (e->progress) every PROGRESS_S: a
+ * collective's round waits about that for this rank. The slices are slept, off the core (only the
+ * last AH_SLEEP_SPIN_S of the whole sleep spins, as ah_sleep_until does): each slice used to be an
+ * ah_sleep_until of 100 us, which is all spin, so with transfers in flight (always, in training)
+ * an emulated rank held a core for its whole stretch, and ranks outnumbering the cores (a CP 4
+ * stage's 4 ranks on 2) waited for each other's spins at every exchange (docs/runtime.md "Device
+ * emulation"). Returns the seconds slept. */
 static double sleep_progressing(ah_emulator_t *e, double rest) {
     double slept = 0;
     if (rest > 0) {
-        const double t = ah_now_s();
-        if (e->progress) /* 100 us slices: a collective's round waits at most that for this rank */
-            for (double now = t; now < t + rest; now = ah_now_s()) {
+        const double t = ah_now_s(), spin_from = t + rest - AH_SLEEP_SPIN_S;
+        if (e->progress)
+            for (double now = t; now < spin_from; now = ah_now_s()) {
                 e->progress(e->progress_ctx);
-                ah_sleep_until(now + 1e-4 < t + rest ? now + 1e-4 : t + rest);
+                ah_sleep_s(fmin(PROGRESS_S, spin_from - now));
             }
         ah_sleep_until(t + rest);
         slept = ah_now_s() - t;
