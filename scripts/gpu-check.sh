@@ -8,6 +8,7 @@
 #   train/           metrics and dumps of every training run; train_<plan>.log per plan
 #   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
 #   train_overlap.log  the overlapped DP sync (NCCL on a communication stream) against the blocking one
+#   p2p_staged.log   pp4's pipeline transfers over NCCL against AH_P2P=staged (MPI on host buffers)
 #   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
 #   llama_bf16.txt   LLaMA TP 2 x PP 2 in bf16 vs fp32 on the CPU
 #   cp_half.txt      LLaMA at CP 2 in bf16 and fp16 vs the same model without CP, same precision
@@ -108,6 +109,25 @@ ring_exchange() {
     [[ $EMU != 1 || $GPU_BACKEND != cuda ]] || ! grep "CP ring of" "$1" | grep -qv "over nccl$" ||
         { echo "the ring's exchange was not NCCL"; return 1; }
 }
+# p2p_path PLAN LOG: a --loud run's pipeline transfer lines; on the emulation (8 devices, one host) a
+# pipeline whose first TP/CP column has a device per rank (index mod 8 distinct) must have sent over
+# NCCL, one whose devices share a number over MPI (the staged device communicator)
+p2p_path() {
+    grep "transfers (" "$2"
+    [[ $EMU != 1 || $GPU_BACKEND != cuda ]] && return 0
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+got = {int(m.group(1)): m.group(2) for m in re.finditer(r"pipeline (\d+)'s transfers \(\d+ devices\): over (\w+)", open(sys.argv[2]).read())}
+for i, p in enumerate(d["pipelines"]):
+    devs = list(dict.fromkeys((s["devices"][0]["node"], s["devices"][0]["index"]) for s in p["stages"]))
+    if len(devs) < 2:
+        continue
+    want = "nccl" if len({x % 8 for _, x in devs}) == len(devs) else "mpi"
+    if got.get(i) != want:
+        sys.exit(f"pipeline {i}: transfers over {got.get(i)}, want {want}")
+PY
+}
 
 # (a) Plan equivalence: each plan of the CPU trainer's equivalence tests (tests/test_train_
 # equivalence*.sh), EQ_STEPS steps, on the CUDA backend (AH_BACKEND=cuda; on one GPU the ranks
@@ -128,9 +148,11 @@ equivalence() { # name [plan file] [loss tolerance over the steps, default 1e-4]
     echo "== $p on backend $GPU_BACKEND"
     local loud=()
     grep -q '"cp"' "$plan" && loud=(--loud)
+    [[ $EMU == 1 ]] && loud=(--loud) # the pipelines' transfer lines (p2p_path)
     train "$p-gpu" "$GPU_BACKEND" "$plan" "$EQ_STEPS" "${loud[@]}" --dump-grads "$OUT/train/$p-gpu.grads" \
         --dump-step 0 | tee "$OUT/train/$p-gpu.log" || return 1
-    ((${#loud[@]} == 0)) || ring_exchange "$OUT/train/$p-gpu.log" || return 1
+    ! grep -q '"cp"' "$plan" || ring_exchange "$OUT/train/$p-gpu.log" || return 1
+    ((${#loud[@]} == 0)) || p2p_path "$plan" "$OUT/train/$p-gpu.log" || return 1
     python3 - "$OUT/train" "$p" "$EQ_STEPS" "$tol" <<'PY'
 import array, json, sys
 d, p, n, tol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -148,6 +170,23 @@ grad_rel = max(abs(a - b) for a, b in zip(g, h)) / max(abs(a) for a in g)
 ok = rel[0] <= 1e-5 and grad_rel <= 1e-5 and max(rel) <= tol
 print(f"step 1: loss {rel[0]:.2e} gradients {grad_rel:.2e}; {n} steps: losses {max(rel):.2e} (tolerance {tol:g})  "
       f"{'ok' if ok else 'FAILED'}  (loss {ref[0]:.6f} -> {ref[-1]:.6f})")
+sys.exit(0 if ok else 1)
+PY
+}
+# p2p_staged PLAN: the plan's pipeline transfers forced onto the staged path (AH_P2P=staged: MPI on
+# host buffers) against its NCCL run of the equivalence stage (train/PLAN-gpu.jsonl): every loss and
+# gradient norm the same bits (NCCL and MPI move the same bytes; nothing is summed differently).
+p2p_staged() {
+    local p=$1 MPIRUN=("${MPIRUN[@]}" -x AH_P2P)
+    export AH_P2P=staged
+    train "$p-staged" "$GPU_BACKEND" "$PLANS/train-$p.json" "$EQ_STEPS" --loud | tee "$OUT/train/$p-staged.log" ||
+        return 1
+    grep -q "transfers (.*over mpi$" "$OUT/train/$p-staged.log" || { echo "AH_P2P=staged did not take MPI"; return 1; }
+    python3 - "$OUT/train/$p-gpu.jsonl" "$OUT/train/$p-staged.jsonl" <<'PY'
+import json, sys
+a, b = ([(l["loss"], l["grad_norm"]) for l in map(json.loads, open(f))] for f in sys.argv[1:])
+ok = a == b and len(a) > 0
+print(f"{len(a)} steps: NCCL and staged transfers {'identical' if ok else 'DIFFER'} (losses {[x for x, _ in a]} vs {[x for x, _ in b]})")
 sys.exit(0 if ok else 1)
 PY
 }
@@ -402,6 +441,10 @@ for p in single dp4 pp4 tp4 asym asym-hier tp2-asym pp2-recompute llama-tp2-pp2 
     echo "$p: $(outcome "train_$p" $rc)" >>"$OUT/train_equivalence.txt"
 done
 summary "$(sed 's/^/  /' "$OUT/train_equivalence.txt")"
+if [[ $GPU_BACKEND == cuda ]]; then # the NCCL path against the forced staged one, on pp4's NCCL run above
+    stage p2p_staged 90 "${SELF[@]}" p2p_staged pp4 || status=1
+    summary "  $(tail -n 1 "$OUT/p2p_staged.log")"
+fi
 
 # (a2) The overlapped gradient sync on the device (issue 35; the equivalence plans above run it, it
 # is the default): each plan with the buckets' all-reduces / reduce-scatters on the communication

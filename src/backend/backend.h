@@ -20,6 +20,7 @@
 
 #include "backend/mem_space.h"
 #include "comm/comm.h"
+#include "comm/nccl.h" /* ah_dcomm_p2p_t (a plain C type; the functions are the CUDA build's) */
 #include "core/status.h"
 #include "kernels/kernels.h"
 
@@ -58,11 +59,10 @@ typedef struct ah_backend {
     ah_status_t (*dcomm_allgather)(ah_dcomm_t *dc, float *buf, const int64_t *counts, ah_dcomm_event_t *done,
                                    ah_error_t *err);
     void (*dcomm_free)(ah_dcomm_t **dc);
-    /* One step of a ring: n floats of `send` to group rank `to`, n from rank `from` into `recv`,
-     * `done` recorded after it (overlapped where the communicator can: comm/nccl.h's
-     * ah_dcomm_sendrecv_f32). dcomm_kind names how the communicator moves data ("nccl"). */
-    ah_status_t (*dcomm_sendrecv)(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n, int tag,
-                                  ah_dcomm_event_t *done, ah_error_t *err);
+    /* A batch of point-to-point transfers (context parallelism's ring step, the pipeline's sends
+     * and receives), each op's `done` recorded after it (overlapped where the communicator can:
+     * comm/nccl.h's ah_dcomm_p2p_f32). dcomm_kind names how the communicator moves data ("nccl"). */
+    ah_status_t (*dcomm_p2p)(ah_dcomm_t *dc, const ah_dcomm_p2p_t *ops, int n_ops, int tag, ah_error_t *err);
     const char *(*dcomm_kind)(const ah_dcomm_t *dc);
     /* Overlap: dcomm_sum, dcomm_reduce_scatter and dcomm_allgather with a `done` event run on a
      * communication stream after the compute issued so far and return at once (done NULL: in

@@ -32,11 +32,11 @@ const ah_backend_t ah_backend_cuda = {
     .space = &cuda_space,
     .open = cuda_open,
     .check = ah_cuda_check,
-    /* comm/nccl.h's device communicators: collectives, the ring's step, and their events */
+    /* comm/nccl.h's device communicators: collectives, point-to-point batches, and their events */
     .dcomm_create = cuda_dcomm_create, .dcomm_free = ah_dcomm_free, .dcomm_kind = ah_dcomm_kind,
     .dcomm_sum = ah_dcomm_allreduce_f32, .dcomm_max = ah_dcomm_allreduce_max_f32,
     .dcomm_reduce_scatter = ah_dcomm_reduce_scatter_f32, .dcomm_allgather = ah_dcomm_allgather_f32,
-    .dcomm_sendrecv = ah_dcomm_sendrecv_f32,
+    .dcomm_p2p = ah_dcomm_p2p_f32,
     .dcomm_event_create = ah_dcomm_event_create, .dcomm_event_wait = ah_dcomm_event_wait,
     .dcomm_event_free = ah_dcomm_event_free,
 };

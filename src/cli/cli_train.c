@@ -22,6 +22,7 @@
 #include "runtime/host_check.h"
 #include "runtime/init_hf.h"
 #include "runtime/loss_scale.h"
+#include "runtime/pipe_p2p.h"
 #include "runtime/preempt.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
@@ -215,6 +216,10 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     if (s == AH_OK && !a->quiet && tr->cp.c && ah_comm_rank(tr->cp.c) == 0) /* each CP group's first rank */
         printf("autohet train: CP ring of rank %d's group (%d ranks): key/value blocks over %s\n", tr->rank,
                ah_comm_size(tr->cp.c), ah_cp_ring_exchange(&tr->cp_ring));
+    if (s == AH_OK && !a->quiet && tr->pipe.c && ah_comm_rank(tr->pipe.c) == 0 && tr->role.tp_rank == 0 &&
+        tr->role.cp_rank == 0) /* each pipeline's first device */
+        printf("autohet train: pipeline %d's transfers (%d devices): over %s\n", tr->role.pipeline,
+               ah_comm_size(tr->pipe.c), ah_p2p_kind(tr));
     if (s == AH_OK && (a->local_root || a->run_dir)) { /* --cloud and --resume need --local-root */
         ah_ckpt_opts_t co = {.local_root = a->local_root, .cloud = a->cloud, .s3_endpoint = a->s3_endpoint,
                              .every = a->ckpt_every, .steps = a->steps, .run_dir = a->run_dir, .grace_s = a->grace_s,

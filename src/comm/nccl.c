@@ -261,58 +261,59 @@ ah_status_t ah_dcomm_allgather_f32(ah_dcomm_t *dc, float *dev_buf, const int64_t
     return sharded_on(dc, dev_buf, counts, 0, done, err);
 }
 
-/* A ring step: NCCL's send and receive as one group call on stream st, or through the host (the
- * staging buffer's first n floats out, its next n in) and the group's MPI calls. */
-static ah_status_t sendrecv(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n, int tag,
-                            cudaStream_t st, ah_error_t *err) {
+/* The batch on stream st: NCCL's sends and receives as one group call, or through the host (the
+ * staging buffer holds every op's floats, one after another) and the group's MPI isend/irecv. */
+static ah_status_t p2p(ah_dcomm_t *dc, const ah_dcomm_p2p_t *ops, int n_ops, int tag, cudaStream_t st, ah_error_t *err) {
     if (dc->nccl) {
         ncclResult_t r = ncclGroupStart();
-        if (r == ncclSuccess) r = ncclSend(send, n, ncclFloat32, to, dc->nccl, st);
-        if (r == ncclSuccess) r = ncclRecv(recv, n, ncclFloat32, from, dc->nccl, st);
+        for (int k = 0; r == ncclSuccess && k < n_ops; k++)
+            r = ops[k].recv ? ncclRecv(ops[k].buf, ops[k].n, ncclFloat32, ops[k].peer, dc->nccl, st)
+                            : ncclSend(ops[k].buf, ops[k].n, ncclFloat32, ops[k].peer, dc->nccl, st);
         const ncclResult_t end = ncclGroupEnd();
-        return nccl_status(err, r != ncclSuccess ? r : end, "ncclSend/ncclRecv (ring step)");
+        return nccl_status(err, r != ncclSuccess ? r : end, "ncclSend/ncclRecv (point-to-point batch)");
     }
-    ah_comm_req_t req[2] = {0};
-    ah_status_t s = staging(dc, 2 * n, err);
-    if (s == AH_OK) s = copy(dc->host, send, n, cudaMemcpyDeviceToHost, err);
-    if (s == AH_OK) s = ah_comm_irecv_f32(dc->group, dc->host + n, n, from, tag, &req[0], err);
-    if (s == AH_OK) s = ah_comm_isend_f32(dc->group, dc->host, n, to, tag, &req[1], err);
-    for (int k = 0; k < 2; k++) { /* both, even after a failure: MPI still writes into the buffer until then */
+    if (n_ops <= 0) return AH_OK;
+    size_t total = 0;
+    for (int k = 0; k < n_ops; k++) total += ops[k].n;
+    ah_comm_req_t *req = calloc((size_t)n_ops, sizeof *req);
+    if (!req) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d transfer requests", n_ops);
+    ah_status_t s = staging(dc, total, err);
+    size_t off = 0;
+    for (int k = 0; s == AH_OK && k < n_ops; off += ops[k++].n) {
+        if (!ops[k].recv) s = copy(dc->host + off, ops[k].buf, ops[k].n, cudaMemcpyDeviceToHost, err);
+        if (s == AH_OK)
+            s = ops[k].recv ? ah_comm_irecv_f32(dc->group, dc->host + off, ops[k].n, ops[k].peer, tag, &req[k], err)
+                            : ah_comm_isend_f32(dc->group, dc->host + off, ops[k].n, ops[k].peer, tag, &req[k], err);
+    }
+    for (int k = 0; k < n_ops; k++) { /* every one, even after a failure: MPI still writes into the buffer until then */
         const ah_status_t w = ah_comm_wait(&req[k], err);
         if (s == AH_OK) s = w;
     }
-    if (s == AH_OK) s = copy(recv, dc->host + n, n, cudaMemcpyHostToDevice, err);
+    free(req);
+    off = 0;
+    for (int k = 0; s == AH_OK && k < n_ops; off += ops[k++].n)
+        if (ops[k].recv) s = copy(ops[k].buf, dc->host + off, ops[k].n, cudaMemcpyHostToDevice, err);
     return s;
 }
 
-ah_status_t ah_dcomm_sendrecv_f32(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n,
-                                  int tag, ah_dcomm_event_t *done, ah_error_t *err) {
+ah_status_t ah_dcomm_p2p_f32(ah_dcomm_t *dc, const ah_dcomm_p2p_t *ops, int n_ops, int tag, ah_error_t *err) {
+    const ah_dcomm_event_t *overlap = NULL; /* any op's event puts the batch on the communication stream */
+    for (int k = 0; k < n_ops && !overlap; k++) overlap = ops[k].done;
     cudaStream_t st;
-    ah_status_t s = issue_stream(dc, done, &st, err);
-    if (s == AH_OK) s = sendrecv(dc, send, to, recv, from, n, tag, st, err);
-    return record(s, done, st, err);
+    ah_status_t s = issue_stream(dc, overlap, &st, err);
+    if (s == AH_OK) s = p2p(dc, ops, n_ops, tag, st, err);
+    for (int k = 0; k < n_ops; k++) s = record(s, ops[k].done, st, err);
+    return s;
 }
 
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
-    if (dc->nccl)
-        return nccl_status(err, ncclSend(dev_buf, n, ncclFloat32, peer, dc->nccl, 0), "ncclSend");
-    ah_comm_req_t req = {0};
-    ah_status_t s = staging(dc, n, err);
-    if (s == AH_OK) s = copy(dc->host, dev_buf, n, cudaMemcpyDeviceToHost, err);
-    if (s == AH_OK) s = ah_comm_isend_f32(dc->group, dc->host, n, peer, tag, &req, err);
-    if (s == AH_OK) s = ah_comm_wait(&req, err);
-    return s;
+    const ah_dcomm_p2p_t op = {(float *)dev_buf, n, peer, false, NULL};
+    return ah_dcomm_p2p_f32(dc, &op, 1, tag, err);
 }
 
 ah_status_t ah_dcomm_recv_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err) {
-    if (dc->nccl)
-        return nccl_status(err, ncclRecv(dev_buf, n, ncclFloat32, peer, dc->nccl, 0), "ncclRecv");
-    ah_comm_req_t req = {0};
-    ah_status_t s = staging(dc, n, err);
-    if (s == AH_OK) s = ah_comm_irecv_f32(dc->group, dc->host, n, peer, tag, &req, err);
-    if (s == AH_OK) s = ah_comm_wait(&req, err);
-    if (s == AH_OK) s = copy(dev_buf, dc->host, n, cudaMemcpyHostToDevice, err);
-    return s;
+    const ah_dcomm_p2p_t op = {dev_buf, n, peer, true, NULL};
+    return ah_dcomm_p2p_f32(dc, &op, 1, tag, err);
 }

@@ -9,11 +9,9 @@
  * the same arithmetic contract (in-place sum), so every parallel test also runs on one GPU.
  *
  * Ordering: NCCL work is enqueued on the legacy default stream (the compute stream), after the
- * kernels before it and before the ones after it; the staged mode is synchronous. Send/recv are
- * blocking pairs; the 1F1B schedule's non-blocking p2p needs ncclGroupStart/End batching
- * (docs/gpu.md).
+ * kernels before it and before the ones after it; the staged mode is synchronous.
  *
- * Overlap: the sum, reduce-scatter, all-gather and ring step given a `done` event (ah_dcomm_event_create) go
+ * Overlap: the sum, reduce-scatter, all-gather and point-to-point batch given a `done` event (ah_dcomm_event_create) go
  * on the process's communication stream instead (one non-blocking stream for every communicator,
  * so the collectives run in the order they are issued), after an event recorded on the compute
  * stream (they read what the kernels issued before them wrote), and return at once; `done` is
@@ -28,6 +26,7 @@
 #ifndef AH_COMM_NCCL_H
 #define AH_COMM_NCCL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,16 +63,26 @@ ah_status_t ah_dcomm_event_create(ah_dcomm_event_t **out, ah_error_t *err);
 void ah_dcomm_event_free(ah_dcomm_event_t **ev);
 /* The compute stream's later work waits for the collective recorded in ev (no host wait). */
 ah_status_t ah_dcomm_event_wait(ah_dcomm_event_t *ev, ah_error_t *err);
-/* One step of a ring (context parallelism's key/value exchange): n floats of `send` to group rank
- * `to` and n floats from rank `from` into `recv` (distinct device buffers). NCCL: one group call
- * (ncclGroupStart, ncclSend, ncclRecv, ncclGroupEnd) on the communication stream after the
- * compute issued so far, `done` recorded after it, returning at once (the caller waits on `done`
- * before the compute reads recv or writes send again); staged: send through the host and the
- * group's MPI isend/irecv (tag), recv back up, synchronously, `done` recorded on the compute
- * stream. done is required. */
-ah_status_t ah_dcomm_sendrecv_f32(ah_dcomm_t *dc, const float *send, int to, float *recv, int from, size_t n,
-                                  int tag, ah_dcomm_event_t *done, ah_error_t *err);
-/* Blocking transfers of n floats of a device buffer with rank `peer` of the group. */
+/* One transfer of a point-to-point batch: n floats of buf to group rank `peer` (a send) or from it
+ * into buf (recv); `done`, when not NULL, is recorded after the batch. */
+typedef struct ah_dcomm_p2p {
+    float *buf;
+    size_t n;
+    int peer;
+    bool recv;
+    ah_dcomm_event_t *done;
+} ah_dcomm_p2p_t;
+/* A batch of sends and receives on distinct device buffers (context parallelism's ring step: one
+ * send and one receive; the pipeline's transfers, runtime/pipe_p2p.h). NCCL: one group call
+ * (ncclGroupStart, each ncclSend/ncclRecv, ncclGroupEnd), so its transfers progress together and
+ * match the peers' in any order within the group; with an op's `done` given, on the communication
+ * stream after the compute issued so far, each given `done` recorded after it, returning at once
+ * (the caller waits on `done` before the compute reads a received buffer or writes a sent one
+ * again); without any, on the compute stream. Staged: the sends through the host, the group's MPI
+ * isend/irecv (tag), the receives back up, synchronously, the events recorded on the compute
+ * stream. */
+ah_status_t ah_dcomm_p2p_f32(ah_dcomm_t *dc, const ah_dcomm_p2p_t *ops, int n_ops, int tag, ah_error_t *err);
+/* A batch of one transfer on the compute stream (tests). */
 ah_status_t ah_dcomm_send_f32(ah_dcomm_t *dc, const float *dev_buf, size_t n, int peer, int tag,
                               ah_error_t *err);
 ah_status_t ah_dcomm_recv_f32(ah_dcomm_t *dc, float *dev_buf, size_t n, int peer, int tag,

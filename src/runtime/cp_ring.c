@@ -81,7 +81,8 @@ static ah_status_t ring_start(const ah_cp_ring_t *r, float *buf, float *into, in
     const ah_group_t *g = r->group;
     if (g->dc) {
         st->landed = r->landed[x];
-        return g->backend->dcomm_sendrecv(g->dc, buf, next, into, prev, kv_floats(r), AH_CP_TAG + x, st->landed, err);
+        const ah_dcomm_p2p_t ops[2] = {{buf, kv_floats(r), next, false, NULL}, {into, kv_floats(r), prev, true, st->landed}};
+        return g->backend->dcomm_p2p(g->dc, ops, 2, AH_CP_TAG + x, err);
     }
     TRY(ah_comm_irecv_f32(g->c, into, kv_floats(r), prev, AH_CP_TAG + x, &st->req[0], err));
     return ah_comm_isend_f32(g->c, buf, kv_floats(r), next, AH_CP_TAG + x, &st->req[1], err);

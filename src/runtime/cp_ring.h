@@ -16,7 +16,7 @@
  * CUDA backend's on device memory, in every precision: the blocks stay fp32, as the activations
  * they are cut from). The exchange: on the CPU (a group without a device communicator), MPI
  * isend/irecv of the blocks themselves (tags AH_CP_TAG..); on a device backend, the CP group's
- * device communicator (backend.h's dcomm_sendrecv; CUDA: ncclSend to rank + 1 and ncclRecv from
+ * device communicator (backend.h's dcomm_p2p; CUDA: ncclSend to rank + 1 and ncclRecv from
  * rank - 1 in one NCCL group on the communication stream, after an event on the compute stream
  * that follows the kernels which produced the block, and the next block's kernel waits for its
  * event; where the group's ranks share a GPU, host-staged MPI, synchronous, so not overlapped).

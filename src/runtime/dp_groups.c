@@ -1,5 +1,6 @@
 /* The trainer's communicators and data-parallel groups, their spans and shards: dp_groups.h. */
 #include "runtime/dp_groups.h"
+#include "runtime/pipe_p2p.h"
 #include "runtime/dp_hier.h"
 
 #include <stdlib.h>
@@ -187,6 +188,7 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         const int color = cp > 1 ? ah_layout_rank(&tr->layout, r.pipeline, r.stage, r.tp_rank) : -1;
         if ((s = split(color, r.cp_rank, &tr->cp.c, err)) != AH_OK) return s;
     }
+    if ((s = ah_p2p_split(tr, err)) != AH_OK) return s; /* the pipeline's transfers (runtime/pipe_p2p.h) */
     for (int g = 0; g < tr->layout.n_segments; g++) {
         const bool holds = holds_stage(tr, tr->layout.segments[g].stage_of[r.pipeline]);
         if ((s = split(holds ? r.tp_rank : -1, KEY(g, r.pipeline), &tr->seg[g].c, err)) != AH_OK) return s;
@@ -221,7 +223,7 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
         if (x->stage > 0) x->prev = ah_layout_rank(&tr->layout, r.pipeline, x->stage - 1, k);
         if (x->stage < tr->S - 1) x->next = ah_layout_rank(&tr->layout, r.pipeline, x->stage + 1, k);
     }
-    return AH_OK;
+    return ah_p2p_attach(tr, err); /* after the others, in the same order on every rank */
 }
 
 /* In ah_dp_sync's order, after the overlapped weight all-gathers on the same communicators. */

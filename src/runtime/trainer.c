@@ -18,11 +18,7 @@
 #include "runtime/dp_groups.h"
 #include "runtime/dp_hier.h"
 #include "runtime/emulate.h"
-
-/* A message's tag: 2 x the stage receiving it + its kind, so the chunks' messages between two
- * devices stay apart. */
-enum { TAG_ACT = 0, TAG_GRAD = 1 };
-static int tag_of(int stage, int kind) { return 2 * stage + kind; }
+#include "runtime/pipe_p2p.h"
 
 #define TRY(call)                                 \
     do {                                          \
@@ -85,11 +81,7 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
  * only while both ranks are inside MPI. */
 static void progress(void *ctx) {
     ah_trainer_t *tr = ctx;
-    for (int c = 0; c < tr->n_chunks; c++) {
-        ah_p2p_chunk_t *x = &tr->chunks[c];
-        ah_comm_req_t *const reqs[4] = {&x->r_act, &x->r_grad, &x->s_act, &x->s_grad};
-        for (int i = 0; i < 4; i++) ah_comm_test(reqs[i], NULL, NULL);
-    }
+    ah_p2p_progress(tr);
     ah_dp_progress(tr);
 }
 
@@ -224,6 +216,7 @@ void ah_trainer_free(ah_trainer_t *tr) {
         ah_mem_host_done(x->send_act, x->h_send_act);
         ah_mem_host_done(x->recv_grad, x->h_recv_grad);
     }
+    ah_p2p_free(tr);
     free(tr->chunks);
     free(tr->h_tokens);
     free(tr->cp_tokens);
@@ -249,12 +242,6 @@ void ah_trainer_free(ah_trainer_t *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
-/* dst = src through the kernel table (zero, then +=), so a device backend copies on device. */
-static void copy(const ah_kernels_t *k, float *dst, const float *src, size_t n) {
-    k->zero(dst, n);
-    k->residual_bwd(dst, NULL, src, n);
-}
-
 /* One micro-batch's token ids (stage 0) or targets (last stage) of data into dst, a buffer of the
  * backend: written in place on the CPU, staged on the host and uploaded on a GPU. */
 static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_t first_sample, int32_t *dst,
@@ -271,64 +258,38 @@ static ah_status_t put_tokens(ah_trainer_t *tr, const ah_dataset_t *data, int64_
     return ah_mem_upload(&tr->mem, dst, h, (size_t)(m * T) * sizeof *h, err);
 }
 
-/* Posts chunk x's receive of its next activation (TAG_ACT) or gradient (TAG_GRAD). */
-static ah_status_t post_recv(ah_p2p_chunk_t *x, int kind, size_t NC, ah_error_t *err) {
-    return kind == TAG_ACT ? ah_comm_irecv_f32(ah_comm_world(), x->h_recv_act, NC, x->prev, tag_of(x->stage, TAG_ACT), &x->r_act, err)
-                           : ah_comm_irecv_f32(ah_comm_world(), x->h_recv_grad, NC, x->next, tag_of(x->stage, TAG_GRAD), &x->r_grad, err);
-}
-
-/* The pipeline's schedule for this rank's chunks (1F1B, interleaved, or zero-bubble with its W ops);
- * *loss_sum gets its summed token losses. */
+/* The pipeline's schedule for this rank's chunks (1F1B, interleaved, or zero-bubble with its W ops),
+ * its transfers runtime/pipe_p2p.h's; *loss_sum gets its summed token losses. */
 static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum, ah_error_t *err) {
     ah_gpt_stage_t *st = &tr->stage;
-    const ah_kernels_t *k = st->k;
     const ah_plan_t *p = tr->plan;
-    const int64_t m = p->train.micro_batch, T = p->train.seq_len, B = p->train.global_batch;
-    const size_t NC = (size_t)(st->N * st->C);
+    const int64_t m = p->train.micro_batch, B = p->train.global_batch;
     /* The loss gradient, scaled by the loss scale under fp16 (so every gradient is; the step
      * divides it out again). */
-    const float scale = (float)((tr->loss_scale > 0 ? tr->loss_scale : 1.0) / ((double)B * (double)T));
-    ah_comm_t *world = ah_comm_world();
-    /* Receives are posted one micro-batch ahead, so data arrives while this stage computes. */
-    const ah_mem_t *mem = &tr->mem;
-    const size_t bytes = NC * sizeof(float);
-    /* MPI moves the host side (h_*) of the p2p buffers; the uploads after a receive and the
-     * downloads before a send do nothing on the CPU, where the two sides are one buffer. */
-    for (int c = 0; c < tr->n_chunks; c++) {
-        ah_p2p_chunk_t *x = &tr->chunks[c];
-        if (x->prev >= 0) TRY(post_recv(x, TAG_ACT, NC, err));
-        if (x->next >= 0) TRY(post_recv(x, TAG_GRAD, NC, err));
-    }
+    const float scale = (float)((tr->loss_scale > 0 ? tr->loss_scale : 1.0) / ((double)B * (double)p->train.seq_len));
+    TRY(ah_p2p_begin(tr, err));
     *loss_sum = 0;
     tr->compute_s = 0;
     for (int64_t i = 0; i < tr->n_ops; i++) {
         const ah_sched_op_t op = tr->ops[i];
-        ah_p2p_chunk_t *x = &tr->chunks[op.chunk];
+        const ah_p2p_chunk_t *x = &tr->chunks[op.chunk];
         const int64_t first_sample = tr->sample_shift + step * B + tr->sample_base + op.mb * m;
         tr->last_bwd = op.grads_final; /* the overlapped sync starts its buckets in it */
         if (op.kind == AH_OP_F) {
             if (x->prev < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_ids(st, op.slot), false, err));
             if (x->next < 0) TRY(put_tokens(tr, tr->data, first_sample, ah_gpt_targets(st), true, err));
-            if (x->prev >= 0) {
-                TRY(ah_comm_wait(&x->r_act, err));
-                TRY(ah_mem_upload(mem, x->recv_act, x->h_recv_act, bytes, err));
-                copy(k, ah_gpt_input(st, op.slot), x->recv_act, NC);
-                if (op.mb + 1 < tr->n_mb) TRY(post_recv(x, TAG_ACT, NC, err));
-            }
-            if (x->next >= 0) TRY(ah_comm_wait(&x->s_act, err)); /* the send buffer is free again */
+        }
+        TRY(ah_p2p_input(tr, &op, err));
+        TRY(ah_p2p_output_free(tr, &op, err)); /* the send buffer is free again */
+        if (op.kind == AH_OP_F) {
             double ls = 0;
             ah_emulator_begin(&tr->emu, AH_EMULATE_FWD); /* device emulation stretches the phase */
             TRY(ah_gpt_forward(st, op.slot, x->send_act, scale, &ls, err));
             *loss_sum += ls;
         } else if (op.kind == AH_OP_B) {
-            if (x->next >= 0) {
-                TRY(ah_comm_wait(&x->r_grad, err));
-                TRY(ah_mem_upload(mem, x->recv_grad, x->h_recv_grad, bytes, err));
-            }
-            if (x->prev >= 0) TRY(ah_comm_wait(&x->s_grad, err));
             ah_emulator_begin(&tr->emu, AH_EMULATE_BWD);
             TRY(ah_gpt_backward(st, op.slot, x->recv_grad, x->send_grad, op.wset, err));
-            if (x->next >= 0 && op.mb + 1 < tr->n_mb) TRY(post_recv(x, TAG_GRAD, NC, err));
+            TRY(ah_p2p_read(tr, &op, err));
         } else { /* zero-bubble's W: no communication */
             ah_emulator_begin(&tr->emu, AH_EMULATE_WGRAD);
             TRY(ah_gpt_backward_weights(st, op.slot, op.wset, err));
@@ -344,20 +305,9 @@ static ah_status_t run_schedule(ah_trainer_t *tr, int64_t step, double *loss_sum
         /* The phase's output leaves when the emulated device has produced it, after the
          * stretch: sent before it, the next stage started k times too early and an emulated
          * pipeline filled and drained almost for free. */
-        if (op.kind == AH_OP_F && x->next >= 0) {
-            TRY(ah_mem_download(mem, x->h_send_act, x->send_act, bytes, err));
-            TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, tag_of(x->stage + 1, TAG_ACT), &x->s_act, err));
-        }
-        if (op.kind == AH_OP_B && x->prev >= 0) {
-            TRY(ah_mem_download(mem, x->h_send_grad, x->send_grad, bytes, err));
-            TRY(ah_comm_isend_f32(world, x->h_send_grad, NC, x->prev, tag_of(x->stage - 1, TAG_GRAD), &x->s_grad, err));
-        }
+        TRY(ah_p2p_after(tr, i, err));
     }
-    for (int c = 0; c < tr->n_chunks; c++) {
-        TRY(ah_comm_wait(&tr->chunks[c].s_act, err));
-        TRY(ah_comm_wait(&tr->chunks[c].s_grad, err));
-    }
-    return AH_OK;
+    return ah_p2p_end(tr, err);
 }
 
 ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t batches, double *loss,
@@ -378,10 +328,10 @@ ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t b
                 if (x->prev < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_ids(st, slot), false, err));
                 if (x->next < 0) TRY(put_tokens(tr, val, first_sample, ah_gpt_targets(st), true, err));
                 if (x->prev >= 0) {
-                    TRY(ah_comm_irecv_f32(world, x->h_recv_act, NC, x->prev, tag_of(x->stage, TAG_ACT), &req, err));
+                    TRY(ah_comm_irecv_f32(world, x->h_recv_act, NC, x->prev, ah_p2p_tag(x->stage, false), &req, err));
                     TRY(ah_comm_wait(&req, err));
                     TRY(ah_mem_upload(&tr->mem, x->recv_act, x->h_recv_act, bytes, err));
-                    copy(st->k, ah_gpt_input(st, slot), x->recv_act, NC);
+                    ah_p2p_copy(st->k, ah_gpt_input(st, slot), x->recv_act, NC);
                 }
                 double ls = 0, compute;
                 ah_emulator_begin(&tr->emu, AH_EMULATE_FWD);
@@ -390,7 +340,7 @@ ah_status_t ah_trainer_eval(ah_trainer_t *tr, const ah_dataset_t *val, int64_t b
                 if (x->next < 0 && tr->role.tp_rank == 0) sum += ls;
                 if (x->next >= 0) {
                     TRY(ah_mem_download(&tr->mem, x->h_send_act, x->send_act, bytes, err));
-                    TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, tag_of(x->stage + 1, TAG_ACT), &req, err));
+                    TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, ah_p2p_tag(x->stage + 1, false), &req, err));
                     TRY(ah_comm_wait(&req, err));
                 }
             }

@@ -21,11 +21,11 @@
  * and a broadcast from, each part's owner in one group call).
  *
  * Backend: the rank's device type picks CPU or CUDA (runtime/device.h). On a GPU rank every
- * tensor of the stage and the p2p buffers live in device memory; the p2p transfers stay MPI's
- * non-blocking ones on host staging buffers (download before a send, upload after a receive),
- * the group sums go through the device communicators, and token ids are uploaded per
- * micro-batch. On the CPU the staging buffers are the buffers themselves and every copy is a
- * no-op.
+ * tensor of the stage and the p2p buffers live in device memory; the p2p transfers go over the
+ * pipeline's NCCL communicator on the communication stream where every device of the pipeline has
+ * its own GPU, else MPI's non-blocking ones on host staging buffers (runtime/pipe_p2p.h); the
+ * group sums go through the device communicators, and token ids are uploaded per micro-batch. On
+ * the CPU the staging buffers are the buffers themselves and every copy is a no-op.
  */
 #ifndef AH_RUNTIME_TRAINER_H
 #define AH_RUNTIME_TRAINER_H
@@ -124,9 +124,9 @@ typedef struct ah_dp_bucket {
     ah_dcomm_event_t *synced, *gathered;
 } ah_dp_bucket_t;
 
-/* One chunk's pipeline neighbours and p2p buffers (one chunk unless interleaved). Messages are
- * tagged by the receiving stage and their kind, so the chunks' messages between two devices stay
- * apart. */
+/* One chunk's pipeline neighbours and p2p buffers (one chunk unless interleaved; runtime/pipe_p2p.h).
+ * MPI messages are tagged by the receiving stage and their kind, so the chunks' messages between
+ * two devices stay apart. */
 typedef struct ah_p2p_chunk {
     int stage;                   /* the chunk's stage of the pipeline */
     int prev, next;              /* world ranks holding the stages before and after it, -1 if none */
@@ -135,8 +135,19 @@ typedef struct ah_p2p_chunk {
     /* What MPI sends from and receives into: the four buffers above on the CPU, host copies of
      * them on a GPU (NULL where the buffer is). */
     float *h_recv_act, *h_send_grad, *h_send_act, *h_recv_grad;
-    ah_comm_req_t r_act, r_grad, s_act, s_grad; /* the schedule's requests in flight */
+    ah_comm_req_t r_act, r_grad, s_act, s_grad; /* the MPI path's requests in flight */
+    /* The NCCL path: per buffer (the order above), the event of its last transfer and the
+     * transfers issued this step */
+    ah_dcomm_event_t *ev[4];
+    int64_t issued[4];
 } ah_p2p_chunk_t;
+
+/* A transfer of the NCCL path's order (runtime/pipe_p2p.h): chunk's buffer `buf` (ah_p2p_chunk_t's
+ * order), issued once the schedule's ops [0, after) are. */
+typedef struct ah_p2p_xfer {
+    int64_t after;
+    int chunk, buf;
+} ah_p2p_xfer_t;
 
 typedef struct ah_trainer {
     const ah_plan_t *plan;
@@ -159,6 +170,10 @@ typedef struct ah_trainer {
     int n_chunks;           /* stages this rank holds (role.chunks) */
     ah_p2p_chunk_t *chunks; /* per chunk */
     ah_arena_t a_p2p;
+    ah_group_t pipe;        /* the pipeline's devices with this rank's TP and CP ranks (pipe_p2p.h) */
+    bool p2p_nccl;          /* the transfers go over pipe's NCCL communicator, else MPI */
+    ah_p2p_xfer_t *p2p_order; /* the NCCL path: this rank's transfers in the pipeline's order */
+    int64_t n_p2p_order, p2p_next;
     int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
     int32_t *cp_tokens;     /* context parallelism: one micro-batch's whole sequences (B x T), from
                              * which the rank takes its positions' ids or targets; else NULL */
