@@ -299,6 +299,24 @@ static void test_plan_uses(void) {
     /* a plan over the cluster without that node leaves it out (or another node of the first plan) */
     const char *first = r.plan.cluster.nodes[st->devices[0].node].name;
     CHECK(ah_agent_plan_leaves_out(&r.plan, &r.plan) == NULL, "a plan leaves out none of its own nodes");
+    /* the next plan made at a stop is the relaunch's while every node it uses is up: a node that joined
+     * during the stop, or one it does not use that left, changes nothing (before, the relaunch planned
+     * again whenever the nodes up were not exactly those it was made for, and could leave out a node
+     * holding pieces whose upload the trainer had dropped); a node it uses that is down does */
+    bool up[16];
+    int unused = -1;
+    for (int i = 0; i < c.n_nodes && i < 16; i++) {
+        up[i] = true;
+        if (!ah_agent_plan_uses(&r.plan, c.nodes[i].name)) unused = i;
+    }
+    CHECK(c.n_nodes <= 16 && ah_agent_next_plan_holds(&r.plan, &c, up), "every node up: the next plan holds");
+    if (unused >= 0) {
+        up[unused] = false;
+        CHECK(ah_agent_next_plan_holds(&r.plan, &c, up), "a node it does not use (%s) down: it holds", c.nodes[unused].name);
+        up[unused] = true;
+    }
+    up[st->devices[0].node] = false;
+    CHECK(!ah_agent_next_plan_holds(&r.plan, &c, up), "its first stage's node down: re-planned");
     ah_cluster_t c2;
     ah_plan_result_t r2;
     if (ah_cluster_copy(&c, &c2, &err) == AH_OK) {

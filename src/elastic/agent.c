@@ -117,7 +117,7 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     ah_plan_result_t r;
     ah_agent_drop_unreachable(a, false, "planned out");
     const double t = ah_now_s();
-    /* the plan made at the notice (agent_handover.c), when the nodes up are still those */
+    /* the plan made at the notice or the join (agent_handover.c), when its nodes are all still up */
     const bool made = ah_agent_take_next_plan(a, &r);
     ah_status_t s = made ? AH_OK : ah_agent_plan_up(a, &r, err);
     const double secs = ah_now_s() - t;
@@ -378,7 +378,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
             a->leaving[i] = false;
         }
     a->stopping = false;
-    a->join_pending = false; /* the re-plan below takes every node that is up */
+    a->join_pending = false; /* the relaunch takes every node that is up (or the next plan, setting it again) */
     return AH_OK;
 }
 

@@ -4,9 +4,10 @@
  * directory of every host of the job (runtime/protocol.h's next-plan.json). With in-memory replicas on,
  * the trainer's save at the notice hands each file of the step over to the memory of the node that
  * reads it under that plan (ckpt/handover.h), so that the relaunch reads everything on its own host.
- * The relaunch takes that plan when the nodes up are still the ones it was made for (the re-plan is
- * then done already: its time was spent during the stop); otherwise it plans again, and the restore
- * fetches what the handover did not put in place, as without it. A plan that fails or cannot be
+ * The relaunch takes that plan when every node it uses is still up (ah_agent_next_plan_holds: the
+ * re-plan is then done already, its time spent during the stop; a node that joined during the stop
+ * comes in at the next checkpoint); otherwise it plans again, and the restore fetches what the
+ * handover did not put in place, as without it. A plan that fails or cannot be
  * written is said and skipped: the notice goes out regardless. */
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +49,16 @@ void ah_agent_next_plan(agent_t *a) {
 }
 
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
-    bool same = a->have_next && a->next_up;
-    for (int i = 0; same && i < a->cluster.n_nodes; i++) same = a->next_up[i] == a->up[i];
-    if (same) {
+    const bool holds = a->have_next && a->next_up && ah_agent_next_plan_holds(&a->next.plan, &a->cluster, a->up);
+    if (holds) {
         *out = a->next;
         a->have_next = false; /* moved out */
+        for (int i = 0; i < a->cluster.n_nodes; i++)
+            if (a->up[i] && !a->next_up[i]) { /* joined during the stop: taken in at the next checkpoint */
+                a->join_pending = true;
+                say(a, "%s joined during the stop; it is taken in at the next checkpoint", a->cluster.nodes[i].name);
+            }
     }
     ah_agent_next_plan_free(a);
-    return same;
+    return holds;
 }

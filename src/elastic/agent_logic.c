@@ -207,6 +207,12 @@ const char *ah_agent_plan_leaves_out(const ah_plan_t *from, const ah_plan_t *to)
     return NULL;
 }
 
+bool ah_agent_next_plan_holds(const ah_plan_t *next, const ah_cluster_t *c, const bool *up) {
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!up[i] && ah_agent_plan_uses(next, c->nodes[i].name)) return false;
+    return true;
+}
+
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node) {
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++)

@@ -139,6 +139,13 @@ bool ah_agent_plan_uses(const ah_plan_t *p, const char *node);
  * NULL. A restart onto `to` reads the step saved at the stop from `to`'s nodes only (their disks,
  * their memory, the cloud): what only that node holds is not restorable there. */
 const char *ah_agent_plan_leaves_out(const ah_plan_t *from, const ah_plan_t *to);
+/* Whether the next plan made at a stop (a notice's or a join's, agent_handover.c) is the relaunch's:
+ * every node it uses is still up (up[] over the nodes of c, which next's cluster names). The trainer
+ * dropped the cloud uploads whose pieces that plan's nodes hold (runtime/ckpt_notice.c
+ * read_by_relaunch), so a re-plan that leaves one of them out would lose them; nodes up beyond it
+ * (joined during the stop) come in at the next checkpoint, where a plan that leaves out a node of the
+ * running one is refused (ah_agent_plan_leaves_out). */
+bool ah_agent_next_plan_holds(const ah_plan_t *next, const ah_cluster_t *c, const bool *up);
 
 /* ---- the hang watchdog ---- */
 
