@@ -153,6 +153,10 @@ echo "join: $out"
 grep -q '"event":"join"' "$WORK/join/metrics.jsonl" || fail "join event"
 grep -q '"event":"recover".*"cause":"node joined","nodes":\["slow-1"\]' "$WORK/join/metrics.jsonl" || fail "restart for the join"
 grep -q "taken in at the next checkpoint" "$WORK/join.log" || fail "join: log"
+# the plan the join restarts onto is written to the hosts before the notice (the trainers drop the uploads
+# its nodes' disks hold: tests/test_notice_uploads.sh B) and taken at the relaunch
+grep -q "next plan, for the restart at the join: 6 devices" "$WORK/join.log" && grep -q "the plan made at the join, taken" "$WORK/join.log" ||
+    fail "join: the next plan: $(grep -i 'plan' "$WORK/join.log")"
 python3 - "$WORK/join" <<'EOF' || fail "join: plans"
 import json, sys
 d = sys.argv[1]

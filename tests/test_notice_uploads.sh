@@ -5,6 +5,12 @@
 #   A. --cloud-only (autohet run --recovery cloud-only drops every node's disk at the stop), the
 #      notice (SIGTERM) to n1: no node may drop its upload, the staying n0 included (its disk goes
 #      too): the newest step any node uploaded is complete in the cloud (every node's manifest).
+#   B. a join's restart: the agent SIGTERMs every node and writes the plan it restarts onto into the run
+#      directory (next-plan.json, here the same plan, as the agent writes it): the relaunch reads every
+#      node's disk, so every node drops its pending upload (the preempt event's "uploads_cancelled":
+#      n0 and n1, held on a disk) instead of holding the stop for it, as the simulator prices a join
+#      (docs/simulator.md rule 4). Before, no node dropped: the stop waited for every upload.
+#   C. the same stop without a next plan (an interrupt: the run ends): no node drops its upload.
 . "$(dirname "$0")/train_common.sh"
 python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
 import json, sys
@@ -47,10 +53,8 @@ cloud_manifests() {
         sed 's#step-0*\([0-9][0-9]*\)/manifest-\(n[0-9]*\)\.json#\1 \2#'
 }
 
-# A. --cloud-only: every upload finished, the staying node's too
-stop only 1 --cloud-only
-echo "  A: the notice to the job's exit: $STOP_S s; cloud manifests: $(cloud_manifests only | tr '\n' ',')"
-cloud_manifests only | python3 -c '
+newest_complete() { # PREFIX: the newest step any node uploaded has every node's manifest
+    cloud_manifests "$1" | python3 -c '
 import sys
 by = {}
 for line in sys.stdin:
@@ -59,6 +63,27 @@ for line in sys.stdin:
 assert by, "nothing reached the cloud"
 newest = max(by)
 assert by[newest] == {"n0", "n1"}, f"step {newest} in the cloud from {sorted(by[newest])} only: a node dropped its upload"
-' || fail "A: the cloud after a --cloud-only stop"
+'
+}
+# A. --cloud-only: every upload finished, the staying node's too
+stop only 1 --cloud-only
+echo "  A: the notice to the job's exit: $STOP_S s; cloud manifests: $(cloud_manifests only | tr '\n' ',')"
+newest_complete only || fail "A: the cloud after a --cloud-only stop"
 ! grep -q '"uploads_cancelled"' "$WORK/only.jsonl" || fail "A: an upload cancelled under --cloud-only"
+# B. a join: every node stops, the next plan known
+mkdir -p "$WORK/join.run"
+cp "$WORK/pp2.json" "$WORK/join.run/next-plan.json"
+stop join "0 1"
+echo "  B: a join's stop (every node, next plan known): $STOP_S s"
+python3 - "$WORK/join.jsonl" <<'PY' || fail "B: the join's preempt event"
+import json, sys
+pre = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "preempt"][-1]
+assert sorted(pre["nodes"]) == ["n0", "n1"], pre
+assert sorted((u["node"], u["held_in"]) for u in pre.get("uploads_cancelled", [])) == [("n0", "disk"), ("n1", "disk")], pre
+PY
+# C. an interrupt: every node stops, no next plan: every upload finished
+stop end "0 1"
+echo "  C: every node stopped, no next plan: $STOP_S s; cloud manifests: $(cloud_manifests end | tr '\n' ',')"
+! grep -q '"uploads_cancelled"' "$WORK/end.jsonl" || fail "C: an upload cancelled with no relaunch known"
+newest_complete end || fail "C: the cloud after the stop"
 echo PASS

@@ -129,7 +129,9 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     a->cur = r;
     a->have_cur = true;
     say(a, "%s: %d devices, predicted %.4f s/iteration, %s in %.3f s: %s", why, ah_plan_device_count(&r.plan),
-        r.eval.pred.iteration_s, made ? "the plan made at the notice, taken" : "planned", secs, desc);
+        r.eval.pred.iteration_s, !made                      ? "planned"
+        : a->cause == AH_CAUSE_JOIN ? "the plan made at the join, taken"
+                                    : "the plan made at the notice, taken", secs, desc);
     emit(a, json_pack("{s:s, s:f, s:f, s:i, s:o, s:s}", "event", first ? "plan" : "replan", "seconds", secs,
                       "predicted_iteration_s", r.eval.pred.iteration_s, "devices", ah_plan_device_count(&r.plan),
                       "nodes_up", node_list(a, a->up), "plan", desc));
@@ -191,13 +193,17 @@ static void on_checkpoint(agent_t *a) {
     a->join_pending = false;
     ah_plan_result_t r;
     ah_error_t e;
+    const double t = ah_now_s();
     if (ah_agent_plan_up(a, &r, &e) != AH_OK) {
         say(a, "with the joined nodes: no plan (%s); going on with the current one", e.msg);
         return;
     }
-    const bool restart = ah_agent_join_restarts_now(a, &r);
-    ah_plan_result_free(&r);
-    if (restart) begin_stop(a, AH_CAUSE_JOIN, NULL);
+    if (!ah_agent_join_restarts_now(a, &r)) {
+        ah_plan_result_free(&r);
+        return;
+    }
+    ah_agent_next_plan_join(a, &r, t); /* which nodes the relaunch reads, for the trainers' uploads */
+    begin_stop(a, AH_CAUSE_JOIN, NULL);
 }
 
 static void on_line(void *ctx, json_t *line) {

@@ -4,11 +4,13 @@
  * directory of every host of the job (runtime/protocol.h's next-plan.json). With in-memory replicas on,
  * the trainer's save at the notice hands each file of the step over to the memory of the node that
  * reads it under that plan (ckpt/handover.h), so that the relaunch reads everything on its own host.
- * The relaunch takes that plan when every node it uses is still up (ah_agent_next_plan_holds: the
- * re-plan is then done already, its time spent during the stop; a node that joined during the stop
- * comes in at the next checkpoint); otherwise it plans again, and the restore fetches what the
- * handover did not put in place, as without it. A plan that fails or cannot be
- * written is said and skipped: the notice goes out regardless. */
+ * At a join the plan the restart is for is written the same way (no handover: the trainer takes it as
+ * which nodes the relaunch reads, runtime/ckpt_notice.c read_by_relaunch, and drops the uploads their
+ * disks hold). The relaunch takes the next plan when every node it uses is still up
+ * (ah_agent_next_plan_holds: the re-plan is then done already, its time spent during the stop; a node
+ * that joined during the stop comes in at the next checkpoint); otherwise it plans again, and the
+ * restore fetches what the handover did not put in place, as without it. A plan that fails or cannot
+ * be written is said and skipped: the notice goes out regardless. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,28 +26,50 @@ void ah_agent_next_plan_free(agent_t *a) {
     a->next_up = NULL;
 }
 
-void ah_agent_next_plan(agent_t *a) {
-    ah_agent_next_plan_free(a);
-    if (!a->launcher.put_run_file || a->o->no_handover) return;
-    const double t = ah_now_s();
+/* r, made over the nodes up now, as the next plan: written into the run directory of every host of the
+ * job (a->next owns it from here; dropped, said, when it cannot be written). t0: when its planning
+ * began; why: the stop it is for. */
+static void put_next(agent_t *a, ah_plan_result_t *r, double t0, const char *why) {
     char path[700];
     snprintf(path, sizeof path, "%s/plan-next.json", a->work);
     ah_error_t e;
-    ah_status_t s = ah_agent_plan_up(a, &a->next, &e);
-    a->have_next = s == AH_OK;
-    if (s == AH_OK && (s = ah_plan_save(&a->next.plan, path, &e)) == AH_OK)
-        s = a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_NEXT_PLAN_FILE, path, &e);
-    a->next_plan_s = ah_now_s() - t;
+    a->next = *r;
+    a->have_next = true;
+    ah_status_t s = ah_plan_save(&a->next.plan, path, &e);
+    if (s == AH_OK) s = a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_NEXT_PLAN_FILE, path, &e);
+    a->next_plan_s = ah_now_s() - t0;
     if (s == AH_OK && (a->next_up = malloc((size_t)a->cluster.n_nodes * sizeof *a->next_up)))
         memcpy(a->next_up, a->up, (size_t)a->cluster.n_nodes * sizeof *a->next_up);
     if (s != AH_OK || !a->next_up) {
-        say(a, "note: no next plan for the handover at this notice (%s); the relaunch plans after the stop",
+        say(a, "note: no next plan for the hosts at this %s (%s); the relaunch plans after the stop", why,
             s != AH_OK ? e.msg : "out of host memory");
         ah_agent_next_plan_free(a);
         return;
     }
-    say(a, "next plan, for the handover at the notice: %d devices, predicted %.4f s/iteration, planned and written to "
-        "the hosts in %.3f s", ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s);
+    say(a, "next plan, for the %s: %d devices, predicted %.4f s/iteration, planned and written to the hosts in %.3f s",
+        why, ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s);
+}
+
+void ah_agent_next_plan(agent_t *a) {
+    ah_agent_next_plan_free(a);
+    if (!a->launcher.put_run_file || a->o->no_handover) return;
+    const double t = ah_now_s();
+    ah_error_t e;
+    ah_plan_result_t r;
+    if (ah_agent_plan_up(a, &r, &e) != AH_OK) {
+        say(a, "note: no next plan for the handover at this notice (%s); the relaunch plans after the stop", e.msg);
+        return;
+    }
+    put_next(a, &r, t, "handover at the notice");
+}
+
+void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0) {
+    ah_agent_next_plan_free(a);
+    if (!a->launcher.put_run_file) { /* --no-handover too: no handover is made at a join */
+        ah_plan_result_free(r);
+        return;
+    }
+    put_next(a, r, t0, "restart at the join");
 }
 
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {

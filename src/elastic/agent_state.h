@@ -150,7 +150,11 @@ bool ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r);
 /* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
  * directory of every host of the job; said and skipped when that fails. */
 void ah_agent_next_plan(agent_t *a);
-/* The next plan into *out when the nodes up are those it was made for (then true); dropped either way. */
+/* agent_handover.c: at a join, r (the plan with the joined nodes the restart is for; taken over) as the
+ * next plan, written to the hosts; t0: when its planning began. */
+void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0);
+/* The next plan into *out when every node it uses is still up (then true; a node up beyond the ones it
+ * was made for sets join_pending); dropped either way. */
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out);
 void ah_agent_next_plan_free(agent_t *a);
 

@@ -102,10 +102,12 @@ ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elaps
     ah_ckpt_notice_t notice = {.elapsed_s = elapsed, .grace_s = s->o.grace_s, .save_s = s->last_save_s,
                                .redo_s = -1, .every_node = all, .memory_s = -1};
     /* the memory tier: replicas on, the last replication complete, every leaving node's holder staying;
-     * or the handover to the next plan's nodes (none leaves: the agent planned without the leaving) */
+     * or the handover to the next plan's nodes (none leaves: the agent planned without the leaving).
+     * Not at a join (every node hit): there the next plan says only which nodes the relaunch reads
+     * (read_by_relaunch), as the simulator prices it (docs/simulator.md rule 4) */
     ah_status_t st = s->replica_budget > 0 ? load_next_plan(s, err) : AH_OK;
     if (st != AH_OK) return st;
-    const bool handover = s->handover.n_nodes > 0;
+    const bool handover = s->handover.n_nodes > 0 && !all;
     notice.memory = s->replica_budget > 0 && (handover || (s->last_rep_complete && holders_stay(s)));
     if (notice.memory && s->last_replicate_s >= 0)
         notice.memory_s = s->last_replicate_s + (s->last_snapshot_s >= 0 ? s->last_snapshot_s : 0);
@@ -237,13 +239,16 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     return AH_OK;
 }
 
-/* Whether node n is read by the relaunch: it gets no notice and, when the agent wrote the next plan
- * (s->handover known), that plan has ranks there. A restore reads only the disks and memory of the
- * relaunched job's own nodes, so a copy on a node the next plan leaves out does not count. Without a
- * next plan (a notice from outside, --no-handover) every node that stays counts: the agent's re-plan
- * over the nodes up may still leave one out (docs/checkpoints.md, "not done"). */
+/* Whether node n is read by the relaunch. When the agent wrote the next plan (s->handover known: at a
+ * notice, planned over the nodes that stay; at a join, the plan with the joined nodes, while every
+ * node gets the notice), the nodes that plan has ranks on: the agent relaunches onto it whenever they
+ * are all still up (elastic/agent_logic.h ah_agent_next_plan_holds), and a restore reads only the
+ * disks and memory of the relaunched job's own nodes, so a copy on a node it leaves out does not count.
+ * Without a next plan (a notice from outside, --no-handover, an interrupt) every node without the
+ * notice counts: the agent's re-plan over the nodes up may still leave one out (docs/checkpoints.md,
+ * "not done"). */
 static bool read_by_relaunch(const ah_ckpt_session_t *s, int n) {
-    return !s->hit[n] && (s->handover.n_nodes == 0 || s->handover.in_next[n]);
+    return s->handover.n_nodes > 0 ? s->handover.in_next[n] : !s->hit[n];
 }
 
 /* Whether every shard a rank of node writes is also on the disk of a node the relaunch reads
