@@ -4,8 +4,8 @@
  * slower link; hidden behind the attention on a fast one; the transfers' own seconds on a very
  * slow one), and ah_evaluate on the example CP plans: a time, memory per CP rank, and a DP group
  * of every replica's CP ranks; a profile's ring attention (cost/profile.h "ring_attention"): a CP
- * rank's block priced as block / c + ring - attention / c, the file's form read back, a bad degree
- * refused. */
+ * rank's block priced as block / c + ring - attention / c, or from an entry at the rank's own T/c
+ * tokens where the profile has one, the file's form read back, a bad degree refused. */
 #include <math.h>
 #include <stdio.h>
 
@@ -127,6 +127,22 @@ static void test_profile_ring(const ah_plan_t *p) {
         ah_stage_cost(&ctx, p->pipelines[0].stages[0].type, 0, 4, false, false, false, &sc);
         CHECK_NEAR(sc.fwd_s - sc.cp_comm_fwd_s, cp == 2 ? 4 * (5e-4 + 5e-4 - 2e-4) : 1e-3, 1e-12);
         CHECK_NEAR(sc.bwd_s - sc.cp_comm_bwd_s, cp == 2 ? 4 * (1e-3 + 1.4e-3 - 4e-4) : 2e-3, 1e-12);
+    }
+    /* With an entry at a CP 2 rank's own T/2 tokens, its block is that entry's, its attention at
+     * T/2 replaced by the ring's: 4 x (block(T/2) + ring - attention(T/2)); CP 4 (no entry at T/4)
+     * as before. */
+    ah_profile_entry_t half = e;
+    half.seq_len = p->train.seq_len / 2;
+    half.layer[AH_LAYER_BLOCK] = (ah_profile_layer_t){.present = true, .fwd_s = 6e-4, .bwd_s = 1.1e-3};
+    half.attention = (ah_profile_layer_t){.present = true, .fwd_s = 1e-4, .bwd_s = 2e-4};
+    CHECK(prof && ah_profile_add(prof, &half, &err) == AH_OK, "profile at T/2: %s", err.msg);
+    for (int cp = 2; cp <= 4 && prof; cp *= 2) {
+        ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = 1, .profile = prof,
+                             .cp = cp, .cp_bw = 1e15, .cp_latency_s = 0};
+        ah_stage_cost_t sc;
+        ah_stage_cost(&ctx, p->pipelines[0].stages[0].type, 0, 4, false, false, false, &sc);
+        CHECK_NEAR(sc.fwd_s - sc.cp_comm_fwd_s, cp == 2 ? 4 * (6e-4 + 5e-4 - 1e-4) : 1e-3, 1e-12);
+        CHECK_NEAR(sc.bwd_s - sc.cp_comm_bwd_s, cp == 2 ? 4 * (1.1e-3 + 1.4e-3 - 2e-4) : 2e-3, 1e-12);
     }
     json_t *doc = prof ? ah_profile_to_json(prof) : NULL;
     ah_profile_t *back = NULL;

@@ -197,6 +197,32 @@ static const ah_profile_layer_t *ring_measured(const ah_profile_entry_t *prof, a
     return ring->present ? ring : NULL;
 }
 
+/* The profile's entry at a CP rank's own T / cp tokens (prof's type, TP degree, micro-batch and
+ * precision; `autohet profile --seq-len T/cp`), when it has one: NULL at cp 1. */
+static const ah_profile_entry_t *cp_rank_entry(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof) {
+    const int cp = ah_cost_cp(ctx);
+    if (!prof || cp < 2 || prof->seq_len % cp != 0) return NULL;
+    return ah_profile_find(ctx->profile, prof->gpu, prof->tp, prof->micro_batch, prof->seq_len / cp, prof->precision);
+}
+
+/* A CP rank's layer as the profile measured it at the rank's own T / cp tokens (small GEMMs and the
+ * head's weights do not shrink with the tokens: 1/cp of the one-process time misses that), the
+ * block's attention there (causal over T / cp only) replaced by the ring kernels' at cp; false
+ * where the profile lacks a figure this needs. */
+static bool cp_rank_measured(const ah_cost_ctx_t *ctx, const ah_profile_entry_t *prof, ah_layer_kind_t kind,
+                             layer_time_t *lt) {
+    const ah_profile_entry_t *own = cp_rank_entry(ctx, prof);
+    const ah_profile_layer_t *ring = ring_measured(prof, kind, ah_cost_cp(ctx));
+    if (!own || !own->layer[kind].present || (kind == AH_LAYER_BLOCK && !(ring && own->attention.present)))
+        return false;
+    *lt = (layer_time_t){own->layer[kind].fwd_s, own->layer[kind].bwd_s};
+    if (kind == AH_LAYER_BLOCK) {
+        lt->fwd += ring->fwd_s - own->attention.fwd_s;
+        lt->bwd += ring->bwd_s - own->attention.bwd_s;
+    }
+    return true;
+}
+
 /* Measured seconds when the profile has this layer kind; else kernel by kernel for a GPU type
  * with a known SM count; else (CPU-emulated types, types given without sm_count) the flat
  * roofline. */
@@ -205,6 +231,7 @@ static layer_time_t layer_time(const ah_cost_ctx_t *ctx, const ah_profile_entry_
     if (prof && prof->layer[kind].present) { /* measured on one process: a CP rank does 1/cp of it */
         const int cp = ah_cost_cp(ctx);
         layer_time_t lt = {prof->layer[kind].fwd_s / cp, prof->layer[kind].bwd_s / cp};
+        if (cp_rank_measured(ctx, prof, kind, &lt)) return lt;
         const ah_profile_layer_t *ring = ring_measured(prof, kind, cp);
         if (ring) { /* attention by the ring kernels' measured seconds, not 1/cp of the kernel's */
             lt.fwd += ring->fwd_s - prof->attention.fwd_s / cp;
