@@ -1,7 +1,8 @@
 /* Cluster spec, regions and links (issue 39): nodes' regions, the network's inter-region figures,
  * egress prices and per-pair links: defaults, the example file, round trip, refusals (named), and
  * clusters without them written as before; what a plan sends across regions, its checkpoints' traffic,
- * and the rule for traffic in the open (ah_plan_wan_check). */
+ * and the rule for traffic in the open (ah_plan_wan_check); a DP group inside one zone under the
+ * hierarchical sync priced on its own ring's links. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -236,7 +237,70 @@ static void test_ckpt_traffic(void) {
     ah_plan_free(&p);
 }
 
+/* tiny-llama (untied) in two pipelines of two stages (train-llama-pp2-recompute.json's pipeline
+ * twice) under "dp_sync": hierarchical. across: stage s of pipeline i on node n<s>'s GPU i, n0 in
+ * region ra and n1 in rb, so the plan crosses the regions while each DP group (a stage's blocks,
+ * the embedding's holders, the head's) is on one node; else all four stages on n0. */
+static bool two_by_two(bool across, ah_plan_t *p) {
+    json_error_t je;
+    json_t *doc = json_load_file(ah_test_src_path("examples/plans/train-llama-pp2-recompute.json"), 0, &je);
+    CHECK(doc != NULL, "train-llama-pp2-recompute.json: %s", je.text);
+    if (!doc) return false;
+    json_t *pls = json_object_get(doc, "pipelines"), *train = json_object_get(doc, "train");
+    json_array_append_new(pls, json_deep_copy(json_array_get(pls, 0)));
+    for (int i = 0; i < 2; i++)
+        for (int s = 0; s < 2; s++) {
+            json_t *st = json_array_get(json_object_get(json_array_get(pls, i), "stages"), s);
+            json_t *dev = json_array_get(json_object_get(st, "devices"), 0);
+            json_object_set_new(dev, "node", json_string(across && s == 1 ? "n1" : "n0"));
+            json_object_set_new(dev, "index", json_integer(across ? i : 2 * s + i));
+        }
+    json_object_set_new(train, "global_batch", json_integer(2 * json_integer_value(json_object_get(train, "global_batch"))));
+    json_t *nodes = json_object_get(json_object_get(doc, "cluster"), "nodes");
+    for (int k = 0; k < 2; k++) {
+        json_object_set_new(json_array_get(nodes, (size_t)k), "zone", json_string(k ? "zb" : "za"));
+        json_object_set_new(json_array_get(nodes, (size_t)k), "region", json_string(k ? "rb" : "ra"));
+    }
+    json_object_set_new(doc, "dp_sync", json_string("hierarchical"));
+    ah_error_t err = {0};
+    const ah_status_t st = ah_plan_from_json(doc, "two-by-two", NULL, p, &err);
+    json_decref(doc);
+    CHECK(st == AH_OK, "the two-by-two plan: %s", err.msg);
+    return st == AH_OK;
+}
+
+/* Under the hierarchical sync a DP group inside one zone is priced as the runtime runs it, its flat
+ * ring on the links it crosses: the plan across the regions, every group on one node, syncs as
+ * the same plan on one node (it was priced on the plan's slowest link, the WAN: 0.6 GB/s and 35
+ * ms); "ring" still prices the plan's slowest link. */
+static void test_hier_groups_in_one_zone(void) {
+    ah_plan_t across, one;
+    if (!two_by_two(true, &across)) return;
+    if (!two_by_two(false, &one)) {
+        ah_plan_free(&across);
+        return;
+    }
+    ah_eval_t ea, eo, er;
+    ah_error_t err = {0};
+    CHECK(ah_evaluate(&across, NULL, &ea, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_evaluate(&one, NULL, &eo, &err) == AH_OK, "%s", err.msg);
+    across.dp_sync = AH_DP_SYNC_RING;
+    CHECK(ah_evaluate(&across, NULL, &er, &err) == AH_OK, "%s", err.msg);
+    CHECK(eo.pred.breakdown.dp_sync_s > 0, "a sync to price: %g s", eo.pred.breakdown.dp_sync_s);
+    CHECK_NEAR(ea.pred.breakdown.dp_sync_s, eo.pred.breakdown.dp_sync_s, 1e-12);
+    CHECK(er.pred.breakdown.dp_sync_s > 100 * ea.pred.breakdown.dp_sync_s, "ring on the WAN %g s vs %g s",
+          er.pred.breakdown.dp_sync_s, ea.pred.breakdown.dp_sync_s);
+    across.dp_sync = AH_DP_SYNC_HIERARCHICAL;
+    CHECK_NEAR(ah_plan_dp_sync_s(&across), ea.pred.breakdown.dp_sync_s, 1e-12); /* the planner's, per candidate */
+    ah_eval_free(&ea);
+    ah_eval_free(&eo);
+    ah_eval_free(&er);
+    ah_plan_free(&across);
+    ah_plan_free(&one);
+}
+
 int main(void) {
+    test_hier_groups_in_one_zone();
     test_ckpt_traffic();
     test_example();
     test_links();

@@ -115,4 +115,26 @@ check "--region without autohet-region is refused: $(cat "$TMP/e2.txt")" $st
     ! grep -q "^horizon" "$TMP/e3.txt"
 st=$?
 check "an unknown --cloud-region is refused before the report, naming the regions: $(cat "$TMP/e3.txt")" $st
+# one rate for egress $/h: evaluate --json prices the plan's egress at the iteration train runs it at
+# (the DP sync overlapped), as the replay pays it while that plan trains (all nodes up, on-demand,
+# no checkpoint in the hour): the replay's egress = evaluate's $/h x the hours it trained (its tokens
+# at evaluate's overlapped rate; the first step's included). Before: evaluate's $/h was at the
+# sync-after-backward iteration (2 % under on this plan).
+SAME=(--model gpt2-124m --cluster "$TMP/c.json" --global-batch 256 --seq-len 1024 --micro-batch 4)
+"$AH" plan "${SAME[@]}" -o "$TMP/od-plan.json" >/dev/null 2>&1 &&
+    "$AH" evaluate --plan "$TMP/od-plan.json" --json >"$TMP/od-eval.json" 2>&1 &&
+    "$AH" simulate "${SAME[@]}" --policy on-demand --hours 1 --ckpt-every-s 100000 --json "$TMP/od-sim.json" >/dev/null 2>&1 &&
+    $PY - "$TMP/od-eval.json" "$TMP/od-sim.json" <<'P'
+import json, sys
+e = json.load(open(sys.argv[1]))
+s = json.load(open(sys.argv[2]))["policies"][0]
+tokens_per_s = 256 * 1024 / e["priced_iteration_s"]
+assert e["priced_iteration_s"] == e["iteration_overlap_s"] < e["iteration_s"], e
+assert abs(s["breakdown"]["train_tokens_per_s"] - tokens_per_s) < 1e-9 * tokens_per_s, (s["breakdown"], tokens_per_s)
+hours = s["tokens"] / tokens_per_s / 3600
+assert s["ckpt_egress_usd"] == 0 and e["egress_usd_per_hour"] > 0, (s["ckpt_egress_usd"], e["egress_usd_per_hour"])
+want = e["egress_usd_per_hour"] * hours
+assert abs(s["egress_usd"] - want) < 1e-9 * want, ("simulate", s["egress_usd"], "evaluate", want)
+P
+check "evaluate's egress \$/h and the simulator's egress for the same plan over the same hours agree" $?
 checks_done test_sim_regions

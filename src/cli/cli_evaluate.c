@@ -157,7 +157,7 @@ static void print_human(const char *path, const char *profile_path, const ah_pla
         printf("  of which the sharded optimizer's all-gather, overlapped with the next forward: %.6f s exposed\n",
                e->dp_gather_exposed_s);
     char price[400];
-    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    const ah_plan_price_t pr = ah_plan_price(p, ah_plan_priced_iteration_s(e, true)); /* train's default */
     printf("price: %s\n", ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_ckpt_str(&pr, price, sizeof price));
@@ -236,7 +236,7 @@ static int print_json(const ah_plan_t *p, const ah_eval_t *e, double replica_gb)
         b->dp_sync_s, "optimizer_s", b->optimizer_s, "bottleneck", "pipeline", bn.pipeline, "stage",
         bn.stage, "gpu", bn.gpu, "stage_s", bn.stage_s, "tp_comm_share", bn.tp_share, "reason", bn.reason,
         "pipelines", pls);
-    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    const ah_plan_price_t pr = ah_plan_price(p, ah_plan_priced_iteration_s(e, true)); /* train's default */
     ah_plan_price_json(&pr, doc);
     ah_plan_crossings_json(p, &pr.traffic, doc);
     json_object_set_new(doc, "dp_sync_exposed_s", json_real(e->dp_sync_exposed_s));

@@ -107,7 +107,7 @@ static json_t *why_vs(const ah_plan_t *p, const ah_plan_t *base, const char *bas
 
 /* The "why" object: per baseline, the list of differences; "precision": why --precision auto chose
  * the plan's precision (absent when it was given). */
-static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
+static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl, const ah_planner_opts_t *po) {
     const ah_plan_t *p = &r->plan;
     json_t *o = json_object();
     if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
@@ -115,7 +115,7 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
     ah_plan_traffic_t t;
     char regions[2048];
     ah_plan_traffic(p, &t);
-    if (ah_plan_region_why(p, &t, r->eval.pred.iteration_s, regions, sizeof regions)[0])
+    if (ah_plan_region_why(p, &t, ah_planner_time_s(po, &r->eval), regions, sizeof regions)[0])
         json_object_set_new(o, "regions", json_string(regions));
     for (int k = 0; k < AH_BASELINE_COUNT; k++)
         json_object_set_new(o, ah_baseline_name((ah_baseline_t)k),
@@ -123,8 +123,8 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl) {
     return o;
 }
 
-static void print_why(const ah_plan_result_t *r, const baseline_t *bl) {
-    json_t *why = why_json(r, bl);
+static void print_why(const ah_plan_result_t *r, const baseline_t *bl, const ah_planner_opts_t *o) {
+    json_t *why = why_json(r, bl, o);
     if (r->precision_why[0]) printf("why %s: %s\n", ah_precision_name(r->plan.train.precision), r->precision_why);
     if (r->dp_sync_why[0])
         printf("why %s DP sync: %s\n", r->plan.dp_sync == AH_DP_SYNC_HIERARCHICAL ? "hierarchical" : "ring",
@@ -212,7 +212,7 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
     if (r->schedule_why[0] || r->untrainable || r->cp_why[0]) printf("\n");
     print_table(p, e);
     char price[400];
-    const ah_plan_price_t pr = ah_plan_price(p, e->pred.tokens_per_s);
+    const ah_plan_price_t pr = ah_plan_price(p, ah_planner_time_s(o, e));
     printf("\npredicted: %.4f s per iteration, %.0f tokens/s, %s\n", e->pred.iteration_s, e->pred.tokens_per_s,
            ah_plan_price_str(&pr, price, sizeof price));
     printf("%s\n", ah_plan_traffic_str(&pr, price, sizeof price));
@@ -264,10 +264,10 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         char note[32];
         if (bl[k].ok && cost && r->usd_per_mtoken > 0)
             printf("saving over  %-15s %.2fx ($%.4f per million tokens, %.4f s per iteration)\n", name,
-                   bl[k].r.usd_per_mtoken / r->usd_per_mtoken, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
+                   bl[k].r.usd_per_mtoken / r->usd_per_mtoken, bl[k].r.usd_per_mtoken, ah_planner_time_s(o, &bl[k].r.eval));
         else if (bl[k].ok && cost) /* every GPU it uses is priced $0 */
             printf("saving over  %-15s n/a: the plan costs $0 ($%.4f per million tokens, %.4f s per iteration)\n",
-                   name, bl[k].r.usd_per_mtoken, bl[k].r.eval.pred.iteration_s);
+                   name, bl[k].r.usd_per_mtoken, ah_planner_time_s(o, &bl[k].r.eval));
         else if (bl[k].ok)
             printf("speedup over %-15s %.2fx (%.4f s per iteration%s%s)\n", name,
                    ah_planner_time_s(o, &bl[k].r.eval) / ah_planner_time_s(o, e), ah_planner_time_s(o, &bl[k].r.eval),
@@ -276,11 +276,11 @@ static void print_report(const ah_plan_result_t *r, const baseline_t *bl, const 
         else
             printf("%s %-15s n/a: %s\n", what, name, bl[k].err.msg);
     }
-    print_why(r, bl);
+    print_why(r, bl, o);
 }
 
 static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const char *chosen, const ah_planner_opts_t *po) {
-    const ah_plan_price_t pr = ah_plan_price(&r->plan, r->eval.pred.tokens_per_s);
+    const ah_plan_price_t pr = ah_plan_price(&r->plan, ah_planner_time_s(po, &r->eval));
     json_t *bj = json_object();
     for (int k = 0; k < AH_BASELINE_COUNT; k++) {
         const ah_plan_result_t *b = &bl[k].r;
@@ -291,7 +291,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
         if (bl[k].ok) { /* its CP degree (megatron-best's, one for all pipelines); $ figures: null where
                          * unpriced, saving null where the plan costs $0 */
             json_object_set_new(o, "cp", json_integer(ah_pipeline_cp(&b->plan.pipelines[0])));
-            const ah_plan_price_t bp = ah_plan_price(&b->plan, b->eval.pred.tokens_per_s);
+            const ah_plan_price_t bp = ah_plan_price(&b->plan, ah_planner_time_s(po, &b->eval));
             json_object_set_new(o, "usd_per_mtoken", bp.priced ? json_real(bp.usd_per_mtoken) : json_null());
             json_object_set_new(o, "saving", bp.priced && pr.priced && pr.usd_per_mtoken > 0
                                                  ? json_real(bp.usd_per_mtoken / pr.usd_per_mtoken)
@@ -325,7 +325,7 @@ static int print_json(const ah_plan_result_t *r, const baseline_t *bl, const cha
                         json_pack("{s:i, s:i, s:s, s:[i,i]}", "pipeline", e->critical_pipeline, "stage",
                                   e->bottleneck_stage, "gpu", r->plan.cluster.types[bs->type].name, "layers",
                                   bs->first, bs->last));
-    json_object_set_new(doc, "why", why_json(r, bl));
+    json_object_set_new(doc, "why", why_json(r, bl, po));
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);

@@ -216,12 +216,15 @@ double ah_allreduce_seconds(double bytes, int n, double bw, double lat);
 /* A DP group's links for its hierarchical sum (plan "dp_sync": hierarchical; docs/cost-model.md
  * "Hierarchical DP sync"): its members' domains (regions, else zones: ah_cluster_domains), the
  * slowest link between two members of one domain and between two domains, each shared
- * (ah_link_shared_bw) by `flows` groups summing at once, times a domain's members across. */
+ * (ah_link_shared_bw) by `flows` groups summing at once, times a domain's members across; and
+ * the group's own flat ring (what a group inside one domain runs, and a sharded group's weight
+ * all-gather): the slowest link between any two members, shared by `flows`. */
 typedef struct ah_dp_links {
-    int domains;          /* k; below 2 the members share one zone: no hierarchy */
-    int r_min, r_max;     /* the fewest and the most members a domain has */
-    double in_bw, in_lat; /* inside a domain (bw 0: every domain has one member) */
-    double x_bw, x_lat;   /* across two domains */
+    int domains;              /* k; below 2 the members share one zone: no hierarchy */
+    int r_min, r_max;         /* the fewest and the most members a domain has */
+    double in_bw, in_lat;     /* inside a domain (bw 0: every domain has one member) */
+    double x_bw, x_lat;       /* across two domains */
+    double ring_bw, ring_lat; /* the flat ring's (bw 0: fewer than two members, or no memory to find them) */
 } ah_dp_links_t;
 /* The links of the group whose members are on nodes[0 .. n) (indices into c->nodes). */
 void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out);

@@ -140,10 +140,12 @@ static void take_link(const ah_cluster_t *c, int a, int b, bool across, int flow
     double *least = across ? &out->x_bw : &out->in_bw, *longest = across ? &out->x_lat : &out->in_lat;
     *least = fmin(*least, bw);
     *longest = fmax(*longest, l.latency_s);
+    out->ring_bw = fmin(out->ring_bw, ah_link_shared_bw(&l, flows)); /* the flat ring: one flow a group */
+    out->ring_lat = fmax(out->ring_lat, l.latency_s);
 }
 
 void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out) {
-    *out = (ah_dp_links_t){.domains = 1, .x_bw = INFINITY, .in_bw = INFINITY};
+    *out = (ah_dp_links_t){.domains = 1, .x_bw = INFINITY, .in_bw = INFINITY, .ring_bw = INFINITY};
     const size_t room = (size_t)(n > 0 ? n : 1);
     int *domain = malloc(room * sizeof *domain), *members = calloc(room, sizeof *members);
     int *of = malloc((size_t)(c->n_nodes > 0 ? c->n_nodes : 1) * sizeof *of);
@@ -168,6 +170,7 @@ void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, a
         }
         if (!isfinite(out->in_bw)) out->in_bw = 0;
     } /* else no group to split (or no memory): priced as the ring */
+    if (!isfinite(out->ring_bw)) out->ring_bw = 0;
     free(domain);
     free(members);
     free(of);

@@ -195,6 +195,8 @@ typedef struct {
     double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
     double matrix_bytes;          /* one TP rank's rows of the embedding (and untied head) matrix */
     int holders, flows;           /* the embedding's holders; the groups that sum at once */
+    bool own_ring;                /* no stage spans nodes, so ah_dp_group_nodes' nodes (a pipeline's
+                                   * first device's) are every member's: a group's own ring priced */
     ah_dp_links_t *links;         /* "dp_sync": hierarchical: each DP group's links once found (group_sync;
                                    * block b at [b], the embedding's at [L], the head's at [L + 1];
                                    * domains 0: not yet); NULL: found each time. Freed by the caller */
@@ -224,12 +226,23 @@ static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
     d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
     d->links = p->dp_sync == AH_DP_SYNC_HIERARCHICAL ? calloc((size_t)m->n_layer + 2, sizeof *d->links) : NULL;
+    d->own_ring = true;
+    for (int i = 0; i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
+            const ah_stage_t *st = &p->pipelines[i].stages[s];
+            for (int r = 1; r < ah_stage_devices(&p->pipelines[i], p->tp); r++)
+                d->own_ring = d->own_ring && st->devices[r].node == st->devices[0].node;
+        }
 }
 
 /* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)
- * of n members on its own links (ah_dp_hier_seconds), or, inside one zone, the ring on the plan's
- * DP link; a sharded group (factor: its stretch) also all-gathers its updated weights flat, as
- * the runtime does (half an all-reduce of the stretched bytes). */
+ * of n members on its own links, as the runtime runs it: across domains hierarchically
+ * (ah_dp_hier_seconds), inside one its flat ring on the links that ring crosses (ah_dp_links_t
+ * ring_bw: the slowest between two members, not the plan's DP link); a sharded group (factor: its
+ * stretch) also all-gathers its updated weights flat on that ring, as the runtime does (half an
+ * all-reduce of the stretched bytes). Without memory to find the links, or where a stage spans
+ * nodes (a CP group across alike nodes: its other ranks' nodes are not listed), the flat ring is
+ * priced on the plan's DP link, as before. */
 static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor,
                          double *ag) {
     const int at = which >= 0 ? which : (int)p->model.n_layer - 1 - which; /* d->links' index */
@@ -241,7 +254,8 @@ static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int
         if (nodes && memo) *memo = l;
         free(nodes); /* without memory to find them, the group is priced as the ring */
     }
-    const double ring = ah_allreduce_seconds(bytes * factor, n, d->bw, d->lat);
+    const bool own = d->own_ring && l.ring_bw > 0; /* the group's links found */
+    const double ring = ah_allreduce_seconds(bytes * factor, n, own ? l.ring_bw : d->bw, own ? l.ring_lat : d->lat);
     *ag = p->n_opt_groups > 0 ? ring / 2 : 0; /* the all-gather after the optimizer */
     if (l.domains < 2) return ring;
     return ah_dp_hier_seconds(&l, bytes) + *ag;

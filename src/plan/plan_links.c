@@ -63,6 +63,18 @@ int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
     return n;
 }
 
+int ah_dp_most_domains(const ah_plan_t *p) {
+    const int cap = 2 * p->n_pipelines;
+    int *nodes = malloc(sizeof *nodes * (size_t)cap), *domain = malloc(sizeof *domain * (size_t)cap), most = 1;
+    for (int which = AH_DP_HEAD; nodes && domain && which < (int)p->model.n_layer; which++) {
+        const int k = ah_cluster_domains(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), domain);
+        most = k > most ? k : most;
+    }
+    free(nodes);
+    free(domain);
+    return most;
+}
+
 /* bytes of kind over link l from node a to node b (b < 0: out of the cluster, listed under no
  * crossing); in_open: they count as crossing regions in the open where l is not private (a cloud
  * upload goes over HTTPS: not). */
@@ -304,7 +316,7 @@ const char *ah_plan_region_why(const ah_plan_t *p, const ah_plan_traffic_t *t, d
         ah_str_appendf(&s, "), %.3f s of the link at %.3f GB/s%s, egress $%.4f per iteration ($%.2f/h at %.4f s per "
                        "iteration)", bytes / x->bytes_per_s, x->bytes_per_s / 1e9,
                        o && o->total_gb_s > 0 ? " (its total_gb_s)" : " (one GPU's flow)", x->usd,
-                       x->usd * 3600 / iteration_s, iteration_s);
+                       ah_usd_per_hour_at(x->usd, iteration_s), iteration_s);
     }
     if (t->crossings_unlisted > 0) ah_str_appendf(&s, "; and %d more crossings of region pairs", t->crossings_unlisted);
     return buf;

@@ -75,10 +75,19 @@ const char *ah_plan_region_why(const ah_plan_t *p, const ah_plan_traffic_t *t, d
  * allowed (--allow-unencrypted-wan) or when nothing of p crosses a region boundary on a link not
  * marked private; else AH_ERR_USAGE naming each such link, what crosses it, and the ways out. */
 ah_status_t ah_plan_wan_check(const ah_plan_t *p, bool allowed, ah_error_t *err);
+/* The iteration a plan's $ are counted at: the one train runs it at, the DP sync overlapped with
+ * the backward (e->iteration_overlap_s, train's default), or after it (e->pred.iteration_s) when
+ * overlap is false (--no-overlap-grad-sync). Its $/h with egress, egress $/h and $ per million
+ * tokens in plan and evaluate, the planner's --objective and --budget, and simulate's replay (which
+ * runs train's default) are all at this one rate (docs/planner.md "Prices"). */
+double ah_plan_priced_iteration_s(const ah_eval_t *e, bool overlap);
+/* $ per hour of usd_per_iteration $ paid every iteration of iteration_s seconds: the one rule for
+ * egress $/h (0 when iteration_s is not a positive finite time). */
+double ah_usd_per_hour_at(double usd_per_iteration, double iteration_s);
 /* $ per hour of the GPUs a plan uses (an unpriced node counts $0) plus its egress (t, of p) at
- * tokens_per_s, the part that is egress in *egress_usd_per_hour (may be NULL): the price the
- * planner's --objective cost and --budget weigh, and ah_plan_price shows. */
-double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double tokens_per_s,
+ * iteration_s (ah_plan_priced_iteration_s), the part that is egress in *egress_usd_per_hour (may be
+ * NULL): the price the planner's --objective cost and --budget weigh, and ah_plan_price shows. */
+double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double iteration_s,
                                double *egress_usd_per_hour);
 
 /* A plan's price as shown (price.c; the rule: spec/cluster.h "Prices"): priced false, both figures
@@ -87,14 +96,16 @@ typedef struct ah_plan_price {
     bool priced;
     double usd_per_hour;   /* the GPUs the plan uses, and its egress */
     double egress_usd_per_hour; /* the part of usd_per_hour its egress is */
-    double iterations_per_hour; /* at tokens_per_s */
+    double iteration_s;         /* the iteration it is priced at (ah_plan_priced_iteration_s) */
+    double iterations_per_hour; /* at iteration_s */
     bool egress_unpriced;  /* bytes cross zones or regions on a link with no price ($0 counted) */
     ah_plan_traffic_t traffic;
-    double usd_per_mtoken; /* $ per million tokens at tokens_per_s */
+    double usd_per_mtoken; /* $ per million tokens at iteration_s */
     char unpriced[256];    /* "h20-0, h20-1": list of the plan's unpriced nodes; "" when priced */
 } ah_plan_price_t;
-ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s);
-/* "$41.60/h, $0.0717 per million tokens", or "unpriced ($/h and $ per million tokens unknown: no
+ah_plan_price_t ah_plan_price(const ah_plan_t *p, double iteration_s);
+/* "$41.60/h, $0.0717 per million tokens, at 0.9341 s per iteration" (with " (egress $.../h)" before
+ * the rate where it pays egress), or "unpriced ($/h and $ per million tokens unknown: no
  * usd_per_gpu_hour for h20-0)", into buf, which it returns. */
 const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap);
 /* "traffic per iteration: intra-node 1.234 GB, inter-node ..., inter-zone 0.5 GB ($1.80/h),
@@ -107,7 +118,7 @@ const char *ah_plan_traffic_str(const ah_plan_price_t *pr, char *buf, size_t cap
  * traffic: not counted (no --ckpt-every ...)" without an interval; into buf, which it returns. */
 const char *ah_plan_ckpt_str(const ah_plan_price_t *pr, char *buf, size_t cap);
 /* Sets "usd_per_hour" and "usd_per_mtoken" (numbers, or null when unpriced), "unpriced" (the
- * nodes, or null), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},
+ * nodes, or null), "priced_iteration_s" (the iteration they are at), "bytes_per_iteration" {intra-node, inter-node, inter-zone, inter-region},
  * "egress_usd_per_hour" (null when unpriced), "egress_unpriced", "bytes_per_iteration_by_kind" {kind:
  * {link class: bytes}} and "checkpoint" {"every" (null: not counted), "egress_usd_per_iteration",
  * "egress_usd_per_hour" (null when unpriced), "blocked_s_per_iteration"} on the JSON object doc. */

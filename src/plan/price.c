@@ -5,6 +5,7 @@
  * boundary on a link the cluster gives no $/GB for (counted $0). One wording for every verb that shows a plan's price (plan,
  * evaluate). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +22,22 @@ double ah_plan_usd_per_hour(const ah_plan_t *p) {
     return usd;
 }
 
-double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double tokens_per_s,
+double ah_plan_priced_iteration_s(const ah_eval_t *e, bool overlap) {
+    return overlap ? e->iteration_overlap_s : e->pred.iteration_s;
+}
+
+double ah_usd_per_hour_at(double usd_per_iteration, double iteration_s) {
+    return iteration_s > 0 && isfinite(iteration_s) ? usd_per_iteration * 3600.0 / iteration_s : 0;
+}
+
+double ah_plan_usd_per_hour_at(const ah_plan_t *p, const ah_plan_traffic_t *t, double iteration_s,
                                double *egress_usd_per_hour) {
-    const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
-    const double egress = t->egress_usd * 3600.0 * tokens_per_s / tokens_per_iteration;
+    const double egress = ah_usd_per_hour_at(t->egress_usd, iteration_s);
     if (egress_usd_per_hour) *egress_usd_per_hour = egress;
     return ah_plan_usd_per_hour(p) + egress;
 }
 
-ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
+ah_plan_price_t ah_plan_price(const ah_plan_t *p, double iteration_s) {
     ah_plan_price_t pr = {0};
     const ah_cluster_t *c = &p->cluster;
     bool *used = calloc((size_t)(c->n_nodes > 0 ? c->n_nodes : 1), sizeof *used); /* NULL: every node counts */
@@ -43,9 +51,10 @@ ah_plan_price_t ah_plan_price(const ah_plan_t *p, double tokens_per_s) {
     pr.egress_unpriced = pr.traffic.unpriced_bytes > 0;
     if (!pr.priced) return pr;
     const double tokens_per_iteration = (double)p->train.global_batch * (double)p->train.seq_len;
-    pr.iterations_per_hour = 3600.0 * tokens_per_s / tokens_per_iteration;
-    pr.usd_per_hour = ah_plan_usd_per_hour_at(p, &pr.traffic, tokens_per_s, &pr.egress_usd_per_hour);
-    pr.usd_per_mtoken = tokens_per_s > 0 ? pr.usd_per_hour / 3600.0 / tokens_per_s * 1e6 : 0;
+    pr.iteration_s = iteration_s;
+    pr.iterations_per_hour = ah_usd_per_hour_at(1, iteration_s);
+    pr.usd_per_hour = ah_plan_usd_per_hour_at(p, &pr.traffic, iteration_s, &pr.egress_usd_per_hour);
+    pr.usd_per_mtoken = pr.iterations_per_hour > 0 ? pr.usd_per_hour / pr.iterations_per_hour / tokens_per_iteration * 1e6 : 0;
     return pr;
 }
 
@@ -56,7 +65,8 @@ const char *ah_plan_price_str(const ah_plan_price_t *pr, char *buf, size_t cap) 
     if (pr->egress_unpriced)
         snprintf(egress + strlen(egress), sizeof egress - strlen(egress), ", egress unpriced");
     if (pr->priced)
-        snprintf(buf, cap, "$%.2f/h, $%.4f per million tokens%s", pr->usd_per_hour, pr->usd_per_mtoken, egress);
+        snprintf(buf, cap, "$%.2f/h, $%.4f per million tokens%s, at %.4f s per iteration", pr->usd_per_hour,
+                 pr->usd_per_mtoken, egress, pr->iteration_s);
     else
         snprintf(buf, cap, "unpriced ($/h and $ per million tokens unknown: no usd_per_gpu_hour for %s)%s",
                  pr->unpriced, egress);
@@ -103,6 +113,7 @@ void ah_plan_price_json(const ah_plan_price_t *pr, json_t *doc) {
     json_object_set_new(doc, "usd_per_hour", pr->priced ? json_real(pr->usd_per_hour) : json_null());
     json_object_set_new(doc, "usd_per_mtoken", pr->priced ? json_real(pr->usd_per_mtoken) : json_null());
     json_object_set_new(doc, "unpriced", pr->priced ? json_null() : json_string(pr->unpriced));
+    json_object_set_new(doc, "priced_iteration_s", pr->priced ? json_real(pr->iteration_s) : json_null());
     json_t *bytes = json_object();
     for (int k = 0; k < AH_N_LINK_CLASSES; k++)
         json_object_set_new(bytes, ah_link_class_name((ah_link_t)k), json_real(pr->traffic.bytes[k]));

@@ -51,7 +51,7 @@ static ah_status_t megatron_best_span(const ah_model_t *model, const ah_cluster_
         out->plan.has_predicted = true;
         out->plan.predicted = out->eval.pred;
         out->search_value_s = out->eval.search_estimate_s;
-        ah_result_price(out);
+        ah_result_price(o, out);
     } else
         ah_plan_result_free(out);
     return st;

@@ -241,7 +241,7 @@ static ah_status_t interleave_best(const bctx_t *b, ah_plan_t *p, ah_eval_t *e, 
 }
 
 /* p and e (taken) become *best. */
-static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
+static void keep(const ah_planner_opts_t *o, ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
     ah_plan_result_free(best);
     best->plan = *p;
     best->eval = *e;
@@ -249,7 +249,7 @@ static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
     best->plan.predicted = e->pred;
     best->search_value_s = e->search_estimate_s;
     best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
-    ah_result_price(best);
+    ah_result_price(o, best);
 }
 
 /* megatron-best's finalists (its fastest 1F1B structures, b->fin) run as Megatron-Core's
@@ -278,7 +278,7 @@ static ah_status_t interleave_finalists(bctx_t *b, bgroup_t *g, ah_plan_result_t
             st = interleave_best(b, &p, &e, err);
             if (st == AH_OK && e.feasible && p.pipelines[0].schedule == AH_SCHED_INTERLEAVED &&
                 ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &out->eval)) {
-                keep(out, &p, &e);
+                keep(b->o, out, &p, &e);
                 continue;
             }
             ah_eval_free(&e);
@@ -337,7 +337,7 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     if (fits && b->fin) note_finalist(b, P, S, recompute, ah_planner_time_s(b->o, &e));
     const bool better = !best->plan.pipelines || (by_used ? used > best_used
                                                           : ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &best->eval));
-    if (fits && better) return keep(best, &p, &e), AH_OK;
+    if (fits && better) return keep(b->o, best, &p, &e), AH_OK;
     ah_eval_free(&e);
     ah_plan_free(&p);
     return AH_OK;

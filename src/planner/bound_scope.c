@@ -89,7 +89,7 @@ void ah_hier_bound_of(const ah_cluster_t *c, const ah_scope_t *whole, int zones,
 double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, const ah_hier_bound_t *hier) {
     double least = ah_allreduce_seconds(bytes, (int)n_lo, bw, lat);
     if (!hier || n_lo < 2) return least;
-    for (int64_t k = 2; k <= hier->domains && k <= n_hi; k++) {
+    for (int64_t k = 1; k <= hier->domains && k <= n_hi; k++) { /* k 1: a group inside one domain, its own ring */
         const int64_t r_max = (n_lo + k - 1) / k, r_min = n_hi / k;
         const double near = r_max > hier->per_node ? hier->far_bw : hier->near_bw;
         const double inside = r_max > 1 ? 2.0 * (double)(r_max - 1) / (double)r_max * bytes / near : 0;

@@ -44,11 +44,13 @@ void ah_hier_bound_of(const ah_cluster_t *c, const ah_scope_t *whole, int zones,
 
 /* The least seconds of a DP sum of `bytes` per member over n_lo .. n_hi members on a scope's link
  * (bw, lat: ah_scope_link): the flat ring on it (n_lo members), or, where hier is not NULL, the
- * lesser of that and the hierarchical sync's least (cost/links.c ah_dp_hier_seconds) over k = 2 ..
+ * lesser of that and the hierarchical sync's least (cost/links.c ah_dp_hier_seconds) over k = 1 ..
  * hier->domains domains: its largest domain has r_max >= ceil(n_lo / k) members, whose ring inside
  * moves 2 (r_max - 1) / r_max x bytes at most near_bw (far_bw once r_max > per_node: two of them
  * are on two nodes); its smallest has r_min <= floor(n_hi / k), and the all-reduce across moves
- * 2 (k - 1) / k x bytes / r_min over a link no faster than bw, with 2 (k - 1) latencies >= lat. */
+ * 2 (k - 1) / k x bytes / r_min over a link no faster than bw, with 2 (k - 1) latencies >= lat.
+ * k = 1 is a group inside one domain, priced as its own ring on the links it crosses (the plan's
+ * other groups may cross zones: plan/evaluate.c group_sync). */
 double ah_bound_dp_sum_s(double bytes, int64_t n_lo, int64_t n_hi, double bw, double lat, const ah_hier_bound_t *hier);
 
 /* zone_rate[S] for S = 1 .. L: the most blocks per second S groups of one zone run, each zone's

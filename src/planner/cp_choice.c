@@ -161,7 +161,7 @@ static bool plan_cp(const ah_model_t *model, const ah_cluster_t *cluster, const 
     out->plan.predicted = out->eval.pred;
     out->search_value_s = out->search_best_s = out->eval.search_estimate_s;
     out->lower_bound_s = 0;
-    ah_result_price(out);
+    ah_result_price(o, out);
     return true;
 }
 
@@ -248,7 +248,7 @@ static ah_status_t refine_per_pipeline(const ah_planner_opts_t *o, ah_plan_resul
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_value_s = out->search_best_s = out->eval.search_estimate_s;
-    ah_result_price(out);
+    ah_result_price(o, out);
     return AH_OK;
 }
 

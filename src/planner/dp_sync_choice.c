@@ -1,30 +1,17 @@
 /* The DP sync of the planner's plan (planner.h ah_planner_choose_dp_sync): the flat ring or, where
  * the plan's DP groups span regions (else zones), the hierarchical sync (plan.h ah_dp_sync_t;
- * docs/cost-model.md "Hierarchical DP sync"), whichever ah_evaluate prices lower. The search and
- * its bound price the ring; the choice is made on the plan they built. */
+ * docs/cost-model.md "Hierarchical DP sync"), whichever ah_evaluate prices lower, on the plan the
+ * search built (which weighed both per candidate where a group spans domains). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "plan/evaluate.h"
 #include "planner/planner.h"
 
-/* The most domains (regions, else zones) any DP group of p spans; 1 when every group is in one zone. */
-static int most_domains(const ah_plan_t *p) {
-    const int cap = 2 * p->n_pipelines;
-    int *nodes = malloc(sizeof *nodes * (size_t)cap), *domain = malloc(sizeof *domain * (size_t)cap), most = 1;
-    for (int which = AH_DP_HEAD; nodes && domain && which < (int)p->model.n_layer; which++) {
-        const int k = ah_cluster_domains(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), domain);
-        most = k > most ? k : most;
-    }
-    free(nodes);
-    free(domain);
-    return most;
-}
-
 ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err) {
     ah_plan_t *p = &out->plan;
     out->dp_sync_why[0] = '\0';
-    const int domains = most_domains(p);
+    const int domains = ah_dp_most_domains(p);
     if (domains < 2) return AH_OK;
     ah_plan_t h;
     ah_status_t st = ah_plan_copy(p, &h, err);
@@ -47,7 +34,7 @@ ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result
         p->has_predicted = true;
         p->predicted = e.pred;
         out->search_value_s = e.search_estimate_s;
-        ah_result_price(out);
+        ah_result_price(o, out);
     } else {
         ah_plan_free(&h);
         ah_eval_free(&e);

@@ -129,7 +129,8 @@ typedef struct ah_plan_result {
                                 * which types, how the degrees were found and what they bought (or
                                 * that none beat the unsplit plan); "" when CP was not weighed */
     char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
-                                * regions or zones, with both syncs' predicted seconds; "" when none does */
+                                * regions or zones (or "hierarchical" on groups each in one zone), with
+                                * both syncs' predicted seconds; "" when none does and the plan has "ring" */
     bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
                                 * (ah_schedule_runtime_runs): autohet train refuses the plan */
     bool cheapest;             /* nothing the search scored met --budget, and the cheapest plan a search
@@ -197,15 +198,16 @@ ah_status_t ah_planner_reshard_like(ah_plan_t *p, const ah_plan_t *like, bool sp
  * Then the DP sync (ah_planner_choose_dp_sync). AH_ERR_OOM only. */
 ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
 /* The DP sync of out's plan (dp_sync_choice.c; ah_planner_choose_schedules calls it last): when a DP
- * group of it spans two regions or more (else zones), the plan is evaluated with "dp_sync":
- * "hierarchical" too (docs/cost-model.md "Hierarchical DP sync") and keeps whichever has the lower
- * ah_planner_key; out->dp_sync_why says which and both predicted syncs. The search itself prices
- * the ring. AH_ERR_OOM only. */
+ * group of it spans two regions or more (else zones), or the plan has "hierarchical", it is
+ * evaluated with the other sync too (docs/cost-model.md "Hierarchical DP sync") and keeps whichever
+ * has the lower ah_planner_key; out->dp_sync_why says which and both predicted syncs. The search
+ * weighs both per candidate (ah_cand_score). AH_ERR_OOM only. */
 ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
 
 /* The figure the planner compares plans by: the iteration with the DP sync overlapped with the
  * backward (ah_eval_t.iteration_overlap_s; train's default), or the whole sync after it
- * (pred.iteration_s) with o->no_overlap_grad_sync. */
+ * (pred.iteration_s) with o->no_overlap_grad_sync (plan/plan_out.h ah_plan_priced_iteration_s: the
+ * iteration every $ figure of the plan is at too). */
 double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e);
 
 /* The objective value of plan p evaluated as e (search_state.c): ah_planner_time_s, or for a $
@@ -213,13 +215,11 @@ double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e);
  * breaks --budget or --min-tokens-per-s. */
 double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e);
 /* The $/h --budget compares for plan p evaluated as e: its GPUs' and its egress at
- * ah_planner_time_s, the time the planner compares (train's overlapped sync by default: at least
- * the egress $/h of the predicted time that ah_result_price shows, so a plan within --budget by
- * this shows a price within it). */
+ * ah_planner_time_s, the time the planner compares, which ah_result_price and plan's figures show. */
 double ah_planner_usd_per_hour(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e);
 /* r's usd_per_hour, egress_usd_per_hour and usd_per_mtoken from its plan and evaluation
- * (plan/price.c's ah_plan_usd_per_hour_at at the predicted tokens/s; search_state.c). */
-void ah_result_price(ah_plan_result_t *r);
+ * (plan/price.c's ah_plan_usd_per_hour_at at ah_planner_time_s; search_state.c). */
+void ah_result_price(const ah_planner_opts_t *o, ah_plan_result_t *r);
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);

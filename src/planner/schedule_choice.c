@@ -33,7 +33,7 @@ bool ah_schedule_mode_parse(const char *s, ah_schedule_mode_t *out) {
 }
 
 double ah_planner_time_s(const ah_planner_opts_t *o, const ah_eval_t *e) {
-    return o->no_overlap_grad_sync ? e->pred.iteration_s : e->iteration_overlap_s;
+    return ah_plan_priced_iteration_s(e, !o->no_overlap_grad_sync);
 }
 
 static int options(const ah_planner_opts_t *o, int v_max, option_t *out);
@@ -286,7 +286,7 @@ static ah_status_t choose_schedules(const ah_planner_opts_t *o, ah_plan_result_t
     p->has_predicted = true;
     p->predicted = out->eval.pred;
     out->search_value_s = out->eval.search_estimate_s;
-    ah_result_price(out);
+    ah_result_price(o, out);
     return AH_OK;
 }
 

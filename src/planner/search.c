@@ -357,7 +357,7 @@ static ah_status_t keep_baselines(const ah_cluster_t *cluster, const ah_planner_
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_value_s = out->eval.search_estimate_s;
-    ah_result_price(out);
+    ah_result_price(o, out);
     return AH_OK;
 }
 
@@ -378,7 +378,7 @@ static ah_status_t finish(const ah_model_t *model, const ah_cluster_t *cluster, 
     out->plan.has_predicted = true;
     out->plan.predicted = out->eval.pred;
     out->search_best_s = out->search_value_s;
-    ah_result_price(out);
+    ah_result_price(o, out);
     return AH_OK;
 }
 

@@ -86,11 +86,15 @@ static void view_free(ah_plan_t *view) {
 }
 
 /* The hierarchical DP sync of c (its split and micro-batches set), as ah_evaluate prices it; NAN
- * when out of host memory. */
+ * when out of host memory or when no DP group of c spans two domains (regions, else zones): the
+ * hierarchical sync is weighed where a DP ring cannot stay inside a region or zone. There a group
+ * inside one zone is priced on its own ring's links (plan/evaluate.c group_sync), the flat ring's
+ * groups on the plan's slowest link; weighing it on candidates whose groups are all inside zones
+ * too would choose plans (mixed-32) for that difference in the ring's pricing alone. */
 static double hier_sync_s(ah_sctx_t *x, const ah_cand_t *c) {
     ah_plan_t view;
     double s = NAN;
-    if (view_of(x, c, &view)) {
+    if (view_of(x, c, &view) && ah_dp_most_domains(&view) >= 2) {
         view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
         s = ah_plan_dp_sync_s(&view);
     }

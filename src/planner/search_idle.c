@@ -68,7 +68,7 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
     if (!ok) {
         ah_str_appendf(s, ": no plan with them could be rebuilt for comparison");
     } else {
-        const double it = ev.pred.iteration_s, chosen = out->eval.pred.iteration_s;
+        const double it = ah_planner_time_s(o, &ev), chosen = ah_planner_time_s(o, &out->eval); /* as compared, priced */
         if (gpus == 0)
             ah_str_appendf(s, ": the best plan with them that the search scored (");
         else
@@ -78,8 +78,8 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
         if (o->objective == AH_OBJECTIVE_COST) {
             ah_plan_traffic_t traffic;
             ah_plan_traffic(&plan, &traffic);
-            const double usd_h = ah_plan_usd_per_hour_at(&plan, &traffic, ev.pred.tokens_per_s, NULL);
-            const double usd = usd_h / 3600.0 / ev.pred.tokens_per_s * 1e6;
+            const double usd_h = ah_plan_usd_per_hour_at(&plan, &traffic, it, NULL);
+            const double usd = usd_h / ah_usd_per_hour_at(1, it) / (double)(plan.train.global_batch * plan.train.seq_len) * 1e6;
             ah_str_appendf(s, "costs $%.4f per million tokens", usd);
             if (out->usd_per_mtoken > 0) /* a plan of $0 GPUs has no ratio */
                 ah_str_appendf(s, ", %+.1f %% on the chosen plan's", 100.0 * (usd / out->usd_per_mtoken - 1));

@@ -20,7 +20,7 @@ static double key_of(const ah_planner_opts_t *o, double tokens_per_iter, double 
                      double value) {
     if (!isfinite(value)) return INFINITY;
     if (o->min_tokens_per_s > 0 && tokens_per_iter / value < o->min_tokens_per_s) return INFINITY;
-    const double usd_per_hour = price + egress_usd * 3600.0 / value;
+    const double usd_per_hour = price + ah_usd_per_hour_at(egress_usd, value);
     if (ah_search_over_budget(o, usd_per_hour)) return INFINITY;
     return o->objective == AH_OBJECTIVE_COST ? usd_per_hour * value
            : o->objective == AH_OBJECTIVE_PRICE ? usd_per_hour : value;
@@ -29,7 +29,7 @@ static double key_of(const ah_planner_opts_t *o, double tokens_per_iter, double 
 double ah_planner_usd_per_hour(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e) {
     ah_plan_traffic_t t;
     ah_plan_traffic(p, &t);
-    return ah_plan_usd_per_hour(p) + t.egress_usd * 3600.0 / ah_planner_time_s(o, e);
+    return ah_plan_usd_per_hour_at(p, &t, ah_planner_time_s(o, e), NULL);
 }
 
 double ah_planner_key(const ah_planner_opts_t *o, const ah_plan_t *p, const ah_eval_t *e) {
@@ -53,12 +53,13 @@ double ah_search_key(const ah_search_t *s, ah_sctx_t *x, const ah_cand_t *c, dou
     return isnan(egress) ? INFINITY : key_of(s->o, s->tokens_per_iter, cand_price(x, c), egress, value);
 }
 
-void ah_result_price(ah_plan_result_t *r) {
+void ah_result_price(const ah_planner_opts_t *o, ah_plan_result_t *r) {
     ah_plan_traffic_t t;
     ah_plan_traffic(&r->plan, &t);
-    const double tps = r->eval.pred.tokens_per_s;
-    r->usd_per_hour = ah_plan_usd_per_hour_at(&r->plan, &t, tps, &r->egress_usd_per_hour);
-    r->usd_per_mtoken = r->usd_per_hour / 3600.0 / tps * 1e6;
+    const double iteration_s = ah_planner_time_s(o, &r->eval);
+    r->usd_per_hour = ah_plan_usd_per_hour_at(&r->plan, &t, iteration_s, &r->egress_usd_per_hour);
+    r->usd_per_mtoken = r->usd_per_hour / ah_usd_per_hour_at(1, iteration_s) /
+                        ((double)r->plan.train.global_batch * (double)r->plan.train.seq_len) * 1e6;
 }
 
 /* *dst = a copy of c; false (dst untouched) when out of host memory. */

@@ -61,16 +61,14 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
 static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_result_t *res, const int *map) {
     const ah_plan_t *p = &res->plan;
     const ah_cluster_t *c = x->c;
-    /* the iteration as train runs it by default: the DP sync overlapped (ah_eval_t.iteration_overlap_s;
-     * the planner and every baseline compare plans by it, planner.h ah_planner_time_s) */
-    e->iteration_s = res->eval.iteration_overlap_s;
+    /* the iteration as train runs it by default, the DP sync overlapped, and its egress at that rate:
+     * the rule plan and evaluate price by (plan/plan_out.h ah_plan_priced_iteration_s,
+     * ah_usd_per_hour_at) */
+    e->iteration_s = ah_plan_priced_iteration_s(&res->eval, true);
     e->tokens_per_s = (double)(p->train.global_batch * p->train.seq_len) / e->iteration_s;
-    /* egress at the rate the plan trains at: its bytes across zones and regions per iteration over
-     * that overlapped iteration (res->egress_usd_per_hour is at the sync-after-backward rate,
-     * ah_eval_t.pred) */
     ah_plan_traffic_t traffic;
     ah_plan_traffic(p, &traffic);
-    e->egress_usd_per_s = traffic.egress_usd / e->iteration_s;
+    e->egress_usd_per_s = ah_usd_per_hour_at(traffic.egress_usd, e->iteration_s) / 3600.0;
     e->tp = p->tp;
     ah_error_t err;
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
