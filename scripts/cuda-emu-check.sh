@@ -5,7 +5,7 @@
 #      the CPU backend; the device communicator on 1 and 2 ranks, NCCL and staged; the ring's buffers
 #      in bf16 and fp16 against the memory model, test_cp_ring on 4 ranks, its exchange over NCCL
 #      and staged against the CPU ring) and the training
-#      checks (13 plans against the CPU, one zero-bubble, one at CP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
+#      checks (14 plans against the CPU, one zero-bubble, one at CP 2, one at CP 2 x PP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
 #      bf16 and fp16, fp16 with an injected overflow; the overlapped DP sync on the communication
 #      stream against the blocking one, plain and sharded; every pipeline plan's transfers over NCCL
 #      where its devices are distinct, and pp4's against the forced staged path, the same bits);

@@ -49,9 +49,7 @@
  *   NCCL refuses them. An NCCL call is queued like the rest and then run at once with the work it
  *   depends on (above; nccl.cpp says why), so the stale-read protection above does not cover what
  *   an NCCL call has made run, and an NCCL call on a stream that did not wait for the kernels
- *   writing its buffer reduces the buffer as it was before them; an ncclSend's buffer written before
- *   the send's queued completion runs (by work that did not wait for its event) fails the context,
- *   naming the buffer. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
+ *   writing its buffer reduces the buffer as it was before them. AH_CUDA_EMU_DEVICES (default 8) devices are visible per process.
  *
  * What it does not model: speed (nothing here says how fast a GPU is), the real allocator's
  * fragmentation and memory use beyond the bytes asked for, concurrency between streams (an NCCL

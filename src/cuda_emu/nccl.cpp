@@ -9,8 +9,7 @@
 // busy in a host-side MPI call (a deadlock no GPU has). What it writes, though, lands in device
 // memory only when the write, queued on its stream, runs: until then the buffers hold what they
 // held before the call, so work that does not wait for the call's stream (an event) reads the
-// buffer unreduced, as it could on a GPU, and a send's buffer must hold what was sent until then
-// (a GPU reads it until the send completes). Calls between ncclGroupStart and ncclGroupEnd run as
+// buffer unreduced, as it could on a GPU. Calls between ncclGroupStart and ncclGroupEnd run as
 // one operation at ncclGroupEnd, point-to-point ones posted first and waited for last. 16-bit reductions widen to fp32, reduce, and round once (NCCL rounds
 // at each step of its ring: a difference within the half types' rounding). Requires MPI to be
 // initialised, as the program does before it creates a communicator.
@@ -41,10 +40,9 @@ struct id_body {
     int root_world;
     unsigned nonce;
 };
-// One call: the device bytes it writes (and, a send, those it reads), and its exchange (MPI;
-// non-blocking requests appended).
+// One call: the device bytes it writes, and its exchange (MPI; non-blocking requests appended).
 struct call {
-    std::vector<std::pair<void *, size_t>> writes, reads;
+    std::vector<std::pair<void *, size_t>> writes;
     std::function<void(std::vector<MPI_Request> &)> run;
 };
 int group_depth = 0;
@@ -136,19 +134,13 @@ void reduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t o
 }
 
 // Runs the calls' exchanges now, after the work they depend on on `stream`, and queues on the
-// stream the write of their results into device memory (restored to its old bytes meanwhile). A
-// send's buffer must still hold what was sent when that queued write runs (a GPU reads it until the
-// send completes): else the write fails the context, naming the buffer (work that did not wait for
-// the send's event wrote it).
+// stream the write of their results into device memory (restored to its old bytes meanwhile).
 ncclResult_t issue(cudaStream_t stream, const std::vector<call> &calls) {
     ah_emu::enqueue(stream, []() { return cudaSuccess; }); // the call's place and dependencies
     if (ah_emu::drain(stream, false) != cudaSuccess) return ncclUnhandledCudaError;
-    std::vector<std::pair<void *, size_t>> writes, reads;
-    for (const call &c : calls) {
-        writes.insert(writes.end(), c.writes.begin(), c.writes.end());
-        reads.insert(reads.end(), c.reads.begin(), c.reads.end());
-    }
-    auto results = std::make_shared<std::vector<std::vector<char>>>(), sent = std::make_shared<std::vector<std::vector<char>>>();
+    std::vector<std::pair<void *, size_t>> writes;
+    for (const call &c : calls) writes.insert(writes.end(), c.writes.begin(), c.writes.end());
+    auto results = std::make_shared<std::vector<std::vector<char>>>();
     ah_emu::with_device_access([&] {
         std::vector<std::vector<char>> before;
         for (const auto &w : writes) before.emplace_back((char *)w.first, (char *)w.first + w.second);
@@ -156,17 +148,9 @@ ncclResult_t issue(cudaStream_t stream, const std::vector<call> &calls) {
         for (const call &c : calls) c.run(reqs); // collectives in call order, p2p posted
         MPI_Waitall((int)reqs.size(), reqs.data(), MPI_STATUSES_IGNORE);
         for (const auto &w : writes) results->emplace_back((char *)w.first, (char *)w.first + w.second);
-        for (const auto &r : reads) sent->emplace_back((char *)r.first, (char *)r.first + r.second);
         for (size_t i = writes.size(); i-- > 0;) memcpy(writes[i].first, before[i].data(), writes[i].second);
     });
-    ah_emu::enqueue(stream, [writes, results, reads, sent]() {
-        for (size_t i = 0; i < reads.size(); i++)
-            if (memcmp(reads[i].first, (*sent)[i].data(), reads[i].second) != 0) {
-                fprintf(stderr, "NCCL WARN (cuda emulation) ncclSend: its buffer %p (%zu bytes) was written before the "
-                        "send completed (by work that did not wait for the send's stream or event)\n", reads[i].first,
-                        reads[i].second);
-                return cudaErrorLaunchFailure;
-            }
+    ah_emu::enqueue(stream, [writes, results]() {
         for (size_t i = 0; i < writes.size(); i++) memcpy(writes[i].first, (*results)[i].data(), writes[i].second);
         return cudaSuccess;
     });
@@ -175,16 +159,14 @@ ncclResult_t issue(cudaStream_t stream, const std::vector<call> &calls) {
 
 // Issues one call, or adds it to the open group. `writes`: the device bytes it writes.
 ncclResult_t submit(cudaStream_t stream, std::vector<std::pair<void *, size_t>> writes,
-                    std::function<void(std::vector<MPI_Request> &)> run,
-                    std::vector<std::pair<void *, size_t>> reads = {}) {
+                    std::function<void(std::vector<MPI_Request> &)> run) {
     if (ah_emu::sticky() != cudaSuccess) return ncclUnhandledCudaError;
-    call c{std::move(writes), std::move(reads), std::move(run)};
     if (group_depth > 0) {
         if (group_ops.empty()) group_stream = stream;
-        group_ops.push_back(std::move(c));
+        group_ops.push_back(call{std::move(writes), std::move(run)});
         return ncclSuccess;
     }
-    return issue(stream, {std::move(c)});
+    return issue(stream, {call{std::move(writes), std::move(run)}});
 }
 
 int handshake_tag(const id_body &b) { return 17000 + (int)(b.nonce % 8000u); }
@@ -358,7 +340,7 @@ ncclResult_t ncclSend(const void *send, size_t n, ncclDataType_t t, int peer, nc
     return submit(s, {}, [=](std::vector<MPI_Request> &reqs) {
         reqs.emplace_back();
         MPI_Isend(send, (int)n, mpi_type(t), peer, 0, c->comm, &reqs.back());
-    }, {{(void *)send, n * type_size(t)}});
+    });
 }
 
 ncclResult_t ncclRecv(void *recv, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
