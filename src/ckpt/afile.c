@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,14 +61,42 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
  * one write keeps the disk busy. */
 enum { DIRECT_ALIGN = 4096, DIRECT_BYTES = 4 << 20 };
 
+/* The direct-I/O buffer a thread's last file used, kept for its next one (freed at the thread's
+ * exit). A fresh 4 MiB allocation per file came back as fresh pages every time, which the kernel
+ * zeroed and faulted in for every shard: 1025 minor faults a file, 0.155-0.187 CPU-s of a 306 MB
+ * save against 0.094-0.104 with the buffer kept (bench_ckpt_writer, load 13-15). */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_key_make(void) {
+    (void)pthread_key_create(&spare_key, free);
+}
+
+static char *buffer_take(void) {
+    pthread_once(&spare_once, spare_key_make);
+    char *b = pthread_getspecific(spare_key);
+    if (b) {
+        (void)pthread_setspecific(spare_key, NULL);
+        return b;
+    }
+    void *fresh = NULL;
+    return posix_memalign(&fresh, DIRECT_ALIGN, DIRECT_BYTES) == 0 ? fresh : NULL;
+}
+
+static void buffer_give(char *b) {
+    if (!b) return;
+    pthread_once(&spare_once, spare_key_make);
+    if (pthread_getspecific(spare_key) || pthread_setspecific(spare_key, b) != 0) free(b);
+}
+
 bool ah_afile_direct(ah_afile_t *f) {
 #ifdef O_DIRECT
     const int fl = fcntl(f->fd, F_GETFL);
     if (f->bytes != 0 || f->direct || fl < 0) return false;
-    void *buf = NULL;
-    if (posix_memalign(&buf, DIRECT_ALIGN, DIRECT_BYTES) != 0) return false;
+    char *buf = buffer_take();
+    if (!buf) return false;
     if (fcntl(f->fd, F_SETFL, fl | O_DIRECT) != 0) {
-        free(buf);
+        buffer_give(buf);
         return false;
     }
     f->direct = buf;
@@ -143,7 +172,7 @@ ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
      * loss could leave a complete-looking name over missing blocks. */
     if (f->direct) {
         const ah_status_t st = direct_flush(f, true, err);
-        free(f->direct);
+        buffer_give(f->direct);
         f->direct = NULL;
         if (st != AH_OK) {
             ah_afile_abort(f);
@@ -177,7 +206,7 @@ ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
 }
 
 void ah_afile_abort(ah_afile_t *f) {
-    free(f->direct);
+    buffer_give(f->direct);
     f->direct = NULL;
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;

@@ -8,9 +8,9 @@
  * the old file or the new one, plus at worst a stray temp file that garbage collection removes.
  *
  * Direct I/O (ah_afile_direct, for large files such as checkpoint shards): the bytes go to the disk
- * through an aligned buffer of the file's own with O_DIRECT, not through the page cache, so the
- * kernel neither copies them into cache pages (the bulk of a buffered write's CPU) nor writes them
- * back later; the last partial block is written buffered. A file system that refuses O_DIRECT
+ * through an aligned 4 MiB buffer with O_DIRECT (one a thread, kept from one file to the next),
+ * not through the page cache, so the kernel neither copies them into cache pages (the bulk of a
+ * buffered write's CPU) nor writes them back later; the last partial block is written buffered. A file system that refuses O_DIRECT
  * or its alignment gets buffered writes instead, silently: the file is the same.
  */
 #ifndef AH_CKPT_AFILE_H

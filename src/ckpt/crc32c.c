@@ -7,6 +7,8 @@
 #define AH_CRC32C_X86 1
 #endif
 
+#define CRC32C_POLY 0x82F63B78u /* the polynomial 0x1EDC6F41, reflected */
+
 /* Reflected polynomial 0x1EDC6F41. table[k][b] is the CRC of byte b followed by k zero bytes,
  * which lets the main loop fold 8 input bytes per step (slicing-by-8). */
 static uint32_t table[8][256];
@@ -15,7 +17,7 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static void build_table(void) {
     for (uint32_t b = 0; b < 256; b++) {
         uint32_t c = b;
-        for (int i = 0; i < 8; i++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        for (int i = 0; i < 8; i++) c = (c >> 1) ^ (CRC32C_POLY & (0u - (c & 1u)));
         table[0][b] = c;
     }
     for (uint32_t b = 0; b < 256; b++)
@@ -42,17 +44,66 @@ uint32_t ah_crc32c_portable(uint32_t crc, const void *data, size_t len) {
 
 #ifdef AH_CRC32C_X86
 /* SSE4.2's crc32 instruction computes exactly this CRC (the Castagnoli polynomial, reflected), 8
- * bytes an instruction. */
+ * bytes an instruction; one result every cycle but each 3 cycles after its input, so one running
+ * CRC uses a third of the unit. Three run side by side instead, over three consecutive lanes of
+ * LANE bytes each, and are joined: the CRC register is linear, so the register after lanes a b c
+ * is shift(A, 2 LANE) ^ shift(B, LANE) ^ C, A started from the running value and B, C from 0, where
+ * shift(r, n) is r times x^(8 n) modulo the polynomial (the register after n zero bytes), by tables
+ * built once (shift_tables). Measured (bench_ckpt_writer, 306 MB, load 13-15): 0.022-0.029 CPU-s
+ * against 0.032-0.038 with one CRC: not a third of it, as reading the bytes from memory bounds it now. */
+enum { LANE = 8192 };
+static uint32_t shift_1[4][256], shift_2[4][256]; /* by x^(8 LANE) and x^(16 LANE), a byte at a time */
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+/* a(x) b(x) modulo the polynomial, both reflected (x^0 the top bit); a not 0. */
+static uint32_t multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+static void shift_tables(void) {
+    uint32_t x1 = 1u << 30; /* x^1; squared 16 times: x^65536 = x^(8 LANE) */
+    for (int i = 0; i < 16; i++) x1 = multmodp(x1, x1);
+    const uint32_t x2 = multmodp(x1, x1);
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++) {
+            shift_1[k][b] = multmodp(x1, b << (8 * k));
+            shift_2[k][b] = multmodp(x2, b << (8 * k));
+        }
+}
+
+static uint32_t shift(const uint32_t t[4][256], uint32_t r) {
+    return t[0][r & 0xFF] ^ t[1][(r >> 8) & 0xFF] ^ t[2][(r >> 16) & 0xFF] ^ t[3][r >> 24];
+}
+
+static uint64_t load64(const unsigned char *p) {
+    uint64_t word;
+    __builtin_memcpy(&word, p, 8); /* unaligned load */
+    return word;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data, size_t len) {
     const unsigned char *p = data;
     uint64_t c = ~crc;
-    while (len >= 8) {
-        uint64_t word;
-        __builtin_memcpy(&word, p, 8); /* unaligned load */
-        c = _mm_crc32_u64(c, word);
-        p += 8;
-        len -= 8;
+    if (len >= 3 * LANE) pthread_once(&shift_once, shift_tables);
+    for (; len >= 3 * LANE; p += 3 * LANE, len -= 3 * LANE) {
+        uint64_t b = 0, d = 0;
+        for (size_t i = 0; i < LANE; i += 8) {
+            c = _mm_crc32_u64(c, load64(p + i));
+            b = _mm_crc32_u64(b, load64(p + LANE + i));
+            d = _mm_crc32_u64(d, load64(p + 2 * LANE + i));
+        }
+        c = shift(shift_2, (uint32_t)c) ^ shift(shift_1, (uint32_t)b) ^ (uint32_t)d;
     }
+    for (; len >= 8; p += 8, len -= 8) c = _mm_crc32_u64(c, load64(p));
     uint32_t c32 = (uint32_t)c;
     while (len--) c32 = _mm_crc32_u8(c32, *p++);
     return ~c32;

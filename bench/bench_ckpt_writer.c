@@ -1,0 +1,167 @@
+/* The background checkpoint writer's CPU per save, measured on its own thread (getrusage
+ * RUSAGE_THREAD: user + system seconds and minor page faults, which other work on the machine
+ * changes far less than the wall time): one snapshot shaped like bench_ckpt_overhead.sh's save
+ * (GPT-2 blocks' tensors, fp32 weights + AdamW m and v per tensor, as ckpt_io.c's pieces) written
+ * with ah_ckpt_snap_write, as the writer thread does, `saves` times, the step directories removed
+ * between saves (not timed); the snapshot's tensors back to back in one buffer, as the ranks' copy
+ * lays them out (runtime/ckpt_async.c). Prints the median CPU seconds a save (and per GB, and of
+ * them the system's), the minor page faults and the wall time; then the CRC-32C of the same bytes
+ * alone (ah_crc32c on this thread, the same clock), the part of the write's CPU that is the checksum.
+ *
+ *   bench_ckpt_writer [DIR (default: a new directory under /tmp)] [MB (308)] [FILES (24)] [SAVES (5)]
+ *
+ * Never run by CTest; never fails on a timing (exits non-zero only when a write fails). */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "ckpt/async.h"
+#include "ckpt/crc32c.h"
+#include "core/timing.h"
+
+/* A GPT-2 block's parameters at width h: sizes in floats. */
+static int block_sizes(int64_t h, int64_t *n) {
+    const int64_t s[12] = {h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * 4 * h, 4 * h, 4 * h * h, h};
+    memcpy(n, s, sizeof s);
+    return 12;
+}
+
+/* `files` pieces of a block's 12 parameters x (w, m, v) each, no data yet (place). */
+static ah_ckpt_snap_t *make_snap(const char *root, int64_t step, int files, int64_t h) {
+    ah_ckpt_snap_t *s = ah_ckpt_snap_new(root, step, 0, "bench", files);
+    for (int i = 0; s && i < files; i++) {
+        ah_ckpt_piece_t *p = &s->pieces[s->n_pieces++];
+        int64_t n[12];
+        const int np = block_sizes(h, n);
+        p->ts = calloc((size_t)(3 * np), sizeof *p->ts);
+        p->names = calloc((size_t)(3 * np), sizeof *p->names);
+        p->meta = json_pack("{s:s, s:s}", "format", "autohet-shard", "adam_step", "1");
+        snprintf(p->name, sizeof p->name, "block-%03d.tp1-0.safetensors", i);
+        for (int j = 0; j < 3 * np; j++) {
+            snprintf(p->names[j], sizeof p->names[j], "h.%d.p%d.%s", i, j / 3, (const char *[]){"w", "m", "v"}[j % 3]);
+            p->ts[j] = (ah_st_tensor_t){.name = p->names[j], .dtype = AH_DTYPE_F32, .ndim = 1, .shape = {n[j / 3]}};
+        }
+        p->n = 3 * np;
+    }
+    return s;
+}
+
+static size_t piece_bytes(const ah_ckpt_piece_t *p) {
+    size_t b = 0;
+    for (int j = 0; j < p->n; j++) b += (size_t)p->ts[j].shape[0] * sizeof(float);
+    return b;
+}
+
+/* The snapshot's tensors pointed into one buffer, back to back (the caller frees it; NULL without
+ * memory), every page touched once, as the ranks' copy does. */
+static char *place(ah_ckpt_snap_t *s, size_t *bytes) {
+    *bytes = 0;
+    for (int i = 0; i < s->n_pieces; i++) *bytes += piece_bytes(&s->pieces[i]);
+    char *buf = malloc(*bytes);
+    for (size_t i = 0, off = 0; buf && i < (size_t)s->n_pieces; i++)
+        for (int j = 0; j < s->pieces[i].n; j++) {
+            ah_st_tensor_t *t = &s->pieces[i].ts[j];
+            t->data = buf + off;
+            off += (size_t)t->shape[0] * sizeof(float);
+        }
+    if (buf) memset(buf, 0x5a, *bytes);
+    return buf;
+}
+
+static double seconds(struct timeval t) {
+    return (double)t.tv_sec + (double)t.tv_usec * 1e-6;
+}
+
+/* This thread's CPU seconds (user + system) so far; *sys (may be NULL) the system's, *faults the
+ * minor page faults. */
+static double thread_cpu_s(double *sys, long *faults) {
+    struct rusage r;
+    getrusage(RUSAGE_THREAD, &r);
+    if (sys) *sys = seconds(r.ru_stime);
+    if (faults) *faults = r.ru_minflt;
+    return seconds(r.ru_utime) + seconds(r.ru_stime);
+}
+
+static double load_avg(void) {
+    double l[1] = {0};
+    return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+typedef struct {
+    double cpu_s, sys_s, wall_s;
+    long faults;
+} one_save_t;
+
+/* One write of s (the step directory removed after it, not counted). */
+static one_save_t save_once(ah_ckpt_snap_t *s, const char *dir) {
+    one_save_t o;
+    double sys0;
+    long faults0;
+    const double cpu0 = thread_cpu_s(&sys0, &faults0), t0 = ah_now_s();
+    ah_error_t err = {0};
+    if (ah_ckpt_snap_write(s, NULL, &err) != AH_OK) {
+        fprintf(stderr, "bench_ckpt_writer: %s\n", err.msg);
+        exit(1);
+    }
+    o.wall_s = ah_now_s() - t0;
+    o.cpu_s = thread_cpu_s(&o.sys_s, &o.faults) - cpu0;
+    o.sys_s -= sys0;
+    o.faults -= faults0;
+    char cmd[AH_CKPT_PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/step-*", dir);
+    if (system(cmd) != 0) fprintf(stderr, "bench_ckpt_writer: could not clean %s\n", dir);
+    return o;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv) {
+    char dir[AH_CKPT_PATH_MAX] = "/tmp/bench_ckpt_writer.XXXXXX";
+    if (argc > 1 && argv[1][0]) snprintf(dir, sizeof dir, "%s", argv[1]);
+    else if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    const double mb = argc > 2 ? atof(argv[2]) : 308;
+    const int files = argc > 3 ? atoi(argv[3]) : 24, saves = argc > 4 ? atoi(argv[4]) : 5;
+    int64_t h = 8; /* the width whose block pieces (12 h^2 + 13 h floats x 3 each) come nearest mb */
+    while ((12 * (h + 1) * (h + 1) + 13 * (h + 1)) * 3 * 4 * files < mb * 1e6) h++;
+    ah_ckpt_snap_t *snap = make_snap(dir, 1, files, h);
+    size_t bytes = 0;
+    char *buf = snap ? place(snap, &bytes) : NULL;
+    if (!buf) return fprintf(stderr, "bench_ckpt_writer: no memory\n"), 1;
+    printf("bench_ckpt_writer: %d saves of %.1f MB in %d files (blocks of width %lld, 36 tensors each) into %s; "
+           "load %.2f\n", saves, (double)bytes / 1e6, files, (long long)h, dir, load_avg());
+    enum { MAX_SAVES = 64 };
+    double cpu[MAX_SAVES], sys[MAX_SAVES], wall[MAX_SAVES], faults[MAX_SAVES], crc[MAX_SAVES];
+    const int n = saves < 1 ? 1 : saves < MAX_SAVES ? saves : MAX_SAVES;
+    uint32_t sum = 0;
+    for (int r = 0; r < n; r++) {
+        const one_save_t o = save_once(snap, dir);
+        cpu[r] = o.cpu_s;
+        sys[r] = o.sys_s;
+        wall[r] = o.wall_s;
+        faults[r] = (double)o.faults;
+        const double c0 = thread_cpu_s(NULL, NULL);
+        sum ^= ah_crc32c(0, buf, bytes);
+        crc[r] = thread_cpu_s(NULL, NULL) - c0;
+    }
+    const double c = median(cpu, n);
+    printf("write: CPU %.3f s a save (%.3f s/GB; system %.3f s), minor faults %.0f, wall %.2f s (medians of %d)\n", c,
+           c / ((double)bytes / 1e9), median(sys, n), median(faults, n), median(wall, n), n);
+    printf("CRC-32C of the same bytes alone: %.3f CPU-s (%s; checksum %08x)\n", median(crc, n),
+           ah_crc32c_hardware() ? "SSE4.2's crc32 instruction" : "tables", sum);
+    printf("load at the end %.2f\n", load_avg());
+    ah_ckpt_snap_free(snap);
+    free(buf);
+    if (argc <= 1 || !argv[1][0]) rmdir(dir);
+    return 0;
+}
