@@ -275,5 +275,14 @@ sed 's/"count": 1/"count": 2/' "$W/cluster.json" >"$W/cluster2.json"
 "$AH" simulate "${COMMON[@]/#$W\/cluster.json/$W/cluster2.json}" --precision fp32 --cp 2 --replica-memory-gb 10 \
     --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" --hours 2 >"$W/cp.txt" 2>&1
 [ $? -eq 0 ] && grep -q "^autohet " "$W/cp.txt" && pass "simulate --cp 2 runs" || { fail "simulate --cp 2"; cat "$W/cp.txt"; }
+# a horizon (18 s) inside the first start (re-plan 5 s + restart 30 s): no policy keeps a token but
+# each pays its GPUs; its $/M tokens has no value ("-", null, "no tokens kept"), not $0 (before: 0.000
+# in the table and the JSON, which reads as the cheapest)
+exits 0 "$W/z.txt" "a horizon inside the first start" "$AH" simulate "${COMMON[@]}" --hours 0.005 \
+    --policy autohet,on-demand --json "$W/z.json" --svg "$W/z.svg"
+grep -Eq '^autohet +0\.000 +0\.01 +0\.0 +0\.0[0-9] +- ' "$W/z.txt" && grep -q 'no tokens kept' "$W/z.svg" &&
+    "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["policies"]
+assert all(x["tokens"] == 0 and x["usd"] > 0 and x["usd_per_mtoken"] is None for x in p), p' "$W/z.json" &&
+    pass "no tokens kept: no \$/M tokens" || { fail "no tokens kept: \$/M tokens"; cat "$W/z.txt"; }
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -146,11 +146,15 @@ static void print_results(const ah_sim_result_t *r, int n) {
         if ((int)strlen(ah_policy_name(r[i].policy)) > w) w = (int)strlen(ah_policy_name(r[i].policy));
     printf("\n%-*s %12s %7s %9s %10s %8s %8s %7s %7s %6s %9s %8s\n", w, "policy", "tokens (B)", "wall h", "GPU-h", "$",
            "$/Mtok", "recov h", "replans", "preempt", "sets", "planner s", "sim s");
-    for (int i = 0; i < n; i++)
-        printf("%-*s %12.3f %7.2f %9.1f %10.*f %8.3f %8.2f %7d %7d %6d %9.2f %8.2f\n", w, ah_policy_name(r[i].policy),
+    for (int i = 0; i < n; i++) {
+        double per_m;
+        char per_m_text[32] = "-"; /* no tokens kept: no ratio */
+        if (ah_sim_usd_per_mtoken(&r[i], &per_m)) snprintf(per_m_text, sizeof per_m_text, "%.3f", per_m);
+        printf("%-*s %12.3f %7.2f %9.1f %10.*f %8s %8.2f %7d %7d %6d %9.2f %8.2f\n", w, ah_policy_name(r[i].policy),
                r[i].tokens / 1e9, r[i].wall_s / 3600, r[i].gpu_hours, r[i].usd < 100 ? 2 : 0, r[i].usd, /* cents when small */
-               r[i].tokens > 0 ? r[i].usd / r[i].tokens * 1e6 : 0.0, r[i].recovery_s / 3600, r[i].replans,
-               r[i].preemptions, r[i].plans_computed, r[i].planner_s, r[i].sim_wall_s);
+               per_m_text, r[i].recovery_s / 3600, r[i].replans, r[i].preemptions, r[i].plans_computed, r[i].planner_s,
+               r[i].sim_wall_s);
+    }
     for (int i = 0; i < n; i++) {
         printf("%s: %.3f B tokens lost to rollbacks; recovery bytes local %.1f GB, memory %.1f GB, peer %.1f GB, "
                "cloud %.1f GB; first plan %.3f s; egress $%.2f of the $\n",

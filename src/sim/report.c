@@ -103,6 +103,11 @@ void ah_sim_breakdown(const ah_sim_avail_t *a, double horizon, const ah_sim_resu
     steps_free(&st);
 }
 
+bool ah_sim_usd_per_mtoken(const ah_sim_result_t *r, double *usd) {
+    *usd = r->tokens > 0 ? r->usd / r->tokens * 1e6 : 0.0;
+    return r->tokens > 0;
+}
+
 static json_t *gpus_json(const ah_cluster_t *c, const int *g) {
     json_t *o = json_object();
     for (int ty = 0; ty < c->n_types; ty++)
@@ -230,14 +235,15 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
             json_array_append_new(mk, json_pack("{s:f, s:s}", "t_s", r->markers[k].t_s, "kind",
                                                 r->markers[k].replan ? "replan" : "preempt"));
         json_t *e = json_pack(
-            "{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:i, s:f, s:f, s:o, s:o}",
+            "{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:i, s:f, s:f, s:o, s:o}",
             "policy", ah_policy_name(r->policy), "tokens", r->tokens, "tokens_lost", r->tokens_lost, "wall_hours",
-            r->wall_s / 3600, "gpu_hours", r->gpu_hours, "usd", r->usd, "usd_per_mtoken",
-            r->tokens > 0 ? r->usd / r->tokens * 1e6 : 0.0, "recovery_hours", r->recovery_s / 3600, "replans",
+            r->wall_s / 3600, "gpu_hours", r->gpu_hours, "usd", r->usd, "recovery_hours", r->recovery_s / 3600, "replans",
             r->replans, "preemptions", r->preemptions, "bytes", "local", (json_int_t)r->bytes_local, "peer",
             (json_int_t)r->bytes_peer, "cloud", (json_int_t)r->bytes_cloud, "planner_s", r->planner_s,
             "plans_computed", r->plans_computed, "first_plan_s", r->first_plan_s, "simulate_s", r->sim_wall_s,
             "timeline", tl, "markers", mk);
+        double per_m;
+        json_object_set_new(e, "usd_per_mtoken", ah_sim_usd_per_mtoken(r, &per_m) ? json_real(per_m) : json_null());
         json_object_set_new(json_object_get(e, "bytes"), "memory", json_integer((json_int_t)r->bytes_memory));
         json_object_set_new(e, "egress_usd", json_real(r->egress_usd));
         json_object_set_new(e, "ckpt_egress_usd", json_real(r->ckpt_egress_usd));
@@ -332,11 +338,14 @@ static int draw_availability(FILE *f, const ah_cluster_t *c, const steps_t *s, d
  * rtop tokens/s, preemption and re-plan markers. */
 static void draw_policy(FILE *f, const ah_sim_result_t *r, double horizon, double y0, double rtop) {
     const char *col = POLICY_COLORS[r->policy % AH_POLICY_COUNT];
+    double per_m;
+    char per_m_text[48] = "no tokens kept";
+    if (ah_sim_usd_per_mtoken(r, &per_m)) snprintf(per_m_text, sizeof per_m_text, "$%.2f per M tokens", per_m);
     fprintf(f, "<text x='%d' y='%.1f' font-size='12' font-weight='bold' fill='%s'>%s</text>"
-               "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, $%.2f per M tokens, %.2f h in "
+               "<text x='%d' y='%.1f' font-size='11'>  %.3g B tokens, $%.0f, %s, %.2f h in "
                "recovery, %d re-plans</text>\n",
             ML, y0 - 6, col, ah_policy_name(r->policy), ML + 8 * (int)strlen(ah_policy_name(r->policy)) + 6, y0 - 6,
-            r->tokens / 1e9, r->usd, r->tokens > 0 ? r->usd / r->tokens * 1e6 : 0.0, r->recovery_s / 3600, r->replans);
+            r->tokens / 1e9, r->usd, per_m_text, r->recovery_s / 3600, r->replans);
     y_axis(f, y0, POL_H, rtop / 1e3, "k");
     for (int k = 0; k < r->n_segs; k++) { /* recovery and stalled spans */
         const ah_sim_segment_t *g = &r->segs[k];

@@ -389,6 +389,9 @@ typedef struct ah_sim_breakdown {
 } ah_sim_breakdown_t;
 
 void ah_sim_breakdown(const ah_sim_avail_t *avail, double horizon_s, const ah_sim_result_t *r, ah_sim_breakdown_t *b);
+/* r's $ per million tokens kept; false when it kept none (no ratio: printed "-", null in JSON, never 0,
+ * which would read as the cheapest). */
+bool ah_sim_usd_per_mtoken(const ah_sim_result_t *r, double *usd);
 
 struct json_t;
 /* {"horizon_s", "options", "pools": [{pool, trace, format, unit, unit_how, nodes, mapping}],
