@@ -110,8 +110,8 @@ ring_exchange() {
         { echo "the ring's exchange was not NCCL"; return 1; }
 }
 # p2p_path PLAN LOG: a --loud run's pipeline transfer lines; on the emulation (8 devices, one host) a
-# pipeline whose first TP/CP column has a device per rank (index mod 8 distinct) must have sent over
-# NCCL, one whose devices share a number over MPI (the staged device communicator)
+# pipeline each of whose TP/CP columns has a device per rank (index mod 8 distinct) must have sent
+# over NCCL, one with a column whose devices share a number over MPI (runtime/pipe_p2p.h)
 p2p_path() {
     grep "transfers (" "$2"
     [[ $EMU != 1 || $GPU_BACKEND != cuda ]] && return 0
@@ -120,10 +120,11 @@ import json, re, sys
 d = json.load(open(sys.argv[1]))
 got = {int(m.group(1)): m.group(2) for m in re.finditer(r"pipeline (\d+)'s transfers \(\d+ devices\): over (\w+)", open(sys.argv[2]).read())}
 for i, p in enumerate(d["pipelines"]):
-    devs = list(dict.fromkeys((s["devices"][0]["node"], s["devices"][0]["index"]) for s in p["stages"]))
-    if len(devs) < 2:
+    cols = [list(dict.fromkeys((s["devices"][c]["node"], s["devices"][c]["index"]) for s in p["stages"]))
+            for c in range(len(p["stages"][0]["devices"]))]
+    if len(cols[0]) < 2:
         continue
-    want = "nccl" if len({x % 8 for _, x in devs}) == len(devs) else "mpi"
+    want = "nccl" if all(len({x % 8 for _, x in col}) == len(col) for col in cols) else "mpi"
     if got.get(i) != want:
         sys.exit(f"pipeline {i}: transfers over {got.get(i)}, want {want}")
 PY

@@ -152,8 +152,17 @@ ah_status_t ah_p2p_attach(ah_trainer_t *tr, ah_error_t *err) {
     if (staged > 0) return AH_OK;
     TRY(ah_group_attach(&tr->dev, &tr->pipe, err));
     const ah_backend_t *be = tr->dev.backend;
-    tr->p2p_nccl = tr->pipe.dc && strcmp(be->dcomm_kind(tr->pipe.dc), "nccl") == 0;
-    if (!tr->p2p_nccl) return AH_OK;
+    /* one path per pipeline: NCCL only where every TP and CP column of it has NCCL (a column whose
+     * devices share a GPU takes MPI, and then so do the others) */
+    const int n_pl = tr->plan->n_pipelines;
+    double *staged_cols = calloc((size_t)n_pl, sizeof *staged_cols);
+    if (!staged_cols) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d pipelines' flags", n_pl);
+    if (tr->pipe.c && !(tr->pipe.dc && strcmp(be->dcomm_kind(tr->pipe.dc), "nccl") == 0))
+        staged_cols[tr->role.pipeline] = 1;
+    const ah_status_t s = ah_comm_allreduce_f64(ah_comm_world(), staged_cols, (size_t)n_pl, err);
+    tr->p2p_nccl = s == AH_OK && tr->pipe.dc && staged_cols[tr->role.pipeline] == 0;
+    free(staged_cols);
+    if (s != AH_OK || !tr->p2p_nccl) return s;
     for (int c = 0; c < tr->n_chunks; c++)
         for (int b = 0; b < N_BUFS; b++)
             if ((b == RECV_ACT || b == SEND_GRAD ? tr->chunks[c].prev : tr->chunks[c].next) >= 0)
