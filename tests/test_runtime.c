@@ -362,6 +362,27 @@ static void test_emulation_sleeps_off_core(void) {
     ah_emulator_free(&e);
 }
 
+/* Where the overlapped sync's hook is (dp_sync.c): the emulated device reaches it k x the compute
+ * so far (CPU seconds, so a loaded machine does not move it) into the phase, and asking neither
+ * sleeps nor cuts the phase; not emulated, the device is there now. */
+static void test_emulation_device_now(void) {
+    const double k = 6, usual = 0.005;
+    ah_error_t err;
+    ah_emulator_t e;
+    CHECK(ah_emulator_init(&e, 1, NULL, 1, &err) == AH_OK, "emulator_init (not emulated)");
+    CHECK(fabs(ah_emulator_device_now(&e) - ah_now_s()) < 0.001, "not emulated: the device is now");
+    ah_emulator_free(&e);
+    CHECK(ah_emulator_init(&e, k, NULL, 1, &err) == AH_OK, "emulator_init");
+    ah_emulator_begin(&e, AH_EMULATE_BWD);
+    burn_cpu(usual);
+    const double due = ah_emulator_device_now(&e) - e.phase_start.wall;
+    CHECK(due >= 0.95 * k * usual && due <= k * (usual + 0.002), "the device reaches the hook %.1f ms in; "
+          "expected about %.1f ms", 1e3 * due, 1e3 * k * usual);
+    CHECK(e.segment == 0 && e.slept == 0, "asking cut the phase (segment %d) or slept (%.1f ms)", e.segment,
+          1e3 * e.slept);
+    ah_emulator_free(&e);
+}
+
 /* The share of a core this process gets (CPU seconds over wall seconds of a 20 ms burn), waiting up
  * to `patience` seconds for it to reach one half. Below that the emulation's wall-clock checks cannot
  * tell a slow stretch from a machine that lends this process a tenth of a core (CI at load 17 on 2
@@ -388,6 +409,7 @@ int main(void) {
         ah_test_retry(test_emulation_segments, 3, "emulation's segments");
     }
     test_emulation_sleeps_off_core();
+    test_emulation_device_now();
     test_schedule();
     test_lr();
     test_init_sharding();

@@ -45,12 +45,14 @@ ah_status_t ah_dp_open_groups(ah_trainer_t *tr, const ah_backend_t *backend, int
  * ah_dp_on_grads as the stage's on_grads hook (and on a GPU makes each bucket's events). */
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err);
 void ah_dp_free_buckets(ah_trainer_t *tr);
-/* Tests the started buckets, so their collectives move on (device emulation's sleeps call it, as a
- * device's copy engine would move them: trainer.c). */
+/* Starts the queued buckets now due and tests the started ones, so their collectives move on
+ * (device emulation's sleeps call it, as a device's copy engine would move them: trainer.c). A
+ * failure is kept and returned by the next ah_dp_sync. */
 void ah_dp_progress(ah_trainer_t *tr);
-/* gpt.h's on_grads hook with overlap: device emulation stretches the compute so far (the device
- * reaches this point now); in the last backward, starts the buckets final at `event` (non-blocking)
- * and progresses the started ones. */
+/* gpt.h's on_grads hook with overlap: in the last backward, the buckets final at `event` start
+ * (non-blocking) when the device reaches this point: on a GPU at once; on the CPU under device
+ * emulation at ah_emulator_device_now (queued, started by a later progress, the phase not cut),
+ * otherwise now; then progresses the started ones. */
 ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err);
 
 /* Layer-wise DP sync of the stage's gradients: the buckets, each an all-reduce or (sharded) a

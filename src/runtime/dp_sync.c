@@ -80,10 +80,27 @@ static int by_event(const void *a, const void *b) {
     return x->off > y->off ? -1 : x->off < y->off; /* a split block: its chunks in one order */
 }
 
-/* Tests the started buckets so their collectives move on; a hierarchical one issues its next phase
- * when its collectives are done and no bucket before it lags behind that phase (dp_hier.h). */
+static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err);
+
+/* Starts the queued buckets (hooks passed) whose due time has come, or all of them, in the order
+ * their hooks came, which is the same on every member of a communicator. */
+static ah_status_t start_due(ah_trainer_t *tr, bool all, ah_error_t *err) {
+    while (tr->due_head < tr->due_tail) {
+        ah_dp_bucket_t *b = &tr->buckets[tr->due_queue[tr->due_head]];
+        if (!all && b->due > ah_now_s()) return AH_OK;
+        tr->due_head++;
+        b->queued = false;
+        TRY(start(tr, b, err));
+    }
+    return AH_OK;
+}
+
+/* Starts the buckets now due, then tests the started ones so their collectives move on; a
+ * hierarchical one issues its next phase when its collectives are done and no bucket before it
+ * lags behind that phase (dp_hier.h). */
 static ah_status_t progress(ah_trainer_t *tr, ah_error_t *err) {
     if (tr->dev.backend->gpu) return AH_OK; /* the device moves its stream on its own */
+    TRY(start_due(tr, false, err));
     int cap = 4; /* the lowest phase of the hierarchical buckets so far */
     for (int i = 0; i < tr->n_buckets; i++) {
         ah_dp_bucket_t *b = &tr->buckets[i];
@@ -100,8 +117,7 @@ static ah_status_t progress(ah_trainer_t *tr, ah_error_t *err) {
 }
 
 void ah_dp_progress(ah_trainer_t *tr) {
-    ah_error_t ignored = {0};
-    (void)progress(tr, &ignored); /* a failure shows again in the sync's waits */
+    if (tr->dp_err.code == AH_OK) (void)progress(tr, &tr->dp_err); /* ah_dp_sync returns it */
 }
 
 ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
@@ -113,7 +129,9 @@ ah_status_t ah_dp_plan_buckets(ah_trainer_t *tr, ah_error_t *err) {
             cap += id < tr->layout.n_segments ? sh->n / BUCKET_MAX + tr->layout.segments[id].last - tr->layout.segments[id].first
                                               : sh->n / BUCKET_MAX + 1;
     }
-    if (!(tr->buckets = calloc((size_t)cap + 1, sizeof *tr->buckets)))
+    tr->buckets = calloc((size_t)cap + 1, sizeof *tr->buckets);
+    tr->due_queue = calloc((size_t)cap + 1, sizeof *tr->due_queue);
+    if (!tr->buckets || !tr->due_queue)
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the gradient sync's buckets");
     for (int id = 0; id < n_ids; id++)
         if (ah_dp_group(tr, id)->c && ah_dp_shard(tr, id)->n > 0) TRY(group_buckets(tr, id, err));
@@ -142,7 +160,9 @@ void ah_dp_free_buckets(ah_trainer_t *tr) {
         ah_comm_coll_free(&tr->buckets[i].gather);
     }
     free(tr->buckets);
+    free(tr->due_queue);
     tr->buckets = NULL;
+    tr->due_queue = NULL;
     tr->n_buckets = 0;
 }
 
@@ -160,13 +180,26 @@ static ah_status_t start(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) {
                      : ah_comm_iallreduce_f32(grp->c, g, (size_t)b->n, &b->coll, err);
 }
 
+/* A bucket starts when the emulated device reaches its hook, not when the host does (k x sooner
+ * under emulation): queued with that due time, it is started by the first progress after it (in
+ * emulation's sleeps, at later hooks, at the latest in ah_dp_sync). The phase goes on in one piece:
+ * cut at each hook, with a sleep there, it ran late on a loaded host (docs/runtime.md
+ * "Overlapped gradient sync"). A GPU starts it on its stream at once. */
 ah_status_t ah_dp_on_grads(void *ctx, int event, ah_error_t *err) {
     ah_trainer_t *tr = ctx;
-    if (tr->emu.slowdown > 1.0) ah_emulator_split(&tr->emu);
     if (!tr->last_bwd) return AH_OK;
+    const bool gpu = tr->dev.backend->gpu;
+    const double due = gpu ? 0 : ah_emulator_device_now(&tr->emu);
     for (int i = 0; i < tr->n_buckets; i++) {
         ah_dp_bucket_t *b = &tr->buckets[i];
-        if (b->event == event && !b->started) TRY(start(tr, b, err));
+        if (b->event != event || b->started || b->queued) continue;
+        if (gpu) {
+            TRY(start(tr, b, err));
+            continue;
+        }
+        b->queued = true;
+        b->due = due;
+        tr->due_queue[tr->due_tail++] = i;
     }
     return progress(tr, err);
 }
@@ -199,8 +232,18 @@ static ah_status_t finish(ah_trainer_t *tr, ah_dp_bucket_t *b, ah_error_t *err) 
 }
 
 ah_status_t ah_dp_sync(ah_trainer_t *tr, ah_error_t *err) {
+    if (tr->dp_err.code != AH_OK) /* a start or test in emulation's sleeps failed */
+        return ah_error_set(err, tr->dp_err.code, "%s", tr->dp_err.msg);
     TRY(ah_dp_gather_wait(tr, err)); /* none left after a step's forwards, unless a stage had none */
-    if (tr->overlap) { /* what the backward did not start (none, in 1F1B), then the waits */
+    tr->dp_hidden = 0;
+    if (tr->overlap) { /* the queued ones not yet due, what the backward did not start (none, in 1F1B), then the waits */
+        TRY(progress(tr, err));
+        for (int i = 0; i < tr->n_buckets && !tr->dev.backend->gpu; i++) {
+            const ah_dp_bucket_t *b = &tr->buckets[i];
+            tr->dp_hidden += b->started && (b->hier ? b->phase >= 4 : !b->coll.req.active);
+        }
+        TRY(start_due(tr, true, err));
+        tr->due_head = tr->due_tail = 0;
         for (int i = 0; i < tr->n_buckets; i++)
             if (!tr->buckets[i].started) TRY(start(tr, &tr->buckets[i], err));
         TRY(finish_hier(tr, err));

@@ -68,6 +68,14 @@ static double segment_so_far(const ah_emulator_t *e, double *wall) {
     return fmax(0.0, fmin(*wall, cpu));
 }
 
+double ah_emulator_device_now(const ah_emulator_t *e) {
+    if (e->slowdown <= 1.0) return ah_now_s();
+    double wall;
+    const double compute = segment_so_far(e, &wall);
+    const double comm_wall = ah_now_s() - e->segment_start.wall - wall;
+    return e->segment_start.wall - e->late + comm_wall + e->slowdown * compute;
+}
+
 /* Ends the current segment: adds its compute seconds to the phase's and, emulated, gives its
  * typical compute seconds and its wall seconds outside communication in typical_wall (left as it
  * is otherwise). */

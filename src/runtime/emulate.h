@@ -73,8 +73,8 @@ typedef struct ah_emulator {
     double compute; /* compute seconds of its segments so far */
     double late;    /* how far its segments so far ended past their stretched length (a sleep's
                      * wake-up late on a loaded host, a segment's host compute past it): taken
-                     * off the next segments' sleeps, so a phase cut into segments (a TP
-                     * all-reduce, an overlapped sync's hook) lasts what it would whole */
+                     * off the next segments' sleeps, so a phase cut into segments (at a TP
+                     * all-reduce) lasts what it would whole */
     /* Called every PROGRESS_S of a stretch's sleep when set (the trainer's p2p transfers and
      * overlapped gradient sync: Open MPI moves a non-blocking transfer or collective only inside
      * MPI calls, and an emulated device's communication runs while it computes). */
@@ -99,6 +99,12 @@ void ah_emulator_split(ah_emulator_t *e);
  * device would reach only then (the overlapped weight all-gather, runtime/dp_groups.h). Not
  * emulated: nothing. */
 void ah_emulator_catch_up(ah_emulator_t *e);
+/* The wall clock at which the emulated device reaches the rank's present point of the phase,
+ * which the host reaches earlier: the segment's start (less what the phase is late) plus its
+ * communication's wall seconds and slowdown x its compute seconds so far. Not emulated: now. For
+ * work the device would start there without the host stopping (the overlapped sync's buckets:
+ * runtime/dp_groups.h), so the phase is not cut into segments. */
+double ah_emulator_device_now(const ah_emulator_t *e);
 /* Ends the phase: stretches its last segment (collective over the group, which agrees on it) and
  * gives in *compute the phase's own compute seconds (all its segments, unstretched). Fails only
  * when the group's all-reduce does. */

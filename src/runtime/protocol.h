@@ -28,10 +28,13 @@
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
  * to after a --resume):
  *   step lines   {"step", "loss", "lr", "grad_norm", "tokens", "seconds", "memory_high_bytes": [per
- *                rank][, "val_loss"]}: iteration "step" (0-based) finished; "tokens" trained in it
- *                (the global batch's); "seconds" its wall time (without the validation);
- *                "val_loss" after a validation (--val-data). "loss" and "grad_norm" are null when
- *                not finite. A line without "event" is a step line.
+ *                rank][, "dp_sync_hidden"][, "val_loss"]}: iteration "step" (0-based) finished;
+ *                "tokens" trained in it (the global batch's); "seconds" its wall time (without the
+ *                validation); "dp_sync_hidden": [H, N] with data parallelism on CPU ranks: of the N
+ *                DP sync bucket collectives (summed over the ranks), H were complete when the sync
+ *                began to wait, i.e. hidden behind the backward (0 without overlap); "val_loss"
+ *                after a validation (--val-data). "loss" and "grad_norm" are null when not
+ *                finite. A line without "event" is a step line.
  *   event lines  {"event": NAME, ...}:
  *     "checkpoint" {"step", "seconds", "ok", "files", "bytes": {TIER: n}[, "cloud_step", "error",
  *                  "data_kept": false (the data's shard list could not be kept with it)]}; with a
@@ -96,6 +99,7 @@
 #define AH_PROTO_STEP_SECONDS "seconds"
 #define AH_PROTO_STEP_MEMORY_HIGH "memory_high_bytes"
 #define AH_PROTO_STEP_VAL_LOSS "val_loss" /* optional: after a validation (--val-data) */
+#define AH_PROTO_STEP_DP_HIDDEN "dp_sync_hidden" /* optional: [complete before the wait, buckets] */
 
 /* event names */
 #define AH_PROTO_EV_CHECKPOINT "checkpoint"

@@ -82,6 +82,9 @@ static void metrics_write_step(FILE *f, const ah_step_metrics_t *m, double val_l
             m->seconds);
     for (int r = 0; r < m->n_ranks; r++) fprintf(f, "%s%lld", r ? ", " : "", (long long)m->memory_high[r]);
     fprintf(f, "]");
+    if (m->dp_buckets > 0)
+        fprintf(f, ", \"" AH_PROTO_STEP_DP_HIDDEN "\": [%lld, %lld]", (long long)m->dp_buckets_hidden,
+                (long long)m->dp_buckets);
     if (!isnan(val_loss)) fprintf(f, ", \"" AH_PROTO_STEP_VAL_LOSS "\": %s", json_num(vb, val_loss));
     fprintf(f, "}\n");
     fflush(f);

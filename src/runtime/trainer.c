@@ -183,9 +183,7 @@ ah_status_t ah_trainer_setup(ah_trainer_t *tr, const ah_plan_t *plan, const ah_d
         !(tr->cp_tokens = malloc((size_t)(plan->train.micro_batch * plan->train.seq_len) * sizeof *tr->cp_tokens)))
         s = ah_error_set(err, AH_ERR_OOM, "no host memory for a micro-batch's sequences");
     if (s != AH_OK) goto fail;
-    if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c,
-                              ah_gpt_phase_segments(&tr->stage) +
-                                  (opts->no_overlap_grad_sync ? 0 : tr->stage.n_blocks + 2), err)) != AH_OK)
+    if ((s = ah_emulator_init(&tr->emu, gt->emulate_slowdown, tr->tp.c, ah_gpt_phase_segments(&tr->stage), err)) != AH_OK)
         goto fail;
     tr->stage.emu = &tr->emu;
     tr->emu.progress = progress;
@@ -404,10 +402,12 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     const ah_device_ref_t me = ah_role_device(p, &tr->role);
     ah_test_hook("step", step, p->cluster.nodes[me.node].name); /* test-only: mid-step */
     TRY(ah_dp_sync(tr, err));
-    /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm and, with
-     * loss scaling, the ranks that hold an overflowed (inf or nan) gradient of their own. */
+    /* One all-reduce for the loss (last stages, TP rank 0), the squared gradient norm, with
+     * loss scaling the ranks that hold an overflowed (inf or nan) gradient of their own, and the
+     * DP sync's bucket counts (ah_step_metrics_t). */
     const bool scaling = tr->loss_scale > 0;
-    double sums[3] = {tr->stage.cfg.has_head && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0};
+    double sums[5] = {tr->stage.cfg.has_head && tr->role.tp_rank == 0 ? loss_sum : 0, 0, 0, tr->dp_hidden,
+                      tr->dev.backend->gpu ? 0 : tr->n_buckets};
     for (int i = 0; i < st->n_params; i++) {
         int64_t lo, hi, c_lo, c_hi;
         ah_dp_valid_range(tr, i, &lo, &hi);
@@ -417,7 +417,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
         if (c_lo < c_hi) sums[1] += c_lo == lo && c_hi == hi ? ss : st->k->sum_squares(st->g + c_lo, (size_t)(c_hi - c_lo));
         if (!isfinite(ss)) sums[2] = 1;
     }
-    TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 3, err));
+    TRY(ah_comm_allreduce_f64(ah_comm_world(), sums, 5, err));
     const double norm = sqrt(sums[1]) / (scaling ? tr->loss_scale : 1.0); /* of the unscaled gradients */
     out->overflow = scaling && isfinite(sums[0]) && (sums[2] > 0 || !isfinite(norm));
     out->nonfinite = !out->overflow && (!isfinite(sums[0]) || !isfinite(norm));
@@ -443,6 +443,8 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     TRY(ah_comm_allgather_i64(ah_comm_world(), tr->mem.high, tr->memory_high, err));
     out->step = step;
     out->loss = sums[0] / ((double)p->train.global_batch * (double)p->train.seq_len);
+    out->dp_buckets_hidden = (int64_t)sums[3];
+    out->dp_buckets = (int64_t)sums[4];
     out->lr = lr;
     out->grad_norm = norm;
     out->tokens = p->train.global_batch * p->train.seq_len;

@@ -87,6 +87,10 @@ typedef struct ah_step_metrics {
      * while the loss is finite, an fp16 overflow (runtime/loss_scale.h): no update was applied,
      * and nonfinite stays false. */
     bool overflow;
+    /* The DP sync's bucket collectives of the CPU ranks, summed over the ranks (each counted once
+     * per member), and of them those already complete when the step's sync began to wait for
+     * them (overlapped with the backward); 0 and 0 without data parallelism or on GPU ranks. */
+    int64_t dp_buckets, dp_buckets_hidden;
 } ah_step_metrics_t;
 
 /* A data-parallel group's sharded optimizer on this rank (plan.h "optimizer_shards"). */
@@ -112,6 +116,8 @@ typedef struct ah_dp_bucket {
     int64_t *counts;    /* a hierarchical group: per member of this rank's domain its pieces */
     ah_comm_coll_t coll;
     bool started;
+    bool queued;        /* CPU with overlap: its hook passed, it waits in the due queue (dp_sync.c) */
+    double due;         /* then: the wall clock at which the emulated device reached the hook */
     /* A sharded bucket's all-gather of the updated weights, with overlap in flight from the
      * optimizer until the bucket's first forward use in the next step (dp_groups.h). */
     ah_comm_coll_t gather;
@@ -189,6 +195,11 @@ typedef struct ah_trainer {
     ah_dp_bucket_t *buckets; /* the DP sync's collectives in start order (dp_sync.c) */
     int n_buckets;
     bool overlap;            /* buckets start inside the last backward (not --no-overlap-grad-sync) */
+    int *due_queue;          /* with overlap on the CPU: the buckets whose hooks passed, in hook order */
+    int due_head, due_tail;  /* started up to due_head, queued up to due_tail */
+    int dp_hidden;           /* this step's buckets complete when ah_dp_sync began to wait (CPU) */
+    ah_error_t dp_err;       /* the first failure of a start or test made in device emulation's sleeps
+                              * (ah_dp_progress), returned by the next ah_dp_sync; code AH_OK: none */
     bool last_bwd;           /* the schedule is running an op after which a chunk's gradients are
                               * final (ah_sched_op_t.grads_final): the overlapped sync starts its
                               * buckets in it */
