@@ -8,7 +8,9 @@
 #      checks (14 plans against the CPU, one zero-bubble, one at CP 2, one at CP 2 x PP 2; bf16 curve, LLaMA bf16, CP 2 vs no CP in
 #      bf16 and fp16, fp16 with an injected overflow; the overlapped DP sync on the communication
 #      stream against the blocking one, plain and sharded; every pipeline plan's transfers over NCCL
-#      where its devices are distinct, and pp4's against the forced staged path, the same bits);
+#      where its devices are distinct, and pp4's against the forced staged path, the same bits;
+#      asynchronous checkpoints, the snapshot copied into pinned memory on a side stream, against
+#      --ckpt-sync, and that stream's ordering);
 #   2. tests/test_cuda_emu.sh on that build: the emulation's protections (an NCCL call on a
 #      non-blocking stream without its events sees stale data among them);
 #   3. a ThreadSanitizer build (build-emu-tsan/, -DAH_CUDA_EMU_TSAN=ON): every kernel test again,

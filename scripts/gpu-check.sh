@@ -4,11 +4,12 @@
 # eager; writes everything to ${OUT:-out/gpu}/:
 #   env.txt          nvidia-smi, nvcc, cmake, torch versions
 #   build.log        configure + build (Release, -DAH_CUDA=ON, sm_90;75), only the targets used
-#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log, test_cp_ring.log
+#   test_cuda_kernels.log, test_cuda_comm.log, test_cuda_comm_np2.log, test_cp_ring.log, test_cuda_snapshot.log
 #   train/           metrics and dumps of every training run; train_<plan>.log per plan
 #   train_equivalence.txt  each plan: CUDA vs CPU losses (20 steps) and step-0 gradients
 #   train_overlap.log  the overlapped DP sync (NCCL on a communication stream) against the blocking one
 #   p2p_staged.log   pp4's pipeline transfers over NCCL against AH_P2P=staged (MPI on host buffers)
+#   ckpt_async.log   asynchronous checkpoints (pinned snapshot, side stream) against --ckpt-sync and none
 #   bf16_curve.txt   200 steps of demo-gpt2 in bf16 vs fp32 on the CUDA backend
 #   llama_bf16.txt   LLaMA TP 2 x PP 2 in bf16 vs fp32 on the CPU
 #   cp_half.txt      LLaMA at CP 2 in bf16 and fp16 vs the same model without CP, same precision
@@ -378,7 +379,7 @@ SELF=(bash "$PWD/scripts/gpu-check.sh" --run)
 
 if ! stage build 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${CUDA_FLAGS[@]}" ||
     ! stage build_targets 300 cmake --build "$BUILD" -j "$JOBS" --target autohet test_cuda_kernels \
-        test_cuda_comm test_cp_ring bench_gpu_gpt2; then
+        test_cuda_comm test_cp_ring test_cuda_snapshot bench_gpu_gpt2; then
     summary "build failed: see build.log and build_targets.log"
     exit 1
 fi
@@ -404,6 +405,8 @@ if [[ $GPU_BACKEND == cuda ]]; then
     stage test_cuda_comm_np2 60 "${MPIRUN[@]}" -np 2 "$BUILD/test_cuda_comm" || status=1
     # ring attention on 4 ranks; its buffers in bf16 and fp16 on the device: the memory model's bytes
     stage test_cp_ring 90 "${MPIRUN[@]}" -np 4 "$BUILD/test_cp_ring" || status=1
+    # the checkpoint snapshot's copies on a side stream: ordered after the compute, AdamW after them
+    stage test_cuda_snapshot 60 "$BUILD/test_cuda_snapshot" || status=1
 fi
 
 : >"$OUT/train_equivalence.txt"
@@ -466,6 +469,13 @@ OVERLAP_PLANS=(dp4 asym:uneven asym@hier:uneven)
 stage train_overlap 240 env AH_BACKEND="$GPU_BACKEND" OVERLAP_STEPS="$((EQ_STEPS > 4 ? EQ_STEPS : 4))" \
     bash tests/test_train_overlap.sh "$BUILD" . "${OVERLAP_PLANS[@]}" || status=1
 summary "  $(grep -h "identical" "$OUT/train_overlap.log" | tr '\n' ';')"
+
+# (a3) Asynchronous checkpoints (issue 36): dp2, a save every 2 of 5 steps, the snapshot copied into
+# pinned host memory on a side stream while the next step trains: losses with no checkpoints,
+# --ckpt-sync and asynchronous identical, the files equal (size, CRC-32C), a resume from an
+# asynchronous step bit-identical; the same with the optimizer sharded (tests/test_cuda_ckpt_async.sh).
+stage ckpt_async 300 env AH_BACKEND="$GPU_BACKEND" bash tests/test_cuda_ckpt_async.sh "$BUILD" . || status=1
+summary "  $(grep -h "identical\|PASS\|FAIL" "$OUT/ckpt_async.log" | tr '\n' ';' | cut -c1-300)"
 
 for check in bf16_curve llama_bf16 cp_half fp16_overflow memory; do
     if $NO_GPU; then # bf16, fp16 and the device's memory figure need a CUDA device

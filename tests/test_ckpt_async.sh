@@ -18,22 +18,6 @@ run() { # plan out np [flags...]
     timeout 180 $MPIRUN -np "$np" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" --steps $STEPS --quiet \
         --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>&1
 }
-same_losses() { # ref got [from]
-    python3 - "$WORK/$1.jsonl" "$WORK/$2.jsonl" "${3:-0}" "$STEPS" <<'PY' || fail "$2's losses differ from $1's"
-import json, sys
-ref = {o["step"]: o["loss"] for o in map(json.loads, open(sys.argv[1])) if "event" not in o}
-lines = [json.loads(l) for l in open(sys.argv[2])]
-start, steps = int(sys.argv[3]), int(sys.argv[4])
-got = [o for o in lines if "event" not in o]
-assert [o["step"] for o in got] == list(range(start, steps)), [o["step"] for o in got]
-for o in got:
-    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-if start:
-    rec = [o for o in lines if o.get("event") == "recover"]
-    assert len(rec) == 1 and rec[0]["found"] and rec[0]["step"] == start, rec
-print(f"  {sys.argv[2].split('/')[-1]}: steps {start}..{steps - 1} bit-identical")
-PY
-}
 verify_nodes() { # root nodes...
     local root=$1 node
     shift

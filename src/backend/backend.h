@@ -28,6 +28,15 @@
  * event that marks an overlapped collective of it (comm/nccl.h "Overlap"). */
 typedef struct ah_dcomm ah_dcomm_t;
 typedef struct ah_dcomm_event ah_dcomm_event_t;
+/* A checkpoint snapshot's copies from the backend's memory into page-locked host memory, on a
+ * stream of their own (snap_* below). */
+typedef struct ah_snap_copy ah_snap_copy_t;
+/* One copy of a snapshot: bytes from src (the backend's memory) to dst (its snap_host_alloc). */
+typedef struct ah_snap_range {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} ah_snap_range_t;
 
 typedef struct ah_backend {
     const char *name;  /* "cpu", "cuda" */
@@ -71,6 +80,28 @@ typedef struct ah_backend {
     ah_status_t (*dcomm_event_create)(ah_dcomm_event_t **out, ah_error_t *err);
     ah_status_t (*dcomm_event_wait)(ah_dcomm_event_t *ev, ah_error_t *err);
     void (*dcomm_event_free)(ah_dcomm_event_t **ev);
+
+    /* Asynchronous checkpoint snapshots (runtime/ckpt_async.c); all NULL where the space is host
+     * memory (the CPU: the snapshot is a memcpy on the caller's thread, nothing to order).
+     * snap_host_alloc / snap_host_free: page-locked host memory for the snapshot buffer (CUDA:
+     *   cudaHostAlloc), so the copies into it are DMA, asynchronous; NULL with the reason in why.
+     * snap_copy_create: the side stream and the two events one snapshot's copies use (made once,
+     *   kept); snap_copy_free waits for its copies first (NULL-safe).
+     * snap_copy: n copies on the side stream, after an event recorded on the compute stream (they
+     *   read the buffers as the compute issued so far leaves them), then an event recorded after
+     *   them; returns at once. The buffers must not be written before snap_copy_fence.
+     * snap_copy_wait: the host blocks until those copies are done (CUDA: cudaEventSynchronize);
+     *   any thread may call it (the background writer does); *seconds: how long they took on the
+     *   device, from the compute stream's event to the last copy's end.
+     * snap_copy_fence: the compute stream's later work waits for the copies (CUDA:
+     *   cudaStreamWaitEvent; no host wait): the trainer calls it before the next AdamW. */
+    void *(*snap_host_alloc)(size_t bytes, char *why, size_t why_len);
+    void (*snap_host_free)(void *p);
+    ah_status_t (*snap_copy_create)(int device, ah_snap_copy_t **out, ah_error_t *err);
+    void (*snap_copy_free)(ah_snap_copy_t **c);
+    ah_status_t (*snap_copy)(ah_snap_copy_t *c, const ah_snap_range_t *ranges, int n, ah_error_t *err);
+    ah_status_t (*snap_copy_wait)(ah_snap_copy_t *c, double *seconds, ah_error_t *err);
+    ah_status_t (*snap_copy_fence)(ah_snap_copy_t *c, ah_error_t *err);
 } ah_backend_t;
 
 /* The registry, CPU first: backends 0 .. ah_backend_count() - 1. */

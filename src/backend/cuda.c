@@ -1,5 +1,6 @@
 /* The CUDA backend (backend.h): kernels/cuda's tables, device memory, and comm/nccl.h's device
  * communicators for the group sums. Built with -DAH_CUDA=ON only; plain C (no CUDA header). */
+#include "backend/cuda_snapshot.h"
 #include "backend/entries.h"
 #include "comm/nccl.h"
 #include "kernels/cuda/kernels_cuda.h"
@@ -39,4 +40,8 @@ const ah_backend_t ah_backend_cuda = {
     .dcomm_p2p = ah_dcomm_p2p_f32,
     .dcomm_event_create = ah_dcomm_event_create, .dcomm_event_wait = ah_dcomm_event_wait,
     .dcomm_event_free = ah_dcomm_event_free,
+    /* asynchronous checkpoint snapshots: pinned host memory, a side stream (cuda_snapshot.c) */
+    .snap_host_alloc = ah_cuda_snap_host_alloc, .snap_host_free = ah_cuda_snap_host_free,
+    .snap_copy_create = ah_cuda_snap_create, .snap_copy_free = ah_cuda_snap_free, .snap_copy = ah_cuda_snap_copy,
+    .snap_copy_wait = ah_cuda_snap_wait, .snap_copy_fence = ah_cuda_snap_fence,
 };

@@ -65,12 +65,21 @@ static ah_status_t finish_snap(ah_ckpt_snap_t *s, ah_ckpt_writer_t *w, ah_status
     return st;
 }
 
+/* The write's start: the snapshot's bytes in host memory (its device copies waited for), then the
+ * writer begun. */
+static ah_status_t begin(ah_ckpt_snap_t *s, ah_ckpt_writer_t **w, ah_error_t *err) {
+    *w = NULL;
+    s->copy_s = 0;
+    const ah_status_t st = s->wait_copied ? s->wait_copied(s->copied_ctx, &s->copy_s, err) : AH_OK;
+    return st == AH_OK ? ah_ckpt_writer_begin(s->root, s->step, w, err) : st;
+}
+
 ah_status_t ah_ckpt_snap_write(ah_ckpt_snap_t *s, const volatile bool *cancel, ah_error_t *err) {
     const double t0 = ah_now_s();
     s->bytes = 0;
     s->files = 0;
     ah_ckpt_writer_t *w;
-    ah_status_t st = ah_ckpt_writer_begin(s->root, s->step, &w, err);
+    ah_status_t st = begin(s, &w, err);
     if (st != AH_OK) return st;
     for (int i = 0; i < s->n_pieces && st == AH_OK; i++) {
         if (cancel && *cancel) st = cut_short(s, err);
@@ -129,7 +138,7 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
             a->busy_alone = true;
             a->t0 = ah_now_s();
             pthread_mutex_unlock(&a->mu);
-            const ah_status_t st = ah_ckpt_writer_begin(s->root, s->step, &w, &e);
+            const ah_status_t st = begin(s, &w, &e);
             pthread_mutex_lock(&a->mu);
             a->busy_alone = false;
             a->w = w;

@@ -27,9 +27,9 @@
  * ranks busy computing or polling MPI starved it for a whole interval, and at nice 10 a rank that
  * stopped two steps after a save (a test hook, a hang) could hold that step uncommitted: a save
  * must commit within a step or two, so the writer competes for the CPU as an equal.
- * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync) and, in
- * tests, stops at AH_TEST_HOOK's points; no MPI, no trainer, no jansson object another thread
- * touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
+ * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync), waits
+ * for a snapshot's device copies (its wait_copied) and, in tests, stops at AH_TEST_HOOK's points; no
+ * MPI, no trainer, no jansson object another thread touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
  * agreement that every part is written, the commit, the upload hand-off) stays on the caller's
  * thread at step boundaries. Every call here is from one thread (the caller's), except that the
  * background thread runs the write.
@@ -72,7 +72,14 @@ typedef struct ah_ckpt_snap {
     uint64_t bytes;              /* of the pieces written (what the part lists) */
     int files;
     int waiter_files;            /* of them, written by a caller waiting in ah_ckpt_async_wait */
-    double write_s;              /* the write's duration on its thread */
+    double write_s;              /* the write's duration on its thread (the copy's wait included) */
+    double copy_s;               /* the device copies' own duration, as wait_copied gives it (0: none) */
+    /* Set when the pieces' bytes are still being copied into the memory they point at (a GPU's
+     * copies on a side stream, runtime/ckpt_async.c): the write first calls wait_copied(copied_ctx)
+     * on whichever thread starts it, and reads nothing before it returned AH_OK (a failure is the
+     * write's). NULL: the bytes are there. */
+    ah_status_t (*wait_copied)(void *ctx, double *seconds, ah_error_t *err);
+    void *copied_ctx;
 } ah_ckpt_snap_t;
 
 /* A zeroed snapshot with room for cap pieces; NULL without memory. */

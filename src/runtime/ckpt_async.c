@@ -1,10 +1,14 @@
 /* A checkpoint session's snapshots and its asynchronous saves (ckpt_io.h; the writer's contract is
  * ckpt/async.h). A save at step N: every rank copies the pieces it writes into host memory (the
  * snapshot, s->snap_buf: the bytes plan's host-memory check counts, ckpt/snapshot_mem.h) and hands
- * them to its background writer; training goes on. At each later step boundary the ranks agree
+ * them to its background writer; training goes on. On a GPU backend the buffer is its page-locked
+ * host memory and the copies from the device run on its side stream (backend.h snap_*): the
+ * writer waits for them before it reads the buffer, the next step's AdamW before it writes the
+ * weights and moments (trainer.c, tr->snap_fence); the next forward and backward overlap them. At each later step boundary the ranks agree
  * (one all-reduce) whether every writer is done; when so, the commit (ckpt_io.c, collective, on
  * this thread) runs as a synchronous save's would. The next save, a notice and the run's last step
  * first wait for the snapshot in flight (the wait is in the event and the progress line). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +26,18 @@ void ah_ckpt_views_release(ah_ckpt_session_t *s) {
     free(s->view_moments[1]);
     memset(s->view_host, 0, sizeof s->view_host);
     memset(s->view_moments, 0, sizeof s->view_moments);
+    memset(s->view_on_device, 0, sizeof s->view_on_device);
 }
 
 /* The trainer's w, m, v as host memory into s->view_host. A sharded optimizer's moments are saved
  * whole, as an unsharded plan's: every rank assembles its stage's m and v in host memory (outside
  * the device's arenas, as a GPU's save stages through the host), the sharded groups all-gathering
- * the parts; so a checkpoint resumes on any plan, sharded or not. Collective, before anything a full
- * disk can stop: the return is a collective failure, *local this rank's own. */
-static ah_status_t take_views(ah_ckpt_session_t *s, ah_status_t *local, ah_error_t *lerr, ah_error_t *err) {
+ * the parts; so a checkpoint resumes on any plan, sharded or not. With on_device (an asynchronous
+ * save on a GPU backend's side stream) the device buffers are their own views, read by the copies.
+ * Collective, before anything a full disk can stop: the return is a collective failure, *local this
+ * rank's own. */
+static ah_status_t take_views(ah_ckpt_session_t *s, bool on_device, ah_status_t *local, ah_error_t *lerr,
+                              ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     *local = AH_OK;
     if (tr->plan->n_opt_groups > 0) { /* sharded: the updated weights whole first (dp_groups.h) */
@@ -48,9 +56,13 @@ static ah_status_t take_views(ah_ckpt_session_t *s, ah_status_t *local, ah_error
     }
     const bool moments = s->view_moments[0] != NULL;
     float *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v};
-    for (int b = 0; b < 3; b++) s->view_dev[b] = dev[b];
+    for (int b = 0; b < 3; b++) {
+        s->view_dev[b] = dev[b];
+        s->view_on_device[b] = on_device && (b == 0 || !moments);
+    }
     for (int b = 0; b < 3 && *local == AH_OK; b++)
-        if (b == 0 || !moments) *local = ah_gpt_host_view(&tr->stage, dev[b], true, &s->view_host[b], lerr);
+        if (s->view_on_device[b]) s->view_host[b] = dev[b];
+        else if (b == 0 || !moments) *local = ah_gpt_host_view(&tr->stage, dev[b], true, &s->view_host[b], lerr);
     if (moments) {
         s->view_host[1] = s->view_moments[0];
         s->view_host[2] = s->view_moments[1];
@@ -58,42 +70,102 @@ static ah_status_t take_views(ah_ckpt_session_t *s, ah_status_t *local, ah_error
     return AH_OK;
 }
 
-/* The snapshot's pieces moved into s->snap_buf (grown on the first save; the same size each time). */
-static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
-    size_t need = 0;
-    for (int i = 0; i < snap->n_pieces; i++)
-        for (int j = 0; j < snap->pieces[i].n; j++) {
-            const ah_st_tensor_t *t = &snap->pieces[i].ts[j];
-            size_t e = 1;
-            for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
-            need += e;
-        }
-    if (need > s->snap_elems) {
-        float *b = realloc(s->snap_buf, need * sizeof(float));
-        if (!b)
-            return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint snapshot (%zu bytes; give "
-                                "--ckpt-sync to write from the trainer's memory instead)", need * sizeof(float));
-        s->snap_buf = b;
-        s->snap_elems = need;
+static size_t tensor_elems(const ah_st_tensor_t *t) {
+    size_t e = 1;
+    for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
+    return e;
+}
+
+/* s->snap_buf grown to `need` floats (on the first save; the same size each time): the backend's
+ * page-locked host memory where it has some (its copies into it are asynchronous), else malloc'd. */
+static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err) {
+    if (need <= s->snap_elems) return AH_OK;
+    const ah_backend_t *be = s->tr->dev.backend;
+    char why[256] = "the host has no memory left";
+    float *b;
+    if (be->snap_host_alloc) { /* nothing in flight reads the old one: one snapshot at a time */
+        be->snap_host_free(s->snap_buf);
+        s->snap_buf = NULL;
+        s->snap_elems = 0;
+        b = be->snap_host_alloc(need * sizeof(float), why, sizeof why);
+    } else {
+        b = realloc(s->snap_buf, need * sizeof(float));
     }
+    if (!b)
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint snapshot (%zu bytes: %s; give "
+                            "--ckpt-sync to write from the trainer's memory instead)", need * sizeof(float), why);
+    s->snap_buf = b;
+    s->snap_elems = need;
+    return AH_OK;
+}
+
+/* Whether p points into one of the trainer's buffers that the save reads on the device. */
+static bool on_device(const ah_ckpt_session_t *s, const float *p) {
+    const uintptr_t a = (uintptr_t)p, n = (uintptr_t)s->tr->stage.n_elems * sizeof(float);
+    for (int b = 0; b < 3; b++)
+        if (s->view_on_device[b] && a >= (uintptr_t)s->view_host[b] && a < (uintptr_t)s->view_host[b] + n) return true;
+    return false;
+}
+
+/* The writer's wait for the copies (ah_ckpt_snap_t.wait_copied), on its thread: the session's
+ * backend and copy stream stay as they are while a snapshot is in flight. */
+static ah_status_t copies_done(void *ctx, double *seconds, ah_error_t *err) {
+    const ah_ckpt_session_t *s = ctx;
+    return s->tr->dev.backend->snap_copy_wait(s->snap_copy, seconds, err);
+}
+
+/* The snapshot's pieces moved into s->snap_buf: host memory by memcpy here; device memory (the
+ * views on_device) by the backend's copies on its side stream, which the writer waits for before it
+ * reads the buffer and the next AdamW before it writes the trainer's (tr->snap_fence). */
+static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
+    const ah_backend_t *be = s->tr->dev.backend;
+    size_t need = 0;
+    int n_tensors = 0;
+    for (int i = 0; i < snap->n_pieces; i++)
+        for (int j = 0; j < snap->pieces[i].n; j++, n_tensors++) need += tensor_elems(&snap->pieces[i].ts[j]);
+    ah_status_t st = snap_grow(s, need, err);
+    if (st == AH_OK && be->snap_copy && !s->snap_copy) st = be->snap_copy_create(s->tr->dev.index, &s->snap_copy, err);
+    if (st != AH_OK) return st;
+    ah_snap_range_t *r = be->snap_copy ? calloc((size_t)n_tensors + 1, sizeof *r) : NULL;
+    if (be->snap_copy && !r) return ah_error_set(err, AH_ERR_OOM, "no host memory for a snapshot's copy list");
     size_t at = 0;
+    int n_copies = 0;
     for (int i = 0; i < snap->n_pieces; i++)
         for (int j = 0; j < snap->pieces[i].n; j++) {
             ah_st_tensor_t *t = &snap->pieces[i].ts[j];
-            size_t e = 1;
-            for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
-            memcpy(s->snap_buf + at, t->data, e * sizeof(float));
+            const size_t bytes = tensor_elems(t) * sizeof(float);
+            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){s->snap_buf + at, t->data, bytes};
+            else memcpy(s->snap_buf + at, t->data, bytes);
             t->data = s->snap_buf + at;
-            at += e;
+            at += bytes / sizeof(float);
         }
-    return AH_OK;
+    if (n_copies) st = be->snap_copy(s->snap_copy, r, n_copies, err);
+    free(r);
+    if (st == AH_OK && n_copies) {
+        s->tr->snap_fence = s->snap_copy;
+        snap->wait_copied = copies_done;
+        snap->copied_ctx = s;
+    }
+    return st;
+}
+
+void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
+    const ah_backend_t *be = s->tr->dev.backend;
+    if (s->snap_copy) {
+        be->snap_copy_free(&s->snap_copy); /* waits for its copies, which write snap_buf */
+        s->tr->snap_fence = NULL;
+    }
+    if (be->snap_host_free) be->snap_host_free(s->snap_buf);
+    else free(s->snap_buf);
+    s->snap_buf = NULL;
+    s->snap_elems = 0;
 }
 
 ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy, ah_ckpt_written_t *w,
                                   ah_ckpt_snap_t **out, ah_error_t *err) {
     ah_trainer_t *tr = s->tr;
     *out = NULL;
-    ah_status_t cs = take_views(s, &w->st, &w->err, err);
+    ah_status_t cs = take_views(s, copy && tr->dev.backend->snap_copy, &w->st, &w->err, err);
     if (cs != AH_OK) return cs;
     ah_shard_group_t *gs = groups_alloc(s);
     const int n = gs ? ah_placement_groups(&s->place, tr->rank, false, gs) : 0;
@@ -171,7 +243,8 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
     if (snap) {
         w.bytes = snap->bytes;
         w.files = snap->files;
-        w.save_s = w.snapshot_s + snap->write_s;
+        w.save_s = w.snapshot_s + snap->write_s; /* the write waited for a GPU's copies */
+        w.snapshot_s += snap->copy_s;            /* their issue, then their time on the device */
     }
     ah_ckpt_snap_free(snap);
     s->pending = -1;

@@ -191,7 +191,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     }
     /* a snapshot still in flight (the loop stopped on an error) is cut short: never committed */
     ah_ckpt_async_stop(s->writer, true);
-    free(s->snap_buf);
+    ah_ckpt_snapshot_free(s);
     ah_comm_free(&s->node);
     ah_placement_free(&s->place);
     ah_handover_needs_free(&s->handover);
@@ -447,6 +447,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
             json_object_set_new(*event, "snapshot_seconds", json_real((double)us_max[1] * 1e-6));
             json_object_set_new(*event, "wait_seconds", json_real((double)us_max[2] * 1e-6));
             json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
+            /* a GPU's copies on a side stream (timed on the device), or a memcpy: ckpt_async.c */
+            json_object_set_new(*event, "snapshot_copy", json_string(tr->dev.backend->snap_copy ? "side-stream" : "memcpy"));
         }
         if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
         if (*event && ok && s->replica_budget > 0) ah_ckpt_replica_event(&rep, *event);

@@ -49,8 +49,9 @@ struct ah_ckpt_session {
     /* Asynchronous saves (ckpt_async.c; not with --ckpt-sync): the background writer, the snapshot's
      * host memory (kept from one save to the next), the step in flight and what the loop waited. */
     ah_ckpt_async_t *writer;
-    float *snap_buf;
+    float *snap_buf;         /* the backend's page-locked host memory where it has some (snap_host_alloc) */
     size_t snap_elems;
+    ah_snap_copy_t *snap_copy; /* a GPU backend's side stream and events for the copies into it */
     int64_t pending;         /* step whose snapshot is being written, not committed; -1 none */
     int64_t behind_step;     /* the resumed step written behind (ckpt_resume.c), -1 none: a node whose
                               * disk held it committed already keeps it when that write fails */
@@ -79,8 +80,11 @@ struct ah_ckpt_session {
     /* The handover at a notice (ckpt_notice.c, ckpt/handover.h): what each node reads under the next
      * plan the agent wrote into the run directory (n_nodes 0: none known). */
     ah_handover_needs_t handover;
-    /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views). */
+    /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views); an
+     * asynchronous save on a GPU backend's side stream leaves view_host[b] = view_dev[b], device
+     * memory, for its copies (view_on_device[b]). */
     float *view_dev[3], *view_host[3], *view_moments[2];
+    bool view_on_device[3];
 };
 
 /* ---- saves (ckpt_io.c, ckpt_async.c) -------------------------------------------------------- */
@@ -126,6 +130,9 @@ ah_status_t ah_ckpt_group_piece(const ah_ckpt_session_t *s, ah_shard_group_t g, 
 ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy, ah_ckpt_written_t *w,
                                   ah_ckpt_snap_t **out, ah_error_t *err);
 void ah_ckpt_views_release(ah_ckpt_session_t *s);
+/* The snapshot buffer and the backend's copy stream freed (at the session's close, the writer
+ * stopped first: ckpt_async.c). */
+void ah_ckpt_snapshot_free(ah_ckpt_session_t *s);
 /* Collective: the snapshot of step taken and handed to the writer (ckpt_async.c); when some rank
  * cannot, the step is taken back at once and its failed "checkpoint" event appended to events. */
 ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *events, ah_error_t *err);

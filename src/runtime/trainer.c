@@ -431,6 +431,13 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
+    /* A checkpoint snapshot's copies (backend.h snap_copy) may still be reading w, m and v on the
+     * side stream, overlapped with this step's forward and backward: AdamW, the first thing to write
+     * them again, waits for them (on the device; the host goes on). */
+    if (tr->snap_fence) {
+        TRY(tr->dev.backend->snap_copy_fence(tr->snap_fence, err));
+        tr->snap_fence = NULL;
+    }
     if (!out->nonfinite && !out->overflow) ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch): it waits
      * for the device, so before the weights' all-gather, which overlaps the next step's forward

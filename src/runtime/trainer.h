@@ -208,6 +208,9 @@ typedef struct ah_trainer {
     ah_emulator_t emu;      /* device emulation (emulate.slowdown) of the rank's phases */
     double loss_scale;      /* fp16: the loss scale of the next step, set by the train loop
                              * (runtime/loss_scale.h); 0 (setup's value): no loss scaling */
+    ah_snap_copy_t *snap_fence; /* a checkpoint snapshot's copies still reading w, m, v on a GPU
+                             * backend's side stream (runtime/ckpt_async.c): the next step's compute
+                             * waits for them before its AdamW writes them; NULL: none */
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
