@@ -181,9 +181,10 @@ int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g);
  * matrix's holders (stage 0, and with a tied head a separate last stage too). Returns how many. */
 enum { AH_DP_EMBED = -1, AH_DP_HEAD = -2 };
 int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes);
-/* The most domains (regions, else zones: ah_cluster_domains) any DP group of p spans; 1 when every
- * group is in one zone (or out of host memory). */
-int ah_dp_most_domains(const ah_plan_t *p);
+/* The most domains (regions, else zones: ah_cluster_domains) any DP group of p spans, counted up to
+ * `enough` (the first group that spans that many ends the count); 1 when every group is in one
+ * zone (or out of host memory). */
+int ah_dp_most_domains(const ah_plan_t *p, int enough);
 /* The group's name for messages: "blocks [0, 2) tp 0", "embedding tp 1". */
 const char *ah_opt_group_name(const ah_opt_group_t *g, char *buf, size_t cap);
 /* Sets p's sharded groups to every DP group of the plan with more than one member, shares in

@@ -63,10 +63,10 @@ int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
     return n;
 }
 
-int ah_dp_most_domains(const ah_plan_t *p) {
+int ah_dp_most_domains(const ah_plan_t *p, int enough) {
     const int cap = 2 * p->n_pipelines;
     int *nodes = malloc(sizeof *nodes * (size_t)cap), *domain = malloc(sizeof *domain * (size_t)cap), most = 1;
-    for (int which = AH_DP_HEAD; nodes && domain && which < (int)p->model.n_layer; which++) {
+    for (int which = AH_DP_HEAD; nodes && domain && which < (int)p->model.n_layer && most < enough; which++) {
         const int k = ah_cluster_domains(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), domain);
         most = k > most ? k : most;
     }

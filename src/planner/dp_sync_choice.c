@@ -2,6 +2,7 @@
  * the plan's DP groups span regions (else zones), the hierarchical sync (plan.h ah_dp_sync_t;
  * docs/cost-model.md "Hierarchical DP sync"), whichever ah_evaluate prices lower, on the plan the
  * search built (which weighed both per candidate where a group spans domains). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,7 +12,7 @@
 ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err) {
     ah_plan_t *p = &out->plan;
     out->dp_sync_why[0] = '\0';
-    const int domains = ah_dp_most_domains(p);
+    const int domains = ah_dp_most_domains(p, INT_MAX);
     if (domains < 2) return AH_OK;
     ah_plan_t h;
     ah_status_t st = ah_plan_copy(p, &h, err);

@@ -94,7 +94,7 @@ static void view_free(ah_plan_t *view) {
 static double hier_sync_s(ah_sctx_t *x, const ah_cand_t *c) {
     ah_plan_t view;
     double s = NAN;
-    if (view_of(x, c, &view) && ah_dp_most_domains(&view) >= 2) {
+    if (view_of(x, c, &view) && ah_dp_most_domains(&view, 2) >= 2) {
         view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
         s = ah_plan_dp_sync_s(&view);
     }
