@@ -450,12 +450,17 @@ static void test_partial_loss(void) {
     /* The memory tier (--replica-memory-gb): od-0 holds sp-0's checkpoint in its memory. With the
      * measured snapshot rate the disks (2 GB/s) commit sooner, so the notice saves to the disks
      * first and then, as the runtime's synchronous save does, replicates the step to the partners
-     * (the larger node's bytes over its 2 GB/s link) before the job exits: sp-0's stage comes from
-     * od-0's memory at the network's rate (2 GB/s) instead of the cloud's, at the notice's state:
-     * nothing is lost. Each periodic checkpoint holds training for its replication too (three before
-     * the notice). */
+     * (each node's bytes over the 2 GB/s link, one flow, a latency a 1 MiB piece; od-0 to sp-0, then
+     * sp-0 to od-0: the runtime's blocking pairs in node order, one after the other, not at once)
+     * before the job exits: sp-0's stage comes from od-0's memory at the network's rate (2 GB/s)
+     * instead of the cloud's, at the notice's state: nothing is lost. Each periodic checkpoint holds
+     * training for its replication too (three before the notice). */
     o.replica_memory_gb = 1000;
-    const double big = s0 > s1 ? s0 : s1, st = big / 2e9;
+    const double lat = ah_link_latency(&c2, AH_LINK_INTER_NODE);
+#define PAIR_S(b) ((b) / 2e9 + ceil((b) / 1048576.0) * lat)
+    /* the simulator's embedding also holds the vocabulary's padding rows (the larger node, s1, is exact) */
+    const double pad = (double)(ah_vocab_padded(&m, 1) - m.vocab) * m.d_model * 12;
+    const double big = s0 > s1 ? s0 : s1, st = PAIR_S(s0 + pad) + PAIR_S(s1);
     const double xm = cloud / 2e9, recm = it2 / 2 + save + st + 35 + xm + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
@@ -473,7 +478,7 @@ static void test_partial_loss(void) {
     o.disk_gb_s = 0.5;
     o.handover = false; /* the partner's save; the handover below */
     const double slow = big / 0.5e9;
-    const double mem_s = big / 100e9 + big / 2e9, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
+    const double mem_s = big / 100e9 + st, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
     CHECK(mem_s < slow, "memory first: %g s < the disks' %g s", mem_s, slow);
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);
@@ -485,12 +490,13 @@ static void test_partial_loss(void) {
      * what od-0 reads and did not hold (sp-0's stage) over the link into its memory; the disks wait
      * for the relaunch, which reads every byte on its own host: no transfer, nothing lost. */
     o.handover = true;
-    const double hand = big / 100e9 + cloud / 2e9, rech = it2 / 2 + hand + 35 + it1;
+    const double hand = big / 100e9 + PAIR_S(cloud), rech = it2 / 2 + hand + 35 + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK(r.n_recs == 2 && r.recs[1].handover, "the notice's save was the handover");
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);
     CHECK_NEAR(r.recovery_s, 35 + it2 + rech, 1e-9);
     CHECK_NEAR(r.tokens, R2 * (3600 - 35 - 3 * st + it2 / 2) + R1 * (7200 - 3600 - rech + it1), 1e-9);
+#undef PAIR_S
     ah_sim_result_free(&r);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);

@@ -1,7 +1,8 @@
 /* The simulator's transfers on the links they cross (issue 39), by hand on small clusters, GPT-2 124M:
  * - the memory tier's replication to a partner in another zone of one region runs at the inter-zone
- *   rate (per GPU x the node's GPUs), not the inter-node one, and pays the inter-zone $/GB; the nodes
- *   replicating across one pair at once share its total_gb_s;
+ *   rate, not the inter-node one, and pays the inter-zone $/GB; it is priced as the runtime runs it:
+ *   its pairs in node order, blocking, one flow each (ah_ckpt_pairs_s: a ring of partners is a chain,
+ *   pairs of distinct nodes overlap), and at least a links pair's bytes over its total_gb_s;
  * - a plan's egress while it trains is paid at the rate the overlapped iteration runs (the same
  *   iteration its tokens are counted at): egress $ = iterations trained x egress $ per iteration;
  * - the handover at a notice moves what the next plan's device reads over the link from its holder
@@ -19,6 +20,7 @@
 
 #include "core/str.h"
 #include "harness.h"
+#include "plan/ckpt_traffic.h"
 #include "plan/plan_out.h"
 #include "planner/planner.h"
 #include "sim/sim.h"
@@ -43,8 +45,16 @@ static bool plan_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t
     return ok;
 }
 
-/* Each node's checkpoint replicated to its partner in the other zone: 2 ranks x 1 GB a node over 2
- * GPUs x 5 GB/s is 0.2 s (at the inter-node 100 GB/s per GPU it would be 0.01 s), $0.01/GB on 4 GB. */
+/* One pair's seconds on link l: one flow, a latency a 1 MiB piece (comm/transfer.c). */
+static double pair_s(const ah_link_info_t *l, double bytes) {
+    return bytes / ah_link_shared_bw(l, 1) + ceil(bytes / 1048576.0) * l->latency_s;
+}
+
+/* Each node's checkpoint replicated to its partner in the other zone: 2 ranks x 1 GB a node, one flow
+ * at 5 GB/s (0.4 s, and a latency a piece; at the inter-node 100 GB/s it would be 0.02 s), a-0 to b-0
+ * then b-0 to a-0, one after the other as the runtime's blocking pairs run (before, the simulator took
+ * the two at once and at 2 GPUs x 5 GB/s: 0.2 s, four times less than the runtime's chain), $0.01/GB
+ * on 4 GB. */
 static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr) {
     ah_plan_result_t r;
     if (!plan_of(m, c, tr, &r)) return;
@@ -63,15 +73,18 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     CHECK(holder[0] == 1 && holder[1] == 0, "each node's partner is in the other zone: %d %d", holder[0], holder[1]);
     double usd, across;
     const double s = ah_sim_memory_replication(c, &pl, bytes, holder, &usd, &across);
-    CHECK_NEAR(s, 0.2, 1e-12);
+    const ah_link_info_t zl = ah_link_of(c, 0, 1, c->nodes[0].type, c->nodes[1].type);
+    CHECK(zl.bw == 5e9 && zl.latency_s > 0, "the inter-zone link: %g B/s, %g s", zl.bw, zl.latency_s);
+    const double chain = 2 * pair_s(&zl, 2e9);
+    CHECK_NEAR(s, chain, 1e-12);
     CHECK_NEAR(usd, 0.04, 1e-12);
     CHECK_NEAR(across, 0, 0); /* one region */
     ah_sim_opts_t o;
     ah_sim_opts_default(&o);
     o.snapshot_gb_s = 4; /* 1 GB a device: 0.25 s, then the replication */
-    CHECK_NEAR(ah_sim_memory_save_s(c, &pl, bytes, holder, &o), 0.45, 1e-12);
-    /* the zones' pair limited to 4 GB/s in all: each node alone 2 GB over 4 GB/s (0.5 s), both at once
-     * 4 GB over the shared 4 GB/s: 1 s */
+    CHECK_NEAR(ah_sim_memory_save_s(c, &pl, bytes, holder, &o), 0.25 + chain, 1e-12);
+    /* the zones' pair limited to 4 GB/s in all: one flow at 4 GB/s, each pair 2 GB (0.5 s), the two one
+     * after the other; at least 4 GB over the shared 4 GB/s (1 s) */
     char text[1024];
     snprintf(text, sizeof text, "%s", ZONES);
     char *net = strstr(text, "\"inter_node_gb_s\"");
@@ -84,13 +97,39 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     const bool loaded = ah_test_parse_cluster(text, &shared, &err) == AH_OK;
     CHECK(loaded, "%s", err.msg);
     if (loaded) {
-        CHECK_NEAR(ah_sim_memory_replication(&shared, &pl, bytes, holder, &usd, &across), 1.0, 1e-12);
+        const ah_link_info_t sl = ah_link_of(&shared, 0, 1, shared.nodes[0].type, shared.nodes[1].type);
+        const double both = fmax(2 * pair_s(&sl, 2e9), 1.0);
+        CHECK_NEAR(ah_sim_memory_replication(&shared, &pl, bytes, holder, &usd, &across), both, 1e-12);
         CHECK_NEAR(usd, 0.04, 1e-12);
-        CHECK_NEAR(ah_sim_memory_save_s(&shared, &pl, bytes, holder, &o), 1.25, 1e-12);
+        CHECK_NEAR(ah_sim_memory_save_s(&shared, &pl, bytes, holder, &o), 0.25 + both, 1e-12);
         ah_cluster_free(&shared);
     }
     ah_placement_free(&pl);
     ah_plan_result_free(&r);
+}
+
+/* The runtime's pairs (plan/ckpt_traffic.h ah_ckpt_pairs_s) on four nodes of one zone at 100 GB/s: a
+ * ring of partners (0 > 1 > 2 > 3 > 0) is a chain, each pair waiting for the one before it that shares a
+ * node (four pairs' seconds); two pairs of distinct nodes (0 > 1, 2 > 3) overlap (one pair's); a pair
+ * with no holder (-1) waits only for its own node. The cost model's ckpt_blocked_s prices the same. */
+static void test_pairs_rule(void) {
+    ah_cluster_t c;
+    ah_error_t err;
+#define NODE(k) "{\"name\": \"n" #k "\", \"gpu\": \"A100-80G\", \"count\": 1}"
+    const bool loaded = ah_test_parse_cluster("{\"nodes\": [" NODE(0) ", " NODE(1) ", " NODE(2) ", " NODE(3) "], "
+                                              "\"network\": {\"inter_node_gb_s\": 100}}", &c, &err) == AH_OK;
+#undef NODE
+    CHECK(loaded && c.n_nodes == 4, "four nodes: %s", loaded ? "" : err.msg);
+    if (!loaded) return;
+    const ah_link_info_t l = ah_link_of(&c, 0, 1, c.nodes[0].type, c.nodes[1].type);
+    const double one = pair_s(&l, 1e9);
+    const ah_ckpt_pair_t ring[4] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 0, 1e9}};
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, ring, 4), 4 * one, 1e-12);
+    const ah_ckpt_pair_t apart[2] = {{0, 1, 1e9}, {2, 3, 1e9}};
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, apart, 2), one, 1e-12);
+    const ah_ckpt_pair_t lone[3] = {{0, 1, 1e9}, {2, -1, 1e9}, {1, 2, 0}};
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, lone, 3), one, 1e-12);
+    ah_cluster_free(&c);
 }
 
 /* on-demand (never preempted) for 1 h: its egress is the iterations it trained (tokens / tokens per
@@ -130,7 +169,8 @@ static void test_egress_rate(const ah_model_t *m, const ah_cluster_t *c, const a
 /* A pipeline of two stages over zones a and b (their link 2 GB/s per GPU, as slow as test_sim's partial
  * loss makes the planner cut the model in two); sp-0 (zone b) leaves at 3600 s with a notice. With the
  * memory tier, fast snapshots and slow disks the save is the handover: od-0 receives sp-0's stage from
- * sp-0 over that link (not at the inter-node 100 GB/s) and pays its $0.01/GB. */
+ * sp-0 over that link (not at the inter-node 100 GB/s; one pair, one flow, a latency a 1 MiB piece)
+ * and pays its $0.01/GB. */
 static const char *HANDOVER =
     "{\"nodes\": ["
     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"zone\": \"a\", \"spot\": false, \"usd_per_gpu_hour\": 2},"
@@ -169,7 +209,8 @@ static void test_handover_across_zones(const ah_model_t *m, const ah_train_t *tr
         const double moved = (double)v->bytes[AH_TIER_MEMORY]; /* what od-0 did not hold: sp-0's stage */
         CHECK(moved > 1e8 && v->bytes[AH_TIER_LOCAL] > 0, "od-0 keeps its stage (%g B) and receives %g B",
               (double)v->bytes[AH_TIER_LOCAL], moved);
-        CHECK_NEAR(v->save_s, moved / 2e9, 1e-9);
+        const ah_link_info_t l = ah_link_of(&c, 1, 0, c.nodes[1].type, c.nodes[0].type);
+        CHECK_NEAR(v->save_s, pair_s(&l, moved), 1e-9);
         CHECK_NEAR(v->egress_usd, moved / 1e9 * 0.01, 1e-12);
         CHECK_EQ_I64(v->bytes_across_regions, 0);
     }
@@ -419,6 +460,7 @@ int main(void) {
     if (!loaded) return ah_test_finish();
     CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     const ah_train_t tr = {.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
+    test_pairs_rule();
     test_replication_across_zones(&m, &c, &tr);
     test_egress_rate(&m, &c, &tr);
     test_handover_across_zones(&m, &tr);

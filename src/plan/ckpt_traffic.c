@@ -1,8 +1,11 @@
 /* Each node's checkpoint bytes, its cloud share and its replica partner (ckpt_traffic.h). */
 #include "plan/ckpt_traffic.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "comm/transfer.h"
 
 /* Slot of a tensor's save group in a table of the embedding, the blocks and the head (L + 2). */
 static int group_slot(const ah_tensor_t *x, int L) {
@@ -89,4 +92,25 @@ void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, 
         }
         if (partner[y] < 0) partner[y] = same_zone;
     }
+}
+
+double ah_ckpt_pairs_s(const ah_cluster_t *c, const ah_ckpt_pair_t *pairs, int n) {
+    double *free_at = calloc((size_t)c->n_nodes + 1, sizeof *free_at), end = 0;
+    if (!free_at) return -1;
+    for (int k = 0; k < n; k++) {
+        const ah_ckpt_pair_t *q = &pairs[k];
+        if (q->bytes <= 0) continue;
+        const int ty = c->nodes[q->from].type;
+        const ah_link_info_t l = q->to >= 0 ? ah_link_of(c, q->from, q->to, ty, c->nodes[q->to].type)
+                                            : (ah_link_info_t){.cls = AH_LINK_INTER_NODE, .override = -1,
+                                                               .bw = ah_link_bw(c, AH_LINK_INTER_NODE, ty, ty),
+                                                               .latency_s = ah_link_latency(c, AH_LINK_INTER_NODE)};
+        const double start = q->to >= 0 ? fmax(free_at[q->from], free_at[q->to]) : free_at[q->from];
+        const double done = start + q->bytes / ah_link_shared_bw(&l, 1) + ceil(q->bytes / AH_COMM_FILE_PIECE) * l.latency_s;
+        free_at[q->from] = done;
+        if (q->to >= 0) free_at[q->to] = done;
+        end = fmax(end, done);
+    }
+    free(free_at);
+    return end;
 }

@@ -30,4 +30,22 @@ ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud,
  * leader[n] >= 0 for a node the plan uses (ckpt/placement.h's node_leader), < 0 for one it does not. */
 void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner);
 
+/* One pair of a replication or a handover: node `from` sends `bytes` to node `to` (-1: a node of
+ * from's zone, over the inter-node link). */
+typedef struct ah_ckpt_pair {
+    int from, to;
+    double bytes;
+} ah_ckpt_pair_t;
+
+/* The seconds a replication to the partners' memory, or a handover, blocks the job for, as the runtime
+ * runs it (runtime/ckpt_replica.c: every rank walks the pairs in one order, each node's leader sends
+ * its files to the holder's leader with blocking sends): a pair starts when both its nodes have
+ * finished their earlier pairs, so a ring of partners is a chain (the pairs one after another) while
+ * pairs of distinct nodes overlap; each pair is one flow on the link between its nodes (its per-GPU
+ * rate, at most its total_gb_s: cost.h ah_link_shared_bw) plus one latency per 1 MiB piece
+ * (comm/transfer.c). pairs[0 .. n - 1] in the runtime's order; bytes <= 0 skipped. -1 when out of
+ * host memory. The cost model (plan_links.c) and the simulator (sim/memory.c, sim/recovery.c) both
+ * price it so. */
+double ah_ckpt_pairs_s(const ah_cluster_t *c, const ah_ckpt_pair_t *pairs, int n);
+
 #endif

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core/str.h"
-#include "comm/transfer.h"
 #include "cost/cost.h"
 #include "plan/ckpt_traffic.h"
 #include "plan/plan_out.h"
@@ -212,8 +211,8 @@ static void cloud_upload(const ah_plan_t *p, int node, int bucket, double bytes,
 /* The checkpoints under the plan's policy (p->train.ckpt), per iteration: each save's replication
  * to the partners (--replica-memory-gb: each node's step to its partner, while the partner's budget
  * lasts, sources in node order as ah_replica_fit takes them, counted by bytes, not by whole file)
- * and its cloud upload, over the save interval; the replication's seconds (blocking, one pair after
- * another, one latency a 1 MiB piece: runtime/ckpt_replica.c, comm/transfer.c) into ckpt_blocked_s. */
+ * and its cloud upload, over the save interval; the replication's seconds (blocking, the pairs in the
+ * runtime's order: ah_ckpt_pairs_s, the simulator's rule too) into ckpt_blocked_s. */
 static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     const ah_ckpt_policy_t *pol = &p->train.ckpt;
     t->ckpt_every = pol->every > 0 ? pol->every : 0;
@@ -224,7 +223,10 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     int *partner = calloc((size_t)nn + 1, sizeof *partner), *leader = calloc((size_t)nn + 1, sizeof *leader);
     const char **zones = calloc((size_t)nn + 1, sizeof *zones);
     double *held = calloc((size_t)nn + 1, sizeof *held);
-    if (own && cloud && partner && leader && zones && held && ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK) {
+    ah_ckpt_pair_t *pairs = calloc((size_t)nn + 1, sizeof *pairs);
+    int n_pairs = 0;
+    if (own && cloud && partner && leader && zones && held && pairs &&
+        ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK) {
         for (int n = 0; n < nn; n++) {
             zones[n] = c->nodes[n].zone;
             leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */
@@ -238,9 +240,11 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
             held[h] += sent;
             const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
             if (sent > 0) add_on(p, &l, y, h, AH_TRAFFIC_CKPT, sent / every, true, t);
-            if (sent > 0) /* one pair at a time: one flow on the link */
-                t->ckpt_blocked_s += (sent / ah_link_shared_bw(&l, 1) + ceil(sent / AH_COMM_FILE_PIECE) * l.latency_s) / every;
+            pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = sent};
         }
+        const double blocked = ah_ckpt_pairs_s(c, pairs, n_pairs);
+        if (blocked < 0) t->ckpt_every = 0; /* out of host memory: said as not counted */
+        else t->ckpt_blocked_s += blocked / every;
         int bucket = -1;
         for (int n = 0; pol->cloud_region[0] && n < nn && bucket < 0; n++)
             if (strcmp(c->nodes[n].region, pol->cloud_region) == 0) bucket = n;
@@ -254,6 +258,7 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     free(leader);
     free(zones);
     free(held);
+    free(pairs);
 }
 
 void ah_plan_traffic(const ah_plan_t *p, ah_plan_traffic_t *out) {

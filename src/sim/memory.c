@@ -34,6 +34,7 @@
 
 #include "ckpt/replica.h"
 #include "cost/cost.h"
+#include "plan/ckpt_traffic.h"
 #include "sim/replay.h"
 
 bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
@@ -81,25 +82,17 @@ double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_by
     return snap;
 }
 
-/* Seconds to send `bytes` of node y to host h (-1: unknown): over y's inter-node link (inter_node_gb_s
- * per GPU x its GPUs), or, when h is in another zone or region, over that link (its per-GPU bandwidth
- * x the GPUs, at most the pair's total_gb_s). */
-static double send_s(const ah_cluster_t *c, int y, int h, double bytes) {
-    const int gpus = c->nodes[y].count > 0 ? c->nodes[y].count : 1;
-    double rate = c->net.inter_node_gb_s * 1e9 * gpus;
-    if (h >= 0) {
-        const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
-        if (l.cls >= AH_LINK_INTER_ZONE) rate = l.total_bw > 0 && l.total_bw < l.bw * gpus ? l.total_bw : l.bw * gpus;
-    }
-    return bytes / rate;
-}
-
-/* Every node's bytes to its holder at once (holder NULL or -1: over its inter-node link; held_only: the
- * nodes with a holder alone): the slowest node's seconds, or a "links" pair's bytes over its total_gb_s
- * (the nodes crossing it share it) when longer; f gets the egress and the bytes across regions. */
+/* Every node's bytes to its holder (holder NULL or -1: to a node of its zone, over the inter-node link;
+ * held_only: the nodes with a holder alone) as the runtime replicates them: the pairs in node order,
+ * each one flow, a pair waiting for its nodes' earlier ones (plan/ckpt_traffic.h ah_ckpt_pairs_s, the
+ * cost model's rule: a ring of partners is a chain), or a "links" pair's bytes over its total_gb_s
+ * (the flows crossing it share it) when longer; f gets the egress and the bytes across regions. -1 when
+ * out of host memory. */
 static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                           const int *holder, bool held_only, ah_sim_flows_t *f) {
-    double seconds = 0;
+    ah_ckpt_pair_t *pairs = calloc((size_t)pl->n_nodes + 1, sizeof *pairs);
+    if (!pairs) return -1;
+    int n = 0;
     for (int y = 0; y < pl->n_nodes; y++) {
         const int h = holder ? holder[y] : -1;
         if (held_only && h < 0) continue;
@@ -107,9 +100,11 @@ static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const
         for (int r = 0; r < pl->n_ranks; r++)
             if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
         if (h >= 0) (void)ah_sim_flow(f, y, h, bytes); /* its egress and its pair's share */
-        seconds = fmax(seconds, send_s(c, y, h, bytes));
+        pairs[n++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = bytes};
     }
-    return fmax(seconds, ah_sim_flows_shared_s(f));
+    const double seconds = ah_ckpt_pairs_s(c, pairs, n);
+    free(pairs);
+    return seconds < 0 ? -1 : fmax(seconds, ah_sim_flows_shared_s(f));
 }
 
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,

@@ -10,6 +10,7 @@
 
 #include "ckpt/placement.h"
 #include "core/vec.h"
+#include "plan/ckpt_traffic.h"
 #include "sim/replay.h"
 
 static ah_layer_kind_t layer_kind(int layer, int L) {
@@ -193,18 +194,20 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
 
 /* The handover at a notice (memory.c's header; the runtime's ckpt/handover.h): every device of the state
  * plan is alive, so each device of the next plan e receives what it reads and its own device did not
- * hold, each piece from its nearest holder on the link between them (inside a zone at inter_node_gb_s
- * per device; under a new TP degree an equal part of it from each old shard's), the slowest device,
- * or a "links" pair's shared capacity, bounding it; f gets its egress. */
-static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
-    const int L = (int)x->model->n_layer;
+ * hold, each piece from its nearest holder (under a new TP degree an equal part of it from each old
+ * shard's), a piece its node already holds not moved; the runtime sends them node pair by node pair in
+ * one order (source-major: runtime/ckpt_replica.c ah_ckpt_hand_over), blocking, one flow each
+ * (plan/ckpt_traffic.h ah_ckpt_pairs_s), or a "links" pair's shared capacity bounds it; f gets its
+ * egress (where the cluster has several zones). Out of host memory: x->oom, 0. */
+static double handover_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
+    const int L = (int)x->model->n_layer, nn = x->c->n_nodes;
     const ah_placement_t *was = &x->state->place;
     const bool zones = several_zones(x->c);
-    double worst = 0;
-    for (int i = 0; i < e->place.n_ranks; i++) {
+    double *moved = calloc((size_t)nn * (size_t)nn + 1, sizeof *moved); /* [source * nn + reader] */
+    ah_ckpt_pair_t *pairs = calloc((size_t)nn * (size_t)nn + 1, sizeof *pairs);
+    if (!moved || !pairs) x->oom = true;
+    for (int i = 0; !x->oom && i < e->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &e->place.ranks[i];
-        int64_t local = 0;
-        reads_t moved = {0};
         for (int l = 0; l <= L + 1; l++) {
             const ah_shard_group_t g = ah_sim_layer_group(l, L);
             if (!ah_placement_holds(&e->place, i, g, d->tp_index)) continue;
@@ -213,16 +216,24 @@ static double handover_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_s
             for (int j = 0; e->tp == was->tp && !here && j < was->n_ranks; j++)
                 here = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
                        ah_placement_holds(was, j, g, d->tp_index);
-            if (here) local += lb;
-            else if (e->tp == was->tp)
-                read_piece(x, f, &moved, zones, was, g, d->tp_index, d->tp_index + 1, d->node, NULL, NULL, lb);
-            else
-                for (int k = 0; k < was->tp; k++)
-                    read_piece(x, f, &moved, zones, was, g, k, k + 1, d->node, NULL, NULL, lb / was->tp);
+            const int parts = e->tp == was->tp ? 1 : was->tp;
+            for (int k = 0; !here && k < parts; k++) {
+                const int k0 = e->tp == was->tp ? d->tp_index : k;
+                const int src = nearest_source(x, was, g, k0, k0 + 1, d->node, NULL, NULL);
+                if (src < 0 || src == d->node) continue; /* on its own host: read in place */
+                if (zones) (void)ah_sim_flow(f, src, d->node, (double)lb / parts);
+                moved[src * nn + d->node] += (double)lb / parts;
+            }
         }
-        worst = fmax(worst, tier_seconds(x->c, &moved, e->ckpt_bytes[i] - local));
     }
-    return fmax(worst, ah_sim_flows_shared_s(f));
+    int n = 0;
+    for (int p = 0; !x->oom && p < nn * nn; p++)
+        if (moved[p] > 0) pairs[n++] = (ah_ckpt_pair_t){.from = p / nn, .to = p % nn, .bytes = moved[p]};
+    const double seconds = x->oom ? 0 : ah_ckpt_pairs_s(x->c, pairs, n);
+    if (seconds < 0) x->oom = true;
+    free(moved);
+    free(pairs);
+    return seconds < 0 ? 0 : fmax(seconds, ah_sim_flows_shared_s(f));
 }
 
 /* The stop at a notice, for the policies the agent runs (it reacts to the notice like the

@@ -43,7 +43,8 @@
  *       every K steps: a restart without rollback keeps the schedule, a rollback goes back to a
  *       point of it) and hold training as the runtime's asynchronous save does: a sharded plan's
  *       all-gather, each device's copy into host memory (ckpt_snapshot_gb_s) and, with the memory
- *       tier, the replication to the partners at the network's rate (the commit runs it on the
+ *       tier, the replication to the partners as the runtime runs it (plan/ckpt_traffic.h
+ *       ah_ckpt_pairs_s: blocking pairs in node order, one flow each; the commit runs it on the
  *       trainer's thread); the disks and the cloud are written in the background. Every policy is
  *       priced so (the baselines as if their saves were as asynchronous). The cloud holds a
  *       checkpoint once its upload ends (transfer.c; one at a time, the newest next; its egress paid
@@ -108,8 +109,8 @@
  *       is also in the host memory of its partner (the runtime's rule, ckpt/replica.h) when it fits
  *       the budget; it holds the last periodic checkpoint, or the notice's state after a save at
  *       the notice: memory first (ah_ckpt_notice_memory_first: snapshot at snapshot_gb_s per
- *       device + replication over the node's inter-node link, or the link to a partner in another zone or
- *       region, sooner than the disks; the disks follow, the stop capped at the grace period), or
+ *       device + the replication's pairs (ah_ckpt_pairs_s) on the links to the partners, sooner
+ *       than the disks; the disks follow, the stop capped at the grace period), or
  *       the disks first and then the replication (the runtime's synchronous save; its seconds,
  *       which the rule takes, include it). A (layer, shard) no surviving device holds
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
@@ -118,8 +119,9 @@
  *       cloud's periodic checkpoint.
  *     - The handover at a notice (with the memory tier and opts.handover, the runtime's default; not
  *       for a join, nor for a removal during a recovery): the save is the snapshot plus, for each
- *       device of the next plan, what it reads and its own device did not hold at inter_node_gb_s,
- *       or over the link from a holder in another zone or region, billed (memory.c, transfer.c);
+ *       device of the next plan, what it reads and its node did not hold, sent node pair by node
+ *       pair as the runtime does (ah_ckpt_pairs_s), billed across zones and regions (recovery.c,
+ *       transfer.c);
  *       committed in memory, the disks not written before the relaunch; the relaunch's transfer is
  *       then 0 (every byte on its own host, counted as memory) and nothing rolls back.
  */
@@ -358,16 +360,15 @@ void ah_sim_handed_over(ah_sim_recovery_t *v);
 /* The snapshot alone: max over devices of bytes / o->snapshot_gb_s. */
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
 /* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): its
- * seconds (max over nodes of bytes over the node's inter-node link, or the link to a holder in
- * another zone or region; at least a "links" pair's bytes over its total_gb_s; -1 when out of host
+ * seconds (the runtime's blocking pairs in node order, plan/ckpt_traffic.h ah_ckpt_pairs_s: a ring of
+ * partners is a chain; at least a "links" pair's bytes over its total_gb_s; -1 when out of host
  * memory), in *usd the egress $ of the bytes that cross a zone or region (at the link's
  * $/GB), and in *bytes_across_regions the bytes that cross a region. */
 double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                                  const int *holder, double *usd, double *bytes_across_regions);
 /* The save at a notice up to its commit in memory: max over devices of bytes / o->snapshot_gb_s, plus
- * max over nodes of bytes / (inter_node_gb_s x the node's GPUs), over the link to holder[y] (NULL:
- * none known) instead when that is in another zone or region (at least a "links" pair's bytes over
- * its total_gb_s). -1 without host memory. */
+ * each node's bytes to holder[y] (-1, or holder NULL: a node of its zone) as the runtime's blocking
+ * pairs run (ah_sim_memory_replication's rule, every node's bytes). -1 without host memory. */
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
                             const int *holder, const ah_sim_opts_t *o);
 
