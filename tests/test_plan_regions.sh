@@ -80,6 +80,23 @@ AWS_REGION=ap-south-1 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --r
 $PY -c 'import json, sys; a, b = (json.load(open(p)) for p in sys.argv[1:3]); assert a["checkpoint"] == b["checkpoint"] and a["bytes_per_iteration_by_kind"] == b["bytes_per_iteration_by_kind"], (a["checkpoint"], b["checkpoint"])' \
     "$TMP/ckpt.json" "$TMP/ckpt-r.json"
 st=$?; check "--cloud-region eu-west-1 counts as AWS_REGION=eu-west-1: $(head -c 200 "$TMP/ckpt-r.json")" "$st"
+# a one-region cluster (both nodes in us-east-1) and AWS_REGION naming another region: the bucket is
+# outside the cluster, each node's upload crosses a region at its $0.02/GB (until session 17 the bucket
+# was taken to be in us-east-1 whatever AWS_REGION said: $0); AWS_REGION=us-east-1: nothing crosses
+sed 's/"zone": "eu-west-1a", "region": "eu-west-1"/"zone": "us-east-1b", "region": "us-east-1"/' "$TMP/priced.json" >"$TMP/one.json"
+for r in eu-west-1 us-east-1; do
+    AWS_REGION=$r "$AH" evaluate --plan "$TMP/plan.json" --cluster "$TMP/one.json" --ckpt-every 10 \
+        --cloud s3://ckpt-bucket/run --json >"$TMP/one-$r.json" 2>"$TMP/one-$r.err"
+done
+$PY - "$TMP/one-eu-west-1.json" "$TMP/one-us-east-1.json" <<'PYEOF'
+import json, sys
+far, near = (json.load(open(p)) for p in sys.argv[1:3])
+k, c = far["bytes_per_iteration_by_kind"]["checkpoint"], far["checkpoint"]
+assert k.get("inter-region", 0) > 0 and abs(c["egress_usd_per_iteration"] - k["inter-region"] / 1e9 * 0.02) < 1e-12, (k, c)
+assert near["bytes_per_iteration_by_kind"]["checkpoint"].get("inter-region", 0) == 0, near["bytes_per_iteration_by_kind"]
+assert near["checkpoint"]["egress_usd_per_iteration"] == 0, near["checkpoint"]
+PYEOF
+st=$?; check "one region, AWS_REGION=eu-west-1: the uploads cross a region: $(head -c 300 "$TMP/one-eu-west-1.err")" "$st"
 "$AH" evaluate --plan "$TMP/plan.json" --ckpt-every 10 --cloud s3://ckpt-bucket/run --cloud-region mars >"$TMP/mars.txt" 2>&1
 st=$?
 [ "$st" = 2 ] && grep -q -- "--cloud-region mars: none of the cluster's regions (us-east-1, eu-west-1)" "$TMP/mars.txt"

@@ -33,6 +33,11 @@ const char *ah_s3_env_region(void) {
     return r && *r ? r : "us-east-1";
 }
 
+bool ah_s3_env_region_given(void) {
+    const char *r = getenv("AWS_REGION"), *d = getenv("AWS_DEFAULT_REGION");
+    return (r && *r) || (d && *d);
+}
+
 ah_status_t ah_s3_config_from_env(ah_s3_config_t *cfg, const char *endpoint, ah_error_t *err) {
     memset(cfg, 0, sizeof *cfg);
     copy_env(cfg->access_key, sizeof cfg->access_key, "AWS_ACCESS_KEY_ID", "");

@@ -45,6 +45,8 @@ ah_status_t ah_s3_config_from_env(ah_s3_config_t *cfg, const char *endpoint, ah_
 /* The region requests are signed for: AWS_REGION, else AWS_DEFAULT_REGION, else "us-east-1" (what
  * ah_s3_config_from_env takes; plan and evaluate take it as the bucket's region). */
 const char *ah_s3_env_region(void);
+/* Whether AWS_REGION or AWS_DEFAULT_REGION names the region (not the us-east-1 fallback). */
+bool ah_s3_env_region_given(void);
 
 typedef struct ah_s3_url {
     char bucket[64];

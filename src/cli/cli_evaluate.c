@@ -348,7 +348,12 @@ int ah_cli_ckpt_policy(const char *verb, const ah_cluster_t *c, int64_t every, d
                 "of the cluster's (its nodes' \"region\"), with --cloud-region R or AWS_REGION\n", verb, cloud, region);
         return 2;
     }
-    snprintf(out->cloud_region, sizeof out->cloud_region, "%s", c->nodes[named < 0 ? 0 : named].region);
+    /* One region: a bucket named elsewhere (AWS_REGION or AWS_DEFAULT_REGION, on a cluster whose region is
+     * named) is outside the cluster, its uploads priced across a region (plan_links.c); else the bucket is
+     * taken to be in the cluster's region (until session 17 always, whatever AWS_REGION said) */
+    const bool elsewhere = named < 0 && ah_s3_env_region_given() && strcmp(c->nodes[0].region, "default") != 0;
+    snprintf(out->cloud_region, sizeof out->cloud_region, "%s",
+             elsewhere ? region : c->nodes[named < 0 ? 0 : named].region);
     return 0;
 }
 
