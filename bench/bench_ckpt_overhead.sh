@@ -8,11 +8,29 @@
 # 1.10x), and what the async runs waited for a snapshot still being written; beside the wall time,
 # the CPU seconds the job used (user + system of autohet run and every rank it waited for,
 # /usr/bin/time), which a machine shared with other work changes far less than the wall time, and
-# the cores the machine left idle during each run (/proc/stat), the CPU a background writer at
-# SCHED_IDLE can take without slowing anything.
+# the cores the machine left idle during each run (/proc/stat), the CPU the background writer can
+# take without slowing training.
 #
 #   bash bench/bench_ckpt_overhead.sh [BUILD_DIR]       (default build)
 #   ROUNDS=5 STEPS=40 bash bench/bench_ckpt_overhead.sh B
+#   SCALE=3 bash bench/bench_ckpt_overhead.sh B         (every emulated device 3x slower, below)
+#   SCALE=auto bash bench/bench_ckpt_overhead.sh B      (the smallest whole SCALE that is faithful here)
+#
+# Is the emulation faithful? An emulated device of slowdown s computes on a core for 1/s of its
+# phase and sleeps the rest (runtime/emulate.h), so the ranks ask for sum over ranks of 1/slowdown
+# cores of compute. cpu-hetero's 2 cpu-fast (slowdown 1) and 4 cpu-slow (slowdown 3) ask for
+# 2 + 4/3 = 3.3 cores: on a machine with fewer, the devices cannot run at their stated speed, the
+# ranks queue for the cores, and the background writer can only take its CPU out of training. On
+# a GPU host the trainer's CPU cores are idle while its GPUs compute, and the writer runs on them;
+# a faithful emulation of that needs the ranks' demand below the machine's cores, with room left
+# for the writer. The bench prints the demand beside nproc. SCALE=k (default 1, cpu-hetero as it
+# is, so that older figures stay comparable) writes the bench's own cluster file from cpu-hetero
+# with every type's slowdown multiplied by k and its tflops and mem_bw_gb_s divided by k (the plan
+# and the emulation agree; the links unchanged: communication is not stretched), so the demand is
+# 1/k of it; SCALE=auto takes the smallest whole k whose demand leaves at least half a core idle.
+# A longer step also makes the same save a smaller share of it: the bench prints the save's bytes
+# and the step time beside the ratios, so a reader sees both; a ratio at SCALE > 1 says what a host
+# with idle cores would see at that step time, not what the default setting shows.
 #
 # Model: GPT-2's shape at 4 layers, 512 wide, 8 heads, a byte vocabulary (12.9 M parameters; fp32
 # weights + AdamW m and v, 155 MB of state over the ranks); global batch 8 x 64 tokens; the local
@@ -26,15 +44,39 @@ BUILD=$(cd "${1:-build}" && pwd)
 AUTOHET=$BUILD/autohet
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-30}
+SCALE=${SCALE:-1}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+
+# The cluster: cpu-hetero, or its devices SCALE times slower (above); prints the ranks' compute
+# demand in cores against nproc.
+CLUSTER=cpu-hetero
+python3 - examples/clusters/cpu-hetero.json "$SCALE" "$(nproc)" "$WORK/cluster.json" >"$WORK/scale" <<'PY'
+import json, math, sys
+c, scale, cores, out = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def demand(k):  # cores the ranks compute on: sum over ranks of 1 / slowdown
+    return sum(n["count"] / (c["gpu_types"][n["gpu"]]["emulate"]["slowdown"] * k) for n in c["nodes"])
+k = float(math.ceil(demand(1) / (cores - 0.5))) if scale == "auto" else float(scale)
+if k <= 0:
+    sys.exit(f"bench_ckpt_overhead: SCALE must be > 0 or auto, got {scale}")
+print(f"{k:g} {demand(k):.2f} {demand(1):.2f}")
+for t in c["gpu_types"].values():
+    t["emulate"]["slowdown"] *= k
+    t["tflops"] = {d: v / k for d, v in t["tflops"].items()}
+    t["mem_bw_gb_s"] /= k
+json.dump(c, open(out, "w"), indent=1)
+PY
+read -r SCALE DEMAND DEMAND1 <"$WORK/scale"
+[ "$SCALE" = 1 ] || CLUSTER=$WORK/cluster.json
 
 cat >"$WORK/model.json" <<'JSON'
 {"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8, "vocab_size": 256, "n_positions": 64}
 JSON
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
-echo "bench_ckpt_overhead: $ROUNDS rounds of $STEPS steps on cpu-hetero, $(nproc) cores, $("$AUTOHET" --version | head -1)"
+echo "bench_ckpt_overhead: $ROUNDS rounds of $STEPS steps on cpu-hetero at SCALE $SCALE, $(nproc) cores, $("$AUTOHET" --version | head -1)"
+echo "the ranks' compute demand: $DEMAND cores of $(nproc) (sum over ranks of 1/slowdown; $DEMAND1 at SCALE 1):" \
+    "$(python3 -c "import sys; d, n = float(sys.argv[1]), int(sys.argv[2]); print('faithful, %.2f cores left idle' % (n - d) if n - d >= 0.5 else 'over-committed: the emulated devices cannot run at their stated speed, and the writer takes its CPU out of training')" "$DEMAND" "$(nproc)")"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() { # NAME CKPT_EVERY [FLAGS...]
@@ -42,7 +84,7 @@ run() { # NAME CKPT_EVERY [FLAGS...]
     shift 2
     local stat0
     stat0=$(head -1 /proc/stat)
-    /usr/bin/time -f "%U %S" -o "$WORK/$name.cpu" "$AUTOHET" run --model "$WORK/model.json" --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 8 \
+    /usr/bin/time -f "%U %S" -o "$WORK/$name.cpu" "$AUTOHET" run --model "$WORK/model.json" --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch 8 \
         --seq-len 64 --steps "$STEPS" --ckpt-every "$every" --work-dir "$WORK/$name" --quiet "$@" >"$WORK/$name.log" 2>&1 ||
         { cat "$WORK/$name.log" >&2; echo "bench_ckpt_overhead: run $name failed" >&2; exit 1; }
     echo "$stat0" >"$WORK/$name.stat"
@@ -55,9 +97,9 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$WORK" "$ROUNDS" "$STEPS" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$STEPS" "$SCALE" "$DEMAND" <<'PY'
 import json, os, statistics, sys
-work, rounds, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, rounds, steps, scale, demand = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 def figures(name):
     ev = [json.loads(l) for l in open(os.path.join(work, name, "metrics.jsonl"))]
     done = [e for e in ev if e.get("event") == "done"][-1]
@@ -77,8 +119,8 @@ for r in range(rounds):
     a, b, c = (rows[k][r] for k in modes)
     print(f"{r + 1:>5} {a[0]:>7.2f} s {b[0]:>7.2f} s {c[0]:>7.2f} s {b[0] / a[0]:>10.2f} {c[0] / a[0]:>11.2f}   "
           f"{a[1]:.4f} / {b[1]:.4f} / {c[1]:.4f}")
-    print(f"{'':>5} CPU {a[6]:.1f} / {b[6]:.1f} / {c[6]:.1f} s (sync +{(b[6] - a[6]) / steps:.3f}, async "
-          f"+{(c[6] - a[6]) / steps:.3f} CPU-s a step); idle cores {a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
+    print(f"{'':>5} CPU {a[6]:.1f} / {b[6]:.1f} / {c[6]:.1f} s (sync {(b[6] - a[6]) / steps:+.3f}, async "
+          f"{(c[6] - a[6]) / steps:+.3f} CPU-s a step); idle cores {a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
 med = {k: statistics.median(x[0] for x in rows[k]) for k in modes}
 saves, state = rows["sync"][0][2], rows["sync"][0][3]
 waits = [x[4] for x in rows["async"]]
@@ -88,4 +130,8 @@ print(f"median wall: none {med['none']:.2f} s (one save at the end), sync {med['
 print(f"ratios to none: sync {med['sync'] / med['none']:.2f}x, async {med['async'] / med['none']:.2f}x "
       f"(issue 36's target for async: <= 1.10x); async runs: {rows['async'][0][5]} saves in the background, "
       f"waits for the snapshot in flight {min(waits):.2f}-{max(waits):.2f} s per run")
+step = statistics.median(x[1] for x in rows["none"])
+print(f"at SCALE {scale}: compute demand {demand:.2f} cores of {os.cpu_count()}; a save {state / 1e6:.0f} MB against a step "
+      f"of {step:.3f} s without saves ({state / 1e6 / step:.0f} MB per step-second: a longer step makes the same save "
+      f"a smaller share)")
 PY
