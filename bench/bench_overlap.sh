@@ -3,7 +3,9 @@
 # overlapped with the backward (the default) and with --no-overlap-grad-sync, in alternation in one
 # run, each against `autohet evaluate`'s prediction (iteration_overlap_s with overlap, iteration_s
 # without), calibrated by `autohet profile` through the same emulation.
-# Prints the ratios; never fails on a timing.
+# Prints the ratios and how many bucket collectives were complete before the sync's wait (the
+# metrics' dp_sync_hidden: whether the collectives moved during the backward, which a noisy step
+# time cannot show); never fails on a timing.
 # SHARD=even (or memory) shards the optimizer over the replicas: the sync is then reduce-scatters
 # in the backward and the updated weights' all-gathers overlapped with the next step's forward
 # (docs/runtime.md "Overlapped gradient sync").
@@ -57,9 +59,13 @@ for k in $(seq "$ROUNDS"); do
     ON+=("$(train on$k)")
     OFF+=("$(train off$k --no-overlap-grad-sync)")
 done
-python3 - "$WORK/eval.json" "${ON[*]}" "${OFF[*]}" "$STEPS" "$WARMUP" <<'PY'
+python3 - "$WORK/eval.json" "${ON[*]}" "${OFF[*]}" "$STEPS" "$WARMUP" "$WORK" "$ROUNDS" <<'PY'
 import json, statistics, sys
 e = json.load(open(sys.argv[1]))
+work, rounds, warmup = sys.argv[6], int(sys.argv[7]), int(sys.argv[5])
+# dp_sync_hidden: bucket collectives complete when the sync began to wait, after the warm-up
+hid = [h for k in range(1, rounds + 1)
+       for h in [json.loads(l)["dp_sync_hidden"] for l in open(f"{work}/on{k}.jsonl") if '"loss"' in l][warmup:]]
 on = statistics.median(float(x) for x in sys.argv[2].split())
 off = statistics.median(float(x) for x in sys.argv[3].split())
 pon, poff = e["iteration_overlap_s"], e["iteration_s"]
@@ -69,4 +75,7 @@ print(f"   {'overlap':<12} {pon:12.4f} {on:12.4f} {on / pon:10.3f}")
 print(f"   {'no overlap':<12} {poff:12.4f} {off:12.4f} {off / poff:10.3f}")
 print(f"   overlap / no overlap: measured {on / off:.3f}, predicted {pon / poff:.3f}; DP sync predicted "
       f"{e['dp_sync_exposed_s']:.4f} s exposed of {e['breakdown']['dp_sync_s']:.4f} s")
+print(f"   with overlap {sum(h[0] for h in hid)} of {sum(h[1] for h in hid)} bucket collectives complete when the "
+      f"sync began to wait ({100 * sum(h[0] for h in hid) / max(1, sum(h[1] for h in hid)):.0f} %, every rank's, "
+      f"the steps after the warm-up; dp_sync_hidden)")
 PY
