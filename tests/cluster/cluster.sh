@@ -13,6 +13,8 @@
 #   cluster_shape MBIT      every link reshaped to MBIT Mbit/s (0: unshaped)
 #   cluster_regions FAST SLOW "H..." "H..."  two regions of hosts: each host's egress (tc htb) at
 #                           FAST Mbit/s to a host of its own region, SLOW to one of the other
+#                           (a tbf under the slow class, so a long GSO packet is not let through
+#                           at once)
 #   cluster_place PLAN "H..." ...  one device a stage: pipeline p's stages on the hosts of the p-th
 #                           list, in order (each host's devices indexed 0, 1, ... as they come);
 #                           PLAN rewritten, and beside it PLAN's .json made .hosts, rank r's host
@@ -248,6 +250,12 @@ cl_region_shape() {
     ip netns exec "$ns" tc qdisc add dev "$CL_IFACE" root handle 1: htb default 10 r2q 1000 || return 1
     ip netns exec "$ns" tc class add dev "$CL_IFACE" parent 1: classid 1:10 htb rate "${2}mbit" || return 1
     ip netns exec "$ns" tc class add dev "$CL_IFACE" parent 1: classid 1:20 htb rate "${3}mbit" || return 1
+    # htb sends a packet whenever its class has tokens left, whatever its length, so TCP's 64 KiB
+    # GSO packets crossed at once after an idle moment (a pipeline's 32 KiB activations crossed
+    # 5 Mbit/s in 1 ms: bench_hier_sync PLAN=pp); tbf under the slow class cuts them into segments
+    # and its bucket holds a few packets
+    ip netns exec "$ns" tc qdisc add dev "$CL_IFACE" parent 1:20 handle 20: tbf rate "${3}mbit" burst 4500 \
+        latency 100ms || return 1
     for other in $4; do
         ip netns exec "$ns" tc filter add dev "$CL_IFACE" parent 1: protocol ip prio 1 u32 \
             match ip dst "$(cl_addr "$other")/32" flowid 1:20 || return 1
