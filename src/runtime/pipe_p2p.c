@@ -12,8 +12,8 @@
         if (s_ != AH_OK) return s_;               \
     } while (0)
 
-/* A chunk's four buffers, in ah_p2p_chunk_t's order. */
-enum { RECV_ACT, SEND_GRAD, SEND_ACT, RECV_GRAD, N_BUFS };
+enum { RECV_ACT = AH_P2P_RECV_ACT, SEND_GRAD = AH_P2P_SEND_GRAD, SEND_ACT = AH_P2P_SEND_ACT,
+       RECV_GRAD = AH_P2P_RECV_GRAD, N_BUFS = 4 };
 
 static float *buffer(const ah_p2p_chunk_t *x, int b) {
     float *const all[N_BUFS] = {x->recv_act, x->send_grad, x->send_act, x->recv_grad};
@@ -104,12 +104,10 @@ static bool replay(replay_t *m, const ah_op_t *ops, int64_t per) {
     return left == 0;
 }
 
-/* tr->p2p_order: this device's transfers in the pipeline's order (pipe_p2p.h). */
-static ah_status_t build_order(ah_trainer_t *tr, ah_error_t *err) {
-    const ah_pipeline_t *pl = &tr->plan->pipelines[tr->role.pipeline];
-    const int S = tr->S, P = tr->role.stride;
-    const int64_t n = tr->n_mb, per = ah_sched_ops_per_device(pl->schedule, S, P, n);
-    replay_t m = {.S = S, .P = P, .d = tr->role.stage, .n = n};
+ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_p2p_xfer_t **out, int64_t *n_out,
+                         ah_error_t *err) {
+    const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
+    replay_t m = {.S = S, .P = P, .d = d, .n = n};
     const size_t cells = (size_t)S * (size_t)n;
     ah_op_t *ops = malloc((size_t)P * (size_t)per * sizeof *ops);
     m.produced = calloc(2 * cells, sizeof *m.produced);
@@ -123,16 +121,15 @@ static ah_status_t build_order(ah_trainer_t *tr, ah_error_t *err) {
         s = ah_error_set(err, AH_ERR_OOM, "no host memory to order the pipeline's transfers");
     } else {
         for (size_t c = 0; c < cells; c++) m.ran_f[c] = m.ran_b[c] = -1;
-        for (int d = 0; d < P; d++) ah_sched_order(pl->schedule, S, P, n, d, ops + d * per);
+        for (int k = 0; k < P; k++) ah_sched_order(sched, S, P, n, k, ops + k * per);
         if (!replay(&m, ops, per))
-            s = ah_error_set(err, AH_ERR_INTERNAL, "pipelines[%d]: its schedule's transfers cannot be ordered for "
-                             "NCCL (one buffer per direction); run with AH_P2P=staged", tr->role.pipeline);
+            s = ah_error_set(err, AH_ERR_INTERNAL, "the schedule's transfers (%d stages on %d devices, %lld "
+                             "micro-batches) cannot be ordered for NCCL with one buffer per direction; run with "
+                             "AH_P2P=staged", S, P, (long long)n);
     }
-    if (s == AH_OK) {
-        tr->p2p_order = m.order;
-        tr->n_p2p_order = m.n_order;
-        m.order = NULL;
-    }
+    *out = s == AH_OK ? m.order : NULL;
+    *n_out = s == AH_OK ? m.n_order : 0;
+    if (s == AH_OK) m.order = NULL;
     free(ops);
     free(m.produced);
     free(m.done);
@@ -167,7 +164,11 @@ ah_status_t ah_p2p_attach(ah_trainer_t *tr, ah_error_t *err) {
         for (int b = 0; b < N_BUFS; b++)
             if ((b == RECV_ACT || b == SEND_GRAD ? tr->chunks[c].prev : tr->chunks[c].next) >= 0)
                 TRY(be->dcomm_event_create(&tr->chunks[c].ev[b], err));
-    return build_order(tr, err);
+    const ah_pipeline_t *pl = &tr->plan->pipelines[tr->role.pipeline];
+    if (ah_p2p_order(pl->schedule, tr->S, tr->role.stride, tr->n_mb, tr->role.stage, &tr->p2p_order, &tr->n_p2p_order,
+                     err) != AH_OK)
+        return ah_error_prefix(err, "pipelines[%d]", tr->role.pipeline);
+    return AH_OK;
 }
 
 const char *ah_p2p_kind(const ah_trainer_t *tr) { return tr->p2p_nccl ? "nccl" : "mpi"; }
