@@ -187,6 +187,31 @@ static void test_wan_rule(void) {
     ah_plan_free(&p);
 }
 
+/* train-pp4 (tiny-gpt2, one pipeline of four one-layer stages, 8 micro-batches of 1 x 32 tokens)
+ * with stages 0-1 on n0 in region us and 2-3 on n1 in eu: the activations and their gradients
+ * between stages 1 and 2 cross, 2 x 8 x 32 x 64 x 4 bytes, counted as pipeline p2p, and the
+ * refusal names them; allowed with the flag, and over a private link without it. */
+static void test_wan_rule_pipeline(void) {
+    ah_plan_t p;
+    ah_error_t err = {0};
+    CHECK(ah_plan_load(ah_test_src_path("examples/plans/train-pp4.json"), NULL, &p, &err) == AH_OK, "%s", err.msg);
+    for (int s = 2; s < 4; s++) p.pipelines[0].stages[s].devices[0] = (ah_device_ref_t){1, s - 2};
+    snprintf(p.cluster.nodes[0].region, sizeof p.cluster.nodes[0].region, "us");
+    snprintf(p.cluster.nodes[1].region, sizeof p.cluster.nodes[1].region, "eu");
+    snprintf(p.cluster.nodes[1].zone, sizeof p.cluster.nodes[1].zone, "eu-a");
+    ah_plan_traffic_t t;
+    ah_plan_traffic(&p, &t);
+    CHECK_EQ_I64(t.n_crossings, 1);
+    CHECK_NEAR(t.crossings[0].bytes[AH_TRAFFIC_P2P], 2.0 * 8 * 32 * 64 * 4, 1e-6);
+    CHECK_ERR(ah_plan_wan_check(&p, false, &err), AH_ERR_USAGE, err, "us <-> eu (not marked private): pipeline p2p");
+    CHECK(ah_plan_wan_check(&p, true, &err) == AH_OK, "allowed: %s", err.msg);
+    p.cluster.net.links[0] = (ah_net_link_t){.a = "eu", .b = "us", .regions = true, .gb_s = -1, .latency_us = -1,
+                                             .usd_per_gb = -1, .private_link = true};
+    p.cluster.net.n_links = 1;
+    CHECK(ah_plan_wan_check(&p, false, &err) == AH_OK, "a private link needs no flag: %s", err.msg);
+    ah_plan_free(&p);
+}
+
 /* train-dp4 (tiny-gpt2, TP 1, four one-stage pipelines: 0-1 on n0 in region us, 2-3 on n1 in eu),
  * a save every 10 iterations: each node's step is the whole model, S = 12 bytes a parameter (fp32
  * weights, AdamW m and v; TP 1 pads no vocabulary row when V is a multiple of the padding). With
@@ -305,6 +330,7 @@ int main(void) {
     test_example();
     test_links();
     test_wan_rule();
+    test_wan_rule_pipeline();
     test_defaults();
     test_old_unchanged();
     test_refusals();
