@@ -11,6 +11,7 @@
 #      n0 and n1, held on a disk) instead of holding the stop for it, as the simulator prices a join
 #      (docs/simulator.md rule 4). Before, no node dropped: the stop waited for every upload.
 #   C. the same stop without a next plan (an interrupt: the run ends): no node drops its upload.
+# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage) C is left out (its code path is A's).
 . "$(dirname "$0")/train_common.sh"
 python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
 import json, sys
@@ -82,6 +83,7 @@ assert sorted(pre["nodes"]) == ["n0", "n1"], pre
 assert sorted((u["node"], u["held_in"]) for u in pre.get("uploads_cancelled", [])) == [("n0", "disk"), ("n1", "disk")], pre
 PY
 # C. an interrupt: every node stops, no next plan: every upload finished
+[ "${AH_CLUSTER_SHORT:-0}" = 1 ] && { echo "PASS (short subset: A and B)"; exit 0; }
 stop end "0 1"
 echo "  C: every node stopped, no next plan: $STOP_S s; cloud manifests: $(cloud_manifests end | tr '\n' ',')"
 ! grep -q '"uploads_cancelled"' "$WORK/end.jsonl" || fail "C: an upload cancelled with no relaunch known"
