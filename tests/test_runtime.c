@@ -354,7 +354,9 @@ static void test_emulation_sleeps_off_core(void) {
     const double slept_before = e.slept;
     CHECK(ah_emulator_end(&e, &compute, &err) == AH_OK, "emulator_end");
     const long switches = voluntary_switches() - before;
-    CHECK(e.slept - slept_before > 0.02, "the stretch slept %.1f ms; expected about %.1f", 1e3 * (e.slept - slept_before),
+    /* the stretch is k x the CPU burnt less the burn's wall time, which a loaded machine lengthens:
+     * only its being a real sleep is checked (a few ms), its length is test_emulation_typical's */
+    CHECK(e.slept - slept_before > 0.004, "the stretch slept %.1f ms; expected about %.1f", 1e3 * (e.slept - slept_before),
           1e3 * (k - 1) * usual);
     CHECK(before >= 0 && switches >= 10 && calls >= 10,
           "a %.1f ms stretch gave the core up %ld times and progressed the transfers %d times (at least 10 "
@@ -408,7 +410,7 @@ int main(void) {
         ah_test_retry(test_emulation_typical, 3, "emulation's stretch");
         ah_test_retry(test_emulation_segments, 3, "emulation's segments");
     }
-    test_emulation_sleeps_off_core();
+    ah_test_retry(test_emulation_sleeps_off_core, 3, "emulation's sleep off the core");
     test_emulation_device_now();
     test_schedule();
     test_lr();
