@@ -132,6 +132,62 @@ static void test_pairs_rule(void) {
     ah_cluster_free(&c);
 }
 
+/* ah_ckpt_pairs_in_rounds, the runtime's order: every pair once, the pairs of a round disjoint, in
+ * their given order within it; a ring of 4 partners in 2 rounds (priced 2 pairs' seconds, not the
+ * chain's 4), a ring of 5 in 3; a non-ring map (0 > 1, 1 > 0, 2 > 0, 3 > -1) and pairs with no bytes
+ * (last, in no round). */
+static int check_rounds(ah_ckpt_pair_t *pairs, int n, const char *what) {
+    ah_ckpt_pair_t before[8];
+    memcpy(before, pairs, (size_t)n * sizeof *pairs);
+    const int rounds = ah_ckpt_pairs_in_rounds(pairs, n);
+    int seen = 0, round = 0, round_start = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++)
+            if (before[j].from == pairs[k].from && before[j].to == pairs[k].to) seen |= 1 << j;
+    CHECK(seen == (1 << n) - 1, "%s: every pair once", what);
+    for (int k = 0; k < n && pairs[k].bytes > 0; k++) { /* a new round where a pair meets one of this round */
+        for (int j = round_start; j < k; j++)
+            if (pairs[j].from == pairs[k].from || pairs[j].from == pairs[k].to ||
+                (pairs[j].to >= 0 && (pairs[j].to == pairs[k].from || pairs[j].to == pairs[k].to))) {
+                round++;
+                round_start = k;
+                break;
+            }
+    }
+    CHECK(round + 1 == rounds || (rounds == 0 && (n == 0 || pairs[0].bytes <= 0)), "%s: %d rounds, %d by the order",
+          what, rounds, round + 1);
+    return rounds;
+}
+
+static void test_pairs_in_rounds(void) {
+    ah_cluster_t c;
+    ah_error_t err;
+#define NODE(k) "{\"name\": \"n" #k "\", \"gpu\": \"A100-80G\", \"count\": 1}"
+    const bool loaded = ah_test_parse_cluster("{\"nodes\": [" NODE(0) ", " NODE(1) ", " NODE(2) ", " NODE(3) ", "
+                                              NODE(4) "], \"network\": {\"inter_node_gb_s\": 100}}", &c, &err) == AH_OK;
+#undef NODE
+    CHECK(loaded && c.n_nodes == 5, "five nodes: %s", loaded ? "" : err.msg);
+    if (!loaded) return;
+    const ah_link_info_t l = ah_link_of(&c, 0, 1, c.nodes[0].type, c.nodes[1].type);
+    const double one = pair_s(&l, 1e9);
+    ah_ckpt_pair_t ring4[4] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 0, 1e9}};
+    CHECK(check_rounds(ring4, 4, "ring of 4") == 2, "a ring of 4 in 2 rounds");
+    CHECK(ring4[0].from == 0 && ring4[1].from == 2 && ring4[2].from == 1 && ring4[3].from == 3,
+          "round 0 takes 0 > 1 and 2 > 3, in node order: %d %d %d %d", ring4[0].from, ring4[1].from, ring4[2].from,
+          ring4[3].from);
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, ring4, 4), 2 * one, 1e-12);
+    ah_ckpt_pair_t ring5[5] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 4, 1e9}, {4, 0, 1e9}};
+    CHECK(check_rounds(ring5, 5, "ring of 5") == 3, "a ring of 5 in 3 rounds");
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, ring5, 5), 3 * one, 1e-12);
+    ah_ckpt_pair_t other[6] = {{0, 1, 1e9}, {1, 0, 1e9}, {2, 0, 0}, {2, 0, 1e9}, {3, -1, 1e9}, {4, 3, 1e9}};
+    CHECK(check_rounds(other, 6, "a non-ring map") == 3, "0 > 1, 1 > 0, 2 > 0 meet at node 0: 3 rounds");
+    CHECK(other[0].from == 0 && other[1].from == 3 && other[2].from == 1 && other[3].from == 4 &&
+              other[4].from == 2 && other[4].bytes > 0 && other[5].bytes <= 0,
+          "0 > 1 and 3 > -1, then 1 > 0 and 4 > 3, then 2 > 0, the empty pair last");
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, other, 6), 3 * one, 1e-12);
+    ah_cluster_free(&c);
+}
+
 /* on-demand (never preempted) for 1 h: its egress is the iterations it trained (tokens / tokens per
  * iteration) x the plan's egress $ per iteration; the plan's DP sync crosses the zones, partly
  * hidden behind the backward, so the overlapped iteration is shorter than the one with the sync
@@ -461,6 +517,7 @@ int main(void) {
     CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     const ah_train_t tr = {.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
     test_pairs_rule();
+    test_pairs_in_rounds();
     test_replication_across_zones(&m, &c, &tr);
     test_egress_rate(&m, &c, &tr);
     test_handover_across_zones(&m, &tr);

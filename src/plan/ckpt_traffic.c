@@ -94,6 +94,28 @@ void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, 
     }
 }
 
+static bool pairs_meet(const ah_ckpt_pair_t *a, const ah_ckpt_pair_t *b) {
+    return a->from == b->from || a->from == b->to || (a->to >= 0 && (a->to == b->from || a->to == b->to));
+}
+
+int ah_ckpt_pairs_in_rounds(ah_ckpt_pair_t *pairs, int n) {
+    int placed = 0, rounds = 0;
+    for (int round_start = 0; placed < n; round_start = placed) {
+        for (int k = placed; k < n; k++) {
+            bool free_in_round = pairs[k].bytes > 0;
+            for (int j = round_start; j < placed && free_in_round; j++)
+                free_in_round = !pairs_meet(&pairs[j], &pairs[k]);
+            if (!free_in_round) continue;
+            const ah_ckpt_pair_t taken = pairs[k]; /* to the round's end, the rest keeping their order */
+            memmove(&pairs[placed + 1], &pairs[placed], (size_t)(k - placed) * sizeof *pairs);
+            pairs[placed++] = taken;
+        }
+        if (placed == round_start) break; /* the rest move nothing */
+        rounds++;
+    }
+    return rounds;
+}
+
 double ah_ckpt_pairs_s(const ah_cluster_t *c, const ah_ckpt_pair_t *pairs, int n) {
     double *free_at = calloc((size_t)c->n_nodes + 1, sizeof *free_at), end = 0;
     if (!free_at) return -1;

@@ -37,11 +37,21 @@ typedef struct ah_ckpt_pair {
     double bytes;
 } ah_ckpt_pair_t;
 
+/* Puts pairs[0 .. n - 1] in the order the runtime replicates them (runtime/ckpt_replica.c), in rounds
+ * of pairs with no node in common: round 0 takes the pairs in their given order whose nodes no
+ * earlier pair of the round has (to -1: from's node alone), round 1 the same from the rest, and so
+ * on (a greedy edge colouring); pairs with bytes <= 0 move nothing and go last. Stable and from the
+ * pairs alone, so every rank computes the same order: each rank is in at most one pair a round and all
+ * walk one global order, so the blocking sends cannot deadlock, and the pairs of a round run at once
+ * (a ring of n partners: 2 rounds, 3 when n is odd, not a chain of n). Returns the rounds. */
+int ah_ckpt_pairs_in_rounds(ah_ckpt_pair_t *pairs, int n);
+
 /* The seconds a replication to the partners' memory, or a handover, blocks the job for, as the runtime
  * runs it (runtime/ckpt_replica.c: every rank walks the pairs in one order, each node's leader sends
  * its files to the holder's leader with blocking sends): a pair starts when both its nodes have
- * finished their earlier pairs, so a ring of partners is a chain (the pairs one after another) while
- * pairs of distinct nodes overlap; each pair is one flow on the link between its nodes (its per-GPU
+ * finished their earlier pairs, so pairs in ah_ckpt_pairs_in_rounds's order overlap within a round
+ * (a ring of partners in node order would be a chain, the pairs one after another); each pair is one
+ * flow on the link between its nodes (its per-GPU
  * rate, at most its total_gb_s: cost.h ah_link_shared_bw) plus one latency per 1 MiB piece
  * (comm/transfer.c). pairs[0 .. n - 1] in the runtime's order; bytes <= 0 skipped. -1 when out of
  * host memory. The cost model (plan_links.c) and the simulator (sim/memory.c, sim/recovery.c) both

@@ -212,7 +212,7 @@ static void cloud_upload(const ah_plan_t *p, int node, int bucket, double bytes,
  * to the partners (--replica-memory-gb: each node's step to its partner, while the partner's budget
  * lasts, sources in node order as ah_replica_fit takes them, counted by bytes, not by whole file)
  * and its cloud upload, over the save interval; the replication's seconds (blocking, the pairs in the
- * runtime's order: ah_ckpt_pairs_s, the simulator's rule too) into ckpt_blocked_s. */
+ * runtime's rounds: ah_ckpt_pairs_in_rounds, ah_ckpt_pairs_s, the simulator's rule too) into ckpt_blocked_s. */
 static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     const ah_ckpt_policy_t *pol = &p->train.ckpt;
     t->ckpt_every = pol->every > 0 ? pol->every : 0;
@@ -242,6 +242,7 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
             if (sent > 0) add_on(p, &l, y, h, AH_TRAFFIC_CKPT, sent / every, true, t);
             pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = sent};
         }
+        ah_ckpt_pairs_in_rounds(pairs, n_pairs);
         const double blocked = ah_ckpt_pairs_s(c, pairs, n_pairs);
         if (blocked < 0) t->ckpt_every = 0; /* out of host memory: said as not counted */
         else t->ckpt_blocked_s += blocked / every;

@@ -3,8 +3,9 @@
  * After a step committed on every node (ah_ckpt_commit_step), each node's leader sends the files of
  * its step, as its manifest lists them, to its partner's leader over MPI; the partner writes them
  * into its replica root (a tmpfs: they outlive the job's processes, not the host) and commits a
- * manifest listing what it received, last. Collective; the transfers walk one global order
- * (source node, then file), so the blocking pairs cannot deadlock (comm/transfer.h). What does not
+ * manifest listing what it received, last. Collective; the transfers walk one global order (the
+ * pairs in rounds of disjoint pairs, plan/ckpt_traffic.h ah_ckpt_pairs_in_rounds, then file), so the
+ * blocking pairs cannot deadlock (comm/transfer.h) and a round's pairs run at once. What does not
  * fit a holder's budget is left to the disks and counted; a failed write on a holder leaves that
  * file out of its manifest (the step is on the disks anyway) and is reported, not fatal.
  */
@@ -20,6 +21,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/timing.h"
+#include "plan/ckpt_traffic.h"
 #include "runtime/ckpt_session.h"
 
 enum { TAG_REPLICA = 7200 };
@@ -224,7 +226,8 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     bool *have = calloc((size_t)nn, sizeof *have), **fits = calloc((size_t)nn, sizeof *fits);
     int *partner = calloc((size_t)nn, sizeof *partner);
     const char **zones = calloc((size_t)nn, sizeof *zones);
-    ah_status_t st = ms && have && fits && partner && zones ? AH_OK
+    ah_ckpt_pair_t *pairs = calloc((size_t)nn + 1, sizeof *pairs);
+    ah_status_t st = ms && have && fits && partner && zones && pairs ? AH_OK
                                                             : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
     st = ah_comm_agree(ah_comm_world(), st, err);
     if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
@@ -245,10 +248,18 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     }
     /* complete: every node the plan uses has its whole step in a partner's memory (ckpt_session.h) */
     rs->complete = st == AH_OK;
+    int n_pairs = 0;
     for (int y = 0; st == AH_OK && y < nn; y++) {
         if (s->place.node_leader[y] >= 0 && (!have[y] || partner[y] < 0)) rs->complete = false;
+        double fit_bytes = 0;
+        for (int i = 0; have[y] && i < ms[y].n_files; i++) fit_bytes += fits[y][i] ? (double)ms[y].files[i].bytes : 0;
         if (have[y] && partner[y] >= 0)
-            st = replicate_node(s, src_root, step, y, partner[y], &ms[y], fits[y], rs, err);
+            pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = partner[y], .bytes = fit_bytes};
+    }
+    ah_ckpt_pairs_in_rounds(pairs, n_pairs); /* the same order on every rank: disjoint pairs at once */
+    for (int k = 0; st == AH_OK && k < n_pairs; k++) {
+        const int y = pairs[k].from;
+        st = replicate_node(s, src_root, step, y, pairs[k].to, &ms[y], fits[y], rs, err);
     }
     if (st == AH_OK) st = replica_totals(s, step, t0, rs, err);
     if (st == AH_OK && s->node_rank == 0 && !keep_old && !freed_first && rs->complete)
@@ -262,6 +273,7 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     free(fits);
     free(partner);
     free(zones);
+    free(pairs);
     return st;
 }
 

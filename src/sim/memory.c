@@ -83,9 +83,10 @@ double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_by
 }
 
 /* Every node's bytes to its holder (holder NULL or -1: to a node of its zone, over the inter-node link;
- * held_only: the nodes with a holder alone) as the runtime replicates them: the pairs in node order,
- * each one flow, a pair waiting for its nodes' earlier ones (plan/ckpt_traffic.h ah_ckpt_pairs_s, the
- * cost model's rule: a ring of partners is a chain), or a "links" pair's bytes over its total_gb_s
+ * held_only: the nodes with a holder alone) as the runtime replicates them: the pairs in rounds of
+ * disjoint pairs, each one flow, a pair waiting for its nodes' earlier ones (plan/ckpt_traffic.h
+ * ah_ckpt_pairs_in_rounds and ah_ckpt_pairs_s, the cost model's rule: a ring of partners takes 2 or 3
+ * pairs' time), or a "links" pair's bytes over its total_gb_s
  * (the flows crossing it share it) when longer; f gets the egress and the bytes across regions. -1 when
  * out of host memory. */
 static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
@@ -102,6 +103,7 @@ static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const
         if (h >= 0) (void)ah_sim_flow(f, y, h, bytes); /* its egress and its pair's share */
         pairs[n++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = bytes};
     }
+    ah_ckpt_pairs_in_rounds(pairs, n);
     const double seconds = ah_ckpt_pairs_s(c, pairs, n);
     free(pairs);
     return seconds < 0 ? -1 : fmax(seconds, ah_sim_flows_shared_s(f));

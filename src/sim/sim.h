@@ -44,7 +44,7 @@
  *       point of it) and hold training as the runtime's asynchronous save does: a sharded plan's
  *       all-gather, each device's copy into host memory (ckpt_snapshot_gb_s) and, with the memory
  *       tier, the replication to the partners as the runtime runs it (plan/ckpt_traffic.h
- *       ah_ckpt_pairs_s: blocking pairs in node order, one flow each; the commit runs it on the
+ *       ah_ckpt_pairs_s: blocking pairs in rounds of disjoint pairs, one flow each; the commit runs it on the
  *       trainer's thread); the disks and the cloud are written in the background. Every policy is
  *       priced so (the baselines as if their saves were as asynchronous). The cloud holds a
  *       checkpoint once its upload ends (transfer.c; one at a time, the newest next; its egress paid
@@ -360,8 +360,9 @@ void ah_sim_handed_over(ah_sim_recovery_t *v);
 /* The snapshot alone: max over devices of bytes / o->snapshot_gb_s. */
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o);
 /* One replication of every node's checkpoint to its holder (holder[] from ah_sim_memory_holders): its
- * seconds (the runtime's blocking pairs in node order, plan/ckpt_traffic.h ah_ckpt_pairs_s: a ring of
- * partners is a chain; at least a "links" pair's bytes over its total_gb_s; -1 when out of host
+ * seconds (the runtime's blocking pairs in rounds of disjoint pairs, plan/ckpt_traffic.h
+ * ah_ckpt_pairs_in_rounds and ah_ckpt_pairs_s: a ring of partners takes 2 pairs' time, 3 when odd;
+ * at least a "links" pair's bytes over its total_gb_s; -1 when out of host
  * memory), in *usd the egress $ of the bytes that cross a zone or region (at the link's
  * $/GB), and in *bytes_across_regions the bytes that cross a region. */
 double ah_sim_memory_replication(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
