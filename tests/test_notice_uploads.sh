@@ -5,6 +5,7 @@
 #   A. --cloud-only (autohet run --recovery cloud-only drops every node's disk at the stop), the
 #      notice (SIGTERM) to n1: no node may drop its upload, the staying n0 included (its disk goes
 #      too): the newest step any node uploaded is complete in the cloud (every node's manifest).
+#   D. (below C) a notice to n1 alone while the next plan names it: n1 keeps its upload.
 #   B. a join's restart: the agent SIGTERMs every node and writes the plan it restarts onto into the run
 #      directory (next-plan.json, here the same plan, as the agent writes it): the relaunch reads every
 #      node's disk, so every node drops its pending upload (the preempt event's "uploads_cancelled":
@@ -88,4 +89,17 @@ stop end "0 1"
 echo "  C: every node stopped, no next plan: $STOP_S s; cloud manifests: $(cloud_manifests end | tr '\n' ',')"
 ! grep -q '"uploads_cancelled"' "$WORK/end.jsonl" || fail "C: an upload cancelled with no relaunch known"
 newest_complete end || fail "C: the cloud after the stop"
+# D. a notice to n1 alone with the next plan known and naming n1 (a node noticed after the agent
+#    wrote it, as a second preemption in one stop is): n1 may leave that plan, so it keeps its
+#    upload; n0, spared and in the plan, drops its own (held on its disk). Before, n1 dropped too.
+mkdir -p "$WORK/late.run"
+cp "$WORK/pp2.json" "$WORK/late.run/next-plan.json"
+stop late 1
+echo "  D: a notice to n1 with a next plan naming it: $STOP_S s"
+python3 - "$WORK/late.jsonl" <<'PY' || fail "D: the preempt event"
+import json, sys
+pre = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "preempt"][-1]
+cancelled = sorted(u["node"] for u in pre.get("uploads_cancelled", []))
+assert "n1" not in cancelled, pre
+PY
 echo PASS

@@ -248,7 +248,14 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
  * notice counts: the agent's re-plan over the nodes up may still leave one out (docs/checkpoints.md,
  * "not done"). */
 static bool read_by_relaunch(const ah_ckpt_session_t *s, int n) {
-    return s->handover.n_nodes > 0 ? s->handover.in_next[n] : !s->hit[n];
+    if (s->handover.n_nodes == 0) return !s->hit[n];
+    /* A node noticed after the agent wrote the plan (a second preemption in the same stop) may
+     * leave it: the agent then re-plans without it, so outside a join (every node of the job
+     * noticed) a noticed node counts only when no node is spared. */
+    bool every_node_hit = true;
+    for (int y = 0; y < s->n_nodes; y++)
+        if (s->place.node_leader[y] >= 0 && !s->hit[y]) every_node_hit = false;
+    return s->handover.in_next[n] && (every_node_hit || !s->hit[n]);
 }
 
 /* Whether every shard a rank of node writes is also on the disk of a node the relaunch reads
