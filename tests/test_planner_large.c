@@ -163,6 +163,9 @@ int main(void) {
     const char *const big[] = {"llama2-70b", "gpt3-175b"};
     const char *const paper[] = {"llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b"};
     cluster_cases("examples/clusters/big-4096.json", every, 3, big, 2, 1024, 1, 0.20);
-    cluster_cases("examples/clusters/paper-64.json", all, 1, paper, 4, 128, 1, 0.30);
+    /* 40 %: since 0fc386f a DP group inside one zone under the hierarchical sync is priced on its own
+     * ring's links, so the bound lets any layer's group be such a ring (k = 1, intra-node when it fits a
+     * node): llama2-7b 37.2 % and 13b 35.6 % to that bound (22.7 and 20.3 % before), the plans unchanged */
+    cluster_cases("examples/clusters/paper-64.json", all, 1, paper, 4, 128, 1, 0.40);
     return ah_test_finish();
 }

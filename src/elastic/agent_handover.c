@@ -74,10 +74,25 @@ void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0) {
 
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
     const bool holds = a->have_next && a->next_up && ah_agent_next_plan_holds(&a->next.plan, &a->cluster, a->up);
+    bool joined = false;
+    for (int i = 0; holds && i < a->cluster.n_nodes; i++) joined = joined || (a->up[i] && !a->next_up[i]);
+    /* A node back or joined during the stop: a plan over every node up is taken when it uses every
+     * node of the next plan (those the trainers counted on when they dropped uploads: a node back at
+     * once keeps the running plan); else the next plan, the others taken in at the next checkpoint. */
+    ah_plan_result_t fresh;
+    ah_error_t e;
+    if (joined && ah_agent_plan_up(a, &fresh, &e) == AH_OK) {
+        if (!ah_agent_plan_leaves_out(&a->next.plan, &fresh.plan)) {
+            *out = fresh;
+            ah_agent_next_plan_free(a);
+            return true;
+        }
+        ah_plan_result_free(&fresh);
+    }
     if (holds) {
         *out = a->next;
         a->have_next = false; /* moved out */
-        for (int i = 0; i < a->cluster.n_nodes; i++)
+        for (int i = 0; joined && i < a->cluster.n_nodes; i++)
             if (a->up[i] && !a->next_up[i]) { /* joined during the stop: taken in at the next checkpoint */
                 a->join_pending = true;
                 say(a, "%s joined during the stop; it is taken in at the next checkpoint", a->cluster.nodes[i].name);

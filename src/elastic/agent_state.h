@@ -153,8 +153,9 @@ void ah_agent_next_plan(agent_t *a);
 /* agent_handover.c: at a join, r (the plan with the joined nodes the restart is for; taken over) as the
  * next plan, written to the hosts; t0: when its planning began. */
 void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0);
-/* The next plan into *out when every node it uses is still up (then true; a node up beyond the ones it
- * was made for sets join_pending); dropped either way. */
+/* The next plan into *out when every node it uses is still up (then true; with a node up beyond the
+ * ones it was made for, a plan over every node up instead when it uses each node of the next plan,
+ * else the next plan and join_pending set); dropped either way. */
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out);
 void ah_agent_next_plan_free(agent_t *a);
 
