@@ -1,7 +1,10 @@
 # A host vanishing without notice at a moment the trainer names (AH_TEST_HOOK, src/ckpt/test_hook.h:
 # the rank stops there and creates a marker file on its host's disk; the test kills the host once
 # the marker is there, no sleeps), across three emulated hosts under autohet run --launcher ssh:
-#   (b) mid-step: h2's rank has run step 6's forward and backward, not its gradient sync;
+#   (b) mid-step: h2's rank has run step 6's forward and backward, not its gradient sync (saves
+#       with --ckpt-sync: an asynchronous step 4 commits at the first step boundary after every
+#       writer is done, collectively, and a slow disk can leave that past step 6, which h2 never
+#       ends: then there is no step 4 to upload);
 #   (c) mid-checkpoint: h2's shard files of checkpoint step 8 are written, its manifest not
 #       committed (h0's and h1's step 8 may be committed on their own disks: not a whole step);
 #   (u) mid-upload: h2's uploader has put its shard objects of step 8 in the cloud, not its
@@ -31,13 +34,14 @@ grep -q 'AH_TEST_HOOK="phase=bogus,step=0,file=.*": unknown phase' "$WORK/bad.lo
     { cat "$WORK/bad.log"; fail "the malformed AH_TEST_HOOK is not named"; }
 cluster_with_cloud AH_TEST_HOOK
 
-# lost_at CASE PHASE STEP: a run where h2 stops at PHASE of STEP and is killed there. Resumes
-# from step 4 with bytes from the cloud and (but for (u), where the survivors may have removed
-# step 4 from their disks once 8 and 12 were committed: they keep 2) from the survivors' disks.
+# lost_at CASE PHASE STEP [FLAGS...]: a run (autohet run FLAGS) where h2 stops at PHASE of STEP
+# and is killed there. Resumes from step 4 with bytes from the cloud and (but for (u), where the
+# survivors may have removed step 4 from their disks once 8 and 12 were committed: they keep 2)
+# from the survivors' disks.
 lost_at() {
     case=$1
     local marker=$CL_DIR/disks/h2/hook-$1
-    AH_TEST_HOOK="phase=$2,step=$3,node=h2,file=$CL_DISK/hook-$1" ssh_agent "$1"
+    AH_TEST_HOOK="phase=$2,step=$3,node=h2,file=$CL_DISK/hook-$1" ssh_agent "$1" "${@:4}"
     wait_for "hook marker on h2" test -e "$marker"
     read -r phase step node _ <"$marker"
     [ "$phase $step $node" = "$2 $3 h2" ] || fail "$1: the marker says '$phase $step $node'"
@@ -65,7 +69,7 @@ if cluster_short; then
     echo PASS
     exit 0
 fi
-lost_at b step 6
+lost_at b step 6 --ckpt-sync
 cluster_revive_host h2 || fail "cannot bring h2 back"
 lost_at c ckpt-write 8
 cluster_revive_host h2 || fail "cannot bring h2 back"
