@@ -2,7 +2,8 @@
  * caller goes on, one in flight at a time, the write's failure returned by wait with its message,
  * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop.
  * When the writer gets little of a core (one core shared with a busy thread), the caller waiting
- * for the snapshot writes the pieces the writer has not taken itself. */
+ * for the snapshot writes the pieces the writer has not taken itself. The retention (--keep) handed
+ * to the thread is done before wait or stop returns. */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <pthread.h>
 #include <sched.h>
@@ -75,6 +76,46 @@ static void starved_writer(const char *root) {
     free(big);
 }
 
+static bool exists(const char *root, const char *what) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, what);
+    return access(path, F_OK) == 0;
+}
+
+/* A snapshot of step written on a's thread and committed by the caller. */
+static void save(ah_ckpt_async_t *a, const char *root, int64_t step) {
+    ah_error_t err;
+    ah_ckpt_snap_t *back = NULL;
+    CHECK(ah_ckpt_async_submit(a, snapshot(root, step), &err) == AH_OK, "submit: %s", err.msg);
+    CHECK(ah_ckpt_async_wait(a, &back, &err) == AH_OK, "wait: %s", err.msg);
+    ah_ckpt_snap_free(back);
+    ah_ckpt_meta_t meta = {.step = step};
+    CHECK(ah_ckpt_commit(root, &meta, 1, &err) == AH_OK, "commit: %s", err.msg);
+}
+
+/* The retention (--keep) on the writer's thread: done by the time wait returns (with a snapshot
+ * submitted after it, or none), the pinned step kept, and run by stop even when it cancels. */
+static void retention(const char *root) {
+    ah_error_t err;
+    ah_ckpt_async_t *a = NULL;
+    CHECK(ah_ckpt_async_start(&a, &err) == AH_OK, "start: %s", err.msg);
+    save(a, root, 4);
+    save(a, root, 8);
+    ah_ckpt_async_retain(a, root, 1, -1);
+    save(a, root, 12); /* its snapshot submitted right after the retention */
+    CHECK(!exists(root, "step-00000004") && exists(root, "step-00000008/manifest.json"),
+          "keep 1: step 4 removed on the thread, step 8 (the newest then) kept");
+    ah_ckpt_async_retain(a, root, 1, 8);
+    ah_ckpt_snap_t *none = NULL;
+    CHECK(ah_ckpt_async_wait(a, &none, &err) == AH_OK && !none, "wait with nothing in flight");
+    CHECK(exists(root, "step-00000008/manifest.json") && exists(root, "step-00000012/manifest.json"),
+          "the pinned step 8 kept beside step 12");
+    ah_ckpt_async_retain(a, root, 1, -1);
+    ah_ckpt_async_stop(a, true);
+    CHECK(!exists(root, "step-00000008") && exists(root, "step-00000012/manifest.json"),
+          "stop (cancelling) runs the retention due: step 8 removed");
+}
+
 int main(void) {
     char root_buf[] = "/tmp/ah-async-XXXXXX", path[512];
     const char *root = mkdtemp(root_buf);
@@ -116,8 +157,12 @@ int main(void) {
     CHECK(ah_ckpt_async_submit(a, snapshot(root, 12), &err) == AH_OK, "submit: %s", err.msg);
     ah_ckpt_async_stop(a, false);
     starved_writer(root);
+    char kept_buf[] = "/tmp/ah-async-keep-XXXXXX";
+    const char *kept = mkdtemp(kept_buf);
+    CHECK(kept != NULL, "a temporary root");
+    if (kept) retention(kept);
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, kept ? kept : "");
     CHECK(system(cmd) == 0, "clean up");
     return ah_test_finish();
 }

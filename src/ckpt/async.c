@@ -104,6 +104,11 @@ struct ah_ckpt_async {
     int next;            /* the next piece nobody has taken */
     int active;          /* pieces being written now */
     double t0;           /* the write's start */
+    /* the retention due (ah_ckpt_async_retain): done before any snapshot submitted after it */
+    bool retain_due;
+    char retain_root[AH_CKPT_PATH_MAX];
+    int retain_keep;
+    int64_t retain_pinned;
     bool quit;
     volatile bool cancel;
 };
@@ -129,8 +134,25 @@ static void fail(ah_ckpt_async_t *a, ah_status_t st, const ah_error_t *e) {
  * or, once every piece is done, the part file) until it is written or the rest is in another
  * thread's hands. Either thread calls it: the writer's, and a caller that must wait, which so does
  * the work itself at its own priority instead of waiting on a writer the scheduler holds back. */
+/* Under the lock (released around the removal): the retention due, run by the thread that calls it. */
+static void retain(ah_ckpt_async_t *a) {
+    char root[AH_CKPT_PATH_MAX];
+    memcpy(root, a->retain_root, sizeof root);
+    const int keep = a->retain_keep;
+    const int64_t pinned = a->retain_pinned;
+    a->retain_due = false;
+    a->busy_alone = true;
+    pthread_mutex_unlock(&a->mu);
+    ah_error_t e;
+    (void)ah_ckpt_gc_pinned(root, keep, pinned, NULL, &e); /* best effort, as a synchronous save's */
+    pthread_mutex_lock(&a->mu);
+    a->busy_alone = false;
+    pthread_cond_broadcast(&a->cv);
+}
+
 static void work(ah_ckpt_async_t *a, bool waiter) {
     ah_ckpt_snap_t *s;
+    if (a->retain_due && !a->busy_alone && !a->w) retain(a); /* before the next snapshot's write */
     while ((s = a->job) && !a->written && !a->busy_alone) {
         ah_error_t e = {0};
         ah_ckpt_writer_t *w = a->w;
@@ -180,7 +202,7 @@ static void *writer_main(void *arg) {
     pthread_mutex_lock(&a->mu);
     for (;;) {
         work(a, false);
-        if (a->quit && !(a->job && !a->written)) break; /* nothing (more) to write */
+        if (a->quit && !(a->job && !a->written) && !a->retain_due && !a->busy_alone) break; /* nothing (more) to do */
         pthread_cond_wait(&a->cv, &a->mu);
     }
     pthread_mutex_unlock(&a->mu);
@@ -219,6 +241,16 @@ ah_status_t ah_ckpt_async_submit(ah_ckpt_async_t *a, ah_ckpt_snap_t *s, ah_error
     return AH_OK;
 }
 
+void ah_ckpt_async_retain(ah_ckpt_async_t *a, const char *root, int keep, int64_t pinned) {
+    pthread_mutex_lock(&a->mu);
+    snprintf(a->retain_root, sizeof a->retain_root, "%s", root);
+    a->retain_keep = keep;
+    a->retain_pinned = pinned;
+    a->retain_due = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
 bool ah_ckpt_async_in_flight(ah_ckpt_async_t *a) {
     pthread_mutex_lock(&a->mu);
     const bool busy = a->job != NULL;
@@ -235,7 +267,8 @@ bool ah_ckpt_async_done(ah_ckpt_async_t *a) {
 
 ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_error_t *err) {
     pthread_mutex_lock(&a->mu);
-    for (work(a, true); a->job && !a->written; work(a, true)) pthread_cond_wait(&a->cv, &a->mu);
+    for (work(a, true); (a->job && !a->written) || a->retain_due || a->busy_alone; work(a, true))
+        pthread_cond_wait(&a->cv, &a->mu);
     *out = a->job;
     const ah_status_t st = a->job ? a->st : AH_OK;
     if (a->job && st != AH_OK && err) *err = a->err;

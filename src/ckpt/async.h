@@ -17,17 +17,28 @@
  *                         A second submit before the wait is refused (AH_ERR_INVALID): the caller
  *                         waits first (the session then counts that wait).
  *   ah_ckpt_async_done    without blocking: whether the snapshot in flight is written (or failed).
- *   ah_ckpt_async_wait    blocks until it is, gives the snapshot back with the write's outcome. The
+ *   ah_ckpt_async_wait    blocks until it is (and the retention due is done), gives the snapshot
+ *                         back with the write's outcome. The
  *                         waiting caller writes the pieces nobody has taken yet itself (and the part
  *                         file, when the last is its own), so the wait is never longer than a
  *                         synchronous write of what is left, whatever the thread's priority.
- *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight and
- *                         joins the thread; a snapshot not collected is freed with its pieces.
+ *   ah_ckpt_async_retain  hands the thread the retention of a root (ah_ckpt_gc_pinned: --keep) after
+ *                         a commit and returns at once: the thread removes the old steps before it
+ *                         writes any snapshot submitted after it (so the root never holds more than
+ *                         the keep newest steps and the one being written), and wait and stop
+ *                         return only once it is done (a waiting caller does it itself if the
+ *                         thread has not started it). A second retention before the first started
+ *                         replaces it. Unlinking a step's files took the training thread 40-80 ms a
+ *                         save (docs/checkpoints.md "Asynchronous checkpoints").
+ *   ah_ckpt_async_stop    finishes (or, with cancel, cuts between pieces) the write in flight, runs
+ *                         the retention due, and joins the thread; a snapshot not collected is freed
+ *                         with its pieces.
  * Priority: the background thread runs at the trainer's priority. Not lower: at SCHED_IDLE (tried)
  * ranks busy computing or polling MPI starved it for a whole interval, and at nice 10 a rank that
  * stopped two steps after a save (a test hook, a hang) could hold that step uncommitted: a save
  * must commit within a step or two, so the writer competes for the CPU as an equal.
- * Threads: the background thread only writes files (ckpt.h's writer, safetensors, fsync), waits
+ * Threads: the background thread only writes and removes files (ckpt.h's writer, safetensors, fsync,
+ * ah_ckpt_gc_pinned), waits
  * for a snapshot's device copies (its wait_copied) and, in tests, stops at AH_TEST_HOOK's points; no
  * MPI, no trainer, no jansson object another thread touches. MPI is initialised without MPI_THREAD_MULTIPLE (comm/comm.c), so every collective (the
  * agreement that every part is written, the commit, the upload hand-off) stays on the caller's
@@ -94,12 +105,16 @@ typedef struct ah_ckpt_async ah_ckpt_async_t;
 
 ah_status_t ah_ckpt_async_start(ah_ckpt_async_t **out, ah_error_t *err);
 ah_status_t ah_ckpt_async_submit(ah_ckpt_async_t *a, ah_ckpt_snap_t *s, ah_error_t *err);
+/* The retention of root (ah_ckpt_gc_pinned(root, keep, pinned), best effort) on the thread; see the
+ * contract above. */
+void ah_ckpt_async_retain(ah_ckpt_async_t *a, const char *root, int keep, int64_t pinned);
 /* A snapshot is submitted and not yet collected by wait. */
 bool ah_ckpt_async_in_flight(ah_ckpt_async_t *a);
 /* True when nothing is in flight or the snapshot in flight is written (or failed). */
 bool ah_ckpt_async_done(ah_ckpt_async_t *a);
-/* Blocks until the snapshot in flight is written; *out gets it back (the caller's to free), its
- * write's status is returned. Nothing in flight: *out NULL, AH_OK. */
+/* Blocks until the snapshot in flight is written and the retention due is done; *out gets the
+ * snapshot back (the caller's to free), its write's status is returned. Nothing in flight: *out
+ * NULL, AH_OK. */
 ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_error_t *err);
 /* Joins the thread and frees the writer (NULL is fine); see the contract above. */
 void ah_ckpt_async_stop(ah_ckpt_async_t *a, bool cancel);

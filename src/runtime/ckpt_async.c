@@ -228,7 +228,10 @@ ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *event
 }
 
 ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err) {
-    if (s->pending < 0) return AH_OK;
+    if (s->pending < 0) { /* nothing to commit; a save on this thread comes after the disk's retention */
+        ah_ckpt_snap_t *none = NULL;
+        return must && s->writer ? ah_ckpt_async_wait(s->writer, &none, err) : AH_OK;
+    }
     if (!must) { /* every rank's writer done? one all-reduce, the same answer on all */
         int64_t busy = ah_ckpt_async_done(s->writer) ? 0 : 1;
         ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &busy, 1, err);

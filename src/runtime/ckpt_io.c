@@ -416,9 +416,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
      * under it. No snapshot is being written now (the caller collected it). */
-    ah_error_t ge;
-    if (ok && s->node_rank == 0)
-        ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &ge);
+    if (ok) ah_ckpt_retain_disk(s);
     /* Figures: bytes written (sum), durations (max: the slowest rank bounds the save), cloud bytes. */
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);

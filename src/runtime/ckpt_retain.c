@@ -67,10 +67,16 @@ ah_status_t ah_ckpt_cloud_retain(ah_ckpt_session_t *s, ah_error_t *err) {
         if (below > 0) ah_ckpt_uploader_prune(s->up, s->tr->plan->cluster.nodes[s->my_node].name, below);
     }
     /* the disk's too, for a step the save's retention kept while it was being uploaded (best effort) */
-    ah_error_t ge;
-    if (st == AH_OK && s->node_rank == 0 && s->o.local_root)
-        ah_ckpt_gc_pinned(s->node_root, s->o.keep, s->up ? ah_ckpt_uploader_busy_step(s->up) : -1, NULL, &ge);
+    if (st == AH_OK && s->o.local_root) ah_ckpt_retain_disk(s);
     free(all);
     free(lens);
     return st;
+}
+
+void ah_ckpt_retain_disk(ah_ckpt_session_t *s) {
+    if (s->node_rank != 0) return;
+    const int64_t pinned = s->up ? ah_ckpt_uploader_busy_step(s->up) : -1;
+    ah_error_t ge;
+    if (s->writer) ah_ckpt_async_retain(s->writer, s->node_root, s->o.keep, pinned);
+    else (void)ah_ckpt_gc_pinned(s->node_root, s->o.keep, pinned, NULL, &ge);
 }

@@ -137,7 +137,8 @@ void ah_ckpt_snapshot_free(ah_ckpt_session_t *s);
  * cannot, the step is taken back at once and its failed "checkpoint" event appended to events. */
 ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *events, ah_error_t *err);
 /* Collective: with a snapshot in flight, commits it when every rank wrote it, or, with must, waits for
- * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL). */
+ * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL).
+ * With must, the disk's retention on the writer's thread is done too when it returns. */
 ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err);
 
 /* ---- in-memory peer replicas (ckpt_replica.c) --------------------------------------------- */
@@ -219,5 +220,10 @@ ah_status_t ah_ckpt_check_space(ah_ckpt_session_t *s, ah_error_t *err);
 /* ckpt_retain.c (collective; after a cloud check): --keep N in the cloud tier: each uploading
  * node's uploader removes its steps older than the N-th newest step complete in the cloud. */
 ah_status_t ah_ckpt_cloud_retain(ah_ckpt_session_t *s, ah_error_t *err);
+/* ckpt_retain.c (node leaders; best effort; others: nothing): --keep N on this node's disk
+ * (ah_ckpt_gc_pinned, the step an upload reads kept). With asynchronous saves on the writer's
+ * thread (ah_ckpt_async_retain: off the training thread, before the next snapshot's write; a save
+ * on this thread first waits for it, ah_ckpt_async_collect), else here. */
+void ah_ckpt_retain_disk(ah_ckpt_session_t *s);
 
 #endif
