@@ -24,7 +24,8 @@ ah_status_t ah_replica_node_bytes(const ah_plan_t *p, double replica_gb, int64_t
                                              : ah_error_set(err, AH_ERR_OOM, "no host memory to size the replicas");
     if (st == AH_OK) st = ah_placement_build(p, NULL, 0, &pl, err);
     for (int n = 0; st == AH_OK && n < c->n_nodes; n++) zones[n] = c->nodes[n].zone;
-    if (st == AH_OK) ah_replica_partners(&pl, zones, partner);
+    if (st == AH_OK && !ah_replica_partners(&pl, zones, partner))
+        st = ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' holders");
     const int64_t budget = (int64_t)(replica_gb * 1e9);
     for (int n = 0; st == AH_OK && n < c->n_nodes; n++) bytes[n] = 0;
     for (int y = 0; st == AH_OK && replica_gb > 0 && y < c->n_nodes; y++)

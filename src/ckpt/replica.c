@@ -31,8 +31,8 @@ int ah_replica_source_root(char *buf, size_t cap, const char *holder_root, const
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
-void ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner) {
-    ah_ckpt_partners(pl->n_nodes, pl->node_leader, zones, partner); /* the cost model's rule (plan/ckpt_traffic.h) */
+bool ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner) {
+    return ah_ckpt_partners(pl->n_nodes, pl->node_leader, zones, partner); /* the cost model's rule (plan/ckpt_traffic.h) */
 }
 
 void ah_replica_fit(int n_sources, const int *partner, const int *n_files, uint64_t *const *sizes, uint64_t budget,

@@ -15,9 +15,10 @@
  * file checked against its manifest (size, CRC-32C, safetensors structure) before it is used; a
  * directory wiped or absent is an empty tier.
  *
- * Who holds whom (ah_replica_partners, pure): node Y's pieces go to the next node after Y in the
- * plan's node order (cyclically, nodes the plan uses) in another zone when there is one, else to
- * the next node; a plan on one node has no replica.
+ * Who holds whom (ah_replica_partners, pure): each node's pieces go to a node in another zone when
+ * the plan's nodes span several, else to another node, the sources spread evenly over the holders
+ * (plan/ckpt_traffic.h ah_ckpt_partners has the rule: the nodes listed zone by zone, each to the one
+ * a largest zone's size further on); a plan on one node has no replica.
  * Budget (ah_replica_fit, pure): each holder keeps at most `budget` bytes; the sources' files are
  * taken in source order, each source's in its manifest's order, a file that does not fit is left
  * to the disks (said by the caller), a later smaller one may still fit.
@@ -48,8 +49,8 @@ int ah_replica_holder_root(char *buf, size_t cap, const char *base, const char *
 int ah_replica_source_root(char *buf, size_t cap, const char *holder_root, const char *source);
 
 /* partner[n] for each of pl's nodes: the node holding its replica, -1 (unused node, or no other
- * node). zones[n] (may be NULL: one zone) names each node's zone. */
-void ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner);
+ * node). zones[n] (may be NULL: one zone) names each node's zone. false when out of host memory. */
+bool ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner);
 
 /* Which files fit: sizes[s][i] (n_files[s] files of source node s, n_sources sources), held by
  * partner[s] (-1: none). fits[s][i] gets whether file i of s is replicated; held[h] (n_nodes) the

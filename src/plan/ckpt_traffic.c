@@ -79,19 +79,50 @@ ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud,
     return st;
 }
 
-void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner) {
+/* Whether nodes a and b are in one zone (zones NULL: one zone). */
+static bool same_zone(const char *const *zones, int a, int b) {
+    return !zones || strcmp(zones[a], zones[b]) == 0;
+}
+
+/* used[0 .. m - 1]: the used nodes grouped by zone (zones in the order of their first used node, each
+ * zone's in node order); returns m; *largest: the most nodes of one zone, used[*at ..] the first such. */
+static int used_by_zone(int n_nodes, const int *leader, const char *const *zones, int *used, int *largest, int *at) {
+    int m = 0;
+    *largest = *at = 0;
     for (int y = 0; y < n_nodes; y++) {
-        partner[y] = -1;
-        if (leader[y] < 0) continue;
-        int same_zone = -1;
-        for (int k = 1; k < n_nodes && partner[y] < 0; k++) {
-            const int q = (y + k) % n_nodes;
-            if (leader[q] < 0) continue;
-            if (zones && strcmp(zones[q], zones[y]) != 0) partner[y] = q;
-            else if (same_zone < 0) same_zone = q;
+        bool first_of_zone = leader[y] >= 0;
+        for (int k = 0; k < m && first_of_zone; k++) first_of_zone = !same_zone(zones, used[k], y);
+        if (!first_of_zone) continue;
+        const int start = m;
+        for (int q = y; q < n_nodes; q++)
+            if (leader[q] >= 0 && same_zone(zones, q, y)) used[m++] = q;
+        if (m - start > *largest) {
+            *largest = m - start;
+            *at = start;
         }
-        if (partner[y] < 0) partner[y] = same_zone;
     }
+    return m;
+}
+
+bool ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner) {
+    for (int y = 0; y < n_nodes; y++) partner[y] = -1;
+    int *used = malloc((size_t)(n_nodes > 0 ? n_nodes : 1) * sizeof *used);
+    if (!used) return false;
+    int largest, at;
+    const int m = used_by_zone(n_nodes, leader, zones, used, &largest, &at), rest = m - largest;
+    if (m >= 2 && rest == 0) /* one zone: the next used node */
+        for (int k = 0; k < m; k++) partner[used[k]] = used[(k + 1) % m];
+    else if (m >= 2 && largest <= rest) /* a shift by the largest zone leaves every zone: one source a holder */
+        for (int k = 0; k < m; k++) partner[used[k]] = used[(k + largest) % m];
+    else if (m >= 2) { /* zone D (used[at .. at + largest)) has more than half the nodes: D's j-th node to
+                        * the (j mod rest)-th of the others, the o-th of those to D's o-th */
+#define OTHER(o) used[(o) < at ? (o) : (o) + largest]
+        for (int j = 0; j < largest; j++) partner[used[at + j]] = OTHER(j % rest);
+        for (int o = 0; o < rest; o++) partner[OTHER(o)] = used[at + o];
+#undef OTHER
+    }
+    free(used);
+    return true;
 }
 
 static bool pairs_meet(const ah_ckpt_pair_t *a, const ah_ckpt_pair_t *b) {

@@ -24,11 +24,20 @@
  * cloud[n] (may be NULL): the bytes node n uploads to the cloud tier. AH_ERR_OOM only. */
 ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, ah_error_t *err);
 
-/* partner[y] for each of n_nodes nodes: the node holding y's in-memory replica, the next node
- * after y (cyclically) among the used ones in another zone when there is one (zones[n]: node n's
- * zone; NULL: one zone), else the next used node; -1 for an unused node or when no other is used.
- * leader[n] >= 0 for a node the plan uses (ckpt/placement.h's node_leader), < 0 for one it does not. */
-void ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner);
+/* partner[y] for each of n_nodes nodes: the node holding y's in-memory replica, in another failure
+ * domain (another zone when the used nodes span several, else another node), the sources spread
+ * evenly over the holders. The used nodes (leader[n] >= 0: ckpt/placement.h's node_leader; < 0 for
+ * a node the plan does not use) are listed zone by zone (zones in the order of their first used node,
+ * each zone's nodes in node order; zones[n]: node n's zone, NULL: one zone), m of them, the largest
+ * zone holding s: one zone: each node's holder is the next in that list (cyclically); s <= m - s: the
+ * k-th node's is the (k + s)-th (cyclically), a node of another zone since no zone spans more than s
+ * places, so every used node holds exactly one source and the pairs form cycles (2-3 rounds of
+ * ah_ckpt_pairs_in_rounds); s > m - s (one zone D holds more than half): D's j-th node's holder is the
+ * (j mod (m - s))-th of the other nodes, and the o-th of those is held by D's o-th, so no holder holds
+ * more than ceil(s / (m - s)), the fewest a rule keeping D's pieces out of D can. -1 for an unused
+ * node or when fewer than two are used. Deterministic and from its arguments alone: every rank, the
+ * cost model and the simulator compute the same map. false (every partner -1) when out of host memory. */
+bool ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner);
 
 /* One pair of a replication or a handover: node `from` sends `bytes` to node `to` (-1: a node of
  * from's zone, over the inter-node link). */

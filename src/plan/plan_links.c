@@ -225,13 +225,13 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     double *held = calloc((size_t)nn + 1, sizeof *held);
     ah_ckpt_pair_t *pairs = calloc((size_t)nn + 1, sizeof *pairs);
     int n_pairs = 0;
-    if (own && cloud && partner && leader && zones && held && pairs &&
-        ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK) {
-        for (int n = 0; n < nn; n++) {
-            zones[n] = c->nodes[n].zone;
-            leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */
-        }
-        ah_ckpt_partners(nn, leader, zones, partner);
+    bool ok = own && cloud && partner && leader && zones && held && pairs &&
+              ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK;
+    for (int n = 0; ok && n < nn; n++) {
+        zones[n] = c->nodes[n].zone;
+        leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */
+    }
+    if (ok && ah_ckpt_partners(nn, leader, zones, partner)) {
         const double every = (double)pol->every, budget = pol->replica_gb * 1e9;
         for (int y = 0; pol->replica_gb > 0 && y < nn; y++) {
             const int h = partner[y];

@@ -58,7 +58,7 @@ static bool holders_stay(const ah_ckpt_session_t *s) {
     const char **zones = calloc((size_t)nn, sizeof *zones);
     bool ok = partner && zones;
     for (int y = 0; ok && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
-    if (ok) ah_replica_partners(&s->place, zones, partner);
+    ok = ok && ah_replica_partners(&s->place, zones, partner);
     for (int y = 0; ok && y < nn; y++)
         if (s->place.node_leader[y] >= 0 && s->hit[y] && (partner[y] < 0 || s->hit[partner[y]])) ok = false;
     free(partner);
@@ -300,7 +300,9 @@ ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t 
     }
     if (st == AH_OK && s->up) pending[s->my_node] = ah_ckpt_uploader_pending_step(s->up);
     if (st == AH_OK) st = ah_comm_allreduce_max_i64(ah_comm_world(), pending, (size_t)nn, err);
-    if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
+    if (st == AH_OK) /* agreed: every rank goes on to the same collectives */
+        st = ah_comm_agree(ah_comm_world(), ah_replica_partners(&s->place, zones, partner) ? AH_OK
+                                            : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' holders"), err);
     /* --cloud-only drops every disk and host at the stop: only the cloud is kept, so no node drops
      * its upload (a staying node's disk is dropped too: its upload is the only copy that survives) */
     for (int n = 0; st == AH_OK && n < nn; n++) {

@@ -232,9 +232,13 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     st = ah_comm_agree(ah_comm_world(), st, err);
     if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
     for (int y = 0; st == AH_OK && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
-    if (st == AH_OK) ah_replica_partners(&s->place, zones, partner);
     uint64_t new_bytes = 0;
-    if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), plan_fit(s, ms, have, partner, fits, rs, &new_bytes, err), err);
+    if (st == AH_OK) {
+        const ah_status_t mine = ah_replica_partners(&s->place, zones, partner)
+                                     ? plan_fit(s, ms, have, partner, fits, rs, &new_bytes, err)
+                                     : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' holders");
+        st = ah_comm_agree(ah_comm_world(), mine, err);
+    }
     /* Retention (replica.h): a holder keeps its older steps while the new one is written, so that a
      * loss during the copy finds the last complete one, when they fit its budget together; they go
      * once the new one is complete on every holder (below), or, with keep_old (a notice's), when the

@@ -2,7 +2,8 @@
  * --replica-memory-gb (ckpt/replica.h, runtime/ckpt_notice.c; sim.h and docs/simulator.md rule 8).
  *
  * Holders: node Y's checkpoint is held in the host memory of its partner in the plan
- * (ah_replica_partners: the next node the plan uses, another zone first), when it fits the
+ * (ah_replica_partners: a node in another zone when there is one, the sources spread evenly over the
+ * holders), when it fits the
  * holder's budget (ah_replica_fit, each node's bytes taken as one file: the runtime fits file by
  * file, so the simulator is on the conservative side). Every commit of the disks (a periodic
  * checkpoint, a save at a notice) is replicated, so the memory holds the disks' newest state.
@@ -23,7 +24,7 @@
  *
  * Egress: every replication sends each node's checkpoint to its holder; where the two are in two
  * zones or regions, the bytes cross that link and are billed at its $/GB (cost/cost.h ah_link_of),
- * the partner rule's "another zone first" sending them across a region when the plan spans two.
+ * the partner rule's "another zone when there is one" sending them across a region when the plan spans two.
  *
  * Pure: no I/O. Ownership: out-arrays are the caller's. Errors: out of host memory returns -1
  * (ah_sim_memory_save_s, ah_sim_memory_replication) or false (ah_sim_memory_holders).
@@ -51,8 +52,8 @@ bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, cons
         holder[y] = -1;
     }
     for (int r = 0; ok && r < pl->n_ranks; r++) bytes[pl->ranks[r].node] += (uint64_t)ckpt_bytes[r];
-    if (ok) {
-        ah_replica_partners(pl, zones, partner);
+    const bool placed = ok && ah_replica_partners(pl, zones, partner);
+    if (placed) {
         for (int y = 0; y < nn; y++) {
             nf[y] = pl->node_leader[y] >= 0 ? 1 : 0; /* a node's checkpoint, whole */
             sizes[y] = &bytes[y];
@@ -70,7 +71,7 @@ bool ah_sim_memory_holders(const ah_cluster_t *c, const ah_placement_t *pl, cons
     free(sizes);
     free(fit);
     free(fits);
-    return ok;
+    return placed;
 }
 
 double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_bytes, const ah_sim_opts_t *o) {
