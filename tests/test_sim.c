@@ -4,7 +4,8 @@
  * A recovery runs from the notice to the first finished step after it, as the agent times it:
  * autohet waits for the step in progress (half an iteration) and saves at the notice; every
  * (re)start ends with one iteration of the new plan, whose tokens count. Then churn-aware plans
- * (--churn-aware) and the breakdown of where a replay's time went, on a hand-checkable trace. */
+ * (--churn-aware) and the breakdown of where a replay's time went, on a hand-checkable trace. The
+ * availability bound (--bound) on the one-preemption trace, and its gap to autohet's replay. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -233,6 +234,16 @@ static bool replay_setup(const char *cluster, ah_cluster_t *c2, ah_cluster_t *c1
     return true;
 }
 
+/* The one-preemption trace (sp-0 up for the first hour) on c2's A100-80G pool. */
+static void one_preempt_avail(const ah_cluster_t *c2, ah_sim_pool_t *pool, ah_sim_avail_t *a) {
+    ah_error_t err;
+    CHECK(ah_sim_pool_resolve(c2, "A100-80G", pool, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool->trace, &err) ==
+              AH_OK,
+          "%s", err.msg);
+    CHECK(ah_sim_avail_build(c2, pool, 1, 0, a, &err) == AH_OK, "%s", err.msg);
+}
+
 static void test_one_preemption(void) {
     ah_cluster_t c2, c1;
     ah_model_t m;
@@ -240,12 +251,8 @@ static void test_one_preemption(void) {
     ah_sim_opts_t o;
     if (!replay_setup(CLUSTER, &c2, &c1, &m, &o)) return;
     ah_sim_pool_t pool = {0};
-    CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
-    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
-              AH_OK,
-          "%s", err.msg);
     ah_sim_avail_t a;
-    CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    one_preempt_avail(&c2, &pool, &a);
 
     /* The plans: on both nodes a data-parallel pair (each node a full replica), on od-0 alone
      * one device. */
@@ -294,6 +301,21 @@ static void test_one_preemption(void) {
         CHECK_NEAR((double)v->bytes[AH_TIER_LOCAL], state, 1e-12);
         CHECK(v->saved && !v->interrupted && v->tokens_lost == 0, "saved, completed, nothing lost");
     }
+    /* The availability bound (simulate --bound): each set at its plan the whole time it is up, no
+     * recovery; its gap to this replay is the start (35 s) and the recovery at R1 less the tokens kept */
+    ah_sim_bound_t b;
+    CHECK(ah_sim_bound(&m, &a, &o, &b, &err) == AH_OK, "%s", err.msg);
+    CHECK_NEAR(b.tokens, R2 * pre + R1 * (T - pre), 1e-12);
+    CHECK_NEAR(b.tokens - r.tokens, 35 * R2 + R1 * (rec - it1) - R2 * it2 / 2, 1e-9);
+    CHECK_NEAR(b.usd, 5, 1e-12); /* both nodes the first hour, od-0 the second */
+    CHECK_NEAR(b.gpu_hours_used, 3, 1e-12);
+    CHECK_NEAR(b.gpu_hours_up[0], 3, 1e-12);
+    CHECK(b.sets == 2 && b.n_steps == 2 && b.t_s[1] == pre && b.tokens_per_s[0] == R2 && b.tokens_per_s[1] == R1,
+          "two sets, two steps (%d, %d)", b.sets, b.n_steps);
+    CHECK_NEAR(b.all_up_tokens, R2 * T, 1e-12);
+    CHECK(b.any_plan_tokens >= b.tokens && b.any_plan_unknown_s == 0 && b.all_up_any_plan_tokens >= b.all_up_tokens,
+          "the planner's bound is no less than its plans: %g vs %g", b.any_plan_tokens, b.tokens);
+    ah_sim_bound_free(&b);
     ah_sim_result_free(&r);
 
     /* The same with a grace period too short for the save: nothing is saved at the notice, so the
@@ -427,12 +449,8 @@ static void test_partial_loss(void) {
     const double R1 = rate_of(&m, &c1, &o.train, false, &P, &S, &D), it1 = 64.0 * 1024 / R1;
 
     ah_sim_pool_t pool = {0};
-    CHECK(ah_sim_pool_resolve(&c2, "A100-80G", &pool, &err) == AH_OK, "%s", err.msg);
-    CHECK(ah_trace_load(ah_test_src_path("tests/data/traces/one-preempt-s.csv"), AH_UNIT_AUTO, &pool.trace, &err) ==
-              AH_OK,
-          "%s", err.msg);
     ah_sim_avail_t a;
-    CHECK(ah_sim_avail_build(&c2, &pool, 1, 0, &a, &err) == AH_OK, "%s", err.msg);
+    one_preempt_avail(&c2, &pool, &a);
     ah_sim_result_t r;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     /* start: 35 s + the first iteration; the checkpoint after 3000 s of training (the first

@@ -26,8 +26,9 @@ COMMON=(--model gpt2-124m --cluster "$W/cluster.json" --global-batch 64 --seq-le
         --ckpt-every-s 1000 --restart-s 30 --replan-s 5)
 
 "$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" \
-    --hours 2 --json "$W/out.json" --svg "$W/out.svg" >"$W/out.txt" 2>&1
+    --hours 2 --bound --json "$W/out.json" --svg "$W/out.svg" >"$W/out.txt" 2>&1
 [ $? -eq 0 ] && pass "simulate runs" || { fail "simulate exit code"; cat "$W/out.txt"; }
+has "$W/out.txt" "bound (--bound): every availability set trained at its plan" "--bound printed"
 has "$W/out.txt" "unit s (detected: whole-number times" "seconds detected and printed"
 has "$W/out.txt" "unit h (detected: fractional times" "hours detected and printed"
 has "$W/out.txt" "decreases remove the newest" "count mapping rule printed"
@@ -36,7 +37,7 @@ has "$W/out.txt" "0.500 h  count      down h20-1" "newest H20 node leaves first"
 for p in autohet uniform varuna on-demand megatron-best; do
     grep -q "^$p " "$W/out.txt" && pass "row for $p" || fail "row for $p"
 done
-"$PY" - "$W/out.json" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"
+"$PY" - "$W/out.json" "$SRC" <<'EOF' && pass "JSON totals and timelines" || fail "JSON totals and timelines"
 import json, sys
 d = json.load(open(sys.argv[1]))
 pol = {p["policy"]: p for p in d["policies"]}
@@ -72,6 +73,15 @@ for p in pol.values():
     assert abs(b["train_h"] + b["recover_h"] + b["stalled_h"] - 2) < 1e-9, b
     assert abs(b["recover_h"] - p["recovery_hours"]) < 1e-9 and p["gpu_hours"] <= b["gpu_hours_up"] + 1e-9, b
 assert pol["on-demand"]["breakdown"]["gpu_hours_up"] == 8 and d["options"]["churn_aware"] is False
+# --bound: no policy of the spot nodes trains more; bench/sim_bound_gap.py's terms add up to its gap to autohet
+b = d["bound"]
+assert all(b["tokens"] >= p["tokens"] for p in pol.values() if p["policy"] != "on-demand"), b["tokens"]
+assert b["any_plan_tokens"] >= b["tokens"] and b["all_up_tokens"] > 0 and b["timeline"][0]["start_s"] == 0, b
+sys.path.insert(0, sys.argv[2] + "/bench")
+import sim_bound_gap
+terms = sim_bound_gap.gap_terms(d)
+gap = b["tokens"] - pol["autohet"]["tokens"]
+assert gap > 0 and abs(terms[-1][1]) < 0.01 * gap and dict(terms)["restart"] > 0, (gap, terms)
 EOF
 has "$W/out.txt" "autohet: train " "where the time went printed"
 has "$W/out.txt" "vs on-demand: tokens " "each policy against on-demand"

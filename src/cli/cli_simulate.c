@@ -140,6 +140,46 @@ static void print_breakdown(const ah_sim_avail_t *a, double horizon_s, const ah_
     }
 }
 
+/* --bound: what the nodes up could train with no recovery (ah_sim_bound), against on-demand when it ran. */
+static void print_bound(const ah_sim_bound_t *b, const ah_sim_avail_t *a, double H, const ah_sim_result_t *r, int n) {
+    const ah_cluster_t *c = a->cluster;
+    printf("\nbound (--bound): every availability set trained at its plan, no recovery or checkpoint (%d sets): "
+           "%.3f B tokens, $%.0f, GPU-h %.1f used; GPU-h up (of the cluster's): ",
+           b->sets, b->tokens / 1e9, b->usd, b->gpu_hours_used);
+    double up = 0;
+    for (int ty = 0; ty < c->n_types; ty++) {
+        int all = 0;
+        for (int i = 0; i < c->n_nodes; i++) all += c->nodes[i].type == ty ? c->nodes[i].count : 0;
+        printf("%s%s %.1f of %.1f", ty ? ", " : "", c->types[ty].name, b->gpu_hours_up[ty], all * H / 3600);
+        up += b->gpu_hours_up[ty];
+    }
+    printf("; %.1f in all", up);
+    if (b->no_plan_s > 0) printf("; no plan fits for %.2f h", b->no_plan_s / 3600);
+    printf("\n  the planner's bound on any plan: %.3f B tokens", b->any_plan_tokens / 1e9);
+    if (b->any_plan_unknown_s > 0) printf(" (%.2f h of sets without a bound left out)", b->any_plan_unknown_s / 3600);
+    printf("; every node up the whole time: %.3f B at its plan, %.3f B at the bound\n", b->all_up_tokens / 1e9,
+           b->all_up_any_plan_tokens / 1e9);
+    const ah_sim_result_t *od = NULL;
+    for (int i = 0; i < n; i++)
+        if (r[i].policy == AH_POLICY_ON_DEMAND) od = &r[i];
+    if (od && od->tokens > 0 && b->tokens > 0 && b->all_up_any_plan_tokens > 0)
+        printf("  vs on-demand: tokens %.1f %% (bound on any plan vs every node up's: %.1f %%), $/token %.1f %%, "
+               "$ per GPU-h used %.3f vs %.3f\n",
+               100 * b->tokens / od->tokens, 100 * b->any_plan_tokens / b->all_up_any_plan_tokens,
+               100 * (b->usd / b->tokens) / (od->usd / od->tokens), b->usd / b->gpu_hours_used, od->usd / od->gpu_hours);
+}
+
+/* --bound in --json: "bound": {tokens, usd, gpu_hours_used, any_plan_tokens, all_up_tokens, all_up_any_plan_tokens,
+ * "timeline": [{"start_s", "tokens_per_s"}]}. */
+static json_t *bound_json(const ah_sim_bound_t *b) {
+    json_t *steps = json_array();
+    for (int i = 0; steps && i < b->n_steps; i++)
+        json_array_append_new(steps, json_pack("{s:f, s:f}", "start_s", b->t_s[i], "tokens_per_s", b->tokens_per_s[i]));
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:o*}", "tokens", b->tokens, "usd", b->usd, "gpu_hours_used",
+                     b->gpu_hours_used, "any_plan_tokens", b->any_plan_tokens, "all_up_tokens", b->all_up_tokens,
+                     "all_up_any_plan_tokens", b->all_up_any_plan_tokens, "timeline", steps);
+}
+
 static void print_results(const ah_sim_result_t *r, int n) {
     int w = 13; /* the names' column */
     for (int i = 0; i < n; i++)
@@ -296,8 +336,8 @@ static ah_status_t check_trained(const ah_sim_result_t *r, int n, ah_error_t *er
 
 /* Runs each wanted policy on the availability and reports them; --json and --svg when asked. */
 static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, const ah_sim_pool_t *pools, int n_pools,
-                            const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], const char *json_path,
-                            const char *svg_path, ah_error_t *err) {
+                            const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], bool bound,
+                            const char *json_path, const char *svg_path, ah_error_t *err) {
     ah_status_t st = ah_sim_check_horizon(avail, o, err);
     int bucket;
     if (st == AH_OK) st = ah_sim_cloud_node(g->cluster, o, &bucket, err); /* --cloud-region, before the report */
@@ -317,8 +357,12 @@ static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, con
         print_results(results, n_res);
         print_breakdown(avail, H, results, n_res);
     }
+    ah_sim_bound_t bd = {0};
+    if (st == AH_OK && bound && (st = ah_sim_bound(model, avail, o, &bd, err)) == AH_OK)
+        print_bound(&bd, avail, H, results, n_res);
     if (st == AH_OK && json_path) {
         json_t *doc = ah_sim_to_json(avail, pools, n_pools, o, H, results, n_res);
+        if (doc && bound) json_object_set_new(doc, "bound", bound_json(&bd));
         st = doc ? ah_json_save_file(doc, json_path, err)
                  : ah_error_set(err, AH_ERR_INTERNAL, "out of host memory building the JSON");
         json_decref(doc);
@@ -328,6 +372,7 @@ static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, con
         printf("wrote %s\n", svg_path);
     if (st == AH_OK) st = check_trained(results, n_res, err);
     for (int i = 0; i < n_res; i++) ah_sim_result_free(&results[i]);
+    ah_sim_bound_free(&bd);
     return st;
 }
 
@@ -409,6 +454,7 @@ typedef struct {
     ah_planner_opts_t po;
     bool auto_precision;
     bool want[AH_POLICY_COUNT];
+    bool bound;                    /* --bound: the availability bound after the policies */
 } sim_args_t;
 
 /* Parses argv into *a. Returns -1 to go on, else the exit status (help, or a usage error printed). */
@@ -453,6 +499,9 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
          "preemptions, at the rate seen so far, cost more than they train, and takes in joined nodes only when that "
          "pays (docs/simulator.md \"Churn-aware plans\"; the agent does not do this yet)", false},
+        {"--bound", AH_FLAG_BOOL, &a->bound, NULL, "after the policies, what the nodes up could train with no "
+         "recovery: each availability set at autohet's plan of it, the whole time it lasts, and at the planner's "
+         "bound on any plan (an accounting for analysis, not a policy; docs/simulator.md)", false},
         {"--snapshot-gb-s", AH_FLAG_NUM_ABOVE(0), &o->snapshot_gb_s, "G",
          "with --replica-memory-gb: a device's copy of its checkpoint into its host's memory, GB/s per device "
          "(default: the runtime's, measured; docs/simulator.md)", false},
@@ -522,7 +571,7 @@ int ah_cli_simulate(int argc, char **argv) {
                              &model, &cluster, &g, why, left_out, &err);
     if (st == AH_OK) st = load_pools(&cluster, a.specs, a.n_specs, pools, &n_pools, &err);
     if (st == AH_OK) st = ah_sim_avail_build(&cluster, pools, n_pools, (uint64_t)a.seed, &avail, &err);
-    if (st == AH_OK) st = simulate(&g, &avail, pools, n_pools, &a.o, a.want, a.json_path, a.svg_path, &err);
+    if (st == AH_OK) st = simulate(&g, &avail, pools, n_pools, &a.o, a.want, a.bound, a.json_path, a.svg_path, &err);
     ah_sim_avail_free(&avail);
     for (int i = 0; i < n_pools; i++) ah_sim_pool_free(&pools[i]);
     ah_cluster_free(&cluster);

@@ -66,6 +66,8 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
      * ah_usd_per_hour_at) */
     e->iteration_s = ah_plan_priced_iteration_s(&res->eval, true);
     e->tokens_per_s = (double)(p->train.global_batch * p->train.seq_len) / e->iteration_s;
+    e->bound_tokens_per_s = res->lower_bound_s > 0 && isfinite(res->lower_bound_s)
+                                ? (double)(p->train.global_batch * p->train.seq_len) / res->lower_bound_s : 0;
     ah_plan_traffic_t traffic;
     ah_plan_traffic(p, &traffic);
     e->egress_usd_per_s = ah_usd_per_hour_at(traffic.egress_usd, e->iteration_s) / 3600.0;

@@ -34,6 +34,7 @@ typedef struct {
     ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
     int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
     double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
+    double bound_tokens_per_s; /* the planner's lower bound on any plan's iteration as tokens/s; 0: none claimed */
     int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
     double replicate_s, replicate_usd, replicate_wan_bytes; /* one replication to the holders: its

@@ -348,6 +348,34 @@ ah_status_t ah_sim_cloud_node(const ah_cluster_t *c, const ah_sim_opts_t *o, int
 /* On-demand $/GPU-hour of a node under opts (see ah_sim_opts_t.on_demand_factor). */
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *opts);
 
+/* ---- the availability bound (bound.c) ---- */
+
+/* What the nodes up could train with no recovery at all (simulate --bound; docs/simulator.md "What
+ * bounds autohet's share"): every availability set trained, the whole time it lasts, at autohet's
+ * plan of that set (the planner on the nodes up, opts' objective), as if every change were known at
+ * once and every restart, join and checkpoint cost nothing. An accounting, not a policy. */
+typedef struct ah_sim_bound {
+    double tokens;             /* at each set's plan */
+    double usd;                /* the nodes those plans use, at their prices, and the plans' egress */
+    double gpu_hours_used;     /* of the nodes those plans use */
+    double *gpu_hours_up;      /* [n_types] of every node up (on-demand nodes and untraced pools included) */
+    double any_plan_tokens;    /* at the planner's lower bound on any plan's iteration on each set
+                                  (ah_plan_result_t.lower_bound_s): no plan of the cost model's space trains more */
+    double any_plan_unknown_s; /* seconds of sets whose result claims no lower bound (0: a sharded or CP
+                                  result), left out of any_plan_tokens */
+    double no_plan_s;          /* seconds of sets with no plan that fits */
+    int sets;                  /* distinct availability sets planned */
+    double all_up_tokens, all_up_any_plan_tokens; /* every node up the whole time (on-demand's set): at its
+                                  plan, at the planner's bound on any plan (0: none claimed) */
+    /* the timeline: step i from t_s[i] to t_s[i + 1] (the last to the horizon) trains at tokens_per_s[i] */
+    double *t_s, *tokens_per_s;
+    int n_steps;
+} ah_sim_bound_t;
+
+ah_status_t ah_sim_bound(const ah_model_t *model, const ah_sim_avail_t *avail, const ah_sim_opts_t *opts,
+                         ah_sim_bound_t *out, ah_error_t *err);
+void ah_sim_bound_free(ah_sim_bound_t *b);
+
 /* ---- the memory tier (memory.c) ---- */
 
 /* holder[y] for each of pl's nodes (n_nodes): the node whose host memory holds y's checkpoint (its
