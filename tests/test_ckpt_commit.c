@@ -1,5 +1,6 @@
 /* Checkpoint directories: names, manifest round trip, multi-rank commit, lookup, verification,
- * garbage collection, and SIGKILL at random points of a checkpoint write. */
+ * garbage collection, files added to a committed step (writer_extend, commit_more), and SIGKILL at
+ * random points of a checkpoint write and of such an addition. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,61 @@ static void test_gc(void) {
     rm_rf(root);
 }
 
+static ino_t inode_of(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* Files added to committed step 100 (tp1 blocks 0, 1) under another plan (tp2 pieces), as the resumed
+ * step's write-behind after a re-plan does (runtime/ckpt_resume.c): a listed file written again with
+ * the same bytes is a no-op (not rewritten); other bytes, another state, are refused; a failed addition
+ * leaves the committed step as it was. */
+static void test_extend(void) {
+    ah_error_t err;
+    ah_ckpt_writer_t *w;
+    char listed[600], added[600];
+    CHECK(write_step(100, 1, 2, 64, &err) == AH_OK, "write step 100: %s", err.msg);
+    CHECK_ERR(ah_ckpt_writer_extend(root, 200, &w, &err), AH_ERR_IO, err, "not committed");
+    snprintf(listed, sizeof listed, "%s/step-00000100/block-000.tp1-0.safetensors", root);
+    snprintf(added, sizeof added, "%s/step-00000100/block-000.tp2-1.safetensors", root);
+    const ino_t ino = inode_of(listed);
+    CHECK(ah_ckpt_writer_extend(root, 100, &w, &err) == AH_OK, "extend 100: %s", err.msg);
+    CHECK(write_block(w, 100, 0, 1, 0, 64, &err) == AH_OK, "the listed block 0, same bytes: %s", err.msg);
+    CHECK(write_block(w, 100, 0, 2, 0, 32, &err) == AH_OK && write_block(w, 100, 0, 2, 1, 32, &err) == AH_OK,
+          "block 0 at tp2: %s", err.msg);
+    CHECK_ERR(write_block(w, 101, 1, 1, 0, 64, &err), AH_ERR_INVALID, err, "committed there with other contents");
+    CHECK(ah_ckpt_writer_finish_part(w, 0, &err) == AH_OK, "part: %s", err.msg);
+    ah_ckpt_writer_free(w);
+    ah_ckpt_meta_t m100 = meta_for(100);
+    m100.data_position++;
+    CHECK_ERR(ah_ckpt_commit_more(root, &m100, 1, &err), AH_ERR_INVALID, err, "not the same state");
+    ah_ckpt_manifest_t m;
+    CHECK(ah_ckpt_load(root, 100, &m, &err) == AH_OK && m.n_files == 2, "a refused addition lists nothing new");
+    ah_ckpt_manifest_free(&m);
+    CHECK(ah_ckpt_unlisted_remove(root, 100, &err) == AH_OK && access(added, F_OK) != 0,
+          "the unlisted tp2 file removed: %s", err.msg);
+    int bad = -1;
+    CHECK(ah_ckpt_verify(root, 100, &bad, &err) == AH_OK, "step 100 intact: %s", err.msg);
+    /* again, committed this time */
+    CHECK(ah_ckpt_writer_extend(root, 100, &w, &err) == AH_OK, "extend 100: %s", err.msg);
+    CHECK(write_block(w, 100, 0, 1, 0, 64, &err) == AH_OK && write_block(w, 100, 0, 2, 1, 32, &err) == AH_OK,
+          "write: %s", err.msg);
+    CHECK(ah_ckpt_writer_finish_part(w, 0, &err) == AH_OK, "part: %s", err.msg);
+    ah_ckpt_writer_free(w);
+    m100.data_position--;
+    snprintf(m100.plan_hash, sizeof m100.plan_hash, "the-new-plan");
+    CHECK(ah_ckpt_commit_more(root, &m100, 1, &err) == AH_OK, "commit_more: %s", err.msg);
+    CHECK(ah_ckpt_load(root, 100, &m, &err) == AH_OK && m.n_files == 3 &&
+              ah_ckpt_manifest_find(&m, "block-000.tp2-1.safetensors") &&
+              ah_ckpt_manifest_find(&m, "block-001.tp1-0.safetensors") && strcmp(m.meta.plan_hash, "the-new-plan") == 0,
+          "the old files and the added one listed, the new plan's hash");
+    ah_ckpt_manifest_free(&m);
+    CHECK(inode_of(listed) == ino, "the listed file was not rewritten");
+    CHECK(ah_ckpt_verify(root, 100, &bad, &err) == AH_OK, "verify: %s", err.msg);
+    CHECK_ERR(ah_ckpt_commit(root, &m100, 1, &err), AH_ERR_INVALID, err, "already committed");
+    rm_rf(root);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -192,12 +248,29 @@ static double now_s(void) {
 
 enum { CRASH_RANKS = 2, CRASH_BLOCKS = 8, CRASH_FLOATS = 32768 };
 
-/* Forks a child that writes step 2 and commits; kills it after delay_s unless delay_s < 0. */
-static int crash_run(double delay_s) {
+/* Committed step 1 (tp1) gains every block at tp2 from CRASH_RANKS writers (tp index r), as a
+ * write-behind under another plan does. */
+static ah_status_t extend_step1(ah_error_t *err) {
+    for (int r = 0; r < CRASH_RANKS; r++) {
+        ah_ckpt_writer_t *w;
+        if (ah_ckpt_writer_extend(root, 1, &w, err) != AH_OK) return err->code;
+        ah_status_t st = AH_OK;
+        for (int b = 0; b < CRASH_BLOCKS && st == AH_OK; b++) st = write_block(w, 1, b, CRASH_RANKS, r, CRASH_FLOATS / 2, err);
+        if (st == AH_OK) st = ah_ckpt_writer_finish_part(w, r, err);
+        ah_ckpt_writer_free(w);
+        if (st != AH_OK) return st;
+    }
+    ah_ckpt_meta_t m = meta_for(1);
+    return ah_ckpt_commit_more(root, &m, CRASH_RANKS, err);
+}
+
+/* Forks a child that writes step 2 and commits (extend: adds to step 1, extend_step1); kills it after
+ * delay_s unless delay_s < 0. */
+static int crash_run(double delay_s, bool extend) {
     pid_t pid = fork();
     if (pid == 0) {
         ah_error_t err;
-        _exit(write_step(2, CRASH_RANKS, CRASH_BLOCKS, CRASH_FLOATS, &err) == AH_OK ? 0 : 3);
+        _exit((extend ? extend_step1(&err) : write_step(2, CRASH_RANKS, CRASH_BLOCKS, CRASH_FLOATS, &err)) == AH_OK ? 0 : 3);
     }
     if (delay_s >= 0) {
         struct timespec ts = {(time_t)delay_s, (long)((delay_s - (double)(time_t)delay_s) * 1e9)};
@@ -216,7 +289,7 @@ static void test_crash_mid_write(void) {
     snprintf(dir2, sizeof dir2, "%s/step-00000002", root);
     /* How long an undisturbed write takes, so kills land across all of it. */
     double t0 = now_s();
-    int status = crash_run(-1);
+    int status = crash_run(-1, false);
     double full = now_s() - t0;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "undisturbed write succeeds");
     rm_rf(dir2);
@@ -224,7 +297,7 @@ static void test_crash_mid_write(void) {
     for (unsigned seed = 1; seed <= 16; seed++) {
         srand(seed);
         double delay = full * 0.9 * (double)rand() / RAND_MAX;
-        status = crash_run(delay);
+        status = crash_run(delay, false);
         int64_t latest = -1;
         CHECK(ah_ckpt_latest(root, &latest, &err) == AH_OK, "latest: %s", err.msg);
         CHECK(latest == 1 || latest == 2, "seed %u: latest is %lld", seed, (long long)latest);
@@ -245,6 +318,37 @@ static void test_crash_mid_write(void) {
     rm_rf(root);
 }
 
+/* Files added to a committed step, killed at random points: the step keeps verifying, listing its
+ * old files or, once the new manifest is in, every file, never a file that is not complete. */
+static void test_crash_mid_extend(void) {
+    ah_error_t err;
+    CHECK(write_step(1, CRASH_RANKS, CRASH_BLOCKS, CRASH_FLOATS, &err) == AH_OK, "step 1: %s", err.msg);
+    double t0 = now_s();
+    int status = crash_run(-1, true);
+    double full = now_s() - t0;
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an undisturbed addition succeeds");
+    int before = 0, after = 0;
+    for (unsigned seed = 1; seed <= 8; seed++) {
+        rm_rf(root);
+        CHECK(write_step(1, CRASH_RANKS, CRASH_BLOCKS, CRASH_FLOATS, &err) == AH_OK, "step 1: %s", err.msg);
+        srand(seed);
+        crash_run(full * 0.9 * (double)rand() / RAND_MAX, true);
+        ah_ckpt_manifest_t m;
+        int bad = -1;
+        CHECK(ah_ckpt_verify(root, 1, &bad, &err) == AH_OK, "seed %u: step 1 verifies: %s", seed, err.msg);
+        CHECK(ah_ckpt_load(root, 1, &m, &err) == AH_OK && (m.n_files == CRASH_BLOCKS || m.n_files == 3 * CRASH_BLOCKS),
+              "seed %u: step 1 lists %d files", seed, m.n_files);
+        if (m.n_files == CRASH_BLOCKS) before++;
+        else after++;
+        ah_ckpt_manifest_free(&m);
+        CHECK(ah_ckpt_unlisted_remove(root, 1, &err) == AH_OK && ah_ckpt_verify(root, 1, &bad, &err) == AH_OK,
+              "seed %u: the leftovers removed, step 1 verifies: %s", seed, err.msg);
+    }
+    printf("crash test: undisturbed addition %.3f s; 8 kills: %d before its commit, %d after\n", full, before, after);
+    CHECK(before >= 2, "most kills must land inside the addition (got %d of 8)", before);
+    rm_rf(root);
+}
+
 int main(void) {
     root = mkdtemp(root_buf);
     if (!root) {
@@ -254,7 +358,9 @@ int main(void) {
     test_names();
     test_commit_and_verify();
     test_gc();
+    test_extend();
     test_crash_mid_write();
+    test_crash_mid_extend();
     rmdir(root);
     return ah_test_finish();
 }

@@ -71,7 +71,8 @@ static ah_status_t begin(ah_ckpt_snap_t *s, ah_ckpt_writer_t **w, ah_error_t *er
     *w = NULL;
     s->copy_s = 0;
     const ah_status_t st = s->wait_copied ? s->wait_copied(s->copied_ctx, &s->copy_s, err) : AH_OK;
-    return st == AH_OK ? ah_ckpt_writer_begin(s->root, s->step, w, err) : st;
+    if (st != AH_OK) return st;
+    return s->extend ? ah_ckpt_writer_extend(s->root, s->step, w, err) : ah_ckpt_writer_begin(s->root, s->step, w, err);
 }
 
 ah_status_t ah_ckpt_snap_write(ah_ckpt_snap_t *s, const volatile bool *cancel, ah_error_t *err) {

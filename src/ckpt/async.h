@@ -76,6 +76,7 @@ typedef struct ah_ckpt_snap {
     char root[AH_CKPT_PATH_MAX]; /* the node's checkpoint root */
     int64_t step;
     int part;                    /* this rank's part number on its node */
+    bool extend;                 /* the step is committed in root already: ckpt.h's writer_extend, not begin */
     char node[AH_CKPT_NAME_MAX]; /* the plan's node name (the test hook's node=) */
     int n_pieces;
     ah_ckpt_piece_t *pieces;     /* owned */

@@ -87,6 +87,8 @@ struct ah_ckpt_writer {
     pthread_mutex_t mu; /* guards n, cap, files: shards may be written from several threads */
     int n, cap;
     ah_ckpt_file_t *files;
+    bool extend;                 /* ah_ckpt_writer_extend: the step is committed, `committed` its manifest */
+    ah_ckpt_manifest_t committed;
 };
 
 static bool file_exists(const char *path) {
@@ -105,11 +107,11 @@ ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_
     char man[AH_CKPT_PATH_MAX];
     if (ah_ckpt_step_dir(w->dir, sizeof w->dir, root, step) < 0 ||
         snprintf(man, sizeof man, "%s/%s", w->dir, AH_CKPT_MANIFEST) >= (int)sizeof man) {
-        free(w);
+        ah_ckpt_writer_free(w);
         return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
     }
     if (ah_fs_mkdirs(w->dir, err) != AH_OK) {
-        free(w);
+        ah_ckpt_writer_free(w);
         return ah_error_prefix(err, "cannot start checkpoint of step %lld", (long long)step);
     }
     /* Rewriting files of a committed step could break it if this writer dies half way. */
@@ -118,9 +120,28 @@ ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_
                      "%s: step %lld is already committed; save a later step, or remove that "
                      "directory first",
                      w->dir, (long long)step);
-        free(w);
+        ah_ckpt_writer_free(w);
         return err->code;
     }
+    *out = w;
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_writer_extend(const char *root, int64_t step, ah_ckpt_writer_t **out, ah_error_t *err) {
+    *out = NULL;
+    ah_ckpt_writer_t *w = calloc(1, sizeof *w);
+    if (!w) return ah_error_set(err, AH_ERR_OOM, "out of memory for a checkpoint writer");
+    w->step = step;
+    w->extend = true;
+    pthread_mutex_init(&w->mu, NULL);
+    ah_status_t st = ah_ckpt_step_dir(w->dir, sizeof w->dir, root, step) < 0
+                         ? ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root)
+                         : ah_ckpt_load(root, step, &w->committed, err);
+    if (st != AH_OK) {
+        ah_ckpt_writer_free(w);
+        return ah_error_prefix(err, "cannot add files to step %lld", (long long)step);
+    }
+    ah_ckpt_manifest_sort(&w->committed); /* for ah_ckpt_manifest_find */
     *out = w;
     return AH_OK;
 }
@@ -161,8 +182,21 @@ ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_
         ah_afile_abort(&f);
         return err->code;
     }
-    /* The directory is synced once per part (finish_part), not per shard. */
-    if (ah_afile_commit(&f, false, err) != AH_OK) return err->code;
+    const ah_ckpt_file_t *listed = w->extend ? ah_ckpt_manifest_find(&w->committed, name) : NULL;
+    if (listed) { /* a committed file is never rewritten: the same bytes, or the write fails */
+        ah_afile_abort(&f);
+        if (f.bytes != listed->bytes || f.crc != listed->crc32c)
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "%s: step %lld is committed there with other contents (%llu bytes, CRC-32C %08x; "
+                                "this write: %llu bytes, %08x); a committed file is never rewritten",
+                                path, (long long)w->step, (unsigned long long)listed->bytes, listed->crc32c,
+                                (unsigned long long)f.bytes, f.crc);
+        if (ah_ckpt_verify_file(path, listed, err) != AH_OK)
+            return ah_error_prefix(err, "step %lld is committed there; a committed file is never rewritten",
+                                   (long long)w->step);
+    } else if (ah_afile_commit(&f, false, err) != AH_OK) { /* the directory: synced once per part (finish_part) */
+        return err->code;
+    }
     pthread_mutex_lock(&w->mu);
     ah_status_t st = record_file(w, name, f.bytes, f.crc, err);
     pthread_mutex_unlock(&w->mu);
@@ -194,11 +228,71 @@ uint64_t ah_ckpt_writer_bytes(const ah_ckpt_writer_t *w) {
 void ah_ckpt_writer_free(ah_ckpt_writer_t *w) {
     if (!w) return;
     pthread_mutex_destroy(&w->mu);
+    if (w->extend) ah_ckpt_manifest_free(&w->committed);
     free(w->files);
     free(w);
 }
 
-ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts, ah_error_t *err) {
+/* Part p of dir's step merged into *all (cap: its room): every file it lists present with its size, a
+ * name listed already (by an earlier part, or by the committed manifest when extending: its first
+ * n_committed) with the same size and checksum. */
+static ah_status_t merge_part(const char *dir, int p, int n_parts, const ah_ckpt_meta_t *meta, int n_committed,
+                              ah_ckpt_manifest_t *all, int *cap, ah_error_t *err) {
+    char path[AH_CKPT_PATH_MAX];
+    part_path(path, sizeof path, dir, p);
+    if (!file_exists(path))
+        return ah_error_set(err, AH_ERR_INVALID,
+                            "%s: part %d of %d is missing: a rank did not finish its shards "
+                            "(call ah_ckpt_writer_finish_part on every rank before the commit)",
+                            path, p, n_parts);
+    ah_ckpt_manifest_t part;
+    if (ah_ckpt_manifest_load(path, &part, err) != AH_OK) return err->code;
+    ah_status_t st = AH_OK;
+    if (part.meta.step != meta->step)
+        st = ah_error_set(err, AH_ERR_INVALID, "%s: lists step %lld, committing step %lld", path,
+                          (long long)part.meta.step, (long long)meta->step);
+    for (int i = 0; i < part.n_files && st == AH_OK; i++) {
+        const ah_ckpt_file_t *f = &part.files[i];
+        char fp[AH_CKPT_PATH_MAX];
+        struct stat sb;
+        if (ah_ckpt_join(fp, sizeof fp, dir, f->name) < 0 || stat(fp, &sb) != 0 || (uint64_t)sb.st_size != f->bytes) {
+            st = ah_error_set(err, AH_ERR_IO, "%s: listed by part %d with %llu bytes but %s", fp, p,
+                              (unsigned long long)f->bytes, errno == ENOENT ? "missing" : "its size differs");
+            break;
+        }
+        int k = 0;
+        while (k < all->n_files && strcmp(all->files[k].name, f->name) != 0) k++;
+        if (k < all->n_files) {
+            if (all->files[k].crc32c != f->crc32c || all->files[k].bytes != f->bytes)
+                st = ah_error_set(err, AH_ERR_INVALID,
+                                  k < n_committed ? "%s: differs from the committed file (CRC-32C %08x vs %08x): a "
+                                                    "committed file is never rewritten"
+                                                  : "%s: written by two ranks with different contents (CRC-32C "
+                                                    "%08x vs %08x): replicas of one shard must be identical, and "
+                                                    "only one rank per node should write it",
+                                  fp, all->files[k].crc32c, f->crc32c);
+            continue;
+        }
+        if (all->n_files == *cap) {
+            const int grown = *cap ? 2 * *cap : 32;
+            ah_ckpt_file_t *g = realloc(all->files, (size_t)grown * sizeof *g);
+            if (!g) {
+                st = ah_error_set(err, AH_ERR_OOM, "out of memory for the manifest");
+                break;
+            }
+            all->files = g;
+            *cap = grown;
+        }
+        all->files[all->n_files++] = *f;
+    }
+    ah_ckpt_manifest_free(&part);
+    return st;
+}
+
+/* The commit (ckpt.h): extend, the step committed already (ah_ckpt_commit_more), its manifest's
+ * files kept and the parts' added. */
+static ah_status_t commit_parts(const char *root, const ah_ckpt_meta_t *meta, int n_parts, bool extend,
+                                ah_error_t *err) {
     char dir[AH_CKPT_PATH_MAX], man[AH_CKPT_PATH_MAX];
     if (ah_ckpt_step_dir(dir, sizeof dir, root, meta->step) < 0 ||
         snprintf(man, sizeof man, "%s/%s", dir, AH_CKPT_MANIFEST) >= (int)sizeof man)
@@ -209,65 +303,26 @@ ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_p
                             "%s: bad checkpoint metadata (rng_len %d must be 0..%d; node \"%s\" must be "
                             "[A-Za-z0-9._-])",
                             dir, meta->rng_len, AH_CKPT_RNG_MAX, meta->node);
-    if (file_exists(man))
-        return ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is already committed", dir,
-                            (long long)meta->step);
     ah_ckpt_manifest_t all = {.meta = *meta};
-    int cap = 0;
+    if (!extend && file_exists(man))
+        return ah_error_set(err, AH_ERR_INVALID, "%s: step %lld is already committed", dir, (long long)meta->step);
+    if (extend && ah_ckpt_load(root, meta->step, &all, err) != AH_OK)
+        return ah_error_prefix(err, "cannot add files to step %lld", (long long)meta->step);
     ah_status_t st = AH_OK;
-    for (int p = 0; p < n_parts && st == AH_OK; p++) {
-        char path[AH_CKPT_PATH_MAX];
-        part_path(path, sizeof path, dir, p);
-        ah_ckpt_manifest_t part;
-        if (!file_exists(path)) {
-            st = ah_error_set(err, AH_ERR_INVALID,
-                              "%s: part %d of %d is missing: a rank did not finish its shards "
-                              "(call ah_ckpt_writer_finish_part on every rank before the commit)",
-                              path, p, n_parts);
-            break;
-        }
-        if ((st = ah_ckpt_manifest_load(path, &part, err)) != AH_OK) break;
-        if (part.meta.step != meta->step)
-            st = ah_error_set(err, AH_ERR_INVALID, "%s: lists step %lld, committing step %lld", path,
-                              (long long)part.meta.step, (long long)meta->step);
-        for (int i = 0; i < part.n_files && st == AH_OK; i++) {
-            const ah_ckpt_file_t *f = &part.files[i];
-            char fp[AH_CKPT_PATH_MAX];
-            struct stat sb;
-            if (ah_ckpt_join(fp, sizeof fp, dir, f->name) < 0 || stat(fp, &sb) != 0 || (uint64_t)sb.st_size != f->bytes) {
-                st = ah_error_set(err, AH_ERR_IO, "%s: listed by part %d with %llu bytes but %s", fp, p,
-                                  (unsigned long long)f->bytes,
-                                  errno == ENOENT ? "missing" : "its size differs");
-                break;
-            }
-            const ah_ckpt_file_t *have = NULL;
-            for (int k = 0; k < all.n_files && !have; k++)
-                if (strcmp(all.files[k].name, f->name) == 0) have = &all.files[k];
-            if (have) {
-                if (have->crc32c != f->crc32c || have->bytes != f->bytes)
-                    st = ah_error_set(err, AH_ERR_INVALID,
-                                      "%s: written by two ranks with different contents (CRC-32C "
-                                      "%08x vs %08x): replicas of one shard must be identical, and "
-                                      "only one rank per node should write it",
-                                      fp, have->crc32c, f->crc32c);
-                continue;
-            }
-            if (all.n_files == cap) {
-                cap = cap ? 2 * cap : 32;
-                ah_ckpt_file_t *g = realloc(all.files, (size_t)cap * sizeof *g);
-                if (!g) {
-                    st = ah_error_set(err, AH_ERR_OOM, "out of memory for the manifest");
-                    break;
-                }
-                all.files = g;
-            }
-            all.files[all.n_files++] = *f;
-        }
-        ah_ckpt_manifest_free(&part);
-    }
+    if (extend && (all.meta.data_position != meta->data_position || all.meta.seq_len != meta->seq_len))
+        st = ah_error_set(err, AH_ERR_INVALID,
+                          "%s: step %lld is committed there at data position %lld (T %lld), this save's is %lld "
+                          "(T %lld): not the same state; a committed step is never rewritten",
+                          man, (long long)meta->step, (long long)all.meta.data_position, (long long)all.meta.seq_len,
+                          (long long)meta->data_position, (long long)meta->seq_len);
+    all.meta = *meta; /* the newer plan's hash: its files are all listed now */
+    const int n_committed = all.n_files;
+    int cap = all.n_files;
+    for (int p = 0; p < n_parts && st == AH_OK; p++)
+        st = merge_part(dir, p, n_parts, meta, n_committed, &all, &cap, err);
     if (st == AH_OK) {
         ah_ckpt_manifest_sort(&all);
-        st = ah_ckpt_manifest_save(&all, man, err);
+        st = ah_ckpt_manifest_save(&all, man, err); /* atomic: the old manifest or this one */
         if (st != AH_OK) ah_error_prefix(err, "step %lld NOT committed", (long long)meta->step);
     }
     ah_ckpt_manifest_free(&all);
@@ -278,6 +333,39 @@ ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_p
             unlink(path);
         }
     return st;
+}
+
+ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts, ah_error_t *err) {
+    return commit_parts(root, meta, n_parts, false, err);
+}
+
+ah_status_t ah_ckpt_commit_more(const char *root, const ah_ckpt_meta_t *meta, int n_parts, ah_error_t *err) {
+    return commit_parts(root, meta, n_parts, true, err);
+}
+
+ah_status_t ah_ckpt_unlisted_remove(const char *root, int64_t step, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX];
+    ah_ckpt_manifest_t m;
+    if (ah_ckpt_step_dir(dir, sizeof dir, root, step) < 0)
+        return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (ah_ckpt_load(root, step, &m, err) != AH_OK) return err->code;
+    ah_ckpt_manifest_sort(&m);
+    DIR *d = opendir(dir);
+    if (!d) {
+        ah_ckpt_manifest_free(&m);
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    }
+    struct dirent *de;
+    int gone = 0;
+    while ((de = readdir(d))) {
+        char p[AH_CKPT_PATH_MAX];
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+        if (strcmp(de->d_name, AH_CKPT_MANIFEST) == 0 || ah_ckpt_manifest_find(&m, de->d_name)) continue;
+        if (ah_ckpt_join(p, sizeof p, dir, de->d_name) >= 0 && unlink(p) == 0) gone++;
+    }
+    closedir(d);
+    ah_ckpt_manifest_free(&m);
+    return gone ? ah_ckpt_fsync_dir(dir, err) : AH_OK;
 }
 
 /* ---- reading, checking, cleaning ------------------------------------------------------------- */

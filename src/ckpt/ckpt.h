@@ -16,6 +16,9 @@
  * fsynced before the manifest is written the same way; so a step counts (ah_ckpt_latest) only
  * once manifest.json exists, and then every file it lists is complete on disk. A crash anywhere
  * leaves the previous committed step untouched.
+ * Adding files to a committed step (another plan's pieces of the same state: ah_ckpt_writer_extend,
+ * ah_ckpt_commit_more): the new files are unlisted until the manifest is replaced atomically by one
+ * listing old and new; a listed file is never rewritten.
  *
  * Ownership: ah_ckpt_manifest_t owns its file array (ah_ckpt_manifest_free); list results are
  * malloc'ed arrays the caller frees with free().
@@ -107,6 +110,13 @@ typedef struct ah_ckpt_writer ah_ckpt_writer_t;
 /* Creates ROOT and ROOT/step-N as needed. Fails if step N is already committed there. */
 ah_status_t ah_ckpt_writer_begin(const char *root, int64_t step, ah_ckpt_writer_t **out,
                                  ah_error_t *err);
+/* Begins adding files to step N committed in ROOT (the resumed step written behind under another
+ * plan, its node's disk holding the old plan's files of it; runtime/ckpt_resume.c): a shard the
+ * committed manifest lists is written to a temp file, compared (size, CRC-32C) with the listed one,
+ * which is verified on the disk, and the temp removed, so nothing listed is ever rewritten (other
+ * contents, or a damaged listed file, fail the write); other shards are written beside the listed
+ * ones, unlisted (so ignored) until ah_ckpt_commit_more lists them. Fails if step N is not committed. */
+ah_status_t ah_ckpt_writer_extend(const char *root, int64_t step, ah_ckpt_writer_t **out, ah_error_t *err);
 /* Writes one safetensors shard atomically and records its size and CRC-32C. Several threads may
  * write a writer's shards at once (different names); begin, finish_part and free are one thread's. */
 ah_status_t ah_ckpt_write_shard(ah_ckpt_writer_t *w, const char *name, const ah_st_tensor_t *tensors,
@@ -122,6 +132,16 @@ void ah_ckpt_writer_free(ah_ckpt_writer_t *w);
  * same checksum. */
 ah_status_t ah_ckpt_commit(const char *root, const ah_ckpt_meta_t *meta, int n_parts,
                            ah_error_t *err);
+
+/* ah_ckpt_commit for a step committed already, written by ah_ckpt_writer_extend: its manifest is
+ * replaced, atomically (temp, fsync, rename, fsync dir), by one listing its files and the parts'
+ * (a name in both with the same size and checksum), meta's plan hash; a kill at any moment leaves
+ * the old manifest or the new one, each listing only verified, complete files. Refused when meta's
+ * data position or sequence length differs from the committed step's (not the same state). */
+ah_status_t ah_ckpt_commit_more(const char *root, const ah_ckpt_meta_t *meta, int n_parts, ah_error_t *err);
+/* The files in committed step N's directory that its manifest does not list removed (shards and
+ * parts of an ah_ckpt_writer_extend nobody committed, temp files); the committed files stay. */
+ah_status_t ah_ckpt_unlisted_remove(const char *root, int64_t step, ah_error_t *err);
 
 /* Removes an uncommitted step directory after a failed write (e.g. a full disk), so its partial
  * shards free their space. Refuses a committed step. Call it on one rank, after the others stop. */

@@ -173,6 +173,7 @@ ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy,
     ah_ckpt_snap_t *snap = ah_ckpt_snap_new(s->node_root, step, s->node_rank, tr->plan->cluster.nodes[s->my_node].name,
                                             n);
     if (w->st == AH_OK && (!gs || !snap)) w->st = ah_error_set(&w->err, AH_ERR_OOM, "no host memory for the shard list");
+    if (snap) snap->extend = step == s->behind_step && s->behind_extend; /* added beside another plan's files */
     if (w->st == AH_OK && step == s->behind_step && s->behind_held) { /* on this node's disk already: nothing to write */
         free(gs);
         ah_ckpt_snap_free(snap);

@@ -310,6 +310,8 @@ ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, in
     meta.sched_warmup = tr->opts.warmup;
     meta.sched_lr = tr->opts.lr;
     *data_kept = keep_data(tr->data, &meta);
+    /* the resumed step written behind beside another plan's files of it (ckpt_resume.c) */
+    if (step == s->behind_step && s->behind_extend) return ah_ckpt_commit_more(root, &meta, s->node_size, err);
     return ah_ckpt_commit(root, &meta, s->node_size, err);
 }
 
@@ -347,21 +349,24 @@ static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool 
     return st;
 }
 
-/* Collective, for the resumed step written behind: the nodes whose disk held it committed already
- * (s->behind_held: written nothing, committed nothing) as rank 0's list of their names (NULL on
- * the other ranks, and when none). */
-static ah_status_t held_nodes(const ah_ckpt_session_t *s, json_t **out, ah_error_t *err) {
+/* Collective, for the resumed step written behind: the nodes whose disk held it committed already,
+ * as rank 0's object of two lists of their names (NULL on the other ranks, and when none):
+ * "held_nodes" (s->behind_held: written nothing, committed nothing) and "extended_nodes"
+ * (s->behind_extend: this plan's files added beside another plan's). */
+static ah_status_t behind_nodes(const ah_ckpt_session_t *s, json_t **out, ah_error_t *err) {
     *out = NULL;
-    int64_t *held = calloc((size_t)s->n_nodes, sizeof *held);
-    if (!held) return ah_error_set(err, AH_ERR_OOM, "no host memory for the nodes' list");
-    held[s->my_node] = s->node_rank == 0 && s->behind_held;
-    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), held, (size_t)s->n_nodes, err);
-    for (int n = 0; st == AH_OK && s->tr->rank == 0 && n < s->n_nodes; n++)
-        if (held[n]) {
-            if (!*out) *out = json_array();
-            json_array_append_new(*out, json_string(s->tr->plan->cluster.nodes[n].name));
-        }
-    free(held);
+    int64_t *how = calloc((size_t)s->n_nodes, sizeof *how);
+    if (!how) return ah_error_set(err, AH_ERR_OOM, "no host memory for the nodes' list");
+    how[s->my_node] = s->node_rank != 0 ? 0 : s->behind_held ? 1 : s->behind_extend ? 2 : 0;
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), how, (size_t)s->n_nodes, err);
+    for (int n = 0; st == AH_OK && s->tr->rank == 0 && n < s->n_nodes; n++) {
+        if (!how[n]) continue;
+        const char *key = how[n] == 1 ? "held_nodes" : "extended_nodes";
+        if (!*out) *out = json_object();
+        if (!json_object_get(*out, key)) json_object_set_new(*out, key, json_array());
+        json_array_append_new(json_object_get(*out, key), json_string(s->tr->plan->cluster.nodes[n].name));
+    }
+    free(how);
     return st;
 }
 
@@ -380,11 +385,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
     /* the resumed step written behind: a node that held it committed (ckpt_resume.c) commits nothing */
     const bool held = step == s->behind_step && s->behind_held;
-    bool data_kept = true, committed_here = false;
-    if (s->node_rank == 0 && ns == AH_OK && !held) {
-        ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
-        committed_here = ns == AH_OK;
-    }
+    bool data_kept = true;
+    if (s->node_rank == 0 && ns == AH_OK && !held) ns = ah_ckpt_commit_node(s, s->node_root, step, &data_kept, &lerr);
     /* Whether every node committed. A step some node failed to write or commit is taken back on
      * every node (a node's commit alone would look restorable and is not the run's state); the
      * older steps go (--keep) only after a step committed everywhere, so a failed save never costs
@@ -399,17 +401,19 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         ah_error_t e2;
         /* frees a full disk; the message is lerr's. The resumed step written behind stays where this
          * node held it committed before (the run's state, which the resume read): only what this save
-         * wrote or committed is taken back. */
-        if (!ok && step == s->behind_step && !committed_here) ah_ckpt_abandon(s->node_root, step, &e2);
+         * wrote or committed is taken back; where it added files to the committed step, those it did
+         * not list (a manifest that lists them lists only verified files: it stays). */
+        const bool was_committed = step == s->behind_step && (s->behind_held || s->behind_extend);
+        if (!ok && was_committed) ah_ckpt_unlisted_remove(s->node_root, step, &e2);
         else if (!ok) ah_ckpt_rollback(s->node_root, step, &e2);
     }
     if (ok) s->last_saved = step;
-    json_t *skipped = NULL;
-    if (step == s->behind_step && (ws = held_nodes(s, &skipped, err)) != AH_OK) return ws;
+    json_t *behind = NULL; /* the nodes that held the resumed step written behind */
+    if (step == s->behind_step && (ws = behind_nodes(s, &behind, err)) != AH_OK) return ws;
     /* in-memory peer replicas: before the event, so the grace period covers them */
     ah_ckpt_replica_stats_t rep;
     if ((ws = replicate_committed(s, step, ok, &rep, err)) != AH_OK) {
-        json_decref(skipped);
+        json_decref(behind);
         return ws;
     }
     if (ok && s->up) hand_off_upload(s, step);
@@ -430,7 +434,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
     if (cs != AH_OK) {
-        json_decref(skipped);
+        json_decref(behind);
         return cs;
     }
     s->last_save_s = (double)us_max[0] * 1e-6;
@@ -456,10 +460,10 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         /* the resumed step written behind: the nodes whose disk held it committed (verified) */
         if (*event && step == s->behind_step) {
             json_object_set_new(*event, "write_behind", json_true());
-            if (skipped) json_object_set(*event, "held_nodes", skipped);
+            if (behind) json_object_update(*event, behind);
         }
     }
-    json_decref(skipped);
+    json_decref(behind);
     return AH_OK;
 }
 

@@ -432,59 +432,73 @@ static ah_status_t recover_event(const ah_ckpt_session_t *s, double t0, const ah
     return AH_OK;
 }
 
+/* What the node leader finds of step on this node's disk for the resumed step's write-behind. */
+typedef enum {
+    STEP_ABSENT,   /* not committed here: written as any save */
+    STEP_PARTIAL,  /* committed, without some file this plan's ranks of the node write (another plan's
+                    * files of it): this plan's are added beside them (ckpt.h writer_extend) */
+    STEP_DAMAGED,  /* committed, a file this plan writes listed but failing verification: refused */
+    STEP_HELD,     /* committed with every such file, each verified: nothing to write */
+} node_step_t;
+
 /* The node leader: whether this node's disk holds step committed with every file this plan's ranks
  * of the node would write for it, each verified against the manifest (size, CRC-32C, structure), not
- * trusted from the directory; why (cap) names what is missing or damaged when a committed step is not. */
-static bool node_holds_step(const ah_ckpt_session_t *s, int64_t step, char *why, size_t cap) {
+ * trusted from the directory; why (cap) names the damaged file of STEP_DAMAGED. */
+static node_step_t node_step(const ah_ckpt_session_t *s, int64_t step, char *why, size_t cap) {
     const ah_placement_t *pl = &s->place;
     ah_ckpt_manifest_t m;
     ah_error_t e2;
     char dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX], name[AH_CKPT_NAME_MAX];
     why[0] = 0;
-    if (ah_ckpt_load(s->node_root, step, &m, &e2) != AH_OK) return false; /* not committed here */
+    if (ah_ckpt_load(s->node_root, step, &m, &e2) != AH_OK) return STEP_ABSENT;
     ah_ckpt_step_dir(dir, sizeof dir, s->node_root, step);
     ah_shard_group_t *gs = groups_alloc(s);
-    bool held = gs != NULL;
-    for (int r = 0; held && r < pl->n_ranks; r++) {
+    node_step_t found = gs ? STEP_HELD : STEP_DAMAGED;
+    if (!gs) snprintf(why, cap, "no host memory for its shard list");
+    for (int r = 0; found != STEP_DAMAGED && r < pl->n_ranks; r++) {
         if (pl->ranks[r].node != s->my_node) continue;
         const int n = ah_placement_groups(pl, r, false, gs), k = pl->ranks[r].tp_index;
-        for (int i = 0; held && i < n; i++) {
+        for (int i = 0; found != STEP_DAMAGED && i < n; i++) {
             if (ah_placement_lowest_holder(pl, gs[i], k, s->my_node) != r) continue;
             ah_shard_group_name(name, gs[i], pl->tp, k);
             const ah_ckpt_file_t *f = ah_ckpt_manifest_find(&m, name);
-            if (!f) snprintf(why, cap, "its manifest lacks %s", name);
+            if (!f) found = STEP_PARTIAL;
             else if (ah_ckpt_join(path, sizeof path, dir, name) < 0) snprintf(why, cap, "%s: path too long", dir);
             else if (ah_ckpt_verify_file(path, f, &e2) != AH_OK) snprintf(why, cap, "%s", e2.msg);
-            held = !why[0];
+            if (why[0]) found = STEP_DAMAGED;
         }
     }
     free(gs);
     ah_ckpt_manifest_free(&m);
-    return held;
+    return found;
 }
 
 /* A step resumed partly from the hosts' memory (a handover's at a notice, whose disks were not written;
  * a lost host's replicas) is written to the disks at once, in the background with asynchronous saves,
  * so that it does not live in memory alone until the next checkpoint; its event comes with a later
  * step's. A node whose disk already holds the step committed, verified, writes nothing (a committed
- * step is never rewritten) and the others commit it; its event names the nodes skipped. Collective. */
+ * step is never rewritten) and the others commit it; a node whose committed step lacks files this plan
+ * writes there (written under another plan) adds them beside the old ones and lists them in a new
+ * manifest, atomically (ckpt.h writer_extend, commit_more); the event names both kinds. Collective. */
 static ah_status_t write_behind(ah_ckpt_session_t *s, int64_t step, const ah_ckpt_restore_stats_t *stats,
                                 ah_error_t *err) {
     int64_t from_memory = stats->bytes[AH_TIER_MEMORY] > 0;
     ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &from_memory, 1, err);
     if (st != AH_OK || !from_memory || !s->writer) return st;
     char why[AH_ERROR_MSG_MAX] = "";
-    int64_t held = s->node_rank == 0 && node_holds_step(s, step, why, sizeof why);
-    if (why[0])
+    int64_t found = s->node_rank == 0 ? node_step(s, step, why, sizeof why) : STEP_ABSENT;
+    if (found == STEP_DAMAGED)
         fprintf(stderr, "autohet train: warning: node %s: its disk holds step %lld committed, but %s: the step's write "
-                "behind is refused there (a committed step is never rewritten)\n",
+                "behind is refused there (a committed file is never rewritten)\n",
                 s->tr->plan->cluster.nodes[s->my_node].name, (long long)step, why);
-    if ((st = ah_comm_allreduce_max_i64(s->node, &held, 1, err)) != AH_OK) return st;
+    if ((st = ah_comm_allreduce_max_i64(s->node, &found, 1, err)) != AH_OK) return st;
     /* every node the plan uses holds it: nothing to write */
-    int64_t to_write = s->node_rank == 0 && !held;
+    int64_t to_write = s->node_rank == 0 && found != STEP_HELD;
     if ((st = ah_comm_allreduce_max_i64(ah_comm_world(), &to_write, 1, err)) != AH_OK || !to_write) return st;
     s->behind_step = step;
-    s->behind_held = held != 0;
+    s->behind_held = found == STEP_HELD;
+    /* a damaged file: added to as well, the writer refuses that file (the save's error names it) */
+    s->behind_extend = found == STEP_PARTIAL || found == STEP_DAMAGED;
     return ah_ckpt_save_begin(s, step, NULL, err);
 }
 

@@ -57,6 +57,9 @@ struct ah_ckpt_session {
                               * disk held it committed already keeps it when that write fails */
     bool behind_held;        /* this node's disk holds behind_step committed, its files verified: its
                               * ranks write nothing of it, its leader commits nothing (the event says) */
+    bool behind_extend;      /* this node's disk holds behind_step committed without some file this plan
+                              * writes there (another plan's files): its ranks add theirs beside them
+                              * and its leader lists them in the manifest (ckpt.h writer_extend, commit_more) */
     double pending_snapshot_s; /* its copy into snap_buf */
     double wait_s;           /* the loop's waits for snapshots, in total */
     /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
