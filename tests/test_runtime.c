@@ -1,11 +1,15 @@
 /* Runtime pieces without MPI: the 1F1B, interleaved and zero-bubble schedules, the learning-rate schedule, TP sharding and the
  * plan-independent initialisation, the stage's backward against finite differences, and device
- * emulation's stretch (and that it sleeps off the core). */
+ * emulation's stretch (and that it sleeps off the core), and the CPU clock it reads leaving background
+ * threads out (ah_cpu_s). */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "core/timing.h"
 #include "harness.h"
@@ -385,6 +389,43 @@ static void test_emulation_device_now(void) {
     ah_emulator_free(&e);
 }
 
+/* A thread burning CPU: marked as background (ah_cpu_background_begin) or not. */
+static void *burner(void *arg) {
+    const bool background = *(const bool *)arg;
+    if (background) ah_cpu_background_begin();
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do {
+        for (int i = 0; i < 1000; i++) burn_sink += i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) < 0.05);
+    if (background) ah_cpu_background_end();
+    return NULL;
+}
+
+/* ah_cpu_s leaves out a background thread's CPU (the checkpoint writer's: device emulation must not
+ * stretch it as the device's compute) and counts another thread's, while it runs and after it ended. */
+static void test_cpu_background(void) {
+    for (int marked = 0; marked < 2; marked++) {
+        const bool background = marked;
+        const double c0 = ah_cpu_s();
+        struct timespec p0, p1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p0);
+        pthread_t th;
+        pthread_create(&th, NULL, burner, (void *)&background);
+        pthread_join(th, NULL);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p1);
+        const double counted = ah_cpu_s() - c0;
+        const double process = (double)(p1.tv_sec - p0.tv_sec) + 1e-9 * (double)(p1.tv_nsec - p0.tv_nsec);
+        CHECK(process >= 0.05, "the thread burnt %.1f ms of CPU", 1e3 * process);
+        if (background)
+            CHECK(counted < 0.01, "a background thread's %.1f ms of CPU left out: %.1f ms counted", 1e3 * process,
+                  1e3 * counted);
+        else
+            CHECK(counted >= 0.05, "another thread's CPU counted: %.1f ms of %.1f ms", 1e3 * counted, 1e3 * process);
+    }
+}
+
 /* The share of a core this process gets (CPU seconds over wall seconds of a 20 ms burn), waiting up
  * to `patience` seconds for it to reach one half. Below that the emulation's wall-clock checks cannot
  * tell a slow stretch from a machine that lends this process a tenth of a core (CI at load 17 on 2
@@ -412,6 +453,7 @@ int main(void) {
     }
     ah_test_retry(test_emulation_sleeps_off_core, 3, "emulation's sleep off the core");
     test_emulation_device_now();
+    test_cpu_background();
     test_schedule();
     test_lr();
     test_init_sharding();

@@ -200,6 +200,7 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
 static void *writer_main(void *arg) {
     ah_ckpt_async_t *a = arg;
     (void)pthread_setname_np(pthread_self(), "ah-ckpt-writer");
+    ah_cpu_background_begin(); /* not the rank's computation (core/timing.h) */
     pthread_mutex_lock(&a->mu);
     for (;;) {
         work(a, false);
@@ -207,6 +208,7 @@ static void *writer_main(void *arg) {
         pthread_cond_wait(&a->cv, &a->mu);
     }
     pthread_mutex_unlock(&a->mu);
+    ah_cpu_background_end();
     return NULL;
 }
 

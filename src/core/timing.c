@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -16,7 +17,48 @@ static double clock_s(clockid_t id) {
 
 double ah_now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
-double ah_cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+/* The threads marked as background: their CPU clocks and their CPU seconds when marked; the CPU
+ * seconds the ended ones used while marked. */
+static pthread_mutex_t g_bg_mu = PTHREAD_MUTEX_INITIALIZER;
+static clockid_t g_bg_clock[AH_CPU_BACKGROUND_MAX];
+static double g_bg_base[AH_CPU_BACKGROUND_MAX];
+static int g_bg_n;
+static double g_bg_ended;
+
+double ah_cpu_s(void) {
+    pthread_mutex_lock(&g_bg_mu);
+    double background = g_bg_ended;
+    for (int i = 0; i < g_bg_n; i++) background += clock_s(g_bg_clock[i]) - g_bg_base[i];
+    const double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - background; /* read last: never below */
+    pthread_mutex_unlock(&g_bg_mu);
+    return cpu;
+}
+
+void ah_cpu_background_begin(void) {
+    clockid_t id;
+    if (pthread_getcpuclockid(pthread_self(), &id) != 0) return;
+    pthread_mutex_lock(&g_bg_mu);
+    if (g_bg_n < AH_CPU_BACKGROUND_MAX) {
+        g_bg_clock[g_bg_n] = id;
+        g_bg_base[g_bg_n++] = clock_s(id);
+    }
+    pthread_mutex_unlock(&g_bg_mu);
+}
+
+void ah_cpu_background_end(void) {
+    clockid_t id;
+    if (pthread_getcpuclockid(pthread_self(), &id) != 0) return;
+    pthread_mutex_lock(&g_bg_mu);
+    for (int i = 0; i < g_bg_n; i++)
+        if (g_bg_clock[i] == id) {
+            g_bg_ended += clock_s(id) - g_bg_base[i];
+            g_bg_n--;
+            g_bg_clock[i] = g_bg_clock[g_bg_n];
+            g_bg_base[i] = g_bg_base[g_bg_n];
+            break;
+        }
+    pthread_mutex_unlock(&g_bg_mu);
+}
 
 void ah_sleep_s(double seconds) {
     static _Thread_local bool slack_set = false;

@@ -5,8 +5,20 @@
 /* Seconds on the monotonic clock (wall time; one clock for every process of this machine). */
 double ah_now_s(void);
 
-/* CPU seconds this process has used, all its threads. */
+/* CPU seconds this process has used, all its threads but the CPU of those marked as background work
+ * while they were (ah_cpu_background_begin): the computation's CPU, which device emulation stretches
+ * (runtime/emulate.h) and communication is timed with (comm/comm.h), without the checkpoint writer's
+ * or the uploader's, which on a GPU host run on cores the device's work does not use. Counted in
+ * before session 18, the writer's CPU in a phase was stretched by the emulated slowdown as if the
+ * device had computed it (docs/runtime.md "Device emulation"). */
 double ah_cpu_s(void);
+
+/* Marks the calling thread as background work (its CPU left out of ah_cpu_s from now on) until it
+ * calls ah_cpu_background_end, which it must before it exits. Thread-safe. At most
+ * AH_CPU_BACKGROUND_MAX threads at once; more are counted as usual (their CPU stays in). */
+#define AH_CPU_BACKGROUND_MAX 16
+void ah_cpu_background_begin(void);
+void ah_cpu_background_end(void);
 
 /* Sleeps `seconds` (<= 0: returns at once), resumed after signals. The first call sets the calling
  * thread's timer slack to 1 ns: with Linux's default 50 us slack a short sleep overshot by about
