@@ -87,8 +87,10 @@ static void test_stage(void) {
     const ah_gpu_type_t *a100 = ah_gpu_catalog_find("A100-80G");
     CHECK(a100 && a100->sm_count == 108, "A100: 108 SMs (whitepaper)");
     if (!a100) return;
-    /* docs/cost-model.md's curve table: the 1.7B run's QKV on an A100 */
-    CHECK_NEAR(ah_gemm_efficiency(a100, 2048, 6912, 2304, 1), 0.703, 1e-3);
+    /* docs/cost-model.md's curve table: the 1.7B run's QKV on an A100 (0.703 with SUSTAINED
+     * 0.84; 0.686 = 0.703 x 0.82 / 0.84 since SUSTAINED was re-fitted with the 76B row
+     * interleaved: the ceiling scales, the shape terms do not change) */
+    CHECK_NEAR(ah_gemm_efficiency(a100, 2048, 6912, 2304, 1), 0.686, 1e-3);
     ah_gpu_type_t g = *a100;
     ah_node_t n;
     ah_cluster_t c = one_type_cluster(&g, &n);
