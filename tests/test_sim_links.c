@@ -23,6 +23,7 @@
 #include "plan/ckpt_traffic.h"
 #include "plan/plan_out.h"
 #include "planner/planner.h"
+#include "sim/replay.h"
 #include "sim/sim.h"
 
 /* Two nodes of 2 GPUs in two zones of one region: 100 GB/s per GPU inside the zone, 5 GB/s between. */
@@ -276,6 +277,57 @@ static void test_handover_across_zones(const ah_model_t *m, const ah_train_t *tr
     ah_cluster_free(&c);
 }
 
+/* The handover moves a piece once to a node (the runtime's ckpt/handover.h: each file a node's ranks
+ * read, once a node), not once per device that reads it: train-pp4's four stages with stages 2 and 3
+ * moved to n1, handed over to train-dp4 (four whole replicas on n0) moves from n1 to n0 exactly what
+ * train-single (one device on n0) does: stages 2 and 3 and the head, and nothing else (before, four
+ * times that). */
+static bool placement_of(const char *plan, int second_half_on, ah_placement_t *pl) {
+    ah_plan_t p;
+    ah_error_t err;
+    const bool loaded = ah_plan_load(ah_test_src_path(plan), NULL, &p, &err) == AH_OK;
+    CHECK(loaded, "%s", loaded ? "" : err.msg);
+    if (!loaded) return false;
+    for (int s = p.pipelines[0].n_stages / 2; second_half_on >= 0 && s < p.pipelines[0].n_stages; s++)
+        p.pipelines[0].stages[s].devices[0].node = second_half_on;
+    const bool built = ah_placement_build(&p, NULL, p.cluster.n_nodes, pl, &err) == AH_OK;
+    CHECK(built, "%s", built ? "" : err.msg);
+    ah_plan_free(&p);
+    return built;
+}
+
+static void test_handover_once_a_node(void) {
+    ah_plan_t pp4;
+    ah_error_t err;
+    if (ah_plan_load(ah_test_src_path("examples/plans/train-pp4.json"), NULL, &pp4, &err) != AH_OK) {
+        CHECK(false, "%s", err.msg);
+        return;
+    }
+    ah_placement_t was, dp4, one;
+    const int nn = pp4.cluster.n_nodes;
+    double moved[16], alone[16];
+    if (nn == 4 && placement_of("examples/plans/train-pp4.json", 1, &was)) {
+        if (placement_of("examples/plans/train-dp4.json", -1, &dp4)) {
+            if (placement_of("examples/plans/train-single.json", -1, &one)) {
+                CHECK(ah_sim_handover_moved(&pp4.cluster, &pp4.model, &was, &dp4, NULL, moved), "moved");
+                CHECK(ah_sim_handover_moved(&pp4.cluster, &pp4.model, &was, &one, NULL, alone), "moved");
+                const int L = (int)pp4.model.n_layer;
+                const double half = (double)(2 * ah_layer_params(&pp4.model, AH_LAYER_BLOCK, 1) +
+                                             ah_layer_params(&pp4.model, AH_LAYER_HEAD, 1)) * AH_SIM_CKPT_BYTES_PER_PARAM;
+                CHECK(L == 4, "tiny-gpt2: 4 blocks (%d)", L);
+                CHECK_NEAR(alone[1 * nn + 0], half, 1e-12);
+                CHECK_NEAR(moved[1 * nn + 0], half, 1e-12);
+                for (int q = 0; q < nn * nn; q++)
+                    if (q != 1 * nn + 0) CHECK(moved[q] == 0 && alone[q] == 0, "pair %d > %d moves nothing", q / nn, q % nn);
+                ah_placement_free(&one);
+            }
+            ah_placement_free(&dp4);
+        }
+        ah_placement_free(&was);
+    }
+    ah_plan_free(&pp4);
+}
+
 /* The cloud tier in region ra (the first node's), the training in rb: three A100 nodes in rb and a V100
  * in ra that runs no bf16, so varuna (cloud-only) trains on the A100s alone. The WAN: 0.5 GB/s per GPU,
  * 0.5 GB/s for the pair in all, $0.02/GB; cloud_gb_s 1. rb-2 leaves at 2500 s: varuna restarts on rb-0 and
@@ -521,6 +573,7 @@ int main(void) {
     test_replication_across_zones(&m, &c, &tr);
     test_egress_rate(&m, &c, &tr);
     test_handover_across_zones(&m, &tr);
+    test_handover_once_a_node();
     test_cloud_across_regions(&m, &tr);
     test_uploads_billed_as_sent(&m, &tr);
     test_cloud_only_waits_for_uploads(&m, &tr);

@@ -17,7 +17,7 @@
  *
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
  * ckpt/handover.h; priced in recovery.c, ah_sim_begin_recovery): the next plan is known while every
- * device is alive, so the save is the snapshot, then each device of the next plan receives what it reads and its own device did not
+ * device is alive, so the save is the snapshot, then each node of the next plan receives, once, each piece its devices read and its own node did not
  * hold (at inter_node_gb_s per device, or over the link from a holder in another zone or region:
  * transfer.c); committed in memory, no disk before the relaunch, which then
  * reads every byte on its own host (transfer 0) and rolls nothing back.

@@ -51,7 +51,7 @@ static double save_s(ah_sim_replay_t *x, const ah_sim_entry_t *from) {
  * among the nodes whose `alive` is set (NULL: all; a peer read: the state plan's nodes that still
  * hold it, holder NULL; a memory read: the nodes whose pieces a surviving host's memory holds,
  * holder[n] that host), the farthest of those over the indices; -1 when none holds one. */
-static int nearest_source(const ah_sim_replay_t *x, const ah_placement_t *was, ah_shard_group_t g, int k0, int k1,
+static int nearest_source(const ah_cluster_t *c, const ah_placement_t *was, ah_shard_group_t g, int k0, int k1,
                           int node, const bool *alive, const int *holder) {
     int from = -1;
     ah_link_t from_cls = AH_LINK_INTRA;
@@ -61,7 +61,7 @@ static int nearest_source(const ah_sim_replay_t *x, const ah_placement_t *was, a
         for (int j = 0; j < was->n_ranks; j++) {
             const int o = was->ranks[j].node, n = holder ? holder[o] : o;
             if ((alive && !alive[o]) || !ah_placement_holds(was, j, g, k)) continue;
-            const ah_link_t cls = ah_link_between(x->c, n, node);
+            const ah_link_t cls = ah_link_between(c, n, node);
             if (best < 0 || cls < best_cls) {
                 best = n;
                 best_cls = cls;
@@ -96,7 +96,7 @@ typedef struct {
  * the remainder's inter-node rate prices it, as every byte inside a zone is). */
 static void read_piece(const ah_sim_replay_t *x, ah_sim_flows_t *f, reads_t *r, bool zones, const ah_placement_t *was,
                        ah_shard_group_t g, int k0, int k1, int node, const bool *alive, const int *holder, int64_t lb) {
-    const int from = zones ? nearest_source(x, was, g, k0, k1, node, alive, holder) : -1;
+    const int from = zones ? nearest_source(x->c, was, g, k0, k1, node, alive, holder) : -1;
     if (from < 0) return;
     r->seconds += ah_sim_flow(f, from, node, (double)lb);
     r->bytes += lb;
@@ -192,40 +192,44 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     return cloud_max + peer_max + mem_max;
 }
 
-/* The handover at a notice (memory.c's header; the runtime's ckpt/handover.h): every device of the state
- * plan is alive, so each device of the next plan e receives what it reads and its own device did not
- * hold, each piece from its nearest holder (under a new TP degree an equal part of it from each old
- * shard's), a piece its node already holds not moved; the runtime sends them node pair by node pair in
- * one order (source-major: runtime/ckpt_replica.c ah_ckpt_hand_over), blocking, one flow each
- * (plan/ckpt_traffic.h ah_ckpt_pairs_s), or a "links" pair's shared capacity bounds it; f gets its
- * egress (where the cluster has several zones). Out of host memory: x->oom, 0. */
-static double handover_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
-    const int L = (int)x->model->n_layer, nn = x->c->n_nodes;
-    const ah_placement_t *was = &x->state->place;
-    const bool zones = several_zones(x->c);
-    double *moved = calloc((size_t)nn * (size_t)nn + 1, sizeof *moved); /* [source * nn + reader] */
-    ah_ckpt_pair_t *pairs = calloc((size_t)nn * (size_t)nn + 1, sizeof *pairs);
-    if (!moved || !pairs) x->oom = true;
-    for (int i = 0; !x->oom && i < e->place.n_ranks; i++) {
-        const ah_shard_holder_t *d = &e->place.ranks[i];
+bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *was,
+                           const ah_placement_t *next, ah_sim_flows_t *f, double *moved) {
+    const int L = (int)m->n_layer, nn = c->n_nodes;
+    const bool zones = f && several_zones(c);
+    bool *counted = calloc((size_t)nn * (size_t)(L + 2) * (size_t)was->tp + 1, sizeof *counted); /* [node][layer][old TP index] */
+    if (!counted) return false;
+    for (int p = 0; p < nn * nn; p++) moved[p] = 0;
+    for (int i = 0; i < next->n_ranks; i++) {
+        const ah_shard_holder_t *d = &next->ranks[i];
         for (int l = 0; l <= L + 1; l++) {
             const ah_shard_group_t g = ah_sim_layer_group(l, L);
-            if (!ah_placement_holds(&e->place, i, g, d->tp_index)) continue;
-            const int64_t lb = ah_layer_params(x->model, layer_kind(l, L), e->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
-            bool here = false;
-            for (int j = 0; e->tp == was->tp && !here && j < was->n_ranks; j++)
-                here = was->ranks[j].node == d->node && was->ranks[j].index == d->index &&
-                       ah_placement_holds(was, j, g, d->tp_index);
-            const int parts = e->tp == was->tp ? 1 : was->tp;
-            for (int k = 0; !here && k < parts; k++) {
-                const int k0 = e->tp == was->tp ? d->tp_index : k;
-                const int src = nearest_source(x, was, g, k0, k0 + 1, d->node, NULL, NULL);
+            if (!ah_placement_holds(next, i, g, d->tp_index)) continue;
+            const int64_t piece = ah_layer_params(m, layer_kind(l, L), was->tp) * AH_SIM_CKPT_BYTES_PER_PARAM;
+            const bool same_tp = next->tp == was->tp;
+            for (int k = same_tp ? d->tp_index : 0; k < (same_tp ? d->tp_index + 1 : was->tp); k++) {
+                bool *once = &counted[((size_t)d->node * (size_t)(L + 2) + (size_t)l) * (size_t)was->tp + (size_t)k];
+                if (*once) continue; /* another device of its node reads it: sent to the node once */
+                *once = true;
+                const int src = nearest_source(c, was, g, k, k + 1, d->node, NULL, NULL);
                 if (src < 0 || src == d->node) continue; /* on its own host: read in place */
-                if (zones) (void)ah_sim_flow(f, src, d->node, (double)lb / parts);
-                moved[src * nn + d->node] += (double)lb / parts;
+                if (zones) (void)ah_sim_flow(f, src, d->node, (double)piece);
+                moved[src * nn + d->node] += (double)piece;
             }
         }
     }
+    free(counted);
+    return true;
+}
+
+/* The handover's seconds (ah_sim_handover_moved's bytes): the runtime sends them node pair by node pair
+ * in one order (source-major: runtime/ckpt_replica.c ah_ckpt_hand_over), blocking, one flow each
+ * (plan/ckpt_traffic.h ah_ckpt_pairs_s), or a "links" pair's shared capacity bounds it; f gets its
+ * egress (where the cluster has several zones). Out of host memory: x->oom, 0. */
+static double handover_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
+    const int nn = x->c->n_nodes;
+    double *moved = calloc((size_t)nn * (size_t)nn + 1, sizeof *moved); /* [source * nn + reader] */
+    ah_ckpt_pair_t *pairs = calloc((size_t)nn * (size_t)nn + 1, sizeof *pairs);
+    if (!moved || !pairs || !ah_sim_handover_moved(x->c, x->model, &x->state->place, &e->place, f, moved)) x->oom = true;
     int n = 0;
     for (int p = 0; !x->oom && p < nn * nn; p++)
         if (moved[p] > 0) pairs[n++] = (ah_ckpt_pair_t){.from = p / nn, .to = p % nn, .bytes = moved[p]};

@@ -169,6 +169,14 @@ double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
  * rollback undid), o->restart_s before any. */
 double ah_sim_recovery_cost_s(const ah_sim_replay_t *x);
 
+/* recovery.c: the handover at a notice (the runtime's ckpt/handover.h), what moves from the state
+ * placement `was` to `next`: moved[source * c->n_nodes + reader] (c->n_nodes^2) gets the bytes each
+ * node of next receives from each other node: once a node, each piece its devices read that its own
+ * node did not hold (under the same TP degree the (layer, TP index) a device loads, under a new one
+ * every old shard of the layer, an old shard's whole file, as the runtime's files), from its nearest
+ * holder; f (may be NULL) gets the flows where the cluster has several zones. false: out of host memory. */
+bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_placement_t *was,
+                           const ah_placement_t *next, ah_sim_flows_t *f, double *moved);
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
  * recovering to e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg);

@@ -119,7 +119,8 @@
  *       cloud's periodic checkpoint.
  *     - The handover at a notice (with the memory tier and opts.handover, the runtime's default; not
  *       for a join, nor for a removal during a recovery): the save is the snapshot plus, for each
- *       device of the next plan, what it reads and its node did not hold, sent node pair by node
+ *       node of the next plan, each piece its devices read and it did not hold, once a node (the
+ *       runtime's ckpt/handover.h; recovery.c ah_sim_handover_moved), sent node pair by node
  *       pair as the runtime does (ah_ckpt_pairs_s), billed across zones and regions (recovery.c,
  *       transfer.c);
  *       committed in memory, the disks not written before the relaunch; the relaunch's transfer is
