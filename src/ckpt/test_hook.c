@@ -17,7 +17,7 @@ enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
-            "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica,step=N|any"
+            "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica,step=N|N+|any"
             "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
     exit(2);
 }
@@ -27,7 +27,7 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
     if (!value || !value[0]) return;
     char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "", action[16] = "wait";
     long long want_step = -1;
-    bool any_step = false;
+    bool any_step = false, or_later = false; /* step=N+: N or any later step */
     if (strlen(value) >= sizeof buf) bad(value, "too long");
     snprintf(buf, sizeof buf, "%s", value);
     for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
@@ -44,7 +44,8 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
             char *end = NULL;
             errno = 0;
             want_step = strtoll(v, &end, 10);
-            if (*end || errno || want_step < 0) bad(value, "step is not a number >= 0");
+            or_later = end != v && !strcmp(end, "+");
+            if ((*end && !or_later) || errno || want_step < 0) bad(value, "step is not a number >= 0 (or N+)");
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
         else if (!strcmp(kv, "file")) snprintf(file, sizeof file, "%s", v);
         else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill")))
@@ -54,7 +55,7 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
     const bool self_kill = !strcmp(action, "kill");
     if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !self_kill))
         bad(value, "phase, step and file (for action=wait) are required");
-    if (strcmp(phase, want_phase) || (!any_step && step != want_step)) return;
+    if (strcmp(phase, want_phase) || (!any_step && step != want_step && !(or_later && step > want_step))) return;
     if (want_node[0] && (!node || strcmp(node, want_node))) return;
     if (self_kill) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");

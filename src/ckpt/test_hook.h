@@ -3,7 +3,9 @@
  *
  *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],file=PATH"     (action=wait, the default)
  *   AH_TEST_HOOK="phase=P,step=N[,node=NAME],action=kill"
- *   (step=any: at every step, for a point whose step a test cannot know in advance: a notice's)
+ *   (step=any: at every step, for a point whose step a test cannot know in advance: a notice's;
+ *   step=N+: at the first time the point is reached at step N or later, for a step that may be
+ *   skipped: an upload replaced by a newer step's before it began)
  *
  * P is one of
  *   step        mid-step: step N's (0-based, the metrics' "step") forward and backward are done,
