@@ -81,10 +81,12 @@ typedef struct ah_backend {
     ah_status_t (*dcomm_event_wait)(ah_dcomm_event_t *ev, ah_error_t *err);
     void (*dcomm_event_free)(ah_dcomm_event_t **ev);
 
-    /* Asynchronous checkpoint snapshots (runtime/ckpt_async.c); all NULL where the space is host
-     * memory (the CPU: the snapshot is a memcpy on the caller's thread, nothing to order).
+    /* Asynchronous checkpoint snapshots (runtime/ckpt_async.c). On the CPU (cpu_snapshot.c) the
+     * copies are memcpys made by the first thread that waits for them (the background writer, or
+     * the fence), not by snap_copy, and the fence is a host wait; its snap_host_* are NULL.
      * snap_host_alloc / snap_host_free: page-locked host memory for the snapshot buffer (CUDA:
-     *   cudaHostAlloc), so the copies into it are DMA, asynchronous; NULL with the reason in why.
+     *   cudaHostAlloc), so the copies into it are DMA, asynchronous; NULL with the reason in why
+     *   (NULL entries: the caller mallocs the buffer).
      * snap_copy_create: the side stream and the two events one snapshot's copies use (made once,
      *   kept); snap_copy_free waits for its copies first (NULL-safe).
      * snap_copy: n copies on the side stream, after an event recorded on the compute stream (they
@@ -94,7 +96,8 @@ typedef struct ah_backend {
      *   any thread may call it (the background writer does); *seconds: how long they took on the
      *   device, from the compute stream's event to the last copy's end.
      * snap_copy_fence: the compute stream's later work waits for the copies (CUDA:
-     *   cudaStreamWaitEvent; no host wait): the trainer calls it before the next AdamW. */
+     *   cudaStreamWaitEvent; no host wait; the CPU: the calling thread makes what is left and
+     *   waits): the trainer calls it before the next AdamW. */
     void *(*snap_host_alloc)(size_t bytes, char *why, size_t why_len);
     void (*snap_host_free)(void *p);
     ah_status_t (*snap_copy_create)(int device, ah_snap_copy_t **out, ah_error_t *err);

@@ -58,6 +58,9 @@ static ah_status_t cpu_open(int index, int precision, const ah_kernels_t **kerne
 }
 
 /* For the CPU device types, fp32 only; no per-step check (its kernels are synchronous and cannot
- * fail) and no device communication (its buffers are host memory: groups sum with MPI). */
+ * fail) and no device communication (its buffers are host memory: groups sum with MPI). A
+ * snapshot's copies are made off the training thread (cpu_snapshot.c) into ordinary host memory. */
 const ah_backend_t ah_backend_cpu = {.name = "cpu", .title = "CPU backend", .space = &ah_mem_host,
-                                     .open = cpu_open};
+                                     .open = cpu_open, .snap_copy_create = ah_cpu_snap_create,
+                                     .snap_copy_free = ah_cpu_snap_free, .snap_copy = ah_cpu_snap_copy,
+                                     .snap_copy_wait = ah_cpu_snap_wait, .snap_copy_fence = ah_cpu_snap_fence};

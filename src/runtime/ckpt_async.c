@@ -1,10 +1,12 @@
 /* A checkpoint session's snapshots and its asynchronous saves (ckpt_io.h; the writer's contract is
  * ckpt/async.h). A save at step N: every rank copies the pieces it writes into host memory (the
  * snapshot, s->snap_buf: the bytes plan's host-memory check counts, ckpt/snapshot_mem.h) and hands
- * them to its background writer; training goes on. On a GPU backend the buffer is its page-locked
- * host memory and the copies from the device run on its side stream (backend.h snap_*): the
- * writer waits for them before it reads the buffer, the next step's AdamW before it writes the
- * weights and moments (trainer.c, tr->snap_fence); the next forward and backward overlap them. At each later step boundary the ranks agree
+ * them to its background writer; training goes on. The copies are the backend's (backend.h
+ * snap_*): on a GPU into its page-locked host memory on a side stream, on the CPU memcpys the
+ * writer thread makes when it starts (backend/cpu_snapshot.c); either way the writer waits for
+ * them before it reads the buffer, the next step's AdamW before it writes the weights and moments
+ * (trainer.c, tr->snap_fence), and the next forward and backward overlap them. A sharded
+ * optimizer's moments, assembled in host memory here, are memcpy'd on this thread. At each later step boundary the ranks agree
  * (one all-reduce) whether every writer is done; when so, the commit (ckpt_io.c, collective, on
  * this thread) runs as a synchronous save's would. The next save, a notice and the run's last step
  * first wait for the snapshot in flight (the wait is in the event and the progress line). */
@@ -114,9 +116,9 @@ static ah_status_t copies_done(void *ctx, double *seconds, ah_error_t *err) {
     return s->tr->dev.backend->snap_copy_wait(s->snap_copy, seconds, err);
 }
 
-/* The snapshot's pieces moved into s->snap_buf: host memory by memcpy here; device memory (the
- * views on_device) by the backend's copies on its side stream, which the writer waits for before it
- * reads the buffer and the next AdamW before it writes the trainer's (tr->snap_fence). */
+/* The snapshot's pieces moved into s->snap_buf: assembled host memory by memcpy here; the trainer's
+ * own buffers (the views on_device) by the backend's asynchronous copies, which the writer waits for
+ * before it reads the buffer and the next AdamW before it writes the trainer's (tr->snap_fence). */
 static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
     const ah_backend_t *be = s->tr->dev.backend;
     size_t need = 0;

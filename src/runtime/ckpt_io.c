@@ -449,8 +449,9 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
             json_object_set_new(*event, "snapshot_seconds", json_real((double)us_max[1] * 1e-6));
             json_object_set_new(*event, "wait_seconds", json_real((double)us_max[2] * 1e-6));
             json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
-            /* a GPU's copies on a side stream (timed on the device), or a memcpy: ckpt_async.c */
-            json_object_set_new(*event, "snapshot_copy", json_string(tr->dev.backend->snap_copy ? "side-stream" : "memcpy"));
+            /* a GPU's copies on a side stream (timed on the device), or the CPU's made off the
+             * training thread (backend/cpu_snapshot.c): ckpt_async.c */
+            json_object_set_new(*event, "snapshot_copy", json_string(tr->dev.backend->gpu ? "side-stream" : "background"));
         }
         if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
         if (*event && ok && s->replica_budget > 0) ah_ckpt_replica_event(&rep, *event);
