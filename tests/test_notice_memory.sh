@@ -56,14 +56,14 @@ notice() {
     wait $job || RC=$?
     STOP_S=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }')
 }
-# notice_hooked NAME HOOK: notice with a test hook in the notice's memory-first save. The rule may answer
-# a notice without that save (redoing the one step since a periodic save judged cheaper than the
-# replication on a loaded machine; or the notice at the step just saved): then the hook is never
-# reached, legitimately; the run is tried again, 3 times at most.
+# notice_hooked NAME HOOK [flags...]: notice with a test hook (may be "") in the notice's memory-first
+# save. The rule may answer a notice without that save (redoing the one step since a periodic save
+# judged cheaper than the replication on a loaded machine; or the notice at the step just saved):
+# then the hook is never reached, legitimately; the run is tried again, 3 times at most.
 notice_hooked() {
     for try in 1 2 3; do
         rm -rf "$WORK/$1".*
-        notice "$1" "$2"
+        notice "$@"
         [ "$RC" = 75 ] && ! grep -q '"memory_first"' "$WORK/$1.jsonl" || return 0
         echo "  $1: the notice at step $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' \
             "$WORK/$1.run/preempted.json" 2>/dev/null) was answered without a memory-first save (try $try)"
@@ -108,7 +108,9 @@ echo "  B: the snapshot of step $N lost with n1; step $P, committed before, resu
 
 # C. the whole save at the notice, with a cloud
 start_moto
-notice save "" --cloud s3://ckpt/run --s3-endpoint "$EP"
+# tried again as A and B when the rule answers the notice without a memory-first save (seen at load 14:
+# the notice at step 9, just after step 8's save, answered by redoing that step)
+notice_hooked save "" --cloud s3://ckpt/run --s3-endpoint "$EP"
 [ "$RC" = 75 ] || { cat "$WORK/save.err" >&2; fail "C: exit status $RC, expected 75"; }
 echo "  C: the notice to the job's exit: $STOP_S s"
 N=$(python3 - "$WORK/save.run/preempted.json" "$WORK/save.jsonl" <<'PY'
