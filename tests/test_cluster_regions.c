@@ -263,10 +263,12 @@ static void test_ckpt_traffic(void) {
 }
 
 /* tiny-llama (untied) in two pipelines of two stages (train-llama-pp2-recompute.json's pipeline
- * twice) under "dp_sync": hierarchical. across: stage s of pipeline i on node n<s>'s GPU i, n0 in
- * region ra and n1 in rb, so the plan crosses the regions while each DP group (a stage's blocks,
- * the embedding's holders, the head's) is on one node; else all four stages on n0. */
-static bool two_by_two(bool across, ah_plan_t *p) {
+ * twice) under "dp_sync": hierarchical, n0 in region ra and n1 in rb. ON_ONE_NODE: all four stages
+ * on n0; PIPES_ACROSS: stage s of pipeline i on node n<s>'s GPU i, so the pipelines cross the
+ * regions while each DP group (a stage's blocks, the embedding's holders, the head's) is on one
+ * node; GROUPS_ACROSS: pipeline i on node n<i> (stage s on its GPU s), so every DP group crosses. */
+enum { ON_ONE_NODE, PIPES_ACROSS, GROUPS_ACROSS };
+static bool two_by_two(int layout, ah_plan_t *p) {
     json_error_t je;
     json_t *doc = json_load_file(ah_test_src_path("examples/plans/train-llama-pp2-recompute.json"), 0, &je);
     CHECK(doc != NULL, "train-llama-pp2-recompute.json: %s", je.text);
@@ -277,8 +279,9 @@ static bool two_by_two(bool across, ah_plan_t *p) {
         for (int s = 0; s < 2; s++) {
             json_t *st = json_array_get(json_object_get(json_array_get(pls, i), "stages"), s);
             json_t *dev = json_array_get(json_object_get(st, "devices"), 0);
-            json_object_set_new(dev, "node", json_string(across && s == 1 ? "n1" : "n0"));
-            json_object_set_new(dev, "index", json_integer(across ? i : 2 * s + i));
+            const int node = layout == PIPES_ACROSS ? s : layout == GROUPS_ACROSS ? i : 0;
+            json_object_set_new(dev, "node", json_string(node ? "n1" : "n0"));
+            json_object_set_new(dev, "index", json_integer(layout == PIPES_ACROSS ? i : layout == GROUPS_ACROSS ? s : 2 * s + i));
         }
     json_object_set_new(train, "global_batch", json_integer(2 * json_integer_value(json_object_get(train, "global_batch"))));
     json_t *nodes = json_object_get(json_object_get(doc, "cluster"), "nodes");
@@ -294,34 +297,48 @@ static bool two_by_two(bool across, ah_plan_t *p) {
     return st == AH_OK;
 }
 
-/* Under the hierarchical sync a DP group inside one zone is priced as the runtime runs it, its flat
- * ring on the links it crosses: the plan across the regions, every group on one node, syncs as
- * the same plan on one node (it was priced on the plan's slowest link, the WAN: 0.6 GB/s and 35
- * ms); "ring" still prices the plan's slowest link. */
+/* A DP group inside one zone is priced as the runtime runs it, its flat ring on the links it
+ * crosses, under either sync: the plan whose pipelines cross the regions, every group on one node,
+ * syncs as the same plan on one node (it was priced on the plan's slowest link, the WAN: 0.6 GB/s
+ * and 35 ms, under the hierarchical sync until 0fc386f and under "ring" until the per-group ring);
+ * the plan on the same two nodes whose groups cross the WAN pays it. */
 static void test_hier_groups_in_one_zone(void) {
-    ah_plan_t across, one;
-    if (!two_by_two(true, &across)) return;
-    if (!two_by_two(false, &one)) {
+    ah_plan_t across, one, groups;
+    if (!two_by_two(PIPES_ACROSS, &across)) return;
+    if (!two_by_two(ON_ONE_NODE, &one)) {
         ah_plan_free(&across);
         return;
     }
-    ah_eval_t ea, eo, er;
+    if (!two_by_two(GROUPS_ACROSS, &groups)) {
+        ah_plan_free(&across);
+        ah_plan_free(&one);
+        return;
+    }
+    ah_eval_t ea, eo, er, eg;
     ah_error_t err = {0};
     CHECK(ah_evaluate(&across, NULL, &ea, &err) == AH_OK, "%s", err.msg);
     CHECK(ah_evaluate(&one, NULL, &eo, &err) == AH_OK, "%s", err.msg);
-    across.dp_sync = AH_DP_SYNC_RING;
+    across.dp_sync = groups.dp_sync = AH_DP_SYNC_RING;
     CHECK(ah_evaluate(&across, NULL, &er, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_evaluate(&groups, NULL, &eg, &err) == AH_OK, "%s", err.msg);
     CHECK(eo.pred.breakdown.dp_sync_s > 0, "a sync to price: %g s", eo.pred.breakdown.dp_sync_s);
     CHECK_NEAR(ea.pred.breakdown.dp_sync_s, eo.pred.breakdown.dp_sync_s, 1e-12);
-    CHECK(er.pred.breakdown.dp_sync_s > 100 * ea.pred.breakdown.dp_sync_s, "ring on the WAN %g s vs %g s",
-          er.pred.breakdown.dp_sync_s, ea.pred.breakdown.dp_sync_s);
+    /* the flat ring: groups in one region as on one node, groups across the WAN on it */
+    one.dp_sync = AH_DP_SYNC_RING;
+    CHECK_NEAR(er.pred.breakdown.dp_sync_s, ah_plan_dp_sync_s(&one), 1e-12);
+    CHECK(eg.pred.breakdown.dp_sync_s > 100 * er.pred.breakdown.dp_sync_s, "groups on the WAN %g s vs in one region %g s",
+          eg.pred.breakdown.dp_sync_s, er.pred.breakdown.dp_sync_s);
+    CHECK_NEAR(ah_plan_dp_sync_s(&groups), eg.pred.breakdown.dp_sync_s, 1e-12);
+    CHECK_NEAR(ah_plan_dp_sync_s(&across), er.pred.breakdown.dp_sync_s, 1e-12); /* the planner's, per candidate */
     across.dp_sync = AH_DP_SYNC_HIERARCHICAL;
     CHECK_NEAR(ah_plan_dp_sync_s(&across), ea.pred.breakdown.dp_sync_s, 1e-12); /* the planner's, per candidate */
     ah_eval_free(&ea);
     ah_eval_free(&eo);
     ah_eval_free(&er);
+    ah_eval_free(&eg);
     ah_plan_free(&across);
     ah_plan_free(&one);
+    ah_plan_free(&groups);
 }
 
 int main(void) {

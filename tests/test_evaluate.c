@@ -154,17 +154,23 @@ static void test_two_pipelines(void) {
             CHECK_NEAR(e.pipelines[i].stages[s].memory_bytes, mem, 1e-15);
         }
     }
-    /* DP: devices span zones, so every collective is priced inter-zone (0.5 GB/s, 100 us).
-     * P = 2 pipelines; the tied matrix has 4 holders (stage 0 and the last stage of each), and
-     * each TP rank syncs its own VL rows of it. */
-    const double bw = 0.5e9, lat = 100e-6, vc = 4.0 * VL * C;
-    double sync[2][2], opt[2][2];
-    const int nblk[2][2] = {{2, 2}, {1, 3}};
+    /* DP: each layer's group on the links its own ring crosses (docs/cost-model.md "Links"): block
+     * 0's group {a0, b0} across the zones (0.5 GB/s, 100 us), block 1's {a0, a0} inside a0 (10
+     * GB/s, 1 us), blocks 2-3's and the head's {a1, a0} between nodes (2 GB/s, 10 us); a stage's
+     * blocks are one all-reduce, each segment's bytes at its group's bandwidth, the latencies of
+     * the longest. P = 2 pipelines; the tied matrix has 4 holders (stage 0 and the last stage of
+     * each: {a0, a1, b0, a0}, across the zones), and each TP rank syncs its own VL rows of it. */
+    const double zone = 0.5e9, node = 2e9, intra = 10e9, vc = 4.0 * VL * C, blk = BLK_PARAMS * 4, norm = 2 * C * 4;
+    const double embed = ar(vc, 4, zone, 100e-6);
+    double sync[2][2] = {{ar(blk, 2, zone, 0) + ar(blk, 2, intra, 0) + ar(0, 2, 1, 100e-6) + embed,
+                          ar(2 * blk + norm, 2, node, 10e-6) + embed},
+                         {ar(blk, 2, zone, 100e-6) + embed,
+                          ar(blk, 2, intra, 0) + ar(2 * blk + norm, 2, node, 10e-6) + embed}};
+    double opt[2][2];
     const int ty[2][2] = {{0, 0}, {1, 0}};
     double dp = 0, optimizer = 0;
     for (int i = 0; i < 2; i++)
         for (int s = 0; s < 2; s++) {
-            sync[i][s] = ar((nblk[i][s] * BLK_PARAMS + (s == 1 ? 2 * C : 0)) * 4, 2, bw, lat) + ar(vc, 4, bw, lat);
             dp = fmax(dp, sync[i][s]);
             opt[i][s] = h[i][s].params * 28 / MEMBW[ty[i][s]]; /* fp32 AdamW: 16 read + 12 written */
             optimizer = fmax(optimizer, opt[i][s]);
@@ -172,7 +178,7 @@ static void test_two_pipelines(void) {
     CHECK_NEAR(e.pred.breakdown.dp_sync_s, dp, 1e-12);
     /* the overlapped sync's exposed part (docs/cost-model.md "Overlapped DP sync") */
     CHECK(e.dp_sync_exposed_s > 0 && e.dp_sync_exposed_s < dp, "exposed %g of %g", e.dp_sync_exposed_s, dp);
-    CHECK_NEAR(dp, sync[1][1], 0); /* the stage with the most blocks */
+    CHECK_NEAR(dp, sync[0][0], 0); /* the stage whose block 0 crosses the zones */
     CHECK_NEAR(e.pred.breakdown.optimizer_s, optimizer, 1e-12);
     double iter = fmax(tpipe[0], tpipe[1]) + dp + optimizer;
     CHECK_NEAR(e.pred.iteration_s, iter, 1e-12);
@@ -215,8 +221,9 @@ static void test_two_pipelines(void) {
      * matrices over the 2 last stages, and a last stage keeps no copy of the embedding. */
     p.model.tied = false;
     CHECK(ah_evaluate(&p, NULL, &e, &err) == AH_OK, "evaluate untied: %s", err.msg);
-    double dp_untied = fmax(ar(2 * BLK_PARAMS * 4, 2, bw, lat) + ar(vc, 2, bw, lat),
-                            ar((3 * BLK_PARAMS + 2 * C) * 4, 2, bw, lat) + ar(vc, 2, bw, lat));
+    const double embed2 = ar(vc, 2, zone, 100e-6), head2 = ar(vc, 2, node, 10e-6);
+    const double dp_untied = fmax(fmax(sync[0][0] - embed + embed2, sync[0][1] - embed + head2),
+                                  fmax(sync[1][0] - embed + embed2, sync[1][1] - embed + head2));
     CHECK_NEAR(e.pred.breakdown.dp_sync_s, dp_untied, 1e-12);
     CHECK(e.dp_sync_exposed_s <= dp_untied, "exposed %g of %g", e.dp_sync_exposed_s, dp_untied);
     ah_eval_free(&e);

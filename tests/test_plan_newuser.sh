@@ -73,7 +73,9 @@ expect 1 "did not record the model" plan --model tiny-gpt2 --cluster cpu-hetero 
 
 # ---- item 6: "why" lists what differs from each baseline; --json carries it and the bottleneck ----
 BASE=(plan --model llama2-7b --cluster mixed-32)
-PLAN=("${BASE[@]}" --global-batch 256)
+# (llama2-13b at 288: since each DP group is priced on its own ring, llama2-7b at 256, the case
+# before, uses the H20s, its DP groups inside zones and pipelines across)
+PLAN=(plan --model llama2-13b --cluster mixed-32 --global-batch 288)
 "$AH" "${PLAN[@]}" --baseline batch-balanced >"$TMP/bb.txt" 2>&1
 grep -q "vs batch-balanced: the same plan shape" "$TMP/bb.txt"
 st=$?; check "--baseline batch-balanced: no difference from itself: $(grep -A2 '^why' "$TMP/bb.txt")" $st
@@ -96,7 +98,7 @@ PYEOF
 check "plan --json carries the text's why and bottleneck" $?
 
 # ---- item 8: the SVG replays every micro-batch and draws the idle GPUs ----
-# llama2-7b on mixed-32, batch 256: one pipeline takes 101 micro-batches (more than the 64 that
+# llama2-13b on mixed-32, batch 288: one pipeline takes 86 micro-batches (more than the 64 that
 # were replayed), and the H20 node in the other zone is left idle.
 "$AH" "${PLAN[@]}" --svg "$TMP/p.svg" >/dev/null 2>&1
 check "plan --svg runs" $?

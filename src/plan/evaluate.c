@@ -8,6 +8,7 @@
 
 #include "cost/profile.h"
 #include "plan/dp_overlap.h"
+#include "plan/dp_price.h"
 #include "plan/evaluate.h"
 #include "plan/plan_out.h"
 #include "plan/replay.h"
@@ -53,60 +54,6 @@ static void stage_cost_cached(const ah_cost_ctx_t *ctx, stage_memo_t *memo, int 
                         ctx->cp_latency_s, *out};
 }
 
-/* With per-pair "links": the slowest link between two nodes of the plan (an override may be faster
- * or slower than its class), its bandwidth shared by the devices of a pipeline, one DP ring each
- * (docs/cost-model.md "Links"), and the longest latency. Unchanged when the plan is on one node. */
-static void dp_link_overrides(const ah_plan_t *p, int slow_type, double *bw, double *lat) {
-    const ah_cluster_t *c = &p->cluster;
-    bool *used = calloc((size_t)c->n_nodes, sizeof *used);
-    if (!used) return; /* the class's figures stand */
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++) used[p->pipelines[i].stages[s].devices[0].node] = true;
-    const int flows = ah_pipeline_groups(&p->pipelines[0]) * ah_stage_devices(&p->pipelines[0], p->tp);
-    double least = INFINITY, longest = 0;
-    for (int a = 0; a < c->n_nodes; a++)
-        for (int b = a + 1; b < c->n_nodes && used[a]; b++) {
-            if (!used[b]) continue;
-            const ah_link_info_t l = ah_link_of(c, a, b, slow_type, slow_type);
-            least = fmin(least, ah_link_shared_bw(&l, flows));
-            longest = fmax(longest, l.latency_s);
-        }
-    free(used);
-    if (isfinite(least)) {
-        *bw = least;
-        *lat = longest;
-    }
-}
-
-/* The one link every DP collective is priced on: the worst kind among all devices of the plan
- * (intra-node if all in one node, inter-node if all in one zone, else inter-zone); intra uses the
- * slowest intra-node link of the types in the plan. */
-static void dp_link(const ah_plan_t *p, double *bw, double *lat) {
-    const ah_cluster_t *c = &p->cluster;
-    const ah_device_ref_t *d0 = &p->pipelines[0].stages[0].devices[0];
-    ah_link_t worst = AH_LINK_INTRA;
-    int slow_type = p->pipelines[0].stages[0].type;
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        for (int s = 0; s < pl->n_stages; s++) {
-            const ah_stage_t *st = &pl->stages[s];
-            if (c->types[st->type].intra_node_gb_s < c->types[slow_type].intra_node_gb_s)
-                slow_type = st->type;
-            for (int r = 0; r < ah_stage_devices(pl, p->tp); r++) {
-                if (r > 0 && st->devices[r].node == st->devices[r - 1].node) continue; /* that node's link is in */
-                ah_link_t l = ah_link_between(c, d0->node, st->devices[r].node);
-                if (l > worst) worst = l;
-            }
-        }
-    }
-    /* Against one reference device: two devices in different zones differ from d0's zone in at
-     * least one case, and two different nodes differ from d0's node in at least one case, so
-     * the maximum over d0-pairs is the maximum over all pairs. */
-    *bw = ah_link_bw(c, worst, slow_type, slow_type);
-    *lat = ah_link_latency(c, worst);
-    if (c->net.n_links > 0) dp_link_overrides(p, slow_type, bw, lat);
-}
-
 static ah_status_t alloc_eval(const ah_plan_t *p, ah_eval_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     out->n_pipelines = p->n_pipelines;
@@ -144,184 +91,6 @@ static void device_eval(const ah_plan_t *p, int i, int s, int r, int64_t memory_
         out->worst_device = rank;
     }
     if (d->memory_bytes > out->pred.memory_bytes) out->pred.memory_bytes = d->memory_bytes;
-}
-
-/* The sharded optimizer's stretch of stage sg's blocks' sync: the worst of its DP segments'
- * (ah_opt_sync_factor). */
-static double blocks_factor(const ah_plan_t *p, const ah_stage_t *sg) {
-    double factor = 1;
-    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
-        int b = sg->last;
-        for (int i = 0; i < p->n_pipelines; i++)
-            for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-                const int c = p->pipelines[i].stages[s].first;
-                if (c > a && c < b) b = c;
-            }
-        factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
-        a = b;
-    }
-    return factor;
-}
-
-/* A stage's DP sync when the plan shards the optimizer, at the granularity of the unsharded one
- * (its blocks as one collective): each reduce-scatter + all-gather is priced as the all-reduce of
- * the same bytes stretched by the group's largest part (ah_opt_sync_factor; the worst of the
- * stage's DP segments), then the embedding / head groups'; members: a layer's DP group's. block_bytes: one block's gradient
- * bytes; norm_bytes: the head's final norm; embed_sync, head_sync: the matrices' all-reduces. */
-static double sharded_sync(const ah_plan_t *p, const ah_stage_t *sg, bool embed, bool head, double block_bytes,
-                           double norm_bytes, double embed_sync, double head_sync, int members, double bw, double lat,
-                           ah_sync_stage_t *parts) {
-    const double factor = blocks_factor(p, sg);
-    double t = parts->blocks_s = ah_allreduce_seconds((double)(sg->last - sg->first) * block_bytes * factor, members, bw, lat);
-    parts->head_s = parts->end_s = 0;
-    if (head) t += parts->head_s = ah_allreduce_seconds(norm_bytes * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0), members, bw, lat);
-    if (embed || (head && p->model.tied))
-        t += parts->end_s = embed_sync * ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0);
-    if (head) {
-        const double h = head_sync * ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
-        t += h;
-        parts->head_s += h;
-    }
-    /* a ring's all-gather: half of the all-reduce */
-    parts->head_ag_s = parts->head_s / 2, parts->blocks_ag_s = parts->blocks_s / 2, parts->end_ag_s = parts->end_s / 2;
-    return t;
-}
-
-/* The DP sync's figures every stage shares. */
-typedef struct {
-    int P; /* members of a layer's DP group: the pipelines' CP degrees summed */
-    double grad_elt, bw, lat;
-    int64_t block_params, head_norm;
-    double embed_sync, head_sync; /* the embedding's (and tied head copy's) rows, an untied head's */
-    double matrix_bytes;          /* one TP rank's rows of the embedding (and untied head) matrix */
-    int holders, flows;           /* the embedding's holders; the groups that sum at once */
-    bool own_ring;                /* no stage spans nodes, so ah_dp_group_nodes' nodes (a pipeline's
-                                   * first device's) are every member's: a group's own ring priced */
-    ah_dp_links_t *links;         /* "dp_sync": hierarchical: each DP group's links once found (group_sync;
-                                   * block b at [b], the embedding's at [L], the head's at [L + 1];
-                                   * domains 0: not yet); NULL: found each time. Freed by the caller */
-} dp_terms_t;
-
-static void dp_setup(const ah_plan_t *p, dp_terms_t *d) {
-    const ah_model_t *m = &p->model;
-    /* a layer's DP group: every replica's CP ranks (docs/runtime.md "Context parallelism") */
-    d->P = 0;
-    for (int i = 0; i < p->n_pipelines; i++) d->P += ah_pipeline_cp(&p->pipelines[i]);
-    d->grad_elt = (double)ah_precision_elt_bytes(p->train.precision);
-    /* One TP rank's rows of the embedding (and of an untied head) matrix: each rank syncs its own
-     * shard with its peers, all ranks at once. */
-    const double VC_grad = (double)ah_head_matrix_params(m, p->tp) * d->grad_elt;
-    /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
-    d->head_norm = ah_head_norm_params(m, p->tp);
-    d->block_params = ah_layer_params(m, AH_LAYER_BLOCK, p->tp);
-    dp_link(p, &d->bw, &d->lat);
-    /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
-     * last stage's copy. */
-    int holders = 0;
-    for (int i = 0; i < p->n_pipelines; i++)
-        holders += ((m->tied && p->pipelines[i].n_stages > 1) ? 2 : 1) * ah_pipeline_cp(&p->pipelines[i]);
-    d->matrix_bytes = VC_grad;
-    d->holders = holders;
-    d->flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
-    d->embed_sync = ah_allreduce_seconds(VC_grad, holders, d->bw, d->lat);
-    d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, d->bw, d->lat);
-    d->links = p->dp_sync == AH_DP_SYNC_HIERARCHICAL ? calloc((size_t)m->n_layer + 2, sizeof *d->links) : NULL;
-    d->own_ring = true;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-            const ah_stage_t *st = &p->pipelines[i].stages[s];
-            for (int r = 1; r < ah_stage_devices(&p->pipelines[i], p->tp); r++)
-                d->own_ring = d->own_ring && st->devices[r].node == st->devices[0].node;
-        }
-}
-
-/* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)
- * of n members on its own links, as the runtime runs it: across domains hierarchically
- * (ah_dp_hier_seconds), inside one its flat ring on the links that ring crosses (ah_dp_links_t
- * ring_bw: the slowest between two members, not the plan's DP link); a sharded group (factor: its
- * stretch) also all-gathers its updated weights flat on that ring, as the runtime does (half an
- * all-reduce of the stretched bytes). Without memory to find the links, or where a stage spans
- * nodes (a CP group across alike nodes: its other ranks' nodes are not listed), the flat ring is
- * priced on the plan's DP link, as before. */
-static double group_sync(const ah_plan_t *p, const dp_terms_t *d, int which, int n, double bytes, double factor,
-                         double *ag) {
-    const int at = which >= 0 ? which : (int)p->model.n_layer - 1 - which; /* d->links' index */
-    ah_dp_links_t l = {.domains = 1}, *memo = d->links ? &d->links[at] : NULL;
-    if (memo && memo->domains > 0) l = *memo;
-    else {
-        int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
-        if (nodes) ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, &l);
-        if (nodes && memo) *memo = l;
-        free(nodes); /* without memory to find them, the group is priced as the ring */
-    }
-    const bool own = d->own_ring && l.ring_bw > 0; /* the group's links found */
-    const double ring = ah_allreduce_seconds(bytes * factor, n, own ? l.ring_bw : d->bw, own ? l.ring_lat : d->lat);
-    *ag = p->n_opt_groups > 0 ? ring / 2 : 0; /* the all-gather after the optimizer */
-    if (l.domains < 2) return ring;
-    return ah_dp_hier_seconds(&l, bytes) + *ag;
-}
-
-/* stage_sync under "dp_sync": hierarchical: each group on its own links (group_sync; the blocks'
- * as the group of the stage's first block), the final norm apart from the blocks, as the runtime
- * sums them. */
-static double hier_stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
-                              ah_sync_stage_t *parts) {
-    const bool sharded = p->n_opt_groups > 0;
-    const double head_factor = sharded ? ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0) : 1;
-    double ag;
-    parts->blocks_s = group_sync(p, d, sg->first, d->P, (double)(sg->last - sg->first) * d->block_params * d->grad_elt,
-                                 sharded ? blocks_factor(p, sg) : 1, &parts->blocks_ag_s);
-    parts->head_s = parts->end_s = parts->head_ag_s = parts->end_ag_s = 0;
-    if (head) {
-        parts->head_s = group_sync(p, d, AH_DP_HEAD, d->P, (double)d->head_norm * d->grad_elt, head_factor, &parts->head_ag_s);
-        if (!p->model.tied) parts->head_s += group_sync(p, d, AH_DP_HEAD, d->P, d->matrix_bytes, head_factor, &ag);
-        if (!p->model.tied) parts->head_ag_s += ag;
-    }
-    if (embed || (head && p->model.tied))
-        parts->end_s = group_sync(p, d, AH_DP_EMBED, d->holders, d->matrix_bytes,
-                                  sharded ? ah_opt_sync_factor(p, p->model.tied ? AH_OPT_TIED : AH_OPT_EMBED, 0, 0) : 1,
-                                  &parts->end_ag_s);
-    return parts->blocks_s + parts->head_s + parts->end_s;
-}
-
-/* The DP sync of stage sg (embed: it holds the embedding; head: it is a last stage), and its parts
- * in the overlapped sync's order (plan/dp_overlap.h; parts->first, last, head and blk_bwd_s are the
- * caller's). */
-static double stage_sync(const ah_plan_t *p, const dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
-                         ah_sync_stage_t *parts) {
-    if (p->dp_sync == AH_DP_SYNC_HIERARCHICAL) return hier_stage_sync(p, d, sg, embed, head, parts);
-    if (p->n_opt_groups > 0)
-        return sharded_sync(p, sg, embed, head, (double)d->block_params * d->grad_elt,
-                            (double)d->head_norm * d->grad_elt, d->embed_sync, d->head_sync, d->P, d->bw, d->lat, parts);
-    const int64_t sync_params = (int64_t)(sg->last - sg->first) * d->block_params + (head ? d->head_norm : 0);
-    const double sync = ah_allreduce_seconds((double)sync_params * d->grad_elt, d->P, d->bw, d->lat);
-    /* the blocks' and the final norm's bytes are one all-reduce here: shared out by bytes */
-    const double norm_share = sync_params > 0 && head ? (double)d->head_norm / (double)sync_params : 0;
-    parts->head_s = sync * norm_share + (head ? d->head_sync : 0);
-    parts->blocks_s = sync * (1 - norm_share);
-    parts->end_s = embed || (head && p->model.tied) ? d->embed_sync : 0;
-    parts->head_ag_s = parts->blocks_ag_s = parts->end_ag_s = 0; /* not sharded: no all-gather */
-    return sync + parts->end_s + (head ? d->head_sync : 0);
-}
-
-double ah_plan_dp_sync_s(const ah_plan_t *p) {
-    dp_terms_t d;
-    dp_setup(p, &d);
-    double most = 0;
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        const int S = pl->n_stages, P = ah_pipeline_groups(pl);
-        for (int g = 0; g < P; g++) { /* device g's stages g, g + P, ... as cost_stages sums them */
-            double sum = 0;
-            for (int s = g; s < S; s += P) {
-                ah_sync_stage_t parts = {0};
-                sum += stage_sync(p, &d, &pl->stages[s], s == 0, s == S - 1, &parts);
-            }
-            most = fmax(most, sum);
-        }
-    }
-    free(d.links);
-    return most;
 }
 
 /* A sharded optimizer's per-device state kept by its groups' other members (*unowned, NULL for
@@ -392,7 +161,7 @@ static bool time_pipeline(ah_pipeline_eval_t *pe, const ah_pipeline_t *pl, int P
 typedef struct {
     const ah_plan_t *p;
     const ah_cost_ctx_t *ctx;
-    dp_terms_t dp;
+    ah_dp_terms_t dp;
     const int64_t *unowned; /* NULL unless sharded */
     int64_t opt_bytes;
     stage_memo_t memo[STAGE_CACHE];
@@ -481,7 +250,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         const int v = S / P, c = s / P;
         ah_sync_stage_t *ss = &r->sync_st[r->n_sync + (s % P) * v + (v - 1 - c)];
         ss->chain = c < v - 1;
-        gs->sync += stage_sync(p, &r->dp, sg, embed, head, ss);
+        gs->sync += ah_dp_stage_sync(p, &r->dp, sg, embed, head, ss);
         if (sg->last > sg->first) { /* one block's backward: all blocks are alike */
             const ah_stage_t one = {.first = sg->first, .last = sg->first + 1, .type = sg->type, .recompute = sg->recompute};
             ah_stage_cost_t b1;
@@ -583,13 +352,13 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     if (r) {
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,
                           .opt_bytes = ah_optimizer_state_bytes(p->train.precision)};
-        dp_setup(p, &r->dp);
+        ah_dp_terms_init(p, &r->dp);
         int n_stages = 0;
         for (int i = 0; i < p->n_pipelines; i++) n_stages += p->pipelines[i].n_stages;
         r->sync_st = calloc((size_t)n_stages + (size_t)p->model.n_layer + 2, sizeof *r->sync_st);
         const bool memo = ah_timeline_memo_init(&r->timelines, p);
         if (!r->sync_st || !memo) {
-            free(r->dp.links);
+            ah_dp_terms_free(&r->dp);
             free(r->sync_st);
             if (memo) ah_timeline_memo_free(&r->timelines);
             free(r);
@@ -605,7 +374,7 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
     free(unowned);
     if (!r) st = ah_error_set(err, AH_ERR_OOM, "out of host memory evaluating a plan");
     if (r) {
-        free(r->dp.links);
+        ah_dp_terms_free(&r->dp);
         free(r->scratch);
         ah_timeline_memo_free(&r->timelines);
     }

@@ -349,7 +349,12 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
         for (int s = 0; s < n; s++) {
             ah_bound_scope_inputs(mem.tc, mem.sc[s].count, nt, &in, mem.cand);
             in.zone_rate = zones && s == 0 ? mem.zone_rate : NULL;
-            in.hier = s == 0 && zones ? &hier : NULL;
+            /* every scope: a DP group may sit inside one node or zone whatever the plan's other
+             * groups cross, priced on its own ring (plan/dp_price.h): the k = 1 term */
+            ah_hier_bound_t scope_hier = hier;
+            scope_hier.per_node = mem.sc[s].per_node;
+            if (s > 0 || !zones) scope_hier.domains = 1;
+            in.hier = &scope_hier;
             if (in.G == 0) continue;
             in.per_node = mem.sc[s].per_node;
             in.per_zone = mem.sc[s].per_zone;

@@ -62,10 +62,11 @@ static void cand_types(const ah_sctx_t *x, const ah_cand_t *c, int p, int *ty) {
     for (int s = 0; s < c->S[p]; s++) ty[s] = x->cluster->nodes[c->node[c->off[p] + s]].type;
 }
 
-/* Whether c's stages are in two zones or more. */
-static bool spans_zones(const ah_cluster_t *cl, const ah_cand_t *c) {
+/* Whether c's stages are in two zones or more (nodes: or on two nodes or more). */
+static bool spans(const ah_cluster_t *cl, const ah_cand_t *c, bool nodes) {
     for (int i = 1; i < c->n_stages; i++)
-        if (strcmp(cl->nodes[c->node[i]].zone, cl->nodes[c->node[0]].zone) != 0) return true;
+        if (nodes ? c->node[i] != c->node[0] : strcmp(cl->nodes[c->node[i]].zone, cl->nodes[c->node[0]].zone) != 0)
+            return true;
     return false;
 }
 
@@ -85,21 +86,24 @@ static void view_free(ah_plan_t *view) {
     free(view->pipelines);
 }
 
-/* The hierarchical DP sync of c (its split and micro-batches set), as ah_evaluate prices it; NAN
- * when out of host memory or when no DP group of c spans two domains (regions, else zones): the
- * hierarchical sync is weighed where a DP ring cannot stay inside a region or zone. There a group
- * inside one zone is priced on its own ring's links (plan/evaluate.c group_sync), the flat ring's
- * groups on the plan's slowest link; weighing it on candidates whose groups are all inside zones
- * too would choose plans (mixed-32) for that difference in the ring's pricing alone. */
-static double hier_sync_s(ah_sctx_t *x, const ah_cand_t *c) {
+/* The DP sync of c (its split and micro-batches set) as ah_evaluate prices it, each DP group on the
+ * links it crosses (plan/dp_price.h): the flat ring's into *ring and, where weigh_hier and a DP group
+ * of c spans two domains (regions, else zones), the hierarchical sync's into *hier; NAN for either
+ * not found (out of host memory; no group across domains). The hierarchical sync is weighed only
+ * where a DP ring cannot stay inside a region or zone: elsewhere both price a group on its own
+ * ring. */
+static void view_syncs(ah_sctx_t *x, const ah_cand_t *c, bool weigh_hier, double *ring, double *hier) {
     ah_plan_t view;
-    double s = NAN;
-    if (view_of(x, c, &view) && ah_dp_most_domains(&view, 2) >= 2) {
-        view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
-        s = ah_plan_dp_sync_s(&view);
+    *ring = *hier = NAN;
+    if (view_of(x, c, &view)) {
+        view.dp_sync = AH_DP_SYNC_RING;
+        *ring = ah_plan_dp_sync_s(&view);
+        if (weigh_hier && ah_dp_most_domains(&view, 2) >= 2) {
+            view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
+            *hier = ah_plan_dp_sync_s(&view);
+        }
     }
     view_free(&view);
-    return s;
 }
 
 double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
@@ -172,10 +176,15 @@ double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
                 if (v > opt) opt = v;
             }
         }
-        /* weighed where the candidate could still beat `beat` with no sync at all */
-        if (isfinite(result) && !x->ring_only && !(result + opt > beat) && spans_zones(cl, c)) {
-            const double hier = hier_sync_s(x, c);
-            c->hier = hier < sync; /* NAN (out of host memory): the ring */
+        /* Where the candidate could still beat `beat` with no sync at all and its stages span
+         * nodes: each DP group's flat ring on its own links, as ah_evaluate prices it (the closed
+         * form above prices every group on the plan's slowest link, which a group inside one
+         * node, zone or region does not cross), and across zones the hierarchical sync too */
+        if (isfinite(result) && !(result + opt > beat) && spans(cl, c, true)) {
+            double ring, hier;
+            view_syncs(x, c, !x->ring_only && spans(cl, c, false), &ring, &hier);
+            if (!isnan(ring)) sync = ring; /* NAN (out of host memory): the closed form */
+            c->hier = hier < sync;         /* NAN: the ring */
             if (c->hier) sync = hier;
         }
         result = result + sync + opt;
@@ -234,7 +243,7 @@ static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, 
 
 double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c) {
     const bool uploads = x->train.ckpt.every > 0 && x->train.ckpt.cloud_region[0]; /* maybe from another region */
-    if (!spans_zones(x->cluster, c) && !uploads) return 0;
+    if (!spans(x->cluster, c, false) && !uploads) return 0;
     ah_plan_t view;
     double usd = NAN;
     if (view_of(x, c, &view)) {
