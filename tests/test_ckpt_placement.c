@@ -142,6 +142,18 @@ static void test_notice_rule(void) {
               ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory = true, .memory_s = -1}) &&
               !ah_ckpt_notice_memory_first(&(ah_ckpt_notice_t){.save_s = 20, .memory_s = 5}),
           "memory first: sooner, or unknown; never without the tier");
+    /* The handover: taken when it commits sooner than the disks plus the relaunch's fetch, but not
+     * where it misses the grace period the disks' save fits (before session 18 it was, and the
+     * notice then saved nothing: 5 + 1.5 x 100 > 120 while 5 + 1.5 x 40 fits). */
+    const ah_ckpt_notice_t slow = {.elapsed_s = 5, .grace_s = 120, .save_s = 40, .redo_s = -1, .memory = true,
+                                   .memory_s = 100, .handover = true, .fetch_s = 90};
+    CHECK(!ah_ckpt_notice_handover(&slow) && ah_ckpt_save_at_notice(&slow), "the disks' 40 s, not the handover's 100 s");
+    const ah_ckpt_notice_t neither = {.elapsed_s = 5, .grace_s = 120, .save_s = 90, .redo_s = -1, .memory = true,
+                                      .memory_s = 100, .handover = true, .fetch_s = 90};
+    CHECK(ah_ckpt_notice_handover(&neither) && !ah_ckpt_save_at_notice(&neither), "neither fits: no save");
+    const ah_ckpt_notice_t quick = {.elapsed_s = 5, .grace_s = 120, .save_s = 40, .redo_s = -1, .memory = true,
+                                    .memory_s = 60, .handover = true, .fetch_s = 30};
+    CHECK(ah_ckpt_notice_handover(&quick) && ah_ckpt_save_at_notice(&quick), "the handover's 60 s fits and beats 40 + 30");
     CHECK(strcmp(ah_ckpt_tier_name(AH_TIER_LOCAL), "local") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_PEER), "peer") == 0 &&
               strcmp(ah_ckpt_tier_name(AH_TIER_CLOUD), "cloud") == 0 && strcmp(ah_ckpt_tier_name(AH_TIER_COUNT), "?") == 0,
           "tier names");

@@ -49,8 +49,9 @@ typedef struct ah_ckpt_notice {
 
 /* Whether the save at this notice is the handover (docs/checkpoints.md "The handover at a notice"):
  * the memory tier is there, the next plan known, and the handover commits sooner than the disks plus
- * what the relaunch would then fetch (memory_s < save_s + fetch_s, an unknown fetch counting 0), or
- * memory_s or save_s is not known yet. */
+ * what the relaunch would then fetch (memory_s < save_s + fetch_s, an unknown fetch counting 0) and
+ * does not miss the grace period where the disks' save would fit it, or memory_s or save_s is not
+ * known yet. */
 bool ah_ckpt_notice_handover(const ah_ckpt_notice_t *n);
 
 /* Whether the save at this notice goes to the peers' memory first: the memory tier is there and
