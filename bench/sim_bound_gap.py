@@ -11,7 +11,8 @@ otherwise costs the bound's rate at that moment, R(t). This splits bound - autoh
   - the periodic checkpoints' holds (at the running plan's rate) and the tokens rolled back;
 less the tokens the recoveries keep (the step in progress and the first step count). The remainder
 (printed) is what this accounting does not follow (a hold inside a phase, rounding).
-Usage: sim_bound_gap.py out.json [policy]   (policy: autohet by default)
+Also printed: the policy's median recovery after a preemption (notice to the first finished step, over
+those no other event cut short). Usage: sim_bound_gap.py out.json [policy]   (policy: autohet by default)
 """
 import bisect
 import json
@@ -76,7 +77,10 @@ def main():
           + (f" ({100 * gap / od['tokens']:.1f} % of on-demand's {od['tokens'] / B:.3f} B)" if od else ""))
     for what, v in gap_terms(doc, name):
         print(f"  {what:58s} {v / B:7.3f} B" + (f"  {100 * v / od['tokens']:5.1f} %" if od else ""))
-    print(f"  ({name} trained {p['breakdown']['train_h']:.2f} h of {doc['horizon_s'] / 3600:.2f})")
+    rec = sorted(r["seconds"] for r in p["recoveries"] if r["event"].startswith("preempt") and not r["interrupted"])
+    med = (rec[(len(rec) - 1) // 2] + rec[len(rec) // 2]) / 2 if rec else 0
+    print(f"  ({name} trained {p['breakdown']['train_h']:.2f} h of {doc['horizon_s'] / 3600:.2f}; median recovery "
+          f"after a preemption {med:.1f} s over {len(rec)} not cut short)")
 
 
 if __name__ == "__main__":
