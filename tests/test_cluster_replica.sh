@@ -28,7 +28,14 @@ wait_for "hook marker on h2" test -e "$CL_DIR/disks/h2/hook"
 held=$(cluster_on h0 sh -c 'echo /dev/shm/autohet/*/h0/from-h2/step-00000004/block-001.tp1-0.safetensors')
 cluster_on h0 test -s "$held" || { cat "$agent_log"; fail "h0's memory lacks h2's step 4 ($held)"; }
 cluster_on h1 sh -c 'ls -d /dev/shm/autohet/*/h0 2>/dev/null' | grep -q . && fail "h1 sees h0's memory"
-ls -d /dev/shm/autohet/*/h0/from-h2 2>/dev/null | grep -q . && fail "this machine's /dev/shm holds h0's replicas"
+# this run's replica base on this machine (ckpt/replica.h: FNV-1a 64 of the --local-root): other
+# runs on the machine (a local-launcher test beside this one) may hold an h0/from-h2 of their own
+key=$(python3 -c 'import sys
+h = 1469598103934665603  # AH_FNV1A64_OFFSET (core/hash.h)
+for b in sys.argv[1].encode(): h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%016x" % h)' "$CL_DISK/ck-run")
+cluster_on h0 test -d "/dev/shm/autohet/$key/h0/from-h2" || fail "h0's replicas not under the key of its --local-root ($key)"
+[ -e "/dev/shm/autohet/$key" ] && fail "this machine's /dev/shm holds h0's replicas (/dev/shm/autohet/$key)"
 cluster_kill_host h2
 wait $agent || { cat "$agent_log"; fail "autohet run after h2 vanished"; }
 out=$(check_metrics "$WD" "$WORK/ref") || { cat "$agent_log"; fail "metrics"; }
