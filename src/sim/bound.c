@@ -9,6 +9,12 @@
 
 #include "sim/replay.h"
 
+void ah_sim_bound_free(ah_sim_bound_t *b) {
+    free(b->gpu_hours_up);
+    free(b->t_s); /* and tokens_per_s */
+    memset(b, 0, sizeof *b);
+}
+
 /* Adds dt seconds on the set x->up: its plan's tokens and $ (the nodes it uses, at their prices,
  * and its egress), and the GPU-hours of every node up by type. */
 static bool add_interval(ah_sim_replay_t *x, double dt, ah_sim_bound_t *b) {
@@ -41,9 +47,9 @@ ah_status_t ah_sim_bound(const ah_model_t *model, const ah_sim_avail_t *a, const
     if ((st = ah_sim_cloud_node(c, o, &x.bucket, err)) != AH_OK) return st;
     x.up = malloc(sizeof(bool) * (size_t)(c->n_nodes + 1));
     out->gpu_hours_up = calloc((size_t)c->n_types + 1, sizeof(double));
-    out->t_s = malloc(sizeof(double) * (size_t)(a->n_changes + 1));
-    out->tokens_per_s = malloc(sizeof(double) * (size_t)(a->n_changes + 1));
-    bool ok = x.up && out->gpu_hours_up && out->t_s && out->tokens_per_s;
+    out->t_s = malloc(2 * sizeof(double) * (size_t)(a->n_changes + 1)); /* tokens_per_s in its second half */
+    out->tokens_per_s = out->t_s ? out->t_s + a->n_changes + 1 : NULL;
+    bool ok = x.up && out->gpu_hours_up && out->t_s;
     if (ok) memcpy(x.up, a->up0, sizeof(bool) * (size_t)c->n_nodes);
     const double H = ah_sim_horizon_s(a, o);
     double t = 0;
@@ -74,9 +80,3 @@ ah_status_t ah_sim_bound(const ah_model_t *model, const ah_sim_avail_t *a, const
     return AH_OK;
 }
 
-void ah_sim_bound_free(ah_sim_bound_t *b) {
-    free(b->gpu_hours_up);
-    free(b->t_s);
-    free(b->tokens_per_s);
-    memset(b, 0, sizeof *b);
-}

@@ -368,7 +368,8 @@ typedef struct ah_sim_bound {
     int sets;                  /* distinct availability sets planned */
     double all_up_tokens, all_up_any_plan_tokens; /* every node up the whole time (on-demand's set): at its
                                   plan, at the planner's bound on any plan (0: none claimed) */
-    /* the timeline: step i from t_s[i] to t_s[i + 1] (the last to the horizon) trains at tokens_per_s[i] */
+    /* the timeline: step i from t_s[i] to t_s[i + 1] (the last to the horizon) trains at tokens_per_s[i]
+     * (one allocation: tokens_per_s points into t_s's) */
     double *t_s, *tokens_per_s;
     int n_steps;
 } ah_sim_bound_t;
