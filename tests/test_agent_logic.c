@@ -228,6 +228,10 @@ static void test_events_and_stops(void) {
     CHECK(ah_agent_stop_action(5.1 + AH_AGENT_KILL_MARGIN_S - 0.2, 5.0, true) == AH_STOP_WAIT, "killed: waiting");
     CHECK(ah_agent_stop_action(5.1 + AH_AGENT_KILL_MARGIN_S, 5.0, true) == AH_STOP_KILL_JOB, "outlived the kill");
     CHECK(ah_agent_stop_action(0.01, 0.0, false) == AH_STOP_FORCE, "grace 0: killed at once");
+    /* a preemption during a stop re-makes the next plan only at a join's, when that plan uses the node */
+    CHECK(ah_agent_replan_in_stop(AH_CAUSE_JOIN, true), "a node of the join's plan preempted in its stop");
+    CHECK(!ah_agent_replan_in_stop(AH_CAUSE_JOIN, false), "a node the join's plan leaves out");
+    CHECK(!ah_agent_replan_in_stop(AH_CAUSE_EVENT, true), "a second notice outside a join");
     /* a join restarts only for a faster plan */
     CHECK(ah_agent_join_restarts(1.0, 0.8), "faster");
     CHECK(!ah_agent_join_restarts(1.0, 1.0) && !ah_agent_join_restarts(1.0, 1.0 - 1e-12), "not faster");

@@ -12,6 +12,8 @@
 #      n0 and n1, held on a disk) instead of holding the stop for it, as the simulator prices a join
 #      (docs/simulator.md rule 4). Before, no node dropped: the stop waited for every upload.
 #   C. the same stop without a next plan (an interrupt: the run ends): no node drops its upload.
+#   E. (below D) a join's stop with n1 preempted in it: the next plan rewritten without n1 after the
+#      trainers read it: n1 keeps its upload.
 # Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage) C is left out (its code path is A's).
 . "$(dirname "$0")/train_common.sh"
 python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
@@ -102,4 +104,42 @@ pre = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "preem
 cancelled = sorted(u["node"] for u in pre.get("uploads_cancelled", []))
 assert "n1" not in cancelled, pre
 PY
+# E. a join whose next plan names n1, n1 preempted during the join's stop: the agent makes the next
+#    plan again without it (elastic/agent.c notice_leaving, ah_agent_replan_in_stop) and rewrites
+#    next-plan.json after the trainers read it (with replicas, before the notice's save: here a budget
+#    nothing fits, so no memory holds n1's pieces); the test plays the agent, n0's rank paused (test
+#    hook notice-uploads, action=pause) while it rewrites the file. The trainers read it again before
+#    they decide: n1 keeps its upload (its newest step reaches the cloud), n0 drops its own (held on
+#    its disk). Before session 18 n1 dropped too: its pieces of that step were then on its disk only.
+python3 - "$WORK/pp2.json" "$WORK/n0only.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n0", "index": 1}]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+mkdir -p "$WORK/pre.run"
+cp "$WORK/pp2.json" "$WORK/pre.run/next-plan.json"
+(
+    for _ in $(seq 3000); do [ -e "$WORK/pre.pause" ] && break; sleep 0.1; done
+    cp "$WORK/n0only.json" "$WORK/pre.run/.next.tmp" && mv "$WORK/pre.run/.next.tmp" "$WORK/pre.run/next-plan.json"
+    rm -f "$WORK/pre.pause"
+) &
+agent=$!
+AH_TEST_HOOK="phase=notice-uploads,step=any,node=n0,file=$WORK/pre.pause,action=pause" stop pre "0 1" \
+    --replica-memory-gb 1e-6 --replica-root "$WORK/pre.mem"
+wait $agent
+N1=$(cd "$WORK/pre.ck/n1" && ls -d step-*/manifest.json | tail -n 1 | sed 's#step-0*\([0-9][0-9]*\)/.*#\1#')
+echo "  E: a join's stop, n1 preempted in it (next plan rewritten without n1): $STOP_S s; n1's newest step $N1;" \
+    "cloud manifests: $(cloud_manifests pre | tr '\n' ',')"
+# (the two signals may fall on both sides of a step boundary: then the notice is n0's alone and n1 a
+# staying node that the rewritten plan leaves out, which keeps its upload by the same rule)
+python3 - "$WORK/pre.jsonl" <<'PY' || fail "E: the preempt event"
+import json, sys
+pre = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "preempt"][-1]
+cancelled = [(u["node"], u["held_in"]) for u in pre.get("uploads_cancelled", [])]
+assert ("n1", "disk") not in cancelled, pre
+assert sorted(pre["nodes"]) != ["n0", "n1"] or cancelled == [("n0", "disk")], pre
+print(f"  E: noticed {pre['nodes']}, uploads cancelled {cancelled}")
+PY
+cloud_manifests pre | grep -qx "$N1 n1" || fail "E: n1's step $N1 did not reach the cloud"
 echo PASS

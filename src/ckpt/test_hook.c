@@ -8,17 +8,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/str.h"
 
-static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory", "replica"};
+static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory", "replica",
+                                     "notice-uploads"};
 enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
-            "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica,step=N|N+|any"
-            "[,node=NAME][,file=PATH][,action=wait|kill]; test-only)\n", value, why);
+            "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica|notice-uploads,step=N|N+|any"
+            "[,node=NAME][,file=PATH][,action=wait|kill|pause]; test-only)\n", value, why);
     exit(2);
 }
 
@@ -48,9 +50,9 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
             if ((*end && !or_later) || errno || want_step < 0) bad(value, "step is not a number >= 0 (or N+)");
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
         else if (!strcmp(kv, "file")) snprintf(file, sizeof file, "%s", v);
-        else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill")))
+        else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill") || !strcmp(v, "pause")))
             snprintf(action, sizeof action, "%s", v);
-        else bad(value, !strcmp(kv, "action") ? "action is wait or kill" : "unknown key");
+        else bad(value, !strcmp(kv, "action") ? "action is wait, kill or pause" : "unknown key");
     }
     const bool self_kill = !strcmp(action, "kill");
     if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !self_kill))
@@ -65,5 +67,8 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
     }
     fprintf(f, "%s %" PRId64 " %s %ld\n", phase, step, node ? node : "-", (long)getpid());
     fclose(f);
-    for (;;) pause();
+    if (strcmp(action, "pause") != 0)
+        for (;;) pause();
+    const struct timespec tick = {0, 20 * 1000 * 1000};
+    while (access(file, F_OK) == 0) nanosleep(&tick, NULL); /* pause: until the test removes PATH */
 }

@@ -25,13 +25,17 @@
  *               alike): the holder node's first file of step N is received, its manifest of step N
  *               not written (node= names the holder);
  *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
- *               in the cloud, not its manifest (so the cloud copy of step N does not count yet).
+ *               in the cloud, not its manifest (so the cloud copy of step N does not count yet);
+ *   notice-uploads  the notice at step N answered (saved or not), which uploads the exit drops not
+ *               yet decided (runtime/ckpt_notice.c ah_ckpt_notice_uploads).
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:
  * the test kills it (its whole host) once PATH is there. With action=kill it kills itself there
  * (SIGKILL, as an OOM kill would: no error written), every time it gets there, so a relaunch that
- * trains the step again dies again: a deterministic crash. Unset or empty: nothing happens. A
+ * trains the step again dies again: a deterministic crash. With action=pause it creates PATH and
+ * waits until the test removes it, then goes on (the test acts at that point: rewrites a run file).
+ * Unset or empty: nothing happens. A
  * malformed value is a bug in the test: the process prints what is wrong, naming the variable,
  * and exits 2. Never for production use; the cost when unset is one getenv.
  */

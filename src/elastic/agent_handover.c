@@ -6,7 +6,9 @@
  * reads it under that plan (ckpt/handover.h), so that the relaunch reads everything on its own host.
  * At a join the plan the restart is for is written the same way (no handover: the trainer takes it as
  * which nodes the relaunch reads, runtime/ckpt_notice.c read_by_relaunch, and drops the uploads their
- * disks hold). The relaunch takes the next plan when every node it uses is still up
+ * disks hold; a node of it preempted during the join's stop: the plan made again without it,
+ * ah_agent_next_plan_again, which the trainers read again before they decide). The relaunch takes the
+ * next plan when every node it uses is still up
  * (ah_agent_next_plan_holds: the re-plan is then done already, its time spent during the stop; a node
  * that joined during the stop comes in at the next checkpoint); otherwise it plans again, and the
  * restore fetches what the handover did not put in place, as without it. A plan that fails or cannot
@@ -70,6 +72,20 @@ void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0) {
         return;
     }
     put_next(a, r, t0, "restart at the join");
+}
+
+void ah_agent_next_plan_again(agent_t *a) {
+    ah_agent_next_plan_free(a);
+    if (!a->launcher.put_run_file) return;
+    const double t = ah_now_s();
+    ah_error_t e;
+    ah_plan_result_t r;
+    if (ah_agent_plan_up(a, &r, &e) != AH_OK) { /* the hosts keep the join's: the trainers may drop its uploads */
+        say(a, "warning: no plan without the node preempted during the join's stop (%s); the hosts keep the join's "
+            "next plan", e.msg);
+        return;
+    }
+    put_next(a, &r, t, "join's stop, without the node preempted in it");
 }
 
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {

@@ -193,6 +193,10 @@ ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, boo
     return AH_STOP_WAIT;
 }
 
+bool ah_agent_replan_in_stop(ah_agent_cause_t cause, bool next_uses_noticed) {
+    return cause == AH_CAUSE_JOIN && next_uses_noticed;
+}
+
 bool ah_agent_join_restarts(double running_key, double joined_key) {
     return joined_key < running_key * (1 - 1e-9);
 }

@@ -133,6 +133,13 @@ ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, boo
  * --objective cost, $/h under a --budget; smaller is better, INFINITY for a plan out of bounds). */
 bool ah_agent_join_restarts(double running_key, double joined_key);
 
+/* At a notice during a stop already under way (its first notice made the next plan): whether the next
+ * plan is made again over the nodes up now. At a join's stop, when it uses a node now preempted: every
+ * trainer had the join's notice, so they tell that node apart only by the next plan, on which they
+ * decide which uploads to drop (runtime/ckpt_notice.c read_by_relaunch, read again when rewritten).
+ * Outside a join the trainers tell a noticed node apart themselves, and the handover reads the plan:
+ * it is not rewritten under them. */
+bool ah_agent_replan_in_stop(ah_agent_cause_t cause, bool next_uses_noticed);
 /* Whether a device of plan p is on the node named `node`. */
 bool ah_agent_plan_uses(const ah_plan_t *p, const char *node);
 /* The first node that plan `from` uses and plan `to` does not (its name, borrowed from `from`), or

@@ -153,6 +153,9 @@ void ah_agent_next_plan(agent_t *a);
 /* agent_handover.c: at a join, r (the plan with the joined nodes the restart is for; taken over) as the
  * next plan, written to the hosts; t0: when its planning began. */
 void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0);
+/* agent_handover.c: during a join's stop, a node of its next plan preempted (ah_agent_replan_in_stop):
+ * the next plan made again over the nodes up and written to the hosts (kept, said, when none fits). */
+void ah_agent_next_plan_again(agent_t *a);
 /* The next plan into *out when every node it uses is still up (then true; with a node up beyond the
  * ones it was made for, a plan over every node up instead when it uses each node of the next plan,
  * else the next plan and join_pending set); dropped either way. */

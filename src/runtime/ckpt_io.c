@@ -547,7 +547,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
                            (json_int_t)done, "seconds", elapsed, "saved", saved, "nodes", nl);
         }
         free(nodes);
-        st = s->cloud ? ah_ckpt_notice_uploads(s, ev, err) : AH_OK; /* which uploads the exit drops */
+        st = s->cloud ? ah_ckpt_notice_uploads(s, done, ev, err) : AH_OK; /* which uploads the exit drops */
         if (ev) json_array_append_new(arr, ev);
         if (st != AH_OK) {
             json_decref(arr);

@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
@@ -66,6 +67,17 @@ static bool holders_stay(const ah_ckpt_session_t *s) {
     return ok;
 }
 
+/* The next plan's file as this rank sees it now (inode, size, modification time; "" when absent). */
+static void next_plan_stamp(const ah_ckpt_session_t *s, char *out, size_t cap) {
+    char path[AH_CKPT_PATH_MAX];
+    struct stat sb;
+    out[0] = '\0';
+    if (s->o.run_dir && snprintf(path, sizeof path, "%s/%s", s->o.run_dir, AH_PROTO_NEXT_PLAN_FILE) < (int)sizeof path &&
+        stat(path, &sb) == 0)
+        snprintf(out, cap, "%llu:%lld:%lld.%09ld", (unsigned long long)sb.st_ino, (long long)sb.st_size,
+                 (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+}
+
 /* The next plan the agent wrote into the run directory before the notice (protocol.h), read by every
  * rank: s->handover when every rank read it, none otherwise (said once by rank 0: the notice's save
  * then replicates to the partners as without it). Collective. */
@@ -74,6 +86,7 @@ static ah_status_t load_next_plan(ah_ckpt_session_t *s, ah_error_t *err) {
     char path[AH_CKPT_PATH_MAX];
     ah_error_t e2 = {0};
     ah_status_t ls = AH_ERR_IO;
+    next_plan_stamp(s, s->next_plan_seen, sizeof s->next_plan_seen);
     const bool there = snprintf(path, sizeof path, "%s/%s", s->o.run_dir, AH_PROTO_NEXT_PLAN_FILE) < (int)sizeof path &&
                        access(path, R_OK) == 0;
     if (there) {
@@ -92,6 +105,20 @@ static ah_status_t load_next_plan(ah_ckpt_session_t *s, ah_error_t *err) {
         fprintf(stderr, "autohet train: note: no handover at this notice (%s): the save goes to the partners' memory\n",
                 there && ls != AH_OK ? e2.msg : "some rank could not read the next plan");
     return st;
+}
+
+/* The next plan read again where its file changed since load_next_plan read it (before the notice's
+ * save, with replicas): the agent re-plans when a node of it is preempted during a join's stop
+ * (elastic/agent.c notice_leaving), and the uploads are decided on the plan the relaunch takes.
+ * Collective: a change any rank sees reloads it on all. */
+static ah_status_t reload_next_plan(ah_ckpt_session_t *s, ah_error_t *err) {
+    char now[sizeof s->next_plan_seen];
+    next_plan_stamp(s, now, sizeof now);
+    int64_t changed = s->handover.n_nodes > 0 && strcmp(now, s->next_plan_seen) != 0;
+    ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &changed, 1, err);
+    if (st != AH_OK || !changed) return st;
+    ah_handover_needs_free(&s->handover);
+    return load_next_plan(s, err);
 }
 
 /* A periodic save due now too is as much on the recovery's path. Redoing the steps since the newest
@@ -286,14 +313,16 @@ static bool kept_in_memory(const ah_ckpt_session_t *s, const int *partner, int n
     return partner[node] >= 0 && read_by_relaunch(s, partner[node]);
 }
 
-ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t *err) {
+ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, int64_t step, json_t *ev, ah_error_t *err) {
+    ah_test_hook("notice-uploads", step, s->tr->plan->cluster.nodes[s->my_node].name); /* test-only */
     const int nn = s->n_nodes;
     int64_t *pending = malloc((size_t)nn * sizeof *pending);
     int *partner = calloc((size_t)nn, sizeof *partner);
     const char **zones = calloc((size_t)nn, sizeof *zones);
     ah_status_t st = pending && partner && zones ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory at the notice");
     st = ah_comm_agree(ah_comm_world(), st, err);
-    if (st == AH_OK) st = load_next_plan(s, err); /* which nodes the relaunch reads (read_by_relaunch) */
+    if (st == AH_OK) st = reload_next_plan(s, err); /* rewritten since the save read it */
+    if (st == AH_OK) st = load_next_plan(s, err);   /* which nodes the relaunch reads (read_by_relaunch) */
     for (int n = 0; st == AH_OK && n < nn; n++) {
         pending[n] = -1;
         zones[n] = s->tr->plan->cluster.nodes[n].zone;

@@ -83,6 +83,7 @@ struct ah_ckpt_session {
     /* The handover at a notice (ckpt_notice.c, ckpt/handover.h): what each node reads under the next
      * plan the agent wrote into the run directory (n_nodes 0: none known). */
     ah_handover_needs_t handover;
+    char next_plan_seen[96]; /* its file when read (ckpt_notice.c next_plan_stamp): read again when it changed */
     /* The trainer's buffers as host memory during a save (ah_ckpt_snapshot_take's views); an
      * asynchronous save on a GPU backend's side stream leaves view_host[b] = view_dev[b], device
      * memory, for its copies (view_on_device[b]). */
@@ -113,11 +114,12 @@ ah_status_t ah_ckpt_commit_node(const ah_ckpt_session_t *s, const char *root, in
  * (snapshot into this host's memory, replication to the partners' memory, then the disks and the
  * commit); without, the synchronous save. *event: rank 0's "checkpoint" event. */
 ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **event, ah_error_t *err);
-/* Collective, at a notice after its save (ckpt_notice.c): whether this node's pending cloud uploads are
+/* Collective, at a notice (of step) after its save (ckpt_notice.c; decided on the next plan's file as it
+ * is now, read again when rewritten since the save read it): whether this node's pending cloud uploads are
  * dropped at the exit (s->drop_upload: it stays, or it leaves and a staying node's kept disk or the
  * memory tier holds its pieces of the step the relaunch resumes); rank 0 lists the leaving nodes whose
  * pending upload is dropped in ev (the preempt event, may be NULL) as "uploads_cancelled". */
-ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, json_t *ev, ah_error_t *err);
+ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, int64_t step, json_t *ev, ah_error_t *err);
 /* Collective: whether a notice saves step done (*save) by ckpt/policy.h's rule (ckpt_notice.c). */
 ah_status_t ah_ckpt_notice_rule(ah_ckpt_session_t *s, int64_t done, double elapsed, bool *save, ah_error_t *err);
 /* A synchronous save of step: this rank's pieces from the trainer's buffers, then the commit (ckpt_io.c). */
