@@ -137,15 +137,17 @@ static void ring_link(const ah_plan_t *p, const ah_dp_terms_t *d, int which, dou
     }
     ah_dp_links_t l;
     if (!d->own_ring) return;
-    if (d->ordered && d->nodes) {
+    if (d->ordered) { /* pipeline by pipeline, stopping at the plan's worst class */
         const ah_cluster_t *c = &p->cluster;
-        const int n = ah_dp_group_nodes(p, which, d->nodes);
+        int first = -1, at_i[2], n = 0;
         ah_link_t worst = AH_LINK_INTRA;
-        for (int m = 1; m < n && worst < d->worst; m++) {
-            const ah_link_t k = ah_link_between(c, d->nodes[0], d->nodes[m]);
-            worst = k > worst ? k : worst;
-        }
-        const int ty = c->nodes[d->nodes[0]].type;
+        for (int i = 0; i < p->n_pipelines && worst < d->worst; i++)
+            for (int k = 0, m = ah_dp_group_nodes_of(p, which, i, at_i); k < m; k++, n++) {
+                if (first < 0) first = at_i[k];
+                const ah_link_t cls = ah_link_between(c, first, at_i[k]);
+                worst = cls > worst ? cls : worst;
+            }
+        const int ty = c->nodes[first].type;
         *bw = n > 1 ? ah_link_bw(c, worst, ty, ty) : d->bw;
         *lat = n > 1 ? ah_link_latency(c, worst) : d->lat;
     } else if (group_links(p, d, which, &l) && l.ring_bw > 0) {
@@ -240,7 +242,6 @@ void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
     d->flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
     d->cut = calloc((size_t)L + 1, sizeof *d->cut);
     d->ring = calloc(2 * ((size_t)L + 2), sizeof *d->ring);
-    d->nodes = malloc(sizeof *d->nodes * 2 * (size_t)p->n_pipelines);
     d->own_ring = true;
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++) {
@@ -260,11 +261,9 @@ void ah_dp_terms_free(ah_dp_terms_t *d) {
     free(d->links);
     free(d->cut);
     free(d->ring);
-    free(d->nodes);
     d->links = NULL;
     d->cut = NULL;
     d->ring = NULL;
-    d->nodes = NULL;
 }
 
 /* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)

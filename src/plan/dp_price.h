@@ -30,7 +30,6 @@ typedef struct {
                                    * ring is its worst class's (plan/dp_price.c ring_link) */
     double *ring;                 /* [2 (L + 2)]: each DP group's ring bandwidth and latency once
                                    * found (indexed as links; bandwidth 0: not yet); NULL: no memo */
-    int *nodes;                   /* room for a group's nodes (2 per pipeline); NULL: no memory */
     ah_dp_links_t *links;         /* each DP group's links once found (group_links; block b's group at
                                    * [b], the embedding's at [L], the head's at [L + 1]; domains 0: not
                                    * yet); NULL: found each time */

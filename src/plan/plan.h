@@ -181,6 +181,8 @@ int ah_opt_group_one_node(const ah_plan_t *p, const ah_opt_group_t *g);
  * matrix's holders (stage 0, and with a tied head a separate last stage too). Returns how many. */
 enum { AH_DP_EMBED = -1, AH_DP_HEAD = -2 };
 int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes);
+/* The same for pipeline i alone (room for 2): its members' nodes in group `which`. */
+int ah_dp_group_nodes_of(const ah_plan_t *p, int which, int i, int *nodes);
 /* The most domains (regions, else zones: ah_cluster_domains) any DP group of p spans, counted up to
  * `enough` (the first group that spans that many ends the count); 1 when every group is in one
  * zone (or out of host memory). */

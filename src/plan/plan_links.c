@@ -44,21 +44,27 @@ static void note_crossing(const ah_cluster_t *c, const ah_link_info_t *l, int a,
     t->crossings[k].usd += usd;
 }
 
+int ah_dp_group_nodes_of(const ah_plan_t *p, int which, int i, int *nodes) {
+    const ah_pipeline_t *pl = &p->pipelines[i];
+    const int last = pl->stages[pl->n_stages - 1].devices[0].node;
+    if (which == AH_DP_HEAD) {
+        nodes[0] = last;
+        return 1;
+    }
+    if (which == AH_DP_EMBED) {
+        nodes[0] = pl->stages[0].devices[0].node;
+        nodes[1] = last;
+        return p->model.tied && pl->n_stages > 1 ? 2 : 1;
+    }
+    int s = 0;
+    while (s + 1 < pl->n_stages && which >= pl->stages[s].last) s++;
+    nodes[0] = pl->stages[s].devices[0].node;
+    return 1;
+}
+
 int ah_dp_group_nodes(const ah_plan_t *p, int which, int *nodes) {
     int n = 0;
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_pipeline_t *pl = &p->pipelines[i];
-        const int last = pl->stages[pl->n_stages - 1].devices[0].node;
-        if (which == AH_DP_HEAD) nodes[n++] = last;
-        else if (which == AH_DP_EMBED) {
-            nodes[n++] = pl->stages[0].devices[0].node;
-            if (p->model.tied && pl->n_stages > 1) nodes[n++] = last;
-        } else {
-            int s = 0;
-            while (s + 1 < pl->n_stages && which >= pl->stages[s].last) s++;
-            nodes[n++] = pl->stages[s].devices[0].node;
-        }
-    }
+    for (int i = 0; i < p->n_pipelines; i++) n += ah_dp_group_nodes_of(p, which, i, nodes + n);
     return n;
 }
 

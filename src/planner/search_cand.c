@@ -70,6 +70,22 @@ static bool spans(const ah_cluster_t *cl, const ah_cand_t *c, bool nodes) {
     return false;
 }
 
+/* Whether a DP group of c may sit on faster links than c's worst (`worst`, on which the closed
+ * form prices every group): not on one node, nor, without per-pair links, where the worst is
+ * between nodes of one zone and no node holds two of c's stages (every group of two members or
+ * more then crosses nodes of that zone: the closed form's link). true when out of host memory. */
+static bool may_stay_local(const ah_cluster_t *cl, const ah_cand_t *c, ah_link_t worst) {
+    if (worst == AH_LINK_INTRA) return false;
+    if (cl->net.n_links > 0 || worst > AH_LINK_INTER_NODE) return true;
+    bool *seen = calloc((size_t)cl->n_nodes, sizeof *seen), twice = !seen;
+    for (int i = 0; seen && i < c->n_stages && !twice; i++) {
+        twice = seen[c->node[i]];
+        seen[c->node[i]] = true;
+    }
+    free(seen);
+    return twice;
+}
+
 static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_error_t *err);
 
 /* A view of the plan c (scored) builds into: the search's model, training and cluster, not copies;
@@ -176,11 +192,12 @@ double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
                 if (v > opt) opt = v;
             }
         }
-        /* Where the candidate could still beat `beat` with no sync at all and its stages span
-         * nodes: each DP group's flat ring on its own links, as ah_evaluate prices it (the closed
-         * form above prices every group on the plan's slowest link, which a group inside one
-         * node, zone or region does not cross), and across zones the hierarchical sync too */
-        if (isfinite(result) && !(result + opt > beat) && spans(cl, c, true)) {
+        /* Where the candidate could still beat `beat` with no sync at all and a group may stay
+         * off its worst link: each DP group's flat ring on its own links, as ah_evaluate prices it
+         * (the closed form above prices every group on the plan's slowest link, which a group
+         * inside one node, zone or region does not cross), and across zones the hierarchical
+         * sync too */
+        if (isfinite(result) && !(result + opt > beat) && may_stay_local(cl, c, worst)) {
             double ring, hier;
             view_syncs(x, c, !x->ring_only && spans(cl, c, false), &ring, &hier);
             if (!isnan(ring)) sync = ring; /* NAN (out of host memory): the closed form */
