@@ -3,7 +3,7 @@
  * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop.
  * When the writer gets little of a core (one core shared with a busy thread), the caller waiting
  * for the snapshot writes the pieces the writer has not taken itself. The retention (--keep) handed
- * to the thread is done before wait or stop returns. */
+ * to the thread is done before wait or stop returns, a second one handed over while it runs too. */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <pthread.h>
 #include <sched.h>
@@ -116,6 +116,30 @@ static void retention(const char *root) {
           "stop (cancelling) runs the retention due: step 8 removed");
 }
 
+/* A retention handed over while the thread runs another, then stop at once: the thread runs the
+ * second too and ends (it used to wait for a wake-up that had come while it was busy: a hung exit,
+ * seen as test_ckpt_async's resume timing out). SIGALRM fails the test if it hangs. */
+static void retention_while_busy(const char *root) {
+    ah_error_t err;
+    for (int64_t step = 1; step <= 40; step++) {
+        ah_ckpt_snap_t *s = snapshot(root, step);
+        CHECK(ah_ckpt_snap_write(s, NULL, &err) == AH_OK, "write step %lld: %s", (long long)step, err.msg);
+        ah_ckpt_snap_free(s);
+        ah_ckpt_meta_t meta = {.step = step};
+        CHECK(ah_ckpt_commit(root, &meta, 1, &err) == AH_OK, "commit: %s", err.msg);
+    }
+    ah_ckpt_async_t *a = NULL;
+    CHECK(ah_ckpt_async_start(&a, &err) == AH_OK, "start: %s", err.msg);
+    alarm(60);
+    ah_ckpt_async_retain(a, root, 20, -1); /* 20 steps to remove: the thread busy a while */
+    usleep(2000);                          /* ... once it has started */
+    ah_ckpt_async_retain(a, root, 1, -1);
+    ah_ckpt_async_stop(a, true);
+    alarm(0);
+    CHECK(!exists(root, "step-00000039") && exists(root, "step-00000040/manifest.json"),
+          "the retention handed over while another ran is done by stop (keep 1: step 40 alone)");
+}
+
 int main(void) {
     char root_buf[] = "/tmp/ah-async-XXXXXX", path[512];
     const char *root = mkdtemp(root_buf);
@@ -161,8 +185,12 @@ int main(void) {
     const char *kept = mkdtemp(kept_buf);
     CHECK(kept != NULL, "a temporary root");
     if (kept) retention(kept);
+    char busy_buf[] = "/tmp/ah-async-busy-XXXXXX";
+    const char *busy = mkdtemp(busy_buf);
+    CHECK(busy != NULL, "a temporary root");
+    if (busy) retention_while_busy(busy);
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, kept ? kept : "");
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s", root, kept ? kept : "", busy ? busy : "");
     CHECK(system(cmd) == 0, "clean up");
     return ah_test_finish();
 }

@@ -153,8 +153,12 @@ static void retain(ah_ckpt_async_t *a) {
 
 static void work(ah_ckpt_async_t *a, bool waiter) {
     ah_ckpt_snap_t *s;
-    if (a->retain_due && !a->busy_alone && !a->w) retain(a); /* before the next snapshot's write */
-    while ((s = a->job) && !a->written && !a->busy_alone) {
+    for (;;) { /* until nothing is left that this thread may take: a waiting writer misses no wake-up */
+        if (a->retain_due && !a->busy_alone && !a->w) { /* before the next snapshot's write */
+            retain(a);
+            continue; /* another may have come due meanwhile */
+        }
+        if (!(s = a->job) || a->written || a->busy_alone) return;
         ah_error_t e = {0};
         ah_ckpt_writer_t *w = a->w;
         if (!w) { /* begin */

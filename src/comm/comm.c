@@ -17,13 +17,16 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
 
 static struct ah_comm g_world = {MPI_COMM_NULL, NULL};
 
-/* Seconds spent inside MPI calls so far, wall clock and the process's CPU time
- * (ah_comm_seconds): MPI_TRY times every call it makes. */
+/* Seconds spent inside MPI calls so far, wall clock and the calling thread's CPU time
+ * (ah_comm_seconds): MPI_TRY times every call it makes. The thread's, not the process's: every MPI
+ * call is on the training thread (no MPI_THREAD_MULTIPLE), and a background thread's CPU in the
+ * meantime (the checkpoint writer's) is neither communication nor the device's compute; one clock
+ * read a call (ah_cpu_s reads one more per background thread, core/timing.h). */
 static double g_in_wall, g_in_cpu;
 
 static int timed(int rc, double wall0, double cpu0) {
     g_in_wall += ah_now_s() - wall0;
-    g_in_cpu += ah_cpu_s() - cpu0;
+    g_in_cpu += ah_cpu_thread_s() - cpu0;
     return rc;
 }
 
@@ -42,7 +45,7 @@ static ah_status_t mpi_fail(ah_error_t *err, int rc, const char *what) {
 /* Calls an MPI function, timed for ah_comm_seconds; on failure returns an AH_ERR_COMM. */
 #define MPI_TRY(call, what)                                                           \
     do {                                                                              \
-        const double wall0_ = ah_now_s(), cpu0_ = ah_cpu_s();     \
+        const double wall0_ = ah_now_s(), cpu0_ = ah_cpu_thread_s();                  \
         const int rc_ = timed((call), wall0_, cpu0_);                                 \
         if (rc_ != MPI_SUCCESS) return mpi_fail(err, rc_, what);                      \
     } while (0)
@@ -310,7 +313,7 @@ ah_status_t ah_comm_allgather_f32(ah_comm_t *c, float *buf, const int64_t *count
     if (!cnt) return err->code;
     MPI_Request r;
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, displs, MPI_FLOAT, c->c, &r);
-    const double wall0 = ah_now_s(), cpu0 = ah_cpu_s();
+    const double wall0 = ah_now_s(), cpu0 = ah_cpu_thread_s();
     if (rc == MPI_SUCCESS) rc = timed(wait_req(&r), wall0, cpu0);
     return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "MPI_Iallgatherv");
 }

@@ -41,8 +41,9 @@ typedef struct ah_comm_req {
 typedef enum { AH_COMM_WAIT_SLEEP = 0, AH_COMM_WAIT_POLL = 1 } ah_comm_wait_t;
 void ah_comm_set_wait(ah_comm_wait_t mode);
 
-/* Seconds this process has spent inside the backend's calls so far, by the wall clock and in CPU
- * time (device emulation takes them out of a compute phase: runtime/emulate.h). */
+/* Seconds this process has spent inside the backend's calls so far, by the wall clock and in the
+ * calling (training) thread's CPU time (device emulation takes them out of a compute phase:
+ * runtime/emulate.h). */
 void ah_comm_seconds(double *wall, double *cpu);
 
 /* Starts the backend (MPI_Init). Works without mpirun too: a single rank. */

@@ -34,6 +34,8 @@ double ah_cpu_s(void) {
     return cpu;
 }
 
+double ah_cpu_thread_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+
 void ah_cpu_background_begin(void) {
     clockid_t id;
     if (pthread_getcpuclockid(pthread_self(), &id) != 0) return;

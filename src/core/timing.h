@@ -7,11 +7,15 @@ double ah_now_s(void);
 
 /* CPU seconds this process has used, all its threads but the CPU of those marked as background work
  * while they were (ah_cpu_background_begin): the computation's CPU, which device emulation stretches
- * (runtime/emulate.h) and communication is timed with (comm/comm.h), without the checkpoint writer's
+ * (runtime/emulate.h), without the checkpoint writer's
  * or the uploader's, which on a GPU host run on cores the device's work does not use. Counted in
  * before session 18, the writer's CPU in a phase was stretched by the emulated slowdown as if the
  * device had computed it (docs/runtime.md "Device emulation"). */
 double ah_cpu_s(void);
+
+/* CPU seconds the calling thread has used: one clock read where ah_cpu_s reads one more per
+ * background thread (communication times every MPI call with it: comm/comm.c). */
+double ah_cpu_thread_s(void);
 
 /* Marks the calling thread as background work (its CPU left out of ah_cpu_s from now on) until it
  * calls ah_cpu_background_end, which it must before it exits. Thread-safe. At most

@@ -520,6 +520,13 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
          * it committed: in peers' memory first with replicas, ckpt_notice.c) or the last step (the
          * run ends on it committed) */
         const bool async = !s->o.sync && !any && done != s->o.steps;
+        ah_ckpt_snap_t *none = NULL; /* a save on this thread: after the retention the commit above handed over */
+        if (!async && s->writer) st = ah_ckpt_async_wait(s->writer, &none, err); /* nothing in flight: collected */
+        ah_ckpt_snap_free(none);
+        if (st != AH_OK) {
+            json_decref(arr);
+            return st;
+        }
         if ((st = async  ? ah_ckpt_save_begin(s, done, arr, err)
                   : any ? ah_ckpt_notice_save(s, done, &ev, err)
                         : ah_ckpt_save_sync(s, done, &ev, err)) != AH_OK) {

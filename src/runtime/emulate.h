@@ -7,7 +7,8 @@
  * A phase's compute seconds are its CPU seconds outside communication (comm/comm.h's
  * ah_comm_seconds), capped by its wall seconds outside communication (several threads can spend
  * more CPU than wall time); the process's CPU less its background threads' (ah_cpu_s: the
- * checkpoint writer's, which writes while the next phases compute, is not the device's work). CPU time, not wall time: when ranks outnumber cores, a rank that waits
+ * checkpoint writer's, which writes while the next phases compute, is not the device's work), less
+ * the training thread's CPU inside its MPI calls. CPU time, not wall time: when ranks outnumber cores, a rank that waits
  * for a core loses wall time that an emulated device would not lose, and stretching that by the
  * slowdown made each loss count slowdown times. What the phase spent in communication is not
  * stretched: it passes once, as measured.
