@@ -32,10 +32,12 @@ static void dp_link_overrides(const ah_plan_t *p, int slow_type, double *bw, dou
     }
 }
 
+static ah_link_t max_link(ah_link_t a, ah_link_t b) { return a > b ? a : b; }
+
 /* The one link every DP collective is priced on: the worst kind among all devices of the plan
  * (intra-node if all in one node, inter-node if all in one zone, else inter-zone); intra uses the
- * slowest intra-node link of the types in the plan. */
-static ah_link_t dp_link(const ah_plan_t *p, double *bw, double *lat) {
+ * slowest intra-node link of the types in the plan, whose type goes to *slow. */
+static ah_link_t dp_link(const ah_plan_t *p, double *bw, double *lat, int *slow) {
     const ah_cluster_t *c = &p->cluster;
     const ah_device_ref_t *d0 = &p->pipelines[0].stages[0].devices[0];
     ah_link_t worst = AH_LINK_INTRA;
@@ -48,8 +50,9 @@ static ah_link_t dp_link(const ah_plan_t *p, double *bw, double *lat) {
                 slow_type = st->type;
             for (int r = 0; r < ah_stage_devices(pl, p->tp); r++) {
                 if (r > 0 && st->devices[r].node == st->devices[r - 1].node) continue; /* that node's link is in */
-                ah_link_t l = ah_link_between(c, d0->node, st->devices[r].node);
-                if (l > worst) worst = l;
+                if (worst < AH_LINK_INTER_ZONE) worst = max_link(worst, ah_link_between(c, d0->node, st->devices[r].node));
+                else if (worst < AH_LINK_INTER_REGION && strcmp(c->nodes[d0->node].region, c->nodes[st->devices[r].node].region) != 0)
+                    worst = AH_LINK_INTER_REGION; /* past a zone only a region is left (a zone is in one region) */
             }
         }
     }
@@ -59,25 +62,22 @@ static ah_link_t dp_link(const ah_plan_t *p, double *bw, double *lat) {
     *bw = ah_link_bw(c, worst, slow_type, slow_type);
     *lat = ah_link_latency(c, worst);
     if (c->net.n_links > 0) dp_link_overrides(p, slow_type, bw, lat);
+    *slow = slow_type;
     return worst;
 }
 
 /* Whether the plan's links are in order: no per-pair links, and each class no faster and no
  * nearer than the one inside it for every type of the plan (the catalog's and the defaults'
  * figures are). Then the slowest link between two members of a group is its worst class. */
-static bool classes_ordered(const ah_plan_t *p) {
+static bool classes_ordered(const ah_plan_t *p, int slow_type) {
     const ah_cluster_t *c = &p->cluster;
     if (c->net.n_links > 0) return false;
     for (int k = AH_LINK_INTER_NODE; k < AH_N_LINK_CLASSES; k++)
         if (ah_link_latency(c, (ah_link_t)k) < ah_link_latency(c, (ah_link_t)(k - 1))) return false;
     for (int k = AH_LINK_INTER_ZONE; k < AH_N_LINK_CLASSES; k++)
         if (ah_link_bw(c, (ah_link_t)k, 0, 0) > ah_link_bw(c, (ah_link_t)(k - 1), 0, 0)) return false;
-    for (int i = 0; i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-            const int ty = p->pipelines[i].stages[s].type;
-            if (ah_link_bw(c, AH_LINK_INTRA, ty, ty) < ah_link_bw(c, AH_LINK_INTER_NODE, ty, ty)) return false;
-        }
-    return true;
+    /* every type of the plan: the one with the slowest intra-node link (dp_link's slow_type) decides */
+    return ah_link_bw(c, AH_LINK_INTRA, slow_type, slow_type) >= ah_link_bw(c, AH_LINK_INTER_NODE, slow_type, slow_type);
 }
 
 /* The sharded optimizer's stretch of stage sg's blocks' sync: the worst of its DP segments'
@@ -228,8 +228,9 @@ void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
     /* Gradient-sync bytes beside the blocks on the last stage: the final norm only. */
     d->head_norm = ah_head_norm_params(m, p->tp);
     d->block_params = ah_layer_params(m, AH_LAYER_BLOCK, p->tp);
-    d->worst = dp_link(p, &d->bw, &d->lat);
-    d->ordered = classes_ordered(p);
+    int slow_type;
+    d->worst = dp_link(p, &d->bw, &d->lat, &slow_type);
+    d->ordered = classes_ordered(p, slow_type);
     /* the full links are read by the hierarchical sync and, out of order, by the ring */
     d->links = p->dp_sync == AH_DP_SYNC_HIERARCHICAL || !d->ordered ? calloc((size_t)L + 2, sizeof *d->links) : NULL;
     /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
