@@ -147,9 +147,11 @@ static void ring_link(const ah_plan_t *p, const ah_dp_terms_t *d, int which, dou
                 const ah_link_t cls = ah_link_between(c, first, at_i[k]);
                 worst = cls > worst ? cls : worst;
             }
-        const int ty = c->nodes[first].type;
-        *bw = n > 1 ? ah_link_bw(c, worst, ty, ty) : d->bw;
-        *lat = n > 1 ? ah_link_latency(c, worst) : d->lat;
+        if (n > 1) { /* else (the plan inside one node, the pass not entered: first is -1) the plan's link */
+            const int ty = c->nodes[first].type;
+            *bw = ah_link_bw(c, worst, ty, ty);
+            *lat = ah_link_latency(c, worst);
+        }
     } else if (group_links(p, d, which, &l) && l.ring_bw > 0) {
         *bw = l.ring_bw;
         *lat = l.ring_lat;
