@@ -80,19 +80,23 @@ static bool classes_ordered(const ah_plan_t *p, int slow_type) {
     return ah_link_bw(c, AH_LINK_INTRA, slow_type, slow_type) >= ah_link_bw(c, AH_LINK_INTER_NODE, slow_type, slow_type);
 }
 
+/* The end of the DP segment that starts at block a of a stage ending at last: the next block a
+ * stage of the plan starts at (d->cut); without memory for the cuts, the stage's end (the stage as
+ * its first block's group). */
+static int segment_end(const ah_dp_terms_t *d, int a, int last) {
+    if (!d->cut) return last;
+    int b = a + 1;
+    while (b < last && !d->cut[b]) b++;
+    return b;
+}
+
 /* The sharded optimizer's stretch of stage sg's blocks' sync: the worst of its DP segments'
  * (ah_opt_sync_factor). */
-static double blocks_factor(const ah_plan_t *p, const ah_stage_t *sg) {
+static double blocks_factor(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg) {
     double factor = 1;
-    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment, cut at every stage boundary */
-        int b = sg->last;
-        for (int i = 0; i < p->n_pipelines; i++)
-            for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-                const int c = p->pipelines[i].stages[s].first;
-                if (c > a && c < b) b = c;
-            }
+    for (int a = sg->first, b; a < sg->last; a = b) {
+        b = segment_end(d, a, sg->last);
         factor = fmax(factor, ah_opt_sync_factor(p, AH_OPT_BLOCKS, a, b));
-        a = b;
     }
     return factor;
 }
@@ -172,14 +176,11 @@ static void ring_link(const ah_plan_t *p, const ah_dp_terms_t *d, int which, dou
 static double blocks_ring(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg, double block_bytes,
                           double norm_bytes, int n, double *norm_s) {
     double t = 0, longest = 0, bw, lat;
-    for (int a = sg->first; a < sg->last;) { /* [a, b): the next segment */
-        int b = a + 1;
-        while (b < sg->last && !(d->cut ? d->cut[b] : false)) b++;
-        if (!d->cut) b = sg->last; /* no memory for the cuts: the stage as its first block's group */
+    for (int a = sg->first, b; a < sg->last; a = b) { /* [a, b): the next segment */
+        b = segment_end(d, a, sg->last);
         ring_link(p, d, a, &bw, &lat);
         t += ah_allreduce_seconds((double)(b - a) * block_bytes, n, bw, 0);
         longest = fmax(longest, lat);
-        a = b;
     }
     *norm_s = 0;
     if (norm_bytes > 0) {
@@ -197,7 +198,7 @@ static double blocks_ring(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_s
  * head groups'. */
 static double sharded_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
                            ah_sync_stage_t *parts) {
-    const double factor = blocks_factor(p, sg), head_factor = ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
+    const double factor = blocks_factor(p, d, sg), head_factor = ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0);
     double norm_s, bw, lat;
     double t = parts->blocks_s = blocks_ring(p, d, sg, (double)d->block_params * d->grad_elt * factor, 0, d->P, &norm_s);
     parts->head_s = parts->end_s = 0;
@@ -295,7 +296,7 @@ static double hier_stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const 
     const double head_factor = sharded ? ah_opt_sync_factor(p, AH_OPT_HEAD, 0, 0) : 1;
     double ag;
     parts->blocks_s = group_sync(p, d, sg->first, d->P, (double)(sg->last - sg->first) * d->block_params * d->grad_elt,
-                                 sharded ? blocks_factor(p, sg) : 1, &parts->blocks_ag_s);
+                                 sharded ? blocks_factor(p, d, sg) : 1, &parts->blocks_ag_s);
     parts->head_s = parts->end_s = parts->head_ag_s = parts->end_ag_s = 0;
     if (head) {
         parts->head_s = group_sync(p, d, AH_DP_HEAD, d->P, (double)d->head_norm * d->grad_elt, head_factor, &parts->head_ag_s);
