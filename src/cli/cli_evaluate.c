@@ -292,22 +292,24 @@ int ah_cli_host_memory(const char *verb, const ah_plan_t *plan, double replica_g
     int unchecked = 0;
     if (ah_host_memory_check(plan, true, replica_gb, &unchecked, &err) != AH_OK) return ah_cli_fail(verb, &err);
     if (note && unchecked > 0) {
-        char names[512] = "";
+        enum { NAMES_SHOWN = 4 }; /* whole names, then "and N more" */
+        char names[NAMES_SHOWN * (sizeof plan->cluster.nodes[0].name + 2) + 32] = "", more[48] = "";
         size_t at = 0;
+        int shown = 0;
         int64_t *bytes = calloc((size_t)plan->cluster.n_nodes + 1, sizeof *bytes), most = 0;
         if (bytes) host_memory_node_bytes(plan, replica_gb, bytes);
         for (int n = 0; bytes && n < plan->cluster.n_nodes; n++) {
             if (bytes[n] == 0 || plan->cluster.nodes[n].host_memory_gib > 0) continue;
             if (bytes[n] > most) most = bytes[n];
-            if (at < sizeof names - 1)
+            if (shown++ < NAMES_SHOWN)
                 at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", plan->cluster.nodes[n].name);
         }
         free(bytes);
+        if (shown > NAMES_SHOWN) snprintf(more, sizeof more, " and %d more", shown - NAMES_SHOWN);
         fprintf(stderr, "autohet %s: note: host memory not checked on %d node%s (%s%s): the cluster file gives no "
                 "\"host_memory_gib\"; asynchronous checkpoints%s keep up to %.3f GiB on one of them "
-                "(train --ckpt-sync keeps no snapshot)\n", verb, unchecked, unchecked == 1 ? "" : "s", names,
-                at >= sizeof names - 1 ? ", ..." : "", replica_gb > 0 ? " and in-memory replicas" : "",
-                (double)most / 1073741824.0);
+                "(train --ckpt-sync keeps no snapshot)\n", verb, unchecked, unchecked == 1 ? "" : "s", names, more,
+                replica_gb > 0 ? " and in-memory replicas" : "", (double)most / 1073741824.0);
     }
     return 0;
 }
