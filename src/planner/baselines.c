@@ -135,8 +135,8 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
 
 /* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage costs
  * alone (p2p, DP sync and the optimizer are >= 0): T >= max_p T_p(n_p), T_p(n) = sum_s c_s +
- * (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's own split (split_by_speed on the same
- * bottleneck times). +inf when a stage does not fit with its in-flight micro-batches (uniform:
+ * (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's own split into b->n (split_by_speed on
+ * the bottleneck times ah_evaluate gives: the split try_structure builds the plan with). +inf when a stage does not fit with its in-flight micro-batches (uniform:
  * the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
     const ah_cluster_t *c = b->cluster;
@@ -191,15 +191,6 @@ static void fill_structure(ah_plan_t *p, const bgroup_t *g, int S, bool recomput
         }
 }
 
-static void balance(ah_plan_t *p, const ah_eval_t *e, int64_t N, const bctx_t *b) {
-    for (int i = 0; i < p->n_pipelines; i++) {
-        const ah_stage_eval_t *bs = &e->pipelines[i].stages[e->pipelines[i].bottleneck_stage];
-        b->bott[i] = bs->fwd_s + bs->bwd_s;
-    }
-    split_by_speed(p->n_pipelines, b->bott, N, b->n, b->rem, b->order);
-    for (int i = 0; i < p->n_pipelines; i++) p->pipelines[i].micro_batches = b->n[i];
-}
-
 /* megatron-best's interleaved 1F1B (Megatron-Core's --num-layers-per-virtual-pipeline-stage):
  * p's pipelines of S stages as S v virtual stages of equal layers (the remainder to the first),
  * device d on stages d, d + S, ...; every v from 2 (at most AH_PLAN_MAX_VIRTUAL, what the runtime
@@ -240,8 +231,8 @@ static ah_status_t interleave_best(const bctx_t *b, ah_plan_t *p, ah_eval_t *e, 
     return st;
 }
 
-/* p and e (taken) become *best. */
-static void keep(const ah_planner_opts_t *o, ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
+/* p and e (taken) become *best (priced once the baseline is done: ah_baseline_run). */
+static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
     ah_plan_result_free(best);
     best->plan = *p;
     best->eval = *e;
@@ -249,7 +240,6 @@ static void keep(const ah_planner_opts_t *o, ah_plan_result_t *best, ah_plan_t *
     best->plan.predicted = e->pred;
     best->search_value_s = e->search_estimate_s;
     best->from_baseline = -1; /* (freed to zeros above: 0 would name the uniform baseline) */
-    ah_result_price(o, best);
 }
 
 /* megatron-best's finalists (its fastest 1F1B structures, b->fin) run as Megatron-Core's
@@ -278,7 +268,7 @@ static ah_status_t interleave_finalists(bctx_t *b, bgroup_t *g, ah_plan_result_t
             st = interleave_best(b, &p, &e, err);
             if (st == AH_OK && e.feasible && p.pipelines[0].schedule == AH_SCHED_INTERLEAVED &&
                 ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &out->eval)) {
-                keep(b->o, out, &p, &e);
+                keep(out, &p, &e);
                 continue;
             }
             ah_eval_free(&e);
@@ -309,7 +299,8 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     ah_status_t st = ah_plan_init(&p, b->model, &b->tr, b->t, b->cluster, P, err);
     for (int i = 0; i < P && st == AH_OK; i++) {
         st = ah_pipeline_alloc(&p.pipelines[i], S, err);
-        p.pipelines[i].micro_batches = N / P;
+        /* batch-balanced: structure_lb's split, on the bottleneck times ah_evaluate gives */
+        p.pipelines[i].micro_batches = b->kind == AH_BASELINE_BATCH_BALANCED ? b->n[i] : N / P;
     }
     if (st != AH_OK) {
         ah_plan_free(&p);
@@ -318,11 +309,6 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     fill_structure(&p, b->g, S, recompute);
     ah_eval_t e;
     st = ah_evaluate(&p, b->o->profile, &e, err);
-    if (st == AH_OK && b->kind == AH_BASELINE_BATCH_BALANCED) {
-        balance(&p, &e, N, b);
-        ah_eval_free(&e);
-        st = ah_evaluate(&p, b->o->profile, &e, err);
-    }
     if (st != AH_OK) {
         ah_plan_free(&p);
         return st;
@@ -337,7 +323,7 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     if (fits && b->fin) note_finalist(b, P, S, recompute, ah_planner_time_s(b->o, &e));
     const bool better = !best->plan.pipelines || (by_used ? used > best_used
                                                           : ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &best->eval));
-    if (fits && better) return keep(b->o, best, &p, &e), AH_OK;
+    if (fits && better) return keep(best, &p, &e), AH_OK;
     ah_eval_free(&e);
     ah_plan_free(&p);
     return AH_OK;
@@ -428,6 +414,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
                     scratch + 2 * n_g, split, order, &fin, -1};
         st = interleave_finalists(&b, g, out, err);
     }
+    if (st == AH_OK && out->plan.pipelines) ah_result_price(opts, out);
     const bool none_runs = st == AH_OK && !out->plan.pipelines && collect_groups(cluster, 1, -1, opts->train.precision, g) == 0;
     free(g);
     free(sc);
