@@ -121,11 +121,21 @@ typedef struct ah_opt_group {
 typedef enum { AH_DP_SYNC_RING = 0, AH_DP_SYNC_HIERARCHICAL = 1 } ah_dp_sync_t;
 #define AH_DP_SYNC_VALUES "ring or hierarchical" /* for messages */
 
+/* How a pipeline hop moves the boundary between two stages of TP degree t > 1 ("p2p" in plan.json;
+ * absent: scatter-gather). SCATTER_GATHER (Megatron-LM's default): TP rank i sends part i of the
+ * N x C boundary (activation forward, its gradient back) to TP rank i of the other stage, which
+ * all-gathers the parts in its TP group in place in its receive buffer (runtime/pipe_p2p.h);
+ * WHOLE (Megatron's --no-scatter-gather-tensors-in-pipeline, for comparison): every TP rank sends
+ * the whole boundary. At t = 1 both are the one whole send. */
+typedef enum { AH_P2P_SCATTER_GATHER = 0, AH_P2P_WHOLE = 1 } ah_p2p_split_t;
+#define AH_P2P_VALUES "scatter-gather or whole" /* for messages */
+
 typedef struct ah_plan {
     ah_model_t model;
     ah_train_t train;
     int tp;
     ah_dp_sync_t dp_sync;
+    ah_p2p_split_t p2p;
     int n_pipelines;
     ah_pipeline_t *pipelines;
     ah_cluster_t cluster;

@@ -102,7 +102,10 @@ int ah_plan_device_count(const ah_plan_t *p) {
 
 ah_status_t ah_plan_copy(const ah_plan_t *p, ah_plan_t *out, ah_error_t *err) {
     ah_status_t st = ah_plan_init(out, &p->model, &p->train, p->tp, &p->cluster, p->n_pipelines, err);
-    if (st == AH_OK) out->dp_sync = p->dp_sync;
+    if (st == AH_OK) {
+        out->dp_sync = p->dp_sync;
+        out->p2p = p->p2p;
+    }
     for (int i = 0; i < p->n_pipelines && st == AH_OK; i++) {
         st = ah_pipeline_alloc(&out->pipelines[i], p->pipelines[i].n_stages, err);
         if (st != AH_OK) break;

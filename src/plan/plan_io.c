@@ -373,7 +373,7 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
     if (!json_is_object(doc))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a plan object, got %s", where,
                             ah_json_type_name(doc));
-    static const char *const keys[] = {"version", "model", "train", "tp", "dp_sync", "pipelines",
+    static const char *const keys[] = {"version", "model", "train", "tp", "dp_sync", "p2p", "pipelines",
                                        "optimizer_shards", "predicted", "cluster", NULL};
     TRY(ah_json_check_keys(doc, where, keys, err));
     int64_t version;
@@ -406,6 +406,13 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
     else
         return ah_error_set(err, AH_ERR_INVALID, "[dp_sync] %s: dp_sync: unknown gradient sync \"%s\" (allowed: "
                             AH_DP_SYNC_VALUES "; absent means ring)", where, dp_sync);
+    char p2p[32] = "scatter-gather";
+    TRY(ah_json_get_str(doc, where, "p2p", false, p2p, sizeof p2p, err));
+    if (strcmp(p2p, "scatter-gather") == 0) p->p2p = AH_P2P_SCATTER_GATHER;
+    else if (strcmp(p2p, "whole") == 0) p->p2p = AH_P2P_WHOLE;
+    else
+        return ah_error_set(err, AH_ERR_INVALID, "[p2p] %s: p2p: unknown pipeline hop \"%s\" (allowed: "
+                            AH_P2P_VALUES "; absent means scatter-gather)", where, p2p);
     /* The cluster first: device and type names resolve against it. */
     TRY(read_cluster(doc, where, cluster_override, p, err));
     TRY(read_pipelines(doc, where, p, err));
@@ -471,6 +478,7 @@ struct json_t *ah_plan_to_json(const ah_plan_t *p) {
                                   ah_precision_name(p->train.precision)));
     json_object_set_new(doc, "tp", json_integer(p->tp));
     if (p->dp_sync == AH_DP_SYNC_HIERARCHICAL) json_object_set_new(doc, "dp_sync", json_string("hierarchical"));
+    if (p->p2p == AH_P2P_WHOLE) json_object_set_new(doc, "p2p", json_string("whole"));
     json_t *pls = json_array();
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];

@@ -20,6 +20,25 @@ static float *buffer(const ah_p2p_chunk_t *x, int b) {
     return all[b];
 }
 
+/* The part of an (N, C) boundary this rank sends or receives: elements [return, return + *n); the
+ * whole where the hops are whole (tr->p2p_parts NULL). */
+static size_t part(const ah_trainer_t *tr, size_t *n) {
+    if (!tr->p2p_parts) {
+        *n = (size_t)(tr->stage.N * tr->stage.C);
+        return 0;
+    }
+    size_t off = 0;
+    for (int i = 0; i < tr->role.tp_rank; i++) off += (size_t)tr->p2p_parts[i];
+    *n = (size_t)tr->p2p_parts[tr->role.tp_rank];
+    return off;
+}
+
+/* Scatter-gather: the received buffer's other parts from the stage's TP group, in place (in order
+ * on a GPU's compute stream, after the receive's event). */
+static ah_status_t gather(ah_trainer_t *tr, float *buf, ah_error_t *err) {
+    return tr->p2p_parts ? ah_group_allgather(&tr->tp, buf, tr->p2p_parts, NULL, err) : AH_OK;
+}
+
 ah_status_t ah_p2p_split(ah_trainer_t *tr, ah_error_t *err) {
     const ah_role_t r = tr->role;
     const int k = r.cp_rank * tr->plan->tp + r.tp_rank; /* the same CP and TP rank on every stage */
@@ -177,9 +196,10 @@ const char *ah_p2p_kind(const ah_trainer_t *tr) { return tr->p2p_nccl ? "nccl" :
 
 /* Posts chunk x's receive of its next activation (grad false) or gradient. */
 static ah_status_t post_recv(const ah_trainer_t *tr, ah_p2p_chunk_t *x, bool grad, ah_error_t *err) {
-    const size_t NC = (size_t)(tr->stage.N * tr->stage.C);
-    return grad ? ah_comm_irecv_f32(ah_comm_world(), x->h_recv_grad, NC, x->next, ah_p2p_tag(x->stage, true), &x->r_grad, err)
-                : ah_comm_irecv_f32(ah_comm_world(), x->h_recv_act, NC, x->prev, ah_p2p_tag(x->stage, false), &x->r_act, err);
+    size_t n;
+    const size_t off = part(tr, &n);
+    return grad ? ah_comm_irecv_f32(ah_comm_world(), x->h_recv_grad + off, n, x->next, ah_p2p_tag(x->stage, true), &x->r_grad, err)
+                : ah_comm_irecv_f32(ah_comm_world(), x->h_recv_act + off, n, x->prev, ah_p2p_tag(x->stage, false), &x->r_act, err);
 }
 
 void ah_p2p_progress(ah_trainer_t *tr) {
@@ -195,7 +215,8 @@ void ah_p2p_progress(ah_trainer_t *tr) {
 /* Issues, in the order, every transfer issuable once ops [0, done) are: batches of one NCCL group. */
 static ah_status_t pump(ah_trainer_t *tr, int64_t done, ah_error_t *err) {
     enum { BATCH = 8 };
-    const size_t NC = (size_t)(tr->stage.N * tr->stage.C);
+    size_t n;
+    const size_t off = part(tr, &n);
     const int P = tr->role.stride;
     while (tr->p2p_next < tr->n_p2p_order && tr->p2p_order[tr->p2p_next].after <= done) {
         ah_dcomm_p2p_t ops[BATCH];
@@ -204,7 +225,7 @@ static ah_status_t pump(ah_trainer_t *tr, int64_t done, ah_error_t *err) {
             const ah_p2p_xfer_t *t = &tr->p2p_order[tr->p2p_next++];
             ah_p2p_chunk_t *x = &tr->chunks[t->chunk];
             const int peer_stage = t->buf == RECV_ACT || t->buf == SEND_GRAD ? x->stage - 1 : x->stage + 1;
-            ops[k] = (ah_dcomm_p2p_t){buffer(x, t->buf), NC, peer_stage % P, t->buf == RECV_ACT || t->buf == RECV_GRAD,
+            ops[k] = (ah_dcomm_p2p_t){buffer(x, t->buf) + off, n, peer_stage % P, t->buf == RECV_ACT || t->buf == RECV_GRAD,
                                       x->ev[t->buf]};
             x->issued[t->buf]++;
         }
@@ -242,20 +263,26 @@ ah_status_t ah_p2p_begin(ah_trainer_t *tr, ah_error_t *err) {
 
 ah_status_t ah_p2p_input(ah_trainer_t *tr, const ah_sched_op_t *op, ah_error_t *err) {
     ah_p2p_chunk_t *x = &tr->chunks[op->chunk];
-    const size_t NC = (size_t)(tr->stage.N * tr->stage.C), bytes = NC * sizeof(float);
+    const size_t NC = (size_t)(tr->stage.N * tr->stage.C);
+    size_t n;
+    const size_t off = part(tr, &n), bytes = n * sizeof(float);
     if (op->kind == AH_OP_F && x->prev >= 0) {
         if (tr->p2p_nccl) TRY(wait_buf(tr, x, RECV_ACT, op->mb, err));
         else {
             TRY(ah_comm_wait(&x->r_act, err));
-            TRY(ah_mem_upload(&tr->mem, x->recv_act, x->h_recv_act, bytes, err));
+            TRY(ah_mem_upload(&tr->mem, x->recv_act + off, x->h_recv_act + off, bytes, err));
         }
+        TRY(gather(tr, x->recv_act, err));
         ah_p2p_copy(tr->stage.k, ah_gpt_input(&tr->stage, op->slot), x->recv_act, NC);
         if (!tr->p2p_nccl && op->mb + 1 < tr->n_mb) TRY(post_recv(tr, x, false, err));
     }
     if (op->kind == AH_OP_B && x->next >= 0) {
-        if (tr->p2p_nccl) return wait_buf(tr, x, RECV_GRAD, op->mb, err);
-        TRY(ah_comm_wait(&x->r_grad, err));
-        TRY(ah_mem_upload(&tr->mem, x->recv_grad, x->h_recv_grad, bytes, err));
+        if (tr->p2p_nccl) TRY(wait_buf(tr, x, RECV_GRAD, op->mb, err));
+        else {
+            TRY(ah_comm_wait(&x->r_grad, err));
+            TRY(ah_mem_upload(&tr->mem, x->recv_grad + off, x->h_recv_grad + off, bytes, err));
+        }
+        TRY(gather(tr, x->recv_grad, err));
     }
     return AH_OK;
 }
@@ -273,15 +300,16 @@ ah_status_t ah_p2p_after(ah_trainer_t *tr, int64_t i, ah_error_t *err) {
     if (tr->p2p_nccl) return pump(tr, i + 1, err);
     const ah_sched_op_t *op = &tr->ops[i];
     ah_p2p_chunk_t *x = &tr->chunks[op->chunk];
-    const size_t NC = (size_t)(tr->stage.N * tr->stage.C), bytes = NC * sizeof(float);
+    size_t n;
+    const size_t off = part(tr, &n), bytes = n * sizeof(float);
     ah_comm_t *world = ah_comm_world();
     if (op->kind == AH_OP_F && x->next >= 0) {
-        TRY(ah_mem_download(&tr->mem, x->h_send_act, x->send_act, bytes, err));
-        TRY(ah_comm_isend_f32(world, x->h_send_act, NC, x->next, ah_p2p_tag(x->stage + 1, false), &x->s_act, err));
+        TRY(ah_mem_download(&tr->mem, x->h_send_act + off, x->send_act + off, bytes, err));
+        TRY(ah_comm_isend_f32(world, x->h_send_act + off, n, x->next, ah_p2p_tag(x->stage + 1, false), &x->s_act, err));
     }
     if (op->kind == AH_OP_B && x->prev >= 0) {
-        TRY(ah_mem_download(&tr->mem, x->h_send_grad, x->send_grad, bytes, err));
-        TRY(ah_comm_isend_f32(world, x->h_send_grad, NC, x->prev, ah_p2p_tag(x->stage - 1, true), &x->s_grad, err));
+        TRY(ah_mem_download(&tr->mem, x->h_send_grad + off, x->send_grad + off, bytes, err));
+        TRY(ah_comm_isend_f32(world, x->h_send_grad + off, n, x->prev, ah_p2p_tag(x->stage - 1, true), &x->s_grad, err));
     }
     return AH_OK;
 }
@@ -316,5 +344,7 @@ void ah_p2p_free(ah_trainer_t *tr) {
             if (tr->chunks[c].ev[b]) tr->dev.backend->dcomm_event_free(&tr->chunks[c].ev[b]);
     free(tr->p2p_order);
     tr->p2p_order = NULL;
+    free(tr->p2p_parts);
+    tr->p2p_parts = NULL;
     ah_group_free(&tr->pipe);
 }

@@ -26,12 +26,21 @@
  *   buffer per direction allows, and the op waits late. Run one at a time in that order, every
  *   transfer meets its peer (the replay is such a run).
  *
+ * Scatter-gather (plan "p2p", the default; tr->p2p_parts): at TP t > 1 each transfer moves only
+ * this rank's TP part of the (N, C) boundary (part i of t, runtime/trainer.h p2p_parts) between
+ * the same TP rank of the two stages, and the receiver all-gathers the parts in its TP group in
+ * place in the receive buffer (ah_p2p_input, before the op reads it; on a GPU in order on the
+ * compute stream after the receive's event). "whole": every rank sends the whole boundary.
+ *
  * Memory: the four (N, C) buffers per chunk are the same device buffers on both paths (the cost
- * model's p2p buffers); the MPI path's host copies are host memory, outside the device budget.
+ * model's p2p buffers; scatter-gather adds none); the MPI path's host copies are host memory,
+ * outside the device budget.
  * Ownership: the group, the order and the events live in the trainer (ah_p2p_free).
  * Collectives: ah_p2p_split over the world, with ah_dp_open_groups' splits; ah_p2p_attach over the
- * pipeline group, after the backend is open; the rest is point-to-point. Errors: AH_ERR_COMM from a
- * transfer, AH_ERR_OOM, AH_ERR_INTERNAL when a receive is needed before the order issued it. */
+ * pipeline group, after the backend is open; ah_p2p_input's all-gather over the stage's TP group
+ * under scatter-gather (every TP rank of a stage runs the same ops); the rest is point-to-point.
+ * Errors: AH_ERR_COMM from a transfer or the all-gather, AH_ERR_OOM, AH_ERR_INTERNAL when a receive
+ * is needed before the order issued it. */
 #ifndef AH_RUNTIME_PIPE_P2P_H
 #define AH_RUNTIME_PIPE_P2P_H
 

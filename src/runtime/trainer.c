@@ -50,7 +50,8 @@ double ah_train_lr(const ah_train_opts_t *o, int64_t step) {
 }
 
 /* The p2p buffers of each chunk (per neighbour one to send and one to receive, (N, C) each), the
- * host copies MPI sends from and receives into, and a GPU's staging of token ids. */
+ * host copies MPI sends from and receives into, the boundary's parts under scatter-gather and a
+ * GPU's staging of token ids. */
 static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
     ah_status_t s;
     const int64_t NC = tr->stage.N * tr->stage.C;
@@ -69,6 +70,12 @@ static ah_status_t alloc_p2p(ah_trainer_t *tr, ah_error_t *err) {
             if (p2p[i] && (s = ah_mem_host_view(&tr->mem, p2p[i], (size_t)NC * sizeof(float), false,
                                                 (void **)host[i], err)) != AH_OK)
                 return s;
+    }
+    if (tr->plan->tp > 1 && tr->plan->p2p == AH_P2P_SCATTER_GATHER) {
+        const int t = tr->plan->tp;
+        if (!(tr->p2p_parts = malloc((size_t)t * sizeof *tr->p2p_parts)))
+            return ah_error_set(err, AH_ERR_OOM, "no host memory for the p2p parts of %d TP ranks", t);
+        for (int i = 0; i < t; i++) tr->p2p_parts[i] = NC / t + (i < NC % t ? 1 : 0);
     }
     if (tr->mem.space != &ah_mem_host && (tr->stage.cfg.has_embed || tr->stage.cfg.has_head) &&
         !(tr->h_tokens = malloc((size_t)tr->stage.N * sizeof *tr->h_tokens)))

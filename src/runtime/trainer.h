@@ -178,6 +178,8 @@ typedef struct ah_trainer {
     ah_arena_t a_p2p;
     ah_group_t pipe;        /* the pipeline's devices with this rank's TP and CP ranks (pipe_p2p.h) */
     bool p2p_nccl;          /* the transfers go over pipe's NCCL communicator, else MPI */
+    int64_t *p2p_parts;     /* plan "p2p" scatter-gather at TP > 1: the boundary's part per TP rank
+                             * (elements; pipe_p2p.h), else NULL: every hop sends the whole */
     ah_p2p_xfer_t *p2p_order; /* the NCCL path: this rank's transfers in the pipeline's order */
     int64_t n_p2p_order, p2p_next;
     int32_t *h_tokens;      /* GPU: host staging of one micro-batch's ids or targets (N); CPU: NULL */
