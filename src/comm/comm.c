@@ -92,6 +92,13 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
     g_world.c = MPI_COMM_WORLD;
     /* Errors come back as codes, so a failed call gets a message instead of a bare abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const char *join = getenv("AH_WORLD_JOIN");
+    if (join && *join) {
+        MPI_Comm joined = MPI_COMM_NULL;
+        if (ah_comm_join_world(join, &joined, err) != AH_OK) return err->code;
+        g_world.c = joined;
+        MPI_Comm_set_errhandler(joined, MPI_ERRORS_RETURN);
+    }
     return AH_OK;
 }
 
@@ -100,11 +107,12 @@ void ah_comm_finalize(void) {
     g_world.counts = NULL;
     int fin = 0;
     MPI_Finalized(&fin);
+    if (!fin && g_world.c != MPI_COMM_WORLD && g_world.c != MPI_COMM_NULL) MPI_Comm_free(&g_world.c);
     if (!fin) MPI_Finalize();
 }
 
 _Noreturn void ah_comm_abort(int code) {
-    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    MPI_Abort(g_world.c != MPI_COMM_NULL ? g_world.c : MPI_COMM_WORLD, code ? code : 1);
     exit(code ? code : 1); /* MPI_Abort does not return; this satisfies _Noreturn */
 }
 

@@ -46,10 +46,13 @@ void ah_comm_set_wait(ah_comm_wait_t mode);
  * runtime/emulate.h). */
 void ah_comm_seconds(double *wall, double *cpu);
 
-/* Starts the backend (MPI_Init). Works without mpirun too: a single rank. */
+/* Starts the backend (MPI_Init). Works without mpirun too: a single rank. The world is the job's
+ * ranks (MPI_COMM_WORLD), or, with AH_WORLD_JOIN=DIR:JOB:NJOBS set, the ranks of NJOBS separate
+ * mpirun jobs joined through MPI's dynamic process calls (comm/join.c; collective over all of
+ * them), numbered job by job as one mpirun of them all would. */
 ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err);
 void ah_comm_finalize(void);
-/* Ends the whole job at once with exit code `code` (MPI_Abort). Does not return. */
+/* Ends the whole job (the world) at once with exit code `code` (MPI_Abort). Does not return. */
 _Noreturn void ah_comm_abort(int code);
 
 ah_comm_t *ah_comm_world(void);
