@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # autohet run on the built-in emulated cluster cpu-hetero (6 ranks): flag and event-file errors,
 # nodeN ids mapped onto spot nodes, a preemption notice sent from outside (SIGTERM to slow-1's
-# ranks), a node that joins during the run (taken in at the next checkpoint, faster plan), and a
+# ranks), a node that joins during the run (taken in when the restart pays: at once here, no removal seen), and a
 # trainer that fails. Every run's metrics are checked against an uninterrupted one
 # (tests/agent_common.sh check_metrics).
 source "$(dirname "$0")/train_common.sh"
@@ -144,15 +144,17 @@ grep -q "fast-0 is down at the start" "$WORK/late.log" && grep -q "waiting for a
 echo "late first node: the first plan waited for it"
 
 # ---- a node joins: slow-1 is down from the start (a change at time 0) and comes back 200 ms in,
-# while the 4-device job is starting (launched ~50 ms in; start-up takes > 1 s); it is taken in at
-# the first checkpoint because the 6-device plan is faster
+# while the 4-device job is starting (launched ~50 ms in; start-up takes > 1 s); it is taken in when
+# launch 0's first step finishes: the 6-device plan is faster, and with no removal seen (the one at time
+# 0 is the starting state) its expected stay is unbounded, so the restart pays
 printf '0,remove,slow-1\n200,add,slow-1\n' >"$WORK/join.csv"
 run_agent "$WORK/join" --events "$WORK/join.csv" --grace-s 5 || { cat "$WORK/join.log"; fail "join run"; }
 out=$(check_metrics "$WORK/join" "$WORK/ref") || { cat "$WORK/join.log"; fail "join: metrics"; }
 echo "join: $out"
 grep -q '"event":"join"' "$WORK/join/metrics.jsonl" || fail "join event"
 grep -q '"event":"recover".*"cause":"node joined","nodes":\["slow-1"\]' "$WORK/join/metrics.jsonl" || fail "restart for the join"
-grep -q "taken in at the next checkpoint" "$WORK/join.log" || fail "join: log"
+grep -q "taken in when a restart pays" "$WORK/join.log" && grep -q "over the expected stay of inf s (the removals seen).*: restarting" "$WORK/join.log" ||
+    fail "join: log: $(grep -i join "$WORK/join.log")"
 # the plan the join restarts onto is written to the hosts before the notice (the trainers drop the uploads
 # its nodes' disks hold: tests/test_notice_uploads.sh B) and taken at the relaunch
 grep -q "next plan, for the restart at the join: 6 devices" "$WORK/join.log" && grep -q "the plan made at the join, taken" "$WORK/join.log" ||

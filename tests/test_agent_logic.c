@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "elastic/agent_logic.h"
+#include "elastic/join_rule.h"
 #include "harness.h"
 #include "planner/planner.h"
 
@@ -232,12 +233,31 @@ static void test_events_and_stops(void) {
     CHECK(ah_agent_replan_in_stop(AH_CAUSE_JOIN, true), "a node of the join's plan preempted in its stop");
     CHECK(!ah_agent_replan_in_stop(AH_CAUSE_JOIN, false), "a node the join's plan leaves out");
     CHECK(!ah_agent_replan_in_stop(AH_CAUSE_EVENT, true), "a second notice outside a join");
-    /* a join restarts only for a faster plan */
-    CHECK(ah_agent_join_restarts(1.0, 0.8), "faster");
-    CHECK(!ah_agent_join_restarts(1.0, 1.0) && !ah_agent_join_restarts(1.0, 1.0 - 1e-12), "not faster");
-    CHECK(!ah_agent_join_restarts(1.0, 1.2), "slower");
-    CHECK(!ah_agent_join_restarts(INFINITY, INFINITY) && ah_agent_join_restarts(INFINITY, 2.0),
+    /* a join restarts only for a faster plan; with no removal seen (an infinite stay), whatever it costs */
+    CHECK(ah_join_pays(1.0, 0.8, INFINITY, 1e9, NULL), "faster");
+    CHECK(!ah_join_pays(1.0, 1.0, INFINITY, 0, NULL) && !ah_join_pays(1.0, 1.0 - 1e-12, INFINITY, 0, NULL), "not faster");
+    CHECK(!ah_join_pays(1.0, 1.2, INFINITY, 0, NULL), "slower");
+    CHECK(!ah_join_pays(INFINITY, INFINITY, 100, 0, NULL) && ah_join_pays(INFINITY, 2.0, 100, 50, NULL),
           "a running plan out of bounds (over --budget) gives way to one within");
+    /* over a stay: the gain in seconds of the running plan's work, stay x (1 - joined / now), against the cost.
+     * 0.8 s/iteration against 1.0 over 600 s: 120 s gained; a 100 s restart pays, a 130 s one waits */
+    double gain = 0;
+    CHECK(ah_join_pays(1.0, 0.8, 600, 100, &gain) && fabs(gain - 120) < 1e-9, "pays: gain %g", gain);
+    CHECK(!ah_join_pays(1.0, 0.8, 600, 130, &gain), "does not pay");
+    /* a second join batched with it (0.6 s/iteration with both) pays the same restart once */
+    CHECK(ah_join_pays(1.0, 0.6, 600, 130, &gain) && fabs(gain - 240) < 1e-9, "two joins together: gain %g", gain);
+    /* the stay: a fixed horizon, else 1 / the hit rate */
+    CHECK(ah_join_stay_s(0.01, 0) == 100 && ah_join_stay_s(0.01, 30) == 30 && isinf(ah_join_stay_s(0, 0)), "stay");
+    /* the hit rate: 2 removals of type 0 over 3600 node-seconds up (+ the prior hour): 2 / 7200 per node-second,
+     * a plan with 3 nodes of it: 3 x that, unless capped by the removing changes (1 in 400 s + the hour) */
+    const double removals[2] = {2, 0}, events[2] = {2, 0}, node_s[2] = {3600, 9000};
+    ah_churn_t ch = {.n_types = 2, .removals = removals, .removal_events = events, .node_s = node_s, .elapsed_s = 400};
+    const int nodes[2] = {3, 5};
+    CHECK(fabs(ah_churn_hit_rate(&ch, nodes) - fmin(3 * 2 / 7200.0, 2 / 4000.0)) < 1e-12, "hit rate %g",
+          ah_churn_hit_rate(&ch, nodes));
+    const double one_event[2] = {1, 0};
+    ch.removal_events = one_event; /* both removed by one change: hit once */
+    CHECK(fabs(ah_churn_hit_rate(&ch, nodes) - 1 / 4000.0) < 1e-12, "nodes removed together hit once");
 }
 
 static void test_watchdog(void) {

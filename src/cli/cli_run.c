@@ -426,6 +426,9 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
          "same failure at the same step right after a restart ends the run (default 3; 0: never)", false},
         {"--restart-window", AH_FLAG_NUM_IN(1, 1e7), &a->o.restart_window_s, "S", "the window --max-restarts counts in, "
          "seconds (default 3600)", false},
+        {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &a->o.join_horizon_s, "S", "a node that joins is taken in (a "
+         "restart) when the plan with it gains more over S seconds than a restart costs (this run's mean recovery); "
+         "default: S is the expected time until that plan is preempted, from the removals seen so far", false},
         {"--step-timeout", AH_FLAG_NUM_IN(1, 86400), &a->o.step_timeout_s, "S", "a hang: no metrics line for max(S, 10 x "
          "the plan's iteration or the longest gap between lines seen) and the plan's hosts are asked; those that do "
          "not answer are lost (local launcher: the ranks stopped by a signal or using no CPU are named, their nodes "

@@ -317,6 +317,9 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
         printf("autohet: in-memory peer replicas, at most %g GB per host; snapshot %g GB/s per device, replication on "
                "each pair's link; %s\n", o->replica_memory_gb, o->snapshot_gb_s,
                o->handover ? "the handover at a notice (--no-handover: off)" : "no handover at a notice");
+    if (o->join_horizon_s > 0)
+        printf("autohet: joined nodes taken in when the restart pays over a fixed %g s (--join-horizon-s)\n",
+               o->join_horizon_s);
     if (o->churn_aware)
         printf("autohet: churn-aware plans (--churn-aware): spot types left out where their preemptions cost more "
                "than they train\n");
@@ -497,8 +500,12 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},
         {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
-         "preemptions, at the rate seen so far, cost more than they train, and takes in joined nodes only when that "
-         "pays (docs/simulator.md \"Churn-aware plans\"; the agent does not do this yet)", false},
+         "preemptions, at the rate seen so far, cost more than they train (docs/simulator.md \"Churn-aware plans\"; "
+         "the agent does not do this yet)", false},
+        {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &o->join_horizon_s, "S", "autohet takes joined nodes in (a "
+         "restart) when the plan with them gains more over S seconds than a restart costs, as the agent's run "
+         "--join-horizon-s (default: S is the expected time until that plan is preempted, from the removals seen)",
+         false},
         {"--bound", AH_FLAG_BOOL, &a->bound, NULL, "after the policies, what the nodes up could train with no "
          "recovery: each availability set at autohet's plan of it, the whole time it lasts, and at the planner's "
          "bound on any plan (an accounting for analysis, not a policy; docs/simulator.md)", false},

@@ -102,6 +102,7 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
                                  .train_argv = train.argv};
     if ((s = a->launcher.start(a->launcher.ctx, &job, err)) != AH_OK) return s;
     a->running = true;
+    a->launch_t = ah_now_s();
     res->n_launches++;
     json_decref(a->trainer_recover);
     a->trainer_recover = NULL;
@@ -162,7 +163,10 @@ static void on_first_step(agent_t *a, int64_t step, double loss) {
         say(a, "launch %d resumed an earlier run's checkpoint: steps 0..%lld were trained before", k,
             (long long)step - 1);
     if (a->pending >= 0) ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
+    else if (a->first_start_s < 0) a->first_start_s = ah_now_s() - a->launch_t; /* the join rule's first cost */
 }
+
+static void consider_join(agent_t *a, const char *when);
 
 static void on_step(agent_t *a, json_t *line) {
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
@@ -183,27 +187,19 @@ static void on_step(agent_t *a, json_t *line) {
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
+    if (first) consider_join(a, "first step finished");
 }
 
 static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
 
+/* Joins pending: the restart onto the plan with them when it pays (agent_join.c). */
+static void consider_join(agent_t *a, const char *when) {
+    if (ah_agent_consider_join(a, when)) begin_stop(a, AH_CAUSE_JOIN, NULL);
+}
+
 static void on_checkpoint(agent_t *a) {
     if (!a->stopping && ah_agent_answer_again(a)) a->join_pending = true;
-    if (!a->join_pending || a->stopping) return;
-    a->join_pending = false;
-    ah_plan_result_t r;
-    ah_error_t e;
-    const double t = ah_now_s();
-    if (ah_agent_plan_up(a, &r, &e) != AH_OK) {
-        say(a, "with the joined nodes: no plan (%s); going on with the current one", e.msg);
-        return;
-    }
-    if (!ah_agent_join_restarts_now(a, &r)) {
-        ah_plan_result_free(&r);
-        return;
-    }
-    ah_agent_next_plan_join(a, &r, t); /* which nodes the relaunch reads, for the trainers' uploads */
-    begin_stop(a, AH_CAUSE_JOIN, NULL);
+    consider_join(a, "checkpoint taken");
 }
 
 static void on_line(void *ctx, json_t *line) {
@@ -298,15 +294,18 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
 
 static void apply_events(agent_t *a) {
     reread_events(a);
+    ah_agent_churn_tick(a);
     const double now = since_start(a);
     bool *noticed = calloc((size_t)a->cluster.n_nodes, sizeof *noticed);
     if (!noticed) return; /* out of host memory: the events wait for the next poll */
+    bool joined = false; /* a join in this reading: decided once for all of them */
     while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
         const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
         const char *name = a->cluster.nodes[e->node].name;
         const bool uses = !e->add && a->running && ah_agent_plan_uses(&a->cur.plan, name);
         const ah_event_action_t act = ah_agent_event_action(e->add, a->up[e->node], a->running, a->stopping, uses);
         if (act == AH_EVENT_NOTHING) continue;
+        if (!e->add && e->t_s > 0) ah_agent_churn_removed(a, e->node, e->t_s); /* the join rule's (t 0: the start) */
         /* A node back before the relaunch is planned with again; if it was preempted it is a new
          * machine, so its disk is still dropped (leaving[] stays set). */
         a->up[e->node] = e->add;
@@ -315,8 +314,9 @@ static void apply_events(agent_t *a) {
             emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
         }
         if (act == AH_EVENT_JOIN_AT_CHECKPOINT) {
-            a->join_pending = true;
-            say(a, "%s joined; it is taken in at the next checkpoint", name);
+            a->join_pending = joined = true;
+            say(a, "%s joined; taken in when a restart pays (at once, or at the next join, checkpoint or first step)",
+                name);
         } else if (act == AH_EVENT_JOIN) {
             say(a, "%s joined", name);
         } else if (act == AH_EVENT_PREEMPT) {
@@ -331,6 +331,7 @@ static void apply_events(agent_t *a) {
     }
     notice_leaving(a, noticed);
     free(noticed);
+    if (joined) consider_join(a, "nodes joined");
 }
 
 /* ---- after the job ended ---- */
@@ -636,7 +637,7 @@ ah_status_t ah_agent_run(const ah_agent_opts_t *o, ah_agent_result_t *res, ah_er
     a.leaving = calloc((size_t)a.cluster.n_nodes, sizeof *a.leaving);
     a.unanswered = calloc((size_t)a.cluster.n_nodes, sizeof *a.unanswered);
     a.reask = calloc((size_t)a.cluster.n_nodes, sizeof *a.reask);
-    if (!a.up || !a.leaving || !a.unanswered || !a.reask) {
+    if (!a.up || !a.leaving || !a.unanswered || !a.reask || !ah_agent_join_init(&a)) {
         s = ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
         goto done;
     }
@@ -679,5 +680,6 @@ done:
     free(a.leaving);
     free(a.unanswered);
     free(a.reask);
+    ah_agent_join_free(&a);
     return s;
 }

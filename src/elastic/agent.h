@@ -14,9 +14,10 @@
  * On a removal of node X that the running plan uses: a notice (SIGTERM) to X's ranks through the
  * launcher, wait for exit status 75 until the grace period ends, then SIGKILL what is left; drop
  * X's disk, WORK/local/X/ (the disk goes with the node); re-plan on the nodes still up (nodes
- * that came back meanwhile included); relaunch with --resume. An added node joins at the next
- * checkpoint the trainer reports: the agent re-plans with it and restarts (SIGTERM to every rank)
- * only when the new plan is predicted faster.
+ * that came back meanwhile included); relaunch with --resume. An added node: the agent re-plans with
+ * it and restarts (SIGTERM to every rank: they stop at the next step boundary and save) when the new
+ * plan is predicted better and the restart pays over the expected stay (elastic/join_rule.h; decided
+ * at the join, and while it does not pay at the next join, checkpoint or launch's first step).
  *
  * Metrics (merged JSONL at opts.metrics): every step line and trainer event of every launch but
  * preempt and recover (checkpoint, nonfinite, overflow), with "launch": K added, plus the agent's
@@ -100,6 +101,8 @@ typedef struct ah_agent_opts {
     int max_restarts;         /* a failure the agent cannot explain is relaunched at most this often within
                                  restart_window_s (agent_logic.h "the failure policy"); 0: never */
     double restart_window_s;
+    double join_horizon_s;    /* the join rule's stay (join_rule.h): > 0 a fixed horizon, seconds; 0: from the
+                                 removals seen */
     double step_timeout_s;    /* the step timeout's floor (0: AH_AGENT_STEP_TIMEOUT_S): a job with no
                                  metrics line for max(this, 10 x max(predicted iteration, longest gap
                                  seen)) has its hosts probed; those that do not answer are lost

@@ -197,10 +197,6 @@ bool ah_agent_replan_in_stop(ah_agent_cause_t cause, bool next_uses_noticed) {
     return cause == AH_CAUSE_JOIN && next_uses_noticed;
 }
 
-bool ah_agent_join_restarts(double running_key, double joined_key) {
-    return joined_key < running_key * (1 - 1e-9);
-}
-
 const char *ah_agent_plan_leaves_out(const ah_plan_t *from, const ah_plan_t *to) {
     for (int i = 0; i < from->n_pipelines; i++)
         for (int s = 0; s < from->pipelines[i].n_stages; s++)

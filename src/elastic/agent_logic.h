@@ -7,8 +7,8 @@
  *  - the recovery accounting: a stop opened at the job's exit, closed at the first step after it
  *    (stop, re-plan, start-up, transfer and first-step seconds; bytes, files, seconds per tier);
  *  - what an exit of the job means (finished, nothing to train, failed, preempted, relaunch);
- *  - what an availability event does to the running plan, when a stop escalates to a kill, when
- *    a joined node is worth a restart;
+ *  - what an availability event does to the running plan, when a stop escalates to a kill (when a
+ *    joined node is worth a restart: join_rule.h);
  *  - the hang watchdog: how long a job may go without a metrics line before its hosts are probed;
  *  - the backoff of a host that stopped answering: when it is asked again;
  *  - the trainer's command line for a launch.
@@ -127,11 +127,6 @@ typedef enum {
 #define AH_AGENT_KILL_MARGIN_S 10.0
 
 ah_stop_action_t ah_agent_stop_action(double since_notice_s, double grace_s, bool forced);
-
-/* A plan with the joined nodes is worth a restart only when it is predicted better under the run's
- * objective: keys as ah_planner_key gives them (seconds per iteration, $ per iteration under
- * --objective cost, $/h under a --budget; smaller is better, INFINITY for a plan out of bounds). */
-bool ah_agent_join_restarts(double running_key, double joined_key);
 
 /* At a notice during a stop already under way (its first notice made the next plan): whether the next
  * plan is made again over the nodes up now. At a join's stop, when it uses a node now preempted: every

@@ -80,29 +80,3 @@ ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     *r = one;
     return AH_OK;
 }
-
-/* What divides ah_planner_key into the figure said: $ per iteration under --objective cost (the key
- * is $/h x s/iteration), $/h under --budget's price objective. */
-static double per_key(const ah_planner_opts_t *o) { return o->objective == AH_OBJECTIVE_COST ? 3600.0 : 1.0; }
-
-bool ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r) {
-    /* better under the run's objective: faster, or cheaper per token (--objective cost) or per hour */
-    const ah_planner_opts_t *o = &a->o->planner;
-    const double now_key = ah_planner_key(o, &a->cur.plan, &a->cur.eval), new_key = ah_planner_key(o, &r->plan, &r->eval);
-    const double now_s = a->cur.eval.pred.iteration_s, new_s = r->eval.pred.iteration_s;
-    const bool better = ah_agent_join_restarts(now_key, new_key);
-    const char *left = better ? ah_agent_plan_leaves_out(&a->cur.plan, &r->plan) : NULL;
-    const bool restart = better && !left;
-    if (o->objective == AH_OBJECTIVE_TIME)
-        say(a, "checkpoint taken; a plan with the joined nodes is %s (%.4f vs %.4f s/iteration)%s", better ? "faster" : "not faster",
-            new_s, now_s, restart ? ": restarting" : better ? "" : ": no restart");
-    else
-        say(a, "checkpoint taken; a plan with the joined nodes is %s under --objective %s ($%.6g vs $%.6g %s, %.4f vs "
-            "%.4f s/iteration)%s", better ? "better" : "not better", o->objective == AH_OBJECTIVE_COST ? "cost" : "price",
-            new_key / per_key(o), now_key / per_key(o), o->objective == AH_OBJECTIVE_COST ? "per iteration" : "per hour",
-            new_s, now_s, restart ? ": restarting" : better ? "" : ": no restart");
-    if (better && !restart)
-        say(a, "but it leaves out %s, which holds part of the step the restart would resume from (on its disk and in "
-            "its memory): the new plan's ranks could not read it, so the restart would roll back: no restart", left);
-    return restart;
-}

@@ -59,6 +59,11 @@ typedef struct agent {
     bool have_next;
     bool *next_up;
     double next_plan_s;
+    /* the join rule's facts (agent_join.c): per GPU type the spot removals, the removing changes, the
+     * spot node-seconds up and the last removal's time ([4 x n_types]), counted up to churn_tick_t;
+     * when the running launch started; launch 0's start to its first finished step (-1: not yet) */
+    double *churn;
+    double churn_tick_t, launch_t, first_start_s;
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -141,12 +146,25 @@ void ah_agent_on_hang(agent_t *a);
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
-/* At a checkpoint with nodes joined, r the plan over the nodes up: whether to restart onto it (said
- * in the log either way): when it is better under the run's objective (ah_agent_join_restarts) and
- * the step saved at the stop is restorable on its nodes: it uses every node of the running plan (a
- * restore reads only the disks and memory of the job's own nodes; the handover is a notice's, and
- * the save at a join's stop finds the step committed already). agent_plan.c. */
-bool ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r);
+/* agent_join.c: with nodes joined, r the plan over the nodes up, `when` said first ("checkpoint
+ * taken"): restart onto it now when it is better under the run's objective, pays by the join rule
+ * (join_rule.h, the facts this run measured) and the step saved at the stop is restorable on its
+ * nodes: it uses every node of the running plan (a restore reads only the disks and memory of the
+ * job's own nodes; the handover is a notice's). WAIT: better and restorable but it does not pay yet
+ * (the joins stay pending); DROP: not better, or it leaves a node out. Said in the log either way. */
+typedef enum { AH_JOIN_RESTART = 0, AH_JOIN_WAIT, AH_JOIN_DROP } ah_join_verdict_t;
+ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r, const char *when);
+/* agent_join.c: joins pending while the job trains (its launch past its first step): true when the
+ * restart onto the plan with them pays (that plan made the next plan, ah_agent_next_plan_join; the
+ * caller sends the notice); while it does not pay they stay pending, and a plan that is not better
+ * (or none) drops them until the next join. */
+bool ah_agent_consider_join(agent_t *a, const char *when);
+/* agent_join.c: the churn arrays (false: out of host memory), freed; the spot node-seconds up counted
+ * to now; a removal of `node` by a change at t_s (from the agent's start) counted. */
+bool ah_agent_join_init(agent_t *a);
+void ah_agent_join_free(agent_t *a);
+void ah_agent_churn_tick(agent_t *a);
+void ah_agent_churn_removed(agent_t *a, int node, double t_s);
 /* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
  * directory of every host of the job; said and skipped when that fails. */
 void ah_agent_next_plan(agent_t *a);

@@ -12,6 +12,7 @@
 
 #include "core/timing.h"
 #include "core/vec.h"
+#include "elastic/join_rule.h"
 #include "plan/plan_out.h"
 #include "planner/planner.h"
 #include "sim/replay.h"
@@ -198,15 +199,14 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
 }
 
 double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
-    double rate = 0;
-    for (int ty = 0; ty < x->c->n_types; ty++) {
-        int nodes = 0;
-        for (int i = 0; i < x->c->n_nodes; i++) nodes += e->uses[i] && x->c->nodes[i].spot && x->c->nodes[i].type == ty;
-        if (nodes == 0) continue;
-        const double per_node = x->spot_removals[ty] / (x->spot_node_s[ty] + 3600.0),
-                     events = x->spot_removal_events[ty] / (x->t + 3600.0);
-        rate += fmin(nodes * per_node, events);
-    }
+    int *spot = calloc((size_t)x->c->n_types + 1, sizeof *spot);
+    if (!spot) return 0; /* out of host memory: as with no removal seen */
+    for (int i = 0; i < x->c->n_nodes; i++)
+        if (e->uses[i] && x->c->nodes[i].spot) spot[x->c->nodes[i].type]++;
+    const ah_churn_t c = {.n_types = x->c->n_types, .removals = x->spot_removals,
+                          .removal_events = x->spot_removal_events, .node_s = x->spot_node_s, .elapsed_s = x->t};
+    const double rate = ah_churn_hit_rate(&c, spot);
+    free(spot);
     return rate;
 }
 

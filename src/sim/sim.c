@@ -11,6 +11,7 @@
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
+#include "elastic/join_rule.h"
 #include "sim/replay.h"
 
 void ah_sim_opts_default(ah_sim_opts_t *o) {
@@ -256,12 +257,49 @@ static double ckpt_stall_s(const ah_sim_replay_t *x) {
     return e->gather_s + copy + (e->holder ? e->replicate_s : 0);
 }
 
-/* Whether restarting onto e (faster) to take in joined nodes pays: the nodes would join anyway at the
- * next preemption of the running plan, expected in 1 / its hit rate; the restart costs a recovery. */
-static bool join_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
-    if (e->tokens_per_s <= x->run->tokens_per_s) return false;
-    if (!ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return true;
-    return e->tokens_per_s - x->run->tokens_per_s > e->tokens_per_s * ah_sim_hit_rate(x, x->run) * ah_sim_recovery_cost_s(x);
+/* The join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the cost
+ * objective, the agent's ah_planner_key); INFINITY without a plan. */
+static double join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    if (!e->ok || !(e->tokens_per_s > 0)) return INFINITY;
+    return (x->o->objective == AH_OBJECTIVE_COST ? e->usd_per_s + e->egress_usd_per_s : 1.0) / e->tokens_per_s;
+}
+
+/* The join rule's cost of a restart, as the agent measures it (elastic/agent_join.c): the mean notice to
+ * first finished step of the replay's finished (re)starts, the first start included, less the step in
+ * progress at the notice (its tokens count; a join rolls nothing back). */
+static double join_cost_s(const ah_sim_replay_t *x) {
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < x->r->n_recs; i++) {
+        const ah_sim_recovery_t *v = &x->r->recs[i];
+        if (v->interrupted || (i == x->r->n_recs - 1 && x->phase == AH_PHASE_RECOVER)) continue;
+        sum += v->seconds - v->wait_s;
+        n++;
+    }
+    return n > 0 ? sum / n : x->o->restart_s;
+}
+
+/* Joins pending while training (sim.h's rule): autohet and autohet-region restart onto the plan with
+ * them as the agent does, when the join rule says it pays (decided at the join, at a recovery's end
+ * and at a checkpoint), wait while it is better but does not pay, and drop them when it is not better;
+ * the baselines restart at a checkpoint when the plan is faster. */
+static void consider_join(ah_sim_replay_t *x, const char *label) {
+    const bool agent = ah_sim_agent_policy(x->pol), at_ckpt = strcmp(label, "join at checkpoint") == 0;
+    if (!x->pending_join || x->phase != AH_PHASE_TRAIN || (!agent && !at_ckpt)) return;
+    ah_sim_entry_t *e = ah_sim_plan_choose(x);
+    x->pending_join = false;
+    if (!e) x->oom = true;
+    if (!e || !e->ok || e == x->run) return;
+    if (!agent) {
+        if (e->tokens_per_s > x->run->tokens_per_s) ah_sim_begin_recovery(x, e, true, label, "");
+        return;
+    }
+    const double now = join_key(x, x->run), joined = join_key(x, e);
+    if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
+    if (ah_join_pays(now, joined, ah_join_stay_s(ah_sim_hit_rate(x, e), x->o->join_horizon_s), join_cost_s(x), NULL))
+        ah_sim_begin_recovery(x, e, true, label, "");
+    else
+        x->pending_join = true; /* waits for the next join, recovery's end or checkpoint */
 }
 
 static void on_internal(ah_sim_replay_t *x) {
@@ -274,6 +312,7 @@ static void on_internal(ah_sim_replay_t *x) {
         /* the schedule counts training time since the last checkpoint (0 after a rollback to it) */
         x->ckpt_due = fmax(x->t, x->t + x->o->ckpt_every_s - (x->now.train_s - x->at_ckpt.train_s));
         ah_sim_seg_open(x, AH_PHASE_TRAIN, "training", "");
+        consider_join(x, "join at first step");
         return;
     }
     /* a checkpoint, uploaded to the cloud tier in the background (its time and egress: transfer.c) */
@@ -282,12 +321,7 @@ static void on_internal(ah_sim_replay_t *x) {
     ah_sim_upload_submit(x);
     x->stall_until = x->t + ckpt_stall_s(x);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
-    if (!x->pending_join) return;
-    x->pending_join = false;
-    ah_sim_entry_t *e = ah_sim_plan_choose(x);
-    if (!e) x->oom = true;
-    else if (e->ok && e != x->run && join_pays(x, e))
-        ah_sim_begin_recovery(x, e, true, "join at checkpoint", "");
+    consider_join(x, "join at checkpoint");
 }
 
 /* Whether a change in changes[from, to) removes a spot node of type ty (any number of types). */
@@ -327,8 +361,10 @@ static void on_changes(ah_sim_replay_t *x, const ah_sim_avail_t *a, int *ci) {
         try_start(x, "preempt %s", hit_name);
     } else if (added && x->phase == AH_PHASE_STALLED)
         try_start(x, "nodes up", "");
-    else if (added)
+    else if (added) {
         x->pending_join = true;
+        consider_join(x, "join");
+    }
 }
 
 void ah_sim_result_free(ah_sim_result_t *r) {

@@ -55,16 +55,23 @@
  *     - A removal that hits a node of the running plan (or of the plan being recovered to, or of
  *       the plan whose devices hold the state) triggers a (re)start; others are ignored (the plan
  *       still runs, and a plan optimal on a larger set stays optimal on the subset).
- *     - Added nodes join at the next checkpoint: the policy plans on the larger set and restarts
- *       if the plan is faster (no work is lost: the checkpoint was just taken). With nothing
- *       running (no feasible plan), added nodes are used at once.
+ *     - Added nodes (autohet and autohet-region, as the agent: elastic/join_rule.h): the policy plans on
+ *       the larger set and restarts onto it when it is better under the objective (faster; cheaper per
+ *       token under the cost objective) and the gain over the expected stay (o->join_horizon_s, or 1 /
+ *       that plan's hit rate at the churn seen so far, ah_sim_hit_rate) exceeds the restart's cost (the
+ *       mean notice-to-first-step of the replay's finished (re)starts less their wait, the first start
+ *       included: what the agent measures); decided when the nodes come up while training, at a
+ *       recovery's end and at each checkpoint, and while better but not paying they wait (joins close
+ *       together are taken in one restart). The restart is a notice to every node: the step in
+ *       progress finishes and the stop saves (a join always saves), so no work is lost. The baselines
+ *       restart at the next checkpoint when the plan is faster. With nothing running (no feasible
+ *       plan), added nodes are used at once.
  *     - Churn-aware plans (autohet with opts.churn_aware; replay.h ah_sim_plan_choose): at a (re)start
  *       and a join autohet plans on the nodes up and on them less every subset of the spot types that
  *       have lost a node so far, and takes the plan of the most expected tokens/s (tokens per $ under
  *       the cost objective): its rate x (1 - hit rate x recovery cost), the hit rate from the
  *       removals seen so far (ah_sim_hit_rate), the cost the mean finished recovery less its wait and
- *       first step, plus the training time its rollback undid; a join restarts only when the faster plan gains more than the restart costs
- *       before the running plan's next expected preemption (which would take the nodes in anyway).
+ *       first step, plus the training time its rollback undid; its joins follow the join rule above.
  *     - A (re)start is timed as the agent times a recovery (docs/elastic.md): from the notice to
  *       the first finished step after it, recovery = stop_s + replan_s + restart_s + transfer_s
  *       + first_step_s, each term from inputs known before running:
@@ -229,6 +236,8 @@ typedef struct ah_sim_opts {
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
+    double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
+                                  the removals seen (the agent's `run --join-horizon-s`) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
     char cloud_region[AH_NAME_MAX]; /* the cloud tier's bucket's region; "": the first node's (transfer.c) */
 } ah_sim_opts_t;
@@ -250,9 +259,13 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 #define AH_SIM_SNAPSHOT_GB_S 0.56
 
 /* A periodic checkpoint's copy into host memory, GB/s per device: the runtime's asynchronous snapshot
- * (runtime/ckpt_async.c: every rank copies the shards it writes into its snapshot buffer, on the
- * trainer's thread, before the next step), measured: `autohet train` of bench_notice_save.sh's model
- * and plan (GPT-2 small's shape on two one-device nodes: one interleaved pipeline under --schedule auto,
+ * (runtime/ckpt_async.c: every rank copies the shards it writes into its snapshot buffer). The
+ * simulator charges the whole copy as a hold of training (rule "Checkpoints" above); the runtime no
+ * longer holds for all of it: on CUDA the copies overlap the next forward and backward (a5eb43e), and on
+ * the CPU since 927efb7 they run off the training thread too, training waiting only for what is not
+ * copied by the next AdamW (docs/simulator.md "What bounds autohet's share", pricing constants: that
+ * hold is not priced as the overlap yet). Measured before 927efb7, the copy then on the trainer's
+ * thread: `autohet train` of bench_notice_save.sh's model and plan (GPT-2 small's shape on two one-device nodes: one interleaved pipeline under --schedule auto,
  * 0.512 GB of snapshot per rank), --steps 9
  * --ckpt-every 2, with and without --replica-memory-gb 4: the checkpoint events' snapshot_seconds (the
  * slowest rank's) of steps 4, 6, 8 were 1.11, 1.58, 1.92 s and 0.98, 0.50, 0.62 s (step 2 allocates the

@@ -1,0 +1,33 @@
+/* The join rule (join_rule.h): the churn's hit rate, the stay, and whether a restart pays. */
+#include "elastic/join_rule.h"
+
+#include <math.h>
+
+double ah_churn_hit_rate(const ah_churn_t *c, const int *spot_nodes) {
+    double rate = 0;
+    for (int ty = 0; ty < c->n_types; ty++) {
+        if (spot_nodes[ty] == 0) continue;
+        const double per_node = c->removals[ty] / (c->node_s[ty] + AH_CHURN_PRIOR_S),
+                     events = c->removal_events[ty] / (c->elapsed_s + AH_CHURN_PRIOR_S);
+        rate += fmin(spot_nodes[ty] * per_node, events);
+    }
+    return rate;
+}
+
+double ah_join_stay_s(double hit_rate, double horizon_s) {
+    if (horizon_s > 0) return horizon_s;
+    return hit_rate > 0 ? 1.0 / hit_rate : INFINITY;
+}
+
+bool ah_join_pays(double key_now, double key_joined, double stay_s, double cost_s, double *gain_s) {
+    if (gain_s) *gain_s = 0;
+    if (!isfinite(key_joined)) return false;
+    if (!isfinite(key_now)) { /* the running plan is out of bounds: any plan in them is better */
+        if (gain_s) *gain_s = INFINITY;
+        return true;
+    }
+    if (!(key_joined < key_now * (1 - 1e-9))) return false;
+    const double gain = isfinite(stay_s) ? stay_s * (1 - key_joined / key_now) : INFINITY;
+    if (gain_s) *gain_s = gain;
+    return gain > cost_s;
+}
