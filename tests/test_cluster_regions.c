@@ -216,7 +216,7 @@ static void test_wan_rule_pipeline(void) {
  * a save every 10 iterations: each node's step is the whole model, S = 12 bytes a parameter (fp32
  * weights, AdamW m and v; TP 1 pads no vocabulary row when V is a multiple of the padding). With
  * in-memory replicas n0's step goes to n1 and n1's to n0: 2 S / 10 a iteration across regions, at
- * $0.02/GB, blocking S / bw + ceil(S / 1 MiB) latencies a pair; the cloud upload (pipeline 0's
+ * $0.02/GB, blocking S / 2 / bw + ceil(S / 2 / 1 MiB) latencies a pair (two flows: one a rank); the cloud upload (pipeline 0's
  * node, n0, uploads all of it) stays in us when the bucket is there (S / 10 inter-node, $0), and
  * crosses to eu at $0.02/GB when the bucket is there (over HTTPS: not traffic in the open). No
  * interval: nothing counted. */
@@ -241,7 +241,8 @@ static void test_ckpt_traffic(void) {
     CHECK_NEAR(t.egress_usd - none.egress_usd, 2 * per / 1e9 * 0.02, 1e-15);
     CHECK_NEAR(t.crossings[0].bytes[AH_TRAFFIC_CKPT], 2 * per, 1e-6);
     const double bw = p.cluster.net.inter_region_gb_s * 1e9, lat = p.cluster.net.inter_region_latency_us * 1e-6;
-    const double blocked = 2 * (S / bw + ceil(S / 1048576.0) * lat) / 10;
+    /* two lanes a pair (two ranks a node, rank k to rank k): S / 2 each at the per-GPU rate */
+    const double blocked = 2 * (S / 2 / bw + ceil(S / 2 / 1048576.0) * lat) / 10;
     CHECK_NEAR(t.ckpt_blocked_s, blocked, 1e-12);
     ah_eval_t e0, e1;
     ah_train_t keep = p.train;

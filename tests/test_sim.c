@@ -443,6 +443,7 @@ static void test_partial_loss(void) {
     const double s0 = blk * (pl->stages[0].last - pl->stages[0].first) + emb;
     const double s1 = blk * (pl->stages[1].last - pl->stages[1].first) + head + (double)m.vocab * m.d_model * 12;
     const double save = (s0 > s1 ? s0 : s1) / 2e9;
+    const int pl_first[2] = {pl->stages[0].first, pl->stages[1].first}, pl_last[2] = {pl->stages[0].last, pl->stages[1].last};
     const double R2 = overlap_rate(&p2), it2 = 64.0 * 1024 / R2;
     ah_plan_result_free(&p2);
     int P, S, D;
@@ -467,19 +468,22 @@ static void test_partial_loss(void) {
 
     /* The memory tier (--replica-memory-gb): od-0 holds sp-0's checkpoint in its memory. With the
      * measured snapshot rate the disks (2 GB/s) commit sooner, so the notice saves to the disks
-     * first and then, as the runtime's synchronous save does, replicates the step to the partners
-     * (each node's bytes over the 2 GB/s link, one flow, a latency a 1 MiB piece; od-0 to sp-0, then
-     * sp-0 to od-0: the runtime's blocking pairs in node order, one after the other, not at once)
-     * before the job exits: sp-0's stage comes from od-0's memory at the network's rate (2 GB/s)
-     * instead of the cloud's, at the notice's state: nothing is lost. Each periodic checkpoint holds
-     * training for its replication too (three before the notice). */
+     * first and then, as the runtime's synchronous save does, replicates what the leaving node holds
+     * and no staying node does (sp-0's stage, each piece at its layer's parameters x 12 bytes, as the
+     * handover prices them) to its partner (over the 2 GB/s link, one flow: one GPU a node, a latency
+     * a 1 MiB piece) before the job exits: sp-0's stage comes from od-0's memory at the network's rate
+     * (2 GB/s) instead of the cloud's, at the notice's state: nothing is lost. Each periodic checkpoint
+     * holds training for its replication of both nodes (od-0 to sp-0, then sp-0 to od-0: the runtime's
+     * blocking pairs, one after the other; three before the notice). */
     o.replica_memory_gb = 1000;
     const double lat = ah_link_latency(&c2, AH_LINK_INTER_NODE);
 #define PAIR_S(b) ((b) / 2e9 + ceil((b) / 1048576.0) * lat)
     /* the simulator's embedding also holds the vocabulary's padding rows (the larger node, s1, is exact) */
     const double pad = (double)(ah_vocab_padded(&m, 1) - m.vocab) * m.d_model * 12;
     const double big = s0 > s1 ? s0 : s1, st = PAIR_S(s0 + pad) + PAIR_S(s1);
-    const double xm = cloud / 2e9, recm = it2 / 2 + save + st + 35 + xm + it1;
+    const int sp_stage = 1 - od_stage; /* the leaving node's: its pieces alone at the notice */
+    const double sn = PAIR_S(blk * (pl_last[sp_stage] - pl_first[sp_stage]) + (sp_stage == 0 ? emb : head));
+    const double xm = cloud / 2e9, recm = it2 / 2 + save + sn + 35 + xm + it1;
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR((double)r.bytes_memory, cloud, 1e-12);
     CHECK_EQ_I64(r.bytes_cloud, 0);
@@ -488,7 +492,7 @@ static void test_partial_loss(void) {
     CHECK_NEAR(r.tokens, R2 * (3600 - 35 - 3 * st + it2 / 2) + R1 * (7200 - 3600 - recm + it1), 1e-9);
     CHECK_NEAR(r.ckpt_stall_s, 3 * st, 1e-9); /* od-0 alone after it: no partner, nothing held */
     CHECK(r.n_recs == 2 && r.recs[1].saved && !r.recs[1].handover, "saved at the notice, to the disks first");
-    if (r.n_recs == 2) CHECK_NEAR(r.recs[1].save_s, save + st, 1e-12);
+    if (r.n_recs == 2) CHECK_NEAR(r.recs[1].save_s, save + sn, 1e-12);
     ah_sim_result_free(&r);
     /* A fast snapshot and slower disks (0.5 GB/s), so that the memory commits first: the save is the
      * snapshot, the replication (the node's bytes over its link), then the disks; nothing is lost. */
@@ -496,7 +500,7 @@ static void test_partial_loss(void) {
     o.disk_gb_s = 0.5;
     o.handover = false; /* the partner's save; the handover below */
     const double slow = big / 0.5e9;
-    const double mem_s = big / 100e9 + st, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
+    const double mem_s = big / 100e9 + sn, recf = it2 / 2 + mem_s + slow + 35 + xm + it1;
     CHECK(mem_s < slow, "memory first: %g s < the disks' %g s", mem_s, slow);
     CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
     CHECK_NEAR(r.tokens_lost, 0, 1e-9);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/replica.h"
 #include "core/str.h"
 #include "harness.h"
 #include "plan/ckpt_traffic.h"
@@ -46,16 +47,17 @@ static bool plan_of(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t
     return ok;
 }
 
-/* One pair's seconds on link l: one flow, a latency a 1 MiB piece (comm/transfer.c). */
-static double pair_s(const ah_link_info_t *l, double bytes) {
-    return bytes / ah_link_shared_bw(l, 1) + ceil(bytes / 1048576.0) * l->latency_s;
+/* One pair's seconds on link l over `lanes` flows: bytes / lanes a flow, the flows sharing the link's
+ * total, a latency a 1 MiB piece of a flow (comm/transfer.c). */
+static double pair_s(const ah_link_info_t *l, double bytes, int lanes) {
+    return bytes / lanes / ah_link_shared_bw(l, lanes) + ceil(bytes / lanes / 1048576.0) * l->latency_s;
 }
 
-/* Each node's checkpoint replicated to its partner in the other zone: 2 ranks x 1 GB a node, one flow
- * at 5 GB/s (0.4 s, and a latency a piece; at the inter-node 100 GB/s it would be 0.02 s), a-0 to b-0
- * then b-0 to a-0, one after the other as the runtime's blocking pairs run (before, the simulator took
- * the two at once and at 2 GPUs x 5 GB/s: 0.2 s, four times less than the runtime's chain), $0.01/GB
- * on 4 GB. */
+/* Each node's checkpoint replicated to its partner in the other zone: 2 ranks x 1 GB a node, over two
+ * flows (one a rank: the runtime's lanes, rank k of a node to rank k of its partner) at 5 GB/s each
+ * (0.2 s, and a latency a piece; at the inter-node 100 GB/s it would be 0.01 s), a-0 to b-0 then b-0 to
+ * a-0, one after the other as the runtime's blocking pairs run (session 18's one flow a pair: 0.4 s
+ * each), $0.01/GB on 4 GB. */
 static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_t *c, const ah_train_t *tr) {
     ah_plan_result_t r;
     if (!plan_of(m, c, tr, &r)) return;
@@ -76,7 +78,7 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     const double s = ah_sim_memory_replication(c, &pl, bytes, holder, &usd, &across);
     const ah_link_info_t zl = ah_link_of(c, 0, 1, c->nodes[0].type, c->nodes[1].type);
     CHECK(zl.bw == 5e9 && zl.latency_s > 0, "the inter-zone link: %g B/s, %g s", zl.bw, zl.latency_s);
-    const double chain = 2 * pair_s(&zl, 2e9);
+    const double chain = 2 * pair_s(&zl, 2e9, 2);
     CHECK_NEAR(s, chain, 1e-12);
     CHECK_NEAR(usd, 0.04, 1e-12);
     CHECK_NEAR(across, 0, 0); /* one region */
@@ -84,8 +86,8 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     ah_sim_opts_default(&o);
     o.snapshot_gb_s = 4; /* 1 GB a device: 0.25 s, then the replication */
     CHECK_NEAR(ah_sim_memory_save_s(c, &pl, bytes, holder, &o), 0.25 + chain, 1e-12);
-    /* the zones' pair limited to 4 GB/s in all: one flow at 4 GB/s, each pair 2 GB (0.5 s), the two one
-     * after the other; at least 4 GB over the shared 4 GB/s (1 s) */
+    /* the zones' pair limited to 4 GB/s in all: two flows at 2 GB/s each, each pair 2 GB (0.5 s), the
+     * two one after the other; at least 4 GB over the shared 4 GB/s (1 s) */
     char text[1024];
     snprintf(text, sizeof text, "%s", ZONES);
     char *net = strstr(text, "\"inter_node_gb_s\"");
@@ -99,7 +101,7 @@ static void test_replication_across_zones(const ah_model_t *m, const ah_cluster_
     CHECK(loaded, "%s", err.msg);
     if (loaded) {
         const ah_link_info_t sl = ah_link_of(&shared, 0, 1, shared.nodes[0].type, shared.nodes[1].type);
-        const double both = fmax(2 * pair_s(&sl, 2e9), 1.0);
+        const double both = fmax(2 * pair_s(&sl, 2e9, 2), 1.0);
         CHECK_NEAR(ah_sim_memory_replication(&shared, &pl, bytes, holder, &usd, &across), both, 1e-12);
         CHECK_NEAR(usd, 0.04, 1e-12);
         CHECK_NEAR(ah_sim_memory_save_s(&shared, &pl, bytes, holder, &o), 0.25 + both, 1e-12);
@@ -123,13 +125,27 @@ static void test_pairs_rule(void) {
     CHECK(loaded && c.n_nodes == 4, "four nodes: %s", loaded ? "" : err.msg);
     if (!loaded) return;
     const ah_link_info_t l = ah_link_of(&c, 0, 1, c.nodes[0].type, c.nodes[1].type);
-    const double one = pair_s(&l, 1e9);
-    const ah_ckpt_pair_t ring[4] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 0, 1e9}};
+    const double one = pair_s(&l, 1e9, 1);
+    const ah_ckpt_pair_t ring[4] = {{0, 1, 1e9, 1}, {1, 2, 1e9, 1}, {2, 3, 1e9, 1}, {3, 0, 1e9, 1}};
     CHECK_NEAR(ah_ckpt_pairs_s(&c, ring, 4), 4 * one, 1e-12);
-    const ah_ckpt_pair_t apart[2] = {{0, 1, 1e9}, {2, 3, 1e9}};
+    const ah_ckpt_pair_t apart[2] = {{0, 1, 1e9, 1}, {2, 3, 1e9, 1}};
     CHECK_NEAR(ah_ckpt_pairs_s(&c, apart, 2), one, 1e-12);
-    const ah_ckpt_pair_t lone[3] = {{0, 1, 1e9}, {2, -1, 1e9}, {1, 2, 0}};
+    const ah_ckpt_pair_t lone[3] = {{0, 1, 1e9, 1}, {2, -1, 1e9, 1}, {1, 2, 0, 1}};
     CHECK_NEAR(ah_ckpt_pairs_s(&c, lone, 3), one, 1e-12);
+    /* four lanes (one a rank): a quarter of the bytes each, at the per-GPU rate each (no total) */
+    const ah_ckpt_pair_t wide[1] = {{0, 1, 1e9, 4}};
+    CHECK_NEAR(ah_ckpt_pairs_s(&c, wide, 1), pair_s(&l, 1e9, 4), 1e-12);
+    CHECK(pair_s(&l, 1e9, 4) < one / 3.9, "four lanes take a quarter: %g vs %g", pair_s(&l, 1e9, 4), one);
+    CHECK(ah_ckpt_lane_count(8, 3) == 3 && ah_ckpt_lane_count(2, 8) == 2 && ah_ckpt_lane_count(0, 4) == 1,
+          "lanes: the smaller node's ranks, at least one");
+    /* the runtime's split of a pair's files: largest first to the lightest lane, the files not taken
+     * in none: 5, 4, 3, 3, 1 (the 2 not taken) over 2 lanes: 5 > 0, 4 > 1, 3 > 1, 3 > 0, 1 > 1 */
+    const uint64_t sizes[6] = {3, 5, 2, 1, 4, 3};
+    const bool take[6] = {true, true, false, true, true, true};
+    int lane[6];
+    CHECK(ah_ckpt_lanes_assign(sizes, take, 6, 2, lane), "lanes assigned");
+    CHECK(lane[1] == 0 && lane[4] == 1 && lane[0] == 1 && lane[5] == 0 && lane[2] == -1 && lane[3] == 1,
+          "LPT: %d %d %d %d %d %d", lane[0], lane[1], lane[2], lane[3], lane[4], lane[5]);
     ah_cluster_free(&c);
 }
 
@@ -170,17 +186,17 @@ static void test_pairs_in_rounds(void) {
     CHECK(loaded && c.n_nodes == 5, "five nodes: %s", loaded ? "" : err.msg);
     if (!loaded) return;
     const ah_link_info_t l = ah_link_of(&c, 0, 1, c.nodes[0].type, c.nodes[1].type);
-    const double one = pair_s(&l, 1e9);
-    ah_ckpt_pair_t ring4[4] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 0, 1e9}};
+    const double one = pair_s(&l, 1e9, 1);
+    ah_ckpt_pair_t ring4[4] = {{0, 1, 1e9, 1}, {1, 2, 1e9, 1}, {2, 3, 1e9, 1}, {3, 0, 1e9, 1}};
     CHECK(check_rounds(ring4, 4, "ring of 4") == 2, "a ring of 4 in 2 rounds");
     CHECK(ring4[0].from == 0 && ring4[1].from == 2 && ring4[2].from == 1 && ring4[3].from == 3,
           "round 0 takes 0 > 1 and 2 > 3, in node order: %d %d %d %d", ring4[0].from, ring4[1].from, ring4[2].from,
           ring4[3].from);
     CHECK_NEAR(ah_ckpt_pairs_s(&c, ring4, 4), 2 * one, 1e-12);
-    ah_ckpt_pair_t ring5[5] = {{0, 1, 1e9}, {1, 2, 1e9}, {2, 3, 1e9}, {3, 4, 1e9}, {4, 0, 1e9}};
+    ah_ckpt_pair_t ring5[5] = {{0, 1, 1e9, 1}, {1, 2, 1e9, 1}, {2, 3, 1e9, 1}, {3, 4, 1e9, 1}, {4, 0, 1e9, 1}};
     CHECK(check_rounds(ring5, 5, "ring of 5") == 3, "a ring of 5 in 3 rounds");
     CHECK_NEAR(ah_ckpt_pairs_s(&c, ring5, 5), 3 * one, 1e-12);
-    ah_ckpt_pair_t other[6] = {{0, 1, 1e9}, {1, 0, 1e9}, {2, 0, 0}, {2, 0, 1e9}, {3, -1, 1e9}, {4, 3, 1e9}};
+    ah_ckpt_pair_t other[6] = {{0, 1, 1e9, 1}, {1, 0, 1e9, 1}, {2, 0, 0, 1}, {2, 0, 1e9, 1}, {3, -1, 1e9, 1}, {4, 3, 1e9, 1}};
     CHECK(check_rounds(other, 6, "a non-ring map") == 3, "0 > 1, 1 > 0, 2 > 0 meet at node 0: 3 rounds");
     CHECK(other[0].from == 0 && other[1].from == 3 && other[2].from == 1 && other[3].from == 4 &&
               other[4].from == 2 && other[4].bytes > 0 && other[5].bytes <= 0,
@@ -267,7 +283,7 @@ static void test_handover_across_zones(const ah_model_t *m, const ah_train_t *tr
         CHECK(moved > 1e8 && v->bytes[AH_TIER_LOCAL] > 0, "od-0 keeps its stage (%g B) and receives %g B",
               (double)v->bytes[AH_TIER_LOCAL], moved);
         const ah_link_info_t l = ah_link_of(&c, 1, 0, c.nodes[1].type, c.nodes[0].type);
-        CHECK_NEAR(v->save_s, pair_s(&l, moved), 1e-9);
+        CHECK_NEAR(v->save_s, pair_s(&l, moved, 1), 1e-9); /* one GPU a node: one lane */
         CHECK_NEAR(v->egress_usd, moved / 1e9 * 0.01, 1e-12);
         CHECK_EQ_I64(v->bytes_across_regions, 0);
     }
@@ -294,6 +310,31 @@ static bool placement_of(const char *plan, int second_half_on, ah_placement_t *p
     CHECK(built, "%s", built ? "" : err.msg);
     ah_plan_free(&p);
     return built;
+}
+
+/* Replicas pay (ckpt/replica.h ah_replica_pays, the simulator's choice) where some node holds a piece
+ * no other node does: train-pp4 with its second half on n1 (each node's stages its own) yes; train-dp4's
+ * four replicas two on n0 and two on n1 (every piece on both nodes' disks) no. */
+static void test_replicas_pay(void) {
+    ah_placement_t pp, dp;
+    if (placement_of("examples/plans/train-pp4.json", 1, &pp)) {
+        CHECK(ah_replica_pays(&pp), "a pipeline over two nodes: each node's stages on its disk alone");
+        ah_placement_free(&pp);
+    }
+    ah_plan_t p;
+    ah_error_t err;
+    if (ah_plan_load(ah_test_src_path("examples/plans/train-dp4.json"), NULL, &p, &err) != AH_OK) {
+        CHECK(false, "%s", err.msg);
+        return;
+    }
+    for (int i = 0; i < p.n_pipelines; i++) p.pipelines[i].stages[0].devices[0].node = i / 2;
+    const bool built = ah_placement_build(&p, NULL, p.cluster.n_nodes, &dp, &err) == AH_OK;
+    CHECK(built, "%s", built ? "" : err.msg);
+    if (built) {
+        CHECK(!ah_replica_pays(&dp), "data-parallel replicas on two nodes: every piece on both disks");
+        ah_placement_free(&dp);
+    }
+    ah_plan_free(&p);
 }
 
 static void test_handover_once_a_node(void) {
@@ -569,6 +610,7 @@ int main(void) {
     CHECK(ah_model_preset("gpt2-124m", &m, &err) == AH_OK, "%s", err.msg);
     const ah_train_t tr = {.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
     test_pairs_rule();
+    test_replicas_pay();
     test_pairs_in_rounds();
     test_replication_across_zones(&m, &c, &tr);
     test_egress_rate(&m, &c, &tr);

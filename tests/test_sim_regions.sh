@@ -17,7 +17,7 @@ cat >"$TMP/c.json" <<'J'
              "egress_usd_per_gb": {"inter_zone": 0.01, "inter_region": 0.02}}}
 J
 COMMON=(--model gpt2-124m --cluster "$TMP/c.json" --global-batch 256 --seq-len 1024 --micro-batch 4
-        --ckpt-every-s 600 --restart-s 30 --replan-s 5 --hours 2 --replica-memory-gb 64)
+        --ckpt-every-s 600 --restart-s 30 --replan-s 5 --hours 2 --replica-memory-gb 64 --replicas-always)
 # region ra's nodes are always up (no trace): the other region's capacity only adds to rb's
 "$AH" simulate "${COMMON[@]}" --policy autohet,autohet-region,on-demand --trace "A100-80G@rb=$T/counts-hours.csv" \
     --json "$TMP/s.json" >"$TMP/s.txt" 2>&1

@@ -52,6 +52,14 @@ int ah_replica_source_root(char *buf, size_t cap, const char *holder_root, const
  * node). zones[n] (may be NULL: one zone) names each node's zone. false when out of host memory. */
 bool ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int *partner);
 
+/* Whether replicas can pay for the plan pl: some node holds a piece (a shard group at a TP index) that
+ * no other node holds, so that losing that node without notice loses it from every disk but its own
+ * (a restore then needs the memory tier or the cloud). false when every piece is on two nodes (the
+ * plan's data-parallel replicas on other nodes): the peers' disks then cover the loss of any one
+ * node, and a replication would only hold training (the simulator's choice: sim/plans.c). false when
+ * out of host memory. */
+bool ah_replica_pays(const ah_placement_t *pl);
+
 /* Which files fit: sizes[s][i] (n_files[s] files of source node s, n_sources sources), held by
  * partner[s] (-1: none). fits[s][i] gets whether file i of s is replicated; held[h] (n_nodes) the
  * bytes each holder then keeps. budget: bytes per holder. */

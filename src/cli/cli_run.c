@@ -339,6 +339,8 @@ static void pass_trainer_flags(ah_agent_opts_t *o, const ah_flag_t *flags, int n
         }
     if (ah_cli_flag_seen(flags, n_flags, "--reschedule")) pass[np++] = "--reschedule";
     if (ah_cli_flag_seen(flags, n_flags, "--ckpt-sync")) pass[np++] = "--ckpt-sync";
+    /* the agent's choice: no periodic replication where it cannot pay (docs/checkpoints.md) */
+    if (ah_cli_flag_seen(flags, n_flags, "--replica-memory-gb")) pass[np++] = "--replica-when-it-pays";
     if (ah_cli_flag_seen(flags, n_flags, "--no-overlap-grad-sync")) pass[np++] = "--no-overlap-grad-sync";
     if (ah_cli_flag_seen(flags, n_flags, "--allow-unencrypted-wan")) pass[np++] = "--allow-unencrypted-wan";
     o->train_args = pass;

@@ -204,6 +204,9 @@ static void print_results(const ah_sim_result_t *r, int n) {
             printf("  egress: $%.2f of it the checkpoints' (the memory tier's replication, recoveries' and handovers' "
                    "moves across zones and regions, uploads to the cloud tier; %.1f GB across regions)\n",
                    r[i].ckpt_egress_usd, r[i].ckpt_bytes_across_regions / 1e9);
+        if (r[i].replica_plans_off > 0)
+            printf("  replicas off in %d of %d plans: every piece on two nodes' disks, so a replication would only "
+                   "hold training\n", r[i].replica_plans_off, r[i].plans_computed);
         if (r[i].region[0]) printf("  plans in region %s alone (--region; default the least mean $ per GPU-hour)\n",
                                    r[i].region);
         if (r[i].note[0]) printf("  note: %s\n", r[i].note);
@@ -496,6 +499,9 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
                               "autohet keeps in-memory peer replicas, at most G GB per holding host (the runtime's "
                               "flag): the save at a notice commits in a peer's memory first, and a lost node's pieces "
                               "come from a peer's memory at the network's rate (default 0: off; docs/simulator.md)"),
+        {"--replicas-always", AH_FLAG_BOOL, &o->replicas_always, NULL, "with --replica-memory-gb: every periodic "
+         "checkpoint replicated, as train --replica-memory-gb alone does (default: not under a plan whose every piece "
+         "is on two nodes' disks, as run's trainers, --replica-when-it-pays)", false},
         {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},

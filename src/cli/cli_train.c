@@ -55,6 +55,7 @@ typedef struct {
     bool no_overlap; /* --no-overlap-grad-sync (trainer.h) */
     bool allow_wan;  /* --allow-unencrypted-wan (plan_out.h ah_plan_wan_check) */
     double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
+    bool replica_if_pays; /* --replica-when-it-pays (ckpt_io.h) */
     const char *replica_root;
 } args_t;
 
@@ -227,7 +228,8 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
                              .reschedule = a->reschedule,
                              .cloud_timeout_s = (int)a->cloud_timeout, .cloud_retries = (int)a->cloud_retries,
                              .start_over_if_unreadable = a->start_over, .sync = a->ckpt_sync,
-                             .replica_memory_gb = a->replica_gb, .replica_root = a->replica_root};
+                             .replica_memory_gb = a->replica_gb, .replica_root = a->replica_root,
+                             .replica_if_pays = a->replica_if_pays};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
     if (s == AH_OK && a->resume) {
@@ -430,6 +432,9 @@ static int train_flags(args_t *a, ah_flag_t *flags) {
         ah_cli_shared_flag("--allow-unencrypted-wan", &a->allow_wan),
         ah_cli_shared_flag("--replica-memory-gb", &a->replica_gb),
         ah_cli_shared_flag("--replica-root", &a->replica_root),
+        {"--replica-when-it-pays", AH_FLAG_BOOL, &a->replica_if_pays, NULL, "with --replica-memory-gb: the periodic "
+         "saves are not replicated under a plan whose every piece is on two nodes' disks (a notice's save still is; "
+         "autohet run passes it)", false},
         {"--keep", AH_FLAG_INT_IN(1, AH_CKPT_KEEP_MAX), &a->keep, "N", "committed checkpoint steps kept on each node's "
          "disk and in the cloud; older ones are deleted after a new step commits everywhere (default 2)", false},
         ah_cli_shared_flag("--cloud", &a->cloud),

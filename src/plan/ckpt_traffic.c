@@ -159,11 +159,56 @@ double ah_ckpt_pairs_s(const ah_cluster_t *c, const ah_ckpt_pair_t *pairs, int n
                                                                .bw = ah_link_bw(c, AH_LINK_INTER_NODE, ty, ty),
                                                                .latency_s = ah_link_latency(c, AH_LINK_INTER_NODE)};
         const double start = q->to >= 0 ? fmax(free_at[q->from], free_at[q->to]) : free_at[q->from];
-        const double done = start + q->bytes / ah_link_shared_bw(&l, 1) + ceil(q->bytes / AH_COMM_FILE_PIECE) * l.latency_s;
+        const int lanes = q->lanes > 0 ? q->lanes : 1;
+        const double lane_bytes = q->bytes / lanes;
+        const double done = start + lane_bytes / ah_link_shared_bw(&l, lanes) + ceil(lane_bytes / AH_COMM_FILE_PIECE) * l.latency_s;
         free_at[q->from] = done;
         if (q->to >= 0) free_at[q->to] = done;
         end = fmax(end, done);
     }
     free(free_at);
     return end;
+}
+
+int ah_ckpt_lane_count(int ranks_from, int ranks_to) {
+    const int n = ranks_from < ranks_to ? ranks_from : ranks_to;
+    return n > 1 ? n : 1;
+}
+
+bool ah_ckpt_lanes_assign(const uint64_t *sizes, const bool *take, int n, int lanes, int *lane) {
+    uint64_t *load = calloc((size_t)(lanes > 0 ? lanes : 1), sizeof *load);
+    bool *done = calloc((size_t)(n > 0 ? n : 1), sizeof *done);
+    const bool ok = load && done;
+    for (int i = 0; i < n; i++) lane[i] = -1;
+    while (ok) { /* the largest file not placed yet, to the lightest lane */
+        int big = -1, light = 0;
+        for (int i = 0; i < n; i++)
+            if ((!take || take[i]) && !done[i] && (big < 0 || sizes[i] > sizes[big])) big = i;
+        if (big < 0) break;
+        for (int k = 1; k < lanes; k++)
+            if (load[k] < load[light]) light = k;
+        done[big] = true;
+        lane[big] = light;
+        load[light] += sizes[big];
+    }
+    free(load);
+    free(done);
+    return ok;
+}
+
+bool ah_ckpt_node_ranks(const ah_plan_t *p, int *ranks) {
+    memset(ranks, 0, (size_t)p->cluster.n_nodes * sizeof *ranks);
+    const int nd = ah_plan_device_count(p);
+    bool *seen = calloc((size_t)(nd > 0 ? nd : 1), sizeof *seen); /* a device of an interleaved pipeline: several stages */
+    for (int i = 0; seen && i < p->n_pipelines; i++)
+        for (int s = 0; s < p->pipelines[i].n_stages; s++)
+            for (int k = 0, n = ah_stage_devices(&p->pipelines[i], p->tp); k < n; k++) {
+                const int r = ah_plan_rank_of(p, i, s, k);
+                if (r < 0 || r >= nd || seen[r]) continue;
+                seen[r] = true;
+                ranks[p->pipelines[i].stages[s].devices[k].node]++;
+            }
+    const bool ok = seen != NULL;
+    free(seen);
+    return ok;
 }

@@ -40,11 +40,28 @@ ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud,
 bool ah_ckpt_partners(int n_nodes, const int *leader, const char *const *zones, int *partner);
 
 /* One pair of a replication or a handover: node `from` sends `bytes` to node `to` (-1: a node of
- * from's zone, over the inter-node link). */
+ * from's zone, over the inter-node link) over `lanes` flows at once (ah_ckpt_lane_count; <= 0: one). */
 typedef struct ah_ckpt_pair {
     int from, to;
     double bytes;
+    int lanes;
 } ah_ckpt_pair_t;
+
+/* The flows a pair sends over (runtime/ckpt_replica.c): one a rank, the k-th rank of the source node
+ * (ranks in rank order) sending to the k-th of the holder's, as many as the smaller node has ranks
+ * (at least 1). */
+int ah_ckpt_lane_count(int ranks_from, int ranks_to);
+
+/* Splits a pair's files over its lanes as the runtime sends them: the files with take[i] (NULL: all),
+ * largest first (equal sizes in index order), each to the lane with the fewest bytes so far (the lowest
+ * such); lane[i] gets file i's lane (-1 when not taken). A lane then carries at most bytes / lanes plus
+ * one file, which the pricing leaves out (ah_ckpt_pairs_s prices bytes / lanes a lane). false when out
+ * of host memory. */
+bool ah_ckpt_lanes_assign(const uint64_t *sizes, const bool *take, int n, int lanes, int *lane);
+
+/* ranks[n] (the plan's cluster's nodes): the ranks (devices) the plan places on node n. false when out
+ * of host memory. */
+bool ah_ckpt_node_ranks(const ah_plan_t *p, int *ranks);
 
 /* Puts pairs[0 .. n - 1] in the order the runtime replicates them (runtime/ckpt_replica.c), in rounds
  * of pairs with no node in common: round 0 takes the pairs in their given order whose nodes no
@@ -56,13 +73,14 @@ typedef struct ah_ckpt_pair {
 int ah_ckpt_pairs_in_rounds(ah_ckpt_pair_t *pairs, int n);
 
 /* The seconds a replication to the partners' memory, or a handover, blocks the job for, as the runtime
- * runs it (runtime/ckpt_replica.c: every rank walks the pairs in one order, each node's leader sends
- * its files to the holder's leader with blocking sends): a pair starts when both its nodes have
+ * runs it (runtime/ckpt_replica.c: every rank walks the pairs in one order, each pair's files split
+ * over its lanes, ah_ckpt_lanes_assign, each lane's source rank sending its files to the lane's
+ * holder rank with blocking sends, the lanes at once): a pair starts when both its nodes have
  * finished their earlier pairs, so pairs in ah_ckpt_pairs_in_rounds's order overlap within a round
- * (a ring of partners in node order would be a chain, the pairs one after another); each pair is one
- * flow on the link between its nodes (its per-GPU
- * rate, at most its total_gb_s: cost.h ah_link_shared_bw) plus one latency per 1 MiB piece
- * (comm/transfer.c). pairs[0 .. n - 1] in the runtime's order; bytes <= 0 skipped. -1 when out of
+ * (a ring of partners in node order would be a chain, the pairs one after another); each pair is
+ * `lanes` flows on the link between its nodes, each bytes / lanes at the per-GPU rate, the flows
+ * sharing its total_gb_s when it has one (cost.h ah_link_shared_bw), plus one latency per 1 MiB
+ * piece of a lane (comm/transfer.c). pairs[0 .. n - 1] in the runtime's order; bytes <= 0 skipped. -1 when out of
  * host memory. The cost model (plan_links.c) and the simulator (sim/memory.c, sim/recovery.c) both
  * price it so. */
 double ah_ckpt_pairs_s(const ah_cluster_t *c, const ah_ckpt_pair_t *pairs, int n);

@@ -218,7 +218,8 @@ static void cloud_upload(const ah_plan_t *p, int node, int bucket, double bytes,
  * to the partners (--replica-memory-gb: each node's step to its partner, while the partner's budget
  * lasts, sources in node order as ah_replica_fit takes them, counted by bytes, not by whole file)
  * and its cloud upload, over the save interval; the replication's seconds (blocking, the pairs in the
- * runtime's rounds: ah_ckpt_pairs_in_rounds, ah_ckpt_pairs_s, the simulator's rule too) into ckpt_blocked_s. */
+ * runtime's rounds, each over one flow a rank of the smaller node: ah_ckpt_pairs_in_rounds,
+ * ah_ckpt_lane_count, ah_ckpt_pairs_s, the simulator's rule too) into ckpt_blocked_s. */
 static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     const ah_ckpt_policy_t *pol = &p->train.ckpt;
     t->ckpt_every = pol->every > 0 ? pol->every : 0;
@@ -227,12 +228,13 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     const int nn = c->n_nodes;
     int64_t *own = calloc((size_t)nn + 1, sizeof *own), *cloud = calloc((size_t)nn + 1, sizeof *cloud);
     int *partner = calloc((size_t)nn + 1, sizeof *partner), *leader = calloc((size_t)nn + 1, sizeof *leader);
+    int *ranks = calloc((size_t)nn + 1, sizeof *ranks);
     const char **zones = calloc((size_t)nn + 1, sizeof *zones);
     double *held = calloc((size_t)nn + 1, sizeof *held);
     ah_ckpt_pair_t *pairs = calloc((size_t)nn + 1, sizeof *pairs);
     int n_pairs = 0;
-    bool ok = own && cloud && partner && leader && zones && held && pairs &&
-              ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK;
+    bool ok = own && cloud && partner && leader && ranks && zones && held && pairs &&
+              ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK && ah_ckpt_node_ranks(p, ranks);
     for (int n = 0; ok && n < nn; n++) {
         zones[n] = c->nodes[n].zone;
         leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */
@@ -246,7 +248,7 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
             held[h] += sent;
             const ah_link_info_t l = ah_link_of(c, y, h, c->nodes[y].type, c->nodes[h].type);
             if (sent > 0) add_on(p, &l, y, h, AH_TRAFFIC_CKPT, sent / every, true, t);
-            pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = sent};
+            pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = sent, .lanes = ah_ckpt_lane_count(ranks[y], ranks[h])};
         }
         ah_ckpt_pairs_in_rounds(pairs, n_pairs);
         const double blocked = ah_ckpt_pairs_s(c, pairs, n_pairs);
@@ -263,6 +265,7 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     free(cloud);
     free(partner);
     free(leader);
+    free(ranks);
     free(zones);
     free(held);
     free(pairs);

@@ -13,6 +13,7 @@
 #include "ckpt/cloud.h"
 #include "ckpt/placement.h"
 #include "ckpt/policy.h"
+#include "ckpt/replica.h"
 #include "ckpt/test_hook.h"
 #include "core/fs.h"
 #include "core/hash.h"
@@ -332,6 +333,13 @@ static void hand_off_upload(ah_ckpt_session_t *s, int64_t step) {
     free(ptrs);
 }
 
+/* Whether a preemption notice (or a join's) is being answered: some node is hit. */
+static bool notice_in_progress(const ah_ckpt_session_t *s) {
+    for (int n = 0; s->hit && n < s->n_nodes; n++)
+        if (s->hit[n]) return true;
+    return false;
+}
+
 /* Collective: a step committed on every node (ok) into the partners' memory (ckpt_replica.c), its
  * figures into *rep; a notice's step was replicated before its disk write (ckpt_notice.c): its
  * figures then. */
@@ -340,6 +348,15 @@ static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool 
     const bool replicated = s->replicated_step == step;
     *rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
     if (!ok || s->replica_budget == 0 || replicated) return AH_OK;
+    if (s->o.replica_if_pays && !notice_in_progress(s) && !ah_replica_pays(&s->place)) {
+        if (s->tr->rank == 0 && !s->replica_pays_said)
+            fprintf(stderr, "autohet train: note: every piece of this plan is on two nodes' disks: its periodic "
+                    "checkpoints are not replicated to the peers' memory (--replica-when-it-pays); a notice's save "
+                    "still is\n");
+        s->replica_pays_said = true;
+        s->last_rep_complete = true; /* the memory tier stands for a notice: nothing was left out */
+        return AH_OK;
+    }
     ah_status_t st = ah_ckpt_replicate(s, s->node_root, step, false, rep, err);
     if (st == AH_OK) {
         s->last_replicate_s = rep->seconds;

@@ -94,6 +94,11 @@ typedef struct ah_ckpt_opts {
      * node X keeps its replicas in BASE/X/, a tmpfs on its own host. */
     double replica_memory_gb;
     const char *replica_root;
+    /* --replica-when-it-pays (autohet run passes it with --replica-memory-gb): the periodic saves are
+     * not replicated under a plan whose every piece is on two nodes' disks (ckpt/replica.h
+     * ah_replica_pays: the peers' disks cover the loss of any one node), said once; a notice's save
+     * still uses the memory tier (the leaving nodes' own pieces, the handover). */
+    bool replica_if_pays;
 } ah_ckpt_opts_t;
 
 #define AH_CKPT_CLOUD_TIMEOUT_DEFAULT 30

@@ -11,13 +11,17 @@
  *   1. snapshot: every rank writes its pieces of step N into its own host's memory, the checkpoint
  *      root REPLICA_ROOT/from-NODE of its node (the tmpfs of ckpt/replica.h: it outlives the job's
  *      processes), and each node's leader commits the step there (test hook "notice-snapshot");
- *   2. replicate: each node's leader sends that step to its partner's memory (ckpt_replica.c), the
- *      holders keeping their older step until the new one is complete (so a kill during the copy
- *      leaves the last committed replica; a periodic replication too, when both fit the budget);
- *   3. the step is committed in memory when every node the plan uses has every file of its step
- *      in its partner's memory (nothing over the budget, no write failed) and no leaving node's
- *      partner leaves too (a staying node also keeps its own copy of step 1): s->memory_saved,
- *      the older replicas freed (test hook "notice-memory");
+ *   2. replicate: each leaving node sends the files of that step that no staying node's step holds
+ *      to its partner's memory (ckpt_replica.c: one flow a rank; a staying node's own pieces are in
+ *      its own memory since step 1, and a data-parallel replica's on a staying node are there too),
+ *      the holders keeping their older step until the new one is complete (so a kill during the
+ *      copy leaves the last committed replica; a periodic replication too, when both fit the budget);
+ *      at a join's restart (every node noticed, none leaves) every node's step, as a periodic one;
+ *   3. the step is committed in memory when every leaving node has every file sent in its partner's
+ *      memory (nothing over the budget, no write failed) and no leaving node's partner leaves too
+ *      (a staying node keeps its own copy of step 1): s->memory_saved (test hook "notice-memory");
+ *      the older replicas are freed then when every node's step was sent, else once the disks hold
+ *      step N (the staying nodes' older replicas at their partners protect them until then);
  *   4. the disks: the same pieces, still the trainer's buffers, written to each node's
  *      --local-root and committed there (ah_ckpt_commit_step: retention, the upload, the event,
  *      which gains "memory_first", "memory_committed", "memory_commit_seconds",
@@ -234,7 +238,7 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     }
     if (committed) {
         s->memory_saved = s->memory_complete_step = step;
-        ah_ckpt_replica_prune_older(s, step);
+        if (!rep.partial) ah_ckpt_replica_prune_older(s, step);
         ah_test_hook("notice-memory", step, node); /* test-only: committed in memory, not on a disk */
     }
     if (committed && handover) { /* the relaunch reads step N from its hosts' memory: the disks come after it */
@@ -260,7 +264,7 @@ ah_status_t ah_ckpt_notice_save(ah_ckpt_session_t *s, int64_t step, json_t **eve
     s->replicated_step = -1;
     if (st != AH_OK) return st;
     if (s->last_saved == step && s->node_rank == 0) ah_ckpt_remove_step(self, step, &e2); /* the disks hold it */
-    if (s->last_saved == step && !committed) ah_ckpt_replica_prune_older(s, step);
+    if (s->last_saved == step && (!committed || rep.partial)) ah_ckpt_replica_prune_older(s, step);
     if (s->tr->rank == 0 && event) notice_event(*event, committed, commit_s, snapshot_s);
     if (s->tr->rank == 0 && event && *event) json_object_set_new(*event, "handover", json_boolean(handover));
     return AH_OK;

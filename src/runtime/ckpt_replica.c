@@ -107,59 +107,141 @@ static ah_status_t receive_file(const char *dir, const char *name, int from, boo
     return st == AH_ERR_COMM ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
 }
 
-/* Source node y's files that fit, from its leader to its partner's (this rank takes its part). */
-static ah_status_t replicate_node(ah_ckpt_session_t *s, const char *src_root, int64_t step, int y, int holder,
-                                  const ah_ckpt_manifest_t *m, const bool *fits, ah_ckpt_replica_stats_t *rs,
-                                  ah_error_t *err) {
-    const ah_placement_t *pl = &s->place;
-    const int me = s->tr->rank, from = pl->node_leader[y], to = pl->node_leader[holder];
-    if (me != from && me != to) return AH_OK;
-    char src_dir[AH_CKPT_PATH_MAX], root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
-    const char *source = s->tr->plan->cluster.nodes[y].name;
-    ah_ckpt_step_dir(src_dir, sizeof src_dir, src_root, step);
-    ah_replica_source_root(root, sizeof root, s->replica_root, source);
-    ah_ckpt_step_dir(dir, sizeof dir, root, step);
-    ah_ckpt_manifest_t held = {.meta = m->meta, .files = calloc((size_t)m->n_files + 1, sizeof *held.files)};
+/* One pair of a copy: source node `from`'s files (m, those with fits[i]) into holder `to`'s replica of
+ * it; landed[first + i]: whether file i arrived. */
+typedef struct copy_job {
+    int from, to, first;
+    const ah_ckpt_manifest_t *m;
+    const bool *fits;
+} copy_job_t;
+
+/* The k-th rank of node n in rank order (-1: it has fewer); *count (may be NULL): its ranks. */
+static int rank_at(const ah_placement_t *pl, int n, int k, int *count) {
+    int found = -1, c = 0;
+    for (int r = 0; r < pl->n_ranks; r++)
+        if (pl->ranks[r].node == n && c++ == k) found = r;
+    if (count) *count = c;
+    return found;
+}
+
+/* The holder's leader: an earlier attempt's replica of the step removed, its directory made; what
+ * failed into rs->error (its ranks then drain what they are sent). */
+static void prepare_holder(ah_ckpt_session_t *s, const copy_job_t *j, int64_t step, ah_ckpt_replica_stats_t *rs) {
+    char root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX];
     ah_error_t e2;
-    ah_status_t st = held.files ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for a replica's manifest");
-    if (me == to) ah_ckpt_remove_step(root, step, &e2); /* a replica of it an earlier attempt left */
-    bool dir_ok = me == to && st == AH_OK && ah_fs_mkdirs(dir, &e2) == AH_OK;
-    if (me == to && st == AH_OK && !dir_ok && !rs->error[0]) snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
-    for (int i = 0; i < m->n_files; i++) {
-        if (!fits[i]) continue;
+    ah_replica_source_root(root, sizeof root, s->replica_root, s->tr->plan->cluster.nodes[j->from].name);
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    ah_ckpt_remove_step(root, step, &e2);
+    if (ah_fs_mkdirs(dir, &e2) != AH_OK && !rs->error[0]) snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
+}
+
+/* This rank's part of job j: the pair's files split over its lanes (plan/ckpt_traffic.h
+ * ah_ckpt_lanes_assign), lane k from the source's k-th rank to the holder's k-th, each file read from
+ * the source node's src_root step, written into the holder's replica root. */
+static ah_status_t copy_lanes(ah_ckpt_session_t *s, const char *src_root, int64_t step, const copy_job_t *j,
+                              int64_t *landed, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+    const ah_placement_t *pl = &s->place;
+    const int me = s->tr->rank, n = j->m->n_files;
+    if (pl->ranks[me].node != j->from && pl->ranks[me].node != j->to) return AH_OK;
+    int n_from, n_to;
+    (void)rank_at(pl, j->from, 0, &n_from);
+    (void)rank_at(pl, j->to, 0, &n_to);
+    const int lanes = ah_ckpt_lane_count(n_from, n_to);
+    uint64_t *sizes = malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes);
+    int *lane = malloc((size_t)(n > 0 ? n : 1) * sizeof *lane);
+    for (int i = 0; sizes && i < n; i++) sizes[i] = j->m->files[i].bytes;
+    if (!sizes || !lane || !ah_ckpt_lanes_assign(sizes, j->fits, n, lanes, lane)) {
+        free(sizes);
+        free(lane);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for a replica's lanes");
+    }
+    char src_dir[AH_CKPT_PATH_MAX], root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    ah_ckpt_step_dir(src_dir, sizeof src_dir, src_root, step);
+    ah_replica_source_root(root, sizeof root, s->replica_root, s->tr->plan->cluster.nodes[j->from].name);
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    ah_status_t st = AH_OK;
+    bool first = true;
+    ah_error_t e2;
+    for (int i = 0; st == AH_OK && i < n; i++) {
+        if (lane[i] < 0) continue;
+        const int from = rank_at(pl, j->from, lane[i], NULL), to = rank_at(pl, j->to, lane[i], NULL);
         if (me == from) { /* a file it cannot read is refused to the holder, which leaves it out */
-            st = ah_ckpt_join(path, sizeof path, src_dir, m->files[i].name) < 0
+            st = ah_ckpt_join(path, sizeof path, src_dir, j->m->files[i].name) < 0
                      ? ah_comm_send_refusal(ah_comm_world(), to, TAG_REPLICA, "path too long", &e2)
                      : ah_comm_send_file(ah_comm_world(), path, to, TAG_REPLICA, NULL, &e2);
-            if (st == AH_ERR_COMM) return ah_error_set(err, AH_ERR_COMM, "%s", e2.msg);
-            st = AH_OK;
-            continue;
+            st = st == AH_ERR_COMM ? ah_error_set(err, AH_ERR_COMM, "%s", e2.msg) : AH_OK;
+        } else if (me == to) {
+            bool ok = false;
+            st = receive_file(dir, j->m->files[i].name, from, &ok, rs->error, sizeof rs->error, err);
+            /* test-only: mid-replication, a file of the holder's step received, its manifest not */
+            if (ok && first) ah_test_hook("replica", step, s->tr->plan->cluster.nodes[j->to].name);
+            first = first && !ok;
+            landed[j->first + i] = ok;
         }
-        bool ok = false;
-        if ((st = receive_file(dir_ok ? dir : "/nonexistent-replica-dir", m->files[i].name, from, &ok, rs->error,
-                               sizeof rs->error, err)) != AH_OK)
-            break;
-        /* test-only: mid-replication, the holder's first file of the step received, its manifest not */
-        if (ok && held.n_files == 0) ah_test_hook("replica", step, s->tr->plan->cluster.nodes[holder].name);
-        if (ok) {
+    }
+    free(sizes);
+    free(lane);
+    return st;
+}
+
+/* The holder's leader: its manifest of job j's replica, listing the files that landed, written last
+ * (the replica counts only once every file it lists is there); their bytes into rs. */
+static void commit_holder(ah_ckpt_session_t *s, int64_t step, const copy_job_t *j, const int64_t *landed,
+                          ah_ckpt_replica_stats_t *rs) {
+    const ah_ckpt_manifest_t *m = j->m;
+    ah_ckpt_manifest_t held = {.meta = m->meta, .files = calloc((size_t)m->n_files + 1, sizeof *held.files)};
+    char root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
+    ah_error_t e2;
+    if (!held.files) {
+        if (!rs->error[0]) snprintf(rs->error, sizeof rs->error, "no host memory for a replica's manifest");
+        return;
+    }
+    for (int i = 0; i < m->n_files; i++)
+        if (landed[j->first + i]) {
             held.files[held.n_files++] = m->files[i];
             rs->bytes += m->files[i].bytes;
             rs->files++;
         }
-    }
-    /* the holder's manifest last: the replica counts only once every file it lists is there */
-    if (st == AH_OK && me == to && held.n_files > 0 && ah_ckpt_join(path, sizeof path, dir, "manifest.json") >= 0 &&
+    ah_replica_source_root(root, sizeof root, s->replica_root, s->tr->plan->cluster.nodes[j->from].name);
+    ah_ckpt_step_dir(dir, sizeof dir, root, step);
+    if (held.n_files > 0 && ah_ckpt_join(path, sizeof path, dir, "manifest.json") >= 0 &&
         ah_ckpt_manifest_save(&held, path, &e2) != AH_OK && !rs->error[0])
         snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
     free(held.files);
+}
+
+/* Collective: jobs[0 .. n - 1] in the one order every rank walks (each rank in at most one lane of a
+ * pair, the pairs' lanes one global order, so the blocking sends cannot deadlock: comm/transfer.h).
+ * The holders' directories made first (then a barrier: a holder's ranks write into them), the
+ * manifests last, once every lane has reported what landed. */
+static ah_status_t copy_pairs(ah_ckpt_session_t *s, const char *src_root, int64_t step, copy_job_t *jobs, int n,
+                              ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+    const ah_placement_t *pl = &s->place;
+    const int me = s->tr->rank;
+    int total = 0;
+    for (int k = 0; k < n; k++) {
+        jobs[k].first = total;
+        total += jobs[k].m->n_files;
+    }
+    int64_t *landed = calloc((size_t)total + 1, sizeof *landed);
+    ah_status_t st = ah_comm_agree(ah_comm_world(), landed ? AH_OK : ah_error_set(err, AH_ERR_OOM,
+                                   "no host memory for the replicas' files"), err);
+    for (int k = 0; st == AH_OK && k < n; k++)
+        if (pl->node_leader[jobs[k].to] == me) prepare_holder(s, &jobs[k], step, rs);
+    if (st == AH_OK) st = ah_comm_barrier(ah_comm_world(), err);
+    for (int k = 0; st == AH_OK && k < n; k++) st = copy_lanes(s, src_root, step, &jobs[k], landed, rs, err);
+    if (st == AH_OK && total > 0) st = ah_comm_allreduce_max_i64(ah_comm_world(), landed, (size_t)total, err);
+    for (int k = 0; st == AH_OK && k < n; k++)
+        if (pl->node_leader[jobs[k].to] == me) commit_holder(s, step, &jobs[k], landed, rs);
+    free(landed);
     return st;
 }
 
 /* What fits each holder, the same on every rank; the left-over is counted on rank 0; *mine: the bytes
  * this rank's node then holds of the step. */
 static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have,
-                            const int *partner, bool **fits, ah_ckpt_replica_stats_t *rs, uint64_t *mine,
-                            ah_error_t *err) {
+                            bool *const *want, const int *partner, bool **fits, ah_ckpt_replica_stats_t *rs,
+                            uint64_t *mine, ah_error_t *err) {
     const int nn = s->place.n_nodes;
     int *nf = calloc((size_t)nn, sizeof *nf);
     uint64_t **sizes = calloc((size_t)nn, sizeof *sizes), *held = calloc((size_t)nn, sizeof *held);
@@ -169,13 +251,16 @@ static ah_status_t plan_fit(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t
         sizes[y] = calloc((size_t)nf[y] + 1, sizeof **sizes);
         fits[y] = calloc((size_t)nf[y] + 1, sizeof **fits);
         if (!sizes[y] || !fits[y]) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas");
-        for (int i = 0; st == AH_OK && i < nf[y]; i++) sizes[y][i] = ms[y].files[i].bytes;
+        /* a file not wanted (a notice's, which a staying host holds) as 0 bytes, cleared below */
+        for (int i = 0; st == AH_OK && i < nf[y]; i++) sizes[y][i] = want[y][i] ? ms[y].files[i].bytes : 0;
     }
     if (st == AH_OK) ah_replica_fit(nn, partner, nf, sizes, s->replica_budget, nn, fits, held);
     *mine = st == AH_OK ? held[s->my_node] : 0;
+    for (int y = 0; st == AH_OK && y < nn; y++)
+        for (int i = 0; i < nf[y]; i++) fits[y][i] = fits[y][i] && want[y][i];
     for (int y = 0; st == AH_OK && s->tr->rank == 0 && y < nn; y++)
         for (int i = 0; partner[y] >= 0 && i < nf[y]; i++)
-            if (!fits[y][i]) {
+            if (want[y][i] && !fits[y][i]) {
                 rs->left_bytes += sizes[y][i];
                 rs->left_files++;
             }
@@ -217,6 +302,41 @@ static ah_status_t replica_totals(ah_ckpt_session_t *s, int64_t step, double t0,
     return st;
 }
 
+/* Whether a notice leaves some of the plan's nodes and not all (a join's restart notices all, to stay). */
+static bool notice_leaves_some(const ah_ckpt_session_t *s) {
+    int used = 0, hit = 0;
+    for (int y = 0; s->hit && y < s->place.n_nodes; y++)
+        if (s->place.node_leader[y] >= 0) {
+            used++;
+            hit += s->hit[y] != 0;
+        }
+    return hit > 0 && hit < used;
+}
+
+/* want[y][i]: whether file i of node y's step goes to y's partner. Every file, but during a notice that
+ * leaves some nodes (ckpt/policy.h, "only what no staying host holds"): a leaving node's files that no
+ * staying node's step holds too (a data-parallel replica's piece, in that node's own memory and disk);
+ * *partial then. NULL when out of host memory. */
+static bool **wanted_files(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have, bool *partial) {
+    const int nn = s->place.n_nodes;
+    bool **want = calloc((size_t)nn, sizeof *want), ok = want != NULL;
+    *partial = notice_leaves_some(s);
+    for (int y = 0; ok && y < nn; y++) {
+        const int nf = have[y] ? ms[y].n_files : 0;
+        ok = (want[y] = calloc((size_t)nf + 1, sizeof **want)) != NULL;
+        for (int i = 0; ok && i < nf; i++) {
+            bool held_by_stayer = false;
+            for (int x = 0; *partial && x < nn && !held_by_stayer; x++)
+                held_by_stayer = x != y && have[x] && !s->hit[x] &&
+                                 ah_ckpt_manifests_find(&ms[x], 1, ms[x].meta.step, ms[y].files[i].name);
+            want[y][i] = !*partial || (s->hit[y] && !held_by_stayer);
+        }
+    }
+    for (int y = 0; !ok && want && y < nn; y++) free(want[y]);
+    if (!ok) free(want);
+    return ok ? want : NULL;
+}
+
 ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_t step, bool keep_old,
                               ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
     memset(rs, 0, sizeof *rs);
@@ -233,9 +353,12 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
     if (st == AH_OK) st = gather_manifests(s, src_root, step, ms, have, err);
     for (int y = 0; st == AH_OK && y < nn; y++) zones[y] = s->tr->plan->cluster.nodes[y].zone;
     uint64_t new_bytes = 0;
+    bool partial = false, **want = NULL;
     if (st == AH_OK) {
-        const ah_status_t mine = ah_replica_partners(&s->place, zones, partner)
-                                     ? plan_fit(s, ms, have, partner, fits, rs, &new_bytes, err)
+        want = wanted_files(s, ms, have, &partial);
+        const ah_status_t mine = !want ? ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' files")
+                                 : ah_replica_partners(&s->place, zones, partner)
+                                     ? plan_fit(s, ms, have, want, partner, fits, rs, &new_bytes, err)
                                      : ah_error_set(err, AH_ERR_OOM, "no host memory for the replicas' holders");
         st = ah_comm_agree(ah_comm_world(), mine, err);
     }
@@ -250,28 +373,39 @@ ah_status_t ah_ckpt_replicate(ah_ckpt_session_t *s, const char *src_root, int64_
         freed_first = true;
         rs->freed_first = 1;
     }
-    /* complete: every node the plan uses has its whole step in a partner's memory (ckpt_session.h) */
+    /* complete: every node the plan uses (a partial one: every leaving node) has its whole step (the
+     * files wanted) in a partner's memory (ckpt_session.h) */
     rs->complete = st == AH_OK;
+    rs->partial = partial;
     int n_pairs = 0;
     for (int y = 0; st == AH_OK && y < nn; y++) {
-        if (s->place.node_leader[y] >= 0 && (!have[y] || partner[y] < 0)) rs->complete = false;
+        if (s->place.node_leader[y] >= 0 && (!partial || s->hit[y]) && (!have[y] || partner[y] < 0))
+            rs->complete = false;
         double fit_bytes = 0;
         for (int i = 0; have[y] && i < ms[y].n_files; i++) fit_bytes += fits[y][i] ? (double)ms[y].files[i].bytes : 0;
         if (have[y] && partner[y] >= 0)
             pairs[n_pairs++] = (ah_ckpt_pair_t){.from = y, .to = partner[y], .bytes = fit_bytes};
     }
     ah_ckpt_pairs_in_rounds(pairs, n_pairs); /* the same order on every rank: disjoint pairs at once */
-    for (int k = 0; st == AH_OK && k < n_pairs; k++) {
-        const int y = pairs[k].from;
-        st = replicate_node(s, src_root, step, y, pairs[k].to, &ms[y], fits[y], rs, err);
-    }
+    copy_job_t *jobs = calloc((size_t)n_pairs + 1, sizeof *jobs);
+    int n_jobs = 0;
+    for (int k = 0; jobs && k < n_pairs; k++)
+        if (pairs[k].bytes > 0)
+            jobs[n_jobs++] = (copy_job_t){.from = pairs[k].from, .to = pairs[k].to, .m = &ms[pairs[k].from],
+                                          .fits = fits[pairs[k].from]};
+    if (st == AH_OK) st = ah_comm_agree(ah_comm_world(), jobs ? AH_OK : ah_error_set(err, AH_ERR_OOM,
+                                        "no host memory for the replicas' pairs"), err);
+    if (st == AH_OK) st = copy_pairs(s, src_root, step, jobs, n_jobs, rs, err);
+    free(jobs);
     if (st == AH_OK) st = replica_totals(s, step, t0, rs, err);
     if (st == AH_OK && s->node_rank == 0 && !keep_old && !freed_first && rs->complete)
         ah_replica_prune(s->replica_root, step, NULL);
     for (int y = 0; y < nn; y++) {
         if (ms && have && have[y]) ah_ckpt_manifest_free(&ms[y]);
         if (fits) free(fits[y]);
+        if (want) free(want[y]);
     }
+    free(want);
     free(ms);
     free(have);
     free(fits);
@@ -338,9 +472,14 @@ ah_status_t ah_ckpt_hand_over(ah_ckpt_session_t *s, const char *src_root, int64_
             held[x] += ms[y].files[i].bytes;
         }
     }
+    copy_job_t *jobs = st == AH_OK ? calloc((size_t)nn * nn + 1, sizeof *jobs) : NULL;
+    int n_jobs = 0;
+    if (st == AH_OK && !jobs) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the handover");
+    for (int p = 0; jobs && p < nn * nn; p++)
+        if (fits[p]) jobs[n_jobs++] = (copy_job_t){.from = p / nn, .to = p % nn, .m = &ms[p / nn], .fits = fits[p]};
     st = ah_comm_agree(ah_comm_world(), st, err);
-    for (int p = 0; st == AH_OK && p < nn * nn; p++)
-        if (fits[p]) st = replicate_node(s, src_root, step, p / nn, p % nn, &ms[p / nn], fits[p], rs, err);
+    if (st == AH_OK) st = copy_pairs(s, src_root, step, jobs, n_jobs, rs, err);
+    free(jobs);
     rs->complete = st == AH_OK;
     for (int x = 0; rs->complete && x < nn; x++)
         if (s->handover.in_next[x] && (s->place.node_leader[x] < 0 || !handover_covers(s, ms, have, fits, x)))

@@ -19,7 +19,9 @@ typedef struct {
     int files, left_files; /* the same in files */
     double seconds;        /* the slowest rank's */
     char error[512];       /* a transfer or write that failed ("" none); the step stays on the disks */
-    bool complete;         /* every node the plan uses has every file of its step held by its partner */
+    bool complete;         /* every node the plan uses has every file of its step held by its partner (a
+                            * partial one: every leaving node, every file no staying node holds) */
+    bool partial;          /* a notice's: only the leaving nodes' pieces no staying node holds were sent */
     int freed_first;       /* holders that freed their older step before the copy (over the budget together) */
 } ah_ckpt_replica_stats_t;
 
@@ -66,6 +68,7 @@ struct ah_ckpt_session {
      * the replica base and this node's directory under it. */
     uint64_t replica_budget;
     bool replica_said;       /* the note that some files do not fit was printed */
+    bool replica_pays_said;  /* the note that the periodic saves are not replicated was printed */
     char replica_base[AH_CKPT_PATH_MAX], replica_root[AH_CKPT_PATH_MAX];
     /* The save at a notice, memory first (ckpt_notice.c): the step replicated before its disk commit
      * (-1 none; ah_ckpt_commit_step then does not replicate it again) and what that did; the newest
@@ -148,9 +151,13 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
 
 /* ---- in-memory peer replicas (ckpt_replica.c) --------------------------------------------- */
 
-/* Collective, replicas on: each node's leader sends the files of step, as committed in its node's
- * checkpoint root src_root (its disk after a commit; its own memory at a notice, ckpt_notice.c), to
- * its partner's leader (replica.h), which holds them in its replica root. Older steps there are
+/* Collective, replicas on: each node sends the files of step, as committed in its node's checkpoint
+ * root src_root (its disk after a commit; its own memory at a notice, ckpt_notice.c), to its partner
+ * (replica.h), which holds them in its replica root: over one flow a rank of the smaller node, the
+ * node's k-th rank to the partner's k-th (plan/ckpt_traffic.h ah_ckpt_lane_count, ah_ckpt_lanes_assign),
+ * the partner's leader writing the manifest last. During a notice that leaves some of the plan's
+ * nodes (s->hit), only the leaving nodes' files that no staying node's step holds go (rs->partial): a
+ * staying node keeps its own in its memory and disk. Older steps there are
  * removed once the new one is complete on every holder, or first when they and it do not fit the
  * budget together (rs->freed_first); with keep_old not at all (the caller prunes once the new one is
  * complete: ah_ckpt_replica_prune_older). Errors are communication failures; a failed write is in rs. */

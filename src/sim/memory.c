@@ -10,9 +10,10 @@
  *
  * The save at a notice, memory first: a snapshot of each device's checkpoint into its host's memory
  * (its bytes / snapshot_gb_s, every rank its own in parallel, as the runtime's), then the replication
- * to the partner over the network (its bytes / the node's inter-node bandwidth, inter_node_gb_s per
- * GPU x its GPUs; a partner in another zone or region over that link: its per-GPU bandwidth x the
- * GPUs, at most the pair's total_gb_s, which the nodes replicating across that pair at once share), the slowest node of each bounding it. What is left of the save (the disks) follows; the job ends at the removal at the
+ * of the leaving nodes' pieces that no staying node holds (recovery.c) to their partners over the
+ * network: each pair over one flow a rank of the smaller node (the runtime's lanes, plan/ckpt_traffic.h
+ * ah_ckpt_lane_count), each flow at the link's per-GPU rate, the flows sharing a pair's total_gb_s
+ * (and the pairs replicating across that pair at once sharing it too). What is left of the save (the disks) follows; the job ends at the removal at the
  * latest (Open MPI 4.1 aborts the job when the leaving host goes) and loses nothing committed.
  *
  * The handover at a notice (the runtime's default with replicas: runtime/ckpt_notice.c,
@@ -83,31 +84,50 @@ double ah_sim_memory_snapshot_s(const ah_placement_t *pl, const int64_t *ckpt_by
     return snap;
 }
 
-/* Every node's bytes to its holder (holder NULL or -1: to a node of its zone, over the inter-node link;
- * held_only: the nodes with a holder alone) as the runtime replicates them: the pairs in rounds of
- * disjoint pairs, each one flow, a pair waiting for its nodes' earlier ones (plan/ckpt_traffic.h
- * ah_ckpt_pairs_in_rounds and ah_ckpt_pairs_s, the cost model's rule: a ring of partners takes 2 or 3
- * pairs' time), or a "links" pair's bytes over its total_gb_s
- * (the flows crossing it share it) when longer; f gets the egress and the bytes across regions. -1 when
- * out of host memory. */
-static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
-                          const int *holder, bool held_only, ah_sim_flows_t *f) {
+/* bytes[y]: node y's checkpoint, the sum of its devices' (n_nodes + 1 entries, the caller frees); NULL
+ * when out of host memory. */
+static double *node_bytes(const ah_placement_t *pl, const int64_t *ckpt_bytes) {
+    double *bytes = calloc((size_t)pl->n_nodes + 1, sizeof *bytes);
+    for (int r = 0; bytes && r < pl->n_ranks; r++) bytes[pl->ranks[r].node] += (double)ckpt_bytes[r];
+    return bytes;
+}
+
+double ah_sim_memory_send_s(const ah_cluster_t *c, const ah_placement_t *pl, const double *bytes, const int *holder,
+                            ah_sim_flows_t *f) {
     ah_ckpt_pair_t *pairs = calloc((size_t)pl->n_nodes + 1, sizeof *pairs);
-    if (!pairs) return -1;
+    int *ranks = calloc((size_t)pl->n_nodes + 1, sizeof *ranks);
+    if (!pairs || !ranks) {
+        free(pairs);
+        free(ranks);
+        return -1;
+    }
+    for (int r = 0; r < pl->n_ranks; r++) ranks[pl->ranks[r].node]++;
     int n = 0;
     for (int y = 0; y < pl->n_nodes; y++) {
         const int h = holder ? holder[y] : -1;
-        if (held_only && h < 0) continue;
-        double bytes = 0;
-        for (int r = 0; r < pl->n_ranks; r++)
-            if (pl->ranks[r].node == y) bytes += (double)ckpt_bytes[r];
-        if (h >= 0) (void)ah_sim_flow(f, y, h, bytes); /* its egress and its pair's share */
-        pairs[n++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = bytes};
+        if (bytes[y] <= 0) continue;
+        if (h >= 0) (void)ah_sim_flow(f, y, h, bytes[y]); /* its egress and its pair's share */
+        /* one flow a rank of the smaller node (to a node of its zone, h -1: its own ranks) */
+        pairs[n++] = (ah_ckpt_pair_t){.from = y, .to = h, .bytes = bytes[y],
+                                      .lanes = ah_ckpt_lane_count(ranks[y], h >= 0 ? ranks[h] : ranks[y])};
     }
     ah_ckpt_pairs_in_rounds(pairs, n);
     const double seconds = ah_ckpt_pairs_s(c, pairs, n);
     free(pairs);
+    free(ranks);
     return seconds < 0 ? -1 : fmax(seconds, ah_sim_flows_shared_s(f));
+}
+
+/* Every node's checkpoint to its holder (held_only: the nodes with a holder alone), ah_sim_memory_send_s. */
+static double replicate_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,
+                          const int *holder, bool held_only, ah_sim_flows_t *f) {
+    double *bytes = node_bytes(pl, ckpt_bytes);
+    if (!bytes) return -1;
+    for (int y = 0; held_only && y < pl->n_nodes; y++)
+        if (!holder || holder[y] < 0) bytes[y] = 0;
+    const double seconds = ah_sim_memory_send_s(c, pl, bytes, holder, f);
+    free(bytes);
+    return seconds;
 }
 
 double ah_sim_memory_save_s(const ah_cluster_t *c, const ah_placement_t *pl, const int64_t *ckpt_bytes,

@@ -125,8 +125,11 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     bool lost = false;
     const ah_placement_t *was = local_first ? &x->state->place : NULL;
     /* the memory tier: a node's pieces survive in memory while the node holding its replica holds */
-    bool *in_mem = local_first && x->state->holder ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem) : NULL;
-    if (!cloud || !flows || (local_first && x->state->holder && !in_mem)) x->oom = true;
+    /* (without periodic replication, only while the memory holds the disks' newest state: a notice's) */
+    const bool mem_current = !x->state || !x->state->periodic_off || x->at_mem.train_s >= x->at_disk.train_s;
+    bool *in_mem = local_first && x->state->holder && mem_current ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem)
+                                                                  : NULL;
+    if (!cloud || !flows || (local_first && x->state->holder && mem_current && !in_mem)) x->oom = true;
     for (int n = 0; in_mem && n < c->n_nodes; n++) in_mem[n] = x->state->holder[n] >= 0 && x->holds[x->state->holder[n]];
     for (int i = 0; !x->oom && i < to->place.n_ranks; i++) {
         const ah_shard_holder_t *d = &to->place.ranks[i];
@@ -222,7 +225,8 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
 }
 
 /* The handover's seconds (ah_sim_handover_moved's bytes): the runtime sends them node pair by node pair
- * in one order (source-major: runtime/ckpt_replica.c ah_ckpt_hand_over), blocking, one flow each
+ * in one order (source-major: runtime/ckpt_replica.c ah_ckpt_hand_over), blocking, one flow a rank of
+ * the smaller node each (ah_ckpt_lane_count)
  * (plan/ckpt_traffic.h ah_ckpt_pairs_s), or a "links" pair's shared capacity bounds it; f gets its
  * egress (where the cluster has several zones). Out of host memory: x->oom, 0. */
 static double handover_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flows_t *f) {
@@ -230,14 +234,55 @@ static double handover_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, ah_sim_flo
     double *moved = calloc((size_t)nn * (size_t)nn + 1, sizeof *moved); /* [source * nn + reader] */
     ah_ckpt_pair_t *pairs = calloc((size_t)nn * (size_t)nn + 1, sizeof *pairs);
     if (!moved || !pairs || !ah_sim_handover_moved(x->c, x->model, &x->state->place, &e->place, f, moved)) x->oom = true;
-    int n = 0;
+    int n = 0, *ranks = calloc((size_t)nn + 1, sizeof *ranks); /* the job's ranks on each node: its lanes */
+    if (!ranks) x->oom = true;
+    for (int r = 0; ranks && r < x->state->place.n_ranks; r++) ranks[x->state->place.ranks[r].node]++;
     for (int p = 0; !x->oom && p < nn * nn; p++)
-        if (moved[p] > 0) pairs[n++] = (ah_ckpt_pair_t){.from = p / nn, .to = p % nn, .bytes = moved[p]};
+        if (moved[p] > 0)
+            pairs[n++] = (ah_ckpt_pair_t){.from = p / nn, .to = p % nn, .bytes = moved[p],
+                                          .lanes = ah_ckpt_lane_count(ranks[p / nn], ranks[p % nn])};
+    free(ranks);
     const double seconds = x->oom ? 0 : ah_ckpt_pairs_s(x->c, pairs, n);
     if (seconds < 0) x->oom = true;
     free(moved);
     free(pairs);
     return seconds < 0 ? 0 : fmax(seconds, ah_sim_flows_shared_s(f));
+}
+
+/* What the runtime replicates during a notice that leaves some nodes (runtime/ckpt_replica.c): each
+ * leaving node's pieces (each (layer, TP index) its devices hold, once a node, as its node writes them)
+ * that no staying node holds (ckpt/placement.h ah_placement_survives), to the leaving node's holder;
+ * its seconds (ah_sim_memory_send_s), f its egress. *held: whether every leaving node sending has a
+ * holder that stays (the runtime's rule for the memory tier, ckpt_notice.c holders_stay). -1 when out
+ * of host memory. */
+static double notice_replication_s(ah_sim_replay_t *x, const ah_sim_entry_t *run, ah_sim_flows_t *f, bool *held) {
+    const ah_placement_t *pl = &run->place;
+    const int L = (int)x->model->n_layer, nn = pl->n_nodes;
+    double *bytes = calloc((size_t)nn + 1, sizeof *bytes);
+    bool *counted = calloc((size_t)nn * (size_t)(L + 2) * (size_t)pl->tp + 1, sizeof *counted); /* [node][layer][TP] */
+    if (!bytes || !counted) {
+        free(bytes);
+        free(counted);
+        return -1;
+    }
+    *held = true;
+    for (int r = 0; r < pl->n_ranks; r++) {
+        const int y = pl->ranks[r].node, k = pl->ranks[r].tp_index;
+        if (x->holds[y]) continue; /* a staying node keeps its own pieces in its memory and disk */
+        for (int l = 0; l <= L + 1; l++) {
+            const ah_shard_group_t g = ah_sim_layer_group(l, L);
+            bool *once = &counted[((size_t)y * (size_t)(L + 2) + (size_t)l) * (size_t)pl->tp + (size_t)k];
+            if (*once || !ah_placement_holds(pl, r, g, k) || ah_placement_survives(pl, g, k, x->holds)) continue;
+            *once = true;
+            bytes[y] += (double)(ah_layer_params(x->model, layer_kind(l, L), pl->tp) * AH_SIM_CKPT_BYTES_PER_PARAM);
+        }
+    }
+    for (int y = 0; y < nn; y++)
+        if (bytes[y] > 0 && (run->holder[y] < 0 || !x->holds[run->holder[y]])) *held = false;
+    const double seconds = ah_sim_memory_send_s(x->c, pl, bytes, run->holder, f);
+    free(bytes);
+    free(counted);
+    return seconds;
 }
 
 /* The stop at a notice, for the policies the agent runs (it reacts to the notice like the
@@ -255,18 +300,26 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
     const double sv = save_s(x, x->run);
     /* with the memory tier the runtime's save to the disks replicates the step to the partners
      * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
-     * rule takes, include that */
+     * rule takes, include that: at a notice leaving some nodes, only their pieces no staying node
+     * holds (notice_replication_s; a join's notice, every node's) */
     const ah_sim_entry_t *run = x->run;
-    const double rep = run->holder ? fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder,
-                                                                  x->o) -
-                                                 ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o))
-                                   : 0;
+    ah_sim_flows_t rf;
+    bool held = run->holder != NULL, rf_ok = false;
+    double rep = 0;
+    if (run->holder && !join) {
+        rf_ok = ah_sim_flows_init(&rf, x->c);
+        rep = rf_ok ? notice_replication_s(x, run, &rf, &held) : -1;
+        if (rep < 0) x->oom = true;
+        rep = fmax(rep, 0);
+    } else if (run->holder)
+        rep = fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder, x->o) -
+                          ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o));
     ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
                                .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
     /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
      * the snapshot and the replication; the disks follow until the job ends, at the removal at
-     * the latest */
-    notice.memory = x->run->holder != NULL;
+     * the latest. Not where a leaving node's holder leaves too (the runtime's rule) */
+    notice.memory = x->run->holder != NULL && held;
     notice.memory_s = -1;
     /* the handover (memory.c; not for a join): each device's pieces into the memory of the host
      * that reads them under e, when ckpt/policy.h's rule takes it */
@@ -287,22 +340,22 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
         ah_sim_flows_free(&f);
     }
     if (notice.memory && !notice.handover)
-        notice.memory_s =
-            run->gather_s + ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder, x->o);
+        notice.memory_s = run->gather_s + ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o) + rep;
     v->saved = ah_ckpt_save_at_notice(&notice);
     v->save_s = v->saved ? sv + rep : 0;
     *handover = notice.handover && v->saved;
+    const bool replicated = v->saved && !*handover && run->holder && (notice.memory || join);
     if (*handover) {
         v->save_s = notice.memory_s;
         x->at_mem = x->now;
-    } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) {
+    } else if (v->saved && ah_ckpt_notice_memory_first(&notice)) /* memory first, then the disks */
         v->save_s = fmin(notice.memory_s + sv - x->run->gather_s, x->o->grace_s - v->wait_s);
+    if (replicated) { /* to the holders: a join's every node, else the leaving nodes' own pieces */
         x->at_mem = x->now;
-        ah_sim_replicated(x); /* to the holders, as a periodic checkpoint is */
-    } else if (v->saved && notice.memory) { /* the disks first, then the replication */
-        x->at_mem = x->now;
-        ah_sim_replicated(x);
+        if (rf_ok) ah_sim_pay_ckpt_egress(x, rf.usd, rf.bytes_across_regions);
+        else ah_sim_replicated(x); /* as a periodic checkpoint is */
     }
+    if (rf_ok) ah_sim_flows_free(&rf);
     if (v->saved) x->at_disk = x->now; /* a handover's: written right after the relaunch, in the background */
     *unsaved = !v->saved;
 }

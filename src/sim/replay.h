@@ -39,6 +39,10 @@ typedef struct {
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
     double replicate_s, replicate_usd, replicate_wan_bytes; /* one replication to the holders: its
                              seconds, its egress $ and the bytes it sends across a region (memory.c) */
+    bool periodic_off;    /* with holder: replicas cannot pay (every piece on two nodes' disks,
+                             ckpt/replica.h ah_replica_pays): the periodic checkpoints are not
+                             replicated (no hold, no egress); a notice's save still uses the memory
+                             tier (its leaving nodes' own pieces, the handover) */
     double upload_s, upload_usd, upload_wan_bytes; /* a periodic checkpoint's upload to the cloud tier:
                              its seconds, its egress $ and the bytes it sends across a region (transfer.c) */
 } ah_sim_entry_t;
@@ -120,6 +124,13 @@ void ah_sim_flows_free(ah_sim_flows_t *f);
 double ah_sim_flow(ah_sim_flows_t *f, int from, int to, double bytes);
 /* The least a phase of f's flows lasts: max over "links" pairs with a total_gb_s of their bytes / it. */
 double ah_sim_flows_shared_s(const ah_sim_flows_t *f);
+/* memory.c: bytes[y] (pl's nodes; <= 0 nothing) from each node to holder[y] (-1, or holder NULL: a node
+ * of its zone) as the runtime replicates them: the pairs in rounds of disjoint pairs, each over one
+ * flow a rank of the smaller node (plan/ckpt_traffic.h ah_ckpt_lane_count, ah_ckpt_pairs_in_rounds,
+ * ah_ckpt_pairs_s), at least a "links" pair's bytes over its total_gb_s; f gets the egress. -1 when out
+ * of host memory. */
+double ah_sim_memory_send_s(const ah_cluster_t *c, const ah_placement_t *pl, const double *bytes, const int *holder,
+                            ah_sim_flows_t *f);
 /* Seconds for `node` to move `bytes` to or from the cloud tier whose region holds node `bucket` (-1:
  * one region): cloud_gb_s, or from another region the least of it and the link's per-GPU bandwidth x
  * the node's GPUs, recorded in f. */

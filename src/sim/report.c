@@ -247,6 +247,7 @@ json_t *ah_sim_to_json(const ah_sim_avail_t *a, const ah_sim_pool_t *pools, int 
         json_object_set_new(e, "usd_per_mtoken", ah_sim_usd_per_mtoken(r, &per_m) ? json_real(per_m) : json_null());
         json_object_set_new(json_object_get(e, "bytes"), "memory", json_integer((json_int_t)r->bytes_memory));
         json_object_set_new(e, "egress_usd", json_real(r->egress_usd));
+        json_object_set_new(e, "replica_plans_off", json_integer(r->replica_plans_off));
         json_object_set_new(e, "ckpt_egress_usd", json_real(r->ckpt_egress_usd));
         json_object_set_new(e, "ckpt_bytes_across_regions", json_real(r->ckpt_bytes_across_regions));
         json_object_set_new(e, "checkpoint_hours", json_real(r->ckpt_stall_s / 3600));

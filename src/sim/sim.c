@@ -254,7 +254,7 @@ static double ckpt_stall_s(const ah_sim_replay_t *x) {
     const ah_sim_entry_t *e = x->run;
     double copy = 0;
     for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
-    return e->gather_s + copy + (e->holder ? e->replicate_s : 0);
+    return e->gather_s + copy + (e->holder && !e->periodic_off ? e->replicate_s : 0);
 }
 
 /* The join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the cost
@@ -316,8 +316,11 @@ static void on_internal(ah_sim_replay_t *x) {
         return;
     }
     /* a checkpoint, uploaded to the cloud tier in the background (its time and egress: transfer.c) */
-    x->at_ckpt = x->at_disk = x->at_mem = x->now; /* replicated after its commit */
-    ah_sim_replicated(x);
+    x->at_ckpt = x->at_disk = x->now;
+    if (!x->run->periodic_off) { /* replicated after its commit */
+        x->at_mem = x->now;
+        ah_sim_replicated(x);
+    }
     ah_sim_upload_submit(x);
     x->stall_until = x->t + ckpt_stall_s(x);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;

@@ -44,7 +44,7 @@
  *       point of it) and hold training as the runtime's asynchronous save does: a sharded plan's
  *       all-gather, each device's copy into host memory (ckpt_snapshot_gb_s) and, with the memory
  *       tier, the replication to the partners as the runtime runs it (plan/ckpt_traffic.h
- *       ah_ckpt_pairs_s: blocking pairs in rounds of disjoint pairs, one flow each; the commit runs it on the
+ *       ah_ckpt_pairs_s: blocking pairs in rounds of disjoint pairs, one flow a rank of the smaller node each; the commit runs it on the
  *       trainer's thread); the disks and the cloud are written in the background. Every policy is
  *       priced so (the baselines as if their saves were as asynchronous). The cloud holds a
  *       checkpoint once its upload ends (transfer.c; one at a time, the newest next; its egress paid
@@ -119,7 +119,9 @@
  *       device + the replication's pairs (ah_ckpt_pairs_s) on the links to the partners, sooner
  *       than the disks; the disks follow, the stop capped at the grace period), or
  *       the disks first and then the replication (the runtime's synchronous save; its seconds,
- *       which the rule takes, include it). A (layer, shard) no surviving device holds
+ *       which the rule takes, include it); at a notice leaving some nodes the replication sends
+ *       only the leaving nodes' pieces no staying node holds (recovery.c notice_replication_s, as
+ *       runtime/ckpt_replica.c), a join's every node's. A (layer, shard) no surviving device holds
  *       but a surviving holder's memory does is "memory", moved at inter_node_gb_s per device
  *       (after the peer phase; from a holder in another zone or region over that link, as a peer
  *       read), and the run goes back to the state the memory holds, not to the
@@ -234,6 +236,9 @@ typedef struct ah_sim_opts {
                                   snapshot, which holds training), GB/s per device (AH_SIM_CKPT_SNAPSHOT_GB_S) */
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
+    bool replicas_always;      /* with the memory tier: the periodic checkpoints replicated under every plan
+                               (`autohet train --replica-memory-gb` alone); default off: not where every
+                               piece is on two nodes' disks (`run`'s --replica-when-it-pays; plans.c) */
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
     double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
@@ -332,6 +337,9 @@ typedef struct ah_sim_result {
     int64_t bytes_local, bytes_peer, bytes_cloud, bytes_memory;
     double planner_s;          /* measured planner time, distinct availability sets only */
     int plans_computed;        /* distinct availability sets planned */
+    int replica_plans_off;     /* of those, plans without the memory tier (replica_memory_gb > 0): every
+                                  piece on two nodes' disks, replicas cannot pay (ckpt/replica.h
+                                  ah_replica_pays; sim/plans.c) */
     double first_plan_s;       /* measured time of the first plan (set seen first) */
     double sim_wall_s;         /* wall time of this policy's replay */
     char note[256];            /* e.g. why nothing ran ("no plan fits on ...") */
