@@ -3,10 +3,13 @@
  * changes far less than the wall time): one snapshot shaped like bench_ckpt_overhead.sh's save
  * (GPT-2 blocks' tensors, fp32 weights + AdamW m and v per tensor, as ckpt_io.c's pieces) written
  * with ah_ckpt_snap_write, as the writer thread does, `saves` times, the step directories removed
- * between saves (not timed); the snapshot's tensors back to back in one buffer, as the ranks' copy
- * lays them out (runtime/ckpt_async.c). Prints the median CPU seconds a save (and per GB, and of
- * them the system's), the minor page faults and the wall time; then the CRC-32C of the same bytes
- * alone (ah_crc32c on this thread, the same clock), the part of the write's CPU that is the checksum.
+ * between saves (not timed); the snapshot's tensors in one buffer two ways, one save of each in
+ * turn: back to back (as the ranks' copy laid them out before session 19: every byte copied into
+ * afile's direct-I/O buffer), and laid out for direct I/O as the ranks' copy does now
+ * (runtime/ckpt_async.c, ah_ckpt_piece_start: whole blocks written from where they are). Prints for
+ * each the median CPU seconds a save (and per GB, and of them the system's), the minor page faults
+ * and the wall time; then the CRC-32C of the same bytes alone (ah_crc32c on this thread, the same
+ * clock), the part of the write's CPU that is the checksum.
  *
  *   bench_ckpt_writer [DIR (default: a new directory under /tmp)] [MB (308)] [FILES (24)] [SAVES (5)]
  *
@@ -55,19 +58,33 @@ static size_t piece_bytes(const ah_ckpt_piece_t *p) {
     return b;
 }
 
-/* The snapshot's tensors pointed into one buffer, back to back (the caller frees it; NULL without
- * memory), every page touched once, as the ranks' copy does. */
-static char *place(ah_ckpt_snap_t *s, size_t *bytes) {
+/* The snapshot's tensors pointed into one buffer (the caller frees it; NULL without memory), every
+ * page touched once, as the ranks' copy does: back to back (packed), or as the ranks' snapshot lays
+ * them out for direct I/O (ah_ckpt_piece_start: written from where they are); *cap its bytes. */
+typedef enum { PACKED, IN_PLACE, N_LAYOUTS } layout_t;
+static const char *const LAYOUT_NAME[N_LAYOUTS] = {"back to back (copied through the 4 MiB buffer)",
+                                                   "laid out for direct I/O (written in place)"};
+
+static char *place(ah_ckpt_snap_t *s, layout_t layout, size_t *bytes, size_t *cap) {
     *bytes = 0;
     for (int i = 0; i < s->n_pieces; i++) *bytes += piece_bytes(&s->pieces[i]);
-    char *buf = malloc(*bytes);
-    for (size_t i = 0, off = 0; buf && i < (size_t)s->n_pieces; i++)
+    *cap = *bytes + (layout == PACKED ? 0 : (size_t)s->n_pieces * AH_CKPT_SNAP_PAD);
+    char *buf = malloc(*cap);
+    if (!buf) return NULL;
+    uintptr_t at = (uintptr_t)buf;
+    for (int i = 0; i < s->n_pieces; i++) {
+        ah_error_t err;
+        if (layout != PACKED && ah_ckpt_piece_start(&s->pieces[i], at, &at, &err) != AH_OK) {
+            fprintf(stderr, "bench_ckpt_writer: %s\n", err.msg);
+            exit(1);
+        }
         for (int j = 0; j < s->pieces[i].n; j++) {
             ah_st_tensor_t *t = &s->pieces[i].ts[j];
-            t->data = buf + off;
-            off += (size_t)t->shape[0] * sizeof(float);
+            t->data = (void *)at;
+            at += (size_t)t->shape[0] * sizeof(float);
         }
-    if (buf) memset(buf, 0x5a, *bytes);
+    }
+    memset(buf, 0x5a, *cap);
     return buf;
 }
 
@@ -134,34 +151,46 @@ int main(int argc, char **argv) {
     const int files = argc > 3 ? atoi(argv[3]) : 24, saves = argc > 4 ? atoi(argv[4]) : 5;
     int64_t h = 8; /* the width whose block pieces (12 h^2 + 13 h floats x 3 each) come nearest mb */
     while ((12 * (h + 1) * (h + 1) + 13 * (h + 1)) * 3 * 4 * files < mb * 1e6) h++;
-    ah_ckpt_snap_t *snap = make_snap(dir, 1, files, h);
-    size_t bytes = 0;
-    char *buf = snap ? place(snap, &bytes) : NULL;
-    if (!buf) return fprintf(stderr, "bench_ckpt_writer: no memory\n"), 1;
-    printf("bench_ckpt_writer: %d saves of %.1f MB in %d files (blocks of width %lld, 36 tensors each) into %s; "
-           "load %.2f\n", saves, (double)bytes / 1e6, files, (long long)h, dir, load_avg());
+    ah_ckpt_snap_t *snap[N_LAYOUTS];
+    char *buf[N_LAYOUTS];
+    size_t bytes = 0, cap = 0;
+    for (int l = 0; l < N_LAYOUTS; l++) {
+        snap[l] = make_snap(dir, 1, files, h);
+        buf[l] = snap[l] ? place(snap[l], (layout_t)l, &bytes, &cap) : NULL;
+        if (!buf[l]) return fprintf(stderr, "bench_ckpt_writer: no memory\n"), 1;
+    }
+    printf("bench_ckpt_writer: %d saves of %.1f MB in %d files (blocks of width %lld, 36 tensors each) into %s, "
+           "each snapshot layout in turn; load %.2f\n", saves, (double)bytes / 1e6, files, (long long)h, dir, load_avg());
     enum { MAX_SAVES = 64 };
-    double cpu[MAX_SAVES], sys[MAX_SAVES], wall[MAX_SAVES], faults[MAX_SAVES], crc[MAX_SAVES];
+    double cpu[N_LAYOUTS][MAX_SAVES], sys[N_LAYOUTS][MAX_SAVES], wall[N_LAYOUTS][MAX_SAVES],
+        faults[N_LAYOUTS][MAX_SAVES], crc[MAX_SAVES];
     const int n = saves < 1 ? 1 : saves < MAX_SAVES ? saves : MAX_SAVES;
     uint32_t sum = 0;
     for (int r = 0; r < n; r++) {
-        const one_save_t o = save_once(snap, dir);
-        cpu[r] = o.cpu_s;
-        sys[r] = o.sys_s;
-        wall[r] = o.wall_s;
-        faults[r] = (double)o.faults;
+        for (int l = 0; l < N_LAYOUTS; l++) {
+            const one_save_t o = save_once(snap[l], dir);
+            cpu[l][r] = o.cpu_s;
+            sys[l][r] = o.sys_s;
+            wall[l][r] = o.wall_s;
+            faults[l][r] = (double)o.faults;
+        }
         const double c0 = thread_cpu_s(NULL, NULL);
-        sum ^= ah_crc32c(0, buf, bytes);
+        sum ^= ah_crc32c(0, buf[PACKED], bytes);
         crc[r] = thread_cpu_s(NULL, NULL) - c0;
     }
-    const double c = median(cpu, n);
-    printf("write: CPU %.3f s a save (%.3f s/GB; system %.3f s), minor faults %.0f, wall %.2f s (medians of %d)\n", c,
-           c / ((double)bytes / 1e9), median(sys, n), median(faults, n), median(wall, n), n);
+    for (int l = 0; l < N_LAYOUTS; l++) {
+        const double c = median(cpu[l], n);
+        printf("write, %s: CPU %.3f s a save (%.3f s/GB; system %.3f s), minor faults %.0f, wall %.2f s (medians of "
+               "%d)\n", LAYOUT_NAME[l], c, c / ((double)bytes / 1e9), median(sys[l], n), median(faults[l], n),
+               median(wall[l], n), n);
+    }
     printf("CRC-32C of the same bytes alone: %.3f CPU-s (%s; checksum %08x)\n", median(crc, n),
            ah_crc32c_hardware() ? "SSE4.2's crc32 instruction" : "tables", sum);
     printf("load at the end %.2f\n", load_avg());
-    ah_ckpt_snap_free(snap);
-    free(buf);
+    for (int l = 0; l < N_LAYOUTS; l++) {
+        ah_ckpt_snap_free(snap[l]);
+        free(buf[l]);
+    }
     if (argc <= 1 || !argv[1][0]) rmdir(dir);
     return 0;
 }

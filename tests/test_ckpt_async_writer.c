@@ -3,7 +3,8 @@
  * the part committed by the caller's ah_ckpt_commit, and a snapshot never collected freed by stop.
  * When the writer gets little of a core (one core shared with a busy thread), the caller waiting
  * for the snapshot writes the pieces the writer has not taken itself. The retention (--keep) handed
- * to the thread is done before wait or stop returns, a second one handed over while it runs too. */
+ * to the thread is done before wait or stop returns, a second one handed over while it runs too. The
+ * snapshot layout for direct I/O in place (ah_ckpt_piece_start) writes the same files. */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <pthread.h>
 #include <sched.h>
@@ -140,6 +141,67 @@ static void retention_while_busy(const char *root) {
           "the retention handed over while another ran is done by stop (keep 1: step 40 alone)");
 }
 
+/* A file's bytes (malloc'd, *n of them; NULL if it cannot be read). */
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *in = fopen(path, "rb");
+    unsigned char *b = in ? malloc(1 << 20) : NULL;
+    *n = b ? fread(b, 1, 1 << 20, in) : 0;
+    if (in) fclose(in);
+    return b;
+}
+
+/* The snapshot layout (ah_ckpt_piece_start): a piece's tensors placed less than AH_CKPT_SNAP_PAD past
+ * the address given, at an address congruent to their offset in the file (8 + the header's length)
+ * modulo AH_AFILE_BLOCK; the file written from there is the one written from the tensors back to
+ * back elsewhere, byte for byte. */
+static void layout(const char *root) {
+    enum { A = 3001, B = 5003 }; /* floats: neither a whole block */
+    float *src = malloc((A + B) * sizeof(float));
+    for (int i = 0; i < A + B; i++) src[i] = (float)i * 0.25f - 7;
+    char *buf = aligned_alloc(AH_AFILE_BLOCK, ((A + B) * sizeof(float) / AH_AFILE_BLOCK + 4) * AH_AFILE_BLOCK);
+    size_t n[2] = {0, 0};
+    unsigned char *file[2] = {NULL, NULL};
+    uintptr_t start = 0, at = (uintptr_t)buf + 12;
+    for (int k = 0; k < 2; k++) { /* k 0: from src, back to back; 1: laid out in buf */
+        ah_ckpt_snap_t *s = ah_ckpt_snap_new(root, 20 + 4 * k, 0, "n0", 1);
+        ah_ckpt_piece_t *p = &s->pieces[s->n_pieces++];
+        snprintf(p->name, sizeof p->name, "block-000.tp1-0.safetensors");
+        p->ts = calloc(2, sizeof *p->ts);
+        p->names = calloc(2, sizeof *p->names);
+        p->meta = json_pack("{s:s}", "format", "autohet-shard");
+        for (int j = 0; j < 2; j++) {
+            snprintf(p->names[j], sizeof p->names[j], "t%d", j);
+            p->ts[j] = (ah_st_tensor_t){.name = p->names[j], .dtype = AH_DTYPE_F32, .ndim = 2,
+                                        .shape = {1, j ? B : A}, .data = src + (j ? A : 0)};
+        }
+        p->n = 2;
+        ah_error_t err;
+        if (k == 1) {
+            CHECK(ah_ckpt_piece_start(p, at, &start, &err) == AH_OK, "piece start: %s", err.msg);
+            memcpy((void *)start, src, (A + B) * sizeof(float));
+            p->ts[0].data = (void *)start;
+            p->ts[1].data = (float *)start + A;
+        }
+        CHECK(ah_ckpt_snap_write(s, NULL, &err) == AH_OK, "write: %s", err.msg);
+        char path[512];
+        snprintf(path, sizeof path, "%s/step-%08d/block-000.tp1-0.safetensors", root, 20 + 4 * k);
+        file[k] = slurp(path, &n[k]);
+        ah_ckpt_snap_free(s);
+    }
+    CHECK(start >= at && start - at < AH_CKPT_SNAP_PAD, "placed %lu bytes past the address given",
+          (unsigned long)(start - at));
+    uint64_t header = 0;
+    for (int b = 0; file[1] && n[1] >= 8 && b < 8; b++) header |= (uint64_t)file[1][b] << (8 * b);
+    CHECK(n[1] > 8 && (start - (8 + header)) % AH_AFILE_BLOCK == 0, "the tensors' address congruent to their file "
+          "offset %llu", (unsigned long long)(8 + header));
+    CHECK(n[0] == n[1] && n[0] > (A + B) * sizeof(float) && memcmp(file[0], file[1], n[0]) == 0,
+          "the file written from the layout is the one written from the tensors elsewhere (%zu, %zu bytes)", n[0], n[1]);
+    free(file[0]);
+    free(file[1]);
+    free(buf);
+    free(src);
+}
+
 int main(void) {
     char root_buf[] = "/tmp/ah-async-XXXXXX", path[512];
     const char *root = mkdtemp(root_buf);
@@ -180,6 +242,7 @@ int main(void) {
     /* stop with a snapshot never collected: written, then freed (ASan's leak check) */
     CHECK(ah_ckpt_async_submit(a, snapshot(root, 12), &err) == AH_OK, "submit: %s", err.msg);
     ah_ckpt_async_stop(a, false);
+    layout(root);
     starved_writer(root);
     char kept_buf[] = "/tmp/ah-async-keep-XXXXXX";
     const char *kept = mkdtemp(kept_buf);

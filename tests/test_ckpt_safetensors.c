@@ -229,6 +229,55 @@ static void test_direct(void) {
     free(back);
 }
 
+/* Bytes read back from path into back (at most cap); how many. */
+static size_t read_back(const char *path, unsigned char *back, size_t cap) {
+    FILE *in = fopen(path, "rb");
+    const size_t got = in ? fread(back, 1, cap, in) : 0;
+    if (in) fclose(in);
+    return got;
+}
+
+/* Direct I/O in place (afile.h): a header-like prefix from elsewhere, then 100 "tensors" lying back to
+ * back from an address congruent to their file offset modulo AH_AFILE_BLOCK (the snapshot layout),
+ * each 2 blocks + 100 bytes long, so that every one has partial blocks at both ends (through the
+ * buffer) and whole blocks between (written from where they are), more stretches than one writev
+ * takes (AH_AFILE_PENDING): the file comes out byte for byte, with its CRC-32C. The whole blocks are
+ * not copied: a byte changed in one of them after ah_afile_write and before the commit is in the
+ * file, while one changed in a partial block (copied into the buffer) is not. */
+static void test_direct_in_place(void) {
+    enum { HEAD = 136, N = 100, LEN = 2 * AH_AFILE_BLOCK + 100 };
+    const size_t total = HEAD + (size_t)N * LEN;
+    unsigned char *src = aligned_alloc(AH_AFILE_BLOCK, (total / AH_AFILE_BLOCK + 2) * AH_AFILE_BLOCK), *back = malloc(total + 1);
+    unsigned char head[HEAD], *data = src + HEAD; /* data's address congruent to its file offset, HEAD */
+    for (size_t i = 0; i < HEAD; i++) head[i] = (unsigned char)(i * 7 + 1);
+    for (size_t i = 0; i < (size_t)N * LEN; i++) data[i] = (unsigned char)(i * 2654435761u >> 11);
+    char path[256];
+    snprintf(path, sizeof path, "%s/in-place.bin", dir);
+    ah_afile_t f;
+    ah_error_t err;
+    CHECK(ah_afile_open(&f, path, &err) == AH_OK, "open: %s", err.msg);
+    CHECK(ah_afile_direct(&f), "O_DIRECT on %s", path);
+    CHECK(ah_afile_write(&f, head, HEAD, &err) == AH_OK, "write the head: %s", err.msg);
+    for (int k = 0; k < N; k++)
+        CHECK(ah_afile_write(&f, data + (size_t)k * LEN, LEN, &err) == AH_OK, "write tensor %d: %s", k, err.msg);
+    uint32_t want = ah_crc32c(ah_crc32c(0, head, HEAD), data, (size_t)N * LEN);
+    CHECK(f.bytes == total && f.crc == want, "size and CRC of %zu bytes written in place", total);
+    /* the last tensor's whole blocks are still pending (the commit writes them); its first partial
+     * block was copied into the buffer */
+    const size_t last = (size_t)(N - 1) * LEN, first_block = AH_AFILE_BLOCK - (HEAD + last) % AH_AFILE_BLOCK;
+    data[last + first_block + 10] ^= 0xFF;
+    data[last + 10] ^= 0xFF;
+    CHECK(ah_afile_commit(&f, false, &err) == AH_OK, "commit: %s", err.msg);
+    CHECK(read_back(path, back, total + 1) == total, "%zu bytes back", total);
+    CHECK(memcmp(back, head, HEAD) == 0, "the head back as written");
+    data[last + 10] ^= 0xFF; /* as it was when written */
+    CHECK(memcmp(back + HEAD, data, (size_t)N * LEN) == 0,
+          "every byte back as it was at the commit: the whole blocks' bytes read from the caller's memory then, the "
+          "partial blocks' copied when written");
+    free(src);
+    free(back);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -238,6 +287,7 @@ int main(void) {
     test_round_trip();
     test_malformed();
     test_direct();
+    test_direct_in_place();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -25,8 +25,8 @@
 struct ah_snap_copy {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    ah_snap_range_t *ranges; /* owned */
-    int n, next, active;     /* ranges, the next nobody took, those being copied */
+    ah_snap_range_t *ranges; /* owned, room for cap (kept from one snapshot to the next) */
+    int cap, n, next, active; /* ranges, the next nobody took, those being copied */
     double t0, seconds;      /* snap_copy's call; from it to the last copy's end */
 };
 
@@ -59,13 +59,15 @@ static void drain(ah_snap_copy_t *c) {
 }
 
 ah_status_t ah_cpu_snap_copy(ah_snap_copy_t *c, const ah_snap_range_t *ranges, int n, ah_error_t *err) {
-    drain(c); /* the previous snapshot's, were any left (the caller waited for them already) */
-    ah_snap_range_t *list = malloc((size_t)(n > 0 ? n : 1) * sizeof *list);
-    if (!list) return ah_error_set(err, AH_ERR_OOM, "CPU backend: no host memory for a snapshot's %d copies", n);
-    memcpy(list, ranges, (size_t)n * sizeof *list);
+    drain(c); /* the previous snapshot's, were any left (the caller waited for them already): nobody reads the list */
+    if (n > c->cap) {
+        ah_snap_range_t *list = realloc(c->ranges, (size_t)n * sizeof *list);
+        if (!list) return ah_error_set(err, AH_ERR_OOM, "CPU backend: no host memory for a snapshot's %d copies", n);
+        c->ranges = list;
+        c->cap = n;
+    }
     pthread_mutex_lock(&c->mu);
-    free(c->ranges);
-    c->ranges = list;
+    if (n > 0) memcpy(c->ranges, ranges, (size_t)n * sizeof *ranges);
     c->n = n;
     c->next = 0;
     c->t0 = ah_now_s();

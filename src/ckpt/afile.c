@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
     f->crc = 0;
     f->direct = NULL;
     f->direct_fill = 0;
+    f->n_pending = 0;
     f->tmp[0] = '\0';
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return ah_error_set(err, AH_ERR_IO, "%.200s...: path too long", path);
@@ -59,7 +61,7 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err) {
 
 /* Direct I/O's buffer: a multiple of every block size O_DIRECT asks for, and large enough that
  * one write keeps the disk busy. */
-enum { DIRECT_ALIGN = 4096, DIRECT_BYTES = 4 << 20 };
+enum { DIRECT_ALIGN = AH_AFILE_BLOCK, DIRECT_BYTES = 4 << 20 };
 
 /* The direct-I/O buffer a thread's last file used, kept for its next one (freed at the thread's
  * exit). A fresh 4 MiB allocation per file came back as fresh pages every time, which the kernel
@@ -107,8 +109,8 @@ bool ah_afile_direct(ah_afile_t *f) {
 #endif
 }
 
-/* Back to buffered writes (the file system refused an O_DIRECT write, or the tail is not a whole
- * block): the fd loses O_DIRECT; the buffer stays for the bytes it holds. */
+/* Back to buffered writes (the file system refused an O_DIRECT write, or what is left is not whole
+ * blocks): the fd loses O_DIRECT; the buffer stays for the bytes it holds. */
 static void direct_off(ah_afile_t *f) {
 #ifdef O_DIRECT
     const int fl = fcntl(f->fd, F_GETFL);
@@ -116,45 +118,94 @@ static void direct_off(ah_afile_t *f) {
 #endif
 }
 
-static ah_status_t write_all(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
-    const char *p = buf;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(f->fd, p, left);
+/* iov[0 .. n) written in order (writev, as often as it takes); the list is consumed. */
+static ah_status_t write_iov(ah_afile_t *f, struct iovec *iov, int n, ah_error_t *err) {
+    bool refused = false; /* O_DIRECT refused once: buffered from then on */
+    while (n > 0) {
+        const ssize_t w = writev(f->fd, iov, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EINVAL && f->direct) { /* this file system's O_DIRECT refuses it */
+        if (w < 0 && errno == EINVAL && f->direct && !refused) { /* this file system's O_DIRECT refuses it */
             direct_off(f);
-            w = write(f->fd, p, left);
+            refused = true;
+            continue;
         }
         if (w < 0) return io_error(err, f->path, "cannot write", errno);
-        if ((size_t)w < left && f->direct) direct_off(f); /* the rest is no longer aligned */
-        p += w;
-        left -= (size_t)w;
+        size_t done = (size_t)w;
+        for (; n > 0 && done >= iov->iov_len; n--) done -= (iov++)->iov_len;
+        if (n > 0 && done > 0) { /* a short write: the rest is no longer aligned */
+            iov->iov_base = (char *)iov->iov_base + done;
+            iov->iov_len -= done;
+            if (f->direct) direct_off(f);
+        }
     }
     return AH_OK;
 }
 
-/* Direct I/O: the buffer's whole blocks written; with tail, the rest too (buffered). */
+static ah_status_t write_all(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+    struct iovec one = {(void *)buf, n};
+    return write_iov(f, &one, 1, err);
+}
+
+/* Direct I/O: the pending writes, whole blocks each (the last one's partial block only with tail,
+ * buffered); the buffer empty again. */
 static ah_status_t direct_flush(ah_afile_t *f, bool tail, ah_error_t *err) {
-    const size_t whole = f->direct_fill / DIRECT_ALIGN * DIRECT_ALIGN;
-    ah_status_t st = whole ? write_all(f, f->direct, whole, err) : AH_OK;
-    if (st == AH_OK && whole < f->direct_fill) {
-        if (!tail) return ah_error_set(err, AH_ERR_INTERNAL, "%s: direct write of a partial block", f->path);
-        direct_off(f);
-        st = write_all(f, f->direct + whole, f->direct_fill - whole, err);
+    struct iovec rest = {0};
+    if (f->n_pending > 0) {
+        struct iovec *last = &f->pending[f->n_pending - 1];
+        rest.iov_len = last->iov_len % DIRECT_ALIGN;
+        last->iov_len -= rest.iov_len;
+        rest.iov_base = (char *)last->iov_base + last->iov_len;
     }
+    ah_status_t st = write_iov(f, f->pending, f->n_pending, err);
+    if (st == AH_OK && rest.iov_len > 0) {
+        if (!tail) st = ah_error_set(err, AH_ERR_INTERNAL, "%s: direct write of a partial block", f->path);
+        else direct_off(f);
+        if (st == AH_OK) st = write_iov(f, &rest, 1, err);
+    }
+    f->n_pending = 0;
     f->direct_fill = 0;
     return st;
 }
 
+/* Direct I/O: n bytes at p appended to the pending writes, where they are (in_place: p and the bytes
+ * pending are whole blocks) or copied into the buffer (n no more than it has room for). Makes room
+ * in the list first (a new stretch begins only where the pending bytes are whole blocks). */
+static ah_status_t direct_append(ah_afile_t *f, const char *p, size_t n, bool in_place, ah_error_t *err) {
+    char *const at = in_place ? (char *)p : f->direct + f->direct_fill;
+    struct iovec *last = f->n_pending ? &f->pending[f->n_pending - 1] : NULL;
+    if (!last || (char *)last->iov_base + last->iov_len != at) { /* a new stretch */
+        if (f->n_pending == AH_AFILE_PENDING && direct_flush(f, false, err) != AH_OK) return err->code;
+        last = &f->pending[f->n_pending++];
+        *last = (struct iovec){in_place ? at : f->direct + f->direct_fill, 0};
+    }
+    if (!in_place) {
+        memcpy(f->direct + f->direct_fill, p, n);
+        f->direct_fill += n;
+    }
+    last->iov_len += n;
+    f->crc = ah_crc32c(f->crc, p, n);
+    f->bytes += n;
+    return AH_OK;
+}
+
 ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
     const char *p = buf;
-    for (size_t left = n; f->direct && left > 0;) { /* through the aligned buffer */
-        const size_t take = left < DIRECT_BYTES - f->direct_fill ? left : DIRECT_BYTES - f->direct_fill;
-        memcpy(f->direct + f->direct_fill, p, take);
-        f->crc = ah_crc32c(f->crc, p, take);
-        f->direct_fill += take;
-        f->bytes += take;
+    for (size_t left = n; f->direct && left > 0;) {
+        /* p congruent to the file's offset modulo a block: from the next block boundary on, the
+         * bytes go to the disk from where they are (the snapshot's layout, ckpt/async.h) */
+        const uint64_t off = f->bytes;
+        const bool congruent = ((uintptr_t)p - off) % DIRECT_ALIGN == 0;
+        size_t take;
+        bool in_place = false;
+        if (congruent && (uintptr_t)p % DIRECT_ALIGN == 0 && left >= DIRECT_ALIGN) {
+            take = left / DIRECT_ALIGN * DIRECT_ALIGN;
+            in_place = true;
+        } else {
+            take = left < DIRECT_BYTES - f->direct_fill ? left : DIRECT_BYTES - f->direct_fill;
+            const size_t to_block = DIRECT_ALIGN - (uintptr_t)p % DIRECT_ALIGN;
+            if (congruent && take > to_block) take = to_block; /* then in place */
+        }
+        if (direct_append(f, p, take, in_place, err) != AH_OK) return err->code;
         p += take;
         left -= take;
         if (f->direct_fill == DIRECT_BYTES && direct_flush(f, false, err) != AH_OK) return err->code;
@@ -208,6 +259,7 @@ ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err) {
 void ah_afile_abort(ah_afile_t *f) {
     buffer_give(f->direct);
     f->direct = NULL;
+    f->n_pending = 0;
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
     if (f->tmp[0]) unlink(f->tmp);

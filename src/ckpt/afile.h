@@ -10,7 +10,14 @@
  * Direct I/O (ah_afile_direct, for large files such as checkpoint shards): the bytes go to the disk
  * through an aligned 4 MiB buffer with O_DIRECT (one a thread, kept from one file to the next),
  * not through the page cache, so the kernel neither copies them into cache pages (the bulk of a
- * buffered write's CPU) nor writes them back later; the last partial block is written buffered. A file system that refuses O_DIRECT
+ * buffered write's CPU) nor writes them back later; the last partial block is written buffered.
+ * Bytes handed to ah_afile_write from an address congruent to their offset in the file modulo
+ * AH_AFILE_BLOCK skip the buffer: their whole blocks go to the disk from where they are (the
+ * caller's memory must not change until ah_afile_commit or ah_afile_abort returns; a snapshot laid
+ * out so, ckpt/async.h, is written with no copy), only the partial blocks at either end pass through
+ * the buffer. The writes are gathered: one writev for the buffer's 4 MiB, or for up to
+ * AH_AFILE_PENDING stretches of buffer and caller's memory, not a write (and a wait for the disk)
+ * each. A file system that refuses O_DIRECT
  * or its alignment gets buffered writes instead, silently: the file is the same.
  */
 #ifndef AH_CKPT_AFILE_H
@@ -19,10 +26,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "core/status.h"
 
 #define AH_CKPT_PATH_MAX 4096
+/* Direct I/O's block: the alignment it asks of file offsets, lengths and memory (a multiple of every
+ * disk's logical block and DMA alignment seen). */
+#define AH_AFILE_BLOCK 4096
+#define AH_AFILE_PENDING 64
 
 typedef struct ah_afile {
     int fd;                      /* -1 when closed */
@@ -31,7 +43,12 @@ typedef struct ah_afile {
     uint64_t bytes;              /* written so far */
     uint32_t crc;                /* CRC-32C of the bytes written so far */
     char *direct;                /* with direct I/O: the aligned buffer (owned), else NULL */
-    size_t direct_fill;          /* bytes in it not yet written */
+    size_t direct_fill;          /* bytes of it in use (pending) */
+    /* direct I/O: the bytes not yet written, in file order (regions of the buffer, and the caller's
+     * memory written in place), written by one writev when the buffer or this list is full, or at
+     * the commit */
+    struct iovec pending[AH_AFILE_PENDING];
+    int n_pending;
 } ah_afile_t;
 
 ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err);

@@ -21,6 +21,19 @@ void ah_ckpt_piece_free(ah_ckpt_piece_t *p) {
     }
 }
 
+ah_status_t ah_ckpt_piece_start(const ah_ckpt_piece_t *p, uintptr_t at, uintptr_t *start, ah_error_t *err) {
+    uint64_t file = 0, data = 0;
+    if (ah_st_size(p->ts, p->n, p->meta, &file, err) != AH_OK) return err->code;
+    for (int j = 0; j < p->n; j++) {
+        uint64_t e = ah_dtype_size(p->ts[j].dtype);
+        for (int d = 0; d < p->ts[j].ndim; d++) e *= (uint64_t)p->ts[j].shape[d];
+        data += e;
+    }
+    const uintptr_t header = (uintptr_t)(file - data); /* the tensors' offset in the file */
+    *start = at + (header - at) % AH_CKPT_SNAP_PAD;
+    return AH_OK;
+}
+
 ah_ckpt_snap_t *ah_ckpt_snap_new(const char *root, int64_t step, int part, const char *node, int cap) {
     ah_ckpt_snap_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;

@@ -94,6 +94,15 @@ typedef struct ah_ckpt_snap {
     void *copied_ctx;
 } ah_ckpt_snap_t;
 
+/* The snapshot buffer's layout. A piece's tensors lie back to back in it (in the piece's order) from
+ * an address congruent to their offset in the piece's file (the safetensors header's length) modulo
+ * AH_AFILE_BLOCK, so that the write's direct I/O sends their whole blocks from there, with no copy
+ * into afile's buffer (afile.h); reaching that address costs each piece less than AH_CKPT_SNAP_PAD
+ * bytes of the buffer, which holds its pieces' tensors plus AH_CKPT_SNAP_PAD a piece (the bytes
+ * ckpt/host_memory.h counts). *start gets the address at or after `at` where p's tensors go. */
+#define AH_CKPT_SNAP_PAD AH_AFILE_BLOCK
+ah_status_t ah_ckpt_piece_start(const ah_ckpt_piece_t *p, uintptr_t at, uintptr_t *start, ah_error_t *err);
+
 /* A zeroed snapshot with room for cap pieces; NULL without memory. */
 ah_ckpt_snap_t *ah_ckpt_snap_new(const char *root, int64_t step, int part, const char *node, int cap);
 void ah_ckpt_snap_free(ah_ckpt_snap_t *s);

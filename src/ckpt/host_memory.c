@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/async.h"
 #include "ckpt/placement.h"
 #include "ckpt/replica.h"
 #include "plan/ckpt_traffic.h"
@@ -11,7 +12,12 @@
 #define GIB 1073741824.0
 
 ah_status_t ah_snapshot_node_bytes(const ah_plan_t *p, int64_t *bytes, ah_error_t *err) {
-    return ah_ckpt_node_bytes(p, bytes, NULL, err); /* the snapshot holds what the node's ranks write */
+    int64_t *files = calloc((size_t)p->cluster.n_nodes + 1, sizeof *files);
+    ah_status_t st = files ? ah_ckpt_node_bytes(p, bytes, NULL, files, err) /* what the node's ranks write */
+                           : ah_error_set(err, AH_ERR_OOM, "no host memory to size the checkpoint snapshots");
+    for (int n = 0; st == AH_OK && n < p->cluster.n_nodes; n++) bytes[n] += files[n] * AH_CKPT_SNAP_PAD; /* the layout's */
+    free(files);
+    return st;
 }
 
 ah_status_t ah_replica_node_bytes(const ah_plan_t *p, double replica_gb, int64_t *bytes, ah_error_t *err) {
@@ -20,7 +26,7 @@ ah_status_t ah_replica_node_bytes(const ah_plan_t *p, double replica_gb, int64_t
     int *partner = calloc((size_t)c->n_nodes + 1, sizeof *partner);
     const char **zones = calloc((size_t)c->n_nodes + 1, sizeof *zones);
     ah_placement_t pl = {0};
-    ah_status_t st = own && partner && zones ? ah_snapshot_node_bytes(p, own, err)
+    ah_status_t st = own && partner && zones ? ah_ckpt_node_bytes(p, own, NULL, NULL, err) /* the files' bytes */
                                              : ah_error_set(err, AH_ERR_OOM, "no host memory to size the replicas");
     if (st == AH_OK) st = ah_placement_build(p, NULL, 0, &pl, err);
     for (int n = 0; st == AH_OK && n < c->n_nodes; n++) zones[n] = c->nodes[n].zone;

@@ -4,8 +4,9 @@
  * A save without --ckpt-sync copies, on every rank, the shards it writes (those it is the lowest
  * holder of on its node, ckpt/placement.h) into a host-memory snapshot that the rank keeps from one
  * save to the next: weights, AdamW m and v in fp32, the TP piece of each tensor of each such group,
- * 12 bytes a parameter, exactly what the runtime allocates (runtime/ckpt_async.c; its checkpoint
- * events' "snapshot_bytes" says so). A node's snapshot bytes are its ranks' sum. A node whose cluster
+ * 12 bytes a parameter, and AH_CKPT_SNAP_PAD (4 KiB) a shard file for the layout that lets the
+ * writer send the bytes to the disk from where they are (ckpt/async.h): exactly what the runtime
+ * allocates (runtime/ckpt_async.c; its checkpoint events' "snapshot_bytes" says so). A node's snapshot bytes are its ranks' sum. A node whose cluster
  * entry gives "host_memory_gib" must hold them, and with in-memory replicas (--replica-memory-gb) the
  * replicas it keeps in its tmpfs too; a node without it is not checked.
  */

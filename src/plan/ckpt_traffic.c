@@ -33,9 +33,10 @@ static int by_node(const void *a, const void *b) {
     return (x->node > y->node) - (x->node < y->node);
 }
 
-ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, ah_error_t *err) {
+ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, int64_t *files, ah_error_t *err) {
     const int nn = p->cluster.n_nodes, L = (int)p->model.n_layer, tp = p->tp, slots = L + 2;
     memset(own, 0, (size_t)nn * sizeof *own);
+    if (files) memset(files, 0, (size_t)nn * sizeof *files);
     if (cloud) memset(cloud, 0, (size_t)nn * sizeof *cloud);
     int nh = 0;
     for (int i = 0; i < p->n_pipelines; i++) nh += p->pipelines[i].n_stages * ah_stage_devices(&p->pipelines[i], tp);
@@ -69,6 +70,7 @@ ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud,
                 if (seen[g * tp + hs[h].tp_index] != hs[h].node) {
                     seen[g * tp + hs[h].tp_index] = hs[h].node;
                     own[hs[h].node] += group[g];
+                    if (files) files[hs[h].node]++;
                 }
         }
     }

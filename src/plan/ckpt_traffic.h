@@ -21,8 +21,9 @@
 #include "plan/plan.h"
 
 /* own[n] (the plan's cluster's nodes; 0 for a node without ranks): the bytes of node n's step;
- * cloud[n] (may be NULL): the bytes node n uploads to the cloud tier. AH_ERR_OOM only. */
-ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, ah_error_t *err);
+ * cloud[n] (may be NULL): the bytes node n uploads to the cloud tier; files[n] (may be NULL): the
+ * shard files of node n's step (one per save group and TP index its devices hold). AH_ERR_OOM only. */
+ah_status_t ah_ckpt_node_bytes(const ah_plan_t *p, int64_t *own, int64_t *cloud, int64_t *files, ah_error_t *err);
 
 /* partner[y] for each of n_nodes nodes: the node holding y's in-memory replica, in another failure
  * domain (another zone when the used nodes span several, else another node), the sources spread

@@ -234,7 +234,7 @@ static void ckpt_traffic(const ah_plan_t *p, ah_plan_traffic_t *t) {
     ah_ckpt_pair_t *pairs = calloc((size_t)nn + 1, sizeof *pairs);
     int n_pairs = 0;
     bool ok = own && cloud && partner && leader && ranks && zones && held && pairs &&
-              ah_ckpt_node_bytes(p, own, cloud, &(ah_error_t){0}) == AH_OK && ah_ckpt_node_ranks(p, ranks);
+              ah_ckpt_node_bytes(p, own, cloud, NULL, &(ah_error_t){0}) == AH_OK && ah_ckpt_node_ranks(p, ranks);
     for (int n = 0; ok && n < nn; n++) {
         zones[n] = c->nodes[n].zone;
         leader[n] = own[n] > 0 ? 0 : -1; /* the node holds ranks */

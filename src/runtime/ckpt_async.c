@@ -79,7 +79,10 @@ static size_t tensor_elems(const ah_st_tensor_t *t) {
 }
 
 /* s->snap_buf grown to `need` floats (on the first save; the same size each time): the backend's
- * page-locked host memory where it has some (its copies into it are asynchronous), else malloc'd. */
+ * page-locked host memory where it has some (its copies into it are asynchronous), else malloc'd.
+ * Not in transparent huge pages: tried (session 19), a save's direct I/O from them took 0.041
+ * against 0.050 CPU-s (bench_ckpt_writer), but the kernel zeroing them at their first touch took
+ * ~0.75 CPU-s a run of bench_ckpt_overhead on this VM, 15 times what small pages took. */
 static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err) {
     if (need <= s->snap_elems) return AH_OK;
     const ah_backend_t *be = s->tr->dev.backend;
@@ -116,12 +119,14 @@ static ah_status_t copies_done(void *ctx, double *seconds, ah_error_t *err) {
     return s->tr->dev.backend->snap_copy_wait(s->snap_copy, seconds, err);
 }
 
-/* The snapshot's pieces moved into s->snap_buf: assembled host memory by memcpy here; the trainer's
- * own buffers (the views on_device) by the backend's asynchronous copies, which the writer waits for
- * before it reads the buffer and the next AdamW before it writes the trainer's (tr->snap_fence). */
+/* The snapshot's pieces moved into s->snap_buf, laid out for the writer's direct I/O (ckpt/async.h
+ * ah_ckpt_piece_start: AH_CKPT_SNAP_PAD bytes a piece beyond the tensors): assembled host memory by
+ * memcpy here; the trainer's own buffers (the views on_device) by the backend's asynchronous copies,
+ * which the writer waits for before it reads the buffer and the next AdamW before it writes the
+ * trainer's (tr->snap_fence). */
 static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
     const ah_backend_t *be = s->tr->dev.backend;
-    size_t need = 0;
+    size_t need = (size_t)snap->n_pieces * (AH_CKPT_SNAP_PAD / sizeof(float));
     int n_tensors = 0;
     for (int i = 0; i < snap->n_pieces; i++)
         for (int j = 0; j < snap->pieces[i].n; j++, n_tensors++) need += tensor_elems(&snap->pieces[i].ts[j]);
@@ -130,18 +135,21 @@ static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_er
     if (st != AH_OK) return st;
     ah_snap_range_t *r = be->snap_copy ? calloc((size_t)n_tensors + 1, sizeof *r) : NULL;
     if (be->snap_copy && !r) return ah_error_set(err, AH_ERR_OOM, "no host memory for a snapshot's copy list");
-    size_t at = 0;
+    uintptr_t at = (uintptr_t)s->snap_buf;
     int n_copies = 0;
-    for (int i = 0; i < snap->n_pieces; i++)
+    for (int i = 0; i < snap->n_pieces && st == AH_OK; i++) {
+        if ((st = ah_ckpt_piece_start(&snap->pieces[i], at, &at, err)) != AH_OK) break;
         for (int j = 0; j < snap->pieces[i].n; j++) {
             ah_st_tensor_t *t = &snap->pieces[i].ts[j];
             const size_t bytes = tensor_elems(t) * sizeof(float);
-            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){s->snap_buf + at, t->data, bytes};
-            else memcpy(s->snap_buf + at, t->data, bytes);
-            t->data = s->snap_buf + at;
-            at += bytes / sizeof(float);
+            float *to = (float *)at;
+            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){to, t->data, bytes};
+            else memcpy(to, t->data, bytes);
+            t->data = to;
+            at += bytes;
         }
-    if (n_copies) st = be->snap_copy(s->snap_copy, r, n_copies, err);
+    }
+    if (st == AH_OK && n_copies) st = be->snap_copy(s->snap_copy, r, n_copies, err);
     free(r);
     if (st == AH_OK && n_copies) {
         s->tr->snap_fence = s->snap_copy;
