@@ -58,13 +58,14 @@ typedef struct {
     ah_baseline_t kind;
     ah_train_t tr;
     int t, G, L;
-    const bgroup_t *g;
+    bgroup_t *g;              /* room for the cluster's groups: those of (t, part) */
     ah_stage_cost_t *sc; /* fwd_s NAN = not computed yet */
     double *bott, *sum, *rem; /* scratch, one per group: per pipeline bottleneck and summed stage */
     int64_t *n;               /* times, the batch-balanced split */
     int *order;
     struct finalists *fin;    /* megatron-best where interleaved may run: its best 1F1B structures */
     int part;                 /* the groups': a GPU type, or -1 for all */
+    struct frame *frame;      /* where try_structure builds a structure's plan */
 } bctx_t;
 
 /* megatron-best's best 1F1B structures, which it then runs interleaved (interleave_finalists). */
@@ -244,18 +245,18 @@ static void keep(ah_plan_result_t *best, ah_plan_t *p, ah_eval_t *e) {
 
 /* megatron-best's finalists (its fastest 1F1B structures, b->fin) run as Megatron-Core's
  * interleaved 1F1B with the best v each (interleave_best); the fastest that fits and beats *out
- * replaces it. g: room for the cluster's groups (b->g). Finalists, not every structure: interleaving every structure the 1F1B search weighs
+ * replaces it. Finalists, not every structure: interleaving every structure the 1F1B search weighs
  * would cost the planner its second (docs/planner.md "Schedules"). */
 static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t prec, bgroup_t *g);
 
-static ah_status_t interleave_finalists(bctx_t *b, bgroup_t *g, ah_plan_result_t *out, ah_error_t *err) {
+static ah_status_t interleave_finalists(bctx_t *b, ah_plan_result_t *out, ah_error_t *err) {
     ah_status_t st = AH_OK;
     const struct finalists fin = *b->fin;
     for (int k = 0; k < fin.n && st == AH_OK; k++) {
         const finalist_t *f = &fin.f[k];
         b->t = f->t;
         b->tr.micro_batch = f->mb;
-        b->G = collect_groups(b->cluster, f->t, f->part, b->tr.precision, g);
+        b->G = collect_groups(b->cluster, f->t, f->part, b->tr.precision, b->g);
         ah_plan_t p;
         ah_eval_t e;
         st = ah_plan_init(&p, b->model, &b->tr, f->t, b->cluster, f->P, err);
@@ -278,41 +279,84 @@ static ah_status_t interleave_finalists(bctx_t *b, bgroup_t *g, ah_plan_result_t
     return st;
 }
 
-static int plan_used(const ah_plan_result_t *r) {
-    return r->plan.pipelines ? r->plan.n_pipelines * r->plan.pipelines[0].n_stages * r->plan.tp : 0;
+/* The plan of the structure being scored, built in place: its pipelines and stages in storage
+ * kept from structure to structure (P S <= the cluster's groups), so that scoring a structure
+ * allocates no plan; the one kept is copied out (ah_plan_copy). */
+struct frame {
+    ah_plan_t p;        /* pipelines: room for `room`; p.n_pipelines the structure's */
+    ah_stage_t *stages; /* room for `room`, pipeline i's from i S */
+    int room, tp_written; /* the most devices per stage written (those past the plan's tp are 0) */
+};
+
+static ah_status_t frame_init(struct frame *f, const ah_model_t *m, const ah_train_t *tr, const ah_cluster_t *c, int room,
+                              ah_error_t *err) {
+    memset(f, 0, sizeof *f);
+    const ah_status_t st = ah_plan_init(&f->p, m, tr, 1, c, room, err);
+    if (st != AH_OK) return st;
+    f->stages = calloc((size_t)room, sizeof *f->stages);
+    if (!f->stages) {
+        ah_plan_free(&f->p);
+        return ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines' %d stages", room);
+    }
+    f->room = room;
+    return AH_OK;
 }
 
-/* Scores one structure; keeps it in *best when it is feasible and faster. */
-static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, ah_plan_result_t *best,
-                                 ah_error_t *err) {
+static void frame_free(struct frame *f) {
+    f->p.n_pipelines = 0; /* their stages are f->stages */
+    ah_plan_free(&f->p);
+    free(f->stages);
+    f->stages = NULL;
+}
+
+/* b's frame as P pipelines of S stages over b->g (fill_structure), N / P micro-batches each, or
+ * batch-balanced's split (b->n, from structure_lb: on the bottleneck times ah_evaluate gives). */
+static const ah_plan_t *frame_structure(const bctx_t *b, int P, int S, bool recompute) {
+    struct frame *f = b->frame;
+    ah_plan_t *p = &f->p;
     const int64_t N = b->tr.global_batch / b->tr.micro_batch;
+    if (f->tp_written > b->t) { /* a smaller TP degree than before: no device past it */
+        for (int k = 0; k < f->room; k++)
+            memset(&f->stages[k].devices[b->t], 0, sizeof(ah_device_ref_t) * (size_t)(f->tp_written - b->t));
+        f->tp_written = b->t;
+    }
+    if (b->t > f->tp_written) f->tp_written = b->t;
+    p->train = b->tr;
+    p->tp = b->t;
+    p->n_pipelines = P;
+    for (int i = 0; i < P; i++)
+        p->pipelines[i] = (ah_pipeline_t){.micro_batches = b->kind == AH_BASELINE_BATCH_BALANCED ? b->n[i] : N / P,
+                                          .n_stages = S, .stages = f->stages + (size_t)i * (size_t)S,
+                                          .schedule = AH_SCHED_1F1B, .cp = 1};
+    fill_structure(p, b->g, S, recompute);
+    return p;
+}
+
+/* The fastest structure so far: its evaluation, and what rebuilds its plan (best_plan) once the
+ * search is done, so that a structure kept and then beaten costs no plan of its own. */
+typedef struct {
+    bool have;
+    ah_eval_t eval;
+    int t, part, P, S;
+    int64_t mb;
+    bool rc;
+} best_t;
+
+/* Scores one structure; keeps it in *best when it is feasible and faster. */
+static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, best_t *best, ah_error_t *err) {
     /* Megatron-LM runs on every GPU it is given (world size = DP x PP x TP); picking a subset by
      * speed would be type-aware. So uniform keeps the layout that uses the most devices and only
      * then the fastest; without this, a large micro-batch (few micro-batches, so few pipelines)
      * let it keep just the first, fast devices in cluster order. */
-    const int used = P * S * b->t, best_used = plan_used(best);
-    const bool by_used = b->kind == AH_BASELINE_UNIFORM && best->plan.pipelines && used != best_used;
+    const int used = P * S * b->t, best_used = best->have ? best->P * best->S * best->t : 0;
+    const bool by_used = b->kind == AH_BASELINE_UNIFORM && best->have && used != best_used;
     if (by_used && used < best_used) return AH_OK;
     const double lb = structure_lb(b, P, S, recompute);
-    if (!isfinite(lb) || (best->plan.pipelines && !by_used && lb >= ah_planner_time_s(b->o, &best->eval))) return AH_OK;
-    ah_plan_t p;
-    ah_status_t st = ah_plan_init(&p, b->model, &b->tr, b->t, b->cluster, P, err);
-    for (int i = 0; i < P && st == AH_OK; i++) {
-        st = ah_pipeline_alloc(&p.pipelines[i], S, err);
-        /* batch-balanced: structure_lb's split, on the bottleneck times ah_evaluate gives */
-        p.pipelines[i].micro_batches = b->kind == AH_BASELINE_BATCH_BALANCED ? b->n[i] : N / P;
-    }
-    if (st != AH_OK) {
-        ah_plan_free(&p);
-        return st;
-    }
-    fill_structure(&p, b->g, S, recompute);
+    if (!isfinite(lb) || (best->have && !by_used && lb >= ah_planner_time_s(b->o, &best->eval))) return AH_OK;
+    const ah_plan_t *p = frame_structure(b, P, S, recompute);
     ah_eval_t e;
-    st = ah_evaluate(&p, b->o->profile, &e, err);
-    if (st != AH_OK) {
-        ah_plan_free(&p);
-        return st;
-    }
+    ah_status_t st = ah_evaluate(p, b->o->profile, &e, err);
+    if (st != AH_OK) return st;
     bool fits = e.feasible;
     if (b->kind == AH_BASELINE_UNIFORM) { /* types ignored: every stage must fit the smallest GPU */
         int64_t smallest = INT64_MAX;
@@ -321,16 +365,18 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
         for (int r = 0; r < e.n_devices; r++) fits &= e.devices[r].memory_bytes <= smallest;
     }
     if (fits && b->fin) note_finalist(b, P, S, recompute, ah_planner_time_s(b->o, &e));
-    const bool better = !best->plan.pipelines || (by_used ? used > best_used
-                                                          : ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &best->eval));
-    if (fits && better) return keep(best, &p, &e), AH_OK;
-    ah_eval_free(&e);
-    ah_plan_free(&p);
+    const bool better = !best->have || (by_used ? used > best_used
+                                                : ah_planner_time_s(b->o, &e) < ah_planner_time_s(b->o, &best->eval));
+    if (fits && better) {
+        ah_eval_free(&best->eval);
+        *best = (best_t){true, e, b->t, b->part, P, S, b->tr.micro_batch, recompute};
+    } else
+        ah_eval_free(&e);
     return AH_OK;
 }
 
 /* Every structure of one (t, m) on the groups b->g. */
-static ah_status_t try_structures(const bctx_t *b, ah_plan_result_t *best, ah_error_t *err) {
+static ah_status_t try_structures(const bctx_t *b, best_t *best, ah_error_t *err) {
     const int64_t N = b->tr.global_batch / b->tr.micro_batch;
     ah_status_t st = AH_OK;
     for (int S = 1; S <= b->L && S <= b->G && S <= AH_MAX_STAGES && st == AH_OK; S++) {
@@ -358,6 +404,57 @@ static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t
     return G;
 }
 
+/* b on (t, micro-batch mb) and the groups of part (a GPU type, -1: all); its stage costs anew. */
+static void set_groups(bctx_t *b, int t, int64_t mb, int part) {
+    const size_t n_sc = (size_t)b->cluster->n_types * AH_KINDS * (size_t)(b->L + 1) * 2;
+    if (b->t != t || b->tr.micro_batch != mb)
+        for (size_t i = 0; i < n_sc; i++) b->sc[i].fwd_s = NAN;
+    b->t = t;
+    b->tr.micro_batch = mb;
+    b->part = part;
+    b->G = collect_groups(b->cluster, t, part, b->tr.precision, b->g);
+}
+
+/* Every TP degree t, micro-batch size and part of the cluster (every type; megatron-best also each
+ * type on its own), on b's scratch (b->g room for the cluster's groups): the fastest into *out. */
+static ah_status_t try_all(bctx_t *b, best_t *best, ah_error_t *err) {
+    const ah_planner_opts_t *opts = b->o;
+    const ah_cluster_t *cluster = b->cluster;
+    const int64_t top_mb = opts->train.micro_batch > 0 ? opts->train.micro_batch
+                                                         : (opts->max_auto_mb > 0 ? opts->max_auto_mb : 8);
+    const int last_part = b->kind == AH_BASELINE_MEGATRON_BEST ? cluster->n_types - 1 : -1;
+    ah_status_t st = AH_OK;
+    for (int t = 1; t <= AH_MAX_TP && st == AH_OK; t++) {
+        ah_error_t e;
+        if (ah_model_check_tp(b->model, t, &e) != AH_OK) continue;
+        const int all = collect_groups(cluster, t, -1, opts->train.precision, b->g);
+        for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
+             mb++) {
+            if (opts->train.global_batch % mb) continue;
+            for (int part = -1; part <= last_part && st == AH_OK; part++) {
+                set_groups(b, t, mb, part);
+                if (part >= 0 && (b->G == 0 || b->G == all)) continue; /* no groups, or the whole cluster again */
+                st = try_structures(b, best, err);
+            }
+        }
+    }
+    return st;
+}
+
+/* best's plan (taken with its evaluation) into *out, unless there is none. */
+static ah_status_t best_plan(bctx_t *b, best_t *best, ah_plan_result_t *out, ah_error_t *err) {
+    if (!best->have) return AH_OK;
+    set_groups(b, best->t, best->mb, best->part);
+    if (b->kind == AH_BASELINE_BATCH_BALANCED) structure_lb(b, best->P, best->S, best->rc); /* its split, b->n */
+    ah_plan_t p;
+    const ah_status_t st = ah_plan_copy(frame_structure(b, best->P, best->S, best->rc), &p, err);
+    if (st == AH_OK)
+        keep(out, &p, &best->eval);
+    else
+        ah_eval_free(&best->eval);
+    return st;
+}
+
 ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster,
                             const ah_planner_opts_t *opts, ah_baseline_t kind,
                             ah_plan_result_t *out, ah_error_t *err) {
@@ -373,47 +470,23 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     double *scratch = malloc(sizeof *scratch * 3 * n_g);
     int64_t *split = malloc(sizeof *split * n_g);
     int *order = malloc(sizeof *order * n_g);
-    if (!g || !sc || !scratch || !split || !order) {
-        free(g);
-        free(sc);
-        free(scratch);
-        free(split);
-        free(order);
-        return ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
-    }
-    ah_status_t st = AH_OK;
-    const int64_t top_mb = opts->train.micro_batch > 0 ? opts->train.micro_batch
-                                                         : (opts->max_auto_mb > 0 ? opts->max_auto_mb : 8);
-    /* the part of the cluster: every type (-1); megatron-best also each type on its own */
-    const int last_part = kind == AH_BASELINE_MEGATRON_BEST ? cluster->n_types - 1 : -1;
+    struct frame frame = {0};
+    ah_status_t st = g && sc && scratch && split && order
+                         ? frame_init(&frame, model, &opts->train, cluster, (int)n_g, err)
+                         : ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
     struct finalists fin = {0};
     const bool interleave = kind == AH_BASELINE_MEGATRON_BEST &&
                             (opts->schedule == AH_SCHEDULE_AUTO || opts->schedule == AH_SCHEDULE_ONLY_INTERLEAVED) &&
                             (!opts->schedule_trainable_only || ah_schedule_runtime_runs(AH_SCHED_INTERLEAVED));
-    for (int t = 1; t <= AH_MAX_TP && st == AH_OK; t++) {
-        ah_error_t e;
-        if (ah_model_check_tp(model, t, &e) != AH_OK) continue;
-        const int all = collect_groups(cluster, t, -1, opts->train.precision, g);
-        for (int64_t mb = opts->train.micro_batch > 0 ? opts->train.micro_batch : 1; mb <= top_mb && st == AH_OK;
-             mb++) {
-            if (opts->train.global_batch % mb) continue;
-            bctx_t b = {model, cluster, opts, kind, opts->train, t, 0, L, g, sc, scratch, scratch + n_g,
-                        scratch + 2 * n_g, split, order, interleave ? &fin : NULL, -1};
-            b.tr.micro_batch = mb;
-            for (size_t i = 0; i < n_sc; i++) sc[i].fwd_s = NAN;
-            for (int part = -1; part <= last_part && st == AH_OK; part++) {
-                b.part = part;
-                b.G = collect_groups(cluster, t, part, opts->train.precision, g);
-                if (part >= 0 && (b.G == 0 || b.G == all)) continue; /* no groups, or the whole cluster again */
-                st = try_structures(&b, out, err);
-            }
-        }
-    }
-    if (st == AH_OK && out->plan.pipelines && fin.n > 0) {
-        bctx_t b = {model, cluster, opts, kind, opts->train, 0, 0, L, g, sc, scratch, scratch + n_g,
-                    scratch + 2 * n_g, split, order, &fin, -1};
-        st = interleave_finalists(&b, g, out, err);
-    }
+    bctx_t b = {model, cluster, opts, kind, opts->train, 0, 0, L, g, sc, scratch, scratch + n_g,
+                scratch + 2 * n_g, split, order, interleave ? &fin : NULL, -1, &frame};
+    best_t best = {0};
+    if (st == AH_OK) st = try_all(&b, &best, err);
+    if (st == AH_OK)
+        st = best_plan(&b, &best, out, err);
+    else
+        ah_eval_free(&best.eval);
+    if (st == AH_OK && out->plan.pipelines && fin.n > 0) st = interleave_finalists(&b, out, err);
     if (st == AH_OK && out->plan.pipelines) ah_result_price(opts, out);
     const bool none_runs = st == AH_OK && !out->plan.pipelines && collect_groups(cluster, 1, -1, opts->train.precision, g) == 0;
     free(g);
@@ -421,6 +494,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     free(scratch);
     free(split);
     free(order);
+    if (frame.stages) frame_free(&frame);
     if (none_runs)
         st = ah_error_set(err, AH_ERR_INFEASIBLE, "the %s baseline finds no plan: no GPU type of the cluster runs %s "
                           "(none gives tflops.%s)", ah_baseline_name(kind), ah_precision_name(opts->train.precision),
