@@ -97,9 +97,14 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, ah_error_t *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm world = MPI_COMM_WORLD;
     ah_status_t st = AH_OK;
-    if (job == 0 && rank == 0) {
-        if ((rc = MPI_Open_port(MPI_INFO_NULL, port)) == MPI_SUCCESS) st = publish_port(dir, port, err);
-    } else if (job != 0) {
+    if (job == 0) { /* the port is its first rank's; the others hear whether it was published */
+        if (rank == 0 && (rc = MPI_Open_port(MPI_INFO_NULL, port)) == MPI_SUCCESS) st = publish_port(dir, port, err);
+        int failed = rank == 0 && (rc != MPI_SUCCESS || st != AH_OK);
+        MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (failed && rank != 0)
+            return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: job 0's first rank could not open or publish "
+                                "the port (its message above)", spec);
+    } else {
         st = read_port(dir, port, err);
     }
     if (rc == MPI_SUCCESS && st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
@@ -107,7 +112,7 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, ah_error_t *err)
     if (st != AH_OK) return st;
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(world, 0, job * JOB_RANKS + rank, out);
     if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
-    if (job == 0 && rank == 0) MPI_Close_port(port);
+    if (job == 0 && rank == 0 && port[0]) MPI_Close_port(port);
     if (rc != MPI_SUCCESS)
         return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: joining the jobs failed (MPI error %d; "
                             "every job's mpirun needs --ompi-server of one ompi-server)", spec, rc);
