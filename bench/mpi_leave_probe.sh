@@ -15,9 +15,10 @@
 #      the notice every rank is alive: the world splits off the leaving job, every rank lets go of
 #      the communicators that span jobs (kept / MPI_Comm_free / MPI_Comm_disconnect), then the
 #      leaver's whole host is killed: do the survivors' all-reduces after the death return, and do
-#      their mpiruns exit 0? PROBE_RUNS times (default 3) each, the disconnect variant once.
+#      their mpiruns exit 0? PROBE_RUNS times (default 3) each, the disconnect variant once;
+#      PROBE_NP ranks a job (default 1: a job a host of one device).
 # Prints each case's mpirun exit status, seconds, and whether the survivors finished.
-#   [PROBE_CASES="local hosts jobs pair"] [PROBE_RUNS=3] bash bench/mpi_leave_probe.sh [OUT_DIR]
+#   [PROBE_CASES="local hosts jobs pair"] [PROBE_RUNS=3] [PROBE_NP=1] bash bench/mpi_leave_probe.sh [OUT_DIR]
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$(mktemp -d)}
@@ -25,6 +26,7 @@ mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpicc -O1 -o "$OUT/probe" "$SRC/bench/mpi_leave_probe.c" || exit 1
 CASES=" ${PROBE_CASES:-local hosts jobs pair} "
+NP=${PROBE_NP:-1} # ranks in each job of the separate-jobs cases
 wants() { [[ $CASES == *" $1 "* ]]; }
 secs() { echo "$(date +%s.%N) - $1" | bc; }
 report() { # report CASE STATUS START LOG
@@ -40,7 +42,7 @@ for opt in "" "--enable-recovery"; do
         report "one machine, rank 2 leaves ($mode)${opt:+, $opt}" $? "$s" "$OUT/local-$mode$opt.log"
     done
 done
-# jobs_case LEAVER DETACH RUN: one mpirun a host (h0 h1 h2, each inside its host, one rank), joined
+# jobs_case LEAVER DETACH RUN: one mpirun a host (h0 h1 h2, each inside its host, NP ranks), joined
 # through an ompi-server on the head; h2's job joins the running world of h0's and h1's at round 5;
 # at round 12 (the notice) the world splits off job LEAVER, every rank lets go of the communicators
 # that span jobs (DETACH: 0 keeps them, 1 MPI_Comm_disconnect, 2 MPI_Comm_free), then the leaver's
@@ -54,7 +56,7 @@ jobs_case() {
     s=$(date +%s.%N)
     local pids=()
     for k in 0 1 2; do
-        cluster_on "h$k" timeout 30 mpirun --quiet --allow-run-as-root --ompi-server "file:$d/uri" -np 1 \
+        cluster_on "h$k" timeout 30 mpirun --quiet --allow-run-as-root --ompi-server "file:$d/uri" -np $NP --oversubscribe \
             --mca btl_tcp_if_include $CL_IFACE --mca oob_tcp_if_include $CL_IFACE \
             "$CL_DIR/probe" jobs "$d" $k 3 "$leaver" "$detach" 5 12 30 >"$d/job$k.log" 2>&1 &
         pids+=($!)
@@ -70,13 +72,13 @@ jobs_case() {
     for k in 0 1 2; do
         [ "$k" = "$leaver" ] && continue
         survivors="$survivors ${st[$k]}"
-        after="$after${after:++}$(grep -c 'sum 2 (after the death)' "$d/job$k.log")"
+        after="$after${after:++}$(grep -c "sum $((2 * NP)) (after the death)" "$d/job$k.log")"
         fin=$((fin + $(grep -c 'survivor: finalized' "$d/job$k.log")))
     done
-    printf '%-58s survivors'"'"' mpirun status%s after %5.1f s; joined: %s; all-reduces after the death: %s; finalized: %s of 2\n' \
-        "3 jobs, h2's joins; job $leaver leaves (${how[$detach]}), host h$leaver killed" "$survivors" "$(secs "$s")" \
-        "$(grep -q 'on the world: rc 0, sum 3' "$d/job$(((leaver + 1) % 3)).log" && echo yes || echo no)" \
-        "${after:-0}" "$fin"
+    printf '%-58s survivors'"'"' mpirun status%s after %5.1f s; joined: %s; all-reduces after the death: %s; finalized: %s of %s\n' \
+        "3 jobs$([ "$NP" = 1 ] || echo " of $NP ranks"), h2's joins; job $leaver leaves (${how[$detach]}), host h$leaver killed" "$survivors" "$(secs "$s")" \
+        "$(grep -q "on the world: rc 0, sum $((3 * NP))" "$d/job$(((leaver + 1) % 3)).log" && echo yes || echo no)" \
+        "${after:-0}" "$fin" $((2 * NP))
 }
 if [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ]; then
     . "$SRC/tests/cluster/cluster.sh"
