@@ -218,7 +218,14 @@ static double sharded_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_
     return t;
 }
 
-void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
+/* One stage's sync as priced (ah_dp_stage_sync): its key (blocks, ends, mode; -1: empty) and figures. */
+struct ah_dp_stage_memo {
+    int64_t key;
+    double sync, head_s, blocks_s, end_s, head_ag_s, blocks_ag_s, end_ag_s;
+};
+
+/* ah_dp_terms_init; with_links: the links memo whatever p's mode (both modes priced on d). */
+static void terms_init(const ah_plan_t *p, ah_dp_terms_t *d, bool with_links) {
     const ah_model_t *m = &p->model;
     const int L = (int)m->n_layer;
     /* a layer's DP group: every replica's CP ranks (docs/runtime.md "Context parallelism") */
@@ -235,7 +242,8 @@ void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
     d->worst = dp_link(p, &d->bw, &d->lat, &slow_type);
     d->ordered = classes_ordered(p, slow_type);
     /* the full links are read by the hierarchical sync and, out of order, by the ring */
-    d->links = p->dp_sync == AH_DP_SYNC_HIERARCHICAL || !d->ordered ? calloc((size_t)L + 2, sizeof *d->links) : NULL;
+    d->hierarchical = p->dp_sync == AH_DP_SYNC_HIERARCHICAL;
+    d->links = with_links || d->hierarchical || !d->ordered ? calloc((size_t)L + 2, sizeof *d->links) : NULL;
     /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
      * last stage's copy. */
     int holders = 0;
@@ -246,6 +254,10 @@ void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
     d->flows = ah_pipeline_groups(&p->pipelines[0]) * p->tp;
     d->cut = calloc((size_t)L + 1, sizeof *d->cut);
     d->ring = calloc(2 * ((size_t)L + 2), sizeof *d->ring);
+    d->n_stage_memo = 4;
+    while (d->n_stage_memo < 4 * (L + 1)) d->n_stage_memo *= 2;
+    d->stages = malloc(sizeof *d->stages * (size_t)d->n_stage_memo);
+    for (int i = 0; d->stages && i < d->n_stage_memo; i++) d->stages[i].key = -1;
     d->own_ring = true;
     for (int i = 0; i < p->n_pipelines; i++)
         for (int s = 0; s < p->pipelines[i].n_stages; s++) {
@@ -261,13 +273,17 @@ void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) {
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, bw, lat);
 }
 
+void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) { terms_init(p, d, false); }
+
 void ah_dp_terms_free(ah_dp_terms_t *d) {
     free(d->links);
     free(d->cut);
     free(d->ring);
+    free(d->stages);
     d->links = NULL;
     d->cut = NULL;
     d->ring = NULL;
+    d->stages = NULL;
 }
 
 /* Under "dp_sync": hierarchical, the sum of `bytes` over the DP group `which` (ah_dp_group_nodes)
@@ -310,9 +326,10 @@ static double hier_stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const 
     return parts->blocks_s + parts->head_s + parts->end_s;
 }
 
-double ah_dp_stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
-                        ah_sync_stage_t *parts) {
-    if (p->dp_sync == AH_DP_SYNC_HIERARCHICAL) return hier_stage_sync(p, d, sg, embed, head, parts);
+/* ah_dp_stage_sync unmemoised. */
+static double stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
+                         ah_sync_stage_t *parts) {
+    if (d->hierarchical) return hier_stage_sync(p, d, sg, embed, head, parts);
     if (p->n_opt_groups > 0) return sharded_sync(p, d, sg, embed, head, parts);
     const int64_t sync_params = (int64_t)(sg->last - sg->first) * d->block_params + (head ? d->head_norm : 0);
     double norm_s;
@@ -327,9 +344,31 @@ double ah_dp_stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_sta
     return sync + parts->end_s + (head ? d->head_sync : 0);
 }
 
-double ah_plan_dp_sync_s(const ah_plan_t *p) {
-    ah_dp_terms_t d;
-    ah_dp_terms_init(p, &d);
+/* A stage's sync is a function of its blocks, whether it holds the embedding or the head, and the
+ * mode (every term above reads the plan-wide d and p, and of the stage only those): the pipelines
+ * of a plan share most of their stages' syncs, each priced once (d->stages, direct-mapped: a slot
+ * taken by another stage is priced again). */
+double ah_dp_stage_sync(const ah_plan_t *p, const ah_dp_terms_t *d, const ah_stage_t *sg, bool embed, bool head,
+                        ah_sync_stage_t *parts) {
+    const int L1 = (int)p->model.n_layer + 1;
+    const bool in_range = sg->first >= 0 && sg->first <= sg->last && sg->last < L1 && d->stages;
+    const int64_t key = (((int64_t)sg->first * L1 + sg->last) * 4 + (embed ? 2 : 0) + (head ? 1 : 0)) * 2 + (d->hierarchical ? 1 : 0);
+    struct ah_dp_stage_memo *slot =
+        in_range ? &d->stages[(uint64_t)(key * 0x9E3779B97F4A7C15ull) >> 40 & (uint64_t)(d->n_stage_memo - 1)] : NULL;
+    if (slot && slot->key == key) {
+        parts->head_s = slot->head_s, parts->blocks_s = slot->blocks_s, parts->end_s = slot->end_s;
+        parts->head_ag_s = slot->head_ag_s, parts->blocks_ag_s = slot->blocks_ag_s, parts->end_ag_s = slot->end_ag_s;
+        return slot->sync;
+    }
+    const double sync = stage_sync(p, d, sg, embed, head, parts);
+    if (slot)
+        *slot = (struct ah_dp_stage_memo){key, sync, parts->head_s, parts->blocks_s, parts->end_s, parts->head_ag_s,
+                                          parts->blocks_ag_s, parts->end_ag_s};
+    return sync;
+}
+
+/* The most any device's stages' syncs sum to, on d. */
+static double most_of_devices(const ah_plan_t *p, const ah_dp_terms_t *d) {
     double most = 0;
     for (int i = 0; i < p->n_pipelines; i++) {
         const ah_pipeline_t *pl = &p->pipelines[i];
@@ -338,11 +377,30 @@ double ah_plan_dp_sync_s(const ah_plan_t *p) {
             double sum = 0;
             for (int s = g; s < S; s += P) {
                 ah_sync_stage_t parts = {0};
-                sum += ah_dp_stage_sync(p, &d, &pl->stages[s], s == 0, s == S - 1, &parts);
+                sum += ah_dp_stage_sync(p, d, &pl->stages[s], s == 0, s == S - 1, &parts);
             }
             most = fmax(most, sum);
         }
     }
+    return most;
+}
+
+double ah_plan_dp_sync_s(const ah_plan_t *p) {
+    ah_dp_terms_t d;
+    ah_dp_terms_init(p, &d);
+    const double most = most_of_devices(p, &d);
     ah_dp_terms_free(&d);
     return most;
+}
+
+void ah_plan_dp_syncs(const ah_plan_t *p, double *ring, double *hier) {
+    ah_dp_terms_t d;
+    terms_init(p, &d, hier != NULL);
+    d.hierarchical = false;
+    *ring = most_of_devices(p, &d);
+    if (hier) {
+        d.hierarchical = true;
+        *hier = most_of_devices(p, &d);
+    }
+    ah_dp_terms_free(&d);
 }

@@ -33,6 +33,11 @@ typedef struct {
     ah_dp_links_t *links;         /* each DP group's links once found (group_links; block b's group at
                                    * [b], the embedding's at [L], the head's at [L + 1]; domains 0: not
                                    * yet); NULL: found each time */
+    bool hierarchical;            /* priced under "dp_sync": hierarchical (p's; ah_plan_dp_syncs prices
+                                   * both modes on one set of terms) */
+    struct ah_dp_stage_memo *stages; /* [n_stage_memo]: stage syncs once priced, by blocks, ends and
+                                      * mode (a stage's sync depends on nothing else of it); NULL: none */
+    int n_stage_memo;
 } ah_dp_terms_t;
 
 /* p's figures for ah_dp_stage_sync (p need not be validated beyond its stages' nodes, blocks and

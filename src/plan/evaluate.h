@@ -64,6 +64,9 @@ void ah_eval_free(ah_eval_t *e);
  * of the evaluation: the planner's search weighs the hierarchical sync with it (planner.h). p
  * need not be validated beyond its stages' nodes, blocks and types. */
 double ah_plan_dp_sync_s(const ah_plan_t *p);
+/* The same under the flat ring (*ring) and, where hier is not NULL, the hierarchical sync (*hier),
+ * whatever p's "dp_sync": both on one set-up of p's figures. */
+void ah_plan_dp_syncs(const ah_plan_t *p, double *ring, double *hier);
 
 /* The GPU types of p's stages that profile has no entry for at p's TP degree, micro-batch,
  * sequence length and precision, so that their times come from the roofline: their names, comma

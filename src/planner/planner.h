@@ -289,6 +289,10 @@ typedef struct ah_bound_space {
 /* The lower bound (above) over a space. */
 double ah_planner_lower_bound_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
                                  const ah_profile_t *profile, ah_bound_space_t space);
+/* The bound over space, returned, and over the search's own space (below), into *own, on one set-up
+ * (each what the two calls would find). */
+double ah_planner_lower_bounds(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                               const ah_profile_t *profile, ah_bound_space_t space, double *own);
 /* Over the search's own space: 1F1B plans, the whole sync. */
 static inline double ah_planner_lower_bound(const ah_model_t *model, const ah_cluster_t *cluster,
                                             const ah_train_t *train, int t, const ah_profile_t *profile) {
@@ -357,6 +361,9 @@ typedef struct ah_sctx {
     struct ah_sctx *by_cp[4]; /* the CP-1 table's own tables of CP degree 2^k (k >= 1; NULL: not
                                * searched), owned; the exact search's pipelines may take any */
     bool ring_only; /* ah_planner_opts_t.search_ring_only */
+    ah_pipeline_t *view_pipes; /* room for the scored candidates' plan views (search_cand.c view_of), */
+    ah_stage_t *view_stages;   /* reused from candidate to candidate; owned */
+    int view_cap_pipes, view_cap_stages;
 } ah_sctx_t;
 #define AH_CP_LEVELS 4 /* CP degrees 1, 2, 4, 8 */
 

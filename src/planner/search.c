@@ -432,12 +432,13 @@ static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, con
             ah_train_t tr = opts->train;
             tr.micro_batch = mbs[j];
             if (profiled_only && !profile_covers(opts->profile, cluster, &tr, tps[i])) continue;
-            double lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile);
-            /* the reported bound: over the space the plans are compared in (schedules, overlap) */
+            /* lb: the search's own; the reported bound: over the space the plans are compared in
+             * (schedules, overlap) */
             const ah_bound_space_t space = ah_planner_space(opts);
+            double lb;
             const double reported = space.any_schedule || space.overlap
-                                        ? ah_planner_lower_bound_in(model, cluster, &tr, tps[i], opts->profile, space)
-                                        : lb;
+                                        ? ah_planner_lower_bounds(model, cluster, &tr, tps[i], opts->profile, space, &lb)
+                                        : (lb = ah_planner_lower_bound(model, cluster, &tr, tps[i], opts->profile));
             if (reported < *lower_bound) *lower_bound = reported;
             if (!isfinite(lb)) continue; /* no group of this size */
             int k = n_pairs++;

@@ -20,6 +20,8 @@
 #include "planner/search_bound.h"
 #include "planner/bound_holds.h"
 
+#define AH_BOUND_SPACES 2 /* the most spaces one set-up bounds (ah_planner_lower_bounds) */
+
 /* Blocks per second of the U fastest groups. */
 static double rate_of(const bound_in_t *in, int64_t U) {
     double r = 0;
@@ -237,12 +239,14 @@ static double bound_at(const bound_in_t *in, int64_t P_lo, int64_t P_max, int X,
 }
 
 /* The least iteration time of plans of P = P_lo .. N pipelines within the scope, over X, the
- * most blocks of any stage. X past the most blocks any stage holds (top) caps nothing more and
- * only adds sync. Each X is first bounded with top's pooled_q (a weaker Q: looser caps), and its
- * own table built only when that could still win. q, q_top, cand: room for G + 1, G + 1 and
- * 4 L n values. */
-static double scope_bound(bound_in_t *in, int64_t P_lo, double bw, double lat, double *q, double *q_top,
-                          double *cand, ah_bound_terms_t *why) {
+ * most blocks of any stage, in each of n spaces (best[k], why[k]: space k's; in->space is left at
+ * the last). X past the most blocks any stage holds (top) caps nothing more and only adds sync.
+ * Each X is first bounded with top's pooled_q (a weaker Q: looser caps), and its own table built
+ * only when that could still win in some space (the tables do not depend on the space, so the
+ * spaces share them: each space's bound is what it alone would find). q, q_top, cand: room for
+ * G + 1, G + 1 and 4 L n values. */
+static void scope_bound(bound_in_t *in, const ah_bound_space_t *spaces, int n_spaces, int64_t P_lo, double bw,
+                        double lat, double *q, double *q_top, double *cand, double *best, ah_bound_terms_t *why) {
     const int L = in->L, n = ah_bound_stage_times(in, cand);
     in->cand = cand;
     in->n_cand = n;
@@ -251,18 +255,27 @@ static double scope_bound(bound_in_t *in, int64_t P_lo, double bw, double lat, d
     for (int i = 0; i < in->n; i++) top = in->ty[i].c->u_any > top ? in->ty[i].c->u_any : top;
     top = top < L ? top : L;
     P_top = ah_bound_pooled_q(in, P_top, top, cand, n, q_top);
-    double best = INFINITY;
+    for (int k = 0; k < n_spaces; k++) best[k] = INFINITY;
     for (int X = 1; X <= top; X++) {
-        if (bound_at(in, P_lo, P_top, X, q_top, bw, lat, NULL) >= best) continue;
+        bool open[AH_BOUND_SPACES], any = false;
+        for (int k = 0; k < n_spaces; k++) {
+            in->space = spaces[k];
+            open[k] = bound_at(in, P_lo, P_top, X, q_top, bw, lat, NULL) < best[k];
+            any = any || open[k];
+        }
+        if (!any) continue;
         const int64_t P_max = ah_bound_pooled_q(in, P_top, X, cand, n, q);
-        ah_bound_terms_t here = {0};
-        const double v = bound_at(in, P_lo, P_max, X, q, bw, lat, &here);
-        if (v < best) {
-            best = v;
-            if (why) *why = here;
+        for (int k = 0; k < n_spaces; k++) {
+            if (!open[k]) continue;
+            in->space = spaces[k];
+            ah_bound_terms_t here = {0};
+            const double v = bound_at(in, P_lo, P_max, X, q, bw, lat, &here);
+            if (v < best[k]) {
+                best[k] = v;
+                why[k] = here;
+            }
         }
     }
-    return best;
 }
 
 /* Buffers for one bound, sized by the cluster. */
@@ -316,27 +329,29 @@ static void shared_inputs(const ah_cost_ctx_t *ctx, bound_in_t *in) {
     in->embed_blocks = (double)ah_layer_params(ctx->model, AH_LAYER_EMBED, ctx->t) / (double)p_block;
 }
 
-double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
-                                 const ah_profile_t *profile, ah_bound_space_t space, ah_bound_terms_t *why) {
+/* The bound and its terms over each of n spaces (terms[k]: space k's), on one set-up: what
+ * ah_planner_bound_terms_in finds for each alone. */
+static void bounds_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                      const ah_profile_t *profile, const ah_bound_space_t *spaces, int n_spaces, ah_bound_terms_t *terms) {
     const ah_cost_ctx_t ctx = {.model = model, .cluster = cluster, .train = train, .t = t, .profile = profile, .cp = 1};
     const int nt = cluster->n_types, L = (int)model->n_layer;
-    ah_bound_terms_t terms = {.total = INFINITY, .compute = INFINITY, .link = -1};
+    for (int k = 0; k < n_spaces; k++) terms[k] = (ah_bound_terms_t){.total = INFINITY, .compute = INFINITY, .link = -1};
     int64_t G = 0;
     for (int i = 0; i < cluster->n_nodes; i++) G += ah_node_groups(cluster, i, t, train->precision);
     bound_mem_t mem;
     if (!bound_mem_alloc(&mem, nt, cluster->n_nodes, L, G)) { /* out of host memory: 0 is still a bound */
         bound_mem_free(&mem);
-        terms.total = terms.compute = 0;
-        if (why) *why = terms;
-        return 0;
+        for (int k = 0; k < n_spaces; k++) terms[k].total = terms[k].compute = 0;
+        return;
     }
     ah_bound_type_costs(&ctx, mem.tc);
     const int n = ah_bound_scopes(&ctx, mem.zone, mem.sc, mem.counts);
-    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty, .space = space, .rate_at = mem.rate_at};
+    bound_in_t in = {.L = L, .N = train->global_batch / train->micro_batch, .ty = mem.ty, .rate_at = mem.rate_at};
     ah_bound_scope_inputs(mem.tc, mem.sc[0].count, nt, &in, mem.cand);
     if (in.G > 0) {
         /* compute: a group's busy time is at most T (1F1B: n * max stage time <= T_pipe) */
-        terms.compute = (double)in.N * (L + in.kappa) / rate_of(&in, in.G);
+        const double compute = (double)in.N * (L + in.kappa) / rate_of(&in, in.G);
+        for (int k = 0; k < n_spaces; k++) terms[k].compute = compute;
         shared_inputs(&ctx, &in);
         bool zones = false; /* more than one zone: the whole cluster's scope spans them */
         for (int i = 0; i < cluster->n_nodes; i++) zones |= mem.zone[i] != 0;
@@ -360,23 +375,40 @@ double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cl
             in.per_zone = mem.sc[s].per_zone;
             in.hop_min = in.per_node <= 1 ? in.p2p_between : fmin(in.p2p_min, in.p2p_between);
             for (int k = 0; k <= L; k++) in.rate_at[k] = NAN;
-            double bw, lat;
+            double bw, lat, v[AH_BOUND_SPACES];
             ah_scope_link(cluster, &mem.sc[s], &bw, &lat);
             /* one pipeline has no DP sync, and the whole cluster holds every one */
-            ah_bound_terms_t here = {0};
-            const double v = scope_bound(&in, s == 0 ? 1 : 2, bw, lat, mem.q, mem.q_top, mem.cand, &here);
-            if (v < terms.total) {
-                here.total = v;
-                here.compute = terms.compute;
-                here.link = mem.sc[s].k;
-                terms = here;
-            }
+            ah_bound_terms_t here[AH_BOUND_SPACES];
+            scope_bound(&in, spaces, n_spaces, s == 0 ? 1 : 2, bw, lat, mem.q, mem.q_top, mem.cand, v, here);
+            for (int k = 0; k < n_spaces; k++)
+                if (v[k] < terms[k].total) {
+                    here[k].total = v[k];
+                    here[k].compute = compute;
+                    here[k].link = mem.sc[s].k;
+                    terms[k] = here[k];
+                }
         }
         /* every scope's bound is at least the compute bound; none finite: nothing fits at this
          * (t, m), and the compute bound still holds (the search then says what is short) */
-        if (!isfinite(terms.total)) terms.total = terms.compute;
+        for (int k = 0; k < n_spaces; k++)
+            if (!isfinite(terms[k].total)) terms[k].total = terms[k].compute;
     }
     bound_mem_free(&mem);
+}
+
+double ah_planner_bound_terms_in(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                                 const ah_profile_t *profile, ah_bound_space_t space, ah_bound_terms_t *why) {
+    ah_bound_terms_t terms;
+    bounds_in(model, cluster, train, t, profile, &space, 1, &terms);
     if (why) *why = terms;
     return terms.total;
+}
+
+double ah_planner_lower_bounds(const ah_model_t *model, const ah_cluster_t *cluster, const ah_train_t *train, int t,
+                               const ah_profile_t *profile, ah_bound_space_t space, double *own) {
+    const ah_bound_space_t spaces[AH_BOUND_SPACES] = {{0}, space};
+    ah_bound_terms_t terms[AH_BOUND_SPACES];
+    bounds_in(model, cluster, train, t, profile, spaces, AH_BOUND_SPACES, terms);
+    *own = terms[0].total;
+    return terms[1].total;
 }

@@ -86,20 +86,19 @@ static bool may_stay_local(const ah_cluster_t *cl, const ah_cand_t *c, ah_link_t
     return twice;
 }
 
-static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_error_t *err);
+static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_stage_t *into, ah_error_t *err);
 
 /* A view of the plan c (scored) builds into: the search's model, training and cluster, not copies;
- * its pipelines its own (view_free). false when out of host memory. */
+ * its pipelines and stages in x's room (x->view_pipes, view_stages), valid until the next view.
+ * false when out of host memory. */
 static bool view_of(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *view) {
     *view = (ah_plan_t){.model = *x->model, .train = x->train, .tp = x->t, .cluster = *x->cluster, .n_pipelines = c->P};
-    view->pipelines = calloc((size_t)c->P, sizeof *view->pipelines);
+    if (!ah_grow(&x->view_pipes, &x->view_cap_pipes, c->P, sizeof *x->view_pipes) ||
+        !ah_grow(&x->view_stages, &x->view_cap_stages, c->n_stages, sizeof *x->view_stages))
+        return false;
+    view->pipelines = x->view_pipes;
     ah_error_t err = {0};
-    return view->pipelines && cand_pipelines(x, c, view, &err) == AH_OK;
-}
-
-static void view_free(ah_plan_t *view) {
-    for (int i = 0; view->pipelines && i < view->n_pipelines; i++) free(view->pipelines[i].stages);
-    free(view->pipelines);
+    return cand_pipelines(x, c, view, x->view_stages, &err) == AH_OK;
 }
 
 /* The DP sync of c (its split and micro-batches set) as ah_evaluate prices it, each DP group on the
@@ -111,15 +110,7 @@ static void view_free(ah_plan_t *view) {
 static void view_syncs(ah_sctx_t *x, const ah_cand_t *c, bool weigh_hier, double *ring, double *hier) {
     ah_plan_t view;
     *ring = *hier = NAN;
-    if (view_of(x, c, &view)) {
-        view.dp_sync = AH_DP_SYNC_RING;
-        *ring = ah_plan_dp_sync_s(&view);
-        if (weigh_hier && ah_dp_most_domains(&view, 2) >= 2) {
-            view.dp_sync = AH_DP_SYNC_HIERARCHICAL;
-            *hier = ah_plan_dp_sync_s(&view);
-        }
-    }
-    view_free(&view);
+    if (view_of(x, c, &view)) ah_plan_dp_syncs(&view, ring, weigh_hier && ah_dp_most_domains(&view, 2) >= 2 ? hier : NULL);
 }
 
 double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
@@ -213,8 +204,10 @@ double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
 }
 
 /* The pipelines of a scored candidate into p's (allocated, c->P of them; devices: the next free TP
- * group of each node). */
-static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_error_t *err) {
+ * group of each node), their stages allocated or, where into is not NULL, in into (c->n_stages of
+ * them, pipeline i's from c->off[i]; of each stage its blocks, type, recompute flag and devices
+ * written, the devices past its own left as they were: no reader passes ah_stage_devices). */
+static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p, ah_stage_t *into, ah_error_t *err) {
     int *used = calloc((size_t)x->cluster->n_nodes, sizeof *used);
     if (!used) return ah_error_set(err, AH_ERR_OOM, "out of host memory building a plan");
     ah_status_t st = AH_OK;
@@ -222,8 +215,10 @@ static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p
     for (int i = 0; i < c->P && st == AH_OK; i++) {
         ah_pipeline_t *pl = &p->pipelines[i];
         const int S = c->S[i];
-        st = ah_pipeline_alloc(pl, S, err);
-        if (st != AH_OK) break;
+        if (into)
+            *pl = (ah_pipeline_t){.n_stages = S, .stages = into + c->off[i], .cp = 1};
+        else if ((st = ah_pipeline_alloc(pl, S, err)) != AH_OK)
+            break;
         pl->micro_batches = c->n[i];
         if (c->cp[i] > 1) pl->cp = c->cp[i];
         cand_types(x, c, i, ty);
@@ -253,7 +248,7 @@ static ah_status_t cand_pipelines(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *p
 /* The plan of a scored candidate. */
 static ah_status_t cand_build(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *out, ah_error_t *err) {
     ah_status_t st = ah_plan_init(out, x->model, &x->train, x->t, x->cluster, c->P, err);
-    if (st == AH_OK) st = cand_pipelines(x, c, out, err);
+    if (st == AH_OK) st = cand_pipelines(x, c, out, NULL, err);
     if (st != AH_OK) ah_plan_free(out);
     return st;
 }
@@ -268,7 +263,6 @@ double ah_cand_egress_usd(ah_sctx_t *x, const ah_cand_t *c) {
         ah_plan_traffic(&view, &t);
         usd = t.egress_usd;
     }
-    view_free(&view);
     return usd;
 }
 

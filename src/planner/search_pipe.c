@@ -31,6 +31,8 @@
 /* One in-flight class of a shape: n == nclass (nclass < S) or n >= S (nclass == S). */
 typedef struct pclass {
     int64_t nclass;
+    double *fb_fit;  /* [S][nb 0..L][r]: the stage's f + b where nb is within its cap and fits memory
+                      * at this class's in-flight count, else NAN (stage_cost's two tests, once) */
     int nK;
     double *K;       /* candidate bounds on the max stage cost, ascending */
     double *minsum;  /* per K: NAN until computed, INFINITY if infeasible */
@@ -135,12 +137,8 @@ ah_sctx_t *ah_sctx_of_cp(ah_sctx_t *x, int cp) {
 static void pclass_free(pclass_t *c) {
     if (!c) return;
     for (int64_t i = 0; c->split && i < c->T_len; i++) free(c->split[i]);
-    free(c->split);
-    free(c->K);
-    free(c->minsum);
-    free(c->T);
-    free(c->bestk);
-    free(c);
+    void *owned[] = {c->split, c->fb_fit, c->K, c->minsum, c->T, c->bestk, c};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
 }
 
 static void pentry_free(ah_pentry_t *e) {
@@ -160,10 +158,8 @@ void ah_sctx_free(ah_sctx_t *x) {
         }
     if (x->memo)
         for (size_t i = 0; i < x->memo_cap; i++) pentry_free(x->memo[i]);
-    free(x->memo);
-    free(x->sc);
-    free(x->fb);
-    free(x->capacity);
+    void *owned[] = {x->memo, x->view_pipes, x->view_stages, x->sc, x->fb, x->capacity};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
     memset(x, 0, sizeof *x);
 }
 
@@ -184,23 +180,36 @@ double ah_stage_opt_s(const ah_sctx_t *x, int type, int kind, int nb) {
 
 /* ---- stage options ---- */
 
-/* Cost of stage s of shape e, class c, holding nb blocks with every stage bounded by K: the
+/* Cost of stage s of class c (of its shape) holding nb blocks with every stage bounded by K: the
  * cheaper recompute choice that fits memory, the cap and K; +inf if none. For each choice the
  * allowed block counts are downward closed (cost and memory grow with nb), so callers may stop at
  * the first +inf. */
-static double stage_cost(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, int s, int nb,
-                         double K, bool *rc) {
-    if (nb > e->cap[s]) return INFINITY;
-    const int kind = ah_stage_kind(s, e->S), ty = e->ty[s];
-    const int64_t inflight = ah_inflight(e->S, s, c->nclass);
-    for (int r = 0; r < 2; r++) { /* r = 0 first: recomputation only adds time */
-        size_t i = ah_sctx_index(x, ty, kind, nb, r);
-        if (x->fb[i] <= K && ah_stage_memory_bytes(&x->sc[i], inflight) <= x->capacity[ty]) {
+static double stage_cost(const ah_sctx_t *x, const pclass_t *c, int s, int nb, double K, bool *rc) {
+    const double *fit = &c->fb_fit[((size_t)s * (size_t)(x->L + 1) + (size_t)nb) * 2];
+    for (int r = 0; r < 2; r++) /* r = 0 first: recomputation only adds time */
+        if (fit[r] <= K) {  /* NAN (over the cap or memory) never is */
             if (rc) *rc = r;
-            return x->fb[i];
+            return fit[r];
         }
-    }
     return INFINITY;
+}
+
+/* c's fb_fit for shape e: false when out of host memory. */
+static bool fill_fb_fit(const ah_sctx_t *x, const ah_pentry_t *e, pclass_t *c) {
+    const int S = e->S, W = x->L + 1;
+    c->fb_fit = malloc(sizeof(double) * (size_t)S * (size_t)W * 2);
+    if (!c->fb_fit) return false;
+    for (int s = 0; s < S; s++) {
+        const int kind = ah_stage_kind(s, S), ty = e->ty[s];
+        const int64_t inflight = ah_inflight(S, s, c->nclass);
+        for (int nb = 0; nb < W; nb++)
+            for (int r = 0; r < 2; r++) {
+                const size_t i = ah_sctx_index(x, ty, kind, nb, r);
+                c->fb_fit[((size_t)s * (size_t)W + (size_t)nb) * 2 + (size_t)r] =
+                    nb <= e->cap[s] && ah_stage_memory_bytes(&x->sc[i], inflight) <= x->capacity[ty] ? x->fb[i] : NAN;
+            }
+    }
+    return true;
 }
 
 /* Feasible with every stage <= K iff each stage can hold one block and together they can hold L. */
@@ -208,7 +217,7 @@ static bool feasible(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c
     int64_t total = 0;
     for (int s = 0; s < e->S; s++) {
         int u = 0;
-        while (u < x->L && isfinite(stage_cost(x, e, c, s, u + 1, K, NULL))) u++;
+        while (u < x->L && isfinite(stage_cost(x, c, s, u + 1, K, NULL))) u++;
         if (u == 0) return false;
         total += u;
     }
@@ -232,7 +241,7 @@ static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t
     for (int s = 0; s < S; s++) { /* allowed counts are 1 .. u[s] (downward closed) */
         const int room = L - (S - s - 1);
         for (u[s] = 0; u[s] < room; u[s]++) {
-            double v = stage_cost(x, e, c, s, u[s] + 1, K, NULL);
+            double v = stage_cost(x, c, s, u[s] + 1, K, NULL);
             if (!isfinite(v)) break;
             cost[s * W + u[s] + 1] = v;
         }
@@ -263,7 +272,7 @@ static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t
         for (int s = S - 1, j = L; s >= 0; s--) {
             int nb = choice[s * W + j];
             bool rc = false;
-            stage_cost(x, e, c, s, nb, K, &rc);
+            stage_cost(x, c, s, nb, K, &rc);
             out->nb[s] = nb;
             out->rc[s] = rc;
             j -= nb;
@@ -281,7 +290,7 @@ static pclass_t *pclass_new(const ah_sctx_t *x, const ah_pentry_t *e, int64_t nc
     c->nclass = nclass;
     const int S = e->S, L = x->L;
     c->K = malloc(sizeof(double) * (size_t)S * (size_t)L * 2);
-    if (!c->K) {
+    if (!c->K || !fill_fb_fit(x, e, c)) {
         pclass_free(c);
         return NULL;
     }
