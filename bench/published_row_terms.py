@@ -18,7 +18,7 @@ and one send_forward_backward_recv_forward_backward, then backwards each followe
 send_backward_recv_backward) is replayed on uniform chunks (the row's stage 1 times) with
 exchanges of zero cost and of sends x (N C elt / t) / NIC + receives x ((t - 1) / t N C elt) /
 NVLink seconds; the difference is what the blocking exchanges cost that order, printed against
-the p2p the model charges (which prices autohet's runtime: non-blocking sends, no scatter/gather).
+the p2p the model charges (which prices autohet's runtime: non-blocking sends, scatter/gather too).
 --b B prices the row at micro-batch B instead of its own (e.g. the SC21 script's);
 --nvlink-gb-s is the GPU type's NVLink rate each way (the catalog's A100: 300).
 Usage: bench/published_row_terms.py AUTOHET NAME [--v V] [--b B] [--nvlink-gb-s 300]

@@ -1,6 +1,7 @@
 /* Cost model, level 3: a whole plan, checked term by term against a hand computation written
  * out below from the formulas of docs/cost-model.md (not through the cost module's functions),
  * plus the breakdown identity, DP link kinds and the memory rule's message. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -134,9 +135,11 @@ static void test_two_pipelines(void) {
 
     hand_t h[2][2] = {{hand_stage(0, 2, true, false, false), hand_stage(0, 2, false, true, false)},
                       {hand_stage(1, 1, true, false, true), hand_stage(0, 3, false, true, false)}};
-    /* p2p per micro-batch: N*C*4 = 8192 bytes. a0 -> a1 inter-node (2 GB/s, 10 us);
-     * b0 (z2) -> a0 (z1) inter-zone (0.5 GB/s, 100 us). */
-    const double p2p[2] = {8192 / 2e9 + 10e-6, 8192 / 0.5e9 + 100e-6};
+    /* p2p per micro-batch: N*C*4 = 8192 bytes, scatter-gather at t = 2: each TP rank sends 4096
+     * bytes, then the receiving pair all-gathers them (half a ring all-reduce over the slower
+     * type's intra-node link: 4096 bytes, one 1 us step). a0 -> a1 inter-node (2 GB/s, 10 us),
+     * intra 10 GB/s; b0 (z2) -> a0 (z1) inter-zone (0.5 GB/s, 100 us), intra 4 GB/s (slow's). */
+    const double p2p[2] = {4096 / 2e9 + 10e-6 + 4096 / 10e9 + 1e-6, 4096 / 0.5e9 + 100e-6 + 4096 / 4e9 + 1e-6};
     double tpipe[2];
     const int n = 2;
     for (int i = 0; i < 2; i++) {
@@ -325,9 +328,40 @@ static void test_gather_overlap(void) {
     CHECK_NEAR(ah_dp_exposed_s(st, 1, 5, work), 2.5, 1e-15);
 }
 
+/* Plan "p2p": "whole" (Megatron's --no-scatter-gather-tensors-in-pipeline): every TP rank sends
+ * the whole 8192-byte boundary and nothing is gathered, so the hops of test_two_pipelines are
+ * 8192 / 2e9 + 10 us and 8192 / 0.5e9 + 100 us; the field is written back, and an unknown value
+ * refused, named. */
+static void test_p2p_whole(void) {
+    ah_plan_t p, back;
+    ah_error_t err;
+    build(&p, 2, TWO_PIPES, TWO_SPECS);
+    p.p2p = AH_P2P_WHOLE;
+    ah_eval_t e;
+    CHECK(ah_evaluate(&p, NULL, &e, &err) == AH_OK, "evaluate: %s", err.msg);
+    CHECK_NEAR(e.pipelines[0].stages[0].p2p_s, 8192 / 2e9 + 10e-6, 1e-12);
+    CHECK_NEAR(e.pipelines[1].stages[0].p2p_s, 8192 / 0.5e9 + 100e-6, 1e-12);
+    ah_eval_free(&e);
+    json_t *doc = ah_plan_to_json(&p);
+    CHECK(doc && strcmp(json_string_value(json_object_get(doc, "p2p")), "whole") == 0, "\"p2p\": \"whole\" written");
+    CHECK(ah_plan_from_json(doc, "whole", &CLUSTER, &back, &err) == AH_OK && back.p2p == AH_P2P_WHOLE, "read back: %s", err.msg);
+    ah_plan_free(&back);
+    json_object_set_new(doc, "p2p", json_string("halves"));
+    CHECK(ah_plan_from_json(doc, "bad", &CLUSTER, &back, &err) == AH_ERR_INVALID && strstr(err.msg, "[p2p]") &&
+              strstr(err.msg, "halves"),
+          "unknown p2p refused: %s", err.msg);
+    json_decref(doc);
+    p.p2p = AH_P2P_SCATTER_GATHER;
+    doc = ah_plan_to_json(&p);
+    CHECK(doc && !json_object_get(doc, "p2p"), "the default is not written");
+    json_decref(doc);
+    ah_plan_free(&p);
+}
+
 int main(void) {
     test_gather_overlap();
     test_two_pipelines();
+    test_p2p_whole();
     test_dp_link_kinds();
     test_infeasible();
     return ah_test_finish();

@@ -183,11 +183,13 @@ expect 2 "expected uniform, batch-balanced or megatron-best, got \"megatron\"" -
 # A GPU type the plan leaves idle, entirely or in part, is named with the best plan using (more
 # of) it that the search scored
 # (no slower than the chosen one, which is the best) and the terms that grow: mixed-32's H20s sit
-# in another zone, so using them adds cross-zone DP sync. A plan using every type has no such line.
-# (llama2-13b at 32 x 2048: since each DP group is priced on its own ring, llama2-7b at 256 x 2048,
-# the case before, uses the H20s, with its DP groups inside zones and pipelines across.)
-"$AH" plan --model llama2-13b --cluster mixed-32 --global-batch 32 --seq-len 2048 >"$TMP/idle.out" 2>&1
-grep -q "^idle: H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, micro-batch [0-9]*, [0-9]* pipelines\?) takes [0-9.]* s per iteration, +[0-9.]* % on the chosen plan's: .*DP sync" "$TMP/idle.out"
+# in another zone, so using them adds the bubble and p2p of pipelines across it (llama2-7b at 32 x
+# 4096). A plan using every type has no such line. (Before: llama2-13b at 32 x 2048, whose H20
+# plan grew the cross-zone DP sync; since the hops are priced scatter/gather (session 19) the
+# chosen plan there uses the H20s, with TP-2 pipelines across the zones. Before that, llama2-7b at
+# 256 x 2048, until each DP group was priced on its own ring.)
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 32 --seq-len 4096 >"$TMP/idle.out" 2>&1
+grep -q "^idle: H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, micro-batch [0-9]*, [0-9]* pipelines\?) takes [0-9.]* s per iteration, +[0-9.]* % on the chosen plan's: [a-zA-Z ]* [0-9.e-]* s (chosen " "$TMP/idle.out"
 st=$?; check "plan names the idle H20s, how much slower using them is and why: $(grep -m1 '^idle' "$TMP/idle.out")" $st
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 --objective cost >"$TMP/idle.out" 2>&1
 grep -q "^idle: .*H20, 8 GPUs on h20-0: the best plan with them that the search scored (TP [0-9]*, [^)]*) costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
@@ -196,7 +198,7 @@ st=$?; check "--objective cost: the idle H20s' plan priced per token: $(grep -m1
 # type's idle GPUs are named with the best plan using more of them that the search scored.
 grep -q "^idle: .*H800, [1-7] of 8 GPUs used, on h800-0: the best plan with more of them that the search scored ([2-8] of them, TP [0-9]*, [^)]*) costs \$[0-9.]* per million tokens, +[0-9.]* % on the chosen plan's" "$TMP/idle.out"
 st=$?; check "--objective cost: the partly idle H800s are named with a plan using more of them: $(grep -m1 '^idle' "$TMP/idle.out")" $st
-"$AH" plan --model llama2-13b --cluster mixed-32 --global-batch 32 --seq-len 2048 --json >"$TMP/idle.json" 2>&1
+"$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 32 --seq-len 4096 --json >"$TMP/idle.json" 2>&1
 $PY -c "import json,sys; d=json.load(open('$TMP/idle.json')); sys.exit(not d['idle'].startswith('H20, 8 GPUs on h20-0: '))"
 check "--json carries the idle note" $?
 # a sharded optimizer that replaces the plan drops the note (its comparisons were unsharded)

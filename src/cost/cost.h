@@ -128,6 +128,8 @@ typedef struct ah_cost_ctx {
     int cp;                       /* the pipeline's context-parallel degree; 0 or 1: none */
     double cp_bw, cp_latency_s;   /* the ring's slowest hop between the stage's CP ranks (bytes/s
                                      per flow, s); cp_bw 0: the type's intra-node link */
+    bool p2p_whole;               /* a hop sends the whole boundary from every TP rank (plan "p2p":
+                                     "whole"); false: scatter-gather (plan/plan.h ah_p2p_split_t) */
 } ah_cost_ctx_t;
 
 /* ctx's CP degree, at least 1. */
@@ -207,10 +209,16 @@ double ah_link_latency(const ah_cluster_t *c, ah_link_t link);
 ah_link_info_t ah_link_best_across_zones(const ah_cluster_t *c, int type_a, int type_b);
 /* Per-GPU bandwidth of l when `flows` flows cross it at once: min(bw, total_bw / flows). */
 double ah_link_shared_bw(const ah_link_info_t *l, int flows);
-/* Seconds to send one micro-batch's boundary activation over the link l. */
-double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l);
-/* Seconds to send one micro-batch's boundary activation (b x T x C) over the link. */
+/* Seconds of one micro-batch's hop (its boundary activation, b x T/cp x C) between stages of types
+ * type_a and type_b over the link l (l->bw per flow): the whole boundary per flow, or under
+ * scatter-gather at t > 1 (ctx->p2p_whole false) its 1/t part per flow and then the receiving TP
+ * group's ring all-gather of it over the slower type's intra-node link (docs/cost-model.md "Pipeline
+ * p2p"). The same both ways: the gradient's hop is priced as the activation's. */
+double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l, int type_a, int type_b);
+/* The same over a link class's own figures. */
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b);
+/* The parts a hop's boundary is cut into: ctx->t under scatter-gather, else 1. */
+static inline int ah_p2p_parts(const ah_cost_ctx_t *ctx) { return ctx->p2p_whole || ctx->t < 1 ? 1 : ctx->t; }
 /* Ring all-reduce of `bytes` over `n` members on a link of bandwidth bw (bytes/s), latency lat. */
 double ah_allreduce_seconds(double bytes, int n, double bw, double lat);
 /* A DP group's links for its hierarchical sum (plan "dp_sync": hierarchical; docs/cost-model.md

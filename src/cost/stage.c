@@ -25,11 +25,18 @@ static double boundary_bytes(const ah_cost_ctx_t *ctx) {
 
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b) {
     const ah_cluster_t *c = ctx->cluster;
-    return boundary_bytes(ctx) / ah_link_bw(c, link, type_a, type_b) + ah_link_latency(c, link);
+    const ah_link_info_t l = {.bw = ah_link_bw(c, link, type_a, type_b), .latency_s = ah_link_latency(c, link)};
+    return ah_p2p_seconds_on(ctx, &l, type_a, type_b);
 }
 
-double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l) {
-    return boundary_bytes(ctx) / l->bw + l->latency_s;
+double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l, int type_a, int type_b) {
+    const int t = ah_p2p_parts(ctx);
+    const double bytes = boundary_bytes(ctx);
+    if (t == 1) return bytes / l->bw + l->latency_s;
+    const ah_cluster_t *c = ctx->cluster; /* an all-gather is half a ring all-reduce's traffic and steps */
+    const double gather = ah_allreduce_seconds(bytes, t, ah_link_bw(c, AH_LINK_INTRA, type_a, type_b),
+                                               ah_link_latency(c, AH_LINK_INTRA)) / 2;
+    return bytes / t / l->bw + l->latency_s + gather;
 }
 
 /* The profile's entry for this type under ctx's TP degree, micro-batch, T and precision. */

@@ -205,7 +205,7 @@ static double hop_seconds(const ah_plan_t *p, const ah_cost_ctx_t *ctx, const ah
         const ah_device_ref_t *a = &sg->devices[j * p->tp], *b = &next->devices[j * p->tp];
         ah_link_info_t l = ah_link_of(&p->cluster, a->node, b->node, sg->type, next->type);
         l.bw = ah_link_shared_bw(&l, p->tp * p->n_pipelines); /* docs/cost-model.md "Links" */
-        most = fmax(most, ah_p2p_seconds_on(ctx, &l));
+        most = fmax(most, ah_p2p_seconds_on(ctx, &l, sg->type, next->type));
     }
     return most;
 }
@@ -347,7 +347,8 @@ ah_status_t ah_evaluate(const ah_plan_t *p, const ah_profile_t *profile, ah_eval
         ah_eval_free(out);
         return st;
     }
-    const ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = profile, .cp = 1};
+    const ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = profile,
+                               .cp = 1, .p2p_whole = p->p2p == AH_P2P_WHOLE};
     eval_run_t *r = malloc(sizeof *r);
     if (r) {
         *r = (eval_run_t){.p = p, .ctx = &ctx, .unowned = unowned, .worst_pipe = -1, .worst_estimate = -1,

@@ -123,9 +123,11 @@ static void ring_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, const ah_s
                 AH_TRAFFIC_CP_RING, mb * (a->last - a->first) * steps * block, t);
 }
 
-/* Pipeline p2p (activations forward, their gradients back; each TP rank sends its copy) and the
- * TP all-reduces inside each stage's node (the blocks': 2 forward, 2 backward, 2 more when
- * recomputing, of N x C each; a ring moves 2 (t-1) x the bytes over the group). */
+/* Pipeline p2p (activations forward, their gradients back; each TP rank sends its copy, or under
+ * scatter-gather its 1/t part, which the receiving TP group all-gathers inside its node: (t-1) x
+ * N x C / t per rank, (t-1) x N x C in all) and the TP all-reduces inside each
+ * stage's node (the blocks': 2 forward, 2 backward, 2 more when recomputing, of N x C each; a ring
+ * moves 2 (t-1) x the bytes over the group). */
 static void pipeline_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, ah_plan_traffic_t *t) {
     const double nc = (double)(p->train.micro_batch * p->train.seq_len * p->model.d_model *
                                ah_precision_elt_bytes(p->train.precision));
@@ -138,7 +140,12 @@ static void pipeline_traffic(const ah_plan_t *p, const ah_pipeline_t *pl, ah_pla
         if (s + 1 == pl->n_stages) break;
         const ah_stage_t *b = &pl->stages[s + 1];
         if (memcmp(&a->devices[0], &b->devices[0], sizeof a->devices[0]) == 0) continue;
-        add(p, a->devices[0].node, b->devices[0].node, a->type, b->type, AH_TRAFFIC_P2P, 2.0 * mb * p->tp * nc, t);
+        const int parts = p->p2p == AH_P2P_WHOLE ? 1 : p->tp;
+        add(p, a->devices[0].node, b->devices[0].node, a->type, b->type, AH_TRAFFIC_P2P, 2.0 * mb * p->tp / parts * nc, t);
+        for (int k = 0; parts > 1 && k < 2; k++) { /* the activation's gather on b, the gradient's on a */
+            const ah_stage_t *g = k == 0 ? b : a;
+            add(p, g->devices[0].node, g->devices[0].node, g->type, g->type, AH_TRAFFIC_TP, mb * (p->tp - 1) * nc, t);
+        }
     }
 }
 

@@ -17,7 +17,7 @@ double ah_p2p_least(const ah_cost_ctx_t *ctx, ah_link_t from) {
             for (int k = from; k <= AH_LINK_INTER_ZONE; k++) {
                 ah_link_info_t l = {.bw = ah_link_bw(c, (ah_link_t)k, a, b), .latency_s = ah_link_latency(c, (ah_link_t)k)};
                 if (k == AH_LINK_INTER_ZONE) l = ah_link_best_across_zones(c, a, b); /* regions, links */
-                least = fmin(least, ah_p2p_seconds_on(ctx, &l));
+                least = fmin(least, ah_p2p_seconds_on(ctx, &l, a, b));
             }
     return least;
 }

@@ -147,7 +147,7 @@ double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {
             if (s + 1 < S) { /* as ah_evaluate prices the hop */
                 ah_link_info_t l = ah_link_of(cl, nd[s], nd[s + 1], ty[s], ty[s + 1]);
                 l.bw = ah_link_shared_bw(&l, x->t * P);
-                p2p += hop[s] = ah_p2p_seconds_on(&ctx, &l);
+                p2p += hop[s] = ah_p2p_seconds_on(&ctx, &l, ty[s], ty[s + 1]);
             }
         }
         extra[p] = 2 * p2p;
