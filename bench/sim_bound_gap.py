@@ -6,8 +6,9 @@ every availability set at autohet's plan of it, the whole time it lasts. Every s
 otherwise costs the bound's rate at that moment, R(t). This splits bound - autohet into:
   - each recovery phase (the step in progress, the save at the notice, re-plan, restart, transfer,
     the first step; a recovery another event cut short): the integral of R over it;
-  - the plan lagging the set: while training, R - the running plan's rate (joined nodes wait for
-    the next checkpoint; a plan made before a removal that did not hit it);
+  - the plan lagging the set: while training, R - the running plan's rate (joined nodes waiting
+    until their restart pays, docs/simulator.md rule 6: until session 19 for the next checkpoint; a
+    plan made before a removal that did not hit it);
   - the periodic checkpoints' holds (at the running plan's rate) and the tokens rolled back;
 less the tokens the recoveries keep (the step in progress and the first step count). The remainder
 (printed) is what this accounting does not follow (a hold inside a phase, rounding).
@@ -60,7 +61,7 @@ def gap_terms(doc, name="autohet"):
     out = [("the step in progress at a notice", terms["wait_s"]), ("the save at the notice", terms["save_s"]),
            ("re-plan", terms["replan_s"]), ("restart", terms["startup_s"]), ("transfer", terms["transfer_s"]),
            ("the first step", terms["first_step_s"]), ("recoveries cut short by another event", terms["interrupted"]),
-           ("the plan lagging the set (joins at the checkpoint, stalls)", lag),
+           ("the plan lagging the set (joins waiting, stalls)", lag),
            ("the periodic checkpoints' holds", hold), ("rolled back", p["tokens_lost"]),
            ("less: kept from the step in progress and the first step", -kept)]
     out.append(("not followed by this accounting", b["tokens"] - p["tokens"] - sum(v for _, v in out)))

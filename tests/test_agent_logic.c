@@ -246,6 +246,12 @@ static void test_events_and_stops(void) {
     CHECK(!ah_join_pays(1.0, 0.8, 600, 130, &gain), "does not pay");
     /* a second join batched with it (0.6 s/iteration with both) pays the same restart once */
     CHECK(ah_join_pays(1.0, 0.6, 600, 130, &gain) && fabs(gain - 240) < 1e-9, "two joins together: gain %g", gain);
+    /* the exposure: the joined plan hit at 1/600 s against the running plan's 1/1200 s, over its stay of 600 s,
+     * half a recovery more (of 100 s): 50 s, which makes the 100 s restart above (gain 120 s) wait */
+    const double exposure = ah_join_exposure_s(1 / 1200.0, 1 / 600.0, 600, 100);
+    CHECK(fabs(exposure - 50) < 1e-9 && !ah_join_pays(1.0, 0.8, 600, 100 + exposure, NULL), "exposure %g", exposure);
+    CHECK(ah_join_exposure_s(1 / 600.0, 1 / 1200.0, 600, 100) == 0 && ah_join_exposure_s(0, 0, INFINITY, 100) == 0,
+          "no exposure when the joined plan is hit no more often");
     /* the stay: a fixed horizon, else 1 / the hit rate */
     CHECK(ah_join_stay_s(0.01, 0) == 100 && ah_join_stay_s(0.01, 30) == 30 && isinf(ah_join_stay_s(0, 0)), "stay");
     /* the hit rate: 2 removals of type 0 over 3600 node-seconds up (+ the prior hour): 2 / 7200 per node-second,

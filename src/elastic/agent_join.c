@@ -13,7 +13,9 @@
  *  - the cost: the mean notice-to-first-step of this run's finished recoveries (stop and save,
  *    re-plan, start-up, transfer, first step; agent.h ah_agent_recovery_t.total_s) together with the
  *    first launch's start to its first finished step (no stop, no save: the one sample before any
- *    recovery).
+ *    recovery); plus the exposure (join_rule.h), its recovery the mean of the finished recoveries
+ *    after a preemption (not a join's), each with the steps it redid at this run's mean step time
+ *    (the cost above before any).
  * Errors: out of host memory at the start only (ah_agent_join_init). */
 #include <math.h>
 #include <stdlib.h>
@@ -67,11 +69,30 @@ static double join_cost_s(const agent_t *a) {
     return n > 0 ? sum / n : 0;
 }
 
-/* The rule's stay for plan p: the fixed horizon, or 1 / its hit rate at the churn seen so far. */
-static double join_stay_s(agent_t *a, const ah_plan_t *p) {
+/* The exposure's recovery: the mean finished recovery after a preemption with the steps it redid at the
+ * run's mean step time; the join's cost before any. */
+static double preempt_cost_s(const agent_t *a) {
+    double step_s = 0, steps = 0, sum = 0;
+    for (int k = 0; k < a->res->n_launches; k++)
+        if (a->res->launches[k].first_step >= 0) {
+            step_s += a->res->launches[k].step_s_sum;
+            steps += (double)(a->res->launches[k].end_step - a->res->launches[k].first_step);
+        }
+    int n = 0;
+    for (int i = 0; i < a->res->n_recoveries; i++) {
+        const ah_agent_recovery_t *r = &a->res->recoveries[i];
+        if (!r->complete || r->cause == AH_CAUSE_JOIN) continue;
+        sum += r->total_s + (steps > 0 ? (double)(r->stopped_at - r->resumed_at) * step_s / steps : 0);
+        n++;
+    }
+    return n > 0 ? sum / n : join_cost_s(a);
+}
+
+/* Plan p's hit rate at the churn seen so far (join_rule.h). */
+static double hit_rate(agent_t *a, const ah_plan_t *p) {
     const int nt = a->cluster.n_types;
     int *spot = calloc((size_t)nt + 1, sizeof *spot);
-    if (!spot) return ah_join_stay_s(0, a->o->join_horizon_s); /* out of host memory: as with no removal seen */
+    if (!spot) return 0; /* out of host memory: as with no removal seen */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->cluster.nodes[i].spot && ah_agent_plan_uses(p, a->cluster.nodes[i].name)) spot[a->cluster.nodes[i].type]++;
     ah_agent_churn_tick(a);
@@ -79,7 +100,7 @@ static double join_stay_s(agent_t *a, const ah_plan_t *p) {
                           .node_s = a->churn + 2 * nt, .elapsed_s = since_start(a)};
     const double rate = ah_churn_hit_rate(&c, spot);
     free(spot);
-    return ah_join_stay_s(rate, a->o->join_horizon_s);
+    return rate;
 }
 
 /* What divides ah_planner_key into the figure said: $ per iteration under --objective cost (the key
@@ -91,11 +112,13 @@ ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t 
     const double now_key = ah_planner_key(o, &a->cur.plan, &a->cur.eval), new_key = ah_planner_key(o, &r->plan, &r->eval);
     const double now_s = a->cur.eval.pred.iteration_s, new_s = r->eval.pred.iteration_s;
     const bool better = ah_join_pays(now_key, new_key, INFINITY, 0, NULL);
-    const double stay = join_stay_s(a, &r->plan), cost = join_cost_s(a);
+    const double hit = hit_rate(a, &r->plan), stay = ah_join_stay_s(hit, a->o->join_horizon_s), restart = join_cost_s(a);
+    const double exposure = ah_join_exposure_s(hit_rate(a, &a->cur.plan), hit, stay, preempt_cost_s(a)),
+                 cost = restart + exposure;
     double gain = 0;
     const bool pays = ah_join_pays(now_key, new_key, stay, cost, &gain);
     const char *left = better ? ah_agent_plan_leaves_out(&a->cur.plan, &r->plan) : NULL;
-    const bool restart = pays && !left;
+    const bool verdict_restart = pays && !left;
     if (o->objective == AH_OBJECTIVE_TIME)
         say(a, "%s; a plan with the joined nodes is %s (%.4f vs %.4f s/iteration)%s", when,
             better ? "faster" : "not faster", new_s, now_s, better ? "" : ": no restart");
@@ -109,9 +132,10 @@ ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t 
             "its memory): the new plan's ranks could not read it, so the restart would roll back: no restart", left);
     else if (better)
         say(a, "the restart would gain %.3g s of training over the expected stay of %.4g s (%s) against its cost of %.3g s "
-            "(this run's mean recovery): %s", gain, stay, a->o->join_horizon_s > 0 ? "--join-horizon-s" : "the removals seen",
-            cost, restart ? "restarting" : "waiting (decided again at the next join, checkpoint or first step)");
-    return restart ? AH_JOIN_RESTART : better && !left ? AH_JOIN_WAIT : AH_JOIN_DROP;
+            "(this run's mean recovery %.3g s + the joined nodes' expected preemptions %.3g s): %s", gain, stay,
+            a->o->join_horizon_s > 0 ? "--join-horizon-s" : "the removals seen", cost, restart, exposure,
+            verdict_restart ? "restarting" : "waiting (decided again at the next join, checkpoint or first step)");
+    return verdict_restart ? AH_JOIN_RESTART : better && !left ? AH_JOIN_WAIT : AH_JOIN_DROP;
 }
 
 bool ah_agent_consider_join(agent_t *a, const char *when) {

@@ -19,6 +19,12 @@ double ah_join_stay_s(double hit_rate, double horizon_s) {
     return hit_rate > 0 ? 1.0 / hit_rate : INFINITY;
 }
 
+double ah_join_exposure_s(double hit_now, double hit_joined, double stay_s, double recovery_s) {
+    const double extra = hit_joined - hit_now;
+    if (!(extra > 0) || !(recovery_s > 0) || !isfinite(stay_s) || !isfinite(recovery_s)) return 0;
+    return extra * stay_s * recovery_s;
+}
+
 bool ah_join_pays(double key_now, double key_joined, double stay_s, double cost_s, double *gain_s) {
     if (gain_s) *gain_s = 0;
     if (!isfinite(key_joined)) return false;

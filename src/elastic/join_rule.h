@@ -2,7 +2,8 @@
  * prices (sim/sim.c), so both take capacity in at the same moments. Pure: no files, no MPI, no plans.
  *
  * A restart onto the plan with the joined nodes stops training for cost_s (the stop at the next step
- * boundary with its save, the relaunch, the restore, the first step), then trains on the better plan
+ * boundary with its save, the relaunch, the restore, the first step; plus the exposure below), then
+ * trains on the better plan
  * until something changes it: expected after stay_s, the time until the joined plan is hit (a joined
  * node leaving ends the gain; a removal from the running plan would re-plan onto the joined nodes
  * anyway). Of the next stay_s seconds the restarted job trains stay_s - cost_s, paying for all of them
@@ -16,6 +17,11 @@
  * a gain, in seconds of the running plan's work: gain_s = stay_s x (1 - key_joined / key_now), which
  * must exceed cost_s. A join that does not pay waits: the next join (several joined nodes together
  * gain more), the next checkpoint or the next first step decide again.
+ *
+ * The exposure: the joined plan is hit more often than the running one (its joined spot nodes), and
+ * each extra hit costs a recovery the running plan would not have had (its seconds and the training a
+ * rollback undoes): (its hit rate - the running plan's) x stay_s x that recovery, added to cost_s
+ * (ah_join_exposure_s; with the stay 1 / its hit rate, at most one recovery).
  *
  * The stay: a fixed horizon when one is given (`autohet run --join-horizon-s`, `simulate
  * --join-horizon-s`), else 1 / the joined plan's hit rate from the removals seen so far
@@ -45,6 +51,10 @@ double ah_churn_hit_rate(const ah_churn_t *c, const int *spot_nodes);
 
 /* The stay: horizon_s when > 0, else 1 / hit_rate (INFINITY at 0). */
 double ah_join_stay_s(double hit_rate, double horizon_s);
+
+/* The exposure (above): max(0, hit_joined - hit_now) x stay_s x recovery_s; 0 when either is not finite
+ * and positive. */
+double ah_join_exposure_s(double hit_now, double hit_joined, double stay_s, double recovery_s);
 
 /* Whether restarting onto the joined plan pays (above); *gain_s (may be NULL) the gain in seconds of
  * the running plan's work (INFINITY with an infinite stay and a better plan). A plan out of bounds

@@ -280,8 +280,8 @@ static double join_cost_s(const ah_sim_replay_t *x) {
 }
 
 /* Joins pending while training (sim.h's rule): autohet and autohet-region restart onto the plan with
- * them as the agent does, when the join rule says it pays (decided at the join, at a recovery's end
- * and at a checkpoint), wait while it is better but does not pay, and drop them when it is not better;
+ * them as the agent does, when the join rule says it pays (the exposure's recovery: ah_sim_recovery_cost_s,
+ * the agent's own mean; decided at the join, at a recovery's end and at a checkpoint), wait while it is better but does not pay, and drop them when it is not better;
  * the baselines restart at a checkpoint when the plan is faster. */
 static void consider_join(ah_sim_replay_t *x, const char *label) {
     const bool agent = ah_sim_agent_policy(x->pol), at_ckpt = strcmp(label, "join at checkpoint") == 0;
@@ -296,7 +296,9 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
     }
     const double now = join_key(x, x->run), joined = join_key(x, e);
     if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
-    if (ah_join_pays(now, joined, ah_join_stay_s(ah_sim_hit_rate(x, e), x->o->join_horizon_s), join_cost_s(x), NULL))
+    const double hit = ah_sim_hit_rate(x, e), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
+    const double cost = join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
+    if (ah_join_pays(now, joined, stay, cost, NULL))
         ah_sim_begin_recovery(x, e, true, label, "");
     else
         x->pending_join = true; /* waits for the next join, recovery's end or checkpoint */
