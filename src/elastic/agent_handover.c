@@ -10,8 +10,8 @@
  * ah_agent_next_plan_again, which the trainers read again before they decide). The relaunch takes the
  * next plan when every node it uses is still up
  * (ah_agent_next_plan_holds: the re-plan is then done already, its time spent during the stop; a node
- * that joined during the stop comes in at the next checkpoint); otherwise it plans again, and the
- * restore fetches what the handover did not put in place, as without it. A plan that fails or cannot
+ * that joined during the stop is weighed at the relaunch's first step, agent_join.c); otherwise it
+ * plans again, and the restore fetches what the handover did not put in place, as without it. A plan that fails or cannot
  * be written is said and skipped: the notice goes out regardless. */
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +94,7 @@ bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
     for (int i = 0; holds && i < a->cluster.n_nodes; i++) joined = joined || (a->up[i] && !a->next_up[i]);
     /* A node back or joined during the stop: a plan over every node up is taken when it uses every
      * node of the next plan (those the trainers counted on when they dropped uploads: a node back at
-     * once keeps the running plan); else the next plan, the others taken in at the next checkpoint. */
+     * once keeps the running plan); else the next plan, the others weighed at its first step (agent_join.c). */
     ah_plan_result_t fresh;
     ah_error_t e;
     if (joined && ah_agent_plan_up(a, &fresh, &e) == AH_OK) {
@@ -109,9 +109,9 @@ bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
         *out = a->next;
         a->have_next = false; /* moved out */
         for (int i = 0; joined && i < a->cluster.n_nodes; i++)
-            if (a->up[i] && !a->next_up[i]) { /* joined during the stop: taken in at the next checkpoint */
+            if (a->up[i] && !a->next_up[i]) { /* joined during the stop: weighed at the first step */
                 a->join_pending = true;
-                say(a, "%s joined during the stop; it is taken in at the next checkpoint", a->cluster.nodes[i].name);
+                say(a, "%s joined during the stop; it is weighed at the relaunch's first step", a->cluster.nodes[i].name);
             }
     }
     ah_agent_next_plan_free(a);

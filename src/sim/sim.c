@@ -280,9 +280,10 @@ static double join_cost_s(const ah_sim_replay_t *x) {
 }
 
 /* Joins pending while training (sim.h's rule): autohet and autohet-region restart onto the plan with
- * them as the agent does, when the join rule says it pays (the exposure's recovery: ah_sim_recovery_cost_s,
- * the agent's own mean; decided at the join, at a recovery's end and at a checkpoint), wait while it is better but does not pay, and drop them when it is not better;
- * the baselines restart at a checkpoint when the plan is faster. */
+ * them as the agent does, when the join rule says it pays (the exposure's recovery:
+ * ah_sim_recovery_cost_s, the agent's own mean; decided at the join, at a recovery's end and at a
+ * checkpoint), wait while it is better but does not pay, and drop them when it is not better; the
+ * baselines restart at a checkpoint when the plan is faster. */
 static void consider_join(ah_sim_replay_t *x, const char *label) {
     const bool agent = ah_sim_agent_policy(x->pol), at_ckpt = strcmp(label, "join at checkpoint") == 0;
     if (!x->pending_join || x->phase != AH_PHASE_TRAIN || (!agent && !at_ckpt)) return;
@@ -297,7 +298,8 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
     const double now = join_key(x, x->run), joined = join_key(x, e);
     if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
     const double hit = ah_sim_hit_rate(x, e), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
-    const double cost = join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
+    const double cost =
+        join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
     if (ah_join_pays(now, joined, stay, cost, NULL))
         ah_sim_begin_recovery(x, e, true, label, "");
     else
