@@ -64,9 +64,9 @@ static ah_status_t write_block(ah_ckpt_writer_t *w, int64_t step, int layer, int
                                ah_error_t *err) {
     float *buf = malloc(3 * (size_t)n * sizeof *buf);
     for (int i = 0; i < 3 * n; i++) buf[i] = (float)(step * 1000 + layer * 10 + idx) + (float)i * 1e-3f;
-    ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 2, {n / 4, 4}, buf},
-                          {"adam.m", AH_DTYPE_F32, 2, {n / 4, 4}, buf + n},
-                          {"adam.v", AH_DTYPE_F32, 2, {n / 4, 4}, buf + 2 * n}};
+    ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 2, {n / 4, 4}, buf, false, 0},
+                          {"adam.m", AH_DTYPE_F32, 2, {n / 4, 4}, buf + n, false, 0},
+                          {"adam.v", AH_DTYPE_F32, 2, {n / 4, 4}, buf + 2 * n, false, 0}};
     char name[128];
     ah_ckpt_shard_name(name, sizeof name, AH_SHARD_BLOCK, layer, tp, idx);
     ah_status_t st = ah_ckpt_write_shard(w, name, t, 3, NULL, err);

@@ -25,7 +25,7 @@ static ah_status_t write_shards(int64_t step, int n, int floats, ah_error_t *err
     float *v = calloc((size_t)floats, sizeof *v);
     ah_status_t st = AH_OK;
     for (int b = 0; b < n && st == AH_OK; b++) {
-        ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 1, {floats}, v}};
+        ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 1, {floats}, v, false, 0}};
         char name[64];
         ah_ckpt_shard_name(name, sizeof name, AH_SHARD_BLOCK, b, 1, 0);
         st = ah_ckpt_write_shard(w, name, t, 1, NULL, err);
@@ -118,9 +118,9 @@ int main(void) {
     ah_ckpt_writer_t *w;
     CHECK(ah_ckpt_writer_begin(mnt, 5, &w, &err) == AH_OK, "begin step 5: %s", err.msg);
     float *v = calloc(3 * 1000, sizeof *v);
-    ah_st_tensor_t t[] = {{"h.0.attn.qkv.weight", AH_DTYPE_F32, 2, {30, 100}, v},
-                          {"h.0.attn.qkv.weight.exp_avg", AH_DTYPE_F32, 1, {1000}, v},
-                          {"b", AH_DTYPE_F32, 0, {0}, v}};
+    ah_st_tensor_t t[] = {{"h.0.attn.qkv.weight", AH_DTYPE_F32, 2, {30, 100}, v, false, 0},
+                          {"h.0.attn.qkv.weight.exp_avg", AH_DTYPE_F32, 1, {1000}, v, false, 0},
+                          {"b", AH_DTYPE_F32, 0, {0}, v, false, 0}};
     json_t *md = json_pack("{s:s, s:s}", "format", "autohet-shard", "adam_step", "123456");
     uint64_t want = 0;
     CHECK(ah_st_size(t, 3, md, &want, &err) == AH_OK, "size: %s", err.msg);

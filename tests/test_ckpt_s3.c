@@ -295,7 +295,7 @@ static void write_step(const char *root, const char *node, int64_t step, int fir
     float v[256];
     for (int b = first; b < last; b++) {
         for (int i = 0; i < 256; i++) v[i] = (float)(step + b) + (float)i * 0.5f;
-        ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 2, {16, 16}, v}};
+        ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 2, {16, 16}, v, false, 0}};
         char name[128];
         ah_ckpt_shard_name(name, sizeof name, AH_SHARD_BLOCK, b, 1, 0);
         CHECK(ah_ckpt_write_shard(w, name, t, 1, NULL, &err) == AH_OK, "shard: %s", err.msg);

@@ -51,8 +51,29 @@ static void test_crc32c(void) {
             mismatches += ah_crc32c(0, big + off, lens[k]) != want;
             mismatches += ah_crc32c(ah_crc32c(0, big + off, 5000 + off), big + off + 5000 + off, lens[k] - 5000 - off) != want;
         }
+    /* The copy that takes the CRC (ah_crc32c_copy) copies every byte and no more, and gives the CRC,
+     * at every source and destination alignment and length around the lanes; the CRC of two pieces
+     * joined (ah_crc32c_combine) is the CRC of both, whatever their lengths (0 too). */
+    unsigned char *copy = malloc(BIG + 16);
+    int wrong_bytes = 0;
+    for (size_t off = 0; off < 8; off++)
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (size_t len = lens[k] - off; len <= lens[k]; len += off + 1) {
+                memset(copy, 0xA5, BIG + 16);
+                unsigned char *to = copy + 8 - off; /* every alignment relative to the source's */
+                mismatches += ah_crc32c_copy(to, big + off, len) != ah_crc32c_portable(0, big + off, len);
+                wrong_bytes += memcmp(to, big + off, len) != 0 || to[-1] != 0xA5 || to[len] != 0xA5;
+            }
+    const size_t cuts[] = {0, 1, 7, 8, 4096, 3 * 8192, 40000};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+        for (size_t j = 0; j < sizeof cuts / sizeof cuts[0]; j++) {
+            const size_t a = cuts[i], b = cuts[j] < BIG - a ? cuts[j] : BIG - a;
+            mismatches += ah_crc32c_combine(ah_crc32c(0, big, a), ah_crc32c(0, big + a, b), b) != ah_crc32c(0, big, a + b);
+        }
+    free(copy);
     free(big);
     CHECK_EQ_I64(mismatches, 0);
+    CHECK_EQ_I64(wrong_bytes, 0);
     CHECK_EQ_I64(ah_crc32c_portable(0, "123456789", 9), 0xE3069283u);
 }
 
@@ -60,11 +81,11 @@ static void test_round_trip(void) {
     float w[6] = {1, 2, 3, 4, 5, 6.5f}, b[3] = {-1, 0.25f, 1e30f};
     uint16_t h[2] = {0x3C00, 0xBC00};
     ah_st_tensor_t t[] = {
-        {"block.3.attn.qkv.w", AH_DTYPE_F32, 2, {2, 3}, w},
-        {"block.3.attn.qkv.b", AH_DTYPE_F32, 1, {3}, b},
-        {"half", AH_DTYPE_F16, 1, {2}, h},
-        {"empty", AH_DTYPE_F32, 2, {0, 4}, NULL},
-        {"scalar", AH_DTYPE_BF16, 0, {0}, h},
+        {"block.3.attn.qkv.w", AH_DTYPE_F32, 2, {2, 3}, w, false, 0},
+        {"block.3.attn.qkv.b", AH_DTYPE_F32, 1, {3}, b, false, 0},
+        {"half", AH_DTYPE_F16, 1, {2}, h, false, 0},
+        {"empty", AH_DTYPE_F32, 2, {0, 4}, NULL, false, 0},
+        {"scalar", AH_DTYPE_BF16, 0, {0}, h, false, 0},
     };
     json_t *md = json_pack("{s:s, s:s}", "format", "pt", "step", "12");
     char path[256];
@@ -105,9 +126,9 @@ static void test_round_trip(void) {
     ah_st_close(&f);
 
     /* Writer rejects what a reader would reject. */
-    ah_st_tensor_t dup[] = {{"a", AH_DTYPE_F32, 1, {1}, w}, {"a", AH_DTYPE_F32, 1, {1}, w}};
+    ah_st_tensor_t dup[] = {{"a", AH_DTYPE_F32, 1, {1}, w, false, 0}, {"a", AH_DTYPE_F32, 1, {1}, w, false, 0}};
     CHECK_ERR(ah_st_save(path, dup, 2, NULL, NULL, NULL, &err), AH_ERR_INVALID, err, "given twice");
-    ah_st_tensor_t neg[] = {{"a", AH_DTYPE_F32, 1, {-1}, w}};
+    ah_st_tensor_t neg[] = {{"a", AH_DTYPE_F32, 1, {-1}, w, false, 0}};
     CHECK_ERR(ah_st_save(path, neg, 1, NULL, NULL, NULL, &err), AH_ERR_INVALID, err, "shape [-1]");
     json_t *badmd = json_pack("{s:i}", "n", 3);
     CHECK_ERR(ah_st_save(path, t, 1, badmd, NULL, NULL, &err), AH_ERR_INVALID, err, "__metadata__.n");
@@ -181,7 +202,7 @@ static void test_malformed(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/trunc.safetensors", dir);
     float w[64] = {0};
-    ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 1, {64}, w}};
+    ah_st_tensor_t t[] = {{"w", AH_DTYPE_F32, 1, {64}, w, false, 0}};
     CHECK(ah_st_save(path, t, 1, NULL, NULL, NULL, &err) == AH_OK, "save: %s", err.msg);
     CHECK(truncate(path, 100) == 0, "truncate");
     CHECK_ERR(ah_st_open(path, &f, &err), AH_ERR_INVALID, err, "tensor \"w\"");
@@ -258,8 +279,10 @@ static void test_direct_in_place(void) {
     CHECK(ah_afile_open(&f, path, &err) == AH_OK, "open: %s", err.msg);
     CHECK(ah_afile_direct(&f), "O_DIRECT on %s", path);
     CHECK(ah_afile_write(&f, head, HEAD, &err) == AH_OK, "write the head: %s", err.msg);
-    for (int k = 0; k < N; k++)
-        CHECK(ah_afile_write(&f, data + (size_t)k * LEN, LEN, &err) == AH_OK, "write tensor %d: %s", k, err.msg);
+    for (int k = 0; k < N; k++) /* every other one with its CRC given (ah_afile_write_crc) */
+        CHECK((k % 2 ? ah_afile_write_crc(&f, data + (size_t)k * LEN, LEN, ah_crc32c(0, data + (size_t)k * LEN, LEN), &err)
+                     : ah_afile_write(&f, data + (size_t)k * LEN, LEN, &err)) == AH_OK,
+              "write tensor %d: %s", k, err.msg);
     uint32_t want = ah_crc32c(ah_crc32c(0, head, HEAD), data, (size_t)N * LEN);
     CHECK(f.bytes == total && f.crc == want, "size and CRC of %zu bytes written in place", total);
     /* the last tensor's whole blocks are still pending (the commit writes them); its first partial

@@ -39,7 +39,7 @@ static int ranges_of(float *dst, const float *src, ah_snap_range_t *r) {
     int n = 0;
     for (int at = 0; at < N; at += per, n++) {
         const int len = at + per <= N ? per : N - at;
-        r[n] = (ah_snap_range_t){dst + at, src + at, (size_t)len * sizeof(float)};
+        r[n] = (ah_snap_range_t){dst + at, src + at, (size_t)len * sizeof(float), NULL, NULL};
     }
     return n;
 }

@@ -69,7 +69,8 @@ int main(void) {
     ah_cuda_upload(d, host, N * sizeof *host, &err);
     ah_cuda_upload(d_one, ones, N * sizeof *ones, &err);
     /* two ranges, as a snapshot's tensors are */
-    const ah_snap_range_t r[2] = {{snap, d, (N / 2) * sizeof *d}, {snap + N / 2, d + N / 2, (N - N / 2) * sizeof *d}};
+    const ah_snap_range_t r[2] = {{snap, d, (N / 2) * sizeof *d, NULL, NULL},
+                                  {snap + N / 2, d + N / 2, (N - N / 2) * sizeof *d, NULL, NULL}};
 
     /* 1: the copies after the kernel issued before them */
     k->residual_fwd(d, d, d_one, N);

@@ -31,11 +31,16 @@ typedef struct ah_dcomm_event ah_dcomm_event_t;
 /* A checkpoint snapshot's copies from the backend's memory into page-locked host memory, on a
  * stream of their own (snap_* below). */
 typedef struct ah_snap_copy ah_snap_copy_t;
-/* One copy of a snapshot: bytes from src (the backend's memory) to dst (its snap_host_alloc). */
+/* One copy of a snapshot: bytes from src (the backend's memory) to dst (its snap_host_alloc). A
+ * backend whose copies are the host's own (the CPU's memcpys) calls copy(dst, src, bytes, ctx)
+ * instead where it is set (the caller's copy that also takes the bytes' checksum); one that copies
+ * otherwise (a GPU's DMA) ignores it. */
 typedef struct ah_snap_range {
     void *dst;
     const void *src;
     size_t bytes;
+    void (*copy)(void *dst, const void *src, size_t bytes, void *ctx);
+    void *ctx;
 } ah_snap_range_t;
 
 typedef struct ah_backend {

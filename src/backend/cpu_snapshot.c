@@ -47,7 +47,8 @@ static void drain(ah_snap_copy_t *c) {
         const ah_snap_range_t r = c->ranges[c->next++];
         c->active++;
         pthread_mutex_unlock(&c->mu);
-        memcpy(r.dst, r.src, r.bytes);
+        if (r.copy) r.copy(r.dst, r.src, r.bytes, r.ctx);
+        else memcpy(r.dst, r.src, r.bytes);
         pthread_mutex_lock(&c->mu);
         if (--c->active == 0 && c->next == c->n) {
             c->seconds = ah_now_s() - c->t0;

@@ -168,9 +168,10 @@ static ah_status_t direct_flush(ah_afile_t *f, bool tail, ah_error_t *err) {
 }
 
 /* Direct I/O: n bytes at p appended to the pending writes, where they are (in_place: p and the bytes
- * pending are whole blocks) or copied into the buffer (n no more than it has room for). Makes room
- * in the list first (a new stretch begins only where the pending bytes are whole blocks). */
-static ah_status_t direct_append(ah_afile_t *f, const char *p, size_t n, bool in_place, ah_error_t *err) {
+ * pending are whole blocks) or copied into the buffer (n no more than it has room for), with sum
+ * into the running CRC. Makes room in the list first (a new stretch begins only where the pending
+ * bytes are whole blocks). */
+static ah_status_t direct_append(ah_afile_t *f, const char *p, size_t n, bool in_place, bool sum, ah_error_t *err) {
     char *const at = in_place ? (char *)p : f->direct + f->direct_fill;
     struct iovec *last = f->n_pending ? &f->pending[f->n_pending - 1] : NULL;
     if (!last || (char *)last->iov_base + last->iov_len != at) { /* a new stretch */
@@ -183,12 +184,13 @@ static ah_status_t direct_append(ah_afile_t *f, const char *p, size_t n, bool in
         f->direct_fill += n;
     }
     last->iov_len += n;
-    f->crc = ah_crc32c(f->crc, p, n);
+    if (sum) f->crc = ah_crc32c(f->crc, p, n);
     f->bytes += n;
     return AH_OK;
 }
 
-ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+/* ah_afile_write, with sum the CRC taken of the bytes, else left to the caller. */
+static ah_status_t write_bytes(ah_afile_t *f, const void *buf, size_t n, bool sum, ah_error_t *err) {
     const char *p = buf;
     for (size_t left = n; f->direct && left > 0;) {
         /* p congruent to the file's offset modulo a block: from the next block boundary on, the
@@ -205,7 +207,7 @@ ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t 
             const size_t to_block = DIRECT_ALIGN - (uintptr_t)p % DIRECT_ALIGN;
             if (congruent && take > to_block) take = to_block; /* then in place */
         }
-        if (direct_append(f, p, take, in_place, err) != AH_OK) return err->code;
+        if (direct_append(f, p, take, in_place, sum, err) != AH_OK) return err->code;
         p += take;
         left -= take;
         if (f->direct_fill == DIRECT_BYTES && direct_flush(f, false, err) != AH_OK) return err->code;
@@ -213,8 +215,19 @@ ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t 
     if (f->direct) return AH_OK;
     ah_status_t st = write_all(f, buf, n, err);
     if (st != AH_OK) return st;
-    f->crc = ah_crc32c(f->crc, buf, n);
+    if (sum) f->crc = ah_crc32c(f->crc, buf, n);
     f->bytes += n;
+    return AH_OK;
+}
+
+ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+    return write_bytes(f, buf, n, true, err);
+}
+
+ah_status_t ah_afile_write_crc(ah_afile_t *f, const void *buf, size_t n, uint32_t crc, ah_error_t *err) {
+    const uint32_t before = f->crc;
+    if (write_bytes(f, buf, n, false, err) != AH_OK) return err->code;
+    f->crc = ah_crc32c_combine(before, crc, n);
     return AH_OK;
 }
 

@@ -56,6 +56,9 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err);
  * buffered (no O_DIRECT here, or no memory for the buffer). */
 bool ah_afile_direct(ah_afile_t *f);
 ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err);
+/* ah_afile_write of bytes whose CRC-32C (from 0) the caller has, crc (ckpt/crc32c.h ah_crc32c_copy
+ * took it as it copied them): the file's CRC joins it, the bytes are not read for it. */
+ah_status_t ah_afile_write_crc(ah_afile_t *f, const void *buf, size_t n, uint32_t crc, ah_error_t *err);
 /* fsync + close + rename (+ fsync of the directory when sync_dir). On failure the temp file is
  * removed and the target is left as it was. */
 ah_status_t ah_afile_commit(ah_afile_t *f, bool sync_dir, ah_error_t *err);

@@ -1,6 +1,7 @@
 #include "ckpt/crc32c.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -22,6 +23,37 @@ static void build_table(void) {
     }
     for (uint32_t b = 0; b < 256; b++)
         for (int k = 1; k < 8; k++) table[k][b] = (table[k - 1][b] >> 8) ^ table[0][table[k - 1][b] & 0xFF];
+}
+
+/* a(x) b(x) modulo the polynomial, both reflected (x^0 the top bit); a not 0. */
+static uint32_t multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+/* x2n[k] = x^(2^k) modulo the polynomial: the register after 2^k / 8 zero bytes, by squaring. */
+static uint32_t x2n[64];
+static pthread_once_t x2n_once = PTHREAD_ONCE_INIT;
+
+static void x2n_build(void) {
+    x2n[0] = 1u << 30; /* x^1 */
+    for (int k = 1; k < 64; k++) x2n[k] = multmodp(x2n[k - 1], x2n[k - 1]);
+}
+
+uint32_t ah_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    pthread_once(&x2n_once, x2n_build);
+    uint32_t shift = 1u << 31; /* x^0; times x^(8 len_b), a power of two at a time */
+    for (int k = 3; len_b; len_b >>= 1, k++)
+        if (len_b & 1) shift = multmodp(x2n[k & 63], shift);
+    return multmodp(shift, crc_a) ^ crc_b; /* the pre- and post-conditioning cancel (zlib's crc32_combine) */
 }
 
 uint32_t ah_crc32c_portable(uint32_t crc, const void *data, size_t len) {
@@ -54,20 +86,6 @@ uint32_t ah_crc32c_portable(uint32_t crc, const void *data, size_t len) {
 enum { LANE = 8192 };
 static uint32_t shift_1[4][256], shift_2[4][256]; /* by x^(8 LANE) and x^(16 LANE), a byte at a time */
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
-
-/* a(x) b(x) modulo the polynomial, both reflected (x^0 the top bit); a not 0. */
-static uint32_t multmodp(uint32_t a, uint32_t b) {
-    uint32_t m = 1u << 31, p = 0;
-    for (;;) {
-        if (a & m) {
-            p ^= b;
-            if ((a & (m - 1)) == 0) break;
-        }
-        m >>= 1;
-        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
-    }
-    return p;
-}
 
 static void shift_tables(void) {
     uint32_t x1 = 1u << 30; /* x^1; squared 16 times: x^65536 = x^(8 LANE) */
@@ -109,6 +127,43 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
     return ~c32;
 }
 #endif
+
+#ifdef AH_CRC32C_X86
+/* ah_crc32c_copy with the instruction: crc32c_sse42's three lanes, each word stored as it is read. */
+__attribute__((target("sse4.2"))) static uint32_t copy_sse42(unsigned char *dst, const unsigned char *p, size_t len) {
+    uint64_t c = ~0u;
+    if (len >= 3 * LANE) pthread_once(&shift_once, shift_tables);
+    for (; len >= 3 * LANE; p += 3 * LANE, dst += 3 * LANE, len -= 3 * LANE) {
+        uint64_t b = 0, d = 0;
+        for (size_t i = 0; i < LANE; i += 8) {
+            const uint64_t x = load64(p + i), y = load64(p + LANE + i), z = load64(p + 2 * LANE + i);
+            c = _mm_crc32_u64(c, x);
+            b = _mm_crc32_u64(b, y);
+            d = _mm_crc32_u64(d, z);
+            __builtin_memcpy(dst + i, &x, 8);
+            __builtin_memcpy(dst + LANE + i, &y, 8);
+            __builtin_memcpy(dst + 2 * LANE + i, &z, 8);
+        }
+        c = shift(shift_2, (uint32_t)c) ^ shift(shift_1, (uint32_t)b) ^ (uint32_t)d;
+    }
+    for (; len >= 8; p += 8, dst += 8, len -= 8) {
+        const uint64_t x = load64(p);
+        c = _mm_crc32_u64(c, x);
+        __builtin_memcpy(dst, &x, 8);
+    }
+    uint32_t c32 = (uint32_t)c;
+    for (; len; len--) c32 = _mm_crc32_u8(c32, *dst++ = *p++);
+    return ~c32;
+}
+#endif
+
+uint32_t ah_crc32c_copy(void *dst, const void *src, size_t n) {
+#ifdef AH_CRC32C_X86
+    if (__builtin_cpu_supports("sse4.2")) return copy_sse42(dst, src, n);
+#endif
+    memcpy(dst, src, n);
+    return ah_crc32c(0, dst, n);
+}
 
 bool ah_crc32c_hardware(void) {
 #ifdef AH_CRC32C_X86

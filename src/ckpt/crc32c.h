@@ -19,6 +19,12 @@
 uint32_t ah_crc32c(uint32_t crc, const void *data, size_t len);
 /* The same CRC by tables only (what ah_crc32c falls back to; tests compare the two). */
 uint32_t ah_crc32c_portable(uint32_t crc, const void *data, size_t len);
+/* Copies n bytes from src to dst (not overlapping) and returns their CRC-32C (from 0), reading src
+ * once: the copy into a checkpoint snapshot takes the checksum its file needs (afile.h
+ * ah_afile_write_crc), so the writer does not read the bytes again. */
+uint32_t ah_crc32c_copy(void *dst, const void *src, size_t n);
+/* The CRC-32C of bytes A then B from crc_a (A's) and crc_b (B's, len_b bytes). */
+uint32_t ah_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* Whether ah_crc32c uses the CPU's crc32 instruction. */
 bool ah_crc32c_hardware(void);
 

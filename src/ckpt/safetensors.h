@@ -38,13 +38,17 @@ typedef enum { AH_DTYPE_F32 = 0, AH_DTYPE_F16, AH_DTYPE_BF16 } ah_dtype_t;
 size_t ah_dtype_size(ah_dtype_t d);
 const char *ah_dtype_name(ah_dtype_t d);
 
-/* A tensor to write; data holds prod(shape) elements of dtype in host (little-endian) order. */
+/* A tensor to write; data holds prod(shape) elements of dtype in host (little-endian) order. With
+ * crc_known, crc32c is the CRC-32C of those bytes (a checkpoint snapshot's copy took it), which
+ * ah_st_write uses instead of reading them for it. */
 typedef struct ah_st_tensor {
     const char *name;
     ah_dtype_t dtype;
     int ndim;
     int64_t shape[AH_ST_MAX_DIMS];
     const void *data;
+    bool crc_known;
+    uint32_t crc32c;
 } ah_st_tensor_t;
 
 /* A tensor found in a file. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/crc32c.h"
 #include "core/timing.h"
 #include "runtime/ckpt_session.h"
 #include "runtime/dp_groups.h"
@@ -119,11 +120,19 @@ static ah_status_t copies_done(void *ctx, double *seconds, ah_error_t *err) {
     return s->tr->dev.backend->snap_copy_wait(s->snap_copy, seconds, err);
 }
 
+/* A tensor's copy into the snapshot taking its CRC-32C on the way (ah_snap_range_t.copy, made by the
+ * CPU backend on whichever thread drains the copies): its file's writer reads the bytes no more. */
+static void copy_summed(void *dst, const void *src, size_t bytes, void *tensor) {
+    ah_st_tensor_t *t = tensor;
+    t->crc32c = ah_crc32c_copy(dst, src, bytes);
+    t->crc_known = true;
+}
+
 /* The snapshot's pieces moved into s->snap_buf, laid out for the writer's direct I/O (ckpt/async.h
  * ah_ckpt_piece_start: AH_CKPT_SNAP_PAD bytes a piece beyond the tensors): assembled host memory by
- * memcpy here; the trainer's own buffers (the views on_device) by the backend's asynchronous copies,
- * which the writer waits for before it reads the buffer and the next AdamW before it writes the
- * trainer's (tr->snap_fence). */
+ * copy_summed here; the trainer's own buffers (the views on_device) by the backend's asynchronous
+ * copies (the CPU's with copy_summed too), which the writer waits for before it reads the buffer and
+ * the next AdamW before it writes the trainer's (tr->snap_fence). */
 static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_error_t *err) {
     const ah_backend_t *be = s->tr->dev.backend;
     size_t need = (size_t)snap->n_pieces * (AH_CKPT_SNAP_PAD / sizeof(float));
@@ -143,8 +152,8 @@ static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_er
             ah_st_tensor_t *t = &snap->pieces[i].ts[j];
             const size_t bytes = tensor_elems(t) * sizeof(float);
             float *to = (float *)at;
-            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){to, t->data, bytes};
-            else memcpy(to, t->data, bytes);
+            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){to, t->data, bytes, copy_summed, t};
+            else copy_summed(to, t->data, bytes, t);
             t->data = to;
             at += bytes;
         }
