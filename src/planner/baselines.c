@@ -46,7 +46,8 @@ bool ah_baseline_parse(const char *s, ah_baseline_t *out) {
 }
 
 typedef struct {
-    int node, slot;
+    int node, slot, type; /* type: the node's GPU type */
+    int64_t capacity;     /* its GPUs' memory, bytes */
 } bgroup_t;
 
 /* One (t, m) of one baseline: its groups and a lazily filled table of stage costs by
@@ -118,9 +119,8 @@ static void split_by_speed(int P, const double *c, int64_t N, int64_t *n, double
 
 /* Whether pipeline p > 0 of S stages over b->g has the stage types of pipeline p - 1. */
 static bool same_types(const bctx_t *b, int p, int S) {
-    const ah_cluster_t *c = b->cluster;
     for (int s = 0; s < S; s++)
-        if (c->nodes[b->g[p * S + s].node].type != c->nodes[b->g[(p - 1) * S + s].node].type) return false;
+        if (b->g[p * S + s].type != b->g[(p - 1) * S + s].type) return false;
     return true;
 }
 
@@ -140,21 +140,18 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
  * the bottleneck times ah_evaluate gives: the split try_structure builds the plan with). +inf when a stage does not fit with its in-flight micro-batches (uniform:
  * the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
-    const ah_cluster_t *c = b->cluster;
     const int64_t N = b->tr.global_batch / b->tr.micro_batch;
     const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
     const int base = b->L / S, extra = b->L % S;
     int64_t smallest = INT64_MAX;
-    for (int i = 0; i < P * S && b->kind == AH_BASELINE_UNIFORM; i++) {
-        const int64_t cap = ah_gpu_capacity_bytes(&c->types[c->nodes[b->g[i].node].type]);
-        smallest = cap < smallest ? cap : smallest;
-    }
+    for (int i = 0; i < P * S && b->kind == AH_BASELINE_UNIFORM; i++)
+        smallest = b->g[i].capacity < smallest ? b->g[i].capacity : smallest;
     for (int p = 0; p < P; p++) {
         const bool same = p > 0 && same_types(b, p, S);
         b->sum[p] = same ? b->sum[p - 1] : 0;
         b->bott[p] = same ? b->bott[p - 1] : 0;
         for (int s = 0; s < S && !same; s++) {
-            const ah_stage_cost_t *sc = stage_sc(b, c->nodes[b->g[p * S + s].node].type, ah_stage_kind(s, S),
+            const ah_stage_cost_t *sc = stage_sc(b, b->g[p * S + s].type, ah_stage_kind(s, S),
                                                  base + (s < extra ? 1 : 0), rc);
             b->sum[p] += sc->fwd_s + sc->bwd_s;
             b->bott[p] = fmax(b->bott[p], sc->fwd_s + sc->bwd_s);
@@ -166,9 +163,9 @@ static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
         const int64_t n = balanced ? b->n[p] : N / P;
         const bool checked = p > 0 && (balanced ? b->n[p - 1] : n) == n && same_types(b, p, S);
         for (int s = 0; s < S && !checked; s++) { /* memory; the pipeline before answered for a copy */
-            const int ty = c->nodes[b->g[p * S + s].node].type;
-            const ah_stage_cost_t *sc = stage_sc(b, ty, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
-            const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : ah_gpu_capacity_bytes(&c->types[ty]);
+            const bgroup_t *gr = &b->g[p * S + s];
+            const ah_stage_cost_t *sc = stage_sc(b, gr->type, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
+            const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : gr->capacity;
             if (ah_stage_memory_bytes(sc, ah_inflight(S, s, n)) > cap) return INFINITY;
         }
         lb = fmax(lb, b->sum[p] + (double)(n - 1) * b->bott[p]);
@@ -187,7 +184,7 @@ static void fill_structure(ah_plan_t *p, const bgroup_t *g, int S, bool recomput
             first += base + (s < extra ? 1 : 0);
             st->last = first;
             st->recompute = recompute;
-            st->type = p->cluster.nodes[gr->node].type;
+            st->type = gr->type;
             for (int r = 0; r < p->tp; r++) st->devices[r] = (ah_device_ref_t){gr->node, gr->slot * p->tp + r};
         }
 }
@@ -398,9 +395,12 @@ static ah_status_t try_structures(const bctx_t *b, best_t *best, ah_error_t *err
 /* The TP groups of degree t on the nodes of GPU type `type` (-1: every type), in cluster order. */
 static int collect_groups(const ah_cluster_t *c, int t, int type, ah_precision_t prec, bgroup_t *g) {
     int G = 0;
-    for (int i = 0; i < c->n_nodes; i++)
-        if (type < 0 || c->nodes[i].type == type)
-            for (int k = 0; k < ah_node_groups(c, i, t, prec); k++) g[G++] = (bgroup_t){i, k};
+    for (int i = 0; i < c->n_nodes; i++) {
+        if (type >= 0 && c->nodes[i].type != type) continue;
+        const int ty = c->nodes[i].type, n = ah_node_groups(c, i, t, prec);
+        const int64_t capacity = ah_gpu_capacity_bytes(&c->types[ty]);
+        for (int k = 0; k < n; k++) g[G++] = (bgroup_t){i, k, ty, capacity};
+    }
     return G;
 }
 
