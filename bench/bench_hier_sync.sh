@@ -19,6 +19,10 @@
 #       in-region pairs at the WAN's speed). Run with the real WAN ("wan": SLOW across) and
 #       with the WAN as fast as the region link ("flat": FAST across, shaped and priced so), so
 #       the difference isolates the WAN's cost.
+#   pp-tp2  the same pipelines at TP 2 (two ranks a host, 8 ranks), both on the real WAN: hops
+#       scatter/gather ("sg": each TP rank sends its half of the 32 KiB boundary across, the
+#       receiving pair all-gathers it inside its host) against "whole" ("p2p": "whole": each TP
+#       rank sends all of it), so the difference is what scatter/gather saves on the WAN.
 # Both run the two variants alternating round by round (so a change of this machine's load falls
 # on both alike), --no-overlap-grad-sync (the whole sync after the backward, as pred.iteration_s
 # counts it), with what autohet run --launcher ssh passes to mpirun (src/elastic/launch_ssh.c: the
@@ -26,7 +30,7 @@
 # DP sync and p2p and the measured median step (steps 2.. of STEPS, median over ROUNDS); the first
 # minus the second variant's time measured against predicted, and second / first both ways.
 # Usage: bash bench/bench_hier_sync.sh [BUILD_DIR] [MBIT_SLOW] [MBIT_FAST]   (default build, 20, 400)
-# PLAN (dp or pp; default dp), STEPS (default 10), ROUNDS (default 2). About 2-4 minutes each.
+# PLAN (dp, pp or pp-tp2; default dp), STEPS (default 10), ROUNDS (default 2). About 2-4 minutes each.
 set -u
 SLOW=${2:-20}
 FAST=${3:-400}
@@ -36,7 +40,8 @@ PLAN=${PLAN:-dp}
 case $PLAN in
 dp) VARIANTS="ring hierarchical" ;;
 pp) VARIANTS="wan flat" ;;
-*) echo "bench_hier_sync: PLAN is dp or pp, not '$PLAN'" >&2; exit 2 ;;
+pp-tp2) VARIANTS="whole sg" ;;
+*) echo "bench_hier_sync: PLAN is dp, pp or pp-tp2, not '$PLAN'" >&2; exit 2 ;;
 esac
 HOSTS=4
 . "$(dirname "$0")/hosts_common.sh"
@@ -47,7 +52,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 slow, fast, kind, v = float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
 proto = d["cluster"]["nodes"][0]
-d["cluster"]["nodes"] = [dict(proto, name=f"h{i}", count=1, zone=r + "-a", region=r)
+t = 2 if kind == "pp-tp2" else 1
+d["cluster"]["nodes"] = [dict(proto, name=f"h{i}", count=t, zone=r + "-a", region=r)
                          for i, r in enumerate(["east", "east", "west", "west"])]
 wan = fast if v == "flat" else slow
 d["cluster"]["network"].update(inter_node_gb_s=fast / 8000, latency_us=50, inter_zone_gb_s=fast / 8000,
@@ -62,9 +68,15 @@ else:  # pipeline p: h(p) in east > h(p + 2) in west
     d["train"].update(global_batch=16, seq_len=64, micro_batch=2)
     d["cluster"]["gpu_types"][ty]["emulate"]["slowdown"] = 20
     d["pipelines"] = [{"micro_batches": 4, "stages": [
-        {"layers": [2 * s, 2 * s + 2], "gpu": ty, "recompute": False, "devices": [{"node": f"h{p + 2 * s}", "index": 0}]}
+        {"layers": [2 * s, 2 * s + 2], "gpu": ty, "recompute": False,
+         "devices": [{"node": f"h{p + 2 * s}", "index": k} for k in range(t)]}
         for s in range(2)]} for p in range(2)]
     d["dp_sync"] = "hierarchical"
+    d["tp"] = t
+    # tc shapes a host's egress, which its t ranks share: the pair carries two hosts' worth
+    d["cluster"]["network"]["links"][0]["total_gb_s"] = 2 * wan / 8000
+    if v == "whole":
+        d["p2p"] = "whole"
     json.dump(d["cluster"], open(sys.argv[2] + ".cluster", "w"))
 json.dump(d, open(sys.argv[2], "w"), indent=1)
 PY
@@ -73,24 +85,28 @@ done
 # emulation as train does), not the type's roofline, so that the model's compute per micro-batch
 # against one message is the measured one (the p2p the replay charges depends on it)
 PROFILE=()
-if [ "$PLAN" = pp ]; then
-    "$AUTOHET" profile --model tiny-gpt2 --cluster "$WORK/plan-wan.json.cluster" --micro-batch 2 --seq-len 64 \
-        --steps 5 --rounds 3 -o "$WORK/profile.json" >/dev/null || fail "autohet profile"
+TP=1
+[ "$PLAN" = pp-tp2 ] && TP=2
+if [ "$PLAN" != dp ]; then
+    first=${VARIANTS%% *}
+    "$AUTOHET" profile --model tiny-gpt2 --cluster "$WORK/plan-$first.json.cluster" --micro-batch 2 --seq-len 64 \
+        --tp "$TP" --steps 5 --rounds 3 -o "$WORK/profile.json" >/dev/null || fail "autohet profile"
     PROFILE=(--profile "$WORK/profile.json")
 fi
 for v in $VARIANTS; do
     "$AUTOHET" evaluate --plan "$WORK/plan-$v.json" "${PROFILE[@]}" --json >"$WORK/eval-$v.json" || fail "evaluate ($v)"
 done
 # ranks in the plan's order: pipeline by pipeline, stage by stage
-if [ "$PLAN" = dp ]; then printf 'h0\nh1\nh2\nh3\n'; else printf 'h0\nh2\nh1\nh3\n'; fi >"$WORK/hosts"
+# (mpirun maps by the file's lines, one a rank: a host's TP ranks are its lines in a row)
+if [ "$PLAN" = dp ]; then printf 'h0\nh1\nh2\nh3\n'; else for h in h0 h2 h1 h3; do for _ in $(seq "$TP"); do echo "$h"; done; done; fi >"$WORK/hosts"
 [ "$PLAN" = dp ] && { cluster_regions "$FAST" "$SLOW" "h0 h1" "h2 h3" || fail "tc htb between the regions"; }
 for round in $(seq "$ROUNDS"); do
     for v in $VARIANTS; do
-        if [ "$PLAN" = pp ]; then
+        if [ "$PLAN" != dp ]; then
             cluster_regions "$FAST" "$([ "$v" = flat ] && echo "$FAST" || echo "$SLOW")" "h0 h1" "h2 h3" ||
                 fail "tc htb between the regions ($v)"
         fi
-        cluster_head timeout 300 "${CMPI[@]}" -np 4 --hostfile "$WORK/hosts" \
+        cluster_head timeout 300 "${CMPI[@]}" -np $((4 * ${TP:-1})) --hostfile "$WORK/hosts" \
             "$AUTOHET" train --plan "$WORK/plan-$v.json" --data "$WORK/text.bin" --steps "$STEPS" --quiet \
             --no-overlap-grad-sync --metrics "$WORK/m-$v-$round.jsonl" 2>"$WORK/err" ||
             { cat "$WORK/err" >&2; fail "training ($v, round $round)"; }
