@@ -23,7 +23,8 @@
  * megatron-best: every divisor of the micro-batch count that the groups hold) and recompute flag,
  * and keeps the fastest feasible plan; uniform keeps, of the feasible plans, the fastest among
  * those that use the most devices (Megatron-LM uses every GPU it is given). A structure whose
- * stage times alone (structure_lb) cannot beat the best so far is not built. */
+ * stage-time estimate (structure_lb; not a true bound of the 1F1B replay, so a heuristic:
+ * docs/planner.md) does not beat the best so far is not built. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdlib.h>
@@ -134,11 +135,13 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
     return sc;
 }
 
-/* A lower bound on the iteration time of P pipelines of S stages over b->g, from the stage costs
- * alone (p2p, DP sync and the optimizer are >= 0): T >= max_p T_p(n_p), T_p(n) = sum_s c_s +
- * (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's own split into b->n (split_by_speed on
- * the bottleneck times ah_evaluate gives: the split try_structure builds the plan with). +inf when a stage does not fit with its in-flight micro-batches (uniform:
- * the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
+/* An estimate meant as a lower bound on the iteration time of P pipelines of S stages over b->g
+ * (it is not one when the slowest stage is not the last: its warm-up forwards overlap the later
+ * stages' times), from the stage costs alone (p2p, DP sync and the optimizer left out):
+ * max_p T_p(n_p), T_p(n) = sum_s c_s + (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's
+ * own split into b->n (split_by_speed on the bottleneck times ah_evaluate gives: the split
+ * try_structure builds the plan with). +inf when a stage does not fit with its in-flight
+ * micro-batches (uniform: the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
     const int64_t N = b->tr.global_batch / b->tr.micro_batch;
     const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
