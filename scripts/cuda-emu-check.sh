@@ -11,7 +11,9 @@
 #      where its devices are distinct, and pp4's against the forced staged path, the same bits;
 #      asynchronous checkpoints, the snapshot copied into pinned memory on a side stream, against
 #      --ckpt-sync, and that stream's ordering);
-#   2. tests/test_cuda_emu.sh on that build: the emulation's protections (an NCCL call on a
+#   2. tests/test_train_joined.sh on that build with AH_BACKEND=cuda (two mpirun jobs joined into
+#      one world, the emulated NCCL's communicators made over it), and tests/test_cuda_emu.sh on
+#      that build: the emulation's protections (an NCCL call on a
 #      non-blocking stream without its events sees stale data among them);
 #   3. a ThreadSanitizer build (build-emu-tsan/, -DAH_CUDA_EMU_TSAN=ON): every kernel test again,
 #      with no race allowed, and a block sum without its __syncthreads, where TSan must report one.
@@ -35,6 +37,10 @@ f=$(grep -cE '^[a-z0-9_-]+: FAILED' "$OUT/gpu/summary.txt")
 passed=$((passed + p)) failed=$((failed + f))
 ((rc != 0 && f == 0)) && result "gpu-check.sh (exit $rc)" 1
 
+AH_BACKEND=cuda bash tests/test_train_joined.sh build-gpu-emu . >"$OUT/joined.log" 2>&1
+rc=$?
+tail -n 3 "$OUT/joined.log"
+result "tests/test_train_joined.sh on the CUDA backend (a world of two mpirun jobs, the emulated NCCL over it)" $rc
 cmake --build build-gpu-emu -j "$JOBS" --target cuda_emu_checks >/dev/null
 bash tests/test_cuda_emu.sh build-gpu-emu | tee "$OUT/protections.log"
 line=$(tail -n 1 "$OUT/protections.log")

@@ -3,8 +3,10 @@
 # ompi-server, train a plan of two ranks with every loss bit-identical to one mpirun of two ranks:
 # the data-parallel dp2 (an all-reduce across the jobs) and train-pp2-recompute (a pipeline whose
 # activations and gradients cross between the jobs). Job 1 starts first (it waits for job 0's
-# port). A malformed AH_WORLD_JOIN is refused, named.
-# Usage: bash tests/test_train_joined.sh BUILD_DIR SOURCE_DIR
+# port). A malformed AH_WORLD_JOIN is refused, named. With AH_BACKEND=cuda on a -DAH_CUDA_EMU=ON
+# build (scripts/cuda-emu-check.sh) the same on the CUDA backend: pp2's two devices are distinct,
+# so its transfers go over the emulated NCCL, whose communicators meet over the joined world.
+# Usage: [AH_BACKEND=cuda] bash tests/test_train_joined.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
 STEPS=3

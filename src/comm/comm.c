@@ -11,6 +11,9 @@
 
 #include "comm/comm_mpi.h"
 #include "core/timing.h"
+#ifdef AH_CUDA_EMU
+#include <nccl.h> /* the CUDA emulation's: its communicators meet over the world (ahEmuNcclSetWorld) */
+#endif
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
                "ah_comm_req_t too small for MPI_Request");
@@ -98,6 +101,9 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
         if (ah_comm_join_world(join, &joined, err) != AH_OK) return err->code;
         g_world.c = joined;
         MPI_Comm_set_errhandler(joined, MPI_ERRORS_RETURN);
+#ifdef AH_CUDA_EMU
+        ahEmuNcclSetWorld(joined);
+#endif
     }
     return AH_OK;
 }

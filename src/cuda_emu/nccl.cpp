@@ -1,7 +1,8 @@
 // NCCL for the CUDA emulation (emu.h), served by MPI: a communicator is an MPI communicator of
 // the member processes, made by ncclCommInitRank from the unique id (which names the root's
-// MPI_COMM_WORLD rank: the members tell the root their ranks, the root answers with the member
-// list, and MPI_Comm_create_group makes the communicator). Every call checks its arguments as
+// rank in the world, MPI_COMM_WORLD unless ahEmuNcclSetWorld set another: the members tell the
+// root their ranks, the root answers with the member list, and MPI_Comm_create_group makes the
+// communicator). Every call checks its arguments as
 // NCCL does (device buffers of the right size, root and peer in range, NCCL's in-place layouts)
 // and its exchange, unlike the rest of the emulation's work, runs at once with the work it depends
 // on (its stream's, emu.h): on GPUs the ranks' collectives meet in program order because each GPU
@@ -34,6 +35,10 @@ struct ah_emu_nccl {
 namespace {
 
 using ah_emu::api_lock;
+
+static MPI_Comm g_world = MPI_COMM_NULL; // ahEmuNcclSetWorld's; NULL: MPI_COMM_WORLD
+
+static MPI_Comm world_comm() { return g_world != MPI_COMM_NULL ? g_world : MPI_COMM_WORLD; }
 
 struct id_body {
     char magic[8];
@@ -188,6 +193,11 @@ const char *ncclGetErrorString(ncclResult_t r) {
     return "unknown result code";
 }
 
+void ahEmuNcclSetWorld(MPI_Comm world) {
+    api_lock l;
+    g_world = world;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     int inited = 0;
     MPI_Initialized(&inited);
@@ -195,7 +205,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     static unsigned counter = 0;
     id_body b;
     memcpy(b.magic, "AHEMUID", 8);
-    MPI_Comm_rank(MPI_COMM_WORLD, &b.root_world);
+    MPI_Comm_rank(world_comm(), &b.root_world);
     b.nonce = (unsigned)getpid() * 2654435761u + ++counter * 40503u;
     memset(id, 0, sizeof *id);
     memcpy(id->internal, &b, sizeof b);
@@ -209,7 +219,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     if (memcmp(b.magic, "AHEMUID", 8) != 0) return bad("ncclCommInitRank", "not an id from ncclGetUniqueId");
     if (nranks < 1 || rank < 0 || rank >= nranks) return bad("ncclCommInitRank", "rank or nranks out of range");
     int world = 0, device = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(world_comm(), &world);
     cudaGetDevice(&device);
     char host[64] = {0};
     gethostname(host, sizeof host - 1);
@@ -224,7 +234,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
         all[0] = me;
         for (int i = 1; i < nranks; i++) {
             member m;
-            MPI_Recv(&m, sizeof m, MPI_BYTE, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(&m, sizeof m, MPI_BYTE, MPI_ANY_SOURCE, tag, world_comm(), MPI_STATUS_IGNORE);
             if (m.rank > 0 && m.rank < nranks) all[m.rank] = m;
         }
         bool ok = true;
@@ -236,17 +246,17 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
                     ok = false;
                 }
         for (int i = 0; i < nranks; i++) worlds[i] = ok ? all[i].world : -1;
-        for (int i = 1; i < nranks; i++) MPI_Send(worlds.data(), nranks, MPI_INT, all[i].world, tag, MPI_COMM_WORLD);
+        for (int i = 1; i < nranks; i++) MPI_Send(worlds.data(), nranks, MPI_INT, all[i].world, tag, world_comm());
     } else {
-        MPI_Send(&me, sizeof me, MPI_BYTE, b.root_world, tag, MPI_COMM_WORLD);
-        MPI_Recv(worlds.data(), nranks, MPI_INT, b.root_world, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&me, sizeof me, MPI_BYTE, b.root_world, tag, world_comm());
+        MPI_Recv(worlds.data(), nranks, MPI_INT, b.root_world, tag, world_comm(), MPI_STATUS_IGNORE);
     }
     if (worlds[0] < 0) return ncclInvalidUsage;
     MPI_Group wg, g;
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Comm_group(world_comm(), &wg);
     MPI_Group_incl(wg, nranks, worlds.data(), &g);
     ah_emu_nccl *c = new ah_emu_nccl;
-    MPI_Comm_create_group(MPI_COMM_WORLD, g, tag, &c->comm);
+    MPI_Comm_create_group(world_comm(), g, tag, &c->comm);
     MPI_Group_free(&g);
     MPI_Group_free(&wg);
     c->rank = rank;

@@ -3,6 +3,7 @@
 #ifndef AH_CUDA_EMU_NCCL_H
 #define AH_CUDA_EMU_NCCL_H
 
+#include <mpi.h>
 #include <stddef.h>
 
 #include "cuda_runtime.h"
@@ -35,6 +36,11 @@ typedef struct {
     char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 typedef struct ah_emu_nccl *ncclComm_t;
+
+/* The emulation's own, not NCCL's: the MPI communicator whose ranks its unique ids name and over
+ * which a new communicator's members meet; MPI_COMM_WORLD until set. comm/comm.c sets it to the
+ * trainer's world when that is not MPI_COMM_WORLD (AH_WORLD_JOIN: several mpirun jobs joined). */
+void ahEmuNcclSetWorld(MPI_Comm world);
 
 const char *ncclGetErrorString(ncclResult_t result);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
