@@ -55,6 +55,20 @@ static void name_terms(const ah_breakdown_t *with, const ah_breakdown_t *chosen,
     if (gain >= 0) ah_str_appendf(s, ", against %s %.4g s (chosen %.4g)", names[gain], w[gain], c[gain]);
 }
 
+/* ", +4.2 % on the chosen plan's" (ratio: the evaluated figure over the chosen plan's). Below 1 the
+ * search still ranked it behind: it ranks the candidates by its own estimate of the iteration
+ * (value_s; the chosen plan's chosen_s), not by the evaluation, so that is said with both. */
+static void compared(ah_str_t *s, double ratio, double value_s, double chosen_s) {
+    if (ratio >= 1) {
+        ah_str_appendf(s, ", %+.1f %% on the chosen plan's", 100.0 * (ratio - 1));
+        return;
+    }
+    ah_str_appendf(s, ", %.1f %% less than the chosen plan's as evaluated, though the search's own estimate, "
+                      "by which it ranks the candidates, put it at %.4f s per iteration against the chosen "
+                      "plan's %.4f s",
+                   100.0 * (1 - ratio), value_s, chosen_s);
+}
+
 /* The plan of b (using `gpus` GPUs of the type; 0: the type was unused), evaluated, compared
  * with the chosen plan, into s. */
 static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
@@ -82,12 +96,12 @@ static void compare_with(const ah_model_t *model, const ah_cluster_t *cluster, c
             const double usd = usd_h / ah_usd_per_hour_at(1, it) / (double)(plan.train.global_batch * plan.train.seq_len) * 1e6;
             ah_str_appendf(s, "costs $%.4f per million tokens", usd);
             if (out->usd_per_mtoken > 0) /* a plan of $0 GPUs has no ratio */
-                ah_str_appendf(s, ", %+.1f %% on the chosen plan's", 100.0 * (usd / out->usd_per_mtoken - 1));
+                compared(s, usd / out->usd_per_mtoken, value, out->search_value_s);
             ah_str_appendf(s, ": $%.2f/h for %.4f s per iteration (chosen $%.2f/h for %.4f s)", usd_h,
                            it, out->usd_per_hour, chosen);
         } else {
-            ah_str_appendf(s, "takes %.4f s per iteration, %+.1f %% on the chosen plan's", it,
-                           100.0 * (it / chosen - 1));
+            ah_str_appendf(s, "takes %.4f s per iteration", it);
+            compared(s, it / chosen, value, out->search_value_s);
             name_terms(&ev.pred.breakdown, &out->eval.pred.breakdown, chosen, s);
         }
     }
