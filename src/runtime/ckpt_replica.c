@@ -332,6 +332,9 @@ static bool **wanted_files(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t 
             want[y][i] = !*partial || (s->hit[y] && !held_by_stayer);
         }
     }
+    /* --replica-when-it-pays: nothing but a notice's leaving pieces where every piece is on two nodes */
+    for (int y = 0; ok && !*partial && s->o.replica_if_pays && !ah_replica_pays(&s->place) && y < nn; y++)
+        for (int i = 0; have[y] && i < ms[y].n_files; i++) want[y][i] = false;
     for (int y = 0; !ok && want && y < nn; y++) free(want[y]);
     if (!ok) free(want);
     return ok ? want : NULL;

@@ -311,7 +311,7 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
         rep = rf_ok ? notice_replication_s(x, run, &rf, &held) : -1;
         if (rep < 0) x->oom = true;
         rep = fmax(rep, 0);
-    } else if (run->holder)
+    } else if (run->holder && !run->periodic_off) /* a join's: every node's, as a periodic one */
         rep = fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder, x->o) -
                           ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o));
     ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
@@ -344,7 +344,7 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
     v->saved = ah_ckpt_save_at_notice(&notice);
     v->save_s = v->saved ? sv + rep : 0;
     *handover = notice.handover && v->saved;
-    const bool replicated = v->saved && !*handover && run->holder && (notice.memory || join);
+    const bool replicated = v->saved && !*handover && run->holder && (join ? !run->periodic_off : notice.memory);
     if (*handover) {
         v->save_s = notice.memory_s;
         x->at_mem = x->now;
