@@ -180,7 +180,8 @@ static void print_table(const ah_plan_t *p, const ah_eval_t *e) {
  * into buf. */
 static const char *cp_note(const ah_plan_t *p, char *buf, size_t cap) {
     const int cp = p->n_pipelines ? ah_pipeline_cp(&p->pipelines[0]) : 1;
-    snprintf(buf, cap, cp > 1 ? ", CP %d" : "", cp);
+    if (cp > 1) snprintf(buf, cap, ", CP %d", cp);
+    else if (cap > 0) buf[0] = '\0';
     return buf;
 }
 

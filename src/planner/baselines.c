@@ -291,15 +291,15 @@ struct frame {
 static ah_status_t frame_init(struct frame *f, const ah_model_t *m, const ah_train_t *tr, const ah_cluster_t *c, int room,
                               ah_error_t *err) {
     memset(f, 0, sizeof *f);
-    const ah_status_t st = ah_plan_init(&f->p, m, tr, 1, c, room, err);
-    if (st != AH_OK) return st;
     f->stages = calloc((size_t)room, sizeof *f->stages);
-    if (!f->stages) {
-        ah_plan_free(&f->p);
-        return ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines' %d stages", room);
+    const ah_status_t st = f->stages ? ah_plan_init(&f->p, m, tr, 1, c, room, err)
+                                     : ah_error_set(err, AH_ERR_OOM, "out of host memory for the baselines' %d stages", room);
+    if (st == AH_OK) f->room = room;
+    else {
+        free(f->stages);
+        f->stages = NULL;
     }
-    f->room = room;
-    return AH_OK;
+    return st;
 }
 
 static void frame_free(struct frame *f) {

@@ -261,29 +261,29 @@ ah_status_t ah_p2p_begin(ah_trainer_t *tr, ah_error_t *err) {
     return AH_OK;
 }
 
+/* This rank's part of the boundary (activation, or its gradient) for micro-batch mb has arrived
+ * (NCCL: waited on its event; MPI: the receive done and its part uploaded), then the TP group's
+ * all-gather makes the whole boundary. */
+static ah_status_t receive_part(ah_trainer_t *tr, ah_p2p_chunk_t *x, bool grad, int64_t mb, ah_error_t *err) {
+    size_t n;
+    const size_t off = part(tr, &n);
+    float *buf = grad ? x->recv_grad : x->recv_act;
+    if (tr->p2p_nccl) TRY(wait_buf(tr, x, grad ? RECV_GRAD : RECV_ACT, mb, err));
+    else {
+        TRY(ah_comm_wait(grad ? &x->r_grad : &x->r_act, err));
+        TRY(ah_mem_upload(&tr->mem, buf + off, (grad ? x->h_recv_grad : x->h_recv_act) + off, n * sizeof(float), err));
+    }
+    return gather(tr, buf, err);
+}
+
 ah_status_t ah_p2p_input(ah_trainer_t *tr, const ah_sched_op_t *op, ah_error_t *err) {
     ah_p2p_chunk_t *x = &tr->chunks[op->chunk];
-    const size_t NC = (size_t)(tr->stage.N * tr->stage.C);
-    size_t n;
-    const size_t off = part(tr, &n), bytes = n * sizeof(float);
     if (op->kind == AH_OP_F && x->prev >= 0) {
-        if (tr->p2p_nccl) TRY(wait_buf(tr, x, RECV_ACT, op->mb, err));
-        else {
-            TRY(ah_comm_wait(&x->r_act, err));
-            TRY(ah_mem_upload(&tr->mem, x->recv_act + off, x->h_recv_act + off, bytes, err));
-        }
-        TRY(gather(tr, x->recv_act, err));
-        ah_p2p_copy(tr->stage.k, ah_gpt_input(&tr->stage, op->slot), x->recv_act, NC);
+        TRY(receive_part(tr, x, false, op->mb, err));
+        ah_p2p_copy(tr->stage.k, ah_gpt_input(&tr->stage, op->slot), x->recv_act, (size_t)(tr->stage.N * tr->stage.C));
         if (!tr->p2p_nccl && op->mb + 1 < tr->n_mb) TRY(post_recv(tr, x, false, err));
     }
-    if (op->kind == AH_OP_B && x->next >= 0) {
-        if (tr->p2p_nccl) TRY(wait_buf(tr, x, RECV_GRAD, op->mb, err));
-        else {
-            TRY(ah_comm_wait(&x->r_grad, err));
-            TRY(ah_mem_upload(&tr->mem, x->recv_grad + off, x->h_recv_grad + off, bytes, err));
-        }
-        TRY(gather(tr, x->recv_grad, err));
-    }
+    if (op->kind == AH_OP_B && x->next >= 0) TRY(receive_part(tr, x, true, op->mb, err));
     return AH_OK;
 }
 
