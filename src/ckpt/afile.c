@@ -189,14 +189,15 @@ static ah_status_t direct_append(ah_afile_t *f, const char *p, size_t n, bool in
     return AH_OK;
 }
 
-/* ah_afile_write, with sum the CRC taken of the bytes, else left to the caller. */
-static ah_status_t write_bytes(ah_afile_t *f, const void *buf, size_t n, bool sum, ah_error_t *err) {
+/* ah_afile_write, with sum the CRC taken of the bytes, else left to the caller; kept: the caller's
+ * bytes stay as they are until the commit or abort, so whole blocks may be written from where they are. */
+static ah_status_t write_bytes(ah_afile_t *f, const void *buf, size_t n, bool sum, bool kept, ah_error_t *err) {
     const char *p = buf;
     for (size_t left = n; f->direct && left > 0;) {
         /* p congruent to the file's offset modulo a block: from the next block boundary on, the
          * bytes go to the disk from where they are (the snapshot's layout, ckpt/async.h) */
         const uint64_t off = f->bytes;
-        const bool congruent = ((uintptr_t)p - off) % DIRECT_ALIGN == 0;
+        const bool congruent = kept && ((uintptr_t)p - off) % DIRECT_ALIGN == 0;
         size_t take;
         bool in_place = false;
         if (congruent && (uintptr_t)p % DIRECT_ALIGN == 0 && left >= DIRECT_ALIGN) {
@@ -221,12 +222,16 @@ static ah_status_t write_bytes(ah_afile_t *f, const void *buf, size_t n, bool su
 }
 
 ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
-    return write_bytes(f, buf, n, true, err);
+    return write_bytes(f, buf, n, true, false, err);
+}
+
+ah_status_t ah_afile_write_kept(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err) {
+    return write_bytes(f, buf, n, true, true, err);
 }
 
 ah_status_t ah_afile_write_crc(ah_afile_t *f, const void *buf, size_t n, uint32_t crc, ah_error_t *err) {
     const uint32_t before = f->crc;
-    if (write_bytes(f, buf, n, false, err) != AH_OK) return err->code;
+    if (write_bytes(f, buf, n, false, true, err) != AH_OK) return err->code;
     f->crc = ah_crc32c_combine(before, crc, n);
     return AH_OK;
 }

@@ -11,11 +11,12 @@
  * through an aligned 4 MiB buffer with O_DIRECT (one a thread, kept from one file to the next),
  * not through the page cache, so the kernel neither copies them into cache pages (the bulk of a
  * buffered write's CPU) nor writes them back later; the last partial block is written buffered.
- * Bytes handed to ah_afile_write from an address congruent to their offset in the file modulo
- * AH_AFILE_BLOCK skip the buffer: their whole blocks go to the disk from where they are (the
- * caller's memory must not change until ah_afile_commit or ah_afile_abort returns; a snapshot laid
- * out so, ckpt/async.h, is written with no copy), only the partial blocks at either end pass through
- * the buffer. The writes are gathered: one writev for the buffer's 4 MiB, or for up to
+ * Bytes handed to ah_afile_write_kept or ah_afile_write_crc (whose memory the caller keeps
+ * unchanged until ah_afile_commit or ah_afile_abort returns) from an address congruent to their
+ * offset in the file modulo AH_AFILE_BLOCK skip the buffer: their whole blocks go to the disk from
+ * where they are (a snapshot laid out so, ckpt/async.h, is written with no copy), only the partial
+ * blocks at either end pass through the buffer. ah_afile_write always copies (its bytes may be
+ * freed or reused as soon as it returns). The writes are gathered: one writev for the buffer's 4 MiB, or for up to
  * AH_AFILE_PENDING stretches of buffer and caller's memory, not a write (and a wait for the disk)
  * each. A file system that refuses O_DIRECT
  * or its alignment gets buffered writes instead, silently: the file is the same.
@@ -56,8 +57,10 @@ ah_status_t ah_afile_open(ah_afile_t *f, const char *path, ah_error_t *err);
  * buffered (no O_DIRECT here, or no memory for the buffer). */
 bool ah_afile_direct(ah_afile_t *f);
 ah_status_t ah_afile_write(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err);
-/* ah_afile_write of bytes whose CRC-32C (from 0) the caller has, crc (ckpt/crc32c.h ah_crc32c_copy
- * took it as it copied them): the file's CRC joins it, the bytes are not read for it. */
+/* ah_afile_write of bytes the caller keeps unchanged until the commit or abort (see above). */
+ah_status_t ah_afile_write_kept(ah_afile_t *f, const void *buf, size_t n, ah_error_t *err);
+/* ah_afile_write_kept of bytes whose CRC-32C (from 0) the caller has, crc (ckpt/crc32c.h
+ * ah_crc32c_copy took it as it copied them): the file's CRC joins it, the bytes are not read for it. */
 ah_status_t ah_afile_write_crc(ah_afile_t *f, const void *buf, size_t n, uint32_t crc, ah_error_t *err);
 /* fsync + close + rename (+ fsync of the directory when sync_dir). On failure the temp file is
  * removed and the target is left as it was. */

@@ -159,7 +159,7 @@ ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *t, int n, const jso
             return ah_error_set(err, AH_ERR_INVALID, "%s: tensor \"%s\" has no data pointer", where,
                                 t[i].name);
         st = t[i].crc_known ? ah_afile_write_crc(f, t[i].data, (size_t)nb, t[i].crc32c, err)
-                            : ah_afile_write(f, t[i].data, (size_t)nb, err);
+                            : ah_afile_write_kept(f, t[i].data, (size_t)nb, err);
     }
     return st;
 }

@@ -70,7 +70,9 @@ typedef struct ah_st_file {
 } ah_st_file_t;
 
 /* Writes a whole safetensors file into an open atomic file (the caller commits it). metadata may
- * be NULL; otherwise an object whose values are all strings. */
+ * be NULL; otherwise an object whose values are all strings. The tensors' data must stay unchanged
+ * until the caller's commit or abort (a direct-I/O file writes whole blocks from it then: afile.h);
+ * the header is copied. */
 ah_status_t ah_st_write(ah_afile_t *f, const ah_st_tensor_t *tensors, int n, const json_t *metadata,
                         ah_error_t *err);
 /* The size in bytes of the file ah_st_write would write for these tensors and metadata (data
