@@ -102,8 +102,9 @@ static double blocks_factor(const ah_plan_t *p, const ah_dp_terms_t *d, const ah
 }
 
 
-/* DP group `which`'s links (ah_dp_links_of over ah_dp_group_nodes), from d's memo once found.
- * false without host memory to find them. */
+/* DP group `which`'s links (ah_dp_links_of over ah_dp_group_nodes), from d's memo once found; the
+ * rings sharing a link d->flows over the group's members a pipeline. false without host memory to
+ * find them. */
 static bool group_links(const ah_plan_t *p, const ah_dp_terms_t *d, int which, ah_dp_links_t *l) {
     const int at = which >= 0 ? which : (int)p->model.n_layer - 1 - which; /* d->links' index */
     ah_dp_links_t *memo = d->links ? &d->links[at] : NULL;
@@ -114,7 +115,11 @@ static bool group_links(const ah_plan_t *p, const ah_dp_terms_t *d, int which, a
     *l = (ah_dp_links_t){.domains = 1};
     int *nodes = malloc(sizeof *nodes * 2 * (size_t)p->n_pipelines);
     if (!nodes) return false;
-    ah_dp_links_of(&p->cluster, nodes, ah_dp_group_nodes(p, which, nodes), d->flows, l);
+    /* each device sums in one ring at a time: a group with m members a pipeline (the tied
+     * embedding's two) runs beside at most d->flows / m rings, not d->flows */
+    const int n = ah_dp_group_nodes(p, which, nodes);
+    const int flows = n > p->n_pipelines ? d->flows * p->n_pipelines / n : d->flows;
+    ah_dp_links_of(&p->cluster, nodes, n, flows > 0 ? flows : 1, l);
     free(nodes);
     if (memo) *memo = *l;
     return true;
