@@ -203,7 +203,7 @@ st=$?; check "--objective cost: the partly idle H800s are named with a plan usin
 "$AH" plan --model llama2-7b --cluster mixed-32 --schedule interleaved --micro-batch 2 >"$TMP/idle.out" 2>&1
 grep -q "^idle: H20, 8 GPUs on h20-0: .* takes [0-9.]* s per iteration, [0-9.]* % less than the chosen plan's as evaluated, though the search's own estimate, by which it ranks the candidates, put it at [0-9.]* s per iteration against the chosen plan's [0-9.]* s" "$TMP/idle.out" &&
     ! grep -q "^idle:.* -[0-9.]* %" "$TMP/idle.out"
-check "an idle type's plan the evaluation finds faster is said so, with the search's estimates: $(grep -m1 '^idle' "$TMP/idle.out")" $?
+st=$?; check "an idle type's plan the evaluation finds faster is said so, with the search's estimates: $(grep -m1 '^idle' "$TMP/idle.out")" $st
 "$AH" plan --model llama2-7b --cluster mixed-32 --global-batch 32 --seq-len 4096 --json >"$TMP/idle.json" 2>&1
 $PY -c "import json,sys; d=json.load(open('$TMP/idle.json')); sys.exit(not d['idle'].startswith('H20, 8 GPUs on h20-0: '))"
 check "--json carries the idle note" $?
