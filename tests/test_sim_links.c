@@ -318,7 +318,8 @@ static bool placement_of(const char *plan, int second_half_on, ah_placement_t *p
 static void test_replicas_pay(void) {
     ah_placement_t pp, dp;
     if (placement_of("examples/plans/train-pp4.json", 1, &pp)) {
-        CHECK(ah_replica_pays(&pp), "a pipeline over two nodes: each node's stages on its disk alone");
+        bool pays = false;
+        CHECK(ah_replica_pays(&pp, &pays) && pays, "a pipeline over two nodes: each node's stages on its disk alone");
         ah_placement_free(&pp);
     }
     ah_plan_t p;
@@ -331,7 +332,8 @@ static void test_replicas_pay(void) {
     const bool built = ah_placement_build(&p, NULL, p.cluster.n_nodes, &dp, &err) == AH_OK;
     CHECK(built, "%s", built ? "" : err.msg);
     if (built) {
-        CHECK(!ah_replica_pays(&dp), "data-parallel replicas on two nodes: every piece on both disks");
+        bool pays = true;
+        CHECK(ah_replica_pays(&dp, &pays) && !pays, "data-parallel replicas on two nodes: every piece on both disks");
         ah_placement_free(&dp);
     }
     ah_plan_free(&p);

@@ -146,16 +146,17 @@ uint64_t ah_replica_held_bytes(const char *holder_root, int64_t step) {
     return h.bytes;
 }
 
-bool ah_replica_pays(const ah_placement_t *pl) {
+bool ah_replica_pays(const ah_placement_t *pl, bool *pays) {
     bool *alive = malloc((size_t)(pl->n_nodes > 0 ? pl->n_nodes : 1) * sizeof *alive);
     ah_shard_group_t *gs = malloc((size_t)(pl->max_groups > 0 ? pl->max_groups : 1) * sizeof *gs);
-    bool pays = false;
-    for (int r = 0; alive && gs && !pays && r < pl->n_ranks; r++) {
+    const bool ok = alive && gs;
+    *pays = false;
+    for (int r = 0; ok && !*pays && r < pl->n_ranks; r++) {
         const int y = pl->ranks[r].node, n = ah_placement_groups(pl, r, false, gs);
         for (int x = 0; x < pl->n_nodes; x++) alive[x] = x != y;
-        for (int i = 0; i < n && !pays; i++) pays = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
+        for (int i = 0; i < n && !*pays; i++) *pays = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
     }
     free(alive);
     free(gs);
-    return pays;
+    return ok;
 }

@@ -56,9 +56,9 @@ bool ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int
  * no other node holds, so that losing that node without notice loses it from every disk but its own
  * (a restore then needs the memory tier or the cloud). false when every piece is on two nodes (the
  * plan's data-parallel replicas on other nodes): the peers' disks then cover the loss of any one
- * node, and a replication would only hold training (the simulator's choice: sim/plans.c). false when
- * out of host memory. */
-bool ah_replica_pays(const ah_placement_t *pl);
+ * node, and a replication would only hold training (the simulator's choice: sim/plans.c). The answer
+ * in *pays; false (and *pays false) when out of host memory. */
+bool ah_replica_pays(const ah_placement_t *pl, bool *pays);
 
 /* Which files fit: sizes[s][i] (n_files[s] files of source node s, n_sources sources), held by
  * partner[s] (-1: none). fits[s][i] gets whether file i of s is replicated; held[h] (n_nodes) the

@@ -354,7 +354,7 @@ static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool 
     *rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
     if (!ok || s->replica_budget == 0 || replicated) return AH_OK;
     /* a periodic save's, or a join's (no node leaves): none where it cannot pay */
-    if (s->o.replica_if_pays && !notice_leaves_nodes(s) && !ah_replica_pays(&s->place)) {
+    if (s->o.replica_if_pays && !notice_leaves_nodes(s) && !s->replica_pays) {
         if (s->tr->rank == 0 && !s->replica_pays_said)
             fprintf(stderr, "autohet train: note: every piece of this plan is on two nodes' disks: its periodic "
                     "checkpoints are not replicated to the peers' memory (--replica-when-it-pays); a notice's save "

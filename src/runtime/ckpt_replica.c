@@ -29,13 +29,17 @@ enum { TAG_REPLICA = 7200 };
 ah_status_t ah_ckpt_replica_open(ah_ckpt_session_t *s, ah_error_t *err) {
     if (s->o.replica_memory_gb <= 0) return AH_OK;
     s->replica_budget = (uint64_t)(s->o.replica_memory_gb * 1e9);
+    /* the caller agrees on every rank's status: none goes on out of memory with its own answer */
+    if (!ah_replica_pays(&s->place, &s->replica_pays))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory to tell whether the replicas pay");
     const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
     if (s->o.replica_root) snprintf(s->replica_base, sizeof s->replica_base, "%s", s->o.replica_root);
     else if (ah_replica_default_base(s->replica_base, sizeof s->replica_base, s->o.local_root) < 0)
         return ah_error_set(err, AH_ERR_USAGE, "--local-root %.200s...: path too long", s->o.local_root);
     if (ah_replica_holder_root(s->replica_root, sizeof s->replica_root, s->replica_base, node) < 0)
         return ah_error_set(err, AH_ERR_USAGE, "--replica-root %.200s...: path too long", s->replica_base);
-    if (s->node_rank != 0) return AH_OK;
+    /* the node's leader (s->node_rank is not known yet: the node communicator comes after) */
+    if (s->place.node_leader[s->my_node] != s->tr->rank) return AH_OK;
     /* a run from step 0 owns its replica root: an earlier run's replicas there are not its steps */
     if (!s->o.resume) ah_fs_rm_tree(s->replica_root, NULL);
     ah_status_t st = ah_fs_mkdirs(s->replica_root, err);
@@ -135,26 +139,36 @@ static void prepare_holder(ah_ckpt_session_t *s, const copy_job_t *j, int64_t st
     if (ah_fs_mkdirs(dir, &e2) != AH_OK && !rs->error[0]) snprintf(rs->error, sizeof rs->error, "%.500s", e2.msg);
 }
 
-/* This rank's part of job j: the pair's files split over its lanes (plan/ckpt_traffic.h
- * ah_ckpt_lanes_assign), lane k from the source's k-th rank to the holder's k-th, each file read from
- * the source node's src_root step, written into the holder's replica root. */
+/* lane[j->first + i]: the lane of file i of each job this rank takes part in (-1: not sent), the
+ * pair's files split over its lanes (plan/ckpt_traffic.h ah_ckpt_lanes_assign), lane k from the
+ * source's k-th rank to the holder's k-th. false when out of host memory. */
+static bool assign_lanes(const ah_ckpt_session_t *s, const copy_job_t *jobs, int n_jobs, int *lane) {
+    const ah_placement_t *pl = &s->place;
+    const int node = pl->ranks[s->tr->rank].node;
+    bool ok = true;
+    for (int k = 0; ok && k < n_jobs; k++) {
+        const copy_job_t *j = &jobs[k];
+        const int n = j->m->n_files;
+        if (node != j->from && node != j->to) continue;
+        int n_from, n_to;
+        (void)rank_at(pl, j->from, 0, &n_from);
+        (void)rank_at(pl, j->to, 0, &n_to);
+        uint64_t *sizes = malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes);
+        for (int i = 0; sizes && i < n; i++) sizes[i] = j->m->files[i].bytes;
+        ok = sizes && ah_ckpt_lanes_assign(sizes, j->fits, n, ah_ckpt_lane_count(n_from, n_to), lane + j->first);
+        free(sizes);
+    }
+    return ok;
+}
+
+/* This rank's part of job j: each file on its lane (lane, assign_lanes), read from the source node's
+ * src_root step, written into the holder's replica root. */
 static ah_status_t copy_lanes(ah_ckpt_session_t *s, const char *src_root, int64_t step, const copy_job_t *j,
-                              int64_t *landed, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
+                              const int *lane, int64_t *landed, ah_ckpt_replica_stats_t *rs, ah_error_t *err) {
     const ah_placement_t *pl = &s->place;
     const int me = s->tr->rank, n = j->m->n_files;
     if (pl->ranks[me].node != j->from && pl->ranks[me].node != j->to) return AH_OK;
-    int n_from, n_to;
-    (void)rank_at(pl, j->from, 0, &n_from);
-    (void)rank_at(pl, j->to, 0, &n_to);
-    const int lanes = ah_ckpt_lane_count(n_from, n_to);
-    uint64_t *sizes = malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes);
-    int *lane = malloc((size_t)(n > 0 ? n : 1) * sizeof *lane);
-    for (int i = 0; sizes && i < n; i++) sizes[i] = j->m->files[i].bytes;
-    if (!sizes || !lane || !ah_ckpt_lanes_assign(sizes, j->fits, n, lanes, lane)) {
-        free(sizes);
-        free(lane);
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for a replica's lanes");
-    }
+    lane += j->first;
     char src_dir[AH_CKPT_PATH_MAX], root[AH_CKPT_PATH_MAX], dir[AH_CKPT_PATH_MAX], path[AH_CKPT_PATH_MAX];
     ah_ckpt_step_dir(src_dir, sizeof src_dir, src_root, step);
     ah_replica_source_root(root, sizeof root, s->replica_root, s->tr->plan->cluster.nodes[j->from].name);
@@ -179,8 +193,6 @@ static ah_status_t copy_lanes(ah_ckpt_session_t *s, const char *src_root, int64_
             landed[j->first + i] = ok;
         }
     }
-    free(sizes);
-    free(lane);
     return st;
 }
 
@@ -223,16 +235,21 @@ static ah_status_t copy_pairs(ah_ckpt_session_t *s, const char *src_root, int64_
         jobs[k].first = total;
         total += jobs[k].m->n_files;
     }
+    /* every rank's allocations agreed before any pair's transfers: a rank out of memory fails with
+     * the others, never leaving its lane partner blocked in a send or a receive */
     int64_t *landed = calloc((size_t)total + 1, sizeof *landed);
-    ah_status_t st = ah_comm_agree(ah_comm_world(), landed ? AH_OK : ah_error_set(err, AH_ERR_OOM,
-                                   "no host memory for the replicas' files"), err);
+    int *lane = malloc(((size_t)total + 1) * sizeof *lane);
+    const bool ok = landed && lane && assign_lanes(s, jobs, n, lane);
+    ah_status_t st = ah_comm_agree(ah_comm_world(), ok ? AH_OK : ah_error_set(err, AH_ERR_OOM,
+                                   "no host memory for the replicas' files and lanes"), err);
     for (int k = 0; st == AH_OK && k < n; k++)
         if (pl->node_leader[jobs[k].to] == me) prepare_holder(s, &jobs[k], step, rs);
     if (st == AH_OK) st = ah_comm_barrier(ah_comm_world(), err);
-    for (int k = 0; st == AH_OK && k < n; k++) st = copy_lanes(s, src_root, step, &jobs[k], landed, rs, err);
+    for (int k = 0; st == AH_OK && k < n; k++) st = copy_lanes(s, src_root, step, &jobs[k], lane, landed, rs, err);
     if (st == AH_OK && total > 0) st = ah_comm_allreduce_max_i64(ah_comm_world(), landed, (size_t)total, err);
     for (int k = 0; st == AH_OK && k < n; k++)
         if (pl->node_leader[jobs[k].to] == me) commit_holder(s, step, &jobs[k], landed, rs);
+    free(lane);
     free(landed);
     return st;
 }
@@ -333,7 +350,7 @@ static bool **wanted_files(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t 
         }
     }
     /* --replica-when-it-pays: nothing but a notice's leaving pieces where every piece is on two nodes */
-    for (int y = 0; ok && !*partial && s->o.replica_if_pays && !ah_replica_pays(&s->place) && y < nn; y++)
+    for (int y = 0; ok && !*partial && s->o.replica_if_pays && !s->replica_pays && y < nn; y++)
         for (int i = 0; have[y] && i < ms[y].n_files; i++) want[y][i] = false;
     for (int y = 0; !ok && want && y < nn; y++) free(want[y]);
     if (!ok) free(want);

@@ -69,6 +69,8 @@ struct ah_ckpt_session {
     uint64_t replica_budget;
     bool replica_said;       /* the note that some files do not fit was printed */
     bool replica_pays_said;  /* the note that the periodic saves are not replicated was printed */
+    bool replica_pays;       /* ckpt/replica.h ah_replica_pays of the plan, at the session's open (so
+                              * every rank has the one answer: --replica-when-it-pays) */
     char replica_base[AH_CKPT_PATH_MAX], replica_root[AH_CKPT_PATH_MAX];
     /* The save at a notice, memory first (ckpt_notice.c): the step replicated before its disk commit
      * (-1 none; ah_ckpt_commit_step then does not replicate it again) and what that did; the newest

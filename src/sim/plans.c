@@ -122,7 +122,9 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
     e->replicate_s = ah_sim_memory_replication(c, &e->place, e->ckpt_bytes, e->holder, &e->replicate_usd,
                                                &e->replicate_wan_bytes);
     /* no periodic replication where it cannot pay: every piece on two nodes' disks (ckpt/replica.h) */
-    e->periodic_off = !x->o->replicas_always && !ah_replica_pays(&e->place);
+    bool pays = false;
+    if (!ah_replica_pays(&e->place, &pays)) return false;
+    e->periodic_off = !x->o->replicas_always && !pays;
     x->r->replica_plans_off += e->periodic_off;
     return e->replicate_s >= 0;
 }
