@@ -5,18 +5,24 @@
  * the leaver's ranks goes on after its host dies).
  *
  * AH_WORLD_JOIN=DIR:JOB:NJOBS. Job 0's first rank opens a port and writes its name to DIR/port
- * (written whole, then renamed); the world, job 0 first, accepts the other NJOBS - 1 jobs in the
+ * (written whole, then renamed, with its writer: a file whose writer, on this host, is no longer
+ * alive is an earlier run's and waited past; removed once the world is built); each other job's
+ * first rank reads it and sends it to its job's ranks; the world, job 0 first, accepts the other NJOBS - 1 jobs in the
  * order they connect (MPI_Comm_accept / MPI_Comm_connect, each merged with MPI_Intercomm_merge;
  * every job's mpirun needs --ompi-server with the same server), then orders its ranks by job and
  * by rank in the job: job 0's ranks, then job 1's, ... as one mpirun of all of them would number
  * them. Collective over every rank of every job; the intermediate communicators are freed
  * (MPI_Comm_free: MPI_Comm_disconnect across mpirun jobs hangs on Open MPI 4.1, a PMIx fence the
  * jobs' servers cannot complete). Errors name the variable, the file or the MPI call. */
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm_mpi.h"
 #include "core/timing.h"
@@ -47,29 +53,75 @@ static ah_status_t join_spec(const char *spec, char *dir, size_t cap, int *job, 
     return AH_OK;
 }
 
+/* Who wrote a port file: "HOST PIDNS PID" (PIDNS: /proc/self/ns/pid's link, "-" unknown). */
+static void writer_id(char *id, size_t cap) {
+    char host[256] = "-", ns[64] = "-";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "-");
+    const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 1] = 0;
+    for (char *c = ns; *c; c++)
+        if (*c == ' ') *c = '_';
+    snprintf(id, cap, "%.200s %.60s %ld", host, ns, (long)getpid());
+}
+
+/* DIR/port: the port's name, then writer_id's line (written whole, then renamed). */
 static ah_status_t publish_port(const char *dir, const char *port, ah_error_t *err) {
-    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    char path[PATH_MAX], tmp[PATH_MAX + 8], id[300];
     snprintf(path, sizeof path, "%s/port", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    writer_id(id, sizeof id);
     FILE *f = fopen(tmp, "w");
     if (!f) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: cannot write %s", tmp);
-    const int ok = fprintf(f, "%s\n", port) > 0;
+    const int ok = fprintf(f, "%s\n%s\n", port, id) > 0;
     if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
         return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: cannot write %s", path);
     return AH_OK;
 }
 
+/* Whether the port file's writer line names a process of this host's PID namespace that is no longer
+ * alive: a port left by an earlier run (one that ended before its world was built) with the same DIR.
+ * A writer on another host cannot be checked: its file counts. */
+static bool stale_writer(const char *line) {
+    char mine[300], host[256], ns[64], my_host[256], my_ns[64];
+    long pid = 0, my_pid = 0;
+    writer_id(mine, sizeof mine);
+    if (sscanf(line, "%255s %63s %ld", host, ns, &pid) != 3 || sscanf(mine, "%255s %63s %ld", my_host, my_ns, &my_pid) != 3)
+        return false;
+    if (strcmp(host, my_host) != 0 || strcmp(ns, my_ns) != 0 || strcmp(ns, "-") == 0 || pid <= 0) return false;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Job 0's port name from DIR/port, waiting for it (60 s) and past a stale one (stale_writer). */
 static ah_status_t read_port(const char *dir, char *port, ah_error_t *err) {
-    char path[PATH_MAX];
+    char path[PATH_MAX], line[300];
     snprintf(path, sizeof path, "%s/port", dir);
-    FILE *f = NULL;
-    for (int i = 0; i < PORT_WAIT_TENTHS && !(f = fopen(path, "r")); i++) ah_sleep_s(0.1);
-    if (!f) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: no %s after 60 s (job 0 opens the port)", path);
-    const int ok = fgets(port, MPI_MAX_PORT_NAME, f) != NULL;
-    fclose(f);
-    if (!ok) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: %s is empty", path);
-    port[strcspn(port, "\n")] = 0;
-    return AH_OK;
+    bool stale = false;
+    for (int i = 0; i < PORT_WAIT_TENTHS; i++, ah_sleep_s(0.1)) {
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const bool ok = fgets(port, MPI_MAX_PORT_NAME, f) != NULL;
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+        if (!ok) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: %s is empty", path);
+        port[strcspn(port, "\n")] = 0;
+        if (!(stale = stale_writer(line))) return AH_OK;
+    }
+    return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: %s after 60 s (job 0 opens the port)",
+                        stale ? "only a stale port file, its writer no longer alive," : "no port file");
+}
+
+/* The job's first rank reads the port (read_port) and sends it to the job's other ranks, so that the
+ * job's ranks connect, or fail, together. */
+static ah_status_t job_reads_port(const char *dir, char *port, ah_error_t *err) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    ah_status_t st = rank == 0 ? read_port(dir, port, err) : AH_OK;
+    if (rank == 0 && st != AH_OK) port[0] = 0;
+    MPI_Bcast(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (st == AH_OK && !port[0])
+        st = ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: the job's first rank could not read the port (its "
+                          "message above)");
+    return st;
 }
 
 /* One more job into *world: accepted by the world (root 0) or, from a job not yet in it, connected;
@@ -105,14 +157,19 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, ah_error_t *err)
             return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: job 0's first rank could not open or publish "
                                 "the port (its message above)", spec);
     } else {
-        st = read_port(dir, port, err);
+        st = job_reads_port(dir, port, err);
     }
     if (rc == MPI_SUCCESS && st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
     while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) rc = merge_one(&world, 1, port, &joined);
     if (st != AH_OK) return st;
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(world, 0, job * JOB_RANKS + rank, out);
     if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
-    if (job == 0 && rank == 0 && port[0]) MPI_Close_port(port);
+    if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find it */
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/port", dir);
+        unlink(path);
+        MPI_Close_port(port);
+    }
     if (rc != MPI_SUCCESS)
         return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: joining the jobs failed (MPI error %d; "
                             "every job's mpirun needs --ompi-server of one ompi-server)", spec, rc);
