@@ -108,52 +108,50 @@ static uint64_t load64(const unsigned char *p) {
     return word;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data, size_t len) {
-    const unsigned char *p = data;
+/* The three lanes' loop of crc32c_sse42 and copy_sse42: the CRC of p's n bytes continuing crc, each
+ * word also stored at the same offset of dst when store (inlined into both with store known, so the
+ * CRC alone has no stores and no test per word). */
+__attribute__((target("sse4.2"), always_inline)) static inline uint32_t crc_lanes(uint32_t crc, unsigned char *dst,
+                                                                                 const unsigned char *p, size_t n,
+                                                                                 const bool store) {
     uint64_t c = ~crc;
-    if (len >= 3 * LANE) pthread_once(&shift_once, shift_tables);
-    for (; len >= 3 * LANE; p += 3 * LANE, len -= 3 * LANE) {
+    size_t o = 0;
+    if (n >= 3 * LANE) pthread_once(&shift_once, shift_tables);
+    for (; n - o >= 3 * LANE; o += 3 * LANE) {
         uint64_t b = 0, d = 0;
-        for (size_t i = 0; i < LANE; i += 8) {
-            c = _mm_crc32_u64(c, load64(p + i));
-            b = _mm_crc32_u64(b, load64(p + LANE + i));
-            d = _mm_crc32_u64(d, load64(p + 2 * LANE + i));
-        }
-        c = shift(shift_2, (uint32_t)c) ^ shift(shift_1, (uint32_t)b) ^ (uint32_t)d;
-    }
-    for (; len >= 8; p += 8, len -= 8) c = _mm_crc32_u64(c, load64(p));
-    uint32_t c32 = (uint32_t)c;
-    while (len--) c32 = _mm_crc32_u8(c32, *p++);
-    return ~c32;
-}
-#endif
-
-#ifdef AH_CRC32C_X86
-/* ah_crc32c_copy with the instruction: crc32c_sse42's three lanes, each word stored as it is read. */
-__attribute__((target("sse4.2"))) static uint32_t copy_sse42(unsigned char *dst, const unsigned char *p, size_t len) {
-    uint64_t c = ~0u;
-    if (len >= 3 * LANE) pthread_once(&shift_once, shift_tables);
-    for (; len >= 3 * LANE; p += 3 * LANE, dst += 3 * LANE, len -= 3 * LANE) {
-        uint64_t b = 0, d = 0;
-        for (size_t i = 0; i < LANE; i += 8) {
+        for (size_t i = o; i < o + LANE; i += 8) {
             const uint64_t x = load64(p + i), y = load64(p + LANE + i), z = load64(p + 2 * LANE + i);
             c = _mm_crc32_u64(c, x);
             b = _mm_crc32_u64(b, y);
             d = _mm_crc32_u64(d, z);
-            __builtin_memcpy(dst + i, &x, 8);
-            __builtin_memcpy(dst + LANE + i, &y, 8);
-            __builtin_memcpy(dst + 2 * LANE + i, &z, 8);
+            if (store) {
+                __builtin_memcpy(dst + i, &x, 8);
+                __builtin_memcpy(dst + LANE + i, &y, 8);
+                __builtin_memcpy(dst + 2 * LANE + i, &z, 8);
+            }
         }
         c = shift(shift_2, (uint32_t)c) ^ shift(shift_1, (uint32_t)b) ^ (uint32_t)d;
     }
-    for (; len >= 8; p += 8, dst += 8, len -= 8) {
-        const uint64_t x = load64(p);
+    for (; n - o >= 8; o += 8) {
+        const uint64_t x = load64(p + o);
         c = _mm_crc32_u64(c, x);
-        __builtin_memcpy(dst, &x, 8);
+        if (store) __builtin_memcpy(dst + o, &x, 8);
     }
     uint32_t c32 = (uint32_t)c;
-    for (; len; len--) c32 = _mm_crc32_u8(c32, *dst++ = *p++);
+    for (; o < n; o++) {
+        c32 = _mm_crc32_u8(c32, p[o]);
+        if (store) dst[o] = p[o];
+    }
     return ~c32;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data, size_t len) {
+    return crc_lanes(crc, NULL, data, len, false);
+}
+
+/* ah_crc32c_copy with the instruction: each word stored as it is read. */
+__attribute__((target("sse4.2"))) static uint32_t copy_sse42(unsigned char *dst, const unsigned char *p, size_t len) {
+    return crc_lanes(0, dst, p, len, true);
 }
 #endif
 

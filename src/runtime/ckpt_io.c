@@ -333,18 +333,6 @@ static void hand_off_upload(ah_ckpt_session_t *s, int64_t step) {
     free(ptrs);
 }
 
-/* Whether a preemption notice that leaves some of the plan's nodes is being answered (a join's
- * restart notices every node: none leaves). */
-static bool notice_leaves_nodes(const ah_ckpt_session_t *s) {
-    int used = 0, hit = 0;
-    for (int n = 0; s->hit && n < s->n_nodes; n++)
-        if (s->place.node_leader[n] >= 0) {
-            used++;
-            hit += s->hit[n] != 0;
-        }
-    return hit > 0 && hit < used;
-}
-
 /* Collective: a step committed on every node (ok) into the partners' memory (ckpt_replica.c), its
  * figures into *rep; a notice's step was replicated before its disk write (ckpt_notice.c): its
  * figures then. */
@@ -354,7 +342,7 @@ static ah_status_t replicate_committed(ah_ckpt_session_t *s, int64_t step, bool 
     *rep = replicated ? s->notice_rep : (ah_ckpt_replica_stats_t){0};
     if (!ok || s->replica_budget == 0 || replicated) return AH_OK;
     /* a periodic save's, or a join's (no node leaves): none where it cannot pay */
-    if (s->o.replica_if_pays && !notice_leaves_nodes(s) && !s->replica_pays) {
+    if (s->o.replica_if_pays && !ah_ckpt_notice_leaves_some(s) && !s->replica_pays) {
         if (s->tr->rank == 0 && !s->replica_pays_said)
             fprintf(stderr, "autohet train: note: every piece of this plan is on two nodes' disks: its periodic "
                     "checkpoints are not replicated to the peers' memory (--replica-when-it-pays); a notice's save "

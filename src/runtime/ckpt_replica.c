@@ -319,8 +319,7 @@ static ah_status_t replica_totals(ah_ckpt_session_t *s, int64_t step, double t0,
     return st;
 }
 
-/* Whether a notice leaves some of the plan's nodes and not all (a join's restart notices all, to stay). */
-static bool notice_leaves_some(const ah_ckpt_session_t *s) {
+bool ah_ckpt_notice_leaves_some(const ah_ckpt_session_t *s) {
     int used = 0, hit = 0;
     for (int y = 0; s->hit && y < s->place.n_nodes; y++)
         if (s->place.node_leader[y] >= 0) {
@@ -337,7 +336,7 @@ static bool notice_leaves_some(const ah_ckpt_session_t *s) {
 static bool **wanted_files(const ah_ckpt_session_t *s, const ah_ckpt_manifest_t *ms, const bool *have, bool *partial) {
     const int nn = s->place.n_nodes;
     bool **want = calloc((size_t)nn, sizeof *want), ok = want != NULL;
-    *partial = notice_leaves_some(s);
+    *partial = ah_ckpt_notice_leaves_some(s);
     for (int y = 0; ok && y < nn; y++) {
         const int nf = have[y] ? ms[y].n_files : 0;
         ok = (want[y] = calloc((size_t)nf + 1, sizeof **want)) != NULL;

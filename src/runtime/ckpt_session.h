@@ -173,6 +173,9 @@ ah_status_t ah_ckpt_hand_over(ah_ckpt_session_t *s, const char *src_root, int64_
                               ah_error_t *err);
 /* The node leader removes the replicas it holds of steps older than step (replicas on; best effort). */
 void ah_ckpt_replica_prune_older(const ah_ckpt_session_t *s, int64_t step);
+/* Whether a preemption notice that leaves some of the plan's nodes, not all, is being answered (a
+ * join's restart notices every node, to stay: none leaves). */
+bool ah_ckpt_notice_leaves_some(const ah_ckpt_session_t *s);
 /* Opens the replica side of a session (not collective): base and root from the options; a run
  * that does not resume clears this node's replicas of an earlier run. */
 ah_status_t ah_ckpt_replica_open(ah_ckpt_session_t *s, ah_error_t *err);
