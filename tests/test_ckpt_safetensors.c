@@ -210,6 +210,21 @@ static void test_malformed(void) {
     CHECK_ERR(ah_st_open("/nonexistent/x.safetensors", &f, &err), AH_ERR_IO, err, "cannot open");
 }
 
+/* Bytes read back from path into back (at most cap); how many. */
+static size_t read_back(const char *path, unsigned char *back, size_t cap) {
+    FILE *in = fopen(path, "rb");
+    const size_t got = in ? fread(back, 1, cap, in) : 0;
+    if (in) fclose(in);
+    return got;
+}
+
+/* f opened on path, with O_DIRECT (the tests' file system takes it). */
+static void open_direct(ah_afile_t *f, const char *path) {
+    ah_error_t err;
+    CHECK(ah_afile_open(f, path, &err) == AH_OK, "open: %s", err.msg);
+    CHECK(ah_afile_direct(f), "O_DIRECT on %s", path);
+}
+
 /* Direct I/O (ah_afile_direct): files of every size around its 4 MiB buffer and 4 KiB blocks, written
  * in pieces of odd sizes, come out byte for byte, with the CRC-32C and size of the bytes; /tmp here
  * is ext4, which takes O_DIRECT. The buffer is the thread's, kept from one file to the next: once a
@@ -228,8 +243,7 @@ static void test_direct(void) {
         ah_error_t err;
         struct rusage r0, r1;
         getrusage(RUSAGE_THREAD, &r0);
-        CHECK(ah_afile_open(&f, path, &err) == AH_OK, "open: %s", err.msg);
-        CHECK(ah_afile_direct(&f), "O_DIRECT on %s", path);
+        open_direct(&f, path);
         for (size_t at = 0, piece = 1; at < sizes[k]; at += piece, piece = piece * 7 + 3) {
             if (piece > sizes[k] - at) piece = sizes[k] - at;
             CHECK(ah_afile_write(&f, src + at, piece, &err) == AH_OK, "write: %s", err.msg);
@@ -239,23 +253,13 @@ static void test_direct(void) {
         getrusage(RUSAGE_THREAD, &r1);
         if (filled && r1.ru_minflt - r0.ru_minflt > most_faults) most_faults = r1.ru_minflt - r0.ru_minflt;
         filled = filled || sizes[k] >= (4 << 20) - 1;
-        FILE *in = fopen(path, "rb");
-        const size_t got = in ? fread(back, 1, most, in) : 0;
-        if (in) fclose(in);
+        const size_t got = read_back(path, back, most);
         CHECK(got == sizes[k] && memcmp(back, src, got) == 0, "%zu bytes back as written (%zu)", sizes[k], got);
     }
     CHECK(most_faults < 64, "the direct-I/O buffer kept from one file to the next: %ld minor page faults in "
           "one file's write", most_faults);
     free(src);
     free(back);
-}
-
-/* Bytes read back from path into back (at most cap); how many. */
-static size_t read_back(const char *path, unsigned char *back, size_t cap) {
-    FILE *in = fopen(path, "rb");
-    const size_t got = in ? fread(back, 1, cap, in) : 0;
-    if (in) fclose(in);
-    return got;
 }
 
 /* Direct I/O in place (afile.h): a header-like prefix from elsewhere, then 100 "tensors" lying back to
@@ -276,8 +280,7 @@ static void test_direct_in_place(void) {
     snprintf(path, sizeof path, "%s/in-place.bin", dir);
     ah_afile_t f;
     ah_error_t err;
-    CHECK(ah_afile_open(&f, path, &err) == AH_OK, "open: %s", err.msg);
-    CHECK(ah_afile_direct(&f), "O_DIRECT on %s", path);
+    open_direct(&f, path);
     CHECK(ah_afile_write(&f, head, HEAD, &err) == AH_OK, "write the head: %s", err.msg);
     for (int k = 0; k < N; k++) /* every other one with its CRC given (ah_afile_write_crc) */
         CHECK((k % 2 ? ah_afile_write_crc(&f, data + (size_t)k * LEN, LEN, ah_crc32c(0, data + (size_t)k * LEN, LEN), &err)
@@ -312,8 +315,7 @@ static void test_direct_write_copies(void) {
     snprintf(path, sizeof path, "%s/copied.bin", dir);
     ah_afile_t f;
     ah_error_t err;
-    CHECK(ah_afile_open(&f, path, &err) == AH_OK, "open: %s", err.msg);
-    CHECK(ah_afile_direct(&f), "O_DIRECT on %s", path);
+    open_direct(&f, path);
     CHECK(ah_afile_write(&f, buf, LEN, &err) == AH_OK, "write: %s", err.msg);
     memset(buf, 0xAB, LEN); /* as a freed and reused buffer would be */
     CHECK(ah_afile_commit(&f, false, &err) == AH_OK, "commit: %s", err.msg);

@@ -29,12 +29,7 @@ d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lan
 d["cluster"]["network"]["cloud_gb_s"] = 2e-4  # uploads (C) still pending at the notice
 json.dump(d, open(sys.argv[2], "w"))
 PY
-train() { # out [flags...]
-    local out=$1
-    shift
-    timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/pp2.json" --data "$WORK/text.bin" --steps $STEPS \
-        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
-}
+train() { plan_train pp2 300 "$@"; } # out [flags...]
 train full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
 # notice NAME [hook [flags...]]: the run with replicas, SIGTERM to n1's rank after 6 steps; sets RC
 notice() {

@@ -20,12 +20,7 @@ for i, p in enumerate(d["pipelines"]):
     p["stages"][0]["devices"] = [{"node": "n0" if i < 2 else "n1", "index": i % 2}]
 json.dump(d, open(sys.argv[2], "w"))
 PY
-train() { # out [flags...]
-    local out=$1
-    shift
-    timeout 180 $MPIRUN -np 4 "$AUTOHET" train --plan "$WORK/dp22.json" --data "$WORK/text.bin" --steps $STEPS \
-        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
-}
+train() { plan_train dp22 180 "$@"; } # out [flags...]
 train full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
 AH_TEST_HOOK="phase=step,step=10,node=n1,action=kill" train died --ckpt-every 4 --ckpt-sync --local-root "$WORK/ck" \
     --replica-memory-gb 1 --replica-root "$WORK/mem" && fail "the run with n1 killed at step 10 exited 0"

@@ -38,15 +38,18 @@ json.dump(d, open(sys.argv[2], "w"))
 PY
 }
 
-# dp2_train OUT [flags...]: autohet train on $WORK/dp2.json (dp2_plan), 2 ranks, $STEPS steps,
-# metrics in $WORK/OUT.jsonl, stdout and stderr in $WORK/OUT.out and OUT.err; its exit status (the
-# caller checks: some runs are meant to fail).
-dp2_train() {
-    local out=$1
-    shift
-    timeout 120 $MPIRUN -np 2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps "$STEPS" \
-        --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+# plan_train NAME SECONDS OUT [flags...]: autohet train on $WORK/NAME.json (its ranks: plan_ranks),
+# $STEPS steps, within SECONDS, metrics in $WORK/OUT.jsonl, stdout and stderr in $WORK/OUT.out and
+# OUT.err; its exit status (the caller checks: some runs are meant to fail).
+plan_train() {
+    local plan=$WORK/$1.json seconds=$2 out=$3
+    shift 3
+    timeout "$seconds" $MPIRUN -np "$(plan_ranks "$plan")" "$AUTOHET" train --plan "$plan" --data "$WORK/text.bin" \
+        --steps "$STEPS" --quiet --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
 }
+
+# dp2_train OUT [flags...]: plan_train of $WORK/dp2.json (dp2_plan), 2 ranks, within 120 s.
+dp2_train() { plan_train dp2 120 "$@"; }
 
 # same_losses REF GOT [FROM]: $WORK/GOT.jsonl trained steps FROM (default 0) .. STEPS-1 with
 # $WORK/REF.jsonl's losses to the bit; from FROM > 0, after one recover event (found) at FROM.
