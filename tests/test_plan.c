@@ -189,6 +189,31 @@ static void test_names_and_fields(void) {
     d = base();
     json_object_set_new(d, "cluster", json_string("nowhere"));
     EXPECT(d, AH_ERR_INVALID, "plan.json: cluster", "\"nowhere\"");
+    /* "dp_sync" and "p2p": one of their names (absent: the first), anything else refused naming them */
+    d = base();
+    json_object_set_new(d, "dp_sync", json_string("tree"));
+    EXPECT(d, AH_ERR_INVALID, "[dp_sync] plan.json: dp_sync: unknown gradient sync \"tree\"",
+           "(allowed: ring or hierarchical; absent means ring)");
+    d = base();
+    json_object_set_new(d, "p2p", json_string("halves"));
+    EXPECT(d, AH_ERR_INVALID, "[p2p] plan.json: p2p: unknown pipeline hop \"halves\"",
+           "(allowed: scatter-gather or whole; absent means scatter-gather)");
+    ah_plan_t p;
+    ah_error_t err = {0};
+    const char *const syncs[] = {NULL, "ring", "hierarchical"}, *const hops[] = {NULL, "scatter-gather", "whole"};
+    for (int i = 0; i < 3; i++) {
+        d = base();
+        if (syncs[i]) json_object_set_new(d, "dp_sync", json_string(syncs[i]));
+        if (hops[i]) json_object_set_new(d, "p2p", json_string(hops[i]));
+        const bool read = ah_plan_from_json(d, "plan.json", NULL, &p, &err) == AH_OK;
+        CHECK(read, "dp_sync %s, p2p %s: %s", syncs[i] ? syncs[i] : "absent", hops[i] ? hops[i] : "absent", err.msg);
+        if (read) {
+            CHECK_EQ_I64(p.dp_sync, i == 2 ? AH_DP_SYNC_HIERARCHICAL : AH_DP_SYNC_RING);
+            CHECK_EQ_I64(p.p2p, i == 2 ? AH_P2P_WHOLE : AH_P2P_SCATTER_GATHER);
+            ah_plan_free(&p);
+        }
+        json_decref(d);
+    }
     /* no cluster, no override: tell the user to pass --cluster */
     d = base();
     json_object_del(d, "cluster");

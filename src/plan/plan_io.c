@@ -368,6 +368,19 @@ static ah_status_t read_model(const json_t *mj, const char *where, const char *p
     return s;
 }
 
+/* Optional string field key of doc, one of names[0 .. n - 1] (absent: names[0]): its index in *out;
+ * otherwise an error naming what it is and the allowed values. */
+static ah_status_t read_choice(const json_t *doc, const char *where, const char *key, const char *const *names, int n,
+                               const char *what, const char *allowed, int *out, ah_error_t *err) {
+    char value[32];
+    snprintf(value, sizeof value, "%s", names[0]);
+    TRY(ah_json_get_str(doc, where, key, false, value, sizeof value, err));
+    for (*out = 0; *out < n; ++*out)
+        if (strcmp(value, names[*out]) == 0) return AH_OK;
+    return ah_error_set(err, AH_ERR_INVALID, "[%s] %s: %s: unknown %s \"%s\" (allowed: %s; absent means %s)", key, where,
+                        key, what, value, allowed, names[0]);
+}
+
 static ah_status_t from_json(const json_t *doc, const char *where, const char *plan_path,
                              const ah_cluster_t *cluster_override, ah_plan_t *p, ah_error_t *err) {
     if (!json_is_object(doc))
@@ -399,20 +412,13 @@ static ah_status_t from_json(const json_t *doc, const char *where, const char *p
                             "[tp] %s: tp: expected a tensor-parallel degree in [1, %d], got %lld", where,
                             AH_MAX_TP, (long long)tp);
     p->tp = (int)tp;
-    char dp_sync[32] = "ring";
-    TRY(ah_json_get_str(doc, where, "dp_sync", false, dp_sync, sizeof dp_sync, err));
-    if (strcmp(dp_sync, "ring") == 0) p->dp_sync = AH_DP_SYNC_RING;
-    else if (strcmp(dp_sync, "hierarchical") == 0) p->dp_sync = AH_DP_SYNC_HIERARCHICAL;
-    else
-        return ah_error_set(err, AH_ERR_INVALID, "[dp_sync] %s: dp_sync: unknown gradient sync \"%s\" (allowed: "
-                            AH_DP_SYNC_VALUES "; absent means ring)", where, dp_sync);
-    char p2p[32] = "scatter-gather";
-    TRY(ah_json_get_str(doc, where, "p2p", false, p2p, sizeof p2p, err));
-    if (strcmp(p2p, "scatter-gather") == 0) p->p2p = AH_P2P_SCATTER_GATHER;
-    else if (strcmp(p2p, "whole") == 0) p->p2p = AH_P2P_WHOLE;
-    else
-        return ah_error_set(err, AH_ERR_INVALID, "[p2p] %s: p2p: unknown pipeline hop \"%s\" (allowed: "
-                            AH_P2P_VALUES "; absent means scatter-gather)", where, p2p);
+    static const char *const dp_syncs[] = {"ring", "hierarchical"}; /* ah_dp_sync_t's order */
+    static const char *const p2ps[] = {"scatter-gather", "whole"};   /* ah_p2p_split_t's */
+    int dp_sync, p2p;
+    TRY(read_choice(doc, where, "dp_sync", dp_syncs, 2, "gradient sync", AH_DP_SYNC_VALUES, &dp_sync, err));
+    TRY(read_choice(doc, where, "p2p", p2ps, 2, "pipeline hop", AH_P2P_VALUES, &p2p, err));
+    p->dp_sync = (ah_dp_sync_t)dp_sync;
+    p->p2p = (ah_p2p_split_t)p2p;
     /* The cluster first: device and type names resolve against it. */
     TRY(read_cluster(doc, where, cluster_override, p, err));
     TRY(read_pipelines(doc, where, p, err));

@@ -27,17 +27,13 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     k->layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(P_LN1_W), W(P_LN1_B), N, C, eps);
     k->matmul_fwd(a->qkv, a->ln1, W(P_QKV_W), W(P_QKV_B), N, C, 3 * Cl);
     if ((s = ah_gpt_attention_fwd(st, a->atty, a->probs, w->scratch, a->qkv, err)) != AH_OK) return s;
-    k->matmul_fwd(tmp, a->atty, W(P_PROJ_W), bias_here ? W(P_PROJ_B) : NULL, N, Cl, C);
-    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
-    k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
+    s = ah_gpt_row_residual(st, a->x_mid, a->x_in, a->atty, W(P_PROJ_W), bias_here ? W(P_PROJ_B) : NULL, Cl, tmp, err);
+    if (s != AH_OK) return s;
     k->layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(P_LN2_W), W(P_LN2_B), N, C, eps);
     k->matmul_fwd(a->fch, a->ln2, W(P_FC_W), W(P_FC_B), N, C, Fl);
     k->gelu_fwd(a->fchg, a->fch, (size_t)N * Fl);
     if (!out) return AH_OK;
-    k->matmul_fwd(tmp, a->fchg, W(P_FCPROJ_W), bias_here ? W(P_FCPROJ_B) : NULL, N, Fl, C);
-    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
-    k->residual_fwd(out, a->x_mid, tmp, (size_t)N * C);
-    return AH_OK;
+    return ah_gpt_row_residual(st, out, a->x_mid, a->fchg, W(P_FCPROJ_W), bias_here ? W(P_FCPROJ_B) : NULL, Fl, tmp, err);
 }
 
 /* The linear layers in ah_gpt_linear_bwd's numbering (the `linears` table below). */

@@ -42,17 +42,12 @@ static ah_status_t fwd(ah_gpt_stage_t *st, int l, ah_block_act_t *act, float *ou
     k->matmul_fwd(a->qkv, a->rms1, W(P_Q), NULL, N, C, QKVl); /* q, k, v: one (QKVl, C) matrix */
     rope(st, a->qkv, false); /* the q and k heads */
     if ((s = ah_gpt_attention_fwd(st, a->atty, a->probs, w->scratch, a->qkv, err)) != AH_OK) return s;
-    k->matmul_fwd(tmp, a->atty, W(P_O), NULL, N, Cl, C);
-    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
-    k->residual_fwd(a->x_mid, a->x_in, tmp, (size_t)N * C);
+    if ((s = ah_gpt_row_residual(st, a->x_mid, a->x_in, a->atty, W(P_O), NULL, Cl, tmp, err)) != AH_OK) return s;
     k->rmsnorm_fwd(a->rms2, a->rms2_rstd, a->x_mid, W(P_RMS2), N, C, eps);
     k->matmul_fwd(a->gu, a->rms2, W(P_GATE), NULL, N, C, 2 * Fl); /* gate, up: one (2 Fl, C) matrix */
     k->swiglu_fwd(a->act, a->gu, N, Fl);
     if (!out) return AH_OK;
-    k->matmul_fwd(tmp, a->act, W(P_DOWN), NULL, N, Fl, C);
-    if ((s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err)) != AH_OK) return s;
-    k->residual_fwd(out, a->x_mid, tmp, (size_t)N * C);
-    return AH_OK;
+    return ah_gpt_row_residual(st, out, a->x_mid, a->act, W(P_DOWN), NULL, Fl, tmp, err);
 }
 
 /* The linear layers in ah_gpt_linear_bwd's numbering (the `linears` table below). */

@@ -518,6 +518,15 @@ ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *er
     return tp_reduce(st, x, n, false, err);
 }
 
+ah_status_t ah_gpt_row_residual(ah_gpt_stage_t *st, float *out, const float *resid, const float *in, const float *w,
+                                const float *bias, int in_cols, float *tmp, ah_error_t *err) {
+    const int N = (int)st->N, C = (int)st->C;
+    st->k->matmul_fwd(tmp, in, w, bias, N, in_cols, C);
+    const ah_status_t s = ah_gpt_tp_sum(st, tmp, (size_t)N * C, err);
+    if (s == AH_OK) st->k->residual_fwd(out, resid, tmp, (size_t)N * C);
+    return s;
+}
+
 /* The activation views of block l for slot; for a recomputing stage the recompute buffer with the
  * slot's kept input. */
 static ah_block_act_t *block_view(ah_gpt_stage_t *st, int64_t slot, int l) {

@@ -162,5 +162,9 @@ ah_status_t ah_gpt_alloc_keep(ah_gpt_stage_t *st, ah_error_t *err);
 double ah_gpt_part_clock(const ah_gpt_stage_t *st);
 /* A TP all-reduce (sum) of n floats, which ends a segment of the emulated phase; nothing at t = 1. */
 ah_status_t ah_gpt_tp_sum(ah_gpt_stage_t *st, float *x, size_t n, ah_error_t *err);
+/* A row-parallel linear layer's forward into the residual stream: out (N, C) = resid + the TP sum of
+ * in (N, in_cols) @ w^T (+ bias, NULL: none), through tmp (N, C). */
+ah_status_t ah_gpt_row_residual(ah_gpt_stage_t *st, float *out, const float *resid, const float *in, const float *w,
+                                const float *bias, int in_cols, float *tmp, ah_error_t *err);
 
 #endif
