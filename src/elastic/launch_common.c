@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
@@ -34,6 +35,46 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
         if (json_is_object(line)) fn(fn_ctx, line);
         json_decref(line);
     }
+}
+
+bool ah_launch_reap(pid_t *pid, int *status) {
+    if (*pid <= 0) return true;
+    int st = 0;
+    const pid_t r = waitpid(*pid, &st, WNOHANG);
+    if (r == 0) return false;
+    *status = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
+    *pid = 0;
+    return true;
+}
+
+ah_status_t ah_launch_mpirun(const char *mpirun, char *const *fixed, size_t n_fixed, const char *args, int n_ranks,
+                             char *const *train_argv, const char *tail, pid_t *pid, ah_error_t *err) {
+    char np[32];
+    snprintf(np, sizeof np, "%d", n_ranks);
+    size_t n_train = 0;
+    while (train_argv[n_train]) n_train++;
+    char *words = strdup(args ? args : ""); /* split in place; the argv's words point into it */
+    /* mpirun, --allow-run-as-root, fixed, at most one word per two bytes of ARGS, -np N, the trainer's, tail */
+    char **argv = words ? malloc((2 + n_fixed + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv) : NULL;
+    if (!argv) {
+        free(words);
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
+    }
+    int n = 0;
+    argv[n++] = (char *)mpirun;
+    /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
+    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
+    for (size_t i = 0; i < n_fixed; i++) argv[n++] = fixed[i];
+    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+        argv[n++] = tok;
+    argv[n++] = "-np";
+    argv[n++] = np;
+    for (size_t i = 0; i < n_train; i++) argv[n++] = train_argv[i];
+    if (tail) argv[n++] = (char *)tail;
+    argv[n] = NULL;
+    const ah_status_t s = ah_launch_spawn(argv, pid, err); /* the child has its copy: words go */
+    free(words);
+    return s;
 }
 
 ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err) {

@@ -43,28 +43,6 @@ typedef struct local {
     ah_launch_lines_t lines;
 } local_t;
 
-/* mpirun [--allow-run-as-root] ARGS -np N TRAIN_ARGV... as a malloc'ed, NULL-terminated argv
- * (NULL: no memory): every piece a separate entry; the words of ARGS point into `words`; np is
- * the rank count as text. */
-static char **mpirun_argv(local_t *l, char *np, char *const *train_argv, char *words) {
-    size_t n_train = 0;
-    while (train_argv[n_train]) n_train++;
-    /* mpirun, --allow-run-as-root, at most one word per two bytes of ARGS, -np N, the trainer's */
-    char **argv = malloc((2 + strlen(words) / 2 + 1 + 2 + n_train + 1) * sizeof *argv);
-    if (!argv) return NULL;
-    int n = 0;
-    argv[n++] = l->mpirun;
-    /* Open MPI refuses root unless told; the agent is the one launching, so it says so. */
-    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
-    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
-        argv[n++] = tok;
-    argv[n++] = "-np";
-    argv[n++] = np;
-    for (size_t i = 0; i < n_train; i++) argv[n++] = train_argv[i];
-    argv[n] = NULL;
-    return argv;
-}
-
 /* The job's rank count and run directory into l, nothing started or read yet. */
 static ah_status_t take_job(local_t *l, const ah_launch_job_t *job, ah_error_t *err) {
     const int n_ranks = ah_plan_device_count(job->plan);
@@ -86,15 +64,10 @@ static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t
     local_t *l = ctx;
     ah_status_t s = take_job(l, job, err);
     if (s != AH_OK) return s;
-    char words[sizeof l->mpirun_args], np[32];
-    memcpy(words, l->mpirun_args, sizeof words);
-    snprintf(np, sizeof np, "%d", l->n_ranks);
     s = ah_fs_rm_tree(job->run_dir, err);
     if (s == AH_OK) s = ah_fs_mkdirs(job->run_dir, err);
     if (s != AH_OK) return s;
-    char **argv = mpirun_argv(l, np, job->train_argv, words);
-    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
-    return ah_launch_spawn(argv, &l->pid, err);
+    return ah_launch_mpirun(l->mpirun, NULL, 0, l->mpirun_args, l->n_ranks, job->train_argv, NULL, &l->pid, err);
 }
 
 /* /proc/PID/NAME into buf (NUL-terminated, cut at cap - 1); its length, or -1 when pid is gone. */
@@ -144,20 +117,7 @@ static ah_status_t local_adopt(void *ctx, const ah_launch_job_t *job, double wai
     return AH_OK;
 }
 
-static bool local_poll(void *ctx, int *status) {
-    local_t *l = ctx;
-    if (l->pid <= 0) return true;
-    int st = 0;
-    const pid_t r = waitpid(l->pid, &st, WNOHANG);
-    if (r == 0) return false;
-    if (r < 0) {
-        *status = -1;
-    } else {
-        *status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
-    }
-    l->pid = 0;
-    return true;
-}
+static bool local_poll(void *ctx, int *status) { return ah_launch_reap(&((local_t *)ctx)->pid, status); }
 
 /* Reads the rank files not read yet. */
 /* run_file: RUN_DIR/name exists; *doc (when doc is not NULL) gets it parsed, or NULL. */

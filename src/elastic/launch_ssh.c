@@ -218,18 +218,10 @@ static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     return rc == 0 ? AH_OK : remote_error(l, host, rc, "a test command", eout, err);
 }
 
-/* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile RUN/hosts --map-by seq
- * --bind-to none --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_{eager_limit,
- * rndv_eager_limit,max_send_size} 4194304 ARGS -np N TRAIN_ARGV --check-host, malloc'ed; words of
- * ARGS point into words. */
-static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train_argv, char *words) {
-    size_t n_train = 0;
-    while (train_argv[n_train]) n_train++;
-    char **argv = malloc((25 + strlen(words) / 2 + 1 + 2 + n_train + 2) * sizeof *argv);
-    if (!argv) return NULL;
-    int n = 0;
-    argv[n++] = l->mpirun;
-    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) argv[n++] = "--allow-run-as-root";
+/* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile HOSTFILE --map-by seq --bind-to
+ * none --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_{eager_limit,rndv_eager_limit,
+ * max_send_size} 4194304 ARGS -np N TRAIN_ARGV --check-host, started (ah_launch_mpirun). */
+static ah_status_t start_mpirun(ssh_t *l, char *hostfile, char *const *train_argv, ah_error_t *err) {
     /* the ring all-reduce the cost model counts: Open MPI's own choice for the trainer's
      * non-blocking all-reduce (libnbc) sends twice the buffer from rank 0; and TCP messages up to
      * 4 MiB sent eagerly: over 64 KiB, Open MPI's default, each waits for the receiver's go-ahead,
@@ -239,15 +231,9 @@ static char **mpirun_argv(ssh_t *l, char *hostfile, char *np, char *const *train
                      "--mca", "coll_libnbc_iallreduce_algorithm", "1", "--mca", "btl_tcp_eager_limit", "4194304",
                      "--mca", "btl_tcp_rndv_eager_limit", "4194304", "--mca", "btl_tcp_max_send_size", "4194304"};
     /* under Slurm, Open MPI finds the allocation itself and starts its daemons with srun */
-    for (size_t i = l->slurm ? 3 : 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
-    for (char *save = NULL, *tok = strtok_r(words, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
-        argv[n++] = tok;
-    argv[n++] = "-np";
-    argv[n++] = np;
-    for (size_t i = 0; i < n_train; i++) argv[n++] = train_argv[i];
-    argv[n++] = "--check-host";
-    argv[n] = NULL;
-    return argv;
+    const size_t skip = l->slurm ? 3 : 0;
+    return ah_launch_mpirun(l->mpirun, fixed + skip, sizeof fixed / sizeof fixed[0] - skip, l->mpirun_args, l->n_ranks,
+                            train_argv, "--check-host", &l->pid, err);
 }
 
 /* Whether rank r is the first of its host in the plan's order. */
@@ -309,31 +295,17 @@ static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *
     const ah_plan_t *p = job->plan;
     ah_status_t s = take_job(l, job, err);
     if (s != AH_OK) return s;
-    const int n_ranks = l->n_ranks;
-    char hostfile[700], np[32], words[sizeof l->mpirun_args];
+    char hostfile[700];
     snprintf(hostfile, sizeof hostfile, "%s/hosts", job->run_dir);
     /* the hosts' run directories before the hostfile here: with a --work-dir shared between the
      * hosts and this machine, emptying theirs empties this one too */
     if ((s = ah_fs_rm_tree(job->run_dir, err)) != AH_OK || (s = prepare_hosts(l, job, err)) != AH_OK ||
         (s = ah_fs_mkdirs(job->run_dir, err)) != AH_OK || (s = ah_plan_rankfile_write(p, hostfile, err)) != AH_OK)
         return s;
-    memcpy(words, l->mpirun_args, sizeof words);
-    snprintf(np, sizeof np, "%d", n_ranks);
-    char **argv = mpirun_argv(l, hostfile, np, job->train_argv, words);
-    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for mpirun's command line");
-    return ah_launch_spawn(argv, &l->pid, err);
+    return start_mpirun(l, hostfile, job->train_argv, err);
 }
 
-static bool ssh_poll(void *ctx, int *status) {
-    ssh_t *l = ctx;
-    if (l->pid <= 0) return true;
-    int st = 0;
-    const pid_t r = waitpid(l->pid, &st, WNOHANG);
-    if (r == 0) return false;
-    *status = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
-    l->pid = 0;
-    return true;
-}
+static bool ssh_poll(void *ctx, int *status) { return ah_launch_reap(&((ssh_t *)ctx)->pid, status); }
 
 /* On `host`, sig to the pids of the rank files of `ranks` (those of them that exist); the ranks
  * signalled are marked. Returns how many. */

@@ -141,6 +141,14 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
  * SIGTERM if this process dies (PR_SET_PDEATHSIG). An exec that fails says why on stderr and exits
  * 127 in the child (launch_common.c). */
 ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err);
+/* For the launchers' poll: whether the job *pid (0: none) is over, without waiting; then *status is
+ * its exit status (-SIGNAL when killed, -1 unknown) and *pid 0. */
+bool ah_launch_reap(pid_t *pid, int *status);
+/* For the launchers: ah_launch_spawn of mpirun [--allow-run-as-root, when root and
+ * OMPI_ALLOW_RUN_AS_ROOT is not set] FIXED[0 .. n_fixed - 1] ARGS (split at blanks) -np N_RANKS
+ * TRAIN_ARGV [TAIL, when not NULL]. */
+ah_status_t ah_launch_mpirun(const char *mpirun, char *const *fixed, size_t n_fixed, const char *args, int n_ranks,
+                             char *const *train_argv, const char *tail, pid_t *pid, ah_error_t *err);
 
 /* The single-machine launcher (launch_local.c). */
 ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err);
