@@ -1,6 +1,7 @@
 /* The elastic agent's loop (agent.h): plan, launch, watch, stop, re-plan, relaunch. The decisions
  * and the accounting are agent_logic.h's, its state agent_state.h's; the hosts are asked (who
- * answers, disks, a hang) in agent_hosts.c, each through the launcher. */
+ * answers, disks, a hang) in agent_hosts.c, each through the launcher; the events file's
+ * preemptions and joins are applied in agent_avail.c. */
 #include "elastic/agent.h"
 
 #include <errno.h>
@@ -166,8 +167,6 @@ static void on_first_step(agent_t *a, int64_t step, double loss) {
     else if (a->first_start_s < 0) a->first_start_s = ah_now_s() - a->launch_t; /* the join rule's first cost */
 }
 
-static void consider_join(agent_t *a, const char *when);
-
 static void on_step(agent_t *a, json_t *line) {
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
     const double loss = ah_json_num_or_nan(line, AH_PROTO_STEP_LOSS), tokens = ah_json_num_or_nan(line, AH_PROTO_STEP_TOKENS),
@@ -187,19 +186,12 @@ static void on_step(agent_t *a, json_t *line) {
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
-    if (first) consider_join(a, "first step finished");
-}
-
-static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
-
-/* Joins pending: the restart onto the plan with them when it pays (agent_join.c). */
-static void consider_join(agent_t *a, const char *when) {
-    if (ah_agent_consider_join(a, when)) begin_stop(a, AH_CAUSE_JOIN, NULL);
+    if (first) ah_agent_join_if_pays(a, "first step finished");
 }
 
 static void on_checkpoint(agent_t *a) {
     if (!a->stopping && ah_agent_answer_again(a)) a->join_pending = true;
-    consider_join(a, "checkpoint taken");
+    ah_agent_join_if_pays(a, "checkpoint taken");
 }
 
 static void on_line(void *ctx, json_t *line) {
@@ -239,99 +231,6 @@ static void on_line(void *ctx, json_t *line) {
         ah_watchdog_line(&a->dog, ah_now_s());
         on_checkpoint(a);
     }
-}
-
-/* ---- availability ---- */
-
-static void begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
-    if (!a->stopping) {
-        a->stopping = true;
-        a->forced = false;
-        a->cause = cause;
-        a->notice_t = ah_now_s();
-    }
-    const int sent = a->launcher.notice(a->launcher.ctx, node);
-    say(a, "notice: SIGTERM to the ranks of %s (%d now, any still starting when their rank file appears); "
-        "grace period %.1f s", node ? node : "every node", sent, a->o->grace_s);
-}
-
-/* A trace may be fed while the agent runs (e.g. a benchmark that preempts once a checkpoint is in
- * the cloud): when the event file has grown, it is read again and the events not yet due are
- * taken from the new reading. A reading that fails (a line half written) is tried again later. */
-static void reread_events(agent_t *a) {
-    struct stat sb;
-    if (!a->o->events || stat(a->o->events, &sb) != 0 || sb.st_size <= a->ev_size) return;
-    ah_agent_events_t ev;
-    ah_error_t e;
-    if (ah_agent_events_load(a->o->events, &a->cluster, &ev, &e) != AH_OK) return;
-    if (ev.n < a->next_ev) {
-        ah_agent_events_free(&ev);
-        return;
-    }
-    ah_agent_events_free(&a->ev);
-    a->ev = ev;
-    a->ev_size = sb.st_size;
-}
-
-/* The notices of the nodes the events file preempted in one reading: the next plan first, made over
- * the nodes that stay and written to the hosts (agent_handover.c), then the notice, its clock started
- * before that plan. */
-static void notice_leaving(agent_t *a, const bool *noticed) {
-    bool any = false;
-    for (int i = 0; i < a->cluster.n_nodes; i++) any = any || noticed[i];
-    if (!any) return;
-    const bool first = !a->stopping;
-    const double t = ah_now_s();
-    bool next_uses = false; /* a node the next plan uses, noticed now */
-    for (int i = 0; a->have_next && i < a->cluster.n_nodes; i++)
-        next_uses = next_uses || (noticed[i] && ah_agent_plan_uses(&a->next.plan, a->cluster.nodes[i].name));
-    if (first) ah_agent_next_plan(a);
-    else if (ah_agent_replan_in_stop(a->cause, next_uses)) ah_agent_next_plan_again(a);
-    for (int i = 0; i < a->cluster.n_nodes; i++)
-        if (noticed[i]) begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, a->cluster.nodes[i].name);
-    if (first) a->notice_t = t;
-}
-
-static void apply_events(agent_t *a) {
-    reread_events(a);
-    ah_agent_churn_tick(a);
-    const double now = since_start(a);
-    bool *noticed = calloc((size_t)a->cluster.n_nodes, sizeof *noticed);
-    if (!noticed) return; /* out of host memory: the events wait for the next poll */
-    bool joined = false; /* a join in this reading: decided once for all of them */
-    while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
-        const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
-        const char *name = a->cluster.nodes[e->node].name;
-        const bool uses = !e->add && a->running && ah_agent_plan_uses(&a->cur.plan, name);
-        const ah_event_action_t act = ah_agent_event_action(e->add, a->up[e->node], a->running, a->stopping, uses);
-        if (act == AH_EVENT_NOTHING) continue;
-        if (!e->add && e->t_s > 0) ah_agent_churn_removed(a, e->node, e->t_s); /* the join rule's (t 0: the start) */
-        /* A node back before the relaunch is planned with again; if it was preempted it is a new
-         * machine, so its disk is still dropped (leaving[] stays set). */
-        a->up[e->node] = e->add;
-        if (e->add) {
-            a->unanswered[e->node] = false; /* up by the event: no ask and no backoff to wait for */
-            emit(a, json_pack("{s:s, s:f, s:[s]}", "event", "join", "t_s", now, "nodes", name));
-        }
-        if (act == AH_EVENT_JOIN_AT_CHECKPOINT) {
-            a->join_pending = joined = true;
-            say(a, "%s joined; taken in when a restart pays (at once, or at the next join, checkpoint or first step)",
-                name);
-        } else if (act == AH_EVENT_JOIN) {
-            say(a, "%s joined", name);
-        } else if (act == AH_EVENT_PREEMPT) {
-            a->leaving[e->node] = true;
-            noticed[e->node] = true;
-            say(a, "preemption of %s (from the events file)", name);
-        } else {
-            if (a->running) say(a, "%s left; the running plan does not use it", name);
-            else say(a, "%s is down%s", name, a->have_cur ? " (between two launches)" : " at the start");
-            ah_agent_drop_disk(a, e->node);
-        }
-    }
-    notice_leaving(a, noticed);
-    free(noticed);
-    if (joined) consider_join(a, "nodes joined");
 }
 
 /* ---- after the job ended ---- */
@@ -468,7 +367,7 @@ static ah_status_t interrupted_between_jobs(const agent_t *a, ah_error_t *err) {
 static ah_status_t launch_when_feasible(agent_t *a, const char *why, const char *fail_prefix, ah_error_t *err) {
     for (;;) {
         if (a->o->interrupt && *a->o->interrupt) return interrupted_between_jobs(a, err);
-        apply_events(a);
+        ah_agent_apply_events(a);
         ah_error_t e;
         const ah_status_t s = plan_and_launch(a, why, &e);
         if (s == AH_OK) return AH_OK;
@@ -519,7 +418,7 @@ static void on_interrupt(agent_t *a) {
         a->interrupting = true;
         say(a, "interrupted: every rank gets a notice and saves if that fits in the grace period (%.1f s), then the "
             "job stops and the run ends (interrupt again to stop at once)", a->o->grace_s);
-        begin_stop(a, a->stopping ? a->cause : AH_CAUSE_SIGNAL, NULL);
+        ah_agent_begin_stop(a, a->stopping ? a->cause : AH_CAUSE_SIGNAL, NULL);
     } else if (*a->o->interrupt >= 2 && !a->stopped_at_once) {
         a->stopped_at_once = true;
         say(a, "interrupted again: stopping the job at once");
@@ -532,7 +431,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         sleep_s(a->o->poll_s);
         if (a->o->interrupt && *a->o->interrupt) on_interrupt(a);
         a->launcher.read_metrics(a->launcher.ctx, on_line, a);
-        apply_events(a);
+        ah_agent_apply_events(a);
         if (a->stopping)
             press_stop(a);
         else if ((a->launcher.reachable || a->launcher.stalled) && ah_watchdog_expired(&a->dog, ah_now_s()))

@@ -165,6 +165,12 @@ bool ah_agent_join_init(agent_t *a);
 void ah_agent_join_free(agent_t *a);
 void ah_agent_churn_tick(agent_t *a);
 void ah_agent_churn_removed(agent_t *a, int node, double t_s);
+/* agent_avail.c: the notice to node's ranks (NULL: every rank), a stop begun with cause when none
+ * is under way (its clock started), said; the events file's events now due applied (re-read when it
+ * grew); joins pending taken in by a stop when the restart pays (ah_agent_consider_join). */
+void ah_agent_begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node);
+void ah_agent_apply_events(agent_t *a);
+void ah_agent_join_if_pays(agent_t *a, const char *when);
 /* agent_handover.c: the next plan at a notice, made over the nodes up and written into the run
  * directory of every host of the job; said and skipped when that fails. */
 void ah_agent_next_plan(agent_t *a);
