@@ -27,7 +27,9 @@
  *   upload      mid-upload: the node leader's uploader has put checkpoint step N's shard objects
  *               in the cloud, not its manifest (so the cloud copy of step N does not count yet);
  *   notice-uploads  the notice at step N answered (saved or not), which uploads the exit drops not
- *               yet decided (runtime/ckpt_notice.c ah_ckpt_notice_uploads).
+ *               yet decided (runtime/ckpt_notice.c ah_ckpt_notice_uploads);
+ *   reconfig-split  an in-place reconfiguration at step N (runtime/reconfig.h): a leaving rank has
+ *               split the world and freed every communicator of the old one, not yet finalized.
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "ckpt/host_memory.h"
+#include "ckpt/test_hook.h"
 #include "cli/cli.h"
+#include "core/timing.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
 #include "ckpt/import_hf.h"
@@ -25,6 +27,7 @@
 #include "runtime/pipe_p2p.h"
 #include "runtime/preempt.h"
 #include "runtime/protocol.h"
+#include "runtime/reconfig.h"
 #include "runtime/train_loop.h"
 #include "runtime/dp_hier.h"
 #include "runtime/trainer.h"
@@ -189,9 +192,10 @@ static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_
 }
 
 /* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
- * *start gets the iteration to run first. */
+ * *start gets the iteration to run first, *resume_s the restore's seconds. */
 static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
-                          ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, ah_error_t *err) {
+                          ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, double *resume_s,
+                          ah_error_t *err) {
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world);
     ah_train_opts_t o;
@@ -235,7 +239,9 @@ static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_datas
     if (s == AH_OK && a->resume) {
         json_t *ev = NULL;
         bool found = false;
+        const double t0 = ah_now_s();
         s = ah_ckpt_session_resume(*ck, start, &found, &ev, err);
+        *resume_s = ah_now_s() - t0;
         if (s == AH_OK && !found && !a->init_from) s = ah_trainer_init_params(tr, err);
         if (s == AH_OK && rank == 0 && found) {
             printf("autohet train: resumed from step %lld%s\n", (long long)*start,
@@ -345,7 +351,7 @@ static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *me
  * after a preemption notice, or a non-finite step's code, or an I/O error's when the last step's
  * save failed (agreed on by every rank); any other failure aborts the job. */
 static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
-                     int64_t start) {
+                     int64_t start, int64_t after, ah_reconfig_req_t *req, bool *due) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
                                     .warn = tr->rank == 0 ? stderr : NULL, .local_root = a->local_root, .cloud = a->cloud,
@@ -353,7 +359,10 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
                                     .val = val->n ? val : NULL, .val_every = a->val_every, .val_batches = a->val_batches,
                                     .loss_scale = a->loss_scale,
                                     .loss_scale_window = tr->plan->train.precision == AH_PREC_FP16
-                                                             ? a->loss_scale_window : 0};
+                                                             ? a->loss_scale_window : 0,
+                                    /* in-place reconfiguration: on a world of joined jobs (reconfig.h) */
+                                    .reconfig_dir = ah_comm_world_job() >= 0 ? a->run_dir : NULL,
+                                    .reconfig_after = after, .reconfig = req, .reconfig_due = due};
     int64_t preempted_at;
     bool agreed;
     ah_error_t err;
@@ -361,6 +370,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
         if (agreed) return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
         ah_comm_abort(fail_job(a, tr->rank, &err));
     }
+    if (*due) return 0; /* the caller reconfigures at req->step */
     if (preempted_at < 0) say_cloud(tr->rank, a, ck, metrics);
     if (preempted_at < 0) { /* the last step's save, when one was due, failing ends the run non-zero */
         if (ah_ckpt_session_final(ck, a->steps, &err) != AH_OK)
@@ -384,6 +394,121 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
            plan->model.name, ranks, ranks == 1 ? "" : "s", plan->n_pipelines, plan->n_pipelines == 1 ? "" : "s",
            plan->tp, (long long)a->steps, (long long)(plan->train.global_batch * plan->train.seq_len), blas);
     if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet train: warning: %s\n", advice);
+}
+
+/* The survivors' phases of an in-place reconfiguration, the slowest rank's (s): the save, the teardown of
+ * the old plan's runtime, the world's split, the new plan's set-up (without the restore) and the restore. */
+enum { PH_SAVE, PH_TEARDOWN, PH_SPLIT, PH_INIT, PH_LOAD, N_PH };
+
+/* Rank 0 of the new world: the "reconfigure" event and line (runtime/reconfig.h); every survivor's pid
+ * in it (the same processes as before: none was started). Collective over the new world. */
+static void say_reconfigured(const args_t *a, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
+                             FILE *metrics) {
+    ah_comm_t *world = ah_comm_world();
+    const int n = ah_comm_size(world);
+    int64_t us[N_PH], *pids = calloc((size_t)n, sizeof *pids);
+    ah_error_t err;
+    for (int k = 0; k < N_PH; k++) us[k] = (int64_t)(ph[k] * 1e6);
+    if (!pids || ah_comm_allreduce_max_i64(world, us, N_PH, &err) != AH_OK ||
+        ah_comm_allgather_i64(world, (int64_t)getpid(), pids, &err) != AH_OK || ah_comm_rank(world) != 0) {
+        free(pids);
+        return;
+    }
+    json_t *pl = json_array(), *lv = json_array();
+    for (int r = 0; r < n; r++) json_array_append_new(pl, json_integer(pids[r]));
+    for (int k = 0; k < req->n_leave; k++) json_array_append_new(lv, json_integer(req->leave[k]));
+    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
+        AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
+        (json_int_t)start, "plan", req->plan, "leave", lv, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
+        "save", us[PH_SAVE] * 1e-6, "split", us[PH_SPLIT] * 1e-6, "teardown", us[PH_TEARDOWN] * 1e-6, "init",
+        us[PH_INIT] * 1e-6, "load", us[PH_LOAD] * 1e-6));
+    printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
+           "(save %.3f s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s); the processes kept:",
+           (long long)req->step, from, n, req->plan, (long long)start, us[PH_SAVE] * 1e-6, us[PH_TEARDOWN] * 1e-6,
+           us[PH_SPLIT] * 1e-6, us[PH_INIT] * 1e-6, us[PH_LOAD] * 1e-6);
+    for (int r = 0; r < n; r++) printf(" %lld", (long long)pids[r]);
+    printf("\n");
+    fflush(stdout);
+    for (int r = n; a->run_dir && r < from; r++) { /* the old world's rank files past the new one's */
+        char path[PATH_MAX], name[32];
+        snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, r);
+        if (snprintf(path, sizeof path, "%s/%s", a->run_dir, name) < (int)sizeof path) unlink(path);
+    }
+    free(pids);
+}
+
+/* The boundary req->step of an in-place reconfiguration (runtime/reconfig.h), on every rank of the old
+ * world: the save, the old runtime freed, the world split. A leaving rank returns 0 (it then only
+ * finalizes); a staying one sets up req's plan on the new world, resumes and returns -1 with *start the
+ * step restored; a failure returns the exit code (a start-up failure, agreed as at the start). */
+static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
+                       FILE **metrics, ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
+    ah_comm_t *world = ah_comm_world();
+    const int from = ah_comm_size(world), job = ah_comm_world_job();
+    const bool leaving = ah_reconfig_leaving(req);
+    double ph[N_PH] = {0}, t = ah_now_s();
+    json_t *events = NULL;
+    ah_error_t err;
+    if (ah_ckpt_session_save_leaving(*ck, req->step, leaving, &events, &err) != AH_OK)
+        ah_comm_abort(fail_job(a, tr->rank, &err));
+    ah_metrics_write_events(*metrics, events);
+    ph[PH_SAVE] = ah_now_s() - t;
+    t = ah_now_s();
+    if (ah_ckpt_session_close(*ck, &err) != AH_OK)
+        fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
+    *ck = NULL;
+    ah_trainer_free(tr);
+    *have_tr = false;
+    ph[PH_TEARDOWN] = ah_now_s() - t;
+    t = ah_now_s();
+    if (ah_comm_world_shrink(!leaving, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    ph[PH_SPLIT] = ah_now_s() - t;
+    if (leaving) {
+        ah_test_hook("reconfig-split", req->step, NULL);
+        printf("autohet train: job %d (pid %d) leaves at step %lld: its checkpoint is saved, the other jobs go on in "
+               "place under %s\n", job, (int)getpid(), (long long)req->step, req->plan);
+        fflush(stdout);
+        if (*metrics) fclose(*metrics);
+        *metrics = NULL;
+        return 0;
+    }
+    t = ah_now_s();
+    const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
+    bool have_plan = false;
+    ah_plan_free(plan);
+    memset(plan, 0, sizeof *plan);
+    static char plan_path[PATH_MAX]; /* a->plan from now on */
+    snprintf(plan_path, sizeof plan_path, "%s", req->plan);
+    a->plan = plan_path;
+    a->resume = true;      /* the state is the checkpoint just saved */
+    a->init_from = NULL;
+    ah_dataset_close(data);
+    ah_dataset_close(val);
+    ah_status_t s = ah_comm_agree(world, load_plan(a, ranks, plan, &have_plan, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, ah_host_check(plan, rank, a->check_host, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, open_data(a, plan, data, val, &err), &err);
+    if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
+        fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
+                strerror(errno));
+    if (s == AH_OK) s = set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[PH_LOAD], &err);
+    if (s != AH_OK) return rank == 0 ? fail_job(a, rank, &err) : ah_status_exit_code(s);
+    ph[PH_INIT] = ah_now_s() - t - ph[PH_LOAD];
+    say_reconfigured(a, req, from, ph, *start, *metrics);
+    if (rank == 0 && !a->quiet) say_start(a, plan, ranks);
+    return -1;
+}
+
+/* The steps, and at each in-place reconfiguration the change of world and plan (runtime/reconfig.h):
+ * the exit code; 0 for a rank that left. */
+static int train_in_place(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
+                          ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t start) {
+    ah_reconfig_req_t req;
+    for (int64_t after = start;; after = req.step) {
+        bool due = false;
+        int rc = run_steps(tr, a, val, *metrics, *ck, start, after, &req, &due);
+        if (!due) return rc;
+        if ((rc = reconfigure(a, &req, plan, data, val, metrics, tr, have_tr, ck, &start)) >= 0) return rc;
+    }
 }
 
 /* The flags of `autohet train`, pointing into *a: fills flags (room for AH_TRAIN_FLAGS_MAX) and
@@ -512,7 +637,8 @@ int ah_cli_train(int argc, char **argv) {
     if (s == AH_OK) s = ah_comm_agree(world, a.metrics && rank == 0 && !metrics ? AH_ERR_IO : AH_OK, &err);
     ah_ckpt_session_t *ck = NULL;
     int64_t start = 0;
-    if (s == AH_OK) s = set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &err);
+    double resume_s = 0;
+    if (s == AH_OK) s = set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &resume_s, &err);
     if (s == AH_OK && metrics && !a.resume && ftruncate(fileno(metrics), 0) != 0)
         fprintf(stderr, "autohet train: warning: %s: cannot empty the metrics file (%s); this run's lines follow "
                 "the old ones\n", a.metrics, strerror(errno));
@@ -526,11 +652,11 @@ int ah_cli_train(int argc, char **argv) {
     } else {
         if (rank == 0 && !a.quiet) say_start(&a, &plan, ranks);
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
-        rc = run_steps(&tr, &a, &val, metrics, ck, start);
-        /* The memory report: every rank's high-water mark, from rank 0. */
-        if (rank == 0) {
+        rc = train_in_place(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck, start);
+        /* The memory report: every rank's high-water mark, from rank 0 (of the world trained last). */
+        if (have_tr && ah_comm_rank(world) == 0) {
             fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
-            for (int r = 0; r < ranks; r++) fprintf(stderr, " %lld", (long long)tr.memory_high[r]);
+            for (int r = 0; r < ah_comm_size(world); r++) fprintf(stderr, " %lld", (long long)tr.memory_high[r]);
             fprintf(stderr, "\n");
         }
     }

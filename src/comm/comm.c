@@ -19,6 +19,7 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((ah_comm_req_t *)0)->h),
                "ah_comm_req_t too small for MPI_Request");
 
 static struct ah_comm g_world = {MPI_COMM_NULL, NULL};
+static int g_job = -1; /* AH_WORLD_JOIN's JOB, -1: one mpirun job */
 
 /* Seconds spent inside MPI calls so far, wall clock and the calling thread's CPU time
  * (ah_comm_seconds): MPI_TRY times every call it makes. The thread's, not the process's: every MPI
@@ -98,7 +99,7 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
     const char *join = getenv("AH_WORLD_JOIN");
     if (join && *join) {
         MPI_Comm joined = MPI_COMM_NULL;
-        if (ah_comm_join_world(join, &joined, err) != AH_OK) return err->code;
+        if (ah_comm_join_world(join, &joined, &g_job, err) != AH_OK) return err->code;
         g_world.c = joined;
         MPI_Comm_set_errhandler(joined, MPI_ERRORS_RETURN);
 #ifdef AH_CUDA_EMU
@@ -124,14 +125,37 @@ _Noreturn void ah_comm_abort(int code) {
 
 ah_comm_t *ah_comm_world(void) { return &g_world; }
 
+int ah_comm_world_job(void) { return g_job; }
+
+ah_status_t ah_comm_world_shrink(bool stay, ah_error_t *err) {
+    if (g_job < 0 && !stay)
+        return ah_error_set(err, AH_ERR_USAGE, "a rank of one mpirun job cannot leave it while the others go on "
+                            "(its MPI_Finalize waits for the whole job): start one job a host with AH_WORLD_JOIN");
+    int me = 0;
+    MPI_Comm_rank(g_world.c, &me);
+    MPI_Comm nc = MPI_COMM_NULL;
+    MPI_TRY(MPI_Comm_split(g_world.c, stay ? 0 : MPI_UNDEFINED, me, &nc), "MPI_Comm_split");
+    free(g_world.counts);
+    g_world.counts = NULL;
+    if (g_world.c != MPI_COMM_WORLD) MPI_Comm_free(&g_world.c);
+    g_world.c = nc;
+    if (nc != MPI_COMM_NULL) MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+#ifdef AH_CUDA_EMU
+    if (nc != MPI_COMM_NULL) ahEmuNcclSetWorld(nc);
+#endif
+    return AH_OK;
+}
+
 int ah_comm_rank(const ah_comm_t *c) {
     int r = 0;
+    if (c->c == MPI_COMM_NULL) return -1; /* a rank that left the world (ah_comm_world_shrink) */
     MPI_Comm_rank(c->c, &r);
     return r;
 }
 
 int ah_comm_size(const ah_comm_t *c) {
     int n = 1;
+    if (c->c == MPI_COMM_NULL) return 0; /* a rank that left the world (ah_comm_world_shrink) */
     MPI_Comm_size(c->c, &n);
     return n;
 }

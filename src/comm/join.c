@@ -142,10 +142,11 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
     return MPI_Bcast(joined, 1, MPI_INT, 0, merged);
 }
 
-ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, ah_error_t *err) {
+ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah_error_t *err) {
     char dir[PATH_MAX], port[MPI_MAX_PORT_NAME] = {0};
     int job = 0, njobs = 1, rank = 0, joined = 1, rc = MPI_SUCCESS;
     if (join_spec(spec, dir, sizeof dir, &job, &njobs, err) != AH_OK) return err->code;
+    *job_out = job;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm world = MPI_COMM_WORLD;
     ah_status_t st = AH_OK;

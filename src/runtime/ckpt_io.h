@@ -135,6 +135,13 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
  * it would lose it. Collective; its "checkpoint" event, if any, in *events on rank 0 (NULL
  * elsewhere); NULL s is fine. */
 ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events, ah_error_t *err);
+/* Collective, at an in-place reconfiguration's boundary after `done` updates (runtime/reconfig.h): the
+ * save of step done as at a notice (ckpt_notice.c; the nodes of the ranks that pass leaving count as
+ * the noticed ones), always made (no grace period to fit), a periodic snapshot in flight committed
+ * first; its "checkpoint" events in *events on rank 0 (NULL elsewhere). A save that fails is its
+ * event, as elsewhere: the resume that follows then takes the newest step committed. NULL s: nothing. */
+ah_status_t ah_ckpt_session_save_leaving(ah_ckpt_session_t *s, int64_t done, bool leaving, json_t **events,
+                                         ah_error_t *err);
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);

@@ -24,6 +24,8 @@
  *                           the job before it sends a notice from its events file (the leaving nodes
  *                           known): with in-memory replicas on, the notice's save hands each file over
  *                           to the memory of the node that reads it under that plan (ckpt/handover.h).
+ *   RUN_DIR/reconfigure.json {"step", "leave", "plan"}: an in-place reconfiguration's request, read by
+ *                           rank 0 at every step boundary of a world of joined jobs (runtime/reconfig.h).
  *
  * Metrics JSONL (autohet train --metrics FILE; rank 0 writes it, one JSON object a line, appended
  * to after a --resume):
@@ -43,6 +45,9 @@
  *     "cloud"      {"step" (the disk's newest), "cloud_step", "seconds" (the wait for the last
  *                  uploads)[, "cloud_behind", "cloud_error"]}: the end of a run with a cloud
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
+ *     "reconfigure" {"step", "resumed_step", "plan", "leave", "ranks_from", "ranks_to", "pids",
+ *                  "seconds": {"save", "split", "teardown", "init", "load"}}: an in-place
+ *                  reconfiguration (runtime/reconfig.h), written by the new world's rank 0
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",
@@ -69,6 +74,7 @@
 #define AH_PROTO_FAILED_FILE "failed.json"
 #define AH_PROTO_METRICS_FILE "metrics.jsonl"
 #define AH_PROTO_NEXT_PLAN_FILE "next-plan.json"
+#define AH_PROTO_RECONFIG_FILE "reconfigure.json" /* the in-place reconfiguration's request (reconfig.h) */
 
 /* rank-R.json */
 #define AH_PROTO_RANK_RANK "rank"
@@ -108,6 +114,7 @@
 #define AH_PROTO_EV_NONFINITE "nonfinite"
 #define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale", "overflows" */
 #define AH_PROTO_EV_CLOUD "cloud"       /* the cloud at the end of the run (ckpt_io.h) */
+#define AH_PROTO_EV_RECONFIGURE "reconfigure" /* an in-place reconfiguration (reconfig.h) */
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

@@ -164,6 +164,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
     ah_loss_scale_init(&ls, o->loss_scale, o->loss_scale_window);
     *preempted_at = -1;
     *agreed = false;
+    if (o->reconfig_due) *o->reconfig_due = false;
     for (int64_t i = start; i <= o->steps; i++) {
         if (o->dump_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->dump_dir, false, err)) != AH_OK) return s;
         if (i == o->steps) return AH_OK;
@@ -197,6 +198,13 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         ah_metrics_write_events(o->metrics, events);
         if (stop) {
             *preempted_at = i + 1;
+            return AH_OK;
+        }
+        if (o->reconfig_dir && i + 1 < o->steps &&
+            (s = ah_reconfig_poll(o->reconfig_dir, i + 1, o->reconfig_after, o->reconfig, o->reconfig_due, err)) != AH_OK)
+            return s;
+        if (o->reconfig_dir && *o->reconfig_due) {
+            o->reconfig->step = i + 1; /* the boundary it is taken at (a request read late: later than asked) */
             return AH_OK;
         }
     }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 
 #include "runtime/ckpt_io.h"
+#include "runtime/reconfig.h"
 #include "runtime/trainer.h"
 
 typedef struct ah_train_loop_opts {
@@ -47,6 +48,14 @@ typedef struct ah_train_loop_opts {
      * window 0: none (fp32, bf16) */
     double loss_scale;
     int64_t loss_scale_window;
+    /* In-place reconfiguration (runtime/reconfig.h): with reconfig_dir set (the run directory; only on a
+     * world of joined jobs), its request is polled after every step's checkpoint session; when one is
+     * due (its step past reconfig_after), *reconfig gets it, *reconfig_due is set and the loop returns
+     * (*preempted_at -1) for the caller to reconfigure at that boundary. */
+    const char *reconfig_dir;
+    int64_t reconfig_after;
+    ah_reconfig_req_t *reconfig;
+    bool *reconfig_due;
 } ah_train_loop_opts_t;
 
 /* Steps tr from iteration `start`, after each step asking the checkpoint session ck (NULL: none)

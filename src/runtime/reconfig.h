@@ -1,0 +1,64 @@
+/* In-place reconfiguration of a running trainer (issue 36 "Survivors keep their processes";
+ * docs/elastic.md "In-place reconfiguration at a notice"): on a world of separate mpirun jobs
+ * (AH_WORLD_JOIN, comm/join.c), some jobs leave at a step boundary while the others go on under a new
+ * plan in the same processes: no process start, no MPI_Init, no device context made again.
+ *
+ * The request: RUN_DIR/reconfigure.json (protocol.h AH_PROTO_RECONFIG_FILE, written whole then renamed
+ * by whoever asks: the agent, a test), read by the world's rank 0 at every step boundary:
+ *   {"step": S, "leave": [J, ...], "plan": "PATH"}
+ *   "step"   the boundary to change at: after S updates (steps 0..S-1 trained under the running plan,
+ *            step S the first under the new one); a request read later than S is taken at the first
+ *            boundary it is read at; one whose S is not past the step this process started at (or the
+ *            last reconfiguration's) is an old one and is ignored;
+ *   "leave"  the jobs that leave, by AH_WORLD_JOIN's JOB (the mpirun job's number as launched; may be
+ *            empty: the same world under another plan); at least one job stays;
+ *   "plan"   the plan the remaining ranks train under: one rank per device of it, numbered as
+ *            AH_WORLD_JOIN numbers the remaining jobs' ranks (job by job, in their order); an absolute
+ *            path or one relative to the trainer's working directory.
+ * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
+ * none, is a warning on stderr (once per version of the file) and is not taken; training goes on.
+ *
+ * At the boundary, every rank alive (cli_train.c runs it): (1) the save of step S on every rank, as at
+ * a notice (ckpt_notice.c; the leaving jobs' nodes count as the noticed ones), committed before anything
+ * else; (2) every rank frees the running plan's runtime: the checkpoint session (its uploads finished)
+ * and the trainer (every group split from the world); (3) the world shrinks (comm.h
+ * ah_comm_world_shrink: the staying ranks split it, the old one freed); (4) a leaving rank says so and
+ * exits 0 after MPI_Finalize; (5) a staying rank loads the new plan, builds the trainer and the
+ * checkpoint session on the new world and resumes from the newest committed step (the one just saved,
+ * read by the usual resume: local, memory, peer, cloud), then trains on. Rank 0 of the new world
+ * writes the "reconfigure" metrics event (protocol.h) with each phase's seconds (the slowest rank's).
+ * Only between joined jobs: in one mpirun job a rank cannot leave while the others go on (its
+ * MPI_Finalize waits for them all; docs/elastic.md "Can survivors keep their processes?"). */
+#ifndef AH_RUNTIME_RECONFIG_H
+#define AH_RUNTIME_RECONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define AH_RECONFIG_LEAVE_MAX 64
+
+typedef struct ah_reconfig_req {
+    int64_t step;                     /* S */
+    int n_leave;
+    int leave[AH_RECONFIG_LEAVE_MAX]; /* the leaving jobs */
+    char plan[PATH_MAX];
+} ah_reconfig_req_t;
+
+/* Collective over the world, at the boundary after `done` updates: rank 0 reads RUN_DIR's request;
+ * *due (the same on every rank) when one is to be taken now (its step in (after, done]), then *req holds
+ * it on every rank (the step loop then sets req->step to done, the boundary it is taken at). after: the
+ * step this process started at, or the last reconfiguration's. */
+ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_req_t *req, bool *due,
+                             ah_error_t *err);
+
+/* Whether req's leaving jobs include this process's (comm.h ah_comm_world_job). */
+bool ah_reconfig_leaving(const ah_reconfig_req_t *req);
+
+/* Parses a request's text (rank 0's reading; exposed for the unit test): AH_OK, or AH_ERR_INVALID naming
+ * what is wrong. */
+ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error_t *err);
+
+#endif

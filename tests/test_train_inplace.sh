@@ -1,0 +1,115 @@
+# In-place reconfiguration (issue 36 "Survivors keep their processes"; runtime/reconfig.h,
+# docs/elastic.md "In-place reconfiguration at a notice"): three one-rank mpirun jobs joined through an
+# ompi-server (AH_WORLD_JOIN, as tests/test_train_joined.sh) train dp3 (one replica a job, micro-batches
+# 3+3+2) for 8 steps; RUN_DIR/reconfigure.json says that at step 3 one job leaves and the two others go on
+# under a dp2 plan of their nodes. Checked: the leaving job's process says so and its mpirun exits 0; the
+# survivors' processes are the ones started (each job's pid taken by `exec` before the trainer starts
+# equals the pid the "reconfigure" event lists for it), they resume from the step-3 checkpoint just
+# saved and train steps 3..7 on 2 ranks, every loss bit-identical to an uninterrupted 2-rank run resumed
+# from that step's checkpoint (steps 0..2 to one mpirun of dp3). Case "kill": job 0 (the one whose port
+# the others joined through, rank 0 of the old world) leaves and is SIGKILLed right after the split
+# (AH_TEST_HOOK phase reconfig-split, as bench/mpi_leave_probe.sh killed the leaver's host): the survivors
+# go on the same, job 1's rank now rank 0, writing the metrics.
+# Usage: bash tests/test_train_inplace.sh BUILD_DIR SOURCE_DIR
+. "$(dirname "$0")/train_common.sh"
+command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
+STEPS=8
+python3 - "$PLANS/train-dp4.json" "$WORK" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def plan(nodes, mbs, out):  # one one-device replica a node, mbs micro-batches each (global batch 8)
+    e = json.loads(json.dumps(d))
+    e["pipelines"] = e["pipelines"][:len(nodes)]
+    for p, node, mb in zip(e["pipelines"], nodes, mbs):
+        p["micro_batches"], p["stages"][0]["devices"] = mb, [{"node": node, "index": 0}]
+    json.dump(e, open(f"{sys.argv[2]}/{out}.json", "w"))
+plan(["n0", "n1", "n2"], [3, 3, 2], "dp3")
+plan(["n0", "n1"], [4, 4], "dp2-01")
+plan(["n1", "n2"], [4, 4], "dp2-12")
+PY
+ompi-server --no-daemonize -r "$WORK/uri" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
+for i in $(seq 100); do [ -s "$WORK/uri" ] && break; sleep 0.1; done
+[ -s "$WORK/uri" ] || fail "ompi-server wrote no $WORK/uri"
+train() { # PLAN OUT [flags]: the trainer's command line, metrics in $WORK/OUT.jsonl
+    local plan=$1 out=$2
+    shift 2
+    echo "$AUTOHET" train --plan "$WORK/$plan.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
+        --metrics "$WORK/$out.jsonl" "$@"
+}
+# The references: dp3 in one mpirun, its step 3 saved; dp2 resumed from that step alone.
+timeout 120 $MPIRUN -np 3 $(train dp3 ref3 --ckpt-every 3 --keep 10 --local-root "$WORK/r3") >"$WORK/ref3.out" 2>&1 ||
+    { cat "$WORK/ref3.out" >&2; fail "dp3 in one mpirun"; }
+rm -rf "$WORK"/r3/*/step-0000000[68]
+for p in dp2-01 dp2-12; do
+    rm -rf "$WORK/r-$p" && cp -r "$WORK/r3" "$WORK/r-$p"
+    timeout 120 $MPIRUN -np 2 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
+        { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
+done
+# inplace CASE LEAVER PLAN [HOOK]: the three jobs, LEAVER leaving at step 3 for PLAN (HOOK: the leaver's
+# AH_TEST_HOOK); each job's pid in $WORK/CASE/pidJ, its mpirun's status in $WORK/CASE/stJ.
+inplace() {
+    local c=$1 leaver=$2 plan=$3 hook=${4:-} d=$WORK/$1 job pids=()
+    mkdir -p "$d/join" "$d/run"
+    printf '{"step": 3, "leave": [%d], "plan": "%s"}\n' "$leaver" "$WORK/$plan.json" >"$d/run/reconfigure.json"
+    for job in 2 1 0; do
+        AH_TEST_HOOK=$([ "$job" = "$leaver" ] && echo "$hook") AH_WORLD_JOIN=$d/join:$job:3 timeout 180 $MPIRUN \
+            --ompi-server "file:$WORK/uri" -x AH_WORLD_JOIN -x AH_TEST_HOOK -np 1 bash -c "echo \$\$ >$d/pid$job; exec \
+            $(train dp3 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+        pids+=($!)
+    done
+    for job in 2 1 0; do
+        wait "${pids[$((2 - job))]}"
+        echo $? >"$d/st$job"
+    done
+    python3 - "$WORK" "$c" "$leaver" "$plan" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
+import json, os, sys
+work, c, leaver, plan = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+d = f"{work}/{c}"
+st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
+pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
+out = {j: open(f"{d}/job{j}.out").read() for j in range(3)}
+stay = [j for j in range(3) if j != leaver]
+for j in stay:
+    assert st[j] == 0, f"job {j}'s mpirun exited {st[j]}:\n{out[j]}"
+if c == "kill":
+    assert st[leaver] != 0 and "leaves at step 3" not in out[leaver], (st[leaver], out[leaver])
+else:
+    assert st[leaver] == 0, f"the leaving job {leaver}'s mpirun exited {st[leaver]}:\n{out[leaver]}"
+    assert f"job {leaver} (pid {pid[leaver]}) leaves at step 3" in out[leaver], out[leaver]
+lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
+rc = [o for o in lines if o.get("event") == "reconfigure"]
+assert len(rc) == 1, rc
+rc = rc[0]
+assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 3 and rc["ranks_to"] == 2, rc
+assert rc["pids"] == [pid[j] for j in stay], f"not the processes started: {rc['pids']} vs {[pid[j] for j in stay]}"
+assert any(f"reconfigured in place at step 3: 3 -> 2 ranks" in out[j] for j in stay)
+steps = [o for o in lines if "event" not in o]
+assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
+assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 5
+ref = {o["step"]: o["loss"] for f in ("ref3", f"ref-{plan}") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
+       if "event" not in o and (f == "ref3") == (o["step"] < 3)}
+for o in steps:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {stay} kept pids "
+      f"{rc['pids']}, 8 losses bit-identical (3 of dp3, 5 of {plan} resumed); phases {rc['seconds']}")
+PY
+}
+inplace leave 2 dp2-01
+inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
+# A request naming a job not in the world is not taken: said once, the three train on to the end.
+d=$WORK/bad
+mkdir -p "$d/join" "$d/run"
+printf '{"step": 3, "leave": [5], "plan": "%s"}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
+pids=()
+for job in 2 1 0; do
+    AH_WORLD_JOIN=$d/join:$job:3 timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_WORLD_JOIN -np 1 \
+        $(train dp3 bad/ip --local-root "$d/root" --run-dir "$d/run") >"$d/job$job.out" 2>&1 &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { tail -n 20 "$d"/job*.out >&2; fail "bad request: a job failed"; }; done
+[ "$(grep -c "reconfigure.json's request at step 3 is not taken: job 5 is not in the world" "$d/job0.out")" = 1 ] ||
+    { cat "$d/job0.out" >&2; fail "bad request: the warning, once"; }
+same_losses ref3 bad/ip
+echo "PASS"
