@@ -15,6 +15,7 @@
  * (MPI_Comm_free: MPI_Comm_disconnect across mpirun jobs hangs on Open MPI 4.1, a PMIx fence the
  * jobs' servers cannot complete). Errors name the variable, the file or the MPI call. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "comm/comm_mpi.h"
@@ -124,6 +126,24 @@ static ah_status_t job_reads_port(const char *dir, char *port, ah_error_t *err) 
     return st;
 }
 
+/* The job's turn to connect (its first rank, before MPI_Comm_connect; released by closing the descriptor
+ * once merged): an exclusive flock on DIR/connect.lock. Two jobs connecting to the port at once hung the
+ * join on Open MPI 4.1 under load (three one-rank jobs of `autohet train --steps 1`, started together,
+ * load 19-24: 4 of 30 joins hung, all three ranks in the join: the world's root in Intercomm_merge with
+ * one job, its TCP set-up blocked in PMIx_Get for that job's address, the other job still in
+ * MPI_Comm_connect's PMIx_Lookup); one connect at a time: 0 of 75. -1 when the lock cannot be had
+ * (the connect then goes unserialized, as before). */
+static int connect_lock(const char *dir) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/connect.lock", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* One more job into *world: accepted by the world (root 0) or, from a job not yet in it, connected;
  * *joined (the world root's count of jobs in it) sent to every rank. */
 static int merge_one(MPI_Comm *world, int accepting, const char *port, int *joined) {
@@ -160,7 +180,11 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
     } else {
         st = job_reads_port(dir, port, err);
     }
-    if (rc == MPI_SUCCESS && st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
+    if (rc == MPI_SUCCESS && st == AH_OK && job != 0) {
+        const int lock = rank == 0 ? connect_lock(dir) : -1;
+        rc = merge_one(&world, 0, port, &joined);
+        if (lock >= 0) close(lock); /* the next job may connect */
+    }
     while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) rc = merge_one(&world, 1, port, &joined);
     if (st != AH_OK) return st;
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(world, 0, job * JOB_RANKS + rank, out);
