@@ -4,63 +4,108 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Op k (0 .. 2n) of stage s: sets *i to its micro-batch; true for a forward. Warm-up forwards
- * F(0) .. F(w-1), then F(w + j) B(j) pairs, then the remaining backwards; w = min(S-s-1, n). */
-static bool op_of(int S, int s, int64_t n, int64_t k, int64_t *i) {
-    const int64_t warm = S - s - 1 < n ? S - s - 1 : n;
-    if (k < warm) return *i = k, true;
-    if (k < 2 * n - warm) {
-        const bool fwd = (k - warm) % 2 == 0;
-        *i = fwd ? warm + (k - warm) / 2 : (k - warm) / 2;
-        return fwd;
+/* A replay's stage: when it is free, its op times, its hop to the next stage (0 without p2p), and
+ * where its next forward's and backward's ends go (its rows of fwd_end and bwd_end, [S][n]: each
+ * runs in micro-batch order, so the next one is the one after the last). */
+typedef struct {
+    double free_at, f, b, hop;
+    double *fe, *be;
+} lane_t;
+
+typedef struct {
+    int S;
+    int64_t n;
+    lane_t *lane;                    /* lane[0 .. S); lane[-1] a stage before the first, hop 0 */
+    const double *fwd_end, *bwd_end; /* the rows' starts, to number an op for ops */
+} replay_t;
+
+/* Stage l's op at position k, ready at `ready`: it starts then or when its stage is free; its end
+ * goes to *end; ops (when not NULL) gets it at slot k of its stage. */
+static inline __attribute__((always_inline)) void run_op(const replay_t *r, lane_t *l, int64_t k, bool fwd,
+                                                         double ready, double *end, ah_op_t *ops) {
+    const double t0 = ready > l->free_at ? ready : l->free_at;
+    const double t1 = t0 + (fwd ? l->f : l->b);
+    *end = t1;
+    l->free_at = t1;
+    if (ops) {
+        const int s = (int)(l - r->lane);
+        const int64_t i = (int64_t)(end - (fwd ? r->fwd_end : r->bwd_end)) - s * r->n;
+        ops[(size_t)s * 2 * (size_t)r->n + (size_t)k] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
     }
-    *i = k - n;
-    return false;
 }
 
-/* Stage s's op at position k (op_of): its start after what it waits for (ready) and its stage,
- * written to fwd_end or bwd_end ([S][n]) and ops. */
-static inline void run_op(const ah_stage_eval_t *st, int s, int64_t n, int64_t k, bool fwd, int64_t i, double ready,
-                   double *ends, double *free_at, ah_op_t *ops) {
-    const double t0 = ready > free_at[s] ? ready : free_at[s];
-    const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);
-    ends[(size_t)s * (size_t)n + (size_t)i] = t1;
-    if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)k] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
-    free_at[s] = t1;
+/* Position-major: stage s's op at position k waits only for ops at positions <= k of its
+ * neighbours (forward i of stage s - 1 sits at or before forward i's position on s, since s - 1
+ * warms up one more; backward i of stage s + 1 at or before backward i's on s) and for its own
+ * stage's op at k - 1. So for each k, the forwards run down the stages and then the backwards up,
+ * each op once, every input already there: the times the runtime's order gives.
+ * Stage s runs w = min(S-s-1, n) warm-up forwards, then pairs of a forward and a backward, then
+ * the remaining backwards. At position k, with m = min(k, 2n-k-1), the stages s >= lo =
+ * max(S-1-m, 0) are in their pairs (w = S-s-1 <= m: a forward where k - w is even, so every other
+ * stage), and the stages below lo all warm up (k < n) or all drain (k >= n).
+ * A forward waits for the stage before's forward of its micro-batch (n cells before it: stage 0's
+ * row before it holds zeros, and lane[-1]'s hop is 0) and its hop; a backward for the stage
+ * after's (n cells after it) and the hop back; the last stage's backward for its own forward,
+ * which is the op before it on the stage: the row after the last holds -inf, so it starts when
+ * its stage is free, at that forward's end. */
+static inline __attribute__((always_inline)) void run_positions(const replay_t *r, ah_op_t *ops) {
+    const int S = r->S;
+    const int64_t n = r->n;
+    lane_t *const L = r->lane;
+    for (int64_t k = 0; k < 2 * n; k++) {
+        const int64_t m = k < 2 * n - k - 1 ? k : 2 * n - k - 1;
+        const int lo = (int64_t)S - 1 - m > 0 ? (int)((int64_t)S - 1 - m) : 0;
+        const int first_f = lo + (int)((k - (S - 1 - lo)) & 1), first_b = first_f == lo ? lo + 1 : lo;
+        const int last_b = first_b + (S - 1 - first_b) / 2 * 2;
+        for (lane_t *l = L; k < n && l < L + lo; l++) {
+            double *e = l->fe++;
+            run_op(r, l, k, true, e[-n] + l[-1].hop, e, ops);
+        }
+        for (lane_t *l = L + first_f; l < L + S; l += 2) {
+            double *e = l->fe++;
+            run_op(r, l, k, true, e[-n] + l[-1].hop, e, ops);
+        }
+        for (lane_t *l = L + last_b; first_b < S && l >= L + lo; l -= 2) {
+            double *e = l->be++;
+            run_op(r, l, k, false, e[n] + l->hop, e, ops);
+        }
+        for (lane_t *l = L + lo - 1; k >= n && l >= L; l--) {
+            double *e = l->be++;
+            run_op(r, l, k, false, e[n] + l->hop, e, ops);
+        }
+    }
 }
+
+static void run_plain(const replay_t *r) { run_positions(r, NULL); }
+static void run_recorded(const replay_t *r, ah_op_t *ops) { run_positions(r, ops); }
 
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops) {
     if (S < 1 || n < 1) return 0;
     for (int s = 0; s < S; s++)
         if (isnan(st[s].fwd_s) || isnan(st[s].bwd_s) || (with_p2p && isnan(st[s].p2p_s))) return NAN;
-    const size_t cells = (size_t)S * (size_t)n;
-    double *ends = malloc(sizeof(double) * (2 * cells + (size_t)S)); /* fwd_end, bwd_end, free_at */
-    if (!ends) return NAN;
-    double *fwd_end = ends, *bwd_end = ends + cells, *free_at = ends + 2 * cells;
-    for (int s = 0; s < S; s++) free_at[s] = 0;
-    /* Position-major: stage s's op at position k waits only for ops at positions <= k of its
-     * neighbours (forward i of stage s - 1 sits at or before forward i's position on s, since s - 1
-     * warms up one more; backward i of stage s + 1 at or before backward i's on s) and for its own
-     * stage's op at k - 1. So for each k, the forwards run down the stages and then the backwards
-     * up, each op once, every input already there: the times the runtime's order gives. */
-    int64_t i;
-    for (int64_t k = 0; k < 2 * n; k++) {
-        for (int s = 0; s < S; s++)
-            if (op_of(S, s, n, k, &i))
-                run_op(st, s, n, k, true, i,
-                       s > 0 ? fwd_end[(size_t)(s - 1) * (size_t)n + (size_t)i] + (with_p2p ? st[s - 1].p2p_s : 0) : 0,
-                       fwd_end, free_at, ops);
-        for (int s = S - 1; s >= 0; s--)
-            if (!op_of(S, s, n, k, &i))
-                run_op(st, s, n, k, false, i,
-                       s < S - 1 ? bwd_end[(size_t)(s + 1) * (size_t)n + (size_t)i] + (with_p2p ? st[s].p2p_s : 0)
-                                 : fwd_end[(size_t)s * (size_t)n + (size_t)i], /* its own forward ran before it */
-                       bwd_end, free_at, ops);
+    const size_t cells = (size_t)S * (size_t)n, row = (size_t)n;
+    /* a row of zeros, fwd_end, bwd_end, a row of -inf (run_positions) */
+    double *ends = malloc(sizeof(double) * (2 * cells + 2 * row));
+    lane_t *lane = malloc(sizeof *lane * ((size_t)S + 1));
+    if (!ends || !lane) {
+        free(ends);
+        free(lane);
+        return NAN;
     }
-    double span = 0;
+    double *fwd_end = ends + row, *bwd_end = fwd_end + cells;
+    for (size_t j = 0; j < row; j++) ends[j] = 0, bwd_end[cells + j] = -INFINITY;
+    lane[0] = (lane_t){0, 0, 0, 0, NULL, NULL};
     for (int s = 0; s < S; s++)
-        if (free_at[s] > span) span = free_at[s];
+        lane[s + 1] = (lane_t){0, st[s].fwd_s, st[s].bwd_s, with_p2p ? st[s].p2p_s : 0, fwd_end + (size_t)s * row,
+                               bwd_end + (size_t)s * row};
+    const replay_t r = {S, n, lane + 1, fwd_end, bwd_end};
+    if (ops) run_recorded(&r, ops);
+    else run_plain(&r);
+    double span = 0;
+    for (int s = 1; s <= S; s++)
+        if (lane[s].free_at > span) span = lane[s].free_at;
     free(ends);
+    free(lane);
     return span;
 }
 

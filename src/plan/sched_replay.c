@@ -31,7 +31,7 @@ int64_t ah_sched_ops_per_device(ah_schedule_t sched, int S, int P, int64_t n) {
 
 /* Base op k of device d: true for a forward, its stage in *q and micro-batch in *i. */
 static bool base_op(const order_t *o, int d, int64_t k, int *q, int64_t *i) {
-    if (o->sched != AH_SCHED_INTERLEAVED) { /* 1F1B's sequence (replay.c op_of), stage d */
+    if (o->sched != AH_SCHED_INTERLEAVED) { /* 1F1B's sequence (replay.c run_positions), stage d */
         const int64_t warm = o->S - d - 1 < o->n ? o->S - d - 1 : o->n;
         *q = d;
         if (k < warm) return *i = k, true;
