@@ -90,6 +90,13 @@ has "$W/out.txt" "vs on-demand: tokens " "each policy against on-demand"
 [ $? -eq 0 ] && pass "simulate --churn-aware runs" || { fail "simulate --churn-aware exit code"; cat "$W/ca.txt"; }
 has "$W/ca.txt" "autohet: churn-aware plans (--churn-aware)" "--churn-aware said"
 grep -q '"churn_aware": true' "$W/ca.json" && pass "--churn-aware in the JSON options" || fail "--churn-aware in the JSON options"
+"$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --hours 2 --policy autohet --in-place \
+    --json "$W/ip.json" >"$W/ip.txt" 2>&1
+[ $? -eq 0 ] && pass "simulate --in-place runs" || { fail "simulate --in-place exit code"; cat "$W/ip.txt"; }
+has "$W/ip.txt" "autohet: plans changed in place at a notice that saved (--in-place)" "--in-place said"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); r = d["policies"][0]["recoveries"]
+assert d["options"]["in_place"] is True and [x.get("in_place", False) for x in r] == [False, True], r' "$W/ip.json" &&
+    pass "--in-place: the notice's recovery in place, the start not" || fail "--in-place in the JSON"
 grep -q "<svg" "$W/out.svg" && grep -q "autohet" "$W/out.svg" && pass "SVG written" || fail "SVG written"
 
 # unit given by the user wins

@@ -360,6 +360,13 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
     *unsaved = !v->saved;
 }
 
+/* Whether every node plan e uses ran plan run too (placement.h node_leader: full-cluster nodes). */
+static bool nodes_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+    for (int y = 0; y < e->place.n_nodes; y++)
+        if (e->place.node_leader[y] >= 0 && (y >= run->place.n_nodes || run->place.node_leader[y] < 0)) return false;
+    return true;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
@@ -406,7 +413,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
     r->bytes_memory += v->bytes[AH_TIER_MEMORY];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
-    v->restart_s = x->o->restart_s;
+    /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto nodes
+     * that all ran the old plan (no job joins a running world yet) */
+    v->in_place = x->o->in_place && !join && v->saved && !cloud_rollback && x->run && nodes_kept(x->run, e);
+    v->restart_s = x->o->restart_s * (v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
     if (x->started) {

@@ -132,6 +132,7 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
                           "seconds", v->seconds, "breakdown", bd, "bytes", tiers_json(v->bytes, NULL), "tier_seconds",
                           tiers_json(NULL, v->tier_s), "saved", v->saved, "handover", v->handover, "tokens_lost",
                           v->tokens_lost, "interrupted", v->interrupted);
+    if (v->in_place) json_object_set_new(r, "in_place", json_true()); /* --in-place: startup_s is the change's */
     if (v->bytes_across_regions > 0 || v->egress_usd > 0) { /* reads (or a handover) across zones or regions */
         json_object_set_new(r, "bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
         json_object_set_new(r, "egress_usd", json_real(v->egress_usd));
@@ -172,6 +173,7 @@ static json_t *options_json(const ah_cluster_t *c, const ah_sim_opts_t *o) {
                                                   ? json_string(o->cloud_region[0] ? o->cloud_region : c->nodes[0].region)
                                                   : json_null());
     json_object_set_new(opts, "churn_aware", json_boolean(o->churn_aware));
+    json_object_set_new(opts, "in_place", json_boolean(o->in_place));
     json_object_set_new(opts, "join_horizon_s", json_real(o->join_horizon_s));
     return opts;
 }

@@ -241,11 +241,23 @@ typedef struct ah_sim_opts {
                                piece is on two nodes' disks (`run`'s --replica-when-it-pays; plans.c) */
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
+    bool in_place;             /* autohet changes plans in place at a notice (runtime/reconfig.h): a recovery
+                                  that saved at the notice onto a plan of nodes that all ran the old one
+                                  pays restart_s x AH_SIM_IN_PLACE_FRACTION; the agent does not ask the
+                                  trainers for it yet (`simulate --in-place`) */
     double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
                                   the removals seen (the agent's `run --join-horizon-s`) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
     char cloud_region[AH_NAME_MAX]; /* the cloud tier's bucket's region; "": the first node's (transfer.c) */
 } ah_sim_opts_t;
+
+/* The in-place change's share of a relaunch's fixed overhead (opts.in_place), measured by
+ * bench/bench_inplace.sh (docs/elastic.md, 2026-12-07, medians of 3 rounds, load 19-20): the change in
+ * place's teardown + split + init, 0.0003 + 0.0044 + 0.006 s, against the restart's old job's exit +
+ * new job's start-up, 1.114 + 0.815 s. The runtime there makes no device context and no NCCL
+ * communicator, which a GPU relaunch's restart_s holds and the change in place still rebuilds (the
+ * communicators): at scale this share is a lower bound, the tokens it gains an upper bound. */
+#define AH_SIM_IN_PLACE_FRACTION (0.0107 / 1.929)
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
  * snapshot AH_SIM_SNAPSHOT_GB_S */
@@ -303,6 +315,7 @@ typedef struct ah_sim_recovery {
     double wait_s, save_s;     /* stop_s = wait_s + save_s */
     bool saved;                /* autohet saved at the notice (it fitted the grace period) */
     bool handover;             /* that save was the handover (committed in the next plan's hosts' memory) */
+    bool in_place;             /* the change was in place (opts.in_place): restart_s is its overhead */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
     double tier_s[AH_TIER_COUNT];
