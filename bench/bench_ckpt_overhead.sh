@@ -15,6 +15,9 @@
 #   ROUNDS=5 STEPS=40 bash bench/bench_ckpt_overhead.sh B
 #   SCALE=3 bash bench/bench_ckpt_overhead.sh B         (every emulated device 3x slower, below)
 #   SCALE=auto bash bench/bench_ckpt_overhead.sh B      (the smallest whole SCALE that is faithful here)
+#   BASE=B0 bash bench/bench_ckpt_overhead.sh B         (a fourth mode, "base": async with B0's autohet,
+#                                                        another build, in the same rounds: a change's
+#                                                        side-by-side figure, both against B's "none")
 #
 # Is the emulation faithful? An emulated device of slowdown s computes on a core for 1/s of its
 # phase and sleeps the rest (runtime/emulate.h), so the ranks ask for sum over ranks of 1/slowdown
@@ -42,6 +45,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(cd "${1:-build}" && pwd)
 AUTOHET=$BUILD/autohet
+BASE_AUTOHET=${BASE:+$(cd "$BASE" && pwd)/autohet}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-30}
 SCALE=${SCALE:-1}
@@ -79,7 +83,7 @@ echo "the ranks' compute demand: $DEMAND cores of $(nproc) (sum over ranks of 1/
     "$(python3 -c "import sys; d, n = float(sys.argv[1]), int(sys.argv[2]); print('faithful, %.2f cores left idle' % (n - d) if n - d >= 0.5 else 'over-committed: the emulated devices cannot run at their stated speed, and the writer takes its CPU out of training')" "$DEMAND" "$(nproc)")"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-run() { # NAME CKPT_EVERY [FLAGS...]
+run() { # NAME CKPT_EVERY [FLAGS...] (AUTOHET: the binary)
     local name=$1 every=$2
     shift 2
     local stat0
@@ -94,12 +98,15 @@ for r in $(seq "$ROUNDS"); do
     run "none-$r" "$STEPS"
     run "sync-$r" 1 --ckpt-sync
     run "async-$r" 1
+    [ -z "$BASE_AUTOHET" ] || AUTOHET=$BASE_AUTOHET run "base-$r" 1
 done
+[ -z "$BASE_AUTOHET" ] || echo "base: async with $BASE_AUTOHET ($("$BASE_AUTOHET" --version | head -1))"
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$WORK" "$ROUNDS" "$STEPS" "$SCALE" "$DEMAND" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$STEPS" "$SCALE" "$DEMAND" "${BASE_AUTOHET:+base}" <<'PY'
 import json, os, statistics, sys
 work, rounds, steps, scale, demand = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+base = sys.argv[6] == "base"
 def figures(name):
     ev = [json.loads(l) for l in open(os.path.join(work, name, "metrics.jsonl"))]
     done = [e for e in ev if e.get("event") == "done"][-1]
@@ -122,6 +129,15 @@ for r in range(rounds):
     print(f"{'':>5} CPU {a[6]:.1f} / {b[6]:.1f} / {c[6]:.1f} s (sync {(b[6] - a[6]) / steps:+.3f}, async "
           f"{(c[6] - a[6]) / steps:+.3f} CPU-s a step); idle cores {a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
 med = {k: statistics.median(x[0] for x in rows[k]) for k in modes}
+if base:
+    rb = [figures(f"base-{r}") for r in range(1, rounds + 1)]
+    print("base (async, the other build) per round: " + ", ".join(
+        f"{b[0]:.2f} s ({b[0] / rows['none'][r][0]:.2f}x; async {rows['async'][r][0] / b[0]:.2f} of it; CPU {b[6]:.1f} s, "
+        f"idle cores {b[7]:.2f})" for r, b in enumerate(rb)))
+    mb = statistics.median(b[0] for b in rb)
+    print(f"median wall: base {mb:.2f} s ({mb / med['none']:.2f}x to none) against async {med['async']:.2f} s "
+          f"({med['async'] / med['none']:.2f}x); async / base per round "
+          + ", ".join(f"{rows['async'][r][0] / rb[r][0]:.2f}" for r in range(rounds)))
 saves, state = rows["sync"][0][2], rows["sync"][0][3]
 waits = [x[4] for x in rows["async"]]
 print(f"median wall: none {med['none']:.2f} s (one save at the end), sync {med['sync']:.2f} s, async {med['async']:.2f} s "

@@ -363,6 +363,13 @@ ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_erro
     return AH_OK;
 }
 
+ah_status_t ah_comm_allgather_f64(ah_comm_t *c, const double *v, int n, double *out, ah_error_t *err) {
+    MPI_Request r;
+    MPI_TRY(MPI_Iallgather(v, n, MPI_DOUBLE, out, n, MPI_DOUBLE, c->c, &r), "MPI_Iallgather");
+    MPI_TRY(wait_req(&r), "MPI_Iallgather");
+    return AH_OK;
+}
+
 ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err) {
     for (size_t off = 0; off < bytes; off += CHUNK) {
         size_t k = bytes - off < CHUNK ? bytes - off : CHUNK;

@@ -119,6 +119,8 @@ ah_status_t ah_comm_coll_wait(ah_comm_coll_t *coll, ah_error_t *err);
 void ah_comm_coll_free(ah_comm_coll_t *coll);
 /* Gathers one int64 per rank to every rank: out has ah_comm_size(c) entries. */
 ah_status_t ah_comm_allgather_i64(ah_comm_t *c, int64_t v, int64_t *out, ah_error_t *err);
+/* Gathers n doubles per rank to every rank: out has n x ah_comm_size(c) entries, rank k's at k x n. */
+ah_status_t ah_comm_allgather_f64(ah_comm_t *c, const double *v, int n, double *out, ah_error_t *err);
 ah_status_t ah_comm_bcast(ah_comm_t *c, void *buf, size_t bytes, int root, ah_error_t *err);
 ah_status_t ah_comm_barrier(ah_comm_t *c, ah_error_t *err);
 

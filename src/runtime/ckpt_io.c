@@ -3,6 +3,7 @@
 #include "runtime/ckpt_io.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,6 +382,31 @@ static ah_status_t behind_nodes(const ah_ckpt_session_t *s, json_t **out, ah_err
     return st;
 }
 
+/* Collective: a save's figures over the world, in one all-gather: in sums the bytes and files
+ * written, the cloud's bytes and the snapshots' host memory (each a sum over ranks); in max the
+ * save's seconds until now (from t0, the commit's start, plus w->save_s), the snapshot's and the
+ * wait's (the slowest rank's: it bounds the save). */
+static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_written_t *w, double t0, double sums[4],
+                                  double max[3], ah_error_t *err) {
+    ah_ckpt_upload_stats_t us = {.last_step = -1};
+    if (s->up) us = ah_ckpt_uploader_stats(s->up);
+    const double mine[7] = {(double)w->bytes, (double)w->files, (double)us.bytes,
+                            w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
+                            w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
+    const int n = ah_comm_size(ah_comm_world());
+    double *all = malloc((size_t)n * sizeof mine);
+    if (!all) return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint's figures");
+    const ah_status_t st = ah_comm_allgather_f64(ah_comm_world(), mine, 7, all, err);
+    for (int j = 0; j < 4; j++) sums[j] = 0;
+    for (int j = 0; j < 3; j++) max[j] = 0;
+    for (int r = 0; st == AH_OK && r < n; r++) {
+        for (int j = 0; j < 4; j++) sums[j] += all[r * 7 + j];
+        for (int j = 0; j < 3; j++) max[j] = fmax(max[j], all[r * 7 + 4 + j]);
+    }
+    free(all);
+    return st;
+}
+
 /* The commit of a step every rank wrote its part of (or failed to: w->st), collective: the node and
  * world agreement, the node leaders' commits, a rollback everywhere when some node failed, the upload
  * hand-off, retention and the "checkpoint" event (rank 0). */
@@ -390,10 +416,11 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
     const int64_t step = w->step;
     const double t0 = ah_now_s();
     ah_error_t lerr = w->err;
-    /* Node barrier: every part is on disk (or some rank failed); then every node's, so that no node
-     * commits a step another node could not write. */
-    ah_status_t ns = ah_comm_agree(s->node, w->st, &lerr);
-    ns = ah_comm_agree(world, s->node_rank == 0 ? ns : AH_OK, &lerr);
+    /* Every rank's parts are on disk (or some rank failed), on every node: no node commits a step
+     * another node could not write. One agreement over the world (a node's first, then the leaders',
+     * cost a collective more at every boundary, each a wait for the slowest rank's core on a
+     * host with fewer cores than ranks). */
+    ah_status_t ns = ah_comm_agree(world, w->st, &lerr);
     /* the resumed step written behind: a node that held it committed (ckpt_resume.c) commits nothing */
     const bool held = step == s->behind_step && s->behind_held;
     bool data_kept = true;
@@ -428,19 +455,13 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         return ws;
     }
     if (ok && s->up) hand_off_upload(s, step);
+    double sums[4], us_max[3];
+    ah_status_t cs = commit_figures(s, w, t0, sums, us_max, err);
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
-     * under it. No snapshot is being written now (the caller collected it). */
+     * under it. No snapshot is being written now (the caller collected it). After the figures'
+     * collective: the writer thread that runs it would take a core from that wait. */
     if (ok) ah_ckpt_retain_disk(s);
-    /* Figures: bytes written (sum), durations (max: the slowest rank bounds the save), cloud bytes. */
-    ah_ckpt_upload_stats_t us = {.last_step = -1};
-    if (s->up) us = ah_ckpt_uploader_stats(s->up);
-    double sums[4] = {(double)w->bytes, (double)w->files, (double)us.bytes,
-                      w->async ? (double)(s->snap_elems * sizeof(float)) : 0};
-    int64_t us_max[3] = {(int64_t)((w->save_s + ah_now_s() - t0) * 1e6), (int64_t)(w->snapshot_s * 1e6),
-                         (int64_t)(w->wait_s * 1e6)};
-    ah_status_t cs = ah_comm_allreduce_f64(world, sums, 4, err);
-    if (cs == AH_OK) cs = ah_comm_allreduce_max_i64(world, us_max, 3, err);
     ah_ckpt_cloud_state_t cloud;
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_check(s, &cloud, err);
     if (cs == AH_OK && s->cloud) cs = ah_ckpt_cloud_retain(s, err); /* --keep in the cloud */
@@ -448,8 +469,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         json_decref(behind);
         return cs;
     }
-    s->last_save_s = (double)us_max[0] * 1e-6;
-    if (w->async) s->last_snapshot_s = (double)us_max[1] * 1e-6; /* the copy into host memory */
+    s->last_save_s = us_max[0];
+    if (w->async) s->last_snapshot_s = us_max[1]; /* the copy into host memory */
     if (tr->rank == 0 && event) {
         *event = json_pack("{s:s, s:I, s:f, s:b, s:I, s:{s:I, s:I, s:I}}", AH_PROTO_EVENT, AH_PROTO_EV_CHECKPOINT, AH_PROTO_STEP,
                            (json_int_t)step, "seconds", s->last_save_s, "ok", ok, "files", (json_int_t)sums[1],
@@ -457,8 +478,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
                            (json_int_t)sums[2]);
         if (*event && w->async) { /* ckpt_async.c: the copy, and what the loop waited for the write */
             json_object_set_new(*event, "async", json_true());
-            json_object_set_new(*event, "snapshot_seconds", json_real((double)us_max[1] * 1e-6));
-            json_object_set_new(*event, "wait_seconds", json_real((double)us_max[2] * 1e-6));
+            json_object_set_new(*event, "snapshot_seconds", json_real(us_max[1]));
+            json_object_set_new(*event, "wait_seconds", json_real(us_max[2]));
             json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
             /* a GPU's copies on a side stream (timed on the device), or the CPU's made off the
              * training thread (backend/cpu_snapshot.c): ckpt_async.c */
@@ -538,7 +559,7 @@ ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t
             json_decref(arr);
             return st;
         }
-        if ((st = async  ? ah_ckpt_save_begin(s, done, arr, err)
+        if ((st = async  ? ah_ckpt_save_begin(s, done, err)
                   : any ? ah_ckpt_notice_save(s, done, &ev, err)
                         : ah_ckpt_save_sync(s, done, &ev, err)) != AH_OK) {
             json_decref(arr);

@@ -499,7 +499,7 @@ static ah_status_t write_behind(ah_ckpt_session_t *s, int64_t step, const ah_ckp
     s->behind_held = found == STEP_HELD;
     /* a damaged file: added to as well, the writer refuses that file (the save's error names it) */
     s->behind_extend = found == STEP_PARTIAL || found == STEP_DAMAGED;
-    return ah_ckpt_save_begin(s, step, NULL, err);
+    return ah_ckpt_save_begin(s, step, err);
 }
 
 ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *found, json_t **event,

@@ -63,6 +63,8 @@ struct ah_ckpt_session {
                               * writes there (another plan's files): its ranks add theirs beside them
                               * and its leader lists them in the manifest (ckpt.h writer_extend, commit_more) */
     double pending_snapshot_s; /* its copy into snap_buf */
+    ah_status_t pending_st;  /* this rank's failure to take or hand over its snapshot, for the commit */
+    ah_error_t pending_err;
     double wait_s;           /* the loop's waits for snapshots, in total */
     /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
      * the replica base and this node's directory under it. */
@@ -143,9 +145,10 @@ void ah_ckpt_views_release(ah_ckpt_session_t *s);
 /* The snapshot buffer and the backend's copy stream freed (at the session's close, the writer
  * stopped first: ckpt_async.c). */
 void ah_ckpt_snapshot_free(ah_ckpt_session_t *s);
-/* Collective: the snapshot of step taken and handed to the writer (ckpt_async.c); when some rank
- * cannot, the step is taken back at once and its failed "checkpoint" event appended to events. */
-ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, json_t *events, ah_error_t *err);
+/* Collective: the snapshot of step taken and handed to the writer (ckpt_async.c); a rank that
+ * cannot keeps its failure for the commit (ah_ckpt_async_collect), which takes the step back
+ * everywhere and writes its failed "checkpoint" event then. */
+ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, ah_error_t *err);
 /* Collective: with a snapshot in flight, commits it when every rank wrote it, or, with must, waits for
  * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL).
  * With must, the disk's retention on the writer's thread is done too when it returns. */
