@@ -236,6 +236,18 @@ typedef struct ah_dp_links {
 } ah_dp_links_t;
 /* The links of the group whose members are on nodes[0 .. n) (indices into c->nodes). */
 void ah_dp_links_of(const ah_cluster_t *c, const int *nodes, int n, int flows, ah_dp_links_t *out);
+/* A memo of ah_dp_links_of for the groups of many plans on one cluster (cost/links_memo.c): a
+ * group's figures found once per signature (its members' kinds of node, by type, zone and region,
+ * how many members each has, whether a node holds two, whether a kind spans two nodes; and the
+ * flows), the same figures ah_dp_links_of gives. Ownership: the caller's, ah_dp_links_memo_free;
+ * valid while c's nodes are (a cluster with another nodes array is found afresh); NULL when out of
+ * host memory. Not for use by two threads at once. */
+typedef struct ah_dp_links_memo ah_dp_links_memo_t;
+ah_dp_links_memo_t *ah_dp_links_memo_new(const ah_cluster_t *c);
+void ah_dp_links_memo_free(ah_dp_links_memo_t *m);
+/* ah_dp_links_of through m (NULL: found afresh). */
+void ah_dp_links_memo_of(ah_dp_links_memo_t *m, const ah_cluster_t *c, const int *nodes, int n, int flows,
+                         ah_dp_links_t *out);
 /* Seconds of the hierarchical sum of `bytes` over l: the largest domain's ring reduce-scatter and
  * all-gather inside (an all-reduce's bytes), then the all-reduce across the k domains of the pieces
  * a member of the smallest domain holds: bytes / r_min in P / r_min pieces (P = r_max), each its

@@ -119,7 +119,7 @@ static bool group_links(const ah_plan_t *p, const ah_dp_terms_t *d, int which, a
      * embedding's two) runs beside at most d->flows / m rings, not d->flows */
     const int n = ah_dp_group_nodes(p, which, nodes);
     const int flows = n > p->n_pipelines ? d->flows * p->n_pipelines / n : d->flows;
-    ah_dp_links_of(&p->cluster, nodes, n, flows > 0 ? flows : 1, l);
+    ah_dp_links_memo_of(d->links_memo, &p->cluster, nodes, n, flows > 0 ? flows : 1, l);
     free(nodes);
     if (memo) *memo = *l;
     return true;
@@ -229,8 +229,9 @@ struct ah_dp_stage_memo {
     double sync, head_s, blocks_s, end_s, head_ag_s, blocks_ag_s, end_ag_s;
 };
 
-/* ah_dp_terms_init; with_links: the links memo whatever p's mode (both modes priced on d). */
-static void terms_init(const ah_plan_t *p, ah_dp_terms_t *d, bool with_links) {
+/* ah_dp_terms_init; with_links: the links memo whatever p's mode (both modes priced on d); memo: d's
+ * links_memo. */
+static void terms_init(const ah_plan_t *p, ah_dp_terms_t *d, bool with_links, ah_dp_links_memo_t *memo) {
     const ah_model_t *m = &p->model;
     const int L = (int)m->n_layer;
     /* a layer's DP group: every replica's CP ranks (docs/runtime.md "Context parallelism") */
@@ -248,6 +249,7 @@ static void terms_init(const ah_plan_t *p, ah_dp_terms_t *d, bool with_links) {
     d->ordered = classes_ordered(p, slow_type);
     /* the full links are read by the hierarchical sync and, out of order, by the ring */
     d->hierarchical = p->dp_sync == AH_DP_SYNC_HIERARCHICAL;
+    d->links_memo = memo;
     d->links = with_links || d->hierarchical || !d->ordered ? calloc((size_t)L + 2, sizeof *d->links) : NULL;
     /* Holders of the embedding matrix: stage 0 of every pipeline, plus, when tied, the separate
      * last stage's copy. */
@@ -278,7 +280,7 @@ static void terms_init(const ah_plan_t *p, ah_dp_terms_t *d, bool with_links) {
     d->head_sync = m->tied ? 0 : ah_allreduce_seconds(VC_grad, d->P, bw, lat);
 }
 
-void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) { terms_init(p, d, false); }
+void ah_dp_terms_init(const ah_plan_t *p, ah_dp_terms_t *d) { terms_init(p, d, false, NULL); }
 
 void ah_dp_terms_free(ah_dp_terms_t *d) {
     free(d->links);
@@ -398,9 +400,9 @@ double ah_plan_dp_sync_s(const ah_plan_t *p) {
     return most;
 }
 
-void ah_plan_dp_syncs(const ah_plan_t *p, double *ring, double *hier) {
+void ah_plan_dp_syncs(const ah_plan_t *p, ah_dp_links_memo_t *memo, double *ring, double *hier) {
     ah_dp_terms_t d;
-    terms_init(p, &d, hier != NULL);
+    terms_init(p, &d, hier != NULL, memo);
     d.hierarchical = false;
     *ring = most_of_devices(p, &d);
     if (hier) {

@@ -38,6 +38,8 @@ typedef struct {
     struct ah_dp_stage_memo *stages; /* [n_stage_memo]: stage syncs once priced, by blocks, ends and
                                       * mode (a stage's sync depends on nothing else of it); NULL: none */
     int n_stage_memo;
+    ah_dp_links_memo_t *links_memo; /* the groups' links found through it (ah_dp_links_memo_of; not
+                                     * owned); NULL: ah_dp_links_of */
 } ah_dp_terms_t;
 
 /* p's figures for ah_dp_stage_sync (p need not be validated beyond its stages' nodes, blocks and

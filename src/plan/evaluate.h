@@ -65,8 +65,9 @@ void ah_eval_free(ah_eval_t *e);
  * need not be validated beyond its stages' nodes, blocks and types. */
 double ah_plan_dp_sync_s(const ah_plan_t *p);
 /* The same under the flat ring (*ring) and, where hier is not NULL, the hierarchical sync (*hier),
- * whatever p's "dp_sync": both on one set-up of p's figures. */
-void ah_plan_dp_syncs(const ah_plan_t *p, double *ring, double *hier);
+ * whatever p's "dp_sync": both on one set-up of p's figures; each DP group's links through memo
+ * (cost/cost.h; NULL: found afresh), which a search keeps for its plans on p's cluster. */
+void ah_plan_dp_syncs(const ah_plan_t *p, ah_dp_links_memo_t *memo, double *ring, double *hier);
 
 /* The GPU types of p's stages that profile has no entry for at p's TP degree, micro-batch,
  * sequence length and precision, so that their times come from the roofline: their names, comma

@@ -364,6 +364,8 @@ typedef struct ah_sctx {
     ah_pipeline_t *view_pipes; /* room for the scored candidates' plan views (search_cand.c view_of), */
     ah_stage_t *view_stages;   /* reused from candidate to candidate; owned */
     int view_cap_pipes, view_cap_stages;
+    ah_dp_links_memo_t *links_memo; /* the scored candidates' DP groups' links (search_cand.c
+                                     * view_syncs; NULL: not made yet, or no memory); owned */
 } ah_sctx_t;
 #define AH_CP_LEVELS 4 /* CP degrees 1, 2, 4, 8 */
 

@@ -110,7 +110,9 @@ static bool view_of(ah_sctx_t *x, const ah_cand_t *c, ah_plan_t *view) {
 static void view_syncs(ah_sctx_t *x, const ah_cand_t *c, bool weigh_hier, double *ring, double *hier) {
     ah_plan_t view;
     *ring = *hier = NAN;
-    if (view_of(x, c, &view)) ah_plan_dp_syncs(&view, ring, weigh_hier && ah_dp_most_domains(&view, 2) >= 2 ? hier : NULL);
+    if (!view_of(x, c, &view)) return;
+    if (!x->links_memo) x->links_memo = ah_dp_links_memo_new(x->cluster); /* NULL: each group found afresh */
+    ah_plan_dp_syncs(&view, x->links_memo, ring, weigh_hier && ah_dp_most_domains(&view, 2) >= 2 ? hier : NULL);
 }
 
 double ah_cand_score_below(ah_sctx_t *x, ah_cand_t *c, double beat) {

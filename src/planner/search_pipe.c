@@ -158,6 +158,7 @@ void ah_sctx_free(ah_sctx_t *x) {
         }
     if (x->memo)
         for (size_t i = 0; i < x->memo_cap; i++) pentry_free(x->memo[i]);
+    ah_dp_links_memo_free(x->links_memo);
     void *owned[] = {x->memo, x->view_pipes, x->view_stages, x->sc, x->fb, x->capacity};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
     memset(x, 0, sizeof *x);
