@@ -3,7 +3,9 @@
 # hosts, h0 h1 in region east and h2 h3 in west, one rank each, tiny-gpt2. Each host's egress is
 # shaped with tc htb: to a host of its own region at FAST Mbit/s, to one of the other region at
 # SLOW Mbit/s (this kernel has no netem: no WAN delay is added, and the cluster file's latencies
-# stay small). The cluster file says the same: inter_node_gb_s FAST / 8000, inter_region_gb_s SLOW
+# stay small; the slow class's queue holds 100 ms at SLOW, at least 256 KiB: tests/cluster/cluster.sh
+# says why: at 5 Mbit/s 100 ms is 62.5 KB, which PLAN=pp-tp2's two ranks a host overflowed, an
+# artefact of scaling the rate down, not something a real link's buffer does). The cluster file says the same: inter_node_gb_s FAST / 8000, inter_region_gb_s SLOW
 # / 8000 (per GPU, one GPU a host), a private east-west link. PLAN picks what is measured:
 #   dp  (default) the hierarchical DP sync against the flat ring on the same plan: pure DP, 4
 #       replicas (examples/plans/train-dp4.json), "dp_sync": "ring" and "hierarchical";

@@ -215,6 +215,9 @@ double ah_link_shared_bw(const ah_link_info_t *l, int flows);
  * group's ring all-gather of it over the slower type's intra-node link (docs/cost-model.md "Pipeline
  * p2p"). The same both ways: the gradient's hop is priced as the activation's. */
 double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l, int type_a, int type_b);
+/* The part of that hop the link itself is busy: each flow's bytes over l->bw (no latency, no
+ * all-gather). A stage's next send on the hop queues behind it (plan/replay.h). */
+double ah_p2p_wire_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l);
 /* The same over a link class's own figures. */
 double ah_p2p_seconds(const ah_cost_ctx_t *ctx, ah_link_t link, int type_a, int type_b);
 /* The parts a hop's boundary is cut into: ctx->t under scatter-gather, else 1. */

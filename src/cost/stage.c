@@ -39,6 +39,10 @@ double ah_p2p_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l, int 
     return bytes / t / l->bw + l->latency_s + gather;
 }
 
+double ah_p2p_wire_seconds_on(const ah_cost_ctx_t *ctx, const ah_link_info_t *l) {
+    return boundary_bytes(ctx) / ah_p2p_parts(ctx) / l->bw;
+}
+
 /* The profile's entry for this type under ctx's TP degree, micro-batch, T and precision. */
 static const ah_profile_entry_t *profile_entry(const ah_cost_ctx_t *ctx, int type) {
     const ah_train_t *tr = ctx->train;

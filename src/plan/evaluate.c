@@ -199,13 +199,16 @@ static void ring_link(const ah_plan_t *p, const ah_stage_t *sg, int cp, double *
 
 /* Seconds of the hop from stage sg to next (one micro-batch's boundary activation): the slowest
  * of its CP ranks' (each sends to the same CP rank there). */
-static double hop_seconds(const ah_plan_t *p, const ah_cost_ctx_t *ctx, const ah_stage_t *sg, const ah_stage_t *next) {
+static double hop_seconds(const ah_plan_t *p, const ah_cost_ctx_t *ctx, const ah_stage_t *sg, const ah_stage_t *next,
+                          double *wire) {
     double most = 0;
+    *wire = 0;
     for (int j = 0; j < ah_cost_cp(ctx); j++) {
         const ah_device_ref_t *a = &sg->devices[j * p->tp], *b = &next->devices[j * p->tp];
         ah_link_info_t l = ah_link_of(&p->cluster, a->node, b->node, sg->type, next->type);
         l.bw = ah_link_shared_bw(&l, p->tp * p->n_pipelines); /* docs/cost-model.md "Links" */
         most = fmax(most, ah_p2p_seconds_on(ctx, &l, sg->type, next->type));
+        *wire = fmax(*wire, ah_p2p_wire_seconds_on(ctx, &l));
     }
     return most;
 }
@@ -237,8 +240,8 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         se->fwd_s = sc.fwd_s;
         se->bwd_s = sc.bwd_s;
         se->wgrad_s = sc.wgrad_s;
-        se->p2p_s = 0;
-        if (s + 1 < S && (s + 1) % P != s % P) se->p2p_s = hop_seconds(p, &ctx, sg, &pl->stages[s + 1]);
+        se->p2p_s = se->p2p_wire_s = 0;
+        if (s + 1 < S && (s + 1) % P != s % P) se->p2p_s = hop_seconds(p, &ctx, sg, &pl->stages[s + 1], &se->p2p_wire_s);
         act[s] = sc.act_bytes_per_mb;
         *sum_fb += sc.fwd_s + sc.bwd_s;
         *sum_p2p += se->p2p_s;

@@ -20,6 +20,8 @@ typedef struct ah_stage_eval {
     double fwd_s, bwd_s, p2p_s; /* p2p_s: send to the next stage, per micro-batch (0 when the
                                  * next stage is on the same device) */
     double wgrad_s;             /* the weight-gradient part of bwd_s (zero-bubble's W) */
+    double p2p_wire_s;          /* the part of p2p_s the link is busy (bytes / bandwidth): the
+                                 * hop's next send in the same direction waits for it (0: never) */
     int64_t memory_bytes;       /* its device's peak (every stage of a device gives the same) */
     int64_t inflight;           /* its micro-batches in flight at its device's peak */
 } ah_stage_eval_t;

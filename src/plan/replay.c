@@ -4,11 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* A replay's stage: when it is free, its op times, its hop to the next stage (0 without p2p), and
- * where its next forward's and backward's ends go (its rows of fwd_end and bwd_end, [S][n]: each
- * runs in micro-batch order, so the next one is the one after the last). */
+/* A replay's stage: when it is free, its op times, its hop to the next stage (0 without p2p), the
+ * hop's wire time and when its link is free down and up (ah_hop_arrival), and where its next
+ * forward's and backward's ends go (its rows of fwd_end and bwd_end, [S][n]: each runs in
+ * micro-batch order, so the next one is the one after the last). */
 typedef struct {
-    double free_at, f, b, hop;
+    double free_at, f, b, hop, wire, down, up;
     double *fe, *be;
 } lane_t;
 
@@ -46,8 +47,9 @@ static inline __attribute__((always_inline)) void run_op(const replay_t *r, lane
  * A forward waits for the stage before's forward of its micro-batch (n cells before it: stage 0's
  * row before it holds zeros, and lane[-1]'s hop is 0) and its hop; a backward for the stage
  * after's (n cells after it) and the hop back; the last stage's backward for its own forward,
- * which is the op before it on the stage: the row after the last holds -inf, so it starts when
- * its stage is free, at that forward's end. */
+ * which is the op before it on the stage: the row after the last holds -inf and its hop is 0, so
+ * it is ready at 0 and starts when its stage is free, at that forward's end. A hop's messages in
+ * one direction are sent in micro-batch order, the order its link's state is taken in here. */
 static inline __attribute__((always_inline)) void run_positions(const replay_t *r, ah_op_t *ops) {
     const int S = r->S;
     const int64_t n = r->n;
@@ -59,19 +61,19 @@ static inline __attribute__((always_inline)) void run_positions(const replay_t *
         const int last_b = first_b + (S - 1 - first_b) / 2 * 2;
         for (lane_t *l = L; k < n && l < L + lo; l++) {
             double *e = l->fe++;
-            run_op(r, l, k, true, e[-n] + l[-1].hop, e, ops);
+            run_op(r, l, k, true, ah_hop_arrival(e[-n], l[-1].hop, l[-1].wire, &l[-1].down), e, ops);
         }
         for (lane_t *l = L + first_f; l < L + S; l += 2) {
             double *e = l->fe++;
-            run_op(r, l, k, true, e[-n] + l[-1].hop, e, ops);
+            run_op(r, l, k, true, ah_hop_arrival(e[-n], l[-1].hop, l[-1].wire, &l[-1].down), e, ops);
         }
         for (lane_t *l = L + last_b; first_b < S && l >= L + lo; l -= 2) {
             double *e = l->be++;
-            run_op(r, l, k, false, e[n] + l->hop, e, ops);
+            run_op(r, l, k, false, ah_hop_arrival(e[n], l->hop, l->wire, &l->up), e, ops);
         }
         for (lane_t *l = L + lo - 1; k >= n && l >= L; l--) {
             double *e = l->be++;
-            run_op(r, l, k, false, e[n] + l->hop, e, ops);
+            run_op(r, l, k, false, ah_hop_arrival(e[n], l->hop, l->wire, &l->up), e, ops);
         }
     }
 }
@@ -94,10 +96,11 @@ double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p
     }
     double *fwd_end = ends + row, *bwd_end = fwd_end + cells;
     for (size_t j = 0; j < row; j++) ends[j] = 0, bwd_end[cells + j] = -INFINITY;
-    lane[0] = (lane_t){0, 0, 0, 0, NULL, NULL};
+    lane[0] = (lane_t){0};
     for (int s = 0; s < S; s++)
-        lane[s + 1] = (lane_t){0, st[s].fwd_s, st[s].bwd_s, with_p2p ? st[s].p2p_s : 0, fwd_end + (size_t)s * row,
-                               bwd_end + (size_t)s * row};
+        lane[s + 1] = (lane_t){.f = st[s].fwd_s, .b = st[s].bwd_s, .hop = with_p2p ? st[s].p2p_s : 0,
+                               .wire = with_p2p ? st[s].p2p_wire_s : 0, .fe = fwd_end + (size_t)s * row,
+                               .be = bwd_end + (size_t)s * row};
     const replay_t r = {S, n, lane + 1, fwd_end, bwd_end};
     if (ops) run_recorded(&r, ops);
     else run_plain(&r);

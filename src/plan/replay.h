@@ -5,7 +5,9 @@
  * warm-up forwards, then alternates one forward and one backward, then drains the backwards.
  * Forward i on stage s starts when stage s is free and forward i of stage s-1 has arrived (its
  * end + that hop's p2p); backward i when stage s is free and backward i of stage s+1 has arrived
- * (the last stage: after its own forward i). So a slow hop costs what it costs the schedule: once
+ * (the last stage: after its own forward i); a hop's messages in one direction share its link,
+ * each waiting for the one before it to be off the wire (ah_hop_arrival). So a slow hop costs what
+ * it costs the schedule: once
  * in the fill and drain, and again in each micro-batch's pace wherever the pipeline's round trip
  * (the forward down, the backward back up) is longer than the stages' own work.
  *
@@ -41,6 +43,17 @@ typedef struct ah_op {
  * makespan (the last op's end), or NAN when out of host memory or a stage's time is not a number.
  * Each op is computed once, in an order where its inputs are already there (replay.c). */
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops);
+
+/* When a hop's message, sent at `sent`, has arrived: it goes on the wire once the hop's previous
+ * message in the same direction is off it (*link_free), is on it wire_s (p2p_wire_s: bytes over
+ * bandwidth) and arrives p2p_s after it went on; *link_free becomes the end of its wire time. A
+ * link carries one direction's bytes one after another: two sends close together take twice the
+ * wire time, as the LogGP model's gap per byte says (Alexandrov et al., 1995). */
+static inline double ah_hop_arrival(double sent, double p2p_s, double wire_s, double *link_free) {
+    const double start = sent > *link_free ? sent : *link_free;
+    *link_free = start + (wire_s < p2p_s ? wire_s : p2p_s);
+    return start + p2p_s;
+}
 
 /* The hops' share of a micro-batch's pace: the largest 2 * (sum of the hops inside a window of
  * consecutive stages) / (the window's stage count), over every window; hop_s[h] is the one-way

@@ -78,6 +78,7 @@ typedef struct {
     const ah_stage_eval_t *st;
     bool with_p2p;
     double *fwd_end, *bwd_end, *free_at; /* [S][n], [S][n], [P] */
+    double *down, *up;                   /* [S]: each hop's link, each way, free from (ah_hop_arrival) */
     cursor_t *cur;
     int64_t per;                         /* ops per device */
     int64_t *done;                       /* [P] */
@@ -94,17 +95,23 @@ static int64_t run_device(run_t *r, int d) {
         const ah_op_kind_t kind = peek(o, d, &r->cur[d], &q, &i);
         const size_t cell = (size_t)q * (size_t)n + (size_t)i;
         double ready, dur;
+        /* the hop its input crossed (its link each way), taken only when the op runs: in
+         * micro-batch order, as the sends */
+        double *link = NULL, hop = 0, wire = 0;
         if (kind == AH_OP_F) {
-            ready = q > 0 ? r->fwd_end[cell - (size_t)n] + (r->with_p2p ? r->st[q - 1].p2p_s : 0) : 0;
+            ready = q > 0 ? r->fwd_end[cell - (size_t)n] : 0;
+            if (q > 0 && r->with_p2p) link = &r->down[q - 1], hop = r->st[q - 1].p2p_s, wire = r->st[q - 1].p2p_wire_s;
             dur = r->st[q].fwd_s;
         } else if (kind == AH_OP_B) {
-            ready = q < o->S - 1 ? r->bwd_end[cell + (size_t)n] + (r->with_p2p ? r->st[q].p2p_s : 0) : r->fwd_end[cell];
+            ready = q < o->S - 1 ? r->bwd_end[cell + (size_t)n] : r->fwd_end[cell];
+            if (q < o->S - 1 && r->with_p2p) link = &r->up[q], hop = r->st[q].p2p_s, wire = r->st[q].p2p_wire_s;
             dur = r->st[q].bwd_s - (o->sched == AH_SCHED_ZERO_BUBBLE ? r->st[q].wgrad_s : 0);
         } else {
             ready = r->bwd_end[cell];
             dur = r->st[q].wgrad_s;
         }
         if (isnan(ready)) break; /* its input has not arrived yet */
+        if (link) ready = ah_hop_arrival(ready, hop, wire, link);
         const double t0 = ready > r->free_at[d] ? ready : r->free_at[d], t1 = t0 + dur;
         if (kind == AH_OP_F) r->fwd_end[cell] = t1;
         if (kind == AH_OP_B) r->bwd_end[cell] = t1;
@@ -125,14 +132,16 @@ double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, in
         return NAN;
     const order_t o = order_of(sched, S, P, n);
     const size_t cells = (size_t)S * (size_t)n;
-    run_t r = {&o, st, with_p2p, NULL, NULL, NULL, NULL, ah_sched_ops_per_device(sched, S, P, n), NULL, ops};
-    double *ends = malloc(sizeof(double) * (2 * cells + (size_t)P));
+    run_t r = {.o = &o, .st = st, .with_p2p = with_p2p, .per = ah_sched_ops_per_device(sched, S, P, n), .ops = ops};
+    double *ends = malloc(sizeof(double) * (2 * cells + (size_t)P + 2 * (size_t)S));
     r.cur = malloc(sizeof *r.cur * (size_t)P);
     r.done = calloc((size_t)P, sizeof *r.done);
     double span = NAN;
     if (!ends || !r.cur || !r.done) goto out;
     r.fwd_end = ends, r.bwd_end = ends + cells, r.free_at = ends + 2 * cells;
+    r.down = r.free_at + P, r.up = r.down + S;
     for (size_t k = 0; k < 2 * cells; k++) ends[k] = NAN;
+    for (int q = 0; q < S; q++) r.down[q] = r.up[q] = 0;
     for (int d = 0; d < P; d++) r.free_at[d] = 0, r.cur[d] = (cursor_t){0, 0, -1};
     /* forwards flow down (and round to device 0 for the next chunk), backwards up: sweep down then
      * up until every op ran; a sweep pair that runs nothing means an order that cannot run */

@@ -32,7 +32,8 @@ void ah_timeline_memo_free(ah_timeline_memo_t *m) {
 static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t *b, int S) {
     for (int s = 0; s < S; s++)
         if (a->stages[s].fwd_s != b->stages[s].fwd_s || a->stages[s].bwd_s != b->stages[s].bwd_s ||
-            a->stages[s].p2p_s != b->stages[s].p2p_s || a->stages[s].wgrad_s != b->stages[s].wgrad_s)
+            a->stages[s].p2p_s != b->stages[s].p2p_s || a->stages[s].wgrad_s != b->stages[s].wgrad_s ||
+            a->stages[s].p2p_wire_s != b->stages[s].p2p_wire_s)
             return false;
     return true;
 }
@@ -53,7 +54,8 @@ static uint64_t timeline_hash(const ah_pipeline_t *pl, int P, const ah_pipeline_
                           (uint64_t)P);
     for (int s = 0; s < pl->n_stages; s++) {
         const ah_stage_eval_t *st = &pe->stages[s];
-        h = mix_double(mix_double(mix_double(mix_double(h, st->fwd_s), st->bwd_s), st->p2p_s), st->wgrad_s);
+        h = mix_double(mix_double(mix_double(mix_double(mix_double(h, st->fwd_s), st->bwd_s), st->p2p_s), st->wgrad_s),
+                       st->p2p_wire_s);
     }
     return h;
 }

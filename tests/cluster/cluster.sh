@@ -14,7 +14,7 @@
 #   cluster_regions FAST SLOW "H..." "H..."  two regions of hosts: each host's egress (tc htb) at
 #                           FAST Mbit/s to a host of its own region, SLOW to one of the other
 #                           (a tbf under the slow class, so a long GSO packet is not let through
-#                           at once)
+#                           at once; its queue 100 ms at SLOW, at least 256 KiB)
 #   cluster_place PLAN "H..." ...  one device a stage: pipeline p's stages on the hosts of the p-th
 #                           list, in order (each host's devices indexed 0, 1, ... as they come);
 #                           PLAN rewritten, and beside it PLAN's .json made .hosts, rank r's host
@@ -253,9 +253,17 @@ cl_region_shape() {
     # htb sends a packet whenever its class has tokens left, whatever its length, so TCP's 64 KiB
     # GSO packets crossed at once after an idle moment (a pipeline's 32 KiB activations crossed
     # 5 Mbit/s in 1 ms: bench_hier_sync PLAN=pp); tbf under the slow class cuts them into segments
-    # and its bucket holds a few packets
+    # and its bucket holds a few packets. Its queue holds 100 ms at SLOW but never less than 256
+    # KiB: the bench scales a WAN's rate down about 1000x and keeps the messages' sizes, and a
+    # queue sized in time shrinks with the rate (62.5 KB at 5 Mbit/s), where a real link's buffer
+    # (100 ms at gigabits: megabytes) takes such bursts whole. At 62.5 KB bench_hier_sync PLAN=pp-tp2
+    # (two TP ranks a host, each sending 32 KiB at once, two micro-batches back to back in the
+    # warm-up) overflowed it: 235-297 tail drops a run, ~200 retransmissions a host, the WAN's
+    # cost 2.2x (docs/multi-host.md). 100 ms is 250 KB at 20 Mbit/s, so the floor changes little there.
+    local limit
+    limit=$(awk -v r="$3" 'BEGIN { b = r * 12500; printf "%d", (b > 262144 ? b : 262144) }')
     ip netns exec "$ns" tc qdisc add dev "$CL_IFACE" parent 1:20 handle 20: tbf rate "${3}mbit" burst 4500 \
-        latency 100ms || return 1
+        limit "$limit" || return 1
     for other in $4; do
         ip netns exec "$ns" tc filter add dev "$CL_IFACE" parent 1: protocol ip prio 1 u32 \
             match ip dst "$(cl_addr "$other")/32" flowid 1:20 || return 1
