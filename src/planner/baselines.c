@@ -24,7 +24,9 @@
  * and keeps the fastest feasible plan; uniform keeps, of the feasible plans, the fastest among
  * those that use the most devices (Megatron-LM uses every GPU it is given). A structure whose
  * stage-time estimate (structure_lb; not a true bound of the 1F1B replay, so a heuristic:
- * docs/planner.md) does not beat the best so far is not built. */
+ * docs/planner.md) does not beat the best so far is not built; one whose true lower bound
+ * (ah_baseline_lb, baseline_lb.c) reaches the time it must beat (skip_bar) is not evaluated, which
+ * changes no result. */
 #define AH_PLANNER_INTERNAL
 #include <math.h>
 #include <stdlib.h>
@@ -342,6 +344,18 @@ typedef struct {
     bool rc;
 } best_t;
 
+/* The time a structure's plan must reach to be kept (by_used: a uniform structure that uses more
+ * devices than the best is kept whatever its time) or to be one of megatron-best's finalists (b->fin):
+ * a structure whose true lower bound (ah_baseline_lb) reaches it is not scored. INFINITY: any may be. */
+static double skip_bar(const bctx_t *b, const best_t *best, bool by_used) {
+    if (!best->have || by_used) return INFINITY;
+    const double t = ah_planner_time_s(b->o, &best->eval);
+    if (!b->fin) return t;
+    return b->fin->n == FINALISTS ? fmax(t, b->fin->f[FINALISTS - 1].time) : INFINITY;
+}
+
+static const ah_stage_cost_t *lb_cost(void *b, int type, int kind, int nb, bool rc) { return stage_sc(b, type, kind, nb, rc); }
+
 /* Scores one structure; keeps it in *best when it is feasible and faster. */
 static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, best_t *best, ah_error_t *err) {
     /* Megatron-LM runs on every GPU it is given (world size = DP x PP x TP); picking a subset by
@@ -354,6 +368,8 @@ static ah_status_t try_structure(const bctx_t *b, int P, int S, bool recompute, 
     const double lb = structure_lb(b, P, S, recompute);
     if (!isfinite(lb) || (best->have && !by_used && lb >= ah_planner_time_s(b->o, &best->eval))) return AH_OK;
     const ah_plan_t *p = frame_structure(b, P, S, recompute);
+    const double bar = skip_bar(b, best, by_used);
+    if (bar < INFINITY && ah_baseline_lb(b->o, p, lb_cost, (void *)b, bar) >= bar) return AH_OK;
     ah_eval_t e;
     ah_status_t st = ah_evaluate(p, b->o->profile, &e, err);
     if (st != AH_OK) return st;

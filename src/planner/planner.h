@@ -558,6 +558,16 @@ ah_status_t ah_cp_expand_fit(const ah_cp_view_t *view, const ah_plan_t *v, const
 ah_status_t ah_megatron_best_cp(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                 ah_plan_result_t *out, ah_error_t *err);
 
+/* Lower bounds on a plan's time (baseline_lb.c). ah_1f1b_lb: on 1F1B's replay of n micro-batches
+ * over S stages of forward f[s] and backward b[s] (hops free). ah_baseline_lb: on
+ * ah_planner_time_s(o, e) for e = ah_evaluate(p), p a plan of 1F1B pipelines without CP or a
+ * sharded optimizer (else 0), the stage costs of type, kind (ah_stage_kind), blocks and
+ * recomputation from cost(arg, ...) (ah_stage_cost's); once its pipeline and optimizer terms reach
+ * cutoff, without the DP sync's (still a bound). */
+typedef const ah_stage_cost_t *(*ah_lb_cost_fn)(void *arg, int type, int kind, int nb, bool rc);
+double ah_1f1b_lb(const double *f, const double *b, int S, int64_t n);
+double ah_baseline_lb(const ah_planner_opts_t *o, const ah_plan_t *p, ah_lb_cost_fn cost, void *arg, double cutoff);
+
 #endif /* AH_PLANNER_INTERNAL */
 
 #endif
