@@ -1,0 +1,42 @@
+/* libFuzzer harness: an in-place reconfiguration's request, RUN_DIR/reconfigure.json as the trainer's
+ * rank 0 reads it (runtime/reconfig.h ah_reconfig_parse).
+ *
+ * Input: the bytes of the file (up to the first NUL, as the reader's text). Beyond "no crash, no leak,
+ * no undefined behaviour" it checks: a refusal is AH_ERR_INVALID with a message; an accepted request has
+ * a step >= 1, at most AH_RECONFIG_LEAVE_MAX leaving jobs each >= 0, and a non-empty plan path.
+ * Seeds: tests/corpus/reconfig/. Run: scripts/run-fuzzers.sh reconfig.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/reconfig.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fail(const char *what) {
+    fprintf(stderr, "fuzz_reconfig: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *text = malloc(size + 1);
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    ah_reconfig_req_t r;
+    ah_error_t err = {0};
+    const ah_status_t st = ah_reconfig_parse(text, &r, &err);
+    free(text);
+    if (st != AH_OK) {
+        if (st != AH_ERR_INVALID || !err.msg[0]) fail("a refusal that is not AH_ERR_INVALID with a message");
+        return 0;
+    }
+    if (r.step < 1) fail("an accepted step < 1");
+    if (r.n_leave < 0 || r.n_leave > AH_RECONFIG_LEAVE_MAX) fail("an accepted leave count out of range");
+    for (int k = 0; k < r.n_leave; k++)
+        if (r.leave[k] < 0) fail("an accepted negative job");
+    if (!r.plan[0] || !memchr(r.plan, 0, sizeof r.plan)) fail("an accepted plan path empty or unterminated");
+    return 0;
+}
