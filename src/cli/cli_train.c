@@ -347,6 +347,23 @@ static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *me
     ah_metrics_write_events(metrics, ev);
 }
 
+/* The world's rank 0, before an in-place reconfiguration is taken (reconfig.h ah_reconfig_check_fn; ctx
+ * the run's args_t): the step must be saved and resumed from a local root, and the request's plan load
+ * and validate as a start-up would, with one device per staying rank. */
+static bool reconfig_check(const ah_reconfig_req_t *req, int stay, void *ctx, char *why, size_t why_size) {
+    args_t b = *(const args_t *)ctx;
+    b.plan = req->plan, b.resume = true, b.init_from = NULL;
+    ah_plan_t p = {0};
+    bool have = false;
+    ah_error_t e = {0};
+    const ah_status_t s = b.local_root ? load_plan(&b, stay, &p, &have, &e)
+        : ah_error_set(&e, AH_ERR_USAGE, "the run has no --local-root to save step %lld to and resume from in place",
+                       (long long)req->step);
+    if (have) ah_plan_free(&p);
+    if (s != AH_OK) snprintf(why, why_size, "%s", e.msg);
+    return s == AH_OK;
+}
+
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code, or an I/O error's when the last step's
  * save failed (agreed on by every rank); any other failure aborts the job. */
@@ -362,6 +379,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
                                                              ? a->loss_scale_window : 0,
                                     /* in-place reconfiguration: on a world of joined jobs (reconfig.h) */
                                     .reconfig_dir = ah_comm_world_job() >= 0 ? a->run_dir : NULL,
+                                    .reconfig_check = reconfig_check, .reconfig_ctx = (void *)a,
                                     .reconfig_after = after, .reconfig = req, .reconfig_due = due};
     int64_t preempted_at;
     bool agreed;
@@ -408,8 +426,12 @@ static void say_reconfigured(const args_t *a, const ah_reconfig_req_t *req, int 
     const int n = ah_comm_size(world);
     int64_t us[N_PH], *pids = calloc((size_t)n, sizeof *pids);
     ah_error_t err;
+    if (!pids) { /* the others are about to enter the collectives below */
+        ah_error_set(&err, AH_ERR_OOM, "rank %d: no host memory for %d pids", ah_comm_rank(world), n);
+        ah_comm_abort(ah_cli_fail("train", &err));
+    }
     for (int k = 0; k < N_PH; k++) us[k] = (int64_t)(ph[k] * 1e6);
-    if (!pids || ah_comm_allreduce_max_i64(world, us, N_PH, &err) != AH_OK ||
+    if (ah_comm_allreduce_max_i64(world, us, N_PH, &err) != AH_OK ||
         ah_comm_allgather_i64(world, (int64_t)getpid(), pids, &err) != AH_OK || ah_comm_rank(world) != 0) {
         free(pids);
         return;
@@ -491,7 +513,12 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
                 strerror(errno));
     if (s == AH_OK) s = set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[PH_LOAD], &err);
+    if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
+        s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the staying ranks resumed from "
+                         "step %lld, not the step just saved (a piece of it was held only by the leaving jobs: "
+                         "keep --replica-memory-gb or --cloud on)", (long long)req->step, (long long)*start);
     if (s != AH_OK) return rank == 0 ? fail_job(a, rank, &err) : ah_status_exit_code(s);
+    if (rank == 0) ah_reconfig_retire(a->run_dir);
     ph[PH_INIT] = ah_now_s() - t - ph[PH_LOAD];
     say_reconfigured(a, req, from, ph, *start, *metrics);
     if (rank == 0 && !a->quiet) say_start(a, plan, ranks);

@@ -1,6 +1,7 @@
 /* The in-place reconfiguration's request (reconfig.h). */
 #include "runtime/reconfig.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,9 @@ static int64_t read_request(const char *run_dir, int64_t done, int64_t after, ah
     return req->step > after && req->step <= done ? req->step : -1;
 }
 
-/* Every rank: whether req names only jobs of the world and leaves one; rank 0 warns when not. */
-static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, ah_error_t *err) {
+/* Every rank: whether req names only jobs of the world and leaves one (*stay: the ranks staying); rank 0
+ * warns when not. */
+static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const int n = ah_comm_size(w);
     int64_t *jobs = malloc((size_t)n * sizeof *jobs);
@@ -103,6 +105,7 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, ah_error_t
         stays += !leaves;
     }
     free(jobs);
+    *stay = stays;
     *ok = st == AH_OK && missing < 0 && stays > 0 && (req->n_leave == 0 || ah_comm_world_job() >= 0);
     if (st == AH_OK && !*ok && ah_comm_rank(w) == 0) {
         fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: ", AH_PROTO_RECONFIG_FILE,
@@ -116,15 +119,39 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, ah_error_t
     return st;
 }
 
-ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_req_t *req, bool *due,
-                             ah_error_t *err) {
+ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_check_fn check, void *ctx,
+                             ah_reconfig_req_t *req, bool *due, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     int64_t at = ah_comm_rank(w) == 0 ? read_request(run_dir, done, after, req) : -1;
+    int stay = 0;
     *due = false;
     ah_status_t st = ah_comm_bcast(w, &at, sizeof at, 0, err);
     if (st != AH_OK || at < 0) return st;
-    if ((st = ah_comm_bcast(w, req, sizeof *req, 0, err)) != AH_OK) return st;
-    return check_jobs(req, due, err);
+    if ((st = ah_comm_bcast(w, req, sizeof *req, 0, err)) != AH_OK || (st = check_jobs(req, due, &stay, err)) != AH_OK ||
+        !*due || !check)
+        return st;
+    /* the caller's check on rank 0, before anything is saved or torn down (a plan that cannot be loaded
+     * found after the old world is gone would end the run) */
+    int64_t ok = 1;
+    char why[512] = "";
+    if (ah_comm_rank(w) == 0 && !check(req, stay, ctx, why, sizeof why)) {
+        ok = 0;
+        fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: %s; training goes on\n",
+                AH_PROTO_RECONFIG_FILE, (long long)req->step, why);
+        snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
+    }
+    if ((st = ah_comm_bcast(w, &ok, sizeof ok, 0, err)) == AH_OK) *due = ok != 0;
+    return st;
+}
+
+void ah_reconfig_retire(const char *run_dir) {
+    char from[PATH_MAX], to[PATH_MAX];
+    if (snprintf(from, sizeof from, "%s/%s", run_dir, AH_PROTO_RECONFIG_FILE) >= (int)sizeof from ||
+        snprintf(to, sizeof to, "%s/reconfigure.done.json", run_dir) >= (int)sizeof to)
+        return;
+    if (rename(from, to))
+        fprintf(stderr, "autohet train: warning: cannot rename %s to %s (%s): a later start with this run "
+                "directory may take the request again\n", from, to, strerror(errno));
 }
 
 bool ah_reconfig_leaving(const ah_reconfig_req_t *req) {

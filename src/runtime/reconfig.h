@@ -16,7 +16,12 @@
  *            AH_WORLD_JOIN numbers the remaining jobs' ranks (job by job, in their order); an absolute
  *            path or one relative to the trainer's working directory.
  * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
- * none, is a warning on stderr (once per version of the file) and is not taken; training goes on.
+ * none, or that the caller's check refuses before anything is torn down (cli_train.c: no --local-root
+ * to save and resume the step from; a plan that cannot be loaded, is invalid or does not have one
+ * device per staying rank), is a warning on stderr (once per version of the file) and is not taken;
+ * training goes on. A request whose step is at or past the run's last step is never taken (the run
+ * ends first). A request taken is renamed RUN_DIR/reconfigure.done.json by the new world's rank 0,
+ * so a later start with the same run directory does not take it again.
  *
  * At the boundary, every rank alive (cli_train.c runs it): (1) the save of step S on every rank, as at
  * a notice (ckpt_notice.c; the leaving jobs' nodes count as the noticed ones), committed before anything
@@ -34,6 +39,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -47,12 +53,22 @@ typedef struct ah_reconfig_req {
     char plan[PATH_MAX];
 } ah_reconfig_req_t;
 
+/* The caller's check of a request before it is taken, on the world's rank 0 only (so it must not be
+ * collective): true when the request can be carried out with `stay` ranks staying; false with why set
+ * (a sentence without a final period) refuses it. */
+typedef bool (*ah_reconfig_check_fn)(const ah_reconfig_req_t *req, int stay, void *ctx, char *why, size_t why_size);
+
 /* Collective over the world, at the boundary after `done` updates: rank 0 reads RUN_DIR's request;
- * *due (the same on every rank) when one is to be taken now (its step in (after, done]), then *req holds
- * it on every rank (the step loop then sets req->step to done, the boundary it is taken at). after: the
- * step this process started at, or the last reconfiguration's. */
-ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_req_t *req, bool *due,
-                             ah_error_t *err);
+ * *due (the same on every rank) when one is to be taken now (its step in (after, done]) and check (may
+ * be NULL) accepts it on rank 0, then *req holds it on every rank (the step loop then sets req->step to
+ * done, the boundary it is taken at). after: the step this process started at, or the last
+ * reconfiguration's. */
+ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_check_fn check, void *ctx,
+                             ah_reconfig_req_t *req, bool *due, ah_error_t *err);
+
+/* Rank 0 of the new world, once the change is done: renames RUN_DIR's request to
+ * reconfigure.done.json (a warning when it cannot). */
+void ah_reconfig_retire(const char *run_dir);
 
 /* Whether req's leaving jobs include this process's (comm.h ah_comm_world_job). */
 bool ah_reconfig_leaving(const ah_reconfig_req_t *req);

@@ -53,6 +53,8 @@ typedef struct ah_train_loop_opts {
      * due (its step past reconfig_after), *reconfig gets it, *reconfig_due is set and the loop returns
      * (*preempted_at -1) for the caller to reconfigure at that boundary. */
     const char *reconfig_dir;
+    ah_reconfig_check_fn reconfig_check; /* the caller's check before a request is taken (reconfig.h) */
+    void *reconfig_ctx;
     int64_t reconfig_after;
     ah_reconfig_req_t *reconfig;
     bool *reconfig_due;
