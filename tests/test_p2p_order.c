@@ -1,6 +1,6 @@
 /* The NCCL path's transfer order (runtime/pipe_p2p.h ah_p2p_order) for every schedule on small
- * pipelines (1F1B and zero-bubble on 2-6 stages with 1-8 micro-batches, interleaved on 2-4 devices
- * with 2 and 3 chunks): each device sends and receives every message once; each pair of devices
+ * pipelines (1F1B and zero-bubble on 2-6 stages with 1-8 micro-batches, and with 1-10 and five
+ * patterns of extra warm-up, plan/replay.h; interleaved on 2-4 devices with 2 and 3 chunks): each device sends and receives every message once; each pair of devices
  * lists their messages in the same order; and an independent run of the whole pipeline, each
  * device's transfers one at a time in its order (a transfer completes only when both sides have it
  * next and issuable, as NCCL may run them), its ops once their input has landed and their output
@@ -45,18 +45,18 @@ static bool op_ready(const pipe_dev_t *v, int P, int S, const ah_op_t *o) {
     return true;
 }
 
-static void check_pipeline(ah_schedule_t sched, int S, int P, int64_t n) {
+static void check_pipeline(ah_schedule_t sched, int S, int P, int64_t n, const int *extra) {
     const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
     pipe_dev_t *dev = calloc((size_t)P, sizeof *dev);
     ah_error_t err = {0};
     bool ok = true;
     for (int d = 0; d < P && ok; d++) {
-        ok = ah_p2p_order(sched, S, P, n, d, &dev[d].seq, &dev[d].n_seq, &err) == AH_OK;
+        ok = ah_p2p_order(sched, S, P, n, d, extra, &dev[d].seq, &dev[d].n_seq, &err) == AH_OK;
         CHECK(ok, "schedule %d, S %d, P %d, n %lld, device %d: %s", (int)sched, S, P, (long long)n, d, err.msg);
         if (!ok) break;
         dev[d].ops = malloc((size_t)per * sizeof *dev[d].ops);
         dev[d].mb = malloc((size_t)(dev[d].n_seq + 1) * sizeof *dev[d].mb);
-        ah_sched_order(sched, S, P, n, d, dev[d].ops);
+        ah_sched_order_warm(sched, S, P, n, d, extra, dev[d].ops);
         int64_t count[8][4] = {{0}}, want = 0, early = 0;
         for (int64_t k = 0; k < dev[d].n_seq; k++) {
             const ah_p2p_xfer_t *t = &dev[d].seq[k];
@@ -121,12 +121,20 @@ int main(void) {
     int cases = 0;
     for (int S = 2; S <= 6; S++)
         for (int64_t n = 1; n <= 8; n++, cases += 2) {
-            check_pipeline(AH_SCHED_1F1B, S, S, n);
-            check_pipeline(AH_SCHED_ZERO_BUBBLE, S, S, n);
+            check_pipeline(AH_SCHED_1F1B, S, S, n, NULL);
+            check_pipeline(AH_SCHED_ZERO_BUBBLE, S, S, n, NULL);
         }
+    /* extra warm-up above a hop (plan/replay.h), nonincreasing down the pipeline */
+    static const int extras[][6] = {{1, 1, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0}, {3, 2, 1, 0, 0, 0}, {2, 2, 2, 2, 2, 2}, {4, 4, 4, 1, 1, 0}};
+    for (int e = 0; e < 5; e++)
+        for (int S = 2; S <= 6; S++)
+            for (int64_t n = 1; n <= 10; n++, cases += 2) {
+                check_pipeline(AH_SCHED_1F1B, S, S, n, extras[e]);
+                check_pipeline(AH_SCHED_ZERO_BUBBLE, S, S, n, extras[e]);
+            }
     for (int P = 2; P <= 4; P++)
         for (int v = 2; v <= 3; v++)
-            for (int64_t n = P; n <= 3 * P; n += P, cases++) check_pipeline(AH_SCHED_INTERLEAVED, v * P, P, n);
+            for (int64_t n = P; n <= 3 * P; n += P, cases++) check_pipeline(AH_SCHED_INTERLEAVED, v * P, P, n, NULL);
     printf("%d pipelines ordered\n", cases);
     return ah_test_finish();
 }

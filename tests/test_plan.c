@@ -158,6 +158,17 @@ static void test_rules(void) {
     d = base();
     json_object_set_new(json_object_get(d, "train"), "precision", json_string("fp8"));
     EXPECT(d, AH_ERR_INVALID, "[train] plan.json: train.precision", "\"fp8\"");
+    /* [warmup]: extra warm-up never grows down a pipeline, never negative; a valid one passes */
+    d = base();
+    json_object_set_new(stage(d, 1, 1), "warmup_extra", json_integer(1));
+    EXPECT(d, AH_ERR_INVALID, "[warmup] pipelines[1].stages[1].warmup_extra: 1", "at most the stage before's (0)");
+    d = base();
+    json_object_set_new(stage(d, 1, 0), "warmup_extra", json_integer(-1));
+    EXPECT(d, AH_ERR_INVALID, "[warmup] pipelines[1].stages[0].warmup_extra: -1", "must be >= 0");
+    d = base();
+    json_object_set_new(stage(d, 1, 0), "warmup_extra", json_integer(2));
+    json_object_set_new(stage(d, 1, 1), "warmup_extra", json_integer(1));
+    EXPECT(d, AH_OK, NULL, NULL);
 }
 
 static void test_names_and_fields(void) {
@@ -254,7 +265,7 @@ static bool stages_equal(const ah_plan_t *a, const ah_plan_t *b) {
         for (int s = 0; s < x->n_stages; s++) {
             const ah_stage_t *u = &x->stages[s], *v = &y->stages[s];
             if (u->first != v->first || u->last != v->last || u->type != v->type ||
-                u->recompute != v->recompute)
+                u->recompute != v->recompute || u->warmup_extra != v->warmup_extra)
                 return false;
             for (int r = 0; r < a->tp; r++)
                 if (u->devices[r].node != v->devices[r].node || u->devices[r].index != v->devices[r].index)
@@ -283,6 +294,7 @@ static void test_round_trip(void) {
     ah_status_t s = ah_plan_load(ah_test_src_path("examples/plans/mixed32-llama2-7b.json"), NULL, &a, &err);
     CHECK(s == AH_OK, "load example: %s", err.msg);
     if (s != AH_OK) return;
+    a.pipelines[0].stages[0].warmup_extra = 2; /* written, read back; absent where 0 */
     /* predictions with digits that a short float format would lose */
     a.has_predicted = true;
     a.predicted = (ah_prediction_t){.iteration_s = 1.0 / 3.0, .tokens_per_s = 54875.912345678901,

@@ -30,7 +30,7 @@ static void check_order(ah_schedule_t sched, int S, int P, int d, int64_t n) {
     ah_op_t ref[MAX_OPS];
     int64_t slots[3], wsets, live_ref[12], ones[12], base[3] = {0};
     for (int q = 0; q < S; q++) ones[q] = 1;
-    CHECK(ah_sched_build(sched, S, P, d, n, ops, slots, &wsets), "build");
+    CHECK(ah_sched_build(sched, S, P, d, n, NULL, ops, slots, &wsets), "build");
     ah_sched_order(sched, S, P, n, d, ref);
     ah_sched_peak_act(sched, S, P, n, d, ones, live_ref);
     const bool zb = sched == AH_SCHED_ZERO_BUBBLE;
@@ -101,6 +101,20 @@ static void test_schedule(void) {
         for (int v = 2; v <= 3; v++)
             for (int64_t n = P; n <= 3 * P && n <= 12; n += P)
                 for (int d = 0; d < P; d++) check_order(AH_SCHED_INTERLEAVED, v * P, P, d, n);
+    /* extra warm-up (plan "warmup_extra"): stage 0 of 4 with 2 more runs 5 warm-up forwards and keeps
+     * min(S - s + x, n) = 6 slots of 8 micro-batches' (5 of 5), as the memory model counts */
+    const int extra[4] = {2, 2, 0, 0};
+    ah_sched_op_t ops[24];
+    int64_t slots[1], wsets;
+    for (int z = 0; z < 2; z++) {
+        const ah_schedule_t sched = z ? AH_SCHED_ZERO_BUBBLE : AH_SCHED_1F1B;
+        CHECK(ah_sched_build(sched, 4, 4, 0, 8, extra, ops, slots, &wsets), "build");
+        CHECK_EQ_I64(slots[0], 6);
+        CHECK(ops[4].kind == AH_OP_F && ops[5].kind == AH_OP_F && ops[6].kind == AH_OP_B && ops[6].mb == 0,
+              "schedule %d: stage 0 runs 6 forwards (5 warm-up, then F(5)), then B(0)", (int)sched);
+        CHECK(ah_sched_build(sched, 4, 4, 0, 5, extra, ops, slots, &wsets), "build");
+        CHECK_EQ_I64(slots[0], 5);
+    }
 }
 
 static void test_lr(void) {

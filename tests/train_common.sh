@@ -173,6 +173,20 @@ json.dump(d, open(sys.argv[3], "w"), indent=1)
 PY
 }
 
+# with_warmup PLAN X.Y.Z OUT: PLAN with each pipeline of more than one stage's stages 0, 1, 2 ...
+# given "warmup_extra" X, Y, Z ... (the rest 0; plan/replay.h "Extra warm-up"), into OUT.
+with_warmup() {
+    python3 - "$1" "$2" "$3" <<'PY' || fail "with_warmup $1 $2"
+import json, sys
+d, x = json.load(open(sys.argv[1])), [int(v) for v in sys.argv[2].split(".")]
+for p in d["pipelines"]:
+    for s, st in enumerate(p["stages"] if len(p["stages"]) > 1 else []):
+        if s < len(x) and x[s]:
+            st["warmup_extra"] = x[s]
+json.dump(d, open(sys.argv[3], "w"), indent=1)
+PY
+}
+
 # shard_uneven PLAN: PLAN's optimizer_shards redrawn, in place, so that member k of a group of n
 # owns a part in proportion to k + 1 (the group's element count kept: the last share's end).
 shard_uneven() {
@@ -238,15 +252,17 @@ PY
 }
 
 # spec_plan SPEC: the plan a test's SPEC names, NAME[+SCHEDULE[/I,J]][@hier][:even|:uneven]:
-# examples/plans/train-NAME.json; with +SCHEDULE, under that schedule (with_schedule, written to
+# examples/plans/train-NAME.json; with ~X.Y.Z (after any +SCHEDULE), its stages' extra warm-up
+# (with_warmup, written to $WORK/NAME.warm.json; the name suffixed -warmXYZ); with +SCHEDULE, under that schedule (with_schedule, written to
 # $WORK/NAME.sched.json; the name becomes NAME-SCHEDULE[-I-J]); with @hier, over two regions with
 # the hierarchical DP sync (two_regions, the name suffixed -hier); with :even or :uneven, with its
 # optimizer sharded over every data-parallel group (autohet evaluate --shard-optimizer even; uneven:
 # shard_uneven), written to $WORK/<name so far>.plan.json, the name suffixed -even / -uneven.
 # Sets SPEC_PLAN (the file), SPEC_NAME and SPEC_BASE (NAME).
 spec_plan() {
-    local name=${1%%:*} shard= sched= hier=
+    local name=${1%%:*} shard= sched= hier= warm=
     [ "$1" = "$name" ] || shard=${1#*:}
+    [ "${name#*~}" = "$name" ] || warm=${name#*~} name=${name%%~*}
     [ "${name%@hier}" = "$name" ] || hier=1 name=${name%@hier}
     [ "${name#*+}" = "$name" ] || sched=${name#*+} name=${name%%+*}
     SPEC_BASE=$name SPEC_PLAN=$PLANS/train-$name.json
@@ -255,6 +271,11 @@ spec_plan() {
         with_schedule "$SPEC_PLAN" "$sched" "$WORK/$name.sched.json"
         SPEC_PLAN=$WORK/$name.sched.json
         name=$name-${sched//[\/,]/-}
+    fi
+    if [ -n "$warm" ]; then
+        with_warmup "$SPEC_PLAN" "$warm" "$WORK/$name.warm.json"
+        SPEC_PLAN=$WORK/$name.warm.json
+        name=$name-warm${warm//./}
     fi
     if [ -n "$hier" ]; then
         two_regions "$SPEC_PLAN" "$WORK/$name.hier.json"

@@ -112,6 +112,8 @@ static json_t *why_json(const ah_plan_result_t *r, const baseline_t *bl, const a
     json_t *o = json_object();
     if (r->precision_why[0]) json_object_set_new(o, "precision", json_string(r->precision_why));
     if (r->dp_sync_why[0]) json_object_set_new(o, "dp_sync", json_string(r->dp_sync_why));
+    if (r->warmup_why[0]) json_object_set_new(o, "warmup", json_string(r->warmup_why));
+    if (r->hops_why[0]) json_object_set_new(o, "hops", json_string(r->hops_why));
     ah_plan_traffic_t t;
     char regions[2048];
     ah_plan_traffic(p, &t);
@@ -129,6 +131,8 @@ static void print_why(const ah_plan_result_t *r, const baseline_t *bl, const ah_
     if (r->dp_sync_why[0])
         printf("why %s DP sync: %s\n", r->plan.dp_sync == AH_DP_SYNC_HIERARCHICAL ? "hierarchical" : "ring",
                r->dp_sync_why);
+    if (r->warmup_why[0]) printf("why extra warm-up: %s\n", r->warmup_why);
+    if (r->hops_why[0]) printf("why this plan across regions: %s\n", r->hops_why);
     if (json_string_value(json_object_get(why, "regions")))
         printf("why across regions: %s\n", json_string_value(json_object_get(why, "regions")));
     printf("why: what differs from each baseline\n");

@@ -241,6 +241,7 @@ static void cost_stages(eval_run_t *r, int i, int P, ah_pipeline_eval_t *pe, gro
         se->bwd_s = sc.bwd_s;
         se->wgrad_s = sc.wgrad_s;
         se->p2p_s = se->p2p_wire_s = 0;
+        se->warmup_extra = sg->warmup_extra;
         if (s + 1 < S && (s + 1) % P != s % P) se->p2p_s = hop_seconds(p, &ctx, sg, &pl->stages[s + 1], &se->p2p_wire_s);
         act[s] = sc.act_bytes_per_mb;
         *sum_fb += sc.fwd_s + sc.bwd_s;
@@ -283,7 +284,7 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     ah_pipeline_eval_t *pe = &out->pipelines[i];
     const int S = pl->n_stages, P = ah_pipeline_groups(pl);
     const int64_t n = pl->micro_batches;
-    const size_t need = sizeof(group_sum_t) * (size_t)P + sizeof(int64_t) * 2 * (size_t)S;
+    const size_t need = sizeof(group_sum_t) * (size_t)P + sizeof(int64_t) * 2 * (size_t)S + sizeof(int) * (size_t)S;
     if (need > r->scratch_cap) {
         void *more = realloc(r->scratch, need);
         if (!more) return false;
@@ -292,6 +293,8 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
     }
     group_sum_t *g = r->scratch;
     int64_t *act = (int64_t *)(g + P), *live = act + S;
+    int *extra = (int *)(live + S); /* the stages' warmup_extra */
+    for (int s = 0; s < S; s++) extra[s] = pl->stages[s].warmup_extra;
     double sum_fb = 0, sum_p2p = 0, max_fb = -1, tp_k = 0, cp_k = 0;
     const int devs = ah_stage_devices(pl, p->tp);
     cost_stages(r, i, P, pe, g, act, &sum_fb, &sum_p2p);
@@ -311,10 +314,10 @@ static bool eval_pipeline(eval_run_t *r, int i, ah_eval_t *out) {
             if (k == 0 || own > opt_params) opt_params = own;
         }
         r->optimizer = fmax(r->optimizer, ah_optimizer_seconds(r->ctx, pl->stages[d].type, opt_params));
-        const int64_t peak = ah_sched_peak_act(pl->schedule, S, P, n, d, act, live);
+        const int64_t peak = ah_sched_peak_act_warm(pl->schedule, S, P, n, d, extra, act, live);
         ok = ok && peak >= 0;
         const int64_t mem = g[d].own_bytes + g[d].shared_bytes + peak +
-                            ah_sched_wgrad_inflight(pl->schedule, S, P, n, d) * g[d].wgrad_keep;
+                            ah_sched_wgrad_inflight_warm(pl->schedule, S, P, n, d, extra) * g[d].wgrad_keep;
         for (int s = d; s < S; s += P) {
             pe->stages[s].memory_bytes = mem;
             pe->stages[s].inflight = live[s];

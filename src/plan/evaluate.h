@@ -24,6 +24,7 @@ typedef struct ah_stage_eval {
                                  * hop's next send in the same direction waits for it (0: never) */
     int64_t memory_bytes;       /* its device's peak (every stage of a device gives the same) */
     int64_t inflight;           /* its micro-batches in flight at its device's peak */
+    int warmup_extra;           /* the plan stage's warmup_extra (the replays run it; 0: none) */
 } ah_stage_eval_t;
 
 typedef struct ah_pipeline_eval {

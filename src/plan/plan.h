@@ -35,6 +35,9 @@ typedef struct ah_stage {
     int first, last;                   /* blocks [first, last) */
     int type;                          /* index into plan->cluster.types */
     bool recompute;
+    int warmup_extra; /* warm-up forwards beyond its schedule's (1F1B, zero-bubble): micro-batches
+                       * kept in flight past a slow hop below it (plan.json "warmup_extra", absent 0;
+                       * plan/replay.h "Extra warm-up") */
     ah_device_ref_t devices[AH_MAX_STAGE_DEVICES]; /* plan->tp x the pipeline's cp entries,
                                                      * cp-major: device k is CP rank k / tp,
                                                      * TP rank k mod tp */
@@ -229,6 +232,9 @@ int ah_plan_device_count(const ah_plan_t *p);
 /* The device groups (TP groups) of a pipeline: its stage count unless it is interleaved, else the
  * number of distinct groups among its stages (by each stage's first device). */
 int ah_pipeline_groups(const ah_pipeline_t *pl);
+/* Its stages' warmup_extra (n_stages entries, malloc'd: the caller frees), or NULL when out of host
+ * memory. */
+int *ah_pipeline_warmup(const ah_pipeline_t *pl);
 /* The group (0 .. ah_pipeline_groups - 1) that holds stage s: s mod the group count (for a valid
  * interleaved pipeline, device d holds stages d, d + P, ...; otherwise s). */
 int ah_pipeline_group_of(const ah_pipeline_t *pl, int s);

@@ -60,6 +60,12 @@ bool ah_schedule_parse(const char *s, ah_schedule_t *out) {
     return false;
 }
 
+int *ah_pipeline_warmup(const ah_pipeline_t *pl) {
+    int *x = malloc(sizeof *x * (size_t)(pl->n_stages > 0 ? pl->n_stages : 1));
+    for (int s = 0; x && s < pl->n_stages; s++) x[s] = pl->stages[s].warmup_extra;
+    return x;
+}
+
 int ah_pipeline_groups(const ah_pipeline_t *pl) {
     if (pl->schedule != AH_SCHED_INTERLEAVED || !pl->stages) return pl->n_stages;
     int groups = 0;

@@ -11,7 +11,7 @@
  * types) or, in a hand-written plan, the name of a built-in cluster ("mixed-32"). "model" is the
  * model object, a preset name, or, as --model takes, a Hugging Face config.json path (relative to
  * the plan file's directory); the writer always writes the object. Optional
- * fields: a stage's "recompute" (default false) and "predicted" (has_predicted says whether it
+ * fields: a stage's "recompute" (default false), "warmup_extra" (default 0, written only when not 0) and "predicted" (has_predicted says whether it
  * was there; its "profile" names the autohet profile file it timed layers with, absent for the
  * roofline), a pipeline's "schedule" (1f1b, interleaved, zero-bubble; absent means 1f1b) and its
  * "cp" (context-parallel degree, absent means 1); the writer always writes "recompute", "schedule"
@@ -92,7 +92,7 @@ static ah_status_t read_stage(const json_t *st, const char *w, int tp, int cp, c
     if (!json_is_object(st))
         return ah_error_set(err, AH_ERR_INVALID, "%s: expected a stage object, got %s", w,
                             ah_json_type_name(st));
-    static const char *const keys[] = {"layers", "gpu", "recompute", "devices", NULL};
+    static const char *const keys[] = {"layers", "gpu", "recompute", "warmup_extra", "devices", NULL};
     TRY(ah_json_check_keys(st, w, keys, err));
 
     json_t *layers = NULL;
@@ -122,6 +122,9 @@ static ah_status_t read_stage(const json_t *st, const char *w, int tp, int cp, c
                             gpu, cluster_names(c, false, list, sizeof list));
     s->recompute = false;
     TRY(ah_json_get_bool(st, w, "recompute", false, &s->recompute, err));
+    int64_t extra = 0;
+    TRY(ah_json_get_int(st, w, "warmup_extra", false, -LOOSE_INT, LOOSE_INT, &extra, err));
+    s->warmup_extra = (int)extra;
 
     json_t *devs = NULL;
     TRY(ah_json_get_typed(st, w, "devices", JSON_ARRAY, true, &devs, err));
@@ -452,8 +455,11 @@ static json_t *stage_to_json(const ah_plan_t *p, const ah_pipeline_t *pl, const 
         json_array_append_new(devs, json_pack("{s:s, s:i}", "node", p->cluster.nodes[d->node].name,
                                               "index", d->index));
     }
-    return json_pack("{s:[i,i], s:s, s:b, s:o}", "layers", s->first, s->last, "gpu",
-                     p->cluster.types[s->type].name, "recompute", s->recompute, "devices", devs);
+    json_t *o = json_pack("{s:[i,i], s:s, s:b}", "layers", s->first, s->last, "gpu", p->cluster.types[s->type].name,
+                          "recompute", s->recompute);
+    if (s->warmup_extra != 0) json_object_set_new(o, "warmup_extra", json_integer(s->warmup_extra));
+    json_object_set_new(o, "devices", devs);
+    return o;
 }
 
 /* Names are written for node and type indices, so a plan whose indices do not point into its

@@ -23,6 +23,9 @@
  *               a multiple of P (Megatron's interleaved schedule runs micro-batches in groups of P
  *               per model chunk: schedules.py refuses other counts). zero-bubble (ZB-H1) and 1f1b
  *               run on plain pipelines, one stage per device, any micro-batch count.
+ *   [warmup]    a stage's warmup_extra is >= 0, 0 under interleaved, and never larger than the
+ *               stage's before it (the extra micro-batches in flight past a hop are fed by every
+ *               stage above it: plan/replay.h "Extra warm-up").
  * The version is checked by the reader (the in-memory plan has none); memory fit is
  * ah_plan_check's (plan/evaluate.c).
  */
@@ -306,6 +309,19 @@ static ah_status_t check_interleaved(const ah_plan_t *p, int pi, ah_error_t *err
     return AH_OK;
 }
 
+static ah_status_t check_warmup(const ah_plan_t *p, int pi, ah_error_t *err) {
+    const ah_pipeline_t *pl = &p->pipelines[pi];
+    for (int s = 0; s < pl->n_stages; s++) {
+        const int x = pl->stages[s].warmup_extra, above = s > 0 ? pl->stages[s - 1].warmup_extra : x;
+        if (x < 0 || x > above || (x > 0 && pl->schedule == AH_SCHED_INTERLEAVED))
+            return ah_error_set(err, AH_ERR_INVALID,
+                                "[warmup] pipelines[%d].stages[%d].warmup_extra: %d; it must be >= 0, at most the "
+                                "stage before's (%d), and 0 under the interleaved schedule",
+                                pi, s, x, above);
+    }
+    return AH_OK;
+}
+
 bool ah_schedule_runtime_runs(ah_schedule_t s) {
     return s == AH_SCHED_1F1B || s == AH_SCHED_INTERLEAVED || s == AH_SCHED_ZERO_BUBBLE;
 }
@@ -351,5 +367,6 @@ ah_status_t ah_plan_validate(const ah_plan_t *p, ah_error_t *err) {
     TRY(check_batch(p, err));
     for (int i = 0; i < p->n_pipelines; i++)
         if (p->pipelines[i].schedule == AH_SCHED_INTERLEAVED) TRY(check_interleaved(p, i, err));
+    for (int i = 0; i < p->n_pipelines; i++) TRY(check_warmup(p, i, err));
     return ah_plan_check_shards(p, err);
 }

@@ -81,10 +81,74 @@ static inline __attribute__((always_inline)) void run_positions(const replay_t *
 static void run_plain(const replay_t *r) { run_positions(r, NULL); }
 static void run_recorded(const replay_t *r, ah_op_t *ops) { run_positions(r, ops); }
 
+/* ---- with extra warm-up (replay.h "Extra warm-up"): the general order, op by op ----
+ * Op k (0 .. 2n) of stage s: sets *i to its micro-batch; true for a forward. Warm-up forwards
+ * F(0) .. F(w-1), then F(w + j) B(j) pairs, then the remaining backwards; w = min(S-s-1+x, n), x
+ * the stage's warmup_extra. */
+static bool warm_op_of(int S, int s, int x, int64_t n, int64_t k, int64_t *i) {
+    const int64_t warm = S - s - 1 + x < n ? S - s - 1 + x : n;
+    if (k < warm) return *i = k, true;
+    if (k < 2 * n - warm) {
+        const bool fwd = (k - warm) % 2 == 0;
+        *i = fwd ? warm + (k - warm) / 2 : (k - warm) / 2;
+        return fwd;
+    }
+    *i = k - n;
+    return false;
+}
+
+static void warm_run_op(const ah_stage_eval_t *st, int s, int64_t n, int64_t k, bool fwd, int64_t i, double ready,
+                        double *ends, double *free_at, ah_op_t *ops) {
+    const double t0 = ready > free_at[s] ? ready : free_at[s];
+    const double t1 = t0 + (fwd ? st[s].fwd_s : st[s].bwd_s);
+    ends[(size_t)s * (size_t)n + (size_t)i] = t1;
+    if (ops) ops[(size_t)s * 2 * (size_t)n + (size_t)k] = (ah_op_t){t0, t1, fwd, fwd ? AH_OP_F : AH_OP_B, s, i};
+    free_at[s] = t1;
+}
+
+/* Position-major as run_positions, every stage at every position: forward i of stage s - 1 sits at
+ * or before its position on s (s - 1 warms up at least as many: one more, its warmup_extra no
+ * smaller by one), backward i of stage s + 1 at or before its position on s; a hop's messages
+ * queue on its link each way in micro-batch order (ah_hop_arrival). */
+static double warm_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops) {
+    const size_t cells = (size_t)S * (size_t)n;
+    /* fwd_end, bwd_end, free_at, each hop's link down and up (ah_hop_arrival) */
+    double *ends = malloc(sizeof(double) * (2 * cells + 3 * (size_t)S));
+    if (!ends) return NAN;
+    double *fwd_end = ends, *bwd_end = ends + cells, *free_at = ends + 2 * cells, *down = free_at + S, *up = down + S;
+    for (int s = 0; s < S; s++) free_at[s] = down[s] = up[s] = 0;
+    int64_t i;
+    for (int64_t k = 0; k < 2 * n; k++) {
+        for (int s = 0; s < S; s++)
+            if (warm_op_of(S, s, st[s].warmup_extra, n, k, &i))
+                warm_run_op(st, s, n, k, true, i,
+                            s == 0 ? 0
+                            : with_p2p ? ah_hop_arrival(fwd_end[(size_t)(s - 1) * (size_t)n + (size_t)i], st[s - 1].p2p_s,
+                                                        st[s - 1].p2p_wire_s, &down[s - 1])
+                                       : fwd_end[(size_t)(s - 1) * (size_t)n + (size_t)i],
+                            fwd_end, free_at, ops);
+        for (int s = S - 1; s >= 0; s--)
+            if (!warm_op_of(S, s, st[s].warmup_extra, n, k, &i))
+                warm_run_op(st, s, n, k, false, i,
+                            s == S - 1 ? fwd_end[(size_t)s * (size_t)n + (size_t)i]
+                            : with_p2p ? ah_hop_arrival(bwd_end[(size_t)(s + 1) * (size_t)n + (size_t)i], st[s].p2p_s,
+                                                        st[s].p2p_wire_s, &up[s])
+                                       : bwd_end[(size_t)(s + 1) * (size_t)n + (size_t)i],
+                            bwd_end, free_at, ops);
+    }
+    double span = 0;
+    for (int s = 0; s < S; s++)
+        if (free_at[s] > span) span = free_at[s];
+    free(ends);
+    return span;
+}
+
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops) {
     if (S < 1 || n < 1) return 0;
     for (int s = 0; s < S; s++)
         if (isnan(st[s].fwd_s) || isnan(st[s].bwd_s) || (with_p2p && isnan(st[s].p2p_s))) return NAN;
+    for (int s = 0; s < S; s++)
+        if (st[s].warmup_extra != 0) return warm_replay(st, S, n, with_p2p, ops);
     const size_t cells = (size_t)S * (size_t)n, row = (size_t)n;
     /* a row of zeros, fwd_end, bwd_end, a row of -inf (run_positions) */
     double *ends = malloc(sizeof(double) * (2 * cells + 2 * row));

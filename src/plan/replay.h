@@ -16,6 +16,17 @@
  * pace = ah_p2p_pace (the hops' share of the slowest round trip). The pace term does not depend
  * on the split, so the search's dynamic programme stays exact for the estimate; the estimate is
  * never below the replay in practice (docs/cost-model.md gives the measured gap). */
+/* Extra warm-up (a plan stage's warmup_extra x_s, 1F1B and zero-bubble): stage s runs
+ * min(S - s - 1 + x_s, n) warm-up forwards instead of min(S - s - 1, n), so x_s more micro-batches
+ * are in flight below it (their activations kept: the memory model counts them). In the steady
+ * state a stage's backward of micro-batch j waits on the round trip below it; with a slow hop
+ * between stages h and h + 1 (a WAN) that trip is longer than the stages' work by about twice the
+ * hop, and x >= 2 hop / (f + b) more micro-batches in flight above the hop (x_s = x for s <= h)
+ * hide it behind compute; what is left is the hop in the fill and drain. x_s never grows down the
+ * pipeline (the validator's [warmup]): a stage's extra forwards are fed by the stages above it, and
+ * a stage below the hop warming up more would only wait on the hop sooner. The replays read x_s
+ * from ah_stage_eval_t.warmup_extra; the order, its memory and W sets from the _warm variants'
+ * extra (stage-indexed; NULL: none; ignored under interleaved). */
 #ifndef AH_PLAN_REPLAY_H
 #define AH_PLAN_REPLAY_H
 
@@ -89,6 +100,12 @@ double ah_1f1b_estimate(double sum_c, double max_c, double sum_hop, double pace,
  * them (ah_sched_peak_act) where 1F1B's keeps min(S - s, n): the pipeline's peak, stage 0's, is
  * 1F1B's, but a later stage holds as many as stage 0 (the paper's "same peak memory as 1F1B" is
  * the peak over the stages). */
+
+/* The order, peak activations and W sets below with each stage's extra warm-up (above). */
+void ah_sched_order_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra, ah_op_t *ops);
+int64_t ah_sched_peak_act_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra,
+                               const int64_t *act_per_mb, int64_t *live);
+int64_t ah_sched_wgrad_inflight_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra);
 
 /* Ops per device of the schedule: 2 n S / P (3 n for zero-bubble). */
 int64_t ah_sched_ops_per_device(ah_schedule_t sched, int S, int P, int64_t n);

@@ -16,10 +16,11 @@ typedef struct {
     ah_schedule_t sched;
     int S, P, v;
     int64_t n, warm_cap; /* warm_cap: interleaved, n v (all warm-up) when n = P */
+    const int *extra;    /* 1F1B, zero-bubble: stage d's warmup_extra (NULL: none) */
 } order_t;
 
-static order_t order_of(ah_schedule_t sched, int S, int P, int64_t n) {
-    order_t o = {sched, S, P, P > 0 ? S / P : 1, n, 0};
+static order_t order_of(ah_schedule_t sched, int S, int P, int64_t n, const int *extra) {
+    order_t o = {sched, S, P, P > 0 ? S / P : 1, n, 0, extra};
     o.warm_cap = (int64_t)o.v * n;
     return o;
 }
@@ -31,8 +32,8 @@ int64_t ah_sched_ops_per_device(ah_schedule_t sched, int S, int P, int64_t n) {
 
 /* Base op k of device d: true for a forward, its stage in *q and micro-batch in *i. */
 static bool base_op(const order_t *o, int d, int64_t k, int *q, int64_t *i) {
-    if (o->sched != AH_SCHED_INTERLEAVED) { /* 1F1B's sequence (replay.c run_positions), stage d */
-        const int64_t warm = o->S - d - 1 < o->n ? o->S - d - 1 : o->n;
+    if (o->sched != AH_SCHED_INTERLEAVED) { /* 1F1B's sequence (replay.c warm_op_of), stage d */
+        const int64_t want = o->S - d - 1 + (o->extra ? o->extra[d] : 0), warm = want < o->n ? want : o->n;
         *q = d;
         if (k < warm) return *i = k, true;
         if (k < 2 * o->n - warm) {
@@ -130,14 +131,18 @@ double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, in
     if (S < 1 || n < 1 || P < 1 || S % P != 0 || (sched == AH_SCHED_ZERO_BUBBLE && P != S) ||
         (sched == AH_SCHED_INTERLEAVED && n % P != 0))
         return NAN;
-    const order_t o = order_of(sched, S, P, n);
+    bool any = false; /* a stage's warmup_extra not 0: the order takes them */
+    for (int q = 0; q < S && sched != AH_SCHED_INTERLEAVED; q++) any = any || st[q].warmup_extra != 0;
+    int *extra = any ? malloc(sizeof *extra * (size_t)S) : NULL;
+    for (int q = 0; extra && q < S; q++) extra[q] = st[q].warmup_extra;
+    const order_t o = order_of(sched, S, P, n, extra);
     const size_t cells = (size_t)S * (size_t)n;
     run_t r = {.o = &o, .st = st, .with_p2p = with_p2p, .per = ah_sched_ops_per_device(sched, S, P, n), .ops = ops};
     double *ends = malloc(sizeof(double) * (2 * cells + (size_t)P + 2 * (size_t)S));
     r.cur = malloc(sizeof *r.cur * (size_t)P);
     r.done = calloc((size_t)P, sizeof *r.done);
     double span = NAN;
-    if (!ends || !r.cur || !r.done) goto out;
+    if (!ends || !r.cur || !r.done || (any && !extra)) goto out;
     r.fwd_end = ends, r.bwd_end = ends + cells, r.free_at = ends + 2 * cells;
     r.down = r.free_at + P, r.up = r.down + S;
     for (size_t k = 0; k < 2 * cells; k++) ends[k] = NAN;
@@ -155,6 +160,7 @@ double ah_sched_replay(ah_schedule_t sched, const ah_stage_eval_t *st, int S, in
     span = 0;
     for (int d = 0; d < P; d++) span = fmax(span, r.free_at[d]);
 out:
+    free(extra);
     free(ends);
     free(r.cur);
     free(r.done);
@@ -162,7 +168,11 @@ out:
 }
 
 void ah_sched_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_op_t *ops) {
-    const order_t o = order_of(sched, S, P, n);
+    ah_sched_order_warm(sched, S, P, n, d, NULL, ops);
+}
+
+void ah_sched_order_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra, ah_op_t *ops) {
+    const order_t o = order_of(sched, S, P, n, sched == AH_SCHED_INTERLEAVED ? NULL : extra);
     const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
     cursor_t cur = {0, 0, -1};
     int64_t i;
@@ -175,8 +185,12 @@ void ah_sched_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_op_t
 }
 
 int64_t ah_sched_wgrad_inflight(ah_schedule_t sched, int S, int P, int64_t n, int d) {
+    return ah_sched_wgrad_inflight_warm(sched, S, P, n, d, NULL);
+}
+
+int64_t ah_sched_wgrad_inflight_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra) {
     if (sched != AH_SCHED_ZERO_BUBBLE) return 0;
-    const order_t o = order_of(sched, S, P, n);
+    const order_t o = order_of(sched, S, P, n, extra);
     const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
     cursor_t cur = {0, 0, -1};
     int64_t now = 0, peak = 0, i;
@@ -192,12 +206,18 @@ int64_t ah_sched_wgrad_inflight(ah_schedule_t sched, int S, int P, int64_t n, in
 
 int64_t ah_sched_peak_act(ah_schedule_t sched, int S, int P, int64_t n, int d, const int64_t *act_per_mb,
                           int64_t *live) {
-    if (sched == AH_SCHED_1F1B) {
-        const int64_t k = ah_inflight(S, d, n);
+    return ah_sched_peak_act_warm(sched, S, P, n, d, NULL, act_per_mb, live);
+}
+
+int64_t ah_sched_peak_act_warm(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra,
+                               const int64_t *act_per_mb, int64_t *live) {
+    if (sched == AH_SCHED_INTERLEAVED) extra = NULL;
+    if (sched == AH_SCHED_1F1B) { /* min(S - d + x, n): the warm-ups and the one in its pair */
+        const int64_t want = S - d + (extra ? extra[d] : 0), k = want < n ? want : n;
         if (live) live[d] = k;
         return act_per_mb[d] * k;
     }
-    const order_t o = order_of(sched, S, P, n);
+    const order_t o = order_of(sched, S, P, n, extra);
     const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
     const int v = o.v;
     /* live counts per chunk, now and at the peak, on the stack for the usual few chunks */

@@ -33,7 +33,7 @@ static bool same_schedule(const ah_pipeline_eval_t *a, const ah_pipeline_eval_t 
     for (int s = 0; s < S; s++)
         if (a->stages[s].fwd_s != b->stages[s].fwd_s || a->stages[s].bwd_s != b->stages[s].bwd_s ||
             a->stages[s].p2p_s != b->stages[s].p2p_s || a->stages[s].wgrad_s != b->stages[s].wgrad_s ||
-            a->stages[s].p2p_wire_s != b->stages[s].p2p_wire_s)
+            a->stages[s].p2p_wire_s != b->stages[s].p2p_wire_s || a->stages[s].warmup_extra != b->stages[s].warmup_extra)
             return false;
     return true;
 }

@@ -2,7 +2,7 @@
  * again (plan/replay.h: a replay is the evaluation's costliest part on large plans).
  *
  * - Timelines: the pipelines timed so far, by the hash of all their timeline depends on (stage
- *   count, micro-batches, schedule, device groups, each stage's fwd, bwd, wgrad and hop). A plan's
+ *   count, micro-batches, schedule, device groups, each stage's fwd, bwd, wgrad and hop; a hit also has its warmup_extra). A plan's
  *   pipelines are often copies, and not only of the one before (the batch-balanced baseline
  *   alternates micro-batch counts over the pipelines of one type). A hit is checked field by
  *   field, so a pipeline takes only figures a replay of its own would give.

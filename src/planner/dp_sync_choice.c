@@ -27,16 +27,8 @@ ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result
     const double now_s = out->eval.pred.breakdown.dp_sync_s, other_s = e.pred.breakdown.dp_sync_s;
     const bool take = e.feasible && ah_planner_key(o, &h, &e) < ah_planner_key(o, p, &out->eval);
     const double hier_s = hier_now ? now_s : other_s, ring_s = hier_now ? other_s : now_s;
-    if (take) {
-        ah_plan_free(p);
-        *p = h;
-        ah_eval_free(&out->eval);
-        out->eval = e;
-        p->has_predicted = true;
-        p->predicted = e.pred;
-        out->search_value_s = e.search_estimate_s;
-        ah_result_price(o, out);
-    } else {
+    if (take) ah_result_take(o, out, &h, &e);
+    else {
         ah_plan_free(&h);
         ah_eval_free(&e);
     }

@@ -81,6 +81,8 @@ typedef struct ah_planner_opts {
     unsigned cp_per_pipeline;   /* set by ah_planner_run_cp (auto) only: bit k lets the exact search give
                                  * any pipeline CP degree 2^k (k = 1..3), each pipeline its own; the
                                  * degrees ah_cp_degrees_allowed drops are not searched. 0: CP 1 */
+    bool keep_wan_hops;         /* no second search with the WAN's hops as if hidden (ah_planner_hide_hops;
+                                 * that search's own run sets it): no verb's flag */
     bool search_ring_only;      /* the search prices every candidate's DP sync as the flat ring (the
                                  * planner before it weighed the hierarchical sync per candidate; the
                                  * chosen plan still gets ah_planner_choose_dp_sync): no verb's flag,
@@ -131,6 +133,10 @@ typedef struct ah_plan_result {
     char dp_sync_why[512];     /* ah_planner_choose_dp_sync: the DP sync chosen for DP groups that span
                                 * regions or zones (or "hierarchical" on groups each in one zone), with
                                 * both syncs' predicted seconds; "" when none does and the plan has "ring" */
+    char warmup_why[512];      /* ah_planner_choose_warmup: the pipelines given extra warm-up above a hop
+                                * across regions, with their times before and after; "" when none */
+    char hops_why[384];        /* ah_planner_hide_hops: that the plan is the search's with the WAN's hops
+                                * as if hidden, and the plain search's time it beat; "" otherwise */
     bool untrainable;          /* a pipeline's schedule is one the runtime does not run yet
                                 * (ah_schedule_runtime_runs): autohet train refuses the plan */
     bool cheapest;             /* nothing the search scored met --budget, and the cheapest plan a search
@@ -147,7 +153,9 @@ struct ah_baseline_out {
 /* ah_planner_run_cp (the plain search, auto_half: ah_planner_run_auto, with --cp), then, unless o->shard is none, sharded plans
  * (shard_choice.c): the result's plan is sharded when o->shard asks for it (auto: when faster),
  * including plans that fit only sharded; a sharded result's lower_bound_s is 0 (the bound prices
- * the optimizer step unsharded); last, each pipeline's schedule (ah_planner_choose_schedules). The
+ * the optimizer step unsharded); then each pipeline's schedule (ah_planner_choose_schedules), its
+ * extra warm-up above hops across regions (ah_planner_choose_warmup), and last, on clusters of two
+ * regions or more, the plan searched with the WAN's hops as if hidden (ah_planner_hide_hops). The
  * entry every verb plans through (plan, run and the agent, simulate). */
 ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
                                    bool auto_half, ah_plan_result_t *out, ah_error_t *err);
@@ -204,6 +212,23 @@ ah_status_t ah_planner_choose_schedules(const ah_planner_opts_t *o, ah_plan_resu
  * weighs both per candidate (ah_cand_score). AH_ERR_OOM only. */
 ah_status_t ah_planner_choose_dp_sync(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
 
+/* Extra warm-up (plan/replay.h "Extra warm-up") on out's plan (warmup_choice.c; ah_planner_run_sharded
+ * calls it after the schedules): each pipeline with a hop across regions gets 0 .. 4 more
+ * micro-batches in flight on the stages above its last such hop, each one more only where it takes
+ * 0.5 % or more off the pipeline's replayed time and the plan still fits; kept when the plan's ah_planner_key drops. Fills out->warmup_why and
+ * re-evaluates out. Plans with no pipeline across regions are left as they are. AH_ERR_OOM only. */
+ah_status_t ah_planner_choose_warmup(const ah_planner_opts_t *o, ah_plan_result_t *out, ah_error_t *err);
+/* On a cluster of two regions or more, unless o->keep_wan_hops (warmup_choice.c; ah_planner_run_sharded
+ * calls it last): the planner (ah_planner_run_sharded, keep_wan_hops set) on a view of the cluster
+ * with every link between regions as fast as a zone link (the inter-zone bandwidth and latency, no
+ * shared cap), so that its search weighs pipelines across the WAN as if their hops were hidden; that
+ * plan on the real cluster with its DP sync and extra warm-up chosen there
+ * (ah_planner_choose_dp_sync, ah_planner_choose_warmup) replaces out's plan when its ah_planner_key
+ * is lower (out->hops_why; out's baselines, bound and search figures stay the real cluster's
+ * search's). Quiet when the view plans nothing. AH_ERR_OOM only. */
+ah_status_t ah_planner_hide_hops(const ah_model_t *model, const ah_cluster_t *cluster, const ah_planner_opts_t *o,
+                                 bool auto_half, ah_plan_result_t *out, ah_error_t *err);
+
 /* The figure the planner compares plans by: the iteration with the DP sync overlapped with the
  * backward (ah_eval_t.iteration_overlap_s; train's default), or the whole sync after it
  * (pred.iteration_s) with o->no_overlap_grad_sync (plan/plan_out.h ah_plan_priced_iteration_s: the
@@ -220,6 +245,9 @@ double ah_planner_usd_per_hour(const ah_planner_opts_t *o, const ah_plan_t *p, c
 /* r's usd_per_hour, egress_usd_per_hour and usd_per_mtoken from its plan and evaluation
  * (plan/price.c's ah_plan_usd_per_hour_at at ah_planner_time_s; search_state.c). */
 void ah_result_price(const ah_planner_opts_t *o, ah_plan_result_t *r);
+/* r's plan and evaluation freed and replaced by *p and *e (r owns them now), its prediction, search
+ * value (e's closed form) and prices theirs (search_state.c). */
+void ah_result_take(const ah_planner_opts_t *o, ah_plan_result_t *r, ah_plan_t *p, ah_eval_t *e);
 
 /* Defaults for everything but the training settings. */
 void ah_planner_opts_default(ah_planner_opts_t *o);

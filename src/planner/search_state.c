@@ -62,6 +62,17 @@ void ah_result_price(const ah_planner_opts_t *o, ah_plan_result_t *r) {
                         ((double)r->plan.train.global_batch * (double)r->plan.train.seq_len) * 1e6;
 }
 
+void ah_result_take(const ah_planner_opts_t *o, ah_plan_result_t *r, ah_plan_t *p, ah_eval_t *e) {
+    ah_plan_free(&r->plan);
+    r->plan = *p;
+    ah_eval_free(&r->eval);
+    r->eval = *e;
+    r->plan.has_predicted = true;
+    r->plan.predicted = e->pred;
+    r->search_value_s = e->search_estimate_s;
+    ah_result_price(o, r);
+}
+
 /* *dst = a copy of c; false (dst untouched) when out of host memory. */
 static bool replace_cand(ah_cand_t *dst, const ah_sctx_t *x, const ah_cand_t *c) {
     ah_cand_t copy = {0};

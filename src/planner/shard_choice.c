@@ -263,7 +263,10 @@ ah_status_t ah_planner_run_sharded(const ah_model_t *model, const ah_cluster_t *
                                    bool auto_half, ah_plan_result_t *out, ah_error_t *err) {
     const double t0 = ah_now_s();
     ah_status_t s = run_sharded(model, cluster, o, auto_half, out, err);
-    if (s == AH_OK && (s = ah_planner_choose_schedules(o, out, err)) != AH_OK) ah_plan_result_free(out);
+    if (s != AH_OK) return s;
+    if ((s = ah_planner_choose_schedules(o, out, err)) == AH_OK && (s = ah_planner_choose_warmup(o, out, err)) == AH_OK)
+        s = ah_planner_hide_hops(model, cluster, o, auto_half, out, err);
+    if (s != AH_OK) ah_plan_result_free(out);
     if (s == AH_OK) out->seconds = ah_now_s() - t0;
     return s;
 }

@@ -123,8 +123,8 @@ static bool replay(replay_t *m, const ah_op_t *ops, int64_t per) {
     return left == 0;
 }
 
-ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_p2p_xfer_t **out, int64_t *n_out,
-                         ah_error_t *err) {
+ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra, ah_p2p_xfer_t **out,
+                         int64_t *n_out, ah_error_t *err) {
     const int64_t per = ah_sched_ops_per_device(sched, S, P, n);
     replay_t m = {.S = S, .P = P, .d = d, .n = n};
     const size_t cells = (size_t)S * (size_t)n;
@@ -140,7 +140,7 @@ ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah
         s = ah_error_set(err, AH_ERR_OOM, "no host memory to order the pipeline's transfers");
     } else {
         for (size_t c = 0; c < cells; c++) m.ran_f[c] = m.ran_b[c] = -1;
-        for (int k = 0; k < P; k++) ah_sched_order(sched, S, P, n, k, ops + k * per);
+        for (int k = 0; k < P; k++) ah_sched_order_warm(sched, S, P, n, k, extra, ops + k * per);
         if (!replay(&m, ops, per))
             s = ah_error_set(err, AH_ERR_INTERNAL, "the schedule's transfers (%d stages on %d devices, %lld "
                              "micro-batches) cannot be ordered for NCCL with one buffer per direction; run with "
@@ -184,10 +184,12 @@ ah_status_t ah_p2p_attach(ah_trainer_t *tr, ah_error_t *err) {
             if ((b == RECV_ACT || b == SEND_GRAD ? tr->chunks[c].prev : tr->chunks[c].next) >= 0)
                 TRY(be->dcomm_event_create(&tr->chunks[c].ev[b], err));
     const ah_pipeline_t *pl = &tr->plan->pipelines[tr->role.pipeline];
-    if (ah_p2p_order(pl->schedule, tr->S, tr->role.stride, tr->n_mb, tr->role.stage, &tr->p2p_order, &tr->n_p2p_order,
-                     err) != AH_OK)
-        return ah_error_prefix(err, "pipelines[%d]", tr->role.pipeline);
-    return AH_OK;
+    int *extra = ah_pipeline_warmup(pl);
+    if (!extra) return ah_error_set(err, AH_ERR_OOM, "no host memory for the pipeline's warm-up counts");
+    const ah_status_t o = ah_p2p_order(pl->schedule, tr->S, tr->role.stride, tr->n_mb, tr->role.stage, extra,
+                                       &tr->p2p_order, &tr->n_p2p_order, err);
+    free(extra);
+    return o == AH_OK ? AH_OK : ah_error_prefix(err, "pipelines[%d]", tr->role.pipeline);
 }
 
 const char *ah_p2p_kind(const ah_trainer_t *tr) { return tr->p2p_nccl ? "nccl" : "mpi"; }

@@ -60,10 +60,11 @@ static inline void ah_p2p_copy(const ah_kernels_t *k, float *dst, const float *s
 enum { AH_P2P_RECV_ACT, AH_P2P_SEND_GRAD, AH_P2P_SEND_ACT, AH_P2P_RECV_GRAD };
 
 /* The NCCL path's order (above) for device d of a pipeline of S stages on P devices (stage q on
- * device q mod P, chunk q / P), n micro-batches under sched: *out (malloc'd; the caller frees) gets
- * its transfers, *n_out of them. AH_ERR_INTERNAL when the replay cannot finish, AH_ERR_OOM. */
-ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, ah_p2p_xfer_t **out, int64_t *n_out,
-                         ah_error_t *err);
+ * device q mod P, chunk q / P), n micro-batches under sched (extra: each stage's warmup_extra, NULL
+ * for none): *out (malloc'd; the caller frees) gets its transfers, *n_out of them.
+ * AH_ERR_INTERNAL when the replay cannot finish, AH_ERR_OOM. */
+ah_status_t ah_p2p_order(ah_schedule_t sched, int S, int P, int64_t n, int d, const int *extra, ah_p2p_xfer_t **out,
+                         int64_t *n_out, ah_error_t *err);
 ah_status_t ah_p2p_split(ah_trainer_t *tr, ah_error_t *err);
 /* The device communicator of the group (a GPU rank), the NCCL path's order and events; the
  * chunks' prev/next must be set. */

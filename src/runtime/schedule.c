@@ -12,8 +12,8 @@ static int64_t take(bool *used, int64_t *count) {
     return k;
 }
 
-bool ah_sched_build(ah_schedule_t sched, int S, int P, int d, int64_t n, ah_sched_op_t *ops, int64_t *slots,
-                    int64_t *wsets) {
+bool ah_sched_build(ah_schedule_t sched, int S, int P, int d, int64_t n, const int *extra, ah_sched_op_t *ops,
+                    int64_t *slots, int64_t *wsets) {
     const int64_t count = ah_sched_ops_per_device(sched, S, P, n);
     const int v = S / P;
     const size_t cells = (size_t)v * (size_t)n; /* per chunk, per micro-batch */
@@ -25,7 +25,7 @@ bool ah_sched_build(ah_schedule_t sched, int S, int P, int d, int64_t n, ah_sche
     const bool ok = order && slot_of && wset_of && slot_used && wset_used && final_seen;
     *wsets = 0;
     for (int c = 0; c < v; c++) slots[c] = 0;
-    if (ok) ah_sched_order(sched, S, P, n, d, order);
+    if (ok) ah_sched_order_warm(sched, S, P, n, d, extra, order);
     for (int64_t k = 0; ok && k < count; k++) {
         const int64_t j = order[k].mb;
         const int c = order[k].stage / P;

@@ -35,9 +35,10 @@ typedef struct ah_sched_op {
 } ah_sched_op_t;
 
 /* Fills ops (ah_sched_ops_per_device entries) with device d's order (P devices, S stages: the
- * validator's sizes), slots[c] with chunk c's slot count (S / P entries) and *wsets with the W sets
- * it needs. Returns false when out of host memory. */
-bool ah_sched_build(ah_schedule_t sched, int S, int P, int d, int64_t n, ah_sched_op_t *ops, int64_t *slots,
-                    int64_t *wsets);
+ * validator's sizes; extra: each stage's warmup_extra, NULL for none: plan/replay.h "Extra
+ * warm-up"), slots[c] with chunk c's slot count (S / P entries) and *wsets with the W sets it
+ * needs. Returns false when out of host memory. */
+bool ah_sched_build(ah_schedule_t sched, int S, int P, int d, int64_t n, const int *extra, ah_sched_op_t *ops,
+                    int64_t *slots, int64_t *wsets);
 
 #endif

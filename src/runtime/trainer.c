@@ -105,9 +105,11 @@ static ah_status_t plan_chunks(ah_trainer_t *tr, ah_gpt_config_t *cfg, ah_error_
     tr->ops = malloc((size_t)tr->n_ops * sizeof *tr->ops);
     tr->chunks = calloc((size_t)v, sizeof *tr->chunks);
     int64_t slots[AH_GPT_MAX_CHUNKS];
-    if (!tr->ops || !tr->chunks ||
-        !ah_sched_build(pl->schedule, tr->S, r.stride, r.stage, tr->n_mb, tr->ops, slots, &cfg->wsets))
-        return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
+    int *extra = ah_pipeline_warmup(pl);
+    const bool built = tr->ops && tr->chunks && extra &&
+                       ah_sched_build(pl->schedule, tr->S, r.stride, r.stage, tr->n_mb, extra, tr->ops, slots, &cfg->wsets);
+    free(extra);
+    if (!built) return ah_error_set(err, AH_ERR_OOM, "no host memory for the trainer's tables");
     tr->n_chunks = v;
     cfg->n_chunks = v;
     for (int c = 0; c < v; c++) {
