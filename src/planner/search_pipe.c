@@ -225,12 +225,26 @@ static bool feasible(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c
     return total >= x->L;
 }
 
+/* Stage s's cost under K for 1 .. u[s] blocks into cost[s * W + nb] (the allowed counts are
+ * downward closed), u[s] at most room(s) = L - (S - s - 1), the later stages needing a block each. */
+static void cost_rows(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K, int *u, double *cost) {
+    const int L = x->L, S = e->S, W = L + 1;
+    for (int s = 0; s < S; s++) {
+        const int room = L - (S - s - 1);
+        for (u[s] = 0; u[s] < room; u[s]++) {
+            double v = stage_cost(x, c, s, u[s] + 1, K, NULL);
+            if (!isfinite(v)) break;
+            cost[s * W + u[s] + 1] = v;
+        }
+    }
+}
+
 /* minsum(K) by DP over (stage, blocks used); fills out when given. NAN: out of host memory. */
 static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t *c, double K,
                         ah_split_t *out) {
     const int L = x->L, S = e->S, W = L + 1;
     double *buf = malloc(sizeof(double) * ((size_t)W * 2 + (size_t)S * (size_t)W));
-    int *u = malloc(sizeof(int) * (size_t)S);
+    int *u = malloc(sizeof(int) * 2 * (size_t)S);
     int *choice = out ? malloc(sizeof(int) * (size_t)S * (size_t)W) : NULL;
     if (!buf || !u || (out && !choice)) {
         free(buf);
@@ -239,31 +253,46 @@ static double dp_minsum(const ah_sctx_t *x, const ah_pentry_t *e, const pclass_t
         return NAN;
     }
     double *cur = buf, *nxt = buf + W, *cost = buf + 2 * W; /* cost[s * W + nb] under K */
-    for (int s = 0; s < S; s++) { /* allowed counts are 1 .. u[s] (downward closed) */
-        const int room = L - (S - s - 1);
-        for (u[s] = 0; u[s] < room; u[s]++) {
-            double v = stage_cost(x, c, s, u[s] + 1, K, NULL);
-            if (!isfinite(v)) break;
-            cost[s * W + u[s] + 1] = v;
-        }
+    int *rest = u + S;
+    cost_rows(x, e, c, K, u, cost);
+    for (int s = S - 1, sum = 0; s >= 0; s--) { /* rest[s]: the most blocks stages after s can hold */
+        rest[s] = sum;
+        sum = sum + u[s] < L ? sum + u[s] : L;
     }
     for (int j = 0; j <= L; j++) cur[j] = INFINITY;
     cur[0] = 0;
-    for (int s = 0; s < S; s++) {
-        for (int j = 0; j <= L; j++) nxt[j] = INFINITY;
+    /* reach: the most blocks the stages so far can hold (cur[j] is +inf above it) */
+    for (int s = 0, reach = 0; s < S; s++) {
         const int room = L - (S - s - 1); /* later stages need a block each */
+        const int top_j = reach < room - 1 ? reach : room - 1;
         const double *cs = cost + s * W;
-        for (int j = s; j < room; j++) {
-            if (!isfinite(cur[j])) continue;
-            const int top = room - j < u[s] ? room - j : u[s];
-            for (int nb = 1; nb <= top; nb++) {
-                double v = cur[j] + cs[nb];
-                if (v < nxt[j + nb]) {
-                    nxt[j + nb] = v;
-                    if (choice) choice[s * W + j + nb] = nb;
+        for (int j = s + 1; j <= room; j++) nxt[j] = INFINITY;
+        if (choice) {
+            for (int j = s; j <= top_j; j++) {
+                if (!isfinite(cur[j])) continue;
+                const int top = room - j < u[s] ? room - j : u[s];
+                for (int nb = 1; nb <= top; nb++) {
+                    double v = cur[j] + cs[nb];
+                    if (v < nxt[j + nb]) {
+                        nxt[j + nb] = v;
+                        choice[s * W + j + nb] = nb;
+                    }
+                }
+            }
+        } else { /* the same minimum (a sum's value does not depend on when it is taken), over the
+                  * targets from which the later stages can still hold the rest (rest[s] at most) */
+            for (int nb = 1; nb <= u[s]; nb++) {
+                const double cn = cs[nb];
+                double *to = nxt + nb;
+                const int hi = room - nb < top_j ? room - nb : top_j;
+                const int lo = L - rest[s] - nb > s ? L - rest[s] - nb : s;
+                for (int j = lo; j <= hi; j++) {
+                    const double v = cur[j] + cn;
+                    to[j] = v < to[j] ? v : to[j];
                 }
             }
         }
+        reach = reach + u[s] < room ? reach + u[s] : room;
         double *tmp = cur;
         cur = nxt;
         nxt = tmp;
