@@ -67,10 +67,28 @@ typedef struct {
     double *bott, *sum, *rem; /* scratch, one per group: per pipeline bottleneck and summed stage */
     int64_t *n;               /* times, the batch-balanced split */
     int *order;
+    struct lb_memo *memo;     /* structure_lb's: the groups' type runs, each type's one-type pipeline */
     struct finalists *fin;    /* megatron-best where interleaved may run: its best 1F1B structures */
     int part;                 /* the groups': a GPU type, or -1 for all */
     struct frame *frame;      /* where try_structure builds a structure's plan */
 } bctx_t;
+
+/* What structure_lb finds once: run_end[i], the first group after i of another type than group i
+ * (set_groups), so a pipeline of one type is seen at once; and per type and recompute flag
+ * (type[2 type + rc]), the stage-time sum and bottleneck of its pipeline of S stages, and the last
+ * micro-batch count and capacity it fits with at fit_S stages; each while the stage costs and groups
+ * of set_groups' call numbered `epoch` (stamp, fit_stamp) stand. */
+typedef struct {
+    double sum, bott;
+    int64_t fit_n, fit_cap;
+    int S, fit_S;
+    unsigned stamp, fit_stamp;
+} one_type_t;
+struct lb_memo {
+    int *run_end;
+    one_type_t *type;
+    unsigned epoch;
+};
 
 /* megatron-best's best 1F1B structures, which it then runs interleaved (interleave_finalists). */
 #define FINALISTS 3
@@ -137,42 +155,66 @@ static const ah_stage_cost_t *stage_sc(const bctx_t *b, int type, int kind, int 
     return sc;
 }
 
+/* Pipeline p's (of S stages over b->g) stage-time sum and bottleneck into b->sum[p], b->bott[p]:
+ * a pipeline of one type takes its type's (b->memo), another the pipeline's before it when of the
+ * same types; found as the sums over its stages otherwise (the same figures either way). */
+static void pipe_sums(const bctx_t *b, int p, int S, bool rc) {
+    const int base = b->L / S, extra = b->L % S;
+    one_type_t *one = b->memo->run_end[p * S] >= (p + 1) * S ? &b->memo->type[2 * b->g[p * S].type + rc] : NULL;
+    if (one && one->stamp == b->memo->epoch && one->S == S) {
+        b->sum[p] = one->sum, b->bott[p] = one->bott;
+        return;
+    }
+    if (!one && p > 0 && same_types(b, p, S)) {
+        b->sum[p] = b->sum[p - 1], b->bott[p] = b->bott[p - 1];
+        return;
+    }
+    b->sum[p] = b->bott[p] = 0;
+    for (int s = 0; s < S; s++) {
+        const ah_stage_cost_t *sc = stage_sc(b, b->g[p * S + s].type, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
+        b->sum[p] += sc->fwd_s + sc->bwd_s;
+        b->bott[p] = fmax(b->bott[p], sc->fwd_s + sc->bwd_s);
+    }
+    if (one) one->sum = b->sum[p], one->bott = b->bott[p], one->S = S, one->stamp = b->memo->epoch;
+}
+
+/* Whether pipeline p's stages fit with n micro-batches each (cap: the uniform baseline's smallest
+ * GPU, else -1: each device's own), as ah_evaluate checks memory; a pipeline of one type once per n
+ * (b->memo), another unless the pipeline before it has its types and n (n_before). */
+static bool pipe_fits(const bctx_t *b, int p, int S, bool rc, int64_t n, int64_t n_before, int64_t cap) {
+    const int base = b->L / S, extra = b->L % S;
+    one_type_t *one = b->memo->run_end[p * S] >= (p + 1) * S ? &b->memo->type[2 * b->g[p * S].type + rc] : NULL;
+    if (one ? one->fit_stamp == b->memo->epoch && one->fit_S == S && one->fit_n == n && one->fit_cap == cap
+            : p > 0 && n_before == n && same_types(b, p, S))
+        return true;
+    for (int s = 0; s < S; s++) {
+        const bgroup_t *gr = &b->g[p * S + s];
+        const ah_stage_cost_t *sc = stage_sc(b, gr->type, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
+        if (ah_stage_memory_bytes(sc, ah_inflight(S, s, n)) > (cap >= 0 ? cap : gr->capacity)) return false;
+    }
+    if (one) one->fit_n = n, one->fit_cap = cap, one->fit_S = S, one->fit_stamp = b->memo->epoch;
+    return true;
+}
+
 /* An estimate meant as a lower bound on the iteration time of P pipelines of S stages over b->g
  * (it is not one when the slowest stage is not the last: its warm-up forwards overlap the later
- * stages' times), from the stage costs alone (p2p, DP sync and the optimizer left out):
- * max_p T_p(n_p), T_p(n) = sum_s c_s + (n - 1) max_s c_s, with n_p = N / P, or batch-balanced's
- * own split into b->n (split_by_speed on the bottleneck times ah_evaluate gives: the split
- * try_structure builds the plan with). +inf when a stage does not fit with its in-flight
+ * stages' times; ah_baseline_lb is one), from the stage costs alone (p2p, DP sync and the optimizer
+ * left out): max_p T_p(n_p), T_p(n) = sum_s c_s + (n - 1) max_s c_s, with n_p = N / P, or
+ * batch-balanced's own split into b->n (split_by_speed on the bottleneck times ah_evaluate gives:
+ * the split try_structure builds the plan with). +inf when a stage does not fit with its in-flight
  * micro-batches (uniform: the smallest GPU of the structure), exactly as ah_evaluate checks memory. */
 static double structure_lb(const bctx_t *b, int P, int S, bool rc) {
     const int64_t N = b->tr.global_batch / b->tr.micro_batch;
     const bool balanced = b->kind == AH_BASELINE_BATCH_BALANCED;
-    const int base = b->L / S, extra = b->L % S;
-    int64_t smallest = INT64_MAX;
+    int64_t smallest = b->kind == AH_BASELINE_UNIFORM ? INT64_MAX : -1;
     for (int i = 0; i < P * S && b->kind == AH_BASELINE_UNIFORM; i++)
         smallest = b->g[i].capacity < smallest ? b->g[i].capacity : smallest;
-    for (int p = 0; p < P; p++) {
-        const bool same = p > 0 && same_types(b, p, S);
-        b->sum[p] = same ? b->sum[p - 1] : 0;
-        b->bott[p] = same ? b->bott[p - 1] : 0;
-        for (int s = 0; s < S && !same; s++) {
-            const ah_stage_cost_t *sc = stage_sc(b, b->g[p * S + s].type, ah_stage_kind(s, S),
-                                                 base + (s < extra ? 1 : 0), rc);
-            b->sum[p] += sc->fwd_s + sc->bwd_s;
-            b->bott[p] = fmax(b->bott[p], sc->fwd_s + sc->bwd_s);
-        }
-    }
+    for (int p = 0; p < P; p++) pipe_sums(b, p, S, rc);
     if (balanced) split_by_speed(P, b->bott, N, b->n, b->rem, b->order);
     double lb = 0;
     for (int p = 0; p < P; p++) {
         const int64_t n = balanced ? b->n[p] : N / P;
-        const bool checked = p > 0 && (balanced ? b->n[p - 1] : n) == n && same_types(b, p, S);
-        for (int s = 0; s < S && !checked; s++) { /* memory; the pipeline before answered for a copy */
-            const bgroup_t *gr = &b->g[p * S + s];
-            const ah_stage_cost_t *sc = stage_sc(b, gr->type, ah_stage_kind(s, S), base + (s < extra ? 1 : 0), rc);
-            const int64_t cap = b->kind == AH_BASELINE_UNIFORM ? smallest : gr->capacity;
-            if (ah_stage_memory_bytes(sc, ah_inflight(S, s, n)) > cap) return INFINITY;
-        }
+        if (!pipe_fits(b, p, S, rc, n, p > 0 && balanced ? b->n[p - 1] : n, smallest)) return INFINITY;
         lb = fmax(lb, b->sum[p] + (double)(n - 1) * b->bott[p]);
     }
     return lb;
@@ -432,6 +474,9 @@ static void set_groups(bctx_t *b, int t, int64_t mb, int part) {
     b->tr.micro_batch = mb;
     b->part = part;
     b->G = collect_groups(b->cluster, t, part, b->tr.precision, b->g);
+    b->memo->epoch++;
+    for (int i = b->G - 1; i >= 0; i--)
+        b->memo->run_end[i] = i + 1 < b->G && b->g[i + 1].type == b->g[i].type ? b->memo->run_end[i + 1] : i + 1;
 }
 
 /* Every TP degree t, micro-batch size and part of the cluster (every type; megatron-best also each
@@ -489,8 +534,10 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     double *scratch = malloc(sizeof *scratch * 3 * n_g);
     int64_t *split = malloc(sizeof *split * n_g);
     int *order = malloc(sizeof *order * n_g);
+    struct lb_memo memo = {malloc(sizeof *memo.run_end * n_g),
+                           calloc(2 * (size_t)(cluster->n_types > 0 ? cluster->n_types : 1), sizeof *memo.type), 0};
     struct frame frame = {0};
-    ah_status_t st = g && sc && scratch && split && order
+    ah_status_t st = g && sc && scratch && split && order && memo.run_end && memo.type
                          ? frame_init(&frame, model, &opts->train, cluster, (int)n_g, err)
                          : ah_error_set(err, AH_ERR_OOM, "out of host memory for the %s baseline", ah_baseline_name(kind));
     struct finalists fin = {0};
@@ -498,7 +545,7 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
                             (opts->schedule == AH_SCHEDULE_AUTO || opts->schedule == AH_SCHEDULE_ONLY_INTERLEAVED) &&
                             (!opts->schedule_trainable_only || ah_schedule_runtime_runs(AH_SCHED_INTERLEAVED));
     bctx_t b = {model, cluster, opts, kind, opts->train, 0, 0, L, g, sc, scratch, scratch + n_g,
-                scratch + 2 * n_g, split, order, interleave ? &fin : NULL, -1, &frame};
+                scratch + 2 * n_g, split, order, &memo, interleave ? &fin : NULL, -1, &frame};
     best_t best = {0};
     if (st == AH_OK) st = try_all(&b, &best, err);
     if (st == AH_OK)
@@ -513,6 +560,8 @@ ah_status_t ah_baseline_run(const ah_model_t *model, const ah_cluster_t *cluster
     free(scratch);
     free(split);
     free(order);
+    free(memo.run_end);
+    free(memo.type);
     if (frame.stages) frame_free(&frame);
     if (none_runs)
         st = ah_error_set(err, AH_ERR_INFEASIBLE, "the %s baseline finds no plan: no GPU type of the cluster runs %s "
