@@ -103,6 +103,7 @@ double ah_baseline_lb(const ah_planner_opts_t *o, const ah_plan_t *p, ah_lb_cost
         if (i > 0 && alike_before(p, i)) continue;
         for (int s = 0; s < S; s++) {
             const ah_stage_t *sg = &pl->stages[s];
+            if (sg->warmup_extra != 0) return 0; /* ah_1f1b_lb counts 1F1B's own warm-up */
             const ah_stage_cost_t *sc = cost(arg, sg->type, ah_stage_kind(s, S), sg->last - sg->first, sg->recompute);
             f[s] = sc->fwd_s;
             b[s] = sc->bwd_s;

@@ -588,8 +588,8 @@ ah_status_t ah_megatron_best_cp(const ah_model_t *model, const ah_cluster_t *clu
 
 /* Lower bounds on a plan's time (baseline_lb.c). ah_1f1b_lb: on 1F1B's replay of n micro-batches
  * over S stages of forward f[s] and backward b[s] (hops free). ah_baseline_lb: on
- * ah_planner_time_s(o, e) for e = ah_evaluate(p), p a plan of 1F1B pipelines without CP or a
- * sharded optimizer (else 0), the stage costs of type, kind (ah_stage_kind), blocks and
+ * ah_planner_time_s(o, e) for e = ah_evaluate(p), p a plan of 1F1B pipelines without CP, extra
+ * warm-up or a sharded optimizer (else 0), the stage costs of type, kind (ah_stage_kind), blocks and
  * recomputation from cost(arg, ...) (ah_stage_cost's); once its pipeline and optimizer terms reach
  * cutoff, without the DP sync's (still a bound). */
 typedef const ah_stage_cost_t *(*ah_lb_cost_fn)(void *arg, int type, int kind, int nb, bool rc);
