@@ -169,6 +169,13 @@ static void test_rules(void) {
     json_object_set_new(stage(d, 1, 0), "warmup_extra", json_integer(2));
     json_object_set_new(stage(d, 1, 1), "warmup_extra", json_integer(1));
     EXPECT(d, AH_OK, NULL, NULL);
+    /* a fall of 4 at a hop deadlocks the runtime's p2p (pp2 with 4, 0 hung from 6 micro-batches); 3 runs */
+    d = base();
+    json_object_set_new(stage(d, 1, 0), "warmup_extra", json_integer(4));
+    EXPECT(d, AH_ERR_INVALID, "[warmup] pipelines[1].stages[1].warmup_extra: 0", "at most 3 less than it");
+    d = base();
+    json_object_set_new(stage(d, 1, 0), "warmup_extra", json_integer(3));
+    EXPECT(d, AH_OK, NULL, NULL);
 }
 
 static void test_names_and_fields(void) {

@@ -26,6 +26,10 @@
 #define AH_MAX_CP 8 /* context-parallel degree: a power of two, 1 .. AH_MAX_CP */
 #define AH_MAX_STAGE_DEVICES (AH_MAX_TP * AH_MAX_CP)
 
+/* The most a stage's warmup_extra may fall below the stage before's: the runtime's p2p deadlocks past it
+ * (plan_validate.c [warmup]). */
+#define AH_WARMUP_DROP_MOST 3
+
 typedef struct ah_device_ref {
     int node;  /* index into plan->cluster.nodes */
     int index; /* local GPU index in that node */
@@ -37,7 +41,8 @@ typedef struct ah_stage {
     bool recompute;
     int warmup_extra; /* warm-up forwards beyond its schedule's (1F1B, zero-bubble): micro-batches
                        * kept in flight past a slow hop below it (plan.json "warmup_extra", absent 0;
-                       * plan/replay.h "Extra warm-up") */
+                       * plan/replay.h "Extra warm-up"); at most AH_WARMUP_DROP_MOST below the stage
+                       * before's (plan_validate.c [warmup]) */
     ah_device_ref_t devices[AH_MAX_STAGE_DEVICES]; /* plan->tp x the pipeline's cp entries,
                                                      * cp-major: device k is CP rank k / tp,
                                                      * TP rank k mod tp */

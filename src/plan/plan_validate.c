@@ -23,9 +23,15 @@
  *               a multiple of P (Megatron's interleaved schedule runs micro-batches in groups of P
  *               per model chunk: schedules.py refuses other counts). zero-bubble (ZB-H1) and 1f1b
  *               run on plain pipelines, one stage per device, any micro-batch count.
- *   [warmup]    a stage's warmup_extra is >= 0, 0 under interleaved, and never larger than the
- *               stage's before it (the extra micro-batches in flight past a hop are fed by every
- *               stage above it: plan/replay.h "Extra warm-up").
+ *   [warmup]    a stage's warmup_extra is >= 0, 0 under interleaved, never larger than the stage's
+ *               before it (the extra micro-batches in flight past a hop are fed by every stage above
+ *               it: plan/replay.h "Extra warm-up") and at most AH_WARMUP_DROP_MOST (3) smaller: the
+ *               MPI path posts a stage's receives one micro-batch ahead and waits for its last send
+ *               before the next, so a stage warming up 4 or more micro-batches past the next one's
+ *               waits on it while it waits for a gradient receive the first has not posted yet
+ *               (a deadlock once the micro-batches outnumber the drop: pp2 with 4, 0 hung from 6
+ *               micro-batches; every pattern of drops <= 3 runs, checked exhaustively on a model of
+ *               those waits for 2-6 stages, extras 0-5, up to 29 micro-batches).
  * The version is checked by the reader (the in-memory plan has none); memory fit is
  * ah_plan_check's (plan/evaluate.c).
  */
@@ -313,11 +319,12 @@ static ah_status_t check_warmup(const ah_plan_t *p, int pi, ah_error_t *err) {
     const ah_pipeline_t *pl = &p->pipelines[pi];
     for (int s = 0; s < pl->n_stages; s++) {
         const int x = pl->stages[s].warmup_extra, above = s > 0 ? pl->stages[s - 1].warmup_extra : x;
-        if (x < 0 || x > above || (x > 0 && pl->schedule == AH_SCHED_INTERLEAVED))
+        if (x < 0 || x > above || above - x > AH_WARMUP_DROP_MOST || (x > 0 && pl->schedule == AH_SCHED_INTERLEAVED))
             return ah_error_set(err, AH_ERR_INVALID,
                                 "[warmup] pipelines[%d].stages[%d].warmup_extra: %d; it must be >= 0, at most the "
-                                "stage before's (%d), and 0 under the interleaved schedule",
-                                pi, s, x, above);
+                                "stage before's (%d) and at most %d less than it (more would deadlock the runtime's "
+                                "p2p, which posts receives one micro-batch ahead), and 0 under the interleaved schedule",
+                                pi, s, x, above, AH_WARMUP_DROP_MOST);
     }
     return AH_OK;
 }

@@ -11,7 +11,7 @@
 #include "planner/planner.h"
 
 #define TRY(x) do { ah_status_t s_ = (x); if (s_ != AH_OK) return s_; } while (0)
-#define WARMUP_MOST 4 /* extra micro-batches in flight tried above a hop */
+#define WARMUP_MOST AH_WARMUP_DROP_MOST /* extra micro-batches in flight tried above a hop (all fall at it) */
 #define GAIN 0.005    /* what one more must take off the pipeline's time (its activations are kept) */
 
 /* The last stage of pipeline pl above a hop to another region; -1 when none crosses. */
