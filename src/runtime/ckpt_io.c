@@ -455,7 +455,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         return ws;
     }
     if (ok && s->up) hand_off_upload(s, step);
-    double sums[4], us_max[3];
+    double sums[4] = {0}, us_max[3] = {0}; /* commit_figures fills them when it succeeds (gcc -O3 cannot tell) */
     ah_status_t cs = commit_figures(s, w, t0, sums, us_max, err);
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
