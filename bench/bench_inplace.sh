@@ -24,18 +24,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/bench/common.sh" "${1:-$SRC/build}"
 command -v ompi-server >/dev/null || { echo "no ompi-server"; exit 1; }
 STEPS=$((S + 2))
-python3 - "$SRC/examples/plans/train-dp4.json" "$WORK" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-def plan(nodes, mbs, out):
-    e = json.loads(json.dumps(d))
-    e["pipelines"] = e["pipelines"][:len(nodes)]
-    for p, node, mb in zip(e["pipelines"], nodes, mbs):
-        p["micro_batches"], p["stages"][0]["devices"] = mb, [{"node": node, "index": 0}]
-    json.dump(e, open(f"{sys.argv[2]}/{out}.json", "w"))
-plan(["n0", "n1", "n2"], [3, 3, 2], "dp3")
-plan(["n0", "n1"], [4, 4], "dp2")
-PY
+python3 "$SRC/tests/dp_plans.py" "$SRC/examples/plans/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2=n0,n1:4,4
 cat >"$WORK/poll.py" <<'PY'
 # poll.py METRICS OUT STEPS: the wall time (time.time()) each of STEPS' step lines appeared in METRICS
 import json, sys, time

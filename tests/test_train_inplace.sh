@@ -14,19 +14,7 @@
 . "$(dirname "$0")/train_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
 STEPS=8
-python3 - "$PLANS/train-dp4.json" "$WORK" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-def plan(nodes, mbs, out):  # one one-device replica a node, mbs micro-batches each (global batch 8)
-    e = json.loads(json.dumps(d))
-    e["pipelines"] = e["pipelines"][:len(nodes)]
-    for p, node, mb in zip(e["pipelines"], nodes, mbs):
-        p["micro_batches"], p["stages"][0]["devices"] = mb, [{"node": node, "index": 0}]
-    json.dump(e, open(f"{sys.argv[2]}/{out}.json", "w"))
-plan(["n0", "n1", "n2"], [3, 3, 2], "dp3")
-plan(["n0", "n1"], [4, 4], "dp2-01")
-plan(["n1", "n2"], [4, 4], "dp2-12")
-PY
+python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4
 ompi-server --no-daemonize -r "$WORK/uri" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
