@@ -1,7 +1,8 @@
 /* The local launcher (src/elastic/launcher.h, launch_local.c) alone, without MPI or a trainer: a
  * stand-in "mpirun" (true / false) for start and poll, a forked stand-in rank named by its rank
  * file for the notice, the metrics read as they grow (a line split across two reads), the run
- * directory's files, a host's disk dropped and listed. */
+ * directory's files, a host's disk dropped and listed; joined mode (one stand-in mpirun a host, the
+ * real ompi-server): each job's command line, poll over the jobs, leave_hosts. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,109 @@ static void test_notice(void) {
     ah_launcher_free(&l);
 }
 
+/* A stand-in mpirun for joined jobs: writes its arguments to ROOT/args-J (J: AH_WORLD_JOIN's job), waits
+ * for ROOT/go-J (at most 20 s) and exits with the status in it. */
+static void write_joined_mpirun(char *path, size_t cap) {
+    snprintf(path, cap, "%s/mpirun-joined", root);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nfor a; do case $a in AH_WORLD_JOIN=*) j=${a%%:*}; j=${a#*:}; j=${j%%:*};; esac; done\n"
+             "echo \"$*\" >%s/args-$j\ni=0\nwhile [ ! -s %s/go-$j ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done\n"
+             "exit $(cat %s/go-$j 2>/dev/null || echo 9)\n", root, root, root);
+    write_file(path, text, "w");
+    chmod(path, 0755);
+}
+
+static void go(int job, int status) {
+    char path[128], text[16];
+    snprintf(path, sizeof path, "%s/go-%d", root, job);
+    snprintf(text, sizeof text, "%d\n", status);
+    write_file(path, text, "w");
+}
+
+/* Waits up to 5 s for ROOT/args-J; its text into buf. */
+static bool job_args(int job, char *buf, size_t cap) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/args-%d", root, job);
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        const size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+        if (f) fclose(f);
+        buf[n] = 0;
+        if (n > 0 && buf[n - 1] == '\n') return true;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+/* Joined: a plan of three ranks, A B A (ranks 0 and 2 on host A): job 0 is A's two ranks, job 1 B's one. */
+static void test_joined(void) {
+    if (system("command -v ompi-server >/dev/null 2>&1") != 0) {
+        printf("  no ompi-server: joined mode not tested\n");
+        return;
+    }
+    char mpirun[128], local[128], run_dir[128], args[2048], want[512];
+    write_joined_mpirun(mpirun, sizeof mpirun);
+    ah_node_t nodes[2];
+    memset(nodes, 0, sizeof nodes);
+    snprintf(nodes[0].name, sizeof nodes[0].name, "A");
+    snprintf(nodes[1].name, sizeof nodes[1].name, "B");
+    ah_stage_t st[3];
+    memset(st, 0, sizeof st);
+    st[1].devices[0].node = 1;
+    st[2].devices[0].index = 1;
+    ah_pipeline_t pl = {.micro_batches = 1, .n_stages = 3, .stages = st};
+    ah_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pipelines = &pl;
+    plan.n_pipelines = 1;
+    plan.tp = 1;
+    plan.cluster.nodes = nodes;
+    plan.cluster.n_nodes = 2;
+    char *train[] = {"autohet", "train", NULL};
+    for (int round = 0; round < 3; round++) {
+        ah_launcher_t l;
+        char launch[32];
+        snprintf(launch, sizeof launch, "launch-j%d", round);
+        if (!open_local(mpirun, launch, &l, local, run_dir, sizeof local)) return;
+        for (int j = 0; j < 2; j++) {
+            snprintf(args, sizeof args, "%s/go-%d", root, j);
+            unlink(args);
+            snprintf(args, sizeof args, "%s/args-%d", root, j);
+            unlink(args);
+        }
+        const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train, .joined = true};
+        ah_error_t err;
+        CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start joined: %s", err.msg);
+        for (int j = 0; j < 2; j++) {
+            CHECK(job_args(j, args, sizeof args), "job %d started", j);
+            snprintf(want, sizeof want, "--ompi-server file:%s/ompi-server.uri -x AH_WORLD_JOIN=%s/join:%d:2 -x "
+                     "AH_WORLD_RANKS=%s -np %d autohet train", run_dir, run_dir, j, j ? "1" : "0,2", j ? 1 : 2);
+            CHECK(strstr(args, want) != NULL, "job %d's command line: %s (wanted %s)", j, args, want);
+        }
+        int status = -100;
+        CHECK(!l.poll(l.ctx, &status), "running");
+        if (round == 0) { /* B leaves in place (exit 0), then A ends with a notice's 75 */
+            go(1, 0);
+            const char *b[] = {"B"};
+            CHECK_EQ_I64(l.leave_hosts(l.ctx, b, 1, 5.0), 1);
+            CHECK(!l.poll(l.ctx, &status), "A still runs after B left");
+            go(0, AH_PROTO_EXIT_PREEMPTED);
+            CHECK(wait_exit(&l, &status) && status == AH_PROTO_EXIT_PREEMPTED, "A's 75 (%d)", status);
+        } else if (round == 1) { /* B fails: poll says so at once, A still running until stop */
+            go(1, 3);
+            CHECK(wait_exit(&l, &status) && status == 3, "B's 3 at once (%d)", status);
+            l.stop(l.ctx);
+        } else { /* B does not leave within the wait: killed, not counted */
+            const char *b[] = {"B"};
+            CHECK_EQ_I64(l.leave_hosts(l.ctx, b, 1, 0.2), 0);
+            go(0, 0);
+            CHECK(wait_exit(&l, &status) && status == 0, "A's 0 (%d)", status);
+        }
+        ah_launcher_free(&l);
+    }
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/ah_test_launcher_XXXXXX");
     if (!mkdtemp(root)) {
@@ -183,6 +287,7 @@ int main(void) {
     test_start_and_poll();
     test_files_and_metrics();
     test_notice();
+    test_joined();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

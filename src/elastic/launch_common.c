@@ -1,5 +1,5 @@
-/* What the launchers share (launcher.h): the choice by name, and the line splitting of a trainer's
- * metrics stream. */
+/* What the launchers share (launcher.h): the choice by name, the line splitting of a trainer's
+ * metrics stream, mpirun started, and a joined launch's jobs and ompi-server. */
 #include "elastic/launcher.h"
 
 #include <errno.h>
@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
@@ -109,4 +111,83 @@ ah_status_t ah_launch_spawn(char **argv, pid_t *pid, ah_error_t *err) {
     setpgid(child, child); /* also in the parent, so a signal right after fork reaches the group */
     *pid = child;
     return AH_OK;
+}
+
+void ah_launch_hostjobs_free(ah_launch_hostjob_t *jobs, int n_jobs) {
+    for (int j = 0; jobs && j < n_jobs; j++) free(jobs[j].world_ranks);
+    free(jobs);
+}
+
+ah_status_t ah_launch_hostjobs(const ah_plan_t *p, ah_launch_hostjob_t **jobs, int *n_jobs, ah_error_t *err) {
+    const int n = ah_plan_device_count(p);
+    int *job_of = malloc((size_t)(n > 0 ? n : 1) * sizeof *job_of);
+    ah_launch_hostjob_t *js = calloc((size_t)(n > 0 ? n : 1), sizeof *js);
+    int nj = 0;
+    ah_status_t s = job_of && js ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for %d ranks' jobs", n);
+    for (int r = 0; s == AH_OK && r < n; r++) { /* each rank's job: its host's, in order of first rank */
+        const ah_device_ref_t *d = ah_plan_rank_device(p, r);
+        const char *host = d ? p->cluster.nodes[d->node].name : "?";
+        int j = 0;
+        while (j < nj && strcmp(js[j].host, host) != 0) j++;
+        if (j == nj) snprintf(js[nj++].host, sizeof js->host, "%s", host);
+        js[j].n_ranks++;
+        job_of[r] = j;
+    }
+    for (int j = 0; s == AH_OK && j < nj; j++) {
+        const size_t cap = sizeof "AH_WORLD_RANKS=" + (size_t)js[j].n_ranks * 12;
+        if (!(js[j].world_ranks = malloc(cap))) {
+            s = ah_error_set(err, AH_ERR_OOM, "no host memory for AH_WORLD_RANKS");
+            break;
+        }
+        size_t len = (size_t)snprintf(js[j].world_ranks, cap, "AH_WORLD_RANKS=");
+        for (int r = 0, k = 0; r < n; r++)
+            if (job_of[r] == j) len += (size_t)snprintf(js[j].world_ranks + len, cap - len, "%s%d", k++ ? "," : "", r);
+    }
+    free(job_of);
+    if (s != AH_OK) {
+        ah_launch_hostjobs_free(js, nj);
+        return s;
+    }
+    *jobs = js;
+    *n_jobs = nj;
+    return AH_OK;
+}
+
+ah_status_t ah_launch_ompi_server(const char *mpirun, const char *uri_path, pid_t *pid, ah_error_t *err) {
+    char server[600] = "ompi-server";
+    const char *slash = strrchr(mpirun, '/');
+    if (slash && snprintf(server, sizeof server, "%.*s/ompi-server", (int)(slash - mpirun), mpirun) > 0 &&
+        access(server, X_OK) != 0)
+        snprintf(server, sizeof server, "ompi-server");
+    unlink(uri_path);
+    char **argv = malloc(5 * sizeof *argv);
+    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for ompi-server's command line");
+    argv[0] = server;
+    argv[1] = "--no-daemonize";
+    argv[2] = "-r";
+    argv[3] = (char *)uri_path;
+    argv[4] = NULL;
+    ah_status_t s = ah_launch_spawn(argv, pid, err);
+    if (s != AH_OK) return s;
+    struct stat sb;
+    for (int i = 0; i < 1000; i++) { /* 10 s */
+        if (stat(uri_path, &sb) == 0 && sb.st_size > 0) return AH_OK;
+        int st;
+        if (waitpid(*pid, &st, WNOHANG) == *pid) {
+            *pid = 0;
+            return ah_error_set(err, AH_ERR_IO, "%s exited (status %d) without writing %s: is Open MPI's ompi-server "
+                                "installed beside mpirun?", server, WIFEXITED(st) ? WEXITSTATUS(st) : -1, uri_path);
+        }
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    ah_launch_ompi_server_stop(pid);
+    return ah_error_set(err, AH_ERR_IO, "%s wrote no %s in 10 s", server, uri_path);
+}
+
+void ah_launch_ompi_server_stop(pid_t *pid) {
+    if (*pid <= 0) return;
+    kill(*pid, SIGKILL);
+    int st;
+    waitpid(*pid, &st, 0);
+    *pid = 0;
 }

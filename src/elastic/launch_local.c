@@ -1,6 +1,6 @@
-/* The single-machine launcher (launcher.h): mpirun forked in its own process group, the ranks'
- * pids from their rank files, signals, a /proc walk for ranks still starting, the metrics file
- * tailed, host disks as LOCAL_ROOT/HOST/. */
+/* The single-machine launcher (launcher.h): mpirun forked in its own process group (joined: one a
+ * host of the plan, with an ompi-server), the ranks' pids from their rank files, signals, a /proc walk
+ * for ranks still starting, the metrics file tailed, host disks as LOCAL_ROOT/HOST/. */
 #include "elastic/launcher.h"
 
 #include <dirent.h>
@@ -22,6 +22,17 @@
 #include "runtime/protocol.h"
 
 #define LOCAL_MAX_RANKS 1024
+#define LOCAL_MAX_JOBS 256
+
+/* One mpirun: the whole plan's, or (joined) one host's. */
+typedef struct local_job {
+    pid_t pid;     /* leader of its own process group; 0 when reaped or killed */
+    char host[64]; /* joined: the host whose ranks it runs */
+    int n_ranks;
+    int status;    /* its exit status once exited */
+    bool exited;   /* reaped by poll or leave_hosts */
+    bool gone;     /* left in place (leave_hosts): no longer part of the job */
+} local_job_t;
 
 /* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
  * which after a notice is the expected 75. */
@@ -30,7 +41,11 @@ typedef struct local {
     char mpirun[512];
     char mpirun_args[2048];
     char local_root[600];
-    pid_t pid;                 /* mpirun, leader of its own process group; 0 when not running */
+    local_job_t job[LOCAL_MAX_JOBS];
+    int n_jobs;
+    bool joined;
+    bool ended;                /* poll said the job exited: it stays so, the status told once */
+    pid_t server;              /* joined: the ompi-server the jobs meet through; 0 when none */
     char run_dir[512];
     char metrics_path[600];
     /* ranks, as their rank files appear */
@@ -49,7 +64,10 @@ static ah_status_t take_job(local_t *l, const ah_launch_job_t *job, ah_error_t *
     if (n_ranks > LOCAL_MAX_RANKS)
         return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d",
                             n_ranks, LOCAL_MAX_RANKS);
-    l->pid = 0;
+    memset(l->job, 0, sizeof l->job);
+    l->n_jobs = 0;
+    l->joined = job->joined;
+    l->ended = false;
     memset(l->rank_pid, 0, sizeof l->rank_pid);
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
     l->offset = 0;
@@ -60,14 +78,54 @@ static ah_status_t take_job(local_t *l, const ah_launch_job_t *job, ah_error_t *
     return AH_OK;
 }
 
+static void local_stop(void *ctx);
+static void kill_job(pid_t *pid);
+
+/* Joined: an ompi-server, then one mpirun a host (ah_launch_hostjobs), each told its job and ranks. */
+static ah_status_t start_joined(local_t *l, const ah_launch_job_t *job, ah_error_t *err) {
+    ah_launch_hostjob_t *hj = NULL;
+    int nj = 0;
+    ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
+    if (s != AH_OK) return s;
+    char join_dir[600], uri[620], server_arg[640], join_env[700];
+    snprintf(join_dir, sizeof join_dir, "%s/join", job->run_dir);
+    snprintf(uri, sizeof uri, "%s/ompi-server.uri", job->run_dir);
+    snprintf(server_arg, sizeof server_arg, "file:%s", uri);
+    if (nj > LOCAL_MAX_JOBS)
+        s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher joins at most %d jobs", nj,
+                         LOCAL_MAX_JOBS);
+    if (s == AH_OK) s = ah_fs_mkdirs(join_dir, err);
+    if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
+    for (int j = 0; s == AH_OK && j < nj; j++) {
+        snprintf(join_env, sizeof join_env, "AH_WORLD_JOIN=%s:%d:%d", join_dir, j, nj);
+        char *fixed[] = {"--ompi-server", server_arg, "-x", join_env, "-x", hj[j].world_ranks};
+        local_job_t *J = &l->job[j];
+        snprintf(J->host, sizeof J->host, "%s", hj[j].host);
+        J->n_ranks = hj[j].n_ranks;
+        s = ah_launch_mpirun(l->mpirun, fixed, sizeof fixed / sizeof *fixed, l->mpirun_args, J->n_ranks,
+                             job->train_argv, NULL, &J->pid, err);
+        if (s == AH_OK) l->n_jobs = j + 1;
+    }
+    ah_launch_hostjobs_free(hj, nj);
+    if (s != AH_OK) local_stop(l); /* the jobs started wait in their join: none may linger */
+    return s;
+}
+
 static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
     local_t *l = ctx;
+    for (int j = 0; j < l->n_jobs; j++) /* a joined job's mpiruns left running by an exit poll took at once */
+        if (!l->job[j].gone) kill_job(&l->job[j].pid);
+    ah_launch_ompi_server_stop(&l->server);
     ah_status_t s = take_job(l, job, err);
     if (s != AH_OK) return s;
     s = ah_fs_rm_tree(job->run_dir, err);
     if (s == AH_OK) s = ah_fs_mkdirs(job->run_dir, err);
     if (s != AH_OK) return s;
-    return ah_launch_mpirun(l->mpirun, NULL, 0, l->mpirun_args, l->n_ranks, job->train_argv, NULL, &l->pid, err);
+    if (job->joined) return start_joined(l, job, err);
+    l->job[0].n_ranks = l->n_ranks;
+    s = ah_launch_mpirun(l->mpirun, NULL, 0, l->mpirun_args, l->n_ranks, job->train_argv, NULL, &l->job[0].pid, err);
+    if (s == AH_OK) l->n_jobs = 1;
+    return s;
 }
 
 /* /proc/PID/NAME into buf (NUL-terminated, cut at cap - 1); its length, or -1 when pid is gone. */
@@ -117,7 +175,33 @@ static ah_status_t local_adopt(void *ctx, const ah_launch_job_t *job, double wai
     return AH_OK;
 }
 
-static bool local_poll(void *ctx, int *status) { return ah_launch_reap(&((local_t *)ctx)->pid, status); }
+/* launcher.h: every mpirun exited (the first non-zero status, else 0), or (joined) one exited non-zero,
+ * not a notice's 75, at once. A job that stop() killed reads as exited, *status untouched. */
+static bool local_poll(void *ctx, int *status) {
+    local_t *l = ctx;
+    bool all = true, any = false;
+    int first = 0;
+    if (l->ended) return true;
+    for (int j = 0; j < l->n_jobs; j++) {
+        local_job_t *J = &l->job[j];
+        if (J->gone) continue;
+        if (!J->exited && J->pid > 0) {
+            if (!ah_launch_reap(&J->pid, &J->status)) {
+                all = false;
+                continue;
+            }
+            J->exited = true;
+            if (l->joined && J->status != 0 && J->status != AH_PROTO_EXIT_PREEMPTED) {
+                *status = J->status;
+                return l->ended = true;
+            }
+        }
+        if (J->exited && (!any || !first)) first = J->status;
+        any = any || J->exited;
+    }
+    if (all && any) *status = first;
+    return l->ended = all;
+}
 
 /* Reads the rank files not read yet. */
 /* run_file: RUN_DIR/name exists; *doc (when doc is not NULL) gets it parsed, or NULL. */
@@ -254,20 +338,61 @@ static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size
     return n;
 }
 
+/* One mpirun and its ranks ended at once, reaped: mpirun puts every rank in a process group of its
+ * own, so a signal to mpirun's group misses them: ranks whose rank file has not appeared yet would live
+ * on as orphans and train beside the relaunch. Stop mpirun (so it starts no more ranks), kill its
+ * children, then it. */
+static void kill_job(pid_t *pid) {
+    if (*pid <= 0) return;
+    kill(*pid, SIGSTOP);
+    kill_children(*pid);
+    kill(-*pid, SIGKILL);
+    kill(*pid, SIGKILL);
+    int st;
+    waitpid(*pid, &st, 0);
+    *pid = 0;
+}
+
 static void local_stop(void *ctx) {
     local_t *l = ctx;
     signal_ranks(l, NULL, SIGKILL);
-    if (l->pid <= 0) return;
-    /* mpirun puts every rank in a process group of its own, so a signal to mpirun's group misses
-     * them: ranks whose rank file has not appeared yet would live on as orphans and train beside
-     * the relaunch. Stop mpirun (so it starts no more ranks), kill its children, then it. */
-    kill(l->pid, SIGSTOP);
-    kill_children(l->pid);
-    kill(-l->pid, SIGKILL);
-    kill(l->pid, SIGKILL);
-    int st;
-    waitpid(l->pid, &st, 0);
-    l->pid = 0;
+    for (int j = 0; j < l->n_jobs; j++)
+        if (!l->job[j].gone) kill_job(&l->job[j].pid);
+    ah_launch_ompi_server_stop(&l->server);
+}
+
+/* launcher.h: the jobs of `hosts` waited for up to wait_s, killed past it, forgotten; the ranks rescanned
+ * as the other jobs' rank files now number them. */
+static int local_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s) {
+    local_t *l = ctx;
+    bool leave[LOCAL_MAX_JOBS] = {false};
+    for (int j = 0; j < l->n_jobs; j++)
+        for (int h = 0; l->joined && !l->job[j].gone && h < n; h++) leave[j] = leave[j] || strcmp(l->job[j].host, hosts[h]) == 0;
+    const double t0 = ah_now_s();
+    for (bool waiting = true; waiting;) {
+        waiting = false;
+        for (int j = 0; j < l->n_jobs; j++) {
+            local_job_t *J = &l->job[j];
+            if (leave[j] && !J->exited && J->pid > 0 && !(J->exited = ah_launch_reap(&J->pid, &J->status))) waiting = true;
+        }
+        if (waiting && ah_now_s() - t0 >= wait_s) break;
+        if (waiting) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    int ok = 0, ranks = 0;
+    for (int j = 0; j < l->n_jobs; j++) {
+        local_job_t *J = &l->job[j];
+        if (leave[j]) {
+            if (J->pid > 0) kill_job(&J->pid); /* still running at wait_s */
+            else if (J->exited && J->status == 0) ok++;
+            J->gone = true;
+        }
+        if (!J->gone) ranks += J->n_ranks;
+    }
+    l->n_ranks = ranks;
+    memset(l->rank_pid, 0, sizeof l->rank_pid);
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+    scan_ranks(l);
+    return ok;
 }
 
 static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
@@ -318,7 +443,10 @@ static ah_status_t local_verify_step(void *ctx, const char *host, int64_t step, 
 
 static void local_free(void *ctx) {
     local_t *l = ctx;
-    if (l->pid > 0) local_stop(l);
+    bool running = false;
+    for (int j = 0; j < l->n_jobs; j++) running = running || (!l->job[j].gone && l->job[j].pid > 0);
+    if (running) local_stop(l);
+    ah_launch_ompi_server_stop(&l->server);
     free(l);
 }
 
@@ -333,7 +461,7 @@ ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *ou
                            .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,
                            .read_metrics = local_read_metrics, .adopt = local_adopt, .run_file = local_run_file,
                            .put_run_file = local_put_run_file,
-                           .stalled = local_stalled,
+                           .stalled = local_stalled, .leave_hosts = local_leave_hosts,
                            .drop_disk = local_drop_disk, .list_steps = local_list_steps,
                            .verify_step = local_verify_step, .free = local_free};
     return AH_OK;

@@ -41,6 +41,13 @@ typedef struct ah_launch_job {
     const char *run_dir;          /* created empty (an old one is removed): rank files,
                                      preempted.json and the metrics of this launch go there */
     char *const *train_argv;      /* what every rank runs (autohet train ...), NULL-terminated */
+    bool joined;                  /* one mpirun job a host of the plan (its ranks there, -np k), joined
+                                     into one world (comm/join.c): jobs numbered in the order of their
+                                     hosts' first rank in the plan (ah_launch_hostjobs), each with
+                                     AH_WORLD_JOIN=RUN_DIR/join:J:NJOBS and AH_WORLD_RANKS (the plan's
+                                     ranks of its host) and --ompi-server of one ompi-server the launcher
+                                     starts (stopped by stop and free); what lets ranks leave in place
+                                     (runtime/reconfig.h). false: one mpirun for the whole plan */
 } ah_launch_job_t;
 
 typedef struct ah_launcher {
@@ -48,7 +55,10 @@ typedef struct ah_launcher {
     void *ctx;
     ah_status_t (*start)(void *ctx, const ah_launch_job_t *job, ah_error_t *err);
     /* Non-blocking: true when the job has exited; *status is its exit status, or -signal. A job
-     * that stop() ended reads as exited, *status untouched. */
+     * that stop() ended reads as exited, *status untouched. Joined (job->joined): when every mpirun has
+     * exited (the first non-zero status, else 0), or at once when one exits non-zero other than a
+     * notice's AH_PROTO_EXIT_PREEMPTED (75: the others save with it and exit 75 too); the others are
+     * then still running until stop(). */
     bool (*poll)(void *ctx, int *status);
     /* SIGTERM to the ranks on `host` (NULL: every host) not noticed yet; ranks still starting
      * get it on a later call, once they are known. Returns how many got it now. */
@@ -86,6 +96,13 @@ typedef struct ah_launcher {
      * stopped by a signal (state T)", "; " between), its host into hosts[k] (cap hosts); returns
      * how many. */
     int (*stalled)(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap);
+    /* Joined jobs only (NULL: the launcher cannot start them; the agent then never changes in place):
+     * after an in-place change that let `hosts` leave (runtime/reconfig.h), waits up to wait_s for
+     * their mpiruns to exit, kills those still running then, reaps them and forgets them: poll,
+     * notice, kill_host, stop, stalled no longer touch them, and the ranks are those of the other
+     * jobs, renumbered as their rank files now say. Returns how many of those mpiruns exited with 0
+     * (fewer than the hosts' jobs: some failed or were killed). */
+    int (*leave_hosts)(void *ctx, const char *const *hosts, int n, double wait_s);
     /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
      * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
     ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);
@@ -149,6 +166,22 @@ bool ah_launch_reap(pid_t *pid, int *status);
  * TRAIN_ARGV [TAIL, when not NULL]. */
 ah_status_t ah_launch_mpirun(const char *mpirun, char *const *fixed, size_t n_fixed, const char *args, int n_ranks,
                              char *const *train_argv, const char *tail, pid_t *pid, ah_error_t *err);
+
+/* A joined launch's jobs (launch_common.c): one a host of the plan, in the order of the hosts' first
+ * rank; rank r of the plan is rank k of its host's job when it is that host's k-th rank. */
+typedef struct ah_launch_hostjob {
+    char host[64];
+    int n_ranks;
+    char *world_ranks; /* "AH_WORLD_RANKS=r0,r1,...": the plan ranks of the job's local ranks (malloc'ed) */
+} ah_launch_hostjob_t;
+/* *jobs (malloc'ed; ah_launch_hostjobs_free) and *n_jobs from p. */
+ah_status_t ah_launch_hostjobs(const ah_plan_t *p, ah_launch_hostjob_t **jobs, int *n_jobs, ah_error_t *err);
+void ah_launch_hostjobs_free(ah_launch_hostjob_t *jobs, int n_jobs);
+/* For the launchers: starts `ompi-server --no-daemonize -r URI_PATH` (the one beside mpirun when mpirun
+ * is a path, else from PATH) and waits up to 10 s for it to write URI_PATH; *pid gets it (stop it with
+ * ah_launch_ompi_server_stop). */
+ah_status_t ah_launch_ompi_server(const char *mpirun, const char *uri_path, pid_t *pid, ah_error_t *err);
+void ah_launch_ompi_server_stop(pid_t *pid);
 
 /* The single-machine launcher (launch_local.c). */
 ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *out, ah_error_t *err);
