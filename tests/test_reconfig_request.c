@@ -1,18 +1,61 @@
 /* The in-place reconfiguration's request file (runtime/reconfig.h ah_reconfig_parse): a good request's
- * fields, and each malformed one refused naming what is wrong. */
+ * fields, and each malformed one refused naming what is wrong; its "ranks" checked against a world
+ * (ah_reconfig_bad_ranks): a renumbering that fits, and each that does not refused, named. */
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
 #include "runtime/reconfig.h"
 
 static void refused(const char *text, const char *needle) {
-    ah_reconfig_req_t r;
+    static ah_reconfig_req_t r;
     ah_error_t err = {0};
     CHECK_ERR(ah_reconfig_parse(text, &r, &err), AH_ERR_INVALID, err, needle);
 }
 
+/* "ranks" of text (a request) against a world whose rank r is in job jobs[r]: NULL when it fits, else
+ * whether the refusal holds needle. */
+static void ranks_check(const char *text, const int64_t *jobs, int n, int stay, const char *needle) {
+    static ah_reconfig_req_t r; /* 32 KiB of ranks */
+    ah_error_t err = {0};
+    char why[256] = "";
+    CHECK(ah_reconfig_parse(text, &r, &err) == AH_OK, "%s: %s", text, err.msg);
+    const bool bad = ah_reconfig_bad_ranks(&r, jobs, n, stay, why, sizeof why);
+    CHECK(bad == (needle != NULL), "%s: %s", text, bad ? why : "accepted");
+    CHECK(!needle || strstr(why, needle), "%s: \"%s\" lacks \"%s\"", text, why, needle);
+}
+
+static void ranks(void) {
+    static ah_reconfig_req_t r;
+    ah_error_t err = {0};
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [1], \"plan\": \"p\", \"ranks\": [1, -1, 0]}", &r, &err) == AH_OK,
+          "%s", err.msg);
+    CHECK(r.n_ranks == 3 && r.ranks[0] == 1 && r.ranks[1] == -1 && r.ranks[2] == 0, "ranks %d: %d %d %d", r.n_ranks,
+          r.ranks[0], r.ranks[1], r.ranks[2]);
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [1], \"plan\": \"p\"}", &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(r.n_ranks, 0);
+    refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"ranks\": []}", "\"ranks\" must be an array of 1 to");
+    refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"ranks\": 1}", "\"ranks\" must be an array of 1 to");
+    refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"ranks\": [0, -2]}", "\"ranks\"[1] is not a rank");
+    refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"ranks\": [0, 1.0]}", "\"ranks\"[1] is not a rank");
+    /* a world of 5 ranks: job 0 holds ranks 0 and 3, job 1 rank 1, job 2 ranks 2 and 4; job 1 leaves */
+    const int64_t jobs[] = {0, 1, 2, 0, 2};
+    const char *head = "{\"step\": 3, \"leave\": [1], \"plan\": \"p\"";
+    char text[256];
+#define RANKS(list) (snprintf(text, sizeof text, "%s, \"ranks\": [%s]}", head, list), text)
+    ranks_check(RANKS("3, -1, 0, 2, 1"), jobs, 5, 4, NULL);
+    ranks_check(RANKS("0, -1, 1, 2, 3"), jobs, 5, 4, NULL);
+    ranks_check("{\"step\": 3, \"leave\": [1], \"plan\": \"p\"}", jobs, 5, 4, NULL);
+    ranks_check(RANKS("3, -1, 0, 2"), jobs, 5, 4, "\"ranks\" has 4 entries, the world 5 ranks");
+    ranks_check(RANKS("3, 1, 0, 2, -1"), jobs, 5, 4, "\"ranks\"[1] is 1 but rank 1's job 1 leaves (-1)");
+    ranks_check(RANKS("3, -1, 0, -1, 1"), jobs, 5, 4, "\"ranks\"[3] is -1 but rank 3's job 0 stays");
+    ranks_check(RANKS("3, -1, 0, 3, 1"), jobs, 5, 4, "\"ranks\"[3] is 3: the staying ranks' are not a permutation of 0..3");
+    ranks_check(RANKS("4, -1, 0, 2, 1"), jobs, 5, 4, "\"ranks\"[0] is 4: the staying ranks' are not a permutation");
+#undef RANKS
+}
+
 int main(void) {
-    ah_reconfig_req_t r;
+    static ah_reconfig_req_t r;
     ah_error_t err = {0};
     CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [2, 0], \"plan\": \"/x/dp2.json\"}", &r, &err) == AH_OK, "%s",
           err.msg);
@@ -31,5 +74,6 @@ int main(void) {
     refused("{\"step\": 3, \"leave\": [1, \"a\"], \"plan\": \"p\"}", "\"leave\"[1] is not a job number");
     refused("{\"step\": 3, \"leave\": [], \"plan\": \"\"}", "\"plan\" must be a plan file's path");
     refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"at\": 1}", "unknown key \"at\"");
+    ranks();
     return ah_test_finish();
 }

@@ -9,12 +9,14 @@
 # from that step's checkpoint (steps 0..2 to one mpirun of dp3). Case "kill": job 0 (the one whose port
 # the others joined through, rank 0 of the old world) leaves and is SIGKILLed right after the split
 # (AH_TEST_HOOK phase reconfig-split, as bench/mpi_leave_probe.sh killed the leaver's host): the survivors
-# go on the same, job 1's rank now rank 0, writing the metrics.
+# go on the same, job 1's rank now rank 0, writing the metrics. Case "renumber": the request's "ranks" makes
+# job 2 rank 0 of the new world (the new plan's rank 0 is on its node) and job 0 rank 1.
 # Usage: bash tests/test_train_inplace.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
 STEPS=8
-python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4
+python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4 \
+    dp2-20=n2,n0:5,3
 ompi-server --no-daemonize -r "$WORK/uri" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -30,7 +32,7 @@ train() { # PLAN OUT [flags]: the trainer's command line, metrics in $WORK/OUT.j
 timeout 120 $MPIRUN -np 3 $(train dp3 ref3 --ckpt-every 3 --keep 10 --local-root "$WORK/r3") >"$WORK/ref3.out" 2>&1 ||
     { cat "$WORK/ref3.out" >&2; fail "dp3 in one mpirun"; }
 rm -rf "$WORK"/r3/*/step-0000000[68]
-for p in dp2-01 dp2-12; do
+for p in dp2-01 dp2-12 dp2-20; do
     rm -rf "$WORK/r-$p" && cp -r "$WORK/r3" "$WORK/r-$p"
     timeout 120 $MPIRUN -np 2 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
         { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
@@ -71,22 +73,27 @@ run_jobs() {
     done
     fail "$(basename "$d"): the jobs' join hung twice"
 }
-# inplace CASE LEAVER PLAN [HOOK]: the three jobs, LEAVER leaving at step 3 for PLAN (HOOK: the leaver's
-# AH_TEST_HOOK); each job's pid in $WORK/CASE/pidJ, its mpirun's status in $WORK/CASE/stJ.
+# inplace CASE LEAVER PLAN [HOOK [RANKS]]: the three jobs, LEAVER leaving at step 3 for PLAN (HOOK: the leaver's
+# AH_TEST_HOOK; RANKS: the request's "ranks", e.g. 1,-1,0); each job's pid in $WORK/CASE/pidJ, its mpirun's
+# status in $WORK/CASE/stJ.
 inplace() {
-    local c=$1 leaver=$2 plan=$3 hook=${4:-} d=$WORK/$1
+    local c=$1 leaver=$2 plan=$3 hook=${4:-} ranks=${5:-} d=$WORK/$1
     mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [%d], "plan": "%s"}\n' "$leaver" "$WORK/$plan.json" >"$d/run/reconfigure.json"
+    printf '{"step": 3, "leave": [%d], "plan": "%s"%s}\n' "$leaver" "$WORK/$plan.json" \
+        "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     run_jobs "$d" "$leaver" "$hook" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
         $(train dp3 $c/ip --local-root "$d/root" --run-dir "$d/run")"
-    python3 - "$WORK" "$c" "$leaver" "$plan" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
+    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
 import json, os, sys
 work, c, leaver, plan = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+ranks = [int(r) for r in sys.argv[5].split(",")] if sys.argv[5] else None
 d = f"{work}/{c}"
 st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
 pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
 out = {j: open(f"{d}/job{j}.out").read() for j in range(3)}
 stay = [j for j in range(3) if j != leaver]
+if ranks:  # the old world's rank (= job) r is the new world's ranks[r]
+    stay.sort(key=lambda j: ranks[j])
 for j in stay:
     assert st[j] == 0, f"job {j}'s mpirun exited {st[j]}:\n{out[j]}"
 if c == "kill":
@@ -117,14 +124,19 @@ PY
 }
 inplace leave 2 dp2-01
 inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
+# "ranks": the survivors renumbered as the new plan's ranks (job 2 on n2 is its rank 0, job 0 on n0 its rank 1),
+# not kept in the world's order: the reconfigure event's pids are job 2's, then job 0's.
+inplace renumber 1 dp2-20 "" 1,-1,0
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
-# --local-root (no step to resume in place; before, the leaver left and the others failed on --resume).
-refused() { # CASE LEAVE PLAN WHAT [flags]
+# --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a
+# "ranks" that keeps a leaving job's rank.
+refused() { # CASE LEAVE PLAN WHAT [flags] (RANKS=...: the request's "ranks")
     local c=$1 leave=$2 plan=$3 what=$4 d=$WORK/$1
     shift 4
     mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [%d], "plan": "%s"}\n' "$leave" "$plan" >"$d/run/reconfigure.json"
+    printf '{"step": 3, "leave": [%d], "plan": "%s"%s}\n' "$leave" "$plan" "${RANKS:+, \"ranks\": [$RANKS]}" \
+        >"$d/run/reconfigure.json"
     run_jobs "$d" -1 "" $(train dp3 $c/ip --run-dir "$d/run" "$@")
     for job in 0 1 2; do [ "$(cat "$d/st$job")" = 0 ] || { tail -n 20 "$d"/job*.out >&2; fail "$c: job $job failed"; }; done
     [ "$(grep -c "reconfigure.json's request at step 3 is not taken: $what" "$d/job0.out")" = 1 ] ||
@@ -135,4 +147,6 @@ refused() { # CASE LEAVE PLAN WHAT [flags]
 refused bad 5 "$WORK/dp2-01.json" "job 5 is not in the world" --local-root "$WORK/bad/root"
 refused noplan 2 "$WORK/nope.json" "$WORK/nope.json.*" --local-root "$WORK/noplan/root"
 refused noroot 2 "$WORK/dp2-01.json" "the run has no --local-root"
+RANKS=0,1,-1 refused ranks 1 "$WORK/dp2-20.json" '"ranks"\[1\] is 1 but rank 1.s job 1 leaves (-1)' \
+    --local-root "$WORK/ranks/root"
 echo "PASS"

@@ -4,7 +4,8 @@
 # the data-parallel dp2 (an all-reduce across the jobs) and train-pp2-recompute (a pipeline whose
 # activations and gradients cross between the jobs). Job 1 starts first (it waits for job 0's
 # port; for dp2, 2 s first, past an earlier run's port file whose writer is no longer alive). The
-# port file is gone once the world is built (a rerun with the same DIR must not read it). A malformed AH_WORLD_JOIN is refused, named. With AH_BACKEND=cuda on a -DAH_CUDA_EMU=ON
+# port file is gone once the world is built (a rerun with the same DIR must not read it). AH_WORLD_RANKS
+# numbers the world (below). A malformed AH_WORLD_JOIN is refused, named. With AH_BACKEND=cuda on a -DAH_CUDA_EMU=ON
 # build (scripts/cuda-emu-check.sh) the same on the CUDA backend: pp2's two devices are distinct,
 # so its transfers go over the emulated NCCL, whose communicators meet over the joined world.
 # Usage: [AH_BACKEND=cuda] bash tests/test_train_joined.sh BUILD_DIR SOURCE_DIR
@@ -45,6 +46,54 @@ for plan in dp2 pp2; do
     same_losses "$plan-one" "$plan-joined"
     [ ! -e "$WORK/join-$plan/port" ] || fail "$plan: $WORK/join-$plan/port left once the world was built"
 done
+# AH_WORLD_RANKS (join.c): the world numbered as the jobs say, not job by job. pp2 with job 0's rank as world
+# rank 1 and job 1's as world rank 0: the same losses (the plan's rank 0, stage 0, now runs in job 1), and
+# the run directory's rank-0.json is job 1's process. Then each bad AH_WORLD_RANKS refused on every rank of
+# both jobs, named, none left waiting: set in one job only; a world rank given twice; not one entry a rank.
+# ranked CASE RANKS0 RANKS1 [FLAGS]: the two one-rank jobs of pp2 (job J with AH_WORLD_RANKS=RANKSJ, none
+# when empty), each job's pid in $WORK/CASE/pidJ, its output in $WORK/CASE/jobJ.out, its status in stJ.
+ranked() {
+    local c=$1 d=$WORK/$1 r0=$2 r1=$3 job pids=()
+    shift 3
+    mkdir -p "$d/join"
+    for job in 1 0; do
+        local r=$([ $job = 0 ] && echo "$r0" || echo "$r1")
+        AH_WORLD_RANKS=$r AH_WORLD_JOIN=$d/join:$job:2 timeout 120 $MPIRUN --ompi-server "file:$WORK/uri" \
+            -x AH_WORLD_JOIN -x AH_WORLD_RANKS -np 1 bash -c "echo \$\$ >$d/pid$job; exec $(train pp2 $c/m) $*" \
+            >"$d/job$job.out" 2>&1 &
+        pids+=($!)
+    done
+    for job in 1 0; do
+        wait "${pids[$((1 - job))]}"
+        echo $? >"$d/st$job"
+    done
+}
+ranked swap 1 0 --run-dir "$WORK/swap/run"
+[ "$(cat "$WORK/swap/st0")$(cat "$WORK/swap/st1")" = 00 ] || { cat "$WORK/swap/"job*.out >&2; fail "swap: the jobs failed"; }
+STEPS=$STEPS python3 - "$WORK" <<'PY' || fail "swap: AH_WORLD_RANKS=1 and =0"
+import json, sys
+w = sys.argv[1]
+ref = [o["loss"] for o in map(json.loads, open(f"{w}/pp2-one.jsonl")) if "event" not in o]
+got = [o["loss"] for o in map(json.loads, open(f"{w}/swap/m.jsonl")) if "event" not in o]
+assert ref == got and len(got) == 3, (ref, got)
+pid = {j: int(open(f"{w}/swap/pid{j}").read()) for j in (0, 1)}
+ranks = {r: json.load(open(f"{w}/swap/run/rank-{r}.json"))["pid"] for r in (0, 1)}
+assert ranks == {0: pid[1], 1: pid[0]}, (ranks, pid)
+print(f"  swap: world rank 0 is job 1 (pid {pid[1]}), rank 1 job 0 (pid {pid[0]}); 3 losses as one mpirun's")
+PY
+for bad in "half|0||AH_WORLD_RANKS is set in job 0 but not in job 1" \
+           "twice|0|0|AH_WORLD_RANKS of job [01]: world rank 0 is given twice" \
+           "count|0,1|0|AH_WORLD_RANKS of job 0: expected one world rank per rank of the job"; do
+    IFS='|' read -r c r0 r1 want <<<"$bad"
+    ranked "$c" "$r0" "$r1"
+    for job in 0 1; do
+        [ "$(cat "$WORK/$c/st$job")" != 0 ] || fail "$c: job $job exited 0"
+        grep -q "$want" "$WORK/$c/job$job.out" || { cat "$WORK/$c/job$job.out" >&2; fail "$c: job $job lacks '$want'"; }
+    done
+done
+AH_WORLD_RANKS=0 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps 1 >"$WORK/bad.out" 2>&1 &&
+    fail "AH_WORLD_RANKS without AH_WORLD_JOIN accepted"
+grep -q "AH_WORLD_RANKS=0 is set without AH_WORLD_JOIN" "$WORK/bad.out" || { cat "$WORK/bad.out" >&2; fail "the refusal"; }
 AH_WORLD_JOIN=$WORK/x:2:2 "$AUTOHET" train --plan "$WORK/dp2.json" --data "$WORK/text.bin" --steps 1 \
     >"$WORK/bad.out" 2>&1 && fail "AH_WORLD_JOIN=DIR:2:2 accepted"
 grep -q "AH_WORLD_JOIN=$WORK/x:2:2: expected DIR:JOB:NJOBS" "$WORK/bad.out" || { cat "$WORK/bad.out" >&2; fail "the refusal"; }

@@ -414,51 +414,6 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
     if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet train: warning: %s\n", advice);
 }
 
-/* The survivors' phases of an in-place reconfiguration, the slowest rank's (s): the save, the teardown of
- * the old plan's runtime, the world's split, the new plan's set-up (without the restore) and the restore. */
-enum { PH_SAVE, PH_TEARDOWN, PH_SPLIT, PH_INIT, PH_LOAD, N_PH };
-
-/* Rank 0 of the new world: the "reconfigure" event and line (runtime/reconfig.h); every survivor's pid
- * in it (the same processes as before: none was started). Collective over the new world. */
-static void say_reconfigured(const args_t *a, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
-                             FILE *metrics) {
-    ah_comm_t *world = ah_comm_world();
-    const int n = ah_comm_size(world);
-    int64_t us[N_PH], *pids = calloc((size_t)n, sizeof *pids);
-    ah_error_t err;
-    if (!pids) { /* the others are about to enter the collectives below */
-        ah_error_set(&err, AH_ERR_OOM, "rank %d: no host memory for %d pids", ah_comm_rank(world), n);
-        ah_comm_abort(ah_cli_fail("train", &err));
-    }
-    for (int k = 0; k < N_PH; k++) us[k] = (int64_t)(ph[k] * 1e6);
-    if (ah_comm_allreduce_max_i64(world, us, N_PH, &err) != AH_OK ||
-        ah_comm_allgather_i64(world, (int64_t)getpid(), pids, &err) != AH_OK || ah_comm_rank(world) != 0) {
-        free(pids);
-        return;
-    }
-    json_t *pl = json_array(), *lv = json_array();
-    for (int r = 0; r < n; r++) json_array_append_new(pl, json_integer(pids[r]));
-    for (int k = 0; k < req->n_leave; k++) json_array_append_new(lv, json_integer(req->leave[k]));
-    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
-        AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
-        (json_int_t)start, "plan", req->plan, "leave", lv, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
-        "save", us[PH_SAVE] * 1e-6, "split", us[PH_SPLIT] * 1e-6, "teardown", us[PH_TEARDOWN] * 1e-6, "init",
-        us[PH_INIT] * 1e-6, "load", us[PH_LOAD] * 1e-6));
-    printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
-           "(save %.3f s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s); the processes kept:",
-           (long long)req->step, from, n, req->plan, (long long)start, us[PH_SAVE] * 1e-6, us[PH_TEARDOWN] * 1e-6,
-           us[PH_SPLIT] * 1e-6, us[PH_INIT] * 1e-6, us[PH_LOAD] * 1e-6);
-    for (int r = 0; r < n; r++) printf(" %lld", (long long)pids[r]);
-    printf("\n");
-    fflush(stdout);
-    for (int r = n; a->run_dir && r < from; r++) { /* the old world's rank files past the new one's */
-        char path[PATH_MAX], name[32];
-        snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, r);
-        if (snprintf(path, sizeof path, "%s/%s", a->run_dir, name) < (int)sizeof path) unlink(path);
-    }
-    free(pids);
-}
-
 /* The boundary req->step of an in-place reconfiguration (runtime/reconfig.h), on every rank of the old
  * world: the save, the old runtime freed, the world split. A leaving rank returns 0 (it then only
  * finalizes); a staying one sets up req's plan on the new world, resumes and returns -1 with *start the
@@ -468,30 +423,33 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     ah_comm_t *world = ah_comm_world();
     const int from = ah_comm_size(world), job = ah_comm_world_job();
     const bool leaving = ah_reconfig_leaving(req);
-    double ph[N_PH] = {0}, t = ah_now_s();
+    double ph[AH_RECONFIG_N_PH] = {0}, t = ah_now_s();
     json_t *events = NULL;
     ah_error_t err;
     if (ah_ckpt_session_save_leaving(*ck, req->step, leaving, &events, &err) != AH_OK)
         ah_comm_abort(fail_job(a, tr->rank, &err));
     ah_metrics_write_events(*metrics, events);
-    ph[PH_SAVE] = ah_now_s() - t;
+    ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
     t = ah_now_s();
     if (ah_ckpt_session_close(*ck, &err) != AH_OK)
         fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
     *ck = NULL;
     ah_trainer_free(tr);
     *have_tr = false;
-    ph[PH_TEARDOWN] = ah_now_s() - t;
+    ph[AH_RECONFIG_PH_TEARDOWN] = ah_now_s() - t;
     t = ah_now_s();
-    if (ah_comm_world_shrink(!leaving, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
-    ph[PH_SPLIT] = ah_now_s() - t;
+    const int new_rank = ah_reconfig_new_rank(req);
+    if (*metrics && (leaving || new_rank > 0)) { /* rank 0 of the new world appends to it from now on */
+        fclose(*metrics);
+        *metrics = NULL;
+    }
+    if (ah_comm_world_shrink(!leaving, new_rank, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
     if (leaving) {
         ah_test_hook("reconfig-split", req->step, NULL);
         printf("autohet train: job %d (pid %d) leaves at step %lld: its checkpoint is saved, the other jobs go on in "
                "place under %s\n", job, (int)getpid(), (long long)req->step, req->plan);
         fflush(stdout);
-        if (*metrics) fclose(*metrics);
-        *metrics = NULL;
         return 0;
     }
     t = ah_now_s();
@@ -512,15 +470,15 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
         fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
                 strerror(errno));
-    if (s == AH_OK) s = set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[PH_LOAD], &err);
+    if (s == AH_OK) s = set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[AH_RECONFIG_PH_LOAD], &err);
     if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
         s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the staying ranks resumed from "
                          "step %lld, not the step just saved (a piece of it was held only by the leaving jobs: "
                          "keep --replica-memory-gb or --cloud on)", (long long)req->step, (long long)*start);
     if (s != AH_OK) return rank == 0 ? fail_job(a, rank, &err) : ah_status_exit_code(s);
     if (rank == 0) ah_reconfig_retire(a->run_dir);
-    ph[PH_INIT] = ah_now_s() - t - ph[PH_LOAD];
-    say_reconfigured(a, req, from, ph, *start, *metrics);
+    ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD];
+    ah_reconfig_say(a->run_dir, req, from, ph, *start, *metrics);
     if (rank == 0 && !a->quiet) say_start(a, plan, ranks);
     return -1;
 }

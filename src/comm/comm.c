@@ -96,7 +96,10 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
     g_world.c = MPI_COMM_WORLD;
     /* Errors come back as codes, so a failed call gets a message instead of a bare abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    const char *join = getenv("AH_WORLD_JOIN");
+    const char *join = getenv("AH_WORLD_JOIN"), *ranks = getenv("AH_WORLD_RANKS");
+    if ((!join || !*join) && ranks && *ranks)
+        return ah_error_set(err, AH_ERR_USAGE, "AH_WORLD_RANKS=%s is set without AH_WORLD_JOIN (it numbers the ranks "
+                            "of a world of joined jobs)", ranks);
     if (join && *join) {
         MPI_Comm joined = MPI_COMM_NULL;
         if (ah_comm_join_world(join, &joined, &g_job, err) != AH_OK) return err->code;
@@ -127,14 +130,14 @@ ah_comm_t *ah_comm_world(void) { return &g_world; }
 
 int ah_comm_world_job(void) { return g_job; }
 
-ah_status_t ah_comm_world_shrink(bool stay, ah_error_t *err) {
+ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
     if (g_job < 0 && !stay)
         return ah_error_set(err, AH_ERR_USAGE, "a rank of one mpirun job cannot leave it while the others go on "
                             "(its MPI_Finalize waits for the whole job): start one job a host with AH_WORLD_JOIN");
     int me = 0;
     MPI_Comm_rank(g_world.c, &me);
     MPI_Comm nc = MPI_COMM_NULL;
-    MPI_TRY(MPI_Comm_split(g_world.c, stay ? 0 : MPI_UNDEFINED, me, &nc), "MPI_Comm_split");
+    MPI_TRY(MPI_Comm_split(g_world.c, stay ? 0 : MPI_UNDEFINED, key >= 0 ? key : me, &nc), "MPI_Comm_split");
     free(g_world.counts);
     g_world.counts = NULL;
     if (g_world.c != MPI_COMM_WORLD) MPI_Comm_free(&g_world.c);

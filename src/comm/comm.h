@@ -62,7 +62,8 @@ ah_comm_t *ah_comm_world(void);
 int ah_comm_world_job(void);
 /* The in-place reconfiguration's new world (runtime/reconfig.h; docs/elastic.md "In-place
  * reconfiguration"): collective over the world, every rank alive. The ranks that stay split the
- * world (MPI_Comm_split, ranks kept in their order; the others pass MPI_UNDEFINED), the old world's
+ * world (MPI_Comm_split ordered by `key`, the rank in the new world when the staying ranks' keys are
+ * 0..stay-1; key < 0 on every rank: kept in their order; the others pass MPI_UNDEFINED), the old world's
  * communicator is freed (MPI_Comm_free: MPI_Comm_disconnect across joined jobs hangs on Open MPI
  * 4.1), and the split becomes ah_comm_world(); a rank that leaves then has no world (size 0) and
  * only calls ah_comm_finalize. Every other communicator split from the old world must be freed by
@@ -70,7 +71,7 @@ int ah_comm_world_job(void);
  * communicator that holds a leaving process after it is gone. Only on a world of joined jobs
  * (AH_WORLD_JOIN): a rank of one mpirun job cannot leave it (its MPI_Finalize is a fence over the
  * job); there, every rank must stay. */
-ah_status_t ah_comm_world_shrink(bool stay, ah_error_t *err);
+ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
 int ah_comm_rank(const ah_comm_t *c);
 int ah_comm_size(const ah_comm_t *c);
 

@@ -11,7 +11,11 @@
  * order they connect (MPI_Comm_accept / MPI_Comm_connect, each merged with MPI_Intercomm_merge;
  * every job's mpirun needs --ompi-server with the same server), then orders its ranks by job and
  * by rank in the job: job 0's ranks, then job 1's, ... as one mpirun of all of them would number
- * them. Collective over every rank of every job; the intermediate communicators are freed
+ * them; or, with AH_WORLD_RANKS=r0,r1,... in every job (one entry per rank of the job: its rank i in
+ * its own MPI_COMM_WORLD is world rank r_i), as those say: a plan's ranks need not be host-contiguous
+ * while the launcher starts one job a host. AH_WORLD_RANKS in some jobs only, with another count than
+ * the job's ranks, or not a permutation of 0..N-1 over the world's N ranks is an AH_ERR_USAGE error on
+ * every rank (the keys are gathered over the joined world first, so no rank is left waiting). Collective over every rank of every job; the intermediate communicators are freed
  * (MPI_Comm_free: MPI_Comm_disconnect across mpirun jobs hangs on Open MPI 4.1, a PMIx fence the
  * jobs' servers cannot complete). Errors name the variable, the file or the MPI call. */
 #include <errno.h>
@@ -32,6 +36,63 @@
 /* how long a job waits for job 0's port file (60 s); the most jobs (a job's ranks are numbered
  * below JOB_RANKS in the ordering key, which fits an int) */
 enum { PORT_WAIT_TENTHS = 600, JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
+
+/* AH_WORLD_RANKS of this rank (world_key): absent in the job, or malformed / not one entry a rank */
+enum { RANKS_ABSENT = -1, RANKS_BAD = -2 };
+
+/* This rank's entry of AH_WORLD_RANKS (its world rank), RANKS_ABSENT or RANKS_BAD. */
+static int world_key(void) {
+    const char *v = getenv("AH_WORLD_RANKS");
+    if (!v || !*v) return RANKS_ABSENT;
+    int rank = 0, size = 0, n = 0, mine = RANKS_BAD;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (const char *p = v;; p++, n++) {
+        char *end = NULL;
+        if (*p < '0' || *p > '9') return RANKS_BAD;
+        errno = 0;
+        const long r = strtol(p, &end, 10);
+        if (errno || r > INT_MAX - 1 || (*end && *end != ',')) return RANKS_BAD;
+        if (n == rank) mine = (int)r;
+        if (!*(p = end)) break;
+    }
+    return n + 1 == size ? mine : RANKS_BAD;
+}
+
+/* Every rank of the joined world `w`: the key that orders it in the world (AH_WORLD_RANKS' entry, or job-major
+ * when no job has it), after checking every job's AH_WORLD_RANKS over the world's gathered keys (the same
+ * verdict on every rank). */
+static ah_status_t order_key(MPI_Comm w, int job, int *key, ah_error_t *err) {
+    int rank = 0, n = 0, mine[2] = {job, world_key()};
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(w, &n);
+    int *all = malloc(2 * (size_t)n * sizeof *all), *seen = calloc((size_t)n, sizeof *seen);
+    int rc = all && seen ? MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, w) : MPI_ERR_NO_MEM;
+    ah_status_t st = rc == MPI_SUCCESS ? AH_OK
+        : ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: gathering the jobs' AH_WORLD_RANKS failed (MPI error %d)", rc);
+    int with = -1, without = -1;
+    for (int i = 0; st == AH_OK && i < n; i++) {
+        const int j = all[2 * i], r = all[2 * i + 1];
+        if (r == RANKS_BAD)
+            st = ah_error_set(err, AH_ERR_USAGE, "AH_WORLD_RANKS of job %d: expected one world rank per rank of the "
+                              "job (its mpirun's -np), separated by commas", j);
+        else if (r == RANKS_ABSENT)
+            without = without < 0 ? j : without;
+        else if ((with = with < 0 ? j : with), r >= n)
+            st = ah_error_set(err, AH_ERR_USAGE, "AH_WORLD_RANKS of job %d: world rank %d is not below the "
+                              "world's %d ranks", j, r, n);
+        else if (seen[r]++)
+            st = ah_error_set(err, AH_ERR_USAGE, "AH_WORLD_RANKS of job %d: world rank %d is given twice in the "
+                              "world (a permutation of 0..%d expected)", j, r, n - 1);
+    }
+    if (st == AH_OK && with >= 0 && without >= 0)
+        st = ah_error_set(err, AH_ERR_USAGE, "AH_WORLD_RANKS is set in job %d but not in job %d: set it in every "
+                          "job or none", with, without);
+    *key = with >= 0 ? mine[1] : job * JOB_RANKS + rank;
+    free(all);
+    free(seen);
+    return st;
+}
 
 /* DIR:JOB:NJOBS, DIR itself possibly holding colons */
 static ah_status_t join_spec(const char *spec, char *dir, size_t cap, int *job, int *njobs, ah_error_t *err) {
@@ -187,7 +248,9 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
     }
     while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) rc = merge_one(&world, 1, port, &joined);
     if (st != AH_OK) return st;
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(world, 0, job * JOB_RANKS + rank, out);
+    int key = 0;
+    if (rc == MPI_SUCCESS) st = order_key(world, job, &key, err);
+    if (rc == MPI_SUCCESS && st == AH_OK) rc = MPI_Comm_split(world, 0, key, out);
     if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
     if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find it */
         char path[PATH_MAX];
@@ -195,6 +258,7 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
         unlink(path);
         MPI_Close_port(port);
     }
+    if (st != AH_OK) return st;
     if (rc != MPI_SUCCESS)
         return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: joining the jobs failed (MPI error %d; "
                             "every job's mpirun needs --ompi-server of one ompi-server)", spec, rc);

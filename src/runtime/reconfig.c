@@ -7,13 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "runtime/protocol.h"
+#include "runtime/train_loop.h"
 
 /* Rank 0: the version of the request file last read (inode, size, modification time) and whether that
  * version was refused (so it is said once, not at every step). */
 static char g_stamp[96], g_refused[96];
+
+/* The optional "ranks" (NULL: none): integers >= -1, at most AH_RECONFIG_RANKS_MAX. */
+static ah_status_t parse_ranks(const json_t *ranks, ah_reconfig_req_t *req, ah_error_t *err) {
+    if (!ranks) return AH_OK;
+    if (!json_is_array(ranks) || !json_array_size(ranks) || json_array_size(ranks) > AH_RECONFIG_RANKS_MAX)
+        return ah_error_set(err, AH_ERR_INVALID, "\"ranks\" must be an array of 1 to %d ranks (one a rank of the "
+                            "running world)", AH_RECONFIG_RANKS_MAX);
+    for (size_t i = 0; i < json_array_size(ranks); i++) {
+        const json_t *r = json_array_get(ranks, i);
+        if (!json_is_integer(r) || json_integer_value(r) < -1 || json_integer_value(r) >= AH_RECONFIG_RANKS_MAX)
+            return ah_error_set(err, AH_ERR_INVALID, "\"ranks\"[%zu] is not a rank of the new world or -1 (leaves)", i);
+        req->ranks[req->n_ranks++] = (int)json_integer_value(r);
+    }
+    return AH_OK;
+}
 
 ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error_t *err) {
     json_error_t je;
@@ -27,8 +44,8 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
     json_t *v;
     ah_status_t st = AH_OK;
     json_object_foreach(o, key, v) {
-        if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan")) {
-            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan)", key);
+        if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks")) {
+            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks)", key);
             break;
         }
     }
@@ -48,6 +65,7 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
         else
             req->leave[req->n_leave++] = (int)json_integer_value(j);
     }
+    if (st == AH_OK) st = parse_ranks(json_object_get(o, "ranks"), req, err);
     if (st == AH_OK) {
         req->step = json_integer_value(step);
         snprintf(req->plan, sizeof req->plan, "%s", json_string_value(plan));
@@ -85,8 +103,36 @@ static int64_t read_request(const char *run_dir, int64_t done, int64_t after, ah
     return req->step > after && req->step <= done ? req->step : -1;
 }
 
-/* Every rank: whether req names only jobs of the world and leaves one (*stay: the ranks staying); rank 0
- * warns when not. */
+/* Whether job j is among req's leaving jobs. */
+static bool job_leaves(const ah_reconfig_req_t *req, int64_t j) {
+    for (int k = 0; k < req->n_leave; k++)
+        if (req->leave[k] == j) return true;
+    return false;
+}
+
+bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, int n, int stay, char *why, size_t cap) {
+    if (!req->n_ranks) return false;
+    if (req->n_ranks != n)
+        return snprintf(why, cap, "\"ranks\" has %d entries, the world %d ranks", req->n_ranks, n), true;
+    bool *seen = calloc((size_t)n, sizeof *seen), bad = !seen;
+    if (bad) snprintf(why, cap, "no host memory to check \"ranks\"");
+    for (int r = 0; !bad && r < n; r++) {
+        const int to = req->ranks[r];
+        if ((bad = job_leaves(req, jobs[r]) != (to < 0)))
+            snprintf(why, cap, "\"ranks\"[%d] is %d but rank %d's job %lld %s", r, to, r, (long long)jobs[r],
+                     to < 0 ? "stays" : "leaves (-1)");
+        else if (to >= 0 && (bad = to >= stay || seen[to]))
+            snprintf(why, cap, "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to,
+                     stay - 1);
+        else if (to >= 0)
+            seen[to] = true;
+    }
+    free(seen);
+    return bad;
+}
+
+/* Every rank: whether req names only jobs of the world, leaves one and its "ranks" fits (*stay: the ranks
+ * staying); rank 0 warns when not. */
 static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const int n = ah_comm_size(w);
@@ -99,21 +145,24 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
         for (int r = 0; r < n; r++) there = there || jobs[r] == req->leave[k];
         if (!there && missing < 0) missing = req->leave[k];
     }
-    for (int r = 0; st == AH_OK && r < n; r++) {
-        bool leaves = false;
-        for (int k = 0; k < req->n_leave; k++) leaves = leaves || jobs[r] == req->leave[k];
-        stays += !leaves;
+    for (int r = 0; st == AH_OK && r < n; r++) stays += !job_leaves(req, jobs[r]);
+    char why[256] = "";
+    if (st == AH_OK) {
+        if (ah_comm_world_job() < 0 && req->n_leave > 0)
+            snprintf(why, sizeof why, "jobs can leave only a world of joined jobs (AH_WORLD_JOIN)");
+        else if (missing >= 0)
+            snprintf(why, sizeof why, "job %d is not in the world", missing);
+        else if (!stays)
+            snprintf(why, sizeof why, "no job would stay");
+        else
+            ah_reconfig_bad_ranks(req, jobs, n, stays, why, sizeof why);
     }
     free(jobs);
     *stay = stays;
-    *ok = st == AH_OK && missing < 0 && stays > 0 && (req->n_leave == 0 || ah_comm_world_job() >= 0);
+    *ok = st == AH_OK && !why[0];
     if (st == AH_OK && !*ok && ah_comm_rank(w) == 0) {
-        fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: ", AH_PROTO_RECONFIG_FILE,
-                (long long)req->step);
-        if (ah_comm_world_job() < 0) fprintf(stderr, "jobs can leave only a world of joined jobs (AH_WORLD_JOIN)");
-        else if (missing >= 0) fprintf(stderr, "job %d is not in the world", missing);
-        else fprintf(stderr, "no job would stay");
-        fprintf(stderr, "; training goes on\n");
+        fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: %s; training goes on\n",
+                AH_PROTO_RECONFIG_FILE, (long long)req->step, why);
         snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
     }
     return st;
@@ -156,7 +205,49 @@ void ah_reconfig_retire(const char *run_dir) {
 
 bool ah_reconfig_leaving(const ah_reconfig_req_t *req) {
     const int job = ah_comm_world_job();
-    for (int k = 0; job >= 0 && k < req->n_leave; k++)
-        if (req->leave[k] == job) return true;
-    return false;
+    return job >= 0 && job_leaves(req, job);
+}
+
+int ah_reconfig_new_rank(const ah_reconfig_req_t *req) {
+    const int r = ah_comm_rank(ah_comm_world());
+    return r >= 0 && r < req->n_ranks ? req->ranks[r] : -1;
+}
+
+void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
+                     FILE *metrics) {
+    ah_comm_t *world = ah_comm_world();
+    const int n = ah_comm_size(world);
+    int64_t us[AH_RECONFIG_N_PH], *pids = calloc((size_t)n, sizeof *pids);
+    ah_error_t err;
+    if (!pids) { /* the others are about to enter the collectives below */
+        fprintf(stderr, "autohet train: rank %d: no host memory for %d pids\n", ah_comm_rank(world), n);
+        ah_comm_abort(ah_status_exit_code(AH_ERR_OOM));
+    }
+    for (int k = 0; k < AH_RECONFIG_N_PH; k++) us[k] = (int64_t)(ph[k] * 1e6);
+    if (ah_comm_allreduce_max_i64(world, us, AH_RECONFIG_N_PH, &err) != AH_OK ||
+        ah_comm_allgather_i64(world, (int64_t)getpid(), pids, &err) != AH_OK || ah_comm_rank(world) != 0) {
+        free(pids);
+        return;
+    }
+    json_t *pl = json_array(), *lv = json_array();
+    for (int r = 0; r < n; r++) json_array_append_new(pl, json_integer(pids[r]));
+    for (int k = 0; k < req->n_leave; k++) json_array_append_new(lv, json_integer(req->leave[k]));
+    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
+        AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
+        (json_int_t)start, "plan", req->plan, "leave", lv, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
+        "save", us[AH_RECONFIG_PH_SAVE] * 1e-6, "split", us[AH_RECONFIG_PH_SPLIT] * 1e-6, "teardown", us[AH_RECONFIG_PH_TEARDOWN] * 1e-6, "init",
+        us[AH_RECONFIG_PH_INIT] * 1e-6, "load", us[AH_RECONFIG_PH_LOAD] * 1e-6));
+    printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
+           "(save %.3f s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s); the processes kept:",
+           (long long)req->step, from, n, req->plan, (long long)start, us[AH_RECONFIG_PH_SAVE] * 1e-6, us[AH_RECONFIG_PH_TEARDOWN] * 1e-6,
+           us[AH_RECONFIG_PH_SPLIT] * 1e-6, us[AH_RECONFIG_PH_INIT] * 1e-6, us[AH_RECONFIG_PH_LOAD] * 1e-6);
+    for (int r = 0; r < n; r++) printf(" %lld", (long long)pids[r]);
+    printf("\n");
+    fflush(stdout);
+    for (int r = n; run_dir && r < from; r++) { /* the old world's rank files past the new one's */
+        char path[PATH_MAX], name[32];
+        snprintf(name, sizeof name, AH_PROTO_RANK_FILE_FMT, r);
+        if (snprintf(path, sizeof path, "%s/%s", run_dir, name) < (int)sizeof path) unlink(path);
+    }
+    free(pids);
 }

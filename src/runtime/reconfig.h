@@ -13,10 +13,15 @@
  *   "leave"  the jobs that leave, by AH_WORLD_JOIN's JOB (the mpirun job's number as launched; may be
  *            empty: the same world under another plan); at least one job stays;
  *   "plan"   the plan the remaining ranks train under: one rank per device of it, numbered as
- *            AH_WORLD_JOIN numbers the remaining jobs' ranks (job by job, in their order); an absolute
- *            path or one relative to the trainer's working directory.
+ *            "ranks" says, else in the order of the world (AH_WORLD_JOIN's, comm/join.c: job by job, or
+ *            as AH_WORLD_RANKS numbered them) with the leaving ranks taken out; an absolute path or one
+ *            relative to the trainer's working directory;
+ *   "ranks"  optional: [n_0, ..., n_(W-1)], one entry per rank of the running world of W ranks: rank r's
+ *            rank in the new world (so the new plan's rank n_r), -1 for a rank that leaves: -1 exactly
+ *            for the leaving jobs' ranks, the others a permutation of 0..stay-1 (the agent's mapping of
+ *            each surviving device to the new plan's rank on it).
  * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
- * none, or that the caller's check refuses before anything is torn down (cli_train.c: no --local-root
+ * none, or whose "ranks" does not fit the world and its leaving jobs as said, or that the caller's check refuses before anything is torn down (cli_train.c: no --local-root
  * to save and resume the step from; a plan that cannot be loaded, is invalid or does not have one
  * device per staying rank), is a warning on stderr (once per version of the file) and is not taken;
  * training goes on. A request whose step is at or past the run's last step is never taken (the run
@@ -41,16 +46,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/status.h"
 
 #define AH_RECONFIG_LEAVE_MAX 64
+#define AH_RECONFIG_RANKS_MAX 8192 /* "ranks": the largest world it renumbers */
 
 typedef struct ah_reconfig_req {
     int64_t step;                     /* S */
     int n_leave;
     int leave[AH_RECONFIG_LEAVE_MAX]; /* the leaving jobs */
     char plan[PATH_MAX];
+    int n_ranks;                      /* "ranks"' entries, 0: none given (the world's order kept) */
+    int ranks[AH_RECONFIG_RANKS_MAX]; /* the old world's rank r -> its rank in the new one, -1: leaves */
 } ah_reconfig_req_t;
 
 /* The caller's check of a request before it is taken, on the world's rank 0 only (so it must not be
@@ -72,6 +81,27 @@ void ah_reconfig_retire(const char *run_dir);
 
 /* Whether req's leaving jobs include this process's (comm.h ah_comm_world_job). */
 bool ah_reconfig_leaving(const ah_reconfig_req_t *req);
+
+/* This rank's rank in the new world by req's "ranks" (before the world shrinks), -1 when req has none (or
+ * it leaves): comm.h ah_comm_world_shrink's key. */
+int ah_reconfig_new_rank(const ah_reconfig_req_t *req);
+
+/* The survivors' phases of an in-place reconfiguration, the slowest rank's (s): the save, the teardown of
+ * the old plan's runtime, the world's split, the new plan's set-up (without the restore) and the restore. */
+enum { AH_RECONFIG_PH_SAVE, AH_RECONFIG_PH_TEARDOWN, AH_RECONFIG_PH_SPLIT, AH_RECONFIG_PH_INIT, AH_RECONFIG_PH_LOAD,
+       AH_RECONFIG_N_PH };
+
+/* Rank 0 of the new world: the "reconfigure" event (protocol.h) in metrics (may be NULL) and its line on stdout,
+ * with every survivor's pid (the same processes as before: none was started); removes RUN_DIR's (may be NULL)
+ * rank files of the old world past the new one's. Collective over the new world; ph: AH_RECONFIG_N_PH
+ * phases, this rank's; start the step resumed from. */
+void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
+                     FILE *metrics);
+
+/* Rank 0's check of req's "ranks" against the world (jobs[r]: rank r's AH_WORLD_JOIN job, n ranks, stay of them
+ * not in a leaving job; exposed for the unit test): false when it fits (or req has none): -1 exactly for the
+ * leaving jobs' ranks, the others a permutation of 0..stay-1; true with why set (no final period) when not. */
+bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, int n, int stay, char *why, size_t cap);
 
 /* Parses a request's text (rank 0's reading; exposed for the unit test): AH_OK, or AH_ERR_INVALID naming
  * what is wrong. */
