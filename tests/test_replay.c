@@ -72,6 +72,33 @@ static void test_link_shared(void) {
     CHECK_NEAR(ah_1f1b_replay(st, 2, 2, true, NULL), 13, 1e-15);
 }
 
+/* The last stage has no hop after it: whatever a caller leaves in its p2p_s and p2p_wire_s (every
+ * caller sets 0 today), the replays run the same ops at the same times, with and without extra
+ * warm-up, recorded or not, and zero-bubble's replay likewise. */
+static void test_last_hop_unused(void) {
+    ah_stage_eval_t st[3] = {stage(1, 2, 3), stage(2, 1, 0.5), stage(1, 2, 0)};
+    st[0].p2p_wire_s = 2;
+    for (int warm = 0; warm < 2; warm++) {
+        st[0].warmup_extra = warm;
+        st[2].p2p_s = st[2].p2p_wire_s = 0;
+        const double want = ah_1f1b_replay(st, 3, 6, true, NULL);
+        const double want_zb = ah_sched_replay(AH_SCHED_ZERO_BUBBLE, st, 3, 3, 6, true, NULL);
+        ah_op_t want_ops[3 * 2 * 6], ops[3 * 2 * 6];
+        ah_1f1b_replay(st, 3, 6, true, want_ops);
+        st[2].p2p_s = 40, st[2].p2p_wire_s = 7;
+        CHECK(ah_1f1b_replay(st, 3, 6, true, NULL) == want, "warm-up %d: the last stage's p2p_s moved the replay "
+              "(%g, was %g)", warm, ah_1f1b_replay(st, 3, 6, true, NULL), want);
+        ah_1f1b_replay(st, 3, 6, true, ops);
+        int same = 1;
+        for (int k = 0; k < 3 * 2 * 6; k++) same &= ops[k].start == want_ops[k].start && ops[k].end == want_ops[k].end;
+        CHECK(same, "warm-up %d: the last stage's p2p_s moved a recorded op", warm);
+        CHECK(ah_sched_replay(AH_SCHED_ZERO_BUBBLE, st, 3, 3, 6, true, NULL) == want_zb,
+              "warm-up %d: the last stage's p2p_s moved zero-bubble's replay", warm);
+        st[2].p2p_s = NAN;
+        CHECK(ah_1f1b_replay(st, 3, 6, true, NULL) == want, "warm-up %d: a NaN last p2p_s made the replay NaN", warm);
+    }
+}
+
 /* The same schedule written as a fixed point: every op starts at the latest of its stage's
  * previous op's end and its input's arrival; sweep all ops until no time changes. */
 static double fixed_point(const ah_stage_eval_t *st, int S, int n) {
@@ -195,6 +222,7 @@ static void test_warmup(void) {
 int main(void) {
     test_hand();
     test_link_shared();
+    test_last_hop_unused();
     test_warmup();
     test_random();
     return ah_test_finish();

@@ -146,7 +146,7 @@ static double warm_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops) {
     if (S < 1 || n < 1) return 0;
     for (int s = 0; s < S; s++)
-        if (isnan(st[s].fwd_s) || isnan(st[s].bwd_s) || (with_p2p && isnan(st[s].p2p_s))) return NAN;
+        if (isnan(st[s].fwd_s) || isnan(st[s].bwd_s) || (with_p2p && s < S - 1 && isnan(st[s].p2p_s))) return NAN;
     for (int s = 0; s < S; s++)
         if (st[s].warmup_extra != 0) return warm_replay(st, S, n, with_p2p, ops);
     const size_t cells = (size_t)S * (size_t)n, row = (size_t)n;
@@ -165,6 +165,9 @@ double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p
         lane[s + 1] = (lane_t){.f = st[s].fwd_s, .b = st[s].bwd_s, .hop = with_p2p ? st[s].p2p_s : 0,
                                .wire = with_p2p ? st[s].p2p_wire_s : 0, .fe = fwd_end + (size_t)s * row,
                                .be = bwd_end + (size_t)s * row};
+    /* the last stage has no hop after it (run_positions: its backward is ready at the -inf row
+     * plus its hop), whatever its p2p_s holds */
+    lane[S].hop = lane[S].wire = 0;
     const replay_t r = {S, n, lane + 1, fwd_end, bwd_end};
     if (ops) run_recorded(&r, ops);
     else run_plain(&r);

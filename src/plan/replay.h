@@ -48,10 +48,11 @@ typedef struct ah_op {
     int64_t mb;     /* its micro-batch */
 } ah_op_t;
 
-/* Replays stages st[0 .. S) (fwd_s, bwd_s, and p2p_s: the hop to the next stage, each direction)
- * for n micro-batches; with_p2p false replays the same order with every hop free. ops, when not
- * NULL, gets S * 2n entries: stage s's ops in execution order at ops[s * 2n ..]. Returns the
- * makespan (the last op's end), or NAN when out of host memory or a stage's time is not a number.
+/* Replays stages st[0 .. S) (fwd_s, bwd_s, and p2p_s: the hop to the next stage, each direction;
+ * the last stage's p2p_s and p2p_wire_s are not read) for n micro-batches; with_p2p false replays
+ * the same order with every hop free. ops, when not NULL, gets S * 2n entries: stage s's ops in
+ * execution order at ops[s * 2n ..]. Returns the makespan (the last op's end), or NAN when out of
+ * host memory or a stage's time is not a number.
  * Each op is computed once, in an order where its inputs are already there (replay.c). */
 double ah_1f1b_replay(const ah_stage_eval_t *st, int S, int64_t n, bool with_p2p, ah_op_t *ops);
 
