@@ -18,23 +18,124 @@ static const char *CLUSTER =
     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
 
+/* The options of every replay here: gpt2-124m at 64 x 1024, 2 h, a checkpoint every 1000 s, restart 30 s. */
+static void opts_of(ah_sim_opts_t *o) {
+    ah_sim_opts_default(o);
+    o->train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
+    o->hours = 2, o->ckpt_every_s = 1000, o->restart_s = 30, o->replan_s = 5, o->disk_gb_s = 2;
+}
+
 /* autohet's replay with in_place on or off (grace: the grace period); r is the caller's to free. */
 static bool replay(const ah_model_t *m, const ah_sim_avail_t *a, bool in_place, double grace, ah_sim_result_t *r) {
     ah_sim_opts_t o;
     ah_error_t err;
-    ah_sim_opts_default(&o);
-    o.train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .micro_batch = 4, .precision = AH_PREC_BF16};
-    o.hours = 2;
-    o.ckpt_every_s = 1000;
-    o.restart_s = 30;
-    o.replan_s = 5;
-    o.disk_gb_s = 2;
+    opts_of(&o);
     o.grace_s = grace;
     o.in_place = in_place;
     const bool ok = ah_sim_run(m, a, &o, AH_POLICY_AUTOHET, r, &err) == AH_OK;
     CHECK(ok, "%s", err.msg);
     CHECK_EQ_I64(ok ? r->n_recs : 2, 2);
     return ok && r->n_recs == 2;
+}
+
+/* A notice just after a periodic checkpoint: redoing the few seconds since is cheaper than the save, so a
+ * relaunch does not save (ckpt/policy.h's second test) and rolls them back; a change in place saves
+ * whenever it fits (the runtime's in-place save is always made: runtime/ckpt_io.h
+ * ah_ckpt_session_save_leaving) and loses nothing. Fails with the pays test applied in place too. */
+static void test_save_in_place(const ah_model_t *m, const ah_sim_avail_t *a) {
+    ah_sim_opts_t o;
+    ah_error_t err;
+    ah_sim_result_t first, off, on;
+    opts_of(&o);
+    o.disk_gb_s = 0.04; /* a save of at most 1.5 GB a node: <= 37 s, which fits the 120 s */
+    CHECK(ah_sim_run(m, a, &o, AH_POLICY_AUTOHET, &first, &err) == AH_OK, "%s", err.msg);
+    if (first.n_recs < 2) {
+        CHECK(false, "two recoveries: %d", first.n_recs);
+        ah_sim_result_free(&first);
+        return;
+    }
+    /* the training seconds at the removal (3600 s): the first step counts, the start's other seconds not */
+    const double train_at = 3600 - first.recs[0].seconds + first.recs[0].first_step_s, d = first.recs[1].save_s;
+    CHECK(first.recs[1].saved && d > 10 && d < 40, "the save at the notice: %g s", d);
+    ah_sim_result_free(&first);
+    o.ckpt_every_s = train_at - 8; /* a checkpoint 8 s of training before the removal */
+    for (int ip = 0; ip < 2; ip++) {
+        ah_sim_result_t *r = ip ? &on : &off;
+        o.in_place = ip;
+        CHECK(ah_sim_run(m, a, &o, AH_POLICY_AUTOHET, r, &err) == AH_OK, "%s", err.msg);
+        CHECK_EQ_I64(r->n_recs, 2);
+    }
+    if (off.n_recs == 2 && on.n_recs == 2) {
+        CHECK(!off.recs[1].saved && off.recs[1].tokens_lost > 0 && off.recs[1].restart_s == 30,
+              "relaunch: no save (redo < %g s), %g tokens rolled back", d, off.recs[1].tokens_lost);
+        CHECK(on.recs[1].saved && on.recs[1].in_place && on.recs[1].tokens_lost == 0,
+              "in place: saved (%d), in place (%d), %g tokens lost", on.recs[1].saved, on.recs[1].in_place,
+              on.recs[1].tokens_lost);
+        CHECK(on.tokens > off.tokens, "more tokens: %g vs %g", on.tokens, off.tokens);
+    }
+    ah_sim_result_free(&off);
+    ah_sim_result_free(&on);
+}
+
+/* GPUs of the plan training at time t (the timeline's segment there). */
+static int gpus_at(const ah_sim_result_t *r, double t) {
+    for (int i = 0; i < r->n_segs; i++)
+        if (r->segs[i].start_s <= t && t < r->segs[i].end_s) return r->segs[i].gpus[0];
+    return -1;
+}
+
+/* od-0 (on demand), sp-0 and sp-1 (spot), one A100 each: sp-1 joins at 1000 s, sp-0 leaves at 3600 s.
+ * The join rule's stay fixed (--join-horizon-s): too short for sp-1 at its join, and at the notice
+ * (1) too short to relaunch onto od-0 + sp-1 either: in place onto od-0, sp-1 left to the join rule;
+ * (2) long enough to pay for the relaunch's restart (30 s x (1 - F)) but not a join's (the save, the
+ * relaunch, the first step): relaunched onto both; (3) unbounded: sp-1 joined at 1000 s, and the
+ * notice's plan (od-0 + sp-1) in place. */
+static void test_kept_or_all(const ah_model_t *m) {
+    json_t *doc = NULL;
+    ah_cluster_t c;
+    ah_error_t err;
+    const char *cl = "{\"nodes\": ["
+                     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
+                     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+                     "{\"name\": \"sp-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+                     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
+    CHECK(ah_json_load_string(cl, strlen(cl), "three nodes", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "three nodes", &c, &err) == AH_OK,
+          "%s", err.msg);
+    json_decref(doc);
+    bool up0[3] = {true, true, false};
+    ah_sim_change_t ch[2] = {{.t_s = 1000, .node = 2, .up = true, .trace_id = -1},
+                             {.t_s = 3600, .node = 1, .up = false, .trace_id = -1}};
+    const ah_sim_avail_t a = {.cluster = &c, .up0 = up0, .changes = ch, .n_changes = 2, .end_s = 7200};
+    ah_sim_opts_t o;
+    ah_sim_result_t r[3];
+    opts_of(&o);
+    o.in_place = true;
+    o.join_horizon_s = 1;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[0], &err) == AH_OK, "%s", err.msg);
+    /* (2)'s stay: midway between the two costs, from (1)'s rates on one and on two devices */
+    double r1 = 0, r2 = 0;
+    for (int i = 0; i < r[0].n_segs; i++)
+        if (r[0].segs[i].phase == AH_PHASE_TRAIN) *(r[0].segs[i].gpus[0] == 1 ? &r1 : &r2) = r[0].segs[i].tokens_per_s;
+    const double join_cost = r[0].n_recs > 0 ? r[0].recs[0].seconds : 0, relaunch = 30 * (1 - AH_SIM_IN_PLACE_FRACTION);
+    CHECK(r1 > 0 && r2 > r1 && join_cost > relaunch + 2, "rates %g, %g; a join's cost %g s", r1, r2, join_cost);
+    o.join_horizon_s = r2 > r1 ? (relaunch + join_cost) / 2 / (1 - r1 / r2) : 1;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[1], &err) == AH_OK, "%s", err.msg);
+    o.join_horizon_s = 0;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[2], &err) == AH_OK, "%s", err.msg);
+    if (r[0].n_recs == 2 && r[1].n_recs == 2 && r[2].n_recs == 3) {
+        CHECK(r[0].recs[1].in_place && gpus_at(&r[0], 3700) == 1 && gpus_at(&r[0], 7000) == 1,
+              "(1) in place onto od-0 (%d), sp-1 not taken: %d, %d GPUs", r[0].recs[1].in_place, gpus_at(&r[0], 3700),
+              gpus_at(&r[0], 7000));
+        CHECK(!r[1].recs[1].in_place && r[1].recs[1].restart_s == 30 && gpus_at(&r[1], 3700) == 2,
+              "(2) relaunched onto both (%d, %g s, %d GPUs)", r[1].recs[1].in_place, r[1].recs[1].restart_s,
+              gpus_at(&r[1], 3700));
+        CHECK(strcmp(r[2].recs[1].event, "join") == 0 && r[2].recs[2].in_place && gpus_at(&r[2], 3700) == 2,
+              "(3) joined at 1000 s (%s), in place onto both (%d)", r[2].recs[1].event, r[2].recs[2].in_place);
+    } else
+        CHECK(false, "recoveries: %d, %d, %d (want 2, 2, 3)", r[0].n_recs, r[1].n_recs, r[2].n_recs);
+    for (int i = 0; i < 3; i++) ah_sim_result_free(&r[i]);
+    ah_cluster_free(&c);
 }
 
 int main(void) {
@@ -74,6 +175,8 @@ int main(void) {
     if (replay(&m, &a, true, 1, &on)) CHECK(!on.recs[1].saved && !on.recs[1].in_place && on.recs[1].restart_s == 30,
                                             "unsaved: not in place (%d, %g s)", on.recs[1].in_place, on.recs[1].restart_s);
     ah_sim_result_free(&on);
+    test_save_in_place(&m, &a);
+    test_kept_or_all(&m);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);
     ah_cluster_free(&c);

@@ -51,6 +51,7 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
         bool in = x->pol == AH_POLICY_ON_DEMAND || x->up[i];
         if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
         if (x->region) in = in && strcmp(c->nodes[i].region, x->region) == 0;
+        if (x->plan_within) in = in && x->plan_within[i];
         /* skip_types is set only up to AH_SIM_CHURN_MAX_TYPES types (ah_sim_plan_choose); a shift of 32 or more is undefined */
         if (c->nodes[i].spot && x->skip_types && c->nodes[i].type < 32 && (x->skip_types >> c->nodes[i].type & 1u))
             in = false;

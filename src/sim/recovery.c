@@ -10,6 +10,7 @@
 
 #include "ckpt/placement.h"
 #include "core/vec.h"
+#include "elastic/join_rule.h"
 #include "plan/ckpt_traffic.h"
 #include "sim/replay.h"
 
@@ -289,8 +290,8 @@ static double notice_replication_s(ah_sim_replay_t *x, const ah_sim_entry_t *run
  * runtime): the step in progress finishes, then every node saves when ckpt/policy.h's rule says so;
  * v's wait and save, what the disks and the memory then hold; *unsaved when nothing was saved (the
  * disks hold what they held); *handover when the save was the handover to plan e. */
-static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_sim_recovery_t *v, bool *unsaved,
-                           bool *handover) {
+static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, bool in_place, ah_sim_recovery_t *v,
+                           bool *unsaved, bool *handover) {
     /* autohet reacts to the notice like the runtime: the step in progress finishes, then
      * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
      * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
@@ -315,7 +316,10 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, ah_
         rep = fmax(0, ah_sim_memory_save_s(x->c, &run->place, run->ckpt_bytes, run->holder, x->o) -
                           ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o));
     ah_ckpt_notice_t notice = {.elapsed_s = v->wait_s, .grace_s = x->o->grace_s, .save_s = sv + rep,
-                               .redo_s = x->now.train_s - x->at_disk.train_s, .every_node = join};
+                               .redo_s = in_place ? -1 : x->now.train_s - x->at_disk.train_s, .every_node = join};
+    /* a change in place saves whenever it fits (runtime/ckpt_io.h ah_ckpt_session_save_leaving: always made;
+     * the agent falls back to the relaunch when the request is not taken within the grace period): an unknown
+     * redo_s skips the rule's second test */
     /* the memory tier (memory.c): when it commits sooner than the disks, what commits the step is
      * the snapshot and the replication; the disks follow until the job ends, at the removal at
      * the latest. Not where a leaving node's holder leaves too (the runtime's rule) */
@@ -367,15 +371,62 @@ static bool nodes_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
     return true;
 }
 
+/* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
+ * running plan's nodes that stay), by the join rule (elastic/join_rule.h): all's extra nodes taken in
+ * now for the relaunch's restart less the change's (restart_s x (1 - AH_SIM_IN_PLACE_FRACTION)) plus
+ * their exposure, against taking them in later by the join rule. */
+static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, const ah_sim_entry_t *all) {
+    const double now = ah_sim_join_key(x, kept), more = ah_sim_join_key(x, all);
+    if (!ah_join_pays(now, more, INFINITY, 0, NULL)) return false; /* not better */
+    const double hit = ah_sim_hit_rate(x, all), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
+    const double cost = x->o->restart_s * (1 - AH_SIM_IN_PLACE_FRACTION) +
+                        ah_join_exposure_s(ah_sim_hit_rate(x, kept), hit, stay, ah_sim_recovery_cost_s(x));
+    return ah_join_pays(now, more, stay, cost, NULL);
+}
+
+/* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
+ * the change is to be in place. e (the plan on every node up) when it uses only nodes that ran the old
+ * plan; else the plan on the old plan's nodes that stay, unless relaunching onto e pays over it
+ * (relaunch_pays); its extra nodes then wait for the join rule (x->pending_join). Not in place when a
+ * piece of the state would come from the cloud (no surviving node holds it: the run rolls back). */
+static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool *in_place) {
+    *in_place = false;
+    if (!x->o->in_place || !x->run || !x->state) return e;
+    ah_sim_entry_t *k = e;
+    if (!nodes_kept(x->run, e)) {
+        x->plan_within = x->run->uses;
+        k = ah_sim_plan_for(x);
+        x->plan_within = NULL;
+        if (!k) {
+            x->oom = true;
+            return e;
+        }
+        x->choice_plan_s += k->plan_s; /* planned too, as the agent would */
+        if (!k->ok || !nodes_kept(x->run, k) || relaunch_pays(x, k, e)) return e;
+    }
+    ah_sim_recovery_t probe = {0};
+    bool rolls_back = true;
+    (void)transfer_s(x, k, &probe, &rolls_back);
+    if (rolls_back) return e;
+    *in_place = true;
+    return k;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
+    const bool notice = x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol);
+    ah_sim_entry_t *all = e;
+    bool in_place = false;
+    if (notice && !join) e = in_place_choice(x, e, &in_place);
+    if (x->oom) return;
     if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
     bool unsaved = false, handover = false;
-    if (x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol))
-        stop_at_notice(x, e, join, v, &unsaved, &handover);
+    if (notice) stop_at_notice(x, e, join, in_place, v, &unsaved, &handover);
+    if (in_place && !v->saved) e = all; /* no change in place: the relaunch takes every node up */
+    else if (in_place && e != all) x->pending_join = true; /* the nodes left out: the join rule's */
     bool cloud_rollback;
     const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
     const int64_t handover_across = v->bytes_across_regions;
@@ -415,7 +466,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
     /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto nodes
      * that all ran the old plan (no job joins a running world yet) */
-    v->in_place = x->o->in_place && !join && v->saved && !cloud_rollback && x->run && nodes_kept(x->run, e);
+    v->in_place = in_place && v->saved && !cloud_rollback && nodes_kept(x->run, e);
     v->restart_s = x->o->restart_s * (v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;

@@ -91,6 +91,8 @@ typedef struct {
      * were up, the seconds since the first change */
     double *spot_removals, *spot_removal_events, *spot_node_s;
     unsigned skip_types;  /* types left out of the set planned on (a candidate of ah_sim_plan_choose) */
+    const bool *plan_within; /* [n_nodes] or NULL: the set planned on is also within these nodes (recovery.c:
+                             the nodes of the running plan, for a change in place) */
     double choice_plan_s; /* the last ah_sim_plan_choose's planning: every candidate's measured time */
     double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
     int cap_segs, cap_markers, cap_recs;
@@ -161,6 +163,9 @@ double ah_sim_uploads_drain(ah_sim_replay_t *x, double limit_s);
  * host memory (a set with no plan gives an entry with ok false and the planner's message). */
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
 void ah_sim_entry_free(ah_sim_entry_t *e);
+/* sim.c: the join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the
+ * cost objective, the agent's ah_planner_key); INFINITY without a plan. */
+double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
 /* plans.c: the plan the policy starts on given x->up. autohet (with o->churn_aware): of the plans on
  * the nodes up and on them less every subset of their spot types that lost a node, the one of the
  * most expected tokens per second (time) or tokens per $ (cost) once the recoveries the churn seen so

@@ -257,9 +257,7 @@ static double ckpt_stall_s(const ah_sim_replay_t *x) {
     return e->gather_s + copy + (e->holder && !e->periodic_off ? e->replicate_s : 0);
 }
 
-/* The join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the cost
- * objective, the agent's ah_planner_key); INFINITY without a plan. */
-static double join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     if (!e->ok || !(e->tokens_per_s > 0)) return INFINITY;
     return (x->o->objective == AH_OBJECTIVE_COST ? e->usd_per_s + e->egress_usd_per_s : 1.0) / e->tokens_per_s;
 }
@@ -295,7 +293,7 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
         if (e->tokens_per_s > x->run->tokens_per_s) ah_sim_begin_recovery(x, e, true, label, "");
         return;
     }
-    const double now = join_key(x, x->run), joined = join_key(x, e);
+    const double now = ah_sim_join_key(x, x->run), joined = ah_sim_join_key(x, e);
     if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
     const double hit = ah_sim_hit_rate(x, e), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
     const double cost =
