@@ -40,8 +40,8 @@ done
 # run_jobs DIR LEAVER HOOK CMD...: three one-rank mpirun jobs joined into one world (DIR/join), each running
 # CMD with AH_JOB its job number (LEAVER's with AH_TEST_HOOK=HOOK), started 2, 1, 0; each mpirun's status in
 # DIR/stJ. The join itself (AH_WORLD_JOIN, not this test's subject) hung on this machine's Open MPI 4.1
-# when two jobs connected at once (4 of 30 three-job joins under load; comm/join.c connect_lock now lets
-# one connect at a time: 0 hung since): jobs that wrote no metrics line in 90 s are still killed and
+# when two jobs connected at once (4 of 30 three-job joins under load; one connect at a time since, now
+# by turns published at the ompi-server, comm/join.c): jobs that wrote no metrics line in 90 s are still killed and
 # started once more, said on stdout, so that a join that hangs all the same is named as such.
 run_jobs() {
     local d=$1 leaver=$2 hook=$3 try job pids i

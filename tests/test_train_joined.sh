@@ -2,9 +2,9 @@
 # "In-place reconfiguration at a notice"): two mpirun jobs of one rank each, joined through an
 # ompi-server, train a plan of two ranks with every loss bit-identical to one mpirun of two ranks:
 # the data-parallel dp2 (an all-reduce across the jobs) and train-pp2-recompute (a pipeline whose
-# activations and gradients cross between the jobs). Job 1 starts first (it waits for job 0's
-# port; for dp2, 2 s first, past an earlier run's port file whose writer is no longer alive). The
-# port file is gone once the world is built (a rerun with the same DIR must not read it). AH_WORLD_RANKS
+# activations and gradients cross between the jobs). Job 1 starts first (it waits for its turn, which
+# job 0 publishes at the ompi-server; for dp2, 2 s first, past the turn an earlier run with the same DIR
+# published before it was killed, its writer no longer alive). No port file is written. AH_WORLD_RANKS
 # numbers the world (below). A malformed AH_WORLD_JOIN is refused, named. With AH_BACKEND=cuda on a -DAH_CUDA_EMU=ON
 # build (scripts/cuda-emu-check.sh) the same on the CUDA backend: pp2's two devices are distinct,
 # so its transfers go over the emulated NCCL, whose communicators meet over the joined world.
@@ -25,13 +25,13 @@ train() { # plan out-name: autohet train on $WORK/plan.json, the metrics in $WOR
 for plan in dp2 pp2; do
     timeout 120 $MPIRUN -np 2 $(train $plan $plan-one) >"$WORK/$plan-one.out" 2>&1 \
         || { cat "$WORK/$plan-one.out" >&2; fail "$plan: one mpirun of 2 ranks"; }
-    mkdir -p "$WORK/join-$plan"
-    if [ $plan = dp2 ]; then # an earlier run's port file, its writer (this host's) no longer alive
-        sh -c 'exit 0' &
-        dead=$!
-        wait $dead
-        printf 'stale-port-name\n%s %s %s\n' "$(hostname)" "$(readlink /proc/self/ns/pid | tr ' ' _)" $dead \
-            >"$WORK/join-$plan/port"
+    if [ $plan = dp2 ]; then # an earlier run's published port, its writer (this host's) killed before the world was built
+        AH_WORLD_JOIN=$WORK/join-$plan:0:2 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_WORLD_JOIN \
+            -np 1 bash -c "echo \$\$ >$WORK/stale.pid; exec $(train $plan stale)" >"$WORK/stale.out" 2>&1 &
+        stale=$!
+        sleep 5 # MPI_Init, the port opened and job 1's turn published; then job 0 waits in its accept
+        kill -9 "$(cat "$WORK/stale.pid")"
+        wait $stale 2>/dev/null
     fi
     pids=()
     for job in 1 0; do
@@ -44,7 +44,7 @@ for plan in dp2 pp2; do
         wait "$p" || { kill "${pids[@]}" 2>/dev/null; cat "$WORK/$plan-job"*.out >&2; fail "$plan: two joined mpirun jobs"; }
     done
     same_losses "$plan-one" "$plan-joined"
-    [ ! -e "$WORK/join-$plan/port" ] || fail "$plan: $WORK/join-$plan/port left once the world was built"
+    [ ! -e "$WORK/join-$plan" ] || [ -z "$(ls -A "$WORK/join-$plan")" ] || fail "$plan: files in $WORK/join-$plan"
 done
 # AH_WORLD_RANKS (join.c): the world numbered as the jobs say, not job by job. pp2 with job 0's rank as world
 # rank 1 and job 1's as world rank 0: the same losses (the plan's rank 0, stage 0, now runs in job 1), and
@@ -55,7 +55,7 @@ done
 ranked() {
     local c=$1 d=$WORK/$1 r0=$2 r1=$3 job pids=()
     shift 3
-    mkdir -p "$d/join"
+    mkdir -p "$d"
     for job in 1 0; do
         local r=$([ $job = 0 ] && echo "$r0" || echo "$r1")
         AH_WORLD_RANKS=$r AH_WORLD_JOIN=$d/join:$job:2 timeout 120 $MPIRUN --ompi-server "file:$WORK/uri" \

@@ -4,12 +4,16 @@
  * processes?": on Open MPI 4.1 the jobs' lives are apart, a communicator that no longer holds
  * the leaver's ranks goes on after its host dies).
  *
- * AH_WORLD_JOIN=DIR:JOB:NJOBS. Job 0's first rank opens a port and writes its name to DIR/port
- * (written whole, then renamed, with its writer: a file whose writer, on this host, is no longer
- * alive is an earlier run's and waited past; removed once the world is built); each other job's
- * first rank reads it and sends it to its job's ranks; the world, job 0 first, accepts the other NJOBS - 1 jobs in the
- * order they connect (MPI_Comm_accept / MPI_Comm_connect, each merged with MPI_Intercomm_merge;
- * every job's mpirun needs --ompi-server with the same server), then orders its ranks by job and
+ * AH_WORLD_JOIN=DIR:JOB:NJOBS. Job 0's first rank opens a port; the world, job 0 first, accepts the
+ * other NJOBS - 1 jobs in job order (MPI_Comm_accept / MPI_Comm_connect, each merged with
+ * MPI_Intercomm_merge; every job's mpirun needs --ompi-server with the same server): before each accept
+ * the world's root publishes "TURN PORT WRITER" at that ompi-server under a name made from DIR
+ * (MPI_Publish_name; unpublished once the world is built), and job TURN's first rank, which looks the
+ * name up every 0.1 s (MPI_Lookup_name), connects when the turn is its own and sends the port to its
+ * job's ranks. Through the server, not a file, since each host has its own filesystem: DIR need not
+ * exist anywhere, only be the same string in every job; one job connecting at a time, since two
+ * connecting at once hung the join on Open MPI 4.1 under load. A value whose writer, on this host, is
+ * no longer alive is an earlier run's and waited past. The world then orders its ranks by job and
  * by rank in the job: job 0's ranks, then job 1's, ... as one mpirun of all of them would number
  * them; or, with AH_WORLD_RANKS=r0,r1,... in every job (one entry per rank of the job: its rank i in
  * its own MPI_COMM_WORLD is world rank r_i), as those say: a plan's ranks need not be host-contiguous
@@ -19,7 +23,6 @@
  * (MPI_Comm_free: MPI_Comm_disconnect across mpirun jobs hangs on Open MPI 4.1, a PMIx fence the
  * jobs' servers cannot complete). Errors name the variable, the file or the MPI call. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <signal.h>
@@ -27,13 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "comm/comm_mpi.h"
 #include "core/timing.h"
 
-/* how long a job waits for job 0's port file (60 s); the most jobs (a job's ranks are numbered
+/* how long a job waits for its turn without a change of the published one (60 s); the most jobs (a job's ranks are numbered
  * below JOB_RANKS in the ordering key, which fits an int) */
 enum { PORT_WAIT_TENTHS = 600, JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
 
@@ -116,7 +118,7 @@ static ah_status_t join_spec(const char *spec, char *dir, size_t cap, int *job, 
     return AH_OK;
 }
 
-/* Who wrote a port file: "HOST PIDNS PID" (PIDNS: /proc/self/ns/pid's link, "-" unknown). */
+/* Who published a port: "HOST PIDNS PID" (PIDNS: /proc/self/ns/pid's link, "-" unknown). */
 static void writer_id(char *id, size_t cap) {
     char host[256] = "-", ns[64] = "-";
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "-");
@@ -127,23 +129,29 @@ static void writer_id(char *id, size_t cap) {
     snprintf(id, cap, "%.200s %.60s %ld", host, ns, (long)getpid());
 }
 
-/* DIR/port: the port's name, then writer_id's line (written whole, then renamed). */
-static ah_status_t publish_port(const char *dir, const char *port, ah_error_t *err) {
-    char path[PATH_MAX], tmp[PATH_MAX + 8], id[300];
-    snprintf(path, sizeof path, "%s/port", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    writer_id(id, sizeof id);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: cannot write %s", tmp);
-    const int ok = fprintf(f, "%s\n%s\n", port, id) > 0;
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
-        return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: cannot write %s", path);
-    return AH_OK;
+/* The name the world's port is published under at the jobs' ompi-server: DIR's (FNV-1a), the same on every
+ * host (the launchers give every job the same DIR path, each host's own directory or none). */
+static void service_name(const char *dir, char *svc, size_t cap) {
+    unsigned long long h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)dir; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    snprintf(svc, cap, "autohet-join-%016llx", h);
 }
 
-/* Whether the port file's writer line names a process of this host's PID namespace that is no longer
- * alive: a port left by an earlier run (one that ended before its world was built) with the same DIR.
- * A writer on another host cannot be checked: its file counts. */
+/* The world's root: "TURN PORT WRITER" published (overwriting the last turn): job TURN may connect now. A
+ * failure is said (the job whose turn it is then waits and fails after 60 s, naming it). */
+static void publish_turn(const char *svc, const char *port, int turn) {
+    char value[MPI_MAX_PORT_NAME], id[300];
+    writer_id(id, sizeof id);
+    const int rc = snprintf(value, sizeof value, "%d %s %s", turn, port, id) < (int)sizeof value
+                       ? MPI_Publish_name(svc, MPI_INFO_NULL, value) : MPI_ERR_OTHER;
+    if (rc != MPI_SUCCESS)
+        fprintf(stderr, "autohet: AH_WORLD_JOIN: publishing job %d's turn as %s at the ompi-server failed (MPI error "
+                "%d)\n", turn, svc, rc);
+}
+
+/* Whether a published port's writer (writer_id's "HOST PIDNS PID") is a process of this host's PID namespace
+ * that is no longer alive: a port left by an earlier run (one that ended before its world was built) with
+ * the same DIR on the same ompi-server. A writer on another host cannot be checked: its port counts. */
 static bool stale_writer(const char *line) {
     char mine[300], host[256], ns[64], my_host[256], my_ns[64];
     long pid = 0, my_pid = 0;
@@ -154,55 +162,46 @@ static bool stale_writer(const char *line) {
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
-/* Job 0's port name from DIR/port, waiting for it (60 s) and past a stale one (stale_writer). */
-static ah_status_t read_port(const char *dir, char *port, ah_error_t *err) {
-    char path[PATH_MAX], line[300];
-    snprintf(path, sizeof path, "%s/port", dir);
+/* A joining job's first rank: the port, once the published turn is this job's; waiting while it is another's
+ * or its writer, on this host, is no longer alive (an earlier run's, ended before its world was built, on
+ * the same ompi-server and DIR); 60 s without a change of the published value end the wait. */
+static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *err) {
+    char value[MPI_MAX_PORT_NAME], last[MPI_MAX_PORT_NAME] = "";
     bool stale = false;
-    for (int i = 0; i < PORT_WAIT_TENTHS; i++, ah_sleep_s(0.1)) {
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        const bool ok = fgets(port, MPI_MAX_PORT_NAME, f) != NULL;
-        if (!fgets(line, sizeof line, f)) line[0] = 0;
-        fclose(f);
-        if (!ok) return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: %s is empty", path);
-        port[strcspn(port, "\n")] = 0;
-        if (!(stale = stale_writer(line))) return AH_OK;
+    int seen = -1;
+    for (int quiet = 0; quiet < PORT_WAIT_TENTHS; quiet++, ah_sleep_s(0.1)) {
+        if (MPI_Lookup_name(svc, MPI_INFO_NULL, value) != MPI_SUCCESS) continue;
+        if (strcmp(value, last) != 0) quiet = 0;
+        snprintf(last, sizeof last, "%s", value);
+        int turn = -1, at = 0;
+        const char *sp = sscanf(value, "%d %n", &turn, &at) == 1 ? strchr(value + at, ' ') : NULL;
+        if (!sp || (stale = stale_writer(sp + 1))) continue;
+        if ((seen = turn) != job) continue;
+        snprintf(port, MPI_MAX_PORT_NAME, "%.*s", (int)(sp - value - at), value + at);
+        return AH_OK;
     }
-    return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: %s after 60 s (job 0 opens the port)",
-                        stale ? "only a stale port file, its writer no longer alive," : "no port file");
+    if (stale)
+        return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: only a stale port published as %s, its writer no longer "
+                            "alive, for 60 s", svc);
+    if (seen < 0)
+        return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: nothing published as %s for 60 s (job 0 publishes its "
+                            "port; every job's mpirun needs --ompi-server of the same ompi-server)", svc);
+    return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: job %d's turn published for 60 s, not this job's (%d): the "
+                        "jobs connect in order", seen, job);
 }
 
-/* The job's first rank reads the port (read_port) and sends it to the job's other ranks, so that the
- * job's ranks connect, or fail, together. */
-static ah_status_t job_reads_port(const char *dir, char *port, ah_error_t *err) {
+/* The job's first rank waits for its turn (wait_turn) and sends the port to the job's other ranks, so that
+ * the job's ranks connect, or fail, together. */
+static ah_status_t job_reads_port(const char *svc, int job, char *port, ah_error_t *err) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    ah_status_t st = rank == 0 ? read_port(dir, port, err) : AH_OK;
+    ah_status_t st = rank == 0 ? wait_turn(svc, job, port, err) : AH_OK;
     if (rank == 0 && st != AH_OK) port[0] = 0;
     MPI_Bcast(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (st == AH_OK && !port[0])
-        st = ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: the job's first rank could not read the port (its "
+        st = ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: the job's first rank found no turn to connect (its "
                           "message above)");
     return st;
-}
-
-/* The job's turn to connect (its first rank, before MPI_Comm_connect; released by closing the descriptor
- * once merged): an exclusive flock on DIR/connect.lock. Two jobs connecting to the port at once hung the
- * join on Open MPI 4.1 under load (three one-rank jobs of `autohet train --steps 1`, started together,
- * load 19-24: 4 of 30 joins hung, all three ranks in the join: the world's root in Intercomm_merge with
- * one job, its TCP set-up blocked in PMIx_Get for that job's address, the other job still in
- * MPI_Comm_connect's PMIx_Lookup); one connect at a time: 0 of 75. -1 when the lock cannot be had
- * (the connect then goes unserialized, as before). */
-static int connect_lock(const char *dir) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/connect.lock", dir);
-    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
 }
 
 /* One more job into *world: accepted by the world (root 0) or, from a job not yet in it, connected;
@@ -224,38 +223,37 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
 }
 
 ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah_error_t *err) {
-    char dir[PATH_MAX], port[MPI_MAX_PORT_NAME] = {0};
+    char dir[PATH_MAX], port[MPI_MAX_PORT_NAME] = {0}, svc[64];
     int job = 0, njobs = 1, rank = 0, joined = 1, rc = MPI_SUCCESS;
     if (join_spec(spec, dir, sizeof dir, &job, &njobs, err) != AH_OK) return err->code;
     *job_out = job;
+    service_name(dir, svc, sizeof svc);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN); /* a name not published yet is no abort */
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm world = MPI_COMM_WORLD;
     ah_status_t st = AH_OK;
-    if (job == 0) { /* the port is its first rank's; the others hear whether it was published */
-        if (rank == 0 && (rc = MPI_Open_port(MPI_INFO_NULL, port)) == MPI_SUCCESS) st = publish_port(dir, port, err);
-        int failed = rank == 0 && (rc != MPI_SUCCESS || st != AH_OK);
+    if (job == 0) { /* the port is its first rank's; the others hear whether it was opened */
+        if (rank == 0) rc = MPI_Open_port(MPI_INFO_NULL, port);
+        int failed = rank == 0 && rc != MPI_SUCCESS;
         MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (failed && rank != 0)
-            return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: job 0's first rank could not open or publish "
-                                "the port (its message above)", spec);
+        if (failed)
+            return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: job 0's first rank could not open the port "
+                                "(MPI error %d on it)", spec, rc);
     } else {
-        st = job_reads_port(dir, port, err);
+        st = job_reads_port(svc, job, port, err);
     }
-    if (rc == MPI_SUCCESS && st == AH_OK && job != 0) {
-        const int lock = rank == 0 ? connect_lock(dir) : -1;
-        rc = merge_one(&world, 0, port, &joined);
-        if (lock >= 0) close(lock); /* the next job may connect */
+    if (st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
+    while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) {
+        if (job == 0 && rank == 0) publish_turn(svc, port, joined); /* the world's root: jobs join in order */
+        rc = merge_one(&world, 1, port, &joined);
     }
-    while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) rc = merge_one(&world, 1, port, &joined);
     if (st != AH_OK) return st;
     int key = 0;
     if (rc == MPI_SUCCESS) st = order_key(world, job, &key, err);
     if (rc == MPI_SUCCESS && st == AH_OK) rc = MPI_Comm_split(world, 0, key, out);
     if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
-    if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find it */
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/port", dir);
-        unlink(path);
+    if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find the port */
+        if (njobs > 1) MPI_Unpublish_name(svc, MPI_INFO_NULL, port);
         MPI_Close_port(port);
     }
     if (st != AH_OK) return st;
