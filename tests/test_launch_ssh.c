@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "core/fs.h"
+#include "core/timing.h"
 #include "elastic/launcher.h"
 #include "harness.h"
 #include "runtime/protocol.h"
@@ -188,7 +189,172 @@ static void test_launch(void) {
     ah_launcher_free(&l);
 }
 
-int main(void) {
+/* A joined launch (launcher.h job->joined) through the stand-in remote command and a stand-in mpirun
+ * (ROOT/mpirun: its job's environment and words into RUN/args-J, then as ROOT/act-J says: "sleep", "fail"
+ * (exit 3) or exit 0): one mpirun a host, each told its job and world ranks, the ompi-server's URI on its
+ * host; poll over the jobs; stop ending a job still running; leave_hosts waiting for one host's job and
+ * killing another's past its wait, the ranks then read again from the rank files (the newest of a pid). */
+static void act(int job, const char *what) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/act-%d", root, job);
+    write_file(path, what);
+}
+
+static bool alive_pid_file(const char *run_dir, int job) {
+    char path[256], text[64] = "";
+    snprintf(path, sizeof path, "%s/mpirun-%d.pid", run_dir, job);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+    }
+    const int pid = atoi(text);
+    return pid > 0 && kill(pid, 0) == 0;
+}
+
+static void test_joined(void) {
+    char mpirun[160], script[1024], run_dir[160], plan_path[160], path[256], got[2048];
+    snprintf(mpirun, sizeof mpirun, "%s/mpirun", root);
+    snprintf(script, sizeof script, "#!/bin/sh\nj=${AH_WORLD_JOIN##*join:}; j=${j%%%%:*}\n"
+             "echo \"$AH_WORLD_JOIN $AH_WORLD_RANKS $*\" >args-$j\n[ -s ompi-server.uri ] && echo uri >>args-$j\n"
+             "case $(cat '%s'/act-$j 2>/dev/null) in sleep) exec sleep 30;; fail) exit 3;; esac\nexit 0\n", root);
+    write_file(mpirun, script);
+    chmod(mpirun, 0755);
+    const ah_launch_ssh_opts_t o = {.mpirun = mpirun, .rsh = rsh, .local_root = disks, .autohet = autohet};
+    ah_launcher_t l;
+    ah_error_t err;
+    CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK && l.leave_hosts, "%s", err.msg);
+    snprintf(run_dir, sizeof run_dir, "%s/work/launch-1", root);
+    snprintf(plan_path, sizeof plan_path, "%s/work/plan-1.json", root);
+    write_file(plan_path, "{}\n");
+    char *train[] = {"autohet", "train", NULL};
+    two_ranks_t t;
+    two_ranks(&t, "h0", "h1");
+    ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
+                           .joined = true};
+    act(0, "");
+    act(1, "");
+    int status = -1;
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    CHECK(wait_exit(&l, &status) && status == 0, "both jobs exit 0: %d", status);
+    for (int j = 0; j < 2; j++) {
+        snprintf(path, sizeof path, "%s/args-%d", run_dir, j);
+        FILE *f = fopen(path, "r");
+        got[0] = 0;
+        if (f) {
+            got[fread(got, 1, sizeof got - 1, f)] = 0;
+            fclose(f);
+        }
+        char want[400];
+        snprintf(want, sizeof want, "%s/join:%d:2 %d ", run_dir, j, j); /* its job, its plan rank */
+        CHECK(strncmp(got, want, strlen(want)) == 0, "job %d: %s", j, got);
+        snprintf(want, sizeof want, "--ompi-server file:%s/ompi-server.uri -x AH_WORLD_JOIN -x AH_WORLD_RANKS "
+                 "--mca plm isolated", run_dir);
+        CHECK(strstr(got, want) && strstr(got, " -np 1 autohet train --check-host\nuri\n"), "job %d: %s", j, got);
+    }
+    /* one job fails: the job has exited at once, the other still running until stop */
+    act(0, "sleep");
+    act(1, "fail");
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    CHECK(wait_exit(&l, &status) && status == 3, "job 1's 3 at once: %d", status);
+    CHECK(alive_pid_file(run_dir, 0), "job 0 runs on");
+    l.stop(l.ctx);
+    CHECK(!alive_pid_file(run_dir, 0), "stop ended job 0");
+    /* leave_hosts: h1's job exits 0 within the wait; then h0's, still running, is killed past it */
+    act(1, "");
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    const pid_t rank = fork();
+    if (rank == 0) {
+        alarm(30);
+        pause();
+        _exit(0);
+    }
+    snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 1); /* the old world's file of that pid */
+    snprintf(got, sizeof got, "{\"rank\": 1, \"pid\": %d}\n", (int)rank);
+    write_file(path, got);
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+    snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 0); /* its new one, newer */
+    snprintf(got, sizeof got, "{\"rank\": 0, \"pid\": %d}\n", (int)rank);
+    write_file(path, got);
+    const char *h1[] = {"h1"}, *h0[] = {"h0"};
+    CHECK_EQ_I64(l.leave_hosts(l.ctx, h1, 1, 10), 1);
+    CHECK(!l.poll(l.ctx, &status), "h0's job still runs");
+    CHECK_EQ_I64(l.notice(l.ctx, "h0"), 1); /* rank 0 now, once: its older rank-1.json is not another rank */
+    int st_rank = 0;
+    waitpid(rank, &st_rank, 0);
+    CHECK(WIFSIGNALED(st_rank) && WTERMSIG(st_rank) == SIGTERM, "the rank got SIGTERM");
+    const double t0 = ah_now_s();
+    CHECK_EQ_I64(l.leave_hosts(l.ctx, h0, 1, 0.3), 0);
+    CHECK(ah_now_s() - t0 < 5 && !alive_pid_file(run_dir, 0), "h0's job killed past the wait");
+    ah_launcher_free(&l);
+}
+
+/* The driver tests/test_cluster_inplace.sh runs (a joined launch over real hosts, without the agent):
+ *   test_launch_ssh joined RSH LOCAL_ROOT "MPIRUN_ARGS" PLAN RUN_DIR REQUEST LEAVE_HOST METRICS_OUT TRAIN_ARGV...
+ * (RSH "slurm": the slurm launcher, inside an allocation) starts PLAN joined, puts REQUEST as the run's reconfigure.json, copies every metrics line to METRICS_OUT, and
+ * at the "reconfigure" event lets LEAVE_HOST leave (leave_hosts, 60 s); then waits for the job's end. Exit 0
+ * when it ended 0 and LEAVE_HOST's job exited 0 by itself; says what it saw on stdout. */
+typedef struct drive {
+    FILE *out;
+    bool reconfigured;
+} drive_t;
+
+static void drive_line(void *ctx, json_t *line) {
+    drive_t *d = ctx;
+    char *text = json_dumps(line, JSON_COMPACT);
+    if (text) fprintf(d->out, "%s\n", text);
+    fflush(d->out);
+    free(text);
+    const char *ev = json_string_value(json_object_get(line, AH_PROTO_EVENT));
+    d->reconfigured = d->reconfigured || (ev && strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0);
+}
+
+static int drive(int argc, char **argv) {
+    if (argc < 11) {
+        fprintf(stderr, "usage: test_launch_ssh joined RSH LOCAL_ROOT MPIRUN_ARGS PLAN RUN_DIR REQUEST LEAVE_HOST "
+                "METRICS_OUT TRAIN_ARGV...\n");
+        return 2;
+    }
+    const bool slurm = strcmp(argv[2], "slurm") == 0; /* the slurm launcher, inside an allocation */
+    const ah_launch_ssh_opts_t o = {.mpirun = "mpirun", .rsh = slurm ? NULL : argv[2], .local_root = argv[3],
+                                    .mpirun_args = argv[4], .autohet = "autohet"};
+    ah_launcher_t l;
+    ah_plan_t plan;
+    ah_error_t err;
+    drive_t d = {.out = fopen(argv[9], "w")};
+    if (!d.out || ah_plan_load(argv[5], NULL, &plan, &err) != AH_OK ||
+        (slurm ? ah_launcher_slurm(&o, &l, &err) : ah_launcher_ssh(&o, &l, &err)) != AH_OK) {
+        fprintf(stderr, "drive: %s\n", d.out ? err.msg : "cannot write the metrics copy");
+        return 1;
+    }
+    const ah_launch_job_t job = {.plan = &plan, .plan_path = argv[5], .run_dir = argv[6], .train_argv = argv + 10,
+                                 .joined = true};
+    int status = -1, left = -1;
+    bool ended = false;
+    if (l.start(l.ctx, &job, &err) != AH_OK || l.put_run_file(l.ctx, AH_PROTO_RECONFIG_FILE, argv[7], &err) != AH_OK) {
+        fprintf(stderr, "drive: %s\n", err.msg);
+        ah_launcher_free(&l);
+        return 1;
+    }
+    const char *leave[] = {argv[8]};
+    for (const double t0 = ah_now_s(); !ended && ah_now_s() - t0 < 400; nanosleep(&(struct timespec){0, 50000000}, NULL)) {
+        ended = l.poll(l.ctx, &status);
+        l.read_metrics(l.ctx, drive_line, &d);
+        if (d.reconfigured && left < 0) {
+            left = l.leave_hosts(l.ctx, leave, 1, 60);
+            printf("drive: the reconfigure event read; %s's job left: %d exited 0\n", argv[8], left);
+        }
+    }
+    l.read_metrics(l.ctx, drive_line, &d);
+    printf("drive: the job %s, status %d\n", ended ? "ended" : "did not end in 400 s", status);
+    fclose(d.out);
+    ah_launcher_free(&l);
+    ah_plan_free(&plan);
+    return ended && status == 0 && left == 1 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "joined") == 0) return drive(argc, argv);
     snprintf(root, sizeof root, "/tmp/ah_test_launch_ssh_XXXXXX");
     if (!mkdtemp(root)) {
         CHECK(false, "mkdtemp");
@@ -208,6 +374,7 @@ int main(void) {
     chmod(rsh, 0755);
     test_options();
     test_launch();
+    test_joined();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

@@ -21,17 +21,17 @@
  *  - metrics and run files: read from rank 0's host (RUN/metrics.jsonl from the last offset);
  *    once the job has ended, RUN/failed.json from the first host of its ranks that has it (a rank
  *    that stops the job on its own error writes it on its own host);
- *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host.
+ *  - disks: rm -r, autohet ckpt ls --json and verify of LOCAL_ROOT/HOST on the host;
+ *  - a joined launch (job->joined): one mpirun a host, started there (launch_ssh_joined.c).
+ * The remote command itself: launch_ssh_remote.c.
  * Remote calls are synchronous, with a deadline (AH_SSH_TIMEOUT_S); while the job runs, the
  * metrics and the preemption report are fetched at most every AH_SSH_POLL_S, and a notice to
  * ranks still starting is retried as often. A host whose test command (reachable) failed is asked
  * nothing else (a notice, a kill, its disk) until a test command gets an answer again: a hung host
  * costs the remote command's timeout once, not at every call. */
-#include "elastic/launcher.h"
+#include "elastic/launch_ssh.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,178 +44,17 @@
 #include "planner/planner.h"
 #include "runtime/protocol.h"
 
-#define SSH_MAX_RANKS 1024
-#define SSH_MAX_WORDS 32
-#define AH_SSH_TIMEOUT_S 30.0
-#define AH_SSH_POLL_S 0.5
-
-typedef struct ssh {
-    char mpirun[512], mpirun_args[2048], rsh[1024], local_root[600], autohet[1024];
-    char *rsh_argv[SSH_MAX_WORDS + 8]; /* words of rsh (into rsh_words), then BatchMode options */
-    char rsh_words[1024];
-    int n_rsh;
-    bool slurm;          /* srun as RSH (its words are fixed), `sh -c` after the host */
-    char alloc[16384];   /* slurm: the allocation's hosts, one per line, each line ended */
-    char silent[16384];  /* hosts whose last test command failed, one per line, each line ended */
-    pid_t pid; /* mpirun, leader of its own process group; 0 when not running */
-    char run_dir[600];
-    int n_ranks;
-    char rank_host[SSH_MAX_RANKS][64];
-    bool rank_signalled[SSH_MAX_RANKS];
-    double notice_t;  /* last notice sent while ranks were still unknown */
-    double metrics_t; /* last metrics fetch */
-    double report_t;  /* last look for the preemption report */
-    long offset;      /* bytes of metrics.jsonl consumed */
-    ah_launch_lines_t lines;
-} ssh_t;
-
-/* A path the remote shell gets inside single quotes: refused when it holds one. */
-static ah_status_t check_path(const char *what, const char *p, ah_error_t *err) {
-    if (strchr(p, '\'') || strchr(p, '\n'))
-        return ah_error_set(err, AH_ERR_USAGE, "%s %s: a quote or newline cannot go through the remote command", what, p);
-    return AH_OK;
-}
-
-/* One read of fd into out (at most cap - 1 bytes kept, NUL-terminated; the rest read and dropped).
- * Returns read's result: 0 at EOF. */
-static ssize_t drain(int fd, char *out, size_t cap, size_t *len) {
-    char buf[4096];
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) return n;
-    const size_t keep = *len + (size_t)n < cap ? (size_t)n : cap - 1 - *len;
-    memcpy(out + *len, buf, keep);
-    *len += keep;
-    out[*len] = 0;
-    return n;
-}
-
-/* host's line in list (lines each ended by a newline), or NULL. */
-static char *find_line(char *list, const char *host) {
-    const size_t n = strlen(host);
-    for (char *p = list; *p; p = strchr(p, '\n') + 1)
-        if (strncmp(p, host, n) == 0 && p[n] == '\n') return p;
-    return NULL;
-}
-
-/* RSH HOST CMD, stdin from in_path (NULL: /dev/null). out gets its stdout, errout its stderr (both
- * truncated to their capacity). Returns the exit status; -1 when it could not run, -2 when it
- * passed the deadline (killed), -3 when host is silent (not tried). */
-
-static int remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
-                  char *errout, size_t err_cap) {
-    int po[2], pe[2];
-    out[0] = errout[0] = 0;
-    /* a host that did not answer is not waited on again (a hung host: the remote command's whole
-     * timeout each time) until a test command (reachable) gets an answer */
-    if (find_line(l->silent, host)) {
-        snprintf(errout, err_cap, "not tried: it did not answer the last test command");
-        return -3;
-    }
-    if (pipe(po) != 0) return -1;
-    if (pipe(pe) != 0) {
-        close(po[0]);
-        close(po[1]);
-        return -1;
-    }
-    char *argv[SSH_MAX_WORDS + 12];
-    int n = 0;
-    for (int i = 0; i < l->n_rsh; i++) argv[n++] = l->rsh_argv[i];
-    argv[n++] = (char *)host;
-    if (l->slurm) {
-        argv[n++] = "sh";
-        argv[n++] = "-c";
-    }
-    argv[n++] = (char *)cmd;
-    argv[n] = NULL;
-    const pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        const int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
-        if (in >= 0) dup2(in, STDIN_FILENO);
-        dup2(po[1], STDOUT_FILENO);
-        dup2(pe[1], STDERR_FILENO);
-        close(po[0]);
-        close(pe[0]);
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    if (pid < 0) {
-        close(po[0]);
-        close(pe[0]);
-        return -1;
-    }
-    size_t lo = 0, le = 0;
-    const double deadline = ah_now_s() + AH_SSH_TIMEOUT_S;
-    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
-    int open_fds = 2;
-    bool late = false;
-    while (open_fds > 0) {
-        const double left = deadline - ah_now_s();
-        if (left <= 0) {
-            late = true;
-            break;
-        }
-        if (poll(fds, 2, (int)(left * 1000) + 1) < 0 && errno != EINTR) break;
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            const ssize_t got = i == 0 ? drain(po[0], out, out_cap, &lo) : drain(pe[0], errout, err_cap, &le);
-            if (got == 0 || (got < 0 && errno != EINTR)) { /* EOF */
-                fds[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-    if (late) kill(-pid, SIGKILL);
-    close(po[0]);
-    close(pe[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (late) return -2;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* An error for a remote call that failed: names the host, the command's last stderr line. */
-static ah_status_t remote_error(const ssh_t *l, const char *host, int rc, const char *what, char *errout,
-                                ah_error_t *err) {
-    size_t n = strlen(errout);
-    while (n > 0 && (errout[n - 1] == '\n' || errout[n - 1] == '\r')) errout[--n] = 0;
-    const char *last = strrchr(errout, '\n');
-    last = last ? last + 1 : errout;
-    if (rc == -2)
-        return ah_error_set(err, AH_ERR_IO, "host %s: no answer to %s within %.0f s (%s %s ...); check the host is up",
-                            host, what, AH_SSH_TIMEOUT_S, l->rsh, host);
-    if (rc == -3) return ah_error_set(err, AH_ERR_IO, "host %s: %s %s", host, what, errout);
-    return ah_error_set(err, AH_ERR_IO, "host %s: %s failed (%s %s: exit %d%s%s); check that it runs without a "
-                        "password or host-key prompt (BatchMode)", host, what, l->rsh, host, rc, *last ? ": " : "",
-                        last);
-}
-
-/* host added to (on) or removed from the silent list. */
-static void set_silent(ssh_t *l, const char *host, bool on) {
-    const size_t n = strlen(host);
-    char *p = find_line(l->silent, host);
-    if (p) {
-        if (!on) memmove(p, p + n + 1, strlen(p + n + 1) + 1);
-        return;
-    }
-    const size_t used = strlen(l->silent);
-    if (on && used + n + 2 <= sizeof l->silent) snprintf(l->silent + used, sizeof l->silent - used, "%s\n", host);
-}
-
 static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     ssh_t *l = ctx;
     char out[64], eout[2048];
-    if (l->slurm && !find_line(l->alloc, host))
+    if (l->slurm && !ssh_find_line(l->alloc, host))
         return ah_error_set(err, AH_ERR_IO, "host %s is not in the Slurm allocation (SLURM_JOB_NODELIST=%s); "
                             "allocate it (salloc -w) or leave it out of the cluster file", host,
                             getenv("SLURM_JOB_NODELIST") ? getenv("SLURM_JOB_NODELIST") : "");
-    set_silent(l, host, false);
-    const int rc = remote(l, host, "true", NULL, out, sizeof out, eout, sizeof eout);
-    set_silent(l, host, rc != 0);
-    return rc == 0 ? AH_OK : remote_error(l, host, rc, "a test command", eout, err);
+    ssh_set_silent(l, host, false);
+    const int rc = ssh_remote(l, host, "true", NULL, out, sizeof out, eout, sizeof eout);
+    ssh_set_silent(l, host, rc != 0);
+    return rc == 0 ? AH_OK : ssh_remote_error(l, host, rc, "a test command", eout, err);
 }
 
 /* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile HOSTFILE --map-by seq --bind-to
@@ -237,7 +76,7 @@ static ah_status_t start_mpirun(ssh_t *l, char *hostfile, char *const *train_arg
 }
 
 /* Whether rank r is the first of its host in the plan's order. */
-static bool first_of_host(const ssh_t *l, int r) {
+bool ssh_first_of_host(const ssh_t *l, int r) {
     for (int q = 0; q < r; q++)
         if (strcmp(l->rank_host[q], l->rank_host[r]) == 0) return false;
     return true;
@@ -251,9 +90,9 @@ static ah_status_t prepare_hosts(ssh_t *l, const ah_launch_job_t *job, ah_error_
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' '%.*s' && cat > '%s.tmp' && mv '%s.tmp' '%s'", l->run_dir,
              l->run_dir, dir_len, slash ? job->plan_path : ".", job->plan_path, job->plan_path, job->plan_path);
     for (int r = 0; r < l->n_ranks; r++) {
-        if (!first_of_host(l, r)) continue;
-        const int rc = remote(l, l->rank_host[r], cmd, job->plan_path, out, sizeof out, eout, sizeof eout);
-        if (rc != 0) return remote_error(l, l->rank_host[r], rc, "preparing the run directory", eout, err);
+        if (!ssh_first_of_host(l, r)) continue;
+        const int rc = ssh_remote(l, l->rank_host[r], cmd, job->plan_path, out, sizeof out, eout, sizeof eout);
+        if (rc != 0) return ssh_remote_error(l, l->rank_host[r], rc, "preparing the run directory", eout, err);
     }
     return AH_OK;
 }
@@ -266,14 +105,16 @@ static ah_status_t take_job(ssh_t *l, const ah_launch_job_t *job, ah_error_t *er
         return ah_error_set(err, AH_ERR_USAGE, "the plan has %d devices; the agent handles at most %d", n_ranks,
                             SSH_MAX_RANKS);
     ah_status_t s;
-    if ((s = check_path("run directory", job->run_dir, err)) != AH_OK ||
-        (s = check_path("plan", job->plan_path, err)) != AH_OK)
+    if ((s = ssh_check_path("run directory", job->run_dir, err)) != AH_OK ||
+        (s = ssh_check_path("plan", job->plan_path, err)) != AH_OK)
         return s;
     l->pid = 0;
     l->n_ranks = n_ranks;
     l->offset = 0;
     l->lines.len = 0;
     l->notice_t = l->metrics_t = l->report_t = 0;
+    l->joined = l->ended = false;
+    l->n_jobs = 0;
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
     for (int r = 0; r < n_ranks; r++) {
@@ -302,10 +143,14 @@ static ah_status_t ssh_start(void *ctx, const ah_launch_job_t *job, ah_error_t *
     if ((s = ah_fs_rm_tree(job->run_dir, err)) != AH_OK || (s = prepare_hosts(l, job, err)) != AH_OK ||
         (s = ah_fs_mkdirs(job->run_dir, err)) != AH_OK || (s = ah_plan_rankfile_write(p, hostfile, err)) != AH_OK)
         return s;
+    if ((l->joined = job->joined)) return ssh_start_joined(l, job, err);
     return start_mpirun(l, hostfile, job->train_argv, err);
 }
 
-static bool ssh_poll(void *ctx, int *status) { return ah_launch_reap(&((ssh_t *)ctx)->pid, status); }
+static bool ssh_poll(void *ctx, int *status) {
+    ssh_t *l = ctx;
+    return l->joined ? ssh_poll_joined(l, status) : ah_launch_reap(&l->pid, status);
+}
 
 /* On `host`, sig to the pids of the rank files of `ranks` (those of them that exist); the ranks
  * signalled are marked. Returns how many. */
@@ -317,7 +162,7 @@ static int signal_on(ssh_t *l, const char *host, const bool *ranks, const char *
     snprintf(cmd + n, sizeof cmd - (size_t)n,
              "; do f=rank-$r.json; [ -r $f ] || continue; p=$(sed -n 's/.*\"%s\": *\\([0-9][0-9]*\\).*/\\1/p' $f);"
              " [ -n \"$p\" ] && kill -%s $p 2>/dev/null && echo $r; done; exit 0", AH_PROTO_RANK_PID, sig);
-    if (remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0) return 0;
+    if (ssh_remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0) return 0;
     int sent = 0;
     for (char *save = NULL, *tok = strtok_r(out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
         const int r = atoi(tok);
@@ -330,12 +175,12 @@ static int signal_on(ssh_t *l, const char *host, const bool *ranks, const char *
 
 /* sig to the ranks on host (NULL: every host), one remote call per host; only_new: those not
  * signalled yet. */
-static int signal_ranks(ssh_t *l, const char *host, const char *sig, bool only_new) {
+int ssh_signal_ranks(ssh_t *l, const char *host, const char *sig, bool only_new) {
     static bool want[SSH_MAX_RANKS];
     int sent = 0;
     for (int r = 0; r < l->n_ranks; r++) {
         const char *h = l->rank_host[r];
-        if ((host && strcmp(h, host) != 0) || !first_of_host(l, r)) continue;
+        if ((host && strcmp(h, host) != 0) || !ssh_first_of_host(l, r)) continue;
         int k = 0;
         for (int q = 0; q < l->n_ranks; q++)
             k += want[q] = strcmp(l->rank_host[q], h) == 0 && !(only_new && l->rank_signalled[q]);
@@ -353,10 +198,10 @@ static int ssh_notice(void *ctx, const char *host) {
     /* ranks still starting: asked again, but not at every call of the agent's loop */
     if (l->notice_t > 0 && ah_now_s() - l->notice_t < AH_SSH_POLL_S) return 0;
     l->notice_t = ah_now_s();
-    return signal_ranks(l, host, "TERM", true);
+    return ssh_signal_ranks(l, host, "TERM", true);
 }
 
-static int ssh_kill_host(void *ctx, const char *host) { return signal_ranks(ctx, host, "KILL", false); }
+static int ssh_kill_host(void *ctx, const char *host) { return ssh_signal_ranks(ctx, host, "KILL", false); }
 
 static void ssh_stop(void *ctx) {
     ssh_t *l = ctx;
@@ -368,24 +213,29 @@ static void ssh_stop(void *ctx) {
         waitpid(l->pid, &st, 0);
         l->pid = 0;
     }
-    signal_ranks(l, NULL, "KILL", false);
+    if (l->joined) ssh_stop_joined(l);
+    ssh_signal_ranks(l, NULL, "KILL", false);
 }
 
 /* RUN/name on host, from byte `from` (0: the whole file) into out; the byte count or -1 when it is
  * not there or the host does not answer. */
-static long fetch(ssh_t *l, const char *host, const char *name, long from, char *out, size_t cap) {
+long ssh_fetch(ssh_t *l, const char *host, const char *name, long from, char *out, size_t cap) {
     char cmd[1024], eout[1024];
     snprintf(cmd, sizeof cmd, "f='%s/%s'; [ -r \"$f\" ] || exit 3; tail -c +%ld \"$f\"", l->run_dir, name, from + 1);
-    if (remote(l, host, cmd, NULL, out, cap, eout, sizeof eout) != 0) return -1;
+    if (ssh_remote(l, host, cmd, NULL, out, cap, eout, sizeof eout) != 0) return -1;
     return (long)strlen(out);
 }
 
 static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
     ssh_t *l = ctx;
+    if (l->joined) {
+        ssh_read_metrics_joined(l, fn, fn_ctx);
+        return;
+    }
     if (l->pid > 0 && ah_now_s() - l->metrics_t < AH_SSH_POLL_S) return;
     l->metrics_t = ah_now_s();
     static char buf[1 << 20];
-    const long n = l->n_ranks > 0 ? fetch(l, l->rank_host[0], AH_PROTO_METRICS_FILE, l->offset, buf, sizeof buf) : -1;
+    const long n = l->n_ranks > 0 ? ssh_fetch(l, l->rank_host[0], AH_PROTO_METRICS_FILE, l->offset, buf, sizeof buf) : -1;
     if (n <= 0) return; /* rank 0 writes the metrics */
     /* complete lines only: a line still being written comes whole next time */
     size_t take = (size_t)n;
@@ -396,32 +246,34 @@ static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), 
 }
 
 /* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts). */
-static ah_status_t ssh_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
+ah_status_t ssh_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
     ssh_t *l = ctx;
     char cmd[2048], out[256], eout[2048];
     snprintf(cmd, sizeof cmd, "cat > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", l->run_dir, name, l->run_dir, name,
              l->run_dir, name);
     for (int r = 0; r < l->n_ranks; r++) {
-        if (!first_of_host(l, r)) continue;
-        const int rc = remote(l, l->rank_host[r], cmd, local_path, out, sizeof out, eout, sizeof eout);
-        if (rc != 0) return remote_error(l, l->rank_host[r], rc, "writing the run directory's next plan", eout, err);
+        if (!ssh_first_of_host(l, r)) continue;
+        const int rc = ssh_remote(l, l->rank_host[r], cmd, local_path, out, sizeof out, eout, sizeof eout);
+        if (rc != 0) return ssh_remote_error(l, l->rank_host[r], rc, "writing the run directory's next plan", eout, err);
     }
+    if (l->joined && strcmp(name, AH_PROTO_RECONFIG_FILE) == 0) ssh_reconfig_requested(l, local_path);
     return AH_OK;
 }
 
 static bool ssh_run_file(void *ctx, const char *name, json_t **doc, ah_error_t *err) {
     ssh_t *l = ctx;
     /* while the job runs, a look for the preemption report at most every AH_SSH_POLL_S */
-    if (!doc && l->pid > 0) {
+    const bool running = l->joined ? !l->ended : l->pid > 0;
+    if (!doc && running) {
         if (ah_now_s() - l->report_t < AH_SSH_POLL_S) return false;
         l->report_t = ah_now_s();
     }
     /* rank 0's host (the reports' writer); once the job has ended, failed.json from every host of its
      * ranks in rank order: a rank that stops the job on its own error writes it on its own host */
-    const int hosts = l->pid <= 0 && strcmp(name, AH_PROTO_FAILED_FILE) == 0 ? l->n_ranks : 1;
+    const int hosts = !running && strcmp(name, AH_PROTO_FAILED_FILE) == 0 ? l->n_ranks : 1;
     static char buf[65536];
     for (int r = 0; r < hosts; r++) {
-        if (!first_of_host(l, r) || fetch(l, l->rank_host[r], name, 0, buf, sizeof buf) < 0) continue;
+        if (!ssh_first_of_host(l, r) || ssh_fetch(l, l->rank_host[r], name, 0, buf, sizeof buf) < 0) continue;
         if (doc) {
             json_error_t je;
             *doc = json_loads(buf, 0, &je);
@@ -438,8 +290,8 @@ static ah_status_t ssh_drop_disk(void *ctx, const char *host, ah_error_t *err) {
     ssh_t *l = ctx;
     char cmd[1024], out[64], eout[2048];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", l->local_root, host);
-    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
-    return rc == 0 ? AH_OK : remote_error(l, host, rc, "dropping its disk", eout, err);
+    const int rc = ssh_remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    return rc == 0 ? AH_OK : ssh_remote_error(l, host, rc, "dropping its disk", eout, err);
 }
 
 static ah_status_t ssh_list_steps(void *ctx, const char *host, ah_ckpt_step_info_t **steps, int *n, ah_error_t *err) {
@@ -451,8 +303,8 @@ static ah_status_t ssh_list_steps(void *ctx, const char *host, ah_ckpt_step_info
     /* a disk with nothing yet is an empty list (ckpt ls of a missing root fails, naming it) */
     snprintf(cmd, sizeof cmd, "d='%s/%s'; [ -d \"$d\" ] || { echo '[]'; exit 0; }; '%s' ckpt ls --local-root \"$d\" --json",
              l->local_root, host, l->autohet);
-    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
-    if (rc != 0) return remote_error(l, host, rc, "autohet ckpt ls", eout, err);
+    const int rc = ssh_remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    if (rc != 0) return ssh_remote_error(l, host, rc, "autohet ckpt ls", eout, err);
     json_error_t je;
     json_t *rows = json_loads(out, 0, &je);
     if (!json_is_array(rows)) {
@@ -485,12 +337,12 @@ static ah_status_t ssh_verify_step(void *ctx, const char *host, int64_t step, in
     char cmd[2048], out[65536], eout[2048];
     snprintf(cmd, sizeof cmd, "'%s' ckpt verify --local-root '%s/%s' --step %lld", l->autohet, l->local_root, host,
              (long long)step);
-    const int rc = remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    const int rc = ssh_remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout);
     *bad = 0;
     if (rc == 0) return AH_OK;
     /* exit 1 with "step N: FAILED: what" lines: the step is damaged; anything else did not check */
     const char *failed = strstr(out, "FAILED: ");
-    if (rc != 1 || !failed) return remote_error(l, host, rc, "autohet ckpt verify", eout, err);
+    if (rc != 1 || !failed) return ssh_remote_error(l, host, rc, "autohet ckpt verify", eout, err);
     for (const char *p = failed; (p = strstr(p, "FAILED: ")); p++) (*bad)++;
     const size_t n = strcspn(failed, "\n");
     ah_error_set(err, AH_ERR_INVALID, "host %s: step %lld: %.*s", host, (long long)step, (int)(n < 300 ? n : 300), failed);
@@ -500,6 +352,7 @@ static ah_status_t ssh_verify_step(void *ctx, const char *host, int64_t step, in
 static void ssh_free(void *ctx) {
     ssh_t *l = ctx;
     if (l->pid > 0) ssh_stop(l);
+    if (l->joined) ssh_stop_joined(l);
     free(l);
 }
 
@@ -511,7 +364,7 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
     if (!o->local_root || !*o->local_root)
         return ah_error_set(err, AH_ERR_USAGE, "--launcher %s needs --local-root PATH: a path on every host, each "
                             "host's disk its own", name);
-    if ((s = check_path("--local-root", o->local_root, err)) != AH_OK || (s = check_path("autohet", o->autohet, err)) != AH_OK)
+    if ((s = ssh_check_path("--local-root", o->local_root, err)) != AH_OK || (s = ssh_check_path("autohet", o->autohet, err)) != AH_OK)
         return s;
     ssh_t *l = calloc(1, sizeof *l);
     if (!l) return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
@@ -534,7 +387,8 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
                            .adopt = ssh_adopt, .run_file = ssh_run_file,
                            .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
-                           .verify_step = ssh_verify_step, .reachable = ssh_reachable, .free = ssh_free};
+                           .verify_step = ssh_verify_step, .reachable = ssh_reachable,
+                           .leave_hosts = ssh_leave_hosts, .free = ssh_free};
     return AH_OK;
 }
 

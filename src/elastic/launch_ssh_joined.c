@@ -1,0 +1,264 @@
+/* The ssh and slurm launchers' joined launches (launcher.h job->joined; launch_ssh.h): one mpirun a host
+ * of the plan, started on that host through the remote command, so that a host's job can leave at an
+ * in-place change (runtime/reconfig.h) while the others go on.
+ *
+ *  - start: an ompi-server here (the agent's machine), its URI copied to RUN/ompi-server.uri on every
+ *    host; then for each host J of ah_launch_hostjobs (the order of the hosts' first rank): RSH HOST
+ *    'cd RUN && echo $$ >mpirun-J.pid && exec env AH_WORLD_JOIN=RUN/join:J:NJOBS AH_WORLD_RANKS=...
+ *    mpirun --ompi-server file:RUN/ompi-server.uri -x AH_WORLD_JOIN -x AH_WORLD_RANKS --mca plm
+ *    isolated --mca ras ^slurm ... -np K TRAIN_ARGV --check-host', held here as a process of its own
+ *    (its exit status is the remote mpirun's). mpirun runs its K ranks on its own host only (plm
+ *    isolated; under Slurm the step's environment names the whole allocation, which ras ^slurm
+ *    ignores). The jobs find the world's port and take turns through the ompi-server (comm/join.c:
+ *    no file has to reach another host), so RUN/join is only a name;
+ *  - poll: every remote command exited (the first non-zero status, else 0), or one exited non-zero
+ *    other than a notice's 75 at once;
+ *  - stop / leave_hosts past the wait: the remote command killed here, and on its host mpirun stopped,
+ *    its children (the ranks) killed, then it (mpirun-J.pid), as well as the ranks' rank files' pids;
+ *  - leave_hosts: the leaving hosts' jobs waited for, forgotten; the ranks are those of the other
+ *    hosts, each host's rank files read again (after the change each survivor writes its new rank's
+ *    file; a host's older files of the same process are the old world's: the newest file of each pid
+ *    counts);
+ *  - metrics: from the host of rank 0's job; after a reconfiguration request (put_run_file of
+ *    reconfigure.json) also from the host of the new rank 0 it names, which appends to its own
+ *    RUN/metrics.jsonl from the change on (the old rank 0's lines before it are read first). */
+#include "elastic/launch_ssh.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/timing.h"
+#include "runtime/protocol.h"
+#include "runtime/reconfig.h"
+
+/* word appended to out (cap) in single quotes, a quote in it as '\'' , then a blank. */
+static void quote(char *out, size_t cap, const char *word) {
+    size_t n = strlen(out);
+    if (n + 3 < cap) out[n++] = '\'';
+    for (const char *c = word; *c && n + 6 < cap; c++) {
+        if (*c == '\'') {
+            memcpy(out + n, "'\\''", 4);
+            n += 4;
+        } else {
+            out[n++] = *c;
+        }
+    }
+    if (n + 2 < cap) {
+        out[n++] = '\'';
+        out[n++] = ' ';
+    }
+    out[n] = 0;
+}
+
+/* The shell command that runs host job j's mpirun on its host (see the top). */
+static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
+                        char *cmd, size_t cap) {
+    snprintf(cmd, cap,
+             "cd '%s' && echo $$ >mpirun-%d.pid && exec env 'AH_WORLD_JOIN=%s/join:%d:%d' '%s' '%s' "
+             "$([ \"$(id -u)\" = 0 ] && echo --allow-run-as-root) --ompi-server 'file:%s/ompi-server.uri' "
+             "-x AH_WORLD_JOIN -x AH_WORLD_RANKS --mca plm isolated --mca ras '^slurm' --oversubscribe --bind-to none "
+             "--mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304 "
+             "--mca btl_tcp_rndv_eager_limit 4194304 --mca btl_tcp_max_send_size 4194304 ",
+             l->run_dir, j, l->run_dir, j, nj, hj->world_ranks, l->mpirun, l->run_dir);
+    char args[sizeof l->mpirun_args];
+    snprintf(args, sizeof args, "%s", l->mpirun_args);
+    for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+        quote(cmd, cap, tok);
+    char np[32];
+    snprintf(np, sizeof np, "%d", hj->n_ranks);
+    quote(cmd, cap, "-np");
+    quote(cmd, cap, np);
+    for (int i = 0; train_argv[i]; i++) quote(cmd, cap, train_argv[i]);
+    quote(cmd, cap, "--check-host");
+}
+
+ah_status_t ssh_start_joined(ssh_t *l, const ah_launch_job_t *job, ah_error_t *err) {
+    ah_launch_hostjob_t *hj = NULL;
+    int nj = 0;
+    ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
+    if (s != AH_OK) return s;
+    char uri[700];
+    snprintf(uri, sizeof uri, "%s/ompi-server.uri", l->run_dir);
+    if (nj > SSH_MAX_JOBS)
+        s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the %s launcher joins at most %d jobs", nj,
+                         l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS);
+    if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
+    if (s == AH_OK) s = ssh_put_run_file(l, "ompi-server.uri", uri, err);
+    static char cmd[65536];
+    for (int j = 0; s == AH_OK && j < nj; j++) {
+        ssh_job_t *J = &l->job[j];
+        memset(J, 0, sizeof *J);
+        snprintf(J->host, sizeof J->host, "%s", hj[j].host);
+        cmd[0] = 0;
+        job_command(l, &hj[j], j, nj, job->train_argv, cmd, sizeof cmd);
+        char **argv = malloc((SSH_MAX_WORDS + 12) * sizeof *argv);
+        if (!argv) {
+            s = ah_error_set(err, AH_ERR_OOM, "no host memory for the remote command's words");
+            break;
+        }
+        ssh_rsh_argv(l, J->host, cmd, argv);
+        if ((s = ah_launch_spawn(argv, &J->pid, err)) == AH_OK) l->n_jobs = j + 1;
+    }
+    ah_launch_hostjobs_free(hj, nj);
+    l->metrics_job = 0; /* the plan's rank 0 is on the first host job's host */
+    l->next_metrics_job = -1;
+    if (s != AH_OK) ssh_stop_joined(l); /* the jobs started wait in their join: none may linger */
+    return s;
+}
+
+/* Whether job J's remote command has exited (reaped now or before). */
+static bool reaped(ssh_job_t *J) { return J->exited || (J->exited = ah_launch_reap(&J->pid, &J->status)); }
+
+bool ssh_poll_joined(ssh_t *l, int *status) {
+    int running = 0, done = 0, verdict = 0; /* verdict: the first non-zero status, else 0 */
+    for (int j = 0; !l->ended && j < l->n_jobs; j++) {
+        ssh_job_t *J = &l->job[j];
+        if (J->gone) continue;
+        if (!reaped(J)) {
+            running++;
+        } else if (J->status != 0 && J->status != AH_PROTO_EXIT_PREEMPTED) { /* a failure: the job is over */
+            *status = J->status;
+            l->ended = true;
+        } else if (done++ == 0 || verdict == 0) {
+            verdict = J->status;
+        }
+    }
+    if (l->ended) return true;
+    if (running == 0 && done > 0) *status = verdict;
+    return l->ended = running == 0;
+}
+
+/* Job j ended at once: its remote command here, and on its host its mpirun stopped, mpirun's children (the
+ * ranks, still starting ones too) killed, then mpirun. */
+static void kill_job(ssh_t *l, int j) {
+    ssh_job_t *J = &l->job[j];
+    if (J->pid > 0) {
+        kill(-J->pid, SIGKILL);
+        int st;
+        waitpid(J->pid, &st, 0);
+        J->pid = 0;
+    }
+    char cmd[1024], out[256], eout[1024];
+    snprintf(cmd, sizeof cmd,
+             "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) || exit 0; kill -STOP $m 2>/dev/null; pkill -KILL -P $m; "
+             "kill -KILL $m 2>/dev/null; exit 0", l->run_dir, j);
+    ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+}
+
+void ssh_stop_joined(ssh_t *l) {
+    for (int j = 0; j < l->n_jobs; j++)
+        if (!l->job[j].gone && !l->job[j].exited) kill_job(l, j);
+    ah_launch_ompi_server_stop(&l->server);
+}
+
+/* The job whose host is `host` (not gone), or -1. */
+static int job_of_host(const ssh_t *l, const char *host) {
+    for (int j = 0; j < l->n_jobs; j++)
+        if (!l->job[j].gone && strcmp(l->job[j].host, host) == 0) return j;
+    return -1;
+}
+
+void ssh_reconfig_requested(ssh_t *l, const char *local_path) {
+    static ah_reconfig_req_t req; /* 32 KiB of ranks */
+    static char text[65536];
+    ah_error_t e;
+    FILE *f = fopen(local_path, "r");
+    const size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    if (ah_reconfig_parse(text, &req, &e) != AH_OK) return; /* the trainer refuses it too: rank 0 stays */
+    int to = -1; /* the old world's rank that becomes rank 0: "ranks"' 0, else the first staying rank */
+    for (int r = 0; r < l->n_ranks && to < 0; r++) {
+        const int j = job_of_host(l, l->rank_host[r]);
+        bool leaves = false;
+        for (int k = 0; k < req.n_leave; k++) leaves = leaves || req.leave[k] == j;
+        if (req.n_ranks ? r < req.n_ranks && req.ranks[r] == 0 : !leaves) to = r;
+    }
+    if (to >= 0) l->next_metrics_job = job_of_host(l, l->rank_host[to]);
+}
+
+/* Complete new lines of job j's host's metrics into buf (its offset advanced); their length, 0 when none. */
+static size_t new_lines(ssh_t *l, int j, char *buf, size_t cap) {
+    ssh_job_t *J = &l->job[j];
+    const long n = ssh_fetch(l, J->host, AH_PROTO_METRICS_FILE, J->offset, buf, cap);
+    size_t take = n > 0 ? (size_t)n : 0;
+    while (take > 0 && buf[take - 1] != '\n') take--; /* a line still being written comes whole next time */
+    J->offset += (long)take;
+    return take;
+}
+
+void ssh_read_metrics_joined(ssh_t *l, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
+    static char buf[1 << 20], next[1 << 20];
+    if (l->n_jobs <= 0 || (!l->ended && ah_now_s() - l->metrics_t < AH_SSH_POLL_S)) return;
+    l->metrics_t = ah_now_s();
+    const int nx = l->next_metrics_job;
+    size_t got = nx >= 0 && nx != l->metrics_job ? new_lines(l, nx, next, sizeof next) : 0;
+    /* the old rank 0 wrote its last lines before the new one's first: read after those, so read first */
+    size_t old = new_lines(l, l->metrics_job, buf, sizeof buf);
+    if (old) ah_launch_lines_feed(&l->lines, buf, old, fn, fn_ctx);
+    if (!got) return;
+    l->lines.len = 0;
+    ah_launch_lines_feed(&l->lines, next, got, fn, fn_ctx);
+    l->metrics_job = nx; /* the new rank 0 writes from now on */
+    l->next_metrics_job = -1;
+}
+
+/* Each remaining host's rank files, newest first, the newest of each pid taken: rank_host and n_ranks. */
+static void rescan_ranks(ssh_t *l) {
+    static char out[1 << 16];
+    char cmd[1024], eout[1024];
+    int n = 0;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' 2>/dev/null || exit 0; for f in $(ls -t rank-*.json 2>/dev/null); do p=$(sed -n "
+             "'s/.*\"%s\": *\\([0-9][0-9]*\\).*/\\1/p' $f); echo \"${f#rank-} $p\"; done; exit 0",
+             l->run_dir, AH_PROTO_RANK_PID);
+    for (int r = 0; r < SSH_MAX_RANKS; r++) l->rank_host[r][0] = 0;
+    for (int j = 0; j < l->n_jobs; j++) {
+        if (l->job[j].gone || ssh_remote(l, l->job[j].host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0) continue;
+        long seen[SSH_MAX_RANKS];
+        int n_seen = 0;
+        for (char *save = NULL, *tok = strtok_r(out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+            int r = -1;
+            long pid = -1;
+            if (sscanf(tok, "%d.json %ld", &r, &pid) != 2 || r < 0 || r >= SSH_MAX_RANKS) continue;
+            bool older = false;
+            for (int k = 0; k < n_seen; k++) older = older || seen[k] == pid;
+            if (older) continue;
+            if (n_seen < SSH_MAX_RANKS) seen[n_seen++] = pid;
+            snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s", l->job[j].host);
+            if (r + 1 > n) n = r + 1;
+        }
+    }
+    for (int r = 0; r < n; r++)
+        if (!l->rank_host[r][0]) snprintf(l->rank_host[r], sizeof l->rank_host[r], "?");
+    l->n_ranks = n;
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+}
+
+int ssh_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s) {
+    ssh_t *l = ctx;
+    bool leave[SSH_MAX_JOBS] = {false};
+    for (int j = 0; j < l->n_jobs; j++)
+        for (int h = 0; l->joined && !l->job[j].gone && h < n; h++) leave[j] = leave[j] || !strcmp(l->job[j].host, hosts[h]);
+    for (const double until = ah_now_s() + wait_s;; nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL)) {
+        int left = 0;
+        for (int j = 0; j < l->n_jobs; j++) left += leave[j] && !reaped(&l->job[j]);
+        if (!left || ah_now_s() >= until) break;
+    }
+    int ok = 0;
+    for (int j = 0; j < l->n_jobs; j++) {
+        if (!leave[j]) continue;
+        if (!l->job[j].exited) kill_job(l, j); /* still running at wait_s */
+        else if (l->job[j].status == 0) ok++;
+        l->job[j].gone = true;
+    }
+    rescan_ranks(l);
+    const int m = l->n_ranks > 0 ? job_of_host(l, l->rank_host[0]) : -1;
+    if (m >= 0 && m != l->metrics_job) l->next_metrics_job = m; /* rank 0 moved, its first lines not read yet */
+    return ok;
+}
