@@ -6,6 +6,7 @@
 #   CLOUD_GB_S=0.1 bash bench/bench_recovery.sh B  (the cloud cap; default 0.05, see below)
 #   KEEP=DIR bash bench/bench_recovery.sh B        (keep the runs' work directories in DIR)
 #   MEMORY=0 bash bench/bench_recovery.sh B        (without the third run, local-first with replicas)
+#   SET=inplace bash bench/bench_recovery.sh B     (the relaunch against --in-place instead: below)
 #
 # Model: GPT-2 small's shape with a byte vocabulary (12 layers, 768 wide, 85.2M parameters); its
 # state (fp32 weights + AdamW m, v) is 1.02 GB. Cluster: two one-device nodes, fast-0 on demand and
@@ -38,6 +39,10 @@
 # relaunch + transfer + first step; the node is gone then), notice to the first finished step (the
 # grace-period stop included: the step in progress and the save), the same without the first step,
 # and the state restore alone (the trainer's resume); then the steps each policy must redo.
+# SET=inplace (issue 36 "Survivors keep their processes"): no cloud; two runs, "relaunch" (today's stop and
+# relaunch) and "in-place" (autohet run --in-place: one mpirun a node, and at the notice fast-0's rank
+# changes to the one-device plan in its own process), the notice once launch 0 has trained 4 steps;
+# printed: each recovery by phase, the in-place change's own phases, and relaunch / in place.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,21 +53,27 @@ WORK=${KEEP:-$(mktemp -d)}
 mkdir -p "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
-command -v moto_server >/dev/null || { echo "bench_recovery: moto_server not on PATH (pip install 'moto[server]')" >&2; exit 1; }
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-moto_server -H 127.0.0.1 -p "$PORT" >"$WORK/moto.log" 2>&1 &
-MOTO=$!
+SET=${SET:-}
+EVERY=2 # SET=inplace: 100, so that both runs save at the notice (redoing the steps since step 0 costs more)
+[ "$SET" = inplace ] && EVERY=100
+MOTO=
 AGENT=
 cleanup() {
     [ -n "$AGENT" ] && kill -INT "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
-    kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null
+    [ -z "$MOTO" ] || { kill $MOTO 2>/dev/null; wait $MOTO 2>/dev/null; }
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
-EP=http://127.0.0.1:$PORT
-for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
-export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
-curl -s -X PUT "$EP/ckpt" >/dev/null
+if [ "$SET" != inplace ]; then
+    command -v moto_server >/dev/null || { echo "bench_recovery: moto_server not on PATH (pip install 'moto[server]')" >&2; exit 1; }
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    moto_server -H 127.0.0.1 -p "$PORT" >"$WORK/moto.log" 2>&1 &
+    MOTO=$!
+    EP=http://127.0.0.1:$PORT
+    for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
+    export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
+    curl -s -X PUT "$EP/ckpt" >/dev/null
+fi
 
 cat >"$WORK/model.json" <<'JSON'
 {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 256, "n_positions": 64}
@@ -78,19 +89,26 @@ JSON
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() { # NAME [flags]
-    local name=$1 t0 i
+    local name=$1 t0 i n
     shift
     echo "0,add,fast-0" >"$WORK/$name.events" # fast-0 is up from the start: a no-op to begin the trace
     t0=$(date +%s%N)
     # --schedule 1f1b: the two data-parallel replicas this bench compares (under auto the planner now
     # takes one interleaved pipeline over fast-0 and spot-0, and each disk holds half the state)
     "$AUTOHET" run --model "$WORK/model.json" --cluster "$WORK/cluster.json" --data "$WORK/text.bin" \
-        --global-batch 2 --seq-len 16 --steps 200 --ckpt-every 2 --grace-s 60 --events "$WORK/$name.events" \
-        --schedule 1f1b --cloud "s3://ckpt/$name" --s3-endpoint "$EP" --work-dir "$WORK/$name" --quiet "$@" >"$WORK/$name.log" 2>&1 &
+        --global-batch 2 --seq-len 16 --steps 200 --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
+        --schedule 1f1b ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} --work-dir "$WORK/$name" --quiet "$@" \
+        >"$WORK/$name.log" 2>&1 &
     AGENT=$!
-    # The notice once a step is complete in the cloud (a manifest is its commit point).
+    # The notice once a step is complete in the cloud (a manifest is its commit point); SET=inplace: once
+    # launch 0 has trained 4 steps.
     for i in $(seq 3000); do
-        curl -s "$EP/ckpt?list-type=2&prefix=$name/" | grep -q "manifest-fast-0.json" && break
+        if [ "$SET" = inplace ]; then
+            n=$(grep -cs '"step"' "$WORK/$name/launch-0/metrics.jsonl" || true)
+            [ "${n:-0}" -ge 4 ] && break
+        else
+            curl -s "$EP/ckpt?list-type=2&prefix=$name/" | grep -q "manifest-fast-0.json" && break
+        fi
         kill -0 $AGENT 2>/dev/null || break
         sleep 0.2
     done
@@ -106,6 +124,13 @@ run() { # NAME [flags]
     grep -q '"event":"recover"' "$WORK/$name/metrics.jsonl" 2>/dev/null ||
         { cat "$WORK/$name.log" >&2; echo "bench_recovery: the $name run did not recover" >&2; exit 1; }
 }
+if [ "$SET" = inplace ]; then
+    run relaunch
+    run in-place --in-place
+    echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
+    python3 bench/recovery_summary.py inplace "$WORK"
+    exit 0
+fi
 run local-first
 run cloud-only --recovery cloud-only
 # local-first with in-memory replicas (--replica-memory-gb): the notice's save goes to the hosts'

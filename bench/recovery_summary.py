@@ -7,6 +7,8 @@
   recovery_summary.py tiers WORK CAP   bench_hosts_recovery.sh's SET=tiers (a notice and a host lost
                                         without notice, with and without in-memory replicas and the
                                         handover at a notice)
+  recovery_summary.py inplace WORK      bench_recovery.sh's SET=inplace (a notice: the relaunch against
+                                        autohet run --in-place, the survivors keeping their processes)
   recovery_summary.py stamp FILE OUT    appends each complete line of FILE (the agent's merged
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
                                         (polls every 20 ms; waits for FILE; runs until killed)
@@ -236,6 +238,30 @@ def tiers(w, cap):
               f"to redo (not in the times above)")
 
 
+def inplace(w):
+    """SET=inplace: relaunch/ and in-place/, each one notice; the recovery by phase and the ratios."""
+    rows = {n: rec(w, n) for n in ("relaunch", "in-place")}
+    print(f"{'':9s} {'total':>7s} {'stop':>6s} {'replan':>7s} {'startup':>8s} {'transfer':>9s} {'first':>6s}"
+          f"   in place   saved   stopped/resumed   bytes local / peer / cloud")
+    for n, r in rows.items():
+        b = r["breakdown"]
+        print(f"{n:9s} {r['seconds']:6.2f}s {b['stop_s']:5.2f}s {b['replan_s']:6.3f}s {b['startup_s']:7.2f}s "
+              f"{b['transfer_s']:8.2f}s {b['first_step_s']:5.2f}s   {'yes' if r.get('in_place') else 'no':8s}   "
+              f"{'yes' if r['saved'] else 'no':5s}   {r['stopped_at']:>7d}/{r['step']:<7d}   {tier_mb(r)}")
+    ip, rl = rows["in-place"], rows["relaunch"]
+    if not ip.get("in_place"):
+        print("in-place: the change was not made in place (see its log): no ratio")
+        return
+    ph = ip["phases"]
+    print("in place, the trainer's phases (slowest rank): " + ", ".join(f"{k} {v:.3f} s" for k, v in ph.items()))
+    def after_stop(r): return r["seconds"] - r["breakdown"]["stop_s"]
+    print(f"notice to the first finished step, relaunch / in place: {rl['seconds'] / ip['seconds']:.2f}x "
+          f"({rl['seconds']:.2f} s / {ip['seconds']:.2f} s)")
+    print(f"after the stop (relaunch: the old job gone; in place: the change's save done) to the first finished step: "
+          f"{after_stop(rl) / after_stop(ip):.2f}x ({after_stop(rl):.2f} s / {after_stop(ip):.2f} s)")
+    redo_lines(rows)
+
+
 def stamp(path, out):
     buf, pos = b"", 0
     with open(out, "a") as o:
@@ -265,7 +291,9 @@ if __name__ == "__main__":
         lost(sys.argv[2], float(sys.argv[3]))
     elif mode == "tiers":
         tiers(sys.argv[2], float(sys.argv[3]))
+    elif mode == "inplace":
+        inplace(sys.argv[2])
     elif mode == "stamp":
         stamp(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers or stamp)")
+        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace or stamp)")

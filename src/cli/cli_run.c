@@ -90,8 +90,9 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                "plans with it\n");
     for (int i = 0; i < r->n_recoveries; i++) {
         const ah_agent_recovery_t *v = &r->recoveries[i];
-        printf("recovery %d (%s: %s) at %.2f s: stopped at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
-               v->nodes[0] ? v->nodes : "-", v->t_notice_s, (long long)v->stopped_at,
+        printf("recovery %d (%s: %s) at %.2f s: %s at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
+               v->nodes[0] ? v->nodes : "-", v->t_notice_s, v->in_place ? "in place (the survivors kept their "
+               "processes)" : "stopped", (long long)v->stopped_at,
                v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice",
                v->forced ? ", ranks killed when the grace period ended" : "");
         if (!v->complete) {
@@ -102,6 +103,10 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                "%.3f + first step %.3f\n",
                (long long)v->resumed_at, v->total_s, v->stop_s, v->replan_s, v->startup_s, v->transfer_s,
                v->first_step_s);
+        if (v->in_place)
+            printf("  in place: stop = the wait for the step boundary and the save; the change took save %.3f + "
+                   "teardown %.3f + split %.3f + init %.3f + load %.3f s (the trainer's slowest rank)\n", v->phases[0], v->phases[1],
+                   v->phases[2], v->phases[3], v->phases[4]);
         printf("  state by tier:");
         for (int i = 0; i < AH_TIER_COUNT; i++) { /* cheapest first: local, memory, peer, cloud */
             const ah_ckpt_tier_t t = AH_TIER_ORDER[i];
@@ -422,6 +427,9 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
         {"--no-handover", AH_FLAG_BOOL, &a->o.no_handover, NULL, "at a notice from --events, relaunch and plan after "
          "the stop (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
          "hands each file to the host that reads it next; docs/checkpoints.md)", false},
+        {"--in-place", AH_FLAG_BOOL, &a->o.in_place, NULL, "launch one mpirun a host, joined into one world, and at a "
+         "notice from --events let the survivors change to the next plan in their own processes when it uses only "
+         "their devices (else the stop and relaunch, said; docs/elastic.md)", false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "

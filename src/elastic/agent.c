@@ -99,8 +99,9 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, k);
     ah_train_argv_t train;
     if ((s = ah_agent_train_argv(a->o, L->plan_path, a->local_root, run_dir, &train, err)) != AH_OK) return s;
-    const ah_launch_job_t job = {.plan = &a->cur.plan, .plan_path = L->plan_path, .run_dir = run_dir,
-                                 .train_argv = train.argv};
+    ah_launch_job_t job = {.plan = &a->cur.plan, .plan_path = L->plan_path, .run_dir = run_dir,
+                           .train_argv = train.argv};
+    ah_agent_inplace_launch(a, &job); /* --in-place: joined, one job a host */
     if ((s = a->launcher.start(a->launcher.ctx, &job, err)) != AH_OK) return s;
     a->running = true;
     a->launch_t = ah_now_s();
@@ -173,6 +174,7 @@ static void on_step(agent_t *a, json_t *line) {
                  secs = ah_json_num_or_nan(line, AH_PROTO_STEP_SECONDS);
     const int64_t step = (int64_t)ah_json_num_or_nan(line, AH_PROTO_STEP);
     const bool first = L->first_step < 0;
+    const bool after_change = !first && ah_agent_inplace_on_step(a, step, loss); /* the first after one in place */
     if (first) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
         L->first_step = step;
@@ -185,7 +187,7 @@ static void on_step(agent_t *a, json_t *line) {
     json_object_set_new(line, "launch", json_integer(launch_no(a)));
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
-    if (first && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
+    if ((first || after_change) && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
     if (first) ah_agent_join_if_pays(a, "first step finished");
 }
 
@@ -219,6 +221,7 @@ static void on_line(void *ctx, json_t *line) {
     if (json_is_string(cloud_error))
         snprintf(a->res->cloud_error, sizeof a->res->cloud_error, "%s", json_string_value(cloud_error));
     emit(a, json_incref(line));
+    ah_agent_inplace_on_event(a, ev, line);
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         ah_agent_result_t *r = a->res;
         if (json_is_true(json_object_get(line, "ok"))) {
@@ -232,6 +235,8 @@ static void on_line(void *ctx, json_t *line) {
         on_checkpoint(a);
     }
 }
+
+void ah_agent_read_metrics(agent_t *a) { a->launcher.read_metrics(a->launcher.ctx, on_line, a); }
 
 /* ---- after the job ended ---- */
 
@@ -295,6 +300,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
 /* *finished: the trainer completed; otherwise a stop was accounted and a relaunch is due. */
 static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t *err) {
     *finished = false;
+    ah_agent_inplace_fallback(a, "the job ended first");
     a->running = false;
     const double exit_t = ah_now_s();
     a->launcher.read_metrics(a->launcher.ctx, on_line, a);
@@ -432,6 +438,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         if (a->o->interrupt && *a->o->interrupt) on_interrupt(a);
         a->launcher.read_metrics(a->launcher.ctx, on_line, a);
         ah_agent_apply_events(a);
+        ah_agent_inplace_watch(a);
         if (a->stopping)
             press_stop(a);
         else if ((a->launcher.reachable || a->launcher.stalled) && ah_watchdog_expired(&a->dog, ah_now_s()))
@@ -572,6 +579,7 @@ done:
     json_decref(a.trainer_recover);
     if (a.have_cur) ah_plan_result_free(&a.cur);
     ah_agent_next_plan_free(&a);
+    ah_agent_inplace_free(&a);
     ah_agent_events_free(&a.ev);
     ah_cluster_free(&a.cluster);
     ah_history_free(&a.hist);

@@ -94,6 +94,9 @@ typedef struct ah_agent_opts {
     bool cloud_only;          /* Varuna-like recovery: every node's disk is dropped at a stop, so the
                                  state comes from the cloud tier only (needs --cloud in train_args) */
     bool no_handover;         /* at an events-file notice, no next plan before the stop (agent_handover.c) */
+    bool in_place;            /* launches joined (one mpirun a host; launcher.h leave_hosts), and at an events-file
+                                 notice the survivors change to the next plan in their own processes when they can
+                                 (agent_inplace.c; runtime/reconfig.h), else the stop and relaunch, said */
     bool allow_unencrypted_wan; /* launch plans whose traffic crosses a region boundary on a link not
                                  marked private (else each launch is refused before its ranks start:
                                  plan_out.h ah_plan_wan_check; pass the flag to train in train_args too) */
@@ -167,6 +170,10 @@ typedef struct ah_agent_recovery {
     double loss_last_before;  /* loss of step resumed_at - 1 before the stop (NAN if none) */
     double loss_first_after;  /* loss of step resumed_at after (NAN if none) */
     bool complete;            /* a step finished after it */
+    bool in_place;            /* the survivors kept their processes (agent_inplace.c): stop_s is the wait for the
+                                 step boundary and the save, startup_s the rest of the change (teardown, split,
+                                 set-up) */
+    double phases[5];         /* in place: the trainer's "reconfigure" seconds: save, teardown, split, init, load */
 } ah_agent_recovery_t;
 
 typedef struct ah_agent_result {

@@ -47,6 +47,7 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
     bool any = false;
     for (int i = 0; i < a->cluster.n_nodes; i++) any = any || noticed[i];
     if (!any) return;
+    ah_agent_inplace_fallback(a, "another notice came before it"); /* a change in place asked for and not made */
     const bool first = !a->stopping;
     const double t = ah_now_s();
     bool next_uses = false; /* a node the next plan uses, noticed now */
@@ -54,6 +55,7 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
         next_uses = next_uses || (noticed[i] && ah_agent_plan_uses(&a->next.plan, a->cluster.nodes[i].name));
     if (first) ah_agent_next_plan(a);
     else if (ah_agent_replan_in_stop(a->cause, next_uses)) ah_agent_next_plan_again(a);
+    if (first && ah_agent_inplace_begin(a, noticed, t)) return; /* --in-place: the survivors keep their processes */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (noticed[i]) ah_agent_begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, a->cluster.nodes[i].name);
     if (first) a->notice_t = t;
@@ -103,5 +105,6 @@ void ah_agent_apply_events(agent_t *a) {
 
 /* Joins pending: the restart onto the plan with them when it pays (agent_join.c). */
 void ah_agent_join_if_pays(agent_t *a, const char *when) {
+    if (a->inplace == 1) return; /* a change in place asked for: the joins stay pending until it is made */
     if (ah_agent_consider_join(a, when)) ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
 }

@@ -64,6 +64,19 @@ typedef struct agent {
      * when the running launch started; launch 0's start to its first finished step (-1: not yet) */
     double *churn;
     double churn_tick_t, launch_t, first_start_s;
+    /* in place (agent_inplace.c): whether the running launch is joined, its jobs as launched (by
+     * AH_WORLD_JOIN's J) and those that left; inplace: 0 none, 1 a request written (the change at step
+     * inplace_step or the first boundary that reads it, waited for until inplace_deadline; inplace_refused:
+     * step inplace_refuse_at trained, after a boundary that read it), 2 changed, its recovery closing at the next step line; the save time estimate (the longest
+     * checkpoint seen); inplace_after: the last change's step */
+    bool joined;
+    ah_launch_hostjob_t *jobs;
+    char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
+    int n_jobs;
+    int inplace;
+    bool inplace_refused;
+    int64_t inplace_step, inplace_after, inplace_refuse_at;
+    double inplace_deadline, save_est_s;
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -185,5 +198,31 @@ void ah_agent_next_plan_again(agent_t *a);
  * else the next plan and join_pending set); dropped either way. */
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out);
 void ah_agent_next_plan_free(agent_t *a);
+
+/* ---- in place (agent_inplace.c; issue 36 "Survivors keep their processes") ---- */
+
+/* agent.c: the running launch's metrics lines not read yet, taken in as the watch loop takes them. */
+void ah_agent_read_metrics(agent_t *a);
+
+/* At a launch (job the launcher is about to start): whether it is joined (--in-place and a launcher with
+ * leave_hosts; said once when the launcher has not), its jobs recorded for the requests. */
+void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job);
+/* At an events-file notice of the nodes in `noticed` (leaving[] set), t its clock's start, the next
+ * plan made: the request written instead of the SIGTERM when the change can be made in place (true);
+ * else why not said (false: the caller sends the notices). */
+bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t);
+/* While a request waits: not taken by its deadline, or a step past it trained without it: the notice's
+ * stop instead (SIGTERM to the leaving nodes' ranks, the clock kept), said with why. */
+void ah_agent_inplace_watch(agent_t *a);
+/* A request waiting when another notice comes or the job ends: the same fallback (why said). */
+void ah_agent_inplace_fallback(agent_t *a, const char *why);
+/* A trainer event line of the running launch (checkpoint: the save estimate; reconfigure: the change
+ * done: the leaving jobs reaped, their disks dropped, the next plan the running one, a preempt event and
+ * a recovery opened). */
+void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line);
+/* A step line after the launch's first: true when it is the first after a change in place (the
+ * recovery then resumed at it: the caller closes it). */
+bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss);
+void ah_agent_inplace_free(agent_t *a);
 
 #endif

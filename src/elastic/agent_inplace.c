@@ -1,0 +1,326 @@
+/* The change in place at a notice (issue 36 "Survivors keep their processes"; docs/elastic.md "In-place
+ * reconfiguration at a notice"). With --in-place the agent launches one mpirun a host, joined into one
+ * world (launcher.h joined). At an events-file notice, once the next plan is made (agent_handover.c),
+ * it asks the trainers to change in place (runtime/reconfig.h) instead of stopping them, when it can:
+ * the next plan uses only devices that running ranks hold and every rank of a staying host, and a step
+ * of this launch has been trained since its start or the last change. The request (RUN_DIR's
+ * reconfigure.json): "step" the step after the newest the metrics show, "leave" the leaving hosts' jobs,
+ * "plan" the next plan as the hosts hold it (RUN_DIR/next-plan.json), "ranks" each rank's rank in the new
+ * world, by device (-1: leaving). The trainers save that step, the leaving
+ * ranks exit 0, the others go on under the next plan in the same processes and say so with a
+ * "reconfigure" metrics event; the agent then reaps the leaving jobs (leave_hosts), drops the leaving
+ * nodes' disks and records the recovery, in place, closed at the next step line. Anything else (no next
+ * plan, a device no running rank holds, a request not taken by the grace period less the save estimate,
+ * a step past it trained without it: the trainer refused it) is the stop and relaunch of today, said in
+ * one line with why. Part of the elastic agent (agent_state.h). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "core/str.h"
+#include "core/timing.h"
+#include "core/vec.h"
+#include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
+#include "runtime/protocol.h"
+
+static void reap_left(agent_t *a);
+
+void ah_agent_inplace_free(agent_t *a) {
+    ah_launch_hostjobs_free(a->jobs, a->n_jobs);
+    free(a->job_left);
+    a->jobs = NULL;
+    a->job_left = NULL;
+    a->n_jobs = 0;
+    a->joined = false;
+    a->inplace = 0;
+}
+
+void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
+    ah_agent_inplace_free(a);
+    a->inplace_after = -1;
+    if (!a->o->in_place) return;
+    if (!a->launcher.leave_hosts) {
+        static bool said;
+        if (!said) say(a, "note: --in-place: the %s launcher cannot start one job a host yet: a notice stops and "
+                       "relaunches", a->launcher.name);
+        said = true;
+        return;
+    }
+    ah_error_t e;
+    if (ah_launch_hostjobs(job->plan, &a->jobs, &a->n_jobs, &e) != AH_OK ||
+        !(a->job_left = calloc((size_t)a->n_jobs, sizeof *a->job_left))) {
+        say(a, "note: --in-place: this launch is not joined (%s): a notice stops and relaunches",
+            a->jobs ? "out of host memory" : e.msg);
+        ah_agent_inplace_free(a);
+        return;
+    }
+    a->joined = job->joined = true;
+}
+
+static int node_index(const agent_t *a, const char *name) {
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (strcmp(a->cluster.nodes[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Rank r of plan p: its node's name and device index. */
+static const char *rank_node(const ah_plan_t *p, int r, int *index) {
+    const ah_device_ref_t *d = ah_plan_rank_device(p, r);
+    *index = d ? d->index : -1;
+    return d ? p->cluster.nodes[d->node].name : "?";
+}
+
+/* ranks[r] for each rank r of the running plan (the world's): its rank under the next plan by device, -1
+ * on a leaving node; false with why when the next plan does not take exactly the staying ranks' devices.
+ * *ordered: the survivors keep their order (the request then needs no "ranks"). */
+static bool map_ranks(const agent_t *a, int *ranks, bool *ordered, char *why, size_t cap) {
+    const ah_plan_t *cur = &a->cur.plan, *next = &a->next.plan;
+    const int w = ah_plan_device_count(cur), n = ah_plan_device_count(next);
+    int taken = 0, last = -1;
+    *ordered = true;
+    for (int r = 0; r < w; r++) {
+        int idx, q;
+        const char *node = rank_node(cur, r, &idx);
+        const int i = node_index(a, node);
+        ranks[r] = -1;
+        if (i >= 0 && a->leaving[i]) continue;
+        for (q = 0; q < n; q++) {
+            int qi;
+            const char *qn = rank_node(next, q, &qi);
+            if (qi == idx && strcmp(qn, node) == 0) break;
+        }
+        if (q == n) {
+            snprintf(why, cap, "the next plan leaves rank %d's device %s:%d unused (a staying host's ranks must all go on)",
+                     r, node, idx);
+            return false;
+        }
+        ranks[r] = q;
+        *ordered = *ordered && q > last;
+        last = q;
+        taken++;
+    }
+    if (taken < n) {
+        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken, n - taken == 1 ? "" : "s");
+        return false;
+    }
+    return true;
+}
+
+/* The request's text: step, the leaving jobs, the plan path on the hosts and each rank's new rank. */
+static json_t *request(const agent_t *a, int64_t step, const int *ranks, const char *plan_path) {
+    json_t *leave = json_array(), *rk = json_array();
+    for (int j = 0; j < a->n_jobs; j++) {
+        const int i = node_index(a, a->jobs[j].host);
+        if (!a->job_left[j] && i >= 0 && a->leaving[i]) json_array_append_new(leave, json_integer(j));
+    }
+    const int w = ah_plan_device_count(&a->cur.plan);
+    for (int r = 0; r < w; r++) json_array_append_new(rk, json_integer(ranks[r]));
+    return json_pack("{s:I, s:o, s:s, s:o}", "step", (json_int_t)step, "leave", leave, "plan", plan_path, "ranks", rk);
+}
+
+/* Whether the change can be asked now; *step the request's; why set when not. */
+static bool can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
+    const ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    *step = L->end_step;
+    if (!a->have_next) snprintf(why, cap, "no next plan was made");
+    else if (a->interrupting) snprintf(why, cap, "the run is being interrupted");
+    else if (L->first_step < 0 || *step <= a->inplace_after)
+        snprintf(why, cap, "no step trained yet %s", L->first_step < 0 ? "in this launch" : "since the last change");
+    else if (*step + 1 >= a->o->steps) snprintf(why, cap, "the run ends first (step %lld of %lld)", (long long)*step,
+                                                 (long long)a->o->steps);
+    else return true;
+    return false;
+}
+
+bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
+    (void)noticed; /* leaving[] holds them, and those of the same stop */
+    if (!a->joined || !a->running) return false;
+    char why[400] = "", path[700], plan_path[700];
+    int64_t step = 0;
+    bool ordered = true;
+    int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks);
+    bool ok = ranks && can_ask(a, &step, why, sizeof why) && map_ranks(a, ranks, &ordered, why, sizeof why);
+    const double deadline = t + a->o->grace_s - a->save_est_s;
+    if (ok && deadline <= ah_now_s()) {
+        snprintf(why, sizeof why, "the grace period (%.1f s) less the save estimate (%.2f s) leaves no time to wait",
+                 a->o->grace_s, a->save_est_s);
+        ok = false;
+    }
+    if (ok) {
+        snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
+        snprintf(plan_path, sizeof plan_path, "%s/launch-%d/" AH_PROTO_NEXT_PLAN_FILE, a->work, launch_no(a));
+        json_t *req = request(a, step, ranks, plan_path);
+        ah_error_t e;
+        ok = req && json_dump_file(req, path, JSON_COMPACT) == 0;
+        if (!ok) snprintf(why, sizeof why, "%s: cannot write the request", path);
+        if (ok && a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) != AH_OK) {
+            snprintf(why, sizeof why, "the request cannot be written to the hosts (%s)", e.msg);
+            ok = false;
+        }
+        if (ok) {
+            char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
+            say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s); "
+                "waiting for it until %.1f s", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
+                ordered ? "" : ", renumbered", deadline - a->t0);
+            free(text);
+        }
+        json_decref(req);
+    }
+    free(ranks);
+    if (!ok) {
+        say(a, "in place: not at this notice (%s): the notice's stop and relaunch", ranks ? why : "out of host memory");
+        return false;
+    }
+    a->inplace = 1;
+    a->inplace_refused = false;
+    a->inplace_step = step;
+    a->inplace_refuse_at = INT64_MAX;
+    a->inplace_deadline = deadline;
+    a->cause = AH_CAUSE_EVENT;
+    a->notice_t = t;
+    /* The trainer reads the request at each step boundary, after the step's line: every line read from
+     * here on but the next was written after the request was there, so a second one means the boundary
+     * before it read the request and did not take it. */
+    ah_agent_read_metrics(a);
+    if (a->inplace == 1) a->inplace_refuse_at = a->res->launches[a->res->n_launches - 1].end_step + 1;
+    return true;
+}
+
+void ah_agent_inplace_fallback(agent_t *a, const char *why) {
+    if (a->inplace != 1) return;
+    a->inplace = 0;
+    say(a, "in place: the change at step %lld not made (%s): the notice's stop and relaunch", (long long)a->inplace_step,
+        why);
+    const double t = a->notice_t; /* the grace period runs from the notice, not from now */
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->leaving[i]) ah_agent_begin_stop(a, AH_CAUSE_EVENT, a->cluster.nodes[i].name);
+    a->notice_t = t;
+}
+
+void ah_agent_inplace_watch(agent_t *a) {
+    if (a->inplace == 0) reap_left(a);
+    if (a->inplace != 1) return;
+    if (a->stopping) { /* the user's interrupt: every rank got the notice, the job stops */
+        a->inplace = 0;
+        say(a, "in place: the change at step %lld dropped: the job is stopping", (long long)a->inplace_step);
+        return;
+    }
+    char why[200];
+    if (a->inplace_refused)
+        snprintf(why, sizeof why, "step %lld was trained after a step boundary that read it: the trainer did not "
+                 "take the request (its warning on stderr says why)", (long long)a->inplace_refuse_at);
+    else if (ah_now_s() > a->inplace_deadline)
+        snprintf(why, sizeof why, "not taken within the grace period less the save estimate, %.2f s",
+                 a->inplace_deadline - a->notice_t);
+    else
+        return;
+    ah_agent_inplace_fallback(a, why);
+}
+
+bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss) {
+    if (a->inplace == 1 && step >= a->inplace_refuse_at) a->inplace_refused = true;
+    if (a->inplace != 2 || a->pending < 0) return false;
+    ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
+    a->inplace = 0;
+    return true;
+}
+
+/* The change is done (ev, the trainer's "reconfigure"): the recovery opened, in place, and the preempt
+ * event; the leaving nodes' disks dropped. */
+static void account_change(agent_t *a, const json_t *ev, double seen_t) {
+    if (!ah_grow(&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries + 1, sizeof *a->res->recoveries)) {
+        say(a, "warning: out of host memory: the change in place is not recorded as a recovery");
+        return;
+    }
+    a->pending = a->res->n_recoveries++;
+    ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+    const json_t *secs = json_object_get(ev, "seconds");
+    static const char *phase[5] = {"save", "teardown", "split", "init", "load"};
+    double sum = 0;
+    const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    const ah_exit_facts_t f = {.status = 0, .preempted = true, .preempted_step = step, .saved = true,
+                               .trained = a->hist.len};
+    /* stop: the notice to the change's save done (the relaunch's stop ends with its save too) */
+    const double stop_s = seen_t - a->notice_t;
+    for (int k = 1; k < 5; k++) sum += isfinite(ah_json_num_or_nan(secs, phase[k])) ? ah_json_num_or_nan(secs, phase[k]) : 0;
+    ah_recovery_open(r, AH_CAUSE_EVENT, &f, a->notice_t - a->t0, stop_s - sum > 0 ? stop_s - sum : 0, false);
+    r->in_place = true;
+    for (int k = 0; k < 5; k++) r->phases[k] = ah_json_num_or_nan(secs, phase[k]);
+    ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
+    json_t *list = json_array();
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->leaving[i]) {
+            ah_str_appendf(&nodes, "%s%s", nodes.len ? " " : "", a->cluster.nodes[i].name);
+            json_array_append_new(list, json_string(a->cluster.nodes[i].name));
+        }
+    emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
+                      (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
+                      ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", 1, "forced", 0, "exit_status", 0,
+                      "in_place", 1));
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->leaving[i]) {
+            ah_agent_drop_disk(a, i);
+            a->leaving[i] = false;
+        }
+}
+
+/* The leaving jobs of the change (job_left set, not reaped yet): reaped once the survivors' first step is in
+ * (their wait is not on the recovery's path), killed when they have not exited 0 by then. */
+static void reap_left(agent_t *a) {
+    const char *hosts[256];
+    int n = 0;
+    for (int j = 0; j < a->n_jobs && n < 256; j++)
+        if (a->job_left[j] == 1) {
+            hosts[n++] = a->jobs[j].host;
+            a->job_left[j] = 2;
+        }
+    if (!n) return;
+    const int ok = a->launcher.leave_hosts(a->launcher.ctx, hosts, n, AH_AGENT_KILL_MARGIN_S);
+    if (ok < n)
+        say(a, "warning: in place: %d of the %d leaving job%s did not exit 0 within %.0f s (killed); the others go on "
+            "in place", n - ok, n, n == 1 ? "" : "s", AH_AGENT_KILL_MARGIN_S);
+    else
+        say(a, "in place: the leaving job%s exited 0", n == 1 ? "" : "s");
+}
+
+/* The "reconfigure" event: the next plan the running one, the recovery opened, the leaving jobs marked. */
+static void on_changed(agent_t *a, const json_t *ev) {
+    const double seen_t = ah_now_s();
+    int n = 0;
+    for (int j = 0; j < a->n_jobs; j++) {
+        const int i = node_index(a, a->jobs[j].host);
+        if (!a->job_left[j] && i >= 0 && a->leaving[i]) {
+            a->job_left[j] = 1;
+            n++;
+        }
+    }
+    a->inplace_after = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    ah_plan_result_free(&a->cur);
+    a->cur = a->next;
+    a->have_next = false; /* moved */
+    ah_agent_next_plan_free(a);
+    char *pids = json_dumps(json_object_get(ev, "pids"), JSON_COMPACT);
+    say(a, "in place: changed at step %lld: %d job%s left, %d ranks go on under the next plan in the same processes "
+        "(pids %s)", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
+        pids ? pids : "?");
+    free(pids);
+    account_change(a, ev, seen_t);
+    ah_watchdog_line(&a->dog, ah_now_s());
+    a->inplace = 2;
+}
+
+void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
+    if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
+        const double s = ah_json_num_or_nan(line, "seconds");
+        if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
+    } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
+        if (a->inplace == 1) on_changed(a, line);
+        else say(a, "warning: a change in place at step %lld that this agent did not wait for (%s): ignored",
+                 (long long)json_integer_value(json_object_get(line, AH_PROTO_STEP)),
+                 a->stopping ? "the notice's stop was under way" : "no request pending");
+    }
+}

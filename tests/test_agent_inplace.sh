@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# autohet run --in-place (issue 36 "Survivors keep their processes"; docs/elastic.md "In-place
+# reconfiguration at a notice"): the local launcher starts one mpirun a node, joined into one world; once
+# 3 steps are in, the events file preempts slow-1.
+#  - in place: the next plan (fast-0 + slow-0) uses only devices running ranks hold, so the agent asks
+#    the trainers to change in place: one launch, slow-1's job leaves, the survivors' pids are those of
+#    the ranks started (the "reconfigure" event's pids and the rank files, node by node), the preempt and
+#    recover events say in place with the change's phases, every step 0..N-1 trained exactly once, each
+#    loss bit-identical to an uninterrupted run of the first plan before the change and to a run of the
+#    next plan resumed from the step saved at the change after it;
+#  - fallback: slow-0 is down from the start and comes back with the notice, so the next plan needs a
+#    device no running rank holds: said, the notice's stop and relaunch as without --in-place, and the
+#    same checks of the losses (the first plan's run, then the relaunch's plan resumed).
+source "$(dirname "$0")/train_common.sh"
+source "$SRC/tests/agent_common.sh"
+command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
+STEPS=60
+CKPT_EVERY=100 # the only saves: the one at the change (or the notice) and the last step's
+small_cluster
+
+# notice_run NAME START NOTICE...: the agent with --in-place and an events file holding START; once launch
+# 0 has 3 steps, its rank files' node -> pid into NAME.pids and each NOTICE (e.g. remove,slow-1) appended,
+# timed now.
+notice_run() {
+    local name=$1 start=$2 d=$WORK/$1 t0 ms i ev n
+    shift 2
+    echo "$start" >"$d.csv"
+    t0=$(date +%s%N)
+    run_agent "$d" --in-place --events "$d.csv" --grace-s 60 &
+    local agent=$!
+    for i in $(seq 1200); do
+        n=$(grep -cs '"step"' "$d/launch-0/metrics.jsonl")
+        [ "${n:-0}" -ge 3 ] && break
+        kill -0 $agent 2>/dev/null || break
+        sleep 0.05
+    done
+    python3 -c '
+import glob, json, sys
+print(json.dumps({d["node"]: d["pid"] for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))}))' \
+        "$d/launch-0" >"$d.pids"
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    for ev in "$@"; do echo "$ms,$ev" >>"$d.csv"; done
+    wait $agent || { cat "$d.log"; fail "$name: autohet run"; }
+}
+
+# exact NAME PLAN_AFTER: every loss of NAME's final history bit-identical to PLAN-0's uninterrupted run
+# before the step it resumed from at its recovery, and after it to PLAN_AFTER resumed from that step.
+exact() {
+    local d=$WORK/$1 after=$2 s n
+    s=$(python3 -c 'import json,sys; print([x for x in map(json.loads, open(sys.argv[1])) if x.get("event") == "recover"][0]["step"])' "$d/metrics.jsonl")
+    n=$(plan_ranks "$d/plan-0.json")
+    timeout 300 $MPIRUN -np "$n" "$AUTOHET" train --plan "$d/plan-0.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
+        --metrics "$d.ref0.jsonl" >"$d.ref0.out" 2>&1 || { cat "$d.ref0.out"; fail "$1: plan-0 uninterrupted"; }
+    rm -rf "$d.copy" && cp -r "$d/local" "$d.copy"
+    find "$d.copy" -maxdepth 2 -name "step-*" ! -name "step-$(printf %08d "$s")" -exec rm -rf {} +
+    n=$(plan_ranks "$after")
+    timeout 300 $MPIRUN -np "$n" "$AUTOHET" train --plan "$after" --data "$WORK/text.bin" --steps $STEPS --quiet --resume \
+        --local-root "$d.copy" --metrics "$d.ref1.jsonl" >"$d.ref1.out" 2>&1 || { cat "$d.ref1.out"; fail "$1: resumed at $s"; }
+    python3 - "$d" "$s" "$STEPS" <<'PY' || { cat "$d.log"; fail "$1: losses"; }
+import json, sys
+d, s, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+load = lambda f: [x for x in map(json.loads, open(f)) if "event" not in x]
+r0, r1 = {x["step"]: x["loss"] for x in load(d + ".ref0.jsonl")}, load(d + ".ref1.jsonl")
+assert r1[0]["step"] == s, f"the reference resumed from step {r1[0]['step']}, not {s}"
+r1 = {x["step"]: x["loss"] for x in r1}
+hist = []  # the final history: a launch that resumed earlier drops what followed
+for x in load(d + "/metrics.jsonl"):
+    assert x["step"] <= len(hist), f"step {x['step']} after {len(hist)} steps: skipped"
+    hist = hist[:x["step"]] + [x["loss"]]
+assert len(hist) == steps, len(hist)
+for k, v in enumerate(hist):
+    ref = r0[k] if k < s else r1[k]
+    assert v == ref, f"step {k}: {v!r} vs {ref!r} ({'first plan' if k < s else 'resumed'})"
+print(f"  {steps} losses bit-identical: {s} to the first plan's run, {steps - s} to the next plan resumed from step {s}")
+PY
+}
+
+# ---- in place ----
+notice_run ip "0,add,fast-0" remove,slow-1
+grep -q "in place: changed at step" "$WORK/ip.log" || { cat "$WORK/ip.log"; fail "ip: no change in place"; }
+python3 - "$WORK/ip" "$STEPS" <<'PY' || { cat "$WORK/ip.log"; fail "ip: in place"; }
+import glob, json, os, sys
+d, steps = sys.argv[1], int(sys.argv[2])
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+before = json.load(open(d + ".pids"))
+assert sorted(before) == ["fast-0", "slow-0", "slow-1"], before
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert len(rc) == 1 and rc[0]["ranks_from"] == 3 and rc[0]["ranks_to"] == 2, rc
+after = {r["node"]: r["pid"] for r in map(lambda f: json.load(open(f)), glob.glob(d + "/launch-0/rank-*.json"))}
+assert after == {k: before[k] for k in ("fast-0", "slow-0")}, f"the survivors' processes: {after} vs {before}"
+assert sorted(rc[0]["pids"]) == sorted(after.values()), (rc[0]["pids"], after)
+assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan"], "relaunched"
+pre = [x for x in ev if x.get("event") == "preempt"]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)
+assert pre[0]["nodes"] == rec[0]["nodes"] == ["slow-1"] and rec[0]["step"] == rc[0]["step"], (pre, rec, rc)
+assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load"}, rec[0]
+bd = rec[0]["breakdown"]
+assert abs(sum(bd.values()) - rec[0]["seconds"]) < 0.05, rec[0]
+st = [x["step"] for x in ev if "event" not in x]
+assert st == list(range(steps)), f"every step once: {st}"
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+assert not os.path.exists(os.path.dirname(d) + "/ip/local/slow-1"), "slow-1's disk kept"
+print(f"in place at step {rc[0]['step']}: slow-1's job left, pids kept {after}, recovery {rec[0]['seconds']:.2f} s "
+      f"(phases {rec[0]['phases']})")
+PY
+grep -q "recovery 0 (events file: slow-1) at .* in place (the survivors kept their processes)" "$WORK/ip.log" ||
+    fail "ip: the summary does not say in place"
+exact ip "$WORK/ip/launch-0/next-plan.json"
+
+# ---- fallback: the next plan needs slow-0, which no running rank holds ----
+notice_run fb "0,remove,slow-0" add,slow-0 remove,slow-1
+grep -q "in place: not at this notice (the next plan uses 1 device no running rank holds): the notice's stop and relaunch" \
+    "$WORK/fb.log" || { cat "$WORK/fb.log"; fail "fb: the fallback is not said"; }
+grep -q "in place: changed" "$WORK/fb.log" && fail "fb: changed in place"
+python3 - "$WORK/fb" <<'PY' || { cat "$WORK/fb.log"; fail "fb: relaunch"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(rec) == 1 and not rec[0]["in_place"] and rec[0]["nodes"] == ["slow-1"], rec
+up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
+assert up == [["fast-0", "slow-0"]], up
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"fallback: relaunched, resumed from step {rec[0]['step']} in {rec[0]['seconds']:.2f} s")
+PY
+exact fb "$WORK/fb/plan-1.json"
+echo "PASS"
