@@ -105,7 +105,8 @@ ah_status_t ah_ckpt_session_open(ah_trainer_t *tr, const ah_ckpt_opts_t *o, ah_c
     s->last_rep_complete = true;
     s->n_nodes = tr->plan->cluster.n_nodes;
     s->hit = calloc((size_t)s->n_nodes, sizeof *s->hit);
-    if (!s->hit) {
+    s->figures = malloc((size_t)ah_comm_size(ah_comm_world()) * AH_CKPT_FIGURES * sizeof *s->figures);
+    if (!s->hit || !s->figures) {
         st = ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint session");
         goto agree;
     }
@@ -198,6 +199,7 @@ ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err) {
     ah_placement_free(&s->place);
     ah_handover_needs_free(&s->handover);
     free(s->hit);
+    free(s->figures);
     free(s);
     return st;
 }
@@ -390,20 +392,18 @@ static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_writ
                                   double max[3], ah_error_t *err) {
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
-    const double mine[7] = {(double)w->bytes, (double)w->files, (double)us.bytes,
-                            w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
-                            w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
+    const double mine[AH_CKPT_FIGURES] = {(double)w->bytes, (double)w->files, (double)us.bytes,
+                                          w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
+                                          w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
     const int n = ah_comm_size(ah_comm_world());
-    double *all = malloc((size_t)n * sizeof mine);
-    if (!all) return ah_error_set(err, AH_ERR_OOM, "no host memory for a checkpoint's figures");
-    const ah_status_t st = ah_comm_allgather_f64(ah_comm_world(), mine, 7, all, err);
+    double *all = s->figures; /* taken at the open: no rank can fail here alone while the others gather */
+    const ah_status_t st = ah_comm_allgather_f64(ah_comm_world(), mine, AH_CKPT_FIGURES, all, err);
     for (int j = 0; j < 4; j++) sums[j] = 0;
     for (int j = 0; j < 3; j++) max[j] = 0;
     for (int r = 0; st == AH_OK && r < n; r++) {
-        for (int j = 0; j < 4; j++) sums[j] += all[r * 7 + j];
-        for (int j = 0; j < 3; j++) max[j] = fmax(max[j], all[r * 7 + 4 + j]);
+        for (int j = 0; j < 4; j++) sums[j] += all[r * AH_CKPT_FIGURES + j];
+        for (int j = 0; j < 3; j++) max[j] = fmax(max[j], all[r * AH_CKPT_FIGURES + 4 + j]);
     }
-    free(all);
     return st;
 }
 

@@ -25,6 +25,9 @@ typedef struct {
     int freed_first;       /* holders that freed their older step before the copy (over the budget together) */
 } ah_ckpt_replica_stats_t;
 
+/* A rank's figures in the commit's all-gather (ckpt_io.c commit_figures). */
+enum { AH_CKPT_FIGURES = 7 };
+
 struct ah_ckpt_session {
     ah_trainer_t *tr;
     ah_ckpt_opts_t o;
@@ -46,6 +49,8 @@ struct ah_ckpt_session {
     char save_error[512];
     double last_save_s;      /* duration of the last save (max over ranks), -1 when none */
     int *hit;                /* n_nodes: nodes with a preemption notice */
+    double *figures;         /* world size x AH_CKPT_FIGURES: the commit's all-gather (ckpt_io.c), taken
+                              * at the open, whose agreement fails every rank when one has no memory */
     bool noticed;            /* a notice stopped the job */
     double step_end, step_s; /* when the last step_done returned; the step before it took step_s */
     /* Asynchronous saves (ckpt_async.c; not with --ckpt-sync): the background writer, the snapshot's
