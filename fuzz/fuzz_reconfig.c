@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!text) return 0;
     memcpy(text, data, size);
     text[size] = 0;
-    ah_reconfig_req_t r;
+    static ah_reconfig_req_t r; /* 32 KiB of ranks */
     ah_error_t err = {0};
     const ah_status_t st = ah_reconfig_parse(text, &r, &err);
     free(text);
@@ -38,5 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < r.n_leave; k++)
         if (r.leave[k] < 0) fail("an accepted negative job");
     if (!r.plan[0] || !memchr(r.plan, 0, sizeof r.plan)) fail("an accepted plan path empty or unterminated");
+    if (r.n_ranks < 0 || r.n_ranks > AH_RECONFIG_RANKS_MAX) fail("an accepted ranks count out of range");
+    for (int k = 0; k < r.n_ranks; k++)
+        if (r.ranks[k] < -1 || r.ranks[k] >= AH_RECONFIG_RANKS_MAX) fail("an accepted rank out of range");
     return 0;
 }
