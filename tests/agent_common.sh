@@ -45,9 +45,10 @@ wall_s() { python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.a
 #    each with the full batch's tokens, no launch starting past the history (a skip);
 #  - every loss of the final history vs the reference's loss of the same step: bit-exact while
 #    every launch so far ran the reference's plan, within 1e-4 relative from the first launch with
-#    another plan on;
-#  - one preempt and one recover event per relaunch, recovery seconds > 0, resumed step <= stopped.
-# Prints "launches=N exact=E close=C maxrel=R resumed=...".
+#    another plan on, or from the first change in place (--in-place: a "reconfigure" event) on;
+#  - one preempt and one recover event per relaunch, and one of each per change in place, recovery
+#    seconds > 0, resumed step <= stopped.
+# Prints "launches=N exact=E close=C maxrel=R resumed=... in_place=K".
 check_metrics() {
     python3 - "$1" "$2" "$STEPS" $((GB * SEQ)) <<'EOF'
 import json, os, sys
@@ -72,6 +73,7 @@ for x in lines:
     hist.append((s, x["loss"], k))
 assert len(hist) == steps, f"final history has {len(hist)} of {steps} steps"
 launches = max(k for _, _, k in hist) + 1
+changed = min([x["step"] for x in lines if x.get("event") == "reconfigure"], default=steps)
 exact_upto = 0
 while exact_upto < launches and key(exact_upto) == key(0, ref_dir):
     exact_upto += 1
@@ -79,7 +81,7 @@ exact = close = 0
 maxrel = 0.0
 for s, loss, k in hist:
     r = ref[s]
-    if k < exact_upto:
+    if k < exact_upto and s < changed:
         assert loss == r, f"step {s} (launch {k}, same plan throughout): loss {loss!r} != reference {r!r}"
         exact += 1
     else:
@@ -90,8 +92,10 @@ for s, loss, k in hist:
 ev = [x for x in lines if "event" in x]
 pre = [x for x in ev if x["event"] == "preempt"]
 rec = [x for x in ev if x["event"] == "recover"]
-assert len(pre) == launches - 1, f"{len(pre)} preempt events for {launches} launches"
-assert len(rec) == launches - 1, f"{len(rec)} recover events for {launches} launches"
+inp = len([x for x in pre if x.get("in_place")])
+assert len(pre) - inp == launches - 1, f"{len(pre) - inp} preempt events (not in place) for {launches} launches"
+assert len([x for x in rec if x.get("in_place")]) == inp, f"{inp} changes in place, recover events {rec}"
+assert len(rec) == launches - 1 + inp, f"{len(rec)} recover events for {launches} launches and {inp} in place"
 cut = sum(len(p.get("interrupted_writes", [])) for p in pre)
 for p in pre:
     assert p.get("committed_intact", True), f"a kill damaged a committed step: {p}"
@@ -104,7 +108,7 @@ done = ev[-1]
 assert done["event"] == "done" and done["ok"] and done["history_ok"], f"last event {done}"
 print(f"launches={launches} exact={exact} close={close} maxrel={maxrel:.2e} "
       f"resumed={[r['step'] for r in rec]} stopped={[p['step'] for p in pre]} "
-      f"saved={[p['saved'] for p in pre]} forced={[p['forced'] for p in pre]} writes_cut={cut}")
+      f"saved={[p['saved'] for p in pre]} forced={[p['forced'] for p in pre]} writes_cut={cut} in_place={inp}")
 EOF
 }
 

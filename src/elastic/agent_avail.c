@@ -71,6 +71,11 @@ void ah_agent_apply_events(agent_t *a) {
     while (a->next_ev < a->ev.n && a->ev.ev[a->next_ev].t_s <= now) {
         const ah_agent_event_t *e = &a->ev.ev[a->next_ev++];
         const char *name = a->cluster.nodes[e->node].name;
+        if (e->add && a->inplace == 1 && a->leaving[e->node]) { /* as at a relaunch: a new machine, the plan kept */
+            char why[128];
+            snprintf(why, sizeof why, "%s came back before it", name);
+            ah_agent_inplace_fallback(a, why);
+        }
         const bool uses = !e->add && a->running && ah_agent_plan_uses(&a->cur.plan, name);
         const ah_event_action_t act = ah_agent_event_action(e->add, a->up[e->node], a->running, a->stopping, uses);
         if (act == AH_EVENT_NOTHING) continue;

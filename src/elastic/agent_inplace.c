@@ -122,14 +122,24 @@ static json_t *request(const agent_t *a, int64_t step, const int *ranks, const c
     return json_pack("{s:I, s:o, s:s, s:o}", "step", (json_int_t)step, "leave", leave, "plan", plan_path, "ranks", rk);
 }
 
-/* Whether the change can be asked now; *step the request's; why set when not. */
-static bool can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
+/* The newest step the running launch's metrics show; before its first, the one before the step it
+ * resumed from (the trainer's recover event), or -2 when it has not said yet. */
+static int64_t newest_step(const agent_t *a) {
     const ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
-    *step = L->end_step;
+    if (L->first_step >= 0) return L->end_step - 1;
+    const double r = a->trainer_recover ? ah_json_num_or_nan(a->trainer_recover, AH_PROTO_STEP) : NAN;
+    return isfinite(r) ? (int64_t)r - 1 : -2;
+}
+
+/* Whether the change can be asked now; *step the request's: the step after the newest shown (past the
+ * step the launch resumed from, which the trainer would take for an old request); why set when not. */
+static bool can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
+    const int64_t newest = newest_step(a);
+    *step = newest + 1 + (a->res->launches[a->res->n_launches - 1].first_step < 0);
     if (!a->have_next) snprintf(why, cap, "no next plan was made");
     else if (a->interrupting) snprintf(why, cap, "the run is being interrupted");
-    else if (L->first_step < 0 || *step <= a->inplace_after)
-        snprintf(why, cap, "no step trained yet %s", L->first_step < 0 ? "in this launch" : "since the last change");
+    else if (newest < -1) snprintf(why, cap, "the trainer has not said yet where it resumed");
+    else if (*step <= a->inplace_after) snprintf(why, cap, "no step trained yet since the last change");
     else if (*step + 1 >= a->o->steps) snprintf(why, cap, "the run ends first (step %lld of %lld)", (long long)*step,
                                                  (long long)a->o->steps);
     else return true;
@@ -186,7 +196,7 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
      * here on but the next was written after the request was there, so a second one means the boundary
      * before it read the request and did not take it. */
     ah_agent_read_metrics(a);
-    if (a->inplace == 1) a->inplace_refuse_at = a->res->launches[a->res->n_launches - 1].end_step + 1;
+    if (a->inplace == 1) a->inplace_refuse_at = newest_step(a) + 2;
     return true;
 }
 
