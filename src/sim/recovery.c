@@ -364,11 +364,21 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, boo
     *unsaved = !v->saved;
 }
 
-/* Whether every node plan e uses ran plan run too (placement.h node_leader: full-cluster nodes). */
-static bool nodes_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
-    for (int y = 0; y < e->place.n_nodes; y++)
-        if (e->place.node_leader[y] >= 0 && (y >= run->place.n_nodes || run->place.node_leader[y] < 0)) return false;
-    return true;
+/* Whether plan e runs on exactly the devices (node, GPU index) that plan run's ranks hold on the nodes
+ * still up: the agent's condition for a change in place (elastic/agent_inplace.c map_ranks: every
+ * staying rank goes on, no device that no running rank holds). */
+static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+    int kept = 0;
+    for (int i = 0; i < run->place.n_ranks; i++) {
+        const ah_shard_holder_t *o = &run->place.ranks[i];
+        if (!x->up[o->node]) continue; /* leaving */
+        bool found = false;
+        for (int j = 0; j < e->place.n_ranks && !found; j++)
+            found = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
+        if (!found) return false;
+        kept++;
+    }
+    return kept == e->place.n_ranks;
 }
 
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
@@ -385,15 +395,16 @@ static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, 
 }
 
 /* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
- * the change is to be in place. e (the plan on every node up) when it uses only nodes that ran the old
- * plan; else the plan on the old plan's nodes that stay, unless relaunching onto e pays over it
- * (relaunch_pays); its extra nodes then wait for the join rule (x->pending_join). Not in place when a
- * piece of the state would come from the cloud (no surviving node holds it: the run rolls back). */
+ * the change is to be in place. e (the plan on every node up) when it runs on the old plan's staying
+ * devices (devices_kept); else the plan on the old plan's staying nodes, when it does and relaunching
+ * onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
+ * x->pending_join). Not in place when a piece of the state would come from the cloud (no staying node
+ * holds it: the run rolls back). */
 static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool *in_place) {
     *in_place = false;
     if (!x->o->in_place || !x->run || !x->state) return e;
     ah_sim_entry_t *k = e;
-    if (!nodes_kept(x->run, e)) {
+    if (!devices_kept(x, x->run, e)) {
         x->plan_within = x->run->uses;
         k = ah_sim_plan_for(x);
         x->plan_within = NULL;
@@ -402,7 +413,7 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
             return e;
         }
         x->choice_plan_s += k->plan_s; /* planned too, as the agent would */
-        if (!k->ok || !nodes_kept(x->run, k) || relaunch_pays(x, k, e)) return e;
+        if (!k->ok || !devices_kept(x, x->run, k) || relaunch_pays(x, k, e)) return e;
     }
     ah_sim_recovery_t probe = {0};
     bool rolls_back = true;
@@ -466,7 +477,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
     /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto nodes
      * that all ran the old plan (no job joins a running world yet) */
-    v->in_place = in_place && v->saved && !cloud_rollback && nodes_kept(x->run, e);
+    v->in_place = in_place && v->saved && !cloud_rollback && devices_kept(x, x->run, e);
     v->restart_s = x->o->restart_s * (v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;

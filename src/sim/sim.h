@@ -242,11 +242,11 @@ typedef struct ah_sim_opts {
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
     bool in_place;             /* autohet changes plans in place at a notice (runtime/reconfig.h): a recovery
-                                  that saved at the notice onto a plan of nodes that all ran the old one
+                                  that saved at the notice onto a plan on exactly the old plan's staying devices
                                   pays restart_s x AH_SIM_IN_PLACE_FRACTION; that plan is the one on the old
                                   plan's staying nodes unless relaunching onto every node up pays (the join
                                   rule), and the save is made whenever it fits (recovery.c in_place_choice);
-                                  the agent does not ask the trainers for it yet (`simulate --in-place`) */
+                                  off by default, as the agent's `run --in-place` (`simulate --in-place`) */
     double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
                                   the removals seen (the agent's `run --join-horizon-s`) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
