@@ -51,6 +51,11 @@ static void ranks(void) {
     ranks_check(RANKS("3, -1, 0, -1, 1"), jobs, 5, 4, "\"ranks\"[3] is -1 but rank 3's job 0 stays");
     ranks_check(RANKS("3, -1, 0, 3, 1"), jobs, 5, 4, "\"ranks\"[3] is 3: the staying ranks' are not a permutation of 0..3");
     ranks_check(RANKS("4, -1, 0, 2, 1"), jobs, 5, 4, "\"ranks\"[0] is 4: the staying ranks' are not a permutation");
+    /* "join": the staying ranks' entries distinct ranks of the bigger new world, the new jobs' the others */
+    head = "{\"step\": 3, \"leave\": [1], \"join\": 2, \"plan\": \"p\"";
+    ranks_check(RANKS("5, -1, 0, 2, 1"), jobs, 5, 4, NULL);
+    ranks_check(RANKS("5, -1, 0, 5, 1"), jobs, 5, 4, "\"ranks\"[3] is 5: the staying ranks' are not distinct");
+    ranks_check(RANKS("5, 2, 0, 3, 1"), jobs, 5, 4, "\"ranks\"[1] is 2 but rank 1's job 1 leaves (-1)");
 #undef RANKS
 }
 
@@ -74,6 +79,14 @@ int main(void) {
     refused("{\"step\": 3, \"leave\": [1, \"a\"], \"plan\": \"p\"}", "\"leave\"[1] is not a job number");
     refused("{\"step\": 3, \"leave\": [], \"plan\": \"\"}", "\"plan\" must be a plan file's path");
     refused("{\"step\": 3, \"leave\": [], \"plan\": \"p\", \"at\": 1}", "unknown key \"at\"");
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"join\": 2, \"plan\": \"p\"}", &r, &err) == AH_OK, "%s",
+          err.msg);
+    CHECK_EQ_I64(r.join, 2);
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"plan\": \"p\"}", &r, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(r.join, 0);
+    refused("{\"step\": 3, \"leave\": [], \"join\": -1, \"plan\": \"p\"}", "\"join\" must be the number of new jobs");
+    refused("{\"step\": 3, \"leave\": [], \"join\": \"1\", \"plan\": \"p\"}", "\"join\" must be the number of new");
+    refused("{\"step\": 3, \"leave\": [], \"join\": 65, \"plan\": \"p\"}", "\"join\" must be the number of new");
     ranks();
     return ah_test_finish();
 }

@@ -14,6 +14,7 @@
 #include "ckpt/host_memory.h"
 #include "ckpt/test_hook.h"
 #include "cli/cli.h"
+#include "cli/cli_train.h"
 #include "core/timing.h"
 #include "kernels/cpu/blas_kernel.h"
 #include "comm/comm.h"
@@ -32,35 +33,6 @@
 #include "runtime/dp_hier.h"
 #include "runtime/trainer.h"
 
-typedef struct {
-    const char *plan, *data, *val_data, *model, *cluster, *metrics, *dump_dir, *grads_dir;
-    int64_t steps, warmup, seed, dump_step, skip_nonfinite, val_every, val_batches;
-    double lr, wd, clip;
-    double loss_scale;         /* fp16: initial dynamic loss scale (runtime/loss_scale.h) */
-    int64_t loss_scale_window; /* fp16: clean steps before it doubles */
-    bool loss_scale_given;     /* --loss-scale or --loss-scale-window was on the command line */
-    bool quiet, check_host;
-    /* checkpoints and preemption (src/runtime/ckpt_io.h) */
-    const char *local_root, *cloud, *s3_endpoint, *run_dir;
-    const char *init_from; /* a Hugging Face directory to start from (runtime/init_hf.h) */
-    int64_t ckpt_every, keep;
-    double grace_s;
-    bool grace_given, dump_step_given; /* --grace-s, --dump-step were on the command line */
-    bool keep_given;                   /* --keep was */
-    bool val_flag_given;               /* --val-every or --val-batches was */
-    bool seed_given;                   /* --seed was */
-    bool resume, cloud_only;
-    /* the cloud's patience (--cloud-timeout, --cloud-retries) and --start-over-if-unreadable */
-    int64_t cloud_timeout, cloud_retries;
-    bool cloud_patience_given, start_over;
-    bool reschedule; /* --reschedule: a resume may change the learning-rate schedule */
-    bool ckpt_sync;  /* --ckpt-sync: saves block the step (ckpt_io.h) */
-    bool no_overlap; /* --no-overlap-grad-sync (trainer.h) */
-    bool allow_wan;  /* --allow-unencrypted-wan (plan_out.h ah_plan_wan_check) */
-    double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
-    bool replica_if_pays; /* --replica-when-it-pays (ckpt_io.h) */
-    const char *replica_root;
-} args_t;
 
 ah_status_t ah_cli_check_optimizer_flags(double lr, int64_t warmup, double wd, double clip, ah_error_t *err) {
     if (!(lr > 0) || warmup < 0 || !(wd >= 0) || !(clip >= 0))
@@ -115,7 +87,7 @@ static ah_status_t check_ckpt_flags(const args_t *a, ah_error_t *err) {
 }
 
 /* Phase 1, on every rank alone: the plan, checked against the job and the flags. */
-static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *have, ah_error_t *err) {
+ah_status_t ah_cli_train_load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *have, ah_error_t *err) {
     ah_cluster_t override;
     bool have_override = false;
     ah_status_t s = AH_OK;
@@ -172,14 +144,14 @@ static ah_status_t load_plan(const args_t *a, int ranks, ah_plan_t *plan, bool *
     if ((snapshots || replicas > 0) && (s = ah_host_memory_check(plan, snapshots, replicas, NULL, err)) != AH_OK)
         return ah_error_prefix(err, "%s", a->plan);
     const int need = ah_plan_device_count(plan);
-    if (need != ranks)
+    if (ranks >= 0 && need != ranks)
         return ah_error_set(err, AH_ERR_USAGE, "%s has %d devices but the job has %d ranks; run one "
                             "rank per device: mpirun -np %d autohet train ...", a->plan, need, ranks, need);
     return AH_OK;
 }
 
 /* Phase 1b, on every rank alone: --data and --val-data, for the plan's model and sequence length. */
-static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
+ah_status_t ah_cli_train_open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
                              ah_error_t *err) {
     const int64_t V = plan->model.vocab, T = plan->train.seq_len, B = plan->train.global_batch;
     ah_status_t s = ah_dataset_open(a->data, "--data", V, T, data, err);
@@ -193,7 +165,7 @@ static ah_status_t open_data(const args_t *a, const ah_plan_t *plan, ah_dataset_
 
 /* Phase 2, collective: the trainer, the checkpoint session and, with --resume, the state restored;
  * *start gets the iteration to run first, *resume_s the restore's seconds. */
-static ah_status_t set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
+ah_status_t ah_cli_train_set_up(const args_t *a, const ah_plan_t *plan, const ah_dataset_t *data, FILE *metrics,
                           ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start, double *resume_s,
                           ah_error_t *err) {
     ah_comm_t *world = ah_comm_world();
@@ -309,7 +281,7 @@ static void say_preempted(const args_t *a, int64_t saved, int64_t at) {
 
 /* This rank stops the job on err: its message, and with --run-dir the agent's RUN_DIR/failed.json
  * (best effort: the message is out already). Returns the exit code. */
-static int fail_job(const args_t *a, int rank, const ah_error_t *err) {
+int ah_cli_train_fail(const args_t *a, int rank, const ah_error_t *err) {
     const int rc = ah_cli_fail("train", err);
     ah_error_t e;
     if (a->run_dir && ah_preempt_write_failure(a->run_dir, rank, err, &e) != AH_OK)
@@ -347,27 +319,10 @@ static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *me
     ah_metrics_write_events(metrics, ev);
 }
 
-/* The world's rank 0, before an in-place reconfiguration is taken (reconfig.h ah_reconfig_check_fn; ctx
- * the run's args_t): the step must be saved and resumed from a local root, and the request's plan load
- * and validate as a start-up would, with one device per staying rank. */
-static bool reconfig_check(const ah_reconfig_req_t *req, int stay, void *ctx, char *why, size_t why_size) {
-    args_t b = *(const args_t *)ctx;
-    b.plan = req->plan, b.resume = true, b.init_from = NULL;
-    ah_plan_t p = {0};
-    bool have = false;
-    ah_error_t e = {0};
-    const ah_status_t s = b.local_root ? load_plan(&b, stay, &p, &have, &e)
-        : ah_error_set(&e, AH_ERR_USAGE, "the run has no --local-root to save step %lld to and resume from in place",
-                       (long long)req->step);
-    if (have) ah_plan_free(&p);
-    if (s != AH_OK) snprintf(why, why_size, "%s", e.msg);
-    return s == AH_OK;
-}
-
 /* Phase 3: the steps (runtime/train_loop.h). Returns the exit code: 0, or AH_PROTO_EXIT_PREEMPTED
  * after a preemption notice, or a non-finite step's code, or an I/O error's when the last step's
  * save failed (agreed on by every rank); any other failure aborts the job. */
-static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
+int ah_cli_train_run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
                      int64_t start, int64_t after, ah_reconfig_req_t *req, bool *due) {
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
@@ -379,20 +334,20 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
                                                              ? a->loss_scale_window : 0,
                                     /* in-place reconfiguration: on a world of joined jobs (reconfig.h) */
                                     .reconfig_dir = ah_comm_world_job() >= 0 ? a->run_dir : NULL,
-                                    .reconfig_check = reconfig_check, .reconfig_ctx = (void *)a,
+                                    .reconfig_check = ah_cli_train_reconfig_check, .reconfig_ctx = (void *)a,
                                     .reconfig_after = after, .reconfig = req, .reconfig_due = due};
     int64_t preempted_at;
     bool agreed;
     ah_error_t err;
     if (ah_train_loop(tr, &o, ck, start, &preempted_at, &agreed, &err) != AH_OK) {
-        if (agreed) return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
-        ah_comm_abort(fail_job(a, tr->rank, &err));
+        if (agreed) return tr->rank == 0 ? ah_cli_train_fail(a, tr->rank, &err) : ah_status_exit_code(err.code);
+        ah_comm_abort(ah_cli_train_fail(a, tr->rank, &err));
     }
     if (*due) return 0; /* the caller reconfigures at req->step */
     if (preempted_at < 0) say_cloud(tr->rank, a, ck, metrics);
     if (preempted_at < 0) { /* the last step's save, when one was due, failing ends the run non-zero */
         if (ah_ckpt_session_final(ck, a->steps, &err) != AH_OK)
-            return tr->rank == 0 ? fail_job(a, tr->rank, &err) : ah_status_exit_code(err.code);
+            return tr->rank == 0 ? ah_cli_train_fail(a, tr->rank, &err) : ah_status_exit_code(err.code);
         char line[700];
         ah_ckpt_session_describe(ck, a->steps, line, sizeof line);
         if (tr->rank == 0 && a->local_root) fprintf(stderr, "autohet train: %s\n", line);
@@ -404,7 +359,7 @@ static int run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val,
 
 /* The start-up lines: the job, and the OpenBLAS kernel the CPU matmuls run, with a warning when it
  * is far below what this CPU allows (kernels/cpu/blas_kernel.h). */
-static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
+void ah_cli_train_say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
     char blas[160], advice[512];
     ah_cpu_blas_describe(blas, sizeof blas);
     printf("autohet train: %s, %d rank%s, %d pipeline%s, tp %d, %lld steps of %lld tokens\n"
@@ -412,88 +367,6 @@ static void say_start(const args_t *a, const ah_plan_t *plan, int ranks) {
            plan->model.name, ranks, ranks == 1 ? "" : "s", plan->n_pipelines, plan->n_pipelines == 1 ? "" : "s",
            plan->tp, (long long)a->steps, (long long)(plan->train.global_batch * plan->train.seq_len), blas);
     if (ah_cpu_blas_advice(advice, sizeof advice)) fprintf(stderr, "autohet train: warning: %s\n", advice);
-}
-
-/* The boundary req->step of an in-place reconfiguration (runtime/reconfig.h), on every rank of the old
- * world: the save, the old runtime freed, the world split. A leaving rank returns 0 (it then only
- * finalizes); a staying one sets up req's plan on the new world, resumes and returns -1 with *start the
- * step restored; a failure returns the exit code (a start-up failure, agreed as at the start). */
-static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
-                       FILE **metrics, ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
-    ah_comm_t *world = ah_comm_world();
-    const int from = ah_comm_size(world), job = ah_comm_world_job();
-    const bool leaving = ah_reconfig_leaving(req);
-    double ph[AH_RECONFIG_N_PH] = {0}, t = ah_now_s();
-    json_t *events = NULL;
-    ah_error_t err;
-    if (ah_ckpt_session_save_leaving(*ck, req->step, leaving, &events, &err) != AH_OK)
-        ah_comm_abort(fail_job(a, tr->rank, &err));
-    ah_metrics_write_events(*metrics, events);
-    ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
-    t = ah_now_s();
-    if (ah_ckpt_session_close(*ck, &err) != AH_OK)
-        fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
-    *ck = NULL;
-    ah_trainer_free(tr);
-    *have_tr = false;
-    ph[AH_RECONFIG_PH_TEARDOWN] = ah_now_s() - t;
-    t = ah_now_s();
-    const int new_rank = ah_reconfig_new_rank(req);
-    if (*metrics && (leaving || new_rank > 0)) { /* rank 0 of the new world appends to it from now on */
-        fclose(*metrics);
-        *metrics = NULL;
-    }
-    if (ah_comm_world_shrink(!leaving, new_rank, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
-    ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
-    if (leaving) {
-        ah_test_hook("reconfig-split", req->step, NULL);
-        printf("autohet train: job %d (pid %d) leaves at step %lld: its checkpoint is saved, the other jobs go on in "
-               "place under %s\n", job, (int)getpid(), (long long)req->step, req->plan);
-        fflush(stdout);
-        return 0;
-    }
-    t = ah_now_s();
-    const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
-    bool have_plan = false;
-    ah_plan_free(plan);
-    memset(plan, 0, sizeof *plan);
-    static char plan_path[PATH_MAX]; /* a->plan from now on */
-    snprintf(plan_path, sizeof plan_path, "%s", req->plan);
-    a->plan = plan_path;
-    a->resume = true;      /* the state is the checkpoint just saved */
-    a->init_from = NULL;
-    ah_dataset_close(data);
-    ah_dataset_close(val);
-    ah_status_t s = ah_comm_agree(world, load_plan(a, ranks, plan, &have_plan, &err), &err);
-    if (s == AH_OK) s = ah_comm_agree(world, ah_host_check(plan, rank, a->check_host, &err), &err);
-    if (s == AH_OK) s = ah_comm_agree(world, open_data(a, plan, data, val, &err), &err);
-    if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
-        fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
-                strerror(errno));
-    if (s == AH_OK) s = set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[AH_RECONFIG_PH_LOAD], &err);
-    if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
-        s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the staying ranks resumed from "
-                         "step %lld, not the step just saved (a piece of it was held only by the leaving jobs: "
-                         "keep --replica-memory-gb or --cloud on)", (long long)req->step, (long long)*start);
-    if (s != AH_OK) return rank == 0 ? fail_job(a, rank, &err) : ah_status_exit_code(s);
-    if (rank == 0) ah_reconfig_retire(a->run_dir);
-    ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD];
-    ah_reconfig_say(a->run_dir, req, from, ph, *start, *metrics);
-    if (rank == 0 && !a->quiet) say_start(a, plan, ranks);
-    return -1;
-}
-
-/* The steps, and at each in-place reconfiguration the change of world and plan (runtime/reconfig.h):
- * the exit code; 0 for a rank that left. */
-static int train_in_place(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
-                          ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t start) {
-    ah_reconfig_req_t req;
-    for (int64_t after = start;; after = req.step) {
-        bool due = false;
-        int rc = run_steps(tr, a, val, *metrics, *ck, start, after, &req, &due);
-        if (!due) return rc;
-        if ((rc = reconfigure(a, &req, plan, data, val, metrics, tr, have_tr, ck, &start)) >= 0) return rc;
-    }
 }
 
 /* The flags of `autohet train`, pointing into *a: fills flags (room for AH_TRAIN_FLAGS_MAX) and
@@ -586,6 +459,28 @@ static void note_given(args_t *a, const ah_flag_t *flags, int n_flags) {
                               ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
 }
 
+/* The end of a run on every rank: the memory report (rank 0 of the world trained last: every rank's
+ * high-water mark), the checkpoint session's uploads, everything freed, MPI finalized; returns rc. */
+static int finish(int rc, ah_plan_t *plan, bool have_plan, ah_dataset_t *data, ah_dataset_t *val,
+                  FILE *metrics, ah_trainer_t *tr, bool have_tr, ah_ckpt_session_t *ck) {
+    ah_comm_t *world = ah_comm_world();
+    ah_error_t err;
+    if (have_tr && ah_comm_rank(world) == 0) {
+        fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
+        for (int r = 0; r < ah_comm_size(world); r++) fprintf(stderr, " %lld", (long long)tr->memory_high[r]);
+        fprintf(stderr, "\n");
+    }
+    if (ah_ckpt_session_close(ck, &err) != AH_OK)
+        fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", ah_comm_rank(world), err.msg);
+    if (metrics) fclose(metrics);
+    if (have_tr) ah_trainer_free(tr);
+    ah_dataset_close(data);
+    ah_dataset_close(val);
+    if (have_plan) ah_plan_free(plan);
+    ah_comm_finalize();
+    return rc;
+}
+
 int ah_cli_train(int argc, char **argv) {
     args_t a = {.steps = 20, .val_batches = 4, .warmup = 10, .seed = 1337, .dump_step = 0, .lr = 1e-3, .wd = 0.1, .clip = 1.0,
                 .grace_s = 30, .keep = AH_CKPT_KEEP_DEFAULT, .cloud_timeout = AH_CKPT_CLOUD_TIMEOUT_DEFAULT,
@@ -605,15 +500,25 @@ int ah_cli_train(int argc, char **argv) {
         return rc;
     }
     note_given(&a, flags, n_flags);
+    if (ah_comm_world_late(&(size_t){0})) { /* admitted into a running world at an in-place join */
+        ah_plan_t plan = {0};
+        ah_dataset_t data = {0}, val = {0};
+        ah_trainer_t tr;
+        bool have_tr = false;
+        FILE *metrics = NULL;
+        ah_ckpt_session_t *ck = NULL;
+        rc = ah_cli_train_late(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck);
+        return finish(rc, &plan, true, &data, &val, metrics, &tr, have_tr, ck);
+    }
     ah_plan_t plan;
     ah_dataset_t data = {0}, val = {0};
     ah_trainer_t tr;
     bool have_plan = false, have_tr = false;
     FILE *metrics = NULL;
     memset(&plan, 0, sizeof plan);
-    ah_status_t s = ah_comm_agree(world, load_plan(&a, ranks, &plan, &have_plan, &err), &err);
+    ah_status_t s = ah_comm_agree(world, ah_cli_train_load_plan(&a, ranks, &plan, &have_plan, &err), &err);
     if (s == AH_OK) s = ah_comm_agree(world, ah_host_check(&plan, rank, a.check_host, &err), &err);
-    if (s == AH_OK) s = ah_comm_agree(world, open_data(&a, &plan, &data, &val, &err), &err);
+    if (s == AH_OK) s = ah_comm_agree(world, ah_cli_train_open_data(&a, &plan, &data, &val, &err), &err);
     /* Opened for appending, and emptied for a run from step 0 only once set-up has passed: a run
      * refused at start-up (a root holding another run, a bad --init-from) leaves the file as it was. */
     const bool metrics_existed = rank == 0 && a.metrics && access(a.metrics, F_OK) == 0;
@@ -623,7 +528,7 @@ int ah_cli_train(int argc, char **argv) {
     ah_ckpt_session_t *ck = NULL;
     int64_t start = 0;
     double resume_s = 0;
-    if (s == AH_OK) s = set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &resume_s, &err);
+    if (s == AH_OK) s = ah_cli_train_set_up(&a, &plan, &data, metrics, &tr, &have_tr, &ck, &start, &resume_s, &err);
     if (s == AH_OK && metrics && !a.resume && ftruncate(fileno(metrics), 0) != 0)
         fprintf(stderr, "autohet train: warning: %s: cannot empty the metrics file (%s); this run's lines follow "
                 "the old ones\n", a.metrics, strerror(errno));
@@ -633,26 +538,11 @@ int ah_cli_train(int argc, char **argv) {
         unlink(a.metrics);
     }
     if (s != AH_OK) {
-        rc = rank == 0 ? fail_job(&a, rank, &err) : ah_status_exit_code(s);
+        rc = rank == 0 ? ah_cli_train_fail(&a, rank, &err) : ah_status_exit_code(s);
     } else {
-        if (rank == 0 && !a.quiet) say_start(&a, &plan, ranks);
+        if (rank == 0 && !a.quiet) ah_cli_train_say_start(&a, &plan, ranks);
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
-        rc = train_in_place(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck, start);
-        /* The memory report: every rank's high-water mark, from rank 0 (of the world trained last). */
-        if (have_tr && ah_comm_rank(world) == 0) {
-            fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
-            for (int r = 0; r < ah_comm_size(world); r++) fprintf(stderr, " %lld", (long long)tr.memory_high[r]);
-            fprintf(stderr, "\n");
-        }
+        rc = ah_cli_train_in_place(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck, start);
     }
-    if (ah_ckpt_session_close(ck, &err) != AH_OK) {
-        fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", rank, err.msg);
-    }
-    if (metrics) fclose(metrics);
-    if (have_tr) ah_trainer_free(&tr);
-    ah_dataset_close(&data);
-    ah_dataset_close(&val);
-    if (have_plan) ah_plan_free(&plan);
-    ah_comm_finalize();
-    return rc;
+    return finish(rc, &plan, have_plan, &data, &val, metrics, &tr, have_tr, ck);
 }

@@ -149,6 +149,22 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
     return AH_OK;
 }
 
+ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err) {
+    if (g_job < 0)
+        return ah_error_set(err, AH_ERR_USAGE, "only a world of joined jobs (AH_WORLD_JOIN) admits jobs");
+    free(g_world.counts);
+    g_world.counts = NULL;
+    const ah_status_t st = ah_comm_join_admit(&g_world.c, g_job, njobs, key, payload, len, err);
+    if (st != AH_OK) return st;
+    MPI_Comm_set_errhandler(g_world.c, MPI_ERRORS_RETURN);
+#ifdef AH_CUDA_EMU
+    ahEmuNcclSetWorld(g_world.c);
+#endif
+    return AH_OK;
+}
+
+const void *ah_comm_world_late(size_t *len) { return ah_comm_join_late(len); }
+
 int ah_comm_rank(const ah_comm_t *c) {
     int r = 0;
     if (c->c == MPI_COMM_NULL) return -1; /* a rank that left the world (ah_comm_world_shrink) */

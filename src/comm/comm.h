@@ -72,6 +72,15 @@ int ah_comm_world_job(void);
  * (AH_WORLD_JOIN): a rank of one mpirun job cannot leave it (its MPI_Finalize is a fence over the
  * job); there, every rank must stay. */
 ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
+/* An in-place join (runtime/reconfig.h "join"): collective over the world of joined jobs, every rank alive and
+ * every other communicator freed as for ah_comm_world_shrink. The world accepts the next njobs mpirun jobs
+ * (started with AH_WORLD_JOIN=DIR:JOB:NJOBS, DIR the world's, JOB its next numbers, NJOBS the count after
+ * them, and AH_WORLD_RANKS their ranks in the new world; comm/join.c), sends them the root's payload (len
+ * bytes) and becomes the merged world ordered by key (this rank's rank in it). */
+ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err);
+/* In a job that joined a running world (ah_comm_world_admit's new jobs): the payload it was sent, its size in
+ * *len; NULL in a job that started with the world. */
+const void *ah_comm_world_late(size_t *len);
 int ah_comm_rank(const ah_comm_t *c);
 int ah_comm_size(const ah_comm_t *c);
 

@@ -21,7 +21,16 @@
  * the job's ranks, or not a permutation of 0..N-1 over the world's N ranks is an AH_ERR_USAGE error on
  * every rank (the keys are gathered over the joined world first, so no rank is left waiting). Collective over every rank of every job; the intermediate communicators are freed
  * (MPI_Comm_free: MPI_Comm_disconnect across mpirun jobs hangs on Open MPI 4.1, a PMIx fence the
- * jobs' servers cannot complete). Errors name the variable, the file or the MPI call. */
+ * jobs' servers cannot complete). Errors name the variable, the file or the MPI call.
+ *
+ * A running world admits more jobs at an in-place join (ah_comm_join_admit; runtime/reconfig.h "join"):
+ * its root opens a new port and publishes the next jobs' turns (JOB = the world's NJOBS, then each
+ * admission's count added), the same accept loop as at the start; a new job is started exactly as a
+ * joining job at the start (AH_WORLD_JOIN=DIR:JOB:NJOBS, NJOBS the count after the admission, and
+ * AH_WORLD_RANKS) and learns at the merge that it is late: after every merge the root broadcasts
+ * whether the world is starting or admitting, and, admitting, its payload (the request), which the late
+ * job keeps (ah_comm_join_late). The merged world is ordered by the running ranks' keys (their new
+ * ranks) and the new jobs' AH_WORLD_RANKS, checked as above. */
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
@@ -61,11 +70,11 @@ static int world_key(void) {
     return n + 1 == size ? mine : RANKS_BAD;
 }
 
-/* Every rank of the joined world `w`: the key that orders it in the world (AH_WORLD_RANKS' entry, or job-major
- * when no job has it), after checking every job's AH_WORLD_RANKS over the world's gathered keys (the same
+/* Every rank of the joined world `w`: the key that orders it in the world (`given`: its AH_WORLD_RANKS entry or
+ * RANKS_ABSENT / RANKS_BAD, at an admission a running rank's new rank; job-major when no rank has one), after checking every job's AH_WORLD_RANKS over the world's gathered keys (the same
  * verdict on every rank). */
-static ah_status_t order_key(MPI_Comm w, int job, int *key, ah_error_t *err) {
-    int rank = 0, n = 0, mine[2] = {job, world_key()};
+static ah_status_t order_key(MPI_Comm w, int job, int given, int *key, ah_error_t *err) {
+    int rank = 0, n = 0, mine[2] = {job, given};
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(w, &n);
     int *all = malloc(2 * (size_t)n * sizeof *all), *seen = calloc((size_t)n, sizeof *seen);
@@ -222,11 +231,58 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
     return MPI_Bcast(joined, 1, MPI_INT, 0, merged);
 }
 
+/* The world's side of the turns (at start-up and at an admission): until *joined reaches `upto`, its root
+ * publishes the next job's turn and the world accepts it (every rank of the world, the jobs already in). */
+static int accept_jobs(MPI_Comm *world, bool root, const char *svc, const char *port, int *joined, int upto) {
+    int rc = MPI_SUCCESS;
+    while (rc == MPI_SUCCESS && *joined < upto) {
+        if (root) publish_turn(svc, port, *joined); /* jobs join in order */
+        rc = merge_one(world, 1, port, joined);
+    }
+    return rc;
+}
+
+/* The merged world `w`, every rank: whether it was joined at start-up or admitted into a running world
+ * (late: the running world's root sends `payload`, which a late job keeps for ah_comm_join_late), then
+ * the order (order_key, `given` this rank's key) and *out split from w (w freed). */
+static char *g_late; /* a late job's payload from the running world (NULL: joined at start-up) */
+static size_t g_late_len;
+static char g_svc[64]; /* the world's service name at the ompi-server (its DIR's) */
+static int g_next_job; /* the job number the next admitted job gets (NJOBS of the world, then each admission's) */
+
+static ah_status_t settle(MPI_Comm w, int job, int given, int late, const void *payload, size_t len, MPI_Comm *out,
+                          ah_error_t *err) {
+    int me = 0, key = 0, rc = MPI_SUCCESS;
+    unsigned long long n = len;
+    MPI_Comm_rank(w, &me);
+    MPI_Bcast(&late, 1, MPI_INT, 0, w);
+    if (late) rc = MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, w);
+    char *buf = NULL; /* the root sends its payload; a late job keeps what it gets, a running rank drops it */
+    if (late && rc == MPI_SUCCESS) {
+        buf = me == 0 ? (char *)payload : malloc(n ? n : 1);
+        rc = buf ? MPI_Bcast(buf, (int)n, MPI_BYTE, 0, w) : MPI_ERR_NO_MEM;
+    }
+    if (late && me != 0 && !payload) {
+        free(g_late);
+        g_late = buf, g_late_len = n;
+    } else if (late && me != 0) {
+        free(buf);
+    }
+    ah_status_t st = rc == MPI_SUCCESS ? order_key(w, job, given, &key, err)
+        : ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: the running world's request did not reach the new job "
+                       "(MPI error %d)", rc);
+    if (st == AH_OK && (rc = MPI_Comm_split(w, 0, key, out)) != MPI_SUCCESS)
+        st = ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: ordering the joined world failed (MPI error %d)", rc);
+    MPI_Comm_free(&w);
+    return st;
+}
+
 ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah_error_t *err) {
     char dir[PATH_MAX], port[MPI_MAX_PORT_NAME] = {0}, svc[64];
     int job = 0, njobs = 1, rank = 0, joined = 1, rc = MPI_SUCCESS;
     if (join_spec(spec, dir, sizeof dir, &job, &njobs, err) != AH_OK) return err->code;
     *job_out = job;
+    g_next_job = njobs;
     service_name(dir, svc, sizeof svc);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN); /* a name not published yet is no abort */
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -243,22 +299,47 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
         st = job_reads_port(svc, job, port, err);
     }
     if (st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
-    while (rc == MPI_SUCCESS && st == AH_OK && joined < njobs) {
-        if (job == 0 && rank == 0) publish_turn(svc, port, joined); /* the world's root: jobs join in order */
-        rc = merge_one(&world, 1, port, &joined);
-    }
+    if (st == AH_OK && rc == MPI_SUCCESS) rc = accept_jobs(&world, job == 0 && rank == 0, svc, port, &joined, njobs);
     if (st != AH_OK) return st;
-    int key = 0;
-    if (rc == MPI_SUCCESS) st = order_key(world, job, &key, err);
-    if (rc == MPI_SUCCESS && st == AH_OK) rc = MPI_Comm_split(world, 0, key, out);
-    if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
     if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find the port */
         if (njobs > 1) MPI_Unpublish_name(svc, MPI_INFO_NULL, port);
         MPI_Close_port(port);
     }
-    if (st != AH_OK) return st;
-    if (rc != MPI_SUCCESS)
+    if (rc != MPI_SUCCESS) {
+        if (world != MPI_COMM_WORLD) MPI_Comm_free(&world);
         return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN=%s: joining the jobs failed (MPI error %d; "
                             "every job's mpirun needs --ompi-server of one ompi-server)", spec, rc);
-    return AH_OK;
+    }
+    if (world == MPI_COMM_WORLD) MPI_Comm_dup(MPI_COMM_WORLD, &world); /* one job: settle frees its own */
+    snprintf(g_svc, sizeof g_svc, "%s", svc);
+    return settle(world, job, world_key(), 0, NULL, 0, out, err);
+}
+
+ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, const void *payload, size_t len, ah_error_t *err) {
+    char port[MPI_MAX_PORT_NAME] = {0};
+    int me = 0, joined = g_next_job, rc = MPI_SUCCESS;
+    MPI_Comm_rank(*world, &me);
+    if (me == 0) rc = MPI_Open_port(MPI_INFO_NULL, port);
+    int failed = me == 0 && rc != MPI_SUCCESS;
+    MPI_Bcast(&failed, 1, MPI_INT, 0, *world);
+    if (failed)
+        return ah_error_set(err, AH_ERR_COMM, "admitting %d job%s: the world's first rank could not open a port (MPI "
+                            "error %d on it)", njobs, njobs == 1 ? "" : "s", rc);
+    MPI_Comm w = *world;
+    rc = accept_jobs(&w, me == 0, g_svc, port, &joined, g_next_job + njobs);
+    if (me == 0) {
+        MPI_Unpublish_name(g_svc, MPI_INFO_NULL, port);
+        MPI_Close_port(port);
+    }
+    if (rc != MPI_SUCCESS) /* the world's communicator may be freed already: the run cannot go on */
+        return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world failed (MPI error %d)",
+                            g_next_job, g_next_job + njobs - 1, rc);
+    g_next_job += njobs;
+    *world = MPI_COMM_NULL; /* merge_one freed it */
+    return settle(w, job, key, 1, payload, len, world, err);
+}
+
+const void *ah_comm_join_late(size_t *len) {
+    *len = g_late_len;
+    return g_late;
 }

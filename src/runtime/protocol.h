@@ -45,7 +45,7 @@
  *     "cloud"      {"step" (the disk's newest), "cloud_step", "seconds" (the wait for the last
  *                  uploads)[, "cloud_behind", "cloud_error"]}: the end of a run with a cloud
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
- *     "reconfigure" {"step", "resumed_step", "plan", "leave", "ranks_from", "ranks_to", "pids",
+ *     "reconfigure" {"step", "resumed_step", "plan", "leave", "join", "ranks_from", "ranks_to", "pids",
  *                  "seconds": {"save", "split", "teardown", "init", "load"}}: an in-place
  *                  reconfiguration (runtime/reconfig.h), written by the new world's rank 0
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),

@@ -44,8 +44,9 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
     json_t *v;
     ah_status_t st = AH_OK;
     json_object_foreach(o, key, v) {
-        if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks")) {
-            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks)", key);
+        if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks") &&
+            strcmp(key, "join")) {
+            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks, join)", key);
             break;
         }
     }
@@ -66,6 +67,11 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
             req->leave[req->n_leave++] = (int)json_integer_value(j);
     }
     if (st == AH_OK) st = parse_ranks(json_object_get(o, "ranks"), req, err);
+    const json_t *join = json_object_get(o, "join");
+    if (st == AH_OK && join && (!json_is_integer(join) || json_integer_value(join) < 0 ||
+                                json_integer_value(join) > AH_RECONFIG_LEAVE_MAX))
+        st = ah_error_set(err, AH_ERR_INVALID, "\"join\" must be the number of new jobs, 0 to %d", AH_RECONFIG_LEAVE_MAX);
+    if (st == AH_OK && join) req->join = (int)json_integer_value(join);
     if (st == AH_OK) {
         req->step = json_integer_value(step);
         snprintf(req->plan, sizeof req->plan, "%s", json_string_value(plan));
@@ -114,16 +120,16 @@ bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, in
     if (!req->n_ranks) return false;
     if (req->n_ranks != n)
         return snprintf(why, cap, "\"ranks\" has %d entries, the world %d ranks", req->n_ranks, n), true;
-    bool *seen = calloc((size_t)n, sizeof *seen), bad = !seen;
+    bool *seen = calloc(AH_RECONFIG_RANKS_MAX, sizeof *seen), bad = !seen; /* "join": new ranks up to the max */
     if (bad) snprintf(why, cap, "no host memory to check \"ranks\"");
     for (int r = 0; !bad && r < n; r++) {
         const int to = req->ranks[r];
         if ((bad = job_leaves(req, jobs[r]) != (to < 0)))
             snprintf(why, cap, "\"ranks\"[%d] is %d but rank %d's job %lld %s", r, to, r, (long long)jobs[r],
                      to < 0 ? "stays" : "leaves (-1)");
-        else if (to >= 0 && (bad = to >= stay || seen[to]))
-            snprintf(why, cap, "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to,
-                     stay - 1);
+        else if (to >= 0 && (bad = (!req->join && to >= stay) || seen[to]))
+            snprintf(why, cap, req->join ? "\"ranks\"[%d] is %d: the staying ranks' are not distinct"
+                     : "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to, stay - 1);
         else if (to >= 0)
             seen[to] = true;
     }
@@ -148,8 +154,8 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
     for (int r = 0; st == AH_OK && r < n; r++) stays += !job_leaves(req, jobs[r]);
     char why[256] = "";
     if (st == AH_OK) {
-        if (ah_comm_world_job() < 0 && req->n_leave > 0)
-            snprintf(why, sizeof why, "jobs can leave only a world of joined jobs (AH_WORLD_JOIN)");
+        if (ah_comm_world_job() < 0 && (req->n_leave > 0 || req->join > 0))
+            snprintf(why, sizeof why, "jobs can leave or join only a world of joined jobs (AH_WORLD_JOIN)");
         else if (missing >= 0)
             snprintf(why, sizeof why, "job %d is not in the world", missing);
         else if (!stays)
@@ -232,9 +238,9 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
     json_t *pl = json_array(), *lv = json_array();
     for (int r = 0; r < n; r++) json_array_append_new(pl, json_integer(pids[r]));
     for (int k = 0; k < req->n_leave; k++) json_array_append_new(lv, json_integer(req->leave[k]));
-    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
+    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
         AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
-        (json_int_t)start, "plan", req->plan, "leave", lv, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
+        (json_int_t)start, "plan", req->plan, "leave", lv, "join", req->join, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
         "save", us[AH_RECONFIG_PH_SAVE] * 1e-6, "split", us[AH_RECONFIG_PH_SPLIT] * 1e-6, "teardown", us[AH_RECONFIG_PH_TEARDOWN] * 1e-6, "init",
         us[AH_RECONFIG_PH_INIT] * 1e-6, "load", us[AH_RECONFIG_PH_LOAD] * 1e-6));
     printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "

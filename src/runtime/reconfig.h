@@ -19,7 +19,16 @@
  *   "ranks"  optional: [n_0, ..., n_(W-1)], one entry per rank of the running world of W ranks: rank r's
  *            rank in the new world (so the new plan's rank n_r), -1 for a rank that leaves: -1 exactly
  *            for the leaving jobs' ranks, the others a permutation of 0..stay-1 (the agent's mapping of
- *            each surviving device to the new plan's rank on it).
+ *            each surviving device to the new plan's rank on it); with "join", the staying ranks' entries
+ *            are distinct ranks of the new world, the new jobs' ranks (their AH_WORLD_RANKS) the others;
+ *   "join"   optional: K >= 1 new mpirun jobs admitted at the boundary (an in-place join): started with
+ *            AH_WORLD_JOIN=DIR:JOB:NJOBS (the running world's DIR, JOB its next job numbers: the world's
+ *            NJOBS, then each earlier join's, NJOBS the count after this join) and AH_WORLD_RANKS (their
+ *            ranks in the new world, required), they wait for their turn (comm/join.c, at most 60 s
+ *            quiet: start them at most that long before the boundary) and learn from the world at the
+ *            merge that they are late: no flag. The plan must then have at least stay + K devices, and as
+ *            many as the merged world's ranks (checked after the merge: a mismatch ends the run, after
+ *            the save, so a relaunch resumes).
  * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
  * none, or whose "ranks" does not fit the world and its leaving jobs as said, or that the caller's check refuses before anything is torn down (cli_train.c: no --local-root
  * to save and resume the step from; a plan that cannot be loaded, is invalid or does not have one
@@ -35,7 +44,10 @@
  * ah_comm_world_shrink: the staying ranks split it, the old one freed); (4) a leaving rank says so and
  * exits 0 after MPI_Finalize; (5) a staying rank loads the new plan, builds the trainer and the
  * checkpoint session on the new world and resumes from the newest committed step (the one just saved,
- * read by the usual resume: local, memory, peer, cloud), then trains on. Rank 0 of the new world
+ * read by the usual resume: local, memory, peer, cloud), then trains on. With "join", between (3) and (4):
+ * the staying ranks admit the new jobs (comm.h ah_comm_world_admit, the request sent to them), and the new
+ * ranks do (5) with them, reading step S from the tiers as a relaunch would (their own local root holds
+ * nothing: peer replicas, the cloud). Rank 0 of the new world
  * writes the "reconfigure" metrics event (protocol.h) with each phase's seconds (the slowest rank's).
  * Only between joined jobs: in one mpirun job a rank cannot leave while the others go on (its
  * MPI_Finalize waits for them all; docs/elastic.md "Can survivors keep their processes?"). */
@@ -60,6 +72,7 @@ typedef struct ah_reconfig_req {
     char plan[PATH_MAX];
     int n_ranks;                      /* "ranks"' entries, 0: none given (the world's order kept) */
     int ranks[AH_RECONFIG_RANKS_MAX]; /* the old world's rank r -> its rank in the new one, -1: leaves */
+    int join;                         /* "join": the new jobs admitted, 0: none */
 } ah_reconfig_req_t;
 
 /* The caller's check of a request before it is taken, on the world's rank 0 only (so it must not be

@@ -1,0 +1,91 @@
+# In-place join (issue 36; runtime/reconfig.h "join", comm/join.c's admission; docs/elastic.md "In-place
+# reconfiguration at a notice"): two one-rank mpirun jobs joined through an ompi-server (AH_WORLD_JOIN, as
+# tests/test_train_inplace.sh) train dp2 (n0, n1: 4+4 micro-batches) for 8 steps; RUN_DIR/reconfigure.json
+# says that at step 3 one new job joins ("join": 1) and the three go on under a dp3 plan (n0, n1, n2: 3+3+2).
+# The new job, started with AH_WORLD_JOIN=DIR:2:3 (JOB 2: the world's NJOBS was 2) and AH_WORLD_RANKS=2 at
+# the same time as the others, waits for its turn, which the running world's root publishes only at the
+# boundary; it learns at the merge that it is late. Checked: the two first jobs' processes are the ones
+# started (their pids, taken by `exec`, in the "reconfigure" event), every mpirun exits 0, the new job says
+# it joined at step 3 and does not train steps 0..2, and every loss is bit-identical to dp2 in one mpirun
+# (steps 0..2) and a dp3 mpirun resumed from that run's step-3 checkpoint (steps 3..7), as a relaunch would.
+# Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
+# the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
+# Usage: bash tests/test_train_join.sh BUILD_DIR SOURCE_DIR
+. "$(dirname "$0")/train_common.sh"
+command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
+STEPS=8
+python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp2=n0,n1:4,4 dp3=n0,n1,n2:3,3,2 \
+    dp3-201=n2,n0,n1:2,3,3
+ompi-server --no-daemonize -r "$WORK/uri" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
+for i in $(seq 100); do [ -s "$WORK/uri" ] && break; sleep 0.1; done
+[ -s "$WORK/uri" ] || fail "ompi-server wrote no $WORK/uri"
+train() { # PLAN OUT [flags]: the trainer's command line, metrics in $WORK/OUT.jsonl
+    local plan=$1 out=$2
+    shift 2
+    echo "$AUTOHET" train --plan "$WORK/$plan.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
+        --metrics "$WORK/$out.jsonl" "$@"
+}
+# The references: dp2 in one mpirun, its step 3 saved; dp3 (each order) resumed from that step alone.
+timeout 120 $MPIRUN -np 2 $(train dp2 ref2 --ckpt-every 3 --keep 10 --local-root "$WORK/r2") >"$WORK/ref2.out" 2>&1 ||
+    { cat "$WORK/ref2.out" >&2; fail "dp2 in one mpirun"; }
+rm -rf "$WORK"/r2/*/step-0000000[68]
+for p in dp3 dp3-201; do
+    rm -rf "$WORK/r-$p" && cp -r "$WORK/r2" "$WORK/r-$p"
+    timeout 120 $MPIRUN -np 3 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
+        { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
+done
+# joined CASE PLAN NEWRANK [RANKS]: jobs 0 and 1 (NJOBS 2) and the late job 2 (AH_WORLD_JOIN DIR:2:3,
+# AH_WORLD_RANKS=NEWRANK), started 2, 1, 0 at once; each job's pid in $WORK/CASE/pidJ, its mpirun's status
+# in $WORK/CASE/stJ.
+joined() {
+    local c=$1 plan=$2 newrank=$3 ranks=${4:-} d=$WORK/$1 job pids=()
+    mkdir -p "$d/join" "$d/run"
+    printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"%s}\n' "$WORK/$plan.json" \
+        "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
+    for job in 2 1 0; do
+        local spec=$d/join:$job:2 wr=
+        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank
+        AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" \
+            -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
+            $(train dp2 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+        pids+=($!)
+    done
+    for job in 2 1 0; do
+        wait "${pids[$((2 - job))]}"
+        echo $? >"$d/st$job"
+    done
+    python3 - "$WORK" "$c" "$plan" "$newrank" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
+import json, os, sys
+work, c, plan, newrank = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+d = f"{work}/{c}"
+st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
+pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
+out = {j: open(f"{d}/job{j}.out").read() for j in range(3)}
+for j in range(3):
+    assert st[j] == 0, f"job {j}'s mpirun exited {st[j]}:\n{out[j]}"
+assert f"job 2 (pid {pid[2]}) joins the running world at step 3" in out[2], out[2]
+lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
+rc = [o for o in lines if o.get("event") == "reconfigure"]
+assert len(rc) == 1, rc
+assert not os.path.exists(f"{d}/run/reconfigure.json") and os.path.exists(f"{d}/run/reconfigure.done.json")
+rc = rc[0]
+assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 2 and rc["ranks_to"] == 3, rc
+order = [0, 1]
+order.insert(newrank, 2)
+assert rc["pids"] == [pid[j] for j in order], f"not the processes started: {rc['pids']} vs {[pid[j] for j in order]}"
+steps = [o for o in lines if "event" not in o]
+assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
+assert [len(o["memory_high_bytes"]) for o in steps] == [2] * 3 + [3] * 5
+ref = {o["step"]: o["loss"] for f in ("ref2", f"ref-{plan}") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
+       if "event" not in o and (f == "ref2") == (o["step"] < 3)}
+for o in steps:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+print(f"  {c}: job 2 joined at step 3 as rank {newrank}, jobs 0, 1 kept pids {[pid[0], pid[1]]}, 8 losses "
+      f"bit-identical (3 of dp2, 5 of {plan} resumed); phases {rc['seconds']}")
+PY
+}
+joined join dp3 2
+joined renumber dp3-201 0 1,2
+echo "PASS"
