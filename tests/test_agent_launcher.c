@@ -278,6 +278,60 @@ static void test_joined(void) {
     }
 }
 
+/* Joined, then host C joins in place (join_hosts): the plan after it is A B A C, so C's job is job 2 of 3 with
+ * plan rank 3; a host the plan does not use is refused and starts nothing; poll then waits for all three. */
+static void test_join_hosts(void) {
+    if (system("command -v ompi-server >/dev/null 2>&1") != 0) return;
+    char mpirun[128], local[128], run_dir[128], args[2048], want[512];
+    write_joined_mpirun(mpirun, sizeof mpirun);
+    ah_node_t nodes[3];
+    memset(nodes, 0, sizeof nodes);
+    for (int k = 0; k < 3; k++) snprintf(nodes[k].name, sizeof nodes[k].name, "%c", 'A' + k);
+    ah_stage_t st[4];
+    memset(st, 0, sizeof st);
+    st[1].devices[0].node = 1;
+    st[2].devices[0].index = 1;
+    st[3].devices[0].node = 2;
+    ah_pipeline_t pl = {.micro_batches = 1, .n_stages = 3, .stages = st};
+    ah_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pipelines = &pl;
+    plan.n_pipelines = 1;
+    plan.tp = 1;
+    plan.cluster.nodes = nodes;
+    plan.cluster.n_nodes = 3;
+    char *train[] = {"autohet", "train", NULL};
+    ah_launcher_t l;
+    if (!open_local(mpirun, "launch-join", &l, local, run_dir, sizeof local)) return;
+    for (int j = 0; j < 3; j++) {
+        snprintf(args, sizeof args, "%s/go-%d", root, j);
+        unlink(args);
+        snprintf(args, sizeof args, "%s/args-%d", root, j);
+        unlink(args);
+    }
+    const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train, .joined = true};
+    ah_error_t err;
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start joined: %s", err.msg);
+    CHECK(job_args(0, args, sizeof args) && job_args(1, args, sizeof args), "jobs 0 and 1 started");
+    pl.n_stages = 4; /* the plan after the join */
+    const char *d[] = {"D"}, *c[] = {"C"};
+    CHECK(l.join_hosts(l.ctx, &job, d, 1, &err) == AH_ERR_USAGE && strstr(err.msg, "host D joins but the plan"),
+          "D refused: %s", err.msg);
+    CHECK(l.join_hosts(l.ctx, &job, c, 1, &err) == AH_OK, "C joins: %s", err.msg);
+    CHECK(job_args(2, args, sizeof args), "job 2 started");
+    snprintf(want, sizeof want, "--ompi-server file:%s/ompi-server.uri -x AH_WORLD_JOIN=%s/join:2:3 -x "
+             "AH_WORLD_RANKS=3 -np 1 autohet train", run_dir, run_dir);
+    CHECK(strstr(args, want) != NULL, "job 2's command line: %s (wanted %s)", args, want);
+    int status = -100;
+    go(0, 0);
+    go(1, 0);
+    nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+    CHECK(!l.poll(l.ctx, &status), "C's job still runs after A's and B's ended");
+    go(2, 0);
+    CHECK(wait_exit(&l, &status) && status == 0, "all three 0 (%d)", status);
+    ah_launcher_free(&l);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/ah_test_launcher_XXXXXX");
     if (!mkdtemp(root)) {
@@ -288,6 +342,7 @@ int main(void) {
     test_files_and_metrics();
     test_notice();
     test_joined();
+    test_join_hosts();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

@@ -81,34 +81,72 @@ static ah_status_t take_job(local_t *l, const ah_launch_job_t *job, ah_error_t *
 static void local_stop(void *ctx);
 static void kill_job(pid_t *pid);
 
+/* Joined: job number `j` of `nj` (AH_WORLD_JOIN=RUN_DIR/join:J:NJOBS) for the host of hj, through the ompi-server
+ * of RUN_DIR/ompi-server.uri: one mpirun of the host's ranks (AH_WORLD_RANKS), l->job[j]. */
+static ah_status_t start_host(local_t *l, char *const *train_argv, const ah_launch_hostjob_t *hj, int j, int nj,
+                              ah_error_t *err) {
+    char uri[620], server_arg[640], join_env[700];
+    snprintf(uri, sizeof uri, "%s/ompi-server.uri", l->run_dir);
+    snprintf(server_arg, sizeof server_arg, "file:%s", uri);
+    snprintf(join_env, sizeof join_env, "AH_WORLD_JOIN=%s/join:%d:%d", l->run_dir, j, nj);
+    char *fixed[] = {"--ompi-server", server_arg, "-x", join_env, "-x", hj->world_ranks};
+    local_job_t *J = &l->job[j];
+    memset(J, 0, sizeof *J);
+    snprintf(J->host, sizeof J->host, "%s", hj->host);
+    J->n_ranks = hj->n_ranks;
+    ah_status_t s = ah_launch_mpirun(l->mpirun, fixed, sizeof fixed / sizeof *fixed, l->mpirun_args, J->n_ranks,
+                                     train_argv, NULL, &J->pid, err);
+    if (s == AH_OK) l->n_jobs = j + 1;
+    return s;
+}
+
 /* Joined: an ompi-server, then one mpirun a host (ah_launch_hostjobs), each told its job and ranks. */
 static ah_status_t start_joined(local_t *l, const ah_launch_job_t *job, ah_error_t *err) {
     ah_launch_hostjob_t *hj = NULL;
     int nj = 0;
     ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
     if (s != AH_OK) return s;
-    char join_dir[600], uri[620], server_arg[640], join_env[700];
+    char join_dir[600], uri[620];
     snprintf(join_dir, sizeof join_dir, "%s/join", job->run_dir);
     snprintf(uri, sizeof uri, "%s/ompi-server.uri", job->run_dir);
-    snprintf(server_arg, sizeof server_arg, "file:%s", uri);
     if (nj > LOCAL_MAX_JOBS)
         s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher joins at most %d jobs", nj,
                          LOCAL_MAX_JOBS);
     if (s == AH_OK) s = ah_fs_mkdirs(join_dir, err);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
-    for (int j = 0; s == AH_OK && j < nj; j++) {
-        snprintf(join_env, sizeof join_env, "AH_WORLD_JOIN=%s:%d:%d", join_dir, j, nj);
-        char *fixed[] = {"--ompi-server", server_arg, "-x", join_env, "-x", hj[j].world_ranks};
-        local_job_t *J = &l->job[j];
-        snprintf(J->host, sizeof J->host, "%s", hj[j].host);
-        J->n_ranks = hj[j].n_ranks;
-        s = ah_launch_mpirun(l->mpirun, fixed, sizeof fixed / sizeof *fixed, l->mpirun_args, J->n_ranks,
-                             job->train_argv, NULL, &J->pid, err);
-        if (s == AH_OK) l->n_jobs = j + 1;
-    }
+    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, job->train_argv, &hj[j], j, nj, err);
     ah_launch_hostjobs_free(hj, nj);
     if (s != AH_OK) local_stop(l); /* the jobs started wait in their join: none may linger */
     return s;
+}
+
+/* launcher.h join_hosts: one more mpirun a host of `hosts` into the running joined job, numbered after every
+ * job started so far, with job->plan's ranks on it; the ranks then those of job->plan. */
+static ah_status_t local_join_hosts(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n,
+                                    ah_error_t *err) {
+    local_t *l = ctx;
+    if (!l->joined || !l->server || l->ended)
+        return ah_error_set(err, AH_ERR_USAGE, "hosts join only a running joined job (--in-place)");
+    if (l->n_jobs + n > LOCAL_MAX_JOBS)
+        return ah_error_set(err, AH_ERR_USAGE, "the local launcher joins at most %d jobs in a run", LOCAL_MAX_JOBS);
+    ah_launch_hostjob_t *hj = NULL;
+    int nj = 0, k = -1;
+    ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
+    const int first = l->n_jobs;
+    for (int h = 0; s == AH_OK && h < n; h++) {
+        for (k = nj - 1; k >= 0 && strcmp(hj[k].host, hosts[h]) != 0; k--) {}
+        s = k < 0 ? ah_error_set(err, AH_ERR_USAGE, "host %s joins but the plan puts no rank on it", hosts[h])
+                  : start_host(l, job->train_argv, &hj[k], first + h, first + n, err);
+    }
+    ah_launch_hostjobs_free(hj, nj);
+    if (s != AH_OK) { /* the ones started would wait for a turn that never comes */
+        for (int j = first; j < l->n_jobs; j++) kill_job(&l->job[j].pid), l->job[j].gone = true;
+        return s;
+    }
+    l->n_ranks = ah_plan_device_count(job->plan);
+    memset(l->rank_pid, 0, sizeof l->rank_pid);
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+    return AH_OK;
 }
 
 static ah_status_t local_start(void *ctx, const ah_launch_job_t *job, ah_error_t *err) {
@@ -461,7 +499,7 @@ ah_status_t ah_launcher_local(const ah_launch_local_opts_t *o, ah_launcher_t *ou
                            .notice = local_notice, .kill_host = local_kill_host, .stop = local_stop,
                            .read_metrics = local_read_metrics, .adopt = local_adopt, .run_file = local_run_file,
                            .put_run_file = local_put_run_file,
-                           .stalled = local_stalled, .leave_hosts = local_leave_hosts,
+                           .stalled = local_stalled, .leave_hosts = local_leave_hosts, .join_hosts = local_join_hosts,
                            .drop_disk = local_drop_disk, .list_steps = local_list_steps,
                            .verify_step = local_verify_step, .free = local_free};
     return AH_OK;

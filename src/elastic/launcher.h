@@ -103,6 +103,16 @@ typedef struct ah_launcher {
      * jobs, renumbered as their rank files now say. Returns how many of those mpiruns exited with 0
      * (fewer than the hosts' jobs: some failed or were killed). */
     int (*leave_hosts)(void *ctx, const char *const *hosts, int n, double wait_s);
+    /* Joined jobs only (NULL: the launcher cannot; the agent then relaunches at a join): starts one more
+     * mpirun for each of `hosts` (n) into the running joined job, the ranks job->plan (the plan after the
+     * join) puts on it, with AH_WORLD_JOIN=RUN_DIR/join:J:NJOBS (J the next job numbers: every job started
+     * in this launch counted, the ones that left too; NJOBS the count after these) and AH_WORLD_RANKS (their
+     * ranks in job->plan), through the job's ompi-server: they wait for their turn (at most 60 s quiet)
+     * until the trainer takes a request with "join": n (runtime/reconfig.h). From then on poll, notice,
+     * kill_host, stop and stalled cover them and the ranks are job->plan's. An error (a host the plan
+     * puts no rank on, no running joined job) starts none (those started are killed). */
+    ah_status_t (*join_hosts)(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n,
+                              ah_error_t *err);
     /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
      * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
     ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);
