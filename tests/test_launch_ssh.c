@@ -59,7 +59,7 @@ typedef struct two_ranks {
     ah_plan_t plan;
     ah_pipeline_t pl;
     ah_stage_t st;
-    ah_node_t nodes[2];
+    ah_node_t nodes[3]; /* the third for test_joined's join */
 } two_ranks_t;
 
 static void two_ranks(two_ranks_t *t, const char *n0, const char *n1) {
@@ -212,6 +212,44 @@ static bool alive_pid_file(const char *run_dir, int job) {
     return pid > 0 && kill(pid, 0) == 0;
 }
 
+/* join_hosts: h2 joins the running h0, h1 job as job 2 of 3 (the plan after it: ranks on h0, h1, h2), its
+ * command told so and the ompi-server's URI on its host; a host the plan does not use is refused. */
+static void test_join_hosts(ah_launcher_t *l, const ah_launch_job_t *job, const two_ranks_t *t, const char *run_dir) {
+    char path[256], got[2048] = "", want[400];
+    act(0, "sleep");
+    act(1, "sleep");
+    act(2, "");
+    ah_error_t err;
+    int status = -1;
+    CHECK(l->start(l->ctx, job, &err) == AH_OK, "start: %s", err.msg);
+    two_ranks_t t3 = *t;
+    t3.plan.pipelines = &t3.pl, t3.pl.stages = &t3.st, t3.plan.cluster.nodes = t3.nodes;
+    t3.plan.tp = 3, t3.plan.cluster.n_nodes = 3;
+    t3.st.devices[2] = (ah_device_ref_t){.node = 2, .index = 0};
+    snprintf(t3.nodes[2].name, sizeof t3.nodes[2].name, "h2");
+    ah_launch_job_t job3 = *job;
+    job3.plan = &t3.plan;
+    const char *h9[] = {"h9"}, *h2[] = {"h2"};
+    CHECK(l->join_hosts(l->ctx, &job3, h9, 1, &err) == AH_ERR_USAGE && strstr(err.msg, "host h9 joins but the plan"),
+          "h9 refused: %s", err.msg);
+    CHECK(l->join_hosts(l->ctx, &job3, h2, 1, &err) == AH_OK, "h2 joins: %s", err.msg);
+    snprintf(path, sizeof path, "%s/args-2", run_dir);
+    for (int i = 0; i < 500 && !strstr(got, "\n"); i++, nanosleep(&(struct timespec){0, 10000000}, NULL)) {
+        FILE *f = fopen(path, "r");
+        got[0] = 0;
+        if (f) {
+            got[fread(got, 1, sizeof got - 1, f)] = 0;
+            fclose(f);
+        }
+    }
+    snprintf(want, sizeof want, "%s/join:2:3 2 ", run_dir); /* job 2 of 3, plan rank 2 */
+    CHECK(strncmp(got, want, strlen(want)) == 0 && strstr(got, " -np 1 autohet train --check-host\n"), "job 2: %s",
+          got);
+    CHECK(!l->poll(l->ctx, &status), "h0's and h1's jobs still run");
+    l->stop(l->ctx);
+    CHECK(!alive_pid_file(run_dir, 0) && !alive_pid_file(run_dir, 1), "stop ended jobs 0 and 1");
+}
+
 static void test_joined(void) {
     char mpirun[160], script[1024], run_dir[160], plan_path[160], path[256], got[2048];
     snprintf(mpirun, sizeof mpirun, "%s/mpirun", root);
@@ -286,6 +324,7 @@ static void test_joined(void) {
     const double t0 = ah_now_s();
     CHECK_EQ_I64(l.leave_hosts(l.ctx, h0, 1, 0.3), 0);
     CHECK(ah_now_s() - t0 < 5 && !alive_pid_file(run_dir, 0), "h0's job killed past the wait");
+    test_join_hosts(&l, &job, &t, run_dir);
     ah_launcher_free(&l);
 }
 

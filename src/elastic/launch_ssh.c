@@ -113,7 +113,7 @@ static ah_status_t take_job(ssh_t *l, const ah_launch_job_t *job, ah_error_t *er
     l->offset = 0;
     l->lines.len = 0;
     l->notice_t = l->metrics_t = l->report_t = 0;
-    l->joined = l->ended = false;
+    l->joined = l->ended = l->joining = false;
     l->n_jobs = 0;
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
     snprintf(l->run_dir, sizeof l->run_dir, "%s", job->run_dir);
@@ -388,7 +388,7 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
                            .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
                            .verify_step = ssh_verify_step, .reachable = ssh_reachable,
-                           .leave_hosts = ssh_leave_hosts, .free = ssh_free};
+                           .leave_hosts = ssh_leave_hosts, .join_hosts = ssh_join_hosts, .free = ssh_free};
     return AH_OK;
 }
 

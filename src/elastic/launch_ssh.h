@@ -50,6 +50,7 @@ typedef struct ssh {
     ssh_job_t job[SSH_MAX_JOBS];
     int metrics_job;      /* the job whose host holds rank 0, the metrics' writer */
     int next_metrics_job; /* after a reconfiguration request: the new rank 0's job (-1: none pending) */
+    bool joining;         /* join_hosts made rank_host the next plan's (its request's new rank 0 is rank_host[0]) */
 } ssh_t;
 
 
@@ -95,5 +96,8 @@ void ssh_read_metrics_joined(ssh_t *l, void (*fn)(void *fn_ctx, json_t *line), v
 void ssh_reconfig_requested(ssh_t *l, const char *local_path);
 /* launcher.h leave_hosts. */
 int ssh_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s);
+/* launcher.h join_hosts: each host's run directory made (kept when there), the ompi-server's URI and the plan
+ * copied there, its mpirun started as at the start (job numbers after every job so far). */
+ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n, ah_error_t *err);
 
 #endif

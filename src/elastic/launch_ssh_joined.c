@@ -77,6 +77,25 @@ static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, in
     quote(cmd, cap, "--check-host");
 }
 
+static void kill_job(ssh_t *l, int j);
+
+/* Job j of nj for the host of hj: its remote command started here (see the top), l->job[j]. */
+static ah_status_t start_host(ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
+                              ah_error_t *err) {
+    static char cmd[65536];
+    ssh_job_t *J = &l->job[j];
+    memset(J, 0, sizeof *J);
+    snprintf(J->host, sizeof J->host, "%s", hj->host);
+    cmd[0] = 0;
+    job_command(l, hj, j, nj, train_argv, cmd, sizeof cmd);
+    char **argv = malloc((SSH_MAX_WORDS + 12) * sizeof *argv);
+    if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for the remote command's words");
+    ssh_rsh_argv(l, J->host, cmd, argv);
+    const ah_status_t s = ah_launch_spawn(argv, &J->pid, err);
+    if (s == AH_OK) l->n_jobs = j + 1;
+    return s;
+}
+
 ah_status_t ssh_start_joined(ssh_t *l, const ah_launch_job_t *job, ah_error_t *err) {
     ah_launch_hostjob_t *hj = NULL;
     int nj = 0;
@@ -89,26 +108,61 @@ ah_status_t ssh_start_joined(ssh_t *l, const ah_launch_job_t *job, ah_error_t *e
                          l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
     if (s == AH_OK) s = ssh_put_run_file(l, "ompi-server.uri", uri, err);
-    static char cmd[65536];
-    for (int j = 0; s == AH_OK && j < nj; j++) {
-        ssh_job_t *J = &l->job[j];
-        memset(J, 0, sizeof *J);
-        snprintf(J->host, sizeof J->host, "%s", hj[j].host);
-        cmd[0] = 0;
-        job_command(l, &hj[j], j, nj, job->train_argv, cmd, sizeof cmd);
-        char **argv = malloc((SSH_MAX_WORDS + 12) * sizeof *argv);
-        if (!argv) {
-            s = ah_error_set(err, AH_ERR_OOM, "no host memory for the remote command's words");
-            break;
-        }
-        ssh_rsh_argv(l, J->host, cmd, argv);
-        if ((s = ah_launch_spawn(argv, &J->pid, err)) == AH_OK) l->n_jobs = j + 1;
-    }
+    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, &hj[j], j, nj, job->train_argv, err);
     ah_launch_hostjobs_free(hj, nj);
     l->metrics_job = 0; /* the plan's rank 0 is on the first host job's host */
     l->next_metrics_job = -1;
     if (s != AH_OK) ssh_stop_joined(l); /* the jobs started wait in their join: none may linger */
     return s;
+}
+
+/* The run directory made on a joining host (kept when there: a --work-dir shared with the running hosts is
+ * theirs too) and the ompi-server's URI and job->plan_path copied to it. */
+static ah_status_t prepare_joining(ssh_t *l, const ah_launch_job_t *job, const char *host, ah_error_t *err) {
+    char cmd[4096], out[256], eout[2048], uri[700];
+    snprintf(uri, sizeof uri, "%s/ompi-server.uri", l->run_dir);
+    const char *files[2][2] = {{uri, uri}, {job->plan_path, job->plan_path}};
+    for (int k = 0; k < 2; k++) {
+        const char *slash = strrchr(files[k][1], '/');
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%.*s' && cat > '%s.tmp' && mv '%s.tmp' '%s'", l->run_dir,
+                 slash ? (int)(slash - files[k][1]) : 1, slash ? files[k][1] : ".", files[k][1], files[k][1],
+                 files[k][1]);
+        const int rc = ssh_remote(l, host, cmd, files[k][0], out, sizeof out, eout, sizeof eout);
+        if (rc != 0) return ssh_remote_error(l, host, rc, "preparing the joining host's run directory", eout, err);
+    }
+    return AH_OK;
+}
+
+ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n, ah_error_t *err) {
+    ssh_t *l = ctx;
+    if (!l->joined || !l->server || l->ended)
+        return ah_error_set(err, AH_ERR_USAGE, "hosts join only a running joined job (--in-place)");
+    const int first = l->n_jobs, n_ranks = ah_plan_device_count(job->plan);
+    if (first + n > SSH_MAX_JOBS || n_ranks > SSH_MAX_RANKS)
+        return ah_error_set(err, AH_ERR_USAGE, "the %s launcher joins at most %d jobs and %d ranks in a run",
+                            l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS, SSH_MAX_RANKS);
+    ah_launch_hostjob_t *hj = NULL;
+    int nj = 0, k = -1;
+    ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
+    for (int h = 0; s == AH_OK && h < n; h++) {
+        for (k = nj - 1; k >= 0 && strcmp(hj[k].host, hosts[h]) != 0; k--) {}
+        if (k < 0) s = ah_error_set(err, AH_ERR_USAGE, "host %s joins but the plan puts no rank on it", hosts[h]);
+        if (s == AH_OK) s = prepare_joining(l, job, hosts[h], err);
+        if (s == AH_OK) s = start_host(l, &hj[k], first + h, first + n, job->train_argv, err);
+    }
+    ah_launch_hostjobs_free(hj, nj);
+    if (s != AH_OK) { /* the ones started would wait for a turn that never comes */
+        for (int j = first; j < l->n_jobs; j++) kill_job(l, j), l->job[j].gone = true;
+        return s;
+    }
+    l->n_ranks = n_ranks; /* the new plan's ranks by host: the new rank 0's host writes the metrics after */
+    for (int r = 0; r < n_ranks; r++) {
+        const ah_device_ref_t *d = ah_plan_rank_device(job->plan, r);
+        snprintf(l->rank_host[r], sizeof l->rank_host[r], "%s", d ? job->plan->cluster.nodes[d->node].name : "?");
+    }
+    memset(l->rank_signalled, 0, sizeof l->rank_signalled);
+    l->joining = true;
+    return AH_OK;
 }
 
 /* Whether job J's remote command has exited (reaped now or before). */
@@ -172,6 +226,11 @@ void ssh_reconfig_requested(ssh_t *l, const char *local_path) {
     if (f) fclose(f);
     text[n] = 0;
     if (ah_reconfig_parse(text, &req, &e) != AH_OK) return; /* the trainer refuses it too: rank 0 stays */
+    if (req.join && l->joining) { /* join_hosts made the ranks the new plan's already: its rank 0's host */
+        l->joining = false;
+        l->next_metrics_job = job_of_host(l, l->rank_host[0]);
+        return;
+    }
     int to = -1; /* the old world's rank that becomes rank 0: "ranks"' 0, else the first staying rank */
     for (int r = 0; r < l->n_ranks && to < 0; r++) {
         const int j = job_of_host(l, l->rank_host[r]);
