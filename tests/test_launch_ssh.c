@@ -368,9 +368,21 @@ static int drive(int argc, char **argv) {
     }
     const ah_launch_job_t job = {.plan = &plan, .plan_path = argv[5], .run_dir = argv[6], .train_argv = argv + 10,
                                  .joined = true};
-    int status = -1, left = -1;
+    int status = -1, left = strcmp(argv[8], "-") == 0 ? 1 : -1; /* "-": no host leaves */
     bool ended = false;
-    if (l.start(l.ctx, &job, &err) != AH_OK || l.put_run_file(l.ctx, AH_PROTO_RECONFIG_FILE, argv[7], &err) != AH_OK) {
+    /* AH_DRIVE_JOIN=HOST:PLAN: HOST joins (join_hosts, PLAN the plan after the join) before the request is put */
+    const char *jv = getenv("AH_DRIVE_JOIN"), *jplan = jv ? strchr(jv, ':') : NULL;
+    char jhost[64] = "";
+    ah_plan_t plan2;
+    bool have2 = false;
+    if (jplan) snprintf(jhost, sizeof jhost, "%.*s", (int)(jplan - jv), jv);
+    const char *joining[] = {jhost};
+    ah_launch_job_t job2 = job;
+    job2.plan = &plan2, job2.plan_path = jplan ? jplan + 1 : NULL;
+    if (l.start(l.ctx, &job, &err) != AH_OK ||
+        (jplan && ((have2 = ah_plan_load(jplan + 1, NULL, &plan2, &err) == AH_OK) == false ||
+                   l.join_hosts(l.ctx, &job2, joining, 1, &err) != AH_OK)) ||
+        l.put_run_file(l.ctx, AH_PROTO_RECONFIG_FILE, argv[7], &err) != AH_OK) {
         fprintf(stderr, "drive: %s\n", err.msg);
         ah_launcher_free(&l);
         return 1;
@@ -379,7 +391,7 @@ static int drive(int argc, char **argv) {
     for (const double t0 = ah_now_s(); !ended && ah_now_s() - t0 < 400; nanosleep(&(struct timespec){0, 50000000}, NULL)) {
         ended = l.poll(l.ctx, &status);
         l.read_metrics(l.ctx, drive_line, &d);
-        if (d.reconfigured && left < 0) {
+        if (d.reconfigured && left < 0 && strcmp(argv[8], "-") != 0) {
             left = l.leave_hosts(l.ctx, leave, 1, 60);
             printf("drive: the reconfigure event read; %s's job left: %d exited 0\n", argv[8], left);
         }
@@ -389,6 +401,7 @@ static int drive(int argc, char **argv) {
     fclose(d.out);
     ah_launcher_free(&l);
     ah_plan_free(&plan);
+    if (have2) ah_plan_free(&plan2);
     return ended && status == 0 && left == 1 ? 0 : 1;
 }
 
