@@ -236,8 +236,6 @@ static void on_line(void *ctx, json_t *line) {
     }
 }
 
-void ah_agent_read_metrics(agent_t *a) { a->launcher.read_metrics(a->launcher.ctx, on_line, a); }
-
 /* ---- after the job ended ---- */
 
 /* Someone else sent the notice: the nodes the trainer names leave. */

@@ -10,11 +10,10 @@
  * ranks exit 0, the others go on under the next plan in the same processes and say so with a
  * "reconfigure" metrics event; the agent then reaps the leaving jobs (leave_hosts), drops the leaving
  * nodes' disks and records the recovery, in place, closed at the next step line. Anything else (no next
- * plan, a device no running rank holds, a request not taken by the grace period less the save estimate,
- * a step past it trained without it: the trainer refused it) is the stop and relaunch of today, said in
- * one line with why. Part of the elastic agent (agent_state.h). */
+ * plan, a device no running rank holds, a request not taken by the grace period less the save estimate:
+ * refused by the trainer, or no step boundary in time) is the stop and relaunch of today, said in one
+ * line with why. Part of the elastic agent (agent_state.h). */
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,8 @@ void ah_agent_inplace_free(agent_t *a) {
 void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
     ah_agent_inplace_free(a);
     a->inplace_after = -1;
-    if (!a->o->in_place) return;
+    /* --recovery cloud-only restarts as on fresh machines (every disk dropped at a stop): no survivor */
+    if (!a->o->in_place || a->o->cloud_only) return;
     if (!a->launcher.leave_hosts) {
         static bool said;
         if (!said) say(a, "note: --in-place: the %s launcher cannot start one job a host yet: a notice stops and "
@@ -186,17 +186,10 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
         return false;
     }
     a->inplace = 1;
-    a->inplace_refused = false;
     a->inplace_step = step;
-    a->inplace_refuse_at = INT64_MAX;
     a->inplace_deadline = deadline;
     a->cause = AH_CAUSE_EVENT;
     a->notice_t = t;
-    /* The trainer reads the request at each step boundary, after the step's line: every line read from
-     * here on but the next was written after the request was there, so a second one means the boundary
-     * before it read the request and did not take it. */
-    ah_agent_read_metrics(a);
-    if (a->inplace == 1) a->inplace_refuse_at = newest_step(a) + 2;
     return true;
 }
 
@@ -219,20 +212,16 @@ void ah_agent_inplace_watch(agent_t *a) {
         say(a, "in place: the change at step %lld dropped: the job is stopping", (long long)a->inplace_step);
         return;
     }
+    /* A request the trainer refused (its warning on stderr says why) is never taken either: the metrics
+     * cannot tell it from one not read yet (a launcher may read them late), so the deadline decides. */
+    if (ah_now_s() <= a->inplace_deadline) return;
     char why[200];
-    if (a->inplace_refused)
-        snprintf(why, sizeof why, "step %lld was trained after a step boundary that read it: the trainer did not "
-                 "take the request (its warning on stderr says why)", (long long)a->inplace_refuse_at);
-    else if (ah_now_s() > a->inplace_deadline)
-        snprintf(why, sizeof why, "not taken within the grace period less the save estimate, %.2f s",
-                 a->inplace_deadline - a->notice_t);
-    else
-        return;
+    snprintf(why, sizeof why, "not taken within the grace period less the save estimate, %.2f s (refused, or no "
+             "step boundary in time)", a->inplace_deadline - a->notice_t);
     ah_agent_inplace_fallback(a, why);
 }
 
 bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss) {
-    if (a->inplace == 1 && step >= a->inplace_refuse_at) a->inplace_refused = true;
     if (a->inplace != 2 || a->pending < 0) return false;
     ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
     a->inplace = 0;

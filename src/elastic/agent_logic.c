@@ -140,6 +140,14 @@ void ah_recovery_close(ah_agent_recovery_t *r, double now_s, double first_step_s
      * planning, transfer or the step itself (dropping disks, mpirun, MPI start, loading) */
     r->startup_s = r->total_s - r->stop_s - r->replan_s - r->transfer_s - r->first_step_s;
     if (r->startup_s < 0) r->startup_s = 0;
+    if (r->in_place) { /* start-up: the change after its save (teardown, split, set-up); stop: the rest, which
+                        * also holds how late the agent read the lines (a launcher may read them late) */
+        double change = 0;
+        for (int k = 1; k < 4; k++) change += isfinite(r->phases[k]) ? r->phases[k] : 0;
+        r->stop_s = r->total_s - r->replan_s - r->transfer_s - r->first_step_s - change;
+        if (r->stop_s < 0) change += r->stop_s, r->stop_s = 0;
+        r->startup_s = change > 0 ? change : 0;
+    }
 }
 
 static json_t *tier_obj(const uint64_t *u, const double *d, const int *n) {

@@ -66,16 +66,14 @@ typedef struct agent {
     double churn_tick_t, launch_t, first_start_s;
     /* in place (agent_inplace.c): whether the running launch is joined, its jobs as launched (by
      * AH_WORLD_JOIN's J) and those that left; inplace: 0 none, 1 a request written (the change at step
-     * inplace_step or the first boundary that reads it, waited for until inplace_deadline; inplace_refused:
-     * step inplace_refuse_at trained, after a boundary that read it), 2 changed, its recovery closing at the next step line; the save time estimate (the longest
+     * inplace_step or the first boundary that reads it, waited for until inplace_deadline), 2 changed, its recovery closing at the next step line; the save time estimate (the longest
      * checkpoint seen); inplace_after: the last change's step */
     bool joined;
     ah_launch_hostjob_t *jobs;
     char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
     int n_jobs;
     int inplace;
-    bool inplace_refused;
-    int64_t inplace_step, inplace_after, inplace_refuse_at;
+    int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
 } agent_t;
 
@@ -201,8 +199,6 @@ void ah_agent_next_plan_free(agent_t *a);
 
 /* ---- in place (agent_inplace.c; issue 36 "Survivors keep their processes") ---- */
 
-/* agent.c: the running launch's metrics lines not read yet, taken in as the watch loop takes them. */
-void ah_agent_read_metrics(agent_t *a);
 
 /* At a launch (job the launcher is about to start): whether it is joined (--in-place and a launcher with
  * leave_hosts; said once when the launcher has not), its jobs recorded for the requests. */
@@ -211,7 +207,7 @@ void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job);
  * plan made: the request written instead of the SIGTERM when the change can be made in place (true);
  * else why not said (false: the caller sends the notices). */
 bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t);
-/* While a request waits: not taken by its deadline, or a step past it trained without it: the notice's
+/* While a request waits: not taken by its deadline (the grace period less the save estimate): the notice's
  * stop instead (SIGTERM to the leaving nodes' ranks, the clock kept), said with why. */
 void ah_agent_inplace_watch(agent_t *a);
 /* A request waiting when another notice comes or the job ends: the same fallback (why said). */
