@@ -41,5 +41,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r.n_ranks < 0 || r.n_ranks > AH_RECONFIG_RANKS_MAX) fail("an accepted ranks count out of range");
     for (int k = 0; k < r.n_ranks; k++)
         if (r.ranks[k] < -1 || r.ranks[k] >= AH_RECONFIG_RANKS_MAX) fail("an accepted rank out of range");
+    if (r.join < 0 || r.join > AH_RECONFIG_LEAVE_MAX) fail("an accepted join count out of range");
     return 0;
 }
