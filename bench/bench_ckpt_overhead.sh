@@ -7,7 +7,8 @@
 # wall and step times, the medians and the ratios to "none" (issue 36's target for async: at most
 # 1.10x), and what the async runs waited for a snapshot still being written; beside the wall time,
 # the CPU seconds the job used (user + system of autohet run and every rank it waited for,
-# /usr/bin/time), which a machine shared with other work changes far less than the wall time, and
+# /usr/bin/time), which a machine shared with other work changes far less than the wall time (and
+# of it the async runs' writer threads' a save, the checkpoint events' "writer_cpu_seconds"), and
 # the cores the machine left idle during each run (/proc/stat), the CPU the background writer can
 # take without slowing training.
 #
@@ -115,10 +116,12 @@ def figures(name):
     state = max((e.get("bytes", {}).get("local", 0) for e in saves), default=0)
     wait = sum(e.get("wait_seconds", 0) for e in saves)
     n_async = sum(1 for e in saves if e.get("async"))
+    # a save's, all ranks' writer threads' (the median: the first save also faults the buffer's pages in)
+    writer = statistics.median([e["writer_cpu_seconds"] for e in saves if "writer_cpu_seconds" in e] or [0])
     user, sys_ = map(float, open(os.path.join(work, name + ".cpu")).read().split()[-2:])
     a, b = ([int(x) for x in l.split()[1:]] for l in open(os.path.join(work, name + ".stat")))
     idle = (b[3] + b[4] - a[3] - a[4]) / max(1, sum(b) - sum(a)) * os.cpu_count()
-    return done["wall_s"], statistics.median(step_s), len(saves), state, wait, n_async, user + sys_, idle
+    return done["wall_s"], statistics.median(step_s), len(saves), state, wait, n_async, user + sys_, idle, writer
 modes = ("none", "sync", "async")
 rows = {k: [figures(f"{k}-{r}") for r in range(1, rounds + 1)] for k in modes}
 print(f"{'round':>5} {'none':>9} {'sync':>9} {'async':>9} {'sync/none':>10} {'async/none':>11}   step s (median) none / sync / async")
@@ -127,7 +130,8 @@ for r in range(rounds):
     print(f"{r + 1:>5} {a[0]:>7.2f} s {b[0]:>7.2f} s {c[0]:>7.2f} s {b[0] / a[0]:>10.2f} {c[0] / a[0]:>11.2f}   "
           f"{a[1]:.4f} / {b[1]:.4f} / {c[1]:.4f}")
     print(f"{'':>5} CPU {a[6]:.1f} / {b[6]:.1f} / {c[6]:.1f} s (sync {(b[6] - a[6]) / steps:+.3f}, async "
-          f"{(c[6] - a[6]) / steps:+.3f} CPU-s a step); idle cores {a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
+          f"{(c[6] - a[6]) / steps:+.3f} CPU-s a step, of it the writer threads' {c[8]:.3f} a save); idle cores "
+          f"{a[7]:.2f} / {b[7]:.2f} / {c[7]:.2f}")
 med = {k: statistics.median(x[0] for x in rows[k]) for k in modes}
 if base:
     rb = [figures(f"base-{r}") for r in range(1, rounds + 1)]

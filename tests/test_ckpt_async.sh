@@ -45,6 +45,10 @@ assert not any(e.get("async") for e in sync.values()), sync
 assert asyn[4].get("async") and asyn[8].get("async") and not asyn[12].get("async"), asyn
 for e in (asyn[4], asyn[8]):
     assert e["wait_seconds"] >= 0 and e["snapshot_seconds"] >= 0 and e["bytes"]["local"] == sync[4]["bytes"]["local"], e
+    assert e["writer_cpu_seconds"] >= 0, e
+# the writer threads' CPU on the snapshots (a waiting rank's own writing is not theirs: > 0 over both)
+assert asyn[4]["writer_cpu_seconds"] + asyn[8]["writer_cpu_seconds"] > 0, asyn
+assert not any("writer_cpu_seconds" in e for e in sync.values()), sync
 for node in sorted(os.listdir(sys.argv[3])):
     for step in (4, 8, 12):
         d = f"step-{step:08d}/manifest.json"

@@ -177,9 +177,11 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
         if (!w) { /* begin */
             a->busy_alone = true;
             a->t0 = ah_now_s();
+            const double c0 = ah_cpu_thread_s();
             pthread_mutex_unlock(&a->mu);
             const ah_status_t st = begin(s, &w, &e);
             pthread_mutex_lock(&a->mu);
+            if (!waiter) s->writer_cpu_s += ah_cpu_thread_s() - c0;
             a->busy_alone = false;
             a->w = w;
             if (st != AH_OK) post(a, s, true, st, &e);
@@ -187,9 +189,11 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
         } else if (a->next < s->n_pieces && a->st == AH_OK && !a->cancel) { /* a piece */
             const int i = a->next++;
             a->active++;
+            const double c0 = ah_cpu_thread_s();
             pthread_mutex_unlock(&a->mu);
             const ah_status_t st = write_piece(s, w, i, &e);
             pthread_mutex_lock(&a->mu);
+            if (!waiter) s->writer_cpu_s += ah_cpu_thread_s() - c0;
             a->active--;
             if (st == AH_OK) {
                 s->files++;
@@ -202,9 +206,11 @@ static void work(ah_ckpt_async_t *a, bool waiter) {
             if (st == AH_OK && a->next < s->n_pieces) st = cut_short(s, &e);
             else if (st != AH_OK) e = a->err;
             a->busy_alone = true;
+            const double c0 = ah_cpu_thread_s();
             pthread_mutex_unlock(&a->mu);
             st = finish_snap(s, w, st, a->t0, &e);
             pthread_mutex_lock(&a->mu);
+            if (!waiter) s->writer_cpu_s += ah_cpu_thread_s() - c0;
             a->busy_alone = false;
             a->w = NULL;
             post(a, s, true, st, &e);
@@ -255,6 +261,7 @@ ah_status_t ah_ckpt_async_submit(ah_ckpt_async_t *a, ah_ckpt_snap_t *s, ah_error
     }
     s->bytes = 0;
     s->files = s->waiter_files = 0;
+    s->writer_cpu_s = 0;
     a->next = 0;
     post(a, s, false, AH_OK, NULL);
     pthread_mutex_unlock(&a->mu);

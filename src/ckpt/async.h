@@ -86,6 +86,8 @@ typedef struct ah_ckpt_snap {
     int waiter_files;            /* of them, written by a caller waiting in ah_ckpt_async_wait */
     double write_s;              /* the write's duration on its thread (the copy's wait included) */
     double copy_s;               /* the device copies' own duration, as wait_copied gives it (0: none) */
+    double writer_cpu_s;         /* the background thread's CPU seconds on it (the CPU backend's copies it
+                                    made, the pieces it wrote, the part file; not a waiting caller's) */
     /* Set when the pieces' bytes are still being copied into the memory they point at (a GPU's
      * copies on a side stream, runtime/ckpt_async.c): the write first calls wait_copied(copied_ctx)
      * on whichever thread starts it, and reads nothing before it returned AH_OK (a failure is the

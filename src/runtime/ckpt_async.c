@@ -260,6 +260,7 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
     if (snap) {
         w.bytes = snap->bytes;
         w.files = snap->files;
+        w.writer_cpu_s = snap->writer_cpu_s;
         w.save_s = w.snapshot_s + snap->write_s; /* the write waited for a GPU's copies */
         w.snapshot_s += snap->copy_s;            /* their issue, then their time on the device */
     }

@@ -385,24 +385,25 @@ static ah_status_t behind_nodes(const ah_ckpt_session_t *s, json_t **out, ah_err
 }
 
 /* Collective: a save's figures over the world, in one all-gather: in sums the bytes and files
- * written, the cloud's bytes and the snapshots' host memory (each a sum over ranks); in max the
+ * written, the cloud's bytes, the snapshots' host memory and the writer threads' CPU seconds on
+ * them (each a sum over ranks); in max the
  * save's seconds until now (from t0, the commit's start, plus w->save_s), the snapshot's and the
  * wait's (the slowest rank's: it bounds the save). */
-static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_written_t *w, double t0, double sums[4],
-                                  double max[3], ah_error_t *err) {
+static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_written_t *w, double t0,
+                                  double sums[AH_CKPT_SUMS], double max[3], ah_error_t *err) {
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
     const double mine[AH_CKPT_FIGURES] = {(double)w->bytes, (double)w->files, (double)us.bytes,
                                           w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
-                                          w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
+                                          w->writer_cpu_s, w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
     const int n = ah_comm_size(ah_comm_world());
     double *all = s->figures; /* taken at the open: no rank can fail here alone while the others gather */
     const ah_status_t st = ah_comm_allgather_f64(ah_comm_world(), mine, AH_CKPT_FIGURES, all, err);
-    for (int j = 0; j < 4; j++) sums[j] = 0;
+    for (int j = 0; j < AH_CKPT_SUMS; j++) sums[j] = 0;
     for (int j = 0; j < 3; j++) max[j] = 0;
     for (int r = 0; st == AH_OK && r < n; r++) {
-        for (int j = 0; j < 4; j++) sums[j] += all[r * AH_CKPT_FIGURES + j];
-        for (int j = 0; j < 3; j++) max[j] = fmax(max[j], all[r * AH_CKPT_FIGURES + 4 + j]);
+        for (int j = 0; j < AH_CKPT_SUMS; j++) sums[j] += all[r * AH_CKPT_FIGURES + j];
+        for (int j = 0; j < 3; j++) max[j] = fmax(max[j], all[r * AH_CKPT_FIGURES + AH_CKPT_SUMS + j]);
     }
     return st;
 }
@@ -455,7 +456,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
         return ws;
     }
     if (ok && s->up) hand_off_upload(s, step);
-    double sums[4] = {0}, us_max[3] = {0}; /* commit_figures fills them when it succeeds (gcc -O3 cannot tell) */
+    /* commit_figures fills them when it succeeds (gcc -O3 cannot tell) */
+    double sums[AH_CKPT_SUMS] = {0}, us_max[3] = {0};
     ah_status_t cs = commit_figures(s, w, t0, sums, us_max, err);
     /* Retention (--keep), best effort, once this step is the uploader's job: an older job still
      * waiting was replaced by it, and the step in flight stays, so no upload reads a step collected
@@ -481,6 +483,7 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
             json_object_set_new(*event, "snapshot_seconds", json_real(us_max[1]));
             json_object_set_new(*event, "wait_seconds", json_real(us_max[2]));
             json_object_set_new(*event, "snapshot_bytes", json_integer((json_int_t)sums[3])); /* host memory, all ranks */
+            json_object_set_new(*event, "writer_cpu_seconds", json_real(sums[4])); /* the writer threads', all ranks */
             /* a GPU's copies on a side stream (timed on the device), or the CPU's made off the
              * training thread (backend/cpu_snapshot.c): ckpt_async.c */
             json_object_set_new(*event, "snapshot_copy", json_string(tr->dev.backend->gpu ? "side-stream" : "background"));

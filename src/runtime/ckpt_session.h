@@ -26,7 +26,7 @@ typedef struct {
 } ah_ckpt_replica_stats_t;
 
 /* A rank's figures in the commit's all-gather (ckpt_io.c commit_figures). */
-enum { AH_CKPT_FIGURES = 7 };
+enum { AH_CKPT_SUMS = 5, AH_CKPT_FIGURES = AH_CKPT_SUMS + 3 };
 
 struct ah_ckpt_session {
     ah_trainer_t *tr;
@@ -113,8 +113,9 @@ typedef struct {
     uint64_t bytes;
     int files;
     double save_s;        /* this rank's seconds of the save before the commit */
-    bool async;           /* written in the background: snapshot_s, the copy; wait_s, the loop's wait */
-    double snapshot_s, wait_s;
+    bool async;           /* written in the background: snapshot_s, the copy; wait_s, the loop's wait;
+                             writer_cpu_s, its writer thread's CPU seconds on it (ckpt/async.h) */
+    double snapshot_s, wait_s, writer_cpu_s;
 } ah_ckpt_written_t;
 
 /* Collective: the commit of a written step on every node, or its rollback (ckpt_io.c). */
