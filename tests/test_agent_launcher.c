@@ -3,6 +3,7 @@
  * file for the notice, the metrics read as they grow (a line split across two reads), the run
  * directory's files, a host's disk dropped and listed; joined mode (one stand-in mpirun a host, the
  * real ompi-server): each job's command line, poll over the jobs, leave_hosts. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,29 @@ static bool job_args(int job, char *buf, size_t cap) {
     return false;
 }
 
+/* Waits up to 5 s for a child of this process to have exited, not reaped (a zombie). */
+static bool child_zombie(void) {
+    char path[300], text[512];
+    for (int i = 0; i < 500; i++, nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL)) {
+        DIR *proc = opendir("/proc");
+        bool found = false;
+        for (struct dirent *e; proc && !found && (e = readdir(proc));) {
+            snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+            FILE *f = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen(path, "r") : NULL;
+            if (!f) continue;
+            text[fread(text, 1, sizeof text - 1, f)] = 0;
+            fclose(f);
+            const char *end = strrchr(text, ')');
+            char state = 0;
+            int ppid = 0;
+            found = end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid() && state == 'Z';
+        }
+        if (proc) closedir(proc);
+        if (found) return true;
+    }
+    return false;
+}
+
 /* Joined: a plan of three ranks, A B A (ranks 0 and 2 on host A): job 0 is A's two ranks, job 1 B's one. */
 static void test_joined(void) {
     if (system("command -v ompi-server >/dev/null 2>&1") != 0) {
@@ -235,7 +259,7 @@ static void test_joined(void) {
     plan.cluster.nodes = nodes;
     plan.cluster.n_nodes = 2;
     char *train[] = {"autohet", "train", NULL};
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 4; round++) {
         ah_launcher_t l;
         char launch[32];
         snprintf(launch, sizeof launch, "launch-j%d", round);
@@ -268,6 +292,20 @@ static void test_joined(void) {
             go(1, 3);
             CHECK(wait_exit(&l, &status) && status == 3, "B's 3 at once (%d)", status);
             l.stop(l.ctx);
+        } else if (round == 3) { /* the "reconfigure" event read, B's leaving job fails: not the job's end */
+            snprintf(args, sizeof args, "%s/" AH_PROTO_METRICS_FILE, run_dir);
+            write_file(args, "{\"event\": \"reconfigure\", \"step\": 3, \"leave\": [1]}\n", "w");
+            int64_t sum = 0;
+            l.read_metrics(l.ctx, read_line, &sum);
+            CHECK_EQ_I64(sum, 4);
+            go(1, 3);
+            CHECK(child_zombie(), "B's job exited");
+            const bool ended = l.poll(l.ctx, &status);
+            CHECK(!ended, "B's 3 after the change is not the job's (status %d)", status);
+            const char *b[] = {"B"};
+            CHECK_EQ_I64(l.leave_hosts(l.ctx, b, 1, 5.0), 0);
+            go(0, 0);
+            CHECK(wait_exit(&l, &status) && status == 0, "A's 0 (%d)", status);
         } else { /* B does not leave within the wait: killed, not counted */
             const char *b[] = {"B"};
             CHECK_EQ_I64(l.leave_hosts(l.ctx, b, 1, 0.2), 0);

@@ -6,6 +6,7 @@
  * plan's rank order; a notice to one host's ranks by the pid of its rank file, on
  * that host; metrics and the preemption report read through the remote command; a disk dropped
  * and listed there (the real autohet ckpt ls), a step that cannot be verified said why. tests/test_cluster_run.sh runs it over real sshd. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,7 +201,7 @@ static void act(int job, const char *what) {
     write_file(path, what);
 }
 
-static bool alive_pid_file(const char *run_dir, int job) {
+static int pid_file(const char *run_dir, int job) {
     char path[256], text[64] = "";
     snprintf(path, sizeof path, "%s/mpirun-%d.pid", run_dir, job);
     FILE *f = fopen(path, "r");
@@ -208,7 +209,11 @@ static bool alive_pid_file(const char *run_dir, int job) {
         text[fread(text, 1, sizeof text - 1, f)] = 0;
         fclose(f);
     }
-    const int pid = atoi(text);
+    return atoi(text);
+}
+
+static bool alive_pid_file(const char *run_dir, int job) {
+    const int pid = pid_file(run_dir, job);
     return pid > 0 && kill(pid, 0) == 0;
 }
 
@@ -250,12 +255,91 @@ static void test_join_hosts(ah_launcher_t *l, const ah_launch_job_t *job, const 
     CHECK(!alive_pid_file(run_dir, 0) && !alive_pid_file(run_dir, 1), "stop ended jobs 0 and 1");
 }
 
+/* Waits up to 5 s for pid (a child of this process) to have exited, not reaped (a zombie). */
+static bool zombie(int pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    for (int i = 0; i < 500; i++, nanosleep(&(struct timespec){0, 10000000}, NULL)) {
+        FILE *f = fopen(path, "r");
+        if (!f) return false;
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+        const char *end = strrchr(text, ')');
+        if (end && end[1] == ' ' && end[2] == 'Z') return true;
+    }
+    return false;
+}
+
+/* This process's children named ompi-server that still run (not zombies). */
+static int servers_alive(void) {
+    int n = 0;
+    char path[64], text[512];
+    DIR *proc = opendir("/proc");
+    for (struct dirent *e; proc && (e = readdir(proc));) {
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        FILE *f = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen(path, "r") : NULL;
+        if (!f) continue;
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+        const char *end = strrchr(text, ')');
+        char state = 0;
+        int ppid = 0;
+        if (end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid() && state != 'Z' &&
+            strstr(text, "(ompi-server)"))
+            n++;
+    }
+    if (proc) closedir(proc);
+    return n;
+}
+
+/* A joined launch of h0 and h1 (test_joined): the "reconfigure" event read, h1's job leaving fails (its host
+ * gone at the end of its grace period: ssh's 255): not the job's end; leave_hosts reaps it, not counted as
+ * exited 0. On the way: a run file put lets the next metrics read through at once; a request that cannot reach
+ * one host is not left on rank 0's. */
+static void joined_change(const ah_launcher_t *lp, const ah_launch_job_t *job, const char *run_dir, const char *plan_path) {
+    const ah_launcher_t l = *lp;
+    ah_error_t err;
+    char path[256], got[256];
+    int status = -1;
+    act(0, "sleep");
+    act(1, "wait");
+    CHECK(l.start(l.ctx, job, &err) == AH_OK, "start: %s", err.msg);
+    snprintf(path, sizeof path, "%s/" AH_PROTO_METRICS_FILE, run_dir);
+    write_file(path, "{\"event\": \"reconfigure\", \"step\": 3, \"leave\": [1]}\n");
+    int lines = 0;
+    l.read_metrics(l.ctx, count_line, &lines);
+    CHECK_EQ_I64(lines, 1);
+    /* a run file put: the next metrics read not held back by the last one's AH_SSH_POLL_S */
+    write_file(path, "{\"event\": \"reconfigure\", \"step\": 3, \"leave\": [1]}\n{\"step\": 3}\n");
+    CHECK(l.put_run_file(l.ctx, "note.json", plan_path, &err) == AH_OK, "put: %s", err.msg);
+    l.read_metrics(l.ctx, count_line, &lines);
+    CHECK_EQ_I64(lines, 2);
+    /* a request that cannot reach h1 (down) is written nowhere: rank 0's host h0 last (both hosts share one
+     * directory here), the error naming the file */
+    snprintf(got, sizeof got, "%s/down-h1", root);
+    write_file(got, "");
+    CHECK(l.put_run_file(l.ctx, AH_PROTO_RECONFIG_FILE, plan_path, &err) != AH_OK &&
+              strstr(err.msg, "h1") && strstr(err.msg, AH_PROTO_RECONFIG_FILE), "put: %s", err.msg);
+    unlink(got);
+    snprintf(got, sizeof got, "%s/" AH_PROTO_RECONFIG_FILE, run_dir);
+    CHECK(access(got, F_OK) != 0, "no request on rank 0's host");
+    snprintf(path, sizeof path, "%s/go-1", run_dir);
+    write_file(path, "");
+    CHECK(zombie(pid_file(run_dir, 1)), "h1's job exited");
+    const bool ended = l.poll(l.ctx, &status);
+    CHECK(!ended, "h1's 255 after the change is not the job's (status %d)", status);
+    const char *h1only[] = {"h1"};
+    CHECK_EQ_I64(l.leave_hosts(l.ctx, h1only, 1, 5), 0);
+    CHECK(!l.poll(l.ctx, &status) && alive_pid_file(run_dir, 0), "h0's job runs on");
+    l.stop(l.ctx);
+}
+
 static void test_joined(void) {
     char mpirun[160], script[1024], run_dir[160], plan_path[160], path[256], got[2048];
     snprintf(mpirun, sizeof mpirun, "%s/mpirun", root);
     snprintf(script, sizeof script, "#!/bin/sh\nj=${AH_WORLD_JOIN##*join:}; j=${j%%%%:*}\n"
              "echo \"$AH_WORLD_JOIN $AH_WORLD_RANKS $*\" >args-$j\n[ -s ompi-server.uri ] && echo uri >>args-$j\n"
-             "case $(cat '%s'/act-$j 2>/dev/null) in sleep) exec sleep 30;; fail) exit 3;; esac\nexit 0\n", root);
+             "case $(cat '%s'/act-$j 2>/dev/null) in sleep) exec sleep 30;; fail) exit 3;; wait) while [ ! -e go-$j ]; do sleep 0.02; done; exit 255;; esac\nexit 0\n", root);
     write_file(mpirun, script);
     chmod(mpirun, 0755);
     const ah_launch_ssh_opts_t o = {.mpirun = mpirun, .rsh = rsh, .local_root = disks, .autohet = autohet};
@@ -296,8 +380,17 @@ static void test_joined(void) {
     CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
     CHECK(wait_exit(&l, &status) && status == 3, "job 1's 3 at once: %d", status);
     CHECK(alive_pid_file(run_dir, 0), "job 0 runs on");
+    /* started again without stop (the agent's relaunch after a job that exited at once): the first launch's
+     * job 0 and ompi-server ended */
+    const int first = pid_file(run_dir, 0);
+    act(1, "sleep");
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    CHECK(first > 0 && kill(first, 0) != 0, "the first launch's job 0 (pid %d) ended at the relaunch", first);
+    CHECK_EQ_I64(servers_alive(), 1);
     l.stop(l.ctx);
-    CHECK(!alive_pid_file(run_dir, 0), "stop ended job 0");
+    CHECK(!alive_pid_file(run_dir, 0) && !alive_pid_file(run_dir, 1), "stop ended both jobs");
+    CHECK_EQ_I64(servers_alive(), 0);
+    joined_change(&l, &job, run_dir, plan_path);
     /* leave_hosts: h1's job exits 0 within the wait; then h0's, still running, is killed past it */
     act(1, "");
     CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);

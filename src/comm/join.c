@@ -151,8 +151,13 @@ static void service_name(const char *dir, char *svc, size_t cap) {
 static void publish_turn(const char *svc, const char *port, int turn) {
     char value[MPI_MAX_PORT_NAME], id[300];
     writer_id(id, sizeof id);
-    const int rc = snprintf(value, sizeof value, "%d %s %s", turn, port, id) < (int)sizeof value
-                       ? MPI_Publish_name(svc, MPI_INFO_NULL, value) : MPI_ERR_OTHER;
+    const int len = snprintf(value, sizeof value, "%d %s %s", turn, port, id);
+    if (len >= (int)sizeof value) {
+        fprintf(stderr, "autohet: AH_WORLD_JOIN: job %d's turn (%d bytes: the port and the writer \"%s\") is too long "
+                "to publish (at most %d)\n", turn, len, id, (int)sizeof value - 1);
+        return;
+    }
+    const int rc = MPI_Publish_name(svc, MPI_INFO_NULL, value);
     if (rc != MPI_SUCCESS)
         fprintf(stderr, "autohet: AH_WORLD_JOIN: publishing job %d's turn as %s at the ompi-server failed (MPI error "
                 "%d)\n", turn, svc, rc);

@@ -14,6 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/protocol.h"
+
+void ah_launch_tap_line(void *tap, json_t *line) {
+    const ah_launch_tap_t *t = tap;
+    const char *ev = json_string_value(json_object_get(line, AH_PROTO_EVENT));
+    const json_t *leave = json_object_get(line, "leave");
+    for (size_t k = 0; ev && strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0 && k < json_array_size(leave); k++)
+        if (json_is_integer(json_array_get(leave, k)))
+            t->leaving(t->ctx, (int)json_integer_value(json_array_get(leave, k)));
+    t->fn(t->fn_ctx, line);
+}
+
 ah_status_t ah_launcher_by_name(const char *name, const ah_launch_local_opts_t *lo, const ah_launch_ssh_opts_t *so,
                                 ah_launcher_t *out, ah_error_t *err) {
     if (!name || strcmp(name, "local") == 0) return ah_launcher_local(lo, out, err);

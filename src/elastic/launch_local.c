@@ -32,6 +32,7 @@ typedef struct local_job {
     int status;    /* its exit status once exited */
     bool exited;   /* reaped by poll or leave_hosts */
     bool gone;     /* left in place (leave_hosts): no longer part of the job */
+    bool leaving;  /* named by the "reconfigure" event read (ah_launch_tap_line): poll skips it */
 } local_job_t;
 
 /* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
@@ -106,13 +107,11 @@ static ah_status_t start_joined(local_t *l, const ah_launch_job_t *job, ah_error
     int nj = 0;
     ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
     if (s != AH_OK) return s;
-    char join_dir[600], uri[620];
-    snprintf(join_dir, sizeof join_dir, "%s/join", job->run_dir);
+    char uri[620];
     snprintf(uri, sizeof uri, "%s/ompi-server.uri", job->run_dir);
     if (nj > LOCAL_MAX_JOBS)
         s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher joins at most %d jobs", nj,
                          LOCAL_MAX_JOBS);
-    if (s == AH_OK) s = ah_fs_mkdirs(join_dir, err);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
     for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, job->train_argv, &hj[j], j, nj, err);
     ah_launch_hostjobs_free(hj, nj);
@@ -214,7 +213,8 @@ static ah_status_t local_adopt(void *ctx, const ah_launch_job_t *job, double wai
 }
 
 /* launcher.h: every mpirun exited (the first non-zero status, else 0), or (joined) one exited non-zero,
- * not a notice's 75, at once. A job that stop() killed reads as exited, *status untouched. */
+ * not a notice's 75, at once; the jobs that leave at a change in place read (leaving) not counted. A job that
+ * stop() killed reads as exited, *status untouched. */
 static bool local_poll(void *ctx, int *status) {
     local_t *l = ctx;
     bool all = true, any = false;
@@ -222,7 +222,7 @@ static bool local_poll(void *ctx, int *status) {
     if (l->ended) return true;
     for (int j = 0; j < l->n_jobs; j++) {
         local_job_t *J = &l->job[j];
-        if (J->gone) continue;
+        if (J->gone || J->leaving) continue; /* a leaving job's exit, even a failure, is not the job's */
         if (!J->exited && J->pid > 0) {
             if (!ah_launch_reap(&J->pid, &J->status)) {
                 all = false;
@@ -433,8 +433,15 @@ static int local_leave_hosts(void *ctx, const char *const *hosts, int n, double 
     return ok;
 }
 
+/* ah_launch_tap_t's leaving: job j leaves at the change in place the metrics just said. */
+static void local_leaving(void *ctx, int j) {
+    local_t *l = ctx;
+    if (l->joined && j >= 0 && j < l->n_jobs) l->job[j].leaving = true;
+}
+
 static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
     local_t *l = ctx;
+    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = local_leaving, .ctx = l};
     FILE *f = fopen(l->metrics_path, "rb");
     if (!f) return;
     if (fseek(f, l->offset, SEEK_SET) != 0) {
@@ -445,7 +452,7 @@ static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line)
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
         l->offset += (long)n;
-        ah_launch_lines_feed(&l->lines, buf, n, fn, fn_ctx);
+        ah_launch_lines_feed(&l->lines, buf, n, ah_launch_tap_line, &tap);
     }
     fclose(f);
 }

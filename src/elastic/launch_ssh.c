@@ -97,8 +97,12 @@ static ah_status_t prepare_hosts(ssh_t *l, const ah_launch_job_t *job, ah_error_
     return AH_OK;
 }
 
-/* The job's ranks, hosts and run directory into l, nothing started or read yet. */
+/* The job's ranks, hosts and run directory into l, nothing started or read yet (an earlier joined launch
+ * ended). */
 static ah_status_t take_job(ssh_t *l, const ah_launch_job_t *job, ah_error_t *err) {
+    /* an earlier joined launch's mpiruns (a poll that took one job's failure at once leaves the others
+     * running) and its ompi-server end first, as the local launcher's start does */
+    if (l->joined) ssh_stop_joined(l);
     const ah_plan_t *p = job->plan;
     const int n_ranks = ah_plan_device_count(p);
     if (n_ranks > SSH_MAX_RANKS)
@@ -245,17 +249,22 @@ static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), 
     ah_launch_lines_feed(&l->lines, buf, take, fn, fn_ctx);
 }
 
-/* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts). */
+/* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts); rank 0's host
+ * last: rank 0 reads a reconfiguration request, so one that fails on another host is not taken while the agent
+ * falls back. The next metrics read is not held back (a request's answer comes there). */
 ah_status_t ssh_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
     ssh_t *l = ctx;
-    char cmd[2048], out[256], eout[2048];
+    char cmd[2048], out[256], eout[2048], what[300];
     snprintf(cmd, sizeof cmd, "cat > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", l->run_dir, name, l->run_dir, name,
              l->run_dir, name);
-    for (int r = 0; r < l->n_ranks; r++) {
-        if (!ssh_first_of_host(l, r)) continue;
+    snprintf(what, sizeof what, "writing the run directory's %s", name);
+    for (int k = 1; k <= l->n_ranks; k++) {
+        const int r = k % l->n_ranks; /* 1, ..., n-1, then 0 */
+        if (!ssh_first_of_host(l, r)) continue; /* rank 0's host only as rank 0's */
         const int rc = ssh_remote(l, l->rank_host[r], cmd, local_path, out, sizeof out, eout, sizeof eout);
-        if (rc != 0) return ssh_remote_error(l, l->rank_host[r], rc, "writing the run directory's next plan", eout, err);
+        if (rc != 0) return ssh_remote_error(l, l->rank_host[r], rc, what, eout, err);
     }
+    l->metrics_t = 0;
     if (l->joined && strcmp(name, AH_PROTO_RECONFIG_FILE) == 0) ssh_reconfig_requested(l, local_path);
     return AH_OK;
 }

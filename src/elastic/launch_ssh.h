@@ -22,6 +22,7 @@ typedef struct ssh_job {
     int status;  /* its exit status once exited (the remote mpirun's) */
     bool exited; /* reaped by poll or leave_hosts */
     bool gone;   /* left in place (leave_hosts): no longer part of the job */
+    bool leaving; /* named by the "reconfigure" event read (ah_launch_tap_line): poll skips it */
     long offset; /* bytes of that host's metrics.jsonl consumed */
 } ssh_job_t;
 

@@ -12,7 +12,8 @@
  *    ignores). The jobs find the world's port and take turns through the ompi-server (comm/join.c:
  *    no file has to reach another host), so RUN/join is only a name;
  *  - poll: every remote command exited (the first non-zero status, else 0), or one exited non-zero
- *    other than a notice's 75 at once;
+ *    other than a notice's 75 at once; the jobs a "reconfigure" event read names leaving not counted (their
+ *    host may die at the end of its grace period: ssh's 255 is not the job's);
  *  - stop / leave_hosts past the wait: the remote command killed here, and on its host mpirun stopped,
  *    its children (the ranks) killed, then it (mpirun-J.pid), as well as the ranks' rank files' pids;
  *  - leave_hosts: the leaving hosts' jobs waited for, forgotten; the ranks are those of the other
@@ -172,7 +173,7 @@ bool ssh_poll_joined(ssh_t *l, int *status) {
     int running = 0, done = 0, verdict = 0; /* verdict: the first non-zero status, else 0 */
     for (int j = 0; !l->ended && j < l->n_jobs; j++) {
         ssh_job_t *J = &l->job[j];
-        if (J->gone) continue;
+        if (J->gone || J->leaving) continue; /* a leaving job's exit (its host gone: 255) is not the job's */
         if (!reaped(J)) {
             running++;
         } else if (J->status != 0 && J->status != AH_PROTO_EXIT_PREEMPTED) { /* a failure: the job is over */
@@ -202,12 +203,15 @@ static void kill_job(ssh_t *l, int j) {
              "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) || exit 0; kill -STOP $m 2>/dev/null; pkill -KILL -P $m; "
              "kill -KILL $m 2>/dev/null; exit 0", l->run_dir, j);
     ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout);
+    J->exited = true; /* asked once: a later stop does not reach for its host (or a reused pid) again */
+    J->status = -SIGKILL;
 }
 
 void ssh_stop_joined(ssh_t *l) {
     for (int j = 0; j < l->n_jobs; j++)
         if (!l->job[j].gone && !l->job[j].exited) kill_job(l, j);
     ah_launch_ompi_server_stop(&l->server);
+    l->ended = true; /* poll: exited, the status untouched */
 }
 
 /* The job whose host is `host` (not gone), or -1. */
@@ -251,18 +255,25 @@ static size_t new_lines(ssh_t *l, int j, char *buf, size_t cap) {
     return take;
 }
 
+/* ah_launch_tap_t's leaving: job j leaves at the change in place the metrics just said. */
+static void leaving(void *ctx, int j) {
+    ssh_t *l = ctx;
+    if (j >= 0 && j < l->n_jobs) l->job[j].leaving = true;
+}
+
 void ssh_read_metrics_joined(ssh_t *l, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
     static char buf[1 << 20], next[1 << 20];
+    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = leaving, .ctx = l};
     if (l->n_jobs <= 0 || (!l->ended && ah_now_s() - l->metrics_t < AH_SSH_POLL_S)) return;
     l->metrics_t = ah_now_s();
     const int nx = l->next_metrics_job;
     size_t got = nx >= 0 && nx != l->metrics_job ? new_lines(l, nx, next, sizeof next) : 0;
     /* the old rank 0 wrote its last lines before the new one's first: read after those, so read first */
     size_t old = new_lines(l, l->metrics_job, buf, sizeof buf);
-    if (old) ah_launch_lines_feed(&l->lines, buf, old, fn, fn_ctx);
+    if (old) ah_launch_lines_feed(&l->lines, buf, old, ah_launch_tap_line, &tap);
     if (!got) return;
     l->lines.len = 0;
-    ah_launch_lines_feed(&l->lines, next, got, fn, fn_ctx);
+    ah_launch_lines_feed(&l->lines, next, got, ah_launch_tap_line, &tap);
     l->metrics_job = nx; /* the new rank 0 writes from now on */
     l->next_metrics_job = -1;
 }

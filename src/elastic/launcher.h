@@ -58,7 +58,8 @@ typedef struct ah_launcher {
      * that stop() ended reads as exited, *status untouched. Joined (job->joined): when every mpirun has
      * exited (the first non-zero status, else 0), or at once when one exits non-zero other than a
      * notice's AH_PROTO_EXIT_PREEMPTED (75: the others save with it and exit 75 too); the others are
-     * then still running until stop(). */
+     * then still running until stop(). The jobs that leave at a change in place, once read_metrics has
+     * read its "reconfigure" event, are not counted (ah_launch_tap_line). */
     bool (*poll)(void *ctx, int *status);
     /* SIGTERM to the ranks on `host` (NULL: every host) not noticed yet; ranks still starting
      * get it on a later call, once they are known. Returns how many got it now. */
@@ -162,6 +163,17 @@ typedef struct ah_launch_lines {
 } ah_launch_lines_t;
 void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void (*fn)(void *fn_ctx, json_t *line),
                           void *fn_ctx);
+/* For the joined launchers' read_metrics, as fn of ah_launch_lines_feed (tap: an ah_launch_tap_t): each line
+ * passed on to tap->fn; when it is the trainer's "reconfigure" event (an in-place change taken), first
+ * tap->leaving(tap->ctx, J) for each job J of its "leave" (AH_WORLD_JOIN's numbers): from then on their
+ * exits, whatever their status, are no longer the job's (poll skips them; leave_hosts reaps them). */
+typedef struct ah_launch_tap {
+    void (*fn)(void *fn_ctx, json_t *line);
+    void *fn_ctx;
+    void (*leaving)(void *ctx, int job);
+    void *ctx;
+} ah_launch_tap_t;
+void ah_launch_tap_line(void *tap, json_t *line);
 
 /* For the launchers: starts argv (malloc'ed, NULL-terminated; freed here, its strings borrowed)
  * as the leader of its own process group with stdin from /dev/null; *pid gets it. The child gets
