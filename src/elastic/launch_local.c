@@ -347,30 +347,39 @@ static bool rank_stat(pid_t pid, char *state, unsigned long long *ticks) {
     return true;
 }
 
-/* launcher.h: the ranks stopped by a signal, or that used no CPU time in 1 s. */
+/* launcher.h: the ranks stopped by a signal; when none is, those that used no CPU time in 1 s. A
+ * rank stopped by a signal explains its peers' idling: they wait for it in sleeps between their
+ * tests (comm.h AH_COMM_WAIT_SLEEP), which at load 20+ on 2 cores used no tick of CPU in 1 s, so
+ * they were named too and every node left as lost (test_agent_stop's stalled rank). */
 static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap) {
     local_t *l = ctx;
     scan_ranks(l);
     static unsigned long long before[LOCAL_MAX_RANKS];
     static bool seen[LOCAL_MAX_RANKS];
+    static char how[LOCAL_MAX_RANKS]; /* 's' stopped by a signal, 'i' no CPU time, 0 progressing */
     char state;
     for (int r = 0; r < l->n_ranks; r++)
         seen[r] = l->rank_pid[r] > 0 && rank_stat(l->rank_pid[r], &state, &before[r]);
     nanosleep(&(struct timespec){1, 0}, NULL);
+    bool any_stopped = false;
+    for (int r = 0; r < l->n_ranks; r++) {
+        unsigned long long now;
+        how[r] = 0;
+        if (!seen[r] || !rank_stat(l->rank_pid[r], &state, &now)) continue;
+        if (state == 'T' || state == 't') how[r] = 's', any_stopped = true;
+        else if (now <= before[r]) how[r] = 'i';
+    }
     int n = 0;
     size_t len = 0;
     what[0] = 0;
     for (int r = 0; r < l->n_ranks; r++) {
-        unsigned long long now;
-        if (!seen[r] || !rank_stat(l->rank_pid[r], &state, &now)) continue;
-        const bool stopped = state == 'T' || state == 't';
-        if (!stopped && now > before[r]) continue;
+        if (how[r] == 0 || (any_stopped && how[r] != 's')) continue;
         if (n < cap) snprintf(hosts[n], 64, "%s", l->rank_node[r]);
         n++;
         const int w = snprintf(what + len, what_cap - len, "%srank %d on %s (pid %ld): %s", len ? "; " : "", r,
                                l->rank_node[r], (long)l->rank_pid[r],
-                               stopped ? "stopped by a signal (state T: SIGSTOP or a debugger)"
-                                       : "no CPU time used in 1 s (blocked outside MPI)");
+                               how[r] == 's' ? "stopped by a signal (state T: SIGSTOP or a debugger)"
+                                             : "no CPU time used in 1 s (blocked outside MPI)");
         if (w > 0 && (size_t)w < what_cap - len) len += (size_t)w;
     }
     return n;

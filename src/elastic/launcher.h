@@ -92,8 +92,9 @@ typedef struct ah_launcher {
     ah_status_t (*adopt)(void *ctx, const ah_launch_job_t *job, double wait_s, double *waited, ah_error_t *err);
     /* After the step timeout (no metrics line for long): the ranks that stopped progressing, as far
      * as this machine can tell (NULL: it cannot; the ssh and slurm launchers ask hosts instead,
-     * `reachable`): stopped by a signal (SIGSTOP, a debugger), or using no CPU time in 1 s
-     * (a rank waiting for a peer spins in MPI). Each is said in what ("rank 2 on slow-1 (pid 123):
+     * `reachable`): stopped by a signal (SIGSTOP, a debugger), or, when none is, using no CPU
+     * time in 1 s (the peers of a stopped rank wait for it, and may sleep through a second while
+     * they do). Each is said in what ("rank 2 on slow-1 (pid 123):
      * stopped by a signal (state T)", "; " between), its host into hosts[k] (cap hosts); returns
      * how many. */
     int (*stalled)(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap);
