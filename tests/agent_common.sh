@@ -393,3 +393,27 @@ import glob, json, sys
 print(" ".join(str(d["pid"]) for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))
                if d["node"] == sys.argv[2]))' "$1" "$2"
 }
+
+# patience_s REF_DIR: how long a wait for part of a run may take on this machine now: the whole
+# uninterrupted run in REF_DIR (its wall_s, measured in the same test), at least 30 s. A loaded
+# machine lengthens both alike (fixed bounds of 10-30 s failed at load 20+ on 2 cores), and a wait
+# for a few steps, or for a job to stop, never needs a whole run.
+patience_s() { python3 -c 'import sys; print(max(30, int(float(sys.argv[1])) + 1))' "$(wall_s "$1/metrics.jsonl")"; }
+
+# wait_until SECONDS CMD...: runs CMD every 50 ms until it succeeds (status 0) or SECONDS have passed
+# (status 1).
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ $SECONDS -ge $end ] && return 1
+        sleep 0.05
+    done
+}
+
+# step_lines_at_least N FILE: FILE (a trainer's metrics) holds N step lines or more.
+step_lines_at_least() {
+    local n
+    n=$(grep -c '"loss"' "$2" 2>/dev/null)
+    [ "${n:-0}" -ge "$1" ]
+}

@@ -15,15 +15,13 @@ small_cluster
 
 run_agent "$WORK/ref" || { cat "$WORK/ref.log"; fail "reference run"; }
 grep -q '"event":"restart"' "$WORK/ref/metrics.jsonl" && fail "the reference restarted"
+patience=$(patience_s "$WORK/ref") # the wait below: the reference run's wall seconds, at least 30
 
-# ---- a rank killed once, mid-run ----
+# ---- a rank killed once, mid-run (after 5 steps: the restart event's step is checked) ----
 run_agent "$WORK/kill" &
 agent=$!
-for _ in $(seq 600); do
-    n=$(grep -c '"loss"' "$WORK/kill/launch-0/metrics.jsonl" 2>/dev/null) # step lines (events say "step" too)
-    [ "${n:-0}" -ge 5 ] && break
-    sleep 0.05
-done
+wait_until "$patience" step_lines_at_least 5 "$WORK/kill/launch-0/metrics.jsonl" ||
+    { kill $agent; fail "launch 0 trained no 5 steps in $patience s (the reference run's wall)"; }
 pid=$(rank_pids "$WORK/kill/launch-0" slow-0)
 [ -n "$pid" ] || { kill $agent; fail "no rank file of slow-0 in $WORK/kill/launch-0"; }
 kill -KILL $pid

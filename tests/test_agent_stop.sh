@@ -57,6 +57,9 @@ grep -q "note: the profile has no entry for cpu-fast, cpu-slow at this plan's TP
     "$WORK/cal2.log" && grep -q "^predicted: the cost model calibrated by the profile $WORK/p-cpu.json, except the types it has no entry for .*(launch 0: cpu-fast, cpu-slow)" \
     "$WORK/cal2.log" || fail "a profile of other types: $(cat "$WORK/cal2.log")"
 
+# interrupts_said K LOG: the run's log says it took K interrupts (the first, then each again).
+interrupts_said() { [ "$(grep -c 'autohet run: \[.*\] interrupted' "$2")" -ge "$1" ]; }
+
 # interrupt_at DIR STEP N [flags]: autohet run in the background, N SIGINTs once its metrics show
 # step STEP; sets rc to its exit status.
 interrupt_at() {
@@ -72,8 +75,12 @@ interrupt_at() {
         kill -0 $pid 2>/dev/null || break
         sleep 0.05
     done
-    # apart, since two signals pending at once are one
-    for k in $(seq 1 "$n"); do kill -INT $pid 2>/dev/null; sleep 0.05; done
+    # apart, since two signals pending at once are one: each after the run said it took the one
+    # before (50 ms apart, at load 20+ on 2 cores the agent had not run between them: one interrupt)
+    for k in $(seq 1 "$n"); do
+        kill -INT $pid 2>/dev/null
+        [ "$k" -lt "$n" ] && { wait_until 120 interrupts_said "$k" "$dir.log" || fail "interrupt $k not said in 120 s"; }
+    done
     wait $sub
     rc=$?
 }
