@@ -397,6 +397,20 @@ static int plan_and_report(const ah_model_t *model, const ah_cluster_t *cluster,
     return rc;
 }
 
+/* --baseline NAME (none: arg NULL) into *b; false after saying why it cannot be (a usage error). */
+static bool baseline_flag(const char *arg, const ah_planner_opts_t *o, ah_baseline_t *b) {
+    if (!arg) return true;
+    if (!ah_baseline_parse(arg, b)) {
+        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", arg);
+        return false;
+    }
+    if (o->shard != AH_SHARD_NONE) {
+        fprintf(stderr, "autohet plan: --shard-optimizer applies to the planner's plan, not to --baseline's\n");
+        return false;
+    }
+    return true;
+}
+
 int ah_cli_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL;
     const char *profile_arg = NULL, *baseline_arg = NULL, *out_path = NULL, *svg_path = NULL, *rank_path = NULL;
@@ -465,14 +479,7 @@ int ah_cli_plan(int argc, char **argv) {
     bool auto_precision = false;
     ah_baseline_t chosen_baseline = AH_BASELINE_UNIFORM;
     if (!ah_cli_plan_flags(VERB, &pf, &o, &auto_precision)) return 2;
-    if (baseline_arg && !ah_baseline_parse(baseline_arg, &chosen_baseline)) {
-        fprintf(stderr, "autohet plan: --baseline: expected uniform, batch-balanced or megatron-best, got \"%s\"\n", baseline_arg);
-        return 2;
-    }
-    if (baseline_arg && o.shard != AH_SHARD_NONE) {
-        fprintf(stderr, "autohet plan: --shard-optimizer applies to the planner's plan, not to --baseline's\n");
-        return 2;
-    }
+    if (!baseline_flag(baseline_arg, &o, &chosen_baseline)) return 2;
 
     ah_error_t err = {0};
     ah_model_t model;
