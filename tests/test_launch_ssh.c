@@ -253,6 +253,24 @@ static void test_join_hosts(ah_launcher_t *l, const ah_launch_job_t *job, const 
     CHECK(!l->poll(l->ctx, &status), "h0's and h1's jobs still run");
     l->stop(l->ctx);
     CHECK(!alive_pid_file(run_dir, 0) && !alive_pid_file(run_dir, 1), "stop ended jobs 0 and 1");
+    /* the plan after the join makes h2's rank rank 0 (h2, h1, h0): the request still goes to the running world's
+     * rank 0's host, h0, last (the one that reads it) */
+    CHECK(l->start(l->ctx, job, &err) == AH_OK, "start: %s", err.msg);
+    t3.st.devices[0] = (ah_device_ref_t){.node = 2, .index = 0};
+    t3.st.devices[2] = (ah_device_ref_t){.node = 0, .index = 3};
+    CHECK(l->join_hosts(l->ctx, &job3, h2, 1, &err) == AH_OK, "h2 joins: %s", err.msg);
+    snprintf(path, sizeof path, "%s/put.log", root);
+    unlink(path);
+    CHECK(l->put_run_file(l->ctx, AH_PROTO_RECONFIG_FILE, job->plan_path, &err) == AH_OK, "put: %s", err.msg);
+    FILE *f = fopen(path, "r");
+    got[0] = 0;
+    if (f) {
+        got[fread(got, 1, sizeof got - 1, f)] = 0;
+        fclose(f);
+    }
+    const size_t n = strlen(got);
+    CHECK(n >= 3 && strcmp(got + n - 3, "h0\n") == 0 && strstr(got, "h2\n"), "the hosts written, h0 last: %s", got);
+    l->stop(l->ctx);
 }
 
 /* Waits up to 5 s for pid (a child of this process) to have exited, not reaped (a zombie). */
@@ -514,7 +532,7 @@ int main(int argc, char **argv) {
     char script[1024];
     snprintf(script, sizeof script, "#!/bin/sh\nhost=$1\nshift\n[ \"$host\" = bad ] && { echo 'Permission denied "
              "(publickey).' >&2; exit 255; }\n[ -e '%s'/down-$host ] && { echo 'Connection refused' >&2; exit 255; }\n"
-             "exec sh -c \"$*\"\n", root);
+             "case \"$*\" in *reconfigure.json.tmp*) echo $host >>'%s'/put.log;; esac\nexec sh -c \"$*\"\n", root, root);
     write_file(rsh, script);
     chmod(rsh, 0755);
     test_options();

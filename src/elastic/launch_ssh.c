@@ -249,20 +249,22 @@ static void ssh_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), 
     ah_launch_lines_feed(&l->lines, buf, take, fn, fn_ctx);
 }
 
-/* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts); rank 0's host
- * last: rank 0 reads a reconfiguration request, so one that fails on another host is not taken while the agent
- * falls back. The next metrics read is not held back (a request's answer comes there). */
+/* put_run_file: through each host's remote command, as the plan at the start (prepare_hosts), and the running
+ * world's rank 0's host last (after join_hosts, l->reader: rank_host is the next plan's): rank 0 reads a
+ * reconfiguration request, so one that fails on another host is not taken while the agent falls back. The next
+ * metrics read is not held back (a request's answer comes there). */
 ah_status_t ssh_put_run_file(void *ctx, const char *name, const char *local_path, ah_error_t *err) {
     ssh_t *l = ctx;
     char cmd[2048], out[256], eout[2048], what[300];
     snprintf(cmd, sizeof cmd, "cat > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", l->run_dir, name, l->run_dir, name,
              l->run_dir, name);
     snprintf(what, sizeof what, "writing the run directory's %s", name);
-    for (int k = 1; k <= l->n_ranks; k++) {
-        const int r = k % l->n_ranks; /* 1, ..., n-1, then 0 */
-        if (!ssh_first_of_host(l, r)) continue; /* rank 0's host only as rank 0's */
-        const int rc = ssh_remote(l, l->rank_host[r], cmd, local_path, out, sizeof out, eout, sizeof eout);
-        if (rc != 0) return ssh_remote_error(l, l->rank_host[r], rc, what, eout, err);
+    const char *last = l->joining ? l->reader : l->n_ranks > 0 ? l->rank_host[0] : "";
+    for (int r = 0; r <= l->n_ranks; r++) {
+        if (r < l->n_ranks && (!ssh_first_of_host(l, r) || strcmp(l->rank_host[r], last) == 0)) continue;
+        const char *host = r < l->n_ranks ? l->rank_host[r] : last;
+        const int rc = host[0] ? ssh_remote(l, host, cmd, local_path, out, sizeof out, eout, sizeof eout) : 0;
+        if (rc != 0) return ssh_remote_error(l, host, rc, what, eout, err);
     }
     l->metrics_t = 0;
     if (l->joined && strcmp(name, AH_PROTO_RECONFIG_FILE) == 0) ssh_reconfig_requested(l, local_path);

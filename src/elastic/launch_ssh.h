@@ -52,6 +52,7 @@ typedef struct ssh {
     int metrics_job;      /* the job whose host holds rank 0, the metrics' writer */
     int next_metrics_job; /* after a reconfiguration request: the new rank 0's job (-1: none pending) */
     bool joining;         /* join_hosts made rank_host the next plan's (its request's new rank 0 is rank_host[0]) */
+    char reader[64];      /* joining: the running world's rank 0's host (reads a request), rank_host[0] before */
 } ssh_t;
 
 

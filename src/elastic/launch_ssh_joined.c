@@ -156,6 +156,7 @@ ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *co
         for (int j = first; j < l->n_jobs; j++) kill_job(l, j), l->job[j].gone = true;
         return s;
     }
+    if (!l->joining) snprintf(l->reader, sizeof l->reader, "%s", l->n_ranks > 0 ? l->rank_host[0] : "");
     l->n_ranks = n_ranks; /* the new plan's ranks by host: the new rank 0's host writes the metrics after */
     for (int r = 0; r < n_ranks; r++) {
         const ah_device_ref_t *d = ah_plan_rank_device(job->plan, r);
