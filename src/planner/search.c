@@ -451,6 +451,18 @@ static int order_pairs(const ah_model_t *model, const ah_cluster_t *cluster, con
     return n_pairs;
 }
 
+/* out->template_why (the first setting's) followed by how many of the settings searched were
+ * searched in template mode. */
+static void note_template_count(ah_plan_result_t *out, int n_template, int n_searched) {
+    const size_t len = strlen(out->template_why);
+    if (n_template == n_searched)
+        snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for all %d (TP, "
+                 "micro-batch) settings searched)", n_searched);
+    else
+        snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for %d of the %d (TP, "
+                 "micro-batch) settings searched)", n_template, n_searched);
+}
+
 ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                            const ah_planner_opts_t *opts, ah_plan_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
@@ -519,15 +531,7 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
         ah_sctx_free(&x);
     }
     out->candidates = s.candidates;
-    if (n_template > 1) {
-        const size_t len = strlen(out->template_why);
-        if (n_template == n_searched)
-            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for all %d (TP, "
-                     "micro-batch) settings searched)", n_searched);
-        else
-            snprintf(out->template_why + len, sizeof out->template_why - len, " (template mode for %d of the %d (TP, "
-                     "micro-batch) settings searched)", n_template, n_searched);
-    }
+    if (n_template > 1) note_template_count(out, n_template, n_searched);
     bool replaced = false; /* by the cheapest plan, which meets --budget (search_budget.c) */
     if (st == AH_OK && !s.have && isfinite(s.fastest)) {
         st = ah_search_unmet(model, cluster, opts, out, err);

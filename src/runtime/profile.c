@@ -70,6 +70,26 @@ static void fill_tokens(int32_t *x, int64_t n, uint64_t *state, int64_t vocab) {
  * runs it (B, then W from one W set; their sum is the whole backward's work plus copying the W
  * inputs), takes the mean of each part's seconds (buf: 3 * AH_GPT_N_PARTS * reps doubles), times `reps` AdamW steps over the shard
  * after an untimed one, and frees it. */
+/* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training (the
+ * hyperparameters do not change its time), after an untimed one: the first touches the moments'
+ * fresh pages (a page fault each), which made AdamW 4-8x slower per parameter in the entries whose
+ * allocations came fresh from the kernel rather than reused. *s_per_param: the mean per parameter;
+ * buf: room for reps figures. */
+static ah_status_t time_adamw(ah_gpt_stage_t *st, ah_emulator_t *emu, int reps, double *buf, double *s_per_param,
+                              ah_error_t *err) {
+    const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    ah_status_t s = AH_OK;
+    for (int i = 0; i <= reps && s == AH_OK; i++) {
+        double compute = 0;
+        ah_emulator_begin(emu, AH_EMULATE_OPT);
+        ah_gpt_adamw(st, &hp, 1.0f, i + 1);
+        s = ah_emulator_end(emu, &compute, err);
+        if (i > 0) buf[i - 1] = phase_seconds(emu, compute);
+    }
+    if (s == AH_OK) *s_per_param = mean_of(buf, reps) / (double)st->n_elems;
+    return s;
+}
+
 static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k, int nb, int slots,
                               double *buf, shard_fig_t *out, ah_error_t *err) {
     ah_mem_t mem;
@@ -146,19 +166,7 @@ static ah_status_t time_shard(const ah_profile_req_t *req, const ah_kernels_t *k
     if (s == AH_OK)
         for (int p = 0; p < AH_GPT_N_PARTS; p++)
             for (int d = 0; d < 3; d++) out->s[p][d] = mean_of(buf + (p * 3 + d) * req->reps, req->reps);
-    /* The optimizer: `reps` AdamW steps over the shard, each an emulated phase as in training
-     * (the hyperparameters do not change its time), after an untimed one: the first touches the
-     * moments' fresh pages (a page fault each), which made AdamW 4-8x slower per parameter in
-     * the entries whose allocations came fresh from the kernel rather than reused. */
-    const ah_adamw_hparams_t hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    for (int i = 0; i <= req->reps && s == AH_OK; i++) {
-        double compute = 0;
-        ah_emulator_begin(&emu, AH_EMULATE_OPT);
-        ah_gpt_adamw(&st, &hp, 1.0f, i + 1);
-        s = ah_emulator_end(&emu, &compute, err);
-        if (i > 0) buf[i - 1] = phase_seconds(&emu, compute);
-    }
-    if (s == AH_OK) out->opt_s_per_param = mean_of(buf, req->reps) / (double)st.n_elems;
+    if (s == AH_OK) s = time_adamw(&st, &emu, req->reps, buf, &out->opt_s_per_param, err);
     /* Activation bytes from the allocator: ah_gpt_stage_create allocates, per slot, one set per
      * block, then the embedding's token ids, then the head's tensors. */
     const int per_slot = st.a_act.n / slots;
