@@ -18,20 +18,27 @@ CKPT_EVERY=100
 hosts_cluster
 cluster_reference "$WORK/ref"
 cluster_up 3 || fail "cannot make the test cluster"
-cluster_mpi_args
+# the ssh case with the cloud tier when moto is here: the agent's credentials reach each host's own mpirun
+# (`-x VAR` in --mpirun-args; before session 21's fix: "AWS_ACCESS_KEY_ID ... must be set" on the ranks)
+cloud=()
+if command -v moto_server >/dev/null; then
+    cloud_up
+    cloud=(--cloud s3://ckpt/ssh --s3-endpoint "$EP")
+fi
+cluster_mpi_args AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
 
 # inplace NAME LAUNCHER [ALLOC...]: the agent with --in-place on the head (inside the allocation ALLOC
 # makes, for slurm), h2 preempted once 3 steps are in; then the checks.
 inplace() {
     local name=$1 launcher=$2 wd=$CL_DISK/work-$1 log=$WORK/$1.log i n h
     shift 2
-    local rsh=()
-    [ "$launcher" = ssh ] && rsh=(--rsh-agent "$CL_RSH")
+    local flags=()
+    [ "$launcher" = ssh ] && flags=(--rsh-agent "$CL_RSH" "${cloud[@]}")
     echo "0,add,h0" >"$WORK/$name.csv"
     cluster_head "$@" env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 \
         --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
         --ckpt-every $CKPT_EVERY --work-dir "$wd" --quiet --launcher "$launcher" \
-        "${rsh[@]}" \
+        "${flags[@]}" \
         --local-root "$CL_DISK/ck-$name" --mpirun-args "$(echo $MPI_ARGS)" --in-place --events "$WORK/$name.csv" \
         --grace-s 60 >"$log" 2>&1 &
     local agent=$!

@@ -516,6 +516,60 @@ static int drive(int argc, char **argv) {
     return ended && status == 0 && left == 1 ? 0 : 1;
 }
 
+/* A joined launch's remote mpirun runs with its host's environment (here: the stand-in remote command clears
+ * it, as ssh does): the agent's values of `-x VAR` in --mpirun-args reach it (a quote in one), an unset one and
+ * `-x VAR=value` are left to mpirun, and no value is on the remote command's line (ps) nor left on the host. */
+static void read_text(const char *path, char *out, size_t cap) {
+    FILE *f = fopen(path, "r");
+    out[f ? fread(out, 1, cap - 1, f) : 0] = 0;
+    if (f) fclose(f);
+}
+
+static void test_joined_env(void) {
+    char path[256], script[1024], run_dir[160], plan_path[160], got[512];
+    snprintf(path, sizeof path, "%s/rsh-clean", root);
+    snprintf(script, sizeof script, "#!/bin/sh\nshift\necho \"$*\" >>'%s/rsh-clean.log'\n"
+             "exec env -i PATH=\"$PATH\" sh -c \"$*\"\n", root);
+    write_file(path, script);
+    chmod(path, 0755);
+    char mpirun[160];
+    snprintf(mpirun, sizeof mpirun, "%s/mpirun-env", root);
+    write_file(mpirun, "#!/bin/sh\nj=${AH_WORLD_JOIN##*join:}; j=${j%%:*}\n"
+               "echo \"$AH_TEST_SECRET|$AH_TEST_UNSET|$AH_TEST_GIVEN\" >env-$j\n");
+    chmod(mpirun, 0755);
+    setenv("AH_TEST_SECRET", "s3cr'et $HOME value", 1);
+    unsetenv("AH_TEST_UNSET");
+    const ah_launch_ssh_opts_t o = {.mpirun = mpirun, .rsh = path, .local_root = disks, .autohet = autohet,
+                                    .mpirun_args = "-q -x AH_TEST_SECRET -x AH_TEST_UNSET -x AH_TEST_GIVEN=1"};
+    ah_launcher_t l;
+    ah_error_t err;
+    CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK, "%s", err.msg);
+    snprintf(run_dir, sizeof run_dir, "%s/work/launch-env", root);
+    snprintf(plan_path, sizeof plan_path, "%s/work/plan-env.json", root);
+    write_file(plan_path, "{}\n");
+    char *train[] = {"autohet", "train", NULL};
+    two_ranks_t t;
+    two_ranks(&t, "h0", "h1");
+    const ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
+                                 .joined = true};
+    int status = -1;
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    CHECK(wait_exit(&l, &status) && status == 0, "both jobs exit 0: %d", status);
+    for (int j = 0; j < 2; j++) {
+        snprintf(path, sizeof path, "%s/env-%d", run_dir, j);
+        read_text(path, got, sizeof got);
+        CHECK(strcmp(got, "s3cr'et $HOME value||\n") == 0, "job %d's mpirun's environment: %s", j, got);
+        snprintf(path, sizeof path, "%s/mpirun-%d.env", run_dir, j);
+        CHECK(access(path, F_OK) != 0, "job %d's %s removed", j, path);
+    }
+    snprintf(path, sizeof path, "%s/rsh-clean.log", root);
+    static char log[1 << 16];
+    read_text(path, log, sizeof log);
+    CHECK(strstr(log, "mpirun-0.env") && !strstr(log, "s3cr"), "no value on a remote command line: %s", log);
+    unsetenv("AH_TEST_SECRET");
+    ah_launcher_free(&l);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "joined") == 0) return drive(argc, argv);
     snprintf(root, sizeof root, "/tmp/ah_test_launch_ssh_XXXXXX");
@@ -538,6 +592,7 @@ int main(int argc, char **argv) {
     test_options();
     test_launch();
     test_joined();
+    test_joined_env();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

@@ -7,7 +7,10 @@
  *    'cd RUN && echo $$ >mpirun-J.pid && exec env AH_WORLD_JOIN=RUN/join:J:NJOBS AH_WORLD_RANKS=...
  *    mpirun --ompi-server file:RUN/ompi-server.uri -x AH_WORLD_JOIN -x AH_WORLD_RANKS --mca plm
  *    isolated --mca ras ^slurm ... -np K TRAIN_ARGV --check-host', held here as a process of its own
- *    (its exit status is the remote mpirun's). mpirun runs its K ranks on its own host only (plm
+ *    (its exit status is the remote mpirun's). That mpirun runs with its host's environment, not the
+ *    agent's: the agent's values of the variables `-x VAR` in --mpirun-args names (the cloud's credentials,
+ *    AH_TEST_HOOK) go first to RUN/mpirun-J.env on the host (0600, written through the remote command's
+ *    stdin: never on a command line ps shows), which the command sources and removes before mpirun. mpirun runs its K ranks on its own host only (plm
  *    isolated; under Slurm the step's environment names the whole allocation, which ras ^slurm
  *    ignores). The jobs find the world's port and take turns through the ompi-server (comm/join.c:
  *    no file has to reach another host), so RUN/join is only a name;
@@ -58,14 +61,16 @@ static void quote(char *out, size_t cap, const char *word) {
 
 /* The shell command that runs host job j's mpirun on its host (see the top). */
 static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
-                        char *cmd, size_t cap) {
+                        bool env, char *cmd, size_t cap) {
+    char source[64] = "";
+    if (env) snprintf(source, sizeof source, ". ./mpirun-%d.env && rm -f mpirun-%d.env && ", j, j);
     snprintf(cmd, cap,
-             "cd '%s' && echo $$ >mpirun-%d.pid && exec env 'AH_WORLD_JOIN=%s/join:%d:%d' '%s' '%s' "
+             "cd '%s' && echo $$ >mpirun-%d.pid && %sexec env 'AH_WORLD_JOIN=%s/join:%d:%d' '%s' '%s' "
              "$([ \"$(id -u)\" = 0 ] && echo --allow-run-as-root) --ompi-server 'file:%s/ompi-server.uri' "
              "-x AH_WORLD_JOIN -x AH_WORLD_RANKS --mca plm isolated --mca ras '^slurm' --oversubscribe --bind-to none "
              "--mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304 "
              "--mca btl_tcp_rndv_eager_limit 4194304 --mca btl_tcp_max_send_size 4194304 ",
-             l->run_dir, j, l->run_dir, j, nj, hj->world_ranks, l->mpirun, l->run_dir);
+             l->run_dir, j, source, l->run_dir, j, nj, hj->world_ranks, l->mpirun, l->run_dir);
     char args[sizeof l->mpirun_args];
     snprintf(args, sizeof args, "%s", l->mpirun_args);
     for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
@@ -80,6 +85,60 @@ static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, in
 
 static void kill_job(ssh_t *l, int j);
 
+/* Whether name is a shell variable's name. */
+static bool var_name(const char *name) {
+    if (!*name || (*name >= '0' && *name <= '9')) return false;
+    for (const char *c = name; *c; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) return false;
+    return true;
+}
+
+/* `export VAR='value'` into f for each `-x VAR` (no "=") of --mpirun-args that the agent's environment sets;
+ * how many. */
+static int write_env(const ssh_t *l, FILE *f) {
+    char args[sizeof l->mpirun_args];
+    snprintf(args, sizeof args, "%s", l->mpirun_args);
+    int n = 0;
+    bool x = false; /* the word before was -x */
+    for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        const char *value = x && var_name(tok) ? getenv(tok) : NULL;
+        x = strcmp(tok, "-x") == 0;
+        if (!value) continue;
+        fprintf(f, "export %s='", tok);
+        for (const char *c = value; *c; c++) {
+            if (*c == '\'') fputs("'\\''", f); /* ' as '\'' */
+            else fputc(*c, f);
+        }
+        fputs("'\n", f);
+        n++;
+    }
+    return n;
+}
+
+/* The agent's values of job j's `-x VAR`s into RUN/mpirun-J.env on host (0600), through the remote command's
+ * stdin from a 0600 file here, removed after; *any: whether there were any (none: no file). */
+static ah_status_t put_env(ssh_t *l, const char *host, int j, bool *any, ah_error_t *err) {
+    const char *tmp = getenv("TMPDIR");
+    char local[700], cmd[1024], out[256], eout[2048];
+    snprintf(local, sizeof local, "%s/autohet-env-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    const int fd = mkstemp(local); /* 0600 */
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd), unlink(local);
+        return ah_error_set(err, AH_ERR_IO, "cannot write a temporary file for mpirun's environment: %s", local);
+    }
+    *any = write_env(l, f) > 0;
+    const bool written = fclose(f) == 0;
+    ah_status_t s = written ? AH_OK : ah_error_set(err, AH_ERR_IO, "cannot write %s", local);
+    snprintf(cmd, sizeof cmd, "umask 077 && cd '%s' && rm -f mpirun-%d.env && cat >mpirun-%d.env", l->run_dir, j, j);
+    if (s == AH_OK && *any) {
+        const int rc = ssh_remote(l, host, cmd, local, out, sizeof out, eout, sizeof eout);
+        if (rc != 0) s = ssh_remote_error(l, host, rc, "writing mpirun's environment (-x VAR) to its run directory", eout, err);
+    }
+    unlink(local);
+    return s;
+}
+
 /* Job j of nj for the host of hj: its remote command started here (see the top), l->job[j]. */
 static ah_status_t start_host(ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
                               ah_error_t *err) {
@@ -88,7 +147,10 @@ static ah_status_t start_host(ssh_t *l, const ah_launch_hostjob_t *hj, int j, in
     memset(J, 0, sizeof *J);
     snprintf(J->host, sizeof J->host, "%s", hj->host);
     cmd[0] = 0;
-    job_command(l, hj, j, nj, train_argv, cmd, sizeof cmd);
+    bool env = false;
+    const ah_status_t put = put_env(l, hj->host, j, &env, err);
+    if (put != AH_OK) return put;
+    job_command(l, hj, j, nj, train_argv, env, cmd, sizeof cmd);
     char **argv = malloc((SSH_MAX_WORDS + 12) * sizeof *argv);
     if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for the remote command's words");
     ssh_rsh_argv(l, J->host, cmd, argv);
