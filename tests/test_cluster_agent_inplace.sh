@@ -13,7 +13,7 @@
 . "$SRC/tests/cluster/cluster.sh"
 [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v ompi-server >/dev/null ||
     { echo "SKIP: needs root, openssh-server and ompi-server"; exit 77; }
-STEPS=40
+STEPS=120  # the change (about 1 s after the notice, more under Slurm) well before the end: 40 ended first at low load
 CKPT_EVERY=100
 hosts_cluster
 cluster_reference "$WORK/ref"
