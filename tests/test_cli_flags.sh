@@ -58,6 +58,8 @@ refused "run --global-batch 1e9" "^autohet run: --global-batch: expected 1 .. 65
     "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --global-batch 1000000000
 refused "run --grace-s 1e9" "^autohet run: --grace-s: expected 0 .. 86400" \
     "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --grace-s 1e9
+refused "run --in-place --no-handover" "^autohet run: --in-place needs the next plan .* --no-handover" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --in-place --no-handover
 refused "train --steps 2^40" "^autohet train: --steps: expected 1 .. 10000000" \
     "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 1099511627776
 refused "train --seed -1" "^autohet train: --seed: expected 0 .. 4294967295, got -1" \

@@ -196,6 +196,11 @@ static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool
         fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
         return 2;
     }
+    if (o->in_place && o->no_handover) { /* no next plan before the notice: every notice would fall back */
+        fprintf(stderr, "autohet run: --in-place needs the next plan made before a notice, which --no-handover "
+                        "turns off: give one of --in-place, --no-handover\n");
+        return 2;
+    }
     if (endpoint && !cloud) {
         fprintf(stderr, "autohet run: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n");
         return 2;
