@@ -412,7 +412,7 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
             x->oom = true;
             return e;
         }
-        x->choice_plan_s += k->plan_s; /* planned too, as the agent would */
+        x->choice_plan_s += k->plan_s; /* planned too (the agent does not plan over the staying nodes yet) */
         if (!k->ok || !devices_kept(x, x->run, k) || relaunch_pays(x, k, e)) return e;
     }
     ah_sim_recovery_t probe = {0};
