@@ -106,6 +106,9 @@ print(f"in place at step {rc[0]['step']}: slow-1's job left, pids kept {after}, 
 PY
 grep -q "recovery 0 (events file: slow-1) at .* in place (the survivors kept their processes)" "$WORK/ip.log" ||
     fail "ip: the summary does not say in place"
+# the summary's launch record: the running plan's device count (the ranks that went on), not the first's
+n=$(sed -n 's/.*in place: changed at step [0-9]*: [0-9]* jobs\? left, \([0-9]*\) ranks go on.*/\1/p' "$WORK/ip.log")
+grep -q "^launch 0: $n devices," "$WORK/ip.log" || fail "ip: the summary's launch 0 is not the running plan's $n devices"
 exact ip "$WORK/ip/launch-0/next-plan.json"
 
 # ---- fallback: the next plan needs slow-0, which no running rank holds ----

@@ -126,7 +126,8 @@ void ah_agent_opts_default(ah_agent_opts_t *o);
 /* One mpirun of the run. */
 typedef struct ah_agent_launch {
     char plan_path[512];
-    char plan_desc[512];     /* "4 pipelines on fast-0:0 fast-0:1 ...: tp 1, mb 1 ..." */
+    char plan_desc[512];     /* "4 pipelines on fast-0:0 fast-0:1 ...: tp 1, mb 1 ..."; after a change in
+                                place, this and the next two are the running plan's */
     int devices;
     double predicted_s;      /* plan's predicted iteration time */
     char roofline_types[256]; /* with --profile: the plan's GPU types it has no entry for at the plan's

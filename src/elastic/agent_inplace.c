@@ -302,6 +302,10 @@ static void on_changed(agent_t *a, const json_t *ev) {
     a->cur = a->next;
     a->have_next = false; /* moved */
     ah_agent_next_plan_free(a);
+    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1]; /* the summary's: the running plan */
+    L->devices = ah_plan_device_count(&a->cur.plan);
+    L->predicted_s = a->cur.eval.pred.iteration_s;
+    ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     char *pids = json_dumps(json_object_get(ev, "pids"), JSON_COMPACT);
     say(a, "in place: changed at step %lld: %d job%s left, %d ranks go on under the next plan in the same processes "
         "(pids %s)", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
