@@ -14,6 +14,7 @@
  * refused by the trainer, or no step boundary in time) is the stop and relaunch of today, said in one
  * line with why. Part of the elastic agent (agent_state.h). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,11 +194,29 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
     return true;
 }
 
+/* The request written to the hosts withdrawn before the fallback's SIGTERM: the same request at a step
+ * no run reaches, which the trainer never takes (a trainer that took the request before this lands
+ * still changes in place; the SIGTERM then stops it). */
+static void withdraw(agent_t *a) {
+    char path[700], out[720];
+    snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
+    snprintf(out, sizeof out, "%s/reconfigure-%d.withdrawn.json", a->work, launch_no(a));
+    json_t *req = json_load_file(path, 0, NULL);
+    ah_error_t e = {0};
+    bool ok = req && json_object_set_new(req, "step", json_integer(INT64_MAX)) == 0 &&
+              json_dump_file(req, out, JSON_COMPACT) == 0;
+    if (!ok) snprintf(e.msg, sizeof e.msg, "%s: cannot write it", out);
+    else ok = a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, out, &e) == AH_OK;
+    json_decref(req);
+    if (!ok) say(a, "warning: in place: the request on the hosts not withdrawn (%s): a trainer may still take it", e.msg);
+}
+
 void ah_agent_inplace_fallback(agent_t *a, const char *why) {
     if (a->inplace != 1) return;
     a->inplace = 0;
     say(a, "in place: the change at step %lld not made (%s): the notice's stop and relaunch", (long long)a->inplace_step,
         why);
+    withdraw(a);
     const double t = a->notice_t; /* the grace period runs from the notice, not from now */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->leaving[i]) ah_agent_begin_stop(a, AH_CAUSE_EVENT, a->cluster.nodes[i].name);

@@ -34,6 +34,8 @@ ah_status_t ah_preempt_install(ah_error_t *err) {
     return AH_OK;
 }
 
+bool ah_preempt_noticed(void) { return g_noticed != 0; }
+
 ah_status_t ah_preempt_poll(ah_comm_t *c, int my_node, int n_nodes, int *node_hit, bool *any,
                             double *elapsed_s, ah_error_t *err) {
     /* One max-reduce: a flag per node, then the microseconds since this rank's notice. */

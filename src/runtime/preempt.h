@@ -21,6 +21,9 @@
 /* Installs the SIGTERM handler (idempotent). */
 ah_status_t ah_preempt_install(ah_error_t *err);
 
+/* Whether this rank got a notice (SIGTERM) since it started; not collective. */
+bool ah_preempt_noticed(void);
+
 /* Collective over c: node_hit[i] (n_nodes entries) becomes 1 for every node some rank of which
  * got a notice (this rank reports its own node my_node); *elapsed_s gets the seconds since the
  * earliest notice anywhere (0 when none). Returns *any. */

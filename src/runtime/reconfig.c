@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "runtime/preempt.h"
 #include "runtime/protocol.h"
 #include "runtime/train_loop.h"
 
@@ -177,11 +178,17 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
 ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_check_fn check, void *ctx,
                              ah_reconfig_req_t *req, bool *due, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
-    int64_t at = ah_comm_rank(w) == 0 ? read_request(run_dir, done, after, req) : -1;
+    /* one max-reduce: rank 0's request step (-1 elsewhere) and whether a rank got a notice since the
+     * step boundary's preemption poll (the agent's fallback SIGTERM: the stop goes first, the request
+     * is not taken) */
+    int64_t v[2] = {ah_comm_rank(w) == 0 ? read_request(run_dir, done, after, req) : -1, ah_preempt_noticed()};
     int stay = 0;
     *due = false;
-    ah_status_t st = ah_comm_bcast(w, &at, sizeof at, 0, err);
-    if (st != AH_OK || at < 0) return st;
+    ah_status_t st = ah_comm_allreduce_max_i64(w, v, 2, err);
+    if (st == AH_OK && v[0] >= 0 && v[1] && ah_comm_rank(w) == 0)
+        fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: a rank got a notice; the "
+                "notice's stop goes first\n", AH_PROTO_RECONFIG_FILE, (long long)req->step);
+    if (st != AH_OK || v[0] < 0 || v[1]) return st;
     if ((st = ah_comm_bcast(w, req, sizeof *req, 0, err)) != AH_OK || (st = check_jobs(req, due, &stay, err)) != AH_OK ||
         !*due || !check)
         return st;
