@@ -19,8 +19,11 @@ for seed in 19 20 15; do
     grep -o "in place: [a-z ]*\(changed at step [0-9]*\|(.*)\)" "$WORK/seed-$seed.log" | head -2 | sed 's/^/    /'
     # --in-place taken: seed 19 (5 s of grace, the node not back) changes in place; the others decide
     # at the notice, in place or the stop and relaunch said with why (their timing picks which)
+    # (seed 19's notice can come before the trainer has said where it resumed, at its start-up on a fast
+    # machine: 608 ms in on CI's; then the relaunch, said)
     if [ $seed = 19 ]; then
-        grep -q "in place: changed at step [0-9]*: " "$WORK/seed-$seed.log" || fail "seed $seed: no change in place"
+        grep -q "in place: \(changed at step [0-9]*: \|not at this notice (the trainer has not said yet where it resumed)\)" \
+            "$WORK/seed-$seed.log" || fail "seed $seed: neither a change in place nor the start-up fallback said"
     else
         grep -q "in place: \(changed at step [0-9]*: \|not at this notice (.*)\|the change at step [0-9]* not made (.*)\)" \
             "$WORK/seed-$seed.log" || fail "seed $seed: no in-place decision said at the notice"
