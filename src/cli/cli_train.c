@@ -459,13 +459,14 @@ static void note_given(args_t *a, const ah_flag_t *flags, int n_flags) {
                               ah_cli_flag_seen(flags, n_flags, "--cloud-retries");
 }
 
-/* The end of a run on every rank: the memory report (rank 0 of the world trained last: every rank's
- * high-water mark), the checkpoint session's uploads, everything freed, MPI finalized; returns rc. */
-static int finish(int rc, ah_plan_t *plan, bool have_plan, ah_dataset_t *data, ah_dataset_t *val,
+/* The end of a run on every rank: the memory report when it trained (rank 0 of the world trained last:
+ * every rank's high-water mark; not after a set-up refused, whose one message is rank 0's error), the
+ * checkpoint session's uploads, everything freed, MPI finalized; returns rc. */
+static int finish(int rc, bool trained, ah_plan_t *plan, bool have_plan, ah_dataset_t *data, ah_dataset_t *val,
                   FILE *metrics, ah_trainer_t *tr, bool have_tr, ah_ckpt_session_t *ck) {
     ah_comm_t *world = ah_comm_world();
     ah_error_t err;
-    if (have_tr && ah_comm_rank(world) == 0) {
+    if (trained && have_tr && ah_comm_rank(world) == 0) {
         fprintf(stderr, "autohet train: memory high-water mark per rank (bytes):");
         for (int r = 0; r < ah_comm_size(world); r++) fprintf(stderr, " %lld", (long long)tr->memory_high[r]);
         fprintf(stderr, "\n");
@@ -508,7 +509,7 @@ int ah_cli_train(int argc, char **argv) {
         FILE *metrics = NULL;
         ah_ckpt_session_t *ck = NULL;
         rc = ah_cli_train_late(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck);
-        return finish(rc, &plan, true, &data, &val, metrics, &tr, have_tr, ck);
+        return finish(rc, true, &plan, true, &data, &val, metrics, &tr, have_tr, ck);
     }
     ah_plan_t plan;
     ah_dataset_t data = {0}, val = {0};
@@ -544,5 +545,5 @@ int ah_cli_train(int argc, char **argv) {
         if (rank == 0) warn_repeat(&data, &tr, &plan, start, a.steps);
         rc = ah_cli_train_in_place(&a, &plan, &data, &val, &metrics, &tr, &have_tr, &ck, start);
     }
-    return finish(rc, &plan, have_plan, &data, &val, metrics, &tr, have_tr, ck);
+    return finish(rc, s == AH_OK, &plan, have_plan, &data, &val, metrics, &tr, have_tr, ck);
 }
