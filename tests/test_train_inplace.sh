@@ -13,21 +13,10 @@
 # job 2 rank 0 of the new world (the new plan's rank 0 is on its node) and job 0 rank 1.
 # Usage: bash tests/test_train_inplace.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
-command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4 \
     dp2-20=n2,n0:5,3
-ompi-server --no-daemonize -r "$WORK/uri" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
-for i in $(seq 100); do [ -s "$WORK/uri" ] && break; sleep 0.1; done
-[ -s "$WORK/uri" ] || fail "ompi-server wrote no $WORK/uri"
-train() { # PLAN OUT [flags]: the trainer's command line, metrics in $WORK/OUT.jsonl
-    local plan=$1 out=$2
-    shift 2
-    echo "$AUTOHET" train --plan "$WORK/$plan.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
-        --metrics "$WORK/$out.jsonl" "$@"
-}
+. "$SRC/tests/joined_common.sh"
 # The references: dp3 in one mpirun, its step 3 saved; dp2 resumed from that step alone.
 timeout 120 $MPIRUN -np 3 $(train dp3 ref3 --ckpt-every 3 --keep 10 --local-root "$WORK/r3") >"$WORK/ref3.out" 2>&1 ||
     { cat "$WORK/ref3.out" >&2; fail "dp3 in one mpirun"; }

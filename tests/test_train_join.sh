@@ -12,21 +12,10 @@
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
 # Usage: bash tests/test_train_join.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
-command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp2=n0,n1:4,4 dp3=n0,n1,n2:3,3,2 \
     dp3-201=n2,n0,n1:2,3,3
-ompi-server --no-daemonize -r "$WORK/uri" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null; rm -rf "$WORK"' EXIT
-for i in $(seq 100); do [ -s "$WORK/uri" ] && break; sleep 0.1; done
-[ -s "$WORK/uri" ] || fail "ompi-server wrote no $WORK/uri"
-train() { # PLAN OUT [flags]: the trainer's command line, metrics in $WORK/OUT.jsonl
-    local plan=$1 out=$2
-    shift 2
-    echo "$AUTOHET" train --plan "$WORK/$plan.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
-        --metrics "$WORK/$out.jsonl" "$@"
-}
+. "$SRC/tests/joined_common.sh"
 # The references: dp2 in one mpirun, its step 3 saved; dp3 (each order) resumed from that step alone.
 timeout 120 $MPIRUN -np 2 $(train dp2 ref2 --ckpt-every 3 --keep 10 --local-root "$WORK/r2") >"$WORK/ref2.out" 2>&1 ||
     { cat "$WORK/ref2.out" >&2; fail "dp2 in one mpirun"; }
