@@ -17,15 +17,17 @@ reference "$WORK/ref"
 for seed in 19 20 15; do
     seed_case $seed "$WORK/ref" --in-place
     grep -o "in place: [a-z ]*\(changed at step [0-9]*\|(.*)\)" "$WORK/seed-$seed.log" | head -2 | sed 's/^/    /'
-    # --in-place taken: seed 19 (5 s of grace, the node not back) changes in place; the others decide
-    # at the notice, in place or the stop and relaunch said with why (their timing picks which)
-    # (seed 19's notice can come before the trainer has said where it resumed, at its start-up on a fast
-    # machine: 608 ms in on CI's; then the relaunch, said)
+    # --in-place taken: seed 19 (5 s of grace, the node not back) changes in place, also when its notice
+    # comes before the trainer has said where it resumed (608 ms in on CI's machine: the request waits for
+    # that); only a machine too slow for the grace period (the request not taken, or the trainer silent,
+    # until the grace period less the save estimate) stops and relaunches, said; the others decide at the
+    # notice, in place or the stop and relaunch said with why (their timing picks which)
     if [ $seed = 19 ]; then
-        grep -q "in place: \(changed at step [0-9]*: \|not at this notice (the trainer has not said yet where it resumed)\)" \
-            "$WORK/seed-$seed.log" || fail "seed $seed: neither a change in place nor the start-up fallback said"
+        grep -q "in place: changed at step [0-9]*: " "$WORK/seed-$seed.log" ||
+            grep -q "in place: \(the change at step [0-9]* not made (not taken within the grace period\|the change not asked for (the grace period\)" \
+                "$WORK/seed-$seed.log" || fail "seed $seed: no change in place, and no fallback for want of time said"
     else
-        grep -q "in place: \(changed at step [0-9]*: \|not at this notice (.*)\|the change at step [0-9]* not made (.*)\)" \
+        grep -q "in place: \(changed at step [0-9]*: \|not at this notice (.*)\|the change \(at step [0-9]* \)\?not \(made\|asked for\) (.*)\)" \
             "$WORK/seed-$seed.log" || fail "seed $seed: no in-place decision said at the notice"
     fi
 done

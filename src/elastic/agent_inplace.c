@@ -3,7 +3,9 @@
  * world (launcher.h joined). At an events-file notice, once the next plan is made (agent_handover.c),
  * it asks the trainers to change in place (runtime/reconfig.h) instead of stopping them, when it can:
  * the next plan uses only devices that running ranks hold and every rank of a staying host, and a step
- * of this launch has been trained since its start or the last change. The request (RUN_DIR's
+ * of this launch has been trained since its start or the last change (a notice before the trainer has
+ * said where it resumed, its recover event, waits for that: the request is written once it has, if
+ * before the deadline below). The request (RUN_DIR's
  * reconfigure.json): "step" the step after the newest the metrics show, "leave" the leaving hosts' jobs,
  * "plan" the next plan as the hosts hold it (RUN_DIR/next-plan.json), "ranks" each rank's rank in the new
  * world, by device (-1: leaving). The trainers save that step, the leaving
@@ -11,7 +13,8 @@
  * "reconfigure" metrics event; the agent then reaps the leaving jobs (leave_hosts), drops the leaving
  * nodes' disks and records the recovery, in place, closed at the next step line. Anything else (no next
  * plan, a device no running rank holds, a request not taken by the grace period less the save estimate:
- * refused by the trainer, or no step boundary in time) is the stop and relaunch of today, said in one
+ * refused by the trainer, no step boundary in time, or the trainer silent on where it resumed until
+ * then) is the stop and relaunch of today, said in one
  * line with why. Part of the elastic agent (agent_state.h). */
 #include <math.h>
 #include <stdint.h>
@@ -37,6 +40,7 @@ void ah_agent_inplace_free(agent_t *a) {
     a->n_jobs = 0;
     a->joined = false;
     a->inplace = 0;
+    a->inplace_deferred = false;
 }
 
 void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
@@ -75,11 +79,11 @@ static const char *rank_node(const ah_plan_t *p, int r, int *index) {
     return d ? p->cluster.nodes[d->node].name : "?";
 }
 
-/* ranks[r] for each rank r of the running plan (the world's): its rank under the next plan by device, -1
- * on a leaving node; false with why when the next plan does not take exactly the staying ranks' devices.
+/* ranks[r] for each rank r of the running plan (the world's): its rank under next by device, -1 on a
+ * leaving node; false with why when next does not take exactly the staying ranks' devices.
  * *ordered: the survivors keep their order (the request then needs no "ranks"). */
-static bool map_ranks(const agent_t *a, int *ranks, bool *ordered, char *why, size_t cap) {
-    const ah_plan_t *cur = &a->cur.plan, *next = &a->next.plan;
+static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool *ordered, char *why, size_t cap) {
+    const ah_plan_t *cur = &a->cur.plan;
     const int w = ah_plan_device_count(cur), n = ah_plan_device_count(next);
     int taken = 0, last = -1;
     *ordered = true;
@@ -132,63 +136,82 @@ static int64_t newest_step(const agent_t *a) {
     return isfinite(r) ? (int64_t)r - 1 : -2;
 }
 
-/* Whether the change can be asked now; *step the request's: the step after the newest shown (past the
- * step the launch resumed from, which the trainer would take for an old request); why set when not. */
-static bool can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
+/* Whether the change can be asked now (ASK_NOW); *step the request's: the step after the newest shown
+ * (past the step the launch resumed from, which the trainer would take for an old request); ASK_LATER
+ * when only the trainer's word on where it resumed is missing (the request waits for it); else why. */
+enum { ASK_NO = 0, ASK_NOW, ASK_LATER };
+static int can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
     const int64_t newest = newest_step(a);
     *step = newest + 1 + (a->res->launches[a->res->n_launches - 1].first_step < 0);
-    if (!a->have_next) snprintf(why, cap, "no next plan was made");
-    else if (a->interrupting) snprintf(why, cap, "the run is being interrupted");
-    else if (newest < -1) snprintf(why, cap, "the trainer has not said yet where it resumed");
+    if (a->interrupting) snprintf(why, cap, "the run is being interrupted");
+    else if (newest < -1) return ASK_LATER;
     else if (*step <= a->inplace_after) snprintf(why, cap, "no step trained yet since the last change");
     else if (*step + 1 >= a->o->steps) snprintf(why, cap, "the run ends first (step %lld of %lld)", (long long)*step,
                                                  (long long)a->o->steps);
-    else return true;
-    return false;
+    else return ASK_NOW;
+    return ASK_NO;
+}
+
+/* The request written to the hosts: the change at step, the ranks mapped (map_ranks), said. */
+static bool write_request(agent_t *a, int64_t step, const int *ranks, bool ordered, char *why, size_t cap) {
+    char path[700], plan_path[700];
+    snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
+    snprintf(plan_path, sizeof plan_path, "%s/launch-%d/" AH_PROTO_NEXT_PLAN_FILE, a->work, launch_no(a));
+    json_t *req = request(a, step, ranks, plan_path);
+    ah_error_t e;
+    bool ok = req && json_dump_file(req, path, JSON_COMPACT) == 0;
+    if (!ok) snprintf(why, cap, "%s: cannot write the request", path);
+    if (ok && a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) != AH_OK) {
+        snprintf(why, cap, "the request cannot be written to the hosts (%s)", e.msg);
+        ok = false;
+    }
+    if (ok) {
+        char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
+        say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s); "
+            "waiting for it until %.1f s", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
+            ordered ? "" : ", renumbered", a->inplace_deadline - a->t0);
+        free(text);
+    }
+    json_decref(req);
+    return ok;
+}
+
+/* The change asked for when it can be (ASK_NOW: the request written, inplace_step set), ASK_LATER when
+ * the trainer has not said yet where it resumed, else ASK_NO with why. */
+static int try_ask(agent_t *a, char *why, size_t cap) {
+    int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks);
+    int64_t step = 0;
+    bool ordered = true;
+    int r = ASK_NO;
+    if (!ranks) snprintf(why, cap, "out of host memory");
+    else if (!a->have_next) snprintf(why, cap, "no next plan was made");
+    else if (map_ranks(a, &a->next.plan, ranks, &ordered, why, cap)) r = can_ask(a, &step, why, cap);
+    if (r != ASK_NO && a->inplace_deadline <= ah_now_s()) {
+        snprintf(why, cap, "the grace period (%.1f s) less the save estimate (%.2f s) leaves no time to wait%s",
+                 a->o->grace_s, a->save_est_s, r == ASK_LATER ? " for the trainer to say where it resumed" : "");
+        r = ASK_NO;
+    }
+    if (r == ASK_NOW && !write_request(a, step, ranks, ordered, why, cap)) r = ASK_NO;
+    if (r == ASK_NOW) a->inplace_step = step;
+    free(ranks);
+    return r;
 }
 
 bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
     (void)noticed; /* leaving[] holds them, and those of the same stop */
     if (!a->joined || !a->running) return false;
-    char why[400] = "", path[700], plan_path[700];
-    int64_t step = 0;
-    bool ordered = true;
-    int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks);
-    bool ok = ranks && can_ask(a, &step, why, sizeof why) && map_ranks(a, ranks, &ordered, why, sizeof why);
-    const double deadline = t + a->o->grace_s - a->save_est_s;
-    if (ok && deadline <= ah_now_s()) {
-        snprintf(why, sizeof why, "the grace period (%.1f s) less the save estimate (%.2f s) leaves no time to wait",
-                 a->o->grace_s, a->save_est_s);
-        ok = false;
-    }
-    if (ok) {
-        snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
-        snprintf(plan_path, sizeof plan_path, "%s/launch-%d/" AH_PROTO_NEXT_PLAN_FILE, a->work, launch_no(a));
-        json_t *req = request(a, step, ranks, plan_path);
-        ah_error_t e;
-        ok = req && json_dump_file(req, path, JSON_COMPACT) == 0;
-        if (!ok) snprintf(why, sizeof why, "%s: cannot write the request", path);
-        if (ok && a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) != AH_OK) {
-            snprintf(why, sizeof why, "the request cannot be written to the hosts (%s)", e.msg);
-            ok = false;
-        }
-        if (ok) {
-            char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
-            say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s); "
-                "waiting for it until %.1f s", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
-                ordered ? "" : ", renumbered", deadline - a->t0);
-            free(text);
-        }
-        json_decref(req);
-    }
-    free(ranks);
-    if (!ok) {
-        say(a, "in place: not at this notice (%s): the notice's stop and relaunch", ranks ? why : "out of host memory");
+    char why[400] = "";
+    a->inplace_deadline = t + a->o->grace_s - a->save_est_s;
+    const int r = try_ask(a, why, sizeof why);
+    if (r == ASK_NO) {
+        say(a, "in place: not at this notice (%s): the notice's stop and relaunch", why);
         return false;
     }
+    if (r == ASK_LATER)
+        say(a, "in place: the trainer has not said yet where it resumed: the change is asked for once it has, if "
+            "before %.1f s (the grace period less the save estimate)", a->inplace_deadline - a->t0);
     a->inplace = 1;
-    a->inplace_step = step;
-    a->inplace_deadline = deadline;
+    a->inplace_deferred = r == ASK_LATER;
     a->cause = AH_CAUSE_EVENT;
     a->notice_t = t;
     return true;
@@ -214,13 +237,26 @@ static void withdraw(agent_t *a) {
 void ah_agent_inplace_fallback(agent_t *a, const char *why) {
     if (a->inplace != 1) return;
     a->inplace = 0;
-    say(a, "in place: the change at step %lld not made (%s): the notice's stop and relaunch", (long long)a->inplace_step,
-        why);
-    withdraw(a);
+    if (a->inplace_deferred)
+        say(a, "in place: the change not asked for (%s): the notice's stop and relaunch", why);
+    else
+        say(a, "in place: the change at step %lld not made (%s): the notice's stop and relaunch",
+            (long long)a->inplace_step, why);
+    if (!a->inplace_deferred) withdraw(a);
+    a->inplace_deferred = false;
     const double t = a->notice_t; /* the grace period runs from the notice, not from now */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->leaving[i]) ah_agent_begin_stop(a, AH_CAUSE_EVENT, a->cluster.nodes[i].name);
     a->notice_t = t;
+}
+
+/* A change waiting for the trainer to say where it resumed: asked for once it has, the fallback when it
+ * cannot be or the deadline comes first. */
+static void ask_deferred(agent_t *a) {
+    char why[400] = "";
+    const int r = try_ask(a, why, sizeof why);
+    if (r == ASK_NOW) a->inplace_deferred = false;
+    else if (r == ASK_NO) ah_agent_inplace_fallback(a, why);
 }
 
 void ah_agent_inplace_watch(agent_t *a) {
@@ -228,7 +264,13 @@ void ah_agent_inplace_watch(agent_t *a) {
     if (a->inplace != 1) return;
     if (a->stopping) { /* the user's interrupt: every rank got the notice, the job stops */
         a->inplace = 0;
-        say(a, "in place: the change at step %lld dropped: the job is stopping", (long long)a->inplace_step);
+        if (a->inplace_deferred) say(a, "in place: the change dropped before it was asked for: the job is stopping");
+        else say(a, "in place: the change at step %lld dropped: the job is stopping", (long long)a->inplace_step);
+        a->inplace_deferred = false;
+        return;
+    }
+    if (a->inplace_deferred) {
+        ask_deferred(a);
         return;
     }
     /* A request the trainer refused (its warning on stderr says why) is never taken either: the metrics
@@ -340,7 +382,7 @@ void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
         const double s = ah_json_num_or_nan(line, "seconds");
         if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
     } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
-        if (a->inplace == 1) on_changed(a, line);
+        if (a->inplace == 1 && !a->inplace_deferred) on_changed(a, line);
         else say(a, "warning: a change in place at step %lld that this agent did not wait for (%s): ignored",
                  (long long)json_integer_value(json_object_get(line, AH_PROTO_STEP)),
                  a->stopping ? "the notice's stop was under way" : "no request pending");

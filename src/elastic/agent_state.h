@@ -66,13 +66,15 @@ typedef struct agent {
     double churn_tick_t, launch_t, first_start_s;
     /* in place (agent_inplace.c): whether the running launch is joined, its jobs as launched (by
      * AH_WORLD_JOIN's J) and those that left; inplace: 0 none, 1 a request written (the change at step
-     * inplace_step or the first boundary that reads it, waited for until inplace_deadline), 2 changed, its recovery closing at the next step line; the save time estimate (the longest
-     * checkpoint seen); inplace_after: the last change's step */
+     * inplace_step or the first boundary that reads it, waited for until inplace_deadline; deferred: not
+     * written yet, until the trainer says where it resumed), 2 changed, its recovery closing at the next
+     * step line; the save time estimate (the longest checkpoint seen); inplace_after: the last change's step */
     bool joined;
     ah_launch_hostjob_t *jobs;
     char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
     int n_jobs;
     int inplace;
+    bool inplace_deferred;
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
 } agent_t;
@@ -204,10 +206,12 @@ void ah_agent_next_plan_free(agent_t *a);
  * leave_hosts; said once when the launcher has not), its jobs recorded for the requests. */
 void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job);
 /* At an events-file notice of the nodes in `noticed` (leaving[] set), t its clock's start, the next
- * plan made: the request written instead of the SIGTERM when the change can be made in place (true);
- * else why not said (false: the caller sends the notices). */
+ * plan made: the request written instead of the SIGTERM when the change can be made in place (true;
+ * before the trainer has said where it resumed, written once it has: ah_agent_inplace_watch); else why
+ * not said (false: the caller sends the notices). */
 bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t);
-/* While a request waits: not taken by its deadline (the grace period less the save estimate): the notice's
+/* While a request waits: written once the trainer has said where it resumed when it waited for that;
+ * not taken (or not written) by its deadline (the grace period less the save estimate): the notice's
  * stop instead (SIGTERM to the leaving nodes' ranks, the clock kept), said with why. */
 void ah_agent_inplace_watch(agent_t *a);
 /* A request waiting when another notice comes or the job ends: the same fallback (why said). */
