@@ -225,7 +225,9 @@ for f in "--objective cost|--objective cost" "--budget 5|--budget"; do
     has "$W/up.txt" "for node a1 (1 of 2 nodes)" "simulate ${f%|*}: the unpriced node named"
 done
 # --objective cost and --budget (issue 40, item 11): autohet's and on-demand's plans under them, as in plan
-P2=("${COMMON[@]}" --hours 2 --policy autohet,on-demand)
+# (--release-idle: the plan's nodes only are paid, so a cheaper plan on fewer nodes costs less; without it
+# every node up is paid, checked below)
+P2=("${COMMON[@]}" --hours 2 --policy autohet,on-demand --release-idle)
 exits 0 "$W/ct.txt" "--objective time" "$AH" simulate "${P2[@]}" --json "$W/ct.json"
 exits 0 "$W/cc.txt" "--objective cost" "$AH" simulate "${P2[@]}" --objective cost --json "$W/cc.json"
 exits 0 "$W/cb.txt" "--budget 1.2" "$AH" simulate "${P2[@]}" --budget 1.2 --json "$W/cb.json"
@@ -241,6 +243,17 @@ assert t["autohet"]["usd"] / t["autohet"]["wall_hours"] > 1.2, t["autohet"]  # t
 assert b["on-demand"]["tokens"] == 0 and "--budget" in b["on-demand"]["note"], b["on-demand"]
 EOF
     fail "cost and budget"
+# without --release-idle every node up is paid, the plan's or not, a stalled policy's too (rule 2): here
+# all four nodes the whole 2 h, $4/h at spot prices (on-demand at on-demand prices: od-0 $2 for both A100s, 2.5 x 0.5 an H20)
+exits 0 "$W/ch.txt" "--budget 1.2, nodes held" "$AH" simulate "${P2[@]:0:${#P2[@]}-1}" --budget 1.2 --json "$W/ch.json"
+"$PY" - "$W/ch.json" <<'EOF' && pass "every node up paid: the budget binds the plan, not the nodes held" ||
+import json, sys
+p = {p["policy"]: p for p in json.load(open(sys.argv[1]))["policies"]}
+assert abs(p["autohet"]["usd"] - 2 * (2 + 1 + 0.5 + 0.5)) < 1e-6, p["autohet"]
+assert abs(p["autohet"]["gpu_hours"] - 2 * 4) < 1e-6, p["autohet"]
+assert p["on-demand"]["tokens"] == 0 and abs(p["on-demand"]["usd"] - 2 * (2 + 2 + 1.25 + 1.25)) < 1e-6, p["on-demand"]
+EOF
+    fail "every node up paid"
 
 # the memory tier (--replica-memory-gb, docs/simulator.md rule 8): said, in the options and per policy
 exits 0 "$W/mem.txt" "--replica-memory-gb 100" "$AH" simulate "${P2[@]}" --replica-memory-gb 100 --snapshot-gb-s 3 \

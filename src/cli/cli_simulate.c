@@ -328,6 +328,10 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
                "(measured on the CPU runtime: a lower bound at scale; also onto a plan of the staying nodes, which the "
                "agent's run --in-place, off by default, does not do yet)\n",
                o->restart_s * AH_SIM_IN_PLACE_FRACTION, o->restart_s);
+    if (o->release_idle)
+        printf("every policy pays only the nodes its plan uses (--release-idle): the others given back while idle\n");
+    if (o->exposure_aware)
+        printf("autohet: exposure-aware plans (--exposure-aware): the rollbacks of pieces held by one node weighed\n");
     if (o->churn_aware)
         printf("autohet: churn-aware plans (--churn-aware): spot types left out where their preemptions cost more "
                "than they train\n");
@@ -510,6 +514,12 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},
+        {"--release-idle", AH_FLAG_BOOL, &o->release_idle, NULL, "every policy pays only the nodes its plan uses, "
+         "as if the others were given back while idle (default: every node up is paid, as the agent releases no "
+         "host; docs/simulator.md rule 2)", false},
+        {"--exposure-aware", AH_FLAG_BOOL, &o->exposure_aware, NULL, "autohet's choice of plan weighs the rollback "
+         "that a hit on a node holding a piece of the state alone costs (docs/simulator.md rule 12; the agent does "
+         "not do this yet)", false},
         {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
          "preemptions, at the rate seen so far, cost more than they train (docs/simulator.md \"Churn-aware plans\"; "
          "the agent does not do this yet)", false},

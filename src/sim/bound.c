@@ -15,21 +15,23 @@ void ah_sim_bound_free(ah_sim_bound_t *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* Adds dt seconds on the set x->up: its plan's tokens and $ (the nodes it uses, at their prices,
- * and its egress), and the GPU-hours of every node up by type. */
+/* Adds dt seconds on the set x->up: its plan's tokens and $ (every node up, at its prices, as the
+ * policies pay since session 22, and the plan's egress), and the GPU-hours of every node up by type. */
 static bool add_interval(ah_sim_replay_t *x, double dt, ah_sim_bound_t *b) {
     const ah_cluster_t *c = x->c;
     for (int i = 0; i < c->n_nodes; i++)
         if (x->up[i]) b->gpu_hours_up[c->nodes[i].type] += c->nodes[i].count * dt / 3600;
     ah_sim_entry_t *e = ah_sim_plan_for(x);
     if (!e) return false;
+    double held_gpus;
+    if (!x->o->release_idle) b->usd += ah_sim_held_usd_per_s(x, &held_gpus) * dt; /* every node up (rule 2) */
     b->tokens_per_s[b->n_steps++] = e->ok ? e->tokens_per_s : 0;
     if (!e->ok) {
         b->no_plan_s += dt;
         return true;
     }
     b->tokens += e->tokens_per_s * dt;
-    b->usd += (e->usd_per_s + e->egress_usd_per_s) * dt;
+    b->usd += (e->egress_usd_per_s + (x->o->release_idle ? e->usd_per_s : 0)) * dt;
     for (int ty = 0; ty < c->n_types; ty++) b->gpu_hours_used += e->gpus[ty] * dt / 3600;
     if (e->bound_tokens_per_s > 0) b->any_plan_tokens += e->bound_tokens_per_s * dt;
     else b->any_plan_unknown_s += dt;

@@ -20,6 +20,8 @@
 
 void ah_sim_entry_free(ah_sim_entry_t *e) {
     if (!e) return;
+    for (int k = 0; k < 3; k++) ah_sim_entry_free(e->alt[k]);
+    free(e->alone);
     free(e->key);
     free(e->uses);
     free(e->gpus);
@@ -58,6 +60,24 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
         key[i] = in ? '1' : '0';
     }
     key[c->n_nodes] = 0;
+}
+
+/* *alone[n]: node n holds a piece (a shard group at a TP index) that no other node of pl holds (the
+ * test of ckpt/replica.h ah_replica_pays, node by node). false: out of host memory. */
+static bool alone_holders(const ah_placement_t *pl, int n_nodes, bool **alone) {
+    *alone = calloc((size_t)n_nodes + 1, sizeof **alone);
+    bool *alive = malloc((size_t)(pl->n_nodes > 0 ? pl->n_nodes : 1) * sizeof *alive);
+    ah_shard_group_t *gs = malloc((size_t)(pl->max_groups > 0 ? pl->max_groups : 1) * sizeof *gs);
+    const bool ok = *alone && alive && gs;
+    for (int r = 0; ok && r < pl->n_ranks; r++) {
+        const int y = pl->ranks[r].node, n = ah_placement_groups(pl, r, false, gs);
+        if (y < 0 || y >= n_nodes || (*alone)[y]) continue;
+        for (int z = 0; z < pl->n_nodes; z++) alive[z] = z != y;
+        for (int i = 0; i < n && !(*alone)[y]; i++) (*alone)[y] = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
+    }
+    free(alive);
+    free(gs);
+    return ok;
 }
 
 /* Fills e from a planner result on a sub-cluster whose node i is full-cluster node map[i]. */
@@ -115,7 +135,7 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
             }
         }
     }
-    if (!ah_sim_upload(c, x->model, x->bucket, e)) return false;
+    if (!ah_sim_upload(c, x->model, x->bucket, e) || !alone_holders(&e->place, c->n_nodes, &e->alone)) return false;
     if (!ah_sim_agent_policy(x->pol) || x->o->replica_memory_gb <= 0) return true;
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
     if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))
@@ -128,6 +148,24 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
     e->periodic_off = !x->o->replicas_always && !pays;
     x->r->replica_plans_off += e->periodic_off;
     return e->replicate_s >= 0;
+}
+
+/* With o->exposure_aware (autohet): e->alt[k], the plan of the planner's baseline k on the same set, where
+ * it has one (candidates its search scored; no planning of their own). false: out of host memory. */
+static bool fill_alternates(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_result_t *res, const int *map) {
+    if (!x->o->exposure_aware || !ah_sim_agent_policy(x->pol) || !res->baselines) return true;
+    for (int k = 0; k < AH_BASELINE_COUNT && k < 3; k++) {
+        if (!res->baselines[k].ok) continue;
+        ah_sim_entry_t *a = calloc(1, sizeof *a);
+        if (!a) return false;
+        e->alt[k] = a;
+        a->key = strdup(e->key);
+        a->uses = calloc((size_t)x->c->n_nodes + 1, sizeof(bool));
+        a->gpus = calloc((size_t)x->c->n_types + 1, sizeof(int));
+        a->ok = true;
+        if (!a->key || !a->uses || !a->gpus || !entry_fill(x, a, &res->baselines[k].r, map)) return false;
+    }
+    return true;
 }
 
 /* Plans the set in key (cached). NULL only when out of host memory. */
@@ -186,7 +224,7 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
         e->plan_s = ah_now_s() - t0;
         if (st == AH_OK) {
             e->ok = true;
-            mem_ok = entry_fill(x, e, &res, map);
+            mem_ok = entry_fill(x, e, &res, map) && fill_alternates(x, e, &res, map);
             ah_plan_result_free(&res);
         } else
             snprintf(e->why, sizeof e->why, "%s", err.msg);
@@ -229,35 +267,67 @@ double ah_sim_recovery_cost_s(const ah_sim_replay_t *x) {
     return n > 0 ? sum / n : x->o->restart_s;
 }
 
+/* Preemptions per second that hit a node of plan e holding a piece alone (e->alone), as ah_sim_hit_rate. */
+static double alone_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    int *spot = calloc((size_t)x->c->n_types + 1, sizeof *spot);
+    if (!spot) return 0; /* out of host memory: as with no removal seen */
+    for (int i = 0; i < x->c->n_nodes; i++)
+        if (e->uses[i] && e->alone && e->alone[i] && x->c->nodes[i].spot) spot[x->c->nodes[i].type]++;
+    const ah_churn_t c = {.n_types = x->c->n_types, .removals = x->spot_removals,
+                          .removal_events = x->spot_removal_events, .node_s = x->spot_node_s, .elapsed_s = x->t};
+    const double rate = ah_churn_hit_rate(&c, spot);
+    free(spot);
+    return rate;
+}
+
+/* The training a hit on a node holding a piece alone undoes: the run goes back to the newest checkpoint
+ * the cloud holds, on average half the interval plus its upload old; none under the memory tier (the
+ * piece is handed over, or in its partner's memory). */
+static double alone_rollback_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    return e->holder ? 0 : x->o->ckpt_every_s / 2 + e->upload_s;
+}
+
 /* What plan e is expected to earn: tokens per second (objective time) or per $ (cost), its
- * preemptions' recoveries taken off. */
+ * preemptions' recoveries taken off, and with o->exposure_aware the rollbacks of its pieces held alone. */
 static double expected_score(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     if (!e->ok) return 0;
-    const double kept = fmax(0, 1 - ah_sim_hit_rate(x, e) * ah_sim_recovery_cost_s(x));
+    const double exposure = x->o->exposure_aware ? alone_hit_rate(x, e) * alone_rollback_s(x, e) : 0;
+    const double kept = fmax(0, 1 - ah_sim_hit_rate(x, e) * ah_sim_recovery_cost_s(x) - exposure);
     const double g = e->tokens_per_s * kept;
     return x->o->objective == AH_OBJECTIVE_COST ? g / (e->usd_per_s + e->egress_usd_per_s) : g;
+}
+
+/* *best becomes e or one of its alternates when that scores more (expected_score). */
+static void weigh(const ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_entry_t **best, double *best_score) {
+    for (int k = -1; k < 3; k++) {
+        ah_sim_entry_t *a = k < 0 ? e : e->alt[k];
+        if (!a) continue;
+        const double s = expected_score(x, a);
+        if (s > *best_score) {
+            *best = a;
+            *best_score = s;
+        }
+    }
 }
 
 ah_sim_entry_t *ah_sim_plan_choose(ah_sim_replay_t *x) {
     ah_sim_entry_t *best = ah_sim_plan_for(x);
     x->choice_plan_s = best ? best->plan_s : 0;
-    if (!best || !ah_sim_agent_policy(x->pol) || !x->o->churn_aware) return best;
+    if (!best || !ah_sim_agent_policy(x->pol) || (!x->o->churn_aware && !x->o->exposure_aware)) return best;
+    double best_score = expected_score(x, best);
+    weigh(x, best, &best, &best_score);
+    if (!x->o->churn_aware) return best;
     const ah_cluster_t *c = x->c;
     unsigned spot_up = 0; /* the spot types up that have churned; none past AH_SIM_CHURN_MAX_TYPES types */
     for (int i = 0; i < c->n_nodes && c->n_types <= AH_SIM_CHURN_MAX_TYPES; i++)
         if (x->up[i] && c->nodes[i].spot && x->spot_removals[c->nodes[i].type] > 0) spot_up |= 1u << c->nodes[i].type;
-    double best_score = expected_score(x, best);
     for (unsigned skip = spot_up; skip > 0; skip = (skip - 1) & spot_up) {
         x->skip_types = skip;
         ah_sim_entry_t *e = ah_sim_plan_for(x);
         x->skip_types = 0;
         if (!e) return NULL;
         x->choice_plan_s += e->plan_s;
-        const double s = expected_score(x, e);
-        if (s > best_score) {
-            best = e;
-            best_score = s;
-        }
+        weigh(x, e, &best, &best_score);
     }
     return best;
 }

@@ -23,7 +23,7 @@
 #include "sim/sim.h"
 
 /* One availability set's plan under the policy, as the replay prices it. */
-typedef struct {
+typedef struct ah_sim_entry_s {
     char *key;            /* '0'/'1' per cluster node: the set the plan was made on */
     bool ok;
     char why[384];        /* when !ok: the planner's message */
@@ -45,6 +45,10 @@ typedef struct {
                              tier (its leaving nodes' own pieces, the handover) */
     double upload_s, upload_usd, upload_wan_bytes; /* a periodic checkpoint's upload to the cloud tier:
                              its seconds, its egress $ and the bytes it sends across a region (transfer.c) */
+    bool *alone;          /* [n_nodes] the node holds a piece (shard group at a TP index) no other node of the
+                             plan holds: losing it loses that piece's state but for the memory tier */
+    struct ah_sim_entry_s *alt[3]; /* o->exposure_aware, autohet: the planner's baselines' plans of the same
+                             set (its search's candidates, AH_BASELINE_COUNT), owned; NULL where none fits */
 } ah_sim_entry_t;
 
 /* Work kept: tokens, and the training seconds they took (the checkpoint schedule counts those,
@@ -202,6 +206,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
 void ah_sim_seg_open(ah_sim_replay_t *x, ah_sim_phase_t phase, const char *fmt, const char *arg);
 void ah_sim_mark(ah_sim_replay_t *x, bool replan);
 void ah_sim_train(ah_sim_replay_t *x, double dt);
+/* sim.c: the $ per second of the nodes the policy holds now, and their GPUs in *gpus (rule 2): every node
+ * up (on-demand: the whole cluster, at its prices; autohet-region: its region's), used by the plan or
+ * not, training, recovering or stalled: the agent releases no host it was given. */
+double ah_sim_held_usd_per_s(const ah_sim_replay_t *x, double *gpus);
 /* The memory tier replicates the running plan's checkpoint to its holders (a commit): its egress paid. */
 void ah_sim_replicated(ah_sim_replay_t *x);
 /* Checkpoint bytes that crossed zones or regions: usd paid (in egress and $), bytes_across_regions counted. */

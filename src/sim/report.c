@@ -173,6 +173,8 @@ static json_t *options_json(const ah_cluster_t *c, const ah_sim_opts_t *o) {
                                                   ? json_string(o->cloud_region[0] ? o->cloud_region : c->nodes[0].region)
                                                   : json_null());
     json_object_set_new(opts, "churn_aware", json_boolean(o->churn_aware));
+    json_object_set_new(opts, "release_idle", json_boolean(o->release_idle));
+    json_object_set_new(opts, "exposure_aware", json_boolean(o->exposure_aware));
     json_object_set_new(opts, "in_place", json_boolean(o->in_place));
     json_object_set_new(opts, "join_horizon_s", json_real(o->join_horizon_s));
     return opts;

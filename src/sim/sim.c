@@ -224,17 +224,33 @@ static void try_start(ah_sim_replay_t *x, const char *label, const char *arg) {
     ah_sim_begin_recovery(x, e, false, label, arg);
 }
 
+double ah_sim_held_usd_per_s(const ah_sim_replay_t *x, double *gpus) {
+    double usd = 0;
+    *gpus = 0;
+    for (int i = 0; i < x->c->n_nodes; i++) {
+        const ah_node_t *n = &x->c->nodes[i];
+        if (!(x->pol == AH_POLICY_ON_DEMAND || x->up[i]) || (x->region && strcmp(n->region, x->region) != 0)) continue;
+        usd += (x->pol == AH_POLICY_ON_DEMAND ? ah_sim_on_demand_price(x->c, i, x->o) : n->usd_per_gpu_hour) * n->count;
+        *gpus += n->count;
+    }
+    return usd / 3600.0;
+}
+
 static void advance(ah_sim_replay_t *x, double tn) {
     const double dt = tn - x->t;
-    if (dt > 0 && x->phase != AH_PHASE_STALLED && x->run) {
-        if (x->phase == AH_PHASE_TRAIN) { /* not while a periodic checkpoint holds it */
-            const double held = fmin(tn, x->stall_until) - x->t;
-            ah_sim_train(x, held > 0 ? dt - held : dt);
-            if (held > 0) x->r->ckpt_stall_s += held;
-        }
+    if (dt > 0 && x->phase == AH_PHASE_TRAIN && x->run) { /* not while a periodic checkpoint holds it */
+        const double held = fmin(tn, x->stall_until) - x->t;
+        ah_sim_train(x, held > 0 ? dt - held : dt);
+        if (held > 0) x->r->ckpt_stall_s += held;
+    }
+    if (dt > 0 && x->o->release_idle && x->phase != AH_PHASE_STALLED && x->run) { /* the plan's nodes only */
         x->r->usd += x->run->usd_per_s * dt;
         int gpus = 0;
         for (int ty = 0; ty < x->c->n_types; ty++) gpus += x->run->gpus[ty];
+        x->r->gpu_hours += gpus * dt / 3600.0;
+    } else if (dt > 0 && !x->o->release_idle) { /* every node held, whether a plan uses it or not (rule 2) */
+        double gpus;
+        x->r->usd += ah_sim_held_usd_per_s(x, &gpus) * dt;
         x->r->gpu_hours += gpus * dt / 3600.0;
     }
     if (dt > 0 && x->phase == AH_PHASE_RECOVER) x->r->recovery_s += dt;

@@ -28,7 +28,9 @@
  *       autohet's its own; on a cluster of one region it is autohet.
  *    The rules (docs/simulator.md says the same, keep them in step):
  *     - A policy trains at its plan's predicted tokens/s; it pays usd_per_gpu_hour for every GPU
- *       of every node its plan (or the plan it is recovering to) uses; idle nodes are released.
+ *       of every node it holds: every node up (on-demand: the cluster; autohet-region: its region's),
+ *       whether its plan uses it or not, stalled too (ah_sim_held_usd_per_s: the agent releases no
+ *       host; until session 22 only the nodes the plan used were paid, idle ones taken as released).
  *       While it trains it pays its plan's egress too (the bytes the plan sends across zones and
  *       regions per iteration at the cluster's $/GB, at its rate: plan/price.c), counted in usd
  *       and shown apart as egress_usd; and with the memory tier, each replication of the
@@ -239,6 +241,11 @@ typedef struct ah_sim_opts {
     bool replicas_always;      /* with the memory tier: the periodic checkpoints replicated under every plan
                                (`autohet train --replica-memory-gb` alone); default off: not where every
                                piece is on two nodes' disks (`run`'s --replica-when-it-pays; plans.c) */
+    bool release_idle;         /* every policy pays only the nodes its plan uses (the one it is recovering to
+                                  included), as if the others were given back while unused; default off: every
+                                  node up is paid (ah_sim_held_usd_per_s), as the agent releases no host */
+    bool exposure_aware;       /* autohet's choice weighs the rollback a hit on a node holding a piece of the
+                                  state alone would cost (plans.c ah_sim_plan_choose; the agent does not) */
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
     bool in_place;             /* autohet changes plans in place at a notice (runtime/reconfig.h): a recovery
@@ -393,7 +400,7 @@ double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts
  * once and every restart, join and checkpoint cost nothing. An accounting, not a policy. */
 typedef struct ah_sim_bound {
     double tokens;             /* at each set's plan */
-    double usd;                /* the nodes those plans use, at their prices, and the plans' egress */
+    double usd;                /* every node up, at its prices (as the policies pay), and the plans' egress */
     double gpu_hours_used;     /* of the nodes those plans use */
     double *gpu_hours_up;      /* [n_types] of every node up (on-demand nodes and untraced pools included) */
     double any_plan_tokens;    /* at the planner's lower bound on any plan's iteration on each set

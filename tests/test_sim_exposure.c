@@ -1,0 +1,86 @@
+/* simulate --exposure-aware (plans.c ah_sim_plan_choose, docs/simulator.md rule 12): autohet's choice of
+ * plan weighs the rollback a hit on a node that holds a piece of the state alone costs. The set-up:
+ * llama2-7b on three A100 and three H800 spot nodes of one GPU each; the planner's plan is one pipeline
+ * of six stages over all of them (every piece on one node), its batch-balanced baseline two pipelines,
+ * one a type (every piece on an A100 node and an H800 node), about 1.3x slower. An A100 node is lost at
+ * 1000 s (both replays start on the pipeline: no removal seen yet, so no exposure) and another at 5000 s.
+ * Plain: the pipeline again after the first loss, so the second rolls back to the cloud. Exposure-aware:
+ * with a removal seen, the rollback a hit on one of the pipeline's A100 nodes would cost (half the hour
+ * between checkpoints and the upload) outweighs its speed, so it takes a slower plan of the baselines',
+ * and the second loss rolls nothing back. Fails with the flag ignored (the two replays then match). */
+#include <jansson.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "harness.h"
+#include "sim/sim.h"
+
+static const char *CLUSTER =
+    "{\"nodes\": ["
+    "{\"name\": \"s0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"s1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"s2\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+    "{\"name\": \"h0\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2},"
+    "{\"name\": \"h1\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2},"
+    "{\"name\": \"h2\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2}],"
+    " \"network\": {\"inter_node_gb_s\": 12, \"cloud_gb_s\": 0.5}}";
+
+/* The recovery of r that began at t_s; NULL when none. */
+static const ah_sim_recovery_t *rec_at(const ah_sim_result_t *r, double t_s) {
+    for (int i = 0; i < r->n_recs; i++)
+        if (r->recs[i].t_s == t_s) return &r->recs[i];
+    return NULL;
+}
+
+int main(void) {
+    json_t *doc = NULL;
+    ah_cluster_t c;
+    ah_model_t m;
+    ah_error_t err;
+    CHECK(ah_json_load_string(CLUSTER, strlen(CLUSTER), "six nodes", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "six nodes", &c, &err) == AH_OK,
+          "%s", err.msg);
+    json_decref(doc);
+    CHECK(ah_model_preset("llama2-7b", &m, &err) == AH_OK, "%s", err.msg);
+    bool up0[6] = {true, true, true, true, true, true};
+    ah_sim_change_t ch[2] = {{.t_s = 1000, .node = 0, .up = false, .trace_id = -1},
+                             {.t_s = 5000, .node = 1, .up = false, .trace_id = -1}};
+    const ah_sim_avail_t a = {.cluster = &c, .up0 = up0, .changes = ch, .n_changes = 2, .end_s = 3 * 3600.0};
+    ah_sim_opts_t o;
+    ah_sim_opts_default(&o);
+    o.train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .precision = AH_PREC_BF16};
+    o.hours = 3, o.ckpt_every_s = 3600, o.restart_s = 30, o.replan_s = 5;
+    ah_sim_result_t plain, aware;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &plain, &err) == AH_OK, "%s", err.msg);
+    o.exposure_aware = true;
+    CHECK(ah_sim_run(&m, &a, &o, AH_POLICY_AUTOHET, &aware, &err) == AH_OK, "%s", err.msg);
+    const ah_sim_recovery_t *p1 = rec_at(&plain, 1000), *p2 = rec_at(&plain, 5000), *a1 = rec_at(&aware, 1000);
+    CHECK(p1 && p2 && a1, "plain: recoveries at 1000 and 5000 s (%d); exposure-aware at 1000 s (%d)", plain.n_recs,
+          aware.n_recs);
+    if (p1 && p2 && a1) {
+        /* the first loss: the same plan before it (no removal seen), its lost node's pieces from the cloud */
+        CHECK(p1->tokens_lost > 0 && a1->tokens_lost == p1->tokens_lost, "the first loss rolls back in both: %g, %g",
+              p1->tokens_lost, a1->tokens_lost);
+        CHECK(p2->tokens_lost > 0, "plain: the second loss rolls back (%g tokens)", p2->tokens_lost);
+        /* exposure-aware: the plan it takes then keeps every piece on two nodes, or leaves the A100s (whose
+         * type lost a node) out of it; either way the second loss costs no rollback */
+        CHECK(aware.tokens_lost == a1->tokens_lost, "exposure-aware: nothing lost after the first loss (%g of %g)",
+              aware.tokens_lost - a1->tokens_lost, aware.tokens_lost);
+        const ah_sim_recovery_t *a2 = rec_at(&aware, 5000);
+        CHECK(!a2 || a2->tokens_lost == 0, "the second loss, if it hits, rolls nothing back");
+    }
+    /* between the losses the exposure-aware replay trains slower (the two pipelines) */
+    double rate_plain = 0, rate_aware = 0;
+    for (int i = 0; i < plain.n_segs; i++)
+        if (plain.segs[i].phase == AH_PHASE_TRAIN && plain.segs[i].start_s < 4000 && plain.segs[i].end_s > 4000)
+            rate_plain = plain.segs[i].tokens_per_s;
+    for (int i = 0; i < aware.n_segs; i++)
+        if (aware.segs[i].phase == AH_PHASE_TRAIN && aware.segs[i].start_s < 4000 && aware.segs[i].end_s > 4000)
+            rate_aware = aware.segs[i].tokens_per_s;
+    CHECK(rate_aware > 0 && rate_aware < rate_plain, "at 4000 s: %g tokens/s exposure-aware, %g plain", rate_aware,
+          rate_plain);
+    ah_sim_result_free(&plain);
+    ah_sim_result_free(&aware);
+    ah_cluster_free(&c);
+    return ah_test_finish();
+}
