@@ -7,7 +7,11 @@
 # job on the same hosts from the newest checkpoint every piece of which some tier holds. h2's disk
 # is verified, not trusted: block 1, which only h2 held, comes from the cloud, the rest from the
 # survivors' disks. Every logged loss equals the uninterrupted run's, every step is trained once.
-# (Before, the run stopped with "communication error ... rerun the same command".) Needs root,
+# (Before, the run stopped with "communication error ... rerun the same command".) The launch is joined
+# (--in-place, one mpirun a host): srun -w h2 does not exit when h2's slurmstepd is killed with its ranks,
+# and h0's and h1's ranks, in jobs of their own, wait on h2's forever; the step timeout finds every host
+# answering and asks each for its job (launcher.h dead_jobs): h2's is gone, so the job failed (it hung
+# until the test's timeout before). Needs root,
 # openssh-server, slurm-wlm, munge and moto_server; skipped (77) without them.
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
@@ -31,8 +35,11 @@ wd=$CL_DISK/work-r
 cluster_head salloc -N3 --ntasks-per-node=2 --no-kill env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
     "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ \
     --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$wd" --quiet --launcher slurm --local-root "$CL_DISK/ck-r" \
-    --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/r" --s3-endpoint "$EP" >"$WORK/r.log" 2>&1 &
+    --mpirun-args "$(echo $MPI_ARGS)" --cloud "s3://ckpt/r" --s3-endpoint "$EP" --in-place >"$WORK/r.log" 2>&1 &
 agent=$!
 agent_log=$WORK/r.log
 h2_dies_and_restarts "$wd" "sshd|slurmd|unshare"
+grep -q "every host of the plan answers, but the job's processes on h2 are gone" "$WORK/r.log" ||
+    { cat "$WORK/r.log"; fail "h2's job's end not found at the step timeout"; }
+grep -E "processes on h2 are gone|the job failed at step" "$WORK/r.log"
 echo PASS

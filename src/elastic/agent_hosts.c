@@ -114,6 +114,14 @@ void ah_agent_on_hang(agent_t *a) {
     snprintf(what, sizeof what, "%s (no metrics line for %.1f s, over the step timeout of %.1f s)",
              a->launcher.reachable ? "host hung" : "rank stopped progressing", quiet, limit);
     a->hung = a->launcher.reachable ? ah_agent_drop_unreachable(a, true, what) : drop_stalled(a, what);
+    char dead[512];
+    if (!a->hung && a->launcher.dead_jobs && a->launcher.dead_jobs(a->launcher.ctx, dead, sizeof dead) > 0) {
+        /* a joined launch: the next poll reads that job's end, a failure of the job (agent_exit.c) */
+        say(a, "no metrics line for %.1f s (step timeout %.1f s): every host of the plan answers, but the job's "
+            "processes on %s are gone", quiet, limit, dead);
+        a->dog.last_t = -1;
+        return;
+    }
     if (!a->hung) {
         say(a, "no metrics line for %.1f s (step timeout %.1f s), but %s: waiting on", quiet, limit,
             a->launcher.reachable ? "every host of the plan answers" : "every rank is running");

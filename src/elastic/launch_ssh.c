@@ -399,7 +399,8 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
                            .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
                            .verify_step = ssh_verify_step, .reachable = ssh_reachable,
-                           .leave_hosts = ssh_leave_hosts, .join_hosts = ssh_join_hosts, .free = ssh_free};
+                           .leave_hosts = ssh_leave_hosts, .join_hosts = ssh_join_hosts, .dead_jobs = ssh_dead_jobs,
+                           .free = ssh_free};
     return AH_OK;
 }
 

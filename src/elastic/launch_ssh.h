@@ -96,6 +96,8 @@ void ssh_stop_joined(ssh_t *l);
 void ssh_read_metrics_joined(ssh_t *l, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx);
 /* After put_run_file of a reconfiguration request (runtime/reconfig.h) at local_path: the new rank 0's job. */
 void ssh_reconfig_requested(ssh_t *l, const char *local_path);
+/* launcher.h dead_jobs. */
+int ssh_dead_jobs(void *ctx, char *what, size_t what_cap);
 /* launcher.h leave_hosts. */
 int ssh_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s);
 /* launcher.h join_hosts: each host's run directory made (kept when there), the ompi-server's URI and the plan

@@ -270,6 +270,26 @@ static void kill_job(ssh_t *l, int j) {
     J->status = -SIGKILL;
 }
 
+int ssh_dead_jobs(void *ctx, char *what, size_t what_cap) {
+    ssh_t *l = ctx;
+    int n = 0;
+    what[0] = 0;
+    for (int j = 0; l->joined && !l->ended && j < l->n_jobs; j++) {
+        ssh_job_t *J = &l->job[j];
+        if (J->gone || J->leaving || reaped(J)) continue;
+        char cmd[1024], out[64], eout[256];
+        snprintf(cmd, sizeof cmd, "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) && [ -n \"$m\" ] && "
+                 "grep -qa mpirun /proc/$m/cmdline 2>/dev/null && echo running; exit 0", l->run_dir, j);
+        if (ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0 || strstr(out, "running"))
+            continue; /* running, or no answer: not this question's (the hang's reachable asks) */
+        kill_job(l, j);
+        const size_t used = strlen(what);
+        snprintf(what + used, what_cap - used, "%s%s", n ? ", " : "", J->host);
+        n++;
+    }
+    return n;
+}
+
 void ssh_stop_joined(ssh_t *l) {
     for (int j = 0; j < l->n_jobs; j++)
         if (!l->job[j].gone && !l->job[j].exited) kill_job(l, j);

@@ -115,6 +115,14 @@ typedef struct ah_launcher {
      * puts no rank on, no running joined job) starts none (those started are killed). */
     ah_status_t (*join_hosts)(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n,
                               ah_error_t *err);
+    /* Joined jobs only (NULL: the launcher sees each mpirun's end itself): at a hang with every host
+     * answering, asks each host whose mpirun this launcher still holds as running whether it still runs
+     * there; one that does not (its pid file's process gone, or its run directory wiped: every process
+     * of the host died while the host stayed up) is taken as ended, killed (-SIGKILL), so that poll
+     * reports the job's failure. Under Slurm `srun -w HOST` does not exit when the step's slurmstepd is
+     * killed with the ranks, and the other hosts' ranks, in jobs of their own, wait on the dead ones
+     * forever. Each such host said in what (its name, ", " between); returns how many. */
+    int (*dead_jobs)(void *ctx, char *what, size_t what_cap);
     /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
      * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
     ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);
