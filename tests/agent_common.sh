@@ -167,10 +167,19 @@ print(int(t * 1000), f"{grace:.3f}", seed % 2 == 0, every)' "$seed" "$t0" "$tw")
     local out
     out=$(check_metrics "$dir" "$ref") || { cat "$dir.log"; fail "seed $seed (preempt at $t_ms ms, grace $grace s, back $back)"; }
     # node back at once: the same plan again (bit-exact), unless with --in-place the trainers took the
-    # change before the node's return made the agent fall back (the agent's warning grepped here; the survivors are then
-    # stopped and relaunched: nothing lost, the losses close; docs/elastic.md says so)
-    if [ "$back" = True ] && ! grep -q "a change in place at step [0-9]* that this agent did not wait for" "$dir.log"; then
-        echo "$out" | grep -q "close=0 " || fail "seed $seed: node back at once should keep the plan: $out"
+    # change before the node's return made the agent fall back: the agent then adopts it (said; the
+    # losses close after it; or the change came before the return: waited for as usual), or, when the
+    # grace period was over first and the leaving ranks were killed, ignores it (said) and relaunches
+    # (nothing lost, the losses close; docs/elastic.md says so)
+    if [ "$back" = True ]; then
+        if echo "$out" | grep -q "in_place=0$"; then
+            echo "$out" | grep -q "close=0 " ||
+                grep -q "a change in place at step [0-9]* that this agent did not wait for (the grace period was over" "$dir.log" ||
+                fail "seed $seed: node back at once should keep the plan: $out"
+        else
+            grep -q "in place: \(the trainers took the change at step [0-9]* before the fallback withdrew it: adopted\|changed at step\)" \
+                "$dir.log" || fail "seed $seed: node back at once, a change in place neither adopted nor waited for: $out"
+        fi
     fi
     echo "seed $seed: preempt slow-1 at $t_ms ms, grace $grace s, checkpoint every $every, back at once $back: $out"
 }

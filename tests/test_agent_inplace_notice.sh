@@ -2,7 +2,11 @@
 # autohet run --in-place, the agent's decision at a notice (docs/elastic.md "In-place reconfiguration at a
 # notice"; tests/test_agent_inplace.sh checks the change itself): small_cluster, 40 steps, --ckpt-every 100.
 #  - early: slow-1 preempted 0.3 s after the start, before the trainer has said where it resumed: the
-#    request waits for that (said) and the change is made in place: one launch, every step once.
+#    request waits for that (said) and the change is made in place: one launch, every step once;
+#  - adopt: the trainers take the request (slow-1's rank then held mid-save by the test hook), then slow-1
+#    comes back: the agent falls back (the request withdrawn, SIGTERM to slow-1), and when the change the
+#    trainers took is said it adopts it (said): the stop called off, one launch, every step once, not a
+#    kill of the survivors at the end of the grace period and a relaunch.
 source "$(dirname "$0")/train_common.sh"
 source "$SRC/tests/agent_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
@@ -36,5 +40,41 @@ grep -q "in place: the trainer has not said yet where it resumed: the change is 
     { cat "$WORK/early.log"; fail "early: the wait is not said"; }
 grep -q "in place: changed at step" "$WORK/early.log" || { cat "$WORK/early.log"; fail "early: no change in place"; }
 one_launch early
+
+# ---- adopt: the change the trainers took during the fallback ----
+d=$WORK/adopt
+printf '0,add,fast-0\n' >"$d.csv"
+t0=$(date +%s%N)
+AH_TEST_HOOK="phase=ckpt-write,step=any,node=slow-1,action=pause,file=$d.hook" \
+    run_agent "$d" --in-place --events "$d.csv" --grace-s 30 --join-horizon-s 1 &
+agent=$!
+# wait_for WHAT TEST...: up to 60 s for the shell test to hold
+wait_for() {
+    local what=$1 i
+    shift
+    for i in $(seq 1200); do
+        "$@" && return 0
+        kill -0 $agent 2>/dev/null || break
+        sleep 0.05
+    done
+    cat "$d.log"
+    fail "$(basename "$d"): $what"
+}
+steps_in() {
+    local n
+    n=$(grep -cs '"step"' "$d/launch-0/metrics.jsonl")
+    [ "${n:-0}" -ge 3 ]
+}
+wait_for "3 steps" steps_in
+echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-1" >>"$d.csv"
+wait_for "the change's save on slow-1 (the hook)" test -e "$d.hook"
+echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+wait_for "the fallback" grep -q "in place: the change at step [0-9]* not made (slow-1 came back before it)" "$d.log"
+rm -f "$d.hook"
+wait $agent || { cat "$d.log"; fail "adopt: autohet run"; }
+grep -o "in place: .*" "$d.log" | head -4 | sed 's/^/    /'
+grep -q "in place: the trainers took the change at step [0-9]* before the fallback withdrew it: adopted" "$d.log" ||
+    { cat "$d.log"; fail "adopt: not adopted"; }
+one_launch adopt
 
 echo "PASS"

@@ -15,7 +15,9 @@
  * plan, a device no running rank holds, a request not taken by the grace period less the save estimate:
  * refused by the trainer, no step boundary in time, or the trainer silent on where it resumed until
  * then) is the stop and relaunch of today, said in one
- * line with why. Part of the elastic agent (agent_state.h). */
+ * line with why; a change the trainers took before that fallback's withdrawal reached them is adopted
+ * when its event comes while nothing was killed or noticed since (the stop called off). Part of the
+ * elastic agent (agent_state.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include "runtime/protocol.h"
 
 static void reap_left(agent_t *a);
+static int count_leaving(const agent_t *a);
 
 void ah_agent_inplace_free(agent_t *a) {
     ah_launch_hostjobs_free(a->jobs, a->n_jobs);
@@ -212,6 +215,7 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
             "before %.1f s (the grace period less the save estimate)", a->inplace_deadline - a->t0);
     a->inplace = 1;
     a->inplace_deferred = r == ASK_LATER;
+    a->inplace_leaving_n = count_leaving(a);
     a->cause = AH_CAUSE_EVENT;
     a->notice_t = t;
     return true;
@@ -236,7 +240,7 @@ static void withdraw(agent_t *a) {
 
 void ah_agent_inplace_fallback(agent_t *a, const char *why) {
     if (a->inplace != 1) return;
-    a->inplace = 0;
+    a->inplace = a->inplace_deferred ? 0 : 3; /* 3: a change the trainers took before the withdrawal is adopted */
     if (a->inplace_deferred)
         say(a, "in place: the change not asked for (%s): the notice's stop and relaunch", why);
     else
@@ -377,14 +381,56 @@ static void on_changed(agent_t *a, const json_t *ev) {
     a->inplace = 2;
 }
 
+static int count_leaving(const agent_t *a) {
+    int n = 0;
+    for (int i = 0; i < a->cluster.n_nodes; i++) n += a->leaving[i];
+    return n;
+}
+
+/* Whether a change the trainers took after the agent fell back (ev; inplace 3) can be adopted: the job
+ * alive and not killed, nothing noticed since the request (leaving[] only grows within a stop, so the
+ * same count is the same nodes: the survivors got no SIGTERM), the next plan the one it named; else why. */
+static bool adoptable(const agent_t *a, const json_t *ev, char *why, size_t cap) {
+    const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    if (a->inplace != 3) snprintf(why, cap, a->stopping ? "the notice's stop was under way" : "no request pending");
+    else if (!a->running) snprintf(why, cap, "the job had ended");
+    else if (a->forced) snprintf(why, cap, "the grace period was over: the leaving ranks were killed");
+    else if (a->interrupting) snprintf(why, cap, "the run is being interrupted");
+    else if (count_leaving(a) != a->inplace_leaving_n) snprintf(why, cap, "another node was noticed since: it stops");
+    else if (!a->have_next || json_integer_value(json_object_get(ev, "ranks_to")) != ah_plan_device_count(&a->next.plan))
+        snprintf(why, cap, "the next plan was made again since");
+    else if (step < a->inplace_step) snprintf(why, cap, "an older request's (step %lld)", (long long)a->inplace_step);
+    else return true;
+    return false;
+}
+
+/* The change adopted (ev, the trainers' "reconfigure" after the fallback): the notice's stop called off,
+ * the change as if waited for; a node up that the plan does not use (the preempted one back) weighed by
+ * the join rule at the next checkpoint. */
+static void adopt(agent_t *a, const json_t *ev) {
+    say(a, "in place: the trainers took the change at step %lld before the fallback withdrew it: adopted (the "
+        "notice's stop called off; the survivors go on, no relaunch)",
+        (long long)json_integer_value(json_object_get(ev, AH_PROTO_STEP)));
+    a->stopping = false;
+    a->forced = false;
+    on_changed(a, ev);
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
+            a->join_pending = true;
+            say(a, "%s is up and the plan the trainers took does not use it: weighed at the next checkpoint",
+                a->cluster.nodes[i].name);
+        }
+}
+
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         const double s = ah_json_num_or_nan(line, "seconds");
         if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
     } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
+        char why[200];
         if (a->inplace == 1 && !a->inplace_deferred) on_changed(a, line);
+        else if (adoptable(a, line, why, sizeof why)) adopt(a, line);
         else say(a, "warning: a change in place at step %lld that this agent did not wait for (%s): ignored",
-                 (long long)json_integer_value(json_object_get(line, AH_PROTO_STEP)),
-                 a->stopping ? "the notice's stop was under way" : "no request pending");
+                 (long long)json_integer_value(json_object_get(line, AH_PROTO_STEP)), why);
     }
 }

@@ -68,13 +68,17 @@ typedef struct agent {
      * AH_WORLD_JOIN's J) and those that left; inplace: 0 none, 1 a request written (the change at step
      * inplace_step or the first boundary that reads it, waited for until inplace_deadline; deferred: not
      * written yet, until the trainer says where it resumed), 2 changed, its recovery closing at the next
-     * step line; the save time estimate (the longest checkpoint seen); inplace_after: the last change's step */
+     * step line, 3 fallen back (the request withdrawn, the notice's stop under way: a change the trainers
+     * took before the withdrawal is adopted when nothing was noticed since: inplace_leaving_n, the leaving
+     * nodes at the notice); the save time estimate (the longest checkpoint seen); inplace_after: the
+     * last change's step */
     bool joined;
     ah_launch_hostjob_t *jobs;
     char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
     int n_jobs;
     int inplace;
     bool inplace_deferred;
+    int inplace_leaving_n;
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
 } agent_t;
@@ -218,7 +222,8 @@ void ah_agent_inplace_watch(agent_t *a);
 void ah_agent_inplace_fallback(agent_t *a, const char *why);
 /* A trainer event line of the running launch (checkpoint: the save estimate; reconfigure: the change
  * done: the leaving jobs reaped, their disks dropped, the next plan the running one, a preempt event and
- * a recovery opened). */
+ * a recovery opened; after a fallback too, the notice's stop then called off, when the survivors got no
+ * notice and were not killed; else ignored, said). */
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line);
 /* A step line after the launch's first: true when it is the first after a change in place (the
  * recovery then resumed at it: the caller closes it). */
