@@ -10,6 +10,7 @@
 # (steps 0..2) and a dp3 mpirun resumed from that run's step-3 checkpoint (steps 3..7), as a relaunch would.
 # Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
+# Case "never": the new job is never started: the world gives up after AH_JOIN_ADMIT_S, said, step 3 saved.
 # Usage: bash tests/test_train_join.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
 STEPS=8
@@ -77,4 +78,29 @@ PY
 }
 joined join dp3 2
 joined renumber dp3-201 0 1,2
+
+# never: the request asks for one new job that is never started. The running world must not wait in
+# MPI_Comm_accept for good: with AH_JOIN_ADMIT_S=3 it gives up once job 2 has not answered its turn for 3 s,
+# says so, and both mpiruns end non-zero, step 3 saved (a relaunch resumes from it).
+d=$WORK/never
+mkdir -p "$d/join" "$d/run"
+printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"}\n' "$WORK/dp3.json" >"$d/run/reconfigure.json"
+t0=$(date +%s)
+pids=()
+for job in 1 0; do
+    AH_JOIN_ADMIT_S=3 AH_WORLD_JOIN=$d/join:$job:2 timeout 120 $MPIRUN --ompi-server "file:$WORK/uri" \
+        -x AH_JOIN_ADMIT_S -x AH_WORLD_JOIN -np 1 \
+        $(train dp2 never/ip --local-root "$d/root" --run-dir "$d/run") >"$d/job$job.out" 2>&1 &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do
+    wait "$p" && { cat "$d"/job*.out >&2; fail "never: a job exited 0 though its join never came"; }
+    [ $? = 124 ] && { cat "$d"/job*.out >&2; fail "never: the world still waited after 120 s"; }
+done
+grep -q "job 2 did not answer its turn within 3 s (AH_JOIN_ADMIT_S)" "$d"/job*.out ||
+    { cat "$d"/job*.out >&2; fail "never: the give-up is not said"; }
+for n in n0 n1; do
+    [ -d "$d/root/$n/step-00000003" ] || { ls -R "$d/root" >&2; fail "never: step 3 not saved on $n"; }
+done
+echo "  never: the world gave up on job 2 after $(($(date +%s) - t0)) s (bound 3 s), step 3 saved"
 echo "PASS"

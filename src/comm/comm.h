@@ -76,7 +76,10 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
  * every other communicator freed as for ah_comm_world_shrink. The world accepts the next njobs mpirun jobs
  * (started with AH_WORLD_JOIN=DIR:JOB:NJOBS, DIR the world's, JOB its next numbers, NJOBS the count after
  * them, and AH_WORLD_RANKS their ranks in the new world; comm/join.c), sends them the root's payload (len
- * bytes) and becomes the merged world ordered by key (this rank's rank in it). */
+ * bytes) and becomes the merged world ordered by key (this rank's rank in it). A job is accepted only once it
+ * answered its turn: one that has not within AH_JOIN_ADMIT_S seconds (default 60; not started, or failed before
+ * it connected) ends the admission with AH_ERR_COMM naming it (the world then cannot go on: the caller ends the
+ * run), never a wait for good in MPI_Comm_accept. */
 ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err);
 /* In a job that joined a running world (ah_comm_world_admit's new jobs): the payload it was sent, its size in
  * *len; NULL in a job that started with the world. */

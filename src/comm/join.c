@@ -30,7 +30,9 @@
  * AH_WORLD_RANKS) and learns at the merge that it is late: after every merge the root broadcasts
  * whether the world is starting or admitting, and, admitting, its payload (the request), which the late
  * job keeps (ah_comm_join_late). The merged world is ordered by the running ranks' keys (their new
- * ranks) and the new jobs' AH_WORLD_RANKS, checked as above. */
+ * ranks) and the new jobs' AH_WORLD_RANKS, checked as above. An admission's turn asks the job to answer
+ * (publish "SVC-ack-JOB") before it connects, and the world enters MPI_Comm_accept only once it has: a job that
+ * does not within AH_JOIN_ADMIT_S seconds (default 60) ends the admission with an error naming it. */
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
@@ -47,6 +49,12 @@
 /* how long a job waits for its turn without a change of the published one (60 s); the most jobs (a job's ranks are numbered
  * below JOB_RANKS in the ordering key, which fits an int) */
 enum { PORT_WAIT_TENTHS = 600, JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
+/* An admission's turn ends with this word: the job answers (publishes ack_name) before it connects, and the
+ * running world accepts only once it has, within AH_JOIN_ADMIT_S seconds (default ADMIT_WAIT_S): a job that
+ * never comes then ends the admission with an error instead of leaving the world in MPI_Comm_accept for good
+ * (Open MPI 4.1's accept has no timeout: pmix_base_exchange_timeout did not bound it here). */
+#define LATE_MARK "late"
+#define ADMIT_WAIT_S 60.0
 
 /* AH_WORLD_RANKS of this rank (world_key): absent in the job, or malformed / not one entry a rank */
 enum { RANKS_ABSENT = -1, RANKS_BAD = -2 };
@@ -146,12 +154,16 @@ static void service_name(const char *dir, char *svc, size_t cap) {
     snprintf(svc, cap, "autohet-join-%016llx", h);
 }
 
-/* The world's root: "TURN PORT WRITER" published (overwriting the last turn): job TURN may connect now. A
- * failure is said (the job whose turn it is then waits and fails after 60 s, naming it). */
-static void publish_turn(const char *svc, const char *port, int turn) {
+/* The name job `job` publishes when it has seen its turn at an admission (its answer). */
+static void ack_name(const char *svc, int job, char *name, size_t cap) { snprintf(name, cap, "%s-ack-%d", svc, job); }
+
+/* The world's root: "TURN PORT WRITER" published (overwriting the last turn): job TURN may connect now; at an
+ * admission (late) with " late" after it, which asks the job to answer first (ack_name). A failure is said (the
+ * job whose turn it is then waits and fails after 60 s, naming it). */
+static void publish_turn(const char *svc, const char *port, int turn, bool late) {
     char value[MPI_MAX_PORT_NAME], id[300];
     writer_id(id, sizeof id);
-    const int len = snprintf(value, sizeof value, "%d %s %s", turn, port, id);
+    const int len = snprintf(value, sizeof value, "%d %s %s%s", turn, port, id, late ? " " LATE_MARK : "");
     if (len >= (int)sizeof value) {
         fprintf(stderr, "autohet: AH_WORLD_JOIN: job %d's turn (%d bytes: the port and the writer \"%s\") is too long "
                 "to publish (at most %d)\n", turn, len, id, (int)sizeof value - 1);
@@ -192,6 +204,19 @@ static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *e
         if (!sp || (stale = stale_writer(sp + 1))) continue;
         if ((seen = turn) != job) continue;
         snprintf(port, MPI_MAX_PORT_NAME, "%.*s", (int)(sp - value - at), value + at);
+        const size_t vl = strlen(value), ml = strlen(" " LATE_MARK);
+        if (vl > ml && strcmp(value + vl - ml, " " LATE_MARK) == 0) { /* an admission: answer, then connect */
+            if (getenv("AH_TEST_JOIN_NO_ANSWER")) { /* test-only: a joining job that hangs before it answers */
+                fprintf(stderr, "autohet: AH_TEST_JOIN_NO_ANSWER: job %d waits at its turn without answering\n", job);
+                for (;;) pause();
+            }
+            char ack[96];
+            ack_name(svc, job, ack, sizeof ack);
+            const int rc = MPI_Publish_name(ack, MPI_INFO_NULL, "1");
+            if (rc != MPI_SUCCESS)
+                return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: job %d could not answer its turn as %s at the "
+                                    "ompi-server (MPI error %d)", job, ack, rc);
+        }
         return AH_OK;
     }
     if (stale)
@@ -236,12 +261,41 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
     return MPI_Bcast(joined, 1, MPI_INT, 0, merged);
 }
 
+/* How long the running world waits for a joining job's answer at an admission: AH_JOIN_ADMIT_S, else
+ * ADMIT_WAIT_S. */
+static double admit_wait_s(void) {
+    const char *v = getenv("AH_JOIN_ADMIT_S");
+    char *end = NULL;
+    const double s = v && *v ? strtod(v, &end) : 0;
+    return end && !*end && s > 0 ? s : ADMIT_WAIT_S;
+}
+
+/* The world's root at an admission, job's turn published: whether job answered (ack_name) within wait_s. */
+static bool job_answered(const char *svc, int job, double wait_s) {
+    char ack[96], value[MPI_MAX_PORT_NAME];
+    ack_name(svc, job, ack, sizeof ack);
+    for (const double t0 = ah_now_s(); ah_now_s() - t0 < wait_s; ah_sleep_s(0.05))
+        if (MPI_Lookup_name(ack, MPI_INFO_NULL, value) == MPI_SUCCESS) return true;
+    return false;
+}
+
 /* The world's side of the turns (at start-up and at an admission): until *joined reaches `upto`, its root
- * publishes the next job's turn and the world accepts it (every rank of the world, the jobs already in). */
-static int accept_jobs(MPI_Comm *world, bool root, const char *svc, const char *port, int *joined, int upto) {
+ * publishes the next job's turn and the world accepts it (every rank of the world, the jobs already in). At an
+ * admission (late) the world accepts a job only once it answered its turn: *missing gets the job that did not
+ * within admit_wait_s (its turn withdrawn; the world as it was after the jobs before it), else stays -1. */
+static int accept_jobs(MPI_Comm *world, bool root, const char *svc, const char *port, int *joined, int upto, bool late,
+                       int *missing) {
     int rc = MPI_SUCCESS;
+    *missing = -1;
     while (rc == MPI_SUCCESS && *joined < upto) {
-        if (root) publish_turn(svc, port, *joined); /* jobs join in order */
+        if (root) publish_turn(svc, port, *joined, late); /* jobs join in order */
+        int answered = !late || (root && job_answered(svc, *joined, admit_wait_s()));
+        if (late && (rc = MPI_Bcast(&answered, 1, MPI_INT, 0, *world)) != MPI_SUCCESS) break;
+        if (!answered) {
+            if (root) MPI_Unpublish_name(svc, MPI_INFO_NULL, port); /* a job that comes later finds no turn */
+            *missing = *joined;
+            break;
+        }
         rc = merge_one(world, 1, port, joined);
     }
     return rc;
@@ -304,7 +358,7 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
         st = job_reads_port(svc, job, port, err);
     }
     if (st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
-    if (st == AH_OK && rc == MPI_SUCCESS) rc = accept_jobs(&world, job == 0 && rank == 0, svc, port, &joined, njobs);
+    if (st == AH_OK && rc == MPI_SUCCESS) rc = accept_jobs(&world, job == 0 && rank == 0, svc, port, &joined, njobs, false, &(int){0});
     if (st != AH_OK) return st;
     if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find the port */
         if (njobs > 1) MPI_Unpublish_name(svc, MPI_INFO_NULL, port);
@@ -331,10 +385,18 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, con
         return ah_error_set(err, AH_ERR_COMM, "admitting %d job%s: the world's first rank could not open a port (MPI "
                             "error %d on it)", njobs, njobs == 1 ? "" : "s", rc);
     MPI_Comm w = *world;
-    rc = accept_jobs(&w, me == 0, g_svc, port, &joined, g_next_job + njobs);
+    int missing = -1;
+    rc = accept_jobs(&w, me == 0, g_svc, port, &joined, g_next_job + njobs, true, &missing);
     if (me == 0) {
-        MPI_Unpublish_name(g_svc, MPI_INFO_NULL, port);
+        if (missing < 0) MPI_Unpublish_name(g_svc, MPI_INFO_NULL, port);
         MPI_Close_port(port);
+    }
+    if (rc == MPI_SUCCESS && missing >= 0) { /* the world's communicator may be a merged one now: the run ends */
+        *world = w;
+        return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world: job %d did not answer "
+                            "its turn within %.0f s (AH_JOIN_ADMIT_S): not started, or it failed before connecting; "
+                            "the in-place join is given up", g_next_job, g_next_job + njobs - 1, missing,
+                            admit_wait_s());
     }
     if (rc != MPI_SUCCESS) /* the world's communicator may be freed already: the run cannot go on */
         return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world failed (MPI error %d)",

@@ -188,7 +188,7 @@ static void on_step(agent_t *a, json_t *line) {
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if ((first || after_change) && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
-    if (first) ah_agent_join_if_pays(a, "first step finished");
+    if (first || after_change) ah_agent_join_if_pays(a, first ? "first step finished" : "first step after the change in place");
 }
 
 static void on_checkpoint(agent_t *a) {
@@ -221,7 +221,7 @@ static void on_line(void *ctx, json_t *line) {
     if (json_is_string(cloud_error))
         snprintf(a->res->cloud_error, sizeof a->res->cloud_error, "%s", json_string_value(cloud_error));
     emit(a, json_incref(line));
-    ah_agent_inplace_on_event(a, ev, line);
+    if (!ah_agent_inplace_join_on_event(a, ev, line)) ah_agent_inplace_on_event(a, ev, line);
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         ah_agent_result_t *r = a->res;
         if (json_is_true(json_object_get(line, "ok"))) {
@@ -299,6 +299,7 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
 static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t *err) {
     *finished = false;
     ah_agent_inplace_fallback(a, "the job ended first");
+    ah_agent_inplace_join_fallback(a, "the job ended first");
     a->running = false;
     const double exit_t = ah_now_s();
     a->launcher.read_metrics(a->launcher.ctx, on_line, a);
@@ -437,6 +438,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
         a->launcher.read_metrics(a->launcher.ctx, on_line, a);
         ah_agent_apply_events(a);
         ah_agent_inplace_watch(a);
+        ah_agent_inplace_join_watch(a);
         if (a->stopping)
             press_stop(a);
         else if ((a->launcher.reachable || a->launcher.stalled) && ah_watchdog_expired(&a->dog, ah_now_s()))
@@ -578,6 +580,7 @@ done:
     if (a.have_cur) ah_plan_result_free(&a.cur);
     ah_agent_next_plan_free(&a);
     ah_agent_inplace_free(&a);
+    ah_agent_inplace_join_free(&a);
     ah_agent_events_free(&a.ev);
     ah_cluster_free(&a.cluster);
     ah_history_free(&a.hist);

@@ -48,6 +48,7 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
     for (int i = 0; i < a->cluster.n_nodes; i++) any = any || noticed[i];
     if (!any) return;
     ah_agent_inplace_fallback(a, "another notice came before it"); /* a change in place asked for and not made */
+    ah_agent_inplace_join_fallback(a, "a notice came before it");    /* a join in place asked for and not made */
     const bool first = !a->stopping;
     const double t = ah_now_s();
     bool next_uses = false; /* a node the next plan uses, noticed now */
@@ -110,6 +111,6 @@ void ah_agent_apply_events(agent_t *a) {
 
 /* Joins pending: the restart onto the plan with them when it pays (agent_join.c). */
 void ah_agent_join_if_pays(agent_t *a, const char *when) {
-    if (a->inplace == 1) return; /* a change in place asked for: the joins stay pending until it is made */
-    if (ah_agent_consider_join(a, when)) ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
+    if (a->inplace == 1 || a->join_req) return; /* a change in place asked for: the joins stay pending until it is made */
+    if (ah_agent_consider_join(a, when) && !ah_agent_inplace_join_begin(a)) ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
 }

@@ -81,6 +81,12 @@ typedef struct agent {
     int inplace_leaving_n;
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
+    /* the join in place (agent_inplace_join.c): join_req 1 while its request (join_doc) waits, until
+     * join_deadline; asked at join_t for step join_step; the joining hosts' jobs join_first.., join_n of them */
+    int join_req, join_first, join_n;
+    int64_t join_step;
+    double join_t, join_deadline;
+    json_t *join_doc;
 } agent_t;
 
 static inline double since_start(const agent_t *a) { return ah_now_s() - a->t0; }
@@ -229,5 +235,21 @@ void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line);
  * recovery then resumed at it: the caller closes it). */
 bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss);
 void ah_agent_inplace_free(agent_t *a);
+
+/* ---- the join in place (agent_inplace_join.c) ---- */
+
+/* The join rule said to re-plan onto joined hosts (the next plan made, ah_agent_consider_join): true when the
+ * trainers were asked to take them in place (or, a change in place under way, the join left pending), else
+ * false with why said (the caller stops and relaunches). */
+bool ah_agent_inplace_join_begin(agent_t *a);
+/* While its request waits: not taken by its deadline, or the job stopping: the fallback. */
+void ah_agent_inplace_join_watch(agent_t *a);
+/* A join's request waiting when a notice comes or the job ends: withdrawn, the joining jobs dropped and the
+ * join's stop begun (the relaunch under the next plan), said with why. */
+void ah_agent_inplace_join_fallback(agent_t *a, const char *why);
+/* A trainer event line: true when it is the join's "reconfigure" (the change done: the next plan the running one,
+ * a recovery in place opened, closed at the next step line by ah_agent_inplace_on_step). */
+bool ah_agent_inplace_join_on_event(agent_t *a, const char *ev, const json_t *line);
+void ah_agent_inplace_join_free(agent_t *a);
 
 #endif

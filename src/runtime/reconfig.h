@@ -26,9 +26,10 @@
  *            NJOBS, then each earlier join's, NJOBS the count after this join) and AH_WORLD_RANKS (their
  *            ranks in the new world, required), they wait for their turn (comm/join.c, at most 60 s
  *            quiet: start them at most that long before the boundary) and learn from the world at the
- *            merge that they are late: no flag. The plan must then have at least stay + K devices, and as
- *            many as the merged world's ranks (checked after the merge: a mismatch ends the run, after
- *            the save, so a relaunch resumes).
+ *            merge that they are late: no flag; each answers its turn before it connects, and a job that
+ *            has not within AH_JOIN_ADMIT_S seconds (default 60) ends the run after the save (comm.h).
+ *            The plan must then have at least stay + K devices, and as many as the merged world's ranks
+ *            (checked after the merge: a mismatch ends the run, after the save, so a relaunch resumes).
  * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
  * none, or whose "ranks" does not fit the world and its leaving jobs as said, or that the caller's check refuses before anything is torn down (cli_train.c: no --local-root
  * to save and resume the step from; a plan that cannot be loaded, is invalid or does not have one

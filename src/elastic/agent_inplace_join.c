@@ -1,0 +1,299 @@
+/* The join in place (issue 36 "Survivors keep their processes"; docs/elastic.md "The join in place, the agent's
+ * part"). With --in-place the agent launches one mpirun a host, joined into one world (launcher.h joined). When
+ * hosts join and the join rule says to re-plan onto them (agent_join.c: the plan with them, the next plan, is
+ * better, pays and uses every node of the running one), the agent asks the trainers to take the new hosts in
+ * place instead of stopping them, when it can: the next plan puts a rank on every device a running rank holds
+ * and its other ranks on the joining hosts only (a running host's job cannot gain ranks), and its step is not
+ * the run's last. Then: one mpirun each joining host started into the running job (the launcher's join_hosts,
+ * through the job's ompi-server: it waits for its turn), and the request (RUN_DIR's reconfigure.json,
+ * runtime/reconfig.h) {"step": S, "leave": [], "join": K, "plan": "RUN_DIR/next-plan.json", "ranks": [...]}:
+ * S the step after the newest the metrics show, K the joining hosts, "ranks" each running rank's rank under
+ * the next plan by device. The trainers save step S, admit the new jobs (comm/join.c: each answers its turn
+ * before the world accepts it) and go on under the next plan, the running ranks in the same processes, the new
+ * ones resuming step S from the tiers; the "reconfigure" event says so. The agent then makes the next plan the
+ * running one, counts the new jobs as the launch's, records a preempt event (cause join, "in_place": true,
+ * "joined": the hosts) and a recovery in place that the next step line closes (agent_inplace.c's), and goes on
+ * watching the same job.
+ * Anything else is today's join: the stop of every rank and the relaunch under the next plan, said in one line
+ * with why: not a joined launch or a launcher without join_hosts (said once); a device of the next plan on a
+ * running host that no running rank holds, or a running rank's device it leaves unused; the run ending first;
+ * join_hosts or the request failing; the change not made within AH_JOIN_ADMIT_S (the running world's wait for
+ * a joining job, default 60 s) + the save estimate + 10 s (refused by the trainer, its warning on stderr; a
+ * joining job that never answered: the trainers give up after AH_JOIN_ADMIT_S and end, step S saved); a notice
+ * first; the job ending first. The fallback withdraws the request (the same at a step no run reaches) and
+ * kills the joining jobs (leave_hosts) before the stop. Part of the elastic agent (agent_state.h). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/str.h"
+#include "core/timing.h"
+#include "core/vec.h"
+#include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
+#include "runtime/protocol.h"
+
+#define JOIN_MARGIN_S 10.0
+
+/* The bound the trainers wait for a joining job (comm/join.c): AH_JOIN_ADMIT_S, else 60 s. */
+static double admit_wait_s(void) {
+    const char *v = getenv("AH_JOIN_ADMIT_S");
+    char *end = NULL;
+    const double s = v && *v ? strtod(v, &end) : 0;
+    return end && !*end && s > 0 ? s : 60.0;
+}
+
+/* The running plan's rank r's device: ranks[r], its rank under the next plan on the same device (node name
+ * and index); the next plan's other ranks must be on hosts the running plan does not use, each such host into
+ * hosts (its name, borrowed from the next plan; in the order of its first rank). False with why when not. */
+static bool map_join(const agent_t *a, int *ranks, const char **hosts, int *n_hosts, bool *ordered, char *why,
+                     size_t cap) {
+    const ah_plan_t *cur = &a->cur.plan, *next = &a->next.plan;
+    const int w = ah_plan_device_count(cur), n = ah_plan_device_count(next);
+    char *taken = calloc((size_t)n + 1, 1);
+    bool ok = taken != NULL;
+    if (!ok) snprintf(why, cap, "out of host memory");
+    *n_hosts = 0;
+    *ordered = true;
+    for (int r = 0; ok && r < w; r++) {
+        const ah_device_ref_t *d = ah_plan_rank_device(cur, r);
+        const char *node = d ? cur->cluster.nodes[d->node].name : "?";
+        ranks[r] = -1;
+        for (int q = 0; d && q < n && ranks[r] < 0; q++) {
+            const ah_device_ref_t *e = ah_plan_rank_device(next, q);
+            if (e && e->index == d->index && strcmp(next->cluster.nodes[e->node].name, node) == 0) ranks[r] = q;
+        }
+        if (ranks[r] < 0)
+            snprintf(why, cap, "the plan with the joined nodes leaves rank %d's device %s:%d unused", r, node,
+                     d ? d->index : -1);
+        else taken[ranks[r]] = 1, *ordered = *ordered && ranks[r] == r;
+        ok = ranks[r] >= 0;
+    }
+    for (int q = 0; ok && q < n; q++) {
+        const ah_device_ref_t *e = ah_plan_rank_device(next, q);
+        const char *node = e ? next->cluster.nodes[e->node].name : "?";
+        if (taken[q]) continue;
+        if (ah_agent_plan_uses(cur, node)) {
+            snprintf(why, cap, "the plan with the joined nodes adds device %s:%d to a running host (its job cannot gain "
+                     "ranks)", node, e ? e->index : -1);
+            ok = false;
+        }
+        int h = 0;
+        while (ok && h < *n_hosts && strcmp(hosts[h], node) != 0) h++;
+        if (ok && h == *n_hosts) hosts[(*n_hosts)++] = node;
+    }
+    free(taken);
+    return ok;
+}
+
+/* The request a->join_doc (the step S, the joining jobs, the plan on the hosts, each running rank's new rank)
+ * written to WORK/reconfigure-N.json and put on every host of the job. */
+static bool put_request(agent_t *a, const char *plan_path, const int *ranks, char *why, size_t cap) {
+    json_t *rk = json_array();
+    for (int r = 0; r < ah_plan_device_count(&a->cur.plan); r++) json_array_append_new(rk, json_integer(ranks[r]));
+    json_decref(a->join_doc);
+    a->join_doc = json_pack("{s:I, s:[], s:i, s:s, s:o}", "step", (json_int_t)a->join_step, "leave", "join",
+                            a->join_n, "plan", plan_path, "ranks", rk);
+    char path[700];
+    snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
+    ah_error_t e;
+    if (!a->join_doc || json_dump_file(a->join_doc, path, JSON_COMPACT) != 0) {
+        snprintf(why, cap, "%s: cannot write the request", path);
+        return false;
+    }
+    if (a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) == AH_OK) return true;
+    snprintf(why, cap, "the request cannot be written to the hosts (%s)", e.msg);
+    return false;
+}
+
+/* The joining hosts' jobs (join_first.., join_n) ended and forgotten (launcher.h leave_hosts, no wait). */
+static void drop_joiners(agent_t *a) {
+    const char *hosts[256];
+    int n = 0;
+    for (int j = a->join_first; j < a->join_first + a->join_n && j < a->n_jobs && n < 256; j++) {
+        hosts[n++] = a->jobs[j].host;
+        a->job_left[j] = 2;
+    }
+    if (n) a->launcher.leave_hosts(a->launcher.ctx, hosts, n, 0);
+}
+
+/* The joining hosts as jobs of the launch, numbered on from its last (as the launcher numbers them). */
+static bool add_jobs(agent_t *a, const char *const *hosts, int n) {
+    ah_launch_hostjob_t *jobs = realloc(a->jobs, (size_t)(a->n_jobs + n) * sizeof *jobs);
+    if (jobs) a->jobs = jobs;
+    char *left = jobs ? realloc(a->job_left, (size_t)(a->n_jobs + n)) : NULL;
+    if (left) a->job_left = left;
+    if (!jobs || !left) return false;
+    for (int h = 0; h < n; h++) {
+        memset(&jobs[a->n_jobs + h], 0, sizeof *jobs);
+        snprintf(jobs[a->n_jobs + h].host, sizeof jobs->host, "%s", hosts[h]);
+        left[a->n_jobs + h] = 0;
+    }
+    a->join_first = a->n_jobs;
+    a->join_n = n;
+    a->n_jobs += n;
+    return true;
+}
+
+/* join_hosts for the joining hosts, the next plan on them (RUN_DIR/next-plan.json, also here for the launcher
+ * to copy), then the request; why set when any fails (the jobs started then dropped). */
+static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, char *why, size_t cap) {
+    char run_dir[600], plan_path[700];
+    snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, launch_no(a));
+    snprintf(plan_path, sizeof plan_path, "%s/" AH_PROTO_NEXT_PLAN_FILE, run_dir);
+    ah_train_argv_t train;
+    ah_error_t e;
+    ah_status_t s = access(plan_path, R_OK) == 0 ? AH_OK : ah_fs_mkdirs(run_dir, &e);
+    if (s == AH_OK && access(plan_path, R_OK) != 0) s = ah_plan_save(&a->next.plan, plan_path, &e);
+    if (s == AH_OK) s = ah_agent_train_argv(a->o, plan_path, a->local_root, run_dir, &train, &e);
+    const ah_launch_job_t job = {.plan = &a->next.plan, .plan_path = plan_path, .run_dir = run_dir,
+                                 .train_argv = train.argv, .joined = true};
+    if (s == AH_OK && !add_jobs(a, hosts, n)) s = ah_error_set(&e, AH_ERR_INTERNAL, "out of host memory");
+    else if (s == AH_OK && (s = a->launcher.join_hosts(a->launcher.ctx, &job, hosts, n, &e)) != AH_OK)
+        a->n_jobs -= n; /* none started */
+    if (s != AH_OK) {
+        snprintf(why, cap, "the joining host%s not started (%s)", n == 1 ? "" : "s", e.msg);
+        return false;
+    }
+    if (put_request(a, plan_path, ranks, why, cap)) return true;
+    drop_joiners(a);
+    return false;
+}
+
+bool ah_agent_inplace_join_begin(agent_t *a) {
+    if (!a->joined || !a->running || a->stopping || !a->have_next) return false;
+    if (!a->launcher.join_hosts) {
+        static bool said;
+        if (!said) say(a, "note: --in-place: the %s launcher cannot start a host's job into the running one: a join "
+                       "stops and relaunches", a->launcher.name);
+        said = true;
+        return false;
+    }
+    if (a->inplace != 0) { /* a change in place under way: decided again at its first step */
+        say(a, "in place: the join waits for the change in place under way");
+        ah_agent_next_plan_free(a);
+        a->join_pending = true;
+        return true;
+    }
+    const ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    const int w = ah_plan_device_count(&a->cur.plan), n = ah_plan_device_count(&a->next.plan);
+    int *ranks = calloc((size_t)w + 1, sizeof *ranks), n_hosts = 0;
+    const char **hosts = calloc((size_t)n + 1, sizeof *hosts);
+    char why[400] = "out of host memory";
+    bool ordered = true, ok = ranks && hosts;
+    a->join_step = L->end_step;
+    if (ok && a->join_step + 1 >= a->o->steps)
+        snprintf(why, sizeof why, "the run ends first (step %lld of %lld)", (long long)a->join_step,
+                 (long long)a->o->steps), ok = false;
+    ok = ok && map_join(a, ranks, hosts, &n_hosts, &ordered, why, sizeof why) && ask(a, ranks, hosts, n_hosts, why, sizeof why);
+    if (ok) {
+        ah_str_t names = ah_str_fixed((char[256]){0}, 256);
+        for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
+        a->join_t = a->notice_t = ah_now_s();
+        a->join_deadline = a->join_t + admit_wait_s() + a->save_est_s + JOIN_MARGIN_S;
+        say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
+            "the next plan%s); waiting for it until %.1f s", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s",
+            a->join_first, names.buf, w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0);
+        a->join_req = 1;
+        a->cause = AH_CAUSE_JOIN;
+    } else {
+        say(a, "in place: not at this join (%s): the join's stop and relaunch", why);
+    }
+    free(ranks);
+    free(hosts);
+    return ok;
+}
+
+void ah_agent_inplace_join_fallback(agent_t *a, const char *why) {
+    if (a->join_req != 1) return;
+    a->join_req = 0;
+    say(a, "in place: the join at step %lld not made (%s): the join's stop and relaunch", (long long)a->join_step, why);
+    char path[700];
+    snprintf(path, sizeof path, "%s/reconfigure-%d.withdrawn.json", a->work, launch_no(a));
+    ah_error_t e = {.msg = "cannot write it"};
+    if (json_object_set_new(a->join_doc, "step", json_integer(INT64_MAX)) != 0 ||
+        json_dump_file(a->join_doc, path, JSON_COMPACT) != 0 ||
+        a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) != AH_OK)
+        say(a, "warning: in place: the join's request on the hosts not withdrawn (%s): the stop ends it", e.msg);
+    drop_joiners(a);
+    if (a->stopping) return; /* the user's interrupt: its stop goes on */
+    ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
+    a->notice_t = a->join_t; /* the recovery runs from the join's decision */
+}
+
+void ah_agent_inplace_join_watch(agent_t *a) {
+    if (a->join_req != 1) return;
+    if (a->stopping) ah_agent_inplace_join_fallback(a, "the job is stopping");
+    else if (ah_now_s() > a->join_deadline) {
+        char why[200];
+        snprintf(why, sizeof why, "not taken within %.0f s: refused by the trainer (its warning says why), or a joining "
+                 "job did not answer its turn", a->join_deadline - a->join_t);
+        ah_agent_inplace_join_fallback(a, why);
+    }
+}
+
+/* The change done (ev, the trainer's "reconfigure" with "join"): the next plan the running one, the recovery
+ * opened in place (closed at the next step line, agent_inplace.c) and the preempt event. */
+static void joined(agent_t *a, const json_t *ev) {
+    const double seen_t = ah_now_s();
+    const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    a->join_req = 0;
+    a->inplace_after = step;
+    ah_plan_result_free(&a->cur);
+    a->cur = a->next;
+    a->have_next = false; /* moved */
+    ah_agent_next_plan_free(a);
+    ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
+    L->devices = ah_plan_device_count(&a->cur.plan);
+    L->predicted_s = a->cur.eval.pred.iteration_s;
+    ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
+    char *pids = json_dumps(json_object_get(ev, "pids"), JSON_COMPACT);
+    say(a, "in place: joined at step %lld: %d job%s joined, %d ranks under the next plan, the running ones in the "
+        "same processes (pids %s)", (long long)step, a->join_n, a->join_n == 1 ? "" : "s", L->devices, pids ? pids : "?");
+    free(pids);
+    ah_watchdog_line(&a->dog, seen_t);
+    if (!ah_grow(&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries + 1, sizeof *a->res->recoveries)) {
+        say(a, "warning: out of host memory: the join in place is not recorded as a recovery");
+        return;
+    }
+    a->pending = a->res->n_recoveries++;
+    ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+    const ah_exit_facts_t f = {.preempted = true, .preempted_step = step, .saved = true, .trained = a->hist.len};
+    ah_recovery_open(r, AH_CAUSE_JOIN, &f, a->join_t - a->t0, seen_t - a->join_t, false);
+    r->in_place = true;
+    static const char *phase[5] = {"save", "teardown", "split", "init", "load"};
+    for (int k = 0; k < 5; k++) r->phases[k] = ah_json_num_or_nan(json_object_get(ev, "seconds"), phase[k]);
+    ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
+    json_t *list = json_array();
+    for (int j = a->join_first; j < a->join_first + a->join_n; j++) {
+        ah_str_appendf(&nodes, "%s%s", nodes.len ? " " : "", a->jobs[j].host);
+        json_array_append_new(list, json_string(a->jobs[j].host));
+    }
+    emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:[], s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
+                      (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
+                      ah_agent_cause_name(AH_CAUSE_JOIN), "nodes", "joined", list, "saved", 1, "forced", 0,
+                      "exit_status", 0, "in_place", 1));
+    a->inplace = 2; /* agent_inplace.c closes the recovery at the next step line */
+}
+
+bool ah_agent_inplace_join_on_event(agent_t *a, const char *ev, const json_t *line) {
+    if (a->join_req != 1 || strcmp(ev, AH_PROTO_EV_RECONFIGURE) != 0) return false;
+    const json_int_t k = json_integer_value(json_object_get(line, "join"));
+    if (k != a->join_n) {
+        say(a, "warning: a change in place with %lld joining jobs, not the join's %d: taken as the join's",
+            (long long)k, a->join_n);
+    }
+    joined(a, line);
+    return true;
+}
+
+void ah_agent_inplace_join_free(agent_t *a) {
+    json_decref(a->join_doc);
+    a->join_doc = NULL;
+    a->join_req = 0;
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# autohet run --in-place, a host that joins (issue 36 "Survivors keep their processes"; docs/elastic.md "The
+# join in place, the agent's part"): the local launcher starts one mpirun a node, joined into one world; slow-1
+# is down from the start (plan-0: fast-0 + slow-0) and comes back once 3 steps are in; --join-horizon-s makes
+# the join rule re-plan onto it. The agent asks for the join in place: slow-1's mpirun started into the running
+# job (join_hosts), the request with "join": 1.
+#  - join: one launch (no relaunch, no re-plan event), the reconfigure event 2 -> 3 ranks with "join": 1,
+#    fast-0's and slow-0's ranks the processes started (rank files node by node before and after), slow-1's a
+#    new one; the preempt (cause join, in place, joined [slow-1]) and recover (in place, the phases) events;
+#    every step 0..N-1 trained once, each loss bit-identical to plan-0's uninterrupted run before the join and
+#    to the plan with slow-1 resumed from the step saved at it after;
+#  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job hang at its turn without answering: the
+#    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
+#    stop and relaunch (said with why), and the run still trains every step once, finished.
+source "$(dirname "$0")/train_common.sh"
+source "$SRC/tests/agent_common.sh"
+command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
+small_cluster
+STEPS=80 CKPT_EVERY=100 # the only saves: the one at the join (or its stop) and the last step's
+
+# join_run NAME [flags]: the agent with --in-place, slow-1 down at 0 and back once launch 0 has 3 steps; the
+# rank files' node -> pid of launch 0 then into NAME.pids.
+join_run() {
+    local name=$1 d=$WORK/$1 t0
+    shift
+    echo "0,remove,slow-1" >"$d.csv"
+    t0=$(date +%s%N)
+    run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 "$@" &
+    local agent=$!
+    wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "$name: no 3 steps in 60 s"; }
+    rank_nodes "$d/launch-0" >"$d.pids"
+    echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+    wait $agent || { cat "$d.log"; fail "$name: autohet run"; }
+}
+rank_nodes() { # RUN_DIR: its rank files' {node: pid}
+    python3 -c 'import glob, json, sys
+print(json.dumps({d["node"]: d["pid"] for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))}))' "$1"
+}
+
+# ---- join ----
+join_run join
+grep -q "in place: joined at step" "$WORK/join.log" || { cat "$WORK/join.log"; fail "join: not joined in place"; }
+rank_nodes "$WORK/join/launch-0" >"$WORK/join.after"
+python3 - "$WORK/join" "$STEPS" <<'PY' || { cat "$WORK/join.log"; fail "join: in place"; }
+import json, os, sys
+d, steps = sys.argv[1], int(sys.argv[2])
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+before, after = json.load(open(d + ".pids")), json.load(open(d + ".after"))
+assert sorted(before) == ["fast-0", "slow-0"], before
+assert sorted(after) == ["fast-0", "slow-0", "slow-1"], after
+assert all(after[k] == before[k] for k in before), f"the running ranks' processes: {after} vs {before}"
+assert after["slow-1"] not in before.values(), after
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert len(rc) == 1 and rc[0]["ranks_from"] == 2 and rc[0]["ranks_to"] == 3 and rc[0]["join"] == 1, rc
+assert sorted(rc[0]["pids"]) == sorted(after.values()), (rc[0]["pids"], after)
+assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan"], "relaunched"
+pre = [x for x in ev if x.get("event") == "preempt"]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)
+assert pre[0]["cause"] == rec[0]["cause"] == "node joined" and pre[0]["joined"] == rec[0]["nodes"] == ["slow-1"], (pre, rec)
+assert rec[0]["step"] == rc[0]["step"] == pre[0]["step"], (pre, rec, rc)
+assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load"}, rec[0]
+st = [x["step"] for x in ev if "event" not in x]
+assert st == list(range(steps)), f"every step once: {st}"
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"joined in place at step {rc[0]['step']}: slow-1's job in, pids kept {before}, recovery "
+      f"{rec[0]['seconds']:.2f} s (phases {rec[0]['phases']})")
+PY
+grep -q "^launch 0: 3 devices," "$WORK/join.log" || fail "join: the summary's launch 0 is not the running plan's 3 devices"
+
+# Every loss of the join's history against plan-0 uninterrupted (before the step it joined at) and the plan
+# with slow-1 resumed from that step alone (after).
+d=$WORK/join
+s=$(python3 -c 'import json,sys; print([x for x in map(json.loads, open(sys.argv[1])) if x.get("event") == "reconfigure"][0]["step"])' "$d/metrics.jsonl")
+timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$d/plan-0.json" --data "$WORK/text.bin" --steps $STEPS --quiet \
+    --metrics "$d.ref0.jsonl" >"$d.ref0.out" 2>&1 || { cat "$d.ref0.out"; fail "join: plan-0 uninterrupted"; }
+rm -rf "$d.copy" && cp -r "$d/local" "$d.copy"
+find "$d.copy" -maxdepth 2 -name "step-*" ! -name "step-$(printf %08d "$s")" -exec rm -rf {} +
+timeout 300 $MPIRUN -np 3 "$AUTOHET" train --plan "$d/launch-0/next-plan.json" --data "$WORK/text.bin" --steps $STEPS \
+    --quiet --resume --local-root "$d.copy" --metrics "$d.ref1.jsonl" >"$d.ref1.out" 2>&1 ||
+    { cat "$d.ref1.out"; fail "join: resumed at $s"; }
+python3 - "$d" "$s" <<'PY' || fail "join: losses"
+import json, sys
+d, s = sys.argv[1], int(sys.argv[2])
+steps = lambda f: {x["step"]: x["loss"] for x in map(json.loads, open(f)) if "event" not in x}
+got, r0, r1 = steps(d + "/metrics.jsonl"), steps(d + ".ref0.jsonl"), steps(d + ".ref1.jsonl")
+assert min(r1) == s, f"the reference resumed from step {min(r1)}, not {s}"
+for k, v in sorted(got.items()):
+    ref = r0[k] if k < s else r1[k]
+    assert v == ref, f"step {k}: {v!r} vs {ref!r}"
+print(f"  {len(got)} losses bit-identical: {s} to plan-0's run, {len(got) - s} to the plan with slow-1 resumed from step {s}")
+PY
+
+# ---- never: the joining job hangs at its turn without answering ----
+AH_JOIN_ADMIT_S=3 AH_TEST_JOIN_NO_ANSWER=1 join_run never
+grep -q "in place: the join asked for at step" "$WORK/never.log" || { cat "$WORK/never.log"; fail "never: not asked"; }
+grep -q "in place: the join at step [0-9]* not made (.*): the join's stop and relaunch" "$WORK/never.log" ||
+    { cat "$WORK/never.log"; fail "never: the fallback is not said"; }
+grep -q "in place: joined" "$WORK/never.log" && fail "never: joined in place"
+grep -q "job 2 did not answer its turn within 3 s (AH_JOIN_ADMIT_S)" "$WORK/never.log" ||
+    { cat "$WORK/never.log"; fail "never: the trainers' give-up is not said"; }
+python3 - "$WORK/never" "$STEPS" <<'PY' || { cat "$WORK/never.log"; fail "never: relaunch"; }
+import json, sys
+d, steps = sys.argv[1], int(sys.argv[2])
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(rec) == 1 and not rec[0]["in_place"] and rec[0]["cause"] == "node joined", rec
+hist = []
+for x in (x for x in ev if "event" not in x):
+    assert x["step"] <= len(hist), f"step {x['step']} after {len(hist)} steps"
+    hist = hist[:x["step"]] + [x["loss"]]
+assert len(hist) == steps, len(hist)
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"never: fell back, relaunched, resumed from step {rec[0]['step']} in {rec[0]['seconds']:.2f} s")
+PY
+echo "PASS"
