@@ -1,7 +1,8 @@
 # Asynchronous checkpoints (the default; --ckpt-sync the old way; docs/checkpoints.md):
 #  1. tp2-asym (8 ranks on 2 nodes, TP 2, ranks that write nothing): losses with no checkpoints, with
 #     --ckpt-sync and with asynchronous saves every 4 steps are bit-identical; steps 4 and 8 were
-#     written in the background ("async": true), the last one synchronously; every file of the
+#     written in the background ("async": true; step 8 by AdamW itself, runtime/ckpt_fuse.c), the last
+#     one synchronously; every file of the
 #     async steps has the size and CRC-32C of the --ckpt-sync run's; every committed step verifies;
 #     a resume from step 8 (async-written) continues bit-identically. Host memory: a node short of
 #     its snapshots (and replicas) refused by plan, evaluate and train alike.
@@ -49,13 +50,17 @@ for e in (asyn[4], asyn[8]):
 # the writer threads' CPU on the snapshots (a waiting rank's own writing is not theirs: > 0 over both)
 assert asyn[4]["writer_cpu_seconds"] + asyn[8]["writer_cpu_seconds"] > 0, asyn
 assert not any("writer_cpu_seconds" in e for e in sync.values()), sync
+# AdamW writes the snapshot (runtime/ckpt_fuse.c): not at step 4 (the first save: no layout yet,
+# copied), every tensor at step 8 (the bytes written to the disks less each file's header)
+tensors = asyn[8]["snapshot_adamw_bytes"]
+assert asyn[4]["snapshot_adamw_bytes"] == 0 and 0.9 * asyn[8]["bytes"]["local"] < tensors < asyn[8]["bytes"]["local"], asyn
 for node in sorted(os.listdir(sys.argv[3])):
     for step in (4, 8, 12):
         d = f"step-{step:08d}/manifest.json"
         a = json.load(open(os.path.join(sys.argv[4], node, d)))["files"]
         s = json.load(open(os.path.join(sys.argv[3], node, d)))["files"]
         assert a == s, f"{node} step {step}: the async files differ from --ckpt-sync's"
-print("  steps 4, 8 written in the background, 12 at the end; every file equal to --ckpt-sync's (size, CRC-32C)")
+print(f"  steps 4, 8 written in the background (8's {tensors} bytes by AdamW), 12 at the end; every file equal to --ckpt-sync's (size, CRC-32C)")
 PY
 verify_nodes "$WORK/cka" n0 n1
 # The memory model's snapshot bytes (evaluate --json "host_memory", per node) are what the ranks hold.

@@ -305,6 +305,12 @@ ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_erro
     return st;
 }
 
+void ah_ckpt_async_drain(ah_ckpt_async_t *a) {
+    pthread_mutex_lock(&a->mu);
+    for (work(a, true); a->job && !a->written; work(a, true)) pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
 void ah_ckpt_async_stop(ah_ckpt_async_t *a, bool cancel) {
     if (!a) return;
     a->cancel = cancel; /* read between pieces (volatile): a cut needs no lock */

@@ -22,6 +22,10 @@
  *                         waiting caller writes the pieces nobody has taken yet itself (and the part
  *                         file, when the last is its own), so the wait is never longer than a
  *                         synchronous write of what is left, whatever the thread's priority.
+ *   ah_ckpt_async_drain   blocks until the snapshot in flight is written (or failed), writing what
+ *                         nobody has taken yet itself, as wait does, but leaves it in flight for wait
+ *                         to collect: the memory its pieces point at is free to change again (an
+ *                         AdamW that writes the next snapshot into it: runtime/ckpt_fuse.c).
  *   ah_ckpt_async_retain  hands the thread the retention of a root (ah_ckpt_gc_pinned: --keep) after
  *                         a commit and returns at once: the thread removes the old steps before it
  *                         writes any snapshot submitted after it (so the root never holds more than
@@ -128,6 +132,8 @@ bool ah_ckpt_async_done(ah_ckpt_async_t *a);
  * snapshot back (the caller's to free), its write's status is returned. Nothing in flight: *out
  * NULL, AH_OK. */
 ah_status_t ah_ckpt_async_wait(ah_ckpt_async_t *a, ah_ckpt_snap_t **out, ah_error_t *err);
+/* Blocks until the snapshot in flight (if any) is written; see the contract above. */
+void ah_ckpt_async_drain(ah_ckpt_async_t *a);
 /* Joins the thread and frees the writer (NULL is fine); see the contract above. */
 void ah_ckpt_async_stop(ah_ckpt_async_t *a, bool cancel);
 

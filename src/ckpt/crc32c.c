@@ -154,19 +154,22 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
     return crc_lanes(crc, NULL, data, len, false);
 }
 
-/* ah_crc32c_copy with the instruction: each word stored as it is read. */
-__attribute__((target("sse4.2"))) static uint32_t copy_sse42(unsigned char *dst, const unsigned char *p, size_t len) {
-    return crc_lanes(0, dst, p, len, true);
+/* ah_crc32c_copy_more with the instruction: each word stored as it is read. */
+__attribute__((target("sse4.2"))) static uint32_t copy_sse42(uint32_t crc, unsigned char *dst, const unsigned char *p,
+                                                             size_t len) {
+    return crc_lanes(crc, dst, p, len, true);
 }
 #endif
 
-uint32_t ah_crc32c_copy(void *dst, const void *src, size_t n) {
+uint32_t ah_crc32c_copy_more(uint32_t crc, void *dst, const void *src, size_t n) {
 #ifdef AH_CRC32C_X86
-    if (__builtin_cpu_supports("sse4.2")) return copy_sse42(dst, src, n);
+    if (__builtin_cpu_supports("sse4.2")) return copy_sse42(crc, dst, src, n);
 #endif
     memcpy(dst, src, n);
-    return ah_crc32c(0, dst, n);
+    return ah_crc32c(crc, dst, n);
 }
+
+uint32_t ah_crc32c_copy(void *dst, const void *src, size_t n) { return ah_crc32c_copy_more(0, dst, src, n); }
 
 bool ah_crc32c_hardware(void) {
 #ifdef AH_CRC32C_X86

@@ -23,6 +23,8 @@ uint32_t ah_crc32c_portable(uint32_t crc, const void *data, size_t len);
  * once: the copy into a checkpoint snapshot takes the checksum its file needs (afile.h
  * ah_afile_write_crc), so the writer does not read the bytes again. */
 uint32_t ah_crc32c_copy(void *dst, const void *src, size_t n);
+/* The same, continuing a running CRC (ah_crc32c_copy is crc 0): a tensor copied in pieces, in order. */
+uint32_t ah_crc32c_copy_more(uint32_t crc, void *dst, const void *src, size_t n);
 /* The CRC-32C of bytes A then B from crc_a (A's) and crc_b (B's, len_b bytes). */
 uint32_t ah_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* Whether ah_crc32c uses the CPU's crc32 instruction. */

@@ -145,19 +145,26 @@ static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_er
     ah_snap_range_t *r = be->snap_copy ? calloc((size_t)n_tensors + 1, sizeof *r) : NULL;
     if (be->snap_copy && !r) return ah_error_set(err, AH_ERR_OOM, "no host memory for a snapshot's copy list");
     uintptr_t at = (uintptr_t)s->snap_buf;
-    int n_copies = 0;
+    s->pending_adamw_bytes = 0;
+    int n_copies = 0, k = 0; /* k: the trainer's tensors listed, which AdamW may have written (ckpt_fuse.c) */
     for (int i = 0; i < snap->n_pieces && st == AH_OK; i++) {
         if ((st = ah_ckpt_piece_start(&snap->pieces[i], at, &at, err)) != AH_OK) break;
         for (int j = 0; j < snap->pieces[i].n; j++) {
             ah_st_tensor_t *t = &snap->pieces[i].ts[j];
             const size_t bytes = tensor_elems(t) * sizeof(float);
             float *to = (float *)at;
-            if (r && on_device(s, t->data)) r[n_copies++] = (ah_snap_range_t){to, t->data, bytes, copy_summed, t};
-            else copy_summed(to, t->data, bytes, t);
+            if (r && on_device(s, t->data)) {
+                if ((t->crc_known = ah_ckpt_fuse_take(s->fuse, snap->step, k++, t->data, to, bytes, &t->crc32c)))
+                    s->pending_adamw_bytes += bytes;
+                else r[n_copies++] = (ah_snap_range_t){to, t->data, bytes, copy_summed, t};
+            } else {
+                copy_summed(to, t->data, bytes, t);
+            }
             t->data = to;
             at += bytes;
         }
     }
+    if (st == AH_OK) ah_ckpt_fuse_layout_end(s->fuse, k);
     if (st == AH_OK && n_copies) st = be->snap_copy(s->snap_copy, r, n_copies, err);
     free(r);
     if (st == AH_OK && n_copies) {
@@ -170,6 +177,8 @@ static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_er
 
 void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
     const ah_backend_t *be = s->tr->dev.backend;
+    ah_ckpt_fuse_free(s->fuse);
+    s->fuse = NULL;
     if (s->snap_copy) {
         be->snap_copy_free(&s->snap_copy); /* waits for its copies, which write snap_buf */
         s->tr->snap_fence = NULL;
@@ -237,6 +246,12 @@ ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, ah_error_t *e
     return AH_OK;
 }
 
+void ah_ckpt_session_before_step(ah_ckpt_session_t *s, int64_t done) {
+    if (!s || !s->fuse || s->o.every <= 0 || done % s->o.every != 0 || done == s->o.steps || done == s->last_saved)
+        return; /* no asynchronous save at that boundary (the fuse exists only where they are) */
+    ah_ckpt_fuse_arm(s->fuse, done);
+}
+
 ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *events, ah_error_t *err) {
     if (s->pending < 0) { /* nothing to commit; a save on this thread comes after the disk's retention */
         ah_ckpt_snap_t *none = NULL;
@@ -255,12 +270,13 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
         w.st = s->pending_st;
         w.err = s->pending_err;
     }
-    w.wait_s = ah_now_s() - t0;
+    w.wait_s = ah_now_s() - t0 + ah_ckpt_fuse_wait_s(s->fuse); /* and AdamW's wait for the buffer */
     s->wait_s += w.wait_s;
     if (snap) {
         w.bytes = snap->bytes;
         w.files = snap->files;
         w.writer_cpu_s = snap->writer_cpu_s;
+        w.adamw_bytes = s->pending_adamw_bytes;
         w.save_s = w.snapshot_s + snap->write_s; /* the write waited for a GPU's copies */
         w.snapshot_s += snap->copy_s;            /* their issue, then their time on the device */
     }

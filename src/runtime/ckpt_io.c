@@ -164,6 +164,7 @@ agree:
         if (s->cloud && s->node_rank == 0) st = ah_ckpt_uploader_start(&s->s3cfg, &s->url, &s->up, err);
         /* periodic saves write in the background unless --ckpt-sync (ckpt_async.c) */
         if (st == AH_OK && o->local_root && o->every > 0 && !o->sync) st = ah_ckpt_async_start(&s->writer, err);
+        if (st == AH_OK && s->writer) s->fuse = ah_ckpt_fuse_new(s); /* NULL: the copies alone */
     }
     st = ah_comm_agree(ah_comm_world(), st, err);
     /* the room its checkpoints need, known from the layout (ckpt_space.c), before the first step */
@@ -386,7 +387,7 @@ static ah_status_t behind_nodes(const ah_ckpt_session_t *s, json_t **out, ah_err
 
 /* Collective: a save's figures over the world, in one all-gather: in sums the bytes and files
  * written, the cloud's bytes, the snapshots' host memory and the writer threads' CPU seconds on
- * them (each a sum over ranks); in max the
+ * them, the snapshots' bytes AdamW wrote (each a sum over ranks); in max the
  * save's seconds until now (from t0, the commit's start, plus w->save_s), the snapshot's and the
  * wait's (the slowest rank's: it bounds the save). */
 static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_written_t *w, double t0,
@@ -395,7 +396,7 @@ static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_writ
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
     const double mine[AH_CKPT_FIGURES] = {(double)w->bytes, (double)w->files, (double)us.bytes,
                                           w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
-                                          w->writer_cpu_s, w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
+                                          w->writer_cpu_s, (double)w->adamw_bytes, w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
     const int n = ah_comm_size(ah_comm_world());
     double *all = s->figures; /* taken at the open: no rank can fail here alone while the others gather */
     const ah_status_t st = ah_comm_allgather_f64(ah_comm_world(), mine, AH_CKPT_FIGURES, all, err);
@@ -487,6 +488,8 @@ ah_status_t ah_ckpt_commit_step(ah_ckpt_session_t *s, const ah_ckpt_written_t *w
             /* a GPU's copies on a side stream (timed on the device), or the CPU's made off the
              * training thread (backend/cpu_snapshot.c): ckpt_async.c */
             json_object_set_new(*event, "snapshot_copy", json_string(tr->dev.backend->gpu ? "side-stream" : "background"));
+            /* of snapshot_bytes, written there by the step's AdamW, not copied (ckpt_fuse.c) */
+            json_object_set_new(*event, "snapshot_adamw_bytes", json_integer((json_int_t)sums[5]));
         }
         if (*event && s->cloud) ah_ckpt_cloud_event(&cloud, *event);
         if (*event && ok && s->replica_budget > 0) ah_ckpt_replica_event(&rep, *event);

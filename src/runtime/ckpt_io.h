@@ -130,6 +130,10 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
  * since the previous event (ckpt_cloud.c). */
 ah_status_t ah_ckpt_session_step_done(ah_ckpt_session_t *s, int64_t done, json_t **events, bool *stop,
                                       ah_error_t *err);
+/* Before the step whose boundary is `done` (iteration done - 1): when that boundary takes an
+ * asynchronous save, the step's AdamW writes the snapshot too (ckpt_fuse.c; the CPU backend). Local;
+ * NULL is fine. */
+void ah_ckpt_session_before_step(ah_ckpt_session_t *s, int64_t done);
 /* Commits the asynchronous snapshot still in flight, if any, when the loop stops for a reason of
  * its own that every rank agreed on (a non-finite step): the state it holds is good, and dropping
  * it would lose it. Collective; its "checkpoint" event, if any, in *events on rank 0 (NULL

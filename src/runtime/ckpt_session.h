@@ -26,7 +26,7 @@ typedef struct {
 } ah_ckpt_replica_stats_t;
 
 /* A rank's figures in the commit's all-gather (ckpt_io.c commit_figures). */
-enum { AH_CKPT_SUMS = 5, AH_CKPT_FIGURES = AH_CKPT_SUMS + 3 };
+enum { AH_CKPT_SUMS = 6, AH_CKPT_FIGURES = AH_CKPT_SUMS + 3 };
 
 struct ah_ckpt_session {
     ah_trainer_t *tr;
@@ -68,9 +68,11 @@ struct ah_ckpt_session {
                               * writes there (another plan's files): its ranks add theirs beside them
                               * and its leader lists them in the manifest (ckpt.h writer_extend, commit_more) */
     double pending_snapshot_s; /* its copy into snap_buf */
+    uint64_t pending_adamw_bytes; /* of it, written there by AdamW (ckpt_fuse.c): not copied */
     ah_status_t pending_st;  /* this rank's failure to take or hand over its snapshot, for the commit */
     ah_error_t pending_err;
     double wait_s;           /* the loop's waits for snapshots, in total */
+    struct ah_ckpt_fuse *fuse; /* AdamW writing the snapshot (ckpt_fuse.c); NULL: the copies alone */
     /* In-memory peer replicas (ckpt_replica.c, ckpt/replica.h): bytes this host may hold (0: off),
      * the replica base and this node's directory under it. */
     uint64_t replica_budget;
@@ -116,6 +118,7 @@ typedef struct {
     bool async;           /* written in the background: snapshot_s, the copy; wait_s, the loop's wait;
                              writer_cpu_s, its writer thread's CPU seconds on it (ckpt/async.h) */
     double snapshot_s, wait_s, writer_cpu_s;
+    uint64_t adamw_bytes; /* of the snapshot, written into it by AdamW (ckpt_fuse.c), not copied */
 } ah_ckpt_written_t;
 
 /* Collective: the commit of a written step on every node, or its rollback (ckpt_io.c). */
@@ -155,6 +158,21 @@ void ah_ckpt_snapshot_free(ah_ckpt_session_t *s);
  * cannot keeps its failure for the commit (ah_ckpt_async_collect), which takes the step back
  * everywhere and writes its failed "checkpoint" event then. */
 ah_status_t ah_ckpt_save_begin(ah_ckpt_session_t *s, int64_t step, ah_error_t *err);
+/* AdamW writing the snapshot (ckpt_fuse.c, its contract there), the CPU backend without a sharded
+ * optimizer: new (NULL where it does not apply, or without memory: the copies alone), free (NULL
+ * fine); arm: the next AdamW writes the snapshot of boundary `boundary` into the last save's layout
+ * (the trainer's adamw_tap; nothing without a layout yet); take: the save at `step` lists its k-th
+ * tensor copied from the trainer's src to dst, bytes long: records it as the layout of the next,
+ * and says whether AdamW wrote it whole there for this step (*crc then its CRC-32C: no copy);
+ * layout_end: the save listed n; wait_s: the waits for the buffer not yet counted (reset). */
+typedef struct ah_ckpt_fuse ah_ckpt_fuse_t;
+ah_ckpt_fuse_t *ah_ckpt_fuse_new(ah_ckpt_session_t *s);
+void ah_ckpt_fuse_free(ah_ckpt_fuse_t *f);
+void ah_ckpt_fuse_arm(ah_ckpt_fuse_t *f, int64_t boundary);
+bool ah_ckpt_fuse_take(ah_ckpt_fuse_t *f, int64_t step, int k, const float *src, float *dst, size_t bytes,
+                       uint32_t *crc);
+void ah_ckpt_fuse_layout_end(ah_ckpt_fuse_t *f, int n);
+double ah_ckpt_fuse_wait_s(ah_ckpt_fuse_t *f);
 /* Collective: with a snapshot in flight, commits it when every rank wrote it, or, with must, waits for
  * it first (the wait counted); its "checkpoint" event is appended to events (rank 0, may be NULL).
  * With must, the disk's retention on the writer's thread is done too when it returns. */

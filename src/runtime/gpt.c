@@ -389,6 +389,11 @@ void ah_gpt_stage_free(ah_gpt_stage_t *st) {
 void ah_gpt_zero_grads(ah_gpt_stage_t *st) { st->k->zero(st->g, (size_t)st->n_elems); }
 
 void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t) {
+    ah_gpt_adamw_tapped(st, hp, grad_scale, t, NULL);
+}
+
+void ah_gpt_adamw_tapped(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t,
+                         const ah_gpt_adamw_tap_t *tap) {
     int r = 0; /* the runs and the tensors are both in buffer order */
     for (int i = 0; i < st->n_params; i++) {
         const ah_gpt_param_t *x = &st->params[i];
@@ -400,7 +405,8 @@ void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_s
             const int64_t lo = u->off > x->offset ? u->off : x->offset;
             const int64_t hi = u->off + u->n < x->offset + x->n ? u->off + u->n : x->offset + x->n;
             const int64_t mv = u->mv + (lo - u->off);
-            st->k->adamw(st->w + lo, st->g + lo, st->m + mv, st->v + mv, (size_t)(hi - lo), &h, grad_scale, t);
+            if (tap) tap->fn(tap->ctx, st, i, lo, mv, (size_t)(hi - lo), &h, grad_scale, t);
+            else st->k->adamw(st->w + lo, st->g + lo, st->m + mv, st->v + mv, (size_t)(hi - lo), &h, grad_scale, t);
         }
     }
 }

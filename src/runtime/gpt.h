@@ -180,6 +180,20 @@ void ah_gpt_zero_grads(ah_gpt_stage_t *st);
 /* One AdamW step (number t, from 1) over every tensor of the stage, the gradients scaled by
  * grad_scale; hp's weight decay applies to the tensors the table decays. */
 void ah_gpt_adamw(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
+/* A hook on AdamW (the asynchronous checkpoint's, runtime/ckpt_fuse.c: the update writes the new w, m
+ * and v into the snapshot buffer as well). fn runs the update of tensor `param`'s elements [lo, lo + n)
+ * of w and g, [mv, mv + n) of m and v where ah_gpt_adamw calls the kernel: st->k->adamw over them with
+ * the same arguments, in as many pieces as it likes (the update is elementwise). ready: the trainer's,
+ * before its optimizer phase (runtime/trainer.h). */
+typedef struct ah_gpt_adamw_tap {
+    void (*fn)(void *ctx, const ah_gpt_stage_t *st, int param, int64_t lo, int64_t mv, size_t n,
+               const ah_adamw_hparams_t *hp, float grad_scale, int64_t t);
+    ah_status_t (*ready)(void *ctx, ah_error_t *err);
+    void *ctx;
+} ah_gpt_adamw_tap_t;
+/* ah_gpt_adamw through tap (NULL: the kernel alone). */
+void ah_gpt_adamw_tapped(ah_gpt_stage_t *st, const ah_adamw_hparams_t *hp, float grad_scale, int64_t t,
+                         const ah_gpt_adamw_tap_t *tap);
 /* Host access to one of the stage's flat buffers (st->w, g, m or v: n_elems floats each) for code
  * outside the kernels (initialisation, dumps, checkpoints): on the CPU the buffer itself, no copy;
  * on a device a host copy, downloaded when `read`. ah_gpt_host_done uploads the copy back when

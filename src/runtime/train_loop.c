@@ -169,6 +169,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
         if (o->dump_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->dump_dir, false, err)) != AH_OK) return s;
         if (i == o->steps) return AH_OK;
         tr->loss_scale = o->loss_scale_window > 0 ? ah_loss_scale_value(&ls) : 0;
+        ah_ckpt_session_before_step(ck, i + 1); /* its AdamW may write the checkpoint snapshot */
         if ((s = ah_trainer_step(tr, i, &m, err)) != AH_OK) return s;
         if (o->loss_scale_window > 0) on_loss_scale(&ls, o, &m);
         if (o->grads_dir && i == o->dump_step && (s = ah_trainer_dump(tr, o->grads_dir, true, err)) != AH_OK)

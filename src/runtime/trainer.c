@@ -437,6 +437,11 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
     /* AdamW's gradient factor: the clip, and the loss scale divided out */
     const double unscale = (clip < 1.0 ? clip : 1.0) / (scaling ? tr->loss_scale : 1.0);
     const double lr = ah_train_lr(&tr->opts, step);
+    /* AdamW writing the checkpoint snapshot too: the buffer's previous snapshot written first (a wait
+     * outside the emulated optimizer phase: not the device's work) */
+    const ah_gpt_adamw_tap_t *tap = tr->adamw_tap;
+    tr->adamw_tap = NULL;
+    if (tap && tap->ready) TRY(tap->ready(tap->ctx, err));
     ah_emulator_begin(&tr->emu, AH_EMULATE_OPT);
     const ah_adamw_hparams_t hp = {(float)lr, (float)tr->opts.beta1, (float)tr->opts.beta2,
                                    (float)tr->opts.eps, (float)tr->opts.weight_decay};
@@ -447,7 +452,7 @@ ah_status_t ah_trainer_step(ah_trainer_t *tr, int64_t step, ah_step_metrics_t *o
         TRY(tr->dev.backend->snap_copy_fence(tr->snap_fence, err));
         tr->snap_fence = NULL;
     }
-    if (!out->nonfinite && !out->overflow) ah_gpt_adamw(st, &hp, (float)unscale, step + 1);
+    if (!out->nonfinite && !out->overflow) ah_gpt_adamw_tapped(st, &hp, (float)unscale, step + 1, tap);
     /* The backend's asynchronous errors of this step (a CUDA kernel fault, a bad launch): it waits
      * for the device, so before the weights' all-gather, which overlaps the next step's forward
      * (its own errors show in the next step's check). */

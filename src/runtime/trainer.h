@@ -213,6 +213,10 @@ typedef struct ah_trainer {
     ah_snap_copy_t *snap_fence; /* a checkpoint snapshot's copies still reading w, m, v on a GPU
                              * backend's side stream (runtime/ckpt_async.c): the next step's compute
                              * waits for them before its AdamW writes them; NULL: none */
+    const ah_gpt_adamw_tap_t *adamw_tap; /* the next step's AdamW writes the checkpoint snapshot too (runtime/
+                             * ckpt_fuse.c, armed by the train loop before a step whose boundary takes an
+                             * asynchronous save): its ready() before the optimizer phase, then AdamW
+                             * through it; cleared by the step. NULL: none */
 } ah_trainer_t;
 
 /* Collective. plan must be valid with ah_plan_device_count(plan) == ranks of the world. */
