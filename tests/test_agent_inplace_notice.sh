@@ -6,7 +6,12 @@
 #  - adopt: the trainers take the request (slow-1's rank then held mid-save by the test hook), then slow-1
 #    comes back: the agent falls back (the request withdrawn, SIGTERM to slow-1), and when the change the
 #    trainers took is said it adopts it (said): the stop called off, one launch, every step once, not a
-#    kill of the survivors at the end of the grace period and a relaunch.
+#    kill of the survivors at the end of the grace period and a relaunch;
+#  - staying: slow-0 down from the start and back with the notice of slow-1 (test_agent_inplace's fallback
+#    case), --join-horizon-s 1: the best next plan needs slow-0's device, no running rank's, so it cannot
+#    change in place; the plan over the staying ranks' devices (fast-0's) can, and by the join rule the
+#    best's gain over 1 s does not pay for a relaunch: the staying plan taken (said why), changed in
+#    place, one launch, every step once, slow-0 weighed later by the join rule.
 source "$(dirname "$0")/train_common.sh"
 source "$SRC/tests/agent_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
@@ -77,4 +82,19 @@ grep -q "in place: the trainers took the change at step [0-9]* before the fallba
     { cat "$d.log"; fail "adopt: not adopted"; }
 one_launch adopt
 
+# ---- staying: the plan over the staying ranks' devices, in place ----
+d=$WORK/staying
+printf '0,add,fast-0\n0,remove,slow-0\n' >"$d.csv"
+t0=$(date +%s%N)
+run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 1 &
+agent=$!
+wait_for "3 steps" steps_in
+ms=$((($(date +%s%N) - t0) / 1000000))
+printf '%s\n' "$ms,add,slow-0" "$ms,remove,slow-1" >>"$d.csv"
+wait $agent || { cat "$d.log"; fail "staying: autohet run"; }
+grep -o "\(next plan\|in place\): .*" "$d.log" | head -4 | sed 's/^/    /'
+grep -q "next plan: the best (2 devices, .*) cannot change in place (the next plan uses 1 device no running rank holds); the plan over the staying ranks' devices (1 devices, .*) can\. By the join rule .*: the staying ranks' plan taken (in place)" \
+    "$d.log" || { cat "$d.log"; fail "staying: the staying ranks' plan not taken, or not said why"; }
+grep -q "in place: changed at step [0-9]*: 1 job left, 1 ranks go on" "$d.log" || { cat "$d.log"; fail "staying: no change in place"; }
+one_launch staying
 echo "PASS"

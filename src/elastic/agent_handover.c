@@ -12,18 +12,22 @@
  * (ah_agent_next_plan_holds: the re-plan is then done already, its time spent during the stop; a node
  * that joined during the stop is weighed at the relaunch's first step, agent_join.c); otherwise it
  * plans again, and the restore fetches what the handover did not put in place, as without it. A plan that fails or cannot
- * be written is said and skipped: the notice goes out regardless. */
+ * be written is said and skipped: the notice goes out regardless. With a joined launch (--in-place), a
+ * best plan the change cannot reach in place gives way to the plan over exactly the staying ranks'
+ * devices when the best does not pay for the relaunch by the join rule (prefer_staying, said). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/timing.h"
 #include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
+#include "plan/plan_out.h"
 #include "runtime/protocol.h"
 
 void ah_agent_next_plan_free(agent_t *a) {
     if (a->have_next) ah_plan_result_free(&a->next);
     a->have_next = false;
+    a->next_staying = false;
     free(a->next_up);
     a->next_up = NULL;
 }
@@ -52,6 +56,77 @@ static void put_next(agent_t *a, ah_plan_result_t *r, double t0, const char *why
         why, ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s);
 }
 
+/* The plan over exactly the staying ranks' devices: the running plan's nodes up and not leaving, each
+ * with as many devices as its ranks hold (when they are the node's first ones, as the planner numbers
+ * them; else an error). */
+static ah_status_t plan_staying(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
+    const ah_plan_t *cur = &a->cur.plan;
+    const int w = ah_plan_device_count(cur);
+    ah_cluster_t c;
+    ah_status_t s = ah_cluster_copy(&a->cluster, &c, err);
+    if (s != AH_OK) return s;
+    int n = 0;
+    for (int i = 0; s == AH_OK && i < a->cluster.n_nodes; i++) {
+        int held = 0, top = -1;
+        for (int k = 0; a->up[i] && !a->leaving[i] && k < w; k++) {
+            const ah_device_ref_t *d = ah_plan_rank_device(cur, k);
+            if (!d || strcmp(cur->cluster.nodes[d->node].name, a->cluster.nodes[i].name) != 0) continue;
+            held++;
+            top = d->index > top ? d->index : top;
+        }
+        if (held && top + 1 != held)
+            s = ah_error_set(err, AH_ERR_INFEASIBLE, "the ranks on %s hold other devices than its first %d",
+                             a->cluster.nodes[i].name, held);
+        if (held) c.nodes[n] = a->cluster.nodes[i];
+        if (held) c.nodes[n++].count = held;
+    }
+    c.n_nodes = n;
+    if (s == AH_OK && n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no rank stays");
+    if (s == AH_OK) s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
+    if (s == AH_OK && (s = ah_plan_wan_check(&r->plan, a->o->allow_unencrypted_wan, err)) != AH_OK)
+        ah_plan_result_free(r);
+    ah_cluster_free(&c);
+    return s;
+}
+
+/* r, the best plan over the nodes up: when the change onto it cannot be in place (a joined launch) and
+ * the plan over exactly the staying ranks' devices can, that plan instead, unless the best pays for the
+ * relaunch by the join rule (ah_agent_join_weigh: its gain over the expected stay against this run's
+ * mean recovery and its extra exposure); said either way. */
+static void prefer_staying(agent_t *a, ah_plan_result_t *r) {
+    char why[300], why2[300];
+    if (!ah_agent_inplace_askable(a) || ah_agent_inplace_fits(a, &r->plan, why, sizeof why)) return;
+    ah_plan_result_t st;
+    ah_error_t e;
+    if (plan_staying(a, &st, &e) != AH_OK) {
+        say(a, "next plan: the best cannot change in place (%s) and there is no plan over the staying ranks' devices "
+            "(%s): the best kept", why, e.msg);
+        return;
+    }
+    if (!ah_agent_inplace_fits(a, &st.plan, why2, sizeof why2)) {
+        say(a, "next plan: the best cannot change in place (%s), nor the plan over the staying ranks' devices (%s): "
+            "the best kept", why, why2);
+        ah_plan_result_free(&st);
+        return;
+    }
+    ah_join_weighed_t w;
+    const bool relaunch = ah_agent_join_weigh(a, &st, r, &w);
+    say(a, "next plan: the best (%d devices, %.4f s/iteration) cannot change in place (%s); the plan over the staying "
+        "ranks' devices (%d devices, %.4f s/iteration) can. By the join rule the best would gain %.3g s of training "
+        "over the expected stay of %.4g s (%s) against the relaunch's cost of %.3g s (this run's mean recovery %.3g s "
+        "+ expected preemptions %.3g s): %s", ah_plan_device_count(&r->plan), r->eval.pred.iteration_s, why,
+        ah_plan_device_count(&st.plan), st.eval.pred.iteration_s, w.gain_s, w.stay_s,
+        a->o->join_horizon_s > 0 ? "--join-horizon-s" : "the removals seen", w.cost_s, w.restart_s, w.exposure_s,
+        relaunch ? "the best taken (the notice's stop and relaunch)" : "the staying ranks' plan taken (in place)");
+    if (relaunch) {
+        ah_plan_result_free(&st);
+        return;
+    }
+    ah_plan_result_free(r);
+    *r = st;
+    a->next_staying = true;
+}
+
 void ah_agent_next_plan(agent_t *a) {
     ah_agent_next_plan_free(a);
     if (!a->launcher.put_run_file || a->o->no_handover) return;
@@ -62,7 +137,9 @@ void ah_agent_next_plan(agent_t *a) {
         say(a, "note: no next plan for the handover at this notice (%s); the relaunch plans after the stop", e.msg);
         return;
     }
-    put_next(a, &r, t, "handover at the notice");
+    prefer_staying(a, &r); /* --in-place */
+    put_next(a, &r, t, a->next_staying ? "handover at the notice, over the staying ranks' devices" :
+                                          "handover at the notice");
 }
 
 void ah_agent_next_plan_join(agent_t *a, ah_plan_result_t *r, double t0) {
@@ -112,6 +189,13 @@ bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out) {
             if (a->up[i] && !a->next_up[i]) { /* joined during the stop: weighed at the first step */
                 a->join_pending = true;
                 say(a, "%s joined during the stop; it is weighed at the relaunch's first step", a->cluster.nodes[i].name);
+            }
+        /* the staying ranks' plan, taken for a change in place that was not made: a node up it leaves out too */
+        for (int i = 0; a->next_staying && i < a->cluster.n_nodes; i++)
+            if (a->up[i] && a->next_up[i] && !ah_agent_plan_uses(&out->plan, a->cluster.nodes[i].name)) {
+                a->join_pending = true;
+                say(a, "%s is up and the staying ranks' plan leaves it out; it is weighed at the relaunch's first step",
+                    a->cluster.nodes[i].name);
             }
     }
     ah_agent_next_plan_free(a);

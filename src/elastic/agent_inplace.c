@@ -118,6 +118,15 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     return true;
 }
 
+bool ah_agent_inplace_fits(const agent_t *a, const ah_plan_t *next, char *why, size_t cap) {
+    int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks);
+    bool ordered = true;
+    const bool ok = ranks && map_ranks(a, next, ranks, &ordered, why, cap);
+    if (!ranks) snprintf(why, cap, "out of host memory");
+    free(ranks);
+    return ok;
+}
+
 /* The request's text: step, the leaving jobs, the plan path on the hosts and each rank's new rank. */
 static json_t *request(const agent_t *a, int64_t step, const int *ranks, const char *plan_path) {
     json_t *leave = json_array(), *rk = json_array();
@@ -153,6 +162,12 @@ static int can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
                                                  (long long)a->o->steps);
     else return ASK_NOW;
     return ASK_NO;
+}
+
+bool ah_agent_inplace_askable(const agent_t *a) {
+    char why[200];
+    int64_t step;
+    return a->joined && a->running && a->o->grace_s - a->save_est_s > 0 && can_ask(a, &step, why, sizeof why) != ASK_NO;
 }
 
 /* The request written to the hosts: the change at step, the ranks mapped (map_ranks), said. */
@@ -354,6 +369,8 @@ static void reap_left(agent_t *a) {
 /* The "reconfigure" event: the next plan the running one, the recovery opened, the leaving jobs marked. */
 static void on_changed(agent_t *a, const json_t *ev) {
     const double seen_t = ah_now_s();
+    /* the staying ranks' plan (agent_handover.c), or a change adopted: a node up it leaves out is weighed */
+    const bool weigh = a->next_staying || a->inplace == 3;
     int n = 0;
     for (int j = 0; j < a->n_jobs; j++) {
         const int i = node_index(a, a->jobs[j].host);
@@ -379,6 +396,12 @@ static void on_changed(agent_t *a, const json_t *ev) {
     account_change(a, ev, seen_t);
     ah_watchdog_line(&a->dog, ah_now_s());
     a->inplace = 2;
+    for (int i = 0; weigh && i < a->cluster.n_nodes; i++)
+        if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
+            a->join_pending = true;
+            say(a, "%s is up and the plan the trainers took does not use it: weighed at the next checkpoint (the join "
+                "rule)", a->cluster.nodes[i].name);
+        }
 }
 
 static int count_leaving(const agent_t *a) {
@@ -414,12 +437,6 @@ static void adopt(agent_t *a, const json_t *ev) {
     a->stopping = false;
     a->forced = false;
     on_changed(a, ev);
-    for (int i = 0; i < a->cluster.n_nodes; i++)
-        if (a->up[i] && !ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name)) {
-            a->join_pending = true;
-            say(a, "%s is up and the plan the trainers took does not use it: weighed at the next checkpoint",
-                a->cluster.nodes[i].name);
-        }
 }
 
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {

@@ -107,16 +107,25 @@ static double hit_rate(agent_t *a, const ah_plan_t *p) {
  * is $/h x s/iteration), $/h under --budget's price objective. */
 static double per_key(const ah_planner_opts_t *o) { return o->objective == AH_OBJECTIVE_COST ? 3600.0 : 1.0; }
 
+bool ah_agent_join_weigh(agent_t *a, const ah_plan_result_t *from, const ah_plan_result_t *to, ah_join_weighed_t *w) {
+    const ah_planner_opts_t *o = &a->o->planner;
+    const double hit = hit_rate(a, &to->plan);
+    w->stay_s = ah_join_stay_s(hit, a->o->join_horizon_s);
+    w->restart_s = join_cost_s(a);
+    w->exposure_s = ah_join_exposure_s(hit_rate(a, &from->plan), hit, w->stay_s, preempt_cost_s(a));
+    w->cost_s = w->restart_s + w->exposure_s;
+    return ah_join_pays(ah_planner_key(o, &from->plan, &from->eval), ah_planner_key(o, &to->plan, &to->eval), w->stay_s,
+                        w->cost_s, &w->gain_s);
+}
+
 ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r, const char *when) {
     const ah_planner_opts_t *o = &a->o->planner;
     const double now_key = ah_planner_key(o, &a->cur.plan, &a->cur.eval), new_key = ah_planner_key(o, &r->plan, &r->eval);
     const double now_s = a->cur.eval.pred.iteration_s, new_s = r->eval.pred.iteration_s;
     const bool better = ah_join_pays(now_key, new_key, INFINITY, 0, NULL);
-    const double hit = hit_rate(a, &r->plan), stay = ah_join_stay_s(hit, a->o->join_horizon_s), restart = join_cost_s(a);
-    const double exposure = ah_join_exposure_s(hit_rate(a, &a->cur.plan), hit, stay, preempt_cost_s(a)),
-                 cost = restart + exposure;
-    double gain = 0;
-    const bool pays = ah_join_pays(now_key, new_key, stay, cost, &gain);
+    ah_join_weighed_t w;
+    const bool pays = ah_agent_join_weigh(a, &a->cur, r, &w);
+    const double stay = w.stay_s, cost = w.cost_s, restart = w.restart_s, exposure = w.exposure_s, gain = w.gain_s;
     const char *left = better ? ah_agent_plan_leaves_out(&a->cur.plan, &r->plan) : NULL;
     const bool verdict_restart = pays && !left;
     if (o->objective == AH_OBJECTIVE_TIME)

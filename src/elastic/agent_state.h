@@ -57,6 +57,7 @@ typedef struct agent {
      * for, and the seconds it took (planning and writing it to the hosts) */
     ah_plan_result_t next;
     bool have_next;
+    bool next_staying; /* next is the plan over the staying ranks' devices, taken for a change in place */
     bool *next_up;
     double next_plan_s;
     /* the join rule's facts (agent_join.c): per GPU type the spot removals, the removing changes, the
@@ -176,6 +177,14 @@ ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
  * job's own nodes; the handover is a notice's). WAIT: better and restorable but it does not pay yet
  * (the joins stay pending); DROP: not better, or it leaves a node out. Said in the log either way. */
 typedef enum { AH_JOIN_RESTART = 0, AH_JOIN_WAIT, AH_JOIN_DROP } ah_join_verdict_t;
+/* agent_join.c: the join rule between `from`, the plan the job goes on with, and `to`, one a restart
+ * would move it onto, with this run's facts: true when the restart pays; *w what it weighed (the gain
+ * over the stay; the cost: this run's mean recovery + to's expected preemptions beyond from's). The
+ * join's verdict above and the next plan at a notice (agent_handover.c) both weigh by it. */
+typedef struct {
+    double gain_s, stay_s, restart_s, exposure_s, cost_s;
+} ah_join_weighed_t;
+bool ah_agent_join_weigh(agent_t *a, const ah_plan_result_t *from, const ah_plan_result_t *to, ah_join_weighed_t *w);
 ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r, const char *when);
 /* agent_join.c: joins pending while the job trains (its launch past its first step): true when the
  * restart onto the plan with them pays (that plan made the next plan, ah_agent_next_plan_join; the
@@ -226,6 +235,12 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t);
 void ah_agent_inplace_watch(agent_t *a);
 /* A request waiting when another notice comes or the job ends: the same fallback (why said). */
 void ah_agent_inplace_fallback(agent_t *a, const char *why);
+/* Whether a change in place could be asked at a notice now, whatever the next plan (a joined launch
+ * running, time left in the grace period less the save estimate, a step to change at); whether the
+ * change onto next can be made in place by its devices (next uses exactly the staying ranks' devices;
+ * false with why). */
+bool ah_agent_inplace_askable(const agent_t *a);
+bool ah_agent_inplace_fits(const agent_t *a, const ah_plan_t *next, char *why, size_t cap);
 /* A trainer event line of the running launch (checkpoint: the save estimate; reconfigure: the change
  * done: the leaving jobs reaped, their disks dropped, the next plan the running one, a preempt event and
  * a recovery opened; after a fallback too, the notice's stop then called off, when the survivors got no
