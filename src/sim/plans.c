@@ -54,6 +54,7 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
         if (x->pol == AH_POLICY_VARUNA) in = in && c->nodes[i].type == keep_type;
         if (x->region) in = in && strcmp(c->nodes[i].region, x->region) == 0;
         if (x->plan_within) in = in && x->plan_within[i];
+        if (x->plan_devices) in = in && x->plan_devices[i] != 0;
         /* skip_types is set only up to AH_SIM_CHURN_MAX_TYPES types (ah_sim_plan_choose); a shift of 32 or more is undefined */
         if (c->nodes[i].spot && x->skip_types && c->nodes[i].type < 32 && (x->skip_types >> c->nodes[i].type & 1u))
             in = false;
@@ -97,6 +98,14 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
     e->tp = p->tp;
     ah_error_t err;
     if (ah_placement_build(p, map, c->n_nodes, &e->place, &err) != AH_OK) return false;
+    for (int r = 0; x->plan_devices && r < e->place.n_ranks; r++) { /* GPU i of a node planned on: its i-th kept */
+        const uint64_t m = x->plan_devices[e->place.ranks[r].node];
+        for (int b = 0, seen = 0; b < 64; b++)
+            if ((m >> b & 1u) && seen++ == e->place.ranks[r].index) {
+                e->place.ranks[r].index = b;
+                break;
+            }
+    }
     e->ckpt_bytes = calloc((size_t)(e->place.n_ranks > 0 ? e->place.n_ranks : 1), sizeof *e->ckpt_bytes);
     if (!e->ckpt_bytes) return false;
     ah_cost_ctx_t ctx = {.model = &p->model, .cluster = &p->cluster, .train = &p->train, .t = p->tp, .profile = x->o->profile, .cp = 1};
@@ -171,9 +180,11 @@ static bool fill_alternates(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan
 /* Plans the set in key (cached). NULL only when out of host memory. */
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
     const ah_cluster_t *c = x->c;
-    char *key = malloc((size_t)c->n_nodes + 1);
+    char *key = malloc((size_t)c->n_nodes * (x->plan_devices ? 4 : 1) + 1); /* ",NN" a node planned on */
     if (!key) return NULL;
     policy_mask(x, key);
+    for (int i = 0, n = c->n_nodes; x->plan_devices && i < c->n_nodes; i++)
+        if (key[i] == '1') n += snprintf(key + n, 4, ",%d", __builtin_popcountll(x->plan_devices[i]) % 100);
     for (int i = 0; i < x->n_cache; i++)
         if (strcmp(x->cache[i]->key, key) == 0) {
             free(key);
@@ -196,6 +207,7 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
         for (int i = 0; i < c->n_nodes; i++)
             if (e->key[i] == '1') {
                 sub.nodes[n] = c->nodes[i];
+                if (x->plan_devices) sub.nodes[n].count = __builtin_popcountll(x->plan_devices[i]);
                 if (x->pol == AH_POLICY_ON_DEMAND) /* its objective and budget at the prices it pays */
                     sub.nodes[n].usd_per_gpu_hour = ah_sim_on_demand_price(c, i, x->o);
                 map[n++] = i;

@@ -396,8 +396,8 @@ static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, 
 
 /* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
  * the change is to be in place. e (the plan on every node up) when it runs on the old plan's staying
- * devices (devices_kept); else the plan on the old plan's staying nodes, when it does and relaunching
- * onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
+ * devices (devices_kept); else the plan on exactly the old plan's devices on the staying nodes, when it
+ * uses each of them and relaunching onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
  * x->pending_join). Not in place when a piece of the state would come from the cloud (no staying node
  * holds it: the run rolls back). */
 static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool *in_place) {
@@ -405,14 +405,23 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
     if (!x->o->in_place || !x->run || !x->state) return e;
     ah_sim_entry_t *k = e;
     if (!devices_kept(x, x->run, e)) {
+        /* the plan over exactly the running ranks' devices on the staying nodes */
+        uint64_t *devices = calloc((size_t)x->c->n_nodes + 1, sizeof *devices);
+        for (int i = 0; devices && i < x->run->place.n_ranks; i++) {
+            const ah_shard_holder_t *o = &x->run->place.ranks[i];
+            if (x->up[o->node] && o->index >= 0 && o->index < 64) devices[o->node] |= (uint64_t)1 << o->index;
+        }
         x->plan_within = x->run->uses;
-        k = ah_sim_plan_for(x);
+        x->plan_devices = devices;
+        k = devices ? ah_sim_plan_for(x) : NULL;
         x->plan_within = NULL;
+        x->plan_devices = NULL;
+        free(devices);
         if (!k) {
             x->oom = true;
             return e;
         }
-        x->choice_plan_s += k->plan_s; /* planned too (the agent does not plan over the staying nodes yet) */
+        x->choice_plan_s += k->plan_s; /* planned too (the agent does not plan over the staying devices yet) */
         if (!k->ok || !devices_kept(x, x->run, k) || relaunch_pays(x, k, e)) return e;
     }
     ah_sim_recovery_t probe = {0};

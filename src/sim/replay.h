@@ -97,6 +97,9 @@ typedef struct {
     unsigned skip_types;  /* types left out of the set planned on (a candidate of ah_sim_plan_choose) */
     const bool *plan_within; /* [n_nodes] or NULL: the set planned on is also within these nodes (recovery.c:
                              the nodes of the running plan, for a change in place) */
+    const uint64_t *plan_devices; /* [n_nodes] or NULL: the set planned on has, of each node, only the GPUs
+                             (bit i: GPU index i) set here, and the plan's devices keep those indices (recovery.c:
+                             the running ranks' devices on the staying nodes, for a change in place) */
     double choice_plan_s; /* the last ah_sim_plan_choose's planning: every candidate's measured time */
     double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
     int cap_segs, cap_markers, cap_recs;

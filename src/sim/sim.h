@@ -250,8 +250,8 @@ typedef struct ah_sim_opts {
                                   (replay.h ah_sim_plan_choose) */
     bool in_place;             /* autohet changes plans in place at a notice (runtime/reconfig.h): a recovery
                                   that saved at the notice onto a plan on exactly the old plan's staying devices
-                                  pays restart_s x AH_SIM_IN_PLACE_FRACTION; that plan is the one on the old
-                                  plan's staying nodes unless relaunching onto every node up pays (the join
+                                  pays restart_s x AH_SIM_IN_PLACE_FRACTION; that plan is the one on exactly the
+                                  old plan's devices on the staying nodes unless relaunching onto every node up pays (the join
                                   rule), and the save is made whenever it fits (recovery.c in_place_choice);
                                   off by default, as the agent's `run --in-place` (`simulate --in-place`) */
     double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
