@@ -325,8 +325,8 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
                o->join_horizon_s);
     if (o->in_place)
         printf("autohet: plans changed in place at a notice that saved (--in-place): restart %g s there, not %g s "
-               "(measured on the CPU runtime: a lower bound at scale; also onto a plan of the running ranks' devices on the staying nodes, which the "
-               "agent's run --in-place, off by default, does not do yet)\n",
+               "(measured on the CPU runtime: a lower bound at scale; also onto a plan of the running ranks' devices "
+               "on the staying nodes, as the agent's run --in-place since 7e8a3a5)\n",
                o->restart_s * AH_SIM_IN_PLACE_FRACTION, o->restart_s);
     if (o->release_idle)
         printf("every policy pays only the nodes its plan uses (--release-idle): the others given back while idle\n");
@@ -524,7 +524,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
          "preemptions, at the rate seen so far, cost more than they train (docs/simulator.md \"Churn-aware plans\"; "
          "the agent does not do this yet)", false},
         {"--in-place", AH_FLAG_BOOL, &o->in_place, NULL, "plans changed in place at a notice, as run --in-place "
-         "does, and also onto a plan of the running ranks' devices on the staying nodes, which the agent does not do yet "
+         "does, and also onto a plan of the running ranks' devices on the staying nodes, as the agent does "
          "(simulator.md 11)", false},
         {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &o->join_horizon_s, "S", "autohet takes joined nodes in (a "
          "restart) when the plan with them gains more over S seconds than a restart costs, as the agent's run "

@@ -382,14 +382,15 @@ static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, co
 }
 
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
- * running plan's nodes that stay), by the join rule (elastic/join_rule.h): all's extra nodes taken in
- * now for the relaunch's restart less the change's (restart_s x (1 - AH_SIM_IN_PLACE_FRACTION)) plus
- * their exposure, against taking them in later by the join rule. */
+ * running plan's devices that stay), by the agent's rule (elastic/agent_join.c ah_agent_join_weigh, which
+ * its next plan at a notice applies since 7e8a3a5): all's gain over its expected stay against the run's
+ * mean recovery (ah_sim_join_cost_s) plus the extra exposure. (Until session 22 the simulator's own cost:
+ * restart_s x (1 - AH_SIM_IN_PLACE_FRACTION) plus the exposure.) */
 static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, const ah_sim_entry_t *all) {
     const double now = ah_sim_join_key(x, kept), more = ah_sim_join_key(x, all);
     if (!ah_join_pays(now, more, INFINITY, 0, NULL)) return false; /* not better */
     const double hit = ah_sim_hit_rate(x, all), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
-    const double cost = x->o->restart_s * (1 - AH_SIM_IN_PLACE_FRACTION) +
+    const double cost = ah_sim_join_cost_s(x) +
                         ah_join_exposure_s(ah_sim_hit_rate(x, kept), hit, stay, ah_sim_recovery_cost_s(x));
     return ah_join_pays(now, more, stay, cost, NULL);
 }
@@ -421,7 +422,7 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
             x->oom = true;
             return e;
         }
-        x->choice_plan_s += k->plan_s; /* planned too (the agent does not plan over the staying devices yet) */
+        x->choice_plan_s += k->plan_s; /* planned too (as the agent plans it: 7e8a3a5) */
         if (!k->ok || !devices_kept(x, x->run, k) || relaunch_pays(x, k, e)) return e;
     }
     ah_sim_recovery_t probe = {0};

@@ -281,7 +281,7 @@ double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
 /* The join rule's cost of a restart, as the agent measures it (elastic/agent_join.c): the mean notice to
  * first finished step of the replay's finished (re)starts, the first start included, less the step in
  * progress at the notice (its tokens count; a join rolls nothing back). */
-static double join_cost_s(const ah_sim_replay_t *x) {
+double ah_sim_join_cost_s(const ah_sim_replay_t *x) {
     double sum = 0;
     int n = 0;
     for (int i = 0; i < x->r->n_recs; i++) {
@@ -313,7 +313,7 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
     if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
     const double hit = ah_sim_hit_rate(x, e), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
     const double cost =
-        join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
+        ah_sim_join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
     if (ah_join_pays(now, joined, stay, cost, NULL))
         ah_sim_begin_recovery(x, e, true, label, "");
     else
