@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # autohet run --in-place, the agent's decision at a notice (docs/elastic.md "In-place reconfiguration at a
 # notice"; tests/test_agent_inplace.sh checks the change itself): small_cluster, 40 steps, --ckpt-every 100.
-#  - early: slow-1 preempted 0.3 s after the start, before the trainer has said where it resumed: the
+#  - early: slow-1 preempted 0.1 s after the start, before the trainer has said where it resumed: the
 #    request waits for that (said) and the change is made in place: one launch, every step once;
 #  - adopt: the trainers take the request (slow-1's rank then held mid-save by the test hook), then slow-1
 #    comes back: the agent falls back (the request withdrawn, SIGTERM to slow-1), and when the change the
@@ -38,7 +38,7 @@ PY
 }
 
 # ---- early: the notice before the trainer said where it resumed ----
-printf '0,add,fast-0\n300,remove,slow-1\n' >"$WORK/early.csv"
+printf '0,add,fast-0\n100,remove,slow-1\n' >"$WORK/early.csv"
 run_agent "$WORK/early" --in-place --events "$WORK/early.csv" --grace-s 60 || { cat "$WORK/early.log"; fail "early: autohet run"; }
 grep -o "in place: .*" "$WORK/early.log" | head -3 | sed 's/^/    /'
 grep -q "in place: the trainer has not said yet where it resumed: the change is asked for once it has" "$WORK/early.log" ||
