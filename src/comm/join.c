@@ -206,9 +206,9 @@ static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *e
         snprintf(port, MPI_MAX_PORT_NAME, "%.*s", (int)(sp - value - at), value + at);
         const size_t vl = strlen(value), ml = strlen(" " LATE_MARK);
         if (vl > ml && strcmp(value + vl - ml, " " LATE_MARK) == 0) { /* an admission: answer, then connect */
-            if (getenv("AH_TEST_JOIN_NO_ANSWER")) { /* test-only: a joining job that hangs before it answers */
-                fprintf(stderr, "autohet: AH_TEST_JOIN_NO_ANSWER: job %d waits at its turn without answering\n", job);
-                for (;;) pause();
+            if (getenv("AH_TEST_JOIN_NO_ANSWER")) { /* test-only: a joining job that fails before it answers */
+                fprintf(stderr, "autohet: AH_TEST_JOIN_NO_ANSWER: job %d exits at its turn without answering\n", job);
+                _exit(3);
             }
             char ack[96];
             ack_name(svc, job, ack, sizeof ack);

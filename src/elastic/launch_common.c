@@ -23,6 +23,9 @@ void ah_launch_tap_line(void *tap, json_t *line) {
     for (size_t k = 0; ev && strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0 && k < json_array_size(leave); k++)
         if (json_is_integer(json_array_get(leave, k)))
             t->leaving(t->ctx, (int)json_integer_value(json_array_get(leave, k)));
+    if (ev && strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0 && json_integer_value(json_object_get(line, "join")) > 0 &&
+        t->joined)
+        t->joined(t->ctx);
     t->fn(t->fn_ctx, line);
 }
 

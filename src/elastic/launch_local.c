@@ -33,6 +33,7 @@ typedef struct local_job {
     bool exited;   /* reaped by poll or leave_hosts */
     bool gone;     /* left in place (leave_hosts): no longer part of the job */
     bool leaving;  /* named by the "reconfigure" event read (ah_launch_tap_line): poll skips it */
+    bool joining;  /* started by join_hosts, its join not read yet: a failure is not the job's (poll) */
 } local_job_t;
 
 /* One machine (the emulated cluster); -q drops Open MPI's banner about a rank's non-zero exit,
@@ -142,6 +143,7 @@ static ah_status_t local_join_hosts(void *ctx, const ah_launch_job_t *job, const
         for (int j = first; j < l->n_jobs; j++) kill_job(&l->job[j].pid), l->job[j].gone = true;
         return s;
     }
+    for (int j = first; j < l->n_jobs; j++) l->job[j].joining = true;
     l->n_ranks = ah_plan_device_count(job->plan);
     memset(l->rank_pid, 0, sizeof l->rank_pid);
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
@@ -229,6 +231,10 @@ static bool local_poll(void *ctx, int *status) {
                 continue;
             }
             J->exited = true;
+            if (J->joining && J->status != 0) { /* it never joined: the world gives up on it */
+                J->gone = true;
+                continue;
+            }
             if (l->joined && J->status != 0 && J->status != AH_PROTO_EXIT_PREEMPTED) {
                 *status = J->status;
                 return l->ended = true;
@@ -448,9 +454,15 @@ static void local_leaving(void *ctx, int j) {
     if (l->joined && j >= 0 && j < l->n_jobs) l->job[j].leaving = true;
 }
 
+/* ah_launch_tap_t's joined: the jobs join_hosts started are in the world. */
+static void local_joined(void *ctx) {
+    local_t *l = ctx;
+    for (int j = 0; j < l->n_jobs; j++) l->job[j].joining = false;
+}
+
 static void local_read_metrics(void *ctx, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
     local_t *l = ctx;
-    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = local_leaving, .ctx = l};
+    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = local_leaving, .joined = local_joined, .ctx = l};
     FILE *f = fopen(l->metrics_path, "rb");
     if (!f) return;
     if (fseek(f, l->offset, SEEK_SET) != 0) {

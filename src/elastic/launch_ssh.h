@@ -23,6 +23,7 @@ typedef struct ssh_job {
     bool exited; /* reaped by poll or leave_hosts */
     bool gone;   /* left in place (leave_hosts): no longer part of the job */
     bool leaving; /* named by the "reconfigure" event read (ah_launch_tap_line): poll skips it */
+    bool joining; /* started by join_hosts, its join not read yet: a failure is not the job's (poll) */
     long offset; /* bytes of that host's metrics.jsonl consumed */
 } ssh_job_t;
 

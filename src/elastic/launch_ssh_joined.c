@@ -218,6 +218,7 @@ ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *co
         for (int j = first; j < l->n_jobs; j++) kill_job(l, j), l->job[j].gone = true;
         return s;
     }
+    for (int j = first; j < l->n_jobs; j++) l->job[j].joining = true;
     if (!l->joining) snprintf(l->reader, sizeof l->reader, "%s", l->n_ranks > 0 ? l->rank_host[0] : "");
     l->n_ranks = n_ranks; /* the new plan's ranks by host: the new rank 0's host writes the metrics after */
     for (int r = 0; r < n_ranks; r++) {
@@ -239,6 +240,8 @@ bool ssh_poll_joined(ssh_t *l, int *status) {
         if (J->gone || J->leaving) continue; /* a leaving job's exit (its host gone: 255) is not the job's */
         if (!reaped(J)) {
             running++;
+        } else if (J->joining && J->status != 0) { /* it never joined: the world gives up on it */
+            J->gone = true;
         } else if (J->status != 0 && J->status != AH_PROTO_EXIT_PREEMPTED) { /* a failure: the job is over */
             *status = J->status;
             l->ended = true;
@@ -344,9 +347,15 @@ static void leaving(void *ctx, int j) {
     if (j >= 0 && j < l->n_jobs) l->job[j].leaving = true;
 }
 
+/* ah_launch_tap_t's joined: the jobs join_hosts started are in the world. */
+static void joined(void *ctx) {
+    ssh_t *l = ctx;
+    for (int j = 0; j < l->n_jobs; j++) l->job[j].joining = false;
+}
+
 void ssh_read_metrics_joined(ssh_t *l, void (*fn)(void *fn_ctx, json_t *line), void *fn_ctx) {
     static char buf[1 << 20], next[1 << 20];
-    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = leaving, .ctx = l};
+    ah_launch_tap_t tap = {.fn = fn, .fn_ctx = fn_ctx, .leaving = leaving, .joined = joined, .ctx = l};
     if (l->n_jobs <= 0 || (!l->ended && ah_now_s() - l->metrics_t < AH_SSH_POLL_S)) return;
     l->metrics_t = ah_now_s();
     const int nx = l->next_metrics_job;

@@ -59,7 +59,9 @@ typedef struct ah_launcher {
      * exited (the first non-zero status, else 0), or at once when one exits non-zero other than a
      * notice's AH_PROTO_EXIT_PREEMPTED (75: the others save with it and exit 75 too); the others are
      * then still running until stop(). The jobs that leave at a change in place, once read_metrics has
-     * read its "reconfigure" event, are not counted (ah_launch_tap_line). */
+     * read its "reconfigure" event, are not counted (ah_launch_tap_line); nor is a job join_hosts started that exits
+     * non-zero before read_metrics has read the "reconfigure" event with "join" (it never joined: forgotten, as
+     * leave_hosts would; the running world gives up on it, comm.h ah_comm_world_admit). */
     bool (*poll)(void *ctx, int *status);
     /* SIGTERM to the ranks on `host` (NULL: every host) not noticed yet; ranks still starting
      * get it on a later call, once they are known. Returns how many got it now. */
@@ -180,6 +182,7 @@ typedef struct ah_launch_tap {
     void (*fn)(void *fn_ctx, json_t *line);
     void *fn_ctx;
     void (*leaving)(void *ctx, int job);
+    void (*joined)(void *ctx); /* a "reconfigure" event with "join": join_hosts' jobs are in the world now */
     void *ctx;
 } ah_launch_tap_t;
 void ah_launch_tap_line(void *tap, json_t *line);
