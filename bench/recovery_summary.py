@@ -254,6 +254,12 @@ def inplace(w):
         return
     ph = ip["phases"]
     print("in place, the trainer's phases (slowest rank): " + ", ".join(f"{k} {v:.3f} s" for k, v in ph.items()))
+    rc = [e for e in events(w, "in-place") if e.get("event") == "reconfigure"]
+    if rc and "state" in rc[0]:  # the trainer's own event: the move rank to rank (docs/elastic.md)
+        r0 = rc[0]
+        print(f"in place, the state {r0['state']}: move {r0['seconds'].get('move', 0):.3f} s, "
+              f"{r0['moved_bytes']} bytes sent, {r0['kept_bytes']} kept"
+              + (f" (not moved: {r0['not_moved']})" if r0.get("not_moved") else ""))
     def after_stop(r): return r["seconds"] - r["breakdown"]["stop_s"]
     print(f"notice to the first finished step, relaunch / in place: {rl['seconds'] / ip['seconds']:.2f}x "
           f"({rl['seconds']:.2f} s / {ip['seconds']:.2f} s)")

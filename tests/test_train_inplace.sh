@@ -16,13 +16,35 @@
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4 \
     dp2-20=n2,n0:5,3
+# Partitioned plans, where the move carries layers between processes (runtime/reconfig_move.h): pp3 (n0 blocks
+# 0-1 and the embedding, n1 block 2, n2 block 3 and the head), pp2 over n0, n1 (blocks 0-1, 2-3); pp3-n0, the
+# same stages on n0's devices 0-2, and tp2-n0 on n0's devices 0 and 1 (one stage, every block split in two: a
+# TP and PP change at once; a TP group stays in a node, and the reference's resume of tp2-n0 reads only n0's
+# disk, so the old plan is on n0 too; the trainer's processes need not be on the plan's node here).
+python3 - "$PLANS/train-dp4.json" "$WORK" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def plan(name, tp, stages):  # stages: (layers, ["NODE:INDEX", ...])
+    e = json.loads(json.dumps(d))
+    st0 = e["pipelines"][0]["stages"][0]
+    e["tp"], e["pipelines"] = tp, [{"micro_batches": 8, "stages": [dict(st0, layers=l, devices=[
+        {"node": v.split(":")[0], "index": int(v.split(":")[1])} for v in devs]) for l, devs in stages]}]
+    json.dump(e, open(f"{sys.argv[2]}/{name}.json", "w"))
+plan("pp3", 1, [([0, 2], ["n0:0"]), ([2, 3], ["n1:0"]), ([3, 4], ["n2:0"])])
+plan("pp2-01", 1, [([0, 2], ["n0:0"]), ([2, 4], ["n1:0"])])
+plan("pp3-n0", 1, [([0, 2], ["n0:0"]), ([2, 3], ["n0:1"]), ([3, 4], ["n0:2"])])
+plan("tp2-n0", 2, [([0, 4], ["n0:0", "n0:1"])])
+PY
 . "$SRC/tests/joined_common.sh"
-# The references: dp3 in one mpirun, its step 3 saved; dp2 resumed from that step alone.
-timeout 120 $MPIRUN -np 3 $(train dp3 ref3 --ckpt-every 3 --keep 10 --local-root "$WORK/r3") >"$WORK/ref3.out" 2>&1 ||
-    { cat "$WORK/ref3.out" >&2; fail "dp3 in one mpirun"; }
-rm -rf "$WORK"/r3/*/step-0000000[68]
-for p in dp2-01 dp2-12 dp2-20; do
-    rm -rf "$WORK/r-$p" && cp -r "$WORK/r3" "$WORK/r-$p"
+# The references: dp3 (pp3) in one mpirun, its step 3 saved; each new plan resumed from that step alone.
+for old in dp3 pp3 pp3-n0; do
+    timeout 120 $MPIRUN -np 3 $(train $old ref-$old --ckpt-every 3 --keep 10 --local-root "$WORK/r-$old") \
+        >"$WORK/ref-$old.out" 2>&1 || { cat "$WORK/ref-$old.out" >&2; fail "$old in one mpirun"; }
+    rm -rf "$WORK"/r-$old/*/step-0000000[68]
+done
+for p in dp3:dp2-01 dp3:dp2-12 dp3:dp2-20 pp3:pp2-01 pp3-n0:tp2-n0; do
+    old=${p%%:*} p=${p#*:}
+    rm -rf "$WORK/r-$p" && cp -r "$WORK/r-$old" "$WORK/r-$p"
     timeout 120 $MPIRUN -np 2 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
         { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
 done
@@ -62,19 +84,23 @@ run_jobs() {
     done
     fail "$(basename "$d"): the jobs' join hung twice"
 }
-# inplace CASE LEAVER PLAN [HOOK [RANKS]]: the three jobs, LEAVER leaving at step 3 for PLAN (HOOK: the leaver's
-# AH_TEST_HOOK; RANKS: the request's "ranks", e.g. 1,-1,0); each job's pid in $WORK/CASE/pidJ, its mpirun's
-# status in $WORK/CASE/stJ.
+# inplace CASE LEAVER PLAN [HOOK [RANKS]]: the three jobs (under $OLD, default dp3), LEAVER leaving at step 3 for
+# PLAN (HOOK: the leaver's AH_TEST_HOOK; RANKS: the request's "ranks", e.g. 1,-1,0); each job's pid in
+# $WORK/CASE/pidJ, its mpirun's status in $WORK/CASE/stJ. The state moves rank to rank (the event's "state"
+# "moved", its load phase 0) and "moved_bytes" is exactly the data of the shard files $MOVED names (the pieces
+# that change process: the step-3 checkpoint's copies of them, 12 bytes a parameter), none for dp3 -> dp2 (a
+# survivor holds every piece already); with $RESTORED set, the move is refused and the state restored
+# from the checkpoint instead, the event saying why ("not_moved").
 inplace() {
-    local c=$1 leaver=$2 plan=$3 hook=${4:-} ranks=${5:-} d=$WORK/$1
+    local c=$1 leaver=$2 plan=$3 hook=${4:-} ranks=${5:-} d=$WORK/$1 old=${OLD:-dp3}
     mkdir -p "$d/join" "$d/run"
     printf '{"step": 3, "leave": [%d], "plan": "%s"%s}\n' "$leaver" "$WORK/$plan.json" \
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     run_jobs "$d" "$leaver" "$hook" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
-        $(train dp3 $c/ip --local-root "$d/root" --run-dir "$d/run")"
-    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
-import json, os, sys
-work, c, leaver, plan = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run")"
+    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" "$old" "${MOVED:-}" "${RESTORED:-}" <<'PY' ||
+import glob, json, os, sys
+work, c, leaver, plan, old = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[6]
 ranks = [int(r) for r in sys.argv[5].split(",")] if sys.argv[5] else None
 d = f"{work}/{c}"
 st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
@@ -103,19 +129,45 @@ assert any(f"reconfigured in place at step 3: 3 -> 2 ranks" in out[j] for j in s
 steps = [o for o in lines if "event" not in o]
 assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
 assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 5
-ref = {o["step"]: o["loss"] for f in ("ref3", f"ref-{plan}") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
-       if "event" not in o and (f == "ref3") == (o["step"] < 3)}
+ref = {o["step"]: o["loss"] for f in (f"ref-{old}", f"ref-{plan}") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
+       if "event" not in o and (f == f"ref-{old}") == (o["step"] < 3)}
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+def data_bytes(name):  # a shard file's data section: the file less its 8-byte length and JSON header
+    f = glob.glob(f"{work}/r-{old}/*/step-00000003/{name}.safetensors")[0]
+    return os.path.getsize(f) - 8 - int.from_bytes(open(f, "rb").read(8), "little")
+secs = rc["seconds"]
+if sys.argv[8]:
+    assert rc["state"] == "restored" and sys.argv[8] in rc.get("not_moved", "") and secs["move"] == 0 and \
+        secs["load"] > 0, rc
+    assert sum(sys.argv[8] in out[j] for j in range(3)) >= 1, "the fallback is said"
+else:
+    want = sum(data_bytes(n) for n in sys.argv[7].split())
+    assert rc["state"] == "moved" and secs["load"] == 0 and secs["move"] > 0, rc
+    assert rc["moved_bytes"] == want and rc["kept_bytes"] > 0, (rc["moved_bytes"], want, rc["kept_bytes"])
 print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {stay} kept pids "
-      f"{rc['pids']}, 8 losses bit-identical (3 of dp3, 5 of {plan} resumed); phases {rc['seconds']}")
+      f"{rc['pids']}, 8 losses bit-identical (3 of {old}, 5 of {plan} resumed); state {rc['state']}, "
+      f"{rc['moved_bytes']} bytes moved, {rc['kept_bytes']} kept; phases {secs}")
 PY
+        { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
 }
 inplace leave 2 dp2-01
 inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
 # "ranks": the survivors renumbered as the new plan's ranks (job 2 on n2 is its rank 0, job 0 on n0 its rank 1),
 # not kept in the world's order: the reconfigure event's pids are job 2's, then job 0's.
 inplace renumber 1 dp2-20 "" 1,-1,0
+# Layers that change process: pp3 -> pp2 (job 2 leaves; job 1 gets block 3 and the head from the leaver and
+# the tied embedding from job 0); pp3 -> tp2 (every block split in two: job 0 gets block 2 from job 1, block 3
+# and the head from the leaver; job 1 the embedding and blocks 0-1 from job 0, block 3 and the head from the
+# leaver). Without the move, pp3 -> pp2 fails here: block 3 is on the leaver's disk only (no --replica-memory-gb),
+# and the survivors' restore refuses step 0 (what the fallback case below would say for it). Then the move
+# refused on the leaver (AH_TEST_HOOK phase reconfig-move, action=fail: a rank that cannot take part), dp3 ->
+# dp2: the state restored from the checkpoint just saved, said, the losses the same.
+OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" inplace pp 2 pp2-01
+OLD=pp3-n0 MOVED="block-002.tp1-0 block-003.tp1-0 head.tp1-0 embed.tp1-0 block-000.tp1-0 block-001.tp1-0 \
+block-003.tp1-0 head.tp1-0" inplace tp 2 tp2-n0
+RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2-01 \
+    "phase=reconfig-move,step=3,action=fail"
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
 # --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a
@@ -131,7 +183,7 @@ refused() { # CASE LEAVE PLAN WHAT [flags] (RANKS=...: the request's "ranks")
     [ "$(grep -c "reconfigure.json's request at step 3 is not taken: $what" "$d/job0.out")" = 1 ] ||
         { cat "$d/job0.out" >&2; fail "$c: the warning '$what', once"; }
     ! grep -q "leaves at step" "$d"/job*.out || fail "$c: a job left"
-    same_losses ref3 $c/ip
+    same_losses ref-dp3 $c/ip
 }
 refused bad 5 "$WORK/dp2-01.json" "job 5 is not in the world" --local-root "$WORK/bad/root"
 refused noplan 2 "$WORK/nope.json" "$WORK/nope.json.*" --local-root "$WORK/noplan/root"

@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Copies tensor `name` of shard f into dst (n floats), checking its dtype and size first. */
-static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err) {
+ah_status_t ah_reshard_read_file(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err) {
     const ah_st_entry_t *e = ah_st_find(f, name);
     if (!e)
         return ah_error_set(err, AH_ERR_INVALID, "%s: no tensor \"%s\" (a shard of another model or an "
@@ -18,17 +17,27 @@ static ah_status_t read_piece(const ah_st_file_t *f, const char *name, float *ds
     return ah_st_read(f, name, dst, (size_t)n * sizeof(float), err);
 }
 
+/* ah_reshard_read_fn over the opened files. */
+static ah_status_t read_file_piece(void *ctx, int j, const char *name, float *dst, int64_t n, ah_error_t *err) {
+    return ah_reshard_read_file(&((const ah_st_file_t *)ctx)[j], name, dst, n, err);
+}
+
 ah_status_t ah_reshard_load_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T,
                                    const ah_st_file_t *fs, int nf, float *dst, int64_t n, ah_error_t *err) {
+    return ah_reshard_tensor(d, sfx, t, k, T, read_file_piece, (void *)fs, nf, dst, n, err);
+}
+
+ah_status_t ah_reshard_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T, ah_reshard_read_fn read,
+                              void *ctx, int nf, float *dst, int64_t n, ah_error_t *err) {
     char name[96];
     snprintf(name, sizeof name, "%s%s", d->name, sfx);
-    if (T == t || d->spec->split == AH_SPLIT_REPL) return read_piece(&fs[0], name, dst, n, err);
+    if (T == t || d->spec->split == AH_SPLIT_REPL) return read(ctx, 0, name, dst, n, err);
     if (nf < T) return ah_error_set(err, AH_ERR_INTERNAL, "resharding %s needs %d pieces, got %d", name, T, nf);
     const int64_t np = ah_tensor_shard_elems(d, T);
     float *full = malloc((size_t)(d->rows * d->cols) * sizeof *full), *piece = malloc((size_t)np * sizeof *piece);
     ah_status_t st = full && piece ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to reshard %s", name);
     for (int j = 0; j < T && st == AH_OK; j++) {
-        if ((st = read_piece(&fs[j], name, piece, np, err)) != AH_OK) break;
+        if ((st = read(ctx, j, name, piece, np, err)) != AH_OK) break;
         for (int64_t e = 0; e < np; e++) {
             const int64_t f = ah_tensor_full_index(d, T, j, e);
             if (f >= 0) full[f] = piece[e]; /* -1: a padded vocabulary row */

@@ -31,4 +31,15 @@ int ah_reshard_pieces(const ah_model_t *m, ah_shard_group_t g, int T, int t, int
 ah_status_t ah_reshard_load_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T,
                                    const ah_st_file_t *fs, int nf, float *dst, int64_t n, ah_error_t *err);
 
+/* Where the pieces come from: read(ctx, j, name, dst, np) copies tensor `name` (d's name + sfx) of
+ * the j-th piece ah_reshard_pieces listed, np floats (its size at degree T), into dst; an error when
+ * that piece does not hold it so. The checkpoint's files (ah_reshard_load_tensor) and the in-place
+ * move's buffers (runtime/reconfig_move.h) alike: one slicing, so both give the same bits. */
+/* Copies tensor `name` (n floats, F32) of an opened shard into dst, its dtype and size checked first. */
+ah_status_t ah_reshard_read_file(const ah_st_file_t *f, const char *name, float *dst, int64_t n, ah_error_t *err);
+typedef ah_status_t (*ah_reshard_read_fn)(void *ctx, int j, const char *name, float *dst, int64_t np,
+                                          ah_error_t *err);
+ah_status_t ah_reshard_tensor(const ah_tensor_t *d, const char *sfx, int t, int k, int T, ah_reshard_read_fn read,
+                              void *ctx, int nf, float *dst, int64_t n, ah_error_t *err);
+
 #endif

@@ -14,21 +14,24 @@
 #include "core/str.h"
 
 static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory", "replica",
-                                     "notice-uploads", "reconfig-split"};
+                                     "notice-uploads", "reconfig-split", "reconfig-move"};
 enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
             "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica|notice-uploads|"
-            "reconfig-split,step=N|N+|any"
-            "[,node=NAME][,file=PATH][,action=wait|kill|pause]; test-only)\n", value, why);
+            "reconfig-split|reconfig-move,step=N|N+|any"
+            "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail]; test-only)\n", value, why);
     exit(2);
 }
 
-void ah_test_hook(const char *phase, int64_t step, const char *node) {
+/* Whether AH_TEST_HOOK names this point (phase, step, node); its action and file then. */
+static bool matches(const char *phase, int64_t step, const char *node, char *action, char *file) {
     const char *value = getenv("AH_TEST_HOOK");
-    if (!value || !value[0]) return;
-    char buf[1024], want_phase[32] = "", want_node[256] = "", file[768] = "", action[16] = "wait";
+    if (!value || !value[0]) return false;
+    char buf[1024], want_phase[32] = "", want_node[256] = "";
+    snprintf(action, 16, "wait");
+    file[0] = 0;
     long long want_step = -1;
     bool any_step = false, or_later = false; /* step=N+: N or any later step */
     if (strlen(value) >= sizeof buf) bad(value, "too long");
@@ -50,17 +53,28 @@ void ah_test_hook(const char *phase, int64_t step, const char *node) {
             or_later = end != v && !strcmp(end, "+");
             if ((*end && !or_later) || errno || want_step < 0) bad(value, "step is not a number >= 0 (or N+)");
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
-        else if (!strcmp(kv, "file")) snprintf(file, sizeof file, "%s", v);
-        else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill") || !strcmp(v, "pause")))
-            snprintf(action, sizeof action, "%s", v);
-        else bad(value, !strcmp(kv, "action") ? "action is wait, kill or pause" : "unknown key");
+        else if (!strcmp(kv, "file")) snprintf(file, 768, "%s", v);
+        else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill") || !strcmp(v, "pause") ||
+                                           !strcmp(v, "fail")))
+            snprintf(action, 16, "%s", v);
+        else bad(value, !strcmp(kv, "action") ? "action is wait, kill, pause or fail" : "unknown key");
     }
-    const bool self_kill = !strcmp(action, "kill");
-    if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !self_kill))
-        bad(value, "phase, step and file (for action=wait) are required");
-    if (strcmp(phase, want_phase) || (!any_step && step != want_step && !(or_later && step > want_step))) return;
-    if (want_node[0] && (!node || strcmp(node, want_node))) return;
-    if (self_kill) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
+    const bool no_file = !strcmp(action, "kill") || !strcmp(action, "fail");
+    if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !no_file))
+        bad(value, "phase, step and file (for action=wait or pause) are required");
+    if (strcmp(phase, want_phase) || (!any_step && step != want_step && !(or_later && step > want_step))) return false;
+    return !want_node[0] || (node && !strcmp(node, want_node));
+}
+
+bool ah_test_hook_fails(const char *phase, int64_t step, const char *node) {
+    char action[16], file[768];
+    return matches(phase, step, node, action, file) && !strcmp(action, "fail");
+}
+
+void ah_test_hook(const char *phase, int64_t step, const char *node) {
+    char action[16], file[768];
+    if (!matches(phase, step, node, action, file) || !strcmp(action, "fail")) return;
+    if (!strcmp(action, "kill")) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");
     if (!f) {
         fprintf(stderr, "autohet: AH_TEST_HOOK: cannot create %s: %s\n", file, strerror(errno));

@@ -29,7 +29,11 @@
  *   notice-uploads  the notice at step N answered (saved or not), which uploads the exit drops not
  *               yet decided (runtime/ckpt_notice.c ah_ckpt_notice_uploads);
  *   reconfig-split  an in-place reconfiguration at step N (runtime/reconfig.h): a leaving rank has
- *               split the world and freed every communicator of the old one, not yet finalized.
+ *               split the world and freed every communicator of the old one, not yet finalized;
+ *   reconfig-move   an in-place reconfiguration at step N, its save done: the state about to move rank to
+ *               rank (runtime/reconfig_move.h); with action=fail (this point only) the process cannot take
+ *               part in the move, as one that cannot load the next plan, and the change falls back to
+ *               the restore from the checkpoint just saved.
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:
@@ -44,10 +48,13 @@
 #ifndef AH_CKPT_TEST_HOOK_H
 #define AH_CKPT_TEST_HOOK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The hook point `phase` at `step` on plan node `node` (NULL: unknown, then a node= filter
  * never matches). Returns only when the hook does not match. */
 void ah_test_hook(const char *phase, int64_t step, const char *node);
+/* Whether the hook names this point with action=fail (ah_test_hook ignores such a hook). */
+bool ah_test_hook_fails(const char *phase, int64_t step, const char *node);
 
 #endif

@@ -208,7 +208,7 @@ ah_status_t ah_cli_train_set_up(const args_t *a, const ah_plan_t *plan, const ah
                              .replica_if_pays = a->replica_if_pays};
         s = ah_ckpt_session_open(tr, &co, ck, err);
     }
-    if (s == AH_OK && a->resume) {
+    if (s == AH_OK && a->resume && !a->moved_in) {
         json_t *ev = NULL;
         bool found = false;
         const double t0 = ah_now_s();

@@ -42,6 +42,8 @@ typedef struct {
     double replica_gb; /* --replica-memory-gb, --replica-root: in-memory peer replicas (ckpt_io.h) */
     bool replica_if_pays; /* --replica-when-it-pays (ckpt_io.h) */
     const char *replica_root;
+    bool moved_in; /* an in-place change whose state moved rank to rank (cli_train_inplace.c): the session
+                    * opens as for --resume, no resume is made (the caller loads the moved state) */
 } args_t;
 
 /* Phase 1, on every rank alone: the plan, checked against the job and the flags (ranks < 0: any device count). */

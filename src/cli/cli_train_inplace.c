@@ -1,6 +1,7 @@
 /* autohet train's in-place reconfiguration (runtime/reconfig.h; docs/elastic.md "In-place reconfiguration at a
  * notice"): at a step boundary some jobs leave, new jobs may be admitted ("join"), and the ranks of the new world
- * set up the request's plan in place and resume from the step just saved. */
+ * set up the request's plan in place, their state moved rank to rank over the old world (runtime/reconfig_move.h)
+ * or, when it cannot be, resumed from the step just saved. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,12 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/policy.h"
 #include "ckpt/test_hook.h"
 #include "cli/cli.h"
 #include "cli/cli_train.h"
 #include "comm/comm.h"
 #include "core/timing.h"
+#include "runtime/protocol.h"
 #include "runtime/host_check.h"
+#include "runtime/reconfig_move.h"
 #include "runtime/train_loop.h"
 
 /* What the running world sends the jobs it admits (comm.h ah_comm_world_admit's payload). */
@@ -39,11 +43,114 @@ bool ah_cli_train_reconfig_check(const ah_reconfig_req_t *req, int stay, void *c
     return s == AH_OK;
 }
 
-/* The new world's every rank (the ranks that stayed and the ones admitted): req's plan set up on it, resumed
- * from req->step; -1 with *start the step restored, or the exit code of a failure (agreed as at the start). */
-static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double *ph, ah_plan_t *plan,
-                      ah_dataset_t *data, ah_dataset_t *val, FILE **metrics, ah_trainer_t *tr, bool *have_tr,
-                      ah_ckpt_session_t **ck, int64_t *start) {
+/* Collective over the new world: rank 0's "recover" event for the moved state (the state's arrival, as a
+ * resume's event says it: the agent takes its "seconds" as the recovery's transfer), "moved": true, no byte
+ * from any tier, the bytes sent between processes and kept; "seconds" the slowest rank's move. */
+static ah_status_t moved_event(const ah_reconfig_req_t *req, double move_s, const ah_reconfig_state_t *state,
+                               FILE *metrics, const ah_trainer_t *tr, ah_error_t *err) {
+    int64_t us = (int64_t)(move_s * 1e6);
+    const ah_status_t s = ah_comm_allreduce_max_i64(ah_comm_world(), &us, 1, err);
+    if (s != AH_OK || tr->rank != 0) return s;
+    json_t *b = json_object(), *f = json_object(), *sec = json_object();
+    for (int i = 0; i < AH_TIER_COUNT; i++) {
+        json_object_set_new(b, ah_ckpt_tier_name((ah_ckpt_tier_t)i), json_integer(0));
+        json_object_set_new(f, ah_ckpt_tier_name((ah_ckpt_tier_t)i), json_integer(0));
+        json_object_set_new(sec, ah_ckpt_tier_name((ah_ckpt_tier_t)i), json_real(0));
+    }
+    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:b, s:f, s:o, s:o, s:o, s:i, s:b, s:I, s:I, s:I}",
+        AH_PROTO_EVENT, AH_PROTO_EV_RECOVER, AH_PROTO_STEP, (json_int_t)req->step, "found", 1, AH_PROTO_RECOVER_SECONDS,
+        (double)us * 1e-6, AH_PROTO_RECOVER_BYTES, b, AH_PROTO_RECOVER_FILES, f, AH_PROTO_RECOVER_TIER_SECONDS, sec,
+        "fallbacks", 0, "moved", 1, "moved_bytes", (json_int_t)state->moved_bytes, "kept_bytes",
+        (json_int_t)state->kept_bytes, "data_position", (json_int_t)ah_trainer_data_position(tr, req->step)));
+    return AH_OK;
+}
+
+/* Collective over the new world, its trainer and session set up: the moved state loaded (*moved_s its
+ * seconds, added to the move's phase), the session told the step is there (ckpt_io.h ah_ckpt_session_adopt).
+ * A rank that cannot load it fails the load on every rank, and the state is restored from the checkpoint
+ * just saved instead (the resume; said). */
+static ah_status_t load_moved(const ah_reconfig_req_t *req, const ah_reconfig_moved_t *mv, double *ph, double *moved_s,
+                              ah_reconfig_state_t *state, FILE *metrics, ah_trainer_t *tr, ah_ckpt_session_t *ck,
+                              int64_t *start, ah_error_t *err) {
+    double t = ah_now_s();
+    ah_status_t s = ah_comm_agree(ah_comm_world(), ah_reconfig_move_load(mv, tr, err), err);
+    *moved_s = ah_now_s() - t;
+    ph[AH_RECONFIG_PH_MOVE] += *moved_s;
+    if (s == AH_OK) {
+        *start = req->step;
+        ah_ckpt_session_adopt(ck, req->step, state->committed);
+        return moved_event(req, ph[AH_RECONFIG_PH_MOVE], state, metrics, tr, err);
+    }
+    if (tr->rank == 0)
+        fprintf(stderr, "autohet train: warning: in-place change at step %lld: the moved state could not be loaded "
+                "(%s): restoring it from the checkpoint just saved\n", (long long)req->step, err->msg);
+    state->moved = false;
+    snprintf(state->why_not, sizeof state->why_not, "%s", err->msg);
+    json_t *ev = NULL;
+    bool found = false;
+    t = ah_now_s();
+    s = ah_ckpt_session_resume(ck, start, &found, &ev, err);
+    ph[AH_RECONFIG_PH_LOAD] = ah_now_s() - t;
+    ah_metrics_write_events(metrics, ev);
+    return s;
+}
+
+/* Collective over the old world, its trainer still up (a join's request: nothing, the new jobs are not in
+ * it): the state moved rank to rank to the next plan (runtime/reconfig_move.h). NULL on a leaving rank,
+ * or on every rank when the move cannot be made (a rank cannot load the plan, a sharded optimizer, ...:
+ * state->why_not says why, rank 0 says it on stderr: the restore from the checkpoint just saved follows). */
+static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t *req, const ah_trainer_t *tr,
+                                       double *ph, ah_reconfig_state_t *state) {
+    if (req->join > 0) {
+        snprintf(state->why_not, sizeof state->why_not, "a join: the new jobs are not in the old world");
+        return NULL;
+    }
+    ah_comm_t *w = ah_comm_world();
+    const int n = ah_comm_size(w), mine = ah_reconfig_new_rank(req);
+    int64_t *all = calloc((size_t)n, sizeof *all);
+    int *to = calloc((size_t)n, sizeof *to), stay = 0;
+    ah_error_t err;
+    if (!all || !to) { /* the others are about to enter the collectives below */
+        fprintf(stderr, "autohet train: rank %d: no host memory for the move's %d ranks\n", tr->rank, n);
+        ah_comm_abort(ah_status_exit_code(AH_ERR_OOM));
+    }
+    ah_status_t s = ah_comm_allgather_i64(w, ah_reconfig_leaving(req) ? -1 : mine >= 0 ? mine : -2, all, &err);
+    for (int r = 0; r < n; r++) stay += all[r] != -1;
+    for (int r = 0, next = 0; r < n; r++) to[r] = all[r] == -2 ? next++ : (int)all[r]; /* no "ranks": world order */
+    args_t b = *a;
+    b.plan = req->plan, b.resume = true, b.init_from = NULL;
+    ah_plan_t p = {0};
+    bool have = false;
+    ah_reconfig_moved_t *mv = NULL;
+    ah_reconfig_move_stats_t ms = {0};
+    if (s == AH_OK) {
+        ah_status_t l = ah_cli_train_load_plan(&b, stay, &p, &have, &err);
+        const ah_device_ref_t me = ah_role_device(tr->plan, &tr->role);
+        if (l == AH_OK && ah_test_hook_fails("reconfig-move", req->step, tr->plan->cluster.nodes[me.node].name))
+            l = ah_error_set(&err, AH_ERR_IO, "test hook: this rank takes no part in the move");
+        if ((s = ah_comm_agree(w, l, &err)) == AH_OK) s = ah_reconfig_move(tr, &p, to, req->step, &mv, &ms, &err);
+    }
+    if (have) ah_plan_free(&p);
+    free(all);
+    free(to);
+    ph[AH_RECONFIG_PH_MOVE] = ms.seconds;
+    *state = (ah_reconfig_state_t){.moved = s == AH_OK, .committed = state->committed, .moved_bytes = ms.moved_bytes,
+                                   .kept_bytes = ms.kept_bytes};
+    if (s != AH_OK) {
+        snprintf(state->why_not, sizeof state->why_not, "%s", err.msg);
+        if (tr->rank == 0)
+            fprintf(stderr, "autohet train: warning: in-place change at step %lld: the state is not moved rank to rank "
+                    "(%s): it is restored from the checkpoint just saved\n", (long long)req->step, err.msg);
+    }
+    return mv;
+}
+
+/* The new world's every rank (the ranks that stayed and the ones admitted): req's plan set up on it, its
+ * state the moved one (mv, the same on every rank whether NULL: taken, then freed) or resumed from req->step;
+ * -1 with *start the step restored, or the exit code of a failure (agreed as at the start). */
+static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double *ph, ah_reconfig_state_t *state,
+                      ah_reconfig_moved_t *mv, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
+                      ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
     ah_comm_t *world = ah_comm_world();
     const double t = ah_now_s();
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);
@@ -64,8 +171,13 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double 
     if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
         fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
                 strerror(errno));
+    a->moved_in = mv != NULL;
     if (s == AH_OK)
         s = ah_cli_train_set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[AH_RECONFIG_PH_LOAD], &err);
+    a->moved_in = false;
+    double moved_s = 0;
+    if (s == AH_OK && mv) s = load_moved(req, mv, ph, &moved_s, state, *metrics, tr, *ck, start, &err);
+    ah_reconfig_moved_free(mv);
     if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
         s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the new world's ranks resumed from "
                          "step %lld, not the step just saved (a piece of it was held only by the leaving jobs, or "
@@ -73,8 +185,8 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double 
                          (long long)req->step, (long long)*start);
     if (s != AH_OK) return rank == 0 ? ah_cli_train_fail(a, rank, &err) : ah_status_exit_code(s);
     if (rank == 0) ah_reconfig_retire(a->run_dir);
-    ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD];
-    ah_reconfig_say(a->run_dir, req, from, ph, *start, *metrics);
+    ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD] - moved_s;
+    ah_reconfig_say(a->run_dir, req, from, ph, *start, state, *metrics);
     if (rank == 0 && !a->quiet) ah_cli_train_say_start(a, plan, ranks);
     return -1;
 }
@@ -94,6 +206,8 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         ah_comm_abort(ah_cli_train_fail(a, tr->rank, &err));
     ah_metrics_write_events(*metrics, events);
     ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
+    ah_reconfig_state_t state = {.committed = ah_ckpt_session_last_saved(*ck) == req->step};
+    ah_reconfig_moved_t *mv = move_state(a, req, tr, ph, &state);
     t = ah_now_s();
     if (ah_ckpt_session_close(*ck, &err) != AH_OK)
         fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
@@ -121,7 +235,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         fflush(stdout);
         return 0;
     }
-    return set_up_new(a, req, from, ph, plan, data, val, metrics, tr, have_tr, ck, start);
+    return set_up_new(a, req, from, ph, &state, mv, plan, data, val, metrics, tr, have_tr, ck, start);
 }
 
 int ah_cli_train_in_place(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
@@ -151,6 +265,9 @@ int ah_cli_train_late(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset
     fflush(stdout);
     double ph[AH_RECONFIG_N_PH] = {0};
     int64_t start = 0;
-    const int rc = set_up_new(a, &msg.req, msg.from, ph, plan, data, val, metrics, tr, have_tr, ck, &start);
+    ah_reconfig_state_t state = {.committed = false};
+    snprintf(state.why_not, sizeof state.why_not, "a join: the new jobs are not in the old world");
+    const int rc = set_up_new(a, &msg.req, msg.from, ph, &state, NULL, plan, data, val, metrics, tr, have_tr, ck,
+                              &start);
     return rc >= 0 ? rc : ah_cli_train_in_place(a, plan, data, val, metrics, tr, have_tr, ck, start);
 }

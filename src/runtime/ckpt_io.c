@@ -619,6 +619,10 @@ ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events
     return st;
 }
 
+void ah_ckpt_session_adopt(ah_ckpt_session_t *s, int64_t step, bool committed) {
+    if (s && committed) s->last_saved = step;
+}
+
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s) {
     return s ? s->last_saved : -1;
 }

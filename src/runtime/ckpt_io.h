@@ -45,6 +45,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/placement.h"
+#include "ckpt/reshard.h"
 #include "runtime/trainer.h"
 
 /* Retention (--keep N): after a step commits on every node, each node keeps its N newest
@@ -146,6 +148,25 @@ ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events
  * event, as elsewhere: the resume that follows then takes the newest step committed. NULL s: nothing. */
 ah_status_t ah_ckpt_session_save_leaving(ah_ckpt_session_t *s, int64_t done, bool leaving, json_t **events,
                                          ah_error_t *err);
+/* Where a stage's pieces come from, group by group (the resume's fetched files; the in-place move's
+ * buffers, runtime/reconfig_move.h): open readies the nf pieces (TP indices idx at degree T, as
+ * ah_reshard_pieces lists them) of the gi-th group, read reads from them (ckpt/reshard.h), close
+ * follows every open, failed or not. */
+typedef struct {
+    ah_status_t (*open)(void *ctx, int gi, const int *idx, int nf, ah_error_t *err);
+    ah_reshard_read_fn read;
+    void (*close)(void *ctx);
+    void *ctx;
+} ah_ckpt_piece_source_t;
+/* Sets tr's weights and AdamW moments of the groups gs (ng of them, saved at TP degree T) from src,
+ * resharded to tr's TP degree (ckpt/reshard.h); tensors no group covers keep their values. Not
+ * collective. */
+ah_status_t ah_ckpt_load_stage(ah_trainer_t *tr, const ah_shard_group_t *gs, int ng, int T,
+                               const ah_ckpt_piece_source_t *src, ah_error_t *err);
+/* After the in-place move (runtime/reconfig_move.h) set tr's state of step `step` without a resume: the
+ * session counts step as its newest committed one when `committed` (the change's save committed it), as
+ * a resume of it would. NULL s: nothing. */
+void ah_ckpt_session_adopt(ah_ckpt_session_t *s, int64_t step, bool committed);
 /* The newest step committed on every node by this session (or restored by its resume), -1 when
  * none; NULL is fine. */
 int64_t ah_ckpt_session_last_saved(const ah_ckpt_session_t *s);

@@ -22,36 +22,33 @@
 #include "runtime/ckpt_session.h"
 #include "runtime/protocol.h"
 
-static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
-                              ah_error_t *err) {
-    ah_gpt_stage_t *st = &s->tr->stage;
+ah_status_t ah_ckpt_load_stage(ah_trainer_t *tr, const ah_shard_group_t *gs, int ng, int T,
+                               const ah_ckpt_piece_source_t *src, ah_error_t *err) {
+    ah_gpt_stage_t *st = &tr->stage;
     const int t = st->cfg.t, k = st->cfg.tp_rank;
     /* Loaded into host buffers (the stage's own on the CPU, copies uploaded at the end on a GPU;
      * read first, so tensors no group covers keep their values). */
     float *dev[3] = {st->w, st->m, st->v}, *bufs[3] = {NULL, NULL, NULL};
-    ah_st_file_t *fs = calloc((size_t)T, sizeof *fs);
     int idx[AH_RESHARD_MAX_PIECES];
-    ah_status_t r = fs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
+    ah_status_t r = AH_OK;
     /* A sharded optimizer: whole moments are read into host arrays, its own parts kept after. */
-    const bool sharded = s->tr->plan->n_opt_groups > 0;
+    const bool sharded = tr->plan->n_opt_groups > 0;
     for (int b = 0; b < 3 && r == AH_OK; b++)
         if (b == 0 || !sharded) r = ah_gpt_host_view(st, dev[b], true, &bufs[b], err);
         else if (!(bufs[b] = calloc((size_t)st->n_elems, sizeof(float))))
             r = ah_error_set(err, AH_ERR_OOM, "no host memory to load %lld AdamW moments", (long long)st->n_elems);
     if (sharded && r == AH_OK) r = ah_gpt_moments_to_full(st, bufs[1], bufs[2], err); /* what no shard covers stays */
-    for (int gi = 0, p = 0; gi < ng && r == AH_OK; gi++) {
+    for (int gi = 0; gi < ng && r == AH_OK; gi++) {
         const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
-        int opened = 0;
-        for (; opened < nf && r == AH_OK; opened++)
-            if ((r = ah_st_open(paths[p + opened], &fs[opened], err)) != AH_OK) break;
+        if ((r = src->open(src->ctx, gi, idx, nf, err)) != AH_OK) break;
         for (int i = 0; i < st->n_params && r == AH_OK; i++) {
             const ah_gpt_param_t *x = &st->params[i];
             if (!in_group(&x->def, gs[gi])) continue;
             for (int b = 0; b < 3 && r == AH_OK; b++)
-                r = ah_reshard_load_tensor(&x->def, SUFFIX[b], t, k, T, fs, nf, bufs[b] + x->offset, x->n, err);
+                r = ah_reshard_tensor(&x->def, SUFFIX[b], t, k, T, src->read, src->ctx, nf, bufs[b] + x->offset, x->n,
+                                      err);
         }
-        for (int j = 0; j < opened; j++) ah_st_close(&fs[j]);
-        p += nf;
+        src->close(src->ctx);
     }
     if (sharded && r == AH_OK) r = ah_gpt_moments_from_full(st, bufs[1], bufs[2], err);
     for (int b = 0; b < 3; b++) {
@@ -63,7 +60,46 @@ static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, 
         const ah_status_t u = ah_gpt_host_done(st, dev[b], bufs[b], r == AH_OK, err);
         if (r == AH_OK) r = u;
     }
-    free(fs);
+    return r;
+}
+
+/* The resume's piece source: the files the catalog fetched, group after group (paths in
+ * ah_reshard_pieces' order). */
+typedef struct {
+    char (*paths)[AH_CKPT_PATH_MAX];
+    int next, opened;
+    ah_st_file_t fs[AH_RESHARD_MAX_PIECES];
+} file_source_t;
+
+static ah_status_t file_open(void *ctx, int gi, const int *idx, int nf, ah_error_t *err) {
+    (void)gi, (void)idx;
+    file_source_t *f = ctx;
+    ah_status_t r = AH_OK;
+    for (f->opened = 0; f->opened < nf && r == AH_OK; f->opened++)
+        if ((r = ah_st_open(f->paths[f->next + f->opened], &f->fs[f->opened], err)) != AH_OK) break;
+    f->next += nf;
+    return r;
+}
+
+static ah_status_t file_read(void *ctx, int j, const char *name, float *dst, int64_t n, ah_error_t *err) {
+    file_source_t *f = ctx;
+    return ah_reshard_read_file(&f->fs[j], name, dst, n, err);
+}
+
+static void file_close(void *ctx) {
+    file_source_t *f = ctx;
+    for (int j = 0; j < f->opened; j++) ah_st_close(&f->fs[j]);
+    f->opened = 0;
+}
+
+static ah_status_t load_stage(ah_ckpt_session_t *s, const ah_shard_group_t *gs, int ng, int T, char (*paths)[AH_CKPT_PATH_MAX],
+                              ah_error_t *err) {
+    file_source_t *f = calloc(1, sizeof *f);
+    if (!f) return ah_error_set(err, AH_ERR_OOM, "no host memory to load shards");
+    f->paths = paths;
+    const ah_ckpt_piece_source_t src = {file_open, file_read, file_close, f};
+    const ah_status_t r = ah_ckpt_load_stage(s->tr, gs, ng, T, &src, err);
+    free(f);
     return r;
 }
 

@@ -227,7 +227,7 @@ int ah_reconfig_new_rank(const ah_reconfig_req_t *req) {
 }
 
 void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
-                     FILE *metrics) {
+                     const ah_reconfig_state_t *state, FILE *metrics) {
     ah_comm_t *world = ah_comm_world();
     const int n = ah_comm_size(world);
     int64_t us[AH_RECONFIG_N_PH], *pids = calloc((size_t)n, sizeof *pids);
@@ -242,18 +242,28 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
         free(pids);
         return;
     }
+    double s[AH_RECONFIG_N_PH];
+    for (int k = 0; k < AH_RECONFIG_N_PH; k++) s[k] = (double)us[k] * 1e-6;
     json_t *pl = json_array(), *lv = json_array();
     for (int r = 0; r < n; r++) json_array_append_new(pl, json_integer(pids[r]));
     for (int k = 0; k < req->n_leave; k++) json_array_append_new(lv, json_integer(req->leave[k]));
-    ah_metrics_write_events(metrics, json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f}}",
-        AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
-        (json_int_t)start, "plan", req->plan, "leave", lv, "join", req->join, "ranks_from", from, "ranks_to", n, "pids", pl, "seconds",
-        "save", us[AH_RECONFIG_PH_SAVE] * 1e-6, "split", us[AH_RECONFIG_PH_SPLIT] * 1e-6, "teardown", us[AH_RECONFIG_PH_TEARDOWN] * 1e-6, "init",
-        us[AH_RECONFIG_PH_INIT] * 1e-6, "load", us[AH_RECONFIG_PH_LOAD] * 1e-6));
+    json_t *ev = json_pack("{s:s, s:I, s:I, s:s, s:o, s:i, s:i, s:i, s:o, s:{s:f, s:f, s:f, s:f, s:f, s:f}, s:s, s:I, "
+        "s:I}", AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE, AH_PROTO_STEP, (json_int_t)req->step, "resumed_step",
+        (json_int_t)start, "plan", req->plan, "leave", lv, "join", req->join, "ranks_from", from, "ranks_to", n, "pids",
+        pl, "seconds", "save", s[AH_RECONFIG_PH_SAVE], "split", s[AH_RECONFIG_PH_SPLIT], "teardown",
+        s[AH_RECONFIG_PH_TEARDOWN], "init", s[AH_RECONFIG_PH_INIT], "load", s[AH_RECONFIG_PH_LOAD], "move",
+        s[AH_RECONFIG_PH_MOVE], "state", state->moved ? "moved" : "restored", "moved_bytes",
+        (json_int_t)state->moved_bytes, "kept_bytes", (json_int_t)state->kept_bytes);
+    if (ev && state->why_not[0]) json_object_set_new(ev, "not_moved", json_string(state->why_not));
+    ah_metrics_write_events(metrics, ev);
     printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
-           "(save %.3f s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s); the processes kept:",
-           (long long)req->step, from, n, req->plan, (long long)start, us[AH_RECONFIG_PH_SAVE] * 1e-6, us[AH_RECONFIG_PH_TEARDOWN] * 1e-6,
-           us[AH_RECONFIG_PH_SPLIT] * 1e-6, us[AH_RECONFIG_PH_INIT] * 1e-6, us[AH_RECONFIG_PH_LOAD] * 1e-6);
+           "(save %.3f s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s, move %.3f s: %s",
+           (long long)req->step, from, n, req->plan, (long long)start, s[AH_RECONFIG_PH_SAVE],
+           s[AH_RECONFIG_PH_TEARDOWN], s[AH_RECONFIG_PH_SPLIT], s[AH_RECONFIG_PH_INIT], s[AH_RECONFIG_PH_LOAD],
+           s[AH_RECONFIG_PH_MOVE], state->moved ? "the state moved rank to rank, " : "the state restored from the "
+           "checkpoint");
+    if (state->moved) printf("%lld bytes sent, %lld kept", (long long)state->moved_bytes, (long long)state->kept_bytes);
+    printf("); the processes kept:");
     for (int r = 0; r < n; r++) printf(" %lld", (long long)pids[r]);
     printf("\n");
     fflush(stdout);

@@ -44,8 +44,10 @@
  * and the trainer (every group split from the world); (3) the world shrinks (comm.h
  * ah_comm_world_shrink: the staying ranks split it, the old one freed); (4) a leaving rank says so and
  * exits 0 after MPI_Finalize; (5) a staying rank loads the new plan, builds the trainer and the
- * checkpoint session on the new world and resumes from the newest committed step (the one just saved,
- * read by the usual resume: local, memory, peer, cloud), then trains on. With "join", between (3) and (4):
+ * checkpoint session on the new world and loads the state moved rank to rank between (1) and (2)
+ * (runtime/reconfig_move.h: every rank of the old world, the leaving ones too, in one exchange), or,
+ * when the move could not be made, resumes from the newest committed step (the one just saved, read
+ * by the usual resume: local, memory, peer, cloud), then trains on. With "join", between (3) and (4):
  * the staying ranks admit the new jobs (comm.h ah_comm_world_admit, the request sent to them), and the new
  * ranks do (5) with them, reading step S from the tiers as a relaunch would (their own local root holds
  * nothing: peer replicas, the cloud). Rank 0 of the new world
@@ -101,16 +103,28 @@ bool ah_reconfig_leaving(const ah_reconfig_req_t *req);
 int ah_reconfig_new_rank(const ah_reconfig_req_t *req);
 
 /* The survivors' phases of an in-place reconfiguration, the slowest rank's (s): the save, the teardown of
- * the old plan's runtime, the world's split, the new plan's set-up (without the restore) and the restore. */
+ * the old plan's runtime, the world's split, the new plan's set-up (without the restore), the restore (0
+ * when the state moved rank to rank) and the move (runtime/reconfig_move.h: the exchange over the old
+ * world and the pieces sliced into the new stage; 0 when the state came through the checkpoint). */
 enum { AH_RECONFIG_PH_SAVE, AH_RECONFIG_PH_TEARDOWN, AH_RECONFIG_PH_SPLIT, AH_RECONFIG_PH_INIT, AH_RECONFIG_PH_LOAD,
-       AH_RECONFIG_N_PH };
+       AH_RECONFIG_PH_MOVE, AH_RECONFIG_N_PH };
+
+/* What the state's arrival was, for the event: moved rank to rank (the bytes sent between processes and
+ * those a process kept), or restored from the checkpoint (moved false; why_not: why not moved, "" none). */
+typedef struct {
+    bool moved;
+    bool committed;  /* the change's save committed step S (the new session counts it as its newest) */
+    int64_t moved_bytes, kept_bytes;
+    char why_not[256];
+} ah_reconfig_state_t;
 
 /* Rank 0 of the new world: the "reconfigure" event (protocol.h) in metrics (may be NULL) and its line on stdout,
  * with every survivor's pid (the same processes as before: none was started); removes RUN_DIR's (may be NULL)
  * rank files of the old world past the new one's. Collective over the new world; ph: AH_RECONFIG_N_PH
- * phases, this rank's; start the step resumed from. */
+ * phases, this rank's; start the step resumed from; state (rank 0's is said): "state": "moved" or
+ * "restored", "moved_bytes", "kept_bytes", "not_moved" (why, when restored for a reason). */
 void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from, const double *ph, int64_t start,
-                     FILE *metrics);
+                     const ah_reconfig_state_t *state, FILE *metrics);
 
 /* Rank 0's check of req's "ranks" against the world (jobs[r]: rank r's AH_WORLD_JOIN job, n ranks, stay of them
  * not in a leaving job; exposed for the unit test): false when it fits (or req has none): -1 exactly for the

@@ -1,0 +1,94 @@
+/* The in-place move's slice plan (move_plan.h). */
+#include "ckpt/move_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/reshard.h"
+
+int64_t ah_move_group_floats(const ah_model_t *m, ah_shard_group_t g, int T) {
+    const int n = ah_model_tensor_count(m);
+    ah_tensor_t *ts = malloc((size_t)n * sizeof *ts);
+    int64_t sum = 0;
+    if (!ts) return -1;
+    ah_model_tensors(m, ts);
+    for (int i = 0; i < n; i++) {
+        const ah_shard_group_t h = ah_shard_group_of(&ts[i]);
+        if (h.kind == g.kind && h.layer == g.layer) sum += 3 * ah_tensor_shard_elems(&ts[i], T);
+    }
+    free(ts);
+    return sum;
+}
+
+/* The old rank that sends (g, piece) to dst: dst itself when it holds it, else the holder that has sent
+ * the least so far (sent[], updated), the lowest on a tie; -1 when none holds it. */
+static int source_of(const ah_placement_t *from, ah_shard_group_t g, int piece, int dst, int64_t floats,
+                     int64_t *sent) {
+    if (ah_placement_holds(from, dst, g, piece)) return dst;
+    int best = -1;
+    for (int r = 0; r < from->n_ranks; r++)
+        if (ah_placement_holds(from, r, g, piece) && (best < 0 || sent[r] < sent[best])) best = r;
+    if (best >= 0) sent[best] += floats;
+    return best;
+}
+
+/* old_of[n] for every new rank n: the old rank that runs it; AH_ERR_INVALID when not one each. */
+static ah_status_t invert(const ah_placement_t *from, const ah_placement_t *to, const int *to_rank, int *old_of,
+                          ah_error_t *err) {
+    for (int n = 0; n < to->n_ranks; n++) old_of[n] = -1;
+    for (int r = 0; r < from->n_ranks; r++) {
+        const int n = to_rank[r];
+        if (n < -1 || n >= to->n_ranks || (n >= 0 && old_of[n] >= 0))
+            return ah_error_set(err, AH_ERR_INVALID, "the move: old rank %d is given new rank %d, which is %s", r, n,
+                                n >= to->n_ranks || n < -1 ? "not a rank of the new plan" : "another old rank's too");
+        if (n >= 0) old_of[n] = r;
+    }
+    for (int n = 0; n < to->n_ranks; n++)
+        if (old_of[n] < 0)
+            return ah_error_set(err, AH_ERR_INVALID, "the move: no old rank runs new rank %d (a new process: the "
+                                "state comes through the checkpoint)", n);
+    return AH_OK;
+}
+
+ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
+                               const int *to_rank, ah_move_plan_t *out, ah_error_t *err) {
+    memset(out, 0, sizeof *out);
+    const int T = from->tp, cap_items = to->n_ranks * to->max_groups * AH_RESHARD_MAX_PIECES;
+    int *old_of = malloc((size_t)to->n_ranks * sizeof *old_of), idx[AH_RESHARD_MAX_PIECES];
+    int64_t *sent = calloc((size_t)from->n_ranks, sizeof *sent);
+    ah_shard_group_t *gs = malloc((size_t)to->max_groups * sizeof *gs);
+    out->items = malloc((size_t)cap_items * sizeof *out->items);
+    ah_status_t st = old_of && sent && gs && out->items ? AH_OK
+        : ah_error_set(err, AH_ERR_OOM, "no host memory for the move's plan");
+    if (st == AH_OK) st = invert(from, to, to_rank, old_of, err);
+    for (int n = 0; n < to->n_ranks && st == AH_OK; n++) {
+        const int dst = old_of[n], ng = ah_placement_groups(to, n, true, gs);
+        for (int gi = 0; gi < ng && st == AH_OK; gi++) {
+            const int nf = ah_reshard_pieces(m, gs[gi], T, to->tp, to->ranks[n].tp_index, idx);
+            const int64_t floats = ah_move_group_floats(m, gs[gi], T);
+            if (floats < 0) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the model's tensor table");
+            for (int j = 0; j < nf && st == AH_OK; j++) {
+                const int src = source_of(from, gs[gi], idx[j], dst, floats, sent);
+                if (src < 0) {
+                    char name[AH_CKPT_NAME_MAX];
+                    ah_shard_group_name(name, gs[gi], T, idx[j]);
+                    st = ah_error_set(err, AH_ERR_INVALID, "the move: no rank of the old plan holds %s, which new "
+                                      "rank %d loads", name, n);
+                    break;
+                }
+                out->items[out->n++] = (ah_move_item_t){dst, src, gs[gi], idx[j], gi, floats};
+                *(src == dst ? &out->kept_floats : &out->moved_floats) += floats;
+            }
+        }
+    }
+    free(old_of);
+    free(sent);
+    free(gs);
+    if (st != AH_OK) ah_move_plan_free(out);
+    return st;
+}
+
+void ah_move_plan_free(ah_move_plan_t *p) {
+    free(p->items);
+    memset(p, 0, sizeof *p);
+}

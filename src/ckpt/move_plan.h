@@ -1,0 +1,53 @@
+/* The in-place move's slice plan (runtime/reconfig_move.h; docs/elastic.md "The move rank to rank"):
+ * at an in-place change every rank of the running (old) plan is alive, so the state the next plan's
+ * ranks load goes rank to rank instead of through the checkpoint's tiers. Each rank of the new plan
+ * needs exactly what a restore of the step would read: for each group it loads (ckpt/placement.h
+ * ah_placement_groups, for_load: a last stage's tied embedding too), the pieces at the old TP degree
+ * that ckpt/reshard.h ah_reshard_pieces lists for its TP index at the new one (one piece when the
+ * degree is kept, all of them to reshard). This module says, for each such piece, which old rank
+ * sends it: the receiving process itself when it held the piece under the old plan (kept, nothing
+ * moves), else the holder (a data-parallel replica, a CP rank, a leaving rank that alone held it)
+ * that has sent the fewest floats so far, the lowest rank on a tie, so the sending spreads over the
+ * replicas. Pure: placements in, no MPI, no trainer; every rank computes the same plan.
+ *
+ * A piece travels as the checkpoint's shard holds it: every tensor of its group (spec/arch.h
+ * canonical order), each as weights, AdamW m and v (ckpt_session.h's suffixes), at the old degree's
+ * piece size (ah_tensor_shard_elems); ah_move_group_floats is its size.
+ *
+ * Ownership: ah_move_plan_build allocates; ah_move_plan_free frees (a zeroed one is fine).
+ */
+#ifndef AH_CKPT_MOVE_PLAN_H
+#define AH_CKPT_MOVE_PLAN_H
+
+#include <stdint.h>
+
+#include "ckpt/placement.h"
+
+typedef struct {
+    int dst;            /* the old world's rank that receives: it runs new rank to_rank[dst] */
+    int src;            /* the old world's rank that sends; src == dst: the piece is kept in place */
+    ah_shard_group_t g; /* the group, and its piece (TP index) at the old degree */
+    int piece;
+    int gi;             /* g's index among the groups dst loads (ah_placement_groups(to, new rank, true)) */
+    int64_t floats;     /* ah_move_group_floats(g, old degree) */
+} ah_move_item_t;
+
+typedef struct {
+    int n;
+    ah_move_item_t *items;       /* by dst, then as dst loads them: its groups in order, each group's
+                                  * pieces in ah_reshard_pieces' order */
+    int64_t moved_floats, kept_floats;
+} ah_move_plan_t;
+
+/* The plan for model m from placement `from` (the old plan's, TP degree from->tp) to `to` (the new
+ * plan's); to_rank[r] (from->n_ranks entries): old rank r's rank under the new plan, -1 when it leaves.
+ * AH_ERR_INVALID when to_rank does not give every new rank exactly one old rank (naming the rank), or
+ * no old rank holds a piece a new rank needs (naming it); AH_ERR_OOM. */
+ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
+                               const int *to_rank, ah_move_plan_t *out, ah_error_t *err);
+void ah_move_plan_free(ah_move_plan_t *p);
+
+/* The floats one piece of group g at TP degree T travels as: 3 x the piece's elements of each of g's tensors. */
+int64_t ah_move_group_floats(const ah_model_t *m, ah_shard_group_t g, int T);
+
+#endif
