@@ -7,7 +7,9 @@
 # boundary; it learns at the merge that it is late. Checked: the two first jobs' processes are the ones
 # started (their pids, taken by `exec`, in the "reconfigure" event), every mpirun exits 0, the new job says
 # it joined at step 3 and does not train steps 0..2, and every loss is bit-identical to dp2 in one mpirun
-# (steps 0..2) and a dp3 mpirun resumed from that run's step-3 checkpoint (steps 3..7), as a relaunch would.
+# (steps 0..2) and a dp3 mpirun resumed from that run's step-3 checkpoint (steps 3..7), as a relaunch would;
+# the state restored from that checkpoint, not moved rank to rank (the event's "state", "not_moved": a join's
+# new ranks are not in the old world the move runs over; docs/elastic.md "The move rank to rank").
 # Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
 # Case "never": the new job is never started: the world gives up after AH_JOIN_ADMIT_S, said, step 3 saved.
@@ -62,6 +64,9 @@ assert len(rc) == 1, rc
 assert not os.path.exists(f"{d}/run/reconfigure.json") and os.path.exists(f"{d}/run/reconfigure.done.json")
 rc = rc[0]
 assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 2 and rc["ranks_to"] == 3, rc
+# the new job is not in the old world the move runs over: the state comes through the checkpoint, said
+assert rc["state"] == "restored" and rc["not_moved"].startswith("a join") and rc["seconds"]["move"] == 0 and \
+    rc["seconds"]["load"] > 0, rc
 order = [0, 1]
 order.insert(newrank, 2)
 assert rc["pids"] == [pid[j] for j in order], f"not the processes started: {rc['pids']} vs {[pid[j] for j in order]}"
