@@ -62,6 +62,12 @@ void ah_cpu_background_end(void) {
     pthread_mutex_unlock(&g_bg_mu);
 }
 
+void ah_cpu_background_add(double seconds) {
+    pthread_mutex_lock(&g_bg_mu);
+    g_bg_ended += seconds;
+    pthread_mutex_unlock(&g_bg_mu);
+}
+
 void ah_sleep_s(double seconds) {
     static _Thread_local bool slack_set = false;
     if (!slack_set) {

@@ -23,6 +23,10 @@ double ah_cpu_thread_s(void);
 #define AH_CPU_BACKGROUND_MAX 16
 void ah_cpu_background_begin(void);
 void ah_cpu_background_end(void);
+/* CPU seconds a thread not marked spent on background work inline (the asynchronous checkpoint's
+ * copy into its snapshot, made inside AdamW's loop: runtime/ckpt_fuse.c), left out of ah_cpu_s
+ * from now on, as a background thread's would be. Thread-safe. */
+void ah_cpu_background_add(double seconds);
 
 /* Sleeps `seconds` (<= 0: returns at once), resumed after signals. The first call sets the calling
  * thread's timer slack to 1 ns: with Linux's default 50 us slack a short sleep overshot by about

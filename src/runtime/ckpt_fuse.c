@@ -17,6 +17,10 @@
  * first save after the session's open, and any save whose layout changed, copies; so does a step
  * whose AdamW was skipped (a non-finite or overflowed gradient) or whose boundary saved otherwise
  * (a notice's synchronous save: the bytes AdamW wrote are just not used).
+ * Device emulation: the copies are the host's work, as the writer thread's copies were (on a GPU host
+ * they are DMA, no device time): their CPU seconds, clocked around them, are left out of the phase's
+ * compute (core/timing.h ah_cpu_background_add), so an emulated slow device does not stretch them;
+ * AdamW's own stays in.
  * One snapshot in flight: the buffer holds the snapshot the writer may still be writing, so ready()
  * first waits for that write to end (ah_ckpt_async_drain, writing what the writer has not taken
  * itself, as the wait before a save does; the wait is the next checkpoint event's "wait_seconds"). */
@@ -75,12 +79,16 @@ static void fused_adamw(void *ctx, const ah_gpt_stage_t *st, int param, int64_t 
         return;
     }
     const size_t at = (size_t)(lo - st->params[param].offset) * sizeof(float);
+    double copy_cpu = 0; /* the snapshot's copies: host work, not the emulated device's (below) */
     for (size_t o = 0; o < n; o += AH_FUSE_BLOCK) {
         const size_t k = n - o < AH_FUSE_BLOCK ? n - o : AH_FUSE_BLOCK;
         st->k->adamw(buf[0] + o, st->g + lo + o, buf[1] + o, buf[2] + o, k, hp, grad_scale, t);
+        const double c0 = ah_cpu_thread_s();
         for (int b = 0; b < 3; b++)
             if (to[b]) put(to[b], at + o * sizeof(float), buf[b] + o, k * sizeof(float));
+        copy_cpu += ah_cpu_thread_s() - c0;
     }
+    ah_cpu_background_add(copy_cpu);
 }
 
 /* The trainer's, before the optimizer phase: the snapshot buffer free (its last snapshot written),
