@@ -9,6 +9,8 @@
 #    new one; the preempt (cause join, in place, joined [slow-1]) and recover (in place, the phases) events;
 #    every step 0..N-1 trained once, each loss bit-identical to plan-0's uninterrupted run before the join and
 #    to the plan with slow-1 resumed from the step saved at it after;
+#  - joinleave: the same, then slow-1 preempted once joined: it leaves in place (the notice's request names
+#    it as job 2, the number the agent started it with), fast-0's and slow-0's processes kept throughout;
 #  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
@@ -31,6 +33,10 @@ join_run() {
     wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "$name: no 3 steps in 60 s"; }
     rank_nodes "$d/launch-0" >"$d.pids"
     echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+    if [ -n "${LEAVE_AFTER:-}" ]; then # slow-1 preempted once joined and a step trained after (its recovery closed)
+        wait_until 60 grep -q '"event":"recover"' "$d/metrics.jsonl" || { cat "$d.log"; fail "$name: not joined in 60 s"; }
+        echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-1" >>"$d.csv"
+    fi
     wait $agent || { cat "$d.log"; fail "$name: autohet run"; }
 }
 rank_nodes() { # RUN_DIR: its rank files' {node: pid}
@@ -90,6 +96,24 @@ for k, v in sorted(got.items()):
     ref = r0[k] if k < s else r1[k]
     assert v == ref, f"step {k}: {v!r} vs {ref!r}"
 print(f"  {len(got)} losses bit-identical: {s} to plan-0's run, {len(got) - s} to the plan with slow-1 resumed from step {s}")
+PY
+
+# ---- joinleave: slow-1 joined in place, then preempted: it leaves in place, its job numbered as the agent
+# started it (job 2) in the notice's request ----
+LEAVE_AFTER=1 join_run joinleave
+python3 - "$WORK/joinleave" "$STEPS" <<'PY' || { cat "$WORK/joinleave.log"; fail "joinleave"; }
+import json, os, sys
+d, steps = sys.argv[1], int(sys.argv[2])
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+before = json.load(open(d + ".pids"))
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert [(x["join"], x["leave"], x["ranks_from"], x["ranks_to"]) for x in rc] == [(1, [], 2, 3), (0, [2], 3, 2)], rc
+assert sorted(rc[1]["pids"]) == sorted(before.values()), (rc[1]["pids"], before)
+assert not os.path.exists(d + "/launch-1"), "relaunched"
+assert [x["cause"] for x in ev if x.get("event") == "recover" and x["in_place"]] == ["node joined", "events file"], ev
+assert [x["step"] for x in ev if "event" not in x] == list(range(steps)), "every step once"
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"joinleave: slow-1 joined at step {rc[0]['step']} and left at step {rc[1]['step']} in place, pids kept {before}")
 PY
 
 # ---- never: the joining job exits at its turn without answering ----
