@@ -32,6 +32,31 @@ static const ah_sim_recovery_t *rec_at(const ah_sim_result_t *r, double t_s) {
     return NULL;
 }
 
+/* The move at a change in place (recovery.c leavers_hold; a5590be, runtime/reconfig_move.c): at the first
+ * loss the leaving A100 node is alive at the boundary and sends its stage, which no other node holds, to
+ * the ranks of the plan on the five staying devices; so with in_place the first loss rolls nothing back
+ * and is in place, where the relaunch (no in_place) reads that stage from the cloud. Fails with the
+ * leaving nodes not counted as holders (the change then is a relaunch that rolls back). */
+static void test_move(const ah_model_t *m, const ah_sim_avail_t *a, ah_sim_opts_t o) {
+    ah_sim_result_t relaunch, in_place;
+    ah_error_t err;
+    o.exposure_aware = false;
+    CHECK(ah_sim_run(m, a, &o, AH_POLICY_AUTOHET, &relaunch, &err) == AH_OK, "%s", err.msg);
+    o.in_place = true;
+    CHECK(ah_sim_run(m, a, &o, AH_POLICY_AUTOHET, &in_place, &err) == AH_OK, "%s", err.msg);
+    const ah_sim_recovery_t *r1 = rec_at(&relaunch, 1000), *i1 = rec_at(&in_place, 1000);
+    CHECK(r1 && i1, "recoveries at 1000 s (%d, %d)", relaunch.n_recs, in_place.n_recs);
+    if (r1 && i1) {
+        CHECK(r1->tokens_lost > 0 && !r1->in_place, "relaunch: the stage from the cloud (%g tokens lost)", r1->tokens_lost);
+        CHECK(i1->in_place && i1->saved && i1->tokens_lost == 0 && i1->bytes[AH_TIER_CLOUD] == 0,
+              "in place: the stage moved from the leaving node (in place %d, %g tokens lost, %lld B from the cloud)",
+              i1->in_place, i1->tokens_lost, (long long)i1->bytes[AH_TIER_CLOUD]);
+        CHECK(i1->wait_s + i1->save_s + i1->transfer_s <= o.grace_s, "the save and the move within the grace period");
+    }
+    ah_sim_result_free(&relaunch);
+    ah_sim_result_free(&in_place);
+}
+
 int main(void) {
     json_t *doc = NULL;
     ah_cluster_t c;
@@ -81,6 +106,7 @@ int main(void) {
           rate_plain);
     ah_sim_result_free(&plain);
     ah_sim_result_free(&aware);
+    test_move(&m, &a, o);
     ah_cluster_free(&c);
     return ah_test_finish();
 }

@@ -395,6 +395,29 @@ static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, 
     return ah_join_pays(now, more, stay, cost, NULL);
 }
 
+/* The move (a5590be, runtime/reconfig_move.c): at a change in place every rank of the old world is alive
+ * at the boundary, the leaving ones too, and sends what the new plan's ranks lack over the old world
+ * (after the change's save); so for the change's transfer the running plan's leaving nodes still hold
+ * their pieces. Not with a sharded optimizer (the runtime's fallback to the restore). Sets them in
+ * x->holds and returns the old values (NULL: nothing set; out of host memory sets x->oom). */
+static bool *leavers_hold(ah_sim_replay_t *x) {
+    if (x->o->shard != AH_SHARD_NONE || !x->run) return NULL;
+    bool *was = malloc(sizeof *was * (size_t)(x->c->n_nodes + 1));
+    if (!was) {
+        x->oom = true;
+        return NULL;
+    }
+    memcpy(was, x->holds, sizeof *was * (size_t)x->c->n_nodes);
+    for (int n = 0; n < x->c->n_nodes; n++)
+        if (x->run->uses[n] && !x->up[n]) x->holds[n] = true;
+    return was;
+}
+
+static void holds_restore(ah_sim_replay_t *x, bool *was) {
+    if (was) memcpy(x->holds, was, sizeof *was * (size_t)x->c->n_nodes);
+    free(was);
+}
+
 /* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
  * the change is to be in place. e (the plan on every node up) when it runs on the old plan's staying
  * devices (devices_kept); else the plan on exactly the old plan's devices on the staying nodes, when it
@@ -427,7 +450,9 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
     }
     ah_sim_recovery_t probe = {0};
     bool rolls_back = true;
+    bool *was = leavers_hold(x); /* the move: the leaving nodes send what only they hold */
     (void)transfer_s(x, k, &probe, &rolls_back);
+    holds_restore(x, was);
     if (rolls_back) return e;
     *in_place = true;
     return k;
@@ -446,13 +471,32 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     if (!v) return;
     bool unsaved = false, handover = false;
     if (notice) stop_at_notice(x, e, join, in_place, v, &unsaved, &handover);
-    if (in_place && !v->saved) e = all; /* no change in place: the relaunch takes every node up */
-    else if (in_place && e != all) x->pending_join = true; /* the nodes left out: the join rule's */
     bool cloud_rollback;
     const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
     const int64_t handover_across = v->bytes_across_regions;
     v->egress_usd = v->bytes_across_regions = 0;
-    v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
+    if (in_place && v->saved) { /* the move, the leaving ranks sending too, before the grace period ends */
+        bool *was = leavers_hold(x);
+        ah_sim_recovery_t moved = *v;
+        const double move_s = transfer_s(x, e, &moved, &cloud_rollback);
+        holds_restore(x, was);
+        bool alone = was != NULL; /* whether a piece came from a leaving node only */
+        if (alone) {
+            ah_sim_recovery_t probe = {0};
+            bool without;
+            (void)transfer_s(x, e, &probe, &without);
+            alone = without;
+        }
+        if (!cloud_rollback && (!alone || v->wait_s + v->save_s + move_s <= x->o->grace_s)) {
+            *v = moved;
+            v->transfer_s = move_s;
+        } else
+            in_place = false; /* the leavers gone before their pieces are sent: the relaunch */
+    }
+    if (in_place && !v->saved) in_place = false;
+    if (!in_place) e = all; /* no change in place: the relaunch takes every node up */
+    else if (e != all) x->pending_join = true; /* the nodes left out: the join rule's */
+    if (!in_place) v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
     v->handover = handover;
     if (handover) { /* what moved was handed over: its bytes and egress are the handover's */
         ah_sim_handed_over(v);
