@@ -14,7 +14,14 @@
 #  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
-#    stop and relaunch (said with why), which resumes from step S, and every step is trained once, finished.
+#    stop and relaunch (said with why), which resumes from step S, and every step is trained once, finished;
+#  - late: the trainers held at the join's request (AH_TEST_HOOK phase reconfig-join action=pause) until the
+#    agent's deadline (AH_JOIN_ADMIT_S=1 + the save estimate + 10 s) passes, longer than --grace-s 5: the
+#    fallback's stop has its own grace period (SIGTERM, then the trainers go on: the notice first, the step
+#    saved, not forced), its recovery recorded from the join's ask;
+#  - noticejoin: slow-0 preempted while a join's request waits (refused as above): the request withdrawn, the
+#    notice's own path (cause "events file", slow-0 alone noticed, the change in place tried), not a stop of
+#    every rank for the join.
 source "$(dirname "$0")/train_common.sh"
 source "$SRC/tests/agent_common.sh"
 command -v ompi-server >/dev/null || { echo "no ompi-server: skipped"; exit 77; }
@@ -28,11 +35,19 @@ join_run() {
     shift
     echo "0,remove,slow-1" >"$d.csv"
     t0=$(date +%s%N)
-    run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 "$@" &
+    run_agent "$d" --in-place --events "$d.csv" --grace-s "${GRACE:-60}" --join-horizon-s 1000000 "$@" &
     local agent=$!
     wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "$name: no 3 steps in 60 s"; }
     rank_nodes "$d/launch-0" >"$d.pids"
     echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+    if [ -n "${NOTICE_ASKED:-}" ]; then # slow-0 preempted while the join's request waits
+        wait_until 60 grep -q "in place: the join asked for at step" "$d.log" || { cat "$d.log"; fail "$name: not asked"; }
+        echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
+    fi
+    if [ -n "${PAUSED:-}" ]; then # the trainers held at the join's request until the agent's fallback
+        wait_until 60 grep -q "in place: the join at step [0-9]* not made" "$d.log" || { cat "$d.log"; fail "$name: no fallback"; }
+        rm -f "$PAUSED"
+    fi
     if [ -n "${LEAVE_AFTER:-}" ]; then # slow-1 preempted once joined and a step trained after (its recovery closed)
         wait_until 60 grep -q '"event":"recover"' "$d/metrics.jsonl" || { cat "$d.log"; fail "$name: not joined in 60 s"; }
         echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-1" >>"$d.csv"
@@ -140,5 +155,37 @@ for x in (x for x in ev if "event" not in x):
 assert len(hist) == steps, len(hist)
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
 print(f"never: fell back, relaunched, resumed from step {rec[0]['step']} in {rec[0]['seconds']:.2f} s")
+PY
+# ---- late: the join's deadline passes, longer than the grace period ----
+STEPS=40 GRACE=5 AH_JOIN_ADMIT_S=1 PAUSED=$WORK/late.paused \
+    AH_TEST_HOOK="phase=reconfig-join,step=any,action=pause,file=$WORK/late.paused" join_run late
+grep -q "in place: the join at step [0-9]* not made (not taken within .*): the join's stop and relaunch" \
+    "$WORK/late.log" || { cat "$WORK/late.log"; fail "late: the deadline's fallback is not said"; }
+grep -q "grace period over" "$WORK/late.log" && { cat "$WORK/late.log"; fail "late: killed, no save"; }
+python3 - "$WORK/late" <<'PY' || { cat "$WORK/late.log"; fail "late: the stop"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+pre = [x for x in ev if x.get("event") == "preempt"]
+assert len(pre) == 1 and pre[0]["cause"] == "node joined" and pre[0]["saved"] and not pre[0]["forced"], pre
+assert pre[0]["seconds"] > 11, f"the recovery from the join's ask: {pre[0]['seconds']} s"
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"late: fell back, stopped {pre[0]['seconds']:.1f} s after the ask with step {pre[0]['step']} saved")
+PY
+
+# ---- noticejoin: a notice while the join's request waits ----
+STEPS=120 NOTICE_ASKED=1 AH_TEST_HOOK="phase=reconfig-join,step=any,action=fail" join_run noticejoin
+grep -q "in place: the join at step [0-9]* not made (a notice came before it): the notice goes first" \
+    "$WORK/noticejoin.log" || { cat "$WORK/noticejoin.log"; fail "noticejoin: the withdrawal is not said"; }
+grep -q "SIGTERM to the ranks of every node" "$WORK/noticejoin.log" &&
+    { cat "$WORK/noticejoin.log"; fail "noticejoin: every rank stopped for the join"; }
+grep -q "in place: not at this notice\|in place: the change asked for" "$WORK/noticejoin.log" ||
+    { cat "$WORK/noticejoin.log"; fail "noticejoin: the change in place not tried"; }
+python3 - "$WORK/noticejoin" <<'PY' || { cat "$WORK/noticejoin.log"; fail "noticejoin: the notice's path"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+pre = [x for x in ev if x.get("event") == "preempt"]
+assert pre and pre[0]["cause"] == "events file" and pre[0]["nodes"] == ["slow-0"] and not pre[0]["forced"], pre
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"noticejoin: the notice's path at step {pre[0]['step']} ({'in place' if pre[0].get('in_place') else 'stop'})")
 PY
 echo "PASS"

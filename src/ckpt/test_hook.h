@@ -33,7 +33,10 @@
  *   reconfig-move   an in-place reconfiguration at step N, its save done: the state about to move rank to
  *               rank (runtime/reconfig_move.h); with action=fail (this point only) the process cannot take
  *               part in the move, as one that cannot load the next plan, and the change falls back to
- *               the restore from the checkpoint just saved.
+ *               the restore from the checkpoint just saved;
+ *   reconfig-join   a join's request at step N (one with "join") read by rank 0, before the ranks learn
+ *               whether one got a notice since the step boundary (a notice then goes first); with action=fail
+ *               (refused there) the trainer refuses it, said, and trains on, as at any refused request.
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:

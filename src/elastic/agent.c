@@ -260,7 +260,10 @@ static ah_status_t account_stop(agent_t *a, const ah_exit_facts_t *f, double exi
         return ah_error_set(err, AH_ERR_INTERNAL, "out of host memory");
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
-    ah_recovery_open(r, a->cause, f, a->notice_t - a->t0, exit_t - a->notice_t, a->forced);
+    /* from the notice, or a join in place that fell back: from its ask */
+    const double from = a->cause == AH_CAUSE_JOIN && a->recovery_t > 0 ? a->recovery_t : a->notice_t;
+    a->recovery_t = 0;
+    ah_recovery_open(r, a->cause, f, from - a->t0, exit_t - from, a->forced);
     if (a->cause == AH_CAUSE_JOIN) {
         ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
         for (int i = 0; i < nn; i++)

@@ -16,6 +16,7 @@ void ah_agent_begin_stop(agent_t *a, ah_agent_cause_t cause, const char *node) {
         a->forced = false;
         a->cause = cause;
         a->notice_t = ah_now_s();
+        a->recovery_t = 0;
     }
     const int sent = a->launcher.notice(a->launcher.ctx, node);
     say(a, "notice: SIGTERM to the ranks of %s (%d now, any still starting when their rank file appears); "
@@ -47,8 +48,10 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
     bool any = false;
     for (int i = 0; i < a->cluster.n_nodes; i++) any = any || noticed[i];
     if (!any) return;
+    /* a join in place asked for and not made: withdrawn, this notice's own path (in place or its stop) follows */
+    if (ah_agent_inplace_join_withdraw(a, "a notice came before it", "the notice goes first, the join decided again"))
+        a->join_pending = true;
     ah_agent_inplace_fallback(a, "another notice came before it"); /* a change in place asked for and not made */
-    ah_agent_inplace_join_fallback(a, "a notice came before it");    /* a join in place asked for and not made */
     const bool first = !a->stopping;
     const double t = ah_now_s();
     bool next_uses = false; /* a node the next plan uses, noticed now */

@@ -194,7 +194,7 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
     if (ok) {
         ah_str_t names = ah_str_fixed((char[256]){0}, 256);
         for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
-        a->join_t = a->notice_t = ah_now_s();
+        a->join_t = ah_now_s(); /* the recovery's start if it falls back; the stop's grace period runs from its own notice */
         a->join_deadline = a->join_t + admit_wait_s() + a->save_est_s + JOIN_MARGIN_S;
         say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
             "the next plan%s); waiting for it until %.1f s", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s",
@@ -209,10 +209,10 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
     return ok;
 }
 
-void ah_agent_inplace_join_fallback(agent_t *a, const char *why) {
-    if (a->join_req != 1) return;
+bool ah_agent_inplace_join_withdraw(agent_t *a, const char *why, const char *then) {
+    if (a->join_req != 1) return false;
     a->join_req = 0;
-    say(a, "in place: the join at step %lld not made (%s): the join's stop and relaunch", (long long)a->join_step, why);
+    say(a, "in place: the join at step %lld not made (%s): %s", (long long)a->join_step, why, then);
     char path[700];
     snprintf(path, sizeof path, "%s/reconfigure-%d.withdrawn.json", a->work, launch_no(a));
     ah_error_t e = {.msg = "cannot write it"};
@@ -221,9 +221,14 @@ void ah_agent_inplace_join_fallback(agent_t *a, const char *why) {
         a->launcher.put_run_file(a->launcher.ctx, AH_PROTO_RECONFIG_FILE, path, &e) != AH_OK)
         say(a, "warning: in place: the join's request on the hosts not withdrawn (%s): the stop ends it", e.msg);
     drop_joiners(a);
-    if (a->stopping) return; /* the user's interrupt: its stop goes on */
-    ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
-    a->notice_t = a->join_t; /* the recovery runs from the join's decision */
+    return true;
+}
+
+void ah_agent_inplace_join_fallback(agent_t *a, const char *why) {
+    if (!ah_agent_inplace_join_withdraw(a, why, "the join's stop and relaunch") || a->stopping)
+        return; /* the user's interrupt: its stop goes on */
+    ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL); /* its grace period from now, as any stop's */
+    a->recovery_t = a->join_t;                   /* the recovery recorded from the join's decision */
 }
 
 void ah_agent_inplace_join_watch(agent_t *a) {

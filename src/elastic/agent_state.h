@@ -42,6 +42,7 @@ typedef struct agent {
     bool stopping, forced, interrupting, stopped_at_once;
     ah_agent_cause_t cause;
     double notice_t, external_seen_t;
+    double recovery_t; /* > 0: the stop's recovery recorded from then, before notice_t (a join in place that fell back) */
     /* the recovery waiting for its first step (-1: none) */
     int pending;
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
@@ -259,8 +260,12 @@ void ah_agent_inplace_free(agent_t *a);
 bool ah_agent_inplace_join_begin(agent_t *a);
 /* While its request waits: not taken by its deadline, or the job stopping: the fallback. */
 void ah_agent_inplace_join_watch(agent_t *a);
-/* A join's request waiting when a notice comes or the job ends: withdrawn, the joining jobs dropped and the
- * join's stop begun (the relaunch under the next plan), said with why. */
+/* A join's request waiting: withdrawn and the joining jobs dropped, said with why and what follows (then);
+ * false when none waited. A notice's own path follows it (agent_avail.c). */
+bool ah_agent_inplace_join_withdraw(agent_t *a, const char *why, const char *then);
+/* A join's request waiting when its deadline passes or the job ends: withdrawn, the joining jobs dropped and
+ * the join's stop begun (the relaunch under the next plan; its grace period from now, its recovery from the
+ * join's ask), said with why. */
 void ah_agent_inplace_join_fallback(agent_t *a, const char *why);
 /* A trainer event line: true when it is the join's "reconfigure" (the change done: the next plan the running one,
  * a recovery in place opened, closed at the next step line by ah_agent_inplace_on_step). */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/test_hook.h"
 #include "comm/comm.h"
 #include "runtime/preempt.h"
 #include "runtime/protocol.h"
@@ -181,7 +182,9 @@ ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, a
     /* one max-reduce: rank 0's request step (-1 elsewhere) and whether a rank got a notice since the
      * step boundary's preemption poll (the agent's fallback SIGTERM: the stop goes first, the request
      * is not taken) */
-    int64_t v[2] = {ah_comm_rank(w) == 0 ? read_request(run_dir, done, after, req) : -1, ah_preempt_noticed()};
+    int64_t v[2] = {ah_comm_rank(w) == 0 ? read_request(run_dir, done, after, req) : -1, 0};
+    if (v[0] >= 0 && req->join > 0) ah_test_hook("reconfig-join", req->step, NULL); /* test-only: a join's request */
+    v[1] = ah_preempt_noticed();
     int stay = 0;
     *due = false;
     ah_status_t st = ah_comm_allreduce_max_i64(w, v, 2, err);
@@ -196,7 +199,9 @@ ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, a
      * found after the old world is gone would end the run) */
     int64_t ok = 1;
     char why[512] = "";
-    if (ah_comm_rank(w) == 0 && !check(req, stay, ctx, why, sizeof why)) {
+    if (ah_comm_rank(w) == 0 && req->join > 0 && ah_test_hook_fails("reconfig-join", req->step, NULL))
+        snprintf(why, sizeof why, "AH_TEST_HOOK phase reconfig-join action=fail (test-only)");
+    if (ah_comm_rank(w) == 0 && (why[0] || !check(req, stay, ctx, why, sizeof why))) {
         ok = 0;
         fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: %s; training goes on\n",
                 AH_PROTO_RECONFIG_FILE, (long long)req->step, why);
