@@ -136,6 +136,10 @@ static void test_kept_or_all(const ah_model_t *m) {
               r[1].recs[1].in_place, r[1].recs[2].event, r[1].recs[2].t_s, gpus_at(&r[1], 3700));
         CHECK(strcmp(r[2].recs[1].event, "join") == 0 && r[2].recs[2].in_place && gpus_at(&r[2], 3700) == 2,
               "(3) joined at 1000 s (%s), in place onto both (%d)", r[2].recs[1].event, r[2].recs[2].in_place);
+        /* (3)'s join keeps both running ranks' devices and adds sp-1's: a join in place (agent_inplace_join.c),
+         * its restart the measured share (sim.h AH_SIM_JOIN_IN_PLACE_FRACTION); a relaunch until session 22 */
+        CHECK(r[2].recs[1].in_place && fabs(r[2].recs[1].restart_s - 30 * AH_SIM_JOIN_IN_PLACE_FRACTION) < 1e-9,
+              "(3) the join in place (%d), restart %g s", r[2].recs[1].in_place, r[2].recs[1].restart_s);
     } else
         CHECK(false, "recoveries: %d, %d, %d (want 2, 3, 3)", r[0].n_recs, r[1].n_recs, r[2].n_recs);
     for (int i = 0; i < 3; i++) ah_sim_result_free(&r[i]);

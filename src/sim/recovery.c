@@ -458,6 +458,24 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
     return k;
 }
 
+/* Whether a join onto plan e can be in place (elastic/agent_inplace_join.c map_join): e has a rank on every
+ * device a rank of plan run holds, and its other ranks on nodes run does not use (a running host's job
+ * cannot gain ranks). */
+static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+    int kept = 0;
+    for (int i = 0; i < run->place.n_ranks; i++) {
+        const ah_shard_holder_t *o = &run->place.ranks[i];
+        bool found = false;
+        for (int j = 0; j < e->place.n_ranks && !found; j++)
+            found = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
+        if (!found) return false;
+        kept++;
+    }
+    for (int j = 0; j < e->place.n_ranks; j++)
+        if (run->uses[e->place.ranks[j].node]) kept--;
+    return kept == 0;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
@@ -529,10 +547,13 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     r->bytes_cloud += v->bytes[AH_TIER_CLOUD];
     r->bytes_memory += v->bytes[AH_TIER_MEMORY];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
-    /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto nodes
-     * that all ran the old plan (no job joins a running world yet) */
-    v->in_place = in_place && v->saved && !cloud_rollback && devices_kept(x, x->run, e);
-    v->restart_s = x->o->restart_s * (v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
+    /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto the
+     * running ranks' devices; a join that saved, onto them and the joining nodes (the state restored from
+     * the tiers, as the runtime's join in place does: the move is not for a join) */
+    const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback && join_kept(x->run, e);
+    v->in_place = (in_place && v->saved && !cloud_rollback && devices_kept(x, x->run, e)) || join_in_place;
+    v->restart_s = x->o->restart_s * (join_in_place ? AH_SIM_JOIN_IN_PLACE_FRACTION
+                                      : v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
     if (x->started) {

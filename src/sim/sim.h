@@ -268,6 +268,16 @@ typedef struct ah_sim_opts {
  * communicators): at scale this share is a lower bound, the tokens it gains an upper bound. */
 #define AH_SIM_IN_PLACE_FRACTION (0.0107 / 1.929)
 
+/* A join in place's share of a relaunch's fixed overhead (opts.in_place, a join whose next plan keeps
+ * every running rank's device and puts its other ranks on the joining nodes only: the agent's condition,
+ * elastic/agent_inplace_join.c map_join), measured by bench/bench_join_inplace.sh (docs/elastic.md,
+ * 2026-12-07, 202908e, medians of 3 rounds, load 9-15, tiny-gpt2): the join in place's start-up (the new
+ * job's admission, its connect and merge, and the set-up), 0.357 s, against the relaunch's old job's end
+ * after its save plus its start-up, 2.126 + 0.515 s. The joining job's process start and MPI_Init come
+ * before the request, off the path. The same caveat as AH_SIM_IN_PLACE_FRACTION: no device context or
+ * NCCL communicator on the CPU runtime, so a lower bound at scale. */
+#define AH_SIM_JOIN_IN_PLACE_FRACTION (0.357 / 2.641)
+
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
  * snapshot AH_SIM_SNAPSHOT_GB_S */
 void ah_sim_opts_default(ah_sim_opts_t *o);
