@@ -16,7 +16,7 @@
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
 #    stop and relaunch (said with why), which resumes from step S, and every step is trained once, finished;
 #  - late: the trainers held at the join's request (AH_TEST_HOOK phase reconfig-join action=pause) until the
-#    agent's deadline (AH_JOIN_ADMIT_S=1 + the save estimate + 10 s) passes, longer than --grace-s 5: the
+#    agent's deadline (two steps + the save estimate + AH_JOIN_ADMIT_S=1 + 10 s, said) passes, longer than --grace-s 5: the
 #    fallback's stop has its own grace period (SIGTERM, then the trainers go on: the notice first, the step
 #    saved, not forced), its recovery recorded from the join's ask;
 #  - noticejoin: slow-0 preempted while a join's request waits (refused as above): the request withdrawn, the
@@ -163,7 +163,13 @@ grep -q "in place: the join at step [0-9]* not made (not taken within .*): the j
     "$WORK/late.log" || { cat "$WORK/late.log"; fail "late: the deadline's fallback is not said"; }
 grep -q "grace period over" "$WORK/late.log" && { cat "$WORK/late.log"; fail "late: killed, no save"; }
 python3 - "$WORK/late" <<'PY' || { cat "$WORK/late.log"; fail "late: the stop"; }
-import json, sys
+import json, re, sys
+# the deadline: the ask + two steps (measured or predicted) + the save estimate + AH_JOIN_ADMIT_S + 10 s
+m = re.search(r"\[ *([0-9.]+) s\] in place: the join asked for .* until ([0-9.]+) s \(2 steps of ([0-9.]+) s to it, "
+              r"the save ([0-9.]+) s, the admission 1 s, 10 s more\)", open(sys.argv[1] + ".log").read())
+assert m, "the join's deadline is not said with its parts"
+t, until, step, save = map(float, m.groups())
+assert float(step) > 0 and abs(until - (t + 2 * step + save + 1 + 10)) < 0.1, m.group(0)
 ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
 pre = [x for x in ev if x.get("event") == "preempt"]
 assert len(pre) == 1 and pre[0]["cause"] == "node joined" and pre[0]["saved"] and not pre[0]["forced"], pre

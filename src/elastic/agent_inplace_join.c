@@ -17,8 +17,9 @@
  * Anything else is today's join: the stop of every rank and the relaunch under the next plan, said in one line
  * with why: not a joined launch or a launcher without join_hosts (said once); a device of the next plan on a
  * running host that no running rank holds, or a running rank's device it leaves unused; the run ending first;
- * join_hosts or the request failing; the change not made within AH_JOIN_ADMIT_S (the running world's wait for
- * a joining job, default 60 s) + the save estimate + 10 s (refused by the trainer, its warning on stderr; a
+ * join_hosts or the request failing; the change not made within two steps (the running launch's measured mean, or
+ * the plan's prediction when more) + the save estimate + AH_JOIN_ADMIT_S (the running world's wait for a joining
+ * job, default 60 s) + 10 s (refused by the trainer, its warning on stderr; a
  * joining job that never answered: the trainers give up after AH_JOIN_ADMIT_S and end, step S saved); a notice
  * first; the job ending first. The fallback withdraws the request (the same at a step no run reaches) and
  * kills the joining jobs (leave_hosts) before the stop. Part of the elastic agent (agent_state.h). */
@@ -39,6 +40,7 @@
 #include "runtime/protocol.h"
 
 #define JOIN_MARGIN_S 10.0
+#define JOIN_STEPS 2 /* the steps before the trainers reach the join's: the one under way and step S */
 
 /* The bound the trainers wait for a joining job (comm/join.c): AH_JOIN_ADMIT_S, else 60 s. */
 static double admit_wait_s(void) {
@@ -46,6 +48,13 @@ static double admit_wait_s(void) {
     char *end = NULL;
     const double s = v && *v ? strtod(v, &end) : 0;
     return end && !*end && s > 0 ? s : 60.0;
+}
+
+/* A step's seconds: the running launch's measured mean, or the plan's prediction when that is more. */
+static double step_estimate(const agent_t *a, const ah_agent_launch_t *L) {
+    const int64_t n = L->first_step >= 0 ? L->end_step - L->first_step : 0;
+    const double measured = n > 0 ? L->step_s_sum / (double)n : 0, predicted = a->cur.eval.pred.iteration_s;
+    return isfinite(predicted) && predicted > measured ? predicted : measured;
 }
 
 /* The running plan's rank r's device: ranks[r], its rank under the next plan on the same device (node name
@@ -195,10 +204,13 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
         ah_str_t names = ah_str_fixed((char[256]){0}, 256);
         for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
         a->join_t = ah_now_s(); /* the recovery's start if it falls back; the stop's grace period runs from its own notice */
-        a->join_deadline = a->join_t + admit_wait_s() + a->save_est_s + JOIN_MARGIN_S;
+        const double step_s = step_estimate(a, L);
+        a->join_deadline = a->join_t + JOIN_STEPS * step_s + a->save_est_s + admit_wait_s() + JOIN_MARGIN_S;
         say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
-            "the next plan%s); waiting for it until %.1f s", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s",
-            a->join_first, names.buf, w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0);
+            "the next plan%s); waiting for it until %.1f s (%d steps of %.3f s to it, the save %.2f s, the admission "
+            "%.0f s, %.0f s more)", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, names.buf,
+            w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0, JOIN_STEPS, step_s, a->save_est_s,
+            admit_wait_s(), JOIN_MARGIN_S);
         a->join_req = 1;
         a->cause = AH_CAUSE_JOIN;
     } else {
