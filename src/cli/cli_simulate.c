@@ -514,18 +514,16 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--no-handover", AH_FLAG_BOOL, &no_handover, NULL, "with --replica-memory-gb: no handover at a notice (the "
          "runtime's run --no-handover: the save goes to the partners' memory, the relaunch fetches what moved; "
          "default: the handover, docs/simulator.md)", false},
-        {"--release-idle", AH_FLAG_BOOL, &o->release_idle, NULL, "every policy pays only the nodes its plan uses, "
-         "as if the others were given back while idle (default: every node up is paid, as the agent releases no "
-         "host; docs/simulator.md rule 2)", false},
-        {"--exposure-aware", AH_FLAG_BOOL, &o->exposure_aware, NULL, "autohet's choice of plan weighs the rollback "
-         "that a hit on a node holding a piece of the state alone costs (docs/simulator.md rule 12; the agent does "
-         "not do this yet)", false},
+        {"--release-idle", AH_FLAG_BOOL, &o->release_idle, NULL, "every policy pays only its plan's nodes (default: "
+         "every node up, as the agent releases no host; simulator.md rule 2)", false},
         {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
          "preemptions, at the rate seen so far, cost more than they train (docs/simulator.md \"Churn-aware plans\"; "
          "the agent does not do this yet)", false},
         {"--in-place", AH_FLAG_BOOL, &o->in_place, NULL, "plans changed in place at a notice, as run --in-place "
          "does, and also onto a plan of the running ranks' devices on the staying nodes, as the agent does "
          "(simulator.md 11)", false},
+        {"--exposure-aware", AH_FLAG_BOOL, &o->exposure_aware, NULL, "autohet's plan choice weighs the rollbacks of "
+         "pieces one node holds alone (simulator.md rule 12; the agent does not yet)", false},
         {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &o->join_horizon_s, "S", "autohet takes joined nodes in (a "
          "restart) when the plan with them gains more over S seconds than a restart costs, as the agent's run "
          "--join-horizon-s (default: S is the expected time until that plan is preempted, from the removals seen)",

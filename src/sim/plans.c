@@ -267,17 +267,24 @@ double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     return rate;
 }
 
-double ah_sim_recovery_cost_s(const ah_sim_replay_t *x) {
+/* The mean of the replay's finished (re)starts, the one under way left out: their seconds less the wait
+ * for the step in progress (its tokens count), and for the recovery cost also less the first step plus
+ * the training their rollback undid; o->restart_s before any. */
+static double mean_recovery_s(const ah_sim_replay_t *x, bool cost) {
     double sum = 0;
     int n = 0;
     for (int i = 0; i < x->r->n_recs; i++) {
         const ah_sim_recovery_t *v = &x->r->recs[i];
         if (v->interrupted || (i == x->r->n_recs - 1 && x->phase == AH_PHASE_RECOVER)) continue;
-        sum += v->seconds - v->wait_s - v->first_step_s + v->rollback_s;
+        sum += v->seconds - v->wait_s + (cost ? v->rollback_s - v->first_step_s : 0);
         n++;
     }
     return n > 0 ? sum / n : x->o->restart_s;
 }
+
+double ah_sim_recovery_cost_s(const ah_sim_replay_t *x) { return mean_recovery_s(x, true); }
+
+double ah_sim_join_cost_s(const ah_sim_replay_t *x) { return mean_recovery_s(x, false); }
 
 /* Preemptions per second that hit a node of plan e holding a piece alone (e->alone), as ah_sim_hit_rate. */
 static double alone_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {

@@ -173,7 +173,7 @@ void ah_sim_entry_free(ah_sim_entry_t *e);
 /* sim.c: the join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the
  * cost objective, the agent's ah_planner_key); INFINITY without a plan. */
 double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
-/* sim.c: the join rule's cost of a restart, as the agent measures it (elastic/agent_join.c join_cost_s): the
+/* plans.c: the join rule's cost of a restart, as the agent measures it (elastic/agent_join.c join_cost_s): the
  * mean notice to first finished step of the replay's finished (re)starts, the first start included, less the
  * step in progress at the notice; o->restart_s before any. */
 double ah_sim_join_cost_s(const ah_sim_replay_t *x);

@@ -278,21 +278,6 @@ double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     return (x->o->objective == AH_OBJECTIVE_COST ? e->usd_per_s + e->egress_usd_per_s : 1.0) / e->tokens_per_s;
 }
 
-/* The join rule's cost of a restart, as the agent measures it (elastic/agent_join.c): the mean notice to
- * first finished step of the replay's finished (re)starts, the first start included, less the step in
- * progress at the notice (its tokens count; a join rolls nothing back). */
-double ah_sim_join_cost_s(const ah_sim_replay_t *x) {
-    double sum = 0;
-    int n = 0;
-    for (int i = 0; i < x->r->n_recs; i++) {
-        const ah_sim_recovery_t *v = &x->r->recs[i];
-        if (v->interrupted || (i == x->r->n_recs - 1 && x->phase == AH_PHASE_RECOVER)) continue;
-        sum += v->seconds - v->wait_s;
-        n++;
-    }
-    return n > 0 ? sum / n : x->o->restart_s;
-}
-
 /* Joins pending while training (sim.h's rule): autohet and autohet-region restart onto the plan with
  * them as the agent does, when the join rule says it pays (the exposure's recovery:
  * ah_sim_recovery_cost_s, the agent's own mean; decided at the join, at a recovery's end and at a
