@@ -99,7 +99,7 @@ static ah_status_t load_moved(const ah_reconfig_req_t *req, const ah_reconfig_mo
  * it): the state moved rank to rank to the next plan (runtime/reconfig_move.h). NULL on a leaving rank,
  * or on every rank when the move cannot be made (a rank cannot load the plan, a sharded optimizer, ...:
  * state->why_not says why, rank 0 says it on stderr: the restore from the checkpoint just saved follows). */
-static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t *req, const ah_trainer_t *tr,
+static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t *req, ah_trainer_t *tr,
                                        double *ph, ah_reconfig_state_t *state) {
     if (req->join > 0) {
         snprintf(state->why_not, sizeof state->why_not, "a join: the new jobs are not in the old world");

@@ -42,10 +42,36 @@ struct ah_reconfig_moved {
     int64_t n_data;
     ah_tensor_t *ts;             /* the model's tensors (canonical order) */
     int nts;
+    /* The pieces this process held (src == dst: no buffer): read at the load straight from the old
+     * stage's w, m and v (keep; one copy into the new stage). On host memory those are the old stage's
+     * own arenas, taken from it before the old trainer is freed (stolen: its gradients freed at once);
+     * on a device, the host copies the move's views downloaded (keep_dev: what they are views of). */
+    int n_kept;
+    int64_t *old_off;            /* [nts] the tensor's offset in the old stage; -1: it held none */
+    float *keep[3], *keep_dev[3];
+    bool stolen;
+    ah_mem_t keep_mem;           /* the stolen arenas' space and count (the old trainer's is reset) */
+    ah_arena_t keep_params, keep_opt;
 };
 
+static void release_kept(ah_reconfig_moved_t *mv) {
+    if (mv->stolen) {
+        ah_arena_free(&mv->keep_params);
+        ah_arena_free(&mv->keep_opt);
+    } else {
+        for (int b = 0; b < 3; b++)
+            if (mv->keep[b]) ah_mem_host_done(mv->keep_dev[b], mv->keep[b]);
+    }
+    memset(mv->keep, 0, sizeof mv->keep);
+    mv->stolen = false;
+}
+
 void ah_reconfig_moved_free(ah_reconfig_moved_t *mv) {
-    if (mv) unmap_floats(mv->data, mv->n_data), free(mv->bufs), free(mv->items), free(mv->gs), free(mv->ts);
+    if (mv) {
+        release_kept(mv);
+        unmap_floats(mv->data, mv->n_data), free(mv->bufs), free(mv->items), free(mv->gs), free(mv->ts);
+        free(mv->old_off);
+    }
     free(mv);
 }
 
@@ -54,23 +80,66 @@ static bool same_group(const ah_tensor_t *x, ah_shard_group_t g) {
     return h.kind == g.kind && h.layer == g.layer;
 }
 
-/* Group g's tensors of the old stage (host copies of w, m, v in host[]) into out, the move's layout. */
-static ah_status_t pack(const ah_gpt_stage_t *st, float *const host[3], const ah_reconfig_moved_t *mv,
-                        ah_shard_group_t g, float *out, ah_error_t *err) {
-    int64_t off = 0;
+/* Where the old stage holds each of the model's tensors (mv->old_off), checked for the groups of the
+ * pieces this rank sends or keeps (old_n: their floats at the old degree). */
+static ah_status_t index_old(const ah_gpt_stage_t *st, const ah_move_plan_t *mp, int me, ah_reconfig_moved_t *mv,
+                             ah_error_t *err) {
+    if (!(mv->old_off = malloc((size_t)mv->nts * sizeof *mv->old_off)))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the move");
     for (int i = 0; i < mv->nts; i++) {
-        const ah_tensor_t *x = &mv->ts[i];
-        if (!same_group(x, g)) continue;
-        const ah_gpt_param_t *p = NULL;
-        for (int q = 0; q < st->n_params && !p; q++)
-            if (strcmp(st->params[q].def.name, x->name) == 0) p = &st->params[q];
-        const int64_t n = ah_tensor_shard_elems(x, mv->T);
-        if (!p || p->n != n)
+        const ah_gpt_param_t *p = ah_gpt_find(st, mv->ts[i].name);
+        mv->old_off[i] = p && p->n == ah_tensor_shard_elems(&mv->ts[i], mv->T) ? p->offset : -1;
+    }
+    for (int k = 0; k < mp->n; k++) {
+        if (mp->items[k].src != me) continue;
+        for (int i = 0; i < mv->nts; i++) {
+            if (!same_group(&mv->ts[i], mp->items[k].g) || mv->old_off[i] >= 0) continue;
+            const ah_gpt_param_t *p = ah_gpt_find(st, mv->ts[i].name);
             return ah_error_set(err, AH_ERR_INTERNAL, "the move: this rank's stage %s %s (%lld floats, %lld expected)",
-                                p ? "holds" : "lacks", x->name, (long long)(p ? p->n : 0), (long long)n);
-        for (int b = 0; b < 3; b++, off += n) memcpy(out + off, host[b] + p->offset, (size_t)n * sizeof *out);
+                                p ? "holds" : "lacks", mv->ts[i].name, (long long)(p ? p->n : 0),
+                                (long long)ah_tensor_shard_elems(&mv->ts[i], mv->T));
+        }
     }
     return AH_OK;
+}
+
+/* Group g's tensors of the old stage (host copies of w, m, v in host[]) into out, the move's layout. */
+static void pack(float *const host[3], const ah_reconfig_moved_t *mv, ah_shard_group_t g, float *out) {
+    int64_t off = 0;
+    for (int i = 0; i < mv->nts; i++) {
+        if (!same_group(&mv->ts[i], g)) continue;
+        const int64_t n = ah_tensor_shard_elems(&mv->ts[i], mv->T);
+        for (int b = 0; b < 3; b++, off += n) memcpy(out + off, host[b] + mv->old_off[i], (size_t)n * sizeof *out);
+    }
+}
+
+/* The old stage's w, m and v (host[]: the move's views of them) kept for the load of the pieces this
+ * process held: on host memory the old stage's arenas, taken out of tr (nothing else of it changes:
+ * it is freed next, its tensors no longer used), its gradients freed; on a device the views
+ * themselves (host[] set NULL: mv owns them). Cannot fail. */
+static void keep_old(ah_trainer_t *tr, ah_reconfig_moved_t *mv, float *host[3], float *const dev[3]) {
+    ah_gpt_stage_t *st = &tr->stage;
+    for (int b = 0; b < 3; b++) mv->keep[b] = host[b], mv->keep_dev[b] = dev[b];
+    if (host[0] != dev[0]) {
+        for (int b = 0; b < 3; b++) host[b] = NULL;
+        return;
+    }
+    mv->stolen = true;
+    mv->keep_mem = *st->a_params.mem;
+    mv->keep_params = st->a_params, mv->keep_opt = st->a_opt;
+    mv->keep_params.mem = mv->keep_opt.mem = &mv->keep_mem;
+    ah_arena_init(&st->a_params, st->a_params.mem, mv->keep_params.name);
+    ah_arena_init(&st->a_opt, st->a_opt.mem, mv->keep_opt.name);
+    ah_arena_t *a = &mv->keep_params; /* the gradients: not part of the state */
+    for (int i = 0; i < a->n; i++)
+        if (a->blocks[i] == st->g) {
+            a->mem->space->free(a->blocks[i]);
+            a->mem->live -= a->sizes[i];
+            a->blocks[i] = a->blocks[a->n - 1], a->sizes[i] = a->sizes[a->n - 1];
+            a->n--;
+            break;
+        }
+    st->w = st->g = st->m = st->v = NULL;
 }
 
 /* The receiving side's state: the model, the groups and this rank's items with their buffers. */
@@ -94,13 +163,15 @@ static ah_status_t moved_new(const ah_plan_t *next, const ah_placement_t *to, co
     for (int i = 0; i < mp->n; i++)
         if (mp->items[i].dst == me) {
             mv->items[mv->n++] = mp->items[i];
-            total += mp->items[i].floats;
+            if (mp->items[i].src == me) mv->n_kept++;
+            else total += mp->items[i].floats;
         }
     mv->n_data = total;
     if (!(mv->data = map_floats(total)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the %lld floats the move brings", (long long)total);
     float *at = mv->data;
-    for (int i = 0; i < mv->n; at += mv->items[i++].floats) mv->bufs[i] = at;
+    for (int i = 0; i < mv->n; i++)
+        if (mv->items[i].src != me) mv->bufs[i] = at, at += mv->items[i].floats;
     return AH_OK;
 }
 
@@ -118,7 +189,7 @@ static ah_status_t post(ah_comm_t *w, float *buf, int64_t n, int peer, bool send
 }
 
 /* The exchange of mp on this rank (me): every receive and send posted in the plan's order, then waited
- * for; the pieces it keeps copied. outs: the send buffers (one per item it sends), freed by the caller. */
+ * for; the pieces it keeps stay where they are. outs: the send buffers (one per item it sends), freed by the caller. */
 static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, ah_reconfig_moved_t *mv,
                             float *const host[3], float **outs, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
@@ -131,15 +202,14 @@ static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, ah
     ah_status_t st = reqs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the move's requests");
     for (int i = 0; i < mp->n && st == AH_OK; i++) {
         const ah_move_item_t *it = &mp->items[i];
-        if (it->dst == me) {
+        if (it->dst == me) { /* a piece it keeps: read from the old stage at the load (keep_old) */
             float *buf = mv->bufs[mine++];
-            st = it->src == me ? pack(&tr->stage, host, mv, it->g, buf, err)
-                               : post(w, buf, it->floats, it->src, false, reqs, &nr, err);
+            if (it->src != me) st = post(w, buf, it->floats, it->src, false, reqs, &nr, err);
         } else if (it->src == me) {
             float *buf = outs[sends++] = map_floats(it->floats);
-            st = buf ? pack(&tr->stage, host, mv, it->g, buf, err)
+            if (buf) pack(host, mv, it->g, buf);
+            st = buf ? post(w, buf, it->floats, it->dst, true, reqs, &nr, err)
                      : ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send", (long long)it->floats);
-            if (st == AH_OK) st = post(w, buf, it->floats, it->dst, true, reqs, &nr, err);
         }
     }
     for (int i = 0; i < nr; i++) { /* a failed post above has been said; its partners wait for it here */
@@ -178,10 +248,11 @@ static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const 
     if (st == AH_OK) st = ah_placement_build(next, NULL, 0, to, err);
     if (st == AH_OK) st = ah_move_plan_build(&next->model, from, to, to_rank, mp, err);
     if (st == AH_OK) st = moved_new(next, to, mp, tr->rank, to_rank[tr->rank], from->tp, mv, err);
+    if (st == AH_OK) st = index_old(&tr->stage, mp, tr->rank, *mv, err);
     return st;
 }
 
-ah_status_t ah_reconfig_move(const ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
+ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
                              ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const double t0 = ah_now_s();
@@ -209,12 +280,12 @@ ah_status_t ah_reconfig_move(const ah_trainer_t *tr, const ah_plan_t *next, cons
         if (st == AH_OK) st = ah_comm_allreduce_f64(w, b, 2, err);
         *stats = (ah_reconfig_move_stats_t){(int64_t)b[0], (int64_t)b[1], t * 1e-6};
     }
+    if (st == AH_OK && mv->rank >= 0 && mv->n_kept > 0) keep_old(tr, mv, host, dev);
     for (int i = 0, k = 0; outs && i < mp.n; i++) /* the send buffers, in exchange's order */
         if (mp.items[i].src == tr->rank && mp.items[i].dst != tr->rank) unmap_floats(outs[k++], mp.items[i].floats);
     free(outs);
-    ah_error_t e2; /* a view released without writing back: nothing to fail that matters, err kept */
-    for (int b = 0; b < 3; b++)
-        if (host[b]) ah_gpt_host_done(&tr->stage, dev[b], host[b], false, &e2);
+    for (int b = 0; b < 3; b++) /* not the ones keep_old took (on host memory a view is the buffer: nothing) */
+        if (host[b]) ah_mem_host_done(dev[b], host[b]);
     ah_move_plan_free(&mp);
     ah_placement_free(&from);
     ah_placement_free(&to);
@@ -248,6 +319,7 @@ static ah_status_t moved_read(void *ctx, int j, const char *name, float *dst, in
     const moved_source_t *s = ctx;
     const ah_reconfig_moved_t *mv = s->mv;
     const ah_move_item_t *it = &mv->items[s->first + j];
+    const float *buf = mv->bufs[s->first + j]; /* NULL: a piece this process kept */
     int64_t off = 0;
     char full[96];
     for (int i = 0; i < mv->nts; i++) {
@@ -259,7 +331,9 @@ static ah_status_t moved_read(void *ctx, int j, const char *name, float *dst, in
             if (n != np)
                 return ah_error_set(err, AH_ERR_INTERNAL, "the move's %s has %lld floats, %lld expected", name,
                                     (long long)n, (long long)np);
-            memcpy(dst, mv->bufs[s->first + j] + off, (size_t)n * sizeof *dst);
+            const float *from = buf ? buf + off : mv->keep[b] && mv->old_off[i] >= 0 ? mv->keep[b] + mv->old_off[i] : NULL;
+            if (!from) return ah_error_set(err, AH_ERR_INTERNAL, "the move kept no %s in this process", name);
+            memcpy(dst, from, (size_t)n * sizeof *dst);
             return AH_OK;
         }
     }

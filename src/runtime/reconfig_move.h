@@ -7,7 +7,11 @@
  * the old TP degree); a piece the process already held is copied, not sent. Once the new world's
  * trainer is set up, ah_reconfig_move_load slices them into its stage with ckpt/reshard.h's slicing,
  * as the restore does (ckpt_io.h ah_ckpt_load_stage: the same code), so the state is bit-identical
- * to a restore of the step; the data position comes along (every rank's, checked equal).
+ * to a restore of the step; the data position comes along (every rank's, checked equal). A piece the
+ * receiving process held under the old plan is neither sent nor packed: the load reads it straight
+ * from the old stage's tensors (one copy, old stage to new), which the move keeps past the old
+ * trainer's end (on host memory its weight and moment arenas, taken from it; on a device the host
+ * copies the move downloaded) until ah_reconfig_moved_free.
  *
  * Not moved (the caller falls back to the checkpoint restore, said): a joining job's ranks (not in the
  * old world), a sharded optimizer's moments (under either plan), a rank that cannot load the next
@@ -35,8 +39,10 @@ typedef struct {
  * updates: tr the old plan's trainer, next the new plan (loaded on every rank: NULL on a rank that
  * could not, which fails the move everywhere), to_rank[r] (world size entries) old rank r's rank under
  * next, -1 when it leaves. *out: this rank's received pieces (NULL on a leaving rank). A failure is
- * agreed (every rank gets it, *out NULL) and leaves tr as it was. */
-ah_status_t ah_reconfig_move(const ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
+ * agreed (every rank gets it, *out NULL) and leaves tr as it was. On success, when this rank keeps a
+ * piece on host memory, *out owns tr's weight and moment arenas (tr's stage then has none: w, g, m
+ * and v NULL; tr is only to be freed). */
+ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
                              ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err);
 
 /* Not collective: mv's pieces into tr's stage (tr: the new plan's trainer on the new world, the rank
