@@ -87,7 +87,7 @@ $CL_IFACE --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1" "$@" >"$WORK/$n
 }
 for r in $(seq "$ROUNDS"); do
     run "partner-$r" --no-handover
-    run "handover-$r"
+    run "handover-$r" --no-in-place # the handover's relaunch (by default h0 and h1 would change in place)
 done
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$WORK" "$ROUNDS" <<'PY'

@@ -186,9 +186,9 @@ run() { # NAME lost|notice [flags]: h2 killed whole, or removed through the even
 if [ "$SET" = tiers ]; then
     run lost-disk lost
     run lost-memory lost --replica-memory-gb 1
-    run notice-disk notice
+    run notice-disk notice --no-in-place # the notice rows: the stop and relaunch (run's default is in place)
     run notice-memory notice --replica-memory-gb 1 --no-handover
-    run notice-handover notice --replica-memory-gb 1
+    run notice-handover notice --replica-memory-gb 1 --no-in-place
 else
     run local-first lost
     run cloud-only lost --recovery cloud-only

@@ -5,7 +5,8 @@
 # back once 3 steps are in, --join-horizon-s 1000000 so that the join rule re-plans onto it at once; 80
 # steps, --ckpt-every 100 (the only save before the end: the one at the join). Each round, one after the
 # other: "in-place" (--in-place: slow-1's mpirun started into the running job, the request with "join")
-# and "relaunch" (without: the notice to every rank, the save, the relaunch under the plan with slow-1).
+# and "relaunch" (--no-in-place: the notice to every rank, the save, the relaunch under the plan with slow-1;
+# in place is run's default).
 # Printed per run: the agent's recover event (seconds from the join's decision to the first step under
 # the new plan, and its breakdown), then the medians and their ratio.
 #   [ROUNDS=3] bash bench/bench_join_inplace.sh [BUILD_DIR]
@@ -22,7 +23,7 @@ for round in $(seq "$ROUNDS"); do
     for mode in in-place relaunch; do
         d=$WORK/$mode$round
         echo "0,remove,slow-1" >"$d.csv"
-        flag=()
+        flag=(--no-in-place)
         [ $mode = in-place ] && flag=(--in-place)
         t0=$(date +%s%N)
         run_agent "$d" "${flag[@]}" --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 &

@@ -39,8 +39,8 @@
 # relaunch + transfer + first step; the node is gone then), notice to the first finished step (the
 # grace-period stop included: the step in progress and the save), the same without the first step,
 # and the state restore alone (the trainer's resume); then the steps each policy must redo.
-# SET=inplace (issue 36 "Survivors keep their processes"): no cloud; two runs, "relaunch" (today's stop and
-# relaunch) and "in-place" (autohet run --in-place: one mpirun a node, and at the notice fast-0's rank
+# SET=inplace (issue 36 "Survivors keep their processes"): no cloud; two runs, "relaunch" (the stop and
+# relaunch, --no-in-place) and "in-place" (autohet run's default: one mpirun a node, and at the notice fast-0's rank
 # changes to the one-device plan in its own process), the notice once launch 0 has trained 4 steps;
 # printed: each recovery by phase, the in-place change's own phases, and relaunch / in place.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
@@ -125,17 +125,18 @@ run() { # NAME [flags]
         { cat "$WORK/$name.log" >&2; echo "bench_recovery: the $name run did not recover" >&2; exit 1; }
 }
 if [ "$SET" = inplace ]; then
-    run relaunch
-    run in-place --in-place
+    run relaunch --no-in-place
+    run in-place # autohet run's default
     echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
     python3 bench/recovery_summary.py inplace "$WORK"
     exit 0
 fi
-run local-first
-run cloud-only --recovery cloud-only
+# every run of this set is the stop and relaunch (--no-in-place; cloud-only never changes in place)
+run local-first --no-in-place
+run cloud-only --recovery cloud-only --no-in-place
 # local-first with in-memory replicas (--replica-memory-gb): the notice's save goes to the hosts'
 # memory first (snapshot, replication to fast-0's memory), then the disks (docs/checkpoints.md)
-[ "${MEMORY:-1}" = 0 ] || run memory --replica-memory-gb 4
+[ "${MEMORY:-1}" = 0 ] || run memory --replica-memory-gb 4 --no-in-place
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # the table and the ratios: bench/recovery_summary.py (shared with bench_hosts_recovery.sh)

@@ -77,16 +77,17 @@ def measured(d):
 PYEOF
 export W
 
-# cal RUN_DIR: the smaller run; demo RUN_DIR: the demo's run
+# cal RUN_DIR: the smaller run; demo RUN_DIR: the demo's run. Both --no-in-place: this bench measures the
+# relaunch (the simulator's --restart-s) against simulate's relaunch; run's default changes in place
 cal() {
     "$AH" run --model demo-gpt2 --cluster cpu-hetero --data "$W/tokens.bin" --global-batch 8 --seq-len 128 \
         --steps 60 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/cal-events.csv" \
-        --work-dir "$1" --quiet >"$1.log" 2>&1 || { echo "smaller run failed:"; tail "$1.log"; exit 1; }
+        --work-dir "$1" --quiet --no-in-place >"$1.log" 2>&1 || { echo "smaller run failed:"; tail "$1.log"; exit 1; }
 }
 demo() {
     "$AH" run --model demo-gpt2 --cluster cpu-hetero --data "$W/tokens.bin" --global-batch 8 --seq-len 128 \
         --steps 120 --lr 3e-3 --warmup 10 --ckpt-every 10 --grace-s 10 --events "$W/demo-events.csv" \
-        --work-dir "$1" --quiet >"$1.log" 2>&1 || { echo "demo run failed:"; tail "$1.log"; exit 1; }
+        --work-dir "$1" --quiet --no-in-place >"$1.log" 2>&1 || { echo "demo run failed:"; tail "$1.log"; exit 1; }
 }
 
 echo "bench_sim_recovery: $ROUNDS rounds; build $BUILD; commit $(git describe --always --dirty 2>/dev/null || echo '?')"

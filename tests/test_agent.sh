@@ -161,14 +161,18 @@ grep -q '"event":"recover".*"cause":"node joined","nodes":\["slow-1"\]' "$WORK/j
 grep -q "taken in when a restart pays" "$WORK/join.log" && grep -q "over the expected stay of inf s (the removals seen).*: restarting" "$WORK/join.log" ||
     fail "join: log: $(grep -i join "$WORK/join.log")"
 # the plan the join restarts onto is written to the hosts before the notice (the trainers drop the uploads
-# its nodes' disks hold: tests/test_notice_uploads.sh B) and taken at the relaunch
-grep -q "next plan, for the restart at the join: 6 devices" "$WORK/join.log" && grep -q "the plan made at the join, taken" "$WORK/join.log" ||
-    fail "join: the next plan: $(grep -i 'plan' "$WORK/join.log")"
+# its nodes' disks hold: tests/test_notice_uploads.sh B) and taken in place, run's default: slow-1's mpirun
+# started into the running job, the 4 running ranks go on in their processes (one launch; the relaunch at a
+# join, --no-in-place, is test_cluster_hang's and test_cluster_slurm_lost's (h) taking h2 back)
+grep -q "next plan, for the restart at the join: 6 devices" "$WORK/join.log" &&
+    grep -q "in place: joined at step [0-9]*: 1 job joined, 6 ranks under the next plan" "$WORK/join.log" ||
+    fail "join: the next plan: $(grep -i 'plan\|in place' "$WORK/join.log")"
 python3 - "$WORK/join" <<'EOF' || fail "join: plans"
-import json, sys
+import json, os, sys
 d = sys.argv[1]
-n = lambda k: len({(x["node"], x["index"]) for p in json.load(open(f"{d}/plan-{k}.json"))["pipelines"] for s in p["stages"] for x in s["devices"]})
-assert (n(0), n(1)) == (4, 6), (n(0), n(1))
+n = lambda f: len({(x["node"], x["index"]) for p in json.load(open(f))["pipelines"] for s in p["stages"] for x in s["devices"]})
+assert not os.path.exists(f"{d}/plan-1.json"), "a relaunch at the join"
+assert (n(f"{d}/plan-0.json"), n(f"{d}/launch-0/next-plan.json")) == (4, 6)
 pre = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"preempt"' in l][0]
 rec = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"recover"' in l][0]
 assert pre["saved"] and rec["step"] == pre["step"], f"a join loses no work: {pre} {rec}"

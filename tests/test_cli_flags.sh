@@ -60,6 +60,18 @@ refused "run --grace-s 1e9" "^autohet run: --grace-s: expected 0 .. 86400" \
     "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --grace-s 1e9
 refused "run --in-place --no-handover" "^autohet run: --in-place needs the next plan .* --no-handover" \
     "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --in-place --no-handover
+refused "run --in-place --no-in-place" "^autohet run: --in-place and --no-in-place: give one" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --in-place --no-in-place
+# in place is run's default (issue 36): --no-handover alone is no longer refused, it implies --no-in-place,
+# said once on stdout (here the run then stops on a bad --recovery, the next check, before any launch)
+refused "run --no-handover --recovery bad" "^autohet run: --recovery: expected local-first or cloud-only" \
+    "$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --no-handover --recovery bad
+grep -q "no-handover" "$WORK/err" && fail "run --no-handover: refused: $(cat "$WORK/err")"
+[ "$(grep -c "^autohet run: note: --no-handover: no change in place at a notice" "$WORK/out")" = 1 ] ||
+    fail "run --no-handover: the note on no change in place not said once: $(cat "$WORK/out")"
+"$AUTOHET" run --model tiny-gpt2 --cluster cpu-hetero --data "$WORK/text.bin" --no-handover --no-in-place \
+    --recovery bad >"$WORK/out" 2>/dev/null
+grep -q "note: --no-handover" "$WORK/out" && fail "run --no-handover --no-in-place: the note said though nothing was implied"
 refused "train --steps 2^40" "^autohet train: --steps: expected 1 .. 10000000" \
     "$AUTOHET" train --plan "$PLANS/train-single.json" --data "$WORK/text.bin" --steps 1099511627776
 refused "train --seed -1" "^autohet train: --seed: expected 0 .. 4294967295, got -1" \

@@ -15,6 +15,8 @@
 # Needs root and openssh-server; skipped (77) without them.
 # With HANDOVER_SLURM=1 (tests/test_cluster_slurm_handover.sh) the same under a real Slurm: --launcher
 # slurm inside `salloc -N3`, the next plan written to the hosts through srun.
+# --no-in-place: this test is the handover's relaunch path (the next plan uses only h0's and h1's running
+# devices, so by default the survivors would change to it in place instead: tests/test_cluster_agent_inplace.sh).
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
 . "$SRC/tests/cluster/cluster.sh"
@@ -56,7 +58,7 @@ cluster_head "${LAUNCH[@]}" env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}det
     --model tiny-gpt2 --cluster "$CLUSTER" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS \
     --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet "${LAUNCHER[@]}" \
     --local-root "$CL_DISK/ck" --mpirun-args "$(echo $MPI_ARGS)" --events "$WORK/events.csv" --grace-s 60 \
-    --replica-memory-gb 0.5 >"$WORK/run.log" 2>&1 &
+    --replica-memory-gb 0.5 --no-in-place >"$WORK/run.log" 2>&1 &
 agent=$!
 agent_log=$WORK/run.log
 steps_at_least() { [ "$(grep -c '"loss"' "$WD/metrics.jsonl" 2>/dev/null)" -ge "$1" ] 2>/dev/null; }

@@ -11,6 +11,8 @@
 #    reads its failed.json there and names the error;
 #  - with a known_hosts that lacks the hosts' keys (a host-key prompt in BatchMode), every host
 #    is planned out, each named, and the agent fails at once instead of waiting.
+# The preemption case passes --no-in-place: it is the ssh launcher's relaunch (a hostfile per launch);
+# by default the survivors would change to the plan on h0 + h1 in place (tests/test_cluster_agent_inplace.sh).
 # Flag errors first; the rest needs root and openssh-server (skipped, 77, without them).
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"
@@ -55,7 +57,8 @@ CLUSTER=$WORK/c4.json
 # the agent itself (no MPI in it) with leak checks under ASan; its ranks without (Open MPI's own)
 cluster_head env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" \
     --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --events "$WORK/events.csv" \
-    --launcher ssh --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --mpirun-args "$MPI_ARGS" >"$WORK/ssh.log" 2>&1 &
+    --launcher ssh --rsh-agent "$CL_RSH" --local-root "$CL_DISK/ck" --mpirun-args "$MPI_ARGS" --no-in-place \
+    >"$WORK/ssh.log" 2>&1 &
 agent=$!
 for _ in $(seq 1200); do
     grep -q '"step":4,' "$WD/metrics.jsonl" 2>/dev/null && break

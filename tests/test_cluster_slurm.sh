@@ -9,7 +9,8 @@
 #  3. `autohet run --launcher slurm` inside `salloc -N3 --ntasks-per-node=2` (still no sshd): a
 #     node outside the allocation (h9) is planned out and named; h2 is preempted with a notice
 #     mid-run (SIGTERM to its ranks through srun -w h2), the agent saves, re-plans on h0 + h1 and
-#     relaunches; every logged loss equals the uninterrupted run's, no sample lost or repeated,
+#     relaunches (--no-in-place: the relaunch under Slurm; by default the survivors would change to the
+#     plan on h0 + h1 in place, tests/test_cluster_agent_inplace.sh); every logged loss equals the uninterrupted run's, no sample lost or repeated,
 #     the recovery reads the survivors' own disks; outside an allocation, and with --rsh-agent,
 #     --launcher slurm is refused.
 # Needs root (namespaces), openssh-server (the cluster's hosts), slurm-wlm and munge; skipped (77)
@@ -90,7 +91,7 @@ printf '0,add,h2\n' >"$WORK/events.csv"
 cluster_head salloc -N3 --ntasks-per-node=2 env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
     "$AUTOHET" run --model tiny-gpt2 --cluster "$WORK/c4.json" --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ \
     --steps $STEPS --ckpt-every $CKPT_EVERY --work-dir "$WD" --quiet --events "$WORK/events.csv" --launcher slurm \
-    --local-root "$CL_DISK/ck" --mpirun-args "$MPI_ARGS" >"$WORK/slurm.log" 2>&1 &
+    --local-root "$CL_DISK/ck" --mpirun-args "$MPI_ARGS" --no-in-place >"$WORK/slurm.log" 2>&1 &
 agent=$!
 for _ in $(seq 1200); do
     grep -q '"step":4,' "$WD/metrics.jsonl" 2>/dev/null && break

@@ -4,12 +4,15 @@
 # run with ssh. h2 stops where the trainer names (AH_TEST_HOOK), then:
 #   (b) mid-step (h2's rank has run step 6's forward and backward, not its gradient sync): every
 #       process of h2 killed at once, its slurmd included (srun -w h2 then fails: Communication
-#       connection failure); once the agent has dropped it, h2 comes back as a new machine (an
+#       connection failure; the launch is joined, one mpirun a host, and srun -w h2 there does not end
+#       with h2: the agent's probe of the quiet job finds h2 not answering, seconds in); once the agent has dropped it, h2 comes back as a new machine (an
 #       empty disk, a fresh sshd and slurmd; back before Slurm declares it DOWN, so still in the
 #       allocation) with an `add` event (or the agent's probe finds it first: it did not answer),
 #       and is planned back in at a checkpoint of the relaunch on h0 + h1;
 #   (h) a hang: every process of h2 stopped (SIGSTOP, slurmd included: srun -w h2 gets no answer);
-#       the agent's step timeout (--step-timeout 3) catches it, h2 is dropped as lost; then h2
+#       the agent's step timeout (--step-timeout 3) catches it, h2 is dropped as lost (--no-in-place: the
+#       step timeout's case; a joined launch, the default, probes a quiet spell sooner and finds h2 not
+#       answering as in (b): agent_state.h ah_agent_probe_quiet); then h2
 #       continues (SIGCONT), answers srun again and is planned back in at a checkpoint of the
 #       relaunch on h0 + h1, with no event;
 #   (c) mid-checkpoint (h2's shard files of step 8 written, its manifest not committed): h2 killed
@@ -121,7 +124,7 @@ printf '1,add,h2\n' >>"$WORK/$case.csv"
 finish "host lost without notice: host h2" step=4 cloud=yes back=add t_lost="$t_lost"
 
 # (h) a hang, then h2 answers again
-slurm_agent h step 6 --step-timeout 3
+slurm_agent h step 6 --step-timeout 3 --no-in-place
 cluster_freeze_host h2 || fail "h: cannot stop h2's processes"
 t_lost=$(echo "$(date +%s.%N) - $t_agent" | bc)
 # h2 continues once the agent has dropped it (a frozen host's srun -w h2 waits 13 s at each

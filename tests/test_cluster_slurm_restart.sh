@@ -9,9 +9,9 @@
 # survivors' disks. Every logged loss equals the uninterrupted run's, every step is trained once.
 # (Before, the run stopped with "communication error ... rerun the same command".) The launch is joined
 # (--in-place, one mpirun a host): srun -w h2 does not exit when h2's slurmstepd is killed with its ranks,
-# and h0's and h1's ranks, in jobs of their own, wait on h2's forever; the step timeout finds every host
-# answering and asks each for its job (launcher.h dead_jobs): h2's is gone, so the job failed (it hung
-# until the test's timeout before). Needs root,
+# and h0's and h1's ranks, in jobs of their own, wait on h2's forever; the agent's probe of a quiet joined
+# launch (agent_state.h ah_agent_probe_quiet, seconds in) finds every host answering and asks each for its
+# job (launcher.h dead_jobs): h2's is gone, so the job failed (it hung until the test's timeout before). Needs root,
 # openssh-server, slurm-wlm, munge and moto_server; skipped (77) without them.
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/agent_common.sh"

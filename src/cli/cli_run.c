@@ -92,7 +92,7 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
         const ah_agent_recovery_t *v = &r->recoveries[i];
         printf("recovery %d (%s: %s) at %.2f s: %s at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
                v->nodes[0] ? v->nodes : "-", v->t_notice_s, v->in_place ? "in place (the survivors kept their "
-               "processes)" : "stopped", (long long)v->stopped_at,
+               "processes)" : "stopped and relaunched", (long long)v->stopped_at,
                v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice",
                v->forced ? ", ranks killed when the grace period ended" : "");
         if (!v->complete) {
@@ -196,11 +196,6 @@ static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool
         fprintf(stderr, "autohet run: --recovery: expected local-first or cloud-only, got \"%s\"\n", recovery);
         return 2;
     }
-    if (o->in_place && o->no_handover) { /* no next plan before the notice: every notice would fall back */
-        fprintf(stderr, "autohet run: --in-place needs the next plan made before a notice, which --no-handover "
-                        "turns off: give one of --in-place, --no-handover\n");
-        return 2;
-    }
     if (endpoint && !cloud) {
         fprintf(stderr, "autohet run: --s3-endpoint needs --cloud s3://BUCKET/PREFIX\n");
         return 2;
@@ -216,6 +211,27 @@ static int check_choices(ah_agent_opts_t *o, const ah_cli_plan_flags_t *pf, bool
         fprintf(stderr, "autohet run: --cloud: %s\n", err.msg);
         return 2;
     }
+    return 0;
+}
+
+/* In place at a notice is the default (docs/elastic.md "In-place reconfiguration at a notice"):
+ * --no-in-place keeps the stop and relaunch, and so does --no-handover, said once (no next plan is
+ * made before a notice, so every notice would fall back); --in-place given with either is refused.
+ * Sets o->in_place; returns an exit code, 0 when fine. */
+static int resolve_in_place(ah_agent_opts_t *o, bool given, bool no_in_place) {
+    if (given && no_in_place) {
+        fprintf(stderr, "autohet run: --in-place and --no-in-place: give one\n");
+        return 2;
+    }
+    if (given && o->no_handover) {
+        fprintf(stderr, "autohet run: --in-place needs the next plan made before a notice, which --no-handover "
+                        "turns off: give one of --in-place, --no-handover\n");
+        return 2;
+    }
+    o->in_place = !no_in_place && !o->no_handover;
+    if (o->no_handover && !no_in_place)
+        printf("autohet run: note: --no-handover: no change in place at a notice either (it needs the next plan "
+               "made before the notice): the stop and relaunch, as with --no-in-place\n");
     return 0;
 }
 
@@ -390,7 +406,7 @@ typedef struct run_args {
     ah_cli_plan_flags_t pf; /* the shared flags (cli.h): NULL, 0 for the rule's default */
     int64_t counts[4];      /* --val-every, --val-batches, --skip-nonfinite, --keep */
     int64_t patience[2];    /* --cloud-timeout, --cloud-retries */
-    bool start_over, reschedule, ckpt_sync, no_overlap;
+    bool start_over, reschedule, ckpt_sync, no_overlap, in_place, no_in_place; /* in_place: --in-place given */
     double replica_gb;
     double lr, wd, clip; /* the trainer's own flags, checked here as the trainer would */
     int64_t warmup, seed, gb, seq, max_restarts;
@@ -430,11 +446,13 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
                               "where train saves only when given one: the agent recovers from checkpoints; 0 refused)"),
         {"--grace-s", AH_FLAG_NUM_IN(0, 86400), &a->o.grace_s, "S", "notice to forced stop, seconds (default 30)", false},
         {"--no-handover", AH_FLAG_BOOL, &a->o.no_handover, NULL, "at a notice from --events, relaunch and plan after "
-         "the stop (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
+         "the stop, never in place (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
          "hands each file to the host that reads it next; docs/checkpoints.md)", false},
-        {"--in-place", AH_FLAG_BOOL, &a->o.in_place, NULL, "launch one mpirun a host, joined into one world, and at a "
+        {"--in-place", AH_FLAG_BOOL, &a->in_place, NULL, "launch one mpirun a host, joined into one world, and at a "
          "notice from --events let the survivors change to the next plan in their own processes when it uses only "
-         "their devices (else the stop and relaunch, said; docs/elastic.md)", false},
+         "their devices, else the stop and relaunch, said (the default; docs/elastic.md)", false},
+        {"--no-in-place", AH_FLAG_BOOL, &a->no_in_place, NULL, "one mpirun for the whole plan, and at every notice the "
+         "stop and relaunch (--no-handover implies it; default: in place where it can)", false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "
@@ -522,11 +540,13 @@ int ah_cli_run(int argc, char **argv) {
     int rc = 0;
     if (!ah_cli_parse(VERB, "--model M --cluster C --data FILES [--events FILE] [flags]",
                       "The elastic agent: plans (calibrated with --profile), launches mpirun ... autohet train\n"
-                      "--resume, watches for preemptions (--events, or SIGTERM to a node's ranks), re-plans on\n"
-                      "the nodes left and relaunches from the newest checkpoint (local disk, then peers, then\n"
-                      "cloud). Ctrl-C (or SIGTERM to autohet run) stops it like a notice: the ranks save within\n"
-                      "--grace-s, the job stops, exit 130; a second Ctrl-C stops the job at once. Ends with a\n"
-                      "summary: plans, recovery time by tier, loss across restarts, samples trained.",
+                      "--resume, watches for preemptions (--events, or SIGTERM to a node's ranks), and at a notice\n"
+                      "changes the survivors to the next plan in their own processes where it can (--no-in-place:\n"
+                      "never), else re-plans on the nodes left and relaunches from the newest checkpoint (local\n"
+                      "disk, then peers, then cloud). Ctrl-C (or SIGTERM to autohet run) stops it like a notice:\n"
+                      "the ranks save within --grace-s, the job stops, exit 130; a second Ctrl-C stops the job at\n"
+                      "once. Ends with a summary: plans, in place or relaunched, recovery time by tier, loss across\n"
+                      "restarts, samples trained.",
                       flags, n_flags, argc, argv, &rc))
         return rc;
     ah_error_t err = {0};
@@ -535,6 +555,7 @@ int ah_cli_run(int argc, char **argv) {
     a.o.planner.train.seq_len = a.seq;
     a.o.max_restarts = (int)a.max_restarts;
     bool auto_precision = false;
+    if ((rc = resolve_in_place(&a.o, a.in_place, a.no_in_place)) != 0) return rc;
     if ((rc = check_choices(&a.o, &a.pf, &auto_precision, a.recovery, a.cloud, a.endpoint)) != 0) return rc;
     a.o.planner.no_overlap_grad_sync = a.no_overlap; /* its plans priced as the trainer will sync */
     /* the ranks run this very program */

@@ -448,6 +448,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
             ah_agent_on_hang(a);
         else if (a->external_seen_t < 0 && a->launcher.run_file(a->launcher.ctx, AH_PROTO_PREEMPTED_FILE, NULL, NULL))
             a->external_seen_t = ah_now_s();
+        if (!a->stopping) ah_agent_probe_quiet(a); /* a joined launch: long before the step timeout */
         int status = 0;
         if (!a->launcher.poll(a->launcher.ctx, &status)) continue;
         bool finished;

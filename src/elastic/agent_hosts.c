@@ -1,5 +1,6 @@
 /* The agent's dealings with its hosts (agent_state.h): who answers, dropping disks, what the disks
  * hold after a forced stop, a hang. Every host is reached through the launcher. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -104,6 +105,34 @@ static bool drop_stalled(agent_t *a, const char *what) {
     return true;
 }
 
+/* The plan's hosts that do not answer leave as lost (what: how it is said), or the launcher's jobs whose
+ * processes are gone on a host that answers (joined launches: launcher.h dead_jobs) end the job as failed.
+ * True when either was found: the watchdog is then disarmed (and the job stopped for the former). */
+static bool probe_hosts(agent_t *a, const char *what, double quiet) {
+    if ((a->hung = ah_agent_drop_unreachable(a, true, what))) {
+        a->dog.last_t = -1;
+        a->launcher.stop(a->launcher.ctx);
+        return true;
+    }
+    char dead[512];
+    if (!a->launcher.dead_jobs || a->launcher.dead_jobs(a->launcher.ctx, dead, sizeof dead) == 0) return false;
+    /* a joined launch: the next poll reads that job's end, a failure of the job (agent_exit.c) */
+    say(a, "no metrics line for %.1f s: every host of the plan answers, but the job's processes on %s are gone",
+        quiet, dead);
+    a->dog.last_t = -1;
+    return true;
+}
+
+void ah_agent_probe_quiet(agent_t *a) {
+    const ah_watchdog_t *w = &a->dog;
+    if (!a->joined || !a->launcher.dead_jobs || !a->launcher.reachable || w->last_t < 0 || a->probed_t == w->last_t)
+        return;
+    const double quiet = ah_now_s() - w->last_t;
+    if (quiet <= fmax(AH_AGENT_PROBE_FLOOR_S, AH_AGENT_PROBE_FACTOR * fmax(w->predicted_s, w->max_gap_s))) return;
+    a->probed_t = w->last_t;
+    probe_hosts(a, "host lost without notice", quiet);
+}
+
 /* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung (with
  * the local launcher: the ranks that stopped progressing) and leave as lost once the job, stopped
  * now, has ended. With every host answering (every rank running) the job is only slow (a long
@@ -113,21 +142,14 @@ void ah_agent_on_hang(agent_t *a) {
     char what[160];
     snprintf(what, sizeof what, "%s (no metrics line for %.1f s, over the step timeout of %.1f s)",
              a->launcher.reachable ? "host hung" : "rank stopped progressing", quiet, limit);
-    a->hung = a->launcher.reachable ? ah_agent_drop_unreachable(a, true, what) : drop_stalled(a, what);
-    char dead[512];
-    if (!a->hung && a->launcher.dead_jobs && a->launcher.dead_jobs(a->launcher.ctx, dead, sizeof dead) > 0) {
-        /* a joined launch: the next poll reads that job's end, a failure of the job (agent_exit.c) */
-        say(a, "no metrics line for %.1f s (step timeout %.1f s): every host of the plan answers, but the job's "
-            "processes on %s are gone", quiet, limit, dead);
+    if (a->launcher.reachable) {
+        if (probe_hosts(a, what, quiet)) return;
+    } else if ((a->hung = drop_stalled(a, what))) {
         a->dog.last_t = -1;
+        a->launcher.stop(a->launcher.ctx);
         return;
     }
-    if (!a->hung) {
-        say(a, "no metrics line for %.1f s (step timeout %.1f s), but %s: waiting on", quiet, limit,
-            a->launcher.reachable ? "every host of the plan answers" : "every rank is running");
-        a->dog.last_t = ah_now_s();
-        return;
-    }
-    a->dog.last_t = -1;
-    a->launcher.stop(a->launcher.ctx);
+    say(a, "no metrics line for %.1f s (step timeout %.1f s), but %s: waiting on", quiet, limit,
+        a->launcher.reachable ? "every host of the plan answers" : "every rank is running");
+    a->dog.last_t = ah_now_s();
 }

@@ -53,6 +53,7 @@ typedef struct agent {
     int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
     ah_watchdog_t dog; /* the step timeout of the running launch */
     bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
+    double probed_t;   /* a joined launch's quiet spell already probed: the dog's last_t then (agent_hosts.c) */
     ah_restarts_t restarts; /* the failure policy's count (agent_logic.h) */
     /* the next plan made at a notice, before the stop (agent_handover.c), the nodes up it was made
      * for, and the seconds it took (planning and writing it to the hosts) */
@@ -167,6 +168,12 @@ void ah_agent_drop_disk(agent_t *a, int node);
 bool ah_agent_check_disks(agent_t *a, json_t *interrupted);
 /* The step timeout expired (see the watchdog, agent_logic.h). */
 void ah_agent_on_hang(agent_t *a);
+/* A joined launch over ssh or slurm (one mpirun a host): a host's end need not end the job here (srun -w
+ * HOST outlives a host whose processes died, the other hosts' ranks wait on the dead ones), so a quiet
+ * spell of max(AH_AGENT_PROBE_FLOOR_S, 3 x the longest gap or the predicted iteration) is probed once,
+ * long before the step timeout: hosts that do not answer leave as lost, a host's job that is gone ends the
+ * job as failed (launcher.h dead_jobs). Nothing found: nothing said, the step timeout still runs. */
+void ah_agent_probe_quiet(agent_t *a);
 
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
