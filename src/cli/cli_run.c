@@ -429,6 +429,14 @@ static void run_args_init(run_args_t *a) {
     a->max_restarts = a->o.max_restarts;
 }
 
+#define RUN_HELP_IN_PLACE                                                                                           \
+    "launch one mpirun a host, joined into one world, and at a notice from --events let the survivors change to "  \
+    "the next plan in their own processes when it uses only their devices, else the stop and relaunch, said (the " \
+    "default; docs/elastic.md)"
+#define RUN_HELP_NO_IN_PLACE                                                                                        \
+    "one mpirun for the whole plan, and at every notice the stop and relaunch (--no-handover implies it; default: " \
+    "in place where it can)"
+
 /* The flags of `autohet run`, pointing into *a: fills flags (room for RUN_FLAGS_MAX), returns how many. */
 #define RUN_FLAGS_MAX 80
 static int run_flags(run_args_t *a, ah_flag_t *flags) {
@@ -448,11 +456,8 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
         {"--no-handover", AH_FLAG_BOOL, &a->o.no_handover, NULL, "at a notice from --events, relaunch and plan after "
          "the stop, never in place (default: the next plan first, written to the hosts, so that with --replica-memory-gb the save "
          "hands each file to the host that reads it next; docs/checkpoints.md)", false},
-        {"--in-place", AH_FLAG_BOOL, &a->in_place, NULL, "launch one mpirun a host, joined into one world, and at a "
-         "notice from --events let the survivors change to the next plan in their own processes when it uses only "
-         "their devices, else the stop and relaunch, said (the default; docs/elastic.md)", false},
-        {"--no-in-place", AH_FLAG_BOOL, &a->no_in_place, NULL, "one mpirun for the whole plan, and at every notice the "
-         "stop and relaunch (--no-handover implies it; default: in place where it can)", false},
+        {"--in-place", AH_FLAG_BOOL, &a->in_place, NULL, RUN_HELP_IN_PLACE, false},
+        {"--no-in-place", AH_FLAG_BOOL, &a->no_in_place, NULL, RUN_HELP_NO_IN_PLACE, false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "
