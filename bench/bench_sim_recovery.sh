@@ -128,10 +128,11 @@ EOF
         continue
     fi
     # Checkpoint interval: 10 steps of the predicted 0.141 s iteration; it changes nothing here
-    # (the save at the notice leaves nothing to roll back).
+    # (the save at the notice leaves nothing to roll back). --no-in-place: the relaunch, as the runs above
+    # (simulate changes in place by default since session 22, as run does).
     "$AH" simulate --model demo-gpt2 --cluster cpu-hetero --trace "cpu-slow=$W/trace.csv" --global-batch 8 \
         --seq-len 128 --precision fp32 --policy autohet --hours 0.01 --ckpt-every-s 1.41 \
-        --restart-s "$restart_s" --disk-gb-s "$disk_gb_s" --grace-s 10 --json "$R/sim.json" >"$R/sim.log" 2>&1 ||
+        --restart-s "$restart_s" --disk-gb-s "$disk_gb_s" --grace-s 10 --no-in-place --json "$R/sim.json" >"$R/sim.log" 2>&1 ||
         { echo "simulate failed:"; tail "$R/sim.log"; exit 1; }
     echo
     echo "== round $r: load average $load0 before, $load1 after =="

@@ -90,13 +90,21 @@ has "$W/out.txt" "vs on-demand: tokens " "each policy against on-demand"
 [ $? -eq 0 ] && pass "simulate --churn-aware runs" || { fail "simulate --churn-aware exit code"; cat "$W/ca.txt"; }
 has "$W/ca.txt" "autohet: churn-aware plans (--churn-aware)" "--churn-aware said"
 grep -q '"churn_aware": true' "$W/ca.json" && pass "--churn-aware in the JSON options" || fail "--churn-aware in the JSON options"
-"$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --hours 2 --policy autohet --in-place \
-    --json "$W/ip.json" >"$W/ip.txt" 2>&1
-[ $? -eq 0 ] && pass "simulate --in-place runs" || { fail "simulate --in-place exit code"; cat "$W/ip.txt"; }
-has "$W/ip.txt" "autohet: plans changed in place at a notice that saved (--in-place)" "--in-place said"
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); r = d["policies"][0]["recoveries"]
-assert d["options"]["in_place"] is True and [x.get("in_place", False) for x in r] == [False, True], r' "$W/ip.json" &&
-    pass "--in-place: the notice's recovery in place, the start not" || fail "--in-place in the JSON"
+# in place at a notice is the default, as run's (session 22); --no-in-place relaunches; --no-handover too
+for f in "" --in-place --no-in-place --no-handover; do
+    # shellcheck disable=SC2086
+    "$AH" simulate "${COMMON[@]}" --trace "A100-80G=$T/one-preempt-s.csv" --hours 2 --policy autohet $f \
+        --json "$W/ip$f.json" >"$W/ip$f.txt" 2>&1
+    [ $? -eq 0 ] && pass "simulate ${f:-(default)} runs" || { fail "simulate ${f:-(default)} exit code"; cat "$W/ip$f.txt"; }
+done
+has "$W/ip.txt" "autohet: plans changed in place at a notice that saved (the default; --no-in-place: off)" "in place said"
+python3 -c 'import json, sys
+for f, want in zip(sys.argv[1:], (True, True, False, False)):
+    d = json.load(open(f)); r = d["policies"][0]["recoveries"]
+    assert d["options"]["in_place"] is want and [x.get("in_place", False) for x in r] == [False, want], (f, r)' \
+    "$W/ip.json" "$W/ip--in-place.json" "$W/ip--no-in-place.json" "$W/ip--no-handover.json" &&
+    pass "in place by default and with --in-place (the notice's recovery, the start not); not with --no-in-place or --no-handover" ||
+    fail "in place in the JSON"
 grep -q "<svg" "$W/out.svg" && grep -q "autohet" "$W/out.svg" && pass "SVG written" || fail "SVG written"
 
 # unit given by the user wins
@@ -243,6 +251,10 @@ assert t["autohet"]["usd"] / t["autohet"]["wall_hours"] > 1.2, t["autohet"]  # t
 assert b["on-demand"]["tokens"] == 0 and "--budget" in b["on-demand"]["note"], b["on-demand"]
 EOF
     fail "cost and budget"
+exits 2 "$W/ipx.txt" "--in-place --no-in-place" "$AH" simulate "${COMMON[@]}" --hours 1 --in-place --no-in-place
+has "$W/ipx.txt" "--in-place and --no-in-place: give one" "--in-place with --no-in-place refused, named"
+exits 2 "$W/iph.txt" "--in-place --no-handover" "$AH" simulate "${COMMON[@]}" --hours 1 --in-place --no-handover
+has "$W/iph.txt" "give one of --in-place, --no-handover" "--in-place with --no-handover refused, named"
 # without --release-idle every node up is paid, the plan's or not, a stalled policy's too (rule 2): here
 # all four nodes the whole 2 h, $4/h at spot prices (on-demand at on-demand prices: od-0 $2 for both A100s, 2.5 x 0.5 an H20)
 exits 0 "$W/ch.txt" "--budget 1.2, nodes held" "$AH" simulate "${P2[@]:0:${#P2[@]}-1}" --budget 1.2 --json "$W/ch.json"

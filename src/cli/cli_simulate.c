@@ -324,7 +324,8 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
         printf("autohet: joined nodes taken in when the restart pays over a fixed %g s (--join-horizon-s)\n",
                o->join_horizon_s);
     if (o->in_place)
-        printf("autohet: plans changed in place at a notice that saved (--in-place): restart %g s there, not %g s "
+        printf("autohet: plans changed in place at a notice that saved (the default; --no-in-place: off): restart %g s "
+               "there, not %g s "
                "(measured on the CPU runtime: a lower bound at scale; also onto a plan of the running ranks' devices "
                "on the staying nodes, as the agent's run --in-place since 7e8a3a5)\n",
                o->restart_s * AH_SIM_IN_PLACE_FRACTION, o->restart_s);
@@ -480,7 +481,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     ah_sim_opts_default(o);
     int64_t gb = o->train.global_batch, sl = o->train.seq_len;
     const char *trace_help = NULL, *region = NULL, *cloud_region = NULL;
-    bool no_handover = false;
+    bool no_handover = false, no_in_place = false;
     ah_flag_t flags[] = {
         {"--model", AH_FLAG_STR, &a->model_s, "M", "preset name or HF config.json (required)", false},
         {"--cluster", AH_FLAG_STR, &a->cluster_s, "C", "cluster JSON or built-in name (required)", false},
@@ -519,9 +520,11 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--churn-aware", AH_FLAG_BOOL, &o->churn_aware, NULL, "autohet leaves out the spot GPU types whose "
          "preemptions, at the rate seen so far, cost more than they train (docs/simulator.md \"Churn-aware plans\"; "
          "the agent does not do this yet)", false},
-        {"--in-place", AH_FLAG_BOOL, &o->in_place, NULL, "plans changed in place at a notice, as run --in-place "
-         "does, and also onto a plan of the running ranks' devices on the staying nodes, as the agent does "
-         "(simulator.md 11)", false},
+        {"--in-place", AH_FLAG_BOOL, &o->in_place, NULL, "plans changed in place at a notice, as run does by "
+         "default, also onto a plan of the running ranks' devices on the staying nodes, as the agent does "
+         "(simulator.md 11; the default)", false},
+        {"--no-in-place", AH_FLAG_BOOL, &no_in_place, NULL, "every change a stop and relaunch, as run --no-in-place "
+         "(default: in place where it can be; --no-handover too, as run's)", false},
         {"--exposure-aware", AH_FLAG_BOOL, &o->exposure_aware, NULL, "autohet's plan choice weighs the rollbacks of "
          "pieces one node holds alone (simulator.md rule 12; the agent does not yet)", false},
         {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &o->join_horizon_s, "S", "autohet takes joined nodes in (a "
@@ -565,6 +568,16 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
     if (!go) return rc;
     a->seq_given = ah_cli_flag_seen(flags, n_flags, "--seq-len");
     o->handover = !no_handover;
+    if (o->in_place && no_in_place) {
+        fprintf(stderr, "autohet simulate: --in-place and --no-in-place: give one\n");
+        return 2;
+    }
+    if (o->in_place && no_handover) { /* as run: no next plan before a notice, so no change in place */
+        fprintf(stderr, "autohet simulate: --in-place needs the next plan made before a notice, which --no-handover "
+                        "turns off: give one of --in-place, --no-handover\n");
+        return 2;
+    }
+    o->in_place = !no_in_place && !no_handover; /* run's default (docs/simulator.md rule 11) */
     if (region) snprintf(o->region, sizeof o->region, "%s", region);
     if (cloud_region) snprintf(o->cloud_region, sizeof o->cloud_region, "%s", cloud_region);
     ah_planner_opts_default(&a->po);

@@ -253,7 +253,8 @@ typedef struct ah_sim_opts {
                                   pays restart_s x AH_SIM_IN_PLACE_FRACTION; that plan is the one on exactly the
                                   old plan's devices on the staying nodes unless relaunching onto every node up pays (the join
                                   rule), and the save is made whenever it fits (recovery.c in_place_choice);
-                                  off by default, as the agent's `run --in-place` (`simulate --in-place`) */
+                                  off in ah_sim_opts_default; `simulate` turns it on unless --no-in-place or
+                                  --no-handover, as `run` (docs/simulator.md rule 11) */
     double join_horizon_s;     /* autohet's join rule (elastic/join_rule.h): > 0 a fixed stay, seconds; 0: from
                                   the removals seen (the agent's `run --join-horizon-s`) */
     char region[AH_NAME_MAX];  /* autohet-region's region; "": ah_sim_confined_region's cheapest */
