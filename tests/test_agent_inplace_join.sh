@@ -19,6 +19,8 @@
 #    agent's deadline (two steps + the save estimate + AH_JOIN_ADMIT_S=1 + 10 s, said) passes, longer than --grace-s 5: the
 #    fallback's stop has its own grace period (SIGTERM, then the trainers go on: the notice first, the step
 #    saved, not forced), its recovery recorded from the join's ask;
+#  - mismatch: held as in late, a "reconfigure" event (join 1, 2 -> 3 ranks) at a step before the join's put
+#    into the launch's metrics: not taken as the join (said), the fallback's stop and relaunch;
 #  - noticejoin: slow-0 preempted while a join's request waits (refused as above): the request withdrawn, the
 #    notice's own path (cause "events file", slow-0 alone noticed, the change in place tried), not a stop of
 #    every rank for the join.
@@ -43,6 +45,11 @@ join_run() {
     if [ -n "${NOTICE_ASKED:-}" ]; then # slow-0 preempted while the join's request waits
         wait_until 60 grep -q "in place: the join asked for at step" "$d.log" || { cat "$d.log"; fail "$name: not asked"; }
         echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
+    fi
+    if [ -n "${FAKE_EVENT:-}" ]; then # the trainers held: a change in place that is not the join's, said
+        wait_until 60 test -e "$PAUSED" || { cat "$d.log"; fail "$name: not held at the join's request"; }
+        python3 -c 'import json, sys; s = int(sys.argv[1]); print(json.dumps({"event": "reconfigure", "step": s - 1,
+"join": 1, "leave": [], "ranks_from": 2, "ranks_to": 3}))' "$(cut -d' ' -f2 "$PAUSED")" >>"$d/launch-0/metrics.jsonl"
     fi
     if [ -n "${PAUSED:-}" ]; then # the trainers held at the join's request until the agent's fallback
         wait_until 60 grep -q "in place: the join at step [0-9]* not made" "$d.log" || { cat "$d.log"; fail "$name: no fallback"; }
@@ -176,6 +183,21 @@ assert len(pre) == 1 and pre[0]["cause"] == "node joined" and pre[0]["saved"] an
 assert pre[0]["seconds"] > 11, f"the recovery from the join's ask: {pre[0]['seconds']} s"
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
 print(f"late: fell back, stopped {pre[0]['seconds']:.1f} s after the ask with step {pre[0]['step']} saved")
+PY
+
+# ---- mismatch: a "reconfigure" event at a step before the join's is not taken as the join ----
+STEPS=40 AH_JOIN_ADMIT_S=1 PAUSED=$WORK/mismatch.paused FAKE_EVENT=1 \
+    AH_TEST_HOOK="phase=reconfig-join,step=any,action=pause,file=$WORK/mismatch.paused" join_run mismatch
+grep -q "warning: in place: the trainer's change in place is not the join's: 1 joining jobs at step [0-9]* to 3 ranks" \
+    "$WORK/mismatch.log" || { cat "$WORK/mismatch.log"; fail "mismatch: not said"; }
+grep -q "in place: joined" "$WORK/mismatch.log" && { cat "$WORK/mismatch.log"; fail "mismatch: taken as the join"; }
+python3 - "$WORK/mismatch" <<'PY' || { cat "$WORK/mismatch.log"; fail "mismatch: the fallback"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+pre = [x for x in ev if x.get("event") == "preempt"]
+assert len(pre) == 1 and pre[0]["cause"] == "node joined" and not pre[0].get("in_place") and pre[0]["saved"], pre
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"mismatch: not taken as the join, fell back with step {pre[0]['step']} saved")
 PY
 
 # ---- noticejoin: a notice while the join's request waits ----

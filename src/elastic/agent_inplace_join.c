@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/fs.h"
 #include "core/json.h"
@@ -157,8 +156,8 @@ static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, c
     snprintf(plan_path, sizeof plan_path, "%s/" AH_PROTO_NEXT_PLAN_FILE, run_dir);
     ah_train_argv_t train;
     ah_error_t e;
-    ah_status_t s = access(plan_path, R_OK) == 0 ? AH_OK : ah_fs_mkdirs(run_dir, &e);
-    if (s == AH_OK && access(plan_path, R_OK) != 0) s = ah_plan_save(&a->next.plan, plan_path, &e);
+    ah_status_t s = ah_fs_mkdirs(run_dir, &e); /* the plan written again: one a failed handover left is stale */
+    if (s == AH_OK) s = ah_plan_save(&a->next.plan, plan_path, &e);
     if (s == AH_OK) s = ah_agent_train_argv(a->o, plan_path, a->local_root, run_dir, &train, &e);
     const ah_launch_job_t job = {.plan = &a->next.plan, .plan_path = plan_path, .run_dir = run_dir,
                                  .train_argv = train.argv, .joined = true};
@@ -301,9 +300,18 @@ static void joined(agent_t *a, const json_t *ev) {
 bool ah_agent_inplace_join_on_event(agent_t *a, const char *ev, const json_t *line) {
     if (a->join_req != 1 || strcmp(ev, AH_PROTO_EV_RECONFIGURE) != 0) return false;
     const json_int_t k = json_integer_value(json_object_get(line, "join"));
-    if (k != a->join_n) {
-        say(a, "warning: a change in place with %lld joining jobs, not the join's %d: taken as the join's",
-            (long long)k, a->join_n);
+    const json_int_t to = json_integer_value(json_object_get(line, "ranks_to"));
+    const json_int_t step = json_integer_value(json_object_get(line, AH_PROTO_STEP));
+    const int n = ah_plan_device_count(&a->next.plan);
+    /* the trainers change at the first boundary at or after the request's step */
+    if (k != a->join_n || step < a->join_step || to != n) { /* not the change asked for: the plan unknown */
+        char why[300];
+        snprintf(why, sizeof why, "the trainer's change in place is not the join's: %lld joining jobs at step %lld to %lld "
+                 "ranks, not %d at step %lld or later to %d", (long long)k, (long long)step, (long long)to, a->join_n,
+                 (long long)a->join_step, n);
+        say(a, "warning: in place: %s", why);
+        ah_agent_inplace_join_fallback(a, why);
+        return true;
     }
     joined(a, line);
     return true;

@@ -279,7 +279,8 @@ int ssh_dead_jobs(void *ctx, char *what, size_t what_cap) {
     what[0] = 0;
     for (int j = 0; l->joined && !l->ended && j < l->n_jobs; j++) {
         ssh_job_t *J = &l->job[j];
-        if (J->gone || J->leaving || reaped(J)) continue;
+        if (J->gone || J->leaving || J->joining || reaped(J))
+            continue; /* joining: its pid file may not be written yet; the world gives up on it (AH_JOIN_ADMIT_S) */
         char cmd[1024], out[64], eout[256];
         snprintf(cmd, sizeof cmd, "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) && [ -n \"$m\" ] && "
                  "grep -qa mpirun /proc/$m/cmdline 2>/dev/null && echo running; exit 0", l->run_dir, j);
