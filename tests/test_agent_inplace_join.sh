@@ -96,6 +96,8 @@ print(f"joined in place at step {rc[0]['step']}: slow-1's job in, pids kept {bef
       f"{rec[0]['seconds']:.2f} s (phases {rec[0]['phases']})")
 PY
 grep -q "^launch 0: 3 devices," "$WORK/join.log" || fail "join: the summary's launch 0 is not the running plan's 3 devices"
+grep -q "^recovery 0 (node joined: slow-1) at .* in place (the running ranks kept their processes, the new hosts' ranks joined \
+them) at step [0-9]*, checkpoint saved at the change$" "$WORK/join.log" || { cat "$WORK/join.log"; fail "join: the summary's recovery"; }
 
 # Every loss of the join's history against plan-0 uninterrupted (before the step it joined at) and the plan
 # with slow-1 resumed from that step alone (after).
