@@ -46,6 +46,7 @@ struct ah_ckpt_fuse {
     ah_ckpt_session_t *s;
     fuse_range_t *r; /* the last save's layout, in the order it listed them */
     int n, cap;
+    bool unrecorded; /* an entry of the save being listed found no memory: that save gives no layout */
     int *at;         /* [3 * param + b]: r's index of tensor param's w (b 0), m (1), v (2); -1 none */
     int n_params;
     int64_t armed;   /* the boundary the armed AdamW writes the snapshot of, -1 none */
@@ -144,7 +145,10 @@ bool ah_ckpt_fuse_take(ah_ckpt_fuse_t *f, int64_t step, int k, const float *src,
     } else if (k >= f->cap) {
         const int cap = f->cap ? 2 * f->cap : 64;
         fuse_range_t *r = realloc(f->r, (size_t)cap * sizeof *r);
-        if (!r) return false; /* this entry not recorded: ah_ckpt_fuse_layout_end takes no layout */
+        if (!r) { /* this entry not recorded: ah_ckpt_fuse_layout_end takes no layout */
+            f->unrecorded = true;
+            return false;
+        }
         f->r = r;
         f->cap = cap;
     }
@@ -169,7 +173,9 @@ void ah_ckpt_fuse_layout_end(ah_ckpt_fuse_t *f, int n) {
     if (!f) return;
     const ah_gpt_stage_t *st = &f->s->tr->stage;
     f->written = -1;
-    f->n = n <= f->cap ? n : 0; /* an entry not recorded (no memory): no layout */
+    /* an entry not recorded (no memory), even one before a later realloc succeeded: no layout */
+    f->n = n <= f->cap && !f->unrecorded ? n : 0;
+    f->unrecorded = false;
     if (!f->at) f->at = malloc((size_t)(3 * st->n_params) * sizeof *f->at);
     f->n_params = f->at ? st->n_params : 0;
     for (int i = 0; i < 3 * f->n_params; i++) f->at[i] = -1;
