@@ -572,6 +572,52 @@ static void test_joined_env(void) {
     ah_launcher_free(&l);
 }
 
+/* dead_jobs over a --mpirun not called "mpirun" (a site's wrapper, mpiexec): both jobs running are left
+ * running (before: its command line did not say "mpirun", so every live job was killed as dead); job 1
+ * whose pid file names an ended process is found, named and killed as the job's end. */
+static void test_dead_jobs(void) {
+    char mpirun[160], run_dir[160], plan_path[160], path[160], what[128];
+    snprintf(mpirun, sizeof mpirun, "%s/site-launch", root);
+    write_file(mpirun, "#!/bin/sh\nj=${AH_WORLD_JOIN##*join:}; j=${j%%:*}\n"
+               "while [ ! -e go-$j ]; do sleep 0.02; done\n");
+    chmod(mpirun, 0755);
+    const ah_launch_ssh_opts_t o = {.mpirun = mpirun, .rsh = rsh, .local_root = disks, .autohet = autohet};
+    ah_launcher_t l;
+    ah_error_t err;
+    CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK && l.dead_jobs, "%s", err.msg);
+    snprintf(run_dir, sizeof run_dir, "%s/work/launch-dead", root);
+    snprintf(plan_path, sizeof plan_path, "%s/work/plan-dead.json", root);
+    write_file(plan_path, "{}\n");
+    char *train[] = {"autohet", "train", NULL};
+    two_ranks_t t;
+    two_ranks(&t, "h0", "h1");
+    const ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
+                                 .joined = true};
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
+    for (int i = 0; i < 200 && !(alive_pid_file(run_dir, 0) && alive_pid_file(run_dir, 1)); i++)
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+    CHECK_EQ_I64(l.dead_jobs(l.ctx, what, sizeof what), 0);
+    CHECK(alive_pid_file(run_dir, 0) && alive_pid_file(run_dir, 1), "both jobs still run");
+    /* h1's process gone while its remote command lingers (srun -w after slurmstepd died): its pid file
+     * names a process that has ended */
+    const pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);
+    snprintf(path, sizeof path, "%s/mpirun-1.pid", run_dir);
+    snprintf(what, sizeof what, "%d\n", (int)gone);
+    write_file(path, what);
+    int status = -1;
+    CHECK_EQ_I64(l.dead_jobs(l.ctx, what, sizeof what), 1);
+    CHECK(strcmp(what, "h1") == 0 && alive_pid_file(run_dir, 0), "h1 named (%s), h0's job runs on", what);
+    CHECK(wait_exit(&l, &status) && status != 0, "the job ended with h1's: %d", status);
+    for (int j = 0; j < 2; j++) {
+        snprintf(path, sizeof path, "%s/go-%d", run_dir, j);
+        write_file(path, "");
+    }
+    l.stop(l.ctx);
+    ah_launcher_free(&l);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "joined") == 0) return drive(argc, argv);
     snprintf(root, sizeof root, "/tmp/ah_test_launch_ssh_XXXXXX");
@@ -595,6 +641,7 @@ int main(int argc, char **argv) {
     test_launch();
     test_joined();
     test_joined_env();
+    test_dead_jobs();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

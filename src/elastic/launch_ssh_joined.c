@@ -282,8 +282,12 @@ int ssh_dead_jobs(void *ctx, char *what, size_t what_cap) {
         if (J->gone || J->leaving || J->joining || reaped(J))
             continue; /* joining: its pid file may not be written yet; the world gives up on it (AH_JOIN_ADMIT_S) */
         char cmd[1024], out[64], eout[256];
+        /* alive: the pid's command line names this launch's ompi-server file (job_command's mpirun, or a
+         * --mpirun wrapper given the same arguments), so neither a reused pid nor a --mpirun not called
+         * "mpirun" is misread */
         snprintf(cmd, sizeof cmd, "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) && [ -n \"$m\" ] && "
-                 "grep -qa mpirun /proc/$m/cmdline 2>/dev/null && echo running; exit 0", l->run_dir, j);
+                 "grep -qaF 'file:%s/ompi-server.uri' /proc/$m/cmdline 2>/dev/null && echo running; exit 0",
+                 l->run_dir, j, l->run_dir);
         if (ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0 || strstr(out, "running"))
             continue; /* running, or no answer: not this question's (the hang's reachable asks) */
         kill_job(l, j);

@@ -40,7 +40,10 @@ ah_status_t ah_ckpt_load_stage(ah_trainer_t *tr, const ah_shard_group_t *gs, int
     if (sharded && r == AH_OK) r = ah_gpt_moments_to_full(st, bufs[1], bufs[2], err); /* what no shard covers stays */
     for (int gi = 0; gi < ng && r == AH_OK; gi++) {
         const int nf = ah_reshard_pieces(st->cfg.model, gs[gi], T, t, k, idx);
-        if ((r = src->open(src->ctx, gi, idx, nf, err)) != AH_OK) break;
+        if ((r = src->open(src->ctx, gi, idx, nf, err)) != AH_OK) {
+            src->close(src->ctx); /* what it opened before the failure */
+            break;
+        }
         for (int i = 0; i < st->n_params && r == AH_OK; i++) {
             const ah_gpt_param_t *x = &st->params[i];
             if (!in_group(&x->def, gs[gi])) continue;
