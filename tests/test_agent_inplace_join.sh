@@ -88,7 +88,7 @@ rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)
 assert pre[0]["cause"] == rec[0]["cause"] == "node joined" and pre[0]["joined"] == rec[0]["nodes"] == ["slow-1"], (pre, rec)
 assert rec[0]["step"] == rc[0]["step"] == pre[0]["step"], (pre, rec, rc)
-assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load"}, rec[0]
+assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load", "move"}, rec[0]
 st = [x["step"] for x in ev if "event" not in x]
 assert st == list(range(steps)), f"every step once: {st}"
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]

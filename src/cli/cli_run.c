@@ -109,8 +109,8 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                v->first_step_s);
         if (v->in_place)
             printf("  in place: stop = the wait for the step boundary and the save; the change took save %.3f + "
-                   "teardown %.3f + split %.3f + init %.3f + load %.3f s (the trainer's slowest rank)\n", v->phases[0], v->phases[1],
-                   v->phases[2], v->phases[3], v->phases[4]);
+                   "teardown %.3f + split %.3f + init %.3f + load %.3f + move %.3f s (the trainer's slowest rank)\n",
+                   v->phases[0], v->phases[1], v->phases[2], v->phases[3], v->phases[4], v->phases[5]);
         printf("  state by tier:");
         for (int i = 0; i < AH_TIER_COUNT; i++) { /* cheapest first: local, memory, peer, cloud */
             const ah_ckpt_tier_t t = AH_TIER_ORDER[i];

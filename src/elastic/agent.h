@@ -176,7 +176,7 @@ typedef struct ah_agent_recovery {
     bool in_place;            /* the survivors kept their processes (agent_inplace.c): stop_s is the wait for the
                                  step boundary and the save, startup_s the rest of the change (teardown, split,
                                  set-up) */
-    double phases[5];         /* in place: the trainer's "reconfigure" seconds: save, teardown, split, init, load */
+    double phases[6];         /* in place: the trainer's "reconfigure" seconds: save, teardown, split, init, load, move */
 } ah_agent_recovery_t;
 
 typedef struct ah_agent_result {

@@ -318,17 +318,17 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
     const json_t *secs = json_object_get(ev, "seconds");
-    static const char *phase[5] = {"save", "teardown", "split", "init", "load"};
+    static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
     double sum = 0;
     const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
     const ah_exit_facts_t f = {.status = 0, .preempted = true, .preempted_step = step, .saved = true,
                                .trained = a->hist.len};
     /* stop: the notice to the change's save done (the relaunch's stop ends with its save too) */
     const double stop_s = seen_t - a->notice_t;
-    for (int k = 1; k < 5; k++) sum += isfinite(ah_json_num_or_nan(secs, phase[k])) ? ah_json_num_or_nan(secs, phase[k]) : 0;
+    for (int k = 1; k < 6; k++) sum += isfinite(ah_json_num_or_nan(secs, phase[k])) ? ah_json_num_or_nan(secs, phase[k]) : 0;
     ah_recovery_open(r, AH_CAUSE_EVENT, &f, a->notice_t - a->t0, stop_s - sum > 0 ? stop_s - sum : 0, false);
     r->in_place = true;
-    for (int k = 0; k < 5; k++) r->phases[k] = ah_json_num_or_nan(secs, phase[k]);
+    for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(secs, phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
     json_t *list = json_array();
     for (int i = 0; i < a->cluster.n_nodes; i++)

@@ -282,8 +282,8 @@ static void joined(agent_t *a, const json_t *ev) {
     const ah_exit_facts_t f = {.preempted = true, .preempted_step = step, .saved = true, .trained = a->hist.len};
     ah_recovery_open(r, AH_CAUSE_JOIN, &f, a->join_t - a->t0, seen_t - a->join_t, false);
     r->in_place = true;
-    static const char *phase[5] = {"save", "teardown", "split", "init", "load"};
-    for (int k = 0; k < 5; k++) r->phases[k] = ah_json_num_or_nan(json_object_get(ev, "seconds"), phase[k]);
+    static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
+    for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(json_object_get(ev, "seconds"), phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
     json_t *list = json_array();
     for (int j = a->join_first; j < a->join_first + a->join_n; j++) {

@@ -181,9 +181,9 @@ json_t *ah_recovery_event(const ah_agent_recovery_t *r) {
     json_object_set_new(ev, "loss_after", json_real(r->loss_first_after));
     json_object_set_new(ev, "in_place", json_boolean(r->in_place));
     if (r->in_place) /* the trainer's phases of the change (its "reconfigure" event) */
-        json_object_set_new(ev, "phases", json_pack("{s:f, s:f, s:f, s:f, s:f}", "save", r->phases[0], "teardown",
+        json_object_set_new(ev, "phases", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "save", r->phases[0], "teardown",
                                                     r->phases[1], "split", r->phases[2], "init", r->phases[3], "load",
-                                                    r->phases[4]));
+                                                    r->phases[4], "move", r->phases[5]));
     return ev;
 }
 
