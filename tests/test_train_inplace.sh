@@ -162,16 +162,23 @@ inplace renumber 1 dp2-20 "" 1,-1,0
 # leaver). Without the move, pp3 -> pp2 fails here: block 3 is on the leaver's disk only (no --replica-memory-gb),
 # and the survivors' restore refuses step 0 (what the fallback case below would say for it). Then the move
 # refused on the leaver (AH_TEST_HOOK phase reconfig-move, action=fail: a rank that cannot take part), dp3 ->
-# dp2: the state restored from the checkpoint just saved, said, the losses the same.
+# dp2: the state restored from the checkpoint just saved, said, the losses the same; and a leaver that cannot
+# map a send buffer (action=nomem).
 OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" inplace pp 2 pp2-01
 OLD=pp3-n0 MOVED="block-002.tp1-0 block-003.tp1-0 head.tp1-0 embed.tp1-0 block-000.tp1-0 block-001.tp1-0 \
 block-003.tp1-0 head.tp1-0" inplace tp 2 tp2-n0
 RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2-01 \
     "phase=reconfig-move,step=3,action=fail"
+# A rank whose buffer for a piece it sends cannot be mapped (action=nomem: the leaver of pp3-n0 -> tp2-n0, which
+# sends block 3 and the head; as a map under RLIMIT_AS that fails): every rank maps and packs its buffers before
+# the agreement that starts the exchange, so the change falls back to the restore, said, the losses the same.
+# Before, the buffers were mapped while the messages were posted: the leaver stopped posting, its peers waited
+# for its messages for ever, and run_jobs' timeout killed the three.
+OLD=pp3-n0 RESTORED="no host memory for" inplace nomem 2 tp2-n0 "phase=reconfig-move,step=3,action=nomem"
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
 # --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a
-# "ranks" that keeps a leaving job's rank.
+# plan of another seq_len; a "ranks" that keeps a leaving job's rank.
 refused() { # CASE LEAVE PLAN WHAT [flags] (RANKS=...: the request's "ranks")
     local c=$1 leave=$2 plan=$3 what=$4 d=$WORK/$1
     shift 4
@@ -188,6 +195,12 @@ refused() { # CASE LEAVE PLAN WHAT [flags] (RANKS=...: the request's "ranks")
 refused bad 5 "$WORK/dp2-01.json" "job 5 is not in the world" --local-root "$WORK/bad/root"
 refused noplan 2 "$WORK/nope.json" "$WORK/nope.json.*" --local-root "$WORK/noplan/root"
 refused noroot 2 "$WORK/dp2-01.json" "the run has no --local-root"
+# A plan of another seq_len: the data position counts samples of seq_len + 1 tokens, so the restore refuses
+# it (ckpt_resume.c) and the move, which reads no manifest, is refused the same before anything is saved.
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["train"]["seq_len"] = 16; json.dump(d, open(sys.argv[2], "w"))' \
+    "$WORK/dp2-01.json" "$WORK/dp2-01-t16.json"
+refused seqlen 2 "$WORK/dp2-01-t16.json" "step 3 was saved with seq_len 32 but the plan trains seq_len 16" \
+    --local-root "$WORK/seqlen/root"
 RANKS=0,1,-1 refused ranks 1 "$WORK/dp2-20.json" '"ranks"\[1\] is 1 but rank 1.s job 1 leaves (-1)' \
     --local-root "$WORK/ranks/root"
 echo "PASS"

@@ -21,7 +21,7 @@ static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
             "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica|notice-uploads|"
             "reconfig-split|reconfig-move|reconfig-join,step=N|N+|any"
-            "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail]; test-only)\n", value, why);
+            "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail|nomem]; test-only)\n", value, why);
     exit(2);
 }
 
@@ -55,11 +55,11 @@ static bool matches(const char *phase, int64_t step, const char *node, char *act
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
         else if (!strcmp(kv, "file")) snprintf(file, 768, "%s", v);
         else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill") || !strcmp(v, "pause") ||
-                                           !strcmp(v, "fail")))
+                                           !strcmp(v, "fail") || !strcmp(v, "nomem")))
             snprintf(action, 16, "%s", v);
-        else bad(value, !strcmp(kv, "action") ? "action is wait, kill, pause or fail" : "unknown key");
+        else bad(value, !strcmp(kv, "action") ? "action is wait, kill, pause, fail or nomem" : "unknown key");
     }
-    const bool no_file = !strcmp(action, "kill") || !strcmp(action, "fail");
+    const bool no_file = !strcmp(action, "kill") || !strcmp(action, "fail") || !strcmp(action, "nomem");
     if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !no_file))
         bad(value, "phase, step and file (for action=wait or pause) are required");
     if (strcmp(phase, want_phase) || (!any_step && step != want_step && !(or_later && step > want_step))) return false;
@@ -71,9 +71,14 @@ bool ah_test_hook_fails(const char *phase, int64_t step, const char *node) {
     return matches(phase, step, node, action, file) && !strcmp(action, "fail");
 }
 
+bool ah_test_hook_nomem(const char *phase, int64_t step, const char *node) {
+    char action[16], file[768];
+    return matches(phase, step, node, action, file) && !strcmp(action, "nomem");
+}
+
 void ah_test_hook(const char *phase, int64_t step, const char *node) {
     char action[16], file[768];
-    if (!matches(phase, step, node, action, file) || !strcmp(action, "fail")) return;
+    if (!matches(phase, step, node, action, file) || !strcmp(action, "fail") || !strcmp(action, "nomem")) return;
     if (!strcmp(action, "kill")) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");
     if (!f) {

@@ -33,7 +33,9 @@
  *   reconfig-move   an in-place reconfiguration at step N, its save done: the state about to move rank to
  *               rank (runtime/reconfig_move.h); with action=fail (this point only) the process cannot take
  *               part in the move, as one that cannot load the next plan, and the change falls back to
- *               the restore from the checkpoint just saved;
+ *               the restore from the checkpoint just saved; with action=nomem (this point only) the
+ *               process's first buffer of a piece it sends is not allocated, as a map under RLIMIT_AS
+ *               that fails, and the change falls back the same (no rank waits for its messages);
  *   reconfig-join   a join's request at step N (one with "join") read by rank 0, before the ranks learn
  *               whether one got a notice since the step boundary (a notice then goes first); with action=fail
  *               (refused there) the trainer refuses it, said, and trains on, as at any refused request.
@@ -59,5 +61,7 @@
 void ah_test_hook(const char *phase, int64_t step, const char *node);
 /* Whether the hook names this point with action=fail (ah_test_hook ignores such a hook). */
 bool ah_test_hook_fails(const char *phase, int64_t step, const char *node);
+/* Whether the hook names this point with action=nomem (ah_test_hook ignores such a hook). */
+bool ah_test_hook_nomem(const char *phase, int64_t step, const char *node);
 
 #endif

@@ -324,6 +324,7 @@ static void say_cloud(int rank, const args_t *a, ah_ckpt_session_t *ck, FILE *me
  * save failed (agreed on by every rank); any other failure aborts the job. */
 int ah_cli_train_run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics, ah_ckpt_session_t *ck,
                      int64_t start, int64_t after, ah_reconfig_req_t *req, bool *due) {
+    ah_cli_reconfig_ctx_t rc = {a, tr};
     const ah_train_loop_opts_t o = {.steps = a->steps, .dump_dir = a->dump_dir, .grads_dir = a->grads_dir,
                                     .dump_step = a->dump_step, .progress = tr->rank == 0 && !a->quiet ? stdout : NULL,
                                     .warn = tr->rank == 0 ? stderr : NULL, .local_root = a->local_root, .cloud = a->cloud,
@@ -334,7 +335,7 @@ int ah_cli_train_run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t
                                                              ? a->loss_scale_window : 0,
                                     /* in-place reconfiguration: on a world of joined jobs (reconfig.h) */
                                     .reconfig_dir = ah_comm_world_job() >= 0 ? a->run_dir : NULL,
-                                    .reconfig_check = ah_cli_train_reconfig_check, .reconfig_ctx = (void *)a,
+                                    .reconfig_check = ah_cli_train_reconfig_check, .reconfig_ctx = &rc,
                                     .reconfig_after = after, .reconfig = req, .reconfig_due = due};
     int64_t preempted_at;
     bool agreed;

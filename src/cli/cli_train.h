@@ -63,7 +63,13 @@ void ah_cli_train_say_start(const args_t *a, const ah_plan_t *plan, int ranks);
 int ah_cli_train_run_steps(ah_trainer_t *tr, const args_t *a, const ah_dataset_t *val, FILE *metrics,
                            ah_ckpt_session_t *ck, int64_t start, int64_t after, ah_reconfig_req_t *req, bool *due);
 
-/* cli_train_inplace.c: rank 0's check of a request (reconfig.h ah_reconfig_check_fn, ctx the args_t). */
+/* ah_cli_train_reconfig_check's ctx: the run's flags and its trainer (the plan and data it trains). */
+typedef struct {
+    const args_t *a;
+    const ah_trainer_t *tr;
+} ah_cli_reconfig_ctx_t;
+/* cli_train_inplace.c: rank 0's check of a request (reconfig.h ah_reconfig_check_fn, ctx an ah_cli_reconfig_ctx_t):
+ * the next plan loads, and the state can go on under it (ckpt_io.h ah_ckpt_check_continues). */
 bool ah_cli_train_reconfig_check(const ah_reconfig_req_t *req, int stay, void *ctx, char *why, size_t why_size);
 /* The steps, and at each in-place reconfiguration the change of world and plan: the exit code; 0 for a rank
  * that left. */

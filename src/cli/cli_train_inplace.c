@@ -27,7 +27,8 @@ typedef struct {
 } late_msg_t;
 
 bool ah_cli_train_reconfig_check(const ah_reconfig_req_t *req, int stay, void *ctx, char *why, size_t why_size) {
-    args_t b = *(const args_t *)ctx;
+    const ah_cli_reconfig_ctx_t *c = ctx;
+    args_t b = *c->a;
     b.plan = req->plan, b.resume = true, b.init_from = NULL;
     ah_plan_t p = {0};
     bool have = false;
@@ -35,6 +36,7 @@ bool ah_cli_train_reconfig_check(const ah_reconfig_req_t *req, int stay, void *c
     ah_status_t s = b.local_root ? ah_cli_train_load_plan(&b, req->join ? -1 : stay, &p, &have, &e)
         : ah_error_set(&e, AH_ERR_USAGE, "the run has no --local-root to save step %lld to and resume from in place",
                        (long long)req->step);
+    if (s == AH_OK) s = ah_ckpt_check_continues(c->tr, req->step, &p, &e); /* what the restore would refuse */
     if (s == AH_OK && req->join && ah_plan_device_count(&p) < stay + req->join)
         s = ah_error_set(&e, AH_ERR_USAGE, "%s has %d devices, fewer than the %d staying ranks and one a joining job "
                          "(%d)", req->plan, ah_plan_device_count(&p), stay, req->join);

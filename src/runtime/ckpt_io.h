@@ -163,6 +163,12 @@ typedef struct {
  * collective. */
 ah_status_t ah_ckpt_load_stage(ah_trainer_t *tr, const ah_shard_group_t *gs, int ng, int T,
                                const ah_ckpt_piece_source_t *src, ah_error_t *err);
+/* Whether tr's state of step may go on under plan next, as a resume of step under next would check it
+ * (ckpt_resume.c): the same model (every field ah_model_diff compares) and the same seq_len, since the data
+ * position counts samples of seq_len + 1 tokens; false with err naming the field (an in-place change's
+ * request, cli_train_inplace.c, is refused so). The shards and the learning-rate schedule are the run's
+ * flags, which a change keeps. Not collective. */
+ah_status_t ah_ckpt_check_continues(const ah_trainer_t *tr, int64_t step, const ah_plan_t *next, ah_error_t *err);
 /* After the in-place move (runtime/reconfig_move.h) set tr's state of step `step` without a resume: the
  * session counts step as its newest committed one when `committed` (the change's save committed it), as
  * a resume of it would. NULL s: nothing. */

@@ -257,6 +257,29 @@ static void say_schedule_change(const ah_trainer_t *tr, int64_t step, const ah_c
                 c.lr_now, c.lr_was);
 }
 
+/* Whether the state of step, saved for model `was` (NULL: not known) at seq_len was_T (0: not known) at data
+ * position pos, may go on under `model` at seq_len T (check_step, ah_ckpt_check_continues). */
+static ah_status_t check_same(int64_t step, const ah_model_t *was, int64_t was_T, int64_t pos, const ah_model_t *model,
+                              int64_t T, ah_error_t *err) {
+    ah_model_diff_t d;
+    if (was && ah_model_diff(was, model, false, &d))
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s, whose %s is %s where the plan's "
+                            "model %s has %s; resume with a plan for that model, or use another --local-root",
+                            (long long)step, was->name, d.field, d.a, model->name, d.b);
+    if (was_T > 0 && was_T != T)
+        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved with seq_len %lld but the plan trains seq_len %lld: "
+                            "its data position (sample %lld) counts samples of %lld tokens, so this run would re-read or "
+                            "skip data; resume with a plan of seq_len %lld, or train seq_len %lld from scratch in another "
+                            "--local-root", (long long)step, (long long)was_T, (long long)T, (long long)pos,
+                            (long long)was_T, (long long)was_T, (long long)T);
+    return AH_OK;
+}
+
+ah_status_t ah_ckpt_check_continues(const ah_trainer_t *tr, int64_t step, const ah_plan_t *next, ah_error_t *err) {
+    return check_same(step, &tr->plan->model, tr->data->T, ah_trainer_data_position(tr, step), &next->model,
+                      next->train.seq_len, err);
+}
+
 /* Whether the job may resume from step (meta: its manifest): the same model, the same shards and
  * the same sequence length, since its data position counts samples of seq_len + 1 tokens of those
  * shards (docs/runtime.md "Token files and shards"), and the same learning-rate schedule unless
@@ -264,20 +287,11 @@ static void say_schedule_change(const ah_trainer_t *tr, int64_t step, const ah_c
  * then, unchecked. */
 static ah_status_t check_step(const ah_trainer_t *tr, int64_t step, const ah_ckpt_meta_t *meta, bool reschedule,
                               ah_error_t *err) {
-    ah_model_diff_t d;
-    if (meta->has_model && ah_model_diff(&meta->model, &tr->plan->model, false, &d))
-        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved for model %s, whose %s is %s where the plan's "
-                            "model %s has %s; resume with a plan for that model, or use another --local-root",
-                            (long long)step, meta->model.name, d.field, d.a, tr->plan->model.name, d.b);
-    if (meta->seq_len > 0 && meta->seq_len != tr->data->T)
-        return ah_error_set(err, AH_ERR_INVALID, "step %lld was saved with seq_len %lld but the plan trains seq_len %lld: "
-                            "its data position (sample %lld) counts samples of %lld tokens, so this run would re-read or "
-                            "skip data; resume with a plan of seq_len %lld, or train seq_len %lld from scratch in another "
-                            "--local-root", (long long)step, (long long)meta->seq_len, (long long)tr->data->T,
-                            (long long)meta->data_position, (long long)meta->seq_len, (long long)meta->seq_len,
-                            (long long)tr->data->T);
+    ah_status_t st = check_same(step, meta->has_model ? &meta->model : NULL, meta->seq_len, meta->data_position,
+                                &tr->plan->model, tr->data->T, err);
+    if (st != AH_OK) return st;
     json_t *data = meta->data[0] ? json_loads(meta->data, 0, NULL) : NULL;
-    ah_status_t st = data ? ah_dataset_check_same(tr->data, data, err) : AH_OK;
+    st = data ? ah_dataset_check_same(tr->data, data, err) : AH_OK;
     json_decref(data);
     if (st != AH_OK)
         return ah_error_prefix(err, "step %lld (resume with the shards it was trained on, or another --local-root)",

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "ckpt/move_plan.h"
+#include "ckpt/test_hook.h"
 #include "core/timing.h"
 #include "runtime/ckpt_io.h"
 
@@ -188,35 +189,49 @@ static ah_status_t post(ah_comm_t *w, float *buf, int64_t n, int peer, bool send
     return st;
 }
 
-/* The exchange of mp on this rank (me): every receive and send posted in the plan's order, then waited
- * for; the pieces it keeps stay where they are. outs: the send buffers (one per item it sends), freed by the caller. */
-static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, ah_reconfig_moved_t *mv,
-                            float *const host[3], float **outs, ah_error_t *err) {
-    ah_comm_t *w = ah_comm_world();
+/* This rank's part of the move made ready before any rank posts a message: the requests of every message
+ * it posts (*reqs) and a buffer for each item it sends to another process (outs, in the plan's order), packed
+ * (the buffers it receives into are moved_new's). nomem: the test hook's failed map (ckpt/test_hook.h). */
+static ah_status_t stage_sends(const ah_trainer_t *tr, const ah_move_plan_t *mp, const ah_reconfig_moved_t *mv,
+                               float *const host[3], float **outs, bool nomem, ah_comm_req_t **reqs, ah_error_t *err) {
     const int me = tr->rank;
-    int nreq = 0, nr = 0, mine = 0, sends = 0;
+    int nreq = 0, sends = 0;
     for (int i = 0; i < mp->n; i++)
         if ((mp->items[i].dst == me) != (mp->items[i].src == me))
             nreq += (int)((mp->items[i].floats + MOVE_CHUNK - 1) / MOVE_CHUNK);
-    ah_comm_req_t *reqs = calloc((size_t)(nreq ? nreq : 1), sizeof *reqs);
-    ah_status_t st = reqs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the move's requests");
+    if (!(*reqs = calloc((size_t)(nreq ? nreq : 1), sizeof **reqs)))
+        return ah_error_set(err, AH_ERR_OOM, "no host memory for the move's requests");
+    for (int i = 0; i < mp->n; i++) {
+        const ah_move_item_t *it = &mp->items[i];
+        if (it->src != me || it->dst == me) continue;
+        float *buf = outs[sends++] = nomem ? NULL : map_floats(it->floats);
+        if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send", (long long)it->floats);
+        pack(host, mv, it->g, buf);
+    }
+    return AH_OK;
+}
+
+/* The exchange of mp on this rank (me), stage_sends's requests and buffers ready on every rank (agreed): every
+ * receive and send posted in the plan's order, then waited for; the pieces it keeps stay where they are. */
+static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, const ah_reconfig_moved_t *mv,
+                            float *const *outs, ah_comm_req_t *reqs, ah_error_t *err) {
+    ah_comm_t *w = ah_comm_world();
+    const int me = tr->rank;
+    int nr = 0, mine = 0, sends = 0;
+    ah_status_t st = AH_OK;
     for (int i = 0; i < mp->n && st == AH_OK; i++) {
         const ah_move_item_t *it = &mp->items[i];
         if (it->dst == me) { /* a piece it keeps: read from the old stage at the load (keep_old) */
             float *buf = mv->bufs[mine++];
             if (it->src != me) st = post(w, buf, it->floats, it->src, false, reqs, &nr, err);
         } else if (it->src == me) {
-            float *buf = outs[sends++] = map_floats(it->floats);
-            if (buf) pack(host, mv, it->g, buf);
-            st = buf ? post(w, buf, it->floats, it->dst, true, reqs, &nr, err)
-                     : ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send", (long long)it->floats);
+            st = post(w, outs[sends++], it->floats, it->dst, true, reqs, &nr, err);
         }
     }
-    for (int i = 0; i < nr; i++) { /* a failed post above has been said; its partners wait for it here */
+    for (int i = 0; i < nr; i++) { /* a failed post (an MPI error) has been said; its partners wait for it here */
         const ah_status_t u = ah_comm_wait(&reqs[i], err);
         if (st == AH_OK) st = u;
     }
-    free(reqs);
     return st;
 }
 
@@ -267,8 +282,12 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     const int nsend = st == AH_OK ? count_sends(&mp, tr->rank) : 0;
     if (st == AH_OK && !(outs = calloc((size_t)(nsend ? nsend : 1), sizeof *outs)))
         st = ah_error_set(err, AH_ERR_OOM, "no host memory for the move's send list");
-    if ((st = ah_comm_agree(w, st, err)) == AH_OK) /* every rank ready before the first message */
-        st = ah_comm_agree(w, exchange(tr, &mp, mv, host, outs, err), err);
+    ah_comm_req_t *reqs = NULL;
+    if (st == AH_OK)
+        st = stage_sends(tr, &mp, mv, host, outs, ah_test_hook_nomem("reconfig-move", step, NULL), &reqs, err);
+    if ((st = ah_comm_agree(w, st, err)) == AH_OK) /* every rank ready: only MPI calls from here to the end */
+        st = ah_comm_agree(w, exchange(tr, &mp, mv, outs, reqs, err), err);
+    free(reqs);
     if (st == AH_OK) st = agree_position(tr, step, &mv->data_position, err);
     int64_t sums[3] = {(int64_t)((ah_now_s() - t0) * 1e6), 0, 0};
     for (int i = 0; st == AH_OK && i < mp.n; i++) /* each item once: by its receiver */
@@ -281,7 +300,7 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
         *stats = (ah_reconfig_move_stats_t){(int64_t)b[0], (int64_t)b[1], t * 1e-6};
     }
     if (st == AH_OK && mv->rank >= 0 && mv->n_kept > 0) keep_old(tr, mv, host, dev);
-    for (int i = 0, k = 0; outs && i < mp.n; i++) /* the send buffers, in exchange's order */
+    for (int i = 0, k = 0; outs && i < mp.n; i++) /* the send buffers, in stage_sends's order */
         if (mp.items[i].src == tr->rank && mp.items[i].dst != tr->rank) unmap_floats(outs[k++], mp.items[i].floats);
     free(outs);
     for (int b = 0; b < 3; b++) /* not the ones keep_old took (on host memory a view is the buffer: nothing) */
