@@ -352,6 +352,18 @@ static void joined_change(const ah_launcher_t *lp, const ah_launch_job_t *job, c
     l.stop(l.ctx);
 }
 
+/* A joined launch's job over the two-rank plan on h0 and h1 (t filled), its run directory ROOT/work/launch-NAME
+ * and plan file ROOT/work/plan-NAME.json written. */
+static ah_launch_job_t joined_job(const char *name, two_ranks_t *t, char *run_dir, char *plan_path, size_t cap) {
+    static char *train[] = {"autohet", "train", NULL};
+    snprintf(run_dir, cap, "%s/work/launch-%s", root, name);
+    snprintf(plan_path, cap, "%s/work/plan-%s.json", root, name);
+    write_file(plan_path, "{}\n");
+    two_ranks(t, "h0", "h1");
+    return (ah_launch_job_t){.plan = &t->plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
+                             .joined = true};
+}
+
 static void test_joined(void) {
     char mpirun[160], script[1024], run_dir[160], plan_path[160], path[256], got[2048];
     snprintf(mpirun, sizeof mpirun, "%s/mpirun", root);
@@ -364,14 +376,8 @@ static void test_joined(void) {
     ah_launcher_t l;
     ah_error_t err;
     CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK && l.leave_hosts, "%s", err.msg);
-    snprintf(run_dir, sizeof run_dir, "%s/work/launch-1", root);
-    snprintf(plan_path, sizeof plan_path, "%s/work/plan-1.json", root);
-    write_file(plan_path, "{}\n");
-    char *train[] = {"autohet", "train", NULL};
     two_ranks_t t;
-    two_ranks(&t, "h0", "h1");
-    ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
-                           .joined = true};
+    ah_launch_job_t job = joined_job("1", &t, run_dir, plan_path, sizeof run_dir);
     act(0, "");
     act(1, "");
     int status = -1;
@@ -546,14 +552,8 @@ static void test_joined_env(void) {
     ah_launcher_t l;
     ah_error_t err;
     CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK, "%s", err.msg);
-    snprintf(run_dir, sizeof run_dir, "%s/work/launch-env", root);
-    snprintf(plan_path, sizeof plan_path, "%s/work/plan-env.json", root);
-    write_file(plan_path, "{}\n");
-    char *train[] = {"autohet", "train", NULL};
     two_ranks_t t;
-    two_ranks(&t, "h0", "h1");
-    const ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
-                                 .joined = true};
+    const ah_launch_job_t job = joined_job("env", &t, run_dir, plan_path, sizeof run_dir);
     int status = -1;
     CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
     CHECK(wait_exit(&l, &status) && status == 0, "both jobs exit 0: %d", status);
@@ -585,14 +585,8 @@ static void test_dead_jobs(void) {
     ah_launcher_t l;
     ah_error_t err;
     CHECK(ah_launcher_ssh(&o, &l, &err) == AH_OK && l.dead_jobs, "%s", err.msg);
-    snprintf(run_dir, sizeof run_dir, "%s/work/launch-dead", root);
-    snprintf(plan_path, sizeof plan_path, "%s/work/plan-dead.json", root);
-    write_file(plan_path, "{}\n");
-    char *train[] = {"autohet", "train", NULL};
     two_ranks_t t;
-    two_ranks(&t, "h0", "h1");
-    const ah_launch_job_t job = {.plan = &t.plan, .plan_path = plan_path, .run_dir = run_dir, .train_argv = train,
-                                 .joined = true};
+    const ah_launch_job_t job = joined_job("dead", &t, run_dir, plan_path, sizeof run_dir);
     CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start: %s", err.msg);
     for (int i = 0; i < 200 && !(alive_pid_file(run_dir, 0) && alive_pid_file(run_dir, 1)); i++)
         nanosleep(&(struct timespec){0, 50000000}, NULL);
