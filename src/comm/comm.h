@@ -81,6 +81,9 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
  * it connected) ends the admission with AH_ERR_COMM naming it (the world then cannot go on: the caller ends the
  * run), never a wait for good in MPI_Comm_accept. */
 ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err);
+/* The admission's wait for a job's answer: AH_JOIN_ADMIT_S (seconds > 0), else 60. No MPI call: the agent
+ * reads it too, to set its deadline for a join in place. */
+double ah_comm_join_admit_s(void);
 /* In a job that joined a running world (ah_comm_world_admit's new jobs): the payload it was sent, its size in
  * *len; NULL in a job that started with the world. */
 const void *ah_comm_world_late(size_t *len);

@@ -263,7 +263,7 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
 
 /* How long the running world waits for a joining job's answer at an admission: AH_JOIN_ADMIT_S, else
  * ADMIT_WAIT_S. */
-static double admit_wait_s(void) {
+double ah_comm_join_admit_s(void) {
     const char *v = getenv("AH_JOIN_ADMIT_S");
     char *end = NULL;
     const double s = v && *v ? strtod(v, &end) : 0;
@@ -282,14 +282,14 @@ static bool job_answered(const char *svc, int job, double wait_s) {
 /* The world's side of the turns (at start-up and at an admission): until *joined reaches `upto`, its root
  * publishes the next job's turn and the world accepts it (every rank of the world, the jobs already in). At an
  * admission (late) the world accepts a job only once it answered its turn: *missing gets the job that did not
- * within admit_wait_s (its turn withdrawn; the world as it was after the jobs before it), else stays -1. */
+ * within ah_comm_join_admit_s() (its turn withdrawn; the world as it was after the jobs before it), else stays -1. */
 static int accept_jobs(MPI_Comm *world, bool root, const char *svc, const char *port, int *joined, int upto, bool late,
                        int *missing) {
     int rc = MPI_SUCCESS;
     *missing = -1;
     while (rc == MPI_SUCCESS && *joined < upto) {
         if (root) publish_turn(svc, port, *joined, late); /* jobs join in order */
-        int answered = !late || (root && job_answered(svc, *joined, admit_wait_s()));
+        int answered = !late || (root && job_answered(svc, *joined, ah_comm_join_admit_s()));
         if (late && (rc = MPI_Bcast(&answered, 1, MPI_INT, 0, *world)) != MPI_SUCCESS) break;
         if (!answered) {
             if (root) MPI_Unpublish_name(svc, MPI_INFO_NULL, port); /* a job that comes later finds no turn */
@@ -396,7 +396,7 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, con
         return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world: job %d did not answer "
                             "its turn within %.0f s (AH_JOIN_ADMIT_S): not started, or it failed before connecting; "
                             "the in-place join is given up", g_next_job, g_next_job + njobs - 1, missing,
-                            admit_wait_s());
+                            ah_comm_join_admit_s());
     }
     if (rc != MPI_SUCCESS) /* the world's communicator may be freed already: the run cannot go on */
         return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world failed (MPI error %d)",

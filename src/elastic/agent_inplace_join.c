@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/str.h"
@@ -40,14 +41,6 @@
 
 #define JOIN_MARGIN_S 10.0
 #define JOIN_STEPS 2 /* the steps before the trainers reach the join's: the one under way and step S */
-
-/* The bound the trainers wait for a joining job (comm/join.c): AH_JOIN_ADMIT_S, else 60 s. */
-static double admit_wait_s(void) {
-    const char *v = getenv("AH_JOIN_ADMIT_S");
-    char *end = NULL;
-    const double s = v && *v ? strtod(v, &end) : 0;
-    return end && !*end && s > 0 ? s : 60.0;
-}
 
 /* A step's seconds: the running launch's measured mean, or the plan's prediction when that is more. */
 static double step_estimate(const agent_t *a, const ah_agent_launch_t *L) {
@@ -204,12 +197,12 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
         for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
         a->join_t = ah_now_s(); /* the recovery's start if it falls back; the stop's grace period runs from its own notice */
         const double step_s = step_estimate(a, L);
-        a->join_deadline = a->join_t + JOIN_STEPS * step_s + a->save_est_s + admit_wait_s() + JOIN_MARGIN_S;
+        a->join_deadline = a->join_t + JOIN_STEPS * step_s + a->save_est_s + ah_comm_join_admit_s() + JOIN_MARGIN_S;
         say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
             "the next plan%s); waiting for it until %.1f s (%d steps of %.3f s to it, the save %.2f s, the admission "
             "%.0f s, %.0f s more)", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, names.buf,
             w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0, JOIN_STEPS, step_s, a->save_est_s,
-            admit_wait_s(), JOIN_MARGIN_S);
+            ah_comm_join_admit_s(), JOIN_MARGIN_S);
         a->join_req = 1;
         a->cause = AH_CAUSE_JOIN;
     } else {
