@@ -53,6 +53,9 @@ join_run() {
     fi
     if [ -n "${PAUSED:-}" ]; then # the trainers held at the join's request until the agent's fallback
         wait_until 60 grep -q "in place: the join at step [0-9]* not made" "$d.log" || { cat "$d.log"; fail "$name: no fallback"; }
+        # released only once the fallback's SIGTERM reached the ranks (the agent says it after the kill): released
+        # before, the held rank could read no notice and the ranks would take the join the agent gave up
+        wait_until 60 grep -q "notice: SIGTERM to the ranks of every node" "$d.log" || { cat "$d.log"; fail "$name: no stop"; }
         rm -f "$PAUSED"
     fi
     if [ -n "${LEAVE_AFTER:-}" ]; then # slow-1 preempted once joined and a step trained after (its recovery closed)
