@@ -140,7 +140,7 @@ def lost_row(w, name):
     offset = min(t - e["t_s"] for t, e in stamps if "loss" in e and "t_s" in e)
     t_kill = float(open(f"{w}/{name}.kill").read()) - offset
     t_pre = next(t for t, e in stamps if e.get("event") == "preempt") - offset
-    t_replan = next(t for t, e in stamps if e.get("event") == "replan") - offset
+    t_replan = next(t for t, e in stamps if e.get("event") == "replan" and not e.get("in_place")) - offset
     b = r["breakdown"]
     ph = {"detect": pre["t_s"] - t_kill, "confirm": max(0.0, t_pre - pre["t_s"]), "replan": b["replan_s"],
           "transfer": b["transfer_s"], "first": b["first_step_s"]}

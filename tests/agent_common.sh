@@ -194,7 +194,7 @@ rec = [x for x in ev if x.get("event") == "recover"]
 assert len(rec) == 1, rec
 b = rec[0]["bytes"]
 assert b["local"] > 0 and b["cloud"] == 0, b
-up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
+up = [x["nodes_up"] for x in ev if x.get("event") == "replan" and not x.get("in_place")]
 assert up == [["h0", "h1"]], up
 print(f"recovery: {b['local']} bytes from the survivors' own disks, {b['peer']} from a peer, none from the cloud")
 PY
@@ -340,10 +340,12 @@ b = rec[0]["bytes"]
 assert rec[0]["step"] == int(opt["step"]) if "step" in opt else rec[0]["step"] > 0, rec[0]
 assert opt.get("cloud") == "only" or b["local"] + b["peer"] > 0, f"nothing from the survivors' disks: {b}"
 assert opt.get("cloud") not in ("yes", "only") or b["cloud"] > 0, f"nothing from the cloud, only h2 held a block: {b}"
-up = [x["nodes_up"] for x in ev if x.get("event") == "replan"]
-# a relaunch re-plans (a replan event); h2 taken back in place (the default) changes plan without one
+up = [x["nodes_up"] for x in ev if x.get("event") == "replan" and not x.get("in_place")]
+# a relaunch re-plans (a replan event); h2 taken back in place (the default) is a replan with "in_place"
 relaunched = [p for p in pre if not p.get("in_place")]
 assert up == [["h0", "h1"], ["h0", "h1", "h2"]][:len(relaunched)], (up, pre)
+ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]
+assert len(ip) == len(pre) - len(relaunched), (ip, pre)
 if "t_lost" in opt:
     print(f"detected {pre[0]['t_s'] - float(opt['t_lost']):.2f} s after h2 was lost")
 print(f"recovery from step {rec[0]['step']}: {b['local']} bytes from the survivors' own disks, {b['peer']} from a "

@@ -89,7 +89,9 @@ assert len(rc) == 1 and rc[0]["ranks_from"] == 3 and rc[0]["ranks_to"] == 2, rc
 after = {r["node"]: r["pid"] for r in map(lambda f: json.load(open(f)), glob.glob(d + "/launch-0/rank-*.json"))}
 assert after == {k: before[k] for k in ("fast-0", "slow-0")}, f"the survivors' processes: {after} vs {before}"
 assert sorted(rc[0]["pids"]) == sorted(after.values()), (rc[0]["pids"], after)
-assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan"], "relaunched"
+assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
+ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]  # the plan changed onto in place
+assert len(ip) == 1 and ip[0]["devices"] == 2, ip
 pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)

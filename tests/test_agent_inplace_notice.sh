@@ -26,7 +26,9 @@ one_launch() {
 import json, os, sys
 d, steps = sys.argv[1], int(sys.argv[2])
 ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan"], "relaunched"
+assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
+ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]  # the plan changed onto in place
+assert len(ip) == 1, ip
 pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)

@@ -66,7 +66,9 @@ assert sorted(before) == ["h0", "h1", "h2"], before
 rc = [x for x in ev if x.get("event") == "reconfigure"]
 assert len(rc) == 1 and rc[0]["ranks_from"] == 3 and rc[0]["ranks_to"] == 2, rc
 assert sorted(rc[0]["pids"]) == sorted([before["h0"], before["h1"]]), (rc[0]["pids"], before)
-assert not [x for x in ev if x.get("event") == "replan"], "relaunched"
+assert not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
+ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]  # the plan changed onto in place
+assert len(ip) == 1 and ip[0]["devices"] == 2, ip
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(rec) == 1 and rec[0]["in_place"] and rec[0]["nodes"] == ["h2"], rec
 s = rc[0]["step"]

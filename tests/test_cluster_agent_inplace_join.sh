@@ -50,7 +50,9 @@ assert sorted(before) == ["h0", "h1"], before
 rc = [x for x in ev if x.get("event") == "reconfigure"]
 assert len(rc) == 1 and rc[0]["ranks_from"] == 2 and rc[0]["ranks_to"] == 3 and rc[0]["join"] == 1, rc
 assert set(before.values()) <= set(rc[0]["pids"]), (rc[0]["pids"], before)
-assert not [x for x in ev if x.get("event") == "replan"], "relaunched"
+assert not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
+ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]  # the plan changed onto in place
+assert len(ip) == 1 and ip[0]["devices"] == 3, ip
 pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)

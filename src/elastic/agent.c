@@ -115,6 +115,16 @@ static ah_status_t launch(agent_t *a, ah_error_t *err) {
     return AH_OK;
 }
 
+void ah_agent_plan_event(agent_t *a, const char *event, double secs, bool in_place) {
+    char desc[512];
+    ah_agent_plan_desc(&a->cur.plan, desc, sizeof desc);
+    json_t *ev = json_pack("{s:s, s:f, s:f, s:i, s:o, s:s}", "event", event, "seconds", secs, "predicted_iteration_s",
+                           a->cur.eval.pred.iteration_s, "devices", ah_plan_device_count(&a->cur.plan), "nodes_up",
+                           node_list(a, a->up), "plan", desc);
+    if (ev && in_place) json_object_set_new(ev, "in_place", json_true());
+    emit(a, ev);
+}
+
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
@@ -135,9 +145,7 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
         r.eval.pred.iteration_s, !made                      ? "planned"
         : a->cause == AH_CAUSE_JOIN ? "the plan made at the join, taken"
                                     : "the plan made at the notice, taken", secs, desc);
-    emit(a, json_pack("{s:s, s:f, s:f, s:i, s:o, s:s}", "event", first ? "plan" : "replan", "seconds", secs,
-                      "predicted_iteration_s", r.eval.pred.iteration_s, "devices", ah_plan_device_count(&r.plan),
-                      "nodes_up", node_list(a, a->up), "plan", desc));
+    ah_agent_plan_event(a, first ? "plan" : "replan", secs, false);
     if (a->pending >= 0) a->res->recoveries[a->pending].replan_s = secs;
     return launch(a, err);
 }

@@ -394,6 +394,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
         pids ? pids : "?");
     free(pids);
     account_change(a, ev, seen_t);
+    ah_agent_plan_event(a, "replan", a->next_plan_s, true); /* after the preempt event, as a relaunch's */
     ah_watchdog_line(&a->dog, ah_now_s());
     a->inplace = 2;
     for (int i = 0; weigh && i < a->cluster.n_nodes; i++)

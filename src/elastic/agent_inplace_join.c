@@ -287,6 +287,7 @@ static void joined(agent_t *a, const json_t *ev) {
                       (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
                       ah_agent_cause_name(AH_CAUSE_JOIN), "nodes", "joined", list, "saved", 1, "forced", 0,
                       "exit_status", 0, "in_place", 1));
+    ah_agent_plan_event(a, "replan", a->next_plan_s, true);
     a->inplace = 2; /* agent_inplace.c closes the recovery at the next step line */
 }
 

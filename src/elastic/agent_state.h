@@ -226,6 +226,11 @@ void ah_agent_next_plan_again(agent_t *a);
 bool ah_agent_take_next_plan(agent_t *a, ah_plan_result_t *out);
 void ah_agent_next_plan_free(agent_t *a);
 
+/* agent.c: the "plan" or "replan" metrics event of the running plan (a->cur): `secs` its planning,
+ * the nodes up; in_place: the plan the trainers changed onto in place (a replan with "in_place": true,
+ * no launch; docs/elastic.md "Metrics"). */
+void ah_agent_plan_event(agent_t *a, const char *event, double secs, bool in_place);
+
 /* ---- in place (agent_inplace.c; issue 36 "Survivors keep their processes") ---- */
 
 
