@@ -30,6 +30,9 @@ seed_case 11 "$WORK/ref" --cloud s3://ckpt/seed11 --s3-endpoint "$EP"
 uploaded 11
 seed_case 12 "$WORK/ref" --cloud s3://ckpt/seed12 --s3-endpoint "$EP" --recovery cloud-only
 uploaded 12
+# in place is the default: cloud-only says once that it makes no change in place
+[ "$(grep -c "note: --recovery cloud-only: no change is made in place" "$WORK/seed-12.log")" = 1 ] ||
+    fail "seed 12: cloud-only does not say once that nothing changes in place"
 python3 - "$WORK/seed-12/metrics.jsonl" <<'PY' || fail "cloud-only recovery took state from elsewhere"
 import json, sys
 rec = [o for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "recover"]

@@ -49,8 +49,14 @@ void ah_agent_inplace_free(agent_t *a) {
 void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
     ah_agent_inplace_free(a);
     a->inplace_after = -1;
-    /* --recovery cloud-only restarts as on fresh machines (every disk dropped at a stop): no survivor */
-    if (!a->o->in_place || a->o->cloud_only) return;
+    if (!a->o->in_place) return;
+    if (a->o->cloud_only) { /* restarts as on fresh machines (every disk dropped at a stop): no survivor */
+        static bool said_cloud;
+        if (!said_cloud) say(a, "note: --recovery cloud-only: no change is made in place (every node restarts as a "
+                             "fresh machine, its state from the cloud): a notice stops and relaunches");
+        said_cloud = true;
+        return;
+    }
     if (!a->launcher.leave_hosts) {
         static bool said;
         if (!said) say(a, "note: --in-place: the %s launcher cannot start one job a host yet: a notice stops and "
