@@ -4,7 +4,8 @@
 # is down from the start (plan-0: fast-0 + slow-0) and comes back once 3 steps are in; --join-horizon-s makes
 # the join rule re-plan onto it. The agent asks for the join in place: slow-1's mpirun started into the running
 # job (join_hosts), the request with "join": 1.
-#  - join: one launch (no relaunch, no re-plan event), the reconfigure event 2 -> 3 ranks with "join": 1,
+#  - join: one launch (no relaunch, no re-plan event), the reconfigure event 2 -> 3 ranks with "join": 1 and
+#    "state": "moved" (slow-1's pieces sent it by the running ranks, bytes > 0, no load from a tier),
 #    fast-0's and slow-0's ranks the processes started (rank files node by node before and after), slow-1's a
 #    new one; the preempt (cause join, in place, joined [slow-1]) and recover (in place, the phases) events;
 #    every step 0..N-1 trained once, each loss bit-identical to plan-0's uninterrupted run before the join and
@@ -85,6 +86,8 @@ assert after["slow-1"] not in before.values(), after
 rc = [x for x in ev if x.get("event") == "reconfigure"]
 assert len(rc) == 1 and rc[0]["ranks_from"] == 2 and rc[0]["ranks_to"] == 3 and rc[0]["join"] == 1, rc
 assert sorted(rc[0]["pids"]) == sorted(after.values()), (rc[0]["pids"], after)
+# the state moved rank to rank: slow-1's rank held nothing, its pieces sent it by the running ranks (session 23)
+assert rc[0]["state"] == "moved" and rc[0]["moved_bytes"] > 0 and rc[0]["seconds"]["load"] == 0, rc
 assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
 ip = [x for x in ev if x.get("event") == "replan" and x.get("in_place")]  # the plan changed onto in place
 assert len(ip) == 1 and ip[0]["devices"] == 3, ip
@@ -97,8 +100,8 @@ assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load", "m
 st = [x["step"] for x in ev if "event" not in x]
 assert st == list(range(steps)), f"every step once: {st}"
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
-print(f"joined in place at step {rc[0]['step']}: slow-1's job in, pids kept {before}, recovery "
-      f"{rec[0]['seconds']:.2f} s (phases {rec[0]['phases']})")
+print(f"joined in place at step {rc[0]['step']}: slow-1's job in, pids kept {before}, state moved "
+      f"({rc[0]['moved_bytes']} bytes sent), recovery {rec[0]['seconds']:.2f} s (phases {rec[0]['phases']})")
 PY
 grep -q "^launch 0: 3 devices," "$WORK/join.log" || fail "join: the summary's launch 0 is not the running plan's 3 devices"
 grep -q "^recovery 0 (node joined: slow-1) at .* in place (the running ranks kept their processes, the new hosts' ranks joined \

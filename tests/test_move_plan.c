@@ -157,7 +157,62 @@ static void test_tp_change(void) {
     ah_placement_free(&b);
 }
 
+/* The item of mp that brings (kind, layer, piece) to joining new rank n, or its src -9. */
+static int join_src(const ah_move_plan_t *mp, int n, ah_shard_kind_t kind, int layer) {
+    for (int i = 0; i < mp->n; i++)
+        if (mp->items[i].dst == -1 && mp->items[i].to == n && mp->items[i].g.kind == kind && mp->items[i].g.layer == layer)
+            return mp->items[i].src;
+    return -9;
+}
+
+/* An in-place join: dp2 (old ranks 0, 1, the whole model each) -> dp3, new rank 2 a joining process that held
+ * nothing: its every group from the staying replicas, alternating, the others keep theirs. pp2 -> dp2 where the
+ * leaver alone held blocks 2, 3 and the head: a joiner cannot get them (the leaver is gone), named; without the
+ * join form a new rank no old rank runs is refused as before. */
+static void test_join(void) {
+    ah_model_t m = model();
+    ah_stage_t d0[1] = {{.first = 0, .last = 4, .devices = {{0, 0}}}}, d1[1] = {{.first = 0, .last = 4, .devices = {{1, 0}}}},
+               d2[1] = {{.first = 0, .last = 4, .devices = {{2, 0}}}};
+    ah_pipeline_t p2[2] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d1}};
+    ah_pipeline_t p3[3] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d1}, {.n_stages = 1, .stages = d2}};
+    ah_plan_t from = {.tp = 1, .n_pipelines = 2, .pipelines = p2, .model = m};
+    ah_plan_t to = {.tp = 1, .n_pipelines = 3, .pipelines = p3, .model = m};
+    from.cluster.n_nodes = 2, to.cluster.n_nodes = 3;
+    ah_placement_t a, b;
+    ah_move_plan_t mp;
+    ah_error_t err;
+    placements(&from, &to, &a, &b);
+    const int to_rank[2] = {0, 1};
+    CHECK(ah_move_plan_build(&m, &a, &b, to_rank, &mp, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "no old rank runs new rank 2"), "%s", err.msg);
+    CHECK(ah_move_plan_build_join(&m, &a, &b, to_rank, &mp, &err) == AH_OK, "%s", err.msg);
+    CHECK_EQ_I64(src_of(&mp, 0, AH_SHARD_BLOCK, 2, 0), 0); /* kept */
+    CHECK_EQ_I64(src_of(&mp, 1, AH_SHARD_HEAD, -1, 0), 1);
+    CHECK_EQ_I64(join_src(&mp, 2, AH_SHARD_EMBED, -1), 0);
+    CHECK_EQ_I64(join_src(&mp, 2, AH_SHARD_BLOCK, 0), 1);
+    CHECK_EQ_I64(join_src(&mp, 2, AH_SHARD_BLOCK, 1), 0); /* old 0 sent the embedding only: fewer floats */
+    CHECK(mp.moved_floats > 0 && mp.kept_floats > 0, "moved %lld kept %lld", (long long)mp.moved_floats,
+          (long long)mp.kept_floats);
+    ah_move_plan_free(&mp);
+    ah_placement_free(&a);
+    /* pp2 on n0, n1 -> dp2 on n0, n2: old rank 1 leaves, new rank 1 joins */
+    ah_stage_t s2[2] = {{.first = 0, .last = 2, .devices = {{0, 0}}}, {.first = 2, .last = 4, .devices = {{1, 0}}}};
+    ah_pipeline_t pp[1] = {{.n_stages = 2, .stages = s2}}, q[2] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d2}};
+    from = (ah_plan_t){.tp = 1, .n_pipelines = 1, .pipelines = pp, .model = m};
+    to.n_pipelines = 2, to.pipelines = q;
+    from.cluster.n_nodes = 2;
+    ah_placement_free(&b);
+    placements(&from, &to, &a, &b);
+    const int leaves[2] = {0, -1};
+    CHECK(ah_move_plan_build_join(&m, &a, &b, leaves, &mp, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "no rank of the old plan that stays holds block-002") && strstr(err.msg, "the joining rank 1"),
+          "%s", err.msg);
+    ah_placement_free(&a);
+    ah_placement_free(&b);
+}
+
 int main(void) {
+    test_join();
     test_pipeline_change();
     test_replicas_share();
     test_tp_change();

@@ -8,10 +8,13 @@
 # started (their pids, taken by `exec`, in the "reconfigure" event), every mpirun exits 0, the new job says
 # it joined at step 3 and does not train steps 0..2, and every loss is bit-identical to dp2 in one mpirun
 # (steps 0..2) and a dp3 mpirun resumed from that run's step-3 checkpoint (steps 3..7), as a relaunch would;
-# the state restored from that checkpoint, not moved rank to rank (the event's "state", "not_moved": a join's
-# new ranks are not in the old world the move runs over; docs/elastic.md "The move rank to rank").
+# the state moved rank to rank (docs/elastic.md "The move rank to rank"): the joining rank's every piece sent
+# it by the staying ranks over the new world (the event's "state": "moved", "moved_bytes" exactly the data of a
+# replica's step-3 shard files, its load phase 0).
 # Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
+# Case "fallback": the joining rank cannot take its pieces (AH_TEST_HOOK reconfig-join nomem on job 2): agreed
+# before the first message, the state restored from the step-3 checkpoint instead, the event saying why.
 # Case "never": the new job is never started: the world gives up after AH_JOIN_ADMIT_S, said, step 3 saved.
 # Usage: bash tests/test_train_join.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
@@ -28,19 +31,19 @@ for p in dp3 dp3-201; do
     timeout 120 $MPIRUN -np 3 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
         { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
 done
-# joined CASE PLAN NEWRANK [RANKS]: jobs 0 and 1 (NJOBS 2) and the late job 2 (AH_WORLD_JOIN DIR:2:3,
-# AH_WORLD_RANKS=NEWRANK), started 2, 1, 0 at once; each job's pid in $WORK/CASE/pidJ, its mpirun's status
-# in $WORK/CASE/stJ.
+# joined CASE PLAN NEWRANK [RANKS [HOOK]]: jobs 0 and 1 (NJOBS 2) and the late job 2 (AH_WORLD_JOIN DIR:2:3,
+# AH_WORLD_RANKS=NEWRANK, AH_TEST_HOOK=HOOK), started 2, 1, 0 at once; each job's pid in $WORK/CASE/pidJ, its
+# mpirun's status in $WORK/CASE/stJ. With $RESTORED set: the state restored, "not_moved" holding it.
 joined() {
-    local c=$1 plan=$2 newrank=$3 ranks=${4:-} d=$WORK/$1 job pids=()
+    local c=$1 plan=$2 newrank=$3 ranks=${4:-} hook=${5:-} d=$WORK/$1 job pids=()
     mkdir -p "$d/join" "$d/run"
     printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"%s}\n' "$WORK/$plan.json" \
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     for job in 2 1 0; do
-        local spec=$d/join:$job:2 wr=
-        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank
-        AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" \
-            -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
+        local spec=$d/join:$job:2 wr= h=
+        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank h=$hook
+        AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h timeout 180 $MPIRUN --ompi-server \
+            "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
             $(train dp2 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
         pids+=($!)
     done
@@ -48,9 +51,9 @@ joined() {
         wait "${pids[$((2 - job))]}"
         echo $? >"$d/st$job"
     done
-    python3 - "$WORK" "$c" "$plan" "$newrank" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
-import json, os, sys
-work, c, plan, newrank = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    python3 - "$WORK" "$c" "$plan" "$newrank" "${RESTORED:-}" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
+import glob, json, os, sys
+work, c, plan, newrank, restored = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 d = f"{work}/{c}"
 st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
 pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
@@ -64,9 +67,17 @@ assert len(rc) == 1, rc
 assert not os.path.exists(f"{d}/run/reconfigure.json") and os.path.exists(f"{d}/run/reconfigure.done.json")
 rc = rc[0]
 assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 2 and rc["ranks_to"] == 3, rc
-# the new job is not in the old world the move runs over: the state comes through the checkpoint, said
-assert rc["state"] == "restored" and rc["not_moved"].startswith("a join") and rc["seconds"]["move"] == 0 and \
-    rc["seconds"]["load"] > 0, rc
+secs = rc["seconds"]
+if restored:  # the fallback: the state comes through the checkpoint, said
+    assert rc["state"] == "restored" and restored in rc.get("not_moved", "") and rc["moved_bytes"] == 0 and \
+        secs["load"] > 0, rc
+    assert any(restored in out[j] for j in range(3)), "the fallback is said"
+else:  # the joining rank held nothing: a whole replica's pieces sent it (the checkpoint's data of them)
+    want = 0
+    for f in glob.glob(f"{work}/r2/n0/step-00000003/*.safetensors"):
+        want += os.path.getsize(f) - 8 - int.from_bytes(open(f, "rb").read(8), "little")
+    assert rc["state"] == "moved" and secs["load"] == 0 and secs["move"] > 0, rc
+    assert rc["moved_bytes"] == want and rc["kept_bytes"] == 2 * want, (rc["moved_bytes"], want, rc["kept_bytes"])
 order = [0, 1]
 order.insert(newrank, 2)
 assert rc["pids"] == [pid[j] for j in order], f"not the processes started: {rc['pids']} vs {[pid[j] for j in order]}"
@@ -78,11 +89,13 @@ ref = {o["step"]: o["loss"] for f in ("ref2", f"ref-{plan}") for o in map(json.l
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
 print(f"  {c}: job 2 joined at step 3 as rank {newrank}, jobs 0, 1 kept pids {[pid[0], pid[1]]}, 8 losses "
-      f"bit-identical (3 of dp2, 5 of {plan} resumed); phases {rc['seconds']}")
+      f"bit-identical (3 of dp2, 5 of {plan} resumed); state {rc['state']}, {rc['moved_bytes']} bytes moved, "
+      f"{rc['kept_bytes']} kept; phases {secs}")
 PY
 }
 joined join dp3 2
 joined renumber dp3-201 0 1,2
+RESTORED="no host memory for" joined fallback dp3 2 "" "phase=reconfig-join,step=3,action=nomem"
 
 # never: the request asks for one new job that is never started. The running world must not wait in
 # MPI_Comm_accept for good: with AH_JOIN_ADMIT_S=3 it gives up once job 2 has not answered its turn for 3 s,

@@ -1,6 +1,7 @@
 /* The in-place move's slice plan (move_plan.h). */
 #include "ckpt/move_plan.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,20 +22,24 @@ int64_t ah_move_group_floats(const ah_model_t *m, ah_shard_group_t g, int T) {
 }
 
 /* The old rank that sends (g, piece) to dst: dst itself when it holds it, else the holder that has sent
- * the least so far (sent[], updated), the lowest on a tie; -1 when none holds it. */
-static int source_of(const ah_placement_t *from, ah_shard_group_t g, int piece, int dst, int64_t floats,
-                     int64_t *sent) {
-    if (ah_placement_holds(from, dst, g, piece)) return dst;
+ * the least so far (sent[], updated), the lowest on a tie; -1 when none holds it. dst -1 (a joining
+ * process): only a holder that stays (to_rank[r] >= 0). */
+static int source_of(const ah_placement_t *from, const int *to_rank, ah_shard_group_t g, int piece, int dst,
+                     int64_t floats, int64_t *sent) {
+    if (dst >= 0 && ah_placement_holds(from, dst, g, piece)) return dst;
     int best = -1;
     for (int r = 0; r < from->n_ranks; r++)
-        if (ah_placement_holds(from, r, g, piece) && (best < 0 || sent[r] < sent[best])) best = r;
+        if ((dst >= 0 || to_rank[r] >= 0) && ah_placement_holds(from, r, g, piece) &&
+            (best < 0 || sent[r] < sent[best]))
+            best = r;
     if (best >= 0) sent[best] += floats;
     return best;
 }
 
-/* old_of[n] for every new rank n: the old rank that runs it; AH_ERR_INVALID when not one each. */
-static ah_status_t invert(const ah_placement_t *from, const ah_placement_t *to, const int *to_rank, int *old_of,
-                          ah_error_t *err) {
+/* old_of[n] for every new rank n: the old rank that runs it, -1 a joining process (join); AH_ERR_INVALID when not
+ * one each (join: at most one). */
+static ah_status_t invert(const ah_placement_t *from, const ah_placement_t *to, const int *to_rank, bool join,
+                          int *old_of, ah_error_t *err) {
     for (int n = 0; n < to->n_ranks; n++) old_of[n] = -1;
     for (int r = 0; r < from->n_ranks; r++) {
         const int n = to_rank[r];
@@ -43,15 +48,15 @@ static ah_status_t invert(const ah_placement_t *from, const ah_placement_t *to, 
                                 n >= to->n_ranks || n < -1 ? "not a rank of the new plan" : "another old rank's too");
         if (n >= 0) old_of[n] = r;
     }
-    for (int n = 0; n < to->n_ranks; n++)
+    for (int n = 0; n < to->n_ranks && !join; n++)
         if (old_of[n] < 0)
             return ah_error_set(err, AH_ERR_INVALID, "the move: no old rank runs new rank %d (a new process: the "
                                 "state comes through the checkpoint)", n);
     return AH_OK;
 }
 
-ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
-                               const int *to_rank, ah_move_plan_t *out, ah_error_t *err) {
+static ah_status_t build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to, const int *to_rank,
+                         bool join, ah_move_plan_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     const int T = from->tp, cap_items = to->n_ranks * to->max_groups * AH_RESHARD_MAX_PIECES;
     int *old_of = malloc((size_t)to->n_ranks * sizeof *old_of), idx[AH_RESHARD_MAX_PIECES];
@@ -60,7 +65,7 @@ ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, 
     out->items = malloc((size_t)cap_items * sizeof *out->items);
     ah_status_t st = old_of && sent && gs && out->items ? AH_OK
         : ah_error_set(err, AH_ERR_OOM, "no host memory for the move's plan");
-    if (st == AH_OK) st = invert(from, to, to_rank, old_of, err);
+    if (st == AH_OK) st = invert(from, to, to_rank, join, old_of, err);
     for (int n = 0; n < to->n_ranks && st == AH_OK; n++) {
         const int dst = old_of[n], ng = ah_placement_groups(to, n, true, gs);
         for (int gi = 0; gi < ng && st == AH_OK; gi++) {
@@ -68,15 +73,16 @@ ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, 
             const int64_t floats = ah_move_group_floats(m, gs[gi], T);
             if (floats < 0) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the model's tensor table");
             for (int j = 0; j < nf && st == AH_OK; j++) {
-                const int src = source_of(from, gs[gi], idx[j], dst, floats, sent);
+                const int src = source_of(from, to_rank, gs[gi], idx[j], dst, floats, sent);
                 if (src < 0) {
                     char name[AH_CKPT_NAME_MAX];
                     ah_shard_group_name(name, gs[gi], T, idx[j]);
-                    st = ah_error_set(err, AH_ERR_INVALID, "the move: no rank of the old plan holds %s, which new "
-                                      "rank %d loads", name, n);
+                    st = ah_error_set(err, AH_ERR_INVALID, "the move: no rank of the old plan %s %s, which %s rank %d "
+                                      "loads", dst < 0 ? "that stays holds" : "holds", name,
+                                      dst < 0 ? "the joining" : "new", n);
                     break;
                 }
-                out->items[out->n++] = (ah_move_item_t){dst, src, gs[gi], idx[j], gi, floats};
+                out->items[out->n++] = (ah_move_item_t){dst, src, n, gs[gi], idx[j], gi, floats};
                 *(src == dst ? &out->kept_floats : &out->moved_floats) += floats;
             }
         }
@@ -86,6 +92,16 @@ ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, 
     free(gs);
     if (st != AH_OK) ah_move_plan_free(out);
     return st;
+}
+
+ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
+                               const int *to_rank, ah_move_plan_t *out, ah_error_t *err) {
+    return build(m, from, to, to_rank, false, out, err);
+}
+
+ah_status_t ah_move_plan_build_join(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
+                                    const int *to_rank, ah_move_plan_t *out, ah_error_t *err) {
+    return build(m, from, to, to_rank, true, out, err);
 }
 
 void ah_move_plan_free(ah_move_plan_t *p) {

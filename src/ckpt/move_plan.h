@@ -24,8 +24,10 @@
 #include "ckpt/placement.h"
 
 typedef struct {
-    int dst;            /* the old world's rank that receives: it runs new rank to_rank[dst] */
+    int dst;            /* the old world's rank that receives: it runs new rank to_rank[dst]; -1: a joining
+                         * process (ah_move_plan_build_join), not in the old world */
     int src;            /* the old world's rank that sends; src == dst: the piece is kept in place */
+    int to;             /* the new plan's rank that loads it (to_rank[dst], or the joining rank) */
     ah_shard_group_t g; /* the group, and its piece (TP index) at the old degree */
     int piece;
     int gi;             /* g's index among the groups dst loads (ah_placement_groups(to, new rank, true)) */
@@ -45,6 +47,12 @@ typedef struct {
  * no old rank holds a piece a new rank needs (naming it); AH_ERR_OOM. */
 ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
                                const int *to_rank, ah_move_plan_t *out, ah_error_t *err);
+/* The same at an in-place join (runtime/reconfig.h "join"): a new rank no old rank runs is a joining process,
+ * which held nothing: each piece it loads (items with dst -1, by new rank as the others) comes from a holder
+ * that stays (to_rank >= 0; the leaving ranks are gone once the new world is joined), the one that has sent
+ * the fewest floats so far. AH_ERR_INVALID naming the piece when only leaving ranks hold it. */
+ah_status_t ah_move_plan_build_join(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
+                                    const int *to_rank, ah_move_plan_t *out, ah_error_t *err);
 void ah_move_plan_free(ah_move_plan_t *p);
 
 /* The floats one piece of group g at TP degree T travels as: 3 x the piece's elements of each of g's tensors. */

@@ -38,7 +38,10 @@
  *               that fails, and the change falls back the same (no rank waits for its messages);
  *   reconfig-join   a join's request at step N (one with "join") read by rank 0, before the ranks learn
  *               whether one got a notice since the step boundary (a notice then goes first); with action=fail
- *               (refused there) the trainer refuses it, said, and trains on, as at any refused request.
+ *               (refused there) the trainer refuses it, said, and trains on, as at any refused request; with
+ *               action=nomem, in a joining job admitted at step N: its buffers for the pieces the staying ranks
+ *               send it are not allocated (reconfig_move.h ah_reconfig_move_join), and the change falls back
+ *               to the restore from the checkpoint just saved, agreed before any piece is sent.
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:

@@ -97,16 +97,13 @@ static ah_status_t load_moved(const ah_reconfig_req_t *req, const ah_reconfig_mo
     return s;
 }
 
-/* Collective over the old world, its trainer still up (a join's request: nothing, the new jobs are not in
- * it): the state moved rank to rank to the next plan (runtime/reconfig_move.h). NULL on a leaving rank,
- * or on every rank when the move cannot be made (a rank cannot load the plan, a sharded optimizer, ...:
- * state->why_not says why, rank 0 says it on stderr: the restore from the checkpoint just saved follows). */
+/* Collective over the old world, its trainer still up: the state moved rank to rank to the next plan
+ * (runtime/reconfig_move.h; a join's: what the staying ranks load, the joining ranks' packed for
+ * move_to_joiners). NULL on a leaving rank, or on every rank when the move cannot be made (a rank cannot load
+ * the plan, a sharded optimizer, ...: state->why_not says why, rank 0 says it on stderr: the restore from the
+ * checkpoint just saved follows). */
 static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t *req, ah_trainer_t *tr,
                                        double *ph, ah_reconfig_state_t *state) {
-    if (req->join > 0) {
-        snprintf(state->why_not, sizeof state->why_not, "a join: the new jobs are not in the old world");
-        return NULL;
-    }
     ah_comm_t *w = ah_comm_world();
     const int n = ah_comm_size(w), mine = ah_reconfig_new_rank(req);
     int64_t *all = calloc((size_t)n, sizeof *all);
@@ -126,11 +123,11 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
     ah_reconfig_moved_t *mv = NULL;
     ah_reconfig_move_stats_t ms = {0};
     if (s == AH_OK) {
-        ah_status_t l = ah_cli_train_load_plan(&b, stay, &p, &have, &err);
+        ah_status_t l = ah_cli_train_load_plan(&b, req->join > 0 ? -1 : stay, &p, &have, &err);
         const ah_device_ref_t me = ah_role_device(tr->plan, &tr->role);
         if (l == AH_OK && ah_test_hook_fails("reconfig-move", req->step, tr->plan->cluster.nodes[me.node].name))
             l = ah_error_set(&err, AH_ERR_IO, "test hook: this rank takes no part in the move");
-        if ((s = ah_comm_agree(w, l, &err)) == AH_OK) s = ah_reconfig_move(tr, &p, to, req->step, &mv, &ms, &err);
+        if ((s = ah_comm_agree(w, l, &err)) == AH_OK) s = ah_reconfig_move(tr, &p, to, req->join > 0, req->step, &mv, &ms, &err);
     }
     if (have) ah_plan_free(&p);
     free(all);
@@ -147,11 +144,34 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
     return mv;
 }
 
-/* The new world's every rank (the ranks that stayed and the ones admitted): req's plan set up on it, its
+/* Collective over the new world after a join (req->join), its plan loaded: the joining ranks' pieces sent them
+ * by the staying ranks that packed them (runtime/reconfig_move.h ah_reconfig_move_join); this rank's moved state
+ * (mv in: a staying rank's from move_state), or NULL on every rank when the move is off (state->why_not says why,
+ * rank 0 says it on stderr when it is not the old world's reason, said already). */
+static ah_reconfig_moved_t *move_to_joiners(bool joining, const ah_plan_t *plan, ah_reconfig_moved_t *mv, double *ph,
+                                            ah_reconfig_state_t *state) {
+    ah_reconfig_move_stats_t ms;
+    ah_error_t err;
+    const bool said = !joining && !mv; /* the old world's move failed: its rank 0 said why */
+    if (ah_reconfig_move_join(&mv, joining, plan, &state->committed, state->why_not, &ms, &err) == AH_OK) {
+        ph[AH_RECONFIG_PH_MOVE] = ms.seconds;
+        state->moved = true, state->moved_bytes = ms.moved_bytes, state->kept_bytes = ms.kept_bytes;
+        state->why_not[0] = 0;
+        return mv;
+    }
+    if (!said && ah_comm_rank(ah_comm_world()) == 0)
+        fprintf(stderr, "autohet train: warning: in-place join: the state is not moved to the joining ranks (%s): it is "
+                "restored from the checkpoint just saved\n", err.msg);
+    state->moved = false, state->moved_bytes = state->kept_bytes = 0;
+    snprintf(state->why_not, sizeof state->why_not, "%s", err.msg);
+    return NULL;
+}
+
+/* The new world's every rank (the ranks that stayed and the ones admitted, joining): req's plan set up on it, its
  * state the moved one (mv, the same on every rank whether NULL: taken, then freed) or resumed from req->step;
  * -1 with *start the step restored, or the exit code of a failure (agreed as at the start). */
-static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double *ph, ah_reconfig_state_t *state,
-                      ah_reconfig_moved_t *mv, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
+static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool joining, double *ph,
+                      ah_reconfig_state_t *state, ah_reconfig_moved_t *mv, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
                       ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
     ah_comm_t *world = ah_comm_world();
     const double t = ah_now_s();
@@ -173,6 +193,7 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, double 
     if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
         fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
                 strerror(errno));
+    if (s == AH_OK && req->join > 0) mv = move_to_joiners(joining, plan, mv, ph, state);
     a->moved_in = mv != NULL;
     if (s == AH_OK)
         s = ah_cli_train_set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[AH_RECONFIG_PH_LOAD], &err);
@@ -237,7 +258,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         fflush(stdout);
         return 0;
     }
-    return set_up_new(a, req, from, ph, &state, mv, plan, data, val, metrics, tr, have_tr, ck, start);
+    return set_up_new(a, req, from, false, ph, &state, mv, plan, data, val, metrics, tr, have_tr, ck, start);
 }
 
 int ah_cli_train_in_place(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
@@ -268,8 +289,7 @@ int ah_cli_train_late(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset
     double ph[AH_RECONFIG_N_PH] = {0};
     int64_t start = 0;
     ah_reconfig_state_t state = {.committed = false};
-    snprintf(state.why_not, sizeof state.why_not, "a join: the new jobs are not in the old world");
-    const int rc = set_up_new(a, &msg.req, msg.from, ph, &state, NULL, plan, data, val, metrics, tr, have_tr, ck,
+    const int rc = set_up_new(a, &msg.req, msg.from, true, ph, &state, NULL, plan, data, val, metrics, tr, have_tr, ck,
                               &start);
     return rc >= 0 ? rc : ah_cli_train_in_place(a, plan, data, val, metrics, tr, have_tr, ck, start);
 }

@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
 #include "runtime/reconfig_move.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,20 @@ struct ah_reconfig_moved {
     bool stolen;
     ah_mem_t keep_mem;           /* the stolen arenas' space and count (the old trainer's is reset) */
     ah_arena_t keep_params, keep_opt;
+    /* A join (ah_reconfig_move with join, then ah_reconfig_move_join over the new world): the items the
+     * joining ranks load (every staying rank has them all; src the sender's new rank), this rank's packed
+     * buffers of those it sends (jout[k], NULL where it does not), and the old world's part of the move. */
+    int n_join;
+    ah_move_item_t *jitems;
+    float **jout;
+    ah_reconfig_move_stats_t st1;
 };
+
+static void free_jout(ah_reconfig_moved_t *mv) {
+    for (int k = 0; mv->jout && k < mv->n_join; k++) unmap_floats(mv->jout[k], mv->jitems[k].floats);
+    free(mv->jout);
+    mv->jout = NULL;
+}
 
 static void release_kept(ah_reconfig_moved_t *mv) {
     if (mv->stolen) {
@@ -70,6 +84,8 @@ static void release_kept(ah_reconfig_moved_t *mv) {
 void ah_reconfig_moved_free(ah_reconfig_moved_t *mv) {
     if (mv) {
         release_kept(mv);
+        free_jout(mv);
+        free(mv->jitems);
         unmap_floats(mv->data, mv->n_data), free(mv->bufs), free(mv->items), free(mv->gs), free(mv->ts);
         free(mv->old_off);
     }
@@ -197,16 +213,40 @@ static ah_status_t stage_sends(const ah_trainer_t *tr, const ah_move_plan_t *mp,
     const int me = tr->rank;
     int nreq = 0, sends = 0;
     for (int i = 0; i < mp->n; i++)
-        if ((mp->items[i].dst == me) != (mp->items[i].src == me))
+        if (mp->items[i].dst >= 0 && (mp->items[i].dst == me) != (mp->items[i].src == me))
             nreq += (int)((mp->items[i].floats + MOVE_CHUNK - 1) / MOVE_CHUNK);
     if (!(*reqs = calloc((size_t)(nreq ? nreq : 1), sizeof **reqs)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the move's requests");
     for (int i = 0; i < mp->n; i++) {
         const ah_move_item_t *it = &mp->items[i];
-        if (it->src != me || it->dst == me) continue;
+        if (it->src != me || it->dst == me || it->dst < 0) continue;
         float *buf = outs[sends++] = nomem ? NULL : map_floats(it->floats);
         if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send", (long long)it->floats);
         pack(host, mv, it->g, buf);
+    }
+    return AH_OK;
+}
+
+/* A join's items (dst -1: a joining rank's) kept in mv for ah_reconfig_move_join, their senders renumbered to
+ * the new world (to_rank), and this rank's packed into buffers of their own (mv->jout). */
+static ah_status_t stage_join(const ah_move_plan_t *mp, const int *to_rank, int me, float *const host[3], bool nomem,
+                              ah_reconfig_moved_t *mv, ah_error_t *err) {
+    int n = 0;
+    for (int i = 0; i < mp->n; i++) n += mp->items[i].dst < 0;
+    mv->jitems = malloc((size_t)(n ? n : 1) * sizeof *mv->jitems);
+    mv->jout = calloc((size_t)(n ? n : 1), sizeof *mv->jout);
+    if (!mv->jitems || !mv->jout) return ah_error_set(err, AH_ERR_OOM, "no host memory for the join's move");
+    for (int i = 0; i < mp->n; i++) {
+        const ah_move_item_t *it = &mp->items[i];
+        if (it->dst >= 0) continue;
+        const int k = mv->n_join++;
+        mv->jitems[k] = *it;
+        mv->jitems[k].src = to_rank[it->src];
+        if (it->src != me) continue;
+        if (!(mv->jout[k] = nomem ? NULL : map_floats(it->floats)))
+            return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send a joining rank",
+                                (long long)it->floats);
+        pack(host, mv, it->g, mv->jout[k]);
     }
     return AH_OK;
 }
@@ -224,7 +264,7 @@ static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, co
         if (it->dst == me) { /* a piece it keeps: read from the old stage at the load (keep_old) */
             float *buf = mv->bufs[mine++];
             if (it->src != me) st = post(w, buf, it->floats, it->src, false, reqs, &nr, err);
-        } else if (it->src == me) {
+        } else if (it->src == me && it->dst >= 0) {
             st = post(w, outs[sends++], it->floats, it->dst, true, reqs, &nr, err);
         }
     }
@@ -238,7 +278,7 @@ static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, co
 /* This rank's sends: how many items it sends to another process. */
 static int count_sends(const ah_move_plan_t *mp, int me) {
     int n = 0;
-    for (int i = 0; i < mp->n; i++) n += mp->items[i].src == me && mp->items[i].dst != me;
+    for (int i = 0; i < mp->n; i++) n += mp->items[i].src == me && mp->items[i].dst != me && mp->items[i].dst >= 0;
     return n;
 }
 
@@ -254,20 +294,22 @@ static ah_status_t agree_position(const ah_trainer_t *tr, int64_t step, int64_t 
 }
 
 /* The plans' placements and the move plan (the same on every rank), this rank's buffers. */
-static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, ah_placement_t *from,
-                           ah_placement_t *to, ah_move_plan_t *mp, ah_reconfig_moved_t **mv, ah_error_t *err) {
+static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join,
+                           ah_placement_t *from, ah_placement_t *to, ah_move_plan_t *mp, ah_reconfig_moved_t **mv,
+                           ah_error_t *err) {
     if (!next) return ah_error_set(err, AH_ERR_USAGE, "this rank could not load the next plan");
     if (tr->plan->n_opt_groups > 0 || next->n_opt_groups > 0)
         return ah_error_set(err, AH_ERR_USAGE, "a sharded optimizer's moments are not moved rank to rank (yet)");
     ah_status_t st = ah_placement_build(tr->plan, NULL, 0, from, err);
     if (st == AH_OK) st = ah_placement_build(next, NULL, 0, to, err);
-    if (st == AH_OK) st = ah_move_plan_build(&next->model, from, to, to_rank, mp, err);
+    if (st == AH_OK)
+        st = (join ? ah_move_plan_build_join : ah_move_plan_build)(&next->model, from, to, to_rank, mp, err);
     if (st == AH_OK) st = moved_new(next, to, mp, tr->rank, to_rank[tr->rank], from->tp, mv, err);
     if (st == AH_OK) st = index_old(&tr->stage, mp, tr->rank, *mv, err);
     return st;
 }
 
-ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
+ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join, int64_t step,
                              ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const double t0 = ah_now_s();
@@ -277,14 +319,15 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     float *host[3] = {NULL, NULL, NULL}, *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, **outs = NULL;
     *out = NULL;
     memset(stats, 0, sizeof *stats);
-    ah_status_t st = prepare(tr, next, to_rank, &from, &to, &mp, &mv, err);
+    ah_status_t st = prepare(tr, next, to_rank, join, &from, &to, &mp, &mv, err);
     for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
     const int nsend = st == AH_OK ? count_sends(&mp, tr->rank) : 0;
     if (st == AH_OK && !(outs = calloc((size_t)(nsend ? nsend : 1), sizeof *outs)))
         st = ah_error_set(err, AH_ERR_OOM, "no host memory for the move's send list");
     ah_comm_req_t *reqs = NULL;
-    if (st == AH_OK)
-        st = stage_sends(tr, &mp, mv, host, outs, ah_test_hook_nomem("reconfig-move", step, NULL), &reqs, err);
+    const bool nomem = st == AH_OK && ah_test_hook_nomem("reconfig-move", step, NULL);
+    if (st == AH_OK) st = stage_sends(tr, &mp, mv, host, outs, nomem, &reqs, err);
+    if (st == AH_OK && join) st = stage_join(&mp, to_rank, tr->rank, host, nomem, mv, err);
     if ((st = ah_comm_agree(w, st, err)) == AH_OK) /* every rank ready: only MPI calls from here to the end */
         st = ah_comm_agree(w, exchange(tr, &mp, mv, outs, reqs, err), err);
     free(reqs);
@@ -297,11 +340,12 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
         st = ah_comm_allreduce_max_i64(w, &t, 1, err);
         double b[2] = {(double)sums[1], (double)sums[2]}; /* a sum: exact below 2^53 bytes */
         if (st == AH_OK) st = ah_comm_allreduce_f64(w, b, 2, err);
-        *stats = (ah_reconfig_move_stats_t){(int64_t)b[0], (int64_t)b[1], t * 1e-6};
+        *stats = mv->st1 = (ah_reconfig_move_stats_t){(int64_t)b[0], (int64_t)b[1], t * 1e-6};
     }
     if (st == AH_OK && mv->rank >= 0 && mv->n_kept > 0) keep_old(tr, mv, host, dev);
     for (int i = 0, k = 0; outs && i < mp.n; i++) /* the send buffers, in stage_sends's order */
-        if (mp.items[i].src == tr->rank && mp.items[i].dst != tr->rank) unmap_floats(outs[k++], mp.items[i].floats);
+        if (mp.items[i].src == tr->rank && mp.items[i].dst != tr->rank && mp.items[i].dst >= 0)
+            unmap_floats(outs[k++], mp.items[i].floats);
     free(outs);
     for (int b = 0; b < 3; b++) /* not the ones keep_old took (on host memory a view is the buffer: nothing) */
         if (host[b]) ah_mem_host_done(dev[b], host[b]);
@@ -314,6 +358,91 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     } else {
         ah_reconfig_moved_free(mv);
     }
+    return st;
+}
+
+/* What the staying root tells every rank of the new world before the join's exchange (ah_reconfig_move_join). */
+typedef struct {
+    int ok, T, n_join, committed;
+    int64_t step, data_position, moved, kept, us;
+    char why[200];
+} join_head_t;
+
+/* A joining rank's receiving side: the items new rank `me` loads (of the n broadcast), buffers for each. */
+static ah_status_t joined_new(const ah_plan_t *next, const join_head_t *h, ah_move_item_t *items, int me,
+                              ah_reconfig_moved_t **out, ah_error_t *err) {
+    ah_placement_t to = {0};
+    for (int i = 0; i < h->n_join; i++) items[i].dst = items[i].to; /* moved_new picks its own by dst */
+    const ah_move_plan_t mp = {.n = h->n_join, .items = items};
+    ah_status_t st = ah_test_hook_nomem("reconfig-join", h->step, NULL) /* test-only: a failed map */
+        ? ah_error_set(err, AH_ERR_OOM, "no host memory for the pieces joining rank %d loads", me)
+        : ah_placement_build(next, NULL, 0, &to, err);
+    if (st == AH_OK) st = moved_new(next, &to, &mp, me, me, h->T, out, err);
+    ah_placement_free(&to);
+    if (st == AH_OK) (*out)->step = h->step, (*out)->data_position = h->data_position;
+    return st;
+}
+
+/* The join's messages on this rank of the new world: a joining rank receives its items from their senders, a
+ * staying one sends the ones it packed (jout); both in the items' order. */
+static ah_status_t join_exchange(const ah_reconfig_moved_t *mv, const ah_move_item_t *items, int n, int me,
+                                 ah_error_t *err) {
+    ah_comm_t *w = ah_comm_world();
+    int nreq = 0, nr = 0, mine = 0;
+    for (int i = 0; i < n; i++)
+        if (items[i].to == me || items[i].src == me) nreq += (int)((items[i].floats + MOVE_CHUNK - 1) / MOVE_CHUNK);
+    ah_comm_req_t *reqs = calloc((size_t)(nreq ? nreq : 1), sizeof *reqs);
+    ah_status_t st = reqs ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for the join's requests");
+    for (int i = 0; i < n && st == AH_OK; i++) {
+        if (items[i].to == me) st = post(w, mv->bufs[mine++], items[i].floats, items[i].src, false, reqs, &nr, err);
+        else if (items[i].src == me) st = post(w, mv->jout[i], items[i].floats, items[i].to, true, reqs, &nr, err);
+    }
+    for (int i = 0; i < nr; i++) {
+        const ah_status_t u = ah_comm_wait(&reqs[i], err);
+        if (st == AH_OK) st = u;
+    }
+    free(reqs);
+    return st;
+}
+
+ah_status_t ah_reconfig_move_join(ah_reconfig_moved_t **mv, bool joining, const ah_plan_t *next, bool *committed,
+                                  const char *why, ah_reconfig_move_stats_t *stats, ah_error_t *err) {
+    ah_comm_t *w = ah_comm_world();
+    const int me = ah_comm_rank(w);
+    const double t0 = ah_now_s();
+    ah_reconfig_moved_t *m = joining ? NULL : *mv;
+    join_head_t h = {0};
+    memset(stats, 0, sizeof *stats);
+    int64_t root = joining ? -INT64_MAX : -(int64_t)me; /* the lowest staying rank: its max */
+    ah_status_t st = ah_comm_allreduce_max_i64(w, &root, 1, err);
+    if (st == AH_OK && me == (int)-root) {
+        h.ok = m != NULL, h.committed = *committed;
+        if (m) h = (join_head_t){1, m->T, m->n_join, *committed, m->step, m->data_position, m->st1.moved_bytes,
+                                 m->st1.kept_bytes, (int64_t)(m->st1.seconds * 1e6), ""};
+        snprintf(h.why, sizeof h.why, "%s", why ? why : "");
+    }
+    if (st == AH_OK) st = ah_comm_bcast(w, &h, sizeof h, (int)-root, err);
+    *committed = h.committed;
+    ah_move_item_t *items = m ? m->jitems : NULL;
+    if (st == AH_OK && h.ok && joining && !(items = malloc((size_t)(h.n_join ? h.n_join : 1) * sizeof *items)))
+        st = ah_error_set(err, AH_ERR_OOM, "no host memory for the join's %d pieces", h.n_join);
+    if ((st = ah_comm_agree(w, st, err)) == AH_OK && h.ok) /* the same items on every rank */
+        st = ah_comm_bcast(w, items, (size_t)h.n_join * sizeof *items, (int)-root, err);
+    if (st == AH_OK && !h.ok) st = ah_error_set(err, AH_ERR_USAGE, "%s", h.why);
+    else if (st == AH_OK && joining) st = joined_new(next, &h, items, me, &m, err);
+    if (h.ok && (st = ah_comm_agree(w, st, err)) == AH_OK) /* every rank ready: only MPI calls from here */
+        st = ah_comm_agree(w, join_exchange(m, items, h.n_join, me, err), err);
+    int64_t us = (int64_t)((ah_now_s() - t0) * 1e6), joined = 0;
+    for (int i = 0; st == AH_OK && i < h.n_join; i++) joined += items[i].floats * 4;
+    if (st == AH_OK) st = ah_comm_allreduce_max_i64(w, &us, 1, err);
+    if (st == AH_OK) *stats = (ah_reconfig_move_stats_t){h.moved + joined, h.kept, (double)(h.us + us) * 1e-6};
+    if (joining) free(items);
+    if (m) free_jout(m);
+    if (st != AH_OK) {
+        ah_reconfig_moved_free(m);
+        m = NULL;
+    }
+    *mv = m;
     return st;
 }
 

@@ -13,8 +13,11 @@
  * trainer's end (on host memory its weight and moment arenas, taken from it; on a device the host
  * copies the move downloaded) until ah_reconfig_moved_free.
  *
- * Not moved (the caller falls back to the checkpoint restore, said): a joining job's ranks (not in the
- * old world), a sharded optimizer's moments (under either plan), a rank that cannot load the next
+ * At an in-place join the joining jobs' ranks, not in the old world, get theirs in a second exchange over the
+ * new world (ah_reconfig_move_join), from the staying ranks only.
+ *
+ * Not moved (the caller falls back to the checkpoint restore, said): a piece a joining rank loads that only a
+ * leaving rank held, a sharded optimizer's moments (under either plan), a rank that cannot load the next
  * plan or allocate its buffers.
  *
  * Ownership: ah_reconfig_move allocates *out; ah_reconfig_moved_free frees it (NULL is fine).
@@ -22,6 +25,7 @@
 #ifndef AH_RUNTIME_RECONFIG_MOVE_H
 #define AH_RUNTIME_RECONFIG_MOVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/trainer.h"
@@ -42,8 +46,21 @@ typedef struct {
  * agreed (every rank gets it, *out NULL) and leaves tr as it was. On success, when this rank keeps a
  * piece on host memory, *out owns tr's weight and moment arenas (tr's stage then has none: w, g, m
  * and v NULL; tr is only to be freed). */
-ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, int64_t step,
+ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join, int64_t step,
                              ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err);
+
+/* An in-place join (join true above: next's ranks that no old rank runs are joining processes, which held
+ * nothing; ckpt/move_plan.h ah_move_plan_build_join): the old world's exchange moves what the staying ranks load,
+ * and each staying rank packs the pieces it sends a joining one (senders: staying holders only). Then, collective
+ * over the new world once it admitted the new jobs (ah_comm_world(), its rank n running next's rank n), this sends
+ * them: *mv in, a staying rank's ah_reconfig_move result (NULL: it failed, the same on every staying rank; `why`
+ * says why), NULL on a joining rank (joining true); out, this rank's pieces for ah_reconfig_move_load, or NULL on
+ * every rank when the move is off, agreed before the first message (a staying rank's failure before the join, a
+ * joining rank that cannot take its pieces, ...; err says why: the caller restores from the checkpoint). The
+ * lowest staying rank tells the joining ones the step, data position and *committed (the step's save committed).
+ * stats: the whole move's (the joining ranks' bytes added to the old world's; seconds both phases'). */
+ah_status_t ah_reconfig_move_join(ah_reconfig_moved_t **mv, bool joining, const ah_plan_t *next, bool *committed,
+                                  const char *why, ah_reconfig_move_stats_t *stats, ah_error_t *err);
 
 /* Not collective: mv's pieces into tr's stage (tr: the new plan's trainer on the new world, the rank
  * ah_reconfig_move gave this process), and its data position at the step. */
