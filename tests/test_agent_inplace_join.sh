@@ -155,7 +155,7 @@ sed -n 's/.*in place: the join asked for at step \([0-9]*\).*/\1/p' "$WORK/never
 grep -q "in place: the join at step [0-9]* not made (.*): the join's stop and relaunch" "$WORK/never.log" ||
     { cat "$WORK/never.log"; fail "never: the fallback is not said"; }
 grep -q "in place: joined" "$WORK/never.log" && fail "never: joined in place"
-grep -q "job 2 did not answer its turn within 3 s (AH_JOIN_ADMIT_S)" "$WORK/never.log" ||
+grep -q "job 2 did not answer its turn within 3 s (the request's join_admit_s)" "$WORK/never.log" ||
     { cat "$WORK/never.log"; fail "never: the trainers' give-up is not said"; }
 python3 - "$WORK/never" "$STEPS" <<'PY' || { cat "$WORK/never.log"; fail "never: relaunch"; }
 import json, sys

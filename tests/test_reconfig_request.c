@@ -87,6 +87,14 @@ int main(void) {
     refused("{\"step\": 3, \"leave\": [], \"join\": -1, \"plan\": \"p\"}", "\"join\" must be the number of new jobs");
     refused("{\"step\": 3, \"leave\": [], \"join\": \"1\", \"plan\": \"p\"}", "\"join\" must be the number of new");
     refused("{\"step\": 3, \"leave\": [], \"join\": 65, \"plan\": \"p\"}", "\"join\" must be the number of new");
+    /* "join_admit_s": the admission's wait the agent counts, carried to the running world */
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": 2.5, \"plan\": \"p\"}", &r,
+                            &err) == AH_OK, "%s", err.msg);
+    CHECK(r.join == 1 && r.join_admit_s == 2.5, "join %d, join_admit_s %g", r.join, r.join_admit_s);
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"join\": 1, \"plan\": \"p\"}", &r, &err) == AH_OK &&
+          r.join_admit_s == 0, "%s", err.msg);
+    refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": 0, \"plan\": \"p\"}", "\"join_admit_s\" must be");
+    refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": \"9\", \"plan\": \"p\"}", "\"join_admit_s\" must");
     ranks();
     return ah_test_finish();
 }

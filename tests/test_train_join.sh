@@ -98,15 +98,17 @@ joined renumber dp3-201 0 1,2
 RESTORED="no host memory for" joined fallback dp3 2 "" "phase=reconfig-join,step=3,action=nomem"
 
 # never: the request asks for one new job that is never started. The running world must not wait in
-# MPI_Comm_accept for good: with AH_JOIN_ADMIT_S=3 it gives up once job 2 has not answered its turn for 3 s,
-# says so, and both mpiruns end non-zero, step 3 saved (a relaunch resumes from it).
+# MPI_Comm_accept for good: with the request's "join_admit_s": 3 (the agent's value; the trainers'
+# AH_JOIN_ADMIT_S=100 not taken) it gives up once job 2 has not answered its turn for 3 s, says so, naming the
+# turn it unpublished, and both mpiruns end non-zero, step 3 saved (a relaunch resumes from it).
 d=$WORK/never
 mkdir -p "$d/join" "$d/run"
-printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"}\n' "$WORK/dp3.json" >"$d/run/reconfigure.json"
+printf '{"step": 3, "leave": [], "join": 1, "join_admit_s": 3, "plan": "%s"}\n' "$WORK/dp3.json" \
+    >"$d/run/reconfigure.json"
 t0=$(date +%s)
 pids=()
 for job in 1 0; do
-    AH_JOIN_ADMIT_S=3 AH_WORLD_JOIN=$d/join:$job:2 timeout 120 $MPIRUN --ompi-server "file:$WORK/uri" \
+    AH_JOIN_ADMIT_S=100 AH_WORLD_JOIN=$d/join:$job:2 timeout 120 $MPIRUN --ompi-server "file:$WORK/uri" \
         -x AH_JOIN_ADMIT_S -x AH_WORLD_JOIN -np 1 \
         $(train dp2 never/ip --local-root "$d/root" --run-dir "$d/run") >"$d/job$job.out" 2>&1 &
     pids+=($!)
@@ -115,7 +117,8 @@ for p in "${pids[@]}"; do
     wait "$p" && { cat "$d"/job*.out >&2; fail "never: a job exited 0 though its join never came"; }
     [ $? = 124 ] && { cat "$d"/job*.out >&2; fail "never: the world still waited after 120 s"; }
 done
-grep -q "job 2 did not answer its turn within 3 s (AH_JOIN_ADMIT_S)" "$d"/job*.out ||
+grep -q "job 2 did not answer its turn within 3 s (the request's join_admit_s): not started, or it failed before \
+connecting; its turn unpublished (autohet-join-[0-9a-f]* at the ompi-server, port " "$d"/job*.out ||
     { cat "$d"/job*.out >&2; fail "never: the give-up is not said"; }
 for n in n0 n1; do
     [ -d "$d/root/$n/step-00000003" ] || { ls -R "$d/root" >&2; fail "never: step 3 not saved on $n"; }

@@ -248,7 +248,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     if (!leaving && req->join > 0) { /* the new jobs in, by their turns (comm/join.c), sent the request */
         late_msg_t m = {.req = *req, .from = from};
         const int key = new_rank >= 0 ? new_rank : ah_comm_rank(world);
-        if (ah_comm_world_admit(req->join, key, &m, sizeof m, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+        if (ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
     }
     ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
     if (leaving) {

@@ -149,12 +149,12 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err) {
+ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err) {
     if (g_job < 0)
         return ah_error_set(err, AH_ERR_USAGE, "only a world of joined jobs (AH_WORLD_JOIN) admits jobs");
     free(g_world.counts);
     g_world.counts = NULL;
-    const ah_status_t st = ah_comm_join_admit(&g_world.c, g_job, njobs, key, payload, len, err);
+    const ah_status_t st = ah_comm_join_admit(&g_world.c, g_job, njobs, key, admit_s, payload, len, err);
     if (st != AH_OK) return st;
     MPI_Comm_set_errhandler(g_world.c, MPI_ERRORS_RETURN);
 #ifdef AH_CUDA_EMU

@@ -77,10 +77,10 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
  * (started with AH_WORLD_JOIN=DIR:JOB:NJOBS, DIR the world's, JOB its next numbers, NJOBS the count after
  * them, and AH_WORLD_RANKS their ranks in the new world; comm/join.c), sends them the root's payload (len
  * bytes) and becomes the merged world ordered by key (this rank's rank in it). A job is accepted only once it
- * answered its turn: one that has not within AH_JOIN_ADMIT_S seconds (default 60; not started, or failed before
+ * answered its turn: one that has not within admit_s seconds (<= 0: AH_JOIN_ADMIT_S, default 60; not started, or failed before
  * it connected) ends the admission with AH_ERR_COMM naming it (the world then cannot go on: the caller ends the
  * run), never a wait for good in MPI_Comm_accept. */
-ah_status_t ah_comm_world_admit(int njobs, int key, const void *payload, size_t len, ah_error_t *err);
+ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err);
 /* The admission's wait for a job's answer: AH_JOIN_ADMIT_S (seconds > 0), else 60. No MPI call: the agent
  * reads it too, to set its deadline for a join in place. */
 double ah_comm_join_admit_s(void);

@@ -18,8 +18,8 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job, ah_err
 /* The running joined world *world (every rank; this rank's AH_WORLD_JOIN job `job`) admits the next njobs jobs by
  * their turns, sends them payload (len bytes, the root's), and is replaced by the merged world ordered by `key`
  * (this rank's rank in it; the new jobs' by their AH_WORLD_RANKS) (join.c). */
-ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, const void *payload, size_t len,
-                               ah_error_t *err);
+ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, double admit_s, const void *payload,
+                               size_t len, ah_error_t *err);
 /* A job admitted into a running world: the payload it was sent (NULL: this job joined at start-up). */
 const void *ah_comm_join_late(size_t *len);
 

@@ -31,8 +31,10 @@
  * whether the world is starting or admitting, and, admitting, its payload (the request), which the late
  * job keeps (ah_comm_join_late). The merged world is ordered by the running ranks' keys (their new
  * ranks) and the new jobs' AH_WORLD_RANKS, checked as above. An admission's turn asks the job to answer
- * (publish "SVC-ack-JOB") before it connects, and the world enters MPI_Comm_accept only once it has: a job that
- * does not within AH_JOIN_ADMIT_S seconds (default 60) ends the admission with an error naming it. */
+ * (publish "SVC-ack-JOB", its value the port it saw) before it connects, and the world enters MPI_Comm_accept only
+ * once it has, for this admission's port (an answer naming another port is an earlier world's: waited past): a job
+ * that does not within the request's join_admit_s (runtime/reconfig.h), else AH_JOIN_ADMIT_S seconds (default 60),
+ * ends the admission with an error naming it and what was unpublished (its turn, the port). */
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
@@ -212,7 +214,7 @@ static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *e
             }
             char ack[96];
             ack_name(svc, job, ack, sizeof ack);
-            const int rc = MPI_Publish_name(ack, MPI_INFO_NULL, "1");
+            const int rc = MPI_Publish_name(ack, MPI_INFO_NULL, port); /* the answer names the port it saw */
             if (rc != MPI_SUCCESS)
                 return ah_error_set(err, AH_ERR_COMM, "AH_WORLD_JOIN: job %d could not answer its turn as %s at the "
                                     "ompi-server (MPI error %d)", job, ack, rc);
@@ -270,26 +272,28 @@ double ah_comm_join_admit_s(void) {
     return end && !*end && s > 0 ? s : ADMIT_WAIT_S;
 }
 
-/* The world's root at an admission, job's turn published: whether job answered (ack_name) within wait_s. */
-static bool job_answered(const char *svc, int job, double wait_s) {
+/* The world's root at an admission, job's turn published with `port`: whether job answered (ack_name) within
+ * wait_s, its answer naming this port (an answer naming another is an earlier world's turn's, left at the same
+ * ompi-server under the same DIR: waited past, never taken for this one). */
+static bool job_answered(const char *svc, int job, const char *port, double wait_s) {
     char ack[96], value[MPI_MAX_PORT_NAME];
     ack_name(svc, job, ack, sizeof ack);
     for (const double t0 = ah_now_s(); ah_now_s() - t0 < wait_s; ah_sleep_s(0.05))
-        if (MPI_Lookup_name(ack, MPI_INFO_NULL, value) == MPI_SUCCESS) return true;
+        if (MPI_Lookup_name(ack, MPI_INFO_NULL, value) == MPI_SUCCESS && strcmp(value, port) == 0) return true;
     return false;
 }
 
 /* The world's side of the turns (at start-up and at an admission): until *joined reaches `upto`, its root
  * publishes the next job's turn and the world accepts it (every rank of the world, the jobs already in). At an
  * admission (late) the world accepts a job only once it answered its turn: *missing gets the job that did not
- * within ah_comm_join_admit_s() (its turn withdrawn; the world as it was after the jobs before it), else stays -1. */
+ * within wait_s (its turn withdrawn: unpublished; the world as it was after the jobs before it), else stays -1. */
 static int accept_jobs(MPI_Comm *world, bool root, const char *svc, const char *port, int *joined, int upto, bool late,
-                       int *missing) {
+                       double wait_s, int *missing) {
     int rc = MPI_SUCCESS;
     *missing = -1;
     while (rc == MPI_SUCCESS && *joined < upto) {
         if (root) publish_turn(svc, port, *joined, late); /* jobs join in order */
-        int answered = !late || (root && job_answered(svc, *joined, ah_comm_join_admit_s()));
+        int answered = !late || (root && job_answered(svc, *joined, port, wait_s));
         if (late && (rc = MPI_Bcast(&answered, 1, MPI_INT, 0, *world)) != MPI_SUCCESS) break;
         if (!answered) {
             if (root) MPI_Unpublish_name(svc, MPI_INFO_NULL, port); /* a job that comes later finds no turn */
@@ -358,7 +362,8 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
         st = job_reads_port(svc, job, port, err);
     }
     if (st == AH_OK && job != 0) rc = merge_one(&world, 0, port, &joined);
-    if (st == AH_OK && rc == MPI_SUCCESS) rc = accept_jobs(&world, job == 0 && rank == 0, svc, port, &joined, njobs, false, &(int){0});
+    if (st == AH_OK && rc == MPI_SUCCESS) rc = accept_jobs(&world, job == 0 && rank == 0, svc, port, &joined, njobs, false, 0,
+                                                             &(int){0});
     if (st != AH_OK) return st;
     if (job == 0 && rank == 0 && port[0]) { /* every job is in: a rerun with this DIR must not find the port */
         if (njobs > 1) MPI_Unpublish_name(svc, MPI_INFO_NULL, port);
@@ -374,7 +379,10 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
     return settle(world, job, world_key(), 0, NULL, 0, out, err);
 }
 
-ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, const void *payload, size_t len, ah_error_t *err) {
+ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, double admit_s, const void *payload,
+                               size_t len, ah_error_t *err) {
+    const bool asked = admit_s > 0; /* the request's (the agent's), else this process's AH_JOIN_ADMIT_S */
+    if (!asked) admit_s = ah_comm_join_admit_s();
     char port[MPI_MAX_PORT_NAME] = {0};
     int me = 0, joined = g_next_job, rc = MPI_SUCCESS;
     MPI_Comm_rank(*world, &me);
@@ -386,7 +394,7 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, con
                             "error %d on it)", njobs, njobs == 1 ? "" : "s", rc);
     MPI_Comm w = *world;
     int missing = -1;
-    rc = accept_jobs(&w, me == 0, g_svc, port, &joined, g_next_job + njobs, true, &missing);
+    rc = accept_jobs(&w, me == 0, g_svc, port, &joined, g_next_job + njobs, true, admit_s, &missing);
     if (me == 0) {
         if (missing < 0) MPI_Unpublish_name(g_svc, MPI_INFO_NULL, port);
         MPI_Close_port(port);
@@ -394,9 +402,10 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, con
     if (rc == MPI_SUCCESS && missing >= 0) { /* the world's communicator may be a merged one now: the run ends */
         *world = w;
         return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world: job %d did not answer "
-                            "its turn within %.0f s (AH_JOIN_ADMIT_S): not started, or it failed before connecting; "
-                            "the in-place join is given up", g_next_job, g_next_job + njobs - 1, missing,
-                            ah_comm_join_admit_s());
+                            "its turn within %.0f s (%s): not started, or it failed before connecting; its turn "
+                            "unpublished (%s at the ompi-server, port %.60s); the in-place join is given up",
+                            g_next_job, g_next_job + njobs - 1, missing, admit_s,
+                            asked ? "the request's join_admit_s" : "AH_JOIN_ADMIT_S", g_svc, port);
     }
     if (rc != MPI_SUCCESS) /* the world's communicator may be freed already: the run cannot go on */
         return ah_error_set(err, AH_ERR_COMM, "admitting jobs %d..%d into the running world failed (MPI error %d)",

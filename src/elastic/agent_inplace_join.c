@@ -6,11 +6,13 @@
  * and its other ranks on the joining hosts only (a running host's job cannot gain ranks), and its step is not
  * the run's last. Then: one mpirun each joining host started into the running job (the launcher's join_hosts,
  * through the job's ompi-server: it waits for its turn), and the request (RUN_DIR's reconfigure.json,
- * runtime/reconfig.h) {"step": S, "leave": [], "join": K, "plan": "RUN_DIR/next-plan.json", "ranks": [...]}:
- * S the step after the newest the metrics show, K the joining hosts, "ranks" each running rank's rank under
- * the next plan by device. The trainers save step S, admit the new jobs (comm/join.c: each answers its turn
- * before the world accepts it) and go on under the next plan, the running ranks in the same processes, the new
- * ones resuming step S from the tiers; the "reconfigure" event says so. The agent then makes the next plan the
+ * runtime/reconfig.h) {"step": S, "leave": [], "join": K, "join_admit_s": A, "plan": "RUN_DIR/next-plan.json",
+ * "ranks": [...]}: S the step after the newest the metrics show, K the joining hosts, A the admission's wait this
+ * agent's deadline counts (comm.h ah_comm_join_admit_s: the trainers wait by it, not by their hosts' environment),
+ * "ranks" each running rank's rank under the next plan by device. The trainers save step S, admit the new jobs
+ * (comm/join.c: each answers its turn before the world accepts it) and go on under the next plan, the running
+ * ranks in the same processes, the new ones given step S by the running ranks (moved rank to rank, or at the
+ * move's fallback restored from the tiers); the "reconfigure" event says so. The agent then makes the next plan the
  * running one, counts the new jobs as the launch's, records a preempt event (cause join, "in_place": true,
  * "joined": the hosts) and a recovery in place that the next step line closes (agent_inplace.c's), and goes on
  * watching the same job.
@@ -98,8 +100,8 @@ static bool put_request(agent_t *a, const char *plan_path, const int *ranks, cha
     json_t *rk = json_array();
     for (int r = 0; r < ah_plan_device_count(&a->cur.plan); r++) json_array_append_new(rk, json_integer(ranks[r]));
     json_decref(a->join_doc);
-    a->join_doc = json_pack("{s:I, s:[], s:i, s:s, s:o}", "step", (json_int_t)a->join_step, "leave", "join",
-                            a->join_n, "plan", plan_path, "ranks", rk);
+    a->join_doc = json_pack("{s:I, s:[], s:i, s:f, s:s, s:o}", "step", (json_int_t)a->join_step, "leave", "join",
+                            a->join_n, "join_admit_s", ah_comm_join_admit_s(), "plan", plan_path, "ranks", rk);
     char path[700];
     snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
     ah_error_t e;

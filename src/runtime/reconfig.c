@@ -47,8 +47,9 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
     ah_status_t st = AH_OK;
     json_object_foreach(o, key, v) {
         if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks") &&
-            strcmp(key, "join")) {
-            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks, join)", key);
+            strcmp(key, "join") && strcmp(key, "join_admit_s")) {
+            st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks, join, "
+                              "join_admit_s)", key);
             break;
         }
     }
@@ -74,6 +75,12 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
                                 json_integer_value(join) > AH_RECONFIG_LEAVE_MAX))
         st = ah_error_set(err, AH_ERR_INVALID, "\"join\" must be the number of new jobs, 0 to %d", AH_RECONFIG_LEAVE_MAX);
     if (st == AH_OK && join) req->join = (int)json_integer_value(join);
+    const json_t *admit = json_object_get(o, "join_admit_s");
+    if (st == AH_OK && admit && (!json_is_number(admit) || !(json_number_value(admit) > 0) ||
+                                 json_number_value(admit) > 86400))
+        st = ah_error_set(err, AH_ERR_INVALID, "\"join_admit_s\" must be the admission's wait in seconds, > 0 and at "
+                          "most 86400");
+    if (st == AH_OK && admit) req->join_admit_s = json_number_value(admit);
     if (st == AH_OK) {
         req->step = json_integer_value(step);
         snprintf(req->plan, sizeof req->plan, "%s", json_string_value(plan));

@@ -27,7 +27,10 @@
  *            ranks in the new world, required), they wait for their turn (comm/join.c, at most 60 s
  *            quiet: start them at most that long before the boundary) and learn from the world at the
  *            merge that they are late: no flag; each answers its turn before it connects, and a job that
- *            has not within AH_JOIN_ADMIT_S seconds (default 60) ends the run after the save (comm.h).
+ *            has not within AH_JOIN_ADMIT_S seconds (default 60) ends the run after the save (comm.h);
+ *   "join_admit_s" optional: that wait in seconds (> 0, at most 86400), taken instead of the trainers'
+ *            AH_JOIN_ADMIT_S: the agent writes its own (the one its deadline for the join counts), so that
+ *            the agent and the running world wait by one value whatever the hosts' environments hold.
  *            The plan must then have at least stay + K devices, and as many as the merged world's ranks
  *            (checked after the merge: a mismatch ends the run, after the save, so a relaunch resumes).
  * A request rank 0 cannot read or that is malformed, or that names a job not in the world or leaves
@@ -76,6 +79,7 @@ typedef struct ah_reconfig_req {
     int n_ranks;                      /* "ranks"' entries, 0: none given (the world's order kept) */
     int ranks[AH_RECONFIG_RANKS_MAX]; /* the old world's rank r -> its rank in the new one, -1: leaves */
     int join;                         /* "join": the new jobs admitted, 0: none */
+    double join_admit_s;              /* "join_admit_s": the admission's wait for a job's answer, 0: absent */
 } ah_reconfig_req_t;
 
 /* The caller's check of a request before it is taken, on the world's rank 0 only (so it must not be
