@@ -6,7 +6,8 @@
 # dp3 (h0, h1, h2). Checked: the job ends 0; the metrics hold steps 0..7 once each, every loss bit-identical
 # to one mpirun of dp2 (steps 0..2) and dp3 resumed from that run's step-3 checkpoint (3..7); the reconfigure
 # event's pids are h0's and h1's processes as started, then h2's. h2's disk holds nothing of step 3: its
-# rank reads it as a relaunch would, from the peer tier (the recover event's "peer" seconds > 0). The
+# rank gets it from h0's and h1's ranks over MPI (session 23: the reconfigure event's "state" "moved", bytes
+# sent; the recover event's every tier 0 bytes; before, read from the peer tier as a relaunch would). The
 # same under Slurm when slurm-wlm and munge are here. Needs root, openssh-server and ompi-server (77 without).
 . "$(dirname "$0")/train_common.sh"
 . "$SRC/tests/cluster/cluster.sh"
@@ -61,9 +62,10 @@ ref = {o["step"]: o["loss"] for f in ("ref2", "ref3") for o in map(json.loads, o
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
 rec = [o for o in lines if o.get("event") == "recover"]
-assert rec and rec[-1]["step"] == 3 and rec[-1]["tier_seconds"].get("peer", 0) > 0, rec  # h2's piece from a peer
+assert rec and rec[-1]["step"] == 3 and rec[-1].get("moved") and not any(rec[-1]["bytes"].values()), rec
+assert rc["state"] == "moved" and rc["moved_bytes"] > 0, rc  # h2's pieces sent by h0's and h1's ranks
 print(f"  {name}: h2 joined at step 3; h0, h1 kept pids {rc['pids'][:2]}; 8 losses bit-identical (3 of dp2, 5 of "
-      f"dp3 resumed); phases {rc['seconds']}; the restore's tiers {rec[-1]['tier_seconds']}")
+      f"dp3 resumed); phases {rc['seconds']}; state moved, {rc['moved_bytes']} bytes sent to h2")
 PY
 }
 joined ssh "$CL_RSH"
