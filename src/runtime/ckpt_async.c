@@ -10,10 +10,12 @@
  * (one all-reduce) whether every writer is done; when so, the commit (ckpt_io.c, collective, on
  * this thread) runs as a synchronous save's would. The next save, a notice and the run's last step
  * first wait for the snapshot in flight (the wait is in the event and the progress line). */
+#define _DEFAULT_SOURCE /* madvise(MADV_HUGEPAGE) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ckpt/crc32c.h"
 #include "core/timing.h"
@@ -79,23 +81,36 @@ static size_t tensor_elems(const ah_st_tensor_t *t) {
     return e;
 }
 
+/* Host memory for the snapshot where the backend has none of its own: 2 MiB aligned, in transparent
+ * huge pages where the system leaves them to madvise (a hint: failure changes nothing). The
+ * writer's direct I/O pins the buffer's pages and hands them to the disk as segments: from 4 KiB
+ * pages a request holds at most max_segments (254 on this VM's virtio disk) pages, ~1 MiB, from
+ * huge pages 4 MiB, so a save takes a quarter of the requests, the doorbells and the completions,
+ * and most of that work ran on the block layer's kworker at nice -20, preempting the ranks
+ * (docs/checkpoints.md "Session 23"). Session 19 had left them out for their first touch (~0.75
+ * CPU-s a run on this VM, the host backing fresh 2 MiB pages), which is paid once a run. */
+static float *snap_host_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, (size_t)2 << 20, bytes ? bytes : 1) != 0) return NULL;
+    if (bytes >= (4u << 20)) madvise(p, bytes & ~(size_t)4095, MADV_HUGEPAGE);
+    return p;
+}
+
 /* s->snap_buf grown to `need` floats (on the first save; the same size each time): the backend's
- * page-locked host memory where it has some (its copies into it are asynchronous), else malloc'd.
- * Not in transparent huge pages: tried (session 19), a save's direct I/O from them took 0.041
- * against 0.050 CPU-s (bench_ckpt_writer), but the kernel zeroing them at their first touch took
- * ~0.75 CPU-s a run of bench_ckpt_overhead on this VM, 15 times what small pages took. */
+ * page-locked host memory where it has some (its copies into it are asynchronous), else
+ * snap_host_alloc's. Nothing in flight reads the old one: one snapshot at a time. */
 static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err) {
     if (need <= s->snap_elems) return AH_OK;
     const ah_backend_t *be = s->tr->dev.backend;
     char why[256] = "the host has no memory left";
     float *b;
-    if (be->snap_host_alloc) { /* nothing in flight reads the old one: one snapshot at a time */
+    if (be->snap_host_alloc) {
         be->snap_host_free(s->snap_buf);
         s->snap_buf = NULL;
         s->snap_elems = 0;
         b = be->snap_host_alloc(need * sizeof(float), why, sizeof why);
-    } else {
-        b = realloc(s->snap_buf, need * sizeof(float));
+    } else if ((b = snap_host_alloc(need * sizeof(float))) != NULL) {
+        free(s->snap_buf);
     }
     if (!b)
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the checkpoint snapshot (%zu bytes: %s; give "
