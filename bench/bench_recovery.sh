@@ -7,6 +7,7 @@
 #   KEEP=DIR bash bench/bench_recovery.sh B        (keep the runs' work directories in DIR)
 #   MEMORY=0 bash bench/bench_recovery.sh B        (without the third run, local-first with replicas)
 #   SET=inplace bash bench/bench_recovery.sh B     (the relaunch against --in-place instead: below)
+#   SET=partial bash bench/bench_recovery.sh B     (the same for a host that keeps some of its ranks: below)
 #
 # Model: GPT-2 small's shape with a byte vocabulary (12 layers, 768 wide, 85.2M parameters); its
 # state (fp32 weights + AdamW m, v) is 1.02 GB. Cluster: two one-device nodes, fast-0 on demand and
@@ -43,6 +44,11 @@
 # relaunch, --no-in-place) and "in-place" (autohet run's default: one mpirun a node, and at the notice fast-0's rank
 # changes to the one-device plan in its own process), the notice once launch 0 has trained 4 steps;
 # printed: each recovery by phase, the in-place change's own phases, and relaunch / in place.
+# SET=partial (docs/elastic.md "Parked ranks"): SET=inplace's two runs where the staying host keeps only some of its
+# ranks: tiny-gpt2 (global batch 4, 64 tokens) on fast-0 (3 devices), slow-0 and fast-1 (spot); plan-0 is
+# data-parallel over fast-0's 3 devices and fast-1's, the notice removes fast-1, and the next plan is fast-0:0 and
+# fast-0:1: in place, fast-0's third rank parks (before parking: the stop and relaunch). Also printed: the parked
+# rank's wait and its CPU seconds meanwhile.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +61,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 
 SET=${SET:-}
 EVERY=2 # SET=inplace: 100, so that both runs save at the notice (redoing the steps since step 0 costs more)
-[ "$SET" = inplace ] && EVERY=100
+[ "$SET" = inplace ] || [ "$SET" = partial ] && EVERY=100
+MODEL=$WORK/model.json CLUSTER=$WORK/cluster.json GB=2 SEQ=16 SPOT=spot-0
 MOTO=
 AGENT=
 cleanup() {
@@ -64,7 +71,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
-if [ "$SET" != inplace ]; then
+if [ "$SET" != inplace ] && [ "$SET" != partial ]; then
     command -v moto_server >/dev/null || { echo "bench_recovery: moto_server not on PATH (pip install 'moto[server]')" >&2; exit 1; }
     PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     moto_server -H 127.0.0.1 -p "$PORT" >"$WORK/moto.log" 2>&1 &
@@ -86,6 +93,9 @@ cat >"$WORK/cluster.json" <<JSON
  "network": {"inter_node_gb_s": 12.5, "cloud_gb_s": $CLOUD_GB_S}}
 JSON
 "$AUTOHET" tokenize /usr/share/common-licenses/GPL-3 -o "$WORK/text.bin" >/dev/null
+if [ "$SET" = partial ]; then
+    MODEL=tiny-gpt2 GB=4 SEQ=64 SPOT=fast-1 CLUSTER=$PWD/examples/clusters/cpu-partial-host.json
+fi
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 run() { # NAME [flags]
@@ -95,15 +105,15 @@ run() { # NAME [flags]
     t0=$(date +%s%N)
     # --schedule 1f1b: the two data-parallel replicas this bench compares (under auto the planner now
     # takes one interleaved pipeline over fast-0 and spot-0, and each disk holds half the state)
-    "$AUTOHET" run --model "$WORK/model.json" --cluster "$WORK/cluster.json" --data "$WORK/text.bin" \
-        --global-batch 2 --seq-len 16 --steps 200 --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
+    "$AUTOHET" run --model "$MODEL" --cluster "$CLUSTER" --data "$WORK/text.bin" \
+        --global-batch $GB --seq-len $SEQ --steps 200 --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
         --schedule 1f1b ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} --work-dir "$WORK/$name" --quiet "$@" \
         >"$WORK/$name.log" 2>&1 &
     AGENT=$!
     # The notice once a step is complete in the cloud (a manifest is its commit point); SET=inplace: once
     # launch 0 has trained 4 steps.
     for i in $(seq 3000); do
-        if [ "$SET" = inplace ]; then
+        if [ "$SET" = inplace ] || [ "$SET" = partial ]; then
             n=$(grep -cs '"step"' "$WORK/$name/launch-0/metrics.jsonl" || true)
             [ "${n:-0}" -ge 4 ] && break
         else
@@ -112,7 +122,7 @@ run() { # NAME [flags]
         kill -0 $AGENT 2>/dev/null || break
         sleep 0.2
     done
-    echo "$(( ($(date +%s%N) - t0) / 1000000 )),remove,spot-0" >>"$WORK/$name.events"
+    echo "$(( ($(date +%s%N) - t0) / 1000000 )),remove,$SPOT" >>"$WORK/$name.events"
     for i in $(seq 3000); do
         grep -q '"event":"recover"' "$WORK/$name/metrics.jsonl" 2>/dev/null && break
         kill -0 $AGENT 2>/dev/null || break
@@ -124,11 +134,13 @@ run() { # NAME [flags]
     grep -q '"event":"recover"' "$WORK/$name/metrics.jsonl" 2>/dev/null ||
         { cat "$WORK/$name.log" >&2; echo "bench_recovery: the $name run did not recover" >&2; exit 1; }
 }
-if [ "$SET" = inplace ]; then
+if [ "$SET" = inplace ] || [ "$SET" = partial ]; then
     run relaunch --no-in-place
     run in-place # autohet run's default
     echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
     python3 bench/recovery_summary.py inplace "$WORK"
+    [ "$SET" = inplace ] || grep -h "parks at step\|parked .* s (CPU" "$WORK/in-place.log" ||
+        echo "in-place: no rank parked (see its log)"
     exit 0
 fi
 # every run of this set is the stop and relaunch (--no-in-place; cloud-only never changes in place)

@@ -130,4 +130,28 @@ assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-
 print(f"fallback: relaunched, resumed from step {rec[0]['step']} in {rec[0]['seconds']:.2f} s")
 PY
 exact fb "$WORK/fb/plan-1.json"
+# ---- park: a staying host keeps some of its ranks (docs/elastic.md "Parked ranks") ----
+# fast-0 holds 3 devices; plan-0 (global batch 4) is data-parallel over them and fast-1's. fast-1 preempted: the next
+# plan is fast-0:0 and fast-0:1 alone, so fast-0's job keeps 2 of its 3 ranks: the change in place (one launch),
+# fast-0's third rank parked (idle until its job ends, then gone), fast-1's job left, every step once (the losses'
+# exactness is test_train_inplace's park case). Before parking, a staying host's unused rank made this the
+# notice's stop and relaunch.
+CLUSTER=$SRC/examples/clusters/cpu-partial-host.json GB=4 STEPS=30
+notice_run pk "0,add,fast-0" remove,fast-1
+grep -q "in place: the change asked for at step [0-9]* (jobs \[[0-9]*\] leave, 2 ranks go on under the next plan, 1 rank park" \
+    "$WORK/pk.log" && grep -q "in place: changed at step" "$WORK/pk.log" || { cat "$WORK/pk.log"; fail "pk: not in place"; }
+python3 - "$WORK/pk" <<'PY' || { cat "$WORK/pk.log"; fail "pk: parked"; }
+import json, os, re, sys
+d = sys.argv[1]
+log, ev = open(d + ".log").read(), [json.loads(l) for l in open(d + "/metrics.jsonl")]
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert len(rc) == 1 and rc[0]["ranks_from"] == 4 and rc[0]["ranks_to"] == 2, rc
+assert not os.path.exists(d + "/launch-1") and not [x for x in ev if x.get("event") == "replan" and not x.get("in_place")], "relaunched"
+pid = int(re.search(r"job \d+ \(pid (\d+)\) parks at step %d" % rc[0]["step"], log).group(1))
+m = re.search(r"pid %d parked ([0-9.]+) s \(CPU ([0-9.]+) s\): its job ends" % pid, log)
+assert m and float(m.group(2)) <= 0.02 * float(m.group(1)) + 0.02, f"not idle while parked: {m and m.group(0)}"
+assert not os.path.exists(f"/proc/{pid}"), f"the parked process {pid} is left behind"
+assert [x["step"] for x in ev if "event" not in x] == list(range(30)) and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"park: in place at step {rc[0]['step']} (one launch), pid {pid} parked {m.group(1)} s with {m.group(2)} s of CPU")
+PY
 echo "PASS"

@@ -48,7 +48,9 @@ static void ranks(void) {
     ranks_check("{\"step\": 3, \"leave\": [1], \"plan\": \"p\"}", jobs, 5, 4, NULL);
     ranks_check(RANKS("3, -1, 0, 2"), jobs, 5, 4, "\"ranks\" has 4 entries, the world 5 ranks");
     ranks_check(RANKS("3, 1, 0, 2, -1"), jobs, 5, 4, "\"ranks\"[1] is 1 but rank 1's job 1 leaves (-1)");
-    ranks_check(RANKS("3, -1, 0, -1, 1"), jobs, 5, 4, "\"ranks\"[3] is -1 but rank 3's job 0 stays");
+    /* rank 3 parks (-1, its job 0 stays): the other 3 go on as 0..2; 3 of them would not be a permutation */
+    ranks_check(RANKS("2, -1, 0, -1, 1"), jobs, 5, 3, NULL);
+    ranks_check(RANKS("3, -1, 0, -1, 1"), jobs, 5, 3, "\"ranks\"[0] is 3: the staying ranks' are not a permutation");
     ranks_check(RANKS("3, -1, 0, 3, 1"), jobs, 5, 4, "\"ranks\"[3] is 3: the staying ranks' are not a permutation of 0..3");
     ranks_check(RANKS("4, -1, 0, 2, 1"), jobs, 5, 4, "\"ranks\"[0] is 4: the staying ranks' are not a permutation");
     /* "join": the staying ranks' entries distinct ranks of the bigger new world, the new jobs' the others */

@@ -15,7 +15,7 @@
 . "$(dirname "$0")/train_common.sh"
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4 \
-    dp2-20=n2,n0:5,3
+    dp2-20=n2,n0:5,3 dp1-1=n1:8
 # Partitioned plans, where the move carries layers between processes (runtime/reconfig_move.h): pp3 (n0 blocks
 # 0-1 and the embedding, n1 block 2, n2 block 3 and the head), pp2 over n0, n1 (blocks 0-1, 2-3); pp3-n0, the
 # same stages on n0's devices 0-2, and tp2-n0 on n0's devices 0 and 1 (one stage, every block split in two: a
@@ -175,6 +175,67 @@ RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2
 # Before, the buffers were mapped while the messages were posted: the leaver stopped posting, its peers waited
 # for its messages for ever, and run_jobs' timeout killed the three.
 OLD=pp3-n0 RESTORED="no host memory for" inplace nomem 2 tp2-n0 "phase=reconfig-move,step=3,action=nomem"
+# park (docs/elastic.md "Parked ranks"): a host's job keeps some of its ranks. Job 0 runs 2 ranks (world ranks 0
+# and 1, one host's), job 1 one (rank 2); at step 3 "ranks" [0, -1, 1] ("leave" []) keeps job 0's rank 0 and job 1's
+# under dp2-01, and job 0's rank 1 parks: it hands over its state in the move, leaves the world, frees its trainer and
+# waits asleep until its job ends. At step 6 job 0 leaves (its host goes: a second request, written while job 1's
+# rank is held mid-step 5 by the test hook, action=pause) and job 1 trains steps 6-7 alone under dp1-1: the parked
+# rank ends with its job. Checked: both mpiruns exit 0; the survivors' pids are the ones started; the losses of
+# steps 0-5 bit-identical (3 of dp3, 3 of dp2-01 resumed from step 3); 8 steps trained, on 3, 2 and 1 ranks; the
+# parked process said it parked and, at its job's end, how long and its CPU seconds meanwhile (every thread's: under
+# 2 % of the wait plus 20 ms), and is gone.
+park_case() {
+    local d=$WORK/park job np
+    mkdir -p "$d/join" "$d/run"
+    printf '{"step": 3, "leave": [], "plan": "%s", "ranks": [0, -1, 1]}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
+    for job in 1 0; do
+        np=$((2 - job))
+        AH_JOB=$job AH_TEST_HOOK=$([ $job = 1 ] && echo "phase=step,step=5,action=pause,file=$d/held") \
+            AH_WORLD_JOIN=$d/join:$job:2 timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_TEST_HOOK \
+            -x AH_WORLD_JOIN -np $np bash -c "echo \$\$ >$d/pid\$AH_JOB-\$OMPI_COMM_WORLD_RANK; exec \
+            $(train dp3 park/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+        eval "p$job=\$!"
+    done
+    for _ in $(seq 1800); do [ -e "$d/held" ] && break; kill -0 "$p1" 2>/dev/null || break; sleep 0.1; done
+    printf '{"step": 6, "leave": [0], "plan": "%s"}\n' "$WORK/dp1-1.json" >"$d/run/next.json"
+    mv "$d/run/next.json" "$d/run/reconfigure.json"
+    rm -f "$d/held"
+    wait "$p1"; echo $? >"$d/st1"
+    wait "$p0"; echo $? >"$d/st0"
+    python3 - "$WORK" <<'PY2' || { tail -n 20 "$d"/job*.out >&2; fail "park: a host's job keeps 1 of its 2 ranks"; }
+import json, os, re, sys
+work = sys.argv[1]
+d = f"{work}/park"
+st = {j: int(open(f"{d}/st{j}").read()) for j in (0, 1)}
+out = {j: open(f"{d}/job{j}.out").read() for j in (0, 1)}
+pid = {k: int(open(f"{d}/pid{k}").read()) for k in ("0-0", "0-1", "1-0")}
+assert st == {0: 0, 1: 0}, (st, out)
+m = re.search(r"job 0 \(pid (\d+)\) parks at step 3", out[0])
+assert m and int(m.group(1)) == pid["0-1"], out[0]
+assert f"job 0 (pid {pid['0-0']}) leaves at step 6" in out[0], out[0]
+m = re.search(r"pid (\d+) parked ([0-9.]+) s \(CPU ([0-9.]+) s\): its job ends", out[0])
+assert m and int(m.group(1)) == pid["0-1"], out[0]
+wait, cpu = float(m.group(2)), float(m.group(3))
+assert wait > 0 and cpu <= 0.02 * wait + 0.02, f"parked {wait} s with {cpu} s of CPU: not idle"
+assert not os.path.exists(f"/proc/{pid['0-1']}"), "the parked process is still there"
+lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
+rc = [o for o in lines if o.get("event") == "reconfigure"]
+assert len(rc) == 2 and rc[0]["step"] == 3 and rc[0]["ranks_from"] == 3 and rc[0]["ranks_to"] == 2, rc
+assert rc[0]["pids"] == [pid["0-0"], pid["1-0"]] and rc[0]["state"] == "moved", rc[0]
+assert rc[1]["step"] == 6 and rc[1]["leave"] == [0] and rc[1]["pids"] == [pid["1-0"]], rc[1]
+steps = [o for o in lines if "event" not in o]
+assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
+assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 3 + [1] * 2
+ref = {o["step"]: o["loss"] for f in ("ref-dp3", "ref-dp2-01") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
+       if "event" not in o and (f == "ref-dp3") == (o["step"] < 3)}
+for o in steps[:6]:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+print(f"  park: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {wait:.3f} s, CPU {cpu:.3f} s, ended with its "
+      f"job at step 6 (job 0 left, job 1 on alone); pids kept {rc[0]['pids']}; losses 0-5 bit-identical (3 of dp3, "
+      f"3 of dp2-01 resumed)")
+PY2
+}
+park_case
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
 # --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a

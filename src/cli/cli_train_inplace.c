@@ -113,7 +113,8 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
         fprintf(stderr, "autohet train: rank %d: no host memory for the move's %d ranks\n", tr->rank, n);
         ah_comm_abort(ah_status_exit_code(AH_ERR_OOM));
     }
-    ah_status_t s = ah_comm_allgather_i64(w, ah_reconfig_leaving(req) ? -1 : mine >= 0 ? mine : -2, all, &err);
+    const bool goes = ah_reconfig_leaving(req) || ah_reconfig_parking(req); /* hands over what it holds */
+    ah_status_t s = ah_comm_allgather_i64(w, goes ? -1 : mine >= 0 ? mine : -2, all, &err);
     for (int r = 0; r < n; r++) stay += all[r] != -1;
     for (int r = 0, next = 0; r < n; r++) to[r] = all[r] == -2 ? next++ : (int)all[r]; /* no "ranks": world order */
     args_t b = *a;
@@ -214,14 +215,32 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     return -1;
 }
 
+/* A rank the new plan does not use while its job goes on (runtime/reconfig.h "ranks" -1, docs/elastic.md
+ * "Parked ranks"), out of the world, its trainer and session freed: its data closed, then asleep until its
+ * job ends (comm.h ah_comm_park), said with the wait's CPU seconds; 0 (it then only finalizes). */
+static int park(const ah_reconfig_req_t *req, ah_dataset_t *data, ah_dataset_t *val) {
+    ah_dataset_close(data);
+    ah_dataset_close(val);
+    printf("autohet train: job %d (pid %d) parks at step %lld: the other ranks go on in place under %s; it waits for "
+           "its job's end\n", ah_comm_world_job(), (int)getpid(), (long long)req->step, req->plan);
+    fflush(stdout);
+    double cpu = 0, wall = 0;
+    ah_error_t err;
+    if (ah_comm_park(&cpu, &wall, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    printf("autohet train: pid %d parked %.3f s (CPU %.3f s): its job ends\n", (int)getpid(), wall, cpu);
+    fflush(stdout);
+    return 0;
+}
+
 /* The boundary req->step of an in-place reconfiguration (runtime/reconfig.h), on every rank of the old
  * world: the save, the old runtime freed, the world split, the new jobs admitted ("join"). A leaving rank
- * returns 0 (it then only finalizes); a staying one sets up req's plan on the new world (set_up_new). */
+ * returns 0 (it then only finalizes), a parking one parks (park); a staying one sets up req's plan on the
+ * new world (set_up_new). */
 static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
                        FILE **metrics, ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
     ah_comm_t *world = ah_comm_world();
     const int from = ah_comm_size(world), job = ah_comm_world_job();
-    const bool leaving = ah_reconfig_leaving(req);
+    const bool leaving = ah_reconfig_leaving(req), parking = ah_reconfig_parking(req);
     double ph[AH_RECONFIG_N_PH] = {0}, t = ah_now_s();
     json_t *events = NULL;
     ah_error_t err;
@@ -240,12 +259,12 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     ph[AH_RECONFIG_PH_TEARDOWN] = ah_now_s() - t;
     t = ah_now_s();
     const int new_rank = ah_reconfig_new_rank(req);
-    if (*metrics && (leaving || new_rank > 0)) { /* rank 0 of the new world appends to it from now on */
+    if (*metrics && (leaving || parking || new_rank > 0)) { /* rank 0 of the new world appends to it from now on */
         fclose(*metrics);
         *metrics = NULL;
     }
-    if (ah_comm_world_shrink(!leaving, new_rank, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
-    if (!leaving && req->join > 0) { /* the new jobs in, by their turns (comm/join.c), sent the request */
+    if (ah_comm_world_shrink(!leaving && !parking, new_rank, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    if (!leaving && !parking && req->join > 0) { /* the new jobs in, by their turns (comm/join.c), sent the request */
         late_msg_t m = {.req = *req, .from = from};
         const int key = new_rank >= 0 ? new_rank : ah_comm_rank(world);
         if (ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
@@ -258,6 +277,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         fflush(stdout);
         return 0;
     }
+    if (parking) return park(req, data, val);
     return set_up_new(a, req, from, false, ph, &state, mv, plan, data, val, metrics, tr, have_tr, ck, start);
 }
 

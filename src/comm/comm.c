@@ -112,13 +112,48 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
     return AH_OK;
 }
 
+/* ---- parking (ah_comm_park) ----
+ * The job's end: one MPI_Ibarrier on the job's own MPI_COMM_WORLD, which every rank of the job enters
+ * exactly once: a parked rank when it parks, every other rank in ah_comm_finalize. No other collective
+ * runs on MPI_COMM_WORLD after the start (comm/join.c's connect is over before, and a world's admission
+ * is over the joined communicator), so the barrier matches whichever order the ranks come in. A parked
+ * rank tests it every PARK_TEST_S, asleep in between: MPI_Finalize's own fence (Open MPI 4.1's
+ * lazy wait: opal_progress every 100 us) would keep it busy for as long as its job runs. */
+static bool g_job_end_done; /* this rank entered the job's end barrier and saw it complete */
+#define PARK_TEST_S 0.02
+
+static int job_end_barrier(bool asleep) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &r), done = 0;
+    if (rc != MPI_SUCCESS) return rc;
+    g_job_end_done = true;
+    if (!asleep) return wait_req(&r);
+    while ((rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) ah_sleep_s(PARK_TEST_S);
+    return rc;
+}
+
 void ah_comm_finalize(void) {
     free(g_world.counts);
     g_world.counts = NULL;
-    int fin = 0;
+    int fin = 0, init = 0;
     MPI_Finalized(&fin);
+    MPI_Initialized(&init);
     if (!fin && g_world.c != MPI_COMM_WORLD && g_world.c != MPI_COMM_NULL) MPI_Comm_free(&g_world.c);
+    if (!fin && init && !g_job_end_done) job_end_barrier(false); /* the job's parked ranks (ah_comm_park) go */
     if (!fin) MPI_Finalize();
+}
+
+ah_status_t ah_comm_park(double *cpu_s, double *wall_s, ah_error_t *err) {
+    if (g_world.c != MPI_COMM_NULL)
+        return ah_error_set(err, AH_ERR_USAGE, "only a rank that left the world (ah_comm_world_shrink) parks");
+    struct timespec c0, c1; /* every thread's CPU (ah_cpu_s leaves background threads out) */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    const double w0 = ah_now_s();
+    const int rc = job_end_barrier(true);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    *cpu_s = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    *wall_s = ah_now_s() - w0;
+    return rc == MPI_SUCCESS ? AH_OK : mpi_fail(err, rc, "the parked rank's wait for its job's end (MPI_Ibarrier)");
 }
 
 _Noreturn void ah_comm_abort(int code) {
@@ -131,9 +166,6 @@ ah_comm_t *ah_comm_world(void) { return &g_world; }
 int ah_comm_world_job(void) { return g_job; }
 
 ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
-    if (g_job < 0 && !stay)
-        return ah_error_set(err, AH_ERR_USAGE, "a rank of one mpirun job cannot leave it while the others go on "
-                            "(its MPI_Finalize waits for the whole job): start one job a host with AH_WORLD_JOIN");
     int me = 0;
     MPI_Comm_rank(g_world.c, &me);
     MPI_Comm nc = MPI_COMM_NULL;

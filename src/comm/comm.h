@@ -68,10 +68,18 @@ int ah_comm_world_job(void);
  * 4.1), and the split becomes ah_comm_world(); a rank that leaves then has no world (size 0) and
  * only calls ah_comm_finalize. Every other communicator split from the old world must be freed by
  * the caller before (the trainer's groups, the checkpoint session's), so that no one uses a
- * communicator that holds a leaving process after it is gone. Only on a world of joined jobs
- * (AH_WORLD_JOIN): a rank of one mpirun job cannot leave it (its MPI_Finalize is a fence over the
- * job); there, every rank must stay. */
+ * communicator that holds a leaving process after it is gone. A rank that does not stay either leaves
+ * with its whole job (a world of joined jobs, AH_WORLD_JOIN: the job's ranks then finalize together) or
+ * parks (ah_comm_park: some ranks of a job that goes on; a rank of one mpirun job cannot end before the
+ * job, its MPI_Finalize being a fence over the job). */
 ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
+/* A rank that left the world (ah_comm_world_shrink) while others of its mpirun job go on: waits, asleep
+ * (a test every 20 ms, no spinning), until every other rank of its job has entered ah_comm_finalize (the
+ * job's end: the run's end, or its host's job leaving at a later change), then returns; the caller then
+ * calls ah_comm_finalize, which returns with the others'. *cpu_s and *wall_s: the process's CPU seconds
+ * (every thread's) and the wall seconds of the wait. Every rank's ah_comm_finalize takes part in the
+ * job's end (one barrier over the job's ranks), parked ranks or not; a rank killed ends the job as ever. */
+ah_status_t ah_comm_park(double *cpu_s, double *wall_s, ah_error_t *err);
 /* An in-place join (runtime/reconfig.h "join"): collective over the world of joined jobs, every rank alive and
  * every other communicator freed as for ah_comm_world_shrink. The world accepts the next njobs mpirun jobs
  * (started with AH_WORLD_JOIN=DIR:JOB:NJOBS, DIR the world's, JOB its next numbers, NJOBS the count after

@@ -2,15 +2,16 @@
  * reconfiguration at a notice"). With --in-place the agent launches one mpirun a host, joined into one
  * world (launcher.h joined). At an events-file notice, once the next plan is made (agent_handover.c),
  * it asks the trainers to change in place (runtime/reconfig.h) instead of stopping them, when it can:
- * the next plan uses only devices that running ranks hold and every rank of a staying host, and a step
+ * the next plan uses only devices that running ranks hold and at least one of each staying host's (the
+ * ranks it does not use park: idle in their job until it ends; docs/elastic.md "Parked ranks"), and a step
  * of this launch has been trained since its start or the last change (a notice before the trainer has
  * said where it resumed, its recover event, waits for that: the request is written once it has, if
  * before the deadline below). The request (RUN_DIR's
  * reconfigure.json): "step" the step after the newest the metrics show, "leave" the leaving hosts' jobs,
  * "plan" the next plan as the hosts hold it (RUN_DIR/next-plan.json), "ranks" each rank's rank in the new
- * world, by device (-1: leaving). The trainers save that step, the leaving
- * ranks exit 0, the others go on under the next plan in the same processes and say so with a
- * "reconfigure" metrics event; the agent then reaps the leaving jobs (leave_hosts), drops the leaving
+ * world, by device (-1: leaving or parking). The trainers save that step, the leaving
+ * ranks exit 0, the parked ones wait, the others go on under the next plan in the same processes and say
+ * so with a "reconfigure" metrics event; the agent then reaps the leaving jobs (leave_hosts), drops the leaving
  * nodes' disks and records the recovery, in place, closed at the next step line. Anything else (no next
  * plan, a device no running rank holds, a request not taken by the grace period less the save estimate:
  * refused by the trainer, no step boundary in time, or the trainer silent on where it resumed until
@@ -89,12 +90,15 @@ static const char *rank_node(const ah_plan_t *p, int r, int *index) {
 }
 
 /* ranks[r] for each rank r of the running plan (the world's): its rank under next by device, -1 on a
- * leaving node; false with why when next does not take exactly the staying ranks' devices.
+ * leaving node or when next does not use its device (the rank parks: runtime/reconfig.h, docs/elastic.md
+ * "Parked ranks"); false with why when next uses a device no running rank holds, or none of a staying
+ * host's (its job would have no rank left in the world: a host leaves only with a notice).
  * *ordered: the survivors keep their order (the request then needs no "ranks"). */
 static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool *ordered, char *why, size_t cap) {
     const ah_plan_t *cur = &a->cur.plan;
     const int w = ah_plan_device_count(cur), n = ah_plan_device_count(next);
-    int taken = 0, last = -1;
+    int taken = 0, last = -1, *kept = calloc((size_t)a->cluster.n_nodes + 1, sizeof *kept);
+    if (!kept) return snprintf(why, cap, "out of host memory"), false;
     *ordered = true;
     for (int r = 0; r < w; r++) {
         int idx, q;
@@ -107,21 +111,38 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
             const char *qn = rank_node(next, q, &qi);
             if (qi == idx && strcmp(qn, node) == 0) break;
         }
-        if (q == n) {
-            snprintf(why, cap, "the next plan leaves rank %d's device %s:%d unused (a staying host's ranks must all go on)",
-                     r, node, idx);
-            return false;
-        }
+        if (q == n) continue; /* parks */
         ranks[r] = q;
+        if (i >= 0) kept[i]++;
         *ordered = *ordered && q > last;
         last = q;
         taken++;
     }
-    if (taken < n) {
+    bool ok = taken == n;
+    if (!ok)
         snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken, n - taken == 1 ? "" : "s");
-        return false;
+    for (int r = 0; ok && r < w; r++) {
+        int idx;
+        const int i = node_index(a, rank_node(cur, r, &idx));
+        if (ranks[r] < 0 && i >= 0 && !a->leaving[i] && !kept[i]) {
+            snprintf(why, cap, "the next plan uses none of %s's devices, which stays (a staying host's job keeps a "
+                     "rank)", a->cluster.nodes[i].name);
+            ok = false;
+        }
     }
-    return true;
+    free(kept);
+    return ok;
+}
+
+/* The running ranks that the request parks (-1 on a staying node). */
+static int count_parked(const agent_t *a, const int *ranks) {
+    int n = 0;
+    for (int r = 0; r < ah_plan_device_count(&a->cur.plan); r++) {
+        int idx;
+        const int i = node_index(a, rank_node(&a->cur.plan, r, &idx));
+        n += ranks[r] < 0 && (i < 0 || !a->leaving[i]);
+    }
+    return n;
 }
 
 bool ah_agent_inplace_fits(const agent_t *a, const ah_plan_t *next, char *why, size_t cap) {
@@ -191,9 +212,13 @@ static bool write_request(agent_t *a, int64_t step, const int *ranks, bool order
     }
     if (ok) {
         char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
-        say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s); "
+        const int parked = count_parked(a, ranks);
+        char park[96] = "";
+        if (parked) snprintf(park, sizeof park, ", %d rank%s park (idle until their host's job ends)", parked,
+                             parked == 1 ? "" : "s");
+        say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s%s); "
             "waiting for it until %.1f s", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
-            ordered ? "" : ", renumbered", a->inplace_deadline - a->t0);
+            ordered ? "" : ", renumbered", park, a->inplace_deadline - a->t0);
         free(text);
     }
     json_decref(req);

@@ -132,10 +132,9 @@ bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, in
     bool *seen = calloc(AH_RECONFIG_RANKS_MAX, sizeof *seen), bad = !seen; /* "join": new ranks up to the max */
     if (bad) snprintf(why, cap, "no host memory to check \"ranks\"");
     for (int r = 0; !bad && r < n; r++) {
-        const int to = req->ranks[r];
-        if ((bad = job_leaves(req, jobs[r]) != (to < 0)))
-            snprintf(why, cap, "\"ranks\"[%d] is %d but rank %d's job %lld %s", r, to, r, (long long)jobs[r],
-                     to < 0 ? "stays" : "leaves (-1)");
+        const int to = req->ranks[r]; /* -1 in a staying job: the rank parks (ah_reconfig_parking) */
+        if ((bad = job_leaves(req, jobs[r]) && to >= 0))
+            snprintf(why, cap, "\"ranks\"[%d] is %d but rank %d's job %lld leaves (-1)", r, to, r, (long long)jobs[r]);
         else if (to >= 0 && (bad = (!req->join && to >= stay) || seen[to]))
             snprintf(why, cap, req->join ? "\"ranks\"[%d] is %d: the staying ranks' are not distinct"
                      : "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to, stay - 1);
@@ -160,7 +159,8 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
         for (int r = 0; r < n; r++) there = there || jobs[r] == req->leave[k];
         if (!there && missing < 0) missing = req->leave[k];
     }
-    for (int r = 0; st == AH_OK && r < n; r++) stays += !job_leaves(req, jobs[r]);
+    for (int r = 0; st == AH_OK && r < n; r++) /* the ranks that go on: not leaving, not parking */
+        stays += !job_leaves(req, jobs[r]) && (req->n_ranks != n || req->ranks[r] >= 0);
     char why[256] = "";
     if (st == AH_OK) {
         if (ah_comm_world_job() < 0 && (req->n_leave > 0 || req->join > 0))
@@ -231,6 +231,10 @@ void ah_reconfig_retire(const char *run_dir) {
 bool ah_reconfig_leaving(const ah_reconfig_req_t *req) {
     const int job = ah_comm_world_job();
     return job >= 0 && job_leaves(req, job);
+}
+
+bool ah_reconfig_parking(const ah_reconfig_req_t *req) {
+    return req->n_ranks > 0 && !ah_reconfig_leaving(req) && ah_reconfig_new_rank(req) < 0;
 }
 
 int ah_reconfig_new_rank(const ah_reconfig_req_t *req) {

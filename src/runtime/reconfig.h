@@ -17,8 +17,9 @@
  *            as AH_WORLD_RANKS numbered them) with the leaving ranks taken out; an absolute path or one
  *            relative to the trainer's working directory;
  *   "ranks"  optional: [n_0, ..., n_(W-1)], one entry per rank of the running world of W ranks: rank r's
- *            rank in the new world (so the new plan's rank n_r), -1 for a rank that leaves: -1 exactly
- *            for the leaving jobs' ranks, the others a permutation of 0..stay-1 (the agent's mapping of
+ *            rank in the new world (so the new plan's rank n_r), -1 for a rank that leaves or parks: -1
+ *            for every leaving job's rank, and for a staying job's rank that the new plan does not use
+ *            (it parks: below), the others a permutation of 0..stay-1 (the agent's mapping of
  *            each surviving device to the new plan's rank on it); with "join", the staying ranks' entries
  *            are distinct ranks of the new world, the new jobs' ranks (their AH_WORLD_RANKS) the others;
  *   "join"   optional: K >= 1 new mpirun jobs admitted at the boundary (an in-place join): started with
@@ -55,8 +56,13 @@
  * ranks do (5) with them, reading step S from the tiers as a relaunch would (their own local root holds
  * nothing: peer replicas, the cloud). Rank 0 of the new world
  * writes the "reconfigure" metrics event (protocol.h) with each phase's seconds (the slowest rank's).
- * Only between joined jobs: in one mpirun job a rank cannot leave while the others go on (its
- * MPI_Finalize waits for them all; docs/elastic.md "Can survivors keep their processes?"). */
+ * Jobs leave only a world of joined jobs: in one mpirun job a rank cannot end while the others go on (its
+ * MPI_Finalize waits for them all; docs/elastic.md "Can survivors keep their processes?"). A rank whose
+ * job stays but which the new plan does not use ("ranks" -1) PARKS instead, in any world: it does (1)-(3)
+ * as a leaving rank (the save, its state handed over in the move, its runtime freed, out of the world),
+ * then waits asleep until its job ends (comm.h ah_comm_park: the run's end, or its job leaving at a later
+ * change) and finalizes with the job's other ranks. A parked rank is in no later world: a plan that wants
+ * its device again is a relaunch (docs/elastic.md "Parked ranks"). */
 #ifndef AH_RUNTIME_RECONFIG_H
 #define AH_RUNTIME_RECONFIG_H
 
@@ -105,6 +111,8 @@ bool ah_reconfig_leaving(const ah_reconfig_req_t *req);
 /* This rank's rank in the new world by req's "ranks" (before the world shrinks), -1 when req has none (or
  * it leaves): comm.h ah_comm_world_shrink's key. */
 int ah_reconfig_new_rank(const ah_reconfig_req_t *req);
+/* Whether this rank parks (req's "ranks" gives it -1 while its job stays: comm.h ah_comm_park). */
+bool ah_reconfig_parking(const ah_reconfig_req_t *req);
 
 /* The survivors' phases of an in-place reconfiguration, the slowest rank's (s): the save, the teardown of
  * the old plan's runtime, the world's split, the new plan's set-up (without the restore), the restore (0
