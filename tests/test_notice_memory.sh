@@ -21,16 +21,19 @@
 #      the preempt event says so ("uploads_cancelled": n1, held in memory).
 . "$(dirname "$0")/train_common.sh"
 STEPS=40
-python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" <<'PY'
+# pp2.json; pp2-ref.json, the same at the emulation's own pace (the slowdown changes no loss): the uninterrupted
+# run, the oracle, needs no slowing
+python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp2.json" "$WORK/pp2-ref.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n1", "index": 0}]
-d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lands mid-run
 d["cluster"]["network"]["cloud_gb_s"] = 2e-4  # uploads (C) still pending at the notice
+json.dump(d, open(sys.argv[3], "w"))
+d["cluster"]["gpu_types"]["cpu"]["emulate"]["slowdown"] = 10.0  # the notice lands mid-run
 json.dump(d, open(sys.argv[2], "w"))
 PY
 train() { plan_train pp2 300 "$@"; } # out [flags...]
-train full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
+plan_train pp2-ref 300 full || { cat "$WORK/full.err" >&2; fail "the uninterrupted run"; }
 # notice NAME [hook [flags...]]: the run with replicas, SIGTERM to n1's rank after 6 steps; sets RC
 notice() {
     local name=$1 hook=${2:-}
