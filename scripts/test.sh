@@ -11,6 +11,12 @@ bash scripts/setup.sh
 
 # What the MPI tests need as root on a small machine (DESIGN.md "Environment notes").
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# A pyenv python3 is a shim that runs `pyenv exec` at every call (~0.1 s of CPU), and the tests call
+# python3 hundreds of times: its version's bin directory goes first, as pyenv exec puts it (the same
+# interpreter and the same moto_server, found once).
+if [[ $(command -v python3) == */.pyenv/shims/python3 ]]; then
+    PATH=$(dirname "$(python3 -c 'import sys; print(sys.executable)')"):$PATH
+fi
 
 build=${AH_BUILD_DIR:-build}
 read -r -a extra <<<"${AH_CMAKE_ARGS:-}"
