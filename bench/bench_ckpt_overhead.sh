@@ -19,6 +19,11 @@
 #   BASE=B0 bash bench/bench_ckpt_overhead.sh B         (a fourth mode, "base": async with B0's autohet,
 #                                                        another build, in the same rounds: a change's
 #                                                        side-by-side figure, both against B's "none")
+#   FLOOR=1 bash bench/bench_ckpt_overhead.sh B         (a mode "floor": "none" again, beside a separate
+#                                                        process writing that round's save bytes with
+#                                                        O_DIRECT and fsync once every 1.10 x none's step:
+#                                                        what the disk writes alone cost at the rate a
+#                                                        1.10x run needs, with no snapshot, copy or commit)
 #
 # Is the emulation faithful? An emulated device of slowdown s computes on a core for 1/s of its
 # phase and sleeps the rest (runtime/emulate.h), so the ranks ask for sum over ranks of 1/slowdown
@@ -100,6 +105,32 @@ for r in $(seq "$ROUNDS"); do
     run "sync-$r" 1 --ckpt-sync
     run "async-$r" 1
     [ -z "$BASE_AUTOHET" ] || AUTOHET=$BASE_AUTOHET run "base-$r" 1
+    [ "${FLOOR:-0}" = 1 ] || continue
+    python3 - "$WORK/none-$r" "$WORK/floor.bin" "$WORK/floor-$r.stop" >"$WORK/floor-$r.writer" <<'PY' &
+import json, mmap, os, statistics, sys, time
+run, path, stop = sys.argv[1:]
+ev = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+size = [e for e in ev if e.get("event") == "checkpoint"][-1]["bytes"]["local"] & ~((4 << 20) - 1)
+period = 1.10 * statistics.median(e["seconds"] for e in ev if "event" not in e and "seconds" in e)
+buf = mmap.mmap(-1, size)  # the snapshot's way: huge pages, touched before the run
+buf.madvise(mmap.MADV_HUGEPAGE)
+buf.write(b"\x5a" * size)
+n, c0 = 0, time.process_time()
+while not os.path.exists(stop):
+    t = time.time()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+    for o in range(0, size, 4 << 20):
+        os.write(fd, memoryview(buf)[o:o + (4 << 20)])
+    os.fsync(fd)
+    os.close(fd)
+    n += 1
+    time.sleep(max(0.0, period - (time.time() - t)))
+print(n, size, period, time.process_time() - c0)
+PY
+    sleep 1 # the writer's buffer touched
+    run "floor-$r" "$STEPS"
+    touch "$WORK/floor-$r.stop"
+    wait
 done
 [ -z "$BASE_AUTOHET" ] || echo "base: async with $BASE_AUTOHET ($("$BASE_AUTOHET" --version | head -1))"
 echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -142,6 +173,16 @@ if base:
     print(f"median wall: base {mb:.2f} s ({mb / med['none']:.2f}x to none) against async {med['async']:.2f} s "
           f"({med['async'] / med['none']:.2f}x); async / base per round "
           + ", ".join(f"{rows['async'][r][0] / rb[r][0]:.2f}" for r in range(rounds)))
+if os.path.exists(os.path.join(work, "floor-1.writer")):
+    rf = [figures(f"floor-{r}") for r in range(1, rounds + 1)]
+    wr = [open(os.path.join(work, f"floor-{r}.writer")).read().split() for r in range(1, rounds + 1)]
+    print("floor (none beside a separate writer of the save's bytes) per round: " + ", ".join(
+        f"{f[0]:.2f} s ({f[0] / rows['none'][r][0]:.2f}x; {int(w[0])} writes of {int(w[1]) / 1e6:.0f} MB, one every "
+        f"{float(w[2]):.3f} s, the writer's CPU {float(w[3]):.2f} s)" for r, (f, w) in enumerate(zip(rf, wr))))
+    mf = statistics.median(f[0] for f in rf)
+    print(f"median wall: floor {mf:.2f} s ({mf / med['none']:.2f}x to none): the disk writes alone at the rate "
+          f"a 1.10x run needs; async / floor per round " + ", ".join(
+          f"{rows['async'][r][0] / rf[r][0]:.2f}" for r in range(rounds)))
 saves, state = rows["sync"][0][2], rows["sync"][0][3]
 waits = [x[4] for x in rows["async"]]
 print(f"median wall: none {med['none']:.2f} s (one save at the end), sync {med['sync']:.2f} s, async {med['async']:.2f} s "
