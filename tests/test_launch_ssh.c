@@ -612,6 +612,40 @@ static void test_dead_jobs(void) {
     ah_launcher_free(&l);
 }
 
+/* reachable_many: every host asked at once; a failure named as reachable names it, a host that does not
+ * answer in time asked again once, at once: answering then, it answers; silent twice, unknown (a slow or
+ * hung ssh is not a host gone; before, the quiet-spell probe asked one host at a time and dropped it). */
+static void test_reachable_many(void) {
+    ah_launcher_t l;
+    ah_error_t err, errs[5];
+    CHECK(open_ssh(rsh, disks, &l, &err) && l.reachable_many, "%s", err.msg);
+    char path[160];
+    const char *mark[] = {"hang-h2", "hang-h3", "hang-once-h4"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", root, mark[k]);
+        write_file(path, "");
+    }
+    const char *hosts[] = {"h0", "bad", "h2", "h3", "h4"};
+    int v[5];
+    const double t0 = ah_now_s();
+    l.reachable_many(l.ctx, hosts, 5, 0.6, v, errs);
+    const double took = ah_now_s() - t0;
+    CHECK(v[0] == AH_REACH_YES && v[1] == AH_REACH_NO && v[2] == AH_REACH_UNKNOWN && v[3] == AH_REACH_UNKNOWN &&
+              v[4] == AH_REACH_YES, "verdicts %d %d %d %d %d", v[0], v[1], v[2], v[3], v[4]);
+    CHECK(strstr(errs[1].msg, "host bad: a test command failed") && strstr(errs[1].msg, "Permission denied"), "%s",
+          errs[1].msg);
+    CHECK(strstr(errs[2].msg, "host h2: no answer to a test command within 0.6 s, twice"), "%s", errs[2].msg);
+    /* at once: two tries of 0.6 s (one host at a time: 0.6 x 2 for h2, for h3, and 0.6 for h4) */
+    CHECK(took < 2.2, "asked at once: %.2f s", took);
+    printf("reachable_many: 5 hosts, two silent twice and one once at 0.6 s a try, in %.2f s\n", took);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", root, mark[k]);
+        unlink(path);
+    }
+    CHECK(l.reachable(l.ctx, "h2", &err) == AH_OK, "h2 answers again: %s", err.msg);
+    ah_launcher_free(&l);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "joined") == 0) return drive(argc, argv);
     snprintf(root, sizeof root, "/tmp/ah_test_launch_ssh_XXXXXX");
@@ -628,7 +662,10 @@ int main(int argc, char **argv) {
     char script[1024];
     snprintf(script, sizeof script, "#!/bin/sh\nhost=$1\nshift\n[ \"$host\" = bad ] && { echo 'Permission denied "
              "(publickey).' >&2; exit 255; }\n[ -e '%s'/down-$host ] && { echo 'Connection refused' >&2; exit 255; }\n"
-             "case \"$*\" in *reconfigure.json.tmp*) echo $host >>'%s'/put.log;; esac\nexec sh -c \"$*\"\n", root, root);
+             "[ -e '%s'/hang-once-$host ] && { rm '%s'/hang-once-$host; exec sleep 30; }\n"
+             "[ -e '%s'/hang-$host ] && exec sleep 30\n"
+             "case \"$*\" in *reconfigure.json.tmp*) echo $host >>'%s'/put.log;; esac\nexec sh -c \"$*\"\n", root, root, root,
+             root, root);
     write_file(rsh, script);
     chmod(rsh, 0755);
     test_options();
@@ -636,6 +673,7 @@ int main(int argc, char **argv) {
     test_joined();
     test_joined_env();
     test_dead_jobs();
+    test_reachable_many();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

@@ -128,7 +128,7 @@ void ah_agent_plan_event(agent_t *a, const char *event, double secs, bool in_pla
 /* Plans on what is up and launches; a plan event in the metrics. */
 static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err) {
     ah_plan_result_t r;
-    ah_agent_drop_unreachable(a, false, "planned out");
+    ah_agent_drop_unreachable(a, false, false, "planned out");
     const double t = ah_now_s();
     /* the plan made at the notice or the join (agent_handover.c), when its nodes are all still up */
     const bool made = ah_agent_take_next_plan(a, &r);
@@ -326,7 +326,7 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     /* failed with no notice, or stopped by the step timeout (its exit status is the stop's): the
      * plan's hosts that no longer answer vanished or hung, and leave */
     else if ((a->hung && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED)) ||
-             (act == AH_EXIT_FAILED && ah_agent_drop_unreachable(a, true, "host lost without notice"))) {
+             (act == AH_EXIT_FAILED && ah_agent_drop_unreachable(a, true, false, "host lost without notice"))) {
         a->stopping = true;
         a->cause = AH_CAUSE_LOST;
         a->notice_t = exit_t;

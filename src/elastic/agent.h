@@ -121,6 +121,7 @@ typedef struct ah_agent_opts {
 #define AH_AGENT_MAX_RESTARTS 100   /* --max-restarts' range: 0 .. this */
 #define AH_AGENT_STEP_TIMEOUT_S 30.0 /* the step timeout's floor when none is given */
 #define AH_AGENT_PROBE_FLOOR_S 5.0   /* a joined launch's quiet spell probed after max(this, ... */
+#define AH_AGENT_ANSWER_S 15.0      /* a test command's deadline, each of its two tries (ssh's ConnectTimeout: 10 s) */
 #define AH_AGENT_PROBE_FACTOR 3.0    /* ... this x the longest gap or predicted iteration) (agent_state.h) */
 
 void ah_agent_opts_default(ah_agent_opts_t *o);

@@ -7,25 +7,53 @@
 #include "ckpt/ckpt.h"
 #include "elastic/agent_state.h"
 
-/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
- * prompt in BatchMode): marked down and unanswered (in_plan: leaving too), each said as `what`
- * with the launcher's error and an "unreachable" event, never waited on. True when there was one. */
-bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what) {
+/* Whether each of hosts (n) answers into verdict (launcher.h AH_REACH_*), errs naming why not: asked at once
+ * when the launcher can (reachable_many, timeout_s each try), else one at a time. */
+static void ask_hosts(agent_t *a, const char *const *hosts, int n, double timeout_s, int *verdict, ah_error_t *errs) {
+    if (a->launcher.reachable_many) {
+        a->launcher.reachable_many(a->launcher.ctx, hosts, n, timeout_s, verdict, errs);
+        return;
+    }
+    for (int k = 0; k < n; k++)
+        verdict[k] = a->launcher.reachable(a->launcher.ctx, hosts[k], &errs[k]) == AH_OK ? AH_REACH_YES : AH_REACH_NO;
+}
+
+bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, bool keep_unknown, const char *what) {
+    if (!a->launcher.reachable) return false;
+    int nn = a->cluster.n_nodes;
+    const char **hosts = calloc((size_t)nn + 1, sizeof *hosts);
+    int *idx = calloc((size_t)nn + 1, sizeof *idx), *verdict = calloc((size_t)nn + 1, sizeof *verdict), n = 0;
+    ah_error_t *errs = calloc((size_t)nn + 1, sizeof *errs);
+    if (!hosts || !idx || !verdict || !errs) {
+        say(a, "warning: out of host memory: the hosts not asked whether they answer");
+        nn = 0;
+    }
+    for (int i = 0; i < nn; i++)
+        if (a->up[i] && (!in_plan || ah_agent_plan_uses(&a->cur.plan, a->cluster.nodes[i].name))) {
+            hosts[n] = a->cluster.nodes[i].name;
+            idx[n++] = i;
+        }
+    ask_hosts(a, hosts, n, AH_AGENT_ANSWER_S, verdict, errs);
     bool any = false;
-    for (int i = 0; a->launcher.reachable && i < a->cluster.n_nodes; i++) {
-        const char *name = a->cluster.nodes[i].name;
-        ah_error_t e;
-        if (!a->up[i] || (in_plan && !ah_agent_plan_uses(&a->cur.plan, name)) ||
-            a->launcher.reachable(a->launcher.ctx, name, &e) == AH_OK)
+    for (int k = 0; k < n; k++) {
+        const int i = idx[k];
+        if (verdict[k] == AH_REACH_YES) continue;
+        if (verdict[k] == AH_REACH_UNKNOWN && keep_unknown) { /* a slow or hung ssh is not a host gone */
+            say(a, "%s? %s: unknown, kept (the step timeout decides)", what, errs[k].msg);
             continue;
+        }
         a->up[i] = false;
         a->unanswered[i] = true;
         a->reask[i] = (ah_reask_t){0}; /* a new loss: asked again at the next checkpoint */
         a->leaving[i] = in_plan;
         any = true;
-        say(a, "%s: %s", what, e.msg);
-        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", name, "error", e.msg));
+        say(a, "%s: %s", what, errs[k].msg);
+        emit(a, json_pack("{s:s, s:s, s:s}", "event", "unreachable", "node", hosts[k], "error", errs[k].msg));
     }
+    free(hosts);
+    free(idx);
+    free(verdict);
+    free(errs);
     return any;
 }
 
@@ -108,8 +136,8 @@ static bool drop_stalled(agent_t *a, const char *what) {
 /* The plan's hosts that do not answer leave as lost (what: how it is said), or the launcher's jobs whose
  * processes are gone on a host that answers (joined launches: launcher.h dead_jobs) end the job as failed.
  * True when either was found: the watchdog is then disarmed (and the job stopped for the former). */
-static bool probe_hosts(agent_t *a, const char *what, double quiet) {
-    if ((a->hung = ah_agent_drop_unreachable(a, true, what))) {
+static bool probe_hosts(agent_t *a, const char *what, double quiet, bool keep_unknown) {
+    if ((a->hung = ah_agent_drop_unreachable(a, true, keep_unknown, what))) {
         a->dog.last_t = -1;
         a->launcher.stop(a->launcher.ctx);
         return true;
@@ -130,7 +158,7 @@ void ah_agent_probe_quiet(agent_t *a) {
     const double quiet = ah_now_s() - w->last_t;
     if (quiet <= fmax(AH_AGENT_PROBE_FLOOR_S, AH_AGENT_PROBE_FACTOR * fmax(w->predicted_s, w->max_gap_s))) return;
     a->probed_t = w->last_t;
-    probe_hosts(a, "host lost without notice", quiet);
+    probe_hosts(a, "host lost without notice", quiet, true);
 }
 
 /* No metrics line for longer than the step timeout: the plan's hosts that do not answer hung (with
@@ -143,7 +171,7 @@ void ah_agent_on_hang(agent_t *a) {
     snprintf(what, sizeof what, "%s (no metrics line for %.1f s, over the step timeout of %.1f s)",
              a->launcher.reachable ? "host hung" : "rank stopped progressing", quiet, limit);
     if (a->launcher.reachable) {
-        if (probe_hosts(a, what, quiet)) return;
+        if (probe_hosts(a, what, quiet, false)) return;
     } else if ((a->hung = drop_stalled(a, what))) {
         a->dog.last_t = -1;
         a->launcher.stop(a->launcher.ctx);

@@ -154,10 +154,12 @@ void ah_agent_on_restore(agent_t *a, json_t *line, int launch);
 
 /* ---- the hosts (agent_hosts.c), each through the launcher ---- */
 
-/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (no answer, a
- * prompt in BatchMode): marked down and unanswered (in_plan: leaving too), each said as `what`
- * with the launcher's error and an "unreachable" event, never waited on. True when there was one. */
-bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, const char *what);
+/* Hosts up (in_plan: those the running plan uses) that do not answer the launcher (a failure, a
+ * prompt in BatchMode; no answer within AH_AGENT_ANSWER_S twice, unless keep_unknown: then said as
+ * unknown and kept), asked at once where the launcher can (reachable_many): marked down and unanswered
+ * (in_plan: leaving too), each said as `what` with the launcher's error and an "unreachable" event.
+ * True when there was one. */
+bool ah_agent_drop_unreachable(agent_t *a, bool in_plan, bool keep_unknown, const char *what);
 /* Hosts down for not answering whose backoff has passed, asked again: those that answer are up
  * again, a join event each (true when any); the others are said with their next ask's time. */
 bool ah_agent_answer_again(agent_t *a);
@@ -171,8 +173,10 @@ void ah_agent_on_hang(agent_t *a);
 /* A joined launch over ssh or slurm (one mpirun a host): a host's end need not end the job here (srun -w
  * HOST outlives a host whose processes died, the other hosts' ranks wait on the dead ones), so a quiet
  * spell of max(AH_AGENT_PROBE_FLOOR_S, 3 x the longest gap or the predicted iteration) is probed once,
- * long before the step timeout: hosts that do not answer leave as lost, a host's job that is gone ends the
- * job as failed (launcher.h dead_jobs). Nothing found: nothing said, the step timeout still runs. */
+ * long before the step timeout, every host at once: hosts that fail to answer leave as lost (one whose
+ * ssh only timed out, twice, is said as unknown and kept: the step timeout decides), a host's job that is
+ * gone ends the job as failed (launcher.h dead_jobs). Nothing found: nothing said, the step timeout still
+ * runs. */
 void ah_agent_probe_quiet(agent_t *a);
 
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a

@@ -57,6 +57,45 @@ static ah_status_t ssh_reachable(void *ctx, const char *host, ah_error_t *err) {
     return rc == 0 ? AH_OK : ssh_remote_error(l, host, rc, "a test command", eout, err);
 }
 
+/* launcher.h reachable_many: a test command on every host at once; those with no answer in timeout_s asked
+ * again once, at once. */
+static void ssh_reachable_many(void *ctx, const char *const *hosts, int n, double timeout_s, int *verdict,
+                               ah_error_t *errs) {
+    ssh_t *l = ctx;
+    ssh_call_t *calls = calloc((size_t)n + 1, sizeof *calls);
+    int *who = calloc((size_t)n + 1, sizeof *who), m = 0;
+    for (int k = 0; k < n; k++) {
+        verdict[k] = AH_REACH_NO;
+        if (!calls || !who) ah_error_set(&errs[k], AH_ERR_INTERNAL, "out of host memory");
+        else if (l->slurm && !ssh_find_line(l->alloc, hosts[k])) ssh_reachable(ctx, hosts[k], &errs[k]);
+        else { /* asked whatever the last test command said */
+            ssh_set_silent(l, hosts[k], false);
+            verdict[k] = AH_REACH_UNKNOWN;
+            who[m++] = k;
+        }
+    }
+    for (int pass = 0; pass < 2 && m > 0; pass++) {
+        for (int q = 0; q < m; q++) calls[q] = (ssh_call_t){.host = hosts[who[q]], .cmd = "true"};
+        ssh_remote_many(l, calls, m, NULL, timeout_s);
+        int again = 0;
+        for (int q = 0; q < m; q++) {
+            const int k = who[q], rc = calls[q].rc;
+            ssh_set_silent(l, hosts[k], rc != 0 && (rc != -2 || pass == 1)); /* silent once decided */
+            if (rc == -2) { /* no answer in time: asked again once */
+                ah_error_set(&errs[k], AH_ERR_IO, "host %s: no answer to a test command within %.3g s, twice (%s %s ...): "
+                             "not known to be gone", hosts[k], timeout_s, l->rsh, hosts[k]);
+                who[again++] = k;
+                continue;
+            }
+            verdict[k] = rc == 0 ? AH_REACH_YES : AH_REACH_NO;
+            if (rc != 0) ssh_remote_error(l, hosts[k], rc, "a test command", calls[q].err, &errs[k]);
+        }
+        m = again;
+    }
+    free(calls);
+    free(who);
+}
+
 /* mpirun [--allow-run-as-root] --mca plm_rsh_agent RSH --hostfile HOSTFILE --map-by seq --bind-to
  * none --mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_{eager_limit,rndv_eager_limit,
  * max_send_size} 4194304 ARGS -np N TRAIN_ARGV --check-host, started (ah_launch_mpirun). */
@@ -156,40 +195,47 @@ static bool ssh_poll(void *ctx, int *status) {
     return l->joined ? ssh_poll_joined(l, status) : ah_launch_reap(&l->pid, status);
 }
 
-/* On `host`, sig to the pids of the rank files of `ranks` (those of them that exist); the ranks
- * signalled are marked. Returns how many. */
-static int signal_on(ssh_t *l, const char *host, const bool *ranks, const char *sig) {
-    char cmd[8192], out[8192], eout[1024];
-    int n = snprintf(cmd, sizeof cmd, "cd '%s' 2>/dev/null || exit 0; for r in", l->run_dir);
-    for (int r = 0; r < l->n_ranks && n < (int)sizeof cmd - 256; r++)
-        if (ranks[r]) n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %d", r);
-    snprintf(cmd + n, sizeof cmd - (size_t)n,
+/* The remote command that sends sig to the pids of the rank files of `ranks` (those of them that exist),
+ * echoing each rank signalled. */
+static void signal_cmd(const ssh_t *l, const bool *ranks, const char *sig, char *cmd, size_t cap) {
+    int n = snprintf(cmd, cap, "cd '%s' 2>/dev/null || exit 0; for r in", l->run_dir);
+    for (int r = 0; r < l->n_ranks && n < (int)cap - 256; r++)
+        if (ranks[r]) n += snprintf(cmd + n, cap - (size_t)n, " %d", r);
+    snprintf(cmd + n, cap - (size_t)n,
              "; do f=rank-$r.json; [ -r $f ] || continue; p=$(sed -n 's/.*\"%s\": *\\([0-9][0-9]*\\).*/\\1/p' $f);"
              " [ -n \"$p\" ] && kill -%s $p 2>/dev/null && echo $r; done; exit 0", AH_PROTO_RANK_PID, sig);
-    if (ssh_remote(l, host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0) return 0;
-    int sent = 0;
-    for (char *save = NULL, *tok = strtok_r(out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
-        const int r = atoi(tok);
-        if (r < 0 || r >= l->n_ranks) continue;
-        l->rank_signalled[r] = true;
-        sent++;
-    }
-    return sent;
 }
 
-/* sig to the ranks on host (NULL: every host), one remote call per host; only_new: those not
- * signalled yet. */
+/* sig to the ranks on host (NULL: every host), one remote call per host, every host at once (a slow host
+ * does not hold the others' signal back); only_new: those not signalled yet. The ranks signalled are
+ * marked; returns how many. */
 int ssh_signal_ranks(ssh_t *l, const char *host, const char *sig, bool only_new) {
     static bool want[SSH_MAX_RANKS];
-    int sent = 0;
-    for (int r = 0; r < l->n_ranks; r++) {
+    ssh_call_t *calls = calloc((size_t)l->n_ranks + 1, sizeof *calls);
+    char(*cmds)[8192] = calloc((size_t)l->n_ranks + 1, sizeof *cmds);
+    int m = 0, sent = 0;
+    for (int r = 0; calls && cmds && r < l->n_ranks; r++) {
         const char *h = l->rank_host[r];
         if ((host && strcmp(h, host) != 0) || !ssh_first_of_host(l, r)) continue;
         int k = 0;
         for (int q = 0; q < l->n_ranks; q++)
             k += want[q] = strcmp(l->rank_host[q], h) == 0 && !(only_new && l->rank_signalled[q]);
-        if (k) sent += signal_on(l, h, want, sig);
+        if (!k) continue;
+        signal_cmd(l, want, sig, cmds[m], sizeof cmds[m]);
+        calls[m] = (ssh_call_t){.host = h, .cmd = cmds[m]};
+        m++;
     }
+    if (m > 0) ssh_remote_many(l, calls, m, NULL, AH_SSH_TIMEOUT_S);
+    for (int q = 0; q < m; q++)
+        for (char *save = NULL, *tok = calls[q].rc == 0 ? strtok_r(calls[q].out, "\n", &save) : NULL; tok;
+             tok = strtok_r(NULL, "\n", &save)) {
+            const int r = atoi(tok);
+            if (r < 0 || r >= l->n_ranks) continue;
+            l->rank_signalled[r] = true;
+            sent++;
+        }
+    free(calls);
+    free(cmds);
     return sent;
 }
 
@@ -399,6 +445,7 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
                            .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
                            .verify_step = ssh_verify_step, .reachable = ssh_reachable,
+                           .reachable_many = ssh_reachable_many,
                            .leave_hosts = ssh_leave_hosts, .join_hosts = ssh_join_hosts, .dead_jobs = ssh_dead_jobs,
                            .free = ssh_free};
     return AH_OK;

@@ -67,6 +67,16 @@ char *ssh_find_line(char *list, const char *host);
  * passed the deadline (killed), -3 when host is silent (not tried). */
 int ssh_remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap, char *errout,
                size_t err_cap);
+/* One remote call of ssh_remote_many: host runs cmd, its stdout into out, its stderr into err (each
+ * truncated to its capacity), rc its result as ssh_remote's. */
+typedef struct ssh_call {
+    const char *host, *cmd;
+    char out[8192], err[1024]; /* out: room for a rank a line of every rank of a host */
+    int rc;
+} ssh_call_t;
+/* ssh_remote for n calls at once (a slow or hung host does not hold the others back), each with the
+ * same deadline, timeout_s from now, stdin from in_path (NULL: /dev/null). */
+void ssh_remote_many(ssh_t *l, ssh_call_t *calls, int n, const char *in_path, double timeout_s);
 /* An error for a remote call that failed: names the host, the command's last stderr line. */
 ah_status_t ssh_remote_error(const ssh_t *l, const char *host, int rc, const char *what, char *errout, ah_error_t *err);
 /* host added to (on) or removed from the silent list. */

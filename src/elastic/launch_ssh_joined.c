@@ -84,6 +84,7 @@ static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, in
 }
 
 static void kill_job(ssh_t *l, int j);
+static void kill_jobs(ssh_t *l, const int *js, int n);
 
 /* Whether name is a shell variable's name. */
 static bool var_name(const char *name) {
@@ -254,53 +255,72 @@ bool ssh_poll_joined(ssh_t *l, int *status) {
     return l->ended = running == 0;
 }
 
-/* Job j ended at once: its remote command here, and on its host its mpirun stopped, mpirun's children (the
- * ranks, still starting ones too) killed, then mpirun. */
-static void kill_job(ssh_t *l, int j) {
-    ssh_job_t *J = &l->job[j];
-    if (J->pid > 0) {
-        kill(-J->pid, SIGKILL);
-        int st;
-        waitpid(J->pid, &st, 0);
-        J->pid = 0;
+/* Jobs js (n) ended at once: each one's remote command here, and on its host its mpirun stopped, mpirun's
+ * children (the ranks, still starting ones too) killed, then mpirun; every host asked at once. */
+static void kill_jobs(ssh_t *l, const int *js, int n) {
+    ssh_call_t *calls = calloc((size_t)n + 1, sizeof *calls);
+    char(*cmds)[1024] = calloc((size_t)n + 1, sizeof *cmds);
+    for (int q = 0; q < n; q++) {
+        ssh_job_t *J = &l->job[js[q]];
+        if (J->pid > 0) {
+            kill(-J->pid, SIGKILL);
+            int st;
+            waitpid(J->pid, &st, 0);
+            J->pid = 0;
+        }
+        J->exited = true; /* asked once: a later stop does not reach for its host (or a reused pid) again */
+        J->status = -SIGKILL;
+        if (!calls || !cmds) continue;
+        snprintf(cmds[q], sizeof cmds[q],
+                 "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) || exit 0; kill -STOP $m 2>/dev/null; pkill -KILL -P $m; "
+                 "kill -KILL $m 2>/dev/null; exit 0", l->run_dir, js[q]);
+        calls[q] = (ssh_call_t){.host = J->host, .cmd = cmds[q]};
     }
-    char cmd[1024], out[256], eout[1024];
-    snprintf(cmd, sizeof cmd,
-             "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) || exit 0; kill -STOP $m 2>/dev/null; pkill -KILL -P $m; "
-             "kill -KILL $m 2>/dev/null; exit 0", l->run_dir, j);
-    ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout);
-    J->exited = true; /* asked once: a later stop does not reach for its host (or a reused pid) again */
-    J->status = -SIGKILL;
+    if (calls && cmds && n > 0) ssh_remote_many(l, calls, n, NULL, AH_SSH_TIMEOUT_S);
+    free(calls);
+    free(cmds);
 }
+
+static void kill_job(ssh_t *l, int j) { kill_jobs(l, &j, 1); }
 
 int ssh_dead_jobs(void *ctx, char *what, size_t what_cap) {
     ssh_t *l = ctx;
-    int n = 0;
+    ssh_call_t *calls = calloc(SSH_MAX_JOBS, sizeof *calls);
+    char(*cmds)[1024] = calloc(SSH_MAX_JOBS, sizeof *cmds);
+    int who[SSH_MAX_JOBS], m = 0, n = 0;
     what[0] = 0;
-    for (int j = 0; l->joined && !l->ended && j < l->n_jobs; j++) {
+    for (int j = 0; calls && cmds && l->joined && !l->ended && j < l->n_jobs; j++) {
         ssh_job_t *J = &l->job[j];
         if (J->gone || J->leaving || J->joining || reaped(J))
             continue; /* joining: its pid file may not be written yet; the world gives up on it (AH_JOIN_ADMIT_S) */
-        char cmd[1024], out[64], eout[256];
         /* alive: the pid's command line names this launch's ompi-server file (job_command's mpirun, or a
          * --mpirun wrapper given the same arguments), so neither a reused pid nor a --mpirun not called
          * "mpirun" is misread */
-        snprintf(cmd, sizeof cmd, "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) && [ -n \"$m\" ] && "
+        snprintf(cmds[m], sizeof cmds[m], "m=$(cat '%s/mpirun-%d.pid' 2>/dev/null) && [ -n \"$m\" ] && "
                  "grep -qaF 'file:%s/ompi-server.uri' /proc/$m/cmdline 2>/dev/null && echo running; exit 0",
                  l->run_dir, j, l->run_dir);
-        if (ssh_remote(l, J->host, cmd, NULL, out, sizeof out, eout, sizeof eout) != 0 || strstr(out, "running"))
+        calls[m] = (ssh_call_t){.host = J->host, .cmd = cmds[m]};
+        who[m++] = j;
+    }
+    if (m > 0) ssh_remote_many(l, calls, m, NULL, AH_SSH_TIMEOUT_S); /* every host at once */
+    for (int q = 0; q < m; q++) {
+        if (calls[q].rc != 0 || strstr(calls[q].out, "running"))
             continue; /* running, or no answer: not this question's (the hang's reachable asks) */
-        kill_job(l, j);
+        kill_job(l, who[q]);
         const size_t used = strlen(what);
-        snprintf(what + used, what_cap - used, "%s%s", n ? ", " : "", J->host);
+        snprintf(what + used, what_cap - used, "%s%s", n ? ", " : "", l->job[who[q]].host);
         n++;
     }
+    free(calls);
+    free(cmds);
     return n;
 }
 
 void ssh_stop_joined(ssh_t *l) {
+    int js[SSH_MAX_JOBS], n = 0;
     for (int j = 0; j < l->n_jobs; j++)
-        if (!l->job[j].gone && !l->job[j].exited) kill_job(l, j);
+        if (!l->job[j].gone && !l->job[j].exited) js[n++] = j;
+    kill_jobs(l, js, n); /* every host at once: a slow one does not hold the others' stop back */
     ah_launch_ompi_server_stop(&l->server);
     l->ended = true; /* poll: exited, the status untouched */
 }

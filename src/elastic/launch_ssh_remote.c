@@ -55,20 +55,10 @@ char *ssh_find_line(char *list, const char *host) {
     return NULL;
 }
 
-/* RSH HOST CMD, stdin from in_path (NULL: /dev/null). out gets its stdout, errout its stderr (both
- * truncated to their capacity). Returns the exit status; -1 when it could not run, -2 when it
- * passed the deadline (killed), -3 when host is silent (not tried). */
-
-int ssh_remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
-                  char *errout, size_t err_cap) {
+/* RSH HOST CMD started with stdin from in_path (NULL: /dev/null), its stdout and stderr into *fo and *fe
+ * (read ends); the child's pid (leader of its own process group), or -1 when it could not start. */
+static pid_t spawn(const ssh_t *l, const char *host, const char *cmd, const char *in_path, int *fo, int *fe) {
     int po[2], pe[2];
-    out[0] = errout[0] = 0;
-    /* a host that did not answer is not waited on again (a hung host: the remote command's whole
-     * timeout each time) until a test command (reachable) gets an answer */
-    if (ssh_find_line(l->silent, host)) {
-        snprintf(errout, err_cap, "not tried: it did not answer the last test command");
-        return -3;
-    }
     if (pipe(po) != 0) return -1;
     if (pipe(pe) != 0) {
         close(po[0]);
@@ -97,34 +87,97 @@ int ssh_remote(ssh_t *l, const char *host, const char *cmd, const char *in_path,
         close(pe[0]);
         return -1;
     }
-    size_t lo = 0, le = 0;
-    const double deadline = ah_now_s() + AH_SSH_TIMEOUT_S;
-    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
-    int open_fds = 2;
-    bool late = false;
+    *fo = po[0];
+    *fe = pe[0];
+    return pid;
+}
+
+/* ssh_remote_many's calls with per-call buffers of any size (outs, errs with their capacities). */
+static void remote_many(ssh_t *l, int n, const char *const *hosts, const char *const *cmds, const char *in_path,
+                        char *const *outs, size_t out_cap, char *const *errs, size_t err_cap, double timeout_s, int *rc) {
+    pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
+    struct pollfd *fds = calloc(2 * (size_t)n + 1, sizeof *fds);
+    size_t *len = calloc(2 * (size_t)n + 1, sizeof *len);
+    int open_fds = 0;
+    for (int k = 0; k < n; k++) {
+        outs[k][0] = errs[k][0] = 0;
+        rc[k] = -1;
+        if (!pid || !fds || !len) continue;
+        fds[2 * k].fd = fds[2 * k + 1].fd = -1;
+        /* a host that did not answer is not waited on again (a hung host: the remote command's whole
+         * timeout each time) until a test command (reachable) gets an answer */
+        if (ssh_find_line(l->silent, hosts[k])) {
+            snprintf(errs[k], err_cap, "not tried: it did not answer the last test command");
+            rc[k] = -3;
+            continue;
+        }
+        pid[k] = spawn(l, hosts[k], cmds[k], in_path, &fds[2 * k].fd, &fds[2 * k + 1].fd);
+        if (pid[k] < 0) {
+            pid[k] = 0;
+            continue;
+        }
+        fds[2 * k].events = fds[2 * k + 1].events = POLLIN;
+        open_fds += 2;
+    }
+    const double deadline = ah_now_s() + timeout_s;
     while (open_fds > 0) {
         const double left = deadline - ah_now_s();
-        if (left <= 0) {
-            late = true;
-            break;
-        }
-        if (poll(fds, 2, (int)(left * 1000) + 1) < 0 && errno != EINTR) break;
-        for (int i = 0; i < 2; i++) {
+        if (left <= 0 || (poll(fds, 2 * (nfds_t)n, (int)(left * 1000) + 1) < 0 && errno != EINTR)) break;
+        for (int i = 0; i < 2 * n; i++) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            const ssize_t got = i == 0 ? drain(po[0], out, out_cap, &lo) : drain(pe[0], errout, err_cap, &le);
+            const ssize_t got = i % 2 == 0 ? drain(fds[i].fd, outs[i / 2], out_cap, &len[i])
+                                           : drain(fds[i].fd, errs[i / 2], err_cap, &len[i]);
             if (got == 0 || (got < 0 && errno != EINTR)) { /* EOF */
+                close(fds[i].fd);
                 fds[i].fd = -1;
                 open_fds--;
             }
         }
     }
-    if (late) kill(-pid, SIGKILL);
-    close(po[0]);
-    close(pe[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (late) return -2;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    for (int k = 0; pid && fds && len && k < n; k++) {
+        if (pid[k] <= 0) continue;
+        const bool late = fds[2 * k].fd >= 0 || fds[2 * k + 1].fd >= 0; /* past the deadline: killed */
+        if (late) kill(-pid[k], SIGKILL);
+        for (int i = 2 * k; i < 2 * k + 2; i++)
+            if (fds[i].fd >= 0) close(fds[i].fd);
+        int st = 0;
+        waitpid(pid[k], &st, 0);
+        rc[k] = late ? -2 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    free(pid);
+    free(fds);
+    free(len);
+}
+
+void ssh_remote_many(ssh_t *l, ssh_call_t *calls, int n, const char *in_path, double timeout_s) {
+    const char **hosts = calloc((size_t)n + 1, sizeof *hosts), **cmds = calloc((size_t)n + 1, sizeof *cmds);
+    char **outs = calloc((size_t)n + 1, sizeof *outs), **errs = calloc((size_t)n + 1, sizeof *errs);
+    int *rc = calloc((size_t)n + 1, sizeof *rc);
+    const bool mem = hosts && cmds && outs && errs && rc;
+    for (int k = 0; k < n; k++) {
+        calls[k].rc = -1;
+        calls[k].out[0] = 0;
+        snprintf(calls[k].err, sizeof calls[k].err, "%s", mem ? "" : "out of host memory");
+        if (!mem) continue;
+        hosts[k] = calls[k].host;
+        cmds[k] = calls[k].cmd;
+        outs[k] = calls[k].out;
+        errs[k] = calls[k].err;
+    }
+    if (mem) remote_many(l, n, hosts, cmds, in_path, outs, sizeof calls->out, errs, sizeof calls->err, timeout_s, rc);
+    for (int k = 0; mem && k < n; k++) calls[k].rc = rc[k];
+    free(hosts);
+    free(cmds);
+    free(outs);
+    free(errs);
+    free(rc);
+}
+
+int ssh_remote(ssh_t *l, const char *host, const char *cmd, const char *in_path, char *out, size_t out_cap,
+               char *errout, size_t err_cap) {
+    int rc;
+    remote_many(l, 1, &host, &cmd, in_path, &out, out_cap, &errout, err_cap, AH_SSH_TIMEOUT_S, &rc);
+    return rc;
 }
 
 /* An error for a remote call that failed: names the host, the command's last stderr line. */

@@ -128,6 +128,12 @@ typedef struct ah_launcher {
     /* Whether host answers at all (NULL: every host does): AH_OK, or an error naming it and why
      * (no answer, a password or host key asked in BatchMode). The agent plans such a host out. */
     ah_status_t (*reachable)(void *ctx, const char *host, ah_error_t *err);
+    /* reachable for n hosts asked at once (NULL: the agent asks reachable one host at a time), each
+     * given timeout_s: verdict[k] AH_REACH_YES, AH_REACH_NO (a failure, errs[k] naming it as reachable
+     * does) or AH_REACH_UNKNOWN (no answer within timeout_s, and none when asked again once, at once:
+     * errs[k] says so): a slow or hung ssh is not a host that is gone. */
+    void (*reachable_many)(void *ctx, const char *const *hosts, int n, double timeout_s, int *verdict,
+                           ah_error_t *errs);
     void (*free)(void *ctx);
 } ah_launcher_t;
 
@@ -136,6 +142,8 @@ typedef struct ah_launcher {
 #define AH_MPIRUN_ONE_MACHINE "--oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated"
 /* The local launcher's flags before -np when none are given. */
 #define AH_MPIRUN_LOCAL_DEFAULT_ARGS "-q " AH_MPIRUN_ONE_MACHINE " -x OPENBLAS_NUM_THREADS=1"
+
+enum { AH_REACH_YES = 0, AH_REACH_NO, AH_REACH_UNKNOWN }; /* launcher.h reachable_many's verdicts */
 
 typedef struct ah_launch_local_opts {
     const char *mpirun;      /* "mpirun" or a path */
