@@ -10,8 +10,11 @@
 
 #include <jansson.h>
 
+#include "core/json.h"
+#include "elastic/agent_exposure.h"
 #include "elastic/agent_logic.h"
 #include "elastic/join_rule.h"
+#include "exposure_cluster.h"
 #include "harness.h"
 #include "planner/planner.h"
 
@@ -423,6 +426,58 @@ static void test_restarts(void) {
     CHECK(b == AH_AGENT_RESTART_BACKOFF_MAX_S, "backoff capped: %g", b);
 }
 
+/* The agent's exposure-aware choice (agent_exposure.h), on simulate --exposure-aware's set-up
+ * (tests/test_sim_exposure.c): llama2-7b on three A100 and three H800 spot nodes of one GPU each; the
+ * planner's plan one pipeline over all six (every piece on one node), its batch-balanced baseline two
+ * pipelines, one a type (every piece on two nodes), slower. Before any removal the planner's plan stands;
+ * with an A100 removal seen (one in 2000 s) and checkpoints an hour apart, the rollback a loss of a node
+ * holding a piece alone would cost outweighs the speed: a baseline's plan whose spot nodes hold nothing
+ * alone is taken. With the memory tier nothing rolls back: the planner's again. */
+static void test_exposure(void) {
+    const char *cl = CLUSTER;
+    json_t *doc = NULL;
+    ah_cluster_t c;
+    ah_model_t m;
+    ah_error_t err;
+    ah_plan_result_t r;
+    CHECK(ah_json_load_string(cl, strlen(cl), "six nodes", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "six nodes", &c, &err) == AH_OK && ah_model_preset("llama2-7b", &m, &err) == AH_OK,
+          "%s", err.msg);
+    json_decref(doc);
+    ah_planner_opts_t po;
+    ah_planner_opts_default(&po);
+    po.train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .precision = AH_PREC_BF16};
+    CHECK(ah_planner_run_sharded(&m, &c, &po, false, &r, &err) == AH_OK && r.baselines, "%s", err.msg);
+    double removals[2] = {0}, events[2] = {0}, node_s[2] = {0};
+    const int a100 = c.nodes[0].type;
+    for (int i = 0; i < c.n_nodes; i++) node_s[c.nodes[i].type] += 2000;
+    ah_exposure_facts_t f = {.cluster = &c, .churn = {.n_types = c.n_types, .removals = removals, .removal_events = events,
+                                                      .node_s = node_s, .elapsed_s = 2000},
+                             .recovery_s = 30, .ckpt_every = (int64_t)(3600 / r.eval.pred.iteration_s)};
+    ah_exposure_weighed_t w[1 + AH_BASELINE_COUNT];
+    bool ok;
+    CHECK(ah_exposure_pick(&r, &po, &f, w, &ok) == -1 && ok && w[0].alone_spot == 6, "no removal: the planner's plan "
+          "(%d nodes alone)", w[0].alone_spot);
+    removals[a100] = events[a100] = 1;
+    node_s[a100] -= 1000;
+    const int k = ah_exposure_pick(&r, &po, &f, w, &ok);
+    CHECK(ok && k >= 0, "an A100 removal seen: a baseline's plan (%d; kept %.3f, rollback %.0f s)", k, w[0].kept,
+          w[0].rollback_s);
+    if (k >= 0)
+        CHECK(w[1 + k].alone_spot < w[0].alone_spot && w[1 + k].kept > w[0].kept && w[1 + k].score > w[0].score &&
+                  r.baselines[k].r.eval.pred.iteration_s > r.eval.pred.iteration_s,
+              "%s: %d nodes alone, kept %.3f, slower %.3f vs %.3f s", ah_baseline_name((ah_baseline_t)k),
+              w[1 + k].alone_spot, w[1 + k].kept, r.baselines[k].r.eval.pred.iteration_s, r.eval.pred.iteration_s);
+    if (k >= 0)
+        printf("exposure: %s's plan taken (%.4f vs %.4f s/iteration; kept %.3f vs %.3f, rollback %.0f s)\n",
+               ah_baseline_name((ah_baseline_t)k), r.baselines[k].r.eval.pred.iteration_s, r.eval.pred.iteration_s,
+               w[1 + k].kept, w[0].kept, w[0].rollback_s);
+    f.memory_tier = true;
+    CHECK(ah_exposure_pick(&r, &po, &f, w, &ok) == -1 && w[0].rollback_s == 0, "the memory tier: the planner's plan");
+    ah_plan_result_free(&r);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     test_history_straight();
     test_history_rollback();
@@ -436,5 +491,6 @@ int main(void) {
     test_plan_uses();
     test_train_argv();
     test_restarts();
+    test_exposure();
     return ah_test_finish();
 }

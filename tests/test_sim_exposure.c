@@ -15,15 +15,7 @@
 #include "harness.h"
 #include "sim/sim.h"
 
-static const char *CLUSTER =
-    "{\"nodes\": ["
-    "{\"name\": \"s0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
-    "{\"name\": \"s1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
-    "{\"name\": \"s2\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
-    "{\"name\": \"h0\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2},"
-    "{\"name\": \"h1\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2},"
-    "{\"name\": \"h2\", \"gpu\": \"H800\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 2}],"
-    " \"network\": {\"inter_node_gb_s\": 12, \"cloud_gb_s\": 0.5}}";
+#include "exposure_cluster.h" /* CLUSTER */
 
 /* The recovery of r that began at t_s; NULL when none. */
 static const ah_sim_recovery_t *rec_at(const ah_sim_result_t *r, double t_s) {

@@ -146,17 +146,27 @@ uint64_t ah_replica_held_bytes(const char *holder_root, int64_t step) {
     return h.bytes;
 }
 
-bool ah_replica_pays(const ah_placement_t *pl, bool *pays) {
+bool ah_replica_alone_nodes(const ah_placement_t *pl, int n_nodes, bool *alone) {
     bool *alive = malloc((size_t)(pl->n_nodes > 0 ? pl->n_nodes : 1) * sizeof *alive);
     ah_shard_group_t *gs = malloc((size_t)(pl->max_groups > 0 ? pl->max_groups : 1) * sizeof *gs);
     const bool ok = alive && gs;
-    *pays = false;
-    for (int r = 0; ok && !*pays && r < pl->n_ranks; r++) {
+    for (int y = 0; y < n_nodes; y++) alone[y] = false;
+    for (int r = 0; ok && r < pl->n_ranks; r++) {
         const int y = pl->ranks[r].node, n = ah_placement_groups(pl, r, false, gs);
+        if (y < 0 || y >= n_nodes || alone[y]) continue;
         for (int x = 0; x < pl->n_nodes; x++) alive[x] = x != y;
-        for (int i = 0; i < n && !*pays; i++) *pays = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
+        for (int i = 0; i < n && !alone[y]; i++) alone[y] = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
     }
     free(alive);
     free(gs);
+    return ok;
+}
+
+bool ah_replica_pays(const ah_placement_t *pl, bool *pays) {
+    bool *alone = malloc((size_t)(pl->n_nodes > 0 ? pl->n_nodes : 1) * sizeof *alone);
+    const bool ok = alone && ah_replica_alone_nodes(pl, pl->n_nodes, alone);
+    *pays = false;
+    for (int y = 0; ok && y < pl->n_nodes; y++) *pays = *pays || alone[y];
+    free(alone);
     return ok;
 }

@@ -59,6 +59,11 @@ bool ah_replica_partners(const ah_placement_t *pl, const char *const *zones, int
  * node, and a replication would only hold training (the simulator's choice: sim/plans.c). The answer
  * in *pays; false (and *pays false) when out of host memory. */
 bool ah_replica_pays(const ah_placement_t *pl, bool *pays);
+/* alone[y] for each node y < n_nodes: node y holds a piece (a shard group at a TP index) that no other
+ * node of pl holds, so that losing it without notice loses that piece from every disk but its own (the
+ * test above, node by node; the simulator's and the agent's exposure, elastic/join_rule.h
+ * ah_exposure_kept). false when out of host memory. */
+bool ah_replica_alone_nodes(const ah_placement_t *pl, int n_nodes, bool *alone);
 
 /* Which files fit: sizes[s][i] (n_files[s] files of source node s, n_sources sources), held by
  * partner[s] (-1: none). fits[s][i] gets whether file i of s is replicated; held[h] (n_nodes) the

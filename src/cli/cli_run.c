@@ -462,6 +462,10 @@ static int run_flags(run_args_t *a, ah_flag_t *flags) {
          "hands each file to the host that reads it next; docs/checkpoints.md)", false},
         {"--in-place", AH_FLAG_BOOL, &a->in_place, NULL, RUN_HELP_IN_PLACE, false},
         {"--no-in-place", AH_FLAG_BOOL, &a->no_in_place, NULL, RUN_HELP_NO_IN_PLACE, false},
+        {"--exposure-aware", AH_FLAG_BOOL, &a->o.exposure_aware, NULL, "the plan choice (each re-plan, the next plan "
+         "at a notice) weighs the rollback a loss without notice of a spot node holding a piece of the state alone "
+         "would cost, as simulate --exposure-aware: a baseline's plan on the same nodes is taken when it is expected "
+         "to train more (docs/elastic.md \"Exposure\"; default off, as simulate's)", false},
         {"--max-restarts", AH_FLAG_INT_IN(0, AH_AGENT_MAX_RESTARTS), &a->max_restarts, "N", "a job that fails with "
          "nothing to explain it (no notice, every host answering, not the input's fault: a rank killed, a crash) is "
          "relaunched from the newest checkpoint at most N times within --restart-window, after 1, 2, 4 ... s; the "

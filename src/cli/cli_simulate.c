@@ -526,7 +526,7 @@ static int parse_args(int argc, char **argv, sim_args_t *a) {
         {"--no-in-place", AH_FLAG_BOOL, &no_in_place, NULL, "every change a stop and relaunch, as run --no-in-place "
          "(default: in place where it can be; --no-handover too, as run's)", false},
         {"--exposure-aware", AH_FLAG_BOOL, &o->exposure_aware, NULL, "autohet's plan choice weighs the rollbacks of "
-         "pieces one node holds alone (simulator.md rule 12; the agent does not yet)", false},
+         "pieces one node holds alone (simulator.md rule 12; autohet run --exposure-aware, the same weighing)", false},
         {"--join-horizon-s", AH_FLAG_NUM_IN(1e-3, 1e9), &o->join_horizon_s, "S", "autohet takes joined nodes in (a "
          "restart) when the plan with them gains more over S seconds than a restart costs, as the agent's run "
          "--join-horizon-s (default: S is the expected time until that plan is preempted, from the removals seen)",

@@ -141,10 +141,11 @@ static ah_status_t plan_and_launch(agent_t *a, const char *why, ah_error_t *err)
     if (a->have_cur) ah_plan_result_free(&a->cur);
     a->cur = r;
     a->have_cur = true;
-    say(a, "%s: %d devices, predicted %.4f s/iteration, %s in %.3f s: %s", why, ah_plan_device_count(&r.plan),
+    say(a, "%s: %d devices, predicted %.4f s/iteration, %s in %.3f s: %s%s%s", why, ah_plan_device_count(&r.plan),
         r.eval.pred.iteration_s, !made                      ? "planned"
         : a->cause == AH_CAUSE_JOIN ? "the plan made at the join, taken"
-                                    : "the plan made at the notice, taken", secs, desc);
+                                    : "the plan made at the notice, taken", secs, desc,
+        !made && a->exposure_note[0] ? "; " : "", !made ? a->exposure_note : "");
     ah_agent_plan_event(a, first ? "plan" : "replan", secs, false);
     if (a->pending >= 0) a->res->recoveries[a->pending].replan_s = secs;
     return launch(a, err);

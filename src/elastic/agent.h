@@ -97,6 +97,9 @@ typedef struct ah_agent_opts {
     bool in_place;            /* launches joined (one mpirun a host; launcher.h leave_hosts), and at an events-file
                                  notice the survivors change to the next plan in their own processes when they can
                                  (agent_inplace.c; runtime/reconfig.h), else the stop and relaunch, said */
+    bool exposure_aware;      /* the plan choice weighs the rollback of pieces held on one spot node only
+                                 (agent_exposure.h; simulate --exposure-aware): a baseline's plan taken
+                                 when it earns more, said in the plan line */
     bool allow_unencrypted_wan; /* launch plans whose traffic crosses a region boundary on a link not
                                  marked private (else each launch is refused before its ranks start:
                                  plan_out.h ah_plan_wan_check; pass the flag to train in train_args too) */

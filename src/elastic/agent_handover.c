@@ -52,8 +52,9 @@ static void put_next(agent_t *a, ah_plan_result_t *r, double t0, const char *why
         ah_agent_next_plan_free(a);
         return;
     }
-    say(a, "next plan, for the %s: %d devices, predicted %.4f s/iteration, planned and written to the hosts in %.3f s",
-        why, ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s);
+    say(a, "next plan, for the %s: %d devices, predicted %.4f s/iteration, planned and written to the hosts in %.3f s%s%s",
+        why, ah_plan_device_count(&a->next.plan), a->next.eval.pred.iteration_s, a->next_plan_s,
+        a->exposure_note[0] ? "; " : "", a->exposure_note);
 }
 
 /* The plan over exactly the staying ranks' devices: the running plan's nodes up and not leaving, each

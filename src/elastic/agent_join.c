@@ -71,7 +71,7 @@ static double join_cost_s(const agent_t *a) {
 
 /* The exposure's recovery: the mean finished recovery after a preemption with the steps it redid at the
  * run's mean step time; the join's cost before any. */
-static double preempt_cost_s(const agent_t *a) {
+double ah_agent_preempt_cost_s(const agent_t *a) {
     double step_s = 0, steps = 0, sum = 0;
     for (int k = 0; k < a->res->n_launches; k++)
         if (a->res->launches[k].first_step >= 0) {
@@ -88,6 +88,13 @@ static double preempt_cost_s(const agent_t *a) {
     return n > 0 ? sum / n : join_cost_s(a);
 }
 
+ah_churn_t ah_agent_churn(agent_t *a) {
+    const int nt = a->cluster.n_types;
+    ah_agent_churn_tick(a);
+    return (ah_churn_t){.n_types = nt, .removals = a->churn, .removal_events = a->churn + nt,
+                        .node_s = a->churn + 2 * nt, .elapsed_s = since_start(a)};
+}
+
 /* Plan p's hit rate at the churn seen so far (join_rule.h). */
 static double hit_rate(agent_t *a, const ah_plan_t *p) {
     const int nt = a->cluster.n_types;
@@ -95,9 +102,7 @@ static double hit_rate(agent_t *a, const ah_plan_t *p) {
     if (!spot) return 0; /* out of host memory: as with no removal seen */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->cluster.nodes[i].spot && ah_agent_plan_uses(p, a->cluster.nodes[i].name)) spot[a->cluster.nodes[i].type]++;
-    ah_agent_churn_tick(a);
-    const ah_churn_t c = {.n_types = nt, .removals = a->churn, .removal_events = a->churn + nt,
-                          .node_s = a->churn + 2 * nt, .elapsed_s = since_start(a)};
+    const ah_churn_t c = ah_agent_churn(a);
     const double rate = ah_churn_hit_rate(&c, spot);
     free(spot);
     return rate;
@@ -112,7 +117,7 @@ bool ah_agent_join_weigh(agent_t *a, const ah_plan_result_t *from, const ah_plan
     const double hit = hit_rate(a, &to->plan);
     w->stay_s = ah_join_stay_s(hit, a->o->join_horizon_s);
     w->restart_s = join_cost_s(a);
-    w->exposure_s = ah_join_exposure_s(hit_rate(a, &from->plan), hit, w->stay_s, preempt_cost_s(a));
+    w->exposure_s = ah_join_exposure_s(hit_rate(a, &from->plan), hit, w->stay_s, ah_agent_preempt_cost_s(a));
     w->cost_s = w->restart_s + w->exposure_s;
     return ah_join_pays(ah_planner_key(o, &from->plan, &from->eval), ah_planner_key(o, &to->plan, &to->eval), w->stay_s,
                         w->cost_s, &w->gain_s);

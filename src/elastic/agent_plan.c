@@ -11,12 +11,16 @@
  * in the cluster file), said in the log and as a metrics event
  * "confined"; when no region alone has a plan, the crossing plan stands and its launch is refused
  * as before. Errors: the planner's, for the plan over every node up. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "elastic/agent_exposure.h"
 #include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
 #include "plan/plan_out.h"
+
+static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
 
 /* Plans on the nodes up, in `region` alone when not NULL. */
 static ah_status_t plan_on(agent_t *a, const char *region, ah_plan_result_t *r, ah_error_t *err) {
@@ -58,7 +62,40 @@ static bool best_single_region(agent_t *a, ah_plan_result_t *best, const char **
     return have;
 }
 
+/* --exposure-aware: r, or the baseline's plan of r that earns more when a piece held alone is weighed
+ * (agent_exposure.h), into r; a->exposure_note says which when it changed. */
+static void weigh_exposure(agent_t *a, ah_plan_result_t *r) {
+    a->exposure_note[0] = 0;
+    if (!a->o->exposure_aware || !r->baselines) return;
+    const ah_exposure_facts_t f = {.cluster = &a->cluster, .churn = ah_agent_churn(a),
+                                   .recovery_s = ah_agent_preempt_cost_s(a), .ckpt_every = a->o->ckpt_every,
+                                   .memory_tier = a->o->planner.train.ckpt.replica_gb > 0};
+    ah_exposure_weighed_t w[1 + AH_BASELINE_COUNT];
+    bool ok;
+    const int k = ah_exposure_pick(r, &a->o->planner, &f, w, &ok);
+    if (!ok) say(a, "warning: out of host memory: the plan's exposure not weighed (the planner's plan taken)");
+    if (k < 0) return;
+    snprintf(a->exposure_note, sizeof a->exposure_note,
+             "exposure-aware: the %s baseline's plan (%.4f s/iteration, %d spot node%s holding a piece alone, %.3g of "
+             "its time kept) over the planner's (%.4f s/iteration, %d such node%s hit %.3g/h, each a rollback of "
+             "%.3g s; %.3g kept)", ah_baseline_name((ah_baseline_t)k), r->baselines[k].r.eval.pred.iteration_s,
+             w[1 + k].alone_spot, w[1 + k].alone_spot == 1 ? "" : "s", w[1 + k].kept, r->eval.pred.iteration_s,
+             w[0].alone_spot, w[0].alone_spot == 1 ? "" : "s", w[0].alone_hit_rate * 3600, w[0].rollback_s, w[0].kept);
+    ah_plan_result_t b = r->baselines[k].r;
+    memset(&r->baselines[k].r, 0, sizeof r->baselines[k].r);
+    r->baselines[k].ok = false;
+    ah_plan_result_free(r);
+    *r = b;
+}
+
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
+    ah_status_t s = plan_up(a, r, err);
+    if (s == AH_OK) weigh_exposure(a, r);
+    return s;
+}
+
+/* The plan over every node up, or over one region's when it crosses in the open (above). */
+static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     ah_status_t s = plan_on(a, NULL, r, err);
     if (s != AH_OK || !a->have_cur || a->o->allow_unencrypted_wan) return s;
     ah_error_t open;

@@ -13,6 +13,7 @@
 #include "core/timing.h"
 #include "elastic/agent.h"
 #include "elastic/agent_logic.h"
+#include "elastic/join_rule.h"
 #include "elastic/launcher.h"
 #include "planner/planner.h"
 #include "spec/cluster.h"
@@ -67,6 +68,9 @@ typedef struct agent {
      * when the running launch started; launch 0's start to its first finished step (-1: not yet) */
     double *churn;
     double churn_tick_t, launch_t, first_start_s;
+    /* --exposure-aware (agent_plan.c): the last plan made was a baseline's taken for its exposure, said
+     * in the plan line that takes it ("" when the planner's plan stood) */
+    char exposure_note[400];
     /* in place (agent_inplace.c): whether the running launch is joined, its jobs as launched (by
      * AH_WORLD_JOIN's J) and those that left; inplace: 0 none, 1 a request written (the change at step
      * inplace_step or the first boundary that reads it, waited for until inplace_deadline; deferred: not
@@ -203,6 +207,10 @@ ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t 
  * caller sends the notice); while it does not pay they stay pending, and a plan that is not better
  * (or none) drops them until the next join. */
 bool ah_agent_consider_join(agent_t *a, const char *when);
+/* agent_join.c: the removals seen so far (counted to now) as join_rule.h's churn; the mean recovery
+ * after a preemption with the steps it redid (the join's cost before any): the exposure's recovery. */
+ah_churn_t ah_agent_churn(agent_t *a);
+double ah_agent_preempt_cost_s(const agent_t *a);
 /* agent_join.c: the churn arrays (false: out of host memory), freed; the spot node-seconds up counted
  * to now; a removal of `node` by a change at t_s (from the agent's start) counted. */
 bool ah_agent_join_init(agent_t *a);

@@ -37,3 +37,7 @@ bool ah_join_pays(double key_now, double key_joined, double stay_s, double cost_
     if (gain_s) *gain_s = gain;
     return gain > cost_s;
 }
+
+double ah_exposure_kept(double hit_rate, double recovery_s, double alone_hit_rate, double rollback_s) {
+    return fmax(0, 1 - hit_rate * recovery_s - alone_hit_rate * rollback_s);
+}

@@ -56,6 +56,14 @@ double ah_join_stay_s(double hit_rate, double horizon_s);
  * and positive. */
 double ah_join_exposure_s(double hit_now, double hit_joined, double stay_s, double recovery_s);
 
+/* The share of its time a plan is expected to train, weighed by the simulator's autohet
+ * (sim/plans.c, simulate --exposure-aware) and the agent (agent_exposure.c, run --exposure-aware) alike
+ * (docs/simulator.md rule 12): max(0, 1 - hit_rate x recovery_s - alone_hit_rate x rollback_s), hit_rate
+ * the plan's preemptions per second (ah_churn_hit_rate), recovery_s what one costs, alone_hit_rate those
+ * that hit a node holding a piece of the state alone (ckpt/replica.h ah_replica_alone_nodes), rollback_s
+ * the training such a hit undoes (the piece read from the cloud: the run goes back to its newest step). */
+double ah_exposure_kept(double hit_rate, double recovery_s, double alone_hit_rate, double rollback_s);
+
 /* Whether restarting onto the joined plan pays (above); *gain_s (may be NULL) the gain in seconds of
  * the running plan's work (INFINITY with an infinite stay and a better plan). A plan out of bounds
  * (key INFINITY) never pays; any finite one beats a running plan out of bounds. */

@@ -63,24 +63,6 @@ static void policy_mask(const ah_sim_replay_t *x, char *key) {
     key[c->n_nodes] = 0;
 }
 
-/* *alone[n]: node n holds a piece (a shard group at a TP index) that no other node of pl holds (the
- * test of ckpt/replica.h ah_replica_pays, node by node). false: out of host memory. */
-static bool alone_holders(const ah_placement_t *pl, int n_nodes, bool **alone) {
-    *alone = calloc((size_t)n_nodes + 1, sizeof **alone);
-    bool *alive = malloc((size_t)(pl->n_nodes > 0 ? pl->n_nodes : 1) * sizeof *alive);
-    ah_shard_group_t *gs = malloc((size_t)(pl->max_groups > 0 ? pl->max_groups : 1) * sizeof *gs);
-    const bool ok = *alone && alive && gs;
-    for (int r = 0; ok && r < pl->n_ranks; r++) {
-        const int y = pl->ranks[r].node, n = ah_placement_groups(pl, r, false, gs);
-        if (y < 0 || y >= n_nodes || (*alone)[y]) continue;
-        for (int z = 0; z < pl->n_nodes; z++) alive[z] = z != y;
-        for (int i = 0; i < n && !(*alone)[y]; i++) (*alone)[y] = !ah_placement_survives(pl, gs[i], pl->ranks[r].tp_index, alive);
-    }
-    free(alive);
-    free(gs);
-    return ok;
-}
-
 /* Fills e from a planner result on a sub-cluster whose node i is full-cluster node map[i]. */
 static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_result_t *res, const int *map) {
     const ah_plan_t *p = &res->plan;
@@ -144,7 +126,8 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
             }
         }
     }
-    if (!ah_sim_upload(c, x->model, x->bucket, e) || !alone_holders(&e->place, c->n_nodes, &e->alone)) return false;
+    if (!ah_sim_upload(c, x->model, x->bucket, e) || !(e->alone = calloc((size_t)c->n_nodes + 1, sizeof *e->alone)) ||
+        !ah_replica_alone_nodes(&e->place, c->n_nodes, e->alone)) return false;
     if (!ah_sim_agent_policy(x->pol) || x->o->replica_memory_gb <= 0) return true;
     e->holder = malloc(sizeof *e->holder * (size_t)(c->n_nodes + 1));
     if (!e->holder || !ah_sim_memory_holders(c, &e->place, e->ckpt_bytes, x->o->replica_memory_gb, e->holder))
@@ -310,8 +293,8 @@ static double alone_rollback_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e
  * preemptions' recoveries taken off, and with o->exposure_aware the rollbacks of its pieces held alone. */
 static double expected_score(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     if (!e->ok) return 0;
-    const double exposure = x->o->exposure_aware ? alone_hit_rate(x, e) * alone_rollback_s(x, e) : 0;
-    const double kept = fmax(0, 1 - ah_sim_hit_rate(x, e) * ah_sim_recovery_cost_s(x) - exposure);
+    const double kept = ah_exposure_kept(ah_sim_hit_rate(x, e), ah_sim_recovery_cost_s(x),
+                                         x->o->exposure_aware ? alone_hit_rate(x, e) : 0, alone_rollback_s(x, e));
     const double g = e->tokens_per_s * kept;
     return x->o->objective == AH_OBJECTIVE_COST ? g / (e->usd_per_s + e->egress_usd_per_s) : g;
 }
