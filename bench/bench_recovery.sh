@@ -8,6 +8,7 @@
 #   MEMORY=0 bash bench/bench_recovery.sh B        (without the third run, local-first with replicas)
 #   SET=inplace bash bench/bench_recovery.sh B     (the relaunch against --in-place instead: below)
 #   SET=partial bash bench/bench_recovery.sh B     (the same for a host that keeps some of its ranks: below)
+#   SET=inplace BASE=B0 bash bench/bench_recovery.sh B  (and in place with B0's autohet too, side by side)
 #
 # Model: GPT-2 small's shape with a byte vocabulary (12 layers, 768 wide, 85.2M parameters); its
 # state (fp32 weights + AdamW m, v) is 1.02 GB. Cluster: two one-device nodes, fast-0 on demand and
@@ -49,6 +50,8 @@
 # data-parallel over fast-0's 3 devices and fast-1's, the notice removes fast-1, and the next plan is fast-0:0 and
 # fast-0:1: in place, fast-0's third rank parks (before parking: the stop and relaunch). Also printed: the parked
 # rank's wait and its CPU seconds meanwhile.
+# With BASE=B0 (another build's directory, e.g. main before a change), a third run "in-place-base" with B0's autohet,
+# right before the in-place one, and base / this build: notice to the first step, the stop, the change's save.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -105,7 +108,7 @@ run() { # NAME [flags]
     t0=$(date +%s%N)
     # --schedule 1f1b: the two data-parallel replicas this bench compares (under auto the planner now
     # takes one interleaved pipeline over fast-0 and spot-0, and each disk holds half the state)
-    "$AUTOHET" run --model "$MODEL" --cluster "$CLUSTER" --data "$WORK/text.bin" \
+    "${RUN_AUTOHET:-$AUTOHET}" run --model "$MODEL" --cluster "$CLUSTER" --data "$WORK/text.bin" \
         --global-batch $GB --seq-len $SEQ --steps 200 --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
         --schedule 1f1b ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} --work-dir "$WORK/$name" --quiet "$@" \
         >"$WORK/$name.log" 2>&1 &
@@ -136,11 +139,13 @@ run() { # NAME [flags]
 }
 if [ "$SET" = inplace ] || [ "$SET" = partial ]; then
     run relaunch --no-in-place
+    [ -z "${BASE:-}" ] || RUN_AUTOHET=$(cd "$BASE" && pwd)/autohet run in-place-base
     run in-place # autohet run's default
     echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
     python3 bench/recovery_summary.py inplace "$WORK"
     [ "$SET" = inplace ] || grep -h "parks at step\|parked .* s (CPU" "$WORK/in-place.log" ||
         echo "in-place: no rank parked (see its log)"
+    [ -z "${BASE:-}" ] || python3 bench/recovery_summary.py inplace-base "$WORK"
     exit 0
 fi
 # every run of this set is the stop and relaunch (--no-in-place; cloud-only never changes in place)

@@ -9,6 +9,7 @@
                                         handover at a notice)
   recovery_summary.py inplace WORK      bench_recovery.sh's SET=inplace (a notice: the relaunch against
                                         autohet run --in-place, the survivors keeping their processes)
+  recovery_summary.py inplace-base WORK its BASE=B0 run: in place with B0's autohet against this build's
   recovery_summary.py stamp FILE OUT    appends each complete line of FILE (the agent's merged
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
                                         (polls every 20 ms; waits for FILE; runs until killed)
@@ -268,6 +269,23 @@ def inplace(w):
     redo_lines(rows)
 
 
+def inplace_base(w):
+    """SET=inplace BASE=B0: in-place-base/ (B0's autohet) against in-place/ (this build), notice to the first step."""
+    print(f"{'':14s} {'total':>7s} {'stop':>6s} {'transfer':>9s} {'first':>6s}   change's save")
+    rows = {}
+    for n in ("in-place-base", "in-place"):
+        r = rec(w, n)
+        rc = next((e for e in events(w, n) if e.get("event") == "reconfigure"), {})
+        b = r["breakdown"]
+        rows[n] = (r, rc)
+        print(f"{n:14s} {r['seconds']:6.2f}s {b['stop_s']:5.2f}s {b['transfer_s']:8.2f}s {b['first_step_s']:5.2f}s   "
+              f"{rc.get('seconds', {}).get('save', float('nan')):.3f} s {rc.get('save', 'sync')}")
+    (b, bc), (a, ac) = rows["in-place-base"], rows["in-place"]
+    print(f"notice to the first finished step, base / this build: {b['seconds'] / a['seconds']:.2f}x "
+          f"({b['seconds']:.2f} s / {a['seconds']:.2f} s); the stop {b['breakdown']['stop_s'] / a['breakdown']['stop_s']:.2f}x "
+          f"({b['breakdown']['stop_s']:.2f} s / {a['breakdown']['stop_s']:.2f} s)")
+
+
 def stamp(path, out):
     buf, pos = b"", 0
     with open(out, "a") as o:
@@ -299,7 +317,9 @@ if __name__ == "__main__":
         tiers(sys.argv[2], float(sys.argv[3]))
     elif mode == "inplace":
         inplace(sys.argv[2])
+    elif mode == "inplace-base":
+        inplace_base(sys.argv[2])
     elif mode == "stamp":
         stamp(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace or stamp)")
+        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace, inplace-base or stamp)")

@@ -3,7 +3,8 @@
 # notice"; tests/test_agent_inplace.sh checks the change itself): small_cluster, 40 steps, --ckpt-every 100.
 #  - early: slow-1 preempted 0.1 s after the start, before the trainer has said where it resumed: the
 #    request waits for that (said) and the change is made in place: one launch, every step once;
-#  - adopt: the trainers take the request (slow-1's rank then held mid-save by the test hook), then slow-1
+#  - adopt: the trainers take the request (slow-1's rank then held in the change by the test hook reconfig-save,
+#    before its save: the change's step is written behind by the survivors, nothing saved on slow-1), then slow-1
 #    comes back: the agent falls back (the request withdrawn, SIGTERM to slow-1), and when the change the
 #    trainers took is said it adopts it (said): the stop called off, one launch, every step once, not a
 #    kill of the survivors at the end of the grace period and a relaunch;
@@ -52,7 +53,7 @@ one_launch early
 d=$WORK/adopt
 printf '0,add,fast-0\n' >"$d.csv"
 t0=$(date +%s%N)
-AH_TEST_HOOK="phase=ckpt-write,step=any,node=slow-1,action=pause,file=$d.hook" \
+AH_TEST_HOOK="phase=reconfig-save,step=any,node=slow-1,action=pause,file=$d.hook" \
     run_agent "$d" --in-place --events "$d.csv" --grace-s 30 --join-horizon-s 1 &
 agent=$!
 # wait_for WHAT TEST...: up to 60 s for the shell test to hold
@@ -74,7 +75,7 @@ steps_in() {
 }
 wait_for "3 steps" steps_in
 echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-1" >>"$d.csv"
-wait_for "the change's save on slow-1 (the hook)" test -e "$d.hook"
+wait_for "the change on slow-1 (the hook, before its save)" test -e "$d.hook"
 echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
 wait_for "the fallback" grep -q "in place: the change at step [0-9]* not made (slow-1 came back before it)" "$d.log"
 rm -f "$d.hook"

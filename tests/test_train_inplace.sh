@@ -49,7 +49,7 @@ for p in dp3:dp2-01 dp3:dp2-12 dp3:dp2-20 pp3:pp2-01 pp3-n0:tp2-n0; do
         { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
 done
 # run_jobs DIR LEAVER HOOK CMD...: three one-rank mpirun jobs joined into one world (DIR/join), each running
-# CMD with AH_JOB its job number (LEAVER's with AH_TEST_HOOK=HOOK), started 2, 1, 0; each mpirun's status in
+# CMD with AH_JOB its job number (LEAVER's, or $HOOK_JOB's, with AH_TEST_HOOK=HOOK), started 2, 1, 0; each mpirun's status in
 # DIR/stJ. The join itself (AH_WORLD_JOIN, not this test's subject) hung on this machine's Open MPI 4.1
 # when two jobs connected at once (4 of 30 three-job joins under load; one connect at a time since, now
 # by turns published at the ompi-server, comm/join.c): jobs that wrote no metrics line in 90 s are still killed and
@@ -61,7 +61,7 @@ run_jobs() {
         rm -rf "$d/join" && mkdir -p "$d/join"
         pids=()
         for job in 2 1 0; do
-            AH_JOB=$job AH_TEST_HOOK=$([ "$job" = "$leaver" ] && echo "$hook") AH_WORLD_JOIN=$d/join:$job:3 timeout 180 \
+            AH_JOB=$job AH_TEST_HOOK=$([ "$job" = "${HOOK_JOB:-$leaver}" ] && echo "$hook") AH_WORLD_JOIN=$d/join:$job:3 timeout 180 \
                 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_TEST_HOOK -np 1 "$@" \
                 >"$d/job$job.out" 2>&1 &
             pids+=($!)
@@ -97,8 +97,8 @@ inplace() {
     printf '{"step": 3, "leave": [%d], "plan": "%s"%s}\n' "$leaver" "$WORK/$plan.json" \
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     run_jobs "$d" "$leaver" "$hook" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
-        $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run")"
-    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" "$old" "${MOVED:-}" "${RESTORED:-}" <<'PY' ||
+        $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run" ${FLAGS:-})"
+    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" "$old" "${MOVED:-}" "${RESTORED:-}" "${SYNC_WHY:-}" <<'PY' ||
 import glob, json, os, sys
 work, c, leaver, plan, old = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[6]
 ranks = [int(r) for r in sys.argv[5].split(",")] if sys.argv[5] else None
@@ -145,13 +145,25 @@ else:
     want = sum(data_bytes(n) for n in sys.argv[7].split())
     assert rc["state"] == "moved" and secs["load"] == 0 and secs["move"] > 0, rc
     assert rc["moved_bytes"] == want and rc["kept_bytes"] > 0, (rc["moved_bytes"], want, rc["kept_bytes"])
+# The change's save (docs/elastic.md "Durability"): written behind the next step from the moved state ("async"),
+# committed then on the survivors' disks; before the move ("sync", said why) when the state is restored or
+# the last committed step has a file only the leaver holds ($SYNC_WHY).
+sync_why = sys.argv[9] or ("the state is not moved" if sys.argv[8] else "")
+if sync_why:
+    assert rc["save"] == "sync" and sync_why in rc.get("save_sync_why", ""), rc
+    assert any("the step is saved before the move, not written behind" in out[j] for j in range(3)), "said"
+else:
+    assert rc["save"] == "async" and "save_sync_why" not in rc, rc
+    for n in [f"n{j}" for j in stay] if old != "pp3-n0" else ["n0"]:  # the survivors' nodes: step 3 committed
+        assert os.path.exists(f"{d}/root/{n}/step-00000003/manifest.json"), f"step 3 not committed on {n}"
 print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {stay} kept pids "
-      f"{rc['pids']}, 8 losses bit-identical (3 of {old}, 5 of {plan} resumed); state {rc['state']}, "
+      f"{rc['pids']}, 8 losses bit-identical (3 of {old}, 5 of {plan} resumed); save {rc['save']}, state {rc['state']}, "
       f"{rc['moved_bytes']} bytes moved, {rc['kept_bytes']} kept; phases {secs}")
 PY
         { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
 }
-inplace leave 2 dp2-01
+# --ckpt-every 2: step 2 committed (on every disk: dp3 replicates it), so step 3 is written behind the next step
+FLAGS="--ckpt-every 2 --keep 10" inplace leave 2 dp2-01
 inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
 # "ranks": the survivors renumbered as the new plan's ranks (job 2 on n2 is its rank 0, job 0 on n0 its rank 1),
 # not kept in the world's order: the reconfigure event's pids are job 2's, then job 0's.
@@ -164,7 +176,10 @@ inplace renumber 1 dp2-20 "" 1,-1,0
 # refused on the leaver (AH_TEST_HOOK phase reconfig-move, action=fail: a rank that cannot take part), dp3 ->
 # dp2: the state restored from the checkpoint just saved, said, the losses the same; and a leaver that cannot
 # map a send buffer (action=nomem).
-OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" inplace pp 2 pp2-01
+# pp3 -> pp2 with step 2 committed (--ckpt-every 2): block 3 and the head of step 2 are on the leaver's disk only,
+# so step 3 is saved before the move (a kill before its commit would find no step the survivors restore), said.
+OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" FLAGS="--ckpt-every 2 --keep 10" \
+    SYNC_WHY="has a file only the leaving nodes hold" inplace pp 2 pp2-01
 OLD=pp3-n0 MOVED="block-002.tp1-0 block-003.tp1-0 head.tp1-0 embed.tp1-0 block-000.tp1-0 block-001.tp1-0 \
 block-003.tp1-0 head.tp1-0" inplace tp 2 tp2-n0
 RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2-01 \
@@ -236,6 +251,57 @@ print(f"  park: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {wait:.3f
 PY2
 }
 park_case
+# A kill in the window (docs/elastic.md "Durability" (c)): dp3 -> dp2 with step 2 committed, step 3 written behind;
+# job 0 (a survivor, the new world's rank 0) SIGKILLs itself on its writer's thread once its part of step 3 is
+# written (AH_TEST_HOOK ckpt-write, action=kill), before the commit: Open MPI ends job 1 with it. Step 3 is then
+# committed nowhere, step 2 is intact on the survivors' disks, and with the leaver's disk gone the survivors'
+# plan resumes from step 2: the steps trained since (2, and 3 when its line came out) are redone, counted, and
+# every loss is the reference's (1e-4 relative: step 2 retrained under dp2, not dp3).
+window() {
+    local d=$WORK/window
+    mkdir -p "$d/join" "$d/run"
+    printf '{"step": 3, "leave": [2], "plan": "%s"}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
+    # Job 1's process, left waiting for job 0 in the joined world, is killed once job 0's is gone (as the agent
+    # ends a launch whose job failed): by its pid, written before the trainer starts.
+    (for i in $(seq 1200); do
+        [ -s "$d/pid0" ] && [ -s "$d/pid1" ] && ! kill -0 "$(cat "$d/pid0")" 2>/dev/null &&
+            { kill -9 "$(cat "$d/pid1")" 2>/dev/null; break; }
+        sleep 0.1
+    done) &
+    local watch=$!
+    local t0=$SECONDS
+    HOOK_JOB=0 run_jobs "$d" 2 "phase=ckpt-write,step=3,action=kill" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
+        $(train dp3 window/ip --local-root "$d/root" --run-dir "$d/run" --ckpt-every 2 --keep 10)"
+    kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
+    [ "$(cat "$d/st0")" = 137 ] || { tail -n 20 "$d"/job*.out >&2; fail "window: job 0 not killed by the hook"; }
+    [ "$(cat "$d/st1")" != 0 ] || fail "window: job 1 went on without job 0"
+    ! ls "$d"/root/*/step-00000003/manifest.json 2>/dev/null || fail "window: step 3 committed despite the kill"
+    echo "  window: the three jobs ended in $((SECONDS - t0)) s (job 0: $(cat "$d/st0"), job 1: $(cat "$d/st1"))"
+    rm -rf "$d/root/n2" # the leaver's disk gone with it
+    timeout 120 $MPIRUN -np 2 $(train dp2-01 window/re --resume --local-root "$d/root") >"$d/re.out" 2>&1 ||
+        { cat "$d/re.out" >&2; fail "window: the survivors' plan does not resume"; }
+    python3 - "$WORK" <<'PY' || fail "window: the resume"
+import json, sys
+w = sys.argv[1]
+ip = [json.loads(l) for l in open(f"{w}/window/ip.jsonl")]
+re = [json.loads(l) for l in open(f"{w}/window/re.jsonl")]
+rc = [o for o in ip if o.get("event") == "reconfigure"]
+assert len(rc) == 1 and rc[0]["save"] == "async", rc
+rec = [o for o in re if o.get("event") == "recover"]
+assert rec and rec[0]["step"] == 2 and rec[0]["found"], rec
+trained = [o["step"] for o in ip if "event" not in o]
+again = [o["step"] for o in re if "event" not in o]
+assert again == list(range(2, 8)), again
+redo = [s for s in trained if s >= 2]
+ref = {o["step"]: o["loss"] for f in ("ref-dp3", "ref-dp2-01") for o in map(json.loads, open(f"{w}/{f}.jsonl"))
+       if "event" not in o and (f == "ref-dp3") == (o["step"] < 3)}
+for o in (o for o in re if "event" not in o):
+    assert abs(o["loss"] - ref[o["step"]]) <= 1e-4 * abs(ref[o["step"]]), (o["step"], o["loss"], ref[o["step"]])
+print(f"  window: killed in step 3's write behind (trained {trained}): resumed from step 2, "
+      f"{len(redo)} step(s) redone {redo}, 6 losses within 1e-4 of the reference")
+PY
+}
+window
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
 # --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a

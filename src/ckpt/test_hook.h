@@ -30,6 +30,9 @@
  *               yet decided (runtime/ckpt_notice.c ah_ckpt_notice_uploads);
  *   reconfig-split  an in-place reconfiguration at step N (runtime/reconfig.h): a leaving rank has
  *               split the world and freed every communicator of the old one, not yet finalized;
+ *   reconfig-save   an in-place reconfiguration at step N (a run with --local-root): a snapshot in flight
+ *               committed, whether the step is written behind decided (runtime/ckpt_io.h
+ *               ah_ckpt_session_change_begin), the save before the move (when made) and the move not started;
  *   reconfig-move   an in-place reconfiguration at step N, its save done: the state about to move rank to
  *               rank (runtime/reconfig_move.h); with action=fail (this point only) the process cannot take
  *               part in the move, as one that cannot load the next plan, and the change falls back to

@@ -80,12 +80,16 @@ static ah_status_t load_moved(const ah_reconfig_req_t *req, const ah_reconfig_mo
     ph[AH_RECONFIG_PH_MOVE] += *moved_s;
     if (s == AH_OK) {
         *start = req->step;
-        ah_ckpt_session_adopt(ck, req->step, state->committed);
-        return moved_event(req, ph[AH_RECONFIG_PH_MOVE], state, metrics, tr, err);
+        if (state->save_async) ah_ckpt_session_adopt(ck, state->kept_step, state->kept_step >= 0);
+        else ah_ckpt_session_adopt(ck, req->step, state->committed);
+        s = moved_event(req, ph[AH_RECONFIG_PH_MOVE], state, metrics, tr, err);
+        /* the step written behind the next one (docs/elastic.md "Durability"): its snapshot here */
+        return s == AH_OK && state->save_async ? ah_ckpt_session_save_behind(ck, req->step, err) : s;
     }
     if (tr->rank == 0)
         fprintf(stderr, "autohet train: warning: in-place change at step %lld: the moved state could not be loaded "
-                "(%s): restoring it from the checkpoint just saved\n", (long long)req->step, err->msg);
+                "(%s): restoring %s\n", (long long)req->step, err->msg, state->save_async ? "the last committed step "
+                "(this one was to be written behind)" : "it from the checkpoint just saved");
     state->moved = false;
     snprintf(state->why_not, sizeof state->why_not, "%s", err->msg);
     json_t *ev = NULL;
@@ -204,9 +208,10 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     ah_reconfig_moved_free(mv);
     if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
         s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the new world's ranks resumed from "
-                         "step %lld, not the step just saved (a piece of it was held only by the leaving jobs, or "
-                         "is out of a new rank's reach: keep --replica-memory-gb or --cloud on)",
-                         (long long)req->step, (long long)*start);
+                         "step %lld, not the step just %s", (long long)req->step, (long long)*start, state->save_async ?
+                         "moved (it was to be written behind; the moved state could not be loaded): a relaunch "
+                         "resumes from the last committed step" : "saved (a piece of it was held only by the leaving "
+                         "jobs, or is out of a new rank's reach: keep --replica-memory-gb or --cloud on)");
     if (s != AH_OK) return rank == 0 ? ah_cli_train_fail(a, rank, &err) : ah_status_exit_code(s);
     if (rank == 0) ah_reconfig_retire(a->run_dir);
     ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD] - moved_s;
@@ -232,6 +237,59 @@ static int park(const ah_reconfig_req_t *req, ah_dataset_t *data, ah_dataset_t *
     return 0;
 }
 
+/* Collective over the old world: the change's save of step S before the move, as at a notice (*ph's save phase;
+ * its events written); a failure ends the job. */
+static void save_now(args_t *a, const ah_reconfig_req_t *req, ah_trainer_t *tr, ah_ckpt_session_t *ck, bool leaving,
+                     FILE *metrics, double *ph) {
+    const double t = ah_now_s();
+    json_t *events = NULL;
+    ah_error_t err;
+    if (ah_ckpt_session_save_leaving(ck, req->step, leaving, &events, &err) != AH_OK)
+        ah_comm_abort(ah_cli_train_fail(a, tr->rank, &err));
+    ah_metrics_write_events(metrics, events);
+    ph[AH_RECONFIG_PH_SAVE] += ah_now_s() - t;
+}
+
+/* Collective over the old world, its trainer still up: the save of step S and the move (move_state). The save
+ * is taken off the path when the session allows it (ckpt_io.h ah_ckpt_session_change_begin: the last committed
+ * step survives the change) and the state moves: the new world then writes S behind (load_moved); else it is
+ * made before the move, as before, or after a move that could not be made (the restore reads it), rank 0
+ * saying why on stderr. The same on every rank; *state the move's and the save's outcome. */
+static ah_reconfig_moved_t *save_and_move(args_t *a, const ah_reconfig_req_t *req, ah_trainer_t *tr,
+                                          ah_ckpt_session_t *ck, bool leaving, FILE *metrics, double *ph,
+                                          ah_reconfig_state_t *state) {
+    const double t = ah_now_s();
+    json_t *events = NULL;
+    ah_error_t err;
+    char why[sizeof state->why_sync] = "";
+    bool defer = false;
+    if (ah_ckpt_session_change_begin(ck, req->step, leaving, &events, &defer, why, sizeof why, &err) != AH_OK)
+        ah_comm_abort(ah_cli_train_fail(a, tr->rank, &err));
+    ah_metrics_write_events(metrics, events);
+    if (ck) ah_test_hook("reconfig-save", req->step, tr->plan->cluster.nodes[ah_role_device(tr->plan, &tr->role).node].name);
+    ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
+    if (defer && req->join > 0) { /* a joiner's fallback restores the step: it is saved first */
+        defer = false;
+        snprintf(why, sizeof why, "a join: a joining rank that cannot take the moved state restores the step");
+    }
+    if (!defer) save_now(a, req, tr, ck, leaving, metrics, ph);
+    state->committed = ah_ckpt_session_last_saved(ck) == req->step;
+    ah_reconfig_moved_t *mv = move_state(a, req, tr, ph, state);
+    if (defer && !state->moved) { /* the restore that follows reads step S: saved now, the old stage still up */
+        defer = false;
+        snprintf(why, sizeof why, "the state is not moved: the restore reads the step");
+        save_now(a, req, tr, ck, leaving, metrics, ph);
+        state->committed = ah_ckpt_session_last_saved(ck) == req->step;
+    }
+    state->save_async = defer;
+    state->kept_step = ah_ckpt_session_last_saved(ck);
+    snprintf(state->why_sync, sizeof state->why_sync, "%s", why);
+    if (!defer && why[0] && tr->rank == 0 && ck)
+        fprintf(stderr, "autohet train: in-place change at step %lld: the step is saved before the move, not written "
+                "behind (%s)\n", (long long)req->step, why);
+    return mv;
+}
+
 /* The boundary req->step of an in-place reconfiguration (runtime/reconfig.h), on every rank of the old
  * world: the save, the old runtime freed, the world split, the new jobs admitted ("join"). A leaving rank
  * returns 0 (it then only finalizes), a parking one parks (park); a staying one sets up req's plan on the
@@ -241,15 +299,10 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     ah_comm_t *world = ah_comm_world();
     const int from = ah_comm_size(world), job = ah_comm_world_job();
     const bool leaving = ah_reconfig_leaving(req), parking = ah_reconfig_parking(req);
-    double ph[AH_RECONFIG_N_PH] = {0}, t = ah_now_s();
-    json_t *events = NULL;
+    double ph[AH_RECONFIG_N_PH] = {0}, t;
     ah_error_t err;
-    if (ah_ckpt_session_save_leaving(*ck, req->step, leaving, &events, &err) != AH_OK)
-        ah_comm_abort(ah_cli_train_fail(a, tr->rank, &err));
-    ah_metrics_write_events(*metrics, events);
-    ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
-    ah_reconfig_state_t state = {.committed = ah_ckpt_session_last_saved(*ck) == req->step};
-    ah_reconfig_moved_t *mv = move_state(a, req, tr, ph, &state);
+    ah_reconfig_state_t state = {0};
+    ah_reconfig_moved_t *mv = save_and_move(a, req, tr, *ck, leaving, *metrics, ph, &state);
     t = ah_now_s();
     if (ah_ckpt_session_close(*ck, &err) != AH_OK)
         fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
@@ -272,8 +325,9 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
     if (leaving) {
         ah_test_hook("reconfig-split", req->step, NULL);
-        printf("autohet train: job %d (pid %d) leaves at step %lld: its checkpoint is saved, the other jobs go on in "
-               "place under %s\n", job, (int)getpid(), (long long)req->step, req->plan);
+        printf("autohet train: job %d (pid %d) leaves at step %lld: %s, the other jobs go on in place under %s\n",
+               job, (int)getpid(), (long long)req->step, state.save_async ? "its state handed over (the step is "
+               "written behind by the others)" : "its checkpoint is saved", req->plan);
         fflush(stdout);
         return 0;
     }

@@ -148,6 +148,21 @@ ah_status_t ah_ckpt_session_commit_pending(ah_ckpt_session_t *s, json_t **events
  * event, as elsewhere: the resume that follows then takes the newest step committed. NULL s: nothing. */
 ah_status_t ah_ckpt_session_save_leaving(ah_ckpt_session_t *s, int64_t done, bool leaving, json_t **events,
                                          ah_error_t *err);
+/* Collective, at an in-place change's boundary after `done` updates, before the state moves (docs/elastic.md
+ * "Durability"): the nodes of the ranks that pass leaving count as the noticed ones, a periodic snapshot in
+ * flight is committed (its "checkpoint" event in *events on rank 0), and *defer (the same on every rank) says
+ * whether the save of step done may be taken off the path, written behind from the moved state
+ * (ah_ckpt_session_save_behind): with a local root, without --ckpt-sync, step done not committed already, and
+ * every file of the last committed step C (none: nothing to keep) listed by a staying node's disk or by its
+ * host's memory tier, so that a kill before step done commits resumes from C. Else why (on every rank) says why
+ * not, and the caller saves as before (ah_ckpt_session_save_leaving). NULL s: nothing. */
+ah_status_t ah_ckpt_session_change_begin(ah_ckpt_session_t *s, int64_t done, bool leaving, json_t **events,
+                                         bool *defer, char *why, size_t cap, ah_error_t *err);
+/* Collective over the new world, its state of step moved in (not saved at the change): the snapshot of step
+ * handed to the background writer (one started when the session has none: a run without --ckpt-every), to
+ * be committed at a later step boundary as every asynchronous save is (ckpt/async.h), at the latest at the
+ * run's last step, a notice or the next change. NULL s or no local root: nothing. */
+ah_status_t ah_ckpt_session_save_behind(ah_ckpt_session_t *s, int64_t step, ah_error_t *err);
 /* Where a stage's pieces come from, group by group (the resume's fetched files; the in-place move's
  * buffers, runtime/reconfig_move.h): open readies the nf pieces (TP indices idx at degree T, as
  * ah_reshard_pieces lists them) of the gi-th group, read reads from them (ckpt/reshard.h), close

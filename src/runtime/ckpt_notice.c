@@ -353,37 +353,3 @@ ah_status_t ah_ckpt_notice_uploads(ah_ckpt_session_t *s, int64_t step, json_t *e
     free(zones);
     return st;
 }
-
-ah_status_t ah_ckpt_session_save_leaving(ah_ckpt_session_t *s, int64_t done, bool leaving, json_t **events,
-                                         ah_error_t *err) {
-    *events = NULL;
-    if (!s) return AH_OK;
-    json_t *arr = s->tr->rank == 0 ? json_array() : NULL;
-    int64_t *hit = calloc((size_t)s->n_nodes, sizeof *hit);
-    ah_status_t st = hit ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory for %d nodes", s->n_nodes);
-    if (st == AH_OK) {
-        hit[s->my_node] = leaving;
-        st = ah_comm_allreduce_max_i64(ah_comm_world(), hit, (size_t)s->n_nodes, err);
-    }
-    for (int n = 0; st == AH_OK && n < s->n_nodes; n++) s->hit[n] = (int)hit[n];
-    free(hit);
-    /* a periodic snapshot of this very step in flight is committed here; an older one first */
-    if (st == AH_OK) st = ah_ckpt_async_collect(s, true, arr, err);
-    if (st == AH_OK && s->o.local_root && s->last_saved != done) {
-        bool save_anyway; /* the rule sets the memory-first choice; the save is not optional here */
-        json_t *ev = NULL;
-        ah_ckpt_snap_t *none = NULL;
-        st = ah_ckpt_notice_rule(s, done, 0, &save_anyway, err);
-        if (st == AH_OK && s->writer) st = ah_ckpt_async_wait(s->writer, &none, err);
-        ah_ckpt_snap_free(none);
-        if (st == AH_OK) st = ah_ckpt_notice_save(s, done, &ev, err);
-        if (arr && ev) json_array_append_new(arr, ev);
-        else json_decref(ev);
-    }
-    if (st != AH_OK) {
-        json_decref(arr);
-        return st;
-    }
-    *events = arr;
-    return AH_OK;
-}

@@ -128,6 +128,12 @@ typedef struct {
     bool committed;  /* the change's save committed step S (the new session counts it as its newest) */
     int64_t moved_bytes, kept_bytes;
     char why_not[256];
+    /* the change's save: written behind the next step from the moved state ("save": "async"), or before the
+     * move ("sync"; why_sync: why not behind, "" when not asked) */
+    bool save_async;
+    int64_t kept_step; /* with save_async: the last step committed before the change (-1 none), the resume
+                        * point until step S commits */
+    char why_sync[256];
 } ah_reconfig_state_t;
 
 /* Rank 0 of the new world: the "reconfigure" event (protocol.h) in metrics (may be NULL) and its line on stdout,
