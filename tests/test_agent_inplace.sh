@@ -139,7 +139,8 @@ exact fb "$WORK/fb/plan-1.json"
 CLUSTER=$SRC/examples/clusters/cpu-partial-host.json GB=4 STEPS=30
 notice_run pk "0,add,fast-0" remove,fast-1
 grep -q "in place: the change asked for at step [0-9]* (jobs \[[0-9]*\] leave, 2 ranks go on under the next plan, 1 rank park" \
-    "$WORK/pk.log" && grep -q "in place: changed at step" "$WORK/pk.log" || { cat "$WORK/pk.log"; fail "pk: not in place"; }
+    "$WORK/pk.log" && grep -q "in place: changed at step .*; 1 rank parked, idle until their host's job ends: fast-0:2$" \
+    "$WORK/pk.log" || { cat "$WORK/pk.log"; fail "pk: not in place"; }
 python3 - "$WORK/pk" <<'PY' || { cat "$WORK/pk.log"; fail "pk: parked"; }
 import json, os, re, sys
 d = sys.argv[1]

@@ -120,7 +120,8 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     }
     bool ok = taken == n;
     if (!ok)
-        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken, n - taken == 1 ? "" : "s");
+        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken,
+                 n - taken == 1 ? "" : "s");
     for (int r = 0; ok && r < w; r++) {
         int idx;
         const int i = node_index(a, rank_node(cur, r, &idx));
@@ -134,13 +135,18 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     return ok;
 }
 
-/* The running ranks that the request parks (-1 on a staying node). */
-static int count_parked(const agent_t *a, const int *ranks) {
+/* The running ranks that the request parks (-1 on a staying node); their devices ("fast-0:2 ...") in out
+ * (may be NULL). */
+static int count_parked(const agent_t *a, const int *ranks, char *out, size_t cap) {
     int n = 0;
+    ah_str_t s = ah_str_fixed(out ? out : (char[1]){0}, out ? cap : 1);
     for (int r = 0; r < ah_plan_device_count(&a->cur.plan); r++) {
         int idx;
-        const int i = node_index(a, rank_node(&a->cur.plan, r, &idx));
-        n += ranks[r] < 0 && (i < 0 || !a->leaving[i]);
+        const char *node = rank_node(&a->cur.plan, r, &idx);
+        const int i = node_index(a, node);
+        if (ranks[r] >= 0 || (i >= 0 && a->leaving[i])) continue;
+        if (out) ah_str_appendf(&s, "%s%s:%d", n ? " " : "", node, idx);
+        n++;
     }
     return n;
 }
@@ -212,7 +218,7 @@ static bool write_request(agent_t *a, int64_t step, const int *ranks, bool order
     }
     if (ok) {
         char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
-        const int parked = count_parked(a, ranks);
+        const int parked = count_parked(a, ranks, NULL, 0);
         char park[96] = "";
         if (parked) snprintf(park, sizeof park, ", %d rank%s park (idle until their host's job ends)", parked,
                              parked == 1 ? "" : "s");
@@ -411,6 +417,15 @@ static void on_changed(agent_t *a, const json_t *ev) {
         }
     }
     a->inplace_after = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    char parked[300] = "";
+    int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks), n_parked = 0;
+    bool ordered, mapped = ranks && a->have_next && map_ranks(a, &a->next.plan, ranks, &ordered, parked, sizeof parked);
+    char devs[240] = "";
+    if (mapped) n_parked = count_parked(a, ranks, devs, sizeof devs);
+    free(ranks);
+    parked[0] = 0;
+    if (n_parked) snprintf(parked, sizeof parked, "; %d rank%s parked, idle until their host's job ends: %s", n_parked,
+                           n_parked == 1 ? "" : "s", devs);
     ah_plan_result_free(&a->cur);
     a->cur = a->next;
     a->have_next = false; /* moved */
@@ -421,8 +436,8 @@ static void on_changed(agent_t *a, const json_t *ev) {
     ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     char *pids = json_dumps(json_object_get(ev, "pids"), JSON_COMPACT);
     say(a, "in place: changed at step %lld: %d job%s left, %d ranks go on under the next plan in the same processes "
-        "(pids %s)", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
-        pids ? pids : "?");
+        "(pids %s)%s", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
+        pids ? pids : "?", parked);
     free(pids);
     account_change(a, ev, seen_t);
     ah_agent_plan_event(a, "replan", a->next_plan_s, true); /* after the preempt event, as a relaunch's */
