@@ -13,7 +13,8 @@ otherwise costs the bound's rate at that moment, R(t). This splits bound - autoh
 less the tokens the recoveries keep (the step in progress and the first step count). The remainder
 (printed) is what this accounting does not follow (a hold inside a phase, rounding).
 Also printed: the policy's median recovery after a preemption (notice to the first finished step, over
-those no other event cut short). Usage: sim_bound_gap.py out.json [policy]   (policy: autohet by default)
+those no other event cut short), and the recoveries in place (joins; with ranks parked: docs/simulator.md
+rule 11) and the notices that saved but relaunched. Usage: sim_bound_gap.py out.json [policy]   (policy: autohet by default)
 """
 import bisect
 import json
@@ -82,6 +83,13 @@ def main():
     med = (rec[(len(rec) - 1) // 2] + rec[len(rec) // 2]) / 2 if rec else 0
     print(f"  ({name} trained {p['breakdown']['train_h']:.2f} h of {doc['horizon_s'] / 3600:.2f}; median recovery "
           f"after a preemption {med:.1f} s over {len(rec)} not cut short)")
+    recs = p["recoveries"]
+    inp = [r for r in recs if r.get("in_place")]
+    joins = sum(1 for r in inp if r["event"].startswith("join"))
+    parked = [r for r in inp if r.get("parked")]
+    saved_relaunch = sum(1 for r in recs[1:] if r["event"].startswith("preempt") and r["saved"] and not r.get("in_place"))
+    print(f"  (recoveries {len(recs)}: in place {len(inp)} ({joins} joins, {len(parked)} with "
+          f"{sum(r['parked'] for r in parked)} ranks parked); notices that saved and relaunched {saved_relaunch})")
 
 
 if __name__ == "__main__":

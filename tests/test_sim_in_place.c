@@ -10,6 +10,7 @@
 
 #include "core/json.h"
 #include "harness.h"
+#include "sim/replay.h"
 #include "sim/sim.h"
 
 static const char *CLUSTER =
@@ -146,6 +147,32 @@ static void test_kept_or_all(const ah_model_t *m) {
     ah_cluster_free(&c);
 }
 
+/* The park rule (recovery.c ah_sim_devices_kept, the agent's map_ranks since 8a69e6c): run on n0's GPUs 0-2
+ * and n1's 0. n1 gone: n0:0+1 is in place with n0:2 parked (a relaunch until session 23), n0:0-2 with none
+ * parked, a device no running rank holds (n0:3, or n1's gone one) is not; n1 staying: a plan with none of
+ * its devices is not (its job would keep no rank). After the parked change, n0:2 is held by no running
+ * rank: a plan that wants it again is not in place. */
+static void test_park_rule(void) {
+    ah_shard_holder_t run_d[4] = {{.node = 0, .index = 0}, {.node = 0, .index = 1}, {.node = 0, .index = 2},
+                                  {.node = 1, .index = 0}};
+    ah_shard_holder_t two[2] = {{.node = 0, .index = 0}, {.node = 0, .index = 1}};
+    ah_shard_holder_t other[2] = {{.node = 0, .index = 0}, {.node = 0, .index = 3}};
+    ah_sim_entry_t run = {.place = {.n_ranks = 4, .ranks = run_d}}, e = {.place = {.n_ranks = 2, .ranks = two}};
+    ah_sim_entry_t three = {.place = {.n_ranks = 3, .ranks = run_d}}, all = {.place = {.n_ranks = 4, .ranks = run_d}};
+    ah_sim_entry_t off = {.place = {.n_ranks = 2, .ranks = other}};
+    const bool gone[2] = {true, false}, both[2] = {true, true};
+    int parked = -1;
+    CHECK(ah_sim_devices_kept(gone, &run, &e, &parked) && parked == 1, "n0:0+1 in place, 1 parked (%d)", parked);
+    CHECK(ah_sim_devices_kept(gone, &run, &three, &parked) && parked == 0, "n0:0-2 in place, none parked (%d)", parked);
+    CHECK(!ah_sim_devices_kept(gone, &run, &off, &parked), "n0:3: no running rank holds it");
+    CHECK(!ah_sim_devices_kept(gone, &run, &all, &parked), "n1:0 is gone");
+    CHECK(!ah_sim_devices_kept(both, &run, &e, &parked), "n1 stays with no rank");
+    CHECK(ah_sim_devices_kept(both, &run, &all, &parked) && parked == 0, "the same plan");
+    CHECK(!ah_sim_devices_kept(both, &e, &three, &parked), "n0:2 parked: held by no running rank");
+    const double P = AH_SIM_PARK_IN_PLACE_FRACTION;
+    CHECK(P > AH_SIM_IN_PLACE_FRACTION && P < 0.05, "the parked change's measured share: %g", P);
+}
+
 int main(void) {
     json_t *doc = NULL;
     ah_cluster_t c;
@@ -185,6 +212,7 @@ int main(void) {
     ah_sim_result_free(&on);
     test_save_in_place(&m, &a);
     test_kept_or_all(&m);
+    test_park_rule();
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);
     ah_cluster_free(&c);

@@ -364,21 +364,38 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, boo
     *unsaved = !v->saved;
 }
 
-/* Whether plan e runs on exactly the devices (node, GPU index) that plan run's ranks hold on the nodes
- * still up: the agent's condition for a change in place (elastic/agent_inplace.c map_ranks: every
- * staying rank goes on, no device that no running rank holds). */
-static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
-    int kept = 0;
+/* Whether plan e can follow plan run in place at a notice (elastic/agent_inplace.c map_ranks, with parked
+ * ranks since session 23, 8a69e6c): e uses only devices (node, GPU index) that run's ranks on the nodes
+ * still up hold, and at least one of each such node's (a staying host's job keeps a rank in the world);
+ * run's staying ranks whose device e leaves out park (*parked: how many), and their devices count as held
+ * by no running rank afterwards (run becomes e: a later plan that wants one again relaunches). Until
+ * session 23: exactly run's staying devices. */
+bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *e, int *parked) {
+    *parked = 0;
+    for (int j = 0; j < e->place.n_ranks; j++) {
+        const ah_shard_holder_t *q = &e->place.ranks[j];
+        bool held = false;
+        for (int i = 0; i < run->place.n_ranks && !held; i++)
+            held = run->place.ranks[i].node == q->node && run->place.ranks[i].index == q->index && up[q->node];
+        if (!held) return false; /* a device no running rank holds */
+    }
     for (int i = 0; i < run->place.n_ranks; i++) {
         const ah_shard_holder_t *o = &run->place.ranks[i];
-        if (!x->up[o->node]) continue; /* leaving */
-        bool found = false;
-        for (int j = 0; j < e->place.n_ranks && !found; j++)
-            found = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
-        if (!found) return false;
-        kept++;
+        if (!up[o->node]) continue; /* leaving */
+        bool same = false, host = false;
+        for (int j = 0; j < e->place.n_ranks && !same; j++) {
+            host = host || e->place.ranks[j].node == o->node;
+            same = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
+        }
+        if (!host) return false; /* a staying host's job would keep no rank */
+        *parked += !same;
     }
-    return kept == e->place.n_ranks;
+    return true;
+}
+
+static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+    int parked;
+    return ah_sim_devices_kept(x->up, run, e, &parked);
 }
 
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
@@ -420,8 +437,8 @@ static void holds_restore(ah_sim_replay_t *x, bool *was) {
 
 /* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
  * the change is to be in place. e (the plan on every node up) when it runs on the old plan's staying
- * devices (devices_kept); else the plan on exactly the old plan's devices on the staying nodes, when it
- * uses each of them and relaunching onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
+ * devices (devices_kept: some may park); else the planner's plan over the old plan's devices on the staying
+ * nodes, when it keeps a rank on each staying node (the devices it leaves idle park) and relaunching onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
  * x->pending_join). Not in place when a piece of the state would come from the cloud (no staying node
  * holds it: the run rolls back). */
 static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool *in_place) {
@@ -548,12 +565,18 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     r->bytes_memory += v->bytes[AH_TIER_MEMORY];
     v->replan_s = x->o->replan_s >= 0 ? x->o->replan_s : x->choice_plan_s; /* the chosen set's, or every candidate's (plans.c) */
     /* in place (opts.in_place): at a notice that saved (every rank alive, the state committed), onto the
-     * running ranks' devices; a join that saved, onto them and the joining nodes (the state restored from
-     * the tiers, as the runtime's join in place does: the move is not for a join) */
+     * running ranks' devices, the ones the plan leaves out parked (AH_SIM_PARK_IN_PLACE_FRACTION); a join
+     * that saved, onto them and the joining nodes (the runtime moves the state to the joining ranks since
+     * cf4ac18; the transfer here is still the tiers' restore, a network copy from the holders either way) */
     const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback && join_kept(x->run, e);
-    v->in_place = (in_place && v->saved && !cloud_rollback && devices_kept(x, x->run, e)) || join_in_place;
-    v->restart_s = x->o->restart_s * (join_in_place ? AH_SIM_JOIN_IN_PLACE_FRACTION
-                                      : v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
+    int parked = 0;
+    v->in_place = (in_place && v->saved && !cloud_rollback && ah_sim_devices_kept(x->up, x->run, e, &parked)) ||
+                  join_in_place;
+    v->parked = v->in_place && !join_in_place ? parked : 0;
+    v->restart_s = x->o->restart_s * (join_in_place              ? AH_SIM_JOIN_IN_PLACE_FRACTION
+                                      : v->parked > 0              ? AH_SIM_PARK_IN_PLACE_FRACTION
+                                      : v->in_place                ? AH_SIM_IN_PLACE_FRACTION
+                                                                   : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
     if (x->started) {

@@ -206,6 +206,9 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
                            const ah_placement_t *next, ah_sim_flows_t *f, double *moved);
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
  * recovering to e. join: every node got the notice (a restart to take in joined nodes). */
+/* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only,
+ * at least one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). */
+bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *e, int *parked);
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg);
 
 /* sim.c: a new timeline segment from x->t (closing the one before); a marker at x->t; dt seconds

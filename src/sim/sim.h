@@ -245,12 +245,14 @@ typedef struct ah_sim_opts {
                                   included), as if the others were given back while unused; default off: every
                                   node up is paid (ah_sim_held_usd_per_s), as the agent releases no host */
     bool exposure_aware;       /* autohet's choice weighs the rollback a hit on a node holding a piece of the
-                                  state alone would cost (plans.c ah_sim_plan_choose; the agent does not) */
+                                  state alone would cost (plans.c ah_sim_plan_choose; the agent with
+                                  `run --exposure-aware` since e715fdd) */
     bool churn_aware;          /* autohet leaves out spot types whose preemptions cost more than they train
                                   (replay.h ah_sim_plan_choose) */
     bool in_place;             /* autohet changes plans in place at a notice (runtime/reconfig.h): a recovery
-                                  that saved at the notice onto a plan on exactly the old plan's staying devices
-                                  pays restart_s x AH_SIM_IN_PLACE_FRACTION; that plan is the one on exactly the
+                                  that saved at the notice onto a plan on the old plan's staying devices only
+                                  pays restart_s x AH_SIM_IN_PLACE_FRACTION (x AH_SIM_PARK_IN_PLACE_FRACTION when
+                                  some of a staying node's ranks park); that plan is the planner's over the
                                   old plan's devices on the staying nodes unless relaunching onto every node up pays (the join
                                   rule), and the save is made whenever it fits (recovery.c in_place_choice);
                                   off in ah_sim_opts_default; `simulate` turns it on unless --no-in-place or
@@ -269,6 +271,16 @@ typedef struct ah_sim_opts {
  * communicators): at scale this share is a lower bound, the tokens it gains an upper bound. */
 #define AH_SIM_IN_PLACE_FRACTION (0.0107 / 1.929)
 
+/* The share of a relaunch's fixed overhead that a change in place pays when some of a staying host's ranks
+ * park (devices the next plan leaves out: runtime/reconfig.h, docs/elastic.md "Parked ranks"; the agent's
+ * map_ranks since 8a69e6c), measured by `SET=partial bash bench/bench_recovery.sh` (8a69e6c, load 26-28,
+ * tiny-gpt2 on examples/clusters/cpu-partial-host.json, fast-0's third rank parked): notice -> first step
+ * 0.34 s in place against 8.67 s relaunched (--no-in-place), 25.5x. That ratio holds the save and the first
+ * step on both sides, so it overstates the fixed overhead's share (a higher price than
+ * AH_SIM_IN_PLACE_FRACTION's phases alone): the tokens it gains are a lower bound on the CPU runtime's; the
+ * same no-device-context caveat as AH_SIM_IN_PLACE_FRACTION otherwise. */
+#define AH_SIM_PARK_IN_PLACE_FRACTION (0.34 / 8.67)
+
 /* A join in place's share of a relaunch's fixed overhead (opts.in_place, a join whose next plan keeps
  * every running rank's device and puts its other ranks on the joining nodes only: the agent's condition,
  * elastic/agent_inplace_join.c map_join), measured by bench/bench_join_inplace.sh (docs/elastic.md,
@@ -276,7 +288,9 @@ typedef struct ah_sim_opts {
  * job's admission, its connect and merge, and the set-up), 0.357 s, against the relaunch's old job's end
  * after its save plus its start-up, 2.126 + 0.515 s. The joining job's process start and MPI_Init come
  * before the request, off the path. The same caveat as AH_SIM_IN_PLACE_FRACTION: no device context or
- * NCCL communicator on the CPU runtime, so a lower bound at scale. */
+ * NCCL communicator on the CPU runtime, so a lower bound at scale. Measured while the join restored the
+ * state from the tiers; since cf4ac18 the state moves to the joining ranks (test_cluster_join: move
+ * 0.024-0.031 s, load 0), and bench_join_inplace.sh has not been run again (session 23): kept. */
 #define AH_SIM_JOIN_IN_PLACE_FRACTION (0.357 / 2.641)
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
@@ -336,6 +350,8 @@ typedef struct ah_sim_recovery {
     bool saved;                /* autohet saved at the notice (it fitted the grace period) */
     bool handover;             /* that save was the handover (committed in the next plan's hosts' memory) */
     bool in_place;             /* the change was in place (opts.in_place): restart_s is its overhead */
+    int parked;                /* in place: the running ranks on staying nodes that parked (sim.h
+                                  AH_SIM_PARK_IN_PLACE_FRACTION) */
     double replan_s, restart_s, transfer_s, first_step_s;
     double seconds;            /* the sum: notice to the first finished step */
     double tier_s[AH_TIER_COUNT];
