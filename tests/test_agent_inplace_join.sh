@@ -17,7 +17,7 @@
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
 #    stop and relaunch (said with why), which resumes from step S, and every step is trained once, finished;
 #  - late: the trainers held at the join's request (AH_TEST_HOOK phase reconfig-join action=pause) until the
-#    agent's deadline (two steps + the save estimate + AH_JOIN_ADMIT_S=1 + 10 s, said) passes, longer than --grace-s 5: the
+#    agent's deadline (two steps + the save estimate + AH_JOIN_ADMIT_S=1 + 10 s, said) passes, longer than --grace-s 9: the
 #    fallback's stop has its own grace period (SIGTERM, then the trainers go on: the notice first, the step
 #    saved, not forced), its recovery recorded from the join's ask;
 #  - mismatch: held as in late, a "reconfigure" event (join 1, 2 -> 3 ranks) at a step before the join's put
@@ -182,7 +182,7 @@ print(f"never: fell back, relaunched, resumed from step {rec[0]['step']} in {rec
 PY
 # ---- late: the join's deadline passes, longer than the grace period ---- (not in the short subset)
 if [ "${AH_CLUSTER_SHORT:-0}" != 1 ]; then
-STEPS=40 GRACE=5 AH_JOIN_ADMIT_S=1 PAUSED=$WORK/late.paused \
+STEPS=40 GRACE=9 AH_JOIN_ADMIT_S=1 PAUSED=$WORK/late.paused \
     AH_TEST_HOOK="phase=reconfig-join,step=any,action=pause,file=$WORK/late.paused" join_run late
 grep -q "in place: the join at step [0-9]* not made (not taken within .*): the join's stop and relaunch" \
     "$WORK/late.log" || { cat "$WORK/late.log"; fail "late: the deadline's fallback is not said"; }

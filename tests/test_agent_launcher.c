@@ -165,6 +165,14 @@ static void test_notice(void) {
     snprintf(path, sizeof path, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 1);
     snprintf(text, sizeof text, "{\"rank\": 1, \"pid\": %d, \"node\": \"slow-1\", \"index\": 0}", (int)rank);
     write_file(path, text, "w");
+    /* the hang probe: the paused stand-in used no CPU time in 1 s; with its rank file gone (a change in place
+     * removes the files past the new world's size: a parked rank's, asleep in its job) it is not probed */
+    char hosts[4][64], what[512];
+    CHECK_EQ_I64(l.stalled(l.ctx, hosts, 4, what, sizeof what), 1);
+    CHECK(strstr(what, "no CPU time used") && !strcmp(hosts[0], "slow-1"), "stalled: %s", what);
+    unlink(path);
+    CHECK_EQ_I64(l.stalled(l.ctx, hosts, 4, what, sizeof what), 0);
+    write_file(path, text, "w");
     CHECK_EQ_I64(l.notice(l.ctx, "fast-0"), 0);
     CHECK_EQ_I64(l.notice(l.ctx, "slow-1"), 1);
     CHECK_EQ_I64(l.notice(l.ctx, "slow-1"), 0); /* once */

@@ -359,6 +359,10 @@ static bool rank_stat(pid_t pid, char *state, unsigned long long *ticks) {
  * they were named too and every node left as lost (test_agent_stop's stalled rank). */
 static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap) {
     local_t *l = ctx;
+    /* the ranks as their files say now: a change in place renumbers them and removes the files past the new
+     * world's size (a parked rank's: asleep in its job until it ends, no CPU time, not stalled) before
+     * leave_hosts reads them again */
+    memset(l->rank_pid, 0, sizeof l->rank_pid);
     scan_ranks(l);
     static unsigned long long before[LOCAL_MAX_RANKS];
     static bool seen[LOCAL_MAX_RANKS];

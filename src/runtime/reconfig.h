@@ -53,12 +53,12 @@
  * when the move could not be made, resumes from the newest committed step (the one just saved, read
  * by the usual resume: local, memory, peer, cloud), then trains on. With "join", between (3) and (4):
  * the staying ranks admit the new jobs (comm.h ah_comm_world_admit, the request sent to them), and the new
- * ranks do (5) with them, reading step S from the tiers as a relaunch would (their own local root holds
- * nothing: peer replicas, the cloud). Rank 0 of the new world
+ * ranks do (5) with them, their pieces of step S sent by the staying ranks that hold them (the move to the
+ * joiners), or, when that move cannot be made, read from the tiers as a relaunch would. Rank 0 of the new world
  * writes the "reconfigure" metrics event (protocol.h) with each phase's seconds (the slowest rank's).
  * Jobs leave only a world of joined jobs: in one mpirun job a rank cannot end while the others go on (its
  * MPI_Finalize waits for them all; docs/elastic.md "Can survivors keep their processes?"). A rank whose
- * job stays but which the new plan does not use ("ranks" -1) PARKS instead, in any world: it does (1)-(3)
+ * job stays but which the new plan does not use ("ranks" -1) PARKS instead (in a world of joined jobs, the only one that reads requests): it does (1)-(3)
  * as a leaving rank (the save, its state handed over in the move, its runtime freed, out of the world),
  * then waits asleep until its job ends (comm.h ah_comm_park: the run's end, or its job leaving at a later
  * change) and finalizes with the job's other ranks. A parked rank is in no later world: a plan that wants
