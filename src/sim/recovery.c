@@ -501,6 +501,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     bool in_place = false;
     if (notice && !join) e = in_place_choice(x, e, &in_place);
     if (x->oom) return;
+    x->hold_after_s = 0;
     if (x->phase == AH_PHASE_RECOVER && r->n_recs > 0) r->recs[r->n_recs - 1].interrupted = true;
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
@@ -515,7 +516,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_recovery_t moved = *v;
         const double move_s = transfer_s(x, e, &moved, &cloud_rollback);
         holds_restore(x, was);
-        bool alone = was != NULL; /* whether a piece came from a leaving node only */
+        bool alone = was != NULL, moves = was != NULL; /* whether a piece came from a leaving node only */
         if (alone) {
             ah_sim_recovery_t probe = {0};
             bool without;
@@ -525,6 +526,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         if (!cloud_rollback && (!alone || v->wait_s + v->save_s + move_s <= x->o->grace_s)) {
             *v = moved;
             v->transfer_s = move_s;
+            /* the save written behind the next step (9fc0844) where the staying nodes hold every piece: off
+             * the path (its save measured 0.000 s), a periodic checkpoint's hold after the first step */
+            if (moves && !alone) v->save_s = 0, x->hold_after_s = ah_sim_ckpt_hold_s(x, e);
         } else
             in_place = false; /* the leavers gone before their pieces are sent: the relaunch */
     }

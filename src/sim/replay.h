@@ -101,7 +101,8 @@ typedef struct {
                              (bit i: GPU index i) set here, and the plan's devices keep those indices (recovery.c:
                              the running ranks' devices on the staying nodes, for a change in place) */
     double choice_plan_s; /* the last ah_sim_plan_choose's planning: every candidate's measured time */
-    double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ckpt_stall_s) */
+    double stall_until;   /* a periodic checkpoint holds training until then (sim.c, ah_sim_ckpt_hold_s) */
+    double hold_after_s;  /* the hold of a change in place's save written behind, from its first step on (recovery.c) */
     int cap_segs, cap_markers, cap_recs;
     bool oom;
 } ah_sim_replay_t;
@@ -206,6 +207,10 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
                            const ah_placement_t *next, ah_sim_flows_t *f, double *moved);
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
  * recovering to e. join: every node got the notice (a restart to take in joined nodes). */
+/* What a checkpoint of plan e holds training for (sim.c: the runtime's asynchronous save's copy into host
+ * memory, a sharded plan's gather, the memory tier's replication): a periodic one's, and since 9fc0844 the
+ * save of a change in place written behind the next step (recovery.c). */
+double ah_sim_ckpt_hold_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
 /* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only,
  * at least one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). */
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *e, int *parked);

@@ -259,15 +259,14 @@ static void advance(ah_sim_replay_t *x, double tn) {
     x->t = tn;
 }
 
-/* What a periodic checkpoint holds training for, as the runtime's asynchronous save does
+/* What a checkpoint of plan e holds training for (a periodic one; a change in place's written behind: recovery.c), as the runtime's asynchronous save does
  * (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's all-gather of the moments, each device's copy of
  * its checkpoint into host memory (o->ckpt_snapshot_gb_s per device, in parallel), and with the memory
  * tier the replication of each held node's checkpoint to its partner (its bytes over the node's
  * inter-node link, or the link to a partner in another zone or region: memory.c), which the commit runs on
  * the trainer's thread; the disks and the upload go on in
  * the background. */
-static double ckpt_stall_s(const ah_sim_replay_t *x) {
-    const ah_sim_entry_t *e = x->run;
+double ah_sim_ckpt_hold_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     double copy = 0;
     for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
     return e->gather_s + copy + (e->holder && !e->periodic_off ? e->replicate_s : 0);
@@ -308,6 +307,8 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
 static void on_internal(ah_sim_replay_t *x) {
     if (x->phase == AH_PHASE_RECOVER) { /* the first step after it finished: its tokens count */
         ah_sim_train(x, x->run->iteration_s);
+        x->stall_until = x->t + x->hold_after_s; /* a change in place's save written behind (recovery.c) */
+        x->hold_after_s = 0;
         x->phase = AH_PHASE_TRAIN;
         x->state = x->run;
         x->fresh = false;
@@ -325,7 +326,7 @@ static void on_internal(ah_sim_replay_t *x) {
         ah_sim_replicated(x);
     }
     ah_sim_upload_submit(x);
-    x->stall_until = x->t + ckpt_stall_s(x);
+    x->stall_until = x->t + ah_sim_ckpt_hold_s(x, x->run);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     consider_join(x, "join at checkpoint");
 }
