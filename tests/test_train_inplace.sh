@@ -180,6 +180,10 @@ inplace renumber 1 dp2-20 "" 1,-1,0
 # so step 3 is saved before the move (a kill before its commit would find no step the survivors restore), said.
 OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" FLAGS="--ckpt-every 2 --keep 10" \
     SYNC_WHY="has a file only the leaving nodes hold" inplace pp 2 pp2-01
+# The same with --replica-memory-gb: step 2's files of the leaver are also in a staying host's memory (its replica
+# partner's), so step 3 is written behind ("async"), the losses the same.
+OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" \
+    FLAGS="--ckpt-every 2 --keep 10 --replica-memory-gb 1 --replica-root $WORK/ppmem.mem" inplace ppmem 2 pp2-01
 OLD=pp3-n0 MOVED="block-002.tp1-0 block-003.tp1-0 head.tp1-0 embed.tp1-0 block-000.tp1-0 block-001.tp1-0 \
 block-003.tp1-0 head.tp1-0" inplace tp 2 tp2-n0
 RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2-01 \
