@@ -444,8 +444,7 @@ static ah_status_t remote_launcher(const char *name, const ah_launch_ssh_opts_t 
                            .adopt = ssh_adopt, .run_file = ssh_run_file,
                            .put_run_file = ssh_put_run_file, .drop_disk = ssh_drop_disk,
                            .list_steps = ssh_list_steps,
-                           .verify_step = ssh_verify_step, .reachable = ssh_reachable,
-                           .reachable_many = ssh_reachable_many,
+                           .verify_step = ssh_verify_step, .reachable = ssh_reachable, .reachable_many = ssh_reachable_many,
                            .leave_hosts = ssh_leave_hosts, .join_hosts = ssh_join_hosts, .dead_jobs = ssh_dead_jobs,
                            .free = ssh_free};
     return AH_OK;
