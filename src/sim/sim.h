@@ -278,7 +278,9 @@ typedef struct ah_sim_opts {
  * 0.34 s in place against 8.67 s relaunched (--no-in-place), 25.5x. That ratio holds the save and the first
  * step on both sides, so it overstates the fixed overhead's share (a higher price than
  * AH_SIM_IN_PLACE_FRACTION's phases alone): the tokens it gains are a lower bound on the CPU runtime's; the
- * same no-device-context caveat as AH_SIM_IN_PLACE_FRACTION otherwise. */
+ * same no-device-context caveat as AH_SIM_IN_PLACE_FRACTION otherwise. The later runs are lower: f934ee7's
+ * (load 18-19) 0.15 / 7.86 s, 44072e6's (load ~5, after 9fc0844, so no save in place) 0.04 / 1.51 s; the
+ * first, the highest, is kept. */
 #define AH_SIM_PARK_IN_PLACE_FRACTION (0.34 / 8.67)
 
 /* A join in place's share of a relaunch's fixed overhead (opts.in_place, a join whose next plan keeps
