@@ -14,7 +14,8 @@
 #    it as job 2, the number the agent started it with), fast-0's and slow-0's processes kept throughout;
 #  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
-#    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first), the agent falls back to the join's
+#    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first; the joining job was told to wait for its
+#    turn as long as the agent waits for the join: AH_JOIN_WAIT_S, said at its exit), the agent falls back to the join's
 #    stop and relaunch (said with why), which resumes from step S, and every step is trained once, finished;
 #  - late: the trainers held at the join's request (AH_TEST_HOOK phase reconfig-join action=pause) until the
 #    agent's deadline (two steps + the save estimate + AH_JOIN_ADMIT_S=1 + 10 s, said) passes, longer than --grace-s 9: the
@@ -164,6 +165,16 @@ grep -q "in place: the join at step [0-9]* not made (.*): the join's stop and re
 grep -q "in place: joined" "$WORK/never.log" && fail "never: joined in place"
 grep -q "job 2 did not answer its turn within 3 s (the request's join_admit_s)" "$WORK/never.log" ||
     { cat "$WORK/never.log"; fail "never: the trainers' give-up is not said"; }
+python3 - "$WORK/never.log" <<'PY' || { cat "$WORK/never.log"; fail "never: the joining job not told the agent's wait"; }
+import re, sys
+# the joining job waits for its turn as long as the agent waits for the join (join_hosts' AH_JOIN_WAIT_S)
+log = open(sys.argv[1]).read()
+m = re.search(r"\[ *([0-9.]+) s\] in place: the join asked for .* until ([0-9.]+) s \(", log)
+w = re.search(r"AH_TEST_JOIN_NO_ANSWER: job 2 \(its wait for its turn ([0-9.]+) s \(AH_JOIN_WAIT_S\)\)", log)
+assert m and w, "the deadline or the joining job's wait not said"
+assert abs(float(w.group(1)) - (float(m.group(2)) - float(m.group(1)))) < 0.3, (m.group(0), w.group(0))
+print(f"never: the joining job told to wait {w.group(1)} s, the agent's wait for the join")
+PY
 python3 - "$WORK/never" "$STEPS" <<'PY' || { cat "$WORK/never.log"; fail "never: relaunch"; }
 import json, sys
 d, steps = sys.argv[1], int(sys.argv[2])

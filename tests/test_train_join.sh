@@ -15,6 +15,8 @@
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
 # Case "fallback": the joining rank cannot take its pieces (AH_TEST_HOOK reconfig-join nomem on job 2): agreed
 # before the first message, the state restored from the step-3 checkpoint instead, the event saying why.
+# Case "wait": a joining job told AH_JOIN_WAIT_S=2 whose turn never comes gives up after ~2 s, said (the "join"
+# case's job 2 told 90 s joins).
 # Case "never": the new job is never started: the world gives up after AH_JOIN_ADMIT_S, said, step 3 saved.
 # Usage: bash tests/test_train_join.sh BUILD_DIR SOURCE_DIR
 . "$(dirname "$0")/train_common.sh"
@@ -40,10 +42,11 @@ joined() {
     printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"%s}\n' "$WORK/$plan.json" \
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     for job in 2 1 0; do
-        local spec=$d/join:$job:2 wr= h=
-        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank h=$hook
-        AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h timeout 180 $MPIRUN --ompi-server \
-            "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
+        local spec=$d/join:$job:2 wr= h= w=
+        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank h=$hook w=${JOIN_WAIT_S:-}
+        AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h AH_JOIN_WAIT_S=$w timeout 180 $MPIRUN \
+            --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -x AH_JOIN_WAIT_S \
+            -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
             $(train dp2 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
         pids+=($!)
     done
@@ -93,8 +96,22 @@ print(f"  {c}: job 2 joined at step 3 as rank {newrank}, jobs 0, 1 kept pids {[p
       f"{rc['kept_bytes']} kept; phases {secs}")
 PY
 }
-joined join dp3 2
+JOIN_WAIT_S=90 joined join dp3 2 # the joining job told its wait (AH_JOIN_WAIT_S, the agent's): it joins
 joined renumber dp3-201 0 1,2
+
+# wait: a joining job whose turn never comes waits what it is told (AH_JOIN_WAIT_S, which the launchers' join_hosts
+# set to the agent's wait for the join), not a fixed 60 s: told 2 s, it gives up after ~2 s, saying so.
+d=$WORK/wait
+mkdir -p "$d/join"
+t0=$(date +%s%N)
+AH_JOIN_WAIT_S=2 AH_WORLD_JOIN=$d/join:1:2 timeout 40 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_JOIN_WAIT_S \
+    -x AH_WORLD_JOIN -np 1 $(train dp2 wait/ip --local-root "$d/root" --run-dir "$d/run") >"$d/job.out" 2>&1 &&
+    { cat "$d/job.out" >&2; fail "wait: the job exited 0 though its turn never came"; }
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep -q "AH_WORLD_JOIN: nothing published as autohet-join-[0-9a-f]* for 2 s (AH_JOIN_WAIT_S)" "$d/job.out" ||
+    { cat "$d/job.out" >&2; fail "wait: the give-up is not said with its wait"; }
+[ $ms -lt 20000 ] || fail "wait: gave up after $ms ms, told 2 s"
+echo "  wait: the joining job told AH_JOIN_WAIT_S=2 gave up after $ms ms (mpirun's start included), said"
 RESTORED="no host memory for" joined fallback dp3 2 "" "phase=reconfig-join,step=3,action=nomem"
 
 # never: the request asks for one new job that is never started. The running world must not wait in

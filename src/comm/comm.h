@@ -89,7 +89,7 @@ ah_status_t ah_comm_park(double *cpu_s, double *wall_s, ah_error_t *err);
  * it connected) ends the admission with AH_ERR_COMM naming it (the world then cannot go on: the caller ends the
  * run), never a wait for good in MPI_Comm_accept. */
 ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err);
-/* The admission's wait for a job's answer: AH_JOIN_ADMIT_S (seconds > 0), else 60. No MPI call: the agent
+/* The admission's wait for a job's answer: AH_JOIN_ADMIT_S (seconds > 0, at most 1e6), else 60. No MPI call: the agent
  * reads it too, to set its deadline for a join in place. */
 double ah_comm_join_admit_s(void);
 /* In a job that joined a running world (ah_comm_world_admit's new jobs): the payload it was sent, its size in

@@ -48,9 +48,13 @@
 #include "comm/comm_mpi.h"
 #include "core/timing.h"
 
-/* how long a job waits for its turn without a change of the published one (60 s); the most jobs (a job's ranks are numbered
- * below JOB_RANKS in the ordering key, which fits an int) */
-enum { PORT_WAIT_TENTHS = 600, JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
+/* the most jobs (a job's ranks are numbered below JOB_RANKS in the ordering key, which fits an int) */
+enum { JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
+/* How long a job waits for its turn without a change of the published one: AH_JOIN_WAIT_S (the launchers'
+ * join_hosts set it for a joining job: the agent's deadline for the join), else PORT_WAIT_S. */
+#define PORT_WAIT_S 60.0
+/* the most seconds AH_JOIN_WAIT_S and AH_JOIN_ADMIT_S take (more, or not a number > 0: the default) */
+#define ENV_WAIT_MAX_S 1e6
 /* An admission's turn ends with this word: the job answers (publishes ack_name) before it connects, and the
  * running world accepts only once it has, within AH_JOIN_ADMIT_S seconds (default ADMIT_WAIT_S): a job that
  * never comes then ends the admission with an error instead of leaving the world in MPI_Comm_accept for good
@@ -161,7 +165,7 @@ static void ack_name(const char *svc, int job, char *name, size_t cap) { snprint
 
 /* The world's root: "TURN PORT WRITER" published (overwriting the last turn): job TURN may connect now; at an
  * admission (late) with " late" after it, which asks the job to answer first (ack_name). A failure is said (the
- * job whose turn it is then waits and fails after 60 s, naming it). */
+ * job whose turn it is then waits and fails after its wait, port_wait_s, naming it). */
 static void publish_turn(const char *svc, const char *port, int turn, bool late) {
     char value[MPI_MAX_PORT_NAME], id[300];
     writer_id(id, sizeof id);
@@ -190,16 +194,33 @@ static bool stale_writer(const char *line) {
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* Seconds from environment variable name: a number > 0 and at most ENV_WAIT_MAX_S, else dflt. */
+static double env_seconds(const char *name, double dflt) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    const double s = v && *v ? strtod(v, &end) : 0;
+    return end && !*end && s > 0 && s <= ENV_WAIT_MAX_S ? s : dflt;
+}
+
+/* A joining job's wait for its turn without a change of the published one (AH_JOIN_WAIT_S, else 60 s), said
+ * into said ("60 s" / "75 s (AH_JOIN_WAIT_S)"). */
+static double port_wait_s(char *said, size_t cap) {
+    const double told = env_seconds("AH_JOIN_WAIT_S", 0);
+    snprintf(said, cap, "%g s%s", told > 0 ? told : PORT_WAIT_S, told > 0 ? " (AH_JOIN_WAIT_S)" : "");
+    return told > 0 ? told : PORT_WAIT_S;
+}
+
 /* A joining job's first rank: the port, once the published turn is this job's; waiting while it is another's
  * or its writer, on this host, is no longer alive (an earlier run's, ended before its world was built, on
- * the same ompi-server and DIR); 60 s without a change of the published value end the wait. */
+ * the same ompi-server and DIR); port_wait_s without a change of the published value end the wait. */
 static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *err) {
-    char value[MPI_MAX_PORT_NAME], last[MPI_MAX_PORT_NAME] = "";
+    char value[MPI_MAX_PORT_NAME], last[MPI_MAX_PORT_NAME] = "", said[64];
     bool stale = false;
     int seen = -1;
-    for (int quiet = 0; quiet < PORT_WAIT_TENTHS; quiet++, ah_sleep_s(0.1)) {
+    const double wait_s = port_wait_s(said, sizeof said);
+    for (double since = ah_now_s(); ah_now_s() - since < wait_s; ah_sleep_s(0.1)) {
         if (MPI_Lookup_name(svc, MPI_INFO_NULL, value) != MPI_SUCCESS) continue;
-        if (strcmp(value, last) != 0) quiet = 0;
+        if (strcmp(value, last) != 0) since = ah_now_s();
         snprintf(last, sizeof last, "%s", value);
         int turn = -1, at = 0;
         const char *sp = sscanf(value, "%d %n", &turn, &at) == 1 ? strchr(value + at, ' ') : NULL;
@@ -209,7 +230,8 @@ static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *e
         const size_t vl = strlen(value), ml = strlen(" " LATE_MARK);
         if (vl > ml && strcmp(value + vl - ml, " " LATE_MARK) == 0) { /* an admission: answer, then connect */
             if (getenv("AH_TEST_JOIN_NO_ANSWER")) { /* test-only: a joining job that fails before it answers */
-                fprintf(stderr, "autohet: AH_TEST_JOIN_NO_ANSWER: job %d exits at its turn without answering\n", job);
+                fprintf(stderr, "autohet: AH_TEST_JOIN_NO_ANSWER: job %d (its wait for its turn %s) exits at its "
+                        "turn without answering\n", job, said);
                 _exit(3);
             }
             char ack[96];
@@ -223,12 +245,12 @@ static ah_status_t wait_turn(const char *svc, int job, char *port, ah_error_t *e
     }
     if (stale)
         return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: only a stale port published as %s, its writer no longer "
-                            "alive, for 60 s", svc);
+                            "alive, for %s", svc, said);
     if (seen < 0)
-        return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: nothing published as %s for 60 s (job 0 publishes its "
-                            "port; every job's mpirun needs --ompi-server of the same ompi-server)", svc);
-    return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: job %d's turn published for 60 s, not this job's (%d): the "
-                        "jobs connect in order", seen, job);
+        return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: nothing published as %s for %s (job 0 publishes its "
+                            "port; every job's mpirun needs --ompi-server of the same ompi-server)", svc, said);
+    return ah_error_set(err, AH_ERR_IO, "AH_WORLD_JOIN: job %d's turn published for %s, not this job's (%d): the "
+                        "jobs connect in order", seen, said, job);
 }
 
 /* The job's first rank waits for its turn (wait_turn) and sends the port to the job's other ranks, so that
@@ -265,12 +287,7 @@ static int merge_one(MPI_Comm *world, int accepting, const char *port, int *join
 
 /* How long the running world waits for a joining job's answer at an admission: AH_JOIN_ADMIT_S, else
  * ADMIT_WAIT_S. */
-double ah_comm_join_admit_s(void) {
-    const char *v = getenv("AH_JOIN_ADMIT_S");
-    char *end = NULL;
-    const double s = v && *v ? strtod(v, &end) : 0;
-    return end && !*end && s > 0 ? s : ADMIT_WAIT_S;
-}
+double ah_comm_join_admit_s(void) { return env_seconds("AH_JOIN_ADMIT_S", ADMIT_WAIT_S); }
 
 /* The world's root at an admission, job's turn published with `port`: whether job answered (ack_name) within
  * wait_s, its answer naming this port (an answer naming another is an earlier world's turn's, left at the same

@@ -144,8 +144,9 @@ static bool add_jobs(agent_t *a, const char *const *hosts, int n) {
 }
 
 /* join_hosts for the joining hosts, the next plan on them (RUN_DIR/next-plan.json, also here for the launcher
- * to copy), then the request; why set when any fails (the jobs started then dropped). */
-static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, char *why, size_t cap) {
+ * to copy), told to wait wait_s for their turn (the agent's own wait for the join), then the request; why set
+ * when any fails (the jobs started then dropped). */
+static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, double wait_s, char *why, size_t cap) {
     char run_dir[600], plan_path[700];
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, launch_no(a));
     snprintf(plan_path, sizeof plan_path, "%s/" AH_PROTO_NEXT_PLAN_FILE, run_dir);
@@ -155,7 +156,7 @@ static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, c
     if (s == AH_OK) s = ah_plan_save(&a->next.plan, plan_path, &e);
     if (s == AH_OK) s = ah_agent_train_argv(a->o, plan_path, a->local_root, run_dir, &train, &e);
     const ah_launch_job_t job = {.plan = &a->next.plan, .plan_path = plan_path, .run_dir = run_dir,
-                                 .train_argv = train.argv, .joined = true};
+                                 .train_argv = train.argv, .joined = true, .join_wait_s = wait_s};
     if (s == AH_OK && !add_jobs(a, hosts, n)) s = ah_error_set(&e, AH_ERR_INTERNAL, "out of host memory");
     else if (s == AH_OK && (s = a->launcher.join_hosts(a->launcher.ctx, &job, hosts, n, &e)) != AH_OK)
         a->n_jobs -= n; /* none started */
@@ -193,13 +194,15 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
     if (ok && a->join_step + 1 >= a->o->steps)
         snprintf(why, sizeof why, "the run ends first (step %lld of %lld)", (long long)a->join_step,
                  (long long)a->o->steps), ok = false;
-    ok = ok && map_join(a, ranks, hosts, &n_hosts, &ordered, why, sizeof why) && ask(a, ranks, hosts, n_hosts, why, sizeof why);
+    const double step_s = step_estimate(a, L); /* the wait: the joining jobs' too (AH_JOIN_WAIT_S, comm/join.c) */
+    const double wait_s = JOIN_STEPS * step_s + a->save_est_s + ah_comm_join_admit_s() + JOIN_MARGIN_S;
+    ok = ok && map_join(a, ranks, hosts, &n_hosts, &ordered, why, sizeof why) &&
+         ask(a, ranks, hosts, n_hosts, wait_s, why, sizeof why);
     if (ok) {
         ah_str_t names = ah_str_fixed((char[256]){0}, 256);
         for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
         a->join_t = ah_now_s(); /* the recovery's start if it falls back; the stop's grace period runs from its own notice */
-        const double step_s = step_estimate(a, L);
-        a->join_deadline = a->join_t + JOIN_STEPS * step_s + a->save_est_s + ah_comm_join_admit_s() + JOIN_MARGIN_S;
+        a->join_deadline = a->join_t + wait_s;
         say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
             "the next plan%s); waiting for it until %.1f s (%d steps of %.3f s to it, the save %.2f s, the admission "
             "%.0f s, %.0f s more)", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, names.buf,

@@ -86,18 +86,20 @@ static void kill_job(pid_t *pid);
 /* Joined: job number `j` of `nj` (AH_WORLD_JOIN=RUN_DIR/join:J:NJOBS) for the host of hj, through the ompi-server
  * of RUN_DIR/ompi-server.uri: one mpirun of the host's ranks (AH_WORLD_RANKS), l->job[j]. */
 static ah_status_t start_host(local_t *l, char *const *train_argv, const ah_launch_hostjob_t *hj, int j, int nj,
-                              ah_error_t *err) {
-    char uri[620], server_arg[640], join_env[700];
+                              double wait_s, ah_error_t *err) {
+    char uri[620], server_arg[640], join_env[700], wait_env[64];
     snprintf(uri, sizeof uri, "%s/ompi-server.uri", l->run_dir);
     snprintf(server_arg, sizeof server_arg, "file:%s", uri);
     snprintf(join_env, sizeof join_env, "AH_WORLD_JOIN=%s/join:%d:%d", l->run_dir, j, nj);
-    char *fixed[] = {"--ompi-server", server_arg, "-x", join_env, "-x", hj->world_ranks};
+    snprintf(wait_env, sizeof wait_env, "AH_JOIN_WAIT_S=%.1f", wait_s); /* join_hosts' (wait_s > 0) only */
+    char *fixed[] = {"--ompi-server", server_arg, "-x", join_env, "-x", hj->world_ranks, "-x", wait_env};
     local_job_t *J = &l->job[j];
     memset(J, 0, sizeof *J);
     snprintf(J->host, sizeof J->host, "%s", hj->host);
     J->n_ranks = hj->n_ranks;
-    ah_status_t s = ah_launch_mpirun(l->mpirun, fixed, sizeof fixed / sizeof *fixed, l->mpirun_args, J->n_ranks,
-                                     train_argv, NULL, &J->pid, err);
+    const size_t n_fixed = sizeof fixed / sizeof *fixed - (wait_s > 0 ? 0 : 2);
+    ah_status_t s = ah_launch_mpirun(l->mpirun, fixed, n_fixed, l->mpirun_args, J->n_ranks, train_argv, NULL, &J->pid,
+                                     err);
     if (s == AH_OK) l->n_jobs = j + 1;
     return s;
 }
@@ -114,7 +116,7 @@ static ah_status_t start_joined(local_t *l, const ah_launch_job_t *job, ah_error
         s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher joins at most %d jobs", nj,
                          LOCAL_MAX_JOBS);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
-    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, job->train_argv, &hj[j], j, nj, err);
+    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, job->train_argv, &hj[j], j, nj, 0, err);
     ah_launch_hostjobs_free(hj, nj);
     if (s != AH_OK) local_stop(l); /* the jobs started wait in their join: none may linger */
     return s;
@@ -136,7 +138,7 @@ static ah_status_t local_join_hosts(void *ctx, const ah_launch_job_t *job, const
     for (int h = 0; s == AH_OK && h < n; h++) {
         for (k = nj - 1; k >= 0 && strcmp(hj[k].host, hosts[h]) != 0; k--) {}
         s = k < 0 ? ah_error_set(err, AH_ERR_USAGE, "host %s joins but the plan puts no rank on it", hosts[h])
-                  : start_host(l, job->train_argv, &hj[k], first + h, first + n, err);
+                  : start_host(l, job->train_argv, &hj[k], first + h, first + n, job->join_wait_s, err);
     }
     ah_launch_hostjobs_free(hj, nj);
     if (s != AH_OK) { /* the ones started would wait for a turn that never comes */

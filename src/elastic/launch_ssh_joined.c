@@ -61,16 +61,18 @@ static void quote(char *out, size_t cap, const char *word) {
 
 /* The shell command that runs host job j's mpirun on its host (see the top). */
 static void job_command(const ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
-                        bool env, char *cmd, size_t cap) {
-    char source[64] = "";
+                        bool env, double wait_s, char *cmd, size_t cap) {
+    char source[64] = "", wait[80] = "";
     if (env) snprintf(source, sizeof source, ". ./mpirun-%d.env && rm -f mpirun-%d.env && ", j, j);
+    if (wait_s > 0) snprintf(wait, sizeof wait, "'AH_JOIN_WAIT_S=%.1f' ", wait_s); /* join_hosts' only */
     snprintf(cmd, cap,
-             "cd '%s' && echo $$ >mpirun-%d.pid && %sexec env 'AH_WORLD_JOIN=%s/join:%d:%d' '%s' '%s' "
+             "cd '%s' && echo $$ >mpirun-%d.pid && %sexec env 'AH_WORLD_JOIN=%s/join:%d:%d' %s'%s' '%s' "
              "$([ \"$(id -u)\" = 0 ] && echo --allow-run-as-root) --ompi-server 'file:%s/ompi-server.uri' "
-             "-x AH_WORLD_JOIN -x AH_WORLD_RANKS --mca plm isolated --mca ras '^slurm' --oversubscribe --bind-to none "
+             "-x AH_WORLD_JOIN -x AH_WORLD_RANKS %s--mca plm isolated --mca ras '^slurm' --oversubscribe --bind-to none "
              "--mca coll_libnbc_iallreduce_algorithm 1 --mca btl_tcp_eager_limit 4194304 "
              "--mca btl_tcp_rndv_eager_limit 4194304 --mca btl_tcp_max_send_size 4194304 ",
-             l->run_dir, j, source, l->run_dir, j, nj, hj->world_ranks, l->mpirun, l->run_dir);
+             l->run_dir, j, source, l->run_dir, j, nj, wait, hj->world_ranks, l->mpirun, l->run_dir,
+             wait_s > 0 ? "-x AH_JOIN_WAIT_S " : "");
     char args[sizeof l->mpirun_args];
     snprintf(args, sizeof args, "%s", l->mpirun_args);
     for (char *save = NULL, *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
@@ -142,7 +144,7 @@ static ah_status_t put_env(ssh_t *l, const char *host, int j, bool *any, ah_erro
 
 /* Job j of nj for the host of hj: its remote command started here (see the top), l->job[j]. */
 static ah_status_t start_host(ssh_t *l, const ah_launch_hostjob_t *hj, int j, int nj, char *const *train_argv,
-                              ah_error_t *err) {
+                              double wait_s, ah_error_t *err) {
     static char cmd[65536];
     ssh_job_t *J = &l->job[j];
     memset(J, 0, sizeof *J);
@@ -151,7 +153,7 @@ static ah_status_t start_host(ssh_t *l, const ah_launch_hostjob_t *hj, int j, in
     bool env = false;
     const ah_status_t put = put_env(l, hj->host, j, &env, err);
     if (put != AH_OK) return put;
-    job_command(l, hj, j, nj, train_argv, env, cmd, sizeof cmd);
+    job_command(l, hj, j, nj, train_argv, env, wait_s, cmd, sizeof cmd);
     char **argv = malloc((SSH_MAX_WORDS + 12) * sizeof *argv);
     if (!argv) return ah_error_set(err, AH_ERR_OOM, "no host memory for the remote command's words");
     ssh_rsh_argv(l, J->host, cmd, argv);
@@ -172,7 +174,7 @@ ah_status_t ssh_start_joined(ssh_t *l, const ah_launch_job_t *job, ah_error_t *e
                          l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
     if (s == AH_OK) s = ssh_put_run_file(l, "ompi-server.uri", uri, err);
-    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, &hj[j], j, nj, job->train_argv, err);
+    for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, &hj[j], j, nj, job->train_argv, 0, err);
     ah_launch_hostjobs_free(hj, nj);
     l->metrics_job = 0; /* the plan's rank 0 is on the first host job's host */
     l->next_metrics_job = -1;
@@ -212,7 +214,7 @@ ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *co
         for (k = nj - 1; k >= 0 && strcmp(hj[k].host, hosts[h]) != 0; k--) {}
         if (k < 0) s = ah_error_set(err, AH_ERR_USAGE, "host %s joins but the plan puts no rank on it", hosts[h]);
         if (s == AH_OK) s = prepare_joining(l, job, hosts[h], err);
-        if (s == AH_OK) s = start_host(l, &hj[k], first + h, first + n, job->train_argv, err);
+        if (s == AH_OK) s = start_host(l, &hj[k], first + h, first + n, job->train_argv, job->join_wait_s, err);
     }
     ah_launch_hostjobs_free(hj, nj);
     if (s != AH_OK) { /* the ones started would wait for a turn that never comes */

@@ -48,6 +48,8 @@ typedef struct ah_launch_job {
                                      ranks of its host) and --ompi-server of one ompi-server the launcher
                                      starts (stopped by stop and free); what lets ranks leave in place
                                      (runtime/reconfig.h). false: one mpirun for the whole plan */
+    double join_wait_s;           /* join_hosts: > 0, the joining jobs' wait for their turn (AH_JOIN_WAIT_S,
+                                     comm/join.c; the agent's wait for the join); 0: theirs (60 s) */
 } ah_launch_job_t;
 
 typedef struct ah_launcher {
