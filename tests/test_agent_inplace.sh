@@ -96,6 +96,7 @@ pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)
 assert pre[0]["nodes"] == rec[0]["nodes"] == ["slow-1"] and rec[0]["step"] == rc[0]["step"], (pre, rec, rc)
+assert pre[0]["saved"] == (rc[0]["save"] == "sync"), (pre, rc)  # "saved" only when committed at the change
 assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load", "move"}, rec[0]
 assert rec[0]["phases"]["move"] > 0 or rec[0]["phases"]["load"] > 0, rec[0]  # the state arrived one way
 bd = rec[0]["breakdown"]
@@ -109,6 +110,10 @@ print(f"in place at step {rc[0]['step']}: slow-1's job left, pids kept {after}, 
 PY
 grep -q "recovery 0 (events file: slow-1) at .* in place (the survivors kept their processes)" "$WORK/ip.log" ||
     fail "ip: the summary does not say in place"
+save=$(python3 -c 'import json,sys; print([x for x in map(json.loads, open(sys.argv[1])) if x.get("event") == "reconfigure"][0]["save"])' "$WORK/ip/metrics.jsonl")
+if [ "$save" = async ]; then want="the change's step written behind the next step, not saved at the change"; else want="checkpoint saved at the change"; fi
+grep -q "recovery 0 (events file: slow-1) at .* in place (the survivors kept their processes) at step [0-9]*, $want\$" "$WORK/ip.log" ||
+    fail "ip: the summary does not say the change's save ($save)"
 # the summary's launch record: the running plan's device count (the ranks that went on), not the first's
 n=$(sed -n 's/.*in place: changed at step [0-9]*: [0-9]* jobs\? left, \([0-9]*\) ranks go on.*/\1/p' "$WORK/ip.log")
 grep -q "^launch 0: $n devices," "$WORK/ip.log" || fail "ip: the summary's launch 0 is not the running plan's $n devices"

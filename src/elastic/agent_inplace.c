@@ -358,7 +358,11 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
     static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
     double sum = 0;
     const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
-    const ah_exit_facts_t f = {.status = 0, .preempted = true, .preempted_step = step, .saved = true,
+    /* saved: the step committed at the change ("save": "sync"); "async" writes it behind the next step, the resume
+     * point the last committed one until then (a trainer without the field saved at the change) */
+    const char *save = json_string_value(json_object_get(ev, "save"));
+    const bool saved = !save || strcmp(save, "async") != 0;
+    const ah_exit_facts_t f = {.status = 0, .preempted = true, .preempted_step = step, .saved = saved,
                                .trained = a->hist.len};
     /* stop: the notice to the change's save done (the relaunch's stop ends with its save too) */
     const double stop_s = seen_t - a->notice_t;
@@ -375,7 +379,7 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
         }
     emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
                       (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
-                      ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", 1, "forced", 0, "exit_status", 0,
+                      ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", saved, "forced", 0, "exit_status", 0,
                       "in_place", 1));
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->leaving[i]) {
