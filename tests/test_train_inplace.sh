@@ -98,7 +98,7 @@ inplace() {
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     run_jobs "$d" "$leaver" "$hook" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
         $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run" ${FLAGS:-})"
-    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" "$old" "${MOVED:-}" "${RESTORED:-}" "${SYNC_WHY:-}" <<'PY' ||
+    python3 - "$WORK" "$c" "$leaver" "$plan" "$ranks" "$old" "${MOVED:-}" "${RESTORED:-}" "${SYNC_WHY:-}" "${FLAGS:-}" <<'PY' ||
 import glob, json, os, sys
 work, c, leaver, plan, old = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[6]
 ranks = [int(r) for r in sys.argv[5].split(",")] if sys.argv[5] else None
@@ -156,6 +156,9 @@ else:
     assert rc["save"] == "async" and "save_sync_why" not in rc, rc
     for n in [f"n{j}" for j in stay] if old != "pp3-n0" else ["n0"]:  # the survivors' nodes: step 3 committed
         assert os.path.exists(f"{d}/root/{n}/step-00000003/manifest.json"), f"step 3 not committed on {n}"
+    # the snapshot buffer: without --ckpt-every (no periodic save) returned once step 3 commits, else held
+    ck3 = [o for o in lines if o.get("event") == "checkpoint" and o["step"] == 3 and o.get("async")]
+    assert len(ck3) == 1 and ck3[0]["snapshot_kept"] == ("--ckpt-every" in sys.argv[10]), ck3
 print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {stay} kept pids "
       f"{rc['pids']}, 8 losses bit-identical (3 of {old}, 5 of {plan} resumed); save {rc['save']}, state {rc['state']}, "
       f"{rc['moved_bytes']} bytes moved, {rc['kept_bytes']} kept; phases {secs}")

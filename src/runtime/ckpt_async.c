@@ -299,6 +299,10 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
     s->pending = -1;
     json_t *ev = NULL;
     ah_status_t st = ah_ckpt_commit_step(s, &w, &ev, err);
+    /* without --ckpt-every only an in-place change's step written behind (ckpt_change.c) took a snapshot: no
+     * periodic save needs the buffer again, nor does the host-memory check count it (docs/checkpoints.md) */
+    if (s->o.every <= 0 && s->snap_buf) ah_ckpt_snapshot_free(s);
+    if (ev) json_object_set_new(ev, "snapshot_kept", json_boolean(s->snap_buf != NULL)); /* rank 0's, held on */
     if (ev && events) json_array_append_new(events, ev);
     else json_decref(ev);
     return st;
