@@ -264,10 +264,14 @@ park_case
 # committed nowhere, step 2 is intact on the survivors' disks, and with the leaver's disk gone the survivors'
 # plan resumes from step 2: the steps trained since (2, and 3 when its line came out) are redone, counted, and
 # every loss is the reference's (1e-4 relative: step 2 retrained under dp2, not dp3).
+# window CASE OLD NEW [FLAGS...]: that kill under OLD -> NEW (the leaver job 2, on n2), FLAGS the trainers' too;
+# with --replica-root R the leaver's memory root R/n2 is removed with its disk.
 window() {
-    local d=$WORK/window
+    local c=$1 old=$2 new=$3 d=$WORK/$1
+    shift 3
+    local mem=$(echo "$@" | sed -n 's/.*--replica-root \([^ ]*\).*/\1/p')
     mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [2], "plan": "%s"}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
+    printf '{"step": 3, "leave": [2], "plan": "%s"}\n' "$WORK/$new.json" >"$d/run/reconfigure.json"
     # Job 1's process, left waiting for job 0 in the joined world, is killed once job 0's is gone (as the agent
     # ends a launch whose job failed): by its pid, written before the trainer starts.
     (for i in $(seq 1200); do
@@ -278,37 +282,41 @@ window() {
     local watch=$!
     local t0=$SECONDS
     HOOK_JOB=0 run_jobs "$d" 2 "phase=ckpt-write,step=3,action=kill" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
-        $(train dp3 window/ip --local-root "$d/root" --run-dir "$d/run" --ckpt-every 2 --keep 10)"
+        $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run" --ckpt-every 2 --keep 10 "$@")"
     kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
-    [ "$(cat "$d/st0")" = 137 ] || { tail -n 20 "$d"/job*.out >&2; fail "window: job 0 not killed by the hook"; }
-    [ "$(cat "$d/st1")" != 0 ] || fail "window: job 1 went on without job 0"
-    ! ls "$d"/root/*/step-00000003/manifest.json 2>/dev/null || fail "window: step 3 committed despite the kill"
-    echo "  window: the three jobs ended in $((SECONDS - t0)) s (job 0: $(cat "$d/st0"), job 1: $(cat "$d/st1"))"
-    rm -rf "$d/root/n2" # the leaver's disk gone with it
-    timeout 120 $MPIRUN -np 2 $(train dp2-01 window/re --resume --local-root "$d/root") >"$d/re.out" 2>&1 ||
-        { cat "$d/re.out" >&2; fail "window: the survivors' plan does not resume"; }
-    python3 - "$WORK" <<'PY' || fail "window: the resume"
+    [ "$(cat "$d/st0")" = 137 ] || { tail -n 20 "$d"/job*.out >&2; fail "$c: job 0 not killed by the hook"; }
+    [ "$(cat "$d/st1")" != 0 ] || fail "$c: job 1 went on without job 0"
+    ! ls "$d"/root/*/step-00000003/manifest.json 2>/dev/null || fail "$c: step 3 committed despite the kill"
+    echo "  $c: the three jobs ended in $((SECONDS - t0)) s (job 0: $(cat "$d/st0"), job 1: $(cat "$d/st1"))"
+    rm -rf "$d/root/n2" ${mem:+"$mem/n2"} # the leaver's disk (and host memory) gone with it
+    timeout 120 $MPIRUN -np 2 $(train $new $c/re --resume --local-root "$d/root" "$@") >"$d/re.out" 2>&1 ||
+        { cat "$d/re.out" >&2; fail "$c: the survivors' plan does not resume"; }
+    python3 - "$WORK" "$c" "$old" "$new" "$mem" <<'PY' || fail "$c: the resume"
 import json, sys
-w = sys.argv[1]
-ip = [json.loads(l) for l in open(f"{w}/window/ip.jsonl")]
-re = [json.loads(l) for l in open(f"{w}/window/re.jsonl")]
+w, c, old, new, mem = sys.argv[1:6]
+ip = [json.loads(l) for l in open(f"{w}/{c}/ip.jsonl")]
+re = [json.loads(l) for l in open(f"{w}/{c}/re.jsonl")]
 rc = [o for o in ip if o.get("event") == "reconfigure"]
 assert len(rc) == 1 and rc[0]["save"] == "async", rc
 rec = [o for o in re if o.get("event") == "recover"]
 assert rec and rec[0]["step"] == 2 and rec[0]["found"], rec
+assert not mem or rec[0]["files"]["memory"] > 0, rec  # the leaver's pieces of step 2 from a staying host's memory
 trained = [o["step"] for o in ip if "event" not in o]
 again = [o["step"] for o in re if "event" not in o]
 assert again == list(range(2, 8)), again
 redo = [s for s in trained if s >= 2]
-ref = {o["step"]: o["loss"] for f in ("ref-dp3", "ref-dp2-01") for o in map(json.loads, open(f"{w}/{f}.jsonl"))
-       if "event" not in o and (f == "ref-dp3") == (o["step"] < 3)}
+ref = {o["step"]: o["loss"] for f in (f"ref-{old}", f"ref-{new}") for o in map(json.loads, open(f"{w}/{f}.jsonl"))
+       if "event" not in o and (f == f"ref-{old}") == (o["step"] < 3)}
 for o in (o for o in re if "event" not in o):
     assert abs(o["loss"] - ref[o["step"]]) <= 1e-4 * abs(ref[o["step"]]), (o["step"], o["loss"], ref[o["step"]])
-print(f"  window: killed in step 3's write behind (trained {trained}): resumed from step 2, "
+print(f"  {c}: killed in step 3's write behind (trained {trained}): resumed from step 2 (files {rec[0]['files']}), "
       f"{len(redo)} step(s) redone {redo}, 6 losses within 1e-4 of the reference")
 PY
 }
-window
+window window dp3 dp2-01
+# The same under pp3 -> pp2 with step 2's leaver-only pieces in a staying host's memory (case ppmem above): step 3
+# is written behind, and after the kill and the leaver's disk and memory removed, step 2 resumes, those from memory.
+window winmem pp3 pp2-01 --replica-memory-gb 1 --replica-root "$WORK/winmem.mem"
 # Requests that cannot be carried out are not taken, each said once before anything is saved or torn down,
 # and the three train on to the end: a job not in the world; a plan that cannot be read; a run without
 # --local-root (no step to resume in place; before, the leaver left and the others failed on --resume); a
