@@ -285,15 +285,16 @@ typedef struct ah_sim_opts {
 
 /* A join in place's share of a relaunch's fixed overhead (opts.in_place, a join whose next plan keeps
  * every running rank's device and puts its other ranks on the joining nodes only: the agent's condition,
- * elastic/agent_inplace_join.c map_join), measured by bench/bench_join_inplace.sh (docs/elastic.md,
- * 2026-12-07, 202908e, medians of 3 rounds, load 9-15, tiny-gpt2): the join in place's start-up (the new
- * job's admission, its connect and merge, and the set-up), 0.357 s, against the relaunch's old job's end
- * after its save plus its start-up, 2.126 + 0.515 s. The joining job's process start and MPI_Init come
- * before the request, off the path. The same caveat as AH_SIM_IN_PLACE_FRACTION: no device context or
- * NCCL communicator on the CPU runtime, so a lower bound at scale. Measured while the join restored the
- * state from the tiers; since cf4ac18 the state moves to the joining ranks (test_cluster_join: move
- * 0.024-0.031 s, load 0), and bench_join_inplace.sh has not been run again (session 23): kept. */
-#define AH_SIM_JOIN_IN_PLACE_FRACTION (0.357 / 2.641)
+ * elastic/agent_inplace_join.c map_join), measured by `ROUNDS=3 bash bench/bench_join_inplace.sh` at main
+ * 84452e9.. (session 23: the state moved to the joining ranks since cf4ac18; medians of 3 rounds, load
+ * 2.4-2.6, tiny-gpt2): the join in place's start-up (the new job's admission, its connect and merge, the
+ * set-up; the move 0.006 s apart), 0.328 s, against the relaunch's old job's end after its save plus
+ * its start-up, 1.102 + 0.334 s (in place 0.397 s in all against 1.466 s, 3.69x). Session 22's (202908e, the state
+ * restored, load 9-15) was 0.357 / (2.126 + 0.515) = 0.135: the relaunch's end after its save is shorter
+ * at this load. The joining job's process start and MPI_Init come before the request, off the path. The
+ * same caveat as AH_SIM_IN_PLACE_FRACTION: no device context or NCCL communicator on the CPU runtime, so
+ * a lower bound at scale. */
+#define AH_SIM_JOIN_IN_PLACE_FRACTION (0.328 / (1.102 + 0.334))
 
 /* 1800 s, 60 s, measured, 2.5, disk 8 GB/s, grace 120 s (AWS's two-minute notice), replicas off,
  * snapshot AH_SIM_SNAPSHOT_GB_S */
