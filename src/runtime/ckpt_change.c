@@ -63,7 +63,7 @@ static ah_status_t survives(ah_ckpt_session_t *s, int64_t c, bool *ok, char *why
                        : ah_error_set(err, AH_ERR_OOM, "no host memory for step %lld's file lists", (long long)c), err);
     if (st == AH_OK) {
         mine[0] = s->hit[s->my_node] ? 0 : 1, mine[1] = n;
-        memcpy(mine + 2, keys, (size_t)n * sizeof *keys);
+        if (n) memcpy(mine + 2, keys, (size_t)n * sizeof *keys); /* keys NULL on a node that lists nothing */
         st = ah_comm_allgather_f64(ah_comm_world(), mine, (int)most + 2, all, err);
     }
     *ok = true;
