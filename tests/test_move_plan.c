@@ -14,6 +14,13 @@ static ah_model_t model(void) {
     return m;
 }
 
+/* A hand-built plan of m: n pipelines, TP tp, over a cluster of nodes nodes. */
+static ah_plan_t plan_of(ah_model_t m, int tp, ah_pipeline_t *p, int n, int nodes) {
+    ah_plan_t plan = {.tp = tp, .n_pipelines = n, .pipelines = p, .model = m};
+    plan.cluster.n_nodes = nodes;
+    return plan;
+}
+
 static void placements(const ah_plan_t *from, const ah_plan_t *to, ah_placement_t *a, ah_placement_t *b) {
     ah_error_t err;
     CHECK(ah_placement_build(from, NULL, 0, a, &err) == AH_OK, "%s", err.msg);
@@ -43,9 +50,7 @@ static void test_pipeline_change(void) {
                         {.first = 3, .last = 4, .devices = {{2, 0}}}};
     ah_stage_t s2[2] = {{.first = 0, .last = 2, .devices = {{0, 0}}}, {.first = 2, .last = 4, .devices = {{1, 0}}}};
     ah_pipeline_t p3 = {.n_stages = 3, .stages = s3}, p2 = {.n_stages = 2, .stages = s2};
-    ah_plan_t from = {.tp = 1, .n_pipelines = 1, .pipelines = &p3, .model = m};
-    ah_plan_t to = {.tp = 1, .n_pipelines = 1, .pipelines = &p2, .model = m};
-    from.cluster.n_nodes = 3, to.cluster.n_nodes = 3;
+    ah_plan_t from = plan_of(m, 1, &p3, 1, 3), to = plan_of(m, 1, &p2, 1, 3);
     ah_placement_t a, b;
     ah_move_plan_t mp;
     ah_error_t err;
@@ -102,9 +107,7 @@ static void test_replicas_share(void) {
     ah_stage_t b0[1] = {{.first = 0, .last = 4, .devices = {{0, 0}}}}, b1[1] = {{.first = 0, .last = 4, .devices = {{0, 1}}}};
     ah_pipeline_t pa[2] = {{.n_stages = 2, .stages = a0}, {.n_stages = 2, .stages = a1}};
     ah_pipeline_t pb[2] = {{.n_stages = 1, .stages = b0}, {.n_stages = 1, .stages = b1}};
-    ah_plan_t from = {.tp = 1, .n_pipelines = 2, .pipelines = pa, .model = m};
-    ah_plan_t to = {.tp = 1, .n_pipelines = 2, .pipelines = pb, .model = m};
-    from.cluster.n_nodes = 2, to.cluster.n_nodes = 2;
+    ah_plan_t from = plan_of(m, 1, pa, 2, 2), to = plan_of(m, 1, pb, 2, 2);
     ah_placement_t a, b;
     ah_move_plan_t mp;
     ah_error_t err;
@@ -132,9 +135,7 @@ static void test_tp_change(void) {
     ah_stage_t s2[1] = {{.first = 0, .last = 4, .devices = {{0, 0}, {0, 1}}}};
     ah_stage_t s1[1] = {{.first = 0, .last = 4, .devices = {{0, 1}}}};
     ah_pipeline_t p2 = {.n_stages = 1, .stages = s2}, p1 = {.n_stages = 1, .stages = s1};
-    ah_plan_t from = {.tp = 2, .n_pipelines = 1, .pipelines = &p2, .model = m};
-    ah_plan_t to = {.tp = 1, .n_pipelines = 1, .pipelines = &p1, .model = m};
-    from.cluster.n_nodes = 1, to.cluster.n_nodes = 1;
+    ah_plan_t from = plan_of(m, 2, &p2, 1, 1), to = plan_of(m, 1, &p1, 1, 1);
     ah_placement_t a, b;
     ah_move_plan_t mp;
     ah_error_t err;
@@ -175,9 +176,7 @@ static void test_join(void) {
                d2[1] = {{.first = 0, .last = 4, .devices = {{2, 0}}}};
     ah_pipeline_t p2[2] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d1}};
     ah_pipeline_t p3[3] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d1}, {.n_stages = 1, .stages = d2}};
-    ah_plan_t from = {.tp = 1, .n_pipelines = 2, .pipelines = p2, .model = m};
-    ah_plan_t to = {.tp = 1, .n_pipelines = 3, .pipelines = p3, .model = m};
-    from.cluster.n_nodes = 2, to.cluster.n_nodes = 3;
+    ah_plan_t from = plan_of(m, 1, p2, 2, 2), to = plan_of(m, 1, p3, 3, 3);
     ah_placement_t a, b;
     ah_move_plan_t mp;
     ah_error_t err;
@@ -198,9 +197,8 @@ static void test_join(void) {
     /* pp2 on n0, n1 -> dp2 on n0, n2: old rank 1 leaves, new rank 1 joins */
     ah_stage_t s2[2] = {{.first = 0, .last = 2, .devices = {{0, 0}}}, {.first = 2, .last = 4, .devices = {{1, 0}}}};
     ah_pipeline_t pp[1] = {{.n_stages = 2, .stages = s2}}, q[2] = {{.n_stages = 1, .stages = d0}, {.n_stages = 1, .stages = d2}};
-    from = (ah_plan_t){.tp = 1, .n_pipelines = 1, .pipelines = pp, .model = m};
+    from = plan_of(m, 1, pp, 1, 2);
     to.n_pipelines = 2, to.pipelines = q;
-    from.cluster.n_nodes = 2;
     ah_placement_free(&b);
     placements(&from, &to, &a, &b);
     const int leaves[2] = {0, -1};
