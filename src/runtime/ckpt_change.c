@@ -12,13 +12,12 @@
 #include "ckpt/replica.h"
 #include "ckpt/restore.h"
 #include "ckpt/cloud.h"
+#include "core/hash.h"
 #include "runtime/ckpt_session.h"
 
 /* A name's 52-bit hash, exact as a double (the all-gather's type); 0 is "no name". */
 static double name_key(const char *name) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-    return (double)((h & ((1ULL << 52) - 1)) | 1);
+    return (double)((ah_fnv1a64_str(name) & ((1ULL << 52) - 1)) | 1);
 }
 
 /* The keys of step's files in root's committed manifests (memory: a replica holder's root) appended to
