@@ -96,7 +96,7 @@ pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"], (pre, rec)
 assert pre[0]["nodes"] == rec[0]["nodes"] == ["slow-1"] and rec[0]["step"] == rc[0]["step"], (pre, rec, rc)
-assert pre[0]["saved"] == (rc[0]["save"] == "sync"), (pre, rc)  # "saved" only when committed at the change
+assert pre[0]["saved"] == rc[0]["committed"], (pre, rc)  # "saved" only when committed at the change
 assert set(rec[0]["phases"]) == {"save", "teardown", "split", "init", "load", "move"}, rec[0]
 assert rec[0]["phases"]["move"] > 0 or rec[0]["phases"]["load"] > 0, rec[0]  # the state arrived one way
 bd = rec[0]["breakdown"]

@@ -214,6 +214,27 @@ static void test_recovery(void) {
     ah_history_free(&h);
 }
 
+/* A change in place's save, from the trainer's "reconfigure" event: recorded saved only when its step was
+ * committed at the change. A "sync" save that failed (or a trainer without --local-root) committed nothing: it
+ * used to be recorded saved from "save": "sync" alone. */
+static void test_change_saved(void) {
+    static const struct { const char *ev; bool saved, behind; } cases[] = {
+        {"{\"save\": \"sync\", \"committed\": true}", true, false},
+        {"{\"save\": \"sync\", \"committed\": false}", false, false}, /* the save failed */
+        {"{\"save\": \"async\", \"committed\": false}", false, true},
+        {"{\"save\": \"sync\"}", true, false}, /* a trainer before "committed" */
+        {"{\"save\": \"async\"}", false, true},
+        {"{}", true, false},                     /* before "save" */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *ev = json_loads(cases[i].ev, 0, NULL);
+        bool behind = !cases[i].behind;
+        const bool saved = ah_agent_change_saved(ev, &behind);
+        CHECK(saved == cases[i].saved && behind == cases[i].behind, "%s: saved %d behind %d", cases[i].ev, saved, behind);
+        json_decref(ev);
+    }
+}
+
 static void test_events_and_stops(void) {
     /* add: of a node up, nothing; while training, at the next checkpoint; else at once */
     CHECK(ah_agent_event_action(true, true, true, false, false) == AH_EVENT_NOTHING, "add of a node up");
@@ -485,6 +506,7 @@ int main(void) {
     test_history_earlier_run();
     test_exit_action();
     test_recovery();
+    test_change_saved();
     test_events_and_stops();
     test_watchdog();
     test_reask();

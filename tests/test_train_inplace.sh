@@ -149,6 +149,13 @@ else:
 # committed then on the survivors' disks; before the move ("sync", said why) when the state is restored or
 # the last committed step has a file only the leaver holds ($SYNC_WHY).
 sync_why = sys.argv[9] or ("the state is not moved" if sys.argv[8] else "")
+# "committed": step 3 committed at the change (the agent records the change saved from it); not with "async",
+# nor when the sync save failed ($UNSAVED: step 3's directory on a node is a file)
+unsaved = bool(os.environ.get("UNSAVED"))
+assert rc["committed"] == (rc["save"] == "sync" and not unsaved), rc
+if unsaved:
+    ck3 = [o for o in lines if o.get("event") == "checkpoint" and o["step"] == 3]
+    assert len(ck3) == 1 and not ck3[0]["ok"], ck3
 if sync_why:
     assert rc["save"] == "sync" and sync_why in rc.get("save_sync_why", ""), rc
     assert any("the step is saved before the move, not written behind" in out[j] for j in range(3)), "said"
@@ -169,8 +176,11 @@ PY
 FLAGS="--ckpt-every 2 --keep 10" inplace leave 2 dp2-01
 inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
 # "ranks": the survivors renumbered as the new plan's ranks (job 2 on n2 is its rank 0, job 0 on n0 its rank 1),
-# not kept in the world's order: the reconfigure event's pids are job 2's, then job 0's.
-inplace renumber 1 dp2-20 "" 1,-1,0
+# not kept in the world's order: the reconfigure event's pids are job 2's, then job 0's. With --ckpt-sync step 3 is
+# saved before the move, and that save fails (a file where the leaver's n1/step-00000003 goes): the event says
+# step 3 is not committed ("committed" false), the move goes on, the losses the same.
+mkdir -p "$WORK/renumber/root/n1" && echo x >"$WORK/renumber/root/n1/step-00000003"
+UNSAVED=1 FLAGS=--ckpt-sync SYNC_WHY=--ckpt-sync inplace renumber 1 dp2-20 "" 1,-1,0
 # Layers that change process: pp3 -> pp2 (job 2 leaves; job 1 gets block 3 and the head from the leaver and
 # the tied embedding from job 0); pp3 -> tp2 (every block split in two: job 0 gets block 2 from job 1, block 3
 # and the head from the leaver; job 1 the embedding and blocks 0-1 from job 0, block 3 and the head from the

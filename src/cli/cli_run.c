@@ -96,8 +96,9 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
                join_in_place ? "in place (the running ranks kept their processes, the new hosts' ranks joined them)"
                : v->in_place ? "in place (the survivors kept their processes)" : "stopped and relaunched",
                (long long)v->stopped_at,
-               join_in_place || (v->in_place && v->saved) ? "checkpoint saved at the change"
-               : v->in_place ? "the change's step written behind the next step, not saved at the change"
+               v->in_place && v->saved ? "checkpoint saved at the change"
+               : v->in_place && v->behind ? "the change's step written behind the next step, not saved at the change"
+               : v->in_place ? "no checkpoint committed at the change (its save failed or had no checkpoint root)"
                : v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice",
                v->forced ? ", ranks killed when the grace period ended" : "");
         if (!v->complete) {

@@ -167,7 +167,8 @@ typedef struct ah_agent_recovery {
     char nodes[256];          /* nodes that left (or joined), space separated */
     double t_notice_s;        /* from the agent's start */
     int64_t stopped_at;       /* steps finished when the job stopped */
-    bool saved;               /* the trainer saved at the notice */
+    bool saved;               /* the trainer saved at the notice (in place: the step committed at the change) */
+    bool behind;              /* in place: the change's step written behind the next step ("save": "async") */
     bool forced;              /* the grace period ran out: SIGKILL */
     int64_t resumed_at;       /* step the new launch started from */
     double stop_s, replan_s, startup_s, transfer_s, first_step_s, total_s;

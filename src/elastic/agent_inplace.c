@@ -358,10 +358,10 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
     static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
     double sum = 0;
     const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
-    /* saved: the step committed at the change ("save": "sync"); "async" writes it behind the next step, the resume
-     * point the last committed one until then (a trainer without the field saved at the change) */
-    const char *save = json_string_value(json_object_get(ev, "save"));
-    const bool saved = !save || strcmp(save, "async") != 0;
+    /* saved: the step committed at the change; "async" writes it behind the next step, the resume point the last
+     * committed one until then */
+    bool behind;
+    const bool saved = ah_agent_change_saved(ev, &behind);
     const ah_exit_facts_t f = {.status = 0, .preempted = true, .preempted_step = step, .saved = saved,
                                .trained = a->hist.len};
     /* stop: the notice to the change's save done (the relaunch's stop ends with its save too) */
@@ -369,6 +369,7 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
     for (int k = 1; k < 6; k++) sum += isfinite(ah_json_num_or_nan(secs, phase[k])) ? ah_json_num_or_nan(secs, phase[k]) : 0;
     ah_recovery_open(r, AH_CAUSE_EVENT, &f, a->notice_t - a->t0, stop_s - sum > 0 ? stop_s - sum : 0, false);
     r->in_place = true;
+    r->behind = behind;
     for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(secs, phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
     json_t *list = json_array();

@@ -277,9 +277,12 @@ static void joined(agent_t *a, const json_t *ev) {
     }
     a->pending = a->res->n_recoveries++;
     ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
-    const ah_exit_facts_t f = {.preempted = true, .preempted_step = step, .saved = true, .trained = a->hist.len};
+    bool behind; /* a join's step is saved before the move: committed unless that save failed */
+    const ah_exit_facts_t f = {.preempted = true, .preempted_step = step, .saved = ah_agent_change_saved(ev, &behind),
+                               .trained = a->hist.len};
     ah_recovery_open(r, AH_CAUSE_JOIN, &f, a->join_t - a->t0, seen_t - a->join_t, false);
     r->in_place = true;
+    r->behind = behind;
     static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
     for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(json_object_get(ev, "seconds"), phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
@@ -290,7 +293,7 @@ static void joined(agent_t *a, const json_t *ev) {
     }
     emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:[], s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
                       (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
-                      ah_agent_cause_name(AH_CAUSE_JOIN), "nodes", "joined", list, "saved", 1, "forced", 0,
+                      ah_agent_cause_name(AH_CAUSE_JOIN), "nodes", "joined", list, "saved", f.saved, "forced", 0,
                       "exit_status", 0, "in_place", 1));
     ah_agent_plan_event(a, "replan", a->next_plan_s, true);
     a->inplace = 2; /* agent_inplace.c closes the recovery at the next step line */

@@ -187,6 +187,13 @@ json_t *ah_recovery_event(const ah_agent_recovery_t *r) {
     return ev;
 }
 
+bool ah_agent_change_saved(const json_t *ev, bool *behind) {
+    const char *save = json_string_value(json_object_get(ev, "save"));
+    const json_t *committed = json_object_get(ev, "committed");
+    *behind = save && strcmp(save, "async") == 0;
+    return committed ? json_is_true(committed) : !*behind;
+}
+
 /* ---- while the job runs ---- */
 
 ah_event_action_t ah_agent_event_action(bool add, bool node_up, bool job_running, bool stopping,

@@ -102,6 +102,11 @@ void ah_recovery_resumed(ah_agent_recovery_t *r, const ah_history_t *h, int64_t 
 void ah_recovery_close(ah_agent_recovery_t *r, double now_s, double first_step_s, const json_t *trainer_recover);
 /* The agent's "recover" metrics event of a closed recovery (docs/elastic.md); the caller's. */
 json_t *ah_recovery_event(const ah_agent_recovery_t *r);
+/* A change in place's trainer event ev (its "reconfigure"): whether its step was committed at the change, what
+ * the trainer's "committed" says (a "sync" save that failed or had no checkpoint root committed nothing);
+ * *behind: "save": "async", the step written behind the next one. A trainer without "committed" saved at the
+ * change unless "async". */
+bool ah_agent_change_saved(const json_t *ev, bool *behind);
 
 /* ---- while the job runs ---- */
 

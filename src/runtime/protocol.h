@@ -46,8 +46,10 @@
  *                  uploads)[, "cloud_behind", "cloud_error"]}: the end of a run with a cloud
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
  *     "reconfigure" {"step", "resumed_step", "plan", "leave", "join", "ranks_from", "ranks_to", "pids",
- *                  "seconds": {"save", "split", "teardown", "init", "load"}}: an in-place
- *                  reconfiguration (runtime/reconfig.h), written by the new world's rank 0
+ *                  "seconds": {"save", "split", "teardown", "init", "load"}, "save": "async"|"sync",
+ *                  "committed" (step committed at the change: false when written behind, when the
+ *                  sync save failed, or without --local-root)}: an in-place reconfiguration
+ *                  (runtime/reconfig.h), written by the new world's rank 0
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud
  *                  (ah_ckpt_tier_name), "fallbacks"[, "tp_from", "tp_to", "data_position",

@@ -272,6 +272,9 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
         (json_int_t)state->moved_bytes, "kept_bytes", (json_int_t)state->kept_bytes);
     if (ev && state->why_not[0]) json_object_set_new(ev, "not_moved", json_string(state->why_not));
     if (ev) json_object_set_new(ev, "save", json_string(state->save_async ? "async" : "sync"));
+    /* whether step S is committed at the change (a "sync" save that failed, or a run without a checkpoint
+     * root, committed nothing; "async" commits it behind the next step) */
+    if (ev) json_object_set_new(ev, "committed", json_boolean(state->committed && !state->save_async));
     if (ev && state->why_sync[0]) json_object_set_new(ev, "save_sync_why", json_string(state->why_sync));
     ah_metrics_write_events(metrics, ev);
     printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
