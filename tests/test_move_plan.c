@@ -158,18 +158,28 @@ static void test_tp_change(void) {
     ah_placement_free(&b);
 }
 
-/* The item of mp that brings (kind, layer, piece) to joining new rank n, or its src -9. */
-static int join_src(const ah_move_plan_t *mp, int n, ah_shard_kind_t kind, int layer) {
+/* The item of mp that brings (kind, layer) to joining new rank n: its src, or -9; *via (may be NULL) its via. */
+static int join_src_via(const ah_move_plan_t *mp, int n, ah_shard_kind_t kind, int layer, int *via) {
     for (int i = 0; i < mp->n; i++)
-        if (mp->items[i].dst == -1 && mp->items[i].to == n && mp->items[i].g.kind == kind && mp->items[i].g.layer == layer)
+        if (mp->items[i].dst == -1 && mp->items[i].to == n && mp->items[i].g.kind == kind && mp->items[i].g.layer == layer) {
+            if (via) *via = mp->items[i].via;
             return mp->items[i].src;
+        }
     return -9;
+}
+
+static int join_src(const ah_move_plan_t *mp, int n, ah_shard_kind_t kind, int layer) {
+    int via = -9;
+    const int src = join_src_via(mp, n, kind, layer, &via);
+    CHECK(src == -9 || via == -1, "a staying holder's piece is not relayed (via %d)", via);
+    return src;
 }
 
 /* An in-place join: dp2 (old ranks 0, 1, the whole model each) -> dp3, new rank 2 a joining process that held
  * nothing: its every group from the staying replicas, alternating, the others keep theirs. pp2 -> dp2 where the
- * leaver alone held blocks 2, 3 and the head: a joiner cannot get them (the leaver is gone), named; without the
- * join form a new rank no old rank runs is refused as before. */
+ * leaver alone held blocks 2, 3 and the head: the leaver hands them to the staying rank, which relays them to the
+ * joiner (via; until session 24 refused, and the change restored from the checkpoint); with no rank staying to
+ * relay, refused, named; without the join form a new rank no old rank runs is refused as before. */
 static void test_join(void) {
     ah_model_t m = model();
     ah_stage_t d0[1] = {{.first = 0, .last = 4, .devices = {{0, 0}}}}, d1[1] = {{.first = 0, .last = 4, .devices = {{1, 0}}}},
@@ -202,8 +212,25 @@ static void test_join(void) {
     ah_placement_free(&b);
     placements(&from, &to, &a, &b);
     const int leaves[2] = {0, -1};
-    CHECK(ah_move_plan_build_join(&m, &a, &b, leaves, &mp, &err) == AH_ERR_INVALID &&
-          strstr(err.msg, "no rank of the old plan that stays holds block-002") && strstr(err.msg, "the joining rank 1"),
+    CHECK(ah_move_plan_build_join(&m, &a, &b, leaves, &mp, &err) == AH_OK, "%s", err.msg);
+    int via = -9;
+    CHECK_EQ_I64(join_src_via(&mp, 1, AH_SHARD_BLOCK, 2, &via), 0); /* the leaver's, relayed by old rank 0 */
+    CHECK_EQ_I64(via, 1);
+    CHECK_EQ_I64(join_src_via(&mp, 1, AH_SHARD_HEAD, -1, &via), 0);
+    CHECK_EQ_I64(via, 1);
+    CHECK_EQ_I64(join_src(&mp, 1, AH_SHARD_BLOCK, 0), 0); /* a staying holder's: sent, not relayed */
+    CHECK_EQ_I64(join_src(&mp, 1, AH_SHARD_EMBED, -1), 0);
+    CHECK_EQ_I64(src_of(&mp, 0, AH_SHARD_BLOCK, 3, 0), 1); /* the staying rank's own from the leaver, as before */
+    const int64_t blk = ah_move_group_floats(&m, (ah_shard_group_t){AH_SHARD_BLOCK, 0}, 1),
+                  emb = ah_move_group_floats(&m, (ah_shard_group_t){AH_SHARD_EMBED, -1}, 1),
+                  head = ah_move_group_floats(&m, (ah_shard_group_t){AH_SHARD_HEAD, -1}, 1);
+    /* old world: blocks 2, 3, the head to old rank 0 and again to it as the relay; new world: the whole model */
+    CHECK_EQ_I64(mp.moved_floats, 2 * (2 * blk + head) + (4 * blk + emb + head));
+    CHECK_EQ_I64(mp.kept_floats, 2 * blk + emb);
+    ah_move_plan_free(&mp);
+    const int none[2] = {-1, -1}; /* both leave: no rank stays to relay */
+    CHECK(ah_move_plan_build_join(&m, &a, &b, none, &mp, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "no rank of the old plan stays to relay embed") && strstr(err.msg, "the joining rank 0"),
           "%s", err.msg);
     ah_placement_free(&a);
     ah_placement_free(&b);

@@ -13,6 +13,13 @@
 # replica's step-3 shard files, its load phase 0).
 # Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
 # the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
+# Case "relay": a change that loses and gains a host at once, where the leaver alone holds pieces the joining
+# rank loads: pp2 (n0 blocks 0-1 and the embedding, n1 blocks 2-3 and the head), job 1 leaves and job 2 joins
+# ("leave": [1], "join": 1, "ranks": [0, -1]) under pp2-02 (the same stages on n0, n2). The leaver hands blocks
+# 2-3 and the head to job 0 over the old world, which relays them to job 2 with the tied embedding (ckpt/move_plan.h
+# via): "moved", moved_bytes twice n1's step-3 shard data plus the embedding's, kept n0's; every loss bit-identical
+# to pp2 in one mpirun (the same stages, another node name). Until session 24 it fell back to the restore, which
+# then failed the run: step 3's blocks 2-3 were on the leaver's disk only.
 # Case "fallback": the joining rank cannot take its pieces (AH_TEST_HOOK reconfig-join nomem on job 2): agreed
 # before the first message, the state restored from the step-3 checkpoint instead, the event saying why.
 # Case "wait": a joining job told AH_JOIN_WAIT_S=2 whose turn never comes gives up after ~2 s, said (the "join"
@@ -23,11 +30,22 @@
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp2=n0,n1:4,4 dp3=n0,n1,n2:3,3,2 \
     dp3-201=n2,n0,n1:2,3,3
+python3 - "$WORK" <<'PY'
+import json, sys
+d = json.load(open(f"{sys.argv[1]}/dp2.json"))
+st0 = d["pipelines"][0]["stages"][0]
+for name, far in (("pp2", "n1"), ("pp2-02", "n2")):  # blocks 0-1 (and the embedding) on n0, 2-3 on FAR
+    d["pipelines"] = [{"micro_batches": 8, "stages": [dict(st0, layers=l, devices=[{"node": n, "index": 0}])
+                                                      for l, n in (([0, 2], "n0"), ([2, 4], far))]}]
+    json.dump(d, open(f"{sys.argv[1]}/{name}.json", "w"))
+PY
 . "$SRC/tests/joined_common.sh"
 # The references: dp2 in one mpirun, its step 3 saved; dp3 (each order) resumed from that step alone.
 timeout 120 $MPIRUN -np 2 $(train dp2 ref2 --ckpt-every 3 --keep 10 --local-root "$WORK/r2") >"$WORK/ref2.out" 2>&1 ||
     { cat "$WORK/ref2.out" >&2; fail "dp2 in one mpirun"; }
 rm -rf "$WORK"/r2/*/step-0000000[68]
+timeout 120 $MPIRUN -np 2 $(train pp2 ref-pp2 --ckpt-every 3 --keep 10 --local-root "$WORK/rpp") >"$WORK/ref-pp2.out" \
+    2>&1 || { cat "$WORK/ref-pp2.out" >&2; fail "pp2 in one mpirun"; }
 for p in dp3 dp3-201; do
     rm -rf "$WORK/r-$p" && cp -r "$WORK/r2" "$WORK/r-$p"
     timeout 120 $MPIRUN -np 3 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
@@ -35,11 +53,12 @@ for p in dp3 dp3-201; do
 done
 # joined CASE PLAN NEWRANK [RANKS [HOOK]]: jobs 0 and 1 (NJOBS 2) and the late job 2 (AH_WORLD_JOIN DIR:2:3,
 # AH_WORLD_RANKS=NEWRANK, AH_TEST_HOOK=HOOK), started 2, 1, 0 at once; each job's pid in $WORK/CASE/pidJ, its
-# mpirun's status in $WORK/CASE/stJ. With $RESTORED set: the state restored, "not_moved" holding it.
+# mpirun's status in $WORK/CASE/stJ. With $RESTORED set: the state restored, "not_moved" holding it. $OLD: the
+# plan jobs 0 and 1 start under (dp2); $LEAVE=1: job 1 leaves at the join (the relay case's pp2).
 joined() {
-    local c=$1 plan=$2 newrank=$3 ranks=${4:-} hook=${5:-} d=$WORK/$1 job pids=()
+    local c=$1 plan=$2 newrank=$3 ranks=${4:-} hook=${5:-} d=$WORK/$1 old=${OLD:-dp2} job pids=()
     mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [], "join": 1, "plan": "%s"%s}\n' "$WORK/$plan.json" \
+    printf '{"step": 3, "leave": [%s], "join": 1, "plan": "%s"%s}\n' "${LEAVE:-}" "$WORK/$plan.json" \
         "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     for job in 2 1 0; do
         local spec=$d/join:$job:2 wr= h= w=
@@ -47,16 +66,17 @@ joined() {
         AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h AH_JOIN_WAIT_S=$w timeout 180 $MPIRUN \
             --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -x AH_JOIN_WAIT_S \
             -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
-            $(train dp2 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+            $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
         pids+=($!)
     done
     for job in 2 1 0; do
         wait "${pids[$((2 - job))]}"
         echo $? >"$d/st$job"
     done
-    python3 - "$WORK" "$c" "$plan" "$newrank" "${RESTORED:-}" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
+    python3 - "$WORK" "$c" "$plan" "$newrank" "${RESTORED:-}" "${LEAVE:-}" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
 import glob, json, os, sys
-work, c, plan, newrank, restored = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+work, c, plan, newrank, restored, leave = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+to = 2 if leave else 3
 d = f"{work}/{c}"
 st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
 pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
@@ -69,35 +89,43 @@ rc = [o for o in lines if o.get("event") == "reconfigure"]
 assert len(rc) == 1, rc
 assert not os.path.exists(f"{d}/run/reconfigure.json") and os.path.exists(f"{d}/run/reconfigure.done.json")
 rc = rc[0]
-assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 2 and rc["ranks_to"] == 3, rc
+assert rc["step"] == 3 and rc["resumed_step"] == 3 and rc["ranks_from"] == 2 and rc["ranks_to"] == to, rc
+if leave:
+    assert f"job 1 (pid {pid[1]}) leaves at step 3" in out[1], out[1]
 secs = rc["seconds"]
 if restored:  # the fallback: the state comes through the checkpoint, said
     assert rc["state"] == "restored" and restored in rc.get("not_moved", "") and rc["moved_bytes"] == 0 and \
         secs["load"] > 0, rc
     assert any(restored in out[j] for j in range(3)), "the fallback is said"
 else:  # the joining rank held nothing: a whole replica's pieces sent it (the checkpoint's data of them)
-    want = 0
-    for f in glob.glob(f"{work}/r2/n0/step-00000003/*.safetensors"):
-        want += os.path.getsize(f) - 8 - int.from_bytes(open(f, "rb").read(8), "little")
+    def data(node, pat="*"):
+        return sum(os.path.getsize(f) - 8 - int.from_bytes(open(f, "rb").read(8), "little")
+                   for f in glob.glob(f"{work}/{'rpp' if leave else 'r2'}/{node}/step-00000003/{pat}.safetensors"))
+    want, kept = data("n0"), 2 * data("n0")
+    if leave:  # the leaver's (n1's) pieces twice: to the relay, then on to the joiner; the tied embedding once
+        want, kept = 2 * data("n1") + data("n0", "embed*"), data("n0")
     assert rc["state"] == "moved" and secs["load"] == 0 and secs["move"] > 0, rc
-    assert rc["moved_bytes"] == want and rc["kept_bytes"] == 2 * want, (rc["moved_bytes"], want, rc["kept_bytes"])
-order = [0, 1]
+    assert rc["moved_bytes"] == want and rc["kept_bytes"] == kept, (rc["moved_bytes"], want, rc["kept_bytes"], kept)
+order = [0] if leave else [0, 1]
 order.insert(newrank, 2)
 assert rc["pids"] == [pid[j] for j in order], f"not the processes started: {rc['pids']} vs {[pid[j] for j in order]}"
 steps = [o for o in lines if "event" not in o]
 assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
-assert [len(o["memory_high_bytes"]) for o in steps] == [2] * 3 + [3] * 5
+assert [len(o["memory_high_bytes"]) for o in steps] == [2] * 3 + [to] * 5
 ref = {o["step"]: o["loss"] for f in ("ref2", f"ref-{plan}") for o in map(json.loads, open(f"{work}/{f}.jsonl"))
-       if "event" not in o and (f == "ref2") == (o["step"] < 3)}
+       if "event" not in o and (f == "ref2") == (o["step"] < 3)} if not leave else \
+    {o["step"]: o["loss"] for o in map(json.loads, open(f"{work}/ref-pp2.jsonl")) if "event" not in o}
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-print(f"  {c}: job 2 joined at step 3 as rank {newrank}, jobs 0, 1 kept pids {[pid[0], pid[1]]}, 8 losses "
-      f"bit-identical (3 of dp2, 5 of {plan} resumed); state {rc['state']}, {rc['moved_bytes']} bytes moved, "
+kept = f"job 1 left, job 0 kept pid {pid[0]}" if leave else f"jobs 0, 1 kept pids {[pid[0], pid[1]]}"
+print(f"  {c}: job 2 joined at step 3 as rank {newrank}, {kept}, 8 losses bit-identical "
+      f"({'to pp2 in one mpirun' if leave else f'3 of dp2, 5 of {plan} resumed'}); state {rc['state']}, {rc['moved_bytes']} bytes moved, "
       f"{rc['kept_bytes']} kept; phases {secs}")
 PY
 }
 JOIN_WAIT_S=90 joined join dp3 2 # the joining job told its wait (AH_JOIN_WAIT_S, the agent's): it joins
 joined renumber dp3-201 0 1,2
+OLD=pp2 LEAVE=1 joined relay pp2-02 1 0,-1
 
 # wait: a joining job whose turn never comes waits what it is told (AH_JOIN_WAIT_S, which the launchers' join_hosts
 # set to the agent's wait for the join), not a fixed 60 s: told 2 s, it gives up after ~2 s, saying so.

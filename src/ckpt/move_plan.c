@@ -21,17 +21,30 @@ int64_t ah_move_group_floats(const ah_model_t *m, ah_shard_group_t g, int T) {
     return sum;
 }
 
-/* The old rank that sends (g, piece) to dst: dst itself when it holds it, else the holder that has sent
- * the least so far (sent[], updated), the lowest on a tie; -1 when none holds it. dst -1 (a joining
- * process): only a holder that stays (to_rank[r] >= 0). */
-static int source_of(const ah_placement_t *from, const int *to_rank, ah_shard_group_t g, int piece, int dst,
-                     int64_t floats, int64_t *sent) {
-    if (dst >= 0 && ah_placement_holds(from, dst, g, piece)) return dst;
+/* The old rank that has sent the least so far (sent[]), the lowest on a tie, among those that hold (g, piece)
+ * (any: holds false) and stay (only those: stays true); -1 when none. */
+static int least_sent(const ah_placement_t *from, const int *to_rank, ah_shard_group_t g, int piece, bool holds,
+                      bool stays, const int64_t *sent) {
     int best = -1;
     for (int r = 0; r < from->n_ranks; r++)
-        if ((dst >= 0 || to_rank[r] >= 0) && ah_placement_holds(from, r, g, piece) &&
+        if ((!stays || to_rank[r] >= 0) && (!holds || ah_placement_holds(from, r, g, piece)) &&
             (best < 0 || sent[r] < sent[best]))
             best = r;
+    return best;
+}
+
+/* The old rank that sends (g, piece) to dst: dst itself when it holds it, else the holder that has sent
+ * the least so far (sent[], updated); -1 when none holds it. dst -1 (a joining process): a holder that stays
+ * (to_rank[r] >= 0), else (*via: a leaving holder) the staying rank that relays it (both counted in sent[]). */
+static int source_of(const ah_placement_t *from, const int *to_rank, ah_shard_group_t g, int piece, int dst,
+                     int64_t floats, int64_t *sent, int *via) {
+    *via = -1;
+    if (dst >= 0 && ah_placement_holds(from, dst, g, piece)) return dst;
+    int best = least_sent(from, to_rank, g, piece, true, dst < 0, sent);
+    if (best < 0 && dst < 0 && (*via = least_sent(from, to_rank, g, piece, true, false, sent)) >= 0) {
+        sent[*via] += floats;
+        best = least_sent(from, to_rank, g, piece, false, true, sent);
+    }
     if (best >= 0) sent[best] += floats;
     return best;
 }
@@ -73,17 +86,18 @@ static ah_status_t build(const ah_model_t *m, const ah_placement_t *from, const 
             const int64_t floats = ah_move_group_floats(m, gs[gi], T);
             if (floats < 0) st = ah_error_set(err, AH_ERR_OOM, "no host memory for the model's tensor table");
             for (int j = 0; j < nf && st == AH_OK; j++) {
-                const int src = source_of(from, to_rank, gs[gi], idx[j], dst, floats, sent);
+                int via;
+                const int src = source_of(from, to_rank, gs[gi], idx[j], dst, floats, sent, &via);
                 if (src < 0) {
                     char name[AH_CKPT_NAME_MAX];
                     ah_shard_group_name(name, gs[gi], T, idx[j]);
                     st = ah_error_set(err, AH_ERR_INVALID, "the move: no rank of the old plan %s %s, which %s rank %d "
-                                      "loads", dst < 0 ? "that stays holds" : "holds", name,
+                                      "loads", via >= 0 ? "stays to relay" : "holds", name,
                                       dst < 0 ? "the joining" : "new", n);
                     break;
                 }
-                out->items[out->n++] = (ah_move_item_t){dst, src, n, gs[gi], idx[j], gi, floats};
-                *(src == dst ? &out->kept_floats : &out->moved_floats) += floats;
+                out->items[out->n++] = (ah_move_item_t){dst, src, n, gs[gi], idx[j], gi, floats, via};
+                *(src == dst ? &out->kept_floats : &out->moved_floats) += floats * (via >= 0 ? 2 : 1);
             }
         }
     }

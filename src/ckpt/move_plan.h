@@ -32,13 +32,16 @@ typedef struct {
     int piece;
     int gi;             /* g's index among the groups dst loads (ah_placement_groups(to, new rank, true)) */
     int64_t floats;     /* ah_move_group_floats(g, old degree) */
+    int via;            /* a joining rank's piece only leaving ranks held (dst -1): the leaving rank that hands
+                         * it to src, a staying rank, over the old world (src relays it to the joining rank);
+                         * -1 otherwise (src held it) */
 } ah_move_item_t;
 
 typedef struct {
     int n;
     ah_move_item_t *items;       /* by dst, then as dst loads them: its groups in order, each group's
                                   * pieces in ah_reshard_pieces' order */
-    int64_t moved_floats, kept_floats;
+    int64_t moved_floats, kept_floats; /* moved: every send between processes, a relayed piece's two */
 } ah_move_plan_t;
 
 /* The plan for model m from placement `from` (the old plan's, TP degree from->tp) to `to` (the new
@@ -50,7 +53,10 @@ ah_status_t ah_move_plan_build(const ah_model_t *m, const ah_placement_t *from, 
 /* The same at an in-place join (runtime/reconfig.h "join"): a new rank no old rank runs is a joining process,
  * which held nothing: each piece it loads (items with dst -1, by new rank as the others) comes from a holder
  * that stays (to_rank >= 0; the leaving ranks are gone once the new world is joined), the one that has sent
- * the fewest floats so far. AH_ERR_INVALID naming the piece when only leaving ranks hold it. */
+ * the fewest floats so far. A piece only leaving ranks hold (a change that loses and gains hosts at once) is
+ * relayed: its leaving holder that has sent the fewest (via) hands it over the old world to the staying rank
+ * that has sent the fewest (src), which sends it on to the joining rank over the new world, as a leaver
+ * hands over what only it holds at a change without a join. */
 ah_status_t ah_move_plan_build_join(const ah_model_t *m, const ah_placement_t *from, const ah_placement_t *to,
                                     const int *to_rank, ah_move_plan_t *out, ah_error_t *err);
 void ah_move_plan_free(ah_move_plan_t *p);

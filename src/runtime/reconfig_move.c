@@ -92,6 +92,17 @@ void ah_reconfig_moved_free(ah_reconfig_moved_t *mv) {
     free(mv);
 }
 
+/* Whether this rank (me) sends item it over the old world: to another process that loads it, or, a leaving
+ * rank, a piece only leavers held to the staying rank that relays it to a joining one (ckpt/move_plan.h via). */
+static bool sends_old(const ah_move_item_t *it, int me) {
+    return it->dst >= 0 ? it->src == me && it->dst != me : it->via == me;
+}
+
+/* Whether me receives item it over the old world from another process: to load it, or to relay it. */
+static bool recvs_old(const ah_move_item_t *it, int me) {
+    return it->dst >= 0 ? it->dst == me && it->src != me : it->via >= 0 && it->src == me;
+}
+
 static bool same_group(const ah_tensor_t *x, ah_shard_group_t g) {
     const ah_shard_group_t h = ah_shard_group_of(x);
     return h.kind == g.kind && h.layer == g.layer;
@@ -107,8 +118,8 @@ static ah_status_t index_old(const ah_gpt_stage_t *st, const ah_move_plan_t *mp,
         const ah_gpt_param_t *p = ah_gpt_find(st, mv->ts[i].name);
         mv->old_off[i] = p && p->n == ah_tensor_shard_elems(&mv->ts[i], mv->T) ? p->offset : -1;
     }
-    for (int k = 0; k < mp->n; k++) {
-        if (mp->items[k].src != me) continue;
+    for (int k = 0; k < mp->n; k++) { /* the pieces it packs: it sends them, or hands them to a relay */
+        if ((mp->items[k].via >= 0 ? mp->items[k].via : mp->items[k].src) != me) continue;
         for (int i = 0; i < mv->nts; i++) {
             if (!same_group(&mv->ts[i], mp->items[k].g) || mv->old_off[i] >= 0) continue;
             const ah_gpt_param_t *p = ah_gpt_find(st, mv->ts[i].name);
@@ -213,13 +224,13 @@ static ah_status_t stage_sends(const ah_trainer_t *tr, const ah_move_plan_t *mp,
     const int me = tr->rank;
     int nreq = 0, sends = 0;
     for (int i = 0; i < mp->n; i++)
-        if (mp->items[i].dst >= 0 && (mp->items[i].dst == me) != (mp->items[i].src == me))
+        if (sends_old(&mp->items[i], me) || recvs_old(&mp->items[i], me))
             nreq += (int)((mp->items[i].floats + MOVE_CHUNK - 1) / MOVE_CHUNK);
     if (!(*reqs = calloc((size_t)(nreq ? nreq : 1), sizeof **reqs)))
         return ah_error_set(err, AH_ERR_OOM, "no host memory for the move's requests");
     for (int i = 0; i < mp->n; i++) {
         const ah_move_item_t *it = &mp->items[i];
-        if (it->src != me || it->dst == me || it->dst < 0) continue;
+        if (!sends_old(it, me)) continue;
         float *buf = outs[sends++] = nomem ? NULL : map_floats(it->floats);
         if (!buf) return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send", (long long)it->floats);
         pack(host, mv, it->g, buf);
@@ -228,7 +239,8 @@ static ah_status_t stage_sends(const ah_trainer_t *tr, const ah_move_plan_t *mp,
 }
 
 /* A join's items (dst -1: a joining rank's) kept in mv for ah_reconfig_move_join, their senders renumbered to
- * the new world (to_rank), and this rank's packed into buffers of their own (mv->jout). */
+ * the new world (to_rank), and this rank's in buffers of their own (mv->jout): packed, or a relayed piece's
+ * filled by the old world's exchange (via). */
 static ah_status_t stage_join(const ah_move_plan_t *mp, const int *to_rank, int me, float *const host[3], bool nomem,
                               ah_reconfig_moved_t *mv, ah_error_t *err) {
     int n = 0;
@@ -246,26 +258,30 @@ static ah_status_t stage_join(const ah_move_plan_t *mp, const int *to_rank, int 
         if (!(mv->jout[k] = nomem ? NULL : map_floats(it->floats)))
             return ah_error_set(err, AH_ERR_OOM, "no host memory for %lld floats to send a joining rank",
                                 (long long)it->floats);
-        pack(host, mv, it->g, mv->jout[k]);
+        if (it->via < 0) pack(host, mv, it->g, mv->jout[k]);
     }
     return AH_OK;
 }
 
-/* The exchange of mp on this rank (me), stage_sends's requests and buffers ready on every rank (agreed): every
- * receive and send posted in the plan's order, then waited for; the pieces it keeps stay where they are. */
+/* The exchange of mp on this rank (me), stage_sends's and stage_join's requests and buffers ready on every rank
+ * (agreed): every receive and send posted in the plan's order, then waited for; the pieces it keeps stay where
+ * they are; a piece it relays to a joining rank received into its join buffer. */
 static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, const ah_reconfig_moved_t *mv,
                             float *const *outs, ah_comm_req_t *reqs, ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const int me = tr->rank;
-    int nr = 0, mine = 0, sends = 0;
+    int nr = 0, mine = 0, sends = 0, k = 0;
     ah_status_t st = AH_OK;
     for (int i = 0; i < mp->n && st == AH_OK; i++) {
         const ah_move_item_t *it = &mp->items[i];
+        const int j = it->dst < 0 ? k++ : -1; /* its index among the join's items (mv->jout) */
         if (it->dst == me) { /* a piece it keeps: read from the old stage at the load (keep_old) */
             float *buf = mv->bufs[mine++];
             if (it->src != me) st = post(w, buf, it->floats, it->src, false, reqs, &nr, err);
-        } else if (it->src == me && it->dst >= 0) {
-            st = post(w, outs[sends++], it->floats, it->dst, true, reqs, &nr, err);
+        } else if (recvs_old(it, me)) {
+            st = post(w, mv->jout[j], it->floats, it->via, false, reqs, &nr, err);
+        } else if (sends_old(it, me)) {
+            st = post(w, outs[sends++], it->floats, it->dst >= 0 ? it->dst : it->src, true, reqs, &nr, err);
         }
     }
     for (int i = 0; i < nr; i++) { /* a failed post (an MPI error) has been said; its partners wait for it here */
@@ -275,10 +291,10 @@ static ah_status_t exchange(const ah_trainer_t *tr, const ah_move_plan_t *mp, co
     return st;
 }
 
-/* This rank's sends: how many items it sends to another process. */
+/* This rank's sends over the old world: how many items it sends to another process. */
 static int count_sends(const ah_move_plan_t *mp, int me) {
     int n = 0;
-    for (int i = 0; i < mp->n; i++) n += mp->items[i].src == me && mp->items[i].dst != me && mp->items[i].dst >= 0;
+    for (int i = 0; i < mp->n; i++) n += sends_old(&mp->items[i], me);
     return n;
 }
 
@@ -333,8 +349,9 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     free(reqs);
     if (st == AH_OK) st = agree_position(tr, step, &mv->data_position, err);
     int64_t sums[3] = {(int64_t)((ah_now_s() - t0) * 1e6), 0, 0};
-    for (int i = 0; st == AH_OK && i < mp.n; i++) /* each item once: by its receiver */
+    for (int i = 0; st == AH_OK && i < mp.n; i++) /* each item once: by its receiver (a relayed piece's hop too) */
         if (mp.items[i].dst == tr->rank) sums[mp.items[i].src == tr->rank ? 2 : 1] += mp.items[i].floats * 4;
+        else if (recvs_old(&mp.items[i], tr->rank)) sums[1] += mp.items[i].floats * 4;
     if (st == AH_OK) {
         int64_t t = sums[0];
         st = ah_comm_allreduce_max_i64(w, &t, 1, err);
@@ -344,8 +361,7 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     }
     if (st == AH_OK && mv->rank >= 0 && mv->n_kept > 0) keep_old(tr, mv, host, dev);
     for (int i = 0, k = 0; outs && i < mp.n; i++) /* the send buffers, in stage_sends's order */
-        if (mp.items[i].src == tr->rank && mp.items[i].dst != tr->rank && mp.items[i].dst >= 0)
-            unmap_floats(outs[k++], mp.items[i].floats);
+        if (sends_old(&mp.items[i], tr->rank)) unmap_floats(outs[k++], mp.items[i].floats);
     free(outs);
     for (int b = 0; b < 3; b++) /* not the ones keep_old took (on host memory a view is the buffer: nothing) */
         if (host[b]) ah_mem_host_done(dev[b], host[b]);

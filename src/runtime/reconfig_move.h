@@ -14,11 +14,12 @@
  * copies the move downloaded) until ah_reconfig_moved_free.
  *
  * At an in-place join the joining jobs' ranks, not in the old world, get theirs in a second exchange over the
- * new world (ah_reconfig_move_join), from the staying ranks only.
+ * new world (ah_reconfig_move_join), from the staying ranks only; a piece only a leaving rank held (a change
+ * that loses and gains hosts at once) is handed by the leaver to a staying rank in the old world's exchange,
+ * which relays it (ckpt/move_plan.h via).
  *
- * Not moved (the caller falls back to the checkpoint restore, said): a piece a joining rank loads that only a
- * leaving rank held, a sharded optimizer's moments (under either plan), a rank that cannot load the next
- * plan or allocate its buffers.
+ * Not moved (the caller falls back to the checkpoint restore, said): a sharded optimizer's moments (under
+ * either plan), a rank that cannot load the next plan or allocate its buffers.
  *
  * Ownership: ah_reconfig_move allocates *out; ah_reconfig_moved_free frees it (NULL is fine).
  */
@@ -51,7 +52,8 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
 
 /* An in-place join (join true above: next's ranks that no old rank runs are joining processes, which held
  * nothing; ckpt/move_plan.h ah_move_plan_build_join): the old world's exchange moves what the staying ranks load,
- * and each staying rank packs the pieces it sends a joining one (senders: staying holders only). Then, collective
+ * and each staying rank packs the pieces it sends a joining one (senders: staying ranks, a leaver-only piece relayed
+ * by one: the leaver hands it over in that exchange). Then, collective
  * over the new world once it admitted the new jobs (ah_comm_world(), its rank n running next's rank n), this sends
  * them: *mv in, a staying rank's ah_reconfig_move result (NULL: it failed, the same on every staying rank; `why`
  * says why), NULL on a joining rank (joining true); out, this rank's pieces for ah_reconfig_move_load, or NULL on
