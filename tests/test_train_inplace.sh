@@ -197,6 +197,17 @@ OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" FLAGS="--ckpt-every 2 --k
 # partner's), so step 3 is written behind ("async"), the losses the same.
 OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" \
     FLAGS="--ckpt-every 2 --keep 10 --replica-memory-gb 1 --replica-root $WORK/ppmem.mem" inplace ppmem 2 pp2-01
+# The same with a cloud (--cloud, moto here): step 2 complete in the cloud survives the leaver (its upload, handed
+# off at step 2's commit at the change, waited for), so step 3 is written behind. Before, the cloud was not counted
+# as a holder: saved before the move ("has a file only the leaving nodes hold").
+if command -v moto_server >/dev/null; then
+    start_moto
+    trap 'kill $MOTO $SERVER 2>/dev/null; wait $MOTO 2>/dev/null; rm -rf "$WORK"' EXIT
+    OLD=pp3 MOVED="block-003.tp1-0 head.tp1-0 embed.tp1-0" \
+        FLAGS="--ckpt-every 2 --keep 10 --cloud s3://ckpt/ppcloud --s3-endpoint $EP" inplace ppcloud 2 pp2-01
+else
+    echo "  ppcloud: skipped (no moto_server)"
+fi
 OLD=pp3-n0 MOVED="block-002.tp1-0 block-003.tp1-0 head.tp1-0 embed.tp1-0 block-000.tp1-0 block-001.tp1-0 \
 block-003.tp1-0 head.tp1-0" inplace tp 2 tp2-n0
 RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2-01 \

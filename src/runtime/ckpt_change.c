@@ -3,7 +3,8 @@
  * step S in the survivors' memory, so S is written behind the next step from the moved state, in the new plan's
  * layout, and committed the usual way (ckpt_async.c); until then the resume point is the last committed step C,
  * which must stay restorable from what survives the change: every file of C is checked to be on a staying node's
- * disk or in its host's memory (the memory tier) before the change goes on without the save. The save before
+ * disk or in its host's memory (the memory tier), or C complete in the cloud, before the change goes on without
+ * the save. The save before
  * the move, when it is made (ah_ckpt_session_save_leaving), is here too: a notice's (ckpt_notice.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ static ah_status_t root_keys(const char *root, bool memory, int64_t step, double
 /* Collective: whether every file of step c listed on any node (its disk or its host's memory) is held by a
  * node that stays (s->hit: the leaving ones); why names what is not. Each node's leader lists its keys; one
  * all-gather of the counts, one of the keys (padded to the longest list). */
-static ah_status_t survives(ah_ckpt_session_t *s, int64_t c, bool *ok, char *why, size_t cap, ah_error_t *err) {
+static ah_status_t survives_nodes(ah_ckpt_session_t *s, int64_t c, bool *ok, char *why, size_t cap, ah_error_t *err) {
     double *keys = NULL;
     int n = 0;
     ah_status_t st = AH_OK;
@@ -85,6 +86,18 @@ static ah_status_t survives(ah_ckpt_session_t *s, int64_t c, bool *ok, char *why
     free(keys);
     free(mine);
     free(all);
+    return st;
+}
+
+/* Collective: whether step c survives the change: every file on a staying node (survives_nodes) or c complete
+ * in the cloud, which the leaving nodes do not take with them (its upload in flight waited for up to the last
+ * save's seconds, about what the save of the change's step it spares would take; at least 2 s). */
+static ah_status_t survives(ah_ckpt_session_t *s, int64_t c, bool *ok, char *why, size_t cap, ah_error_t *err) {
+    ah_status_t st = survives_nodes(s, c, ok, why, cap, err);
+    if (st != AH_OK || *ok || !s->cloud) return st;
+    st = ah_ckpt_cloud_holds(s, c, s->last_save_s > 2 ? s->last_save_s : 2, ok, err);
+    if (st == AH_OK && *ok) snprintf(why, cap, "%s", "");
+    else if (st == AH_OK) snprintf(why + strlen(why), cap - strlen(why), "%s", ", nor is it complete in the cloud");
     return st;
 }
 

@@ -46,6 +46,19 @@ ah_status_t ah_ckpt_cloud_check(ah_ckpt_session_t *s, ah_ckpt_cloud_state_t *c, 
     return AH_OK;
 }
 
+ah_status_t ah_ckpt_cloud_holds(ah_ckpt_session_t *s, int64_t step, double wait_s, bool *held, ah_error_t *err) {
+    *held = false;
+    if (!s->cloud) return AH_OK;
+    const double until = ah_now_s() + wait_s;
+    while (s->up && s->cloud_share > 0 && ah_ckpt_uploader_newest_upto(s->up, step) != step &&
+           ah_ckpt_uploader_pending_step(s->up) == step && ah_now_s() < until)
+        ah_sleep_s(0.01);
+    int64_t c = -1;
+    const ah_status_t st = newest_complete(s, &c, err);
+    *held = st == AH_OK && c == step;
+    return st;
+}
+
 void ah_ckpt_cloud_event(const ah_ckpt_cloud_state_t *c, json_t *ev) {
     json_object_set_new(ev, "cloud_step", json_integer(c->step));
     if (c->behind) json_object_set_new(ev, "cloud_behind", json_true());

@@ -225,6 +225,10 @@ typedef struct {
 
 /* Collective (cloud sessions only): the cloud's state now; takes each uploader's failure. */
 ah_status_t ah_ckpt_cloud_check(ah_ckpt_session_t *s, ah_ckpt_cloud_state_t *c, ah_error_t *err);
+/* Collective (cloud sessions): whether step (the last committed, at an in-place change: ckpt_change.c) is
+ * complete in the cloud (*held), every uploading node's upload of it finished; a node leader whose upload of it
+ * is in flight waits for it up to wait_s (the save it spares would take about that long). Takes no failure. */
+ah_status_t ah_ckpt_cloud_holds(ah_ckpt_session_t *s, int64_t step, double wait_s, bool *held, ah_error_t *err);
 /* Rank 0: "cloud_step", and "cloud_behind" / "cloud_error" when so, into ev. */
 void ah_ckpt_cloud_event(const ah_ckpt_cloud_state_t *c, json_t *ev);
 /* The resume's retries of the cloud's listing (tries, wait, rank 0's console line). */
