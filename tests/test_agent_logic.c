@@ -495,6 +495,21 @@ static void test_exposure(void) {
                w[1 + k].kept, w[0].kept, w[0].rollback_s);
     f.memory_tier = true;
     CHECK(ah_exposure_pick(&r, &po, &f, w, &ok) == -1 && w[0].rollback_s == 0, "the memory tier: the planner's plan");
+    /* a change's step written behind (the agent's in-place deadline): every piece of the leaving nodes kept on a
+     * staying one. The planner's plan holds each piece on one node: s0 leaving takes some along; none leaving
+     * keeps all; a baseline's plan that holds every piece on two nodes keeps them when any one node leaves. */
+    bool leaving[6] = {false};
+    CHECK(ah_exposure_leavers_kept(&r.plan, &c, leaving, &ok) && ok, "no node leaving: every piece kept");
+    leaving[0] = true;
+    CHECK(!ah_exposure_leavers_kept(&r.plan, &c, leaving, &ok) && ok, "s0 leaves the planner's plan: a piece goes");
+    for (int b = 0; b < AH_BASELINE_COUNT; b++) {
+        if (!r.baselines[b].ok || w[1 + b].alone_spot != 0) continue;
+        for (int y = 0; y < c.n_nodes; y++) {
+            for (int x = 0; x < c.n_nodes; x++) leaving[x] = x == y;
+            CHECK(ah_exposure_leavers_kept(&r.baselines[b].r.plan, &c, leaving, &ok) && ok, "%s: node %d leaves, kept",
+                  ah_baseline_name((ah_baseline_t)b), y);
+        }
+    }
     ah_plan_result_free(&r);
     ah_cluster_free(&c);
 }

@@ -59,3 +59,26 @@ int ah_exposure_pick(const ah_plan_result_t *r, const ah_planner_opts_t *o, cons
     }
     return *ok ? best : -1;
 }
+
+bool ah_exposure_leavers_kept(const ah_plan_t *p, const ah_cluster_t *c, const bool *leaving, bool *ok) {
+    int *map = malloc(sizeof *map * (size_t)(p->cluster.n_nodes + 1));
+    bool *alive = calloc((size_t)c->n_nodes + 1, sizeof *alive);
+    ah_placement_t pl = {0};
+    ah_shard_group_t *gs = NULL;
+    ah_error_t err;
+    *ok = map && alive;
+    for (int i = 0; *ok && i < p->cluster.n_nodes; i++) *ok = (map[i] = ah_cluster_find_node(c, p->cluster.nodes[i].name)) >= 0;
+    *ok = *ok && ah_placement_build(p, map, c->n_nodes, &pl, &err) == AH_OK &&
+          (gs = malloc((size_t)(pl.max_groups > 0 ? pl.max_groups : 1) * sizeof *gs));
+    bool kept = *ok;
+    for (int x = 0; kept && x < c->n_nodes; x++) alive[x] = !leaving[x];
+    for (int r = 0; kept && r < pl.n_ranks; r++) {
+        const int y = pl.ranks[r].node, n = y >= 0 && leaving[y] ? ah_placement_groups(&pl, r, false, gs) : 0;
+        for (int i = 0; kept && i < n; i++) kept = ah_placement_survives(&pl, gs[i], pl.ranks[r].tp_index, alive);
+    }
+    ah_placement_free(&pl);
+    free(gs);
+    free(map);
+    free(alive);
+    return kept;
+}

@@ -39,4 +39,11 @@ typedef struct ah_exposure_weighed {
 int ah_exposure_pick(const ah_plan_result_t *r, const ah_planner_opts_t *o, const ah_exposure_facts_t *f,
                      ah_exposure_weighed_t w[1 + AH_BASELINE_COUNT], bool *ok);
 
+/* Whether every piece (a shard group at a TP index) that plan p's ranks on a leaving node hold is also held by a
+ * rank on a staying node (leaving[i]: cluster c's node i leaves; p's nodes by name): then a step committed under p
+ * survives the leavers on the staying disks, and the trainers write a change's step behind the next step instead
+ * of saving it before the move (runtime/ckpt_change.c survives, which also counts the memory tier and the cloud).
+ * false in *ok when out of host memory or a node of p is not c's (then false). */
+bool ah_exposure_leavers_kept(const ah_plan_t *p, const ah_cluster_t *c, const bool *leaving, bool *ok);
+
 #endif

@@ -29,6 +29,7 @@
 #include "core/str.h"
 #include "core/timing.h"
 #include "core/vec.h"
+#include "elastic/agent_exposure.h"
 #include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
 #include "runtime/protocol.h"
@@ -50,6 +51,7 @@ void ah_agent_inplace_free(agent_t *a) {
 void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
     ah_agent_inplace_free(a);
     a->inplace_after = -1;
+    a->ckpt_under_plan = false;
     if (!a->o->in_place) return;
     if (a->o->cloud_only) { /* restarts as on fresh machines (every disk dropped at a stop): no survivor */
         static bool said_cloud;
@@ -197,10 +199,35 @@ static int can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
     return ASK_NO;
 }
 
+/* The save the deadline leaves room for (the grace period less it): none when, as far as the agent can tell, the
+ * trainers write the change's step behind the next step (runtime/ckpt_change.c; docs/elastic.md "Durability"):
+ * without --ckpt-sync, either nothing is committed before the change (no checkpoint yet, the change before the
+ * first periodic one) or the last committed step is in the running plan's layout and every piece a leaving node
+ * holds under it is also on a staying node (agent_exposure.h ah_exposure_leavers_kept); else the longest checkpoint
+ * seen. The trainer's own test also counts the memory tier and the cloud: where only they hold a leaver's piece
+ * the agent leaves room for the save (the safe side: a save the deadline did not leave room for could outlast
+ * the grace period). */
+static double save_room(const agent_t *a) {
+    for (int i = 0; i < a->o->n_train_args; i++)
+        if (strcmp(a->o->train_args[i], "--ckpt-sync") == 0) return a->save_est_s;
+    const bool none = a->res->newest_ckpt < 0;
+    if (none && newest_step(a) + 2 < a->o->ckpt_every) return 0;
+    bool ok, kept = (none || a->ckpt_under_plan) && ah_exposure_leavers_kept(&a->cur.plan, &a->cluster, a->leaving, &ok);
+    return kept ? 0 : a->save_est_s;
+}
+
+/* What the deadline is, for the agent's lines: the grace period less the save estimate, or the grace period alone. */
+static void deadline_why(const agent_t *a, char *out, size_t cap) {
+    if (save_room(a) > 0 || a->save_est_s <= 0) snprintf(out, cap, "the grace period less the save estimate, %.2f s",
+                                                         save_room(a));
+    else snprintf(out, cap, "the grace period: no save before the move, the change's step to be written behind (the "
+                  "save estimate, %.2f s, not taken off)", a->save_est_s);
+}
+
 bool ah_agent_inplace_askable(const agent_t *a) {
     char why[200];
     int64_t step;
-    return a->joined && a->running && a->o->grace_s - a->save_est_s > 0 && can_ask(a, &step, why, sizeof why) != ASK_NO;
+    return a->joined && a->running && a->o->grace_s - save_room(a) > 0 && can_ask(a, &step, why, sizeof why) != ASK_NO;
 }
 
 /* The request written to the hosts: the change at step, the ranks mapped (map_ranks), said. */
@@ -222,9 +249,11 @@ static bool write_request(agent_t *a, int64_t step, const int *ranks, bool order
         char park[96] = "";
         if (parked) snprintf(park, sizeof park, ", %d rank%s park (idle until their host's job ends)", parked,
                              parked == 1 ? "" : "s");
+        char room[160];
+        deadline_why(a, room, sizeof room);
         say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s%s); "
-            "waiting for it until %.1f s", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
-            ordered ? "" : ", renumbered", park, a->inplace_deadline - a->t0);
+            "waiting for it until %.1f s (%s)", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
+            ordered ? "" : ", renumbered", park, a->inplace_deadline - a->t0, room);
         free(text);
     }
     json_decref(req);
@@ -243,7 +272,7 @@ static int try_ask(agent_t *a, char *why, size_t cap) {
     else if (map_ranks(a, &a->next.plan, ranks, &ordered, why, cap)) r = can_ask(a, &step, why, cap);
     if (r != ASK_NO && a->inplace_deadline <= ah_now_s()) {
         snprintf(why, cap, "the grace period (%.1f s) less the save estimate (%.2f s) leaves no time to wait%s",
-                 a->o->grace_s, a->save_est_s, r == ASK_LATER ? " for the trainer to say where it resumed" : "");
+                 a->o->grace_s, save_room(a), r == ASK_LATER ? " for the trainer to say where it resumed" : "");
         r = ASK_NO;
     }
     if (r == ASK_NOW && !write_request(a, step, ranks, ordered, why, cap)) r = ASK_NO;
@@ -256,15 +285,17 @@ bool ah_agent_inplace_begin(agent_t *a, const bool *noticed, double t) {
     (void)noticed; /* leaving[] holds them, and those of the same stop */
     if (!a->joined || !a->running) return false;
     char why[400] = "";
-    a->inplace_deadline = t + a->o->grace_s - a->save_est_s;
+    a->inplace_deadline = t + a->o->grace_s - save_room(a);
     const int r = try_ask(a, why, sizeof why);
     if (r == ASK_NO) {
         say(a, "in place: not at this notice (%s): the notice's stop and relaunch", why);
         return false;
     }
-    if (r == ASK_LATER)
+    if (r == ASK_LATER) {
+        deadline_why(a, why, sizeof why);
         say(a, "in place: the trainer has not said yet where it resumed: the change is asked for once it has, if "
-            "before %.1f s (the grace period less the save estimate)", a->inplace_deadline - a->t0);
+            "before %.1f s (%s)", a->inplace_deadline - a->t0, why);
+    }
     a->inplace = 1;
     a->inplace_deferred = r == ASK_LATER;
     a->inplace_leaving_n = count_leaving(a);
@@ -422,6 +453,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
         }
     }
     a->inplace_after = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    a->ckpt_under_plan = false; /* the steps committed so far are in the old plan's layout */
     char parked[300] = "";
     int *ranks = calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks), n_parked = 0;
     bool ordered, mapped = ranks && a->have_next && map_ranks(a, &a->next.plan, ranks, &ordered, parked, sizeof parked);
@@ -495,6 +527,7 @@ void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         const double s = ah_json_num_or_nan(line, "seconds");
         if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
+        if (json_is_true(json_object_get(line, "ok"))) a->ckpt_under_plan = true;
     } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
         char why[200];
         if (a->inplace == 1 && !a->inplace_deferred) on_changed(a, line);

@@ -78,7 +78,8 @@ typedef struct agent {
      * step line, 3 fallen back (the request withdrawn, the notice's stop under way: a change the trainers
      * took before the withdrawal is adopted when nothing was noticed since: inplace_leaving_n, the leaving
      * nodes at the notice); the save time estimate (the longest checkpoint seen); inplace_after: the
-     * last change's step */
+     * last change's step; ckpt_under_plan: a checkpoint committed since the running plan started (its
+     * launch or its change in place), so in its layout */
     bool joined;
     ah_launch_hostjob_t *jobs;
     char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
@@ -88,6 +89,7 @@ typedef struct agent {
     int inplace_leaving_n;
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
+    bool ckpt_under_plan;
     /* the join in place (agent_inplace_join.c): join_req 1 while its request (join_doc) waits, until
      * join_deadline; asked at join_t for step join_step; the joining hosts' jobs join_first.., join_n of them */
     int join_req, join_first, join_n;
