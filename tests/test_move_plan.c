@@ -175,6 +175,41 @@ static int join_src(const ah_move_plan_t *mp, int n, ah_shard_kind_t kind, int l
     return src;
 }
 
+/* The move's buffers in host memory (ah_move_plan_host_bytes, ah_move_plan_host_check; joinmove (b)), on test_join's
+ * dp2 -> dp3 (mp; from, to of nodes n0..n2) with new rank 2 joining on n2: each staying node holds a packed copy of
+ * what it sends the joining rank, n2 a buffer for all of it; a node whose host_memory_gib cannot hold its part
+ * (with what it holds besides: held) is named, a node without host_memory_gib is not checked. */
+static void check_host(const ah_model_t *m, const ah_move_plan_t *mp, ah_plan_t *from, const ah_placement_t *a,
+                       ah_plan_t *to, const ah_placement_t *b) {
+    ah_node_t nodes[3] = {{.name = "n0"}, {.name = "n1"}, {.name = "n2"}};
+    ah_error_t err;
+    from->cluster.nodes = to->cluster.nodes = nodes;
+    int64_t ob[2], nb[3];
+    ah_move_plan_host_bytes(mp, a, b, ob, nb);
+    const int64_t all = 4 * (4 * ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_BLOCK, 0}, 1) +
+                             ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_EMBED, -1}, 1) +
+                             ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_HEAD, -1}, 1));
+    CHECK_EQ_I64(nb[2], all);
+    CHECK_EQ_I64(ob[0] + ob[1], all);
+    CHECK(ob[0] > 0 && ob[1] > 0 && nb[0] == 0 && nb[1] == 0, "ob %lld %lld nb %lld %lld", (long long)ob[0],
+          (long long)ob[1], (long long)nb[0], (long long)nb[1]);
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_OK, "unchecked nodes: %s", err.msg);
+    nodes[0].host_memory_gib = (double)(ob[0] - 1) / 1073741824.0; /* one byte short */
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "node n0's host memory: the move's buffers") && strstr(err.msg, "over its host_memory_gib"),
+          "%s", err.msg);
+    nodes[0].host_memory_gib = (double)ob[0] / 1073741824.0; /* exactly */
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_OK, "%s", err.msg);
+    const int64_t held[2] = {1, 0}; /* a byte of snapshots on n0 besides */
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, held, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "snapshots and replicas (1 bytes)"), "%s", err.msg);
+    nodes[0].host_memory_gib = 0, nodes[2].host_memory_gib = 1.0 / 1024; /* the joining node: 1 MiB */
+    CHECK(all > 1048576, "tiny-gpt2's %lld bytes", (long long)all);
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_ERR_INVALID &&
+          strstr(err.msg, "node n2's host memory"), "%s", err.msg);
+    from->cluster.nodes = to->cluster.nodes = NULL;
+}
+
 /* An in-place join: dp2 (old ranks 0, 1, the whole model each) -> dp3, new rank 2 a joining process that held
  * nothing: its every group from the staying replicas, alternating, the others keep theirs. pp2 -> dp2 where the
  * leaver alone held blocks 2, 3 and the head: the leaver hands them to the staying rank, which relays them to the
@@ -202,6 +237,7 @@ static void test_join(void) {
     CHECK_EQ_I64(join_src(&mp, 2, AH_SHARD_BLOCK, 1), 0); /* old 0 sent the embedding only: fewer floats */
     CHECK(mp.moved_floats > 0 && mp.kept_floats > 0, "moved %lld kept %lld", (long long)mp.moved_floats,
           (long long)mp.kept_floats);
+    check_host(&m, &mp, &from, &a, &to, &b);
     ah_move_plan_free(&mp);
     ah_placement_free(&a);
     /* pp2 on n0, n1 -> dp2 on n0, n2: old rank 1 leaves, new rank 1 joins */
@@ -227,6 +263,13 @@ static void test_join(void) {
     /* old world: blocks 2, 3, the head to old rank 0 and again to it as the relay; new world: the whole model */
     CHECK_EQ_I64(mp.moved_floats, 2 * (2 * blk + head) + (4 * blk + emb + head));
     CHECK_EQ_I64(mp.kept_floats, 2 * blk + emb);
+    /* host memory (check_host): the leaver packs its pieces twice (old rank 0's own load, the relay), old
+     * rank 0 receives both and packs its own for the joiner, which receives the whole model */
+    int64_t ob[2], nb[3];
+    ah_move_plan_host_bytes(&mp, &a, &b, ob, nb);
+    CHECK_EQ_I64(ob[1], 8 * (2 * blk + head));
+    CHECK_EQ_I64(ob[0], 4 * (2 * (2 * blk + head) + 2 * blk + emb));
+    CHECK_EQ_I64(nb[2], 4 * (4 * blk + emb + head));
     ah_move_plan_free(&mp);
     const int none[2] = {-1, -1}; /* both leave: no rank stays to relay */
     CHECK(ah_move_plan_build_join(&m, &a, &b, none, &mp, &err) == AH_ERR_INVALID &&

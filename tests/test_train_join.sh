@@ -20,6 +20,12 @@
 # via): "moved", moved_bytes twice n1's step-3 shard data plus the embedding's, kept n0's; every loss bit-identical
 # to pp2 in one mpirun (the same stages, another node name). Until session 24 it fell back to the restore, which
 # then failed the run: step 3's blocks 2-3 were on the leaver's disk only.
+# Case "tight": dp2 -> dp3 on nodes whose "host_memory_gib" (0.001: 1073741 bytes) cannot hold the packed copies of
+# the pieces each staying rank sends the joining one (1445376 and 1201152 bytes): the move is refused before its first message,
+# named, and the state restored from the step-3 checkpoint, the same losses (ckpt/move_plan.h
+# ah_move_plan_host_check). Until session 24 the move's buffers were not counted: it moved. Case "snap": the same
+# with --ckpt-every 2 on nodes of 3.5 MiB, which hold n0's snapshot (2671104 bytes, the start-up's check) and its
+# copies (1445376) alone, not both: restored, named with the snapshot's bytes.
 # Case "fallback": the joining rank cannot take its pieces (AH_TEST_HOOK reconfig-join nomem on job 2): agreed
 # before the first message, the state restored from the step-3 checkpoint instead, the event saying why.
 # Case "wait": a joining job told AH_JOIN_WAIT_S=2 whose turn never comes gives up after ~2 s, said (the "join"
@@ -38,6 +44,11 @@ for name, far in (("pp2", "n1"), ("pp2-02", "n2")):  # blocks 0-1 (and the embed
     d["pipelines"] = [{"micro_batches": 8, "stages": [dict(st0, layers=l, devices=[{"node": n, "index": 0}])
                                                       for l, n in (([0, 2], "n0"), ([2, 4], far))]}]
     json.dump(d, open(f"{sys.argv[1]}/{name}.json", "w"))
+d = json.load(open(f"{sys.argv[1]}/dp2.json"))  # dp2 on nodes of 0.001 GiB (1073741 bytes), 3.5 MiB of host memory
+for name, gib in (("dp2-tight", 0.001), ("dp2-snap", 3.5 / 1024)):
+    for n in d["cluster"]["nodes"]:
+        n["host_memory_gib"] = gib
+    json.dump(d, open(f"{sys.argv[1]}/{name}.json", "w"))
 PY
 . "$SRC/tests/joined_common.sh"
 # The references: dp2 in one mpirun, its step 3 saved; dp3 (each order) resumed from that step alone.
@@ -54,7 +65,8 @@ done
 # joined CASE PLAN NEWRANK [RANKS [HOOK]]: jobs 0 and 1 (NJOBS 2) and the late job 2 (AH_WORLD_JOIN DIR:2:3,
 # AH_WORLD_RANKS=NEWRANK, AH_TEST_HOOK=HOOK), started 2, 1, 0 at once; each job's pid in $WORK/CASE/pidJ, its
 # mpirun's status in $WORK/CASE/stJ. With $RESTORED set: the state restored, "not_moved" holding it. $OLD: the
-# plan jobs 0 and 1 start under (dp2); $LEAVE=1: job 1 leaves at the join (the relay case's pp2).
+# plan jobs 0 and 1 start under (dp2); $LEAVE=1: job 1 leaves at the join (the relay case's pp2); $FLAGS: every
+# job's trainer flags besides.
 joined() {
     local c=$1 plan=$2 newrank=$3 ranks=${4:-} hook=${5:-} d=$WORK/$1 old=${OLD:-dp2} job pids=()
     mkdir -p "$d/join" "$d/run"
@@ -66,7 +78,7 @@ joined() {
         AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h AH_JOIN_WAIT_S=$w timeout 180 $MPIRUN \
             --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -x AH_JOIN_WAIT_S \
             -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
-            $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+            $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run" ${FLAGS:-})" >"$d/job$job.out" 2>&1 &
         pids+=($!)
     done
     for job in 2 1 0; do
@@ -120,7 +132,7 @@ for o in steps:
 kept = f"job 1 left, job 0 kept pid {pid[0]}" if leave else f"jobs 0, 1 kept pids {[pid[0], pid[1]]}"
 print(f"  {c}: job 2 joined at step 3 as rank {newrank}, {kept}, 8 losses bit-identical "
       f"({'to pp2 in one mpirun' if leave else f'3 of dp2, 5 of {plan} resumed'}); state {rc['state']}, {rc['moved_bytes']} bytes moved, "
-      f"{rc['kept_bytes']} kept; phases {secs}")
+      f"{rc['kept_bytes']} kept{'; not_moved: ' + rc['not_moved'] if restored else ''}; phases {secs}")
 PY
 }
 JOIN_WAIT_S=90 joined join dp3 2 # the joining job told its wait (AH_JOIN_WAIT_S, the agent's): it joins
@@ -141,6 +153,8 @@ grep -q "AH_WORLD_JOIN: nothing published as autohet-join-[0-9a-f]* for 2 s (AH_
 [ $ms -lt 20000 ] || fail "wait: gave up after $ms ms, told 2 s"
 echo "  wait: the joining job told AH_JOIN_WAIT_S=2 gave up after $ms ms (mpirun's start included), said"
 RESTORED="no host memory for" joined fallback dp3 2 "" "phase=reconfig-join,step=3,action=nomem"
+OLD=dp2-tight RESTORED="host memory: the move's buffers" joined tight dp3 2
+OLD=dp2-snap FLAGS="--ckpt-every 2 --keep 10" RESTORED="and snapshots and replicas (2671104 bytes)" joined snap dp3 2
 
 # never: the request asks for one new job that is never started. The running world must not wait in
 # MPI_Comm_accept for good: with the request's "join_admit_s": 3 (the agent's value; the trainers'

@@ -80,6 +80,18 @@ ah_status_t ah_host_memory_check(const ah_plan_t *p, bool snapshots, double repl
     return st;
 }
 
+ah_status_t ah_host_memory_node_bytes(const ah_plan_t *p, bool snapshots, double replica_gb, int64_t *bytes,
+                                      ah_error_t *err) {
+    int64_t *rep = calloc((size_t)p->cluster.n_nodes + 1, sizeof *rep);
+    ah_status_t st = rep ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to size the checkpoint snapshots");
+    for (int n = 0; n < p->cluster.n_nodes; n++) bytes[n] = 0;
+    if (st == AH_OK && snapshots) st = ah_snapshot_node_bytes(p, bytes, err);
+    if (st == AH_OK && replica_gb > 0) st = ah_replica_node_bytes(p, replica_gb, rep, err);
+    for (int n = 0; st == AH_OK && replica_gb > 0 && n < p->cluster.n_nodes; n++) bytes[n] += rep[n];
+    free(rep);
+    return st;
+}
+
 ah_status_t ah_snapshot_check_host(const ah_plan_t *p, int *unchecked, ah_error_t *err) {
     return ah_host_memory_check(p, true, 0, unchecked, err);
 }

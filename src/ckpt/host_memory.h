@@ -25,6 +25,10 @@ ah_status_t ah_snapshot_node_bytes(const ah_plan_t *p, int64_t *bytes, ah_error_
  * a notice's step (memory first and the handover keep it there until the disks hold it); all 0 when
  * replica_gb is 0. */
 ah_status_t ah_replica_node_bytes(const ah_plan_t *p, double replica_gb, int64_t *bytes, ah_error_t *err);
+/* bytes[n] gets what node n keeps in host memory for the checkpoints: its snapshots (snapshots: asynchronous
+ * checkpoints) plus its replicas (replica_gb > 0), as ah_host_memory_check counts them. */
+ah_status_t ah_host_memory_node_bytes(const ah_plan_t *p, bool snapshots, double replica_gb, int64_t *bytes,
+                                      ah_error_t *err);
 /* AH_ERR_INVALID when a node's host_memory_gib cannot hold its snapshots (snapshots: asynchronous
  * checkpoints) plus its replicas (replica_gb > 0), naming the node, each part's bytes and its host
  * memory (the first such node). *unchecked (may be NULL): the nodes that keep something and give no

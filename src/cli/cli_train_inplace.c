@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/host_memory.h"
 #include "ckpt/policy.h"
 #include "ckpt/test_hook.h"
 #include "cli/cli.h"
@@ -101,6 +102,21 @@ static ah_status_t load_moved(const ah_reconfig_req_t *req, const ah_reconfig_mo
     return s;
 }
 
+/* What each node of the running plan holds in host memory besides the move, as the start-up's check counts it
+ * (cli_train.c): its checkpoint snapshots and in-memory replicas; NULL when none (or it cannot be sized: not
+ * checked). The caller frees it. */
+static int64_t *held_bytes(const args_t *a, const ah_plan_t *plan) {
+    const bool snapshots = a->local_root && a->ckpt_every > 0 && !a->ckpt_sync;
+    const double replicas = a->local_root && a->ckpt_every > 0 ? a->replica_gb : 0;
+    int64_t *held = snapshots || replicas > 0 ? calloc((size_t)plan->cluster.n_nodes + 1, sizeof *held) : NULL;
+    ah_error_t err;
+    if (held && ah_host_memory_node_bytes(plan, snapshots, replicas, held, &err) != AH_OK) {
+        free(held);
+        held = NULL;
+    }
+    return held;
+}
+
 /* Collective over the old world, its trainer still up: the state moved rank to rank to the next plan
  * (runtime/reconfig_move.h; a join's: what the staying ranks load, the joining ranks' packed for
  * move_to_joiners). NULL on a leaving rank, or on every rank when the move cannot be made (a rank cannot load
@@ -112,6 +128,7 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
     const int n = ah_comm_size(w), mine = ah_reconfig_new_rank(req);
     int64_t *all = calloc((size_t)n, sizeof *all);
     int *to = calloc((size_t)n, sizeof *to), stay = 0;
+    int64_t *held = held_bytes(a, tr->plan); /* the move's buffers come on top (joinmove (b)) */
     ah_error_t err;
     if (!all || !to) { /* the others are about to enter the collectives below */
         fprintf(stderr, "autohet train: rank %d: no host memory for the move's %d ranks\n", tr->rank, n);
@@ -132,11 +149,13 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
         const ah_device_ref_t me = ah_role_device(tr->plan, &tr->role);
         if (l == AH_OK && ah_test_hook_fails("reconfig-move", req->step, tr->plan->cluster.nodes[me.node].name))
             l = ah_error_set(&err, AH_ERR_IO, "test hook: this rank takes no part in the move");
-        if ((s = ah_comm_agree(w, l, &err)) == AH_OK) s = ah_reconfig_move(tr, &p, to, req->join > 0, req->step, &mv, &ms, &err);
+        if ((s = ah_comm_agree(w, l, &err)) == AH_OK)
+            s = ah_reconfig_move(tr, &p, to, req->join > 0, req->step, held, &mv, &ms, &err);
     }
     if (have) ah_plan_free(&p);
     free(all);
     free(to);
+    free(held);
     ph[AH_RECONFIG_PH_MOVE] = ms.seconds;
     *state = (ah_reconfig_state_t){.moved = s == AH_OK, .committed = state->committed, .moved_bytes = ms.moved_bytes,
                                    .kept_bytes = ms.kept_bytes};

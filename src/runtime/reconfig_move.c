@@ -309,10 +309,11 @@ static ah_status_t agree_position(const ah_trainer_t *tr, int64_t step, int64_t 
     return st;
 }
 
-/* The plans' placements and the move plan (the same on every rank), this rank's buffers. */
+/* The plans' placements and the move plan (the same on every rank; its buffers checked against the nodes' host
+ * memory, held what they hold besides), this rank's buffers. */
 static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join,
-                           ah_placement_t *from, ah_placement_t *to, ah_move_plan_t *mp, ah_reconfig_moved_t **mv,
-                           ah_error_t *err) {
+                           const int64_t *held, ah_placement_t *from, ah_placement_t *to, ah_move_plan_t *mp,
+                           ah_reconfig_moved_t **mv, ah_error_t *err) {
     if (!next) return ah_error_set(err, AH_ERR_USAGE, "this rank could not load the next plan");
     if (tr->plan->n_opt_groups > 0 || next->n_opt_groups > 0)
         return ah_error_set(err, AH_ERR_USAGE, "a sharded optimizer's moments are not moved rank to rank (yet)");
@@ -320,13 +321,15 @@ static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const 
     if (st == AH_OK) st = ah_placement_build(next, NULL, 0, to, err);
     if (st == AH_OK)
         st = (join ? ah_move_plan_build_join : ah_move_plan_build)(&next->model, from, to, to_rank, mp, err);
+    if (st == AH_OK) st = ah_move_plan_host_check(mp, tr->plan, from, next, to, held, err);
     if (st == AH_OK) st = moved_new(next, to, mp, tr->rank, to_rank[tr->rank], from->tp, mv, err);
     if (st == AH_OK) st = index_old(&tr->stage, mp, tr->rank, *mv, err);
     return st;
 }
 
 ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join, int64_t step,
-                             ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err) {
+                             const int64_t *held, ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats,
+                             ah_error_t *err) {
     ah_comm_t *w = ah_comm_world();
     const double t0 = ah_now_s();
     ah_placement_t from = {0}, to = {0};
@@ -335,7 +338,7 @@ ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int 
     float *host[3] = {NULL, NULL, NULL}, *dev[3] = {tr->stage.w, tr->stage.m, tr->stage.v}, **outs = NULL;
     *out = NULL;
     memset(stats, 0, sizeof *stats);
-    ah_status_t st = prepare(tr, next, to_rank, join, &from, &to, &mp, &mv, err);
+    ah_status_t st = prepare(tr, next, to_rank, join, held, &from, &to, &mp, &mv, err);
     for (int b = 0; b < 3 && st == AH_OK; b++) st = ah_gpt_host_view(&tr->stage, dev[b], true, &host[b], err);
     const int nsend = st == AH_OK ? count_sends(&mp, tr->rank) : 0;
     if (st == AH_OK && !(outs = calloc((size_t)(nsend ? nsend : 1), sizeof *outs)))

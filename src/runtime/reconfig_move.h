@@ -43,12 +43,15 @@ typedef struct {
 /* Collective over the old world (ah_comm_world() before it shrinks), at the boundary after `step`
  * updates: tr the old plan's trainer, next the new plan (loaded on every rank: NULL on a rank that
  * could not, which fails the move everywhere), to_rank[r] (world size entries) old rank r's rank under
- * next, -1 when it leaves. *out: this rank's received pieces (NULL on a leaving rank). A failure is
- * agreed (every rank gets it, *out NULL) and leaves tr as it was. On success, when this rank keeps a
+ * next, -1 when it leaves; held[n] (tr's plan's nodes; NULL: none) the host memory node n holds besides the
+ * move (its checkpoint snapshots and replicas): a node whose host_memory_gib cannot hold the move's buffers
+ * too fails the move (ckpt/move_plan.h ah_move_plan_host_check, named). *out: this rank's received pieces
+ * (NULL on a leaving rank). A failure is agreed (every rank gets it, *out NULL) and leaves tr as it was. On success, when this rank keeps a
  * piece on host memory, *out owns tr's weight and moment arenas (tr's stage then has none: w, g, m
  * and v NULL; tr is only to be freed). */
 ah_status_t ah_reconfig_move(ah_trainer_t *tr, const ah_plan_t *next, const int *to_rank, bool join, int64_t step,
-                             ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats, ah_error_t *err);
+                             const int64_t *held, ah_reconfig_moved_t **out, ah_reconfig_move_stats_t *stats,
+                             ah_error_t *err);
 
 /* An in-place join (join true above: next's ranks that no old rank runs are joining processes, which held
  * nothing; ckpt/move_plan.h ah_move_plan_build_join): the old world's exchange moves what the staying ranks load,
