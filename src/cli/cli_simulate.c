@@ -215,7 +215,10 @@ static void print_results(const ah_sim_result_t *r, int n) {
             printf("  %.2f s %s: %.3f s = stop %.3f (wait %.3f + save %.3f%s) + re-plan %.3f + restart %.3f + transfer "
                    "%.3f + first step %.3f; local %.1f MB, memory %.1f MB, peer %.1f MB, cloud %.1f MB%s\n",
                    v->t_s, v->event, v->seconds, v->wait_s + v->save_s, v->wait_s, v->save_s,
-                   v->wait_s > 0 && !v->saved ? ", did not fit the grace period" : "", v->replan_s,
+                   v->written_behind             ? ", written behind the next step"
+                   : v->wait_s > 0 && !v->saved ? ", did not fit the grace period"
+                                                : "",
+                   v->replan_s,
                    v->restart_s, v->transfer_s, v->first_step_s, v->bytes[AH_TIER_LOCAL] / 1e6, v->bytes[AH_TIER_MEMORY] / 1e6,
                    v->bytes[AH_TIER_PEER] / 1e6, v->bytes[AH_TIER_CLOUD] / 1e6,
                    v->interrupted ? " (interrupted)" : "");

@@ -94,6 +94,7 @@ static bool entry_fill(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan_resu
     /* A sharded plan's save all-gathers, on each device, the AdamW state the others own of its
      * groups, over the inter-node link (the worst device bounds it). */
     e->gather_s = 0;
+    e->sharded = p->n_opt_groups > 0;
     const int n_dev = ah_plan_device_count(p);
     int64_t *held = p->n_opt_groups > 0 ? malloc(2 * (size_t)n_dev * sizeof *held) : NULL;
     if (held && ah_opt_elems_all(p, held, held + n_dev, &err) == AH_OK)

@@ -296,8 +296,13 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, boo
      * every node saves to its disk (a checkpoint of the disks; the cloud keeps the last
      * periodic one) when the runtime's rule says so (ckpt/policy.h); if not, the disks hold
      * what they held */
-    v->wait_s = x->run->iteration_s / 2;
-    ah_sim_train(x, v->wait_s);
+    /* a checkpoint's hold in progress (sim.c stall_until: the step's AdamW waiting for the snapshot's
+     * copies) first: the step cannot end before it, and the runtime's save or change waits for the snapshot
+     * in flight (runtime/ckpt_async.c); it trains no more for the notice */
+    const double holding = fmax(0, x->stall_until - x->t);
+    x->stall_until = x->t;
+    v->wait_s = holding + x->run->iteration_s / 2;
+    ah_sim_train(x, x->run->iteration_s / 2);
     const double sv = save_s(x, x->run);
     /* with the memory tier the runtime's save to the disks replicates the step to the partners
      * after its commit, before the job exits (runtime/ckpt_io.c), and its seconds, which the
@@ -498,7 +503,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     ah_sim_result_t *r = x->r;
     const bool notice = x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol);
     ah_sim_entry_t *all = e;
-    bool in_place = false;
+    bool in_place = false, behind = false;
     if (notice && !join) e = in_place_choice(x, e, &in_place);
     if (x->oom) return;
     x->hold_after_s = 0;
@@ -528,7 +533,8 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
             v->transfer_s = move_s;
             /* the save written behind the next step (9fc0844) where the staying nodes hold every piece: off
              * the path (its save measured 0.000 s), a periodic checkpoint's hold after the first step */
-            if (moves && !alone) v->save_s = 0, x->hold_after_s = ah_sim_ckpt_hold_s(x, e);
+            behind = moves && !alone;
+            if (behind) v->save_s = 0, x->hold_after_s = ah_sim_ckpt_hold_s(e, x->o->change_snapshot_gb_s);
         } else
             in_place = false; /* the leavers gone before their pieces are sent: the relaunch */
     }
@@ -536,6 +542,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     if (!in_place) e = all; /* no change in place: the relaunch takes every node up */
     else if (e != all) x->pending_join = true; /* the nodes left out: the join rule's */
     if (!in_place) v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
+    handover = handover && !behind; /* the change written behind saves nothing before its move: no handover either */
     v->handover = handover;
     if (handover) { /* what moved was handed over: its bytes and egress are the handover's */
         ah_sim_handed_over(v);
@@ -577,6 +584,11 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     v->in_place = (in_place && v->saved && !cloud_rollback && ah_sim_devices_kept(x->up, x->run, e, &parked)) ||
                   join_in_place;
     v->parked = v->in_place && !join_in_place ? parked : 0;
+    /* recorded as the agent does (its rule: saved only for a "save":"sync" change, elastic/agent_inplace.c): the
+     * step written behind is not saved at the change, the resume point until its commit the last committed
+     * step (what is not priced of that window: docs/simulator.md rule 11) */
+    v->written_behind = behind && v->in_place;
+    if (v->written_behind) v->saved = false;
     v->restart_s = x->o->restart_s * (join_in_place              ? AH_SIM_JOIN_IN_PLACE_FRACTION
                                       : v->parked > 0              ? AH_SIM_PARK_IN_PLACE_FRACTION
                                       : v->in_place                ? AH_SIM_IN_PLACE_FRACTION

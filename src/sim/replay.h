@@ -34,6 +34,7 @@ typedef struct ah_sim_entry_s {
     ah_placement_t place;  /* the plan's devices (full-cluster nodes) and the shards they hold */
     int64_t *ckpt_bytes;  /* per device: what its checkpoint holds */
     double gather_s;      /* a sharded plan's save: the all-gather of the moments first */
+    bool sharded;         /* the plan shards the optimizer (its moments copied on the trainer's thread) */
     double bound_tokens_per_s; /* the planner's lower bound on any plan's iteration as tokens/s; 0: none claimed */
     int *holder;          /* [n_nodes] memory tier (autohet, replicas on): whose memory holds the node's
                              checkpoint, -1 none; NULL: no memory tier (memory.c) */
@@ -208,9 +209,11 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
 /* recovery.c: a (re)start onto plan e at x->t, timed and recorded (sim.h's rules); the replay is then
  * recovering to e. join: every node got the notice (a restart to take in joined nodes). */
 /* What a checkpoint of plan e holds training for (sim.c: the runtime's asynchronous save's copy into host
- * memory, a sharded plan's gather, the memory tier's replication): a periodic one's, and since 9fc0844 the
- * save of a change in place written behind the next step (recovery.c). */
-double ah_sim_ckpt_hold_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
+ * memory beyond the next step, at gb_s per device, a sharded plan's gather, the memory tier's
+ * replication): a periodic one's (o->ckpt_snapshot_gb_s), and since 9fc0844 the save of a change in place
+ * written behind the next step (recovery.c; o->change_snapshot_gb_s: into a buffer the reopened checkpoint
+ * session allocates). */
+double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s);
 /* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only,
  * at least one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). */
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *e, int *parked);

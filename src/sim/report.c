@@ -134,6 +134,7 @@ static json_t *recovery_json(const ah_sim_recovery_t *v) {
                           v->tokens_lost, "interrupted", v->interrupted);
     if (v->in_place) json_object_set_new(r, "in_place", json_true()); /* --in-place: startup_s is the change's */
     if (v->parked) json_object_set_new(r, "parked", json_integer(v->parked)); /* ranks parked at it */
+    if (v->written_behind) json_object_set_new(r, "written_behind", json_true()); /* "saved" false, as the agent's */
     if (v->bytes_across_regions > 0 || v->egress_usd > 0) { /* reads (or a handover) across zones or regions */
         json_object_set_new(r, "bytes_across_regions", json_integer((json_int_t)v->bytes_across_regions));
         json_object_set_new(r, "egress_usd", json_real(v->egress_usd));

@@ -26,6 +26,7 @@ void ah_sim_opts_default(ah_sim_opts_t *o) {
     o->grace_s = 120;
     o->snapshot_gb_s = AH_SIM_SNAPSHOT_GB_S;
     o->ckpt_snapshot_gb_s = AH_SIM_CKPT_SNAPSHOT_GB_S;
+    o->change_snapshot_gb_s = AH_SIM_CHANGE_SNAPSHOT_GB_S;
 }
 
 double ah_sim_on_demand_price(const ah_cluster_t *c, int node, const ah_sim_opts_t *o) {
@@ -259,17 +260,24 @@ static void advance(ah_sim_replay_t *x, double tn) {
     x->t = tn;
 }
 
-/* What a checkpoint of plan e holds training for (a periodic one; a change in place's written behind: recovery.c), as the runtime's asynchronous save does
- * (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's all-gather of the moments, each device's copy of
- * its checkpoint into host memory (o->ckpt_snapshot_gb_s per device, in parallel), and with the memory
- * tier the replication of each held node's checkpoint to its partner (its bytes over the node's
- * inter-node link, or the link to a partner in another zone or region: memory.c), which the commit runs on
- * the trainer's thread; the disks and the upload go on in
- * the background. */
-double ah_sim_ckpt_hold_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+/* What a checkpoint of plan e holds training for (a periodic one; a change in place's written behind:
+ * recovery.c), as the runtime's asynchronous save does (runtime/ckpt_async.c, ckpt_io.c): a sharded plan's
+ * all-gather of the moments and their copy into the snapshot on the trainer's thread (they are assembled
+ * in host memory: 8 of a parameter's AH_SIM_CKPT_BYTES_PER_PARAM bytes); the copies of the rest off the
+ * trainer's thread, overlapping the next step (a GPU's on a side stream into page-locked memory,
+ * backend/cuda_snapshot.c; the CPU's on the writer thread, backend/cpu_snapshot.c), which waits only before
+ * its AdamW for what is not copied yet: max(0, copy - iteration_s), the step's optimizer counted in its
+ * overlap; each device's copy at gb_s, in parallel (sim.h AH_SIM_CKPT_SNAPSHOT_GB_S,
+ * AH_SIM_CHANGE_SNAPSHOT_GB_S: calibrated so that this gives the runtime's measured holds); and with the memory tier the
+ * replication of each held node's checkpoint to its partner (its bytes over the node's inter-node link, or
+ * the link to a partner in another zone or region: memory.c), which the commit runs on the trainer's
+ * thread. The disks and the upload go on in the background. */
+double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s) {
     double copy = 0;
-    for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (x->o->ckpt_snapshot_gb_s * 1e9));
-    return e->gather_s + copy + (e->holder && !e->periodic_off ? e->replicate_s : 0);
+    for (int r = 0; r < e->place.n_ranks; r++) copy = fmax(copy, (double)e->ckpt_bytes[r] / (gb_s * 1e9));
+    const double on_thread = e->sharded ? copy * 8 / AH_SIM_CKPT_BYTES_PER_PARAM : 0;
+    return e->gather_s + on_thread + fmax(0, copy - on_thread - e->iteration_s) +
+           (e->holder && !e->periodic_off ? e->replicate_s : 0);
 }
 
 double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
@@ -307,7 +315,10 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
 static void on_internal(ah_sim_replay_t *x) {
     if (x->phase == AH_PHASE_RECOVER) { /* the first step after it finished: its tokens count */
         ah_sim_train(x, x->run->iteration_s);
-        x->stall_until = x->t + x->hold_after_s; /* a change in place's save written behind (recovery.c) */
+        /* a hold in progress at the notice was waited for there (recovery.c stop_at_notice); a relaunch
+         * without one (a baseline's, a restart cut short) ended the job and its snapshot: from here on only a
+         * change in place's save written behind holds (recovery.c) */
+        x->stall_until = x->t + x->hold_after_s;
         x->hold_after_s = 0;
         x->phase = AH_PHASE_TRAIN;
         x->state = x->run;
@@ -326,7 +337,7 @@ static void on_internal(ah_sim_replay_t *x) {
         ah_sim_replicated(x);
     }
     ah_sim_upload_submit(x);
-    x->stall_until = x->t + ah_sim_ckpt_hold_s(x, x->run);
+    x->stall_until = x->t + ah_sim_ckpt_hold_s(x->run, x->o->ckpt_snapshot_gb_s);
     x->ckpt_due = x->stall_until + x->o->ckpt_every_s;
     consider_join(x, "join at checkpoint");
 }
@@ -387,13 +398,14 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
                        ah_policy_t policy, ah_sim_result_t *out, ah_error_t *err) {
     memset(out, 0, sizeof *out);
     if (o->ckpt_every_s <= 0 || o->restart_s < 0 || o->on_demand_factor <= 0 || o->disk_gb_s <= 0 || o->grace_s < 0 ||
-        o->replica_memory_gb < 0 || o->snapshot_gb_s <= 0 || !(o->ckpt_snapshot_gb_s > 0))
+        o->replica_memory_gb < 0 || o->snapshot_gb_s <= 0 || !(o->ckpt_snapshot_gb_s > 0) ||
+        !(o->change_snapshot_gb_s > 0))
         return ah_error_set(err, AH_ERR_USAGE,
                             "simulate: --ckpt-every-s %g must be > 0, --restart-s %g >= 0, --on-demand-factor %g > 0, "
                             "--disk-gb-s %g > 0, --grace-s %g >= 0, --replica-memory-gb %g >= 0, --snapshot-gb-s %g > 0, "
-                            "the checkpoint snapshot's %g GB/s > 0",
+                            "the checkpoint snapshots' %g and %g GB/s > 0",
                             o->ckpt_every_s, o->restart_s, o->on_demand_factor, o->disk_gb_s, o->grace_s,
-                            o->replica_memory_gb, o->snapshot_gb_s, o->ckpt_snapshot_gb_s);
+                            o->replica_memory_gb, o->snapshot_gb_s, o->ckpt_snapshot_gb_s, o->change_snapshot_gb_s);
     ah_status_t hs = ah_sim_check_horizon(a, o, err);
     if (hs != AH_OK) return hs;
     const double t_start = ah_now_s();

@@ -235,7 +235,10 @@ typedef struct ah_sim_opts {
     double snapshot_gb_s;      /* a device's copy of its checkpoint into its host's memory, GB/s per
                                   device (AH_SIM_SNAPSHOT_GB_S) */
     double ckpt_snapshot_gb_s; /* a periodic checkpoint's copy into host memory (the runtime's asynchronous
-                                  snapshot, which holds training), GB/s per device (AH_SIM_CKPT_SNAPSHOT_GB_S) */
+                                  snapshot, which holds training for what the next step does not overlap), GB/s
+                                  per device (AH_SIM_CKPT_SNAPSHOT_GB_S) */
+    double change_snapshot_gb_s; /* the same for the snapshot of a change in place written behind, into a buffer
+                                  the reopened checkpoint session allocates (AH_SIM_CHANGE_SNAPSHOT_GB_S) */
     bool handover;             /* with the memory tier: the handover at a notice (memory.c; the runtime's
                                   default, `run --no-handover` and `simulate --no-handover` turn it off) */
     bool replicas_always;      /* with the memory tier: the periodic checkpoints replicated under every plan
@@ -312,21 +315,35 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
  * for a GPU host, whose copy is a device-to-host transfer and one core per rank. */
 #define AH_SIM_SNAPSHOT_GB_S 0.56
 
-/* A periodic checkpoint's copy into host memory, GB/s per device: the runtime's asynchronous snapshot
- * (runtime/ckpt_async.c: every rank copies the shards it writes into its snapshot buffer). The
- * simulator charges the whole copy as a hold of training (rule "Checkpoints" above); the runtime no
- * longer holds for all of it: on CUDA the copies overlap the next forward and backward (a5eb43e), and on
- * the CPU since 927efb7 they run off the training thread too, training waiting only for what is not
- * copied by the next AdamW (docs/simulator.md "What bounds autohet's share", pricing constants: that
- * hold is not priced as the overlap yet). Measured before 927efb7, the copy then on the trainer's
- * thread: `autohet train` of bench_notice_save.sh's model and plan (GPT-2 small's shape on two one-device nodes: one interleaved pipeline under --schedule auto,
- * 0.512 GB of snapshot per rank), --steps 9
- * --ckpt-every 2, with and without --replica-memory-gb 4: the checkpoint events' snapshot_seconds (the
- * slowest rank's) of steps 4, 6, 8 were 1.11, 1.58, 1.92 s and 0.98, 0.50, 0.62 s (step 2 allocates the
- * buffer: 7.0 and 8.7 s, left out), median 1.05 s: 0.49 GB/s, at load 15-18 on the shared 2-core
- * machine (2026-12-06). A memcpy here; a GPU host's is a device-to-host copy (the runtime's CUDA
- * snapshot is not pinned yet: docs/checkpoints.md). */
-#define AH_SIM_CKPT_SNAPSHOT_GB_S 0.49
+/* The asynchronous snapshot's copy into host memory, GB/s per device, as ah_sim_ckpt_hold_s (replay.h) prices
+ * it: training waits for what the copy has not done by the end of the next step's forward and backward
+ * (max(0, bytes / this - iteration_s)), as the runtime does on both backends since 927efb7 (CUDA: the
+ * copies into page-locked memory on a side stream, the compute stream waiting on their event before the
+ * next AdamW, backend/cuda_snapshot.c; CPU: the writer thread's copies, the same fence,
+ * backend/cpu_snapshot.c, and since 24d6e25 AdamW's own stores into the kept buffer, ckpt_fuse.c). Each
+ * constant is the rate at which that formula gives the hold the CPU runtime was measured to take on the
+ * bench's own plan (a step of base seconds: rate = bytes / (hold + base)), measured with
+ * `KEEP=DIR bash bench/sim_ckpt_hold.sh B 3` (session 24, 2026-12-07, at 074811f's runtime, load 4.6-7.5 on
+ * the shared 2-core machine): bench_notice_save.sh's model and plan, 1.024 GB of snapshot a rank, a
+ * checkpoint every 8 steps, each step line stamped as written; the hold is the sum of the intervals of
+ * steps N-1 .. N+2 less 4 x the median of the period's later ones, the same at the same steps of a run
+ * without checkpoints its noise (-3.0 .. +2.6 s at that load; -0.7 .. +0.2 s in the quietest round). A
+ * GPU's device-to-host copy is not measured here (no device): at the same rate it would be a lower bound.
+ *
+ * A periodic checkpoint (the session's buffer kept, AdamW writing it): 0.334 and 0.155 s at a base of 0.972
+ * and 0.728 s in the quietest round (the fused AdamW's step +0.21-0.23 s), 1.024 / (0.334 + 0.972) = 0.78
+ * GB/s, the larger hold taken; over all three rounds the median hold was -0.135 s (-5.6 .. +2.5), within
+ * the noise. Before (61a69ca, the copy on the trainer's thread, the whole copy charged): 0.49 GB/s. */
+#define AH_SIM_CKPT_SNAPSHOT_GB_S 0.78
+/* The snapshot of a change in place written behind the next step (recovery.c): the runtime closes the
+ * checkpoint session at the change and the new plan's opens (cli_train_inplace.c), so this snapshot is a
+ * session's first: into a buffer it allocates and faults in, copied by the writer thread (the fuse needs
+ * the last save's layout). The bench's first save is that path: holds of 8.511, 6.331 and 8.201 s at bases
+ * of 0.908, 1.640 and 2.390 s (snapshot_seconds 8.9-11.0 s, the writer's CPU 4.0-7.1 s), 1.024 / (8.511 +
+ * 0.908) = 0.109 GB/s, the median; at load ~2 a first save held about 3.0 s (0.29 GB/s). Most of it is the
+ * new buffer's page faults on this virtual machine; a session that kept its buffer across the change would
+ * take AH_SIM_CKPT_SNAPSHOT_GB_S's path (not built: docs/simulator.md "paper-288 at main, session 24"). */
+#define AH_SIM_CHANGE_SNAPSHOT_GB_S 0.109
 
 /* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
@@ -350,7 +367,10 @@ typedef struct ah_sim_recovery {
     double t_s;                /* the notice (or the first start, or the join) */
     char event[96];            /* "start", "preempt slow-1", "join at checkpoint", "nodes up" */
     double wait_s, save_s;     /* stop_s = wait_s + save_s */
-    bool saved;                /* autohet saved at the notice (it fitted the grace period) */
+    bool saved;                /* autohet saved at the notice (it fitted the grace period); false for a change
+                                  written behind, as the agent records it */
+    bool written_behind;       /* a change in place whose step is written behind the next step (rule 11), no
+                                  save before the move */
     bool handover;             /* that save was the handover (committed in the next plan's hosts' memory) */
     bool in_place;             /* the change was in place (opts.in_place): restart_s is its overhead */
     int parked;                /* in place: the running ranks on staying nodes that parked (sim.h
