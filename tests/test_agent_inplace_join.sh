@@ -215,6 +215,34 @@ print(f"late: fell back, stopped {pre[0]['seconds']:.1f} s after the ask with st
 PY
 fi
 
+# ---- finished: the agent reads the job's lines late (not in the short subset) ----
+# slow-1 comes back once launch 0 has started and the agent is SIGSTOPped as soon as it has taken that in (the join
+# pending until the first step), then let go once the trainer has trained its 20 steps: its first read holds them
+# all. The join is weighed against the newest step of that read, not of the first line (step 1: before, the join
+# was asked there, of a job that had finished, its joining job then waiting for an admission that never came):
+# "the run ends first", no join asked and no stop, one launch.
+if [ "${AH_CLUSTER_SHORT:-0}" != 1 ]; then
+d=$WORK/fin
+echo "0,remove,slow-1" >"$d.csv"
+t0=$(date +%s%N)
+STEPS=20 run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 &
+agent=$!
+wait_until 60 test -d "$d/launch-0" || { cat "$d.log"; fail "fin: no launch"; }
+echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+wait_until 60 grep -q "slow-1 joined; taken in when a restart pays" "$d.log" || { cat "$d.log"; fail "fin: no join"; }
+apid=$(pgrep -P $agent -f "autohet run" || echo $agent)
+kill -STOP $apid
+early=$(grep -c '"loss"' "$d/launch-0/metrics.jsonl" 2>/dev/null)
+wait_until 120 step_lines_at_least 20 "$d/launch-0/metrics.jsonl" || { kill -CONT $apid; fail "fin: 20 steps"; }
+sleep 1
+kill -CONT $apid
+wait $agent || { cat "$d.log"; fail "fin: autohet run"; }
+[ "${early:-0}" = 0 ] || echo "  note: fin: the agent stopped after $early step lines were written (it may have read them)"
+grep -q "the run ends first (step 20 of 20): no join" "$d.log" && ! grep -q "join asked for\|the join's stop" "$d.log" &&
+    [ ! -e "$d/launch-1" ] || { cat "$d.log"; fail "fin: a join asked of a finished job"; }
+echo "  fin: $(grep -o "first step finished; the run ends first.*" "$d.log")"
+fi
+
 # ---- mismatch: a "reconfigure" event at a step before the join's is not taken as the join ----
 STEPS=40 AH_JOIN_ADMIT_S=1 PAUSED=$WORK/mismatch.paused FAKE_EVENT=1 \
     AH_TEST_HOOK="phase=reconfig-join,step=any,action=pause,file=$WORK/mismatch.paused" join_run mismatch

@@ -197,12 +197,13 @@ static void on_step(agent_t *a, json_t *line) {
     json_object_set_new(line, "t_s", json_real(since_start(a))); /* for autohet report's time axis */
     emit(a, json_incref(line));
     if ((first || after_change) && a->pending >= 0) finish_recovery(a, isfinite(secs) ? secs : 0);
-    if (first || after_change) ah_agent_join_if_pays(a, first ? "first step finished" : "first step after the change in place");
+    if ((first || after_change) && !a->join_when)
+        a->join_when = first ? "first step finished" : "first step after the change in place";
 }
 
 static void on_checkpoint(agent_t *a) {
     if (!a->stopping && ah_agent_answer_again(a)) a->join_pending = true;
-    ah_agent_join_if_pays(a, "checkpoint taken");
+    if (!a->join_when) a->join_when = "checkpoint taken";
 }
 
 static void on_line(void *ctx, json_t *line) {
@@ -401,6 +402,16 @@ static ah_status_t launch_when_feasible(agent_t *a, const char *why, const char 
 }
 
 /* ---- the loop ---- */
+/* The metrics read while the job runs, then a join its lines asked to weigh (join_when), against the newest step
+ * of the whole read. */
+static void read_lines(agent_t *a) {
+    a->join_when = NULL;
+    a->launcher.read_metrics(a->launcher.ctx, on_line, a);
+    const char *when = a->join_when;
+    a->join_when = NULL;
+    if (when) ah_agent_join_if_pays(a, when);
+}
+
 
 /* While stopping: the notice to ranks that started since, and the kill once the grace period is
  * over. */
@@ -447,7 +458,7 @@ static ah_status_t watch(agent_t *a, ah_error_t *err) {
     for (;;) {
         sleep_s(a->o->poll_s);
         if (a->o->interrupt && *a->o->interrupt) on_interrupt(a);
-        a->launcher.read_metrics(a->launcher.ctx, on_line, a);
+        read_lines(a);
         ah_agent_apply_events(a);
         ah_agent_inplace_watch(a);
         ah_agent_inplace_join_watch(a);

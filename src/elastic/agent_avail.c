@@ -115,5 +115,12 @@ void ah_agent_apply_events(agent_t *a) {
 /* Joins pending: the restart onto the plan with them when it pays (agent_join.c). */
 void ah_agent_join_if_pays(agent_t *a, const char *when) {
     if (a->inplace == 1 || a->join_req) return; /* a change in place asked for: the joins stay pending until it is made */
+    const ah_agent_launch_t *L = a->res->n_launches > 0 ? &a->res->launches[a->res->n_launches - 1] : NULL;
+    if (a->join_pending && a->running && !a->stopping && L && L->first_step >= 0 && L->end_step + 1 >= a->o->steps) {
+        /* a join (in place or not) would take the job at its last step or after it: none */
+        say(a, "%s; the run ends first (step %lld of %lld): no join", when, (long long)L->end_step, (long long)a->o->steps);
+        a->join_pending = false;
+        return;
+    }
     if (ah_agent_consider_join(a, when) && !ah_agent_inplace_join_begin(a)) ah_agent_begin_stop(a, AH_CAUSE_JOIN, NULL);
 }

@@ -90,6 +90,10 @@ typedef struct agent {
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
     bool ckpt_under_plan;
+    /* a join to weigh once the metrics read is done (agent.c): the first line's reason that asked for it, NULL none.
+     * Weighed mid-read, a join saw the newest step of the lines read so far, not of the read: the trainer could
+     * have finished meanwhile (a join asked at step 10 of a job that had trained its 60, its joiner waiting 70 s) */
+    const char *join_when;
     /* the join in place (agent_inplace_join.c): join_req 1 while its request (join_doc) waits, until
      * join_deadline; asked at join_t for step join_step; the joining hosts' jobs join_first.., join_n of them */
     int join_req, join_first, join_n;
