@@ -58,7 +58,35 @@ static void ranks(void) {
     ranks_check(RANKS("5, -1, 0, 2, 1"), jobs, 5, 4, NULL);
     ranks_check(RANKS("5, -1, 0, 5, 1"), jobs, 5, 4, "\"ranks\"[3] is 5: the staying ranks' are not distinct");
     ranks_check(RANKS("5, 2, 0, 3, 1"), jobs, 5, 4, "\"ranks\"[1] is 2 but rank 1's job 1 leaves (-1)");
+    /* "readmit": the staying ranks' entries with the re-admitted ranks' "to" a permutation of 0..stay+n-1 */
+    head = "{\"step\": 3, \"leave\": [1], \"plan\": \"p\", \"readmit\": [{\"job\": 2, \"rank\": 1, \"to\": 1}]";
+    ranks_check(RANKS("4, -1, 0, 2, 3"), jobs, 5, 4, NULL);
+    ranks_check(RANKS("4, -1, 0, 2, 1"), jobs, 5, 4, "\"readmit\"[0]'s \"to\" is 1: with the staying ranks' not a "
+                "permutation of 0..4");
+    ranks_check(RANKS("5, -1, 0, 2, 3"), jobs, 5, 4, "\"ranks\"[0] is 5: the staying ranks' are not a permutation of 0..4");
 #undef RANKS
+}
+
+/* "readmit"'s parsing: its entries, and each malformed one (or one without "ranks", or with "join") refused. */
+static void readmit(void) {
+    static ah_reconfig_req_t r;
+    ah_error_t err = {0};
+    CHECK(ah_reconfig_parse("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0, 1], \"readmit\": [{\"job\": 0, "
+                            "\"rank\": 1, \"to\": 2}]}", &r, &err) == AH_OK, "%s", err.msg);
+    CHECK(r.n_readmit == 1 && r.readmit[0].job == 0 && r.readmit[0].rank == 1 && r.readmit[0].to == 2 &&
+          ah_reconfig_incoming(&r) == 1, "readmit %d: %d %d %d", r.n_readmit, r.readmit[0].job, r.readmit[0].rank,
+          r.readmit[0].to);
+    refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"readmit\": [{\"job\": 0, \"rank\": 1, \"to\": 2}]}",
+            "\"readmit\" needs \"ranks\"");
+    refused("{\"step\": 6, \"leave\": [], \"join\": 1, \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, "
+            "\"rank\": 1, \"to\": 2}]}", "is not taken with \"join\"");
+    refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": []}", "\"readmit\" must be an array");
+    refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, \"rank\": -1, "
+            "\"to\": 1}]}", "\"readmit\"[0] must be");
+    refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, \"to\": 1}]}",
+            "\"readmit\"[0] must be");
+    refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, \"rank\": 1, "
+            "\"to\": 1, \"x\": 0}]}", "\"readmit\"[0] must be");
 }
 
 int main(void) {
@@ -98,5 +126,6 @@ int main(void) {
     refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": 0, \"plan\": \"p\"}", "\"join_admit_s\" must be");
     refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": \"9\", \"plan\": \"p\"}", "\"join_admit_s\" must");
     ranks();
+    readmit();
     return ah_test_finish();
 }

@@ -45,7 +45,8 @@ done
 for p in dp3:dp2-01 dp3:dp2-12 dp3:dp2-20 pp3:pp2-01 pp3-n0:tp2-n0; do
     old=${p%%:*} p=${p#*:}
     rm -rf "$WORK/r-$p" && cp -r "$WORK/r-$old" "$WORK/r-$p"
-    timeout 120 $MPIRUN -np 2 $(train $p ref-$p --resume --local-root "$WORK/r-$p") >"$WORK/ref-$p.out" 2>&1 ||
+    timeout 120 $MPIRUN -np 2 $(train $p ref-$p --resume --local-root "$WORK/r-$p" \
+        $([ $p = dp2-01 ] && echo --ckpt-every 3 --keep 10)) >"$WORK/ref-$p.out" 2>&1 || # readmit's step 6
         { cat "$WORK/ref-$p.out" >&2; fail "$p resumed from step 3"; }
 done
 # run_jobs DIR LEAVER HOOK CMD...: three one-rank mpirun jobs joined into one world (DIR/join), each running
@@ -218,6 +219,29 @@ RESTORED="test hook: this rank takes no part in the move" inplace fallback 2 dp2
 # Before, the buffers were mapped while the messages were posted: the leaver stopped posting, its peers waited
 # for its messages for ever, and run_jobs' timeout killed the three.
 OLD=pp3-n0 RESTORED="no host memory for" inplace nomem 2 tp2-n0 "phase=reconfig-move,step=3,action=nomem"
+# park_jobs CASE NEXT: job 0 (2 ranks, world ranks 0 and 1) and job 1 (1 rank) train dp3, job 0's rank 1 parked at
+# step 3 (the first request: "ranks" [0, -1, 1] under dp2-01, "leave" []); NEXT, the second request, is written while
+# job 1's rank is held mid-step 5 by the test hook (action=pause), so it is taken at step 6; each mpirun's status in
+# CASE/stJ, each rank's pid in CASE/pidJ-R.
+park_jobs() {
+    local d=$WORK/$1 next=$2 job np p0 p1
+    mkdir -p "$d/join" "$d/run"
+    printf '{"step": 3, "leave": [], "plan": "%s", "ranks": [0, -1, 1]}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
+    for job in 1 0; do
+        np=$((2 - job))
+        AH_JOB=$job AH_TEST_HOOK=$([ $job = 1 ] && echo "phase=step,step=5,action=pause,file=$d/held") \
+            AH_WORLD_JOIN=$d/join:$job:2 timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_TEST_HOOK \
+            -x AH_WORLD_JOIN -np $np bash -c "echo \$\$ >$d/pid\$AH_JOB-\$OMPI_COMM_WORLD_RANK; exec \
+            $(train dp3 $1/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
+        eval "p$job=\$!"
+    done
+    for _ in $(seq 1800); do [ -e "$d/held" ] && break; kill -0 "$p1" 2>/dev/null || break; sleep 0.1; done
+    echo "$next" >"$d/run/next.json"
+    mv "$d/run/next.json" "$d/run/reconfigure.json"
+    rm -f "$d/held"
+    wait "$p1"; echo $? >"$d/st1"
+    wait "$p0"; echo $? >"$d/st0"
+}
 # park (docs/elastic.md "Parked ranks"): a host's job keeps some of its ranks. Job 0 runs 2 ranks (world ranks 0
 # and 1, one host's), job 1 one (rank 2); at step 3 "ranks" [0, -1, 1] ("leave" []) keeps job 0's rank 0 and job 1's
 # under dp2-01, and job 0's rank 1 parks: it hands over its state in the move, leaves the world, frees its trainer and
@@ -228,23 +252,8 @@ OLD=pp3-n0 RESTORED="no host memory for" inplace nomem 2 tp2-n0 "phase=reconfig-
 # parked process said it parked and, at its job's end, how long and its CPU seconds meanwhile (every thread's: under
 # 2 % of the wait plus 20 ms), and is gone.
 park_case() {
-    local d=$WORK/park job np
-    mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [], "plan": "%s", "ranks": [0, -1, 1]}\n' "$WORK/dp2-01.json" >"$d/run/reconfigure.json"
-    for job in 1 0; do
-        np=$((2 - job))
-        AH_JOB=$job AH_TEST_HOOK=$([ $job = 1 ] && echo "phase=step,step=5,action=pause,file=$d/held") \
-            AH_WORLD_JOIN=$d/join:$job:2 timeout 180 $MPIRUN --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_TEST_HOOK \
-            -x AH_WORLD_JOIN -np $np bash -c "echo \$\$ >$d/pid\$AH_JOB-\$OMPI_COMM_WORLD_RANK; exec \
-            $(train dp3 park/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job$job.out" 2>&1 &
-        eval "p$job=\$!"
-    done
-    for _ in $(seq 1800); do [ -e "$d/held" ] && break; kill -0 "$p1" 2>/dev/null || break; sleep 0.1; done
-    printf '{"step": 6, "leave": [0], "plan": "%s"}\n' "$WORK/dp1-1.json" >"$d/run/next.json"
-    mv "$d/run/next.json" "$d/run/reconfigure.json"
-    rm -f "$d/held"
-    wait "$p1"; echo $? >"$d/st1"
-    wait "$p0"; echo $? >"$d/st0"
+    local d=$WORK/park
+    park_jobs park "{\"step\": 6, \"leave\": [0], \"plan\": \"$WORK/dp1-1.json\"}"
     python3 - "$WORK" <<'PY2' || { tail -n 20 "$d"/job*.out >&2; fail "park: a host's job keeps 1 of its 2 ranks"; }
 import json, os, re, sys
 work = sys.argv[1]
@@ -279,6 +288,51 @@ print(f"  park: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {wait:.3f
 PY2
 }
 park_case
+# readmit (docs/elastic.md "Parked ranks", re-admission): as park to step 6, where the second request takes job 0's
+# parked rank 1 back ("readmit": [{"job": 0, "rank": 1, "to": 2}], "ranks" [0, 1]) and the three train dp3 again
+# to step 7: the parked process is woken by job 0's rank 0 over their mpirun's own communicator, merged into the
+# world and sent its pieces of step 6 by the staying ranks, as a joining rank is (the move to the joiners).
+# Checked: both mpiruns exit 0; no process started, the event's pids those started ([0-0, 1-0, 0-1]); the parked
+# process said it was re-admitted; 8 steps on 3, 2, then 3 ranks, every loss bit-identical (dp3 0-2, dp2-01
+# resumed from step 3 for 3-5, dp3 resumed from dp2-01's step-6 checkpoint for 6-7).
+readmit_case() {
+    local d=$WORK/readmit
+    rm -rf "$WORK/r-readmit" && cp -r "$WORK/r-dp2-01" "$WORK/r-readmit" && rm -rf "$WORK"/r-readmit/*/step-00000008
+    timeout 120 $MPIRUN -np 3 $(train dp3 ref-readmit --resume --local-root "$WORK/r-readmit") \
+        >"$WORK/ref-readmit.out" 2>&1 || { cat "$WORK/ref-readmit.out" >&2; fail "dp3 resumed from dp2-01's step 6"; }
+    park_jobs readmit "{\"step\": 6, \"leave\": [], \"plan\": \"$WORK/dp3.json\", \"ranks\": [0, 1], \"readmit\": [{\"job\": 0, \
+\"rank\": 1, \"to\": 2}]}"
+    python3 - "$WORK" <<'PY2' || { tail -n 20 "$d"/job*.out >&2; fail "readmit: a parked rank taken back"; }
+import json, re, sys
+work = sys.argv[1]
+d = f"{work}/readmit"
+st = {j: int(open(f"{d}/st{j}").read()) for j in (0, 1)}
+out = {j: open(f"{d}/job{j}.out").read() for j in (0, 1)}
+pid = {k: int(open(f"{d}/pid{k}").read()) for k in ("0-0", "0-1", "1-0")}
+assert st == {0: 0, 1: 0}, (st, out)
+assert f"job 0 (pid {pid['0-1']}) parks at step 3" in out[0], out[0]
+m = re.search(r"job 0 \(pid (\d+)\) parked ([0-9.]+) s \(CPU ([0-9.]+) s\): re-admitted at step 6 as rank 2", out[0])
+assert m and int(m.group(1)) == pid["0-1"], out[0]
+lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
+rc = [o for o in lines if o.get("event") == "reconfigure"]
+assert len(rc) == 2 and rc[0]["step"] == 3 and rc[0]["ranks_to"] == 2, rc
+assert rc[1]["step"] == 6 and rc[1]["ranks_from"] == 2 and rc[1]["ranks_to"] == 3 and rc[1]["readmit"] == 1, rc[1]
+assert rc[1]["pids"] == [pid["0-0"], pid["1-0"], pid["0-1"]] and rc[1]["state"] == "moved", rc[1]
+steps = [o for o in lines if "event" not in o]
+assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
+assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 3 + [3] * 2
+ref = {}
+for f, lo, hi in (("ref-dp3", 0, 3), ("ref-dp2-01", 3, 6), ("ref-readmit", 6, 8)):
+    ref.update({o["step"]: o["loss"] for o in map(json.loads, open(f"{work}/{f}.jsonl")) if "event" not in o and
+                lo <= o["step"] < hi})
+for o in steps:
+    assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
+print(f"  readmit: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {float(m.group(2)):.3f} s (CPU "
+      f"{float(m.group(3)):.3f} s), re-admitted at step 6 (moved {rc[1]['moved_bytes']} bytes; phases "
+      f"{rc[1]['seconds']}); pids {rc[1]['pids']}; losses 0-7 bit-identical (dp3, dp2-01, dp3 resumed)")
+PY2
+}
+readmit_case
 # A kill in the window (docs/elastic.md "Durability" (c)): dp3 -> dp2 with step 2 committed, step 3 written behind;
 # job 0 (a survivor, the new world's rank 0) SIGKILLs itself on its writer's thread once its part of step 3 is
 # written (AH_TEST_HOOK ckpt-write, action=kill), before the commit: Open MPI ends job 1 with it. Step 3 is then

@@ -34,13 +34,15 @@ bool ah_cli_train_reconfig_check(const ah_reconfig_req_t *req, int stay, void *c
     ah_plan_t p = {0};
     bool have = false;
     ah_error_t e = {0};
-    ah_status_t s = b.local_root ? ah_cli_train_load_plan(&b, req->join ? -1 : stay, &p, &have, &e)
+    const int in = ah_reconfig_incoming(req); /* joining jobs' and re-admitted ranks */
+    ah_status_t s = b.local_root ? ah_cli_train_load_plan(&b, in ? -1 : stay, &p, &have, &e)
         : ah_error_set(&e, AH_ERR_USAGE, "the run has no --local-root to save step %lld to and resume from in place",
                        (long long)req->step);
     if (s == AH_OK) s = ah_ckpt_check_continues(c->tr, req->step, &p, &e); /* what the restore would refuse */
-    if (s == AH_OK && req->join && ah_plan_device_count(&p) < stay + req->join)
+    if (s == AH_OK && in && ah_plan_device_count(&p) < stay + in)
         s = ah_error_set(&e, AH_ERR_USAGE, "%s has %d devices, fewer than the %d staying ranks and one a joining job "
-                         "(%d)", req->plan, ah_plan_device_count(&p), stay, req->join);
+                         "(%d) or a re-admitted rank (%d)", req->plan, ah_plan_device_count(&p), stay, req->join,
+                         req->n_readmit);
     if (have) ah_plan_free(&p);
     if (s != AH_OK) snprintf(why, why_size, "%s", e.msg);
     return s == AH_OK;
@@ -145,12 +147,13 @@ static ah_reconfig_moved_t *move_state(const args_t *a, const ah_reconfig_req_t 
     ah_reconfig_moved_t *mv = NULL;
     ah_reconfig_move_stats_t ms = {0};
     if (s == AH_OK) {
-        ah_status_t l = ah_cli_train_load_plan(&b, req->join > 0 ? -1 : stay, &p, &have, &err);
+        const bool in = ah_reconfig_incoming(req) > 0; /* new ranks: the move to the joiners follows */
+        ah_status_t l = ah_cli_train_load_plan(&b, in ? -1 : stay, &p, &have, &err);
         const ah_device_ref_t me = ah_role_device(tr->plan, &tr->role);
         if (l == AH_OK && ah_test_hook_fails("reconfig-move", req->step, tr->plan->cluster.nodes[me.node].name))
             l = ah_error_set(&err, AH_ERR_IO, "test hook: this rank takes no part in the move");
         if ((s = ah_comm_agree(w, l, &err)) == AH_OK)
-            s = ah_reconfig_move(tr, &p, to, req->join > 0, req->step, held, &mv, &ms, &err);
+            s = ah_reconfig_move(tr, &p, to, in, req->step, held, &mv, &ms, &err);
     }
     if (have) ah_plan_free(&p);
     free(all);
@@ -217,7 +220,7 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     if (s == AH_OK && rank == 0 && a->metrics && !*metrics && !(*metrics = fopen(a->metrics, "a")))
         fprintf(stderr, "autohet train: warning: %s: cannot append to the metrics file: %s\n", a->metrics,
                 strerror(errno));
-    if (s == AH_OK && req->join > 0) mv = move_to_joiners(joining, plan, mv, ph, state);
+    if (s == AH_OK && ah_reconfig_incoming(req) > 0) mv = move_to_joiners(joining, plan, mv, ph, state);
     a->moved_in = mv != NULL;
     if (s == AH_OK)
         s = ah_cli_train_set_up(a, plan, data, *metrics, tr, have_tr, ck, start, &ph[AH_RECONFIG_PH_LOAD], &err);
@@ -239,21 +242,69 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     return -1;
 }
 
+/* The parked rank woken (park): msg the running world's (len bytes), whose "readmit" names this rank: merged into
+ * the world (comm.h ah_comm_world_readmit), then set up as a joining rank (set_up_new: the staying ranks send it
+ * its pieces). Its result (-1, *start the step). */
+static int readmitted(args_t *a, const late_msg_t *msg, size_t len, double wall, double cpu, ah_plan_t *plan,
+                      ah_dataset_t *data, ah_dataset_t *val, FILE **metrics, ah_trainer_t *tr, bool *have_tr,
+                      ah_ckpt_session_t **ck, int64_t *start) {
+    const ah_reconfig_req_t *req = &msg->req;
+    ah_comm_parked_t who[AH_RECONFIG_LEAVE_MAX];
+    int me = -1;
+    for (int k = 0; len == sizeof *msg && k < req->n_readmit; k++) {
+        who[k] = (ah_comm_parked_t){req->readmit[k].job, req->readmit[k].rank};
+        if (who[k].job == ah_comm_world_job() && who[k].rank == ah_comm_job_rank()) me = k;
+    }
+    if (me < 0) { /* another build's world, or a request that does not name it: it cannot take part */
+        fprintf(stderr, "autohet train: pid %d: woken with a request of %zu bytes that does not re-admit it\n",
+                (int)getpid(), len);
+        ah_comm_abort(ah_status_exit_code(AH_ERR_USAGE));
+    }
+    printf("autohet train: job %d (pid %d) parked %.3f s (CPU %.3f s): re-admitted at step %lld as rank %d under %s\n",
+           ah_comm_world_job(), (int)getpid(), wall, cpu, (long long)req->step, req->readmit[me].to, req->plan);
+    fflush(stdout);
+    ah_error_t err;
+    if (ah_comm_world_readmit(who, req->n_readmit, me, req->readmit[me].to, msg, sizeof *msg, &err) != AH_OK)
+        ah_comm_abort(ah_cli_fail("train", &err));
+    double ph[AH_RECONFIG_N_PH] = {0};
+    ah_reconfig_state_t state = {.committed = false};
+    return set_up_new(a, req, msg->from, true, ph, &state, NULL, plan, data, val, metrics, tr, have_tr, ck, start);
+}
+
+/* The staying ranks, after the split: req's parked ranks woken and merged into the world ("readmit"; comm.h
+ * ah_comm_world_readmit), each sent the request (m); key this rank's new rank. */
+static void readmit_parked(const ah_reconfig_req_t *req, const late_msg_t *m, int key) {
+    ah_comm_parked_t who[AH_RECONFIG_LEAVE_MAX];
+    for (int k = 0; k < req->n_readmit; k++) who[k] = (ah_comm_parked_t){req->readmit[k].job, req->readmit[k].rank};
+    ah_error_t err;
+    if (ah_comm_world_readmit(who, req->n_readmit, -1, key, m, sizeof *m, &err) != AH_OK)
+        ah_comm_abort(ah_cli_fail("train", &err));
+}
+
 /* A rank the new plan does not use while its job goes on (runtime/reconfig.h "ranks" -1, docs/elastic.md
  * "Parked ranks"), out of the world, its trainer and session freed: its data closed, then asleep until its
- * job ends (comm.h ah_comm_park), said with the wait's CPU seconds; 0 (it then only finalizes). */
-static int park(const ah_reconfig_req_t *req, ah_dataset_t *data, ah_dataset_t *val) {
+ * job ends (comm.h ah_comm_park), said with the wait's CPU seconds: 0 (it then only finalizes); or until a later
+ * request re-admits it ("readmit"): it then enters the new world as a joining rank does (set_up_new) and returns
+ * its result (-1, *start the step). */
+static int park(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val,
+                FILE **metrics, ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t *start) {
     ah_dataset_close(data);
     ah_dataset_close(val);
     printf("autohet train: job %d (pid %d) parks at step %lld: the other ranks go on in place under %s; it waits for "
            "its job's end\n", ah_comm_world_job(), (int)getpid(), (long long)req->step, req->plan);
     fflush(stdout);
+    static late_msg_t msg; /* the request outlives set_up_new */
     double cpu = 0, wall = 0;
+    size_t len = 0;
+    bool woken = false;
     ah_error_t err;
-    if (ah_comm_park(&cpu, &wall, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
-    printf("autohet train: pid %d parked %.3f s (CPU %.3f s): its job ends\n", (int)getpid(), wall, cpu);
-    fflush(stdout);
-    return 0;
+    if (ah_comm_park(&cpu, &wall, &msg, sizeof msg, &len, &woken, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    if (!woken) {
+        printf("autohet train: pid %d parked %.3f s (CPU %.3f s): its job ends\n", (int)getpid(), wall, cpu);
+        fflush(stdout);
+        return 0;
+    }
+    return readmitted(a, &msg, len, wall, cpu, plan, data, val, metrics, tr, have_tr, ck, start);
 }
 
 /* Collective over the old world: the change's save of step S before the move, as at a notice (*ph's save phase;
@@ -287,9 +338,10 @@ static ah_reconfig_moved_t *save_and_move(args_t *a, const ah_reconfig_req_t *re
     ah_metrics_write_events(metrics, events);
     if (ck) ah_test_hook("reconfig-save", req->step, tr->plan->cluster.nodes[ah_role_device(tr->plan, &tr->role).node].name);
     ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
-    if (defer && req->join > 0) { /* a joiner's fallback restores the step: it is saved first */
+    if (defer && ah_reconfig_incoming(req) > 0) { /* a joiner's fallback restores the step: it is saved first */
         defer = false;
-        snprintf(why, sizeof why, "a join: a joining rank that cannot take the moved state restores the step");
+        snprintf(why, sizeof why, "a join%s: a joining rank that cannot take the moved state restores the step",
+                 req->join ? "" : " (parked ranks re-admitted)");
     }
     if (!defer) save_now(a, req, tr, ck, leaving, metrics, ph);
     state->committed = ah_ckpt_session_last_saved(ck) == req->step;
@@ -336,10 +388,13 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         *metrics = NULL;
     }
     if (ah_comm_world_shrink(!leaving && !parking, new_rank, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
-    if (!leaving && !parking && req->join > 0) { /* the new jobs in, by their turns (comm/join.c), sent the request */
-        late_msg_t m = {.req = *req, .from = from};
+    if (!leaving && !parking && ah_reconfig_incoming(req) > 0) { /* sent the request: */
+        static late_msg_t m; /* (its "ranks" is 32 KB) */
+        m = (late_msg_t){.req = *req, .from = from};
         const int key = new_rank >= 0 ? new_rank : ah_comm_rank(world);
-        if (ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+        if (req->join > 0 && ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK)
+            ah_comm_abort(ah_cli_fail("train", &err)); /* the new jobs in, by their turns (comm/join.c) */
+        if (req->n_readmit > 0) readmit_parked(req, &m, key); /* the parked ranks back */
     }
     ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
     if (leaving) {
@@ -350,14 +405,14 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         fflush(stdout);
         return 0;
     }
-    if (parking) return park(req, data, val);
+    if (parking) return park(a, req, plan, data, val, metrics, tr, have_tr, ck, start);
     return set_up_new(a, req, from, false, ph, &state, mv, plan, data, val, metrics, tr, have_tr, ck, start);
 }
 
 int ah_cli_train_in_place(args_t *a, ah_plan_t *plan, ah_dataset_t *data, ah_dataset_t *val, FILE **metrics,
                           ah_trainer_t *tr, bool *have_tr, ah_ckpt_session_t **ck, int64_t start) {
     ah_reconfig_req_t req;
-    for (int64_t after = start;; after = req.step) {
+    for (int64_t after = start;; after = start) { /* a change's step (a parked rank's: the step re-admitted at) */
         bool due = false;
         int rc = ah_cli_train_run_steps(tr, a, val, *metrics, *ck, start, after, &req, &due);
         if (!due) return rc;

@@ -118,18 +118,18 @@ ah_status_t ah_comm_init(int *argc, char ***argv, ah_error_t *err) {
  * runs on MPI_COMM_WORLD after the start (comm/join.c's connect is over before, and a world's admission
  * is over the joined communicator), so the barrier matches whichever order the ranks come in. A parked
  * rank tests it every PARK_TEST_S, asleep in between: MPI_Finalize's own fence (Open MPI 4.1's
- * lazy wait: opal_progress every 100 us) would keep it busy for as long as its job runs. */
-static bool g_job_end_done; /* this rank entered the job's end barrier and saw it complete */
+ * lazy wait: opal_progress every 100 us) would keep it busy for as long as its job runs. A parked rank
+ * re-admitted (ah_comm_world_readmit) keeps its barrier pending: it parks again on the same one, or
+ * completes it in ah_comm_finalize. */
+static MPI_Request g_job_end = MPI_REQUEST_NULL;
+static bool g_job_end_entered; /* this rank entered the job's end barrier (g_job_end pending until done) */
+static int g_wake_from = -1;   /* the job's rank that woke this parked rank (ah_comm_world_readmit's leader) */
 #define PARK_TEST_S 0.02
 
-static int job_end_barrier(bool asleep) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &r), done = 0;
-    if (rc != MPI_SUCCESS) return rc;
-    g_job_end_done = true;
-    if (!asleep) return wait_req(&r);
-    while ((rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) ah_sleep_s(PARK_TEST_S);
-    return rc;
+static int job_end_enter(void) {
+    if (g_job_end_entered) return MPI_SUCCESS;
+    g_job_end_entered = true;
+    return MPI_Ibarrier(MPI_COMM_WORLD, &g_job_end);
 }
 
 void ah_comm_finalize(void) {
@@ -139,17 +139,35 @@ void ah_comm_finalize(void) {
     MPI_Finalized(&fin);
     MPI_Initialized(&init);
     if (!fin && g_world.c != MPI_COMM_WORLD && g_world.c != MPI_COMM_NULL) MPI_Comm_free(&g_world.c);
-    if (!fin && init && !g_job_end_done) job_end_barrier(false); /* the job's parked ranks (ah_comm_park) go */
+    /* the job's parked ranks (ah_comm_park) go */
+    if (!fin && init && job_end_enter() == MPI_SUCCESS && g_job_end != MPI_REQUEST_NULL) wait_req(&g_job_end);
     if (!fin) MPI_Finalize();
 }
 
-ah_status_t ah_comm_park(double *cpu_s, double *wall_s, ah_error_t *err) {
+ah_status_t ah_comm_park(double *cpu_s, double *wall_s, void *buf, size_t cap, size_t *len, bool *woken,
+                         ah_error_t *err) {
     if (g_world.c != MPI_COMM_NULL)
         return ah_error_set(err, AH_ERR_USAGE, "only a rank that left the world (ah_comm_world_shrink) parks");
     struct timespec c0, c1; /* every thread's CPU (ah_cpu_s leaves background threads out) */
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     const double w0 = ah_now_s();
-    const int rc = job_end_barrier(true);
+    MPI_Request wake = MPI_REQUEST_NULL;
+    MPI_Status ws;
+    int rc = job_end_enter(), done = 0, woke = 0;
+    if (rc == MPI_SUCCESS) rc = MPI_Irecv(buf, (int)cap, MPI_BYTE, MPI_ANY_SOURCE, AH_COMM_TAG_WAKE, MPI_COMM_WORLD, &wake);
+    while (rc == MPI_SUCCESS && !done && !woke) {
+        if ((rc = MPI_Test(&g_job_end, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done &&
+            (rc = MPI_Test(&wake, &woke, &ws)) == MPI_SUCCESS && !woke)
+            ah_sleep_s(PARK_TEST_S);
+    }
+    if (!woke && wake != MPI_REQUEST_NULL) { /* the job ended: no wake comes */
+        MPI_Cancel(&wake);
+        MPI_Wait(&wake, MPI_STATUS_IGNORE);
+    }
+    int n = 0;
+    if (woke) MPI_Get_count(&ws, MPI_BYTE, &n);
+    *woken = woke != 0, *len = (size_t)n;
+    g_wake_from = woke ? ws.MPI_SOURCE : -1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     *cpu_s = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     *wall_s = ah_now_s() - w0;
@@ -164,6 +182,18 @@ _Noreturn void ah_comm_abort(int code) {
 ah_comm_t *ah_comm_world(void) { return &g_world; }
 
 int ah_comm_world_job(void) { return g_job; }
+
+int ah_comm_job_rank(void) {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+int ah_comm_job_size(void) {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
     int me = 0;
@@ -181,12 +211,14 @@ ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err) {
     return AH_OK;
 }
 
-ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err) {
-    if (g_job < 0)
-        return ah_error_set(err, AH_ERR_USAGE, "only a world of joined jobs (AH_WORLD_JOIN) admits jobs");
+/* The world's communicator about to be replaced (an admission, a re-admission): the counts of the old one dropped. */
+static void world_leaves(void) {
     free(g_world.counts);
     g_world.counts = NULL;
-    const ah_status_t st = ah_comm_join_admit(&g_world.c, g_job, njobs, key, admit_s, payload, len, err);
+}
+
+/* The world's communicator replaced (st AH_OK): its errors returned as codes, the emulation's NCCL told. */
+static ah_status_t world_replaced(ah_status_t st) {
     if (st != AH_OK) return st;
     MPI_Comm_set_errhandler(g_world.c, MPI_ERRORS_RETURN);
 #ifdef AH_CUDA_EMU
@@ -195,7 +227,21 @@ ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *
     return AH_OK;
 }
 
+ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err) {
+    if (g_job < 0)
+        return ah_error_set(err, AH_ERR_USAGE, "only a world of joined jobs (AH_WORLD_JOIN) admits jobs");
+    world_leaves();
+    return world_replaced(ah_comm_join_admit(&g_world.c, g_job, njobs, key, admit_s, payload, len, err));
+}
+
 const void *ah_comm_world_late(size_t *len) { return ah_comm_join_late(len); }
+
+ah_status_t ah_comm_world_readmit(const ah_comm_parked_t *who, int n, int first, int key, const void *payload,
+                                  size_t len, ah_error_t *err) {
+    world_leaves();
+    return world_replaced(ah_comm_readmit_merge(&g_world.c, g_job, who, n, first, first >= 0 ? g_wake_from : -1, key,
+                                                payload, len, err));
+}
 
 int ah_comm_rank(const ah_comm_t *c) {
     int r = 0;

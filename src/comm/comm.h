@@ -75,11 +75,29 @@ int ah_comm_world_job(void);
 ah_status_t ah_comm_world_shrink(bool stay, int key, ah_error_t *err);
 /* A rank that left the world (ah_comm_world_shrink) while others of its mpirun job go on: waits, asleep
  * (a test every 20 ms, no spinning), until every other rank of its job has entered ah_comm_finalize (the
- * job's end: the run's end, or its host's job leaving at a later change), then returns; the caller then
- * calls ah_comm_finalize, which returns with the others'. *cpu_s and *wall_s: the process's CPU seconds
+ * job's end: the run's end, or its host's job leaving at a later change; *woken false), then returns; the caller then
+ * calls ah_comm_finalize, which returns with the others'. Or until the running world wakes it to take it back
+ * (ah_comm_world_readmit; *woken true): the world's payload, *len bytes (at most cap), in buf; the caller then calls
+ * ah_comm_world_readmit as the woken rank. *cpu_s and *wall_s: the process's CPU seconds
  * (every thread's) and the wall seconds of the wait. Every rank's ah_comm_finalize takes part in the
  * job's end (one barrier over the job's ranks), parked ranks or not; a rank killed ends the job as ever. */
-ah_status_t ah_comm_park(double *cpu_s, double *wall_s, ah_error_t *err);
+ah_status_t ah_comm_park(double *cpu_s, double *wall_s, void *buf, size_t cap, size_t *len, bool *woken,
+                         ah_error_t *err);
+/* A parked rank by its AH_WORLD_JOIN job and its rank in that job's own mpirun (ah_comm_job_rank). */
+typedef struct {
+    int job, rank;
+} ah_comm_parked_t;
+/* Re-admission of parked ranks (runtime/reconfig.h "readmit"; comm/readmit.c): collective over the world (every
+ * other communicator freed as for ah_comm_world_shrink; first -1) and the parked ranks who[0..n-1] (each woken
+ * by ah_comm_park, first its index in who). Each parked rank in turn is woken by the world's lowest rank of its
+ * job, sent payload (len bytes, the same on every rank of the world) and merged into the world; the merged
+ * world, ordered by key (this rank's rank in it), becomes ah_comm_world(). AH_ERR_USAGE when a parked rank's job
+ * has no rank in the world (nothing sent; the world as it was), AH_ERR_COMM when MPI fails (the run cannot go on). */
+ah_status_t ah_comm_world_readmit(const ah_comm_parked_t *who, int n, int first, int key, const void *payload,
+                                  size_t len, ah_error_t *err);
+/* This process's rank in its own mpirun job (MPI_COMM_WORLD), and that job's ranks. */
+int ah_comm_job_rank(void);
+int ah_comm_job_size(void);
 /* An in-place join (runtime/reconfig.h "join"): collective over the world of joined jobs, every rank alive and
  * every other communicator freed as for ah_comm_world_shrink. The world accepts the next njobs mpirun jobs
  * (started with AH_WORLD_JOIN=DIR:JOB:NJOBS, DIR the world's, JOB its next numbers, NJOBS the count after

@@ -20,6 +20,13 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job, ah_err
  * (this rank's rank in it; the new jobs' by their AH_WORLD_RANKS) (join.c). */
 ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, double admit_s, const void *payload,
                                size_t len, ah_error_t *err);
+/* Parked ranks re-admitted (readmit.c; comm.h ah_comm_world_readmit): on the world's ranks (*world, first -1) or on
+ * the woken parked rank who[first] (*world MPI_COMM_NULL; wake_from: its job's rank that woke it), job this rank's
+ * AH_WORLD_JOIN job; *world becomes the merged world ordered by key. */
+ah_status_t ah_comm_readmit_merge(MPI_Comm *world, int job, const ah_comm_parked_t *who, int n, int first,
+                                  int wake_from, int key, const void *payload, size_t len, ah_error_t *err);
+/* Point-to-point tags on a job's MPI_COMM_WORLD: a parked rank's wake (its payload) and the intercommunicator's. */
+enum { AH_COMM_TAG_WAKE = 0x4157, AH_COMM_TAG_READMIT = 0x4152 };
 /* A job admitted into a running world: the payload it was sent (NULL: this job joined at start-up). */
 const void *ah_comm_join_late(size_t *len);
 

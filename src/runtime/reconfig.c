@@ -34,6 +34,31 @@ static ah_status_t parse_ranks(const json_t *ranks, ah_reconfig_req_t *req, ah_e
     return AH_OK;
 }
 
+/* The optional "readmit" (NULL: none): objects {"job", "rank", "to"} of integers >= 0. */
+static ah_status_t parse_readmit(const json_t *list, ah_reconfig_req_t *req, ah_error_t *err) {
+    if (!list) return AH_OK;
+    if (!json_is_array(list) || !json_array_size(list) || json_array_size(list) > AH_RECONFIG_LEAVE_MAX)
+        return ah_error_set(err, AH_ERR_INVALID, "\"readmit\" must be an array of 1 to %d parked ranks",
+                            AH_RECONFIG_LEAVE_MAX);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *o = json_array_get(list, i), *j = json_object_get(o, "job"), *l = json_object_get(o, "rank"),
+                     *t = json_object_get(o, "to");
+        if (!json_is_object(o) || json_object_size(o) != 3 || !json_is_integer(j) || !json_is_integer(l) ||
+            !json_is_integer(t) || json_integer_value(j) < 0 || json_integer_value(j) > INT_MAX ||
+            json_integer_value(l) < 0 || json_integer_value(l) > INT_MAX || json_integer_value(t) < 0 ||
+            json_integer_value(t) >= AH_RECONFIG_RANKS_MAX)
+            return ah_error_set(err, AH_ERR_INVALID, "\"readmit\"[%zu] must be {\"job\": J, \"rank\": L, \"to\": R} "
+                                "(a parked rank: its job, its rank in the job, its rank in the new world)", i);
+        req->readmit[req->n_readmit].job = (int)json_integer_value(j);
+        req->readmit[req->n_readmit].rank = (int)json_integer_value(l);
+        req->readmit[req->n_readmit++].to = (int)json_integer_value(t);
+    }
+    if (!req->n_ranks || req->join)
+        return ah_error_set(err, AH_ERR_INVALID, "\"readmit\" needs \"ranks\" (the staying ranks' new ranks) and "
+                            "is not taken with \"join\" in one request");
+    return AH_OK;
+}
+
 ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error_t *err) {
     json_error_t je;
     json_t *o = json_loads(text, 0, &je);
@@ -47,9 +72,9 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
     ah_status_t st = AH_OK;
     json_object_foreach(o, key, v) {
         if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks") &&
-            strcmp(key, "join") && strcmp(key, "join_admit_s")) {
+            strcmp(key, "join") && strcmp(key, "join_admit_s") && strcmp(key, "readmit")) {
             st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks, join, "
-                              "join_admit_s)", key);
+                              "join_admit_s, readmit)", key);
             break;
         }
     }
@@ -81,6 +106,7 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
         st = ah_error_set(err, AH_ERR_INVALID, "\"join_admit_s\" must be the admission's wait in seconds, > 0 and at "
                           "most 86400");
     if (st == AH_OK && admit) req->join_admit_s = json_number_value(admit);
+    if (st == AH_OK) st = parse_readmit(json_object_get(o, "readmit"), req, err);
     if (st == AH_OK) {
         req->step = json_integer_value(step);
         snprintf(req->plan, sizeof req->plan, "%s", json_string_value(plan));
@@ -135,14 +161,42 @@ bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, in
         const int to = req->ranks[r]; /* -1 in a staying job: the rank parks (ah_reconfig_parking) */
         if ((bad = job_leaves(req, jobs[r]) && to >= 0))
             snprintf(why, cap, "\"ranks\"[%d] is %d but rank %d's job %lld leaves (-1)", r, to, r, (long long)jobs[r]);
-        else if (to >= 0 && (bad = (!req->join && to >= stay) || seen[to]))
+        else if (to >= 0 && (bad = (!req->join && to >= stay + req->n_readmit) || seen[to]))
             snprintf(why, cap, req->join ? "\"ranks\"[%d] is %d: the staying ranks' are not distinct"
-                     : "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to, stay - 1);
+                     : "\"ranks\"[%d] is %d: the staying ranks' are not a permutation of 0..%d", r, to,
+                     stay + req->n_readmit - 1);
         else if (to >= 0)
+            seen[to] = true;
+    }
+    for (int k = 0; !bad && k < req->n_readmit; k++) { /* with the staying ranks', a permutation of 0..stay+n-1 */
+        const int to = req->readmit[k].to;
+        if ((bad = to >= stay + req->n_readmit || seen[to]))
+            snprintf(why, cap, "\"readmit\"[%d]'s \"to\" is %d: with the staying ranks' not a permutation of 0..%d", k,
+                     to, stay + req->n_readmit - 1);
+        else
             seen[to] = true;
     }
     free(seen);
     return bad;
+}
+
+/* Whether req's "readmit" does not name parked ranks (why set): each entry's job in the world (jobs[r]: rank r's
+ * job) and not leaving, its rank below the job's size and not in the world (at[r]: rank r's job size << 20 | its
+ * rank in the job), no entry twice. */
+static bool bad_readmit(const ah_reconfig_req_t *req, const int64_t *jobs, const int64_t *at, int n, char *why,
+                        size_t cap) {
+    for (int k = 0; k < req->n_readmit; k++) {
+        const int job = req->readmit[k].job, rank = req->readmit[k].rank;
+        int64_t size = -1;
+        bool in = false, twice = false;
+        for (int r = 0; r < n; r++)
+            if (jobs[r] == job) size = at[r] >> 20, in = in || (at[r] & ((1 << 20) - 1)) == rank;
+        for (int i = 0; i < k; i++) twice = twice || (req->readmit[i].job == job && req->readmit[i].rank == rank);
+        const char *no = size < 0 ? "its job is not in the world" : job_leaves(req, job) ? "its job leaves"
+            : rank >= size ? "its job has fewer ranks" : in ? "it is in the world, not parked" : twice ? "named twice" : NULL;
+        if (no) return snprintf(why, cap, "\"readmit\"[%d] (job %d's rank %d): %s", k, job, rank, no), true;
+    }
+    return false;
 }
 
 /* Every rank: whether req names only jobs of the world, leaves one and its "ranks" fits (*stay: the ranks
@@ -153,6 +207,10 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
     int64_t *jobs = malloc((size_t)n * sizeof *jobs);
     if (!jobs) return ah_error_set(err, AH_ERR_OOM, "no host memory for %d job numbers", n);
     ah_status_t st = ah_comm_allgather_i64(w, ah_comm_world_job(), jobs, err);
+    int64_t *at = req->n_readmit && st == AH_OK ? malloc((size_t)n * sizeof *at) : NULL; /* the same on every rank */
+    if (req->n_readmit && st == AH_OK)
+        st = at ? ah_comm_allgather_i64(w, (int64_t)ah_comm_job_size() << 20 | ah_comm_job_rank(), at, err)
+                : ah_error_set(err, AH_ERR_OOM, "no host memory for %d ranks", n);
     int missing = -1, stays = 0;
     for (int k = 0; st == AH_OK && k < req->n_leave; k++) {
         bool there = false;
@@ -169,10 +227,11 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
             snprintf(why, sizeof why, "job %d is not in the world", missing);
         else if (!stays)
             snprintf(why, sizeof why, "no job would stay");
-        else
-            ah_reconfig_bad_ranks(req, jobs, n, stays, why, sizeof why);
+        else if (!ah_reconfig_bad_ranks(req, jobs, n, stays, why, sizeof why) && req->n_readmit)
+            bad_readmit(req, jobs, at, n, why, sizeof why);
     }
     free(jobs);
+    free(at);
     *stay = stays;
     *ok = st == AH_OK && !why[0];
     if (st == AH_OK && !*ok && ah_comm_rank(w) == 0) {
@@ -275,6 +334,7 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
     /* whether step S is committed at the change (a "sync" save that failed, or a run without a checkpoint
      * root, committed nothing; "async" commits it behind the next step) */
     if (ev) json_object_set_new(ev, "committed", json_boolean(state->committed && !state->save_async));
+    if (ev && req->n_readmit) json_object_set_new(ev, "readmit", json_integer(req->n_readmit));
     if (ev && state->why_sync[0]) json_object_set_new(ev, "save_sync_why", json_string(state->why_sync));
     ah_metrics_write_events(metrics, ev);
     printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "

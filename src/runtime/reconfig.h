@@ -29,6 +29,13 @@
  *            quiet: start them at most that long before the boundary) and learn from the world at the
  *            merge that they are late: no flag; each answers its turn before it connects, and a job that
  *            has not within AH_JOIN_ADMIT_S seconds (default 60) ends the run after the save (comm.h);
+ *   "readmit" optional: [{"job": J, "rank": L, "to": R}, ...]: parked ranks taken back into the world (docs/elastic.md
+ *            "Parked ranks"): job J's rank L (its rank in its own mpirun, OMPI_COMM_WORLD_RANK), parked at an
+ *            earlier change, is the new world's rank R; J in the world and not leaving, L one of its ranks not in
+ *            the world; "ranks" is then required, and the staying ranks' entries with the R's a permutation of
+ *            0..stay+n-1 (n the entries); not with "join" in one request (not built). Each is woken by its job's
+ *            lowest rank in the world and merged in after the split (comm.h ah_comm_world_readmit, the request
+ *            sent it), then takes the state as a joining rank does (the move to the joiners, or the restore);
  *   "join_admit_s" optional: that wait in seconds (> 0, at most 86400), taken instead of the trainers'
  *            AH_JOIN_ADMIT_S: the agent writes its own (the one its deadline for the join counts), so that
  *            the agent and the running world wait by one value whatever the hosts' environments hold.
@@ -61,8 +68,7 @@
  * job stays but which the new plan does not use ("ranks" -1) PARKS instead (in a world of joined jobs, the only one that reads requests): it does (1)-(3)
  * as a leaving rank (the save, its state handed over in the move, its runtime freed, out of the world),
  * then waits asleep until its job ends (comm.h ah_comm_park: the run's end, or its job leaving at a later
- * change) and finalizes with the job's other ranks. A parked rank is in no later world: a plan that wants
- * its device again is a relaunch (docs/elastic.md "Parked ranks"). */
+ * change) and finalizes with the job's other ranks, unless a later request re-admits it ("readmit"). */
 #ifndef AH_RUNTIME_RECONFIG_H
 #define AH_RUNTIME_RECONFIG_H
 
@@ -86,7 +92,14 @@ typedef struct ah_reconfig_req {
     int ranks[AH_RECONFIG_RANKS_MAX]; /* the old world's rank r -> its rank in the new one, -1: leaves */
     int join;                         /* "join": the new jobs admitted, 0: none */
     double join_admit_s;              /* "join_admit_s": the admission's wait for a job's answer, 0: absent */
+    int n_readmit;                    /* "readmit": the parked ranks taken back, 0: none */
+    struct {
+        int job, rank, to;            /* AH_WORLD_JOIN's job, its rank in that job's mpirun, its new rank */
+    } readmit[AH_RECONFIG_LEAVE_MAX];
 } ah_reconfig_req_t;
+
+/* The ranks req brings into the world: its joining jobs (one rank each at least) and its re-admitted ranks. */
+static inline int ah_reconfig_incoming(const ah_reconfig_req_t *req) { return req->join + req->n_readmit; }
 
 /* The caller's check of a request before it is taken, on the world's rank 0 only (so it must not be
  * collective): true when the request can be carried out with `stay` ranks staying; false with why set
