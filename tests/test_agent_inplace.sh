@@ -18,15 +18,15 @@ STEPS=60
 CKPT_EVERY=100 # the only saves: the one at the change (or the notice) and the last step's
 small_cluster
 
-# notice_run NAME START NOTICE...: the agent with --in-place and an events file holding START; once launch
-# 0 has 3 steps, its rank files' node -> pid into NAME.pids and each NOTICE (e.g. remove,slow-1) appended,
-# timed now.
+# notice_run NAME START NOTICE...: the agent with --in-place (and $AGENT_FLAGS) and an events file holding START;
+# once launch 0 has 3 steps, its rank files' node -> pid into NAME.pids and each NOTICE (e.g. remove,slow-1)
+# appended, timed now (+MS,EVENT: MS milliseconds later).
 notice_run() {
     local name=$1 start=$2 d=$WORK/$1 t0 ms i ev n
     shift 2
     echo "$start" >"$d.csv"
     t0=$(date +%s%N)
-    run_agent "$d" --in-place --events "$d.csv" --grace-s 60 &
+    run_agent "$d" --in-place --events "$d.csv" --grace-s 60 ${AGENT_FLAGS:-} &
     local agent=$!
     for i in $(seq 1200); do
         n=$(grep -cs '"step"' "$d/launch-0/metrics.jsonl")
@@ -39,7 +39,9 @@ import glob, json, sys
 print(json.dumps({d["node"]: d["pid"] for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))}))' \
         "$d/launch-0" >"$d.pids"
     ms=$((($(date +%s%N) - t0) / 1000000))
-    for ev in "$@"; do echo "$ms,$ev" >>"$d.csv"; done
+    for ev in "$@"; do
+        if [[ $ev == +* ]]; then i=${ev%%,*}; echo "$((ms + ${i#+})),${ev#*,}"; else echo "$ms,$ev"; fi >>"$d.csv"
+    done
     wait $agent || { cat "$d.log"; fail "$name: autohet run"; }
 }
 
@@ -165,5 +167,28 @@ assert q and rc[0]["save"] == "async", (q and q.group(0), rc[0]["save"])
 assert q.group(1).startswith("the grace period: no save before the move"), q.group(0)
 print(f"park: in place at step {rc[0]['step']} (one launch), pid {pid} parked {m.group(1)} s with {m.group(2)} s of CPU; "
       f"deadline: {q.group(1)}")
+PY
+# ---- pkback: the parked rank re-admitted (docs/elastic.md "Parked ranks", re-admission) ----
+# As pk (200 steps), then fast-1 back 0.2 s after the notice; --join-horizon-s makes the join rule take plan-0's devices again: fast-0:2,
+# held by the parked process, counts as held, so the join is in place with "readmit" (fast-0's job's rank 2 back,
+# woken in its job) and fast-1's new job admitted: one launch, two changes (4 -> 2 -> 4 ranks), the parked
+# process the one re-admitted (its pid in the second event's), every step once. Before, the join said
+# "adds device fast-0:2 to a running host (its job cannot gain ranks)" and relaunched.
+AGENT_FLAGS="--join-horizon-s 1000000" STEPS=200 CKPT_EVERY=100 NOTICE_AFTER=3 notice_run pkback "0,add,fast-0" remove,fast-1 +200,add,fast-1
+grep -q "in place: the join asked for at step" "$WORK/pkback.log" && grep -q "in place: joined at step" \
+    "$WORK/pkback.log" || { cat "$WORK/pkback.log"; fail "pkback: the join with the parked rank not in place"; }
+python3 - "$WORK/pkback" <<'PY' || { cat "$WORK/pkback.log"; fail "pkback: re-admitted"; }
+import json, os, re, sys
+d = sys.argv[1]
+log, ev = open(d + ".log").read(), [json.loads(l) for l in open(d + "/metrics.jsonl")]
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert [(x["ranks_from"], x["ranks_to"], x.get("readmit", 0), x["join"]) for x in rc] == [(4, 2, 0, 0), (2, 4, 1, 1)], rc
+assert not os.path.exists(d + "/launch-1"), "relaunched"
+pid = int(re.search(r"job \d+ \(pid (\d+)\) parks at step %d" % rc[0]["step"], log).group(1))
+m = re.search(r"job \d+ \(pid %d\) parked ([0-9.]+) s \(CPU ([0-9.]+) s\): re-admitted at step %d" % (pid, rc[1]["step"]), log)
+assert m and pid in rc[1]["pids"] and rc[1]["state"] == "moved", (m, rc[1])
+assert [x["step"] for x in ev if "event" not in x] == list(range(200)) and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"pkback: parked at step {rc[0]['step']}, re-admitted at step {rc[1]['step']} with fast-1's join (one launch), "
+      f"pid {pid} parked {m.group(1)} s with {m.group(2)} s of CPU; the join's phases {rc[1]['seconds']}")
 PY
 echo "PASS"

@@ -64,10 +64,13 @@ static void ranks(void) {
     ranks_check(RANKS("4, -1, 0, 2, 1"), jobs, 5, 4, "\"readmit\"[0]'s \"to\" is 1: with the staying ranks' not a "
                 "permutation of 0..4");
     ranks_check(RANKS("5, -1, 0, 2, 3"), jobs, 5, 4, "\"ranks\"[0] is 5: the staying ranks' are not a permutation of 0..4");
+    head = "{\"step\": 3, \"leave\": [1], \"join\": 1, \"plan\": \"p\", \"readmit\": [{\"job\": 2, \"rank\": 1, \"to\": 5}]";
+    ranks_check(RANKS("4, -1, 0, 2, 3"), jobs, 5, 4, NULL);
+    ranks_check(RANKS("5, -1, 0, 2, 3"), jobs, 5, 4, "\"readmit\"[0]'s \"to\" is 5: not distinct from the staying");
 #undef RANKS
 }
 
-/* "readmit"'s parsing: its entries, and each malformed one (or one without "ranks", or with "join") refused. */
+/* "readmit"'s parsing: its entries (with "join" too), and each malformed one (or one without "ranks") refused. */
 static void readmit(void) {
     static ah_reconfig_req_t r;
     ah_error_t err = {0};
@@ -78,8 +81,9 @@ static void readmit(void) {
           r.readmit[0].to);
     refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"readmit\": [{\"job\": 0, \"rank\": 1, \"to\": 2}]}",
             "\"readmit\" needs \"ranks\"");
-    refused("{\"step\": 6, \"leave\": [], \"join\": 1, \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, "
-            "\"rank\": 1, \"to\": 2}]}", "is not taken with \"join\"");
+    CHECK(ah_reconfig_parse("{\"step\": 6, \"leave\": [], \"join\": 1, \"plan\": \"p\", \"ranks\": [0], \"readmit\": "
+                            "[{\"job\": 0, \"rank\": 1, \"to\": 2}]}", &r, &err) == AH_OK && ah_reconfig_incoming(&r) == 2,
+          "%s", err.msg);
     refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": []}", "\"readmit\" must be an array");
     refused("{\"step\": 6, \"leave\": [], \"plan\": \"p\", \"ranks\": [0], \"readmit\": [{\"job\": 0, \"rank\": -1, "
             "\"to\": 1}]}", "\"readmit\"[0] must be");

@@ -15,7 +15,7 @@
 . "$(dirname "$0")/train_common.sh"
 STEPS=8
 python3 "$SRC/tests/dp_plans.py" "$PLANS/train-dp4.json" "$WORK" dp3=n0,n1,n2:3,3,2 dp2-01=n0,n1:4,4 dp2-12=n1,n2:4,4 \
-    dp2-20=n2,n0:5,3 dp1-1=n1:8
+    dp2-20=n2,n0:5,3 dp1-1=n1:8 dp4=n0,n1,n2,n3:2,2,2,2
 # Partitioned plans, where the move carries layers between processes (runtime/reconfig_move.h): pp3 (n0 blocks
 # 0-1 and the embedding, n1 block 2, n2 block 3 and the head), pp2 over n0, n1 (blocks 0-1, 2-3); pp3-n0, the
 # same stages on n0's devices 0-2, and tp2-n0 on n0's devices 0 and 1 (one stage, every block split in two: a
@@ -292,47 +292,62 @@ park_case
 # parked rank 1 back ("readmit": [{"job": 0, "rank": 1, "to": 2}], "ranks" [0, 1]) and the three train dp3 again
 # to step 7: the parked process is woken by job 0's rank 0 over their mpirun's own communicator, merged into the
 # world and sent its pieces of step 6 by the staying ranks, as a joining rank is (the move to the joiners).
-# Checked: both mpiruns exit 0; no process started, the event's pids those started ([0-0, 1-0, 0-1]); the parked
-# process said it was re-admitted; 8 steps on 3, 2, then 3 ranks, every loss bit-identical (dp3 0-2, dp2-01
-# resumed from step 3 for 3-5, dp3 resumed from dp2-01's step-6 checkpoint for 6-7).
+# Case readjoin: the same request with "join": 1 (job 2, started with the others, AH_WORLD_RANKS=3) under dp4: the
+# parked rank back first, then job 2 admitted by the four (a host back whose job's parked rank comes back too).
+# Checked: every mpirun exits 0; no process started but the joining job's, the event's pids those started ([0-0,
+# 1-0, 0-1(, 2-0)]); the parked process said it was re-admitted; 8 steps on 3, 2, then 3 (4) ranks, every loss
+# bit-identical (dp3 0-2, dp2-01 resumed from step 3 for 3-5, dp3 (dp4) resumed from dp2-01's step-6 checkpoint
+# for 6-7).
+# readmit_case CASE PLAN JOIN: the request at step 6 under PLAN, JOIN 1 with job 2 joining.
 readmit_case() {
-    local d=$WORK/readmit
-    rm -rf "$WORK/r-readmit" && cp -r "$WORK/r-dp2-01" "$WORK/r-readmit" && rm -rf "$WORK"/r-readmit/*/step-00000008
-    timeout 120 $MPIRUN -np 3 $(train dp3 ref-readmit --resume --local-root "$WORK/r-readmit") \
-        >"$WORK/ref-readmit.out" 2>&1 || { cat "$WORK/ref-readmit.out" >&2; fail "dp3 resumed from dp2-01's step 6"; }
-    park_jobs readmit "{\"step\": 6, \"leave\": [], \"plan\": \"$WORK/dp3.json\", \"ranks\": [0, 1], \"readmit\": [{\"job\": 0, \
-\"rank\": 1, \"to\": 2}]}"
-    python3 - "$WORK" <<'PY2' || { tail -n 20 "$d"/job*.out >&2; fail "readmit: a parked rank taken back"; }
+    local c=$1 plan=$2 join=$3 d=$WORK/$1 p2=
+    rm -rf "$WORK/r-$c" && cp -r "$WORK/r-dp2-01" "$WORK/r-$c" && rm -rf "$WORK"/r-$c/*/step-00000008
+    timeout 120 $MPIRUN -np $((3 + join)) $(train $plan ref-$c --resume --local-root "$WORK/r-$c") \
+        >"$WORK/ref-$c.out" 2>&1 || { cat "$WORK/ref-$c.out" >&2; fail "$plan resumed from dp2-01's step 6"; }
+    if [ "$join" = 1 ]; then
+        mkdir -p "$d/run"
+        AH_JOB=2 AH_WORLD_JOIN=$d/join:2:3 AH_WORLD_RANKS=3 AH_JOIN_WAIT_S=90 timeout 180 $MPIRUN --ompi-server \
+            "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_JOIN_WAIT_S -np 1 bash -c "echo \$\$ \
+            >$d/pid2-0; exec $(train dp3 $c/ip --local-root "$d/root" --run-dir "$d/run")" >"$d/job2.out" 2>&1 &
+        p2=$!
+    fi
+    park_jobs $c "{\"step\": 6, \"leave\": [], \"plan\": \"$WORK/$plan.json\", \"ranks\": [0, 1], \"join\": $join, \
+\"readmit\": [{\"job\": 0, \"rank\": 1, \"to\": 2}]}"
+    if [ -n "$p2" ]; then wait "$p2"; echo $? >"$d/st2"; fi
+    python3 - "$WORK" "$c" "$join" <<'PY2' || { tail -n 20 "$d"/job*.out >&2; fail "$c: a parked rank taken back"; }
 import json, re, sys
-work = sys.argv[1]
-d = f"{work}/readmit"
-st = {j: int(open(f"{d}/st{j}").read()) for j in (0, 1)}
-out = {j: open(f"{d}/job{j}.out").read() for j in (0, 1)}
-pid = {k: int(open(f"{d}/pid{k}").read()) for k in ("0-0", "0-1", "1-0")}
-assert st == {0: 0, 1: 0}, (st, out)
+work, c, join = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d = f"{work}/{c}"
+jobs = (0, 1, 2) if join else (0, 1)
+st = {j: int(open(f"{d}/st{j}").read()) for j in jobs}
+out = {j: open(f"{d}/job{j}.out").read() for j in jobs}
+pid = {k: int(open(f"{d}/pid{k}").read()) for k in ("0-0", "0-1", "1-0", "2-0")[:3 + join]}
+assert st == {j: 0 for j in jobs}, (st, out)
 assert f"job 0 (pid {pid['0-1']}) parks at step 3" in out[0], out[0]
 m = re.search(r"job 0 \(pid (\d+)\) parked ([0-9.]+) s \(CPU ([0-9.]+) s\): re-admitted at step 6 as rank 2", out[0])
 assert m and int(m.group(1)) == pid["0-1"], out[0]
 lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
 rc = [o for o in lines if o.get("event") == "reconfigure"]
 assert len(rc) == 2 and rc[0]["step"] == 3 and rc[0]["ranks_to"] == 2, rc
-assert rc[1]["step"] == 6 and rc[1]["ranks_from"] == 2 and rc[1]["ranks_to"] == 3 and rc[1]["readmit"] == 1, rc[1]
-assert rc[1]["pids"] == [pid["0-0"], pid["1-0"], pid["0-1"]] and rc[1]["state"] == "moved", rc[1]
+assert rc[1]["step"] == 6 and rc[1]["ranks_from"] == 2 and rc[1]["ranks_to"] == 3 + join and rc[1]["readmit"] == 1, rc[1]
+assert rc[1]["join"] == join and rc[1]["pids"] == list(pid[k] for k in ("0-0", "1-0", "0-1", "2-0")[:3 + join]), rc[1]
+assert rc[1]["state"] == "moved", rc[1]
 steps = [o for o in lines if "event" not in o]
 assert [o["step"] for o in steps] == list(range(8)), [o["step"] for o in steps]
-assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 3 + [3] * 2
+assert [len(o["memory_high_bytes"]) for o in steps] == [3] * 3 + [2] * 3 + [3 + join] * 2
 ref = {}
-for f, lo, hi in (("ref-dp3", 0, 3), ("ref-dp2-01", 3, 6), ("ref-readmit", 6, 8)):
+for f, lo, hi in (("ref-dp3", 0, 3), ("ref-dp2-01", 3, 6), (f"ref-{c}", 6, 8)):
     ref.update({o["step"]: o["loss"] for o in map(json.loads, open(f"{work}/{f}.jsonl")) if "event" not in o and
                 lo <= o["step"] < hi})
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
-print(f"  readmit: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {float(m.group(2)):.3f} s (CPU "
-      f"{float(m.group(3)):.3f} s), re-admitted at step 6 (moved {rc[1]['moved_bytes']} bytes; phases "
-      f"{rc[1]['seconds']}); pids {rc[1]['pids']}; losses 0-7 bit-identical (dp3, dp2-01, dp3 resumed)")
+print(f"  {c}: job 0's rank 1 (pid {pid['0-1']}) parked at step 3 for {float(m.group(2)):.3f} s (CPU "
+      f"{float(m.group(3)):.3f} s), re-admitted at step 6{' with job 2 joining' if join else ''} (moved "
+      f"{rc[1]['moved_bytes']} bytes; phases {rc[1]['seconds']}); pids {rc[1]['pids']}; losses 0-7 bit-identical")
 PY2
 }
-readmit_case
+readmit_case readmit dp3 0
+readmit_case readjoin dp4 1
 # A kill in the window (docs/elastic.md "Durability" (c)): dp3 -> dp2 with step 2 committed, step 3 written behind;
 # job 0 (a survivor, the new world's rank 0) SIGKILLs itself on its writer's thread once its part of step 3 is
 # written (AH_TEST_HOOK ckpt-write, action=kill), before the commit: Open MPI ends job 1 with it. Step 3 is then

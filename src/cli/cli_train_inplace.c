@@ -243,7 +243,7 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
 }
 
 /* The parked rank woken (park): msg the running world's (len bytes), whose "readmit" names this rank: merged into
- * the world (comm.h ah_comm_world_readmit), then set up as a joining rank (set_up_new: the staying ranks send it
+ * the world (comm.h ah_comm_world_readmit), the request's new jobs admitted with the world, then set up as a joining rank (set_up_new: the staying ranks send it
  * its pieces). Its result (-1, *start the step). */
 static int readmitted(args_t *a, const late_msg_t *msg, size_t len, double wall, double cpu, ah_plan_t *plan,
                       ah_dataset_t *data, ah_dataset_t *val, FILE **metrics, ah_trainer_t *tr, bool *have_tr,
@@ -264,8 +264,10 @@ static int readmitted(args_t *a, const late_msg_t *msg, size_t len, double wall,
            ah_comm_world_job(), (int)getpid(), wall, cpu, (long long)req->step, req->readmit[me].to, req->plan);
     fflush(stdout);
     ah_error_t err;
-    if (ah_comm_world_readmit(who, req->n_readmit, me, req->readmit[me].to, msg, sizeof *msg, &err) != AH_OK)
-        ah_comm_abort(ah_cli_fail("train", &err));
+    const int to = req->readmit[me].to;
+    if (ah_comm_world_readmit(who, req->n_readmit, me, to, msg, sizeof *msg, &err) != AH_OK ||
+        (req->join > 0 && ah_comm_world_admit(req->join, to, req->join_admit_s, msg, sizeof *msg, &err) != AH_OK))
+        ah_comm_abort(ah_cli_fail("train", &err)); /* the request's new jobs admitted with it (reconfigure) */
     double ph[AH_RECONFIG_N_PH] = {0};
     ah_reconfig_state_t state = {.committed = false};
     return set_up_new(a, req, msg->from, true, ph, &state, NULL, plan, data, val, metrics, tr, have_tr, ck, start);
@@ -392,9 +394,9 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         static late_msg_t m; /* (its "ranks" is 32 KB) */
         m = (late_msg_t){.req = *req, .from = from};
         const int key = new_rank >= 0 ? new_rank : ah_comm_rank(world);
+        if (req->n_readmit > 0) readmit_parked(req, &m, key); /* the parked ranks back, first: they take part in */
         if (req->join > 0 && ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK)
-            ah_comm_abort(ah_cli_fail("train", &err)); /* the new jobs in, by their turns (comm/join.c) */
-        if (req->n_readmit > 0) readmit_parked(req, &m, key); /* the parked ranks back */
+            ah_comm_abort(ah_cli_fail("train", &err)); /* the admission of the new jobs, by their turns (comm/join.c) */
     }
     ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;
     if (leaving) {

@@ -25,6 +25,9 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, dou
  * AH_WORLD_JOIN job; *world becomes the merged world ordered by key. */
 ah_status_t ah_comm_readmit_merge(MPI_Comm *world, int job, const ah_comm_parked_t *who, int n, int first,
                                   int wake_from, int key, const void *payload, size_t len, ah_error_t *err);
+/* Every rank of w takes the highest next job number any holds (a parked rank re-admitted missed the admissions made
+ * while it was out of the world: join.c's count); an MPI error code. */
+int ah_comm_join_next_agree(MPI_Comm w);
 /* Point-to-point tags on a job's MPI_COMM_WORLD: a parked rank's wake (its payload) and the intercommunicator's. */
 enum { AH_COMM_TAG_WAKE = 0x4157, AH_COMM_TAG_READMIT = 0x4152 };
 /* A job admitted into a running world: the payload it was sent (NULL: this job joined at start-up). */

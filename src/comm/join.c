@@ -432,6 +432,8 @@ ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, dou
     return settle(w, job, key, 1, payload, len, world, err);
 }
 
+int ah_comm_join_next_agree(MPI_Comm w) { return MPI_Allreduce(MPI_IN_PLACE, &g_next_job, 1, MPI_INT, MPI_MAX, w); }
+
 const void *ah_comm_join_late(size_t *len) {
     *len = g_late_len;
     return g_late;

@@ -65,6 +65,7 @@ ah_status_t ah_comm_readmit_merge(MPI_Comm *world, int job, const ah_comm_parked
     }
     MPI_Comm out = MPI_COMM_NULL;
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(w, 0, key, &out);
+    if (rc == MPI_SUCCESS) rc = ah_comm_join_next_agree(out); /* the admissions it missed while parked */
     if (w != MPI_COMM_NULL) MPI_Comm_free(&w);
     *world = out;
     if (rc != MPI_SUCCESS)

@@ -38,6 +38,7 @@ static void reap_left(agent_t *a);
 static int count_leaving(const agent_t *a);
 
 void ah_agent_inplace_free(agent_t *a) {
+    ah_agent_procs_free(a);
     ah_launch_hostjobs_free(a->jobs, a->n_jobs);
     free(a->job_left);
     a->jobs = NULL;
@@ -76,6 +77,7 @@ void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
         return;
     }
     a->joined = job->joined = true;
+    ah_agent_procs_launch(a, job->plan); /* by device: the parked ones re-admitted (agent_parked.c) */
 }
 
 static int node_index(const agent_t *a, const char *name) {
@@ -93,7 +95,8 @@ static const char *rank_node(const ah_plan_t *p, int r, int *index) {
 
 /* ranks[r] for each rank r of the running plan (the world's): its rank under next by device, -1 on a
  * leaving node or when next does not use its device (the rank parks: runtime/reconfig.h, docs/elastic.md
- * "Parked ranks"); false with why when next uses a device no running rank holds, or none of a staying
+ * "Parked ranks"); a device of next that a parked process holds counts as held (it is re-admitted:
+ * ah_agent_readmit); false with why when next uses a device no running or parked rank holds, or none of a staying
  * host's (its job would have no rank left in the world: a host leaves only with a notice).
  * *ordered: the survivors keep their order (the request then needs no "ranks"). */
 static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool *ordered, char *why, size_t cap) {
@@ -120,10 +123,12 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
         last = q;
         taken++;
     }
-    bool ok = taken == n;
+    int back = 0;
+    json_decref(ah_agent_readmit(a, next, ranks, &back));
+    bool ok = taken + back == n;
     if (!ok)
-        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken,
-                 n - taken == 1 ? "" : "s");
+        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken - back,
+                 n - taken - back == 1 ? "" : "s"); /* nor a parked one */
     for (int r = 0; ok && r < w; r++) {
         int idx;
         const int i = node_index(a, rank_node(cur, r, &idx));
@@ -171,7 +176,12 @@ static json_t *request(const agent_t *a, int64_t step, const int *ranks, const c
     }
     const int w = ah_plan_device_count(&a->cur.plan);
     for (int r = 0; r < w; r++) json_array_append_new(rk, json_integer(ranks[r]));
-    return json_pack("{s:I, s:o, s:s, s:o}", "step", (json_int_t)step, "leave", leave, "plan", plan_path, "ranks", rk);
+    int back = 0;
+    json_t *readmit = ah_agent_readmit(a, &a->next.plan, ranks, &back), *req = json_pack("{s:I, s:o, s:s, s:o}",
+        "step", (json_int_t)step, "leave", leave, "plan", plan_path, "ranks", rk);
+    if (req && back) json_object_set(req, "readmit", readmit); /* parked ranks back (runtime/reconfig.h) */
+    json_decref(readmit);
+    return req;
 }
 
 /* The newest step the running launch's metrics show; before its first, the one before the step it
@@ -245,12 +255,14 @@ static bool write_request(agent_t *a, int64_t step, const int *ranks, bool order
     }
     if (ok) {
         char *text = json_dumps(json_object_get(req, "leave"), JSON_COMPACT);
-        const int parked = count_parked(a, ranks, NULL, 0);
-        char park[96] = "";
+        const int parked = count_parked(a, ranks, NULL, 0), back = (int)json_array_size(json_object_get(req, "readmit"));
+        char park[160] = "";
         if (parked) snprintf(park, sizeof park, ", %d rank%s park (idle until their host's job ends)", parked,
                              parked == 1 ? "" : "s");
         char room[160];
         deadline_why(a, room, sizeof room);
+        if (back) snprintf(park + strlen(park), sizeof park - strlen(park), ", %d parked rank%s re-admitted", back,
+                           back == 1 ? "" : "s");
         say(a, "in place: the change asked for at step %lld (jobs %s leave, %d ranks go on under the next plan%s%s); "
             "waiting for it until %.1f s (%s)", (long long)step, text ? text : "?", ah_plan_device_count(&a->next.plan),
             ordered ? "" : ", renumbered", park, a->inplace_deadline - a->t0, room);
@@ -467,6 +479,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
     a->cur = a->next;
     a->have_next = false; /* moved */
     ah_agent_next_plan_free(a);
+    ah_agent_procs_changed(a); /* the ones parked now, the re-admitted ones not */
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1]; /* the summary's: the running plan */
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;

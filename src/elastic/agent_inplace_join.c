@@ -80,7 +80,7 @@ static bool map_join(const agent_t *a, int *ranks, const char **hosts, int *n_ho
     for (int q = 0; ok && q < n; q++) {
         const ah_device_ref_t *e = ah_plan_rank_device(next, q);
         const char *node = e ? next->cluster.nodes[e->node].name : "?";
-        if (taken[q]) continue;
+        if (taken[q] || (e && ah_agent_parked_on(a, node, e->index) >= 0)) continue; /* a parked rank back */
         if (ah_agent_plan_uses(cur, node)) {
             snprintf(why, cap, "the plan with the joined nodes adds device %s:%d to a running host (its job cannot gain "
                      "ranks)", node, e ? e->index : -1);
@@ -102,6 +102,10 @@ static bool put_request(agent_t *a, const char *plan_path, const int *ranks, cha
     json_decref(a->join_doc);
     a->join_doc = json_pack("{s:I, s:[], s:i, s:f, s:s, s:o}", "step", (json_int_t)a->join_step, "leave", "join",
                             a->join_n, "join_admit_s", ah_comm_join_admit_s(), "plan", plan_path, "ranks", rk);
+    int back = 0;
+    json_t *readmit = ah_agent_readmit(a, &a->next.plan, ranks, &back); /* agent_parked.c */
+    if (a->join_doc && back) json_object_set(a->join_doc, "readmit", readmit);
+    json_decref(readmit);
     char path[700];
     snprintf(path, sizeof path, "%s/reconfigure-%d.json", a->work, launch_no(a));
     ah_error_t e;
@@ -262,6 +266,7 @@ static void joined(agent_t *a, const json_t *ev) {
     a->cur = a->next;
     a->have_next = false; /* moved */
     ah_agent_next_plan_free(a);
+    ah_agent_procs_changed(a); /* a parked rank re-admitted with the join (agent_parked.c) */
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;

@@ -19,6 +19,13 @@
 #include "spec/cluster.h"
 #include "spec/model.h"
 
+/* A process of the running launch (agent_parked.c): its device, its job (AH_WORLD_JOIN's J) and rank in the job. */
+typedef struct {
+    char node[64];
+    int index, job, rank;
+    bool parked;
+} ah_agent_proc_t;
+
 typedef struct agent {
     const ah_agent_opts_t *o;
     ah_agent_result_t *res;
@@ -84,6 +91,8 @@ typedef struct agent {
     ah_launch_hostjob_t *jobs;
     char *job_left; /* 1: left in place, 2: reaped (launcher.h leave_hosts) */
     int n_jobs;
+    ah_agent_proc_t *procs; /* the launch's processes by device (agent_parked.c), n_procs of them */
+    int n_procs;
     int inplace;
     bool inplace_deferred;
     int inplace_leaving_n;
@@ -250,6 +259,22 @@ void ah_agent_next_plan_free(agent_t *a);
 void ah_agent_plan_event(agent_t *a, const char *event, double secs, bool in_place);
 
 /* ---- in place (agent_inplace.c; issue 36 "Survivors keep their processes") ---- */
+
+/* ---- parked ranks (agent_parked.c; docs/elastic.md "Parked ranks", re-admission) ----
+ * The launch's processes, one a device of the plan it was started with (a process keeps its device through
+ * every change in place): job j's k-th rank (launch_common.c ah_launch_hostjobs: its AH_WORLD_RANKS in order),
+ * parked while its job runs and the running plan does not use its device. The joined jobs' processes are not
+ * listed (not re-admitted: a plan that wants their device relaunches, as before). */
+void ah_agent_procs_launch(agent_t *a, const ah_plan_t *plan);
+void ah_agent_procs_free(agent_t *a);
+/* After a change in place (a->cur the plan taken): which processes are parked now. */
+void ah_agent_procs_changed(agent_t *a);
+/* The parked process on device node:index of a host that does not leave (a->leaving), or -1. */
+int ah_agent_parked_on(const agent_t *a, const char *node, int index);
+/* The request's "readmit" for next: {"job", "rank", "to"} for each rank of next whose device a parked process holds
+ * and no running rank takes (ranks[r]: the running plan's rank r's rank under next, -1 none); *n their count.
+ * An empty array when none. */
+json_t *ah_agent_readmit(const agent_t *a, const ah_plan_t *next, const int *ranks, int *n);
 
 
 /* At a launch (job the launcher is about to start): whether it is joined (--in-place and a launcher with

@@ -53,9 +53,8 @@ static ah_status_t parse_readmit(const json_t *list, ah_reconfig_req_t *req, ah_
         req->readmit[req->n_readmit].rank = (int)json_integer_value(l);
         req->readmit[req->n_readmit++].to = (int)json_integer_value(t);
     }
-    if (!req->n_ranks || req->join)
-        return ah_error_set(err, AH_ERR_INVALID, "\"readmit\" needs \"ranks\" (the staying ranks' new ranks) and "
-                            "is not taken with \"join\" in one request");
+    if (!req->n_ranks)
+        return ah_error_set(err, AH_ERR_INVALID, "\"readmit\" needs \"ranks\" (the staying ranks' new ranks)");
     return AH_OK;
 }
 
@@ -170,9 +169,10 @@ bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, in
     }
     for (int k = 0; !bad && k < req->n_readmit; k++) { /* with the staying ranks', a permutation of 0..stay+n-1 */
         const int to = req->readmit[k].to;
-        if ((bad = to >= stay + req->n_readmit || seen[to]))
-            snprintf(why, cap, "\"readmit\"[%d]'s \"to\" is %d: with the staying ranks' not a permutation of 0..%d", k,
-                     to, stay + req->n_readmit - 1);
+        if ((bad = (!req->join && to >= stay + req->n_readmit) || seen[to]))
+            snprintf(why, cap, req->join ? "\"readmit\"[%d]'s \"to\" is %d: not distinct from the staying ranks'"
+                     : "\"readmit\"[%d]'s \"to\" is %d: with the staying ranks' not a permutation of 0..%d", k, to,
+                     stay + req->n_readmit - 1);
         else
             seen[to] = true;
     }

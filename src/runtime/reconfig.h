@@ -33,9 +33,10 @@
  *            "Parked ranks"): job J's rank L (its rank in its own mpirun, OMPI_COMM_WORLD_RANK), parked at an
  *            earlier change, is the new world's rank R; J in the world and not leaving, L one of its ranks not in
  *            the world; "ranks" is then required, and the staying ranks' entries with the R's a permutation of
- *            0..stay+n-1 (n the entries); not with "join" in one request (not built). Each is woken by its job's
+ *            0..stay+n-1 (n the entries; with "join", distinct from the staying ranks'). Each is woken by its job's
  *            lowest rank in the world and merged in after the split (comm.h ah_comm_world_readmit, the request
- *            sent it), then takes the state as a joining rank does (the move to the joiners, or the restore);
+ *            sent it), before "join"'s admission, which it takes part in; then it takes the state as a joining
+ *            rank does (the move to the joiners, or the restore);
  *   "join_admit_s" optional: that wait in seconds (> 0, at most 86400), taken instead of the trainers'
  *            AH_JOIN_ADMIT_S: the agent writes its own (the one its deadline for the join counts), so that
  *            the agent and the running world wait by one value whatever the hosts' environments hold.
