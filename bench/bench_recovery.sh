@@ -8,6 +8,7 @@
 #   MEMORY=0 bash bench/bench_recovery.sh B        (without the third run, local-first with replicas)
 #   SET=inplace bash bench/bench_recovery.sh B     (the relaunch against --in-place instead: below)
 #   SET=partial bash bench/bench_recovery.sh B     (the same for a host that keeps some of its ranks: below)
+#   SET=readmit bash bench/bench_recovery.sh B     (SET=partial, then the host back: a join that re-admits a parked rank)
 #   SET=inplace BASE=B0 bash bench/bench_recovery.sh B  (and in place with B0's autohet too, side by side)
 #
 # Model: GPT-2 small's shape with a byte vocabulary (12 layers, 768 wide, 85.2M parameters); its
@@ -50,6 +51,10 @@
 # data-parallel over fast-0's 3 devices and fast-1's, the notice removes fast-1, and the next plan is fast-0:0 and
 # fast-0:1: in place, fast-0's third rank parks (before parking: the stop and relaunch). Also printed: the parked
 # rank's wait and its CPU seconds meanwhile.
+# SET=readmit (docs/elastic.md "Parked ranks", re-admission): SET=partial's runs, then fast-1 back once the first
+# recovery is in, with --join-horizon-s 1000000 so that the join rule takes plan-0's devices again: "relaunch"
+# (--no-in-place) stops and relaunches at the join, "in-place" joins fast-1 in place and re-admits fast-0's parked
+# rank in the same change. Printed: the join's recovery in each (cause join), by phase, and relaunch / in place.
 # With BASE=B0 (another build's directory, e.g. main before a change), a third run "in-place-base" with B0's autohet,
 # right before the in-place one, and base / this build: notice to the first step, the stop, the change's save.
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
@@ -64,6 +69,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 
 SET=${SET:-}
 EVERY=2 # SET=inplace: 100, so that both runs save at the notice (redoing the steps since step 0 costs more)
+STEPS_RUN=200 READMIT= # SET=readmit: SET=partial's, 2000 steps (the run goes on to the join)
+[ "$SET" = readmit ] && SET=partial READMIT=1 STEPS_RUN=2000
 [ "$SET" = inplace ] || [ "$SET" = partial ] && EVERY=100
 MODEL=$WORK/model.json CLUSTER=$WORK/cluster.json GB=2 SEQ=16 SPOT=spot-0
 MOTO=
@@ -109,8 +116,9 @@ run() { # NAME [flags]
     # --schedule 1f1b: the two data-parallel replicas this bench compares (under auto the planner now
     # takes one interleaved pipeline over fast-0 and spot-0, and each disk holds half the state)
     "${RUN_AUTOHET:-$AUTOHET}" run --model "$MODEL" --cluster "$CLUSTER" --data "$WORK/text.bin" \
-        --global-batch $GB --seq-len $SEQ --steps 200 --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
-        --schedule 1f1b ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} --work-dir "$WORK/$name" --quiet "$@" \
+        --global-batch $GB --seq-len $SEQ --steps $STEPS_RUN --ckpt-every "$EVERY" --grace-s 60 --events "$WORK/$name.events" \
+        --schedule 1f1b ${EP:+--cloud "s3://ckpt/$name" --s3-endpoint "$EP"} --work-dir "$WORK/$name" --quiet \
+        ${READMIT:+--join-horizon-s 1000000} "$@" \
         >"$WORK/$name.log" 2>&1 &
     AGENT=$!
     # The notice once a step is complete in the cloud (a manifest is its commit point); SET=inplace: once
@@ -126,10 +134,13 @@ run() { # NAME [flags]
         sleep 0.2
     done
     echo "$(( ($(date +%s%N) - t0) / 1000000 )),remove,$SPOT" >>"$WORK/$name.events"
-    for i in $(seq 3000); do
-        grep -q '"event":"recover"' "$WORK/$name/metrics.jsonl" 2>/dev/null && break
-        kill -0 $AGENT 2>/dev/null || break
-        sleep 0.2
+    for want in 1 ${READMIT:+2}; do # SET=readmit: fast-1 back once the first recovery is in, then the join's
+        for i in $(seq 3000); do
+            [ "$(grep -cs '"event":"recover"' "$WORK/$name/metrics.jsonl")" -ge $want ] && break
+            kill -0 $AGENT 2>/dev/null || break
+            sleep 0.2
+        done
+        [ $want = 2 ] || [ -z "${READMIT:-}" ] || echo "$(( ($(date +%s%N) - t0) / 1000000 )),add,$SPOT" >>"$WORK/$name.events"
     done
     kill -INT $AGENT 2>/dev/null || true
     wait $AGENT 2>/dev/null || true
@@ -142,7 +153,7 @@ if [ "$SET" = inplace ] || [ "$SET" = partial ]; then
     [ -z "${BASE:-}" ] || RUN_AUTOHET=$(cd "$BASE" && pwd)/autohet run in-place-base
     run in-place # autohet run's default
     echo "load average at the end:   $(cut -d' ' -f1-3 /proc/loadavg)"
-    python3 bench/recovery_summary.py inplace "$WORK"
+    python3 bench/recovery_summary.py "$([ -n "$READMIT" ] && echo readmit || echo inplace)" "$WORK"
     [ "$SET" = inplace ] || grep -h "parks at step\|parked .* s (CPU" "$WORK/in-place.log" ||
         echo "in-place: no rank parked (see its log)"
     [ -z "${BASE:-}" ] || python3 bench/recovery_summary.py inplace-base "$WORK"

@@ -9,6 +9,7 @@
                                         handover at a notice)
   recovery_summary.py inplace WORK      bench_recovery.sh's SET=inplace (a notice: the relaunch against
                                         autohet run --in-place, the survivors keeping their processes)
+  recovery_summary.py readmit WORK      its SET=readmit: the second recovery (a join re-admitting a parked rank)
   recovery_summary.py inplace-base WORK its BASE=B0 run: in place with B0's autohet against this build's
   recovery_summary.py stamp FILE OUT    appends each complete line of FILE (the agent's merged
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
@@ -31,10 +32,11 @@ def events(w, name):
     return [json.loads(l) for l in open(f"{w}/{name}/metrics.jsonl")]
 
 
-def rec(w, name):
+def rec(w, name, k=0):
+    """The run's k-th recovery (its recover event, and its preempt event's "saved")."""
     ev = events(w, name)
-    r = next(e for e in ev if e.get("event") == "recover")
-    r["saved"] = next(e for e in ev if e.get("event") == "preempt")["saved"]
+    r = [e for e in ev if e.get("event") == "recover"][k]
+    r["saved"] = [e for e in ev if e.get("event") == "preempt"][k]["saved"]
     return r
 
 
@@ -239,9 +241,10 @@ def tiers(w, cap):
               f"to redo (not in the times above)")
 
 
-def inplace(w):
-    """SET=inplace: relaunch/ and in-place/, each one notice; the recovery by phase and the ratios."""
-    rows = {n: rec(w, n) for n in ("relaunch", "in-place")}
+def inplace(w, k=0):
+    """SET=inplace: relaunch/ and in-place/, each one notice; the recovery by phase and the ratios. SET=readmit
+    (k 1): the second recovery, the join that re-admits the parked rank in place."""
+    rows = {n: rec(w, n, k) for n in ("relaunch", "in-place")}
     print(f"{'':9s} {'total':>7s} {'stop':>6s} {'replan':>7s} {'startup':>8s} {'transfer':>9s} {'first':>6s}"
           f"   in place   saved   stopped/resumed   bytes local / peer / cloud")
     for n, r in rows.items():
@@ -255,9 +258,12 @@ def inplace(w):
         return
     ph = ip["phases"]
     print("in place, the trainer's phases (slowest rank): " + ", ".join(f"{k} {v:.3f} s" for k, v in ph.items()))
-    rc = [e for e in events(w, "in-place") if e.get("event") == "reconfigure"]
+    rc = [e for e in events(w, "in-place") if e.get("event") == "reconfigure"][k:]
     if rc and "state" in rc[0]:  # the trainer's own event: the move rank to rank (docs/elastic.md)
         r0 = rc[0]
+        if k:
+            print(f"in place, the change: {r0['ranks_from']} -> {r0['ranks_to']} ranks, join {r0.get('join', 0)}, "
+                  f"readmit {r0.get('readmit', 0)}")
         print(f"in place, the state {r0['state']}: move {r0['seconds'].get('move', 0):.3f} s, "
               f"{r0['moved_bytes']} bytes sent, {r0['kept_bytes']} kept"
               + (f" (not moved: {r0['not_moved']})" if r0.get("not_moved") else ""))
@@ -317,9 +323,11 @@ if __name__ == "__main__":
         tiers(sys.argv[2], float(sys.argv[3]))
     elif mode == "inplace":
         inplace(sys.argv[2])
+    elif mode == "readmit":
+        inplace(sys.argv[2], 1)
     elif mode == "inplace-base":
         inplace_base(sys.argv[2])
     elif mode == "stamp":
         stamp(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace, inplace-base or stamp)")
+        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace, readmit, inplace-base or stamp)")
