@@ -151,7 +151,7 @@ static void test_kept_or_all(const ah_model_t *m) {
  * and n1's 0. n1 gone: n0:0+1 is in place with n0:2 parked (a relaunch until session 23), n0:0-2 with none
  * parked, a device no running rank holds (n0:3, or n1's gone one) is not; n1 staying: a plan with none of
  * its devices is not (its job would keep no rank). After the parked change, n0:2 is held by no running
- * rank: a plan that wants it again is not in place. */
+ * rank: a plan that wants it again is not in place, unless it was parked since the relaunch (session 24). */
 static void test_park_rule(void) {
     ah_shard_holder_t run_d[4] = {{.node = 0, .index = 0}, {.node = 0, .index = 1}, {.node = 0, .index = 2},
                                   {.node = 1, .index = 0}};
@@ -162,13 +162,17 @@ static void test_park_rule(void) {
     ah_sim_entry_t off = {.place = {.n_ranks = 2, .ranks = other}};
     const bool gone[2] = {true, false}, both[2] = {true, true};
     int parked = -1;
-    CHECK(ah_sim_devices_kept(gone, &run, &e, &parked) && parked == 1, "n0:0+1 in place, 1 parked (%d)", parked);
-    CHECK(ah_sim_devices_kept(gone, &run, &three, &parked) && parked == 0, "n0:0-2 in place, none parked (%d)", parked);
-    CHECK(!ah_sim_devices_kept(gone, &run, &off, &parked), "n0:3: no running rank holds it");
-    CHECK(!ah_sim_devices_kept(gone, &run, &all, &parked), "n1:0 is gone");
-    CHECK(!ah_sim_devices_kept(both, &run, &e, &parked), "n1 stays with no rank");
-    CHECK(ah_sim_devices_kept(both, &run, &all, &parked) && parked == 0, "the same plan");
-    CHECK(!ah_sim_devices_kept(both, &e, &three, &parked), "n0:2 parked: held by no running rank");
+    CHECK(ah_sim_devices_kept(gone, &run, NULL, &e, &parked) && parked == 1, "n0:0+1 in place, 1 parked (%d)", parked);
+    CHECK(ah_sim_devices_kept(gone, &run, NULL, &three, &parked) && parked == 0, "n0:0-2 in place, none parked (%d)", parked);
+    CHECK(!ah_sim_devices_kept(gone, &run, NULL, &off, &parked), "n0:3: no running rank holds it");
+    CHECK(!ah_sim_devices_kept(gone, &run, NULL, &all, &parked), "n1:0 is gone");
+    CHECK(!ah_sim_devices_kept(both, &run, NULL, &e, &parked), "n1 stays with no rank");
+    CHECK(ah_sim_devices_kept(both, &run, NULL, &all, &parked) && parked == 0, "the same plan");
+    CHECK(!ah_sim_devices_kept(both, &e, NULL, &three, &parked), "n0:2 parked: held by no running rank");
+    /* since session 24 a device parked since the relaunch (onto run) counts as held: the parked rank re-admitted;
+     * a device the relaunch did not start (n0:3) still does not */
+    CHECK(ah_sim_devices_kept(both, &e, &run, &three, &parked) && parked == 0, "n0:2 parked since run: re-admitted");
+    CHECK(!ah_sim_devices_kept(both, &e, &run, &off, &parked), "n0:3: not parked, not held");
     const double P = AH_SIM_PARK_IN_PLACE_FRACTION;
     CHECK(P > AH_SIM_IN_PLACE_FRACTION && P < 0.05, "the parked change's measured share: %g", P);
 }

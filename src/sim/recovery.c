@@ -372,17 +372,28 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, boo
 /* Whether plan e can follow plan run in place at a notice (elastic/agent_inplace.c map_ranks, with parked
  * ranks since session 23, 8a69e6c): e uses only devices (node, GPU index) that run's ranks on the nodes
  * still up hold, and at least one of each such node's (a staying host's job keeps a rank in the world);
- * run's staying ranks whose device e leaves out park (*parked: how many), and their devices count as held
- * by no running rank afterwards (run becomes e: a later plan that wants one again relaunches). Until
- * session 23: exactly run's staying devices. */
-bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *e, int *parked) {
+ * run's staying ranks whose device e leaves out park (*parked: how many). Until session 23: exactly run's
+ * staying devices. A device parked since the last relaunch (launched: its plan, NULL none) counts as held
+ * (session 24, agent_parked.c: the parked rank re-admitted); until then a plan that wanted one relaunched. */
+static bool has_device(const ah_sim_entry_t *p, int node, int index, bool any_index) {
+    for (int i = 0; p && i < p->place.n_ranks; i++)
+        if (p->place.ranks[i].node == node && (any_index || p->place.ranks[i].index == index)) return true;
+    return false;
+}
+
+/* Whether q's device is parked: a device of the last relaunch's plan that run leaves out on a node it uses. */
+static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const ah_shard_holder_t *q) {
+    return has_device(launched, q->node, q->index, false) && has_device(run, q->node, 0, true) &&
+           !has_device(run, q->node, q->index, false);
+}
+
+bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
+                         const ah_sim_entry_t *e, int *parked) {
     *parked = 0;
     for (int j = 0; j < e->place.n_ranks; j++) {
         const ah_shard_holder_t *q = &e->place.ranks[j];
-        bool held = false;
-        for (int i = 0; i < run->place.n_ranks && !held; i++)
-            held = run->place.ranks[i].node == q->node && run->place.ranks[i].index == q->index && up[q->node];
-        if (!held) return false; /* a device no running rank holds */
+        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) || parked_device(run, launched, q));
+        if (!held) return false; /* a device no running (or parked) rank holds */
     }
     for (int i = 0; i < run->place.n_ranks; i++) {
         const ah_shard_holder_t *o = &run->place.ranks[i];
@@ -400,7 +411,7 @@ bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim
 
 static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
     int parked;
-    return ah_sim_devices_kept(x->up, run, e, &parked);
+    return ah_sim_devices_kept(x->up, run, x->launched, e, &parked);
 }
 
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
@@ -482,8 +493,9 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
 
 /* Whether a join onto plan e can be in place (elastic/agent_inplace_join.c map_join): e has a rank on every
  * device a rank of plan run holds, and its other ranks on nodes run does not use (a running host's job
- * cannot gain ranks). */
-static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+ * cannot gain ranks) or on devices parked since the last relaunch (launched; re-admitted in the same change,
+ * session 24: the measured join's share holds, docs/elastic.md "Parked ranks": 0.16-0.25 against 0.228). */
+static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const ah_sim_entry_t *e) {
     int kept = 0;
     for (int i = 0; i < run->place.n_ranks; i++) {
         const ah_shard_holder_t *o = &run->place.ranks[i];
@@ -494,7 +506,7 @@ static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
         kept++;
     }
     for (int j = 0; j < e->place.n_ranks; j++)
-        if (run->uses[e->place.ranks[j].node]) kept--;
+        if (run->uses[e->place.ranks[j].node] && !parked_device(run, launched, &e->place.ranks[j])) kept--;
     return kept == 0;
 }
 
@@ -579,9 +591,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
      * running ranks' devices, the ones the plan leaves out parked (AH_SIM_PARK_IN_PLACE_FRACTION); a join
      * that saved, onto them and the joining nodes (the runtime moves the state to the joining ranks since
      * cf4ac18; the transfer here is still the tiers' restore, a network copy from the holders either way) */
-    const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback && join_kept(x->run, e);
+    const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback &&
+                               join_kept(x->run, x->launched, e);
     int parked = 0;
-    v->in_place = (in_place && v->saved && !cloud_rollback && ah_sim_devices_kept(x->up, x->run, e, &parked)) ||
+    v->in_place = (in_place && v->saved && !cloud_rollback && ah_sim_devices_kept(x->up, x->run, x->launched, e, &parked)) ||
                   join_in_place;
     v->parked = v->in_place && !join_in_place ? parked : 0;
     /* recorded as the agent does (its rule: saved only for a "save":"sync" change, elastic/agent_inplace.c): the
@@ -600,6 +613,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_mark(x, true);
     }
     x->started = true;
+    if (!v->in_place) x->launched = e; /* every process started afresh: none parked */
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
     x->recover_end = x->t + v->seconds;
