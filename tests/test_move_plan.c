@@ -185,7 +185,7 @@ static void check_host(const ah_model_t *m, const ah_move_plan_t *mp, ah_plan_t 
     ah_error_t err;
     from->cluster.nodes = to->cluster.nodes = nodes;
     int64_t ob[2], nb[3];
-    ah_move_plan_host_bytes(mp, a, b, ob, nb);
+    ah_move_plan_host_bytes(m, mp, a, b, false, ob, nb);
     const int64_t all = 4 * (4 * ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_BLOCK, 0}, 1) +
                              ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_EMBED, -1}, 1) +
                              ah_move_group_floats(m, (ah_shard_group_t){AH_SHARD_HEAD, -1}, 1));
@@ -193,19 +193,23 @@ static void check_host(const ah_model_t *m, const ah_move_plan_t *mp, ah_plan_t 
     CHECK_EQ_I64(ob[0] + ob[1], all);
     CHECK(ob[0] > 0 && ob[1] > 0 && nb[0] == 0 && nb[1] == 0, "ob %lld %lld nb %lld %lld", (long long)ob[0],
           (long long)ob[1], (long long)nb[0], (long long)nb[1]);
-    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_OK, "unchecked nodes: %s", err.msg);
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, false, &err) == AH_OK, "unchecked nodes: %s", err.msg);
+    int64_t vb[2], vn[3]; /* on a device: each old rank's host copy of its stage (the whole model here) besides */
+    ah_move_plan_host_bytes(m, mp, a, b, true, vb, vn);
+    CHECK(vb[0] == ob[0] + all && vb[1] == ob[1] + all && vn[2] == nb[2], "views %lld %lld", (long long)vb[0],
+          (long long)vb[1]);
     nodes[0].host_memory_gib = (double)(ob[0] - 1) / 1073741824.0; /* one byte short */
-    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_ERR_INVALID &&
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, false, &err) == AH_ERR_INVALID &&
           strstr(err.msg, "node n0's host memory: the move's buffers") && strstr(err.msg, "over its host_memory_gib"),
           "%s", err.msg);
     nodes[0].host_memory_gib = (double)ob[0] / 1073741824.0; /* exactly */
-    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, false, &err) == AH_OK, "%s", err.msg);
     const int64_t held[2] = {1, 0}; /* a byte of snapshots on n0 besides */
-    CHECK(ah_move_plan_host_check(mp, from, a, to, b, held, &err) == AH_ERR_INVALID &&
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, held, false, &err) == AH_ERR_INVALID &&
           strstr(err.msg, "snapshots and replicas (1 bytes)"), "%s", err.msg);
     nodes[0].host_memory_gib = 0, nodes[2].host_memory_gib = 1.0 / 1024; /* the joining node: 1 MiB */
     CHECK(all > 1048576, "tiny-gpt2's %lld bytes", (long long)all);
-    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, &err) == AH_ERR_INVALID &&
+    CHECK(ah_move_plan_host_check(mp, from, a, to, b, NULL, false, &err) == AH_ERR_INVALID &&
           strstr(err.msg, "node n2's host memory"), "%s", err.msg);
     from->cluster.nodes = to->cluster.nodes = NULL;
 }
@@ -266,7 +270,7 @@ static void test_join(void) {
     /* host memory (check_host): the leaver packs its pieces twice (old rank 0's own load, the relay), old
      * rank 0 receives both and packs its own for the joiner, which receives the whole model */
     int64_t ob[2], nb[3];
-    ah_move_plan_host_bytes(&mp, &a, &b, ob, nb);
+    ah_move_plan_host_bytes(&m, &mp, &a, &b, false, ob, nb);
     CHECK_EQ_I64(ob[1], 8 * (2 * blk + head));
     CHECK_EQ_I64(ob[0], 4 * (2 * (2 * blk + head) + 2 * blk + emb));
     CHECK_EQ_I64(nb[2], 4 * (4 * blk + emb + head));

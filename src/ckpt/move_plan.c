@@ -120,10 +120,16 @@ ah_status_t ah_move_plan_build_join(const ah_model_t *m, const ah_placement_t *f
     return build(m, from, to, to_rank, true, out, err);
 }
 
-void ah_move_plan_host_bytes(const ah_move_plan_t *mp, const ah_placement_t *from, const ah_placement_t *to,
-                             int64_t *old_bytes, int64_t *new_bytes) {
+void ah_move_plan_host_bytes(const ah_model_t *m, const ah_move_plan_t *mp, const ah_placement_t *from,
+                             const ah_placement_t *to, bool views, int64_t *old_bytes, int64_t *new_bytes) {
     memset(old_bytes, 0, (size_t)from->n_nodes * sizeof *old_bytes);
     memset(new_bytes, 0, (size_t)to->n_nodes * sizeof *new_bytes);
+    ah_shard_group_t *gs = views ? malloc((size_t)from->max_groups * sizeof *gs) : NULL;
+    for (int r = 0; gs && r < from->n_ranks; r++) { /* the old stage's host copy: w, m, v of what it holds */
+        const int ng = ah_placement_groups(from, r, true, gs);
+        for (int i = 0; i < ng; i++) old_bytes[from->ranks[r].node] += ah_move_group_floats(m, gs[i], from->tp) * 4;
+    }
+    free(gs);
     for (int i = 0; i < mp->n; i++) {
         const ah_move_item_t *it = &mp->items[i];
         const int64_t b = it->floats * (int64_t)sizeof(float);
@@ -135,31 +141,33 @@ void ah_move_plan_host_bytes(const ah_move_plan_t *mp, const ah_placement_t *fro
     }
 }
 
-/* Node n of old (its need[n] and host memory) over its host_memory_gib: AH_ERR_INVALID naming the parts. */
-static ah_status_t node_fits(const ah_node_t *node, int64_t move, int64_t held, ah_error_t *err) {
+/* AH_ERR_INVALID naming the parts when node cannot hold the move's buffers (views: with the old stage's host copy)
+ * and what it holds besides within its host_memory_gib. */
+static ah_status_t node_fits(const ah_node_t *node, int64_t move, bool views, int64_t held, ah_error_t *err) {
     const double have = node->host_memory_gib * GIB;
     if (have <= 0 || (double)(move + held) <= have) return AH_OK;
     return ah_error_set(err, AH_ERR_INVALID, "node %s's host memory: the move's buffers (%lld bytes: copies sent, "
-                        "buffers received) and snapshots and replicas (%lld bytes) need %lld, over its "
-                        "host_memory_gib %g (%.0f bytes)", node->name, (long long)move, (long long)held,
+                        "buffers received%s) and snapshots and replicas (%lld bytes) need %lld, over its "
+                        "host_memory_gib %g (%.0f bytes)", node->name, (long long)move,
+                        views ? ", the stage's host copy" : "", (long long)held,
                         (long long)(move + held), node->host_memory_gib, have);
 }
 
 ah_status_t ah_move_plan_host_check(const ah_move_plan_t *mp, const ah_plan_t *old_plan, const ah_placement_t *from,
                                     const ah_plan_t *new_plan, const ah_placement_t *to, const int64_t *held,
-                                    ah_error_t *err) {
+                                    bool views, ah_error_t *err) {
     const ah_cluster_t *oc = &old_plan->cluster, *nc = &new_plan->cluster;
     int64_t *ob = calloc((size_t)from->n_nodes + 1, sizeof *ob), *nb = calloc((size_t)to->n_nodes + 1, sizeof *nb);
     ah_status_t st = ob && nb ? AH_OK : ah_error_set(err, AH_ERR_OOM, "no host memory to size the move's buffers");
-    if (st == AH_OK) ah_move_plan_host_bytes(mp, from, to, ob, nb);
+    if (st == AH_OK) ah_move_plan_host_bytes(&old_plan->model, mp, from, to, views, ob, nb);
     for (int m = 0; st == AH_OK && m < nc->n_nodes && m < to->n_nodes; m++) { /* a joining rank on an old node */
         int n = 0;
         while (n < oc->n_nodes && strcmp(oc->nodes[n].name, nc->nodes[m].name) != 0) n++;
         if (n < oc->n_nodes && n < from->n_nodes) ob[n] += nb[m], nb[m] = 0;
     }
     for (int n = 0; st == AH_OK && n < oc->n_nodes && n < from->n_nodes; n++)
-        st = node_fits(&oc->nodes[n], ob[n], held ? held[n] : 0, err);
-    for (int m = 0; st == AH_OK && m < nc->n_nodes && m < to->n_nodes; m++) st = node_fits(&nc->nodes[m], nb[m], 0, err);
+        st = node_fits(&oc->nodes[n], ob[n], views, held ? held[n] : 0, err);
+    for (int m = 0; st == AH_OK && m < nc->n_nodes && m < to->n_nodes; m++) st = node_fits(&nc->nodes[m], nb[m], false, 0, err);
     free(ob);
     free(nb);
     return st;

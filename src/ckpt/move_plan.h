@@ -64,17 +64,19 @@ void ah_move_plan_free(ah_move_plan_t *p);
 /* The host memory the move's buffers take at once (runtime/reconfig_move.c maps them all before its first
  * message, and a join's are kept past the admission), by node: a packed copy of every piece a process sends
  * another (a leaver's relayed piece too, and the relay's buffer it receives that into and sends it on from)
- * and a buffer for every piece a process receives. old_bytes[n] (from's nodes): the old world's ranks';
+ * and a buffer for every piece a process receives; views (the old stage on a device, not in host memory): every
+ * old rank's host copy of its stage's weights and AdamW moments too (ah_gpt_host_view: counted as the groups
+ * it loads, ah_move_group_floats, at the most). old_bytes[n] (from's nodes): the old world's ranks';
  * new_bytes[n] (to's nodes): the joining ranks'. Both zeroed first. */
-void ah_move_plan_host_bytes(const ah_move_plan_t *mp, const ah_placement_t *from, const ah_placement_t *to,
-                             int64_t *old_bytes, int64_t *new_bytes);
+void ah_move_plan_host_bytes(const ah_model_t *m, const ah_move_plan_t *mp, const ah_placement_t *from,
+                             const ah_placement_t *to, bool views, int64_t *old_bytes, int64_t *new_bytes);
 /* AH_ERR_INVALID (AH_ERR_OOM) when a node that gives "host_memory_gib" (spec/cluster.h) cannot hold the move's
  * buffers on it (ah_move_plan_host_bytes; a joining rank's counted with an old node of the same name) with what
  * it holds besides: held[n] (old_plan's nodes; NULL: nothing), the old plan's checkpoint snapshots and in-memory
- * replicas (ckpt/host_memory.h ah_host_memory_node_bytes); naming the node and each part's bytes. */
+ * replicas (ckpt/host_memory.h ah_host_memory_node_bytes); views as above; naming the node and each part's bytes. */
 ah_status_t ah_move_plan_host_check(const ah_move_plan_t *mp, const ah_plan_t *old_plan, const ah_placement_t *from,
                                     const ah_plan_t *new_plan, const ah_placement_t *to, const int64_t *held,
-                                    ah_error_t *err);
+                                    bool views, ah_error_t *err);
 
 /* The floats one piece of group g at TP degree T travels as: 3 x the piece's elements of each of g's tensors. */
 int64_t ah_move_group_floats(const ah_model_t *m, ah_shard_group_t g, int T);

@@ -321,7 +321,9 @@ static ah_status_t prepare(const ah_trainer_t *tr, const ah_plan_t *next, const 
     if (st == AH_OK) st = ah_placement_build(next, NULL, 0, to, err);
     if (st == AH_OK)
         st = (join ? ah_move_plan_build_join : ah_move_plan_build)(&next->model, from, to, to_rank, mp, err);
-    if (st == AH_OK) st = ah_move_plan_host_check(mp, tr->plan, from, next, to, held, err);
+    if (st == AH_OK) /* on a device the move downloads the old stage (ah_gpt_host_view): host memory too */
+        st = ah_move_plan_host_check(mp, tr->plan, from, next, to, held, tr->stage.a_params.mem->space != &ah_mem_host,
+                                     err);
     if (st == AH_OK) st = moved_new(next, to, mp, tr->rank, to_rank[tr->rank], from->tp, mv, err);
     if (st == AH_OK) st = index_old(&tr->stage, mp, tr->rank, *mv, err);
     return st;
