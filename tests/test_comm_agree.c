@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "core/timing.h"
 #include "elastic/launcher.h"
 #include "harness.h"
 
@@ -53,6 +55,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int rc = run_ranks();
+    /* The finalize's wait for the job's last rank (comm.c job_end_barrier) sleeps under AH_COMM_WAIT=poll too:
+     * ranks 1 and 2 finalize 1 s after rank 0, whose CPU meanwhile stays well under its wall time (MPI_Wait spun
+     * it: 0.3-1 s of CPU, by the core it got). */
+    ah_comm_set_wait(AH_COMM_WAIT_POLL);
+    const int me = ah_comm_rank(ah_comm_world());
+    if (me != 0) ah_sleep_s(1.0);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    const double w0 = ah_now_s();
     ah_comm_finalize();
-    return rc;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    const double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec), wall = ah_now_s() - w0;
+    if (me == 0) {
+        CHECK(wall > 0.5 && cpu < 0.15, "rank 0's finalize under AH_COMM_WAIT=poll: %.3f s of CPU in %.3f s", cpu, wall);
+        printf("finalize under poll: rank 0 %.3f s of CPU in %.3f s\n", cpu, wall);
+    }
+    return rc ? rc : ah_test_finish();
 }

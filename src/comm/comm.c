@@ -132,6 +132,18 @@ static int job_end_enter(void) {
     return MPI_Ibarrier(MPI_COMM_WORLD, &g_job_end);
 }
 
+/* At the finalize, the job's end barrier waited for: the job's last rank may come much later (its final save, its
+ * upload drain), so after a spin of SPIN_NS (every rank there: no delay) a test every PARK_TEST_S, asleep in
+ * between, in either wait mode (AH_COMM_WAIT=poll's MPI_Wait spun a core until then; the sleep mode's 50 us naps
+ * took ~20 % of one). */
+static int job_end_wait(void) {
+    int rc, done = 0;
+    const double spin_until = ah_now_s() + 1e-9 * SPIN_NS;
+    while ((rc = MPI_Test(&g_job_end, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done)
+        if (ah_now_s() >= spin_until) ah_sleep_s(PARK_TEST_S);
+    return rc;
+}
+
 void ah_comm_finalize(void) {
     free(g_world.counts);
     g_world.counts = NULL;
@@ -140,7 +152,7 @@ void ah_comm_finalize(void) {
     MPI_Initialized(&init);
     if (!fin && g_world.c != MPI_COMM_WORLD && g_world.c != MPI_COMM_NULL) MPI_Comm_free(&g_world.c);
     /* the job's parked ranks (ah_comm_park) go */
-    if (!fin && init && job_end_enter() == MPI_SUCCESS && g_job_end != MPI_REQUEST_NULL) wait_req(&g_job_end);
+    if (!fin && init && job_end_enter() == MPI_SUCCESS && g_job_end != MPI_REQUEST_NULL) job_end_wait();
     if (!fin) MPI_Finalize();
 }
 
