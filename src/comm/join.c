@@ -53,7 +53,7 @@ enum { JOB_RANKS = 1 << 20, MAX_JOBS = INT_MAX / JOB_RANKS };
 /* How long a job waits for its turn without a change of the published one: AH_JOIN_WAIT_S (the launchers'
  * join_hosts set it for a joining job: the agent's deadline for the join), else PORT_WAIT_S. */
 #define PORT_WAIT_S 60.0
-/* the most seconds AH_JOIN_WAIT_S and AH_JOIN_ADMIT_S take (more, or not a number > 0: the default) */
+/* the most seconds AH_JOIN_WAIT_S and AH_JOIN_ADMIT_S take (more: this; not a number > 0: the default) */
 #define ENV_WAIT_MAX_S 1e6
 /* An admission's turn ends with this word: the job answers (publishes ack_name) before it connects, and the
  * running world accepts only once it has, within AH_JOIN_ADMIT_S seconds (default ADMIT_WAIT_S): a job that
@@ -194,12 +194,13 @@ static bool stale_writer(const char *line) {
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
-/* Seconds from environment variable name: a number > 0 and at most ENV_WAIT_MAX_S, else dflt. */
+/* Seconds from environment variable name: a number > 0, at most ENV_WAIT_MAX_S (more takes that: an agent's wait
+ * for a join past it is still a long one, not the default's 60 s); else dflt. */
 static double env_seconds(const char *name, double dflt) {
     const char *v = getenv(name);
     char *end = NULL;
     const double s = v && *v ? strtod(v, &end) : 0;
-    return end && !*end && s > 0 && s <= ENV_WAIT_MAX_S ? s : dflt;
+    return !end || *end || !(s > 0) ? dflt : s < ENV_WAIT_MAX_S ? s : ENV_WAIT_MAX_S;
 }
 
 /* A joining job's wait for its turn without a change of the published one (AH_JOIN_WAIT_S, else 60 s), said
