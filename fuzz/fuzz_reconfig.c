@@ -3,7 +3,8 @@
  *
  * Input: the bytes of the file (up to the first NUL, as the reader's text). Beyond "no crash, no leak,
  * no undefined behaviour" it checks: a refusal is AH_ERR_INVALID with a message; an accepted request has
- * a step >= 1, at most AH_RECONFIG_LEAVE_MAX leaving jobs each >= 0, and a non-empty plan path.
+ * a step >= 1, at most AH_RECONFIG_LEAVE_MAX leaving jobs each >= 0, and a non-empty plan path; "readmit" entries
+ * (job, rank, to) in range, and only with "ranks".
  * Seeds: tests/corpus/reconfig/. Run: scripts/run-fuzzers.sh reconfig.
  */
 #include <stdint.h>
@@ -42,5 +43,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < r.n_ranks; k++)
         if (r.ranks[k] < -1 || r.ranks[k] >= AH_RECONFIG_RANKS_MAX) fail("an accepted rank out of range");
     if (r.join < 0 || r.join > AH_RECONFIG_LEAVE_MAX) fail("an accepted join count out of range");
+    if (r.n_readmit < 0 || r.n_readmit > AH_RECONFIG_LEAVE_MAX) fail("an accepted readmit count out of range");
+    if (r.n_readmit && !r.n_ranks) fail("an accepted readmit without ranks");
+    for (int k = 0; k < r.n_readmit; k++)
+        if (r.readmit[k].job < 0 || r.readmit[k].rank < 0 || r.readmit[k].to < 0 ||
+            r.readmit[k].to >= AH_RECONFIG_RANKS_MAX)
+            fail("an accepted readmit entry out of range");
     return 0;
 }
