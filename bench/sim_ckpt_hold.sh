@@ -21,7 +21,7 @@
 # writer_cpu_seconds and how the snapshot was copied.
 #
 #   bash bench/sim_ckpt_hold.sh [BUILD_DIR] [ROUNDS]          (default build, 3 rounds)
-#   K=10 bash bench/sim_ckpt_hold.sh B                        (another period; STEPS defaults to 4K+2)
+#   K=10 bash bench/sim_ckpt_hold.sh B                        (another period, at least 6; STEPS defaults to 4K+2)
 #   KEEP=DIR bash bench/sim_ckpt_hold.sh B                    (keep the runs' metrics and stamps)
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -euo pipefail
@@ -30,6 +30,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 ROUNDS=${2:-3}
 K=${K:-8}
 STEPS=${STEPS:-$((4 * K + 2))}
+# the window (steps N-1 .. N+2) and at least two later steps of the period for its base
+[ "$K" -ge 6 ] || { echo "sim_ckpt_hold: K must be at least 6, got $K" >&2; exit 2; }
 AUTOHET=$BUILD/autohet
 WORK=${KEEP:-$(mktemp -d)}
 mkdir -p "$WORK"
