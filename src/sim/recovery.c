@@ -530,8 +530,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     v->egress_usd = v->bytes_across_regions = 0;
     if (in_place && v->saved) { /* the move, the leaving ranks sending too, before the grace period ends */
         bool *was = leavers_hold(x);
-        bool alone = was != NULL, moves = was != NULL; /* whether a piece came from a leaving node only (was is
-                                                        * freed below: read before) */
+        bool alone = was != NULL, moves = alone; /* a piece from a leaving node only? (read before was is freed) */
         ah_sim_recovery_t moved = *v;
         const double move_s = transfer_s(x, e, &moved, &cloud_rollback);
         holds_restore(x, was);
