@@ -70,6 +70,32 @@ static void ranks(void) {
 #undef RANKS
 }
 
+/* "readmit" against the same world (ah_reconfig_bad_readmit): job 0 has 3 ranks in its own mpirun, its rank 2
+ * parked; job 2 has 2, both in the world. The parked rank is woken by a rank of its job in the new world: a request
+ * that parks every rank job 0 has there is refused (before, taken: the re-admission found no rank to wake it and
+ * ended the run). */
+static void readmit_world(void) {
+    static ah_reconfig_req_t r;
+    const int64_t jobs[] = {0, 1, 2, 0, 2}, at[] = {3 << 20 | 0, 1 << 20 | 0, 2 << 20 | 0, 3 << 20 | 1, 2 << 20 | 1};
+    const char *req[] = {
+        "\"ranks\": [2, -1, 0, -1, 1], \"readmit\": [{\"job\": 0, \"rank\": 2, \"to\": 3}]", NULL,
+        "\"ranks\": [-1, -1, 0, -1, 1], \"readmit\": [{\"job\": 0, \"rank\": 2, \"to\": 2}]",
+        "job 0's rank 2): its job keeps no rank in the world to wake it",
+        "\"ranks\": [2, -1, 0, -1, 1], \"readmit\": [{\"job\": 0, \"rank\": 1, \"to\": 3}]",
+        "job 0's rank 1): it is in the world, not parked",
+        "\"ranks\": [2, -1, 0, -1, 1], \"readmit\": [{\"job\": 1, \"rank\": 1, \"to\": 3}]", "its job leaves",
+    };
+    for (size_t i = 0; i < sizeof req / sizeof *req; i += 2) {
+        char text[300], why[256] = "";
+        ah_error_t err = {0};
+        snprintf(text, sizeof text, "{\"step\": 3, \"leave\": [1], \"plan\": \"p\", %s}", req[i]);
+        CHECK(ah_reconfig_parse(text, &r, &err) == AH_OK, "%s: %s", text, err.msg);
+        const bool bad = ah_reconfig_bad_readmit(&r, jobs, at, 5, why, sizeof why);
+        CHECK(bad == (req[i + 1] != NULL), "%s: %s", text, bad ? why : "accepted");
+        CHECK(!req[i + 1] || strstr(why, req[i + 1]), "%s: \"%s\" lacks \"%s\"", text, why, req[i + 1]);
+    }
+}
+
 /* "readmit"'s parsing: its entries (with "join" too), and each malformed one (or one without "ranks") refused. */
 static void readmit(void) {
     static ah_reconfig_req_t r;
@@ -131,5 +157,6 @@ int main(void) {
     refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": \"9\", \"plan\": \"p\"}", "\"join_admit_s\" must");
     ranks();
     readmit();
+    readmit_world();
     return ah_test_finish();
 }

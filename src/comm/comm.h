@@ -89,10 +89,12 @@ typedef struct {
 } ah_comm_parked_t;
 /* Re-admission of parked ranks (runtime/reconfig.h "readmit"; comm/readmit.c): collective over the world (every
  * other communicator freed as for ah_comm_world_shrink; first -1) and the parked ranks who[0..n-1] (each woken
- * by ah_comm_park, first its index in who). Each parked rank in turn is woken by the world's lowest rank of its
- * job, sent payload (len bytes, the same on every rank of the world) and merged into the world; the merged
- * world, ordered by key (this rank's rank in it), becomes ah_comm_world(). AH_ERR_USAGE when a parked rank's job
- * has no rank in the world (nothing sent; the world as it was), AH_ERR_COMM when MPI fails (the run cannot go on). */
+ * by ah_comm_park, first its index in who). The world is the new (post-split) one: each parked rank in turn is
+ * woken by that world's lowest rank of its job, sent payload (len bytes, the same on every rank of the world) and
+ * merged into it; the merged world, ordered by key (this rank's rank in it), becomes ah_comm_world(). AH_ERR_USAGE
+ * when a parked rank's job has no rank in the world (nothing sent to that rank; those before it in who are merged
+ * in already, so ah_comm_world() is then that merge, unordered: the run cannot go on; runtime/reconfig.c refuses
+ * such a request before), AH_ERR_COMM when MPI fails (the run cannot go on). */
 ah_status_t ah_comm_world_readmit(const ah_comm_parked_t *who, int n, int first, int key, const void *payload,
                                   size_t len, ah_error_t *err);
 /* This process's rank in its own mpirun job (MPI_COMM_WORLD), and that job's ranks. */

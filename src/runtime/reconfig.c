@@ -180,20 +180,21 @@ bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, in
     return bad;
 }
 
-/* Whether req's "readmit" does not name parked ranks (why set): each entry's job in the world (jobs[r]: rank r's
- * job) and not leaving, its rank below the job's size and not in the world (at[r]: rank r's job size << 20 | its
- * rank in the job), no entry twice. */
-static bool bad_readmit(const ah_reconfig_req_t *req, const int64_t *jobs, const int64_t *at, int n, char *why,
-                        size_t cap) {
+bool ah_reconfig_bad_readmit(const ah_reconfig_req_t *req, const int64_t *jobs, const int64_t *at, int n, char *why,
+                             size_t cap) {
     for (int k = 0; k < req->n_readmit; k++) {
         const int job = req->readmit[k].job, rank = req->readmit[k].rank;
         int64_t size = -1;
-        bool in = false, twice = false;
+        bool in = false, twice = false, keeps = false;
         for (int r = 0; r < n; r++)
-            if (jobs[r] == job) size = at[r] >> 20, in = in || (at[r] & ((1 << 20) - 1)) == rank;
+            if (jobs[r] == job) {
+                size = at[r] >> 20, in = in || (at[r] & ((1 << 20) - 1)) == rank;
+                keeps = keeps || req->n_ranks != n || req->ranks[r] >= 0; /* a rank of the new world wakes it */
+            }
         for (int i = 0; i < k; i++) twice = twice || (req->readmit[i].job == job && req->readmit[i].rank == rank);
         const char *no = size < 0 ? "its job is not in the world" : job_leaves(req, job) ? "its job leaves"
-            : rank >= size ? "its job has fewer ranks" : in ? "it is in the world, not parked" : twice ? "named twice" : NULL;
+            : rank >= size ? "its job has fewer ranks" : in ? "it is in the world, not parked" : twice ? "named twice"
+            : !keeps ? "its job keeps no rank in the world to wake it (its ranks there park)" : NULL;
         if (no) return snprintf(why, cap, "\"readmit\"[%d] (job %d's rank %d): %s", k, job, rank, no), true;
     }
     return false;
@@ -228,7 +229,7 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
         else if (!stays)
             snprintf(why, sizeof why, "no job would stay");
         else if (!ah_reconfig_bad_ranks(req, jobs, n, stays, why, sizeof why) && req->n_readmit)
-            bad_readmit(req, jobs, at, n, why, sizeof why);
+            ah_reconfig_bad_readmit(req, jobs, at, n, why, sizeof why);
     }
     free(jobs);
     free(at);

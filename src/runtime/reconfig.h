@@ -34,7 +34,8 @@
  *            earlier change, is the new world's rank R; J in the world and not leaving, L one of its ranks not in
  *            the world; "ranks" is then required, and the staying ranks' entries with the R's a permutation of
  *            0..stay+n-1 (n the entries; with "join", distinct from the staying ranks'). Each is woken by its job's
- *            lowest rank in the world and merged in after the split (comm.h ah_comm_world_readmit, the request
+ *            lowest rank in the new (post-split) world (so J must keep a rank: a request whose J parks all its
+ *            ranks there is refused) and merged in after the split (comm.h ah_comm_world_readmit, the request
  *            sent it), before "join"'s admission, which it takes part in; then it takes the state as a joining
  *            rank does (the move to the joiners, or the restore);
  *   "join_admit_s" optional: that wait in seconds (> 0, at most 86400), taken instead of the trainers'
@@ -162,6 +163,12 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
  * not in a leaving job; exposed for the unit test): false when it fits (or req has none): -1 exactly for the
  * leaving jobs' ranks, the others a permutation of 0..stay-1; true with why set (no final period) when not. */
 bool ah_reconfig_bad_ranks(const ah_reconfig_req_t *req, const int64_t *jobs, int n, int stay, char *why, size_t cap);
+/* Whether req's "readmit" does not name parked ranks that can be woken (why set): each entry's job in the world
+ * (jobs[r]: rank r's job) and not leaving, keeping a rank in the new world ("ranks"[r] >= 0 for one of its ranks:
+ * the rank that wakes it), the entry's rank below the job's size and not in the world (at[r]: rank r's job size
+ * << 20 | its rank in the job), no entry twice. */
+bool ah_reconfig_bad_readmit(const ah_reconfig_req_t *req, const int64_t *jobs, const int64_t *at, int n, char *why,
+                             size_t cap);
 
 /* Parses a request's text (rank 0's reading; exposed for the unit test): AH_OK, or AH_ERR_INVALID naming
  * what is wrong. */
