@@ -209,9 +209,21 @@ static int can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
     return ASK_NO;
 }
 
+/* The parked ranks the request for the next plan would re-admit (0 without a next plan or when it cannot be mapped). */
+static int readmitted(const agent_t *a) {
+    int *ranks = a->have_next ? calloc((size_t)ah_plan_device_count(&a->cur.plan) + 1, sizeof *ranks) : NULL, back = 0;
+    bool ordered;
+    char why[200];
+    if (ranks && map_ranks(a, &a->next.plan, ranks, &ordered, why, sizeof why))
+        json_decref(ah_agent_readmit(a, &a->next.plan, ranks, &back));
+    free(ranks);
+    return back;
+}
+
 /* The save the deadline leaves room for (the grace period less it): none when, as far as the agent can tell, the
  * trainers write the change's step behind the next step (runtime/ckpt_change.c; docs/elastic.md "Durability"):
- * without --ckpt-sync, either nothing is committed before the change (no checkpoint yet, the change before the
+ * not when the request re-admits a parked rank (it takes the state as a joiner does, whose fallback restores the
+ * step: the trainers save before the move, cli_train_inplace.c save_and_move); without --ckpt-sync, either nothing is committed before the change (no checkpoint yet, the change before the
  * first periodic one) or the last committed step is in the running plan's layout and every piece a leaving node
  * holds under it is also on a staying node (agent_exposure.h ah_exposure_leavers_kept); else the longest checkpoint
  * seen. The trainer's own test also counts the memory tier and the cloud: where only they hold a leaver's piece
@@ -220,6 +232,7 @@ static int can_ask(const agent_t *a, int64_t *step, char *why, size_t cap) {
 static double save_room(const agent_t *a) {
     for (int i = 0; i < a->o->n_train_args; i++)
         if (strcmp(a->o->train_args[i], "--ckpt-sync") == 0) return a->save_est_s;
+    if (readmitted(a) > 0) return a->save_est_s;
     const bool none = a->res->newest_ckpt < 0;
     if (none && newest_step(a) + 2 < a->o->ckpt_every) return 0;
     bool ok, kept = (none || a->ckpt_under_plan) && ah_exposure_leavers_kept(&a->cur.plan, &a->cluster, a->leaving, &ok);
