@@ -262,6 +262,7 @@ static void joined(agent_t *a, const json_t *ev) {
     const int64_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
     a->join_req = 0;
     a->inplace_after = step;
+    a->ckpt_under_plan = false; /* the join's save (before the move) and the steps before it: the old plan's layout */
     ah_plan_result_free(&a->cur);
     a->cur = a->next;
     a->have_next = false; /* moved */
