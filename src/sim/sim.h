@@ -337,13 +337,16 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
 #define AH_SIM_CKPT_SNAPSHOT_GB_S 0.78
 /* The snapshot of a change in place written behind the next step (recovery.c): the runtime closes the
  * checkpoint session at the change and the new plan's opens (cli_train_inplace.c), so this snapshot is a
- * session's first: into a buffer it allocates and faults in, copied by the writer thread (the fuse needs
- * the last save's layout). The bench's first save is that path: holds of 8.511, 6.331 and 8.201 s at bases
- * of 0.908, 1.640 and 2.390 s (snapshot_seconds 8.9-11.0 s, the writer's CPU 4.0-7.1 s), 1.024 / (8.511 +
- * 0.908) = 0.109 GB/s, the median; at load ~2 a first save held about 3.0 s (0.29 GB/s). Most of it is the
- * new buffer's page faults on this virtual machine; a session that kept its buffer across the change would
- * take AH_SIM_CKPT_SNAPSHOT_GB_S's path (not built: docs/simulator.md "paper-288 at main, session 24"). */
-#define AH_SIM_CHANGE_SNAPSHOT_GB_S 0.109
+ * session's first: into a buffer it allocates, copied by the writer thread (the fuse needs the last save's
+ * layout). Measured on the change itself, `SET=inplace KEEP=DIR bash bench/bench_recovery.sh B` three times
+ * (session 24, main 84872bf, load 2.6-7; the in-place run's launch-0/metrics.jsonl): the hold is the first
+ * step after the change less the next one, plus the change's checkpoint's wait_seconds: 0.488, 0.329,
+ * 0.791 s at next steps of 0.433, 0.397, 0.412 s (snapshot_seconds 0.747, 0.509, 1.030; writer CPU
+ * 0.37-0.45 s; 1.0237 GB), 1.0237 / (0.488 + 0.433) = 1.11 GB/s, the median (1.41, 0.85 the others).
+ * bench/sim_ckpt_hold.sh's first save of a run is the same path but held 6.3-8.5 s (load 4.6-7.5, a4c08d0
+ * priced the change at that, 0.109 GB/s): there both ranks fault in their new 1 GB buffers at once beside
+ * both ranks' training on the 2 cores (writer CPU 4.0-7.1 s), where after the change here one rank runs. */
+#define AH_SIM_CHANGE_SNAPSHOT_GB_S 1.11
 
 /* The per-tier arrays below are indexed by ah_ckpt_tier_t (ckpt/policy.h), like the agent's. */
 
