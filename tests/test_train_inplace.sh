@@ -362,19 +362,22 @@ window() {
     local mem=$(echo "$@" | sed -n 's/.*--replica-root \([^ ]*\).*/\1/p')
     mkdir -p "$d/join" "$d/run"
     printf '{"step": 3, "leave": [2], "plan": "%s"}\n' "$WORK/$new.json" >"$d/run/reconfigure.json"
-    # Job 1's process, left waiting for job 0 in the joined world, is killed once job 0's is gone (as the agent
-    # ends a launch whose job failed): by its pid, written before the trainer starts.
+    # Job 0's writer stops in step 3's write behind (the hook's file); job 0's process is killed there (SIGKILL, as
+    # an OOM kill) once the "reconfigure" event is written too (the writer can get there first: killed then, the
+    # event was never written). Job 1's process, left waiting for job 0 in the joined world, is killed once job 0's
+    # is gone (as the agent ends a launch whose job failed): by its pid, written before the trainer starts.
     (for i in $(seq 1200); do
+        [ -s "$d/pid0" ] && [ -e "$d/hook" ] && grep -qs '"reconfigure"' "$d/ip.jsonl" && kill -9 "$(cat "$d/pid0")" 2>/dev/null
         [ -s "$d/pid0" ] && [ -s "$d/pid1" ] && ! kill -0 "$(cat "$d/pid0")" 2>/dev/null &&
             { kill -9 "$(cat "$d/pid1")" 2>/dev/null; break; }
         sleep 0.1
     done) &
     local watch=$!
     local t0=$SECONDS
-    HOOK_JOB=0 run_jobs "$d" 2 "phase=ckpt-write,step=3,action=kill" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
+    HOOK_JOB=0 run_jobs "$d" 2 "phase=ckpt-write,step=3,file=$d/hook" bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
         $(train $old $c/ip --local-root "$d/root" --run-dir "$d/run" --ckpt-every 2 --keep 10 "$@")"
     kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
-    [ "$(cat "$d/st0")" = 137 ] || { tail -n 20 "$d"/job*.out >&2; fail "$c: job 0 not killed by the hook"; }
+    [ "$(cat "$d/st0")" = 137 ] || { tail -n 20 "$d"/job*.out >&2; fail "$c: job 0 not killed at the hook"; }
     [ "$(cat "$d/st1")" != 0 ] || fail "$c: job 1 went on without job 0"
     ! ls "$d"/root/*/step-00000003/manifest.json 2>/dev/null || fail "$c: step 3 committed despite the kill"
     echo "  $c: the three jobs ended in $((SECONDS - t0)) s (job 0: $(cat "$d/st0"), job 1: $(cat "$d/st1"))"
