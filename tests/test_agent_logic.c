@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "elastic/agent_exposure.h"
 #include "elastic/agent_logic.h"
+#include "elastic/agent_state.h"
 #include "elastic/join_rule.h"
 #include "exposure_cluster.h"
 #include "harness.h"
@@ -514,6 +515,52 @@ static void test_exposure(void) {
     ah_cluster_free(&c);
 }
 
+/* A data-parallel plan of k one-stage pipelines, pipeline i on node dev[i][0]'s GPU dev[i][1] (the caller's storage). */
+static void dp_plan(ah_plan_t *p, ah_node_t *nodes, int n_nodes, ah_pipeline_t *pl, ah_stage_t *st, const int (*dev)[2],
+                    int k) {
+    memset(p, 0, sizeof *p);
+    p->tp = 1, p->n_pipelines = k, p->pipelines = pl, p->cluster.nodes = nodes, p->cluster.n_nodes = n_nodes;
+    for (int i = 0; i < k; i++) {
+        memset(&st[i], 0, sizeof st[i]);
+        st[i].last = 1, st[i].devices[0] = (ah_device_ref_t){dev[i][0], dev[i][1]};
+        pl[i] = (ah_pipeline_t){.micro_batches = 1, .n_stages = 1, .stages = &st[i], .cp = 1};
+    }
+}
+
+/* The parked ranks the agent can take back (agent_parked.c): launched on n0:0-2 and n1:0 (jobs 0 and 1), n0:2 parks at a
+ * change (n1 leaves): re-admittable; but once parked through an in-place join (a "reconfigure" with "join": n2's job
+ * admitted while it was out of the world) it is spent, never re-admitted, while a rank parked after that join is
+ * re-admittable again. Before: still re-admitted after the join (its re-admission spans a job it never connected to). */
+static void test_parked_through_join(void) {
+    static agent_t a;
+    ah_node_t nodes[3] = {{.name = "n0"}, {.name = "n1"}, {.name = "n2"}};
+    ah_pipeline_t pl[4];
+    ah_stage_t st[4];
+    ah_launch_hostjob_t jobs[3] = {{.host = "n0"}, {.host = "n1"}, {.host = "n2"}};
+    char left[3] = {0, 0, 0};
+    ah_plan_t launch;
+    dp_plan(&launch, nodes, 3, pl, st, (const int[][2]){{0, 0}, {0, 1}, {0, 2}, {1, 0}}, 4);
+    a.jobs = jobs, a.job_left = left, a.n_jobs = 2;
+    ah_agent_procs_launch(&a, &launch);
+    CHECK(a.n_procs == 4, "%d processes", a.n_procs);
+    json_t *change = json_pack("{s:i}", "join", 0), *join = json_pack("{s:i}", "join", 1);
+    left[1] = 1; /* n1's job left: n0:0+1 go on, n0:2 parks */
+    dp_plan(&a.cur.plan, nodes, 3, pl, st, (const int[][2]){{0, 0}, {0, 1}}, 2);
+    ah_agent_procs_changed(&a, change);
+    CHECK(ah_agent_parked_on(&a, "n0", 2) == 2, "n0:2 parked: re-admittable (%d)", ah_agent_parked_on(&a, "n0", 2));
+    a.n_jobs = 3; /* n2's job joins; n0:2 stays parked */
+    dp_plan(&a.cur.plan, nodes, 3, pl, st, (const int[][2]){{0, 0}, {0, 1}, {2, 0}}, 3);
+    ah_agent_procs_changed(&a, join);
+    CHECK(ah_agent_parked_on(&a, "n0", 2) == -1, "n0:2 parked through the join: spent (%d)", ah_agent_parked_on(&a, "n0", 2));
+    dp_plan(&a.cur.plan, nodes, 3, pl, st, (const int[][2]){{0, 0}, {2, 0}}, 2); /* n0:1 parks after the join */
+    ah_agent_procs_changed(&a, change);
+    CHECK(ah_agent_parked_on(&a, "n0", 1) == 1 && ah_agent_parked_on(&a, "n0", 2) == -1, "n0:1 re-admittable (%d), n0:2 "
+          "not (%d)", ah_agent_parked_on(&a, "n0", 1), ah_agent_parked_on(&a, "n0", 2));
+    json_decref(change);
+    json_decref(join);
+    ah_agent_procs_free(&a);
+}
+
 int main(void) {
     test_history_straight();
     test_history_rollback();
@@ -529,5 +576,6 @@ int main(void) {
     test_train_argv();
     test_restarts();
     test_exposure();
+    test_parked_through_join();
     return ah_test_finish();
 }

@@ -492,7 +492,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
     a->cur = a->next;
     a->have_next = false; /* moved */
     ah_agent_next_plan_free(a);
-    ah_agent_procs_changed(a); /* the ones parked now, the re-admitted ones not */
+    ah_agent_procs_changed(a, ev); /* the ones parked now, the re-admitted ones not */
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1]; /* the summary's: the running plan */
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;

@@ -267,7 +267,7 @@ static void joined(agent_t *a, const json_t *ev) {
     a->cur = a->next;
     a->have_next = false; /* moved */
     ah_agent_next_plan_free(a);
-    ah_agent_procs_changed(a); /* a parked rank re-admitted with the join (agent_parked.c) */
+    ah_agent_procs_changed(a, ev); /* a parked rank re-admitted with the join (agent_parked.c) */
     ah_agent_launch_t *L = &a->res->launches[a->res->n_launches - 1];
     L->devices = ah_plan_device_count(&a->cur.plan);
     L->predicted_s = a->cur.eval.pred.iteration_s;

@@ -1,6 +1,8 @@
 /* The parked ranks the agent can take back in place (agent_state.h "parked ranks"; docs/elastic.md "Parked
  * ranks", re-admission): the launch's processes by device, which of them are parked, and the request's
- * "readmit" for a next plan that wants a parked process's device again (runtime/reconfig.h "readmit"). */
+ * "readmit" for a next plan that wants a parked process's device again (runtime/reconfig.h "readmit"). A rank
+ * parked through an in-place join is not taken back: the world it would rejoin holds the joined job's processes,
+ * which it never connected to (re-admission's MPI_Intercomm_create spans them: Open MPI 4.1 may hang or abort). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@ void ah_agent_procs_launch(agent_t *a, const ah_plan_t *plan) {
         if (j == a->n_jobs || !d) continue;
         ah_agent_proc_t *p = &a->procs[a->n_procs++];
         snprintf(p->node, sizeof p->node, "%s", host);
-        p->index = d->index, p->job = j, p->rank = next[j]++, p->parked = false;
+        p->index = d->index, p->job = j, p->rank = next[j]++, p->parked = p->spent = false;
     }
     free(next);
 }
@@ -44,17 +46,19 @@ static bool uses_device(const ah_plan_t *p, const char *node, int index) {
     return false;
 }
 
-void ah_agent_procs_changed(agent_t *a) {
+void ah_agent_procs_changed(agent_t *a, const json_t *ev) {
+    const bool admitted = json_integer_value(json_object_get(ev, "join")) > 0;
     for (int k = 0; k < a->n_procs; k++) {
         ah_agent_proc_t *p = &a->procs[k];
         p->parked = !a->job_left[p->job] && !uses_device(&a->cur.plan, p->node, p->index);
+        p->spent = p->spent || (p->parked && admitted); /* parked through the admission */
     }
 }
 
 int ah_agent_parked_on(const agent_t *a, const char *node, int index) {
     for (int k = 0; k < a->n_procs; k++) {
         const ah_agent_proc_t *p = &a->procs[k];
-        if (p->parked && p->index == index && strcmp(p->node, node) == 0) {
+        if (p->parked && !p->spent && p->index == index && strcmp(p->node, node) == 0) {
             for (int i = 0; i < a->cluster.n_nodes; i++)
                 if (strcmp(a->cluster.nodes[i].name, node) == 0 && a->leaving[i]) return -1;
             return k;

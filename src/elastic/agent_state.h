@@ -24,6 +24,8 @@ typedef struct {
     char node[64];
     int index, job, rank;
     bool parked;
+    bool spent; /* parked through an admission (a join): its world took in a job it never connected to, so it is
+                 * never re-admitted (MPI_Intercomm_create would span processes it does not know) */
 } ah_agent_proc_t;
 
 typedef struct agent {
@@ -267,9 +269,10 @@ void ah_agent_plan_event(agent_t *a, const char *event, double secs, bool in_pla
  * listed (not re-admitted: a plan that wants their device relaunches, as before). */
 void ah_agent_procs_launch(agent_t *a, const ah_plan_t *plan);
 void ah_agent_procs_free(agent_t *a);
-/* After a change in place (a->cur the plan taken): which processes are parked now. */
-void ah_agent_procs_changed(agent_t *a);
-/* The parked process on device node:index of a host that does not leave (a->leaving), or -1. */
+/* After a change in place (a->cur the plan taken; ev its "reconfigure" event): which processes are parked now; with
+ * "join" > 0 (a job admitted), those still parked are spent (ah_agent_proc_t). */
+void ah_agent_procs_changed(agent_t *a, const json_t *ev);
+/* The parked process on device node:index of a host that does not leave (a->leaving), not spent, or -1. */
 int ah_agent_parked_on(const agent_t *a, const char *node, int index);
 /* The request's "readmit" for next: {"job", "rank", "to"} for each rank of next whose device a parked process holds
  * and no running rank takes (ranks[r]: the running plan's rank r's rank under next, -1 none); *n their count.

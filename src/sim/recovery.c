@@ -381,7 +381,8 @@ static bool has_device(const ah_sim_entry_t *p, int node, int index, bool any_in
     return false;
 }
 
-/* Whether q's device is parked: a device of the last relaunch's plan that run leaves out on a node it uses. */
+/* Whether q's device is parked and can come back: a device of the last relaunch's (or in-place join's: a rank parked
+ * through a join is never re-admitted, elastic/agent_parked.c) plan that run leaves out on a node it uses. */
 static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const ah_shard_holder_t *q) {
     return has_device(launched, q->node, q->index, false) && has_device(run, q->node, 0, true) &&
            !has_device(run, q->node, q->index, false);
@@ -613,7 +614,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_mark(x, true);
     }
     x->started = true;
-    if (!v->in_place) x->launched = e; /* every process started afresh: none parked */
+    if (!v->in_place || join_in_place) x->launched = e; /* afresh: none parked; parked through a join: never back */
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
     x->recover_end = x->t + v->seconds;

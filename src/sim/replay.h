@@ -87,7 +87,7 @@ typedef struct {
                                   memory-first save at a notice since (memory.c) */
     ah_sim_phase_t phase;
     ah_sim_entry_t *run;   /* the plan training, or being recovered to; NULL when stalled */
-    const ah_sim_entry_t *launched; /* the plan of the last relaunch (its processes; recovery.c: parked devices) */
+    const ah_sim_entry_t *launched; /* the last relaunch's or in-place join's plan (recovery.c: parked devices) */
     ah_sim_entry_t *state; /* the plan whose devices hold the latest state; NULL when none */
     bool fresh;           /* nothing trained yet: a start has nothing to transfer */
     bool started;         /* the first (re)start happened */
