@@ -121,9 +121,11 @@ n=$(sed -n 's/.*in place: changed at step [0-9]*: [0-9]* jobs\? left, \([0-9]*\)
 grep -q "^launch 0: $n devices," "$WORK/ip.log" || fail "ip: the summary's launch 0 is not the running plan's $n devices"
 exact ip "$WORK/ip/launch-0/next-plan.json"
 
-# ---- fallback: the next plan needs slow-0, which no running rank holds ----
-notice_run fb "0,remove,slow-0" add,slow-0 remove,slow-1
-grep -q "in place: not at this notice (the next plan uses 1 device no running rank holds): the notice's stop and relaunch" \
+# ---- fallback: the next plan needs slow-0, which no running rank holds: up and free, it would join with the
+# change (session 24, test_agent_inplace_join "free"), but its admission does not fit (AH_JOIN_ADMIT_S=0.5) ----
+AH_JOIN_ADMIT_S=0.5 notice_run fb "0,remove,slow-0" add,slow-0 remove,slow-1
+grep -q "in place: not at this notice (the next plan uses 1 device no running rank holds; 1 of them on 1 free host, \
+but the admission does not fit the deadline: 0.50 s for it, .*): the notice's stop and relaunch" \
     "$WORK/fb.log" || { cat "$WORK/fb.log"; fail "fb: the fallback is not said"; }
 grep -q "in place: changed" "$WORK/fb.log" && fail "fb: changed in place"
 python3 - "$WORK/fb" <<'PY' || { cat "$WORK/fb.log"; fail "fb: relaunch"; }

@@ -12,6 +12,10 @@
 #    to the plan with slow-1 resumed from the step saved at it after;
 #  - joinleave: the same, then slow-1 preempted once joined: it leaves in place (the notice's request names
 #    it as job 2, the number the agent started it with), fast-0's and slow-0's processes kept throughout;
+#  - free: slow-1 back but not taken in (--join-horizon-s 0.001), then slow-0 noticed: the next plan takes slow-1 in
+#    with the notice's change (one request: slow-0's job leaves, slow-1's joins), one launch, fast-0's process kept,
+#    the state moved, every loss bit-identical to plan-0's uninterrupted run (session 24; before: the staying ranks'
+#    plan in place, or the relaunch);
 #  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first; the joining job was told to wait for its
@@ -25,8 +29,8 @@
 #    into the launch's metrics: not taken as the join (said), the fallback's stop and relaunch;
 #  - noticejoin: slow-0 preempted while a join's request waits (refused as above): the request withdrawn, the
 #    notice's own path (cause "events file", slow-0 alone noticed, the change in place tried), not a stop of
-#    every rank for the join.
-# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): joinleave, never, mismatch and noticejoin. join is left out
+#    every rank for the join; AH_JOIN_ADMIT_S=0.5: slow-1, free again, not taken in with the notice's change (said).
+# Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): joinleave, never, mismatch and noticejoin. join and free are left out
 # (joinleave makes the same join, the state moved, then the leave; join's own checks are its losses against two
 # reference runs and the move's figures), and so is late (mismatch is held to the same deadline and falls back by
 # the same stop).
@@ -156,6 +160,57 @@ assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-
 print(f"joinleave: slow-1 joined at step {rc[0]['step']} and left at step {rc[1]['step']} in place, pids kept {before}")
 PY
 
+# ---- free: a notice whose next plan takes in a free host ---- (not in the short subset)
+if [ "${AH_CLUSTER_SHORT:-0}" != 1 ]; then
+# slow-1 back once 3 steps are in but not taken in (--join-horizon-s 0.001: no join pays), then slow-0 noticed: the
+# next plan (fast-0 + slow-1) takes slow-1 in with the notice's change: slow-1's job started into the running one,
+# one request with slow-0's leave and the join (before: the staying ranks' plan, fast-0 alone, or the relaunch).
+# One launch, fast-0's process kept, slow-1's new, the state moved, every loss bit-identical to plan-0's
+# uninterrupted run (the plan onto slow-1 is plan-0 with slow-0 renamed: checked).
+d=$WORK/free
+echo "0,remove,slow-1" >"$d.csv"
+t0=$(date +%s%N)
+STEPS=120 run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 0.001 &
+agent=$!
+wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "free: no 3 steps in 60 s"; }
+rank_nodes "$d/launch-0" >"$d.pids"
+echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+wait_until 60 grep -q "slow-1 joined" "$d.log" || { cat "$d.log"; fail "free: slow-1 not up"; }
+echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
+wait $agent || { cat "$d.log"; fail "free: autohet run"; }
+rank_nodes "$d/launch-0" >"$d.after"
+grep -q "in place: the next plan takes in 1 free host (slow-1) with the notice's change" "$d.log" ||
+    { cat "$d.log"; fail "free: the free host not taken in with the notice's change"; }
+timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$d/plan-0.json" --data "$WORK/text.bin" --steps 120 --quiet \
+    --metrics "$d.ref0.jsonl" >"$d.ref0.out" 2>&1 || { cat "$d.ref0.out"; fail "free: plan-0 uninterrupted"; }
+python3 - "$d" <<'PY2' || { cat "$d.log"; fail "free: in place"; }
+import json, os, sys
+d = sys.argv[1]
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+before, after = json.load(open(d + ".pids")), json.load(open(d + ".after"))
+assert sorted(before) == ["fast-0", "slow-0"] and after["fast-0"] == before["fast-0"], (before, after)
+assert after["slow-1"] not in before.values(), after
+p0, p1 = (open(f).read() for f in (d + "/plan-0.json", d + "/launch-0/next-plan.json"))
+assert p0.replace("slow-0", "slow-1") == p1.replace("slow-0", "slow-1") and '"slow-1"' in p1, "not plan-0 on slow-1"
+assert not os.path.exists(d + "/launch-1"), "relaunched"
+rc = [x for x in ev if x.get("event") == "reconfigure"]
+assert [(x["join"], x["leave"], x["ranks_from"], x["ranks_to"]) for x in rc] == [(1, [1], 2, 2)], rc
+assert rc[0]["state"] == "moved" and rc[0]["moved_bytes"] > 0 and rc[0]["seconds"]["load"] == 0, rc
+pre = [x for x in ev if x.get("event") == "preempt"]
+rec = [x for x in ev if x.get("event") == "recover"]
+assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"] and pre[0]["nodes"] == ["slow-0"], pre
+assert pre[0]["cause"] == "events file" and not pre[0]["forced"], pre
+ref = {x["step"]: x["loss"] for x in map(json.loads, open(d + ".ref0.jsonl")) if "event" not in x}
+st = [x for x in ev if "event" not in x]
+assert [x["step"] for x in st] == list(range(120)), "every step once"
+for x in st:
+    assert x["loss"] == ref[x["step"]], f"step {x['step']}: {x['loss']!r} vs {ref[x['step']]!r}"
+assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
+print(f"free: slow-0 left and slow-1 joined in one change in place at step {rc[0]['step']} ({rc[0]['moved_bytes']} "
+      f"bytes moved), fast-0's pid kept, one launch, 120 losses bit-identical to plan-0's run")
+PY2
+fi
+
 # ---- never: the joining job exits at its turn without answering ----
 AH_JOIN_ADMIT_S=3 AH_TEST_JOIN_NO_ANSWER=1 join_run never
 grep -q "in place: the join asked for at step" "$WORK/never.log" || { cat "$WORK/never.log"; fail "never: not asked"; }
@@ -259,11 +314,15 @@ print(f"mismatch: not taken as the join, fell back with step {pre[0]['step']} sa
 PY
 
 # ---- noticejoin: a notice while the join's request waits ----
-STEPS=120 NOTICE_ASKED=1 AH_TEST_HOOK="phase=reconfig-join,step=any,action=fail" join_run noticejoin
+# AH_JOIN_ADMIT_S=0.5: slow-1, free again once the join is withdrawn, does not join with the notice's change (its
+# admission does not fit, said: "free"'s path, which the hook would refuse, left out)
+STEPS=120 NOTICE_ASKED=1 AH_JOIN_ADMIT_S=0.5 AH_TEST_HOOK="phase=reconfig-join,step=any,action=fail" join_run noticejoin
 grep -q "in place: the join at step [0-9]* not made (a notice came before it): the notice goes first" \
     "$WORK/noticejoin.log" || { cat "$WORK/noticejoin.log"; fail "noticejoin: the withdrawal is not said"; }
 grep -q "SIGTERM to the ranks of every node" "$WORK/noticejoin.log" &&
     { cat "$WORK/noticejoin.log"; fail "noticejoin: every rank stopped for the join"; }
+grep -q "1 of them on 1 free host, but the admission does not fit" "$WORK/noticejoin.log" ||
+    { cat "$WORK/noticejoin.log"; fail "noticejoin: slow-1's admission at the notice not said"; }
 grep -q "in place: not at this notice\|in place: the change asked for" "$WORK/noticejoin.log" ||
     { cat "$WORK/noticejoin.log"; fail "noticejoin: the change in place not tried"; }
 python3 - "$WORK/noticejoin" <<'PY' || { cat "$WORK/noticejoin.log"; fail "noticejoin: the notice's path"; }

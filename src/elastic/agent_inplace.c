@@ -125,10 +125,13 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     }
     int back = 0;
     json_decref(ah_agent_readmit(a, next, ranks, &back));
-    bool ok = taken + back == n;
+    char note[400] = ""; /* devices on free hosts join with the change when their admission fits (agent_inplace_join.c) */
+    const double left_s = a->inplace == 1 ? a->inplace_deadline - ah_now_s() : a->o->grace_s - a->save_est_s;
+    const int held = taken + back + ah_agent_inplace_join_devices(a, next, left_s, note, sizeof note);
+    bool ok = held == n;
     if (!ok)
-        snprintf(why, cap, "the next plan uses %d device%s no running rank holds", n - taken - back,
-                 n - taken - back == 1 ? "" : "s"); /* nor a parked one */
+        snprintf(why, cap, "the next plan uses %d device%s no running rank holds%s", n - held, n - held == 1 ? "" : "s",
+                 note); /* nor a parked one, nor one on a free host that joins */
     for (int r = 0; ok && r < w; r++) {
         int idx;
         const int i = node_index(a, rank_node(cur, r, &idx));
@@ -181,6 +184,7 @@ static json_t *request(const agent_t *a, int64_t step, const int *ranks, const c
         "step", (json_int_t)step, "leave", leave, "plan", plan_path, "ranks", rk);
     if (req && back) json_object_set(req, "readmit", readmit); /* parked ranks back (runtime/reconfig.h) */
     json_decref(readmit);
+    ah_agent_inplace_join_request(a, req); /* free hosts' jobs joining (agent_inplace_join.c) */
     return req;
 }
 
@@ -233,6 +237,8 @@ static double save_room(const agent_t *a) {
     for (int i = 0; i < a->o->n_train_args; i++)
         if (strcmp(a->o->train_args[i], "--ckpt-sync") == 0) return a->save_est_s;
     if (readmitted(a) > 0) return a->save_est_s;
+    if (a->have_next && ah_agent_inplace_join_devices(a, &a->next.plan, INFINITY, NULL, 0) > 0)
+        return a->save_est_s; /* a free host joins (or would, its admission fitting): saved before the move too */
     const bool none = a->res->newest_ckpt < 0;
     if (none && newest_step(a) + 2 < a->o->ckpt_every) return 0;
     bool ok, kept = (none || a->ckpt_under_plan) && ah_exposure_leavers_kept(&a->cur.plan, &a->cluster, a->leaving, &ok);
@@ -300,7 +306,9 @@ static int try_ask(agent_t *a, char *why, size_t cap) {
                  a->o->grace_s, save_room(a), r == ASK_LATER ? " for the trainer to say where it resumed" : "");
         r = ASK_NO;
     }
+    if (r == ASK_NOW && !ah_agent_inplace_join_start(a, why, cap)) r = ASK_NO; /* free hosts' jobs */
     if (r == ASK_NOW && !write_request(a, step, ranks, ordered, why, cap)) r = ASK_NO;
+    if (r == ASK_NO) ah_agent_inplace_join_drop(a);
     if (r == ASK_NOW) a->inplace_step = step;
     free(ranks);
     return r;
@@ -355,6 +363,7 @@ void ah_agent_inplace_fallback(agent_t *a, const char *why) {
         say(a, "in place: the change at step %lld not made (%s): the notice's stop and relaunch",
             (long long)a->inplace_step, why);
     if (!a->inplace_deferred) withdraw(a);
+    ah_agent_inplace_join_drop(a);
     a->inplace_deferred = false;
     const double t = a->notice_t; /* the grace period runs from the notice, not from now */
     for (int i = 0; i < a->cluster.n_nodes; i++)
@@ -378,6 +387,7 @@ void ah_agent_inplace_watch(agent_t *a) {
         a->inplace = 0;
         if (a->inplace_deferred) say(a, "in place: the change dropped before it was asked for: the job is stopping");
         else say(a, "in place: the change at step %lld dropped: the job is stopping", (long long)a->inplace_step);
+        ah_agent_inplace_join_drop(a);
         a->inplace_deferred = false;
         return;
     }
@@ -485,6 +495,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
     char devs[240] = "";
     if (mapped) n_parked = count_parked(a, ranks, devs, sizeof devs);
     free(ranks);
+    const int joined = ah_agent_inplace_join_taken(a, ev); /* free hosts' jobs now the launch's */
     parked[0] = 0;
     if (n_parked) snprintf(parked, sizeof parked, "; %d rank%s parked, idle until their host's job ends: %s", n_parked,
                            n_parked == 1 ? "" : "s", devs);
@@ -499,8 +510,8 @@ static void on_changed(agent_t *a, const json_t *ev) {
     ah_agent_plan_desc(&a->cur.plan, L->plan_desc, sizeof L->plan_desc);
     char *pids = json_dumps(json_object_get(ev, "pids"), JSON_COMPACT);
     say(a, "in place: changed at step %lld: %d job%s left, %d ranks go on under the next plan in the same processes "
-        "(pids %s)%s", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
-        pids ? pids : "?", parked);
+        "(pids %s%s)%s", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
+        pids ? pids : "?", joined ? ", the joined jobs' ranks new" : "", parked);
     free(pids);
     account_change(a, ev, seen_t);
     ah_agent_plan_event(a, "replan", a->next_plan_s, true); /* after the preempt event, as a relaunch's */
@@ -533,6 +544,7 @@ static bool adoptable(const agent_t *a, const json_t *ev, char *why, size_t cap)
     else if (!a->have_next || json_integer_value(json_object_get(ev, "ranks_to")) != ah_plan_device_count(&a->next.plan))
         snprintf(why, cap, "the next plan was made again since");
     else if (step < a->inplace_step) snprintf(why, cap, "an older request's (step %lld)", (long long)a->inplace_step);
+    else if (json_integer_value(json_object_get(ev, "join")) > 0) snprintf(why, cap, "its joining jobs were ended");
     else return true;
     return false;
 }

@@ -24,7 +24,10 @@
  * job, default 60 s) + 10 s (refused by the trainer, its warning on stderr; a
  * joining job that never answered: the trainers give up after AH_JOIN_ADMIT_S and end, step S saved); a notice
  * first; the job ending first. The fallback withdraws the request (the same at a step no run reaches) and
- * kills the joining jobs (leave_hosts) before the stop. Part of the elastic agent (agent_state.h). */
+ * kills the joining jobs (leave_hosts) before the stop. At a notice (agent_inplace.c), a next plan with ranks on free
+ * hosts (up, running no job of the launch) changes in place when their admission fits the notice's deadline: their
+ * jobs started as here, the notice's request carrying "join" and "join_admit_s" besides its "leave" (the end of this
+ * file; docs/elastic.md "A notice's change onto a free host"). Part of the elastic agent (agent_state.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +45,7 @@
 #include "runtime/protocol.h"
 
 #define JOIN_MARGIN_S 10.0
+#define NOTICE_ADMIT_MIN_S 1.0 /* the least admission wait a notice's change asks */
 #define JOIN_STEPS 2 /* the steps before the trainers reach the join's: the one under way and step S */
 
 /* A step's seconds: the running launch's measured mean, or the plan's prediction when that is more. */
@@ -49,6 +53,31 @@ static double step_estimate(const agent_t *a, const ah_agent_launch_t *L) {
     const int64_t n = L->first_step >= 0 ? L->end_step - L->first_step : 0;
     const double measured = n > 0 ? L->step_s_sum / (double)n : 0, predicted = a->cur.eval.pred.iteration_s;
     return isfinite(predicted) && predicted > measured ? predicted : measured;
+}
+
+/* The devices of next that no running rank (taken[q] set: rank q's device is held; NULL: every device on a host the
+ * running plan uses is held or the caller's to refuse) nor parked rank holds: each on a host the running plan does
+ * not use counted (*n_dev), its host into hosts (borrowed from next; in the order of its first rank); false with why
+ * at one on a running host when taken is given (its job cannot gain ranks). */
+static bool free_hosts(const agent_t *a, const ah_plan_t *next, const char *taken, const char **hosts, int *n_hosts,
+                       int *n_dev, char *why, size_t cap) {
+    *n_hosts = *n_dev = 0;
+    for (int q = 0; q < ah_plan_device_count(next); q++) {
+        const ah_device_ref_t *e = ah_plan_rank_device(next, q);
+        const char *node = e ? next->cluster.nodes[e->node].name : "?";
+        if ((taken && taken[q]) || (e && ah_agent_parked_on(a, node, e->index) >= 0)) continue; /* a parked rank back */
+        if (ah_agent_plan_uses(&a->cur.plan, node)) {
+            if (!taken) continue;
+            snprintf(why, cap, "the plan with the joined nodes adds device %s:%d to a running host (its job cannot gain "
+                     "ranks)", node, e ? e->index : -1);
+            return false;
+        }
+        int h = 0;
+        while (h < *n_hosts && strcmp(hosts[h], node) != 0) h++;
+        if (h == *n_hosts) hosts[(*n_hosts)++] = node;
+        (*n_dev)++;
+    }
+    return true;
 }
 
 /* The running plan's rank r's device: ranks[r], its rank under the next plan on the same device (node name
@@ -77,19 +106,8 @@ static bool map_join(const agent_t *a, int *ranks, const char **hosts, int *n_ho
         else taken[ranks[r]] = 1, *ordered = *ordered && ranks[r] == r;
         ok = ranks[r] >= 0;
     }
-    for (int q = 0; ok && q < n; q++) {
-        const ah_device_ref_t *e = ah_plan_rank_device(next, q);
-        const char *node = e ? next->cluster.nodes[e->node].name : "?";
-        if (taken[q] || (e && ah_agent_parked_on(a, node, e->index) >= 0)) continue; /* a parked rank back */
-        if (ah_agent_plan_uses(cur, node)) {
-            snprintf(why, cap, "the plan with the joined nodes adds device %s:%d to a running host (its job cannot gain "
-                     "ranks)", node, e ? e->index : -1);
-            ok = false;
-        }
-        int h = 0;
-        while (ok && h < *n_hosts && strcmp(hosts[h], node) != 0) h++;
-        if (ok && h == *n_hosts) hosts[(*n_hosts)++] = node;
-    }
+    int n_dev;
+    ok = ok && free_hosts(a, next, taken, hosts, n_hosts, &n_dev, why, cap);
     free(taken);
     return ok;
 }
@@ -148,12 +166,13 @@ static bool add_jobs(agent_t *a, const char *const *hosts, int n) {
 }
 
 /* join_hosts for the joining hosts, the next plan on them (RUN_DIR/next-plan.json, also here for the launcher
- * to copy), told to wait wait_s for their turn (the agent's own wait for the join), then the request; why set
- * when any fails (the jobs started then dropped). */
-static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, double wait_s, char *why, size_t cap) {
-    char run_dir[600], plan_path[700];
+ * to copy; its path into plan_path), told to wait wait_s for their turn (the agent's own wait for the join); why
+ * set when it fails (none started). */
+static bool start_joiners(agent_t *a, const char *const *hosts, int n, double wait_s, char *plan_path, char *why,
+                          size_t cap) {
+    char run_dir[600];
     snprintf(run_dir, sizeof run_dir, "%s/launch-%d", a->work, launch_no(a));
-    snprintf(plan_path, sizeof plan_path, "%s/" AH_PROTO_NEXT_PLAN_FILE, run_dir);
+    snprintf(plan_path, 700, "%s/" AH_PROTO_NEXT_PLAN_FILE, run_dir);
     ah_train_argv_t train;
     ah_error_t e;
     ah_status_t s = ah_fs_mkdirs(run_dir, &e); /* the plan written again: one a failed handover left is stale */
@@ -168,6 +187,13 @@ static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, d
         snprintf(why, cap, "the joining host%s not started (%s)", n == 1 ? "" : "s", e.msg);
         return false;
     }
+    return true;
+}
+
+/* The joining jobs started (start_joiners), then the request; why set when either fails (the jobs dropped). */
+static bool ask(agent_t *a, const int *ranks, const char *const *hosts, int n, double wait_s, char *why, size_t cap) {
+    char plan_path[700];
+    if (!start_joiners(a, hosts, n, wait_s, plan_path, why, cap)) return false;
     if (put_request(a, plan_path, ranks, why, cap)) return true;
     drop_joiners(a);
     return false;
@@ -329,4 +355,88 @@ void ah_agent_inplace_join_free(agent_t *a) {
     json_decref(a->join_doc);
     a->join_doc = NULL;
     a->join_req = 0;
+}
+
+/* ---- the notice's change that also takes in free hosts (docs/elastic.md "A notice's change onto a free host") ----
+ * join_req 2 while such a change's joining jobs (join_first.., join_n) wait in the change in place (agent_inplace.c,
+ * inplace 1). */
+
+/* The admission's wait for a change whose deadline leaves left_s (its save taken off: a join's step is saved before
+ * the move, agent_inplace.c save_room): half of what is left once the trainers reach the change's step, the other
+ * half for the move and the first step after; at most AH_JOIN_ADMIT_S. Under NOTICE_ADMIT_MIN_S it does not fit:
+ * false, why (may be NULL) saying so. */
+static bool admission(const agent_t *a, double left_s, double *admit_s, char *why, size_t cap) {
+    const double step_s = step_estimate(a, &a->res->launches[a->res->n_launches - 1]);
+    const double half = (left_s - JOIN_STEPS * step_s) / 2;
+    *admit_s = half < ah_comm_join_admit_s() ? half : ah_comm_join_admit_s();
+    if (*admit_s >= NOTICE_ADMIT_MIN_S) return true;
+    if (why)
+        snprintf(why, cap, "the admission does not fit the deadline: %.2f s for it, at most AH_JOIN_ADMIT_S %.2f s and "
+                 "half of the %.1f s left less %d steps of %.3f s, under %.0f s", *admit_s, ah_comm_join_admit_s(),
+                 left_s, JOIN_STEPS, step_s, NOTICE_ADMIT_MIN_S);
+    return false;
+}
+
+int ah_agent_inplace_join_devices(const agent_t *a, const ah_plan_t *next, double left_s, char *note, size_t cap) {
+    if (!a->joined || !a->launcher.join_hosts) return 0;
+    const char **hosts = calloc((size_t)ah_plan_device_count(next) + 1, sizeof *hosts);
+    int n_hosts = 0, n_dev = 0;
+    if (hosts) free_hosts(a, next, NULL, hosts, &n_hosts, &n_dev, NULL, 0);
+    free(hosts);
+    double admit_s;
+    char why[300];
+    if (n_dev && a->join_req != 2 && isfinite(left_s) && !admission(a, left_s, &admit_s, why, sizeof why)) {
+        if (note) snprintf(note, cap, "; %d of them on %d free host%s, but %s", n_dev, n_hosts, n_hosts == 1 ? "" : "s",
+                           why);
+        return 0;
+    }
+    return n_dev;
+}
+
+bool ah_agent_inplace_join_start(agent_t *a, char *why, size_t cap) {
+    const ah_plan_t *next = &a->next.plan;
+    const char **hosts = calloc((size_t)ah_plan_device_count(next) + 1, sizeof *hosts);
+    int n_hosts = 0, n_dev = 0;
+    if (!hosts) return snprintf(why, cap, "out of host memory"), false;
+    free_hosts(a, next, NULL, hosts, &n_hosts, &n_dev, NULL, 0);
+    const double left_s = a->inplace_deadline - ah_now_s();
+    double admit_s = 0;
+    char plan_path[700];
+    bool ok = !n_dev || admission(a, left_s, &admit_s, why, cap);
+    if (n_dev && ok && (ok = start_joiners(a, hosts, n_hosts, left_s, plan_path, why, cap))) {
+        ah_str_t names = ah_str_fixed((char[256]){0}, 256);
+        for (int h = 0; h < n_hosts; h++) ah_str_appendf(&names, "%s%s", h ? " " : "", hosts[h]);
+        a->join_req = 2;
+        a->join_admit_s = admit_s;
+        say(a, "in place: the next plan takes in %d free host%s (%s) with the notice's change: %d new job%s from job %d "
+            "started into the running one, told to wait %.1f s for their turn (the deadline), the admission's wait "
+            "%.1f s (half the deadline's time after the change's step, at most AH_JOIN_ADMIT_S %.0f s)",
+            n_hosts, n_hosts == 1 ? "" : "s", names.buf, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, left_s,
+            admit_s, ah_comm_join_admit_s());
+    }
+    free(hosts);
+    return ok;
+}
+
+void ah_agent_inplace_join_request(const agent_t *a, json_t *req) {
+    if (a->join_req != 2 || !req) return;
+    json_object_set_new(req, "join", json_integer(a->join_n));
+    json_object_set_new(req, "join_admit_s", json_real(a->join_admit_s));
+}
+
+void ah_agent_inplace_join_drop(agent_t *a) {
+    if (a->join_req != 2) return;
+    a->join_req = 0;
+    say(a, "in place: the %d joining job%s of the notice's change ended", a->join_n, a->join_n == 1 ? "" : "s");
+    drop_joiners(a);
+}
+
+int ah_agent_inplace_join_taken(agent_t *a, const json_t *ev) {
+    if (a->join_req != 2) return 0;
+    a->join_req = 0;
+    const json_int_t k = json_integer_value(json_object_get(ev, "join"));
+    if (k != a->join_n)
+        say(a, "warning: in place: the trainers' change took %lld joining jobs, not the %d started", (long long)k,
+            a->join_n);
+    return a->join_n;
 }

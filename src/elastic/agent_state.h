@@ -109,7 +109,7 @@ typedef struct agent {
      * join_deadline; asked at join_t for step join_step; the joining hosts' jobs join_first.., join_n of them */
     int join_req, join_first, join_n;
     int64_t join_step;
-    double join_t, join_deadline;
+    double join_t, join_deadline, join_admit_s; /* join_admit_s: a notice's change's (join_req 2) */
     json_t *join_doc;
 } agent_t;
 
@@ -329,5 +329,17 @@ void ah_agent_inplace_join_fallback(agent_t *a, const char *why);
  * a recovery in place opened, closed at the next step line by ah_agent_inplace_on_step). */
 bool ah_agent_inplace_join_on_event(agent_t *a, const char *ev, const json_t *line);
 void ah_agent_inplace_join_free(agent_t *a);
+/* A notice's change that also takes in free hosts (hosts up that the running plan does not use; join_req 2):
+ * the devices of next on them (0 when the launch is not joined, its launcher has no join_hosts, or their admission
+ * does not fit a deadline left_s away, INFINITY: not checked; note, may be NULL, then says why, "; ..."); their
+ * jobs started into the
+ * running one (false with why: the admission does not fit the change's deadline, or join_hosts failed), their
+ * "join" and "join_admit_s" put in the change's request, ended at its fallback, and taken as the launch's at its
+ * "reconfigure" (the count started; warned when the event's differs). */
+int ah_agent_inplace_join_devices(const agent_t *a, const ah_plan_t *next, double left_s, char *note, size_t cap);
+bool ah_agent_inplace_join_start(agent_t *a, char *why, size_t cap);
+void ah_agent_inplace_join_request(const agent_t *a, json_t *req);
+void ah_agent_inplace_join_drop(agent_t *a);
+int ah_agent_inplace_join_taken(agent_t *a, const json_t *ev);
 
 #endif
