@@ -257,10 +257,20 @@ int main(void) {
     }
     ah_sim_result_free(&off);
     ah_sim_result_free(&on);
-    /* a grace period of 1 s: no save at the notice, the disks' older state: a relaunch */
-    if (replay(&m, &a, true, 1, &on)) CHECK(!on.recs[1].saved && !on.recs[1].in_place && on.recs[1].restart_s == 30,
-                                            "unsaved: not in place (%d, %g s)", on.recs[1].in_place, on.recs[1].restart_s);
+    /* a grace period of 1 s: the save at the notice does not fit, but od-0 holds every piece, so the change
+     * written behind needs none (the agent's deadline the grace period alone since d84a986): in place,
+     * nothing rolled back; without in place, the relaunch rolls back to the disks' older state. Fails
+     * before (a relaunch: the sync save's fit was asked). */
+    if (replay(&m, &a, true, 1, &on))
+        CHECK(!on.recs[1].saved && on.recs[1].written_behind && on.recs[1].in_place && on.recs[1].tokens_lost == 0 &&
+                  on.recs[1].save_s == 0,
+              "unsaved, written behind: in place (%d, %g s, %g tokens lost)", on.recs[1].in_place, on.recs[1].restart_s,
+              on.recs[1].tokens_lost);
     ah_sim_result_free(&on);
+    if (replay(&m, &a, false, 1, &off))
+        CHECK(!off.recs[1].saved && !off.recs[1].in_place && off.recs[1].restart_s == 30 && off.recs[1].tokens_lost > 0,
+              "unsaved, relaunched: %g tokens lost", off.recs[1].tokens_lost);
+    ah_sim_result_free(&off);
     test_save_in_place(&m, &a);
     test_hold_at_notice(&m, &a);
     test_kept_or_all(&m);

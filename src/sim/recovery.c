@@ -511,6 +511,46 @@ static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
     return kept == 0;
 }
 
+/* A change in place at a notice (rule 11): the move, the leaving ranks sending too, before the grace period
+ * ends. The save written behind the next step (9fc0844) where the staying nodes hold every piece: off the
+ * path (its save measured 0.000 s), a hold after the first step instead, and no save needed before it (the
+ * agent's deadline the grace period alone since d84a986: only the step boundary within it); else the save
+ * at the notice must have fitted, with the move. Whether the change stays in place; v's transfer and save
+ * then the change's, *behind whether its step is written behind (*unsaved then false: committed behind). */
+static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_recovery_t *v, bool *unsaved,
+                          bool *cloud_rollback, bool *behind) {
+    *behind = false;
+    if (!v->saved && v->wait_s > x->o->grace_s) return false;
+    bool *was = leavers_hold(x);
+    bool alone = was != NULL, moves = alone; /* a piece from a leaving node only? (read before was is freed) */
+    ah_sim_recovery_t moved = *v;
+    const double move_s = transfer_s(x, e, &moved, cloud_rollback);
+    holds_restore(x, was);
+    if (alone) {
+        ah_sim_recovery_t probe = {0};
+        bool without;
+        (void)transfer_s(x, e, &probe, &without);
+        alone = without;
+    }
+    const bool ok = !*cloud_rollback && (!alone || (v->saved && v->wait_s + v->save_s + move_s <= x->o->grace_s));
+    *behind = ok && moves && !alone;
+    if (!ok || !(v->saved || *behind)) { /* the leavers gone before their pieces are sent, or no save: the relaunch */
+        *behind = false;
+        return false;
+    }
+    *v = moved;
+    v->transfer_s = move_s;
+    if (*behind) {
+        v->save_s = 0;
+        x->hold_after_s = ah_sim_ckpt_hold_s(e, x->o->change_snapshot_gb_s);
+        if (*unsaved) { /* the save did not fit, and is not needed */
+            *unsaved = false;
+            x->at_disk = x->now;
+        }
+    }
+    return true;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
@@ -529,29 +569,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
     const int64_t handover_across = v->bytes_across_regions;
     v->egress_usd = v->bytes_across_regions = 0;
-    if (in_place && v->saved) { /* the move, the leaving ranks sending too, before the grace period ends */
-        bool *was = leavers_hold(x);
-        bool alone = was != NULL, moves = alone; /* a piece from a leaving node only? (read before was is freed) */
-        ah_sim_recovery_t moved = *v;
-        const double move_s = transfer_s(x, e, &moved, &cloud_rollback);
-        holds_restore(x, was);
-        if (alone) {
-            ah_sim_recovery_t probe = {0};
-            bool without;
-            (void)transfer_s(x, e, &probe, &without);
-            alone = without;
-        }
-        if (!cloud_rollback && (!alone || v->wait_s + v->save_s + move_s <= x->o->grace_s)) {
-            *v = moved;
-            v->transfer_s = move_s;
-            /* the save written behind the next step (9fc0844) where the staying nodes hold every piece: off
-             * the path (its save measured 0.000 s), a periodic checkpoint's hold after the first step */
-            behind = moves && !alone;
-            if (behind) v->save_s = 0, x->hold_after_s = ah_sim_ckpt_hold_s(e, x->o->change_snapshot_gb_s);
-        } else
-            in_place = false; /* the leavers gone before their pieces are sent: the relaunch */
-    }
-    if (in_place && !v->saved) in_place = false;
+    if (in_place) in_place = move_in_place(x, e, v, &unsaved, &cloud_rollback, &behind);
     if (!in_place) e = all; /* no change in place: the relaunch takes every node up */
     else if (e != all) x->pending_join = true; /* the nodes left out: the join rule's */
     if (!in_place) v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
@@ -595,7 +613,8 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback &&
                                join_kept(x->run, x->launched, e);
     int parked = 0;
-    v->in_place = (in_place && v->saved && !cloud_rollback && ah_sim_devices_kept(x->up, x->run, x->launched, e, &parked)) ||
+    v->in_place = (in_place && (v->saved || behind) && !cloud_rollback &&
+                   ah_sim_devices_kept(x->up, x->run, x->launched, e, &parked)) ||
                   join_in_place;
     v->parked = v->in_place && !join_in_place ? parked : 0;
     /* recorded as the agent does (its rule: saved only for a "save":"sync" change, elastic/agent_inplace.c): the
