@@ -24,6 +24,13 @@ static void on_term(int sig) {
 }
 
 ah_status_t ah_preempt_install(ah_error_t *err) {
+    /* SIGPIPE ignored: a write to a process gone (a job that left in place exits while this rank's Open MPI still
+     * holds its TCP connection: btl/tcp writes with writev, no MSG_NOSIGNAL) returns EPIPE, which Open MPI reports,
+     * naming the peer, and closes that endpoint; the run goes on when the peer is not needed and fails with a
+     * written error when it is. Before, the default action killed the rank with nothing written (mpirun's exit
+     * status 141: test_agent_inplace pkback, session 24). */
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+        return ah_error_set(err, AH_ERR_INTERNAL, "cannot ignore SIGPIPE: %s", strerror(errno));
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;

@@ -18,7 +18,7 @@
 #include "comm/comm.h"
 #include "core/status.h"
 
-/* Installs the SIGTERM handler (idempotent). */
+/* Installs the SIGTERM handler and ignores SIGPIPE (idempotent; preempt.c says why). */
 ah_status_t ah_preempt_install(ah_error_t *err);
 
 /* Whether this rank got a notice (SIGTERM) since it started; not collective. */
