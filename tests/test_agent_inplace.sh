@@ -38,6 +38,10 @@ notice_run() {
 import glob, json, sys
 print(json.dumps({d["node"]: d["pid"] for d in map(lambda f: json.load(open(f)), glob.glob(sys.argv[1] + "/rank-*.json"))}))' \
         "$d/launch-0" >"$d.pids"
+    # PIPE_NODE: that node's rank gets a SIGPIPE now, as a write to a process gone (a job that left) sends it: the
+    # trainer ignores it (before, it died with nothing written, mpirun's status 141, and the job was relaunched)
+    [ -z "${PIPE_NODE:-}" ] || kill -PIPE "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' \
+        "$d.pids" "$PIPE_NODE")"
     ms=$((($(date +%s%N) - t0) / 1000000))
     for ev in "$@"; do
         if [[ $ev == +* ]]; then i=${ev%%,*}; echo "$((ms + ${i#+})),${ev#*,}"; else echo "$ms,$ev"; fi >>"$d.csv"
@@ -78,7 +82,7 @@ PY
 }
 
 # ---- in place ----
-notice_run ip "0,add,fast-0" remove,slow-1
+PIPE_NODE=fast-0 notice_run ip "0,add,fast-0" remove,slow-1
 grep -q "in place: changed at step" "$WORK/ip.log" || { cat "$WORK/ip.log"; fail "ip: no change in place"; }
 python3 - "$WORK/ip" "$STEPS" <<'PY' || { cat "$WORK/ip.log"; fail "ip: in place"; }
 import glob, json, os, sys
