@@ -381,19 +381,23 @@ static bool has_device(const ah_sim_entry_t *p, int node, int index, bool any_in
     return false;
 }
 
-/* Whether q's device is parked and can come back: a device of the last relaunch's (or in-place join's: a rank parked
- * through a join is never re-admitted, elastic/agent_parked.c) plan that run leaves out on a node it uses. */
-static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const ah_shard_holder_t *q) {
-    return has_device(launched, q->node, q->index, false) && has_device(run, q->node, 0, true) &&
+/* Whether q's device is parked and can come back (elastic/agent_parked.c): a device of the last relaunch's plan
+ * that run leaves out on a node it uses, not spent (spent[node] bit index, NULL none: its rank parked through an
+ * in-place join, or its node's launched job gone at a change in place; a joined rank is never one: the agent
+ * lists the launch's ranks only, and a node that left and came back runs a job the launch did not start). */
+static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
+                          const ah_shard_holder_t *q) {
+    const bool gone = spent && (q->index < 0 || q->index >= 64 || (spent[q->node] >> q->index & 1));
+    return !gone && has_device(launched, q->node, q->index, false) && has_device(run, q->node, 0, true) &&
            !has_device(run, q->node, q->index, false);
 }
 
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
-                         const ah_sim_entry_t *e, int *parked) {
+                         const uint64_t *spent, const ah_sim_entry_t *e, int *parked) {
     *parked = 0;
     for (int j = 0; j < e->place.n_ranks; j++) {
         const ah_shard_holder_t *q = &e->place.ranks[j];
-        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) || parked_device(run, launched, q));
+        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) || parked_device(run, launched, spent, q));
         if (!held) return false; /* a device no running (or parked) rank holds */
     }
     for (int i = 0; i < run->place.n_ranks; i++) {
@@ -412,7 +416,7 @@ bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim
 
 static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
     int parked;
-    return ah_sim_devices_kept(x->up, run, x->launched, e, &parked);
+    return ah_sim_devices_kept(x->up, run, x->launched, x->spent, e, &parked);
 }
 
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
@@ -496,7 +500,7 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
  * device a rank of plan run holds, and its other ranks on nodes run does not use (a running host's job
  * cannot gain ranks) or on devices parked since the last relaunch (launched; re-admitted in the same change,
  * session 24: the measured join's share holds, docs/elastic.md "Parked ranks": 0.16-0.25 against 0.228). */
-static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const ah_sim_entry_t *e) {
+static bool join_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
     int kept = 0;
     for (int i = 0; i < run->place.n_ranks; i++) {
         const ah_shard_holder_t *o = &run->place.ranks[i];
@@ -507,33 +511,50 @@ static bool join_kept(const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
         kept++;
     }
     for (int j = 0; j < e->place.n_ranks; j++)
-        if (run->uses[e->place.ranks[j].node] && !parked_device(run, launched, &e->place.ranks[j])) kept--;
+        if (run->uses[e->place.ranks[j].node] && !parked_device(run, x->launched, x->spent, &e->place.ranks[j])) kept--;
     return kept == 0;
 }
 
+/* Whether plan e re-admits a parked rank (a rank on a device parked since the last relaunch): the runtime's
+ * change with incoming ranks saves its step before the move (cli_train_inplace.c: a joiner's or re-admitted
+ * rank's fallback restores it), so it is not written behind. */
+bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
+                     const ah_sim_entry_t *e) {
+    for (int j = 0; j < e->place.n_ranks; j++)
+        if (parked_device(run, launched, spent, &e->place.ranks[j])) return true;
+    return false;
+}
+
 /* A change in place at a notice (rule 11): the move, the leaving ranks sending too, before the grace period
- * ends. The save written behind the next step (9fc0844) where the staying nodes hold every piece: off the
- * path (its save measured 0.000 s), a hold after the first step instead, and no save needed before it (the
- * agent's deadline the grace period alone since d84a986: only the step boundary within it); else the save
- * at the notice must have fitted, with the move. Whether the change stays in place; v's transfer and save
- * then the change's, *behind whether its step is written behind (*unsaved then false: committed behind). */
-static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_recovery_t *v, bool *unsaved,
-                          bool *cloud_rollback, bool *behind) {
-    *behind = false;
+ * ends. The save written behind the next step (9fc0844) where the last committed step C survives the leavers
+ * (runtime/ckpt_change.c survives(): every piece on a staying node's disk or in the memory tier, or C complete
+ * in the cloud, or nothing committed; the memory tier is transfer_s's) and no parked rank is re-admitted: off
+ * the path (its save measured 0.000 s), a hold after the first step instead, and no save needed before it (the
+ * agent's deadline the grace period alone since d84a986: only the step boundary within it); else the save at
+ * the notice (committed: the disks' newest step before it) must have fitted, with the move. Whether the change
+ * stays in place (e on devices the running or parked ranks hold too); v's transfer and save then the change's,
+ * *behind whether its step is written behind (*unsaved then false: committed behind). */
+static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress_t committed, ah_sim_recovery_t *v,
+                          bool *unsaved, bool *cloud_rollback, bool *behind) {
+    *behind = *cloud_rollback = false;
     if (!v->saved && v->wait_s > x->o->grace_s) return false;
+    if (!devices_kept(x, x->run, e)) return false;
     bool *was = leavers_hold(x);
     bool alone = was != NULL, moves = alone; /* a piece from a leaving node only? (read before was is freed) */
     ah_sim_recovery_t moved = *v;
     const double move_s = transfer_s(x, e, &moved, cloud_rollback);
     holds_restore(x, was);
-    if (alone) {
+    ah_sim_uploads_settle(x);
+    if (alone && x->at_cloud.tokens < committed.tokens) { /* not in the cloud: a staying node's? */
         ah_sim_recovery_t probe = {0};
         bool without;
         (void)transfer_s(x, e, &probe, &without);
         alone = without;
-    }
-    const bool ok = !*cloud_rollback && (!alone || (v->saved && v->wait_s + v->save_s + move_s <= x->o->grace_s));
-    *behind = ok && moves && !alone;
+    } else
+        alone = false;
+    const bool sync = alone || ah_sim_readmits(x->run, x->launched, x->spent, e); /* the save before the move */
+    const bool ok = !*cloud_rollback && (!sync || (v->saved && v->wait_s + v->save_s + move_s <= x->o->grace_s));
+    *behind = ok && moves && !sync;
     if (!ok || !(v->saved || *behind)) { /* the leavers gone before their pieces are sent, or no save: the relaunch */
         *behind = false;
         return false;
@@ -551,12 +572,31 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_recovery
     return true;
 }
 
+/* The parked ranks that can come back after a change onto e (agent_parked.c): a relaunch's (afresh) none, its
+ * plan the launched one; at a join in place the launched ranks not in e are spent (parked through it); at another
+ * change in place a node not up has lost its launched job (a later one there is not the launch's). */
+static void spend(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool afresh, bool join) {
+    if (afresh) {
+        x->launched = e;
+        memset(x->spent, 0, sizeof *x->spent * (size_t)x->c->n_nodes);
+        return;
+    }
+    for (int i = 0; join && x->launched && i < x->launched->place.n_ranks; i++) {
+        const ah_shard_holder_t *q = &x->launched->place.ranks[i];
+        if (q->index >= 0 && q->index < 64 && !has_device(e, q->node, q->index, false))
+            x->spent[q->node] |= (uint64_t)1 << q->index;
+    }
+    for (int n = 0; !join && n < x->c->n_nodes; n++)
+        if (!x->up[n]) x->spent[n] = ~(uint64_t)0;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
     const bool notice = x->phase == AH_PHASE_TRAIN && ah_sim_agent_policy(x->pol);
     ah_sim_entry_t *all = e;
     bool in_place = false, behind = false;
+    const ah_sim_progress_t committed = x->at_disk; /* before a save at the notice */
     if (notice && !join) e = in_place_choice(x, e, &in_place);
     if (x->oom) return;
     x->hold_after_s = 0;
@@ -569,7 +609,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
     const int64_t handover_across = v->bytes_across_regions;
     v->egress_usd = v->bytes_across_regions = 0;
-    if (in_place) in_place = move_in_place(x, e, v, &unsaved, &cloud_rollback, &behind);
+    if (in_place) in_place = move_in_place(x, e, committed, v, &unsaved, &cloud_rollback, &behind);
     if (!in_place) e = all; /* no change in place: the relaunch takes every node up */
     else if (e != all) x->pending_join = true; /* the nodes left out: the join rule's */
     if (!in_place) v->transfer_s = transfer_s(x, e, v, &cloud_rollback);
@@ -611,11 +651,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
      * that saved, onto them and the joining nodes (the runtime moves the state to the joining ranks since
      * cf4ac18; the transfer here is still the tiers' restore, a network copy from the holders either way) */
     const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback &&
-                               join_kept(x->run, x->launched, e);
-    int parked = 0;
-    v->in_place = (in_place && (v->saved || behind) && !cloud_rollback &&
-                   ah_sim_devices_kept(x->up, x->run, x->launched, e, &parked)) ||
-                  join_in_place;
+                               join_kept(x, x->run, e);
+    int parked = 0; /* move_in_place's change: saved or written behind, no piece from the cloud, devices kept */
+    if (in_place) (void)ah_sim_devices_kept(x->up, x->run, x->launched, x->spent, e, &parked);
+    v->in_place = in_place || join_in_place;
     v->parked = v->in_place && !join_in_place ? parked : 0;
     /* recorded as the agent does (its rule: saved only for a "save":"sync" change, elastic/agent_inplace.c): the
      * step written behind is not saved at the change, the resume point until its commit the last committed
@@ -633,7 +672,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_mark(x, true);
     }
     x->started = true;
-    if (!v->in_place || join_in_place) x->launched = e; /* afresh: none parked; parked through a join: never back */
+    spend(x, e, !v->in_place, join_in_place);
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
     x->recover_end = x->t + v->seconds;

@@ -87,7 +87,8 @@ typedef struct {
                                   memory-first save at a notice since (memory.c) */
     ah_sim_phase_t phase;
     ah_sim_entry_t *run;   /* the plan training, or being recovered to; NULL when stalled */
-    const ah_sim_entry_t *launched; /* the last relaunch's or in-place join's plan (recovery.c: parked devices) */
+    const ah_sim_entry_t *launched; /* the last relaunch's plan (recovery.c: parked devices) */
+    uint64_t *spent;      /* [n_nodes] launched's devices that cannot come back (bit index; recovery.c spend) */
     ah_sim_entry_t *state; /* the plan whose devices hold the latest state; NULL when none */
     bool fresh;           /* nothing trained yet: a start has nothing to transfer */
     bool started;         /* the first (re)start happened */
@@ -216,10 +217,13 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
  * session allocates). */
 double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s);
 /* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only (or
- * devices parked since the relaunch onto launched, NULL none), at least one of each staying node's; *parked: run's
- * staying ranks e leaves out (recovery.c). */
+ * devices parked since the relaunch onto launched, NULL none, and not spent: spent[node] bit index, NULL none),
+ * at least one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). */
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
-                         const ah_sim_entry_t *e, int *parked);
+                         const uint64_t *spent, const ah_sim_entry_t *e, int *parked);
+/* Whether plan e re-admits a parked rank (the same arguments): such a change saves before its move (recovery.c). */
+bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
+                     const ah_sim_entry_t *e);
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg);
 
 /* sim.c: a new timeline segment from x->t (closing the one before); a marker at x->t; dt seconds

@@ -419,10 +419,11 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     }
     x.up = malloc(sizeof(bool) * (size_t)(c->n_nodes + 1));
     x.holds = calloc((size_t)c->n_nodes + 1, sizeof(bool));
+    x.spent = calloc((size_t)c->n_nodes + 1, sizeof *x.spent);
     x.spot_removals = calloc((size_t)c->n_types + 1, sizeof(double));
     x.spot_node_s = calloc((size_t)c->n_types + 1, sizeof(double));
     x.spot_removal_events = calloc((size_t)c->n_types + 1, sizeof(double));
-    if (!x.up || !x.holds || !x.spot_removals || !x.spot_node_s || !x.spot_removal_events) x.oom = true;
+    if (!x.up || !x.holds || !x.spent || !x.spot_removals || !x.spot_node_s || !x.spot_removal_events) x.oom = true;
     else memcpy(x.up, a->up0, sizeof(bool) * (size_t)c->n_nodes);
     const double H = ah_sim_horizon_s(a, o);
     const bool replay = policy != AH_POLICY_ON_DEMAND;
@@ -453,6 +454,7 @@ ah_status_t ah_sim_run(const ah_model_t *model, const ah_sim_avail_t *a, const a
     free(x.cache);
     free(x.up);
     free(x.holds);
+    free(x.spent);
     free(x.spot_removals);
     free(x.spot_node_s);
     free(x.spot_removal_events);
