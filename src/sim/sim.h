@@ -328,12 +328,16 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
  * checkpoint every 8 steps, each step line stamped as written; the hold is the sum of the intervals of
  * steps N-1 .. N+2 less 4 x the median of the period's later ones, the same at the same steps of a run
  * without checkpoints its noise (-3.0 .. +2.6 s at that load; -0.7 .. +0.2 s in the quietest round). A
- * GPU's device-to-host copy is not measured here (no device): at the same rate it would be a lower bound.
+ * GPU's device-to-host copy is not measured here (no device).
  *
- * A periodic checkpoint (the session's buffer kept, AdamW writing it): 0.334 and 0.155 s at a base of 0.972
- * and 0.728 s in the quietest round (the fused AdamW's step +0.21-0.23 s), 1.024 / (0.334 + 0.972) = 0.78
- * GB/s, the larger hold taken; over all three rounds the median hold was -0.135 s (-5.6 .. +2.5), within
- * the noise. Before (61a69ca, the copy on the trainer's thread, the whole copy charged): 0.49 GB/s. */
+ * A periodic checkpoint (the session's buffer kept, AdamW writing it): the largest hold of one quiet round,
+ * 0.334 s (and 0.155 s) at a base of 0.972 (0.728) s, 1.024 / (0.334 + 0.972) = 0.78 GB/s; over all three
+ * rounds the median hold was -0.135 s (-5.6 .. +2.5), inside the noise (-3.0 .. +2.6 s). That CPU path is the
+ * fused AdamW's, which copies nothing (AdamW stores into the kept buffer; its step +0.21-0.23 s), yet the
+ * formula prices it as a device-to-host copy beyond the next step: the rate is an upper bound on the hold,
+ * and on a GPU host, whose pinned device-to-host copy runs far faster than 0.78 GB/s on a side stream, the
+ * hold it prices is higher still than the runtime's (tokens a lower bound). Before (61a69ca, the copy on the
+ * trainer's thread, the whole copy charged): 0.49 GB/s. */
 #define AH_SIM_CKPT_SNAPSHOT_GB_S 0.78
 /* The snapshot of a change in place written behind the next step (recovery.c): the runtime closes the
  * checkpoint session at the change and the new plan's opens (cli_train_inplace.c), so this snapshot is a
@@ -342,7 +346,10 @@ void ah_sim_opts_default(ah_sim_opts_t *o);
  * (session 24, main 84872bf, load 2.6-7; the in-place run's launch-0/metrics.jsonl): the hold is the first
  * step after the change less the next one, plus the change's checkpoint's wait_seconds: 0.488, 0.329,
  * 0.791 s at next steps of 0.433, 0.397, 0.412 s (snapshot_seconds 0.747, 0.509, 1.030; writer CPU
- * 0.37-0.45 s; 1.0237 GB), 1.0237 / (0.488 + 0.433) = 1.11 GB/s, the median (1.41, 0.85 the others).
+ * 0.37-0.45 s; 1.0237 GB), 1.0237 / (0.488 + 0.433) = 1.11 GB/s, the median of the measured 0.85 .. 1.41 GB/s
+ * (1.0237 / (0.791 + 0.412), 1.0237 / (0.329 + 0.397)). A CPU copy into a new buffer: a GPU's pinned copy is
+ * faster, but the page-locked allocation the first save makes (cuda_snapshot.c) is not measured, so no bound
+ * is claimed for a GPU host.
  * bench/sim_ckpt_hold.sh's first save of a run is the same path but held 6.3-8.5 s (load 4.6-7.5, a4c08d0
  * priced the change at that, 0.109 GB/s): there both ranks fault in their new 1 GB buffers at once beside
  * both ranks' training on the 2 cores (writer CPU 4.0-7.1 s), where after the change here one rank runs. */
