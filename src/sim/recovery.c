@@ -392,12 +392,21 @@ static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launc
            !has_device(run, q->node, q->index, false);
 }
 
+bool ah_sim_gains_node(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
+    for (int j = 0; j < e->place.n_ranks; j++)
+        if (!has_device(run, e->place.ranks[j].node, 0, true)) return true;
+    return false;
+}
+
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
                          const uint64_t *spent, const ah_sim_entry_t *e, int *parked) {
     *parked = 0;
     for (int j = 0; j < e->place.n_ranks; j++) {
         const ah_shard_holder_t *q = &e->place.ranks[j];
-        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) || parked_device(run, launched, spent, q));
+        /* held: by a running or parked rank, or on a free node (up, run does not use it: its job joins with the
+         * change, session 24, elastic/agent_inplace_join.c) */
+        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) ||
+                                          parked_device(run, launched, spent, q) || !has_device(run, q->node, 0, true));
         if (!held) return false; /* a device no running (or parked) rank holds */
     }
     for (int i = 0; i < run->place.n_ranks; i++) {
@@ -552,7 +561,8 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress
         alone = without;
     } else
         alone = false;
-    const bool sync = alone || ah_sim_readmits(x->run, x->launched, x->spent, e); /* the save before the move */
+    const bool sync = alone || ah_sim_readmits(x->run, x->launched, x->spent, e) || /* the save before the move */
+                      ah_sim_gains_node(x->run, e); /* a free node's job joins: incoming ranks, as a re-admission */
     const bool ok = !*cloud_rollback && (!sync || (v->saved && v->wait_s + v->save_s + move_s <= x->o->grace_s));
     *behind = ok && moves && !sync;
     if (!ok || !(v->saved || *behind)) { /* the leavers gone before their pieces are sent, or no save: the relaunch */
@@ -661,10 +671,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
      * step (what is not priced of that window: docs/simulator.md rule 11) */
     v->written_behind = behind && v->in_place;
     if (v->written_behind) v->saved = false;
-    v->restart_s = x->o->restart_s * (join_in_place              ? AH_SIM_JOIN_IN_PLACE_FRACTION
-                                      : v->parked > 0              ? AH_SIM_PARK_IN_PLACE_FRACTION
-                                      : v->in_place                ? AH_SIM_IN_PLACE_FRACTION
-                                                                   : 1);
+    v->restart_s = x->o->restart_s * (join_in_place || (v->in_place && ah_sim_gains_node(x->run, e)) /* a node joins */
+                                          ? AH_SIM_JOIN_IN_PLACE_FRACTION
+                                      : v->parked > 0 ? AH_SIM_PARK_IN_PLACE_FRACTION
+                                      : v->in_place ? AH_SIM_IN_PLACE_FRACTION : 1);
     v->first_step_s = e->iteration_s;
     v->seconds = v->wait_s + v->save_s + v->replan_s + v->restart_s + v->transfer_s + v->first_step_s;
     if (x->started) {
@@ -672,7 +682,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_mark(x, true);
     }
     x->started = true;
-    spend(x, e, !v->in_place, join_in_place);
+    spend(x, e, !v->in_place, join_in_place || (v->in_place && ah_sim_gains_node(x->run, e))); /* a node joins */
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
     x->recover_end = x->t + v->seconds;

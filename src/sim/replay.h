@@ -217,8 +217,12 @@ bool ah_sim_handover_moved(const ah_cluster_t *c, const ah_model_t *m, const ah_
  * session allocates). */
 double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s);
 /* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only (or
- * devices parked since the relaunch onto launched, NULL none, and not spent: spent[node] bit index, NULL none),
- * at least one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). */
+ * devices parked since the relaunch onto launched, NULL none, and not spent: spent[node] bit index, NULL none; or
+ * on free nodes: up, run uses none of their devices, their jobs join with the change since session 24), at least
+ * one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). ah_sim_gains_node: whether e
+ * has a rank on a node run does not use (such a change saves before its move and is priced as the join in place,
+ * AH_SIM_JOIN_IN_PLACE_FRACTION: its admission and move). */
+bool ah_sim_gains_node(const ah_sim_entry_t *run, const ah_sim_entry_t *e);
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
                          const uint64_t *spent, const ah_sim_entry_t *e, int *parked);
 /* Whether plan e re-admits a parked rank (the same arguments): such a change saves before its move (recovery.c). */
