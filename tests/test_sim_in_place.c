@@ -274,6 +274,17 @@ int main(void) {
                   on.recs[1].save_s == 0,
               "unsaved, written behind: in place (%d, %g s, %g tokens lost)", on.recs[1].in_place, on.recs[1].restart_s,
               on.recs[1].tokens_lost);
+    const ah_sim_recovery_t g1 = on.recs[1];
+    ah_sim_result_free(&on);
+    /* the agent's deadline covers the whole change, to its "reconfigure" event after the move and the set-up
+     * (elastic/agent_inplace.c): a grace period past the step boundary but short of the move and the set-up is
+     * the relaunch (od-0 holds every piece: the move 0 s here, the set-up the in-place restart). Fails before
+     * (only the wait was asked to fit: in place). */
+    const double short_s = g1.wait_s + 0.5 * (g1.transfer_s + g1.restart_s);
+    CHECK(g1.restart_s > 0.1, "a change to fit: %g s (wait %g s, set-up %g s)", g1.transfer_s, g1.wait_s, g1.restart_s);
+    if (replay(&m, &a, true, short_s, &on))
+        CHECK(!on.recs[1].in_place && !on.recs[1].written_behind && on.recs[1].restart_s == 30,
+              "the move does not fit %g s: relaunched (%d)", short_s, on.recs[1].in_place);
     ah_sim_result_free(&on);
     if (replay(&m, &a, false, 1, &off))
         CHECK(!off.recs[1].saved && !off.recs[1].in_place && off.recs[1].restart_s == 30 && off.recs[1].tokens_lost > 0,

@@ -534,13 +534,14 @@ bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, 
     return false;
 }
 
-/* A change in place at a notice (rule 11): the move, the leaving ranks sending too, before the grace period
- * ends. The save written behind the next step (9fc0844) where the last committed step C survives the leavers
- * (runtime/ckpt_change.c survives(): every piece on a staying node's disk or in the memory tier, or C complete
- * in the cloud, or nothing committed; the memory tier is transfer_s's) and no parked rank is re-admitted: off
- * the path (its save measured 0.000 s), a hold after the first step instead, and no save needed before it (the
- * agent's deadline the grace period alone since d84a986: only the step boundary within it); else the save at
- * the notice (committed: the disks' newest step before it) must have fitted, with the move. Whether the change
+/* A change in place at a notice (rule 11): the move, the leaving ranks sending too, before the agent's deadline
+ * (elastic/agent_inplace.c: the change's "reconfigure" event, after the move and the set-up, by the grace period
+ * less the save estimate, the save's room; the grace period alone where the step is written behind). The save
+ * written behind the next step (9fc0844) where the last committed step C survives the leavers (runtime/
+ * ckpt_change.c survives(): every piece on a staying node's disk or in the memory tier, or C complete in the
+ * cloud, or nothing committed; the memory tier is transfer_s's) and no rank comes in: off the path, a hold after
+ * the first step instead, the wait, the move and the set-up within the grace period; else the save at the notice
+ * (committed: the disks' newest step before it) too, within the grace period less the save. Whether the change
  * stays in place (e on devices the running or parked ranks hold too); v's transfer and save then the change's,
  * *behind whether its step is written behind (*unsaved then false: committed behind). */
 static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress_t committed, ah_sim_recovery_t *v,
@@ -563,7 +564,13 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress
         alone = false;
     const bool sync = alone || ah_sim_readmits(x->run, x->launched, x->spent, e) || /* the save before the move */
                       ah_sim_gains_node(x->run, e); /* a free node's job joins: incoming ranks, as a re-admission */
-    const bool ok = !*cloud_rollback && (!sync || (v->saved && v->wait_s + v->save_s + move_s <= x->o->grace_s));
+    int parked = 0; /* the change's set-up: the in-place restart (as ah_sim_begin_recovery prices it) */
+    (void)ah_sim_devices_kept(x->up, x->run, x->launched, x->spent, e, &parked);
+    const double set_up_s = x->o->restart_s * (ah_sim_gains_node(x->run, e) ? AH_SIM_JOIN_IN_PLACE_FRACTION
+                                               : parked > 0 ? AH_SIM_PARK_IN_PLACE_FRACTION : AH_SIM_IN_PLACE_FRACTION);
+    const double save_s = sync ? v->save_s : 0; /* in the change, and off the deadline (agent_inplace.c save_room) */
+    const bool ok = !*cloud_rollback && (!sync || v->saved) &&
+                    v->wait_s + save_s + move_s + set_up_s <= x->o->grace_s - save_s;
     *behind = ok && moves && !sync;
     if (!ok || !(v->saved || *behind)) { /* the leavers gone before their pieces are sent, or no save: the relaunch */
         *behind = false;
