@@ -154,6 +154,9 @@ int main(void) {
     CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"join\": 1, \"plan\": \"p\"}", &r, &err) == AH_OK &&
           r.join_admit_s == 0, "%s", err.msg);
     refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": 0, \"plan\": \"p\"}", "\"join_admit_s\" must be");
+    CHECK(ah_reconfig_parse("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_first\": 3, \"plan\": \"p\"}", &r,
+                            &err) == AH_OK && r.join_first == 3, "%s", err.msg); /* a withdrawn join took job 2 */
+    refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_first\": -1, \"plan\": \"p\"}", "\"join_first\" must");
     refused("{\"step\": 3, \"leave\": [], \"join\": 1, \"join_admit_s\": \"9\", \"plan\": \"p\"}", "\"join_admit_s\" must");
     ranks();
     readmit();

@@ -12,7 +12,9 @@
 # it by the staying ranks over the new world (the event's "state": "moved", "moved_bytes" exactly the data of a
 # replica's step-3 shard files, its load phase 0).
 # Case "renumber": the request's "ranks" [1, 2] and the new job's AH_WORLD_RANKS=0 make the new job rank 0 of
-# the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on.
+# the new world (plan dp3-201: its rank 0 on n2) and it writes the metrics from then on; the new job is number 3
+# (AH_WORLD_JOIN=DIR:3:4, the request's "join_first": 3), as after a withdrawn join whose job 2 was never admitted:
+# the world's turns start at join_first (until session 24 it published job 2's turn and job 3 waited for good).
 # Case "relay": a change that loses and gains a host at once, where the leaver alone holds pieces the joining
 # rank loads: pp2 (n0 blocks 0-1 and the embedding, n1 blocks 2-3 and the head), job 1 leaves and job 2 joins
 # ("leave": [1], "join": 1, "ranks": [0, -1]) under pp2-02 (the same stages on n0, n2). The leaver hands blocks
@@ -70,11 +72,12 @@ done
 joined() {
     local c=$1 plan=$2 newrank=$3 ranks=${4:-} hook=${5:-} d=$WORK/$1 old=${OLD:-dp2} job pids=()
     mkdir -p "$d/join" "$d/run"
-    printf '{"step": 3, "leave": [%s], "join": 1, "plan": "%s"%s}\n' "${LEAVE:-}" "$WORK/$plan.json" \
-        "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
+    local nj=${NEWJOB:-2} # the joining job's number: 3 as after a withdrawn join's job 2 (never admitted)
+    printf '{"step": 3, "leave": [%s], "join": 1, "join_first": %d, "plan": "%s"%s}\n' "${LEAVE:-}" "$nj" \
+        "$WORK/$plan.json" "${ranks:+, \"ranks\": [$ranks]}" >"$d/run/reconfigure.json"
     for job in 2 1 0; do
         local spec=$d/join:$job:2 wr= h= w=
-        [ $job = 2 ] && spec=$d/join:2:3 wr=$newrank h=$hook w=${JOIN_WAIT_S:-}
+        [ $job = 2 ] && spec=$d/join:$nj:$((nj + 1)) wr=$newrank h=$hook w=${JOIN_WAIT_S:-}
         AH_JOB=$job AH_WORLD_JOIN=$spec AH_WORLD_RANKS=$wr AH_TEST_HOOK=$h AH_JOIN_WAIT_S=$w timeout 180 $MPIRUN \
             --ompi-server "file:$WORK/uri" -x AH_JOB -x AH_WORLD_JOIN -x AH_WORLD_RANKS -x AH_TEST_HOOK -x AH_JOIN_WAIT_S \
             -np 1 bash -c "echo \$\$ >$d/pid\$AH_JOB; exec \
@@ -85,9 +88,10 @@ joined() {
         wait "${pids[$((2 - job))]}"
         echo $? >"$d/st$job"
     done
-    python3 - "$WORK" "$c" "$plan" "$newrank" "${RESTORED:-}" "${LEAVE:-}" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
+    python3 - "$WORK" "$c" "$plan" "$newrank" "${RESTORED:-}" "${LEAVE:-}" "$nj" <<'PY' || { tail -n 20 "$d"/job*.out >&2; fail "$c: joined in place"; }
 import glob, json, os, sys
 work, c, plan, newrank, restored, leave = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+nj = int(sys.argv[7])
 to = 2 if leave else 3
 d = f"{work}/{c}"
 st = {j: int(open(f"{d}/st{j}").read()) for j in range(3)}
@@ -95,7 +99,7 @@ pid = {j: int(open(f"{d}/pid{j}").read()) for j in range(3)}
 out = {j: open(f"{d}/job{j}.out").read() for j in range(3)}
 for j in range(3):
     assert st[j] == 0, f"job {j}'s mpirun exited {st[j]}:\n{out[j]}"
-assert f"job 2 (pid {pid[2]}) joins the running world at step 3" in out[2], out[2]
+assert f"job {nj} (pid {pid[2]}) joins the running world at step 3" in out[2], out[2]
 lines = [json.loads(l) for l in open(f"{d}/ip.jsonl")]
 rc = [o for o in lines if o.get("event") == "reconfigure"]
 assert len(rc) == 1, rc
@@ -130,13 +134,13 @@ ref = {o["step"]: o["loss"] for f in ("ref2", f"ref-{plan}") for o in map(json.l
 for o in steps:
     assert o["loss"] == ref[o["step"]], f"step {o['step']}: {o['loss']!r} vs {ref[o['step']]!r}"
 kept = f"job 1 left, job 0 kept pid {pid[0]}" if leave else f"jobs 0, 1 kept pids {[pid[0], pid[1]]}"
-print(f"  {c}: job 2 joined at step 3 as rank {newrank}, {kept}, 8 losses bit-identical "
+print(f"  {c}: job {nj} joined at step 3 as rank {newrank}, {kept}, 8 losses bit-identical "
       f"({'to pp2 in one mpirun' if leave else f'3 of dp2, 5 of {plan} resumed'}); state {rc['state']}, {rc['moved_bytes']} bytes moved, "
       f"{rc['kept_bytes']} kept{'; not_moved: ' + rc['not_moved'] if restored else ''}; phases {secs}")
 PY
 }
 JOIN_WAIT_S=90 joined join dp3 2 # the joining job told its wait (AH_JOIN_WAIT_S, the agent's): it joins
-joined renumber dp3-201 0 1,2
+NEWJOB=3 joined renumber dp3-201 0 1,2 # job number 2 skipped: "join_first" 3 (a withdrawn join took 2)
 OLD=pp2 LEAVE=1 joined relay pp2-02 1 0,-1
 
 # wait: a joining job whose turn never comes waits what it is told (AH_JOIN_WAIT_S, which the launchers' join_hosts

@@ -266,7 +266,7 @@ static int readmitted(args_t *a, const late_msg_t *msg, size_t len, double wall,
     ah_error_t err;
     const int to = req->readmit[me].to;
     if (ah_comm_world_readmit(who, req->n_readmit, me, to, msg, sizeof *msg, &err) != AH_OK ||
-        (req->join > 0 && ah_comm_world_admit(req->join, to, req->join_admit_s, msg, sizeof *msg, &err) != AH_OK))
+        (req->join > 0 && ah_comm_world_admit(req->join, req->join_first, to, req->join_admit_s, msg, sizeof *msg, &err) != AH_OK))
         ah_comm_abort(ah_cli_fail("train", &err)); /* the request's new jobs admitted with it (reconfigure) */
     double ph[AH_RECONFIG_N_PH] = {0};
     ah_reconfig_state_t state = {.committed = false};
@@ -395,7 +395,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
         m = (late_msg_t){.req = *req, .from = from};
         const int key = new_rank >= 0 ? new_rank : ah_comm_rank(world);
         if (req->n_readmit > 0) readmit_parked(req, &m, key); /* the parked ranks back, first: they take part in */
-        if (req->join > 0 && ah_comm_world_admit(req->join, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK)
+        if (req->join > 0 && ah_comm_world_admit(req->join, req->join_first, key, req->join_admit_s, &m, sizeof m, &err) != AH_OK)
             ah_comm_abort(ah_cli_fail("train", &err)); /* the admission of the new jobs, by their turns (comm/join.c) */
     }
     ph[AH_RECONFIG_PH_SPLIT] = ah_now_s() - t;

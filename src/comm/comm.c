@@ -239,11 +239,12 @@ static ah_status_t world_replaced(ah_status_t st) {
     return AH_OK;
 }
 
-ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err) {
+ah_status_t ah_comm_world_admit(int njobs, int first, int key, double admit_s, const void *payload, size_t len,
+                                ah_error_t *err) {
     if (g_job < 0)
         return ah_error_set(err, AH_ERR_USAGE, "only a world of joined jobs (AH_WORLD_JOIN) admits jobs");
     world_leaves();
-    return world_replaced(ah_comm_join_admit(&g_world.c, g_job, njobs, key, admit_s, payload, len, err));
+    return world_replaced(ah_comm_join_admit(&g_world.c, g_job, njobs, first, key, admit_s, payload, len, err));
 }
 
 const void *ah_comm_world_late(size_t *len) { return ah_comm_join_late(len); }

@@ -107,8 +107,10 @@ int ah_comm_job_size(void);
  * bytes) and becomes the merged world ordered by key (this rank's rank in it). A job is accepted only once it
  * answered its turn: one that has not within admit_s seconds (<= 0: AH_JOIN_ADMIT_S, default 60; not started, or failed before
  * it connected) ends the admission with AH_ERR_COMM naming it (the world then cannot go on: the caller ends the
- * run), never a wait for good in MPI_Comm_accept. */
-ah_status_t ah_comm_world_admit(int njobs, int key, double admit_s, const void *payload, size_t len, ah_error_t *err);
+ * run), never a wait for good in MPI_Comm_accept. The numbers start at `first` when it is past the world's next
+ * (the jobs of a withdrawn or failed join took numbers the world never admitted: every rank passes the same). */
+ah_status_t ah_comm_world_admit(int njobs, int first, int key, double admit_s, const void *payload, size_t len,
+                                ah_error_t *err);
 /* The admission's wait for a job's answer: AH_JOIN_ADMIT_S (seconds > 0, at most 1e6), else 60. No MPI call: the agent
  * reads it too, to set its deadline for a join in place. */
 double ah_comm_join_admit_s(void);

@@ -16,10 +16,11 @@ struct ah_comm {
  * this process's JOB in *job: collective over every rank of every job. */
 ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job, ah_error_t *err);
 /* The running joined world *world (every rank; this rank's AH_WORLD_JOIN job `job`) admits the next njobs jobs by
- * their turns, sends them payload (len bytes, the root's), and is replaced by the merged world ordered by `key`
- * (this rank's rank in it; the new jobs' by their AH_WORLD_RANKS) (join.c). */
-ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, double admit_s, const void *payload,
-                               size_t len, ah_error_t *err);
+ * their turns (from `first` when it is past the next number: comm.h), sends them payload (len bytes, the root's),
+ * and is replaced by the merged world ordered by `key` (this rank's rank in it; the new jobs' by their
+ * AH_WORLD_RANKS) (join.c). */
+ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int first, int key, double admit_s,
+                               const void *payload, size_t len, ah_error_t *err);
 /* Parked ranks re-admitted (readmit.c; comm.h ah_comm_world_readmit): on the world's ranks (*world, first -1) or on
  * the woken parked rank who[first] (*world MPI_COMM_NULL; wake_from: its job's rank that woke it), job this rank's
  * AH_WORLD_JOIN job; *world becomes the merged world ordered by key. */

@@ -397,8 +397,9 @@ ah_status_t ah_comm_join_world(const char *spec, MPI_Comm *out, int *job_out, ah
     return settle(world, job, world_key(), 0, NULL, 0, out, err);
 }
 
-ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int key, double admit_s, const void *payload,
-                               size_t len, ah_error_t *err) {
+ah_status_t ah_comm_join_admit(MPI_Comm *world, int job, int njobs, int first, int key, double admit_s,
+                               const void *payload, size_t len, ah_error_t *err) {
+    if (first > g_next_job) g_next_job = first; /* numbers taken by jobs never admitted (comm.h) */
     const bool asked = admit_s > 0; /* the request's (the agent's), else this process's AH_JOIN_ADMIT_S */
     if (!asked) admit_s = ah_comm_join_admit_s();
     char port[MPI_MAX_PORT_NAME] = {0};

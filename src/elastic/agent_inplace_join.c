@@ -6,8 +6,10 @@
  * and its other ranks on the joining hosts only (a running host's job cannot gain ranks), and its step is not
  * the run's last. Then: one mpirun each joining host started into the running job (the launcher's join_hosts,
  * through the job's ompi-server: it waits for its turn), and the request (RUN_DIR's reconfigure.json,
- * runtime/reconfig.h) {"step": S, "leave": [], "join": K, "join_admit_s": A, "plan": "RUN_DIR/next-plan.json",
- * "ranks": [...]}: S the step after the newest the metrics show, K the joining hosts, A the admission's wait this
+ * runtime/reconfig.h) {"step": S, "leave": [], "join": K, "join_first": F, "join_admit_s": A, "plan":
+ * "RUN_DIR/next-plan.json", "ranks": [...]}: S the step after the newest the metrics show, K the joining hosts, F
+ * the first's job number (every job this agent started in the launch counted, a withdrawn or failed join's too, as
+ * the launcher numbers them: the trainers' turns start there), A the admission's wait this
  * agent's deadline counts (comm.h ah_comm_join_admit_s: the trainers wait by it, not by their hosts' environment),
  * "ranks" each running rank's rank under the next plan by device. The trainers save step S, admit the new jobs
  * (comm/join.c: each answers its turn before the world accepts it) and go on under the next plan, the running
@@ -118,8 +120,9 @@ static bool put_request(agent_t *a, const char *plan_path, const int *ranks, cha
     json_t *rk = json_array();
     for (int r = 0; r < ah_plan_device_count(&a->cur.plan); r++) json_array_append_new(rk, json_integer(ranks[r]));
     json_decref(a->join_doc);
-    a->join_doc = json_pack("{s:I, s:[], s:i, s:f, s:s, s:o}", "step", (json_int_t)a->join_step, "leave", "join",
-                            a->join_n, "join_admit_s", ah_comm_join_admit_s(), "plan", plan_path, "ranks", rk);
+    a->join_doc = json_pack("{s:I, s:[], s:i, s:i, s:f, s:s, s:o}", "step", (json_int_t)a->join_step, "leave",
+                            "join", a->join_n, "join_first", a->join_first, "join_admit_s", ah_comm_join_admit_s(),
+                            "plan", plan_path, "ranks", rk);
     int back = 0;
     json_t *readmit = ah_agent_readmit(a, &a->next.plan, ranks, &back); /* agent_parked.c */
     if (a->join_doc && back) json_object_set(a->join_doc, "readmit", readmit);
@@ -178,11 +181,13 @@ static bool start_joiners(agent_t *a, const char *const *hosts, int n, double wa
     ah_status_t s = ah_fs_mkdirs(run_dir, &e); /* the plan written again: one a failed handover left is stale */
     if (s == AH_OK) s = ah_plan_save(&a->next.plan, plan_path, &e);
     if (s == AH_OK) s = ah_agent_train_argv(a->o, plan_path, a->local_root, run_dir, &train, &e);
-    const ah_launch_job_t job = {.plan = &a->next.plan, .plan_path = plan_path, .run_dir = run_dir,
-                                 .train_argv = train.argv, .joined = true, .join_wait_s = wait_s};
+    ah_launch_job_t job = {.plan = &a->next.plan, .plan_path = plan_path, .run_dir = run_dir,
+                           .train_argv = train.argv, .joined = true, .join_wait_s = wait_s};
     if (s == AH_OK && !add_jobs(a, hosts, n)) s = ah_error_set(&e, AH_ERR_INTERNAL, "out of host memory");
-    else if (s == AH_OK && (s = a->launcher.join_hosts(a->launcher.ctx, &job, hosts, n, &e)) != AH_OK)
-        a->n_jobs -= n; /* none started */
+    else if (s == AH_OK && (job.join_first = a->join_first,
+                            s = a->launcher.join_hosts(a->launcher.ctx, &job, hosts, n, &e)) != AH_OK)
+        for (int j = a->join_first; j < a->n_jobs; j++) a->job_left[j] = 2; /* none left running; the numbers
+                                                                                 stay taken (launcher.h join_first) */
     if (s != AH_OK) {
         snprintf(why, cap, "the joining host%s not started (%s)", n == 1 ? "" : "s", e.msg);
         return false;
@@ -421,6 +426,7 @@ bool ah_agent_inplace_join_start(agent_t *a, char *why, size_t cap) {
 void ah_agent_inplace_join_request(const agent_t *a, json_t *req) {
     if (a->join_req != 2 || !req) return;
     json_object_set_new(req, "join", json_integer(a->join_n));
+    json_object_set_new(req, "join_first", json_integer(a->join_first));
     json_object_set_new(req, "join_admit_s", json_real(a->join_admit_s));
 }
 

@@ -129,12 +129,13 @@ static ah_status_t local_join_hosts(void *ctx, const ah_launch_job_t *job, const
     local_t *l = ctx;
     if (!l->joined || !l->server || l->ended)
         return ah_error_set(err, AH_ERR_USAGE, "hosts join only a running joined job (--in-place)");
-    if (l->n_jobs + n > LOCAL_MAX_JOBS)
+    const int first = job->join_first > l->n_jobs ? job->join_first : l->n_jobs; /* launcher.h join_first */
+    if (first + n > LOCAL_MAX_JOBS)
         return ah_error_set(err, AH_ERR_USAGE, "the local launcher joins at most %d jobs in a run", LOCAL_MAX_JOBS);
+    for (; l->n_jobs < first; l->n_jobs++) l->job[l->n_jobs] = (local_job_t){.exited = true, .gone = true};
     ah_launch_hostjob_t *hj = NULL;
     int nj = 0, k = -1;
     ah_status_t s = ah_launch_hostjobs(job->plan, &hj, &nj, err);
-    const int first = l->n_jobs;
     for (int h = 0; s == AH_OK && h < n; h++) {
         for (k = nj - 1; k >= 0 && strcmp(hj[k].host, hosts[h]) != 0; k--) {}
         s = k < 0 ? ah_error_set(err, AH_ERR_USAGE, "host %s joins but the plan puts no rank on it", hosts[h])

@@ -50,6 +50,10 @@ typedef struct ah_launch_job {
                                      (runtime/reconfig.h). false: one mpirun for the whole plan */
     double join_wait_s;           /* join_hosts: > 0, the joining jobs' wait for their turn (AH_JOIN_WAIT_S,
                                      comm/join.c; the agent's wait for the join); 0: theirs (60 s) */
+    int join_first;               /* join_hosts: the first joining job's number (the agent's count of the
+                                     jobs it has started, a withdrawn or failed join's included: the
+                                     request's "join_first"); the launcher numbers from it when it is past
+                                     its own count, the numbers between taken as gone */
 } ah_launch_job_t;
 
 typedef struct ah_launcher {

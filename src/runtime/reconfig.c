@@ -71,9 +71,10 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
     ah_status_t st = AH_OK;
     json_object_foreach(o, key, v) {
         if (strcmp(key, "step") && strcmp(key, "leave") && strcmp(key, "plan") && strcmp(key, "ranks") &&
-            strcmp(key, "join") && strcmp(key, "join_admit_s") && strcmp(key, "readmit")) {
+            strcmp(key, "join") && strcmp(key, "join_first") && strcmp(key, "join_admit_s") &&
+            strcmp(key, "readmit")) {
             st = ah_error_set(err, AH_ERR_INVALID, "unknown key \"%s\" (expected step, leave, plan, ranks, join, "
-                              "join_admit_s, readmit)", key);
+                              "join_first, join_admit_s, readmit)", key);
             break;
         }
     }
@@ -99,6 +100,11 @@ ah_status_t ah_reconfig_parse(const char *text, ah_reconfig_req_t *req, ah_error
                                 json_integer_value(join) > AH_RECONFIG_LEAVE_MAX))
         st = ah_error_set(err, AH_ERR_INVALID, "\"join\" must be the number of new jobs, 0 to %d", AH_RECONFIG_LEAVE_MAX);
     if (st == AH_OK && join) req->join = (int)json_integer_value(join);
+    const json_t *first = json_object_get(o, "join_first");
+    if (st == AH_OK && first && (!json_is_integer(first) || json_integer_value(first) < 0 ||
+                                 json_integer_value(first) > 1000000))
+        st = ah_error_set(err, AH_ERR_INVALID, "\"join_first\" must be a job number, 0 to 1000000");
+    if (st == AH_OK && first) req->join_first = (int)json_integer_value(first);
     const json_t *admit = json_object_get(o, "join_admit_s");
     if (st == AH_OK && admit && (!json_is_number(admit) || !(json_number_value(admit) > 0) ||
                                  json_number_value(admit) > 86400))

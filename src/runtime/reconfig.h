@@ -38,6 +38,9 @@
  *            ranks there is refused) and merged in after the split (comm.h ah_comm_world_readmit, the request
  *            sent it), before "join"'s admission, which it takes part in; then it takes the state as a joining
  *            rank does (the move to the joiners, or the restore);
+ *   "join_first" optional: the first new job's AH_WORLD_JOIN number (>= 0): the turns start at it when it is
+ *            past the world's next (a withdrawn or failed join's numbers were taken by the launcher: the agent
+ *            counts them; comm.h ah_comm_world_admit);
  *   "join_admit_s" optional: that wait in seconds (> 0, at most 86400), taken instead of the trainers'
  *            AH_JOIN_ADMIT_S: the agent writes its own (the one its deadline for the join counts), so that
  *            the agent and the running world wait by one value whatever the hosts' environments hold.
@@ -93,6 +96,7 @@ typedef struct ah_reconfig_req {
     int n_ranks;                      /* "ranks"' entries, 0: none given (the world's order kept) */
     int ranks[AH_RECONFIG_RANKS_MAX]; /* the old world's rank r -> its rank in the new one, -1: leaves */
     int join;                         /* "join": the new jobs admitted, 0: none */
+    int join_first;                   /* "join_first": the first new job's number, 0: absent (comm.h) */
     double join_admit_s;              /* "join_admit_s": the admission's wait for a job's answer, 0: absent */
     int n_readmit;                    /* "readmit": the parked ranks taken back, 0: none */
     struct {
