@@ -372,13 +372,14 @@ void ah_agent_inplace_join_free(agent_t *a) {
  * false, why (may be NULL) saying so. */
 static bool admission(const agent_t *a, double left_s, double *admit_s, char *why, size_t cap) {
     const double step_s = step_estimate(a, &a->res->launches[a->res->n_launches - 1]);
-    const double half = (left_s - JOIN_STEPS * step_s) / 2;
+    /* the deadline's event comes after the step, the save before the move, the admission and the move */
+    const double half = (left_s - JOIN_STEPS * step_s - a->save_est_s) / 2;
     *admit_s = half < ah_comm_join_admit_s() ? half : ah_comm_join_admit_s();
     if (*admit_s >= NOTICE_ADMIT_MIN_S) return true;
     if (why)
         snprintf(why, cap, "the admission does not fit the deadline: %.2f s for it, at most AH_JOIN_ADMIT_S %.2f s and "
-                 "half of the %.1f s left less %d steps of %.3f s, under %.0f s", *admit_s, ah_comm_join_admit_s(),
-                 left_s, JOIN_STEPS, step_s, NOTICE_ADMIT_MIN_S);
+                 "half of the %.1f s left less %d steps of %.3f s and the save estimate %.2f s, under %.0f s", *admit_s,
+                 ah_comm_join_admit_s(), left_s, JOIN_STEPS, step_s, a->save_est_s, NOTICE_ADMIT_MIN_S);
     return false;
 }
 
@@ -415,7 +416,7 @@ bool ah_agent_inplace_join_start(agent_t *a, char *why, size_t cap) {
         a->join_admit_s = admit_s;
         say(a, "in place: the next plan takes in %d free host%s (%s) with the notice's change: %d new job%s from job %d "
             "started into the running one, told to wait %.1f s for their turn (the deadline), the admission's wait "
-            "%.1f s (half the deadline's time after the change's step, at most AH_JOIN_ADMIT_S %.0f s)",
+            "%.1f s (half the deadline's time after the change's step and its save, at most AH_JOIN_ADMIT_S %.0f s)",
             n_hosts, n_hosts == 1 ? "" : "s", names.buf, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, left_s,
             admit_s, ah_comm_join_admit_s());
     }
