@@ -167,6 +167,8 @@ else:
     # the snapshot buffer: without --ckpt-every (no periodic save) returned once step 3 commits, else held
     ck3 = [o for o in lines if o.get("event") == "checkpoint" and o["step"] == 3 and o.get("async")]
     assert len(ck3) == 1 and ck3[0]["snapshot_kept"] == ("--ckpt-every" in sys.argv[10]), ck3
+    # with --ckpt-every, rank 0's buffer of step 2 kept across the change (the same layout): no second allocation
+    assert ck3[0]["snapshot_allocs"] == 1, ck3
 print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {stay} kept pids "
       f"{rc['pids']}, 8 losses bit-identical (3 of {old}, 5 of {plan} resumed); save {rc['save']}, state {rc['state']}, "
       f"{rc['moved_bytes']} bytes moved, {rc['kept_bytes']} kept; phases {secs}")

@@ -377,6 +377,7 @@ static int reconfigure(args_t *a, const ah_reconfig_req_t *req, ah_plan_t *plan,
     ah_reconfig_state_t state = {0};
     ah_reconfig_moved_t *mv = save_and_move(a, req, tr, *ck, leaving, *metrics, ph, &state);
     t = ah_now_s();
+    if (!leaving && !parking) ah_ckpt_session_keep_snapshot(*ck); /* the next session's first save: no new one */
     if (ah_ckpt_session_close(*ck, &err) != AH_OK)
         fprintf(stderr, "autohet train: warning: rank %d: cloud upload failed: %s\n", tr->rank, err.msg);
     *ck = NULL;

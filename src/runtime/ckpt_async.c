@@ -96,12 +96,29 @@ static float *snap_host_alloc(size_t bytes) {
     return p;
 }
 
-/* s->snap_buf grown to `need` floats (on the first save; the same size each time): the backend's
- * page-locked host memory where it has some (its copies into it are asynchronous), else
- * snap_host_alloc's. Nothing in flight reads the old one: one snapshot at a time. */
+static int64_t snap_allocs; /* this process's allocations of a snapshot buffer (the checkpoint event says) */
+
+int64_t ah_ckpt_snapshot_allocs(void) { return snap_allocs; }
+
+/* s->snap_buf grown to `need` floats (on the first save; the same size each time within a session): the
+ * backend's page-locked host memory where it has some (its copies into it are asynchronous), else
+ * snap_host_alloc's. Nothing in flight reads the old one: one snapshot at a time. A buffer adopted from
+ * the session before an in-place change (ah_ckpt_snapshot_adopt) is kept where `need` fits it; where it
+ * is larger, the host-memory check counts `need` only (ckpt/host_memory.h): its pages past `need` are
+ * returned to the system (madvise; the range stays mapped), a page-locked one is allocated anew. */
 static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err) {
-    if (need <= s->snap_elems) return AH_OK;
     const ah_backend_t *be = s->tr->dev.backend;
+    if (s->snap_adopted && need < s->snap_elems && !be->snap_host_alloc) {
+        const uintptr_t from = ((uintptr_t)(s->snap_buf + need) + 4095) & ~(uintptr_t)4095,
+                        end = (uintptr_t)(s->snap_buf + s->snap_elems) & ~(uintptr_t)4095;
+        if (end > from) madvise((void *)from, end - from, MADV_DONTNEED);
+    } else if (s->snap_adopted && need < s->snap_elems) { /* page-locked: not returned in part */
+        be->snap_host_free(s->snap_buf);
+        s->snap_buf = NULL;
+        s->snap_elems = 0;
+    }
+    s->snap_adopted = false;
+    if (need <= s->snap_elems) return AH_OK;
     char why[256] = "the host has no memory left";
     float *b;
     if (be->snap_host_alloc) {
@@ -117,6 +134,7 @@ static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err)
                             "--ckpt-sync to write from the trainer's memory instead)", need * sizeof(float), why);
     s->snap_buf = b;
     s->snap_elems = need;
+    snap_allocs++;
     return AH_OK;
 }
 
@@ -190,6 +208,19 @@ static ah_status_t copy_pieces(ah_ckpt_session_t *s, ah_ckpt_snap_t *snap, ah_er
     return st;
 }
 
+/* The buffer a session closed at an in-place change kept for the next one (ah_ckpt_snapshot_adopt). */
+static struct kept {
+    float *buf;
+    size_t elems;
+    const ah_backend_t *be; /* whose snap_host_alloc made it (or none: snap_host_alloc here) */
+    int device;             /* the rank's device then: a page-locked buffer is its context's */
+} kept;
+
+static void host_free(const ah_backend_t *be, float *p) {
+    if (be && be->snap_host_free) be->snap_host_free(p);
+    else free(p);
+}
+
 void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
     const ah_backend_t *be = s->tr->dev.backend;
     ah_ckpt_fuse_free(s->fuse);
@@ -198,10 +229,30 @@ void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
         be->snap_copy_free(&s->snap_copy); /* waits for its copies, which write snap_buf */
         s->tr->snap_fence = NULL;
     }
-    if (be->snap_host_free) be->snap_host_free(s->snap_buf);
-    else free(s->snap_buf);
+    if (s->snap_keep && s->snap_buf) { /* the next session's (an in-place change): a kept one is not two */
+        host_free(kept.be, kept.buf);
+        kept = (struct kept){s->snap_buf, s->snap_elems, be, s->tr->dev.index};
+    } else {
+        host_free(be, s->snap_buf);
+    }
     s->snap_buf = NULL;
     s->snap_elems = 0;
+}
+
+void ah_ckpt_session_keep_snapshot(ah_ckpt_session_t *s) {
+    if (s && s->writer && s->o.every > 0) s->snap_keep = true;
+}
+
+void ah_ckpt_snapshot_adopt(ah_ckpt_session_t *s) {
+    if (!kept.buf) return;
+    if (s->writer && !s->snap_buf && kept.be == s->tr->dev.backend && kept.device == s->tr->dev.index) {
+        s->snap_buf = kept.buf;
+        s->snap_elems = kept.elems;
+        s->snap_adopted = true;
+    } else {
+        host_free(kept.be, kept.buf); /* no periodic save to take it, or another device's */
+    }
+    kept = (struct kept){0};
 }
 
 ah_status_t ah_ckpt_snapshot_take(ah_ckpt_session_t *s, int64_t step, bool copy, ah_ckpt_written_t *w,
@@ -303,6 +354,7 @@ ah_status_t ah_ckpt_async_collect(ah_ckpt_session_t *s, bool must, json_t *event
      * periodic save needs the buffer again, nor does the host-memory check count it (docs/checkpoints.md) */
     if (s->o.every <= 0 && s->snap_buf) ah_ckpt_snapshot_free(s);
     if (ev) json_object_set_new(ev, "snapshot_kept", json_boolean(s->snap_buf != NULL)); /* rank 0's, held on */
+    if (ev) json_object_set_new(ev, "snapshot_allocs", json_integer(snap_allocs)); /* rank 0's, in its process */
     if (ev && events) json_array_append_new(events, ev);
     else json_decref(ev);
     return st;

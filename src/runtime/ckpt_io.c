@@ -165,6 +165,7 @@ agree:
         /* periodic saves write in the background unless --ckpt-sync (ckpt_async.c) */
         if (st == AH_OK && o->local_root && o->every > 0 && !o->sync) st = ah_ckpt_async_start(&s->writer, err);
         if (st == AH_OK && s->writer) s->fuse = ah_ckpt_fuse_new(s); /* NULL: the copies alone */
+        ah_ckpt_snapshot_adopt(s); /* the last session's buffer, kept at an in-place change (else freed) */
     }
     st = ah_comm_agree(ah_comm_world(), st, err);
     /* the room its checkpoints need, known from the layout (ckpt_space.c), before the first step */

@@ -211,5 +211,9 @@ ah_status_t ah_ckpt_session_finish(ah_ckpt_session_t *s, json_t **event, ah_erro
 /* Waits for queued uploads, then frees everything (not collective; NULL is fine). Returns the
  * first upload failure of this rank's uploader, if any, for the caller to report. */
 ah_status_t ah_ckpt_session_close(ah_ckpt_session_t *s, ah_error_t *err);
+/* Before the close at an in-place change, on a rank that stays: with periodic asynchronous saves
+ * (--ckpt-every), the snapshot buffer outlives the session for the next one opened in this process,
+ * which takes it (no allocation, no fault-in at its first save; ckpt_async.c). NULL is fine. */
+void ah_ckpt_session_keep_snapshot(ah_ckpt_session_t *s);
 
 #endif

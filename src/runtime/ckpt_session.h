@@ -58,6 +58,8 @@ struct ah_ckpt_session {
     ah_ckpt_async_t *writer;
     float *snap_buf;         /* the backend's page-locked host memory where it has some (snap_host_alloc) */
     size_t snap_elems;
+    bool snap_keep;          /* at the close, snap_buf handed to the next session (an in-place change) */
+    bool snap_adopted;       /* snap_buf is the last session's (ah_ckpt_snapshot_adopt), not yet sized */
     ah_snap_copy_t *snap_copy; /* a GPU backend's side stream and events for the copies into it */
     int64_t pending;         /* step whose snapshot is being written, not committed; -1 none */
     int64_t behind_step;     /* the resumed step written behind (ckpt_resume.c), -1 none: a node whose
@@ -154,6 +156,12 @@ void ah_ckpt_views_release(ah_ckpt_session_t *s);
 /* The snapshot buffer and the backend's copy stream freed (at the session's close, the writer
  * stopped first: ckpt_async.c). */
 void ah_ckpt_snapshot_free(ah_ckpt_session_t *s);
+/* The snapshot buffer across an in-place change (ckpt_async.c): a staying rank's session with periodic
+ * saves keeps it at its close (ah_ckpt_session_keep_snapshot), the next session opened in the same
+ * process takes it when it has a writer (adopt; else it is freed), so the first save after the change
+ * does not allocate and fault in a new one. ah_ckpt_snapshot_allocs: the process's allocations of it. */
+void ah_ckpt_snapshot_adopt(ah_ckpt_session_t *s);
+int64_t ah_ckpt_snapshot_allocs(void);
 /* Collective: the snapshot of step taken and handed to the writer (ckpt_async.c); a rank that
  * cannot keeps its failure for the commit (ah_ckpt_async_collect), which takes the step back
  * everywhere and writes its failed "checkpoint" event then. */
