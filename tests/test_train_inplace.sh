@@ -175,7 +175,9 @@ print(f"  {c}: job {leaver} left at step 3 (mpirun status {st[leaver]}), jobs {s
 PY
         { tail -n 20 "$d"/job*.out >&2; fail "$c: in place"; }
 }
-# --ckpt-every 2: step 2 committed (on every disk: dp3 replicates it), so step 3 is written behind the next step
+# --ckpt-every 2: step 2 committed (on every disk: dp3 replicates it), so step 3 is written behind the next step.
+# The snapshot buffer is kept across the change (AH_CKPT_SNAPSHOT_KEEP=1: on the CPU backend not by default)
+export AH_CKPT_SNAPSHOT_KEEP=1
 FLAGS="--ckpt-every 2 --keep 10" inplace leave 2 dp2-01
 inplace kill 0 dp2-12 "phase=reconfig-split,step=3,action=kill"
 # "ranks": the survivors renumbered as the new plan's ranks (job 2 on n2 is its rank 0, job 0 on n0 its rank 1),

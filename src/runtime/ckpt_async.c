@@ -239,8 +239,16 @@ void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
     s->snap_elems = 0;
 }
 
+/* Kept by default where the backend's buffer is page-locked (a GPU's: its cudaHostAlloc pins and faults in
+ * every page on the trainer's thread, and the trainer's arenas are device memory). On the CPU backend the
+ * arenas are host memory too: a kept buffer makes the new trainer's arenas fault in fresh pages where the
+ * freed buffer's would have been taken again, on the move's path (1.5-3 s more on this VM, measured with
+ * bench/ckpt_keep_hold.sh, against 0.5-2.8 s of background copying saved): not kept unless
+ * AH_CKPT_SNAPSHOT_KEEP=1 (0 turns it off on a GPU). */
 void ah_ckpt_session_keep_snapshot(ah_ckpt_session_t *s) {
-    if (s && s->writer && s->o.every > 0) s->snap_keep = true;
+    if (!s || !s->writer || s->o.every <= 0) return;
+    const char *e = getenv("AH_CKPT_SNAPSHOT_KEEP");
+    s->snap_keep = e && *e ? strcmp(e, "0") != 0 : s->tr->dev.backend->snap_host_alloc != NULL;
 }
 
 void ah_ckpt_snapshot_adopt(ah_ckpt_session_t *s) {
