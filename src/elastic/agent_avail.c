@@ -57,9 +57,12 @@ static void notice_leaving(agent_t *a, const bool *noticed) {
     bool next_uses = false; /* a node the next plan uses, noticed now */
     for (int i = 0; a->have_next && i < a->cluster.n_nodes; i++)
         next_uses = next_uses || (noticed[i] && ah_agent_plan_uses(&a->next.plan, a->cluster.nodes[i].name));
+    if (first) a->planning_notice_t = t;
     if (first) ah_agent_next_plan(a);
     else if (ah_agent_replan_in_stop(a->cause, next_uses)) ah_agent_next_plan_again(a);
-    if (first && ah_agent_inplace_begin(a, noticed, t)) return; /* --in-place: the survivors keep their processes */
+    const bool in_place = first && ah_agent_inplace_begin(a, noticed, t);
+    a->planning_notice_t = 0;
+    if (in_place) return; /* --in-place: the survivors keep their processes */
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (noticed[i]) ah_agent_begin_stop(a, a->stopping ? a->cause : AH_CAUSE_EVENT, a->cluster.nodes[i].name);
     if (first) a->notice_t = t;

@@ -126,7 +126,9 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     int back = 0;
     json_decref(ah_agent_readmit(a, next, ranks, &back));
     char note[400] = ""; /* devices on free hosts join with the change when their admission fits (agent_inplace_join.c) */
-    const double left_s = a->inplace == 1 ? a->inplace_deadline - ah_now_s() : a->o->grace_s - a->save_est_s;
+    const double from = a->planning_notice_t > 0 ? a->planning_notice_t : ah_now_s(); /* the notice's clock, as */
+    const double left_s = a->inplace == 1 ? a->inplace_deadline - ah_now_s()           /* join_start's check */
+                                          : from + a->o->grace_s - a->save_est_s - ah_now_s();
     const int held = taken + back + ah_agent_inplace_join_devices(a, next, left_s, note, sizeof note);
     bool ok = held == n;
     if (!ok)

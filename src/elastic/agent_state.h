@@ -53,6 +53,8 @@ typedef struct agent {
     ah_agent_cause_t cause;
     double notice_t, external_seen_t;
     double recovery_t; /* > 0: the stop's recovery recorded from then, before notice_t (a join in place that fell back) */
+    double planning_notice_t; /* > 0: the notice whose next plan is being made, its clock (agent_avail.c): the
+                                 in-place check of a free host's admission counts its deadline from it */
     /* the recovery waiting for its first step (-1: none) */
     int pending;
     json_t *trainer_recover; /* the trainer's recover event of the current launch */
