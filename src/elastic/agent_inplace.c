@@ -563,14 +563,31 @@ static void adopt(agent_t *a, const json_t *ev) {
     on_changed(a, ev);
 }
 
+/* Whether the trainers' change (ev) is the one asked for: at or after the request's step, to the next plan's ranks,
+ * with the free hosts' jobs started for it (none when none); else why (as the join's own check, agent_inplace_join.c). */
+static bool asked_change(const agent_t *a, const json_t *ev, char *why, size_t cap) {
+    const json_int_t step = json_integer_value(json_object_get(ev, AH_PROTO_STEP));
+    const json_int_t to = json_integer_value(json_object_get(ev, "ranks_to"));
+    const json_int_t k = json_integer_value(json_object_get(ev, "join"));
+    const int n = a->have_next ? ah_plan_device_count(&a->next.plan) : -1, join = a->join_req == 2 ? a->join_n : 0;
+    if (step >= a->inplace_step && to == n && k == join) return true;
+    snprintf(why, cap, "the trainer's change in place is not the one asked for: at step %lld to %lld ranks with %lld "
+             "joining jobs, not at step %lld or later to %d with %d", (long long)step, (long long)to, (long long)k,
+             (long long)a->inplace_step, n, join);
+    return false;
+}
+
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         const double s = ah_json_num_or_nan(line, "seconds");
         if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
         if (json_is_true(json_object_get(line, "ok"))) a->ckpt_under_plan = true;
     } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
-        char why[200];
-        if (a->inplace == 1 && !a->inplace_deferred) on_changed(a, line);
+        char why[300];
+        if (a->inplace == 1 && !a->inplace_deferred && !asked_change(a, line, why, sizeof why)) {
+            say(a, "warning: in place: %s", why);
+            ah_agent_inplace_fallback(a, why);
+        } else if (a->inplace == 1 && !a->inplace_deferred) on_changed(a, line);
         else if (adoptable(a, line, why, sizeof why)) adopt(a, line);
         else say(a, "warning: a change in place at step %lld that this agent did not wait for (%s): ignored",
                  (long long)json_integer_value(json_object_get(line, AH_PROTO_STEP)), why);
