@@ -200,6 +200,7 @@ pre = [x for x in ev if x.get("event") == "preempt"]
 rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"] and pre[0]["nodes"] == ["slow-0"], pre
 assert pre[0]["cause"] == "events file" and not pre[0]["forced"], pre
+assert pre[0].get("joined") == ["slow-1"], pre  # the free host taken in named (review, session 24)
 ref = {x["step"]: x["loss"] for x in map(json.loads, open(d + ".ref0.jsonl")) if "event" not in x}
 st = [x for x in ev if "event" not in x]
 assert [x["step"] for x in st] == list(range(120)), "every step once"

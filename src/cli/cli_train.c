@@ -6,6 +6,7 @@
  * step loop aborts the whole job (MPI_Abort) after the failing rank prints its message. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -490,6 +491,7 @@ int ah_cli_train(int argc, char **argv) {
     ah_flag_t flags[AH_TRAIN_FLAGS_MAX];
     const int n_flags = train_flags(&a, flags);
     ah_error_t err;
+    signal(SIGPIPE, SIG_IGN); /* before MPI opens a socket, whatever follows (runtime/preempt.c says why) */
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);

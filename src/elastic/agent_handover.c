@@ -95,7 +95,7 @@ static ah_status_t plan_staying(agent_t *a, ah_plan_result_t *r, ah_error_t *err
  * relaunch by the join rule (ah_agent_join_weigh: its gain over the expected stay against this run's
  * mean recovery and its extra exposure); said either way. */
 static void prefer_staying(agent_t *a, ah_plan_result_t *r) {
-    char why[300], why2[300];
+    char why[512], why2[512];
     if (!ah_agent_inplace_askable(a) || ah_agent_inplace_fits(a, &r->plan, why, sizeof why)) return;
     ah_plan_result_t st;
     ah_error_t e;

@@ -415,7 +415,7 @@ bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss) {
 
 /* The change is done (ev, the trainer's "reconfigure"): the recovery opened, in place, and the preempt
  * event; the leaving nodes' disks dropped. */
-static void account_change(agent_t *a, const json_t *ev, double seen_t) {
+static void account_change(agent_t *a, const json_t *ev, double seen_t, int joined) {
     if (!ah_grow(&a->res->recoveries, &a->cap_recoveries, a->res->n_recoveries + 1, sizeof *a->res->recoveries)) {
         say(a, "warning: out of host memory: the change in place is not recorded as a recovery");
         return;
@@ -446,10 +446,17 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t) {
             ah_str_appendf(&nodes, "%s%s", nodes.len ? " " : "", a->cluster.nodes[i].name);
             json_array_append_new(list, json_string(a->cluster.nodes[i].name));
         }
-    emit(a, json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
-                      (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
-                      ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", saved, "forced", 0, "exit_status", 0,
-                      "in_place", 1));
+    json_t *pre = json_pack("{s:s, s:I, s:f, s:f, s:s, s:o, s:b, s:b, s:i, s:b}", "event", "preempt", "step",
+                            (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
+                            ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", saved, "forced", 0,
+                            "exit_status", 0, "in_place", 1);
+    if (pre && joined > 0) { /* the free hosts taken in, as the join's event names them */
+        json_t *in = json_array();
+        for (int j = a->join_first; j < a->join_first + joined && j < a->n_jobs; j++)
+            json_array_append_new(in, json_string(a->jobs[j].host));
+        json_object_set_new(pre, "joined", in);
+    }
+    emit(a, pre);
     for (int i = 0; i < a->cluster.n_nodes; i++)
         if (a->leaving[i]) {
             ah_agent_drop_disk(a, i);
@@ -515,7 +522,7 @@ static void on_changed(agent_t *a, const json_t *ev) {
         "(pids %s%s)%s", (long long)a->inplace_after, n, n == 1 ? "" : "s", ah_plan_device_count(&a->cur.plan),
         pids ? pids : "?", joined ? ", the joined jobs' ranks new" : "", parked);
     free(pids);
-    account_change(a, ev, seen_t);
+    account_change(a, ev, seen_t, joined);
     ah_agent_plan_event(a, "replan", a->next_plan_s, true); /* after the preempt event, as a relaunch's */
     ah_watchdog_line(&a->dog, ah_now_s());
     a->inplace = 2;
