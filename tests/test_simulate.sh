@@ -97,7 +97,7 @@ for f in "" --in-place --no-in-place --no-handover; do
         --json "$W/ip$f.json" >"$W/ip$f.txt" 2>&1
     [ $? -eq 0 ] && pass "simulate ${f:-(default)} runs" || { fail "simulate ${f:-(default)} exit code"; cat "$W/ip$f.txt"; }
 done
-has "$W/ip.txt" "autohet: plans changed in place at a notice that saved (the default; --no-in-place: off)" "in place said"
+has "$W/ip.txt" "autohet: plans changed in place at a notice (the default; --no-in-place: off), the change's step written behind" "in place said"
 python3 -c 'import json, sys
 for f, want in zip(sys.argv[1:], (True, True, False, False)):
     d = json.load(open(f)); r = d["policies"][0]["recoveries"]

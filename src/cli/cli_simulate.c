@@ -327,11 +327,12 @@ static void print_setting(const setting_t *g, const ah_sim_opts_t *o, double hor
         printf("autohet: joined nodes taken in when the restart pays over a fixed %g s (--join-horizon-s)\n",
                o->join_horizon_s);
     if (o->in_place)
-        printf("autohet: plans changed in place at a notice that saved (the default; --no-in-place: off): restart %g s "
-               "there, not %g s "
-               "(measured on the CPU runtime: a lower bound at scale; also onto a plan of the running ranks' devices "
-               "on the staying nodes, as the agent's run --in-place since 7e8a3a5)\n",
-               o->restart_s * AH_SIM_IN_PLACE_FRACTION, o->restart_s);
+        printf("autohet: plans changed in place at a notice (the default; --no-in-place: off), the change's step "
+               "written behind when the last committed step outlives the leavers, else saved before the move: restart "
+               "%g s there (%g s parking ranks, %g s taking in a free node or a parked rank), not %g s "
+               "(measured on the CPU runtime: a lower bound at scale; docs/simulator.md rule 11)\n",
+               o->restart_s * AH_SIM_IN_PLACE_FRACTION, o->restart_s * AH_SIM_PARK_IN_PLACE_FRACTION,
+               o->restart_s * AH_SIM_JOIN_IN_PLACE_FRACTION, o->restart_s);
     if (o->release_idle)
         printf("every policy pays only the nodes its plan uses (--release-idle): the others given back while idle\n");
     if (o->exposure_aware)
