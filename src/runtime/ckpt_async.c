@@ -118,6 +118,7 @@ static ah_status_t snap_grow(ah_ckpt_session_t *s, size_t need, ah_error_t *err)
         s->snap_elems = 0;
     }
     s->snap_adopted = false;
+    s->snap_used = need;
     if (need <= s->snap_elems) return AH_OK;
     char why[256] = "the host has no memory left";
     float *b;
@@ -236,7 +237,7 @@ void ah_ckpt_snapshot_free(ah_ckpt_session_t *s) {
         host_free(be, s->snap_buf);
     }
     s->snap_buf = NULL;
-    s->snap_elems = 0;
+    s->snap_elems = s->snap_used = 0;
 }
 
 /* Kept by default where the backend's buffer is page-locked (a GPU's: its cudaHostAlloc pins and faults in

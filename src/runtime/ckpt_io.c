@@ -396,7 +396,7 @@ static ah_status_t commit_figures(const ah_ckpt_session_t *s, const ah_ckpt_writ
     ah_ckpt_upload_stats_t us = {.last_step = -1};
     if (s->up) us = ah_ckpt_uploader_stats(s->up);
     const double mine[AH_CKPT_FIGURES] = {(double)w->bytes, (double)w->files, (double)us.bytes,
-                                          w->async ? (double)(s->snap_elems * sizeof(float)) : 0,
+                                          w->async ? (double)(s->snap_used * sizeof(float)) : 0,
                                           w->writer_cpu_s, (double)w->adamw_bytes, w->save_s + ah_now_s() - t0, w->snapshot_s, w->wait_s};
     const int n = ah_comm_size(ah_comm_world());
     double *all = s->figures; /* taken at the open: no rank can fail here alone while the others gather */

@@ -57,7 +57,8 @@ struct ah_ckpt_session {
      * host memory (kept from one save to the next), the step in flight and what the loop waited. */
     ah_ckpt_async_t *writer;
     float *snap_buf;         /* the backend's page-locked host memory where it has some (snap_host_alloc) */
-    size_t snap_elems;
+    size_t snap_elems;       /* its capacity in floats */
+    size_t snap_used;        /* of which this session's layout uses (snap_grow's need): what the event counts */
     bool snap_keep;          /* at the close, snap_buf handed to the next session (an in-place change) */
     bool snap_adopted;       /* snap_buf is the last session's (ah_ckpt_snapshot_adopt), not yet sized */
     ah_snap_copy_t *snap_copy; /* a GPU backend's side stream and events for the copies into it */
