@@ -92,7 +92,7 @@ static void readmit_world(void) {
         CHECK(ah_reconfig_parse(text, &r, &err) == AH_OK, "%s: %s", text, err.msg);
         const bool bad = ah_reconfig_bad_readmit(&r, jobs, at, 5, why, sizeof why);
         CHECK(bad == (req[i + 1] != NULL), "%s: %s", text, bad ? why : "accepted");
-        CHECK(!req[i + 1] || strstr(why, req[i + 1]), "%s: \"%s\" lacks \"%s\"", text, why, req[i + 1]);
+        CHECK(!req[i + 1] || strstr(why, req[i + 1]), "%s: \"%s\" lacks \"%s\"", text, why, req[i + 1] ? req[i + 1] : "");
     }
 }
 
