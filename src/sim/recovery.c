@@ -14,6 +14,9 @@
 #include "plan/ckpt_traffic.h"
 #include "sim/replay.h"
 
+#define AH_SIM_ADMIT_STEPS 2    /* the agent's JOIN_STEPS (agent_inplace_join.c): the step under way and the change's */
+#define AH_SIM_ADMIT_MIN_S 1.0  /* its NOTICE_ADMIT_MIN_S: the least admission wait a notice's change asks */
+
 static ah_layer_kind_t layer_kind(int layer, int L) {
     return layer == 0 ? AH_LAYER_EMBED : layer == L + 1 ? AH_LAYER_HEAD : AH_LAYER_BLOCK;
 }
@@ -369,60 +372,6 @@ static void stop_at_notice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, boo
     *unsaved = !v->saved;
 }
 
-/* Whether plan e can follow plan run in place at a notice (elastic/agent_inplace.c map_ranks, with parked
- * ranks since session 23, 8a69e6c): e uses only devices (node, GPU index) that run's ranks on the nodes
- * still up hold, and at least one of each such node's (a staying host's job keeps a rank in the world);
- * run's staying ranks whose device e leaves out park (*parked: how many). Until session 23: exactly run's
- * staying devices. A device parked since the last relaunch (launched: its plan, NULL none) counts as held
- * (session 24, agent_parked.c: the parked rank re-admitted); until then a plan that wanted one relaunched. */
-static bool has_device(const ah_sim_entry_t *p, int node, int index, bool any_index) {
-    for (int i = 0; p && i < p->place.n_ranks; i++)
-        if (p->place.ranks[i].node == node && (any_index || p->place.ranks[i].index == index)) return true;
-    return false;
-}
-
-/* Whether q's device is parked and can come back (elastic/agent_parked.c): a device of the last relaunch's plan
- * that run leaves out on a node it uses, not spent (spent[node] bit index, NULL none: its rank parked through an
- * in-place join, or its node's launched job gone at a change in place; a joined rank is never one: the agent
- * lists the launch's ranks only, and a node that left and came back runs a job the launch did not start). */
-static bool parked_device(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
-                          const ah_shard_holder_t *q) {
-    const bool gone = spent && (q->index < 0 || q->index >= 64 || (spent[q->node] >> q->index & 1));
-    return !gone && has_device(launched, q->node, q->index, false) && has_device(run, q->node, 0, true) &&
-           !has_device(run, q->node, q->index, false);
-}
-
-bool ah_sim_gains_node(const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
-    for (int j = 0; j < e->place.n_ranks; j++)
-        if (!has_device(run, e->place.ranks[j].node, 0, true)) return true;
-    return false;
-}
-
-bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
-                         const uint64_t *spent, const ah_sim_entry_t *e, int *parked) {
-    *parked = 0;
-    for (int j = 0; j < e->place.n_ranks; j++) {
-        const ah_shard_holder_t *q = &e->place.ranks[j];
-        /* held: by a running or parked rank, or on a free node (up, run does not use it: its job joins with the
-         * change, session 24, elastic/agent_inplace_join.c) */
-        const bool held = up[q->node] && (has_device(run, q->node, q->index, false) ||
-                                          parked_device(run, launched, spent, q) || !has_device(run, q->node, 0, true));
-        if (!held) return false; /* a device no running (or parked) rank holds */
-    }
-    for (int i = 0; i < run->place.n_ranks; i++) {
-        const ah_shard_holder_t *o = &run->place.ranks[i];
-        if (!up[o->node]) continue; /* leaving */
-        bool same = false, host = false;
-        for (int j = 0; j < e->place.n_ranks && !same; j++) {
-            host = host || e->place.ranks[j].node == o->node;
-            same = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
-        }
-        if (!host) return false; /* a staying host's job would keep no rank */
-        *parked += !same;
-    }
-    return true;
-}
-
 static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
     int parked;
     return ah_sim_devices_kept(x->up, run, x->launched, x->spent, e, &parked);
@@ -465,17 +414,31 @@ static void holds_restore(ah_sim_replay_t *x, bool *was) {
     free(was);
 }
 
+/* Whether e's ranks on free nodes (ah_sim_gains_node) can join with the change at this notice, by the agent's
+ * admission (elastic/agent_inplace_join.c admission(), agent_inplace.c's left_s): the deadline, the grace period
+ * less the save estimate (such a change saves before its move), leaves half of what is left less two steps and the
+ * save again at least 1 s for the joining jobs' admission: grace - 2 saves - 2 steps >= 2 s. The save estimate is
+ * the notice's save (save_s), a step the running plan's. Without a free node: true. Until session 24 (simfix3)
+ * a free node's devices counted as held whether it fitted or not, so at --disk-gb-s 2 the every-node plan was
+ * taken, its save never fitted, and the change fell back to a relaunch with no save (the rollback). */
+static bool free_node_admits(ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    if (!ah_sim_gains_node(x->run, e)) return true;
+    const double save = save_s(x, x->run), left = x->o->grace_s - save;
+    return (left - AH_SIM_ADMIT_STEPS * x->run->iteration_s - save) / 2 >= AH_SIM_ADMIT_MIN_S;
+}
+
 /* With --in-place, at a notice while training (rule 11): the plan to recover to, and *in_place whether
  * the change is to be in place. e (the plan on every node up) when it runs on the old plan's staying
- * devices (devices_kept: some may park); else the planner's plan over the old plan's devices on the staying
- * nodes, when it keeps a rank on each staying node (the devices it leaves idle park) and relaunching onto e does not pay over it (relaunch_pays; e's extra nodes then wait for the join rule:
- * x->pending_join). Not in place when a piece of the state would come from the cloud (no staying node
- * holds it: the run rolls back). */
+ * devices (devices_kept: some may park; a free node's only when its admission fits, free_node_admits);
+ * else the planner's plan over the old plan's devices on the staying nodes, when it keeps a rank on each
+ * staying node (the devices it leaves idle park) and relaunching onto e does not pay over it (relaunch_pays;
+ * e's extra nodes then wait for the join rule: x->pending_join). Not in place when a piece of the state would
+ * come from the cloud (no staying node holds it: the run rolls back). */
 static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bool *in_place) {
     *in_place = false;
     if (!x->o->in_place || !x->run || !x->state) return e;
     ah_sim_entry_t *k = e;
-    if (!devices_kept(x, x->run, e)) {
+    if (!devices_kept(x, x->run, e) || !free_node_admits(x, e)) {
         /* the plan over exactly the running ranks' devices on the staying nodes */
         uint64_t *devices = calloc((size_t)x->c->n_nodes + 1, sizeof *devices);
         for (int i = 0; devices && i < x->run->place.n_ranks; i++) {
@@ -503,35 +466,6 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
     if (rolls_back) return e;
     *in_place = true;
     return k;
-}
-
-/* Whether a join onto plan e can be in place (elastic/agent_inplace_join.c map_join): e has a rank on every
- * device a rank of plan run holds, and its other ranks on nodes run does not use (a running host's job
- * cannot gain ranks) or on devices parked since the last relaunch (launched; re-admitted in the same change,
- * session 24: the measured join's share holds, docs/elastic.md "Parked ranks": 0.16-0.25 against 0.228). */
-static bool join_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e) {
-    int kept = 0;
-    for (int i = 0; i < run->place.n_ranks; i++) {
-        const ah_shard_holder_t *o = &run->place.ranks[i];
-        bool found = false;
-        for (int j = 0; j < e->place.n_ranks && !found; j++)
-            found = e->place.ranks[j].node == o->node && e->place.ranks[j].index == o->index;
-        if (!found) return false;
-        kept++;
-    }
-    for (int j = 0; j < e->place.n_ranks; j++)
-        if (run->uses[e->place.ranks[j].node] && !parked_device(run, x->launched, x->spent, &e->place.ranks[j])) kept--;
-    return kept == 0;
-}
-
-/* Whether plan e re-admits a parked rank (a rank on a device parked since the last relaunch): the runtime's
- * change with incoming ranks saves its step before the move (cli_train_inplace.c: a joiner's or re-admitted
- * rank's fallback restores it), so it is not written behind. */
-bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
-                     const ah_sim_entry_t *e) {
-    for (int j = 0; j < e->place.n_ranks; j++)
-        if (parked_device(run, launched, spent, &e->place.ranks[j])) return true;
-    return false;
 }
 
 /* A change in place at a notice (rule 11): the move, the leaving ranks sending too, before the agent's deadline
@@ -587,24 +521,6 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress
         }
     }
     return true;
-}
-
-/* The parked ranks that can come back after a change onto e (agent_parked.c): a relaunch's (afresh) none, its
- * plan the launched one; at a join in place the launched ranks not in e are spent (parked through it); at another
- * change in place a node not up has lost its launched job (a later one there is not the launch's). */
-static void spend(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool afresh, bool join) {
-    if (afresh) {
-        x->launched = e;
-        memset(x->spent, 0, sizeof *x->spent * (size_t)x->c->n_nodes);
-        return;
-    }
-    for (int i = 0; join && x->launched && i < x->launched->place.n_ranks; i++) {
-        const ah_shard_holder_t *q = &x->launched->place.ranks[i];
-        if (q->index >= 0 && q->index < 64 && !has_device(e, q->node, q->index, false))
-            x->spent[q->node] |= (uint64_t)1 << q->index;
-    }
-    for (int n = 0; !join && n < x->c->n_nodes; n++)
-        if (!x->up[n]) x->spent[n] = ~(uint64_t)0;
 }
 
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
@@ -668,7 +584,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
      * that saved, onto them and the joining nodes (the runtime moves the state to the joining ranks since
      * cf4ac18; the transfer here is still the tiers' restore, a network copy from the holders either way) */
     const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback &&
-                               join_kept(x, x->run, e);
+                               ah_sim_join_kept(x, x->run, e);
     int parked = 0; /* move_in_place's change: saved or written behind, no piece from the cloud, devices kept */
     if (in_place) (void)ah_sim_devices_kept(x->up, x->run, x->launched, x->spent, e, &parked);
     v->in_place = in_place || join_in_place;
@@ -689,7 +605,7 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
         ah_sim_mark(x, true);
     }
     x->started = true;
-    spend(x, e, !v->in_place, join_in_place || (v->in_place && ah_sim_gains_node(x->run, e))); /* a node joins */
+    ah_sim_spend(x, e, !v->in_place, join_in_place || (v->in_place && ah_sim_gains_node(x->run, e))); /* a node joins */
     x->run = e;
     x->phase = AH_PHASE_RECOVER;
     x->recover_end = x->t + v->seconds;

@@ -219,15 +219,20 @@ double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s);
 /* Whether plan e can follow plan run in place at a notice, the nodes up[]: e on run's staying devices only (or
  * devices parked since the relaunch onto launched, NULL none, and not spent: spent[node] bit index, NULL none; or
  * on free nodes: up, run uses none of their devices, their jobs join with the change since session 24), at least
- * one of each staying node's; *parked: run's staying ranks e leaves out (recovery.c). ah_sim_gains_node: whether e
- * has a rank on a node run does not use (such a change saves before its move and is priced as the join in place,
+ * one of each staying node's; *parked: run's staying ranks e leaves out (recovery_devices.c; at a notice
+ * recovery.c counts a free node only when the agent's admission fits, free_node_admits). ah_sim_gains_node: whether
+ * e has a rank on a node run does not use (such a change saves before its move and is priced as the join in place,
  * AH_SIM_JOIN_IN_PLACE_FRACTION: its admission and move). */
 bool ah_sim_gains_node(const ah_sim_entry_t *run, const ah_sim_entry_t *e);
 bool ah_sim_devices_kept(const bool *up, const ah_sim_entry_t *run, const ah_sim_entry_t *launched,
                          const uint64_t *spent, const ah_sim_entry_t *e, int *parked);
-/* Whether plan e re-admits a parked rank (the same arguments): such a change saves before its move (recovery.c). */
+/* Whether plan e re-admits a parked rank (the same arguments): such a change saves before its move (recovery.c).
+ * ah_sim_join_kept: whether a join onto e can be in place (x->launched, x->spent; recovery_devices.c). */
 bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
                      const ah_sim_entry_t *e);
+bool ah_sim_join_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const ah_sim_entry_t *e);
+/* The parked ranks that can come back after a change onto e (x->launched, x->spent; recovery_devices.c). */
+void ah_sim_spend(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool afresh, bool join);
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg);
 
 /* sim.c: a new timeline segment from x->t (closing the one before); a marker at x->t; dt seconds
