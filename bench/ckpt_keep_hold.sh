@@ -50,32 +50,11 @@ JSON
     --schedule 1f1b -o "$WORK/plan.json" >/dev/null 2>&1
 cp "$WORK/plan.json" "$WORK/plan-b.json"
 echo "ckpt_keep_hold: K=$K C=$C STEPS=$STEPS ROUNDS=$ROUNDS, load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
-cat >"$WORK/stamp.py" <<'PY'
-import os, sys, time
-src, out, stop = sys.argv[1:4]
-buf, pos = b"", 0
-with open(out, "w") as o:
-    while True:
-        done = os.path.exists(stop)
-        if os.path.exists(src):
-            with open(src, "rb") as f:
-                f.seek(pos)
-                more = f.read()
-            now = time.monotonic()
-            pos += len(more)
-            buf += more
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                o.write(f"{now:.6f} {line.decode()}\n")
-        if done:
-            break
-        time.sleep(0.002)
-PY
 run() { # NAME AUTOHET
     local name=$1 bin=$2 d=$WORK/$1 w job pids=()
     rm -rf "$d" && mkdir -p "$d/join" "$d/run"
     printf '{"step": %d, "leave": [], "plan": "%s"}\n' "$C" "$WORK/plan-b.json" >"$d/run/reconfigure.json"
-    python3 "$WORK/stamp.py" "$d/m.jsonl" "$d/stamps" "$d/stop" &
+    python3 bench/step_stamp.py "$d/m.jsonl" "$d/stamps" "$d/stop" &
     w=$!
     for job in 1 0; do
         AH_CKPT_SNAPSHOT_KEEP=1 AH_WORLD_JOIN=$d/join:$job:2 timeout 600 mpirun --ompi-server "file:$WORK/uri" \

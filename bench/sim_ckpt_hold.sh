@@ -52,34 +52,12 @@ JSON
     --schedule 1f1b -o "$WORK/plan.json" >/dev/null 2>&1
 echo "sim_ckpt_hold: K=$K STEPS=$STEPS ROUNDS=$ROUNDS, load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The watcher: each new line of $1 with its time.monotonic(), into $2, until $3 exists.
-cat >"$WORK/stamp.py" <<'PY'
-import os, sys, time
-src, out, stop = sys.argv[1:4]
-buf, pos = b"", 0
-with open(out, "w") as o:
-    while True:
-        done = os.path.exists(stop)
-        if os.path.exists(src):
-            with open(src, "rb") as f:
-                f.seek(pos)
-                more = f.read()
-            now = time.monotonic()
-            pos += len(more)
-            buf += more
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                o.write(f"{now:.6f} {line.decode()}\n")
-        if done:
-            break
-        time.sleep(0.002)
-PY
 
 run() { # NAME ROOT [flags]
     local name=$1 root=$2 w
     shift 2
     rm -rf "$root" "$WORK/$name.jsonl" "$WORK/$name.stop"
-    python3 "$WORK/stamp.py" "$WORK/$name.jsonl" "$WORK/$name.stamps" "$WORK/$name.stop" &
+    python3 bench/step_stamp.py "$WORK/$name.jsonl" "$WORK/$name.stamps" "$WORK/$name.stop" &
     w=$!
     mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm isolated -x OPENBLAS_NUM_THREADS=1 \
         -np 2 "$AUTOHET" train --plan "$WORK/plan.json" --data "$WORK/text.bin" --steps "$STEPS" --quiet \
