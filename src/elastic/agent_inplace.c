@@ -247,6 +247,8 @@ static double save_room(const agent_t *a) {
     return kept ? 0 : a->save_est_s;
 }
 
+double ah_agent_inplace_save_room(const agent_t *a) { return save_room(a); }
+
 /* What the deadline is, for the agent's lines: the grace period less the save estimate, or the grace period alone. */
 static void deadline_why(const agent_t *a, char *out, size_t cap) {
     if (save_room(a) > 0 || a->save_est_s <= 0) snprintf(out, cap, "the grace period less the save estimate, %.2f s",

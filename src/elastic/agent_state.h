@@ -302,6 +302,9 @@ void ah_agent_inplace_fallback(agent_t *a, const char *why);
  * false with why). */
 bool ah_agent_inplace_askable(const agent_t *a);
 bool ah_agent_inplace_fits(const agent_t *a, const ah_plan_t *next, char *why, size_t cap);
+/* The save the in-place deadline leaves room for at a notice now (the grace period less it): 0 when the change's step
+ * is written behind, else the save estimate (agent_inplace.c save_room says when). */
+double ah_agent_inplace_save_room(const agent_t *a);
 /* A trainer event line of the running launch (checkpoint: the save estimate; reconfigure: the change
  * done: the leaving jobs reaped, their disks dropped, the next plan the running one, a preempt event and
  * a recovery opened; after a fallback too, the notice's stop then called off, when the survivors got no
