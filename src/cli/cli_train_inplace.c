@@ -180,6 +180,10 @@ static ah_reconfig_moved_t *move_to_joiners(bool joining, const ah_plan_t *plan,
     ah_reconfig_move_stats_t ms;
     ah_error_t err;
     const bool said = !joining && !mv; /* the old world's move failed: its rank 0 said why */
+    /* the joining ranks learn from the staying ones whether step S is written behind, and C (the resume point) */
+    int64_t v[2] = {joining ? INT64_MIN : state->save_async, joining ? INT64_MIN : state->kept_step};
+    if (ah_comm_allreduce_max_i64(ah_comm_world(), v, 2, &err) != AH_OK) ah_comm_abort(ah_cli_fail("train", &err));
+    state->save_async = v[0] > 0, state->kept_step = v[1];
     if (ah_reconfig_move_join(&mv, joining, plan, &state->committed, state->why_not, &ms, &err) == AH_OK) {
         ph[AH_RECONFIG_PH_MOVE] = ms.seconds;
         state->moved = true, state->moved_bytes = ms.moved_bytes, state->kept_bytes = ms.kept_bytes;
@@ -188,7 +192,8 @@ static ah_reconfig_moved_t *move_to_joiners(bool joining, const ah_plan_t *plan,
     }
     if (!said && ah_comm_rank(ah_comm_world()) == 0)
         fprintf(stderr, "autohet train: warning: in-place join: the state is not moved to the joining ranks (%s): it is "
-                "restored from the checkpoint just saved\n", err.msg);
+                "restored from %s\n", err.msg, state->save_async ? "the last committed step (this one was to be "
+                "written behind)" : "the checkpoint just saved");
     state->moved = false, state->moved_bytes = state->kept_bytes = 0;
     snprintf(state->why_not, sizeof state->why_not, "%s", err.msg);
     return NULL;
@@ -228,12 +233,20 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     double moved_s = 0;
     if (s == AH_OK && mv) s = load_moved(req, mv, ph, &moved_s, state, *metrics, tr, *ck, start, &err);
     ah_reconfig_moved_free(mv);
-    if (s == AH_OK && *start != req->step) /* the same on every rank: the resume agrees on its step */
+    /* the step written behind, the state not moved: the restore read C, the last committed step, and the steps
+     * C..S-1 are trained again (said); the same on every rank: the resume agrees on its step */
+    const bool redo = s == AH_OK && state->save_async && state->kept_step >= 0 && *start == state->kept_step;
+    if (redo && rank == 0)
+        fprintf(stderr, "autohet train: warning: in-place change at step %lld: resumed from step %lld, the last committed "
+                "(step %lld was to be written behind): %lld step%s trained again\n", (long long)req->step,
+                (long long)*start, (long long)req->step, (long long)(req->step - *start), req->step - *start == 1 ? "" : "s");
+    if (s == AH_OK && *start != req->step && !redo)
         s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the new world's ranks resumed from "
                          "step %lld, not the step just %s", (long long)req->step, (long long)*start, state->save_async ?
-                         "moved (it was to be written behind; the moved state could not be loaded): a relaunch "
-                         "resumes from the last committed step" : "saved (a piece of it was held only by the leaving "
-                         "jobs, or is out of a new rank's reach: keep --replica-memory-gb or --cloud on)");
+                         "moved (it was to be written behind; the moved state could not be loaded), nor the last "
+                         "committed one: a relaunch resumes from the last committed step" : "saved (a piece of it was "
+                         "held only by the leaving jobs, or is out of a new rank's reach: keep --replica-memory-gb or "
+                         "--cloud on)");
     if (s != AH_OK) return rank == 0 ? ah_cli_train_fail(a, rank, &err) : ah_status_exit_code(s);
     if (rank == 0) ah_reconfig_retire(a->run_dir);
     ph[AH_RECONFIG_PH_INIT] = ah_now_s() - t - ph[AH_RECONFIG_PH_LOAD] - moved_s;
@@ -340,10 +353,11 @@ static ah_reconfig_moved_t *save_and_move(args_t *a, const ah_reconfig_req_t *re
     ah_metrics_write_events(metrics, events);
     if (ck) ah_test_hook("reconfig-save", req->step, tr->plan->cluster.nodes[ah_role_device(tr->plan, &tr->role).node].name);
     ph[AH_RECONFIG_PH_SAVE] = ah_now_s() - t;
-    if (defer && ah_reconfig_incoming(req) > 0) { /* a joiner's fallback restores the step: it is saved first */
+    if (defer && ah_reconfig_incoming(req) > 0 && ah_ckpt_session_last_saved(ck) < 0) {
+        /* a joiner's fallback restores the last committed step C (set_up_new): with none, the step is saved first */
         defer = false;
-        snprintf(why, sizeof why, "a join%s: a joining rank that cannot take the moved state restores the step",
-                 req->join ? "" : " (parked ranks re-admitted)");
+        snprintf(why, sizeof why, "a join%s with no step committed yet: a joining rank that cannot take the moved "
+                 "state restores the step", req->join ? "" : " (parked ranks re-admitted)");
     }
     if (!defer) save_now(a, req, tr, ck, leaving, metrics, ph);
     state->committed = ah_ckpt_session_last_saved(ck) == req->step;

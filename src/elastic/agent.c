@@ -189,6 +189,8 @@ static void on_step(agent_t *a, json_t *line) {
         L->first_step = step;
         on_first_step(a, step, loss);
     }
+    if (after_change && step < a->hist.len) /* the change's step written behind, the move failed: C restored in place */
+        ah_history_resume(&a->hist, a->res->n_launches - 1 + a->hist_offset, step);
     ah_history_add(&a->hist, a->res->n_launches - 1 + a->hist_offset, step, tokens, loss);
     ah_watchdog_line(&a->dog, ah_now_s());
     L->end_step = step + 1;
