@@ -1,5 +1,6 @@
 # A damaged newest step is survived when an older one is intact: a shard flipped, deleted or
-# truncated (no tier holds it intact) or a manifest truncated in step 12 -> the resume says on
+# truncated (no tier holds it intact), a manifest truncated in step 12, or one bit flipped in one of two
+# nodes' manifests of step 12 (their data positions disagree) -> the resume says on
 # stderr which step it skipped and why (file and CRC), takes step 8, removes step 12 from the node's
 # disk and trains on; `ckpt export` without --step falls back the same way (with --step 12 it
 # refuses); `ckpt verify` exits 1 on a damaged manifest. When no step restores, the resume is
@@ -67,6 +68,29 @@ grep -q "step 12: FAILED: the manifest is damaged: $WORK/man/n0/step-00000012/ma
 "$AUTOHET" ckpt ls --local-root "$WORK/man" | grep -Eq '^local:n0 +12 +damaged' || fail "ckpt ls does not show step 12 damaged"
 train man "$WORK/man" --resume --reschedule || { cat "$WORK/man.err" >&2; fail "resume past a damaged manifest"; }
 resumed8 man "node n0: checkpoint step 12 skipped: its manifest is damaged ($WORK/man/n0/step-00000012/manifest.json"
+# A bit flipped in one node's manifest (no checksum of its own covers it), in its data position: the two
+# nodes' manifests of step 12 disagree, so step 12 is skipped, named, for step 8 (before: every rank
+# trained from scratch, "the checkpoint is inconsistent: starting from scratch", the older steps dropped).
+dp2_plan "$WORK/dp2.json"
+dp2() { # out-name [flags...]: the two-node plan, its checkpoints in $WORK/two
+    local out=$1
+    shift
+    timeout 60 $MPIRUN -np 2 "$AUTOHET" train --quiet --plan "$WORK/dp2.json" --data "$WORK/text.bin" \
+        --local-root "$WORK/two" --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+dp2 two-save --steps 12 --ckpt-every 4 || { cat "$WORK/two-save.err" >&2; fail "the two-node saving run"; }
+python3 - "$WORK/two/n1/step-00000012/manifest.json" <<'PY' || fail "flip a bit of n1's data position"
+import re, sys
+t = bytearray(open(sys.argv[1], "rb").read())
+m = re.search(rb'"data_position": *([0-9]+)', t)
+t[m.end(1) - 1] ^= 1
+open(sys.argv[1], "wb").write(t)
+PY
+dp2 two --steps 14 --resume --reschedule || { cat "$WORK/two.err" >&2; fail "resume past a flipped manifest bit"; }
+grep -q "resumed from step 8" "$WORK/two.out" || { cat "$WORK/two.out" "$WORK/two.err" >&2; fail "flipped manifest bit: not resumed from step 8"; }
+grep -q 'checkpoint step 12 skipped (step 12: manifests of nodes "n0" and "n1" disagree on the data position' "$WORK/two.err" ||
+    { cat "$WORK/two.err" >&2; fail "flipped manifest bit: the skip of step 12 is not explained"; }
+[ ! -e "$WORK/two/n1/step-00000012" ] || fail "flipped manifest bit: step 12 is still on n1's disk"
 # Nothing restores: refused (training from scratch would drop the steps unsaid), the steps kept.
 copy none
 truncate -s 1000 "$WORK/none/n0/$SHARD" "$WORK/none/n0/step-00000008/block-001.tp1-0.safetensors"

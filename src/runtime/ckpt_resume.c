@@ -114,15 +114,17 @@ static void remove_staging(const char *staging, int64_t step) {
 }
 
 /* Newest step (and its TP degree) whose every shard some tier lists (tier >= 0: that tier alone); -1
- * when none, with why in err. */
+ * when none, with why in err. *inconsistent (when not NULL) gets the newest step passed over because its
+ * nodes' manifests disagree (ckpt/restore.h: AH_ERR_INVALID), -1 when none. */
 static int64_t choose_step(const ah_ckpt_catalog_t *cat, int tier, const ah_plan_t *p, int *T_out, ah_ckpt_meta_t *meta,
-                           ah_error_t *err) {
+                           int64_t *inconsistent, ah_error_t *err) {
     const ah_model_t *m = &p->model;
     const int max_names = (2 + (int)m->n_layer) * AH_RESHARD_MAX_PIECES;
     char (*names)[AH_CKPT_NAME_MAX] = malloc((size_t)max_names * sizeof *names);
     const char **ptrs = malloc((size_t)max_names * sizeof *ptrs);
     int64_t best = -1;
     *T_out = 0;
+    if (inconsistent) *inconsistent = -1;
     for (int T = 1; names && ptrs && T <= AH_MAX_TP; T++) {
         int64_t step;
         ah_ckpt_meta_t mt;
@@ -130,9 +132,12 @@ static int64_t choose_step(const ah_ckpt_catalog_t *cat, int tier, const ah_plan
         if (ah_model_check_tp(m, T, &e2) != AH_OK) continue; /* no plan saves at this degree */
         const int n = ah_placement_model_names(m, T, names);
         for (int i = 0; i < n; i++) ptrs[i] = names[i];
-        if ((tier < 0 ? ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2)
-                      : ah_ckpt_catalog_newest_in(cat, (ah_ckpt_tier_t)tier, ptrs, n, &step, &mt, &e2)) != AH_OK) {
+        step = -1;
+        const ah_status_t st = tier < 0 ? ah_ckpt_catalog_newest(cat, ptrs, n, &step, &mt, &e2)
+                                        : ah_ckpt_catalog_newest_in(cat, (ah_ckpt_tier_t)tier, ptrs, n, &step, &mt, &e2);
+        if (st != AH_OK) {
             if (best < 0 && T == p->tp) *err = e2; /* why nothing was found, at the plan's degree */
+            if (st == AH_ERR_INVALID && inconsistent && step > *inconsistent) *inconsistent = step, *err = e2;
             continue;
         }
         if (step > best || (step == best && T == p->tp)) {
@@ -347,6 +352,26 @@ static void skip_step(const ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat, int64_
     json_array_append_new(skipped, json_pack("{s:I, s:s}", "step", (json_int_t)step, "why", why));
     remove_staging(staging, step);
     ah_ckpt_catalog_drop(cat, step);
+}
+
+/* Collective: the newest step every tier together restores (choose_step) into *step, -1 when none (why in
+ * e2). A newer step whose nodes' manifests disagree on the data position, sequence length or RNG state (a
+ * bit flipped in one node's manifest, which has no checksum of its own) is skipped, on every rank, for the
+ * next older one, as a step with a damaged file is: before, every rank trained from scratch. */
+static ah_status_t pick_step(const ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat, const char *staging, json_t *skipped,
+                             int64_t *step, int *T, ah_ckpt_meta_t *meta, ah_error_t *e2, ah_error_t *err) {
+    for (;;) {
+        int64_t bad;
+        memset(e2, 0, sizeof *e2);
+        *step = choose_step(cat, -1, s->tr->plan, T, meta, &bad, e2);
+        int64_t newest_bad = bad; /* the newest such step any rank saw (ranks may see other tiers) */
+        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &newest_bad, 1, err);
+        if (st != AH_OK || newest_bad < 0 || newest_bad < *step) return st;
+        char why[AH_ERROR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", bad == newest_bad && e2->msg[0] ? e2->msg
+                 : "the manifests of its nodes disagree on the data position, sequence length or RNG state");
+        skip_step(s, cat, newest_bad, staging, why, skipped);
+    }
 }
 
 /* This node's step directories newer than the restored step (-1: none was restored), on the node's
@@ -595,9 +620,9 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         /* The newest step every tier together restores: a step with a file no tier has intact is
          * skipped for the next older one. */
         for (;;) {
-            ah_error_t e2 = {0};
+            ah_error_t e2;
             bool bad = false;
-            step = choose_step(cat, -1, tr->plan, &T, &meta, &e2);
+            if ((st = pick_step(s, cat, staging, skipped, &step, &T, &meta, &e2, err)) != AH_OK) goto done;
             if (step < 0) snprintf(why, sizeof why, "%s", e2.msg[0] ? e2.msg : "no complete checkpoint");
             st = step >= 0 ? check_step(tr, step, &meta, s->o.reschedule, err) : AH_OK;
             if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK || (st = agree_step(step, T, err)) != AH_OK)
@@ -614,7 +639,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
             ah_ckpt_meta_t m2;
             ah_error_t e3;
             int T2;
-            s->cloud_base = choose_step(cat, AH_TIER_CLOUD, tr->plan, &T2, &m2, &e3);
+            s->cloud_base = choose_step(cat, AH_TIER_CLOUD, tr->plan, &T2, &m2, NULL, &e3);
         }
         if (step >= 0 && unread[0] && tr->rank == 0)
             fprintf(stderr, "autohet train: warning: %s; resuming from step %lld of the other tiers (the cloud may "
