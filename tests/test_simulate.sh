@@ -161,7 +161,7 @@ exits 2 "$W/e12.txt" "--ckpt-every-s 1e-300" "$AH" simulate --model gpt2-124m --
 has "$W/e12.txt" "--ckpt-every-s 1e-300 over a horizon of 1 h is 3.6e+303 checkpoints" "a checkpoint interval too fine refused"
 printf '0,1\n' >"$W/point.csv"
 exits 2 "$W/e13.txt" "a one-point trace without --hours" "$AH" simulate "${COMMON[@]}" --policy autohet --trace "H20=$W/point.csv"
-has "$W/e13.txt" "nothing to replay: no --trace, or its rows are all at time 0; give --hours H" "a one-point trace refused"
+has "$W/e13.txt" "nothing to replay: $W/point.csv: its rows (1) are all at time 0; give --hours H" "a one-point trace refused, naming its file"
 # precision: varuna keeps the biggest type that runs bf16 (T4 has no bf16: it stalled the whole run,
 # blaming memory); a cluster where no type runs it is refused up front
 cat >"$W/t4mix.json" <<'EOF'

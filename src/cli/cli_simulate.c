@@ -359,6 +359,10 @@ static ah_status_t simulate(const setting_t *g, const ah_sim_avail_t *avail, con
                             const ah_sim_opts_t *o, const bool want[AH_POLICY_COUNT], bool bound,
                             const char *json_path, const char *svg_path, ah_error_t *err) {
     ah_status_t st = ah_sim_check_horizon(avail, o, err);
+    if (st != AH_OK && o->hours <= 0 && avail->end_s <= 0 && n_pools > 0) /* name the traces (a one-row file) */
+        return ah_error_set(err, AH_ERR_USAGE, "nothing to replay: %s%s: its rows (%d) are all at time 0; give --hours H",
+                            pools[0].trace.path, n_pools > 1 ? " and the other traces" : "",
+                            pools[0].trace.n_events + pools[0].trace.n_steps);
     int bucket;
     if (st == AH_OK) st = ah_sim_cloud_node(g->cluster, o, &bucket, err); /* --cloud-region, before the report */
     if (st != AH_OK) return st;

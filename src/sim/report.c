@@ -80,7 +80,9 @@ void ah_sim_breakdown(const ah_sim_avail_t *a, double horizon, const ah_sim_resu
     double finished = 0;
     for (int k = 0; k < r->n_recs; k++) {
         const ah_sim_recovery_t *v = &r->recs[k];
-        if (v->interrupted) continue;
+        /* interrupted, or cut by the horizon: its time so far is in interrupted_h (until session 25 a recovery
+         * the horizon cut counted its whole terms here, past the horizon: the terms summed to more than recover_h) */
+        if (v->interrupted || v->t_s + v->seconds > horizon) continue;
         b->wait_h += v->wait_s / 3600;
         b->save_h += v->save_s / 3600;
         b->replan_h += v->replan_s / 3600;
