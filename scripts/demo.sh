@@ -10,13 +10,19 @@
 #     local-first; training finishes and the agent prints a summary (plans before and after,
 #     recovery time by tier, loss across the restart, no sample lost).
 #   AH_BUILD_DIR  build directory (default build);  AH_OUT  output directory (default out)
+#   AH_DEMO_BUILD_ONLY=1  set up and build (the Release configuration below), run nothing: CI's
+#                 release-build stage (.ci/run), so the configuration CI compiles is this one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${AH_BUILD_DIR:-build}
 out=${AH_OUT:-out}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j2 >/dev/null
+cmake --build "$build" -j "${AH_JOBS:-2}" >/dev/null
+if [[ ${AH_DEMO_BUILD_ONLY:-} == 1 ]]; then
+    echo "demo.sh: the Release build in $build completed"
+    exit 0
+fi
 mkdir -p "$out"
 echo "== autohet plan: llama2-7b on the built-in cluster mixed-32 =="
 "$build/autohet" plan --model llama2-7b --cluster mixed-32 --global-batch 512 --seq-len 4096 \
