@@ -155,7 +155,14 @@ static void test_room_readmit(void) {
     set_next(&a, (const int[][2]){{0, 0}, {0, 1}}, 2);
     char why[300] = "";
     CHECK(ah_agent_inplace_fits(&a, &a.next.plan, why, sizeof why), "n0:0 n0:1 in place: %s", why);
-    CHECK(ah_agent_inplace_save_room(&a) == 4, "n0:1 re-admitted: the save's room (%.2f s, want 4)",
+    /* since session 25 (joinbehind) written behind as a leave-only change: the last committed step survives */
+    CHECK(ah_agent_inplace_save_room(&a) == 0, "n0:1 re-admitted, step 5 kept: written behind (%.2f s, want 0)",
+          ah_agent_inplace_save_room(&a));
+    g_res.newest_ckpt = -1; /* no step committed: a re-admitted rank's fallback has none, the step is saved first */
+    CHECK(ah_agent_inplace_save_room(&a) == 4, "n0:1 re-admitted, nothing committed: the save's room (%.2f s, want 4)",
+          ah_agent_inplace_save_room(&a));
+    set_next(&a, (const int[][2]){{0, 0}}, 1);
+    CHECK(ah_agent_inplace_save_room(&a) == 0, "n0:0 alone, nothing committed: written behind (%.2f s)",
           ah_agent_inplace_save_room(&a));
     agent_free(&a);
 }
@@ -204,8 +211,15 @@ static void test_free_host_admission(void) {
     a.save_est_s = 8;
     const int n10 = ah_agent_inplace_join_devices(&a, &a.next.plan, 10, note, sizeof note);
     CHECK(n10 == 0 && strstr(note, "the admission does not fit the deadline: 0.90 s") &&
-              strstr(note, "the save estimate 8.00 s"), "10 s left, an 8 s save: n2 not counted (%d): %s", n10, note);
+              strstr(note, "the save before the move 8.00 s"), "10 s left, an 8 s save: n2 not counted (%d): %s", n10, note);
     CHECK(ah_agent_inplace_join_devices(&a, &a.next.plan, 30, NULL, 0) == 1, "30 s left: n2 counted");
+    /* joinbehind: step 5 committed under the running plan, n1's pieces on n0 too: the change's step is written
+     * behind, no save taken off, so 10 s left fit (until session 25 the save was always taken off: not counted) */
+    checkpoint(&a, 8);
+    CHECK(ah_agent_change_save_s(&a, true) == 0, "written behind: no save (%.2f s)", ah_agent_change_save_s(&a, true));
+    CHECK(ah_agent_inplace_join_devices(&a, &a.next.plan, 10, note, sizeof note) == 1,
+          "10 s left, the step written behind: n2 counted (%s)", note);
+    a.ckpt_under_plan = false;
     a.save_est_s = 0;
     char why[400] = "";
     a.planning_notice_t = ah_now_s() - 1;

@@ -128,7 +128,7 @@ static bool map_ranks(const agent_t *a, const ah_plan_t *next, int *ranks, bool 
     char note[400] = ""; /* devices on free hosts join with the change when their admission fits (agent_inplace_join.c) */
     const double from = a->planning_notice_t > 0 ? a->planning_notice_t : ah_now_s(); /* the notice's clock, as */
     const double left_s = a->inplace == 1 ? a->inplace_deadline - ah_now_s()           /* join_start's check */
-                                          : from + a->o->grace_s - a->save_est_s - ah_now_s();
+                                          : from + a->o->grace_s - ah_agent_change_save_s(a, true) - ah_now_s();
     const int held = taken + back + ah_agent_inplace_join_devices(a, next, left_s, note, sizeof note);
     bool ok = held == n;
     if (!ok)
@@ -226,24 +226,31 @@ static int readmitted(const agent_t *a) {
     return back;
 }
 
-/* The save the deadline leaves room for (the grace period less it): none when, as far as the agent can tell, the
- * trainers write the change's step behind the next step (runtime/ckpt_change.c; docs/elastic.md "Durability"):
- * not when the request re-admits a parked rank (it takes the state as a joiner does, whose fallback restores the
- * step: the trainers save before the move, cli_train_inplace.c save_and_move); without --ckpt-sync, either nothing is committed before the change (no checkpoint yet, the change before the
- * first periodic one) or the last committed step is in the running plan's layout and every piece a leaving node
- * holds under it is also on a staying node (agent_exposure.h ah_exposure_leavers_kept); else the longest checkpoint
- * seen. The trainer's own test also counts the memory tier and the cloud: where only they hold a leaver's piece
- * the agent leaves room for the save (the safe side: a save the deadline did not leave room for could outlast
- * the grace period). */
+/* The save the deadline leaves room for (the grace period less it): the change's (ah_agent_change_save_s), incoming
+ * when the request re-admits a parked rank or takes a free host's job in (or would, its admission fitting). */
 static double save_room(const agent_t *a) {
+    const bool incoming = readmitted(a) > 0 ||
+                          (a->have_next && ah_agent_inplace_join_devices(a, &a->next.plan, INFINITY, NULL, 0) > 0);
+    return ah_agent_change_save_s(a, incoming);
+}
+
+/* None when, as far as the agent can tell, the trainers write the change's step behind the next step
+ * (runtime/ckpt_change.c; docs/elastic.md "Durability"): without --ckpt-sync, either nothing is committed before the
+ * change (no checkpoint yet, the change before the first periodic one; not with incoming ranks: their fallback
+ * restores the last committed step, so with none the trainers save before the move, cli_train_inplace.c
+ * save_and_move) or no node leaves, or the last committed step is in the running plan's layout and every piece a
+ * leaving node holds under it is also on a staying node (agent_exposure.h ah_exposure_leavers_kept); else the
+ * longest checkpoint seen. The trainer's own test also counts the memory tier and the cloud: where only they hold a
+ * leaver's piece the agent leaves room for the save (the safe side: a save the deadline did not leave room for could
+ * outlast the grace period). Until session 25 a change with incoming ranks always saved before the move. */
+double ah_agent_change_save_s(const agent_t *a, bool incoming) {
     for (int i = 0; i < a->o->n_train_args; i++)
         if (strcmp(a->o->train_args[i], "--ckpt-sync") == 0) return a->save_est_s;
-    if (readmitted(a) > 0) return a->save_est_s;
-    if (a->have_next && ah_agent_inplace_join_devices(a, &a->next.plan, INFINITY, NULL, 0) > 0)
-        return a->save_est_s; /* a free host joins (or would, its admission fitting): saved before the move too */
     const bool none = a->res->newest_ckpt < 0;
+    if (none && incoming) return a->save_est_s;
     if (none && newest_step(a) + 2 < a->o->ckpt_every) return 0;
-    bool ok, kept = (none || a->ckpt_under_plan) && ah_exposure_leavers_kept(&a->cur.plan, &a->cluster, a->leaving, &ok);
+    bool ok, kept = count_leaving(a) == 0 || ((none || a->ckpt_under_plan) &&
+                                              ah_exposure_leavers_kept(&a->cur.plan, &a->cluster, a->leaving, &ok));
     return kept ? 0 : a->save_est_s;
 }
 

@@ -230,7 +230,8 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
         snprintf(why, sizeof why, "the run ends first (step %lld of %lld)", (long long)a->join_step,
                  (long long)a->o->steps), ok = false;
     const double step_s = step_estimate(a, L); /* the wait: the joining jobs' too (AH_JOIN_WAIT_S, comm/join.c) */
-    const double wait_s = JOIN_STEPS * step_s + a->save_est_s + ah_comm_join_admit_s() + JOIN_MARGIN_S;
+    const double save_s = ah_agent_change_save_s(a, true); /* 0: the join's step written behind */
+    const double wait_s = JOIN_STEPS * step_s + save_s + ah_comm_join_admit_s() + JOIN_MARGIN_S;
     ok = ok && map_join(a, ranks, hosts, &n_hosts, &ordered, why, sizeof why) &&
          ask(a, ranks, hosts, n_hosts, wait_s, why, sizeof why);
     if (ok) {
@@ -241,7 +242,7 @@ bool ah_agent_inplace_join_begin(agent_t *a) {
         say(a, "in place: the join asked for at step %lld (%d new job%s from job %d, on %s; %d ranks go on as %d under "
             "the next plan%s); waiting for it until %.1f s (%d steps of %.3f s to it, the save %.2f s, the admission "
             "%.0f s, %.0f s more)", (long long)a->join_step, n_hosts, n_hosts == 1 ? "" : "s", a->join_first, names.buf,
-            w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0, JOIN_STEPS, step_s, a->save_est_s,
+            w, n, ordered ? "" : ", renumbered", a->join_deadline - a->t0, JOIN_STEPS, step_s, save_s,
             ah_comm_join_admit_s(), JOIN_MARGIN_S);
         a->join_req = 1;
         a->cause = AH_CAUSE_JOIN;
@@ -366,20 +367,21 @@ void ah_agent_inplace_join_free(agent_t *a) {
  * join_req 2 while such a change's joining jobs (join_first.., join_n) wait in the change in place (agent_inplace.c,
  * inplace 1). */
 
-/* The admission's wait for a change whose deadline leaves left_s (its save taken off: a join's step is saved before
- * the move, agent_inplace.c save_room): half of what is left once the trainers reach the change's step, the other
+/* The admission's wait for a change whose deadline leaves left_s (its save taken off: ah_agent_change_save_s with
+ * incoming ranks, 0 when the step is written behind): half of what is left once the trainers reach the change's step, the other
  * half for the move and the first step after; at most AH_JOIN_ADMIT_S. Under NOTICE_ADMIT_MIN_S it does not fit:
  * false, why (may be NULL) saying so. */
 static bool admission(const agent_t *a, double left_s, double *admit_s, char *why, size_t cap) {
     const double step_s = step_estimate(a, &a->res->launches[a->res->n_launches - 1]);
     /* the deadline's event comes after the step, the save before the move, the admission and the move */
-    const double half = (left_s - JOIN_STEPS * step_s - a->save_est_s) / 2;
+    const double save_s = ah_agent_change_save_s(a, true);
+    const double half = (left_s - JOIN_STEPS * step_s - save_s) / 2;
     *admit_s = half < ah_comm_join_admit_s() ? half : ah_comm_join_admit_s();
     if (*admit_s >= NOTICE_ADMIT_MIN_S) return true;
     if (why)
         snprintf(why, cap, "the admission does not fit the deadline: %.2f s for it, at most AH_JOIN_ADMIT_S %.2f s and "
-                 "half of the %.1f s left less %d steps of %.3f s and the save estimate %.2f s, under %.0f s", *admit_s,
-                 ah_comm_join_admit_s(), left_s, JOIN_STEPS, step_s, a->save_est_s, NOTICE_ADMIT_MIN_S);
+                 "half of the %.1f s left less %d steps of %.3f s and the save before the move %.2f s, under %.0f s", *admit_s,
+                 ah_comm_join_admit_s(), left_s, JOIN_STEPS, step_s, save_s, NOTICE_ADMIT_MIN_S);
     return false;
 }
 

@@ -305,6 +305,9 @@ bool ah_agent_inplace_fits(const agent_t *a, const ah_plan_t *next, char *why, s
 /* The save the in-place deadline leaves room for at a notice now (the grace period less it): 0 when the change's step
  * is written behind, else the save estimate (agent_inplace.c save_room says when). */
 double ah_agent_inplace_save_room(const agent_t *a);
+/* The save a change's step takes before its move as far as the agent can tell (agent_inplace.c): 0 when the trainers
+ * write it behind, else the save estimate; incoming: the change takes ranks in (a join, a re-admission, a free host). */
+double ah_agent_change_save_s(const agent_t *a, bool incoming);
 /* A trainer event line of the running launch (checkpoint: the save estimate; reconfigure: the change
  * done: the leaving jobs reaped, their disks dropped, the next plan the running one, a preempt event and
  * a recovery opened; after a fallback too, the notice's stop then called off, when the survivors got no
