@@ -133,22 +133,37 @@ static void test_kept_or_all(const ah_model_t *m) {
               "(3) the join in place (%d), restart %g s", r[2].recs[1].in_place, r[2].recs[1].restart_s);
     } else
         CHECK(false, "recoveries: %d, %d (want 2, 3)", r[0].n_recs, r[2].n_recs);
-    /* (1') as (1), the notice's save 70 s (each node's 1.5 GB at ~0.02 GB/s): sp-1's admission does not fit the
-     * 120 s grace period (the agent's rule, agent_inplace_join.c admission(): 120 - 2 x 70 - 2 steps < 2 s), so sp-1
-     * is not held and the plan over od-0's device is taken in place, its step written behind (od-0 holds every
-     * piece). Fails before (simfix3, session 24): the every-node plan, whose save before the move never fits, so
-     * the relaunch with no save, rolling back. */
+    /* (1') as (1), the notice's save 70 s (each node's 1.5 GB at ~0.02 GB/s). Step 3000 s committed, od-0 holding
+     * every piece: since session 25 (joinbehind) the change taking sp-1 in is written behind like any other
+     * (cli_train_inplace.c save_and_move), so the admission takes no save off (agent_inplace.c
+     * ah_agent_change_save_s) and fits: in place onto od-0 + sp-1, written behind, nothing lost. Fails before: the
+     * save before the move was always taken off (120 - 2 x 70 - 2 steps < 2 s), sp-1 not held, od-0 alone. */
     o.join_horizon_s = 1;
     o.disk_gb_s = full_ckpt_bytes(m) / 1e9 / 70;
     CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[1], &err) == AH_OK, "%s", err.msg);
     if (r[1].n_recs >= 2)
         CHECK(r[1].recs[1].in_place && r[1].recs[1].written_behind && r[1].recs[1].tokens_lost == 0 &&
-                  gpus_at(&r[1], 3700) == 1 && fabs(r[1].recs[1].restart_s - 30 * AH_SIM_IN_PLACE_FRACTION) < 1e-9,
-              "(1') in place onto od-0 alone (%d), written behind (%d), %g tokens lost, %d GPUs, restart %g s",
+                  gpus_at(&r[1], 3700) == 2 && fabs(r[1].recs[1].restart_s - 30 * AH_SIM_JOIN_IN_PLACE_FRACTION) < 1e-9,
+              "(1') in place onto od-0 + sp-1 (%d), written behind (%d), %g tokens lost, %d GPUs, restart %g s",
               r[1].recs[1].in_place, r[1].recs[1].written_behind, r[1].recs[1].tokens_lost, gpus_at(&r[1], 3700),
               r[1].recs[1].restart_s);
     else
         CHECK(false, "(1') recoveries: %d", r[1].n_recs);
+    ah_sim_result_free(&r[1]);
+    /* (1'') the same with no step committed by the notice (no periodic checkpoint yet): a joining rank's fallback
+     * would have none to restore, so that change saves before its move, whose 70 s the admission does not fit
+     * (simfix3's rule): sp-1 is not held and the plan over od-0's device is taken in place, its step written behind
+     * (nothing to keep). Before simfix3: the every-node plan, its save never fitting, the relaunch rolling back. */
+    o.ckpt_every_s = 1e9;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[1], &err) == AH_OK, "%s", err.msg);
+    if (r[1].n_recs >= 2)
+        CHECK(r[1].recs[1].in_place && r[1].recs[1].written_behind && r[1].recs[1].tokens_lost == 0 &&
+                  gpus_at(&r[1], 3700) == 1 && fabs(r[1].recs[1].restart_s - 30 * AH_SIM_IN_PLACE_FRACTION) < 1e-9,
+              "(1'') in place onto od-0 alone (%d), written behind (%d), %g tokens lost, %d GPUs, restart %g s",
+              r[1].recs[1].in_place, r[1].recs[1].written_behind, r[1].recs[1].tokens_lost, gpus_at(&r[1], 3700),
+              r[1].recs[1].restart_s);
+    else
+        CHECK(false, "(1'') recoveries: %d", r[1].n_recs);
     for (int i = 0; i < 3; i++) ah_sim_result_free(&r[i]);
     ah_cluster_free(&c);
 }
@@ -179,8 +194,8 @@ static void test_park_rule(void) {
      * a device the relaunch did not start (n0:3) still does not */
     CHECK(ah_sim_devices_kept(both, &e, &run, NULL, &three, &parked) && parked == 0, "n0:2 parked since run: re-admitted");
     CHECK(!ah_sim_devices_kept(both, &e, &run, NULL, &off, &parked), "n0:3: not parked, not held");
-    /* re-admitting n0:2 is a change with an incoming rank: saved before its move, never written behind
-     * (cli_train_inplace.c; recovery.c move_in_place priced it written behind before session 24's fix) */
+    /* re-admitting n0:2 is a change with an incoming rank: since session 25 written behind when a step is committed
+     * and outlives the leavers, else saved before its move (cli_train_inplace.c; recovery.c move_in_place) */
     CHECK(ah_sim_readmits(&e, &run, NULL, &three) && !ah_sim_readmits(&e, &run, NULL, &e) &&
               !ah_sim_readmits(&run, &run, NULL, &three), "n0:2 re-admitted; none; n0:2 running, not parked");
     /* n0:2 spent (parked through an in-place join, or n0's launched job gone at a change in place and a new

@@ -414,16 +414,29 @@ static void holds_restore(ah_sim_replay_t *x, bool *was) {
     free(was);
 }
 
+/* Whether the last committed step (committed: its tokens) has a piece that, without the leaving nodes, no staying
+ * node's disk or memory holds and the cloud does not hold complete (runtime/ckpt_change.c survives() false): the
+ * change's step is then saved before the move. Nothing committed: false (nothing to keep). */
+static bool committed_alone(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress_t committed) {
+    if (x->at_cloud.tokens >= committed.tokens) return false;
+    ah_sim_recovery_t probe = {0};
+    bool without;
+    (void)transfer_s(x, e, &probe, &without);
+    return without;
+}
+
 /* Whether e's ranks on free nodes (ah_sim_gains_node) can join with the change at this notice, by the agent's
  * admission (elastic/agent_inplace_join.c admission(), agent_inplace.c's left_s): the deadline, the grace period
- * less the save estimate (such a change saves before its move), leaves half of what is left less two steps and the
- * save again at least 1 s for the joining jobs' admission: grace - 2 saves - 2 steps >= 2 s. The save estimate is
- * the notice's save (save_s), a step the running plan's. Without a free node: true. Until session 24 (simfix3)
- * a free node's devices counted as held whether it fitted or not, so at --disk-gb-s 2 the every-node plan was
- * taken, its save never fitted, and the change fell back to a relaunch with no save (the rollback). */
-static bool free_node_admits(ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+ * less the change's save (agent_inplace.c ah_agent_change_save_s: none when the step is written behind, which since
+ * session 25 a change with incoming ranks is too when a step is committed and it outlives the leavers), leaves half
+ * of what is left less two steps and the save again at least 1 s for the joining jobs' admission: grace - 2 saves -
+ * 2 steps >= 2 s. The save is the notice's (save_s), a step the running plan's. Without a free node: true. Until
+ * session 24 (simfix3) a free node's devices counted as held whether it fitted or not, so at --disk-gb-s 2 the
+ * every-node plan was taken, its save never fitted, and the change fell back to a relaunch with no save. */
+static bool free_node_admits(ah_sim_replay_t *x, ah_sim_entry_t *e) {
     if (!ah_sim_gains_node(x->run, e)) return true;
-    const double save = save_s(x, x->run), left = x->o->grace_s - save;
+    const bool behind = x->at_disk.tokens > 0 && !committed_alone(x, e, x->at_disk);
+    const double save = behind ? 0 : save_s(x, x->run), left = x->o->grace_s - save;
     return (left - AH_SIM_ADMIT_STEPS * x->run->iteration_s - save) / 2 >= AH_SIM_ADMIT_MIN_S;
 }
 
@@ -473,7 +486,8 @@ static ah_sim_entry_t *in_place_choice(ah_sim_replay_t *x, ah_sim_entry_t *e, bo
  * less the save estimate, the save's room; the grace period alone where the step is written behind). The save
  * written behind the next step (9fc0844) where the last committed step C survives the leavers (runtime/
  * ckpt_change.c survives(): every piece on a staying node's disk or in the memory tier, or C complete in the
- * cloud, or nothing committed; the memory tier is transfer_s's) and no rank comes in: off the path, a hold after
+ * cloud, or nothing committed; the memory tier is transfer_s's), with ranks coming in (a re-admission, a free node)
+ * only when a step is committed (since session 25, joinbehind): off the path, a hold after
  * the first step instead, the wait, the move and the set-up within the grace period; else the save at the notice
  * (committed: the disks' newest step before it) too, within the grace period less the save. Whether the change
  * stays in place (e on devices the running or parked ranks hold too); v's transfer and save then the change's,
@@ -489,15 +503,12 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress
     const double move_s = transfer_s(x, e, &moved, cloud_rollback);
     holds_restore(x, was);
     ah_sim_uploads_settle(x);
-    if (alone && x->at_cloud.tokens < committed.tokens) { /* not in the cloud: a staying node's? */
-        ah_sim_recovery_t probe = {0};
-        bool without;
-        (void)transfer_s(x, e, &probe, &without);
-        alone = without;
-    } else
-        alone = false;
-    const bool sync = alone || ah_sim_readmits(x->run, x->launched, x->spent, e) || /* the save before the move */
-                      ah_sim_gains_node(x->run, e); /* a free node's job joins: incoming ranks, as a re-admission */
+    alone = alone && committed_alone(x, e, committed); /* not in the cloud: a staying node's? */
+    /* the save before the move; with incoming ranks (a re-admission, a free node's job) also when nothing is
+     * committed (their fallback restores the last committed step: cli_train_inplace.c save_and_move); until session
+     * 25 (joinbehind) always with incoming ranks */
+    const bool incoming = ah_sim_readmits(x->run, x->launched, x->spent, e) || ah_sim_gains_node(x->run, e);
+    const bool sync = alone || (incoming && committed.tokens <= 0);
     int parked = 0; /* the change's set-up: the in-place restart (as ah_sim_begin_recovery prices it) */
     (void)ah_sim_devices_kept(x->up, x->run, x->launched, x->spent, e, &parked);
     const double set_up_s = x->o->restart_s * (ah_sim_gains_node(x->run, e) ? AH_SIM_JOIN_IN_PLACE_FRACTION

@@ -80,8 +80,8 @@ bool ah_sim_join_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, const
 }
 
 /* Whether plan e re-admits a parked rank (a rank on a device parked since the last relaunch): the runtime's
- * change with incoming ranks saves its step before the move (cli_train_inplace.c: a joiner's or re-admitted
- * rank's fallback restores it), so it is not written behind. */
+ * change with incoming ranks saves its step before the move when no step is committed (cli_train_inplace.c: a
+ * joiner's or re-admitted rank's fallback restores the last committed one), else writes it behind as any change. */
 bool ah_sim_readmits(const ah_sim_entry_t *run, const ah_sim_entry_t *launched, const uint64_t *spent,
                      const ah_sim_entry_t *e) {
     for (int j = 0; j < e->place.n_ranks; j++)
