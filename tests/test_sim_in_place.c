@@ -12,6 +12,7 @@
 #include "harness.h"
 #include "sim/replay.h"
 #include "sim/sim.h"
+#include "sim_invariants.h"
 
 static const char *CLUSTER =
     "{\"nodes\": ["
@@ -255,6 +256,67 @@ static void test_hold_at_notice(const ah_model_t *m, const ah_sim_avail_t *a) {
     ah_sim_result_free(&r);
 }
 
+/* The restart's own rollback in the join rule (session 24 left it out: recovery.c relaunch_pays, sim.c consider_join;
+ * ah_sim_restart_rollback_s): od-0 (on demand), sp-0 and sp-1 (spot), one A100 each, each node's save 80 s (its
+ * whole 1.5 GB checkpoint), which never fits the 120 s grace period (1.5 x 80 + 0.5 s), a checkpoint every 3000 s
+ * of training, the join rule's stay fixed at 600 s (a plan on two devices gains ~300 s of od-0's work over it).
+ * (a) sp-1 up and sp-0 gone at 3600 s, no checkpoint yet: the every-node plan (od-0 + sp-1) cannot be in place
+ * (with nothing committed sp-1's job waits for the save, whose admission does not fit), so the plan over od-0's
+ * device is weighed against relaunching onto it: the relaunch, its save not made, starts from scratch (~3560 s of
+ * two devices' training, ~7000 s of od-0's), far more than it gains: in place onto od-0, written behind (nothing
+ * committed), nothing lost. (b) sp-0 down from the start, sp-1 up at 2500 s: the
+ * join's restart would go back ~2460 s of od-0's training, so it waits for the checkpoint (at ~3040 s), where it
+ * goes back half a step. Both fail before (the relaunch at 3600 s and the join at 2500 s, rolling back). */
+static void test_restart_rollback(const ah_model_t *m) {
+    json_t *doc = NULL;
+    ah_cluster_t c;
+    ah_error_t err;
+    const char *cl = "{\"nodes\": ["
+                     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
+                     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+                     "{\"name\": \"sp-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+                     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
+    CHECK(ah_json_load_string(cl, strlen(cl), "three nodes", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "three nodes", &c, &err) == AH_OK,
+          "%s", err.msg);
+    json_decref(doc);
+    ah_sim_opts_t o;
+    opts_of(&o);
+    o.in_place = true;
+    o.join_horizon_s = 600;
+    o.ckpt_every_s = 3000;
+    o.disk_gb_s = full_ckpt_bytes(m) / 1e9 / 80;
+    bool up_a[3] = {true, true, false}, up_b[3] = {true, false, false};
+    ah_sim_change_t ch_a[2] = {{.t_s = 3600, .node = 2, .up = true, .trace_id = -1},
+                               {.t_s = 3600, .node = 1, .up = false, .trace_id = -1}};
+    ah_sim_change_t ch_b[1] = {{.t_s = 2500, .node = 2, .up = true, .trace_id = -1}};
+    const ah_sim_avail_t a = {.cluster = &c, .up0 = up_a, .changes = ch_a, .n_changes = 2, .end_s = 7200},
+                         b = {.cluster = &c, .up0 = up_b, .changes = ch_b, .n_changes = 1, .end_s = 7200};
+    ah_sim_result_t r;
+    ah_sim_opts_t oa = o;
+    oa.ckpt_every_s = 7200; /* (a): nothing committed by the notice, so sp-1's job is not admitted (joinbehind) */
+    CHECK(ah_sim_run(m, &a, &oa, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    if (r.n_recs >= 2)
+        CHECK(r.recs[1].in_place && r.recs[1].written_behind && r.recs[1].tokens_lost == 0 && gpus_at(&r, 3600.5) == 1,
+              "(a) in place onto od-0 (%d), written behind (%d), %g tokens lost, %d GPUs", r.recs[1].in_place,
+              r.recs[1].written_behind, r.recs[1].tokens_lost, gpus_at(&r, 3600.5));
+    else
+        CHECK(false, "(a) recoveries: %d", r.n_recs);
+    sim_invariants("(a)", &a, 7200, &r);
+    ah_sim_result_free(&r);
+    CHECK(ah_sim_run(m, &b, &o, AH_POLICY_AUTOHET, &r, &err) == AH_OK, "%s", err.msg);
+    if (r.n_recs >= 2)
+        CHECK(strcmp(r.recs[1].event, "join at checkpoint") == 0 && r.recs[1].t_s > 3000 &&
+                  r.recs[1].tokens_lost < 0.01 * r.tokens,
+              "(b) the join at the checkpoint (%s at %g s), %g of %g tokens lost", r.recs[1].event, r.recs[1].t_s,
+              r.recs[1].tokens_lost, r.tokens);
+    else
+        CHECK(false, "(b) recoveries: %d", r.n_recs);
+    sim_invariants("(b)", &b, 7200, &r);
+    ah_sim_result_free(&r);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     json_t *doc = NULL;
     ah_cluster_t c;
@@ -328,6 +390,7 @@ int main(void) {
     test_hold_at_notice(&m, &a);
     test_kept_or_all(&m);
     test_park_rule();
+    test_restart_rollback(&m);
     ah_sim_avail_free(&a);
     ah_sim_pool_free(&pool);
     ah_cluster_free(&c);

@@ -377,17 +377,41 @@ static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, co
     return ah_sim_devices_kept(x->up, run, x->launched, x->spent, e, &parked);
 }
 
+double ah_sim_restart_rollback_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool join, const ah_sim_entry_t *per) {
+    const ah_sim_entry_t *run = x->run;
+    if (!run || !x->state || !per || !(per->tokens_per_s > 0)) return 0;
+    const double wait = fmax(0, x->stall_until - x->t) + run->iteration_s / 2, sv = save_s(x, run);
+    ah_ckpt_notice_t n = {.elapsed_s = wait, .grace_s = x->o->grace_s, .save_s = sv, .every_node = join,
+                          .redo_s = join ? -1 : x->now.train_s + run->iteration_s / 2 - x->at_disk.train_s,
+                          .memory = run->holder != NULL, .memory_s = -1};
+    if (n.memory) n.memory_s = run->gather_s + ah_sim_memory_snapshot_s(&run->place, run->ckpt_bytes, x->o);
+    const bool saved = ah_ckpt_save_at_notice(&n);
+    ah_sim_recovery_t probe = {0};
+    bool cloud = false;
+    (void)transfer_s(x, e, &probe, &cloud);
+    ah_sim_uploads_settle(x);
+    const ah_sim_progress_t back = cloud ? x->at_cloud : probe.bytes[AH_TIER_MEMORY] > 0 ? x->at_mem
+                                 : saved ? x->now : x->at_disk;
+    const double lost = x->now.tokens + (back.tokens < x->now.tokens ? run->tokens_per_s * run->iteration_s / 2 : 0) -
+                        back.tokens;
+    return fmax(0, lost) / per->tokens_per_s;
+}
+
 /* Whether relaunching onto plan `all` (every node up) pays over changing in place onto plan `kept` (on the
  * running plan's devices that stay), by the agent's rule (elastic/agent_join.c ah_agent_join_weigh, which
  * its next plan at a notice applies since 7e8a3a5): all's gain over its expected stay against the run's
- * mean recovery (ah_sim_join_cost_s) plus the extra exposure. (Until session 22 the simulator's own cost:
- * restart_s x (1 - AH_SIM_IN_PLACE_FRACTION) plus the exposure.) */
-static bool relaunch_pays(const ah_sim_replay_t *x, const ah_sim_entry_t *kept, const ah_sim_entry_t *all) {
+ * mean recovery (ah_sim_join_cost_s) plus the extra exposure, plus (since session 25) the relaunch's own
+ * rollback (ah_sim_restart_rollback_s: its save does not fit the grace period, or a piece only the cloud
+ * holds), which the change in place, written behind or saved, does not undo (in_place_choice asks that it
+ * roll nothing back). (Until session 22 the simulator's own cost: restart_s x (1 - AH_SIM_IN_PLACE_FRACTION)
+ * plus the exposure.) */
+static bool relaunch_pays(ah_sim_replay_t *x, const ah_sim_entry_t *kept, const ah_sim_entry_t *all) {
     const double now = ah_sim_join_key(x, kept), more = ah_sim_join_key(x, all);
     if (!ah_join_pays(now, more, INFINITY, 0, NULL)) return false; /* not better */
     const double hit = ah_sim_hit_rate(x, all), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
     const double cost = ah_sim_join_cost_s(x) +
-                        ah_join_exposure_s(ah_sim_hit_rate(x, kept), hit, stay, ah_sim_recovery_cost_s(x));
+                        ah_join_exposure_s(ah_sim_hit_rate(x, kept), hit, stay, ah_sim_recovery_cost_s(x)) +
+                        ah_sim_restart_rollback_s(x, all, false, kept);
     return ah_join_pays(now, more, stay, cost, NULL);
 }
 

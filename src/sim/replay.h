@@ -200,6 +200,15 @@ double ah_sim_hit_rate(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
  * rollback undid), o->restart_s before any. */
 double ah_sim_recovery_cost_s(const ah_sim_replay_t *x);
 
+/* recovery.c: the training a stop and relaunch onto plan e now would undo, in seconds of plan per's work (its
+ * tokens / per's tokens per second; the join rule's cost is in those): the running plan's save at the notice
+ * (join: a restart for a join, every node notified) by ckpt/policy.h's rule, with the memory tier its snapshot
+ * as what commits (a lower bound: the replication left out), and the restore's tiers onto e (transfer_s): back
+ * to the cloud's newest upload ended when a piece comes from the cloud, to the memory's state when one comes
+ * from memory, to the disks' newest when the save is not made, else nothing (the step in progress counted
+ * when it is undone). 0 before anything was trained. Settles the uploads ended by now. */
+double ah_sim_restart_rollback_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool join, const ah_sim_entry_t *per);
+
 /* recovery.c: the handover at a notice (the runtime's ckpt/handover.h), what moves from the state
  * placement `was` to `next`: moved[source * c->n_nodes + reader] (c->n_nodes^2) gets the bytes each
  * node of next receives from each other node: once a node, each piece its devices read that its own

@@ -304,8 +304,12 @@ static void consider_join(ah_sim_replay_t *x, const char *label) {
     const double now = ah_sim_join_key(x, x->run), joined = ah_sim_join_key(x, e);
     if (!ah_join_pays(now, joined, INFINITY, 0, NULL)) return; /* not better */
     const double hit = ah_sim_hit_rate(x, e), stay = ah_join_stay_s(hit, x->o->join_horizon_s);
-    const double cost =
-        ah_sim_join_cost_s(x) + ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x));
+    /* and since session 25 the training the restart would undo: its save at the join not fitting the grace
+     * period (a slow disk), the run goes back to the disks' newest step (ah_sim_restart_rollback_s); at a
+     * checkpoint that is nothing, so such a join waits for the next one */
+    const double cost = ah_sim_join_cost_s(x) +
+                        ah_join_exposure_s(ah_sim_hit_rate(x, x->run), hit, stay, ah_sim_recovery_cost_s(x)) +
+                        ah_sim_restart_rollback_s(x, e, true, x->run);
     if (ah_join_pays(now, joined, stay, cost, NULL))
         ah_sim_begin_recovery(x, e, true, label, "");
     else
