@@ -181,6 +181,8 @@ wait $agent || { cat "$d.log"; fail "free: autohet run"; }
 rank_nodes "$d/launch-0" >"$d.after"
 grep -q "in place: the next plan takes in 1 free host (slow-1) with the notice's change" "$d.log" ||
     { cat "$d.log"; fail "free: the free host not taken in with the notice's change"; }
+grep -q "^recovery 0 (events file: slow-0; taken in: slow-1) at .* in place (the survivors kept their processes, the free" \
+    "$d.log" || { cat "$d.log"; fail "free: the summary's recovery line does not name slow-1 taken in"; }
 timeout 300 $MPIRUN -np 2 "$AUTOHET" train --plan "$d/plan-0.json" --data "$WORK/text.bin" --steps 120 --quiet \
     --metrics "$d.ref0.jsonl" >"$d.ref0.out" 2>&1 || { cat "$d.ref0.out"; fail "free: plan-0 uninterrupted"; }
 python3 - "$d" <<'PY2' || { cat "$d.log"; fail "free: in place"; }
@@ -201,6 +203,7 @@ rec = [x for x in ev if x.get("event") == "recover"]
 assert len(pre) == len(rec) == 1 and pre[0]["in_place"] and rec[0]["in_place"] and pre[0]["nodes"] == ["slow-0"], pre
 assert pre[0]["cause"] == "events file" and not pre[0]["forced"], pre
 assert pre[0].get("joined") == ["slow-1"], pre  # the free host taken in named (review, session 24)
+assert rec[0].get("joined") == ["slow-1"], rec  # and in the recover event (session 25)
 ref = {x["step"]: x["loss"] for x in map(json.loads, open(d + ".ref0.jsonl")) if "event" not in x}
 st = [x for x in ev if "event" not in x]
 assert [x["step"] for x in st] == list(range(120)), "every step once"

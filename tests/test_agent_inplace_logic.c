@@ -2,7 +2,8 @@
  * save the deadline leaves room for (a request that re-admits a parked rank; the first notice after a join in place),
  * a free host's admission against a notice's deadline (the save estimate taken off; the notice's own clock) and which
  * "reconfigure" event is the change asked for. Each case failed before the session 24 fix it names (661540f, e54e0ba,
- * 8bfbf1d, 8e2d8c8, 25cf078); the whole runs are tests/test_agent_inplace*.sh. Three nodes n0..n2 of four GPUs; the
+ * 8bfbf1d, 8e2d8c8, 25cf078); session 25's: a refused request falls back at once, a free host taken in is named in the
+ * recovery. The whole runs are tests/test_agent_inplace*.sh. Three nodes n0..n2 of four GPUs; the
  * plans are data-parallel over one-stage pipelines of llama2-7b (every piece on each pipeline's device). */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include <jansson.h>
 
 #include "core/timing.h"
+#include "cost/cost.h"
+#include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
 #include "harness.h"
 #include "runtime/protocol.h"
@@ -22,7 +25,7 @@ enum { N_NODES = 3, MAX_DEV = 8 };
 static ah_model_t g_model;
 static char g_work[64];
 static char g_log[8192]; /* the agent's lines, appended */
-static int g_put, g_notices, g_joins;
+static int g_put, g_notices, g_joins, g_join_first[8], g_join_fail; /* join_hosts' job->join_first, each call */
 
 static void log_line(void *ctx, const char *line) {
     (void)ctx;
@@ -47,8 +50,11 @@ static int fake_leave(void *ctx, const char *const *hosts, int n, double wait_s)
     return n;
 }
 static ah_status_t fake_join(void *ctx, const ah_launch_job_t *job, const char *const *hosts, int n, ah_error_t *err) {
-    (void)ctx, (void)job, (void)hosts, (void)err;
-    g_joins += n;
+    (void)ctx, (void)hosts;
+    if (g_joins < 8) g_join_first[g_joins] = job->join_first;
+    g_joins++;
+    if (g_join_fail) return ah_error_set(err, AH_ERR_IO, "join_hosts failed (the test's)");
+    (void)n;
     return AH_OK;
 }
 
@@ -59,8 +65,9 @@ static void plan_on(ah_plan_result_t *r, const int (*dev)[2], int k) {
                                        {.name = "n2", .count = 4}};
     ah_pipeline_t pl[MAX_DEV];
     ah_stage_t st[MAX_DEV];
+    static ah_gpu_type_t type = {.name = "gpu"};
     ah_plan_t p = {.model = g_model, .tp = 1, .n_pipelines = k, .pipelines = pl,
-                   .cluster = {.nodes = nodes, .n_nodes = N_NODES}};
+                   .cluster = {.types = &type, .n_types = 1, .nodes = nodes, .n_nodes = N_NODES}};
     p.train = (ah_train_t){.global_batch = 64, .seq_len = 1024, .precision = AH_PREC_BF16};
     for (int i = 0; i < k; i++) {
         memset(&st[i], 0, sizeof st[i]);
@@ -121,6 +128,21 @@ static void set_next(agent_t *a, const int (*dev)[2], int k) {
     a->have_next = true;
 }
 
+/* A job of `host` started into the launch (join_begin's or join_start's state): job join_first, join_n 1, join_req. */
+static void add_job(agent_t *a, const char *host, int req) {
+    a->jobs = realloc(a->jobs, (size_t)(a->n_jobs + 1) * sizeof *a->jobs);
+    memset(&a->jobs[a->n_jobs], 0, sizeof *a->jobs);
+    snprintf(a->jobs[a->n_jobs].host, sizeof a->jobs->host, "%s", host);
+    a->join_first = a->n_jobs++, a->join_n = 1, a->join_req = req;
+}
+
+/* Running on n0:0 n1:0, n1 noticed, the next plan n0:0 n2:0 (n2 free). */
+static void notice_onto_n2(agent_t *a) {
+    agent_init(a, (const int[][2]){{0, 0}, {1, 0}}, 2);
+    g_leaving[1] = true;
+    set_next(a, (const int[][2]){{0, 0}, {2, 0}}, 2);
+}
+
 /* a "reconfigure" event at step to `to` ranks with `join` joining jobs */
 static json_t *reconfigure(int64_t step, int to, int join) {
     return json_pack("{s:s, s:I, s:i, s:i, s:b}", "event", AH_PROTO_EV_RECONFIGURE, "step", (json_int_t)step,
@@ -177,10 +199,8 @@ static void test_room_after_join(void) {
     agent_init(&a, (const int[][2]){{0, 0}}, 1);
     set_next(&a, (const int[][2]){{0, 0}, {1, 0}}, 2);
     /* the join asked for (ah_agent_inplace_join_begin's state: n1's job started as job 1, the request at step 10) */
-    a.jobs = realloc(a.jobs, (size_t)(a.n_jobs + 1) * sizeof *a.jobs);
-    memset(&a.jobs[a.n_jobs], 0, sizeof *a.jobs);
-    snprintf(a.jobs[a.n_jobs].host, sizeof a.jobs->host, "n1");
-    a.join_first = a.n_jobs++, a.join_n = 1, a.join_req = 1, a.join_step = 10, a.join_t = ah_now_s();
+    add_job(&a, "n1", 1);
+    a.join_step = 10, a.join_t = ah_now_s();
     checkpoint(&a, 4); /* the join's save before the move, in the old layout */
     json_t *ev = reconfigure(a.join_step, 2, 1);
     CHECK(ah_agent_inplace_join_on_event(&a, AH_PROTO_EV_RECONFIGURE, ev) && a.join_req == 0 &&
@@ -204,9 +224,7 @@ static void test_room_after_join(void) {
  * 1.5 s of the 60 s grace period are left, no admission fits (before 8e2d8c8 the whole grace period was counted). */
 static void test_free_host_admission(void) {
     static agent_t a;
-    agent_init(&a, (const int[][2]){{0, 0}, {1, 0}}, 2);
-    g_leaving[1] = true;
-    set_next(&a, (const int[][2]){{0, 0}, {2, 0}}, 2);
+    notice_onto_n2(&a);
     char note[400] = "";
     a.save_est_s = 8;
     const int n10 = ah_agent_inplace_join_devices(&a, &a.next.plan, 10, note, sizeof note);
@@ -262,6 +280,127 @@ static void test_asked_change(void) {
     }
 }
 
+/* A notice's change (step 12, n1 leaving and n2 joining) the trainer refuses: its "reconfigure_refused" event falls
+ * back at once, the trainer's reason said (before: the agent waited for the deadline, the grace period less the save,
+ * and its notice's stop had only the rest of the grace period). A refusal of another step (an older request's) is not
+ * this one's. */
+static void test_refused(void) {
+    static agent_t a;
+    notice_onto_n2(&a);
+    a.inplace = 1, a.inplace_step = 12, a.notice_t = ah_now_s(), a.inplace_deadline = a.notice_t + 56;
+    g_notices = 0;
+    json_t *old = json_pack("{s:s, s:i, s:s}", "event", AH_PROTO_EV_RECONFIGURE_REFUSED, "step", 11, "why", "x"),
+           *now = json_pack("{s:s, s:i, s:s}", "event", AH_PROTO_EV_RECONFIGURE_REFUSED, "step", 12, "why",
+                            "the move's buffers do not fit host memory");
+    ah_agent_inplace_on_event(&a, AH_PROTO_EV_RECONFIGURE_REFUSED, old);
+    CHECK(a.inplace == 1 && g_notices == 0, "step 11's refusal: still waiting (inplace %d)", a.inplace);
+    ah_agent_inplace_on_event(&a, AH_PROTO_EV_RECONFIGURE_REFUSED, now);
+    CHECK(a.inplace == 3 && a.stopping && g_notices == 1 && strstr(g_log, "in place: the change at step 12 not made "
+          "(refused by the trainer: the move's buffers do not fit host memory): the notice's stop and relaunch"),
+          "step 12's refusal: fallen back at once (inplace %d): %s", a.inplace, g_log);
+    json_decref(old);
+    json_decref(now);
+    agent_free(&a);
+}
+
+/* A notice's change that takes a free host in (n1 noticed, n2 free, the next plan n0:0 n2:0): the recovery names n2
+ * taken in, as the preempt event does: the summary line (cli_run.c) and the recover event say it (before: only the
+ * preempt event's "joined"). */
+static void test_free_host_named(void) {
+    static agent_t a;
+    notice_onto_n2(&a);
+    add_job(&a, "n2", 2);
+    a.inplace = 1, a.inplace_step = 12, a.notice_t = ah_now_s();
+    json_t *ev = reconfigure(12, 2, 1);
+    ah_agent_inplace_on_event(&a, AH_PROTO_EV_RECONFIGURE, ev);
+    json_decref(ev);
+    CHECK(a.inplace == 2 && g_res.n_recoveries == 1, "changed in place (inplace %d): %s", a.inplace, g_log);
+    if (g_res.n_recoveries == 1) {
+        const ah_agent_recovery_t *r = &g_res.recoveries[0];
+        json_t *rec = ah_recovery_event(r);
+        char *text = json_dumps(rec, JSON_COMPACT);
+        CHECK(strcmp(r->nodes, "n1") == 0 && strcmp(r->joined, "n2") == 0 && text &&
+                  strstr(text, "\"nodes\":[\"n1\"]") && strstr(text, "\"joined\":[\"n2\"]"),
+              "n1 left, n2 taken in: \"%s\" \"%s\" %s", r->nodes, r->joined, text ? text : "?");
+        free(text);
+        json_decref(rec);
+    }
+    agent_free(&a);
+}
+
+/* The save estimate before the run's first checkpoint event (session 25; before: 0, so a deadline left no room for a
+ * save until one was seen): launched on n0:0 n0:1 n1:0, n0 holds two replicas of llama2-7b, 12 bytes a parameter, at
+ * AH_AGENT_DISK_GB_S (8 GB/s when unset; 2 given). The first checkpoint seen replaces it (even when shorter), the
+ * longest seen after that stands. */
+static void test_save_estimate(void) {
+    static agent_t a;
+    static const int run[][2] = {{0, 0}, {0, 1}, {1, 0}};
+    agent_init(&a, run, 3);
+    a.save_est_s = 0;
+    ah_launch_job_t job = {.plan = &a.cur.plan};
+    unsetenv("AH_AGENT_DISK_GB_S");
+    ah_agent_inplace_launch(&a, &job);
+    const double want = 2 * (double)ah_model_params_total(&g_model) * 12 / 8e9;
+    CHECK(a.joined && fabs(a.save_est_s - want) < 0.01 * want && strstr(g_log, "the save estimate before the first "
+          "checkpoint: ") && strstr(g_log, "at AH_AGENT_DISK_GB_S 8.0 GB/s"), "%.3f s, want %.3f: %s", a.save_est_s,
+          want, g_log);
+    setenv("AH_AGENT_DISK_GB_S", "2", 1);
+    ah_agent_inplace_launch(&a, &job);
+    CHECK(fabs(a.save_est_s - 4 * want) < 0.04 * want, "at 2 GB/s: %.3f s, want %.3f", a.save_est_s, 4 * want);
+    unsetenv("AH_AGENT_DISK_GB_S");
+    checkpoint(&a, 3);
+    checkpoint(&a, 2);
+    CHECK(a.save_est_s == 3, "the checkpoints seen: the longest, 3 s (%.3f)", a.save_est_s);
+    ah_agent_inplace_launch(&a, &job);
+    CHECK(a.save_est_s == 3, "a later launch keeps the measured estimate (%.3f)", a.save_est_s);
+    agent_free(&a);
+}
+
+/* The request on the hosts (WORK/reconfigure-0.json)'s "join_first" (-1: none, -2: no request). */
+static int request_join_first(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/reconfigure-0.json", g_work);
+    json_t *req = json_load_file(path, 0, NULL), *f = json_object_get(req, "join_first");
+    const int v = !req ? -2 : f ? (int)json_integer_value(f) : -1;
+    json_decref(req);
+    return v;
+}
+
+/* 162c517's agent side: a join withdrawn (a notice came first) and then a join retried in the same launch. Running on
+ * n0:0 n1:0 (jobs 0 and 1), n2 joins: job 2 started, the request's "join_first" 2; withdrawn. n2 asked again: job 3,
+ * "join_first" 3 in the request and to the launcher (the trainers start their turns there: job 2 never answers);
+ * join_hosts failing keeps the numbers taken: the next is job 5 after a failed 4. Then a notice's change that takes n2
+ * in as a free host (n1 leaving): "join_first" 6 in the notice's request. Before: the request had no "join_first" (the
+ * trainers counted admitted jobs only, waiting for job 2's turn) and a failed join_hosts gave its numbers back. */
+static void test_rejoin(void) {
+    static agent_t a;
+    static const int run[][2] = {{0, 0}, {1, 0}}, all[][2] = {{0, 0}, {1, 0}, {2, 0}};
+    agent_init(&a, run, 2);
+    g_joins = 0, g_join_fail = 0;
+    const int want[] = {2, 3, 4, 5};
+    for (int k = 0; k < 4; k++) {
+        set_next(&a, all, 3);
+        g_join_fail = k == 2; /* the third ask's join_hosts fails: its number stays taken */
+        const bool asked = ah_agent_inplace_join_begin(&a);
+        CHECK(asked == !g_join_fail && g_joins == k + 1 && g_join_first[k] == want[k] && a.n_jobs == want[k] + 1,
+              "ask %d: job %d to the launcher (want %d), %d jobs, asked %d: %s", k, g_join_first[k], want[k], a.n_jobs,
+              asked, g_log);
+        if (asked)
+            CHECK(request_join_first() == want[k], "ask %d: the request's join_first %d, want %d", k,
+                  request_join_first(), want[k]);
+        if (asked) ah_agent_inplace_join_withdraw(&a, "a notice came before it", "the notice goes first");
+        ah_agent_next_plan_free(&a);
+    }
+    g_join_fail = 0;
+    g_leaving[1] = true;
+    set_next(&a, (const int[][2]){{0, 0}, {2, 0}}, 2);
+    a.running = true;
+    CHECK(ah_agent_inplace_begin(&a, g_leaving, ah_now_s()) && a.inplace == 1 && a.join_req == 2 && g_joins == 5 &&
+              g_join_first[4] == 6 && request_join_first() == 6, "the notice's change takes n2 in as job 6 (%d, "
+          "request %d): %s", g_join_first[4], request_join_first(), g_log);
+    agent_free(&a);
+}
+
 int main(void) {
     ah_error_t err;
     CHECK(ah_model_preset("llama2-7b", &g_model, &err) == AH_OK, "%s", err.msg);
@@ -271,6 +410,10 @@ int main(void) {
     test_room_after_join();
     test_free_host_admission();
     test_asked_change();
+    test_free_host_named();
+    test_refused();
+    test_save_estimate();
+    test_rejoin();
     char cmd[100];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_work);
     CHECK(system(cmd) == 0, "%s", cmd);

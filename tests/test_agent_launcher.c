@@ -363,6 +363,10 @@ static void test_join_hosts(void) {
     const char *d[] = {"D"}, *c[] = {"C"};
     CHECK(l.join_hosts(l.ctx, &job, d, 1, &err) == AH_ERR_USAGE && strstr(err.msg, "host D joins but the plan"),
           "D refused: %s", err.msg);
+    ah_launch_job_t far = job; /* the agent's numbering past the launcher's cap: refused, naming the numbers */
+    far.join_first = 300;
+    CHECK(l.join_hosts(l.ctx, &far, c, 1, &err) == AH_ERR_USAGE && strstr(err.msg, "the joining job would be number "
+          "300..300 of this launch: the local launcher numbers at most 256 jobs a launch"), "job 300 refused: %s", err.msg);
     CHECK(l.join_hosts(l.ctx, &job, c, 1, &err) == AH_OK, "C joins: %s", err.msg);
     CHECK(job_args(2, args, sizeof args), "job 2 started");
     snprintf(want, sizeof want, "--ompi-server file:%s/ompi-server.uri -x AH_WORLD_JOIN=%s/join:2:3 -x "

@@ -432,6 +432,8 @@ refused() { # CASE LEAVE PLAN WHAT [flags] (RANKS=...: the request's "ranks")
     [ "$(grep -c "reconfigure.json's request at step 3 is not taken: $what" "$d/job0.out")" = 1 ] ||
         { cat "$d/job0.out" >&2; fail "$c: the warning '$what', once"; }
     ! grep -q "leaves at step" "$d"/job*.out || fail "$c: a job left"
+    [ "$(grep -c '^{"event":"reconfigure_refused","step":3,"why":' "$WORK/$c/ip.jsonl")" = 1 ] || # the agent's at once
+        { grep reconfigure "$WORK/$c/ip.jsonl" >&2; fail "$c: no reconfigure_refused event for step 3, once"; }
     same_losses ref-dp3 $c/ip
 }
 refused bad 5 "$WORK/dp2-01.json" "job 5 is not in the world" --local-root "$WORK/bad/root"

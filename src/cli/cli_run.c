@@ -91,9 +91,10 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     for (int i = 0; i < r->n_recoveries; i++) {
         const ah_agent_recovery_t *v = &r->recoveries[i];
         const bool join_in_place = v->in_place && v->cause == AH_CAUSE_JOIN;
-        printf("recovery %d (%s: %s) at %.2f s: %s at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
-               v->nodes[0] ? v->nodes : "-", v->t_notice_s,
+        printf("recovery %d (%s: %s%s%s) at %.2f s: %s at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
+               v->nodes[0] ? v->nodes : "-", v->joined[0] ? "; taken in: " : "", v->joined, v->t_notice_s,
                join_in_place ? "in place (the running ranks kept their processes, the new hosts' ranks joined them)"
+               : v->joined[0] ? "in place (the survivors kept their processes, the free hosts' ranks joined them)"
                : v->in_place ? "in place (the survivors kept their processes)" : "stopped and relaunched",
                (long long)v->stopped_at,
                v->in_place && v->saved ? "checkpoint saved at the change"

@@ -165,6 +165,7 @@ const char *ah_agent_cause_name(ah_agent_cause_t c);
 typedef struct ah_agent_recovery {
     ah_agent_cause_t cause;
     char nodes[256];          /* nodes that left (or joined), space separated */
+    char joined[256];         /* in place at a notice: the free hosts taken in with the change ("" none) */
     double t_notice_s;        /* from the agent's start */
     int64_t stopped_at;       /* steps finished when the job stopped */
     bool saved;               /* the trainer saved at the notice (in place: the step committed at the change) */

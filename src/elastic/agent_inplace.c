@@ -78,6 +78,12 @@ void ah_agent_inplace_launch(agent_t *a, ah_launch_job_t *job) {
     }
     a->joined = job->joined = true;
     ah_agent_procs_launch(a, job->plan); /* by device: the parked ones re-admitted (agent_parked.c) */
+    if (!a->save_est_measured) { /* no checkpoint seen yet: a save the deadlines leave room for is not free */
+        double bytes, gb_s;
+        a->save_est_s = ah_agent_plan_save_s(job->plan, &bytes, &gb_s);
+        say(a, "in place: the save estimate before the first checkpoint: %.3f s (the plan's largest node's checkpoint, "
+            "%.1f MB at 12 bytes a parameter, at AH_AGENT_DISK_GB_S %.1f GB/s)", a->save_est_s, bytes / 1e6, gb_s);
+    }
 }
 
 static int node_index(const agent_t *a, const char *name) {
@@ -406,8 +412,8 @@ void ah_agent_inplace_watch(agent_t *a) {
         ask_deferred(a);
         return;
     }
-    /* A request the trainer refused (its warning on stderr says why) is never taken either: the metrics
-     * cannot tell it from one not read yet (a launcher may read them late), so the deadline decides. */
+    /* A request the trainer refused falls back at its "reconfigure_refused" event (ah_agent_inplace_on_event); one
+     * not read by a step boundary in time (or whose refusal the metrics have not shown yet), at the deadline. */
     if (ah_now_s() <= a->inplace_deadline) return;
     char why[200];
     snprintf(why, sizeof why, "not taken within the grace period less the save estimate, %.2f s (refused, or no "
@@ -459,10 +465,13 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t, int join
                             (json_int_t)step, "seconds", r->stop_s, "t_s", r->t_notice_s, "cause",
                             ah_agent_cause_name(AH_CAUSE_EVENT), "nodes", list, "saved", saved, "forced", 0,
                             "exit_status", 0, "in_place", 1);
-    if (pre && joined > 0) { /* the free hosts taken in, as the join's event names them */
+    if (pre && joined > 0) { /* the free hosts taken in, as the join's event names them (and the summary) */
         json_t *in = json_array();
-        for (int j = a->join_first; j < a->join_first + joined && j < a->n_jobs; j++)
+        ah_str_t names = ah_str_fixed(r->joined, sizeof r->joined);
+        for (int j = a->join_first; j < a->join_first + joined && j < a->n_jobs; j++) {
             json_array_append_new(in, json_string(a->jobs[j].host));
+            ah_str_appendf(&names, "%s%s", names.len ? " " : "", a->jobs[j].host);
+        }
         json_object_set_new(pre, "joined", in);
     }
     emit(a, pre);
@@ -596,8 +605,15 @@ static bool asked_change(const agent_t *a, const json_t *ev, char *why, size_t c
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line) {
     if (strcmp(ev, AH_PROTO_EV_CHECKPOINT) == 0) {
         const double s = ah_json_num_or_nan(line, "seconds");
-        if (isfinite(s) && s > a->save_est_s) a->save_est_s = s;
+        if (isfinite(s) && (s > a->save_est_s || !a->save_est_measured)) a->save_est_s = s; /* the longest seen */
+        a->save_est_measured = a->save_est_measured || isfinite(s);
         if (json_is_true(json_object_get(line, "ok"))) a->ckpt_under_plan = true;
+    } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE_REFUSED) == 0) { /* the trainer refused the request: at once */
+        const json_int_t step = json_integer_value(json_object_get(line, AH_PROTO_STEP));
+        char why[300];
+        snprintf(why, sizeof why, "refused by the trainer: %s", json_string_value(json_object_get(line, "why")) ?
+                 json_string_value(json_object_get(line, "why")) : "?");
+        if (a->inplace == 1 && !a->inplace_deferred && step == a->inplace_step) ah_agent_inplace_fallback(a, why);
     } else if (strcmp(ev, AH_PROTO_EV_RECONFIGURE) == 0) {
         char why[300];
         if (a->inplace == 1 && !a->inplace_deferred && !asked_change(a, line, why, sizeof why)) {

@@ -159,11 +159,11 @@ static json_t *tier_obj(const uint64_t *u, const double *d, const int *n) {
     return o;
 }
 
-/* r->nodes ("a b": the nodes that left, or joined) as a list, ["a", "b"], the preempt event's form. */
-static json_t *recovery_nodes(const ah_agent_recovery_t *r) {
+/* list ("a b": r->nodes, the nodes that left, or joined; or r->joined) as a list, ["a", "b"], the preempt event's form. */
+static json_t *recovery_nodes(const char *list) {
     json_t *arr = json_array();
-    char names[sizeof r->nodes], *save = NULL;
-    snprintf(names, sizeof names, "%s", r->nodes);
+    char names[256], *save = NULL; /* r->nodes' size, and r->joined's */
+    snprintf(names, sizeof names, "%s", list);
     for (char *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save))
         json_array_append_new(arr, json_string(n));
     return arr;
@@ -174,12 +174,13 @@ json_t *ah_recovery_event(const ah_agent_recovery_t *r) {
                            r->startup_s, "transfer_s", r->transfer_s, "first_step_s", r->first_step_s);
     json_t *ev = json_pack("{s:s, s:I, s:f, s:s, s:o, s:I, s:o, s:o, s:o, s:o}", "event", "recover", "step",
                            (json_int_t)r->resumed_at, "seconds", r->total_s, "cause", ah_agent_cause_name(r->cause),
-                           "nodes", recovery_nodes(r), "stopped_at", (json_int_t)r->stopped_at, "breakdown", bd, "bytes",
+                           "nodes", recovery_nodes(r->nodes), "stopped_at", (json_int_t)r->stopped_at, "breakdown", bd, "bytes",
                            tier_obj(r->bytes, NULL, NULL), "files", tier_obj(NULL, NULL, r->files), "tier_seconds",
                            tier_obj(NULL, r->tier_s, NULL));
     json_object_set_new(ev, "loss_before", isfinite(r->loss_last_before) ? json_real(r->loss_last_before) : json_null());
     json_object_set_new(ev, "loss_after", json_real(r->loss_first_after));
     json_object_set_new(ev, "in_place", json_boolean(r->in_place));
+    if (r->joined[0]) json_object_set_new(ev, "joined", recovery_nodes(r->joined)); /* a notice's change's free hosts */
     if (r->in_place) /* the trainer's phases of the change (its "reconfigure" event) */
         json_object_set_new(ev, "phases", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "save", r->phases[0], "teardown",
                                                     r->phases[1], "split", r->phases[2], "init", r->phases[3], "load",

@@ -102,6 +102,7 @@ typedef struct agent {
     int inplace_leaving_n;
     int64_t inplace_step, inplace_after;
     double inplace_deadline, save_est_s;
+    bool save_est_measured; /* save_est_s is a checkpoint's seen (else the plan's at the disk rate, ah_agent_plan_save_s) */
     bool ckpt_under_plan;
     /* a join to weigh once the metrics read is done (agent.c): the first line's reason that asked for it, NULL none.
      * Weighed mid-read, a join saw the newest step of the lines read so far, not of the read: the trainer could
@@ -205,6 +206,10 @@ void ah_agent_probe_quiet(agent_t *a);
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
+/* agent_plan.c: the save estimate before the run's first checkpoint event: the checkpoint bytes of p's node that holds
+ * the most (*bytes; 12 a parameter: fp32 weights, AdamW's m and v) at the node's disk rate (*gb_s: AH_AGENT_DISK_GB_S,
+ * default 8 GB/s, simulate's --disk-gb-s default), in seconds. */
+double ah_agent_plan_save_s(const ah_plan_t *p, double *bytes, double *gb_s);
 /* agent_join.c: with nodes joined, r the plan over the nodes up, `when` said first ("checkpoint
  * taken"): restart onto it now when it is better under the run's objective, pays by the join rule
  * (join_rule.h, the facts this run measured) and the step saved at the stop is restorable on its

@@ -113,7 +113,7 @@ static ah_status_t start_joined(local_t *l, const ah_launch_job_t *job, ah_error
     char uri[620];
     snprintf(uri, sizeof uri, "%s/ompi-server.uri", job->run_dir);
     if (nj > LOCAL_MAX_JOBS)
-        s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher joins at most %d jobs", nj,
+        s = ah_error_set(err, AH_ERR_USAGE, "the plan has %d hosts; the local launcher starts at most %d jobs (one a host)", nj,
                          LOCAL_MAX_JOBS);
     if (s == AH_OK) s = ah_launch_ompi_server(l->mpirun, uri, &l->server, err);
     for (int j = 0; s == AH_OK && j < nj; j++) s = start_host(l, job->train_argv, &hj[j], j, nj, 0, err);
@@ -130,8 +130,11 @@ static ah_status_t local_join_hosts(void *ctx, const ah_launch_job_t *job, const
     if (!l->joined || !l->server || l->ended)
         return ah_error_set(err, AH_ERR_USAGE, "hosts join only a running joined job (--in-place)");
     const int first = job->join_first > l->n_jobs ? job->join_first : l->n_jobs; /* launcher.h join_first */
-    if (first + n > LOCAL_MAX_JOBS)
-        return ah_error_set(err, AH_ERR_USAGE, "the local launcher joins at most %d jobs in a run", LOCAL_MAX_JOBS);
+    if (first + n > LOCAL_MAX_JOBS) /* the numbers below first that this launcher did not start are gaps, but taken */
+        return ah_error_set(err, AH_ERR_USAGE, "the joining job%s would be number%s %d..%d of this launch: the local "
+                            "launcher numbers at most %d jobs a launch (every job started in it counts, one that left or "
+                            "whose join was withdrawn too)", n == 1 ? "" : "s", n == 1 ? "" : "s", first, first + n - 1,
+                            LOCAL_MAX_JOBS);
     for (; l->n_jobs < first; l->n_jobs++) l->job[l->n_jobs] = (local_job_t){.exited = true, .gone = true};
     ah_launch_hostjob_t *hj = NULL;
     int nj = 0, k = -1;

@@ -206,8 +206,11 @@ ah_status_t ssh_join_hosts(void *ctx, const ah_launch_job_t *job, const char *co
     const int first = job->join_first > l->n_jobs ? job->join_first : l->n_jobs; /* launcher.h join_first */
     const int n_ranks = ah_plan_device_count(job->plan);
     if (first + n > SSH_MAX_JOBS || n_ranks > SSH_MAX_RANKS)
-        return ah_error_set(err, AH_ERR_USAGE, "the %s launcher joins at most %d jobs and %d ranks in a run",
-                            l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS, SSH_MAX_RANKS);
+        return ah_error_set(err, AH_ERR_USAGE, "the joining job%s would be number%s %d..%d of this launch, with %d "
+                            "ranks: the %s launcher numbers at most %d jobs a launch (every job started in it counts, "
+                            "one that left or whose join was withdrawn too) and %d ranks", n == 1 ? "" : "s",
+                            n == 1 ? "" : "s", first, first + n - 1, n_ranks, l->slurm ? "slurm" : "ssh", SSH_MAX_JOBS,
+                            SSH_MAX_RANKS);
     for (; l->n_jobs < first; l->n_jobs++) l->job[l->n_jobs] = (ssh_job_t){.exited = true, .gone = true};
     ah_launch_hostjob_t *hj = NULL;
     int nj = 0, k = -1;

@@ -117,6 +117,7 @@
 #define AH_PROTO_EV_OVERFLOW "overflow" /* fp16: a skipped step; "step", "loss_scale", "overflows" */
 #define AH_PROTO_EV_CLOUD "cloud"       /* the cloud at the end of the run (ckpt_io.h) */
 #define AH_PROTO_EV_RECONFIGURE "reconfigure" /* an in-place reconfiguration (reconfig.h) */
+#define AH_PROTO_EV_RECONFIGURE_REFUSED "reconfigure_refused" /* its request not taken: "step", "why" (reconfig.h) */
 
 /* fields of the recover event the agent reads ("step" as above) */
 #define AH_PROTO_RECOVER_SECONDS "seconds"

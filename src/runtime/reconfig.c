@@ -18,6 +18,22 @@
 /* Rank 0: the version of the request file last read (inode, size, modification time) and whether that
  * version was refused (so it is said once, not at every step). */
 static char g_stamp[96], g_refused[96];
+/* Rank 0: the refusal said since the last ah_reconfig_refusal, as its metrics event (NULL: none). */
+static json_t *g_refusal;
+
+/* Rank 0: the request version read (g_stamp) refused, for `step` (-1: it could not be read), why (said once). */
+static void refuse(int64_t step, const char *why) {
+    snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
+    json_decref(g_refusal);
+    g_refusal = json_pack("{s:s, s:I, s:s}", AH_PROTO_EVENT, AH_PROTO_EV_RECONFIGURE_REFUSED, AH_PROTO_STEP,
+                          (json_int_t)step, "why", why);
+}
+
+json_t *ah_reconfig_refusal(void) {
+    json_t *ev = g_refusal;
+    g_refusal = NULL;
+    return ev;
+}
 
 /* The optional "ranks" (NULL: none): integers >= -1, at most AH_RECONFIG_RANKS_MAX. */
 static ah_status_t parse_ranks(const json_t *ranks, ah_reconfig_req_t *req, ah_error_t *err) {
@@ -143,7 +159,7 @@ static int64_t read_request(const char *run_dir, int64_t done, int64_t after, ah
     if (st != AH_OK) {
         fprintf(stderr, "autohet train: warning: %s: %s; the reconfiguration is not taken, training goes on\n", path,
                 e.msg);
-        snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
+        refuse(-1, e.msg);
         return -1;
     }
     return req->step > after && req->step <= done ? req->step : -1;
@@ -244,7 +260,7 @@ static ah_status_t check_jobs(const ah_reconfig_req_t *req, bool *ok, int *stay,
     if (st == AH_OK && !*ok && ah_comm_rank(w) == 0) {
         fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: %s; training goes on\n",
                 AH_PROTO_RECONFIG_FILE, (long long)req->step, why);
-        snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
+        refuse(req->step, why);
     }
     return st;
 }
@@ -278,7 +294,7 @@ ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, a
         ok = 0;
         fprintf(stderr, "autohet train: warning: %s's request at step %lld is not taken: %s; training goes on\n",
                 AH_PROTO_RECONFIG_FILE, (long long)req->step, why);
-        snprintf(g_refused, sizeof g_refused, "%s", g_stamp);
+        refuse(req->step, why);
     }
     if ((st = ah_comm_bcast(w, &ok, sizeof ok, 0, err)) == AH_OK) *due = ok != 0;
     return st;

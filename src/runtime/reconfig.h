@@ -117,6 +117,11 @@ typedef bool (*ah_reconfig_check_fn)(const ah_reconfig_req_t *req, int stay, voi
  * be NULL) accepts it on rank 0, then *req holds it on every rank (the step loop then sets req->step to
  * done, the boundary it is taken at). after: the step this process started at, or the last
  * reconfiguration's. */
+/* Rank 0: the last request refused since the previous call (the warning said on stderr), as a metrics event
+ * {"event": "reconfigure_refused", "step": S (-1: the request could not be read), "why"} (owned; NULL: none), so the
+ * agent sees the refusal at once instead of waiting for its deadline. The step loop writes it after each poll. */
+struct json_t;
+struct json_t *ah_reconfig_refusal(void);
 ah_status_t ah_reconfig_poll(const char *run_dir, int64_t done, int64_t after, ah_reconfig_check_fn check, void *ctx,
                              ah_reconfig_req_t *req, bool *due, ah_error_t *err);
 

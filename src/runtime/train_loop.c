@@ -205,6 +205,7 @@ ah_status_t ah_train_loop(ah_trainer_t *tr, const ah_train_loop_opts_t *o, ah_ck
             (s = ah_reconfig_poll(o->reconfig_dir, i + 1, o->reconfig_after, o->reconfig_check,
                                    o->reconfig_ctx, o->reconfig, o->reconfig_due, err)) != AH_OK)
             return s;
+        if (o->reconfig_dir) ah_metrics_write_events(o->metrics, ah_reconfig_refusal()); /* the agent sees it at once */
         if (o->reconfig_dir && *o->reconfig_due) {
             o->reconfig->step = i + 1; /* the boundary it is taken at (a request read late: later than asked) */
             return AH_OK;
