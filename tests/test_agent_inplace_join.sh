@@ -16,6 +16,7 @@
 #    with the notice's change (one request: slow-0's job leaves, slow-1's joins), one launch, fast-0's process kept,
 #    the state moved, every loss bit-identical to plan-0's uninterrupted run (session 24; before: the staying ranks'
 #    plan in place, or the relaunch);
+#  - refused: as free, the trainer refusing the request (AH_TEST_HOOK): the agent falls back at the refusal, at once;
 #  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; step S saved first; the joining job was told to wait for its
@@ -167,18 +168,22 @@ if [ "${AH_CLUSTER_SHORT:-0}" != 1 ]; then
 # one request with slow-0's leave and the join (before: the staying ranks' plan, fast-0 alone, or the relaunch).
 # One launch, fast-0's process kept, slow-1's new, the state moved, every loss bit-identical to plan-0's
 # uninterrupted run (the plan onto slow-1 is plan-0 with slow-0 renamed: checked).
+free_run() { # NAME: slow-1 down at 0, back (not taken in) once 3 steps are in, then slow-0 noticed
+    local d=$WORK/$1 t0 agent
+    echo "0,remove,slow-1" >"$d.csv"
+    t0=$(date +%s%N)
+    STEPS=120 run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 0.001 &
+    agent=$!
+    wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "$1: no 3 steps in 60 s"; }
+    rank_nodes "$d/launch-0" >"$d.pids"
+    echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
+    wait_until 60 grep -q "slow-1 joined" "$d.log" || { cat "$d.log"; fail "$1: slow-1 not up"; }
+    echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
+    wait $agent || { cat "$d.log"; fail "$1: autohet run"; }
+    rank_nodes "$d/launch-0" >"$d.after"
+}
 d=$WORK/free
-echo "0,remove,slow-1" >"$d.csv"
-t0=$(date +%s%N)
-STEPS=120 run_agent "$d" --in-place --events "$d.csv" --grace-s 60 --join-horizon-s 0.001 &
-agent=$!
-wait_until 60 step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { cat "$d.log"; fail "free: no 3 steps in 60 s"; }
-rank_nodes "$d/launch-0" >"$d.pids"
-echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
-wait_until 60 grep -q "slow-1 joined" "$d.log" || { cat "$d.log"; fail "free: slow-1 not up"; }
-echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
-wait $agent || { cat "$d.log"; fail "free: autohet run"; }
-rank_nodes "$d/launch-0" >"$d.after"
+free_run free
 grep -q "in place: the next plan takes in 1 free host (slow-1) with the notice's change" "$d.log" ||
     { cat "$d.log"; fail "free: the free host not taken in with the notice's change"; }
 grep -q "^recovery 0 (events file: slow-0; taken in: slow-1) at .* in place (the survivors kept their processes, the free" \
@@ -212,6 +217,25 @@ for x in st:
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
 print(f"free: slow-0 left and slow-1 joined in one change in place at step {rc[0]['step']} ({rc[0]['moved_bytes']} "
       f"bytes moved), fast-0's pid kept, one launch, 120 losses bit-identical to plan-0's run")
+PY2
+# refused: as free, the trainer refusing the leave+join request (AH_TEST_HOOK reconfig-join action=fail): the agent
+# falls back at its "reconfigure_refused" event, at once (session 25; before, it waited for the deadline, the grace
+# period of 60 s less the save, leaving the notice's stop the rest), and the notice's stop and relaunch follow.
+AH_TEST_HOOK="phase=reconfig-join,step=any,action=fail" free_run refused
+python3 - "$WORK/refused" <<'PY2' || { cat "$WORK/refused.log"; fail "refused: the fallback at the refusal"; }
+import json, re, sys
+d = sys.argv[1]
+log, ev = open(d + ".log").read(), [json.loads(l) for l in open(d + "/metrics.jsonl")]
+a = re.search(r"\[ *([0-9.]+) s\] in place: the change asked for at step (\d+)", log)
+b = re.search(r"\[ *([0-9.]+) s\] in place: the change at step (\d+) not made \(refused by the trainer: AH_TEST_HOOK "
+              r"phase reconfig-join action=fail \(test-only\)\): the notice's stop and relaunch", log)
+assert a and b and a.group(2) == b.group(2), "the refusal's fallback not said"
+assert float(b.group(1)) - float(a.group(1)) < 10, f"fell back {float(b.group(1)) - float(a.group(1)):.1f} s after the ask"
+assert [x["step"] for x in ev if x.get("event") == "reconfigure_refused"] == [int(a.group(2))], "the event"
+pre = [x for x in ev if x.get("event") == "preempt"]
+assert len(pre) == 1 and pre[0]["cause"] == "events file" and pre[0]["nodes"] == ["slow-0"] and not pre[0]["forced"], pre
+assert not pre[0].get("in_place") and pre[0]["saved"] and ev[-1]["ok"] and ev[-1]["history_ok"], (pre, ev[-1])
+print(f"refused: fell back {float(b.group(1)) - float(a.group(1)):.2f} s after the ask, step {pre[0]['step']} saved")
 PY2
 fi
 
