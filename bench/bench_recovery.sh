@@ -57,6 +57,7 @@
 # rank in the same change. Printed: the join's recovery in each (cause join), by phase, and relaunch / in place.
 # With BASE=B0 (another build's directory, e.g. main before a change), a third run "in-place-base" with B0's autohet,
 # right before the in-place one, and base / this build: notice to the first step, the stop, the change's save.
+# (SET=readmit: the second recovery, the join that re-admits the parked rank.)
 # A benchmark: it never fails on a timing; it exits non-zero only when a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -156,7 +157,7 @@ if [ "$SET" = inplace ] || [ "$SET" = partial ]; then
     python3 bench/recovery_summary.py "$([ -n "$READMIT" ] && echo readmit || echo inplace)" "$WORK"
     [ "$SET" = inplace ] || grep -h "parks at step\|parked .* s (CPU" "$WORK/in-place.log" ||
         echo "in-place: no rank parked (see its log)"
-    [ -z "${BASE:-}" ] || python3 bench/recovery_summary.py inplace-base "$WORK"
+    [ -z "${BASE:-}" ] || python3 bench/recovery_summary.py "$([ -n "$READMIT" ] && echo readmit || echo inplace)-base" "$WORK"
     exit 0
 fi
 # every run of this set is the stop and relaunch (--no-in-place; cloud-only never changes in place)

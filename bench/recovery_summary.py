@@ -11,6 +11,7 @@
                                         autohet run --in-place, the survivors keeping their processes)
   recovery_summary.py readmit WORK      its SET=readmit: the second recovery (a join re-admitting a parked rank)
   recovery_summary.py inplace-base WORK its BASE=B0 run: in place with B0's autohet against this build's
+  recovery_summary.py readmit-base WORK the same for SET=readmit BASE=B0: the join that re-admits
   recovery_summary.py stamp FILE OUT    appends each complete line of FILE (the agent's merged
                                         metrics) to OUT as "UNIX_TIME<TAB>LINE" when it appears
                                         (polls every 20 ms; waits for FILE; runs until killed)
@@ -275,13 +276,14 @@ def inplace(w, k=0):
     redo_lines(rows)
 
 
-def inplace_base(w):
-    """SET=inplace BASE=B0: in-place-base/ (B0's autohet) against in-place/ (this build), notice to the first step."""
+def inplace_base(w, k=0):
+    """SET=inplace BASE=B0: in-place-base/ (B0's autohet) against in-place/ (this build), notice to the first step;
+    SET=readmit (k 1): the second recovery and change, the join that re-admits the parked rank."""
     print(f"{'':14s} {'total':>7s} {'stop':>6s} {'transfer':>9s} {'first':>6s}   change's save")
     rows = {}
     for n in ("in-place-base", "in-place"):
-        r = rec(w, n)
-        rc = next((e for e in events(w, n) if e.get("event") == "reconfigure"), {})
+        r = rec(w, n, k)
+        rc = ([e for e in events(w, n) if e.get("event") == "reconfigure"] + [{}] * 2)[k]
         b = r["breakdown"]
         rows[n] = (r, rc)
         print(f"{n:14s} {r['seconds']:6.2f}s {b['stop_s']:5.2f}s {b['transfer_s']:8.2f}s {b['first_step_s']:5.2f}s   "
@@ -327,7 +329,9 @@ if __name__ == "__main__":
         inplace(sys.argv[2], 1)
     elif mode == "inplace-base":
         inplace_base(sys.argv[2])
+    elif mode == "readmit-base":
+        inplace_base(sys.argv[2], 1)
     elif mode == "stamp":
         stamp(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace, readmit, inplace-base or stamp)")
+        sys.exit(f"recovery_summary.py: unknown mode {mode!r} (notice, lost, tiers, inplace, readmit, inplace-base, readmit-base or stamp)")
