@@ -15,13 +15,29 @@
 #              the manifest (hook ckpt-write), and slow-0's disk wiped before the relaunch
 #   manflip    the run stopped (SIGINT) after step 9; one bit of slow-0's newest committed manifest
 #              flipped (its data position); the same command again
+#   stepflip   as manflip, the bit flipped in fast-0's manifest's "step" (10 -> 11): fast-0 holds every block
 #   shardflip  as manflip, one bit in the middle of one of slow-0's shard files of that step
 #   bothflip   as manflip, one bit flipped in the same shard file on both nodes holding it
 #   enospc     slow-0's checkpoint disk a 256 KiB tmpfs (full at the first save)
 #   changekill a notice to slow-1, and fast-0's rank SIGKILLed during the change in place (hook
 #              reconfig-save): a kill of another node during the recovery of a notice
+#   changestop as changekill, fast-0's rank SIGSTOPped (a hang) at the change's save
+#   agentchange the agent SIGKILLed while the trainers change in place; the same command again
+#   joinmove   slow-1 joined in place; its new rank SIGKILLed at the change's save, before the move
+#   notice2    a notice to slow-1, and one to slow-0 while the first's change is being made (hook reconfig-save)
+#   mpirunkill launch 0's mpirun SIGKILLed (its ranks not) mid-step 5 (hook): no rank of the old job may train on
+#              beside the relaunch
 #   detresume  a notice to slow-1 (relaunch, --no-in-place), then slow-0's rank crashing at step 10 every time
 #              (hook action=kill): named stop; the same command without the crash resumes to the end
+#
+# Over emulated hosts (tests/cluster/cluster.sh: h0..h2, each its own disk and /dev/shm, --launcher ssh; root
+# and openssh-server, else skipped), the plan h1 > h2 > h0 with block 1 on h2 alone (h2_alone_cluster), 16 steps,
+# a checkpoint every 4, in-memory replicas on (--replica-memory-gb 0.5), no cloud:
+#   cwipe      h2 stopped mid-step 6 (hook), then every process of h2 killed, its sshd included (its disk and its
+#              memory tier go), and h2 back at once as a new machine (empty disk, empty /dev/shm): every host
+#              answers, so the failure policy restarts on the same hosts; h2's pieces only in h0's memory
+#   creplkill  h0, the holder of h2's replicas, killed whole while it receives step 8's (hook replica): h0 lost,
+#              the run re-planned on h1 + h2 from step 4, h0's pieces from h1's memory
 set -u
 source "$(dirname "$0")/../tests/train_common.sh"
 source "$SRC/tests/agent_common.sh"
@@ -32,7 +48,7 @@ CKPT_EVERY=2
 small_cluster
 # slowed (the emulation's slowdown changes no loss): a step takes long enough to act inside it
 sed -i -e 's/"slowdown": 1,/"slowdown": 10,/' -e 's/"slowdown": 3,/"slowdown": 30,/' "$CLUSTER"
-ALL="kill2 snapwrite manflip shardflip bothflip enospc changekill detresume"
+ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume cwipe creplkill"
 CHOSEN=${*:3}
 CHOSEN=${CHOSEN:-$ALL}
 
@@ -70,7 +86,8 @@ for x in lines:
     assert s == len(hist), f"launch {k}: step {s} after {len(hist) - 1}"
     hist.append((s, x["loss"], k))
 assert len(hist) == steps, f"{len(hist)} of {steps} steps"
-same = all(key(os.path.join(d, f"plan-{k}.json")) == key(os.path.join(rd, "plan-0.json")) for k in first)
+same = all(key(os.path.join(d, f"plan-{k}.json")) == key(os.path.join(rd, "plan-0.json")) for k in first) and \
+    not any(x.get("event") == "reconfigure" for x in lines)  # a change in place: another plan, unnamed by a file
 worst = 0.0
 for s, loss, k in hist:
     if same: assert loss == ref[s], f"step {s}: {loss!r} != {ref[s]!r}"
@@ -168,7 +185,11 @@ sc_manflip() {
     off=$(python3 -c 'import re,sys; t=open(sys.argv[1]).read(); m=re.search(r"\"data_position\": *([0-9]+)", t); print(m.end(1)-1)' "$s/manifest.json")
     flip "$s/manifest.json" "$off" 0
     echo "manflip: $s/manifest.json: $(grep -o '"data_position": *[0-9]*' "$s/manifest.json")"
-    if run_agent "$d"; then rerun_finished manflip "$d"; else resumed_after_flip manflip "$d"; fi
+    if ! run_agent "$d"; then resumed_after_flip manflip "$d"; return; fi
+    # the flipped step skipped, named, for the next older one (before: trained from scratch)
+    grep -q "checkpoint step $((10#${s##*step-})) skipped (.*disagree on the data position" "$d.log" ||
+        { say manflip "FAIL: the flipped step not skipped, named: $(grep 'autohet train' "$d.log" | head -3)"; return; }
+    rerun_finished manflip "$d"
 }
 
 # resumed_after_flip NAME DIR: a resume refused on damage: named? then the damaged step's directory
@@ -177,6 +198,16 @@ resumed_after_flip() {
     local why
     why=$(grep -i 'error\|refus\|inconsistent\|damaged' "$2.log" | tail -2 | cut -c1-300 | tr '\n' ' ')
     say "$1" "FAIL: the resume stopped: $why"
+}
+
+sc_stepflip() {
+    local d=$WORK/stepflip s off
+    stopped_at stepflip "$d" 9 || { say stepflip "FAIL: no stop"; return; }
+    s=$(newest_step "$d/local/fast-0")
+    off=$(python3 -c 'import re,sys; t=open(sys.argv[1]).read(); m=re.search(r"\"step\": *([0-9]+)", t); print(m.end(1)-1)' "$s/manifest.json")
+    flip "$s/manifest.json" "$off" 0
+    echo "stepflip: $s/manifest.json: $(grep -o '"step": *[0-9]*' "$s/manifest.json")"
+    if run_agent "$d"; then rerun_finished stepflip "$d"; else resumed_after_flip stepflip "$d"; fi
 }
 
 sc_shardflip() {
@@ -203,27 +234,37 @@ sc_bothflip() {
 }
 
 sc_enospc() {
-    local d=$WORK/enospc
-    mkdir -p "$d/local/slow-0"
-    mount -t tmpfs -o size=256k tmpfs "$d/local/slow-0" || { say enospc "SKIP: cannot mount a tmpfs"; return; }
-    MOUNTS="$MOUNTS $d/local/slow-0"
-    if timeout 300 bash -c "$(declare -f run_agent); $(declare -p AUTOHET CLUSTER WORK GB SEQ STEPS CKPT_EVERY); run_agent $d"; then
+    local d=$WORK/enospc disk=$WORK/enospc/local/slow-0
+    mkdir -p "$disk"
+    mount -t tmpfs -o size=6m tmpfs "$disk" || { say enospc "SKIP: cannot mount a tmpfs"; return; }
+    MOUNTS="$MOUNTS $disk"
+    run_agent "$d" &
+    local agent=$!
+    wait_until "$PATIENCE" step_lines_at_least 5 "$d/launch-0/metrics.jsonl" || { kill $agent; say enospc "FAIL: no 5 steps"; return; }
+    # the disk filled by someone else mid-run: less left than one step's files
+    dd if=/dev/zero of="$disk/filler" bs=64k 2>/dev/null
+    rm -f "$disk/filler" && dd if=/dev/zero of="$disk/filler" bs=64k count=$(( ($(df --output=avail -B1 "$disk" | tail -1) - 500000) / 65536 )) 2>/dev/null
+    echo "enospc: slow-0's disk filled at step $(steps_in "$d/launch-0/metrics.jsonl"): $(df --output=avail -B1 "$disk" | tail -1) bytes left"
+    if wait $agent; then
         finished enospc "$d"
     else
-        local why
-        why=$(grep '^autohet run: ' "$d.log" | tail -1 | cut -c1-300)
-        say enospc "STOPPED: $why"
+        say enospc "STOPPED: $(grep '^autohet run: ' "$d.log" | tail -1 | cut -c1-300)"
     fi
-    umount "$d/local/slow-0"
+    grep 'not saved\|No space' "$d.log" | head -2
+    rm -f "$disk/filler"
+    grep -q '"done"' "$d/metrics.jsonl" && ! grep -q '"event":"done","ok":true' "$d/metrics.jsonl" &&
+        resumed_after_stop enospc "$d" # the space freed, the same command again
+    umount "$disk"
 }
 
 sc_changekill() {
     local d=$WORK/changekill m=$WORK/changekill.mark
-    : >"$d.csv"
+    echo "0,add,fast-0" >"$d.csv"
+    local t0=$SECONDS
     AH_TEST_HOOK="phase=reconfig-save,step=any,node=fast-0,action=pause,file=$m" run_agent "$d" --events "$d.csv" --grace-s 60 &
     local agent=$!
     wait_until "$PATIENCE" step_lines_at_least 4 "$d/launch-0/metrics.jsonl" || { kill $agent; say changekill "FAIL: no 4 steps"; return; }
-    echo "0,remove,slow-1" >>"$d.csv"
+    echo "$(((SECONDS - t0) * 1000)),remove,slow-1" >>"$d.csv"
     wait_until "$PATIENCE" test -e "$m" || { kill $agent; say changekill "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
     kill -KILL "$(launch_rank_pid "$d" 0 fast-0)"
     rm -f "$m"
@@ -231,17 +272,175 @@ sc_changekill() {
     if wait $agent; then finished changekill "$d"; else resumed_after_stop changekill "$d"; fi
 }
 
+# notice_then NAME HOOK [flags]: the agent (--grace-s 60) with AH_TEST_HOOK=HOOK (its file $WORK/NAME.mark), slow-1
+# noticed once 4 steps are in; returns once the hook's file is there (0) or not in time (1). Sets agent, d, m.
+notice_then() {
+    local name=$1 hook=$2
+    shift 2
+    d=$WORK/$name m=$WORK/$name.mark
+    echo "0,add,fast-0" >"$d.csv"
+    local t0=$SECONDS
+    AH_TEST_HOOK="$hook,file=$m" run_agent "$d" --events "$d.csv" --grace-s 60 "$@" &
+    agent=$!
+    wait_until "$PATIENCE" step_lines_at_least 4 "$d/launch-0/metrics.jsonl" || { kill $agent; return 1; }
+    echo "$(((SECONDS - t0) * 1000)),remove,slow-1" >>"$d.csv"
+    wait_until "$PATIENCE" test -e "$m" || { kill $agent; return 1; }
+}
+
+# changestop: fast-0's rank stopped (SIGSTOP: a hang, not a death) at the change's save (hook reconfig-save:
+# the step's save decided, the move not started)
+sc_changestop() {
+    local agent d m pid
+    notice_then changestop "phase=reconfig-save,step=any,node=fast-0,action=pause" --step-timeout 3 ||
+        { say changestop "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
+    pid=$(launch_rank_pid "$d" 0 fast-0)
+    kill -STOP "$pid"
+    rm -f "$m"
+    while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done
+    kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    if wait $agent; then finished changestop "$d"; else resumed_after_stop changestop "$d"; fi
+}
+
+# agentchange: the agent itself SIGKILLed while the trainers change in place (hook reconfig-save); the same
+# command again
+sc_agentchange() {
+    local agent d m
+    notice_then agentchange "phase=reconfig-save,step=any,node=fast-0,action=pause" ||
+        { say agentchange "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
+    kill -KILL "$(pgrep -P $agent | head -1)"
+    rm -f "$m"
+    wait $agent
+    # its job ends with it (PR_SET_PDEATHSIG on mpirun): wait for the ranks to go
+    local k
+    for k in $(seq 200); do
+        ls "$d"/launch-0/rank-*.json >/dev/null 2>&1 || break
+        python3 -c 'import glob,json,os,sys
+for f in glob.glob(sys.argv[1] + "/rank-*.json"):
+    try: os.kill(json.load(open(f))["pid"], 0); sys.exit(1)
+    except ProcessLookupError: pass' "$d/launch-0" && break
+        sleep 0.1
+    done
+    AH_TEST_HOOK="" resumed_after_stop agentchange "$d"
+}
+
+sc_notice2() {
+    local agent d m
+    notice_then notice2 "phase=reconfig-save,step=any,node=fast-0,action=pause" ||
+        { say notice2 "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
+    local ms
+    ms=$(python3 -c 'import sys; print(int(float(sys.argv[1]) * 1000) + 1)' "$(sed -n 's/^autohet run: \[ *\([0-9.]*\) s\] preemption of slow-1.*/\1/p' "$d.log" | head -1)")
+    echo "$ms,remove,slow-0" >>"$d.csv"
+    sleep 1
+    while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done
+    if wait $agent; then finished notice2 "$d"; else resumed_after_stop notice2 "$d"; fi
+}
+
+sc_mpirunkill() {
+    local d=$WORK/mpirunkill m=$WORK/mpirunkill.mark mp ranks p
+    AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=pause,file=$m" run_agent "$d" --no-in-place &
+    local agent=$!
+    wait_until "$PATIENCE" test -e "$m" || { kill $agent; say mpirunkill "FAIL: the hook never fired"; return; }
+    ranks="$(launch_rank_pid "$d" 0 fast-0) $(launch_rank_pid "$d" 0 slow-0) $(launch_rank_pid "$d" 0 slow-1)"
+    mp=$(ps -o ppid= -p "$(launch_rank_pid "$d" 0 fast-0)" | tr -d ' ')
+    [ "$(cat /proc/"$mp"/comm)" = mpirun ] || { kill $agent; say mpirunkill "FAIL: the rank's parent $mp is $(cat /proc/"$mp"/comm)"; return; }
+    kill -KILL "$mp"
+    rm -f "$m" # slow-0's rank goes on, if it is still there
+    ( while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done ) &
+    sleep 2
+    local alive=""
+    for p in $ranks; do grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$p/status" && alive="$alive $p"; done
+    [ -z "$alive" ] || echo "mpirunkill: old ranks alive 2 s after their mpirun's kill:$alive"
+    if wait $agent; then finished mpirunkill "$d"; else resumed_after_stop mpirunkill "$d"; fi
+    alive=""
+    for p in $ranks; do grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$p/status" && alive="$alive $p"; done
+    [ -z "$alive" ] || { say mpirunkill "FAIL: old ranks alive after the run:$alive"; kill -KILL $alive; }
+}
+
+# joinmove: slow-1 down at the start, back once 3 steps are in and joined in place; its new rank killed at the
+# change's save on fast-0 (hook reconfig-save), the state not yet moved to it
+sc_joinmove() {
+    local d=$WORK/joinmove m=$WORK/joinmove.mark
+    echo "0,remove,slow-1" >"$d.csv"
+    local t0=$SECONDS
+    AH_TEST_HOOK="phase=reconfig-save,step=any,node=fast-0,action=pause,file=$m" \
+        run_agent "$d" --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 &
+    local agent=$!
+    wait_until "$PATIENCE" step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { kill $agent; say joinmove "FAIL: no 3 steps"; return; }
+    echo "$(((SECONDS - t0) * 1000)),add,slow-1" >>"$d.csv"
+    wait_until "$PATIENCE" test -e "$m" || { kill $agent; say joinmove "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
+    # the joining job's rank writes its rank file once joined: the trainer process of this run that is not
+    # fast-0's nor slow-0's
+    local known p joiner=""
+    known=" $(launch_rank_pid "$d" 0 fast-0) $(launch_rank_pid "$d" 0 slow-0) "
+    for p in $(pgrep -f "autohet train .*$d/"); do [[ $known == *" $p "* ]] || joiner=$p; done
+    [ -n "$joiner" ] || { kill $agent; say joinmove "FAIL: no joining process found"; return; }
+    kill -KILL "$joiner"
+    rm -f "$m"
+    while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done
+    if wait $agent; then finished joinmove "$d"; else resumed_after_stop joinmove "$d"; fi
+}
+
 sc_detresume() {
     local d=$WORK/detresume
-    : >"$d.csv"
+    echo "0,add,fast-0" >"$d.csv"
+    local t0=$SECONDS
     AH_TEST_HOOK="phase=step,step=10,node=slow-0,action=kill" run_agent "$d" --events "$d.csv" --no-in-place &
     local agent=$!
     wait_until "$PATIENCE" step_lines_at_least 4 "$d/launch-0/metrics.jsonl" || { kill $agent; say detresume "FAIL: no 4 steps"; return; }
-    echo "0,remove,slow-1" >>"$d.csv"
+    echo "$(((SECONDS - t0) * 1000)),remove,slow-1" >>"$d.csv"
     if wait $agent; then say detresume "FAIL: a crash at step 10 every time, and the run succeeded"; return; fi
     grep -q "not restarted again: it came back at step 10" "$d.log" || { say detresume "FAIL: $(tail -3 "$d.log")"; return; }
     # the same command, the crash gone, and slow-1's removal kept (the events file from the start)
     resumed_after_stop detresume "$d"
+}
+
+# ---- over emulated hosts ----
+CL_REF=""
+# cluster_ready: the cluster and its reference run, made once (returns 1 when this machine cannot)
+cluster_ready() {
+    [ -n "$CL_REF" ] && return 0
+    [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] || return 1
+    source "$SRC/tests/cluster/cluster.sh"
+    STEPS=16 CKPT_EVERY=4
+    h2_alone_cluster
+    cluster_reference "$WORK/cref"
+    cluster_up 3 1000 || fail "cannot make the test cluster"
+    cluster_mpi_args AH_TEST_HOOK
+    CL_REF=$WORK/cref
+}
+
+# cluster_outcome NAME: the ssh run ($WD, $agent_log) against the cluster's reference, with the recover events'
+# bytes by tier.
+cluster_outcome() {
+    local out
+    if out=$(check_metrics "$WD" "$CL_REF" 2>&1); then
+        say "$1" "PASS: $out; $(python3 -c 'import json,sys
+for x in map(json.loads, open(sys.argv[1])):
+    if x.get("event") == "recover": print("from", x["step"], x["cause"], x["bytes"], end="; ")' "$WD/metrics.jsonl")"
+    else say "$1" "FAIL: $out (log $agent_log)"; fi
+}
+
+sc_cwipe() {
+    cluster_ready || { say cwipe "SKIP: needs root and openssh-server"; return; }
+    local m=$CL_DIR/disks/h2/hook-cwipe agent
+    AH_TEST_HOOK="phase=step,step=6,node=h2,action=pause,file=$CL_DISK/hook-cwipe" ssh_agent cwipe --replica-memory-gb 0.5
+    wait_until 120 test -e "$m" || { kill $agent; say cwipe "FAIL: the hook never fired: $(tail -3 "$agent_log")"; return; }
+    cluster_kill_host h2
+    cluster_revive_host h2 || { say cwipe "FAIL: h2 not revived"; return; }
+    # the relaunch trains step 6 again on h2: let it through
+    while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.1; done
+    wait $agent || { say cwipe "FAIL: the run failed: $(grep '^autohet run: ' "$agent_log" | tail -1 | cut -c1-300)"; return; }
+    cluster_outcome cwipe
+}
+
+sc_creplkill() {
+    cluster_ready || { say creplkill "SKIP: needs root and openssh-server"; return; }
+    local m=$CL_DIR/disks/h0/hook-repl agent
+    AH_TEST_HOOK="phase=replica,step=8,node=h0,action=pause,file=$CL_DISK/hook-repl" ssh_agent creplkill --replica-memory-gb 0.5
+    wait_until 120 test -e "$m" || { kill $agent; say creplkill "FAIL: the hook never fired: $(tail -3 "$agent_log")"; return; }
+    cluster_kill_host h0
+    wait $agent || { say creplkill "FAIL: the run failed: $(grep '^autohet run: ' "$agent_log" | tail -1 | cut -c1-300)"; return; }
+    cluster_outcome creplkill
 }
 
 for s in $CHOSEN; do

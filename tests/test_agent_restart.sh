@@ -7,6 +7,8 @@
 #    from preemptions (it was "communication error ... rerun the same command", exit 1);
 #  - a rank that dies at the same step every time (AH_TEST_HOOK action=kill): restarted once, then
 #    the same failure at the same step ends the run, naming both;
+#  - launch 0's mpirun SIGKILLed (not its ranks): its ranks die with it, the relaunch finishes the run as above
+#    (they trained on beside the relaunch before);
 #  - --max-restarts 0: the first failure ends the run, said.
 # Usage: bash tests/test_agent_restart.sh BUILD_DIR SOURCE_DIR
 source "$(dirname "$0")/train_common.sh"
@@ -47,6 +49,28 @@ grep -q "no sample lost: every step 0..$((STEPS - 1)) trained exactly once" "$WO
 grep -q "no preemption" "$WORK/report.txt" || grep -q "0 preemptions" "$WORK/report.txt" ||
     fail "report counts the restart as a preemption: $(cat "$WORK/report.txt")"
 grep -q "1 restart after a failure" "$WORK/report.txt" || fail "report: $(cat "$WORK/report.txt")"
+
+# ---- launch 0's mpirun SIGKILLed, not its ranks (slow-0's held mid-step 5 by the hook): they go with it
+# (runtime/preempt.h ah_preempt_die_with_launcher). Before, they trained on beside the relaunch, into the same
+# directories, and the run ended "internal error: the trainer exited normally after 22 of 24 steps" ----
+m=$WORK/mpk.mark
+AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=pause,file=$m" run_agent "$WORK/mpk" &
+agent=$!
+wait_until "$patience" test -e "$m" || { kill $agent; fail "mpirun killed: the hook never fired"; }
+mp=$(ps -o ppid= -p "$(rank_pids "$WORK/mpk/launch-0" slow-0)" | tr -d ' ')
+[ "$(cat "/proc/$mp/comm")" = mpirun ] || { kill $agent; fail "slow-0's rank's parent $mp is not mpirun"; }
+# its ranks (a launch in place has one mpirun a node: the other nodes' ranks are another mpirun's)
+pids=$(for n in fast-0 slow-0 slow-1; do rank_pids "$WORK/mpk/launch-0" $n; done | while read -r p; do
+    [ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$mp" ] && echo "$p"; done)
+kill -KILL "$mp"
+sleep 0.3
+alive=$(for p in $pids; do grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$p/status" && echo "$p"; done) # not a zombie
+rm -f "$m"
+( while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done ) & # the relaunch trains step 5 again
+[ -z "$alive" ] || { wait $agent; kill -KILL $alive 2>/dev/null; fail "mpirun killed: its ranks $alive outlived it"; }
+wait $agent || { cat "$WORK/mpk.log"; fail "the run did not survive its mpirun's kill"; }
+out=$(check_metrics "$WORK/mpk" "$WORK/ref") || { cat "$WORK/mpk.log"; fail "mpirun killed: metrics: $out"; }
+echo "mpirun killed: its ranks with it; $out"
 
 # ---- a rank that dies at the same step every time ----
 AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=kill" run_agent "$WORK/det" && fail "a deterministic crash reported success"

@@ -492,6 +492,7 @@ int ah_cli_train(int argc, char **argv) {
     const int n_flags = train_flags(&a, flags);
     ah_error_t err;
     signal(SIGPIPE, SIG_IGN); /* before MPI opens a socket, whatever follows (runtime/preempt.c says why) */
+    ah_preempt_die_with_launcher(); /* no rank outlives its mpirun (runtime/preempt.h) */
     if (ah_comm_init(&argc, &argv, &err) != AH_OK) return ah_cli_fail("train", &err);
     ah_comm_t *world = ah_comm_world();
     const int rank = ah_comm_rank(world), ranks = ah_comm_size(world);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,18 @@ ah_status_t ah_preempt_install(ah_error_t *err) {
     if (sigaction(SIGTERM, &sa, NULL) != 0)
         return ah_error_set(err, AH_ERR_INTERNAL, "cannot install the SIGTERM handler: %s", strerror(errno));
     return AH_OK;
+}
+
+void ah_preempt_die_with_launcher(void) {
+    /* A rank outlived a SIGKILLed mpirun (session 25, scripts/chaos-run.sh mpirunkill): its peers' connections
+     * are their own, so the old job trained on, wrote checkpoints and metrics the agent no longer read, beside
+     * the job the agent relaunched into the same directories (the relaunch resumed past the history it had:
+     * "internal error: the trainer exited normally after 22 of 24 steps"). SIGKILL, not SIGTERM (a notice): a
+     * job whose launcher is gone is a failed one, and its ranks cannot save collectively once a peer's mpirun
+     * is gone with its ranks. Not for a singleton (no mpirun): its parent is a shell, whose end must not end it. */
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return;
+    const pid_t parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) raise(SIGKILL); /* gone before prctl */
 }
 
 bool ah_preempt_noticed(void) { return g_noticed != 0; }

@@ -21,6 +21,11 @@
 /* Installs the SIGTERM handler and ignores SIGPIPE (idempotent; preempt.c says why). */
 ah_status_t ah_preempt_install(ah_error_t *err);
 
+/* Under mpirun (OMPI_COMM_WORLD_SIZE set): this process is SIGKILLed when the one that started it (mpirun, or
+ * Open MPI's daemon on another host) dies, as a rank of a host that died; a singleton is left alone. Called first
+ * thing in `autohet train`. preempt.c says why. */
+void ah_preempt_die_with_launcher(void);
+
 /* Whether this rank got a notice (SIGTERM) since it started; not collective. */
 bool ah_preempt_noticed(void);
 
