@@ -28,9 +28,9 @@
 #    saved, not forced), its recovery recorded from the join's ask;
 #  - mismatch: held as in late, a "reconfigure" event (join 1, 2 -> 3 ranks) at a step before the join's put
 #    into the launch's metrics: not taken as the join (said), the fallback's stop and relaunch;
-#  - noticejoin: slow-0 preempted while a join's request waits (refused as above): the request withdrawn, the
-#    notice's own path (cause "events file", slow-0 alone noticed, the change in place tried), not a stop of
-#    every rank for the join; AH_JOIN_ADMIT_S=0.5: slow-1, free again, not taken in with the notice's change (said).
+#  - noticejoin: slow-0 preempted while a join's request waits (refused once: action=failonce): the request
+#    withdrawn, the notice's own path (cause "events file", slow-0 alone noticed), not a stop of every rank for the
+#    join; slow-1, free again, taken in with the notice's change as job 3 (join_first), one launch.
 # Under AH_CLUSTER_SHORT=1 (CI's sanitizer stage): joinleave, never, mismatch and noticejoin. join and free are left out
 # (joinleave makes the same join, the state moved, then the leave; join's own checks are its losses against two
 # reference runs and the move's figures), and so is late (mismatch is held to the same deadline and falls back by
@@ -55,6 +55,8 @@ join_run() {
     echo "$((($(date +%s%N) - t0) / 1000000)),add,slow-1" >>"$d.csv"
     if [ -n "${NOTICE_ASKED:-}" ]; then # slow-0 preempted while the join's request waits
         wait_until 60 grep -q "in place: the join asked for at step" "$d.log" || { cat "$d.log"; fail "$name: not asked"; }
+        wait_until 60 grep -q '"event":"reconfigure_refused"' "$d/launch-0/metrics.jsonl" || # the trainer's refusal
+            { cat "$d.log"; fail "$name: the join's request not refused"; } # first: the notice comes while it waits
         echo "$((($(date +%s%N) - t0) / 1000000)),remove,slow-0" >>"$d.csv"
     fi
     if [ -n "${FAKE_EVENT:-}" ]; then # the trainers held: a change in place that is not the join's, said
@@ -367,24 +369,31 @@ assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-
 print(f"mismatch: not taken as the join, fell back with step {pre[0]['step']} saved")
 PY
 
-# ---- noticejoin: a notice while the join's request waits ----
-# AH_JOIN_ADMIT_S=0.5: slow-1, free again once the join is withdrawn, does not join with the notice's change (its
-# admission does not fit, said: "free"'s path, which the hook would refuse, left out)
-STEPS=120 NOTICE_ASKED=1 AH_JOIN_ADMIT_S=0.5 AH_TEST_HOOK="phase=reconfig-join,step=any,action=fail" join_run noticejoin
+# ---- noticejoin: a notice while the join's request waits, then slow-1 taken in with the notice's change ----
+# The join's request refused once (action=failonce: it waits for its deadline, or a notice), so slow-0's notice comes
+# first: the join withdrawn (job 2 ended, never admitted), then the notice's change takes slow-1, free again, in as
+# job 3 (the request's "join_first": 3): a join retried in the same launch. Before 162c517 the trainers counted only
+# admitted jobs and waited for job 2's turn: the admission gave up and the agent relaunched. (The admission that does
+# not fit a notice's deadline, which this case took until session 25: "fb", "staying", test_agent_inplace_logic.)
+STEPS=120 NOTICE_ASKED=1 AH_TEST_HOOK="phase=reconfig-join,step=any,action=failonce" join_run noticejoin
 grep -q "in place: the join at step [0-9]* not made (a notice came before it): the notice goes first" \
     "$WORK/noticejoin.log" || { cat "$WORK/noticejoin.log"; fail "noticejoin: the withdrawal is not said"; }
 grep -q "SIGTERM to the ranks of every node" "$WORK/noticejoin.log" &&
     { cat "$WORK/noticejoin.log"; fail "noticejoin: every rank stopped for the join"; }
-grep -q "1 of them on 1 free host, but the admission does not fit" "$WORK/noticejoin.log" ||
-    { cat "$WORK/noticejoin.log"; fail "noticejoin: slow-1's admission at the notice not said"; }
-grep -q "in place: not at this notice\|in place: the change asked for" "$WORK/noticejoin.log" ||
-    { cat "$WORK/noticejoin.log"; fail "noticejoin: the change in place not tried"; }
+grep -q "in place: the next plan takes in 1 free host (slow-1) with the notice's change: 1 new job from job 3 " \
+    "$WORK/noticejoin.log" || { cat "$WORK/noticejoin.log"; fail "noticejoin: slow-1 not asked in as job 3"; }
 python3 - "$WORK/noticejoin" <<'PY' || { cat "$WORK/noticejoin.log"; fail "noticejoin: the notice's path"; }
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+import json, os, sys
+d = sys.argv[1]
+ev = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 pre = [x for x in ev if x.get("event") == "preempt"]
-assert pre and pre[0]["cause"] == "events file" and pre[0]["nodes"] == ["slow-0"] and not pre[0]["forced"], pre
+assert len(pre) == 1 and pre[0]["cause"] == "events file" and pre[0]["nodes"] == ["slow-0"] and pre[0]["in_place"], pre
+assert pre[0].get("joined") == ["slow-1"] and not pre[0]["forced"], pre
+rc = [(x["join"], x["leave"]) for x in ev if x.get("event") == "reconfigure"]
+assert rc == [(1, [1])] and not os.path.exists(d + "/launch-1"), (rc, "relaunched")
+assert len([x for x in ev if x.get("event") == "reconfigure_refused"]) == 1, "the join's refusal, once"
 assert ev[-1]["event"] == "done" and ev[-1]["ok"] and ev[-1]["history_ok"], ev[-1]
-print(f"noticejoin: the notice's path at step {pre[0]['step']} ({'in place' if pre[0].get('in_place') else 'stop'})")
+print(f"noticejoin: the join withdrawn, slow-1 taken in as job 3 with slow-0's notice at step {pre[0]['step']}, "
+      "one launch")
 PY
 echo "PASS"

@@ -22,7 +22,7 @@ static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
             "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica|notice-uploads|"
             "reconfig-split|reconfig-save|reconfig-move|reconfig-join,step=N|N+|any"
-            "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail|nomem]; test-only)\n", value, why);
+            "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail|failonce|nomem]; test-only)\n", value, why);
     exit(2);
 }
 
@@ -56,11 +56,11 @@ static bool matches(const char *phase, int64_t step, const char *node, char *act
         } else if (!strcmp(kv, "node")) snprintf(want_node, sizeof want_node, "%s", v);
         else if (!strcmp(kv, "file")) snprintf(file, 768, "%s", v);
         else if (!strcmp(kv, "action") && (!strcmp(v, "wait") || !strcmp(v, "kill") || !strcmp(v, "pause") ||
-                                           !strcmp(v, "fail") || !strcmp(v, "nomem")))
+                                           !strcmp(v, "fail") || !strcmp(v, "failonce") || !strcmp(v, "nomem")))
             snprintf(action, 16, "%s", v);
-        else bad(value, !strcmp(kv, "action") ? "action is wait, kill, pause, fail or nomem" : "unknown key");
+        else bad(value, !strcmp(kv, "action") ? "action is wait, kill, pause, fail, failonce or nomem" : "unknown key");
     }
-    const bool no_file = !strcmp(action, "kill") || !strcmp(action, "fail") || !strcmp(action, "nomem");
+    const bool no_file = !strcmp(action, "kill") || !strncmp(action, "fail", 4) || !strcmp(action, "nomem");
     if (!want_phase[0] || (want_step < 0 && !any_step) || (!file[0] && !no_file))
         bad(value, "phase, step and file (for action=wait or pause) are required");
     if (strcmp(phase, want_phase) || (!any_step && step != want_step && !(or_later && step > want_step))) return false;
@@ -68,8 +68,12 @@ static bool matches(const char *phase, int64_t step, const char *node, char *act
 }
 
 bool ah_test_hook_fails(const char *phase, int64_t step, const char *node) {
+    static bool failed; /* failonce: this process's first match only */
     char action[16], file[768];
-    return matches(phase, step, node, action, file) && !strcmp(action, "fail");
+    if (!matches(phase, step, node, action, file)) return false;
+    const bool once = !strcmp(action, "failonce") && !failed;
+    failed = failed || once;
+    return once || !strcmp(action, "fail");
 }
 
 bool ah_test_hook_nomem(const char *phase, int64_t step, const char *node) {
@@ -79,7 +83,7 @@ bool ah_test_hook_nomem(const char *phase, int64_t step, const char *node) {
 
 void ah_test_hook(const char *phase, int64_t step, const char *node) {
     char action[16], file[768];
-    if (!matches(phase, step, node, action, file) || !strcmp(action, "fail") || !strcmp(action, "nomem")) return;
+    if (!matches(phase, step, node, action, file) || !strncmp(action, "fail", 4) || !strcmp(action, "nomem")) return;
     if (!strcmp(action, "kill")) raise(SIGKILL); /* as the kernel's OOM killer would: no error written, nothing flushed */
     FILE *f = fopen(file, "w");
     if (!f) {

@@ -41,7 +41,8 @@
  *               that fails, and the change falls back the same (no rank waits for its messages);
  *   reconfig-join   a join's request at step N (one with "join") read by rank 0, before the ranks learn
  *               whether one got a notice since the step boundary (a notice then goes first); with action=fail
- *               (refused there) the trainer refuses it, said, and trains on, as at any refused request; with
+ *               (refused there) the trainer refuses it, said, and trains on, as at any refused request (action=failonce:
+ *               the process's first such request only, a later one taken); with
  *               action=nomem, in a joining job admitted at step N: its buffers for the pieces the staying ranks
  *               send it are not allocated (reconfig_move.h ah_reconfig_move_join), and the change falls back
  *               to the restore from the checkpoint just saved, agreed before any piece is sent.
