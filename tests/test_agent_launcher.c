@@ -2,7 +2,8 @@
  * stand-in "mpirun" (true / false) for start and poll, a forked stand-in rank named by its rank
  * file for the notice, the metrics read as they grow (a line split across two reads), the run
  * directory's files, a host's disk dropped and listed; joined mode (one stand-in mpirun a host, the
- * real ompi-server): each job's command line, poll over the jobs, leave_hosts. */
+ * real ompi-server): each job's command line, poll over the jobs, leave_hosts (a host that left and joined
+ * again: only its leaving job reaped). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <jansson.h>
 
 #include "core/fs.h"
+#include "core/timing.h"
 #include "elastic/launcher.h"
 #include "harness.h"
 #include "runtime/protocol.h"
@@ -204,6 +206,17 @@ static void go(int job, int status) {
     write_file(path, text, "w");
 }
 
+/* Removes ROOT/go-J and ROOT/args-J of jobs 0..n-1 (an earlier case's stand-in mpirun files). */
+static void clear_jobs(int n) {
+    char path[128];
+    for (int j = 0; j < n; j++) {
+        snprintf(path, sizeof path, "%s/go-%d", root, j);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/args-%d", root, j);
+        unlink(path);
+    }
+}
+
 /* Waits up to 5 s for ROOT/args-J; its text into buf. */
 static bool job_args(int job, char *buf, size_t cap) {
     char path[128];
@@ -242,6 +255,24 @@ static bool child_zombie(void) {
     return false;
 }
 
+/* The joined cases' plan of three ranks, A B A (ranks 0 and 2 on host A): job 0 is A's two ranks, job 1 B's one. */
+typedef struct {
+    ah_node_t nodes[2];
+    ah_stage_t st[3];
+    ah_pipeline_t pl;
+    ah_plan_t plan;
+} aba_t;
+
+static void aba_plan(aba_t *a) {
+    memset(a, 0, sizeof *a);
+    snprintf(a->nodes[0].name, sizeof a->nodes[0].name, "A");
+    snprintf(a->nodes[1].name, sizeof a->nodes[1].name, "B");
+    a->st[1].devices[0].node = 1;
+    a->st[2].devices[0].index = 1;
+    a->pl = (ah_pipeline_t){.micro_batches = 1, .n_stages = 3, .stages = a->st};
+    a->plan = (ah_plan_t){.pipelines = &a->pl, .n_pipelines = 1, .tp = 1, .cluster = {.nodes = a->nodes, .n_nodes = 2}};
+}
+
 /* Joined: a plan of three ranks, A B A (ranks 0 and 2 on host A): job 0 is A's two ranks, job 1 B's one. */
 static void test_joined(void) {
     if (system("command -v ompi-server >/dev/null 2>&1") != 0) {
@@ -250,34 +281,16 @@ static void test_joined(void) {
     }
     char mpirun[128], local[128], run_dir[128], args[2048], want[512];
     write_joined_mpirun(mpirun, sizeof mpirun);
-    ah_node_t nodes[2];
-    memset(nodes, 0, sizeof nodes);
-    snprintf(nodes[0].name, sizeof nodes[0].name, "A");
-    snprintf(nodes[1].name, sizeof nodes[1].name, "B");
-    ah_stage_t st[3];
-    memset(st, 0, sizeof st);
-    st[1].devices[0].node = 1;
-    st[2].devices[0].index = 1;
-    ah_pipeline_t pl = {.micro_batches = 1, .n_stages = 3, .stages = st};
-    ah_plan_t plan;
-    memset(&plan, 0, sizeof plan);
-    plan.pipelines = &pl;
-    plan.n_pipelines = 1;
-    plan.tp = 1;
-    plan.cluster.nodes = nodes;
-    plan.cluster.n_nodes = 2;
+    aba_t aba;
+    aba_plan(&aba);
+    ah_plan_t plan = aba.plan;
     char *train[] = {"autohet", "train", NULL};
     for (int round = 0; round < 4; round++) {
         ah_launcher_t l;
         char launch[32];
         snprintf(launch, sizeof launch, "launch-j%d", round);
         if (!open_local(mpirun, launch, &l, local, run_dir, sizeof local)) return;
-        for (int j = 0; j < 2; j++) {
-            snprintf(args, sizeof args, "%s/go-%d", root, j);
-            unlink(args);
-            snprintf(args, sizeof args, "%s/args-%d", root, j);
-            unlink(args);
-        }
+        clear_jobs(2);
         const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train, .joined = true};
         ah_error_t err;
         CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start joined: %s", err.msg);
@@ -349,12 +362,7 @@ static void test_join_hosts(void) {
     char *train[] = {"autohet", "train", NULL};
     ah_launcher_t l;
     if (!open_local(mpirun, "launch-join", &l, local, run_dir, sizeof local)) return;
-    for (int j = 0; j < 3; j++) {
-        snprintf(args, sizeof args, "%s/go-%d", root, j);
-        unlink(args);
-        snprintf(args, sizeof args, "%s/args-%d", root, j);
-        unlink(args);
-    }
+    clear_jobs(3);
     const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train, .joined = true};
     ah_error_t err;
     CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start joined: %s", err.msg);
@@ -382,6 +390,51 @@ static void test_join_hosts(void) {
     ah_launcher_free(&l);
 }
 
+/* Joined A B A; B leaves in place (the "reconfigure" event read: job 1 leaving) and exits 0, then joins again (job 2
+ * on B, in the world once the join's event is read); the leaver reaped (leave_hosts B) while job 2 is joining, as
+ * the agent does after a change it adopted, is job 1 alone: B's new job runs on to its own end. Before, B's new
+ * job was taken too, waited for the whole wait, killed and forgotten (test_agent_inplace pkback's "mpirun exit
+ * status 141": the survivors' next writes to its rank got EPIPE). */
+static void test_rejoin_host(void) {
+    if (system("command -v ompi-server >/dev/null 2>&1") != 0) return;
+    char mpirun[128], local[128], run_dir[128], path[256];
+    write_joined_mpirun(mpirun, sizeof mpirun);
+    aba_t aba;
+    aba_plan(&aba);
+    ah_plan_t plan = aba.plan;
+    char *train[] = {"autohet", "train", NULL};
+    ah_launcher_t l;
+    if (!open_local(mpirun, "launch-rejoin", &l, local, run_dir, sizeof local)) return;
+    clear_jobs(3);
+    const ah_launch_job_t job = {.plan = &plan, .run_dir = run_dir, .train_argv = train, .joined = true};
+    ah_error_t err;
+    char args[2048];
+    CHECK(l.start(l.ctx, &job, &err) == AH_OK, "start joined: %s", err.msg);
+    CHECK(job_args(0, args, sizeof args) && job_args(1, args, sizeof args), "jobs 0 and 1 started");
+    snprintf(path, sizeof path, "%s/" AH_PROTO_METRICS_FILE, run_dir);
+    write_file(path, "{\"event\": \"reconfigure\", \"step\": 3, \"leave\": [1]}\n", "w");
+    int64_t sum = 0;
+    l.read_metrics(l.ctx, read_line, &sum);
+    go(1, 0);
+    CHECK(child_zombie(), "B's leaving job exited");
+    const char *b[] = {"B"};
+    CHECK(l.join_hosts(l.ctx, &job, b, 1, &err) == AH_OK, "B joins again: %s", err.msg);
+    CHECK(job_args(2, args, sizeof args), "job 2 started on B");
+    const double t0 = ah_now_s(); /* the agent's order: the leaver reaped while B's new job is still joining */
+    CHECK_EQ_I64(l.leave_hosts(l.ctx, b, 1, 2.0), 1);
+    CHECK(ah_now_s() - t0 < 1.5, "the leaver reaped at once, B's new job not waited for (%.2f s)", ah_now_s() - t0);
+    write_file(path, "{\"event\": \"reconfigure\", \"step\": 5, \"join\": 1}\n", "a");
+    l.read_metrics(l.ctx, read_line, &sum);
+    CHECK_EQ_I64(sum, 4 + 6);
+    go(0, 0);
+    nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+    int status = -100;
+    CHECK(!l.poll(l.ctx, &status), "B's new job still runs after A's end (status %d)", status);
+    go(2, 0);
+    CHECK(wait_exit(&l, &status) && status == 0, "A's and B's new job's 0 (%d)", status);
+    ah_launcher_free(&l);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/ah_test_launcher_XXXXXX");
     if (!mkdtemp(root)) {
@@ -393,6 +446,7 @@ int main(void) {
     test_notice();
     test_joined();
     test_join_hosts();
+    test_rejoin_host();
     ah_error_t err;
     ah_fs_rm_tree(root, &err);
     return ah_test_finish();

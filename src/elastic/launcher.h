@@ -108,7 +108,13 @@ typedef struct ah_launcher {
     int (*stalled)(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap);
     /* Joined jobs only (NULL: the launcher cannot start them; the agent then never changes in place):
      * after an in-place change that let `hosts` leave (runtime/reconfig.h), waits up to wait_s for
-     * their mpiruns to exit, kills those still running then, reaps them and forgets them: poll,
+     * their mpiruns to exit, kills those still running then, reaps them and forgets them. Of a host's
+     * jobs: those leaving (named by a "reconfigure" event read) when one is, else those joining
+     * (join_hosts', not in the world yet) when one is, else all. A host that left in place and is joining
+     * again has two jobs, the one that left and the new one, which stays (before, the leaver's reap took
+     * the new one too, waited for it and killed it: session 25, test_agent_inplace pkback's flake). Not
+     * told apart: dropping the joiner of such a host before its leaver is reaped takes the leaver, and
+     * the joiner, left running, gives up on its turn by itself (AH_JOIN_ADMIT_S; then poll forgets it). Poll,
      * notice, kill_host, stop, stalled no longer touch them, and the ranks are those of the other
      * jobs, renumbered as their rank files now say. Returns how many of those mpiruns exited with 0
      * (fewer than the hosts' jobs: some failed or were killed). */
