@@ -5,6 +5,7 @@ PASS/FAIL line a scenario (and what failed), then a summary; exits 1 when any fa
 
   python3 bench/sim_chaos.py [BUILD] [TRACES]        # defaults: build, ../shared/traces
   JOBS=2 ONLY=grace FULL=1 python3 bench/sim_chaos.py  # FULL: paper-288 LLaMA-2-70B too (minutes)
+  FUZZ=200 FUZZ_SEED=3 python3 bench/sim_chaos.py     # random small set-ups instead (clusters, traces, flags)
 
 Invariants (each run, each policy): no negative or non-finite number anywhere in the JSON; a
 recovery's phases sum to its seconds (stop = wait + save); train + recover + stalled hours = the
@@ -71,7 +72,58 @@ def scenarios():
         s.append(("paper288-l70", ["--model", "llama2-70b", "--cluster", "examples/sim/paper-288.json"] + THREE +
                   ["--hours", "11.37", "--policy", "autohet,on-demand", "--bound"], "run"))
     s += bad_traces()
+    if os.environ.get("FUZZ"):  # random set-ups only
+        s = fuzz(int(os.environ["FUZZ"]), int(os.environ.get("FUZZ_SEED", "1")))
     return [x for x in s if x]
+
+
+def fuzz(n, seed):
+    """n random small set-ups (FUZZ=n, FUZZ_SEED): 2-5 nodes of random types, counts, prices, zones and spot flags,
+    a random event trace per spot type, random options; each checked by check() and replayed twice (determinism)."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        types = ["A100-80G", "H800", "H20"]
+        nodes, zones = [], ["a", "b"] if rng.random() < 0.5 else ["a"]
+        for k in range(rng.randint(2, 5)):
+            nodes.append({"name": "n%d" % k, "gpu": rng.choice(types), "count": rng.choice([1, 2, 4, 8]),
+                          "zone": rng.choice(zones), "spot": k > 0 and rng.random() < 0.8,
+                          "usd_per_gpu_hour": round(rng.uniform(0.5, 4), 2)})
+        cl = {"nodes": nodes, "network": {"inter_node_gb_s": rng.choice([3, 25, 100]), "inter_zone_gb_s": 3,
+                                         "cloud_gb_s": rng.choice([0.2, 1, 5])}}
+        cp = os.path.join(TMP, "fz%d.json" % i)
+        with open(cp, "w") as f:
+            json.dump(cl, f)
+        args = ["--model", rng.choice(["gpt2-124m", "gpt2-350m", "llama2-7b"]), "--cluster", cp,
+                "--global-batch", "64", "--seq-len", "1024", "--replan-s", "0.5", "--bound"]
+        H = rng.choice([0.5, 2, 6])
+        for ty in sorted(set(x["gpu"] for x in nodes if x["spot"])):
+            t, alive, rows, nid = 0, set(), [], 0
+            while t < H * 3600:
+                if alive and rng.random() < 0.5:
+                    rows.append("%d,remove,%s" % (t * 1000, alive.pop()))
+                else:
+                    nid += 1
+                    alive.add("node%d" % nid)
+                    rows.append("%d,add,node%d" % (t * 1000, nid))
+                t += int(rng.expovariate(1 / rng.choice([60, 600, 1800]))) + (0 if rng.random() < 0.3 else 1)
+            tp = os.path.join(TMP, "fz%d-%s.csv" % (i, ty))
+            with open(tp, "w") as f:
+                f.write("\n".join(rows) + "\n")
+            args += ["--trace", ty + "=" + tp]
+        args += ["--hours", str(H), "--grace-s", str(rng.choice([0, 5, 30, 120, 600])),
+                 "--disk-gb-s", str(rng.choice([0.05, 0.5, 2, 8, 100])),
+                 "--ckpt-every-s", str(rng.choice([30, 300, 1800, 7200])),
+                 "--restart-s", str(rng.choice([0, 10, 60]))]
+        for flags, p in ((["--replica-memory-gb", str(rng.choice([1, 64, 512]))], 0.4), (["--no-in-place"], 0.2),
+                         (["--churn-aware"], 0.2), (["--exposure-aware"], 0.2), (["--objective", "cost"], 0.2),
+                         (["--release-idle"], 0.1), (["--no-handover"], 0.1), (["--replicas-always"], 0.1),
+                         (["--shard-optimizer", "auto"], 0.1), (["--join-horizon-s", "300"], 0.1)):
+            if rng.random() < p:
+                args += flags
+        out.append(("fuzz-%d-%d" % (seed, i), args, "det"))
+    return out
 
 
 def bad_traces():

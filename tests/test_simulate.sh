@@ -327,5 +327,20 @@ grep -Eq '^autohet +0\.000 +0\.01 +0\.0 +0\.0[0-9] +- ' "$W/z.txt" && grep -q 'n
     "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["policies"]
 assert all(x["tokens"] == 0 and x["usd"] > 0 and x["usd_per_mtoken"] is None for x in p), p' "$W/z.json" &&
     pass "no tokens kept: no \$/M tokens" || { fail "no tokens kept: \$/M tokens"; cat "$W/z.txt"; }
+# the memory tier never resumes from a step older than the cloud's (bench/sim_chaos.py grace-0-mem, session 25):
+# paper-64 with no save fitting (grace 0); plans whose pieces are on two nodes' disks do not replicate, so the
+# memory kept an old step, and at 11760 s (h800-0 lost) the replay read h800-0's pieces from memory, going back
+# past the cloud's newest upload: 0.007 B tokens kept against 1.457 B without the memory tier. A resume takes the
+# newest step some tier holds whole (docs/checkpoints.md): the cloud's here, so the two runs keep the same
+printf '0,add,a1\n0,add,a2\n3060000,remove,a1\n3060000,remove,a2\n3660000,add,a3\n3660000,add,a4\n4620000,remove,a3\n4800000,add,a5\n5100000,remove,a5\n5400000,add,a6\n' >"$W/ma.csv"
+printf '480000,add,m1\n540000,add,m2\n1680000,remove,m1\n1740000,add,m3\n7200000,remove,m2\n7380000,add,m4\n9840000,remove,m4\n9960000,add,m5\n11640000,remove,m5\n11760000,remove,m3\n' >"$W/mh.csv"
+M=(--model llama2-7b --cluster "$SRC/examples/clusters/paper-64.json" --trace "A100-80G=$W/ma.csv" --trace "H800=$W/mh.csv"
+   --hours 3.3 --policy autohet --grace-s 0 --replan-s 0.5)
+"$AH" simulate "${M[@]}" --json "$W/m0.json" >"$W/m0.txt" 2>&1 &&
+    "$AH" simulate "${M[@]}" --replica-memory-gb 512 --json "$W/m1.json" >"$W/m1.txt" 2>&1 &&
+    "$PY" -c 'import json, sys; a, b = (json.load(open(f))["policies"][0]["tokens"] for f in sys.argv[1:])
+assert b >= 0.9 * a > 0, (a, b)' "$W/m0.json" "$W/m1.json" &&
+    pass "the memory tier does not resume from a step older than the cloud's" ||
+    { fail "the memory tier resumed from an old step"; tail -3 "$W/m0.txt" "$W/m1.txt"; }
 [ $fails -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails -eq 0 ]

@@ -130,7 +130,12 @@ static double transfer_s(ah_sim_replay_t *x, const ah_sim_entry_t *to, ah_sim_re
     const ah_placement_t *was = local_first ? &x->state->place : NULL;
     /* the memory tier: a node's pieces survive in memory while the node holding its replica holds */
     /* (without periodic replication, only while the memory holds the disks' newest state: a notice's) */
-    const bool mem_current = !x->state || !x->state->periodic_off || x->at_mem.train_s >= x->at_disk.train_s;
+    /* and never a state older than the cloud's newest: a resume takes the newest step whose every piece some tier
+     * holds (docs/checkpoints.md), and the cloud holds whole steps (until session 25 a memory state left older by
+     * plans that did not replicate was read, rolling back past the cloud's step: bench/sim_chaos.py grace-0-mem) */
+    ah_sim_uploads_settle(x);
+    const bool mem_current = (!x->state || !x->state->periodic_off || x->at_mem.train_s >= x->at_disk.train_s) &&
+                             x->at_mem.train_s >= x->at_cloud.train_s;
     bool *in_mem = local_first && x->state->holder && mem_current ? calloc((size_t)c->n_nodes + 1, sizeof *in_mem)
                                                                   : NULL;
     if (!cloud || !flows || (local_first && x->state->holder && mem_current && !in_mem)) x->oom = true;
