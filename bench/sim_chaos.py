@@ -231,6 +231,13 @@ def run1(name, args, tag):
 
 
 def scenario(sc):
+    try:
+        return scenario1(sc)
+    except Exception as e:  # a scenario's own failure (the binary relinked, a JSON cut short): said, not fatal
+        return sc[0], False, ["driver error: %r" % e], ""
+
+
+def scenario1(sc):
     name, args, kind = sc
     pr, d = run1(name, args, "")
     out = pr.stdout + pr.stderr
