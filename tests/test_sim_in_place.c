@@ -134,6 +134,22 @@ static void test_kept_or_all(const ah_model_t *m) {
               "(3) the join in place (%d), restart %g s", r[2].recs[1].in_place, r[2].recs[1].restart_s);
     } else
         CHECK(false, "recoveries: %d, %d (want 2, 3)", r[0].n_recs, r[2].n_recs);
+    /* (3') as (3) with a step committed before the join (a checkpoint every 500 s of training): since session 25
+     * (joinbehind) the join's step is written behind the next one, as the runtime does (cli_train_inplace.c
+     * save_and_move): no save at the join, in place, nothing lost. Fails before: saved at the join. */
+    o.join_horizon_s = 0;
+    o.ckpt_every_s = 500;
+    ah_sim_result_t j;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &j, &err) == AH_OK, "%s", err.msg);
+    if (j.n_recs >= 2 && strcmp(j.recs[1].event, "join") == 0)
+        CHECK(j.recs[1].in_place && j.recs[1].written_behind && !j.recs[1].saved && j.recs[1].save_s == 0 &&
+                  j.recs[1].tokens_lost == 0, "(3') the join in place (%d), written behind (%d), saved %d, save %g s, "
+              "%g tokens lost", j.recs[1].in_place, j.recs[1].written_behind, j.recs[1].saved, j.recs[1].save_s,
+              j.recs[1].tokens_lost);
+    else
+        CHECK(false, "(3') recoveries: %d, the second %s", j.n_recs, j.n_recs >= 2 ? j.recs[1].event : "none");
+    ah_sim_result_free(&j);
+    o.ckpt_every_s = 1000;
     /* (1') as (1), the notice's save 70 s (each node's 1.5 GB at ~0.02 GB/s). Step 3000 s committed, od-0 holding
      * every piece: since session 25 (joinbehind) the change taking sp-1 in is written behind like any other
      * (cli_train_inplace.c save_and_move), so the admission takes no save off (agent_inplace.c

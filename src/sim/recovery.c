@@ -563,6 +563,20 @@ static bool move_in_place(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress
     return true;
 }
 
+/* A join in place (ah_sim_join_kept) once a step is committed: since session 25 (joinbehind) the runtime writes
+ * the join's step behind the next one, as any change whose last committed step outlives the leavers (a join has
+ * none), so the save stop_at_notice made is undone (the disks and memory back to what they held: committed, mem),
+ * and the new plan's hold comes after its first step. Whether so. */
+static bool join_behind(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progress_t committed, ah_sim_progress_t mem,
+                        ah_sim_recovery_t *v, bool *unsaved) {
+    if (!x->o->in_place || committed.tokens <= 0 || !ah_sim_join_kept(x, x->run, e)) return false;
+    v->save_s = 0;
+    v->saved = *unsaved = false;
+    x->at_disk = committed, x->at_mem = mem;
+    x->hold_after_s = ah_sim_ckpt_hold_s(e, x->o->change_snapshot_gb_s);
+    return true;
+}
+
 /* A (re)start onto plan e. join: every node got the notice (a restart to take in joined nodes). */
 void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, const char *label, const char *arg) {
     ah_sim_result_t *r = x->r;
@@ -577,7 +591,9 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
     ah_sim_recovery_t *v = rec_push(x, label, arg);
     if (!v) return;
     bool unsaved = false, handover = false;
+    const ah_sim_progress_t mem = x->at_mem; /* before a save at the notice */
     if (notice) stop_at_notice(x, e, join, in_place, v, &unsaved, &handover);
+    const bool join_async = notice && join && join_behind(x, e, committed, mem, v, &unsaved);
     bool cloud_rollback;
     const double handover_usd = v->egress_usd; /* what the handover sent across zones and regions */
     const int64_t handover_across = v->bytes_across_regions;
@@ -623,8 +639,10 @@ void ah_sim_begin_recovery(ah_sim_replay_t *x, ah_sim_entry_t *e, bool join, con
      * running ranks' devices, the ones the plan leaves out parked (AH_SIM_PARK_IN_PLACE_FRACTION); a join
      * that saved, onto them and the joining nodes (the runtime moves the state to the joining ranks since
      * cf4ac18; the transfer here is still the tiers' restore, a network copy from the holders either way) */
-    const bool join_in_place = join && notice && x->o->in_place && v->saved && !cloud_rollback &&
+    const bool join_in_place = join && notice && x->o->in_place && (v->saved || join_async) && !cloud_rollback &&
                                ah_sim_join_kept(x, x->run, e);
+    behind = behind || (join_async && join_in_place);
+    if (join_async && !join_in_place) x->hold_after_s = 0; /* a relaunch from the cloud's step: no hold */
     int parked = 0; /* move_in_place's change: saved or written behind, no piece from the cloud, devices kept */
     if (in_place) (void)ah_sim_devices_kept(x->up, x->run, x->launched, x->spent, e, &parked);
     v->in_place = in_place || join_in_place;
