@@ -54,6 +54,20 @@ void ah_launch_lines_feed(ah_launch_lines_t *lb, const char *buf, size_t n, void
     }
 }
 
+void ah_launch_leavers(const ah_launch_job_view_t *jobs, int n_jobs, const char *const *hosts, int n, bool *leave) {
+    for (int j = 0; j < n_jobs; j++) {
+        const ah_launch_job_view_t *J = &jobs[j];
+        bool listed = false, host_leaving = false, host_joining = false;
+        for (int h = 0; h < n; h++) listed = listed || strcmp(J->host, hosts[h]) == 0;
+        for (int k = 0; k < n_jobs; k++) {
+            const ah_launch_job_view_t *K = &jobs[k];
+            host_leaving = host_leaving || (!K->gone && K->leaving && strcmp(K->host, J->host) == 0);
+            host_joining = host_joining || (!K->gone && K->joining && strcmp(K->host, J->host) == 0);
+        }
+        leave[j] = !J->gone && listed && (host_leaving ? J->leaving : host_joining ? J->joining : true);
+    }
+}
+
 bool ah_launch_reap(pid_t *pid, int *status) {
     if (*pid <= 0) return true;
     int st = 0;

@@ -424,26 +424,15 @@ static void local_stop(void *ctx) {
     ah_launch_ompi_server_stop(&l->server);
 }
 
-/* Whether job j leaves at leave_hosts(hosts): launcher.h says which of a host's jobs do. */
-static bool leaves(const local_t *l, int j, const char *const *hosts, int n) {
-    const local_job_t *J = &l->job[j];
-    bool listed = false, host_leaving = false, host_joining = false;
-    for (int h = 0; h < n; h++) listed = listed || strcmp(J->host, hosts[h]) == 0;
-    for (int k = 0; k < l->n_jobs; k++) {
-        const local_job_t *K = &l->job[k];
-        host_leaving = host_leaving || (!K->gone && K->leaving && strcmp(K->host, J->host) == 0);
-        host_joining = host_joining || (!K->gone && K->joining && strcmp(K->host, J->host) == 0);
-    }
-    const bool mine = host_leaving ? J->leaving : host_joining ? J->joining : true;
-    return l->joined && !J->gone && listed && mine;
-}
-
 /* launcher.h: the jobs of `hosts` waited for up to wait_s, killed past it, forgotten; the ranks rescanned
  * as the other jobs' rank files now number them. */
 static int local_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s) {
     local_t *l = ctx;
     bool leave[LOCAL_MAX_JOBS] = {false};
-    for (int j = 0; j < l->n_jobs; j++) leave[j] = leaves(l, j, hosts, n);
+    ah_launch_job_view_t view[LOCAL_MAX_JOBS];
+    for (int j = 0; j < l->n_jobs; j++)
+        view[j] = (ah_launch_job_view_t){l->job[j].host, l->job[j].gone, l->job[j].leaving, l->job[j].joining};
+    if (l->joined) ah_launch_leavers(view, l->n_jobs, hosts, n, leave);
     const double t0 = ah_now_s();
     for (bool waiting = true; waiting;) {
         waiting = false;

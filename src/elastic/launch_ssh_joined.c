@@ -434,24 +434,13 @@ static void rescan_ranks(ssh_t *l) {
     memset(l->rank_signalled, 0, sizeof l->rank_signalled);
 }
 
-/* Whether job j leaves at leave_hosts(hosts): launcher.h says which of a host's jobs do. */
-static bool leaves(const ssh_t *l, int j, const char *const *hosts, int n) {
-    const ssh_job_t *J = &l->job[j];
-    bool listed = false, host_leaving = false, host_joining = false;
-    for (int h = 0; h < n; h++) listed = listed || !strcmp(J->host, hosts[h]);
-    for (int k = 0; k < l->n_jobs; k++) {
-        const ssh_job_t *K = &l->job[k];
-        host_leaving = host_leaving || (!K->gone && K->leaving && !strcmp(K->host, J->host));
-        host_joining = host_joining || (!K->gone && K->joining && !strcmp(K->host, J->host));
-    }
-    const bool mine = host_leaving ? J->leaving : host_joining ? J->joining : true;
-    return l->joined && !J->gone && listed && mine;
-}
-
 int ssh_leave_hosts(void *ctx, const char *const *hosts, int n, double wait_s) {
     ssh_t *l = ctx;
     bool leave[SSH_MAX_JOBS] = {false};
-    for (int j = 0; j < l->n_jobs; j++) leave[j] = leaves(l, j, hosts, n);
+    ah_launch_job_view_t view[SSH_MAX_JOBS];
+    for (int j = 0; j < l->n_jobs; j++)
+        view[j] = (ah_launch_job_view_t){l->job[j].host, l->job[j].gone, l->job[j].leaving, l->job[j].joining};
+    if (l->joined) ah_launch_leavers(view, l->n_jobs, hosts, n, leave);
     for (const double until = ah_now_s() + wait_s;; nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL)) {
         int left = 0;
         for (int j = 0; j < l->n_jobs; j++) left += leave[j] && !reaped(&l->job[j]);

@@ -207,6 +207,16 @@ typedef struct ah_launch_tap {
 } ah_launch_tap_t;
 void ah_launch_tap_line(void *tap, json_t *line);
 
+/* For the joined launchers' leave_hosts: one job as its rule sees it, and the rule (launch_common.c):
+ * leave[j] (n_jobs of them) set to whether leave_hosts(hosts, n) takes job j — a job not gone on a listed
+ * host that is, of its host's jobs not gone, a leaving one when one is, else a joining one when one is,
+ * else any. */
+typedef struct ah_launch_job_view {
+    const char *host;
+    bool gone, leaving, joining;
+} ah_launch_job_view_t;
+void ah_launch_leavers(const ah_launch_job_view_t *jobs, int n_jobs, const char *const *hosts, int n, bool *leave);
+
 /* For the launchers: starts argv (malloc'ed, NULL-terminated; freed here, its strings borrowed)
  * as the leader of its own process group with stdin from /dev/null; *pid gets it. The child gets
  * SIGTERM if this process dies (PR_SET_PDEATHSIG). An exec that fails says why on stderr and exits
