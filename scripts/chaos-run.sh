@@ -9,8 +9,9 @@
 #   bash scripts/chaos-run.sh BUILD_DIR SOURCE_DIR [SCENARIO...]     (default: every scenario)
 #
 # Scenarios (the local launcher, cpu-hetero's three one-device nodes slowed 10x, 24 steps; tests/agent_common.sh):
-#   kill2      slow-0's rank SIGKILLed mid-run, then slow-1's during the relaunch's restore (before
-#              its first step): two failures, the second during the recovery of the first
+#   kill2      slow-0's rank SIGKILLed mid-run, then slow-1's as soon as the relaunch's ranks are up (its
+#              restore; on a busy machine maybe after its first step): two failures, the second during the
+#              recovery of the first
 #   snapwrite  slow-0's rank SIGKILLed while its asynchronous writer is between step 8's pieces and
 #              the manifest (hook ckpt-write), and slow-0's disk wiped before the relaunch
 #   manflip    the run stopped (SIGINT) after step 9; one bit of slow-0's newest committed manifest
@@ -27,6 +28,10 @@
 #   notice2    a notice to slow-1, and one to slow-0 while the first's change is being made (hook reconfig-save)
 #   mpirunkill launch 0's mpirun SIGKILLed (its ranks not) mid-step 5 (hook): no rank of the old job may train on
 #              beside the relaunch
+#   mpirunstop launch 0's mpirun SIGSTOPped at step 5 (its ranks not), for good: the ranks train on without it and
+#              cannot finalize; the run must end (finished or named), not hang
+#   agentpause the agent itself SIGSTOPped for 6 s at step 5 (a head node paused), --step-timeout 3: nothing is lost
+#              for the pause (no rank named stalled, no node lost)
 #   detresume  a notice to slow-1 (relaunch, --no-in-place), then slow-0's rank crashing at step 10 every time
 #              (hook action=kill): named stop; the same command without the crash resumes to the end
 #
@@ -38,6 +43,9 @@
 #              answers, so the failure policy restarts on the same hosts; h2's pieces only in h0's memory
 #   creplkill  h0, the holder of h2's replicas, killed whole while it receives step 8's (hook replica): h0 lost,
 #              the run re-planned on h1 + h2 from step 4, h0's pieces from h1's memory
+#   cshm       every host's memory (its /dev/shm) 1 MiB, far under --replica-memory-gb: the replicas' writes fail
+#              for want of space (ENOSPC, not the budget); h2 killed whole mid-step 6; the run must go on from what
+#              the disks and memory hold, said (a new cluster: the others' is taken down first)
 set -u
 source "$(dirname "$0")/../tests/train_common.sh"
 source "$SRC/tests/agent_common.sh"
@@ -48,7 +56,7 @@ CKPT_EVERY=2
 small_cluster
 # slowed (the emulation's slowdown changes no loss): a step takes long enough to act inside it
 sed -i -e 's/"slowdown": 1,/"slowdown": 10,/' -e 's/"slowdown": 3,/"slowdown": 30,/' "$CLUSTER"
-ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume cwipe creplkill"
+ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume mpirunstop agentpause cwipe creplkill cshm"
 CHOSEN=${*:3}
 CHOSEN=${CHOSEN:-$ALL}
 
@@ -356,6 +364,41 @@ sc_mpirunkill() {
     [ -z "$alive" ] || { say mpirunkill "FAIL: old ranks alive after the run:$alive"; kill -KILL $alive; }
 }
 
+sc_mpirunstop() {
+    local d=$WORK/mpirunstop m=$WORK/mpirunstop.mark mp
+    AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=pause,file=$m" run_agent "$d" --no-in-place --step-timeout 3 &
+    local agent=$!
+    wait_until "$PATIENCE" test -e "$m" || { kill $agent; say mpirunstop "FAIL: the hook never fired"; return; }
+    mp=$(ps -o ppid= -p "$(launch_rank_pid "$d" 0 slow-0)" | tr -d ' ')
+    kill -STOP "$mp"
+    ( while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done ) &
+    local end=$((SECONDS + 120))
+    while kill -0 $agent 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.2; done
+    if kill -0 $agent 2>/dev/null; then
+        say mpirunstop "FAIL: still running 120 s after its mpirun stopped: $(tail -2 "$d.log" | cut -c1-200)"
+        kill -CONT "$mp" 2>/dev/null; kill -INT "$(pgrep -P $agent | head -1)"; sleep 1; kill -KILL "$mp" 2>/dev/null
+        wait $agent
+        return
+    fi
+    kill -CONT "$mp" 2>/dev/null
+    if wait $agent; then finished mpirunstop "$d"; else resumed_after_stop mpirunstop "$d"; fi
+}
+
+sc_agentpause() {
+    local d=$WORK/agentpause a
+    run_agent "$d" --step-timeout 3 &
+    local agent=$!
+    wait_until "$PATIENCE" step_lines_at_least 5 "$d/launch-0/metrics.jsonl" || { kill $agent; say agentpause "FAIL: no 5 steps"; return; }
+    a=$(pgrep -P $agent | head -1)
+    kill -STOP "$a"
+    sleep 6
+    kill -CONT "$a"
+    if ! wait $agent; then resumed_after_stop agentpause "$d"; return; fi
+    if grep -q '"event":"stalled"\|"event":"preempt"' "$d/metrics.jsonl"; then
+        say agentpause "FAIL: the pause cost a stop: $(grep -m1 'stopped progressing\|preempt' "$d.log" | cut -c1-250)"
+    else finished agentpause "$d"; fi
+}
+
 # joinmove: slow-1 down at the start, back once 3 steps are in and joined in place; its new rank killed at the
 # change's save on fast-0 (hook reconfig-save), the state not yet moved to it
 sc_joinmove() {
@@ -441,6 +484,20 @@ sc_creplkill() {
     cluster_kill_host h0
     wait $agent || { say creplkill "FAIL: the run failed: $(grep '^autohet run: ' "$agent_log" | tail -1 | cut -c1-300)"; return; }
     cluster_outcome creplkill
+}
+
+sc_cshm() {
+    cluster_ready || { say cshm "SKIP: needs root and openssh-server"; return; }
+    cluster_down
+    CL_SHM_MB=1 cluster_up 3 1000 || { say cshm "FAIL: no cluster"; return; }
+    cluster_mpi_args AH_TEST_HOOK
+    local m=$CL_DIR/disks/h2/hook-shm agent
+    AH_TEST_HOOK="phase=step,step=6,node=h2,action=pause,file=$CL_DISK/hook-shm" ssh_agent cshm --replica-memory-gb 0.5
+    wait_until 120 test -e "$m" || { kill $agent; say cshm "FAIL: the hook never fired: $(tail -3 "$agent_log")"; return; }
+    grep -h '"event":"checkpoint"' "$WD/metrics.jsonl" | head -2 | cut -c1-400
+    cluster_kill_host h2
+    wait $agent || { say cshm "STOPPED: $(grep '^autohet run: ' "$agent_log" | tail -1 | cut -c1-300)"; return; }
+    cluster_outcome cshm
 }
 
 for s in $CHOSEN; do

@@ -173,4 +173,23 @@ grep -q "rank stopped progressing (no metrics line for [0-9.]* s, over the step 
 grep -q '"nodes_up":\["fast-0","slow-0"\]' "$WORK/stall/metrics.jsonl" && grep -q "no sample lost: every step 0..29" "$WORK/stall.log" ||
     fail "the run did not go on without slow-1: $(cat "$WORK/stall.log")"
 echo "stopped rank: $(grep -o 'rank stopped progressing.*signal' "$WORK/stall.log")"
+
+# ---- slow-0's mpirun stopped (SIGSTOP), its ranks not, once 3 steps are in: the ranks train to the end and cannot
+# finalize without it; the step timeout names it and the job is stopped (the run hung with "every rank is running:
+# waiting on" before, session 25) ----
+STEPS=12
+run_agent "$WORK/mstop" --step-timeout 1 &
+sub=$!
+wait_until 60 step_lines_at_least 3 "$WORK/mstop/launch-0/metrics.jsonl" || { kill $sub; fail "mpirun stopped: no 3 steps"; }
+mp=$(ps -o ppid= -p "$(rank_pids "$WORK/mstop/launch-0" slow-0)" | tr -d ' ')
+[ "$(cat "/proc/$mp/comm")" = mpirun ] || { kill $sub; fail "slow-0's rank's parent $mp is not mpirun"; }
+kill -STOP "$mp"
+if ! wait_until 60 eval '! kill -0 $sub 2>/dev/null'; then
+    kill -CONT "$mp"; kill $sub; wait $sub; fail "mpirun stopped: the run still going 60 s on: $(tail -2 "$WORK/mstop.log")"
+fi
+wait $sub || { cat "$WORK/mstop.log"; fail "the run with a stopped mpirun failed"; }
+grep -q "mpirun (pid $mp.*) stopped by a signal (state T: SIGSTOP or a debugger): its ranks cannot end; the job is stopped and relaunched" \
+    "$WORK/mstop.log" || fail "the stopped mpirun not named: $(cat "$WORK/mstop.log")"
+grep -q "no sample lost: every step 0..11" "$WORK/mstop.log" || fail "mpirun stopped: $(cat "$WORK/mstop.log")"
+echo "stopped mpirun: $(grep -o 'mpirun (pid.*cannot end' "$WORK/mstop.log")"
 echo "PASS"

@@ -121,8 +121,11 @@ static bool drop_stalled(agent_t *a, const char *what) {
     char hosts[CAP][64], ranks[1024];
     const int n = a->launcher.stalled(a->launcher.ctx, hosts, CAP, ranks, sizeof ranks);
     if (n == 0) return false;
-    say(a, "%s: %s; the job is stopped, and the nodes of %s leave as lost", what, ranks,
-        n == 1 ? "that rank" : "those ranks");
+    if (n == 1 && !hosts[0][0]) /* no rank's node: the launcher's own process (launch_local.c stopped_mpirun) */
+        say(a, "%s: %s; the job is stopped and relaunched on the same nodes", what, ranks);
+    else
+        say(a, "%s: %s; the job is stopped, and the nodes of %s leave as lost", what, ranks,
+            n == 1 ? "that rank" : "those ranks");
     for (int k = 0; k < n && k < CAP; k++) {
         const int i = ah_cluster_find_node(&a->cluster, hosts[k]);
         if (i < 0 || !a->up[i]) continue;

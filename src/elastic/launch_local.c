@@ -359,12 +359,32 @@ static bool rank_stat(pid_t pid, char *state, unsigned long long *ticks) {
     return true;
 }
 
+/* A mpirun of the job stopped by a signal (state T): its ranks train on without it but cannot end (MPI_Finalize
+ * waits for it), so the run hung at its last step with every rank running (session 25, scripts/chaos-run.sh
+ * mpirunstop). Said in what, hosts[0] "" (no node is lost: mpirun runs on this machine, not on a node's host):
+ * the job is stopped and relaunched on the same nodes. */
+static bool stopped_mpirun(const local_t *l, char (*hosts)[64], int cap, char *what, size_t what_cap) {
+    for (int j = 0; j < l->n_jobs; j++) {
+        const local_job_t *J = &l->job[j];
+        char state;
+        unsigned long long ticks;
+        if (J->exited || J->gone || J->pid <= 0 || !rank_stat(J->pid, &state, &ticks) || (state != 'T' && state != 't'))
+            continue;
+        if (cap > 0) hosts[0][0] = 0;
+        snprintf(what, what_cap, "mpirun (pid %ld%s%s) stopped by a signal (state T: SIGSTOP or a debugger): its ranks "
+                 "cannot end", (long)J->pid, J->host[0] ? ", the job of " : "", J->host);
+        return true;
+    }
+    return false;
+}
+
 /* launcher.h: the ranks stopped by a signal; when none is, those that used no CPU time in 1 s. A
  * rank stopped by a signal explains its peers' idling: they wait for it in sleeps between their
  * tests (comm.h AH_COMM_WAIT_SLEEP), which at load 20+ on 2 cores used no tick of CPU in 1 s, so
  * they were named too and every node left as lost (test_agent_stop's stalled rank). */
 static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap) {
     local_t *l = ctx;
+    if (stopped_mpirun(l, hosts, cap, what, what_cap)) return 1;
     /* the ranks as their files say now: a change in place renumbers them and removes the files past the new
      * world's size (a parked rank's: asleep in its job until it ends, no CPU time, not stalled) before
      * leave_hosts reads them again */

@@ -104,7 +104,8 @@ typedef struct ah_launcher {
      * time in 1 s (the peers of a stopped rank wait for it, and may sleep through a second while
      * they do). Each is said in what ("rank 2 on slow-1 (pid 123):
      * stopped by a signal (state T)", "; " between), its host into hosts[k] (cap hosts); returns
-     * how many. */
+     * how many. A mpirun of the local launcher stopped by a signal goes first: 1, hosts[0] "" (no node
+     * lost; the job is stopped and relaunched). */
     int (*stalled)(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap);
     /* Joined jobs only (NULL: the launcher cannot start them; the agent then never changes in place):
      * after an in-place change that let `hosts` leave (runtime/reconfig.h), waits up to wait_s for
