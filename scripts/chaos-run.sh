@@ -32,6 +32,8 @@
 #              cannot finalize; the run must end (finished or named), not hang
 #   agentpause the agent itself SIGSTOPped for 6 s at step 5 (a head node paused), --step-timeout 3: nothing is lost
 #              for the pause (no rank named stalled, no node lost)
+#   agentbackoff  slow-0's rank killed at step 5 (hook), and the agent SIGKILLed during the restart's backoff; the
+#              same command again
 #   detresume  a notice to slow-1 (relaunch, --no-in-place), then slow-0's rank crashing at step 10 every time
 #              (hook action=kill): named stop; the same command without the crash resumes to the end
 #
@@ -56,7 +58,7 @@ CKPT_EVERY=2
 small_cluster
 # slowed (the emulation's slowdown changes no loss): a step takes long enough to act inside it
 sed -i -e 's/"slowdown": 1,/"slowdown": 10,/' -e 's/"slowdown": 3,/"slowdown": 30,/' "$CLUSTER"
-ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume mpirunstop agentpause cwipe creplkill cshm"
+ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume mpirunstop agentpause agentbackoff cwipe creplkill cshm"
 CHOSEN=${*:3}
 CHOSEN=${CHOSEN:-$ALL}
 
@@ -397,6 +399,17 @@ sc_agentpause() {
     if grep -q '"event":"stalled"\|"event":"preempt"' "$d/metrics.jsonl"; then
         say agentpause "FAIL: the pause cost a stop: $(grep -m1 'stopped progressing\|preempt' "$d.log" | cut -c1-250)"
     else finished agentpause "$d"; fi
+}
+
+sc_agentbackoff() {
+    local d=$WORK/agentbackoff
+    AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=kill" run_agent "$d" &
+    local agent=$!
+    wait_until "$PATIENCE" grep -q "restart 1 (--max-restarts" "$d.log" || { kill $agent; say agentbackoff "FAIL: no restart said"; return; }
+    kill -KILL "$(pgrep -P $agent | head -1)"
+    wait $agent
+    ls "$d"/launch-1 >/dev/null 2>&1 && echo "agentbackoff: launch 1 had started"
+    resumed_after_stop agentbackoff "$d"
 }
 
 # joinmove: slow-1 down at the start, back once 3 steps are in and joined in place; its new rank killed at the
