@@ -76,7 +76,7 @@ assert pol["on-demand"]["breakdown"]["gpu_hours_up"] == 8 and d["options"]["chur
 # --bound: no policy of the spot nodes trains more; bench/sim_bound_gap.py's terms add up to its gap to autohet
 b = d["bound"]
 assert all(b["tokens"] >= p["tokens"] for p in pol.values() if p["policy"] != "on-demand"), b["tokens"]
-assert b["any_plan_tokens"] >= b["tokens"] and b["all_up_tokens"] > 0 and b["timeline"][0]["start_s"] == 0, b
+assert b["any_plan_tokens"] >= b["tokens"] and b["any_plan_unknown_s"] == 0 and b["all_up_tokens"] > 0 and b["timeline"][0]["start_s"] == 0, b
 sys.path.insert(0, sys.argv[2] + "/bench")
 import sim_bound_gap
 terms = sim_bound_gap.gap_terms(d)

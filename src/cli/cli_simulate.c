@@ -169,14 +169,16 @@ static void print_bound(const ah_sim_bound_t *b, const ah_sim_avail_t *a, double
                100 * (b->usd / b->tokens) / (od->usd / od->tokens), b->usd / b->gpu_hours_used, od->usd / od->gpu_hours);
 }
 
-/* --bound in --json: "bound": {tokens, usd, gpu_hours_used, any_plan_tokens, all_up_tokens, all_up_any_plan_tokens,
- * "timeline": [{"start_s", "tokens_per_s"}]}. */
+/* --bound in --json: "bound": {tokens, usd, gpu_hours_used, any_plan_tokens, any_plan_unknown_s (the seconds of sets
+ * whose result claims no bound, left out of any_plan_tokens: it bounds nothing unless 0), all_up_tokens,
+ * all_up_any_plan_tokens, "timeline": [{"start_s", "tokens_per_s"}]}. */
 static json_t *bound_json(const ah_sim_bound_t *b) {
     json_t *steps = json_array();
     for (int i = 0; steps && i < b->n_steps; i++)
         json_array_append_new(steps, json_pack("{s:f, s:f}", "start_s", b->t_s[i], "tokens_per_s", b->tokens_per_s[i]));
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:o*}", "tokens", b->tokens, "usd", b->usd, "gpu_hours_used",
-                     b->gpu_hours_used, "any_plan_tokens", b->any_plan_tokens, "all_up_tokens", b->all_up_tokens,
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o*}", "tokens", b->tokens, "usd", b->usd, "gpu_hours_used",
+                     b->gpu_hours_used, "any_plan_tokens", b->any_plan_tokens, "any_plan_unknown_s",
+                     b->any_plan_unknown_s, "all_up_tokens", b->all_up_tokens,
                      "all_up_any_plan_tokens", b->all_up_any_plan_tokens, "timeline", steps);
 }
 
