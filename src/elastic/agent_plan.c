@@ -19,6 +19,7 @@
 #include "elastic/agent_exposure.h"
 #include "elastic/agent_logic.h"
 #include "elastic/agent_state.h"
+#include "plan/ckpt_traffic.h"
 #include "plan/plan_out.h"
 #include "spec/arch.h"
 
@@ -120,33 +121,20 @@ static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err) {
     return AH_OK;
 }
 
-/* A checkpoint's bytes a parameter: the fp32 weights (the master weights under bf16 and fp16) and AdamW's m and v, as
- * the simulator counts them (sim.h AH_SIM_CKPT_BYTES_PER_PARAM); a sharded optimizer's split of m and v not taken off
- * (the safe side). */
-#define CKPT_BYTES_PER_PARAM 12.0
 #define DISK_GB_S_DEFAULT 8.0 /* simulate's --disk-gb-s default: an 8-GPU cloud node's local NVMe */
 
+/* The node writing the most: each node writes each shard its ranks hold once (a data-parallel replica on the same
+ * node does not write it again), weights and AdamW m and v in fp32, as the runtime does (plan/ckpt_traffic.h). */
 double ah_agent_plan_save_s(const ah_plan_t *p, double *bytes, double *gb_s) {
     const char *env = getenv("AH_AGENT_DISK_GB_S");
     char *end = NULL;
     const double v = env ? strtod(env, &end) : NAN;
     *gb_s = env && end != env && !*end && isfinite(v) && v > 0 ? v : DISK_GB_S_DEFAULT;
-    double *node = calloc((size_t)p->cluster.n_nodes + 1, sizeof *node);
+    int64_t *own = calloc((size_t)p->cluster.n_nodes + 1, sizeof *own);
     *bytes = 0;
-    for (int i = 0; node && i < p->n_pipelines; i++)
-        for (int s = 0; s < p->pipelines[i].n_stages; s++) {
-            const ah_stage_t *st = &p->pipelines[i].stages[s];
-            const ah_model_t *m = &p->model;
-            const double params = (double)(st->last - st->first) * (double)ah_layer_params(m, AH_LAYER_BLOCK, p->tp) +
-                                  (st->first == 0 ? (double)ah_layer_params(m, AH_LAYER_EMBED, p->tp) : 0) +
-                                  (st->last == m->n_layer ? (double)ah_layer_params(m, AH_LAYER_HEAD, p->tp) : 0);
-            for (int k = 0; k < ah_stage_devices(&p->pipelines[i], p->tp); k++) {
-                const int n = st->devices[k].node;
-                if (n < 0 || n >= p->cluster.n_nodes) continue;
-                node[n] += params * CKPT_BYTES_PER_PARAM;
-                if (node[n] > *bytes) *bytes = node[n];
-            }
-        }
-    free(node);
+    if (own && ah_ckpt_node_bytes(p, own, NULL, NULL, &(ah_error_t){0}) == AH_OK)
+        for (int n = 0; n < p->cluster.n_nodes; n++)
+            if ((double)own[n] > *bytes) *bytes = (double)own[n];
+    free(own);
     return *bytes / (*gb_s * 1e9);
 }

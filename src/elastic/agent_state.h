@@ -207,7 +207,7 @@ void ah_agent_probe_quiet(agent_t *a);
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
 /* agent_plan.c: the save estimate before the run's first checkpoint event: the checkpoint bytes of p's node that holds
- * the most (*bytes; 12 a parameter: fp32 weights, AdamW's m and v) at the node's disk rate (*gb_s: AH_AGENT_DISK_GB_S,
+ * the most (*bytes; 12 a parameter: fp32 weights, AdamW's m and v; each shard once a node, plan/ckpt_traffic.h) at the node's disk rate (*gb_s: AH_AGENT_DISK_GB_S,
  * default 8 GB/s, simulate's --disk-gb-s default), in seconds. */
 double ah_agent_plan_save_s(const ah_plan_t *p, double *bytes, double *gb_s);
 /* agent_join.c: with nodes joined, r the plan over the nodes up, `when` said first ("checkpoint

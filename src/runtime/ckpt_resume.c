@@ -364,13 +364,16 @@ static ah_status_t pick_step(const ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat,
         int64_t bad;
         memset(e2, 0, sizeof *e2);
         *step = choose_step(cat, -1, s->tr->plan, T, meta, &bad, e2);
-        int64_t newest_bad = bad; /* the newest such step any rank saw (ranks may see other tiers) */
-        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), &newest_bad, 1, err);
-        if (st != AH_OK || newest_bad < 0 || newest_bad < *step) return st;
+        /* The newest such step and the newest chosen step any rank saw (ranks may see other tiers), reduced
+         * together: every rank leaves or skips on the same values, so all call the same collective next. A
+         * rank whose own step differs is left to agree_step, which names it. */
+        int64_t v[2] = {bad, *step};
+        ah_status_t st = ah_comm_allreduce_max_i64(ah_comm_world(), v, 2, err);
+        if (st != AH_OK || v[0] < 0 || v[0] < v[1]) return st;
         char why[AH_ERROR_MSG_MAX];
-        snprintf(why, sizeof why, "%s", bad == newest_bad && e2->msg[0] ? e2->msg
+        snprintf(why, sizeof why, "%s", bad == v[0] && e2->msg[0] ? e2->msg
                  : "the manifests of its nodes disagree on the data position, sequence length or RNG state");
-        skip_step(s, cat, newest_bad, staging, why, skipped);
+        skip_step(s, cat, v[0], staging, why, skipped);
     }
 }
 
