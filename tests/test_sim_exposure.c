@@ -123,6 +123,19 @@ int main(void) {
     CHECK(ah_sim_run(&m, &a, &short_o, AH_POLICY_AUTOHET, &plain, &err) == AH_OK, "%s", err.msg);
     sim_invariants("a 20 s horizon", &a, ah_sim_horizon_s(&a, &short_o), &plain);
     ah_sim_result_free(&plain);
+    /* every node lost 20 s into the first start (re-plan 5 s + restart 30 s + the first step), back at 1000 s: the
+     * start is cut short by the stall (no plan fits nothing), and then a start of its own. Fails before (the first
+     * start's record stayed finished, its terms more than the 20 s it had) */
+    ah_sim_change_t all_go[12];
+    for (int i = 0; i < 6; i++) {
+        all_go[i] = (ah_sim_change_t){.t_s = 20, .node = i, .up = false, .trace_id = -1};
+        all_go[6 + i] = (ah_sim_change_t){.t_s = 1000, .node = i, .up = true, .trace_id = -1};
+    }
+    const ah_sim_avail_t gone = {.cluster = &c, .up0 = up0, .changes = all_go, .n_changes = 12, .end_s = 3 * 3600.0};
+    CHECK(ah_sim_run(&m, &gone, &o, AH_POLICY_AUTOHET, &plain, &err) == AH_OK, "%s", err.msg);
+    CHECK(plain.n_recs == 2 && plain.recs[0].interrupted, "the start cut short by the stall (%d records)", plain.n_recs);
+    sim_invariants("every node lost during the start", &gone, ah_sim_horizon_s(&gone, &o), &plain);
+    ah_sim_result_free(&plain);
     ah_sim_result_free(&aware);
     test_move(&m, &a, o);
     ah_cluster_free(&c);

@@ -216,6 +216,9 @@ static void try_start(ah_sim_replay_t *x, const char *label, const char *arg) {
         return;
     }
     if (!e->ok) {
+        /* a recovery under way is cut short (until session 25 its record stayed finished: its whole terms counted in
+         * the breakdown, more than the time it had) */
+        if (x->phase == AH_PHASE_RECOVER && x->r->n_recs > 0) x->r->recs[x->r->n_recs - 1].interrupted = true;
         x->run = NULL;
         x->phase = AH_PHASE_STALLED;
         if (!x->r->note[0]) snprintf(x->r->note, sizeof x->r->note, "stalled at %.2f h: %.200s", x->t / 3600, e->why);
