@@ -167,6 +167,16 @@ static void test_kept_or_all(const ah_model_t *m) {
     else
         CHECK(false, "(1') recoveries: %d", r[1].n_recs);
     ah_sim_result_free(&r[1]);
+    /* (1s) as (1') with a sharded optimizer (--shard-optimizer even): its state is not moved rank to rank
+     * (runtime/reconfig_move.c), the trainers save before the change, so the admission takes the 70 s save off
+     * (agent_inplace.c ah_agent_change_save_s) and sp-1 is not held. Fails before (fix1): written behind, 2 GPUs. */
+    o.shard = AH_SHARD_EVEN;
+    CHECK(ah_sim_run(m, &a, &o, AH_POLICY_AUTOHET, &r[1], &err) == AH_OK, "%s", err.msg);
+    CHECK(r[1].n_recs >= 2 && gpus_at(&r[1], 3700) == 1 && !r[1].recs[1].written_behind,
+          "(1s) sharded: sp-1 not taken in (%d recoveries, %d GPUs at 3700 s, written behind %d)", r[1].n_recs,
+          gpus_at(&r[1], 3700), r[1].n_recs >= 2 && r[1].recs[1].written_behind);
+    o.shard = AH_SHARD_NONE;
+    ah_sim_result_free(&r[1]);
     /* (1'') the same with no step committed by the notice (no periodic checkpoint yet): a joining rank's fallback
      * would have none to restore, so that change saves before its move, whose 70 s the admission does not fit
      * (simfix3's rule): sp-1 is not held and the plan over od-0's device is taken in place, its step written behind

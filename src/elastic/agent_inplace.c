@@ -248,10 +248,14 @@ static double save_room(const agent_t *a) {
  * leaving node holds under it is also on a staying node (agent_exposure.h ah_exposure_leavers_kept); else the
  * longest checkpoint seen. The trainer's own test also counts the memory tier and the cloud: where only they hold a
  * leaver's piece the agent leaves room for the save (the safe side: a save the deadline did not leave room for could
- * outlast the grace period). Until session 25 a change with incoming ranks always saved before the move. */
+ * outlast the grace period). Until session 25 a change with incoming ranks always saved before the move. A running
+ * or next plan with a sharded optimizer (--shard-optimizer) always saves: its state is not moved rank to rank
+ * (runtime/reconfig_move.c), so the trainers save the step and restore it (cli_train_inplace.c save_and_move). */
 double ah_agent_change_save_s(const agent_t *a, bool incoming) {
     for (int i = 0; i < a->o->n_train_args; i++)
         if (strcmp(a->o->train_args[i], "--ckpt-sync") == 0) return a->save_est_s;
+    if ((a->have_cur && a->cur.plan.n_opt_groups > 0) || (a->have_next && a->next.plan.n_opt_groups > 0))
+        return a->save_est_s;
     const bool none = a->res->newest_ckpt < 0;
     if (none && incoming) return a->save_est_s;
     if (none && newest_step(a) + 2 < a->o->ckpt_every) return 0;

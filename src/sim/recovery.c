@@ -459,12 +459,14 @@ static bool committed_alone(ah_sim_replay_t *x, ah_sim_entry_t *e, ah_sim_progre
  * less the change's save (agent_inplace.c ah_agent_change_save_s: none when the step is written behind, which since
  * session 25 a change with incoming ranks is too when a step is committed and it outlives the leavers), leaves half
  * of what is left less two steps and the save again at least 1 s for the joining jobs' admission: grace - 2 saves -
- * 2 steps >= 2 s. The save is the notice's (save_s), a step the running plan's. Without a free node: true. Until
+ * 2 steps >= 2 s; with a sharded optimizer (--shard-optimizer) always taken off, as ah_agent_change_save_s does (its
+ * state is not moved: saved before the change). The save is the notice's (save_s), a step the running plan's. Without a free node: true. Until
  * session 24 (simfix3) a free node's devices counted as held whether it fitted or not, so at --disk-gb-s 2 the
  * every-node plan was taken, its save never fitted, and the change fell back to a relaunch with no save. */
 static bool free_node_admits(ah_sim_replay_t *x, ah_sim_entry_t *e) {
     if (!ah_sim_gains_node(x->run, e)) return true;
-    const bool behind = x->at_disk.tokens > 0 && !committed_alone(x, e, x->at_disk);
+    /* a sharded optimizer's state is not moved (leavers_hold): the trainers save before the change (fix1) */
+    const bool behind = x->o->shard == AH_SHARD_NONE && x->at_disk.tokens > 0 && !committed_alone(x, e, x->at_disk);
     const double save = behind ? 0 : save_s(x, x->run), left = x->o->grace_s - save;
     return (left - AH_SIM_ADMIT_STEPS * x->run->iteration_s - save) / 2 >= AH_SIM_ADMIT_MIN_S;
 }
