@@ -8,7 +8,7 @@
 #  - a rank that dies at the same step every time (AH_TEST_HOOK action=kill): restarted once, then
 #    the same failure at the same step ends the run, naming both;
 #  - launch 0's mpirun SIGKILLed (not its ranks): its ranks die with it, the relaunch finishes the run as above
-#    (they trained on beside the relaunch before);
+#    (they trained on beside the relaunch before); a rank whose mpirun is gone before it starts dies at once;
 #  - --max-restarts 0: the first failure ends the run, said.
 # Usage: bash tests/test_agent_restart.sh BUILD_DIR SOURCE_DIR
 source "$(dirname "$0")/train_common.sh"
@@ -63,14 +63,24 @@ mp=$(ps -o ppid= -p "$(rank_pids "$WORK/mpk/launch-0" slow-0)" | tr -d ' ')
 pids=$(for n in fast-0 slow-0 slow-1; do rank_pids "$WORK/mpk/launch-0" $n; done | while read -r p; do
     [ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$mp" ] && echo "$p"; done)
 kill -KILL "$mp"
-sleep 0.3
-alive=$(for p in $pids; do grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$p/status" && echo "$p"; done) # not a zombie
+live_ranks() { for p in $pids; do grep -qs '^State:[[:space:]]*[^Z[:space:]]' "/proc/$p/status" && echo "$p"; done; } # not a zombie
+wait_until 5 test -z "$(live_ranks)" # at once with the death signal (a few ms); 5 s before calling them survivors
+alive=$(live_ranks)
 rm -f "$m"
 ( while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done ) & # the relaunch trains step 5 again
 [ -z "$alive" ] || { wait $agent; kill -KILL $alive 2>/dev/null; fail "mpirun killed: its ranks $alive outlived it"; }
 wait $agent || { cat "$WORK/mpk.log"; fail "the run did not survive its mpirun's kill"; }
 out=$(check_metrics "$WORK/mpk" "$WORK/ref") || { cat "$WORK/mpk.log"; fail "mpirun killed: metrics: $out"; }
 echo "mpirun killed: its ranks with it; $out"
+
+# ---- mpirun gone before its rank starts, the rank's parent (a shell) alive: the rank dies at once, its mpirun's
+# pid read from Open MPI's environment (runtime/preempt.c launcher_pid). Before, it went on into MPI_Init, which
+# failed ("Unreachable"): exit 1 ----
+o=$WORK/gone.out
+$MPIRUN -np 1 bash -c "exec >>'$o' 2>&1; kill -KILL \$PPID; '$AUTOHET' train --plan none.json; echo \"rc \$?\"" 2>/dev/null
+wait_until 10 grep -q '^rc ' "$o" || fail "mpirun gone first: the rank never ended: $(cat "$o")"
+grep -q '^rc 137$' "$o" || fail "mpirun gone first: the rank did not die at once (SIGKILL, 137): $(cat "$o")"
+echo "mpirun gone before its rank starts: the rank killed at once"
 
 # ---- a rank that dies at the same step every time ----
 AH_TEST_HOOK="phase=step,step=5,node=slow-0,action=kill" run_agent "$WORK/det" && fail "a deterministic crash reported success"

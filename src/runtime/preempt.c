@@ -42,6 +42,19 @@ ah_status_t ah_preempt_install(ah_error_t *err) {
     return AH_OK;
 }
 
+/* The pid of the mpirun that started this rank where Open MPI's environment gives it: this host's daemon is mpirun
+ * itself (the local daemon's URI is the HNP's) and its session directory is ".../pid.N" (Open MPI 4: the HNP's own
+ * pid). 0 otherwise (an orted on another host: ".../jf.N", no pid). */
+static pid_t launcher_pid(void) {
+    const char *hnp = getenv("OMPI_MCA_orte_hnp_uri"), *local = getenv("OMPI_MCA_orte_local_daemon_uri"),
+               *dir = getenv("OMPI_MCA_orte_jobfam_session_dir");
+    const char *last = dir ? strrchr(dir, '/') : NULL;
+    if (!hnp || !local || strcmp(hnp, local) != 0 || !last || strncmp(last, "/pid.", 5) != 0) return 0;
+    char *end = NULL;
+    const long v = strtol(last + 5, &end, 10);
+    return end != last + 5 && !*end && v > 1 ? (pid_t)v : 0;
+}
+
 void ah_preempt_die_with_launcher(void) {
     /* A rank outlived a SIGKILLed mpirun (session 25, scripts/chaos-run.sh mpirunkill): its peers' connections
      * are their own, so the old job trained on, wrote checkpoints and metrics the agent no longer read, beside
@@ -50,8 +63,14 @@ void ah_preempt_die_with_launcher(void) {
      * job whose launcher is gone is a failed one, and its ranks cannot save collectively once a peer's mpirun
      * is gone with its ranks. Not for a singleton (no mpirun): its parent is a shell, whose end must not end it. */
     if (!getenv("OMPI_COMM_WORLD_SIZE")) return;
-    const pid_t parent = getppid();
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) raise(SIGKILL); /* gone before prctl */
+    const pid_t launcher = launcher_pid(), parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return;
+    /* The death signal covers a parent that dies after prctl. One that died before: when the environment names
+     * mpirun (launcher_pid), its absence now, whenever it went and whatever this process's parent is (a wrapper's
+     * child too); else (an orted on another host) a parent that died between the read above and prctl. A daemon
+     * that died before that read, unseen here, fails this rank's MPI_Init next ("Unreachable": its PMIx server
+     * is gone; checked by hand with mpirun -np 1 bash -c 'kill -9 $PPID; sleep 0.5; autohet train ...'). */
+    if ((launcher > 0 && kill(launcher, 0) != 0 && errno == ESRCH) || getppid() != parent) raise(SIGKILL);
 }
 
 bool ah_preempt_noticed(void) { return g_noticed != 0; }
