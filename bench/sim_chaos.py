@@ -68,6 +68,14 @@ def scenarios():
             s.append(("two-region-%s-%s" % (obj, cr), TWO_R + ["--replica-memory-gb", "512", "--objective", obj,
                                                              "--cloud-region", cr], "cost" if obj == "cost" else "run"))
     s.append(("two-region-grace0-disk0.1", TWO_R + ["--grace-s", "0", "--disk-gb-s", "0.1"], "run"))
+    # the other example clusters: three regions (a trace per type), mixed-32 (LLaMA-3-8B), no spot node at all
+    s.append(("three-region", ["--model", "llama2-13b", "--cluster", "examples/clusters/three-region.json",
+                               "--trace", "A100-80G=" + O + "p3-trace.csv", "--trace", "H100=" + O + "g4dn-trace.csv",
+                               "--trace", "L40S=" + O + "scale_gcp-trace.csv", "--hours", "6", "--bound"], "run"))
+    s.append(("mixed-32-llama3", ["--model", "llama3-8b", "--cluster", "examples/clusters/mixed-32.json"] + THREE +
+              ["--hours", "6", "--bound", "--replica-memory-gb", "256"], "run"))
+    s.append(("no-spot-node", ["--model", "llama2-7b", "--cluster", "examples/clusters/h100-l40s-a10g-32.json",
+                               "--hours", "2", "--bound"], "run"))
     if os.environ.get("FULL"):
         s.append(("paper288-l70", ["--model", "llama2-70b", "--cluster", "examples/sim/paper-288.json"] + THREE +
                   ["--hours", "11.37", "--policy", "autohet,on-demand", "--bound"], "run"))

@@ -9,6 +9,7 @@
  * between checkpoints and the upload) outweighs its speed, so it takes a slower plan of the baselines',
  * and the second loss rolls nothing back. Fails with the flag ignored (the two replays then match). */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"
@@ -64,6 +65,36 @@ static void test_move(const ah_model_t *m, const ah_sim_avail_t *a, ah_sim_opts_
           i1 && i1->saved, i1 && i1->written_behind, i1 ? i1->save_s : -1);
     ah_sim_result_free(&relaunch);
     ah_sim_result_free(&in_place);
+}
+
+/* A count trace mapped with --seed (avail.c map_counts, random picks): every pick a free node of the pool, so each
+ * node goes up and down in turn. The trace: 1, 3, 0, 2, 3 of the three A100 nodes. Fails before under ASan (a
+ * heap overflow) and, without it, with a node out of the pool or up twice: a taken slot added 1 to the pick. */
+static void test_seeded_counts(const ah_cluster_t *c) {
+    ah_error_t err;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        ah_sim_pool_t pool = {0};
+        CHECK(ah_sim_pool_resolve(c, "A100-80G", &pool, &err) == AH_OK && pool.n_nodes == 3, "%s", err.msg);
+        const int counts[5] = {1, 3, 0, 2, 3};
+        pool.trace.kind = AH_TRACE_COUNTS;
+        pool.trace.steps = calloc(5, sizeof *pool.trace.steps);
+        for (int k = 0; pool.trace.steps && k < 5; k++) pool.trace.steps[k] = (ah_trace_step_t){100.0 * k, counts[k]};
+        pool.trace.n_steps = pool.trace.steps ? 5 : 0;
+        pool.trace.end_s = 400;
+        ah_sim_avail_t a;
+        CHECK(ah_sim_avail_build(c, &pool, 1, seed, &a, &err) == AH_OK, "%s", err.msg);
+        /* the first row (t = 0) is the initial state: one node up; then 2 up, 3 down, 2 up, 1 up */
+        bool up[3] = {a.up0[0], a.up0[1], a.up0[2]}, ok = a.n_changes == 2 + 3 + 2 + 1 && up[0] + up[1] + up[2] == 1;
+        for (int i = 0; ok && i < a.n_changes; i++) {
+            const int n = a.changes[i].node;
+            ok = n >= 0 && n < 3 && up[n] != a.changes[i].up; /* s0..s2 are nodes 0..2; a change flips its node */
+            if (ok) up[n] = a.changes[i].up;
+        }
+        CHECK(ok, "seed %llu: %d changes, each a node of the pool going up or down in turn", (unsigned long long)seed,
+              a.n_changes);
+        ah_sim_avail_free(&a);
+        ah_sim_pool_free(&pool);
+    }
 }
 
 int main(void) {
@@ -138,6 +169,7 @@ int main(void) {
     ah_sim_result_free(&plain);
     ah_sim_result_free(&aware);
     test_move(&m, &a, o);
+    test_seeded_counts(&c);
     ah_cluster_free(&c);
     return ah_test_finish();
 }

@@ -148,10 +148,12 @@ static bool map_counts(ah_sim_pool_t *p, int pi, uint64_t seed, changes_t *out) 
         }
         while (ok && n < want) {
             int s = 0;
-            if (seed) { /* a random free slot */
+            if (seed) { /* a random free slot: the r-th free one (until session 25 a taken slot also added 1 to r,
+                         * so a pick past a taken slot went beyond the pool: a read and a write past its arrays, a
+                         * node index out of the pool; ASan, bench/sim_chaos.py trace-...p2-xlarge...-h3-seed7) */
                 int r = (int)(xorshift(&rng) % (uint64_t)(p->n_nodes - n));
-                for (s = 0; taken[s] || r-- > 0; s++)
-                    if (taken[s]) r++;
+                for (s = 0; taken[s] || r-- > 0; s++) {
+                }
             } else
                 while (taken[s]) s++;
             taken[s] = true;
